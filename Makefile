@@ -1,0 +1,28 @@
+# The README's two commands: `make demo` (set up, run the main job) and `make test` (set up, run the tests).
+# torch==2.13.0 is installed first, on its own: an unpinned torch would pull GBs of CUDA packages.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check --quiet
+
+.PHONY: setup demo test lint clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install torch==2.13.0
+	$(PIP) install -c constraints.txt -e ".[test]"
+	touch $@
+
+demo: setup
+	$(VENV)/bin/dpnc demo
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check src tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,32 @@
+"""Privacy core: budgets, releases, the accountant, calibration, secret noise, tree aggregation.
+
+This package imports nothing else from dpnc. Names are loaded on first use (PEP 562), so that
+accounting alone (``dpnc account``) does not pay for importing torch.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "accountant": ["Accountant", "PrivacyReport"],
+    "budget": ["Budget", "ZCDP", "epsilon_to_rho", "rho_to_epsilon", "rdp_to_epsilon"],
+    "calibrate": ["dpzero_sigma", "epsilon_for", "klt_tree_sigma", "noise_multiplier",
+                  "opacus_noise_multiplier", "zcdp_gaussian_sigma", "ztc_tree_sigma"],
+    "mechanisms": ["discrete_gaussian_mechanism", "gaussian_mechanism"],
+    "noise": ["NoiseSource"],
+    "releases": ["DiscreteGaussian", "ExponentialMechanism", "FixedSizeSampledGaussian", "Gaussian",
+                 "PoissonSampledGaussian", "Relation", "Release", "TreeAggregatedGaussian",
+                 "UnsupportedRelease", "ZCDPMechanism", "mean_sensitivity"],
+    "tree": ["TreeNoise", "leaf_participation", "node"],
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(f"dpnc.privacy.{_MODULE_OF[name]}"), name)
+    raise AttributeError(f"module 'dpnc.privacy' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,238 @@
+"""The privacy accountant: a ledger of releases, interpreted by dp-accounting.
+
+Algorithms never compute ε themselves. They tell the accountant what they released
+(:mod:`dpnc.privacy.releases`) and the accountant answers ε(δ) by Rényi DP (dp-accounting's
+``RdpAccountant``) and by privacy-loss distributions (dp-accounting's PLD library, tight up to its
+pessimistic discretisation), and ρ when every release is zCDP. Consecutive equal releases are merged,
+so T identical steps cost O(1) to store and to account. The ledger round-trips through JSON, so a
+resumed run continues the same ledger and never under-counts.
+
+Example:
+    >>> acct = Accountant("replace-one")
+    >>> acct.record(Gaussian(sensitivity=1.0, sigma=10.0), count=100)
+    >>> round(acct.rho(), 6)
+    0.5
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+from dpnc.privacy.budget import Conversion, check_delta, rho_to_epsilon
+from dpnc.privacy.releases import Relation, Release, UnsupportedRelease
+
+Method = Literal["rdp", "pld"]
+METHODS: tuple[str, ...] = ("rdp", "pld")
+PLD_INTERVAL = 1e-4  # dp-accounting's default value-discretisation interval (ε resolution)
+
+
+@dataclass
+class Entry:
+    """``count`` consecutive copies of one release."""
+
+    release: Release
+    count: int
+
+
+class Accountant:
+    """A ledger of privacy releases under one neighbouring relation.
+
+    Args:
+        relation: ``"replace-one"`` (the papers' default: n fixed, one point replaced) or
+            ``"add/remove"``. Every recorded release must state its sensitivity under it.
+    """
+
+    def __init__(self, relation: Relation | str = Relation.REPLACE_ONE) -> None:
+        self.relation = Relation.parse(relation)
+        self.ledger: list[Entry] = []
+
+    # --- recording -------------------------------------------------------------------------
+
+    def record(self, release: Release, count: int = 1) -> None:
+        """Append ``count`` copies of ``release`` (merged with the last entry if equal).
+
+        Raises:
+            UnsupportedRelease: if dp-accounting can interpret the release under this relation
+                neither by RDP nor by PLD.
+        """
+        if not isinstance(release, Release):
+            raise TypeError(f"release must be a dpnc Release; got {type(release).__name__}")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"count must be an integer >= 0; got {count!r}")
+        if self.relation not in release.RDP_RELATIONS | release.PLD_RELATIONS:
+            raise UnsupportedRelease(
+                f"{type(release).__name__} cannot be accounted under relation "
+                f"{self.relation.value!r}; use an Accountant with relation "
+                f"{sorted(r.value for r in release.RDP_RELATIONS | release.PLD_RELATIONS)}")
+        if count == 0:
+            return
+        if self.ledger and self.ledger[-1].release == release:
+            self.ledger[-1].count += count
+        else:
+            self.ledger.append(Entry(release, count))
+
+    def extend(self, other: "Accountant") -> None:
+        """Record every entry of ``other`` (same relation) after this ledger's."""
+        if other.relation is not self.relation:
+            raise ValueError(f"cannot merge a {other.relation.value!r} ledger into a "
+                             f"{self.relation.value!r} one")
+        for entry in other.ledger:
+            self.record(entry.release, entry.count)
+
+    @property
+    def releases(self) -> int:
+        """Total number of releases recorded."""
+        return sum(e.count for e in self.ledger)
+
+    @property
+    def secret(self) -> bool:
+        """False if any release drew its noise from a seeded (test) source."""
+        return all(getattr(e.release, "secret", True) for e in self.ledger)
+
+    # --- answers ---------------------------------------------------------------------------
+
+    def epsilon(self, delta: float, method: Method = "rdp") -> float:
+        """ε such that everything recorded is (ε, δ)-DP, by RDP or PLD accounting."""
+        delta = check_delta(delta)
+        if method == "rdp":
+            return _rdp_epsilon(self._key(), self.relation, delta)
+        if method == "pld":
+            return _pld_epsilon(self._key(), self.relation, delta)
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+
+    def rho(self) -> float:
+        """ρ such that everything recorded is ρ-zCDP (sum over releases).
+
+        Raises:
+            UnsupportedRelease: if some release (e.g. a subsampled one) is not zCDP.
+        """
+        total = 0.0
+        for e in self.ledger:
+            if e.release.rho is None:
+                raise UnsupportedRelease(
+                    f"{type(e.release).__name__} is not zCDP, so the ledger has no ρ; "
+                    "ask epsilon(delta, 'rdp') or epsilon(delta, 'pld') instead")
+            total += e.count * e.release.rho
+        return total
+
+    def report(self, delta: float, *, conversion: Conversion = "optimal",
+               paper_claim: str | None = None) -> "PrivacyReport":
+        """Every answer this ledger supports at ``delta``; unsupported ones are None with a note."""
+        delta = check_delta(delta)
+        answers: dict[str, float | None] = {}
+        notes: list[str] = []
+        for name, fn in (("rdp", lambda: self.epsilon(delta, "rdp")),
+                         ("pld", lambda: self.epsilon(delta, "pld")),
+                         ("rho", self.rho)):
+            try:
+                answers[name] = fn()
+            except UnsupportedRelease as err:
+                answers[name] = None
+                notes.append(f"{name}: {err}")
+        rho = answers["rho"]
+        eps_zcdp = None if rho is None else (
+            math.inf if math.isinf(rho) else rho_to_epsilon(rho, delta, conversion))
+        if not self.secret:
+            notes.append("NOT PRIVATE: some noise came from a seeded test NoiseSource")
+        return PrivacyReport(relation=self.relation.value, delta=delta, releases=self.releases,
+                             epsilon_rdp=answers["rdp"], epsilon_pld=answers["pld"], rho=rho,
+                             epsilon_zcdp=eps_zcdp, private=self.secret, paper_claim=paper_claim,
+                             notes=notes)
+
+    # --- persistence -----------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        return json.dumps({"relation": self.relation.value,
+                           "ledger": [{"count": e.count, "release": e.release.to_dict()}
+                                      for e in self.ledger]})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Accountant":
+        data = json.loads(text)
+        acct = cls(data["relation"])
+        for item in data["ledger"]:
+            acct.record(Release.from_dict(item["release"]), item["count"])
+        return acct
+
+    def _key(self) -> tuple[tuple[Release, int], ...]:
+        return tuple((e.release, e.count) for e in self.ledger)
+
+    def __repr__(self) -> str:
+        return f"Accountant(relation={self.relation.value!r}, entries={len(self.ledger)}, releases={self.releases})"
+
+
+@dataclass
+class PrivacyReport:
+    """What a run spent. ε values are for the given δ; None means that accountant cannot answer."""
+
+    relation: str
+    delta: float
+    releases: int
+    epsilon_rdp: float | None
+    epsilon_pld: float | None
+    rho: float | None
+    epsilon_zcdp: float | None
+    private: bool
+    paper_claim: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def epsilon(self) -> float:
+        """The tightest ε available (smallest of the valid upper bounds)."""
+        values = [v for v in (self.epsilon_rdp, self.epsilon_pld, self.epsilon_zcdp) if v is not None]
+        return min(values) if values else math.inf
+
+    def __str__(self) -> str:
+        def fmt(v):
+            return "n/a" if v is None else f"{v:.6g}"
+        lines = [f"privacy ({self.relation}, {self.releases} releases, δ={self.delta:g})"
+                 + ("" if self.private else "  ** NOT PRIVATE **"),
+                 f"  ε (RDP)  = {fmt(self.epsilon_rdp)}",
+                 f"  ε (PLD)  = {fmt(self.epsilon_pld)}",
+                 f"  ρ (zCDP) = {fmt(self.rho)}  → ε = {fmt(self.epsilon_zcdp)}"]
+        if self.paper_claim:
+            lines.append(f"  paper's claim: {self.paper_claim}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _composed_event(ledger) -> dp_event.DpEvent:
+    return dp_event.ComposedDpEvent(
+        [dp_event.SelfComposedDpEvent(r.dp_event(), c) for r, c in ledger])
+
+
+@functools.lru_cache(maxsize=256)
+def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
+    for release, _ in ledger:
+        if relation not in release.RDP_RELATIONS:
+            raise UnsupportedRelease(
+                f"the RDP accountant cannot interpret {type(release).__name__} under "
+                f"{relation.value!r}; use method='pld'" if relation in release.PLD_RELATIONS else
+                f"the RDP accountant cannot interpret {type(release).__name__} under {relation.value!r}")
+    acct = rdp_lib.RdpAccountant(neighboring_relation=relation.dp_accounting)
+    acct.compose(_composed_event(ledger))
+    return float(acct.get_epsilon(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _pld_epsilon(ledger, relation: Relation, delta: float) -> float:
+    composed = None
+    for release, count in ledger:
+        if relation not in release.PLD_RELATIONS:
+            raise UnsupportedRelease(
+                f"PLD accounting does not support {type(release).__name__} under "
+                f"{relation.value!r}; use method='rdp'")
+        if release.dp_event() == dp_event.NonPrivateDpEvent():
+            return math.inf
+        pld = release.pld(relation, count, PLD_INTERVAL)
+        composed = pld if composed is None else composed.compose(pld)
+    if composed is None:
+        return 0.0
+    return float(composed.get_epsilon_for_delta(delta))

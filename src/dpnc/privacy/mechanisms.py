@@ -1,0 +1,54 @@
+"""The only places where privacy noise is added to data-dependent values.
+
+Each mechanism returns the noisy value *and* the :class:`~dpnc.privacy.releases.Release` that
+describes it, marked not secret when the noise came from a seeded test source. Callers pass the
+release to :meth:`Accountant.record <dpnc.privacy.accountant.Accountant.record>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import (DiscreteGaussian, FixedSizeSampledGaussian, Gaussian,
+                                   PoissonSampledGaussian)
+
+GaussianRelease = Gaussian | PoissonSampledGaussian | FixedSizeSampledGaussian
+
+
+def gaussian_mechanism(value: torch.Tensor | float, release: GaussianRelease,
+                       noise: NoiseSource) -> tuple[torch.Tensor | float, GaussianRelease]:
+    """``value + N(0, σ² I)`` with σ = ``release.sigma``; the release describes the query.
+
+    A float in gives a float out; a tensor in gives a new tensor of the same dtype and device.
+    """
+    if not isinstance(release, (Gaussian, PoissonSampledGaussian, FixedSizeSampledGaussian)):
+        raise TypeError(f"release must describe a Gaussian mechanism; got {type(release).__name__}")
+    release = dataclasses.replace(release, secret=noise.secret)
+    if isinstance(value, torch.Tensor):
+        z = noise.gaussian(value.shape, release.sigma, dtype=value.dtype, device=value.device)
+        return value + z, release
+    return float(value) + noise.gaussian_scalar(release.sigma), release
+
+
+def discrete_gaussian_mechanism(value: float, *, sensitivity: float, sigma: float, noise: NoiseSource,
+                                resolution: int = 1000) -> tuple[float, DiscreteGaussian]:
+    """A real scalar released with exact discrete Gaussian noise on a grid.
+
+    The value is rounded to the grid g = Δ/``resolution``, so its integer sensitivity becomes
+    k = ``resolution`` + 1 (rounding can move two neighbours apart by one more grid step), and
+    g·(round(value/g) + Y), Y ~ N_ℤ(0, (σ/g)²), is released: k²/(2(σ/g)²)-zCDP, i.e. the
+    continuous mechanism's cost times ((resolution + 1)/resolution)².
+    """
+    if not (isinstance(resolution, int) and resolution >= 1):
+        raise ValueError(f"resolution must be an integer >= 1; got {resolution!r}")
+    if not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise ValueError(f"sensitivity must be a finite number > 0; got {sensitivity!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"value must be finite; got {value!r}")
+    g = sensitivity / resolution
+    release = DiscreteGaussian(sensitivity=resolution + 1, sigma=sigma / g, secret=noise.secret)
+    return g * (round(value / g) + noise.discrete_gaussian(release.sigma)), release
