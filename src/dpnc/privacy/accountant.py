@@ -78,7 +78,7 @@ class Accountant:
         else:
             self.ledger.append(Entry(release, count))
 
-    def extend(self, other: "Accountant") -> None:
+    def extend(self, other: Accountant) -> None:
         """Record every entry of ``other`` (same relation) after this ledger's."""
         if other.relation is not self.relation:
             raise ValueError(f"cannot merge a {other.relation.value!r} ledger into a "
@@ -123,7 +123,7 @@ class Accountant:
         return total
 
     def report(self, delta: float, *, conversion: Conversion = "optimal",
-               paper_claim: str | None = None) -> "PrivacyReport":
+               paper_claim: str | None = None) -> PrivacyReport:
         """Every answer this ledger supports at ``delta``; unsupported ones are None with a note."""
         delta = check_delta(delta)
         answers: dict[str, float | None] = {}
@@ -154,7 +154,7 @@ class Accountant:
                                       for e in self.ledger]})
 
     @classmethod
-    def from_json(cls, text: str) -> "Accountant":
+    def from_json(cls, text: str) -> Accountant:
         data = json.loads(text)
         acct = cls(data["relation"])
         for item in data["ledger"]:
@@ -165,7 +165,8 @@ class Accountant:
         return tuple((e.release, e.count) for e in self.ledger)
 
     def __repr__(self) -> str:
-        return f"Accountant(relation={self.relation.value!r}, entries={len(self.ledger)}, releases={self.releases})"
+        return (f"Accountant(relation={self.relation.value!r}, entries={len(self.ledger)}, "
+                f"releases={self.releases})")
 
 
 @dataclass

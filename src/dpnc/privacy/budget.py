@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import optimize
@@ -89,7 +90,7 @@ class Budget:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "delta", check_delta(self.delta))
 
-    def to_zcdp(self, method: Conversion = "optimal") -> "ZCDP":
+    def to_zcdp(self, method: Conversion = "optimal") -> ZCDP:
         """The largest ρ whose ρ-zCDP guarantee converts (by ``method``) into this budget."""
         return ZCDP(epsilon_to_rho(self.epsilon, self.delta, method))
 
@@ -108,7 +109,7 @@ class ZCDP:
         object.__setattr__(self, "rho", check_rho(self.rho))
 
     @classmethod
-    def from_rdp_rho(cls, rho: float) -> "ZCDP":
+    def from_rdp_rho(cls, rho: float) -> ZCDP:
         """Zhang–Tran–Cutkosky's "(α, αρ²/2)-RDP for all α > 1" is (ρ²/2)-zCDP."""
         return cls(check_rho(rho) ** 2 / 2)
 

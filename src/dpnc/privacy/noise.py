@@ -40,7 +40,7 @@ class NoiseSource:
         self._init(seed=None)
 
     @classmethod
-    def for_testing(cls, seed: int) -> "NoiseSource":
+    def for_testing(cls, seed: int) -> NoiseSource:
         """A reproducible source for tests. Results that use it are marked not private."""
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed must be an int; got {seed!r}")

@@ -37,7 +37,7 @@ class Relation(str, enum.Enum):
                 Relation.ADD_OR_REMOVE_ONE: NeighboringRelation.ADD_OR_REMOVE_ONE}[self]
 
     @classmethod
-    def parse(cls, value: "Relation | str") -> "Relation":
+    def parse(cls, value: Relation | str) -> Relation:
         try:
             return cls(value)
         except ValueError:
@@ -76,7 +76,7 @@ def _integer(name: str, value: int, minimum: int = 1) -> None:
 class Release:
     """Base class: one noisy output (``count`` equal releases are recorded as one ledger entry)."""
 
-    KINDS: ClassVar[dict[str, type["Release"]]] = {}
+    KINDS: ClassVar[dict[str, type[Release]]] = {}
     # Relations under which dp-accounting interprets this release by RDP / by PLD.
     RDP_RELATIONS: ClassVar[frozenset[Relation]] = frozenset(Relation)
     PLD_RELATIONS: ClassVar[frozenset[Relation]] = frozenset(Relation)
@@ -102,7 +102,7 @@ class Release:
         return {"kind": type(self).__name__, **asdict(self)}
 
     @staticmethod
-    def from_dict(data: dict) -> "Release":
+    def from_dict(data: dict) -> Release:
         data = dict(data)
         kind = data.pop("kind", None)
         if kind not in Release.KINDS:
