@@ -9,7 +9,7 @@ import importlib
 _EXPORTS = {
     "accountant": ["Accountant", "PrivacyReport"],
     "budget": ["Budget", "ZCDP", "epsilon_to_rho", "rho_to_epsilon", "rdp_to_epsilon"],
-    "calibrate": ["dpzero_sigma", "epsilon_for", "klt_tree_sigma", "noise_multiplier",
+    "calibrate": ["advanced_composition_epsilon", "dpzero_sigma", "epsilon_for", "klt_tree_sigma", "noise_multiplier",
                   "opacus_noise_multiplier", "zcdp_gaussian_sigma", "ztc_tree_sigma"],
     "mechanisms": ["discrete_gaussian_mechanism", "gaussian_mechanism"],
     "noise": ["NoiseSource"],

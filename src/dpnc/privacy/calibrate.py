@@ -157,6 +157,26 @@ def dpzero_sigma(C: float, n: int, steps: int, epsilon: float, delta: float) -> 
     return 4 * C * math.sqrt(2 * steps * math.log(math.e + epsilon / delta)) / (n * epsilon)
 
 
+def advanced_composition_epsilon(noise_multiplier: float, steps: int, delta: float) -> float:
+    """The ε that DPZero's Lemma 2.2 certifies for ``steps`` Gaussian releases with σ/Δ = m.
+
+    Inverts σ = 2Δ·√(2T·log(e + ε/δ))/ε (the paper's claim for a given noise), by bisection on the
+    decreasing map ε ↦ 2√(2T·log(e + ε/δ))/ε.
+    """
+    if not (noise_multiplier > 0 and math.isfinite(noise_multiplier)):
+        raise ValueError(f"noise_multiplier must be a finite number > 0; got {noise_multiplier!r}")
+    steps, delta = _check_steps(steps), check_delta(delta)
+
+    def gap(log_eps: float) -> float:
+        eps = math.exp(log_eps)
+        return 2 * math.sqrt(2 * steps * math.log(math.e + eps / delta)) / eps - noise_multiplier
+
+    lo, hi = -30.0, 10.0
+    while gap(hi) > 0:
+        hi += 10
+    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-13))
+
+
 def ztc_tree_sigma(d: int, L: float, rho: float, T: int, B1: int, B2: int = 1, *,
                    paper: bool = False) -> float:
     """Tree-node noise σ of Zhang–Tran–Cutkosky Cor 4.4 for (α, αρ²/2)-RDP (ρ²/2-zCDP).

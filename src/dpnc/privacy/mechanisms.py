@@ -19,17 +19,24 @@ from dpnc.privacy.releases import (DiscreteGaussian, FixedSizeSampledGaussian, G
 GaussianRelease = Gaussian | PoissonSampledGaussian | FixedSizeSampledGaussian
 
 
-def gaussian_mechanism(value: torch.Tensor | float, release: GaussianRelease,
-                       noise: NoiseSource) -> tuple[torch.Tensor | float, GaussianRelease]:
+def gaussian_mechanism(value: torch.Tensor | float, release: GaussianRelease, noise: NoiseSource, *,
+                       scale: torch.Tensor | None = None) -> tuple[torch.Tensor | float, GaussianRelease]:
     """``value + N(0, σ² I)`` with σ = ``release.sigma``; the release describes the query.
 
     A float in gives a float out; a tensor in gives a new tensor of the same dtype and device.
+    ``scale`` (broadcastable to ``value``) serves a batch of independent runs that differ only by a
+    factor on both their sensitivity and their noise (e.g. a grid over the clipping threshold C):
+    run k gets noise std ``scale[k]·σ`` and its privacy is exactly that of ``release``.
     """
     if not isinstance(release, (Gaussian, PoissonSampledGaussian, FixedSizeSampledGaussian)):
         raise TypeError(f"release must describe a Gaussian mechanism; got {type(release).__name__}")
     release = dataclasses.replace(release, secret=noise.secret)
     if isinstance(value, torch.Tensor):
         z = noise.gaussian(value.shape, release.sigma, dtype=value.dtype, device=value.device)
+        if scale is not None:
+            if not bool(torch.all(torch.isfinite(scale) & (scale > 0))):
+                raise ValueError("scale must be finite and > 0")
+            z = z * scale
         return value + z, release
     return float(value) + noise.gaussian_scalar(release.sigma), release
 

@@ -1,0 +1,97 @@
+"""The DPZero paper's synthetic quadratic with a chosen effective rank (spec seed001 §4.1).
+
+f(x; ξ) = ½(x − ξ)ᵀA(x − ξ) with A = diag(a), ‖A‖₂ = 1, so the effective rank is r = Tr A:
+(a) ``"identity"``: a_j = 1, r = d; (b) ``"sqrt"``: a_j = 1/√j, r = O(√d); (c) ``"inverse"``:
+a_j = 1/j, r = O(log d). Data: every coordinate of every ξ_i i.i.d. N(1, 1); a test set of the same
+size from the same law. Everything is evaluated for a batch of points x of shape (..., d) at once.
+"""
+
+from __future__ import annotations
+
+import torch
+
+HESSIANS = ("identity", "sqrt", "inverse")
+
+
+class Quadratic:
+    """F_S(x) = (1/2n) Σ_i (x − ξ_i)ᵀA(x − ξ_i) on a train and a test set.
+
+    Args:
+        a: the diagonal of A, shape (d,).
+        train, test: data ξ, shapes (n, d) and (n_test, d).
+    """
+
+    def __init__(self, a: torch.Tensor, train: torch.Tensor, test: torch.Tensor) -> None:
+        if a.ndim != 1 or train.ndim != 2 or train.shape[1] != a.shape[0] or test.shape[1] != a.shape[0]:
+            raise ValueError("a must be (d,), train (n, d) and test (m, d)")
+        self.a, self.train, self.test = a, train, test
+        self.d, self.n = a.shape[0], train.shape[0]
+        self._stats = {name: self._split_stats(data) for name, data in (("train", train), ("test", test))}
+
+    @classmethod
+    def synthetic(cls, d: int, hessian: str, n: int = 10_000, n_test: int | None = None, *,
+                  seed: int = 0, dtype: torch.dtype = torch.float64) -> "Quadratic":
+        """The paper's instance: ξ ~ N(1, I_d), A by ``hessian`` in {"identity", "sqrt", "inverse"}."""
+        if hessian not in HESSIANS:
+            raise ValueError(f"hessian must be one of {HESSIANS}; got {hessian!r}")
+        if not isinstance(d, int) or d < 1:
+            raise ValueError(f"d must be an integer >= 1; got {d!r}")
+        j = torch.arange(1, d + 1, dtype=dtype)
+        a = {"identity": torch.ones_like(j), "sqrt": j.rsqrt(), "inverse": 1 / j}[hessian]
+        gen = torch.Generator().manual_seed(seed)
+        data = 1 + torch.randn(n + (n_test or n), d, generator=gen, dtype=dtype)
+        return cls(a, data[:n], data[n:])
+
+    @property
+    def effective_rank(self) -> float:
+        return float(self.a.sum() / self.a.max())
+
+    def _split_stats(self, xi: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"a_xi": xi * self.a, "a2_xi": xi * self.a**2,
+                "c": 0.5 * (xi**2 * self.a).sum(-1), "c2": (xi**2 * self.a**2).sum(-1),
+                "mean": xi.mean(0), "mean_c": 0.5 * (xi**2 * self.a).sum(-1).mean()}
+
+    # --- per-example values (what the algorithms see) -------------------------------------------
+
+    def losses(self, x: torch.Tensor, batch: torch.Tensor | None = None) -> torch.Tensor:
+        """ℓ_i(x) = ½xᵀAx − xᵀAξ_i + ½ξ_iᵀAξ_i for the training examples in ``batch`` (..., |batch|)."""
+        s = self._stats["train"]
+        a_xi, c = (s["a_xi"], s["c"]) if batch is None else (s["a_xi"][batch], s["c"][batch])
+        return 0.5 * (x**2 * self.a).sum(-1, keepdim=True) - x @ a_xi.T + c
+
+    @staticmethod
+    def loss_one(a: torch.Tensor):
+        """One example's loss ℓ(x; ξ) as a function for torch.func (per-example gradients)."""
+        return lambda x, xi: 0.5 * ((x - xi) ** 2 * a).sum()
+
+    def clipped_gradient_mean(self, x: torch.Tensor, C, batch: torch.Tensor | None = None):
+        """(1/B) Σ_i clip_C(A(x − ξ_i)), the fraction clipped, and the mean loss, in closed form.
+
+        ‖A(x − ξ_i)‖² = xᵀA²x − 2xᵀA²ξ_i + ξ_iᵀA²ξ_i and Σ_i w_i A(x − ξ_i) = A(x·Σ_i w_i − Σ_i w_i ξ_i):
+        two matrix products, no (runs × n × d) tensor. Equals the torch.func route (tested).
+        """
+        from dpnc.clipping import per_run
+
+        s = self._stats["train"]
+        xi = self.train if batch is None else self.train[batch]
+        a2_xi, c2 = (s["a2_xi"], s["c2"]) if batch is None else (s["a2_xi"][batch], s["c2"][batch])
+        sq = (x**2 * self.a**2).sum(-1, keepdim=True) - 2 * x @ a2_xi.T + c2
+        norms = sq.clamp_min(0).sqrt()
+        C = per_run(C, norms)
+        w = torch.where(norms > C, C / norms.clamp_min(1e-300), torch.ones_like(norms))
+        g = self.a * (x * w.sum(-1, keepdim=True) - w @ xi) / xi.shape[0]
+        return g, (norms > C).to(x.dtype).mean(-1), self.losses(x, batch).mean(-1)
+
+    # --- evaluation ---------------------------------------------------------------------------------
+
+    def loss(self, x: torch.Tensor, split: str = "train") -> torch.Tensor:
+        """F(x) on a split: ½xᵀAx − xᵀAξ̄ + mean_i ½ξ_iᵀAξ_i."""
+        s = self._stats[split]
+        return 0.5 * (x**2 * self.a).sum(-1) - (x * self.a * s["mean"]).sum(-1) + s["mean_c"]
+
+    def gradient(self, x: torch.Tensor, split: str = "train") -> torch.Tensor:
+        """∇F(x) = A(x − ξ̄)."""
+        return self.a * (x - self._stats[split]["mean"])
+
+    def gradient_norm(self, x: torch.Tensor, split: str = "train") -> torch.Tensor:
+        return torch.linalg.vector_norm(self.gradient(x, split), dim=-1)
