@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import time
 from enum import Enum
 
@@ -22,12 +21,6 @@ class AccountantChoice(str, Enum):
 class RelationChoice(str, Enum):
     add_remove = "add/remove"
     replace_one = "replace-one"
-
-
-def _quiet_dp_accounting() -> None:
-    # dp-accounting logs a warning for every RDP order whose series does not converge (it then
-    # drops that order, which is safe). Users asked for a number, not for that.
-    logging.getLogger("absl").setLevel(logging.ERROR)
 
 
 @app.command()
@@ -59,7 +52,6 @@ def account(
     from dpnc.privacy.calibrate import epsilon_for
     from dpnc.privacy.calibrate import noise_multiplier as calibrate_multiplier
 
-    _quiet_dp_accounting()
     if (noise_multiplier is None) == (epsilon is None):
         raise typer.BadParameter("give exactly one of --noise-multiplier and --epsilon")
     methods = ["rdp", "pld"] if accountant is AccountantChoice.both else [accountant.value]
@@ -98,7 +90,6 @@ def demo() -> None:
     """The embedded default job: what the DPZero paper's SST-2 setting spends, by every accountant."""
     from dpnc.privacy.calibrate import dpzero_sigma, epsilon_for, noise_multiplier, opacus_noise_multiplier
 
-    _quiet_dp_accounting()
     n, B, T, delta = 1024, 64, 10_000, 1e-5
     q = B / n
     typer.echo(f"DPZero on SST-2 (n={n}, B={B}, T={T}, δ={delta:g}): noise multiplier for a target ε")

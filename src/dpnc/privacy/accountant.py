@@ -16,8 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Literal
@@ -209,6 +211,21 @@ def _composed_event(ledger) -> dp_event.DpEvent:
         [dp_event.SelfComposedDpEvent(r.dp_event(), c) for r, c in ledger])
 
 
+@contextlib.contextmanager
+def quiet_dp_accounting():
+    """Silence dp-accounting's warning for each RDP order whose series does not converge.
+
+    It then drops that order, which is safe (the minimum over the remaining orders is still valid).
+    """
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 @functools.lru_cache(maxsize=256)
 def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
     for release, _ in ledger:
@@ -218,8 +235,9 @@ def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
                 f"{relation.value!r}; use method='pld'" if relation in release.PLD_RELATIONS else
                 f"the RDP accountant cannot interpret {type(release).__name__} under {relation.value!r}")
     acct = rdp_lib.RdpAccountant(neighboring_relation=relation.dp_accounting)
-    acct.compose(_composed_event(ledger))
-    return float(acct.get_epsilon(delta))
+    with quiet_dp_accounting():
+        acct.compose(_composed_event(ledger))
+        return float(acct.get_epsilon(delta))
 
 
 @functools.lru_cache(maxsize=256)

@@ -19,7 +19,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize
 
-from dpnc.privacy.accountant import METHODS, Accountant
+from dpnc.privacy.accountant import METHODS, Accountant, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho
 from dpnc.privacy.releases import Gaussian, PoissonSampledGaussian, Relation
 from dpnc.privacy.tree import leaf_participation
@@ -122,8 +122,9 @@ def opacus_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, 
 
     def eps(sigma: float) -> float:
         acct = rdp_lib.RdpAccountant(orders=OPACUS_ORDERS)
-        acct.compose(_event(sigma, q, steps))
-        return float(acct.get_epsilon(delta))
+        with quiet_dp_accounting():
+            acct.compose(_event(sigma, q, steps))
+            return float(acct.get_epsilon(delta))
 
     sigma_low, sigma_high = 0.0, 10.0
     eps_high = eps(sigma_high)
