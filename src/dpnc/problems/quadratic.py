@@ -30,7 +30,7 @@ class Quadratic:
 
     @classmethod
     def synthetic(cls, d: int, hessian: str, n: int = 10_000, n_test: int | None = None, *,
-                  seed: int = 0, dtype: torch.dtype = torch.float64) -> "Quadratic":
+                  seed: int = 0, dtype: torch.dtype = torch.float64) -> Quadratic:
         """The paper's instance: ξ ~ N(1, I_d), A by ``hessian`` in {"identity", "sqrt", "inverse"}."""
         if hessian not in HESSIANS:
             raise ValueError(f"hessian must be one of {HESSIANS}; got {hessian!r}")
