@@ -308,6 +308,14 @@ def _log_term(epsilon: float, delta: float) -> float:
     return math.log(math.e + epsilon / delta)
 
 
+def _positive_log(x: float, theorem: str) -> float:
+    """log(x), which the theorem needs positive (it is, once n is large enough)."""
+    if x <= 1:
+        raise ValueError(f"{theorem} does not apply: a logarithm in it is ≤ 0 (log of {x:.3g}); "
+                         "n·ε is too small for these constants")
+    return math.log(x)
+
+
 def _theory(theorem, eta, T, C, lam, epsilon, delta) -> TheoryParameters:
     T = max(int(T), 1)  # Remark F.6
     return TheoryParameters(theorem, eta, T, C, lam, calibrate_noise("paper", epsilon, delta, T, 1))
@@ -327,10 +335,10 @@ def dpgd0th_from_theory(*, n: int, d: int, L: float, ell: float, epsilon: float,
         return _theory("Theorem 2", 1 / (4 * ell * (r + 2)), n * (r + 2) * epsilon / (d * math.sqrt(r * lg)),
                        L * d, (4 * L / (ell * d)) * math.sqrt(math.sqrt(r * lg) / (n * epsilon)), epsilon, delta)
     if r is None:                     # Corollary F.2
-        T = 8 * kappa * d * math.log(n**2 * epsilon**2 / (kappa * d**3 * lg))
+        T = 8 * kappa * d * _positive_log(n**2 * epsilon**2 / (kappa * d**3 * lg), "Corollary F.2")
         return _theory("Corollary F.2", 1 / (4 * ell * d), T, L * d,
                        (2 * L / ell) * math.sqrt(lg) / (n * epsilon), epsilon, delta)
-    T = 8 * kappa * (r + 2) * math.log(n**2 * epsilon**2 / (kappa * r * d**2 * lg))   # Corollary F.3
+    T = 8 * kappa * (r + 2) * _positive_log(n**2 * epsilon**2 / (kappa * r * d**2 * lg), "Corollary F.3")
     return _theory("Corollary F.3", 1 / (4 * ell * (r + 2)), T, L * d,
                    (2 * L / (ell * math.sqrt(d))) * math.sqrt(r * lg) / (n * epsilon), epsilon, delta)
 
@@ -346,13 +354,14 @@ def dpzero_from_theory(*, n: int, d: int, r: float, L: float, ell: float, epsilo
     """
     lg = _log_term(epsilon, delta)
     if kappa is None:
-        L_tilde = L * math.sqrt(math.log(2 * math.sqrt(2 * math.pi) * d * (r + 2) * n**3 * epsilon**2 / (r * lg)))
+        L_tilde = L * math.sqrt(_positive_log(
+            2 * math.sqrt(2 * math.pi) * d * (r + 2) * n**3 * epsilon**2 / (r * lg), "Theorem 3"))
         lam = min(4 * (2 - math.sqrt(2)) * L_tilde,
                   (L / math.sqrt(d)) * math.sqrt(math.sqrt(r * lg) / (n * epsilon))) / (ell * d)
         return _theory("Theorem 3", 1 / (4 * ell * (r + 2)), n * (r + 2) * epsilon / (4 * math.sqrt(r * lg)),
                        4 * L_tilde, lam, epsilon, delta)
-    L_tilde = 8 * L * math.sqrt(math.log(32 * math.sqrt(2 * math.pi) * kappa * n**3 * d * (r + 2) * epsilon**2
-                                         / (r * lg)))
+    L_tilde = 8 * L * math.sqrt(_positive_log(
+        32 * math.sqrt(2 * math.pi) * kappa * n**3 * d * (r + 2) * epsilon**2 / (r * lg), "Corollary F.4"))
     lam = min((2 - math.sqrt(2)) * L_tilde, (4 * L / math.sqrt(d)) * math.sqrt(r * lg) / (n * epsilon)) / (2 * ell * d)
-    T = 8 * kappa * (r + 2) * math.log(n**2 * epsilon**2 / (kappa * r * lg))
+    T = 8 * kappa * (r + 2) * _positive_log(n**2 * epsilon**2 / (kappa * r * lg), "Corollary F.4")
     return _theory("Corollary F.4", 1 / (4 * ell * (r + 2)), T, L_tilde / 2, lam, epsilon, delta)

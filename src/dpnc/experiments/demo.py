@@ -1,0 +1,113 @@
+"""The main job: private training with DPZero on an embedded default, no data files needed.
+
+Logistic regression (a ``torch.nn.Linear`` model) on scikit-learn's breast-cancer data (569 tumours,
+30 features; it ships with scikit-learn), trained with the DPZero optimizer full batch at
+(ε, δ) = (2, 10⁻⁵), its noise calibrated by PLD accounting. Features get only a public,
+data-independent transform (log1p, then −2): standardising with the training data's statistics would
+be a release the accountant does not see. Non-private MeZO with the same settings is the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
+from dpnc.optim import DPZero, MeZO
+from dpnc.privacy.accountant import Accountant, PrivacyReport
+from dpnc.sampling import FullBatch
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    epsilon: float = 2.0
+    delta: float = 1e-5
+    steps: int = 500
+    lr: float = 0.2
+    clip: float = 1.0
+    smoothing: float = 1e-3
+    test_fraction: float = 0.2
+    seed: int = 0
+
+
+def load_data(config: DemoConfig):
+    """Breast-cancer features after a public transform, split into train and test by a public seed."""
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = torch.log1p(torch.tensor(X, dtype=torch.float32)) - 2.0
+    y = torch.tensor(y)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(config.seed))
+    n_test = int(round(config.test_fraction * len(y)))
+    return X[perm[n_test:]], y[perm[n_test:]], X[perm[:n_test]], y[perm[:n_test]]
+
+
+def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
+    """Train with DPZero and with MeZO; return their curves, accuracies and the privacy report."""
+    from tqdm.auto import tqdm
+
+    X, y, X_test, y_test = load_data(config)
+    n = len(y)
+    multiplier = calibrate_noise("pld", config.epsilon, config.delta, config.steps, n)
+    curves, accuracy = {}, {}
+    accountant = Accountant("replace-one")
+    for method in ("DPZero", "MeZO"):
+        torch.manual_seed(config.seed)
+        model = nn.Linear(X.shape[1], 2).eval()
+        nn.init.zeros_(model.weight)
+        nn.init.zeros_(model.bias)
+        if method == "DPZero":
+            opt = DPZero(model.parameters(), lr=config.lr, clip=config.clip, smoothing=config.smoothing,
+                         noise_multiplier=multiplier, sampler=FullBatch(n), accountant=accountant,
+                         direction="sphere", model=model)
+        else:
+            opt = MeZO(model.parameters(), lr=config.lr, smoothing=config.smoothing, sampler=FullBatch(n),
+                       direction="sphere", model=model)
+        losses = []
+        for _ in tqdm(range(config.steps), desc=method, disable=not progress):
+            losses.append(float(opt.step(
+                lambda: nn.functional.cross_entropy(model(X), y, reduction="none"))))
+        with torch.no_grad():
+            accuracy[method] = float((model(X_test).argmax(1) == y_test).float().mean())
+        curves[method] = losses
+    majority = float(max(y_test.float().mean(), 1 - y_test.float().mean()))
+    report = accountant.report(config.delta, paper_claim=paper_claim(multiplier, config.steps, config.delta))
+    return {"config": config, "n": n, "noise_multiplier": multiplier, "curves": curves,
+            "accuracy": accuracy, "majority": majority, "report": report}
+
+
+def summary(result: dict) -> str:
+    c, r = result["config"], result["report"]
+    assert isinstance(r, PrivacyReport)
+    return "\n".join([
+        f"DPZero demo: logistic regression on breast cancer (n = {result['n']} train), "
+        f"{c.steps} full-batch steps, target (ε, δ) = ({c.epsilon:g}, {c.delta:g})",
+        f"  test accuracy: DPZero {result['accuracy']['DPZero']:.3f} | non-private MeZO "
+        f"{result['accuracy']['MeZO']:.3f} | majority class {result['majority']:.3f}",
+        f"  final train loss: DPZero {result['curves']['DPZero'][-1]:.4f} | MeZO {result['curves']['MeZO'][-1]:.4f}",
+        f"  noise: one scalar per step, σ/Δ = {result['noise_multiplier']:.3f} (Δ = 2C/n, calibrated by PLD)",
+        str(r)])
+
+
+def write_plot(result: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for method, losses in result["curves"].items():
+        ax.plot(losses, label=f"{method} (test acc {result['accuracy'][method]:.3f})")
+    c = result["config"]
+    ax.set(xlabel="step", ylabel="train loss (cross-entropy)", yscale="log",
+           title=f"DPZero at (ε, δ) = ({c.epsilon:g}, {c.delta:g}) vs non-private MeZO")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

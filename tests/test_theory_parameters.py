@@ -1,0 +1,87 @@
+"""Spec seed001 §5.14: the theorem parameter helpers match the closed forms."""
+
+import math
+
+import pytest
+
+from dpnc.algorithms.dpzero import calibrate_noise, dpgd0th_from_theory, dpzero_from_theory
+from dpnc.privacy import dpzero_sigma
+
+N, D, R, L, ELL, EPS, DELTA = 10_000, 100, 5.0, 1.0, 1.0, 2.0, 1e-6
+LG = math.log(math.e + EPS / DELTA)
+
+
+def test_theorem1():
+    p = dpgd0th_from_theory(n=N, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA)
+    assert p.theorem == "Theorem 1"
+    assert p.eta == pytest.approx(1 / (4 * ELL * D))
+    assert p.T == int(N * EPS / math.sqrt(D * LG))
+    assert p.C == L * D
+    assert p.lam == pytest.approx((4 * L / (ELL * D)) * math.sqrt(math.sqrt(D * LG) / (N * EPS)))
+    # The noise multiplier is the paper's σ over Δ = 2C/n.
+    assert p.noise_multiplier * 2 * p.C / N == pytest.approx(dpzero_sigma(p.C, N, p.T, EPS, DELTA))
+
+
+def test_theorem2():
+    p = dpgd0th_from_theory(n=N, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA, r=R)
+    assert p.theorem == "Theorem 2"
+    assert p.eta == pytest.approx(1 / (4 * ELL * (R + 2)))
+    assert p.T == int(N * (R + 2) * EPS / (D * math.sqrt(R * LG)))
+    assert p.lam == pytest.approx((4 * L / (ELL * D)) * math.sqrt(math.sqrt(R * LG) / (N * EPS)))
+
+
+def test_theorem3_and_its_no_clip_condition():
+    p = dpzero_from_theory(n=N, d=D, r=R, L=L, ell=ELL, epsilon=EPS, delta=DELTA)
+    L_tilde = L * math.sqrt(math.log(2 * math.sqrt(2 * math.pi) * D * (R + 2) * N**3 * EPS**2 / (R * LG)))
+    assert p.theorem == "Theorem 3"
+    assert p.C == pytest.approx(4 * L_tilde)
+    assert p.T == int(N * (R + 2) * EPS / (4 * math.sqrt(R * LG)))
+    assert p.lam == pytest.approx(min(4 * (2 - math.sqrt(2)) * L_tilde,
+                                      (L / math.sqrt(D)) * math.sqrt(math.sqrt(R * LG) / (N * EPS))) / (ELL * D))
+    C0 = 2 * math.sqrt(2) * L_tilde  # C₀² = 8L²·log(…), Appendix E
+    assert p.C >= C0 + ELL * p.lam * D / 2 - 1e-12
+
+
+def test_corollaries_f2_f3_f4():
+    kappa = 10.0
+    f2 = dpgd0th_from_theory(n=N, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA, kappa=kappa)
+    assert f2.theorem == "Corollary F.2"
+    assert f2.T == int(8 * kappa * D * math.log(N**2 * EPS**2 / (kappa * D**3 * LG)))
+    assert f2.lam == pytest.approx((2 * L / ELL) * math.sqrt(LG) / (N * EPS))
+    f3 = dpgd0th_from_theory(n=N, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA, r=R, kappa=kappa)
+    assert f3.theorem == "Corollary F.3"
+    assert f3.T == int(8 * kappa * (R + 2) * math.log(N**2 * EPS**2 / (kappa * R * D**2 * LG)))
+    f4 = dpzero_from_theory(n=N, d=D, r=R, L=L, ell=ELL, epsilon=EPS, delta=DELTA, kappa=kappa)
+    L_tilde = 8 * L * math.sqrt(math.log(32 * math.sqrt(2 * math.pi) * kappa * N**3 * D * (R + 2) * EPS**2
+                                         / (R * LG)))
+    assert f4.theorem == "Corollary F.4" and f4.C == pytest.approx(L_tilde / 2)
+    assert f4.T == int(8 * kappa * (R + 2) * math.log(N**2 * EPS**2 / (kappa * R * LG)))
+    assert f4.lam == pytest.approx(min((2 - math.sqrt(2)) * L_tilde,
+                                       (4 * L / math.sqrt(D)) * math.sqrt(R * LG) / (N * EPS)) / (2 * ELL * D))
+
+
+def test_T_is_at_least_one():
+    # Remark F.6: tiny n makes the formula's T < 1.
+    p = dpzero_from_theory(n=50, d=D, r=R, L=L, ell=ELL, epsilon=0.01, delta=DELTA)
+    assert 50 * (R + 2) * 0.01 / (4 * math.sqrt(R * math.log(math.e + 0.01 / DELTA))) < 1
+    assert p.T == 1
+
+
+def test_theorems_refuse_settings_outside_their_range():
+    with pytest.raises(ValueError, match="Theorem 3 does not apply"):
+        dpzero_from_theory(n=1, d=1, r=1.0, L=L, ell=ELL, epsilon=1e-3, delta=0.5)
+    with pytest.raises(ValueError, match="Corollary F.2 does not apply"):
+        dpgd0th_from_theory(n=10, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA, kappa=10.0)
+
+
+def test_calibrate_noise_modes():
+    paper = calibrate_noise("paper", 2.0, 1e-5, 1000, 1024)
+    assert paper == pytest.approx(2 * math.sqrt(2 * 1000 * math.log(math.e + 2 / 1e-5)) / 2)
+    rdp, pld = calibrate_noise("rdp", 2.0, 1e-5, 1000, 1024), calibrate_noise("pld", 2.0, 1e-5, 1000, 1024)
+    assert pld < rdp < paper
+    # Minibatch RDP mode is the published code's recipe (spec §1.5 table).
+    assert calibrate_noise("rdp", 2.0, 1e-5, 10_000, 1024, batch_size=64) == pytest.approx(13.5156, abs=5e-5)
+    with pytest.raises(ValueError, match="full batch only"):
+        calibrate_noise("paper", 2.0, 1e-5, 10, 1024, batch_size=64)
+    with pytest.raises(ValueError, match=r"accounting must be one of \('paper', 'rdp', 'pld'\); got 'prv'"):
+        calibrate_noise("prv", 2.0, 1e-5, 10, 1024)
