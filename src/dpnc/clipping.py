@@ -27,13 +27,29 @@ def clip_scalars(a: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor
     return clipped, (a.abs() > C).to(a.dtype).mean(-1)
 
 
+def zero_nonfinite_rows(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Replace every vector (last dim) holding a NaN/±inf by 0; return the count per run."""
+    bad = ~torch.isfinite(g).all(-1)
+    return torch.where(bad.unsqueeze(-1), torch.zeros_like(g), g), bad.sum(-1)
+
+
 def clip_vectors(g: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor]:
-    """clip_C(v) = v·min(1, C/‖v‖) over the last dim of g (..., B, d); C a float or one per run."""
-    norms = torch.linalg.vector_norm(g, dim=-1)
+    """clip_C(v) = v·min(1, C/‖v‖) over the last dim of g (..., B, d); C a float or one per run.
+
+    Vectors with non-finite entries become 0 first. Norms are taken of v/max|v_j| so that huge but
+    finite vectors (whose squared norm overflows) still come out with norm C.
+    """
+    g, _ = zero_nonfinite_rows(g)
+    scale = g.abs().amax(-1, keepdim=True)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    unit = g / scale
+    unit_norms = torch.linalg.vector_norm(unit, dim=-1)
+    norms = scale.squeeze(-1) * unit_norms
     C = per_run(C, norms)
-    factor = torch.where(norms > C, C / torch.where(norms > 0, norms, torch.ones_like(norms)),
-                         torch.ones_like(norms))
-    return g * factor.unsqueeze(-1), (norms > C).to(g.dtype).mean(-1)
+    over = norms > C
+    factor = C / torch.where(unit_norms > 0, unit_norms, torch.ones_like(unit_norms))
+    clipped = torch.where(over.unsqueeze(-1), unit * factor.unsqueeze(-1), g)
+    return clipped, over.to(g.dtype).mean(-1)
 
 
 def per_run(C: Number, like: torch.Tensor) -> torch.Tensor:

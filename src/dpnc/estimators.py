@@ -46,10 +46,14 @@ def two_point(space: ParameterSpace, closure: Closure, seed: int, lam: float) ->
     """
     if not lam > 0:
         raise ValueError(f"lam must be > 0; got {lam!r}")
-    space.perturb_(seed, lam)
-    plus = closure()
-    space.perturb_(seed, -2 * lam)
-    minus = closure()
+    try:
+        space.perturb_(seed, lam)
+        plus = closure()
+        space.perturb_(seed, -2 * lam)
+        minus = closure()
+    except BaseException:
+        space.restore_()  # never leave the parameters perturbed when the closure fails
+        raise
     return TwoPoint(plus, minus, lam)
 
 
@@ -59,6 +63,8 @@ def per_example_clipped_mean(loss_one: Callable[[torch.Tensor, torch.Tensor], to
 
     ``loss_one(x, xi)`` is one example's loss for x of shape (d,). Per-example gradients are formed
     ``chunk`` examples at a time, so memory is chunk·d, not n·d. x may carry leading run dimensions.
+    A gradient with a non-finite entry counts as 0 (before clipping; see :func:`clip_vectors`) and its
+    loss as 0 in the mean loss.
     """
     from torch.func import grad_and_value, vmap
 
@@ -72,6 +78,6 @@ def per_example_clipped_mean(loss_one: Callable[[torch.Tensor, torch.Tensor], to
         g_clipped, frac = clip_vectors(g, C)
         total = total + g_clipped.sum(-2)
         clipped = clipped + frac * g.shape[-2]
-        loss = loss + values.sum(-1)
+        loss = loss + torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).sum(-1)
     n = len(data)
     return total / n, clipped / n, loss / n

@@ -44,6 +44,20 @@ def validate_model(model: nn.Module) -> list[str]:
     return problems
 
 
+def _check_arguments(**kwargs: float) -> None:
+    """Validate the optimizer's own arguments, naming them as the user wrote them."""
+    rules = {"lr": (">= 0", lambda v: v >= 0 and math.isfinite(v)),
+             "smoothing": ("> 0 and finite", lambda v: v > 0 and math.isfinite(v)),
+             "clip": ("> 0 (inf only without noise)", lambda v: v > 0 and not math.isnan(v)),
+             "noise_multiplier": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v))}
+    for name, value in kwargs.items():
+        rule, ok = rules[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(float(value)):
+            raise ValueError(f"{name} must be {rule}; got {value!r}")
+    if math.isinf(kwargs.get("clip", 1.0)) and kwargs.get("noise_multiplier", 0.0) > 0:
+        raise ValueError("clip must be finite when noise_multiplier > 0 (the sensitivity is 2·clip/B)")
+
+
 class _ZerothOrder(torch.optim.Optimizer):
     """Shared machinery: one parameter group, public seeds, the accountant and the secret noise."""
 
@@ -120,9 +134,7 @@ class DPZero(_ZerothOrder):
                  sampler: Sampler, accountant: Accountant, noise: NoiseSource | None = None,
                  direction: str = "gaussian", seed: int | None = None, discrete: bool = False,
                  model: nn.Module | None = None) -> None:
-        alg.DPZero(lr, smoothing, clip, noise_multiplier, discrete)  # validate now, not mid-run
-        if math.isinf(clip) and noise_multiplier > 0:
-            raise ValueError("clip must be finite when noise_multiplier > 0")
+        _check_arguments(lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=noise_multiplier)
         super().__init__(params, {"lr": lr, "clip": clip, "smoothing": smoothing,
                                   "noise_multiplier": noise_multiplier, "discrete": discrete},
                          sampler=sampler, accountant=accountant, noise=noise, direction=direction, seed=seed,
@@ -139,7 +151,7 @@ class MeZO(_ZerothOrder):
     def __init__(self, params, *, lr: float, smoothing: float = 1e-3, sampler: Sampler,
                  accountant: Accountant | None = None, direction: str = "gaussian", seed: int | None = None,
                  model: nn.Module | None = None) -> None:
-        alg.MeZO(lr, smoothing)
+        _check_arguments(lr=lr, smoothing=smoothing)
         super().__init__(params, {"lr": lr, "smoothing": smoothing}, sampler=sampler,
                          accountant=accountant or Accountant(), noise=None, direction=direction, seed=seed,
                          model=model)

@@ -27,9 +27,7 @@ class FullBatch:
         return Gaussian(sensitivity, sigma)
 
 
-class PoissonSampler:
-    """Each example joins each step's batch independently with probability q = batch_size / n."""
-
+class _Minibatch:
     def __init__(self, n: int, batch_size: int) -> None:
         _check_int("n", n)
         _check_int("batch_size", batch_size)
@@ -38,6 +36,10 @@ class PoissonSampler:
         self.n, self.batch_size = n, batch_size
         self.rate = batch_size / n
 
+
+class PoissonSampler(_Minibatch):
+    """Each example joins each step's batch independently with probability q = batch_size / n."""
+
     def sample(self, gen: torch.Generator | None = None) -> torch.Tensor:
         return torch.nonzero(torch.rand(self.n, generator=gen) < self.rate).flatten()
 
@@ -45,20 +47,13 @@ class PoissonSampler:
         return PoissonSampledGaussian(sensitivity, sigma, self.rate)
 
 
-class ShuffleSampler:
+class ShuffleSampler(_Minibatch):
     """Each step draws a fresh uniformly random batch of exactly batch_size examples (no replacement).
 
     Accounted by Wang, Balle & Kasiviswanathan (2019) under replace-one (RDP only). Note: shuffled
     *epochs* (each example once per epoch, as Hugging Face's Trainer does) are a different scheme
     that this event does not describe.
     """
-
-    def __init__(self, n: int, batch_size: int) -> None:
-        _check_int("n", n)
-        _check_int("batch_size", batch_size)
-        if batch_size > n:
-            raise ValueError(f"batch_size must be <= n={n}; got {batch_size}")
-        self.n, self.batch_size = n, batch_size
 
     def sample(self, gen: torch.Generator | None = None) -> torch.Tensor:
         return torch.randperm(self.n, generator=gen)[: self.batch_size]

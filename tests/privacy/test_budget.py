@@ -44,9 +44,11 @@ def test_optimal_conversion_matches_dp_accounting_on_a_dense_grid(rho, delta):
 @given(rhos, deltas, st.floats(1.01, 10))
 @settings(max_examples=60, deadline=None)
 def test_conversions_are_monotone(rho, delta, factor):
+    # Strictly increasing wherever ε > 0 (for large δ and small ρ the optimal ε is exactly 0).
     for method in ("optimal", "bun-steinke"):
-        assert rho_to_epsilon(rho * factor, delta, method) > rho_to_epsilon(rho, delta, method)
-        assert rho_to_epsilon(rho, delta / factor, method) > rho_to_epsilon(rho, delta, method)
+        base = rho_to_epsilon(rho, delta, method)
+        for bigger in (rho_to_epsilon(rho * factor, delta, method), rho_to_epsilon(rho, delta / factor, method)):
+            assert bigger > base if base > 0 else bigger >= base
 
 
 @given(st.floats(0.01, 30), deltas)

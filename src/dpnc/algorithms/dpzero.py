@@ -90,7 +90,7 @@ class DPZero:
     Gaussian (full batch only; the released scalar then lies on a grid of C/1000·2/B).
 
     Args:
-        eta: step size α > 0 (or one per run, shape (K,)).
+        eta: step size α ≥ 0 (or one per run, shape (K,)).
         lam: smoothing λ > 0.
         C: clipping threshold > 0, may be inf (or one per run).
         noise_multiplier: σ/Δ ≥ 0 (0 releases c_t without noise: not private).
@@ -104,7 +104,7 @@ class DPZero:
     discrete: bool = False
 
     def __post_init__(self) -> None:
-        _check("eta", self.eta)
+        _check("eta", self.eta, allow_zero=True)  # 0: a warm-up schedule's first step
         _check("lam", self.lam)
         _check("C", self.C, allow_inf=True)
         _check("noise_multiplier", self.noise_multiplier, allow_zero=True)
@@ -133,7 +133,7 @@ class MeZO:
     lam: float
 
     def __post_init__(self) -> None:
-        _check("eta", self.eta)
+        _check("eta", self.eta, allow_zero=True)
         _check("lam", self.lam)
 
     def step(self, space: ParameterSpace, closure: Closure, seed: int, *, sampler: Sampler,

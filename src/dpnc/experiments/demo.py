@@ -69,7 +69,7 @@ def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
         losses = []
         for _ in tqdm(range(config.steps), desc=method, disable=not progress):
             losses.append(float(opt.step(
-                lambda: nn.functional.cross_entropy(model(X), y, reduction="none"))))
+                lambda m=model: nn.functional.cross_entropy(m(X), y, reduction="none"))))
         with torch.no_grad():
             accuracy[method] = float((model(X_test).argmax(1) == y_test).float().mean())
         curves[method] = losses

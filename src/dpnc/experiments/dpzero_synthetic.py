@@ -200,6 +200,7 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     out.mkdir(parents=True, exist_ok=True)
     rows, best = result["rows"], best_over_grid(result["rows"])
@@ -226,6 +227,8 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
                 ax.set(xscale="log", yscale="log", xlabel="d",
                        title=f"({'abcdef'[i * len(hessians) + j]}) {RANK_LABEL[h]}",
                        ylabel=f"{ylabel} ({metric.split('_')[0]})" if len(metrics) > 1 else ylabel)
+                ax.set_xticks(dims, [str(d) for d in dims])
+                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
                 ax.grid(alpha=0.3)
         axes[0][0].legend()
         fig.suptitle(f"DPZero synthetic, (ε, δ) = ({result['config']['epsilon']}, "
@@ -242,7 +245,7 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
 
 def _summary(result, best, hessians, dims, methods, command) -> str:
     cfg = result["config"]
-    lines = [f"# DPZero synthetic experiment (Figures 1–3)\n",
+    lines = ["# DPZero synthetic experiment (Figures 1–3)\n",
              f"Command: `{command}`  ",
              f"Run time: {result['seconds'] / 60:.1f} min on {torch.get_num_threads()} CPU threads.  ",
              f"Grid: d ∈ {list(cfg['dims'])}, T ∈ {list(cfg['steps'])}, step size ∈ {list(cfg['stepsizes'])}, "

@@ -1,0 +1,482 @@
+"""Spec seed001 §5.1, 5.2, 5.4, 5.10, 5.12 for DPZero, DPGD-0th, DP-GD and MeZO (flat tier)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from dpnc.algorithms.dpzero import (DPGD, DPGD0th, DPZero, MeZO, calibrate_noise, public_seeds, run)
+from dpnc.clipping import clip_scalars
+from dpnc.privacy import Accountant, NoiseSource
+from dpnc.privacy.releases import FixedSizeSampledGaussian, Gaussian, PoissonSampledGaussian
+from dpnc.problems import Quadratic
+from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
+from dpnc.space import DIRECTIONS, FlatSpace, ModuleSpace
+
+EPS64 = torch.finfo(torch.float64).eps
+EPS32 = torch.finfo(torch.float32).eps
+SEED = 11  # a direction seed held fixed
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return Quadratic.synthetic(10, "sqrt", n=50, seed=0)
+
+
+def start(d, seed=0, K=None):
+    shape = (d,) if K is None else (K, d)
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def exact_a(problem, x, u, batch=None):
+    """a_i = uᵀ∇ℓ_i(x) = uᵀA(x − ξ_i): the two-point difference on a quadratic, without rounding."""
+    xi = problem.train if batch is None else problem.train[batch]
+    return (problem.a * (x - xi)) @ u
+
+
+def step(algorithm, problem, x0, seed=SEED, *, noise=None, accountant=None, sampler=None, closure=None,
+         direction="gaussian"):
+    space = FlatSpace(x0, direction)
+    sampler = sampler or FullBatch(problem.n)
+    log = algorithm.step(space, closure(space) if closure else (lambda: problem.losses(space.x)), seed,
+                         sampler=sampler, noise=noise or NoiseSource.for_testing(0),
+                         accountant=accountant if accountant is not None else Accountant())
+    return space, log
+
+
+# --- §5.1 scalar release ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("relation, factor", [("replace-one", 2.0), ("add/remove", 1.0)])
+def test_released_scalar_is_the_clipped_mean_plus_gaussian_noise(problem, relation, factor):
+    x0 = start(problem.d)
+    u = FlatSpace(x0).direction(SEED)
+    a = exact_a(problem, x0, u)
+    C = float(a.abs().median())                 # half of the examples are clipped
+    mean = float(clip_scalars(a, C)[0].mean())
+    mult, M = 2.0, 2000
+    algorithm = DPZero(eta=0.1, lam=1e-2, C=C, noise_multiplier=mult)
+    noise, acct = NoiseSource.for_testing(1), Accountant(relation)
+    z = np.array([float(step(algorithm, problem, x0, noise=noise, accountant=acct)[1].released) - mean
+                  for _ in range(M)])
+    sigma = mult * factor * C / problem.n       # σ = multiplier·Δ, Δ = 2C/n (replace-one), C/n (add/remove)
+    assert stats.kstest(z, stats.norm(scale=sigma).cdf).pvalue > 1e-3
+    assert abs(z.mean()) <= 6 * sigma / math.sqrt(M)
+    assert abs(z.std() - sigma) <= 6 * sigma / math.sqrt(2 * M)
+    assert acct.releases == M
+
+
+def test_per_run_clipping_thresholds_get_per_run_noise(problem):
+    K, M, mult = 3, 1000, 1.5
+    x0 = start(problem.d).expand(K, -1).clone()
+    u = FlatSpace(x0).direction(SEED)
+    a = exact_a(problem, x0[0], u)
+    C = float(a.abs().median()) * torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    means = torch.stack([clip_scalars(a, float(c))[0].mean() for c in C])
+    algorithm = DPZero(eta=torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64), lam=1e-2, C=C,
+                       noise_multiplier=mult)
+    noise, acct = NoiseSource.for_testing(2), Accountant()
+    z = torch.stack([step(algorithm, problem, x0, noise=noise, accountant=acct)[1].released - means
+                     for _ in range(M)]).numpy()
+    assert z.shape == (M, K)
+    assert acct.releases == M  # one release per step for the whole grid: the runs share their privacy
+    for k in range(K):
+        sigma = mult * 2 * float(C[k]) / problem.n
+        assert stats.kstest(z[:, k], stats.norm(scale=sigma).cdf).pvalue > 1e-3
+        assert abs(z[:, k].std() - sigma) <= 6 * sigma / math.sqrt(2 * M)
+
+
+# --- §5.2 update direction -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_dpzero_update_is_minus_eta_c_u(problem, direction):
+    x0, eta = start(problem.d, seed=4), 0.3
+    algorithm = DPZero(eta=eta, lam=1e-3, C=1.0, noise_multiplier=3.0)
+    space, log = step(algorithm, problem, x0, direction=direction)
+    u = space.direction(SEED)
+    delta, expected = space.x - x0, -eta * log.released * u
+    assert torch.all((delta - expected).abs() <= 2 * EPS64 * (x0.abs() + expected.abs()))
+    cos = float(delta @ u / (torch.linalg.vector_norm(delta) * torch.linalg.vector_norm(u)))
+    assert abs(abs(cos) - 1) <= 1e-12
+
+
+def test_dpzero_update_on_a_model_is_collinear_with_u():
+    torch.manual_seed(0)  # test-only model initialisation
+    model = torch.nn.Linear(6, 1)
+    X = torch.randn(32, 6, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(32, generator=torch.Generator().manual_seed(2))
+    space = ModuleSpace(model.parameters())
+    before = [p.detach().clone() for p in model.parameters()]
+    eta, lam = 0.05, 1e-3
+    with torch.no_grad():
+        log = DPZero(eta=eta, lam=lam, C=1.0, noise_multiplier=1.0).step(
+            space, lambda: (model(X).squeeze(-1) - y) ** 2, SEED, sampler=FullBatch(32),
+            noise=NoiseSource.for_testing(3), accountant=Accountant())
+    c = float(log.released)
+    for p, p0, u in zip(model.parameters(), before, space.directions(SEED)):
+        # Four rounded float32 passes (±λ, the restore-and-update): ≤ ε(|p| + (2λ + |αc|)|u|) each.
+        tol = 4 * EPS32 * (p0.abs() + (2 * lam + abs(eta * c)) * u.abs())
+        assert torch.all((p.detach() - p0 - (-eta * c) * u).abs() <= tol)
+
+
+def test_dpgd0th_noise_is_isotropic_around_the_clipped_mean_step():
+    d, n, M, eta, mult = 200, 20, 100, 0.5, 1.0
+    p = Quadratic.synthetic(d, "identity", n=n, seed=1)
+    x0 = start(d, seed=2)
+    u = FlatSpace(x0).direction(SEED)
+    g = exact_a(p, x0, u)[:, None] * u                              # g_i = a_i·u
+    norms = torch.linalg.vector_norm(g, dim=-1)
+    C = float(norms.median())
+    g_bar = (g * torch.clamp(C / norms, max=1.0)[:, None]).mean(0)  # (1/n) Σ clip_C(g_i)
+    sigma = mult * 2 * C / n
+    noise = NoiseSource.for_testing(4)
+    algorithm = DPGD0th(eta=eta, lam=1e-2, C=C, noise_multiplier=mult)
+    R = torch.stack([step(algorithm, p, x0, noise=noise, sampler=FullBatch(n))[0].x - x0 + eta * g_bar
+                     for _ in range(M)]) / (eta * sigma)
+    # Every coordinate is N(0, 1) after scaling by ασ; so is the component along u (no extra noise there).
+    assert stats.kstest(R.flatten().numpy(), "norm").pvalue > 1e-3
+    along = (R @ u / torch.linalg.vector_norm(u)).numpy()
+    assert stats.kstest(along, "norm").pvalue > 1e-3
+    # Coordinates are uncorrelated: the empirical covariance of the M draws is ≈ I (off-diagonal SE 1/√M).
+    cov = (R.T @ R / M).numpy()
+    off = cov[~np.eye(d, dtype=bool)]
+    assert abs(off.mean()) <= 6 / math.sqrt(M * d * (d - 1) / 2)
+
+
+# --- §5.4 sensitivity ------------------------------------------------------------------------------
+
+
+ADVERSARIES = [(math.nan, 0.0), (math.inf, 0.0), (0.0, -math.inf), (math.inf, math.inf), (math.nan, math.nan),
+               (1e308, -1e308), (1e300, -1e300), (-1e300, 1e300), (0.0, 0.0), (5.0, 5.0), (-7.0, 3.0)]
+
+
+def adversarial(problem, j, plus, minus, batch=None, extra=None):
+    """A closure factory: example j's losses replaced by (plus, minus) at x + λu and x − λu.
+
+    With ``extra``, example ``extra`` is appended to the batch (add/remove) with those losses instead.
+    """
+    def factory(space):
+        calls = []
+
+        def closure():
+            losses = problem.losses(space.x, batch).clone()
+            value = plus if not calls else minus
+            calls.append(1)
+            if extra is not None:
+                return torch.cat([losses, torch.tensor([value], dtype=losses.dtype)])
+            losses[j] = value
+            return losses
+        return closure
+    return factory
+
+
+def test_one_example_moves_the_pre_noise_mean_by_at_most_2C_over_n(problem):
+    x0 = start(problem.d, seed=5)
+    a = exact_a(problem, x0, FlatSpace(x0).direction(SEED))
+    C = float(a.abs().median()) / 2
+    j = int(a.argmin())                          # a_j = −C after clipping: the worst case is +C
+    algorithm = DPZero(eta=0.1, lam=1e-2, C=C, noise_multiplier=0.0)   # c is the pre-noise mean
+    base = float(step(algorithm, problem, x0)[1].released)
+    changes = []
+    for plus, minus in ADVERSARIES:
+        _, log = step(algorithm, problem, x0, closure=adversarial(problem, j, plus, minus))
+        assert math.isfinite(float(log.released))
+        changes.append(abs(float(log.released) - base))
+    bound = 2 * C / problem.n
+    assert max(changes) <= bound * (1 + 1e-12)
+    assert max(changes) >= bound * (1 - 1e-9)    # the bound is attained (the test can see a larger one)
+
+
+def test_minibatch_sensitivity_uses_the_batch_size(problem):
+    x0 = start(problem.d, seed=6)
+    B = 10
+    a_all = exact_a(problem, x0, FlatSpace(x0).direction(SEED))
+    C = float(a_all.abs().median()) / 2
+    algorithm = DPZero(eta=0.1, lam=1e-2, C=C, noise_multiplier=0.0)
+    # Replace-one on a fixed-size batch: ≤ 2C/B.
+    shuffle = ShuffleSampler(problem.n, B)
+    batch = shuffle.sample(torch.Generator().manual_seed(0))
+    plain = lambda space: (lambda: problem.losses(space.x, batch))
+    base = float(step(algorithm, problem, x0, sampler=shuffle, closure=plain)[1].released)
+    worst = 0.0
+    for plus, minus in ADVERSARIES:
+        for j in range(B):
+            log = step(algorithm, problem, x0, sampler=shuffle,
+                       closure=adversarial(problem, j, plus, minus, batch=batch))[1]
+            worst = max(worst, abs(float(log.released) - base))
+    assert 2 * C / B * (1 - 1e-9) <= worst <= 2 * C / B * (1 + 1e-12)
+    # Add/remove on a Poisson batch: one more example, same fixed denominator B: ≤ C/B.
+    poisson = PoissonSampler(problem.n, B)
+    batch = poisson.sample(torch.Generator().manual_seed(1))
+    plain = lambda space: (lambda: problem.losses(space.x, batch))
+    base = float(step(algorithm, problem, x0, sampler=poisson, closure=plain)[1].released)
+    worst = 0.0
+    for plus, minus in ADVERSARIES:
+        log = step(algorithm, problem, x0, sampler=poisson,
+                   closure=adversarial(problem, None, plus, minus, batch=batch, extra=True))[1]
+        worst = max(worst, abs(float(log.released) - base))
+    assert C / B * (1 - 1e-9) <= worst <= C / B * (1 + 1e-12)
+
+
+def test_dpgd0th_sensitivity_is_2C_over_n_in_l2(problem):
+    x0, eta = start(problem.d, seed=7), 0.5
+    u = FlatSpace(x0).direction(SEED)
+    C = float(exact_a(problem, x0, u).abs().median()) * float(torch.linalg.vector_norm(u)) / 2
+    algorithm = DPGD0th(eta=eta, lam=1e-2, C=C, noise_multiplier=0.0)
+    base = (x0 - step(algorithm, problem, x0)[0].x) / eta
+    for plus, minus in ADVERSARIES:
+        space, log = step(algorithm, problem, x0, closure=adversarial(problem, 3, plus, minus))
+        g = (x0 - space.x) / eta
+        assert torch.all(torch.isfinite(g))
+        assert float(torch.linalg.vector_norm(g - base)) <= 2 * C / problem.n * (1 + 1e-9)
+
+
+# --- §5.10 noise independence ----------------------------------------------------------------------
+
+
+def test_noise_varies_under_a_fixed_public_seed(problem):
+    x0 = start(problem.d)
+    algorithm = DPZero(eta=0.1, lam=1e-2, C=1.0, noise_multiplier=1.0)
+    released = {float(step(algorithm, problem, x0, noise=NoiseSource())[1].released) for _ in range(5)}
+    assert len(released) == 5
+    # Whole runs with the same public seed: same directions and batches, different noise.
+    runs = [run(algorithm, FlatSpace(x0), problem.losses, 5, seed=3, sampler=FullBatch(problem.n),
+                noise=NoiseSource(), accountant=Accountant()) for _ in range(2)]
+    assert runs[0].seeds == runs[1].seeds
+    assert not torch.equal(runs[0].x, runs[1].x)
+    assert runs[0].accountant.secret and runs[0].report(1e-5).private
+
+
+def test_noise_is_not_a_function_of_the_public_seed(problem):
+    """With the same test NoiseSource, z_t is the same whatever the direction seed: it depends on the
+    noise stream only (the published code's z_t is torch.manual_seed(s_t); torch.randn(1), a function of s_t)."""
+    x0, C, mult = start(problem.d), 0.5, 1.0
+    algorithm = DPZero(eta=0.1, lam=1e-2, C=C, noise_multiplier=mult)
+    sigma = mult * 2 * C / problem.n
+    seeds = [1, 2, 3, 2**40 + 7]
+    z = []
+    for s in seeds:
+        mean = clip_scalars(exact_a(problem, x0, FlatSpace(x0).direction(s)), C)[0].mean()
+        released = step(algorithm, problem, x0, s, noise=NoiseSource.for_testing(9))[1].released
+        z.append(float(released - mean))
+    assert np.allclose(z, z[0], rtol=0, atol=1e-12 * sigma + 1e-15) and z[0] != 0
+    repo = [float(torch.randn(1, generator=torch.Generator().manual_seed(s))) * sigma for s in seeds]
+    assert len(set(np.round(repo, 12))) == len(seeds)   # the published recipe would vary with s_t
+    assert not np.allclose(z, repo, rtol=0, atol=1e-9)
+
+
+def test_seeded_test_noise_is_marked_not_private_and_global_rng_untouched(problem):
+    x0 = start(problem.d)
+    algorithm = DPZero(eta=0.1, lam=1e-2, C=1.0, noise_multiplier=1.0)
+    outs = []
+    for global_seed in (0, 1):
+        torch.manual_seed(global_seed)
+        state = torch.get_rng_state()
+        result = run(algorithm, FlatSpace(x0), problem.losses, 5, seed=4, sampler=FullBatch(problem.n),
+                     noise=NoiseSource.for_testing(5), accountant=Accountant())
+        assert torch.equal(torch.get_rng_state(), state)   # the library never draws from torch's global RNG
+        outs.append(result)
+    assert torch.equal(outs[0].x, outs[1].x)                # so the global seed does not change the noise
+    acct = outs[0].accountant
+    assert not acct.secret and all(not e.release.secret for e in acct.ledger)
+    report = outs[0].report(1e-5)
+    assert not report.private and any("NOT PRIVATE" in n for n in report.notes)
+
+
+# --- §5.12 degenerate cases ------------------------------------------------------------------------
+
+
+def zo_sgd_reference(losses, x0, T, seed, eta, lam, sampler, direction):
+    """Plain ZO-SGD: evaluate at x ± λu, step x − η·c·u, with u = FlatSpace.direction(seed)."""
+    gen = torch.Generator().manual_seed(seed)
+    seeds = public_seeds(gen, T)
+    directions = FlatSpace(x0, direction)
+    x, cs = x0.clone(), []
+    for s in seeds:
+        batch = sampler.sample(gen)
+        u = directions.direction(s)
+        c = (losses(x + lam * u, batch).mean(-1) - losses(x - lam * u, batch).mean(-1)) / (2 * lam)
+        x = x - (eta * c) * u
+        cs.append(c)
+    return x, cs, seeds
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("minibatch", [False, True])
+def test_mezo_is_bit_identical_to_plain_zo_sgd(problem, direction, minibatch):
+    T, eta, lam = 25, 0.05, 1e-3
+    sampler = ShuffleSampler(problem.n, 8) if minibatch else FullBatch(problem.n)
+    x0 = start(problem.d, seed=8)
+    result = run(MeZO(eta=eta, lam=lam), FlatSpace(x0, direction), problem.losses, T, seed=21, sampler=sampler,
+                 noise=NoiseSource.for_testing(0), accountant=Accountant())
+    x_ref, cs, seeds = zo_sgd_reference(problem.losses, x0, T, 21, eta, lam, sampler, direction)
+    assert result.seeds == seeds
+    assert all(torch.equal(log.released, c) for log, c in zip(result.logs, cs))
+    assert torch.equal(result.x, x_ref)
+    assert float(problem.loss(result.x)) < float(problem.loss(x0))
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_dpzero_without_noise_or_clipping_is_mezo(problem, direction):
+    T, eta, lam = 25, 0.05, 1e-3
+    x0 = start(problem.d, seed=9)
+    kwargs = dict(seed=22, sampler=ShuffleSampler(problem.n, 8), noise=NoiseSource.for_testing(0))
+    mezo = run(MeZO(eta=eta, lam=lam), FlatSpace(x0, direction), problem.losses, T, accountant=Accountant(),
+               **kwargs)
+    dpzero = run(DPZero(eta=eta, lam=lam, C=math.inf, noise_multiplier=0.0), FlatSpace(x0, direction),
+                 problem.losses, T, accountant=Accountant(), **kwargs)
+    for a, b in zip(mezo.logs, dpzero.logs):
+        assert float(a.released) == pytest.approx(float(b.released), rel=1e-9, abs=1e-12)
+    assert torch.allclose(mezo.x, dpzero.x, rtol=1e-10, atol=1e-12)
+    assert all(float(log.clipped_fraction) == 0.0 for log in dpzero.logs)
+
+
+def test_dpgd_without_noise_or_clipping_is_gradient_descent(problem):
+    x0, eta = start(problem.d, seed=10), 0.2
+    space = FlatSpace(x0)
+    DPGD(eta=eta, C=math.inf, noise_multiplier=0.0).step(
+        space, problem.clipped_gradient_mean, sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0),
+        accountant=Accountant())
+    assert torch.allclose(space.x, x0 - eta * problem.gradient(x0), rtol=1e-12, atol=1e-14)
+
+
+def test_a_grid_of_runs_equals_the_runs_alone(problem):
+    K, T = 3, 15
+    x0 = start(problem.d, seed=12)
+    eta = torch.tensor([0.02, 0.05, 0.1], dtype=torch.float64)
+    C = torch.tensor([0.5, 1.0, math.inf], dtype=torch.float64)
+    kwargs = dict(seed=5, sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0))
+    grid = run(DPZero(eta=eta, lam=1e-3, C=C, noise_multiplier=0.0), FlatSpace(x0.expand(K, -1).clone()),
+               problem.losses, T, accountant=Accountant(), **kwargs)
+    for k in range(K):
+        alone = run(DPZero(eta=float(eta[k]), lam=1e-3, C=float(C[k]), noise_multiplier=0.0), FlatSpace(x0),
+                    problem.losses, T, accountant=Accountant(), **kwargs)
+        assert torch.allclose(grid.x[k], alone.x, rtol=1e-10, atol=1e-12)
+    assert 0 < float(grid.logs[0].clipped_fraction[0]) and float(grid.logs[0].clipped_fraction[2]) == 0
+
+
+# --- accounting, non-finite values, bad hyper-parameters ---------------------------------------------
+
+
+def algorithms(problem):
+    return {
+        "DPZero": DPZero(eta=0.05, lam=1e-3, C=1.0, noise_multiplier=2.0),
+        "DPZero-noiseless": DPZero(eta=0.05, lam=1e-3, C=1.0, noise_multiplier=0.0),
+        "DPZero-discrete": DPZero(eta=0.05, lam=1e-3, C=1.0, noise_multiplier=2.0, discrete=True),
+        "MeZO": MeZO(eta=0.05, lam=1e-3),
+        "DPGD0th": DPGD0th(eta=0.05, lam=1e-3, C=1.0, noise_multiplier=2.0),
+        "DPGD": DPGD(eta=0.05, C=1.0, noise_multiplier=2.0),
+    }
+
+
+@pytest.mark.parametrize("name", ["DPZero", "DPZero-noiseless", "DPZero-discrete", "MeZO", "DPGD0th", "DPGD"])
+def test_one_release_per_step(problem, name):
+    T = 6
+    algorithm = algorithms(problem)[name]
+    acct = Accountant()
+    steps = []
+    result = run(algorithm, FlatSpace(start(problem.d)), problem.losses, T, seed=1, sampler=FullBatch(problem.n),
+                 noise=NoiseSource.for_testing(0), accountant=acct,
+                 clipped_mean=lambda x, C, b: problem.clipped_gradient_mean(x, C, b),
+                 callback=lambda t, log: steps.append((t, acct.releases)))
+    assert steps == [(t, t + 1) for t in range(T)]
+    assert acct.releases == T and len(result.logs) == T and len(acct.ledger) == 1
+    release = acct.ledger[0].release
+    if name in ("DPZero", "DPGD0th", "DPGD"):
+        # Δ = 2/n per unit of C (the noise is scaled by C), σ/Δ = the multiplier.
+        assert isinstance(release, Gaussian) and release.sensitivity == pytest.approx(2 / problem.n)
+        assert release.noise_multiplier == pytest.approx(2.0)
+    if name in ("MeZO", "DPZero-noiseless"):
+        assert release == Gaussian(1.0, 0.0)   # a data-dependent value released without noise
+
+
+def test_sampled_releases_carry_the_sampler(problem):
+    algorithm = DPZero(eta=0.05, lam=1e-3, C=1.0, noise_multiplier=2.0)
+    for sampler, relation, kind in ((PoissonSampler(problem.n, 10), "add/remove", PoissonSampledGaussian),
+                                    (ShuffleSampler(problem.n, 10), "replace-one", FixedSizeSampledGaussian)):
+        acct = Accountant(relation)
+        run(algorithm, FlatSpace(start(problem.d)), problem.losses, 4, seed=0, sampler=sampler,
+            noise=NoiseSource.for_testing(0), accountant=acct)
+        assert acct.releases == 4 and isinstance(acct.ledger[0].release, kind)
+        assert acct.ledger[0].release.sigma / acct.ledger[0].release.sensitivity == pytest.approx(2.0)
+
+
+def test_mezo_report_is_not_private(problem):
+    result = run(MeZO(eta=0.05, lam=1e-3), FlatSpace(start(problem.d)), problem.losses, 5, seed=0,
+                 sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0), accountant=Accountant())
+    report = result.report(1e-5)
+    assert report.releases == 5
+    assert report.epsilon == math.inf and report.epsilon_rdp == math.inf and report.epsilon_pld == math.inf
+
+
+def nonfinite_closure(problem):
+    def factory(space):
+        calls = []
+
+        def closure():
+            losses = problem.losses(space.x).clone()
+            if not calls:
+                losses[..., 3] = math.nan
+            else:
+                losses[..., 5] = math.inf
+            calls.append(1)
+            return losses
+        return closure
+    return factory
+
+
+@pytest.mark.parametrize("name", ["DPZero", "DPZero-noiseless", "MeZO", "DPGD0th"])
+@pytest.mark.parametrize("K", [None, 2])
+def test_nonfinite_losses_are_counted_and_do_not_crash(problem, name, K):
+    algorithm = algorithms(problem)[name]
+    x0 = start(problem.d, K=K)
+    space, log = step(algorithm, problem, x0, closure=nonfinite_closure(problem))
+    expected = torch.full(() if K is None else (K,), 2)
+    assert torch.equal(log.nonfinite, expected)
+    if name != "MeZO":  # MeZO has no clipping: its batch mean is non-finite by definition
+        assert torch.all(torch.isfinite(space.x)) and torch.all(torch.isfinite(log.released))
+
+
+BAD = [
+    (DPZero, dict(eta=-1, lam=1e-3, C=1.0, noise_multiplier=1.0), r"^eta must be .*>= 0; got -1$"),
+    (DPZero, dict(eta=math.nan, lam=1e-3, C=1.0, noise_multiplier=1.0), r"^eta must be"),
+    (DPZero, dict(eta=math.inf, lam=1e-3, C=1.0, noise_multiplier=1.0), r"^eta must be finite"),
+    (DPZero, dict(eta=torch.tensor([0.1, -0.1]), lam=1e-3, C=1.0, noise_multiplier=1.0), r"^eta must be"),
+    (DPZero, dict(eta=0.1, lam=0.0, C=1.0, noise_multiplier=1.0), r"^lam must be .*> 0; got 0.0$"),
+    (DPZero, dict(eta=0.1, lam=-1e-3, C=1.0, noise_multiplier=1.0), r"^lam must be"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=0.0, noise_multiplier=1.0), r"^C must be"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=-2.0, noise_multiplier=1.0), r"^C must be .*; got -2.0$"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=math.nan, noise_multiplier=1.0), r"^C must be"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=math.inf, noise_multiplier=1.0), r"^C must be finite when noise"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=torch.tensor([1.0, 0.0]), noise_multiplier=1.0), r"^C must be"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=-1.0), r"^noise_multiplier must be .*>= 0"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=math.inf), r"^noise_multiplier must be finite"),
+    (MeZO, dict(eta=-1, lam=1e-3), r"^eta must be"),
+    (MeZO, dict(eta=0.1, lam=0), r"^lam must be"),
+    (DPGD0th, dict(eta=-1, lam=1e-3, C=1.0, noise_multiplier=1.0), r"^eta must be"),
+    (DPGD0th, dict(eta=0.1, lam=1e-3, C=-1.0, noise_multiplier=1.0), r"^C must be"),
+    (DPGD, dict(eta=0.1, C=1.0, noise_multiplier=-0.5), r"^noise_multiplier must be"),
+    (DPGD, dict(eta=-0.5, C=1.0, noise_multiplier=1.0), r"^eta must be"),
+]
+
+
+@pytest.mark.parametrize("cls, kwargs, message", BAD, ids=[f"{c.__name__}-{m[1:12]}" for c, _, m in BAD])
+def test_bad_hyper_parameters_name_the_argument(cls, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        cls(**kwargs)
+
+
+def test_bad_run_arguments(problem):
+    algorithm = DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0)
+    for T in (0, -1, 2.5):
+        with pytest.raises(ValueError, match=r"^T must be an integer >= 1"):
+            run(algorithm, FlatSpace(start(problem.d)), problem.losses, T, seed=0, sampler=FullBatch(problem.n),
+                noise=NoiseSource.for_testing(0), accountant=Accountant())
+    with pytest.raises(ValueError, match=r"^accounting must be one of"):
+        calibrate_noise("moments", 1.0, 1e-5, 10, 100)
+    with pytest.raises(ValueError, match="discrete=True supports one full-batch run"):
+        step(DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0, discrete=True), problem, start(problem.d),
+             sampler=PoissonSampler(problem.n, 10), accountant=Accountant("add/remove"))

@@ -1,0 +1,289 @@
+"""The torch.optim-style zeroth-order optimizers (dpnc.optim) on a small real model."""
+
+import copy
+import io
+import math
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from dpnc.optim import DPZero, MeZO, validate_model
+from dpnc.privacy import Accountant, NoiseSource
+from dpnc.sampling import FullBatch, ShuffleSampler
+
+N, FEATURES = 128, 4
+
+
+def data():
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(N, FEATURES, generator=gen)
+    w = torch.tensor([1.0, -2.0, 0.5, 1.5])
+    y = torch.sin(X @ w) + 0.5 * X[:, 0]
+    return X, y
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)  # test-only: reproducible initialisation
+    return nn.Sequential(nn.Linear(FEATURES, 16), nn.Tanh(), nn.Linear(16, 1)).eval()
+
+
+def per_example(model, X, y):
+    return (model(X).squeeze(-1) - y) ** 2
+
+
+def params(model):
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def dpzero(net, **kwargs):
+    defaults = dict(lr=1e-2, clip=1.0, smoothing=1e-3, noise_multiplier=1.0, sampler=FullBatch(N),
+                    accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1)
+    return DPZero(net.parameters(), **{**defaults, **kwargs})
+
+
+def mezo(net, **kwargs):
+    defaults = dict(lr=1e-2, smoothing=1e-3, sampler=FullBatch(N), seed=1)
+    return MeZO(net.parameters(), **{**defaults, **kwargs})
+
+
+def test_mezo_decreases_the_loss():
+    X, y = data()
+    model = make_model()
+    opt = mezo(model, lr=5e-2)
+    with torch.no_grad():
+        initial = float(per_example(model, X, y).mean())
+    losses = [float(opt.step(lambda: per_example(model, X, y))) for _ in range(150)]
+    with torch.no_grad():
+        final = float(per_example(model, X, y).mean())
+    assert final < 0.7 * initial
+    # step() returns the loss at x (the mean of the ± evaluations), as torch.optim does.
+    assert losses[0] == pytest.approx(initial, rel=1e-3)
+    assert opt.steps == 150 and len(opt.state) == 0   # no per-parameter optimizer state
+
+
+def test_dpzero_changes_the_parameters_and_records_one_release_per_step():
+    X, y = data()
+    model = make_model()
+    acct = Accountant()
+    opt = dpzero(model, accountant=acct)
+    before = params(model)
+    for t in range(5):
+        loss = opt.step(lambda: per_example(model, X, y))
+        assert acct.releases == t + 1
+        assert math.isfinite(float(loss))
+    assert any(not torch.equal(p, p0) for p, p0 in zip(model.parameters(), before))
+    release = acct.ledger[0].release
+    assert len(acct.ledger) == 1 and release.noise_multiplier == pytest.approx(1.0)
+    assert release.sensitivity == pytest.approx(2 / N)      # per unit of C: Δ = 2C/B
+    assert not acct.secret                                  # the test noise says so
+    report = acct.report(1e-5)
+    assert report.releases == 5 and not report.private and math.isfinite(report.epsilon)
+
+
+def test_mezo_records_one_non_private_release_per_step():
+    X, y = data()
+    model = make_model()
+    opt = mezo(model)
+    for _ in range(3):
+        opt.step(lambda: per_example(model, X, y))
+    assert opt.accountant.releases == 3 and opt.accountant.report(1e-5).epsilon == math.inf
+
+
+def test_frozen_parameters_are_left_alone():
+    X, y = data()
+    model = make_model()
+    model[0].weight.requires_grad_(False)
+    frozen = model[0].weight.detach().clone()
+    opt = dpzero(model)
+    for _ in range(3):
+        opt.step(lambda: per_example(model, X, y))
+    assert torch.equal(model[0].weight, frozen)
+    assert not torch.equal(model[2].weight, params(make_model())[2])
+
+
+@pytest.mark.parametrize("make", [mezo, dpzero])
+def test_lr_is_read_from_param_groups_every_step(make):
+    X, y = data()
+    closure = lambda m: (lambda: per_example(m, X, y))
+    kwargs = {} if make is mezo else {"noise_multiplier": 0.0, "clip": math.inf}
+    a, b = make_model(), make_model()
+    opt_a, opt_b = make(a, **kwargs), make(b, **kwargs)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt_b, lambda t: 1.0 if t == 0 else 0.25)
+    opt_a.step(closure(a))
+    opt_b.step(closure(b))
+    sched.step()
+    assert opt_b.param_groups[0]["lr"] == pytest.approx(0.25 * opt_a.param_groups[0]["lr"])
+    mid_a, mid_b = params(a), params(b)
+    assert all(torch.equal(p, q) for p, q in zip(mid_a, mid_b))   # same first step (same seeds, lr)
+    opt_a.step(closure(a))
+    opt_b.step(closure(b))
+    for pa, pb, m in zip(a.parameters(), b.parameters(), mid_a):
+        da, db = pa.detach() - m, pb.detach() - m
+        # Same x, same direction seed: the second move is exactly a quarter (up to float32 rounding).
+        assert torch.allclose(db, 0.25 * da, rtol=0, atol=1e-6 * (1 + float(m.abs().max())))
+        assert float(da.abs().max()) > 1e-4
+    # Setting the group's lr by hand takes effect too.
+    opt_b.param_groups[0]["lr"] = 1e-12
+    before = params(b)
+    opt_b.step(closure(b))
+    assert all(torch.allclose(p, q, rtol=0, atol=1e-6) for p, q in zip(b.parameters(), before))
+
+
+@pytest.mark.parametrize("make", [mezo, dpzero])
+def test_a_warmup_schedule_starting_at_lr_zero_works(make):
+    """torch.optim accepts lr = 0 (linear warmup starts there); a step with lr 0 must not move x."""
+    X, y = data()
+    model = make_model()
+    opt = make(model)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: t / 10)   # lr = 0 at the first step
+    before = params(model)
+    opt.step(lambda: per_example(model, X, y))
+    assert all(torch.allclose(p, q, rtol=0, atol=1e-6) for p, q in zip(model.parameters(), before))
+    sched.step()
+    opt.step(lambda: per_example(model, X, y))
+    assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))
+
+
+def record_seeds(opt):
+    seeds, original = [], opt.space.update_
+
+    def spy(seed, coeff):
+        seeds.append(seed)
+        return original(seed, coeff)
+
+    opt.space.update_ = spy
+    return seeds
+
+
+@pytest.mark.parametrize("make", [mezo, dpzero])
+def test_state_dict_resumes_the_public_direction_seeds(make):
+    X, y = data()
+    model = make_model()
+    opt = make(model, seed=123)
+    for _ in range(3):
+        opt.step(lambda: per_example(model, X, y))
+    saved_params = copy.deepcopy(model.state_dict())
+    buffer = io.BytesIO()
+    torch.save(opt.state_dict(), buffer)        # a checkpoint can be written (nothing secret refuses)
+    seeds_a = record_seeds(opt)
+    for _ in range(4):
+        opt.step(lambda: per_example(model, X, y))
+
+    resumed_model = make_model(seed=99)
+    resumed_model.load_state_dict(saved_params)
+    kwargs = {} if make is mezo else {"noise": NoiseSource.for_testing(0)}
+    resumed = make(resumed_model, seed=7, **kwargs)
+    buffer.seek(0)
+    resumed.load_state_dict(torch.load(buffer, weights_only=False))
+    assert resumed.steps == 3 and resumed.seed == 123
+    seeds_b = record_seeds(resumed)
+    for _ in range(4):
+        resumed.step(lambda: per_example(resumed_model, X, y))
+    assert seeds_b == seeds_a and len(set(seeds_a)) == 4
+    if make is mezo:   # no noise: the resumed trajectory is the original one, bit for bit
+        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), resumed_model.parameters()))
+
+
+def contains_noise_source(obj, seen=None):
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return False
+    seen.add(id(obj))
+    if isinstance(obj, NoiseSource):
+        return True
+    if isinstance(obj, dict):
+        return any(contains_noise_source(k, seen) or contains_noise_source(v, seen) for k, v in obj.items())
+    if isinstance(obj, (list, tuple, set)):
+        return any(contains_noise_source(v, seen) for v in obj)
+    return False
+
+
+def test_state_dict_holds_no_noise_source():
+    X, y = data()
+    model = make_model()
+    opt = dpzero(model, noise=NoiseSource())
+    opt.step(lambda: per_example(model, X, y))
+    state = opt.state_dict()
+    assert not contains_noise_source(state)
+    pickle.dumps(state)   # a NoiseSource refuses to be pickled, so this would raise if one were inside
+    assert set(state["dpnc"]) == {"steps", "seed", "generator"}
+
+
+def test_validate_model_lists_every_problem():
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.BatchNorm1d(8), nn.Dropout(0.0), nn.Linear(8, 1))
+    model.train()
+    problems = validate_model(model)
+    assert len(problems) == 2
+    assert any(p.startswith("1:") and "dropout" in p and "0.1" in p for p in problems)
+    assert any(p.startswith("2:") and "BatchNorm" in p for p in problems)
+    for make in (mezo, dpzero):
+        with pytest.raises(ValueError, match=r"(?s)model is not ready.*1: dropout.*2: BatchNorm"):
+            make(model, model=model)
+    model.eval()
+    assert validate_model(model) == []
+    make_ok = dpzero(model, model=model)
+    assert make_ok.steps == 0
+    lone = nn.Dropout(0.5).train()
+    assert validate_model(lone) == ["model: dropout (p=0.5) is active; call model.eval()"]
+
+
+def test_a_closure_with_nan_for_some_examples_does_not_crash():
+    X, y = data()
+    model = make_model()
+    opt = dpzero(model)
+
+    def closure():
+        losses = per_example(model, X, y).clone()
+        losses[[3, 17]] = math.nan
+        losses[40] = math.inf
+        return losses
+    for _ in range(3):
+        opt.step(closure)
+        assert int(opt.last_log.nonfinite) == 3
+    assert all(torch.all(torch.isfinite(p)) for p in model.parameters())
+    assert opt.accountant.releases == 3
+
+
+def test_bad_arguments():
+    model = make_model()
+    with pytest.raises(ValueError, match="closure"):
+        dpzero(model).step(None)
+    groups = [{"params": [model[0].weight]}, {"params": [model[2].weight]}]
+    with pytest.raises(ValueError, match="one parameter group"):
+        DPZero(groups, lr=1e-2, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(N), accountant=Accountant())
+    with pytest.raises(ValueError, match="direction must be one of"):
+        mezo(model, direction="uniform")
+
+
+BAD_OPTIMIZER_ARGS = [
+    (dpzero, {"lr": -1.0}, r"\blr\b"),
+    (dpzero, {"clip": 0.0}, r"\bclip\b"),
+    (dpzero, {"clip": math.inf}, r"\bclip\b"),   # finite clip needed when noise_multiplier > 0
+    (dpzero, {"smoothing": 0.0}, r"\bsmoothing\b"),
+    (dpzero, {"noise_multiplier": -1.0}, r"\bnoise_multiplier\b"),
+    (mezo, {"lr": -1.0}, r"\blr\b"),
+    (mezo, {"smoothing": -1e-3}, r"\bsmoothing\b"),
+]
+
+
+@pytest.mark.parametrize("make, kwargs, name", BAD_OPTIMIZER_ARGS,
+                         ids=[f"{m.__name__}-{next(iter(k))}" for m, k, _ in BAD_OPTIMIZER_ARGS])
+def test_bad_hyper_parameters_name_the_optimizer_argument(make, kwargs, name):
+    """The message names the argument the user passed (``lr``, not the algorithm's ``eta``)."""
+    with pytest.raises(ValueError, match=name):
+        make(make_model(), **kwargs)
+
+
+def test_minibatch_optimizer_run():
+    X, y = data()
+    model = make_model()
+    sampler = ShuffleSampler(N, 16)
+    acct = Accountant()
+    opt = dpzero(model, sampler=sampler, accountant=acct, noise_multiplier=0.5, clip=2.0)
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(4):
+        batch = sampler.sample(gen)
+        opt.step(lambda b=batch: per_example(model, X[b], y[b]))
+    assert acct.releases == 4 and type(acct.ledger[0].release).__name__ == "FixedSizeSampledGaussian"
