@@ -480,3 +480,23 @@ def test_bad_run_arguments(problem):
     with pytest.raises(ValueError, match="discrete=True supports one full-batch run"):
         step(DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0, discrete=True), problem, start(problem.d),
              sampler=PoissonSampler(problem.n, 10), accountant=Accountant("add/remove"))
+
+
+def test_discrete_noise_is_on_the_grid_with_the_calibrated_spread(problem):
+    """discrete=True: c_t − round(mean) is an exact discrete Gaussian on the grid Δ/1000, std ≈ σ."""
+    x0 = start(problem.d)
+    C, mult, M = 1.0, 2.0, 1500
+    delta_s = 2 * C / problem.n                     # replace-one sensitivity of the mean
+    grid = delta_s / 1000
+    source = NoiseSource.for_testing(5)
+    released = []
+    for _ in range(M):
+        acct = Accountant()
+        _, log = step(DPZero(eta=0.1, lam=1e-3, C=C, noise_multiplier=mult, discrete=True), problem, x0,
+                      noise=source, accountant=acct)
+        released.append(float(log.released))
+        assert type(acct.ledger[0].release).__name__ == "DiscreteGaussian" and not acct.secret
+    units = np.array(released) / grid
+    assert np.allclose(units, np.round(units), atol=1e-6)          # on the grid
+    z = (np.array(released) - np.mean(released)) / (mult * delta_s)
+    assert stats.kstest(z, "norm").pvalue > 1e-3

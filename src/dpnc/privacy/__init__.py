@@ -7,7 +7,7 @@ accounting alone (``dpnc account``) does not pay for importing torch.
 import importlib
 
 _EXPORTS = {
-    "accountant": ["Accountant", "PrivacyReport"],
+    "accountant": ["Accountant", "PrivacyReport", "new_partition"],
     "budget": ["Budget", "ZCDP", "epsilon_to_rho", "rho_to_epsilon", "rdp_to_epsilon"],
     "calibrate": ["advanced_composition_epsilon", "dpzero_sigma", "epsilon_for", "klt_tree_sigma", "noise_multiplier",
                   "opacus_noise_multiplier", "zcdp_gaussian_sigma", "ztc_tree_sigma"],

@@ -4,8 +4,10 @@ Algorithms never compute ε themselves. They tell the accountant what they relea
 (:mod:`dpnc.privacy.releases`) and the accountant answers ε(δ) by Rényi DP (dp-accounting's
 ``RdpAccountant``) and by privacy-loss distributions (dp-accounting's PLD library, tight up to its
 pessimistic discretisation), and ρ when every release is zCDP. Consecutive equal releases are merged,
-so T identical steps cost O(1) to store and to account. The ledger round-trips through JSON, so a
-resumed run continues the same ledger and never under-counts.
+so T identical steps cost O(1) to store and to account. Releases made on pairwise disjoint parts of
+the data (the single-pass algorithms' epochs or batches) are recorded under one ``partition`` name and
+cost one release by parallel composition. The ledger round-trips through JSON, so a resumed run continues
+the same ledger and never under-counts.
 
 Example:
     >>> acct = Accountant("replace-one")
@@ -21,6 +23,7 @@ import functools
 import json
 import logging
 import math
+import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,10 +40,16 @@ PLD_INTERVAL = 1e-4  # dp-accounting's default value-discretisation interval (ε
 
 @dataclass
 class Entry:
-    """``count`` consecutive copies of one release."""
+    """``count`` consecutive copies of one release; with a ``partition``, each on its own part of the data."""
 
     release: Release
     count: int
+    partition: str | None = None
+
+    @property
+    def composed_count(self) -> int:
+        """How many times the release composes: parallel composition makes disjoint copies cost one."""
+        return min(self.count, 1) if self.partition is not None else self.count
 
 
 class Accountant:
@@ -57,8 +66,15 @@ class Accountant:
 
     # --- recording -------------------------------------------------------------------------
 
-    def record(self, release: Release, count: int = 1) -> None:
+    def record(self, release: Release, count: int = 1, *, partition: str | None = None) -> None:
         """Append ``count`` copies of ``release`` (merged with the last entry if equal).
+
+        ``partition`` names a split of the data into parts fixed independently of the data (e.g. the
+        consecutive slices of one single pass): releases recorded consecutively under the same name
+        are computed on pairwise disjoint parts, each private for any auxiliary input built from
+        earlier outputs, so by parallel composition they cost one release together. Use a fresh name
+        per pass over the data (:func:`new_partition`); a second pass is a second partition. Refused
+        under add/remove, where removing a point would shift a positional partition.
 
         Raises:
             UnsupportedRelease: if dp-accounting can interpret the release under this relation
@@ -73,12 +89,17 @@ class Accountant:
                 f"{type(release).__name__} cannot be accounted under relation "
                 f"{self.relation.value!r}; use an Accountant with relation "
                 f"{sorted(r.value for r in release.RDP_RELATIONS | release.PLD_RELATIONS)}")
+        if partition is not None and self.relation is not Relation.REPLACE_ONE:
+            raise UnsupportedRelease(
+                "disjoint (parallel-composition) releases need a data-independent partition that one "
+                "neighbouring change cannot shift; that holds under replace-one, not add/remove")
         if count == 0:
             return
-        if self.ledger and self.ledger[-1].release == release:
-            self.ledger[-1].count += count
+        last = self.ledger[-1] if self.ledger else None
+        if last is not None and last.release == release and last.partition == partition:
+            last.count += count
         else:
-            self.ledger.append(Entry(release, count))
+            self.ledger.append(Entry(release, count, partition))
 
     def extend(self, other: Accountant) -> None:
         """Record every entry of ``other`` (same relation) after this ledger's."""
@@ -86,7 +107,7 @@ class Accountant:
             raise ValueError(f"cannot merge a {other.relation.value!r} ledger into a "
                              f"{self.relation.value!r} one")
         for entry in other.ledger:
-            self.record(entry.release, entry.count)
+            self.record(entry.release, entry.count, partition=entry.partition)
 
     @property
     def releases(self) -> int:
@@ -121,7 +142,7 @@ class Accountant:
                 raise UnsupportedRelease(
                     f"{type(e.release).__name__} is not zCDP, so the ledger has no ρ; "
                     "ask epsilon(delta, 'rdp') or epsilon(delta, 'pld') instead")
-            total += e.count * e.release.rho
+            total += e.composed_count * e.release.rho
         return total
 
     def report(self, delta: float, *, conversion: Conversion = "optimal",
@@ -152,23 +173,29 @@ class Accountant:
 
     def to_json(self) -> str:
         return json.dumps({"relation": self.relation.value,
-                           "ledger": [{"count": e.count, "release": e.release.to_dict()}
-                                      for e in self.ledger]})
+                           "ledger": [{"count": e.count, "partition": e.partition,
+                                       "release": e.release.to_dict()} for e in self.ledger]})
 
     @classmethod
     def from_json(cls, text: str) -> Accountant:
         data = json.loads(text)
         acct = cls(data["relation"])
         for item in data["ledger"]:
-            acct.record(Release.from_dict(item["release"]), item["count"])
+            acct.record(Release.from_dict(item["release"]), item["count"],
+                        partition=item.get("partition"))
         return acct
 
     def _key(self) -> tuple[tuple[Release, int], ...]:
-        return tuple((e.release, e.count) for e in self.ledger)
+        return tuple((e.release, e.composed_count) for e in self.ledger if e.composed_count)
 
     def __repr__(self) -> str:
         return (f"Accountant(relation={self.relation.value!r}, entries={len(self.ledger)}, "
                 f"releases={self.releases})")
+
+
+def new_partition(label: str) -> str:
+    """A fresh partition name for :meth:`Accountant.record`: ``label`` plus a unique suffix."""
+    return f"{label}-{uuid.uuid4().hex[:12]}"
 
 
 @dataclass
