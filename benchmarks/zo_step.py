@@ -9,7 +9,8 @@ numbers transfer between machines better than the absolute milliseconds do.
 
 Time (one process, ``torch.set_num_threads``): the modes below run round-robin, one step of each
 per round, so drift of the machine hits every mode alike; 2 warm-up rounds, then median/min/max
-over ``--steps`` rounds.
+over ``--steps`` rounds. Ratios are given of medians and of mins (on a shared machine the min is the
+least-disturbed sample; another busy process slows the 2-thread matmuls far more than the z passes).
   (a) inference: one no_grad forward producing per-example losses (the unit, "x inference");
   (b) two such forwards (the floor of any two-point ZO step);
   (c) reference MeZO written out as the MeZO paper's code does it: 4 passes regenerating z per
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -166,15 +168,19 @@ def measure_memory(args, forwarded):
     return out
 
 
-def table(args, t, mem, n_params):
+def table(args, t, mem, n_params, load):
     base, two, ref, mezo = (t[k]["median"] for k in ("inference", "2 forwards", "reference MeZO",
                                                      "dpnc MeZO"))
     lines = [f"Model: TransformerEncoder {args.layers}x(d={args.d_model}, heads={args.heads}, ff={args.ff}), "
              f"vocab {args.vocab}, {n_params / 1e6:.1f}M params, fp32; batch {args.batch} x seq {args.seq}; "
-             f"{torch.get_num_threads()} threads; {args.steps} timed rounds after 2 warm-up; torch {torch.__version__}.",
-             "", "| step | ms median | min | max | x inference |", "|---|---|---|---|---|"]
+             f"{torch.get_num_threads()} threads; {args.steps} timed rounds after 2 warm-up; "
+             f"torch {torch.__version__}; 1-min load average {load[0]:.2f} before, {load[1]:.2f} after "
+             f"({os.cpu_count()} CPUs).",
+             "", "| step | ms median | min | max | x inference (medians) | x inference (mins) |",
+             "|---|---|---|---|---|---|"]
     for name, r in t.items():
-        lines.append(f"| {name} | {r['median']:.1f} | {r['min']:.1f} | {r['max']:.1f} | {r['median'] / base:.2f} |")
+        lines.append(f"| {name} | {r['median']:.1f} | {r['min']:.1f} | {r['max']:.1f} | {r['median'] / base:.2f} "
+                     f"| {r['min'] / t['inference']['min']:.2f} |")
     dp = t["dpnc DPZero"]["median"]
     lines += ["", "| ratio (medians) | value |", "|---|---|",
               f"| DPZero / 2 forwards | {dp / two:.2f} |", f"| DPZero / dpnc MeZO | {dp / mezo:.2f} |",
@@ -216,18 +222,20 @@ def main():
 
     forwarded = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
                  ("layers", "d_model", "heads", "ff", "vocab", "batch", "seq", "mem_steps", "threads")]
+    load = [os.getloadavg()[0]]
     t = time_all(args)
     mem = None if args.no_memory else measure_memory(args, forwarded)
+    load.append(os.getloadavg()[0])
     n_params = sum(p.numel() for p in setup(args)[0].parameters())
-    md = table(args, t, mem, n_params)
+    md = table(args, t, mem, n_params, load)
     print(md, end="")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(md)
     config = {k: getattr(args, k) for k in ("layers", "d_model", "heads", "ff", "vocab", "batch", "seq",
                                             "steps", "mem_steps", "threads")}
-    args.out.with_suffix(".json").write_text(json.dumps(
-        {"config": config, "params": n_params, "torch": torch.__version__, "time_ms": t, "memory": mem},
-        indent=2) + "\n")
+    result = {"config": config, "params": n_params, "torch": torch.__version__, "loadavg": load,
+              "time_ms": t, "memory": mem}
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
