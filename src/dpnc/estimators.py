@@ -1,19 +1,27 @@
-"""Gradient estimators: zeroth-order finite differences along seeded directions.
+"""Gradient estimators: zeroth-order finite differences along random directions.
 
-The two-point scalar difference of DPZero and MeZO (Zhang et al. 2024, eq. (2); Malladi et al.
-2023): a_i = (f(x + λu; ξ_i) − f(x − λu; ξ_i)) / (2λ), one scalar per example, computed with the
-direction u regenerated from its seed (never stored).
+* The two-point scalar difference of DPZero and MeZO (Zhang et al. 2024, eq. (2); Malladi et al.
+  2023): a_i = (f(x + λu; ξ_i) − f(x − λu; ξ_i)) / (2λ), one scalar per example, computed with the
+  direction u regenerated from its seed (never stored).
+* GRAD and DIFF of Zhang–Tran–Cutkosky (Algorithms 1–2), the estimator of Kornowski–Liu–Talwar's
+  eq. (4) being GRAD with m directions: vector estimates of ∇F̂_δ(x) and ∇F̂_δ(x) − ∇F̂_δ(y) for
+  the uniform-ball smoothing F̂_δ, from m directions on the unit sphere per data point, all points
+  × directions evaluated as one batched call of the objective.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from dpnc.clipping import clip_vectors
+from dpnc.clipping import clip_scalars, clip_vectors, zero_nonfinite
 from dpnc.space import ParameterSpace
+
+if TYPE_CHECKING:
+    from dpnc.problems.base import Problem
 
 Closure = Callable[[], torch.Tensor]
 
@@ -81,3 +89,91 @@ def per_example_clipped_mean(loss_one: Callable[[torch.Tensor, torch.Tensor], to
         loss = loss + torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).sum(-1)
     n = len(data)
     return total / n, clipped / n, loss / n
+
+
+# --- GRAD and DIFF (Zhang–Tran–Cutkosky, Algorithms 1 and 2) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class VectorEstimate:
+    """Per-example estimates (b, d) and what producing them cost and changed.
+
+    ``clipped`` counts finite differences that exceeded the bound a truly L-Lipschitz f obeys (so
+    the per-example sensitivity holds even when the declared L is wrong); ``nonfinite`` counts
+    differences that were NaN/±inf and were set to 0 first.
+    """
+
+    per_example: torch.Tensor
+    evaluations: int
+    clipped: int
+    nonfinite: int
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.per_example.mean(0)
+
+
+def sphere_directions(b: int, m: int, d: int, generator: torch.Generator, *,
+                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """u_ij ~ Uniform(S^{d−1}), i.i.d., shape (b, m, d), as g/‖g‖ with g ~ N(0, I_d) (public randomness)."""
+    g = torch.randn(b, m, d, generator=generator, dtype=dtype)
+    return g / torch.linalg.vector_norm(g, dim=-1, keepdim=True)
+
+
+def grad_estimate(problem: Problem, x: torch.Tensor, index: torch.Tensor, delta: float, *,
+                  generator: torch.Generator, m: int | None = None, clip: bool = True) -> VectorEstimate:
+    """GRAD_{f,δ}(x, z_{1:b}) (ZTC Algorithm 1), per example:
+
+        g_i = (1/m) Σ_j (d/(2δ)) (f(x + δu_ij, z_i) − f(x − δu_ij, z_i)) u_ij,
+
+    unbiased for ∇f̂_δ(x, z_i); m = d directions per point in the paper. ‖g_ij‖ ≤ dL, so one example
+    moves the mean by at most 2dL/b. With ``clip`` each difference is clipped to 2Lδ, the most an
+    L-Lipschitz f allows (spec §6.14): a no-op for a correct L, and the bound holds when L is wrong.
+    """
+    d, m = _check_zo(problem, x, delta, m)
+    u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
+    values = problem.losses(torch.cat([x + delta * u, x - delta * u], dim=1), index)
+    return _combine(values[:, :m] - values[:, m:], u, d / (2 * delta), 2 * problem.lipschitz * delta, clip)
+
+
+def diff_estimate(problem: Problem, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, delta: float, *,
+                  generator: torch.Generator, m: int | None = None, clip: bool = True) -> VectorEstimate:
+    """DIFF_{f,δ}(x, y, z_{1:b}) (ZTC Algorithm 2), per example:
+
+        d_i = (1/m) Σ_j (d/δ) (f(x + δu_ij, z_i) − f(y + δu_ij, z_i)) u_ij,
+
+    unbiased for ∇f̂_δ(x, z_i) − ∇f̂_δ(y, z_i) by common random numbers (the same u_ij at x and y).
+    ‖d_ij‖ ≤ dL‖x − y‖/δ, so one example moves the mean by at most 2dL‖x − y‖/(bδ); with ``clip``
+    each difference is clipped to L‖x − y‖.
+    """
+    d, m = _check_zo(problem, x, delta, m)
+    if y.shape != x.shape:
+        raise ValueError(f"x and y must have the same shape; got {tuple(x.shape)} and {tuple(y.shape)}")
+    u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
+    values = problem.losses(torch.cat([x + delta * u, y + delta * u], dim=1), index)
+    bound = problem.lipschitz * float(torch.linalg.vector_norm(x - y))
+    return _combine(values[:, :m] - values[:, m:], u, d / delta, bound, clip)
+
+
+def _combine(differences, u, factor, bound, clip) -> VectorEstimate:
+    differences, nonfinite = zero_nonfinite(differences)
+    clipped = torch.zeros(())
+    if clip:
+        differences, fraction = clip_scalars(differences, bound)
+        clipped = (fraction * differences.shape[-1]).round()
+    b, m, _ = u.shape
+    per_example = torch.einsum("bm,bmd->bd", differences, u) * (factor / m)
+    return VectorEstimate(per_example, evaluations=2 * b * m, clipped=int(clipped.sum()),
+                          nonfinite=int(nonfinite.sum()))
+
+
+def _check_zo(problem, x, delta, m) -> tuple[int, int]:
+    d = problem.dim
+    if x.shape != (d,):
+        raise ValueError(f"x must have shape ({d},) for this problem; got {tuple(x.shape)}")
+    if not delta > 0:
+        raise ValueError(f"delta must be > 0; got {delta!r}")
+    m = d if m is None else m
+    if not isinstance(m, int) or m < 1:
+        raise ValueError(f"m (directions per data point) must be an integer >= 1; got {m!r}")
+    return d, m

@@ -62,6 +62,36 @@ class ShuffleSampler(_Minibatch):
         return FixedSizeSampledGaussian(sensitivity, sigma, self.n, self.batch_size)
 
 
+class SinglePass:
+    """Consecutive slices of one fixed order of the n examples: each example is used at most once.
+
+    The single-pass algorithms (Zhang–Tran–Cutkosky Algorithm 4, Kornowski–Liu–Talwar Algorithms
+    3 and 5) need batches that are disjoint and chosen independently of the data (spec seed000
+    §6.16): the order is 0..n−1, or a permutation drawn once from a public generator. Releases on
+    different slices are then accounted by parallel composition (one accountant ``partition``).
+    """
+
+    def __init__(self, n: int, generator: torch.Generator | None = None) -> None:
+        _check_int("n", n)
+        self.n = n
+        self.order = torch.arange(n) if generator is None else torch.randperm(n, generator=generator)
+        self.used = 0
+
+    @property
+    def remaining(self) -> int:
+        return self.n - self.used
+
+    def take(self, size: int) -> torch.Tensor:
+        """The next ``size`` unused examples."""
+        _check_int("size", size)
+        if size > self.remaining:
+            raise ValueError(f"single pass exhausted: {size} more examples requested but only {self.remaining} "
+                             f"of n={self.n} are unused; use fewer steps or a larger dataset")
+        batch = self.order[self.used:self.used + size]
+        self.used += size
+        return batch
+
+
 Sampler = FullBatch | PoissonSampler | ShuffleSampler
 
 

@@ -8,7 +8,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, FixedSizeSampledGaussian,
                           Gaussian, PoissonSampledGaussian, Relation, Release, TreeAggregatedGaussian,
-                          UnsupportedRelease, ZCDPMechanism, mean_sensitivity, rho_to_epsilon)
+                          UnsupportedRelease, ZCDPMechanism, mean_sensitivity, new_partition, rho_to_epsilon)
 
 DELTA = 1e-5
 
@@ -211,3 +211,35 @@ def test_accountant_rejects_bad_calls():
         acct.epsilon(DELTA, "prv")
     with pytest.raises(ValueError, match=r"delta must be in the open interval"):
         acct.epsilon(0.0)
+
+
+def test_a_partition_of_disjoint_releases_costs_one_release():
+    one, many = Accountant(), Accountant()
+    one.record(Gaussian(1.0, 3.0))
+    part = new_partition("epochs")
+    for _ in range(50):
+        many.record(Gaussian(1.0, 3.0), partition=part)
+    assert many.releases == 50
+    for method in ("rdp", "pld"):
+        assert many.epsilon(DELTA, method) == pytest.approx(one.epsilon(DELTA, method), rel=1e-12)
+    assert many.rho() == pytest.approx(one.rho())
+
+
+def test_partitions_never_merge_across_names_or_with_plain_releases():
+    # Two passes over the same data are two partitions: they compose.
+    acct, single = Accountant(), Accountant()
+    single.record(Gaussian(1.0, 3.0))
+    for part in (new_partition("pass"), new_partition("pass")):
+        acct.record(Gaussian(1.0, 3.0), 10, partition=part)
+    acct.record(Gaussian(1.0, 3.0), 2)
+    assert acct.rho() == pytest.approx(4 * single.rho())
+    assert [e.partition is None for e in acct.ledger] == [False, False, True]
+
+
+def test_partitions_survive_json_and_are_refused_under_add_remove():
+    acct = Accountant()
+    acct.record(TreeAggregatedGaussian(1.0, 2.0, 8), 5, partition=new_partition("tree"))
+    back = Accountant.from_json(acct.to_json())
+    assert back.ledger == acct.ledger and back.rho() == acct.rho()
+    with pytest.raises(UnsupportedRelease, match="replace-one"):
+        Accountant("add/remove").record(Gaussian(1.0, 2.0), partition="p")

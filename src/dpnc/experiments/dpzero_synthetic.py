@@ -12,7 +12,6 @@ paper does not say which iterate it evaluates; spec §7.7).
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import math
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise, run
+from dpnc.experiments.report import loglog_slope, write_csv
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import advanced_composition_epsilon
 from dpnc.privacy.noise import NoiseSource
@@ -169,18 +169,18 @@ def check_claims(best: dict, config: dict) -> list[tuple[str, bool, str]]:
         # Table 1: DPZero's error is O((log d)·√r); with r = Tr A = Σ 1/j that is polylogarithmic,
         # which still rises over 20 ≤ d ≤ 2000. "Nearly flat" = no faster than that prediction.
         z = [g[("inverse", d, "DPZero")] for d in dims]
-        predicted = _slope(dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims])
-        measured = _slope(dims, z)
+        predicted = loglog_slope(dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims])
+        measured = loglog_slope(dims, z)
         claims.append((f"with r = log d, DPZero is nearly flat in d: log-log slope {measured:.2f} ≤ "
                        f"{predicted:.2f} + 0.1, the slope of Table 1's (log d)·√r over these d",
                        measured <= predicted + 0.1,
                        "DPZero: " + ", ".join(f"d={d}: {v:.3g}" for d, v in zip(dims, z))
                        + "; slopes of the others: " + ", ".join(
-                           f"{m} {_slope(dims, [g[('inverse', d, m)] for d in dims]):.2f}"
+                           f"{m} {loglog_slope(dims, [g[('inverse', d, m)] for d in dims]):.2f}"
                            for m in methods if m != "DPZero")))
         if "DP-GD" in methods:
             ratios = [g[("inverse", d, "DPZero")] / g[("inverse", d, "DP-GD")] for d in dims]
-            ratio_slope, log_slope = _slope(dims, ratios), _slope(dims, [math.log(d) for d in dims])
+            ratio_slope, log_slope = loglog_slope(dims, ratios), loglog_slope(dims, [math.log(d) for d in dims])
             claims.append((f"with r = log d, DPZero stays close to DP-GD: the ratio's slope {ratio_slope:.2f} ≤ "
                            f"{log_slope:.2f} + 0.1, the slope of the log d factor Table 1 allows",
                            ratio_slope <= log_slope + 0.1,
@@ -204,12 +204,7 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     rows, best = result["rows"], best_over_grid(result["rows"])
-    paths = [out / "results.csv", out / "privacy.csv"]
-    for path, table in zip(paths, (rows, result["privacy"])):
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
+    paths = [write_csv(out / "results.csv", rows), write_csv(out / "privacy.csv", result["privacy"])]
     hessians = [h for h in HESSIANS if any(k[0] == h for k in best)]
     dims = sorted({k[1] for k in best})
     methods = [m for m in METHODS if any(k[2] == m for k in best)]
@@ -269,15 +264,6 @@ def _summary(result, best, hessians, dims, methods, command) -> str:
     lines += ["", "Figures: `fig1_test_grad_norm.png`, `fig2_train_grad_norm.png`, `fig3_loss.png`; "
               "every run: `results.csv`.", ""]
     return "\n".join(lines)
-
-
-def _slope(xs, ys) -> float:
-    """Least-squares slope of log y against log x (inf if some y is not finite and positive)."""
-    if not all(math.isfinite(y) and y > 0 for y in ys):
-        return math.inf
-    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
 
 def _finite_or_inf(v: float) -> float:

@@ -1,0 +1,280 @@
+"""A certificate of Goldstein (δ, ε)-stationarity: the min-norm convex combination of gradients in a ball.
+
+The Goldstein δ-subdifferential of a Lipschitz h is ∂_δh(x) = conv ∪_{y ∈ B(x,δ)} ∇h(y) (spec seed000 §1,
+Def 2.1), and x is (δ, ε)-stationary if ‖∂h(x)‖_δ = min{‖g‖ : g ∈ ∂_δh(x)} ≤ ε. The papers' guarantees
+are about this quantity, but it cannot be computed: the union runs over a whole ball. What *can* be
+computed is an upper bound. For any finite set of points y_1..y_k in the ball with gradients g_1..g_k,
+every convex combination Σ w_i g_i lies in ∂_δh(x), so
+
+    ‖∂h(x)‖_δ ≤ min_{w ∈ Δ_k} ‖Σ_i w_i g_i‖      (Δ_k the probability simplex),
+
+a quadratic programme in the weights. The spec's "practical certificate" ‖(1/k)Σ_i g_i‖ is the value at
+the uniform weights, so the bound here is never worse and is often far better: at a kink of h the
+average of gradients on both sides need not be small, while their best combination is 0.
+
+The bound is only ever an *upper* bound, whatever the sampling: more points can only lower it. Points
+drawn uniformly from the ball rarely land where the gradients that matter are (the ball's rim, for
+‖x‖), so pass such points explicitly when the geometry is known.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.optimize import nnls
+
+__all__ = ["Certificate", "goldstein_certificate", "min_norm_convex_combination"]
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: the fields are arrays, whose == is elementwise
+class Certificate:
+    """An upper bound on ‖∂h(x)‖_radius, with the evidence for it.
+
+    Attributes:
+        bound: ‖Σ_i w_i g_i‖, an upper bound on ‖∂h(x)‖_radius (the norm of an actual convex combination).
+        weights: w, shape (k,), on the probability simplex (non-negative, summing to 1).
+        points: the points y_i used, shape (k, d), all within ``radius`` of x; x itself is row 0.
+        gradients: g_i = ∇h(y_i), shape (k, d).
+        radius: δ.
+    """
+
+    bound: float
+    weights: np.ndarray
+    points: torch.Tensor
+    gradients: torch.Tensor
+    radius: float
+
+    @property
+    def support(self) -> np.ndarray:
+        """Indices of the points with positive weight (those that make up the combination)."""
+        return np.flatnonzero(self.weights > 0)
+
+    def __str__(self) -> str:
+        k, d = self.points.shape
+        return (f"‖∂h(x)‖_δ ≤ {self.bound:.6g} with δ = {self.radius:.6g}: a convex combination of "
+                f"{len(self.support)} of {k} gradients in R^{d}")
+
+
+def min_norm_convex_combination(G: torch.Tensor | np.ndarray) -> tuple[float, np.ndarray]:
+    """min ‖Gᵀw‖ over the simplex w ≥ 0, Σw = 1; returns (norm, w).
+
+    The rows g_i of G (k, d) are points; the answer is the point of their convex hull nearest 0.
+
+    Solver: non-negative least squares (Lawson–Hanson active set, ``scipy.optimize.nnls``) on
+
+        min_{u ≥ 0} ‖Gᵀu‖² + (1 − Σu)²,   i.e. NNLS with matrix [Gᵀ; 1ᵀ] (d+1, k) and target e_{d+1}.
+
+    Writing u = s·w with w on the simplex and s ≥ 0, the objective is s²‖Gᵀw‖² + (1 − s)², minimised by
+    the min-norm w* and s = 1/(1 + ν²), ν = ‖Gᵀw*‖. So w* = u*/Σu*: the reformulation is exact, not a
+    penalty (it is the least-distance-programming reduction of Lawson & Hanson, ch. 23). We prefer it to
+    a generic QP on the Gram matrix GGᵀ because (i) NNLS works with the residual Gᵀu itself, so small
+    bounds are resolved to ~1e-16·max‖g_i‖, while any method that forms GGᵀ squares the condition and
+    resolves ‖Gᵀw‖ only to ~1e-8·max‖g_i‖ (and ε-certificates are about small norms); (ii) GGᵀ is
+    singular whenever k > d or points repeat, which strictly convex QP solvers (quadprog, DAQP) refuse or
+    regularise; (iii) an active-set method terminates with an exact solution (up to rounding), unlike
+    interior-point or splitting solvers; (iv) it adds no dependency. Cost: one least-squares update per
+    point entering the support; k = 1000, d = 2000 with a dense support of ~900 points takes ~3 s on
+    2 cores, and ~0.1 s when the support is small, the common case for certificates.
+
+    G is first divided by a power of two (exact in floating point) so that max‖g_i‖ ≤ 1; then s ≥ 1/2 and
+    the ones-row and the gradient rows are on the same scale. The NNLS answer is polished by pairwise
+    Frank–Wolfe steps with exact line search (each can only lower the norm), and w is projected to the
+    simplex; the returned norm is ‖Gᵀw‖ for that very w, so it is a valid upper bound on the hull's
+    distance to 0 even if the solver were off.
+
+    Args:
+        G: the points, shape (k, d) with k ≥ 1, d ≥ 1, finite; a torch tensor or numpy array.
+
+    Returns:
+        (norm, w): norm = ‖Gᵀw‖ (a float) and w, shape (k,), float64, w ≥ 0, Σw = 1.
+    """
+    G = _as_points(G, "G")
+    k, _ = G.shape
+    scale = _power_of_two_scale(G)
+    if scale == 0.0:  # every g_i = 0: any combination is 0
+        return 0.0, np.full(k, 1.0 / k)
+    A = G / scale  # exact (barring subnormals): scale is a power of two
+    E = np.vstack([A.T, np.ones((1, k))])
+    target = np.zeros(E.shape[0])
+    target[-1] = 1.0
+    try:
+        u, _ = nnls(E, target, maxiter=max(10 * k, 100))
+        w, steps = _to_simplex(u), 50
+    except (RuntimeError, ValueError):  # no convergence, or an all-zero answer: start at the best vertex
+        w, steps = None, min(20 * k, 2000)
+        warnings.warn("min_norm_convex_combination: NNLS did not converge; the bound comes from Frank–Wolfe "
+                      "steps and is valid but may not be the minimum", RuntimeWarning, stacklevel=2)
+    if w is None:
+        w = np.zeros(k)
+        w[int(np.argmin(np.linalg.norm(A, axis=1)))] = 1.0
+    w = _pairwise_frank_wolfe(A, w, steps)
+    return float(scale * np.linalg.norm(A.T @ w)), w
+
+
+def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, radius: float, *,
+                          points: torch.Tensor | np.ndarray | None = None, samples: int = 64,
+                          generator: torch.Generator | None = None) -> Certificate:
+    """An upper bound on ‖∂h(x)‖_radius from the gradients at x, given points and random points of the ball.
+
+    The points used are, in this order: x itself, the rows of ``points`` (each must lie within ``radius``
+    of x), and ``samples`` points drawn uniformly from the ball B(x, radius) with the public ``generator``.
+    ``gradient`` is called once on all of them, and the bound is the min-norm convex combination of the
+    gradients (:func:`min_norm_convex_combination`).
+
+    ``gradient`` must return a gradient of h at each point. For a Lipschitz h the random points are points
+    of differentiability with probability 1; at x and at the given points, a value that is not a Clarke
+    subgradient (autograd at a kink may return one) would make the bound meaningless. The spec's ball is
+    open; given points may also lie on the sphere ‖y − x‖ = radius (up to the rounding of x + radius·u,
+    a slack of 8 units in the last place of ‖x‖ + radius). With such points the bound holds for Goldstein's
+    original closed ball, and for the open ball of any radius > ``radius``.
+
+    Args:
+        gradient: callable mapping points (k, d) to gradients (k, d), e.g. a problem's ``gradient``.
+        x: the point to certify, shape (d,). Floating dtypes are kept (float64 recommended); others
+            become float64.
+        radius: δ > 0, finite.
+        points: optional extra points, shape (m, d), finite, each within ``radius`` of x.
+        samples: how many points to draw uniformly from the ball (≥ 0).
+        generator: public randomness for the samples; None uses a fresh generator seeded with 0, so the
+            same call gives the same certificate.
+
+    Returns:
+        A :class:`Certificate`.
+
+    Raises:
+        ValueError: on a radius that is not a finite positive number, a negative or non-integer
+            ``samples``, shapes that do not match, points outside the ball, or gradients that are
+            non-finite or of the wrong shape.
+    """
+    x = torch.as_tensor(x)
+    if not x.is_floating_point():
+        x = x.to(torch.float64)
+    if x.ndim != 1 or x.shape[0] < 1:
+        raise ValueError(f"x must be a vector of shape (d,) with d >= 1; got shape {tuple(x.shape)}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("x must be finite")
+    if isinstance(radius, bool) or not isinstance(radius, numbers.Real):
+        raise ValueError(f"radius must be a finite number > 0; got {radius!r}")
+    radius = float(radius)
+    if not (math.isfinite(radius) and radius > 0):
+        raise ValueError(f"radius must be a finite number > 0; got {radius!r}")
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
+        raise ValueError(f"samples must be an integer >= 0; got {samples!r}")
+    samples = int(samples)
+    d = x.shape[0]
+
+    rows = [x.unsqueeze(0)]
+    if points is not None:
+        extra = torch.as_tensor(points).to(x.dtype)
+        if extra.ndim != 2 or extra.shape[1] != d:
+            raise ValueError(f"points must have shape (m, {d}) to match x; got {tuple(extra.shape)}")
+        if not bool(torch.isfinite(extra).all()):
+            raise ValueError("points must be finite")
+        dist = torch.linalg.vector_norm((extra - x).to(torch.float64), dim=-1)
+        slack = 8 * torch.finfo(x.dtype).eps * (float(torch.linalg.vector_norm(x.to(torch.float64))) + radius)
+        outside = torch.nonzero(dist > radius + slack).flatten()
+        if len(outside):
+            i = int(outside[0])
+            raise ValueError(f"points must lie within radius={radius:g} of x; {len(outside)} do not, e.g. "
+                             f"row {i} at distance {float(dist[i]):.6g}")
+        rows.append(extra)
+    if samples:
+        rows.append(x + radius * uniform_ball(samples, d, generator, dtype=x.dtype))
+    Y = torch.cat(rows)
+
+    g = torch.as_tensor(gradient(Y))
+    if tuple(g.shape) != tuple(Y.shape):
+        raise ValueError(f"gradient must map points of shape {tuple(Y.shape)} to the same shape; "
+                         f"got {tuple(g.shape)}")
+    bad = ~torch.isfinite(g).all(-1)
+    if bool(bad.any()):
+        i = int(torch.nonzero(bad)[0])
+        raise ValueError(f"gradient returned non-finite values at {int(bad.sum())} of {len(Y)} points "
+                         f"(e.g. row {i}); h must be Lipschitz on the ball")
+    bound, w = min_norm_convex_combination(g)
+    return Certificate(bound=bound, weights=w, points=Y, gradients=g, radius=radius)
+
+
+def uniform_ball(n: int, d: int, generator: torch.Generator | None = None, *,
+                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """n points uniform in the open unit ball of R^d: a uniform direction times U^{1/d}, U ~ U[0, 1)."""
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    v = torch.randn(n, d, generator=generator, dtype=dtype)
+    norms = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+    v = v / torch.where(norms > 0, norms, torch.ones_like(norms))  # a zero draw (probability 0) stays at 0
+    return v * torch.rand(n, 1, generator=generator, dtype=dtype) ** (1.0 / d)
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+
+def _as_points(G: torch.Tensor | np.ndarray, name: str) -> np.ndarray:
+    if isinstance(G, torch.Tensor):
+        G = G.detach().cpu().numpy()
+    G = np.asarray(G, dtype=np.float64)
+    if G.ndim != 2 or G.shape[0] < 1 or G.shape[1] < 1:
+        raise ValueError(f"{name} must have shape (k, d) with k >= 1 and d >= 1; got {G.shape}")
+    if not np.isfinite(G).all():
+        raise ValueError(f"{name} must be finite")
+    return G
+
+
+def _power_of_two_scale(G: np.ndarray) -> float:
+    """The least power of two ≥ max_i ‖g_i‖ (0 if G = 0), computed without overflow."""
+    m = float(np.abs(G).max())
+    if m == 0.0:
+        return 0.0
+    pre = math.ldexp(1.0, math.frexp(m)[1])  # power of two ≥ m: dividing by it is exact and cannot overflow
+    norm = pre * float(np.linalg.norm(G / pre, axis=1).max())
+    return math.ldexp(1.0, math.frexp(norm)[1])
+
+
+def _to_simplex(u: np.ndarray) -> np.ndarray:
+    w = np.maximum(u, 0.0)
+    total = w.sum()
+    if not total > 0:
+        raise ValueError("no positive weight")
+    return w / total
+
+
+def _pairwise_frank_wolfe(A: np.ndarray, w: np.ndarray, steps: int) -> np.ndarray:
+    """Up to ``steps`` pairwise Frank–Wolfe steps on ½‖Aᵀw‖² over the simplex, each with exact line search.
+
+    A step moves weight from the support point with the largest ⟨a_i, z⟩ to the point with the smallest
+    (z = Aᵀw). It stops once the duality gap max_{supp} ⟨a_i, z⟩ − min_i ⟨a_i, z⟩ is at rounding level:
+    then z satisfies the optimality condition ⟨a_i, z⟩ ≥ ‖z‖² for all i up to rounding.
+    """
+    z = A.T @ w
+    for _ in range(steps):
+        scores = A @ z
+        s = int(np.argmin(scores))
+        support = np.flatnonzero(w > 0)
+        a = int(support[np.argmax(scores[support])])
+        if scores[a] - scores[s] <= 1e-15 * max(1.0, abs(scores[a])):
+            break
+        v = A[s] - A[a]
+        vv = float(v @ v)
+        if vv == 0.0:
+            break
+        gamma = min(-(float(z @ v)) / vv, float(w[a]))
+        if not gamma > 0:
+            break
+        z_new = z + gamma * v
+        if float(z_new @ z_new) >= float(z @ z):
+            break
+        w = w.copy()
+        w[s] += gamma
+        w[a] -= gamma
+        if w[a] <= 1e-17:  # an away step that empties a: drop it exactly
+            w[a] = 0.0
+        w = np.maximum(w, 0.0)
+        w /= w.sum()
+        z = A.T @ w
+    return w

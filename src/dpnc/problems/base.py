@@ -1,0 +1,180 @@
+"""The interface every objective gives the algorithms: per-example losses over a dataset, batched.
+
+A problem is F(x) = (1/n) Σ_i f(x, z_i) with data z_1..z_n and, for every z, f(·, z) L-Lipschitz
+(ZTC spec §1). The zeroth-order estimators evaluate each example at many points at once (x ± δu_ij for
+m directions), so the one primitive is :meth:`Problem.loss` on points of shape (b, k, d): example i
+at its own k points. Everything else (values, gradients, subsets) is built from it here.
+
+The declared ``lipschitz`` is what the algorithms use to bound sensitivities and to clip finite
+differences (spec §6.14), so privacy never rests on it being tight, but utility does, and the
+estimators' unbiasedness needs it to be *true*. Each problem states its constant and the proof. It is
+a bound for every z in the problem's data domain (e.g. ‖a‖ ≤ 1), not only for the data at hand,
+because a neighbouring dataset may hold any such z.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import torch
+
+
+class Problem(ABC):
+    """Per-example losses f(x, z_i) over a dataset, evaluated for many points at once.
+
+    Attributes:
+        data: tensors with leading dimension n (the dataset), float64 (integer labels excepted).
+        dim: d, the dimension of x.
+        lipschitz: L, with |f(x, z) − f(y, z)| ≤ L‖x − y‖ for every z in the data domain.
+        name: a short name for reports.
+
+    Subclasses implement :meth:`loss`; they may override :meth:`gradients` (and the summed
+    :meth:`_gradient_sum`) with closed forms.
+    """
+
+    name: str = "problem"
+    _per_example: tuple[str, ...] = ()  # attributes with one entry per example, subset with the data
+
+    def __init__(self, data: Sequence[torch.Tensor], dim: int, lipschitz: float) -> None:
+        data = tuple(data)
+        if not data or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in data):
+            raise ValueError("data must be a non-empty sequence of tensors with a leading dimension n")
+        n = data[0].shape[0]
+        if n < 1 or any(t.shape[0] != n for t in data):
+            shapes = [tuple(t.shape) for t in data]
+            raise ValueError(f"data tensors must share a leading dimension n >= 1; got shapes {shapes}")
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+            raise ValueError(f"dim must be an integer >= 1; got {dim!r}")
+        if not (isinstance(lipschitz, (int, float)) and math.isfinite(lipschitz) and lipschitz > 0):
+            raise ValueError(f"lipschitz must be a finite number > 0; got {lipschitz!r}")
+        self.data, self.dim, self.lipschitz = data, dim, float(lipschitz)
+
+    @property
+    def n(self) -> int:
+        """The number of data points."""
+        return self.data[0].shape[0]
+
+    # --- per-example values (what the algorithms see) -------------------------------------------
+
+    @abstractmethod
+    def loss(self, x: torch.Tensor, *batch: torch.Tensor) -> torch.Tensor:
+        """f(x[i, j], z_i) for x of shape (b, k, d) and data tensors with leading dimension b → (b, k)."""
+
+    def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """f(x[i, j], z_index[i]) for x (b, k, d) and integer ``index`` (b,) → (b, k)."""
+        index = self._check_index(index)
+        self._check_points(x, len(index))
+        return self.loss(x, *(t[index] for t in self.data))
+
+    def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """∇_x f(x[i, j], z_index[i]) → (b, k, d), by autograd of the summed losses.
+
+        Each loss depends only on its own x[i, j], so the gradient of the sum is every per-example
+        gradient at once. f is only Lipschitz, so the gradient exists almost everywhere; at a kink
+        this returns autograd's choice (|·|′(0) = 0, relu′(0) = 0), which is a subgradient only for
+        convex kinks. Subclasses with closed forms override this.
+        """
+        index = self._check_index(index)
+        self._check_points(x, len(index))
+        batch = tuple(t[index] for t in self.data)
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_(True)
+            (g,) = torch.autograd.grad(self.loss(leaf, *batch).sum(), leaf)
+        return g
+
+    # --- the objective F = mean over the dataset ------------------------------------------------
+
+    def value(self, points: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+        """F(x) = (1/n) Σ_i f(x, z_i) at points (k, d) → (k,) (or (d,) → a scalar).
+
+        The data are visited ``chunk`` examples at a time, so memory is O(chunk · k · d) at most
+        whatever n is; the result does not depend on ``chunk`` (up to rounding).
+        """
+        points, single = self._check_eval(points, chunk)
+        total = torch.zeros(points.shape[0], dtype=points.dtype)
+        for batch in self._chunks(chunk):
+            total += self._shared_loss(points, *batch).sum(0)
+        total /= self.n
+        return total[0] if single else total
+
+    def gradient(self, points: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+        """∇F(x) = (1/n) Σ_i ∇f(x, z_i) at points (k, d) → (k, d) (a.e.; or (d,) → (d,)), in chunks."""
+        points, single = self._check_eval(points, chunk)
+        total = torch.zeros_like(points)
+        for batch in self._chunks(chunk):
+            total += self._gradient_sum(points, batch)
+        total /= self.n
+        return total[0] if single else total
+
+    def _shared_loss(self, points: torch.Tensor, *batch: torch.Tensor) -> torch.Tensor:
+        """f(points[j], z_i) for every example of ``batch`` at the same points (k, d) → (c, k)."""
+        return self.loss(points.expand(batch[0].shape[0], *points.shape), *batch)
+
+    def _gradient_sum(self, points: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Σ_{i in batch} ∇f(points, z_i) → (k, d): autograd through the points shared by the batch.
+
+        Autograd reduces over the examples itself, so no (batch, k, d) tensor of gradients is formed.
+        """
+        with torch.enable_grad():
+            leaf = points.detach().requires_grad_(True)
+            (g,) = torch.autograd.grad(self._shared_loss(leaf, *batch).sum(), leaf)
+        return g
+
+    # --- data ----------------------------------------------------------------------------------
+
+    def subset(self, index) -> Problem:
+        """The same objective (same f, d, L and known facts) on data[index], e.g. a train or test split.
+
+        ``index``: integer indices, a boolean mask of length n, or a slice; must select at least one
+        example. Subclasses holding per-example extras (e.g. an outlier mask) subset those too.
+        """
+        if isinstance(index, slice):
+            index = torch.arange(self.n)[index]
+        index = torch.as_tensor(index)
+        if index.dtype == torch.bool:
+            if index.shape != (self.n,):
+                raise ValueError(f"a boolean index must have shape ({self.n},); got {tuple(index.shape)}")
+            index = index.nonzero().flatten()
+        index = self._check_index(index)
+        if len(index) == 0:
+            raise ValueError("index must select at least one example; got none")
+        new = copy.copy(self)
+        new.data = tuple(t[index] for t in self.data)
+        for attribute in self._per_example:
+            setattr(new, attribute, getattr(self, attribute)[index])
+        return new
+
+    def _chunks(self, chunk: int):
+        for start in range(0, self.n, chunk):
+            yield tuple(t[start:start + chunk] for t in self.data)
+
+    # --- checks ---------------------------------------------------------------------------------
+
+    def _check_index(self, index) -> torch.Tensor:
+        index = torch.as_tensor(index)
+        if index.ndim != 1 or index.dtype.is_floating_point or index.dtype.is_complex or index.dtype == torch.bool:
+            raise ValueError(f"index must be a 1-D integer tensor; got shape {tuple(index.shape)}, {index.dtype}")
+        index = index.long()
+        if len(index) and (int(index.min()) < 0 or int(index.max()) >= self.n):
+            raise ValueError(f"index must lie in [0, {self.n}); got values in [{int(index.min())}, {int(index.max())}]")
+        return index
+
+    def _check_points(self, x: torch.Tensor, b: int) -> None:
+        if x.ndim != 3 or x.shape[0] != b or x.shape[2] != self.dim:
+            raise ValueError(f"x must have shape (b, k, d) = ({b}, k, {self.dim}); got {tuple(x.shape)}")
+
+    def _check_eval(self, points, chunk) -> tuple[torch.Tensor, bool]:
+        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
+            raise ValueError(f"chunk must be an integer >= 1; got {chunk!r}")
+        points = torch.as_tensor(points, dtype=torch.float64)
+        single = points.ndim == 1
+        points = points.unsqueeze(0) if single else points
+        if points.ndim != 2 or points.shape[1] != self.dim:
+            raise ValueError(f"points must have shape (k, {self.dim}) or ({self.dim},); got {tuple(points.shape)}")
+        return points, single
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={self.n}, d={self.dim}, L={self.lipschitz:.4g})"

@@ -1,0 +1,513 @@
+"""Nonsmooth (and mostly nonconvex) Lipschitz objectives with known facts, for the zeroth-order methods.
+
+The ZTC and KLT analyses (spec seed000 §1) assume only that every f(·, z) is L-Lipschitz, so these are
+the objectives their guarantees are about, each with an L proven in its docstring:
+
+- :class:`AbsLinear`: |⟨a, x⟩|, whose uniform-ball smoothing has a closed form (spec §5, property 2);
+- :class:`L1Regression`: |⟨a_i, x⟩ − b_i| with a planted x*, smoothing in closed form, exact minimum
+  by linear programming (property 18's smoke test);
+- :class:`RobustRegression`: log(1 + |⟨a_i, x⟩ − b_i|), nonconvex and nonsmooth, with gross outliers;
+- :class:`MaxOfAffine`: max_j (⟨A_ij, x⟩ + c_ij), piecewise linear, exact minimum by linear programming;
+- :class:`TwoLayerReLU`: a one-hidden-layer ReLU network on scikit-learn's breast-cancer data, hinge or
+  absolute loss, Lipschitz on a ball of parameters only.
+
+Synthetic rows a_i (and A_ij) are uniform on the unit sphere, so the data domain is ‖a‖ ≤ 1 and
+L = 1 holds for any neighbouring dataset drawn from it, not just for the rows at hand.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from scipy import sparse
+from scipy.optimize import linprog
+from scipy.special import betainc, betaln
+
+from dpnc.problems.base import Problem
+
+LOSSES = ("hinge", "absolute")
+
+
+class Solution(NamedTuple):
+    """A minimiser x of F and F(x) (evaluated by the problem itself, so it matches :meth:`Problem.value`)."""
+
+    x: torch.Tensor
+    value: float
+
+
+# --- the problems -------------------------------------------------------------------------------
+
+
+class _Linear(Problem):
+    """f(x, z) = φ(r) with r = ⟨a_z, x⟩ − b_z (b_z = 0 when the data hold only a). Subclasses give φ, φ′."""
+
+    def _phi(self, r: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _dphi(self, r: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @staticmethod
+    def _residual(x: torch.Tensor, a: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
+        r = torch.einsum("bkd,bd->bk", x, a)
+        return r - b[0][:, None] if b else r
+
+    @staticmethod
+    def _shared_residual(points: torch.Tensor, a: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
+        r = (points @ a.T).T  # (c, k): one matrix product for all examples at the same points
+        return r - b[0][:, None] if b else r
+
+    def loss(self, x: torch.Tensor, *batch: torch.Tensor) -> torch.Tensor:
+        return self._phi(self._residual(x, *batch))
+
+    def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """φ′(r) a (closed form; φ′ at a kink is the convention of each subclass)."""
+        index = self._check_index(index)
+        self._check_points(x, len(index))
+        batch = tuple(t[index] for t in self.data)
+        return self._dphi(self._residual(x, *batch))[..., None] * batch[0][:, None, :]
+
+    def _shared_loss(self, points: torch.Tensor, *batch: torch.Tensor) -> torch.Tensor:
+        return self._phi(self._shared_residual(points, *batch))
+
+    def _gradient_sum(self, points: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return self._dphi(self._shared_residual(points, *batch)).T @ batch[0]
+
+
+class _AbsResidual(_Linear):
+    """φ(r) = |r|: the uniform-ball smoothing of each example has a closed form (see :class:`AbsLinear`)."""
+
+    def _phi(self, r):
+        return r.abs()
+
+    def _dphi(self, r):
+        return r.sign()  # 0 at the kink, an element of the subdifferential [−1, 1]
+
+    def smoothed_gradient(self, points: torch.Tensor, delta: float, chunk: int = 1024) -> torch.Tensor:
+        """∇F̂_δ(x), F̂_δ(x) = E_{v∼U_B} F(x + δv), exactly, at points (k, d) → (k, d) (or (d,) → (d,)).
+
+        Per example, ∇f̂_δ = a·(2·I_{(1+c)/2}((d+1)/2, (d+1)/2) − 1) with c = (⟨a, x⟩ − b)/(δ‖a‖) clipped
+        to [−1, 1] (:class:`AbsLinear`); F̂_δ is the mean of the f̂_δ, so ∇F̂_δ is their mean.
+        """
+        return self._smoothed(points, delta, chunk, gradient=True)
+
+    def smoothed_value(self, points: torch.Tensor, delta: float, chunk: int = 1024) -> torch.Tensor:
+        """F̂_δ(x) = E_{v∼U_B} F(x + δv), exactly, at points (k, d) → (k,) (or (d,) → a scalar)."""
+        return self._smoothed(points, delta, chunk, gradient=False)
+
+    def _smoothed(self, points, delta, chunk, gradient):
+        if not (isinstance(delta, (int, float)) and not isinstance(delta, bool) and math.isfinite(delta) and delta > 0):
+            raise ValueError(f"delta must be a finite number > 0; got {delta!r}")
+        points, single = self._check_eval(points, chunk)
+        total = torch.zeros_like(points) if gradient else torch.zeros(points.shape[0], dtype=points.dtype)
+        for batch in self._chunks(chunk):
+            a = batch[0]
+            slope, value = _abs_smoothing(self._shared_residual(points, *batch),
+                                          torch.linalg.vector_norm(a, dim=-1)[:, None], self.dim, float(delta))
+            total += slope.T @ a if gradient else value.sum(0)
+        total /= self.n
+        return total[0] if single else total
+
+
+class AbsLinear(_AbsResidual):
+    """f(x) = |⟨a, x⟩|: one data point (the vector a), the spec's closed-form nonsmooth test (§5, property 2).
+
+    Lipschitz: L = ‖a‖, since ||⟨a, x⟩| − |⟨a, y⟩|| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖ (Cauchy–Schwarz), with
+    equality along a; this is also the worst case of the sensitivity tests (§5, property 4).
+
+    Uniform-ball smoothing ĥ_δ(x) = E_{v∼U_B}|⟨a, x + δv⟩|, in closed form (the reason this problem
+    exists): write t = ⟨a, x⟩/‖a‖ and s = ⟨a, v⟩/‖a‖. The marginal of U_B along a unit direction
+    has density ∝ (1 − s²)^{(d−1)/2} on [−1, 1], i.e. (1 + s)/2 ∼ Beta((d+1)/2, (d+1)/2). With
+    c = t/δ clipped to [−1, 1] and G(c) = P(s ≤ c) = I_{(1+c)/2}((d+1)/2, (d+1)/2):
+
+        ∇ĥ_δ(x) = E[sign(t + δs)]·a = (2G(c) − 1)·a                (d = 1: c·a; d = 3: (3c − c³)/2·a)
+        ĥ_δ(x)  = ‖a‖δ·[c_raw·(2G(c) − 1) + (1 − c²)^{(d+1)/2} / ((d+1)/2 · B(1/2, (d+1)/2))]
+
+    with c_raw the unclipped c (for |c_raw| ≥ 1 this is |⟨a, x⟩|; for d = 1 it is ‖a‖δ(1 + c²)/2). The
+    second line uses E[s·1(s > −c)] = (1 − c²)^{(d+1)/2}/((d+1)·B(1/2, (d+1)/2)). F = f, so
+    :meth:`smoothed_gradient` is ∇F̂_δ exactly. F's minimum is 0, on the hyperplane ⟨a, x⟩ = 0.
+    """
+
+    name = "abs-linear"
+    minimum = 0.0  # min F, attained on the hyperplane ⟨a, x⟩ = 0
+
+    def __init__(self, a: torch.Tensor) -> None:
+        a = torch.as_tensor(a, dtype=torch.float64)
+        if a.ndim != 1 or a.shape[0] < 1:
+            raise ValueError(f"a must be a vector of shape (d,) with d >= 1; got shape {tuple(a.shape)}")
+        if not torch.isfinite(a).all() or not (a != 0).any():
+            raise ValueError("a must be finite and nonzero (L = ‖a‖ must be > 0)")
+        super().__init__((a[None, :],), dim=a.shape[0], lipschitz=float(torch.linalg.vector_norm(a)))
+
+    @classmethod
+    def random(cls, d: int, *, seed: int = 0) -> AbsLinear:
+        """a uniform on the unit sphere of R^d (so L = ‖a‖ = 1), from ``seed``."""
+        _check_int("d", d, 1)
+        return cls(_sphere(1, d, _generator(seed))[0])
+
+    @property
+    def a(self) -> torch.Tensor:
+        return self.data[0][0]
+
+    def __repr__(self) -> str:
+        return f"AbsLinear(d={self.dim}, L={self.lipschitz:.4g})"
+
+
+class L1Regression(_AbsResidual):
+    """f(x, (a, b)) = |⟨a, x⟩ − b|, least absolute deviations, with a planted x* (spec §5, property 18).
+
+    Data (:meth:`synthetic`): a_i uniform on the unit sphere, x* ∼ N(0, I_d) (so ⟨a_i, x*⟩ has variance
+    ‖x*‖²/d ≈ 1), b_i = ⟨a_i, x*⟩ + ε_i with ε_i ∼ N(0, noise²).
+
+    Lipschitz: L = 1 (= max‖a_i‖, attained by every example): ||r(x)| − |r(y)|| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖
+    and ‖a‖ ≤ 1 on the data domain.
+
+    What is known about x*:
+    - noise = 0: F(x*) = 0 = min F, and x* is the unique minimiser once the a_i span R^d (n ≥ d, almost
+      surely for sphere rows);
+    - noise > 0: x* minimises the *population* risk E|⟨a, x⟩ − b|, because ε is symmetric about 0 so,
+      for every a, the median of b given a is ⟨a, x*⟩. It does not minimise the empirical F exactly; the
+      empirical minimiser (the LAD estimator) tends to x* as n → ∞. :meth:`solve` gives the exact
+      empirical minimum.
+    The smoothing F̂_δ and its gradient are exact (:meth:`smoothed_value`, :meth:`smoothed_gradient`).
+
+    Attributes:
+        x_star: the planted x* (None when built from given data); kept by :meth:`subset`.
+        noise: the noise level the data were drawn with (None when built from given data).
+    """
+
+    name = "l1-regression"
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, *, x_star: torch.Tensor | None = None,
+                 noise: float | None = None) -> None:
+        a, b = _check_rows(a, b)
+        super().__init__((a, b), dim=a.shape[1], lipschitz=1.0)
+        self.x_star, self.noise = x_star, noise
+
+    @classmethod
+    def synthetic(cls, n: int, d: int, *, noise: float = 0.1, seed: int = 0) -> L1Regression:
+        _check_int("n", n, 1)
+        _check_int("d", d, 1)
+        _check_float("noise", noise, 0.0)
+        gen = _generator(seed)
+        a = _sphere(n, d, gen)
+        x_star = torch.randn(d, generator=gen, dtype=torch.float64)
+        b = a @ x_star + noise * torch.randn(n, generator=gen, dtype=torch.float64)
+        return cls(a, b, x_star=x_star, noise=float(noise))
+
+    def solve(self) -> Solution:
+        """The exact minimum of F (a linear program, |r| = max(r, −r); HiGHS, tolerance ≈ 1e-7)."""
+        a, b = self.data
+        return _solve_max_affine(self, torch.stack([a, -a], 1), torch.stack([-b, b], 1))
+
+    def __repr__(self) -> str:
+        return f"L1Regression(n={self.n}, d={self.dim}, noise={self.noise}, L={self.lipschitz:.4g})"
+
+
+class RobustRegression(_Linear):
+    """f(x, (a, b)) = log(1 + |⟨a, x⟩ − b|): a robust regression loss, nonconvex and nonsmooth, no smoothing.
+
+    φ(r) = log(1 + |r|) is concave in |r| (so F is nonconvex) and has a kink at r = 0 (so F is
+    nonsmooth); a gross outlier adds at most log(1 + |r|) to F and its gradient weight decays as 1/(1 + |r|).
+
+    Lipschitz: L = 1 = max‖a‖. |φ′(r)| = 1/(1 + |r|) ≤ 1 off 0 and φ is continuous, so φ is 1-Lipschitz,
+    and |φ(r(x)) − φ(r(y))| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖. The bound is attained as r → 0.
+
+    Data (:meth:`synthetic`): a_i uniform on the unit sphere, x* ∼ N(0, I_d), b_i = ⟨a_i, x*⟩ + ε_i
+    with ε_i ∼ N(0, noise²); then round(outliers·n) examples chosen at random get b_i = outlier_scale·g_i,
+    g_i ∼ N(0, 1), independent of a_i (``outlier_mask`` marks them). x* is the planted parameter and fits
+    every inlier exactly when noise = 0, but F is nonconvex: x* is not certified to minimise F.
+
+    Attributes:
+        x_star: the planted x* (None when built from given data).
+        outlier_mask: (n,) bool, True for the examples whose b was replaced; subset with the data.
+    """
+
+    name = "robust-regression"
+    _per_example = ("outlier_mask",)
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, *, x_star: torch.Tensor | None = None,
+                 outlier_mask: torch.Tensor | None = None) -> None:
+        a, b = _check_rows(a, b)
+        super().__init__((a, b), dim=a.shape[1], lipschitz=1.0)
+        self.x_star = x_star
+        self.outlier_mask = torch.zeros(len(b), dtype=torch.bool) if outlier_mask is None else outlier_mask
+
+    @classmethod
+    def synthetic(cls, n: int, d: int, *, outliers: float = 0.1, noise: float = 0.1, outlier_scale: float = 10.0,
+                  seed: int = 0) -> RobustRegression:
+        _check_int("n", n, 1)
+        _check_int("d", d, 1)
+        _check_float("noise", noise, 0.0)
+        _check_float("outlier_scale", outlier_scale, 0.0)
+        if not (isinstance(outliers, (int, float)) and not isinstance(outliers, bool) and 0 <= outliers < 1):
+            raise ValueError(f"outliers (a fraction of n) must be in [0, 1); got {outliers!r}")
+        gen = _generator(seed)
+        a = _sphere(n, d, gen)
+        x_star = torch.randn(d, generator=gen, dtype=torch.float64)
+        b = a @ x_star + noise * torch.randn(n, generator=gen, dtype=torch.float64)
+        chosen = torch.randperm(n, generator=gen)[:round(outliers * n)]
+        b[chosen] = outlier_scale * torch.randn(len(chosen), generator=gen, dtype=torch.float64)
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[chosen] = True
+        return cls(a, b, x_star=x_star, outlier_mask=mask)
+
+    def _phi(self, r):
+        return torch.log1p(r.abs())
+
+    def _dphi(self, r):
+        return r.sign() / (1 + r.abs())
+
+    def __repr__(self) -> str:
+        return (f"RobustRegression(n={self.n}, d={self.dim}, outliers={int(self.outlier_mask.sum())}, "
+                f"L={self.lipschitz:.4g})")
+
+
+class MaxOfAffine(Problem):
+    """f(x, (A, c)) = max_j (⟨A_j, x⟩ + c_j) with A of shape (pieces, d): the standard piecewise-linear test.
+
+    Convex per example (so F is convex) but nonsmooth wherever two pieces tie: the kinks make Goldstein
+    stationarity, not ‖∇F‖, the right measure.
+
+    Lipschitz: L = 1 = max_j ‖A_j‖. With j* the active piece at x, f(x) − f(y) ≤ ⟨A_{j*}, x − y⟩ ≤
+    max_j ‖A_j‖‖x − y‖, and symmetrically; the gradient, where it exists, is a row A_{j*}.
+
+    Data (:meth:`synthetic`): rows A_ij uniform on the unit sphere, offsets c_ij ∼ N(0, 1). F is bounded
+    below iff mean_i max_j ⟨A_ij, h⟩ ≥ 0 for every direction h; with pieces ≥ 2 the expectation of each
+    term is positive, so this holds with overwhelming probability once n ≫ d. :meth:`solve` says for sure
+    and gives the exact minimum (a linear program).
+    """
+
+    name = "max-of-affine"
+
+    def __init__(self, A: torch.Tensor, c: torch.Tensor) -> None:
+        A, c = torch.as_tensor(A, dtype=torch.float64), torch.as_tensor(c, dtype=torch.float64)
+        if A.ndim != 3 or c.shape != A.shape[:2] or A.shape[0] < 1 or A.shape[1] < 1:
+            raise ValueError(f"A must be (n, pieces, d) and c (n, pieces); got {tuple(A.shape)}, {tuple(c.shape)}")
+        if not (torch.isfinite(A).all() and torch.isfinite(c).all()):
+            raise ValueError("A and c must be finite")
+        if torch.linalg.vector_norm(A, dim=-1).max() > 1 + 1e-12:
+            raise ValueError("every row A_ij must have norm <= 1 (the declared L = 1 relies on it)")
+        super().__init__((A, c), dim=A.shape[2], lipschitz=1.0)
+
+    @classmethod
+    def synthetic(cls, n: int, d: int, pieces: int, *, seed: int = 0) -> MaxOfAffine:
+        _check_int("n", n, 1)
+        _check_int("d", d, 1)
+        if not isinstance(pieces, int) or isinstance(pieces, bool) or pieces < 2:
+            raise ValueError(f"pieces must be an integer >= 2 (one piece is linear, unbounded below); got {pieces!r}")
+        gen = _generator(seed)
+        A = _sphere(n * pieces, d, gen).reshape(n, pieces, d)
+        return cls(A, torch.randn(n, pieces, generator=gen, dtype=torch.float64))
+
+    @property
+    def pieces(self) -> int:
+        return self.data[0].shape[1]
+
+    def loss(self, x: torch.Tensor, A: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return (torch.einsum("bkd,bpd->bkp", x, A) + c[:, None, :]).amax(-1)
+
+    def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """A_{j*} for the active piece j* (the first one at a tie: an element of the subdifferential)."""
+        index = self._check_index(index)
+        self._check_points(x, len(index))
+        A, c = self.data[0][index], self.data[1][index]
+        j = (torch.einsum("bkd,bpd->bkp", x, A) + c[:, None, :]).argmax(-1)  # (b, k)
+        return torch.take_along_dim(A, j[..., None], dim=1)
+
+    def _shared_loss(self, points: torch.Tensor, A: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return (torch.einsum("kd,bpd->bkp", points, A) + c[:, None, :]).amax(-1)
+
+    def _gradient_sum(self, points: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        A, c = batch
+        j = (torch.einsum("kd,bpd->bkp", points, A) + c[:, None, :]).argmax(-1)  # (c, k)
+        return torch.take_along_dim(A, j[..., None], dim=1).sum(0)
+
+    def solve(self) -> Solution:
+        """The exact minimum of F (a linear program; HiGHS, tolerance ≈ 1e-7). RuntimeError if unbounded."""
+        return _solve_max_affine(self, *self.data)
+
+    def __repr__(self) -> str:
+        return f"MaxOfAffine(n={self.n}, d={self.dim}, pieces={self.pieces}, L={self.lipschitz:.4g})"
+
+
+class TwoLayerReLU(Problem):
+    """A one-hidden-layer ReLU network, f(x, (z, y)) = ℓ(y, v·relu(Wz + c) + b0), on real data.
+
+    Parameters x ∈ R^d, d = h·p + 2h + 1, are the flattened (W (h×p, row-major), c (h), v (h), b0 (1)).
+    Loss ``"hinge"``: max(0, 1 − y·pred); ``"absolute"``: |y − pred|; labels y = ±1. Both are
+    1-Lipschitz in pred, and nonsmooth (hinge, ReLU) and nonconvex (the product v·relu(Wz)) in x.
+
+    Lipschitz (on the ball ‖x‖ ≤ R only: f grows quadratically in x, so no global L exists). For
+    ‖z‖ ≤ 1, where the gradient exists, ∂pred/∂W_k = v_k·1[pre_k > 0]·z, ∂pred/∂c_k = v_k·1[pre_k > 0],
+    ∂pred/∂v_k = relu(pre_k) ≤ ‖W_k‖‖z‖ + |c_k|, ∂pred/∂b0 = 1, so
+
+        ‖∇pred‖² ≤ 1 + Σ_k [v_k²(‖z‖² + 1) + (‖W_k‖ + |c_k|)²] ≤ 1 + 2‖v‖² + 2(‖W‖²_F + ‖c‖²) ≤ 1 + 2R²,
+
+    using (s + t)² ≤ 2(s² + t²) and ‖v‖² + ‖W‖²_F + ‖c‖² ≤ ‖x‖² ≤ R². Hence ‖∇f‖ ≤ L = √(1 + 2R²), and,
+    the ball being convex, |f(x) − f(y)| ≤ L‖x − y‖ for x, y in it (Lebourg's mean value theorem). The bound
+    is attained (b0 = 0, W_k ∥ z, |c_k| = ‖W_k‖, ‖z‖ = 1, loss active). Outside the ball the declared L is
+    not a bound: the estimators then clip differences to it, so privacy holds but unbiasedness does not.
+
+    Data (:meth:`breast_cancer`): scikit-learn's Wisconsin breast-cancer set (569 × 30, shipped with
+    scikit-learn), features standardised over the whole set, then each row z projected onto the unit
+    ball (z/max(1, ‖z‖), a per-example map); y = +1 benign, −1 malignant; rows shuffled by ``seed``.
+    """
+
+    name = "two-layer-relu"
+
+    def __init__(self, z: torch.Tensor, y: torch.Tensor, *, hidden: int, loss: str = "hinge",
+                 radius: float = 10.0) -> None:
+        z, y = torch.as_tensor(z, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64)
+        if z.ndim != 2 or y.shape != (z.shape[0],):
+            raise ValueError(f"z must be (n, p) and y (n,); got {tuple(z.shape)}, {tuple(y.shape)}")
+        if not torch.isfinite(z).all() or torch.linalg.vector_norm(z, dim=-1).max() > 1 + 1e-12:
+            raise ValueError("every feature row z must be finite with norm <= 1 (the declared L relies on it)")
+        if not ((y == 1) | (y == -1)).all():
+            raise ValueError("labels y must be +1 or -1")
+        _check_int("hidden", hidden, 1)
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
+        _check_float("radius", radius, 0.0, strict=True)
+        self.hidden, self.features, self.loss_name, self.radius = hidden, z.shape[1], loss, float(radius)
+        super().__init__((z, y), dim=hidden * z.shape[1] + 2 * hidden + 1, lipschitz=math.sqrt(1 + 2 * radius**2))
+
+    @classmethod
+    def breast_cancer(cls, hidden: int = 16, loss: str = "hinge", radius: float = 10.0,
+                      seed: int | None = 0) -> TwoLayerReLU:
+        """The breast-cancer instance; ``seed`` shuffles the rows (None keeps scikit-learn's order)."""
+        from sklearn.datasets import load_breast_cancer
+
+        raw = load_breast_cancer()
+        z = torch.as_tensor(raw.data, dtype=torch.float64)
+        z = (z - z.mean(0)) / z.std(0)
+        z = z / torch.linalg.vector_norm(z, dim=-1, keepdim=True).clamp_min(1.0)
+        y = torch.as_tensor(2.0 * raw.target - 1.0, dtype=torch.float64)
+        if seed is not None:
+            order = torch.randperm(len(y), generator=_generator(seed))
+            z, y = z[order], y[order]
+        return cls(z, y, hidden=hidden, loss=loss, radius=radius)
+
+    def unpack(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Views (W (..., h, p), c (..., h), v (..., h), b0 (...)) of parameters x (..., d)."""
+        h, p = self.hidden, self.features
+        return (x[..., :h * p].unflatten(-1, (h, p)), x[..., h * p:h * p + h], x[..., h * p + h:h * p + 2 * h],
+                x[..., -1])
+
+    def init(self, generator: torch.Generator) -> torch.Tensor:
+        """A standard random start (torch.nn.Linear's): W, c ∼ U(±1/√p), v, b0 ∼ U(±1/√h); ‖x‖² ≈ h/3.
+
+        Raises ValueError if the point falls outside the ball ‖x‖ ≤ radius, where L is declared.
+        """
+        h, p = self.hidden, self.features
+        scale = torch.cat([torch.full((h * p + h,), p**-0.5, dtype=torch.float64),
+                           torch.full((h + 1,), h**-0.5, dtype=torch.float64)])
+        x = scale * (2 * torch.rand(self.dim, generator=generator, dtype=torch.float64) - 1)
+        if torch.linalg.vector_norm(x) > self.radius:
+            raise ValueError(f"the initial point has norm {float(torch.linalg.vector_norm(x)):.3g} > radius "
+                             f"{self.radius}; construct the problem with a larger radius")
+        return x
+
+    def _predict(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        W, c, v, b0 = self.unpack(x)
+        hidden = torch.relu(torch.einsum("bkhp,bp->bkh", W, z) + c)
+        return torch.einsum("bkh,bkh->bk", v, hidden) + b0
+
+    def _apply_loss(self, pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.loss_name == "hinge":
+            return torch.relu(1 - y[:, None] * pred)
+        return (y[:, None] - pred).abs()
+
+    def loss(self, x: torch.Tensor, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self._apply_loss(self._predict(x, z), y)
+
+    def _shared_predict(self, points: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        W, c, v, b0 = self.unpack(points)  # (k, h, p), (k, h), (k, h), (k,)
+        hidden = torch.relu(torch.einsum("khp,bp->bkh", W, z) + c)
+        return torch.einsum("kh,bkh->bk", v, hidden) + b0
+
+    def _shared_loss(self, points: torch.Tensor, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self._apply_loss(self._shared_predict(points, z), y)
+
+    def accuracy(self, points: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+        """The fraction of examples with sign(pred) = y, at points (k, d) → (k,) (or (d,) → a scalar)."""
+        points, single = self._check_eval(points, chunk)
+        correct = torch.zeros(points.shape[0], dtype=points.dtype)
+        for z, y in self._chunks(chunk):
+            correct += (self._shared_predict(points, z) * y[:, None] > 0).sum(0)
+        correct /= self.n
+        return correct[0] if single else correct
+
+    def __repr__(self) -> str:
+        return (f"TwoLayerReLU(n={self.n}, p={self.features}, hidden={self.hidden}, loss={self.loss_name!r}, "
+                f"radius={self.radius:.4g}, d={self.dim}, L={self.lipschitz:.4g})")
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _abs_smoothing(r: torch.Tensor, scale: torch.Tensor, d: int, delta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """For h = |⟨a, x⟩ − b| with r = ⟨a, x⟩ − b and scale = ‖a‖: the slope s (∇ĥ_δ = s·a) and ĥ_δ.
+
+    See :class:`AbsLinear` for the derivation. An example with a = 0 has h = |b| constant: slope 0.
+    """
+    m = (d + 1) / 2
+    positive = scale > 0
+    c_raw = r / (delta * torch.where(positive, scale, torch.ones_like(scale)))
+    c = c_raw.clamp(-1.0, 1.0)
+    G = torch.from_numpy(betainc(m, m, ((1 + c) / 2).detach().numpy()))
+    slope = torch.where(positive, 2 * G - 1, torch.zeros_like(G))
+    bump = math.exp(-betaln(0.5, m)) * (1 - c**2).clamp_min(0) ** m / m
+    value = torch.where(positive, delta * scale * (c_raw * slope + bump), r.abs())
+    return slope, value
+
+
+def _solve_max_affine(problem: Problem, A: torch.Tensor, c: torch.Tensor) -> Solution:
+    """min_x (1/n) Σ_i max_j (⟨A_ij, x⟩ + c_ij) as the LP min (1/n) Σ t_i s.t. ⟨A_ij, x⟩ − t_i ≤ −c_ij."""
+    n, P, d = A.shape
+    A_ub = sparse.hstack([sparse.csr_matrix(A.reshape(n * P, d).numpy()),
+                          -sparse.kron(sparse.eye(n), np.ones((P, 1)))], format="csr")
+    objective = np.concatenate([np.zeros(d), np.full(n, 1.0 / n)])
+    result = linprog(objective, A_ub=A_ub, b_ub=-c.reshape(-1).numpy(), bounds=(None, None), method="highs")
+    if result.status == 3:
+        raise RuntimeError(f"{problem!r}: F is unbounded below")
+    if not result.success:
+        raise RuntimeError(f"{problem!r}: the linear program failed: {result.message}")
+    x = torch.as_tensor(result.x[:d], dtype=torch.float64)
+    return Solution(x, float(problem.value(x)))
+
+
+def _check_rows(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    if a.ndim != 2 or b.shape != (a.shape[0],):
+        raise ValueError(f"a must be (n, d) and b (n,); got {tuple(a.shape)}, {tuple(b.shape)}")
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        raise ValueError("a and b must be finite")
+    if torch.linalg.vector_norm(a, dim=-1).max() > 1 + 1e-12:
+        raise ValueError("every row a_i must have norm <= 1 (the declared L = 1 relies on it)")
+    return a, b
+
+
+def _sphere(n: int, d: int, gen: torch.Generator) -> torch.Tensor:
+    g = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    return g / torch.linalg.vector_norm(g, dim=-1, keepdim=True)
+
+
+def _generator(seed) -> torch.Generator:
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an integer; got {seed!r}")
+    return torch.Generator().manual_seed(seed)
+
+
+def _check_int(name: str, value, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+
+
+def _check_float(name: str, value, low: float, strict: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or (strict and value == low):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}; got {value!r}")
