@@ -191,20 +191,25 @@ def test_variance_reduction_keeps_the_running_sum_close_to_the_smoothed_gradient
 
 @pytest.mark.slow
 def test_variance_reduced_beats_naive_and_improves_with_samples():
-    """Properties 17–18 on ℓ1 regression from 1 away from x*, ε = 1: the certificate falls with M, and at
-    equal M and ρ the variance-reduced oracle ends far closer to stationarity than the naive one."""
-    d, delta, rho = 3, 0.2, paper_rho(1.0, 1e-6)
-    data = L1Regression.synthetic(30_000, d, seed=2)
-    test = data.subset(torch.arange(24_000, 30_000))
+    """Properties 17–18 on ℓ1 regression from 1 away from x*, ε = 2, d = 3, medians over three (seeded) runs:
+    the certified ‖∂F‖_2δ falls as M grows, and at equal M and ρ the variance-reduced oracle ends far closer
+    to stationarity than the naive one (whose per-step noise is Θ(T²/ln²T) times larger)."""
+    d, delta, rho = 3, 0.2, paper_rho(2.0, 1e-6)
+    data = L1Regression.synthetic(14_000, d, seed=2)
+    test = data.subset(torch.arange(8_000, 14_000))
     x0 = data.x_star + torch.tensor([0.6, 0.8, 0.0], dtype=torch.float64)
     cert = {}
-    for M, oracle in ((2_000, "variance-reduced"), (24_000, "variance-reduced"), (24_000, "naive")):
+    for M, oracle in ((1_000, "variance-reduced"), (8_000, "variance-reduced"), (8_000, "naive")):
         p = from_theory(M=M, d=d, L=1.0, delta=delta, rho=rho, F_star=1.0, oracle=oracle)
-        r = optimize(data.subset(torch.arange(M)), p, x0, generator=gen(0), keep_points=True)
-        cert[(M, oracle)] = goldstein_certificate(test.gradient, r.output, 2 * delta, points=r.o2nc.output_points,
-                                                  samples=16).bound
-    assert cert[(24_000, "variance-reduced")] < 0.5 * cert[(2_000, "variance-reduced")]
-    assert cert[(24_000, "variance-reduced")] < 0.5 * cert[(24_000, "naive")]
+        bounds = []
+        for seed in range(3):
+            r = optimize(data.subset(torch.arange(M)), p, x0, generator=gen(seed), noise=NoiseSource.for_testing(seed),
+                         keep_points=True)
+            bounds.append(goldstein_certificate(test.gradient, r.output, 2 * delta, points=r.o2nc.output_points,
+                                                samples=16).bound)
+        cert[(M, oracle)] = sorted(bounds)[1]
+    assert cert[(8_000, "variance-reduced")] < 0.5 * cert[(1_000, "variance-reduced")]
+    assert cert[(8_000, "variance-reduced")] < 0.5 * cert[(8_000, "naive")]
 
 
 def test_parameters_are_frozen_records():

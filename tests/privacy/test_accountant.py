@@ -243,3 +243,12 @@ def test_partitions_survive_json_and_are_refused_under_add_remove():
     assert back.ledger == acct.ledger and back.rho() == acct.rho()
     with pytest.raises(UnsupportedRelease, match="replace-one"):
         Accountant("add/remove").record(Gaussian(1.0, 2.0), partition="p")
+
+
+def test_pld_refuses_nearly_noiseless_releases_instead_of_exhausting_memory():
+    acct = Accountant()
+    acct.record(Gaussian(1.0, 0.001))
+    with pytest.raises(UnsupportedRelease, match="use method='rdp'"):
+        acct.epsilon(DELTA, "pld")
+    report = acct.report(DELTA)
+    assert report.epsilon_pld is None and report.epsilon_rdp > 1e5 and any("pld" in n for n in report.notes)

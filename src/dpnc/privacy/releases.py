@@ -112,6 +112,9 @@ class Release:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+PLD_MIN_MULTIPLIER = 0.1  # below this σ/Δ a Gaussian's PLD grid has millions of points (and ε ≳ 100)
+
+
 @dataclass(frozen=True)
 class Gaussian(Release):
     """q(S) + N(0, σ² I) for a query of L2 sensitivity Δ: (Δ²/2σ²)-zCDP, noise multiplier σ/Δ."""
@@ -142,8 +145,15 @@ class Gaussian(Release):
         # N(Δ, σ²), which dp-accounting models as add/remove with sensitivity 1 at multiplier σ/Δ.
         # (Its REPLACE_ONE model instead shifts both sides by ±1, a distance of 2.) count such
         # releases compose exactly into one with multiplier (σ/Δ)/√count.
+        multiplier = self.noise_multiplier / math.sqrt(count)
+        if multiplier < PLD_MIN_MULTIPLIER:
+            # The privacy loss spans ~1/(2m²) + 10/m: at m = 0.1 PLD takes seconds and ε ≈ 100; below,
+            # time and memory grow as 1/m² (and dp-accounting overflows to ε = ∞ near m = 0.03).
+            raise UnsupportedRelease(
+                f"the noise multiplier σ/Δ = {multiplier:.3g} (after {count} compositions) is below "
+                f"{PLD_MIN_MULTIPLIER}: too little noise for PLD accounting on a grid; use method='rdp'")
         return pld_lib.from_gaussian_mechanism(
-            self.noise_multiplier / math.sqrt(count), value_discretization_interval=interval,
+            multiplier, value_discretization_interval=interval,
             neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
 
 

@@ -199,9 +199,8 @@ class L1Regression(_AbsResidual):
         return cls(a, b, x_star=x_star, noise=float(noise))
 
     def solve(self) -> Solution:
-        """The exact minimum of F (a linear program, |r| = max(r, −r); HiGHS, tolerance ≈ 1e-7)."""
-        a, b = self.data
-        return _solve_max_affine(self, torch.stack([a, -a], 1), torch.stack([-b, b], 1))
+        """The exact minimum of F: least absolute deviations as a linear program (HiGHS, tolerance ≈ 1e-7)."""
+        return _solve_lad(self, *self.data)
 
     def __repr__(self) -> str:
         return f"L1Regression(n={self.n}, d={self.dim}, noise={self.noise}, L={self.lipschitz:.4g})"
@@ -466,12 +465,31 @@ def _abs_smoothing(r: torch.Tensor, scale: torch.Tensor, d: int, delta: float) -
 
 
 def _solve_max_affine(problem: Problem, A: torch.Tensor, c: torch.Tensor) -> Solution:
-    """min_x (1/n) Σ_i max_j (⟨A_ij, x⟩ + c_ij) as the LP min (1/n) Σ t_i s.t. ⟨A_ij, x⟩ − t_i ≤ −c_ij."""
+    """min_x (1/n) Σ_i max_j (⟨A_ij, x⟩ + c_ij) as the LP min (1/n) Σ t_i s.t. ⟨A_ij, x⟩ − t_i ≤ −c_ij.
+
+    Interior point with crossover: ~20 s for n = 10⁴, pieces = 5, d = 20 on 2 cores (simplex: minutes).
+    """
     n, P, d = A.shape
     A_ub = sparse.hstack([sparse.csr_matrix(A.reshape(n * P, d).numpy()),
                           -sparse.kron(sparse.eye(n), np.ones((P, 1)))], format="csr")
     objective = np.concatenate([np.zeros(d), np.full(n, 1.0 / n)])
-    result = linprog(objective, A_ub=A_ub, b_ub=-c.reshape(-1).numpy(), bounds=(None, None), method="highs")
+    return _finish(problem, linprog(objective, A_ub=A_ub, b_ub=-c.reshape(-1).numpy(), bounds=(None, None),
+                                    method="highs-ipm"), d)
+
+
+def _solve_lad(problem: Problem, a: torch.Tensor, b: torch.Tensor) -> Solution:
+    """min_x (1/n) Σ_i |⟨a_i, x⟩ − b_i| as the LP min (1/n) Σ (u_i + w_i) s.t. ⟨a_i, x⟩ + u_i − w_i = b_i, u, w ≥ 0.
+
+    n equality rows (half of the max-of-two-pieces form); ~4 s for n = 4·10⁴, d = 10 on 2 cores.
+    """
+    n, d = a.shape
+    A_eq = sparse.hstack([sparse.csr_matrix(a.numpy()), sparse.eye(n), -sparse.eye(n)], format="csr")
+    objective = np.concatenate([np.zeros(d), np.full(2 * n, 1.0 / n)])
+    bounds = [(None, None)] * d + [(0, None)] * (2 * n)
+    return _finish(problem, linprog(objective, A_eq=A_eq, b_eq=b.numpy(), bounds=bounds, method="highs-ipm"), d)
+
+
+def _finish(problem: Problem, result, d: int) -> Solution:
     if result.status == 3:
         raise RuntimeError(f"{problem!r}: F is unbounded below")
     if not result.success:
