@@ -480,7 +480,7 @@ def _solve_max_affine(problem: Problem, A: torch.Tensor, c: torch.Tensor) -> Sol
 def _solve_lad(problem: Problem, a: torch.Tensor, b: torch.Tensor) -> Solution:
     """min_x (1/n) Σ_i |⟨a_i, x⟩ − b_i| as the LP min (1/n) Σ (u_i + w_i) s.t. ⟨a_i, x⟩ + u_i − w_i = b_i, u, w ≥ 0.
 
-    n equality rows (half of the max-of-two-pieces form); ~4 s for n = 4·10⁴, d = 10 on 2 cores.
+    n equality rows (half of the max-of-two-pieces form): 5–15 s for n = 4·10⁴, d = 10 on 2 cores.
     """
     n, d = a.shape
     A_eq = sparse.hstack([sparse.csr_matrix(a.numpy()), sparse.eye(n), -sparse.eye(n)], format="csr")
