@@ -19,8 +19,8 @@ Before timing, (b) and (c) are asserted to agree with (a) to 1e-10 (max abs diff
 
 Time (one process, ``torch.set_num_threads``): for each configuration the modes run round-robin, one
 sample of each per round, so drift of the machine hits every mode alike; 2 warm-up rounds, then the
-median (and min) over ``--rounds`` rounds. A sample repeats the call until it lasts about ``--target-ms`` (the
-repetition count is fixed per mode in the first warm-up round) and is reported per call.
+median (and min) over ``--rounds`` rounds. A sample repeats the call until it lasts about ``--target-ms``
+(the repetition count is fixed per mode in the first warm-up round) and is reported per call.
 
 Problems: ``L1Regression.synthetic(n=1000, d)`` (|⟨a, x⟩ − b|, L = 1) at a random x ∼ N(0, I/4), and
 ``TwoLayerReLU.breast_cancer(hidden=h)`` (hinge loss, d = 32h + 1, real data, 569 examples) at its
@@ -193,8 +193,8 @@ def table(args, rows, load, seconds):
              f"torch {torch.__version__}; 1-min load average {load[0]:.2f} before, {load[1]:.2f} after "
              f"({os.cpu_count()} CPUs); {seconds:.0f} s in all.",
              "",
-             "| problem | est. | d | b | m | batched ms | loop ms | loop / batched | (mins) | scalar ms | scalar / batched "
-             "| evals/s batched | directions ms | loop / batched excl. directions |",
+             "| problem | est. | d | b | m | batched ms | loop ms | loop / batched | (mins) | scalar ms "
+             "| scalar / batched | evals/s batched | directions ms | loop / batched excl. directions |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t = {k: v["median"] for k, v in r["ms"].items()}

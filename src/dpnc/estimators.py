@@ -162,7 +162,7 @@ def _combine(differences, u, factor, bound, clip) -> VectorEstimate:
         differences, fraction = clip_scalars(differences, bound)
         clipped = (fraction * differences.shape[-1]).round()
     b, m, _ = u.shape
-    per_example = torch.einsum("bm,bmd->bd", differences, u) * (factor / m)
+    per_example = torch.bmm(differences.unsqueeze(1), u).squeeze(1) * (factor / m)  # Σ_j diff_ij·u_ij
     return VectorEstimate(per_example, evaluations=2 * b * m, clipped=int(clipped.sum()),
                           nonfinite=int(nonfinite.sum()))
 
