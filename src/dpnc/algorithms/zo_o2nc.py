@@ -28,16 +28,16 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from dpnc.algorithms.o2nc import O2NCResult, o2nc
+from dpnc.algorithms.oracles import OracleStats, SinglePassOracle, TreeOracle
 from dpnc.estimators import diff_estimate, grad_estimate
 from dpnc.privacy.accountant import Accountant, PrivacyReport, new_partition
 from dpnc.privacy.budget import epsilon_to_rho
 from dpnc.privacy.calibrate import ztc_tree_sigma
 from dpnc.privacy.mechanisms import gaussian_mechanism
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Gaussian, TreeAggregatedGaussian
-from dpnc.privacy.tree import TreeNoise, leaf_participation
+from dpnc.privacy.releases import Gaussian
+from dpnc.privacy.tree import leaf_participation
 from dpnc.problems.base import Problem
-from dpnc.sampling import SinglePass
 
 # --- parameters ------------------------------------------------------------------------------------
 
@@ -200,80 +200,41 @@ def _clamp_steps(T: float, most: int) -> int:
 # --- the oracles -----------------------------------------------------------------------------------
 
 
-@dataclass
-class OracleStats:
-    """What the oracle spent and corrected (summed over the run)."""
-
-    evaluations: int = 0
-    clipped: int = 0
-    nonfinite: int = 0
-
-
-class _SinglePassOracle:
-    """What both oracles share: the problem, the parameters, a single pass over the data, the counters."""
+class _Checked:
+    """Refuses parameters made for the other oracle."""
 
     KIND = ""
 
-    def __init__(self, problem: Problem, p: Parameters, *, noise: NoiseSource, accountant: Accountant,
-                 generator: torch.Generator, data: SinglePass | None = None, clip: bool = True) -> None:
+    def _check_kind(self, p: Parameters) -> None:
         if p.oracle != self.KIND:
             raise ValueError(f"parameters are for the {p.oracle!r} oracle, not {self.KIND!r}")
-        self.problem, self.p, self.noise, self.accountant = problem, p, noise, accountant
-        self.generator, self.clip = generator, clip
-        self.data = SinglePass(problem.n) if data is None else data
-        if self.data.remaining < p.samples:
-            raise ValueError(f"the run needs {p.samples} examples once each; only {self.data.remaining} are left")
-        self.stats = OracleStats()
-
-    def _grad(self, w: torch.Tensor, batch: int):
-        return self._count(grad_estimate(self.problem, w, self.data.take(batch), self.p.delta, m=self.p.m,
-                                         generator=self.generator, clip=self.clip))
-
-    def _count(self, estimate):
-        self.stats.evaluations += estimate.evaluations
-        self.stats.clipped += estimate.clipped
-        self.stats.nonfinite += estimate.nonfinite
-        return estimate
 
 
-class VarianceReducedOracle(_SinglePassOracle):
-    """Algorithm 4 with tree-aggregated noise (Algorithm 5), one epoch of T steps after another.
-
-    Records one :class:`TreeAggregatedGaussian` per epoch (at its first release) under a partition
-    shared by all epochs of this single pass: epochs use disjoint data (Lemma C.1).
+class VarianceReducedOracle(TreeOracle, _Checked):
+    """Algorithm 4 with tree-aggregated noise (Algorithm 5): epochs of T steps, GRAD anchors on B1,
+    DIFF increments on B2 (common directions at w_t and w_{t−1}); epochs on disjoint data (Lemma C.1).
     """
 
     KIND = "variance-reduced"
 
-    def __init__(self, problem: Problem, p: Parameters, **kwargs) -> None:
-        super().__init__(problem, p, **kwargs)
+    def __init__(self, problem: Problem, p: Parameters, *, clip: bool = True, **kwargs) -> None:
+        self._check_kind(p)
+        self.p, self.clip = p, clip
         d, L = problem.dim, problem.lipschitz
-        self.release = TreeAggregatedGaussian(max(sensitivities(d, L, p.T, p.B1, p.B2)), p.sigma, p.T,
-                                              secret=self.noise.secret)
-        self.tree = TreeNoise(d, p.sigma, self.noise)
-        self.partition = new_partition("zo-o2nc-epochs")
-        self.g = self.w_prev = None
+        super().__init__(problem, period=p.T, B1=p.B1, B2=p.B2, sensitivity=max(sensitivities(d, L, p.T, p.B1, p.B2)),
+                         sigma=p.sigma, max_move=2 * p.D, label="zo-o2nc-epochs", samples=p.samples, **kwargs)
 
-    def __call__(self, t: int, w: torch.Tensor) -> torch.Tensor:
-        p, k = self.p, (t - 1) % self.p.T + 1
-        if k == 1:
-            self.g = self._grad(w, p.B1).mean
-            self.tree.reset()
-            self.accountant.record(self.release, partition=self.partition)
-        else:
-            # The DIFF sensitivity 4dL/(B2·T) assumes ‖w_t − w_{t−1}‖ ≤ 2D; refuse a driver that breaks it.
-            move = float(torch.linalg.vector_norm(w - self.w_prev))
-            if move > 2 * p.D * (1 + 1e-9):
-                raise RuntimeError(f"‖w_t − w_(t−1)‖ = {move:.3g} exceeds 2D = {2 * p.D:.3g}; the DIFF "
-                                   "sensitivity (and hence the privacy calibration) would not hold")
-            self.g = self.g + self._count(diff_estimate(self.problem, w, self.w_prev, self.data.take(p.B2),
-                                                        p.delta, m=p.m, generator=self.generator,
-                                                        clip=self.clip)).mean
-        self.w_prev = w
-        return self.g + self.tree(k)
+    def anchor(self, w, index):
+        return self.stats.add(grad_estimate(self.problem, w, index, self.p.delta, m=self.p.m,
+                                            generator=self.generator, clip=self.clip)).mean
+
+    def increment(self, w, w_prev, index):
+        # The DIFF sensitivity 4dL/(B2·T) holds because TreeOracle refuses ‖w_t − w_{t−1}‖ > 2D.
+        return self.stats.add(diff_estimate(self.problem, w, w_prev, index, self.p.delta, m=self.p.m,
+                                            generator=self.generator, clip=self.clip)).mean
 
 
-class NaiveOracle(_SinglePassOracle):
+class NaiveOracle(SinglePassOracle, _Checked):
     """Algorithm 6: GRAD on a fresh batch of B with m (paper: 1) directions each, plus N(0, σ²I).
 
     Each step's release is on its own batch, so all are recorded under one partition.
@@ -281,13 +242,17 @@ class NaiveOracle(_SinglePassOracle):
 
     KIND = "naive"
 
-    def __init__(self, problem: Problem, p: Parameters, **kwargs) -> None:
-        super().__init__(problem, p, **kwargs)
+    def __init__(self, problem: Problem, p: Parameters, *, clip: bool = True, **kwargs) -> None:
+        self._check_kind(p)
+        super().__init__(problem, samples=p.samples, **kwargs)
+        self.p, self.clip = p, clip
         self.release = Gaussian(2 * problem.dim * problem.lipschitz / p.B1, p.sigma)
         self.partition = new_partition("zo-o2nc-naive-steps")
 
     def __call__(self, t: int, w: torch.Tensor) -> torch.Tensor:
-        noisy, release = gaussian_mechanism(self._grad(w, self.p.B1).mean, self.release, self.noise)
+        estimate = self.stats.add(grad_estimate(self.problem, w, self.data.take(self.p.B1), self.p.delta,
+                                                m=self.p.m, generator=self.generator, clip=self.clip))
+        noisy, release = gaussian_mechanism(estimate.mean, self.release, self.noise)
         self.accountant.record(release, partition=self.partition)
         return noisy
 

@@ -1,0 +1,113 @@
+"""What the private O2NC oracles of Zhang–Tran–Cutkosky and Kornowski–Liu–Talwar share.
+
+* :class:`SinglePassOracle`: a problem, one pass over its data (each example used once), the secret
+  noise, the accountant and the counters of evaluations and corrections.
+* :class:`TreeOracle`: the variance-reduced oracle with tree-aggregated noise that both papers use
+  (ZTC Algorithms 4–5, KLT Algorithms 3 and 5). Time is cut into periods of Σ steps; a period opens
+  with an *anchor* estimate on B1 fresh examples, then adds an *increment* estimate between
+  consecutive query points on B2 fresh examples at every step:
+
+      g_t = anchor(w_first) + Σ increment(w_j, w_{j−1}),   released as g̃_t = g_t + TREE(k),
+
+  k the position in the period. The running sum g_t stays noiseless, so noise never accumulates, and
+  the tree privatises all Σ prefix sums at once (Prop 2.5 / Thm 4.3): a data point enters one term,
+  hence ⌊log₂Σ⌋ + 1 node releases. Periods use disjoint data, so they are accounted by parallel
+  composition: one :class:`~dpnc.privacy.releases.TreeAggregatedGaussian` under one partition.
+
+The papers differ only in the two estimators and in the sensitivity they prove for them; subclasses
+supply :meth:`TreeOracle.anchor` and :meth:`TreeOracle.increment`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dpnc.privacy.accountant import Accountant, new_partition
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import TreeAggregatedGaussian
+from dpnc.privacy.tree import TreeNoise
+from dpnc.problems.base import Problem
+from dpnc.sampling import SinglePass
+
+
+@dataclass
+class OracleStats:
+    """What an oracle spent and corrected, summed over the run.
+
+    ``clipped`` counts corrections that keep a sensitivity bound deterministic (finite differences
+    beyond what an L-Lipschitz f allows; per-example estimates beyond a safe-mode radius);
+    ``nonfinite`` counts NaN/±inf differences set to 0.
+    """
+
+    evaluations: int = 0
+    clipped: int = 0
+    nonfinite: int = 0
+
+    def add(self, estimate):
+        """Count a :class:`~dpnc.estimators.VectorEstimate` and return it."""
+        self.evaluations += estimate.evaluations
+        self.clipped += estimate.clipped
+        self.nonfinite += estimate.nonfinite
+        return estimate
+
+
+class SinglePassOracle:
+    """An oracle that reads each example of ``problem`` at most once, in a fixed public order."""
+
+    def __init__(self, problem: Problem, *, samples: int, noise: NoiseSource, accountant: Accountant,
+                 generator: torch.Generator, data: SinglePass | None = None) -> None:
+        self.problem, self.noise, self.accountant, self.generator = problem, noise, accountant, generator
+        self.data = SinglePass(problem.n) if data is None else data
+        if self.data.remaining < samples:
+            raise ValueError(f"the run needs {samples} examples once each; only {self.data.remaining} are left")
+        self.stats = OracleStats()
+
+
+class TreeOracle(SinglePassOracle):
+    """Anchor + running sum of increments, released with tree noise reset every ``period`` steps.
+
+    Args:
+        period: Σ, the steps of one tree (ZTC: the epoch T).
+        B1, B2: fresh examples for the anchor and for each increment.
+        sensitivity: a bound on how much replacing one example moves any one term (anchor or
+            increment) of the running sum; with ``sigma`` it is the release the accountant records.
+        sigma: the noise std of every tree node.
+        max_move: the largest ‖w_t − w_{t−1}‖ the increment's sensitivity allows (2D for O2NC); a
+            larger step raises instead of silently breaking the calibration.
+        samples: examples the whole run will take (checked against what is left).
+        label: names the accountant's partition.
+    """
+
+    def __init__(self, problem: Problem, *, period: int, B1: int, B2: int, sensitivity: float, sigma: float,
+                 max_move: float, label: str, **kwargs) -> None:
+        super().__init__(problem, **kwargs)
+        self.period, self.B1, self.B2, self.max_move = period, B1, B2, max_move
+        self.release = TreeAggregatedGaussian(sensitivity, sigma, period, secret=self.noise.secret)
+        self.tree = TreeNoise(problem.dim, sigma, self.noise)
+        self.partition = new_partition(label)
+        self.g = self.w_prev = None
+
+    def anchor(self, w: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """The period's first term: an estimate of ∇F(w) from the examples ``index``."""
+        raise NotImplementedError
+
+    def increment(self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """An estimate of ∇F(w) − ∇F(w_prev) from the examples ``index``."""
+        raise NotImplementedError
+
+    def __call__(self, t: int, w: torch.Tensor) -> torch.Tensor:
+        k = (t - 1) % self.period + 1
+        if k == 1:
+            self.g = self.anchor(w, self.data.take(self.B1))
+            self.tree.reset()
+            self.accountant.record(self.release, partition=self.partition)
+        else:
+            move = float(torch.linalg.vector_norm(w - self.w_prev))
+            if move > self.max_move * (1 + 1e-9):
+                raise RuntimeError(f"‖w_t − w_(t−1)‖ = {move:.3g} exceeds {self.max_move:.3g}; the increment's "
+                                   "sensitivity (and hence the privacy calibration) would not hold")
+            self.g = self.g + self.increment(w, self.w_prev, self.data.take(self.B2))
+        self.w_prev = w
+        return self.g + self.tree(k)
