@@ -195,9 +195,10 @@ def check_claims(rows: list[dict], config: dict) -> list[tuple[str, bool, str]]:
 
 
 def _fmt_slope(slope: float, values) -> str:
-    """A fitted slope, or why there is none (a certificate of exactly 0: a stationary point within 2δ)."""
-    if min(values) == 0:
-        return "reaches 0"
+    """A fitted slope, or why there is none (a certificate of ~0: a stationary point within 2δ, whose
+    rounding-level value would make the log-log fit meaningless)."""
+    if min(values) < 1e-9:
+        return f"reaches ~0 ({min(values):.1e})"
     return f"{slope:.2f}"
 
 
