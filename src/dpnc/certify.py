@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from scipy.optimize import nnls
 
+from dpnc.estimators import uniform_ball
+
 __all__ = ["Certificate", "goldstein_certificate", "min_norm_convex_combination"]
 
 
@@ -199,17 +201,6 @@ def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: t
                          f"(e.g. row {i}); h must be Lipschitz on the ball")
     bound, w = min_norm_convex_combination(g)
     return Certificate(bound=bound, weights=w, points=Y, gradients=g, radius=radius)
-
-
-def uniform_ball(n: int, d: int, generator: torch.Generator | None = None, *,
-                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """n points uniform in the open unit ball of R^d: a uniform direction times U^{1/d}, U ~ U[0, 1)."""
-    if generator is None:
-        generator = torch.Generator().manual_seed(0)
-    v = torch.randn(n, d, generator=generator, dtype=dtype)
-    norms = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
-    v = v / torch.where(norms > 0, norms, torch.ones_like(norms))  # a zero draw (probability 0) stays at 0
-    return v * torch.rand(n, 1, generator=generator, dtype=dtype) ** (1.0 / d)
 
 
 # --- helpers ------------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
   eq. (4) being GRAD with m directions: vector estimates of ∇F̂_δ(x) and ∇F̂_δ(x) − ∇F̂_δ(y) for
   the uniform-ball smoothing F̂_δ, from m directions on the unit sphere per data point, all points
   × directions evaluated as one batched call of the objective.
+* The first-order ball estimate of Kornowski–Liu–Talwar (Algorithm 5): per-example gradients at
+  uniform points of the α-ball, also one batched call.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dpnc.clipping import clip_scalars, clip_vectors, zero_nonfinite
+from dpnc.clipping import clip_scalars, clip_vectors, zero_nonfinite, zero_nonfinite_rows
 from dpnc.space import ParameterSpace
 
 if TYPE_CHECKING:
@@ -120,6 +122,17 @@ def sphere_directions(b: int, m: int, d: int, generator: torch.Generator, *,
     return g / torch.linalg.vector_norm(g, dim=-1, keepdim=True)
 
 
+def uniform_ball(n: int, d: int, generator: torch.Generator | None = None, *,
+                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """n points uniform in the open unit ball of R^d: a uniform direction times U^{1/d}, U ~ U[0, 1)."""
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    v = torch.randn(n, d, generator=generator, dtype=dtype)
+    norms = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+    v = v / torch.where(norms > 0, norms, torch.ones_like(norms))  # a zero draw (probability 0) stays at 0
+    return v * torch.rand(n, 1, generator=generator, dtype=dtype) ** (1.0 / d)
+
+
 def grad_estimate(problem: Problem, x: torch.Tensor, index: torch.Tensor, delta: float, *,
                   generator: torch.Generator, m: int | None = None, clip: bool = True) -> VectorEstimate:
     """GRAD_{f,δ}(x, z_{1:b}) (ZTC Algorithm 1), per example:
@@ -153,6 +166,28 @@ def diff_estimate(problem: Problem, x: torch.Tensor, y: torch.Tensor, index: tor
     values = problem.losses(torch.cat([x + delta * u, y + delta * u], dim=1), index)
     bound = problem.lipschitz * float(torch.linalg.vector_norm(x - y))
     return _combine(values[:, :m] - values[:, m:], u, d / delta, bound, clip)
+
+
+def ball_gradient_estimate(problem: Problem, x: torch.Tensor, index: torch.Tensor, alpha: float, *,
+                           generator: torch.Generator, m: int = 1, clip: bool = True) -> VectorEstimate:
+    """The first-order estimate of Kornowski–Liu–Talwar (Algorithm 5, eq. (10)), per example:
+
+        g_i = (1/m) Σ_j ∇f(x + y_ij; z_i),   y_ij ~ Uniform(B_α) i.i.d.,
+
+    unbiased for ∇f_α(x; z_i), the gradient of the uniform-ball smoothing (Fact 2.3(iv)); the points
+    are a.s. points of differentiability. ‖∇f‖ ≤ L, so ‖g_i‖ ≤ L whatever m is. With ``clip`` each
+    gradient is clipped to L (a no-op for a correct L) and ``clipped`` counts those that were not.
+    ``evaluations`` counts gradient evaluations, b·m.
+    """
+    d, m = _check_zo(problem, x, alpha, m)
+    b = len(index)
+    y = alpha * uniform_ball(b * m, d, generator, dtype=x.dtype).reshape(b, m, d)
+    g, nonfinite = zero_nonfinite_rows(problem.gradients(x + y, index))
+    clipped = torch.zeros(())
+    if clip:
+        g, fraction = clip_vectors(g, problem.lipschitz)
+        clipped = (fraction * m).round()
+    return VectorEstimate(g.mean(1), evaluations=b * m, clipped=int(clipped.sum()), nonfinite=int(nonfinite.sum()))
 
 
 def _combine(differences, u, factor, bound, clip) -> VectorEstimate:

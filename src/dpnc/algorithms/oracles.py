@@ -38,12 +38,15 @@ class OracleStats:
 
     ``clipped`` counts corrections that keep a sensitivity bound deterministic (finite differences
     beyond what an L-Lipschitz f allows; per-example estimates beyond a safe-mode radius);
-    ``nonfinite`` counts NaN/±inf differences set to 0.
+    ``nonfinite`` counts NaN/±inf differences set to 0; ``beyond_radius`` counts per-example terms whose
+    norm exceeded the radius their sensitivity assumes (clipped in a safe mode; in a paper-literal mode,
+    the events its high-probability bound excludes).
     """
 
     evaluations: int = 0
     clipped: int = 0
     nonfinite: int = 0
+    beyond_radius: int = 0
 
     def add(self, estimate):
         """Count a :class:`~dpnc.estimators.VectorEstimate` and return it."""
