@@ -93,6 +93,7 @@ class Parameters:
         sigma_anchor, sigma_increment: noise std (single pass: both the tree node's σ).
         s_anchor, s_increment: replace-one sensitivities of an anchor and of an increment.
         epsilon, dp_delta: the (ε, δ) target.
+        beta: multi-pass only: the target β the schedule was made for (after any ``max_steps`` cap).
         common_directions: increments use the same directions at z_t and z_{t−1} (DIFF, ZTC
             Algorithm 2) instead of the paper's independent ones (spec §7 A14; unanalysed by the paper).
         constants: the constants used.
@@ -117,6 +118,7 @@ class Parameters:
     s_increment: float
     epsilon: float
     dp_delta: float
+    beta: float | None = None
     common_directions: bool = False
     constants: Constants = Constants()
 
@@ -243,7 +245,7 @@ def single_pass_parameters(oracle: str, *, n: int, d: int, L: float, Phi: float,
     else:
         sigma = zcdp_gaussian_sigma(max(s_a, s_v), epsilon_to_rho(epsilon, delta_mech) / leaf_participation(Sigma))
     p = Parameters(oracle, mode, schedule, n, T, _block(alpha, D, T), Sigma, Sigma, 1, D, 0.0, alpha, 1, sigma,
-                   sigma, s_a, s_v, epsilon, dp_delta, common_directions, constants)
+                   sigma, s_a, s_v, epsilon, dp_delta, None, common_directions, constants)
     return _with_directions(p, m, d=d, L=L)
 
 
@@ -282,7 +284,7 @@ def multi_pass_parameters(*, n: int, d: int, L: float, Phi: float, alpha: float,
     sigma1 = zcdp_gaussian_sigma(s_a, share / anchors)
     sigma2 = zcdp_gaussian_sigma(s_v, share / max(T - anchors, 1))
     p = Parameters("multi-pass", mode, "v2", n, T, _block(alpha, D, T), Sigma, n, n, D, 0.0, alpha, 1, sigma1,
-                   sigma2, s_a, s_v, epsilon, dp_delta, common_directions, constants)
+                   sigma2, s_a, s_v, epsilon, dp_delta, beta, common_directions, constants)
     return _with_directions(p, m, d=d, L=L)
 
 

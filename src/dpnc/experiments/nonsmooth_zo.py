@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import json
 import multiprocessing
-import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -31,7 +30,7 @@ from tqdm.auto import tqdm
 
 from dpnc.algorithms.zo_o2nc import from_theory, guarantee, optimize, paper_rho
 from dpnc.certify import goldstein_certificate
-from dpnc.experiments.report import loglog_slope, write_csv
+from dpnc.experiments.report import fmt_slope, group_medians, loglog_slope, write_csv
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.nonsmooth import L1Regression
 
@@ -105,8 +104,11 @@ def run_experiment(config: NonsmoothConfig = QUICK, *, progress: bool = True, wo
 
 
 @functools.lru_cache(maxsize=8)
-def _instance(config: NonsmoothConfig, d: int):
+def instance(config: NonsmoothConfig, d: int):
     """The data (train pool, fresh test set) and the start x₀ at distance 1 from x* for dimension d.
+
+    ``config`` needs ``samples``, ``n_test``, ``label_noise``, ``start_distance`` and ``seed`` (shared with
+    :mod:`dpnc.experiments.nonsmooth_compare`).
 
     Everything here is public: the law's planted x* and a public direction for x₀. The guarantee is
     about the population F (a single pass over fresh samples), which x* minimises because the label
@@ -122,7 +124,7 @@ def _instance(config: NonsmoothConfig, d: int):
 
 
 def _one_run(config: NonsmoothConfig, d: int, epsilon: float, M: int, method: str, seed: int) -> dict:
-    data, test, x0, optimum = _instance(config, d)
+    data, test, x0, optimum = instance(config, d)
     train = data.subset(torch.arange(M))
     F_star = data.lipschitz * config.start_distance
     p = from_theory(M=M, d=d, L=data.lipschitz, delta=config.smoothing, rho=paper_rho(epsilon, config.dp_delta),
@@ -152,10 +154,7 @@ def _one_run(config: NonsmoothConfig, d: int, epsilon: float, M: int, method: st
 
 def medians(rows: list[dict], metric: str) -> dict[tuple[int, float, str], list[tuple[int, float]]]:
     """(d, ε, method) → [(M, median over seeds of ``metric``)] sorted by M."""
-    groups: dict[tuple, dict[int, list[float]]] = {}
-    for r in rows:
-        groups.setdefault((r["d"], r["epsilon"], r["method"]), {}).setdefault(r["M"], []).append(r[metric])
-    return {key: sorted((M, statistics.median(v)) for M, v in by_m.items()) for key, by_m in groups.items()}
+    return group_medians(rows, metric, ("d", "epsilon", "method"), "M")
 
 
 def check_claims(rows: list[dict], config: dict) -> list[tuple[str, bool, str]]:
@@ -179,7 +178,7 @@ def check_claims(rows: list[dict], config: dict) -> list[tuple[str, bool, str]]:
                 falls.append(c[-1] < c[0])
                 loss_slope = loglog_slope(*zip(*loss[(d, e, method)]))
                 bound_slope = loglog_slope(*zip(*theory[(d, e, method)]))
-                parts.append(f"d={d}, ε={e:g}: {_fmt_slope(loglog_slope(Ms, c), c)} "
+                parts.append(f"d={d}, ε={e:g}: {fmt_slope(loglog_slope(Ms, c), c)} "
                              f"(loss {loss_slope:.2f}, bound {bound_slope:.2f})")
             claims.append((f"{LABEL[method]}: the certified ‖∂F‖_2δ falls from the smallest to the largest M "
                            "(fitted log-log slopes; the theory's rate: M^-1/3 to M^-1/2 for Alg. 4–5, M^-1/3 for "
@@ -192,14 +191,6 @@ def check_claims(rows: list[dict], config: dict) -> list[tuple[str, bool, str]]:
                    f"{max(r['epsilon_rdp'] / r['epsilon'] for r in rows):.5f}"
                    f"; PLD (tight): max {max(r['epsilon_pld'] / r['epsilon'] for r in rows):.4f}"))
     return claims
-
-
-def _fmt_slope(slope: float, values) -> str:
-    """A fitted slope, or why there is none (a certificate of ~0: a stationary point within 2δ, whose
-    rounding-level value would make the log-log fit meaningless)."""
-    if min(values) < 1e-9:
-        return f"reaches ~0 ({min(values):.1e})"
-    return f"{slope:.2f}"
 
 
 def write_outputs(result: dict, out: Path, command: str) -> list[Path]:

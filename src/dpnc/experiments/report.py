@@ -1,9 +1,10 @@
-"""What every experiment writes the same way: CSV tables and log-log slopes."""
+"""What every experiment writes the same way: CSV tables, medians over seeds and log-log slopes."""
 
 from __future__ import annotations
 
 import csv
 import math
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,3 +25,20 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
     mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def group_medians(rows: Sequence[dict], metric: str, keys: Sequence[str], x: str
+                  ) -> dict[tuple, list[tuple[float, float]]]:
+    """(row[k] for k in ``keys``) → [(row[x], median over the group's rows of ``metric``)] sorted by x."""
+    groups: dict[tuple, dict[float, list[float]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), {}).setdefault(r[x], []).append(r[metric])
+    return {key: sorted((v, statistics.median(ys)) for v, ys in by_x.items()) for key, by_x in groups.items()}
+
+
+def fmt_slope(slope: float, values: Sequence[float]) -> str:
+    """A fitted slope, or why there is none (a certificate of ~0: a stationary point within the radius,
+    whose rounding-level value would make the log-log fit meaningless)."""
+    if min(values) < 1e-9:
+        return f"reaches ~0 ({min(values):.1e})"
+    return f"{slope:.2f}"
