@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from dpnc.algorithms import klt, zo_o2nc
 from dpnc.certify import goldstein_certificate
 from dpnc.experiments.nonsmooth_zo import instance
-from dpnc.experiments.report import fmt_slope, group_medians, loglog_slope, write_csv
+from dpnc.experiments.report import check_grid, fmt_slope, group_medians, loglog_slope, write_csv
 from dpnc.privacy.noise import NoiseSource
 
 METHODS = ("ztc", "klt-zo", "klt-fo", "klt-multipass")
@@ -67,15 +67,7 @@ class CompareConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for m in self.methods:
-            if m not in METHODS:
-                raise ValueError(f"methods must be among {METHODS}; got {m!r}")
-        if not (self.dims and self.samples and self.epsilons and self.methods):
-            raise ValueError("dims, samples, epsilons and methods must be non-empty")
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1; got {self.seeds}")
-        if min(self.samples) < 4:
-            raise ValueError("every sample size must be >= 4")
+        check_grid(self, METHODS)
         if self.multipass_max_steps < 1 or self.max_directions < 1:
             raise ValueError("multipass_max_steps and max_directions must be >= 1")
         if not (self.alpha > 0 and math.isfinite(self.alpha)):

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from dpnc.algorithms.zo_o2nc import from_theory, guarantee, optimize, paper_rho
 from dpnc.certify import goldstein_certificate
-from dpnc.experiments.report import fmt_slope, group_medians, loglog_slope, write_csv
+from dpnc.experiments.report import check_grid, fmt_slope, group_medians, loglog_slope, write_csv
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.nonsmooth import L1Regression
 
@@ -56,15 +56,7 @@ class NonsmoothConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for m in self.methods:
-            if m not in METHODS:
-                raise ValueError(f"methods must be among {METHODS}; got {m!r}")
-        if not (self.dims and self.samples and self.epsilons and self.methods):
-            raise ValueError("dims, samples, epsilons and methods must be non-empty")
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1; got {self.seeds}")
-        if min(self.samples) < 4:
-            raise ValueError("every sample size must be >= 4")
+        check_grid(self, METHODS)
 
     @property
     def runs(self) -> int:

@@ -18,6 +18,19 @@ def write_csv(path: Path, rows: Sequence[dict]) -> Path:
     return path
 
 
+def check_grid(config, methods: Sequence[str]) -> None:
+    """Validate a nonsmooth experiment's grid: known methods, non-empty axes, seeds >= 1, sizes >= 4."""
+    for m in config.methods:
+        if m not in methods:
+            raise ValueError(f"methods must be among {tuple(methods)}; got {m!r}")
+    if not (config.dims and config.samples and config.epsilons and config.methods):
+        raise ValueError("dims, samples, epsilons and methods must be non-empty")
+    if config.seeds < 1:
+        raise ValueError(f"seeds must be >= 1; got {config.seeds}")
+    if min(config.samples) < 4:
+        raise ValueError("every sample size must be >= 4")
+
+
 def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Least-squares slope of log y against log x (inf if some y is not finite and positive)."""
     if not all(math.isfinite(y) and y > 0 for y in ys):
