@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from dpnc.algorithms.o2nc import O2NCResult, o2nc
-from dpnc.algorithms.oracles import OracleStats, TreeOracle
+from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
 from dpnc.certify import Certificate, goldstein_certificate
 from dpnc.clipping import clip_vectors
 from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate
@@ -448,10 +448,7 @@ class MultiPassOracle(_Terms):
             value = self._mean(lambda chunk: self._estimate(w, chunk, self.p.m), self.index, self.p.anchor_radius)
             release = self.releases[0]
         else:
-            move = float(torch.linalg.vector_norm(w - self.w_prev))
-            if move > 2 * self.p.D * (1 + 1e-9):
-                raise RuntimeError(f"‖w_t − w_(t−1)‖ = {move:.3g} exceeds {2 * self.p.D:.3g}; the increment's "
-                                   "sensitivity (and hence the privacy calibration) would not hold")
+            check_move(w, self.w_prev, 2 * self.p.D)
             value = self.g + self._mean(lambda chunk: self._difference(w, self.w_prev, chunk), self.index,
                                         self.p.increment_radius)
             release = self.releases[1]

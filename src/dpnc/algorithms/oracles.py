@@ -68,6 +68,15 @@ class SinglePassOracle:
         self.stats = OracleStats()
 
 
+def check_move(w: torch.Tensor, w_prev: torch.Tensor, max_move: float) -> None:
+    """Refuse ‖w − w_prev‖ > ``max_move`` (2D for O2NC): an increment's sensitivity assumes it, so a driver
+    that broke it would silently break the privacy calibration."""
+    move = float(torch.linalg.vector_norm(w - w_prev))
+    if move > max_move * (1 + 1e-9):
+        raise RuntimeError(f"‖w_t − w_(t−1)‖ = {move:.3g} exceeds {max_move:.3g}; the increment's "
+                           "sensitivity (and hence the privacy calibration) would not hold")
+
+
 class TreeOracle(SinglePassOracle):
     """Anchor + running sum of increments, released with tree noise reset every ``period`` steps.
 
@@ -107,10 +116,7 @@ class TreeOracle(SinglePassOracle):
             self.tree.reset()
             self.accountant.record(self.release, partition=self.partition)
         else:
-            move = float(torch.linalg.vector_norm(w - self.w_prev))
-            if move > self.max_move * (1 + 1e-9):
-                raise RuntimeError(f"‖w_t − w_(t−1)‖ = {move:.3g} exceeds {self.max_move:.3g}; the increment's "
-                                   "sensitivity (and hence the privacy calibration) would not hold")
+            check_move(w, self.w_prev, self.max_move)
             self.g = self.g + self.increment(w, self.w_prev, self.data.take(self.B2))
         self.w_prev = w
         return self.g + self.tree(k)

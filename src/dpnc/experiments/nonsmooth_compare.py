@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from dpnc.algorithms import klt, zo_o2nc
 from dpnc.certify import goldstein_certificate
 from dpnc.experiments.nonsmooth_zo import instance
-from dpnc.experiments.report import check_grid, fmt_slope, group_medians, loglog_slope, write_csv
+from dpnc.experiments.report import check_grid, privacy_claim, fmt_slope, group_medians, loglog_slope, write_csv
 from dpnc.privacy.noise import NoiseSource
 
 METHODS = ("ztc", "klt-zo", "klt-fo", "klt-multipass")
@@ -243,14 +243,7 @@ def check_claims(rows: list[dict], config: dict) -> list[tuple[str, bool, str]]:
             falls = [(d, e) for d, e in cells if cert[(d, e, method)][-1][1] < cert[(d, e, method)][0][1]]
             claims.append((f"{LABEL[method]}: the certified ‖∂F‖_2α falls from the smallest to the largest n",
                            len(falls) == len(cells), f"in {len(falls)} of {len(cells)} (d, ε) cells"))
-    over = [r for r in rows
-            if r["epsilon_pld"] > r["epsilon"] * (1 + 1e-6) or r["epsilon_zcdp"] > r["epsilon"] * (1 + 1e-9)]
-    claims.append(("every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts to ≤ the target ε "
-                   "and the tight PLD ε is ≤ the target", not over,
-                   f"max zCDP ε / target {max(r['epsilon_zcdp'] / r['epsilon'] for r in rows):.6f}; "
-                   f"max PLD ε / target {max(r['epsilon_pld'] / r['epsilon'] for r in rows):.4f}; "
-                   f"dp-accounting's RDP (discrete orders, looser): max "
-                   f"{max(r['epsilon_rdp'] / r['epsilon'] for r in rows):.5f}; {len(over)} run(s) over"))
+    claims.append(privacy_claim(rows))
     return claims
 
 

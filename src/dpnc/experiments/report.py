@@ -55,3 +55,16 @@ def fmt_slope(slope: float, values: Sequence[float]) -> str:
     if min(values) < 1e-9:
         return f"reaches ~0 ({min(values):.1e})"
     return f"{slope:.2f}"
+
+
+def privacy_claim(rows: Sequence[dict]) -> tuple[str, bool, str]:
+    """The claim every private experiment checks on its rows (``epsilon`` the target; ``epsilon_zcdp``,
+    ``epsilon_pld``, ``epsilon_rdp`` the accountant's answers): each run spends exactly its ε by zCDP and
+    at most its ε by the tight PLD; dp-accounting's RDP (discrete orders, looser) is shown, not judged."""
+    over = [r for r in rows
+            if abs(r["epsilon_zcdp"] / r["epsilon"] - 1) > 1e-6 or r["epsilon_pld"] > r["epsilon"] * (1 + 1e-6)]
+    ratio = {k: max(r[k] / r["epsilon"] for r in rows) for k in ("epsilon_zcdp", "epsilon_pld", "epsilon_rdp")}
+    return ("every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts back to the target ε "
+            "and the tight PLD ε is ≤ the target", not over,
+            f"max zCDP ε / target {ratio['epsilon_zcdp']:.6f}; max PLD ε / target {ratio['epsilon_pld']:.4f}; "
+            f"dp-accounting's RDP (discrete orders, looser): max {ratio['epsilon_rdp']:.5f}; {len(over)} run(s) off")
