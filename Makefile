@@ -12,7 +12,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install torch==2.13.0
-	$(PIP) install -c constraints.txt -e ".[test]"
+	$(PIP) install -c constraints.txt -e ".[lm,test]"
 	touch $@
 
 demo: setup
