@@ -1,0 +1,536 @@
+"""Text-classification data for prompt-based fine-tuning: tasks, prompts, and file loaders.
+
+Reads the LM-BFF ``k-shot-1k-test`` splits that MeZO and DPZero fine-tune on (``load_task``), and a user's own
+CSV / TSV / JSONL file (``load_file``). Each task carries the paper's prompt template and label words
+(DPZero spec §4.2, taken from MeZO's ``run_fewshot.sh``), written as human-readable templates:
+
+| task | template | label words (class id 0, 1, …) |
+|---|---|---|
+| SST-2 | ``{sentence} It was {label_word}.`` | terrible, great |
+| SST-5 | same as SST-2 | terrible, bad, okay, good, great |
+| TREC | ``{label_word}: {sentence}`` | Description, Entity, Expression, Human, Location, Number |
+| RTE | ``{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}`` | Yes (entailment), No (not_entailment) |
+| SNLI, MNLI | same as RTE | Yes (entailment), Maybe (neutral), No (contradiction) |
+
+Template placeholders: ``{sentence}`` (single-sentence tasks) or ``{sentence1}`` and ``{sentence2}`` (pair tasks),
+and exactly one ``{label_word}``. A sentence placeholder may carry one filter:
+
+* ``|drop_punct``: drop the last character if it is punctuation (LM-BFF's ``*sent-_0*``, see Correction);
+* ``|drop_last``: drop the last character whatever it is (LM-BFF's ``*sent-_0*`` exactly);
+* ``|lower_first``: lower-case the first character (LM-BFF's ``*sentl_1*``).
+
+LM-BFF's ``*cls*``/``*sep+*`` are the tokenizer's special tokens and are left to the tokenizer; its ``*mask*``
+is the ``{label_word}`` slot (``Task.input_text(text, mask="<mask>")`` gives the masked-LM input).
+
+The class id of a label is its index in ``Task.label_names``, following the data README's convention
+(SST-2 0/1, SST-5 0..4 = terrible..great, TREC 0..5 as above, RTE entailment/not_entailment,
+SNLI/MNLI entailment/neutral/contradiction). The training-set size the accountant needs is ``len(dataset)``:
+the true number of rows, not K × classes (TREC's 512-shot train set has 2646 rows, not 3072; spec §7.3).
+
+Correction / choices where sources disagree:
+    * LM-BFF's ``*sent-_0*`` drops the premise's last character unconditionally, which chops a letter off
+      premises that do not end with punctuation (about a quarter of MNLI's). The tasks here use
+      ``|drop_punct`` (drop it only if it is punctuation); a template with ``|drop_last`` restores LM-BFF.
+    * LM-BFF's (GLUE's) MNLI/SNLI processors number the classes contradiction, entailment, neutral; here the
+      data README's order entailment, neutral, contradiction is used. Only class ids differ; label words agree.
+    * The spec lists RTE's label words as "not_entailment: No, entailment: Yes"; the README's (and GLUE's)
+      order entailment = 0, not_entailment = 1 is used.
+    * Sentences are stripped of leading and trailing whitespace (SST-2 rows end with a space before the tab,
+      MNLI has some leading spaces); LM-BFF encodes them as they are.
+    * TSV files are split on tabs without quote processing (GLUE files contain unbalanced ``"``); CSV files
+      (SST-5, TREC k-shot) use the ``csv`` module's quoting rules.
+
+Data notes (measured on the LM-BFF 512-shot files; the data README has the full checks):
+    * TREC's 512-shot ``dev`` has 512/512/0/512/323/384 examples per class (2243): Expression's 86 examples are all
+      in ``train``, and Location/Number have fewer than 1024 in the original train set.
+    * SST-5 and TREC train/dev share a few sentences (TREC: ~30 per seed) that occur more than once in the
+      original train set; by row they are disjoint. SST-2's train/dev share none.
+    * A few RTE rows carry mojibake from GLUE (a UTF-8 apostrophe decoded twice); rows are read as they are.
+
+References:
+    Gao, Fisch, Chen, *Making pre-trained language models better few-shot learners* (LM-BFF), ACL 2021,
+    arXiv:2012.15723. Malladi et al., *Fine-tuning language models with just forward passes* (MeZO),
+    NeurIPS 2023, arXiv:2305.17333. Zhang et al., *DPZero: private fine-tuning of language models without
+    backpropagation*, ICML 2024, arXiv:2310.09639.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+__all__ = ["TASKS", "Task", "TextDataset", "get_task", "load_file", "load_task"]
+
+_PLACEHOLDER = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
+_FILTERS = {
+    "drop_punct": lambda s: s[:-1] if s and not s[-1].isalnum() and not s[-1].isspace() else s,
+    "drop_last": lambda s: s[:-1],
+    "lower_first": lambda s: s[:1].lower() + s[1:],
+}
+_SINGLE_FIELDS = ("sentence",)
+_PAIR_FIELDS = ("sentence1", "sentence2")
+
+DEFAULT_TEMPLATE = "{sentence} It was {label_word}."
+DEFAULT_PAIR_TEMPLATE = "{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A text-classification task: its labels, the paper's label words, and its prompt template.
+
+    Args:
+        name: canonical name ("SST-2", "SST-5", "TREC", "RTE", "SNLI", "MNLI") or a user's file name.
+        label_names: the raw labels as they appear in the files; class id = index.
+        label_words: the word the prompt puts in the label slot for each class.
+        pair: whether inputs are sentence pairs (premise, hypothesis).
+        template: the prompt, with ``{sentence}`` or ``{sentence1}``/``{sentence2}`` and one ``{label_word}``
+            (filters ``|drop_punct``, ``|drop_last``, ``|lower_first``; see the module docstring).
+
+    Raises:
+        ValueError: empty or repeated label names, label words not one per class, or a template with an
+            unknown placeholder or filter, a missing sentence, or not exactly one ``{label_word}``.
+    """
+
+    name: str
+    label_names: tuple[str, ...]
+    label_words: tuple[str, ...]
+    pair: bool
+    template: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label_names", tuple(str(x) for x in self.label_names))
+        object.__setattr__(self, "label_words", tuple(str(x) for x in self.label_words))
+        if len(self.label_names) < 2:
+            raise ValueError(f"label_names must hold at least 2 classes; got {self.label_names!r}")
+        if len(set(self.label_names)) != len(self.label_names):
+            raise ValueError(f"label_names must be distinct; got {self.label_names!r}")
+        if len(self.label_words) != len(self.label_names):
+            raise ValueError(
+                f"label_words must give one word per class ({len(self.label_names)}: {self.label_names!r}); "
+                f"got {len(self.label_words)}: {self.label_words!r}"
+            )
+        fields = _PAIR_FIELDS if self.pair else _SINGLE_FIELDS
+        found = _PLACEHOLDER.findall(self.template)
+        names = [f for f, _ in found]
+        allowed = (*fields, "label_word")
+        for field, filt in found:
+            if field not in allowed:
+                kind = "pair" if self.pair else "single-sentence"
+                shown = ", ".join("{" + a + "}" for a in allowed)
+                raise ValueError(
+                    f"template placeholders must be among {shown} for a {kind} task; "
+                    f"got {{{field}}} in {self.template!r}"
+                )
+            if filt and (field == "label_word" or filt not in _FILTERS):
+                raise ValueError(
+                    f"template filter must be one of {sorted(_FILTERS)} on a sentence placeholder; "
+                    f"got {{{field}|{filt}}} in {self.template!r}"
+                )
+        if names.count("label_word") != 1:
+            raise ValueError(f"template must contain exactly one {{label_word}}; got {self.template!r}")
+        missing = [f for f in fields if f not in names]
+        if missing:
+            shown = ", ".join("{" + f + "}" for f in missing)
+            raise ValueError(f"template must contain {shown}; got {self.template!r}")
+        leftover = _PLACEHOLDER.sub("", self.template)
+        if "{" in leftover or "}" in leftover:
+            raise ValueError(f"template has a malformed placeholder (stray brace); got {self.template!r}")
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.label_names)
+
+    def parts(self, text: str | tuple[str, str]) -> tuple[str, str]:
+        """The filled template split at the label-word slot: ``(before, after)``.
+
+        ``prompt(text, label) == before + label_words[label] + after``. ``before`` keeps its trailing space
+        (e.g. ``"<sentence> It was "``), which a causal LM scores as part of the label word's first token.
+        """
+        values = self._values(text)
+        before, _, after = _PLACEHOLDER.sub(
+            lambda m: "\0" if m.group(1) == "label_word" else _apply(values[m.group(1)], m.group(2)), self.template
+        ).partition("\0")
+        return before, after
+
+    def prompt(self, text: str | tuple[str, str], label: int) -> str:
+        """The input filled into the template with class ``label``'s label word.
+
+        >>> get_task("SST-2").prompt("a gorgeous film", 1)
+        'a gorgeous film It was great.'
+        >>> get_task("RTE").prompt(("It rained.", "The ground is wet."), 0)
+        'It rained? Yes, the ground is wet.'
+        """
+        label = int(label)
+        if not 0 <= label < self.num_classes:
+            raise ValueError(f"label must be a class id in [0, {self.num_classes - 1}] for {self.name}; got {label}")
+        before, after = self.parts(text)
+        return before + self.label_words[label] + after
+
+    def prompts(self, text: str | tuple[str, str]) -> list[str]:
+        """``prompt(text, c)`` for every class c, in class order."""
+        return [self.prompt(text, c) for c in range(self.num_classes)]
+
+    def input_text(self, text: str | tuple[str, str], mask: str | None = None) -> str:
+        """The input part of the prompt without any label word, for embedding an input by itself.
+
+        With ``mask`` (e.g. the tokenizer's ``"<mask>"``) the label slot is filled with it: LM-BFF's masked-LM
+        input. Without, the slot is removed together with a ``,``/``:``/``;`` directly after it (the label
+        word's own separator) and spaces are tidied: SST-2 ``"<s> It was."``, TREC ``"<s>"``, NLI ``"<p>? <h>"``.
+        """
+        before, after = self.parts(text)
+        if mask is not None:
+            return before + mask + after
+        return (before.rstrip() + re.sub(r"^[,:;]", "", after)).strip()
+
+    def _values(self, text: str | tuple[str, str]) -> dict[str, str]:
+        if self.pair:
+            if not (isinstance(text, tuple | list) and len(text) == 2 and all(isinstance(t, str) for t in text)):
+                raise ValueError(f"{self.name} is a sentence-pair task: text must be a (str, str) pair; got {text!r}")
+            return {"sentence1": text[0], "sentence2": text[1]}
+        if not isinstance(text, str):
+            raise ValueError(f"{self.name} is a single-sentence task: text must be a str; got {text!r}")
+        return {"sentence": text}
+
+
+def _apply(value: str, filt: str | None) -> str:
+    return _FILTERS[filt](value) if filt else value
+
+
+_NLI_TEMPLATE = DEFAULT_PAIR_TEMPLATE
+TASKS: dict[str, Task] = {
+    "SST-2": Task("SST-2", ("0", "1"), ("terrible", "great"), False, DEFAULT_TEMPLATE),
+    "SST-5": Task("SST-5", ("0", "1", "2", "3", "4"), ("terrible", "bad", "okay", "good", "great"), False,
+                  DEFAULT_TEMPLATE),
+    "TREC": Task("TREC", ("0", "1", "2", "3", "4", "5"),
+                 ("Description", "Entity", "Expression", "Human", "Location", "Number"), False,
+                 "{label_word}: {sentence}"),
+    "RTE": Task("RTE", ("entailment", "not_entailment"), ("Yes", "No"), True, _NLI_TEMPLATE),
+    "SNLI": Task("SNLI", ("entailment", "neutral", "contradiction"), ("Yes", "Maybe", "No"), True, _NLI_TEMPLATE),
+    "MNLI": Task("MNLI", ("entailment", "neutral", "contradiction"), ("Yes", "Maybe", "No"), True, _NLI_TEMPLATE),
+}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[-_\s]", "", name).lower()
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``, case-insensitively and ignoring ``-``/``_`` ("sst-2", "SST2", "trec")."""
+    for task_name, task in TASKS.items():
+        if _key(task_name) == _key(str(name)):
+            return task
+    raise ValueError(f"task must be one of {list(TASKS)} (case-insensitive); got {name!r}")
+
+
+@dataclass
+class TextDataset:
+    """Labelled texts of one task, read from one file.
+
+    Attributes:
+        task: the task (labels, label words, template).
+        texts: one ``str`` per example, or a ``(str, str)`` pair for pair tasks; surrounding whitespace stripped.
+        labels: class ids, ``torch.long`` of shape (n,).
+        source: the path of the file the rows came from.
+    """
+
+    task: Task
+    texts: list
+    labels: torch.Tensor
+    source: str
+
+    def __post_init__(self) -> None:
+        self.labels = torch.as_tensor(self.labels, dtype=torch.long).reshape(-1)
+        if len(self.texts) != len(self.labels):
+            raise ValueError(
+                f"texts and labels must have the same length; got {len(self.texts)} and {len(self.labels)}"
+            )
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, i: int) -> tuple[str | tuple[str, str], int]:
+        return self.texts[i], int(self.labels[i])
+
+    def subset(self, index) -> TextDataset:
+        """The examples at ``index``: a slice, a sequence or tensor of ints, or a boolean mask."""
+        if isinstance(index, slice):
+            return TextDataset(self.task, self.texts[index], self.labels[index], self.source)
+        idx = torch.as_tensor(index)
+        if idx.dtype == torch.bool:
+            if idx.shape != (len(self),):
+                raise ValueError(f"a boolean index must have shape ({len(self)},); got {tuple(idx.shape)}")
+            idx = idx.nonzero().reshape(-1)
+        idx = idx.to(torch.long).reshape(-1)
+        if len(idx) and not (-len(self) <= int(idx.min()) and int(idx.max()) < len(self)):
+            raise IndexError(f"index out of range for a dataset of {len(self)} examples")
+        return TextDataset(self.task, [self.texts[i] for i in idx.tolist()], self.labels[idx].clone(), self.source)
+
+    def class_counts(self) -> dict[str, int]:
+        """Examples per class, keyed by label name in class order (classes with no example give 0)."""
+        counts = torch.bincount(self.labels, minlength=self.task.num_classes).tolist()
+        return dict(zip(self.task.label_names, counts))
+
+    def prompts(self, label: int) -> list[str]:
+        """Every example's prompt filled with class ``label``'s label word."""
+        return [self.task.prompt(t, label) for t in self.texts]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LM-BFF k-shot folders
+
+
+@dataclass(frozen=True)
+class _Layout:
+    folder: str
+    ext: str
+    text: str | int
+    label: str | int
+    text_pair: str | int | None = None
+    splits: tuple[tuple[str, str], ...] = (("train", "train"), ("dev", "dev"), ("test", "test"))
+
+
+_LAYOUTS = {
+    "SST-2": _Layout("SST-2", "tsv", "sentence", -1),
+    "SST-5": _Layout("sst-5", "csv", 1, 0),
+    "TREC": _Layout("trec", "csv", 1, 0),
+    "RTE": _Layout("RTE", "tsv", "sentence1", -1, "sentence2"),
+    "SNLI": _Layout("SNLI", "tsv", "sentence1", -1, "sentence2"),
+    "MNLI": _Layout(
+        "MNLI", "tsv", "sentence1", -1, "sentence2",
+        splits=(("train", "train"), ("dev", "dev_matched"), ("dev_matched", "dev_matched"), ("test", "test_matched"),
+                ("test_matched", "test_matched"), ("test_mismatched", "test_mismatched")),
+    ),
+}
+
+
+def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: int = 42, k: int = 512) -> TextDataset:
+    """One split of an LM-BFF ``k-shot-1k-test`` folder: ``<data_dir>/<TASK>/k-shot-1k-test/<k>-<seed>/<split>``.
+
+    The layout MeZO and DPZero read (``--data_dir data/k-shot-1k-test/$TASK/$K-$SEED``): ``train`` is K examples per
+    class (fewer where a class has fewer: TREC's Expression has 86), ``dev`` another K per class from the original
+    train set, ``test`` up to 1000 examples of the original evaluation set.
+
+    Args:
+        name: a task of ``TASKS`` (case-insensitive).
+        data_dir: the folder holding the task folders (``SST-2``, ``sst-5``, ``trec``, ``RTE``, ``SNLI``, ``MNLI``).
+        split: ``"train"``, ``"dev"`` or ``"test"``; MNLI also ``"test_mismatched"`` (``"test"`` = test_matched,
+            ``"dev"`` = dev_matched, which is the K-shot dev sample from train).
+        seed: the data seed of the folder (LM-BFF: 13, 21, 42, 87, 100).
+        k: examples per class.
+
+    Returns:
+        The dataset; ``len()`` is the true number of rows (the n the accountant must use).
+
+    Raises:
+        ValueError: an unknown task or split (the message lists the known ones).
+        FileNotFoundError: a missing folder or file (the message lists the tasks, seeds or files that exist).
+    """
+    task = get_task(name)
+    layout = _LAYOUTS[task.name]
+    splits = dict(layout.splits)
+    if split not in splits:
+        raise ValueError(f"split must be one of {list(splits)} for {task.name}; got {split!r}")
+    root = Path(data_dir).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"data_dir {str(root)!r} is not a folder")
+    task_dir = root / layout.folder / "k-shot-1k-test"
+    if not task_dir.is_dir():
+        present = sorted(p.name for p in root.iterdir() if (p / "k-shot-1k-test").is_dir())
+        raise FileNotFoundError(
+            f"no {layout.folder}/k-shot-1k-test folder for {task.name} in {str(root)!r}; task folders there: {present}"
+        )
+    folder = task_dir / f"{k}-{seed}"
+    if not folder.is_dir():
+        present = sorted((p.name for p in task_dir.iterdir() if p.is_dir()), key=_folder_order)
+        seeds = [p.split("-", 1)[1] for p in present if p.startswith(f"{k}-")]
+        raise FileNotFoundError(
+            f"no folder {k}-{seed} for {task.name} in {str(task_dir)!r}; seeds available for k={k}: {seeds} "
+            f"(folders: {present})"
+        )
+    path = folder / f"{splits[split]}.{layout.ext}"
+    if not path.is_file():
+        files = sorted(p.name for p in folder.iterdir())
+        raise FileNotFoundError(
+            f"no {split!r} file {path.name} for {task.name} in {str(folder)!r}; files there: {files}"
+        )
+    header = layout.ext == "tsv"
+    rows, columns = _read_rows(path, "tsv" if header else "csv", None, header)
+    return _build(task, path, rows, columns, layout.text, layout.text_pair, layout.label)
+
+
+def _folder_order(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in name.split("-"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A user's own file
+
+
+def load_file(
+    path: str | Path,
+    *,
+    text_column: str | int,
+    text_pair_column: str | int | None = None,
+    label_column: str | int,
+    label_names: Sequence[str] | None = None,
+    label_words: Sequence[str] | None = None,
+    template: str | None = None,
+    delimiter: str | None = None,
+    header: bool | None = None,
+) -> TextDataset:
+    """A labelled text file of one's own: CSV, TSV or JSON lines, the format taken from the extension.
+
+    * ``.csv``: the ``csv`` module's rules (quoting), ``delimiter`` default ``","``.
+    * ``.tsv``: lines split on ``delimiter`` (default tab) with no quote processing, as GLUE files need.
+    * ``.jsonl``/``.json``: one JSON object per line (columns are keys) or one JSON array per line (ints).
+    * any other extension needs ``delimiter``: ``","`` reads as CSV, anything else as TSV.
+
+    Columns are header names (str) or 0-based field positions (int; negative counts from the end, so ``-1`` is
+    each row's last field, as GLUE's NLI files with a variable number of annotator labels need). A named column
+    is read at its header position, except the header's last column, which is read as each row's last field.
+
+    Args:
+        path: the file.
+        text_column: the sentence (pair tasks: the first sentence).
+        text_pair_column: the second sentence of a pair task, or None for single sentences.
+        label_column: the label.
+        label_names: the raw labels, class id = index; default the sorted distinct labels of the file
+            (numerically if all are integers).
+        label_words: the label word per class; default the label names.
+        template: the prompt template (see the module docstring); default ``"{sentence} It was {label_word}."``,
+            or for pairs ``"{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}"`` (spec §4.2).
+        delimiter: the field separator (overrides the extension's).
+        header: whether the first row is a header; default: yes iff some column is given by name.
+            Ignored for JSON lines.
+
+    Returns:
+        A ``TextDataset`` whose task is named after the file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: an unknown format, an empty file, a missing column (the message lists the header), a row
+            too short, or a label not among ``label_names`` (the message lists the unknown labels).
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"path {str(path)!r} is not a file")
+    columns_given = [c for c in (text_column, text_pair_column, label_column) if c is not None]
+    for c in columns_given:
+        if not isinstance(c, str | int) or isinstance(c, bool):
+            raise ValueError(f"columns must be header names (str) or field positions (int); got {c!r}")
+    ext = path.suffix.lower().lstrip(".")
+    if ext in ("jsonl", "json"):
+        fmt = "jsonl"
+    elif ext == "csv" or (ext != "tsv" and delimiter == ","):
+        fmt = "csv"
+    elif ext == "tsv" or delimiter is not None:
+        fmt = "tsv"
+    else:
+        raise ValueError(f"path must end in .csv, .tsv, .jsonl or .json, or give a delimiter; got {path.name!r}")
+    if header is None:
+        header = any(isinstance(c, str) for c in columns_given)
+    rows, columns = _read_rows(path, fmt, delimiter, header)
+
+    raw_labels = [_field(r, columns, label_column, path, line) for line, r in rows]
+    if label_names is None:
+        distinct = set(raw_labels)
+        numeric = all(re.fullmatch(r"[+-]?\d+", x) for x in distinct)
+        label_names = sorted(distinct, key=(lambda x: (int(x), x)) if numeric else None)
+        if len(label_names) < 2:
+            raise ValueError(f"the file must hold at least 2 distinct labels in {label_column!r}; found {label_names}")
+    label_names = tuple(str(x) for x in label_names)
+    pair = text_pair_column is not None
+    task = Task(
+        name=path.name,
+        label_names=label_names,
+        label_words=tuple(label_words) if label_words is not None else label_names,
+        pair=pair,
+        template=template if template is not None else (DEFAULT_PAIR_TEMPLATE if pair else DEFAULT_TEMPLATE),
+    )
+    return _build(task, path, rows, columns, text_column, text_pair_column, label_column)
+
+
+def _read_rows(path: Path, fmt: str, delimiter: str | None, header: bool) -> tuple[list[tuple[int, list]], dict]:
+    """Rows as ``(line number, fields)`` (blank lines skipped) and the header's ``{name: position}``."""
+    raw = path.read_text(encoding="utf-8-sig")
+    if fmt == "jsonl":
+        rows = []
+        for line, text in enumerate(raw.split("\n"), start=1):
+            if text.strip():
+                try:
+                    rows.append((line, json.loads(text)))
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path.name} line {line} is not valid JSON: {err}") from None
+        if not rows:
+            raise ValueError(f"{str(path)!r} holds no data rows")
+        return rows, {}
+    if fmt == "csv":
+        reader = csv.reader(io.StringIO(raw, newline=""), delimiter=delimiter or ",")
+        rows = [(reader.line_num, r) for r in reader]
+    else:
+        sep = delimiter or "\t"
+        rows = [(i, t.rstrip("\r").split(sep)) for i, t in enumerate(raw.split("\n"), start=1)]
+    rows = [(line, r) for line, r in rows if any(f.strip() for f in r)]
+    columns = {}
+    if header:
+        if not rows:
+            raise ValueError(f"{str(path)!r} is empty (no header row)")
+        names = [f.strip() for f in rows[0][1]]
+        columns = {name: i for i, name in enumerate(names)}
+        columns[names[-1]] = -1  # the header's last column is each row's last field (GLUE NLI files)
+        rows = rows[1:]
+    if not rows:
+        raise ValueError(f"{str(path)!r} holds no data rows")
+    return rows, columns
+
+
+def _field(row, columns: dict, column: str | int, path: Path, line: int) -> str:
+    if isinstance(row, dict):
+        if isinstance(column, int):
+            raise ValueError(f"{path.name} has JSON objects: columns must be key names; got {column!r}")
+        if column not in row:
+            raise ValueError(f"column {column!r} is missing in {path.name} line {line}; keys there: {list(row)}")
+        value = row[column]
+    elif isinstance(row, list):
+        if isinstance(column, str):
+            if not columns:
+                raise ValueError(f"column {column!r} is a name, but {path.name} has no header row")
+            if column not in columns:
+                raise ValueError(f"column {column!r} is not in the header of {path.name}; columns: {list(columns)}")
+            pos = columns[column]
+        else:
+            pos = column
+        if not -len(row) <= pos < len(row):
+            raise ValueError(
+                f"{path.name} line {line} has {len(row)} fields, too few for column {column!r}: {row!r}"[:300]
+            )
+        value = row[pos]
+    else:
+        raise ValueError(f"{path.name} line {line} must be a JSON object or array; got {row!r}"[:300])
+    if value is None or isinstance(value, dict | list):
+        raise ValueError(f"column {column!r} in {path.name} line {line} must be text or a number; got {value!r}")
+    return str(value).strip()
+
+
+def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col) -> TextDataset:
+    index = {name: i for i, name in enumerate(task.label_names)}
+    texts, labels, unknown = [], [], {}
+    for line, row in rows:
+        first = _field(row, columns, text_col, path, line)
+        texts.append((first, _field(row, columns, pair_col, path, line)) if pair_col is not None else first)
+        label = _field(row, columns, label_col, path, line)
+        if label in index:
+            labels.append(index[label])
+        else:
+            unknown.setdefault(label, line)
+    if unknown:
+        shown = ", ".join(f"{lab!r} (first at line {line})" for lab, line in list(unknown.items())[:10])
+        raise ValueError(f"labels of {path.name} must be among {list(task.label_names)}; found {shown}")
+    return TextDataset(task, texts, torch.tensor(labels, dtype=torch.long), str(path))

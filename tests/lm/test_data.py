@@ -1,0 +1,420 @@
+"""Tests of dpnc.lm.data on the real LM-BFF k-shot files (data README, "Integrity checks") and on small files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from dpnc.lm import TASKS, Task, TextDataset, get_task, load_file, load_task
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+
+SEEDS = (13, 21, 42, 87, 100)
+
+# (task, split) -> class counts in class order; the README's integrity checks (TREC dev and the MNLI test splits'
+# per-class counts are not in the README: measured from the files, and they sum to the README's totals).
+COUNTS = {
+    ("SST-2", "train"): [512, 512],
+    ("SST-2", "dev"): [512, 512],
+    ("SST-2", "test"): [428, 444],
+    ("SST-5", "train"): [512] * 5,
+    ("SST-5", "dev"): [512] * 5,
+    ("SST-5", "test"): [133, 276, 192, 219, 180],
+    ("TREC", "train"): [512, 512, 86, 512, 512, 512],
+    ("TREC", "dev"): [512, 512, 0, 512, 323, 384],
+    ("TREC", "test"): [138, 94, 9, 65, 81, 113],
+    ("RTE", "train"): [512, 512],
+    ("RTE", "dev"): [512, 512],
+    ("RTE", "test"): [146, 131],
+    ("SNLI", "train"): [512, 512, 512],
+    ("SNLI", "dev"): [512, 512, 512],
+    ("SNLI", "test"): [347, 312, 341],  # entailment, neutral, contradiction
+    ("MNLI", "train"): [512, 512, 512],
+    ("MNLI", "dev"): [512, 512, 512],
+    ("MNLI", "test"): [333, 318, 349],
+    ("MNLI", "test_mismatched"): [350, 316, 334],
+}
+TOTALS = {
+    ("SST-2", "train"): 1024, ("SST-2", "dev"): 1024, ("SST-2", "test"): 872,
+    ("SST-5", "train"): 2560, ("SST-5", "dev"): 2560, ("SST-5", "test"): 1000,
+    ("TREC", "train"): 2646, ("TREC", "dev"): 2243, ("TREC", "test"): 500,
+    ("RTE", "train"): 1024, ("RTE", "dev"): 1024, ("RTE", "test"): 277,
+    ("SNLI", "train"): 1536, ("SNLI", "dev"): 1536, ("SNLI", "test"): 1000,
+    ("MNLI", "train"): 1536, ("MNLI", "dev"): 1536, ("MNLI", "test"): 1000, ("MNLI", "test_mismatched"): 1000,
+}
+CASES = [
+    (task, split, seed)
+    for (task, split) in COUNTS
+    for seed in (SEEDS if task in ("SST-2", "SST-5", "TREC", "RTE") else (42,))
+]
+
+
+@needs_data
+@pytest.mark.parametrize(("task", "split", "seed"), CASES)
+def test_row_counts_and_label_distribution(task, split, seed):
+    ds = load_task(task, DATA, split, seed=seed)
+    counts = COUNTS[(task, split)]
+    assert len(ds) == TOTALS[(task, split)] == sum(counts)
+    assert ds.class_counts() == dict(zip(TASKS[task].label_names, counts))
+    assert ds.labels.dtype == torch.long and ds.labels.shape == (len(ds),)
+    assert ds.task is TASKS[task]
+    assert Path(ds.source).parent.name == f"512-{seed}"
+
+
+@needs_data
+def test_trec_true_n_is_not_k_times_classes():
+    """Spec §7.3: the accountant must use n = 2646 rows, not K·classes = 3072."""
+    train = load_task("trec", DATA, "train")
+    assert len(train) == 2646 != 512 * TASKS["TREC"].num_classes
+    assert train.class_counts()["2"] == 86
+    assert load_task("trec", DATA, "dev").class_counts()["2"] == 0
+
+
+@needs_data
+def test_mnli_split_aliases_and_files():
+    assert Path(load_task("MNLI", DATA, "dev").source).name == "dev_matched.tsv"
+    assert Path(load_task("MNLI", DATA, "test").source).name == "test_matched.tsv"
+    assert Path(load_task("MNLI", DATA, "test_matched").source).name == "test_matched.tsv"
+    assert Path(load_task("MNLI", DATA, "test_mismatched").source).name == "test_mismatched.tsv"
+
+
+@needs_data
+@pytest.mark.parametrize("task", ["SST-2", "SST-5", "TREC", "RTE"])
+def test_test_file_shared_across_seeds_and_train_differs(task):
+    test0 = load_task(task, DATA, "test", seed=SEEDS[0])
+    for seed in SEEDS[1:]:
+        test = load_task(task, DATA, "test", seed=seed)
+        assert test.texts == test0.texts and torch.equal(test.labels, test0.labels)
+    assert load_task(task, DATA, "train", seed=13).texts != load_task(task, DATA, "train", seed=42).texts
+
+
+@needs_data
+@pytest.mark.parametrize("seed", SEEDS)
+def test_train_dev_disjoint(seed):
+    """SST-2 train/dev share no sentence (README). SST-5/TREC share a few sentences, but only ones the original
+    train set holds several times: no text is used more often across train + dev than it occurs in the source."""
+    sst2 = [load_task("SST-2", DATA, split, seed=seed).texts for split in ("train", "dev")]
+    assert not set(sst2[0]) & set(sst2[1])
+    for task, path in (("SST-5", "sst-5/original/train.tsv"), ("TREC", "trec/original/train.csv")):
+        source = load_file(DATA / path, text_column=1, label_column=0).texts
+        source = Counter(t.replace("-lrb-", "(").replace("-rrb-", ")") for t in source)
+        used = Counter(load_task(task, DATA, "train", seed=seed).texts + load_task(task, DATA, "dev", seed=seed).texts)
+        assert all(source[t] >= c for t, c in used.items())
+
+
+@needs_data
+def test_texts_are_stripped_and_pairs_are_tuples():
+    sst2 = load_task("SST-2", DATA, "train")
+    raw = (DATA / "SST-2/k-shot-1k-test/512-42/train.tsv").read_text(encoding="utf-8").split("\n")[1]
+    assert raw.split("\t")[0].endswith(" ")  # the file has the trailing space the README warns about
+    assert sst2.texts[0] == raw.split("\t")[0].rstrip()
+    assert all(t == t.strip() and isinstance(t, str) for t in sst2.texts)
+    for name in ("RTE", "SNLI", "MNLI"):
+        ds = load_task(name, DATA, "train")
+        assert all(isinstance(t, tuple) and len(t) == 2 and t == (t[0].strip(), t[1].strip()) for t in ds.texts)
+    mnli = load_task("MNLI", DATA, "train")
+    assert mnli.texts[0] == ("That's all right.", "That's fine.")
+
+
+@needs_data
+def test_snli_variable_columns_read_by_header_position_and_last_field():
+    """SNLI rows have 11, 14 or 15 fields; sentence1/2 are header columns 8/9 and the label is the last field."""
+    path = DATA / "SNLI/k-shot-1k-test/512-42/dev.tsv"
+    lines = [line.split("\t") for line in path.read_text(encoding="utf-8").split("\n")[1:] if line]
+    assert {len(r) for r in lines} == {11, 14, 15}
+    ds = load_task("SNLI", DATA, "dev")
+    for row, text, label in zip(lines, ds.texts, ds.labels.tolist()):
+        assert text == (row[7].strip(), row[8].strip())
+        assert ds.task.label_names[label] == row[-1]
+    same = load_file(path, text_column="sentence1", text_pair_column="sentence2", label_column="gold_label",
+                     label_names=TASKS["SNLI"].label_names)
+    assert same.texts == ds.texts and torch.equal(same.labels, ds.labels)
+
+
+@needs_data
+def test_sst5_csv_quoting():
+    ds = load_task("SST-5", DATA, "train")
+    assert ds.texts[0] == (
+        "more of the same from taiwanese auteur tsai ming-liang , which is good news to anyone who 's fallen under "
+        "the sweet , melancholy spell of this unique director 's previous films ."
+    )
+    assert int(ds.labels[0]) == 3
+    assert not any(t.startswith('"') for t in ds.texts)
+
+
+PROMPTS = {
+    "SST-2": (
+        "with outtakes in which most of the characters forget their lines and just utter ` uhhh , ' which is better "
+        "than most of the writing in the movie It was terrible.",
+        0,
+    ),
+    "SST-5": (
+        "more of the same from taiwanese auteur tsai ming-liang , which is good news to anyone who 's fallen under "
+        "the sweet , melancholy spell of this unique director 's previous films . It was good.",
+        3,
+    ),
+    "TREC": ("Location: What city is served by Tempelhol Airport ?", 4),
+    "RTE": (
+        "In 2003, Yunus brought the microcredit revolution to the streets of Bangladesh to support more than 50,000 "
+        "beggars, whom the Grameen Bank respectfully calls Struggling Members? Yes, yunus supported more than 50,000 "
+        "Struggling Members.",
+        0,
+    ),
+    "SNLI": (
+        "A group of young boys in blue swimming suits attempt to jump into a pool to their swimming instructors? No, "
+        "the boys are playing in the grass.",
+        2,
+    ),
+    "MNLI": ("That's all right? Yes, that's fine.", 0),
+}
+
+
+@needs_data
+@pytest.mark.parametrize("task", list(PROMPTS))
+def test_prompt_of_first_training_example(task):
+    ds = load_task(task, DATA, "train", seed=42)
+    expected, label = PROMPTS[task]
+    assert int(ds.labels[0]) == label
+    assert ds.task.prompt(ds.texts[0], label) == expected
+    assert ds.prompts(label)[0] == expected
+
+
+def test_task_table_matches_the_papers():
+    assert list(TASKS) == ["SST-2", "SST-5", "TREC", "RTE", "SNLI", "MNLI"]
+    assert TASKS["SST-2"].label_words == ("terrible", "great")
+    assert TASKS["SST-5"].label_words == ("terrible", "bad", "okay", "good", "great")
+    assert TASKS["TREC"].label_words == ("Description", "Entity", "Expression", "Human", "Location", "Number")
+    assert TASKS["RTE"].label_names == ("entailment", "not_entailment")
+    assert TASKS["RTE"].label_words == ("Yes", "No")
+    for name in ("SNLI", "MNLI"):
+        assert TASKS[name].label_names == ("entailment", "neutral", "contradiction")
+        assert TASKS[name].label_words == ("Yes", "Maybe", "No")
+    assert [t.pair for t in TASKS.values()] == [False, False, False, True, True, True]
+
+
+def test_prompts_input_text_and_parts():
+    sst2, trec, rte = TASKS["SST-2"], TASKS["TREC"], TASKS["RTE"]
+    assert sst2.prompt("a gorgeous film", 1) == "a gorgeous film It was great."
+    assert TASKS["SST-5"].prompts("ok") == [f"ok It was {w}." for w in ("terrible", "bad", "okay", "good", "great")]
+    assert trec.prompt("Who wrote Hamlet ?", 3) == "Human: Who wrote Hamlet ?"
+    assert rte.prompt(("It rained.", "The ground is wet."), 1) == "It rained? No, the ground is wet."
+    assert sst2.parts("a film") == ("a film It was ", ".")
+    assert rte.parts(("It rained.", "The ground is wet.")) == ("It rained? ", ", the ground is wet.")
+    assert sst2.input_text("a film , really") == "a film , really It was."
+    assert trec.input_text("Who wrote Hamlet ?") == "Who wrote Hamlet ?"
+    assert rte.input_text(("It rained.", "The ground is wet.")) == "It rained? the ground is wet."
+    assert sst2.input_text("a film", mask="<mask>") == "a film It was <mask>."
+    assert trec.input_text("Who ?", mask="<mask>") == "<mask>: Who ?"
+    for task, text in ((sst2, "x y"), (trec, "Who ?"), (rte, ("A b.", "C d."))):
+        before, after = task.parts(text)
+        assert all(task.prompt(text, c) == before + w + after for c, w in enumerate(task.label_words))
+
+
+def test_premise_filters():
+    """drop_punct (default) drops only punctuation; drop_last is LM-BFF's unconditional *sent-_0*."""
+    rte = TASKS["RTE"]
+    assert rte.prompt(("That's all right", "That's fine."), 0) == "That's all right? Yes, that's fine."
+    assert rte.prompt(("Is it?", "Yes."), 0) == "Is it? Yes, yes."
+    lmbff = Task("x", ("a", "b"), ("Yes", "No"), True, "{sentence1|drop_last}? {label_word}, {sentence2|lower_first}")
+    assert lmbff.prompt(("That's all right", "That's fine."), 0) == "That's all righ? Yes, that's fine."
+    assert lmbff.prompt(("That's all right.", "That's fine."), 1) == "That's all right? No, that's fine."
+
+
+def test_prompt_rejects_bad_input():
+    with pytest.raises(ValueError, match=r"label must be a class id in \[0, 1\] for SST-2; got 2"):
+        TASKS["SST-2"].prompt("x", 2)
+    with pytest.raises(ValueError, match="sentence-pair task"):
+        TASKS["RTE"].prompt("only one", 0)
+    with pytest.raises(ValueError, match="single-sentence task"):
+        TASKS["SST-2"].prompt(("a", "b"), 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"label_names": ("a",)}, "at least 2 classes"),
+        ({"label_names": ("a", "a")}, "distinct"),
+        ({"label_words": ("x",)}, "one word per class"),
+        ({"template": "{sentence} It was."}, r"exactly one \{label_word\}"),
+        ({"template": "{label_word} {label_word} {sentence}"}, r"exactly one \{label_word\}"),
+        ({"template": "It was {label_word}."}, r"must contain \{sentence\}"),
+        ({"template": "{sentence1} {label_word}"}, r"must be among \{sentence\}, \{label_word\}"),
+        ({"template": "{sentence|shout} {label_word}"}, "filter must be one of"),
+        ({"template": "{sentence} {label_word} {"}, "stray brace"),
+    ],
+)
+def test_task_validation(kwargs, message):
+    args = {"name": "t", "label_names": ("a", "b"), "label_words": ("x", "y"), "pair": False,
+            "template": "{sentence} {label_word}"} | kwargs
+    with pytest.raises(ValueError, match=message):
+        Task(**args)
+
+
+def test_get_task_is_case_insensitive():
+    for alias in ("sst-2", "SST2", "sst_2", "Sst-2"):
+        assert get_task(alias) is TASKS["SST-2"]
+    assert get_task("sst-5") is TASKS["SST-5"] and get_task("trec") is TASKS["TREC"]
+    assert get_task("mnli") is TASKS["MNLI"]
+    with pytest.raises(ValueError, match=r"task must be one of \['SST-2', 'SST-5', 'TREC', 'RTE', 'SNLI', 'MNLI'\]"):
+        get_task("CoLA")
+
+
+@needs_data
+def test_load_task_errors_name_what_exists(tmp_path):
+    with pytest.raises(ValueError, match="task must be one of"):
+        load_task("QQP", DATA)
+    with pytest.raises(ValueError, match=r"split must be one of \['train', 'dev', 'test'\] for SST-2; got 'valid'"):
+        load_task("SST-2", DATA, "valid")
+    with pytest.raises(ValueError, match="'test_mismatched'"):
+        load_task("MNLI", DATA, "validation")
+    with pytest.raises(FileNotFoundError, match=r"seeds available for k=512: \['13', '21', '42', '87', '100'\]"):
+        load_task("SST-2", DATA, seed=7)
+    with pytest.raises(FileNotFoundError, match=r"seeds available for k=512: \['42'\]"):
+        load_task("SNLI", DATA, seed=13)
+    with pytest.raises(FileNotFoundError, match=r"seeds available for k=16: \[\]"):
+        load_task("RTE", DATA, k=16)
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        load_task("SST-2", tmp_path / "nowhere")
+    (tmp_path / "SST-2" / "k-shot-1k-test" / "512-42").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"task folders there: \['SST-2'\]"):
+        load_task("RTE", tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"no 'dev' file dev.tsv for SST-2 .*files there: \[\]"):
+        load_task("SST-2", tmp_path, "dev")
+
+
+def test_dataset_subset_and_counts():
+    ds = TextDataset(TASKS["SST-2"], ["a", "b", "c", "d"], torch.tensor([0, 1, 1, 1]), "mem")
+    assert len(ds) == 4 and ds[1] == ("b", 1)
+    assert ds.class_counts() == {"0": 1, "1": 3}
+    sub = ds.subset([3, 0])
+    assert sub.texts == ["d", "a"] and sub.labels.tolist() == [1, 0] and sub.source == "mem" and sub.task is ds.task
+    assert ds.subset(slice(1, 3)).texts == ["b", "c"]
+    assert ds.subset(torch.tensor([True, False, False, True])).texts == ["a", "d"]
+    assert ds.subset(torch.tensor([2])).class_counts() == {"0": 0, "1": 1}
+    assert len(ds.subset([])) == 0
+    with pytest.raises(IndexError):
+        ds.subset([4])
+    with pytest.raises(ValueError, match="same length"):
+        TextDataset(TASKS["SST-2"], ["a"], torch.tensor([0, 1]), "mem")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# load_file on small files
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_load_file_csv_with_header_names(tmp_path):
+    path = _write(tmp_path / "reviews.csv", 'text,stars\n"good, really good  ",pos\nbad,neg\n\nfine,pos\n')
+    ds = load_file(path, text_column="text", label_column="stars")
+    assert ds.texts == ["good, really good", "bad", "fine"]
+    assert ds.task.label_names == ("neg", "pos") and ds.task.label_words == ("neg", "pos")
+    assert ds.labels.tolist() == [1, 0, 1]
+    assert ds.task.name == "reviews.csv" and ds.source == str(path)
+    assert ds.task.prompt(ds.texts[1], 0) == "bad It was neg."
+
+
+def test_load_file_csv_int_columns_without_header(tmp_path):
+    path = _write(tmp_path / "t.csv", '10,"what, exactly ?"\n2,who\n10,where\n')
+    ds = load_file(path, text_column=1, label_column=0, label_words=["Two", "Ten"], template="{label_word}: {sentence}")
+    assert ds.task.label_names == ("2", "10")  # numeric order, not "10" < "2"
+    assert ds.texts == ["what, exactly ?", "who", "where"] and ds.labels.tolist() == [1, 0, 1]
+    assert ds.task.prompt("who", 0) == "Two: who"
+    with_header = load_file(path, text_column=1, label_column=0, header=True)
+    assert with_header.texts == ["who", "where"]
+
+
+def test_load_file_tsv_pairs_without_quote_processing(tmp_path):
+    path = _write(
+        tmp_path / "nli.tsv",
+        'id\tpremise\thypothesis\tlabel\r\n1\tHe said "hi.\tHe spoke.\tyes\r\n'
+        "2\tA cat sat\tA dog sat.\tno\textra\tno\r\n",
+    )
+    ds = load_file(path, text_column="premise", text_pair_column="hypothesis", label_column="label",
+                   label_names=["yes", "no"], label_words=["Yes", "No"])
+    assert ds.texts == [('He said "hi.', "He spoke."), ("A cat sat", "A dog sat.")]
+    assert ds.labels.tolist() == [0, 1]  # the header's last column is each row's last field
+    assert ds.task.pair and ds.task.prompt(ds.texts[1], 1) == "A cat sat? No, a dog sat."
+    by_position = load_file(path, text_column=1, text_pair_column=2, label_column=-1, header=True)
+    assert by_position.texts == ds.texts and by_position.task.label_names == ("no", "yes")
+
+
+def test_load_file_jsonl_objects_and_arrays(tmp_path):
+    objs = _write(tmp_path / "d.jsonl", "\n".join(json.dumps(r) for r in [
+        {"s": " nice ", "y": 1}, {"s": "awful", "y": 0}, {"s": "meh", "y": 1}]) + "\n")
+    ds = load_file(objs, text_column="s", label_column="y", label_words=["terrible", "great"])
+    assert ds.texts == ["nice", "awful", "meh"] and ds.labels.tolist() == [1, 0, 1]
+    assert ds.task.label_names == ("0", "1") and ds.task.prompt("nice", 1) == "nice It was great."
+    arrays = _write(tmp_path / "a.json", '["x", "p"]\n["y", "q"]\n')
+    assert load_file(arrays, text_column=0, label_column=1).texts == ["x", "y"]
+    with pytest.raises(ValueError, match="columns must be key names"):
+        load_file(objs, text_column=0, label_column="y")
+    with pytest.raises(ValueError, match=r"column 'text' is missing in d.jsonl line 1; keys there: \['s', 'y'\]"):
+        load_file(objs, text_column="text", label_column="y")
+    with pytest.raises(ValueError, match="line 2 is not valid JSON"):
+        load_file(_write(tmp_path / "bad.jsonl", '{"s": "a", "y": 1}\n{oops\n'), text_column="s", label_column="y")
+
+
+def test_load_file_delimiter_and_unknown_extension(tmp_path):
+    path = _write(tmp_path / "d.txt", "a;0\nb;1\n")
+    assert load_file(path, text_column=0, label_column=1, delimiter=";").texts == ["a", "b"]
+    with pytest.raises(ValueError, match=r"must end in \.csv, \.tsv, \.jsonl or \.json, or give a delimiter"):
+        load_file(path, text_column=0, label_column=1)
+    semi = _write(tmp_path / "d.csv", 'x;y\n"a;b";0\nc;1\n')
+    assert load_file(semi, text_column="x", label_column="y", delimiter=";").texts == ["a;b", "c"]
+
+
+def test_load_file_errors(tmp_path):
+    good = _write(tmp_path / "g.csv", "text,label\na,0\nb,1\n")
+    missing = r"column 'sentence' is not in the header of g.csv; columns: \['text', 'label'\]"
+    with pytest.raises(ValueError, match=missing):
+        load_file(good, text_column="sentence", label_column="label")
+    with pytest.raises(ValueError, match=r"labels of g.csv must be among \['0', '2'\]; found '1' \(first at line 3\)"):
+        load_file(good, text_column="text", label_column="label", label_names=["0", "2"])
+    with pytest.raises(ValueError, match="one word per class"):
+        load_file(good, text_column="text", label_column="label", label_words=["only"])
+    with pytest.raises(ValueError, match="has 2 fields, too few for column 5"):
+        load_file(good, text_column=5, label_column=1, header=True)
+    with pytest.raises(ValueError, match="is a name, but g.csv has no header row"):
+        load_file(good, text_column="text", label_column=1, header=False)
+    with pytest.raises(ValueError, match="is empty"):
+        load_file(_write(tmp_path / "e.csv", ""), text_column="text", label_column="label")
+    with pytest.raises(ValueError, match="holds no data rows"):
+        load_file(_write(tmp_path / "h.tsv", "text\tlabel\n"), text_column="text", label_column="label")
+    with pytest.raises(ValueError, match="holds no data rows"):
+        load_file(_write(tmp_path / "e.jsonl", "\n\n"), text_column="s", label_column="y")
+    with pytest.raises(ValueError, match="at least 2 distinct labels"):
+        load_file(_write(tmp_path / "one.csv", "a,0\nb,0\n"), text_column=0, label_column=1)
+    with pytest.raises(FileNotFoundError, match="is not a file"):
+        load_file(tmp_path / "missing.csv", text_column=0, label_column=1)
+
+
+@needs_data
+def test_load_file_reads_the_full_source_files():
+    """README: GLUE SST-2 train (label first, CRLF) holds every k-shot train/dev row; SST-5 and TREC original sizes."""
+    glue = load_file(DATA / "SST-2/glue/train.tsv", text_column="sentence", label_column="label")
+    assert len(glue) == 67349 and glue.class_counts() == {"0": 29780, "1": 37569}
+    assert not any(t.endswith("\r") for t in glue.texts)
+    pool = {}
+    for t, y in zip(glue.texts, glue.labels.tolist()):
+        pool.setdefault(t, set()).add(y)
+    assert sum(len(ys) > 1 for ys in pool.values()) == 5  # five phrases carry both labels in GLUE
+    for seed in SEEDS:
+        for split in ("train", "dev"):
+            ds = load_task("SST-2", DATA, split, seed=seed)
+            assert all(y in pool.get(t, ()) for t, y in zip(ds.texts, ds.labels.tolist()))
+    sizes = {split: len(load_file(DATA / f"sst-5/original/{split}.tsv", text_column=1, label_column=0))
+             for split in ("train", "dev", "test")}
+    assert sizes == {"train": 8544, "dev": 1101, "test": 2210}
+    trec = load_file(DATA / "trec/original/train.csv", text_column=1, label_column=0)
+    assert len(trec) == 5452 and trec.class_counts()["2"] == 86
+    assert load_file(DATA / "trec/original/test.csv", text_column=1, label_column=0).texts == load_task(
+        "TREC", DATA, "test").texts
