@@ -11,7 +11,7 @@ _EXPORTS = {
     "budget": ["Budget", "ZCDP", "epsilon_to_rho", "rho_to_epsilon", "rdp_to_epsilon"],
     "calibrate": ["advanced_composition_epsilon", "dpzero_sigma", "epsilon_for", "klt_tree_sigma", "noise_multiplier",
                   "opacus_noise_multiplier", "zcdp_gaussian_sigma", "ztc_tree_sigma"],
-    "mechanisms": ["discrete_gaussian_mechanism", "gaussian_mechanism"],
+    "mechanisms": ["discrete_gaussian_mechanism", "exponential_mechanism", "gaussian_mechanism"],
     "noise": ["NoiseSource"],
     "releases": ["DiscreteGaussian", "ExponentialMechanism", "FixedSizeSampledGaussian", "Gaussian",
                  "PoissonSampledGaussian", "Relation", "Release", "TreeAggregatedGaussian",

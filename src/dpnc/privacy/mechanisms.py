@@ -13,8 +13,8 @@ import math
 import torch
 
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import (DiscreteGaussian, FixedSizeSampledGaussian, Gaussian,
-                                   PoissonSampledGaussian)
+from dpnc.privacy.releases import (DiscreteGaussian, ExponentialMechanism, FixedSizeSampledGaussian,
+                                   Gaussian, PoissonSampledGaussian)
 
 GaussianRelease = Gaussian | PoissonSampledGaussian | FixedSizeSampledGaussian
 
@@ -59,3 +59,17 @@ def discrete_gaussian_mechanism(value: float, *, sensitivity: float, sigma: floa
     g = sensitivity / resolution
     release = DiscreteGaussian(sensitivity=resolution + 1, sigma=sigma / g, secret=noise.secret)
     return g * (round(value / g) + noise.discrete_gaussian(release.sigma)), release
+
+
+def exponential_mechanism(utilities: torch.Tensor, *, sensitivity: float, epsilon: float,
+                          noise: NoiseSource) -> tuple[int, ExponentialMechanism]:
+    """Index i with probability ∝ exp(ε·u_i/(2Δ)) for utilities u of sensitivity Δ: ε-DP (McSherry–Talwar).
+
+    The release is accounted as ε-bounded-range (ρ = ε²/8 zCDP, see
+    :class:`~dpnc.privacy.releases.ExponentialMechanism`).
+    """
+    if not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise ValueError(f"sensitivity must be a finite number > 0; got {sensitivity!r}")
+    release = ExponentialMechanism(epsilon=epsilon, secret=noise.secret)
+    utilities = torch.as_tensor(utilities, dtype=torch.float64)
+    return noise.categorical(epsilon * utilities / (2 * sensitivity)), release

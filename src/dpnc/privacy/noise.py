@@ -77,6 +77,19 @@ class NoiseSource:
         """One N(0, σ²) float."""
         return float(self.gaussian((), sigma))
 
+    def categorical(self, log_weights: torch.Tensor) -> int:
+        """One index i drawn with probability ∝ exp(log_weights[i]), from the secret stream.
+
+        Inverse CDF in float64 on a uniform from :mod:`secrets` (when private); -inf weights are never drawn.
+        """
+        logits = torch.as_tensor(log_weights, dtype=torch.float64).reshape(-1)
+        if logits.numel() == 0 or torch.isnan(logits).any() or not torch.isfinite(logits.max()):
+            raise ValueError("log_weights must be non-empty, free of NaN and not all -inf")
+        cdf = torch.softmax(logits, 0).cumsum(0)
+        u = self._rng.random() * float(cdf[-1])
+        return min(int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True)),
+                   logits.numel() - 1)
+
     def discrete_gaussian(self, sigma: float) -> int:
         """One exact draw from the discrete Gaussian N_ℤ(0, σ²): P(y) ∝ exp(−y²/(2σ²)), y ∈ ℤ.
 
