@@ -1,6 +1,23 @@
 """Objectives with known facts, as per-example losses usable by every algorithm."""
 
 from dpnc.problems.base import Problem
+from dpnc.problems.kl import (
+    HuberLinear,
+    KLObjective,
+    LeastSquares,
+    PowerGrowth,
+    PseudoHuber,
+    SinePL,
+    TwoSidedPower,
+    check_kl,
+    lower_bound_cor1,
+    lower_bound_thm7,
+    lower_bound_thm8,
+    sample_ball,
+    thm7_instance,
+    thm8_instance,
+)
+from dpnc.problems.kl import Quadratic as KLQuadratic
 from dpnc.problems.nonsmooth import (
     LOSSES,
     AbsLinear,
@@ -16,6 +33,21 @@ __all__ = [
     "HESSIANS",
     "LOSSES",
     "AbsLinear",
+    "HuberLinear",
+    "KLObjective",
+    "KLQuadratic",
+    "LeastSquares",
+    "PowerGrowth",
+    "PseudoHuber",
+    "SinePL",
+    "TwoSidedPower",
+    "check_kl",
+    "lower_bound_cor1",
+    "lower_bound_thm7",
+    "lower_bound_thm8",
+    "sample_ball",
+    "thm7_instance",
+    "thm8_instance",
     "L1Regression",
     "MaxOfAffine",
     "Problem",

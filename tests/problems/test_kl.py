@@ -1,0 +1,380 @@
+"""KL objectives: gradients, shapes, declared constants (KL, L0, L1, L̃1, F*), hard instances (spec seed004 §3, §5)."""
+
+import copy
+import functools
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize_scalar
+
+from dpnc.problems import kl
+from dpnc.problems.kl import (
+    KLObjective,
+    LeastSquares,
+    PowerGrowth,
+    PseudoHuber,
+    Quadratic,
+    SinePL,
+    check_kl,
+    lower_bound_cor1,
+    lower_bound_thm7,
+    lower_bound_thm8,
+    sample_ball,
+    thm7_instance,
+    thm8_instance,
+)
+
+F64 = torch.float64
+TOL = 1e-9  # rounding slack where an inequality is tight
+
+
+@functools.cache
+def make(name: str) -> KLObjective:
+    return {
+        "quadratic": lambda: Quadratic(3, n=10, c=[1.0, -2.0, 0.5], center=[0.5, -1.5, 0.0], radius=2.0),
+        "power-1.5": lambda: PowerGrowth(1.5, 3, radius=2.0),
+        "power-2": lambda: PowerGrowth(2.0, 2, n=100, w_star=[1.0, 1.0], radius=1.5),
+        "power-3": lambda: PowerGrowth(3.0, 3, radius=2.0),
+        "pseudo-huber": lambda: PseudoHuber(3, radius=5.0),
+        "sine": lambda: SinePL.generate(4, 40, seed=1, radius=5.0),
+        "sine-mean": lambda: SinePL.from_mean(0.5, 2, 10**9, radius=3.0),
+        "ls": lambda: LeastSquares.generate(5, 60, seed=2),
+        "ls-sufficient": lambda: LeastSquares.generate(5, 10**9, seed=3, sufficient=True),
+        "thm7": lambda: thm7_instance(200, 16, 0.5, D=2.0, L0=1.5, seed=4),
+        "thm7-paper": lambda: thm7_instance(200, 16, 0.5, D=2.0, L0=1.5, seed=4, paper=True),
+        "thm8-2": lambda: thm8_instance(101, 0.2, 2.0),
+        "thm8-3": lambda: thm8_instance(400, 0.05, 3.0, sign=-1),
+    }[name]()
+
+
+NAMES = ["quadratic", "power-1.5", "power-2", "power-3", "pseudo-huber", "sine", "sine-mean", "ls",
+         "ls-sufficient", "thm7", "thm7-paper", "thm8-2", "thm8-3"]
+EXPLICIT = ["sine", "ls", "thm7", "thm7-paper", "thm8-2", "thm8-3"]
+TIGHT = ["quadratic", "power-1.5", "power-2", "power-3", "pseudo-huber", "thm7", "thm8-2"]  # γ attained in the region
+
+
+def per_example_losses(obj: KLObjective, w: torch.Tensor) -> torch.Tensor:
+    """f(w; x_i) for every example, written from the papers' formulas independently of the module."""
+    if isinstance(obj, SinePL):
+        return obj.x * (w**2 + 3 * torch.sin(w) ** 2).sum()
+    if isinstance(obj, LeastSquares):
+        return 0.5 * (obj.A @ w - obj.b) ** 2
+    if isinstance(obj, kl.HuberLinear):
+        r, t = torch.linalg.vector_norm(w), 4 * obj.D
+        H = r**2 if r <= t else (4 * obj.D * r if obj.paper else 8 * obj.D * r - 16 * obj.D**2)
+        return obj.X @ w + obj.lam * H
+    if isinstance(obj, kl.TwoSidedPower):
+        a, tau, v = obj.a, obj.tau, w[0]
+        plus = a - v if v <= a else (v - a) ** tau
+        minus = (-a - v) ** tau if v <= -a else v + a
+        return torch.where(obj.y > 0, plus, minus)
+    raise TypeError(obj)
+
+
+def example_gradients(obj: KLObjective, w: torch.Tensor) -> torch.Tensor:
+    """(k, n, d) per-example gradients at w (k, d), or (k, 1, d) for data-free / sufficient-statistics objectives."""
+    g = obj.example_gradients(w)
+    return obj.gradient(w).unsqueeze(-2) if g is None else g
+
+
+# --- the interface ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shapes_and_dtypes(name):
+    obj = make(name)
+    w = sample_ball(obj, 5, seed=0)
+    assert w.shape == (5, obj.dim) and w.dtype == F64
+    assert obj.value(w).shape == (5,) and obj.value(w[0]).shape == ()
+    assert obj.gradient(w).shape == (5, obj.dim) and obj.gradient(w[0]).shape == (obj.dim,)
+    assert obj.value(w).dtype == F64 and obj.gradient(w).dtype == F64
+    torch.testing.assert_close(obj.value(w)[2], obj.value(w[2]), rtol=1e-14, atol=1e-14)
+    torch.testing.assert_close(obj.gradient(w)[2], obj.gradient(w[2]), rtol=1e-14, atol=1e-14)
+    assert obj.center.shape == (obj.dim,) and obj.center.dtype == F64 and obj.radius > 0
+    assert obj.w_star.shape == (obj.dim,) and math.isfinite(obj.F_star) and isinstance(obj.n, int)
+    g = obj.example_gradients(w[0])
+    if name in EXPLICIT:
+        assert g.shape == (obj.n, obj.dim) and obj.example_gradients(w).shape == (5, obj.n, obj.dim)
+    else:
+        assert g is None
+    with pytest.raises(ValueError, match="w must have shape"):
+        obj.value(torch.zeros(obj.dim + 1))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradient_matches_autograd_and_central_differences(name):
+    obj = make(name)
+    w = sample_ball(obj, 16, seed=1)
+    leaf = w.clone().requires_grad_(True)
+    (auto,) = torch.autograd.grad(obj.value(leaf).sum(), leaf)
+    torch.testing.assert_close(obj.gradient(w), auto, rtol=1e-10, atol=1e-12)
+    h, d = 1e-6, obj.dim
+    steps = h * torch.eye(d, dtype=F64)
+    fd = (obj.value((w[:, None] + steps).reshape(-1, d)) - obj.value((w[:, None] - steps).reshape(-1, d))) / (2 * h)
+    torch.testing.assert_close(obj.gradient(w), fd.reshape(16, d), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", EXPLICIT)
+def test_example_gradients_are_the_per_example_losses_gradients_and_average_to_the_gradient(name):
+    obj = make(name)
+    for w in sample_ball(obj, 4, seed=2):
+        jac = torch.autograd.functional.jacobian(lambda v, obj=obj: per_example_losses(obj, v), w)
+        torch.testing.assert_close(obj.example_gradients(w), jac, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(obj.example_gradients(w).mean(0), obj.gradient(w), rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(per_example_losses(obj, w).mean(), obj.value(w), rtol=1e-10, atol=1e-12)
+
+
+# --- the declared constants ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kl_inequality_holds_on_the_region(name):
+    obj = make(name)
+    for radial in ("volume", "uniform"):
+        assert check_kl(obj, sample_ball(obj, 2000, seed=3, radial=radial)) <= 1 + TOL
+
+
+@pytest.mark.parametrize("name", TIGHT)
+def test_kl_checker_fails_for_a_too_small_gamma(name):
+    obj = copy.copy(make(name))
+    points = torch.cat([sample_ball(obj, 2000, seed=4, radial=r) for r in ("volume", "uniform")])
+    assert check_kl(obj, points) > 0.95  # γ is (nearly) attained: the declared constant is tight
+    obj.gamma *= 0.97
+    assert check_kl(obj, points) > 1
+
+
+def test_kl_checker_counts_a_stationary_point_above_the_minimum_as_a_violation():
+    obj = copy.copy(make("quadratic"))
+    assert check_kl(obj, obj.w_star[None]) == 0.0
+    obj.F_star = -1.0
+    assert check_kl(obj, obj.w_star[None]) == math.inf
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_per_example_lipschitz_smoothness_and_weak_convexity_bounds_hold(name):
+    obj = make(name)
+    w, v = sample_ball(obj, 300, seed=5), sample_ball(obj, 300, seed=6, radial="uniform")
+    gw, gv = example_gradients(obj, w), example_gradients(obj, v)  # (k, n, d)
+    norms = torch.linalg.vector_norm(gw, dim=-1)
+    assert float(norms.max()) <= obj.L0 * (1 + TOL)
+    diff = w - v
+    dist = torch.linalg.vector_norm(diff, dim=-1)[:, None]
+    if obj.L1 is not None:
+        assert (torch.linalg.vector_norm(gw - gv, dim=-1) <= obj.L1 * dist * (1 + TOL) + 1e-12).all()
+    if obj.weak_convexity is not None:  # ⟨∇f(w) − ∇f(v), w − v⟩ ≥ −L̃1‖w − v‖²  ⟺  f + (L̃1/2)‖·‖² convex
+        inner = ((gw - gv) * diff[:, None, :]).sum(-1)
+        assert (inner >= -obj.weak_convexity * dist**2 - 1e-10).all()
+        assert obj.weak_convexity > 0
+
+
+@pytest.mark.parametrize("name", ["quadratic", "power-1.5", "power-3", "pseudo-huber", "thm8-2"])
+def test_lipschitz_constant_is_attained_near_the_boundary(name):
+    obj = make(name)
+    norms = torch.linalg.vector_norm(example_gradients(obj, sample_ball(obj, 4000, seed=7)), dim=-1)
+    assert float(norms.max()) >= 0.95 * obj.L0
+
+
+def test_sine_is_not_convex_so_its_weak_convexity_constant_is_needed():
+    obj = make("sine-mean")
+    w = torch.full((1, 2), math.pi / 2, dtype=F64)  # g″ = 2 + 6cos 2w = −4 here
+    v = w + 1e-3
+    inner = float(((obj.gradient(w) - obj.gradient(v)) * (w - v)).sum())
+    assert inner < 0 and inner >= -obj.weak_convexity * float(((w - v) ** 2).sum()) * 1.001
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_w_star_is_a_minimiser_with_value_F_star(name):
+    obj = make(name)
+    assert abs(float(obj.value(obj.w_star)) - obj.F_star) <= 1e-12 * max(1.0, abs(obj.F_star))
+    if name not in ("thm8-2", "thm8-3"):  # the thm8 minimiser sits at a kink
+        assert float(torch.linalg.vector_norm(obj.gradient(obj.w_star))) <= 1e-10
+    assert float(obj.value(sample_ball(obj, 2000, seed=8)).min()) >= obj.F_star - 1e-12
+
+
+def test_least_squares_minimum_matches_numpy_lstsq():
+    obj = make("ls")
+    A, b = obj.A.numpy(), obj.b.numpy()
+    w, *_ = np.linalg.lstsq(A, b, rcond=None)
+    np.testing.assert_allclose(obj.w_star.numpy(), w, rtol=1e-10, atol=1e-12)
+    assert obj.F_star == pytest.approx(0.5 * np.mean((A @ w - b) ** 2), rel=1e-10)
+    mu = np.linalg.eigvalsh(A.T @ A / len(b)).min()
+    assert obj.gamma == pytest.approx(1 / math.sqrt(2 * mu), rel=1e-10)
+
+
+def test_least_squares_kl_is_tight_along_the_smallest_eigenvector():
+    obj = make("ls")
+    v = torch.linalg.eigh(obj.H)[1][:, 0]
+    points = obj.w_star + torch.linspace(-1, 1, 11, dtype=F64)[:, None] * v
+    assert check_kl(obj, points) == pytest.approx(1.0, rel=1e-8)
+
+
+# --- spec numbers -------------------------------------------------------------------------------
+
+
+def test_sine_constant_2_849():
+    """sup_t (t² + 3sin²t)/(2t + 3sin 2t)² ≈ 2.849 (spec §5): a grid over [0, 50], then a bounded search."""
+    t = np.linspace(1e-4, 50, 500_001)
+    ratio = (t**2 + 3 * np.sin(t) ** 2) / (2 * t + 3 * np.sin(2 * t)) ** 2
+    t0 = t[ratio.argmax()]
+    best = minimize_scalar(lambda s: -(s**2 + 3 * np.sin(s) ** 2) / (2 * s + 3 * np.sin(2 * s)) ** 2,
+                           bounds=(t0 - 1e-3, t0 + 1e-3), method="bounded", options={"xatol": 1e-12})
+    assert -best.fun == pytest.approx(2.8485, abs=1e-4)  # the spec rounds it to 2.849
+    assert kl.SINE_PL_RATIO >= -best.fun and kl.SINE_PL_RATIO - (-best.fun) < 1e-9
+    assert math.sqrt(kl.SINE_PL_RATIO) == pytest.approx(1.69, abs=5e-3)  # γ for x̄ = 1
+    # The declared γ is attained: d = 1 on a grid through the argmax (x̄ = 1).
+    obj = SinePL.from_mean(1.0, 1, 1, radius=3.0)
+    assert check_kl(obj, torch.linspace(-3, 3, 60_001, dtype=F64)[:, None]) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_sine_data_dependence_gamma_squared_is_ratio_over_mean():
+    obj = make("sine")
+    assert obj.gamma**2 == pytest.approx(kl.SINE_PL_RATIO / float(obj.x.mean()), rel=1e-14)
+    assert obj.L1 == 8.0 and obj.weak_convexity == 4.0  # x_bound = 1, the domain (0, 1]
+
+
+@pytest.mark.parametrize("R, gamma", [(1, 0.59), (5, 4.18), (10, 9.10)])
+def test_pseudo_huber_gamma_matches_the_spec(R, gamma):
+    obj = PseudoHuber(2, radius=float(R))
+    assert obj.gamma == pytest.approx(gamma, abs=0.005)
+    assert kl.pseudo_huber_gamma(R) == obj.gamma
+    boundary = sample_ball(obj, 200, seed=9) / torch.linalg.vector_norm(sample_ball(obj, 200, seed=9), dim=-1,
+                                                                          keepdim=True) * R
+    assert check_kl(obj, boundary) == pytest.approx(1.0, rel=1e-12)  # attained on the sphere ‖w‖ = R
+
+
+@pytest.mark.parametrize("kappa, tau", [(1.5, 3.0), (2.0, 2.0), (3.0, 1.5)])
+def test_power_growth_constants(kappa, tau):
+    R = 2.0
+    obj = PowerGrowth(kappa, 2, radius=R)
+    assert obj.tau == tau and obj.gamma == 1 / tau and obj.L0 == pytest.approx(tau * R ** (tau - 1))
+    assert obj.L1 == (pytest.approx(tau * (tau - 1) * R ** (tau - 2)) if tau >= 2 else None)
+    w = sample_ball(obj, 500, seed=10)
+    gap = obj.value(w)
+    bound = (obj.gamma * torch.linalg.vector_norm(obj.gradient(w), dim=-1)) ** kappa
+    torch.testing.assert_close(gap, bound, rtol=1e-12, atol=1e-14)  # exactly (1/τ, κ)-KL: equality
+    assert obj.weak_convexity == pytest.approx(tau**2 * R ** (tau - 2) / 32)
+
+
+# --- hard instances ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, d, epsilon", [(200, 16, 0.5), (5, 64, 0.5), (300, 10, 0.25)])
+def test_thm7_data_and_constants(n, d, epsilon):
+    D, L0 = 2.0, 1.5
+    obj = thm7_instance(n, d, epsilon, D=D, L0=L0, seed=11)
+    N = min(math.floor(math.sqrt(d) / epsilon), n)
+    nonzero = (obj.X != 0).any(1)
+    assert obj.N == N and int(nonzero.sum()) == N
+    assert torch.allclose(obj.X[nonzero].abs(), torch.full((N, d), L0 / math.sqrt(d), dtype=F64))
+    assert (obj.X[~nonzero] == 0).all()
+    assert obj.lam == pytest.approx(N * L0 / (2 * n * D))
+    assert float(torch.linalg.vector_norm(obj.w_star)) <= D
+    assert float(torch.linalg.vector_norm(obj.w_star)) >= 0.2 * D  # biased columns: not ~D/√N
+    assert obj.L0 <= 5 * L0 and obj.L1 <= math.sqrt(d) * L0 / (n * epsilon * D) * (1 + 1e-12)
+
+
+def test_thm7_huber_correction_is_c1_and_the_paper_version_is_not():
+    ours, paper = make("thm7"), make("thm7-paper")
+    u = sample_ball(ours, 3, seed=12) - ours.center
+    u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)
+    t = 4 * ours.D
+    inside, outside = u * (t - 1e-9), u * (t + 1e-9)
+    torch.testing.assert_close(ours.gradient(inside), ours.gradient(outside), rtol=1e-6, atol=1e-6)
+    jump = torch.linalg.vector_norm(paper.gradient(outside) - paper.gradient(inside), dim=-1)
+    assert torch.allclose(jump, torch.full((3,), 4 * paper.lam * paper.D, dtype=F64), rtol=1e-6)
+    w = sample_ball(ours, 100, seed=13)
+    torch.testing.assert_close(ours.value(w), paper.value(w))  # equal inside the region
+    far = u * 3 * t
+    assert (ours.value(far) > paper.value(far)).all()
+
+
+@pytest.mark.parametrize("n, epsilon, kappa, sign", [(101, 0.2, 2.0, 1), (400, 0.05, 3.0, -1), (50, 0.5, 4.0, 1)])
+def test_thm8_minimisers_and_growth(n, epsilon, kappa, sign):
+    obj = thm8_instance(n, epsilon, kappa, sign=sign)
+    tau, p = kappa / (kappa - 1), 1 / (n * epsilon)
+    a = p ** (1 / (tau - 1)) / 2
+    assert obj.a == pytest.approx(a, rel=1e-12) and obj.p_hat * sign >= p
+    assert float(obj.w_star) == sign * obj.a
+    grid = torch.linspace(-obj.radius, obj.radius, 20_001, dtype=F64)[:, None]
+    values = obj.value(grid)
+    assert abs(float(grid[values.argmin()]) - sign * a) <= 2 * obj.radius / 20_000
+    assert float(values.min()) >= obj.F_star - 1e-15
+    # (1, τ)-growth around w*, hence (Lemma 6) (1, κ)-KL: checked on the region.
+    growth = (grid[:, 0] - sign * a).abs() ** tau
+    assert (values - obj.F_star >= growth - 1e-15).all()
+    assert check_kl(obj, grid) <= 1 + TOL
+    assert obj.gamma == 1.0 and obj.L0 == 1.0 and obj.L1 is None
+
+
+def test_lower_bound_values():
+    assert lower_bound_thm7(100, 16, 0.5, 2.0, 3.0) == pytest.approx(3.0 * 2.0 * 4 / 50)
+    assert lower_bound_thm7(1, 10_000, 0.5, 2.0, 3.0) == 6.0  # min{·, 1}
+    assert lower_bound_thm8(100, 0.5, 3.0) == pytest.approx(0.25 / 50**3)
+    assert lower_bound_cor1(1000, 25, 0.04, 2.0, 3.0, 1.5) == pytest.approx((2.0 * 3.0 * 5 / (1000 * 0.2)) ** 1.5)
+    # the rate: multiplying n by 10 divides the bound by 10^κ
+    assert lower_bound_cor1(10_000, 25, 0.04, 2.0, 3.0, 1.5) == pytest.approx(
+        lower_bound_cor1(1000, 25, 0.04, 2.0, 3.0, 1.5) / 10**1.5)
+
+
+# --- least squares: explicit and sufficient-statistics forms ------------------------------------
+
+
+def test_sufficient_statistics_equal_the_explicit_data():
+    explicit = make("ls")
+    for suff in (explicit.sufficient(), explicit.sufficient(explicit.n * 1000),
+                 LeastSquares.from_statistics(explicit.H, explicit.q, explicit.s, explicit.n,
+                                              row_bound=1.0, target_bound=explicit.target_bound)):
+        assert suff.example_gradients(explicit.w_star) is None
+        w = sample_ball(explicit, 50, seed=14)
+        torch.testing.assert_close(suff.gradient(w), explicit.gradient(w), rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(suff.value(w), explicit.value(w), rtol=1e-12, atol=1e-14)
+        assert (suff.gamma, suff.L0, suff.L1) == pytest.approx((explicit.gamma, explicit.L0, explicit.L1))
+    # ... and the gradient from statistics equals the mean of the explicit per-example gradients
+    torch.testing.assert_close(explicit.sufficient().gradient(w), explicit.example_gradients(w).mean(1))
+    assert explicit.sufficient(explicit.n * 1000).n == explicit.n * 1000
+
+
+def test_generated_sufficient_statistics_are_a_replicated_sample():
+    big = make("ls-sufficient")
+    assert big.n == 10**9 and big.example_gradients(big.center) is None
+    sample = LeastSquares.generate(5, 1000, seed=3)  # the largest divisor of 1e9 that is <= 1000
+    torch.testing.assert_close(big.H, sample.H)
+    torch.testing.assert_close(big.q, sample.q)
+    w = sample_ball(big, 10, seed=15)
+    torch.testing.assert_close(big.gradient(w), sample.gradient(w))
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: Quadratic(0), "dim must be an integer >= 1"),
+    (lambda: Quadratic(2, n=0), "n must be an integer >= 1"),
+    (lambda: Quadratic(2, radius=-1.0), "radius must be a finite number > 0"),
+    (lambda: Quadratic(2, c=[1.0]), r"c must be a finite vector of shape \(2,\)"),
+    (lambda: PowerGrowth(1.0, 2), "kappa must be a finite number > 1"),
+    (lambda: PowerGrowth(2.0, 2, weak_convexity=-1.0), "weak_convexity must be a finite number >= 0"),
+    (lambda: PseudoHuber(2, center=[0.0]), "center must be a finite vector"),
+    (lambda: SinePL(torch.tensor([0.5, 1.5]), 2), r"x must be a non-empty vector with values in \(0, x_bound"),
+    (lambda: SinePL(torch.tensor([0.0]), 2), "x must be"),
+    (lambda: SinePL.from_mean(2.0, 2, 10), "x_mean must be in"),
+    (lambda: LeastSquares(torch.ones(3, 2), torch.ones(2)), "A must be"),
+    (lambda: LeastSquares(torch.ones(3, 2), torch.ones(3), row_bound=1.0), "the data must lie in the domain"),
+    (lambda: LeastSquares(torch.zeros(3, 2), torch.ones(3)), "must be nonzero"),
+    (lambda: LeastSquares.from_statistics(torch.eye(2), torch.zeros(2), 0.5, 10, row_bound=1.0, target_bound=1.0),
+     "tr H <= row_bound"),
+    (lambda: LeastSquares.from_statistics(-torch.eye(2), torch.zeros(2), 0.5, 10, row_bound=9.0, target_bound=1.0),
+     "positive semidefinite"),
+    (lambda: LeastSquares.generate(5, 60).sufficient(61), "multiple"),
+    (lambda: LeastSquares.generate(50, 10**9 + 7, sufficient=True), "sample must divide"),
+    (lambda: thm7_instance(10, 4, 0.0), "epsilon must be a finite number > 0"),
+    (lambda: thm8_instance(10, 0.05, 2.0), "p = 1/"),
+    (lambda: thm8_instance(100, 0.5, 2.0, sign=0), "sign must be"),
+    (lambda: lower_bound_cor1(10, 2, 0.0, 1.0, 1.0, 2.0), "rho must be"),
+    (lambda: sample_ball(Quadratic(2), 5, radial="edge"), "radial must be"),
+])
+def test_bad_arguments_raise_clear_errors(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
