@@ -153,15 +153,29 @@ class PrivateGradients:
         self.queries += 1
         return noisy
 
+    def noise_for(self, count: int, shape: tuple[int, ...], bound: float, sigma: float) -> torch.Tensor:
+        """The noise of ``count`` future releases of a query of per-example bound ``bound``, drawn and recorded
+        at once (``count`` rows); adding row s to the s-th query value is that query's Gaussian release.
+
+        For long loops of equal releases (Algorithm 4), where one draw and one ledger entry save the per-step
+        overhead; the releases are recorded now, so an early exit would only over-count.
+        """
+        zeros = torch.zeros((count, *shape), dtype=torch.float64)
+        noise, release = gaussian_mechanism(zeros, Gaussian(self.sensitivity(bound), sigma), self.noise)
+        self.accountant.record(release, count)
+        self.queries += count
+        return noise
+
     def _mean(self, per_example, full, bound: float) -> torch.Tensor:
         if self.clip:
-            g, _ = clip_vectors(per_example(), bound)
-            mean = g.mean(0)
-        else:
-            mean = full()
-        mean, bad = zero_nonfinite_rows(mean.unsqueeze(0))
-        self.nonfinite += int(bad.sum())
-        return mean[0]
+            g, bad = zero_nonfinite_rows(per_example())
+            self.nonfinite += int(bad.sum())
+            return clip_vectors(g, bound)[0].mean(0)
+        mean = full()
+        if not bool(torch.isfinite(mean).all()):  # only reachable when the assumptions fail; counted
+            self.nonfinite += 1
+            mean = torch.zeros_like(mean)
+        return mean
 
 
 def _zeros(objective) -> torch.Tensor:
@@ -372,14 +386,15 @@ def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: 
     R = L0 / (2 * weak_convexity)
     u = center.clone()
     weighted, max_distance = u.clone(), 0.0  # Σ_s s·u_s, starting with s = 1
+    noise = queries.noise_for(T_A - 1, (d,), L0, sigma)
     for s in range(1, T_A):
-        g = queries.release(queries.gradient(u, L0), L0, sigma) + 2 * weak_convexity * (u - center)
-        u = u - g / (weak_convexity * s)
-        offset = u - center
-        norm = float(offset.norm())
-        if norm > R:
-            u = center + offset * (R / norm)
-        max_distance = max(max_distance, float((u - center).norm()))
+        g = queries.gradient(u, L0) + noise[s - 1] + 2 * weak_convexity * (u - center)
+        offset = u - g / (weak_convexity * s) - center
+        distance = float(offset.norm())
+        if distance > R:
+            offset, distance = offset * (R / distance), R
+        u = center + offset
+        max_distance = max(max_distance, distance)
         weighted += (s + 1) * u
     return InnerResult(weighted * 2 / (T_A * (T_A + 1)), T_A - 1, max_distance)
 
@@ -390,6 +405,16 @@ def proximal_point_rounds(*, n: int, d: int, rho: float, gamma: float, kappa: fl
     bracket = math.log(F0) + kappa * math.log(n * math.sqrt(rho) / (gamma * L0 * math.sqrt(d)))
     factor = 1 + constants.prox * gamma**2 * weak_convexity * F0 ** ((kappa - 2) / kappa)
     return max(1, math.ceil(factor * bracket))
+
+
+def proximal_point_bound(*, n: int, d: int, rho: float, beta: float, gamma: float, kappa: float, L0: float,
+                         weak_convexity: float, F0: float, constants: Constants = Constants()) -> float:
+    """Theorem 2's bound (γL0√(T·d·log(n²log²(1/β′)/(dβ′)))/(n√ρ))^κ, β′ = β/T, with its O-constant set to 1."""
+    T = proximal_point_rounds(n=n, d=d, rho=rho, gamma=gamma, kappa=kappa, L0=L0, weak_convexity=weak_convexity,
+                              F0=F0, constants=constants)
+    beta_p = beta / T
+    log_term = math.log(n**2 * math.log(1 / beta_p) ** 2 / (d * beta_p))
+    return (gamma * L0 * math.sqrt(T * d * log_term) / (n * math.sqrt(rho))) ** kappa
 
 
 def proximal_point(objective, *, rho: float, beta: float = 0.05, w0=None, gamma: float | None = None,
