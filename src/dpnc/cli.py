@@ -104,6 +104,90 @@ def demo(
     typer.echo(f"plot: {exp.write_plot(result, out / 'demo.png')}")
 
 
+@app.command()
+def finetune(
+    task: str = typer.Option("SST-2", "--task", help="SST-2, SST-5, TREC, RTE, SNLI or MNLI."),
+    data_dir: Path = typer.Option(..., "--data-dir", help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/."),
+    method: str = typer.Option("dpzero", "--method", help="zero-shot, mezo, dpzero, adamw or dp-adamw."),
+    model: Path = typer.Option(None, "--model",
+                               help="Local folder of a Hugging Face encoder (default: the offline all-MiniLM-L6-v2)."),
+    head: str = typer.Option("prompt", "--head", help="prompt (zero-shot label-prompt similarity) or linear."),
+    prompt_mode: str = typer.Option(None, "--prompt-mode",
+                                    help="label (input-independent label prompts) or filled (prompt per input); "
+                                         "default label for single sentences, filled for pairs."),
+    steps: int = typer.Option(None, "--steps", "-T", min=0,
+                              help="Steps T (default 10000 zeroth-order, 1000 first-order, 0 zero-shot)."),
+    batch_size: int = typer.Option(64, "--batch-size", "-B", min=1, help="(Expected) batch size B."),
+    lr: float = typer.Option(None, "--lr", help="Step size (default 1e-6 zeroth-order, 1e-5 first-order)."),
+    smoothing: float = typer.Option(1e-3, "--smoothing", help="λ of the zeroth-order difference."),
+    clip: float = typer.Option(None, "--clip", "-C", help="Clipping threshold C (default 200 DPZero, 10 DP-AdamW)."),
+    epsilon: float = typer.Option(6.0, "--epsilon", help="Target ε of the private methods."),
+    delta: float = typer.Option(1e-5, "--delta", help="Target δ, in (0, 1)."),
+    noise_multiplier: float = typer.Option(None, "--noise-multiplier",
+                                           help="σ/Δ to use instead of calibrating it to (ε, δ) (refused if the "
+                                                "budget cannot afford T steps with it)."),
+    accountant: str = typer.Option("rdp", "--accountant", help="rdp or pld: calibrates the noise, shown as ε."),
+    sampler: str = typer.Option("poisson", "--sampler",
+                                help="poisson (required for private methods) or shuffle (fixed-size batches)."),
+    seed: int = typer.Option(42, "--seed", min=0, help="Public seed (data order, directions); the noise is secret."),
+    data_seed: int = typer.Option(None, "--data-seed", min=0, help="Seed of the k-shot folder (default: --seed)."),
+    k: int = typer.Option(512, "--k", min=1, help="Examples per class of the k-shot folder."),
+    max_length: int = typer.Option(128, "--max-length", min=8, help="Tokens per sequence."),
+    freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", help="Leave the word embeddings untrained."),
+    weight_decay: float = typer.Option(0.0, "--weight-decay", help="AdamW weight decay."),
+    per_example: str = typer.Option("loop", "--per-example", help="DP-AdamW per-example gradients: loop or vmap."),
+    microbatch: int = typer.Option(4, "--microbatch", min=1, help="Examples per vmapped chunk (--per-example vmap)."),
+    direction: str = typer.Option("gaussian", "--direction", help="Zeroth-order directions: gaussian or sphere."),
+    eval_every: int = typer.Option(0, "--eval-every", min=0, help="Evaluate every N steps (0: only at the end)."),
+    eval_examples: int = typer.Option(None, "--eval-examples", min=1,
+                                      help="Evaluate on N test examples (a fixed subset; default all)."),
+    checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", help="Folder for checkpoint.pt and the journal."),
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0,
+                                         help="Checkpoint every N steps (0: only at the end)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run checkpointed in --checkpoint-dir."),
+    out: Path = typer.Option(Path("runs/finetune"), "--out",
+                             help="Folder for metrics.jsonl, summary.json and the fine-tuned model/."),
+    threads: int = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's choice)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (loss, ε spent)."),
+) -> None:
+    """Fine-tune a Hugging Face encoder for text classification, privately (DPZero, DP-AdamW) or not.
+
+    Writes metrics.jsonl (per step: loss, ε spent, non-finite count, time; per evaluation: test accuracy),
+    summary.json (test accuracy, ε by RDP and PLD, δ, steps, wall time) and the model (save_pretrained).
+    Models are read from local folders only (HF_HUB_OFFLINE is honoured). Example:
+    dpnc finetune --task SST-2 --data-dir data --method dpzero --steps 1000 --epsilon 6 --out runs/sst2
+    """
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from dpnc.lm import train as lm_train
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        config = lm_train.FinetuneConfig(
+            task=task, data_dir=str(data_dir), method=method, model=None if model is None else str(model), head=head,
+            prompt_mode=prompt_mode, steps=steps, batch_size=batch_size, lr=lr, smoothing=smoothing, clip=clip,
+            epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, accountant=accountant, sampler=sampler,
+            seed=seed, data_seed=data_seed, k=k, max_length=max_length, freeze_embeddings=freeze_embeddings,
+            weight_decay=weight_decay, per_example=per_example, microbatch=microbatch, direction=direction,
+            eval_every=eval_every, eval_examples=eval_examples,
+            checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+            checkpoint_every=checkpoint_every, out=str(out), progress=progress)
+        summary = lm_train.finetune(config, resume=resume)
+    except (ValueError, FileNotFoundError) as err:
+        raise typer.BadParameter(str(err)) from None
+    eps = "" if not config.private else (f", ε = {summary.epsilon_rdp:.4g} (RDP) / {summary.epsilon_pld:.4g} (PLD)"
+                                         f" at δ = {config.delta:g}")
+    typer.echo(f"{summary.method} on {summary.task}: test accuracy {summary.test_accuracy:.4f} "
+               f"({summary.test_examples} examples) after {summary.steps} steps{eps}")
+    for note in summary.notes:
+        typer.echo(f"note: {note}")
+    typer.echo(f"wrote {out / 'summary.json'}")
+
+
 reproduce = typer.Typer(no_args_is_help=True, help="Reproduce a paper's experiment (figures, CSV, summary).")
 app.add_typer(reproduce, name="reproduce")
 

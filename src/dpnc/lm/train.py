@@ -371,10 +371,6 @@ class Trainer:
         self.n = len(self.train_set)
         if c.method != "zero-shot" and c.batch_size > self.n:
             raise ValueError(f"batch_size must be <= n = {self.n} (the train set); got {c.batch_size}")
-        self.classifier = classifier if classifier is not None else build_classifier(
-            c.model, self.train_set.task, head=c.head, mode=c.prompt_mode, max_length=c.max_length,
-            init="prompts", freeze_embeddings=c.freeze_embeddings)
-        self.classifier.eval()
         self.noise = noise if noise is not None else NoiseSource()
         self.data_gen = torch.Generator().manual_seed(c.seed)
         self.relation = "add/remove" if c.sampler == "poisson" else "replace-one"
@@ -384,6 +380,10 @@ class Trainer:
         if c.method != "zero-shot":
             self.sampler = (PoissonSampler if c.sampler == "poisson" else ShuffleSampler)(self.n, c.batch_size)
             self.multiplier = self._calibrate() if c.private else None
+        self.classifier = classifier if classifier is not None else build_classifier(
+            c.model, self.train_set.task, head=c.head, mode=c.prompt_mode, max_length=c.max_length,
+            init="prompts", freeze_embeddings=c.freeze_embeddings)
+        self.classifier.eval()
         self.optimizer = self._build_optimizer()
         self.step = 0
         self.nonfinite = 0

