@@ -153,6 +153,12 @@ class PrivateGradients:
         self.queries += 1
         return noisy
 
+    def charge(self, bound: float, sigma: float, count: int) -> None:
+        """Record ``count`` releases that were scheduled but not issued, because a data-dependent stopping rule
+        skipped them: the stopping time is itself a function of the full run's outputs, so the guarantee is the
+        full schedule's and skipping saves nothing."""
+        self.accountant.record(Gaussian(self.sensitivity(bound), sigma, secret=self.noise.secret), count)
+
     def noise_for(self, count: int, shape: tuple[int, ...], bound: float, sigma: float) -> torch.Tensor:
         """The noise of ``count`` future releases of a query of per-example bound ``bound``, drawn and recorded
         at once (``count`` rows); adding row s to the s-th query value is that query's Gaussian release.
@@ -323,7 +329,9 @@ def kl_spider(objective, *, rho: float, beta: float = 0.05, w0=None, gamma: floa
     Each round k opens with a checkpoint g = ∇F(w) + N(0, σ̂²I), then while t < T_k and
     ‖g‖ ≥ (7/8γ)Φ̂_k^{1/κ} steps w ← w − r_k·g/‖g‖ and updates g by the noisy difference
     ∇F(w_new) − ∇F(w) + N(0, σ_k²I) (skipped after the round's last step). The stop test reads only
-    released values (post-processing); stopping early only saves privacy. F0 defaults to (γL0)^κ.
+    released values, so the output is post-processing of the full schedule's releases, and the ledger charges
+    the full schedule (exactly ρ when calibrated) whether or not a round stops early: a realised, data-dependent
+    count of releases would not be a guarantee. F0 defaults to (γL0)^κ.
     """
     s, noise, accountant = _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant)
     gamma, kappa, F0 = _kl_constants(objective, gamma, kappa, F0, s.L0)
@@ -343,7 +351,10 @@ def kl_spider(objective, *, rho: float, beta: float = 0.05, w0=None, gamma: floa
                 g = g + queries.release(queries.difference(w_new, w, bound), bound, rnd.sigma)
             w, t = w_new, t + 1
             iterates.append(w.clone())
-        stopped_by_norm += t < rnd.T
+        if t < rnd.T:  # stopped by the norm test after t differences of the scheduled T_k − 1
+            stopped_by_norm += 1
+            if rnd.T - 1 - t > 0:
+                queries.charge(L1 * rnd.r, rnd.sigma, rnd.T - 1 - t)
         updates.append(t)
     stats = {"schedule": sched, "updates": updates, "rounds_stopped_early": stopped_by_norm,
              "F0": F0, "bound": sched.Phi_floor, "queries": queries.queries, "nonfinite": queries.nonfinite}
