@@ -254,12 +254,19 @@ def per_example_clipped_sum(model: EncoderClassifier, batch: dict[str, torch.Ten
     for start in range(0, b, microbatch if per_example == "vmap" else 1):
         chunk = {k: v[start:start + (microbatch if per_example == "vmap" else 1)] for k, v in batch.items()}
         flat, values = (_vmap_grads if per_example == "vmap" else _loop_grad)(model, named, chunk)
-        nonfinite += int((~torch.isfinite(flat).all(1)).sum())
-        g, frac = clip_vectors(flat, C)
-        clipped += round(float(frac) * len(flat))
-        total += g.sum(0)
+        finite = torch.isfinite(flat).all(1)
+        nonfinite += int((~finite).sum())
+        norms = torch.linalg.vector_norm(flat, dim=1)
+        if bool(finite.all()) and bool(torch.isfinite(norms).all()):   # the common case, in place
+            over = norms > C
+            flat.mul_(torch.where(over, C / norms.clamp_min(1e-30), torch.ones_like(norms)).unsqueeze(1))
+            clipped += int(over.sum())
+        else:   # non-finite entries, or a norm that overflows: the careful clip (zeroes bad rows first)
+            flat, frac = clip_vectors(flat, C)
+            clipped += round(float(frac) * len(flat))
+        total += flat.sum(0)
         losses.append(values.detach().reshape(-1))
-        del flat, g
+        del flat
     return ClippedSum(total, torch.cat(losses) if losses else torch.zeros(0), clipped, nonfinite)
 
 
@@ -601,8 +608,8 @@ class Trainer:
         report = self.accountant.report(c.delta) if self.accountant.releases else None
         stopped_early = self.step < self.total_steps
         notes = list(self.notes)
-        if report is not None:
-            notes += report.notes
+        if report is not None:   # (a Poisson-sampled ledger has no ρ: not worth a note here)
+            notes += [n for n in report.notes if not n.startswith("rho:")]
         done = len(self.history)
         return Summary(
             task=self.train_set.task.name, method=c.method, model=c.model, head=c.head, steps=self.step, n=self.n,
