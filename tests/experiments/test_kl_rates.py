@@ -1,0 +1,143 @@
+import csv
+import dataclasses
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from dpnc.cli import app
+from dpnc.experiments import kl_rates as exp
+from dpnc.privacy.budget import rho_to_epsilon
+
+TINY = exp.KLRatesConfig(objectives=("quadratic", "power-1.5"), dims=(1, 4), nsrs=(1e4, 1e5, 1e6),
+                         high_dims=(400,), high_nsrs=(1e2, 1e3, 1e4), prox_objectives=("power-3",),
+                         prox_samples=(50, 100), max_inner_iters=20, rhos=(0.01,), rho_sweep_n=10**6,
+                         rho_sweep_dim=4, seeds=2)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return exp.run_experiment(TINY, progress=False, workers=1)
+
+
+def test_tiny_run_records_every_run_within_its_budget(tiny):
+    rows = tiny["rows"]
+    assert len(rows) == TINY.runs
+    assert {r["algorithm"] for r in rows} == set(exp.ALGORITHMS)
+    keys = set(rows[0])
+    for r in rows:
+        assert set(r) == keys
+        # privacy: the accountant's ρ never exceeds the budget; ε is its zCDP conversion; secret noise
+        assert 0 < r["rho_spent"] <= r["rho"] * (1 + 1e-9), r
+        assert r["epsilon"] == pytest.approx(rho_to_epsilon(r["rho_spent"], TINY.dp_delta))
+        assert r["private"] is True
+        assert r["nsr"] == pytest.approx(r["n"] * math.sqrt(r["rho"]))
+        assert r["x"] == pytest.approx(r["nsr"] / math.sqrt(r["d"]))
+        assert r["excess"] >= 0 and r["grad_norm"] >= 0 and r["queries"] > 0 and r["seconds"] >= 0
+        assert r["bound"] > 0
+        if r["algorithm"] in ("adaptive-gd+select", "proximal-point"):
+            assert r["rho_spent"] == pytest.approx(r["rho"], rel=1e-9)  # 8ρ/9 + (8ρ/9)/8; T·(ρ/T)
+        if r["algorithm"] == "adaptive-gd+select":
+            assert r["grad_bound"] > 0
+        if r["algorithm"] in exp.ADAPTIVE:
+            assert r["regime"] in ("2κ/(4−κ)", "κ/2", exp.TRIVIAL)
+            assert r["bound"] >= max(r["bound_dim_term"], r["bound_noise_term"])
+        kappa = r["kappa"]
+        assert r["lower_bound"] is not None and (kappa <= 2 or r["d"] == 1)
+
+
+def test_spider_excess_is_below_phi_floor_in_every_run(tiny):
+    """Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor (its conservative constants make a miss very unlikely)."""
+    spider = [r for r in tiny["rows"] if r["algorithm"] == "kl-spider"]
+    assert len(spider) == 2 * 2 * 3 * 2 + 2
+    for r in spider:
+        assert r["excess"] <= r["bound"], r
+        assert r["excess"] < r["start_excess"]
+
+
+def test_slopes_are_fitted_beside_the_predictions(tiny):
+    rows = exp.slopes(tiny["rows"])
+    spider = [s for s in rows if s["algorithm"] == "kl-spider"]
+    assert {(s["objective"], s["d"]) for s in spider} == {(o, d) for o in TINY.objectives for d in TINY.dims}
+    for s in rows:
+        assert s["points"] >= 2 and s["x_min"] < s["x_max"]
+        assert math.isfinite(s["slope"]) and math.isfinite(s["bound_slope"])
+        assert s["predicted"] == pytest.approx(exp.predicted(s["regime"], s["kappa"]))
+    for s in spider:
+        assert s["predicted"] == -s["kappa"] and s["slope"] < -0.5  # the excess falls with n√ρ
+    assert any(s["algorithm"] == "proximal-point" and s["predicted"] == -3.0 for s in rows)
+    assert any(s["algorithm"] == "adaptive-gd" and s["regime"] == "κ/2" for s in rows)
+
+
+def test_outputs_are_written(tiny, tmp_path):
+    paths = exp.write_outputs(tiny, tmp_path, "dpnc reproduce kl-rates (test)")
+    assert {p.name for p in paths} == {"results.csv", "slopes.csv", "fig_excess.png", "fig_grad_norm.png",
+                                       "result.json", "summary.md"}
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
+    with (tmp_path / "results.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == len(tiny["rows"])
+    summary = (tmp_path / "summary.md").read_text()
+    for text in ("dpnc reproduce kl-rates (test)", "## Claims", "Fitted log-log slopes", "predicted",
+                 "Gradient norm of the output", "Medians over seeds", "every run is private",
+                 "constants and log factors dropped", "≤ Φfloor in every run (Theorem 1, w.p. ≥ 1 − β each) | yes"):
+        assert text in summary, text
+
+
+def test_claims_are_judged_on_the_numbers(tiny):
+    rows = tiny["rows"]
+    claims = {text: ok for text, ok, _ in exp.check_claims(rows, exp.slopes(rows))}
+    assert next(ok for text, ok in claims.items() if text.startswith("every run spends at most"))
+    over = [dict(r, rho_spent=r["rho"] * 1.01) if i == 0 else r for i, r in enumerate(rows)]
+    claims = {text: ok for text, ok, _ in exp.check_claims(over, exp.slopes(over))}
+    assert not next(ok for text, ok in claims.items() if text.startswith("every run spends at most"))
+    worse = [dict(r, excess=2 * r["bound"]) if r["algorithm"] == "kl-spider" else r for r in rows]
+    claims = {text: ok for text, ok, _ in exp.check_claims(worse, exp.slopes(worse))}
+    assert not next(ok for text, ok in claims.items() if "≤ Φfloor" in text)
+
+
+def test_reproducible_noise_replays_and_is_marked_not_private(tmp_path):
+    config = dataclasses.replace(TINY, algorithms=("kl-spider", "adaptive-gd"), objectives=("power-1.5",), dims=(4,),
+                                 nsrs=(1e4,), high_dims=(), rhos=(), seeds=2, reproducible=True, seed=3)
+    one, two = (exp.run_experiment(config, progress=False, workers=w)["rows"] for w in (1, 2))
+    assert [r["excess"] for r in one] == [r["excess"] for r in two]
+    assert not any(r["private"] for r in one)
+    exp.write_outputs({"config": dataclasses.asdict(config), "rows": one, "seconds": 1.0}, tmp_path, "test")
+    assert "NOT PRIVATE" in (tmp_path / "summary.md").read_text()
+
+
+def test_config_and_cli_validate(tmp_path):
+    with pytest.raises(ValueError, match="algorithms must be among"):
+        exp.KLRatesConfig(algorithms=("sgd",))
+    with pytest.raises(ValueError, match="kappa <= 2"):
+        exp.KLRatesConfig(objectives=("power-3",))
+    with pytest.raises(ValueError, match="kappa >= 2"):
+        exp.KLRatesConfig(prox_objectives=("power-1.5",))
+    with pytest.raises(ValueError, match="seeds"):
+        exp.KLRatesConfig(seeds=0)
+    with pytest.raises(ValueError, match="n√ρ"):
+        exp.KLRatesConfig(nsrs=(1.0,))
+    runner = CliRunner()
+    result = runner.invoke(app, ["reproduce", "kl-rates", "--nsrs", "a,b", "--out", str(tmp_path)])
+    assert result.exit_code != 0 and "comma-separated float" in result.output
+    result = runner.invoke(app, ["reproduce", "kl-rates", "--algorithms", "sgd", "--out", str(tmp_path)])
+    assert result.exit_code != 0 and "algorithms must be among" in result.output
+    result = runner.invoke(app, ["reproduce", "kl-rates", "--help"])
+    assert result.exit_code == 0
+    for option in ("--full", "--quick", "--reproducible", "--nsrs", "--prox-samples", "--max-inner-iters"):
+        assert option in result.output
+
+
+def test_quick_is_the_default_and_full_is_larger():
+    assert exp.QUICK.runs < exp.KLRatesConfig().runs
+    assert set(exp.QUICK.algorithms) == set(exp.ALGORITHMS)
+    assert exp.QUICK.seeds >= 5 and max(exp.QUICK.prox_samples) <= 1000 and exp.QUICK.max_inner_iters <= 200
+    assert not exp.QUICK.reproducible
+
+
+def test_cli_runs_a_tiny_grid(tmp_path):
+    result = CliRunner().invoke(app, ["reproduce", "kl-rates", "--algorithms", "kl-spider,proximal-point",
+                                      "--objectives", "quadratic", "--dims", "1", "--nsrs", "1e4,1e5",
+                                      "--prox-samples", "50,100", "--max-inner-iters", "10", "--seeds", "1",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "summary.md").exists() and "Fitted log-log slopes" in result.output
