@@ -273,7 +273,7 @@ def kl_rates(
     full: bool = typer.Option(False, "--full/--quick",
                               help="--quick (default): d ∈ {1, 10, 100} (+10⁵ for adaptive GD), n√ρ up to 10⁹, "
                                    "proximal point n ≤ 1000, 5 seeds, ~3 minutes on 2 cores; --full: more "
-                                   "dimensions, n and seeds (~20 minutes)."),
+                                   "dimensions, n and seeds (~8 minutes)."),
     out: Path = typer.Option(Path("runs/kl-rates"), "--out", help="Folder for CSV, PNG and summary.md."),
     algorithms: str = typer.Option(None, "--algorithms",
                                    help="Among kl-spider, adaptive-gd, adaptive-gd+select, proximal-point "

@@ -586,7 +586,12 @@ def _summary(result: dict, command: str) -> str:
               "schedule, not the noise, sets the excess).",
               "- The proximal point method's inner solver is capped far below the theory's n²ρ·log²/d steps, which "
               "costs utility (never privacy: σ is set for the steps actually run); its excess spreads over about "
-              "two decades between seeds (≈ |Z|^κ for a near-Gaussian final error Z), so its median slope is noisy.",
+              "two decades between seeds (≈ |Z|^κ for a near-Gaussian final error Z), so its median slope is noisy. "
+              "With the cap, the inner solver's optimisation error no longer shrinks with n, so at large n the excess "
+              "flattens towards a floor set by the cap (compare the upper-half slope with the whole range).",
+              "- The regime of an adaptive-GD point is read off the simplified bound (constants 1), which need not "
+              "place the crossover where the data do; fits over a few points next to a crossover, or next to the "
+              "trivial region (where the excess saturates near F(w0)), mix the two behaviours.",
               "", "Figures: `fig_excess.png` (rows: algorithms; columns: objectives), `fig_grad_norm.png`; every run: "
               "`results.csv`; the fits: `slopes.csv`.", ""]
     return "\n".join(lines)
