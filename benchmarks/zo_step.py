@@ -20,7 +20,7 @@ least-disturbed sample; another busy process slows the 2-thread matmuls far more
 dpnc's ModuleSpace restores and updates in one pass, so (d)/(e) make 3 z passes, (c) makes 4.
 
 Peak memory: each of inference, DPZero, MeZO and AdamW (fwd + bwd + step) runs in its own
-subprocess (same imports, same model) and reports ``ru_maxrss``; ratio to inference. RSS right
+subprocess (same imports, same model) and reports its peak RSS (``VmHWM``); ratio to inference. RSS right
 after building the model is reported too. Differences under ~50 MB are allocator noise.
 
 Model: ``nn.TransformerEncoder`` the size of all-MiniLM-L6-v2 (6 layers, d 384, 12 heads, ff 1536,
@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -155,7 +154,9 @@ def memory_child(args):
                                           "dpzero": "dpnc DPZero"}[args.memory]]
     for _ in range(2 + args.mem_steps):
         step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the parent, so a child of a big parent
+    # reported at least the parent's peak (results before 2026-11-23 were affected; see results/zo_step.md).
+    peak = rss_mb("VmHWM")
     print(json.dumps({"peak_mb": peak, "after_build_mb": after_build}))
 
 
