@@ -24,18 +24,16 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from dpnc.algorithms import kl
-from dpnc.experiments.report import group_medians, loglog_slope, write_csv
+from dpnc.experiments.report import group_medians, loglog_slope, run_tasks, write_csv
 from dpnc.privacy.budget import rho_to_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.kl import PowerGrowth, PseudoHuber, Quadratic, SinePL, lower_bound_cor1, lower_bound_thm8
@@ -205,25 +203,9 @@ def run_experiment(config: KLRatesConfig = QUICK, *, progress: bool = True, work
     """Every run of ``config.tasks()``, ``workers`` processes at a time (one torch thread each), the costliest
     first; returns the rows, the configuration and the wall time."""
     start = time.perf_counter()
-    tasks = config.tasks()
-    bar = tqdm(total=len(tasks), desc="kl-rates", disable=not progress)
-    if workers <= 1:
-        rows = []
-        for i, task in enumerate(tasks):
-            rows.append(_one_run(config, i, *task))
-            bar.update()
-    else:
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                              else "spawn")
-        order = sorted(range(len(tasks)), key=lambda i: -_cost(*tasks[i]))
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads,
-                                 initargs=(1,)) as pool:
-            futures = {i: pool.submit(_one_run, config, i, *tasks[i]) for i in order}
-            for future in as_completed(futures.values()):
-                future.result()  # surface a failure at once
-                bar.update()
-            rows = [futures[i].result() for i in range(len(tasks))]
-    bar.close()
+    tasks = [(i, *task) for i, task in enumerate(config.tasks())]
+    rows = run_tasks(partial(_one_run, config), tasks, cost=lambda i, *task: _cost(*task), desc="kl-rates",
+                     progress=progress, workers=workers)
     return {"config": asdict(config), "rows": rows, "seconds": time.perf_counter() - start}
 
 

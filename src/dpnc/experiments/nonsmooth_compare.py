@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from dpnc.algorithms import klt, zo_o2nc
 from dpnc.certify import goldstein_certificate
 from dpnc.experiments.nonsmooth_zo import instance
-from dpnc.experiments.report import check_grid, privacy_claim, fmt_slope, group_medians, loglog_slope, write_csv
+from dpnc.experiments.report import (check_grid, fmt_slope, group_medians, loglog_slope, privacy_claim, run_tasks,
+                                     write_csv)
 from dpnc.privacy.noise import NoiseSource
 
 METHODS = ("ztc", "klt-zo", "klt-fo", "klt-multipass")
@@ -88,24 +87,8 @@ def run_experiment(config: CompareConfig = QUICK, *, progress: bool = True, work
     start = time.perf_counter()
     tasks = [(d, e, n, method, seed) for d in config.dims for e in config.epsilons for n in config.samples
              for method in config.methods for seed in range(config.seeds)]
-    bar = tqdm(total=len(tasks), desc="nonsmooth-compare", disable=not progress)
-    if workers <= 1:
-        rows = []
-        for task in tasks:
-            rows.append(_one_run(config, *task))
-            bar.update()
-    else:
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                              else "spawn")
-        order = sorted(range(len(tasks)), key=lambda i: -_cost(config, *tasks[i]))
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads,
-                                 initargs=(1,)) as pool:
-            futures = {i: pool.submit(_one_run, config, *tasks[i]) for i in order}
-            for future in as_completed(futures.values()):
-                future.result()  # surface a failure at once
-                bar.update()
-            rows = [futures[i].result() for i in range(len(tasks))]
-    bar.close()
+    rows = run_tasks(partial(_one_run, config), tasks, cost=partial(_cost, config), desc="nonsmooth-compare",
+                     progress=progress, workers=workers)
     return {"config": asdict(config), "rows": rows, "seconds": time.perf_counter() - start}
 
 

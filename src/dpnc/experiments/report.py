@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import csv
 import math
+import multiprocessing
 import statistics
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
 
 
 def write_csv(path: Path, rows: Sequence[dict]) -> Path:
@@ -68,3 +73,30 @@ def privacy_claim(rows: Sequence[dict]) -> tuple[str, bool, str]:
             "and the tight PLD ε is ≤ the target", not over,
             f"max zCDP ε / target {ratio['epsilon_zcdp']:.6f}; max PLD ε / target {ratio['epsilon_pld']:.4f}; "
             f"dp-accounting's RDP (discrete orders, looser): max {ratio['epsilon_rdp']:.5f}; {len(over)} run(s) off")
+
+
+def run_tasks(run, tasks: Sequence[tuple], *, cost, desc: str, progress: bool = True, workers: int = 2) -> list:
+    """``[run(*task) for task in tasks]``, ``workers`` processes at a time (one torch thread each), the costliest
+    (by ``cost(*task)``) submitted first, with a progress bar; results in the order of ``tasks``.
+
+    ``run`` and ``cost`` must be picklable (module-level functions, or ``functools.partial`` of them).
+    """
+    bar = tqdm(total=len(tasks), desc=desc, disable=not progress)
+    if workers <= 1:
+        results = []
+        for task in tasks:
+            results.append(run(*task))
+            bar.update()
+    else:
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                              else "spawn")
+        order = sorted(range(len(tasks)), key=lambda i: -cost(*tasks[i]))
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads,
+                                 initargs=(1,)) as pool:
+            futures = {i: pool.submit(run, *tasks[i]) for i in order}
+            for future in as_completed(futures.values()):
+                future.result()  # surface a failure at once
+                bar.update()
+            results = [futures[i].result() for i in range(len(tasks))]
+    bar.close()
+    return results
