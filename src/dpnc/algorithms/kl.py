@@ -501,7 +501,8 @@ def adaptive_gd(objective, *, rho: float, beta: float = 0.05, w0=None, L0: float
     limit = rho / 2 - (math.sqrt(rho) / n if strict else 0.0)
     if limit < 0:
         raise ValueError(f"strict mode needs ρ/2 ≥ √ρ/n, i.e. n·√ρ ≥ 2; got n·√ρ = {n * math.sqrt(rho):.3g}")
-    queries = PrivateGradients(objective, noise=noise, accountant=Accountant(accountant.relation), clip=clip)
+    # every step's releases are record=False: the filter's bound is recorded once, after the loop
+    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip)
     w, iterates, charges, sigmas, floored = s.w0.clone(), [s.w0.clone()], [], [], False
     while sum(charges) <= limit:
         grad = queries.gradient(w, s.L0)

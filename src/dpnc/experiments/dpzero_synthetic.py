@@ -13,7 +13,6 @@ paper does not say which iterate it evaluates; spec §7.7).
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from pathlib import Path
 import torch
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise, run
-from dpnc.experiments.report import loglog_slope, write_csv
+from dpnc.experiments.report import loglog_slope, save_result, write_csv
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import advanced_composition_epsilon
 from dpnc.privacy.noise import NoiseSource
@@ -232,10 +231,7 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
         fig.savefig(out / name, dpi=120)
         plt.close(fig)
         paths.append(out / name)
-    (out / "result.json").write_text(json.dumps(result))
-    paths += [out / "result.json", out / "summary.md"]
-    (out / "summary.md").write_text(_summary(result, best, hessians, dims, methods, command))
-    return paths
+    return paths + save_result(out, result, _summary(result, best, hessians, dims, methods, command))
 
 
 def _summary(result, best, hessians, dims, methods, command) -> str:

@@ -22,7 +22,6 @@ exponent and the slope of the bound itself over the same points (its log factors
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 import torch
 
 from dpnc.algorithms import kl
-from dpnc.experiments.report import group_medians, loglog_slope, run_tasks, write_csv
+from dpnc.experiments.report import group_medians, loglog_slope, run_tasks, save_result, write_csv
 from dpnc.privacy.budget import rho_to_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.kl import PowerGrowth, PseudoHuber, Quadratic, SinePL, lower_bound_cor1, lower_bound_thm8
@@ -437,9 +436,7 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
         fig.savefig(out / "fig_grad_norm.png", dpi=100)
         plt.close(fig)
         paths.append(out / "fig_grad_norm.png")
-    (out / "result.json").write_text(json.dumps(result))
-    (out / "summary.md").write_text(_summary(result, command))
-    return paths + [out / "result.json", out / "summary.md"]
+    return paths + save_result(out, result, _summary(result, command))
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:

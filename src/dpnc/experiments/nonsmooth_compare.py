@@ -18,7 +18,6 @@ evaluations and the wall time, and fits log-log slopes against n and d beside th
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -31,7 +30,7 @@ from dpnc.algorithms import klt, zo_o2nc
 from dpnc.certify import goldstein_certificate
 from dpnc.experiments.nonsmooth_zo import instance
 from dpnc.experiments.report import (check_grid, fmt_slope, group_medians, loglog_slope, privacy_claim, run_tasks,
-                                     write_csv)
+                                     save_result, write_csv)
 from dpnc.privacy.noise import NoiseSource
 
 METHODS = ("ztc", "klt-zo", "klt-fo", "klt-multipass")
@@ -263,9 +262,7 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
         fig.savefig(out / name, dpi=120)
         plt.close(fig)
         paths.append(out / name)
-    (out / "result.json").write_text(json.dumps(result))
-    (out / "summary.md").write_text(_summary(result, command))
-    return paths + [out / "result.json", out / "summary.md"]
+    return paths + save_result(out, result, _summary(result, command))
 
 
 def _summary(result: dict, command: str) -> str:

@@ -18,7 +18,6 @@ Fitted log-log slopes of the certified bound against M are printed beside the th
 from __future__ import annotations
 
 import functools
-import json
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -30,7 +29,8 @@ from tqdm.auto import tqdm
 
 from dpnc.algorithms.zo_o2nc import from_theory, guarantee, optimize, paper_rho
 from dpnc.certify import goldstein_certificate
-from dpnc.experiments.report import check_grid, privacy_claim, fmt_slope, group_medians, loglog_slope, write_csv
+from dpnc.experiments.report import (check_grid, fmt_slope, group_medians, loglog_slope, privacy_claim, save_result,
+                                     write_csv)
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.nonsmooth import L1Regression
 
@@ -215,9 +215,7 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
         fig.savefig(out / name, dpi=120)
         plt.close(fig)
         paths.append(out / name)
-    (out / "result.json").write_text(json.dumps(result))
-    (out / "summary.md").write_text(_summary(result, command))
-    return paths + [out / "result.json", out / "summary.md"]
+    return paths + save_result(out, result, _summary(result, command))
 
 
 def _summary(result: dict, command: str) -> str:

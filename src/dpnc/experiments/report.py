@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import multiprocessing
 import statistics
@@ -100,3 +101,10 @@ def run_tasks(run, tasks: Sequence[tuple], *, cost, desc: str, progress: bool = 
             results = [futures[i].result() for i in range(len(tasks))]
     bar.close()
     return results
+
+
+def save_result(out: Path, result: dict, summary: str) -> list[Path]:
+    """Write ``result.json`` (every row and the configuration, for re-analysis) and ``summary.md``; their paths."""
+    (out / "result.json").write_text(json.dumps(result))
+    (out / "summary.md").write_text(summary)
+    return [out / "result.json", out / "summary.md"]
