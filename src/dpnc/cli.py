@@ -3,14 +3,43 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from enum import Enum
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Differentially private optimization of nonconvex and nonsmooth objectives.")
+
+class _Command(TyperCommand):
+    """A command whose bad input is a usage error (exit 2, no traceback), as typer's own checks are.
+
+    The library validates its arguments when objects are built, raising ``ValueError("name must be …; got …")``
+    (or FileNotFoundError for a missing data file); the usage error names the option of that argument.
+    """
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (ValueError, FileNotFoundError) as err:
+            raise typer.BadParameter(str(err), ctx=ctx, param=self._option_of(str(err))) from None
+
+    def _option_of(self, message: str):
+        """The option whose library argument ``message`` starts with ("noise multiplier must …", "lr must …")."""
+        return next((p for p in self.params if re.match(p.name.replace("_", "[_ ]") + r"\b", message)), None)
+
+
+class _Typer(typer.Typer):
+    """Typer whose commands are :class:`_Command` s."""
+
+    def command(self, *args, **kwargs):
+        kwargs.setdefault("cls", _Command)
+        return super().command(*args, **kwargs)
+
+
+app = _Typer(add_completion=False, no_args_is_help=True,
+             help="Differentially private optimization of nonconvex and nonsmooth objectives.")
 
 
 class AccountantChoice(str, Enum):
@@ -52,6 +81,7 @@ def account(
     """
     from dpnc.privacy.calibrate import epsilon_for
     from dpnc.privacy.calibrate import noise_multiplier as calibrate_multiplier
+    from dpnc.privacy.releases import UnsupportedRelease
 
     if (noise_multiplier is None) == (epsilon is None):
         raise typer.BadParameter("give exactly one of --noise-multiplier and --epsilon")
@@ -59,31 +89,36 @@ def account(
     rows = []
     for method in methods:
         start = time.perf_counter()
-        try:
-            if epsilon is None:
-                mult = noise_multiplier
-                eps = epsilon_for(mult, sampling_rate, steps, delta, accountant=method,
-                                  relation=relation.value)
-            else:
+        mult, eps, unsupported = noise_multiplier, None, None
+        try:  # bad input raises ValueError (a usage error) before any accounting
+            if epsilon is not None:
                 mult = calibrate_multiplier(epsilon, delta, sampling_rate, steps, accountant=method,
                                             relation=relation.value)
-                eps = epsilon_for(mult, sampling_rate, steps, delta, accountant=method,
-                                  relation=relation.value)
-        except ValueError as err:
-            raise typer.BadParameter(str(err)) from None
+            eps = epsilon_for(mult, sampling_rate, steps, delta, accountant=method, relation=relation.value)
+        except UnsupportedRelease as err:  # e.g. RDP of a Poisson-subsampled Gaussian under replace-one
+            unsupported = str(err)
         rows.append({"accountant": method, "noise_multiplier": mult, "sampling_rate": sampling_rate,
                      "steps": steps, "delta": delta, "epsilon": eps, "relation": relation.value,
-                     "seconds": time.perf_counter() - start})
+                     "seconds": time.perf_counter() - start, "unsupported": unsupported})
+    if all(r["unsupported"] for r in rows):
+        raise typer.BadParameter("; ".join(r["unsupported"] for r in rows))
     if as_json:
         typer.echo(json.dumps(rows if len(rows) > 1 else rows[0]))
         return
+
+    def fmt(value, spec):
+        return "n/a" if value is None else format(value, spec)
+
     header = f"{'accountant':<10} {'σ/Δ':>10} {'q':>9} {'T':>8} {'δ':>9} {'ε':>10} {'time':>7}"
     typer.echo(f"relation: {relation.value}")
     typer.echo(header)
     typer.echo("-" * len(header))
     for r in rows:
-        typer.echo(f"{r['accountant']:<10} {r['noise_multiplier']:>10.4f} {r['sampling_rate']:>9.4g} "
-                   f"{r['steps']:>8d} {r['delta']:>9.2g} {r['epsilon']:>10.4f} {r['seconds']:>6.2f}s")
+        typer.echo(f"{r['accountant']:<10} {fmt(r['noise_multiplier'], '.4f'):>10} {r['sampling_rate']:>9.4g} "
+                   f"{r['steps']:>8d} {r['delta']:>9.2g} {fmt(r['epsilon'], '.4f'):>10} {r['seconds']:>6.2f}s")
+    for r in rows:
+        if r["unsupported"]:
+            typer.echo(f"{r['accountant']}: n/a: {r['unsupported']}")
 
 
 @app.command()
@@ -95,11 +130,8 @@ def demo(
     """The main job: train privately with DPZero on embedded data, print accuracy and ε, write a plot."""
     from dpnc.experiments import demo as exp
 
-    try:
-        config = exp.DemoConfig(epsilon=epsilon, steps=steps)
-        result = exp.run_demo(config)
-    except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
+    config = exp.DemoConfig(epsilon=epsilon, steps=steps)
+    result = exp.run_demo(config)
     typer.echo(exp.summary(result))
     typer.echo(f"plot: {exp.write_plot(result, out / 'demo.png')}")
 
@@ -107,9 +139,10 @@ def demo(
 @app.command()
 def finetune(
     task: str = typer.Option("SST-2", "--task", help="SST-2, SST-5, TREC, RTE, SNLI or MNLI."),
-    data_dir: Path = typer.Option(..., "--data-dir", help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/."),
+    data_dir: Path = typer.Option(..., "--data-dir", exists=True, file_okay=False,
+                                  help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/."),
     method: str = typer.Option("dpzero", "--method", help="zero-shot, mezo, dpzero, adamw or dp-adamw."),
-    model: Path = typer.Option(None, "--model",
+    model: Path = typer.Option(None, "--model", exists=True, file_okay=False,
                                help="Local folder of a Hugging Face encoder (default: the offline all-MiniLM-L6-v2)."),
     head: str = typer.Option("prompt", "--head", help="prompt (zero-shot label-prompt similarity) or linear."),
     prompt_mode: str = typer.Option(None, "--prompt-mode",
@@ -166,19 +199,16 @@ def finetune(
 
     if threads is not None:
         torch.set_num_threads(threads)
-    try:
-        config = lm_train.FinetuneConfig(
-            task=task, data_dir=str(data_dir), method=method, model=None if model is None else str(model), head=head,
-            prompt_mode=prompt_mode, steps=steps, batch_size=batch_size, lr=lr, smoothing=smoothing, clip=clip,
-            epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, accountant=accountant, sampler=sampler,
-            seed=seed, data_seed=data_seed, k=k, max_length=max_length, freeze_embeddings=freeze_embeddings,
-            weight_decay=weight_decay, per_example=per_example, microbatch=microbatch, direction=direction,
-            eval_every=eval_every, eval_examples=eval_examples,
-            checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
-            checkpoint_every=checkpoint_every, out=str(out), progress=progress)
-        summary = lm_train.finetune(config, resume=resume)
-    except (ValueError, FileNotFoundError) as err:
-        raise typer.BadParameter(str(err)) from None
+    config = lm_train.FinetuneConfig(
+        task=task, data_dir=str(data_dir), method=method, model=None if model is None else str(model), head=head,
+        prompt_mode=prompt_mode, steps=steps, batch_size=batch_size, lr=lr, smoothing=smoothing, clip=clip,
+        epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, accountant=accountant, sampler=sampler,
+        seed=seed, data_seed=data_seed, k=k, max_length=max_length, freeze_embeddings=freeze_embeddings,
+        weight_decay=weight_decay, per_example=per_example, microbatch=microbatch, direction=direction,
+        eval_every=eval_every, eval_examples=eval_examples,
+        checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+        checkpoint_every=checkpoint_every, out=str(out), progress=progress)
+    summary = lm_train.finetune(config, resume=resume)
     eps = "" if not config.private else (f", ε = {summary.epsilon_rdp:.4g} (RDP) / {summary.epsilon_pld:.4g} (PLD)"
                                          f" at δ = {config.delta:g}")
     typer.echo(f"{summary.method} on {summary.task}: test accuracy {summary.test_accuracy:.4f} "
@@ -188,7 +218,7 @@ def finetune(
     typer.echo(f"wrote {out / 'summary.json'}")
 
 
-reproduce = typer.Typer(no_args_is_help=True, help="Reproduce a paper's experiment (figures, CSV, summary).")
+reproduce = _Typer(no_args_is_help=True, help="Reproduce a paper's experiment (figures, CSV, summary).")
 app.add_typer(reproduce, name="reproduce")
 
 
@@ -305,13 +335,15 @@ def kl_rates(
 
 @reproduce.command("dpzero-lm")
 def dpzero_lm(
-    data_dir: Path = typer.Option(..., "--data-dir", help="Folder with the LM-BFF <TASK>/k-shot-1k-test folders."),
+    data_dir: Path = typer.Option(..., "--data-dir", exists=True, file_okay=False,
+                                  help="Folder with the LM-BFF <TASK>/k-shot-1k-test folders."),
     full: bool = typer.Option(False, "--full/--quick",
                               help="--quick (default): SST-2, seed 42, Tables 2 and 3, 100 zeroth-order steps (about "
                                    "10 minutes on 2 cores); --full: SST-2, SST-5, TREC × seeds 42, 13, 21, Tables "
                                    "2, 3 and 5 (over an hour)."),
     out: Path = typer.Option(Path("runs/dpzero-lm"), "--out", help="Folder for CSV, PNG and summary.md."),
-    model: Path = typer.Option(None, "--model", help="Local Hugging Face encoder folder (default: offline MiniLM)."),
+    model: Path = typer.Option(None, "--model", exists=True, file_okay=False,
+                               help="Local Hugging Face encoder folder (default: offline MiniLM)."),
     tasks: str = typer.Option(None, "--tasks", help="Table 2's tasks, e.g. SST-2,SST-5,SNLI,MNLI,RTE,TREC."),
     sphere_tasks: str = typer.Option(None, "--sphere-tasks", help="Table 5's tasks (sphere directions), e.g. "
                                                                   "SST-2,SST-5; give '' for none."),
@@ -335,39 +367,32 @@ def dpzero_lm(
 
     from dpnc.experiments import dpzero_lm as exp
 
-    empty = {name: () for name, text in (("sphere_tasks", sphere_tasks), ("fo_methods", fo_methods)) if text == ""}
     values = {k: v for k, v in {"steps": steps, "fo_steps": fo_steps, "batch_size": batch_size, "lr": lr,
                                 "clip": clip, "eval_examples": eval_examples, "workers": workers,
                                 "threads": threads, "model": None if model is None else str(model)}.items()
               if v is not None}
-    config = _configure(exp.LMConfig() if full else exp.QUICK, data_dir=str(data_dir), **values, **empty, lists={
+    config = _configure(exp.LMConfig() if full else exp.QUICK, data_dir=str(data_dir), **values, lists={
         "tasks": (tasks, str), "sphere_tasks": (sphere_tasks, str), "seeds": (seeds, int),
         "epsilons": (epsilons, float), "fo_methods": (fo_methods, str)})
-    try:
-        result = exp.run_experiment(config, runs_dir=out / "runs")
-    except (ValueError, FileNotFoundError) as err:
-        raise typer.BadParameter(str(err)) from None
+    result = exp.run_experiment(config, runs_dir=out / "runs")
     paths = exp.write_outputs(result, out, "dpnc " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
     typer.echo((out / "summary.md").read_text())
     typer.echo("wrote " + ", ".join(str(p) for p in paths) + f" and {out / 'runs'}/")
 
 
 def _configure(config, *, lists: dict, **values):
-    """``config`` with comma-separated overrides parsed; bad values become a usage error."""
+    """``config`` with ``values`` and the comma-separated ``lists`` (name → (text or None, type); '' is the empty
+    list) replaced; the config's own checks run here, before any work."""
     import dataclasses
 
     overrides = dict(values)
     for name, (text, kind) in lists.items():
-        if text:
+        if text is not None:
             try:
-                overrides[name] = tuple(kind(v.strip()) for v in text.split(","))
+                overrides[name] = tuple(kind(v.strip()) for v in text.split(",")) if text.strip() else ()
             except ValueError:
-                raise typer.BadParameter(f"--{name} takes comma-separated {kind.__name__} values; "
-                                         f"got {text!r}") from None
-    try:
-        return dataclasses.replace(config, **overrides)
-    except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
+                raise ValueError(f"{name} must be comma-separated {kind.__name__} values; got {text!r}") from None
+    return dataclasses.replace(config, **overrides)
 
 
 def _reproduce(exp, config, out: Path) -> None:

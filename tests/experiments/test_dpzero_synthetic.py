@@ -1,5 +1,6 @@
 import csv
 import dataclasses
+import math
 
 import pytest
 
@@ -51,6 +52,21 @@ def test_effective_rank_not_dimension_drives_dpzero():
         assert g[(h, 200, "DPGD-0th")] > g[(h, 20, "DPGD-0th")]
     growth = {h: g[(h, 200, "DPZero")] / g[(h, 20, "DPZero")] for h in ("identity", "inverse")}
     assert growth["inverse"] < growth["identity"] / 3
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("dims", (20, 0), r"dims must be an integer >= 1; got 0"),
+    ("steps", (), r"steps must be non-empty; got \(\)"),
+    ("stepsizes", (0.1, math.nan), r"stepsizes must be a finite number >= 0; got nan"),
+    ("clips", (-1.0,), r"clips must be a finite number > 0; got -1.0"),
+    ("clips", (math.inf,), r"clips must be a finite number > 0; got inf"),
+    ("epsilon", 0.0, r"epsilon must be a finite number > 0; got 0.0"),
+    ("delta", 1.0, r"delta must be in the open interval \(0, 1\); got 1.0"),
+    ("direction", "cube", r"direction must be among \('gaussian', 'sphere'\); got 'cube'"),
+])
+def test_config_rejects_bad_values_at_construction(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        exp.SyntheticConfig(**{field: value})
 
 
 def test_config_rejects_unknown_names():

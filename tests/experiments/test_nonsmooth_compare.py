@@ -77,7 +77,7 @@ def test_config_and_cli_validate(tmp_path):
         exp.CompareConfig(alpha=0.0)
     with pytest.raises(ValueError, match="max_directions"):
         exp.CompareConfig(max_directions=0)
-    with pytest.raises(ValueError, match="sample size"):
+    with pytest.raises(ValueError, match=r"samples must be an integer >= 4; got 2"):
         exp.CompareConfig(samples=(2,))
     runner = CliRunner()
     result = runner.invoke(app, ["reproduce", "nonsmooth-compare", "--samples", "a,b", "--out", str(tmp_path)])

@@ -41,7 +41,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dpnc.experiments.report import write_csv
+from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of, write_csv
 
 TASKS = ("SST-2", "SST-5", "SNLI", "MNLI", "RTE", "TREC")   # the paper's column order
 PAPER_SEEDS = (42, 13, 21)
@@ -122,25 +122,28 @@ class LMConfig:
     isolate: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("tasks", "sphere_tasks"):
+        from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
+        from dpnc.privacy.budget import check_delta, check_epsilon
+
+        for name in ("tasks", "sphere_tasks"):  # may be empty (no Table 2, no Table 5)
             for t in getattr(self, name):
-                if t not in TASKS:
-                    raise ValueError(f"{name} must be among {TASKS}; got {t!r}")
-        for m in self.fo_methods:
-            if m not in ("adamw", "dp-adamw"):
-                raise ValueError(f"fo_methods must be among ('adamw', 'dp-adamw'); got {m!r}")
-        if not self.seeds:
-            raise ValueError("seeds must be non-empty")
+                check_value(name, t, one_of(TASKS))
+        for m in self.fo_methods:  # may be empty (no Table 3)
+            check_value("fo_methods", m, one_of(("adamw", "dp-adamw")))
         if not (self.tasks or self.sphere_tasks or self.fo_methods):
             raise ValueError("nothing to run: tasks, sphere_tasks and fo_methods are all empty")
-        if not all(e > 0 and math.isfinite(e) for e in (*self.epsilons, self.table3_epsilon)):
-            raise ValueError(f"epsilons must be finite and > 0; got {self.epsilons!r}, {self.table3_epsilon!r}")
+        check_axis("seeds", self.seeds, NATURAL)
+        check_axis("epsilons", self.epsilons, POSITIVE)
+        check_epsilon(self.table3_epsilon, "table3_epsilon")
+        check_delta(self.delta)
+        for name in ("lr", "smoothing", "clip", "fo_lr", "fo_clip"):
+            check_value(name, getattr(self, name), POSITIVE)
+        check_value("accountant", self.accountant, one_of(ACCOUNTANTS))
         for name in ("steps", "fo_steps", "batch_size", "workers", "threads", "microbatch"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-        if self.eval_examples is not None and self.eval_examples < 1:
-            raise ValueError(f"eval_examples must be >= 1 or None; got {self.eval_examples!r}")
+            check_value(name, getattr(self, name), INTEGER)
+        check_value("max_length", self.max_length, ("an integer >= 8", lambda v: INTEGER[1](v) and v >= 8))
+        if self.eval_examples is not None:
+            check_value("eval_examples", self.eval_examples, INTEGER)
 
 
 QUICK = LMConfig(tasks=("SST-2",), sphere_tasks=(), seeds=(42,), steps=100, fo_steps=5, eval_examples=300)

@@ -22,13 +22,15 @@ from pathlib import Path
 import torch
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise, run
-from dpnc.experiments.report import loglog_slope, save_result, write_csv
+from dpnc.experiments.report import (INTEGER, NONNEGATIVE, POSITIVE, check_axis, check_value, loglog_slope,
+                                     one_of, save_result, write_csv)
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import check_delta, check_epsilon
 from dpnc.privacy.calibrate import advanced_composition_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.quadratic import HESSIANS, Quadratic
 from dpnc.sampling import FullBatch
-from dpnc.space import FlatSpace
+from dpnc.space import DIRECTIONS, FlatSpace
 
 METHODS = ("DPZero", "DPGD-0th", "DP-GD")
 METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
@@ -53,14 +55,17 @@ class SyntheticConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for h in self.hessians:
-            if h not in HESSIANS:
-                raise ValueError(f"hessians must be among {HESSIANS}; got {h!r}")
-        for m in self.methods:
-            if m not in METHODS:
-                raise ValueError(f"methods must be among {METHODS}; got {m!r}")
-        if not (self.dims and self.steps and self.stepsizes and self.clips):
-            raise ValueError("dims, steps, stepsizes and clips must be non-empty")
+        check_axis("hessians", self.hessians, one_of(HESSIANS))
+        check_axis("methods", self.methods, one_of(METHODS))
+        check_axis("dims", self.dims, INTEGER)
+        check_axis("steps", self.steps, INTEGER)
+        check_axis("stepsizes", self.stepsizes, NONNEGATIVE)
+        check_axis("clips", self.clips, POSITIVE)
+        check_value("n", self.n, INTEGER)
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        check_value("lam", self.lam, POSITIVE)
+        check_value("direction", self.direction, one_of(DIRECTIONS))
 
     @property
     def work(self) -> int:

@@ -18,7 +18,6 @@ evaluations and the wall time, and fits log-log slopes against n and d beside th
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -29,8 +28,8 @@ import torch
 from dpnc.algorithms import klt, zo_o2nc
 from dpnc.certify import goldstein_certificate
 from dpnc.experiments.nonsmooth_zo import instance
-from dpnc.experiments.report import (check_grid, fmt_slope, group_medians, loglog_slope, privacy_claim, run_tasks,
-                                     save_result, write_csv)
+from dpnc.experiments.report import (INTEGER, POSITIVE, check_grid, check_value, fmt_slope, group_medians,
+                                     loglog_slope, privacy_claim, run_tasks, save_result, write_csv)
 from dpnc.privacy.noise import NoiseSource
 
 METHODS = ("ztc", "klt-zo", "klt-fo", "klt-multipass")
@@ -66,10 +65,9 @@ class CompareConfig:
 
     def __post_init__(self) -> None:
         check_grid(self, METHODS)
-        if self.multipass_max_steps < 1 or self.max_directions < 1:
-            raise ValueError("multipass_max_steps and max_directions must be >= 1")
-        if not (self.alpha > 0 and math.isfinite(self.alpha)):
-            raise ValueError(f"alpha must be a finite number > 0; got {self.alpha}")
+        check_value("multipass_max_steps", self.multipass_max_steps, INTEGER)
+        check_value("max_directions", self.max_directions, INTEGER)
+        check_value("alpha", self.alpha, POSITIVE)
 
     @property
     def runs(self) -> int:

@@ -7,12 +7,14 @@ import json
 import math
 import multiprocessing
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
+
+from dpnc.privacy.budget import check_delta
 
 
 def write_csv(path: Path, rows: Sequence[dict]) -> Path:
@@ -24,17 +26,48 @@ def write_csv(path: Path, rows: Sequence[dict]) -> Path:
     return path
 
 
+# Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
+INTEGER = ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+NATURAL = ("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+POSITIVE = ("a finite number > 0", lambda v: _real(v) and math.isfinite(v) and v > 0)
+NONNEGATIVE = ("a finite number >= 0", lambda v: _real(v) and math.isfinite(v) and v >= 0)
+Rule = tuple[str, Callable[[object], bool]]
+
+
+def one_of(choices: Sequence) -> Rule:
+    """The rule "among ``choices``"."""
+    return f"among {tuple(choices)}", lambda v: v in choices
+
+
+def _real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_value(name: str, value, rule: Rule) -> None:
+    """``value`` obeys ``rule`` (:data:`INTEGER`, :data:`NATURAL`, :data:`POSITIVE`, :data:`NONNEGATIVE`,
+    :func:`one_of` or any (description, predicate) pair), else ValueError naming ``name`` and the rule."""
+    if not rule[1](value):
+        raise ValueError(f"{name} must be {rule[0]}; got {value!r}")
+
+
+def check_axis(name: str, values: Sequence, rule: Rule) -> None:
+    """A grid axis ``name`` is non-empty and each of its values obeys ``rule``, else ValueError naming the axis
+    and the first offending value."""
+    if not values:
+        raise ValueError(f"{name} must be non-empty; got {tuple(values)!r}")
+    for v in values:
+        check_value(name, v, rule)
+
+
 def check_grid(config, methods: Sequence[str]) -> None:
-    """Validate a nonsmooth experiment's grid: known methods, non-empty axes, seeds >= 1, sizes >= 4."""
-    for m in config.methods:
-        if m not in methods:
-            raise ValueError(f"methods must be among {tuple(methods)}; got {m!r}")
-    if not (config.dims and config.samples and config.epsilons and config.methods):
-        raise ValueError("dims, samples, epsilons and methods must be non-empty")
-    if config.seeds < 1:
-        raise ValueError(f"seeds must be >= 1; got {config.seeds}")
-    if min(config.samples) < 4:
-        raise ValueError("every sample size must be >= 4")
+    """Validate a nonsmooth experiment's grid: known methods, dims >= 1, sample sizes >= 4, finite ε > 0,
+    seeds >= 1, δ in (0, 1)."""
+    check_axis("methods", config.methods, one_of(methods))
+    check_axis("dims", config.dims, INTEGER)
+    check_axis("samples", config.samples, ("an integer >= 4", lambda n: INTEGER[1](n) and n >= 4))
+    check_axis("epsilons", config.epsilons, POSITIVE)
+    check_value("seeds", config.seeds, INTEGER)
+    check_delta(config.dp_delta, "dp_delta")
 
 
 def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
