@@ -26,7 +26,7 @@ after building the model is reported too. Differences under ~50 MB are allocator
 Model: ``nn.TransformerEncoder`` the size of all-MiniLM-L6-v2 (6 layers, d 384, 12 heads, ff 1536,
 30522x384 token embedding, ~22.7M params), a 2-class head on the mean-pooled output, fp32, eval mode,
 batch 64 x seq 64 random token ids, cross-entropy with reduction="none". The same fixed batch is used
-every step (the sampler is only for the accounting; no Poisson size jitter in the timing). Note: in
+every step (a FullBatch sampler over it; no Poisson size jitter in the timing). Note: in
 eval mode under no_grad, PyTorch uses its fused encoder "fast path" for (a)-(e) alike; AdamW does not.
 
     python benchmarks/zo_step.py            # full run, a few minutes on 2 cores
@@ -50,7 +50,7 @@ from torch.nn import functional as F
 
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant
-from dpnc.sampling import PoissonSampler
+from dpnc.sampling import FullBatch
 
 LAM, LR, CLIP, SIGMA = 1e-3, 1e-6, 1.0, 1.0
 QUICK = dict(layers=2, d_model=64, heads=4, ff=128, vocab=1000, batch=8, seq=16, steps=3)
@@ -103,7 +103,7 @@ def make_steps(model, losses, batch):
         for _ in range(k):
             losses()
 
-    sampler = PoissonSampler(n=16 * batch, batch_size=batch)
+    sampler = FullBatch(batch)  # the fixed batch is the whole (benchmark) dataset
     mezo = MeZO(model.parameters(), lr=LR, smoothing=LAM, sampler=sampler, seed=1, model=model)
     dpzero = DPZero(model.parameters(), lr=LR, clip=CLIP, smoothing=LAM, noise_multiplier=SIGMA,
                     sampler=sampler, accountant=Accountant("add/remove"), seed=2, model=model)
@@ -111,8 +111,8 @@ def make_steps(model, losses, batch):
         "inference": lambda: forwards(1),
         "2 forwards": lambda: forwards(2),
         "reference MeZO": reference_mezo,
-        "dpnc MeZO": lambda: mezo.step(losses),
-        "dpnc DPZero": lambda: dpzero.step(losses),
+        "dpnc MeZO": lambda: mezo.step(lambda batch: losses()),
+        "dpnc DPZero": lambda: dpzero.step(lambda batch: losses()),
         "1 z pass": torch.no_grad()(lambda: perturb(0.0, next(seeds))),
     }
 

@@ -11,9 +11,12 @@ from torch import nn
 
 from dpnc.optim import DPZero, MeZO, validate_model
 from dpnc.privacy import Accountant, NoiseSource
-from dpnc.sampling import FullBatch, ShuffleSampler
+from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 
 N, FEATURES = 128, 4
+
+
+EPS32 = torch.finfo(torch.float32).eps
 
 
 def data():
@@ -54,7 +57,7 @@ def test_mezo_decreases_the_loss():
     opt = mezo(model, lr=5e-2)
     with torch.no_grad():
         initial = float(per_example(model, X, y).mean())
-    losses = [float(opt.step(lambda: per_example(model, X, y))) for _ in range(150)]
+    losses = [float(opt.step(lambda b: per_example(model, X[b], y[b]))) for _ in range(150)]
     with torch.no_grad():
         final = float(per_example(model, X, y).mean())
     assert final < 0.7 * initial
@@ -70,7 +73,7 @@ def test_dpzero_changes_the_parameters_and_records_one_release_per_step():
     opt = dpzero(model, accountant=acct)
     before = params(model)
     for t in range(5):
-        loss = opt.step(lambda: per_example(model, X, y))
+        loss = opt.step(lambda b: per_example(model, X[b], y[b]))
         assert acct.releases == t + 1
         assert math.isfinite(float(loss))
     assert any(not torch.equal(p, p0) for p, p0 in zip(model.parameters(), before))
@@ -87,7 +90,7 @@ def test_mezo_records_one_non_private_release_per_step():
     model = make_model()
     opt = mezo(model)
     for _ in range(3):
-        opt.step(lambda: per_example(model, X, y))
+        opt.step(lambda b: per_example(model, X[b], y[b]))
     assert opt.accountant.releases == 3 and opt.accountant.report(1e-5).epsilon == math.inf
 
 
@@ -98,7 +101,7 @@ def test_frozen_parameters_are_left_alone():
     frozen = model[0].weight.detach().clone()
     opt = dpzero(model)
     for _ in range(3):
-        opt.step(lambda: per_example(model, X, y))
+        opt.step(lambda b: per_example(model, X[b], y[b]))
     assert torch.equal(model[0].weight, frozen)
     assert not torch.equal(model[2].weight, params(make_model())[2])
 
@@ -106,7 +109,7 @@ def test_frozen_parameters_are_left_alone():
 @pytest.mark.parametrize("make", [mezo, dpzero])
 def test_lr_is_read_from_param_groups_every_step(make):
     X, y = data()
-    closure = lambda m: (lambda: per_example(m, X, y))
+    closure = lambda m: (lambda b: per_example(m, X[b], y[b]))
     kwargs = {} if make is mezo else {"noise_multiplier": 0.0, "clip": math.inf}
     a, b = make_model(), make_model()
     opt_a, opt_b = make(a, **kwargs), make(b, **kwargs)
@@ -139,10 +142,10 @@ def test_a_warmup_schedule_starting_at_lr_zero_works(make):
     opt = make(model)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: t / 10)   # lr = 0 at the first step
     before = params(model)
-    opt.step(lambda: per_example(model, X, y))
+    opt.step(lambda b: per_example(model, X[b], y[b]))
     assert all(torch.allclose(p, q, rtol=0, atol=1e-6) for p, q in zip(model.parameters(), before))
     sched.step()
-    opt.step(lambda: per_example(model, X, y))
+    opt.step(lambda b: per_example(model, X[b], y[b]))
     assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))
 
 
@@ -163,13 +166,13 @@ def test_state_dict_resumes_the_public_direction_seeds(make):
     model = make_model()
     opt = make(model, seed=123)
     for _ in range(3):
-        opt.step(lambda: per_example(model, X, y))
+        opt.step(lambda b: per_example(model, X[b], y[b]))
     saved_params = copy.deepcopy(model.state_dict())
     buffer = io.BytesIO()
     torch.save(opt.state_dict(), buffer)        # a checkpoint can be written (nothing secret refuses)
     seeds_a = record_seeds(opt)
     for _ in range(4):
-        opt.step(lambda: per_example(model, X, y))
+        opt.step(lambda b: per_example(model, X[b], y[b]))
 
     resumed_model = make_model(seed=99)
     resumed_model.load_state_dict(saved_params)
@@ -180,7 +183,7 @@ def test_state_dict_resumes_the_public_direction_seeds(make):
     assert resumed.steps == 3 and resumed.seed == 123
     seeds_b = record_seeds(resumed)
     for _ in range(4):
-        resumed.step(lambda: per_example(resumed_model, X, y))
+        resumed.step(lambda b: per_example(resumed_model, X[b], y[b]))
     assert seeds_b == seeds_a and len(set(seeds_a)) == 4
     if make is mezo:   # no noise: the resumed trajectory is the original one, bit for bit
         assert all(torch.equal(p, q) for p, q in zip(model.parameters(), resumed_model.parameters()))
@@ -204,7 +207,7 @@ def test_state_dict_holds_no_noise_source():
     X, y = data()
     model = make_model()
     opt = dpzero(model, noise=NoiseSource())
-    opt.step(lambda: per_example(model, X, y))
+    opt.step(lambda b: per_example(model, X[b], y[b]))
     state = opt.state_dict()
     assert not contains_noise_source(state)
     pickle.dumps(state)   # a NoiseSource refuses to be pickled, so this would raise if one were inside
@@ -234,8 +237,8 @@ def test_a_closure_with_nan_for_some_examples_does_not_crash():
     model = make_model()
     opt = dpzero(model)
 
-    def closure():
-        losses = per_example(model, X, y).clone()
+    def closure(batch):
+        losses = per_example(model, X[batch], y[batch]).clone()
         losses[[3, 17]] = math.nan
         losses[40] = math.inf
         return losses
@@ -279,11 +282,72 @@ def test_bad_hyper_parameters_name_the_optimizer_argument(make, kwargs, name):
 def test_minibatch_optimizer_run():
     X, y = data()
     model = make_model()
-    sampler = ShuffleSampler(N, 16)
     acct = Accountant()
-    opt = dpzero(model, sampler=sampler, accountant=acct, noise_multiplier=0.5, clip=2.0)
-    gen = torch.Generator().manual_seed(3)
+    opt = dpzero(model, sampler=ShuffleSampler(N, 16), accountant=acct, noise_multiplier=0.5, clip=2.0,
+                 noise=NoiseSource())
+    seen = []
     for _ in range(4):
-        batch = sampler.sample(gen)
-        opt.step(lambda b=batch: per_example(model, X[b], y[b]))
+        opt.step(lambda b: seen.append(b) or per_example(model, X[b], y[b]))
     assert acct.releases == 4 and type(acct.ledger[0].release).__name__ == "FixedSizeSampledGaussian"
+    # The optimizer drew the batches itself (both passes of a step see the same one), secretly.
+    assert [len(b) for b in seen] == [16] * 8 and all(torch.equal(seen[i], seen[i + 1]) for i in range(0, 8, 2))
+    assert acct.secret and acct.report(1e-5).private
+
+
+# --- issue #8: the batch is the sampler's, secret, and the closure must answer for exactly it ---------
+
+
+def test_subsampled_batches_do_not_follow_any_public_seed():
+    """Finding 1: batches came from a public generator, so an adversary knew when a target was sampled.
+    Two optimizers with the same public seed (and the same test noise) now draw different batches."""
+    X, y = data()
+    batches = []
+    for _ in range(2):
+        model, seen = make_model(), []
+        opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"), seed=1)
+        for _ in range(3):
+            opt.step(lambda b: seen.append(b) or per_example(model, X[b], y[b]))
+        batches.append(seen[::2])
+    assert not all(torch.equal(a, b) for a, b in zip(*batches))
+    # No public state of the optimizer holds the sampler's stream; the sampler cannot be checkpointed.
+    assert "sampler" not in str(opt.state_dict()["dpnc"])
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(opt.sampler)
+
+
+def test_seeded_batches_mark_the_report_not_private():
+    X, y = data()
+    model = make_model()
+    acct = Accountant("add/remove")
+    opt = dpzero(model, sampler=PoissonSampler.for_testing(N, 8, seed=0), accountant=acct, noise=NoiseSource())
+    opt.step(lambda b: per_example(model, X[b], y[b]))
+    assert not acct.secret and not acct.report(1e-5).private
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda b, X, y, model: per_example(model, X, y), "shape"),                  # the whole dataset
+    (lambda b, X, y, model: per_example(model, X[b], y[b]).mean(), "shape"),    # a 0-d mean
+    (lambda b, X, y, model: per_example(model, X[:len(b) + 1], y[:len(b) + 1]), "shape"),  # another batch
+    (lambda b, X, y, model: float(per_example(model, X[b], y[b]).sum()), "per-example losses"),
+])
+def test_the_closure_contract_is_checked_every_step(bad, message):
+    """Finding 7: a closure returning the whole dataset's losses while the sampler says Poisson q = 0.01
+    (true ε ≈ 92 against 1.21 recorded), or a 0-d mean, was accepted silently."""
+    X, y = data()
+    model = make_model()
+    before = params(model)
+    opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"))
+    with pytest.raises(ValueError, match=message):
+        opt.step(lambda b: bad(b, X, y, model))
+    assert opt.accountant.releases == 0
+    # Nothing moved: the perturbation x + λu is undone (exact up to float32 rounding, a few ulps).
+    assert all(torch.allclose(p, q, rtol=4 * EPS32, atol=4 * EPS32 * 1e-3 * 10) for p, q in zip(params(model), before))
+
+
+def test_a_sampler_the_accountant_cannot_interpret_is_refused_at_construction():
+    """Finding 8: ShuffleSampler with an add/remove accountant raised after perturbing the model."""
+    model = make_model()
+    before = params(model)
+    with pytest.raises(ValueError, match="ShuffleSampler releases are accounted under relation"):
+        dpzero(model, sampler=ShuffleSampler(N, 8), accountant=Accountant("add/remove"))
+    assert all(torch.equal(p, q) for p, q in zip(params(model), before))

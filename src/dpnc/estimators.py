@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dpnc.clipping import clip_scalars, clip_vectors, zero_nonfinite, zero_nonfinite_rows
+from dpnc.sampling import BatchClosure, Sampler, batch_losses
 from dpnc.space import ParameterSpace
 
 if TYPE_CHECKING:
@@ -67,9 +68,22 @@ def two_point(space: ParameterSpace, closure: Closure, seed: int, lam: float) ->
     return TwoPoint(plus, minus, lam)
 
 
-def per_example_clipped_mean(loss_one: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
-                             data: torch.Tensor, C, *, chunk: int = 1024):
-    """(1/n) Σ_i clip_C(∇ℓ(x; ξ_i)), the fraction clipped, and the mean loss, by ``torch.func``.
+def two_point_on_batch(space: ParameterSpace, closure: BatchClosure, seed: int, lam: float,
+                      sampler: Sampler) -> TwoPoint:
+    """:func:`two_point` on a batch the sampler draws (secretly when subsampled) and hands to the closure.
+
+    ``closure(batch)`` must return one loss per example of ``batch`` (checked by
+    :func:`~dpnc.sampling.batch_losses`); the batch is not returned, so it cannot leak through a log.
+    """
+    batch = sampler.sample()
+    return two_point(space, lambda: batch_losses(closure, batch, space.runs), seed, lam)
+
+
+def per_example_clipped_sum(loss_one: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
+                            data: torch.Tensor, C, *, chunk: int = 1024):
+    """Σ_i clip_C(∇ℓ(x; ξ_i)), the fraction clipped, and the mean loss, by ``torch.func``.
+
+    The caller divides the sum by its fixed (public) batch size, never by ``len(data)``.
 
     ``loss_one(x, xi)`` is one example's loss for x of shape (d,). Per-example gradients are formed
     ``chunk`` examples at a time, so memory is chunk·d, not n·d. x may carry leading run dimensions.
@@ -89,8 +103,10 @@ def per_example_clipped_mean(loss_one: Callable[[torch.Tensor, torch.Tensor], to
         total = total + g_clipped.sum(-2)
         clipped = clipped + frac * g.shape[-2]
         loss = loss + torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).sum(-1)
-    n = len(data)
-    return total / n, clipped / n, loss / n
+    n = max(len(data), 1)
+    if not isinstance(total, torch.Tensor):  # an empty batch: the sum is 0
+        total = torch.zeros_like(x)
+    return total, clipped / n, loss / n
 
 
 # --- GRAD and DIFF (Zhang–Tran–Cutkosky, Algorithms 1 and 2) ----------------------------------------

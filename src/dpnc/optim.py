@@ -2,22 +2,24 @@
 
 ``DPZero`` and ``MeZO`` run the steps of :mod:`dpnc.algorithms.dpzero` on a model's trainable
 parameters through a :class:`~dpnc.space.ModuleSpace`: forward passes only, the direction regenerated
-from its seed, inference-level memory. Like ``torch.optim.LBFGS`` they need a closure, which must
-return the **per-example** losses of the current batch, shape (B,), evaluated in eval mode (dropout
-would change f between the two passes).
+from its seed, inference-level memory. Like ``torch.optim.LBFGS`` they need a closure. The optimizer
+draws each step's batch from its sampler (secretly when the accounting uses amplification by
+subsampling) and calls ``closure(batch)``, which must return the **per-example** losses of exactly
+that batch, shape (len(batch),), evaluated in eval mode (dropout would change f between the two
+passes). Anything else is refused, so the batch the ledger describes is the batch that was used.
 
 Example:
     >>> opt = DPZero(model.parameters(), lr=1e-6, clip=200.0, smoothing=1e-3, noise_multiplier=13.5,
     ...              sampler=PoissonSampler(n=1024, batch_size=64), accountant=Accountant("add/remove"))
-    >>> for batch in batches:
-    ...     loss = opt.step(lambda: per_example_loss(model, batch))
+    >>> for _ in range(T):
+    ...     loss = opt.step(lambda batch: per_example_loss(model, dataset[batch]))
 """
 
 from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -25,7 +27,7 @@ from torch import nn
 from dpnc.algorithms import dpzero as alg
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
-from dpnc.sampling import Sampler
+from dpnc.sampling import BatchClosure, Sampler
 from dpnc.space import ModuleSpace
 
 
@@ -69,6 +71,7 @@ class _ZerothOrder(torch.optim.Optimizer):
             raise ValueError("zeroth-order optimizers support one parameter group (the direction spans all)")
         if model is not None and (problems := validate_model(model)):
             raise ValueError("model is not ready for zeroth-order steps:\n  " + "\n  ".join(problems))
+        sampler.check_relation(accountant.relation)
         self.space = ModuleSpace(self.param_groups[0]["params"], direction=direction)
         self.sampler, self.accountant = sampler, accountant
         self.noise = noise if noise is not None else NoiseSource()
@@ -82,8 +85,11 @@ class _ZerothOrder(torch.optim.Optimizer):
         raise NotImplementedError
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
-        """One step. ``closure()`` returns per-example losses (B,). Returns the mean loss at x."""
+    def step(self, closure: BatchClosure) -> torch.Tensor:  # type: ignore[override]
+        """One step on a batch the sampler draws. ``closure(batch)`` returns its per-example losses.
+
+        Returns the batch's mean loss at x (not private: a statistic of the training data).
+        """
         if closure is None:
             raise ValueError("a zeroth-order step needs a closure returning per-example losses")
         group = self.param_groups[0]

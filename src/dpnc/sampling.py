@@ -1,53 +1,116 @@
-"""Data samplers that carry their own privacy event.
+"""Data samplers that carry their own privacy event and draw their batches in secret.
 
-A sampler yields the indices of each step's batch and says how a Gaussian release computed on such a
-batch is accounted. Batches are public randomness: they come from a seeded ``torch.Generator``.
-Means are taken with the fixed denominator ``batch_size`` (the expected size for Poisson sampling),
-so a term's contribution is bounded by C/batch_size whatever the realised batch.
+A sampler chooses each step's batch and says how a Gaussian release computed on such a batch is
+accounted. Whenever that accounting claims amplification by subsampling (Poisson, fixed-size
+sampling without replacement), the batch is **secret randomness**: it is drawn from a
+:class:`~dpnc.privacy.noise.NoiseSource` of the sampler's own (operating-system entropy, a stream
+apart from the noise), and it is never logged, saved or returned in a public object, nor is its
+realised size. If an adversary could replay which examples were sampled, the amplified ε would be
+false: with the batches known, a claimed ε = 1 of Poisson DPZero (n = 100, B = 5, T = 400) is truly
+ε ≈ 4. ``for_testing(..., seed=...)`` gives reproducible batches for tests; every release accounted
+through such a sampler carries ``secret=False`` and every report built on it says "not private".
+
+The optimizer or algorithm draws the batch and hands it to the closure, so a closure cannot use a
+batch the ledger does not describe; :func:`batch_losses` checks that it returned one loss per example
+of that batch. Means are taken with the fixed denominator ``batch_size`` (the expected size under
+Poisson sampling), so one example moves a mean by at most C/batch_size whatever the realised batch,
+and an empty batch releases noise only.
+
+:class:`FullBatch` and :class:`SinglePass` claim no amplification: their data order is public.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 import torch
 
-from dpnc.privacy.releases import FixedSizeSampledGaussian, Gaussian, PoissonSampledGaussian, Release
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import (FixedSizeSampledGaussian, Gaussian, PoissonSampledGaussian, Relation, Release)
 
 
 class FullBatch:
     """Every step uses all n examples (the DPZero theorems). Release: a plain Gaussian."""
 
+    secret = True  # nothing is sampled, so nothing about the batch is hidden or needs to be
+
     def __init__(self, n: int) -> None:
         _check_int("n", n)
         self.n = self.batch_size = n
 
-    def sample(self, gen: torch.Generator | None = None) -> torch.Tensor:
+    def sample(self) -> torch.Tensor:
         return torch.arange(self.n)
 
     def release(self, sensitivity: float, sigma: float) -> Release:
         return Gaussian(sensitivity, sigma)
 
+    def check_relation(self, relation: Relation | str) -> None:
+        """Every relation accounts a plain Gaussian."""
 
-class _Minibatch:
-    def __init__(self, n: int, batch_size: int) -> None:
+
+class _Subsampled:
+    """A sampler whose releases are amplified by subsampling: it draws every batch from a secret stream."""
+
+    def __init__(self, n: int, batch_size: int, *, source: NoiseSource | None = None) -> None:
         _check_int("n", n)
         _check_int("batch_size", batch_size)
         if batch_size > n:
             raise ValueError(f"batch_size must be <= n={n}; got {batch_size}")
+        if source is not None and not isinstance(source, NoiseSource):
+            raise TypeError(f"source must be a NoiseSource; got {type(source).__name__}")
         self.n, self.batch_size = n, batch_size
         self.rate = batch_size / n
+        self._source = source if source is not None else NoiseSource()  # its own secret stream
 
+    @classmethod
+    def for_testing(cls, n: int, batch_size: int, *, seed: int):
+        """Reproducible batches for tests: *not private*, every release through it says so."""
+        return cls(n, batch_size, source=NoiseSource.for_testing(seed))
 
-class PoissonSampler(_Minibatch):
-    """Each example joins each step's batch independently with probability q = batch_size / n."""
+    @property
+    def secret(self) -> bool:
+        """True when batches come from operating-system entropy (the amplified ε holds)."""
+        return self._source.secret
 
-    def sample(self, gen: torch.Generator | None = None) -> torch.Tensor:
-        return torch.nonzero(torch.rand(self.n, generator=gen) < self.rate).flatten()
+    def sample(self) -> torch.Tensor:
+        """The indices of the next batch. Secret: do not log them or their number."""
+        raise NotImplementedError
+
+    def _release(self, sensitivity: float, sigma: float) -> Release:
+        raise NotImplementedError
 
     def release(self, sensitivity: float, sigma: float) -> Release:
+        """The release of a Gaussian mechanism on such a batch (not secret if the batches are seeded)."""
+        release = self._release(sensitivity, sigma)
+        return release if self.secret else dataclasses.replace(release, secret=False)
+
+    def check_relation(self, relation: Relation | str) -> None:
+        """Refuse, before any step, an accountant that cannot interpret this sampler's releases."""
+        relation = Relation.parse(relation)
+        release = self._release(1.0, 1.0)
+        allowed = release.RDP_RELATIONS | release.PLD_RELATIONS
+        if relation not in allowed:
+            raise ValueError(f"{type(self).__name__} releases are accounted under relation "
+                             f"{sorted(r.value for r in allowed)} only; got an accountant with "
+                             f"{relation.value!r}")
+
+    def __getstate__(self):
+        raise TypeError(f"a {type(self).__name__} draws secret batches and cannot be pickled or checkpointed; "
+                        "create a fresh sampler when resuming")
+
+
+class PoissonSampler(_Subsampled):
+    """Each example joins each step's batch independently with probability q = batch_size / n (add/remove)."""
+
+    def sample(self) -> torch.Tensor:
+        return torch.nonzero(self._source.uniform(self.n) < self.rate).flatten()
+
+    def _release(self, sensitivity: float, sigma: float) -> Release:
         return PoissonSampledGaussian(sensitivity, sigma, self.rate)
 
 
-class ShuffleSampler(_Minibatch):
+class ShuffleSampler(_Subsampled):
     """Each step draws a fresh uniformly random batch of exactly batch_size examples (no replacement).
 
     Accounted by Wang, Balle & Kasiviswanathan (2019) under replace-one (RDP only). Note: shuffled
@@ -55,10 +118,10 @@ class ShuffleSampler(_Minibatch):
     that this event does not describe.
     """
 
-    def sample(self, gen: torch.Generator | None = None) -> torch.Tensor:
-        return torch.randperm(self.n, generator=gen)[: self.batch_size]
+    def sample(self) -> torch.Tensor:
+        return self._source.permutation(self.n)[: self.batch_size]
 
-    def release(self, sensitivity: float, sigma: float) -> Release:
+    def _release(self, sensitivity: float, sigma: float) -> Release:
         return FixedSizeSampledGaussian(sensitivity, sigma, self.n, self.batch_size)
 
 
@@ -67,8 +130,9 @@ class SinglePass:
 
     The single-pass algorithms (Zhang–Tran–Cutkosky Algorithm 4, Kornowski–Liu–Talwar Algorithms
     3 and 5) need batches that are disjoint and chosen independently of the data (spec seed000
-    §6.16): the order is 0..n−1, or a permutation drawn once from a public generator. Releases on
-    different slices are then accounted by parallel composition (one accountant ``partition``).
+    §6.16): the order is 0..n−1, or a permutation drawn once from a public generator. The order may
+    be public because the accounting claims no amplification: releases on different slices are
+    accounted by parallel composition (one accountant ``partition``), which holds for any fixed order.
     """
 
     def __init__(self, n: int, generator: torch.Generator | None = None) -> None:
@@ -93,6 +157,29 @@ class SinglePass:
 
 
 Sampler = FullBatch | PoissonSampler | ShuffleSampler
+BatchClosure = Callable[[torch.Tensor], torch.Tensor]
+
+
+def batch_losses(closure: BatchClosure, batch: torch.Tensor, runs: tuple[int, ...] = (), *,
+                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """``closure(batch)``, checked to be the per-example losses of exactly that batch.
+
+    The ledger describes the batch the sampler drew; a closure that returns the whole dataset's
+    losses, a 0-d mean or losses of some other batch would be accounted as something it is not.
+    The expected shape is ``runs + (len(batch),)`` (``runs``: leading dimensions of a grid of runs
+    on a flat space, () for a model). An empty batch is not passed to the closure: its losses are an
+    empty tensor, so the step's mean is 0 and it releases noise only.
+    """
+    expected = (*runs, len(batch))
+    if len(batch) == 0:
+        return torch.zeros(expected, dtype=dtype)
+    losses = closure(batch)
+    if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != expected:
+        got = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
+        raise ValueError(f"the closure must return the per-example losses of the batch it is given, shape "
+                         f"{expected}; got {got}. Compute the losses of exactly `batch` (the sampler's draw), "
+                         "one per example, without reducing them")
+    return losses
 
 
 def _check_int(name: str, value: int) -> None:

@@ -38,6 +38,7 @@ class ParameterSpace:
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
         self.distribution = direction
+        self.runs: tuple[int, ...] = ()  # leading dimensions of independent runs (a FlatSpace grid)
         self._shapes, self._dtype, self._device = shapes, dtype, device
         self.d = sum(math.prod(s) for s in shapes)
         self._offset: float | torch.Tensor = 0.0  # x = x₀ + offset·u(seed) while perturbed
@@ -114,6 +115,7 @@ class FlatSpace(ParameterSpace):
         if not isinstance(x, torch.Tensor) or x.ndim < 1 or not x.is_floating_point():
             raise ValueError("x must be a floating-point tensor of shape (..., d)")
         super().__init__([x.shape[-1:]], x.dtype, x.device, direction)
+        self.runs = tuple(x.shape[:-1])
         self.anchor = x.detach().clone()
         self.x = self.anchor
 

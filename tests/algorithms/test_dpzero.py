@@ -40,7 +40,7 @@ def step(algorithm, problem, x0, seed=SEED, *, noise=None, accountant=None, samp
          direction="gaussian"):
     space = FlatSpace(x0, direction)
     sampler = sampler or FullBatch(problem.n)
-    log = algorithm.step(space, closure(space) if closure else (lambda: problem.losses(space.x)), seed,
+    log = algorithm.step(space, closure(space) if closure else (lambda b: problem.losses(space.x, b)), seed,
                          sampler=sampler, noise=noise or NoiseSource.for_testing(0),
                          accountant=accountant if accountant is not None else Accountant())
     return space, log
@@ -113,7 +113,7 @@ def test_dpzero_update_on_a_model_is_collinear_with_u():
     eta, lam = 0.05, 1e-3
     with torch.no_grad():
         log = DPZero(eta=eta, lam=lam, C=1.0, noise_multiplier=1.0).step(
-            space, lambda: (model(X).squeeze(-1) - y) ** 2, SEED, sampler=FullBatch(32),
+            space, lambda b: (model(X[b]).squeeze(-1) - y[b]) ** 2, SEED, sampler=FullBatch(32),
             noise=NoiseSource.for_testing(3), accountant=Accountant())
     c = float(log.released)
     for p, p0, u in zip(model.parameters(), before, space.directions(SEED)):
@@ -153,21 +153,19 @@ ADVERSARIES = [(math.nan, 0.0), (math.inf, 0.0), (0.0, -math.inf), (math.inf, ma
                (1e308, -1e308), (1e300, -1e300), (-1e300, 1e300), (0.0, 0.0), (5.0, 5.0), (-7.0, 3.0)]
 
 
-def adversarial(problem, j, plus, minus, batch=None, extra=None):
-    """A closure factory: example j's losses replaced by (plus, minus) at x + λu and x − λu.
+def adversarial(problem, j, plus, minus):
+    """A closure factory: example j's losses (a dataset index) replaced by (plus, minus) at x ± λu.
 
-    With ``extra``, example ``extra`` is appended to the batch (add/remove) with those losses instead.
+    The closure gets the batch the sampler drew; if example j is not in it, nothing changes.
     """
     def factory(space):
         calls = []
 
-        def closure():
+        def closure(batch):
             losses = problem.losses(space.x, batch).clone()
             value = plus if not calls else minus
             calls.append(1)
-            if extra is not None:
-                return torch.cat([losses, torch.tensor([value], dtype=losses.dtype)])
-            losses[j] = value
+            losses[batch == j] = value
             return losses
         return closure
     return factory
@@ -196,29 +194,64 @@ def test_minibatch_sensitivity_uses_the_batch_size(problem):
     a_all = exact_a(problem, x0, FlatSpace(x0).direction(SEED))
     C = float(a_all.abs().median()) / 2
     algorithm = DPZero(eta=0.1, lam=1e-2, C=C, noise_multiplier=0.0)
-    # Replace-one on a fixed-size batch: ≤ 2C/B.
-    shuffle = ShuffleSampler(problem.n, B)
-    batch = shuffle.sample(torch.Generator().manual_seed(0))
-    plain = lambda space: (lambda: problem.losses(space.x, batch))
-    base = float(step(algorithm, problem, x0, sampler=shuffle, closure=plain)[1].released)
+    # Replace-one on a fixed-size batch: ≤ 2C/B. Seeded samplers give both runs the same batch.
+    shuffle = lambda: ShuffleSampler.for_testing(problem.n, B, seed=0)
+    batch = shuffle().sample()
+    base = float(step(algorithm, problem, x0, sampler=shuffle())[1].released)
     worst = 0.0
     for plus, minus in ADVERSARIES:
-        for j in range(B):
-            log = step(algorithm, problem, x0, sampler=shuffle,
-                       closure=adversarial(problem, j, plus, minus, batch=batch))[1]
+        for j in batch.tolist():
+            log = step(algorithm, problem, x0, sampler=shuffle(), closure=adversarial(problem, j, plus, minus))[1]
             worst = max(worst, abs(float(log.released) - base))
     assert 2 * C / B * (1 - 1e-9) <= worst <= 2 * C / B * (1 + 1e-12)
-    # Add/remove on a Poisson batch: one more example, same fixed denominator B: ≤ C/B.
-    poisson = PoissonSampler(problem.n, B)
-    batch = poisson.sample(torch.Generator().manual_seed(1))
-    plain = lambda space: (lambda: problem.losses(space.x, batch))
-    base = float(step(algorithm, problem, x0, sampler=poisson, closure=plain)[1].released)
+    # Add/remove on a Poisson batch: ≤ C/B. With the fixed denominator B, an absent example is exactly
+    # an example whose difference a_j is 0, so the neighbour without example j is "a_j = 0".
+    poisson = lambda: PoissonSampler.for_testing(problem.n, B, seed=2)
+    batch = poisson().sample()
+    j = int(batch[0])
+    absent = float(step(algorithm, problem, x0, sampler=poisson(), closure=adversarial(problem, j, 0.0, 0.0))[1]
+                   .released)
     worst = 0.0
     for plus, minus in ADVERSARIES:
-        log = step(algorithm, problem, x0, sampler=poisson,
-                   closure=adversarial(problem, None, plus, minus, batch=batch, extra=True))[1]
-        worst = max(worst, abs(float(log.released) - base))
+        log = step(algorithm, problem, x0, sampler=poisson(), closure=adversarial(problem, j, plus, minus))[1]
+        worst = max(worst, abs(float(log.released) - absent))
+    assert len(batch) != B  # the realised size differs from B, and the bound still holds
     assert C / B * (1 - 1e-9) <= worst <= C / B * (1 + 1e-12)
+
+
+def test_dpgd_poisson_sensitivity_uses_the_fixed_batch_size():
+    """Finding 2 of issue #8: DP-GD with Poisson batches divided by the realised batch size, so adding
+    one example moved the pre-noise mean by 0.25 against a recorded C/B = 0.1. Real add/remove here:
+    the neighbour's clipped sum runs over the same draw without the canary (index n)."""
+    n, B, C = 40, 10, 1.0
+    p = Quadratic.synthetic(5, "identity", n=n + 1, seed=3)      # example n is the canary
+    x0 = start(5, seed=1) * 10                                    # every gradient is clipped to C
+    released = {}
+    for name, drop in (("with", False), ("without", True)):
+        sampler = PoissonSampler.for_testing(n + 1, B, seed=1)
+        clipped_sum = (lambda x, C, b: p.clipped_gradient_sum(x, C, b[b != n])) if drop else p.clipped_gradient_sum
+        space = FlatSpace(x0)
+        DPGD(eta=1.0, C=C, noise_multiplier=0.0).step(space, clipped_sum, sampler=sampler,
+                                                      noise=NoiseSource.for_testing(0), accountant=Accountant("add/remove"))
+        released[name] = x0 - space.x
+    batch = PoissonSampler.for_testing(n + 1, B, seed=1).sample()
+    assert n in batch.tolist() and len(batch) != B
+    change = float(torch.linalg.vector_norm(released["with"] - released["without"]))
+    assert change == pytest.approx(C / B, rel=1e-9)              # the canary's clipped gradient over B
+
+
+def test_an_empty_poisson_batch_releases_noise_only(problem):
+    sampler_seed = next(s for s in range(100) if len(PoissonSampler.for_testing(problem.n, 1, seed=s).sample()) == 0)
+    called = []
+    closure = lambda space: (lambda b: called.append(b) or problem.losses(space.x, b))
+    x0 = start(problem.d)
+    acct = Accountant("add/remove")
+    space, log = step(DPZero(eta=0.1, lam=1e-2, C=1.0, noise_multiplier=1.0), problem, x0, closure=closure,
+                      sampler=PoissonSampler.for_testing(problem.n, 1, seed=sampler_seed),
+                      noise=NoiseSource.for_testing(4), accountant=acct)
+    assert called == [] and acct.releases == 1
+    z = NoiseSource.for_testing(4).gaussian_scalar(1.0 * 1.0 / 1)   # σ = multiplier·C/B
+    assert float(log.released) == pytest.approx(z, rel=1e-12) and z != 0
 
 
 def test_dpgd0th_sensitivity_is_2C_over_n_in_l2(problem):
@@ -296,7 +329,7 @@ def zo_sgd_reference(losses, x0, T, seed, eta, lam, sampler, direction):
     directions = FlatSpace(x0, direction)
     x, cs = x0.clone(), []
     for s in seeds:
-        batch = sampler.sample(gen)
+        batch = sampler.sample()
         u = directions.direction(s)
         c = (losses(x + lam * u, batch).mean(-1) - losses(x - lam * u, batch).mean(-1)) / (2 * lam)
         x = x - (eta * c) * u
@@ -308,11 +341,12 @@ def zo_sgd_reference(losses, x0, T, seed, eta, lam, sampler, direction):
 @pytest.mark.parametrize("minibatch", [False, True])
 def test_mezo_is_bit_identical_to_plain_zo_sgd(problem, direction, minibatch):
     T, eta, lam = 25, 0.05, 1e-3
-    sampler = ShuffleSampler(problem.n, 8) if minibatch else FullBatch(problem.n)
+    sampler = (lambda: ShuffleSampler.for_testing(problem.n, 8, seed=3)) if minibatch else \
+        (lambda: FullBatch(problem.n))
     x0 = start(problem.d, seed=8)
-    result = run(MeZO(eta=eta, lam=lam), FlatSpace(x0, direction), problem.losses, T, seed=21, sampler=sampler,
+    result = run(MeZO(eta=eta, lam=lam), FlatSpace(x0, direction), problem.losses, T, seed=21, sampler=sampler(),
                  noise=NoiseSource.for_testing(0), accountant=Accountant())
-    x_ref, cs, seeds = zo_sgd_reference(problem.losses, x0, T, 21, eta, lam, sampler, direction)
+    x_ref, cs, seeds = zo_sgd_reference(problem.losses, x0, T, 21, eta, lam, sampler(), direction)
     assert result.seeds == seeds
     assert all(torch.equal(log.released, c) for log, c in zip(result.logs, cs))
     assert torch.equal(result.x, x_ref)
@@ -323,11 +357,12 @@ def test_mezo_is_bit_identical_to_plain_zo_sgd(problem, direction, minibatch):
 def test_dpzero_without_noise_or_clipping_is_mezo(problem, direction):
     T, eta, lam = 25, 0.05, 1e-3
     x0 = start(problem.d, seed=9)
-    kwargs = dict(seed=22, sampler=ShuffleSampler(problem.n, 8), noise=NoiseSource.for_testing(0))
+    kwargs = dict(seed=22, noise=NoiseSource.for_testing(0))
     mezo = run(MeZO(eta=eta, lam=lam), FlatSpace(x0, direction), problem.losses, T, accountant=Accountant(),
-               **kwargs)
+               sampler=ShuffleSampler.for_testing(problem.n, 8, seed=1), **kwargs)
     dpzero = run(DPZero(eta=eta, lam=lam, C=math.inf, noise_multiplier=0.0), FlatSpace(x0, direction),
-                 problem.losses, T, accountant=Accountant(), **kwargs)
+                 problem.losses, T, accountant=Accountant(), sampler=ShuffleSampler.for_testing(problem.n, 8, seed=1),
+                 **kwargs)
     for a, b in zip(mezo.logs, dpzero.logs):
         assert float(a.released) == pytest.approx(float(b.released), rel=1e-9, abs=1e-12)
     assert torch.allclose(mezo.x, dpzero.x, rtol=1e-10, atol=1e-12)
@@ -338,7 +373,7 @@ def test_dpgd_without_noise_or_clipping_is_gradient_descent(problem):
     x0, eta = start(problem.d, seed=10), 0.2
     space = FlatSpace(x0)
     DPGD(eta=eta, C=math.inf, noise_multiplier=0.0).step(
-        space, problem.clipped_gradient_mean, sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0),
+        space, problem.clipped_gradient_sum, sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0),
         accountant=Accountant())
     assert torch.allclose(space.x, x0 - eta * problem.gradient(x0), rtol=1e-12, atol=1e-14)
 
@@ -380,7 +415,7 @@ def test_one_release_per_step(problem, name):
     steps = []
     result = run(algorithm, FlatSpace(start(problem.d)), problem.losses, T, seed=1, sampler=FullBatch(problem.n),
                  noise=NoiseSource.for_testing(0), accountant=acct,
-                 clipped_mean=lambda x, C, b: problem.clipped_gradient_mean(x, C, b),
+                 clipped_sum=problem.clipped_gradient_sum,
                  callback=lambda t, log: steps.append((t, acct.releases)))
     assert steps == [(t, t + 1) for t in range(T)]
     assert acct.releases == T and len(result.logs) == T and len(acct.ledger) == 1
@@ -416,8 +451,8 @@ def nonfinite_closure(problem):
     def factory(space):
         calls = []
 
-        def closure():
-            losses = problem.losses(space.x).clone()
+        def closure(batch):
+            losses = problem.losses(space.x, batch).clone()
             if not calls:
                 losses[..., 3] = math.nan
             else:

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.clipping import per_run, clip_scalars, zero_nonfinite
-from dpnc.estimators import Closure, two_point
+from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.calibrate import (advanced_composition_epsilon, noise_multiplier, opacus_noise_multiplier)
 from dpnc.privacy.mechanisms import discrete_gaussian_mechanism, gaussian_mechanism
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Gaussian, mean_sensitivity
-from dpnc.sampling import FullBatch, Sampler
+from dpnc.sampling import BatchClosure, FullBatch, Sampler
 from dpnc.space import FlatSpace, ParameterSpace
 
 ACCOUNTING = ("paper", "rdp", "pld")
@@ -111,9 +111,9 @@ class DPZero:
         if self.noise_multiplier > 0 and not bool(torch.all(torch.isfinite(torch.as_tensor(self.C)))):
             raise ValueError("C must be finite when noise_multiplier > 0 (the sensitivity is 2C/B)")
 
-    def step(self, space: ParameterSpace, closure: Closure, seed: int, *, sampler: Sampler,
+    def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
-        diffs = two_point(space, closure, seed, self.lam)              # ℓ(x_t ± λu_t)
+        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)  # ℓ_i(x_t ± λu_t), i in the batch
         a, nonfinite = zero_nonfinite(diffs.a)                          # a_i
         clipped, frac = clip_scalars(a, self.C)                         # clip_C(a_i)
         mean = clipped.sum(-1) / sampler.batch_size                     # (1/B) Σ_i clip_C(a_i)
@@ -136,9 +136,9 @@ class MeZO:
         _check("eta", self.eta, allow_zero=True)
         _check("lam", self.lam)
 
-    def step(self, space: ParameterSpace, closure: Closure, seed: int, *, sampler: Sampler,
+    def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
-        diffs = two_point(space, closure, seed, self.lam)
+        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
         c = (diffs.plus.mean(-1) - diffs.minus.mean(-1)) / (2 * self.lam)
         accountant.record(Gaussian(1.0, 0.0))  # a data-dependent release with no noise
         space.update_(seed, -per_run(self.eta, c) * c)
@@ -163,9 +163,9 @@ class DPGD0th:
     def __post_init__(self) -> None:
         DPZero(self.eta, self.lam, self.C, self.noise_multiplier)  # same hyper-parameter rules
 
-    def step(self, space: FlatSpace, closure: Closure, seed: int, *, sampler: Sampler,
+    def step(self, space: FlatSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
-        diffs = two_point(space, closure, seed, self.lam)
+        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
         u = space.direction(seed)
         a, nonfinite = zero_nonfinite(diffs.a)
         clipped, frac = clip_scalars(a, per_run(self.C, a) / torch.linalg.vector_norm(u))
@@ -176,16 +176,18 @@ class DPGD0th:
         return StepLog(diffs.loss, frac, noisy, nonfinite)
 
 
-ClippedMean = Callable[[torch.Tensor, Number], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+ClippedSum = Callable[[torch.Tensor, Number, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
 @dataclass(frozen=True)
 class DPGD:
     """DP-GD (spec §2.2): x_{t+1} = x_t − α((1/B) Σ_i clip_C(∇f(x_t; ξ_i)) + z_t), z_t ~ N(0, σ² I_d).
 
-    The step takes ``clipped_mean(x, C) -> (Σ_i clip_C(∇f_i)/B, clipped fraction, mean loss)``:
-    :func:`dpnc.estimators.per_example_clipped_mean` (torch.func) in general, or a problem's exact
-    closed form.
+    The step draws the batch from the sampler and takes ``clipped_sum(x, C, batch) -> (Σ_i clip_C(∇f_i),
+    clipped fraction, mean loss)`` over that batch: :func:`dpnc.estimators.per_example_clipped_sum`
+    (torch.func) in general, or a problem's exact closed form. The sum is divided by the sampler's fixed B,
+    never by the realised batch size (under Poisson sampling that would let one example move the mean
+    by more than the recorded C/B).
     """
 
     eta: Number
@@ -195,9 +197,10 @@ class DPGD:
     def __post_init__(self) -> None:
         DPZero(self.eta, 1.0, self.C, self.noise_multiplier)
 
-    def step(self, space: FlatSpace, clipped_mean: ClippedMean, *, sampler: Sampler, noise: NoiseSource,
+    def step(self, space: FlatSpace, clipped_sum: ClippedSum, *, sampler: Sampler, noise: NoiseSource,
              accountant: Accountant) -> StepLog:
-        g, frac, loss = clipped_mean(space.x, self.C)
+        total, frac, loss = clipped_sum(space.x, self.C, sampler.sample())  # secret batch when subsampled
+        g = total / sampler.batch_size                                       # fixed denominator B
         noisy = _privatize(g, self.C, self.noise_multiplier, False, sampler, noise, accountant)
         space.add_(-per_run(self.eta, noisy) * noisy)
         return StepLog(loss, frac, noisy, torch.zeros_like(frac))
@@ -233,26 +236,27 @@ def public_seeds(gen: torch.Generator, T: int) -> list[int]:
 
 
 def run(algorithm: DPZero | MeZO | DPGD0th | DPGD, space: FlatSpace, losses, T: int, *, seed: int,
-        sampler: Sampler, noise: NoiseSource, accountant: Accountant, clipped_mean=None,
+        sampler: Sampler, noise: NoiseSource, accountant: Accountant, clipped_sum: ClippedSum | None = None,
         callback: Callable[[int, StepLog], None] | None = None) -> Result:
     """Run T steps on a flat space. ``losses(x, batch)`` gives per-example losses (..., |batch|).
 
-    The public generator seeded by ``seed`` draws the batches and the direction seeds; the noise
-    comes from ``noise``. Returns the last iterate (the experiments' output; the theorems' random
-    iterate can be drawn from ``callback``'s record).
+    The public generator seeded by ``seed`` draws the direction seeds only; the sampler draws the
+    batches (secretly when subsampled) and the noise comes from ``noise``. DP-GD takes
+    ``clipped_sum(x, C, batch)`` instead of ``losses``. Returns the last iterate (the experiments'
+    output; the theorems' random iterate can be drawn from ``callback``'s record).
     """
     if not isinstance(T, int) or T < 1:
         raise ValueError(f"T must be an integer >= 1; got {T!r}")
-    gen = torch.Generator().manual_seed(seed)
-    seeds = public_seeds(gen, T)
+    if isinstance(algorithm, DPGD) and clipped_sum is None:
+        raise ValueError("DP-GD needs clipped_sum(x, C, batch), the sum of clipped per-example gradients")
+    sampler.check_relation(accountant.relation)
+    seeds = public_seeds(torch.Generator().manual_seed(seed), T)
     logs = []
     for t, s in enumerate(seeds):
-        batch = sampler.sample(gen)
         if isinstance(algorithm, DPGD):
-            log = algorithm.step(space, lambda x, C, b=batch: clipped_mean(x, C, b), sampler=sampler,
-                                 noise=noise, accountant=accountant)
+            log = algorithm.step(space, clipped_sum, sampler=sampler, noise=noise, accountant=accountant)
         else:
-            log = algorithm.step(space, lambda b=batch: losses(space.x, b), s, sampler=sampler,
+            log = algorithm.step(space, lambda b: losses(space.x, b), s, sampler=sampler,
                                  noise=noise, accountant=accountant)
         logs.append(log)
         if callback is not None:

@@ -91,7 +91,7 @@ def run_grid(problem: Quadratic, method: str, T: int, config: SyntheticConfig,
     accountant = Accountant("replace-one")
     with torch.no_grad():  # large step sizes diverge on purpose: they are part of the grid
         result = run(algorithm, space, problem.losses, T, seed=config.seed, sampler=FullBatch(problem.n),
-                     noise=noise, accountant=accountant, clipped_mean=problem.clipped_gradient_mean,
+                     noise=noise, accountant=accountant, clipped_sum=problem.clipped_gradient_sum,
                      callback=(lambda t, log: on_step()) if on_step else None)
         x = result.x
         metrics = {"train_grad_norm": problem.gradient_norm(x, "train"),

@@ -30,7 +30,7 @@ def gaussian_mechanism(value: torch.Tensor | float, release: GaussianRelease, no
     """
     if not isinstance(release, (Gaussian, PoissonSampledGaussian, FixedSizeSampledGaussian)):
         raise TypeError(f"release must describe a Gaussian mechanism; got {type(release).__name__}")
-    release = dataclasses.replace(release, secret=noise.secret)
+    release = dataclasses.replace(release, secret=release.secret and noise.secret)  # seeded noise or batches
     if isinstance(value, torch.Tensor):
         z = noise.gaussian(value.shape, release.sigma, dtype=value.dtype, device=value.device)
         if scale is not None:

@@ -1,10 +1,12 @@
-"""Secret randomness for privacy noise.
+"""Secret randomness: privacy noise and the choice of subsampled batches.
 
 dpnc keeps two randomness streams apart (DESIGN.md). *Public* randomness (directions, data order)
 comes from seeded ``torch.Generator``s that may be logged and replayed. *Privacy noise* comes from a
 :class:`NoiseSource`, seeded from operating-system entropy: it never reads a public seed, never
 touches torch's, numpy's or Python's global generators, and refuses to be pickled, so a checkpoint
-cannot leak its state. (The published DPZero code draws its noise right after seeding the public
+cannot leak its state. The samplers of :mod:`dpnc.sampling` draw each batch from a NoiseSource of their
+own whenever the accounting claims amplification by subsampling: if an adversary could replay which
+examples were sampled, the amplified ε would be false. (The published DPZero code draws its noise right after seeding the public
 direction generator, so anyone who knows the seeds can subtract the noise; see
 ``seed001_dpzero.md`` §7.2.)
 
@@ -29,7 +31,7 @@ import torch
 
 
 class NoiseSource:
-    """The only source of privacy noise in dpnc.
+    """The only source of secret randomness in dpnc: privacy noise and subsampled batches.
 
     ``NoiseSource()`` is seeded from operating-system entropy and is private.
     ``NoiseSource.for_testing(seed)`` is reproducible and therefore *not* private: every
@@ -72,6 +74,15 @@ class NoiseSource:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         z = torch.randn(shape, generator=self._generator(device), dtype=dtype, device=device)
         return z.mul_(sigma)
+
+    def uniform(self, shape: int | tuple[int, ...]) -> torch.Tensor:
+        """A float64 tensor of i.i.d. U[0, 1) entries (secret batch choices: Poisson sampling)."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return torch.rand(shape, generator=self._generator(torch.device("cpu")), dtype=torch.float64)
+
+    def permutation(self, n: int) -> torch.Tensor:
+        """A uniformly random permutation of 0..n−1 (secret batch choices: sampling without replacement)."""
+        return torch.randperm(n, generator=self._generator(torch.device("cpu")))
 
     def gaussian_scalar(self, sigma: float) -> float:
         """One N(0, σ²) float."""

@@ -64,8 +64,11 @@ class Quadratic:
         """One example's loss ℓ(x; ξ) as a function for torch.func (per-example gradients)."""
         return lambda x, xi: 0.5 * ((x - xi) ** 2 * a).sum()
 
-    def clipped_gradient_mean(self, x: torch.Tensor, C, batch: torch.Tensor | None = None):
-        """(1/B) Σ_i clip_C(A(x − ξ_i)), the fraction clipped, and the mean loss, in closed form.
+    def clipped_gradient_sum(self, x: torch.Tensor, C, batch: torch.Tensor | None = None):
+        """Σ_i clip_C(A(x − ξ_i)), the fraction clipped, and the mean loss, in closed form.
+
+        A sum, not a mean: DP-GD divides it by its fixed batch size B (under Poisson sampling the
+        realised |batch| varies, and dividing by it would break the C/B sensitivity).
 
         ‖A(x − ξ_i)‖² = xᵀA²x − 2xᵀA²ξ_i + ξ_iᵀA²ξ_i and Σ_i w_i A(x − ξ_i) = A(x·Σ_i w_i − Σ_i w_i ξ_i):
         two matrix products, no (runs × n × d) tensor. Equals the torch.func route (tested).
@@ -79,7 +82,7 @@ class Quadratic:
         norms = sq.clamp_min(0).sqrt()
         C = per_run(C, norms)
         w = torch.where(norms > C, C / norms.clamp_min(1e-300), torch.ones_like(norms))
-        g = self.a * (x * w.sum(-1, keepdim=True) - w @ xi) / xi.shape[0]
+        g = self.a * (x * w.sum(-1, keepdim=True) - w @ xi)
         return g, (norms > C).to(x.dtype).mean(-1), self.losses(x, batch).mean(-1)
 
     # --- evaluation ---------------------------------------------------------------------------------
