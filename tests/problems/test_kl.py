@@ -52,6 +52,7 @@ def make(name: str) -> KLObjective:
 NAMES = ["quadratic", "power-1.5", "power-2", "power-3", "pseudo-huber", "sine", "sine-mean", "ls",
          "ls-sufficient", "thm7", "thm7-paper", "thm8-2", "thm8-3"]
 EXPLICIT = ["sine", "ls", "thm7", "thm7-paper", "thm8-2", "thm8-3"]
+LS_PUBLIC = dict(row_bound=1.0, target_bound=1.0, radius=2.0, mu=0.1)  # public inputs of LeastSquares
 TIGHT = ["quadratic", "power-1.5", "power-2", "power-3", "pseudo-huber", "thm7", "thm8-2"]  # γ attained in the region
 
 
@@ -199,7 +200,9 @@ def test_least_squares_minimum_matches_numpy_lstsq():
     w, *_ = np.linalg.lstsq(A, b, rcond=None)
     np.testing.assert_allclose(obj.w_star.numpy(), w, rtol=1e-10, atol=1e-12)
     assert obj.F_star == pytest.approx(0.5 * np.mean((A @ w - b) ** 2), rel=1e-10)
+    # the balanced design fixes the spectrum: its declared μ = ⌊m/d⌋/m is the data's smallest eigenvalue
     mu = np.linalg.eigvalsh(A.T @ A / len(b)).min()
+    assert obj.mu == pytest.approx(mu, rel=1e-10) and obj.mu == (60 // 5) / 60
     assert obj.gamma == pytest.approx(1 / math.sqrt(2 * mu), rel=1e-10)
 
 
@@ -228,10 +231,12 @@ def test_sine_constant_2_849():
     assert check_kl(obj, torch.linspace(-3, 3, 60_001, dtype=F64)[:, None]) == pytest.approx(1.0, abs=1e-6)
 
 
-def test_sine_data_dependence_gamma_squared_is_ratio_over_mean():
+def test_sine_gamma_comes_from_the_domain_not_the_data():
+    """γ² = s/x_low (x_low the domain's lower bound), valid for every dataset of the domain: F/‖∇F‖² ≤ s/x̄."""
     obj = make("sine")
-    assert obj.gamma**2 == pytest.approx(kl.SINE_PL_RATIO / float(obj.x.mean()), rel=1e-14)
-    assert obj.L1 == 8.0 and obj.weak_convexity == 4.0  # x_bound = 1, the domain (0, 1]
+    assert obj.gamma**2 == pytest.approx(kl.SINE_PL_RATIO / 0.1, rel=1e-14)  # generate's domain [0.1, 1]
+    assert obj.gamma**2 >= kl.SINE_PL_RATIO / float(obj.x.mean())
+    assert obj.L1 == 8.0 and obj.weak_convexity == 4.0  # x_bound = 1
 
 
 @pytest.mark.parametrize("R, gamma", [(1, 0.59), (5, 4.18), (10, 9.10)])
@@ -325,7 +330,8 @@ def test_sufficient_statistics_equal_the_explicit_data():
     explicit = make("ls")
     for suff in (explicit.sufficient(), explicit.sufficient(explicit.n * 1000),
                  LeastSquares.from_statistics(explicit.H, explicit.q, explicit.s, explicit.n,
-                                              row_bound=1.0, target_bound=explicit.target_bound)):
+                                              row_bound=1.0, target_bound=explicit.target_bound,
+                                              radius=explicit.radius, mu=explicit.mu)):
         assert suff.example_gradients(explicit.w_star) is None
         w = sample_ball(explicit, 50, seed=14)
         torch.testing.assert_close(suff.gradient(w), explicit.gradient(w), rtol=1e-12, atol=1e-14)
@@ -357,15 +363,16 @@ def test_generated_sufficient_statistics_are_a_replicated_sample():
     (lambda: PowerGrowth(1.0, 2), "kappa must be a finite number > 1"),
     (lambda: PowerGrowth(2.0, 2, weak_convexity=-1.0), "weak_convexity must be a finite number >= 0"),
     (lambda: PseudoHuber(2, center=[0.0]), "center must be a finite vector"),
-    (lambda: SinePL(torch.tensor([0.5, 1.5]), 2), r"x must be a non-empty vector with values in \(0, x_bound"),
-    (lambda: SinePL(torch.tensor([0.0]), 2), "x must be"),
+    (lambda: SinePL(torch.tensor([0.5, 1.5]), 2, x_low=0.1), r"x must be a non-empty vector with values in \[x_low"),
+    (lambda: SinePL(torch.tensor([0.05]), 2, x_low=0.1), "x must be"),
+    (lambda: SinePL(torch.tensor([0.5]), 2, x_low=2.0), "x_low must be"),
     (lambda: SinePL.from_mean(2.0, 2, 10), "x_mean must be in"),
-    (lambda: LeastSquares(torch.ones(3, 2), torch.ones(2)), "A must be"),
-    (lambda: LeastSquares(torch.ones(3, 2), torch.ones(3), row_bound=1.0), "the data must lie in the domain"),
-    (lambda: LeastSquares(torch.zeros(3, 2), torch.ones(3)), "must be nonzero"),
-    (lambda: LeastSquares.from_statistics(torch.eye(2), torch.zeros(2), 0.5, 10, row_bound=1.0, target_bound=1.0),
-     "tr H <= row_bound"),
-    (lambda: LeastSquares.from_statistics(-torch.eye(2), torch.zeros(2), 0.5, 10, row_bound=9.0, target_bound=1.0),
+    (lambda: LeastSquares(torch.ones(3, 2), torch.ones(2), **LS_PUBLIC), "A must be"),
+    (lambda: LeastSquares(torch.ones(3, 2), torch.ones(3), **LS_PUBLIC), "the data must lie in the domain"),
+    (lambda: LeastSquares(torch.ones(3, 2) / 2, torch.ones(3), **(LS_PUBLIC | dict(mu=0.0))),
+     "mu must be a finite number > 0"),
+    (lambda: LeastSquares.from_statistics(torch.eye(2), torch.zeros(2), 0.5, 10, **LS_PUBLIC), "tr H <= row_bound"),
+    (lambda: LeastSquares.from_statistics(-torch.eye(2), torch.zeros(2), 0.5, 10, **(LS_PUBLIC | dict(row_bound=9.0))),
      "positive semidefinite"),
     (lambda: LeastSquares.generate(5, 60).sufficient(61), "multiple"),
     (lambda: LeastSquares.generate(50, 10**9 + 7, sufficient=True), "sample must divide"),
@@ -378,3 +385,81 @@ def test_generated_sufficient_statistics_are_a_replicated_sample():
 def test_bad_arguments_raise_clear_errors(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+# --- public constants (issue 13, finding 3) -----------------------------------------------------------
+#
+# The algorithms read γ, κ, L0, L1, L̃1 and the region as *public* inputs: their schedules and noise are built from
+# them. An objective built from private data must therefore declare them from the data domain and the user's
+# choices, never from the data; replacing one example must leave every one of them unchanged.
+
+
+def test_least_squares_refuses_to_read_its_constants_off_the_data():
+    A, b = LeastSquares.generate(3, 30, seed=0).A, LeastSquares.generate(3, 30, seed=0).b
+    for name in LS_PUBLIC:
+        with pytest.raises(ValueError, match=f"{name} must be"):
+            LeastSquares(A, b, **{k: v for k, v in LS_PUBLIC.items() if k != name})
+        with pytest.raises(ValueError, match=f"{name} must be"):
+            LeastSquares.from_statistics(A.T @ A / 30, A.T @ b / 30, float(b @ b) / 30, 30,
+                                         **{k: v for k, v in LS_PUBLIC.items() if k != name})
+
+
+def test_sine_refuses_to_read_its_constants_off_the_data():
+    with pytest.raises(ValueError, match="x_low must be"):
+        SinePL(torch.tensor([0.5, 0.7]), 2)
+
+
+def _neighbours(name: str) -> tuple[KLObjective, KLObjective]:
+    """An objective on a dataset and on that dataset with one example replaced, adversarially (the replacement
+    moves the data statistics the old code read its constants from: the smallest eigenvalue, w*, the mean, the
+    label imbalance)."""
+    if name == "ls":
+        base = LeastSquares.generate(4, 40, seed=5)
+        A, b = base.A.clone(), base.b.clone()
+        v = torch.linalg.eigh(base.H)[1][:, 0]  # add mass along the weakest direction, with an extreme target
+        A[0], b[0] = v, 1.4
+        public = dict(row_bound=1.0, target_bound=1.4, radius=2.0, mu=0.05)
+        return LeastSquares(base.A, base.b, **public), LeastSquares(A, b, **public)
+    if name == "ls-statistics":
+        one, two = _neighbours("ls")
+        public = dict(row_bound=1.0, target_bound=1.4, radius=2.0, mu=0.05)
+        return tuple(LeastSquares.from_statistics(f.H, f.q, f.s, f.n, **public) for f in (one, two))
+    if name == "sine":
+        base = SinePL.generate(3, 30, seed=6, low=0.1)
+        x = base.x.clone()
+        x[0] = 0.1  # the smallest value of the domain: the mean drops
+        return base, SinePL(x, 3, x_low=0.1)
+    if name == "thm7":
+        base = thm7_instance(50, 9, 0.5, D=1.0, L0=1.0, seed=7)
+        X = base.X.clone()
+        X[0] = -X[0]
+        return base, kl.HuberLinear(X, base.lam, base.D, base.L0_data, base.N)
+    if name == "thm8":
+        base = thm8_instance(400, 0.05, 3.0)
+        y = base.y.clone()
+        y[-1] = -y[-1]  # one more majority label: the imbalance p̂ grows
+        return base, kl.TwoSidedPower(y, base.a, base.kappa, base.p)
+    raise KeyError(name)
+
+
+PUBLIC = ("n", "dim", "L0", "L1", "weak_convexity", "gamma", "kappa", "radius")
+
+
+@pytest.mark.parametrize("name", ["ls", "ls-statistics", "sine", "thm7", "thm8"])
+def test_neighbouring_datasets_declare_identical_public_constants(name):
+    one, two = _neighbours(name)
+    assert [getattr(one, k) for k in PUBLIC] == [getattr(two, k) for k in PUBLIC]
+    assert torch.equal(one.center, two.center)
+    # ... while the data did change (the gradient inside the region)
+    probe = one.center + 0.5 * one.radius * torch.ones(one.dim, dtype=F64) / math.sqrt(one.dim)
+    assert not torch.allclose(one.gradient(probe), two.gradient(probe))
+
+
+@pytest.mark.parametrize("name", ["ls", "sine", "thm8"])
+def test_declared_constants_still_hold_for_the_neighbour(name):
+    """The constants are declared for the whole domain, so the KL and Lipschitz claims hold for both datasets
+    (least squares: the declared μ = 0.05 is below both datasets' smallest eigenvalue)."""
+    for obj in _neighbours(name):
+        assert check_kl(obj, sample_ball(obj, 2000, seed=16)) <= 1 + TOL
+        g = example_gradients(obj, sample_ball(obj, 300, seed=17))
+        assert float(torch.linalg.vector_norm(g, dim=-1).max()) <= obj.L0 * (1 + TOL)

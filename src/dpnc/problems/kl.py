@@ -15,6 +15,14 @@ n enters the algorithms only through their noise, so several objectives are *dat
 identical: F = f, any declared n is an honest dataset of n copies of one example) or hold *sufficient
 statistics* of a dataset of declared size n; then :meth:`KLObjective.example_gradients` returns None.
 
+**Constants are public.** The algorithms build their schedules and noise from γ, κ, L0, L1, L̃1 and the
+region, and release them implicitly (a schedule of 10⁴ or 10⁶ rounds is visible), so an objective built from
+private data declares them from its data *domain* (bounds the user gives, e.g. ‖a‖ ≤ row_bound) and from the
+user's choices (the region), never from the data: replacing one example changes none of them. An objective
+that would need a data statistic (a smallest eigenvalue, a mean) asks for a public bound on it instead and
+refuses to run without one. ``w_star``, ``F_star`` (and a least-squares objective's H, q, s) are read off the
+data, for *evaluating* results only; no algorithm reads them.
+
 Symbols: gamma=γ, kappa=κ, tau=τ=κ/(κ−1) (growth exponent), L0, L1, weak_convexity=L̃1, D, epsilon=ε,
 rho=ρ. Lemma numbers are the paper's (spec §1.1).
 
@@ -272,12 +280,15 @@ def pseudo_huber_gamma(R: float) -> float:
 
 
 class SinePL(KLObjective):
-    """f(w; x) = x·g(w), g(w) = Σ_j (w_j² + 3 sin² w_j), x ∈ (0, x_bound]: nonconvex PL. Spec §5.
+    """f(w; x) = x·g(w), g(w) = Σ_j (w_j² + 3 sin² w_j), x ∈ [x_low, x_bound]: nonconvex PL. Spec §5.
 
-    F = x̄·g with x̄ the mean of the data. Constants:
+    F = x̄·g with x̄ the mean of the data. Constants (all from the domain [x_low, x_bound], 0 < x_low, so they hold
+    for every dataset of the domain, neighbours included):
     - KL (κ = 2): g is separable, so g/‖∇g‖² = Σφ(w_j)/Σφ′(w_j)² ≤ sup_t φ(t)/φ′(t)² = s ≈ 2.8485
       (φ(t) = t² + 3sin²t, φ′(t) = 2t + 3 sin 2t; sup at t ≈ 2.2017; :data:`SINE_PL_RATIO`).
-      F/‖∇F‖² = g/(x̄‖∇g‖²) ≤ s/x̄, so γ = √(s/x̄) (1.688 for x̄ = 1; Karimi et al.'s μ = 1/32 gives 4).
+      F/‖∇F‖² = g/(x̄‖∇g‖²) ≤ s/x̄ ≤ s/x_low, so γ = √(s/x_low) (1.688 for x_low = 1; Karimi et al.'s
+      μ = 1/32 gives 4). The data's own √(s/x̄) would be tighter, but x̄ is private: reading γ off it would
+      publish x̄ through the algorithms' schedules.
       Global: g's only stationary point is 0 (φ′(t) = 0 only at t = 0, since sin 2t > 0 on (0, π/2)
       and |2t| > 3 beyond 1.5), F* = 0, w* = 0.
     - L1 = 8·x_bound: φ″(t) = 2 + 6cos 2t ∈ [−4, 8], ∇²f diagonal.
@@ -286,53 +297,76 @@ class SinePL(KLObjective):
       it is √d(2R + 3). On the region, a ball within distance ρ = ‖center‖ + radius of 0:
       ‖∇g‖ ≤ 2‖w‖ + 3‖sin 2w‖ ≤ 2ρ + 3min(2ρ, √d) (|sin 2t| ≤ min(2|t|, 1)), so
       L0 = x_bound·(2ρ + 3·min(2ρ, √d)) (≤ 8ρ·x_bound, the smoothness bound).
-    The constants hold for every x ∈ (0, x_bound] (the data domain), so for neighbouring datasets too.
 
     Args:
-        x: the data, shape (n,), values in (0, x_bound] (explicit; :meth:`example_gradients` works), or
+        x: the data, shape (n,), values in [x_low, x_bound] (explicit; :meth:`example_gradients` works), or
             use :meth:`from_mean` for a data-free dataset of n copies of one x.
-        dim: d ≥ 1.  x_bound: the domain bound (default 1).  center: default 0.  radius: > 0.
+        dim: d ≥ 1.  x_low: the domain's lower bound, > 0, required (a public bound, not the data's minimum).
+        x_bound: the domain's upper bound (default 1).  center: default 0.  radius: > 0.
+
+    Raises:
+        ValueError: x_low missing or not in (0, x_bound], or data outside [x_low, x_bound].
     """
 
     name = "sine-pl"
 
-    def __init__(self, x, dim: int, *, x_bound: float = 1.0, center=None, radius: float = 1.0) -> None:
+    def __init__(self, x, dim: int, *, x_low: float | None = None, x_bound: float = 1.0, center=None,
+                 radius: float = 1.0) -> None:
         self.dim = _integer("dim", dim, 1)
-        x_bound = _positive("x_bound", x_bound)
+        self._domain(x_low, x_bound)
         x = torch.as_tensor(x, dtype=F64)
-        if x.ndim != 1 or len(x) < 1 or not torch.isfinite(x).all() or (x <= 0).any() or (x > x_bound).any():
-            raise ValueError(f"x must be a non-empty vector with values in (0, x_bound={x_bound}]; got {x!r}")
-        self.x, self.x_bound, self.n = x, x_bound, len(x)
+        outside = (x < self.x_low).any() or (x > self.x_bound).any()
+        if x.ndim != 1 or len(x) < 1 or not torch.isfinite(x).all() or outside:
+            raise ValueError(f"x must be a non-empty vector with values in [x_low, x_bound] = "
+                             f"[{self.x_low}, {self.x_bound}]; got {x!r}")
+        self.x, self.n = x, len(x)
         self._explicit = True
         self._setup(float(x.mean()), center, radius)
 
     @classmethod
     def generate(cls, dim: int, n: int, seed: int = 0, *, low: float = 0.1, **kwargs) -> SinePL:
-        """x_i uniform on [low, 1] from ``seed`` (x_bound = 1)."""
+        """x_i uniform on [low, 1] from ``seed``; the domain is [low, 1]."""
         if not (isinstance(low, (int, float)) and 0 < low <= 1):
             raise ValueError(f"low must be in (0, 1]; got {low!r}")
         gen = torch.Generator().manual_seed(seed)
         n = _integer("n", n, 1)
-        return cls(low + (1 - low) * torch.rand(n, generator=gen, dtype=F64), dim, x_bound=1.0, **kwargs)
+        return cls(low + (1 - low) * torch.rand(n, generator=gen, dtype=F64), dim, x_low=low, x_bound=1.0,
+                   **kwargs)
 
     @classmethod
-    def from_mean(cls, x_mean: float, dim: int, n: int, *, x_bound: float = 1.0, center=None,
-                  radius: float = 1.0) -> SinePL:
-        """The dataset of n copies of x_mean ∈ (0, x_bound] (so F = x_mean·g exactly), without storing it."""
+    def from_mean(cls, x_mean: float, dim: int, n: int, *, x_low: float | None = None, x_bound: float = 1.0,
+                  center=None, radius: float = 1.0) -> SinePL:
+        """The data-free dataset of n copies of x_mean ∈ [x_low, x_bound] (F = x_mean·g), without storing it.
+
+        x_mean is a public choice here (the experiments' fixture), so the domain's lower bound defaults to it;
+        for the mean of private data use the explicit constructor, whose γ comes from the domain.
+        """
         self = cls.__new__(cls)
-        self.dim, self.n, self.x_bound = _integer("dim", dim, 1), _integer("n", n, 1), _positive("x_bound", x_bound)
-        if not (isinstance(x_mean, (int, float)) and 0 < x_mean <= self.x_bound):
-            raise ValueError(f"x_mean must be in (0, x_bound={self.x_bound}]; got {x_mean!r}")
+        self.dim, self.n = _integer("dim", dim, 1), _integer("n", n, 1)
+        if not (isinstance(x_mean, (int, float)) and 0 < x_mean <= x_bound):
+            raise ValueError(f"x_mean must be in (0, x_bound={x_bound}]; got {x_mean!r}")
+        self._domain(x_mean if x_low is None else x_low, x_bound)
+        if x_mean < self.x_low:
+            raise ValueError(f"x_mean must be in [x_low, x_bound] = [{self.x_low}, {self.x_bound}]; got {x_mean!r}")
         self.x = None
         self._setup(float(x_mean), center, radius)
         return self
 
+    def _domain(self, x_low, x_bound) -> None:
+        self.x_bound = _positive("x_bound", x_bound)
+        if x_low is None:
+            raise ValueError("x_low must be a public lower bound > 0 on the data (the domain [x_low, x_bound]; "
+                             "γ = √(2.8485/x_low) is read from it, not from the data's mean); got None")
+        self.x_low = _positive("x_low", x_low)
+        if self.x_low > self.x_bound:
+            raise ValueError(f"x_low must be <= x_bound = {self.x_bound}; got {x_low!r}")
+
     def _setup(self, x_mean, center, radius):
-        self.x_mean = x_mean
+        self.x_mean = x_mean  # the data's mean: F = x̄·g is evaluated with it; no constant is read from it
         self.w_star = torch.zeros(self.dim, dtype=F64)
         self._region(center, radius, self.w_star)
         rho = float(torch.linalg.vector_norm(self.center)) + self.radius
-        self.gamma, self.kappa, self.F_star = math.sqrt(SINE_PL_RATIO / x_mean), 2.0, 0.0
+        self.gamma, self.kappa, self.F_star = math.sqrt(SINE_PL_RATIO / self.x_low), 2.0, 0.0
         self.L0 = self.x_bound * (2 * rho + 3 * min(2 * rho, math.sqrt(self.dim)))
         self.L1, self.weak_convexity = 8 * self.x_bound, 4 * self.x_bound
 
@@ -353,13 +387,22 @@ def _sine_grad(points):
 class LeastSquares(KLObjective):
     """F(w) = (1/2n)‖Aw − b‖², f(w; (a, b)) = ½(a·w − b)², with data domain ‖a‖ ≤ row_bound, |b| ≤ target_bound.
 
-    Constants (H = AᵀA/n, q = Aᵀb/n, s = bᵀb/n; R_w = ‖center‖ + radius bounds ‖w‖ on the region):
+    Every constant comes from public inputs (module docstring): the domain (row_bound, target_bound), the
+    region (center, radius) and mu, a public lower bound on the smallest nonzero eigenvalue of H = AᵀA/n.
+    Nothing is read off the data: the data's own smallest eigenvalue, minimiser or largest row would make γ,
+    the region and L0 (hence every schedule and noise level of the algorithms) functions of the private
+    data — replacing one row once moved KL-Spider's schedule from 11,417 to 1,140,951 rounds.
+
+    Constants (q = Aᵀb/n, s = bᵀb/n; R_w = ‖center‖ + radius bounds ‖w‖ on the region):
     - KL (κ = 2, global): with w* = H⁺q (the minimum-norm minimiser; q ∈ range H) and e = w − w*,
-      F − F* = ½eᵀHe and ∇F = He, so ‖∇F‖² = eᵀH²e ≥ μ·eᵀHe for μ the smallest *nonzero* eigenvalue of H
-      (the null-space part of e adds to neither): ½‖∇F‖² ≥ μ(F − F*), γ = 1/√(2μ).
+      F − F* = ½eᵀHe and ∇F = He, so ‖∇F‖² = eᵀH²e ≥ μ_data·eᵀHe for μ_data the smallest *nonzero*
+      eigenvalue of H (the null-space part of e adds to neither): ½‖∇F‖² ≥ μ(F − F*) for every μ ≤ μ_data,
+      γ = 1/√(2μ). mu is the user's claim (e.g. from the design, as in :meth:`generate`); it is not checked
+      against the data, since a refusal would itself depend on them. If it is false, the utility guarantees
+      fail; the privacy guarantee does not depend on it.
     - L0 = row_bound·(row_bound·R_w + target_bound): ‖∇f‖ = |a·w − b|‖a‖ ≤ ‖a‖(‖a‖‖w‖ + |b|).
     - L1 = row_bound² (∇²f = aaᵀ); convex, weak_convexity defaults to :func:`default_weak_convexity`.
-    - F* = ½(s − qᵀw*) (or the mean squared residual at w* for explicit data).
+    - F* = ½(s − qᵀw*) (or the mean squared residual at w* for explicit data), for evaluation only.
     F is evaluated as F* + ½eᵀHe + eᵀ(Hw* − q), algebraically F and free of the cancellation in
     ½wᵀHw − qᵀw + ½s, so F − F* is accurate near w*.
 
@@ -371,43 +414,51 @@ class LeastSquares(KLObjective):
     replace-one neighbours of it, not for the m-sample.
 
     Args:
-        A: (n, d) rows, b: (n,).  row_bound, target_bound: the domain (default: the data's max, which
-            makes L0 true only for data inside that range; pass the domain for a real guarantee).
-        center: default 0.  radius: default max(1, 2‖w* − center‖).  weak_convexity: L̃1 to declare.
+        A: (n, d) rows, b: (n,).
+        row_bound, target_bound: the data domain, required; data outside it are refused.
+        radius: the region's radius around ``center`` (default 0), required: a public choice.
+        mu: a public lower bound > 0 on the smallest nonzero eigenvalue of AᵀA/n, required.
+        weak_convexity: L̃1 to declare instead of the default.
+
+    Raises:
+        ValueError: a public input missing or out of range, or data outside the domain.
     """
 
     name = "least-squares"
 
     def __init__(self, A, b, *, row_bound: float | None = None, target_bound: float | None = None,
-                 center=None, radius: float | None = None, weak_convexity: float | None = None) -> None:
+                 radius: float | None = None, mu: float | None = None, center=None,
+                 weak_convexity: float | None = None) -> None:
+        public = _least_squares_public(row_bound, target_bound, radius, mu)
         A, b = torch.as_tensor(A, dtype=F64), torch.as_tensor(b, dtype=F64)
         if A.ndim != 2 or b.ndim != 1 or A.shape[0] != b.shape[0] or A.shape[0] < 1 or A.shape[1] < 1:
             raise ValueError(f"A must be (n, d) and b (n,) with n, d >= 1; got {tuple(A.shape)} and {tuple(b.shape)}")
         if not (torch.isfinite(A).all() and torch.isfinite(b).all()):
             raise ValueError("A and b must be finite")
         row_max, b_max = float(torch.linalg.vector_norm(A, dim=1).max()), float(b.abs().max())
-        row_bound = row_max if row_bound is None else _positive("row_bound", row_bound)
-        target_bound = b_max if target_bound is None else _positive("target_bound", target_bound, low=0.0, strict=False)
+        row_bound, target_bound = public[:2]
         if row_max > row_bound * (1 + 1e-12) or b_max > target_bound * (1 + 1e-12):
             raise ValueError(f"the data must lie in the domain ‖a‖ <= row_bound={row_bound}, |b| <= target_bound="
                              f"{target_bound}; got max ‖a‖ = {row_max}, max |b| = {b_max}")
         self.A, self.b, self._explicit = A, b, True
         n = A.shape[0]
-        self._setup(A.T @ A / n, A.T @ b / n, float(b @ b) / n, n, row_bound, target_bound, center, radius,
-                    weak_convexity, F_star=None)
+        self._setup(A.T @ A / n, A.T @ b / n, float(b @ b) / n, n, *public, center, weak_convexity)
 
     @classmethod
-    def from_statistics(cls, H, q, s: float, n: int, *, row_bound: float, target_bound: float, center=None,
-                        radius: float | None = None, weak_convexity: float | None = None) -> LeastSquares:
+    def from_statistics(cls, H, q, s: float, n: int, *, row_bound: float | None = None,
+                        target_bound: float | None = None, radius: float | None = None, mu: float | None = None,
+                        center=None, weak_convexity: float | None = None) -> LeastSquares:
         """Sufficient statistics H = AᵀA/n, q = Aᵀb/n, s = bᵀb/n of a dataset of declared size n.
 
-        Checks what the domain implies (H symmetric PSD, tr H ≤ row_bound², s ≤ target_bound²); that
-        the statistics come from some n points of the domain is the caller's claim.
+        The public inputs are those of the constructor. Checks what the domain implies (H symmetric PSD,
+        tr H ≤ row_bound², s ≤ target_bound²); that the statistics come from some n points of the domain is
+        the caller's claim.
         """
+        public = _least_squares_public(row_bound, target_bound, radius, mu)
+        row_bound, target_bound = public[:2]
         H, q = torch.as_tensor(H, dtype=F64), torch.as_tensor(q, dtype=F64)
         if H.ndim != 2 or H.shape[0] != H.shape[1] or q.shape != (H.shape[0],):
             raise ValueError(f"H must be (d, d) and q (d,); got {tuple(H.shape)} and {tuple(q.shape)}")
-        row_bound, target_bound = _positive("row_bound", row_bound), _positive("target_bound", target_bound)
         if not torch.allclose(H, H.T, rtol=1e-12, atol=1e-15) or float(torch.linalg.eigvalsh(H)[0]) < -1e-12:
             raise ValueError("H must be symmetric positive semidefinite")
         if float(H.trace()) > row_bound**2 * (1 + 1e-12) or not (0 <= s <= target_bound**2 * (1 + 1e-12)):
@@ -415,8 +466,7 @@ class LeastSquares(KLObjective):
                              f"{target_bound**2}; got tr H = {float(H.trace())}, s = {s}")
         self = cls.__new__(cls)
         self.A = self.b = None
-        self._setup(H, q, float(s), _integer("n", n, 1), row_bound, target_bound, center, radius, weak_convexity,
-                    F_star=None)
+        self._setup(H, q, float(s), _integer("n", n, 1), *public, center, weak_convexity)
         return self
 
     def sufficient(self, n: int | None = None) -> LeastSquares:
@@ -432,13 +482,17 @@ class LeastSquares(KLObjective):
 
     @classmethod
     def generate(cls, dim: int, n: int, seed: int = 0, *, noise: float = 0.1, sufficient: bool = False,
-                 sample: int | None = None, **kwargs) -> LeastSquares:
-        """Rows uniform on the unit sphere, b = a·w_true + noise·N(0, 1) clipped to [−1 − 4·noise, 1 + 4·noise].
+                 sample: int | None = None, radius: float = 2.0, **kwargs) -> LeastSquares:
+        """A balanced design from ``seed``: row i is ±q_{i mod d} for a random orthonormal basis q_1..q_d,
+        b = a·w_true + noise·N(0, 1) clipped to [−1 − 4·noise, 1 + 4·noise], w_true uniform on the unit sphere.
 
-        w_true is uniform on the unit sphere, so |a·w_true| ≤ 1; the domain is row_bound = 1 and
-        target_bound = 1 + 4·noise (clipping makes it a bound). sufficient=True draws ``sample`` = m rows
-        (default: the largest divisor of n that is ≤ 1000, at least d) and declares the dataset of those
-        m rows each repeated n/m times (see the class docstring).
+        Every constant is public. The domain is row_bound = 1, target_bound = 1 + 4·noise (clipping makes
+        it a bound). The design fixes the spectrum: H = Σ_j (c_j/m) q_j q_jᵀ with c_j ∈ {⌊m/d⌋, ⌈m/d⌉} rows
+        along q_j, so mu = max(⌊m/d⌋, 1)/m is the smallest nonzero eigenvalue, known before any b is drawn.
+        The region is the ball of radius ``radius`` (default 2) around 0, which holds w_true and, unless the
+        noise is large, w*. sufficient=True draws ``sample`` = m rows (default: the largest divisor of n that
+        is ≤ 1000, at least d) and declares the dataset of those m rows each repeated n/m times (see the
+        class docstring).
         """
         dim, n = _integer("dim", dim, 1), _integer("n", n, 1)
         noise = _positive("noise", noise, low=0.0, strict=False)
@@ -449,33 +503,30 @@ class LeastSquares(KLObjective):
             if n % m or m < dim:
                 raise ValueError(f"sample must divide n={n} and be >= dim={dim}; got {m}")
         gen = torch.Generator().manual_seed(seed)
-        A = _sphere(m, dim, gen)
+        basis = torch.linalg.qr(torch.randn(dim, dim, generator=gen, dtype=F64))[0]
+        signs = torch.where(torch.rand(m, generator=gen, dtype=F64) < 0.5, -1.0, 1.0).to(F64)
+        A = signs[:, None] * basis.T[torch.arange(m) % dim]
         w_true = _sphere(1, dim, gen)[0]
         bound = 1 + 4 * noise
         b = (A @ w_true + noise * torch.randn(m, generator=gen, dtype=F64)).clamp(-bound, bound)
-        obj = cls(A, b, row_bound=1.0, target_bound=bound, **kwargs)
+        obj = cls(A, b, row_bound=1.0, target_bound=bound, radius=radius, mu=max(m // dim, 1) / m, **kwargs)
         obj.w_true = w_true
         return obj.sufficient(n) if sufficient else obj
 
-    def _setup(self, H, q, s, n, row_bound, target_bound, center, radius, weak_convexity, F_star):
+    def _setup(self, H, q, s, n, row_bound, target_bound, radius, mu, center, weak_convexity):
         self.H, self.q, self.s, self.n, self.dim = H, q, s, n, H.shape[0]
-        self.row_bound, self.target_bound = row_bound, target_bound
+        self.row_bound, self.target_bound, self.mu = row_bound, target_bound, mu
+        # w*, F*: for evaluating results only (no algorithm reads them)
         eig, V = torch.linalg.eigh(H)
         positive = eig > 1e-10 * max(float(eig[-1]), 1e-300)
-        if not positive.any():
-            raise ValueError("AᵀA/n must be nonzero")
-        self.mu = float(eig[positive][0])
         self.w_star = V[:, positive] @ ((V[:, positive].T @ q) / eig[positive])
         self._r0 = H @ self.w_star - q  # 0 up to rounding
         if self.A is not None:
-            F_star = float(0.5 * ((self.A @ self.w_star - self.b) ** 2).mean())
-        self.F_star = max(0.5 * (s - float(q @ self.w_star)), 0.0) if F_star is None else F_star
-        center = None if center is None else _vector("center", center, self.dim)
-        c = torch.zeros(self.dim, dtype=F64) if center is None else center
-        if radius is None:
-            radius = max(1.0, 2 * float(torch.linalg.vector_norm(self.w_star - c)))
-        self._region(center, radius, c)
-        self.gamma, self.kappa = 1 / math.sqrt(2 * self.mu), 2.0
+            self.F_star = float(0.5 * ((self.A @ self.w_star - self.b) ** 2).mean())
+        else:
+            self.F_star = max(0.5 * (s - float(q @ self.w_star)), 0.0)
+        self._region(center, radius, torch.zeros(self.dim, dtype=F64))
+        self.gamma, self.kappa = 1 / math.sqrt(2 * mu), 2.0
         R_w = float(torch.linalg.vector_norm(self.center)) + self.radius
         self.L0 = row_bound * (row_bound * R_w + target_bound)
         self.L1 = row_bound**2
@@ -491,6 +542,20 @@ class LeastSquares(KLObjective):
     def _example_gradients(self, points):
         r = points @ self.A.T - self.b  # (k, n)
         return r[..., None] * self.A
+
+
+def _least_squares_public(row_bound, target_bound, radius, mu) -> tuple[float, float, float, float]:
+    """LeastSquares' public inputs, each required (none may be read off the data), validated."""
+    rules = {"row_bound": "a public bound > 0 on the rows' norms ‖a_i‖ (the data domain)",
+             "target_bound": "a public bound >= 0 on the targets |b_i| (the data domain)",
+             "radius": "the region's radius > 0, a public choice",
+             "mu": "a public lower bound > 0 on the smallest nonzero eigenvalue of AᵀA/n (γ = 1/√(2μ))"}
+    values = {"row_bound": row_bound, "target_bound": target_bound, "radius": radius, "mu": mu}
+    for name, value in values.items():
+        if value is None:
+            raise ValueError(f"{name} must be {rules[name]}; got None")
+    return (_positive("row_bound", row_bound), _positive("target_bound", target_bound, strict=False),
+            _positive("radius", radius), _positive("mu", mu))
 
 
 # --- the lower-bound instances ----------------------------------------------------------------------
@@ -583,9 +648,14 @@ class TwoSidedPower(KLObjective):
     - KL, γ = 1 (tight as w → −a: F − F* → 2ap̂ = p^{κ−1}p̂ ≤ p̂^κ = |F′|^κ). Beyond ±a, by convexity
       F − F* ≤ |F′|·r, so |F′|^κ ≥ F − F* whenever r ≤ |F′|^{κ−1}; right of a, |F′| ≥ (1−p̂)/2 and
       |F′| ≥ τ(1+p̂)/2·r^{τ−1} (so |F′|^{κ−1} ≥ (τ(1+p̂)/2)^{κ−1} r, enough when τ(1+p̂) ≥ 2); left of −a
-      at distance s, r = 2a + s and |F′| ≥ (1+p̂)/2. The region is the interval around 0 of radius a + r₀,
-      r₀ = min{τ^{−(κ−1)}, r_right, ((1+p̂)/2)^{κ−1} − p^{κ−1}}, r_right = ∞ if τ(1+p̂) ≥ 2 else
-      ((1−p̂)/2)^{κ−1}.
+      at distance s, r = 2a + s and |F′| ≥ (1+p̂)/2. So KL holds within a + r₀(p̂) of 0,
+      r₀(q) = min{τ^{−(κ−1)}, r_right(q), ((1+q)/2)^{κ−1} − p^{κ−1}}, r_right(q) = ∞ if τ(1+q) ≥ 2 else
+      ((1−q)/2)^{κ−1}.
+    - The region is public: p̂ is a statistic of the labels (one replaced label moves it by 2/n), so the radius
+      is a + min over the family q = |p̂| ∈ [p, 1] of r₀(q): the last term is smallest at q = p, and r_right(q)
+      stays above (1 − 1/τ)^{κ−1} = κ^{−(κ−1)} (its value at q = 2/τ − 1, beyond which it is ∞), so
+      r₀ = min{τ^{−(κ−1)}, κ^{−(κ−1)} if τ(1+p) < 2, ((1+p)/2)^{κ−1} − p^{κ−1}}. The minimiser w* = ±a and F*
+      are read off the labels, for evaluation only.
     - L0 = 1 on the region: slopes are 1 or τr^{τ−1} ≤ τ·τ^{−(κ−1)(τ−1)} = 1 for r ≤ τ^{−(κ−1)}.
     - L1 = None (kinks at ±a); convex, weak_convexity :func:`default_weak_convexity`.
     """
@@ -599,11 +669,10 @@ class TwoSidedPower(KLObjective):
         n_plus = int((y > 0).sum())
         self.p_hat = (2 * n_plus - self.n) / self.n
         sign = 1.0 if self.p_hat > 0 else -1.0
-        q = abs(self.p_hat)
         self.w_star = torch.tensor([sign * a], dtype=F64)
-        self.F_star = a * (1 - q)
-        r_right = math.inf if self.tau * (1 + q) >= 2 else ((1 - q) / 2) ** (kappa - 1)
-        r0 = min(self.tau ** (-(kappa - 1)), r_right, ((1 + q) / 2) ** (kappa - 1) - p ** (kappa - 1))
+        self.F_star = a * (1 - abs(self.p_hat))
+        r_right = math.inf if self.tau * (1 + p) >= 2 else kappa ** (-(kappa - 1))
+        r0 = min(self.tau ** (-(kappa - 1)), r_right, ((1 + p) / 2) ** (kappa - 1) - p ** (kappa - 1))
         self._region(None, a + r0, torch.zeros(1, dtype=F64))
         self.gamma, self.L0, self.L1 = 1.0, 1.0, None
         self.weak_convexity = default_weak_convexity(self.gamma, self.kappa, self.L0)
