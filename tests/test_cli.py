@@ -1,8 +1,14 @@
 import json
+import os
+import subprocess
+import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
+from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_zo
+from dpnc.lm import train as lm_train
 
 runner = CliRunner(env={"COLUMNS": "250"})  # rich wraps errors at the terminal width
 
@@ -43,15 +49,6 @@ def test_account_help_explains_every_option():
 
 
 # --- bad input: a usage error naming the option, before any work, never a traceback -----------------------------
-
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
-import pytest  # noqa: E402
-
-from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_zo  # noqa: E402
-from dpnc.lm import train as lm_train  # noqa: E402
-
 
 @pytest.fixture
 def no_work(monkeypatch):
@@ -182,6 +179,14 @@ def test_finetune_bad_input_is_a_usage_error(args, option, no_work, tmp_path):
     assert_usage_error(result, option)
 
 
+def test_finetune_refuses_an_unknown_task_before_loading_a_model(tmp_path):
+    """The task is checked when the data is read, the trainer's first step (no model is built)."""
+    result = runner.invoke(app, ["finetune", "--task", "NOPE", "--data-dir", str(tmp_path), "--out",
+                                 str(tmp_path / "out")])
+    assert_usage_error(result, "--task")
+    assert "task must be one of" in result.output
+
+
 @pytest.mark.parametrize("command", [["finetune"], ["reproduce", "dpzero-lm"]])
 def test_a_missing_data_dir_is_a_usage_error(command, no_work, tmp_path):
     result = runner.invoke(app, [*command, "--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
@@ -190,9 +195,9 @@ def test_a_missing_data_dir_is_a_usage_error(command, no_work, tmp_path):
 
 def test_the_installed_command_prints_no_traceback(tmp_path):
     """The real entry point (rich's error box, not the test runner) on the inputs of issue 13, finding 8."""
-    dpnc = [sys.executable, "-m", "dpnc.cli"]
-    result = subprocess.run([*dpnc, "reproduce", "dpzero-synthetic", "--stepsizes", "nan", "--out",
-                             str(tmp_path / "out")], capture_output=True, text=True, env={"COLUMNS": "250"})
+    command = [sys.executable, "-m", "dpnc.cli", "reproduce", "dpzero-synthetic", "--stepsizes", "nan", "--out",
+               str(tmp_path / "out")]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"})
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "--stepsizes" in result.stderr and not (tmp_path / "out").exists()
 
