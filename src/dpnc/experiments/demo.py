@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
+from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.sampling import FullBatch
@@ -36,6 +37,15 @@ class DemoConfig:
     test_fraction: float = 0.2
     eval_every: int = 10
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Checked at construction, before any data is read."""
+        for name, rule in (("epsilon", POSITIVE), ("lr", POSITIVE), ("clip", POSITIVE), ("smoothing", POSITIVE),
+                           ("steps", INTEGER), ("eval_every", INTEGER), ("seed", NATURAL)):
+            check_value(name, getattr(self, name), rule)
+        check_value("delta", self.delta, ("a number in (0, 1)", lambda v: isinstance(v, float) and 0 < v < 1))
+        check_value("test_fraction", self.test_fraction,
+                    ("a number in (0, 1)", lambda v: isinstance(v, float) and 0 < v < 1))
 
 
 def load_data(config: DemoConfig):
