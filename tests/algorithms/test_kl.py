@@ -179,9 +179,12 @@ def test_spider_paper_mode_reports_its_true_cost():
     assert 1.5 < r.rho_spent <= upper + 1e-9 <= 2.125
 
 
-def test_spider_clipping_needs_example_gradients():
-    with pytest.raises(ValueError, match="per-example"):
-        kl.kl_spider(Quadratic(D, n=10**6), rho=1.0, clip=True)
+def test_spider_without_example_gradients_relies_on_the_declared_region():
+    """Nothing to clip (data-free): the bounds are the objective's own on its region, where w stays projected."""
+    f = Quadratic(D, n=10**6)
+    r = kl.kl_spider(f, rho=1.0, w0=start(f), noise=NoiseSource.for_testing(0))
+    assert r.stats["sensitivity"] == kl.DECLARED
+    assert float((r.iterates - f.center).norm(dim=1).max()) <= f.radius * (1 + 1e-12)
 
 
 def test_spider_clipping_is_a_no_op_under_the_assumptions():
@@ -312,7 +315,7 @@ def test_proximal_point_refuses_kappa_below_2():
 
 
 def test_adaptive_gd_noise_charges_and_halting():
-    f = SinePL.generate(D, 2000, seed=0)
+    f = SinePL.generate(D, 2000, seed=0, radius=3.0)  # the region holds w0
     noise = RecordingNoise(5)
     rho = 4.0
     r = kl.adaptive_gd(f, rho=rho, w0=torch.full((D,), 0.8, dtype=torch.float64), noise=noise, strict=False)
@@ -396,7 +399,7 @@ def test_selection_frequencies_follow_the_exponential_mechanism():
 
 
 def test_adaptive_gd_with_selection_releases_an_iterate():
-    f = SinePL.generate(D, 500, seed=1)
+    f = SinePL.generate(D, 500, seed=1, radius=2.0)  # the region holds w0
     r = kl.adaptive_gd(f, rho=1.0, w0=torch.full((D,), 0.5, dtype=torch.float64), select=True,
                        noise=NoiseSource.for_testing(0))
     assert torch.equal(r.w, r.iterates[r.stats["selected"]])

@@ -31,6 +31,8 @@ def test_tiny_run_records_every_run_within_its_budget(tiny):
         assert 0 < r["rho_spent"] <= r["rho"] * (1 + 1e-9), r
         assert r["epsilon"] == pytest.approx(rho_to_epsilon(r["rho_spent"], TINY.dp_delta))
         assert r["private"] is True
+        assert r["sensitivity"] == "declared"  # data-free objectives: projected onto the region, nothing to clip
+        assert r["region_distance"] <= r["radius"] * (1 + 1e-12), r  # where L0 holds (inner iterates included)
         assert r["nsr"] == pytest.approx(r["n"] * math.sqrt(r["rho"]))
         assert r["x"] == pytest.approx(r["nsr"] / math.sqrt(r["d"]))
         assert r["excess"] >= 0 and r["grad_norm"] >= 0 and r["queries"] > 0 and r["seconds"] >= 0
@@ -90,6 +92,10 @@ def test_claims_are_judged_on_the_numbers(tiny):
     over = [dict(r, rho_spent=r["rho"] * 1.01) if i == 0 else r for i, r in enumerate(rows)]
     claims = {text: ok for text, ok, _ in exp.check_claims(over, exp.slopes(over))}
     assert not next(ok for text, ok in claims.items() if text.startswith("every run spends at most"))
+    assert next(ok for text, ok in claims.items() if text.startswith("every iterate"))
+    outside = [dict(r, region_distance=8.0) if r["algorithm"] == "proximal-point" else r for r in rows]
+    claims = {text: ok for text, ok, _ in exp.check_claims(outside, exp.slopes(outside))}
+    assert not next(ok for text, ok in claims.items() if text.startswith("every iterate"))
     worse = [dict(r, excess=2 * r["bound"]) if r["algorithm"] == "kl-spider" else r for r in rows]
     claims = {text: ok for text, ok, _ in exp.check_claims(worse, exp.slopes(worse))}
     assert not next(ok for text, ok in claims.items() if "≤ Φfloor" in text)

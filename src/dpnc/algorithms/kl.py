@@ -23,13 +23,27 @@ their true cost (Alg 1 spends up to 2.125ρ under replace-one, Lemma 8 claims ρ
 spec ([R]): ceil'd K and T_k, the loop bound t < T_k, restart from the last iterate, Cf = 48 when calibrated,
 scalar norm noise and the safe charge in Alg 3, the exponent (2−κ)/κ in T_k.
 
-``clip=True`` clips per-example gradients to L0 (and Alg 1's per-example differences to L1·‖w_{t+1} − w_t‖):
-a no-op under the assumptions, and privacy then holds even when they fail. It needs an objective whose
-``example_gradients`` returns the per-example gradients.
+Guards (on by default; the paper has neither, it assumes the constants hold wherever the iterates go). The
+ledger charges every query for a sensitivity computed from the declared L0 (and L1), so those bounds must hold
+for every example at every query point, whatever the data:
+
+* ``clip=True`` clips per-example gradients to L0 and KL-Spider's per-example differences to L1·r_k ≥
+  L1‖w_{t+1} − w_t‖ (non-finite ones zeroed first): the sensitivity then holds for any data. A no-op under the
+  assumptions.
+* ``project=True`` keeps every iterate (and every inner iterate of Algorithm 4) in the objective's region
+  B_radius(center), where its constants are declared; w0 must lie there.
+
+An objective without per-example gradients (data-free, sufficient statistics) cannot be clipped; its bounds
+then rest on its own constants, declared for every example of its data domain on its region, which is why the
+iterates are projected there. A result says which holds in ``stats["sensitivity"]``: ``"clipped"``,
+``"declared"`` (no per-example gradients; projected onto the region, constants no smaller than the objective's)
+or ``"not guaranteed"`` (``clip=False``, or neither guard applies); in the last case its report says so and
+is marked not private. Audited in ``tests/algorithms/test_kl_privacy.py`` against adversarial data.
 
 Objectives (``dpnc.problems.kl``) give ``n``, ``dim``, ``gradient(w)`` (the full-batch mean) and optionally
-``example_gradients(w)`` and their constants (``L0``, ``L1``, ``weak_convexity``, ``gamma``, ``kappa``), which
-every function here takes as defaults; explicit arguments override them.
+``example_gradients(w)``, their region (``center``, ``radius``) and their constants (``L0``, ``L1``,
+``weak_convexity``, ``gamma``, ``kappa``), which every function here takes as defaults; explicit arguments
+override them. All of them are public inputs: the schedules and noise levels are functions of them.
 """
 
 from __future__ import annotations
@@ -46,9 +60,10 @@ from dpnc.privacy.budget import check_rho
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.mechanisms import exponential_mechanism, gaussian_mechanism
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Gaussian, Relation, ZCDPMechanism, mean_sensitivity
+from dpnc.privacy.releases import ExponentialMechanism, Gaussian, Relation, ZCDPMechanism, mean_sensitivity
 
 MODES = ("calibrated", "paper")
+CLIPPED, DECLARED, NOT_GUARANTEED = "clipped", "declared", "not guaranteed"  # stats["sensitivity"]
 
 
 @dataclass(frozen=True)
@@ -102,10 +117,17 @@ class Result:
     def rho_spent(self) -> float:
         return self.accountant.rho()
 
+    @property
+    def private(self) -> bool:
+        """Secret noise, and a sensitivity that the guards guarantee (``stats["sensitivity"]``)."""
+        return self.accountant.secret and self.stats.get("sensitivity") != NOT_GUARANTEED
+
     def report(self, delta: float) -> PrivacyReport:
-        """ρ and (ε, δ) by every accountant that applies, with the run's own privacy notes."""
+        """ρ and (ε, δ) by every accountant that applies, with the run's own privacy notes; marked not private
+        when the sensitivity the ledger assumes is not guaranteed."""
         report = self.accountant.report(delta)
         report.notes.extend(self.stats.get("privacy_notes", ()))
+        report.private = report.private and self.private
         return report
 
 
@@ -116,16 +138,18 @@ class PrivateGradients:
     """Noisy full-batch gradient queries on an objective, every release recorded in ``accountant``.
 
     A query's sensitivity is :func:`~dpnc.privacy.releases.mean_sensitivity` of its per-example bound
-    (replace-one 2G/n, add/remove G/n). With ``clip`` the per-example vectors are clipped to that bound
-    (non-finite ones zeroed first), so the bound holds whatever the objective; without it the bound rests on
-    the objective's assumptions, as in the paper.
+    (replace-one 2G/n, add/remove G/n). With ``clip`` and an objective that gives per-example gradients, the
+    per-example vectors are clipped to that bound (non-finite ones zeroed first), so the bound holds whatever the
+    data (``clips`` is True). Otherwise the bound rests on the objective's declared constants, which hold only on
+    its region: given a ``region``, every query point must lie in it, and a query outside raises (the algorithms
+    project their iterates there, so only a faulty inner solver can trip this; refusing is better than a release
+    whose sensitivity is unbounded).
     """
 
-    def __init__(self, objective, *, noise: NoiseSource, accountant: Accountant, clip: bool = False) -> None:
-        if clip and objective.example_gradients(_zeros(objective)) is None:
-            raise ValueError(f"clip=True needs per-example gradients; {objective.name!r} gives only the "
-                             "full-batch gradient (sufficient statistics)")
-        self.objective, self.noise, self.accountant, self.clip = objective, noise, accountant, clip
+    def __init__(self, objective, *, noise: NoiseSource, accountant: Accountant, clip: bool = True,
+                 region: Region | None = None) -> None:
+        self.objective, self.noise, self.accountant, self.region = objective, noise, accountant, region
+        self.clips = bool(clip) and objective.example_gradients(_zeros(objective)) is not None
         self.n = int(objective.n)
         self.nonfinite = 0
         self.queries = 0
@@ -135,10 +159,13 @@ class PrivateGradients:
 
     def gradient(self, w: torch.Tensor, bound: float) -> torch.Tensor:
         """∇F(w) (no noise), per-example clipped to ``bound`` when clipping."""
+        self._check(w)
         return self._mean(lambda: self.objective.example_gradients(w), lambda: self.objective.gradient(w), bound)
 
     def difference(self, w_new: torch.Tensor, w: torch.Tensor, bound: float) -> torch.Tensor:
         """∇F(w_new) − ∇F(w) (no noise), per-example differences clipped to ``bound`` when clipping."""
+        self._check(w_new)
+        self._check(w)
         f = self.objective
         return self._mean(lambda: f.example_gradients(w_new) - f.example_gradients(w),
                           lambda: f.gradient(w_new) - f.gradient(w), bound)
@@ -172,8 +199,14 @@ class PrivateGradients:
         self.queries += count
         return noise
 
+    def _check(self, w: torch.Tensor) -> None:
+        if not self.clips and self.region is not None and not self.region.contains(w):
+            raise RuntimeError(f"a query at distance {self.region.distance(w):.6g} from the region's centre "
+                               f"(radius {self.region.radius:.6g}), where the declared bounds need not hold: "
+                               "an inner solver must keep its iterates in the region it is given")
+
     def _mean(self, per_example, full, bound: float) -> torch.Tensor:
-        if self.clip:
+        if self.clips:
             g, bad = zero_nonfinite_rows(per_example())
             self.nonfinite += int(bad.sum())
             return clip_vectors(g, bound)[0].mean(0)
@@ -182,6 +215,68 @@ class PrivateGradients:
             self.nonfinite += 1
             mean = torch.zeros_like(mean)
         return mean
+
+
+@dataclass(frozen=True)
+class Region:
+    """The ball B_radius(center) where an objective declares its constants; iterates are projected onto it."""
+
+    center: torch.Tensor
+    radius: float
+
+    @classmethod
+    def of(cls, objective) -> Region:
+        center, radius = getattr(objective, "center", None), getattr(objective, "radius", None)
+        if center is None or radius is None:
+            raise ValueError(f"project must be False for an objective without a region (center, radius), where "
+                             f"its constants hold; got project=True for {getattr(objective, 'name', objective)!r}")
+        return cls(torch.as_tensor(center, dtype=torch.float64), float(radius))
+
+    def distance(self, w: torch.Tensor) -> float:
+        return float(torch.linalg.vector_norm(w - self.center))
+
+    def contains(self, w: torch.Tensor) -> bool:
+        return self.distance(w) <= self.radius * (1 + 1e-9)
+
+    def project(self, w: torch.Tensor) -> torch.Tensor:
+        return _project_ball(w, self.center, self.radius)
+
+
+def _project_ball(p: torch.Tensor, c: torch.Tensor, r: float) -> torch.Tensor:
+    offset = p - c
+    distance = float(torch.linalg.vector_norm(offset))
+    return p if distance <= r else c + offset * (r / distance)
+
+
+def project_two_balls(p: torch.Tensor, c1: torch.Tensor, r1: float, c2: torch.Tensor, r2: float) -> torch.Tensor:
+    """The Euclidean projection of p onto B_r1(c1) ∩ B_r2(c2), assumed non-empty (exact, in closed form).
+
+    If the projection onto one ball lies in the other, it is the answer (it is optimal for a superset).
+    Otherwise the answer lies on both spheres (by the KKT conditions: on one sphere only, strictly inside the
+    other ball, it would be that ball's projection), i.e. on their intersection, the (d−2)-sphere of centre
+    m = c1 + t·e and radius h = √(r1² − t²) in the plane ⟂ e = (c2 − c1)/D, t = (D² + r1² − r2²)/(2D): its
+    nearest point to p is m + h·v/‖v‖, v the part of p − m orthogonal to e.
+    """
+    for (ca, ra), (cb, rb) in (((c1, r1), (c2, r2)), ((c2, r2), (c1, r1))):
+        x = _project_ball(p, ca, ra)
+        if float(torch.linalg.vector_norm(x - cb)) <= rb * (1 + 1e-12):
+            return x
+    e = c2 - c1
+    D = float(torch.linalg.vector_norm(e))
+    e = e / D
+    t = (D * D + r1 * r1 - r2 * r2) / (2 * D)
+    m = c1 + t * e
+    h = math.sqrt(max(r1 * r1 - t * t, 0.0))
+    v = (p - m) - ((p - m) @ e) * e
+    norm = float(torch.linalg.vector_norm(v))
+    if norm == 0:  # p on the axis: every point of the rim is nearest; take one
+        v = torch.zeros_like(e)
+        v[int(torch.argmin(e.abs()))] = 1.0
+        v = v - (v @ e) * e
+        norm = float(torch.linalg.vector_norm(v))
+        if norm == 0:  # d = 1: the rim is the point m
+            return m
+    return m + (h / norm) * v
 
 
 def _zeros(objective) -> torch.Tensor:
@@ -199,6 +294,8 @@ class _Setting:
     w0: torch.Tensor
     L0: float
     mode: str
+    clip: bool
+    region: Region | None
 
 
 def _constant(objective, name: str, value, *, required: bool = True):
@@ -212,7 +309,7 @@ def _constant(objective, name: str, value, *, required: bool = True):
     return float(value)
 
 
-def _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant):
+def _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant, clip, project):
     rho = check_rho(rho)
     if rho == 0:
         raise ValueError("rho must be > 0")
@@ -224,12 +321,42 @@ def _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant):
     w0 = _zeros(objective) if w0 is None else torch.as_tensor(w0, dtype=torch.float64).clone()
     if w0.shape != (d,):
         raise ValueError(f"w0 must have shape ({d},); got {tuple(w0.shape)}")
+    region = Region.of(objective) if project else None
+    if region is not None and not region.contains(w0):
+        raise ValueError(f"w0 must lie in the region where the constants hold (distance <= radius = "
+                         f"{region.radius:.6g} from its centre); got distance {region.distance(w0):.6g}")
     if accountant is None:
         accountant = Accountant(relation)
     elif Relation.parse(relation) is not accountant.relation:
         raise ValueError(f"relation {relation!r} differs from the accountant's {accountant.relation.value!r}")
-    setting = _Setting(int(objective.n), d, rho, float(beta), w0, _constant(objective, "L0", L0), mode)
+    setting = _Setting(int(objective.n), d, rho, float(beta), w0, _constant(objective, "L0", L0), mode, bool(clip),
+                       region)
     return setting, (NoiseSource() if noise is None else noise), accountant
+
+
+def _guarantee(queries: PrivateGradients, s: _Setting, objective, **used: float) -> tuple[str, str]:
+    """Which guard bounds the per-example quantities (module docstring), and the report's note saying so.
+
+    ``used`` are the bounds the ledger was charged for (L0, and L1 for KL-Spider's differences); without
+    clipping they hold only if they are no smaller than the objective's own constants, on its region.
+    """
+    bounds = ", ".join(f"{k} = {v:.6g}" for k, v in used.items())
+    if queries.clips:
+        return CLIPPED, f"sensitivity: per-example gradients (and differences) clipped to the declared {bounds}"
+    if not s.clip:
+        reason = "clip=False"
+    elif s.region is None:
+        reason = "no per-example gradients to clip and project=False"
+    else:
+        smaller = [k for k, v in used.items() if getattr(objective, k, None) is None or v < getattr(objective, k)]
+        reason = (f"no per-example gradients to clip and {', '.join(smaller)} below the objective's own"
+                  if smaller else "")
+    if reason:
+        return NOT_GUARANTEED, (f"the sensitivity is not guaranteed ({reason}): the ledger's ε holds only if every "
+                                f"per-example gradient is within {bounds} wherever the iterates went")
+    return DECLARED, (f"sensitivity: no per-example gradients to clip; it rests on the objective's declared {bounds}, "
+                      f"valid for its data domain on its region (radius {s.region.radius:.6g}), onto which every "
+                      "iterate is projected")
 
 
 def _kl_constants(objective, gamma, kappa, F0, L0):
@@ -322,8 +449,8 @@ def spider_schedule(*, n: int, d: int, rho: float, beta: float, gamma: float, ka
 def kl_spider(objective, *, rho: float, beta: float = 0.05, w0=None, gamma: float | None = None,
               kappa: float | None = None, L0: float | None = None, L1: float | None = None,
               F0: float | None = None, mode: str = "calibrated", relation: Relation | str = "replace-one",
-              clip: bool = False, constants: Constants = Constants(), noise: NoiseSource | None = None,
-              accountant: Accountant | None = None) -> Result:
+              clip: bool = True, project: bool = True, constants: Constants = Constants(),
+              noise: NoiseSource | None = None, accountant: Accountant | None = None) -> Result:
     """Algorithm 1 (KL-Spider), Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor = Õ((γL0√(dK)/(n√ρ))^κ).
 
     Each round k opens with a checkpoint g = ∇F(w) + N(0, σ̂²I), then while t < T_k and
@@ -332,22 +459,28 @@ def kl_spider(objective, *, rho: float, beta: float = 0.05, w0=None, gamma: floa
     released values, so the output is post-processing of the full schedule's releases, and the ledger charges
     the full schedule (exactly ρ when calibrated) whether or not a round stops early: a realised, data-dependent
     count of releases would not be a guarantee. F0 defaults to (γL0)^κ.
+
+    Correction (issue 13): the paper's iterates may wander up to Σ_k T_k·r_k from w0, beyond the region where
+    L0 and L1 are declared; ``project`` puts every step back onto the region (projection is non-expansive, so a
+    step stays ≤ r_k and a difference's per-example bound L1·r_k still holds) and ``clip`` clips the checkpoint's
+    per-example gradients to L0 and the differences' to L1·r_k (module docstring).
     """
-    s, noise, accountant = _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant)
+    s, noise, accountant = _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant, clip, project)
     gamma, kappa, F0 = _kl_constants(objective, gamma, kappa, F0, s.L0)
     L1 = _constant(objective, "L1", L1)
     sched = spider_schedule(n=s.n, d=s.d, rho=s.rho, beta=s.beta, gamma=gamma, kappa=kappa, L0=s.L0, L1=L1,
                             F0=F0, mode=mode, relation=accountant.relation, constants=constants)
-    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip)
+    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip, region=s.region)
+    guarantee, note = _guarantee(queries, s, objective, L0=s.L0, L1=L1)
     w, iterates, updates, stopped_by_norm = s.w0.clone(), [s.w0.clone()], [], 0
     for rnd in sched.rounds:
         g = queries.release(queries.gradient(w, s.L0), s.L0, rnd.sigma_hat)
         threshold = constants.stop / gamma * rnd.Phi ** (1 / kappa)
         t = 0
         while t < rnd.T and float(g.norm()) >= threshold:
-            w_new = w - rnd.r * g / g.norm()
+            w_new = _step(w - rnd.r * g / g.norm(), s.region)
             if t + 1 < rnd.T:
-                bound = L1 * rnd.r  # per-example ‖∇f(w_new) − ∇f(w)‖ ≤ L1‖w_new − w‖ = L1·r_k
+                bound = L1 * rnd.r  # per-example ‖∇f(w_new) − ∇f(w)‖ ≤ L1‖w_new − w‖ ≤ L1·r_k
                 g = g + queries.release(queries.difference(w_new, w, bound), bound, rnd.sigma)
             w, t = w_new, t + 1
             iterates.append(w.clone())
@@ -357,8 +490,14 @@ def kl_spider(objective, *, rho: float, beta: float = 0.05, w0=None, gamma: floa
                 queries.charge(L1 * rnd.r, rnd.sigma, rnd.T - 1 - t)
         updates.append(t)
     stats = {"schedule": sched, "updates": updates, "rounds_stopped_early": stopped_by_norm,
-             "F0": F0, "bound": sched.Phi_floor, "queries": queries.queries, "nonfinite": queries.nonfinite}
+             "F0": F0, "bound": sched.Phi_floor, "queries": queries.queries, "nonfinite": queries.nonfinite,
+             "sensitivity": guarantee, "privacy_notes": [note]}
     return Result("kl-spider", w, torch.stack(iterates), accountant, s.rho, mode, stats)
+
+
+def _step(w: torch.Tensor, region: Region | None) -> torch.Tensor:
+    """The next iterate, projected onto the region when projecting."""
+    return w if region is None else region.project(w)
 
 
 # --- Algorithm 2 + 4: private proximal point with noisy projected GD -----------------------------------
@@ -366,11 +505,13 @@ def kl_spider(objective, *, rho: float, beta: float = 0.05, w0=None, gamma: floa
 
 @dataclass
 class InnerResult:
-    """What an inner solver returns: its output, its number of gradient queries and its largest ‖u − c‖."""
+    """What an inner solver returns: its output, its number of gradient queries, its largest ‖u − c‖ and (if it
+    reports it) its largest distance from the centre of the region ``queries.region``."""
 
     w: torch.Tensor
     steps: int
     max_distance: float
+    max_region_distance: float = math.nan
 
 
 InnerSolver = Callable[..., InnerResult]
@@ -383,8 +524,13 @@ def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: 
 
     T_A = max(2, ⌈n²ρ log²(2/β)/d⌉) (capped by ``max_iters``, which costs utility, never privacy: σ is set
     for the T_A actually run); steps 1/(L̃1·s) on ∇F(u_s) + 2L̃1(u_s − c) + N(0, σ²I), projection onto the
-    ball of radius L0/(2L̃1) around c (which holds the minimiser of F̃), output Σ_s s·u_s / Σ_s s.
+    ball of radius R = L0/(2L̃1) around c (which holds the minimiser of F̃), output Σ_s s·u_s / Σ_s s.
     Calibrated σ spends ρ over the T_A − 1 queries exactly; the paper's σ² = 4L0²T_A/(n²ρ) spends ≤ ρ/2.
+
+    Correction (issue 13): R is typically far larger than the region where L0 is declared (10.7 against 1 for
+    ‖w‖^1.5 at the default L̃1), so with ``queries.region`` set the projection is onto the region ∩ B_R(c)
+    (:func:`project_two_balls`; c lies in the region). Algorithm 4's analysis holds on any convex feasible set
+    containing c; the minimiser of F̃ over it replaces the unconstrained one.
     """
     n, d = queries.n, center.shape[0]
     T_A = max(2, math.ceil(n**2 * rho * math.log(2 / beta) ** 2 / d))
@@ -395,19 +541,23 @@ def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: 
     else:
         sigma = math.sqrt(4 * L0**2 * T_A / (n**2 * rho))
     R = L0 / (2 * weak_convexity)
+    region = queries.region
+    if region is None:
+        project = lambda v: _project_ball(v, center, R)  # noqa: E731
+    else:
+        project = lambda v: project_two_balls(v, region.center, region.radius, center, R)  # noqa: E731
     u = center.clone()
     weighted, max_distance = u.clone(), 0.0  # Σ_s s·u_s, starting with s = 1
+    max_region_distance = math.nan if region is None else region.distance(u)
     noise = queries.noise_for(T_A - 1, (d,), L0, sigma)
     for s in range(1, T_A):
         g = queries.gradient(u, L0) + noise[s - 1] + 2 * weak_convexity * (u - center)
-        offset = u - g / (weak_convexity * s) - center
-        distance = float(offset.norm())
-        if distance > R:
-            offset, distance = offset * (R / distance), R
-        u = center + offset
-        max_distance = max(max_distance, distance)
+        u = project(u - g / (weak_convexity * s))
+        max_distance = max(max_distance, float((u - center).norm()))
+        if region is not None:
+            max_region_distance = max(max_region_distance, region.distance(u))
         weighted += (s + 1) * u
-    return InnerResult(weighted * 2 / (T_A * (T_A + 1)), T_A - 1, max_distance)
+    return InnerResult(weighted * 2 / (T_A * (T_A + 1)), T_A - 1, max_distance, max_region_distance)
 
 
 def proximal_point_rounds(*, n: int, d: int, rho: float, gamma: float, kappa: float, L0: float,
@@ -431,25 +581,28 @@ def proximal_point_bound(*, n: int, d: int, rho: float, beta: float, gamma: floa
 def proximal_point(objective, *, rho: float, beta: float = 0.05, w0=None, gamma: float | None = None,
                    kappa: float | None = None, L0: float | None = None, weak_convexity: float | None = None,
                    F0: float | None = None, mode: str = "calibrated", relation: Relation | str = "replace-one",
-                   clip: bool = False, inner: InnerSolver = noisy_projected_gd, max_inner_iters: int | None = None,
-                   constants: Constants = Constants(), noise: NoiseSource | None = None,
-                   accountant: Accountant | None = None) -> Result:
+                   clip: bool = True, project: bool = True, inner: InnerSolver = noisy_projected_gd,
+                   max_inner_iters: int | None = None, constants: Constants = Constants(),
+                   noise: NoiseSource | None = None, accountant: Accountant | None = None) -> Result:
     """Algorithm 2 (private proximal point), Theorem 2: F(w_T) − F* = Õ((γL0√(dT)/(n√ρ))^κ) for κ ≥ 2.
 
     w_t = inner(F + L̃1‖· − w_{t−1}‖², ρ/T, β/T), t = 1..T; the proximal term is data-free, so privacy is
     T·(ρ/T) = ρ by composition. ``inner`` is any solver with :func:`noisy_projected_gd`'s signature that
-    releases only through the given :class:`PrivateGradients`; its cost is about n²ρ·log²/d gradient
-    queries per call, hence ``max_inner_iters``.
+    releases only through the given :class:`PrivateGradients`, and keeps its query points in
+    ``queries.region`` when that is set (the queries refuse points outside it unless they clip); its cost is
+    about n²ρ·log²/d gradient queries per call, hence ``max_inner_iters``. ``clip`` and ``project``: module
+    docstring; with ``project`` the inner iterates stay in the region, hence so do their averages w_t.
     """
-    s, noise, accountant = _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant)
+    s, noise, accountant = _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant, clip, project)
     gamma, kappa, F0 = _kl_constants(objective, gamma, kappa, F0, s.L0)
     if kappa < 2:
         raise ValueError(f"the proximal point method is analysed for kappa >= 2; got {kappa}")
     weak_convexity = _constant(objective, "weak_convexity", weak_convexity)
     T = proximal_point_rounds(n=s.n, d=s.d, rho=s.rho, gamma=gamma, kappa=kappa, L0=s.L0,
                               weak_convexity=weak_convexity, F0=F0, constants=constants)
-    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip)
-    w, iterates, inner_steps, max_distance = s.w0.clone(), [s.w0.clone()], [], 0.0
+    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip, region=s.region)
+    guarantee, note = _guarantee(queries, s, objective, L0=s.L0)
+    w, iterates, inner_steps, max_distance, region_distances = s.w0.clone(), [s.w0.clone()], [], 0.0, []
     for _ in range(T):
         out = inner(queries, w, rho=s.rho / T, beta=s.beta / T, L0=s.L0, weak_convexity=weak_convexity,
                     mode=mode, max_iters=max_inner_iters)
@@ -457,8 +610,11 @@ def proximal_point(objective, *, rho: float, beta: float = 0.05, w0=None, gamma:
         iterates.append(w.clone())
         inner_steps.append(out.steps)
         max_distance = max(max_distance, out.max_distance)
+        region_distances.append(out.max_region_distance)
     stats = {"T": T, "inner_steps": inner_steps, "inner_radius": s.L0 / (2 * weak_convexity),
-             "inner_max_distance": max_distance, "F0": F0, "queries": queries.queries,
+             "inner_max_distance": max_distance,
+             "inner_max_region_distance": max(region_distances) if region_distances else math.nan,  # nan: unreported
+             "sensitivity": guarantee, "privacy_notes": [note], "F0": F0, "queries": queries.queries,
              "nonfinite": queries.nonfinite}
     return Result("proximal-point", w, torch.stack(iterates), accountant, s.rho, mode, stats)
 
@@ -468,8 +624,8 @@ def proximal_point(objective, *, rho: float, beta: float = 0.05, w0=None, gamma:
 
 def adaptive_gd(objective, *, rho: float, beta: float = 0.05, w0=None, L0: float | None = None,
                 L1: float | None = None, mode: str = "calibrated", relation: Relation | str = "replace-one",
-                strict: bool = True, select: bool = False, clip: bool = False, noise: NoiseSource | None = None,
-                accountant: Accountant | None = None) -> Result:
+                strict: bool = True, select: bool = False, clip: bool = True, project: bool = True,
+                noise: NoiseSource | None = None, accountant: Accountant | None = None) -> Result:
     """Algorithm 3 (adaptive noisy GD), Theorem 4; with ``select``, Algorithm 3+ (Theorem 5).
 
     Each step releases N_t = ‖∇F(w)‖ + N(0, σ̂²) (a scalar), then g = ∇F(w) + N(0, σ_t²I) with
@@ -484,8 +640,16 @@ def adaptive_gd(objective, *, rho: float, beta: float = 0.05, w0=None, L0: float
     (ρ when strict, ρ + √ρ/n otherwise; twice that in paper mode under replace-one), not the realised charges.
     Selection adds the exponential mechanism with ε = √ρ on the utility −‖∇F(w_t)‖ (sensitivity L0/n in the
     paper's convention), accounted as bounded range (ε²/8, the paper charges ε²/2).
+
+    ``clip`` and ``project``: module docstring (the paper assumes L0 wherever w − g/(2L1) lands). Every argument,
+    the selection's included, is checked before the first query.
     """
-    s, noise, accountant = _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant)
+    s, noise, accountant = _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant, clip, project)
+    if select:
+        _check_selection(accountant.relation, "select=True")
+        if s.region is None and not PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip).clips:
+            raise ValueError("project must be True for select=True without clipping: the selection's scores are "
+                             "bounded only on the region, so it would refuse the iterates after the run; got False")
     L1 = _constant(objective, "L1", L1)
     n, d, rho = s.n, s.d, s.rho
     ell = math.log(n * math.sqrt(rho) / beta)
@@ -502,7 +666,8 @@ def adaptive_gd(objective, *, rho: float, beta: float = 0.05, w0=None, L0: float
     if limit < 0:
         raise ValueError(f"strict mode needs ρ/2 ≥ √ρ/n, i.e. n·√ρ ≥ 2; got n·√ρ = {n * math.sqrt(rho):.3g}")
     # every step's releases are record=False: the filter's bound is recorded once, after the loop
-    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip)
+    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip, region=s.region)
+    guarantee, note = _guarantee(queries, s, objective, L0=s.L0)
     w, iterates, charges, sigmas, floored = s.w0.clone(), [s.w0.clone()], [], [], False
     while sum(charges) <= limit:
         grad = queries.gradient(w, s.L0)
@@ -510,19 +675,19 @@ def adaptive_gd(objective, *, rho: float, beta: float = 0.05, w0=None, L0: float
         sigma_paper = max(N / math.sqrt(d * ell), sigma_min) if N > 0 else sigma_min
         floored = sigma_paper <= sigma_min
         g = queries.release(grad, s.L0, scale * sigma_paper, record=False)
-        w = w - eta * g
+        w = _step(w - eta * g, s.region)
         iterates.append(w.clone())
         sigmas.append(scale * sigma_paper)
         charges.append(math.sqrt(rho) / n + (rho / 2 if floored else s.L0**2 * d * ell / (n**2 * N**2)))
     filter_bound = cost_ratio * (rho if strict else rho + math.sqrt(rho) / n)
     accountant.record(ZCDPMechanism(filter_bound, secret=noise.secret))
     notes = [f"adaptive noise: accounted by a zCDP privacy filter of {filter_bound:.6g} "
-             f"(fully adaptive composition; {len(charges)} steps; PLD does not apply)"]
+             f"(fully adaptive composition; {len(charges)} steps; PLD does not apply)", note]
     iterates_t = torch.stack(iterates)
     stats = {"eta": eta, "ell": ell, "sigma_hat": sigma_hat, "sigma_min": scale * sigma_min, "sigmas": sigmas,
              "charges": charges, "charged": sum(charges), "last_floored": floored, "filter": filter_bound,
              "steps": len(charges), "queries": queries.queries, "nonfinite": queries.nonfinite,
-             "privacy_notes": notes}
+             "sensitivity": guarantee, "privacy_notes": notes}
     output = w
     if select:
         index = select_stationary(objective, iterates_t, rho=rho, L0=s.L0, mode=mode, clip=clip, noise=noise,
@@ -533,19 +698,32 @@ def adaptive_gd(objective, *, rho: float, beta: float = 0.05, w0=None, L0: float
 
 
 def select_stationary(objective, iterates: torch.Tensor, *, rho: float, L0: float | None = None,
-                      mode: str = "calibrated", clip: bool = False, noise: NoiseSource | None = None,
+                      mode: str = "calibrated", clip: bool = True, noise: NoiseSource | None = None,
                       accountant: Accountant) -> int:
     """Theorem 5's private selection: t* with P(t) ∝ exp(−ε‖∇F(w_t)‖/(2Δ)), ε = √ρ.
 
     Δ is the utility's sensitivity: calibrated, the relation's (2L0/n replace-one, L0/n add/remove), so the
     selection is √ρ-DP; ``"paper"`` uses L0/n, and the ledger records the ε that this really gives
-    (2√ρ under replace-one).
+    (2√ρ under replace-one). The scores are ‖·‖ of per-example gradients clipped to L0 (``clip``); without
+    per-example gradients to clip, every iterate must lie in the objective's region, where L0 is declared.
+
+    Raises:
+        ValueError: before any score is computed, for a bad mode, an accountant whose relation the exponential
+            mechanism's release does not support, or iterates outside the region when nothing can be clipped.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
+    _check_selection(accountant.relation, "the selection")
     L0 = _constant(objective, "L0", L0)
     noise = NoiseSource() if noise is None else noise
     queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip)
+    if not queries.clips:
+        region = Region.of(objective)
+        outside = [t for t, w in enumerate(iterates) if not region.contains(w)]
+        if outside:
+            raise ValueError(f"iterates must lie in the region (radius {region.radius:.6g}) when their gradients "
+                             f"cannot be clipped; got {len(outside)} outside, the first at index {outside[0]}")
+        queries.region = region
     norms = torch.stack([queries.gradient(w, L0).norm() for w in iterates])
     true_delta = queries.sensitivity(L0)
     used_delta = true_delta if mode == "calibrated" else L0 / queries.n
@@ -553,3 +731,16 @@ def select_stationary(objective, iterates: torch.Tensor, *, rho: float, L0: floa
     index, release = exponential_mechanism(-norms, sensitivity=used_delta, epsilon=epsilon, noise=noise)
     accountant.record(replace(release, epsilon=epsilon * true_delta / used_delta))
     return index
+
+
+def _check_selection(relation: Relation, what: str) -> None:
+    """The exponential mechanism's release must be accountable under ``relation``: checked before any run.
+
+    Mathematically the selection is ε-DP and ε-bounded-range (ε²/8-zCDP) under add/remove as well, with score
+    sensitivity L0/n; the refusal follows :class:`~dpnc.privacy.releases.ExponentialMechanism`, whose
+    accounting (binary randomized response) dpnc states for replace-one only, and lifts when that does.
+    """
+    supported = ExponentialMechanism.RDP_RELATIONS | ExponentialMechanism.PLD_RELATIONS
+    if relation not in supported:
+        raise ValueError(f"relation must be one of {sorted(r.value for r in supported)} for {what}: the accountant "
+                         f"interprets the exponential mechanism only there; got {relation.value!r}")

@@ -12,7 +12,10 @@ The paper is theory only (spec seed004 §4); this is its first experiment. On ob
   (n√ρ)^{−κ}; its inner solver is capped (``max_inner_iters``), the theory's n²ρ·log² steps being out of reach.
 
 Every run records F(w) − F*, ‖∇F(w)‖, updates and gradient queries, ρ spent (from the accountant), ε at δ
-(zCDP conversion), wall time, the theorem's bound at the run's constants and the class lower bound.
+(zCDP conversion), what guarantees the sensitivity (``"declared"`` here: data-free objectives have no per-example
+gradients to clip, so every iterate is projected onto the region where L0 is declared) and the largest distance of
+an iterate from the region's centre (inner iterates for the proximal point method), wall time, the theorem's
+bound at the run's constants and the class lower bound.
 n and ρ enter these algorithms only through n√ρ (the objectives are data-free: n copies of one example), so
 n√ρ is varied through n at ρ = 1, and a small ρ sweep at fixed n checks that the runs depend on n√ρ alone.
 Log-log slopes of the median excess against x = n√ρ/√d are fitted per (algorithm, objective, d) over the
@@ -254,6 +257,8 @@ def _one_run(config: KLRatesConfig, index: int, algorithm: str, name: str, d: in
     if bound >= F0 * (1 - 1e-12):
         regime = TRIVIAL
     rho_spent = result.rho_spent
+    region_distance = (result.stats["inner_max_region_distance"] if algorithm == "proximal-point"
+                       else float(torch.linalg.vector_norm(result.iterates - f.center, dim=1).max()))
     return {"algorithm": algorithm, "objective": name, "kappa": kappa, "gamma": gamma, "L0": L0, "d": d, "n": n,
             "rho": rho, "nsr": nsr, "x": nsr / math.sqrt(d), "sweep": sweep, "seed": seed,
             "excess": float(f.excess(result.w)), "grad_norm": float(torch.linalg.vector_norm(f.gradient(result.w))),
@@ -261,7 +266,8 @@ def _one_run(config: KLRatesConfig, index: int, algorithm: str, name: str, d: in
             "bound_noise_term": t2, "regime": regime, "grad_bound": grad_bound,
             "lower_bound": lower_bound(kappa=kappa, n=n, d=d, rho=rho, gamma=gamma, L0=L0),
             "steps": steps, "queries": result.stats["queries"], "rho_spent": rho_spent,
-            "epsilon": rho_to_epsilon(rho_spent, config.dp_delta), "private": result.accountant.secret,
+            "epsilon": rho_to_epsilon(rho_spent, config.dp_delta), "private": result.private,
+            "sensitivity": result.stats["sensitivity"], "region_distance": region_distance, "radius": f.radius,
             "seconds": seconds}
 
 
@@ -323,6 +329,12 @@ def check_claims(rows: list[dict], slope_rows: list[dict]) -> list[tuple[str, bo
                    "ρ' = 8ρ/9 by the filter plus ρ'/8 for the exponential mechanism)", not over,
                    f"max ρ spent / ρ = {ratio:.6f} over {len(rows)} runs; {len(over)} run(s) over; "
                    f"ε at δ (zCDP conversion): {eps}"))
+    far = [r for r in rows if r["region_distance"] > r["radius"] * (1 + 1e-12)]
+    claims.append(("every iterate (the proximal point method's inner iterates included) stays in the region where L0 "
+                   "is declared, so the sensitivity the ledger charges holds (issue 13, finding 4)", not far,
+                   f"max distance from the centre / radius = "
+                   f"{max(r['region_distance'] / r['radius'] for r in rows):.6f} over {len(rows)} runs; "
+                   f"sensitivity: {', '.join(sorted({r['sensitivity'] for r in rows}))}"))
     spider = _in_main(rows, "kl-spider") + [r for r in rows if r["algorithm"] == "kl-spider" and r["sweep"] == "rho"]
     if spider:
         above = [r for r in spider if r["excess"] > r["bound"]]
@@ -469,7 +481,10 @@ def _summary(result: dict, command: str) -> str:
               "Privacy noise: **NOT PRIVATE** — seeded test sources (`--reproducible`), for replaying the numbers."),
              "",
              "Objectives (data-free: n copies of one example, so n enters only through the noise), each on the ball "
-             "of radius 1 around w*, started at w0 = w* + 0.9·(1, …, 1)/√d, F0 = (γL0)^κ (the algorithms' default):",
+             "of radius 1 around w*, started at w0 = w* + 0.9·(1, …, 1)/√d, F0 = (γL0)^κ (the algorithms' default). "
+             "Every iterate, the proximal point method's inner iterates included, is projected onto that ball, the "
+             "region where L0 is declared (sensitivity: "
+             f"{', '.join(sorted({str(r.get('sensitivity')) for r in rows}))}; see `dpnc.algorithms.kl`):",
              ""]
     for o in kinds:
         r = next(r for r in rows if r["objective"] == o)
