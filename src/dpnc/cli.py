@@ -162,7 +162,8 @@ def finetune(
     accountant: str = typer.Option("rdp", "--accountant", help="rdp or pld: calibrates the noise, shown as ε."),
     sampler: str = typer.Option("poisson", "--sampler",
                                 help="poisson (required for private methods) or shuffle (fixed-size batches)."),
-    seed: int = typer.Option(42, "--seed", min=0, help="Public seed (data order, directions); the noise is secret."),
+    seed: int = typer.Option(42, "--seed", min=0,
+                             help="Public seed of the zeroth-order directions; batches and noise are secret."),
     data_seed: int = typer.Option(None, "--data-seed", min=0, help="Seed of the k-shot folder (default: --seed)."),
     k: int = typer.Option(512, "--k", min=1, help="Examples per class of the k-shot folder."),
     max_length: int = typer.Option(128, "--max-length", min=8, help="Tokens per sequence."),
@@ -177,16 +178,26 @@ def finetune(
     checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", help="Folder for checkpoint.pt and the journal."),
     checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0,
                                          help="Checkpoint every N steps (0: only at the end)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run checkpointed in --checkpoint-dir."),
+    resume: bool = typer.Option(False, "--resume",
+                                help="Continue the run journaled in --checkpoint-dir (else --out), checkpoint or not."),
+    new_run: bool = typer.Option(False, "--new-run",
+                                 help="Start afresh in a run folder holding an earlier run's journal or checkpoint "
+                                      "(they are moved to superseded-<time>/); without it such a folder is refused."),
+    log_private_stats: bool = typer.Option(False, "--log-private-stats",
+                                           help="Also write private_train_stats.jsonl: per-step training-data "
+                                                "statistics (batch loss, non-finite count, clipped fraction, time). "
+                                                "NOT PRIVATE: not covered by ε; do not publish."),
     out: Path = typer.Option(Path("runs/finetune"), "--out",
                              help="Folder for metrics.jsonl, summary.json and the fine-tuned model/."),
     threads: int = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's choice)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (loss, ε spent)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (ε spent)."),
 ) -> None:
     """Fine-tune a Hugging Face encoder for text classification, privately (DPZero, DP-AdamW) or not.
 
-    Writes metrics.jsonl (per step: loss, ε spent, non-finite count, time; per evaluation: test accuracy),
-    summary.json (test accuracy, ε by RDP and PLD, δ, steps, wall time) and the model (save_pretrained).
+    Writes metrics.jsonl (public values only: per step ε spent, the public direction seed and the released
+    scalar; per evaluation test accuracy and loss), summary.json (test accuracy, ε by RDP and PLD, δ, steps,
+    wall time), the journal (journal.jsonl, for --resume) and the model (save_pretrained). Training-data
+    statistics only with --log-private-stats, to private_train_stats.jsonl (not private).
     Models are read from local folders only (HF_HUB_OFFLINE is honoured). Example:
     dpnc finetune --task SST-2 --data-dir data --method dpzero --steps 1000 --epsilon 6 --out runs/sst2
     """
@@ -207,7 +218,8 @@ def finetune(
         weight_decay=weight_decay, per_example=per_example, microbatch=microbatch, direction=direction,
         eval_every=eval_every, eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
-        checkpoint_every=checkpoint_every, out=str(out), progress=progress)
+        checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
+        new_run=new_run)
     summary = lm_train.finetune(config, resume=resume)
     eps = "" if not config.private else (f", ε = {summary.epsilon_rdp:.4g} (RDP) / {summary.epsilon_pld:.4g} (PLD)"
                                          f" at δ = {config.delta:g}")

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from dpnc.cli import app
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_classifier, load_task, per_example_clipped_sum
 from dpnc.privacy import NoiseSource, PoissonSampledGaussian
+from dpnc.sampling import PoissonSampler
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
@@ -31,7 +32,7 @@ def params(trainer: Trainer) -> list[torch.Tensor]:
 
 
 def trajectory(records) -> list[tuple]:
-    return [(r.step, r.seed, tuple(r.batch)) for r in records]
+    return [(r.step, r.seed) for r in records]
 
 
 def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
@@ -65,19 +66,26 @@ def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_eve
         return config(tmp_path, steps=5, batch_size=4, checkpoint_every=2, checkpoint_dir=str(tmp_path / name),
                       out=str(tmp_path / f"out-{name}"), **kw)
 
-    full = Trainer(cfg("full"), noise=NoiseSource.for_testing(7))
+    def batches():   # test-only seeded batches (not private), so that two runs can be compared step by step
+        return PoissonSampler.for_testing(1024, 4, seed=3)
+
+    full = Trainer(cfg("full"), noise=NoiseSource.for_testing(7), sampler=batches())
     full.train()
     # The same run killed after 3 steps: checkpoint at step 2, step 3 only in the journal.
-    killed = Trainer(cfg("killed"), noise=NoiseSource.for_testing(7))
+    killed = Trainer(cfg("killed"), noise=NoiseSource.for_testing(7), sampler=batches())
     first = killed.train(max_steps=3)
     shutil.copytree(tmp_path / "killed", tmp_path / "lost")
-    noise = NoiseSource.for_testing(7)
-    for _ in range(3):   # test-only: continue the seeded noise stream where the killed run left it
+    noise, sampler = NoiseSource.for_testing(7), batches()
+    for _ in range(3):   # test-only: continue the seeded noise and batch streams where the killed run left them
         noise.gaussian_scalar(1.0)
-    resumed = Trainer(cfg("killed"), noise=noise, resume=True)
+        sampler.sample()
+    resumed = Trainer(cfg("killed"), noise=noise, resume=True, sampler=sampler)
     assert resumed.step == 3 and resumed.accountant.releases == 3   # step 3 replayed from the journal
     rest = resumed.train()
     assert trajectory(first + rest) == trajectory(full.history)
+    # The same released scalars, up to the replay's float32 rounding (parameters within 1e-6, amplified in
+    # c_t = Σ clip((ℓ⁺ − ℓ⁻)/2λ)/B + z by 1/(2λ) = 500).
+    assert [r.released for r in first + rest] == pytest.approx([r.released for r in full.history], rel=1e-3)
     assert resumed.accountant.to_json() == full.accountant.to_json()
     for a, b in zip(resumed.classifier.parameters(), full.classifier.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)   # replay = the step up to rounding
@@ -96,14 +104,14 @@ def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_eve
         Trainer(cfg("full"), resume=True)
     with pytest.raises(ValueError, match="different config.*lr"):
         Trainer(cfg("killed", lr=1e-3), resume=True)
-    with pytest.raises(ValueError, match="already holds a checkpoint"):
+    with pytest.raises(ValueError, match="already holds an earlier run"):
         Trainer(cfg("killed"))
 
 
 def test_non_finite_losses_do_not_crash_and_are_reported(tmp_path):
     for method in ("dpzero", "mezo", "adamw"):
         cfg = config(tmp_path, method=method, steps=2, batch_size=8, out=str(tmp_path / method),
-                     sampler="poisson" if method == "dpzero" else "shuffle")
+                     sampler="poisson" if method == "dpzero" else "shuffle", log_private_stats=True)
         trainer = Trainer(cfg, noise=NoiseSource.for_testing(0))
         forward = trainer.classifier.forward
 
@@ -116,7 +124,8 @@ def test_non_finite_losses_do_not_crash_and_are_reported(tmp_path):
         assert summary.nonfinite >= 2, method   # one per step
         assert all(torch.isfinite(p).all() for p in trainer.classifier.parameters()), method
         assert math.isfinite(summary.test_accuracy)
-        rows = [json.loads(line) for line in (Path(cfg.out) / "metrics.jsonl").read_text().splitlines()]
+        # Reported among the training-data statistics (not private), which the user asked for.
+        rows = [json.loads(line) for line in (Path(cfg.out) / "private_train_stats.jsonl").read_text().splitlines()]
         assert all(r["nonfinite"] >= 1 and math.isfinite(r["loss"]) for r in rows if r["event"] == "step")
 
 
@@ -177,6 +186,17 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["releases"] == 1 and summary["epsilon_rdp"] <= 2.0 and summary["private"]
     assert (out / "model" / "dpnc_head.pt").exists()
+    assert not (out / "private_train_stats.jsonl").exists()
+    # The folder holds that run's journal: the same command again is refused, --new-run moves it aside.
+    again = ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--steps", "1", "--batch-size", "4",
+             "--eval-examples", "16", "--epsilon", "2", "--out", str(out), "--no-progress", "--threads", "1"]
+    refused = runner.invoke(app, again)
+    assert refused.exit_code == 2 and "already holds an earlier run" in refused.output
+    result = runner.invoke(app, [*again, "--new-run", "--log-private-stats"])
+    assert result.exit_code == 0, result.output
+    assert len(list(out.glob("superseded-*/journal.jsonl"))) == 1
+    header = json.loads((out / "private_train_stats.jsonl").read_text().splitlines()[0])
+    assert header["warning"].startswith("NOT PRIVATE")
     bad = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--sampler", "shuffle"])
     assert bad.exit_code != 0 and "sampler must be 'poisson'" in bad.output
 

@@ -13,10 +13,14 @@ subprocess, so that its peak memory (``ru_maxrss``) is its own; ``workers`` of t
 
 each beside the paper's numbers (RoBERTa-large, T = 10 000, B = 64 on an RTX 3090).
 
-Privacy: DPZero and DP-AdamW draw Poisson batches of rate q = B/n with n the *true* train-set size
+Privacy: DPZero and DP-AdamW draw secret Poisson batches of rate q = B/n with n the *true* train-set size
 (``len(dataset)``: TREC's 512-shot set has 2646 rows, not 3072) and calibrate the noise multiplier with dpnc's
 accountant (RDP by default) so that the run's T releases spend the target (ε, δ); each row records ε by RDP and
-by the tight PLD, both computed from the run's own ledger.
+by the tight PLD, both computed from the run's own ledger. The ε covers the trained model, the released values
+and the test results. It does **not** cover the per-step times, training losses and clipped fractions that the
+tables and the figure also show: the runs are made with the trainer's ``log_private_stats`` (a reproduction on a
+public benchmark measures time per step), and these un-noised training-data statistics are labelled "not private"
+wherever they appear.
 
 Correction: the paper fine-tunes RoBERTa-large (355M) with its masked-LM head scoring the label words at
 ``<mask>``. The offline model here, all-MiniLM-L6-v2 (22.7M), has no MLM head: the prompt head of
@@ -217,7 +221,10 @@ def finetune_config(config: LMConfig, spec: dict, out: str | None):
     kwargs = dict(task=spec["task"], data_dir=config.data_dir, method=method, model=config.model,
                   seed=spec["seed"], max_length=config.max_length, freeze_embeddings=config.freeze_embeddings,
                   eval_examples=config.eval_examples, delta=config.delta, accountant=config.accountant,
-                  out=out, progress=False)
+                  out=out, progress=False,
+                  # Time per step and the training-loss curve are training-data statistics: NOT private, labelled
+                  # so in every output. Each run is a new run: an earlier one's leftovers are moved aside.
+                  log_private_stats=True, new_run=True)
     if method != "zero-shot":
         kwargs.update(steps=config.fo_steps if first_order else config.steps, batch_size=config.batch_size,
                       lr=config.fo_lr if first_order else config.lr, direction=spec["direction"],
@@ -235,14 +242,15 @@ def run_one(config: LMConfig, spec: dict, run_dir: str | None) -> dict:
 
     import torch
 
-    from dpnc.lm.train import Trainer
+    from dpnc.lm.train import JOURNAL, Trainer
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(config.threads)
     trainer = Trainer(finetune_config(config, spec, run_dir))
     summary = trainer.run()
-    if run_dir is not None:   # the fine-tuned weights are not part of the results
+    if run_dir is not None:   # the fine-tuned weights and the journal (its ledger is in the row) are not results
         shutil.rmtree(Path(run_dir) / "model", ignore_errors=True)
+        (Path(run_dir) / JOURNAL).unlink(missing_ok=True)
     step_seconds = [r.seconds for r in trainer.history]
     return {**spec, "n": summary.n, "steps": summary.steps, "batch_size": summary.batch_size if summary.steps else 0,
             "accuracy": 100 * summary.test_accuracy, "test_loss": summary.test_loss,
@@ -283,14 +291,17 @@ def run_experiment(config: LMConfig = QUICK, *, progress: bool = True, runs_dir:
     import torch
     from tqdm.auto import tqdm
 
+    from dpnc.lm.train import METRICS, PRIVATE_STATS
+
     specs, notes = plan(config)
     weight = {s["run"]: max(config.fo_steps if s["method"] in ("adamw", "dp-adamw") else
                             (config.steps if s["method"] != "zero-shot" else 0), 1) for s in specs}
     tmp = None if runs_dir is not None else tempfile.mkdtemp(prefix="dpzero-lm-")
     base = Path(runs_dir if runs_dir is not None else tmp)
     base.mkdir(parents=True, exist_ok=True)
-    for spec in specs:   # a fresh metrics file per run (the trainer appends)
-        (base / spec["run"] / "metrics.jsonl").unlink(missing_ok=True)
+    for spec in specs:   # fresh output files per run (the trainer appends)
+        for name in (METRICS, PRIVATE_STATS, "summary.json"):
+            (base / spec["run"] / name).unlink(missing_ok=True)
     load_start = os.getloadavg()
     start = time.perf_counter()
     rows = []
@@ -319,7 +330,7 @@ def run_experiment(config: LMConfig = QUICK, *, progress: bool = True, runs_dir:
                     done(_run_in_child(config, s, str(base / s["run"])))
             finally:
                 _torch.set_num_threads(threads)
-        curves = {s["run"]: _losses(base / s["run"] / "metrics.jsonl") for s in specs}
+        curves = {s["run"]: _losses(base / s["run"] / PRIVATE_STATS) for s in specs}
     finally:
         bar.close()
         if tmp is not None:
@@ -334,6 +345,7 @@ def run_experiment(config: LMConfig = QUICK, *, progress: bool = True, runs_dir:
 
 
 def _losses(path: Path) -> list[float]:
+    """Per-step training losses from a run's ``private_train_stats.jsonl`` (NOT private statistics)."""
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -503,7 +515,8 @@ def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
                 smooth = [statistics.fmean(losses[max(0, i - k + 1):i + 1]) for i in range(len(losses))]
                 ax.plot(range(1, len(losses) + 1), smooth, label=_label(r))
         ax.set(xlabel="step", ylabel="training loss (moving mean)", xscale="log",
-               title=f"SST-2, seed {first['SST-2']}: training loss per step")
+               title=f"SST-2, seed {first['SST-2']}: training loss per step\n"
+                     "(NOT private: un-noised training-data statistics, not covered by ε)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -548,8 +561,11 @@ def summary(result: dict, command: str) -> str:
              "Data: LM-BFF 512-shot splits; " + "; ".join(
                  f"{t}: n = {n_of[t]}, seeds {seeds_of[t]}, {test_of[t]} test examples" for t in n_of) + ".  ",
              f"Privacy: (ε, δ = {cfg['delta']:g}), noise calibrated by dpnc's {cfg['accountant'].upper()} accountant "
-             "for the Poisson-subsampled Gaussian (add/remove, q = B/n with the true n); ε by RDP and PLD per run "
-             "in `privacy.csv`.\n"]
+             "for the Poisson-subsampled Gaussian (add/remove, q = B/n with the true n; batches drawn in secret); ε "
+             "by RDP and PLD per run in `privacy.csv`. The ε covers the models, released values and test results; "
+             "the per-step times, training losses, clipped fractions and the training-loss figure are **not "
+             "private** (un-noised statistics of the training data, logged with the trainer's "
+             "`--log-private-stats` to measure the runs).\n"]
     if result["notes"]:
         lines += ["Notes: " + "; ".join(result["notes"]) + ".\n"]
     lines += ["The paper: RoBERTa-large (355M) with its masked-LM head at `<mask>`, T = 10 000 (MeZO, DPZero) and "
@@ -573,7 +589,7 @@ def summary(result: dict, command: str) -> str:
         lines += ["", f"## Table 3: SST-2 (seed {t3[0]['seed']}), private methods at (ε, δ) = "
                       f"({cfg['table3_epsilon']:g}, {cfg['delta']:g})\n",
                   "Time per iteration: the trainer's per-step wall time (batch encoding included), mean and median "
-                  "over the run's steps. Memory: peak resident memory (`ru_maxrss`) of the run's own process "
+                  "over the run's steps (not private: a step's time reflects its batch). Memory: peak resident memory (`ru_maxrss`) of the run's own process "
                   "(imports, model, data, training and evaluation: CPU RAM, whereas the paper's is GPU memory)"
                   + ("" if cfg["isolate"] else "; **here all runs shared one process, so it is the running "
                      "maximum, not each method's own**") + ".\n",
@@ -604,8 +620,8 @@ def summary(result: dict, command: str) -> str:
     if still:
         lines += ["", f"**Read with care:** {still}"]
     lines += ["", "## Every run\n",
-              "| run | n | T | acc (%) | test loss | final train loss | ε (RDP) | ε (PLD) | σ/Δ | clipped | "
-              "s/step (median) | peak MiB |",
+              "| run | n | T | acc (%) | test loss | final train loss (not private) | ε (RDP) | ε (PLD) | σ/Δ | "
+              "clipped (not private) | s/step (median, not private) | peak MiB |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         private = r["method"] in ("dpzero", "dp-adamw")
@@ -626,7 +642,8 @@ def summary(result: dict, command: str) -> str:
               "show. Time per iteration and memory are CPU wall time and resident memory on this machine, "
               "not GPU figures.",
               "", "Files: `runs.csv` (every run), `privacy.csv` (the private runs' accounting), `result.json` "
-              "(everything, with the per-step training losses), `fig_train_loss.png`.", ""]
+              "(everything, with the per-step training losses: not private), `fig_train_loss.png` (not private).",
+              ""]
     return "\n".join(lines)
 
 

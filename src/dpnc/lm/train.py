@@ -14,27 +14,40 @@ One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
 
 Privacy. Private methods draw Poisson batches (each example joins w.p. q = B/n, n the true train-set size),
 so the accountant's event — the Poisson-subsampled Gaussian under add/remove — describes exactly what the
-sampler does (spec §7.1: the published code accounts Poisson but draws shuffled batches). The noise
-multiplier σ/Δ is calibrated with :func:`dpnc.privacy.calibrate.noise_multiplier` so that all ``steps``
-releases meet (ε, δ) by the chosen accountant (RDP or PLD); every release is recorded; the report gives ε by
-RDP and by PLD. The logged training loss is *not* privatised (as in Opacus and the papers' code): metrics files
-are for the data owner.
+sampler does (spec §7.1: the published code accounts Poisson but draws shuffled batches). The batches are
+**secret randomness** (:mod:`dpnc.sampling`): the sampler draws them from its own operating-system entropy
+stream, never from ``seed``; the zeroth-order optimizers draw each batch themselves and hand it to the
+trainer's closure; DP-AdamW draws from the same sampler and divides by the fixed B. No batch, realised batch
+size or per-step time is logged, saved, checkpointed or journaled (an adversary who knows which examples
+were sampled defeats the amplified ε). The noise multiplier σ/Δ is calibrated with
+:func:`dpnc.privacy.calibrate.noise_multiplier` so that all ``steps`` releases meet (ε, δ) by the chosen
+accountant (RDP or PLD); every release is recorded; the report gives ε by RDP and by PLD.
 
-Checkpoints and resume. Every ``checkpoint_every`` steps and at the end, ``checkpoint.pt`` in
-``checkpoint_dir`` holds the classifier, the optimizer state (for zeroth-order optimizers: the public
-direction generator), the step, the public data-order generator, the privacy ledger
-(``Accountant.to_json``) and the config — never the noise source (a resumed run draws fresh secret noise).
-Between checkpoints a journal (``journal.jsonl``) records each step *before* it runs (its release) and after
-(its public direction seed and, for zeroth-order methods, the released scalar c_t). On resume:
+Public outputs. ``metrics.jsonl``, the progress bar and ``summary.json`` hold only what the run may publish:
+test-split accuracy and loss, ε spent, the public direction seeds and the released scalars c_t. Statistics of
+the training data (per-step batch loss, non-finite count, clipped fraction, step time) are written only when
+``log_private_stats=True`` (``--log-private-stats``), to ``private_train_stats.jsonl``, whose first line says
+they are NOT PRIVATE.
 
-* a step that finished after the checkpoint is replayed from the journal for zeroth-order methods
-  (x ← x − η·c_t·u(seed_t): no data access, no new release), so the run continues exactly where it was killed;
-* any other step that began after the checkpoint (first-order methods, or a step killed mid-way) is a
-  release that may have happened: it is added to the ledger, and the run stops that many steps early, so
-  the total number of releases — hence ε — never exceeds what the budget affords. A resumed run never
-  under-counts ε.
+Journal, checkpoints and resume. The run folder (``checkpoint_dir``, else ``out``) holds a journal
+(``journal.jsonl``): a header with the config, then each step *before* it touches the data (its release) and
+after (its public direction seed and, for zeroth-order methods, the released scalar c_t), each line fsynced.
+Every ``checkpoint_every`` steps and at the end, ``checkpoint.pt`` in ``checkpoint_dir`` holds the classifier,
+the optimizer state (for zeroth-order optimizers: the public direction generator), the step, the privacy
+ledger (``Accountant.to_json``) and the config — never the noise source or the sampler (a resumed run draws
+fresh secret noise and batches) — and the journal restarts. On resume (with or without a checkpoint: without
+one, from the initial model):
 
-Resume refuses a different config (the fields that define the run) and a budget that is already spent.
+* a zeroth-order step that finished is replayed from the journal (x ← x − η·c_t·u(seed_t): no data access,
+  no new release, no batch needed), so the run continues exactly where it was killed;
+* any other step that began (first-order methods, or a step killed mid-way) is a release that may have
+  happened: it is added to the ledger, and the run stops that many steps early, so the total number of
+  releases — hence ε — never exceeds what the budget affords. A resumed run never under-counts ε.
+
+A run folder that holds a journal or a checkpoint refuses a fresh start (a second ledger over the same data
+would under-count): resume it, or pass ``new_run=True`` (``--new-run``), which moves the old journal,
+checkpoint and metrics into a ``superseded-<time>/`` folder first. Resume refuses a different config (the
+fields that define the run) and a budget that is already spent.
 """
 
 from __future__ import annotations
@@ -43,6 +56,7 @@ import dataclasses
 import json
 import math
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,9 +82,21 @@ ZEROTH_ORDER = ("mezo", "dpzero")
 SAMPLERS = ("poisson", "shuffle")
 PER_EXAMPLE = ("loop", "vmap")
 CHECKPOINT, JOURNAL = "checkpoint.pt", "journal.jsonl"
+METRICS, PRIVATE_STATS = "metrics.jsonl", "private_train_stats.jsonl"
+PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data (per-step batch loss, non-finite "
+                         "count, clipped fraction, step time). They are not covered by the run's (epsilon, delta) "
+                         "and reveal the training data; do not publish them.")
 # Fields that do not change what a run computes: free to differ on resume.
 _FREE_FIELDS = ("data_dir", "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
-                "out", "progress")
+                "out", "progress", "log_private_stats", "new_run")
+# Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
+KILL_ENV = "DPNC_TEST_KILL_AT"
+KILL_PHASES = ("begin",      # after the journal's 'begin' line of step t, before the batch is drawn
+               "between",    # between the two forward passes of zeroth-order step t
+               "released",   # after step t's release and update, before its 'end' line
+               "end",        # after the 'end' line of step t
+               "checkpoint", # while writing the checkpoint after t steps (temporary file written, not in place)
+               "replaced")   # the checkpoint after t steps in place, the journal not yet restarted
 
 
 def default_model_path() -> str:
@@ -102,7 +128,8 @@ class FinetuneConfig:
         noise_multiplier: σ/Δ to use instead of calibrating it (refused if it cannot afford ``steps``).
         accountant: ``"rdp"`` or ``"pld"``: calibrates the noise and is shown during training.
         sampler: ``"poisson"`` (required for private methods) or ``"shuffle"`` (fixed-size batches).
-        seed: the public seed (data order, directions); ``data_seed`` the k-shot folder's seed (default: seed).
+        seed: the public seed of the zeroth-order directions (batches and noise are secret); ``data_seed`` the
+            k-shot folder's seed (default: seed).
         k: examples per class of the k-shot folder (512).
         max_length: tokens per sequence (128).
         freeze_embeddings: leave the word embeddings untrained.
@@ -114,7 +141,12 @@ class FinetuneConfig:
         eval_every: evaluate on the test split every this many steps (0: only at the end).
         eval_examples: evaluate on this many test examples (a fixed seeded subset; None: all).
         checkpoint_dir, checkpoint_every: where and how often to checkpoint (0: only at the end).
-        out: folder for ``metrics.jsonl``, ``summary.json`` and the fine-tuned ``model/`` (None: no files).
+        out: folder for ``metrics.jsonl``, ``summary.json`` and the fine-tuned ``model/`` (None: no files); also
+            the journal's folder when there is no ``checkpoint_dir``.
+        log_private_stats: also write ``private_train_stats.jsonl``: per-step training-data statistics that are
+            NOT private (batch loss, non-finite count, clipped fraction, time); off by default.
+        new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint, moving them
+            (and that run's metrics) into ``superseded-<time>/``; without it such a folder is refused.
     """
 
     task: str = "SST-2"
@@ -149,6 +181,8 @@ class FinetuneConfig:
     checkpoint_every: int = 0
     out: str | None = None
     progress: bool = True
+    log_private_stats: bool = False
+    new_run: bool = False
 
     def __post_init__(self) -> None:
         first_order = self.method in ("adamw", "dp-adamw")
@@ -193,12 +227,21 @@ class FinetuneConfig:
             raise ValueError(f"sampler must be 'poisson' for the private method {self.method!r}: the accountant's "
                              "event (Poisson-subsampled Gaussian) must describe how batches are drawn; got "
                              f"{self.sampler!r}")
+        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
 
     @property
     def private(self) -> bool:
         return self.method in PRIVATE
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The folder of the journal (and checkpoints): ``checkpoint_dir``, else ``out``."""
+        folder = self.checkpoint_dir or self.out
+        return None if folder is None else Path(folder)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -305,21 +348,29 @@ def _vmap_grads(model, named, chunk):
 
 @dataclass
 class StepRecord:
-    """What one step did (public: the seed and batch are public randomness)."""
+    """What one step did.
+
+    ``step``, ``seed`` (the public direction seed) and ``released`` (the released scalar c_t of a zeroth-order
+    step) are public. ``loss``, ``nonfinite``, ``clipped_fraction`` and ``seconds`` are statistics of the training
+    data, NOT private: they are None unless the config sets ``log_private_stats``. The batch is never kept.
+    """
 
     step: int
-    loss: float
-    nonfinite: int
-    batch: list[int]
     seed: int | None = None
     released: float | None = None
+    loss: float | None = None
+    nonfinite: int | None = None
     clipped_fraction: float | None = None
-    seconds: float = 0.0
+    seconds: float | None = None
 
 
 @dataclass
 class Summary:
-    """A run's outcome, as written to ``summary.json``."""
+    """A run's outcome, as written to ``summary.json``.
+
+    Everything here is public: test-split results, the privacy report, counts fixed by the config. ``nonfinite``
+    (a statistic of the training data) is None unless the run logged private statistics.
+    """
 
     task: str
     method: str
@@ -338,7 +389,7 @@ class Summary:
     noise_multiplier: float | None
     releases: int
     private: bool
-    nonfinite: int
+    nonfinite: int | None
     lost_releases: int
     stopped_early: bool
     wall_seconds: float
@@ -358,18 +409,26 @@ class Trainer:
             ``NoiseSource.for_testing``, which marks every result not private).
         classifier: a prebuilt classifier (default: built from ``config.model``).
         train, test: datasets (default: loaded from ``config.data_dir``).
-        resume: continue from ``config.checkpoint_dir`` (refused if there is none, if the config differs or if the
-            budget is spent). Without it, an existing checkpoint there is refused rather than overwritten.
+        resume: continue the run journaled (and maybe checkpointed) in ``config.run_dir`` (refused if there is
+            nothing to resume, if the config differs or if the budget is spent). Without it, a run folder holding
+            a journal or checkpoint is refused unless ``config.new_run``.
+        sampler: the batch sampler (default: a fresh secret one of the config's kind; tests pass
+            ``PoissonSampler.for_testing``, which marks every result not private). It must match the config.
 
     Raises:
-        ValueError: invalid settings, a budget that cannot afford ``steps`` (with ``noise_multiplier``), or a
-            refused resume (the message says why).
+        ValueError: invalid settings, a budget that cannot afford ``steps`` (with ``noise_multiplier``), a sampler
+            that does not match the config, or a refused resume or fresh start (the message says why).
     """
 
     def __init__(self, config: FinetuneConfig, *, noise: NoiseSource | None = None,
                  classifier: EncoderClassifier | None = None, train: TextDataset | None = None,
-                 test: TextDataset | None = None, resume: bool = False) -> None:
+                 test: TextDataset | None = None, resume: bool = False,
+                 sampler: PoissonSampler | ShuffleSampler | None = None) -> None:
         self.config = c = config
+        if resume and c.new_run:
+            raise ValueError("resume and new_run exclude each other: resume continues the run in the folder, "
+                             "new_run supersedes it; got both")
+        self._kill_at = _kill_point_from_env()
         if (train is None or test is None) and c.data_dir is None:
             raise ValueError("data_dir must be given (the folder with the LM-BFF k-shot folders)")
         self.train_set = train if train is not None else load_task(c.task, c.data_dir, "train", seed=c.data_seed,
@@ -379,32 +438,78 @@ class Trainer:
         if c.method != "zero-shot" and c.batch_size > self.n:
             raise ValueError(f"batch_size must be <= n = {self.n} (the train set); got {c.batch_size}")
         self.noise = noise if noise is not None else NoiseSource()
-        self.data_gen = torch.Generator().manual_seed(c.seed)
         self.relation = "add/remove" if c.sampler == "poisson" else "replace-one"
         self.accountant = Accountant(self.relation)
         self.sampler = None
         self.multiplier: float | None = None
         if c.method != "zero-shot":
-            self.sampler = (PoissonSampler if c.sampler == "poisson" else ShuffleSampler)(self.n, c.batch_size)
+            self.sampler = self._check_sampler(sampler)
+            self.sampler.check_relation(self.relation)
             self.multiplier = self._calibrate() if c.private else None
+        elif sampler is not None:
+            raise ValueError("sampler must be None for method='zero-shot' (it draws no batches); got "
+                             f"{type(sampler).__name__}")
+        if not resume:
+            self._check_fresh_start()
         self.classifier = classifier if classifier is not None else build_classifier(
             c.model, self.train_set.task, head=c.head, mode=c.prompt_mode, max_length=c.max_length,
             init="prompts", freeze_embeddings=c.freeze_embeddings)
         self.classifier.eval()
         self.optimizer = self._build_optimizer()
         self.step = 0
-        self.nonfinite = 0
+        self.nonfinite: int | None = 0 if c.log_private_stats else None
         self.lost_releases = 0
         self.history: list[StepRecord] = []
         self.notes: list[str] = []
         self._train_seconds = 0.0
         if resume:
             self._resume()
-        elif c.checkpoint_dir and (Path(c.checkpoint_dir) / CHECKPOINT).exists():
-            raise ValueError(f"checkpoint_dir {c.checkpoint_dir!r} already holds a checkpoint; resume it "
-                             "(--resume) or choose another folder")
+        elif c.new_run:
+            self._supersede()
 
     # --- setup ---------------------------------------------------------------------------------
+
+    def _check_sampler(self, sampler):
+        c = self.config
+        kind = PoissonSampler if c.sampler == "poisson" else ShuffleSampler
+        if sampler is None:
+            return kind(self.n, c.batch_size)   # secret: its own operating-system entropy stream
+        if type(sampler) is not kind or sampler.n != self.n or sampler.batch_size != c.batch_size:
+            raise ValueError(f"sampler must be a {kind.__name__} with n={self.n} (the train set) and batch_size="
+                             f"{c.batch_size} (the config's {c.sampler!r} sampling); got {type(sampler).__name__}"
+                             f"(n={getattr(sampler, 'n', None)}, batch_size={getattr(sampler, 'batch_size', None)})")
+        return sampler
+
+    def _check_fresh_start(self) -> None:
+        """Refuse to start a second ledger over a run folder that holds one (unless ``new_run``)."""
+        c = self.config
+        folder = c.run_dir
+        if folder is None or c.new_run:
+            return
+        found = [name for name in (CHECKPOINT, JOURNAL) if (folder / name).exists()]
+        if found:
+            raise ValueError(f"run folder {str(folder)!r} already holds an earlier run ({', '.join(found)}): its "
+                             "releases are in that ledger, and a fresh start would begin a second one over the same "
+                             "data. Resume it (--resume), pass --new-run to supersede it (the old files are moved "
+                             "aside), or choose another folder")
+
+    def _supersede(self) -> None:
+        """``new_run``: move an earlier run's journal, checkpoint and outputs into ``superseded-<time>/``."""
+        c = self.config
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        moved = []
+        places = [(c.run_dir, (JOURNAL, CHECKPOINT, CHECKPOINT + ".tmp"))]
+        if c.out:
+            places.append((Path(c.out), (METRICS, PRIVATE_STATS, "summary.json")))
+        for folder, names in places:
+            for name in names:
+                if folder is not None and (folder / name).exists():
+                    archive = folder / f"superseded-{stamp}"
+                    archive.mkdir(exist_ok=True)
+                    os.replace(folder / name, archive / name)
+                    moved.append(str(archive / name))
+        if moved:
+            self.notes.append("new run: the earlier run's files were moved to " + ", ".join(moved))
 
     def _calibrate(self) -> float:
         c = self.config
@@ -422,7 +527,7 @@ class Trainer:
     def _build_optimizer(self):
         c = self.config
         params = [p for p in self.classifier.parameters() if p.requires_grad]
-        direction_seed = (c.seed * 2654435761 + 1) % 2**62  # public; distinct from the data-order stream
+        direction_seed = (c.seed * 2654435761 + 1) % 2**62  # public
         if c.method == "dpzero":
             from dpnc.optim import DPZero
             return DPZero(params, lr=c.lr, clip=c.clip, smoothing=c.smoothing, noise_multiplier=self.multiplier,
@@ -442,18 +547,24 @@ class Trainer:
         if not c.private:
             return Gaussian(1.0, 0.0)
         unit = c.clip / B if c.method == "dp-adamw" else 1.0 / B  # DPZero's optimizer states Δ per unit of C
-        return dataclasses.replace(self.sampler.release(unit, self.multiplier * unit), secret=self.noise.secret)
+        release = self.sampler.release(unit, self.multiplier * unit)   # not secret if the batches are seeded
+        return dataclasses.replace(release, secret=release.secret and self.noise.secret)
 
     @property
     def total_steps(self) -> int:
         return self.config.steps
 
+    @property
+    def private(self) -> bool:
+        """True when the run's ε holds: a private method with secret noise and secret batches."""
+        return self.config.private and self.noise.secret and self.sampler is not None and self.sampler.secret
+
     # --- one step ------------------------------------------------------------------------------
 
-    def _batch(self) -> tuple[list[int], dict[str, torch.Tensor]]:
-        idx = self.sampler.sample(self.data_gen)
-        texts = [self.train_set.texts[i] for i in idx.tolist()]
-        return idx.tolist(), self.classifier.encode(texts, self.train_set.labels[idx])
+    def _encode(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The classifier's input for the examples ``index`` of the train set (a batch the sampler drew)."""
+        texts = [self.train_set.texts[i] for i in index.tolist()]
+        return self.classifier.encode(texts, self.train_set.labels[index])
 
     def _peek_seed(self) -> int:
         from dpnc.algorithms.dpzero import public_seeds
@@ -463,67 +574,81 @@ class Trainer:
         return public_seeds(gen, 1)[0]
 
     def train_step(self) -> StepRecord:
-        """One step of the configured method (the batch drawn from the public generator)."""
+        """One step of the configured method on a batch drawn in secret by the sampler."""
         c = self.config
+        stats = c.log_private_stats
         start = time.perf_counter()
-        index, batch = self._batch()
         self._journal({"t": self.step, "event": "begin", "release": self.step_release().to_dict()})
-        record = StepRecord(self.step, math.nan, 0, index)
+        self._kill_point("begin")
+        record = StepRecord(self.step)
         if c.method in ZEROTH_ORDER:
             record.seed = self._peek_seed()
             seen: list[torch.Tensor] = []
+            encoded: list = [None, None]   # (the batch the optimizer drew, its encoding): both passes share it
 
-            def closure():
-                losses = self.classifier(batch)
-                seen.append(losses.detach())
+            def closure(index: torch.Tensor) -> torch.Tensor:
+                if encoded[0] is not index:
+                    encoded[:] = [index, self._encode(index)]
+                else:
+                    self._kill_point("between")   # the second forward pass of this step
+                losses = self.classifier(encoded[1])
+                if stats:
+                    seen.append(losses.detach())
                 if c.method == "mezo":   # MeZO's c_t uses the mean loss: zero non-finite terms first
                     losses, _ = zero_nonfinite(losses)
                 return losses
 
             self.optimizer.step(closure)
             log = self.optimizer.last_log
-            both = torch.stack(seen) if seen and seen[0].numel() else torch.zeros(2, 0)
-            finite = torch.isfinite(both)
-            record.nonfinite = int((~finite).any(0).sum())
-            record.loss = float(both[finite].mean()) if finite.any() else math.nan
             record.released = float(log.released)
-            record.clipped_fraction = float(log.clipped_fraction)
+            if stats:
+                both = torch.stack(seen) if seen and seen[0].numel() else torch.zeros(2, 0)
+                finite = torch.isfinite(both)
+                record.nonfinite = int((~finite).any(0).sum())
+                record.loss = float(both[finite].mean()) if finite.any() else math.nan
+                record.clipped_fraction = float(log.clipped_fraction)
         elif c.method == "adamw":
-            record.loss, record.nonfinite = self._adamw_step(batch)
+            self._adamw_step(self._encode(self.sampler.sample()), record)
         else:
-            record.loss, record.nonfinite, record.clipped_fraction = self._dp_adamw_step(batch)
+            self._dp_adamw_step(self._encode(self.sampler.sample()), record)
+        self._kill_point("released")
+        self._journal({"t": self.step, "event": "end", "seed": record.seed, "released": record.released})
+        self._kill_point("end")
         self.step += 1
-        self.nonfinite += record.nonfinite
-        record.seconds = time.perf_counter() - start
-        self._journal({"t": record.step, "event": "end", "seed": record.seed, "released": record.released})
+        if stats:
+            self.nonfinite += record.nonfinite
+            record.seconds = time.perf_counter() - start
         self.history.append(record)
         return record
 
-    def _adamw_step(self, batch) -> tuple[float, int]:
+    def _adamw_step(self, batch, record: StepRecord) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         with torch.enable_grad():
             losses = self.classifier(batch)
             kept, bad = zero_nonfinite(losses)
             if losses.numel():
-                (kept.sum() / self.config.batch_size).backward()
+                (kept.sum() / self.config.batch_size).backward()   # the fixed denominator B
         grads_ok = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self.classifier.parameters())
         if grads_ok:
             self.optimizer.step()
-        else:   # a non-finite loss poisoned the backward pass: skip the update, report it
-            self.notes.append(f"step {self.step}: non-finite gradient, update skipped")
         self.optimizer.zero_grad(set_to_none=True)
         self.accountant.record(Gaussian(1.0, 0.0))  # a data-dependent release without noise (ε = ∞)
-        losses = losses.detach()
-        finite = torch.isfinite(losses)
-        return (float(losses[finite].mean()) if finite.any() else math.nan), int(bad)
+        if self.config.log_private_stats:
+            losses = losses.detach()
+            finite = torch.isfinite(losses)
+            record.loss = float(losses[finite].mean()) if finite.any() else math.nan
+            record.nonfinite = int(bad)
+            if not grads_ok:   # a non-finite loss poisoned the backward pass: the update was skipped
+                self._private_stat({"event": "note", "step": self.step,
+                                    "note": "non-finite gradient, update skipped"})
 
-    def _dp_adamw_step(self, batch) -> tuple[float, int, float]:
+    def _dp_adamw_step(self, batch, record: StepRecord) -> None:
         c = self.config
         B = c.batch_size
         summed = per_example_clipped_sum(self.classifier, batch, c.clip, per_example=c.per_example,
                                          microbatch=c.microbatch)
         release = self.sampler.release(c.clip / B, self.multiplier * c.clip / B)   # Δ of the mean: C/B (add/remove)
-        noisy, release = gaussian_mechanism(summed.total / B, release, self.noise)
+        noisy, release = gaussian_mechanism(summed.total / B, release, self.noise)   # the fixed denominator B
         self.accountant.record(release)
         offset = 0
         for p in self.classifier.parameters():
@@ -532,10 +657,11 @@ class Trainer:
                 offset += p.numel()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        finite = torch.isfinite(summed.losses)
-        b = max(int(summed.losses.numel()), 1)
-        loss = float(summed.losses[finite].mean()) if finite.any() else math.nan
-        return loss, summed.nonfinite, summed.clipped / b
+        if c.log_private_stats:
+            finite = torch.isfinite(summed.losses)
+            record.loss = float(summed.losses[finite].mean()) if finite.any() else math.nan
+            record.nonfinite = summed.nonfinite
+            record.clipped_fraction = summed.clipped / max(int(summed.losses.numel()), 1)
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -547,8 +673,8 @@ class Trainer:
     def train(self, max_steps: int | None = None) -> list[StepRecord]:
         """Run until ``steps`` (or until ``max_steps`` more steps: a test's simulated kill, no final checkpoint).
 
-        Writes a metrics line per step and per evaluation, checkpoints every ``checkpoint_every`` steps and at
-        the end (when a ``checkpoint_dir`` is set).
+        Writes a metrics line per step and per evaluation (public values only), checkpoints every
+        ``checkpoint_every`` steps and at the end (when a ``checkpoint_dir`` is set).
         """
         from tqdm.auto import tqdm
 
@@ -564,11 +690,13 @@ class Trainer:
                 records.append(record)
                 eps = self.epsilon()
                 bar.update(1)
-                bar.set_postfix(loss=f"{record.loss:.4f}", eps=f"{eps:.3g}")
-                self._metric({"event": "step", "step": self.step, "loss": record.loss, "epsilon": eps,
-                              "nonfinite": record.nonfinite, "clipped_fraction": record.clipped_fraction,
-                              "released": record.released, "seed": record.seed, "batch_size": len(record.batch),
-                              "seconds": record.seconds})
+                bar.set_postfix(eps=f"{eps:.3g}")   # public only: no training loss
+                self._metric({"event": "step", "step": self.step, "epsilon": eps, "released": record.released,
+                              "seed": record.seed})
+                if c.log_private_stats:
+                    self._private_stat({"event": "step", "step": self.step, "loss": record.loss,
+                                        "nonfinite": record.nonfinite, "clipped_fraction": record.clipped_fraction,
+                                        "seconds": record.seconds})
                 if c.eval_every and self.step % c.eval_every == 0 and self.step < self.total_steps:
                     acc, loss = self.evaluate()
                     self._metric({"event": "eval", "step": self.step, "accuracy": acc, "loss": loss, "epsilon": eps})
@@ -617,98 +745,162 @@ class Trainer:
             delta=c.delta, epsilon_rdp=0.0 if report is None else report.epsilon_rdp,
             epsilon_pld=0.0 if report is None else report.epsilon_pld,
             epsilon_target=c.epsilon if c.private else None, noise_multiplier=self.multiplier,
-            releases=self.accountant.releases, private=c.private and self.noise.secret, nonfinite=self.nonfinite,
+            releases=self.accountant.releases, private=self.private, nonfinite=self.nonfinite,
             lost_releases=self.lost_releases, stopped_early=stopped_early, wall_seconds=wall,
             seconds_per_step=self._train_seconds / done if done else None, notes=notes)
 
     # --- files ---------------------------------------------------------------------------------
 
     def _metric(self, row: dict) -> None:
+        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released values)."""
         if self.config.out:
-            path = Path(self.config.out) / "metrics.jsonl"
+            path = Path(self.config.out) / METRICS
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a") as f:
                 f.write(json.dumps(_jsonable({**row, "time": time.time()})) + "\n")
 
+    def _private_stat(self, row: dict) -> None:
+        """A line of ``private_train_stats.jsonl`` (only with ``log_private_stats``), under a NOT PRIVATE header."""
+        c = self.config
+        if not (c.log_private_stats and c.out):
+            return
+        path = Path(c.out) / PRIVATE_STATS
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            if f.tell() == 0:
+                f.write(json.dumps({"event": "header", "warning": PRIVATE_STATS_WARNING}) + "\n")
+            f.write(json.dumps(_jsonable(row)) + "\n")
+
     def _journal(self, row: dict) -> None:
-        if self.config.checkpoint_dir:
-            path = Path(self.config.checkpoint_dir) / JOURNAL
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as f:
-                f.write(json.dumps(row) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+        """Append a line to the journal (its first line: the run's config), flushed to disk before going on."""
+        folder = self.config.run_dir
+        if folder is None:
+            return
+        path = folder / JOURNAL
+        folder.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            if f.tell() == 0:
+                f.write(json.dumps(self._journal_header()) + "\n")
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _journal_header(self) -> dict:
+        return {"event": "run", "version": 2, "config": self.config.to_dict()}
+
+    def _kill_point(self, phase: str) -> None:
+        """Test-only: SIGKILL this process at ``DPNC_TEST_KILL_AT=phase:step`` (nothing otherwise)."""
+        if self._kill_at is not None and self._kill_at == (phase, self.step):
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def save_checkpoint(self) -> Path:
-        """Write ``checkpoint.pt`` atomically, then start a fresh journal. Never saves the noise source."""
+        """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise source or sampler."""
         folder = Path(self.config.checkpoint_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        state = {"version": 1, "config": self.config.to_dict(), "step": self.step,
+        state = {"version": 2, "config": self.config.to_dict(), "step": self.step,
                  "model": self.classifier.state_dict(),
                  "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
-                 "data_generator": self.data_gen.get_state(), "ledger": self.accountant.to_json(),
-                 "nonfinite": self.nonfinite, "lost_releases": self.lost_releases, "notes": self.notes}
+                 "ledger": self.accountant.to_json(), "nonfinite": self.nonfinite,
+                 "lost_releases": self.lost_releases, "notes": self.notes}
         tmp = folder / (CHECKPOINT + ".tmp")
         torch.save(state, tmp)
+        self._kill_point("checkpoint")
         os.replace(tmp, folder / CHECKPOINT)
-        (folder / JOURNAL).write_text("")
+        self._kill_point("replaced")
+        # A journal holding only the header, swapped in atomically: steps before the checkpoint are in it.
+        journal_tmp = folder / (JOURNAL + ".tmp")
+        with journal_tmp.open("w") as f:
+            f.write(json.dumps(self._journal_header()) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(journal_tmp, folder / JOURNAL)
         return folder / CHECKPOINT
 
     def _resume(self) -> None:
         c = self.config
-        if not c.checkpoint_dir or not (Path(c.checkpoint_dir) / CHECKPOINT).exists():
-            raise ValueError(f"cannot resume: no {CHECKPOINT} in checkpoint_dir {c.checkpoint_dir!r}")
-        folder = Path(c.checkpoint_dir)
-        state = torch.load(folder / CHECKPOINT, weights_only=False)
-        saved = state["config"]
+        folder = c.run_dir
+        if folder is None:
+            raise ValueError("cannot resume: checkpoint_dir (or out) must be given: the run folder with the journal")
+        header, rows = _read_journal(folder / JOURNAL)
+        if (folder / CHECKPOINT).exists():
+            state = torch.load(folder / CHECKPOINT, weights_only=False)
+            saved = state["config"]
+        elif header is not None:   # killed before the first checkpoint: start from the initial model
+            state, saved = None, header["config"]
+        else:
+            raise ValueError(f"cannot resume: no {CHECKPOINT} and no {JOURNAL} with a run header in run folder "
+                             f"{str(folder)!r}")
         differ = [f"{k}: {saved.get(k)!r} → {v!r}" for k, v in c.to_dict().items()
                   if k not in _FREE_FIELDS and saved.get(k) != v]
         if differ:
             raise ValueError("cannot resume with a different config (it would change the run or its privacy "
                              "accounting): " + "; ".join(differ))
-        self.classifier.load_state_dict(state["model"])
-        if self.optimizer is not None:
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.data_gen.set_state(state["data_generator"])
-        self.accountant = Accountant.from_json(state["ledger"])
-        if self.optimizer is not None and hasattr(self.optimizer, "accountant"):
-            self.optimizer.accountant = self.accountant
-        self.step, self.nonfinite = state["step"], state["nonfinite"]
-        self.lost_releases, self.notes = state["lost_releases"], list(state["notes"])
-        replayed, lost = self._replay_journal(folder / JOURNAL)
+        if state is not None:
+            self.classifier.load_state_dict(state["model"])
+            if self.optimizer is not None:
+                self.optimizer.load_state_dict(state["optimizer"])
+            self.accountant = Accountant.from_json(state["ledger"])
+            if self.optimizer is not None and hasattr(self.optimizer, "accountant"):
+                self.optimizer.accountant = self.accountant
+            self.step = state["step"]
+            if c.log_private_stats and state.get("nonfinite") is not None:
+                self.nonfinite = state["nonfinite"]
+            self.lost_releases, self.notes = state["lost_releases"], list(state["notes"])
+        start = self.step
+        replayed, lost = self._replay_journal(rows)
         if replayed or lost:
-            self.notes.append(f"resumed at step {self.step - replayed}: {replayed} step(s) replayed from the "
-                              f"journal, {lost} begun step(s) counted as releases")
+            self.notes.append(f"resumed at step {start}{'' if state is not None else ' (no checkpoint)'}: "
+                              f"{replayed} step(s) replayed from the journal, {lost} begun step(s) counted as "
+                              "releases")
         self._metric({"event": "resume", "step": self.step, "replayed": replayed, "lost_releases": lost,
                       "releases": self.accountant.releases})
-        if c.private and self.accountant.releases >= self.total_steps:
-            raise ValueError(f"the privacy budget is already spent: the ledger holds {self.accountant.releases} "
-                             f"releases (ε = {self.epsilon():.4g} by {c.accountant}, target {c.epsilon:g}) of the "
-                             f"{self.total_steps} that (ε, δ) affords; nothing left to train")
-        if self.step >= self.total_steps:
-            raise ValueError(f"the run has already finished all {self.total_steps} steps; nothing to resume")
-        self.save_checkpoint()  # fold the journal into the checkpoint
+        # A run killed after its last step (before its final checkpoint) is resumed to be finished: evaluated and
+        # saved, with no step left to take. One with nothing to replay has nothing to resume.
+        if self.step_budget == 0 and not (replayed or lost):
+            if c.private:
+                raise ValueError(f"the privacy budget is already spent: the ledger holds {self.accountant.releases} "
+                                 f"releases (ε = {self.epsilon():.4g} by {c.accountant}, target {c.epsilon:g}) of "
+                                 f"the {self.total_steps} that (ε, δ) affords; nothing left to train")
+            raise ValueError(f"the run has already finished: {self.step} of {self.total_steps} steps done and "
+                             f"{self.lost_releases} lost; nothing to resume")
+        if c.checkpoint_dir:
+            self.save_checkpoint()  # fold the journal into the checkpoint
 
-    def _replay_journal(self, path: Path) -> tuple[int, int]:
-        """Replay finished zeroth-order steps after the checkpoint; count every other begun step as a release."""
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-        begun: dict[int, dict] = {}
-        ended: dict[int, dict] = {}
-        for row in lines:
-            if row["t"] >= self.step:
-                (begun if row["event"] == "begin" else ended)[row["t"]] = row
+    def _replay_journal(self, rows: list[dict]) -> tuple[int, int]:
+        """Replay finished zeroth-order steps at and after the current step; count every other begun step.
+
+        The rows are read in order. A 'begin' followed by its 'end' is a finished step: a zeroth-order one is
+        replayed from its public seed and released scalar (recording its release), a first-order one only
+        recorded (it cannot be replayed without the data). A 'begin' with no 'end' (the process died in it) is
+        recorded as a release that may have happened, and the model is left as it was before that step — as the
+        process that resumed after it was.
+        """
         replayed = lost = 0
-        for t in sorted(begun):
-            release = Release.from_dict(begun[t]["release"])
-            end = ended.get(t)
-            if (self.config.method in ZEROTH_ORDER and end is not None and end.get("released") is not None
-                    and t == self.step and lost == 0):
-                self._replay(end["seed"], end["released"])
-                self.accountant.record(release)
-                replayed += 1
-            else:
-                self.accountant.record(release)
-                lost += 1
+        pending: dict | None = None
+
+        def lose(row):
+            nonlocal lost
+            self.accountant.record(Release.from_dict(row["release"]))
+            lost += 1
+
+        for row in rows:
+            if row.get("t", -1) < self.step and pending is None:
+                continue   # before the checkpoint: already in its ledger
+            if row["event"] == "begin":
+                if pending is not None:
+                    lose(pending)
+                pending = row
+            elif row["event"] == "end" and pending is not None and row["t"] == pending["t"]:
+                if (self.config.method in ZEROTH_ORDER and row.get("released") is not None
+                        and pending["t"] == self.step):
+                    self._replay(row["seed"], row["released"])
+                    self.accountant.record(Release.from_dict(pending["release"]))
+                    replayed += 1
+                else:
+                    lose(pending)
+                pending = None
+        if pending is not None:
+            lose(pending)
         self.lost_releases += lost
         return replayed, lost
 
@@ -717,7 +909,6 @@ class Trainer:
         """x ← x − η·c_t·u(seed): a zeroth-order step re-applied from its public seed and released scalar."""
         from dpnc.algorithms.dpzero import public_seeds
 
-        self.sampler.sample(self.data_gen)                         # the step's batch (public order)
         drawn = public_seeds(self.optimizer.generator, 1)[0]
         if drawn != seed:
             raise ValueError(f"journal does not match the checkpoint: step {self.step} has seed {seed}, "
@@ -747,6 +938,39 @@ class Trainer:
             if c.method != "zero-shot":
                 self.save_model(out / "model")
         return summary
+
+
+def _read_journal(path: Path) -> tuple[dict | None, list[dict]]:
+    """(the run header or None, the step rows). A torn last line (a kill mid-write) is ignored: the 'begin' line
+    of a step is fsynced before the step touches the data, so a torn line is never a release's only trace."""
+    if not path.exists():
+        return None, []
+    header, rows = None, []
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"journal {str(path)!r} is corrupt at line {i + 1}: {line[:80]!r}") from None
+        if row.get("event") == "run":
+            header = row
+        else:
+            rows.append(row)
+    return header, rows
+
+
+def _kill_point_from_env() -> tuple[str, int] | None:
+    value = os.environ.get(KILL_ENV)
+    if not value:
+        return None
+    phase, _, step = value.partition(":")
+    if phase not in KILL_PHASES or not step.isdigit():
+        raise ValueError(f"{KILL_ENV} must be 'phase:step' with phase in {KILL_PHASES}; got {value!r}")
+    return phase, int(step)
 
 
 def finetune(config: FinetuneConfig, *, resume: bool = False, noise: NoiseSource | None = None) -> Summary:

