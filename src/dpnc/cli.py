@@ -418,5 +418,7 @@ def _reproduce(exp, config, out: Path) -> None:
     typer.echo((out / "summary.md").read_text())
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
 
+app.command("audit")(__import__("dpnc.audit.command", fromlist=["audit"]).audit)  # dpnc audit (torch loaded on use)
+
 if __name__ == "__main__":
     app()
