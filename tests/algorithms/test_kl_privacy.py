@@ -182,6 +182,23 @@ def test_adaptive_gd_realised_sensitivity_is_within_the_filter(audit, explicit, 
     assert float(r.iterates.norm(dim=1).max()) <= f.radius * (1 + 1e-12)
 
 
+def test_queries_refuse_a_point_outside_the_region_when_they_cannot_clip():
+    """Defence in depth for pluggable inner solvers: without clipping, a query outside the region (where the bound
+    need not hold) is refused before anything is released; with clipping it is harmless and allowed."""
+    def wandering(queries, center, **kwargs):
+        queries.gradient(center + torch.tensor([5.0, 0.0], dtype=F64), kwargs["L0"])
+        raise AssertionError("the query outside the region went through")
+
+    f, _ = adversarial(explicit=False)
+    accountant = Accountant()
+    with pytest.raises(RuntimeError, match="an inner solver must keep its iterates in the region"):
+        kl.proximal_point(f, rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8),
+                          accountant=accountant)
+    assert accountant.releases == 0
+    with pytest.raises(AssertionError, match="went through"):
+        kl.proximal_point(adversarial()[0], rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8))
+
+
 def test_selection_clips_iterates_it_is_given_outside_the_region(audit):
     f, audit.neighbours = adversarial()
     iterates = torch.tensor([[0.0, 0.0], [5.0, 0.0], [-8.0, 3.0]], dtype=F64)  # public, but outside the region

@@ -542,10 +542,12 @@ def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: 
         sigma = math.sqrt(4 * L0**2 * T_A / (n**2 * rho))
     R = L0 / (2 * weak_convexity)
     region = queries.region
-    if region is None:
-        project = lambda v: _project_ball(v, center, R)  # noqa: E731
-    else:
-        project = lambda v: project_two_balls(v, region.center, region.radius, center, R)  # noqa: E731
+
+    def project(v: torch.Tensor) -> torch.Tensor:  # onto B_R(c), intersected with the region if there is one
+        if region is None:
+            return _project_ball(v, center, R)
+        return project_two_balls(v, region.center, region.radius, center, R)
+
     u = center.clone()
     weighted, max_distance = u.clone(), 0.0  # Σ_s s·u_s, starting with s = 1
     max_region_distance = math.nan if region is None else region.distance(u)
@@ -645,9 +647,11 @@ def adaptive_gd(objective, *, rho: float, beta: float = 0.05, w0=None, L0: float
     the selection's included, is checked before the first query.
     """
     s, noise, accountant = _setting(objective, rho, beta, w0, L0, mode, relation, noise, accountant, clip, project)
+    # every step's releases are record=False: the filter's bound is recorded once, after the loop
+    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip, region=s.region)
     if select:
         _check_selection(accountant.relation, "select=True")
-        if s.region is None and not PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip).clips:
+        if s.region is None and not queries.clips:
             raise ValueError("project must be True for select=True without clipping: the selection's scores are "
                              "bounded only on the region, so it would refuse the iterates after the run; got False")
     L1 = _constant(objective, "L1", L1)
@@ -665,8 +669,6 @@ def adaptive_gd(objective, *, rho: float, beta: float = 0.05, w0=None, L0: float
     limit = rho / 2 - (math.sqrt(rho) / n if strict else 0.0)
     if limit < 0:
         raise ValueError(f"strict mode needs ρ/2 ≥ √ρ/n, i.e. n·√ρ ≥ 2; got n·√ρ = {n * math.sqrt(rho):.3g}")
-    # every step's releases are record=False: the filter's bound is recorded once, after the loop
-    queries = PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip, region=s.region)
     guarantee, note = _guarantee(queries, s, objective, L0=s.L0)
     w, iterates, charges, sigmas, floored = s.w0.clone(), [s.w0.clone()], [], [], False
     while sum(charges) <= limit:
