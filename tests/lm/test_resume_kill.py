@@ -107,6 +107,19 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_its_journal(tmp_
     assert (tmp_path / "ckpt" / "checkpoint.pt").exists()   # the journal folded into a checkpoint
 
 
+def test_a_journal_line_torn_by_a_kill_is_skipped_and_the_journal_goes_on_soundly(tmp_path):
+    cfg = settings(tmp_path, checkpoints=False)   # the journal (in --out) is never restarted by a checkpoint
+    Trainer(FinetuneConfig(**cfg)).train(max_steps=1)
+    journal = tmp_path / "out" / "journal.jsonl"
+    with journal.open("a") as f:
+        f.write('{"t": 1, "event": "beg')   # a kill while writing step 1's 'begin': step 1 never ran
+    resumed = Trainer(FinetuneConfig(**cfg), resume=True)
+    assert (resumed.accountant.releases, resumed.step, resumed.lost_releases) == (1, 1, 0)
+    resumed.train(max_steps=1)   # appends after ending the torn line
+    again = Trainer(FinetuneConfig(**cfg), resume=True)
+    assert (again.accountant.releases, again.step, again.lost_releases) == (2, 2, 0)
+
+
 def test_a_second_kill_after_a_resume_without_checkpoints_still_counts_everything(tmp_path):
     # No checkpoint_dir: every resume replays the whole journal from the initial model, lost steps included.
     cfg = settings(tmp_path, checkpoints=False)

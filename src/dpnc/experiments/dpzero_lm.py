@@ -589,7 +589,8 @@ def summary(result: dict, command: str) -> str:
         lines += ["", f"## Table 3: SST-2 (seed {t3[0]['seed']}), private methods at (ε, δ) = "
                       f"({cfg['table3_epsilon']:g}, {cfg['delta']:g})\n",
                   "Time per iteration: the trainer's per-step wall time (batch encoding included), mean and median "
-                  "over the run's steps (not private: a step's time reflects its batch). Memory: peak resident memory (`ru_maxrss`) of the run's own process "
+                  "over the run's steps (not private: a step's time reflects its batch). Memory: peak resident "
+                  "memory (`ru_maxrss`) of the run's own process "
                   "(imports, model, data, training and evaluation: CPU RAM, whereas the paper's is GPU memory)"
                   + ("" if cfg["isolate"] else "; **here all runs shared one process, so it is the running "
                      "maximum, not each method's own**") + ".\n",

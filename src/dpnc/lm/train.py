@@ -85,7 +85,7 @@ CHECKPOINT, JOURNAL = "checkpoint.pt", "journal.jsonl"
 METRICS, PRIVATE_STATS = "metrics.jsonl", "private_train_stats.jsonl"
 PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data (per-step batch loss, non-finite "
                          "count, clipped fraction, step time). They are not covered by the run's (epsilon, delta) "
-                         "and reveal the training data; do not publish them.")
+                         "and reveal the training data: share them only where the training data may be shared.")
 # Fields that do not change what a run computes: free to differ on resume.
 _FREE_FIELDS = ("data_dir", "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
                 "out", "progress", "log_private_stats", "new_run")
@@ -429,6 +429,7 @@ class Trainer:
             raise ValueError("resume and new_run exclude each other: resume continues the run in the folder, "
                              "new_run supersedes it; got both")
         self._kill_at = _kill_point_from_env()
+        self._journal_sound = False   # checked once per process that the journal ends with a whole line
         if (train is None or test is None) and c.data_dir is None:
             raise ValueError("data_dir must be given (the folder with the LM-BFF k-shot folders)")
         self.train_set = train if train is not None else load_task(c.task, c.data_dir, "train", seed=c.data_seed,
@@ -752,12 +753,16 @@ class Trainer:
     # --- files ---------------------------------------------------------------------------------
 
     def _metric(self, row: dict) -> None:
-        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released values)."""
+        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released values).
+
+        Step lines carry no timestamp: the time between two steps reflects the size of the secret batch.
+        """
         if self.config.out:
             path = Path(self.config.out) / METRICS
             path.parent.mkdir(parents=True, exist_ok=True)
+            stamp = {} if row["event"] == "step" else {"time": time.time()}
             with path.open("a") as f:
-                f.write(json.dumps(_jsonable({**row, "time": time.time()})) + "\n")
+                f.write(json.dumps(_jsonable({**row, **stamp})) + "\n")
 
     def _private_stat(self, row: dict) -> None:
         """A line of ``private_train_stats.jsonl`` (only with ``log_private_stats``), under a NOT PRIVATE header."""
@@ -779,6 +784,12 @@ class Trainer:
         path = folder / JOURNAL
         folder.mkdir(parents=True, exist_ok=True)
         with path.open("a") as f:
+            if f.tell() > 0 and not self._journal_sound:   # a kill may have torn the last line: end it first
+                with path.open("rb") as g:
+                    g.seek(-1, os.SEEK_END)
+                    if g.read(1) != b"\n":
+                        f.write("\n")
+                self._journal_sound = True
             if f.tell() == 0:
                 f.write(json.dumps(self._journal_header()) + "\n")
             f.write(json.dumps(row) + "\n")
@@ -941,21 +952,19 @@ class Trainer:
 
 
 def _read_journal(path: Path) -> tuple[dict | None, list[dict]]:
-    """(the run header or None, the step rows). A torn last line (a kill mid-write) is ignored: the 'begin' line
-    of a step is fsynced before the step touches the data, so a torn line is never a release's only trace."""
+    """(the run header or None, the step rows). A line torn by a kill mid-write is skipped: a step's 'begin' line
+    is fsynced before the step touches the data, so a torn 'begin' means the step never ran, and a torn 'end'
+    leaves its 'begin', which counts the step as a release."""
     if not path.exists():
         return None, []
     header, rows = None, []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
+    for line in path.read_text().splitlines():
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                break
-            raise ValueError(f"journal {str(path)!r} is corrupt at line {i + 1}: {line[:80]!r}") from None
+            continue
         if row.get("event") == "run":
             header = row
         else:
