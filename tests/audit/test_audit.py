@@ -45,6 +45,19 @@ def test_audit_flags_exactly_the_broken_variants(name, broken):
         assert result.violation
 
 
+@pytest.mark.parametrize("name", sorted(MECHANISMS))
+def test_the_canary_moves_each_release_by_the_recorded_sensitivity(name):
+    """Noiseless replays of D and D′: the canary's effect on a release is the ledger's sensitivity (so the audit
+    tests the claim at its worst case), and for unsampled Gaussian mechanisms its Gaussian-DP μ over all releases
+    is the ledger's μ: the canary's privacy loss is exactly the claimed one."""
+    effect = MECHANISMS[name]().canary_effect()
+    assert effect["shift"] == pytest.approx(effect["sensitivity"], rel=1e-6)
+    if MECHANISMS[name].subsampled:
+        assert effect["mu"] is None
+    else:
+        assert effect["mu"] == pytest.approx(effect["claimed_mu"], rel=1e-9)
+
+
 def test_every_mechanism_is_covered_and_listed_for_the_command_line():
     assert set(MECHANISM_NAMES) == set(MECHANISMS) and BROKEN_NAMES == BROKEN
     assert {"dpzero", "dpzero-poisson", "dpgd0th", "ztc-tree", "klt-tree", "kl-spider-checkpoint",
@@ -77,7 +90,7 @@ def test_result_is_json_with_the_claim_beside_the_bound():
         assert key in data
     assert data["runs"] == 200 and data["test"]["positives"] == data["test"]["negatives"] == 100
     assert data["claim"]["epsilon_pld"] == pytest.approx(data["claimed_epsilon"])
-    assert "claimed ε" in str(result)
+    assert "claimed ε" in str(result) and data["canary_effect"]["shift"] > 0
 
 
 runner = CliRunner(env={"COLUMNS": "250"})

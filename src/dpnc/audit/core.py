@@ -23,6 +23,9 @@ class AuditResult:
         test: the threshold test on the held-out half (counts, Clopper–Pearson bounds and intervals).
         claim: the ledger's full report (ε by RDP and PLD, ρ, whether its releases were private, notes).
         statistic, canary, summary: what the adversary computed, which neighbours, which code ran.
+        canary_effect: how far the canary moves a release (``shift``) beside the ledger's ``sensitivity``, and
+            for unsampled Gaussian mechanisms the canary's Gaussian-DP ``mu`` beside the ledger's ``claimed_mu``
+            (equal: the canary's privacy loss is exactly the claimed one).
         parameters: the audited configuration. seconds: wall time of the runs.
     """
 
@@ -39,6 +42,7 @@ class AuditResult:
     statistic: str
     canary: str
     summary: str
+    canary_effect: dict = field(default_factory=dict)
     parameters: dict = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -70,6 +74,10 @@ class AuditResult:
             f"  test on held-out half: FPR {t.false_positives}/{t.negatives} (≤ {t.fpr_upper:.4g}), "
             f"FNR {t.false_negatives}/{t.positives} (≤ {t.fnr_upper:.4g})",
             f"  {verdict}",
+            f"  canary: moves a release by {self.canary_effect['shift']:.4g} (ledger sensitivity "
+            f"{self.canary_effect['sensitivity']:.4g})" + ("" if self.canary_effect.get("mu") is None else
+                                                          f", μ {self.canary_effect['mu']:.4f} (ledger "
+                                                          f"{self.canary_effect['claimed_mu']:.4f})"),
             f"  statistic: {self.statistic}",
             f"  {self.seconds:.1f} s"])
 
@@ -110,7 +118,8 @@ def run_audit(mechanism: str | Mechanism, runs: int, broken: str | None = None, 
                        epsilon_lower_bound=test.epsilon_lower_bound, delta=mechanism.delta, confidence=confidence,
                        runs=runs, relation=mechanism.relation, test=test, claim=asdict(report),
                        statistic=mechanism.statistic, canary=mechanism.canary, summary=mechanism.summary,
-                       parameters=mechanism.parameters(), seconds=time.perf_counter() - start)
+                       canary_effect=mechanism.canary_effect(), parameters=mechanism.parameters(),
+                       seconds=time.perf_counter() - start)
 
 
 def _fmt(value) -> str:

@@ -1,0 +1,315 @@
+"""DPZero and DPGD-0th audited through :func:`dpnc.algorithms.dpzero.run` and the :class:`dpnc.optim.DPZero` optimizer.
+
+The flat-space mechanisms run all their runs as the rows of one :class:`~dpnc.space.FlatSpace` grid (one call
+of ``run``: the real step, sampler, privatisation and noise source, one noise draw per row). The optimizer has
+no grid, so each run is its own optimizer on its own copy of a tiny model.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from dpnc.algorithms import dpzero as dz
+from dpnc.audit.base import (BIG, SIGMA_FACTOR, Mechanism, chunks, ledger_mu, ledger_sensitivity, poisson_llr,
+                             replay_inclusions)
+from dpnc.clipping import clip_scalars
+from dpnc.estimators import two_point
+from dpnc.optim import DPZero as DPZeroOptimizer
+from dpnc.privacy.accountant import Accountant
+from dpnc.sampling import FullBatch, PoissonSampler
+from dpnc.space import FlatSpace, ModuleSpace
+
+
+class _FlatGrid(Mechanism):
+    """Runs as rows of one FlatSpace grid; rows share the public direction seeds, each draws its own noise."""
+
+    n: ClassVar[int]
+    B: ClassVar[int]
+    T: ClassVar[int]
+    d: ClassVar[int] = 2
+    C: ClassVar[float] = 1.0
+    lam: ClassVar[float] = 1e-3
+    eta: ClassVar[float] = 0.01
+    rows: ClassVar[int] = 4096
+    algorithm: ClassVar[type] = dz.DPZero
+
+    @property
+    def q(self) -> float:
+        return self.B / self.n
+
+    @property
+    def unit(self) -> float:
+        """Δ of one release: the mean of clip-C terms over the fixed B (2C/B replace-one, C/B add/remove)."""
+        return (2 if self.relation == "replace-one" else 1) * self.C / self.B
+
+    def multiplier(self) -> float:
+        """σ/Δ calibrated by the tight PLD accountant for the target (ε, δ) over T steps."""
+        return dz.calibrate_noise("pld", self.epsilon, self.delta, self.T, self.n, None if self.B == self.n else self.B)
+
+    def _sampler(self, broken: str | None):
+        if self.B == self.n:
+            return FullBatch(self.n)
+        if broken == "public-batches":
+            return PoissonSampler.for_testing(self.n, self.B, seed=self.seed)
+        return PoissonSampler(self.n, self.B)
+
+    def _run(self, canary: torch.Tensor, sign: torch.Tensor, multiplier: float, sampler, bar: tqdm | None = None
+             ) -> tuple[torch.Tensor, list[int], Accountant]:
+        """One grid: row r's data has the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0."""
+        space = FlatSpace(torch.zeros(len(sign), self.d, dtype=torch.float64))
+
+        def losses(x: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+            mine = (batch.unsqueeze(0) == canary.unsqueeze(1)).to(x.dtype)          # (rows, |batch|)
+            return mine * (sign * BIG * x[:, 0]).unsqueeze(1)
+
+        accountant = Accountant(self.relation)
+        result = dz.run(self.algorithm(self.eta, self.lam, self.C, multiplier), space, losses, self.T, seed=self.seed,
+                        sampler=sampler, noise=self.noise, accountant=accountant,
+                        callback=None if bar is None else (lambda t, log: bar.update(1)))
+        return torch.stack([log.released for log in result.logs]), result.seeds, accountant  # (T, rows[, d])
+
+    def _directions(self, seeds: list[int]) -> torch.Tensor:
+        """u_t of every public seed (T, d), replayed as the adversary does."""
+        space = FlatSpace(torch.zeros(self.d, dtype=torch.float64))
+        return torch.stack([space.direction(s) for s in seeds])
+
+    def claim_accountant(self) -> Accountant:
+        return self._run(torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.float64), self.multiplier(),
+                         self._sampler(None))[2]
+
+    def parameters(self) -> dict:
+        return {**super().parameters(), "n": self.n, "B": self.B, "T": self.T, "d": self.d, "C": self.C,
+                "lam": self.lam, "eta": self.eta, "noise_multiplier": self.multiplier()}
+
+
+class DPZeroFullBatch(_FlatGrid):
+    name = "dpzero"
+    summary = ("DPZero, full batch (Algorithm 2): dpnc.algorithms.dpzero.run with DPZero and FullBatch on a "
+               "FlatSpace grid of runs, replace-one")
+    canary = ("example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′ (replace-one), every other example loss 0: its "
+              "clipped difference is ±C·sign(u_t,0), so every released mean moves by the full 2C/n")
+    statistic = "Σ_t sign(u_t,0)·c_t / (2C/n): the log-likelihood ratio of the T Gaussian releases (up to scale)"
+    relation = "replace-one"
+    n, B, T = 10, 10, 20
+
+    def _project(self, released: torch.Tensor, seeds: list[int]) -> torch.Tensor:
+        """Each release's component along the canary's (public) direction of effect, in units of Δ: (T, rows)."""
+        return torch.sign(self._directions(seeds)[:, :1]) * released / self.unit
+
+    def scores(self, runs, broken=None, *, progress=False):
+        self.check_broken(broken)
+        m = self.multiplier() / (SIGMA_FACTOR if broken == "sigma" else 1)
+        parts = []
+        sizes = chunks(runs, self.rows // 2)
+        with tqdm(total=len(sizes) * self.T, desc=f"audit {self.name}", disable=not progress) as bar:
+            for k in sizes:
+                sign = torch.cat([torch.ones(k), -torch.ones(k)]).double()
+                canary = torch.zeros(2 * k, dtype=torch.long)
+                released, seeds, _ = self._run(canary, sign, m, self._sampler(broken), bar)
+                score = self._project(released, seeds).sum(0)
+                parts.append((score[:k], score[k:]))
+        return tuple(torch.cat([p[i] for p in parts]).numpy() for i in (0, 1))
+
+    def canary_effect(self) -> dict:
+        released, _, _ = self._run(torch.zeros(2, dtype=torch.long), torch.tensor([1.0, -1.0], dtype=torch.float64),
+                                   0.0, self._sampler(None))                           # noiseless: the means
+        shift = (released[:, 0] - released[:, 1]).reshape(self.T, -1)
+        claim = self.claim_accountant()
+        sigma = self.multiplier() * self.unit
+        return {"shift": float(shift.norm(dim=1).max()), "sensitivity": ledger_sensitivity(claim),
+                "mu": float(shift.norm()) / sigma, "claimed_mu": ledger_mu(claim)}
+
+
+class DPGD0thFullBatch(DPZeroFullBatch):
+    name = "dpgd0th"
+    summary = ("DPGD-0th, full batch (Algorithm 1): dpnc.algorithms.dpzero.run with DPGD0th (vector clipping, "
+               "d-dimensional noise) and FullBatch on a FlatSpace grid of runs, replace-one")
+    canary = ("example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′, every other example loss 0: its clipped vector "
+              "is ±C·sign(u_t,0)·u_t/‖u_t‖, so every released mean moves by the full 2C/n")
+    statistic = "Σ_t ⟨sign(u_t,0)·u_t/‖u_t‖, g_t⟩ / (2C/n): the log-likelihood ratio (up to scale)"
+    algorithm = dz.DPGD0th
+    d = 4
+
+    def _project(self, released, seeds):
+        u = self._directions(seeds)
+        e = torch.sign(u[:, :1]) * u / torch.linalg.vector_norm(u, dim=1, keepdim=True)   # (T, d)
+        return torch.einsum("td,trd->tr", e, released) / self.unit
+
+
+class DPZeroPoisson(_FlatGrid):
+    name = "dpzero-poisson"
+    summary = ("DPZero with secret Poisson batches (q = B/n): dpnc.algorithms.dpzero.run with DPZero and the real "
+               "PoissonSampler on a FlatSpace grid of runs, add/remove")
+    canary = ("in-run r holds a canary with loss BIG·x₀ at its own index r (every other example, and all of an "
+              "out-run's data, loss 0). One PoissonSampler draw per step includes each index independently with "
+              "probability q, so each run's canary is sampled independently of the others', as with separate "
+              "samplers: the grid's runs are independent runs of the real mechanism. public-batches: every canary "
+              "sits at the index the replayed seeded sampler includes most often")
+    statistic = ("secret batches: Σ_t log(1 − q + q·exp((y_t − ½)/m²)), y_t = sign(u_t,0)·c_t/(C/B) and m the "
+                 "run's σ/Δ (the exact log-likelihood ratio); public batches: Σ_(t: canary sampled) (y_t − ½)/m²")
+    relation = "add/remove"
+    subsampled = True
+    n, B, T = 500, 5, 500
+
+    def scores(self, runs, broken=None, *, progress=False):
+        self.check_broken(broken)
+        m = self.multiplier() / (SIGMA_FACTOR if broken == "sigma" else 1)
+        known = replay_inclusions(self.n, self.B, self.T, self.seed) if broken == "public-batches" else None
+        where = None if known is None else int(known.sum(0).argmax())
+        parts = []
+        sizes = chunks(runs, min(self.n, self.rows // 2))  # secret batches: distinct canary indices in a grid
+        with tqdm(total=len(sizes) * self.T, desc=f"audit {self.name}", disable=not progress) as bar:
+            for k in sizes:
+                canary = torch.cat([torch.arange(k) if where is None else torch.full((k,), where),
+                                    torch.full((k,), -1)])
+                sign = torch.cat([torch.ones(k), torch.zeros(k)]).double()
+                released, seeds, _ = self._run(canary, sign, m, self._sampler(broken), bar)
+                y = torch.sign(self._directions(seeds)[:, :1]) * released / self.unit     # (T, 2k)
+                score = poisson_llr(y, self.q, m, None if known is None else known[:, where])
+                parts.append((score[:k], score[k:]))
+        return tuple(torch.cat([p[i] for p in parts]).numpy() for i in (0, 1))
+
+    def canary_effect(self) -> dict:
+        where = int(replay_inclusions(self.n, self.B, self.T, self.seed).sum(0).argmax())
+        released, _, _ = self._run(torch.tensor([where, -1]), torch.tensor([1.0, 0.0], dtype=torch.float64), 0.0,
+                                   self._sampler("public-batches"))                    # noiseless, seeded batches
+        shift = released[:, 0] - released[:, 1]
+        return {"shift": float(shift.abs().max()), "sensitivity": ledger_sensitivity(self.claim_accountant()),
+                "mu": None, "claimed_mu": None}
+
+
+class DPZeroOptimizerPoisson(Mechanism):
+    name = "dpzero-optimizer"
+    summary = ("dpnc.optim.DPZero (the LM trainer's optimizer) on a tiny model — a linear classification head on "
+               "8 frozen features, float32 — with its own secret PoissonSampler: one optimizer per run, add/remove")
+    canary = ("the canary's features are BIG·e₀ with label 1 and the per-example loss is the negative logit margin, "
+              "so its loss is linear in the head's weights: its clipped difference is ±C with a sign the adversary "
+              "computes from the public direction seeds (at any weights). Every other example has zero features, "
+              "loss 0; D′ drops the canary. public-batches: the canary sits at the index the replayed seeded "
+              "sampler includes most often")
+    statistic = DPZeroPoisson.statistic
+    relation = "add/remove"
+    subsampled = True
+    n, B, T, features = 5000, 150, 10, 8
+    C, lam, lr = 1.0, 1e-3, 0.01
+
+    @property
+    def q(self) -> float:
+        return self.B / self.n
+
+    def multiplier(self) -> float:
+        return dz.calibrate_noise("pld", self.epsilon, self.delta, self.T, self.n, self.B)
+
+    def _model(self) -> nn.Module:
+        model = nn.Linear(self.features, 2, bias=False)
+        with torch.no_grad():  # public initial weights from the public seed (never torch's global generator)
+            model.weight.copy_(torch.randn(model.weight.shape, generator=torch.Generator().manual_seed(self.seed)))
+        return model.eval()
+
+    def _data(self, canary: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        X, y = torch.zeros(self.n, self.features), torch.zeros(self.n, dtype=torch.long)
+        if canary is not None:
+            X[canary, 0], y[canary] = BIG, 1
+        return X, y
+
+    def _sampler(self, broken: str | None):
+        if broken == "public-batches":
+            return PoissonSampler.for_testing(self.n, self.B, seed=self.seed)
+        return PoissonSampler(self.n, self.B)
+
+    def _run(self, template: nn.Module, data, multiplier: float, sampler, *, keep_weights: bool = False
+             ) -> tuple[np.ndarray, Accountant, list]:
+        """One run of T optimizer steps: the released scalars c_t (and the weights after each step if asked)."""
+        X, y = data
+        model = copy.deepcopy(template)
+        accountant = Accountant(self.relation)
+        opt = DPZeroOptimizer(model.parameters(), lr=self.lr, clip=self.C, smoothing=self.lam,
+                              noise_multiplier=multiplier, sampler=sampler, accountant=accountant, noise=self.noise,
+                              seed=self.seed, model=model)
+
+        def closure(batch: torch.Tensor) -> torch.Tensor:
+            logits = model(X[batch])
+            mine = logits.gather(1, y[batch].unsqueeze(1)).squeeze(1)
+            other = logits.gather(1, (1 - y[batch]).unsqueeze(1)).squeeze(1)
+            return -(mine - other)                                 # per-example negative margin
+
+        released, weights = np.empty(self.T), []
+        for t in range(self.T):
+            opt.step(closure)
+            released[t] = float(opt.last_log.released)
+            if keep_weights:
+                weights.append(model.weight.detach().clone())
+        return released, accountant, weights
+
+    @torch.no_grad()
+    def _canary_signs(self, template: nn.Module, canary: int) -> np.ndarray:
+        """sign of clip_C of the canary's difference along each replayed public direction (linear loss: any θ)."""
+        X, y = self._data(canary)
+        model = copy.deepcopy(template)
+        space = ModuleSpace(model.parameters())
+        generator = torch.Generator().manual_seed(self.seed)  # the optimizer draws one seed per step from it
+
+        def loss() -> torch.Tensor:  # the canary's negative margin, as the closure computes it
+            logits = model(X[canary:canary + 1])
+            return -(logits[:, y[canary]] - logits[:, 1 - y[canary]])
+
+        terms = []
+        for _ in range(self.T):
+            diff = two_point(space, loss, dz.public_seeds(generator, 1)[0], self.lam)
+            space.restore_()
+            terms.append(float(clip_scalars(diff.a.double(), self.C)[0]))
+        return np.sign(terms)
+
+    def _check_replay(self, template: nn.Module, released: np.ndarray, weights: list) -> None:
+        """The replayed direction must be the one the optimizer moved along: θ₁ − θ₀ = −lr·c₀·u₀."""
+        seed = dz.public_seeds(torch.Generator().manual_seed(self.seed), 1)[0]
+        u = ModuleSpace(copy.deepcopy(template).parameters()).direction(seed).reshape(template.weight.shape)
+        step = (weights[0] - template.weight.detach()).double()
+        expected = -self.lr * released[0] * u.double()
+        if float((step - expected).norm()) > 1e-3 * float(expected.norm()) + 1e-6:
+            raise RuntimeError("the audit's replay of the optimizer's public direction seeds does not match its "
+                               "update; dpnc.optim changed how it draws seeds, and the audit must follow")
+
+    def claim_accountant(self) -> Accountant:
+        return self._run(self._model(), self._data(0), self.multiplier(), self._sampler(None))[1]
+
+    def scores(self, runs, broken=None, *, progress=False):
+        self.check_broken(broken)
+        m = self.multiplier() / (SIGMA_FACTOR if broken == "sigma" else 1)
+        known = replay_inclusions(self.n, self.B, self.T, self.seed) if broken == "public-batches" else None
+        canary = 0 if known is None else int(known.sum(0).argmax())
+        template = self._model()
+        signs = self._canary_signs(template, canary)
+        data = {True: self._data(canary), False: self._data(None)}
+        scores = {True: [], False: []}
+        with tqdm(total=2 * runs, desc=f"audit {self.name}", disable=not progress) as bar:
+            for i in range(runs):
+                for present in (True, False):
+                    released, _, weights = self._run(template, data[present], m, self._sampler(broken),
+                                                     keep_weights=i == 0)
+                    if i == 0:
+                        self._check_replay(template, released, weights)
+                    y = signs * released / (self.C / self.B)
+                    scores[present].append(float(poisson_llr(y, self.q, m, None if known is None else
+                                                             known[:, canary].numpy())))
+                    bar.update(1)
+        return np.array(scores[True]), np.array(scores[False])
+
+    def canary_effect(self) -> dict:
+        canary = int(replay_inclusions(self.n, self.B, self.T, self.seed).sum(0).argmax())
+        template = self._model()
+        c_in, c_out = (self._run(template, self._data(where), 0.0, self._sampler("public-batches"))[0]
+                       for where in (canary, None))                                  # noiseless, seeded batches
+        return {"shift": float(np.abs(c_in - c_out).max()), "sensitivity": ledger_sensitivity(self.claim_accountant()),
+                "mu": None, "claimed_mu": None}
+
+    def parameters(self) -> dict:
+        return {**super().parameters(), "n": self.n, "B": self.B, "T": self.T, "C": self.C, "lam": self.lam,
+                "lr": self.lr, "model": f"Linear({self.features}, 2, bias=False)",
+                "noise_multiplier": self.multiplier()}
