@@ -11,7 +11,7 @@ Names are loaded on first use (PEP 562), so the command line does not import tor
 import importlib
 
 _EXPORTS = {
-    "core": ["AuditResult", "run_audit"],
+    "core": ["AuditResult", "run_audit", "summary_markdown"],
     "mechanisms": ["BROKEN", "MECHANISMS", "Mechanism"],
     "stats": ["ThresholdTest", "clopper_pearson_upper", "epsilon_lower_bound", "split_threshold_test"],
 }

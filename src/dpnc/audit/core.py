@@ -122,8 +122,22 @@ def run_audit(mechanism: str | Mechanism, runs: int, broken: str | None = None, 
                        seconds=time.perf_counter() - start)
 
 
+def summary_markdown(results) -> str:
+    """A markdown table of audits (:class:`AuditResult` or their ``to_dict()``): the claim beside the bound."""
+    lines = ["| mechanism | variant | runs per dataset | claimed ε | empirical ε ≥ | point estimate | held-out FPR | "
+             "held-out FNR | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        r = r if isinstance(r, dict) else r.to_dict()
+        t = r["test"]
+        lines.append(f"| {r['mechanism']} | {r['broken'] or 'correct'} | {r['runs']} | {r['claimed_epsilon']:.3f} | "
+                     f"{r['epsilon_lower_bound']:.3f} | {_fmt(t['epsilon_estimate'])} | "
+                     f"{t['false_positives']}/{t['negatives']} | {t['false_negatives']}/{t['positives']} | "
+                     f"{'**violation**' if r['violation'] else 'consistent'} |")
+    return "\n".join(lines) + "\n"
+
+
 def _fmt(value) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _finite(value):
