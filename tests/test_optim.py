@@ -306,7 +306,7 @@ def test_subsampled_batches_do_not_follow_any_public_seed():
         model, seen = make_model(), []
         opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"), seed=1)
         for _ in range(3):
-            opt.step(lambda b: seen.append(b) or per_example(model, X[b], y[b]))
+            opt.step(lambda b, seen=seen, model=model: seen.append(b) or per_example(model, X[b], y[b]))
         batches.append(seen[::2])
     assert not all(torch.equal(a, b) for a, b in zip(*batches))
     # No public state of the optimizer holds the sampler's stream; the sampler cannot be checkpointed.

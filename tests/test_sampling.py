@@ -79,7 +79,8 @@ def test_batch_losses_checks_the_closure_contract():
 
 
 def test_bad_sampler_arguments():
-    for kwargs, message in (({"n": 0, "batch_size": 1}, "^n must be"), ({"n": 5, "batch_size": 6}, "^batch_size must be <= n"),
+    for kwargs, message in (({"n": 0, "batch_size": 1}, "^n must be"),
+                            ({"n": 5, "batch_size": 6}, "^batch_size must be <= n"),
                             ({"n": 5, "batch_size": 1.5}, "^batch_size must be")):
         with pytest.raises(ValueError, match=message):
             PoissonSampler(**kwargs)

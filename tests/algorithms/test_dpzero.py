@@ -232,7 +232,8 @@ def test_dpgd_poisson_sensitivity_uses_the_fixed_batch_size():
         clipped_sum = (lambda x, C, b: p.clipped_gradient_sum(x, C, b[b != n])) if drop else p.clipped_gradient_sum
         space = FlatSpace(x0)
         DPGD(eta=1.0, C=C, noise_multiplier=0.0).step(space, clipped_sum, sampler=sampler,
-                                                      noise=NoiseSource.for_testing(0), accountant=Accountant("add/remove"))
+                                                      noise=NoiseSource.for_testing(0),
+                                                      accountant=Accountant("add/remove"))
         released[name] = x0 - space.x
     batch = PoissonSampler.for_testing(n + 1, B, seed=1).sample()
     assert n in batch.tolist() and len(batch) != B

@@ -10,7 +10,6 @@ margins below were checked over repeated runs; the noise is secret, hence differ
 import json
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from dpnc.audit import MECHANISMS, run_audit
@@ -25,12 +24,7 @@ CASES = [(name, broken) for name, cls in MECHANISMS.items()
          for broken in (None, "sigma", *(("public-batches",) if cls.subsampled else ()))]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
 
 
 @pytest.mark.parametrize("name, broken", CASES, ids=[f"{n}-{b or 'correct'}" for n, b in CASES])

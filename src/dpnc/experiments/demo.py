@@ -104,7 +104,8 @@ def summary(result: dict) -> str:
         f"{c.steps} full-batch steps, target (ε, δ) = ({c.epsilon:g}, {c.delta:g})",
         f"  test accuracy: DPZero {result['accuracy']['DPZero']:.3f} | non-private MeZO "
         f"{result['accuracy']['MeZO']:.3f} | majority class {result['majority']:.3f}",
-        f"  final test loss: DPZero {result['curves']['DPZero'][-1][1]:.4f} | MeZO {result['curves']['MeZO'][-1][1]:.4f}",
+        f"  final test loss: DPZero {result['curves']['DPZero'][-1][1]:.4f} | "
+        f"MeZO {result['curves']['MeZO'][-1][1]:.4f}",
         f"  noise: one scalar per step, σ/Δ = {result['noise_multiplier']:.3f} (Δ = 2C/n, calibrated by PLD)",
         str(r)])
 

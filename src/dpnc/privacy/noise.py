@@ -6,8 +6,8 @@ comes from seeded ``torch.Generator``s that may be logged and replayed. *Privacy
 touches torch's, numpy's or Python's global generators, and refuses to be pickled, so a checkpoint
 cannot leak its state. The samplers of :mod:`dpnc.sampling` draw each batch from a NoiseSource of their
 own whenever the accounting claims amplification by subsampling: if an adversary could replay which
-examples were sampled, the amplified ε would be false. (The published DPZero code draws its noise right after seeding the public
-direction generator, so anyone who knows the seeds can subtract the noise; see
+examples were sampled, the amplified ε would be false. (The published DPZero code draws its noise right
+after seeding the public direction generator, so anyone who knows the seeds can subtract the noise; see
 ``seed001_dpzero.md`` §7.2.)
 
 Scalars can be drawn from the *exact* discrete Gaussian of Canonne, Kamath & Steinke (2020),
