@@ -120,8 +120,14 @@ def test_config_and_cli_validate(tmp_path):
         exp.KLRatesConfig(prox_objectives=("power-1.5",))
     with pytest.raises(ValueError, match="seeds"):
         exp.KLRatesConfig(seeds=0)
-    with pytest.raises(ValueError, match="n√ρ"):
-        exp.KLRatesConfig(nsrs=(1.0,))
+    for kwargs, message in ((dict(nsrs=(1.0,)), r"^nsrs must be a finite number >= 10; got 1.0$"),
+                            (dict(dims=(0,)), r"^dims must be an integer >= 1; got 0$"),
+                            (dict(dims=()), r"^dims must be non-empty"),
+                            (dict(prox_samples=(5,)), r"^prox_samples must be an integer >= 10; got 5$"),
+                            (dict(high_nsrs=(math.nan,)), r"^high_nsrs must be"),
+                            (dict(max_inner_iters=0), r"^max_inner_iters must be")):
+        with pytest.raises(ValueError, match=message):   # each message names the option's field
+            exp.KLRatesConfig(**kwargs)
     runner = CliRunner()
     result = runner.invoke(app, ["reproduce", "kl-rates", "--nsrs", "a,b", "--out", str(tmp_path)])
     assert result.exit_code != 0 and "comma-separated float" in result.output

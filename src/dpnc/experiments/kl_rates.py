@@ -35,7 +35,8 @@ from pathlib import Path
 import torch
 
 from dpnc.algorithms import kl
-from dpnc.experiments.report import group_medians, loglog_slope, run_tasks, save_result, write_csv
+from dpnc.experiments.report import (INTEGER, POSITIVE, check_axis, check_value, group_medians, loglog_slope, one_of,
+                                     run_tasks, save_result, write_csv)
 from dpnc.privacy.budget import rho_to_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.kl import PowerGrowth, PseudoHuber, Quadratic, SinePL, lower_bound_cor1, lower_bound_thm8
@@ -86,29 +87,28 @@ class KLRatesConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for a in self.algorithms:
-            if a not in ALGORITHMS:
-                raise ValueError(f"algorithms must be among {ALGORITHMS}; got {a!r}")
-        for name in (*self.objectives, *self.prox_objectives, self.rho_sweep_objective):
-            if name not in OBJECTIVES:
-                raise ValueError(f"objectives must be among {tuple(OBJECTIVES)}; got {name!r}")
+        check_axis("algorithms", self.algorithms, one_of(ALGORITHMS))
+        check_axis("objectives", self.objectives, one_of(tuple(OBJECTIVES)))
+        for name in self.prox_objectives:
+            check_value("prox_objectives", name, one_of(tuple(OBJECTIVES)))
+        check_value("rho_sweep_objective", self.rho_sweep_objective, one_of(tuple(OBJECTIVES)))
         if any(OBJECTIVES[o][0] > 2 for o in self.objectives):
             raise ValueError("objectives (for KL-Spider and adaptive GD) need kappa <= 2; put kappa > 2 ones "
                              "in prox_objectives")
         if any(OBJECTIVES[o][0] < 2 for o in self.prox_objectives):
             raise ValueError("prox_objectives need kappa >= 2 (Algorithm 2)")
-        if not self.algorithms:
-            raise ValueError("algorithms must be non-empty")
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1; got {self.seeds}")
-        if any(d < 1 for d in (*self.dims, *self.high_dims, self.rho_sweep_dim)):
-            raise ValueError("every dimension must be >= 1")
-        if any(not (x >= 10 and math.isfinite(x)) for x in (*self.nsrs, *self.high_nsrs)):
-            raise ValueError("every n√ρ must be a finite number >= 10")
-        if any(n < 10 for n in (*self.prox_samples, self.rho_sweep_n)):
-            raise ValueError("every sample size must be >= 10")
-        if any(not (r > 0 and math.isfinite(r)) for r in self.rhos):
-            raise ValueError(f"rhos must be finite numbers > 0; got {self.rhos}")
+        at_least_10 = ("a finite number >= 10", lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v >= 10)
+        whole_at_least_10 = ("an integer >= 10", lambda v: INTEGER[1](v) and v >= 10)
+        check_axis("dims", self.dims, INTEGER)
+        check_axis("nsrs", self.nsrs, at_least_10)
+        # Optional parts of the grid may be empty (no high-d regime, no proximal point, no ρ sweep).
+        for name, rule in (("high_dims", INTEGER), ("high_nsrs", at_least_10), ("prox_samples", whole_at_least_10),
+                           ("rhos", POSITIVE)):
+            for value in getattr(self, name):
+                check_value(name, value, rule)
+        for name, rule in (("seeds", INTEGER), ("rho_sweep_dim", INTEGER), ("rho_sweep_n", whole_at_least_10),
+                           ("max_inner_iters", INTEGER)):
+            check_value(name, getattr(self, name), rule)
         if not 0 < self.beta < 1 or not 0 < self.dp_delta < 1:
             raise ValueError(f"beta and dp_delta must be in (0, 1); got {self.beta}, {self.dp_delta}")
         if not 0 < self.start_fraction <= 1:
