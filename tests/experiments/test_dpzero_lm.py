@@ -95,7 +95,7 @@ def _row(task, seed, method, acc, epsilon=None, direction="gaussian", **extra):
            "seconds_per_step": 1.0, "median_seconds_per_step": 1.0, "min_seconds_per_step": 0.9,
            "peak_rss_mib": 600.0,
            "epsilon_rdp": math.inf, "epsilon_pld": math.inf, "delta": 1e-5, "sampling_rate": 4 / 1024,
-           "releases": 10, "noise_multiplier": 1.0, "private": True}
+           "releases": 10, "noise_multiplier": 1.0, "private": True, "test_examples": 10**6}
     if epsilon is not None:
         row.update(epsilon_rdp=epsilon * 0.999, epsilon_pld=epsilon * 0.9)
     return {**row, **extra}
@@ -118,7 +118,20 @@ def test_tables_average_over_seeds_with_standard_errors():
     t5 = exp.table5(rows, cfg)
     assert t5[("sphere", 2.0)]["SST-2"][0] == pytest.approx(80.5) and ("sphere", 6.0) not in t5
     claims = {c: ok for c, ok, _ in exp.check_claims({"rows": rows, "config": cfg})}
-    assert all(claims.values()) and len(claims) == 7
+    # MeZO − DPZero(ε=6) = 1 ± 3.2 and sphere − Gaussian = 0.5 ± 3.2 (seed s.e. 1.15 each): no signal either way.
+    assert [claims[c] for c in claims] == [True, True, None, True, True, True, None]
+    # Without seed spread the same differences are resolved by the 10⁶ test examples: every claim holds.
+    flat = [dict(r, accuracy={"mezo": 82.0, "dpzero": 81.0 if r["epsilon"] == 6.0 else 80.0}.get(r["method"], 70.0)
+                 + (0.5 if r["direction"] == "sphere" else 0.0)) for r in rows if r["method"] in
+            ("zero-shot", "mezo", "dpzero")] + [r for r in rows if r["method"] in ("adamw", "dp-adamw")]
+    flat_claims = exp.check_claims({"rows": flat, "config": cfg})
+    assert all(ok for _, ok, _ in flat_claims) and len(flat_claims) == 7
+    # On 300 test examples a 3-point gain is inside its interval (±6.9 near 75 %): no signal, not "yes".
+    small = [dict(r, test_examples=300, **({"accuracy": 73.0} if r["epsilon"] == 2.0 else {})) for r in flat]
+    assert dict((c, ok) for c, ok, _ in exp.check_claims({"rows": small, "config": cfg}))[
+        "DPZero at ε = 2 improves on zero-shot"] is None
+    assert exp.accuracy_difference((75.0, None), (75.0, None), 300)[1] == pytest.approx(
+        1.96 * math.sqrt(2 * 1e4 * 0.75 * 0.25 / 300))
     assert exp.fmt((82.0, None)) == "82.0" and exp.fmt(None) == "—"
 
 

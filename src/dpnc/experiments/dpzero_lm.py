@@ -428,9 +428,31 @@ def privacy_rows(rows: list[dict]) -> list[dict]:
     return [{k: r[k] for k in keys} for r in rows if r["method"] in ("dpzero", "dp-adamw")]
 
 
-def check_claims(result: dict) -> list[tuple[str, bool, str]]:
-    """The paper's claims (§4.2), each with our numbers: (claim, holds here, evidence)."""
+def accuracy_difference(a: tuple, b: tuple, test_examples: int) -> tuple[float, float]:
+    """a − b (percentage points) of two (mean, s.e. over seeds) accuracies, and its 95 % half-width.
+
+    The variance adds each mean's seed variance (s.e.², 0 for one seed) and the binomial variance of an
+    accuracy on ``test_examples`` examples, p(1 − p)/m, for each side. The two runs share their test set,
+    so treating the test sampling as independent overstates the width: conservative.
+    """
+    var = sum((se or 0.0) ** 2 + 1e4 * (m / 100) * (1 - m / 100) / test_examples for m, se in (a, b))
+    return a[0] - b[0], 1.96 * math.sqrt(var)
+
+
+def verdict(low: float, high: float, threshold: float) -> bool | None:
+    """The claim "the quantity exceeds ``threshold``" for a 95 % interval [low, high]: True if all of the
+    interval does, False if none of it does, None ("no signal") if the interval straddles the threshold."""
+    return True if low > threshold else False if high <= threshold else None
+
+
+def check_claims(result: dict) -> list[tuple[str, bool | None, str]]:
+    """The paper's claims (§4.2), each with our numbers: (claim, holds here, evidence).
+
+    Accuracy claims hold only when the effect exceeds its 95 % interval (seeds and test-set size, see
+    :func:`accuracy_difference`); None means no signal either way.
+    """
     rows, cfg = result["rows"], result["config"]
+    test_of = {r["task"]: r["test_examples"] for r in rows}
     claims = []
     private = privacy_rows(rows)
     if private:
@@ -443,19 +465,28 @@ def check_claims(result: dict) -> list[tuple[str, bool, str]]:
                        f"{max(p['epsilon_pld'] / p['epsilon'] for p in private):.4f}"))
     t2 = table2(rows, cfg)
     tasks = [t for t in cfg["tasks"] if t in t2.get("mezo", {})]
+
+    def compare(a: str, b: str, threshold: float, *, within: bool = False):
+        """Per task the difference a − b ± its 95 % half-width, and the claim's verdict over all tasks:
+        "a − b > threshold" (or, ``within``, "a − b ≤ threshold")."""
+        diffs = {t: accuracy_difference(t2[a][t], t2[b][t], test_of[t]) for t in tasks if t in t2[a]}
+        verdicts = [verdict(d - h, d + h, threshold) for d, h in diffs.values()]
+        if within:
+            verdicts = [None if v is None else not v for v in verdicts]
+        holds = False if False in verdicts else None if None in verdicts else True
+        return holds, ", ".join(f"{t}: {d:+.1f} ± {h:.1f}" for t, (d, h) in diffs.items())
+
     if tasks and "zero-shot" in t2:
-        better = [t for t in tasks if t2["mezo"][t][0] > t2["zero-shot"][t][0]]
-        claims.append(("fine-tuning (MeZO) beats zero-shot on every task", len(better) == len(tasks),
-                       ", ".join(f"{t}: {t2['zero-shot'][t][0]:.1f} → {t2['mezo'][t][0]:.1f}" for t in tasks)))
+        holds, evidence = compare("mezo", "zero-shot", 0.0)
+        claims.append(("fine-tuning (MeZO) beats zero-shot on every task", holds,
+                       evidence + " (MeZO − zero-shot, points, 95 % interval)"))
     if tasks and "dpzero ε=6" in t2:
-        drops = {t: t2["mezo"][t][0] - t2["dpzero ε=6"][t][0] for t in tasks if t in t2["dpzero ε=6"]}
-        claims.append(("DPZero at ε = 6 stays within 2.6 points of MeZO (the paper's largest drop, SNLI)",
-                       all(d <= 2.6 for d in drops.values()),
-                       ", ".join(f"{t}: {d:+.1f}" for t, d in drops.items()) + " (MeZO − DPZero)"))
+        holds, evidence = compare("mezo", "dpzero ε=6", 2.6, within=True)
+        claims.append(("DPZero at ε = 6 stays within 2.6 points of MeZO (the paper's largest drop, SNLI)", holds,
+                       evidence + " (MeZO − DPZero)"))
     if tasks and "dpzero ε=2" in t2 and "zero-shot" in t2:
-        gain = {t: t2["dpzero ε=2"][t][0] - t2["zero-shot"][t][0] for t in tasks if t in t2["dpzero ε=2"]}
-        claims.append(("DPZero at ε = 2 improves on zero-shot", all(g > 0 for g in gain.values()),
-                       ", ".join(f"{t}: {g:+.1f}" for t, g in gain.items())))
+        holds, evidence = compare("dpzero ε=2", "zero-shot", 0.0)
+        claims.append(("DPZero at ε = 2 improves on zero-shot", holds, evidence + " (DPZero − zero-shot)"))
     t3 = {r["method"]: r for r in table3(rows, cfg)}
     if "mezo" in t3 and "dpzero" in t3:
         ratio = t3["dpzero"]["median_seconds_per_step"] / t3["mezo"]["median_seconds_per_step"]
@@ -480,10 +511,15 @@ def check_claims(result: dict) -> list[tuple[str, bool, str]]:
     pairs = [(task, eps) for eps in cfg["epsilons"] for task in cfg["sphere_tasks"]
              if task in t5.get(("sphere", eps), {}) and task in t5.get(("gaussian", eps), {})]
     if pairs:
-        diffs = {p: t5[("sphere", p[1])][p[0]][0] - t5[("gaussian", p[1])][p[0]][0] for p in pairs}
+        diffs = {p: accuracy_difference(t5[("sphere", p[1])][p[0]], t5[("gaussian", p[1])][p[0]], test_of[p[0]])
+                 for p in pairs}
+        # |sphere − Gaussian| ≤ 1.5 holds if the whole interval is inside ±1.5, fails if it is wholly outside.
+        verdicts = [True if abs(d) + h <= 1.5 else False if abs(d) - h > 1.5 else None for d, h in diffs.values()]
+        holds = False if False in verdicts else None if None in verdicts else True
         claims.append(("sphere and Gaussian directions do about as well (within 1.5 points; the paper's largest "
-                       "difference is 0.6)", all(abs(d) <= 1.5 for d in diffs.values()),
-                       ", ".join(f"{t} ε={e:g}: {d:+.1f}" for (t, e), d in diffs.items()) + " (sphere − Gaussian)"))
+                       "difference is 0.6)", holds,
+                       ", ".join(f"{t} ε={e:g}: {d:+.1f} ± {h:.1f}" for (t, e), (d, h) in diffs.items())
+                       + " (sphere − Gaussian)"))
     return claims
 
 
@@ -572,7 +608,8 @@ def summary(result: dict, command: str) -> str:
               "1000 (AdamW, DP-AdamW), B = 64, lr = 1e-6, C searched in 50–400, δ = 1e-5, 1000 test examples (fewer "
               "where the test set is smaller), one RTX 3090.\n",
               "## The paper's claims\n", "| claim | holds here | our numbers |", "|---|---|---|"]
-    lines += [f"| {c} | {'yes' if ok else '**no**'} | {ev} |" for c, ok, ev in check_claims(result)]
+    lines += [f"| {c} | {'no signal' if ok is None else 'yes' if ok else '**no**'} | {ev} |"
+              for c, ok, ev in check_claims(result)]
     t2 = table2(rows, cfg)
     if t2:
         tasks = [t for t in TASKS if t in cfg["tasks"]]
