@@ -1,3 +1,13 @@
 """dpnc: differentially private optimization of nonconvex and nonsmooth objectives."""
 
 __version__ = "0.1.0"
+
+__all__ = ["make_private", "__version__"]
+
+
+def __getattr__(name: str):
+    # Lazy, so that ``import dpnc.privacy`` does not pull in torch models and the optimizers.
+    if name == "make_private":
+        from dpnc.engine import make_private
+        return make_private
+    raise AttributeError(f"module 'dpnc' has no attribute {name!r}")
