@@ -94,8 +94,8 @@ class LoaderBatches:
     def check_ready(self) -> None:
         """Refuse a step now if it could not take a batch (nothing pending, or all steps taken)."""
         if self.used >= self.steps:
-            raise ValueError(f"steps must be at most {self.steps} (the number the noise was calibrated "
-                             "for); all of them were taken. Build a new run with make_private for more")
+            raise ValueError(f"steps must be at most {self.steps} (the number the run was built and its noise "
+                             "calibrated for); all of them were taken. Build a new run with make_private for more")
         if self._pending is None:
             raise ValueError("no batch is pending: call optimizer.step once per batch the loader yields "
                              "(a second step on one batch would use data the privacy ledger describes once)")

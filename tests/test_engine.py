@@ -1,0 +1,331 @@
+"""dpnc.make_private: optimizer, loader of secret Poisson batches and accountant, on a small real model."""
+
+# The façade's pattern, `for xb, yb in loader: optimizer.step(lambda: loss(model(xb), yb))`, calls each
+# closure within its own iteration, so binding the loop variables late is what is meant.
+# ruff: noqa: B023
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import dpnc
+from dpnc.engine import LoaderBatches, PoissonBatchSampler
+from dpnc.sampling import PoissonSampler
+
+N, FEATURES, B, STEPS, EPS, DELTA = 256, 4, 16, 40, 2.0, 1e-5
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def dataset(n=N):
+    """y = Xw exactly; column 0 of X is the example's index, so a batch names its own indices."""
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(n, FEATURES, generator=gen)
+    X[:, 0] = torch.arange(n, dtype=X.dtype) / n
+    w = torch.tensor([1.0, -2.0, 0.5, 1.5])
+    return TensorDataset(X, X @ w)
+
+
+def indices(xb):
+    return torch.round(xb[:, 0] * N).long()
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)  # test-only: reproducible initialisation
+    return nn.Linear(FEATURES, 1).eval()
+
+
+def per_example_loss(out, yb):
+    return (out.squeeze(-1) - yb) ** 2
+
+
+def private(model, **kwargs):
+    defaults = dict(data=dataset(), optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS,
+                    batch_size=B, lr=0.05, clip=5.0, seed=1)
+    return dpnc.make_private(model, **{**defaults, **kwargs})
+
+
+def full_loss(model, data):
+    X, y = data.tensors
+    with torch.no_grad():
+        return float(per_example_loss(model(X), y).mean())
+
+
+def params(model):
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def same(a, b):
+    return all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+EPS32 = torch.finfo(torch.float32).eps
+
+
+def restored(a, b):
+    """Equal up to the float32 rounding of moving x to x ± λu and back (a few ulps of max(|x|, 1))."""
+    return all(torch.allclose(x, y, rtol=0, atol=4 * EPS32 * max(1.0, float(x.abs().max())))
+               for x, y in zip(a, b))
+
+
+def test_epsilon_at_most_the_target_and_close_to_it():
+    model = make_model()
+    opt, loader, acct = private(model)  # secret sampler and noise: a real private run
+    for xb, yb in loader:
+        opt.step(lambda: per_example_loss(model(xb), yb))
+    assert acct.releases == STEPS
+    assert acct.relation.value == "add/remove"
+    eps = acct.epsilon(DELTA, "pld")
+    assert 0.9 * EPS <= eps <= EPS
+    report = acct.report(DELTA)
+    assert report.private and report.releases == STEPS
+
+
+def test_loader_yields_exactly_steps_batches_matching_the_secret_sampler():
+    model = make_model()
+    opt, loader, acct = private(model, testing_seed=7)
+    assert isinstance(loader, DataLoader) and isinstance(loader.batch_sampler, PoissonBatchSampler)
+    assert isinstance(loader.batch_sampler, torch.utils.data.Sampler)
+    assert len(loader) == STEPS
+    twin = PoissonSampler.for_testing(N, B, seed=7)  # the same seeded stream: the same batches
+    count = 0
+    for xb, yb in loader:
+        expected = twin.sample()
+        assert torch.equal(indices(xb), expected)
+        opt.step(lambda: per_example_loss(model(xb), yb))
+        count += 1
+        assert len(loader) == STEPS - count  # what is left, never a realised size
+    assert count == STEPS and acct.releases == STEPS
+    assert list(loader) == []  # the budget covers `steps` batches over the loader's lifetime
+    assert not acct.report(DELTA).private  # seeded: marked NOT PRIVATE
+
+
+def test_an_interrupted_loop_resumes_where_it_stopped():
+    model = make_model()
+    opt, loader, acct = private(model, testing_seed=3)
+    twin = PoissonSampler.for_testing(N, B, seed=3)
+    seen = 0
+    for xb, yb in loader:
+        assert torch.equal(indices(xb), twin.sample())
+        opt.step(lambda: per_example_loss(model(xb), yb))
+        seen += 1
+        if seen == 5:
+            break
+    for xb, yb in loader:
+        assert torch.equal(indices(xb), twin.sample())
+        opt.step(lambda: per_example_loss(model(xb), yb))
+        seen += 1
+    assert seen == STEPS and acct.releases == STEPS
+
+
+def test_empty_batches_reach_the_loop_but_not_the_closure_and_release_noise_only():
+    # B = 1 of n = 64: a batch is empty with probability (63/64)^64 ≈ 0.37, so 30 steps see several.
+    n, steps = 64, 30
+    model = make_model()
+    opt, loader, acct = private(model, data=dataset(n), batch_size=1, steps=steps, testing_seed=0)
+    calls, empties = 0, 0
+
+    def closure(xb, yb):
+        nonlocal calls
+        calls += 1
+        return per_example_loss(model(xb), yb)
+
+    for xb, yb in loader:
+        if len(xb) == 0:
+            empties += 1
+            assert xb.shape == (0, FEATURES) and yb.shape == (0,) and xb.dtype == torch.float32
+            before = params(model)
+            loss = opt.step(lambda: closure(xb, yb))
+            assert math.isnan(float(loss))
+            assert not same(before, params(model))  # the noise moved the parameters
+        else:
+            opt.step(lambda: closure(xb, yb))
+    assert empties >= 1  # fixed seed: the count is deterministic
+    assert calls == 2 * (steps - empties)  # two forward passes per non-empty step, none on empty ones
+    assert acct.releases == steps
+
+
+def test_a_closure_on_another_batch_is_refused_and_nothing_is_released():
+    model = make_model()
+    data = dataset()
+    opt, loader, acct = private(model, data=data, testing_seed=1)
+    X, y = data.tensors
+    it = iter(loader)
+    xb, yb = next(it)
+    while len(xb) < 2:  # a batch of >= 2 examples, so dropping one leaves a non-empty wrong batch
+        opt.step(lambda: per_example_loss(model(xb), yb))
+        xb, yb = next(it)
+    before, released = params(model), acct.releases
+    for wrong in (lambda: per_example_loss(model(xb[1:]), yb[1:]),      # one example short
+                  lambda: per_example_loss(model(X), y),                 # the whole dataset
+                  lambda: per_example_loss(model(xb), yb).mean()):       # a reduced loss
+        with pytest.raises(ValueError, match="per-example losses of the batch"):
+            opt.step(wrong)
+        assert acct.releases == released and restored(before, params(model))
+    # Nothing was released, so the batch is still pending and a correct closure may use it.
+    loss = opt.step(lambda: per_example_loss(model(xb), yb))
+    assert acct.releases == released + 1 and torch.isfinite(loss)
+
+
+def test_a_second_step_on_one_batch_is_refused():
+    model = make_model()
+    opt, loader, acct = private(model, testing_seed=2)
+    xb, yb = next(iter(loader))
+    opt.step(lambda: per_example_loss(model(xb), yb))
+    before, released = params(model), acct.releases
+    with pytest.raises(ValueError, match="no batch is pending"):
+        opt.step(lambda: per_example_loss(model(xb), yb))
+    assert acct.releases == released and same(before, params(model))
+
+
+def test_a_step_before_the_loader_yields_is_refused():
+    model = make_model()
+    opt, _, acct = private(model, testing_seed=2)
+    with pytest.raises(ValueError, match="no batch is pending"):
+        opt.step(lambda: torch.zeros(3))
+    assert acct.releases == 0
+
+
+def test_more_than_steps_steps_are_refused():
+    model = make_model()
+    opt, loader, acct = private(model, testing_seed=4)
+    for xb, yb in loader:
+        opt.step(lambda: per_example_loss(model(xb), yb))
+    before = params(model)
+    with pytest.raises(ValueError, match=f"steps must be at most {STEPS}"):
+        opt.step(lambda: per_example_loss(model(xb), yb))
+    assert acct.releases == STEPS and same(before, params(model))
+
+
+def test_the_batch_sampler_draws_no_more_than_steps():
+    batches = LoaderBatches(PoissonSampler.for_testing(N, B, seed=0), steps=2)
+    batches.draw(), batches.draw()
+    with pytest.raises(ValueError, match="all steps=2 batches"):
+        batches.draw()
+
+
+def test_the_model_learns_an_easy_problem():
+    # Deterministic given testing_seed (batches, noise) and seed (directions); at ε = 2 the full-data
+    # loss falls from ~7 to ~1e-2 on this run. The assertion asks for a 10x decrease.
+    model = make_model()
+    data = dataset()
+    opt, loader, _ = private(model, data=data, testing_seed=5)
+    start = full_loss(model, data)
+    for xb, yb in loader:
+        opt.step(lambda: per_example_loss(model(xb), yb))
+    assert full_loss(model, data) < 0.1 * start
+
+
+def test_mezo_is_not_private_and_learns():
+    model = make_model()
+    data = dataset()
+    opt, loader, acct = dpnc.make_private(model, data=data, optimizer="mezo", steps=STEPS, batch_size=B,
+                                          lr=0.05, seed=1, testing_seed=5)
+    start = full_loss(model, data)
+    count = 0
+    for xb, yb in loader:
+        opt.step(lambda: per_example_loss(model(xb), yb))
+        count += 1
+    assert count == STEPS
+    assert full_loss(model, data) < 0.1 * start
+    assert math.isinf(acct.epsilon(DELTA, "pld"))
+    with pytest.raises(ValueError, match=f"steps must be at most {STEPS}"):
+        opt.step(lambda: per_example_loss(model(xb), yb))
+
+
+def test_mezo_makes_no_update_on_an_empty_batch():
+    model = make_model()
+    opt, loader, _ = dpnc.make_private(model, data=dataset(64), optimizer="mezo", steps=20, batch_size=1,
+                                       lr=0.05, seed=1, testing_seed=0)
+    empties = 0
+    for xb, yb in loader:
+        before = params(model)
+        loss = opt.step(lambda: per_example_loss(model(xb), yb))
+        if len(xb) == 0:
+            empties += 1
+            assert math.isnan(float(loss)) and same(before, params(model))
+    assert empties >= 1
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_a_user_collate_fn_is_used_and_empty_batches_keep_its_structure():
+    def as_dict(items):
+        return {"x": torch.stack([x for x, _ in items]), "y": torch.stack([y for _, y in items])}
+
+    model = make_model()
+    opt, loader, acct = private(model, data=dataset(64), batch_size=1, steps=30, collate_fn=as_dict,
+                                testing_seed=0)
+    shapes = set()
+    for batch in loader:
+        assert set(batch) == {"x", "y"}
+        shapes.add(len(batch["x"]) == 0)
+        opt.step(lambda: per_example_loss(model(batch["x"]), batch["y"]))
+    assert shapes == {True, False} and acct.releases == 30
+
+
+GOOD = dict(data=dataset(), optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS, batch_size=B,
+            lr=0.05, clip=5.0)
+BAD = [
+    (dict(optimizer="dp-adamw"), r"optimizer must be one of \['dpzero', 'mezo'\].*'dp-adamw'"),
+    (dict(optimizer=torch.optim.AdamW), r"optimizer must be one of"),
+    (dict(target_epsilon=0.0), r"target_epsilon must be > 0 and finite; got 0.0"),
+    (dict(target_epsilon=math.inf), r"target_epsilon must be > 0 and finite"),
+    (dict(target_epsilon=None), r"target_epsilon must be > 0 and finite; got None"),
+    (dict(delta=1.0), r"delta must be in \(0, 1\); got 1.0"),
+    (dict(delta=0), r"delta must be in \(0, 1\)"),
+    (dict(steps=0), r"steps must be an integer >= 1; got 0"),
+    (dict(steps=2.5), r"steps must be an integer >= 1"),
+    (dict(batch_size=0), r"batch_size must be an integer in \[1, 256\]"),
+    (dict(batch_size=N + 1), r"batch_size must be an integer in \[1, 256\]"),
+    (dict(lr=-1.0), r"lr must be >= 0 and finite; got -1.0"),
+    (dict(lr=math.nan), r"lr must be >= 0 and finite"),
+    (dict(clip=0.0), r"clip must be > 0 and finite; got 0.0"),
+    (dict(clip=math.inf), r"clip must be > 0 and finite"),
+    (dict(smoothing=0.0), r"smoothing must be > 0 and finite"),
+    (dict(collate_fn=3), r"collate_fn must be callable or None; got 3"),
+    (dict(direction="uniform"), r"direction must be one of"),
+    (dict(seed=-1), r"seed must be an integer >= 0 or None"),
+    (dict(testing_seed="0"), r"testing_seed must be an integer >= 0 or None"),
+    (dict(data=[1, 2, 3][:0]), r"data must hold at least one example"),
+    (dict(data=object()), r"data must be a map-style torch Dataset"),
+    (dict(optimizer="mezo"), r"target_epsilon must be None for optimizer='mezo'"),
+    (dict(optimizer="mezo", target_epsilon=None, delta=None), r"clip must be None for optimizer='mezo'"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD)
+def test_bad_arguments_are_refused_by_name(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        dpnc.make_private(make_model(), **{**GOOD, **kwargs})
+
+
+def test_a_model_not_ready_for_zeroth_order_steps_is_refused_listing_every_problem():
+    model = nn.Sequential(nn.Linear(FEATURES, 8), nn.Dropout(0.5), nn.BatchNorm1d(8), nn.Linear(8, 1)).train()
+    with pytest.raises(ValueError, match=r"(?s)dropout.*BatchNorm"):
+        dpnc.make_private(model, **GOOD)
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        dpnc.make_private(lambda x: x, **GOOD)
+
+
+def test_the_step_needs_a_closure():
+    model = make_model()
+    opt, loader, acct = private(model, testing_seed=0)
+    next(iter(loader))
+    with pytest.raises(ValueError, match="closure must be a callable"):
+        opt.step(None)
+    assert acct.releases == 0
+
+
+def test_the_readme_quick_start_runs_as_written():
+    text = README.read_text()
+    section = text.split("## The quickest start: `dpnc.make_private`", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1
+    namespace: dict = {}
+    exec(compile(blocks[0], "README.md (quickest start)", "exec"), namespace)
+    accountant = namespace["accountant"]
+    assert accountant.releases == 600 and accountant.epsilon(1e-5, "pld") <= 4.0
