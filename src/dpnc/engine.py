@@ -30,7 +30,8 @@ How the pieces hold together:
   runs as for any batch; ``optimizer.step`` does **not** call the closure on it and DPZero releases
   noise only (its mean over the fixed denominator B is 0), which the ledger records like any other
   step. The returned loss is then ``nan`` (the mean of no losses). MeZO, which divides by the realised
-  batch, makes no update on an empty batch.
+  batch, makes no update on an empty batch. A user ``collate_fn`` that accepts ``[]`` builds the empty
+  batch itself.
 * **Exactly ``steps`` batches.** The loader yields ``steps`` batches over its lifetime (a loop broken
   off early resumes where it stopped); ``len(loader)`` is the number left, never a realised size.
   ``num_workers`` is 0: worker processes prefetch batches, so "the batch the loader just yielded" would
