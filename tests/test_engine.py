@@ -247,7 +247,9 @@ def test_mezo_makes_no_update_on_an_empty_batch():
         loss = opt.step(lambda: per_example_loss(model(xb), yb))
         if len(xb) == 0:
             empties += 1
-            assert math.isnan(float(loss)) and same(before, params(model))
+            # The ±λu perturbation is undone arithmetically: equal up to float32 rounding (a few ulps).
+            assert math.isnan(float(loss)) and all(torch.allclose(a, b, rtol=1e-6, atol=1e-7)
+                                                   for a, b in zip(before, params(model)))
     assert empties >= 1
     assert all(torch.isfinite(p).all() for p in model.parameters())
 

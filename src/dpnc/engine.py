@@ -29,8 +29,8 @@ How the pieces hold together:
   collated structure of the first example, holding none of its values), so the user's loop body
   runs as for any batch; ``optimizer.step`` does **not** call the closure on it and DPZero releases
   noise only (its mean over the fixed denominator B is 0), which the ledger records like any other
-  step. The returned loss is then ``nan`` (the mean of no losses). MeZO, which divides by the realised
-  batch, makes no update on an empty batch. A user ``collate_fn`` that accepts ``[]`` builds the empty
+  step. The returned loss is then ``nan`` (the mean of no losses). MeZO makes no update on an empty
+  batch. A user ``collate_fn`` that accepts ``[]`` builds the empty
   batch itself.
 * **Exactly ``steps`` batches.** The loader yields ``steps`` batches over its lifetime (a loop broken
   off early resumes where it stopped); ``len(loader)`` is the number left, never a realised size.
@@ -100,11 +100,6 @@ class LoaderBatches:
         if self._pending is None:
             raise ValueError("no batch is pending: call optimizer.step once per batch the loader yields "
                              "(a second step on one batch would use data the privacy ledger describes once)")
-
-    @property
-    def pending_empty(self) -> bool:
-        """Whether the pending batch has no example (secret: do not log it)."""
-        return self._pending is not None and len(self._pending) == 0
 
     def draw(self) -> torch.Tensor:
         """Draw the next secret batch for the loader and leave it pending for the optimizer."""
@@ -213,9 +208,6 @@ class _LoaderStep:
                              f"the loader just yielded; got {closure!r}")
         batches, before = self.sampler, self.accountant.releases
         batches.check_ready()  # nothing pending, or all steps taken: refused before anything runs
-        if batches.pending_empty and isinstance(self, MeZO):  # MeZO divides by the realised batch
-            batches.sample()
-            return torch.tensor(math.nan)
         try:
             return super().step(lambda _batch: closure())  # type: ignore[misc]
         except BaseException:

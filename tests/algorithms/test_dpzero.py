@@ -241,6 +241,14 @@ def test_dpgd_poisson_sensitivity_uses_the_fixed_batch_size():
     assert change == pytest.approx(C / B, rel=1e-9)              # the canary's clipped gradient over B
 
 
+def test_mezo_skips_an_empty_batch(problem):
+    sampler_seed = next(s for s in range(100) if len(PoissonSampler.for_testing(problem.n, 1, seed=s).sample()) == 0)
+    x0 = start(problem.d)
+    space, log = step(MeZO(eta=0.1, lam=1e-2), problem, x0,
+                      sampler=PoissonSampler.for_testing(problem.n, 1, seed=sampler_seed))
+    assert float(log.released) == 0.0 and torch.equal(space.x, x0)
+
+
 def test_an_empty_poisson_batch_releases_noise_only(problem):
     sampler_seed = next(s for s in range(100) if len(PoissonSampler.for_testing(problem.n, 1, seed=s).sample()) == 0)
     called = []

@@ -139,7 +139,9 @@ class MeZO:
     def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
-        c = (diffs.plus.mean(-1) - diffs.minus.mean(-1)) / (2 * self.lam)
+        # The realised batch's mean (not private, so no fixed denominator); an empty batch moves nothing.
+        c = (diffs.plus.mean(-1) - diffs.minus.mean(-1)) / (2 * self.lam) if diffs.plus.shape[-1] else \
+            diffs.plus.sum(-1)
         accountant.record(Gaussian(1.0, 0.0))  # a data-dependent release with no noise
         space.update_(seed, -per_run(self.eta, c) * c)
         nonfinite = (~torch.isfinite(diffs.a)).sum(-1)
