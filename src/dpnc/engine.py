@@ -56,7 +56,7 @@ from torch.utils.data import Sampler as TorchSampler
 from torch.utils.data.dataloader import default_collate
 
 from dpnc.algorithms.dpzero import calibrate_noise
-from dpnc.optim import DPZero, MeZO, validate_model
+from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Relation, Release
@@ -277,8 +277,7 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str = "dpzero",
     optimizer = optimizer.lower()
     _check_int("steps", steps, 1)
     _check_int("batch_size", batch_size, 1, n)
-    _check_number("lr", lr, ">= 0 and finite", lambda v: v >= 0 and math.isfinite(v))
-    _check_number("smoothing", smoothing, "> 0 and finite", lambda v: v > 0 and math.isfinite(v))
+    check_arguments(lr=lr, smoothing=smoothing)   # the optimizer's own rules, checked before calibrating
     if collate_fn is not None and not callable(collate_fn):
         raise ValueError(f"collate_fn must be callable or None; got {collate_fn!r}")
     if direction not in ("gaussian", "sphere"):
@@ -289,7 +288,7 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str = "dpzero",
     if optimizer == "dpzero":
         _check_number("target_epsilon", target_epsilon, "> 0 and finite", lambda v: v > 0 and math.isfinite(v))
         _check_number("delta", delta, "in (0, 1)", lambda v: 0 < v < 1)
-        _check_number("clip", clip, "> 0 and finite", lambda v: v > 0 and math.isfinite(v))
+        check_arguments(clip=clip, noise_multiplier=1.0)   # DPZero here always adds noise: clip must be finite
     else:
         for name, value in (("target_epsilon", target_epsilon), ("delta", delta), ("clip", clip)):
             if value is not None:
@@ -325,8 +324,7 @@ def _check_model(model: nn.Module) -> None:
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model must have at least one trainable parameter (requires_grad=True); got none")
-    if problems := validate_model(model):
-        raise ValueError("model is not ready for zeroth-order steps:\n  " + "\n  ".join(problems))
+    require_ready(model)
 
 
 def _check_data(data: Dataset) -> int:

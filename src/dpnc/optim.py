@@ -46,9 +46,18 @@ def validate_model(model: nn.Module) -> list[str]:
     return problems
 
 
-def _check_arguments(**kwargs: float) -> None:
-    """Validate the optimizer's own arguments, naming them as the user wrote them."""
-    rules = {"lr": (">= 0", lambda v: v >= 0 and math.isfinite(v)),
+def require_ready(model: nn.Module) -> None:
+    """Raise ValueError listing every reason of :func:`validate_model` (nothing if the model is ready)."""
+    if problems := validate_model(model):
+        raise ValueError("model is not ready for zeroth-order steps:\n  " + "\n  ".join(problems))
+
+
+def check_arguments(**kwargs: float) -> None:
+    """Validate zeroth-order optimizer arguments (lr, smoothing, clip, noise_multiplier), named as the user wrote them.
+
+    Public so that a caller (e.g. :func:`dpnc.make_private`) can check them before slow work such as calibration.
+    """
+    rules = {"lr": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v)),
              "smoothing": ("> 0 and finite", lambda v: v > 0 and math.isfinite(v)),
              "clip": ("> 0 (inf only without noise)", lambda v: v > 0 and not math.isnan(v)),
              "noise_multiplier": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v))}
@@ -69,8 +78,8 @@ class _ZerothOrder(torch.optim.Optimizer):
         super().__init__(params, defaults)
         if len(self.param_groups) != 1:
             raise ValueError("zeroth-order optimizers support one parameter group (the direction spans all)")
-        if model is not None and (problems := validate_model(model)):
-            raise ValueError("model is not ready for zeroth-order steps:\n  " + "\n  ".join(problems))
+        if model is not None:
+            require_ready(model)
         sampler.check_relation(accountant.relation)
         self.space = ModuleSpace(self.param_groups[0]["params"], direction=direction)
         self.sampler, self.accountant = sampler, accountant
@@ -140,7 +149,7 @@ class DPZero(_ZerothOrder):
                  sampler: Sampler, accountant: Accountant, noise: NoiseSource | None = None,
                  direction: str = "gaussian", seed: int | None = None, discrete: bool = False,
                  model: nn.Module | None = None) -> None:
-        _check_arguments(lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=noise_multiplier)
+        check_arguments(lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=noise_multiplier)
         super().__init__(params, {"lr": lr, "clip": clip, "smoothing": smoothing,
                                   "noise_multiplier": noise_multiplier, "discrete": discrete},
                          sampler=sampler, accountant=accountant, noise=noise, direction=direction, seed=seed,
@@ -157,7 +166,7 @@ class MeZO(_ZerothOrder):
     def __init__(self, params, *, lr: float, smoothing: float = 1e-3, sampler: Sampler,
                  accountant: Accountant | None = None, direction: str = "gaussian", seed: int | None = None,
                  model: nn.Module | None = None) -> None:
-        _check_arguments(lr=lr, smoothing=smoothing)
+        check_arguments(lr=lr, smoothing=smoothing)
         super().__init__(params, {"lr": lr, "smoothing": smoothing}, sampler=sampler,
                          accountant=accountant or Accountant(), noise=None, direction=direction, seed=seed,
                          model=model)
