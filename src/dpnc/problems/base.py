@@ -10,6 +10,11 @@ differences (spec §6.14), so privacy never rests on it being tight, but utility
 estimators' unbiasedness needs it to be *true*. Each problem states its constant and the proof. It is
 a bound for every z in the problem's data domain (e.g. ‖a‖ ≤ 1), not only for the data at hand,
 because a neighbouring dataset may hold any such z.
+
+**One protocol for every objective** (:class:`Objective`): per-example losses, batched; optional
+per-example gradients; the mean F and ∇F; and a :class:`Constants` record of the public constants
+(L0, L1, weak convexity, γ, κ, the region, F*) that the algorithms read. :class:`Problem` implements it
+for objectives backed by data tensors; the KL objectives and the DPZero quadratic implement it too.
 """
 
 from __future__ import annotations
@@ -18,11 +23,104 @@ import copy
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 
-class Problem(ABC):
+@dataclass(frozen=True)
+class Region:
+    """The ball B_radius(center) where an objective declares its constants; iterates are projected onto it."""
+
+    center: torch.Tensor
+    radius: float
+
+    def distance(self, w: torch.Tensor) -> float:
+        return float(torch.linalg.vector_norm(w - self.center))
+
+    def contains(self, w: torch.Tensor) -> bool:
+        return self.distance(w) <= self.radius * (1 + 1e-9)
+
+    def project(self, w: torch.Tensor) -> torch.Tensor:
+        """The Euclidean projection onto the ball."""
+        offset = w - self.center
+        distance = float(torch.linalg.vector_norm(offset))
+        return w if distance <= self.radius else self.center + offset * (self.radius / distance)
+
+
+@dataclass(frozen=True)
+class Constants:
+    """The public constants of an objective, valid on its region for *every* admissible example.
+
+    They come from the data domain and the user's choices, never from the private data (a neighbouring
+    dataset must give the same record). Fields a paper does not need are None.
+
+    Attributes:
+        L0: per-example Lipschitz constant, ‖∇f(x; z)‖ ≤ L0 (ZTC/KLT's L, DPZero's ℓ, Menart et al.'s L0).
+        L1: per-example smoothness, ∇f(·; z) is L1-Lipschitz (DPZero's L).
+        weak_convexity: L̃1 with f(·; z) + (L̃1/2)‖·‖² convex.
+        gamma, kappa: the (γ, κ)-KL inequality F(x) − F* ≤ γ^κ‖∇F(x)‖^κ on the region.
+        region: where the constants hold (None: all of R^d).
+        F_star: min F where known, for *evaluating* results only (no algorithm reads it).
+    """
+
+    L0: float
+    L1: float | None = None
+    weak_convexity: float | None = None
+    gamma: float | None = None
+    kappa: float | None = None
+    region: Region | None = None
+    F_star: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("L0", "L1", "weak_convexity", "gamma", "kappa"):
+            value = getattr(self, name)
+            if value is None and name != "L0":
+                continue
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                    and value >= 0 and (value > 0 or name == "weak_convexity")):
+                raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+
+
+class Objective(ABC):
+    """What every algorithm may ask of an objective F(x) = (1/n) Σ_i f(x, z_i).
+
+    Attributes:
+        name: a short name for reports.
+        n: the dataset size (public: neighbours have the same n under replace-one).
+        dim: d.
+        constants: the public :class:`Constants`.
+
+    Per-example access (:meth:`losses`, and :meth:`gradients` where the objective has closed forms or
+    autograd) is what private algorithms query; :meth:`value` and :meth:`gradient` of the mean are for
+    evaluation and for algorithms whose sensitivity follows from the constants alone. An objective kept as
+    sufficient statistics (no per-example data) raises :class:`NotImplementedError` from the per-example
+    methods.
+    """
+
+    name: str = "objective"
+    n: int
+    dim: int
+    constants: Constants
+
+    def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """f(x[i, j], z_index[i]) for x (b, k, d) and integer ``index`` (b,) → (b, k)."""
+        raise NotImplementedError(f"{self.name} keeps no per-example data")
+
+    def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """∇_x f(x[i, j], z_index[i]) → (b, k, d)."""
+        raise NotImplementedError(f"{self.name} has no per-example gradients")
+
+    @abstractmethod
+    def value(self, points: torch.Tensor) -> torch.Tensor:
+        """F at points (k, d) → (k,), or (d,) → a scalar."""
+
+    @abstractmethod
+    def gradient(self, points: torch.Tensor) -> torch.Tensor:
+        """∇F at points (k, d) → (k, d), or (d,) → (d,) (a.e. where f has kinks)."""
+
+
+class Problem(Objective):
     """Per-example losses f(x, z_i) over a dataset, evaluated for many points at once.
 
     Attributes:
@@ -51,6 +149,11 @@ class Problem(ABC):
         if not (isinstance(lipschitz, (int, float)) and math.isfinite(lipschitz) and lipschitz > 0):
             raise ValueError(f"lipschitz must be a finite number > 0; got {lipschitz!r}")
         self.data, self.dim, self.lipschitz = data, dim, float(lipschitz)
+
+    @property
+    def constants(self) -> Constants:
+        """L0 = the declared Lipschitz constant (the region and the rest: none declared)."""
+        return Constants(L0=self.lipschitz)
 
     @property
     def n(self) -> int:

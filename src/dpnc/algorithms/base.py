@@ -1,0 +1,129 @@
+"""The contract every dpnc algorithm keeps, whichever paper it comes from.
+
+An algorithm is a **frozen config**: its hyper-parameters, checked when it is built (before any data is
+touched), plus
+
+* ``from_theory(...)``: a classmethod that sets the parameters from the paper's theorem;
+* ``paper: bool``: ``False`` (the default) runs the spec's corrected form, ``True`` the printed one where
+  they differ (the specs' "Ambiguities" list each difference);
+* ``run(problem, x0, *, noise, accountant, generator, ...) -> Run``: one run on an objective of
+  :mod:`dpnc.problems` from the start point ``x0``, with privacy noise from ``noise`` (secret unless a
+  test seeds it), every release recorded in ``accountant``, and public randomness (directions, O2NC's
+  interpolation scalars, output choices) from ``generator``.
+
+Counting words mean the same in every family:
+
+* ``steps``: queries of the private oracle or gradient steps, in total;
+* ``period``: steps between resets of the tree mechanism (ZTC's epoch T, KLT's Σ);
+* ``block``: steps averaged into one O2NC output candidate (ZTC: the period; KLT: M);
+* ``rounds``: outer iterations of a multi-stage method (KL-Spider's rounds, proximal point's prox steps).
+
+A :class:`Run` is what every algorithm returns: the output point, the ledger, the privacy claim of the
+paper, and :class:`Stats` typed per family, so that experiments never branch on the family.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from dpnc.privacy.accountant import Accountant, PrivacyReport
+
+
+@dataclass
+class Stats:
+    """Counters every algorithm reports (families extend it).
+
+    ``evaluations``/``gradients`` count per-example function values and gradients; ``clipped`` counts
+    per-example terms changed by clipping and ``nonfinite`` NaN/±inf values set to 0 before it. These are
+    statistics of the private data: do not log them publicly.
+    """
+
+    steps: int = 0
+    evaluations: int = 0
+    gradients: int = 0
+    clipped: int = 0
+    nonfinite: int = 0
+
+
+@dataclass
+class Run:
+    """One run of an algorithm.
+
+    Attributes:
+        algorithm: the config that ran (a frozen :class:`Algorithm`).
+        output: the point the algorithm returns (its theorem's output rule).
+        last: the last iterate (equal to ``output`` for last-iterate methods).
+        accountant: every release of the run.
+        stats: the family's typed :class:`Stats`.
+        paper_claim: the paper's own privacy statement for these parameters (printed beside the
+            accountant's ε, never used in place of it).
+        private: False when something other than the noise voids the guarantee (e.g. a sensitivity the
+            run could not enforce); the ledger's own secret flag is combined with it in :meth:`report`.
+        notes: privacy notes for the report (what a guarantee rests on).
+    """
+
+    algorithm: Any
+    output: torch.Tensor
+    last: torch.Tensor
+    accountant: Accountant
+    stats: Stats = field(default_factory=Stats)
+    paper_claim: str | None = None
+    private: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    def report(self, delta: float) -> PrivacyReport:
+        """ε(δ) by every accountant that applies, ρ where zCDP, the paper's claim and the notes."""
+        report = self.accountant.report(delta, paper_claim=self.paper_claim)
+        report.notes.extend(self.notes)
+        report.private = report.private and self.private
+        return report
+
+
+class Algorithm(ABC):
+    """Base of every algorithm config (subclasses are frozen dataclasses).
+
+    Subclasses set ``name`` and ``family``, validate their fields in ``__post_init__`` with
+    :func:`check_positive`/:func:`check_integer` (so invalid configurations fail at construction), and
+    implement :meth:`from_theory` and :meth:`run`.
+    """
+
+    name: ClassVar[str]
+    family: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def from_theory(cls, *args, **kwargs) -> Algorithm:
+        """The parameters the paper's theorem prescribes."""
+
+    @abstractmethod
+    def run(self, problem, x0: torch.Tensor, *, noise, accountant: Accountant, generator: torch.Generator,
+            **options) -> Run:
+        """One run from ``x0``; every release goes to ``accountant``."""
+
+
+def check_positive(allow_zero: bool = False, allow_inf: bool = False, **values: float) -> None:
+    """Refuse a value that is not a finite number > 0 (or ≥ 0 / inf where allowed), naming it."""
+    for name, v in values.items():
+        number = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+        ok = number and (math.isfinite(v) or (allow_inf and v > 0)) and (v > 0 or (allow_zero and v == 0))
+        if not ok:
+            rule = (">= 0" if allow_zero else "> 0") + (" (or inf)" if allow_inf else "")
+            raise ValueError(f"{name} must be a {'' if allow_inf else 'finite '}number {rule}; got {v!r}")
+
+
+def check_integer(minimum: int = 1, **values: int) -> None:
+    """Refuse a value that is not an integer ≥ ``minimum``, naming it."""
+    for name, v in values.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}; got {v!r}")
+
+
+def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    """Refuse a value outside ``allowed``, naming the argument and the choices."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")

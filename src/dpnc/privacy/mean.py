@@ -1,0 +1,110 @@
+"""The one private release step of dpnc: a clipped mean over a batch, with noise, recorded.
+
+Every algorithm that releases an average of per-example quantities (DPZero's scalar differences,
+DP-GD's gradients, the KL algorithms' gradients, the trainer's DP-AdamW) goes through
+:func:`private_mean` (or, when it forms the clipped sum itself, e.g. chunk by chunk with ``torch.func``,
+through :func:`release_sum`). One place therefore decides the three things that copies got wrong:
+
+1. non-finite values become 0 *before* clipping (so the bound holds on bad input) and are counted;
+2. the sum is divided by the sampler's **fixed** batch size B, never by the realised |batch|: under
+   Poisson sampling |batch| is random and data-dependent, and dividing by it would let one example move
+   the mean by more than the recorded Δ;
+3. the noise comes from the secret :class:`~dpnc.privacy.noise.NoiseSource`, and the release is
+   recorded in real units: Δ = (2 or 1)·bound/B by the accountant's neighbouring relation
+   (:func:`~dpnc.privacy.releases.mean_sensitivity`), σ = noise_multiplier·Δ, as the sampler's event.
+
+The fraction clipped and the non-finite count are returned for diagnostics: they are statistics of the
+private data, not released, and must not be logged publicly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Protocol
+
+import torch
+
+from dpnc.clipping import Number, clip_scalars, clip_vectors, per_run, zero_nonfinite, zero_nonfinite_rows
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.mechanisms import discrete_gaussian_mechanism, gaussian_mechanism
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import Gaussian, Release, mean_sensitivity
+
+
+class BatchSource(Protocol):
+    """What the release step needs of a sampler: its fixed batch size and its privacy event."""
+
+    batch_size: int
+
+    def release(self, sensitivity: float, sigma: float) -> Release: ...
+
+
+class PrivateMean(NamedTuple):
+    """The released mean and two private diagnostics (one entry per run)."""
+
+    value: torch.Tensor
+    clipped: torch.Tensor     # fraction of the batch clipped (private: do not log publicly)
+    nonfinite: torch.Tensor   # values replaced by 0 before clipping (private: do not log publicly)
+
+
+def private_mean(values: torch.Tensor, bound: Number, *, sampler: BatchSource, noise: NoiseSource,
+                 accountant: Accountant, noise_multiplier: float, vector: bool = False,
+                 discrete: bool = False) -> PrivateMean:
+    """(1/B) Σ_i clip_bound(v_i) + N(0, σ²), σ = noise_multiplier·Δ, recorded in ``accountant``.
+
+    Args:
+        values: per-example values of the batch the sampler drew: scalars ``(..., |batch|)`` or, with
+            ``vector=True``, vectors ``(..., |batch|, d)``; leading dimensions are runs of a grid.
+            An empty batch (``|batch| = 0``) releases noise only.
+        bound: the clipping threshold C (|v_i| or ‖v_i‖ after clipping), or one per run.
+        sampler: gives the fixed denominator B and the privacy event (full batch, Poisson, shuffle).
+        noise_multiplier: σ/Δ ≥ 0; 0 releases the exact mean (recorded as not private, ε = ∞).
+        discrete: exact discrete Gaussian noise (one scalar run, full batch only).
+    """
+    if vector:
+        values, nonfinite = zero_nonfinite_rows(values)
+        clipped, fraction = clip_vectors(values, bound)
+        total = clipped.sum(-2)
+    else:
+        values, nonfinite = zero_nonfinite(values)
+        clipped, fraction = clip_scalars(values, bound)
+        total = clipped.sum(-1)
+    value = release_sum(total, bound, sampler=sampler, noise=noise, accountant=accountant,
+                        noise_multiplier=noise_multiplier, discrete=discrete)
+    return PrivateMean(value, fraction, nonfinite)
+
+
+def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noise: NoiseSource,
+                accountant: Accountant, noise_multiplier: float, discrete: bool = False) -> torch.Tensor:
+    """Σ_i clip_bound(v_i) / B + noise, for a sum the caller clipped itself; recorded in ``accountant``.
+
+    ``total`` has shape ``(..., *value_shape)`` with one leading entry per run when ``bound`` is one per
+    run. Runs of a grid share one noise multiplier, so they have the same privacy: the ledger holds one
+    release, in the units of the largest bound, and run k gets noise of std noise_multiplier·Δ_k.
+    """
+    if not (isinstance(noise_multiplier, (int, float)) and noise_multiplier >= 0):
+        raise ValueError(f"noise_multiplier must be a number >= 0; got {noise_multiplier!r}")
+    bounds = torch.as_tensor(bound, dtype=torch.float64)
+    if not bool(torch.all(bounds > 0)):
+        raise ValueError(f"bound must be > 0; got {bound!r}")
+    unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)   # Δ per unit of bound
+    largest = float(bounds.max())
+    mean = total / sampler.batch_size                                          # the fixed denominator B
+    if noise_multiplier == 0:
+        accountant.record(Gaussian(unit * largest if largest < float("inf") else 1.0, 0.0))
+        return mean
+    if not bool(torch.all(torch.isfinite(bounds))):
+        raise ValueError("bound must be finite when noise_multiplier > 0 (the sensitivity is bound/B)")
+    if discrete:
+        if bounds.numel() != 1 or mean.numel() != 1 or getattr(sampler, "rate", 1.0) != 1.0:
+            raise ValueError("discrete=True supports one full-batch scalar run (no subsampled accounting)")
+        released, release = discrete_gaussian_mechanism(float(mean), sensitivity=unit * largest,
+                                                        sigma=noise_multiplier * unit * largest, noise=noise)
+        accountant.record(release)
+        return torch.tensor(released, dtype=mean.dtype, device=mean.device).reshape(mean.shape)
+    # Noise is drawn per unit of bound and scaled by each run's bound (identical arithmetic for one run).
+    noisy, _ = gaussian_mechanism(mean, sampler.release(unit, noise_multiplier * unit), noise,
+                                  scale=per_run(bound, mean))
+    release = sampler.release(unit * largest, noise_multiplier * unit * largest)
+    accountant.record(release if noise.secret else dataclasses.replace(release, secret=False))
+    return noisy
