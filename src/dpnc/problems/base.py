@@ -111,6 +111,15 @@ class Objective(ABC):
         """∇_x f(x[i, j], z_index[i]) → (b, k, d)."""
         raise NotImplementedError(f"{self.name} has no per-example gradients")
 
+    def losses_at(self, points: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """f(points, z_i) for i in ``index`` at points shared by the batch: (..., d) → (..., b).
+
+        What a step at one iterate (or one per run of a grid) needs: DPZero's x ± λu, DP-GD's x_t.
+        """
+        flat = points.reshape(-1, points.shape[-1])
+        values = self.losses(flat.expand(len(index), *flat.shape), index)          # (b, k)
+        return values.T.reshape(*points.shape[:-1], len(index))
+
     @abstractmethod
     def value(self, points: torch.Tensor) -> torch.Tensor:
         """F at points (k, d) → (k,), or (d,) → a scalar."""

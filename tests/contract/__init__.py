@@ -1,0 +1,44 @@
+"""Contract cases: one module per algorithm family (``dpzero.py``, ``nonsmooth.py``, ``kl.py``), each with
+``CASES: list[ContractCase]``, collected by ``tests/test_contract.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from dpnc.algorithms.base import Algorithm
+from dpnc.problems.base import Objective
+
+
+@dataclass
+class ContractCase:
+    """How to run one algorithm of the contract on a tiny problem with seeded (test) randomness.
+
+    Attributes:
+        name: the algorithm's name (the test id).
+        make: builds a valid config (``Algorithm``), e.g. ``lambda: DPZero(eta=0.1, ...)``.
+        invalid: keyword overrides each of which must make construction raise ``ValueError``, applied as
+            ``build(**override)``; ``build`` is ``make``'s keyword form.
+        build: ``build(**fields)`` → config; ``make()`` must equal ``build()``.
+        problem: builds the objective.
+        x0: the start point for the problem.
+        run: ``run(algorithm, problem, x0, noise, accountant, generator)`` → ``Run``: the call with every other
+            argument the family needs (samplers seeded with ``for_testing``), so that the test holds them fixed.
+        releases: the number of releases the ledger must count for this run (entries × their counts).
+        sensitivities: the Δ each ledger entry must carry, in real units, in ledger order (None: not checked,
+            e.g. a non-private baseline).
+        relation: the accountant's neighbouring relation.
+    """
+
+    name: str
+    build: Callable[..., Algorithm]
+    invalid: list[dict]
+    problem: Callable[[], Objective]
+    x0: Callable[[Objective], torch.Tensor]
+    run: Callable
+    releases: int
+    sensitivities: list[float] | None = None
+    relation: str = "replace-one"
+    tags: set[str] = field(default_factory=set)
