@@ -1,4 +1,4 @@
-"""Zeroth-order optimizers for models, in the style of ``torch.optim``.
+"""Zeroth-order optimizers for models, in the style of ``torch.optim``, and the step hooks of every dpnc optimizer.
 
 ``DPZero`` and ``MeZO`` run the steps of :mod:`dpnc.algorithms.dpzero` on a model's trainable
 parameters through a :class:`~dpnc.space.ModuleSpace`: forward passes only, the direction regenerated
@@ -8,27 +8,94 @@ subsampling) and calls ``closure(batch)``, which must return the **per-example**
 that batch, shape (len(batch),), evaluated in eval mode (dropout would change f between the two
 passes). Anything else is refused, so the batch the ledger describes is the batch that was used.
 
+What a step did. ``optimizer.register_step_hook(fn)`` calls ``fn(optimizer, info)`` after every step
+with a :class:`StepInfo`: the step's index, its public direction seed, the released (noisy) quantity and
+the ledger entry it made, all public, and, apart and so named, :class:`PrivateStats` (the batch's loss,
+clipped fraction and non-finite count: statistics of the training data that ε does not cover). The
+first-order :class:`dpnc.first_order.DPOptimizer` reports its steps the same way.
+
 Example:
     >>> opt = DPZero(model.parameters(), lr=1e-6, clip=200.0, smoothing=1e-3, noise_multiplier=13.5,
     ...              sampler=PoissonSampler(n=1024, batch_size=64), accountant=Accountant("add/remove"))
+    >>> seeds = []
+    >>> handle = opt.register_step_hook(lambda opt, info: seeds.append(info.seed))   # public: may be logged
     >>> for _ in range(T):
     ...     loss = opt.step(lambda batch: per_example_loss(model, dataset[batch]))
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import secrets
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from dpnc.algorithms import dpzero as alg
+from dpnc.clipping import per_run
+from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.mean import private_mean
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import Gaussian, Release, mean_sensitivity
 from dpnc.sampling import BatchClosure, Sampler
 from dpnc.space import ModuleSpace
+
+
+@dataclass(frozen=True)
+class PrivateStats:
+    """NOT PRIVATE: un-noised statistics of one step's batch. ε does not cover them; keep them private.
+
+    ``loss``: the batch's mean loss (nan on an empty batch); ``clipped_fraction``: the fraction of the batch
+    whose value (scalar difference or gradient) was clipped; ``nonfinite``: how many examples had a non-finite
+    value (set to 0 before clipping). Each reveals something of the examples in the secret batch.
+    """
+
+    loss: float
+    clipped_fraction: float
+    nonfinite: int
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What one optimizer step did, handed to the hooks of :meth:`register_step_hook`.
+
+    Public (may be logged, saved, published): ``step``, the 0-based index of the step; ``seed``, its public
+    direction seed (zeroth-order steps; None for first-order ones); ``released``, the quantity the step released
+    (DPZero's noisy scalar c_t, MeZO's un-noised c_t, the first-order noisy mean gradient as a flat vector);
+    ``release``, the ledger entry it made. ``private_stats`` is NOT public: see :class:`PrivateStats`.
+    """
+
+    step: int
+    seed: int | None
+    released: torch.Tensor
+    release: Release
+    private_stats: PrivateStats
+
+
+StepHook = Callable[[torch.optim.Optimizer, StepInfo], None]
+
+
+class StepHooks:
+    """``register_step_hook(fn)``: fn(optimizer, info) after every step (mixed into dpnc's optimizers)."""
+
+    def register_step_hook(self, hook: StepHook) -> RemovableHandle:
+        """Call ``hook(optimizer, info)`` with a :class:`StepInfo` after each step; ``.remove()`` the handle to stop."""
+        if not callable(hook):
+            raise ValueError(f"hook must be callable as hook(optimizer, info); got {hook!r}")
+        hooks = self.__dict__.setdefault("_dpnc_step_hooks", OrderedDict())
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+    def _report_step(self, info: StepInfo) -> None:
+        for hook in list(self.__dict__.get("_dpnc_step_hooks", {}).values()):
+            hook(self, info)
 
 
 def validate_model(model: nn.Module) -> list[str]:
@@ -53,7 +120,7 @@ def require_ready(model: nn.Module) -> None:
 
 
 def check_arguments(**kwargs: float) -> None:
-    """Validate zeroth-order optimizer arguments (lr, smoothing, clip, noise_multiplier), named as the user wrote them.
+    """Validate optimizer arguments (lr, smoothing, clip, noise_multiplier), named as the user wrote them.
 
     Public so that a caller (e.g. :func:`dpnc.make_private`) can check them before slow work such as calibration.
     """
@@ -69,7 +136,22 @@ def check_arguments(**kwargs: float) -> None:
         raise ValueError("clip must be finite when noise_multiplier > 0 (the sensitivity is 2·clip/B)")
 
 
-class _ZerothOrder(torch.optim.Optimizer):
+def mean_release(clip: float, noise_multiplier: float, *, sampler, accountant: Accountant,
+                 noise: NoiseSource) -> Release:
+    """The ledger entry of one :func:`~dpnc.privacy.mean.release_sum` of a clip-bounded batch mean (real units).
+
+    Δ = (1 or 2)·clip/B by the accountant's relation, σ = noise_multiplier·Δ, as the sampler's event; computed
+    with the same arithmetic as ``release_sum``, so it equals the entry a step records (what a trainer writes
+    down before a step, to count it should the process die in it).
+    """
+    unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)
+    if noise_multiplier == 0:
+        return Gaussian(unit * clip if clip < float("inf") else 1.0, 0.0)
+    release = sampler.release(unit * clip, noise_multiplier * unit * clip)
+    return release if noise.secret else dataclasses.replace(release, secret=False)
+
+
+class _ZerothOrder(StepHooks, torch.optim.Optimizer):
     """Shared machinery: one parameter group, public seeds, the accountant and the secret noise."""
 
     def __init__(self, params: Iterable[torch.Tensor], defaults: dict, *, sampler: Sampler,
@@ -88,26 +170,46 @@ class _ZerothOrder(torch.optim.Optimizer):
         self.seed = secrets.randbits(62) if seed is None else seed
         self.generator = torch.Generator().manual_seed(self.seed)
         self.steps = 0
-        self.last_log: alg.StepLog | None = None
 
-    def _algorithm(self, group: dict):
+    def _step(self, group: dict, seed: int,
+              closure: BatchClosure) -> tuple[torch.Tensor, torch.Tensor, PrivateStats]:
+        """One step along ``seed``: (the released scalar, the batch's mean loss, the step's private statistics)."""
+        raise NotImplementedError
+
+    def step_release(self) -> Release:
+        """The ledger entry each step makes (public; what a trainer counts for a step that may have happened)."""
         raise NotImplementedError
 
     @torch.no_grad()
     def step(self, closure: BatchClosure) -> torch.Tensor:  # type: ignore[override]
         """One step on a batch the sampler draws. ``closure(batch)`` returns its per-example losses.
 
-        Returns the batch's mean loss at x (not private: a statistic of the training data).
+        Returns the batch's mean loss at x (not private: a statistic of the training data). Hooks registered
+        with :meth:`register_step_hook` then get the step's :class:`StepInfo`.
         """
         if closure is None:
             raise ValueError("a zeroth-order step needs a closure returning per-example losses")
         group = self.param_groups[0]
         seed = alg.public_seeds(self.generator, 1)[0]
-        log = self._algorithm(group).step(self.space, closure, seed, sampler=self.sampler,
-                                          noise=self.noise, accountant=self.accountant)
+        released, loss, stats = self._step(group, seed, closure)
         self.steps += 1
-        self.last_log = log
-        return log.loss
+        release = self.accountant.ledger[-1].release   # the entry this step recorded (merged with equal ones)
+        self._report_step(StepInfo(self.steps - 1, seed, released, release, stats))
+        return loss
+
+    @torch.no_grad()
+    def replay_(self, seed: int, released: float) -> None:
+        """Re-apply a finished step from its public values: x ← x − lr·c_t·u(seed). No data, no release.
+
+        The next seed of the public generator must be ``seed`` (the step being replayed); refused otherwise.
+        Used to resume a run from a journal of (seed, released c_t) pairs: post-processing of released values.
+        """
+        drawn = alg.public_seeds(self.generator, 1)[0]
+        if drawn != seed:
+            raise ValueError(f"seed must be the next public direction seed of this optimizer ({drawn}) to replay "
+                             f"step {self.steps}; got {seed}")
+        self.space.update_(seed, -self.param_groups[0]["lr"] * released)
+        self.steps += 1
 
     def state_dict(self) -> dict:
         state = super().state_dict()
@@ -127,6 +229,10 @@ class _ZerothOrder(torch.optim.Optimizer):
 
 class DPZero(_ZerothOrder):
     """DPZero for models (Zhang et al. 2024, Algorithm 2 with minibatches and the seed trick).
+
+    c_t = (1/B) Σ_i clip_C(a_i) + z_t through :func:`dpnc.privacy.mean.private_mean` (non-finite a_i set to 0
+    first, the fixed denominator B, secret noise z_t of std σ = noise_multiplier·Δ, one ledger entry in real
+    units: Δ = 2C/B replace-one, C/B add/remove), then x ← x − α·c_t·u_t.
 
     Args:
         params: the model's parameters (those with requires_grad=False are left alone).
@@ -155,13 +261,26 @@ class DPZero(_ZerothOrder):
                          sampler=sampler, accountant=accountant, noise=noise, direction=direction, seed=seed,
                          model=model)
 
-    def _algorithm(self, group):
-        return alg.DPZero(group["lr"], group["smoothing"], group["clip"], group["noise_multiplier"],
-                          group["discrete"])
+    def _step(self, group, seed, closure):
+        diffs = two_point_on_batch(self.space, closure, seed, group["smoothing"], self.sampler)  # ℓ_i(x ± λu)
+        c = private_mean(diffs.a, group["clip"], sampler=self.sampler, noise=self.noise,   # (1/B) Σ clip_C(a_i) + z
+                         accountant=self.accountant, noise_multiplier=group["noise_multiplier"],
+                         discrete=group["discrete"])
+        self.space.update_(seed, -per_run(group["lr"], c.value) * c.value)                 # x − α c_t u_t
+        return c.value, diffs.loss, PrivateStats(float(diffs.loss), float(c.clipped), int(c.nonfinite))
+
+    def step_release(self) -> Release:
+        group = self.param_groups[0]
+        return mean_release(group["clip"], group["noise_multiplier"], sampler=self.sampler,
+                            accountant=self.accountant, noise=self.noise)
 
 
 class MeZO(_ZerothOrder):
-    """MeZO / ZO-SGD for models (Malladi et al. 2023): not private; the report says ε = ∞."""
+    """MeZO / ZO-SGD for models (Malladi et al. 2023): not private; the report says ε = ∞.
+
+    c_t = (L(x + λu) − L(x − λu))/(2λ) of the realised batch's mean loss. An example with a non-finite loss at
+    either point counts as 0 at both (so one bad example does not turn the update into NaN), and is counted.
+    """
 
     def __init__(self, params, *, lr: float, smoothing: float = 1e-3, sampler: Sampler,
                  accountant: Accountant | None = None, direction: str = "gaussian", seed: int | None = None,
@@ -171,5 +290,20 @@ class MeZO(_ZerothOrder):
                          accountant=accountant or Accountant(), noise=None, direction=direction, seed=seed,
                          model=model)
 
-    def _algorithm(self, group):
-        return alg.MeZO(group["lr"], group["smoothing"])
+    def _step(self, group, seed, closure):
+        bad: list[torch.Tensor] = []
+
+        def finite(batch):   # zero each pass's non-finite losses; remember which examples had one
+            losses = closure(batch)
+            if isinstance(losses, torch.Tensor) and losses.ndim == 1 and len(losses) == len(batch):
+                bad.append(~torch.isfinite(losses))
+                losses = torch.where(bad[-1], torch.zeros_like(losses), losses)
+            return losses
+
+        log = alg.MeZO(group["lr"], group["smoothing"]).step(self.space, finite, seed, sampler=self.sampler,
+                                                              noise=self.noise, accountant=self.accountant)
+        nonfinite = int((bad[0] | bad[1]).sum()) if len(bad) == 2 else 0
+        return log.released, log.loss, PrivateStats(float(log.loss), 0.0, nonfinite)
+
+    def step_release(self) -> Release:
+        return Gaussian(1.0, 0.0)   # a data-dependent release with no noise (ε = ∞)
