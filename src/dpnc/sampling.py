@@ -27,7 +27,8 @@ from collections.abc import Callable
 import torch
 
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import (FixedSizeSampledGaussian, Gaussian, PoissonSampledGaussian, Relation, Release)
+from dpnc.privacy import interpret
+from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled
 
 
 class FullBatch:
@@ -88,8 +89,7 @@ class _Subsampled:
     def check_relation(self, relation: Relation | str) -> None:
         """Refuse, before any step, an accountant that cannot interpret this sampler's releases."""
         relation = Relation.parse(relation)
-        release = self._release(1.0, 1.0)
-        allowed = release.RDP_RELATIONS | release.PLD_RELATIONS
+        allowed = interpret.relations(self._release(1.0, 1.0))
         if relation not in allowed:
             raise ValueError(f"{type(self).__name__} releases are accounted under relation "
                              f"{sorted(r.value for r in allowed)} only; got an accountant with "
@@ -101,28 +101,31 @@ class _Subsampled:
 
 
 class PoissonSampler(_Subsampled):
-    """Each example joins each step's batch independently with probability q = batch_size / n (add/remove)."""
+    """Each example joins each step's batch independently with probability q = batch_size / n (add/remove).
+
+    Release: ``Sampled(Poisson(q), Gaussian(Δ, σ))``.
+    """
 
     def sample(self) -> torch.Tensor:
         return torch.nonzero(self._source.uniform(self.n) < self.rate).flatten()
 
     def _release(self, sensitivity: float, sigma: float) -> Release:
-        return PoissonSampledGaussian(sensitivity, sigma, self.rate)
+        return Sampled(Poisson(self.rate), Gaussian(sensitivity, sigma))
 
 
 class ShuffleSampler(_Subsampled):
     """Each step draws a fresh uniformly random batch of exactly batch_size examples (no replacement).
 
-    Accounted by Wang, Balle & Kasiviswanathan (2019) under replace-one (RDP only). Note: shuffled
-    *epochs* (each example once per epoch, as Hugging Face's Trainer does) are a different scheme
-    that this event does not describe.
+    Release: ``Sampled(FixedSize(n, batch_size), Gaussian(Δ, σ))``, accounted by Wang, Balle &
+    Kasiviswanathan (2019) under replace-one (RDP only). Note: shuffled *epochs* (each example once per
+    epoch, as Hugging Face's Trainer does) are a different scheme that this event does not describe.
     """
 
     def sample(self) -> torch.Tensor:
         return self._source.permutation(self.n)[: self.batch_size]
 
     def _release(self, sensitivity: float, sigma: float) -> Release:
-        return FixedSizeSampledGaussian(sensitivity, sigma, self.n, self.batch_size)
+        return Sampled(FixedSize(self.n, self.batch_size), Gaussian(sensitivity, sigma))
 
 
 class SinglePass:

@@ -6,9 +6,9 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, FixedSizeSampledGaussian,
-                          Gaussian, PoissonSampledGaussian, Relation, Release, TreeAggregatedGaussian,
-                          UnsupportedRelease, ZCDPMechanism, mean_sensitivity, new_partition, rho_to_epsilon)
+from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, FixedSize, Gaussian, NonPrivate, Poisson,
+                          Relation, Release, Sampled, TreeAggregated, UnsupportedRelease, ZCDPMechanism,
+                          mean_sensitivity, new_partition, rho_to_epsilon)
 
 DELTA = 1e-5
 
@@ -22,7 +22,7 @@ class TestEveryMethod:
 
     def test_noiseless_release_is_not_private(self, method):
         acct = Accountant()
-        acct.record(Gaussian(1.0, 0.0))
+        acct.record(NonPrivate())
         assert acct.epsilon(DELTA, method) == math.inf
 
     def test_more_releases_cost_more(self, method):
@@ -40,7 +40,7 @@ class TestEveryMethod:
 
 def test_rdp_matches_dp_accounting_directly():
     acct = Accountant("add/remove")
-    acct.record(PoissonSampledGaussian(2.0, 27.0, 0.0625), 10_000)
+    acct.record(Sampled(Poisson(0.0625), Gaussian(2.0, 27.0)), 10_000)
     acct.record(Gaussian(0.5, 3.0), 3)
     ref = rdp_lib.RdpAccountant()
     ref.compose(dp_event.SelfComposedDpEvent(
@@ -51,7 +51,7 @@ def test_rdp_matches_dp_accounting_directly():
 
 def test_pld_matches_dp_accounting_directly():
     acct = Accountant("add/remove")
-    acct.record(PoissonSampledGaussian(1.0, 13.5156, 0.0625), 10_000)
+    acct.record(Sampled(Poisson(0.0625), Gaussian(1.0, 13.5156)), 10_000)
     ref = pld_privacy_accountant.PLDAccountant()
     ref.compose(dp_event.SelfComposedDpEvent(
         dp_event.PoissonSampledDpEvent(0.0625, dp_event.GaussianDpEvent(13.5156)), 10_000))
@@ -93,8 +93,8 @@ def test_ledger_merges_consecutive_equal_releases():
 def test_json_round_trip_keeps_every_release():
     acct = Accountant("replace-one")
     acct.record(Gaussian(0.2, 1.0), 7)
-    acct.record(FixedSizeSampledGaussian(0.2, 1.0, 1000, 64), 3)
-    acct.record(TreeAggregatedGaussian(0.5, 2.0, 16))
+    acct.record(Sampled(FixedSize(1000, 64), Gaussian(0.2, 1.0)), 3)
+    acct.record(TreeAggregated(Gaussian(0.5, 2.0), leaves=16))
     acct.record(ZCDPMechanism(0.01))
     acct.record(DiscreteGaussian(101, 400.0), 2)
     acct.record(ExponentialMechanism(0.3))
@@ -110,7 +110,7 @@ def test_tree_release_counts_exact_leaf_participation():
     # A leaf of a tree over Σ leaves enters ⌊log₂Σ⌋ + 1 nodes; papers bound it by 2 ln Σ.
     for leaves, nodes in [(1, 1), (2, 2), (4, 3), (7, 3), (8, 4), (1000, 10), (1024, 11)]:
         acct = Accountant()
-        acct.record(TreeAggregatedGaussian(1.5, 3.0, leaves))
+        acct.record(TreeAggregated(Gaussian(1.5, 3.0), leaves=leaves))
         assert acct.rho() == pytest.approx(nodes * 1.5**2 / (2 * 9.0))
         composed = Accountant()
         composed.record(Gaussian(1.5, 3.0), nodes)
@@ -126,13 +126,13 @@ def test_mean_sensitivity_follows_the_relation():
 
 
 def test_unsupported_releases_are_refused_with_a_way_out():
-    with pytest.raises(UnsupportedRelease, match=r"FixedSizeSampledGaussian cannot be accounted under "
+    with pytest.raises(UnsupportedRelease, match=r"Sampled\(FixedSize, Gaussian\) cannot be accounted under "
                        r"relation 'add/remove'; use an Accountant with relation \['replace-one'\]"):
-        Accountant("add/remove").record(FixedSizeSampledGaussian(1.0, 2.0, 100, 10))
+        Accountant("add/remove").record(Sampled(FixedSize(100, 10), Gaussian(1.0, 2.0)))
     acct = Accountant("replace-one")
-    acct.record(PoissonSampledGaussian(2.0, 20.0, 0.1), 100)
+    acct.record(Sampled(Poisson(0.1), Gaussian(2.0, 20.0)), 100)
     with pytest.raises(UnsupportedRelease,
-                       match="RDP accountant cannot interpret PoissonSampledGaussian.*use method='pld'"):
+                       match=r"RDP accountant cannot interpret Sampled\(Poisson, Gaussian\).*use method='pld'"):
         acct.epsilon(DELTA, "rdp")
     assert 0 < acct.epsilon(DELTA, "pld") < math.inf
     with pytest.raises(UnsupportedRelease, match="not zCDP"):
@@ -149,8 +149,8 @@ def test_unsupported_releases_are_refused_with_a_way_out():
 def test_replace_one_poisson_costs_more_than_add_remove():
     # The same clipped sum: contribution bound C, add/remove Δ = C, replace-one Δ = 2C.
     a, r = Accountant("add/remove"), Accountant("replace-one")
-    a.record(PoissonSampledGaussian(1.0, 10.0, 0.05), 1000)
-    r.record(PoissonSampledGaussian(2.0, 10.0, 0.05), 1000)
+    a.record(Sampled(Poisson(0.05), Gaussian(1.0, 10.0)), 1000)
+    r.record(Sampled(Poisson(0.05), Gaussian(2.0, 10.0)), 1000)
     assert a.epsilon(DELTA, "pld") < r.epsilon(DELTA, "pld") <= 2.2 * a.epsilon(DELTA, "pld")
 
 
@@ -189,10 +189,10 @@ def test_report_marks_seeded_noise_as_not_private():
     (lambda: Gaussian(0.0, 1.0), r"sensitivity must be a finite number > 0; got 0.0"),
     (lambda: Gaussian(1.0, -1.0), r"sigma must be a finite number >= 0; got -1.0"),
     (lambda: Gaussian(1.0, float("nan")), r"sigma must be a finite number >= 0; got nan"),
-    (lambda: PoissonSampledGaussian(1.0, 1.0, 1.5), r"sampling_rate must be in \(0, 1\]; got 1.5"),
-    (lambda: FixedSizeSampledGaussian(1.0, 1.0, 10, 11), r"batch_size must be <= dataset_size=10; got 11"),
-    (lambda: TreeAggregatedGaussian(1.0, 1.0, 0), r"num_leaves must be an integer >= 1; got 0"),
-    (lambda: ZCDPMechanism(-1.0), r"rho_value must be a finite number >= 0; got -1.0"),
+    (lambda: Sampled(Poisson(1.5), Gaussian(1.0, 1.0)), r"q must be in \(0, 1\]; got 1.5"),
+    (lambda: Sampled(FixedSize(10, 11), Gaussian(1.0, 1.0)), r"B must be <= n=10; got 11"),
+    (lambda: TreeAggregated(Gaussian(1.0, 1.0), leaves=0), r"leaves must be an integer >= 1; got 0"),
+    (lambda: ZCDPMechanism(-1.0), r"rho must be a finite number >= 0; got -1.0"),
     (lambda: ExponentialMechanism(0.0), r"epsilon must be a finite number > 0; got 0.0"),
     (lambda: DiscreteGaussian(1.5, 1.0), r"sensitivity must be an integer >= 1; got 1.5"),
 ])
@@ -238,7 +238,7 @@ def test_partitions_never_merge_across_names_or_with_plain_releases():
 
 def test_partitions_survive_json_and_are_refused_under_add_remove():
     acct = Accountant()
-    acct.record(TreeAggregatedGaussian(1.0, 2.0, 8), 5, partition=new_partition("tree"))
+    acct.record(TreeAggregated(Gaussian(1.0, 2.0), leaves=8), 5, partition=new_partition("tree"))
     back = Accountant.from_json(acct.to_json())
     assert back.ledger == acct.ledger and back.rho() == acct.rho()
     with pytest.raises(UnsupportedRelease, match="replace-one"):

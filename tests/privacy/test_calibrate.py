@@ -6,7 +6,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpnc.privacy import (Accountant, Gaussian, TreeAggregatedGaussian, ZCDP, dpzero_sigma, epsilon_for,
+from dpnc.privacy import (Accountant, Gaussian, TreeAggregated, ZCDP, dpzero_sigma, epsilon_for,
                           klt_tree_sigma, mean_sensitivity, noise_multiplier, opacus_noise_multiplier,
                           zcdp_gaussian_sigma, ztc_tree_sigma)
 
@@ -108,7 +108,7 @@ def test_ztc_corrected_sigma_spends_exactly_rho(T):
     sigma = ztc_tree_sigma(d, L, rho, T, B1)
     s = max(2 * d * L / B1, 4 * d * L / T)
     acct = Accountant("replace-one")
-    acct.record(TreeAggregatedGaussian(s, sigma, T))
+    acct.record(TreeAggregated(Gaussian(s, sigma), leaves=T))
     assert acct.rho() == pytest.approx(ZCDP.from_rdp_rho(rho).rho, rel=1e-12)
 
 
@@ -118,7 +118,7 @@ def test_ztc_paper_sigma_formula_and_its_undercount():
         sigma = ztc_tree_sigma(d, L, rho, T, T + 1, paper=True)
         assert sigma == pytest.approx(4 * math.sqrt(2 * math.log(T)) * d * L / (rho * T))
     acct = Accountant()
-    acct.record(TreeAggregatedGaussian(4 * d * L / 4, ztc_tree_sigma(d, L, rho, 4, 5, paper=True), 4))
+    acct.record(TreeAggregated(Gaussian(4 * d * L / 4, ztc_tree_sigma(d, L, rho, 4, 5, paper=True)), leaves=4))
     assert acct.rho() > rho**2 / 2  # 2 ln 4 < 3 nodes: the printed σ overspends at T = 4
     with pytest.raises(ValueError, match=r"Cor 4.4 requires B1 >= T·B2/2 = 50; got B1=10"):
         ztc_tree_sigma(d, L, rho, 100, 10, paper=True)
@@ -134,7 +134,7 @@ def test_klt_tree_sigma_is_private_by_the_accountant(leaves, eps, delta):
     levels = math.floor(math.log2(leaves)) + 1
     assert sigma == pytest.approx(4 * s * math.sqrt(levels * math.log(1 / delta)) / eps)
     acct = Accountant()
-    acct.record(TreeAggregatedGaussian(s, sigma, leaves))
+    acct.record(TreeAggregated(Gaussian(s, sigma), leaves=leaves))
     assert acct.epsilon(delta, "rdp") <= eps
 
 

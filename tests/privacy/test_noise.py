@@ -8,6 +8,7 @@ import torch
 from scipy import stats
 
 from dpnc.privacy import NoiseSource, discrete_gaussian_mechanism, gaussian_mechanism
+from dpnc.privacy import interpret
 from dpnc.privacy.releases import Gaussian
 
 
@@ -129,7 +130,7 @@ def test_discrete_gaussian_mechanism_rounds_to_its_grid():
     assert abs(value / grid - round(value / grid)) < 1e-6
     assert release.sensitivity == 101 and release.sigma == pytest.approx(0.05 / grid)
     # Rounding costs ((resolution + 1)/resolution)² of the continuous mechanism's ρ.
-    assert release.rho == pytest.approx(Gaussian(0.02, 0.05).rho * (101 / 100) ** 2)
+    assert interpret.rho(release) == pytest.approx(interpret.rho(Gaussian(0.02, 0.05)) * (101 / 100) ** 2)
     draws = np.array([discrete_gaussian_mechanism(0.3, sensitivity=0.02, sigma=0.05, noise=source)[0]
                       for _ in range(5000)])
     assert abs(draws.mean() - 0.3) < 6 * 0.05 / math.sqrt(5000)

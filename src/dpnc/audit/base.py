@@ -31,7 +31,8 @@ import torch
 
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Gaussian, TreeAggregatedGaussian
+from dpnc.privacy.releases import Gaussian, TreeAggregated, innermost
+from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import PoissonSampler
 
 BIG = 1e6  # the canary's slope: its differences exceed every clipping bound used here
@@ -108,7 +109,7 @@ class Mechanism(ABC):
 
 def ledger_sensitivity(accountant: Accountant) -> float:
     """The largest sensitivity among the ledger's releases."""
-    return max(entry.release.sensitivity for entry in accountant.ledger)
+    return max(innermost(entry.release).sensitivity for entry in accountant.ledger)
 
 
 def ledger_mu(accountant: Accountant) -> float | None:
@@ -116,8 +117,9 @@ def ledger_mu(accountant: Accountant) -> float | None:
     total = 0.0
     for entry in accountant.ledger:
         release = entry.release
-        if isinstance(release, TreeAggregatedGaussian):
-            total += entry.composed_count * release.node_releases * (release.sensitivity / release.sigma) ** 2
+        if isinstance(release, TreeAggregated) and type(release.mechanism) is Gaussian:
+            node = release.mechanism
+            total += entry.composed_count * leaf_participation(release.leaves) * (node.sensitivity / node.sigma) ** 2
         elif type(release) is Gaussian:
             total += entry.composed_count * (release.sensitivity / release.sigma) ** 2
         else:

@@ -1,4 +1,5 @@
-"""Privacy core: budgets, releases, the accountant, calibration, secret noise, tree aggregation.
+"""Privacy core: budgets, releases (data), the accountant and its interpreter, calibration, secret noise,
+tree aggregation.
 
 This package imports nothing else from dpnc. Names are loaded on first use (PEP 562), so that
 accounting alone (``dpnc account``) does not pay for importing torch.
@@ -13,10 +14,12 @@ _EXPORTS = {
                   "opacus_noise_multiplier", "zcdp_gaussian_sigma", "ztc_tree_sigma"],
     "mechanisms": ["discrete_gaussian_mechanism", "exponential_mechanism", "gaussian_mechanism"],
     "noise": ["NoiseSource"],
-    "releases": ["DiscreteGaussian", "ExponentialMechanism", "FixedSizeSampledGaussian", "Gaussian",
-                 "PoissonSampledGaussian", "Relation", "Release", "TreeAggregatedGaussian",
-                 "UnsupportedRelease", "ZCDPMechanism", "mean_sensitivity"],
-    "tree": ["TreeNoise", "leaf_participation", "node"],
+    "releases": ["DiscreteGaussian", "ExponentialMechanism", "FixedSize", "Gaussian", "Mechanism", "NonPrivate",
+                 "Poisson", "Relation", "Release", "Sampled", "Sampling", "TreeAggregated", "UnsupportedRelease",
+                 "ZCDPMechanism", "mean_sensitivity",
+                 # Old spellings: removed once the algorithm families are ported (issue 14)
+                 "FixedSizeSampledGaussian", "PoissonSampledGaussian", "TreeAggregatedGaussian"],
+    "tree": ["TreeMechanism", "TreeNoise", "leaf_participation", "node"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -1,9 +1,10 @@
 """The privacy accountant: a ledger of releases, interpreted by dp-accounting.
 
 Algorithms never compute ε themselves. They tell the accountant what they released
-(:mod:`dpnc.privacy.releases`) and the accountant answers ε(δ) by Rényi DP (dp-accounting's
-``RdpAccountant``) and by privacy-loss distributions (dp-accounting's PLD library, tight up to its
-pessimistic discretisation), and ρ when every release is zCDP. Consecutive equal releases are merged,
+(:mod:`dpnc.privacy.releases`: plain records) and the accountant interprets it
+(:mod:`dpnc.privacy.interpret`), answering ε(δ) by Rényi DP (dp-accounting's ``RdpAccountant``) and by
+privacy-loss distributions (dp-accounting's PLD library, tight up to its pessimistic discretisation),
+and ρ when every release is zCDP. Consecutive equal releases are merged,
 so T identical steps cost O(1) to store and to account. Releases made on pairwise disjoint parts of
 the data (the single-pass algorithms' epochs or batches) are recorded under one ``partition`` name and
 cost one release by parallel composition. The ledger round-trips through JSON, so a resumed run continues
@@ -30,6 +31,7 @@ from typing import Literal
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
+from dpnc.privacy import interpret
 from dpnc.privacy.budget import Conversion, check_delta, rho_to_epsilon
 from dpnc.privacy.releases import Relation, Release, UnsupportedRelease
 
@@ -84,11 +86,14 @@ class Accountant:
             raise TypeError(f"release must be a dpnc Release; got {type(release).__name__}")
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"count must be an integer >= 0; got {count!r}")
-        if self.relation not in release.RDP_RELATIONS | release.PLD_RELATIONS:
+        allowed = interpret.relations(release)
+        if self.relation not in allowed:
+            if not allowed:  # no interpretation at all: say which part
+                interpret.dp_event(release, self.relation)
             raise UnsupportedRelease(
-                f"{type(release).__name__} cannot be accounted under relation "
+                f"{interpret.describe(release)} cannot be accounted under relation "
                 f"{self.relation.value!r}; use an Accountant with relation "
-                f"{sorted(r.value for r in release.RDP_RELATIONS | release.PLD_RELATIONS)}")
+                f"{sorted(r.value for r in allowed)}")
         if partition is not None and self.relation is not Relation.REPLACE_ONE:
             raise UnsupportedRelease(
                 "disjoint (parallel-composition) releases need a data-independent partition that one "
@@ -117,7 +122,7 @@ class Accountant:
     @property
     def secret(self) -> bool:
         """False if any release drew its noise from a seeded (test) source."""
-        return all(getattr(e.release, "secret", True) for e in self.ledger)
+        return all(e.release.secret for e in self.ledger)  # a composite's flag covers its parts
 
     # --- answers ---------------------------------------------------------------------------
 
@@ -138,11 +143,12 @@ class Accountant:
         """
         total = 0.0
         for e in self.ledger:
-            if e.release.rho is None:
+            rho = interpret.rho(e.release)
+            if rho is None:
                 raise UnsupportedRelease(
-                    f"{type(e.release).__name__} is not zCDP, so the ledger has no ρ; "
+                    f"{interpret.describe(e.release)} is not zCDP, so the ledger has no ρ; "
                     "ask epsilon(delta, 'rdp') or epsilon(delta, 'pld') instead")
-            total += e.composed_count * e.release.rho
+            total += e.composed_count * rho
         return total
 
     def report(self, delta: float, *, conversion: Conversion = "optimal",
@@ -233,9 +239,9 @@ class PrivacyReport:
         return "\n".join(lines)
 
 
-def _composed_event(ledger) -> dp_event.DpEvent:
+def _composed_event(ledger, relation: Relation) -> dp_event.DpEvent:
     return dp_event.ComposedDpEvent(
-        [dp_event.SelfComposedDpEvent(r.dp_event(), c) for r, c in ledger])
+        [dp_event.SelfComposedDpEvent(interpret.dp_event(r, relation), c) for r, c in ledger])
 
 
 @contextlib.contextmanager
@@ -256,14 +262,14 @@ def quiet_dp_accounting():
 @functools.lru_cache(maxsize=256)
 def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
     for release, _ in ledger:
-        if relation not in release.RDP_RELATIONS:
+        if relation not in interpret.rdp_relations(release):
             raise UnsupportedRelease(
-                f"the RDP accountant cannot interpret {type(release).__name__} under "
-                f"{relation.value!r}; use method='pld'" if relation in release.PLD_RELATIONS else
-                f"the RDP accountant cannot interpret {type(release).__name__} under {relation.value!r}")
+                f"the RDP accountant cannot interpret {interpret.describe(release)} under "
+                f"{relation.value!r}; use method='pld'" if relation in interpret.pld_relations(release) else
+                f"the RDP accountant cannot interpret {interpret.describe(release)} under {relation.value!r}")
     acct = rdp_lib.RdpAccountant(neighboring_relation=relation.dp_accounting)
     with quiet_dp_accounting():
-        acct.compose(_composed_event(ledger))
+        acct.compose(_composed_event(ledger, relation))
         return float(acct.get_epsilon(delta))
 
 
@@ -271,13 +277,13 @@ def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
 def _pld_epsilon(ledger, relation: Relation, delta: float) -> float:
     composed = None
     for release, count in ledger:
-        if relation not in release.PLD_RELATIONS:
+        if relation not in interpret.pld_relations(release):
             raise UnsupportedRelease(
-                f"PLD accounting does not support {type(release).__name__} under "
+                f"PLD accounting does not support {interpret.describe(release)} under "
                 f"{relation.value!r}; use method='rdp'")
-        if release.dp_event() == dp_event.NonPrivateDpEvent():
+        if interpret.non_private(release):
             return math.inf
-        pld = release.pld(relation, count, PLD_INTERVAL)
+        pld = interpret.pld(release, relation, count, PLD_INTERVAL)
         composed = pld if composed is None else composed.compose(pld)
     if composed is None:
         return 0.0

@@ -21,7 +21,7 @@ from scipy import optimize
 
 from dpnc.privacy.accountant import METHODS, Accountant, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho
-from dpnc.privacy.releases import Gaussian, PoissonSampledGaussian, Relation
+from dpnc.privacy.releases import Gaussian, Poisson, Relation, Sampled
 from dpnc.privacy.tree import leaf_participation
 
 # Opacus ≤ 1.4's RDP orders and tolerance (opacus/accountants/utils.py, rdp.py).
@@ -60,8 +60,8 @@ def epsilon_for(multiplier: float, sampling_rate: float, steps: int, delta: floa
     if accountant not in METHODS:
         raise ValueError(f"accountant must be one of {METHODS}; got {accountant!r}")
     acct = Accountant(relation)
-    release = (Gaussian(1.0, float(multiplier)) if q == 1
-               else PoissonSampledGaussian(1.0, float(multiplier), q))
+    gaussian = Gaussian(1.0, float(multiplier))
+    release = gaussian if q == 1 else Sampled(Poisson(q), gaussian)
     acct.record(release, steps)
     return acct.epsilon(delta, accountant)
 

@@ -28,7 +28,7 @@ from dpnc.clipping import Number, clip_scalars, clip_vectors, per_run, zero_nonf
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mechanisms import discrete_gaussian_mechanism, gaussian_mechanism
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Gaussian, Release, mean_sensitivity
+from dpnc.privacy.releases import NonPrivate, Release, mean_sensitivity
 
 
 class BatchSource(Protocol):
@@ -91,7 +91,7 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
     largest = float(bounds.max())
     mean = total / sampler.batch_size                                          # the fixed denominator B
     if noise_multiplier == 0:
-        accountant.record(Gaussian(unit * largest if largest < float("inf") else 1.0, 0.0))
+        accountant.record(NonPrivate())   # a data-dependent value without noise: ε = ∞
         return mean
     if not bool(torch.all(torch.isfinite(bounds))):
         raise ValueError("bound must be finite when noise_multiplier > 0 (the sensitivity is bound/B)")

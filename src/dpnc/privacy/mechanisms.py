@@ -12,33 +12,42 @@ import math
 
 import torch
 
+from dpnc.privacy.interpret import describe
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import (DiscreteGaussian, ExponentialMechanism, FixedSizeSampledGaussian,
-                                   Gaussian, PoissonSampledGaussian)
-
-GaussianRelease = Gaussian | PoissonSampledGaussian | FixedSizeSampledGaussian
+from dpnc.privacy.releases import DiscreteGaussian, ExponentialMechanism, Gaussian, Release, Sampled, TreeAggregated
 
 
-def gaussian_mechanism(value: torch.Tensor | float, release: GaussianRelease, noise: NoiseSource, *,
-                       scale: torch.Tensor | None = None) -> tuple[torch.Tensor | float, GaussianRelease]:
-    """``value + N(0, σ² I)`` with σ = ``release.sigma``; the release describes the query.
+def gaussian_mechanism(value: torch.Tensor | float, release: Release, noise: NoiseSource, *,
+                       scale: torch.Tensor | None = None) -> tuple[torch.Tensor | float, Release]:
+    """``value + N(0, σ² I)`` with σ of the release's Gaussian; the release describes the query.
+
+    ``release`` is a :class:`~dpnc.privacy.releases.Gaussian`, or one wrapped by sampling
+    (``Sampled(Poisson(q), Gaussian(Δ, σ))`` …): the noise is that Gaussian's, the privacy the whole
+    release's. It is returned marked not secret when the noise source is seeded. A tree release is
+    refused: its noise is drawn per node by :class:`~dpnc.privacy.tree.TreeMechanism`.
 
     A float in gives a float out; a tensor in gives a new tensor of the same dtype and device.
     ``scale`` (broadcastable to ``value``) serves a batch of independent runs that differ only by a
     factor on both their sensitivity and their noise (e.g. a grid over the clipping threshold C):
     run k gets noise std ``scale[k]·σ`` and its privacy is exactly that of ``release``.
     """
-    if not isinstance(release, (Gaussian, PoissonSampledGaussian, FixedSizeSampledGaussian)):
-        raise TypeError(f"release must describe a Gaussian mechanism; got {type(release).__name__}")
+    part = release
+    while isinstance(part, Sampled):
+        part = part.mechanism
+    if not isinstance(part, Gaussian):
+        hint = "; use privacy.tree.TreeMechanism" if isinstance(part, TreeAggregated) else ""
+        raise TypeError(f"release must describe a Gaussian mechanism (possibly sampled); got "
+                        f"{describe(release)}{hint}")
+    sigma = part.sigma
     release = dataclasses.replace(release, secret=release.secret and noise.secret)  # seeded noise or batches
     if isinstance(value, torch.Tensor):
-        z = noise.gaussian(value.shape, release.sigma, dtype=value.dtype, device=value.device)
+        z = noise.gaussian(value.shape, sigma, dtype=value.dtype, device=value.device)
         if scale is not None:
             if not bool(torch.all(torch.isfinite(scale) & (scale > 0))):
                 raise ValueError("scale must be finite and > 0")
             z = z * scale
         return value + z, release
-    return float(value) + noise.gaussian_scalar(release.sigma), release
+    return float(value) + noise.gaussian_scalar(sigma), release
 
 
 def discrete_gaussian_mechanism(value: float, *, sensitivity: float, sigma: float, noise: NoiseSource,
@@ -65,8 +74,7 @@ def exponential_mechanism(utilities: torch.Tensor, *, sensitivity: float, epsilo
                           noise: NoiseSource) -> tuple[int, ExponentialMechanism]:
     """Index i with probability ∝ exp(ε·u_i/(2Δ)) for utilities u of sensitivity Δ: ε-DP (McSherry–Talwar).
 
-    The release is accounted as ε-bounded-range (ρ = ε²/8 zCDP, see
-    :class:`~dpnc.privacy.releases.ExponentialMechanism`).
+    The release is accounted as ε-bounded-range (ρ = ε²/8 zCDP, see :mod:`dpnc.privacy.interpret`).
     """
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ValueError(f"sensitivity must be a finite number > 0; got {sensitivity!r}")

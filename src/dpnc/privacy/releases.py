@@ -1,28 +1,43 @@
-"""What a private algorithm released, in exactly the terms accounting needs.
+"""What a private algorithm released: plain frozen records, in exactly the terms accounting needs.
 
-A release is a frozen record checked when it is built (never mid-composition). Each one knows how
-to present itself to dp-accounting: as a ``DpEvent`` for the RDP accountant and as a privacy-loss
-distribution for PLD accounting, and, where it is zCDP, its ρ. Sensitivities are L2 sensitivities
-under the neighbouring relation of the :class:`~dpnc.privacy.accountant.Accountant` that records
-the release (use :func:`mean_sensitivity` to get them right). ``secret=False`` marks a release whose
-noise came from a seeded test source; reports built on it say "not private".
+A release is data, checked when it is built (never mid-composition); it knows nothing about ε. The
+accountant interprets it (:mod:`dpnc.privacy.interpret`: a dp-accounting ``DpEvent`` for RDP, a
+privacy-loss distribution for PLD, ρ where it is zCDP). As in dp-accounting's ``dp_event``, a
+combination is built by wrapping, not by a new class:
 
-Symbols: Δ = ``sensitivity``, σ = ``sigma`` (noise standard deviation), q = ``sampling_rate``,
-Σ = ``num_leaves``.
+* mechanisms: :class:`Gaussian` (Δ, σ), :class:`DiscreteGaussian`, :class:`ZCDPMechanism` (ρ),
+  :class:`ExponentialMechanism` (ε) and :class:`NonPrivate` (a data-dependent value with no noise);
+* wrappers: :class:`Sampled` (``Sampled(Poisson(q), Gaussian(Δ, σ))``, ``Sampled(FixedSize(n, B), …)``)
+  and :class:`TreeAggregated` (``TreeAggregated(Gaussian(Δ, σ), leaves=Σ)``: one period of the tree
+  mechanism).
+
+Sensitivities are L2 sensitivities under the neighbouring relation of the
+:class:`~dpnc.privacy.accountant.Accountant` that records the release (use :func:`mean_sensitivity`
+to get them right). ``secret=False`` marks a release whose noise or batches came from a seeded test
+source; reports built on it say "not private". The flag of a composite lives on its outer record: a
+wrapper built from a non-secret part is itself not secret (the part is stored with ``secret=True``),
+so no secret composite can hide a non-secret part.
+
+Meanings never change; a new field is optional; ``from_dict`` refuses unknown kinds and still reads the
+kinds of earlier versions (``PoissonSampledGaussian`` …), which it maps to the records above.
+
+Symbols: Δ = ``sensitivity``, σ = ``sigma`` (noise standard deviation), q (Poisson sampling rate),
+n, B (dataset and batch size of fixed-size sampling), Σ = ``leaves``.
+
+Example:
+    >>> Sampled(Poisson(0.01), Gaussian(sensitivity=0.1, sigma=0.2))
+    Sampled(sampling=Poisson(q=0.01), mechanism=Gaussian(sensitivity=0.1, sigma=0.2))
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import ClassVar
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from dp_accounting import dp_event
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation
-
-from dpnc.privacy.tree import leaf_participation
 
 
 class Relation(str, enum.Enum):
@@ -72,187 +87,105 @@ def _integer(name: str, value: int, minimum: int = 1) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
 
 
-@dataclass(frozen=True)
-class Release:
-    """Base class: one noisy output (``count`` equal releases are recorded as one ledger entry)."""
+# --- records and their serialisation ---------------------------------------------------------------
 
-    KINDS: ClassVar[dict[str, type[Release]]] = {}
-    # Relations under which dp-accounting interprets this release by RDP / by PLD.
-    RDP_RELATIONS: ClassVar[frozenset[Relation]] = frozenset(Relation)
-    PLD_RELATIONS: ClassVar[frozenset[Relation]] = frozenset(Relation)
+_KINDS: dict[str, type] = {}
+
+
+class _Record:
+    """Serialisation shared by releases and sampling schemes: ``{"kind": class name, field: value, …}``."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        Release.KINDS[cls.__name__] = cls
-
-    @property
-    def rho(self) -> float | None:
-        """ρ if the release is ρ-zCDP, else None."""
-        return None
-
-    def dp_event(self) -> dp_event.DpEvent:
-        """The dp-accounting event of one release (for the RDP accountant)."""
-        raise NotImplementedError
-
-    def pld(self, relation: Relation, count: int, interval: float) -> pld_lib.PrivacyLossDistribution:
-        """The privacy-loss distribution of ``count`` such releases."""
-        raise NotImplementedError
+        if not cls.__name__.startswith("_"):
+            _KINDS[cls.__name__] = cls
 
     def to_dict(self) -> dict:
-        return {"kind": type(self).__name__, **asdict(self)}
+        """A JSON-ready dict; nested records become nested dicts."""
+        out: dict[str, Any] = {"kind": type(self).__name__}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, _Record) else value
+        return out
+
+    def __repr__(self) -> str:  # fields in order; secret only when False
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)  # type: ignore[arg-type]
+                 if f.name != "secret"]
+        if getattr(self, "secret", True) is not True:
+            shown.append(f"secret={self.secret!r}")  # type: ignore[attr-defined]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def _from_dict(data: dict) -> Any:
+    data = dict(data)
+    kind = data.pop("kind", None)
+    if kind in _OLD_KINDS:
+        return _OLD_KINDS[kind](data)
+    if kind not in _KINDS or kind in ("Release", "Mechanism", "Sampling"):
+        known = sorted(k for k in _KINDS if k not in ("Release", "Mechanism", "Sampling"))
+        raise ValueError(f"unknown release kind {kind!r}; known: {known}")
+    cls = _KINDS[kind]
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: _from_dict(v) if isinstance(v, dict) else v
+                  for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True, repr=False)
+class Release(_Record):
+    """Base class: one noisy output (``count`` equal releases are recorded as one ledger entry).
+
+    ``secret`` (keyword-only): False when the noise or the batch came from a seeded test source.
+    """
+
+    secret: bool = field(default=True, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.secret, bool):
+            raise ValueError(f"secret must be a bool; got {self.secret!r}")
 
     @staticmethod
     def from_dict(data: dict) -> Release:
-        data = dict(data)
-        kind = data.pop("kind", None)
-        if kind not in Release.KINDS:
-            raise ValueError(f"unknown release kind {kind!r}; known: {sorted(Release.KINDS)}")
-        cls = Release.KINDS[kind]
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        """The release that :meth:`to_dict` wrote (also reads the kinds of earlier dpnc versions)."""
+        release = _from_dict(data)
+        if not isinstance(release, Release):
+            raise ValueError(f"{data.get('kind')!r} is a sampling scheme, not a release")
+        return release
 
 
-PLD_MIN_MULTIPLIER = 0.1  # below this σ/Δ a Gaussian's PLD grid has millions of points (and ε ≳ 100)
+@dataclass(frozen=True, repr=False)
+class Mechanism(Release):
+    """A release computed on the whole dataset (no sampling, no tree): what wrappers wrap."""
 
 
-@dataclass(frozen=True)
-class Gaussian(Release):
-    """q(S) + N(0, σ² I) for a query of L2 sensitivity Δ: (Δ²/2σ²)-zCDP, noise multiplier σ/Δ."""
+@dataclass(frozen=True, repr=False)
+class Gaussian(Mechanism):
+    """q(S) + N(0, σ² I) for a query of L2 sensitivity Δ: (Δ²/2σ²)-zCDP, noise multiplier σ/Δ.
+
+    σ = 0 is the old spelling of :class:`NonPrivate` (still written by algorithms/ and lm/ until
+    issue 14 ports them): it is interpreted as a release without noise (ε = ∞).
+    """
 
     sensitivity: float
     sigma: float
-    secret: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _positive("sensitivity", self.sensitivity)
         _positive("sigma", self.sigma, allow_zero=True)
 
     @property
     def noise_multiplier(self) -> float:
+        """σ/Δ."""
         return self.sigma / self.sensitivity
 
-    @property
-    def rho(self) -> float:
-        return math.inf if self.sigma == 0 else self.sensitivity**2 / (2 * self.sigma**2)
 
-    def dp_event(self):
-        if self.sigma == 0:
-            return dp_event.NonPrivateDpEvent()
-        return dp_event.GaussianDpEvent(self.noise_multiplier)
-
-    def pld(self, relation, count, interval):
-        # Neighbouring outputs differ by at most Δ under either relation: the pair N(0, σ²) vs
-        # N(Δ, σ²), which dp-accounting models as add/remove with sensitivity 1 at multiplier σ/Δ.
-        # (Its REPLACE_ONE model instead shifts both sides by ±1, a distance of 2.) count such
-        # releases compose exactly into one with multiplier (σ/Δ)/√count.
-        multiplier = self.noise_multiplier / math.sqrt(count)
-        if multiplier < PLD_MIN_MULTIPLIER:
-            # The privacy loss spans ~1/(2m²) + 10/m: at m = 0.1 PLD takes seconds and ε ≈ 100; below,
-            # time and memory grow as 1/m² (and dp-accounting overflows to ε = ∞ near m = 0.03).
-            raise UnsupportedRelease(
-                f"the noise multiplier σ/Δ = {multiplier:.3g} (after {count} compositions) is below "
-                f"{PLD_MIN_MULTIPLIER}: too little noise for PLD accounting on a grid; use method='rdp'")
-        return pld_lib.from_gaussian_mechanism(
-            multiplier, value_discretization_interval=interval,
-            neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+@dataclass(frozen=True, repr=False)
+class NonPrivate(Mechanism):
+    """A data-dependent value released without noise (MeZO's step, a noise multiplier of 0): ε = ∞."""
 
 
-@dataclass(frozen=True)
-class PoissonSampledGaussian(Release):
-    """A Gaussian release computed on a Poisson sample (each point kept w.p. q independently).
-
-    Under add/remove, Δ bounds one point's contribution. Under replace-one, Δ is the distance
-    between two points' contributions and each contribution is assumed bounded by Δ/2 (true for the
-    sums and means of clipped terms that :func:`mean_sensitivity` describes); PLD then uses
-    dp-accounting's replace model with per-point bound Δ/2. RDP supports only add/remove.
-    """
-
-    sensitivity: float
-    sigma: float
-    sampling_rate: float
-    secret: bool = True
-    RDP_RELATIONS: ClassVar[frozenset[Relation]] = frozenset({Relation.ADD_OR_REMOVE_ONE})
-
-    def __post_init__(self) -> None:
-        _positive("sensitivity", self.sensitivity)
-        _positive("sigma", self.sigma)
-        if not (isinstance(self.sampling_rate, (int, float)) and 0 < self.sampling_rate <= 1):
-            raise ValueError(f"sampling_rate must be in (0, 1]; got {self.sampling_rate!r}")
-
-    def dp_event(self):
-        return dp_event.PoissonSampledDpEvent(
-            self.sampling_rate, dp_event.GaussianDpEvent(self.sigma / self.sensitivity))
-
-    def pld(self, relation, count, interval):
-        bound = self.sensitivity / (2 if relation is Relation.REPLACE_ONE else 1)
-        return pld_lib.from_gaussian_mechanism(
-            self.sigma / bound, sampling_prob=self.sampling_rate,
-            value_discretization_interval=interval,
-            neighboring_relation=relation.dp_accounting).self_compose(count)
-
-
-@dataclass(frozen=True)
-class FixedSizeSampledGaussian(Release):
-    """A Gaussian release computed on a uniformly random batch of B of the n points (no replacement)."""
-
-    sensitivity: float
-    sigma: float
-    dataset_size: int
-    batch_size: int
-    secret: bool = True
-    RDP_RELATIONS: ClassVar[frozenset[Relation]] = frozenset({Relation.REPLACE_ONE})
-    PLD_RELATIONS: ClassVar[frozenset[Relation]] = frozenset()
-
-    def __post_init__(self) -> None:
-        _positive("sensitivity", self.sensitivity)
-        _positive("sigma", self.sigma)
-        _integer("dataset_size", self.dataset_size)
-        _integer("batch_size", self.batch_size)
-        if self.batch_size > self.dataset_size:
-            raise ValueError(f"batch_size must be <= dataset_size={self.dataset_size}; "
-                             f"got {self.batch_size!r}")
-
-    def dp_event(self):
-        return dp_event.SampledWithoutReplacementDpEvent(
-            self.dataset_size, self.batch_size, dp_event.GaussianDpEvent(self.sigma / self.sensitivity))
-
-
-@dataclass(frozen=True)
-class TreeAggregatedGaussian(Release):
-    """One period of the tree mechanism over Σ leaves, node noise N(0, σ² I), leaf sensitivity ≤ Δ.
-
-    A data point enters one leaf and is seen through at most ⌊log₂Σ⌋ + 1 node releases, so the
-    period costs that many composed Gaussians: ρ = (⌊log₂Σ⌋ + 1)·Δ²/(2σ²).
-    """
-
-    sensitivity: float
-    sigma: float
-    num_leaves: int
-    secret: bool = True
-
-    def __post_init__(self) -> None:
-        _positive("sensitivity", self.sensitivity)
-        _positive("sigma", self.sigma)
-        _integer("num_leaves", self.num_leaves)
-
-    @property
-    def node_releases(self) -> int:
-        return leaf_participation(self.num_leaves)
-
-    @property
-    def rho(self) -> float:
-        return self.node_releases * self.sensitivity**2 / (2 * self.sigma**2)
-
-    def dp_event(self):
-        return dp_event.SelfComposedDpEvent(
-            dp_event.GaussianDpEvent(self.sigma / self.sensitivity), self.node_releases)
-
-    def pld(self, relation, count, interval):
-        return Gaussian(self.sensitivity, self.sigma).pld(relation, count * self.node_releases, interval)
-
-
-@dataclass(frozen=True)
-class DiscreteGaussian(Release):
+@dataclass(frozen=True, repr=False)
+class DiscreteGaussian(Mechanism):
     """An integer query of integer sensitivity Δ plus discrete Gaussian N_ℤ(0, σ²) noise.
 
     Δ²/(2σ²)-zCDP (Canonne, Kamath & Steinke 2020, Thm 4); its exact PLD comes from dp-accounting.
@@ -260,74 +193,236 @@ class DiscreteGaussian(Release):
 
     sensitivity: int
     sigma: float
-    secret: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _integer("sensitivity", self.sensitivity)
         _positive("sigma", self.sigma)
 
-    @property
-    def rho(self) -> float:
-        return self.sensitivity**2 / (2 * self.sigma**2)
 
-    def dp_event(self):
-        return dp_event.ZCDpEvent(self.rho)
+@dataclass(frozen=True, repr=False)
+class ZCDPMechanism(Mechanism):
+    """Any ρ-zCDP mechanism, known only by its ρ (RDP curve αρ; no PLD).
 
-    def pld(self, relation, count, interval):
-        return pld_lib.from_discrete_gaussian_mechanism(
-            self.sigma, sensitivity=self.sensitivity, value_discretization_interval=interval
-        ).self_compose(count)
+    (Named apart from :class:`dpnc.privacy.budget.ZCDP`, the budget.)
+    """
 
-
-@dataclass(frozen=True)
-class ZCDPMechanism(Release):
-    """Any ρ-zCDP mechanism, known only by its ρ (RDP curve αρ; no PLD)."""
-
-    rho_value: float
-    secret: bool = True
-    PLD_RELATIONS: ClassVar[frozenset[Relation]] = frozenset()
+    rho: float
 
     def __post_init__(self) -> None:
-        _positive("rho_value", self.rho_value, allow_zero=True)
-
-    @property
-    def rho(self) -> float:
-        return self.rho_value
-
-    def dp_event(self):
-        return dp_event.ZCDpEvent(self.rho_value)
+        super().__post_init__()
+        _positive("rho", self.rho, allow_zero=True)
 
 
-@dataclass(frozen=True)
-class ExponentialMechanism(Release):
+@dataclass(frozen=True, repr=False)
+class ExponentialMechanism(Mechanism):
     """An ε-DP selection (exponential mechanism with score sensitivity Δ and exponent ε/(2Δ)).
 
-    Accounted as binary randomized response with the same ε, which dominates every ε-DP mechanism
-    under replace-one (Kairouz, Oh & Viswanath 2015); zCDP ρ = ε²/8, since the exponential
-    mechanism is ε-bounded-range (Cesar & Rogers 2021). Menart et al. charge ε²/2.
+    Accounted as binary randomized response with the same ε (replace-one) and as ε-bounded-range,
+    ρ = ε²/8 (see :mod:`dpnc.privacy.interpret`).
     """
 
     epsilon: float
-    secret: bool = True
-    RDP_RELATIONS: ClassVar[frozenset[Relation]] = frozenset({Relation.REPLACE_ONE})
-    PLD_RELATIONS: ClassVar[frozenset[Relation]] = frozenset({Relation.REPLACE_ONE})
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _positive("epsilon", self.epsilon)
 
+
+# --- sampling schemes ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class Sampling(_Record):
+    """How the batch a wrapped mechanism sees is drawn from the dataset."""
+
+
+@dataclass(frozen=True, repr=False)
+class Poisson(Sampling):
+    """Each point joins the batch independently with probability q."""
+
+    q: float
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.q, (int, float)) and not isinstance(self.q, bool) and 0 < self.q <= 1):
+            raise ValueError(f"q must be in (0, 1]; got {self.q!r}")
+
+
+@dataclass(frozen=True, repr=False)
+class FixedSize(Sampling):
+    """A uniformly random batch of exactly B of the n points (without replacement)."""
+
+    n: int
+    B: int
+
+    def __post_init__(self) -> None:
+        _integer("n", self.n)
+        _integer("B", self.B)
+        if self.B > self.n:
+            raise ValueError(f"B must be <= n={self.n}; got {self.B!r}")
+
+
+# --- wrappers --------------------------------------------------------------------------------------
+
+
+class _Wrapper:
+    """A release built around another (``mechanism``): its secret flag absorbs the part's."""
+
+    mechanism: Release
+
+    def _absorb_secret(self) -> None:
+        if not isinstance(self.mechanism, Release):
+            raise ValueError(f"mechanism must be a dpnc Release; got {type(self.mechanism).__name__}")
+        if isinstance(self.mechanism, NonPrivate) or (
+                isinstance(self.mechanism, Gaussian) and self.mechanism.sigma == 0):
+            raise ValueError(f"sigma must be a finite number > 0; got {getattr(self.mechanism, 'sigma', 0.0)!r} "
+                             f"({type(self).__name__} wraps a noisy mechanism)")
+        if not self.mechanism.secret:
+            object.__setattr__(self, "secret", False)
+            object.__setattr__(self, "mechanism", dataclasses.replace(self.mechanism, secret=True))
+
+    # Old attribute reads (call sites outside privacy/ until issue 14): Δ and σ of the innermost Gaussian.
     @property
-    def rho(self) -> float:
-        return self.epsilon**2 / 8
+    def sensitivity(self) -> float:
+        return _innermost_gaussian(self).sensitivity
 
-    def _randomized_response(self) -> dp_event.RandomizedResponseDpEvent:
-        # Binary RR keeps the true bit w.p. 1 − η/2; ε = ln((1 − η/2)/(η/2)) ⇔ η = 2/(1 + e^ε).
-        return dp_event.RandomizedResponseDpEvent(2 / (1 + math.exp(self.epsilon)), 2)
+    @property
+    def sigma(self) -> float:
+        return _innermost_gaussian(self).sigma
 
-    def dp_event(self):
-        return self._randomized_response()
 
-    def pld(self, relation, count, interval):
-        rr = self._randomized_response()
-        return pld_lib.from_randomized_response(
-            rr.noise_parameter, rr.num_buckets, value_discretization_interval=interval,
-            neighboring_relation=relation.dp_accounting).self_compose(count)
+def innermost(release: Release) -> Release:
+    """The mechanism at the centre of a release (through every wrapper)."""
+    while isinstance(release, _Wrapper):
+        release = release.mechanism
+    return release
+
+
+def _innermost_gaussian(release: Release) -> Gaussian:
+    inner = innermost(release)
+    if not isinstance(inner, Gaussian):
+        raise AttributeError(f"{type(release).__name__} wraps a {type(inner).__name__}, not a Gaussian")
+    return inner
+
+
+@dataclass(frozen=True, repr=False)
+class Sampled(_Wrapper, Release):
+    """``mechanism`` run on a batch drawn by ``sampling`` (amplification by subsampling).
+
+    Under add/remove the mechanism's Δ bounds one point's contribution. Under replace-one Δ is the
+    distance between two points' contributions (each assumed bounded by Δ/2, true for the sums and
+    means of clipped terms that :func:`mean_sensitivity` describes).
+    """
+
+    sampling: Sampling
+    mechanism: Release
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.sampling, Sampling):
+            raise ValueError(f"sampling must be Poisson(q) or FixedSize(n, B); got {self.sampling!r}")
+        self._absorb_secret()
+
+    @property
+    def sampling_rate(self) -> float:
+        """q = B/n, the probability that one point is in the batch (old attribute read)."""
+        s = self.sampling
+        return s.q if isinstance(s, Poisson) else s.B / s.n
+
+
+@dataclass(frozen=True, repr=False)
+class TreeAggregated(_Wrapper, Release):
+    """One period of the tree mechanism over Σ ``leaves``, each node releasing ``mechanism``.
+
+    A data point enters one leaf and is seen through at most ⌊log₂Σ⌋ + 1 node releases
+    (:func:`dpnc.privacy.tree.leaf_participation`), so the period costs that many composed copies of
+    the node mechanism (for Gaussian nodes, ρ = (⌊log₂Σ⌋ + 1)·Δ²/(2σ²)).
+    """
+
+    mechanism: Release
+    leaves: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _integer("leaves", self.leaves)
+        self._absorb_secret()
+
+
+# --- Old spellings: removed once the algorithm families are ported (issue 14) ---------------------
+#
+# The product classes of earlier versions, as constructors of the records above. ``isinstance(r,
+# PoissonSampledGaussian)`` still asks whether ``r`` has that shape; ``type(r).__name__`` is the new one.
+
+
+class _OldSpelling(type):
+    def __call__(cls, *args, **kwargs):
+        return cls.build(*args, **kwargs)
+
+    def __instancecheck__(cls, obj) -> bool:
+        return cls.matches(obj)
+
+
+class PoissonSampledGaussian(metaclass=_OldSpelling):
+    """Old spelling of ``Sampled(Poisson(sampling_rate), Gaussian(sensitivity, sigma))``."""
+
+    @staticmethod
+    def build(sensitivity: float, sigma: float, sampling_rate: float, secret: bool = True) -> Sampled:
+        return Sampled(Poisson(sampling_rate), Gaussian(sensitivity, sigma), secret=secret)
+
+    @staticmethod
+    def matches(obj) -> bool:
+        return (isinstance(obj, Sampled) and isinstance(obj.sampling, Poisson)
+                and isinstance(obj.mechanism, Gaussian))
+
+
+class FixedSizeSampledGaussian(metaclass=_OldSpelling):
+    """Old spelling of ``Sampled(FixedSize(dataset_size, batch_size), Gaussian(sensitivity, sigma))``."""
+
+    @staticmethod
+    def build(sensitivity: float, sigma: float, dataset_size: int, batch_size: int,
+              secret: bool = True) -> Sampled:
+        return Sampled(FixedSize(dataset_size, batch_size), Gaussian(sensitivity, sigma), secret=secret)
+
+    @staticmethod
+    def matches(obj) -> bool:
+        return (isinstance(obj, Sampled) and isinstance(obj.sampling, FixedSize)
+                and isinstance(obj.mechanism, Gaussian))
+
+
+class TreeAggregatedGaussian(metaclass=_OldSpelling):
+    """Old spelling of ``TreeAggregated(Gaussian(sensitivity, sigma), leaves=num_leaves)``."""
+
+    @staticmethod
+    def build(sensitivity: float, sigma: float, num_leaves: int, secret: bool = True) -> TreeAggregated:
+        return TreeAggregated(Gaussian(sensitivity, sigma), leaves=num_leaves, secret=secret)
+
+    @staticmethod
+    def matches(obj) -> bool:
+        return isinstance(obj, TreeAggregated) and isinstance(obj.mechanism, Gaussian)
+
+
+# algorithms/kl.py reads these (until it asks interpret.relations); tests check they match the interpreter.
+ExponentialMechanism.RDP_RELATIONS = ExponentialMechanism.PLD_RELATIONS = frozenset({Relation.REPLACE_ONE})
+
+
+def _old_gaussian(data: dict) -> Gaussian:
+    return Gaussian(data["sensitivity"], data["sigma"])
+
+
+_OLD_KINDS: dict[str, Any] = {  # kinds written by journals of earlier versions → the records above
+    "PoissonSampledGaussian": lambda d: Sampled(Poisson(d["sampling_rate"]), _old_gaussian(d),
+                                                secret=d.get("secret", True)),
+    "FixedSizeSampledGaussian": lambda d: Sampled(FixedSize(d["dataset_size"], d["batch_size"]),
+                                                  _old_gaussian(d), secret=d.get("secret", True)),
+    "TreeAggregatedGaussian": lambda d: TreeAggregated(_old_gaussian(d), leaves=d["num_leaves"],
+                                                       secret=d.get("secret", True)),
+}
+
+
+def _old_zcdp(data: dict) -> ZCDPMechanism:
+    if "rho_value" in data:  # earlier versions called the field rho_value
+        return ZCDPMechanism(data["rho_value"], secret=data.get("secret", True))
+    return ZCDPMechanism(data["rho"], secret=data.get("secret", True))
+
+
+_OLD_KINDS["ZCDPMechanism"] = _old_zcdp

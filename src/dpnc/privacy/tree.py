@@ -1,6 +1,7 @@
 """Binary-tree aggregation of noisy prefix sums (the "tree mechanism").
 
-Used by Zhang–Tran–Cutkosky (Algorithm 5) and Kornowski–Liu–Talwar (Algorithm 1). Step t releases
+Used by Zhang–Tran–Cutkosky (Algorithm 5) and Kornowski–Liu–Talwar (Algorithm 1), through
+:class:`TreeMechanism` (noise and the period's release together) or :class:`TreeNoise` (noise only). Step t releases
 a prefix sum Σ_{j ≤ t} M_j plus ``TREE(t) = Σ_{(a, b) ∈ NODE(t)} ξ_b``, where NODE(t) is the dyadic
 decomposition of [1, t] given by the binary expansion of t and ξ_b ~ N(0, σ² I_d) is the noise of
 the node whose right end is b. Nodes are shared between steps, so each data point (which enters one
@@ -15,6 +16,8 @@ exactly ⌊log₂Σ⌋ + 1.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from dpnc.privacy.releases import Gaussian, TreeAggregated
 
 if TYPE_CHECKING:  # torch is imported where noise is drawn, so accounting alone starts fast
     import torch
@@ -102,3 +105,51 @@ class TreeNoise:
         # A node not in NODE(t) is never in NODE(t') for t' > t (see module docstring).
         self._nodes = {b: self._nodes[b] for _, b in intervals}
         return total
+
+
+class TreeMechanism:
+    """The tree mechanism over periods of Σ leaves: adds TREE(k) to the k-th prefix sum, and says what it released.
+
+    Implements: Zhang–Tran–Cutkosky Algorithm 5 / Kornowski–Liu–Talwar Algorithm 1 (node noise
+    ξ_b ~ N(0, σ² I_d), leaf sensitivity Δ). Each period is one release,
+    ``TreeAggregated(Gaussian(Δ, σ), leaves=Σ)`` (⌊log₂Σ⌋ + 1 Gaussian node releases per data point),
+    not secret when the noise source is seeded.
+
+    Args:
+        dim: dimension d of each node's noise.
+        leaves: Σ, the number of steps (leaves) in one period.
+        sensitivity: Δ, how far replacing one data point moves any one leaf's term.
+        sigma: σ > 0, the standard deviation of every coordinate of every node.
+        noise: the secret noise source.
+        dtype, device: of the noise (default float64 on the CPU).
+
+    Example (one period)::
+
+        tree = TreeMechanism(d, leaves=S, sensitivity=D, sigma=s, noise=noise)
+        accountant.record(tree.reset())          # at k = 1: a new period, and its release
+        released = tree(prefix_sum, k)           # prefix sum of steps 1..k + TREE(k), k = 1..S
+
+    Draws exactly what :class:`TreeNoise` draws, in the same order.
+    """
+
+    def __init__(self, dim: int, *, leaves: int, sensitivity: float, sigma: float, noise: NoiseSource,
+                 dtype: torch.dtype | None = None, device: str | torch.device = "cpu") -> None:
+        # Checks Δ > 0, σ > 0 and Σ >= 1; seeded noise makes the release not secret.
+        self.release = TreeAggregated(Gaussian(sensitivity, sigma), leaves=leaves, secret=noise.secret)
+        self.leaves, self.sensitivity, self.sigma = leaves, float(sensitivity), float(sigma)
+        self._noise = TreeNoise(dim, sigma, noise, dtype=dtype, device=device)
+        self._open = False
+
+    def reset(self) -> TreeAggregated:
+        """Start a new period (all node noise drawn afresh); returns its release, to record once."""
+        self._noise.reset()
+        self._open = True
+        return self.release
+
+    def __call__(self, value: torch.Tensor, k: int) -> torch.Tensor:
+        """``value + TREE(k)``: the k-th prefix sum of this period (k = 1, 2, …, Σ in order) released."""
+        if not self._open:
+            raise ValueError("call reset() at the start of each period and record the release it returns")
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= self.leaves:
+            raise ValueError(f"k must be an integer in [1, leaves={self.leaves}]; got {k!r}")
+        return value + self._noise(k)

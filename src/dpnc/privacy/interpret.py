@@ -1,0 +1,226 @@
+"""The accountant's interpreter: what a release (:mod:`dpnc.privacy.releases`) costs.
+
+Releases are data; this module alone gives them meaning, by their type, recursing through the
+wrappers (as dp-accounting's accountants interpret a ``DpEvent`` tree):
+
+* :func:`dp_event` — the dp-accounting ``DpEvent`` of one release, for the RDP accountant;
+* :func:`pld` — the privacy-loss distribution of ``count`` such releases;
+* :func:`rho` — ρ when the release is ρ-zCDP, else None;
+* :func:`rdp_relations`, :func:`pld_relations`, :func:`relations` — the neighbouring relations under
+  which each interpretation exists (a dry run of the two above: nothing is computed).
+
+The choices, one per kind:
+
+* ``Gaussian(Δ, σ)``: ``GaussianDpEvent(σ/Δ)`` under either relation (dpnc's Δ is already the
+  sensitivity under the accountant's relation). Its PLD is dp-accounting's add/remove Gaussian with
+  sensitivity 1 at multiplier σ/Δ under either relation (neighbouring outputs differ by at most Δ;
+  dp-accounting's replace-one model would shift both sides, a distance of 2), and ``count`` copies
+  compose exactly into one of multiplier (σ/Δ)/√count, refused below :data:`PLD_MIN_MULTIPLIER`.
+  σ = 0 (old spelling) is :class:`NonPrivate`.
+* ``NonPrivate()``: ``NonPrivateDpEvent``; ε = ∞ by RDP and PLD, ρ = ∞.
+* ``DiscreteGaussian(Δ, σ)``: ``ZCDpEvent(Δ²/2σ²)`` for RDP; dp-accounting's exact discrete PLD.
+* ``ZCDPMechanism(ρ)``: ``ZCDpEvent(ρ)``; no PLD.
+* ``ExponentialMechanism(ε)``: binary randomized response with the same ε, which dominates every
+  ε-DP mechanism under replace-one (Kairouz, Oh & Viswanath 2015), RDP and PLD under replace-one
+  only; ρ = ε²/8, since the exponential mechanism is ε-bounded-range (Cesar & Rogers 2021; Menart et
+  al. charge ε²/2).
+* ``Sampled(Poisson(q), Gaussian(Δ, σ))``: RDP ``PoissonSampledDpEvent`` under add/remove only.
+  PLD under both: add/remove with per-point bound Δ; replace-one with dp-accounting's replace model
+  and per-point bound Δ/2 (Δ is then the distance between two points' contributions). Not zCDP.
+* ``Sampled(FixedSize(n, B), Gaussian(Δ, σ))``: RDP ``SampledWithoutReplacementDpEvent`` under
+  replace-one only (Wang, Balle & Kasiviswanathan 2019); no PLD. Not zCDP.
+* ``TreeAggregated(m, leaves=Σ)``: a point is seen through ⌊log₂Σ⌋ + 1 node releases
+  (:func:`~dpnc.privacy.tree.leaf_participation`), so one period is that many composed copies of the
+  node mechanism m, under m's relations.
+
+Anything else (a sampled discrete Gaussian, a tree of sampled releases …) is refused with
+:class:`~dpnc.privacy.releases.UnsupportedRelease` naming the part that has no interpretation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from dp_accounting import dp_event as dpe
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.privacy_accountant import NeighboringRelation
+
+from dpnc.privacy.releases import (DiscreteGaussian, ExponentialMechanism, FixedSize, Gaussian, Mechanism,
+                                   NonPrivate, Poisson, Relation, Release, Sampled, TreeAggregated,
+                                   UnsupportedRelease, ZCDPMechanism)
+from dpnc.privacy.tree import leaf_participation
+
+PLD_MIN_MULTIPLIER = 0.1  # below this σ/Δ a Gaussian's PLD grid has millions of points (and ε ≳ 100)
+PLD = pld_lib.PrivacyLossDistribution
+PldOf = Callable[[int, float], PLD]   # (count, value-discretisation interval) → PLD of count releases
+
+BOTH = frozenset(Relation)
+REPLACE = frozenset({Relation.REPLACE_ONE})
+ADD_REMOVE = frozenset({Relation.ADD_OR_REMOVE_ONE})
+
+
+def describe(release: Release) -> str:
+    """A short name of the release's shape, e.g. ``Sampled(Poisson, Gaussian)``."""
+    match release:
+        case Sampled(sampling=s, mechanism=m):
+            return f"Sampled({type(s).__name__}, {describe(m)})"
+        case TreeAggregated(mechanism=m):
+            return f"TreeAggregated({describe(m)})"
+        case _:
+            return type(release).__name__
+
+
+def non_private(release: Release) -> bool:
+    """True for a data-dependent value released without noise (ε = ∞)."""
+    return isinstance(release, NonPrivate) or (isinstance(release, Gaussian) and release.sigma == 0)
+
+
+def rho(release: Release) -> float | None:
+    """ρ such that the release is ρ-zCDP, or None if it is not zCDP (e.g. a subsampled release)."""
+    match release:
+        case Gaussian(sensitivity=d, sigma=s):
+            return math.inf if s == 0 else _gaussian_rho(d, s, 1)
+        case NonPrivate():
+            return math.inf
+        case DiscreteGaussian(sensitivity=d, sigma=s):
+            return d**2 / (2 * s**2)
+        case ZCDPMechanism(rho=r):
+            return r
+        case ExponentialMechanism(epsilon=e):
+            return e**2 / 8
+        case TreeAggregated(mechanism=Gaussian(sensitivity=d, sigma=s), leaves=leaves):
+            return _gaussian_rho(d, s, leaf_participation(leaves))
+        case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
+            inner = rho(m)
+            return None if inner is None else leaf_participation(leaves) * inner
+        case _:
+            return None
+
+
+def _gaussian_rho(sensitivity: float, sigma: float, copies: int) -> float:
+    return copies * sensitivity**2 / (2 * sigma**2)
+
+
+# --- RDP -------------------------------------------------------------------------------------------
+
+
+def dp_event(release: Release, relation: Relation) -> dpe.DpEvent:
+    """The dp-accounting event of one release, for an RDP accountant under ``relation``.
+
+    Raises:
+        UnsupportedRelease: if the RDP accountant cannot interpret it under ``relation``.
+    """
+    relation = Relation.parse(relation)
+    match release:
+        case Gaussian() | NonPrivate() if non_private(release):
+            return dpe.NonPrivateDpEvent()
+        case Gaussian(sensitivity=d, sigma=s):
+            return dpe.GaussianDpEvent(s / d)
+        case DiscreteGaussian() | ZCDPMechanism():
+            return dpe.ZCDpEvent(rho(release))
+        case ExponentialMechanism(epsilon=e):
+            _require(relation, REPLACE, release, "the RDP accountant")
+            return _randomized_response(e)
+        case Sampled(sampling=Poisson(q=q), mechanism=Gaussian(sensitivity=d, sigma=s)):
+            _require(relation, ADD_REMOVE, release, "the RDP accountant")
+            return dpe.PoissonSampledDpEvent(q, dpe.GaussianDpEvent(s / d))
+        case Sampled(sampling=FixedSize(n=n, B=B), mechanism=Gaussian(sensitivity=d, sigma=s)):
+            _require(relation, REPLACE, release, "the RDP accountant")
+            return dpe.SampledWithoutReplacementDpEvent(n, B, dpe.GaussianDpEvent(s / d))
+        case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
+            return dpe.SelfComposedDpEvent(dp_event(m, relation), leaf_participation(leaves))
+    raise UnsupportedRelease(f"the RDP accountant cannot interpret {describe(release)}: dpnc has no "
+                             "interpretation of that combination")
+
+
+def _randomized_response(epsilon: float) -> dpe.RandomizedResponseDpEvent:
+    # Binary RR keeps the true bit w.p. 1 − η/2; ε = ln((1 − η/2)/(η/2)) ⇔ η = 2/(1 + e^ε).
+    return dpe.RandomizedResponseDpEvent(2 / (1 + math.exp(epsilon)), 2)
+
+
+# --- PLD -------------------------------------------------------------------------------------------
+
+
+def pld(release: Release, relation: Relation, count: int, interval: float) -> PLD:
+    """The privacy-loss distribution of ``count`` such releases under ``relation``.
+
+    Raises:
+        UnsupportedRelease: if PLD accounting cannot interpret it under ``relation``, or (Gaussian) its
+            composed noise multiplier is below :data:`PLD_MIN_MULTIPLIER`.
+    """
+    return _pld_of(release, Relation.parse(relation))(count, interval)
+
+
+def _pld_of(release: Release, relation: Relation) -> PldOf:
+    """How to build the PLD of ``count`` releases (built lazily, so support is checked for free)."""
+    match release:
+        case Gaussian() | NonPrivate() if non_private(release):
+            def none(count, interval):
+                raise UnsupportedRelease(f"{describe(release)} releases without noise: ε = ∞, no PLD")
+            return none
+        case Gaussian(sensitivity=d, sigma=s):
+            return lambda count, interval: _gaussian_pld(s / d, count, interval)
+        case DiscreteGaussian(sensitivity=d, sigma=s):
+            return lambda count, interval: pld_lib.from_discrete_gaussian_mechanism(
+                s, sensitivity=d, value_discretization_interval=interval).self_compose(count)
+        case ExponentialMechanism(epsilon=e):
+            _require(relation, REPLACE, release, "PLD accounting")
+            rr = _randomized_response(e)
+            return lambda count, interval: pld_lib.from_randomized_response(
+                rr.noise_parameter, rr.num_buckets, value_discretization_interval=interval,
+                neighboring_relation=relation.dp_accounting).self_compose(count)
+        case Sampled(sampling=Poisson(q=q), mechanism=Gaussian(sensitivity=d, sigma=s)):
+            bound = d / (2 if relation is Relation.REPLACE_ONE else 1)   # one point's contribution
+            return lambda count, interval: pld_lib.from_gaussian_mechanism(
+                s / bound, sampling_prob=q, value_discretization_interval=interval,
+                neighboring_relation=relation.dp_accounting).self_compose(count)
+        case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
+            nodes, node_pld = leaf_participation(leaves), _pld_of(m, relation)
+            return lambda count, interval: node_pld(count * nodes, interval)
+    raise UnsupportedRelease(f"PLD accounting does not support {describe(release)} under "
+                             f"{relation.value!r}; use method='rdp'")
+
+
+def _gaussian_pld(multiplier: float, count: int, interval: float) -> PLD:
+    # count releases with multiplier m compose exactly into one with multiplier m/√count.
+    multiplier = multiplier / math.sqrt(count)
+    if multiplier < PLD_MIN_MULTIPLIER:
+        # The privacy loss spans ~1/(2m²) + 10/m: at m = 0.1 PLD takes seconds and ε ≈ 100; below,
+        # time and memory grow as 1/m² (and dp-accounting overflows to ε = ∞ near m = 0.03).
+        raise UnsupportedRelease(
+            f"the noise multiplier σ/Δ = {multiplier:.3g} (after {count} compositions) is below "
+            f"{PLD_MIN_MULTIPLIER}: too little noise for PLD accounting on a grid; use method='rdp'")
+    return pld_lib.from_gaussian_mechanism(multiplier, value_discretization_interval=interval,
+                                           neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+
+
+# --- which relations -------------------------------------------------------------------------------
+
+
+def _require(relation: Relation, allowed: frozenset[Relation], release: Release, who: str) -> None:
+    if relation not in allowed:
+        raise UnsupportedRelease(f"{who} cannot interpret {describe(release)} under {relation.value!r}")
+
+
+def _supported(build: Callable[[Release, Relation], object], release: Release, relation: Relation) -> bool:
+    try:
+        build(release, relation)
+    except UnsupportedRelease:
+        return False
+    return True
+
+
+def rdp_relations(release: Release) -> frozenset[Relation]:
+    """The relations under which the RDP accountant interprets ``release``."""
+    return frozenset(r for r in Relation if _supported(dp_event, release, r))
+
+
+def pld_relations(release: Release) -> frozenset[Relation]:
+    """The relations under which PLD accounting interprets ``release``."""
+    return frozenset(r for r in Relation if _supported(_pld_of, release, r))
+
+
+def relations(release: Release) -> frozenset[Relation]:
+    """The relations under which some accountant (RDP or PLD) interprets ``release``."""
+    return rdp_relations(release) | pld_relations(release)
