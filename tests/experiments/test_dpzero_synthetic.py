@@ -1,8 +1,10 @@
 import csv
 import dataclasses
+import json
 import math
 
 import pytest
+from matplotlib.image import imread
 
 from dpnc.experiments import dpzero_synthetic as exp
 from dpnc.privacy import NoiseSource
@@ -18,9 +20,16 @@ def test_tiny_run_writes_every_output(tmp_path):
         assert p["epsilon_paper"] == pytest.approx(2.0, rel=1e-9)
         assert p["epsilon_pld"] <= p["epsilon_rdp"] <= 2.0 and p["private"]
     paths = exp.write_outputs(result, tmp_path, "dpnc reproduce dpzero-synthetic (test)")
-    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
-    with (tmp_path / "results.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == len(result["rows"])
+    assert {p.name for p in paths} == {"results.csv", "privacy.csv", "fig1_test_grad_norm.png",
+                                       "fig2_train_grad_norm.png", "fig3_loss.png", "result.json", "summary.md"}
+    for name, rows in (("results.csv", result["rows"]), ("privacy.csv", result["privacy"])):
+        with (tmp_path / name).open() as f:   # every row, every column, as the run made it
+            assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+    # the whole result, compared as JSON text (NaN-safe)
+    assert json.dumps(json.loads((tmp_path / "result.json").read_text())) == json.dumps(result)
+    for name, panel_rows in (("fig1_test_grad_norm.png", 1), ("fig2_train_grad_norm.png", 1), ("fig3_loss.png", 2)):
+        # one panel per effective rank (3) across, one per metric down: 4.2 × 3.4 inches each at 120 dpi
+        assert imread(tmp_path / name).shape[:2] == (round(3.4 * panel_rows * 120), round(4.2 * 3 * 120))
     summary = (tmp_path / "summary.md").read_text()
     assert "DPGD-0th is always worst" in summary and "| T | σ/Δ |" in summary
 

@@ -1,8 +1,10 @@
 import csv
 import dataclasses
+import json
 import math
 
 import pytest
+from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from dpnc.cli import app
@@ -75,9 +77,19 @@ def test_outputs_are_written(tiny, tmp_path):
     paths = exp.write_outputs(tiny, tmp_path, "dpnc reproduce kl-rates (test)")
     assert {p.name for p in paths} == {"results.csv", "slopes.csv", "fig_excess.png", "fig_grad_norm.png",
                                        "result.json", "summary.md"}
-    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
-    with (tmp_path / "results.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == len(tiny["rows"])
+    slopes = exp.slopes(tiny["rows"])
+    for name, rows in (("results.csv", tiny["rows"]), ("slopes.csv", slopes)):
+        with (tmp_path / name).open() as f:   # every row, every column, as the run made it
+            assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+    # the whole result, compared as JSON text (NaN-safe)
+    assert json.dumps(json.loads((tmp_path / "result.json").read_text())) == json.dumps(dict(tiny, slopes=slopes))
+    # fig_excess: a 4.3 × 3.5-inch panel per (algorithm, objective); fig_grad_norm: 4.6 × 3.8 per objective of
+    # adaptive GD; 100 dpi
+    algorithms, objectives = {r["algorithm"] for r in tiny["rows"]}, {r["objective"] for r in tiny["rows"]}
+    assert imread(tmp_path / "fig_excess.png").shape[:2] == (round(3.5 * len(algorithms) * 100),
+                                                             round(4.3 * len(objectives) * 100))
+    adaptive = {r["objective"] for r in tiny["rows"] if r["algorithm"].startswith("adaptive-gd") and r["sweep"] == "n"}
+    assert imread(tmp_path / "fig_grad_norm.png").shape[:2] == (round(3.8 * 100), round(4.6 * len(adaptive) * 100))
     summary = (tmp_path / "summary.md").read_text()
     for text in ("dpnc reproduce kl-rates (test)", "## Claims", "Fitted log-log slopes", "predicted",
                  "Gradient norm of the output", "Medians over seeds", "every run is private",
@@ -152,4 +164,13 @@ def test_cli_runs_a_tiny_grid(tmp_path):
                                       "--prox-samples", "50,100", "--max-inner-iters", "10", "--seeds", "1",
                                       "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "summary.md").exists() and "Fitted log-log slopes" in result.output
+    assert "Fitted log-log slopes" in result.output
+    assert (tmp_path / "summary.md").read_text() in result.output   # the summary printed is the one written
+    saved = json.loads((tmp_path / "result.json").read_text())
+    cfg = saved["config"]
+    assert (cfg["algorithms"], cfg["objectives"], cfg["dims"], cfg["nsrs"]) == (
+        ["kl-spider", "proximal-point"], ["quadratic"], [1], [1e4, 1e5])
+    assert (cfg["prox_samples"], cfg["max_inner_iters"], cfg["seeds"]) == ([50, 100], 10, 1)
+    assert sorted((r["algorithm"], r["objective"], r["d"], r["n"]) for r in saved["rows"] if r["sweep"] == "n") == [
+        ("kl-spider", "quadratic", 1, 10**4), ("kl-spider", "quadratic", 1, 10**5),
+        ("proximal-point", "power-3", 1, 50), ("proximal-point", "power-3", 1, 100)]   # one seed per setting

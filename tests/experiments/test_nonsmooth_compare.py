@@ -1,7 +1,9 @@
 import csv
 import dataclasses
+import json
 
 import pytest
+from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from dpnc.cli import app
@@ -36,9 +38,12 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
             assert r["population_gap"] > 0
     paths = exp.write_outputs(tiny, tmp_path, "dpnc reproduce nonsmooth-compare (test)")
     assert {p.name for p in paths} == {"results.csv", "fig_vs_n.png", "fig_vs_d.png", "result.json", "summary.md"}
-    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
-    with (tmp_path / "results.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == len(rows)
+    with (tmp_path / "results.csv").open() as f:   # every row, every column, as the run made it
+        assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+    # the whole result, compared as JSON text (NaN-safe)
+    assert json.dumps(json.loads((tmp_path / "result.json").read_text())) == json.dumps(tiny)
+    for name, panels in (("fig_vs_n.png", TINY.dims), ("fig_vs_d.png", TINY.samples)):   # 4.6 × 3.8 in, 120 dpi
+        assert imread(tmp_path / name).shape[:2] == (round(3.8 * 120), round(4.6 * len(panels) * 120))
     summary = (tmp_path / "summary.md").read_text()
     for text in ("KLT single-pass ZO certifies ≤ ZTC", "Fitted log-log slopes", "| d | ε | method | n |",
                  "against d, per n", "Cost per method", "every run is (ε, δ_DP)-DP"):
@@ -100,4 +105,13 @@ def test_cli_runs_a_tiny_grid(tmp_path):
                                       "--epsilons", "4", "--seeds", "1", "--multipass-max-steps", "3",
                                       "--max-directions", "2", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "summary.md").exists() and "Medians over seeds" in result.output
+    assert "Medians over seeds" in result.output
+    assert (tmp_path / "summary.md").read_text() in result.output   # the summary printed is the one written
+    saved = json.loads((tmp_path / "result.json").read_text())
+    cfg = saved["config"]
+    assert (cfg["dims"], cfg["samples"], cfg["epsilons"], cfg["seeds"]) == ([2], [100, 200], [4.0], 1)
+    assert (cfg["multipass_max_steps"], cfg["max_directions"]) == (3, 2)
+    assert sorted((r["n"], r["method"]) for r in saved["rows"]) == sorted(
+        (n, m) for n in (100, 200) for m in exp.METHODS)   # one run per (n, method)
+    assert all(r["T"] <= 3 for r in saved["rows"] if r["method"] == "klt-multipass")
+    assert all(r["m"] <= 2 for r in saved["rows"] if r["method"] != "ztc")

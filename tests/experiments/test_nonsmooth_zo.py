@@ -1,6 +1,8 @@
 import csv
+import json
 
 import pytest
+from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from dpnc.cli import app
@@ -21,9 +23,13 @@ def test_tiny_run_writes_every_output(tmp_path):
         assert r["epsilon_pld"] <= r["epsilon_rdp"] <= r["epsilon"] * (1 + 1e-4)
         assert r["distance"] >= 0 and r["excess_loss"] >= -0.05  # x* minimises the population F, not the test F
     paths = exp.write_outputs(result, tmp_path, "dpnc reproduce nonsmooth-zo (test)")
-    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
-    with (tmp_path / "results.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == len(rows)
+    assert {p.name for p in paths} == {"results.csv", "fig_certified.png", "fig_loss.png", "result.json", "summary.md"}
+    with (tmp_path / "results.csv").open() as f:   # every row, every column, as the run made it
+        assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+    # the whole result, compared as JSON text (NaN-safe)
+    assert json.dumps(json.loads((tmp_path / "result.json").read_text())) == json.dumps(result)
+    for name in ("fig_certified.png", "fig_loss.png"):   # one 4.6 × 3.8-inch panel per dimension, 120 dpi
+        assert imread(tmp_path / name).shape[:2] == (round(3.8 * 120), round(4.6 * len(TINY.dims) * 120))
     summary = (tmp_path / "summary.md").read_text()
     assert "variance-reduced oracle certifies a smaller" in summary and "| d | ε | method | M |" in summary
 
@@ -52,4 +58,10 @@ def test_cli_runs_a_tiny_grid(tmp_path):
     result = CliRunner().invoke(app, ["reproduce", "nonsmooth-zo", "--dims", "2", "--samples", "100,300",
                                       "--epsilons", "4", "--seeds", "1", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "summary.md").exists() and "Medians over seeds" in result.output
+    assert "Medians over seeds" in result.output
+    assert (tmp_path / "summary.md").read_text() in result.output   # the summary printed is the one written
+    saved = json.loads((tmp_path / "result.json").read_text())
+    cfg = saved["config"]
+    assert (cfg["dims"], cfg["samples"], cfg["epsilons"], cfg["seeds"]) == ([2], [100, 300], [4.0], 1)
+    assert sorted((r["M"], r["method"]) for r in saved["rows"]) == sorted(
+        (M, m) for M in (100, 300) for m in cfg["methods"])   # one run per (M, method)
