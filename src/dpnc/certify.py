@@ -31,7 +31,7 @@ from scipy.optimize import nnls
 
 from dpnc.estimators import uniform_ball
 
-__all__ = ["Certificate", "goldstein_certificate", "min_norm_convex_combination"]
+__all__ = ["Certificate", "certify_run", "goldstein_certificate", "min_norm_convex_combination"]
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: the fields are arrays, whose == is elementwise
@@ -117,6 +117,24 @@ def min_norm_convex_combination(G: torch.Tensor | np.ndarray) -> tuple[float, np
         w[int(np.argmin(np.linalg.norm(A, axis=1)))] = 1.0
     w = _pairwise_frank_wolfe(A, w, steps)
     return float(scale * np.linalg.norm(A.T @ w)), w
+
+
+def certify_run(run, objective, *, radius: float | None = None, samples: int = 64,
+                generator: torch.Generator | None = None) -> Certificate:
+    """The certificate of a run's output on ``objective`` (e.g. held-out data: then free of privacy cost).
+
+    Exact gradients of ``objective`` at the output, at the points averaged into it when the run kept them
+    (``run.trace.output_points`` of an O2NC run with ``keep_points=True``: each within block·D of the output),
+    and at ``samples`` uniform points of the ball. ``radius`` defaults to twice the run's smoothing radius
+    (``run.algorithm.smoothing``: ZTC's δ, KLT's α), the radius of the O2NC guarantees ((2δ, ε)-stationarity,
+    ZTC Theorem 4.9; (2α, β), KLT Lemma 2.4).
+    """
+    if radius is None:
+        radius = 2 * run.algorithm.smoothing
+    trace = getattr(run, "trace", None)
+    points = None if trace is None else trace.output_points
+    return goldstein_certificate(objective.gradient, run.output, radius, points=points, samples=samples,
+                                 generator=generator)
 
 
 def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, radius: float, *,

@@ -30,7 +30,9 @@ from torch.utils.data import TensorDataset
 
 import dpnc
 from dpnc import optim
-from dpnc.algorithms import kl, klt, zo_o2nc
+from dpnc.algorithms import kl
+from dpnc.algorithms.klt import KornowskiLiuTalwar
+from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO, run
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.problems import Quadratic
@@ -222,21 +224,23 @@ def case_make_private_mezo():
 # --- algorithms/zo_o2nc.py: Zhang–Tran–Cutkosky on L1 regression -----------------------------------------
 
 
-def _o2nc_result(res) -> dict[str, Value]:
-    t = res.o2nc
-    return {"output": _floats(res.output), "x_last": _floats(t.x), "block_averages": _floats(t.block_averages),
-            "output_block": float(t.output_block), "steps": float(t.steps), "max_increment": float(t.max_increment),
-            "max_move": float(t.max_move), "samples_used": float(res.samples_used),
-            "evaluations": float(res.stats.evaluations), "clipped": float(res.stats.clipped),
-            "beyond_radius": float(res.stats.beyond_radius), **_privacy(res.accountant)}
+def _o2nc_result(run) -> dict[str, Value]:
+    stats = run.stats
+    return {"output": _floats(run.output), "x_last": _floats(run.last),
+            "block_averages": _floats(run.trace.block_averages),
+            "output_block": float(stats.output_block), "steps": float(stats.steps),
+            "max_increment": float(stats.max_increment), "max_move": float(stats.max_move),
+            "samples_used": float(stats.samples_used), "evaluations": float(stats.evaluations),
+            "clipped": float(stats.clipped), "beyond_radius": float(stats.beyond_radius), **_privacy(run.accountant)}
 
 
 def _zo_o2nc(oracle: str):
     problem = L1Regression.synthetic(200, 3, seed=0)
-    p = zo_o2nc.from_theory(M=200, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0, oracle=oracle)
-    res = zo_o2nc.optimize(problem, p, torch.zeros(3, dtype=torch.float64), generator=_gen(0),
-                           noise=NoiseSource.for_testing(0), accountant=Accountant())
-    return {**_o2nc_result(res), "T": float(p.T), "K": float(p.K), "sigma": p.sigma, "eta": p.eta}
+    config = ZhangTranCutkosky.from_theory(M=200, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0, oracle=oracle)
+    run = config.run(problem, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
+                     accountant=Accountant(), generator=_gen(0))
+    return {**_o2nc_result(run), "T": float(config.period), "K": float(config.epochs), "sigma": config.sigma,
+            "eta": config.eta}
 
 
 def case_zo_o2nc_variance_reduced():
@@ -252,11 +256,12 @@ def case_zo_o2nc_naive():
 
 def _klt(oracle: str, n: int, **kwargs):
     problem = L1Regression.synthetic(n, 3, seed=0)
-    p = klt.from_theory(oracle, n=n, d=3, L=1.0, Phi=1.0, alpha=0.1, epsilon=2.0, dp_delta=1e-6, **kwargs)
-    res = klt.optimize(problem, p, torch.ones(3, dtype=torch.float64), generator=_gen(5),
-                       noise=NoiseSource.for_testing(1))
-    return {**_o2nc_result(res), "T": float(p.T), "M": float(p.M), "sigma_anchor": p.sigma_anchor,
-            "sigma_increment": p.sigma_increment, "eta": p.eta}
+    config = KornowskiLiuTalwar.from_theory(oracle, n=n, d=3, L=1.0, Phi=1.0, alpha=0.1, epsilon=2.0, dp_delta=1e-6,
+                                            **kwargs)
+    run = config.run(problem, torch.ones(3, dtype=torch.float64), noise=NoiseSource.for_testing(1),
+                     accountant=Accountant("replace-one"), generator=_gen(5))
+    return {**_o2nc_result(run), "T": float(config.steps), "M": float(config.block),
+            "sigma_anchor": config.sigma_anchor, "sigma_increment": config.sigma_increment, "eta": config.eta}
 
 
 def case_klt_zeroth_order():

@@ -17,15 +17,27 @@ One driver serves both papers (spec seed000 §2 A3; seed002_003 §2.2):
 
 The driver is public post-processing: it sees only the oracle's (already private) outputs, and its
 randomness (s_t, the output block) comes from a public generator.
+
+:class:`O2NCAlgorithm` is the one config shape of both families (the contract of
+:mod:`dpnc.algorithms.base`): a frozen config with ``D``, ``eta``, ``steps``, ``period``, ``block``, ``B1``,
+``B2``, ``m`` and ``paper``, whose :meth:`~O2NCAlgorithm.run` builds the family's private oracle, runs the
+driver and returns an :class:`O2NCRun` (a :class:`~dpnc.algorithms.base.Run` that also keeps the trace, for
+certificates: :func:`dpnc.certify.certify_run`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from tqdm.auto import tqdm
+
+from dpnc.algorithms.base import Algorithm, Run, check_integer, check_positive
+from dpnc.algorithms.oracles import OracleStats
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.noise import NoiseSource
 
 Oracle = Callable[[int, torch.Tensor], torch.Tensor]  # (t, w_t) -> g̃_t, t = 1, 2, …
 
@@ -43,8 +55,8 @@ class ProjectedOGD:
     """
 
     def __init__(self, dim: int, D: float, eta: float, dtype: torch.dtype = torch.float64) -> None:
-        _check_positive("D", D)
-        _check_positive("eta", eta, allow_zero=True)
+        check_positive(D=D)
+        check_positive(allow_zero=True, eta=eta)
         self.D, self.eta = float(D), float(eta)
         self.dim, self.dtype = dim, dtype
         self.reset()
@@ -102,9 +114,7 @@ def o2nc(oracle: Oracle, x0: torch.Tensor, *, D: float, eta: float, steps: int, 
     """
     if x0.ndim != 1:
         raise ValueError(f"x0 must be a vector (d,); got shape {tuple(x0.shape)}")
-    for name, value in (("steps", steps), ("block", block)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    check_integer(steps=steps, block=block)
     if block > steps:
         raise ValueError(f"block must be <= steps={steps} so that at least one block completes; got {block}")
     learner = ProjectedOGD(x0.shape[0], D, eta, dtype=x0.dtype)
@@ -140,7 +150,103 @@ def o2nc(oracle: Oracle, x0: torch.Tensor, *, D: float, eta: float, steps: int, 
                       steps=steps, points=points, max_increment=max_increment, max_move=max_move)
 
 
-def _check_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value < float("inf")
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be a finite number {'>= 0' if allow_zero else '> 0'}; got {value!r}")
+# --- the one config shape and run of both families ---------------------------------------------------
+
+
+@dataclass
+class O2NCStats(OracleStats):
+    """What a private O2NC run spent and where its output came from (private statistics: do not log publicly
+    except the public ones: ``output_block``, ``max_increment``, ``max_move``, ``samples_used``).
+
+    Attributes:
+        output_block: index k (0-based) of the block whose average is the output.
+        max_increment: the largest ‖Δ_t‖ played (≤ D).
+        max_move: the largest ‖w_{t+1} − w_t‖ inside a block (≤ 2D).
+        samples_used: examples read (single pass: each once; multi-pass: n).
+    """
+
+    output_block: int = 0
+    max_increment: float = 0.0
+    max_move: float = 0.0
+    samples_used: int = 0
+
+
+@dataclass
+class O2NCRun(Run):
+    """A :class:`~dpnc.algorithms.base.Run` of private O2NC, with the driver's trace (block averages, and the
+    output block's points when run with ``keep_points=True``) for certificates."""
+
+    trace: O2NCResult | None = None
+
+
+class O2NCAlgorithm(Algorithm):
+    """Private O2NC: a family's oracle driven by :func:`o2nc` (ZTC Algorithm 3, KLT Algorithm 2).
+
+    Subclasses are frozen dataclasses with the fields ``D``, ``eta``, ``steps``, ``period``, ``B1``, ``B2``,
+    ``m``, ``paper`` (and ``block``, a field or a property), and supply :meth:`make_oracle` (the family's
+    private oracle), :attr:`smoothing` (the radius of the smoothing whose stationarity the run targets), and the
+    privacy statement (:meth:`paper_claim`, :meth:`privacy_notes`).
+    """
+
+    reset_each_block: ClassVar[bool]
+
+    @property
+    def smoothing(self) -> float:
+        """The smoothing radius (ZTC's δ, KLT's α): the output targets (2·smoothing, β)-stationarity of F."""
+        raise NotImplementedError
+
+    @property
+    def anchors(self) -> int:
+        """Anchor steps A = ⌈steps/period⌉ (one per tree period)."""
+        return -(-self.steps // self.period)
+
+    @property
+    def samples(self) -> int:
+        """Examples one single pass reads: B1·A + B2·(steps − A)."""
+        return self.B1 * self.anchors + self.B2 * (self.steps - self.anchors)
+
+    def _check_counts(self) -> None:
+        check_integer(steps=self.steps, period=self.period, block=self.block, B1=self.B1, B2=self.B2, m=self.m)
+        if self.block > self.steps:
+            raise ValueError(f"block must be <= steps={self.steps} so that one block completes; got {self.block}")
+        if self.period > self.steps:
+            raise ValueError(f"period must be <= steps={self.steps}; got {self.period}")
+
+    def make_oracle(self, problem, *, noise: NoiseSource, accountant: Accountant, generator: torch.Generator):
+        """The family's private oracle for ``problem``: a callable (t, w_t) → g̃_t with ``stats`` and
+        ``samples_used``, recording every release in ``accountant``."""
+        raise NotImplementedError
+
+    def paper_claim(self) -> str:
+        """The paper's privacy statement for this config."""
+        raise NotImplementedError
+
+    def privacy_notes(self) -> list[str]:
+        """What the guarantee rests on, for the report."""
+        return []
+
+    def summary(self) -> dict[str, float]:
+        """The public schedule, for tables: counting words, D, η, m and the noise of anchors and increments."""
+        return {"steps": self.steps, "period": self.period, "block": self.block, "B1": self.B1, "B2": self.B2,
+                "m": self.m, "D": self.D, "eta": self.eta}
+
+    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
+            generator: torch.Generator, keep_points: bool = False, progress: bool = False) -> O2NCRun:
+        """O2NC for ``steps`` queries of the family's private oracle on ``problem``'s data, from ``x0``.
+
+        ``generator`` is the public stream (directions, ball points, s_t, the output block); privacy noise
+        comes from ``noise``; every release is recorded in ``accountant``. ``keep_points`` keeps every w_t
+        of every completed block in the trace (for :func:`dpnc.certify.certify_run`).
+        """
+        oracle = self.make_oracle(problem, noise=noise, accountant=accountant, generator=generator)
+        trace = o2nc(oracle, x0.to(torch.float64), D=self.D, eta=self.eta, steps=self.steps, block=self.block,
+                     reset_each_block=self.reset_each_block, generator=generator, keep_points=keep_points,
+                     progress=progress)
+        spent = oracle.stats
+        stats = O2NCStats(steps=trace.steps, evaluations=spent.evaluations, gradients=spent.gradients,
+                          clipped=spent.clipped, nonfinite=spent.nonfinite, beyond_radius=spent.beyond_radius,
+                          output_block=trace.output_block, max_increment=trace.max_increment,
+                          max_move=trace.max_move, samples_used=oracle.samples_used)
+        return O2NCRun(self, trace.output, trace.x, accountant, stats, paper_claim=self.paper_claim(),
+                       notes=self.privacy_notes(), trace=trace)
+

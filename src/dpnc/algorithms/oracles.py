@@ -12,7 +12,9 @@
   k the position in the period. The running sum g_t stays noiseless, so noise never accumulates, and
   the tree privatises all Σ prefix sums at once (Prop 2.5 / Thm 4.3): a data point enters one term,
   hence ⌊log₂Σ⌋ + 1 node releases. Periods use disjoint data, so they are accounted by parallel
-  composition: one :class:`~dpnc.privacy.releases.TreeAggregatedGaussian` under one partition.
+  composition: one tree-aggregated Gaussian release under one partition.
+* :class:`DisjointParts`: the view of an accountant that :func:`~dpnc.privacy.mean.private_mean` records
+  through when each release is on its own slice of a single pass (parallel composition).
 
 The papers differ only in the two estimators and in the sensitivity they prove for them; subclasses
 supply :meth:`TreeOracle.anchor` and :meth:`TreeOracle.increment`.
@@ -24,17 +26,18 @@ from dataclasses import dataclass
 
 import torch
 
+from dpnc.algorithms.base import Stats
 from dpnc.privacy.accountant import Accountant, new_partition
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import TreeAggregatedGaussian
+from dpnc.privacy.releases import Release, TreeAggregatedGaussian
 from dpnc.privacy.tree import TreeNoise
-from dpnc.problems.base import Problem
+from dpnc.problems.base import Objective
 from dpnc.sampling import SinglePass
 
 
 @dataclass
-class OracleStats:
-    """What an oracle spent and corrected, summed over the run.
+class OracleStats(Stats):
+    """What an oracle spent and corrected, summed over the run (private statistics: do not log publicly).
 
     ``clipped`` counts corrections that keep a sensitivity bound deterministic (finite differences
     beyond what an L-Lipschitz f allows; per-example estimates beyond a safe-mode radius);
@@ -43,9 +46,6 @@ class OracleStats:
     the events its high-probability bound excludes).
     """
 
-    evaluations: int = 0
-    clipped: int = 0
-    nonfinite: int = 0
     beyond_radius: int = 0
 
     def add(self, estimate):
@@ -56,16 +56,39 @@ class OracleStats:
         return estimate
 
 
+class DisjointParts:
+    """An accountant's view that records every release under one fresh partition (parallel composition).
+
+    For releases each computed on its own slice of one single pass, e.g. through
+    :func:`~dpnc.privacy.mean.private_mean`: by parallel composition they cost one release together.
+    """
+
+    def __init__(self, accountant: Accountant, label: str) -> None:
+        self.accountant, self.partition = accountant, new_partition(label)
+
+    @property
+    def relation(self):
+        return self.accountant.relation
+
+    def record(self, release: Release, count: int = 1) -> None:
+        self.accountant.record(release, count, partition=self.partition)
+
+
 class SinglePassOracle:
     """An oracle that reads each example of ``problem`` at most once, in a fixed public order."""
 
-    def __init__(self, problem: Problem, *, samples: int, noise: NoiseSource, accountant: Accountant,
+    def __init__(self, problem: Objective, *, samples: int, noise: NoiseSource, accountant: Accountant,
                  generator: torch.Generator, data: SinglePass | None = None) -> None:
         self.problem, self.noise, self.accountant, self.generator = problem, noise, accountant, generator
         self.data = SinglePass(problem.n) if data is None else data
         if self.data.remaining < samples:
             raise ValueError(f"the run needs {samples} examples once each; only {self.data.remaining} are left")
         self.stats = OracleStats()
+
+    @property
+    def samples_used(self) -> int:
+        """Examples read so far (each once)."""
+        return self.data.used
 
 
 def check_move(w: torch.Tensor, w_prev: torch.Tensor, max_move: float) -> None:
@@ -92,7 +115,7 @@ class TreeOracle(SinglePassOracle):
         label: names the accountant's partition.
     """
 
-    def __init__(self, problem: Problem, *, period: int, B1: int, B2: int, sensitivity: float, sigma: float,
+    def __init__(self, problem: Objective, *, period: int, B1: int, B2: int, sensitivity: float, sigma: float,
                  max_move: float, label: str, **kwargs) -> None:
         super().__init__(problem, **kwargs)
         self.period, self.B1, self.B2, self.max_move = period, B1, B2, max_move

@@ -19,6 +19,8 @@ import torch
 from tqdm.auto import tqdm
 
 from dpnc.algorithms import klt, zo_o2nc
+from dpnc.algorithms.klt import KornowskiLiuTalwar
+from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky
 from dpnc.algorithms.kl import PrivateGradients, spider_schedule
 from dpnc.audit.base import BIG, SIGMA_FACTOR, Mechanism, ledger_mu, ledger_sensitivity
 from dpnc.privacy.accountant import Accountant
@@ -157,9 +159,9 @@ class ZTCTree(_TreeOracle):
         return self.T
 
     def _parameters(self, broken):
-        p = zo_o2nc.variance_reduced_parameters(d=self.d, L=1.0, delta=self.smoothing,
-                                                rho=zo_o2nc.paper_rho(self.epsilon, self.delta), T=self.T, K=1,
-                                                B1=self.B1, B2=self.B2, m=1)
+        p = ZhangTranCutkosky.variance_reduced(d=self.d, L=1.0, delta=self.smoothing,
+                                               rho=zo_o2nc.paper_rho(self.epsilon, self.delta), period=self.T,
+                                               epochs=1, B1=self.B1, B2=self.B2, m=1)
         return dataclasses.replace(p, sigma=p.sigma / SIGMA_FACTOR) if broken == "sigma" else p
 
     def _sigma(self, p) -> float:
@@ -174,15 +176,15 @@ class ZTCTree(_TreeOracle):
 
     def parameters(self):
         p = self.parameters_for(None)
-        return {**super().parameters(), "d": self.d, "L": 1.0, "T": p.T, "B1": p.B1, "B2": p.B2, "m": p.m,
+        return {**super().parameters(), "d": self.d, "L": 1.0, "T": p.period, "B1": p.B1, "B2": p.B2, "m": p.m,
                 "smoothing_delta": p.delta, "sigma": p.sigma,
-                "sensitivity": max(zo_o2nc.sensitivities(self.d, 1.0, p.T, p.B1, p.B2))}
+                "sensitivity": max(zo_o2nc.sensitivities(self.d, 1.0, p.period, p.B1, p.B2))}
 
 
 class KLTTree(_TreeOracle):
     name = "klt-tree"
     summary = ("Kornowski–Liu–Talwar's single-pass zeroth-order oracle (Algorithm 3, safe mode): klt.ZerothOrderOracle "
-               "with per-example clipping and tree noise, parameters from klt.single_pass_parameters (Theorem 3.1), "
+               "with per-example clipping and tree noise, parameters from KornowskiLiuTalwar.from_theory (Thm 3.1), "
                "one period of Σ steps, replace-one")
     canary = ("the example of the term with the largest participation × sensitivity² (here the first anchor example, "
               "as s_a ≥ s_v) has f = +BIG·x₀ on D and −BIG·x₀ on D′, every other f = 0; its estimate is clipped to the "
@@ -190,8 +192,8 @@ class KLTTree(_TreeOracle):
     n_data, L, Phi, alpha = 20, 1.0, 0.1, 0.5
 
     def _parameters(self, broken):
-        p = klt.single_pass_parameters("zeroth-order", n=self.n_data, d=self.d, L=self.L, Phi=self.Phi,
-                                       alpha=self.alpha, epsilon=self.epsilon, dp_delta=self.delta, m=1)
+        p = KornowskiLiuTalwar.from_theory("zeroth-order", n=self.n_data, d=self.d, L=self.L, Phi=self.Phi,
+                                           alpha=self.alpha, epsilon=self.epsilon, dp_delta=self.delta, m=1)
         if broken == "sigma":
             p = dataclasses.replace(p, sigma_anchor=p.sigma_anchor / SIGMA_FACTOR,
                                     sigma_increment=p.sigma_increment / SIGMA_FACTOR)
@@ -202,7 +204,7 @@ class KLTTree(_TreeOracle):
 
     @property
     def period(self) -> int:
-        return self.parameters_for(None).Sigma
+        return self.parameters_for(None).period
 
     def _oracle(self, problem, p, accountant):
         return klt.ZerothOrderOracle(problem, p, noise=self.noise, accountant=accountant,
@@ -210,14 +212,14 @@ class KLTTree(_TreeOracle):
 
     def canary_index(self):
         p = self.parameters_for(None)
-        anchor = leaf_participation(p.Sigma) * p.s_anchor**2
-        increment = len(nodes_covering(2, p.Sigma)) * p.s_increment**2 if p.Sigma >= 2 else 0.0
+        anchor = leaf_participation(p.period) * p.s_anchor**2
+        increment = len(nodes_covering(2, p.period)) * p.s_increment**2 if p.period >= 2 else 0.0
         return (0, 1) if anchor >= increment else (p.B1, 2)
 
     def parameters(self):
         p = self.parameters_for(None)
         return {**super().parameters(), "n": self.n_data, "d": self.d, "L": self.L, "Phi": self.Phi,
-                "alpha": self.alpha, "Sigma": p.Sigma, "B1": p.B1, "B2": p.B2, "m": p.m, "sigma": p.sigma_anchor,
+                "alpha": self.alpha, "Sigma": p.period, "B1": p.B1, "B2": p.B2, "m": p.m, "sigma": p.sigma_anchor,
                 "s_anchor": p.s_anchor, "s_increment": p.s_increment, "canary_leaf": self.canary_index()[1]}
 
 

@@ -25,11 +25,14 @@ from pathlib import Path
 
 import torch
 
-from dpnc.algorithms import klt, zo_o2nc
-from dpnc.certify import goldstein_certificate
+from dpnc.algorithms import klt_theory
+from dpnc.algorithms.klt import KornowskiLiuTalwar
+from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, guarantee, paper_rho
+from dpnc.certify import certify_run
 from dpnc.experiments.nonsmooth_zo import instance
 from dpnc.experiments.report import (INTEGER, POSITIVE, check_grid, check_value, fmt_slope, group_medians,
                                      loglog_slope, privacy_claim, run_tasks, save_result, write_csv)
+from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 
 METHODS = ("ztc", "klt-zo", "klt-fo", "klt-multipass")
@@ -95,58 +98,56 @@ def _cost(config: CompareConfig, d: int, epsilon: float, n: int, method: str, se
 
 
 def parameters(config: CompareConfig, method: str, *, n: int, d: int, L: float, Phi: float, epsilon: float):
-    """The method's parameters from its theorem; for KLT, m = min(the default m, ``max_directions``).
+    """The method's config from its theorem; for KLT, m = min(the default m, ``max_directions``).
 
-    Returns (parameters, the default m before the cap)."""
+    Returns (config, the default m before the cap)."""
     if method == "ztc":
-        p = zo_o2nc.from_theory(M=n, d=d, L=L, delta=config.alpha, rho=zo_o2nc.paper_rho(epsilon, config.dp_delta),
-                                F_star=Phi, oracle="variance-reduced")
-        return p, p.m
+        ztc = ZhangTranCutkosky.from_theory(M=n, d=d, L=L, delta=config.alpha, rho=paper_rho(epsilon, config.dp_delta),
+                                            F_star=Phi, oracle="variance-reduced")
+        return ztc, ztc.m
     oracle = KLT_ORACLE[method]
     options = {"max_steps": config.multipass_max_steps} if oracle == "multi-pass" else {}
     common = dict(n=n, d=d, L=L, Phi=Phi, alpha=config.alpha, epsilon=epsilon, dp_delta=config.dp_delta)
-    p = klt.from_theory(oracle, **common, **options)
-    if p.m > config.max_directions:
-        return klt.from_theory(oracle, **common, m=config.max_directions, **options), p.m
-    return p, p.m
+    klt = KornowskiLiuTalwar.from_theory(oracle, **common, **options)
+    if klt.m > config.max_directions:
+        return KornowskiLiuTalwar.from_theory(oracle, **common, m=config.max_directions, **options), klt.m
+    return klt, klt.m
+
+
+def _theory(method: str, algorithm, *, n: int, d: int, L: float, Phi: float, alpha: float, epsilon: float
+            ) -> tuple[float, float]:
+    """The theorem's bound at the run's parameters, and Prop 5.1's population gap (multi-pass only)."""
+    if method == "ztc":
+        return guarantee(algorithm, d=d, L=L, F_star=Phi), 0.0
+    if method == "klt-multipass":  # the β its (capped) schedule targets; an ERM bound, plus the gap
+        gap = klt_theory.population_gap(n=n, d=d, L=L, diameter=2 * algorithm.D * algorithm.steps)
+        return algorithm.beta, gap
+    return klt_theory.rate(algorithm.oracle, n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon), 0.0
 
 
 def _one_run(config: CompareConfig, d: int, epsilon: float, n: int, method: str, seed: int) -> dict:
     data, test, x0, optimum = instance(config, d)
     train = data.subset(torch.arange(n))
-    L, Phi = data.lipschitz, data.lipschitz * config.start_distance
-    p, default_m = parameters(config, method, n=n, d=d, L=L, Phi=Phi, epsilon=epsilon)
+    L, Phi = data.constants.L0, data.constants.L0 * config.start_distance
+    algorithm, default_m = parameters(config, method, n=n, d=d, L=L, Phi=Phi, epsilon=epsilon)
     gen = torch.Generator().manual_seed(10_000 * config.seed + seed)
     tic = time.perf_counter()
-    if method == "ztc":
-        result = zo_o2nc.optimize(train, p, x0, generator=gen, noise=NoiseSource(), keep_points=True)
-        seconds = time.perf_counter() - tic
-        certificate = goldstein_certificate(test.gradient, result.output, 2 * config.alpha,
-                                            points=result.o2nc.output_points, samples=config.certificate_samples,
-                                            generator=gen)
-        report = result.report(config.dp_delta)
-        theory = zo_o2nc.guarantee(p, d=d, L=L, F_star=Phi)
-        shape = {"T": p.T * p.K, "block": p.T, "period": p.T, "m": p.m, "default_m": default_m,
-                 "sigma_anchor": p.sigma, "sigma_increment": p.sigma, "D": p.D}
-        beyond, gap = result.stats.clipped, 0.0
-    else:
-        result = klt.optimize(train, p, x0, generator=gen, noise=NoiseSource(), keep_points=True)
-        seconds = time.perf_counter() - tic
-        certificate = result.certificate(test, samples=config.certificate_samples, generator=gen)
-        report = result.report()
-        theory = (p.beta if p.oracle == "multi-pass"  # the β its (capped) schedule targets
-                  else klt.rate(p.oracle, n=n, d=d, L=L, Phi=Phi, alpha=config.alpha, epsilon=epsilon))
-        shape = {"T": p.T, "block": p.M, "period": p.Sigma, "m": p.m, "default_m": default_m,
-                 "sigma_anchor": p.sigma_anchor, "sigma_increment": p.sigma_increment, "D": p.D}
-        beyond = result.stats.beyond_radius
-        gap = result.population_gap() if p.oracle == "multi-pass" else 0.0
-    return {"method": method, "d": d, "n": n, "epsilon": epsilon, "seed": seed, **shape,
-            "samples_used": result.samples_used, "evaluations": result.stats.evaluations,
-            "beyond_radius": beyond, "seconds": seconds,
+    run = algorithm.run(train, x0, noise=NoiseSource(), accountant=Accountant("replace-one"), generator=gen,
+                        keep_points=True)
+    seconds = time.perf_counter() - tic
+    certificate = certify_run(run, test, samples=config.certificate_samples, generator=gen)
+    report = run.report(config.dp_delta)
+    theory, gap = _theory(method, algorithm, n=n, d=d, L=L, Phi=Phi, alpha=config.alpha, epsilon=epsilon)
+    shape = algorithm.summary()
+    return {"method": method, "d": d, "n": n, "epsilon": epsilon, "seed": seed, "T": shape["steps"],
+            "block": shape["block"], "period": shape["period"], "m": shape["m"], "default_m": default_m,
+            "sigma_anchor": shape["sigma_anchor"], "sigma_increment": shape["sigma_increment"], "D": shape["D"],
+            "samples_used": run.stats.samples_used, "evaluations": run.stats.evaluations,
+            "clipped": run.stats.clipped, "beyond_radius": run.stats.beyond_radius, "seconds": seconds,
             "certified_grad_norm": certificate.bound,
-            "grad_norm": float(torch.linalg.vector_norm(test.gradient(result.output))),
-            "excess_loss": float(test.value(result.output)) - optimum,
-            "distance": float(torch.linalg.vector_norm(result.output - data.x_star)),
+            "grad_norm": float(torch.linalg.vector_norm(test.gradient(run.output))),
+            "excess_loss": float(test.value(run.output)) - optimum,
+            "distance": float(torch.linalg.vector_norm(run.output - data.x_star)),
             "theory_rate": theory, "population_gap": gap,
             "epsilon_rdp": report.epsilon_rdp, "epsilon_pld": report.epsilon_pld,
             "epsilon_zcdp": report.epsilon_zcdp}

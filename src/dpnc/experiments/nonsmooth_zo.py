@@ -27,10 +27,11 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from dpnc.algorithms.zo_o2nc import from_theory, guarantee, optimize, paper_rho
-from dpnc.certify import goldstein_certificate
+from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, guarantee, paper_rho
+from dpnc.certify import certify_run
 from dpnc.experiments.report import (check_grid, fmt_slope, group_medians, loglog_slope, privacy_claim, save_result,
                                      write_csv)
+from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.nonsmooth import L1Regression
 
@@ -118,25 +119,25 @@ def instance(config: NonsmoothConfig, d: int):
 def _one_run(config: NonsmoothConfig, d: int, epsilon: float, M: int, method: str, seed: int) -> dict:
     data, test, x0, optimum = instance(config, d)
     train = data.subset(torch.arange(M))
-    F_star = data.lipschitz * config.start_distance
-    p = from_theory(M=M, d=d, L=data.lipschitz, delta=config.smoothing, rho=paper_rho(epsilon, config.dp_delta),
-                    F_star=F_star, oracle=method)
+    L = data.constants.L0
+    F_star = L * config.start_distance
+    algorithm = ZhangTranCutkosky.from_theory(M=M, d=d, L=L, delta=config.smoothing,
+                                              rho=paper_rho(epsilon, config.dp_delta), F_star=F_star, oracle=method)
     tic = time.perf_counter()
     gen = torch.Generator().manual_seed(10_000 * config.seed + seed)
-    result = optimize(train, p, x0, generator=gen, noise=NoiseSource(), keep_points=True)
+    run = algorithm.run(train, x0, noise=NoiseSource(), accountant=Accountant("replace-one"), generator=gen,
+                        keep_points=True)
     seconds = time.perf_counter() - tic
-    certificate = goldstein_certificate(test.gradient, result.output, 2 * p.delta,
-                                        points=result.o2nc.output_points, samples=config.certificate_samples,
-                                        generator=gen)
-    report = result.report(config.dp_delta)
-    return {"d": d, "epsilon": epsilon, "rho": p.rho, "M": M, "method": method, "seed": seed,
-            "T": p.T, "K": p.K, "B1": p.B1, "B2": p.B2, "m": p.m, "sigma": p.sigma, "samples_used": result.samples_used,
-            "evaluations": result.stats.evaluations, "clipped": result.stats.clipped,
-            "certified_grad_norm": certificate.bound,
-            "grad_norm": float(torch.linalg.vector_norm(test.gradient(result.output))),
-            "excess_loss": float(test.value(result.output)) - optimum,
-            "distance": float(torch.linalg.vector_norm(result.output - data.x_star)),
-            "theory_bound": guarantee(p, d=d, L=data.lipschitz, F_star=F_star),
+    certificate = certify_run(run, test, samples=config.certificate_samples, generator=gen)
+    report = run.report(config.dp_delta)
+    return {"d": d, "epsilon": epsilon, "rho": algorithm.rho, "M": M, "method": method, "seed": seed,
+            "T": algorithm.period, "K": algorithm.epochs, "B1": algorithm.B1, "B2": algorithm.B2, "m": algorithm.m,
+            "sigma": algorithm.sigma, "samples_used": run.stats.samples_used, "evaluations": run.stats.evaluations,
+            "clipped": run.stats.clipped, "certified_grad_norm": certificate.bound,
+            "grad_norm": float(torch.linalg.vector_norm(test.gradient(run.output))),
+            "excess_loss": float(test.value(run.output)) - optimum,
+            "distance": float(torch.linalg.vector_norm(run.output - data.x_star)),
+            "theory_bound": guarantee(algorithm, d=d, L=L, F_star=F_star),
             "epsilon_zcdp": report.epsilon_zcdp, "epsilon_rdp": report.epsilon_rdp, "epsilon_pld": report.epsilon_pld,
             "seconds": seconds}
 
