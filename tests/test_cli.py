@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_zo
+from dpnc.experiments import dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_zo, protocol
 from dpnc.lm import train as lm_train
 
 runner = CliRunner(env={"COLUMNS": "250"})  # rich wraps errors at the terminal width
@@ -56,7 +56,7 @@ def no_work(monkeypatch):
     def started(*args, **kwargs):
         raise AssertionError("the run started before the input was validated")
 
-    for module in (dpzero_synthetic, nonsmooth_zo, nonsmooth_compare, kl_rates, dpzero_lm):
+    for module in (dpzero_synthetic, nonsmooth_zo, nonsmooth_compare, kl_rates, protocol):  # protocol: its runner
         monkeypatch.setattr(module, "run_experiment", started)
     monkeypatch.setattr(lm_train, "finetune", started)
 

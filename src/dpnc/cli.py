@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import types
 from enum import Enum
 from pathlib import Path
 
@@ -344,52 +345,111 @@ def kl_rates(
         "nsrs": (nsrs, float), "prox_samples": (prox_samples, int)}, **overrides)
     _reproduce(exp, config, out)
 
+def add_reproduction(group: typer.Typer, experiment) -> None:
+    """Register ``dpnc reproduce <experiment.name>``, generated from the experiment's config dataclass.
 
-@reproduce.command("dpzero-lm")
-def dpzero_lm(
-    data_dir: Path = typer.Option(..., "--data-dir", exists=True, file_okay=False,
-                                  help="Folder with the LM-BFF <TASK>/k-shot-1k-test folders."),
-    full: bool = typer.Option(False, "--full/--quick",
-                              help="--quick (default): SST-2, seed 42, Tables 2 and 3, 100 zeroth-order steps (about "
-                                   "10 minutes on 2 cores); --full: SST-2, SST-5, TREC × seeds 42, 13, 21, Tables "
-                                   "2, 3 and 5 (over an hour)."),
-    out: Path = typer.Option(Path("runs/dpzero-lm"), "--out", help="Folder for CSV, PNG and summary.md."),
-    model: Path = typer.Option(None, "--model", exists=True, file_okay=False,
-                               help="Local Hugging Face encoder folder (default: offline MiniLM)."),
-    tasks: str = typer.Option(None, "--tasks", help="Table 2's tasks, e.g. SST-2,SST-5,SNLI,MNLI,RTE,TREC."),
-    sphere_tasks: str = typer.Option(None, "--sphere-tasks", help="Table 5's tasks (sphere directions), e.g. "
-                                                                  "SST-2,SST-5; give '' for none."),
-    seeds: str = typer.Option(None, "--seeds", help="k-shot data seeds, e.g. 42,13,21."),
-    epsilons: str = typer.Option(None, "--epsilons", help="DPZero's ε values, e.g. 6,2."),
-    fo_methods: str = typer.Option(None, "--fo-methods", help="Table 3's first-order methods (adamw,dp-adamw; '' "
-                                                              "for none)."),
-    steps: int = typer.Option(None, "--steps", min=1, help="Zeroth-order steps T (the paper: 10000)."),
-    fo_steps: int = typer.Option(None, "--fo-steps", min=1, help="AdamW / DP-AdamW steps (the paper: 1000)."),
-    batch_size: int = typer.Option(None, "--batch-size", min=1, help="Expected batch size B (the paper: 64)."),
-    lr: float = typer.Option(None, "--lr", help="MeZO / DPZero step size."),
-    clip: float = typer.Option(None, "--clip", help="DPZero's clipping threshold C."),
-    eval_examples: int = typer.Option(None, "--eval-examples", min=1, help="Test examples per evaluation."),
-    workers: int = typer.Option(None, "--workers", min=1, help="Runs side by side (one subprocess each)."),
-    threads: int = typer.Option(None, "--threads", min=1, help="Torch threads per run."),
-) -> None:
-    """DPZero paper, Tables 2, 3 and 5: zero-shot, MeZO, DPZero (ε = 6, 2), AdamW and DP-AdamW fine-tuning of a
-    sentence encoder on the LM-BFF tasks, with Gaussian and sphere directions, beside the paper's numbers."""
+    Options: ``--full/--quick`` (start from ``FULL`` or ``QUICK``), ``--out``, ``--workers``, and one per config
+    field, named like it (``fo_methods`` → ``--fo-methods``), its help from the field's ``metadata["help"]`` plus
+    its quick and full values. Tuple fields take comma-separated values ('' is the empty tuple); bool fields are
+    ``--name/--no-name``; ``metadata["required"]`` makes an option required, ``metadata["folder"]`` an existing
+    folder. Given options replace the config's values (``dataclasses.replace``), so the config validates them
+    before any work; a bad value is a usage error naming its option.
+    """
+    import dataclasses
+    import inspect
+    import typing
+
+    reserved = {"full", "out", "workers"}
+    fields = dataclasses.fields(experiment.Config)
+    if reserved & {f.name for f in fields}:
+        raise ValueError(f"{experiment.Config.__name__} fields may not be named {sorted(reserved)}")
+    hints = typing.get_type_hints(experiment.Config)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("full", keyword, annotation=bool,
+                                default=typer.Option(False, "--full/--quick", help=experiment.sizes)),
+              inspect.Parameter("out", keyword, annotation=Path, default=typer.Option(
+                  Path(f"runs/{experiment.name}"), "--out", help="Folder for CSV, JSON, PNG and summary.md.")),
+              inspect.Parameter("workers", keyword, annotation=int, default=typer.Option(
+                  2, "--workers", min=1, help="Runs side by side (processes; 1: in this process).")),]
+    parsers = {}
+    for f in fields:
+        kind, parse = _option_type(f.name, hints[f.name], f.metadata)
+        parsers[f.name] = parse
+        flag = "--" + f.name.replace("_", "-")
+        help_text = " ".join(filter(None, [f.metadata.get("help", ""), _defaults(experiment, f.name)]))
+        option = typer.Option(... if f.metadata.get("required") else None,
+                              f"{flag}/--no-{flag[2:]}" if kind is bool else flag, help=help_text,
+                              **({"exists": True, "file_okay": False} if f.metadata.get("folder") else {}))
+        params.append(inspect.Parameter(f.name, keyword, annotation=kind | None, default=option))
+
+    def command(*, full: bool, out: Path, workers: int, **values) -> None:
+        from dpnc.experiments import protocol
+
+        overrides = {name: parsers[name](v) for name, v in values.items() if v is not None}
+        config = dataclasses.replace(experiment.FULL if full else experiment.QUICK, **overrides)
+        config = experiment.bind_output(config, out)
+        result = protocol.run_experiment(experiment, config, workers=workers)
+        paths = protocol.write(result, out, _command_line())
+        typer.echo((out / "summary.md").read_text())
+        typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
+    command.__signature__ = inspect.Signature(params)
+    command.__doc__ = inspect.getdoc(experiment)
+    command.__name__ = experiment.name.replace("-", "_")
+    group.command(experiment.name)(command)
+
+
+def _option_type(name: str, hint, metadata) -> tuple[type, object]:
+    """The command-line type of a config field and the parser of its value (``X | None`` is X; a tuple is text)."""
+    import typing
+
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+        hint = args[0]
+    if typing.get_origin(hint) is tuple:
+        item = typing.get_args(hint)[0]
+
+        def parse(text: str) -> tuple:
+            try:
+                return tuple(item(v.strip()) for v in text.split(",")) if text.strip() else ()
+            except ValueError:
+                raise ValueError(f"{name} must be comma-separated {item.__name__} values; got {text!r}") from None
+        return str, parse
+    if metadata.get("folder"):
+        return Path, str
+    if hint not in (bool, int, float, str):
+        raise TypeError(f"config field {name}: no command-line option for type {hint!r}")
+    return hint, lambda v: v
+
+
+def _defaults(experiment, name: str) -> str:
+    """"(quick: …; full: …)", "(default: …)" where they agree, nothing where both are None."""
+    def show(v):
+        if isinstance(v, tuple):
+            return ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v) or "''"
+        return f"{v:g}" if isinstance(v, float) else str(v)
+    quick, full = getattr(experiment.QUICK, name), getattr(experiment.FULL, name)
+    if quick is None and full is None:
+        return ""
+    return f"(default: {show(quick)})" if quick == full else f"(quick: {show(quick)}; full: {show(full)})"
+
+
+def _command_line() -> str:
     import shlex
     import sys
 
-    from dpnc.experiments import dpzero_lm as exp
+    return "dpnc " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
-    values = {k: v for k, v in {"steps": steps, "fo_steps": fo_steps, "batch_size": batch_size, "lr": lr,
-                                "clip": clip, "eval_examples": eval_examples, "workers": workers,
-                                "threads": threads, "model": None if model is None else str(model)}.items()
-              if v is not None}
-    config = _configure(exp.LMConfig() if full else exp.QUICK, data_dir=str(data_dir), **values, lists={
-        "tasks": (tasks, str), "sphere_tasks": (sphere_tasks, str), "seeds": (seeds, int),
-        "epsilons": (epsilons, float), "fo_methods": (fo_methods, str)})
-    result = exp.run_experiment(config, runs_dir=out / "runs")
-    paths = exp.write_outputs(result, out, "dpnc " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
-    typer.echo((out / "summary.md").read_text())
-    typer.echo("wrote " + ", ".join(str(p) for p in paths) + f" and {out / 'runs'}/")
+
+def _add_reproductions() -> None:
+    """The reproductions on the protocol (:mod:`dpnc.experiments.protocol`): one generated command each."""
+    from dpnc.experiments import dpzero_lm
+
+    for experiment in (dpzero_lm.EXPERIMENT,):
+        add_reproduction(reproduce, experiment)
+
+
+_add_reproductions()
 
 
 def _configure(config, *, lists: dict, **values):
@@ -408,15 +468,13 @@ def _configure(config, *, lists: dict, **values):
 
 
 def _reproduce(exp, config, out: Path) -> None:
-    """Run an experiment module's grid, write its outputs and print its summary."""
-    import shlex
-    import sys
-
+    """Run an experiment module's grid, write its outputs and print its summary (the commands not yet generated
+    by :func:`add_reproduction`)."""
     result = exp.run_experiment(config)
-    command = "dpnc " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    paths = exp.write_outputs(result, out, command)
+    paths = exp.write_outputs(result, out, _command_line())
     typer.echo((out / "summary.md").read_text())
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
 
 app.command("audit")(__import__("dpnc.audit.command", fromlist=["audit"]).audit)  # dpnc audit (torch loaded on use)
 

