@@ -1,0 +1,81 @@
+"""Contract cases of the nonsmooth O2NC families: Zhang–Tran–Cutkosky (variance-reduced, naive) and
+Kornowski–Liu–Talwar (zeroth-order, first-order, multi-pass), each on a tiny ℓ1 regression."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from dpnc.algorithms.klt import KornowskiLiuTalwar
+from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, sensitivities
+from dpnc.problems.nonsmooth import L1Regression
+from tests.contract import ContractCase
+
+D = 3
+
+
+def _problem(n: int):
+    return lambda: L1Regression.synthetic(n, D, seed=0)
+
+
+def _x0(problem):
+    return torch.ones(problem.dim, dtype=torch.float64)
+
+
+def _run(algorithm, problem, x0, noise, accountant, generator):
+    return algorithm.run(problem, x0, noise=noise, accountant=accountant, generator=generator)
+
+
+def _builder(config):
+    fields = dataclasses.asdict(config)
+    return lambda **override: type(config)(**{**fields, **override})
+
+
+COMMON_INVALID = [{"steps": 0}, {"D": -1.0}, {"eta": float("nan")}, {"m": 0}, {"B1": 1.5}, {"oracle": "other"},
+                  {"period": 10**6}]
+
+# --- Zhang–Tran–Cutkosky -------------------------------------------------------------------------------------
+
+ZTC_VR = ZhangTranCutkosky.from_theory(M=120, d=D, L=1.0, delta=0.2, rho=1.0, F_star=1.0)
+ZTC_NAIVE = ZhangTranCutkosky.from_theory(M=120, d=D, L=1.0, delta=0.2, rho=1.0, F_star=1.0, oracle="naive")
+
+# --- Kornowski–Liu–Talwar ------------------------------------------------------------------------------------
+
+KLT = {oracle: KornowskiLiuTalwar.from_theory(oracle, n=n, d=D, L=1.0, Phi=1.0, alpha=0.1, epsilon=2.0,
+                                              dp_delta=1e-6, m=2, **options)
+       for oracle, n, options in (("zeroth-order", 200, {}), ("first-order", 200, {}),
+                                  ("multi-pass", 40, {"max_steps": 6}))}
+KLT_INVALID = COMMON_INVALID + [{"alpha": 0.0}, {"sigma_anchor": -1.0}, {"epsilon": 0.0}, {"dp_delta": 1.5},
+                                {"schedule": "v3"}, {"block": 10**6}]
+
+
+def _ztc_case(name, config):
+    period, epochs = config.period, config.epochs
+    if config.oracle == "variance-reduced":
+        releases, delta = epochs, max(sensitivities(D, 1.0, period, config.B1, config.B2))
+    else:
+        releases, delta = config.steps, 2 * D * 1.0 / config.B1
+    invalid = COMMON_INVALID + [{"delta": 0.0}, {"rho": float("inf")}, {"sigma": 0.0}]
+    invalid += [{"B1": 1, "B2": 4}] if config.oracle == "variance-reduced" else [{"B2": config.B1 + 1}]
+    return ContractCase(name=name, build=_builder(config), invalid=invalid, problem=_problem(config.samples),
+                        x0=_x0, run=_run, releases=releases, sensitivities=[delta])
+
+
+def _klt_case(oracle, config):
+    n = config.samples
+    if oracle == "multi-pass":
+        releases = config.steps
+        entries = [config.s_anchor if (t - 1) % config.period == 0 else config.s_increment
+                   for t in range(1, config.steps + 1)]
+        ledger = [s for i, s in enumerate(entries) if i == 0 or s != entries[i - 1]]  # equal neighbours merge
+        invalid = KLT_INVALID + [{"B2": config.B1 + 1}]
+    else:
+        releases, ledger = config.anchors, [max(config.s_anchor, config.s_increment)]
+        invalid = KLT_INVALID
+    return ContractCase(name=f"klt-{oracle}", build=_builder(config), invalid=invalid, problem=_problem(n), x0=_x0,
+                        run=_run, releases=releases, sensitivities=ledger)
+
+
+CASES = [_ztc_case("zo-o2nc-variance-reduced", ZTC_VR), _ztc_case("zo-o2nc-naive", ZTC_NAIVE)]
+CASES += [_klt_case(oracle, config) for oracle, config in KLT.items()]
