@@ -272,8 +272,12 @@ def test_a_user_collate_fn_is_used_and_empty_batches_keep_its_structure():
 GOOD = dict(data=dataset(), optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS, batch_size=B,
             lr=0.05, clip=5.0)
 BAD = [
-    (dict(optimizer="dp-adamw"), r"optimizer must be one of \['dpzero', 'mezo'\].*'dp-adamw'"),
-    (dict(optimizer=torch.optim.AdamW), r"optimizer must be one of"),
+    (dict(optimizer="adamw"), r"optimizer must be one of \['dpzero', 'mezo', 'dp-adamw', 'dp-sgd'\] or a "
+                              r"torch.optim.Optimizer subclass; got 'adamw'"),
+    (dict(optimizer=nn.Linear), r"optimizer must be one of"),
+    (dict(optimizer_kwargs={"weight_decay": 0.1}), r"optimizer_kwargs is for first-order optimizers only"),
+    (dict(noise_multiplier=-1.0, target_epsilon=None, delta=None), r"noise_multiplier must be >= 0 and finite"),
+    (dict(noise_multiplier=1.0), r"target_epsilon must be None when noise_multiplier is given"),
     (dict(target_epsilon=0.0), r"target_epsilon must be > 0 and finite; got 0.0"),
     (dict(target_epsilon=math.inf), r"target_epsilon must be > 0 and finite"),
     (dict(target_epsilon=None), r"target_epsilon must be > 0 and finite; got None"),
@@ -326,8 +330,28 @@ def test_the_readme_quick_start_runs_as_written():
     text = README.read_text()
     section = text.split("## The quickest start: `dpnc.make_private`", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 1
+    assert len(blocks) == 2
     namespace: dict = {}
     exec(compile(blocks[0], "README.md (quickest start)", "exec"), namespace)
     accountant = namespace["accountant"]
     assert accountant.releases == 600 and accountant.epsilon(1e-5, "pld") <= 4.0
+    namespace = {}
+    exec(compile(blocks[1], "README.md (quickest start, first order)", "exec"), namespace)
+    accountant, model, X, y = (namespace[k] for k in ("accountant", "model", "X", "y"))
+    assert namespace["optimizer"].__class__.__name__ == "DPOptimizer"
+    assert accountant.releases == 300 and accountant.epsilon(1e-5, "pld") <= 4.0
+    with torch.no_grad():
+        assert float(((model(X).squeeze(-1) - y) ** 2).mean()) < 0.1 * float((y ** 2).mean())   # it learned
+
+
+def test_every_optimizer_takes_the_same_loop():
+    # step(loss_fn, xb, yb): the zeroth-order optimizers accept the first-order call too.
+    for optimizer in ("dpzero", "mezo", "dp-sgd"):
+        model = make_model()
+        extra = {} if optimizer == "dpzero" else dict(target_epsilon=None, delta=None, clip=None) \
+            if optimizer == "mezo" else dict(target_epsilon=None, delta=None, noise_multiplier=1.0)
+        opt, loader, acct = private(model, optimizer=optimizer, steps=3, testing_seed=0,
+                                    **{"seed": None if optimizer == "dp-sgd" else 1, **extra})
+        for xb, yb in loader:
+            opt.step(lambda xb, yb: per_example_loss(model(xb), yb), xb, yb)
+        assert acct.releases == 3, optimizer

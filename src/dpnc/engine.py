@@ -38,7 +38,20 @@ How the pieces hold together:
   no longer be the pending one.
 
 ``optimizer="mezo"`` gives MeZO (not private: the report says ε = ∞; no calibration, no clip).
-First-order DP optimizers (``"dp-adamw"``, torch optimizer classes) are not built yet and are refused.
+
+**First order.** ``optimizer="dp-adamw"``, ``"dp-sgd"`` or any ``torch.optim.Optimizer`` subclass gives a
+:class:`~dpnc.first_order.DPOptimizer` wrapping that optimizer: per-example gradients by ``torch.func``, each
+clipped to ``clip`` over all parameters, one noisy release of their mean per step (fixed denominator B)::
+
+    optimizer, loader, accountant = dpnc.make_private(
+        model, data=dataset, optimizer="dp-adamw", target_epsilon=4.0, delta=1e-5,
+        steps=600, batch_size=32, lr=1e-3, clip=1.0)
+    for xb, yb in loader:
+        optimizer.step(lambda xb, yb: per_example_loss(model(xb), yb), xb, yb)
+
+It needs the batch itself (``step(loss_fn, *inputs)``) to map ``loss_fn`` over its examples; the zeroth-order
+optimizers accept the same call, so one loop serves all. ``optimizer.register_step_hook(fn)`` reports each step
+(:class:`dpnc.optim.StepInfo`).
 """
 
 from __future__ import annotations
@@ -56,13 +69,16 @@ from torch.utils.data import Sampler as TorchSampler
 from torch.utils.data.dataloader import default_collate
 
 from dpnc.algorithms.dpzero import calibrate_noise
+from dpnc.first_order import PER_EXAMPLE, DPOptimizer, validate_first_order
 from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Relation, Release
 from dpnc.sampling import PoissonSampler
 
-OPTIMIZERS = ("dpzero", "mezo")
+ZEROTH_ORDER = ("dpzero", "mezo")
+FIRST_ORDER = {"dp-adamw": torch.optim.AdamW, "dp-sgd": torch.optim.SGD}
+OPTIMIZERS = (*ZEROTH_ORDER, *FIRST_ORDER)
 
 
 class LoaderBatches:
@@ -196,8 +212,11 @@ class _LoaderStep:
     sampler: LoaderBatches
     accountant: Accountant
 
-    def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
-        """One step on the pending batch; ``closure()`` returns its per-example losses, shape (len(batch),).
+    def step(self, closure: Callable[..., torch.Tensor], *inputs: Any) -> torch.Tensor:  # type: ignore[override]
+        """One step on the pending batch; ``closure(*inputs)`` returns its per-example losses, shape (len(batch),).
+
+        ``closure()`` without ``inputs`` (it holds the batch itself), or ``step(loss_fn, xb, yb)`` as for the
+        first-order :class:`~dpnc.first_order.DPOptimizer`.
 
         Returns the batch's mean loss (not private: a statistic of the training data; ``nan`` on an
         empty batch). Raises ``ValueError``, releasing nothing and restoring the parameters, when the
@@ -209,7 +228,7 @@ class _LoaderStep:
         batches, before = self.sampler, self.accountant.releases
         batches.check_ready()  # nothing pending, or all steps taken: refused before anything runs
         try:
-            return super().step(lambda _batch: closure())  # type: ignore[misc]
+            return super().step(lambda _batch: closure(*inputs))  # type: ignore[misc]
         except BaseException:
             if self.accountant.releases == before:  # nothing released: the batch may be retried
                 batches.give_back()
@@ -230,51 +249,61 @@ def _noise_multiplier(target_epsilon: float, delta: float, steps: int, n: int, b
     return calibrate_noise("pld", target_epsilon, delta, steps, n, batch_size=batch_size)
 
 
-def make_private(model: nn.Module, *, data: Dataset, optimizer: str = "dpzero",
+def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch.optim.Optimizer] = "dpzero",
                  target_epsilon: float | None = None, delta: float | None = None, steps: int,
-                 batch_size: int, lr: float, clip: float | None = None, smoothing: float = 1e-3,
-                 collate_fn: Callable[[list], Any] | None = None, direction: str = "gaussian",
-                 seed: int | None = None, testing_seed: int | None = None,
-                 ) -> tuple[PrivateDPZero | PrivateMeZO, DataLoader, Accountant]:
-    """A private zeroth-order training run: optimizer, loader of secret Poisson batches, accountant.
+                 batch_size: int, lr: float, clip: float | None = None, noise_multiplier: float | None = None,
+                 smoothing: float = 1e-3, collate_fn: Callable[[list], Any] | None = None,
+                 direction: str = "gaussian", seed: int | None = None, optimizer_kwargs: dict | None = None,
+                 per_example: str = "vmap", microbatch: int = 16, testing_seed: int | None = None,
+                 ) -> tuple[PrivateDPZero | PrivateMeZO | DPOptimizer, DataLoader, Accountant]:
+    """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
-    Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick)
-    with the noise multiplier calibrated by PLD to (target_epsilon, delta) after ``steps`` steps under
-    add/remove, at sampling rate q = batch_size / len(data). See the module docstring for the rules.
+    Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick), or DP-SGD
+    (Abadi et al. 2016) with any torch optimizer's update, with the noise multiplier calibrated by PLD to
+    (target_epsilon, delta) after ``steps`` steps under add/remove, at sampling rate q = batch_size / len(data).
+    See the module docstring for the rules.
 
     Args:
-        model: the ``nn.Module`` to train, in eval mode (validated: no active dropout, no train-mode
-            BatchNorm); its trainable parameters are optimized.
+        model: the ``nn.Module`` to train; its trainable parameters are optimized. Zeroth order: in eval mode
+            (no active dropout, no train-mode BatchNorm); first order: no train-mode BatchNorm.
         data: a map-style torch ``Dataset`` (``len`` and ``__getitem__``) of n >= 1 examples.
-        optimizer: ``"dpzero"`` (private) or ``"mezo"`` (not private; then leave ``target_epsilon``,
-            ``delta`` and ``clip`` unset).
-        target_epsilon: ε > 0 to spend in ``steps`` steps (DPZero).
-        delta: δ in (0, 1) (DPZero).
+        optimizer: ``"dpzero"`` (private), ``"mezo"`` (not private; then leave ``target_epsilon``, ``delta``,
+            ``clip`` and ``noise_multiplier`` unset), or first order: ``"dp-adamw"``, ``"dp-sgd"`` or a
+            ``torch.optim.Optimizer`` subclass, built as ``cls(params, lr=lr, **optimizer_kwargs)``.
+        target_epsilon: ε > 0 to spend in ``steps`` steps (private optimizers, unless ``noise_multiplier``).
+        delta: δ in (0, 1) (with ``target_epsilon``).
         steps: number of steps T >= 1: the loader yields exactly that many batches.
         batch_size: expected batch size B, 1 <= B <= n (the fixed denominator of each mean).
         lr: step size >= 0 (in ``optimizer.param_groups``, so schedulers work).
-        clip: clipping threshold C > 0 of each per-example scalar difference (DPZero).
-        smoothing: λ > 0 of the central difference.
+        clip: clipping threshold C > 0: of each per-example scalar difference (DPZero) or gradient norm (first
+            order).
+        noise_multiplier: σ/Δ >= 0 to use instead of calibrating to ``target_epsilon`` (then leave that and
+            ``delta`` unset); 0 adds no noise (not private: ε = ∞; for baselines and tests).
+        smoothing: λ > 0 of the central difference (zeroth order).
         collate_fn: how the loader collates a batch (torch's default if None).
-        direction: ``"gaussian"`` or ``"sphere"`` directions.
-        seed: seed of the public direction generator (random by default; safe to log).
+        direction: ``"gaussian"`` or ``"sphere"`` directions (zeroth order).
+        seed: seed of the public direction generator (zeroth order; random by default; safe to log).
+        optimizer_kwargs: further arguments of the first-order torch optimizer (e.g. ``weight_decay``).
+        per_example: ``"vmap"`` or ``"loop"``: how the first-order per-example gradients are formed.
+        microbatch: examples per vmapped chunk (first order).
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.
 
     Returns:
-        ``(optimizer, loader, accountant)``; ``optimizer.step(closure)`` takes a zero-argument closure
-        returning the per-example losses of the batch the loader just yielded, and returns their mean.
+        ``(optimizer, loader, accountant)``. ``optimizer.step(loss_fn, *inputs)`` takes the batch the loader just
+        yielded and a function giving its per-example losses (zeroth order also: a zero-argument closure
+        returning them), and returns their mean.
 
     Raises:
         ValueError: an argument out of range (named, with the rule), an unsupported optimizer, or a
-            model not ready for zeroth-order steps; all before any example is touched by a step.
+            model not ready for the optimizer's steps; all before any example is touched by a step.
     """
-    _check_model(model)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    first_order = _first_order_class(optimizer)
+    _check_model(model, first_order is not None)
     n = _check_data(data)
-    if not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} (first-order DP optimizers such as "
-                         f"'dp-adamw' are not supported by make_private yet); got {optimizer!r}")
-    optimizer = optimizer.lower()
+    name = optimizer.lower() if isinstance(optimizer, str) else "first-order"
     _check_int("steps", steps, 1)
     _check_int("batch_size", batch_size, 1, n)
     check_arguments(lr=lr, smoothing=smoothing)   # the optimizer's own rules, checked before calibrating
@@ -282,18 +311,37 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str = "dpzero",
         raise ValueError(f"collate_fn must be callable or None; got {collate_fn!r}")
     if direction not in ("gaussian", "sphere"):
         raise ValueError(f"direction must be one of ['gaussian', 'sphere']; got {direction!r}")
-    for name, value in (("seed", seed), ("testing_seed", testing_seed)):
+    for key, value in (("seed", seed), ("testing_seed", testing_seed)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise ValueError(f"{name} must be an integer >= 0 or None; got {value!r}")
-    if optimizer == "dpzero":
+            raise ValueError(f"{key} must be an integer >= 0 or None; got {value!r}")
+    if name == "mezo":
+        for key, value in (("target_epsilon", target_epsilon), ("delta", delta), ("clip", clip),
+                           ("noise_multiplier", noise_multiplier)):
+            if value is not None:
+                raise ValueError(f"{key} must be None for optimizer='mezo' (MeZO is not private: no noise, "
+                                 f"no clipping, ε = ∞); got {value!r}")
+    elif noise_multiplier is None:
         _check_number("target_epsilon", target_epsilon, "> 0 and finite", lambda v: v > 0 and math.isfinite(v))
         _check_number("delta", delta, "in (0, 1)", lambda v: 0 < v < 1)
-        check_arguments(clip=clip, noise_multiplier=1.0)   # DPZero here always adds noise: clip must be finite
+        check_arguments(clip=clip, noise_multiplier=1.0)   # noise will be added: clip must be finite
     else:
-        for name, value in (("target_epsilon", target_epsilon), ("delta", delta), ("clip", clip)):
+        check_arguments(clip=clip, noise_multiplier=noise_multiplier)
+        for key, value in (("target_epsilon", target_epsilon), ("delta", delta)):
             if value is not None:
-                raise ValueError(f"{name} must be None for optimizer='mezo' (MeZO is not private: no noise, "
-                                 f"no clipping, ε = ∞); got {value!r}")
+                raise ValueError(f"{key} must be None when noise_multiplier is given (it replaces calibrating "
+                                 f"to a target); got {value!r}")
+    if first_order is None:
+        if optimizer_kwargs is not None:
+            raise ValueError(f"optimizer_kwargs is for first-order optimizers only; got {optimizer_kwargs!r}")
+    else:
+        if seed is not None or direction != "gaussian":
+            raise ValueError("seed and direction are for zeroth-order optimizers only (a first-order step has no "
+                             f"direction); got seed={seed!r}, direction={direction!r}")
+        if per_example not in PER_EXAMPLE:
+            raise ValueError(f"per_example must be one of {list(PER_EXAMPLE)}; got {per_example!r}")
+        _check_int("microbatch", microbatch, 1)
+        if optimizer_kwargs is not None and not isinstance(optimizer_kwargs, Mapping):
+            raise ValueError(f"optimizer_kwargs must be a dict or None; got {optimizer_kwargs!r}")
 
     collate = collate_fn if collate_fn is not None else default_collate
     template = _empty_template(data, collate)
@@ -306,9 +354,22 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str = "dpzero",
         noise = NoiseSource.for_testing(testing_seed + 1)
     batches = LoaderBatches(sampler, steps)
     accountant = Accountant("add/remove")
-    if optimizer == "dpzero":
+    if name != "mezo" and noise_multiplier is None:
         sigma = _noise_multiplier(float(target_epsilon), float(delta), steps, n, batch_size)
-        opt: PrivateDPZero | PrivateMeZO = PrivateDPZero(
+    else:
+        sigma = None if noise_multiplier is None else float(noise_multiplier)
+    opt: PrivateDPZero | PrivateMeZO | DPOptimizer
+    if first_order is not None:
+        params = [p for p in model.parameters() if p.requires_grad]
+        try:
+            inner = first_order(params, lr=lr, **dict(optimizer_kwargs or {}))
+        except TypeError as error:
+            raise ValueError(f"optimizer_kwargs must be arguments of {first_order.__name__}; got "
+                             f"{optimizer_kwargs!r} ({error})") from None
+        opt = DPOptimizer(inner, model=model, clip=clip, noise_multiplier=sigma, batches=batches,
+                          accountant=accountant, noise=noise, per_example=per_example, microbatch=microbatch)
+    elif name == "dpzero":
+        opt = PrivateDPZero(
             model.parameters(), lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=sigma,
             sampler=batches, accountant=accountant, noise=noise, direction=direction, seed=seed, model=model)
     else:
@@ -319,12 +380,26 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str = "dpzero",
     return opt, loader, accountant
 
 
-def _check_model(model: nn.Module) -> None:
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+def _first_order_class(optimizer: Any) -> type[torch.optim.Optimizer] | None:
+    """The torch optimizer class of a first-order choice; None for a zeroth-order one; ValueError otherwise."""
+    if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
+        if issubclass(optimizer, (DPZero, MeZO, DPOptimizer)):
+            raise ValueError(f"optimizer must be a name {list(OPTIMIZERS)} or a non-private torch.optim.Optimizer "
+                             f"subclass to wrap; got {optimizer.__name__}")
+        return optimizer
+    if not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} or a torch.optim.Optimizer subclass; "
+                         f"got {optimizer!r}")
+    return FIRST_ORDER.get(optimizer.lower())
+
+
+def _check_model(model: nn.Module, first_order: bool) -> None:
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model must have at least one trainable parameter (requires_grad=True); got none")
-    require_ready(model)
+    if not first_order:
+        require_ready(model)
+    elif problems := validate_first_order(model):
+        raise ValueError("model is not ready for per-example gradients:\n  " + "\n  ".join(problems))
 
 
 def _check_data(data: Dataset) -> int:

@@ -40,7 +40,7 @@ from dpnc.algorithms import dpzero as alg
 from dpnc.clipping import per_run
 from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import private_mean
+from dpnc.privacy.mean import private_mean, release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Gaussian, Release, mean_sensitivity
 from dpnc.sampling import BatchClosure, Sampler
@@ -144,9 +144,11 @@ def mean_release(clip: float, noise_multiplier: float, *, sampler, accountant: A
     with the same arithmetic as ``release_sum``, so it equals the entry a step records (what a trainer writes
     down before a step, to count it should the process die in it).
     """
+    if noise_multiplier == 0:   # release_sum draws no noise then: let it say what it records
+        probe = Accountant(accountant.relation)
+        release_sum(torch.zeros(()), clip, sampler=sampler, noise=noise, accountant=probe, noise_multiplier=0.0)
+        return probe.ledger[-1].release
     unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)
-    if noise_multiplier == 0:
-        return Gaussian(unit * clip if clip < float("inf") else 1.0, 0.0)
     release = sampler.release(unit * clip, noise_multiplier * unit * clip)
     return release if noise.secret else dataclasses.replace(release, secret=False)
 

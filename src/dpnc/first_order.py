@@ -1,0 +1,300 @@
+"""First-order DP for models: :class:`DPOptimizer` wraps any ``torch.optim`` optimizer (DP-SGD, DP-AdamW).
+
+One step (Abadi et al. 2016, Algorithm 1, with the fixed denominator of a Poisson-sampled mean):
+
+1. per-example gradients g_i = ∇_θ ℓ_i(θ) of the batch the loader just yielded, by ``torch.func``
+   (``vmap(grad_and_value)`` over ``functional_call``, ``microbatch`` examples at a time; or one example at a
+   time with ``per_example="loop"``), over all trainable parameters the optimizer holds;
+2. each g_i with a non-finite entry set to 0 (counted), then clipped to ‖g_i‖ ≤ C over all parameters;
+3. the clipped sum released by :func:`dpnc.privacy.mean.release_sum`: divided by the fixed B, plus secret noise
+   of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B under add/remove);
+4. the noisy mean set as ``.grad`` of every parameter and the wrapped optimizer's ``step()`` taken.
+
+Why ``step(loss_fn, *inputs)`` and not ``loss.backward()``. A per-example gradient needs each example's inputs
+separately: ``torch.func.vmap`` maps ``loss_fn`` over their leading dimension. After ``loss.backward()`` on a
+reduced loss, only per-layer hooks can recover per-example gradients (Opacus's ``GradSampleModule``): they need a
+grad sampler for every layer type, cost 16–19× an inference pass on MiniLM and fail on Hugging Face BERT
+unpatched (``notes/anchor-bench.md``). So the step takes the loss function and the batch, checks that the batch
+is the one the loader yielded (its leading dimension), and forms the gradients itself; the user never calls
+``backward``. The same call works for the zeroth-order optimizers of :func:`dpnc.make_private`.
+
+Refusals (``ValueError``, nothing released, the batch left pending): inputs whose leading dimension is not the
+size of the batch the loader just yielded, a loss function that does not return one loss per example, a second
+step on one batch, a step beyond ``steps``. An empty Poisson batch releases noise only (``loss_fn`` not called).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from dpnc.clipping import clip_vectors
+from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, mean_release
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.mean import release_sum
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import Release
+
+PER_EXAMPLE = ("vmap", "loop")
+
+
+class ClippedSum(NamedTuple):
+    """Σ_i clip_C(∇ℓ_i) over a batch as one flat vector, with the per-example losses and what clipping did.
+
+    All of it is a statistic of the private batch: only :func:`release_sum` of ``total`` may be published.
+    """
+
+    total: torch.Tensor
+    losses: torch.Tensor
+    clipped: int
+    nonfinite: int
+
+
+def validate_first_order(model: nn.Module) -> list[str]:
+    """Every reason ``model`` breaks per-example gradients (empty if none): train-mode BatchNorm mixes examples."""
+    return [f"{name or 'model'}: BatchNorm in train mode mixes examples (one example's gradient would depend on "
+            "the others); call model.eval() or replace it with GroupNorm/LayerNorm"
+            for name, module in model.named_modules()
+            if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training]
+
+
+class _Bound(nn.Module):
+    """``loss_fn`` as a module whose only child is ``model``, so ``functional_call`` swaps the model's parameters."""
+
+    def __init__(self, model: nn.Module, loss_fn: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.model = model
+        object.__setattr__(self, "_loss_fn", loss_fn)   # not registered, even when it is the model itself
+
+    def forward(self, *inputs: Any) -> torch.Tensor:
+        return self._loss_fn(*inputs)
+
+
+def _leaves(tree: Any) -> list:
+    if isinstance(tree, Mapping):
+        return [leaf for v in tree.values() for leaf in _leaves(v)]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for v in tree for leaf in _leaves(v)]
+    return [tree]
+
+
+def _map(fn: Callable[[torch.Tensor], torch.Tensor], tree: Any) -> Any:
+    if isinstance(tree, Mapping):
+        return type(tree)({k: _map(fn, v) for k, v in tree.items()})
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*(_map(fn, v) for v in tree))
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_map(fn, v) for v in tree)
+    return fn(tree)
+
+
+def batch_rows(inputs: tuple) -> int:
+    """The common leading dimension of every tensor in ``inputs`` (ValueError if they differ or are not tensors)."""
+    leaves = _leaves(inputs)
+    if not leaves or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in leaves):
+        raise ValueError("inputs must be tensors (or dicts, lists, tuples of tensors) with a leading batch "
+                         f"dimension; got {[type(t).__name__ for t in leaves]}")
+    rows = {int(t.shape[0]) for t in leaves}
+    if len(rows) != 1:
+        raise ValueError(f"inputs must share one leading (batch) dimension; got {sorted(rows)}")
+    return rows.pop()
+
+
+def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
+                         params: dict[str, torch.Tensor], C: float, *, per_example: str = "vmap",
+                         microbatch: int = 16) -> ClippedSum:
+    """Σ_i clip_C(∇_θ ℓ_i) over the batch ``inputs``, θ = ``params`` (names of ``model.named_parameters``).
+
+    ``loss_fn(*inputs)`` returns the per-example losses of a batch, shape (b,); it is evaluated one example at a
+    time (inputs sliced to a leading dimension of 1) with ``params`` swapped into ``model`` by
+    ``torch.func.functional_call``, under ``vmap(grad_and_value)`` (``microbatch`` examples at a time; memory
+    microbatch × #parameters) or ``grad_and_value`` alone (``per_example="loop"``). A gradient with a non-finite
+    entry counts as 0 (before clipping) and is counted. The caller divides by its fixed B (:func:`release_sum`).
+    """
+    from torch.func import functional_call, grad_and_value, vmap
+
+    if per_example not in PER_EXAMPLE:
+        raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
+    b = batch_rows(inputs)
+    bound = _Bound(model, loss_fn)
+    names = list(params)
+    swapped = {f"model.{n}": p.detach() for n, p in params.items()}
+    fixed = {f"model.{n}": p.detach() for n, p in model.named_parameters() if n not in params}
+
+    def loss_one(p, *example):
+        out = functional_call(bound, (p, fixed), tuple(_map(lambda t: t.unsqueeze(0), example)))
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1,):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"loss_fn must return the per-example losses of the inputs it is given, shape (b,) "
+                             f"(here (1,) for one example); got {got}. Compute the losses of exactly the batch "
+                             "passed to step, one per example, without reducing them")
+        return out.squeeze(0)
+
+    chunk = microbatch if per_example == "vmap" else 1
+    per_chunk = vmap(grad_and_value(loss_one), in_dims=(None, *([0] * len(inputs))), randomness="different")
+    d = sum(p.numel() for p in params.values())
+    first = next(iter(params.values()))
+    total = torch.zeros(d, dtype=first.dtype, device=first.device)
+    losses, clipped, nonfinite = [], 0, 0
+    for start in range(0, b, chunk):
+        part = _map(lambda t, start=start: t[start:start + chunk], inputs)
+        if per_example == "vmap":
+            grads, values = per_chunk(swapped, *part)
+        else:
+            grads, values = grad_and_value(loss_one)(swapped, *_map(lambda t: t[0], part))
+            grads, values = {n: g.unsqueeze(0) for n, g in grads.items()}, values.unsqueeze(0)
+        m = int(values.shape[0])
+        flat = torch.cat([grads[f"model.{n}"].reshape(m, -1).to(total.dtype) for n in names], 1)
+        del grads
+        flat, over, bad = _clip_rows_(flat, C)
+        total += flat.sum(0)
+        clipped, nonfinite = clipped + over, nonfinite + bad
+        losses.append(values.detach().reshape(-1))
+        del flat
+    return ClippedSum(total, torch.cat(losses) if losses else torch.zeros(0), clipped, nonfinite)
+
+
+def _clip_rows_(flat: torch.Tensor, C: float) -> tuple[torch.Tensor, int, int]:
+    """clip_C of each row (in place when every row and norm is finite, else :func:`clip_vectors`, which zeroes
+    non-finite rows first and guards overflowing norms); returns (rows, how many clipped, how many non-finite)."""
+    finite = torch.isfinite(flat).all(1)
+    norms = torch.linalg.vector_norm(flat, dim=1)
+    if bool(finite.all()) and bool(torch.isfinite(norms).all()):
+        over = norms > C
+        flat.mul_(torch.where(over, C / norms.clamp_min(1e-30), torch.ones_like(norms)).unsqueeze(1))
+        return flat, int(over.sum()), 0
+    clipped, fraction = clip_vectors(flat, C)
+    return clipped, round(float(fraction) * len(flat)), int((~finite).sum())
+
+
+class DPOptimizer(StepHooks, torch.optim.Optimizer):
+    """DP-SGD / DP-AdamW / DP-<any torch optimizer>: per-example clipping and one noisy release per step.
+
+    Implements: Abadi et al. 2016 (DP-SGD, Algorithm 1), with the wrapped optimizer's update (Yu et al. 2022's
+    DP-AdamW recipe for fine-tuning) and Poisson batches whose mean has the fixed denominator B. See the module
+    docstring for the step and its refusals. ``param_groups``, ``state`` and ``defaults`` are the wrapped
+    optimizer's (schedulers work); ``state_dict`` adds the step count and never the noise source.
+
+    Args:
+        optimizer: the torch optimizer to wrap (its parameters must be parameters of ``model``; all groups are
+            clipped together: C bounds each example's gradient over every parameter).
+        model: the ``nn.Module`` whose parameters ``loss_fn`` uses (validated: no train-mode BatchNorm).
+        clip: C > 0, the bound on each example's gradient norm.
+        noise_multiplier: σ/Δ ≥ 0 (0: no noise, recorded as not private, ε = ∞).
+        batches: the batch source: a :class:`dpnc.engine.LoaderBatches` (the loader's pending batch; its sampler
+            gives the fixed B and the privacy event).
+        accountant: records every release.
+        noise: the secret noise source (a fresh one by default).
+        per_example: ``"vmap"`` (``microbatch`` examples per vectorised pass) or ``"loop"`` (one at a time).
+        microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, model: nn.Module, clip: float, noise_multiplier: float,
+                 batches, accountant: Accountant, noise: NoiseSource | None = None, per_example: str = "vmap",
+                 microbatch: int = 16) -> None:
+        if not isinstance(optimizer, torch.optim.Optimizer) or isinstance(optimizer, DPOptimizer):
+            raise ValueError(f"optimizer must be a torch.optim.Optimizer (not yet private); got {optimizer!r}")
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+        check_arguments(clip=clip, noise_multiplier=noise_multiplier)
+        if math.isinf(clip):
+            raise ValueError("clip must be finite (the sensitivity is clip/B)")
+        if per_example not in PER_EXAMPLE:
+            raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
+        if isinstance(microbatch, bool) or not isinstance(microbatch, int) or microbatch < 1:
+            raise ValueError(f"microbatch must be an integer >= 1; got {microbatch!r}")
+        if problems := validate_first_order(model):
+            raise ValueError("model is not ready for per-example gradients:\n  " + "\n  ".join(problems))
+        names = {id(p): n for n, p in model.named_parameters()}
+        trainable = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+        if not trainable or any(id(p) not in names for p in trainable):
+            raise ValueError("optimizer must hold trainable parameters of model (loss_fn is differentiated with "
+                             "respect to them through the model); got "
+                             f"{sum(id(p) not in names for p in trainable)} that are not and {len(trainable)} in all")
+        batches.check_relation(accountant.relation)
+        super().__init__(optimizer.param_groups, optimizer.defaults)   # torch's hooks and step patching
+        self.param_groups, self.state, self.defaults = optimizer.param_groups, optimizer.state, optimizer.defaults
+        self.optimizer, self.model = optimizer, model
+        self.params = {names[id(p)]: p for p in trainable}
+        self.clip, self.noise_multiplier = float(clip), float(noise_multiplier)
+        self.batches, self.accountant = batches, accountant
+        self.noise = noise if noise is not None else NoiseSource()
+        self.per_example, self.microbatch = per_example, microbatch
+        self.steps = 0
+
+    def step_release(self) -> Release:
+        """The ledger entry each step makes (public; what a trainer counts for a step that may have happened)."""
+        return mean_release(self.clip, self.noise_multiplier, sampler=self.batches, accountant=self.accountant,
+                            noise=self.noise)
+
+    def step(self, loss_fn: Callable[..., torch.Tensor] | None = None, *inputs: Any) -> torch.Tensor:  # type: ignore[override]
+        """One DP step on the pending batch: ``loss_fn(*inputs)`` gives its per-example losses, shape (b,).
+
+        ``inputs`` are the batch the loader just yielded (tensors, or dicts/lists/tuples of them, all with leading
+        dimension b). Returns the mean of the per-example losses (not private: a statistic of the training data;
+        ``nan`` on an empty batch). Hooks of :meth:`register_step_hook` then get the step's :class:`StepInfo`.
+        """
+        if loss_fn is None or not callable(loss_fn):
+            raise ValueError(f"loss_fn must be a callable returning per-example losses, as in "
+                             f"optimizer.step(loss_fn, *inputs); got {loss_fn!r}")
+        if not inputs:
+            raise ValueError("step needs the batch after loss_fn, as in optimizer.step(loss_fn, xb, yb): "
+                             "per-example gradients map loss_fn over the examples of its inputs (a closure "
+                             "without arguments cannot be split by example)")
+        rows = batch_rows(inputs)
+        batches, before = self.batches, self.accountant.releases
+        batches.check_ready()   # nothing pending, or all steps taken: refused before anything runs
+        batch = batches.sample()
+        try:
+            if rows != len(batch):
+                raise ValueError(f"inputs must be the batch the loader just yielded, leading dimension {len(batch)}; "
+                                 f"got {rows}. Pass exactly that batch, one row per example")
+            summed = self._clipped_sum(loss_fn, inputs) if rows else ClippedSum(
+                torch.zeros(sum(p.numel() for p in self.params.values()),
+                            dtype=next(iter(self.params.values())).dtype), torch.zeros(0), 0, 0)
+            noisy = release_sum(summed.total, self.clip, sampler=batches, noise=self.noise,
+                                accountant=self.accountant, noise_multiplier=self.noise_multiplier)
+        except BaseException:
+            if self.accountant.releases == before:   # nothing released: the batch may be retried
+                batches.give_back()
+            raise
+        self._apply(noisy)
+        self.steps += 1
+        losses = summed.losses
+        finite = torch.isfinite(losses)
+        stats = PrivateStats(float(losses[finite].mean()) if finite.any() else math.nan,
+                             summed.clipped / max(rows, 1), summed.nonfinite)
+        self._report_step(StepInfo(self.steps - 1, None, noisy, self.accountant.ledger[-1].release, stats))
+        return losses.mean() if rows else torch.tensor(math.nan)
+
+    def _clipped_sum(self, loss_fn, inputs) -> ClippedSum:
+        with torch.enable_grad():
+            return clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip,
+                                        per_example=self.per_example, microbatch=self.microbatch)
+
+    def _apply(self, noisy: torch.Tensor) -> None:
+        """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""
+        offset = 0
+        for p in self.params.values():
+            p.grad = noisy[offset:offset + p.numel()].view_as(p).to(p.dtype).clone()
+            offset += p.numel()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        """The wrapped optimizer's state and the step count (public); never the noise source or the batches."""
+        return {**self.optimizer.state_dict(), "dpnc": {"steps": self.steps}}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state_dict = dict(state_dict)
+        extra = state_dict.pop("dpnc", None)
+        self.optimizer.load_state_dict(state_dict)
+        if extra is not None:
+            self.steps = extra["steps"]

@@ -1,0 +1,251 @@
+"""First-order DP in the façade: dpnc.make_private(optimizer="dp-adamw" | "dp-sgd" | a torch optimizer class)."""
+
+# The façade's loop binds the loop variables late on purpose (each closure runs in its own iteration).
+# ruff: noqa: B023
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import dpnc
+from dpnc.first_order import DPOptimizer, clipped_gradient_sum
+from dpnc.optim import StepInfo
+from dpnc.privacy.releases import Poisson, Sampled
+
+N, FEATURES, B, STEPS, EPS, DELTA = 256, 4, 16, 40, 2.0, 1e-5
+
+
+def dataset(n=N, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(n, FEATURES, generator=gen, dtype=dtype)
+    return TensorDataset(X, X @ torch.tensor([1.0, -2.0, 0.5, 1.5], dtype=dtype))
+
+
+def make_model(seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)  # test-only: reproducible initialisation
+    return nn.Sequential(nn.Linear(FEATURES, 8), nn.Tanh(), nn.Linear(8, 1)).to(dtype)
+
+
+def loss_fn(model):
+    return lambda xb, yb: (model(xb).squeeze(-1) - yb) ** 2
+
+
+def private(model, **kwargs):
+    defaults = dict(data=dataset(), optimizer="dp-adamw", target_epsilon=EPS, delta=DELTA, steps=STEPS,
+                    batch_size=B, lr=0.02, clip=1.0)
+    return dpnc.make_private(model, **{**defaults, **kwargs})
+
+
+def quick(model, **kwargs):
+    """No calibration (it takes seconds): a given noise multiplier, for tests that do not check ε."""
+    return private(model, **{"target_epsilon": None, "delta": None, "noise_multiplier": 1.0, **kwargs})
+
+
+def full_loss(model, data):
+    X, y = data.tensors
+    with torch.no_grad():
+        return float(((model(X).squeeze(-1) - y) ** 2).mean())
+
+
+def params(model):
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("optimizer", ["dp-adamw", "dp-sgd", torch.optim.RMSprop])
+def test_epsilon_within_target_one_release_per_step_in_real_units(optimizer):
+    model = make_model()
+    opt, loader, acct = private(model, optimizer=optimizer, clip=2.5)
+    assert isinstance(opt, DPOptimizer)
+    for xb, yb in loader:
+        opt.step(loss_fn(model), xb, yb)
+    assert acct.releases == STEPS and len(acct.ledger) == 1   # equal releases merged: one entry, 40 times
+    release = acct.ledger[0].release
+    assert isinstance(release, Sampled) and release.sampling == Poisson(B / N) and release.secret
+    assert release.mechanism.sensitivity == pytest.approx(2.5 / B)   # Δ = C/B (add/remove, fixed denominator)
+    assert release.mechanism.sigma == pytest.approx(opt.noise_multiplier * 2.5 / B)
+    eps = acct.epsilon(DELTA, "pld")
+    assert 0.9 * EPS < eps <= EPS * (1 + 1e-6)
+    assert opt.step_release() == release                      # what a trainer writes down before a step
+
+
+@pytest.mark.parametrize("per_example", ["vmap", "loop"])
+def test_per_example_gradients_equal_a_naive_loop(per_example):
+    model = make_model(dtype=torch.float64)
+    X, y = dataset(dtype=torch.float64).tensors
+    X, y = X[:5], y[:5]
+    named = {n: p for n, p in model.named_parameters()}
+    got = clipped_gradient_sum(model, loss_fn(model), (X, y), named, 1e12, per_example=per_example, microbatch=2)
+    naive = []   # the independent reference: one backward pass per example
+    for i in range(5):
+        model.zero_grad()
+        loss_fn(model)(X[i:i + 1], y[i:i + 1]).sum().backward()
+        naive.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+    naive = torch.stack(naive)
+    torch.testing.assert_close(got.total, naive.sum(0), rtol=1e-12, atol=1e-12)
+    C = 0.5 * float(naive.norm(dim=1).median())
+    clipped = clipped_gradient_sum(model, loss_fn(model), (X, y), named, C, per_example=per_example)
+    by_hand = (naive * torch.clamp(C / naive.norm(dim=1), max=1.0).unsqueeze(1)).sum(0)
+    torch.testing.assert_close(clipped.total, by_hand, rtol=1e-12, atol=1e-12)
+    assert clipped.clipped == int((naive.norm(dim=1) > C).sum()) and clipped.nonfinite == 0
+
+
+def test_without_noise_the_update_is_clipped_mean_adamw_by_hand():
+    model = make_model(dtype=torch.float64)
+    data = dataset(dtype=torch.float64)
+    reference = make_model(dtype=torch.float64)
+    adamw = torch.optim.AdamW(reference.parameters(), lr=0.01, weight_decay=0.1)
+    opt, loader, acct = private(model, data=data, target_epsilon=None, delta=None, noise_multiplier=0.0,
+                                lr=0.01, clip=0.3, optimizer_kwargs={"weight_decay": 0.1}, testing_seed=5)
+    X, y = data.tensors
+    for xb, yb in loader:
+        rows = [i for i in range(N) if any(torch.equal(X[i], x) for x in xb)]
+        assert len(rows) == len(xb)
+        grads = []
+        for i in rows:   # by hand: each example's gradient, clipped to 0.3 over all parameters
+            reference.zero_grad()
+            loss_fn(reference)(X[i:i + 1], y[i:i + 1]).sum().backward()
+            g = torch.cat([p.grad.reshape(-1) for p in reference.parameters()])
+            grads.append(g * min(1.0, 0.3 / float(g.norm())))
+        mean = torch.stack(grads).sum(0) / B if grads else torch.zeros(sum(p.numel() for p in model.parameters()),
+                                                                          dtype=torch.float64)
+        offset = 0
+        for p in reference.parameters():
+            p.grad = mean[offset:offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        adamw.step()
+        opt.step(loss_fn(model), xb, yb)
+        for a, b in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    assert acct.releases == STEPS and acct.epsilon(DELTA, "pld") == math.inf   # no noise: not private
+
+
+def test_the_model_learns_a_small_regression():
+    model = make_model()
+    data = dataset()
+    opt, loader, acct = private(model, data=data, steps=150, lr=0.02, clip=5.0, target_epsilon=4.0)
+    initial = full_loss(model, data)
+    for xb, yb in loader:
+        opt.step(loss_fn(model), xb, yb)
+    assert full_loss(model, data) < 0.3 * initial
+    assert acct.epsilon(DELTA, "pld") <= 4.0 * (1 + 1e-6)
+
+
+def test_step_hooks_report_public_values_and_private_stats_apart():
+    model = make_model()
+    opt, loader, acct = quick(model, steps=3, testing_seed=0)
+    infos: list[StepInfo] = []
+    handle = opt.register_step_hook(lambda o, info: infos.append(info))
+    for xb, yb in loader:
+        loss = opt.step(loss_fn(model), xb, yb)
+    assert [i.step for i in infos] == [0, 1, 2] and all(i.seed is None for i in infos)
+    d = sum(p.numel() for p in model.parameters())
+    assert all(i.released.shape == (d,) and i.release == acct.ledger[0].release for i in infos)
+    stats = infos[-1].private_stats
+    assert stats.loss == pytest.approx(float(loss), rel=1e-5) and 0 <= stats.clipped_fraction <= 1
+    handle.remove()
+    assert opt.steps == 3
+
+
+def test_refusals_release_nothing_and_leave_the_batch_pending():
+    model = make_model()
+    opt, loader, acct = quick(model, steps=2, testing_seed=3)
+    it = iter(loader)
+    xb, yb = next(it)
+    assert len(xb) > 1
+    before = params(model)
+    bad = [((loss_fn(model), xb[:-1], yb[:-1]), "leading dimension"),                     # another batch
+           ((lambda xb, yb: loss_fn(model)(xb, yb).mean(), xb, yb), "per-example losses"),  # reduced
+           ((lambda: loss_fn(model)(xb, yb),), "needs the batch"),                         # no inputs
+           ((None, xb, yb), "loss_fn must be a callable")]
+    for args, message in bad:
+        with pytest.raises(ValueError, match=message):
+            opt.step(*args)
+        assert acct.releases == 0 and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    opt.step(loss_fn(model), xb, yb)   # the corrected call takes the same pending batch
+    assert acct.releases == 1
+    with pytest.raises(ValueError, match="no batch is pending"):
+        opt.step(loss_fn(model), xb, yb)
+    xb, yb = next(it)
+    opt.step(loss_fn(model), xb, yb)
+    with pytest.raises(ValueError, match="steps must be at most 2"):
+        opt.step(loss_fn(model), xb, yb)
+    assert acct.releases == 2
+
+
+def test_an_empty_batch_releases_noise_only():
+    model = make_model()
+    # q = 1/256: most Poisson batches are empty.
+    opt, loader, acct = quick(model, batch_size=1, steps=5, testing_seed=1)
+    calls = []
+
+    def counted(xb, yb):
+        calls.append(len(xb))
+        return loss_fn(model)(xb, yb)
+
+    sizes = []
+    for xb, yb in loader:
+        sizes.append(len(xb))
+        before = params(model)
+        loss = opt.step(counted, xb, yb)
+        if len(xb) == 0:
+            assert math.isnan(float(loss))
+            assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))   # noise moved it
+    assert 0 in sizes and 0 not in calls and acct.releases == 5
+
+
+def test_non_finite_gradients_count_as_zero():
+    model = make_model(dtype=torch.float64)
+    X, y = dataset(dtype=torch.float64).tensors
+    y = y[:4].clone()
+    y[1] = math.nan
+    named = dict(model.named_parameters())
+    got = clipped_gradient_sum(model, loss_fn(model), (X[:4], y), named, 1.0)
+    ref = clipped_gradient_sum(model, loss_fn(model), (X[[0, 2, 3]], y[[0, 2, 3]]), named, 1.0)
+    assert got.nonfinite == 1
+    torch.testing.assert_close(got.total, ref.total, rtol=1e-12, atol=1e-12)
+
+
+def test_schedulers_and_state_dict_work_on_the_wrapped_optimizer():
+    model = make_model()
+    opt, loader, _ = quick(model, steps=4, testing_seed=2)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    for xb, yb in loader:
+        opt.step(loss_fn(model), xb, yb)
+        scheduler.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.02 / 16) == opt.optimizer.param_groups[0]["lr"]
+    state = opt.state_dict()
+    assert state["dpnc"] == {"steps": 4} and "noise" not in str(state.keys())
+    fresh_model = make_model()
+    fresh, _, _ = quick(fresh_model, steps=4, testing_seed=2)
+    fresh.load_state_dict(state)
+    assert fresh.steps == 4 and fresh.optimizer.state_dict()["state"].keys() == opt.optimizer.state_dict()[
+        "state"].keys()
+
+
+def test_bad_first_order_arguments_are_refused_by_name():
+    model = make_model()
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        private(model, optimizer="adamw")
+    with pytest.raises(ValueError, match="optimizer must be a name"):
+        private(model, optimizer=DPOptimizer)
+    with pytest.raises(ValueError, match="seed and direction are for zeroth-order"):
+        private(model, seed=3)
+    with pytest.raises(ValueError, match="optimizer_kwargs must be arguments of AdamW"):
+        private(model, optimizer_kwargs={"momentum": 0.9})
+    with pytest.raises(ValueError, match="target_epsilon must be None when noise_multiplier is given"):
+        private(model, noise_multiplier=1.0)
+    with pytest.raises(ValueError, match="per_example must be one of"):
+        private(model, per_example="hooks")
+    with pytest.raises(ValueError, match="clip must be"):
+        private(model, clip=-1.0)
+    bn = nn.Sequential(nn.Linear(FEATURES, 8), nn.BatchNorm1d(8), nn.Linear(8, 1)).train()
+    with pytest.raises(ValueError, match="BatchNorm in train mode mixes examples"):
+        quick(bn)
+    dropout = nn.Sequential(nn.Linear(FEATURES, 8), nn.Dropout(0.1), nn.Linear(8, 1)).train()
+    opt, loader, acct = quick(dropout, steps=1)   # dropout is fine for first-order steps (one pass each)
+    for xb, yb in loader:
+        opt.step(loss_fn(dropout), xb, yb)
+    assert acct.releases == 1
