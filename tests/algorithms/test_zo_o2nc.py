@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from dpnc.algorithms.o2nc import o2nc
-from dpnc.algorithms.zo_o2nc import (NaiveOracle, VarianceReducedOracle, from_theory, guarantee, naive_parameters,
-                                     optimize, paper_rho, sensitivities, variance_bound,
-                                     variance_reduced_parameters)
-from dpnc.certify import goldstein_certificate
+from dpnc.algorithms.zo_o2nc import (NaiveOracle, VarianceReducedOracle, ZhangTranCutkosky, guarantee, paper_rho,
+                                     sensitivities, variance_bound)
+from dpnc.certify import certify_run
 from dpnc.privacy import Accountant, NoiseSource, rho_to_epsilon
 from dpnc.problems.nonsmooth import L1Regression
 
@@ -19,15 +18,20 @@ def gen(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
+from_theory = ZhangTranCutkosky.from_theory
+variance_reduced = ZhangTranCutkosky.variance_reduced
+naive = ZhangTranCutkosky.naive
+
+
 # --- the parameter calculator (property 15) ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("M", [100, 10_000, 1_000_000])
 def test_theorem_4_9_settings(M):
     p = from_theory(M=M, d=10, L=1.0, delta=0.1, rho=0.5, F_star=1.0)
-    assert isinstance(p.T, int) and 2 <= p.T <= M // 2
-    assert (p.K, p.B1, p.B2, p.m) == (M // (2 * p.T), p.T + 1, 1, 10)
-    assert p.D == pytest.approx(0.1 / p.T) and p.samples == 2 * p.K * p.T <= M
+    assert isinstance(p.period, int) and 2 <= p.period <= M // 2
+    assert (p.epochs, p.B1, p.B2, p.m) == (M // (2 * p.period), p.period + 1, 1, 10)
+    assert p.D == pytest.approx(0.1 / p.period) and p.samples == 2 * p.epochs * p.period <= M
 
 
 def test_T_is_the_max_formula_and_monotone_in_rho():
@@ -35,32 +39,32 @@ def test_T_is_the_max_formula_and_monotone_in_rho():
     T1 = (math.sqrt(d) * L * delta * M / (F + L * delta)) ** (2 / 3)
     T2 = lambda rho: (d**1.5 * L * delta * M / ((F + L * delta) * rho)) ** 0.5
     for rho in (0.01, 0.1, 1.0):
-        assert from_theory(M=M, d=d, L=L, delta=delta, rho=rho, F_star=F).T == round(max(T1, T2(rho)))
-    Ts = [from_theory(M=M, d=d, L=L, delta=delta, rho=rho, F_star=F).T for rho in (1e6, 10.0, 1.0, 0.1, 0.01)]
+        assert from_theory(M=M, d=d, L=L, delta=delta, rho=rho, F_star=F).period == round(max(T1, T2(rho)))
+    Ts = [from_theory(M=M, d=d, L=L, delta=delta, rho=rho, F_star=F).period for rho in (1e6, 10.0, 1.0, 0.1, 0.01)]
     assert Ts == sorted(Ts)                 # T does not decrease as ρ decreases
     assert Ts[0] == round(T1)               # and is the non-private value as ρ → ∞
 
 
 def test_cor_4_4_condition_is_enforced():
     with pytest.raises(ValueError, match="B1 must be >= T·B2/2"):
-        variance_reduced_parameters(d=5, L=1.0, delta=0.1, rho=1.0, T=100, K=2, B1=10, B2=1)
-    p = variance_reduced_parameters(d=5, L=1.0, delta=0.1, rho=1.0, T=100, K=2, B1=50, B2=1)
+        variance_reduced(d=5, L=1.0, delta=0.1, rho=1.0, period=100, epochs=2, B1=10, B2=1)
+    p = variance_reduced(d=5, L=1.0, delta=0.1, rho=1.0, period=100, epochs=2, B1=50, B2=1)
     assert p.B1 == 50
 
 
 def test_noise_follows_cor_4_4_and_the_accountant_spends_exactly_rho():
     """σ = √(⌊log₂T⌋+1)·max(s₁, s₂)/ρ; s₂ = 4dL/(B2T) ≥ s₁ = 2dL/B1 when B1 ≥ T·B2/2."""
     d, L, T, rho = 7, 2.0, 64, 0.8
-    p = variance_reduced_parameters(d=d, L=L, delta=0.1, rho=rho, T=T, K=3)
+    p = variance_reduced(d=d, L=L, delta=0.1, rho=rho, period=T, epochs=3)
     s1, s2 = sensitivities(d, L, T, p.B1, p.B2)
     assert s1 <= s2 == pytest.approx(4 * d * L / T)
     assert p.sigma == pytest.approx(math.sqrt(7) * s2 / rho)
-    paper = variance_reduced_parameters(d=d, L=L, delta=0.1, rho=rho, T=T, K=3, paper=True)
+    paper = variance_reduced(d=d, L=L, delta=0.1, rho=rho, period=T, epochs=3, paper=True)
     assert paper.sigma == pytest.approx(4 * math.sqrt(2 * math.log(T)) * d * L / (rho * T))
 
 
 def test_naive_noise_is_the_corrected_2dL_over_B_rho():
-    p = naive_parameters(d=6, L=1.5, delta=0.1, rho=0.5, T=10, K=3, B=4)
+    p = naive(d=6, L=1.5, delta=0.1, rho=0.5, period=10, epochs=3, B=4)
     assert p.sigma == pytest.approx(2 * 6 * 1.5 / (4 * 0.5))
 
 
@@ -88,9 +92,9 @@ def test_per_step_noise_energy_ratio_is_log_squared_over_T_squared():
     """Property 17: d·(2dL/ρ)² (naive, B = 1) vs ℓ_T·d·σ_VR² (tree): ratio Θ(ln²T/T²)."""
     d, L, rho = 10, 1.0, 1.0
     for T in (16, 256, 4096):
-        vr = variance_reduced_parameters(d=d, L=L, delta=0.1, rho=rho, T=T, K=1)
-        naive = naive_parameters(d=d, L=L, delta=0.1, rho=rho, T=T, K=1)
-        ratio = (math.floor(math.log2(T)) + 1) * d * vr.sigma**2 / (d * naive.sigma**2)
+        vr = variance_reduced(d=d, L=L, delta=0.1, rho=rho, period=T, epochs=1)
+        base = naive(d=d, L=L, delta=0.1, rho=rho, period=T, epochs=1)
+        ratio = (math.floor(math.log2(T)) + 1) * d * vr.sigma**2 / (d * base.sigma**2)
         assert 1 <= ratio / (math.log(T) ** 2 / T**2) <= 16
 
 
@@ -101,22 +105,22 @@ def small_run(oracle="variance-reduced", M=600, d=3, seed=0, **kw):
     problem = L1Regression.synthetic(M, d, seed=seed)
     p = from_theory(M=M, d=d, L=1.0, delta=0.2, rho=1.0, F_star=1.0, oracle=oracle)
     acct = Accountant()
-    result = optimize(problem, p, torch.zeros(d, dtype=torch.float64), generator=gen(seed),
-                      noise=NoiseSource.for_testing(seed), accountant=acct, keep_points=True, **kw)
+    result = p.run(problem, torch.zeros(d, dtype=torch.float64), noise=NoiseSource.for_testing(seed), accountant=acct,
+                   generator=gen(seed), keep_points=True, **kw)
     return problem, p, result
 
 
 @pytest.mark.parametrize("oracle", ["variance-reduced", "naive"])
 def test_every_example_is_used_once_and_the_run_costs_one_epoch(oracle):
     problem, p, result = small_run(oracle)
-    assert result.samples_used == p.samples <= problem.n
+    assert result.stats.samples_used == p.samples <= problem.n
     if oracle == "variance-reduced":
-        assert p.samples == 2 * p.K * p.T
+        assert p.samples == 2 * p.epochs * p.period
         assert result.stats.evaluations == 2 * problem.dim * p.samples      # 2d evaluations per example
     else:
         assert result.stats.evaluations == 2 * p.m * p.samples
     acct = result.accountant
-    assert acct.releases == (p.K if oracle == "variance-reduced" else p.steps)
+    assert acct.releases == (p.epochs if oracle == "variance-reduced" else p.steps)
     assert acct.rho() == pytest.approx(p.rho**2 / 2, rel=1e-9)            # (α, αρ²/2)-RDP: parallel composition
     report = result.report(1e-6)
     assert not report.private and report.epsilon_rdp == pytest.approx(rho_to_epsilon(p.rho**2 / 2, 1e-6), rel=1e-3)
@@ -124,7 +128,7 @@ def test_every_example_is_used_once_and_the_run_costs_one_epoch(oracle):
 
 def test_o2nc_invariants_hold_in_a_private_run():
     problem, p, result = small_run()
-    trace = result.o2nc
+    trace = result.trace
     assert trace.max_increment <= p.D * (1 + 1e-12) and trace.max_move <= 2 * p.D * (1 + 1e-12)
     spread = torch.linalg.vector_norm(trace.output_points - result.output, dim=1).max()
     assert spread <= p.delta * (1 + 1e-12)                                   # ‖w_t − w̄‖ ≤ TD = δ
@@ -137,7 +141,8 @@ def test_runs_replay_from_public_seeds_except_for_the_noise():
     assert torch.equal(a.output, b.output)          # seeded test noise: identical
     problem = L1Regression.synthetic(600, 3, seed=0)
     p = from_theory(M=600, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0)
-    secret = [optimize(problem, p, torch.zeros(3, dtype=torch.float64), generator=gen(0)).output for _ in range(2)]
+    secret = [p.run(problem, torch.zeros(3, dtype=torch.float64), noise=NoiseSource(), accountant=Accountant(),
+                    generator=gen(0)).output for _ in range(2)]
     assert not torch.equal(secret[0], secret[1])    # secret noise: the same public seed, different runs
 
 
@@ -147,7 +152,7 @@ def test_oracle_refuses_a_driver_that_moves_too_far():
     oracle = VarianceReducedOracle(problem, p, noise=NoiseSource.for_testing(0), accountant=Accountant(),
                                    generator=gen())
     with pytest.raises(RuntimeError, match="exceeds"):
-        o2nc(oracle, torch.zeros(3, dtype=torch.float64), D=10 * p.D, eta=1.0, steps=p.steps, block=p.T,
+        o2nc(oracle, torch.zeros(3, dtype=torch.float64), D=10 * p.D, eta=1.0, steps=p.steps, block=p.period,
              reset_each_block=True, generator=gen())
 
 
@@ -175,7 +180,7 @@ def test_variance_reduction_keeps_the_running_sum_close_to_the_smoothed_gradient
     d, T = 4, 64
     data = L1Regression.synthetic(4_256, d, seed=1)
     population = data.subset(torch.arange(256, 4_256))
-    p = variance_reduced_parameters(d=d, L=1.0, delta=0.2, rho=1.0, T=T, K=2)
+    p = variance_reduced(d=d, L=1.0, delta=0.2, rho=1.0, period=T, epochs=2)
     oracle = VarianceReducedOracle(data.subset(torch.arange(p.samples)), p, noise=NoiseSource.for_testing(0),
                                    accountant=Accountant(), generator=gen())
     errors = []
@@ -203,10 +208,9 @@ def test_variance_reduced_beats_naive_and_improves_with_samples():
         p = from_theory(M=M, d=d, L=1.0, delta=delta, rho=rho, F_star=1.0, oracle=oracle)
         bounds = []
         for seed in range(3):
-            r = optimize(data.subset(torch.arange(M)), p, x0, generator=gen(seed), noise=NoiseSource.for_testing(seed),
-                         keep_points=True)
-            bounds.append(goldstein_certificate(test.gradient, r.output, 2 * delta, points=r.o2nc.output_points,
-                                                samples=16).bound)
+            r = p.run(data.subset(torch.arange(M)), x0, noise=NoiseSource.for_testing(seed), accountant=Accountant(),
+                      generator=gen(seed), keep_points=True)
+            bounds.append(certify_run(r, test, samples=16).bound)
         cert[(M, oracle)] = sorted(bounds)[1]
     assert cert[(8_000, "variance-reduced")] < 0.5 * cert[(1_000, "variance-reduced")]
     assert cert[(8_000, "variance-reduced")] < 0.5 * cert[(8_000, "naive")]
@@ -215,4 +219,4 @@ def test_variance_reduced_beats_naive_and_improves_with_samples():
 def test_parameters_are_frozen_records():
     p = from_theory(M=1000, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        p.T = 3
+        p.period = 3
