@@ -279,46 +279,49 @@ def case_klt_multi_pass():
 # --- algorithms/kl.py: Menart et al. on KL objectives -------------------------------------------------------
 
 
-def _kl_result(res, *keys: str) -> dict[str, Value]:
-    out = {"w": _floats(res.w), "iterates_count": float(res.iterates.shape[0]),
-           "iterates_last": _floats(res.iterates[-3:]), "rho_spent": float(res.rho_spent), **_privacy(res.accountant)}
+def _kl_result(run, *keys: str) -> dict[str, Value]:
+    iterates = run.stats.iterates
+    out = {"w": _floats(run.output), "iterates_count": float(iterates.shape[0]),
+           "iterates_last": _floats(iterates[-3:]), "rho_spent": float(run.accountant.rho()),
+           **_privacy(run.accountant)}
     for key in keys:
-        v = res.stats[key]
+        v = getattr(run.stats, {"T": "rounds"}.get(key, key))
         out[key] = [float(x) for x in v] if isinstance(v, (list, tuple)) else float(v)
     return out
 
 
 def case_kl_spider_least_squares():
     f = klp.LeastSquares.generate(3, 200, seed=0)
-    res = kl.kl_spider(f, rho=1.0, noise=NoiseSource.for_testing(0))
-    return _kl_result(res, "updates", "rounds_stopped_early", "F0", "bound", "queries")
+    run = kl.KLSpider(rho=1.0).run(f, None, noise=NoiseSource.for_testing(0), accountant=Accountant())
+    return _kl_result(run, "updates", "rounds_stopped_early", "F0", "bound", "queries")
 
 
 def case_kl_spider_power_growth():
     """Data-free, so n = 10⁶ is cheap; the run takes 76 steps (the least-squares case above stops every round)."""
     f = klp.PowerGrowth(1.5, 2, n=10**6)
-    res = kl.kl_spider(f, rho=1.0, w0=f.w_star + 0.6, noise=NoiseSource.for_testing(0))
-    return _kl_result(res, "updates", "rounds_stopped_early", "F0", "bound", "queries")
+    run = kl.KLSpider(rho=1.0).run(f, f.w_star + 0.6, noise=NoiseSource.for_testing(0), accountant=Accountant())
+    return _kl_result(run, "updates", "rounds_stopped_early", "F0", "bound", "queries")
 
 
 def case_kl_proximal_point():
     f = klp.PowerGrowth(3.0, 2, n=200, radius=1.0)
-    res = kl.proximal_point(f, rho=1.0, beta=0.1, w0=torch.tensor([0.5, -0.3], dtype=torch.float64),
-                            max_inner_iters=30, noise=NoiseSource.for_testing(0))
-    return _kl_result(res, "T", "inner_steps", "inner_max_distance", "queries")
+    run = kl.ProximalPoint(rho=1.0, beta=0.1, max_inner_iters=30).run(
+        f, torch.tensor([0.5, -0.3], dtype=torch.float64), noise=NoiseSource.for_testing(0), accountant=Accountant())
+    return _kl_result(run, "T", "inner_steps", "inner_max_distance", "queries")
 
 
 def case_kl_adaptive_gd():
     f = klp.SinePL.generate(4, 500, seed=1, radius=2.0)
-    res = kl.adaptive_gd(f, rho=1.0, w0=torch.full((4,), 0.5, dtype=torch.float64), noise=NoiseSource.for_testing(0))
-    return _kl_result(res, "ell", "sigma_hat", "sigmas", "charges", "filter", "steps", "queries")
+    run = kl.AdaptiveGD(rho=1.0).run(f, torch.full((4,), 0.5, dtype=torch.float64), noise=NoiseSource.for_testing(0),
+                                     accountant=Accountant())
+    return _kl_result(run, "ell", "sigma_hat", "sigmas", "charges", "filter", "steps", "queries")
 
 
 def case_kl_adaptive_gd_select():
     f = klp.SinePL.generate(4, 500, seed=1, radius=2.0)
-    res = kl.adaptive_gd(f, rho=1.0, w0=torch.full((4,), 0.5, dtype=torch.float64), select=True,
-                         noise=NoiseSource.for_testing(0))
-    return _kl_result(res, "sigmas", "charges", "steps", "selected")
+    run = kl.AdaptiveGD(rho=1.0, select=True).run(f, torch.full((4,), 0.5, dtype=torch.float64),
+                                                  noise=NoiseSource.for_testing(0), accountant=Accountant())
+    return _kl_result(run, "sigmas", "charges", "steps", "selected")
 
 
 def case_kl_select_stationary():

@@ -1,6 +1,7 @@
 """KL objectives: gradients, shapes, declared constants (KL, L0, L1, L̃1, F*), hard instances (spec seed004 §3, §5)."""
 
 import copy
+import dataclasses
 import functools
 import math
 
@@ -93,8 +94,8 @@ def test_shapes_and_dtypes(name):
     assert obj.value(w).dtype == F64 and obj.gradient(w).dtype == F64
     torch.testing.assert_close(obj.value(w)[2], obj.value(w[2]), rtol=1e-14, atol=1e-14)
     torch.testing.assert_close(obj.gradient(w)[2], obj.gradient(w[2]), rtol=1e-14, atol=1e-14)
-    assert obj.center.shape == (obj.dim,) and obj.center.dtype == F64 and obj.radius > 0
-    assert obj.w_star.shape == (obj.dim,) and math.isfinite(obj.F_star) and isinstance(obj.n, int)
+    assert obj.constants.region.center.shape == (obj.dim,) and obj.constants.region.center.dtype == F64 and obj.constants.region.radius > 0
+    assert obj.w_star.shape == (obj.dim,) and math.isfinite(obj.constants.F_star) and isinstance(obj.n, int)
     g = obj.example_gradients(w[0])
     if name in EXPLICIT:
         assert g.shape == (obj.n, obj.dim) and obj.example_gradients(w).shape == (5, obj.n, obj.dim)
@@ -127,6 +128,26 @@ def test_example_gradients_are_the_per_example_losses_gradients_and_average_to_t
         torch.testing.assert_close(per_example_losses(obj, w).mean(), obj.value(w), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_objective_protocol_per_example_methods(name):
+    """losses/gradients (b, k, d) → (b, k) / (b, k, d): the per-example closed forms for explicit data, F itself for
+    a data-free objective (n copies of one example), and a clear refusal for sufficient statistics."""
+    obj = make(name)
+    x = sample_ball(obj, 6, seed=21).reshape(2, 3, obj.dim)
+    index = torch.tensor([0, obj.n - 1])
+    if name in EXPLICIT:
+        want = torch.stack([per_example_losses(obj, p)[int(i)] for row, i in zip(x, index) for p in row]).reshape(2, 3)
+        torch.testing.assert_close(obj.losses(x, index), want, rtol=1e-12, atol=1e-14)
+        grads = torch.stack([obj.example_gradients(row)[:, int(i)] for row, i in zip(x, index)])
+        torch.testing.assert_close(obj.gradients(x, index), grads)
+    elif isinstance(obj, kl.DataFree):
+        torch.testing.assert_close(obj.losses(x, index), obj.value(x.reshape(6, -1)).reshape(2, 3))
+        torch.testing.assert_close(obj.gradients(x, index), obj.gradient(x.reshape(6, -1)).reshape(2, 3, -1))
+    else:
+        with pytest.raises(NotImplementedError, match="per-example"):
+            obj.losses(x, index)
+
+
 # --- the declared constants ---------------------------------------------------------------------
 
 
@@ -142,14 +163,14 @@ def test_kl_checker_fails_for_a_too_small_gamma(name):
     obj = copy.copy(make(name))
     points = torch.cat([sample_ball(obj, 2000, seed=4, radial=r) for r in ("volume", "uniform")])
     assert check_kl(obj, points) > 0.95  # γ is (nearly) attained: the declared constant is tight
-    obj.gamma *= 0.97
+    obj.constants = dataclasses.replace(obj.constants, gamma=obj.constants.gamma * 0.97)
     assert check_kl(obj, points) > 1
 
 
 def test_kl_checker_counts_a_stationary_point_above_the_minimum_as_a_violation():
     obj = copy.copy(make("quadratic"))
     assert check_kl(obj, obj.w_star[None]) == 0.0
-    obj.F_star = -1.0
+    obj.constants = dataclasses.replace(obj.constants, F_star=-1.0)
     assert check_kl(obj, obj.w_star[None]) == math.inf
 
 
@@ -159,22 +180,22 @@ def test_per_example_lipschitz_smoothness_and_weak_convexity_bounds_hold(name):
     w, v = sample_ball(obj, 300, seed=5), sample_ball(obj, 300, seed=6, radial="uniform")
     gw, gv = example_gradients(obj, w), example_gradients(obj, v)  # (k, n, d)
     norms = torch.linalg.vector_norm(gw, dim=-1)
-    assert float(norms.max()) <= obj.L0 * (1 + TOL)
+    assert float(norms.max()) <= obj.constants.L0 * (1 + TOL)
     diff = w - v
     dist = torch.linalg.vector_norm(diff, dim=-1)[:, None]
-    if obj.L1 is not None:
-        assert (torch.linalg.vector_norm(gw - gv, dim=-1) <= obj.L1 * dist * (1 + TOL) + 1e-12).all()
-    if obj.weak_convexity is not None:  # ⟨∇f(w) − ∇f(v), w − v⟩ ≥ −L̃1‖w − v‖²  ⟺  f + (L̃1/2)‖·‖² convex
+    if obj.constants.L1 is not None:
+        assert (torch.linalg.vector_norm(gw - gv, dim=-1) <= obj.constants.L1 * dist * (1 + TOL) + 1e-12).all()
+    if obj.constants.weak_convexity is not None:  # ⟨∇f(w) − ∇f(v), w − v⟩ ≥ −L̃1‖w − v‖²  ⟺  f + (L̃1/2)‖·‖² convex
         inner = ((gw - gv) * diff[:, None, :]).sum(-1)
-        assert (inner >= -obj.weak_convexity * dist**2 - 1e-10).all()
-        assert obj.weak_convexity > 0
+        assert (inner >= -obj.constants.weak_convexity * dist**2 - 1e-10).all()
+        assert obj.constants.weak_convexity > 0
 
 
 @pytest.mark.parametrize("name", ["quadratic", "power-1.5", "power-3", "pseudo-huber", "thm8-2"])
 def test_lipschitz_constant_is_attained_near_the_boundary(name):
     obj = make(name)
     norms = torch.linalg.vector_norm(example_gradients(obj, sample_ball(obj, 4000, seed=7)), dim=-1)
-    assert float(norms.max()) >= 0.95 * obj.L0
+    assert float(norms.max()) >= 0.95 * obj.constants.L0
 
 
 def test_sine_is_not_convex_so_its_weak_convexity_constant_is_needed():
@@ -182,16 +203,16 @@ def test_sine_is_not_convex_so_its_weak_convexity_constant_is_needed():
     w = torch.full((1, 2), math.pi / 2, dtype=F64)  # g″ = 2 + 6cos 2w = −4 here
     v = w + 1e-3
     inner = float(((obj.gradient(w) - obj.gradient(v)) * (w - v)).sum())
-    assert inner < 0 and inner >= -obj.weak_convexity * float(((w - v) ** 2).sum()) * 1.001
+    assert inner < 0 and inner >= -obj.constants.weak_convexity * float(((w - v) ** 2).sum()) * 1.001
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_w_star_is_a_minimiser_with_value_F_star(name):
     obj = make(name)
-    assert abs(float(obj.value(obj.w_star)) - obj.F_star) <= 1e-12 * max(1.0, abs(obj.F_star))
+    assert abs(float(obj.value(obj.w_star)) - obj.constants.F_star) <= 1e-12 * max(1.0, abs(obj.constants.F_star))
     if name not in ("thm8-2", "thm8-3"):  # the thm8 minimiser sits at a kink
         assert float(torch.linalg.vector_norm(obj.gradient(obj.w_star))) <= 1e-10
-    assert float(obj.value(sample_ball(obj, 2000, seed=8)).min()) >= obj.F_star - 1e-12
+    assert float(obj.value(sample_ball(obj, 2000, seed=8)).min()) >= obj.constants.F_star - 1e-12
 
 
 def test_least_squares_minimum_matches_numpy_lstsq():
@@ -199,11 +220,11 @@ def test_least_squares_minimum_matches_numpy_lstsq():
     A, b = obj.A.numpy(), obj.b.numpy()
     w, *_ = np.linalg.lstsq(A, b, rcond=None)
     np.testing.assert_allclose(obj.w_star.numpy(), w, rtol=1e-10, atol=1e-12)
-    assert obj.F_star == pytest.approx(0.5 * np.mean((A @ w - b) ** 2), rel=1e-10)
+    assert obj.constants.F_star == pytest.approx(0.5 * np.mean((A @ w - b) ** 2), rel=1e-10)
     # the balanced design fixes the spectrum: its declared μ = ⌊m/d⌋/m is the data's smallest eigenvalue
     mu = np.linalg.eigvalsh(A.T @ A / len(b)).min()
     assert obj.mu == pytest.approx(mu, rel=1e-10) and obj.mu == (60 // 5) / 60
-    assert obj.gamma == pytest.approx(1 / math.sqrt(2 * mu), rel=1e-10)
+    assert obj.constants.gamma == pytest.approx(1 / math.sqrt(2 * mu), rel=1e-10)
 
 
 def test_least_squares_kl_is_tight_along_the_smallest_eigenvector():
@@ -234,16 +255,16 @@ def test_sine_constant_2_849():
 def test_sine_gamma_comes_from_the_domain_not_the_data():
     """γ² = s/x_low (x_low the domain's lower bound), valid for every dataset of the domain: F/‖∇F‖² ≤ s/x̄."""
     obj = make("sine")
-    assert obj.gamma**2 == pytest.approx(kl.SINE_PL_RATIO / 0.1, rel=1e-14)  # generate's domain [0.1, 1]
-    assert obj.gamma**2 >= kl.SINE_PL_RATIO / float(obj.x.mean())
-    assert obj.L1 == 8.0 and obj.weak_convexity == 4.0  # x_bound = 1
+    assert obj.constants.gamma**2 == pytest.approx(kl.SINE_PL_RATIO / 0.1, rel=1e-14)  # generate's domain [0.1, 1]
+    assert obj.constants.gamma**2 >= kl.SINE_PL_RATIO / float(obj.x.mean())
+    assert obj.constants.L1 == 8.0 and obj.constants.weak_convexity == 4.0  # x_bound = 1
 
 
 @pytest.mark.parametrize("R, gamma", [(1, 0.59), (5, 4.18), (10, 9.10)])
 def test_pseudo_huber_gamma_matches_the_spec(R, gamma):
     obj = PseudoHuber(2, radius=float(R))
-    assert obj.gamma == pytest.approx(gamma, abs=0.005)
-    assert kl.pseudo_huber_gamma(R) == obj.gamma
+    assert obj.constants.gamma == pytest.approx(gamma, abs=0.005)
+    assert kl.pseudo_huber_gamma(R) == obj.constants.gamma
     boundary = sample_ball(obj, 200, seed=9) / torch.linalg.vector_norm(sample_ball(obj, 200, seed=9), dim=-1,
                                                                           keepdim=True) * R
     assert check_kl(obj, boundary) == pytest.approx(1.0, rel=1e-12)  # attained on the sphere ‖w‖ = R
@@ -253,13 +274,13 @@ def test_pseudo_huber_gamma_matches_the_spec(R, gamma):
 def test_power_growth_constants(kappa, tau):
     R = 2.0
     obj = PowerGrowth(kappa, 2, radius=R)
-    assert obj.tau == tau and obj.gamma == 1 / tau and obj.L0 == pytest.approx(tau * R ** (tau - 1))
-    assert obj.L1 == (pytest.approx(tau * (tau - 1) * R ** (tau - 2)) if tau >= 2 else None)
+    assert obj.tau == tau and obj.constants.gamma == 1 / tau and obj.constants.L0 == pytest.approx(tau * R ** (tau - 1))
+    assert obj.constants.L1 == (pytest.approx(tau * (tau - 1) * R ** (tau - 2)) if tau >= 2 else None)
     w = sample_ball(obj, 500, seed=10)
     gap = obj.value(w)
-    bound = (obj.gamma * torch.linalg.vector_norm(obj.gradient(w), dim=-1)) ** kappa
+    bound = (obj.constants.gamma * torch.linalg.vector_norm(obj.gradient(w), dim=-1)) ** kappa
     torch.testing.assert_close(gap, bound, rtol=1e-12, atol=1e-14)  # exactly (1/τ, κ)-KL: equality
-    assert obj.weak_convexity == pytest.approx(tau**2 * R ** (tau - 2) / 32)
+    assert obj.constants.weak_convexity == pytest.approx(tau**2 * R ** (tau - 2) / 32)
 
 
 # --- hard instances ------------------------------------------------------------------------------
@@ -277,12 +298,12 @@ def test_thm7_data_and_constants(n, d, epsilon):
     assert obj.lam == pytest.approx(N * L0 / (2 * n * D))
     assert float(torch.linalg.vector_norm(obj.w_star)) <= D
     assert float(torch.linalg.vector_norm(obj.w_star)) >= 0.2 * D  # biased columns: not ~D/√N
-    assert obj.L0 <= 5 * L0 and obj.L1 <= math.sqrt(d) * L0 / (n * epsilon * D) * (1 + 1e-12)
+    assert obj.constants.L0 <= 5 * L0 and obj.constants.L1 <= math.sqrt(d) * L0 / (n * epsilon * D) * (1 + 1e-12)
 
 
 def test_thm7_huber_correction_is_c1_and_the_paper_version_is_not():
     ours, paper = make("thm7"), make("thm7-paper")
-    u = sample_ball(ours, 3, seed=12) - ours.center
+    u = sample_ball(ours, 3, seed=12) - ours.constants.region.center
     u = u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)
     t = 4 * ours.D
     inside, outside = u * (t - 1e-9), u * (t + 1e-9)
@@ -302,15 +323,15 @@ def test_thm8_minimisers_and_growth(n, epsilon, kappa, sign):
     a = p ** (1 / (tau - 1)) / 2
     assert obj.a == pytest.approx(a, rel=1e-12) and obj.p_hat * sign >= p
     assert float(obj.w_star) == sign * obj.a
-    grid = torch.linspace(-obj.radius, obj.radius, 20_001, dtype=F64)[:, None]
+    grid = torch.linspace(-obj.constants.region.radius, obj.constants.region.radius, 20_001, dtype=F64)[:, None]
     values = obj.value(grid)
-    assert abs(float(grid[values.argmin()]) - sign * a) <= 2 * obj.radius / 20_000
-    assert float(values.min()) >= obj.F_star - 1e-15
+    assert abs(float(grid[values.argmin()]) - sign * a) <= 2 * obj.constants.region.radius / 20_000
+    assert float(values.min()) >= obj.constants.F_star - 1e-15
     # (1, τ)-growth around w*, hence (Lemma 6) (1, κ)-KL: checked on the region.
     growth = (grid[:, 0] - sign * a).abs() ** tau
-    assert (values - obj.F_star >= growth - 1e-15).all()
+    assert (values - obj.constants.F_star >= growth - 1e-15).all()
     assert check_kl(obj, grid) <= 1 + TOL
-    assert obj.gamma == 1.0 and obj.L0 == 1.0 and obj.L1 is None
+    assert obj.constants.gamma == 1.0 and obj.constants.L0 == 1.0 and obj.constants.L1 is None
 
 
 def test_lower_bound_values():
@@ -331,12 +352,12 @@ def test_sufficient_statistics_equal_the_explicit_data():
     for suff in (explicit.sufficient(), explicit.sufficient(explicit.n * 1000),
                  LeastSquares.from_statistics(explicit.H, explicit.q, explicit.s, explicit.n,
                                               row_bound=1.0, target_bound=explicit.target_bound,
-                                              radius=explicit.radius, mu=explicit.mu)):
+                                              radius=explicit.constants.region.radius, mu=explicit.mu)):
         assert suff.example_gradients(explicit.w_star) is None
         w = sample_ball(explicit, 50, seed=14)
         torch.testing.assert_close(suff.gradient(w), explicit.gradient(w), rtol=1e-12, atol=1e-14)
         torch.testing.assert_close(suff.value(w), explicit.value(w), rtol=1e-12, atol=1e-14)
-        assert (suff.gamma, suff.L0, suff.L1) == pytest.approx((explicit.gamma, explicit.L0, explicit.L1))
+        assert (suff.constants.gamma, suff.constants.L0, suff.constants.L1) == pytest.approx((explicit.constants.gamma, explicit.constants.L0, explicit.constants.L1))
     # ... and the gradient from statistics equals the mean of the explicit per-example gradients
     torch.testing.assert_close(explicit.sufficient().gradient(w), explicit.example_gradients(w).mean(1))
     assert explicit.sufficient(explicit.n * 1000).n == explicit.n * 1000
@@ -344,7 +365,7 @@ def test_sufficient_statistics_equal_the_explicit_data():
 
 def test_generated_sufficient_statistics_are_a_replicated_sample():
     big = make("ls-sufficient")
-    assert big.n == 10**9 and big.example_gradients(big.center) is None
+    assert big.n == 10**9 and big.example_gradients(big.constants.region.center) is None
     sample = LeastSquares.generate(5, 1000, seed=3)  # the largest divisor of 1e9 that is <= 1000
     torch.testing.assert_close(big.H, sample.H)
     torch.testing.assert_close(big.q, sample.q)
@@ -438,20 +459,22 @@ def _neighbours(name: str) -> tuple[KLObjective, KLObjective]:
         base = thm8_instance(400, 0.05, 3.0)
         y = base.y.clone()
         y[-1] = -y[-1]  # one more majority label: the imbalance p̂ grows
-        return base, kl.TwoSidedPower(y, base.a, base.kappa, base.p)
+        return base, kl.TwoSidedPower(y, base.a, base.constants.kappa, base.p)
     raise KeyError(name)
 
 
-PUBLIC = ("n", "dim", "L0", "L1", "weak_convexity", "gamma", "kappa", "radius")
+PUBLIC = ("L0", "L1", "weak_convexity", "gamma", "kappa")
 
 
 @pytest.mark.parametrize("name", ["ls", "ls-statistics", "sine", "thm7", "thm8"])
 def test_neighbouring_datasets_declare_identical_public_constants(name):
     one, two = _neighbours(name)
-    assert [getattr(one, k) for k in PUBLIC] == [getattr(two, k) for k in PUBLIC]
-    assert torch.equal(one.center, two.center)
+    assert (one.n, one.dim) == (two.n, two.dim)
+    assert [getattr(one.constants, k) for k in PUBLIC] == [getattr(two.constants, k) for k in PUBLIC]
+    assert one.constants.region.radius == two.constants.region.radius
+    assert torch.equal(one.constants.region.center, two.constants.region.center)
     # ... while the data did change (the gradient inside the region)
-    probe = one.center + 0.5 * one.radius * torch.ones(one.dim, dtype=F64) / math.sqrt(one.dim)
+    probe = one.constants.region.center + 0.5 * one.constants.region.radius * torch.ones(one.dim, dtype=F64) / math.sqrt(one.dim)
     assert not torch.allclose(one.gradient(probe), two.gradient(probe))
 
 
@@ -462,4 +485,4 @@ def test_declared_constants_still_hold_for_the_neighbour(name):
     for obj in _neighbours(name):
         assert check_kl(obj, sample_ball(obj, 2000, seed=16)) <= 1 + TOL
         g = example_gradients(obj, sample_ball(obj, 300, seed=17))
-        assert float(torch.linalg.vector_norm(g, dim=-1).max()) <= obj.L0 * (1 + TOL)
+        assert float(torch.linalg.vector_norm(g, dim=-1).max()) <= obj.constants.L0 * (1 + TOL)

@@ -276,8 +276,8 @@ class KLSpiderCheckpoint(Mechanism):
 
     def _release(self, sign: float, runs: int, sigma: float, accountant: Accountant):
         queries = PrivateGradients(_CanaryObjective(self.n, self.d, sign), noise=self.noise, accountant=accountant)
-        mean = queries.gradient(torch.zeros(self.d, dtype=torch.float64), self.L0)
-        return queries.release(mean.expand(runs, self.d).clone(), self.L0, sigma), mean
+        total = queries.gradient_sum(torch.zeros(self.d, dtype=torch.float64), self.L0)
+        return queries.release(total.expand(runs, self.d).clone(), self.L0, sigma), total / self.n
 
     def claim_accountant(self) -> Accountant:
         accountant = Accountant(self.relation)

@@ -37,6 +37,7 @@ import torch
 from dpnc.algorithms import kl
 from dpnc.experiments.report import (INTEGER, POSITIVE, check_axis, check_value, group_medians, loglog_slope, one_of,
                                      run_tasks, save_result, write_csv)
+from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import rho_to_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.kl import PowerGrowth, PseudoHuber, Quadratic, SinePL, lower_bound_cor1, lower_bound_thm8
@@ -160,7 +161,8 @@ def objective(name: str, d: int, n: int):
 
 def start_point(f, fraction: float) -> torch.Tensor:
     """w0 = w* + fraction·radius·(1, …, 1)/√d: inside the region where the constants hold."""
-    return f.w_star + fraction * f.radius * torch.ones(f.dim, dtype=torch.float64) / math.sqrt(f.dim)
+    radius = f.constants.region.radius
+    return f.w_star + fraction * radius * torch.ones(f.dim, dtype=torch.float64) / math.sqrt(f.dim)
 
 
 # --- the theory at a run's constants --------------------------------------------------------------------
@@ -224,50 +226,53 @@ def _cost(algorithm: str, name: str, d: int, n: int, rho: float, sweep: str, see
 def _one_run(config: KLRatesConfig, index: int, algorithm: str, name: str, d: int, n: int, rho: float,
              sweep: str, seed: int) -> dict:
     f = objective(name, d, n)
-    gamma, kappa, L0 = f.gamma, f.kappa, f.L0
+    c = f.constants
+    gamma, kappa, L0 = c.gamma, c.kappa, c.L0
     F0 = (gamma * L0) ** kappa  # the algorithms' default (KL at w0 plus Lipschitz, spec §1.1)
     noise = NoiseSource.for_testing(1_000_003 * config.seed + index) if config.reproducible else NoiseSource()
     w0 = start_point(f, config.start_fraction)
     nsr = n * math.sqrt(rho)
     t1 = t2 = grad_bound = None
     tic = time.perf_counter()
+    select = algorithm == "adaptive-gd+select"
+    rho_run = rho * SELECT_SHARE if select else rho
     if algorithm == "kl-spider":
-        result = kl.kl_spider(f, rho=rho, beta=config.beta, w0=w0, noise=noise)
-        seconds = time.perf_counter() - tic
-        bound, steps = result.stats["bound"], sum(result.stats["updates"])
-        regime = "κ"
+        config_ = kl.KLSpider.from_theory(c, rho=rho, beta=config.beta)
     elif algorithm == "proximal-point":
-        result = kl.proximal_point(f, rho=rho, beta=config.beta, w0=w0, max_inner_iters=config.max_inner_iters,
-                                   noise=noise)
-        seconds = time.perf_counter() - tic
-        bound = kl.proximal_point_bound(n=n, d=d, rho=rho, beta=config.beta, gamma=gamma, kappa=kappa, L0=L0,
-                                        weak_convexity=f.weak_convexity, F0=F0)
-        steps, regime = sum(result.stats["inner_steps"]), "κ"
+        config_ = kl.ProximalPoint.from_theory(c, rho=rho, beta=config.beta, max_inner_iters=config.max_inner_iters)
     else:
-        select = algorithm == "adaptive-gd+select"
-        rho_run = rho * SELECT_SHARE if select else rho
-        result = kl.adaptive_gd(f, rho=rho_run, beta=config.beta, w0=w0, select=select, noise=noise)
-        seconds = time.perf_counter() - tic
-        t1, t2, t3 = adaptive_gd_bound(nsr=n * math.sqrt(rho_run), d=d, gamma=gamma, kappa=kappa, L0=L0, L1=f.L1)
-        bound, steps = t1 + t2 + t3, result.stats["steps"]
+        config_ = kl.AdaptiveGD.from_theory(c, rho=rho_run, beta=config.beta, select=select)
+    result = config_.run(f, w0, noise=noise, accountant=Accountant())
+    seconds = time.perf_counter() - tic
+    steps, regime = result.stats.steps, "κ"
+    if algorithm == "kl-spider":
+        bound = result.stats.bound
+    elif algorithm == "proximal-point":
+        bound = kl.proximal_point_bound(n=n, d=d, rho=rho, beta=config.beta, gamma=gamma, kappa=kappa, L0=L0,
+                                        weak_convexity=c.weak_convexity, F0=F0)
+    else:
+        t1, t2, t3 = adaptive_gd_bound(nsr=n * math.sqrt(rho_run), d=d, gamma=gamma, kappa=kappa, L0=L0, L1=c.L1)
+        bound = t1 + t2 + t3
         regime = "2κ/(4−κ)" if t1 >= t2 else "κ/2"
         if select:
-            grad_bound = selection_grad_bound(n=n, rho=rho_run, d=d, L0=L0, L1=f.L1, F0=F0, T=steps,
+            grad_bound = selection_grad_bound(n=n, rho=rho_run, d=d, L0=L0, L1=c.L1, F0=F0, T=steps,
                                               beta=config.beta)
     if bound >= F0 * (1 - 1e-12):
         regime = TRIVIAL
-    rho_spent = result.rho_spent
-    region_distance = (result.stats["inner_max_region_distance"] if algorithm == "proximal-point"
-                       else float(torch.linalg.vector_norm(result.iterates - f.center, dim=1).max()))
+    rho_spent = result.accountant.rho()
+    region_distance = (result.stats.inner_max_region_distance if algorithm == "proximal-point"
+                       else float(torch.linalg.vector_norm(result.stats.iterates - c.region.center, dim=1).max()))
     return {"algorithm": algorithm, "objective": name, "kappa": kappa, "gamma": gamma, "L0": L0, "d": d, "n": n,
             "rho": rho, "nsr": nsr, "x": nsr / math.sqrt(d), "sweep": sweep, "seed": seed,
-            "excess": float(f.excess(result.w)), "grad_norm": float(torch.linalg.vector_norm(f.gradient(result.w))),
+            "excess": float(f.excess(result.output)),
+            "grad_norm": float(torch.linalg.vector_norm(f.gradient(result.output))),
             "F0": F0, "start_excess": float(f.excess(w0)), "bound": bound, "bound_dim_term": t1,
             "bound_noise_term": t2, "regime": regime, "grad_bound": grad_bound,
             "lower_bound": lower_bound(kappa=kappa, n=n, d=d, rho=rho, gamma=gamma, L0=L0),
-            "steps": steps, "queries": result.stats["queries"], "rho_spent": rho_spent,
-            "epsilon": rho_to_epsilon(rho_spent, config.dp_delta), "private": result.private,
-            "sensitivity": result.stats["sensitivity"], "region_distance": region_distance, "radius": f.radius,
+            "steps": steps, "queries": result.stats.queries, "rho_spent": rho_spent,
+            "epsilon": rho_to_epsilon(rho_spent, config.dp_delta),
+            "private": result.private and result.accountant.secret,
+            "sensitivity": result.stats.sensitivity, "region_distance": region_distance, "radius": c.region.radius,
             "seconds": seconds}
 
 
@@ -484,7 +489,7 @@ def _summary(result: dict, command: str) -> str:
              "of radius 1 around w*, started at w0 = w* + 0.9·(1, …, 1)/√d, F0 = (γL0)^κ (the algorithms' default). "
              "Every iterate, the proximal point method's inner iterates included, is projected onto that ball, the "
              "region where L0 is declared (sensitivity: "
-             f"{', '.join(sorted({str(r.get('sensitivity')) for r in rows}))}; see `dpnc.algorithms.kl`):",
+             f"{', '.join(sorted({str(r.get('sensitivity')) for r in rows}))}; see `dpnc.algorithms.kl_common`):",
              ""]
     for o in kinds:
         r = next(r for r in rows if r["objective"] == o)
@@ -494,7 +499,7 @@ def _summary(result: dict, command: str) -> str:
               f"Budget ρ = 1 (ρ-zCDP, replace-one) in the n sweep, n = n√ρ; ρ sweep ρ ∈ {list(cfg['rhos'])} at "
               f"n = {cfg['rho_sweep_n']:.0e}, d = {cfg['rho_sweep_dim']}, `{cfg['rho_sweep_objective']}`. "
               f"β = {cfg['beta']}, ε reported at δ = {cfg['dp_delta']:g} (zCDP conversion), {cfg['seeds']} seeds. "
-              f"Calibrated mode (spec §1.2). Proximal point: d = 1, inner noisy projected GD capped at "
+              f"Calibrated noise (paper=False, spec §1.2). Proximal point: d = 1, inner noisy projected GD capped at "
               f"{cfg['max_inner_iters']} steps per round.",
               "",
               "Bounds drawn and fitted, at each run's constants: Spider — Φfloor of its schedule (Theorem 1, exact "

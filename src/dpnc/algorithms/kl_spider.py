@@ -1,0 +1,200 @@
+"""KL-Spider: Menart et al., Algorithm 1 (Theorem 1), for (γ, κ)-KL objectives with κ ∈ [1, 2], smooth.
+
+Rounds that open with a noisy checkpoint gradient and follow it with variance-reduced noisy differences (SPIDER),
+normalised steps of a fixed length r_k, and an adaptive stop once the estimate is small. Corrections taken from
+the spec ([R]): ceil'd K and T_k, the loop bound t < T_k, restart from the last iterate, Cf = 48 when
+calibrated, the exponent (2−κ)/κ in T_k. Guards, releases and ``paper``: :mod:`dpnc.algorithms.kl_common`.
+
+References:
+    Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
+    condition with optimal rates", 2024.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from dpnc.algorithms.base import Algorithm, Run
+from dpnc.algorithms.kl_common import (FAMILY, AnalysisConstants, KLStats, check_config, constant, defaults,
+                                       finish, guarantee, kl_constants, open_queries, setting, step)
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.calibrate import zcdp_gaussian_sigma
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import Relation, mean_sensitivity
+from dpnc.problems.base import Constants
+
+
+@dataclass(frozen=True)
+class Round:
+    """Round k of KL-Spider: potential Φ̂_k, length T_k, step length r_k, checkpoint and difference noise."""
+
+    Phi: float
+    T: int
+    r: float
+    sigma_hat: float
+    sigma: float
+
+
+@dataclass(frozen=True)
+class SpiderSchedule:
+    """Everything Algorithm 1 fixes before it reads the data (Φ̂_k does not depend on the data)."""
+
+    a: float
+    c: float
+    bracket: float
+    K: int
+    beta_prime: float
+    Phi_floor: float
+    rounds: tuple[Round, ...]
+
+    @property
+    def radius(self) -> float:
+        """Σ_k T_k·r_k: no iterate leaves this ball around w0 (each step has length exactly r_k)."""
+        return sum(r.T * r.r for r in self.rounds)
+
+
+def spider_schedule(*, n: int, d: int, rho: float, beta: float, gamma: float, kappa: float, L0: float,
+                    L1: float, F0: float, paper: bool = False, relation: Relation | str = "replace-one",
+                    constants: AnalysisConstants = AnalysisConstants()) -> SpiderSchedule:
+    """Algorithm 1's schedule (spec §2.1): c, K, β′, Φfloor and (Φ̂_k, T_k, r_k, σ̂_k, σ_k) for every round.
+
+    Corrected (default): each round spends ρ/K, ρ/(2K) on its checkpoint (the mean of L0-bounded gradients) and
+    ρ/(2K) on its at most T_k − 1 differences (per-example norm ≤ L1·r_k; the round's last step issues none),
+    and a round without differences (T_k = 1, always when κ = 2) gives its checkpoint all of ρ/K. This
+    tightens the spec's ρ/(2K·T_k) per difference (which leaves ρ/2 unused when κ = 2); every σ is no larger,
+    so Lemma 2 still holds with Cf = 48. ``paper=True``: the printed σ̂ = L0√K/(n√ρ) and
+    σ_k = Φ̂_k^{1/κ}√(T_kK)/(γn√ρ). A bracket ≤ 0 means the target accuracy is already ≥ F0: K = 0, no round.
+    """
+    if not 1 <= kappa <= 2:
+        raise ValueError(f"KL-Spider needs kappa in [1, 2]; got {kappa}")
+    a = (2 - kappa) / kappa
+    c = 1 + F0**a / (constants.descent * gamma**2 * L1)
+    nsr = n * math.sqrt(rho)
+    bracket = math.log(F0) + kappa * math.log(nsr / (gamma * L0 * math.sqrt(d)))
+    if bracket <= 0:
+        return SpiderSchedule(a, c, bracket, 0, beta, F0, ())
+    K = math.ceil((1 + constants.descent * gamma**2 * L1 / F0**a) * bracket)
+    beta_prime = (beta / K) * (gamma * L0 * math.sqrt(K * d) / (nsr * F0 ** (1 / kappa))) ** (2 - kappa)
+    Cf = constants.floor_constant(paper)
+    Phi_floor = min((Cf * gamma * L0 * math.sqrt(K * d * math.log(1 / beta_prime)) / nsr) ** kappa, F0)
+    rounds, Phi = [], F0
+    for _ in range(K):
+        Phi = max(Phi / c, Phi_floor)
+        T = math.ceil((F0 / Phi) ** a - 1e-12)  # guard: (F0/Φ)^0 = 1 must not ceil to 2 by rounding
+        r = Phi ** (1 / kappa) / (constants.step * gamma * L1)
+        if not paper:
+            checkpoint_share = 1 / (2 * K) if T > 1 else 1 / K
+            sigma_hat = zcdp_gaussian_sigma(mean_sensitivity(L0, n, relation), rho * checkpoint_share)
+            sigma = (zcdp_gaussian_sigma(mean_sensitivity(L1 * r, n, relation), rho / (2 * K * (T - 1)))
+                     if T > 1 else math.inf)
+        else:
+            sigma_hat = L0 * math.sqrt(K) / nsr
+            sigma = Phi ** (1 / kappa) * math.sqrt(T * K) / (gamma * nsr)
+        rounds.append(Round(Phi, T, r, sigma_hat, sigma))
+    return SpiderSchedule(a, c, bracket, K, beta_prime, Phi_floor, tuple(rounds))
+
+
+@dataclass
+class SpiderStats(KLStats):
+    """KL-Spider's run: its schedule, the updates made in each round, the rounds stopped by the norm test, and
+    Theorem 1's bound Φfloor."""
+
+    schedule: SpiderSchedule | None = None
+    updates: list[int] = field(default_factory=list)
+    rounds_stopped_early: int = 0
+    bound: float = math.nan
+
+
+@dataclass(frozen=True)
+class KLSpider(Algorithm):
+    """Algorithm 1 (KL-Spider), Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor = Õ((γL0√(dK)/(n√ρ))^κ), ρ-zCDP.
+
+    Each round k opens with a checkpoint g = ∇F(w) + N(0, σ̂²I), then while t < T_k and
+    ‖g‖ ≥ (7/8γ)Φ̂_k^{1/κ} steps w ← w − r_k·g/‖g‖ and updates g by the noisy difference
+    ∇F(w_new) − ∇F(w) + N(0, σ_k²I) (skipped after the round's last step). The stop test reads only
+    released values, so the output is post-processing of the full schedule's releases, and the ledger charges
+    the full schedule (exactly ρ when calibrated) whether or not a round stops early: a realised, data-dependent
+    count of releases would not be a guarantee.
+
+    Correction (issue 13): the paper's iterates may wander up to Σ_k T_k·r_k from w0, beyond the region where
+    L0 and L1 are declared; ``project`` puts every step back onto the region (projection is non-expansive, so a
+    step stays ≤ r_k and a difference's per-example bound L1·r_k still holds) and ``clip`` clips the checkpoint's
+    per-example gradients to L0 and the differences' to L1·r_k.
+
+    Args:
+        rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
+        gamma, kappa, L0, L1, F0: public constants; None takes the objective's (F0: (γL0)^κ). κ ∈ [1, 2].
+        paper: the printed noise levels and Cf = 32 (:func:`spider_schedule`) instead of the calibrated ones.
+        clip, project: the guards (:mod:`dpnc.algorithms.kl_common`).
+        constants: the analysis' numerical constants.
+
+    Raises:
+        ValueError: at construction, for a value out of range.
+    """
+
+    name = "kl-spider"
+    family = FAMILY
+
+    rho: float
+    beta: float = 0.05
+    gamma: float | None = None
+    kappa: float | None = None
+    L0: float | None = None
+    L1: float | None = None
+    F0: float | None = None
+    paper: bool = False
+    clip: bool = True
+    project: bool = True
+    constants: AnalysisConstants = AnalysisConstants()
+
+    def __post_init__(self) -> None:
+        check_config(self, "gamma", "kappa", "L0", "L1", "F0")
+        if self.kappa is not None and not 1 <= self.kappa <= 2:
+            raise ValueError(f"kappa must be in [1, 2] for KL-Spider; got {self.kappa!r}")
+
+    @classmethod
+    def from_theory(cls, constants: Constants, *, rho: float, beta: float = 0.05, paper: bool = False) -> KLSpider:
+        """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = (γL0)^κ (spec §1.1)."""
+        return cls(rho=rho, beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
+                   L1=constants.L1, F0=(constants.gamma * constants.L0) ** constants.kappa, paper=paper)
+
+    def run(self, problem, x0: torch.Tensor | None = None, *, noise: NoiseSource | None = None,
+            accountant: Accountant | None = None, generator: torch.Generator | None = None) -> Run:
+        """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
+        f, (noise, accountant) = problem, defaults(noise, accountant)
+        s = setting(self, f, x0)
+        gamma, kappa, F0 = kl_constants(f, self.gamma, self.kappa, self.F0, s.L0)
+        if not 1 <= kappa <= 2:
+            raise ValueError(f"KL-Spider needs kappa in [1, 2]; got {kappa}")
+        L1 = constant(f, "L1", self.L1)
+        sched = spider_schedule(n=s.n, d=s.d, rho=self.rho, beta=self.beta, gamma=gamma, kappa=kappa, L0=s.L0,
+                                L1=L1, F0=F0, paper=self.paper, relation=accountant.relation,
+                                constants=self.constants)
+        queries = open_queries(f, noise=noise, accountant=accountant, clip=self.clip, region=s.region)
+        sensitivity, note = guarantee(queries, s, self.clip, f, L0=s.L0, L1=L1)
+        w, iterates, updates, stopped_by_norm = s.w0.clone(), [s.w0.clone()], [], 0
+        for rnd in sched.rounds:
+            g = queries.release(queries.gradient_sum(w, s.L0), s.L0, rnd.sigma_hat)   # the checkpoint
+            threshold = self.constants.stop / gamma * rnd.Phi ** (1 / kappa)
+            t = 0
+            while t < rnd.T and float(g.norm()) >= threshold:
+                w_new = step(w - rnd.r * g / g.norm(), s.region)                      # w ← w − r_k·g/‖g‖
+                if t + 1 < rnd.T:
+                    bound = L1 * rnd.r  # per-example ‖∇f(w_new) − ∇f(w)‖ ≤ L1‖w_new − w‖ ≤ L1·r_k
+                    g = g + queries.release(queries.difference_sum(w_new, w, bound), bound, rnd.sigma)
+                w, t = w_new, t + 1
+                iterates.append(w.clone())
+            if t < rnd.T:  # stopped by the norm test after t differences of the scheduled T_k − 1
+                stopped_by_norm += 1
+                if rnd.T - 1 - t > 0:
+                    queries.charge(L1 * rnd.r, rnd.sigma, rnd.T - 1 - t)
+            updates.append(t)
+        stats = SpiderStats(steps=sum(updates), rounds=sched.K, sensitivity=sensitivity, F0=F0, schedule=sched,
+                            updates=updates, rounds_stopped_early=stopped_by_norm, bound=sched.Phi_floor)
+        claim = f"ρ = {self.rho:g}-zCDP (Lemma 8)" + (" with the printed noise; the ledger shows its true cost"
+                                                      if self.paper else "")
+        return finish(self, output=w, iterates=iterates, accountant=accountant, stats=stats, queries=queries,
+                      notes=[note], claim=claim)

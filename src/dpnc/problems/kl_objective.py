@@ -1,0 +1,234 @@
+"""The interface of the KL objectives (Menart et al., spec seed004 §1.1, §5) and what every one of them shares.
+
+A :class:`KLObjective` is an :class:`~dpnc.problems.base.Objective` whose public
+:class:`~dpnc.problems.base.Constants` carry the (γ, κ)-KL inequality F(w) − F* ≤ γ^κ‖∇F(w)‖^κ, L0, L1, the weak
+convexity L̃1, F* and the region (a :class:`~dpnc.problems.base.Region`, the ball where they hold); the
+objectives themselves are in :mod:`dpnc.problems.kl` (test functions) and :mod:`dpnc.problems.kl_instances`
+(the lower-bound instances). Here: the interface, the default L̃1 of a convex objective, the KL check of spec
+§5.6, sampling in the region, and argument checks.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+
+import torch
+
+from dpnc.problems.base import Constants, Objective, Region
+
+F64 = torch.float64
+
+def default_weak_convexity(gamma: float, kappa: float, L0: float) -> float:
+    """The L̃1 declared for a *convex* objective: L̃1 = (γL0)^{2−κ}/(32γ²).
+
+    For convex f every L̃1 ≥ 0 is a valid weak-convexity constant, but Algorithm 2 needs L̃1 > 0 and
+    trades it off: its round count T ∝ 1 + 32γ²L̃1F0^{(κ−2)/κ} grows with L̃1, while the inner
+    problems' error O(L0²d/(L̃1n²ρ)) and the prox radius L0/(2L̃1) grow as L̃1 → 0. This value makes
+    32γ²L̃1F0^{(κ−2)/κ} = 1 with the default F0 = (γL0)^κ (spec §1.1): T is twice its L̃1 → 0 limit,
+    the largest L̃1 that costs at most that factor.
+    """
+    return (gamma * L0) ** (2 - kappa) / (32 * gamma**2)
+
+
+
+# --- the interface --------------------------------------------------------------------------------
+
+
+class KLObjective(Objective):
+    """F(w) = (1/n) Σ_i f(w; x_i) with its (γ,κ)-KL, Lipschitz, smoothness and weak-convexity constants.
+
+    Attributes:
+        name: a short name for reports.
+        n: the dataset size (may be huge for data-free / sufficient-statistics objectives).
+        dim: d.
+        constants: the public :class:`~dpnc.problems.base.Constants`: L0, L1, weak_convexity, gamma, kappa, the
+            region (the ball where they hold) and F_star = min F (for evaluation only).
+        w_star: a minimiser (None if unknown), for evaluation only.
+
+    :meth:`value` and :meth:`gradient` take w of shape (d,) or (k, d) and return float64.
+    :meth:`example_gradients` gives every example's gradient at one point, (d,) → (n, d), or None when the
+    objective keeps no per-example data (data-free or sufficient statistics); the protocol's batched
+    :meth:`losses`/:meth:`gradients` are built from the same per-example closed forms.
+    """
+
+    name: str = "kl-objective"
+    n: int
+    dim: int
+    constants: Constants
+    w_star: torch.Tensor | None
+
+    def value(self, w: torch.Tensor) -> torch.Tensor:
+        """F(w): (d,) → scalar, (k, d) → (k,)."""
+        points, single = self._points(w)
+        v = self._value(points)
+        return v[0] if single else v
+
+    def gradient(self, w: torch.Tensor) -> torch.Tensor:
+        """∇F(w) = (1/n) Σ_i ∇f(w; x_i): (d,) → (d,), (k, d) → (k, d) (a.e. where f has kinks)."""
+        points, single = self._points(w)
+        g = self._gradient(points)
+        return g[0] if single else g
+
+    def example_gradients(self, w: torch.Tensor) -> torch.Tensor | None:
+        """∇f(w; x_i) for every example: (d,) → (n, d), (k, d) → (k, n, d); None without explicit data."""
+        if not self._explicit:
+            return None
+        points, single = self._points(w)
+        g = self._example_gradients(points)
+        return g[0] if single else g
+
+    def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """f(x[i, j], z_index[i]) for x (b, k, d) → (b, k); needs per-example data."""
+        return self._gather(x, index, self._example_losses, "losses")
+
+    def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """∇_x f(x[i, j], z_index[i]) for x (b, k, d) → (b, k, d); needs per-example data."""
+        return self._gather(x, index, self._example_gradients, "gradients")
+
+    def excess(self, w: torch.Tensor) -> torch.Tensor:
+        """F(w) − F*."""
+        return self.value(w) - self.constants.F_star
+
+    # --- for subclasses ---
+
+    _explicit = False
+
+    @abstractmethod
+    def _value(self, points: torch.Tensor) -> torch.Tensor:
+        """F at points (k, d) → (k,)."""
+
+    @abstractmethod
+    def _gradient(self, points: torch.Tensor) -> torch.Tensor:
+        """∇F at points (k, d) → (k, d)."""
+
+    def _example_gradients(self, points: torch.Tensor) -> torch.Tensor:
+        """∇f(points; x_i), (k, d) → (k, n, d)."""
+        raise NotImplementedError(f"{self.name} has no per-example gradients")
+
+    def _example_losses(self, points: torch.Tensor) -> torch.Tensor:
+        """f(points; x_i), (k, d) → (k, n)."""
+        raise NotImplementedError(f"{self.name} has no per-example losses")
+
+    def _gather(self, x, index, per_example, what: str) -> torch.Tensor:
+        if not self._explicit:
+            raise NotImplementedError(f"{self.name} keeps no per-example data (data-free or sufficient "
+                                      f"statistics): per-example {what} are not available; use value/gradient")
+        x = torch.as_tensor(x, dtype=F64)
+        index = torch.as_tensor(index).long()
+        if x.ndim != 3 or x.shape[0] != len(index) or x.shape[2] != self.dim:
+            raise ValueError(f"x must have shape (b, k, d) = ({len(index)}, k, {self.dim}); got {tuple(x.shape)}")
+        if len(index) and (int(index.min()) < 0 or int(index.max()) >= self.n):
+            raise ValueError(f"index must lie in [0, {self.n}); got values in [{int(index.min())}, "
+                             f"{int(index.max())}]")
+        return torch.stack([per_example(x[i])[:, int(index[i])] for i in range(len(index))])
+
+    def _declare(self, *, L0: float, gamma: float, kappa: float, center: torch.Tensor, radius: float,
+                 F_star: float, L1: float | None = None, weak_convexity: float | None = None) -> None:
+        """Set the public constants (their proofs are in each class's docstring)."""
+        self.constants = Constants(L0=L0, L1=L1, weak_convexity=weak_convexity, gamma=gamma, kappa=kappa,
+                                   region=Region(center, radius), F_star=F_star)
+
+    def _region(self, center, radius, default_center: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """The region's centre (float64, default ``default_center``) and radius, checked."""
+        center = default_center.clone() if center is None else _vector("center", center, self.dim)
+        return center, _positive("radius", radius)
+
+    def _points(self, w) -> tuple[torch.Tensor, bool]:
+        w = torch.as_tensor(w, dtype=F64)
+        single = w.ndim == 1
+        w = w.unsqueeze(0) if single else w
+        if w.ndim != 2 or w.shape[1] != self.dim:
+            raise ValueError(f"w must have shape ({self.dim},) or (k, {self.dim}); got {tuple(w.shape)}")
+        return w, single
+
+    def __repr__(self) -> str:
+        c = self.constants
+        L1 = "None" if c.L1 is None else f"{c.L1:.4g}"
+        return (f"{type(self).__name__}(n={self.n}, d={self.dim}, gamma={c.gamma:.4g}, kappa={c.kappa:.4g}, "
+                f"L0={c.L0:.4g}, L1={L1}, radius={c.region.radius:.4g})")
+
+
+class DataFree(KLObjective):
+    """A dataset of n copies of one example: f(·; x_i) = F for every i, so per-example values are F's own."""
+
+    def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """f(x[i, j]; x_i) = F(x[i, j]) (every example is the same) → (b, k)."""
+        x = torch.as_tensor(x, dtype=F64)
+        return self.value(x.reshape(-1, self.dim)).reshape(x.shape[:-1])
+
+    def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """∇f(x[i, j]; x_i) = ∇F(x[i, j]) → (b, k, d)."""
+        x = torch.as_tensor(x, dtype=F64)
+        return self.gradient(x.reshape(-1, self.dim)).reshape(x.shape)
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+
+def check_kl(objective: KLObjective, points: torch.Tensor) -> float:
+    """max over points of (F(w) − F*)/(γ^κ‖∇F(w)‖^κ); ≤ 1 means the KL inequality holds there (spec §5.6).
+
+    A point with ∇F = 0 counts 0 if F(w) ≤ F* and +∞ otherwise. Rounding can put a point where the
+    inequality is tight (e.g. every point of a quadratic) a few ulps above 1.
+    """
+    c = objective.constants
+    points = objective._points(points)[0]
+    gap = objective.value(points) - c.F_star
+    denom = (c.gamma * torch.linalg.vector_norm(objective.gradient(points), dim=-1)) ** c.kappa
+    zero = torch.where(gap > 0, torch.full_like(gap, math.inf), torch.zeros_like(gap))
+    ratio = torch.where(denom > 0, gap / denom.clamp_min(1e-300), zero)
+    return float(ratio.max())
+
+
+def sample_ball(objective: KLObjective, k: int, seed: int = 0, *, radial: str = "volume") -> torch.Tensor:
+    """k points (k, d) in the objective's region B_radius(center), from ``seed``.
+
+    radial="volume": uniform in the ball (in high d, near its boundary); "uniform": distance from the
+    center uniform on [0, radius] (more points near the center, where KL constants are often tight).
+    """
+    k = _integer("k", k, 1)
+    if radial not in ("volume", "uniform"):
+        raise ValueError(f"radial must be 'volume' or 'uniform'; got {radial!r}")
+    region = objective.constants.region
+    gen = torch.Generator().manual_seed(seed)
+    u = _sphere(k, objective.dim, gen)
+    t = torch.rand(k, 1, generator=gen, dtype=F64)
+    r = region.radius * (t ** (1 / objective.dim) if radial == "volume" else t)
+    return region.center + r * u
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+def _sphere(k: int, d: int, gen: torch.Generator) -> torch.Tensor:
+    u = torch.randn(k, d, generator=gen, dtype=F64)
+    return u / torch.linalg.vector_norm(u, dim=-1, keepdim=True)
+
+
+def _integer(name: str, value, low: int) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+    return value
+
+
+def _positive(name: str, value, low: float = 0.0, strict: bool = True) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or (strict and value == low):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}; got {value!r}")
+    return float(value)
+
+
+def _vector(name: str, value, d: int) -> torch.Tensor:
+    v = torch.as_tensor(value, dtype=F64)
+    if v.shape != (d,) or not torch.isfinite(v).all():
+        raise ValueError(f"{name} must be a finite vector of shape ({d},); got {tuple(v.shape)}")
+    return v.clone()
+
+
+def _weak(value, gamma: float, kappa: float, L0: float) -> float:
+    if value is None:
+        return default_weak_convexity(gamma, kappa, L0)
+    return _positive("weak_convexity", value, strict=False)
