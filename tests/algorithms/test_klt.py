@@ -7,9 +7,11 @@ import math
 import pytest
 import torch
 
-from dpnc.algorithms import klt
+from dpnc.algorithms import klt, klt_theory
+from dpnc.algorithms.klt import KornowskiLiuTalwar
+from dpnc.certify import certify_run
 from dpnc.estimators import ball_gradient_estimate
-from dpnc.privacy import NoiseSource, rho_to_epsilon
+from dpnc.privacy import Accountant, NoiseSource, rho_to_epsilon
 from dpnc.privacy.calibrate import klt_tree_sigma
 from dpnc.privacy.tree import leaf_participation
 from dpnc.problems.nonsmooth import AbsLinear, L1Regression
@@ -26,7 +28,7 @@ def params(oracle, n=4000, **overrides):
     kwargs = {**BASE, **overrides}
     if oracle == "multi-pass":
         kwargs.setdefault("max_steps", 200)
-    return klt.from_theory(oracle, n=n, **kwargs)
+    return KornowskiLiuTalwar.from_theory(oracle, n=n, **kwargs)
 
 
 # --- schedules ----------------------------------------------------------------------------------------
@@ -36,23 +38,23 @@ def params(oracle, n=4000, **overrides):
 @pytest.mark.parametrize("n, d, epsilon, alpha", itertools.product((50, 1000, 100_000), (1, 5, 50), (0.5, 8.0),
                                                                    (0.01, 1.0)))
 def test_single_pass_schedule_fits_the_data(oracle, n, d, epsilon, alpha):
-    p = klt.from_theory(oracle, n=n, d=d, L=1.0, Phi=1.0, alpha=alpha, epsilon=epsilon, dp_delta=1e-6)
-    assert p.samples <= 2 * p.T + p.Sigma <= n
-    assert 1 <= p.Sigma <= p.T and 1 <= p.M <= p.T and p.K >= 1
-    assert p.M * p.D <= alpha / 4 or p.M == 1  # M = ⌊α/(4D)⌋ unless clamped to 1
-    assert (p.B1, p.B2) == (p.Sigma, 1)
+    p = KornowskiLiuTalwar.from_theory(oracle, n=n, d=d, L=1.0, Phi=1.0, alpha=alpha, epsilon=epsilon, dp_delta=1e-6)
+    assert p.samples <= 2 * p.steps + p.period <= n
+    assert 1 <= p.period <= p.steps and 1 <= p.block <= p.steps and p.steps // p.block >= 1
+    assert p.block * p.D <= alpha / 4 or p.block == 1  # M = ⌊α/(4D)⌋ unless clamped to 1
+    assert (p.B1, p.B2) == (p.period, 1)
 
 
 @pytest.mark.parametrize("oracle", ("zeroth-order", "first-order", "multi-pass"))
-@pytest.mark.parametrize("mode", klt.MODES)
-def test_schedules_are_unit_free(oracle, mode):
+@pytest.mark.parametrize("paper", (False, True))
+def test_schedules_are_unit_free(oracle, paper):
     """f → c·f leaves D, Σ, M, T, m unchanged and scales σ by c; x → c·x scales D by c, σ by 1/c."""
     c = 7.0
-    p = params(oracle, mode=mode)
-    f = params(oracle, mode=mode, L=c * BASE["L"], Phi=c * BASE["Phi"])
-    x = params(oracle, mode=mode, L=BASE["L"] / c, alpha=c * BASE["alpha"])
+    p = params(oracle, paper=paper)
+    f = params(oracle, paper=paper, L=c * BASE["L"], Phi=c * BASE["Phi"])
+    x = params(oracle, paper=paper, L=BASE["L"] / c, alpha=c * BASE["alpha"])
     for q in (f, x):
-        assert (q.Sigma, q.M, q.T, q.m) == (p.Sigma, p.M, p.T, p.m)
+        assert (q.period, q.block, q.steps, q.m) == (p.period, p.block, p.steps, p.m)
     assert f.D == pytest.approx(p.D) and x.D == pytest.approx(c * p.D)
     assert f.sigma_anchor == pytest.approx(c * p.sigma_anchor) and x.sigma_anchor == pytest.approx(p.sigma_anchor / c)
     assert f.sigma_increment == pytest.approx(c * p.sigma_increment)
@@ -64,9 +66,10 @@ def test_literal_multi_pass_radius_is_not_unit_free():
     alpha, beta, L, c = 0.1, 0.05, 1.0, 7.0
     literal = lambda a, b, lip: a**2 * b**2 / lip**2  # noqa: E731
     assert literal(c * alpha, beta / c, L / c) == pytest.approx(c**2 * literal(alpha, beta, L))
-    p = klt.multi_pass_parameters(n=1000, **BASE, beta=beta)
-    q = klt.multi_pass_parameters(n=1000, **{**BASE, "alpha": c * alpha, "L": L / c}, beta=beta / c)
-    assert q.D == pytest.approx(c * p.D) and q.T == p.T
+    p = KornowskiLiuTalwar.from_theory("multi-pass", n=1000, **BASE, beta=beta)
+    q = KornowskiLiuTalwar.from_theory("multi-pass", n=1000, **{**BASE, "alpha": c * alpha, "L": L / c},
+                                       beta=beta / c)
+    assert q.D == pytest.approx(c * p.D) and q.steps == p.steps
 
 
 @pytest.mark.parametrize("n_steps, d", itertools.product((10, 10_000), (1, 4, 100)))
@@ -76,64 +79,65 @@ def test_v2_radius_adds_a_fourth_term_below_the_first(n_steps, d):
     first = (kw["Phi"] ** 2 * kw["alpha"] / T**2) ** (1 / 3)
     fourth = first / d ** (1 / 6)
     assert fourth <= first
-    assert klt.single_pass_radius(**kw) <= klt.single_pass_radius(**kw, schedule="v1-legacy")
-    assert klt.single_pass_radius(**kw) <= fourth * (1 + 1e-12)
+    assert klt_theory.single_pass_radius(**kw) <= klt_theory.single_pass_radius(**kw, schedule="v1-legacy")
+    assert klt_theory.single_pass_radius(**kw) <= fourth * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("d", (1, 4, 64))
 def test_v2_bound_is_at_least_v1s_and_the_sample_bound_inverts(d):
     kw = dict(d=d, L=1.0, Phi=1.0, alpha=0.1, epsilon=1.0)
-    assert klt.rate("zeroth-order", n=5000, **kw) >= klt.rate("zeroth-order", n=5000, schedule="v1-legacy", **kw)
+    v1 = klt_theory.rate("zeroth-order", n=5000, schedule="v1-legacy", **kw)
+    assert klt_theory.rate("zeroth-order", n=5000, **kw) >= v1
     for beta in (0.01, 0.1, 1.0):
-        n = klt.samples_needed("zeroth-order", beta=beta, **kw)
+        n = klt_theory.samples_needed("zeroth-order", beta=beta, **kw)
         # Each of the two terms of n caps its own term of the rate at β; AM-GM caps the third at 4^{-1/5}β.
-        assert 0.7 * beta <= klt.rate("zeroth-order", n=n, **kw) <= 3 * beta
-        n = klt.samples_needed("multi-pass", beta=beta, **kw)
-        assert klt.rate("multi-pass", n=n, **kw) == pytest.approx(beta)
+        assert 0.7 * beta <= klt_theory.rate("zeroth-order", n=n, **kw) <= 3 * beta
+        n = klt_theory.samples_needed("multi-pass", beta=beta, **kw)
+        assert klt_theory.rate("multi-pass", n=n, **kw) == pytest.approx(beta)
 
 
 @pytest.mark.parametrize("d", (2, 10, 100))
 def test_first_order_needs_d_squared_fewer_directions(d):
     kw = dict(d=d, alpha=0.1, D=1e-3, B1=50, B2=1, delta=1e-6)
-    zo, fo = klt.paper_directions("zeroth-order", **kw), klt.paper_directions("first-order", **kw)
+    zo, fo = klt_theory.paper_directions("zeroth-order", **kw), klt_theory.paper_directions("first-order", **kw)
     assert fo <= zo / d**2 + 1
 
 
 def test_paper_mode_takes_the_papers_directions_and_refuses_fewer():
-    p = params("zeroth-order", mode="paper")
-    assert p.m == klt.paper_directions("zeroth-order", d=5, alpha=p.alpha, D=p.D, B1=p.B1, B2=p.B2, delta=1e-6)
+    p = params("zeroth-order", paper=True)
+    assert p.m == klt_theory.paper_directions("zeroth-order", d=5, alpha=p.alpha, D=p.D, B1=p.B1, B2=p.B2, delta=1e-6)
     assert p.m > 5**2 * p.B1**2  # d²B1²·log: astronomically many (§7 A18)
     assert p.mechanism_delta == 1e-6 / 2
-    with pytest.raises(ValueError, match="paper mode needs m >="):
-        params("zeroth-order", mode="paper", m=10)
+    with pytest.raises(ValueError, match="paper=True needs m >="):
+        params("zeroth-order", paper=True, m=10)
     assert params("zeroth-order", m=10).m == 10  # safe mode: any m is private
 
 
 def test_tree_noise_calibrations():
     p = params("zeroth-order", calibration="prop-2.5")
     s = max(p.s_anchor, p.s_increment)
-    assert p.sigma_anchor == klt_tree_sigma(s, p.Sigma, p.epsilon, p.dp_delta)
+    assert p.sigma_anchor == klt_tree_sigma(s, p.period, p.epsilon, p.dp_delta)
     q = params("zeroth-order")
-    rho = leaf_participation(q.Sigma) * s**2 / (2 * q.sigma_anchor**2)  # Lvl Gaussian node releases
+    rho = leaf_participation(q.period) * s**2 / (2 * q.sigma_anchor**2)  # Lvl Gaussian node releases
     assert rho_to_epsilon(rho, q.dp_delta) == pytest.approx(q.epsilon, rel=1e-9)
     assert q.sigma_anchor < p.sigma_anchor / 2  # Prop 2.5 is loose
 
 
 def test_sensitivities_and_radii():
     p = params("zeroth-order")
-    s_a, s_v = klt.sensitivities(d=5, L=1.0, alpha=p.alpha, D=p.D, B1=p.B1, B2=p.B2)
+    s_a, s_v = klt_theory.sensitivities(d=5, L=1.0, alpha=p.alpha, D=p.D, B1=p.B1, B2=p.B2)
     assert (p.s_anchor, p.s_increment) == (s_a, s_v) == (3 / p.B1, 5 * math.sqrt(5) * p.D / p.alpha)
     assert p.anchor_radius == 1.5 and p.increment_radius == pytest.approx(2.5 * math.sqrt(5) * p.D / p.alpha)
 
 
-@pytest.mark.parametrize("bad, match", [(dict(oracle="x"), "oracle must be"), (dict(mode="x"), "mode must be"),
+@pytest.mark.parametrize("bad, match", [(dict(oracle="x"), "oracle must be"), (dict(schedule="x"), "schedule must be"),
                                         (dict(n=0), "n must be"), (dict(alpha=0.0), "alpha must be"),
                                         (dict(epsilon=-1.0), "epsilon"), (dict(dp_delta=1.0), "dp_delta"),
                                         (dict(Phi=math.nan), "Phi must be")])
 def test_validation(bad, match):
     kwargs = {**BASE, "n": 1000, "oracle": "zeroth-order", **bad}
     with pytest.raises(ValueError, match=match):
-        klt.from_theory(kwargs.pop("oracle"), **kwargs)
+        KornowskiLiuTalwar.from_theory(kwargs.pop("oracle"), **kwargs)
 
 
 # --- estimator ------------------------------------------------------------------------------------------
@@ -178,54 +182,55 @@ def problem(n=600, d=3, seed=0, cls=L1Regression):
 @pytest.mark.parametrize("oracle", SINGLE)
 def test_single_pass_reads_each_example_in_one_step_only(oracle):
     prob = problem(cls=Recording)
-    p = klt.from_theory(oracle, n=prob.n, **{**BASE, "d": 3, "epsilon": 4.0}, m=3)
-    result = klt.optimize(prob, p, torch.zeros(3, dtype=torch.float64), generator=gen(),
-                          noise=NoiseSource.for_testing(0))
+    p = KornowskiLiuTalwar.from_theory(oracle, n=prob.n, **{**BASE, "d": 3, "epsilon": 4.0}, m=3)
+    result = p.run(prob, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
+                   accountant=Accountant(), generator=gen())
     calls = {}
     for call, index in enumerate(prob.calls):
         for i in index.tolist():
             calls.setdefault(i, []).append(call)
-    assert result.samples_used == p.samples == len(calls) <= prob.n
+    assert result.stats.samples_used == p.samples == len(calls) <= prob.n
     # an anchor reads its examples in one call; an increment reads its example at z_t, then at z_(t−1)
     assert all(len(c) <= 2 and c[-1] - c[0] <= 1 for c in calls.values())
-    assert result.report().epsilon_zcdp == pytest.approx(p.epsilon, rel=1e-9)
+    assert result.report(p.mechanism_delta).epsilon_zcdp == pytest.approx(p.epsilon, rel=1e-9)
 
 
 def test_single_pass_refuses_too_little_data():
-    p = klt.from_theory("zeroth-order", n=600, **{**BASE, "d": 3})
+    p = KornowskiLiuTalwar.from_theory("zeroth-order", n=600, **{**BASE, "d": 3})
     with pytest.raises(ValueError, match="examples once each"):
-        klt.optimize(problem(n=300), p, torch.zeros(3, dtype=torch.float64), generator=gen())
+        p.run(problem(n=300), torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
+              accountant=Accountant(), generator=gen())
 
 
 def test_multi_pass_reads_every_example_at_every_step_and_composes():
     prob = problem(n=200, cls=Recording)
-    p = klt.from_theory("multi-pass", n=200, **{**BASE, "d": 3}, max_steps=20, m=2)
-    result = klt.optimize(prob, p, torch.zeros(3, dtype=torch.float64), generator=gen(),
-                          noise=NoiseSource.for_testing(0))
+    p = KornowskiLiuTalwar.from_theory("multi-pass", n=200, **{**BASE, "d": 3}, max_steps=20, m=2)
+    result = p.run(prob, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
+                   accountant=Accountant(), generator=gen())
     assert all(set(index.tolist()) == set(range(200)) for index in prob.calls)
-    assert len(prob.calls) == p.anchors + 2 * (p.T - p.anchors)
-    assert result.accountant.releases == p.T
-    report = result.report()
+    assert len(prob.calls) == p.anchors + 2 * (p.steps - p.anchors)
+    assert result.accountant.releases == p.steps
+    report = result.report(p.mechanism_delta)
     assert report.epsilon_zcdp == pytest.approx(p.epsilon, rel=1e-9)
     assert report.epsilon_rdp <= p.epsilon * 1.001 and report.epsilon_pld <= p.epsilon
-    assert result.population_gap() == pytest.approx(
-        math.sqrt(3 * math.log(max(math.e, 2 * p.D * p.T / 0.05)) / 200))
+    assert klt_theory.population_gap(n=200, d=3, L=1.0, diameter=2 * p.D * p.steps) == pytest.approx(
+        math.sqrt(3 * math.log(max(math.e, 2 * p.D * p.steps / 0.05)) / 200))
 
 
 def test_o2nc_invariants_and_determinism():
     prob = problem(n=2000)
-    p = klt.from_theory("zeroth-order", n=2000, **{**BASE, "d": 3}, m=4)
+    p = KornowskiLiuTalwar.from_theory("zeroth-order", n=2000, **{**BASE, "d": 3}, m=4)
     x0 = torch.ones(3, dtype=torch.float64)
-    runs = [klt.optimize(prob, p, x0, generator=gen(5), noise=NoiseSource.for_testing(1), keep_points=True)
-            for _ in range(2)]
+    runs = [p.run(prob, x0, noise=NoiseSource.for_testing(1), accountant=Accountant(), generator=gen(5),
+                  keep_points=True) for _ in range(2)]
     a, b = runs
     assert torch.equal(a.output, b.output)  # same public and test noise seeds → same trajectory
-    trace = a.o2nc
+    trace = a.trace
     assert trace.max_increment <= p.D * (1 + 1e-12) and trace.max_move <= 2 * p.D * (1 + 1e-12)
     spread = torch.linalg.vector_norm(trace.points - trace.block_averages[:, None], dim=-1).max()
-    assert float(spread) <= p.M * p.D * (1 + 1e-9) <= p.alpha
-    assert float(torch.linalg.vector_norm(a.output - x0)) <= p.D * p.T
-    assert trace.block_averages.shape[0] == p.K
+    assert float(spread) <= p.block * p.D * (1 + 1e-9) <= p.alpha
+    assert float(torch.linalg.vector_norm(a.output - x0)) <= p.D * p.steps
+    assert trace.block_averages.shape[0] == p.steps // p.block
 
 
 # --- sensitivity audit (privacy smoke test, spec §6) ------------------------------------------------------
@@ -249,7 +254,7 @@ def audit(p, first, second, steps, d, seed):
     for prob in (first, second):
         cls = {"zeroth-order": klt.ZerothOrderOracle, "first-order": klt.FirstOrderOracle,
                "multi-pass": klt.MultiPassOracle}[p.oracle]
-        oracles.append(cls(prob, p, noise=NoiseSource.for_testing(0), accountant=klt.Accountant(),
+        oracles.append(cls(prob, p, noise=NoiseSource.for_testing(0), accountant=Accountant(),
                            generator=gen(seed)))
     walk = gen(4)
     z = torch.zeros(d, dtype=torch.float64)
@@ -259,7 +264,7 @@ def audit(p, first, second, steps, d, seed):
             step = torch.randn(d, generator=walk, dtype=torch.float64)
             z = z + 1.99 * p.D * step / torch.linalg.vector_norm(step)
         difference = oracles[0](t, z) - oracles[1](t, z)  # coupled noise cancels
-        anchor = (t - 1) % p.Sigma == 0
+        anchor = (t - 1) % p.period == 0
         term = difference if anchor else difference - previous
         worst = max(worst, float(torch.linalg.vector_norm(term)) / (p.s_anchor if anchor else p.s_increment))
         previous = difference
@@ -271,19 +276,19 @@ def audit(p, first, second, steps, d, seed):
 def test_safe_mode_sensitivity_holds_under_adversarial_replacement(oracle, where):
     d, n = 3, 400
     extra = dict(max_steps=12) if oracle == "multi-pass" else {}
-    p = klt.from_theory(oracle, n=n, **{**BASE, "d": d}, m=1, **extra)
+    p = KornowskiLiuTalwar.from_theory(oracle, n=n, **{**BASE, "d": d}, m=1, **extra)
     index = 0 if where == "anchor" or oracle == "multi-pass" else p.B1  # example 0 is in the first anchor
     # The worst replacement for a first-order increment puts a kink where the iterates are; for the
     # zeroth-order estimates (odd in the direction) it flips the gradient.
     first, second = neighbours(n, d, index, kink=where == "increment" and oracle == "first-order")
-    steps = min(p.T, p.Sigma + 3)
+    steps = min(p.steps, p.period + 3)
     seeds = range(8)  # coupled public randomness: directions / ball points
     assert max(audit(p, first, second, steps, d, seed) for seed in seeds) <= 1 + 1e-9
     # The audit can fail: without the clipping (the paper's unclipped terms with too few directions),
     # the same replacement breaks the bound the noise was calibrated for. (A first-order anchor term
     # is within its bound even unclipped: one gradient per example, ‖∇f‖ ≤ L.)
     if not (oracle == "first-order" and where == "anchor"):
-        literal = dataclasses.replace(p, mode="paper")
+        literal = dataclasses.replace(p, paper=True)
         assert max(audit(literal, first, second, steps, d, seed) for seed in seeds) > 1
 
 
@@ -297,8 +302,9 @@ def test_more_privacy_budget_certifies_closer_to_stationary():
     x0 = data.x_star + torch.tensor([1.0, 0, 0, 0], dtype=torch.float64)
     bounds = {}
     for epsilon in (0.05, 8.0):
-        p = klt.from_theory("zeroth-order", n=4000, **{**BASE, "d": 4, "epsilon": epsilon}, m=16)
-        r = klt.optimize(train, p, x0, generator=gen(2), noise=NoiseSource.for_testing(3), keep_points=True)
-        bounds[epsilon] = r.certificate(test, generator=gen(4)).bound
+        p = KornowskiLiuTalwar.from_theory("zeroth-order", n=4000, **{**BASE, "d": 4, "epsilon": epsilon}, m=16)
+        r = p.run(train, x0, noise=NoiseSource.for_testing(3), accountant=Accountant(), generator=gen(2),
+                  keep_points=True)
+        bounds[epsilon] = certify_run(r, test, generator=gen(4)).bound
     start = float(torch.linalg.vector_norm(test.gradient(x0)))
     assert bounds[8.0] < 0.5 * bounds[0.05] and bounds[8.0] < 0.5 * start
