@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.experiments import dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_zo, protocol
+from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_zo, protocol
 from dpnc.lm import train as lm_train
 
 runner = CliRunner(env={"COLUMNS": "250"})  # rich wraps errors at the terminal width
@@ -228,3 +228,24 @@ def test_account_under_replace_one_calibrates_with_the_accountant_that_can():
     rows = {r["accountant"]: r for r in json.loads(result.output)}
     assert rows["rdp"]["noise_multiplier"] is None and rows["rdp"]["epsilon"] is None
     assert rows["pld"]["noise_multiplier"] > 0 and rows["pld"]["epsilon"] <= 2.0
+
+
+def test_the_generated_dpzero_lm_command_keeps_every_documented_option():
+    """The options of the hand-written command it replaced (README, docs/results/dpzero-lm*/summary.md)."""
+    result = runner.invoke(app, ["reproduce", "dpzero-lm", "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    for option in ("--data-dir", "--full", "--quick", "--out", "--model", "--tasks", "--sphere-tasks", "--seeds",
+                   "--epsilons", "--fo-methods", "--steps", "--fo-steps", "--batch-size", "--lr", "--clip",
+                   "--eval-examples", "--workers", "--threads"):
+        assert f" {option} " in result.output, option
+
+
+def test_the_generated_dpzero_lm_command_builds_the_config(no_work, tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(protocol, "run_experiment", lambda experiment, config, **kw: seen.append((config, kw)) or 1 / 0)
+    runner.invoke(app, ["reproduce", "dpzero-lm", "--full", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o"),
+                        "--seeds", "13,21", "--sphere-tasks", "", "--steps", "7", "--workers", "3", "--no-isolate"])
+    (config, kw), = seen
+    assert config == dpzero_lm.LMConfig(data_dir=str(tmp_path), runs_dir=str(tmp_path / "o" / "runs"), seeds=(13, 21),
+                                        sphere_tasks=(), steps=7, isolate=False)
+    assert kw == {"workers": 3}

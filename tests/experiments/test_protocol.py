@@ -1,0 +1,276 @@
+"""The experiment protocol on a toy experiment: runner, writer, claims table, reading back, generated command."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+
+import pytest
+from typer.testing import CliRunner
+
+from dpnc import cli
+from dpnc.experiments import protocol
+from dpnc.experiments.protocol import Claim, Experiment
+from dpnc.experiments.report import INTEGER, POSITIVE, check_axis, check_value
+
+runner = CliRunner(env={"COLUMNS": "250"})
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    data_dir: str | None = field(default=None, metadata={"help": "A folder.", "required": True, "folder": True})
+    sizes: tuple[int, ...] = field(default=(1, 2, 3), metadata={"help": "Sizes n."})
+    scales: tuple[float, ...] = field(default=(1.0,), metadata={"help": "Scales."})
+    seeds: int = field(default=2, metadata={"help": "Seeds per size."})
+    offset: float = 0.5
+    label: str | None = None
+    fresh: bool = field(default=False, metadata={"help": "A fresh process per task."})
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        check_axis("sizes", self.sizes, INTEGER)
+        check_axis("scales", self.scales, POSITIVE)
+        check_value("seeds", self.seeds, INTEGER)
+
+
+@dataclass(frozen=True)
+class ToyRow:
+    n: int
+    seed: int
+    value: float
+    pid: int
+    trace: tuple[float, ...] = field(default=(), metadata={"csv": False})
+
+
+class Toy(Experiment[ToyConfig, tuple, ToyRow]):
+    """A toy: value = n · scale + seed + offset."""
+
+    name = "toy"
+    title = "A toy experiment"
+    sizes = "--quick: n ≤ 3; --full: n ≤ 4, three seeds."
+    Config, QUICK, FULL, Row = ToyConfig, ToyConfig(), ToyConfig(sizes=(1, 2, 3, 4), seeds=3), ToyRow
+
+    def tasks(self, config):
+        return [(n, s) for n in config.sizes for s in range(config.seeds)]
+
+    def cost(self, config, task):
+        return task[0]
+
+    def isolated(self, config):
+        return config.fresh
+
+    def run_one(self, config, task):
+        n, seed = task
+        return ToyRow(n, seed, n * config.scales[0] + seed + config.offset, os.getpid(), (float(n), float(seed)))
+
+    def claims(self, rows, config):
+        grows = all(a.value < b.value for a, b in zip(rows, rows[1:]) if a.seed == b.seed and a.n < b.n)
+        return [Claim("the value grows with n", grows, f"{len(rows)} rows"),
+                Claim("the value is negative", False, f"min {min(r.value for r in rows):g}"),
+                Claim("the value is lucky", None, "no test for luck")]
+
+    def describe(self, result):
+        return f"Setting: offset {result.config.offset:g}."
+
+    def render(self, result):
+        return "## Values\n\n" + "\n".join(f"- n={r.n}, seed={r.seed}: {r.value:g}" for r in result.rows)
+
+    def tables(self, result):
+        return {"sizes.csv": [{"n": n} for n in result.config.sizes], "empty.csv": []}
+
+    def plot(self, result, out):
+        (out / "fig.txt").write_text("a figure")
+        return [out / "fig.txt"]
+
+
+TOY = Toy()
+
+
+def test_the_runner_returns_typed_rows_in_task_order_and_the_claims():
+    result = protocol.run_experiment(TOY, TOY.QUICK, progress=False, workers=1)
+    assert [(r.n, r.seed) for r in result.rows] == TOY.tasks(TOY.QUICK)
+    assert all(isinstance(r, ToyRow) and r.value == r.n + r.seed + 0.5 and r.pid == os.getpid() for r in result.rows)
+    assert [c.holds for c in result.claims] == [True, False, None]
+    assert result.config is TOY.QUICK and result.workers == 1 and result.seconds >= 0
+    assert {"cpus", "platform", "torch", "threads", "load_average_start", "load_average_end"} <= set(result.machine)
+
+
+def test_the_runner_spreads_tasks_over_processes_with_results_in_task_order():
+    config = dataclasses.replace(TOY.QUICK, sizes=(3, 1, 2))
+    serial = protocol.run_experiment(TOY, config, progress=False, workers=1)
+    pooled = protocol.run_experiment(TOY, config, progress=False, workers=2)
+    assert [dataclasses.replace(r, pid=0) for r in pooled.rows] == [dataclasses.replace(r, pid=0) for r in serial.rows]
+    assert os.getpid() not in {r.pid for r in pooled.rows}
+
+
+@pytest.mark.slow
+def test_isolated_tasks_each_get_a_fresh_process():
+    """Even with one worker: each task in a spawned process of its own (its own peak memory)."""
+    config = dataclasses.replace(TOY.QUICK, sizes=(1,), fresh=True)
+    result = protocol.run_experiment(TOY, config, progress=False, workers=1)
+    pids = [r.pid for r in result.rows]
+    assert len(set(pids)) == len(pids) == 2 and os.getpid() not in pids
+
+
+def test_the_runner_validates_before_listing_tasks():
+    class Listing(Toy):
+        def tasks(self, config):
+            raise AssertionError("listed")
+
+    bad = dataclasses.replace(TOY.QUICK)
+    object.__setattr__(bad, "seeds", 0)   # a config mutated past its checks is still refused
+    with pytest.raises(ValueError, match="seeds must be an integer >= 1; got 0"):
+        protocol.run_experiment(Listing(), bad, progress=False, workers=1)
+
+
+def test_the_writer_writes_every_file_and_the_common_summary(tmp_path):
+    result = protocol.run_experiment(TOY, TOY.QUICK, progress=False, workers=1)
+    paths = protocol.write(result, tmp_path / "out", "dpnc reproduce toy --test")
+    assert [p.name for p in paths] == ["rows.csv", "sizes.csv", "result.json", "fig.txt", "summary.md"]
+    with (tmp_path / "out" / "rows.csv").open() as f:
+        records = list(csv.DictReader(f))
+    assert list(records[0]) == ["n", "seed", "value", "pid"]   # trace is kept out of the CSV ...
+    assert [(int(r["n"]), float(r["value"])) for r in records] == [(r.n, r.value) for r in result.rows]
+    data = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert data["rows"][0]["trace"] == [1.0, 0.0] and data["command"] == "dpnc reproduce toy --test"   # ... not JSON
+    assert data["claims"][1] == {"statement": "the value is negative", "holds": False, "evidence": "min 1.5"}
+    assert protocol.read(TOY, tmp_path / "out" / "result.json") == result
+    assert not (tmp_path / "out" / "empty.csv").exists()
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert summary == protocol.summary(result, "dpnc reproduce toy --test")
+    lines = summary.splitlines()
+    assert lines[0] == "# A toy experiment" and lines[2] == "Command: `dpnc reproduce toy --test`  "
+    assert lines[3].startswith("Run time: ") and "6 runs, 1 at a time" in lines[3]
+    assert lines[4].startswith("Hardware: ") and "Setting: offset 0.5." in lines
+    claims = summary.split("## The paper's claims\n")[1].split("## Values")[0].strip().splitlines()
+    assert claims == ["| claim | holds here | our numbers |", "|---|---|---|",
+                      "| the value grows with n | yes | 6 rows |", "| the value is negative | **no** | min 1.5 |",
+                      "| the value is lucky | no signal | no test for luck |"]
+    assert summary.index("Setting:") < summary.index("## The paper's claims") < summary.index("## Values")
+
+
+def test_read_refuses_another_experiments_result(tmp_path):
+    result = protocol.run_experiment(TOY, TOY.QUICK, progress=False, workers=1)
+    protocol.write(result, tmp_path, "test")
+
+    class Other(Toy):
+        name = "other"
+
+    with pytest.raises(ValueError, match="holds a 'toy' result, not 'other'"):
+        protocol.read(Other(), tmp_path / "result.json")
+
+
+def test_from_record_turns_lists_back_into_tuples():
+    config = protocol.from_record(ToyConfig, {**dataclasses.asdict(TOY.QUICK), "sizes": [4, 5], "scales": [2.0]})
+    assert config.sizes == (4, 5) and config.scales == (2.0,) and config.label is None
+
+
+# --- the generated command ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def app():
+    root = cli._Typer(add_completion=False)
+    group = cli._Typer()
+    root.add_typer(group, name="reproduce")
+    cli.add_reproduction(group, TOY)
+    return root
+
+
+def test_the_command_applies_overrides_to_quick_or_full(app, tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["reproduce", "toy", "--data-dir", str(tmp_path), "--out", str(out), "--workers",
+                                 "1", "--sizes", "4, 5", "--scales", "2", "--seeds", "1", "--offset", "0",
+                                 "--label", "x"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "result.json").read_text())
+    assert data["config"] == {**dataclasses.asdict(TOY.QUICK), "data_dir": str(tmp_path), "sizes": [4, 5],
+                              "scales": [2.0], "seeds": 1, "offset": 0.0, "label": "x"}
+    assert [r["value"] for r in data["rows"]] == [8.0, 10.0] and data["workers"] == 1
+    assert (out / "summary.md").read_text() in result.output and f"wrote {out / 'rows.csv'}" in result.output
+    full = runner.invoke(app, ["reproduce", "toy", "--full", "--data-dir", str(tmp_path), "--out", str(out),
+                               "--workers", "1", "--scales", "1"])
+    assert full.exit_code == 0, full.output
+    data = json.loads((out / "result.json").read_text())
+    assert data["config"]["sizes"] == [1, 2, 3, 4] and data["config"]["seeds"] == 3 and len(data["rows"]) == 12
+
+
+def test_the_command_parses_bools_and_empty_tuples(app, tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(protocol, "run_experiment", lambda e, config, **kw: seen.append(config) or 1 / 0)
+    runner.invoke(app, ["reproduce", "toy", "--data-dir", str(tmp_path), "--fresh"])
+    runner.invoke(app, ["reproduce", "toy", "--data-dir", str(tmp_path), "--no-fresh"])
+    assert [c.fresh for c in seen] == [True, False]
+    empty = runner.invoke(app, ["reproduce", "toy", "--data-dir", str(tmp_path), "--sizes", ""])
+    assert empty.exit_code == 2 and "sizes must be non-empty; got ()" in empty.output
+
+
+@pytest.mark.parametrize("args, option, message", [
+    (["--sizes", "0"], "--sizes", "sizes must be an integer >= 1; got 0"),
+    (["--sizes", "1,x"], "--sizes", "sizes must be comma-separated int values; got '1,x'"),
+    (["--sizes", "1.5"], "--sizes", "comma-separated int values"),
+    (["--scales", "nan"], "--scales", "scales must be a finite number > 0; got nan"),
+    (["--seeds", "0"], "--seeds", "seeds must be an integer >= 1; got 0"),
+    (["--seeds", "x"], "--seeds", "valid integer"),
+    (["--workers", "0"], "--workers", "greater than or equal to 1"),
+], ids=repr)
+def test_bad_input_is_a_usage_error_before_any_work(app, tmp_path, monkeypatch, args, option, message):
+    monkeypatch.setattr(protocol, "run_experiment", lambda *a, **k: pytest.fail("the run started"))
+    result = runner.invoke(app, ["reproduce", "toy", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out"),
+                                 *args])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert option in result.output and message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_required_and_folder_fields(app, tmp_path):
+    missing = runner.invoke(app, ["reproduce", "toy"])
+    assert missing.exit_code == 2 and "Missing option '--data-dir'" in missing.output
+    absent = runner.invoke(app, ["reproduce", "toy", "--data-dir", str(tmp_path / "nope")])
+    assert absent.exit_code == 2 and "--data-dir" in absent.output and "does not exist" in absent.output
+
+
+def test_help_lists_every_field_with_its_help_and_values(app):
+    result = runner.invoke(app, ["reproduce", "toy", "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for option in ("--full", "--quick", "--out", "--workers", "--data-dir", "--sizes", "--scales", "--seeds",
+                   "--offset", "--label", "--fresh", "--no-fresh"):
+        assert option in text
+    assert "Sizes n. (quick: 1,2,3; full: 1,2,3,4)" in text and "Seeds per size. (quick: 2; full: 3)" in text
+    assert "Scales. (default: 1)" in text and "A toy: value = n · scale + seed + offset." in text
+    assert "runs/toy" in text and TOY.sizes in text
+
+
+def test_a_config_field_the_command_cannot_host_is_refused():
+    @dataclass(frozen=True)
+    class Clash(ToyConfig):
+        out: str = "x"
+
+    @dataclass(frozen=True)
+    class Unhostable(ToyConfig):
+        weights: dict = field(default_factory=dict)
+
+    for config, error in ((Clash, "may not be named"), (Unhostable, "no command-line option for type")):
+        toy = type("T", (Toy,), {"Config": config, "QUICK": config(), "FULL": config()})()
+        with pytest.raises((ValueError, TypeError), match=error):
+            cli.add_reproduction(cli._Typer(), toy)
+
+
+def test_claim_is_a_plain_record():
+    claim = Claim("s", None, "e")
+    statement, holds, evidence = claim   # unpacks like the tuples the older experiments return
+    assert (statement, holds, evidence) == ("s", None, "e") and claim._asdict() == {
+        "statement": "s", "holds": None, "evidence": "e"}
+    assert protocol.verdict(True) == "yes" and protocol.verdict(False) == "**no**"
+    assert protocol.verdict(None) == "no signal"
+
+
+def test_reproduce_lists_the_generated_command():
+    result = runner.invoke(cli.app, ["reproduce", "--help"])
+    assert "dpzero-lm" in result.output and "dpzero-synthetic" in result.output
