@@ -266,11 +266,11 @@ class FixedSize(Sampling):
 
 
 class _Wrapper:
-    """A release built around another (``mechanism``): its secret flag absorbs the part's."""
+    """A release built around another (``mechanism``, which must add noise); its secret flag absorbs the part's."""
 
     mechanism: Release
 
-    def _absorb_secret(self) -> None:
+    def _check_part(self) -> None:
         if not isinstance(self.mechanism, Release):
             raise ValueError(f"mechanism must be a dpnc Release; got {type(self.mechanism).__name__}")
         if isinstance(self.mechanism, NonPrivate) or (
@@ -321,7 +321,7 @@ class Sampled(_Wrapper, Release):
         super().__post_init__()
         if not isinstance(self.sampling, Sampling):
             raise ValueError(f"sampling must be Poisson(q) or FixedSize(n, B); got {self.sampling!r}")
-        self._absorb_secret()
+        self._check_part()
 
     @property
     def sampling_rate(self) -> float:
@@ -345,7 +345,7 @@ class TreeAggregated(_Wrapper, Release):
     def __post_init__(self) -> None:
         super().__post_init__()
         _integer("leaves", self.leaves)
-        self._absorb_secret()
+        self._check_part()
 
 
 # --- Old spellings: removed once the algorithm families are ported (issue 14) ---------------------
