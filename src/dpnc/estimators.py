@@ -24,7 +24,7 @@ from dpnc.sampling import BatchClosure, Sampler, batch_losses
 from dpnc.space import ParameterSpace
 
 if TYPE_CHECKING:
-    from dpnc.problems.base import Problem
+    from dpnc.problems.base import Objective
 
 Closure = Callable[[], torch.Tensor]
 
@@ -149,7 +149,7 @@ def uniform_ball(n: int, d: int, generator: torch.Generator | None = None, *,
     return v * torch.rand(n, 1, generator=generator, dtype=dtype) ** (1.0 / d)
 
 
-def grad_estimate(problem: Problem, x: torch.Tensor, index: torch.Tensor, delta: float, *,
+def grad_estimate(problem: Objective, x: torch.Tensor, index: torch.Tensor, delta: float, *,
                   generator: torch.Generator, m: int | None = None, clip: bool = True) -> VectorEstimate:
     """GRAD_{f,δ}(x, z_{1:b}) (ZTC Algorithm 1), per example:
 
@@ -162,10 +162,10 @@ def grad_estimate(problem: Problem, x: torch.Tensor, index: torch.Tensor, delta:
     d, m = _check_zo(problem, x, delta, m)
     u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
     values = problem.losses(torch.cat([x + delta * u, x - delta * u], dim=1), index)
-    return _combine(values[:, :m] - values[:, m:], u, d / (2 * delta), 2 * problem.lipschitz * delta, clip)
+    return _combine(values[:, :m] - values[:, m:], u, d / (2 * delta), 2 * problem.constants.L0 * delta, clip)
 
 
-def diff_estimate(problem: Problem, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, delta: float, *,
+def diff_estimate(problem: Objective, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, delta: float, *,
                   generator: torch.Generator, m: int | None = None, clip: bool = True) -> VectorEstimate:
     """DIFF_{f,δ}(x, y, z_{1:b}) (ZTC Algorithm 2), per example:
 
@@ -180,11 +180,11 @@ def diff_estimate(problem: Problem, x: torch.Tensor, y: torch.Tensor, index: tor
         raise ValueError(f"x and y must have the same shape; got {tuple(x.shape)} and {tuple(y.shape)}")
     u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
     values = problem.losses(torch.cat([x + delta * u, y + delta * u], dim=1), index)
-    bound = problem.lipschitz * float(torch.linalg.vector_norm(x - y))
+    bound = problem.constants.L0 * float(torch.linalg.vector_norm(x - y))
     return _combine(values[:, :m] - values[:, m:], u, d / delta, bound, clip)
 
 
-def ball_gradient_estimate(problem: Problem, x: torch.Tensor, index: torch.Tensor, alpha: float, *,
+def ball_gradient_estimate(problem: Objective, x: torch.Tensor, index: torch.Tensor, alpha: float, *,
                            generator: torch.Generator, m: int = 1, clip: bool = True) -> VectorEstimate:
     """The first-order estimate of Kornowski–Liu–Talwar (Algorithm 5, eq. (10)), per example:
 
@@ -201,7 +201,7 @@ def ball_gradient_estimate(problem: Problem, x: torch.Tensor, index: torch.Tenso
     g, nonfinite = zero_nonfinite_rows(problem.gradients(x + y, index))
     clipped = torch.zeros(())
     if clip:
-        g, fraction = clip_vectors(g, problem.lipschitz)
+        g, fraction = clip_vectors(g, problem.constants.L0)
         clipped = (fraction * m).round()
     return VectorEstimate(g.mean(1), evaluations=b * m, clipped=int(clipped.sum()), nonfinite=int(nonfinite.sum()))
 

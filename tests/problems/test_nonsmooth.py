@@ -392,3 +392,14 @@ def test_bad_calls_are_refused():
         problem.smoothed_gradient(x[0], 0.0)
     with pytest.raises(ValueError, match="at least one example"):
         problem.subset(torch.tensor([], dtype=torch.long))
+
+
+def test_constants_are_the_declared_public_record():
+    """L0 is the declared Lipschitz constant; AbsLinear knows F* = 0; the ReLU network declares its ball."""
+    for name in NAMES:
+        assert make(name).constants.L0 == make(name).lipschitz, name
+    assert AbsLinear.random(3, seed=0).constants.F_star == 0.0
+    relu = TwoLayerReLU.breast_cancer(hidden=2, radius=5.0, seed=0)
+    region = relu.constants.region
+    assert region.radius == 5.0 and region.contains(torch.zeros(relu.dim, dtype=torch.float64))
+    assert not region.contains(torch.full((relu.dim,), 5.0, dtype=torch.float64))

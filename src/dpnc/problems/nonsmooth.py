@@ -8,8 +8,11 @@ the objectives their guarantees are about, each with an L proven in its docstrin
   by linear programming (property 18's smoke test);
 - :class:`RobustRegression`: log(1 + |⟨a_i, x⟩ − b_i|), nonconvex and nonsmooth, with gross outliers;
 - :class:`MaxOfAffine`: max_j (⟨A_ij, x⟩ + c_ij), piecewise linear, exact minimum by linear programming;
-- :class:`TwoLayerReLU`: a one-hidden-layer ReLU network on scikit-learn's breast-cancer data, hinge or
-  absolute loss, Lipschitz on a ball of parameters only.
+- :class:`~dpnc.problems.networks.TwoLayerReLU` (in :mod:`dpnc.problems.networks`, re-exported here): a
+  one-hidden-layer ReLU network on scikit-learn's breast-cancer data, Lipschitz on a ball of parameters only.
+
+Each declares its public :class:`~dpnc.problems.base.Constants`: L0 = the proven Lipschitz constant, the
+region where it holds (the ReLU network's ball), and F* where it is known in closed form (AbsLinear: 0).
 
 Synthetic rows a_i (and A_ij) are uniform on the unit sphere, so the data domain is ‖a‖ ≤ 1 and
 L = 1 holds for any neighbouring dataset drawn from it, not just for the rows at hand.
@@ -26,9 +29,10 @@ from scipy import sparse
 from scipy.optimize import linprog
 from scipy.special import betainc, betaln
 
-from dpnc.problems.base import Problem
+from dpnc.problems.base import Constants, Problem
+from dpnc.problems.networks import LOSSES, TwoLayerReLU
 
-LOSSES = ("hinge", "absolute")
+__all__ = ["LOSSES", "AbsLinear", "L1Regression", "MaxOfAffine", "RobustRegression", "Solution", "TwoLayerReLU"]
 
 
 class Solution(NamedTuple):
@@ -133,6 +137,11 @@ class AbsLinear(_AbsResidual):
 
     name = "abs-linear"
     minimum = 0.0  # min F, attained on the hyperplane ⟨a, x⟩ = 0
+
+    @property
+    def constants(self) -> Constants:
+        """L0 = ‖a‖ on all of R^d, and F* = 0 (on the hyperplane ⟨a, x⟩ = 0)."""
+        return Constants(L0=self.lipschitz, F_star=self.minimum)
 
     def __init__(self, a: torch.Tensor) -> None:
         a = torch.as_tensor(a, dtype=torch.float64)
@@ -331,118 +340,6 @@ class MaxOfAffine(Problem):
 
     def __repr__(self) -> str:
         return f"MaxOfAffine(n={self.n}, d={self.dim}, pieces={self.pieces}, L={self.lipschitz:.4g})"
-
-
-class TwoLayerReLU(Problem):
-    """A one-hidden-layer ReLU network, f(x, (z, y)) = ℓ(y, v·relu(Wz + c) + b0), on real data.
-
-    Parameters x ∈ R^d, d = h·p + 2h + 1, are the flattened (W (h×p, row-major), c (h), v (h), b0 (1)).
-    Loss ``"hinge"``: max(0, 1 − y·pred); ``"absolute"``: |y − pred|; labels y = ±1. Both are
-    1-Lipschitz in pred, and nonsmooth (hinge, ReLU) and nonconvex (the product v·relu(Wz)) in x.
-
-    Lipschitz (on the ball ‖x‖ ≤ R only: f grows quadratically in x, so no global L exists). For
-    ‖z‖ ≤ 1, where the gradient exists, ∂pred/∂W_k = v_k·1[pre_k > 0]·z, ∂pred/∂c_k = v_k·1[pre_k > 0],
-    ∂pred/∂v_k = relu(pre_k) ≤ ‖W_k‖‖z‖ + |c_k|, ∂pred/∂b0 = 1, so
-
-        ‖∇pred‖² ≤ 1 + Σ_k [v_k²(‖z‖² + 1) + (‖W_k‖ + |c_k|)²] ≤ 1 + 2‖v‖² + 2(‖W‖²_F + ‖c‖²) ≤ 1 + 2R²,
-
-    using (s + t)² ≤ 2(s² + t²) and ‖v‖² + ‖W‖²_F + ‖c‖² ≤ ‖x‖² ≤ R². Hence ‖∇f‖ ≤ L = √(1 + 2R²), and,
-    the ball being convex, |f(x) − f(y)| ≤ L‖x − y‖ for x, y in it (Lebourg's mean value theorem). The bound
-    is attained (b0 = 0, W_k ∥ z, |c_k| = ‖W_k‖, ‖z‖ = 1, loss active). Outside the ball the declared L is
-    not a bound: the estimators then clip differences to it, so privacy holds but unbiasedness does not.
-
-    Data (:meth:`breast_cancer`): scikit-learn's Wisconsin breast-cancer set (569 × 30, shipped with
-    scikit-learn), features standardised over the whole set, then each row z projected onto the unit
-    ball (z/max(1, ‖z‖), a per-example map); y = +1 benign, −1 malignant; rows shuffled by ``seed``.
-    """
-
-    name = "two-layer-relu"
-
-    def __init__(self, z: torch.Tensor, y: torch.Tensor, *, hidden: int, loss: str = "hinge",
-                 radius: float = 10.0) -> None:
-        z, y = torch.as_tensor(z, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64)
-        if z.ndim != 2 or y.shape != (z.shape[0],):
-            raise ValueError(f"z must be (n, p) and y (n,); got {tuple(z.shape)}, {tuple(y.shape)}")
-        if not torch.isfinite(z).all() or torch.linalg.vector_norm(z, dim=-1).max() > 1 + 1e-12:
-            raise ValueError("every feature row z must be finite with norm <= 1 (the declared L relies on it)")
-        if not ((y == 1) | (y == -1)).all():
-            raise ValueError("labels y must be +1 or -1")
-        _check_int("hidden", hidden, 1)
-        if loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
-        _check_float("radius", radius, 0.0, strict=True)
-        self.hidden, self.features, self.loss_name, self.radius = hidden, z.shape[1], loss, float(radius)
-        super().__init__((z, y), dim=hidden * z.shape[1] + 2 * hidden + 1, lipschitz=math.sqrt(1 + 2 * radius**2))
-
-    @classmethod
-    def breast_cancer(cls, hidden: int = 16, loss: str = "hinge", radius: float = 10.0,
-                      seed: int | None = 0) -> TwoLayerReLU:
-        """The breast-cancer instance; ``seed`` shuffles the rows (None keeps scikit-learn's order)."""
-        from sklearn.datasets import load_breast_cancer
-
-        raw = load_breast_cancer()
-        z = torch.as_tensor(raw.data, dtype=torch.float64)
-        z = (z - z.mean(0)) / z.std(0)
-        z = z / torch.linalg.vector_norm(z, dim=-1, keepdim=True).clamp_min(1.0)
-        y = torch.as_tensor(2.0 * raw.target - 1.0, dtype=torch.float64)
-        if seed is not None:
-            order = torch.randperm(len(y), generator=_generator(seed))
-            z, y = z[order], y[order]
-        return cls(z, y, hidden=hidden, loss=loss, radius=radius)
-
-    def unpack(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Views (W (..., h, p), c (..., h), v (..., h), b0 (...)) of parameters x (..., d)."""
-        h, p = self.hidden, self.features
-        return (x[..., :h * p].unflatten(-1, (h, p)), x[..., h * p:h * p + h], x[..., h * p + h:h * p + 2 * h],
-                x[..., -1])
-
-    def init(self, generator: torch.Generator) -> torch.Tensor:
-        """A standard random start (torch.nn.Linear's): W, c ∼ U(±1/√p), v, b0 ∼ U(±1/√h); ‖x‖² ≈ h/3.
-
-        Raises ValueError if the point falls outside the ball ‖x‖ ≤ radius, where L is declared.
-        """
-        h, p = self.hidden, self.features
-        scale = torch.cat([torch.full((h * p + h,), p**-0.5, dtype=torch.float64),
-                           torch.full((h + 1,), h**-0.5, dtype=torch.float64)])
-        x = scale * (2 * torch.rand(self.dim, generator=generator, dtype=torch.float64) - 1)
-        if torch.linalg.vector_norm(x) > self.radius:
-            raise ValueError(f"the initial point has norm {float(torch.linalg.vector_norm(x)):.3g} > radius "
-                             f"{self.radius}; construct the problem with a larger radius")
-        return x
-
-    def _predict(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        W, c, v, b0 = self.unpack(x)
-        hidden = torch.relu(torch.einsum("bkhp,bp->bkh", W, z) + c)
-        return torch.einsum("bkh,bkh->bk", v, hidden) + b0
-
-    def _apply_loss(self, pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.loss_name == "hinge":
-            return torch.relu(1 - y[:, None] * pred)
-        return (y[:, None] - pred).abs()
-
-    def loss(self, x: torch.Tensor, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self._apply_loss(self._predict(x, z), y)
-
-    def _shared_predict(self, points: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        W, c, v, b0 = self.unpack(points)  # (k, h, p), (k, h), (k, h), (k,)
-        hidden = torch.relu(torch.einsum("khp,bp->bkh", W, z) + c)
-        return torch.einsum("kh,bkh->bk", v, hidden) + b0
-
-    def _shared_loss(self, points: torch.Tensor, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self._apply_loss(self._shared_predict(points, z), y)
-
-    def accuracy(self, points: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-        """The fraction of examples with sign(pred) = y, at points (k, d) → (k,) (or (d,) → a scalar)."""
-        points, single = self._check_eval(points, chunk)
-        correct = torch.zeros(points.shape[0], dtype=points.dtype)
-        for z, y in self._chunks(chunk):
-            correct += (self._shared_predict(points, z) * y[:, None] > 0).sum(0)
-        correct /= self.n
-        return correct[0] if single else correct
-
-    def __repr__(self) -> str:
-        return (f"TwoLayerReLU(n={self.n}, p={self.features}, hidden={self.hidden}, loss={self.loss_name!r}, "
-                f"radius={self.radius:.4g}, d={self.dim}, L={self.lipschitz:.4g})")
 
 
 # --- helpers ------------------------------------------------------------------------------------
