@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from matplotlib.image import imread
 
 from dpnc.experiments import dpzero_lm as exp
 from dpnc.experiments import dpzero_lm_tables as tables
@@ -49,12 +50,17 @@ def test_tiny_run_writes_the_three_tables(tmp_path):
     assert result.claims == tuple(exp.check_claims(result.rows, config))
 
     paths = protocol.write(result, tmp_path, "dpnc reproduce dpzero-lm (test)")
-    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
     assert {p.name for p in paths} == {"rows.csv", "privacy.csv", "result.json", "fig_train_loss.png", "summary.md"}
-    assert (tmp_path / "runs" / "SST-2-42-dpzero-eps2" / "metrics.jsonl").exists()
+    assert imread(tmp_path / "fig_train_loss.png").shape[:2] == (4 * 120, 7 * 120)   # 7 × 4 inches at 120 dpi
+    metrics = [json.loads(line) for line in
+               (tmp_path / "runs" / "SST-2-42-dpzero-eps2" / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if m["event"] == "step"]   # one line per step, ε growing to at most the target
+    assert [m["step"] for m in steps] == [1, 2] and steps[0]["epsilon"] < steps[1]["epsilon"] <= 2.0
     assert not (tmp_path / "runs" / "SST-2-42-dpzero-eps2" / "model").exists()
-    with (tmp_path / "privacy.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == 3
+    with (tmp_path / "privacy.csv").open() as f:   # the private runs' accounting, every column as computed
+        assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in p.items()} for p in private]
+    with (tmp_path / "rows.csv").open() as f:
+        assert [r["run"] for r in csv.DictReader(f)] == [r.run for r in result.rows]
     with (tmp_path / "rows.csv").open() as f:
         header = next(csv.reader(f))
     assert "train_losses" not in header and "accuracy" in header   # per-step curves only in result.json
@@ -223,7 +229,17 @@ def test_command_line(tmp_path):
                                       "--batch-size", "4", "--eval-examples", "8"])
     assert result.exit_code == 0, result.output
     assert "## Table 2" in result.output and "Table 3" not in result.output
-    assert (out / "runs" / "SST-2-42-dpzero-eps2" / "metrics.jsonl").exists() and (out / "privacy.csv").exists()
-    assert (out / "rows.csv").exists() and (out / "summary.md").read_text() in result.output
+    assert (out / "summary.md").read_text() in result.output   # the summary printed is the one written
+    with (out / "rows.csv").open() as f:   # the runs the options asked for: no sphere, no first-order, ε = 2 only
+        assert sorted(r["run"] for r in csv.DictReader(f)) == ["SST-2-42-dpzero-eps2", "SST-2-42-mezo",
+                                                               "SST-2-42-zero-shot"]
+    with (out / "privacy.csv").open() as f:
+        (row,) = csv.DictReader(f)
+    assert (row["run"], float(row["epsilon"]), int(row["steps"]), int(row["releases"]), int(row["batch_size"])) == (
+        "SST-2-42-dpzero-eps2", 2.0, 1, 1, 4)
+    assert float(row["epsilon_rdp"]) <= 2.0 and float(row["epsilon_pld"]) <= 2.0
+    metrics = [json.loads(line) for line in
+               (out / "runs" / "SST-2-42-dpzero-eps2" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if m["event"] == "step"] == [1]   # one line per step
     bad = CliRunner().invoke(app, ["reproduce", "dpzero-lm", "--data-dir", str(DATA), "--tasks", "IMDB"])
     assert bad.exit_code != 0 and "tasks must be among" in bad.output
