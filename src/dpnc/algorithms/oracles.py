@@ -29,8 +29,8 @@ import torch
 from dpnc.algorithms.base import Stats
 from dpnc.privacy.accountant import Accountant, new_partition
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Release, TreeAggregatedGaussian
-from dpnc.privacy.tree import TreeNoise
+from dpnc.privacy.releases import Release
+from dpnc.privacy.tree import TreeMechanism
 from dpnc.problems.base import Objective
 from dpnc.sampling import SinglePass
 
@@ -119,8 +119,7 @@ class TreeOracle(SinglePassOracle):
                  max_move: float, label: str, **kwargs) -> None:
         super().__init__(problem, **kwargs)
         self.period, self.B1, self.B2, self.max_move = period, B1, B2, max_move
-        self.release = TreeAggregatedGaussian(sensitivity, sigma, period, secret=self.noise.secret)
-        self.tree = TreeNoise(problem.dim, sigma, self.noise)
+        self.tree = TreeMechanism(problem.dim, leaves=period, sensitivity=sensitivity, sigma=sigma, noise=self.noise)
         self.partition = new_partition(label)
         self.g = self.w_prev = None
 
@@ -136,10 +135,9 @@ class TreeOracle(SinglePassOracle):
         k = (t - 1) % self.period + 1
         if k == 1:
             self.g = self.anchor(w, self.data.take(self.B1))
-            self.tree.reset()
-            self.accountant.record(self.release, partition=self.partition)
+            self.accountant.record(self.tree.reset(), partition=self.partition)
         else:
             check_move(w, self.w_prev, self.max_move)
             self.g = self.g + self.increment(w, self.w_prev, self.data.take(self.B2))
         self.w_prev = w
-        return self.g + self.tree(k)
+        return self.tree(self.g, k)

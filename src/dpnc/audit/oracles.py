@@ -1,7 +1,7 @@
 """The tree oracles of Zhang–Tran–Cutkosky and Kornowski–Liu–Talwar, and KL-Spider's checkpoint, audited.
 
 Each run of a tree oracle is one period of the library's own oracle object (the real estimators, clipping,
-:class:`~dpnc.privacy.tree.TreeNoise` and ledger), queried at a fixed point w₀: a legal query sequence (no
+:class:`~dpnc.privacy.tree.TreeMechanism` and ledger), queried at a fixed point w₀: a legal query sequence (no
 move exceeds 2D), and the adversary's choice. KL-Spider's checkpoint is the real
 :class:`~dpnc.algorithms.kl.PrivateGradients` query and release with the σ̂ of the real schedule; its runs are
 the rows of one release call (the query is deterministic; the release adds independent noise to every row).
