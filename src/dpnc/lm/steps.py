@@ -1,0 +1,189 @@
+"""One training step of each fine-tuning method, on a batch the sampler drew in secret.
+
+* ``mezo``, ``dpzero``: :class:`dpnc.optim.MeZO` / :class:`dpnc.optim.DPZero` draw the batch themselves and call
+  the trainer's closure (the classifier's per-example cross-entropy of exactly that batch); forward passes only.
+* ``dp-adamw``: :class:`dpnc.first_order.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients by
+  ``torch.func``, clipped to C, one :func:`~dpnc.privacy.mean.release_sum` per step (fixed B, secret noise).
+  The trainer draws the batch from a :class:`dpnc.engine.LoaderBatches` and hands the optimizer that batch.
+* ``adamw``: non-private AdamW on the batch's mean loss with the fixed denominator B (one data-dependent release
+  without noise, ε = ∞).
+
+What a step did reaches the trainer through the optimizers' step hooks (:class:`dpnc.optim.StepInfo`). The
+public parts go to a :class:`StepRecord`; training-data statistics only when ``log_private_stats`` is on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from dpnc.engine import LoaderBatches
+from dpnc.first_order import ClippedSum, DPOptimizer, clipped_gradient_sum
+from dpnc.lm.config import PER_EXAMPLE, FinetuneConfig
+from dpnc.lm.heads import EncoderClassifier
+from dpnc.optim import DPZero, MeZO, StepInfo
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import NonPrivate, Release
+
+Encode = Callable[[torch.Tensor], dict]
+
+
+@dataclass
+class StepRecord:
+    """What one step did.
+
+    ``step``, ``seed`` (the public direction seed) and ``released`` (the released scalar c_t of a zeroth-order
+    step) are public. ``loss``, ``nonfinite``, ``clipped_fraction`` and ``seconds`` are statistics of the training
+    data, NOT private: they are None unless the config sets ``log_private_stats``. The batch is never kept.
+    """
+
+    step: int
+    seed: int | None = None
+    released: float | None = None
+    loss: float | None = None
+    nonfinite: int | None = None
+    clipped_fraction: float | None = None
+    seconds: float | None = None
+
+
+def per_example_clipped_sum(model: EncoderClassifier, batch: dict[str, torch.Tensor], C: float, *,
+                            per_example: str = "loop", microbatch: int = 4) -> ClippedSum:
+    """Σ_i clip_C(∇_θ ℓ_i(θ)) over the trainable parameters θ (flattened in ``named_parameters`` order).
+
+    :func:`dpnc.first_order.clipped_gradient_sum` with the classifier as the loss function. ``"vmap"`` runs it with
+    a 4-D additive attention mask (HF's 2-D mask handling branches on the mask's values, which vmap cannot batch).
+    """
+    if per_example not in PER_EXAMPLE:
+        raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    with _mask_for(model, per_example), torch.enable_grad():
+        return clipped_gradient_sum(model, model, (batch,), params, C, per_example=per_example,
+                                    microbatch=microbatch)
+
+
+class _mask_for:
+    """Within: the classifier builds the additive attention mask that ``vmap`` needs (``per_example="vmap"``)."""
+
+    def __init__(self, model: EncoderClassifier, per_example: str) -> None:
+        self.model, self.on = model, per_example == "vmap"
+
+    def __enter__(self):
+        self.before, self.model.additive_mask = self.model.additive_mask, self.on or self.model.additive_mask
+
+    def __exit__(self, *exc):
+        self.model.additive_mask = self.before
+
+
+def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampler, *, accountant: Accountant,
+                    noise: NoiseSource, multiplier: float | None):
+    """The method's optimizer over the classifier's trainable parameters (None for zero-shot)."""
+    c = config
+    params = [p for p in classifier.parameters() if p.requires_grad]
+    direction_seed = (c.seed * 2654435761 + 1) % 2**62  # public
+    if c.method == "dpzero":
+        return DPZero(params, lr=c.lr, clip=c.clip, smoothing=c.smoothing, noise_multiplier=multiplier,
+                      sampler=sampler, accountant=accountant, noise=noise, direction=c.direction,
+                      seed=direction_seed, model=classifier)
+    if c.method == "mezo":
+        return MeZO(params, lr=c.lr, smoothing=c.smoothing, sampler=sampler, accountant=accountant,
+                    direction=c.direction, seed=direction_seed, model=classifier)
+    if c.method == "dp-adamw":
+        return DPOptimizer(torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay), model=classifier,
+                           clip=c.clip, noise_multiplier=multiplier, batches=LoaderBatches(sampler, c.steps),
+                           accountant=accountant, noise=noise, per_example=c.per_example,
+                           microbatch=c.microbatch)
+    if c.method == "adamw":
+        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+    return None
+
+
+def step_release(optimizer) -> Release:
+    """The ledger entry one step makes (written to the journal before the step: what a lost step counts as)."""
+    return optimizer.step_release() if hasattr(optimizer, "step_release") else NonPrivate()
+
+
+class Steps:
+    """Runs one step of the trainer's method and fills its :class:`StepRecord` (from the optimizer's step hook)."""
+
+    def __init__(self, config: FinetuneConfig, classifier: EncoderClassifier, optimizer, sampler,
+                 accountant: Accountant, encode: Encode, kill_point: Callable[[str], None],
+                 note: Callable[[str], None]) -> None:
+        self.config, self.classifier, self.optimizer = config, classifier, optimizer
+        self.sampler, self.accountant, self.encode, self.kill_point = sampler, accountant, encode, kill_point
+        self.note = note   # a private-statistics note (written only with log_private_stats)
+        self.info: StepInfo | None = None
+        if hasattr(optimizer, "register_step_hook"):
+            optimizer.register_step_hook(self._on_step)
+
+    def _on_step(self, optimizer, info: StepInfo) -> None:
+        self.info = info
+
+    def run(self, record: StepRecord) -> StepRecord:
+        method = self.config.method
+        self.info = None
+        if method in ("mezo", "dpzero"):
+            self._zeroth_order(record)
+        elif method == "adamw":
+            self._adamw(self.encode(self.sampler.sample()), record)
+        else:
+            self._dp_adamw(record)
+        return record
+
+    def _zeroth_order(self, record: StepRecord) -> None:
+        stats = self.config.log_private_stats
+        seen: list[torch.Tensor] = []
+        encoded: list = [None, None]   # (the batch the optimizer drew, its encoding): both passes share it
+
+        def closure(index: torch.Tensor) -> torch.Tensor:
+            if encoded[0] is not index:
+                encoded[:] = [index, self.encode(index)]
+            else:
+                self.kill_point("between")   # the second forward pass of this step
+            losses = self.classifier(encoded[1])
+            if stats:
+                seen.append(losses.detach())
+            return losses
+
+        self.optimizer.step(closure)
+        info = self.info
+        record.seed, record.released = info.seed, float(info.released)
+        if stats:
+            both = torch.stack(seen) if seen and seen[0].numel() else torch.zeros(2, 0)
+            finite = torch.isfinite(both)
+            record.nonfinite = int((~finite).any(0).sum())
+            record.loss = float(both[finite].mean()) if finite.any() else math.nan
+            record.clipped_fraction = info.private_stats.clipped_fraction
+
+    def _dp_adamw(self, record: StepRecord) -> None:
+        c = self.config
+        batch = self.encode(self.optimizer.batches.draw())   # the secret Poisson batch, left pending
+        with _mask_for(self.classifier, c.per_example):
+            self.optimizer.step(self.classifier, batch)   # the classifier gives the per-example losses
+        if c.log_private_stats:
+            private = self.info.private_stats
+            record.loss, record.nonfinite = private.loss, private.nonfinite
+            record.clipped_fraction = private.clipped_fraction
+
+    def _adamw(self, batch: dict, record: StepRecord) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            losses = self.classifier(batch)
+            finite = torch.isfinite(losses)
+            if losses.numel():   # non-finite losses count as 0; the fixed denominator B
+                (torch.where(finite, losses, torch.zeros_like(losses)).sum() / self.config.batch_size).backward()
+        grads_ok = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self.classifier.parameters())
+        if grads_ok:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.accountant.record(NonPrivate())   # a data-dependent release without noise (ε = ∞)
+        if self.config.log_private_stats:
+            losses = losses.detach()
+            finite = torch.isfinite(losses)
+            record.loss = float(losses[finite].mean()) if finite.any() else math.nan
+            record.nonfinite = int((~finite).sum())
+            if not grads_ok:   # a non-finite loss poisoned the backward pass: the update was skipped
+                self.note("non-finite gradient, update skipped")
