@@ -269,6 +269,7 @@ def test_claim_is_a_plain_record():
         "statement": "s", "holds": None, "evidence": "e"}
     assert protocol.verdict(True) == "yes" and protocol.verdict(False) == "**no**"
     assert protocol.verdict(None) == "no signal"
+    assert protocol.claims_table([]) == "No claim can be checked on these runs."
 
 
 def test_reproduce_lists_the_generated_command():

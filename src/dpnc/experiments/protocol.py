@@ -224,7 +224,9 @@ def verdict(holds: bool | None) -> str:
 
 
 def claims_table(claims: Sequence[Claim]) -> str:
-    """The claims as the markdown table every summary shows."""
+    """The claims as the markdown table every summary shows (a sentence saying so when there are none)."""
+    if not claims:
+        return "No claim can be checked on these runs."
     lines = ["| claim | holds here | our numbers |", "|---|---|---|"]
     lines += [f"| {c.statement} | {verdict(c.holds)} | {c.evidence} |" for c in claims]
     return "\n".join(lines)
