@@ -15,11 +15,12 @@ import math
 import pytest
 import torch
 
-from dpnc.algorithms import kl
+from dpnc.algorithms import kl, kl_common
 from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.releases import Gaussian
 from dpnc.problems.kl import KLObjective, LeastSquares
+from tests.algorithms.test_kl import adaptive, proximal, spider
 
 F64 = torch.float64
 N, DIM = 40, 2
@@ -37,15 +38,16 @@ class Springs(KLObjective):
     def __init__(self, x, s, *, explicit: bool = True, kappa: float = 2.0, weak_convexity: float = 0.1) -> None:
         self.x, self.s, self._explicit = x, s, explicit
         self.n, self.dim = x.shape
-        self._region(None, 1.0, torch.zeros(self.dim, dtype=F64))
-        self.L0, self.L1, self.weak_convexity, self.gamma, self.kappa = 2.0, 1.0, weak_convexity, 1.0, kappa
-        self.F_star, self.w_star = 0.0, None
+        self._declare(L0=2.0, L1=1.0, weak_convexity=weak_convexity, gamma=1.0, kappa=kappa,
+                      center=torch.zeros(self.dim, dtype=F64), radius=1.0, F_star=0.0)
+        self.w_star = None
 
     def with_example(self, x0, s0) -> Springs:
         """The neighbouring dataset: example 0 replaced by (x0, s0)."""
         x, s = self.x.clone(), self.s.clone()
         x[0], s[0] = torch.as_tensor(x0, dtype=F64), s0
-        return Springs(x, s, explicit=self._explicit, kappa=self.kappa, weak_convexity=self.weak_convexity)
+        c = self.constants
+        return Springs(x, s, explicit=self._explicit, kappa=c.kappa, weak_convexity=c.weak_convexity)
 
     def _value(self, points):
         return 0.5 * (self.s * ((points[:, None, :] - self.x) ** 2).sum(-1)).mean(-1)
@@ -90,11 +92,13 @@ class Audit:
         self.records: list[tuple[str, float, float]] = []  # (query kind, realised change, claimed sensitivity)
 
     def compare(self, queries, kind: str, query, value: torch.Tensor, bound: float) -> None:
+        """``value`` is the query's pre-noise sum (released divided by n): the realised change of the mean is
+        ‖Δsum‖/n."""
         original = queries.objective
         try:
             for other in self.neighbours:
                 queries.objective = other
-                realised = float(torch.linalg.vector_norm(query() - value))
+                realised = float(torch.linalg.vector_norm(query() - value)) / queries.n
                 self.records.append((kind, realised, queries.sensitivity(bound)))
         finally:
             queries.objective = original
@@ -120,22 +124,22 @@ class Audit:
 @pytest.fixture
 def audit(monkeypatch) -> Audit:
     """Replaces the algorithms' private queries by ones that also recompute every pre-noise value on
-    ``audit.neighbours`` (the algorithms build their queries through ``kl.PrivateGradients``)."""
+    ``audit.neighbours`` (the algorithms build their queries through ``kl_common.open_queries``)."""
     log = Audit()
-    Base = kl.PrivateGradients
+    Base = kl_common.PrivateGradients
 
     class Audited(Base):
-        def gradient(self, w, bound):
-            value = super().gradient(w, bound)
-            log.compare(self, "gradient", lambda: Base.gradient(self, w, bound), value, bound)
+        def gradient_sum(self, w, bound):
+            value = super().gradient_sum(w, bound)
+            log.compare(self, "gradient", lambda: Base.gradient_sum(self, w, bound), value, bound)
             return value
 
-        def difference(self, w_new, w, bound):
-            value = super().difference(w_new, w, bound)
-            log.compare(self, "difference", lambda: Base.difference(self, w_new, w, bound), value, bound)
+        def difference_sum(self, w_new, w, bound):
+            value = super().difference_sum(w_new, w, bound)
+            log.compare(self, "difference", lambda: Base.difference_sum(self, w_new, w, bound), value, bound)
             return value
 
-    monkeypatch.setattr(kl, "PrivateGradients", Audited)
+    monkeypatch.setattr(kl_common, "PrivateGradients", Audited)
     return log
 
 
@@ -152,21 +156,21 @@ START = torch.tensor([-0.5, 0.3], dtype=F64)
 @pytest.mark.parametrize("explicit", [True, False], ids=["clipped", "projected"])
 def test_kl_spider_realised_sensitivity_is_within_the_ledger(audit, explicit):
     f, audit.neighbours = adversarial(explicit=explicit, kappa=1.5)
-    r = kl.kl_spider(f, rho=1e6, w0=START, noise=NoiseSource.for_testing(0))
+    r = spider(f, rho=1e6, w0=START, noise=NoiseSource.for_testing(0))
     assert audit.kinds() == {"gradient", "difference"}  # checkpoints and SPIDER differences both audited
     audit.check(sharp=explicit)
     assert audit.claimed() <= gaussian_sensitivities(r)
-    assert float(r.iterates.norm(dim=1).max()) <= f.radius * (1 + 1e-12)
+    assert float(r.stats.iterates.norm(dim=1).max()) <= f.constants.region.radius * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("explicit", [True, False], ids=["clipped", "projected"])
 def test_proximal_point_realised_sensitivity_is_within_the_ledger(audit, explicit):
     f, audit.neighbours = adversarial(explicit=explicit)
-    r = kl.proximal_point(f, rho=1.0, w0=START, max_inner_iters=20, noise=NoiseSource.for_testing(1))
-    assert r.stats["inner_radius"] > 5 * f.radius  # the prox ball L0/(2L̃1) alone would leave the region
+    r = proximal(f, rho=1.0, w0=START, max_inner_iters=20, noise=NoiseSource.for_testing(1))
+    assert r.stats.inner_radius > 5 * f.constants.region.radius  # the prox ball L0/(2L̃1) alone would leave the region
     audit.check(sharp=explicit)
     assert audit.claimed() <= gaussian_sensitivities(r)
-    assert r.stats["inner_max_region_distance"] <= f.radius * (1 + 1e-12)
+    assert r.stats.inner_max_region_distance <= f.constants.region.radius * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("explicit", [True, False], ids=["clipped", "projected"])
@@ -175,11 +179,11 @@ def test_adaptive_gd_realised_sensitivity_is_within_the_filter(audit, explicit, 
     """Adaptive GD's filter charges ρ_t = √ρ/n + L0²dℓ/(n²N_t²), i.e. Δ = 2L0/n per release (calibrated,
     replace-one), and the selection's score −‖∇F(w_t)‖ has Δ = 2L0/n as well."""
     f, audit.neighbours = adversarial(explicit=explicit)
-    r = kl.adaptive_gd(f, rho=1.0, w0=START, select=select, noise=NoiseSource.for_testing(2))
-    assert r.stats["steps"] >= 3
+    r = adaptive(f, rho=1.0, w0=START, select=select, noise=NoiseSource.for_testing(2))
+    assert r.stats.steps >= 3
     audit.check(sharp=explicit)
-    assert audit.claimed() == {2 * f.L0 / f.n}
-    assert float(r.iterates.norm(dim=1).max()) <= f.radius * (1 + 1e-12)
+    assert audit.claimed() == {2 * f.constants.L0 / f.n}
+    assert float(r.stats.iterates.norm(dim=1).max()) <= f.constants.region.radius * (1 + 1e-12)
 
 
 def test_queries_refuse_a_point_outside_the_region_when_they_cannot_clip():
@@ -192,11 +196,11 @@ def test_queries_refuse_a_point_outside_the_region_when_they_cannot_clip():
     f, _ = adversarial(explicit=False)
     accountant = Accountant()
     with pytest.raises(RuntimeError, match="an inner solver must keep its iterates in the region"):
-        kl.proximal_point(f, rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8),
+        proximal(f, rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8),
                           accountant=accountant)
     assert accountant.releases == 0
     with pytest.raises(AssertionError, match="went through"):
-        kl.proximal_point(adversarial()[0], rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8))
+        proximal(adversarial()[0], rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8))
 
 
 def test_selection_clips_iterates_it_is_given_outside_the_region(audit):
@@ -217,24 +221,24 @@ def test_selection_refuses_iterates_outside_the_region_when_it_cannot_clip():
 
 def test_start_outside_the_region_is_refused_up_front():
     f, _ = adversarial()
-    for run in (kl.kl_spider, kl.proximal_point, kl.adaptive_gd):
-        with pytest.raises(ValueError, match="w0 must lie in the region"):
+    for run in (spider, proximal, adaptive):
+        with pytest.raises(ValueError, match="x0 must lie in the region"):
             run(f, rho=1.0, w0=torch.tensor([3.0, 0.0], dtype=F64), noise=Untouchable())
 
 
-@pytest.mark.parametrize("run", [kl.kl_spider, kl.proximal_point, kl.adaptive_gd])
+@pytest.mark.parametrize("run", [spider, proximal, adaptive])
 def test_turning_the_guards_off_is_reported_as_not_guaranteed(run):
-    f, _ = adversarial(kappa=1.5 if run is kl.kl_spider else 2.0)
+    f, _ = adversarial(kappa=1.5 if run is spider else 2.0)
     args = dict(rho=1.0, w0=START, noise=NoiseSource.for_testing(4))
-    if run is kl.proximal_point:
+    if run is proximal:
         args["max_inner_iters"] = 5
     guarded = run(f, **args)
-    assert guarded.stats["sensitivity"] == "clipped"
+    assert guarded.stats.sensitivity == "clipped"
     report = guarded.report(1e-6)
     assert not any("not guaranteed" in note for note in report.notes)
     for off in (dict(clip=False), dict(clip=False, project=False)):
         r = run(f, **args, **off)
-        assert r.stats["sensitivity"] == "not guaranteed"
+        assert r.stats.sensitivity == "not guaranteed"
         report = r.report(1e-6)
         assert not report.private and not r.private
         assert any("sensitivity is not guaranteed" in note for note in report.notes)
@@ -244,11 +248,11 @@ def test_without_per_example_gradients_the_bounds_rest_on_the_declared_region():
     """No per-example gradients, nothing to clip: the objective's own constants on its region, with every iterate
     projected there, are the guarantee; constants below the objective's are not."""
     f, _ = adversarial(explicit=False)
-    r = kl.adaptive_gd(f, rho=1.0, w0=START, noise=NoiseSource.for_testing(5))
-    assert r.stats["sensitivity"] == "declared"
+    r = adaptive(f, rho=1.0, w0=START, noise=NoiseSource.for_testing(5))
+    assert r.stats.sensitivity == "declared"
     assert any("declared" in note and "region" in note for note in r.report(1e-6).notes)
-    smaller = kl.adaptive_gd(f, rho=1.0, w0=START, L0=1.0, noise=NoiseSource.for_testing(5))
-    assert smaller.stats["sensitivity"] == "not guaranteed" and not smaller.private
+    smaller = adaptive(f, rho=1.0, w0=START, L0=1.0, noise=NoiseSource.for_testing(5))
+    assert smaller.stats.sensitivity == "not guaranteed" and not smaller.private
 
 
 def test_projection_onto_the_region_and_prox_ball_is_the_exact_projection():
@@ -280,10 +284,10 @@ def test_neighbouring_least_squares_datasets_get_the_same_spider_schedule():
     A, b = base.A.clone(), base.b.clone()
     A[0], b[0] = torch.linalg.eigh(base.H)[1][:, 0], -1.4  # the weakest direction, an extreme target
     public = dict(row_bound=1.0, target_bound=1.4, radius=2.0, mu=0.2)
-    runs = [kl.kl_spider(LeastSquares(A_, b_, **public), rho=1.0, noise=NoiseSource.for_testing(6))
+    runs = [spider(LeastSquares(A_, b_, **public), rho=1.0, noise=NoiseSource.for_testing(6))
             for A_, b_ in ((base.A, base.b), (A, b))]
-    assert runs[0].stats["schedule"] == runs[1].stats["schedule"]
-    assert runs[0].stats["schedule"].K > 0
+    assert runs[0].stats.schedule == runs[1].stats.schedule
+    assert runs[0].stats.schedule.K > 0
 
 
 # --- finding 8 (adaptive GD part): checks before the run ------------------------------------------------
@@ -301,10 +305,10 @@ class Untouchable:
 def test_adaptive_gd_with_selection_refuses_an_unsupported_relation_before_the_run():
     f, _ = adversarial()
     with pytest.raises(ValueError, match=r"relation must be one of \['replace-one'\] for select=True"):
-        kl.adaptive_gd(f, rho=1.0, w0=START, select=True, relation="add/remove", noise=Untouchable())
+        adaptive(f, rho=1.0, w0=START, select=True, relation="add/remove", noise=Untouchable())
     with pytest.raises(ValueError, match=r"relation must be one of \['replace-one'\] for the selection"):
         kl.select_stationary(f, START[None], rho=1.0, noise=Untouchable(), accountant=Accountant("add/remove"))
     # without selection, add/remove is supported (the filter is zCDP under either relation)
-    r = kl.adaptive_gd(f, rho=1.0, w0=START, relation="add/remove", noise=NoiseSource.for_testing(7))
-    assert r.rho_spent == pytest.approx(1.0)
+    r = adaptive(f, rho=1.0, w0=START, relation="add/remove", noise=NoiseSource.for_testing(7))
+    assert r.accountant.rho() == pytest.approx(1.0)
     assert math.isfinite(r.report(1e-6).epsilon)

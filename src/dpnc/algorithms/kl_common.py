@@ -129,7 +129,8 @@ class PrivateGradients:
         self.nonfinite = self.clipped = self.queries = self.gradients = 0
 
     def sensitivity(self, bound: float) -> float:
-        return mean_sensitivity(bound, self.n, self.accountant.relation)
+        """Δ of a query of per-example bound ``bound``, in the ledger's arithmetic (release_sum's unit × bound)."""
+        return mean_sensitivity(1.0, self.n, self.accountant.relation) * bound
 
     def gradient_sum(self, w: torch.Tensor, bound: float) -> torch.Tensor:
         """Σ_i clip_bound(∇f(w; x_i)) (no noise), or n·∇F(w) without per-example gradients."""
@@ -166,9 +167,8 @@ class PrivateGradients:
         stopping rule skipped them: the stopping time is a function of the released values, so the guarantee is
         the full schedule's, and the ledger states that data-independent bound rather than the realised count.
         The record is the one :meth:`release` would make (Δ in real units, σ)."""
-        unit = mean_sensitivity(1.0, self.n, self.accountant.relation)
-        multiplier = sigma / self.sensitivity(bound)
-        self.accountant.record(Gaussian(unit * bound, multiplier * unit * bound, secret=self.noise.secret), count)
+        delta = self.sensitivity(bound)
+        self.accountant.record(Gaussian(delta, sigma / delta * delta, secret=self.noise.secret), count)
 
     def _check(self, w: torch.Tensor) -> None:
         if not self.clips and self.region is not None and not self.region.contains(w):
@@ -244,10 +244,13 @@ def step(w: torch.Tensor, region: Region | None) -> torch.Tensor:
 
 
 def check_config(config, *optional: str) -> None:
-    """The fields every config of the family has (rho, beta) and its optional constant overrides, checked."""
+    """The fields every config of the family has (rho, beta, its flags) and its optional constant overrides."""
     check_positive(rho=config.rho)
     if not (isinstance(config.beta, (int, float)) and not isinstance(config.beta, bool) and 0 < config.beta < 1):
         raise ValueError(f"beta (the failure probability) must be in (0, 1); got {config.beta!r}")
+    for name in ("paper", "clip", "project", "strict", "select"):
+        if not isinstance(getattr(config, name, False), bool):
+            raise ValueError(f"{name} must be True or False; got {getattr(config, name)!r}")
     for name in optional:
         if getattr(config, name) is not None:
             check_positive(**{name: getattr(config, name)})
