@@ -377,3 +377,19 @@ def test_integer_x_and_numpy_inputs_are_accepted():
                                   points=np.array([[3.0, 4.4]]), samples=np.int64(3))
     assert c.points.dtype == DT and c.points.shape == (5, 2)
     assert c.bound == pytest.approx(math.sqrt(2), abs=1e-14)
+
+
+def test_certify_run_uses_the_runs_points_at_twice_its_smoothing_radius():
+    from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky
+    from dpnc.certify import certify_run
+    from dpnc.privacy import Accountant, NoiseSource
+    from dpnc.problems.nonsmooth import L1Regression
+
+    data = L1Regression.synthetic(200, 3, seed=0)
+    config = ZhangTranCutkosky.from_theory(M=200, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0)
+    run = config.run(data, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
+                     accountant=Accountant(), generator=torch.Generator().manual_seed(0), keep_points=True)
+    cert = certify_run(run, data, samples=4, generator=torch.Generator().manual_seed(1))
+    assert cert.radius == 2 * config.delta
+    assert cert.points.shape[0] == 1 + config.period + 4          # x, the block's points, the samples
+    assert torch.equal(cert.points[1:1 + config.period], run.trace.output_points)
