@@ -12,6 +12,7 @@ import torch
 from typer.testing import CliRunner
 
 from dpnc.cli import app
+from dpnc.first_order import DPOptimizer
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_classifier, load_task, per_example_clipped_sum
 from dpnc.privacy import NoiseSource, PoissonSampledGaussian
 from dpnc.sampling import PoissonSampler
@@ -137,6 +138,8 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
     assert summary.releases == 1 and summary.epsilon_rdp <= 6.0
     release = trainer.accountant.ledger[0].release
     assert release.sensitivity == pytest.approx(10.0 / 4)   # Δ of the clipped mean under add/remove: C/B
+    assert release.sigma == pytest.approx(trainer.multiplier * 10.0 / 4)
+    assert isinstance(trainer.optimizer, DPOptimizer)       # the façade's optimizer: release_sum, not its own
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
     # Without clipping, the per-example sum equals autograd's gradient of the summed loss, loop and vmap alike.
     clf = trainer.classifier
@@ -185,7 +188,14 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["releases"] == 1 and summary["epsilon_rdp"] <= 2.0 and summary["private"]
-    assert (out / "model" / "dpnc_head.pt").exists()
+    # The saved model is the trained one: reloaded, it scores the run's evaluation subset (16 test examples, a
+    # fixed seeded subset) as the run did.
+    test = load_task("SST-2", DATA, "test")
+    subset = test.subset(torch.randperm(len(test), generator=torch.Generator().manual_seed(0))[:16])
+    preds, losses = load_classifier(out / "model").evaluate(subset.texts, subset.labels)
+    assert summary["test_examples"] == 16
+    assert float((preds == subset.labels).float().mean()) == pytest.approx(summary["test_accuracy"])
+    assert float(losses.mean()) == pytest.approx(summary["test_loss"], rel=1e-4)
     assert not (out / "private_train_stats.jsonl").exists()
     # The folder holds that run's journal: the same command again is refused, --new-run moves it aside.
     again = ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--steps", "1", "--batch-size", "4",
@@ -208,3 +218,27 @@ def test_the_trainer_fine_tunes_a_classifier_it_is_given(tmp_path):
     trainer = Trainer(config(tmp_path, method="mezo", head="linear", steps=1), classifier=clf)
     summary = trainer.run()
     assert summary.steps == 1 and summary.epsilon_rdp == math.inf and not summary.private
+
+
+def test_the_ledger_is_in_real_units_and_an_old_journal_per_unit_of_C_resumes_with_the_same_epsilon(tmp_path):
+    # The optimizers now record Δ = C/B (add/remove); journals of earlier versions hold DPZero's release per unit
+    # of C (Δ = 1/B, σ = multiplier/B) under the old kind name. Both are the same mechanism: the same ε.
+    cfg = config(tmp_path, steps=4, batch_size=4, clip=200.0, out=str(tmp_path / "out"))
+    trainer = Trainer(cfg, noise=NoiseSource.for_testing(0))
+    trainer.train(max_steps=2)   # killed after two steps: only the journal holds them
+    release = trainer.accountant.ledger[0].release
+    assert release.sensitivity == pytest.approx(200.0 / 4) and trainer.step_release() == release
+    path = tmp_path / "out" / "journal.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    m, q = trainer.multiplier, 4 / 1024
+    for row in rows:
+        if row.get("event") == "begin":
+            row["release"] = {"kind": "PoissonSampledGaussian", "sensitivity": 1 / 4, "sigma": m / 4,
+                              "sampling_rate": q, "secret": False}
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    resumed = Trainer(cfg, noise=NoiseSource.for_testing(1), resume=True)
+    assert resumed.step == 2 and resumed.accountant.releases == 2 and resumed.lost_releases == 0
+    assert resumed.epsilon("pld") == pytest.approx(trainer.epsilon("pld"), rel=1e-9)
+    assert resumed.epsilon("rdp") == pytest.approx(trainer.epsilon("rdp"), rel=1e-9)
+    for a, b in zip(resumed.classifier.parameters(), trainer.classifier.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)   # replayed from the public seeds and c_t
