@@ -66,7 +66,8 @@ from pathlib import Path
 
 import torch
 
-from dpnc.lm.config import (CHECKPOINT, JOURNAL, KILL_ENV, KILL_PHASES, METHODS, METRICS, PRIVATE,
+# The run folder's and the config's names are re-exported here for callers of this module (experiments, tests).
+from dpnc.lm.config import (CHECKPOINT, JOURNAL, KILL_ENV, KILL_PHASES, METHODS, METRICS, PRIVATE,  # noqa: F401
                             PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, FinetuneConfig,
                             default_model_path)
 from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
@@ -82,9 +83,6 @@ from dpnc.sampling import PoissonSampler, ShuffleSampler
 
 __all__ = ["FinetuneConfig", "METHODS", "StepRecord", "Summary", "Trainer", "default_model_path", "finetune",
            "per_example_clipped_sum"]
-# Names of the run folder and the config, re-exported for callers of this module (experiments, tests).
-_REEXPORTED = (CHECKPOINT, JOURNAL, KILL_ENV, KILL_PHASES, METRICS, PRIVATE, PRIVATE_STATS, PRIVATE_STATS_WARNING,
-               SAMPLERS, ZEROTH_ORDER, _FREE_FIELDS)
 
 
 @dataclass
