@@ -65,6 +65,8 @@ class Run:
         private: False when something other than the noise voids the guarantee (e.g. a sensitivity the
             run could not enforce); the ledger's own secret flag is combined with it in :meth:`report`.
         notes: privacy notes for the report (what a guarantee rests on).
+        trace: what the family keeps for judging the output (e.g. O2NC's block averages and points, for a
+            Goldstein certificate; KL's iterates), or None.
     """
 
     algorithm: Any
@@ -75,6 +77,7 @@ class Run:
     paper_claim: str | None = None
     private: bool = True
     notes: list[str] = field(default_factory=list)
+    trace: Any = None
 
     def report(self, delta: float) -> PrivacyReport:
         """ε(δ) by every accountant that applies, ρ where zCDP, the paper's claim and the notes."""

@@ -21,7 +21,7 @@ randomness (s_t, the output block) comes from a public generator.
 :class:`O2NCAlgorithm` is the one config shape of both families (the contract of
 :mod:`dpnc.algorithms.base`): a frozen config with ``D``, ``eta``, ``steps``, ``period``, ``block``, ``B1``,
 ``B2``, ``m`` and ``paper``, whose :meth:`~O2NCAlgorithm.run` builds the family's private oracle, runs the
-driver and returns an :class:`O2NCRun` (a :class:`~dpnc.algorithms.base.Run` that also keeps the trace, for
+driver and returns a :class:`~dpnc.algorithms.base.Run` whose ``trace`` keeps the driver's trace, for
 certificates: :func:`dpnc.certify.certify_run`).
 """
 
@@ -171,14 +171,6 @@ class O2NCStats(OracleStats):
     samples_used: int = 0
 
 
-@dataclass
-class O2NCRun(Run):
-    """A :class:`~dpnc.algorithms.base.Run` of private O2NC, with the driver's trace (block averages, and the
-    output block's points when run with ``keep_points=True``) for certificates."""
-
-    trace: O2NCResult | None = None
-
-
 class O2NCAlgorithm(Algorithm):
     """Private O2NC: a family's oracle driven by :func:`o2nc` (ZTC Algorithm 3, KLT Algorithm 2).
 
@@ -231,7 +223,7 @@ class O2NCAlgorithm(Algorithm):
                 "m": self.m, "D": self.D, "eta": self.eta}
 
     def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
-            generator: torch.Generator, keep_points: bool = False, progress: bool = False) -> O2NCRun:
+            generator: torch.Generator, keep_points: bool = False, progress: bool = False) -> Run:
         """O2NC for ``steps`` queries of the family's private oracle on ``problem``'s data, from ``x0``.
 
         ``generator`` is the public stream (directions, ball points, s_t, the output block); privacy noise
@@ -247,6 +239,6 @@ class O2NCAlgorithm(Algorithm):
                           clipped=spent.clipped, nonfinite=spent.nonfinite, beyond_radius=spent.beyond_radius,
                           output_block=trace.output_block, max_increment=trace.max_increment,
                           max_move=trace.max_move, samples_used=oracle.samples_used)
-        return O2NCRun(self, trace.output, trace.x, accountant, stats, paper_claim=self.paper_claim(),
+        return Run(self, trace.output, trace.x, accountant, stats, paper_claim=self.paper_claim(),
                        notes=self.privacy_notes(), trace=trace)
 

@@ -13,8 +13,6 @@
   the tree privatises all Σ prefix sums at once (Prop 2.5 / Thm 4.3): a data point enters one term,
   hence ⌊log₂Σ⌋ + 1 node releases. Periods use disjoint data, so they are accounted by parallel
   composition: one tree-aggregated Gaussian release under one partition.
-* :class:`DisjointParts`: the view of an accountant that :func:`~dpnc.privacy.mean.private_mean` records
-  through when each release is on its own slice of a single pass (parallel composition).
 
 The papers differ only in the two estimators and in the sensitivity they prove for them; subclasses
 supply :meth:`TreeOracle.anchor` and :meth:`TreeOracle.increment`.
@@ -29,7 +27,6 @@ import torch
 from dpnc.algorithms.base import Stats
 from dpnc.privacy.accountant import Accountant, new_partition
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Release
 from dpnc.privacy.tree import TreeMechanism
 from dpnc.problems.base import Objective
 from dpnc.sampling import SinglePass
@@ -54,24 +51,6 @@ class OracleStats(Stats):
         self.clipped += estimate.clipped
         self.nonfinite += estimate.nonfinite
         return estimate
-
-
-class DisjointParts:
-    """An accountant's view that records every release under one fresh partition (parallel composition).
-
-    For releases each computed on its own slice of one single pass, e.g. through
-    :func:`~dpnc.privacy.mean.private_mean`: by parallel composition they cost one release together.
-    """
-
-    def __init__(self, accountant: Accountant, label: str) -> None:
-        self.accountant, self.partition = accountant, new_partition(label)
-
-    @property
-    def relation(self):
-        return self.accountant.relation
-
-    def record(self, release: Release, count: int = 1) -> None:
-        self.accountant.record(release, count, partition=self.partition)
 
 
 class SinglePassOracle:

@@ -37,10 +37,11 @@ import torch
 
 from dpnc.algorithms.base import check_choice, check_integer, check_positive
 from dpnc.algorithms.o2nc import O2NCAlgorithm
-from dpnc.algorithms.oracles import DisjointParts, SinglePassOracle, TreeOracle
+from dpnc.algorithms.oracles import SinglePassOracle, TreeOracle
 from dpnc.estimators import diff_estimate, grad_estimate
 from dpnc.privacy.budget import epsilon_to_rho
 from dpnc.privacy.calibrate import ztc_tree_sigma
+from dpnc.privacy.accountant import new_partition
 from dpnc.privacy.mean import private_mean
 from dpnc.privacy.releases import mean_sensitivity
 from dpnc.privacy.tree import leaf_participation
@@ -310,7 +311,7 @@ class NaiveOracle(SinglePassOracle):
         self.config = config
         self.bound = problem.dim * problem.constants.L0
         self.batches = FullBatch(config.B1)
-        self.ledger = DisjointParts(self.accountant, "zo-o2nc-naive-steps")
+        self.partition = new_partition("zo-o2nc-naive-steps")  # each step on its own slice of one pass
 
     def __call__(self, t: int, w: torch.Tensor) -> torch.Tensor:
         c = self.config
@@ -318,4 +319,5 @@ class NaiveOracle(SinglePassOracle):
                                                 generator=self.generator, clip=c.clip))
         sensitivity = mean_sensitivity(self.bound, c.B1, self.accountant.relation)
         return private_mean(estimate.per_example, self.bound, sampler=self.batches, noise=self.noise,
-                            accountant=self.ledger, noise_multiplier=c.sigma / sensitivity, vector=True).value
+                            accountant=self.accountant, noise_multiplier=c.sigma / sensitivity, vector=True,
+                            partition=self.partition).value

@@ -49,7 +49,7 @@ class PrivateMean(NamedTuple):
 
 def private_mean(values: torch.Tensor, bound: Number, *, sampler: BatchSource, noise: NoiseSource,
                  accountant: Accountant, noise_multiplier: float, vector: bool = False,
-                 discrete: bool = False) -> PrivateMean:
+                 discrete: bool = False, partition: str | None = None) -> PrivateMean:
     """(1/B) Σ_i clip_bound(v_i) + N(0, σ²), σ = noise_multiplier·Δ, recorded in ``accountant``.
 
     Args:
@@ -60,6 +60,8 @@ def private_mean(values: torch.Tensor, bound: Number, *, sampler: BatchSource, n
         sampler: gives the fixed denominator B and the privacy event (full batch, Poisson, shuffle).
         noise_multiplier: σ/Δ ≥ 0; 0 releases the exact mean (recorded as not private, ε = ∞).
         discrete: exact discrete Gaussian noise (one scalar run, full batch only).
+        partition: record under this partition of the accountant (releases on disjoint parts of the data,
+            e.g. the steps of one single pass, compose in parallel).
     """
     if vector:
         values, nonfinite = zero_nonfinite_rows(values)
@@ -70,12 +72,13 @@ def private_mean(values: torch.Tensor, bound: Number, *, sampler: BatchSource, n
         clipped, fraction = clip_scalars(values, bound)
         total = clipped.sum(-1)
     value = release_sum(total, bound, sampler=sampler, noise=noise, accountant=accountant,
-                        noise_multiplier=noise_multiplier, discrete=discrete)
+                        noise_multiplier=noise_multiplier, discrete=discrete, partition=partition)
     return PrivateMean(value, fraction, nonfinite)
 
 
 def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noise: NoiseSource,
-                accountant: Accountant, noise_multiplier: float, discrete: bool = False) -> torch.Tensor:
+                accountant: Accountant, noise_multiplier: float, discrete: bool = False,
+                partition: str | None = None) -> torch.Tensor:
     """Σ_i clip_bound(v_i) / B + noise, for a sum the caller clipped itself; recorded in ``accountant``.
 
     ``total`` has shape ``(..., *value_shape)`` with one leading entry per run when ``bound`` is one per
@@ -91,7 +94,7 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
     largest = float(bounds.max())
     mean = total / sampler.batch_size                                          # the fixed denominator B
     if noise_multiplier == 0:
-        accountant.record(NonPrivate())   # a data-dependent value without noise: ε = ∞
+        accountant.record(NonPrivate(), partition=partition)   # a data-dependent value without noise: ε = ∞
         return mean
     if not bool(torch.all(torch.isfinite(bounds))):
         raise ValueError("bound must be finite when noise_multiplier > 0 (the sensitivity is bound/B)")
@@ -100,11 +103,11 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
             raise ValueError("discrete=True supports one full-batch scalar run (no subsampled accounting)")
         released, release = discrete_gaussian_mechanism(float(mean), sensitivity=unit * largest,
                                                         sigma=noise_multiplier * unit * largest, noise=noise)
-        accountant.record(release)
+        accountant.record(release, partition=partition)
         return torch.tensor(released, dtype=mean.dtype, device=mean.device).reshape(mean.shape)
     # Noise is drawn per unit of bound and scaled by each run's bound (identical arithmetic for one run).
     noisy, _ = gaussian_mechanism(mean, sampler.release(unit, noise_multiplier * unit), noise,
                                   scale=per_run(bound, mean))
     release = sampler.release(unit * largest, noise_multiplier * unit * largest)
-    accountant.record(release if noise.secret else dataclasses.replace(release, secret=False))
+    accountant.record(release if noise.secret else dataclasses.replace(release, secret=False), partition=partition)
     return noisy
