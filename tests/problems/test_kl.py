@@ -94,7 +94,8 @@ def test_shapes_and_dtypes(name):
     assert obj.value(w).dtype == F64 and obj.gradient(w).dtype == F64
     torch.testing.assert_close(obj.value(w)[2], obj.value(w[2]), rtol=1e-14, atol=1e-14)
     torch.testing.assert_close(obj.gradient(w)[2], obj.gradient(w[2]), rtol=1e-14, atol=1e-14)
-    assert obj.constants.region.center.shape == (obj.dim,) and obj.constants.region.center.dtype == F64 and obj.constants.region.radius > 0
+    region = obj.constants.region
+    assert region.center.shape == (obj.dim,) and region.center.dtype == F64 and region.radius > 0
     assert obj.w_star.shape == (obj.dim,) and math.isfinite(obj.constants.F_star) and isinstance(obj.n, int)
     g = obj.example_gradients(w[0])
     if name in EXPLICIT:
@@ -357,7 +358,8 @@ def test_sufficient_statistics_equal_the_explicit_data():
         w = sample_ball(explicit, 50, seed=14)
         torch.testing.assert_close(suff.gradient(w), explicit.gradient(w), rtol=1e-12, atol=1e-14)
         torch.testing.assert_close(suff.value(w), explicit.value(w), rtol=1e-12, atol=1e-14)
-        assert (suff.constants.gamma, suff.constants.L0, suff.constants.L1) == pytest.approx((explicit.constants.gamma, explicit.constants.L0, explicit.constants.L1))
+        mine, theirs = suff.constants, explicit.constants
+        assert (mine.gamma, mine.L0, mine.L1) == pytest.approx((theirs.gamma, theirs.L0, theirs.L1))
     # ... and the gradient from statistics equals the mean of the explicit per-example gradients
     torch.testing.assert_close(explicit.sufficient().gradient(w), explicit.example_gradients(w).mean(1))
     assert explicit.sufficient(explicit.n * 1000).n == explicit.n * 1000
@@ -474,7 +476,8 @@ def test_neighbouring_datasets_declare_identical_public_constants(name):
     assert one.constants.region.radius == two.constants.region.radius
     assert torch.equal(one.constants.region.center, two.constants.region.center)
     # ... while the data did change (the gradient inside the region)
-    probe = one.constants.region.center + 0.5 * one.constants.region.radius * torch.ones(one.dim, dtype=F64) / math.sqrt(one.dim)
+    region = one.constants.region
+    probe = region.center + 0.5 * region.radius * torch.ones(one.dim, dtype=F64) / math.sqrt(one.dim)
     assert not torch.allclose(one.gradient(probe), two.gradient(probe))
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Run
-from dpnc.algorithms.kl_common import (FAMILY, KLStats, check_config, constant, defaults, finish, guarantee,
+from dpnc.algorithms.base import Run
+from dpnc.algorithms.kl_common import (KLConfig, KLStats, check_config, constant, defaults, finish, guarantee,
                                        open_queries, region_of, setting, step)
 from dpnc.privacy import interpret
 from dpnc.privacy.accountant import Accountant
@@ -49,7 +49,7 @@ class AdaptiveStats(KLStats):
 
 
 @dataclass(frozen=True)
-class AdaptiveGD(Algorithm):
+class AdaptiveGD(KLConfig):
     """Algorithm 3 (adaptive noisy GD), Theorem 4; with ``select``, Algorithm 3+ (Theorem 5).
 
     Each step releases N_t = ‖∇F(w)‖ + N(0, σ̂²) (a scalar), then g = ∇F(w) + N(0, σ_t²I) with
@@ -75,17 +75,10 @@ class AdaptiveGD(Algorithm):
     """
 
     name = "adaptive-gd"
-    family = FAMILY
 
-    rho: float
-    beta: float = 0.05
-    L0: float | None = None
     L1: float | None = None
-    paper: bool = False
     strict: bool = True
     select: bool = False
-    clip: bool = True
-    project: bool = True
 
     def __post_init__(self) -> None:
         check_config(self, "L0", "L1")

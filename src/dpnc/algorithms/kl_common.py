@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Run, Stats, check_positive
+from dpnc.algorithms.base import Algorithm, Run, Stats, check_positive
 from dpnc.clipping import clip_vectors, zero_nonfinite_rows
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum
@@ -240,7 +240,29 @@ def step(w: torch.Tensor, region: Region | None) -> torch.Tensor:
     return w if region is None else region.project(w)
 
 
-# --- the setting of a run ------------------------------------------------------------------------------
+# --- the configs' common part and the setting of a run ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KLConfig(Algorithm):
+    """The fields every config of the family has (each config adds its own; all are checked at construction).
+
+    Attributes:
+        rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
+        L0: the per-example Lipschitz bound the releases are charged for (None: the objective's).
+        paper: the paper's printed noise levels instead of the calibrated ones (module docstring).
+        clip, project: the guards (module docstring).
+    """
+
+    family = FAMILY
+
+    rho: float
+    beta: float = 0.05
+    L0: float | None = None
+    paper: bool = False
+    clip: bool = True
+    project: bool = True
+
 
 
 def check_config(config, *optional: str) -> None:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Run, check_integer
-from dpnc.algorithms.kl_common import (FAMILY, AnalysisConstants, KLStats, PrivateGradients, check_config,
+from dpnc.algorithms.base import Run, check_integer
+from dpnc.algorithms.kl_common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, check_config,
                                        constant, defaults, finish, guarantee, kl_constants, open_queries,
                                        project_ball, project_two_balls, setting)
 from dpnc.privacy.accountant import Accountant
@@ -136,7 +136,7 @@ class ProximalStats(KLStats):
 
 
 @dataclass(frozen=True)
-class ProximalPoint(Algorithm):
+class ProximalPoint(KLConfig):
     """Algorithm 2 (private proximal point), Theorem 2: F(w_T) − F* = Õ((γL0√(dT)/(n√ρ))^κ) for κ ≥ 2, ρ-zCDP.
 
     w_t = inner(F + L̃1‖· − w_{t−1}‖², ρ/T, β/T), t = 1..T; the proximal term is data-free, so privacy is
@@ -156,18 +156,11 @@ class ProximalPoint(Algorithm):
     """
 
     name = "proximal-point"
-    family = FAMILY
 
-    rho: float
-    beta: float = 0.05
     gamma: float | None = None
     kappa: float | None = None
-    L0: float | None = None
     weak_convexity: float | None = None
     F0: float | None = None
-    paper: bool = False
-    clip: bool = True
-    project: bool = True
     max_inner_iters: int | None = None
     inner: InnerSolver = noisy_projected_gd
     constants: AnalysisConstants = AnalysisConstants()

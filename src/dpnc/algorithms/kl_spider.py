@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Run
-from dpnc.algorithms.kl_common import (FAMILY, AnalysisConstants, KLStats, check_config, constant, defaults,
+from dpnc.algorithms.base import Run
+from dpnc.algorithms.kl_common import (AnalysisConstants, KLConfig, KLStats, check_config, constant, defaults,
                                        finish, guarantee, kl_constants, open_queries, setting, step)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
@@ -109,7 +109,7 @@ class SpiderStats(KLStats):
 
 
 @dataclass(frozen=True)
-class KLSpider(Algorithm):
+class KLSpider(KLConfig):
     """Algorithm 1 (KL-Spider), Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor = Õ((γL0√(dK)/(n√ρ))^κ), ρ-zCDP.
 
     Each round k opens with a checkpoint g = ∇F(w) + N(0, σ̂²I), then while t < T_k and
@@ -136,18 +136,11 @@ class KLSpider(Algorithm):
     """
 
     name = "kl-spider"
-    family = FAMILY
 
-    rho: float
-    beta: float = 0.05
     gamma: float | None = None
     kappa: float | None = None
-    L0: float | None = None
     L1: float | None = None
     F0: float | None = None
-    paper: bool = False
-    clip: bool = True
-    project: bool = True
     constants: AnalysisConstants = AnalysisConstants()
 
     def __post_init__(self) -> None:
