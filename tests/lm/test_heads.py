@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,9 +81,15 @@ def test_save_pretrained_round_trips(model_path, sst2_test_subset, tmp_path):
     with torch.no_grad():
         clf.linear.bias.add_(torch.tensor([0.3, -0.3]))   # a change only the head file holds
     clf.save_pretrained(tmp_path / "model")
-    assert (tmp_path / "model" / "config.json").exists() and (tmp_path / "model" / "tokenizer.json").exists()
+    saved = json.loads((tmp_path / "model" / "config.json").read_text())   # the encoder's own configuration
+    assert {k: saved[k] for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")} == {
+        k: getattr(clf.encoder.config, k) for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")}
     again = load_classifier(tmp_path / "model")
     batch = clf.encode(sst2_test_subset.texts[:4])
+    reloaded = again.encode(sst2_test_subset.texts[:4])   # the saved tokenizer tokenizes as the original
+    assert reloaded.keys() == batch.keys()
+    for key in batch:
+        torch.testing.assert_close(reloaded[key], batch[key], rtol=0, atol=0)
     with torch.no_grad():
         torch.testing.assert_close(again.logits(batch), clf.logits(batch))
 

@@ -79,7 +79,17 @@ def test_resume_after_sigkill_counts_every_begun_step(tmp_path, case):
     cfg = settings(tmp_path, checkpoints)
     killed_run(cfg, f"{phase}:{step}")
     folder = Path(cfg.get("checkpoint_dir") or cfg["out"])
-    assert (folder / "journal.jsonl").exists()
+    # The journal: the run's config, then a 'begin' line per begun step and an 'end' line per finished one, since
+    # the last checkpoint (after EVERY steps, once in place and the journal restarted).
+    header, *rows = [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
+    assert header["event"] == "run" and {k: header["config"][k] for k in cfg} == cfg
+    restarted = checkpoints and (step > EVERY or (step == EVERY and phase not in ("checkpoint", "replaced")))
+    first = EVERY if restarted else 0
+    finished = step + 1 if phase == "end" else step
+    expected = [(t, e) for t in range(first, finished) for e in ("begin", "end")]
+    expected += [(step, "begin")] if phase in ("begin", "between", "released") else []
+    assert [(r["t"], r["event"]) for r in rows] == expected
+    assert first + sum(r["event"] == "begin" for r in rows) == begun
 
     # A plain re-run over the same folder would start a second ledger: refused.
     with pytest.raises(ValueError, match="already holds an earlier run"):
