@@ -28,7 +28,7 @@ def test_central_difference_is_exact_on_a_quadratic(problem, direction, lam):
     space = FlatSpace(x0, direction)
     seed = 42
     u = space.direction(seed)
-    diff = two_point(space, lambda: problem.losses(space.x), seed, lam)
+    diff = two_point(space, lambda: problem.losses_at(space.x), seed, lam)
     grads = problem.a * (x0 - problem.train)            # ∇ℓ_i(x₀) = A(x₀ − ξ_i), shape (n, d)
     exact = grads @ u                                    # uᵀ∇ℓ_i(x₀)
     # Rounding only: each loss has error ≤ (d+3)·ε·S with S the sum of its terms' magnitudes at x ± λu,
@@ -39,7 +39,7 @@ def test_central_difference_is_exact_on_a_quadratic(problem, direction, lam):
     tol = 2 * (problem.d + 3) * EPS64 * S / (2 * lam)
     assert torch.all((diff.a - exact).abs() <= tol)
     # The two-point "loss" is the mean loss at x₀ plus exactly λ²/2·uᵀAu on a quadratic.
-    expected_loss = problem.losses(x0).mean() + 0.5 * lam**2 * (u**2 * problem.a).sum()
+    expected_loss = problem.losses_at(x0).mean() + 0.5 * lam**2 * (u**2 * problem.a).sum()
     assert float(diff.loss) == pytest.approx(float(expected_loss), rel=1e-12)
     # The space is left at x₀ − λu; update_(seed, 0) restores x₀ exactly.
     assert torch.equal(space.x, x0 - lam * u)
@@ -51,7 +51,7 @@ def test_two_point_rejects_bad_lam(problem):
     space = FlatSpace(start(problem))
     for lam in (0.0, -1e-3, math.nan):
         with pytest.raises(ValueError, match="lam must be > 0"):
-            two_point(space, lambda: problem.losses(space.x), 1, lam)
+            two_point(space, lambda: problem.losses_at(space.x), 1, lam)
 
 
 def test_finite_difference_tends_to_the_directional_derivative():
@@ -87,7 +87,7 @@ N_MC = 8_000
 def test_estimator_is_unbiased_on_a_quadratic(problem, direction):
     x0 = start(problem, seed=1)
     space = FlatSpace(x0, direction)
-    G = monte_carlo_g(space, lambda: problem.losses(space.x), 0.1, N_MC)
+    G = monte_carlo_g(space, lambda: problem.losses_at(space.x), 0.1, N_MC)
     grad = problem.gradient(x0)
     d, g2 = problem.d, float(grad @ grad)
     # Var(g_j) = E[(uᵀ∇f)² u_j²] − ∇f_j²: Gaussian ‖∇f‖² + ∇f_j², sphere d/(d+2)(2∇f_j² + ‖∇f‖²) − ∇f_j².
@@ -191,7 +191,7 @@ def test_a_failing_closure_leaves_the_space_unperturbed(problem):
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("out of memory in the minus pass")
-        return problem.losses(space.x)
+        return problem.losses_at(space.x)
     with pytest.raises(RuntimeError, match="minus pass"):
         two_point(space, closure, 5, 0.1)
     assert torch.equal(space.x, x0)

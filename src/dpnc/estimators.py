@@ -109,6 +109,41 @@ def per_example_clipped_sum(loss_one: Callable[[torch.Tensor, torch.Tensor], tor
     return total, clipped / n, loss / n
 
 
+def objective_clipped_sum(problem, x: torch.Tensor, C, index: torch.Tensor, *, chunk: int = 1024):
+    """Σ_{i in index} clip_C(∇f(x; z_i)), the fraction clipped, and the mean loss, for an Objective.
+
+    What DP-GD needs of an objective (:class:`~dpnc.problems.base.Objective`): its closed form
+    ``problem.clipped_gradient_sum(x, C, index)`` where it has one (e.g. the DPZero quadratic), else its
+    per-example ``gradients`` at the point(s) x (..., d) shared by the batch, ``chunk`` examples at a time.
+    A gradient with a non-finite entry counts as 0 (before clipping) and a non-finite loss as 0. The caller
+    divides the sum by its fixed (public) batch size, never by ``len(index)``.
+    """
+    closed_form = getattr(problem, "clipped_gradient_sum", None)
+    if closed_form is not None:
+        return closed_form(x, C, index)
+    points = x.reshape(-1, x.shape[-1])                                         # (k, d): the runs
+    total = torch.zeros_like(points)
+    clipped = torch.zeros(points.shape[0], dtype=x.dtype)
+    loss = torch.zeros(points.shape[0], dtype=x.dtype)
+    for start in range(0, len(index), chunk):
+        part = index[start:start + chunk]
+        g = problem.gradients(points.expand(len(part), *points.shape), part).transpose(0, 1)  # (k, b, d)
+        g_clipped, frac = clip_vectors(g, _per_run_flat(C, points))
+        total += g_clipped.sum(-2)
+        clipped += frac * len(part)
+        values = problem.losses_at(points, part)                                 # (k, b)
+        loss += torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).sum(-1)
+    n = max(len(index), 1)
+    runs = x.shape[:-1]
+    return total.reshape(x.shape), (clipped / n).reshape(runs), (loss / n).reshape(runs)
+
+
+def _per_run_flat(C, points: torch.Tensor) -> torch.Tensor:
+    """C as one threshold per flattened run (k,) (a float stays a float)."""
+    C = torch.as_tensor(C, dtype=points.dtype)
+    return C.reshape(-1) if C.ndim else C
+
+
 # --- GRAD and DIFF (Zhang–Tran–Cutkosky, Algorithms 1 and 2) ----------------------------------------
 
 

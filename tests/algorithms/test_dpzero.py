@@ -1,5 +1,6 @@
 """Spec seed001 §5.1, 5.2, 5.4, 5.10, 5.12 for DPZero, DPGD-0th, DP-GD and MeZO (flat tier)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -7,10 +8,11 @@ import pytest
 import torch
 from scipy import stats
 
-from dpnc.algorithms.dpzero import (DPGD, DPGD0th, DPZero, MeZO, calibrate_noise, public_seeds, run)
+from dpnc.algorithms.base import Run
+from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO, ZerothOrderStats, calibrate_noise, public_seeds
 from dpnc.clipping import clip_scalars
 from dpnc.privacy import Accountant, NoiseSource
-from dpnc.privacy.releases import FixedSizeSampledGaussian, Gaussian, PoissonSampledGaussian
+from dpnc.privacy.releases import FixedSize, Gaussian, NonPrivate, Poisson, Sampled
 from dpnc.problems import Quadratic
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 from dpnc.space import DIRECTIONS, FlatSpace, ModuleSpace
@@ -36,11 +38,27 @@ def exact_a(problem, x, u, batch=None):
     return (problem.a * (x - xi)) @ u
 
 
+def run(algorithm, problem, x0, T, *, seed, direction="gaussian", callback=None, **kwargs) -> Run:
+    """``algorithm.run`` for T steps from the public seed ``seed``; the step logs are kept as ``.logs``."""
+    logs = []
+
+    def record(t, log):
+        logs.append(log)
+        if callback is not None:
+            callback(t, log)
+
+    result = dataclasses.replace(algorithm, steps=T, direction=direction).run(
+        problem, x0, generator=torch.Generator().manual_seed(seed), callback=record, **kwargs)
+    assert isinstance(result.stats, ZerothOrderStats) and result.stats.steps == T
+    result.logs = logs
+    return result
+
+
 def step(algorithm, problem, x0, seed=SEED, *, noise=None, accountant=None, sampler=None, closure=None,
          direction="gaussian"):
     space = FlatSpace(x0, direction)
     sampler = sampler or FullBatch(problem.n)
-    log = algorithm.step(space, closure(space) if closure else (lambda b: problem.losses(space.x, b)), seed,
+    log = algorithm.step(space, closure(space) if closure else (lambda b: problem.losses_at(space.x, b)), seed,
                          sampler=sampler, noise=noise or NoiseSource.for_testing(0),
                          accountant=accountant if accountant is not None else Accountant())
     return space, log
@@ -162,7 +180,7 @@ def adversarial(problem, j, plus, minus):
         calls = []
 
         def closure(batch):
-            losses = problem.losses(space.x, batch).clone()
+            losses = problem.losses_at(space.x, batch).clone()
             value = plus if not calls else minus
             calls.append(1)
             losses[batch == j] = value
@@ -252,7 +270,7 @@ def test_mezo_skips_an_empty_batch(problem):
 def test_an_empty_poisson_batch_releases_noise_only(problem):
     sampler_seed = next(s for s in range(100) if len(PoissonSampler.for_testing(problem.n, 1, seed=s).sample()) == 0)
     called = []
-    closure = lambda space: (lambda b: called.append(b) or problem.losses(space.x, b))
+    closure = lambda space: (lambda b: called.append(b) or problem.losses_at(space.x, b))
     x0 = start(problem.d)
     acct = Accountant("add/remove")
     space, log = step(DPZero(eta=0.1, lam=1e-2, C=1.0, noise_multiplier=1.0), problem, x0, closure=closure,
@@ -285,10 +303,10 @@ def test_noise_varies_under_a_fixed_public_seed(problem):
     released = {float(step(algorithm, problem, x0, noise=NoiseSource())[1].released) for _ in range(5)}
     assert len(released) == 5
     # Whole runs with the same public seed: same directions and batches, different noise.
-    runs = [run(algorithm, FlatSpace(x0), problem.losses, 5, seed=3, sampler=FullBatch(problem.n),
+    runs = [run(algorithm, problem, x0, 5, seed=3, sampler=FullBatch(problem.n),
                 noise=NoiseSource(), accountant=Accountant()) for _ in range(2)]
-    assert runs[0].seeds == runs[1].seeds
-    assert not torch.equal(runs[0].x, runs[1].x)
+    assert runs[0].stats.seeds == runs[1].stats.seeds
+    assert not torch.equal(runs[0].output, runs[1].output)
     assert runs[0].accountant.secret and runs[0].report(1e-5).private
 
 
@@ -317,11 +335,11 @@ def test_seeded_test_noise_is_marked_not_private_and_global_rng_untouched(proble
     for global_seed in (0, 1):
         torch.manual_seed(global_seed)
         state = torch.get_rng_state()
-        result = run(algorithm, FlatSpace(x0), problem.losses, 5, seed=4, sampler=FullBatch(problem.n),
+        result = run(algorithm, problem, x0, 5, seed=4, sampler=FullBatch(problem.n),
                      noise=NoiseSource.for_testing(5), accountant=Accountant())
         assert torch.equal(torch.get_rng_state(), state)   # the library never draws from torch's global RNG
         outs.append(result)
-    assert torch.equal(outs[0].x, outs[1].x)                # so the global seed does not change the noise
+    assert torch.equal(outs[0].output, outs[1].output)      # so the global seed does not change the noise
     acct = outs[0].accountant
     assert not acct.secret and all(not e.release.secret for e in acct.ledger)
     report = outs[0].report(1e-5)
@@ -353,13 +371,13 @@ def test_mezo_is_bit_identical_to_plain_zo_sgd(problem, direction, minibatch):
     sampler = (lambda: ShuffleSampler.for_testing(problem.n, 8, seed=3)) if minibatch else \
         (lambda: FullBatch(problem.n))
     x0 = start(problem.d, seed=8)
-    result = run(MeZO(eta=eta, lam=lam), FlatSpace(x0, direction), problem.losses, T, seed=21, sampler=sampler(),
+    result = run(MeZO(eta=eta, lam=lam), problem, x0, T, direction=direction, seed=21, sampler=sampler(),
                  noise=NoiseSource.for_testing(0), accountant=Accountant())
-    x_ref, cs, seeds = zo_sgd_reference(problem.losses, x0, T, 21, eta, lam, sampler(), direction)
-    assert result.seeds == seeds
+    x_ref, cs, seeds = zo_sgd_reference(problem.losses_at, x0, T, 21, eta, lam, sampler(), direction)
+    assert result.stats.seeds == seeds
     assert all(torch.equal(log.released, c) for log, c in zip(result.logs, cs))
-    assert torch.equal(result.x, x_ref)
-    assert float(problem.loss(result.x)) < float(problem.loss(x0))
+    assert torch.equal(result.output, x_ref)
+    assert float(problem.value(result.output)) < float(problem.value(x0))
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -367,14 +385,14 @@ def test_dpzero_without_noise_or_clipping_is_mezo(problem, direction):
     T, eta, lam = 25, 0.05, 1e-3
     x0 = start(problem.d, seed=9)
     kwargs = dict(seed=22, noise=NoiseSource.for_testing(0))
-    mezo = run(MeZO(eta=eta, lam=lam), FlatSpace(x0, direction), problem.losses, T, accountant=Accountant(),
+    mezo = run(MeZO(eta=eta, lam=lam), problem, x0, T, direction=direction, accountant=Accountant(),
                sampler=ShuffleSampler.for_testing(problem.n, 8, seed=1), **kwargs)
-    dpzero = run(DPZero(eta=eta, lam=lam, C=math.inf, noise_multiplier=0.0), FlatSpace(x0, direction),
-                 problem.losses, T, accountant=Accountant(), sampler=ShuffleSampler.for_testing(problem.n, 8, seed=1),
+    dpzero = run(DPZero(eta=eta, lam=lam, C=math.inf, noise_multiplier=0.0), problem, x0, T, direction=direction,
+                 accountant=Accountant(), sampler=ShuffleSampler.for_testing(problem.n, 8, seed=1),
                  **kwargs)
     for a, b in zip(mezo.logs, dpzero.logs):
         assert float(a.released) == pytest.approx(float(b.released), rel=1e-9, abs=1e-12)
-    assert torch.allclose(mezo.x, dpzero.x, rtol=1e-10, atol=1e-12)
+    assert torch.allclose(mezo.output, dpzero.output, rtol=1e-10, atol=1e-12)
     assert all(float(log.clipped_fraction) == 0.0 for log in dpzero.logs)
 
 
@@ -393,12 +411,12 @@ def test_a_grid_of_runs_equals_the_runs_alone(problem):
     eta = torch.tensor([0.02, 0.05, 0.1], dtype=torch.float64)
     C = torch.tensor([0.5, 1.0, math.inf], dtype=torch.float64)
     kwargs = dict(seed=5, sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0))
-    grid = run(DPZero(eta=eta, lam=1e-3, C=C, noise_multiplier=0.0), FlatSpace(x0.expand(K, -1).clone()),
-               problem.losses, T, accountant=Accountant(), **kwargs)
+    grid = run(DPZero(eta=eta, lam=1e-3, C=C, noise_multiplier=0.0), problem, x0.expand(K, -1).clone(), T,
+               accountant=Accountant(), **kwargs)
     for k in range(K):
-        alone = run(DPZero(eta=float(eta[k]), lam=1e-3, C=float(C[k]), noise_multiplier=0.0), FlatSpace(x0),
-                    problem.losses, T, accountant=Accountant(), **kwargs)
-        assert torch.allclose(grid.x[k], alone.x, rtol=1e-10, atol=1e-12)
+        alone = run(DPZero(eta=float(eta[k]), lam=1e-3, C=float(C[k]), noise_multiplier=0.0), problem, x0, T,
+                    accountant=Accountant(), **kwargs)
+        assert torch.allclose(grid.output[k], alone.output, rtol=1e-10, atol=1e-12)
     assert 0 < float(grid.logs[0].clipped_fraction[0]) and float(grid.logs[0].clipped_fraction[2]) == 0
 
 
@@ -422,34 +440,37 @@ def test_one_release_per_step(problem, name):
     algorithm = algorithms(problem)[name]
     acct = Accountant()
     steps = []
-    result = run(algorithm, FlatSpace(start(problem.d)), problem.losses, T, seed=1, sampler=FullBatch(problem.n),
+    result = run(algorithm, problem, start(problem.d), T, seed=1, sampler=FullBatch(problem.n),
                  noise=NoiseSource.for_testing(0), accountant=acct,
-                 clipped_sum=problem.clipped_gradient_sum,
                  callback=lambda t, log: steps.append((t, acct.releases)))
     assert steps == [(t, t + 1) for t in range(T)]
     assert acct.releases == T and len(result.logs) == T and len(acct.ledger) == 1
     release = acct.ledger[0].release
     if name in ("DPZero", "DPGD0th", "DPGD"):
         # Δ = 2/n per unit of C (the noise is scaled by C), σ/Δ = the multiplier.
+        # In real units: Δ = 2C/n with C = 1, σ/Δ = the multiplier.
         assert isinstance(release, Gaussian) and release.sensitivity == pytest.approx(2 / problem.n)
-        assert release.noise_multiplier == pytest.approx(2.0)
+        assert release.sigma / release.sensitivity == pytest.approx(2.0)
     if name in ("MeZO", "DPZero-noiseless"):
-        assert release == Gaussian(1.0, 0.0)   # a data-dependent value released without noise
+        assert isinstance(release, NonPrivate)   # a data-dependent value released without noise
+        assert not result.private and not result.report(1e-5).private
 
 
 def test_sampled_releases_carry_the_sampler(problem):
     algorithm = DPZero(eta=0.05, lam=1e-3, C=1.0, noise_multiplier=2.0)
-    for sampler, relation, kind in ((PoissonSampler(problem.n, 10), "add/remove", PoissonSampledGaussian),
-                                    (ShuffleSampler(problem.n, 10), "replace-one", FixedSizeSampledGaussian)):
+    for sampler, relation, kind in ((PoissonSampler(problem.n, 10), "add/remove", Poisson),
+                                    (ShuffleSampler(problem.n, 10), "replace-one", FixedSize)):
         acct = Accountant(relation)
-        run(algorithm, FlatSpace(start(problem.d)), problem.losses, 4, seed=0, sampler=sampler,
+        run(algorithm, problem, start(problem.d), 4, seed=0, sampler=sampler,
             noise=NoiseSource.for_testing(0), accountant=acct)
-        assert acct.releases == 4 and isinstance(acct.ledger[0].release, kind)
-        assert acct.ledger[0].release.sigma / acct.ledger[0].release.sensitivity == pytest.approx(2.0)
+        release = acct.ledger[0].release
+        assert acct.releases == 4 and isinstance(release, Sampled) and isinstance(release.sampling, kind)
+        assert release.mechanism.sigma / release.mechanism.sensitivity == pytest.approx(2.0)
+        assert release.mechanism.sensitivity == pytest.approx((1 if relation == "add/remove" else 2) * 1.0 / 10)
 
 
 def test_mezo_report_is_not_private(problem):
-    result = run(MeZO(eta=0.05, lam=1e-3), FlatSpace(start(problem.d)), problem.losses, 5, seed=0,
+    result = run(MeZO(eta=0.05, lam=1e-3), problem, start(problem.d), 5, seed=0,
                  sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0), accountant=Accountant())
     report = result.report(1e-5)
     assert report.releases == 5
@@ -461,7 +482,7 @@ def nonfinite_closure(problem):
         calls = []
 
         def closure(batch):
-            losses = problem.losses(space.x, batch).clone()
+            losses = problem.losses_at(space.x, batch).clone()
             if not calls:
                 losses[..., 3] = math.nan
             else:
@@ -504,6 +525,11 @@ BAD = [
     (DPGD0th, dict(eta=0.1, lam=1e-3, C=-1.0, noise_multiplier=1.0), r"^C must be"),
     (DPGD, dict(eta=0.1, C=1.0, noise_multiplier=-0.5), r"^noise_multiplier must be"),
     (DPGD, dict(eta=-0.5, C=1.0, noise_multiplier=1.0), r"^eta must be"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0, steps=0), r"^steps must be an integer >= 1"),
+    (MeZO, dict(eta=0.1, lam=1e-3, steps=2.0), r"^steps must be an integer >= 1"),
+    (DPGD0th, dict(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0, direction="uniform"), r"^direction must be one of"),
+    (DPGD, dict(eta=0.1, C=1.0, noise_multiplier=1.0, paper=1), r"^paper must be a bool"),
+    (DPZero, dict(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0, discrete="yes"), r"^discrete must be a bool"),
 ]
 
 
@@ -515,13 +541,13 @@ def test_bad_hyper_parameters_name_the_argument(cls, kwargs, message):
 
 def test_bad_run_arguments(problem):
     algorithm = DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0)
-    for T in (0, -1, 2.5):
-        with pytest.raises(ValueError, match=r"^T must be an integer >= 1"):
-            run(algorithm, FlatSpace(start(problem.d)), problem.losses, T, seed=0, sampler=FullBatch(problem.n),
+    for T in (0, -1, 2.5):   # refused when the config is built, before any data is touched
+        with pytest.raises(ValueError, match=r"^steps must be an integer >= 1"):
+            run(algorithm, problem, start(problem.d), T, seed=0, sampler=FullBatch(problem.n),
                 noise=NoiseSource.for_testing(0), accountant=Accountant())
     with pytest.raises(ValueError, match=r"^accounting must be one of"):
         calibrate_noise("moments", 1.0, 1e-5, 10, 100)
-    with pytest.raises(ValueError, match="discrete=True supports one full-batch run"):
+    with pytest.raises(ValueError, match="discrete=True supports one full-batch (scalar )?run"):
         step(DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0, discrete=True), problem, start(problem.d),
              sampler=PoissonSampler(problem.n, 10), accountant=Accountant("add/remove"))
 

@@ -19,6 +19,7 @@ one ``testing_seed`` (noise = ``testing_seed + 1``), and ``kl.adaptive_gd(select
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -33,13 +34,12 @@ from dpnc import optim
 from dpnc.algorithms import kl
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky
-from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO, run
+from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.problems import Quadratic
 from dpnc.problems import kl as klp
 from dpnc.problems.nonsmooth import L1Regression
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
-from dpnc.space import FlatSpace
 
 DELTA = 1e-5
 OUTPUTS = Path(__file__).with_name("outputs.json")
@@ -70,24 +70,25 @@ def _x0(d: int, K: int | None = None) -> torch.Tensor:
     return torch.randn((d,) if K is None else (K, d), generator=_gen(0), dtype=torch.float64)
 
 
-def _dpzero_result(res, problem: Quadratic) -> dict[str, Value]:
-    """The output point, per-step logs, final train loss and the ledger of a ``dpzero.run`` result."""
-    out = {"x": _floats(res.x), "seeds": [float(s) for s in res.seeds],
-           "loss": _floats(torch.stack([log.loss.mean(-1) if log.loss.ndim else log.loss for log in res.logs])),
-           "released": _floats(torch.stack([log.released for log in res.logs])),
-           "clipped_fraction": _floats(torch.stack([log.clipped_fraction for log in res.logs])),
-           "final_train_loss": _floats(problem.loss(res.x))}
-    return {**out, **_privacy(res.accountant)}
+def _dpzero_result(run, logs, problem: Quadratic) -> dict[str, Value]:
+    """The output point, per-step logs (collected by the run's callback), final train loss and the ledger."""
+    out = {"x": _floats(run.output), "seeds": [float(s) for s in run.stats.seeds],
+           "loss": _floats(torch.stack([log.loss.mean(-1) if log.loss.ndim else log.loss for log in logs])),
+           "released": _floats(torch.stack([log.released for log in logs])),
+           "clipped_fraction": _floats(torch.stack([log.clipped_fraction for log in logs])),
+           "final_train_loss": _floats(problem.value(run.output))}
+    return {**out, **_privacy(run.accountant)}
 
 
-# --- algorithms/dpzero.py: run(...) on the synthetic quadratic --------------------------------------------
+# --- algorithms/dpzero.py: Algorithm.run(...) on the synthetic quadratic ----------------------------------
 
 
-def _run(algorithm, sampler, *, T=8, K=None, relation="replace-one", direction="gaussian", **kwargs):
-    problem = _quadratic()
-    res = run(algorithm, FlatSpace(_x0(problem.d, K), direction), problem.losses, T, seed=3, sampler=sampler,
-              noise=NoiseSource.for_testing(1), accountant=Accountant(relation), **kwargs)
-    return _dpzero_result(res, problem)
+def _run(algorithm, sampler, *, T=8, K=None, relation="replace-one", direction="gaussian"):
+    problem, logs = _quadratic(), []
+    algorithm = dataclasses.replace(algorithm, steps=T, direction=direction)
+    run = algorithm.run(problem, _x0(problem.d, K), noise=NoiseSource.for_testing(1), accountant=Accountant(relation),
+                        generator=_gen(3), sampler=sampler, callback=lambda t, log: logs.append(log))
+    return _dpzero_result(run, logs, problem)
 
 
 def case_dpzero_fullbatch():
@@ -136,13 +137,12 @@ def case_dpgd0th_poisson():
 
 
 def case_dpgd_fullbatch():
-    return _run(DPGD(eta=0.1, C=1.0, noise_multiplier=1.0), FullBatch(40),
-                clipped_sum=_quadratic().clipped_gradient_sum)
+    return _run(DPGD(eta=0.1, C=1.0, noise_multiplier=1.0), FullBatch(40))
 
 
 def case_dpgd_poisson():
     return _run(DPGD(eta=0.1, C=1.0, noise_multiplier=1.0), PoissonSampler.for_testing(40, 8, seed=2),
-                relation="add/remove", clipped_sum=_quadratic().clipped_gradient_sum)
+                relation="add/remove")
 
 
 # --- optim.py and engine.py: the optimizers on a tiny float64 nn.Linear ------------------------------------

@@ -1,7 +1,8 @@
-"""DPZero and DPGD-0th audited through :func:`dpnc.algorithms.dpzero.run` and the :class:`dpnc.optim.DPZero` optimizer.
+"""DPZero and DPGD-0th audited through ``DPZero.run``/``DPGD0th.run`` (:mod:`dpnc.algorithms.dpzero`) and the
+:class:`dpnc.optim.DPZero` optimizer.
 
 The flat-space mechanisms run all their runs as the rows of one :class:`~dpnc.space.FlatSpace` grid (one call
-of ``run``: the real step, sampler, privatisation and noise source, one noise draw per row). The optimizer has
+of ``Algorithm.run``: the real step, sampler, privatisation and noise source, one noise draw per row). The optimizer has
 no grid, so each run is its own optimizer on its own copy of a tiny model.
 """
 
@@ -22,8 +23,31 @@ from dpnc.clipping import clip_scalars
 from dpnc.estimators import two_point
 from dpnc.optim import DPZero as DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
+from dpnc.problems.base import Constants, Objective
 from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.space import FlatSpace, ModuleSpace
+
+
+class _CanaryGrid(Objective):
+    """Row r of the grid is its own dataset: the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0.
+
+    Only the per-example losses at the rows' points (:meth:`losses_at`) are defined: what DPZero and DPGD-0th query.
+    """
+
+    name = "audit-canary-grid"
+
+    def __init__(self, n: int, d: int, canary: torch.Tensor, sign: torch.Tensor) -> None:
+        self.n, self.dim, self.canary, self.sign = n, d, canary, sign
+        self.constants = Constants(L0=BIG)
+
+    def losses_at(self, points: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        mine = (index.unsqueeze(0) == self.canary.unsqueeze(1)).to(points.dtype)     # (rows, |batch|)
+        return mine * (self.sign * BIG * points[:, 0]).unsqueeze(1)
+
+    def value(self, points):
+        raise NotImplementedError("the audit's canary grid holds one dataset per row: no mean objective")
+
+    gradient = value
 
 
 class _FlatGrid(Mechanism):
@@ -62,17 +86,13 @@ class _FlatGrid(Mechanism):
     def _run(self, canary: torch.Tensor, sign: torch.Tensor, multiplier: float, sampler, bar: tqdm | None = None
              ) -> tuple[torch.Tensor, list[int], Accountant]:
         """One grid: row r's data has the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0."""
-        space = FlatSpace(torch.zeros(len(sign), self.d, dtype=torch.float64))
-
-        def losses(x: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
-            mine = (batch.unsqueeze(0) == canary.unsqueeze(1)).to(x.dtype)          # (rows, |batch|)
-            return mine * (sign * BIG * x[:, 0]).unsqueeze(1)
-
-        accountant = Accountant(self.relation)
-        result = dz.run(self.algorithm(self.eta, self.lam, self.C, multiplier), space, losses, self.T, seed=self.seed,
-                        sampler=sampler, noise=self.noise, accountant=accountant,
-                        callback=None if bar is None else (lambda t, log: bar.update(1)))
-        return torch.stack([log.released for log in result.logs]), result.seeds, accountant  # (T, rows[, d])
+        accountant, logs = Accountant(self.relation), []
+        algorithm = self.algorithm(self.eta, self.lam, self.C, multiplier, steps=self.T)
+        result = algorithm.run(_CanaryGrid(self.n, self.d, canary, sign), torch.zeros(len(sign), self.d,
+                               dtype=torch.float64), noise=self.noise, accountant=accountant,
+                               generator=torch.Generator().manual_seed(self.seed), sampler=sampler,
+                               callback=lambda t, log: (logs.append(log), bar is None or bar.update(1)))
+        return torch.stack([log.released for log in logs]), result.stats.seeds, accountant  # (T, rows[, d])
 
     def _directions(self, seeds: list[int]) -> torch.Tensor:
         """u_t of every public seed (T, d), replayed as the adversary does."""
@@ -90,7 +110,7 @@ class _FlatGrid(Mechanism):
 
 class DPZeroFullBatch(_FlatGrid):
     name = "dpzero"
-    summary = ("DPZero, full batch (Algorithm 2): dpnc.algorithms.dpzero.run with DPZero and FullBatch on a "
+    summary = ("DPZero, full batch (Algorithm 2): dpnc.algorithms.dpzero DPZero.run with FullBatch on a "
                "FlatSpace grid of runs, replace-one")
     canary = ("example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′ (replace-one), every other example loss 0: its "
               "clipped difference is ±C·sign(u_t,0), so every released mean moves by the full 2C/n")
@@ -128,7 +148,7 @@ class DPZeroFullBatch(_FlatGrid):
 
 class DPGD0thFullBatch(DPZeroFullBatch):
     name = "dpgd0th"
-    summary = ("DPGD-0th, full batch (Algorithm 1): dpnc.algorithms.dpzero.run with DPGD0th (vector clipping, "
+    summary = ("DPGD-0th, full batch (Algorithm 1): dpnc.algorithms.dpzero DPGD0th.run (vector clipping, "
                "d-dimensional noise) and FullBatch on a FlatSpace grid of runs, replace-one")
     canary = ("example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′, every other example loss 0: its clipped vector "
               "is ±C·sign(u_t,0)·u_t/‖u_t‖, so every released mean moves by the full 2C/n")
@@ -144,7 +164,7 @@ class DPGD0thFullBatch(DPZeroFullBatch):
 
 class DPZeroPoisson(_FlatGrid):
     name = "dpzero-poisson"
-    summary = ("DPZero with secret Poisson batches (q = B/n): dpnc.algorithms.dpzero.run with DPZero and the real "
+    summary = ("DPZero with secret Poisson batches (q = B/n): dpnc.algorithms.dpzero DPZero.run with the real "
                "PoissonSampler on a FlatSpace grid of runs, add/remove")
     canary = ("in-run r holds a canary with loss BIG·x₀ at its own index r (every other example, and all of an "
               "out-run's data, loss 0). One PoissonSampler draw per step includes each index independently with "
@@ -240,11 +260,12 @@ class DPZeroOptimizerPoisson(Mechanism):
             return -(mine - other)                                 # per-example negative margin
 
         released, weights = np.empty(self.T), []
-        for t in range(self.T):
+        handle = opt.register_step_hook(lambda _, info: released.__setitem__(info.step, float(info.released)))
+        for _ in range(self.T):
             opt.step(closure)
-            released[t] = float(opt.last_log.released)
             if keep_weights:
                 weights.append(model.weight.detach().clone())
+        handle.remove()
         return released, accountant, weights
 
     @torch.no_grad()

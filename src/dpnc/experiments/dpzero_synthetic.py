@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise, run
+from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise
 from dpnc.experiments.report import (INTEGER, NONNEGATIVE, POSITIVE, check_axis, check_value, loglog_slope,
                                      one_of, save_result, write_csv)
 from dpnc.privacy.accountant import Accountant
@@ -30,7 +30,7 @@ from dpnc.privacy.calibrate import advanced_composition_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.quadratic import HESSIANS, Quadratic
 from dpnc.sampling import FullBatch
-from dpnc.space import DIRECTIONS, FlatSpace
+from dpnc.space import DIRECTIONS
 
 METHODS = ("DPZero", "DPGD-0th", "DP-GD")
 METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
@@ -84,19 +84,20 @@ def run_grid(problem: Quadratic, method: str, T: int, config: SyntheticConfig,
     eta = torch.tensor([g[0] for g in grid], dtype=torch.float64)
     C = torch.tensor([g[1] for g in grid], dtype=torch.float64)
     multiplier = calibrate_noise("paper", config.epsilon, config.delta, T, problem.n)
-    algorithm = {"DPZero": lambda: DPZero(eta, config.lam, C, multiplier),
-                 "DPGD-0th": lambda: DPGD0th(eta, config.lam, C, multiplier),
-                 "DP-GD": lambda: DPGD(eta, C, multiplier)}[method]()
-    space = FlatSpace(torch.zeros(len(grid), problem.d, dtype=torch.float64), direction=config.direction)
+    common = {"eta": eta, "C": C, "noise_multiplier": multiplier, "steps": T, "direction": config.direction}
+    algorithm = {"DPZero": lambda: DPZero(lam=config.lam, **common),
+                 "DPGD-0th": lambda: DPGD0th(lam=config.lam, **common),
+                 "DP-GD": lambda: DPGD(**common)}[method]()
     accountant = Accountant("replace-one")
     with torch.no_grad():  # large step sizes diverge on purpose: they are part of the grid
-        result = run(algorithm, space, problem.losses, T, seed=config.seed, sampler=FullBatch(problem.n),
-                     noise=noise, accountant=accountant, clipped_sum=problem.clipped_gradient_sum,
-                     callback=(lambda t, log: on_step()) if on_step else None)
-        x = result.x
+        result = algorithm.run(problem, torch.zeros(len(grid), problem.d, dtype=torch.float64), noise=noise,
+                               accountant=accountant, generator=torch.Generator().manual_seed(config.seed),
+                               sampler=FullBatch(problem.n),
+                               callback=(lambda t, log: on_step()) if on_step else None)
+        x = result.output
         metrics = {"train_grad_norm": problem.gradient_norm(x, "train"),
                    "test_grad_norm": problem.gradient_norm(x, "test"),
-                   "train_loss": problem.loss(x, "train"), "test_loss": problem.loss(x, "test")}
+                   "train_loss": problem.value(x, "train"), "test_loss": problem.value(x, "test")}
     rows = []
     for k, (step, clip) in enumerate(grid):
         row = {"d": problem.d, "method": method, "T": T, "stepsize": step, "C": clip}

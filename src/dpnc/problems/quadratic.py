@@ -3,29 +3,45 @@
 f(x; ξ) = ½(x − ξ)ᵀA(x − ξ) with A = diag(a), ‖A‖₂ = 1, so the effective rank is r = Tr A:
 (a) ``"identity"``: a_j = 1, r = d; (b) ``"sqrt"``: a_j = 1/√j, r = O(√d); (c) ``"inverse"``:
 a_j = 1/j, r = O(log d). Data: every coordinate of every ξ_i i.i.d. N(1, 1); a test set of the same
-size from the same law. Everything is evaluated for a batch of points x of shape (..., d) at once.
+size from the same law. Everything is evaluated for a batch of points x of shape (..., d) at once, in
+closed form from per-example sufficient statistics (Aξ_i, ½ξ_iᵀAξ_i, …).
 """
 
 from __future__ import annotations
 
 import torch
 
+from dpnc.clipping import per_run
+from dpnc.problems.base import Constants, Objective
+
 HESSIANS = ("identity", "sqrt", "inverse")
 
 
-class Quadratic:
-    """F_S(x) = (1/2n) Σ_i (x − ξ_i)ᵀA(x − ξ_i) on a train and a test set.
+class Quadratic(Objective):
+    """F_S(x) = (1/2n) Σ_i (x − ξ_i)ᵀA(x − ξ_i) on a train and a test set: an :class:`Objective`.
+
+    The algorithms see the training set through the protocol (:meth:`losses`, :meth:`losses_at`,
+    :meth:`gradients`, and DP-GD's closed form :meth:`clipped_gradient_sum`); :meth:`value` and
+    :meth:`gradient` take a ``split`` ("train" or "test") for evaluation.
+
+    Constants: ∇f(·; ξ) is ‖A‖₂-Lipschitz, so L1 = max_j a_j (= 1). f(·; ξ) is *not* globally Lipschitz
+    (‖∇f(x; ξ)‖ = ‖A(x − ξ)‖ grows with ‖x‖ and with the unbounded Gaussian data), so no L0 is declared:
+    the quadratic is DPZero's smoothness test (A3.5 holds only locally, spec §7.8), and the algorithms'
+    privacy rests on their clipping threshold C, never on an L0.
 
     Args:
         a: the diagonal of A, shape (d,).
         train, test: data ξ, shapes (n, d) and (n_test, d).
     """
 
+    name = "dpzero-quadratic"
+
     def __init__(self, a: torch.Tensor, train: torch.Tensor, test: torch.Tensor) -> None:
         if a.ndim != 1 or train.ndim != 2 or train.shape[1] != a.shape[0] or test.shape[1] != a.shape[0]:
             raise ValueError("a must be (d,), train (n, d) and test (m, d)")
         self.a, self.train, self.test = a, train, test
         self.d, self.n = a.shape[0], train.shape[0]
+        self.dim = self.d
         self._stats = {name: self._split_stats(data) for name, data in (("train", train), ("test", test))}
 
     @classmethod
@@ -43,6 +59,11 @@ class Quadratic:
         return cls(a, data[:n], data[n:])
 
     @property
+    def constants(self) -> Constants:
+        """L1 = ‖A‖₂ = max_j a_j; L0 = None (not globally Lipschitz; see the class docstring)."""
+        return Constants(L0=None, L1=float(self.a.max()))
+
+    @property
     def effective_rank(self) -> float:
         return float(self.a.sum() / self.a.max())
 
@@ -53,11 +74,24 @@ class Quadratic:
 
     # --- per-example values (what the algorithms see) -------------------------------------------
 
-    def losses(self, x: torch.Tensor, batch: torch.Tensor | None = None) -> torch.Tensor:
-        """ℓ_i(x) = ½xᵀAx − xᵀAξ_i + ½ξ_iᵀAξ_i for the training examples in ``batch`` (..., |batch|)."""
+    def losses_at(self, points: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
+        """ℓ_i(x) = ½xᵀAx − xᵀAξ_i + ½ξ_iᵀAξ_i at points (..., d) shared by the batch → (..., |index|).
+
+        ``index`` None: every training example.
+        """
         s = self._stats["train"]
-        a_xi, c = (s["a_xi"], s["c"]) if batch is None else (s["a_xi"][batch], s["c"][batch])
-        return 0.5 * (x**2 * self.a).sum(-1, keepdim=True) - x @ a_xi.T + c
+        a_xi, c = (s["a_xi"], s["c"]) if index is None else (s["a_xi"][index], s["c"][index])
+        return 0.5 * (points**2 * self.a).sum(-1, keepdim=True) - points @ a_xi.T + c
+
+    def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """f(x[i, j], ξ_index[i]) for x (b, k, d) → (b, k)."""
+        s = self._stats["train"]
+        return (0.5 * (x**2 * self.a).sum(-1) - (x * s["a_xi"][index].unsqueeze(1)).sum(-1)
+                + s["c"][index].unsqueeze(1))
+
+    def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """∇f(x[i, j], ξ_index[i]) = A(x[i, j] − ξ_index[i]) for x (b, k, d) → (b, k, d)."""
+        return self.a * (x - self.train[index].unsqueeze(1))
 
     @staticmethod
     def loss_one(a: torch.Tensor):
@@ -73,8 +107,6 @@ class Quadratic:
         ‖A(x − ξ_i)‖² = xᵀA²x − 2xᵀA²ξ_i + ξ_iᵀA²ξ_i and Σ_i w_i A(x − ξ_i) = A(x·Σ_i w_i − Σ_i w_i ξ_i):
         two matrix products, no (runs × n × d) tensor. Equals the torch.func route (tested).
         """
-        from dpnc.clipping import per_run
-
         s = self._stats["train"]
         xi = self.train if batch is None else self.train[batch]
         a2_xi, c2 = (s["a2_xi"], s["c2"]) if batch is None else (s["a2_xi"][batch], s["c2"][batch])
@@ -83,18 +115,21 @@ class Quadratic:
         C = per_run(C, norms)
         w = torch.where(norms > C, C / norms.clamp_min(1e-300), torch.ones_like(norms))
         g = self.a * (x * w.sum(-1, keepdim=True) - w @ xi)
-        return g, (norms > C).to(x.dtype).mean(-1), self.losses(x, batch).mean(-1)
+        return g, (norms > C).to(x.dtype).mean(-1), self.losses_at(x, batch).mean(-1)
 
     # --- evaluation ---------------------------------------------------------------------------------
 
-    def loss(self, x: torch.Tensor, split: str = "train") -> torch.Tensor:
-        """F(x) on a split: ½xᵀAx − xᵀAξ̄ + mean_i ½ξ_iᵀAξ_i."""
+    def value(self, points: torch.Tensor, split: str = "train") -> torch.Tensor:
+        """F(x) on a split: ½xᵀAx − xᵀAξ̄ + mean_i ½ξ_iᵀAξ_i, for points (..., d) → (...)."""
         s = self._stats[split]
-        return 0.5 * (x**2 * self.a).sum(-1) - (x * self.a * s["mean"]).sum(-1) + s["mean_c"]
+        return 0.5 * (points**2 * self.a).sum(-1) - (points * self.a * s["mean"]).sum(-1) + s["mean_c"]
 
-    def gradient(self, x: torch.Tensor, split: str = "train") -> torch.Tensor:
+    def gradient(self, points: torch.Tensor, split: str = "train") -> torch.Tensor:
         """∇F(x) = A(x − ξ̄)."""
-        return self.a * (x - self._stats[split]["mean"])
+        return self.a * (points - self._stats[split]["mean"])
 
     def gradient_norm(self, x: torch.Tensor, split: str = "train") -> torch.Tensor:
         return torch.linalg.vector_norm(self.gradient(x, split), dim=-1)
+
+    def __repr__(self) -> str:
+        return f"Quadratic(n={self.n}, d={self.d}, r={self.effective_rank:.4g})"
