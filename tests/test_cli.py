@@ -37,7 +37,7 @@ def test_account_refuses_ambiguous_or_invalid_requests():
     assert bad_q.exit_code != 0 and "sampling_rate must be in (0, 1]" in bad_q.output
     rdp_replace = runner.invoke(app, ["account", "-T", "10", "-q", "0.1", "--epsilon", "1",
                                       "--accountant", "rdp", "--relation", "replace-one"])
-    assert rdp_replace.exit_code != 0 and "cannot interpret PoissonSampledGaussian" in rdp_replace.output
+    assert rdp_replace.exit_code != 0 and "cannot interpret Sampled(Poisson, Gaussian)" in rdp_replace.output
 
 
 def test_account_help_explains_every_option():
@@ -211,7 +211,7 @@ def test_account_under_replace_one_answers_with_the_accountant_that_can():
     rdp = next(line for line in result.output.splitlines() if line.startswith("rdp "))
     pld = next(line for line in result.output.splitlines() if line.startswith("pld "))
     assert "n/a" in rdp and "n/a" not in pld
-    assert "cannot interpret PoissonSampledGaussian under 'replace-one'" in result.output
+    assert "cannot interpret Sampled(Poisson, Gaussian) under 'replace-one'" in result.output
     as_json = runner.invoke(app, ["account", "-T", "100", "-q", "0.1", "--noise-multiplier", "2",
                                   "--relation", "replace-one", "--json"])
     rows = {r["accountant"]: r for r in json.loads(as_json.output)}
