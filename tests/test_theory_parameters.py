@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from dpnc.algorithms.dpzero import calibrate_noise, dpgd0th_from_theory, dpzero_from_theory
+from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
+from dpnc.algorithms.dpzero_theory import calibrate_noise, dpgd0th_from_theory, dpzero_from_theory
 from dpnc.privacy import dpzero_sigma
 
 N, D, R, L, ELL, EPS, DELTA = 10_000, 100, 5.0, 1.0, 1.0, 2.0, 1e-6
@@ -85,3 +86,22 @@ def test_calibrate_noise_modes():
         calibrate_noise("paper", 2.0, 1e-5, 10, 1024, batch_size=64)
     with pytest.raises(ValueError, match=r"accounting must be one of \('paper', 'rdp', 'pld'\); got 'prv'"):
         calibrate_noise("prv", 2.0, 1e-5, 10, 1024)
+
+
+def test_from_theory_builds_the_configs_the_theorems_prescribe():
+    """Each config's from_theory is the theorem calculator's parameters as a frozen Algorithm."""
+    for config, p in ((DPZero.from_theory(n=N, d=D, r=R, L=L, ell=ELL, epsilon=EPS, delta=DELTA),
+                       dpzero_from_theory(n=N, d=D, r=R, L=L, ell=ELL, epsilon=EPS, delta=DELTA)),
+                      (DPGD0th.from_theory(n=N, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA, r=R),
+                       dpgd0th_from_theory(n=N, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA, r=R))):
+        assert (config.eta, config.lam, config.C, config.noise_multiplier, config.steps) == \
+            (p.eta, p.lam, p.C, p.noise_multiplier, p.T)
+        assert config.family == "dpzero" and config.paper is False
+    sphere = DPZero.from_theory(n=N, d=D, r=R, L=L, ell=ELL, epsilon=EPS, delta=DELTA, direction="sphere")
+    assert sphere.direction == "sphere"
+    gd = DPGD.from_theory(n=N, L=L, epsilon=EPS, delta=DELTA, steps=100)
+    assert gd.C == L and gd.steps == 100 and gd.noise_multiplier == calibrate_noise("paper", EPS, DELTA, 100, N)
+    mezo = MeZO.from_theory()
+    assert (mezo.eta, mezo.lam, mezo.steps) == (1e-6, 1e-3, 10_000)   # the paper's MeZO baseline (spec §2.6)
+    with pytest.raises(ValueError, match="steps must be an integer >= 1"):
+        DPGD.from_theory(n=N, L=L, epsilon=EPS, delta=DELTA, steps=0)

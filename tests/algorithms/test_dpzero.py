@@ -570,3 +570,81 @@ def test_discrete_noise_is_on_the_grid_with_the_calibrated_spread(problem):
     assert np.allclose(units, np.round(units), atol=1e-6)          # on the grid
     z = (np.array(released) - np.mean(released)) / (mult * delta_s)
     assert stats.kstest(z, "norm").pvalue > 1e-3
+
+
+# --- the contract: output rule, the objective protocol ------------------------------------------------------
+
+
+def test_paper_output_is_the_random_iterate_x_tau(problem):
+    """paper=True returns x_τ, τ ~ Unif{0..T−1} from the public generator (Algorithms 1–2); last is x_T."""
+    T, eta, lam, x0 = 12, 0.05, 1e-3, start(problem.d, seed=13)
+    result = run(MeZO(eta=eta, lam=lam, paper=True), problem, x0, T, seed=7, sampler=FullBatch(problem.n),
+                 noise=NoiseSource.for_testing(0), accountant=Accountant())
+    gen = torch.Generator().manual_seed(7)
+    seeds = public_seeds(gen, T)
+    tau = int(torch.randint(T, (1,), generator=gen))
+    x, iterates = x0.clone(), []
+    for s in seeds:
+        iterates.append(x)
+        u = FlatSpace(x0).direction(s)
+        c = (problem.losses_at(x + lam * u).mean(-1) - problem.losses_at(x - lam * u).mean(-1)) / (2 * lam)
+        x = x - eta * c * u
+    assert result.stats.tau == tau and 0 < tau < T - 1
+    assert torch.allclose(result.output, iterates[tau], rtol=1e-12, atol=1e-12)
+    assert torch.allclose(result.last, x, rtol=1e-12, atol=1e-12) and not torch.allclose(result.output, x)
+    default = run(MeZO(eta=eta, lam=lam), problem, x0, T, seed=7, sampler=FullBatch(problem.n),
+                  noise=NoiseSource.for_testing(0), accountant=Accountant())
+    assert default.stats.tau is None and torch.equal(default.output, default.last)
+
+
+class _NoClosedForm:
+    """The quadratic seen through the Objective protocol only (no clipped_gradient_sum)."""
+
+    def __init__(self, quadratic):
+        self.q, self.n, self.dim = quadratic, quadratic.n, quadratic.dim
+
+    def losses_at(self, points, index):
+        return self.q.losses_at(points, index)
+
+    def gradients(self, x, index):
+        return self.q.gradients(x, index)
+
+
+@pytest.mark.parametrize("K", [None, 3])
+def test_dpgd_through_per_example_gradients_equals_the_closed_form(problem, K):
+    x0 = start(problem.d, seed=14, K=K)
+    C = 0.5 if K is None else torch.tensor([0.2, 1.0, math.inf], dtype=torch.float64)
+    algorithm = DPGD(eta=0.1, C=C, noise_multiplier=0.0)
+    kwargs = dict(seed=0, sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0))
+    closed = run(algorithm, problem, x0, 4, accountant=Accountant(), **kwargs)
+    generic = run(algorithm, _NoClosedForm(problem), x0, 4, accountant=Accountant(), **kwargs)
+    assert torch.allclose(generic.output, closed.output, rtol=1e-12, atol=1e-13)
+    for a, b in zip(closed.logs, generic.logs):
+        assert torch.allclose(a.clipped_fraction, b.clipped_fraction) and torch.allclose(a.loss, b.loss, rtol=1e-12)
+    assert closed.stats.gradients == 4 * problem.n * (1 if K is None else K)
+
+
+def test_the_quadratic_is_an_objective(problem):
+    from dpnc.problems.base import Objective
+
+    assert isinstance(problem, Objective) and problem.dim == problem.d
+    index = torch.tensor([0, 3, 7])
+    x = start(problem.d * 6, seed=15).reshape(3, 2, problem.d)
+    reference = torch.stack([torch.stack([problem.loss_one(problem.a)(x[i, j], problem.train[int(index[i])])
+                                          for j in range(2)]) for i in range(3)])
+    torch.testing.assert_close(problem.losses(x, index), reference, rtol=1e-12, atol=1e-12)
+    points = x[0]
+    torch.testing.assert_close(problem.losses_at(points, index), Objective.losses_at(problem, points, index),
+                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(problem.gradients(x, index),
+                               torch.func.vmap(torch.func.vmap(torch.func.grad(problem.loss_one(problem.a)),
+                                                               in_dims=(0, None)))(x, problem.train[index]))
+    torch.testing.assert_close(problem.value(points), problem.losses_at(points).mean(-1), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.xfail(raises=ValueError, strict=False,
+                   reason="problems.base.Constants refuses L0=None (requested: L0 optional for objectives that are "
+                          "not globally Lipschitz)")
+def test_the_quadratic_declares_its_smoothness_and_no_lipschitz_constant(problem):
+    constants = problem.constants
+    assert constants.L1 == 1.0 and constants.L0 is None

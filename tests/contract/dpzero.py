@@ -1,0 +1,62 @@
+"""Contract cases of the DPZero family (Zhang et al. 2024): DPZero, DPGD-0th, DP-GD and the MeZO baseline, each
+on a tiny synthetic quadratic, full batch (the theorems' setting) and one Poisson case (add/remove)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
+from dpnc.problems.quadratic import Quadratic
+from dpnc.sampling import PoissonSampler
+from tests.contract import ContractCase
+
+N, D, T, C = 20, 4, 5, 1.0
+
+
+def _problem():
+    return Quadratic.synthetic(D, "sqrt", n=N, seed=0)
+
+
+def _x0(problem):
+    return torch.ones(problem.dim, dtype=torch.float64)
+
+
+def _run(algorithm, problem, x0, noise, accountant, generator):
+    return algorithm.run(problem, x0, noise=noise, accountant=accountant, generator=generator)
+
+
+def _run_poisson(algorithm, problem, x0, noise, accountant, generator):
+    return algorithm.run(problem, x0, noise=noise, accountant=accountant, generator=generator,
+                         sampler=PoissonSampler.for_testing(problem.n, 5, seed=3))
+
+
+def _builder(config):
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    return lambda **override: type(config)(**{**fields, **override})
+
+
+COMMON_INVALID = [{"steps": 0}, {"steps": 1.5}, {"eta": -0.1}, {"eta": float("nan")}, {"paper": "yes"},
+                  {"direction": "uniform"}]
+NOISY_INVALID = COMMON_INVALID + [{"C": 0.0}, {"C": float("inf")}, {"noise_multiplier": -1.0},
+                                  {"noise_multiplier": float("inf")}]
+
+DPZERO = DPZero(eta=0.1, lam=1e-3, C=C, noise_multiplier=1.0, steps=T)
+DPGD0TH = DPGD0th(eta=0.1, lam=1e-3, C=C, noise_multiplier=1.0, steps=T, direction="sphere")
+DPGD_ = DPGD(eta=0.1, C=C, noise_multiplier=1.0, steps=T)
+MEZO = MeZO(eta=0.1, lam=1e-3, steps=T)
+
+CASES = [
+    ContractCase(name="dpzero", build=_builder(DPZERO), invalid=NOISY_INVALID + [{"lam": 0.0}, {"discrete": 1}],
+                 problem=_problem, x0=_x0, run=_run, releases=T, sensitivities=[2 * C / N]),
+    ContractCase(name="dpzero-poisson", build=_builder(dataclasses.replace(DPZERO, paper=True)),
+                 invalid=NOISY_INVALID, problem=_problem, x0=_x0, run=_run_poisson, releases=T,
+                 sensitivities=[C / 5], relation="add/remove"),
+    ContractCase(name="dpgd-0th", build=_builder(DPGD0TH), invalid=NOISY_INVALID + [{"lam": -1.0}], problem=_problem,
+                 x0=_x0, run=_run, releases=T, sensitivities=[2 * C / N]),
+    ContractCase(name="dp-gd", build=_builder(DPGD_), invalid=NOISY_INVALID, problem=_problem, x0=_x0, run=_run,
+                 releases=T, sensitivities=[2 * C / N]),
+    ContractCase(name="mezo", build=_builder(MEZO), invalid=COMMON_INVALID + [{"lam": 0.0}], problem=_problem,
+                 x0=_x0, run=_run, releases=T, sensitivities=None),
+]
