@@ -345,6 +345,7 @@ def kl_rates(
         "nsrs": (nsrs, float), "prox_samples": (prox_samples, int)}, **overrides)
     _reproduce(exp, config, out)
 
+
 def add_reproduction(group: typer.Typer, experiment) -> None:
     """Register ``dpnc reproduce <experiment.name>``, generated from the experiment's config dataclass.
 
@@ -370,7 +371,7 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
               inspect.Parameter("out", keyword, annotation=Path, default=typer.Option(
                   Path(f"runs/{experiment.name}"), "--out", help="Folder for CSV, JSON, PNG and summary.md.")),
               inspect.Parameter("workers", keyword, annotation=int, default=typer.Option(
-                  2, "--workers", min=1, help="Runs side by side (processes; 1: in this process).")),]
+                  2, "--workers", min=1, help="Runs side by side (processes; 1: in this process)."))]
     parsers = {}
     for f in fields:
         kind, parse = _option_type(f.name, hints[f.name], f.metadata)
