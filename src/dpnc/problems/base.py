@@ -120,6 +120,15 @@ class Objective(ABC):
         values = self.losses(flat.expand(len(index), *flat.shape), index)          # (b, k)
         return values.T.reshape(*points.shape[:-1], len(index))
 
+    def _as_points(self, points, name: str = "points") -> tuple[torch.Tensor, bool]:
+        """``points`` as float64 (k, d), and whether a single point (d,) was given."""
+        points = torch.as_tensor(points, dtype=torch.float64)
+        single = points.ndim == 1
+        points = points.unsqueeze(0) if single else points
+        if points.ndim != 2 or points.shape[1] != self.dim:
+            raise ValueError(f"{name} must have shape (k, {self.dim}) or ({self.dim},); got {tuple(points.shape)}")
+        return points, single
+
     @abstractmethod
     def value(self, points: torch.Tensor) -> torch.Tensor:
         """F at points (k, d) → (k,), or (d,) → a scalar."""
@@ -281,12 +290,7 @@ class Problem(Objective):
     def _check_eval(self, points, chunk) -> tuple[torch.Tensor, bool]:
         if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
             raise ValueError(f"chunk must be an integer >= 1; got {chunk!r}")
-        points = torch.as_tensor(points, dtype=torch.float64)
-        single = points.ndim == 1
-        points = points.unsqueeze(0) if single else points
-        if points.ndim != 2 or points.shape[1] != self.dim:
-            raise ValueError(f"points must have shape (k, {self.dim}) or ({self.dim},); got {tuple(points.shape)}")
-        return points, single
+        return self._as_points(points)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n={self.n}, d={self.dim}, L={self.lipschitz:.4g})"

@@ -135,12 +135,7 @@ class KLObjective(Objective):
         return center, _positive("radius", radius)
 
     def _points(self, w) -> tuple[torch.Tensor, bool]:
-        w = torch.as_tensor(w, dtype=F64)
-        single = w.ndim == 1
-        w = w.unsqueeze(0) if single else w
-        if w.ndim != 2 or w.shape[1] != self.dim:
-            raise ValueError(f"w must have shape ({self.dim},) or (k, {self.dim}); got {tuple(w.shape)}")
-        return w, single
+        return self._as_points(w, "w")
 
     def __repr__(self) -> str:
         c = self.constants
