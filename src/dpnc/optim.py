@@ -37,12 +37,10 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from dpnc.algorithms import dpzero as alg
-from dpnc.clipping import per_run
-from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import private_mean, release_sum
+from dpnc.privacy.mean import release_sum
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Gaussian, Release, mean_sensitivity
+from dpnc.privacy.releases import NonPrivate, Release, mean_sensitivity
 from dpnc.sampling import BatchClosure, Sampler
 from dpnc.space import ModuleSpace
 
@@ -264,12 +262,13 @@ class DPZero(_ZerothOrder):
                          model=model)
 
     def _step(self, group, seed, closure):
-        diffs = two_point_on_batch(self.space, closure, seed, group["smoothing"], self.sampler)  # ℓ_i(x ± λu)
-        c = private_mean(diffs.a, group["clip"], sampler=self.sampler, noise=self.noise,   # (1/B) Σ clip_C(a_i) + z
-                         accountant=self.accountant, noise_multiplier=group["noise_multiplier"],
-                         discrete=group["discrete"])
-        self.space.update_(seed, -per_run(group["lr"], c.value) * c.value)                 # x − α c_t u_t
-        return c.value, diffs.loss, PrivateStats(float(diffs.loss), float(c.clipped), int(c.nonfinite))
+        # The model tier runs the algorithm's own step (one step, two tiers): private_mean of the clipped a_i.
+        config = alg.DPZero(eta=group["lr"], lam=group["smoothing"], C=group["clip"],
+                            noise_multiplier=group["noise_multiplier"], discrete=group["discrete"])
+        log = config.step(self.space, closure, seed, sampler=self.sampler, noise=self.noise,
+                          accountant=self.accountant)
+        return log.released, log.loss, PrivateStats(float(log.loss), float(log.clipped_fraction),
+                                                    int(log.nonfinite))
 
     def step_release(self) -> Release:
         group = self.param_groups[0]
@@ -308,4 +307,4 @@ class MeZO(_ZerothOrder):
         return log.released, log.loss, PrivateStats(float(log.loss), 0.0, nonfinite)
 
     def step_release(self) -> Release:
-        return Gaussian(1.0, 0.0)   # a data-dependent release with no noise (ε = ∞)
+        return NonPrivate(secret=self.sampler.secret)   # a data-dependent release with no noise (ε = ∞)

@@ -642,9 +642,6 @@ def test_the_quadratic_is_an_objective(problem):
     torch.testing.assert_close(problem.value(points), problem.losses_at(points).mean(-1), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.xfail(raises=ValueError, strict=False,
-                   reason="problems.base.Constants refuses L0=None (requested: L0 optional for objectives that are "
-                          "not globally Lipschitz)")
 def test_the_quadratic_declares_its_smoothness_and_no_lipschitz_constant(problem):
     constants = problem.constants
     assert constants.L1 == 1.0 and constants.L0 is None

@@ -1,7 +1,7 @@
 """The mechanisms ``dpnc audit`` runs, by name (see :mod:`dpnc.audit.base` for what they share).
 
 ===================== ========================================================================================
-``dpzero``            DPZero full batch, ``dpnc.algorithms.dpzero.run`` on a FlatSpace grid (replace-one)
+``dpzero``            DPZero full batch, ``DPZero(...).run`` on a grid of runs (replace-one)
 ``dpzero-poisson``    DPZero with the real secret ``PoissonSampler``, one grid (add/remove)
 ``dpgd0th``           DPGD-0th full batch, d-dimensional noise (replace-one)
 ``ztc-tree``          Zhang–Tran–Cutkosky ``VarianceReducedOracle``, one tree period (replace-one)

@@ -56,7 +56,8 @@ class Constants:
     dataset must give the same record). Fields a paper does not need are None.
 
     Attributes:
-        L0: per-example Lipschitz constant, ‖∇f(x; z)‖ ≤ L0 (ZTC/KLT's L, DPZero's ℓ, Menart et al.'s L0).
+        L0: per-example Lipschitz constant, ‖∇f(x; z)‖ ≤ L0 (ZTC/KLT's L, DPZero's ℓ, Menart et al.'s L0);
+            None for an objective that is not Lipschitz (DPZero's quadratic: its methods clip instead).
         L1: per-example smoothness, ∇f(·; z) is L1-Lipschitz (DPZero's L).
         weak_convexity: L̃1 with f(·; z) + (L̃1/2)‖·‖² convex.
         gamma, kappa: the (γ, κ)-KL inequality F(x) − F* ≤ γ^κ‖∇F(x)‖^κ on the region.
@@ -64,7 +65,7 @@ class Constants:
         F_star: min F where known, for *evaluating* results only (no algorithm reads it).
     """
 
-    L0: float
+    L0: float | None
     L1: float | None = None
     weak_convexity: float | None = None
     gamma: float | None = None
@@ -75,7 +76,7 @@ class Constants:
     def __post_init__(self) -> None:
         for name in ("L0", "L1", "weak_convexity", "gamma", "kappa"):
             value = getattr(self, name)
-            if value is None and name != "L0":
+            if value is None:
                 continue
             if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
                     and value >= 0 and (value > 0 or name == "weak_convexity")):
