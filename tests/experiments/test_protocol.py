@@ -108,6 +108,24 @@ def test_the_runner_spreads_tasks_over_processes_with_results_in_task_order():
     assert os.getpid() not in {r.pid for r in pooled.rows}
 
 
+class Batched(Toy):
+    """A task that measures several points at once (a batched grid) returns a tuple of rows."""
+
+    def run_one(self, config, task):
+        n, seed = task
+        return tuple(ToyRow(n, seed, n * scale + seed + config.offset, os.getpid()) for scale in config.scales)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_runner_flattens_a_task_s_tuple_of_rows_in_task_order(workers):
+    config = dataclasses.replace(TOY.QUICK, sizes=(3, 1), scales=(1.0, 10.0))
+    result = protocol.run_experiment(Batched(), config, progress=False, workers=workers)
+    assert all(isinstance(r, ToyRow) for r in result.rows)
+    assert [(r.n, r.seed, r.value) for r in result.rows] == [
+        (n, s, n * scale + s + 0.5) for n, s in Batched().tasks(config) for scale in (1.0, 10.0)]
+    assert result.claims[0].evidence == "8 rows"   # the claims see the flattened rows
+
+
 @pytest.mark.slow
 def test_isolated_tasks_each_get_a_fresh_process():
     """Even with one worker: each task in a spawned process of its own (its own peak memory)."""

@@ -5,7 +5,8 @@ An experiment is a small class (:class:`Experiment`) over three frozen dataclass
 * ``Config``: the grid and the settings, checked by ``validate()`` (called from ``__post_init__``, so a bad value
   fails at construction, before any work), with a ``QUICK`` and a ``FULL`` instance;
 * a task: one independent unit of work (hashable and picklable: a frozen dataclass or a tuple of plain values);
-* ``Row``: what one task measured, typed; turned into a dict only when it is written.
+* ``Row``: what one task measured, typed; turned into a dict only when it is written. A task that measures
+  several points at once (e.g. a batched grid) returns a tuple of rows, which the runner flattens in order.
 
 One runner, :func:`run_experiment`, turns a config into a :class:`Result` (the rows in task order, the claims
 computed from them, the wall time and the machine); one writer, :func:`write`, puts every result on disk the same
@@ -91,8 +92,9 @@ class Experiment(Generic[C, T, R]):
         calls it before running."""
         return config
 
-    def run_one(self, config: C, task: T) -> R:
-        """Run one task: a module-level class's method, so that it pickles into a worker process."""
+    def run_one(self, config: C, task: T) -> R | tuple[R, ...]:
+        """Run one task: a module-level class's method, so that it pickles into a worker process. A row, or a
+        tuple of rows for a task that measures several points at once (the runner flattens them in order)."""
         raise NotImplementedError
 
     def claims(self, rows: Sequence[R], config: C) -> list[Claim]:
@@ -137,15 +139,17 @@ class Result(Generic[C, R]):
 def run_experiment(experiment: Experiment, config, *, progress: bool = True, workers: int = 2) -> Result:
     """Every task of ``config``, ``workers`` at a time (:func:`run_tasks`), and the claims on the rows.
 
-    The tasks are listed (and ``config`` checked by the experiment) before any of them runs.
+    The tasks are listed (and ``config`` checked by the experiment) before any of them runs. The rows are in task
+    order, a task's tuple of rows flattened in place.
     """
     config.validate()
     tasks = experiment.tasks(config)
     load_start = _load_average()
     start = time.perf_counter()
-    rows = run_tasks(partial(experiment.run_one, config), [(t,) for t in tasks],
-                     cost=partial(experiment.cost, config), desc=experiment.name, progress=progress,
-                     workers=workers, fresh=experiment.isolated(config))
+    outputs = run_tasks(partial(experiment.run_one, config), [(t,) for t in tasks],
+                        cost=partial(experiment.cost, config), desc=experiment.name, progress=progress,
+                        workers=workers, fresh=experiment.isolated(config))
+    rows = [row for out in outputs for row in (out if isinstance(out, tuple) else (out,))]
     seconds = time.perf_counter() - start
     return Result(experiment, config, tuple(rows), tuple(experiment.claims(rows, config)), seconds, workers,
                   machine(load_start))
