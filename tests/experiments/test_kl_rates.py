@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 
 from dpnc.cli import app
 from dpnc.experiments import kl_rates as exp
+from dpnc.experiments import kl_rates_report as report
+from dpnc.experiments import protocol
 from dpnc.privacy.budget import rho_to_epsilon
 
 TINY = exp.KLRatesConfig(objectives=("quadratic", "power-1.5"), dims=(1, 4), nsrs=(1e4, 1e5, 1e6),
@@ -19,54 +21,61 @@ TINY = exp.KLRatesConfig(objectives=("quadratic", "power-1.5"), dims=(1, 4), nsr
 
 @pytest.fixture(scope="module")
 def tiny():
-    return exp.run_experiment(TINY, progress=False, workers=1)
+    return protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
 
 
 def test_tiny_run_records_every_run_within_its_budget(tiny):
-    rows = tiny["rows"]
-    assert len(rows) == TINY.runs
-    assert {r["algorithm"] for r in rows} == set(exp.ALGORITHMS)
-    keys = set(rows[0])
+    rows = tiny.rows
+    assert len(rows) == len(exp.EXPERIMENT.tasks(TINY))
+    assert {r.algorithm for r in rows} == set(exp.ALGORITHMS)
     for r in rows:
-        assert set(r) == keys
+        assert isinstance(r, exp.KLRow)
         # privacy: the accountant's ρ never exceeds the budget; ε is its zCDP conversion; secret noise
-        assert 0 < r["rho_spent"] <= r["rho"] * (1 + 1e-9), r
-        assert r["epsilon"] == pytest.approx(rho_to_epsilon(r["rho_spent"], TINY.dp_delta))
-        assert r["private"] is True
-        assert r["sensitivity"] == "declared"  # data-free objectives: projected onto the region, nothing to clip
-        assert r["region_distance"] <= r["radius"] * (1 + 1e-12), r  # where L0 holds (inner iterates included)
-        assert r["nsr"] == pytest.approx(r["n"] * math.sqrt(r["rho"]))
-        assert r["x"] == pytest.approx(r["nsr"] / math.sqrt(r["d"]))
-        assert r["excess"] >= 0 and r["grad_norm"] >= 0 and r["queries"] > 0 and r["seconds"] >= 0
-        assert r["bound"] > 0
-        if r["algorithm"] in ("adaptive-gd+select", "proximal-point"):
-            assert r["rho_spent"] == pytest.approx(r["rho"], rel=1e-9)  # 8ρ/9 + (8ρ/9)/8; T·(ρ/T)
-        if r["algorithm"] == "adaptive-gd+select":
-            assert r["grad_bound"] > 0
-        if r["algorithm"] in exp.ADAPTIVE:
-            assert r["regime"] in ("2κ/(4−κ)", "κ/2", exp.TRIVIAL)
-            assert r["bound"] >= max(r["bound_dim_term"], r["bound_noise_term"])
-        kappa = r["kappa"]
-        assert r["lower_bound"] is not None and (kappa <= 2 or r["d"] == 1)
+        assert 0 < r.rho_spent <= r.rho * (1 + 1e-9), r
+        assert r.epsilon == pytest.approx(rho_to_epsilon(r.rho_spent, TINY.dp_delta))
+        assert r.private is True
+        assert r.sensitivity == "declared"  # data-free objectives: projected onto the region, nothing to clip
+        assert r.region_distance <= r.radius * (1 + 1e-12), r  # where L0 holds (inner iterates included)
+        assert r.nsr == pytest.approx(r.n * math.sqrt(r.rho))
+        assert r.x == pytest.approx(r.nsr / math.sqrt(r.d))
+        assert r.excess >= 0 and r.grad_norm >= 0 and r.queries > 0 and r.seconds >= 0
+        assert r.bound > 0
+        if r.algorithm in ("adaptive-gd+select", "proximal-point"):
+            assert r.rho_spent == pytest.approx(r.rho, rel=1e-9)  # 8ρ/9 + (8ρ/9)/8; T·(ρ/T)
+        if r.algorithm == "adaptive-gd+select":
+            assert r.grad_bound > 0
+        if r.algorithm in exp.ADAPTIVE:
+            assert r.regime in ("2κ/(4−κ)", "κ/2", exp.TRIVIAL)
+            assert r.bound >= max(r.bound_dim_term, r.bound_noise_term)
+        kappa = r.kappa
+        assert r.lower_bound is not None and (kappa <= 2 or r.d == 1)
+
+
+def test_the_tasks_are_the_grid_in_order_each_with_its_index():
+    tasks = exp.EXPERIMENT.tasks(TINY)
+    assert [t.index for t in tasks] == list(range(len(tasks)))
+    assert [t.algorithm for t in tasks] == sorted((t.algorithm for t in tasks), key=exp.ALGORITHMS.index)
+    assert {(t.objective, t.d, t.n, t.rho) for t in tasks if t.sweep == "rho"} == {
+        ("power-1.5", 4, 10**6, 0.01)}
 
 
 def test_spider_excess_is_below_phi_floor_in_every_run(tiny):
     """Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor (its conservative constants make a miss very unlikely)."""
-    spider = [r for r in tiny["rows"] if r["algorithm"] == "kl-spider"]
+    spider = [r for r in tiny.rows if r.algorithm == "kl-spider"]
     assert len(spider) == 2 * 2 * 3 * 2 + 2
     for r in spider:
-        assert r["excess"] <= r["bound"], r
-        assert r["excess"] < r["start_excess"]
+        assert r.excess <= r.bound, r
+        assert r.excess < r.start_excess
 
 
 def test_slopes_are_fitted_beside_the_predictions(tiny):
-    rows = exp.slopes(tiny["rows"])
+    rows = report.slopes(tiny.rows)
     spider = [s for s in rows if s["algorithm"] == "kl-spider"]
     assert {(s["objective"], s["d"]) for s in spider} == {(o, d) for o in TINY.objectives for d in TINY.dims}
     for s in rows:
         assert s["points"] >= 2 and s["x_min"] < s["x_max"]
         assert math.isfinite(s["slope"]) and math.isfinite(s["bound_slope"])
-        assert s["predicted"] == pytest.approx(exp.predicted(s["regime"], s["kappa"]))
+        assert s["predicted"] == pytest.approx(report.predicted(s["regime"], s["kappa"]))
     for s in spider:
         assert s["predicted"] == -s["kappa"] and s["slope"] < -0.5  # the excess falls with n√ρ
     assert any(s["algorithm"] == "proximal-point" and s["predicted"] == -3.0 for s in rows)
@@ -74,52 +83,63 @@ def test_slopes_are_fitted_beside_the_predictions(tiny):
 
 
 def test_outputs_are_written(tiny, tmp_path):
-    paths = exp.write_outputs(tiny, tmp_path, "dpnc reproduce kl-rates (test)")
-    assert {p.name for p in paths} == {"results.csv", "slopes.csv", "fig_excess.png", "fig_grad_norm.png",
+    paths = protocol.write(tiny, tmp_path, "dpnc reproduce kl-rates (test)")
+    assert {p.name for p in paths} == {"rows.csv", "slopes.csv", "fig_excess.png", "fig_grad_norm.png",
                                        "result.json", "summary.md"}
-    slopes = exp.slopes(tiny["rows"])
-    for name, rows in (("results.csv", tiny["rows"]), ("slopes.csv", slopes)):
+    slopes = report.slopes(tiny.rows)
+    for name, rows in (("rows.csv", [dataclasses.asdict(r) for r in tiny.rows]), ("slopes.csv", slopes)):
         with (tmp_path / name).open() as f:   # every row, every column, as the run made it
             assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
-    # the whole result, compared as JSON text (NaN-safe)
-    assert json.dumps(json.loads((tmp_path / "result.json").read_text())) == json.dumps(dict(tiny, slopes=slopes))
+    # the whole result, compared as JSON text (NaN-safe), and read back into typed rows
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert json.dumps(saved) == json.dumps({**tiny.to_json(), "command": "dpnc reproduce kl-rates (test)"})
+    again = protocol.read(exp.EXPERIMENT, tmp_path / "result.json")
+    assert again.rows == tiny.rows and again.config == TINY and again.claims == tiny.claims
     # fig_excess: a 4.3 × 3.5-inch panel per (algorithm, objective); fig_grad_norm: 4.6 × 3.8 per objective of
     # adaptive GD; 100 dpi
-    algorithms, objectives = {r["algorithm"] for r in tiny["rows"]}, {r["objective"] for r in tiny["rows"]}
+    algorithms, objectives = {r.algorithm for r in tiny.rows}, {r.objective for r in tiny.rows}
     assert imread(tmp_path / "fig_excess.png").shape[:2] == (round(3.5 * len(algorithms) * 100),
                                                              round(4.3 * len(objectives) * 100))
-    adaptive = {r["objective"] for r in tiny["rows"] if r["algorithm"].startswith("adaptive-gd") and r["sweep"] == "n"}
+    adaptive = {r.objective for r in tiny.rows if r.algorithm.startswith("adaptive-gd") and r.sweep == "n"}
     assert imread(tmp_path / "fig_grad_norm.png").shape[:2] == (round(3.8 * 100), round(4.6 * len(adaptive) * 100))
     summary = (tmp_path / "summary.md").read_text()
     for text in ("dpnc reproduce kl-rates (test)", "## Claims", "Fitted log-log slopes", "predicted",
                  "Gradient norm of the output", "Medians over seeds", "every run is private",
-                 "constants and log factors dropped", "≤ Φfloor in every run (Theorem 1, w.p. ≥ 1 − β each) | yes"):
+                 "constants and log factors dropped", "≤ Φfloor in every run (Theorem 1, w.p. ≥ 1 − β each) | yes",
+                 "`rows.csv`", f"{len(tiny.rows)} runs, 1 at a time"):
         assert text in summary, text
+    assert "results.csv" not in summary
+
+
+def claims_of(rows) -> dict[str, bool | None]:
+    return {c.statement: c.holds for c in report.check_claims(rows)}
 
 
 def test_claims_are_judged_on_the_numbers(tiny):
-    rows = tiny["rows"]
-    claims = {text: ok for text, ok, _ in exp.check_claims(rows, exp.slopes(rows))}
+    rows = list(tiny.rows)
+    assert all(isinstance(c, protocol.Claim) for c in tiny.claims)
+    assert {c.statement: c.holds for c in tiny.claims} == claims_of(rows)   # the runner's claims are these
+    claims = claims_of(rows)
     assert next(ok for text, ok in claims.items() if text.startswith("every run spends at most"))
-    over = [dict(r, rho_spent=r["rho"] * 1.01) if i == 0 else r for i, r in enumerate(rows)]
-    claims = {text: ok for text, ok, _ in exp.check_claims(over, exp.slopes(over))}
+    over = [dataclasses.replace(r, rho_spent=r.rho * 1.01) if i == 0 else r for i, r in enumerate(rows)]
+    claims = claims_of(over)
     assert not next(ok for text, ok in claims.items() if text.startswith("every run spends at most"))
     assert next(ok for text, ok in claims.items() if text.startswith("every iterate"))
-    outside = [dict(r, region_distance=8.0) if r["algorithm"] == "proximal-point" else r for r in rows]
-    claims = {text: ok for text, ok, _ in exp.check_claims(outside, exp.slopes(outside))}
+    outside = [dataclasses.replace(r, region_distance=8.0) if r.algorithm == "proximal-point" else r for r in rows]
+    claims = claims_of(outside)
     assert not next(ok for text, ok in claims.items() if text.startswith("every iterate"))
-    worse = [dict(r, excess=2 * r["bound"]) if r["algorithm"] == "kl-spider" else r for r in rows]
-    claims = {text: ok for text, ok, _ in exp.check_claims(worse, exp.slopes(worse))}
+    worse = [dataclasses.replace(r, excess=2 * r.bound) if r.algorithm == "kl-spider" else r for r in rows]
+    claims = claims_of(worse)
     assert not next(ok for text, ok in claims.items() if "≤ Φfloor" in text)
 
 
 def test_reproducible_noise_replays_and_is_marked_not_private(tmp_path):
     config = dataclasses.replace(TINY, algorithms=("kl-spider", "adaptive-gd"), objectives=("power-1.5",), dims=(4,),
                                  nsrs=(1e4,), high_dims=(), rhos=(), seeds=2, reproducible=True, seed=3)
-    one, two = (exp.run_experiment(config, progress=False, workers=w)["rows"] for w in (1, 2))
-    assert [r["excess"] for r in one] == [r["excess"] for r in two]
-    assert not any(r["private"] for r in one)
-    exp.write_outputs({"config": dataclasses.asdict(config), "rows": one, "seconds": 1.0}, tmp_path, "test")
+    one, two = (protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=w) for w in (1, 2))
+    assert [r.excess for r in one.rows] == [r.excess for r in two.rows]
+    assert not any(r.private for r in one.rows)
+    protocol.write(one, tmp_path, "test")
     assert "NOT PRIVATE" in (tmp_path / "summary.md").read_text()
 
 
@@ -137,40 +157,62 @@ def test_config_and_cli_validate(tmp_path):
                             (dict(dims=()), r"^dims must be non-empty"),
                             (dict(prox_samples=(5,)), r"^prox_samples must be an integer >= 10; got 5$"),
                             (dict(high_nsrs=(math.nan,)), r"^high_nsrs must be"),
-                            (dict(max_inner_iters=0), r"^max_inner_iters must be")):
+                            (dict(max_inner_iters=0), r"^max_inner_iters must be"),
+                            (dict(max_inner_iters=1), r"^max_inner_iters must be an integer >= 2; got 1$"),
+                            (dict(beta=1.0), r"^beta must be in \(0, 1\); got 1.0$"),
+                            (dict(dp_delta=0.0), r"^dp_delta must be in \(0, 1\); got 0.0$"),
+                            (dict(start_fraction=1.5), r"^start_fraction must be in \(0, 1\]; got 1.5$"),
+                            (dict(seed=-1), r"^seed must be an integer >= 0; got -1$")):
         with pytest.raises(ValueError, match=message):   # each message names the option's field
             exp.KLRatesConfig(**kwargs)
+    bad = dataclasses.replace(TINY)
+    object.__setattr__(bad, "dims", (0,))   # validate() checks a config mutated past its construction
+    with pytest.raises(ValueError, match="^dims must be"):
+        bad.validate()
     runner = CliRunner()
     result = runner.invoke(app, ["reproduce", "kl-rates", "--nsrs", "a,b", "--out", str(tmp_path)])
     assert result.exit_code != 0 and "comma-separated float" in result.output
     result = runner.invoke(app, ["reproduce", "kl-rates", "--algorithms", "sgd", "--out", str(tmp_path)])
     assert result.exit_code != 0 and "algorithms must be among" in result.output
-    result = runner.invoke(app, ["reproduce", "kl-rates", "--help"])
+    result = runner.invoke(app, ["reproduce", "kl-rates", "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
-    for option in ("--full", "--quick", "--reproducible", "--nsrs", "--prox-samples", "--max-inner-iters"):
-        assert option in result.output
+    for option in ("--full", "--quick", "--reproducible", "--no-reproducible", "--nsrs", "--prox-samples",
+                   "--max-inner-iters", "--algorithms", "--objectives", "--dims", "--seeds", "--seed", "--workers",
+                   "--out", "--rhos", "--dp-delta"):
+        assert option in result.output, option
 
 
 def test_quick_is_the_default_and_full_is_larger():
-    assert exp.QUICK.runs < exp.KLRatesConfig().runs
+    assert len(exp.EXPERIMENT.tasks(exp.QUICK)) < len(exp.EXPERIMENT.tasks(exp.FULL))
+    assert exp.FULL == exp.KLRatesConfig() and exp.EXPERIMENT.QUICK is exp.QUICK
     assert set(exp.QUICK.algorithms) == set(exp.ALGORITHMS)
     assert exp.QUICK.seeds >= 5 and max(exp.QUICK.prox_samples) <= 1000 and exp.QUICK.max_inner_iters <= 200
     assert not exp.QUICK.reproducible
+    assert all(f.metadata.get("help") for f in dataclasses.fields(exp.KLRatesConfig))   # every option explained
 
 
 def test_cli_runs_a_tiny_grid(tmp_path):
     result = CliRunner().invoke(app, ["reproduce", "kl-rates", "--algorithms", "kl-spider,proximal-point",
                                       "--objectives", "quadratic", "--dims", "1", "--nsrs", "1e4,1e5",
                                       "--prox-samples", "50,100", "--max-inner-iters", "10", "--seeds", "1",
-                                      "--out", str(tmp_path)])
+                                      "--reproducible", "--seed", "7", "--workers", "1", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "Fitted log-log slopes" in result.output
     assert (tmp_path / "summary.md").read_text() in result.output   # the summary printed is the one written
+    assert "NOT PRIVATE" in (tmp_path / "summary.md").read_text()
     saved = json.loads((tmp_path / "result.json").read_text())
     cfg = saved["config"]
     assert (cfg["algorithms"], cfg["objectives"], cfg["dims"], cfg["nsrs"]) == (
         ["kl-spider", "proximal-point"], ["quadratic"], [1], [1e4, 1e5])
     assert (cfg["prox_samples"], cfg["max_inner_iters"], cfg["seeds"]) == ([50, 100], 10, 1)
+    assert (cfg["reproducible"], cfg["seed"]) == (True, 7)
     assert sorted((r["algorithm"], r["objective"], r["d"], r["n"]) for r in saved["rows"] if r["sweep"] == "n") == [
         ("kl-spider", "quadratic", 1, 10**4), ("kl-spider", "quadratic", 1, 10**5),
         ("proximal-point", "power-3", 1, 50), ("proximal-point", "power-3", 1, 100)]   # one seed per setting
+    with (tmp_path / "rows.csv").open() as f:   # the rows file holds the same runs
+        records = list(csv.DictReader(f))
+    assert [(r["algorithm"], int(r["n"]), float(r["excess"])) for r in records] == [
+        (r["algorithm"], r["n"], r["excess"]) for r in saved["rows"]]
+    assert all(r["private"] == "False" for r in records)
+    assert {p.name for p in tmp_path.iterdir()} == {"rows.csv", "slopes.csv", "result.json", "summary.md",
+                                                    "fig_excess.png"}   # no adaptive GD: no gradient figure

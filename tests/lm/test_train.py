@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from dpnc.cli import app
 from dpnc.first_order import DPOptimizer
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_classifier, load_task, per_example_clipped_sum
-from dpnc.privacy import NoiseSource, PoissonSampledGaussian
+from dpnc.privacy import NoiseSource, Poisson, Sampled
 from dpnc.sampling import PoissonSampler
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -44,7 +44,8 @@ def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
     ledger = trainer.accountant.ledger
     assert trainer.accountant.releases == 3 and len(ledger) == 1
     release = ledger[0].release
-    assert isinstance(release, PoissonSampledGaussian) and release.sampling_rate == pytest.approx(8 / 1024)
+    assert isinstance(release, Sampled) and isinstance(release.sampling, Poisson)
+    assert release.sampling.q == pytest.approx(8 / 1024)
     assert release.sigma / release.sensitivity == pytest.approx(trainer.multiplier)
     # Calibrated so that exactly T = 3 releases meet ε = 6 (δ = 1e-5) by RDP; PLD is tighter.
     assert 5.9 < summary.epsilon_rdp <= 6.0 and summary.epsilon_pld <= summary.epsilon_rdp

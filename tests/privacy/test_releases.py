@@ -11,9 +11,9 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, FixedSize, FixedSizeSampledGaussian,
-                          Gaussian, NoiseSource, NonPrivate, Poisson, PoissonSampledGaussian, Relation, Release,
-                          Sampled, TreeAggregated, TreeAggregatedGaussian, TreeMechanism, TreeNoise,
+from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, FixedSize,
+                          Gaussian, NoiseSource, NonPrivate, Poisson, Relation, Release,
+                          Sampled, TreeAggregated, TreeMechanism, TreeNoise,
                           UnsupportedRelease, ZCDPMechanism, gaussian_mechanism, interpret)
 from dpnc.privacy.mean import private_mean
 
@@ -139,9 +139,6 @@ def test_relations_per_kind_are_the_documented_ones():
     for name, (rdp, pld) in table.items():
         release = COMBINATIONS[name][0]
         assert (interpret.rdp_relations(release), interpret.pld_relations(release)) == (rdp, pld), name
-    # The old class attribute that algorithms/kl.py still reads agrees with the interpreter.
-    assert (ExponentialMechanism.RDP_RELATIONS | ExponentialMechanism.PLD_RELATIONS
-            == interpret.relations(ExponentialMechanism(1.0)))
 
 
 def test_the_interpreter_gives_dp_accounting_events():
@@ -247,19 +244,6 @@ def test_gaussian_mechanism_draws_the_innermost_sigma_and_refuses_trees():
 def test_records_validate_when_built(factory, message):
     with pytest.raises(ValueError, match=message):
         factory()
-
-
-def test_old_spellings_build_the_new_records():
-    assert PoissonSampledGaussian(2.0, 20.0, 0.1) == Sampled(Poisson(0.1), Gaussian(2.0, 20.0))
-    assert FixedSizeSampledGaussian(0.2, 1.0, 1000, 64, secret=False) == \
-        Sampled(FixedSize(1000, 64), Gaussian(0.2, 1.0), secret=False)
-    assert TreeAggregatedGaussian(0.5, 2.0, 16) == TreeAggregated(Gaussian(0.5, 2.0), leaves=16)
-    assert isinstance(Sampled(Poisson(0.1), Gaussian(2.0, 20.0)), PoissonSampledGaussian)
-    assert not isinstance(Sampled(Poisson(0.1), Gaussian(2.0, 20.0)), FixedSizeSampledGaussian)
-    assert isinstance(TreeAggregated(Gaussian(0.5, 2.0), leaves=16), TreeAggregatedGaussian)
-    # The attributes call sites outside privacy/ still read (issue 14).
-    release = Sampled(Poisson(0.1), Gaussian(2.0, 20.0))
-    assert (release.sensitivity, release.sigma, release.sampling_rate) == (2.0, 20.0, 0.1)
 
 
 @pytest.mark.parametrize("name", sorted(COMBINATIONS))

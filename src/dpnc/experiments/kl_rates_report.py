@@ -1,69 +1,190 @@
-"""The kl-rates experiment's files: CSVs, the figures and the markdown summary beside the paper's claims.
+"""The kl-rates experiment's fits, claims and rendering: log-log slopes of the medians, the theory's claims judged
+on them, the setting, the tables and the figures.
 
-The runs, fits and claims are in :mod:`dpnc.experiments.kl_rates`; this module only writes them.
+The config, the tasks and the runs are in :mod:`dpnc.experiments.kl_rates`; its experiment calls
+:func:`check_claims`, :func:`slopes` (``slopes.csv``), :func:`describe`, :func:`render` and :func:`plot`.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc.experiments.kl_rates import (ADAPTIVE, ALGORITHMS, OBJECTIVES, _fmt, check_claims,
-                                       slopes)
-from dpnc.experiments.report import group_medians, save_result, write_csv
+from dpnc.experiments.kl_rates import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
+from dpnc.experiments.protocol import Claim, Result
+from dpnc.experiments.report import group_medians, loglog_slope
 
 
-def write_report(result: dict, out: Path, command: str) -> list[Path]:
-    """results.csv, slopes.csv, fig_excess.png, fig_grad_norm.png, result.json and summary.md under ``out``."""
+# --- fits and claims ----------------------------------------------------------------------------------------
+
+
+def medians(rows: Sequence[KLRow], metric: str, keys: Sequence[str], x: str) -> dict[tuple, list[tuple]]:
+    """:func:`~dpnc.experiments.report.group_medians` of typed rows."""
+    return group_medians([vars(r) for r in rows], metric, keys, x)
+
+
+def predicted(regime: str, kappa: float) -> float:
+    """The exponent of x = n√ρ/√d that the regime's term predicts."""
+    return {"κ": -kappa, "2κ/(4−κ)": -2 * kappa / (4 - kappa), "κ/2": -kappa / 2}[regime]
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) else "—"
+
+
+def slopes(rows: Sequence[KLRow]) -> list[dict]:
+    """Per (algorithm, objective, d, regime) of the n sweep, over the non-trivial points: the fitted slope of
+    the median (and of the mean) excess against x, also over the upper half of the x range (NaN with fewer
+    than 3 points there), the predicted exponent and the bound's own slope over the same points."""
+    main = [r for r in rows if r.sweep == "n" and r.regime != TRIVIAL]
+    keys = ("algorithm", "objective", "d", "regime")
+    med, mean_rows = medians(main, "excess", keys, "x"), {}
+    for r in main:
+        mean_rows.setdefault(tuple(getattr(r, k) for k in keys), {}).setdefault(r.x, []).append(r.excess)
+    bound = medians(main, "bound", keys, "x")
+    grad = medians(main, "grad_norm", keys, "x")
+    grad_bound = medians([r for r in main if r.grad_bound is not None], "grad_bound", keys, "x")
+    order = {a: i for i, a in enumerate(ALGORITHMS)}
+    out = []
+    for key in sorted(med, key=lambda k: (order[k[0]], k[1], k[2], k[3])):
+        if len(med[key]) < 2:
+            continue
+        xs, ys = zip(*med[key])
+        kappa = OBJECTIVES[key[1]][0]
+        means = [statistics.fmean(mean_rows[key][x]) for x in xs]
+        upper = len(xs) // 2  # the upper half of the range (≥ 3 points), where the asymptotic term rules
+        out.append({"algorithm": key[0], "objective": key[1], "kappa": kappa, "d": key[2], "regime": key[3],
+                    "points": len(xs), "x_min": min(xs), "x_max": max(xs),
+                    "slope": loglog_slope(xs, ys), "slope_mean": loglog_slope(xs, means),
+                    "slope_upper": loglog_slope(xs[upper:], ys[upper:]) if len(xs) - upper >= 3 else math.nan,
+                    "predicted": predicted(key[3], kappa), "bound_slope": loglog_slope(*zip(*bound[key])),
+                    "grad_slope": loglog_slope(*zip(*grad[key])),
+                    "grad_bound_slope": (loglog_slope(*zip(*grad_bound[key])) if key in grad_bound else None)})
+    return out
+
+
+def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
+    """The theory's checkable statements, judged on the measured numbers (reported whether or not they hold)."""
+    claims, slope_rows = [], slopes(rows)
+    over = [r for r in rows if r.rho_spent > r.rho * (1 + 1e-9)]
+    ratio = max(r.rho_spent / r.rho for r in rows)
+    eps = "; ".join(f"ρ = {rho:g}: ε ≤ {max(r.epsilon for r in rows if r.rho == rho):.3g}"
+                    for rho in sorted({r.rho for r in rows}))
+    claims.append(Claim(
+        "every run spends at most its zCDP budget ρ (the accountant's ρ; adaptive GD + selection: "
+        "ρ' = 8ρ/9 by the filter plus ρ'/8 for the exponential mechanism)", not over,
+        f"max ρ spent / ρ = {ratio:.6f} over {len(rows)} runs; {len(over)} run(s) over; "
+        f"ε at δ (zCDP conversion): {eps}"))
+    far = [r for r in rows if r.region_distance > r.radius * (1 + 1e-12)]
+    claims.append(Claim(
+        "every iterate (the proximal point method's inner iterates included) stays in the region where L0 "
+        "is declared, so the sensitivity the ledger charges holds (issue 13, finding 4)", not far,
+        f"max distance from the centre / radius = {max(r.region_distance / r.radius for r in rows):.6f} over "
+        f"{len(rows)} runs; sensitivity: {', '.join(sorted({r.sensitivity for r in rows}))}"))
+    spider = [r for r in rows if r.algorithm == "kl-spider"]   # the n sweep and the ρ sweep
+    if spider:
+        above = [r for r in spider if r.excess > r.bound]
+        claims.append(Claim("KL-Spider: F(w_out) − F* ≤ Φfloor in every run (Theorem 1, w.p. ≥ 1 − β each)",
+                            not above, f"{len(spider) - len(above)} of {len(spider)} runs; max excess / Φfloor "
+                            f"{max(r.excess / r.bound for r in spider):.3g}"))
+    for s in slope_rows:
+        label = f"{LABEL[s['algorithm']]} on {s['objective']} (κ = {s['kappa']:g}), d = {s['d']}"
+        if s["algorithm"] == "kl-spider":
+            tight = s["kappa"] > 1  # the quadratic and ‖w‖^τ meet their KL inequality with equality
+            lo, hi = (-s["kappa"] - 0.3, -s["kappa"] + 0.35)
+            ok = s["slope"] <= hi and (lo <= s["slope"] or not tight)
+            rule = f"in [{lo:.2f}, {hi:.2f}] (spec §5.7)" if tight else f"≤ {hi:.2f} (at least the rate κ)"
+        elif s["algorithm"] == "proximal-point":
+            ok, rule = s["slope"] <= s["bound_slope"] + 0.5, f"≤ the bound's slope + 0.5 = {s['bound_slope'] + 0.5:.2f}"
+        else:
+            tol = 0.2 if s["regime"] == "κ/2" else 0.35
+            ok, rule = s["slope"] <= s["predicted"] + tol, f"≤ predicted + {tol} = {s['predicted'] + tol:.2f}"
+        if s["points"] < 3:
+            continue  # two points make a slope but not a check
+        claims.append(Claim(f"{label}: slope of the median excess in the {s['regime']} regime {rule}", ok,
+                            f"fitted {_fmt(s['slope'])} over {s['points']} points, x ∈ [{s['x_min']:.3g}, "
+                            f"{s['x_max']:.3g}] (upper half: {_fmt(s['slope_upper'])}); predicted "
+                            f"{s['predicted']:.2f}; bound {_fmt(s['bound_slope'])}"))
+    sweep = [r for r in rows if r.sweep == "rho"]
+    if sweep:
+        main = medians([r for r in rows if r.sweep == "n"], "excess", ("algorithm", "objective", "d"), "nsr")
+        swept = medians(sweep, "excess", ("algorithm", "objective", "d"), "nsr")
+        pairs = []
+        for key, points in swept.items():
+            reference = dict(main.get(key, []))
+            pairs += [(key[0], nsr, value, reference[nsr]) for nsr, value in points if nsr in reference]
+        if pairs:
+            worst = max(max(v / ref, ref / v) for *_, v, ref in pairs)
+            claims.append(Claim(
+                "the runs depend on n and ρ only through n√ρ: ρ-sweep medians (n fixed) are within 3× of the n-sweep "
+                "medians (ρ = 1) at the same n√ρ", worst <= 3,
+                "; ".join(f"{a} at n√ρ = {nsr:.0e}: {v:.3g} vs {ref:.3g}" for a, nsr, v, ref in pairs)))
+    with_lb = [r for r in rows if r.lower_bound is not None and r.sweep == "n" and r.regime != TRIVIAL]
+    if with_lb:
+        med = medians(with_lb, "excess", ("algorithm", "objective", "d"), "x")
+        lbs = medians(with_lb, "lower_bound", ("algorithm", "objective", "d"), "x")
+        ratios = [y / dict(lbs[k])[x] for k, pts in med.items() for x, y in pts]
+        below = sum(r < 1 for r in ratios)
+        claims.append(Claim(
+            "(information) median excess ≥ the class lower bound (constants and logs dropped; the lower bound is a "
+            "worst case over the class, a fixed instance may go below it)", below == 0,
+            f"{below} of {len(ratios)} medians (non-trivial points) below; median excess / lower bound from "
+            f"{min(ratios):.3g} to {max(ratios):.3g}"))
+    return claims
+
+
+# --- rendering ----------------------------------------------------------------------------------------------
+
+
+def plot(result: Result, out: Path) -> list[Path]:
+    """``fig_excess.png`` (rows: algorithms; columns: objectives) and ``fig_grad_norm.png`` (adaptive GD, last
+    iterate vs selected) under ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
-    rows, cfg = result["rows"], result["config"]
-    slope_rows = slopes(rows)
-    result = dict(result, slopes=slope_rows)
-    paths = [write_csv(out / "results.csv", rows)]
-    if slope_rows:
-        paths.append(write_csv(out / "slopes.csv", slope_rows))
-    algorithms = [a for a in ALGORITHMS if any(r["algorithm"] == a for r in rows)]
-    names = [o for o in OBJECTIVES if any(r["objective"] == o for r in rows)]
+    rows, cfg = result.rows, result.config
+    paths = []
+    algorithms = [a for a in ALGORITHMS if any(r.algorithm == a for r in rows)]
+    names = [o for o in OBJECTIVES if any(r.objective == o for r in rows)]
     fig, axes = plt.subplots(len(algorithms), len(names), figsize=(4.3 * len(names), 3.5 * len(algorithms)),
                              squeeze=False)
     for i, a in enumerate(algorithms):
         for j, o in enumerate(names):
             ax = axes[i][j]
-            mine = [r for r in rows if r["algorithm"] == a and r["objective"] == o]
+            mine = [r for r in rows if r.algorithm == a and r.objective == o]
             if not mine:
                 ax.axis("off")
                 continue
-            dims = sorted({r["d"] for r in mine if r["sweep"] == "n"})
+            dims = sorted({r.d for r in mine if r.sweep == "n"})
             for c, d in enumerate(dims):
-                _draw(ax, [r for r in mine if r["d"] == d and r["sweep"] == "n"], f"C{c}", f"d = {d}")
-            swept = [r for r in mine if r["sweep"] == "rho"]
+                _draw(ax, [r for r in mine if r.d == d and r.sweep == "n"], f"C{c}", f"d = {d}")
+            swept = [r for r in mine if r.sweep == "rho"]
             if swept:
-                xs, ys = zip(*group_medians(swept, "excess", ("algorithm",), "x")[(a,)])
-                ax.plot(xs, ys, "kx", markersize=8, label=f"ρ sweep, d = {swept[0]['d']}")
+                xs, ys = zip(*medians(swept, "excess", ("algorithm",), "x")[(a,)])
+                ax.plot(xs, ys, "kx", markersize=8, label=f"ρ sweep, d = {swept[0].d}")
             ax.set(xscale="log", yscale="log", xlabel="n√ρ/√d", ylabel="F(w) − F*",
                    title=f"{a}: {o} (κ = {OBJECTIVES[o][0]:g})")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=6)
-    fig.suptitle(f"median excess over {cfg['seeds']} seeds (band: quartiles); dashed: the theorem's bound; "
+    fig.suptitle(f"median excess over {cfg.seeds} seeds (band: quartiles); dashed: the theorem's bound; "
                  "dotted: the class lower bound (constants and logs dropped)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / "fig_excess.png", dpi=100)
     plt.close(fig)
     paths.append(out / "fig_excess.png")
-    adaptive = [r for r in rows if r["algorithm"] in ADAPTIVE and r["sweep"] == "n"]
+    adaptive = [r for r in rows if r.algorithm in ADAPTIVE and r.sweep == "n"]
     if adaptive:
-        names = [o for o in OBJECTIVES if any(r["objective"] == o for r in adaptive)]
+        names = [o for o in OBJECTIVES if any(r.objective == o for r in adaptive)]
         fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names), 3.8), squeeze=False)
         for ax, o in zip(axes[0], names):
-            for c, d in enumerate(sorted({r["d"] for r in adaptive if r["objective"] == o})):
+            for c, d in enumerate(sorted({r.d for r in adaptive if r.objective == o})):
                 for a, style in zip(ADAPTIVE, ("-", "--")):
-                    series = group_medians([r for r in adaptive if r["objective"] == o and r["d"] == d
-                                            and r["algorithm"] == a], "grad_norm", ("d",), "x").get((d,))
+                    series = medians([r for r in adaptive if r.objective == o and r.d == d and r.algorithm == a],
+                                     "grad_norm", ("d",), "x").get((d,))
                     if series:
                         ax.plot(*zip(*series), color=f"C{c}", linestyle=style, marker="o", markersize=3,
                                 label=f"{a}, d = {d}")
@@ -76,7 +197,7 @@ def write_report(result: dict, out: Path, command: str) -> list[Path]:
         fig.savefig(out / "fig_grad_norm.png", dpi=100)
         plt.close(fig)
         paths.append(out / "fig_grad_norm.png")
-    return paths + save_result(out, result, _summary(result, command))
+    return paths
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -84,46 +205,44 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], q[1], q[2]
 
 
-def _draw(ax, rows: list[dict], color: str, label: str) -> None:
-    by_x: dict[float, list[dict]] = {}
+def _draw(ax, rows: list[KLRow], color: str, label: str) -> None:
+    by_x: dict[float, list[KLRow]] = {}
     for r in rows:
-        by_x.setdefault(r["x"], []).append(r)
+        by_x.setdefault(r.x, []).append(r)
     xs = sorted(by_x)
-    q = [_quartiles([r["excess"] for r in by_x[x]]) for x in xs]
+    q = [_quartiles([r.excess for r in by_x[x]]) for x in xs]
     ax.plot(xs, [m for _, m, _ in q], color=color, marker="o", markersize=3, label=label)
     ax.fill_between(xs, [lo for lo, _, _ in q], [hi for _, _, hi in q], color=color, alpha=0.2)
-    ax.plot(xs, [by_x[x][0]["bound"] for x in xs], color=color, linestyle="--", linewidth=1)
-    lbs = [(x, by_x[x][0]["lower_bound"]) for x in xs if by_x[x][0]["lower_bound"] is not None]
+    ax.plot(xs, [by_x[x][0].bound for x in xs], color=color, linestyle="--", linewidth=1)
+    lbs = [(x, by_x[x][0].lower_bound) for x in xs if by_x[x][0].lower_bound is not None]
     if lbs:
         ax.plot(*zip(*lbs), color=color, linestyle=":", linewidth=1)
 
 
-def _summary(result: dict, command: str) -> str:
-    rows, cfg, slope_rows = result["rows"], result["config"], result["slopes"]
-    private = all(r["private"] for r in rows)
-    kinds = sorted({r["objective"] for r in rows}, key=list(OBJECTIVES).index)
-    lines = ["# DP optimization under the KL condition (Menart et al.): excess risk against n√ρ/√d\n",
-             f"Command: `{command}`  ",
-             f"Run time: {result['seconds'] / 60:.1f} min ({len(rows)} runs, 2 worker processes).  ",
-             ("Privacy noise: secret (operating-system entropy); every run is private." if private else
+def describe(result: Result) -> str:
+    """The setting: privacy of the noise, the objectives and their constants, the budget, the bounds drawn."""
+    rows, cfg = result.rows, result.config
+    private = all(r.private for r in rows)
+    kinds = sorted({r.objective for r in rows}, key=list(OBJECTIVES).index)
+    lines = [("Privacy noise: secret (operating-system entropy); every run is private." if private else
               "Privacy noise: **NOT PRIVATE** — seeded test sources (`--reproducible`), for replaying the numbers."),
              "",
              "Objectives (data-free: n copies of one example, so n enters only through the noise), each on the ball "
-             "of radius 1 around w*, started at w0 = w* + 0.9·(1, …, 1)/√d, F0 = (γL0)^κ (the algorithms' default). "
-             "Every iterate, the proximal point method's inner iterates included, is projected onto that ball, the "
-             "region where L0 is declared (sensitivity: "
-             f"{', '.join(sorted({str(r.get('sensitivity')) for r in rows}))}; see `dpnc.algorithms.kl_common`):",
+             f"of radius 1 around w*, started at w0 = w* + {cfg.start_fraction:g}·(1, …, 1)/√d, F0 = (γL0)^κ (the "
+             "algorithms' default). Every iterate, the proximal point method's inner iterates included, is projected "
+             "onto that ball, the region where L0 is declared (sensitivity: "
+             f"{', '.join(sorted({r.sensitivity for r in rows}))}; see `dpnc.algorithms.kl_common`):",
              ""]
     for o in kinds:
-        r = next(r for r in rows if r["objective"] == o)
-        lines.append(f"- `{o}`: {OBJECTIVES[o][1]}, κ = {OBJECTIVES[o][0]:g}, γ = {r['gamma']:.4g}, "
-                     f"L0 = {r['L0']:.4g} (at d = {r['d']}), F0 = {r['F0']:.4g}")
+        r = next(r for r in rows if r.objective == o)
+        lines.append(f"- `{o}`: {OBJECTIVES[o][1]}, κ = {OBJECTIVES[o][0]:g}, γ = {r.gamma:.4g}, "
+                     f"L0 = {r.L0:.4g} (at d = {r.d}), F0 = {r.F0:.4g}")
     lines += ["",
-              f"Budget ρ = 1 (ρ-zCDP, replace-one) in the n sweep, n = n√ρ; ρ sweep ρ ∈ {list(cfg['rhos'])} at "
-              f"n = {cfg['rho_sweep_n']:.0e}, d = {cfg['rho_sweep_dim']}, `{cfg['rho_sweep_objective']}`. "
-              f"β = {cfg['beta']}, ε reported at δ = {cfg['dp_delta']:g} (zCDP conversion), {cfg['seeds']} seeds. "
+              f"Budget ρ = 1 (ρ-zCDP, replace-one) in the n sweep, n = n√ρ; ρ sweep ρ ∈ {list(cfg.rhos)} at "
+              f"n = {cfg.rho_sweep_n:.0e}, d = {cfg.rho_sweep_dim}, `{cfg.rho_sweep_objective}`. "
+              f"β = {cfg.beta}, ε reported at δ = {cfg.dp_delta:g} (zCDP conversion), {cfg.seeds} seeds. "
               f"Calibrated noise (paper=False, spec §1.2). Proximal point: d = 1, inner noisy projected GD capped at "
-              f"{cfg['max_inner_iters']} steps per round.",
+              f"{cfg.max_inner_iters} steps per round.",
               "",
               "Bounds drawn and fitted, at each run's constants: Spider — Φfloor of its schedule (Theorem 1, exact "
               "constants, Cf = 48); proximal point — Theorem 2's (γL0√(T·d·log(…))/(n√ρ))^κ with the O-constant 1; "
@@ -133,16 +252,20 @@ def _summary(result: dict, command: str) -> str:
               "for κ ∈ (1, 2]; for κ > 2 at d = 1, Theorem 8's ¼(γL0/(nε))^κ at ε = √ρ — both with constants and "
               "log factors dropped (Ω̃), and both worst cases over the class of (γ, κ)-KL, L0-Lipschitz functions, "
               "not bounds for the fixed instance. Slopes are fitted over the points where the bound is below F0 "
-              "(\"trivial\" points, where the theorem promises nothing, are drawn but not fitted).",
-              "", "## Claims\n", "| claim | holds here | our numbers |", "|---|---|---|"]
-    lines += [f"| {c} | {'yes' if ok else '**no**'} | {ev} |" for c, ok, ev in check_claims(rows, slope_rows)]
-    lines += ["", "## Fitted log-log slopes of the excess against n√ρ/√d\n",
-              "Median (and mean) over seeds at each point; \"bound\": the slope of the drawn bound over the same "
-              "points (log factors make finite-range slopes shallower than the exponent). Adaptive GD + selection: "
-              "the selected point is one of Algorithm 3's iterates, and Theorem 5 bounds only its ‖∇F‖; its "
-              "\"predicted\" is Algorithm 3's exponent.\n",
-              "| algorithm | objective (κ) | d | regime | points | x range | fitted (median) | fitted (mean) | "
-              "fitted (median, upper half of x) | predicted | bound |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "(\"trivial\" points, where the theorem promises nothing, are drawn but not fitted)."]
+    return "\n".join(lines)
+
+
+def render(result: Result) -> str:
+    """The fitted slopes beside the predictions, the gradient norms, the medians over seeds, the cost, notes."""
+    rows, slope_rows = result.rows, slopes(result.rows)
+    lines = ["## Fitted log-log slopes of the excess against n√ρ/√d\n",
+             "Median (and mean) over seeds at each point; \"bound\": the slope of the drawn bound over the same "
+             "points (log factors make finite-range slopes shallower than the exponent). Adaptive GD + selection: "
+             "the selected point is one of Algorithm 3's iterates, and Theorem 5 bounds only its ‖∇F‖; its "
+             "\"predicted\" is Algorithm 3's exponent.\n",
+             "| algorithm | objective (κ) | d | regime | points | x range | fitted (median) | fitted (mean) | "
+             "fitted (median, upper half of x) | predicted | bound |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in slope_rows:
         lines.append(f"| {s['algorithm']} | {s['objective']} ({s['kappa']:g}) | {s['d']} | {s['regime']} | "
                      f"{s['points']} | {s['x_min']:.2g} – {s['x_max']:.2g} | {_fmt(s['slope'])} | "
@@ -166,27 +289,27 @@ def _summary(result: dict, command: str) -> str:
               "| algorithm | objective | d | n√ρ | ρ | regime | excess: median [quartiles] | bound | lower bound | "
               "‖∇F(w_out)‖ | updates | queries | max ρ spent | ε at δ | seconds |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[KLRow]] = {}
     for r in rows:
-        groups.setdefault((r["algorithm"], r["objective"], r["d"], r["nsr"], r["rho"]), []).append(r)
+        groups.setdefault((r.algorithm, r.objective, r.d, r.nsr, r.rho), []).append(r)
     order = {a: i for i, a in enumerate(ALGORITHMS)}
     for key in sorted(groups, key=lambda k: (order[k[0]], k[1], k[2], k[4] != 1.0, k[3])):
         g = groups[key]
-        lo, m, hi = _quartiles([r["excess"] for r in g])
-        lb = g[0]["lower_bound"]
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:.3g} | {key[4]:g} | {g[0]['regime']} | "
-                     f"{m:.3g} [{lo:.2g}, {hi:.2g}] | {g[0]['bound']:.3g} | {'—' if lb is None else f'{lb:.3g}'} | "
-                     f"{statistics.median(r['grad_norm'] for r in g):.3g} | "
-                     f"{statistics.median(r['steps'] for r in g):g} | {statistics.median(r['queries'] for r in g):g} | "
-                     f"{max(r['rho_spent'] for r in g):.4g} | {max(r['epsilon'] for r in g):.3g} | "
-                     f"{statistics.median(r['seconds'] for r in g):.2f} |")
+        lo, m, hi = _quartiles([r.excess for r in g])
+        lb = g[0].lower_bound
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:.3g} | {key[4]:g} | {g[0].regime} | "
+                     f"{m:.3g} [{lo:.2g}, {hi:.2g}] | {g[0].bound:.3g} | {'—' if lb is None else f'{lb:.3g}'} | "
+                     f"{statistics.median(r.grad_norm for r in g):.3g} | "
+                     f"{statistics.median(r.steps for r in g):g} | {statistics.median(r.queries for r in g):g} | "
+                     f"{max(r.rho_spent for r in g):.4g} | {max(r.epsilon for r in g):.3g} | "
+                     f"{statistics.median(r.seconds for r in g):.2f} |")
     lines += ["", "## Cost per algorithm (totals over the grid)\n",
               "| algorithm | runs | updates | gradient queries | wall time (s) |", "|---|---|---|---|---|"]
     for a in ALGORITHMS:
-        mine = [r for r in rows if r["algorithm"] == a]
+        mine = [r for r in rows if r.algorithm == a]
         if mine:
-            lines.append(f"| {a} | {len(mine)} | {sum(r['steps'] for r in mine):.3g} | "
-                         f"{sum(r['queries'] for r in mine):.3g} | {sum(r['seconds'] for r in mine):.1f} |")
+            lines.append(f"| {a} | {len(mine)} | {sum(r.steps for r in mine):.3g} | "
+                         f"{sum(r.queries for r in mine):.3g} | {sum(r.seconds for r in mine):.1f} |")
     lines += ["", "## Notes\n",
               "- n and ρ enter all four algorithms only through n√ρ on these data-free objectives (every noise scale "
               "and every schedule is a function of n√ρ), so the ρ sweep checks the implementation, not the theory.",
@@ -215,5 +338,5 @@ def _summary(result: dict, command: str) -> str:
               "place the crossover where the data do; fits over a few points next to a crossover, or next to the "
               "trivial region (where the excess saturates near F(w0)), mix the two behaviours.",
               "", "Figures: `fig_excess.png` (rows: algorithms; columns: objectives), `fig_grad_norm.png`; every run: "
-              "`results.csv`; the fits: `slopes.csv`.", ""]
+              "`rows.csv`; the fits: `slopes.csv`; everything: `result.json`."]
     return "\n".join(lines)

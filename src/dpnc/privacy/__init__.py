@@ -16,9 +16,7 @@ _EXPORTS = {
     "noise": ["NoiseSource"],
     "releases": ["DiscreteGaussian", "ExponentialMechanism", "FixedSize", "Gaussian", "Mechanism", "NonPrivate",
                  "Poisson", "Relation", "Release", "Sampled", "Sampling", "TreeAggregated", "UnsupportedRelease",
-                 "ZCDPMechanism", "mean_sensitivity",
-                 # Old spellings: removed once the algorithm families are ported (issue 14)
-                 "FixedSizeSampledGaussian", "PoissonSampledGaussian", "TreeAggregatedGaussian"],
+                 "ZCDPMechanism", "mean_sensitivity"],
     "tree": ["TreeMechanism", "TreeNoise", "leaf_participation", "node"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

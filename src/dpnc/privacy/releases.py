@@ -348,61 +348,7 @@ class TreeAggregated(_Wrapper, Release):
         self._check_part()
 
 
-# --- Old spellings: removed once the algorithm families are ported (issue 14) ---------------------
-#
-# The product classes of earlier versions, as constructors of the records above. ``isinstance(r,
-# PoissonSampledGaussian)`` still asks whether ``r`` has that shape; ``type(r).__name__`` is the new one.
-
-
-class _OldSpelling(type):
-    def __call__(cls, *args, **kwargs):
-        return cls.build(*args, **kwargs)
-
-    def __instancecheck__(cls, obj) -> bool:
-        return cls.matches(obj)
-
-
-class PoissonSampledGaussian(metaclass=_OldSpelling):
-    """Old spelling of ``Sampled(Poisson(sampling_rate), Gaussian(sensitivity, sigma))``."""
-
-    @staticmethod
-    def build(sensitivity: float, sigma: float, sampling_rate: float, secret: bool = True) -> Sampled:
-        return Sampled(Poisson(sampling_rate), Gaussian(sensitivity, sigma), secret=secret)
-
-    @staticmethod
-    def matches(obj) -> bool:
-        return (isinstance(obj, Sampled) and isinstance(obj.sampling, Poisson)
-                and isinstance(obj.mechanism, Gaussian))
-
-
-class FixedSizeSampledGaussian(metaclass=_OldSpelling):
-    """Old spelling of ``Sampled(FixedSize(dataset_size, batch_size), Gaussian(sensitivity, sigma))``."""
-
-    @staticmethod
-    def build(sensitivity: float, sigma: float, dataset_size: int, batch_size: int,
-              secret: bool = True) -> Sampled:
-        return Sampled(FixedSize(dataset_size, batch_size), Gaussian(sensitivity, sigma), secret=secret)
-
-    @staticmethod
-    def matches(obj) -> bool:
-        return (isinstance(obj, Sampled) and isinstance(obj.sampling, FixedSize)
-                and isinstance(obj.mechanism, Gaussian))
-
-
-class TreeAggregatedGaussian(metaclass=_OldSpelling):
-    """Old spelling of ``TreeAggregated(Gaussian(sensitivity, sigma), leaves=num_leaves)``."""
-
-    @staticmethod
-    def build(sensitivity: float, sigma: float, num_leaves: int, secret: bool = True) -> TreeAggregated:
-        return TreeAggregated(Gaussian(sensitivity, sigma), leaves=num_leaves, secret=secret)
-
-    @staticmethod
-    def matches(obj) -> bool:
-        return isinstance(obj, TreeAggregated) and isinstance(obj.mechanism, Gaussian)
-
-
-# algorithms/kl.py reads these (until it asks interpret.relations); tests check they match the interpreter.
-ExponentialMechanism.RDP_RELATIONS = ExponentialMechanism.PLD_RELATIONS = frozenset({Relation.REPLACE_ONE})
+# --- Journals of earlier versions ------------------------------------------------------------------
 
 
 def _old_gaussian(data: dict) -> Gaussian:
