@@ -5,33 +5,68 @@ import math
 
 import pytest
 from matplotlib.image import imread
+from typer.testing import CliRunner
 
+from dpnc.cli import app
 from dpnc.experiments import dpzero_synthetic as exp
+from dpnc.experiments import protocol
 from dpnc.privacy import NoiseSource
 
 TINY = exp.SyntheticConfig(dims=(10, 40), steps=(10, 40), stepsizes=(0.01, 0.1, 1.0), clips=(1.0, 10.0), n=500)
+FIGURES = ("fig1_test_grad_norm.png", "fig2_train_grad_norm.png", "fig3_loss.png")
+
+
+def check_outputs(result, out):
+    """Every output of a tiny run, against the result it was written from."""
+    rows = result.rows
+    assert len(rows) == 3 * 2 * 3 * 2 * 3 * 2  # hessians·dims·methods·T·stepsizes·clips
+    # task order (Hessian, d, method, T), each task's (step size × C) grid in grid order
+    assert [(r.hessian, r.d, r.method, r.T, r.stepsize, r.C) for r in rows] == [
+        (h, d, m, T, s, c) for h in exp.HESSIANS for d in TINY.dims for m in exp.METHODS for T in TINY.steps
+        for s in TINY.stepsizes for c in TINY.clips]
+    for r in rows:
+        # The paper's σ certifies exactly ε = 2 by advanced composition; exact accounting says less.
+        assert r.epsilon_paper == pytest.approx(2.0, rel=1e-9)
+        assert r.epsilon_pld <= r.epsilon_rdp <= 2.0 and r.private
+    privacy = exp.privacy_rows(rows)
+    assert [p["T"] for p in privacy] == list(TINY.steps)
+    assert {"rows.csv", "privacy.csv", *FIGURES, "result.json", "summary.md"} <= {p.name for p in out.iterdir()}
+    for name, records in (("rows.csv", [protocol.csv_record(r) for r in rows]), ("privacy.csv", privacy)):
+        with (out / name).open() as f:   # every row, every column, as the run made it
+            assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in r.items()}
+                                               for r in records]
+    with (out / "rows.csv").open() as f:   # the privacy of a T is in privacy.csv, once
+        assert "epsilon_rdp" not in next(csv.reader(f))
+    # the whole result, compared as JSON text (NaN-safe), and read back
+    data = json.loads((out / "result.json").read_text())
+    assert json.dumps({k: v for k, v in data.items() if k != "command"}) == json.dumps(result.to_json())
+    assert protocol.read(exp.EXPERIMENT, out / "result.json").rows == rows
+    for name, panel_rows in zip(FIGURES, (1, 1, 2)):
+        # one panel per effective rank (3) across, one per metric down: 4.2 × 3.4 inches each at 120 dpi
+        assert imread(out / name).shape[:2] == (round(3.4 * panel_rows * 120), round(4.2 * 3 * 120))
+    summary = (out / "summary.md").read_text()
+    assert "DPGD-0th is always worst" in summary and "| T | σ/Δ |" in summary
+    assert "every run is (ε, δ) = (2, 1e-06)-DP" in summary
+    assert [c.holds for c in result.claims][-1] is True   # the privacy claim
 
 
 def test_tiny_run_writes_every_output(tmp_path):
-    result = exp.run_experiment(TINY, progress=False)
-    assert len(result["rows"]) == 3 * 2 * 3 * 2 * 3 * 2  # hessians·dims·methods·T·stepsizes·clips
-    for p in result["privacy"]:
-        # The paper's σ certifies exactly ε = 2 by advanced composition; exact accounting says less.
-        assert p["epsilon_paper"] == pytest.approx(2.0, rel=1e-9)
-        assert p["epsilon_pld"] <= p["epsilon_rdp"] <= 2.0 and p["private"]
-    paths = exp.write_outputs(result, tmp_path, "dpnc reproduce dpzero-synthetic (test)")
-    assert {p.name for p in paths} == {"results.csv", "privacy.csv", "fig1_test_grad_norm.png",
-                                       "fig2_train_grad_norm.png", "fig3_loss.png", "result.json", "summary.md"}
-    for name, rows in (("results.csv", result["rows"]), ("privacy.csv", result["privacy"])):
-        with (tmp_path / name).open() as f:   # every row, every column, as the run made it
-            assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
-    # the whole result, compared as JSON text (NaN-safe)
-    assert json.dumps(json.loads((tmp_path / "result.json").read_text())) == json.dumps(result)
-    for name, panel_rows in (("fig1_test_grad_norm.png", 1), ("fig2_train_grad_norm.png", 1), ("fig3_loss.png", 2)):
-        # one panel per effective rank (3) across, one per metric down: 4.2 × 3.4 inches each at 120 dpi
-        assert imread(tmp_path / name).shape[:2] == (round(3.4 * panel_rows * 120), round(4.2 * 3 * 120))
-    summary = (tmp_path / "summary.md").read_text()
-    assert "DPGD-0th is always worst" in summary and "| T | σ/Δ |" in summary
+    result = protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
+    paths = protocol.write(result, tmp_path, "dpnc reproduce dpzero-synthetic (test)")
+    assert {p.name for p in paths} == {"rows.csv", "privacy.csv", *FIGURES, "result.json", "summary.md"}
+    check_outputs(result, tmp_path)
+
+
+def test_tiny_cli_run_writes_every_output(tmp_path):
+    args = ["reproduce", "dpzero-synthetic", "--dims", "10,40", "--steps", "10,40", "--stepsizes", "0.01,0.1,1",
+            "--clips", "1,10", "--n", "500", "--workers", "2", "--out", str(tmp_path)]
+    run = CliRunner(env={"COLUMNS": "250"}).invoke(app, args)
+    assert run.exit_code == 0, run.output
+    result = protocol.read(exp.EXPERIMENT, tmp_path / "result.json")
+    assert result.config == TINY and result.workers == 2
+    assert json.loads((tmp_path / "result.json").read_text())["command"].startswith(
+        "dpnc ") and "# DPZero synthetic experiment (Figures 1–3)" in run.output
+    check_outputs(result, tmp_path)
 
 
 def test_grid_runs_are_independent_of_batching():
@@ -41,13 +76,14 @@ def test_grid_runs_are_independent_of_batching():
     """
     problem = exp.Quadratic.synthetic(15, "sqrt", n=300)
     noiseless = dataclasses.replace(TINY, epsilon=1e12, stepsizes=(0.01, 0.1), clips=(1.0, 10.0))
-    batch, _ = exp.run_grid(problem, "DPZero", 20, noiseless, NoiseSource.for_testing(0))
-    alone, _ = exp.run_grid(problem, "DPZero", 20, dataclasses.replace(noiseless, stepsizes=(0.1,), clips=(10.0,)),
-                            NoiseSource.for_testing(1))
-    match = [r for r in batch if r["stepsize"] == 0.1 and r["C"] == 10.0]
+    batch = exp.run_grid(problem, "DPZero", 20, noiseless, NoiseSource.for_testing(0), hessian="sqrt")
+    alone = exp.run_grid(problem, "DPZero", 20, dataclasses.replace(noiseless, stepsizes=(0.1,), clips=(10.0,)),
+                         NoiseSource.for_testing(1), hessian="sqrt")
+    match = [r for r in batch if r.stepsize == 0.1 and r.C == 10.0]
     assert len(batch) == 4 and len(match) == 1 and len(alone) == 1
-    assert match[0]["test_grad_norm"] == pytest.approx(alone[0]["test_grad_norm"], rel=1e-9)
-    assert match[0]["test_grad_norm"] < problem.gradient_norm(problem.train[0] * 0, "test")
+    assert match[0].test_grad_norm == pytest.approx(alone[0].test_grad_norm, rel=1e-9)
+    assert match[0].test_grad_norm < problem.gradient_norm(problem.train[0] * 0, "test")
+    assert not alone[0].private   # seeded test noise: the report says not private
 
 
 def test_effective_rank_not_dimension_drives_dpzero():
@@ -55,12 +91,18 @@ def test_effective_rank_not_dimension_drives_dpzero():
     in d is much smaller with r = log d than with r = d."""
     config = exp.SyntheticConfig(dims=(20, 200), steps=(40, 160), stepsizes=(0.03, 0.1, 0.3, 1.0),
                                  clips=(1.0, 3.0, 10.0), n=5_000)
-    best = exp.best_over_grid(exp.run_experiment(config, progress=False)["rows"])
+    best = exp.best_over_grid(protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=2).rows)
     g = {k: v["test_grad_norm"] for k, v in best.items()}
     for h in exp.HESSIANS:
         assert g[(h, 200, "DPGD-0th")] > g[(h, 20, "DPGD-0th")]
     growth = {h: g[(h, 200, "DPZero")] / g[(h, 20, "DPZero")] for h in ("identity", "inverse")}
     assert growth["inverse"] < growth["identity"] / 3
+
+
+def test_full_is_the_paper_s_table_4_grid():
+    assert exp.FULL == exp.SyntheticConfig() and len(exp.EXPERIMENT.tasks(exp.FULL)) == 3 * 7 * 3 * 10
+    assert exp.QUICK.dims == (20, 60, 200) and exp.EXPERIMENT.tasks(exp.QUICK)[0] == exp.SyntheticTask(
+        "identity", 20, "DPZero", 40)
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -72,6 +114,7 @@ def test_effective_rank_not_dimension_drives_dpzero():
     ("epsilon", 0.0, r"epsilon must be a finite number > 0; got 0.0"),
     ("delta", 1.0, r"delta must be in the open interval \(0, 1\); got 1.0"),
     ("direction", "cube", r"direction must be among \('gaussian', 'sphere'\); got 'cube'"),
+    ("seed", -1, r"seed must be an integer >= 0; got -1"),
 ])
 def test_config_rejects_bad_values_at_construction(field, value, message):
     with pytest.raises(ValueError, match=message):
