@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.experiments import dpzero_lm, kl_rates, nonsmooth_compare, nonsmooth_zo, protocol
+from dpnc.experiments import dpzero_lm, nonsmooth_compare, nonsmooth_zo, protocol
 from dpnc.lm import train as lm_train
 
 runner = CliRunner(env={"COLUMNS": "250"})  # rich wraps errors at the terminal width
@@ -56,7 +56,7 @@ def no_work(monkeypatch):
     def started(*args, **kwargs):
         raise AssertionError("the run started before the input was validated")
 
-    for module in (nonsmooth_zo, nonsmooth_compare, kl_rates, protocol):  # protocol: its runner
+    for module in (nonsmooth_zo, nonsmooth_compare, protocol):  # protocol: its runner
         monkeypatch.setattr(module, "run_experiment", started)
     monkeypatch.setattr(lm_train, "finetune", started)
 
@@ -131,14 +131,17 @@ BAD_INPUTS = [
     (COMPARE + ["--alpha", "nan"], "--alpha"),
     (COMPARE + ["--alpha", "0"], "--alpha"),
     (COMPARE + ["--max-directions", "0"], "--max-directions"),
-    # dpnc reproduce kl-rates (kl_rates.py names some fields in its messages, not all: see the report of issue 13)
+    # dpnc reproduce kl-rates
     (KL + ["--algorithms", "kl-spider,magic"], "--algorithms"),
     (KL + ["--objectives", "power-3"], "--objectives"),
     (KL + ["--max-inner-iters", "1"], "--max-inner-iters"),
-    (KL + ["--dims", "0"], None),
-    (KL + ["--nsrs", "nan"], None),
-    (KL + ["--prox-samples", "5"], None),
+    (KL + ["--dims", "0"], "--dims"),
+    (KL + ["--nsrs", "nan"], "--nsrs"),
+    (KL + ["--prox-samples", "5"], "--prox-samples"),
     (KL + ["--dims", "1,x"], "--dims"),
+    (KL + ["--seeds", "0"], "--seeds"),
+    (KL + ["--beta", "1"], "--beta"),
+    (KL + ["--rho-sweep-objective", "magic"], "--rho-sweep-objective"),
     # dpnc demo
     (["demo", "--epsilon", "0"], "--epsilon"),
     (["demo", "--epsilon", "nan"], "--epsilon"),

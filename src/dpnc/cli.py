@@ -290,41 +290,6 @@ def nonsmooth_compare(
     _reproduce(exp, config, out)
 
 
-@reproduce.command("kl-rates")
-def kl_rates(
-    full: bool = typer.Option(False, "--full/--quick",
-                              help="--quick (default): d ∈ {1, 10, 100} (+10⁵ for adaptive GD), n√ρ up to 10⁹, "
-                                   "proximal point n ≤ 1000, 5 seeds, ~3 minutes on 2 cores; --full: more "
-                                   "dimensions, n and seeds (~8 minutes)."),
-    out: Path = typer.Option(Path("runs/kl-rates"), "--out", help="Folder for CSV, PNG and summary.md."),
-    algorithms: str = typer.Option(None, "--algorithms",
-                                   help="Among kl-spider, adaptive-gd, adaptive-gd+select, proximal-point "
-                                        "(comma-separated; default all)."),
-    objectives: str = typer.Option(None, "--objectives",
-                                   help="κ ≤ 2 objectives for Spider and adaptive GD, among quadratic, sine-pl, "
-                                        "power-1.5, pseudo-huber."),
-    dims: str = typer.Option(None, "--dims", help="Override the dimensions of Spider and adaptive GD, e.g. 1,10,100."),
-    nsrs: str = typer.Option(None, "--nsrs", help="Override the n√ρ grid (ρ = 1), e.g. 1e4,1e6,1e8."),
-    prox_samples: str = typer.Option(None, "--prox-samples", help="Override the proximal point's n, e.g. 100,300."),
-    max_inner_iters: int = typer.Option(None, "--max-inner-iters", min=2,
-                                        help="Override the cap on the proximal point's inner steps per round."),
-    seeds: int = typer.Option(None, "--seeds", min=1, help="Override the number of seeds per setting."),
-    reproducible: bool = typer.Option(False, "--reproducible",
-                                      help="Seeded test noise (replayable): the results are marked NOT private."),
-    seed: int = typer.Option(0, "--seed", help="Base seed of the test noise (only with --reproducible)."),
-) -> None:
-    """Menart et al. (no experiments in the paper): excess risk against n√ρ/√d for KL-Spider, adaptive noisy GD
-    (with and without private selection) and the proximal point method at several κ, with fitted slopes beside
-    the predicted exponents, the theorems' bounds and the lower bounds."""
-    from dpnc.experiments import kl_rates as exp
-
-    overrides = {k: v for k, v in {"seeds": seeds, "max_inner_iters": max_inner_iters}.items() if v is not None}
-    config = _configure(exp.KLRatesConfig() if full else exp.QUICK, seed=seed, reproducible=reproducible, lists={
-        "algorithms": (algorithms, str), "objectives": (objectives, str), "dims": (dims, int),
-        "nsrs": (nsrs, float), "prox_samples": (prox_samples, int)}, **overrides)
-    _reproduce(exp, config, out)
-
-
 def add_reproduction(group: typer.Typer, experiment) -> None:
     """Register ``dpnc reproduce <experiment.name>``, generated from the experiment's config dataclass.
 
@@ -423,9 +388,9 @@ def _command_line() -> str:
 
 def _add_reproductions() -> None:
     """The reproductions on the protocol (:mod:`dpnc.experiments.protocol`): one generated command each."""
-    from dpnc.experiments import dpzero_lm, dpzero_synthetic
+    from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates
 
-    for experiment in (dpzero_lm.EXPERIMENT, dpzero_synthetic.EXPERIMENT):
+    for experiment in (dpzero_lm.EXPERIMENT, dpzero_synthetic.EXPERIMENT, kl_rates.EXPERIMENT):
         add_reproduction(reproduce, experiment)
 
 
