@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import subprocess
@@ -56,7 +57,7 @@ def no_work(monkeypatch):
     def started(*args, **kwargs):
         raise AssertionError("the run started before the input was validated")
 
-    for module in (nonsmooth_zo, nonsmooth_compare, protocol):  # protocol: its runner
+    for module in (protocol,):  # the runner of every reproduction
         monkeypatch.setattr(module, "run_experiment", started)
     monkeypatch.setattr(lm_train, "finetune", started)
 
@@ -259,3 +260,35 @@ def test_the_generated_dpzero_lm_command_builds_the_config(no_work, tmp_path, mo
     assert config == dpzero_lm.LMConfig(data_dir=str(tmp_path), runs_dir=str(tmp_path / "o" / "runs"), seeds=(13, 21),
                                         sphere_tasks=(), steps=7, isolate=False)
     assert kw == {"workers": 3}
+
+
+@pytest.mark.parametrize("command, options", [
+    ("nonsmooth-zo", ("--smoothing",)),
+    ("nonsmooth-compare", ("--alpha", "--multipass-max-steps", "--max-directions"))])
+def test_the_generated_nonsmooth_commands_keep_every_documented_option(command, options):
+    """The options of the hand-written commands they replaced (README, docs/results/nonsmooth-*/summary.md)."""
+    result = runner.invoke(app, ["reproduce", command, "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    for option in ("--full", "--quick", "--out", "--dims", "--samples", "--epsilons", "--methods", "--seeds",
+                   "--seed", "--workers", *options):
+        assert f" {option} " in result.output, option
+
+
+@pytest.mark.parametrize("experiment, args, expected", [
+    (nonsmooth_zo.EXPERIMENT, ["--full", "--dims", "5,10,20", "--samples", "2000,8000,32000", "--epsilons", "1,8",
+                               "--seeds", "3"],
+     nonsmooth_zo.NonsmoothConfig(samples=(2000, 8000, 32000), seeds=3)),   # docs/results/nonsmooth-zo's command
+    (nonsmooth_zo.EXPERIMENT, ["--methods", "naive", "--seed", "4"],
+     dataclasses.replace(nonsmooth_zo.QUICK, methods=("naive",), seed=4)),
+    (nonsmooth_compare.EXPERIMENT, [], nonsmooth_compare.QUICK),            # docs/results/nonsmooth-compare's
+    (nonsmooth_compare.EXPERIMENT, ["--alpha", "0.2", "--multipass-max-steps", "7", "--max-directions", "3",
+                                    "--methods", "ztc,klt-fo"],
+     dataclasses.replace(nonsmooth_compare.QUICK, alpha=0.2, multipass_max_steps=7, max_directions=3,
+                         methods=("ztc", "klt-fo")))], ids=repr)
+def test_the_generated_nonsmooth_commands_build_the_config(experiment, args, expected, no_work, tmp_path,
+                                                           monkeypatch):
+    seen = []
+    monkeypatch.setattr(protocol, "run_experiment", lambda exp, config, **kw: seen.append((exp, config, kw)) or 1 / 0)
+    runner.invoke(app, ["reproduce", experiment.name, *args, "--workers", "1", "--out", str(tmp_path / "o")])
+    (ran, config, kw), = seen
+    assert ran is experiment and config == expected and kw == {"workers": 1}

@@ -235,61 +235,6 @@ reproduce = _Typer(no_args_is_help=True, help="Reproduce a paper's experiment (f
 app.add_typer(reproduce, name="reproduce")
 
 
-@reproduce.command("nonsmooth-zo")
-def nonsmooth_zo(
-    full: bool = typer.Option(False, "--full/--quick",
-                              help="--quick (default): d ∈ {4, 8}, M up to 16 000, 3 seeds, minutes on 2 cores; "
-                                   "--full: d up to 20, M up to 256 000, 5 seeds (hours)."),
-    out: Path = typer.Option(Path("runs/nonsmooth-zo"), "--out", help="Folder for CSV, PNG and summary.md."),
-    dims: str = typer.Option(None, "--dims", help="Override the dimensions, e.g. 5,10,20."),
-    samples: str = typer.Option(None, "--samples", help="Override the sample sizes M, e.g. 2000,8000,32000."),
-    epsilons: str = typer.Option(None, "--epsilons", help="Override the privacy levels ε, e.g. 1,8."),
-    methods: str = typer.Option(None, "--methods", help="variance-reduced, naive or both (comma-separated)."),
-    seeds: int = typer.Option(None, "--seeds", min=1, help="Override the number of seeds per setting."),
-    seed: int = typer.Option(0, "--seed", help="Public seed (data and directions); the noise is always secret."),
-) -> None:
-    """Zhang–Tran–Cutkosky (no experiments in the paper): certified ‖∂F‖_2δ and loss against samples M for the
-    private variance-reduced oracle vs the naive one, at several d and ε, with fitted slopes."""
-    from dpnc.experiments import nonsmooth_zo as exp
-
-    overrides = {"seed": seed} if seeds is None else {"seed": seed, "seeds": seeds}
-    config = _configure(exp.NonsmoothConfig() if full else exp.QUICK, lists={
-        "dims": (dims, int), "samples": (samples, int), "epsilons": (epsilons, float), "methods": (methods, str)},
-        **overrides)
-    _reproduce(exp, config, out)
-
-
-@reproduce.command("nonsmooth-compare")
-def nonsmooth_compare(
-    full: bool = typer.Option(False, "--full/--quick",
-                              help="--quick (default): d ∈ {4, 8}, n up to 16 000, 2 seeds, minutes on 2 cores; "
-                                   "--full: d up to 16, n up to 32 000, 5 seeds (hours)."),
-    out: Path = typer.Option(Path("runs/nonsmooth-compare"), "--out", help="Folder for CSV, PNG and summary.md."),
-    dims: str = typer.Option(None, "--dims", help="Override the dimensions, e.g. 4,8,16."),
-    samples: str = typer.Option(None, "--samples", help="Override the sample sizes n, e.g. 1000,4000,16000."),
-    epsilons: str = typer.Option(None, "--epsilons", help="Override the privacy levels ε, e.g. 1,8."),
-    methods: str = typer.Option(None, "--methods",
-                                help="Among ztc, klt-zo, klt-fo, klt-multipass (comma-separated; default all)."),
-    seeds: int = typer.Option(None, "--seeds", min=1, help="Override the number of seeds per setting."),
-    alpha: float = typer.Option(None, "--alpha", help="Override the smoothing radius α (ZTC's δ)."),
-    multipass_max_steps: int = typer.Option(None, "--multipass-max-steps", min=1,
-                                            help="Override the cap on multi-pass steps T (each reads all n)."),
-    max_directions: int = typer.Option(None, "--max-directions", min=1,
-                                       help="Override the cap on KLT's directions m per example."),
-    seed: int = typer.Option(0, "--seed", help="Public seed (data and directions); the noise is always secret."),
-) -> None:
-    """Zhang–Tran–Cutkosky vs Kornowski–Liu–Talwar (single-pass ZO, first-order, multi-pass) at equal (ε, δ)
-    and equal samples: certified ‖∂F‖_2α against n and d, evaluations, wall time, fitted slopes."""
-    from dpnc.experiments import nonsmooth_compare as exp
-
-    overrides = {k: v for k, v in {"seeds": seeds, "alpha": alpha, "multipass_max_steps": multipass_max_steps,
-                                   "max_directions": max_directions}.items() if v is not None}
-    config = _configure(exp.CompareConfig() if full else exp.QUICK, seed=seed, lists={
-        "dims": (dims, int), "samples": (samples, int), "epsilons": (epsilons, float), "methods": (methods, str)},
-        **overrides)
-    _reproduce(exp, config, out)
-
-
 def add_reproduction(group: typer.Typer, experiment) -> None:
     """Register ``dpnc reproduce <experiment.name>``, generated from the experiment's config dataclass.
 
@@ -388,37 +333,14 @@ def _command_line() -> str:
 
 def _add_reproductions() -> None:
     """The reproductions on the protocol (:mod:`dpnc.experiments.protocol`): one generated command each."""
-    from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates
+    from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_zo
 
-    for experiment in (dpzero_lm.EXPERIMENT, dpzero_synthetic.EXPERIMENT, kl_rates.EXPERIMENT):
+    for experiment in (dpzero_lm.EXPERIMENT, dpzero_synthetic.EXPERIMENT, kl_rates.EXPERIMENT,
+                       nonsmooth_zo.EXPERIMENT, nonsmooth_compare.EXPERIMENT):
         add_reproduction(reproduce, experiment)
 
 
 _add_reproductions()
-
-
-def _configure(config, *, lists: dict, **values):
-    """``config`` with ``values`` and the comma-separated ``lists`` (name → (text or None, type); '' is the empty
-    list) replaced; the config's own checks run here, before any work."""
-    import dataclasses
-
-    overrides = dict(values)
-    for name, (text, kind) in lists.items():
-        if text is not None:
-            try:
-                overrides[name] = tuple(kind(v.strip()) for v in text.split(",")) if text.strip() else ()
-            except ValueError:
-                raise ValueError(f"{name} must be comma-separated {kind.__name__} values; got {text!r}") from None
-    return dataclasses.replace(config, **overrides)
-
-
-def _reproduce(exp, config, out: Path) -> None:
-    """Run an experiment module's grid, write its outputs and print its summary (the commands not yet generated
-    by :func:`add_reproduction`)."""
-    result = exp.run_experiment(config)
-    paths = exp.write_outputs(result, out, _command_line())
-    typer.echo((out / "summary.md").read_text())
-    typer.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
 app.command("audit")(__import__("dpnc.audit.command", fromlist=["audit"]).audit)  # dpnc audit (torch loaded on use)

@@ -1,7 +1,8 @@
 """Private nonsmooth nonconvex optimization: four private methods at equal (ε, δ) and equal sample budget.
 
 On the ℓ1 regression of :mod:`dpnc.experiments.nonsmooth_zo` (nonsmooth, 1-Lipschitz per example, the
-same data, test set and start x₀ at distance 1 from x*) it runs, for several n, d and ε, several seeds each,
+same data, test set and start x₀ at distance 1 from x*: :mod:`dpnc.experiments.nonsmooth_report`) it runs, for
+several n, d and ε, several seeds each,
 
 * ``ztc``: Zhang–Tran–Cutkosky's O2NC with the private variance-reduced oracle (Theorem 4.9's parameters);
 * ``klt-zo``: Kornowski–Liu–Talwar's single-pass zeroth-order oracle (Algorithm 3, Theorem 3.1);
@@ -14,26 +15,23 @@ certify at radius 2α). KLT's directions m are capped at ``max_directions`` (saf
 the variance-matched default can be huge at large ε). At the output it measures the held-out certified
 bound on ‖∂F‖_2α (:func:`dpnc.certify.goldstein_certificate`), the test loss, the function (or gradient)
 evaluations and the wall time, and fits log-log slopes against n and d beside the theory's exponents.
+Run it with :func:`dpnc.experiments.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
+:func:`dpnc.experiments.protocol.write`.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass
-from functools import partial
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
 
 from dpnc.algorithms import klt_theory
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, guarantee, paper_rho
-from dpnc.certify import certify_run
-from dpnc.experiments.nonsmooth_zo import instance
-from dpnc.experiments.report import (INTEGER, POSITIVE, check_grid, check_value, fmt_slope, group_medians,
-                                     loglog_slope, privacy_claim, run_tasks, save_result, write_csv)
-from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.noise import NoiseSource
+from dpnc.experiments.nonsmooth_report import (Measured, NonsmoothExperiment, NonsmoothGrid, Task, constants,
+                                               figure, measure, medians, privacy)
+from dpnc.experiments.protocol import Claim, Result
+from dpnc.experiments.report import INTEGER, POSITIVE, check_value, fmt_slope, loglog_slope
 
 METHODS = ("ztc", "klt-zo", "klt-fo", "klt-multipass")
 KLT_ORACLE = {"klt-zo": "zeroth-order", "klt-fo": "first-order", "klt-multipass": "multi-pass"}
@@ -45,56 +43,120 @@ THEORY_D = {"ztc": "+1/3 … +3/4", "klt-zo": "+1/6 … +1/2", "klt-fo": "+1/6 �
 
 
 @dataclass(frozen=True)
-class CompareConfig:
-    """The grid; defaults are ``--full``, :data:`QUICK` the CI-sized default of the command.
+class CompareConfig(NonsmoothGrid):
+    """The grid; defaults are ``--full`` (:data:`FULL`), :data:`QUICK` the CI-sized default of the command.
 
     ``samples`` are the n each method gets (the same for all four); ``alpha`` the smoothing radius (ZTC's δ).
     """
 
-    dims: tuple[int, ...] = (4, 8, 16)
-    samples: tuple[int, ...] = (2_000, 8_000, 32_000)
-    epsilons: tuple[float, ...] = (1.0, 8.0)
-    methods: tuple[str, ...] = METHODS
-    seeds: int = 5
-    alpha: float = 0.1
-    dp_delta: float = 1e-6
-    multipass_max_steps: int = 200
-    max_directions: int = 16
-    start_distance: float = 1.0
-    n_test: int = 4_000
-    certificate_samples: int = 64
-    label_noise: float = 0.1
-    seed: int = 0
+    METHODS = METHODS
 
-    def __post_init__(self) -> None:
-        check_grid(self, METHODS)
+    dims: tuple[int, ...] = field(default=(4, 8, 16), metadata={"help": "Dimensions d, e.g. 4,8,16."})
+    samples: tuple[int, ...] = field(default=(2_000, 8_000, 32_000), metadata={
+        "help": "Sample sizes n (each >= 4), the same for every method, e.g. 1000,4000,16000."})
+    methods: tuple[str, ...] = field(default=METHODS, metadata={
+        "help": "Among ztc, klt-zo, klt-fo, klt-multipass (comma-separated)."})
+    seeds: int = field(default=5, metadata={"help": "Seeds per setting."})
+    alpha: float = field(default=0.1, metadata={"help": "Smoothing radius α (ZTC's δ); certified at radius 2α."})
+    multipass_max_steps: int = field(default=200, metadata={
+        "help": "Cap on multi-pass steps T (each reads all n)."})
+    max_directions: int = field(default=16, metadata={"help": "Cap on KLT's directions m per example."})
+
+    def validate(self) -> None:
+        super().validate()
         check_value("multipass_max_steps", self.multipass_max_steps, INTEGER)
         check_value("max_directions", self.max_directions, INTEGER)
         check_value("alpha", self.alpha, POSITIVE)
 
-    @property
-    def runs(self) -> int:
-        return len(self.dims) * len(self.epsilons) * len(self.samples) * len(self.methods) * self.seeds
 
-
+FULL = CompareConfig()
 QUICK = CompareConfig(dims=(4, 8), samples=(1_000, 4_000, 16_000), epsilons=(1.0, 8.0), seeds=2,
                       multipass_max_steps=100, max_directions=8)
 
 
-def run_experiment(config: CompareConfig = QUICK, *, progress: bool = True, workers: int = 2) -> dict:
-    """Every (d, ε, n, method, seed) run, ``workers`` processes at a time (one torch thread each); returns rows
-    and the configuration. The largest runs (multi-pass at the largest n) are submitted first."""
-    start = time.perf_counter()
-    tasks = [(d, e, n, method, seed) for d in config.dims for e in config.epsilons for n in config.samples
-             for method in config.methods for seed in range(config.seeds)]
-    rows = run_tasks(partial(_one_run, config), tasks, cost=partial(_cost, config), desc="nonsmooth-compare",
-                     progress=progress, workers=workers)
-    return {"config": asdict(config), "rows": rows, "seconds": time.perf_counter() - start}
+@dataclass(frozen=True)
+class CompareRow(Measured):
+    """One run: the measurements, its n, the method's shape (T, block, period, m and the default m before the
+    cap, σ's, D), the theorem's rate and (multi-pass) Prop 5.1's
+    population gap."""
+
+    n: int
+    T: int
+    block: int
+    period: int
+    m: int
+    default_m: int
+    sigma_anchor: float
+    sigma_increment: float
+    D: float
+    theory_rate: float
+    population_gap: float
 
 
-def _cost(config: CompareConfig, d: int, epsilon: float, n: int, method: str, seed: int) -> float:
-    """A rough run time, to schedule the longest runs first."""
-    return n * d * (config.multipass_max_steps / 10 if method == "klt-multipass" else 1)
+class NonsmoothCompare(NonsmoothExperiment):
+    """Zhang–Tran–Cutkosky vs Kornowski–Liu–Talwar (single-pass ZO, first-order, multi-pass) at equal (ε, δ)
+    and equal samples: certified ‖∂F‖_2α against n and d, evaluations, wall time, fitted slopes."""
+
+    name = "nonsmooth-compare"
+    title = "Private nonsmooth optimization: ZTC vs KLT (single-pass ZO, first-order, multi-pass)"
+    sizes = ("--quick (default): d ∈ {4, 8}, n up to 16 000, 2 seeds, minutes on 2 cores; --full: d up to 16, "
+             "n up to 32 000, 5 seeds (hours).")
+    Config, QUICK, FULL, Row = CompareConfig, QUICK, FULL, CompareRow
+
+    def cost(self, config: CompareConfig, task: Task) -> float:
+        """n·d, multi-pass's times T/10 (each step reads all n): the longest runs start first."""
+        return super().cost(config, task) * (config.multipass_max_steps / 10 if task[3] == "klt-multipass" else 1)
+
+    def run_one(self, config: CompareConfig, task: Task) -> CompareRow:
+        """One run of (d, ε, n, method, seed)."""
+        d, epsilon, n, method, _ = task
+        L, Phi = constants(config, d)
+        algorithm, default_m = parameters(config, method, n=n, d=d, L=L, Phi=Phi, epsilon=epsilon)
+        theory, gap = _theory(method, algorithm, n=n, d=d, L=L, Phi=Phi, alpha=config.alpha, epsilon=epsilon)
+        shape = algorithm.summary()
+        return CompareRow(**measure(config, algorithm, task, n=n, T=shape["steps"], block=shape["block"],
+                                    period=shape["period"], m=shape["m"], default_m=default_m,
+                                    sigma_anchor=shape["sigma_anchor"], sigma_increment=shape["sigma_increment"],
+                                    D=shape["D"], theory_rate=theory, population_gap=gap))
+
+    def claims(self, rows: Sequence[CompareRow], config: CompareConfig) -> list[Claim]:
+        return check_claims(rows, config)
+
+    def describe(self, result: Result) -> str:
+        cfg = result.config
+        return (f"{cfg.objective()} Smoothing α = {cfg.alpha} (ZTC's δ), every method certified at radius 2α; "
+                f"(ε, δ_DP) with δ_DP = {cfg.dp_delta:g}; every method gets the same n examples; KLT in safe mode "
+                f"with m ≤ {cfg.max_directions} directions, multi-pass T ≤ {cfg.multipass_max_steps} steps; "
+                f"{cfg.seeds} seeds. Evaluations: function values (ZO methods) or gradients (klt-fo).")
+
+    def render(self, result: Result) -> str:
+        return render(result.rows, result.config)
+
+    def plot(self, result: Result, out: Path) -> list[Path]:
+        rows, cfg = result.rows, result.config
+        colors = dict(zip(METHODS, ("C0", "C3", "C2", "C1")))
+        styles = dict(zip(cfg.epsilons, ("-", "--", ":", "-.") * len(cfg.epsilons)))
+        paths = []
+        for name, series, panels, panel_name, x_name in (
+                ("fig_vs_n.png", against_n, cfg.dims, "d", "samples n"),
+                ("fig_vs_d.png", against_d, cfg.samples, "n", "dimension d")):
+            values = series(rows, "certified_grad_norm")
+
+            def draw(ax, k, values=values, panel_name=panel_name, x_name=x_name):
+                for method in cfg.methods:
+                    for e in cfg.epsilons:
+                        xs, ys = zip(*values[(k, e, method)])
+                        # ~0 certificates (a stationary point within 2α) are drawn at the axis floor
+                        ax.plot(xs, [max(y, 1e-4) for y in ys], color=colors[method], linestyle=styles[e],
+                                marker="o", label=f"{method}, ε={e:g}")
+                ax.set(xlabel=x_name, ylabel="certified ‖∂F(x_out)‖_2α", title=f"{panel_name} = {k}")
+
+            paths.append(figure(out / name, panels, draw, f"ℓ1 regression, α = {cfg.alpha}, median over {cfg.seeds} "
+                                "seeds (floor 1e-4: ~0)"))
+        return paths
+
+
+EXPERIMENT = NonsmoothCompare()
 
 
 def parameters(config: CompareConfig, method: str, *, n: int, d: int, L: float, Phi: float, epsilon: float):
@@ -125,59 +187,31 @@ def _theory(method: str, algorithm, *, n: int, d: int, L: float, Phi: float, alp
     return klt_theory.rate(algorithm.oracle, n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon), 0.0
 
 
-def _one_run(config: CompareConfig, d: int, epsilon: float, n: int, method: str, seed: int) -> dict:
-    data, test, x0, optimum = instance(config, d)
-    train = data.subset(torch.arange(n))
-    L, Phi = data.constants.L0, data.constants.L0 * config.start_distance
-    algorithm, default_m = parameters(config, method, n=n, d=d, L=L, Phi=Phi, epsilon=epsilon)
-    gen = torch.Generator().manual_seed(10_000 * config.seed + seed)
-    tic = time.perf_counter()
-    run = algorithm.run(train, x0, noise=NoiseSource(), accountant=Accountant("replace-one"), generator=gen,
-                        keep_points=True)
-    seconds = time.perf_counter() - tic
-    certificate = certify_run(run, test, samples=config.certificate_samples, generator=gen)
-    report = run.report(config.dp_delta)
-    theory, gap = _theory(method, algorithm, n=n, d=d, L=L, Phi=Phi, alpha=config.alpha, epsilon=epsilon)
-    shape = algorithm.summary()
-    return {"method": method, "d": d, "n": n, "epsilon": epsilon, "seed": seed, "T": shape["steps"],
-            "block": shape["block"], "period": shape["period"], "m": shape["m"], "default_m": default_m,
-            "sigma_anchor": shape["sigma_anchor"], "sigma_increment": shape["sigma_increment"], "D": shape["D"],
-            "samples_used": run.stats.samples_used, "evaluations": run.stats.evaluations,
-            "clipped": run.stats.clipped, "beyond_radius": run.stats.beyond_radius, "seconds": seconds,
-            "certified_grad_norm": certificate.bound,
-            "grad_norm": float(torch.linalg.vector_norm(test.gradient(run.output))),
-            "excess_loss": float(test.value(run.output)) - optimum,
-            "distance": float(torch.linalg.vector_norm(run.output - data.x_star)),
-            "theory_rate": theory, "population_gap": gap,
-            "epsilon_rdp": report.epsilon_rdp, "epsilon_pld": report.epsilon_pld,
-            "epsilon_zcdp": report.epsilon_zcdp}
-
-
 # --- summaries -------------------------------------------------------------------------------------
 
 
-def against_n(rows: list[dict], metric: str) -> dict[tuple[int, float, str], list[tuple[int, float]]]:
+def against_n(rows: Sequence[CompareRow], metric: str) -> dict[tuple[int, float, str], list[tuple[int, float]]]:
     """(d, ε, method) → [(n, median over seeds of ``metric``)] sorted by n."""
-    return group_medians(rows, metric, ("d", "epsilon", "method"), "n")
+    return medians(rows, metric, ("d", "epsilon", "method"), "n")
 
 
-def against_d(rows: list[dict], metric: str) -> dict[tuple[int, float, str], list[tuple[int, float]]]:
+def against_d(rows: Sequence[CompareRow], metric: str) -> dict[tuple[int, float, str], list[tuple[int, float]]]:
     """(n, ε, method) → [(d, median over seeds of ``metric``)] sorted by d."""
-    return group_medians(rows, metric, ("n", "epsilon", "method"), "d")
+    return medians(rows, metric, ("n", "epsilon", "method"), "d")
 
 
-def slopes(rows: list[dict], config: dict) -> list[tuple[str, str, str, str, str, str]]:
+def slopes(rows: Sequence[CompareRow], config: CompareConfig) -> list[tuple[str, ...]]:
     """Per method: fitted slopes of the certified bound (and of the theory at the run's parameters) against n
     (one per (d, ε)) and against d (one per (n, ε)), beside the theory's asymptotic exponents."""
     out = []
     by_n, by_d = against_n(rows, "certified_grad_norm"), against_d(rows, "certified_grad_norm")
     th_n, th_d = against_n(rows, "theory_rate"), against_d(rows, "theory_rate")
-    for method in config["methods"]:
+    for method in config.methods:
         cells = []
-        for series, theory, keys, name in ((by_n, th_n, config["dims"], "d"), (by_d, th_d, config["samples"], "n")):
+        for series, theory, keys, name in ((by_n, th_n, config.dims, "d"), (by_d, th_d, config.samples, "n")):
             fitted, bound = [], []
             for k in keys:
-                for e in config["epsilons"]:
+                for e in config.epsilons:
                     xs, ys = zip(*series[(k, e, method)])
                     if len(xs) < 2:
                         continue
@@ -188,135 +222,84 @@ def slopes(rows: list[dict], config: dict) -> list[tuple[str, str, str, str, str
     return out
 
 
-def check_claims(rows: list[dict], config: dict) -> list[tuple[str, bool, str]]:
+def check_claims(rows: Sequence[CompareRow], config: CompareConfig) -> list[Claim]:
     """Comparisons and privacy, checked on the measured medians (reported whether or not they hold)."""
     cert = against_n(rows, "certified_grad_norm")
-    largest = max(config["samples"])
-    cells = [(d, e) for d in config["dims"] for e in config["epsilons"]]
-    methods = config["methods"]
+    largest = max(config.samples)
+    cells = [(d, e) for d in config.dims for e in config.epsilons]
+    methods = config.methods
     claims = []
 
     def at_largest(method):
         return {(d, e): dict(cert[(d, e, method)])[largest] for d, e in cells}
 
-    def compare(a, b, text):
-        va, vb = at_largest(a), at_largest(b)
-        wins = [c for c in cells if va[c] <= vb[c]]
-        numbers = "; ".join(f"d={d}, ε={e:g}: {va[(d, e)]:.3g} vs {vb[(d, e)]:.3g}" for d, e in cells)
-        claims.append((f"at the largest n = {largest}, {text}", len(wins) == len(cells),
-                       f"in {len(wins)} of {len(cells)} (d, ε) cells; {numbers}"))
+    def compare(mine: dict, theirs: dict, text: str) -> None:
+        wins = [c for c in cells if mine[c] <= theirs[c]]
+        numbers = "; ".join(f"d={d}, ε={e:g}: {mine[(d, e)]:.3g} vs {theirs[(d, e)]:.3g}" for d, e in cells)
+        claims.append(Claim(f"at the largest n = {largest}, {text}", len(wins) == len(cells),
+                            f"in {len(wins)} of {len(cells)} (d, ε) cells; {numbers}"))
 
     if {"klt-zo", "ztc"} <= set(methods):
-        compare("klt-zo", "ztc", "KLT single-pass ZO certifies ≤ ZTC (KLT's improved sample complexity)")
+        compare(at_largest("klt-zo"), at_largest("ztc"),
+                "KLT single-pass ZO certifies ≤ ZTC (KLT's improved sample complexity)")
     if {"klt-fo", "klt-zo"} <= set(methods):
-        compare("klt-fo", "klt-zo", "KLT first-order certifies ≤ KLT zeroth-order (no d-fold estimation variance)")
+        compare(at_largest("klt-fo"), at_largest("klt-zo"),
+                "KLT first-order certifies ≤ KLT zeroth-order (no d-fold estimation variance)")
     single = [m for m in ("ztc", "klt-zo", "klt-fo") if m in methods]
     if "klt-multipass" in methods and single:
-        mp = at_largest("klt-multipass")
-        best = {c: min(at_largest(m)[c] for m in single) for c in cells}
-        wins = [c for c in cells if mp[c] <= best[c]]
-        claims.append((f"at the largest n = {largest}, KLT multi-pass (ERM, d^{{3/4}}) certifies ≤ the best "
-                       "single-pass method", len(wins) == len(cells),
-                       f"in {len(wins)} of {len(cells)} (d, ε) cells; "
-                       + "; ".join(f"d={d}, ε={e:g}: {mp[(d, e)]:.3g} vs {best[(d, e)]:.3g}" for d, e in cells)))
-    if len(config["samples"]) > 1:
+        compare(at_largest("klt-multipass"), {c: min(at_largest(m)[c] for m in single) for c in cells},
+                "KLT multi-pass (ERM, d^{3/4}) certifies ≤ the best single-pass method")
+    if len(config.samples) > 1:
         for method in methods:
             falls = [(d, e) for d, e in cells if cert[(d, e, method)][-1][1] < cert[(d, e, method)][0][1]]
-            claims.append((f"{LABEL[method]}: the certified ‖∂F‖_2α falls from the smallest to the largest n",
-                           len(falls) == len(cells), f"in {len(falls)} of {len(cells)} (d, ε) cells"))
-    claims.append(privacy_claim(rows))
+            claims.append(Claim(f"{LABEL[method]}: the certified ‖∂F‖_2α falls from the smallest to the largest n",
+                                len(falls) == len(cells), f"in {len(falls)} of {len(cells)} (d, ε) cells"))
+    claims.append(privacy(rows))
     return claims
 
 
-def write_outputs(result: dict, out: Path, command: str) -> list[Path]:
-    """results.csv, fig_vs_n.png, fig_vs_d.png, result.json and summary.md under ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out.mkdir(parents=True, exist_ok=True)
-    rows, cfg = result["rows"], result["config"]
-    paths = [write_csv(out / "results.csv", rows)]
-    colors = dict(zip(METHODS, ("C0", "C3", "C2", "C1")))
-    styles = dict(zip(cfg["epsilons"], ("-", "--", ":", "-.") * len(cfg["epsilons"])))
-    for name, series, panels, panel_name, x_name in (
-            ("fig_vs_n.png", against_n, cfg["dims"], "d", "samples n"),
-            ("fig_vs_d.png", against_d, cfg["samples"], "n", "dimension d")):
-        values = series(rows, "certified_grad_norm")
-        fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
-        for ax, k in zip(axes[0], panels):
-            for method in cfg["methods"]:
-                for e in cfg["epsilons"]:
-                    xs, ys = zip(*values[(k, e, method)])
-                    # ~0 certificates (a stationary point within 2α) are drawn at the axis floor
-                    ax.plot(xs, [max(y, 1e-4) for y in ys], color=colors[method], linestyle=styles[e], marker="o",
-                            label=f"{method}, ε={e:g}")
-            ax.set(xscale="log", yscale="log", xlabel=x_name, ylabel="certified ‖∂F(x_out)‖_2α",
-                   title=f"{panel_name} = {k}")
-            ax.grid(alpha=0.3)
-        axes[0][0].legend(fontsize=7)
-        fig.suptitle(f"ℓ1 regression, α = {cfg['alpha']}, median over {cfg['seeds']} seeds (floor 1e-4: ~0)")
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=120)
-        plt.close(fig)
-        paths.append(out / name)
-    return paths + save_result(out, result, _summary(result, command))
-
-
-def _summary(result: dict, command: str) -> str:
-    rows, cfg = result["rows"], result["config"]
-    lines = ["# Private nonsmooth optimization: ZTC vs KLT (single-pass ZO, first-order, multi-pass)\n",
-             f"Command: `{command}`  ",
-             f"Run time: {result['seconds'] / 60:.1f} min on {torch.get_num_threads()} CPU threads.  ",
-             f"Objective: ℓ1 regression |⟨a, x⟩ − b|, ‖a‖ ≤ 1 (L = 1), planted x*, label noise {cfg['label_noise']}, "
-             f"x₀ at distance {cfg['start_distance']} from x* (Φ = {cfg['start_distance']}); smoothing α = "
-             f"{cfg['alpha']} (ZTC's δ), every method certified at radius 2α on {cfg['n_test']} held-out samples; "
-             f"(ε, δ_DP) with δ_DP = {cfg['dp_delta']:g}; every method gets the same n examples; KLT in safe mode "
-             f"with m ≤ {cfg['max_directions']} directions, multi-pass T ≤ {cfg['multipass_max_steps']} steps; "
-             f"{cfg['seeds']} seeds. Evaluations: function values (ZO methods) or gradients (klt-fo).\n",
-             "## Claims\n", "| claim | holds here | our numbers |", "|---|---|---|"]
-    lines += [f"| {c} | {'yes' if ok else '**no**'} | {ev} |" for c, ok, ev in check_claims(rows, cfg)]
-    lines += ["", "## Fitted log-log slopes of the certified bound\n",
-              "Theory: single pass (KLT, v2) n ≳ √d/(αβ³) + d/(εαβ²), i.e. β ∝ n^{-1/3}…n^{-1/2} and "
-              "d^{1/6}…d^{1/2}; ZTC n ≳ d/(δβ³) + d^{3/2}/(ρδβ²), i.e. n^{-1/3}…n^{-1/2} and d^{1/3}…d^{3/4}; "
-              "multi-pass β* ∝ (d^{3/4}/n)^{2/3}, i.e. n^{-2/3} "
-              "and d^{1/2} (an ERM bound; multi-pass's capped T raises its β to (Φ/(αT))^{1/3}). \"theory here\": "
-              "the slope of the theorem's bound (constants 1) over this grid.\n",
-              "| method | theory vs n | fitted vs n | theory here (vs n) | theory vs d | fitted vs d | "
-              "theory here (vs d) |", "|---|---|---|---|---|---|---|"]
+def render(rows: Sequence[CompareRow], cfg: CompareConfig) -> str:
+    """The fitted slopes, the medians against n and against d, the cost per method."""
+    lines = ["## Fitted log-log slopes of the certified bound\n",
+             "Theory: single pass (KLT, v2) n ≳ √d/(αβ³) + d/(εαβ²), i.e. β ∝ n^{-1/3}…n^{-1/2} and "
+             "d^{1/6}…d^{1/2}; ZTC n ≳ d/(δβ³) + d^{3/2}/(ρδβ²), i.e. n^{-1/3}…n^{-1/2} and d^{1/3}…d^{3/4}; "
+             "multi-pass β* ∝ (d^{3/4}/n)^{2/3}, i.e. n^{-2/3} "
+             "and d^{1/2} (an ERM bound; multi-pass's capped T raises its β to (Φ/(αT))^{1/3}). \"theory here\": "
+             "the slope of the theorem's bound (constants 1) over this grid.\n",
+             "| method | theory vs n | fitted vs n | theory here (vs n) | theory vs d | fitted vs d | "
+             "theory here (vs d) |", "|---|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(cells) + " |" for cells in slopes(rows, cfg)]
     metrics = ("certified_grad_norm", "excess_loss", "evaluations", "seconds", "theory_rate")
     med = {k: against_n(rows, k) for k in metrics}
-    first = {(r["d"], r["epsilon"], r["method"], r["n"]): r for r in rows}
+    first = {(r.d, r.epsilon, r.method, r.n): r for r in reversed(rows)}
     lines += ["", "## Medians over seeds (against n, per d)\n",
               "| d | ε | method | n | T | m (default) | certified ‖∂F‖_2α | F(x_out) − F(x*) | evaluations | "
               "seconds | theory rate |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for d in cfg["dims"]:
-        for e in cfg["epsilons"]:
-            for method in cfg["methods"]:
+    for d in cfg.dims:
+        for e in cfg.epsilons:
+            for method in cfg.methods:
                 for i, (n, c) in enumerate(med["certified_grad_norm"][(d, e, method)]):
                     r = first[(d, e, method, n)]
                     loss, ev, sec, th = (med[k][(d, e, method)][i][1] for k in metrics[1:])
-                    lines.append(f"| {d} | {e:g} | {method} | {n} | {r['T']} | {r['m']} ({r['default_m']}) | "
+                    lines.append(f"| {d} | {e:g} | {method} | {n} | {r.T} | {r.m} ({r.default_m}) | "
                                  f"{c:.4g} | {loss:.4g} | {ev:.3g} | {sec:.2f} | {th:.3g} |")
     by_d = against_d(rows, "certified_grad_norm")
     lines += ["", "## Medians over seeds (against d, per n)\n",
-              "| n | ε | method | " + " | ".join(f"d = {d}" for d in cfg["dims"]) + " |",
-              "|---|---|---|" + "---|" * len(cfg["dims"])]
-    for n in cfg["samples"]:
-        for e in cfg["epsilons"]:
-            for method in cfg["methods"]:
+              "| n | ε | method | " + " | ".join(f"d = {d}" for d in cfg.dims) + " |",
+              "|---|---|---|" + "---|" * len(cfg.dims)]
+    for n in cfg.samples:
+        for e in cfg.epsilons:
+            for method in cfg.methods:
                 lines.append(f"| {n} | {e:g} | {method} | "
                              + " | ".join(f"{c:.4g}" for _, c in by_d[(n, e, method)]) + " |")
     lines += ["", "## Cost per method (totals over the grid)\n",
               "| method | runs | evaluations | wall time (s) | per-example terms beyond the safe-mode radius |",
               "|---|---|---|---|---|"]
-    for method in cfg["methods"]:
-        mine = [r for r in rows if r["method"] == method]
-        lines.append(f"| {method} | {len(mine)} | {sum(r['evaluations'] for r in mine):.3g} | "
-                     f"{sum(r['seconds'] for r in mine):.1f} | {sum(r['beyond_radius'] for r in mine)} |")
+    for method in cfg.methods:
+        mine = [r for r in rows if r.method == method]
+        lines.append(f"| {method} | {len(mine)} | {sum(r.evaluations for r in mine):.3g} | "
+                     f"{sum(r.seconds for r in mine):.1f} | {sum(r.beyond_radius for r in mine)} |")
     lines += ["", "A certificate of ~0 means a stationary point of F within 2α of the output (ℓ1 regression's kink "
               "at x*): the log-log fit is then not meaningful and is marked “reaches ~0”.", "",
-              "Figures: `fig_vs_n.png`, `fig_vs_d.png`; every run: `results.csv`.", ""]
+              "Figures: `fig_vs_n.png`, `fig_vs_d.png`; every run: `rows.csv`."]
     return "\n".join(lines)
