@@ -28,7 +28,7 @@ def test_account_gives_the_multiplier_for_a_target_epsilon_as_json():
     row = json.loads(result.output)
     assert row["accountant"] == "rdp" and abs(row["noise_multiplier"] - 13.468) < 1e-3
     assert row["epsilon"] <= 2.0
-    assert row["seconds"] < 1.0  # the RDP answer itself takes well under a second
+    assert row["seconds"] >= 0   # reported (how long the accountant took), never asserted as a speed
 
 
 def test_account_refuses_ambiguous_or_invalid_requests():
