@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from dpnc.cli import app
 from dpnc.experiments import nonsmooth_compare as exp
 from dpnc.experiments import protocol
-from dpnc.experiments.nonsmooth_report import privacy
+from dpnc.experiments.report import privacy_claim as privacy
 from tests.experiments.written import assert_written
 
 TINY = exp.CompareConfig(dims=(2, 3), samples=(100, 300), epsilons=(2.0,), seeds=1, n_test=200,

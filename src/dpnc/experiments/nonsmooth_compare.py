@@ -29,9 +29,9 @@ from dpnc.algorithms import klt_theory
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, guarantee, paper_rho
 from dpnc.experiments.nonsmooth_report import (Measured, NonsmoothExperiment, NonsmoothGrid, Task, constants,
-                                               figure, measure, medians, privacy)
+                                               figure, measure, medians)
 from dpnc.experiments.protocol import Claim, Result
-from dpnc.experiments.report import INTEGER, POSITIVE, check_value, fmt_slope, loglog_slope
+from dpnc.experiments.report import INTEGER, POSITIVE, check_value, fmt_slope, loglog_slope, privacy_claim
 
 METHODS = ("ztc", "klt-zo", "klt-fo", "klt-multipass")
 KLT_ORACLE = {"klt-zo": "zeroth-order", "klt-fo": "first-order", "klt-multipass": "multi-pass"}
@@ -254,7 +254,7 @@ def check_claims(rows: Sequence[CompareRow], config: CompareConfig) -> list[Clai
             falls = [(d, e) for d, e in cells if cert[(d, e, method)][-1][1] < cert[(d, e, method)][0][1]]
             claims.append(Claim(f"{LABEL[method]}: the certified ‖∂F‖_2α falls from the smallest to the largest n",
                                 len(falls) == len(cells), f"in {len(falls)} of {len(cells)} (d, ε) cells"))
-    claims.append(privacy(rows))
+    claims.append(privacy_claim(rows))
     return claims
 
 

@@ -19,9 +19,9 @@ from typing import ClassVar
 
 import torch
 
-from dpnc.experiments.protocol import Claim, Experiment
+from dpnc.experiments.protocol import Experiment
 from dpnc.experiments.report import (INTEGER, NATURAL, NONNEGATIVE, POSITIVE, check_grid, check_value,
-                                     group_medians, privacy_claim)
+                                     group_medians)
 
 Task = tuple[int, float, int, str, int]   # (d, ε, sample size, method, seed)
 
@@ -178,21 +178,6 @@ def measure(config: NonsmoothGrid, algorithm, task: Task, **more) -> dict:
                 distance=float(torch.linalg.vector_norm(run.output - data.x_star)),
                 epsilon_zcdp=report.epsilon_zcdp, epsilon_rdp=report.epsilon_rdp, epsilon_pld=report.epsilon_pld,
                 seconds=seconds, **more)
-
-
-def privacy(rows: Sequence[Measured]) -> Claim:
-    """:func:`~dpnc.experiments.report.privacy_claim` on the runs every accountant answered for; where one gave
-    no ε (dp-accounting's PLD at a huge ε, e.g. 10⁹) the claim cannot hold, only have no signal, and says so."""
-    answered = [r for r in rows if None not in (r.epsilon_zcdp, r.epsilon_rdp, r.epsilon_pld)]
-    missing = len(rows) - len(answered)
-    if not missing:
-        return privacy_claim(rows)
-    if not answered:
-        return Claim("every run is (ε, δ_DP)-DP by the accountant", None,
-                     f"none of the {missing} run(s) has an ε from every accountant")
-    claim = privacy_claim(answered)
-    return claim._replace(holds=claim.holds and None,
-                          evidence=f"{claim.evidence}; {missing} run(s) without an ε from every accountant")
 
 
 def medians(rows: Sequence, metric: str, keys: Sequence[str], x: str) -> dict[tuple, list[tuple[float, float]]]:

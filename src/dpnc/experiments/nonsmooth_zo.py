@@ -25,9 +25,9 @@ from pathlib import Path
 
 from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, guarantee, paper_rho
 from dpnc.experiments.nonsmooth_report import (Measured, NonsmoothExperiment, NonsmoothGrid, Task, constants,
-                                               figure, measure, medians, privacy)
+                                               figure, measure, medians)
 from dpnc.experiments.protocol import Claim, Result
-from dpnc.experiments.report import POSITIVE, check_value, fmt_slope, loglog_slope
+from dpnc.experiments.report import POSITIVE, check_value, fmt_slope, loglog_slope, privacy_claim
 
 METHODS = ("variance-reduced", "naive")
 LABEL = {"variance-reduced": "variance-reduced + tree (Alg. 4–5)", "naive": "naive (Alg. 6)"}
@@ -155,7 +155,7 @@ def check_claims(rows: Sequence[ZORow], config: NonsmoothConfig) -> list[Claim]:
             claims.append(Claim(f"{LABEL[method]}: the certified ‖∂F‖_2δ falls from the smallest to the largest M "
                                 "(fitted log-log slopes; the theory's rate: M^-1/3 to M^-1/2 for Alg. 4–5, M^-1/3 "
                                 "for Alg. 6)", all(falls), "; ".join(parts)))
-    claims.append(privacy(rows))
+    claims.append(privacy_claim(rows))
     return claims
 
 
