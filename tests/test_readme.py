@@ -1,8 +1,7 @@
 """Every code block of README.md works as written.
 
-* ```python blocks run, each in a fresh namespace and a temporary working directory (one torch thread). A block
-  fenced ```python no-run is not run (at most two, each with an ``<!-- no-run: reason -->`` comment just above
-  it); it is compiled, and its imports are executed so that a renamed name still fails.
+* ```python blocks run, each in a fresh namespace and a temporary working directory (one torch thread); every one
+  of them (a block too slow to run is a block to shrink).
 * ```bash blocks: ``dpnc …`` lines are parsed by the real CLI (click's ``make_context``: options, arguments,
   types, ranges and required options are checked; nothing runs); ``make X`` lines name a Makefile target; any
   other line's file arguments exist in the repository.
@@ -11,7 +10,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 from dataclasses import dataclass
@@ -23,7 +21,6 @@ import typer
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 LANGUAGES = {"python", "bash", "text"}
-MAX_NO_RUN = 2
 
 
 @dataclass(frozen=True)
@@ -33,7 +30,6 @@ class Block:
     code: str
     line: int           # README line of the first line of code (1-based)
     section: str        # the ## heading above it
-    comment: str        # the HTML comment just above the fence, if any
 
     @property
     def id(self) -> str:
@@ -51,10 +47,8 @@ def _blocks() -> list[Block]:
         if fence:
             info = fence.group(1).split()
             end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-            above = "\n".join(lines[:i]).rstrip()
-            comment = re.search(r"<!--(.*?)-->\Z", above, re.S)
             blocks.append(Block(info[0] if info else "", tuple(info[1:]), "\n".join(lines[i + 1:end]) + "\n",
-                                i + 2, section, comment.group(1).strip() if comment else ""))
+                                i + 2, section))
             i = end
         i += 1
     return blocks
@@ -62,8 +56,6 @@ def _blocks() -> list[Block]:
 
 BLOCKS = _blocks()
 PYTHON = [b for b in BLOCKS if b.language == "python"]
-RUN = [b for b in PYTHON if "no-run" not in b.flags]
-NO_RUN = [b for b in PYTHON if "no-run" in b.flags]
 BASH = [b for b in BLOCKS if b.language == "bash"]
 
 
@@ -79,41 +71,22 @@ def test_every_fence_has_a_checked_language():
     assert BLOCKS, "README.md has no code blocks"
     bad = [(b.line - 1, b.language) for b in BLOCKS if b.language not in LANGUAGES]
     assert not bad, f"fences with an unchecked language (line, language): {bad}; use one of {sorted(LANGUAGES)}"
-    assert all(set(b.flags) <= {"no-run"} for b in PYTHON), [b.flags for b in PYTHON]
+    assert not any(b.flags for b in PYTHON), [(b.line, b.flags) for b in PYTHON if b.flags]   # every block runs
 
 
 def test_the_first_python_example_is_the_make_private_quick_start():
     assert BLOCKS[0].language == "bash" and "make demo" in BLOCKS[0].code   # the README opens with make demo/test
     first = PYTHON[0]
     assert "make_private" in first.section and "dpnc.make_private(" in first.code
-    assert "no-run" not in first.flags
-
-
-def test_no_run_blocks_are_few_and_say_why():
-    listing = "\n".join(f"  README.md:{b.line} ({b.section}): {b.comment}" for b in NO_RUN)
-    print(f"{len(NO_RUN)} python block(s) not run:\n{listing}")
-    assert len(NO_RUN) <= MAX_NO_RUN, listing
-    for b in NO_RUN:
-        assert b.comment.startswith("no-run:") and len(b.comment) > len("no-run:") + 10, (
-            f"README.md:{b.line}: a ```python no-run block needs an <!-- no-run: reason --> comment above it")
 
 
 # --- python ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
+@pytest.mark.parametrize("block", PYTHON, ids=[b.id for b in PYTHON])
 def test_python_block_runs(block, tmp_path, monkeypatch, one_thread):
     monkeypatch.chdir(tmp_path)
     exec(_compile(block), {"__name__": "__readme__"})
-
-
-@pytest.mark.parametrize("block", NO_RUN, ids=[b.id for b in NO_RUN])
-def test_python_no_run_block_compiles_and_imports(block):
-    _compile(block)                                    # a syntax error fails here
-    tree = ast.parse(block.code)
-    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    assert imports
-    exec(compile(ast.Module(body=imports, type_ignores=[]), str(README), "exec"), {})
 
 
 # --- bash --------------------------------------------------------------------------------------

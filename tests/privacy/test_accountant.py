@@ -252,3 +252,24 @@ def test_pld_refuses_nearly_noiseless_releases_instead_of_exhausting_memory():
         acct.epsilon(DELTA, "pld")
     report = acct.report(DELTA)
     assert report.epsilon_pld is None and report.epsilon_rdp > 1e5 and any("pld" in n for n in report.notes)
+
+
+def test_distinct_gaussians_compose_by_pld_to_the_exact_gaussian_epsilon():
+    """A ledger of Gaussians with many distinct σ (KL-Spider's) composes to one Gaussian with μ² = Σ (Δ_i/σ_i)²;
+    the PLD ε must equal the analytic ε of that Gaussian (Balle & Wang 2018, Thm 8), computed here with scipy."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+
+    acct = Accountant("add/remove")
+    multipliers = [3.0 + 0.01 * i for i in range(300)]
+    for i, m in enumerate(multipliers):
+        acct.record(Gaussian(0.5, 0.5 * m), count=1 + i % 3)
+    mu = math.sqrt(sum((1 + i % 3) / m**2 for i, m in enumerate(multipliers)))
+
+    def delta_of(eps):
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+    exact = brentq(lambda e: delta_of(e) - 1e-6, 0, 100)
+    assert acct.epsilon(1e-6, method="pld") == pytest.approx(exact, rel=2e-3)
+    assert acct.epsilon(1e-6, method="pld") <= acct.epsilon(1e-6, method="rdp")
