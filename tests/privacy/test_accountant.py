@@ -9,6 +9,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, FixedSize, Gaussian, NonPrivate, Poisson,
                           Relation, Release, Sampled, TreeAggregated, UnsupportedRelease, ZCDPMechanism,
                           mean_sensitivity, new_partition, rho_to_epsilon)
+from tests.privacy import mixed_ledger
 
 DELTA = 1e-5
 
@@ -91,13 +92,7 @@ def test_ledger_merges_consecutive_equal_releases():
 
 
 def test_json_round_trip_keeps_every_release():
-    acct = Accountant("replace-one")
-    acct.record(Gaussian(0.2, 1.0), 7)
-    acct.record(Sampled(FixedSize(1000, 64), Gaussian(0.2, 1.0)), 3)
-    acct.record(TreeAggregated(Gaussian(0.5, 2.0), leaves=16))
-    acct.record(ZCDPMechanism(0.01))
-    acct.record(DiscreteGaussian(101, 400.0), 2)
-    acct.record(ExponentialMechanism(0.3))
+    acct = mixed_ledger()
     back = Accountant.from_json(acct.to_json())
     assert back.relation is Relation.REPLACE_ONE
     assert [(e.release, e.count) for e in back.ledger] == [(e.release, e.count) for e in acct.ledger]

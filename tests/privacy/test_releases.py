@@ -16,6 +16,7 @@ from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, Fi
                           Sampled, TreeAggregated, TreeMechanism, TreeNoise,
                           UnsupportedRelease, ZCDPMechanism, gaussian_mechanism, interpret)
 from dpnc.privacy.mean import private_mean
+from tests.privacy import mixed_ledger
 
 DELTA = 1e-5
 R1, AR = "replace-one", "add/remove"
@@ -68,13 +69,7 @@ def test_every_old_combination_costs_exactly_what_it_did(name, relation):
 
 
 def test_a_mixed_ledger_costs_exactly_what_it_did():
-    acct = Accountant(R1)
-    acct.record(Gaussian(0.2, 1.0), 7)
-    acct.record(Sampled(FixedSize(1000, 64), Gaussian(0.2, 1.0)), 3)
-    acct.record(TreeAggregated(Gaussian(0.5, 2.0), leaves=16))
-    acct.record(ZCDPMechanism(0.01))
-    acct.record(DiscreteGaussian(101, 400.0), 2)
-    acct.record(ExponentialMechanism(0.3))
+    acct = mixed_ledger()
     assert acct.epsilon(DELTA, "rdp") == MIXED_RDP
 
 
