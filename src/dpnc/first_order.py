@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from dpnc.clipping import clip_vectors
+from dpnc.clipping import clip_vectors, zero_nonfinite_rows
 from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, mean_release
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum
@@ -159,16 +159,11 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
 
 
 def _clip_rows_(flat: torch.Tensor, C: float) -> tuple[torch.Tensor, int, int]:
-    """clip_C of each row (in place when every row and norm is finite, else :func:`clip_vectors`, which zeroes
-    non-finite rows first and guards overflowing norms); returns (rows, how many clipped, how many non-finite)."""
-    finite = torch.isfinite(flat).all(1)
-    norms = torch.linalg.vector_norm(flat, dim=1)
-    if bool(finite.all()) and bool(torch.isfinite(norms).all()):
-        over = norms > C
-        flat.mul_(torch.where(over, C / norms.clamp_min(1e-30), torch.ones_like(norms)).unsqueeze(1))
-        return flat, int(over.sum()), 0
+    """clip_C of each row by :func:`~dpnc.clipping.clip_vectors` (non-finite rows become 0 first, overflowing norms
+    are guarded); returns (rows, how many clipped, how many non-finite)."""
+    flat, nonfinite = zero_nonfinite_rows(flat)
     clipped, fraction = clip_vectors(flat, C)
-    return clipped, round(float(fraction) * len(flat)), int((~finite).sum())
+    return clipped, round(float(fraction) * len(flat)), int(nonfinite)
 
 
 class DPOptimizer(StepHooks, torch.optim.Optimizer):
