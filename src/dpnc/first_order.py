@@ -33,9 +33,9 @@ import torch
 from torch import nn
 
 from dpnc.clipping import clip_vectors, zero_nonfinite_rows
-from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, mean_release
+from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import release_sum
+from dpnc.privacy.mean import mean_release, release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 

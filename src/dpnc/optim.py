@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import secrets
 from collections import OrderedDict
@@ -38,9 +37,9 @@ from torch.utils.hooks import RemovableHandle
 
 from dpnc.algorithms import dpzero as alg
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import release_sum
+from dpnc.privacy.mean import mean_release
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import NonPrivate, Release, mean_sensitivity
+from dpnc.privacy.releases import NonPrivate, Release
 from dpnc.sampling import BatchClosure, Sampler
 from dpnc.space import ModuleSpace
 
@@ -132,23 +131,6 @@ def check_arguments(**kwargs: float) -> None:
             raise ValueError(f"{name} must be {rule}; got {value!r}")
     if math.isinf(kwargs.get("clip", 1.0)) and kwargs.get("noise_multiplier", 0.0) > 0:
         raise ValueError("clip must be finite when noise_multiplier > 0 (the sensitivity is 2·clip/B)")
-
-
-def mean_release(clip: float, noise_multiplier: float, *, sampler, accountant: Accountant,
-                 noise: NoiseSource) -> Release:
-    """The ledger entry of one :func:`~dpnc.privacy.mean.release_sum` of a clip-bounded batch mean (real units).
-
-    Δ = (1 or 2)·clip/B by the accountant's relation, σ = noise_multiplier·Δ, as the sampler's event; computed
-    with the same arithmetic as ``release_sum``, so it equals the entry a step records (what a trainer writes
-    down before a step, to count it should the process die in it).
-    """
-    if noise_multiplier == 0:   # release_sum draws no noise then: let it say what it records
-        probe = Accountant(accountant.relation)
-        release_sum(torch.zeros(()), clip, sampler=sampler, noise=noise, accountant=probe, noise_multiplier=0.0)
-        return probe.ledger[-1].release
-    unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)
-    release = sampler.release(unit * clip, noise_multiplier * unit * clip)
-    return release if noise.secret else dataclasses.replace(release, secret=False)
 
 
 class _ZerothOrder(StepHooks, torch.optim.Optimizer):

@@ -108,6 +108,21 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
     # Noise is drawn per unit of bound and scaled by each run's bound (identical arithmetic for one run).
     noisy, _ = gaussian_mechanism(mean, sampler.release(unit, noise_multiplier * unit), noise,
                                   scale=per_run(bound, mean))
-    release = sampler.release(unit * largest, noise_multiplier * unit * largest)
-    accountant.record(release if noise.secret else dataclasses.replace(release, secret=False), partition=partition)
+    accountant.record(mean_release(largest, noise_multiplier, sampler=sampler, accountant=accountant, noise=noise),
+                      partition=partition)
     return noisy
+
+
+def mean_release(bound: float, noise_multiplier: float, *, sampler: BatchSource, accountant: Accountant,
+                 noise: NoiseSource) -> Release:
+    """The ledger entry :func:`release_sum` records for a (continuous-noise) mean of ``bound``-clipped terms.
+
+    Δ = (2 or 1)·bound/B by the accountant's relation, σ = noise_multiplier·Δ, as the sampler's event; not secret
+    when the noise is seeded. Public: what a trainer writes down before a step, to count it should the process
+    die in it.
+    """
+    if noise_multiplier == 0:
+        return NonPrivate()
+    unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)
+    release = sampler.release(unit * bound, noise_multiplier * unit * bound)
+    return release if noise.secret else dataclasses.replace(release, secret=False)
