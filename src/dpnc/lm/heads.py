@@ -82,6 +82,7 @@ class EncoderClassifier(nn.Module):
         # Set by per-example gradient code: pass a 4-D additive mask, which vmap can batch (HF's 2-D mask
         # handling branches on the mask's values).
         self.additive_mask = False
+        self.cached_layers = 0   # set by a dpnc.lm.cache.PrefixCache: the layers its "hidden" inputs have passed
 
     # --- text → tensors ------------------------------------------------------------------------
 
@@ -106,16 +107,45 @@ class EncoderClassifier(nn.Module):
 
     # --- tensors → embeddings → losses ---------------------------------------------------------
 
-    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Attention-masked mean of the last hidden states, L2-normalised: (b, L) → (b, hidden)."""
-        mask = attention_mask
-        if self.additive_mask:
-            additive = (1.0 - mask.to(torch.float32)) * torch.finfo(torch.float32).min
-            mask = additive[:, None, None, :]
-        hidden = self.encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
-        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    def embed(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Attention-masked mean of the last hidden states, L2-normalised: (b, hidden).
+
+        ``inputs`` holds ``input_ids`` and ``attention_mask`` (the whole encoder runs), or a frozen prefix's cached
+        output (:mod:`dpnc.lm.cache`): ``hidden`` after the first ``start`` layers with its ``attention_mask``
+        (only the layers above run), or the finished ``embedding``.
+        """
+        if "embedding" in inputs:
+            return inputs["embedding"]
+        mask = inputs["attention_mask"]
+        if "hidden" in inputs:
+            hidden = self.run_layers(inputs["hidden"], mask, self.cached_layers)
+        else:
+            encoder_mask = mask
+            if self.additive_mask:
+                additive = (1.0 - mask.to(torch.float32)) * torch.finfo(torch.float32).min
+                encoder_mask = additive[:, None, None, :]
+            hidden = self.encoder(input_ids=inputs["input_ids"], attention_mask=encoder_mask).last_hidden_state
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
         return F.normalize(pooled, dim=-1)
+
+    def run_layers(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int,
+                   stop: int | None = None) -> torch.Tensor:
+        """The encoder's layers ``start``..``stop`` (default: to the last) on ``hidden``; ``start=0`` begins with the
+        embeddings of ``hidden`` = token ids. Mirrors ``BertModel.forward`` (BERT-family encoders: ``.embeddings``,
+        ``.encoder.layer``); the tests check it against the encoder's own forward."""
+        from transformers.masking_utils import create_bidirectional_mask
+
+        enc = self.encoder
+        if not (hasattr(enc, "embeddings") and hasattr(getattr(enc, "encoder", None), "layer")):
+            raise ValueError(f"running part of the encoder needs a BERT-family encoder (.embeddings, .encoder.layer); "
+                             f"got a {type(enc).__name__}")
+        if start == 0 and not hidden.is_floating_point():
+            hidden = enc.embeddings(input_ids=hidden)
+        mask = create_bidirectional_mask(config=enc.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        for layer in enc.encoder.layer[start:stop]:
+            hidden = layer(hidden, mask)
+        return hidden
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
@@ -134,13 +164,16 @@ class EncoderClassifier(nn.Module):
         return self.evaluate(texts, None, batch_size=batch_size)[0]
 
     @torch.no_grad()
-    def evaluate(self, texts: list, labels: torch.Tensor | None, *, batch_size: int = 64
+    def evaluate(self, texts: list, labels: torch.Tensor | None, *, batch_size: int = 64, cache=None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(predictions, per-example losses) on ``texts``; the losses are against ``labels`` (0 if None)."""
+        """(predictions, per-example losses) on ``texts``; the losses are against ``labels`` (0 if None).
+
+        ``cache``: a :class:`dpnc.lm.cache.PrefixCache` of ``texts`` (the frozen layers already computed)."""
         preds, losses = [], []
         for start in range(0, len(texts), batch_size):
-            lab = None if labels is None else labels[start:start + batch_size]
-            batch = self.encode(texts[start:start + batch_size], lab)
+            stop = min(start + batch_size, len(texts))
+            lab = torch.zeros(stop - start, dtype=torch.long) if labels is None else labels[start:stop]
+            batch = self.encode(texts[start:stop], lab) if cache is None else cache.batch(range(start, stop), lab)
             logits = self.logits(batch)
             preds.append(logits.argmax(-1))
             losses.append(F.cross_entropy(logits, batch["labels"], reduction="none"))
@@ -189,7 +222,8 @@ class PromptHead(EncoderClassifier):
             raise ValueError(f"scale must be a finite number > 0; got {scale!r}")
         self.mode = mode
         self.log_scale = nn.Parameter(torch.tensor(math.log(scale)))
-        self._label_inputs = self.tokenize(label_prompts(task))
+        # The label prompts' encoder inputs (a frozen-prefix cache replaces them by their cached form).
+        self.label_inputs = self.tokenize(label_prompts(task))
 
     def input_text(self, text) -> str:
         return self.task.input_text(text) if self.mode == "filled" else (
@@ -205,13 +239,14 @@ class PromptHead(EncoderClassifier):
         return batch
 
     def logits(self, batch):
-        x = self.embed(batch["input_ids"], batch["attention_mask"])                        # (b, h)
+        x = self.embed(batch)                                                              # (b, h)
         if self.mode == "label":
-            e = self.embed(self._label_inputs["input_ids"], self._label_inputs["attention_mask"])  # (K, h)
+            e = self.embed(self.label_inputs)                                                  # (K, h)
             cos = x @ e.T
         else:
             b, K, L = batch["prompt_ids"].shape
-            e = self.embed(batch["prompt_ids"].reshape(b * K, L), batch["prompt_mask"].reshape(b * K, L))
+            e = self.embed({"input_ids": batch["prompt_ids"].reshape(b * K, L),
+                            "attention_mask": batch["prompt_mask"].reshape(b * K, L)})
             cos = (e.reshape(b, K, -1) * x.unsqueeze(1)).sum(-1)
         return self.log_scale.exp() * cos
 
@@ -239,8 +274,7 @@ class LinearHead(EncoderClassifier):
         self.linear = nn.Linear(hidden, task.num_classes)
         with torch.no_grad():
             if init == "prompts":
-                inputs = self.tokenize(label_prompts(task))
-                self.linear.weight.copy_(scale * self.embed(inputs["input_ids"], inputs["attention_mask"]))
+                self.linear.weight.copy_(scale * self.embed(self.tokenize(label_prompts(task))))
                 self.linear.bias.zero_()
             else:
                 bound = 1 / math.sqrt(hidden)
@@ -249,7 +283,7 @@ class LinearHead(EncoderClassifier):
                 self.linear.bias.copy_(torch.rand(self.linear.bias.shape, generator=gen) * 2 * bound - bound)
 
     def logits(self, batch):
-        return self.linear(self.embed(batch["input_ids"], batch["attention_mask"]))
+        return self.linear(self.embed(batch))
 
 
 def _load_encoder(model: str | Path):
@@ -261,6 +295,8 @@ def _load_encoder(model: str | Path):
                                 f"{str(path)!r} does not exist")
     tokenizer = AutoTokenizer.from_pretrained(path)
     encoder = AutoModel.from_pretrained(path, attn_implementation="eager")
+    if getattr(encoder, "pooler", None) is not None:
+        encoder.pooler = None   # unused (mean pooling): it would only add untrained dimensions to every step
     return encoder.eval(), tokenizer
 
 

@@ -21,7 +21,7 @@ from scipy import optimize
 
 from dpnc.privacy.accountant import METHODS, Accountant, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho
-from dpnc.privacy.releases import Gaussian, Poisson, Relation, Sampled
+from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Sampled
 from dpnc.privacy.tree import leaf_participation
 
 # Opacus ≤ 1.4's RDP orders and tolerance (opacus/accountants/utils.py, rdp.py).
@@ -48,11 +48,14 @@ def _event(multiplier: float, q: float, steps: int) -> dp_event.DpEvent:
 
 
 def epsilon_for(multiplier: float, sampling_rate: float, steps: int, delta: float, *,
-                accountant: str = "rdp", relation: Relation | str = Relation.ADD_OR_REMOVE_ONE) -> float:
+                accountant: str = "rdp", relation: Relation | str = Relation.ADD_OR_REMOVE_ONE,
+                fixed_size_of: int | None = None) -> float:
     """ε(δ) of ``steps`` Gaussian releases with noise multiplier σ/Δ, each on a Poisson sample of rate q.
 
-    ``sampling_rate=1`` means full batch (no subsampling). Answered by :class:`Accountant`, so the
-    multiplier means σ/Δ with Δ the sensitivity under ``relation``, as everywhere in dpnc.
+    ``sampling_rate=1`` means full batch (no subsampling). ``fixed_size_of=n``: each batch is instead exactly
+    q·n of the n examples drawn without replacement (:class:`dpnc.sampling.ShuffleSampler`; replace-one, RDP
+    only). Answered by :class:`Accountant`, so the multiplier means σ/Δ with Δ the sensitivity under
+    ``relation``, as everywhere in dpnc.
     """
     if not (isinstance(multiplier, (int, float)) and multiplier > 0 and math.isfinite(multiplier)):
         raise ValueError(f"noise multiplier must be a finite number > 0; got {multiplier!r}")
@@ -61,31 +64,37 @@ def epsilon_for(multiplier: float, sampling_rate: float, steps: int, delta: floa
         raise ValueError(f"accountant must be one of {METHODS}; got {accountant!r}")
     acct = Accountant(relation)
     gaussian = Gaussian(1.0, float(multiplier))
-    release = gaussian if q == 1 else Sampled(Poisson(q), gaussian)
+    if fixed_size_of is not None:
+        batch = round(q * fixed_size_of)
+        if not (isinstance(fixed_size_of, int) and 1 <= batch <= fixed_size_of):
+            raise ValueError(f"fixed_size_of must be the integer n with 1 <= q·n <= n; got {fixed_size_of!r}")
+        release = Sampled(FixedSize(fixed_size_of, batch), gaussian)
+    else:
+        release = gaussian if q == 1 else Sampled(Poisson(q), gaussian)
     acct.record(release, steps)
     return acct.epsilon(delta, accountant)
 
 
 def noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: int, *,
-                     accountant: str = "rdp",
-                     relation: Relation | str = Relation.ADD_OR_REMOVE_ONE) -> float:
+                     accountant: str = "rdp", relation: Relation | str = Relation.ADD_OR_REMOVE_ONE,
+                     fixed_size_of: int | None = None) -> float:
     """The smallest σ/Δ (to a relative 1e-6) whose ``steps`` Gaussian releases are (ε, δ)-DP.
 
-    Root-finding on :func:`epsilon_for`; the multiplier returned always satisfies the budget.
-    Results are cached (a PLD calibration takes seconds).
+    Root-finding on :func:`epsilon_for` (``fixed_size_of`` as there); the multiplier returned always satisfies
+    the budget. Results are cached (a PLD calibration takes seconds).
     """
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     q, steps = _check_rate(sampling_rate), _check_steps(steps)
     if accountant not in METHODS:
         raise ValueError(f"accountant must be one of {METHODS}; got {accountant!r}")
-    return _noise_multiplier(epsilon, delta, q, steps, accountant, Relation.parse(relation))
+    return _noise_multiplier(epsilon, delta, q, steps, accountant, Relation.parse(relation), fixed_size_of)
 
 
 @functools.lru_cache(maxsize=512)
-def _noise_multiplier(epsilon, delta, q, steps, accountant, relation) -> float:
+def _noise_multiplier(epsilon, delta, q, steps, accountant, relation, fixed_size_of=None) -> float:
     def gap(log_m: float) -> float:
         return epsilon_for(math.exp(log_m), q, steps, delta, accountant=accountant,
-                           relation=relation) - epsilon
+                           relation=relation, fixed_size_of=fixed_size_of) - epsilon
 
     if accountant == "pld":
         # PLD is tighter than RDP (under add/remove); tiny multipliers make PLD grids of billions of

@@ -1,0 +1,117 @@
+"""Frozen layers computed once: the cached output of the encoder's frozen prefix for every example.
+
+When the trained parameters sit above a frozen prefix of the network (``--train top-k`` or ``head``; see
+:mod:`dpnc.lm.trainable`), every forward pass of a zeroth-order step — at x + λu and at x − λu, on every batch —
+recomputes the same embeddings and lower layers. :class:`PrefixCache` computes them once per example (in
+batches, kept in memory, each example trimmed to its own length) and a step then runs only the trained layers:
+
+* ``top-k``: the hidden states after the first L − k layers, (tokens, hidden) per example; a step runs the
+  top k layers, the pooling and the head.
+* ``head``: the finished sentence embedding, (hidden,) per example; a step runs only the head.
+
+``benchmarks/lm_finetune_step.py`` measures what this saves against two full forwards.
+
+Caching is not a release, and changes nothing in the privacy analysis: a cached value is the same deterministic
+function of the public frozen weights and one example that the forward pass would compute at every step — the
+model's outputs, hence every released quantity, are the same (up to float rounding; the tests compare them), and
+it is drawn from the training data exactly as the raw texts are: it stays in the process's memory, like the
+dataset itself, and is never logged, saved or checkpointed. Batches are still drawn by the secret sampler; the
+cache only replaces ``encode(texts of the batch)`` by ``cache.batch(index)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from dpnc.lm.trainable import backbone_layers
+
+__all__ = ["PrefixCache", "cacheable_prefix"]
+
+
+def cacheable_prefix(classifier) -> int:
+    """Frozen backbone layers of ``classifier`` that a :class:`PrefixCache` can compute once (0: none).
+
+    Needs a BERT-family encoder (``.embeddings``, ``.encoder.layer``: see ``EncoderClassifier.run_layers``) and
+    inputs that do not depend on the class (the prompt head's ``"filled"`` mode embeds one prompt per class).
+    """
+    from dpnc.lm.heads import EncoderClassifier
+    from dpnc.lm.trainable import frozen_prefix_layers
+
+    encoder = getattr(classifier, "encoder", None)
+    if not isinstance(classifier, EncoderClassifier) or getattr(classifier, "mode", "label") == "filled":
+        return 0
+    if not (hasattr(encoder, "embeddings") and hasattr(getattr(encoder, "encoder", None), "layer")):
+        return 0
+    return frozen_prefix_layers(classifier) or 0
+
+
+class PrefixCache:
+    """The output of ``classifier``'s first ``layers`` encoder layers for each of ``texts``, computed once.
+
+    Args:
+        classifier: an :class:`~dpnc.lm.heads.EncoderClassifier` whose encoder's embeddings and first ``layers``
+            layers are frozen (``requires_grad=False``; checked).
+        texts: the examples (str, or (str, str) pairs), in dataset order; ``batch(index)`` refers to them.
+        layers: the frozen prefix, 1 ≤ layers ≤ the encoder's layers (all: the sentence embedding is cached).
+        batch_size: examples per forward pass while filling the cache.
+        progress: show a progress bar while filling.
+
+    Also converts the prompt head's label prompts, so that they too run only the layers above.
+    """
+
+    def __init__(self, classifier, texts: Sequence, layers: int, *, batch_size: int = 64,
+                 progress: bool = False) -> None:
+        n_layers = len(backbone_layers(classifier.encoder))
+        if not (isinstance(layers, int) and 1 <= layers <= n_layers):
+            raise ValueError(f"layers must be an integer in [1, {n_layers}]; got {layers!r}")
+        if cacheable_prefix(classifier) < layers:
+            raise ValueError(f"the first {layers} layers (and the embeddings) must be frozen and the classifier "
+                             f"cacheable to cache them; cacheable prefix: {cacheable_prefix(classifier)} layers")
+        self.classifier, self.layers, self.whole = classifier, layers, layers == n_layers
+        self.rows: list[torch.Tensor] = []
+        chunks = range(0, len(texts), batch_size)
+        if progress:
+            from tqdm.auto import tqdm
+            chunks = tqdm(chunks, desc=f"caching {layers} frozen layers", unit="batch", leave=False)
+        for start in chunks:
+            inputs = classifier.tokenize([classifier.input_text(t) for t in texts[start:start + batch_size]])
+            self.rows.extend(self._rows(inputs))
+        if hasattr(classifier, "label_inputs") and "input_ids" in classifier.label_inputs:
+            classifier.label_inputs = self._stack(self._rows(classifier.label_inputs))
+        classifier.cached_layers = layers   # where the classifier resumes on a cached "hidden"
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @torch.no_grad()
+    def _rows(self, inputs: dict) -> list[torch.Tensor]:
+        """One cached row per example: its embedding, or its hidden states trimmed to its real tokens."""
+        clf, mask = self.classifier, inputs["attention_mask"]
+        if self.whole:
+            return list(clf.embed(inputs))
+        hidden = clf.run_layers(inputs["input_ids"], mask, 0, self.layers)
+        return [h[m.bool()] for h, m in zip(hidden, mask)]
+
+    def _stack(self, rows: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        if self.whole:
+            return {"embedding": torch.stack(rows) if rows else torch.zeros(0)}
+        length = max((len(r) for r in rows), default=1)
+        hidden = rows[0].new_zeros(len(rows), length, rows[0].shape[-1]) if rows else torch.zeros(0, 1, 1)
+        mask = torch.zeros(len(rows), length, dtype=torch.long)
+        for i, r in enumerate(rows):
+            hidden[i, :len(r)], mask[i, :len(r)] = r, 1
+        return {"hidden": hidden, "attention_mask": mask}
+
+    def batch(self, index, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The classifier's batch for the examples ``index`` (ints or a 1-D tensor) with their class ``labels``:
+        what ``classifier.encode(texts[index], labels)`` gives, with the frozen prefix already applied."""
+        index = torch.as_tensor(index, dtype=torch.long).reshape(-1).tolist()
+        labels = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
+        if len(labels) != len(index):
+            raise ValueError(f"labels must have one entry per index ({len(index)}); got {len(labels)}")
+        if not index:
+            return {"input_ids": torch.zeros(0, 1, dtype=torch.long), "attention_mask": torch.zeros(0, 1,
+                    dtype=torch.long), "labels": labels}
+        return {**self._stack([self.rows[i] for i in index]), "labels": labels}
