@@ -239,11 +239,6 @@ class PrivacyReport:
         return "\n".join(lines)
 
 
-def _composed_event(ledger, relation: Relation) -> dp_event.DpEvent:
-    return dp_event.ComposedDpEvent(
-        [dp_event.SelfComposedDpEvent(interpret.dp_event(r, relation), c) for r, c in ledger])
-
-
 @contextlib.contextmanager
 def quiet_dp_accounting():
     """Silence dp-accounting's warning for each RDP order whose series does not converge.
@@ -267,10 +262,25 @@ def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
                 f"the RDP accountant cannot interpret {interpret.describe(release)} under "
                 f"{relation.value!r}; use method='pld'" if relation in interpret.pld_relations(release) else
                 f"the RDP accountant cannot interpret {interpret.describe(release)} under {relation.value!r}")
+    # RDP adds up over releases: Σ count·RDP(release), each release's curve computed once (a trainer asks for ε after
+    # every step, and the Poisson-subsampled curve costs ~0.1 s), exactly what composing the ledger's event gives.
+    orders, total = None, 0.0
+    for release, count in ledger:
+        orders, curve = _rdp_curve(release, relation)
+        total = total + count * curve
+    if orders is None:
+        return 0.0
+    with quiet_dp_accounting():
+        return float(rdp_lib.compute_epsilon(orders, total, delta)[0])
+
+
+@functools.lru_cache(maxsize=256)
+def _rdp_curve(release: Release, relation: Relation):
+    """(orders, RDP at each order) of one ``release``: dp-accounting's accountant after composing it once."""
     acct = rdp_lib.RdpAccountant(neighboring_relation=relation.dp_accounting)
     with quiet_dp_accounting():
-        acct.compose(_composed_event(ledger, relation))
-        return float(acct.get_epsilon(delta))
+        acct.compose(interpret.dp_event(release, relation))
+    return acct._orders, acct._rdp.copy()   # the curve get_epsilon converts (dp-accounting has no public getter)
 
 
 @functools.lru_cache(maxsize=256)
