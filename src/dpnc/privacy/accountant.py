@@ -28,7 +28,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from dpnc.privacy import interpret
