@@ -140,29 +140,59 @@ def demo(
 @app.command()
 def finetune(
     task: str = typer.Option("SST-2", "--task", help="SST-2, SST-5, TREC, RTE, SNLI or MNLI."),
-    data_dir: Path = typer.Option(..., "--data-dir", exists=True, file_okay=False,
-                                  help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/."),
+    data_dir: Path = typer.Option(None, "--data-dir", exists=True, file_okay=False,
+                                  help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/ (or give --train-file)."),
+    train_file: Path = typer.Option(None, "--train-file", exists=True, dir_okay=False,
+                                    help="Your own training data: CSV, TSV or JSON lines (with --test-file, "
+                                         "--text-column, --label-column)."),
+    test_file: Path = typer.Option(None, "--test-file", exists=True, dir_okay=False,
+                                   help="Your own test data, in the same columns and labels as --train-file."),
+    text_column: str = typer.Option(None, "--text-column", help="Column (or JSON key) of the text."),
+    text_pair_column: str = typer.Option(None, "--text-pair-column",
+                                         help="Column of the second text of a sentence-pair task."),
+    label_column: str = typer.Option(None, "--label-column", help="Column of the label (any strings)."),
+    label_words: str = typer.Option(None, "--label-words",
+                                    help='The word the prompt uses for each label, e.g. '
+                                         '"negative=terrible,positive=great" (default: the labels themselves).'),
+    template: str = typer.Option(None, "--template",
+                                 help='Prompt template, e.g. "{sentence} It was {label_word}." (the default).'),
     method: str = typer.Option("dpzero", "--method", help="zero-shot, mezo, dpzero, adamw or dp-adamw."),
     model: Path = typer.Option(None, "--model", exists=True, file_okay=False,
                                help="Local folder of a Hugging Face encoder (default: the offline all-MiniLM-L6-v2)."),
-    head: str = typer.Option("prompt", "--head", help="prompt (zero-shot label-prompt similarity) or linear."),
+    train: str = typer.Option("head", "--train",
+                              help="What is trained: head (default), top-k (the top --top-k layers + head), bias "
+                                   "(BitFit), lora (peft adapters + head) or all. Zeroth-order defaults of lr, C, λ, "
+                                   "B, T follow the mode (docs/results/finetune-defaults)."),
+    top_k: int = typer.Option(1, "--top-k", min=1, help="Layers trained by --train top-k."),
+    lora_rank: int = typer.Option(8, "--lora-rank", min=1, help="LoRA rank (--train lora)."),
+    lora_alpha: float = typer.Option(16.0, "--lora-alpha", help="LoRA scaling α (--train lora)."),
+    lora_targets: str = typer.Option(None, "--lora-targets",
+                                     help="Comma-separated module names for LoRA (default: peft's for the model)."),
+    head: str = typer.Option(None, "--head",
+                             help="prompt (label-prompt similarity) or linear (default: linear for --train head, "
+                                  "else prompt)."),
     prompt_mode: str = typer.Option(None, "--prompt-mode",
                                     help="label (input-independent label prompts) or filled (prompt per input); "
                                          "default label for single sentences, filled for pairs."),
     steps: int = typer.Option(None, "--steps", "-T", min=0,
                               help="Steps T (default 10000 zeroth-order, 1000 first-order, 0 zero-shot)."),
-    batch_size: int = typer.Option(64, "--batch-size", "-B", min=1, help="(Expected) batch size B."),
-    lr: float = typer.Option(None, "--lr", help="Step size (default 1e-6 zeroth-order, 1e-5 first-order)."),
-    smoothing: float = typer.Option(1e-3, "--smoothing", help="λ of the zeroth-order difference."),
-    clip: float = typer.Option(None, "--clip", "-C", help="Clipping threshold C (default 200 DPZero, 10 DP-AdamW)."),
+    batch_size: int = typer.Option(None, "--batch-size", "-B", min=1, help="(Expected) batch size B (64)."),
+    lr: float = typer.Option(None, "--lr", help="Step size (default: the --train mode's zeroth-order recipe; "
+                                                "1e-5 first-order)."),
+    smoothing: float = typer.Option(None, "--smoothing", help="λ of the zeroth-order difference (recipe: 1e-3)."),
+    clip: float = typer.Option(None, "--clip", "-C", help="Clipping threshold C (default: the recipe; 10 DP-AdamW)."),
     epsilon: float = typer.Option(6.0, "--epsilon", help="Target ε of the private methods."),
     delta: float = typer.Option(1e-5, "--delta", help="Target δ, in (0, 1)."),
     noise_multiplier: float = typer.Option(None, "--noise-multiplier",
                                            help="σ/Δ to use instead of calibrating it to (ε, δ) (refused if the "
                                                 "budget cannot afford T steps with it)."),
     accountant: str = typer.Option("rdp", "--accountant", help="rdp or pld: calibrates the noise, shown as ε."),
-    sampler: str = typer.Option("poisson", "--sampler",
-                                help="poisson (required for private methods) or shuffle (fixed-size batches)."),
+    relation: str = typer.Option("add/remove", "--relation",
+                                 help="add/remove (Poisson batches, Δ = C/B) or replace-one (the published DPZero "
+                                      "code's accounting: fixed-size batches, Δ = 2C/B, RDP)."),
+    sampler: str = typer.Option(None, "--sampler",
+                                help="poisson or shuffle (fixed-size batches); default the relation's, which private "
+                                     "methods must use."),
     seed: int = typer.Option(42, "--seed", min=0,
                              help="Public seed of the zeroth-order directions; batches and noise are secret."),
     data_seed: int = typer.Option(None, "--data-seed", min=0, help="Seed of the k-shot folder (default: --seed)."),
@@ -173,6 +203,11 @@ def finetune(
     per_example: str = typer.Option("loop", "--per-example", help="DP-AdamW per-example gradients: loop or vmap."),
     microbatch: int = typer.Option(4, "--microbatch", min=1, help="Examples per vmapped chunk (--per-example vmap)."),
     direction: str = typer.Option("gaussian", "--direction", help="Zeroth-order directions: gaussian or sphere."),
+    cache: bool = typer.Option(True, "--cache/--no-cache",
+                               help="Compute the frozen lower layers once per example (--train top-k, head)."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA when available), cpu or cuda."),
+    dtype: str = typer.Option("fp32", "--dtype", help="fp32, or bf16/fp16 forward passes on CUDA."),
+    report_to: str = typer.Option("none", "--report-to", help="none or tensorboard (public values only)."),
     eval_every: int = typer.Option(0, "--eval-every", min=0, help="Evaluate every N steps (0: only at the end)."),
     eval_examples: int = typer.Option(None, "--eval-examples", min=1,
                                       help="Evaluate on N test examples (a fixed subset; default all)."),
@@ -211,10 +246,17 @@ def finetune(
 
     if threads is not None:
         torch.set_num_threads(threads)
+    def path(p):
+        return None if p is None else str(p)
+
     config = lm_train.FinetuneConfig(
-        task=task, data_dir=str(data_dir), method=method, model=None if model is None else str(model), head=head,
+        task=task, data_dir=path(data_dir), train_file=path(train_file), test_file=path(test_file),
+        text_column=text_column, text_pair_column=text_pair_column, label_column=label_column,
+        label_words=label_words, template=template, method=method, model=path(model), head=head, train=train,
+        top_k=top_k, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
         prompt_mode=prompt_mode, steps=steps, batch_size=batch_size, lr=lr, smoothing=smoothing, clip=clip,
-        epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, accountant=accountant, sampler=sampler,
+        epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, accountant=accountant, relation=relation,
+        sampler=sampler, cache=cache, device=device, dtype=dtype, report_to=report_to,
         seed=seed, data_seed=data_seed, k=k, max_length=max_length, freeze_embeddings=freeze_embeddings,
         weight_decay=weight_decay, per_example=per_example, microbatch=microbatch, direction=direction,
         eval_every=eval_every, eval_examples=eval_examples,
@@ -222,13 +264,20 @@ def finetune(
         checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
         new_run=new_run)
     summary = lm_train.finetune(config, resume=resume)
-    eps = "" if not config.private else (f", ε = {summary.epsilon_rdp:.4g} (RDP) / {summary.epsilon_pld:.4g} (PLD)"
-                                         f" at δ = {config.delta:g}")
-    typer.echo(f"{summary.method} on {summary.task}: test accuracy {summary.test_accuracy:.4f} "
-               f"({summary.test_examples} examples) after {summary.steps} steps{eps}")
+    eps = "" if not config.private else (f", ε = {_num(summary.epsilon_rdp)} (RDP) / {_num(summary.epsilon_pld)} "
+                                         f"(PLD) at δ = {config.delta:g} ({summary.relation})")
+    typer.echo(f"{summary.method} on {summary.task}, {summary.train}: {summary.trained_parameters:,} of "
+               f"{summary.total_parameters:,} parameters trained")
+    typer.echo(f"test accuracy {summary.test_accuracy:.4f} after {summary.steps} steps (zero-shot, the same model "
+               f"untrained: {summary.zero_shot_accuracy:.4f}; {summary.test_examples} test examples){eps}")
+    typer.echo(f"wall time {summary.wall_seconds:.0f} s")
     for note in summary.notes:
         typer.echo(f"note: {note}")
-    typer.echo(f"wrote {out / 'summary.json'}")
+    typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")
+
+
+def _num(value) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 reproduce = _Typer(no_args_is_help=True, help="Reproduce a paper's experiment (figures, CSV, summary).")

@@ -78,9 +78,20 @@ class PrefixCache:
         for start in chunks:
             inputs = classifier.tokenize([classifier.input_text(t) for t in texts[start:start + batch_size]])
             self.rows.extend(self._rows(inputs))
+        self.attach(classifier)
+
+    def attach(self, classifier) -> PrefixCache:
+        """Make ``classifier`` read this cache's rows: its label prompts go through the same frozen prefix, and a
+        cached ``hidden`` resumes at layer ``layers``. ``classifier`` must have the frozen weights the cache was
+        computed with (e.g. a fresh copy of the same model, for a sweep over settings that share the cache)."""
+        if cacheable_prefix(classifier) < self.layers:
+            raise ValueError(f"the classifier's first {self.layers} layers must be frozen to read this cache; "
+                             f"cacheable prefix: {cacheable_prefix(classifier)} layers")
         if hasattr(classifier, "label_inputs") and "input_ids" in classifier.label_inputs:
+            self.classifier = classifier
             classifier.label_inputs = self._stack(self._rows(classifier.label_inputs))
-        classifier.cached_layers = layers   # where the classifier resumes on a cached "hidden"
+        classifier.cached_layers = self.layers   # where the classifier resumes on a cached "hidden"
+        return self
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -103,6 +114,13 @@ class PrefixCache:
         for i, r in enumerate(rows):
             hidden[i, :len(r)], mask[i, :len(r)] = r, 1
         return {"hidden": hidden, "attention_mask": mask}
+
+    def subset(self, index) -> PrefixCache:
+        """The cache of the examples ``index`` (in that order), sharing the computed rows."""
+        view = object.__new__(PrefixCache)
+        view.classifier, view.layers, view.whole = self.classifier, self.layers, self.whole
+        view.rows = [self.rows[i] for i in torch.as_tensor(index, dtype=torch.long).reshape(-1).tolist()]
+        return view
 
     def batch(self, index, labels: torch.Tensor) -> dict[str, torch.Tensor]:
         """The classifier's batch for the examples ``index`` (ints or a 1-D tensor) with their class ``labels``:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpnc.lm.heads import HEADS, PROMPT_MODES
+from dpnc.lm.trainable import TRAIN_MODES
 from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
 
 __all__ = ["FinetuneConfig", "METHODS", "default_model_path"]
@@ -21,6 +22,20 @@ METHODS = ("zero-shot", "mezo", "dpzero", "adamw", "dp-adamw")
 PRIVATE = ("dpzero", "dp-adamw")
 ZEROTH_ORDER = ("mezo", "dpzero")
 SAMPLERS = ("poisson", "shuffle")
+RELATIONS = ("add/remove", "replace-one")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+REPORT_TO = ("none", "tensorboard")
+# Zeroth-order defaults per --train mode (lr, clip C, smoothing λ, batch B, steps T), chosen by the measured sweep
+# on SST-2 in docs/results/finetune-defaults (its summary.md gives the command and every cell). "all" keeps the
+# DPZero paper's full-parameter recipe (lr 1e-6, C = 200, T = 10000).
+ZO_RECIPES = {
+    "all": {"lr": 1e-6, "clip": 200.0, "smoothing": 1e-3, "batch_size": 64, "steps": 10000},
+    "bias": {"lr": 1e-4, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
+    "top-k": {"lr": 1e-4, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
+    "head": {"lr": 0.1, "clip": 1.0, "smoothing": 1e-3, "batch_size": 64, "steps": 5000},
+    "lora": {"lr": 1e-3, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
+}
 PER_EXAMPLE = ("loop", "vmap")   # how DP-AdamW forms per-example gradients (dpnc.first_order)
 CHECKPOINT, JOURNAL = "checkpoint.pt", "journal.jsonl"
 METRICS, PRIVATE_STATS = "metrics.jsonl", "private_train_stats.jsonl"
@@ -28,7 +43,8 @@ PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data
                          "count, clipped fraction, step time). They are not covered by the run's (epsilon, delta) "
                          "and reveal the training data: share them only where the training data may be shared.")
 # Fields that do not change what a run computes: free to differ on resume.
-FREE_FIELDS = ("data_dir", "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
+FREE_FIELDS = ("data_dir", "device", "cache", "report_to",
+               "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
                 "out", "progress", "log_private_stats", "new_run")
 # Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
 KILL_ENV = "DPNC_TEST_KILL_AT"
@@ -59,16 +75,27 @@ class FinetuneConfig:
         data_dir: folder holding the LM-BFF ``<TASK>/k-shot-1k-test`` folders.
         method: one of :data:`METHODS`.
         model: local folder of a Hugging Face encoder (default: the offline MiniLM).
-        head: ``"prompt"`` or ``"linear"``; ``prompt_mode``: ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).
-        steps: T (default 10000 for zeroth-order methods, 1000 for first-order ones, 0 for zero-shot).
+        train_file, test_file: a user's own labelled files (CSV, TSV or JSON lines) instead of ``task``/``data_dir``;
+            with ``text_column``, ``label_column``, optional ``text_pair_column``, ``label_words`` (e.g.
+            ``"negative=terrible,positive=great"``) and ``template`` (see :mod:`dpnc.lm.files`).
+        head: ``"prompt"`` or ``"linear"`` (default: linear for ``train="head"``, else prompt); ``prompt_mode``:
+            ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).
+        train: which parameters are trained: ``"all"``, ``"bias"``, ``"top-k"``, ``"head"`` or ``"lora"``
+            (:mod:`dpnc.lm.trainable`); ``top_k``: layers of ``"top-k"``; ``lora_rank``, ``lora_alpha``,
+            ``lora_targets`` (comma-separated module names, default peft's for the architecture): the peft
+            ``LoraConfig`` of ``"lora"``.
+        steps: T (zeroth-order: :data:`ZO_RECIPES` of the train mode; 1000 first-order; 0 zero-shot).
         batch_size: B, the (expected) batch size (64).
-        lr: step size (1e-6 zeroth-order, 1e-5 first-order).
-        smoothing: λ of the zeroth-order difference (1e-3).
-        clip: C (200 for DPZero, the published code's default; 10 for DP-AdamW).
+        lr: step size (zeroth-order: :data:`ZO_RECIPES`; 1e-5 first-order).
+        smoothing: λ of the zeroth-order difference (:data:`ZO_RECIPES`).
+        clip: C (zeroth-order: :data:`ZO_RECIPES`, 200 for ``"all"`` as the published code; 10 for DP-AdamW).
         epsilon, delta: the target budget (ε = 6, δ = 1e-5).
         noise_multiplier: σ/Δ to use instead of calibrating it (refused if it cannot afford ``steps``).
         accountant: ``"rdp"`` or ``"pld"``: calibrates the noise and is shown during training.
-        sampler: ``"poisson"`` (required for private methods) or ``"shuffle"`` (fixed-size batches).
+        relation: ``"add/remove"`` (default: Poisson batches, Δ = C/B) or ``"replace-one"`` (the published DPZero
+            code's accounting, Δ = 2C/B, with fixed-size batches drawn without replacement: RDP only).
+        sampler: ``"poisson"`` or ``"shuffle"`` (fixed-size batches); default the relation's (private methods
+            must use it: the accountant's event must describe how batches are drawn).
         seed: the public seed of the zeroth-order directions (batches and noise are secret); ``data_seed`` the
             k-shot folder's seed (default: seed).
         k: examples per class of the k-shot folder (512).
@@ -79,7 +106,13 @@ class FinetuneConfig:
             (``torch.func``, ``microbatch`` examples at a time); see :func:`dpnc.first_order.clipped_gradient_sum`.
         microbatch: examples per vmapped chunk.
         direction: ``"gaussian"`` or ``"sphere"`` zeroth-order directions.
-        eval_every: evaluate on the test split every this many steps (0: only at the end).
+        cache: compute a frozen prefix of the network once per example (``train="top-k"``/``"head"``; see
+            :mod:`dpnc.lm.cache`); False runs every layer at every step.
+        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``; ``dtype``: ``"fp32"``, or ``"bf16"`` /
+            ``"fp16"`` forward passes on CUDA (the paper's fp16 option).
+        report_to: ``"none"`` or ``"tensorboard"`` (public values only; needs the tensorboard package).
+        eval_every: evaluate on the test split every this many steps (0: only at the end; default: 10 evaluations
+            per run, which with a cached prefix costs little).
         eval_examples: evaluate on this many test examples (a fixed seeded subset; None: all).
         checkpoint_dir, checkpoint_every: where and how often to checkpoint (0: only at the end).
         out: folder for ``metrics.jsonl``, ``summary.json`` and the fine-tuned ``model/`` (None: no files); also
@@ -92,20 +125,33 @@ class FinetuneConfig:
 
     task: str = "SST-2"
     data_dir: str | None = None
+    train_file: str | None = None
+    test_file: str | None = None
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    label_column: str | None = None
+    label_words: str | None = None
+    template: str | None = None
     method: str = "dpzero"
     model: str | None = None
-    head: str = "prompt"
+    head: str | None = None
     prompt_mode: str | None = None
+    train: str = "head"
+    top_k: int = 1
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_targets: str | None = None
     steps: int | None = None
-    batch_size: int = 64
+    batch_size: int | None = None
     lr: float | None = None
-    smoothing: float = 1e-3
+    smoothing: float | None = None
     clip: float | None = None
     epsilon: float = 6.0
     delta: float = 1e-5
     noise_multiplier: float | None = None
     accountant: str = "rdp"
-    sampler: str = "poisson"
+    relation: str = "add/remove"
+    sampler: str | None = None
     seed: int = 42
     data_seed: int | None = None
     k: int = 512
@@ -115,7 +161,11 @@ class FinetuneConfig:
     per_example: str = "loop"
     microbatch: int = 4
     direction: str = "gaussian"
-    eval_every: int = 0
+    cache: bool = True
+    device: str = "auto"
+    dtype: str = "fp32"
+    report_to: str = "none"
+    eval_every: int | None = None
     eval_examples: int | None = None
     eval_batch_size: int = 64
     checkpoint_dir: str | None = None
@@ -129,14 +179,22 @@ class FinetuneConfig:
         first_order = self.method in ("adamw", "dp-adamw")
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
-        defaults = {"steps": 0 if self.method == "zero-shot" else (1000 if first_order else 10000),
-                    "lr": 1e-5 if first_order else 1e-6,
-                    "clip": 10.0 if self.method == "dp-adamw" else 200.0,
+        _choice("train", self.train, TRAIN_MODES)
+        _choice("relation", self.relation, RELATIONS)
+        recipe = ZO_RECIPES[self.train]
+        defaults = {"steps": 0 if self.method == "zero-shot" else (1000 if first_order else recipe["steps"]),
+                    "lr": 1e-5 if first_order else recipe["lr"],
+                    "clip": 10.0 if first_order else recipe["clip"],
+                    "smoothing": recipe["smoothing"], "batch_size": recipe["batch_size"],
+                    "head": "linear" if self.train == "head" else "prompt",
+                    "sampler": "poisson" if self.relation == "add/remove" else "shuffle",
                     "data_seed": self.seed,
                     "model": self.model if self.model is not None else default_model_path()}
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
+        if self.eval_every is None:
+            object.__setattr__(self, "eval_every", max(self.steps // 10, 1) if isinstance(self.steps, int) else 0)
         object.__setattr__(self, "model", str(self.model))
         _choice("head", self.head, HEADS)
         if self.prompt_mode is not None:
@@ -145,6 +203,26 @@ class FinetuneConfig:
         _choice("sampler", self.sampler, SAMPLERS)
         _choice("direction", self.direction, ("gaussian", "sphere"))
         _choice("per_example", self.per_example, PER_EXAMPLE)
+        _choice("device", self.device, DEVICES)
+        _choice("dtype", self.dtype, tuple(DTYPES))
+        _choice("report_to", self.report_to, REPORT_TO)
+        _integer("top_k", self.top_k, 1)
+        _integer("lora_rank", self.lora_rank, 1)
+        _number("lora_alpha", self.lora_alpha)
+        if self.lora_targets is not None and not (isinstance(self.lora_targets, str) and all(
+                t.strip() for t in self.lora_targets.split(","))):
+            raise ValueError(f"lora_targets must be comma-separated module names (e.g. 'query,value'); got "
+                             f"{self.lora_targets!r}")
+        user_files = (self.train_file, self.test_file)
+        if any(f is not None for f in user_files):
+            if None in user_files or self.text_column is None or self.label_column is None:
+                raise ValueError("a user's own data needs train_file, test_file, text_column and label_column; got "
+                                 f"train_file={self.train_file!r}, test_file={self.test_file!r}, text_column="
+                                 f"{self.text_column!r}, label_column={self.label_column!r}")
+        elif any(v is not None for v in (self.text_column, self.text_pair_column, self.label_column,
+                                         self.label_words, self.template)):
+            raise ValueError("text_column, text_pair_column, label_column, label_words and template describe a "
+                             "user's own files: give train_file and test_file too")
         _integer("steps", self.steps, 0 if self.method == "zero-shot" else 1)
         if self.method == "zero-shot" and self.steps != 0:
             raise ValueError(f"steps must be 0 for method='zero-shot'; got {self.steps!r}")
@@ -164,15 +242,25 @@ class FinetuneConfig:
             raise ValueError(f"delta must be in the open interval (0, 1); got {self.delta!r}")
         if self.noise_multiplier is not None:
             _number("noise_multiplier", self.noise_multiplier)
-        if self.method in PRIVATE and self.sampler != "poisson":
-            raise ValueError(f"sampler must be 'poisson' for the private method {self.method!r}: the accountant's "
-                             "event (Poisson-subsampled Gaussian) must describe how batches are drawn; got "
-                             f"{self.sampler!r}")
-        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run"):
+        own = "poisson" if self.relation == "add/remove" else "shuffle"
+        if self.method in PRIVATE and self.sampler != own:
+            raise ValueError(f"sampler must be {own!r} for the private method {self.method!r} under relation "
+                             f"{self.relation!r}: the accountant's event (add/remove: Poisson-subsampled Gaussian; "
+                             "replace-one: fixed-size batches without replacement) must describe how batches are "
+                             f"drawn; got {self.sampler!r}")
+        if self.method in PRIVATE and self.relation == "replace-one" and self.accountant != "rdp":
+            raise ValueError("accountant must be 'rdp' under relation 'replace-one': fixed-size sampling without "
+                             f"replacement has an RDP bound (Wang, Balle & Kasiviswanathan 2019) only; got "
+                             f"{self.accountant!r}")
+        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run", "cache"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
+
+    @property
+    def lora_modules(self) -> tuple[str, ...] | None:
+        return None if self.lora_targets is None else tuple(t.strip() for t in self.lora_targets.split(","))
 
     @property
     def private(self) -> bool:

@@ -30,6 +30,7 @@ encoder such as MiniLM has no MLM head, so the label words enter through the emb
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -193,7 +194,10 @@ class EncoderClassifier(nn.Module):
         """The encoder and tokenizer by ``save_pretrained``, plus the head (config and parameters) in one file."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.encoder.save_pretrained(path)
+        encoder = self.encoder
+        if hasattr(encoder, "merge_and_unload"):   # peft LoRA adapters: save the merged weights, a plain encoder
+            encoder = copy.deepcopy(encoder).merge_and_unload()
+        encoder.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         head_state = {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
         torch.save({"config": self.head_config(), "state": head_state}, path / HEAD_FILE)

@@ -36,6 +36,12 @@ class RunFiles:
         self.config = config
         self._journal_sound = False   # checked once per process that the journal ends with a whole line
         self._kill_at = kill_point_from_env()
+        self.rows: list[dict] = []    # this process's metrics rows (public), for the plot
+        self.tensorboard = None
+        if config.report_to == "tensorboard":
+            from dpnc.lm.report import TensorBoard
+
+            self.tensorboard = TensorBoard(Path(config.out or ".") / "tensorboard")
 
     def kill_point(self, phase: str, step: int) -> None:
         """Test-only: SIGKILL this process at ``DPNC_TEST_KILL_AT=phase:step`` (nothing otherwise)."""
@@ -43,7 +49,11 @@ class RunFiles:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def metric(self, row: dict) -> None:
-        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released values)."""
+        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released values); also kept
+        for the plot and sent to TensorBoard when asked."""
+        self.rows.append(row)
+        if self.tensorboard is not None:
+            self.tensorboard.write(row)
         if self.config.out:
             path = Path(self.config.out) / METRICS
             path.parent.mkdir(parents=True, exist_ok=True)

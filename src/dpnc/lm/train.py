@@ -71,9 +71,13 @@ from dpnc.lm.config import (CHECKPOINT, JOURNAL, KILL_ENV, KILL_PHASES, METHODS,
                             PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, FinetuneConfig,
                             default_model_path)
 from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
+from dpnc.lm.cache import PrefixCache, cacheable_prefix
+from dpnc.lm.config import DTYPES
 from dpnc.lm.data import TextDataset, load_task
 from dpnc.lm.heads import EncoderClassifier, build_classifier
+from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.lm.journal import RunFiles, jsonable, replay_rows
+from dpnc.lm.report import plot_training
 from dpnc.lm.steps import StepRecord, Steps, build_optimizer, per_example_clipped_sum, step_release
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
@@ -89,20 +93,31 @@ __all__ = ["FinetuneConfig", "METHODS", "StepRecord", "Summary", "Trainer", "def
 class Summary:
     """A run's outcome, as written to ``summary.json``.
 
-    Everything here is public: test-split results, the privacy report, counts fixed by the config. ``nonfinite``
-    (a statistic of the training data) is None unless the run logged private statistics.
+    Everything here is public: test-split results (and those of the initial model, ``zero_shot_*``), the privacy
+    report, counts fixed by the config and the data files it read. ``nonfinite`` (a statistic of the training data)
+    is None unless the run logged private statistics.
     """
 
     task: str
     method: str
     model: str
     head: str
+    train: str
+    trained_parameters: int
+    total_parameters: int
     steps: int
     n: int
     batch_size: int
     test_accuracy: float
     test_loss: float
     test_examples: int
+    zero_shot_accuracy: float
+    zero_shot_loss: float
+    relation: str
+    sampler: str | None
+    data: dict
+    device: str
+    cached_layers: int
     delta: float
     epsilon_rdp: float | None
     epsilon_pld: float | None
@@ -136,6 +151,8 @@ class Trainer:
             a journal or checkpoint is refused unless ``config.new_run``.
         sampler: the batch sampler (default: a fresh secret one of the config's kind; tests pass
             ``PoissonSampler.for_testing``, which marks every result not private). It must match the config.
+        caches: the (train, test) :class:`~dpnc.lm.cache.PrefixCache` of another trainer with the same model, data
+            and frozen prefix (a sweep reuses them; default: computed here when ``config.cache`` allows).
 
     Raises:
         ValueError: invalid settings, a budget that cannot afford ``steps`` (with ``noise_multiplier``), a sampler
@@ -145,22 +162,19 @@ class Trainer:
     def __init__(self, config: FinetuneConfig, *, noise: NoiseSource | None = None,
                  classifier: EncoderClassifier | None = None, train: TextDataset | None = None,
                  test: TextDataset | None = None, resume: bool = False,
-                 sampler: PoissonSampler | ShuffleSampler | None = None) -> None:
+                 sampler: PoissonSampler | ShuffleSampler | None = None,
+                 caches: tuple[PrefixCache, PrefixCache] | None = None) -> None:
         self.config = c = config
         if resume and c.new_run:
             raise ValueError("resume and new_run exclude each other: resume continues the run in the folder, "
                              "new_run supersedes it; got both")
         self.files = RunFiles(c)
-        if (train is None or test is None) and c.data_dir is None:
-            raise ValueError("data_dir must be given (the folder with the LM-BFF k-shot folders)")
-        self.train_set = train if train is not None else load_task(c.task, c.data_dir, "train", seed=c.data_seed,
-                                                                   k=c.k)
-        self.test_set = test if test is not None else load_task(c.task, c.data_dir, "test", seed=c.data_seed, k=c.k)
+        self.train_set, self.test_set = self._data(train, test)
         self.n = len(self.train_set)
         if c.method != "zero-shot" and c.batch_size > self.n:
             raise ValueError(f"batch_size must be <= n = {self.n} (the train set); got {c.batch_size}")
         self.noise = noise if noise is not None else NoiseSource()
-        self.relation = "add/remove" if c.sampler == "poisson" else "replace-one"
+        self.relation = c.relation
         self.accountant = Accountant(self.relation)
         self.sampler = None
         self.multiplier: float | None = None
@@ -173,15 +187,29 @@ class Trainer:
                              f"{type(sampler).__name__}")
         if not resume:
             self.files.check_fresh_start()
+        self.device = self._device()
         self.classifier = classifier if classifier is not None else build_classifier(
             c.model, self.train_set.task, head=c.head, mode=c.prompt_mode, max_length=c.max_length,
-            init="prompts", freeze_embeddings=c.freeze_embeddings)
-        self.classifier.eval()
+            init="prompts")
+        self.trainable: Trainable = select_trainable(
+            self.classifier, c.train, top_k=c.top_k, lora_rank=c.lora_rank, lora_alpha=c.lora_alpha,
+            lora_targets=c.lora_modules, seed=c.seed, freeze_embeddings=c.freeze_embeddings)
+        self.classifier.to(self.device, getattr(torch, DTYPES[c.dtype])).eval()
+        self.train_cache = self.test_cache = None
+        if caches is not None:   # computed for another trainer of the same model, frozen prefix and data
+            self.train_cache, self.test_cache = (cache.attach(self.classifier) for cache in caches)
+        elif c.cache and (layers := cacheable_prefix(self.classifier)):
+            if c.method != "zero-shot":
+                self.train_cache = PrefixCache(self.classifier, self.train_set.texts, layers,
+                                               batch_size=c.eval_batch_size, progress=c.progress)
+            self.test_cache = PrefixCache(self.classifier, self.test_set.texts, layers,
+                                          batch_size=c.eval_batch_size, progress=c.progress)
         self.optimizer = build_optimizer(c, self.classifier, self.sampler, accountant=self.accountant,
                                          noise=self.noise, multiplier=self.multiplier)
         self.steps = Steps(c, self.classifier, self.optimizer, self.sampler, self.accountant, self._encode,
                            lambda phase: self.files.kill_point(phase, self.step), self._note)
         self.step = 0
+        self.zero_shot = self.evaluate()   # the initial model, before any step (and before a resume loads one)
         self.nonfinite: int | None = 0 if c.log_private_stats else None
         self.lost_releases = 0
         self.history: list[StepRecord] = []
@@ -193,6 +221,33 @@ class Trainer:
             self.notes.append("new run: the earlier run's files were moved to " + ", ".join(moved))
 
     # --- setup ---------------------------------------------------------------------------------
+
+    def _data(self, train, test) -> tuple[TextDataset, TextDataset]:
+        c = self.config
+        if train is not None and test is not None:
+            return train, test
+        if c.train_file is not None:
+            from dpnc.lm.files import load_user_data
+
+            return load_user_data(c.train_file, c.test_file, text_column=c.text_column, label_column=c.label_column,
+                                  text_pair_column=c.text_pair_column, label_words=c.label_words,
+                                  template=c.template)
+        if c.data_dir is None:
+            raise ValueError("data_dir must be given (the folder with the LM-BFF k-shot folders), or train_file and "
+                             "test_file (a user's own data)")
+        return (load_task(c.task, c.data_dir, "train", seed=c.data_seed, k=c.k),
+                load_task(c.task, c.data_dir, "test", seed=c.data_seed, k=c.k))
+
+    def _device(self) -> torch.device:
+        c = self.config
+        cuda = torch.cuda.is_available()
+        if c.device == "cuda" and not cuda:
+            raise ValueError("device 'cuda' was asked for but torch sees no CUDA device; use device='cpu' or 'auto'")
+        device = torch.device("cuda" if c.device == "cuda" or (c.device == "auto" and cuda) else "cpu")
+        if device.type == "cpu" and c.dtype != "fp32":
+            raise ValueError(f"dtype {c.dtype!r} is for CUDA forward passes (the paper's fp16 option); on the CPU "
+                             "use dtype='fp32'")
+        return device
 
     def _check_sampler(self, sampler):
         c = self.config
@@ -208,10 +263,12 @@ class Trainer:
     def _calibrate(self) -> float:
         c = self.config
         q = c.batch_size / self.n
+        fixed = self.n if c.sampler == "shuffle" else None   # fixed-size batches: their own event (replace-one)
         if c.noise_multiplier is None:
-            return noise_multiplier(c.epsilon, c.delta, q, c.steps, accountant=c.accountant, relation=self.relation)
+            return noise_multiplier(c.epsilon, c.delta, q, c.steps, accountant=c.accountant, relation=self.relation,
+                                    fixed_size_of=fixed)
         spent = epsilon_for(c.noise_multiplier, q, c.steps, c.delta, accountant=c.accountant,
-                            relation=self.relation)
+                            relation=self.relation, fixed_size_of=fixed)
         if spent > c.epsilon:
             raise ValueError(f"epsilon={c.epsilon:g} cannot afford steps={c.steps} at noise_multiplier="
                              f"{c.noise_multiplier:g} (q={q:.4g}): they spend ε={spent:.4g} by {c.accountant}; "
@@ -236,8 +293,12 @@ class Trainer:
 
     def _encode(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """The classifier's input for the examples ``index`` of the train set (a batch the sampler drew)."""
-        texts = [self.train_set.texts[i] for i in index.tolist()]
-        return self.classifier.encode(texts, self.train_set.labels[index])
+        labels = self.train_set.labels[index]
+        if self.train_cache is not None:
+            batch = self.train_cache.batch(index, labels)
+        else:
+            batch = self.classifier.encode([self.train_set.texts[i] for i in index.tolist()], labels)
+        return {k: v.to(self.device) for k, v in batch.items()}
 
     def _note(self, note: str) -> None:
         self.files.private_stat({"event": "note", "step": self.step, "note": note})
@@ -315,18 +376,38 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, dataset: TextDataset | None = None) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) on the test split (``eval_examples`` of it: a fixed seeded subset)."""
-        ds = dataset if dataset is not None else self.eval_set()
-        preds, losses = self.classifier.evaluate(ds.texts, ds.labels, batch_size=self.config.eval_batch_size)
+        if dataset is not None:
+            ds, cache = dataset, None
+        else:
+            index = self.eval_index()
+            ds = self.test_set if index is None else self.test_set.subset(index)
+            cache = self.test_cache if index is None or self.test_cache is None else self.test_cache.subset(index)
+        preds, losses = self.classifier.evaluate(ds.texts, ds.labels, batch_size=self.config.eval_batch_size,
+                                                 cache=cache)
+        preds, losses = preds.cpu(), losses.float().cpu()
         finite = torch.isfinite(losses)
         return (float((preds == ds.labels).float().mean()),
                 float(losses[finite].mean()) if finite.any() else math.nan)
 
-    def eval_set(self) -> TextDataset:
+    def eval_index(self) -> torch.Tensor | None:
+        """The test examples evaluated: ``eval_examples`` of them, a fixed seeded subset (None: all)."""
         m = self.config.eval_examples
         if m is None or m >= len(self.test_set):
-            return self.test_set
-        order = torch.randperm(len(self.test_set), generator=torch.Generator().manual_seed(0))
-        return self.test_set.subset(order[:m])
+            return None
+        return torch.randperm(len(self.test_set), generator=torch.Generator().manual_seed(0))[:m]
+
+    def eval_set(self) -> TextDataset:
+        index = self.eval_index()
+        return self.test_set if index is None else self.test_set.subset(index)
+
+    def data_record(self) -> dict:
+        """Which data the run read (files, rows, classes, label words, template): public facts for summary.json."""
+        from dpnc.lm.files import describe_data
+
+        c = self.config
+        where = ({"train_file": c.train_file, "test_file": c.test_file} if c.train_file is not None else
+                 {"task": c.task, "data_dir": c.data_dir, "data_seed": c.data_seed, "k": c.k})
+        return {**where, **describe_data(self.train_set, self.test_set)}
 
     def summary(self, accuracy: float, loss: float, wall: float) -> Summary:
         c = self.config
@@ -337,8 +418,12 @@ class Trainer:
             notes += [n for n in report.notes if not n.startswith("rho:")]
         done = len(self.history)
         return Summary(
-            task=self.train_set.task.name, method=c.method, model=c.model, head=c.head, steps=self.step, n=self.n,
-            batch_size=c.batch_size, test_accuracy=accuracy, test_loss=loss, test_examples=len(self.eval_set()),
+            task=self.train_set.task.name, method=c.method, model=c.model, head=c.head, train=c.train,
+            trained_parameters=self.trainable.trained, total_parameters=self.trainable.total, steps=self.step,
+            n=self.n, batch_size=c.batch_size, test_accuracy=accuracy, test_loss=loss,
+            test_examples=len(self.eval_set()), zero_shot_accuracy=self.zero_shot[0], zero_shot_loss=self.zero_shot[1],
+            relation=self.relation, sampler=None if self.sampler is None else c.sampler, data=self.data_record(),
+            device=str(self.device), cached_layers=0 if self.train_cache is None else self.train_cache.layers,
             delta=c.delta, epsilon_rdp=0.0 if report is None else report.epsilon_rdp,
             epsilon_pld=0.0 if report is None else report.epsilon_pld,
             epsilon_target=c.epsilon if c.private else None, noise_multiplier=self.multiplier,
@@ -416,6 +501,9 @@ class Trainer:
         """Train, evaluate on the test split, write ``summary.json`` and the model to ``out``; return the summary."""
         c = self.config
         start = time.perf_counter()
+        if self.step == 0:
+            self.files.metric({"event": "eval", "step": 0, "accuracy": self.zero_shot[0], "loss": self.zero_shot[1],
+                               "epsilon": 0.0})
         self.train()
         accuracy, loss = self.evaluate()
         self.files.metric({"event": "eval", "step": self.step, "accuracy": accuracy, "loss": loss,
@@ -425,8 +513,12 @@ class Trainer:
             out = Path(c.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / "summary.json").write_text(summary.to_json())
+            plot_training(self.files.rows, out / "training.png", title=f"{c.method} on {summary.task}, train="
+                          f"{c.train}: {summary.zero_shot_accuracy:.3f} → {accuracy:.3f}")
             if c.method != "zero-shot":
                 self.save_model(out / "model")
+        if self.files.tensorboard is not None:
+            self.files.tensorboard.close()
         return summary
 
 
