@@ -56,7 +56,7 @@ def sweep(data_dir: str, train: str, out: Path, *, grid: dict | None = None, eps
                    "noise_multiplier": summary.noise_multiplier, "seconds": time.perf_counter() - start}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    _write(rows, out, train, epsilon)
+            _write(rows, out, train, epsilon)   # after every cell: a stopped sweep keeps what it measured
     return rows
 
 

@@ -33,7 +33,7 @@ ZO_RECIPES = {
     "all": {"lr": 1e-6, "clip": 200.0, "smoothing": 1e-3, "batch_size": 64, "steps": 10000},
     "bias": {"lr": 1e-4, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
     "top-k": {"lr": 1e-4, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
-    "head": {"lr": 0.1, "clip": 1.0, "smoothing": 1e-3, "batch_size": 64, "steps": 5000},
+    "head": {"lr": 0.1, "clip": 0.5, "smoothing": 1e-3, "batch_size": 64, "steps": 5000},
     "lora": {"lr": 1e-3, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
 }
 PER_EXAMPLE = ("loop", "vmap")   # how DP-AdamW forms per-example gradients (dpnc.first_order)
