@@ -142,10 +142,10 @@ def finetune(
     task: str = typer.Option("SST-2", "--task", help="SST-2, SST-5, TREC, RTE, SNLI or MNLI."),
     data_dir: Path = typer.Option(None, "--data-dir", exists=True, file_okay=False,
                                   help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/ (or give --train-file)."),
-    train_file: Path = typer.Option(None, "--train-file", exists=True, dir_okay=False,
+    train_file: Path = typer.Option(None, "--train-file", dir_okay=False,
                                     help="Your own training data: CSV, TSV or JSON lines (with --test-file, "
                                          "--text-column, --label-column)."),
-    test_file: Path = typer.Option(None, "--test-file", exists=True, dir_okay=False,
+    test_file: Path = typer.Option(None, "--test-file", dir_okay=False,
                                    help="Your own test data, in the same columns and labels as --train-file."),
     text_column: str = typer.Option(None, "--text-column", help="Column (or JSON key) of the text."),
     text_pair_column: str = typer.Option(None, "--text-pair-column",
