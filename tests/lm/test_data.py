@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
 
-from dpnc.lm import TASKS, Task, TextDataset, get_task, load_file, load_task
+from dpnc.lm.data import TASKS, Task, TextDataset, get_task, load_task
+from dpnc.lm.files import load_file
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
@@ -301,120 +301,3 @@ def test_dataset_subset_and_counts():
         ds.subset([4])
     with pytest.raises(ValueError, match="same length"):
         TextDataset(TASKS["SST-2"], ["a"], torch.tensor([0, 1]), "mem")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# load_file on small files
-
-
-def _write(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def test_load_file_csv_with_header_names(tmp_path):
-    path = _write(tmp_path / "reviews.csv", 'text,stars\n"good, really good  ",pos\nbad,neg\n\nfine,pos\n')
-    ds = load_file(path, text_column="text", label_column="stars")
-    assert ds.texts == ["good, really good", "bad", "fine"]
-    assert ds.task.label_names == ("neg", "pos") and ds.task.label_words == ("neg", "pos")
-    assert ds.labels.tolist() == [1, 0, 1]
-    assert ds.task.name == "reviews.csv" and ds.source == str(path)
-    assert ds.task.prompt(ds.texts[1], 0) == "bad It was neg."
-
-
-def test_load_file_csv_int_columns_without_header(tmp_path):
-    path = _write(tmp_path / "t.csv", '10,"what, exactly ?"\n2,who\n10,where\n')
-    ds = load_file(path, text_column=1, label_column=0, label_words=["Two", "Ten"], template="{label_word}: {sentence}")
-    assert ds.task.label_names == ("2", "10")  # numeric order, not "10" < "2"
-    assert ds.texts == ["what, exactly ?", "who", "where"] and ds.labels.tolist() == [1, 0, 1]
-    assert ds.task.prompt("who", 0) == "Two: who"
-    with_header = load_file(path, text_column=1, label_column=0, header=True)
-    assert with_header.texts == ["who", "where"]
-
-
-def test_load_file_tsv_pairs_without_quote_processing(tmp_path):
-    path = _write(
-        tmp_path / "nli.tsv",
-        'id\tpremise\thypothesis\tlabel\r\n1\tHe said "hi.\tHe spoke.\tyes\r\n'
-        "2\tA cat sat\tA dog sat.\tno\textra\tno\r\n",
-    )
-    ds = load_file(path, text_column="premise", text_pair_column="hypothesis", label_column="label",
-                   label_names=["yes", "no"], label_words=["Yes", "No"])
-    assert ds.texts == [('He said "hi.', "He spoke."), ("A cat sat", "A dog sat.")]
-    assert ds.labels.tolist() == [0, 1]  # the header's last column is each row's last field
-    assert ds.task.pair and ds.task.prompt(ds.texts[1], 1) == "A cat sat? No, a dog sat."
-    by_position = load_file(path, text_column=1, text_pair_column=2, label_column=-1, header=True)
-    assert by_position.texts == ds.texts and by_position.task.label_names == ("no", "yes")
-
-
-def test_load_file_jsonl_objects_and_arrays(tmp_path):
-    objs = _write(tmp_path / "d.jsonl", "\n".join(json.dumps(r) for r in [
-        {"s": " nice ", "y": 1}, {"s": "awful", "y": 0}, {"s": "meh", "y": 1}]) + "\n")
-    ds = load_file(objs, text_column="s", label_column="y", label_words=["terrible", "great"])
-    assert ds.texts == ["nice", "awful", "meh"] and ds.labels.tolist() == [1, 0, 1]
-    assert ds.task.label_names == ("0", "1") and ds.task.prompt("nice", 1) == "nice It was great."
-    arrays = _write(tmp_path / "a.json", '["x", "p"]\n["y", "q"]\n')
-    assert load_file(arrays, text_column=0, label_column=1).texts == ["x", "y"]
-    with pytest.raises(ValueError, match="columns must be key names"):
-        load_file(objs, text_column=0, label_column="y")
-    with pytest.raises(ValueError, match=r"column 'text' is missing in d.jsonl line 1; keys there: \['s', 'y'\]"):
-        load_file(objs, text_column="text", label_column="y")
-    with pytest.raises(ValueError, match="line 2 is not valid JSON"):
-        load_file(_write(tmp_path / "bad.jsonl", '{"s": "a", "y": 1}\n{oops\n'), text_column="s", label_column="y")
-
-
-def test_load_file_delimiter_and_unknown_extension(tmp_path):
-    path = _write(tmp_path / "d.txt", "a;0\nb;1\n")
-    assert load_file(path, text_column=0, label_column=1, delimiter=";").texts == ["a", "b"]
-    with pytest.raises(ValueError, match=r"must end in \.csv, \.tsv, \.jsonl or \.json, or give a delimiter"):
-        load_file(path, text_column=0, label_column=1)
-    semi = _write(tmp_path / "d.csv", 'x;y\n"a;b";0\nc;1\n')
-    assert load_file(semi, text_column="x", label_column="y", delimiter=";").texts == ["a;b", "c"]
-
-
-def test_load_file_errors(tmp_path):
-    good = _write(tmp_path / "g.csv", "text,label\na,0\nb,1\n")
-    missing = r"column 'sentence' is not in the header of g.csv; columns: \['text', 'label'\]"
-    with pytest.raises(ValueError, match=missing):
-        load_file(good, text_column="sentence", label_column="label")
-    with pytest.raises(ValueError, match=r"labels of g.csv must be among \['0', '2'\]; found '1' \(first at line 3\)"):
-        load_file(good, text_column="text", label_column="label", label_names=["0", "2"])
-    with pytest.raises(ValueError, match="one word per class"):
-        load_file(good, text_column="text", label_column="label", label_words=["only"])
-    with pytest.raises(ValueError, match="has 2 fields, too few for column 5"):
-        load_file(good, text_column=5, label_column=1, header=True)
-    with pytest.raises(ValueError, match="is a name, but g.csv has no header row"):
-        load_file(good, text_column="text", label_column=1, header=False)
-    with pytest.raises(ValueError, match="is empty"):
-        load_file(_write(tmp_path / "e.csv", ""), text_column="text", label_column="label")
-    with pytest.raises(ValueError, match="holds no data rows"):
-        load_file(_write(tmp_path / "h.tsv", "text\tlabel\n"), text_column="text", label_column="label")
-    with pytest.raises(ValueError, match="holds no data rows"):
-        load_file(_write(tmp_path / "e.jsonl", "\n\n"), text_column="s", label_column="y")
-    with pytest.raises(ValueError, match="at least 2 distinct labels"):
-        load_file(_write(tmp_path / "one.csv", "a,0\nb,0\n"), text_column=0, label_column=1)
-    with pytest.raises(FileNotFoundError, match="is not a file"):
-        load_file(tmp_path / "missing.csv", text_column=0, label_column=1)
-
-
-@needs_data
-def test_load_file_reads_the_full_source_files():
-    """README: GLUE SST-2 train (label first, CRLF) holds every k-shot train/dev row; SST-5 and TREC original sizes."""
-    glue = load_file(DATA / "SST-2/glue/train.tsv", text_column="sentence", label_column="label")
-    assert len(glue) == 67349 and glue.class_counts() == {"0": 29780, "1": 37569}
-    assert not any(t.endswith("\r") for t in glue.texts)
-    pool = {}
-    for t, y in zip(glue.texts, glue.labels.tolist()):
-        pool.setdefault(t, set()).add(y)
-    assert sum(len(ys) > 1 for ys in pool.values()) == 5  # five phrases carry both labels in GLUE
-    for seed in SEEDS:
-        for split in ("train", "dev"):
-            ds = load_task("SST-2", DATA, split, seed=seed)
-            assert all(y in pool.get(t, ()) for t, y in zip(ds.texts, ds.labels.tolist()))
-    sizes = {split: len(load_file(DATA / f"sst-5/original/{split}.tsv", text_column=1, label_column=0))
-             for split in ("train", "dev", "test")}
-    assert sizes == {"train": 8544, "dev": 1101, "test": 2210}
-    trec = load_file(DATA / "trec/original/train.csv", text_column=1, label_column=0)
-    assert len(trec) == 5452 and trec.class_counts()["2"] == 86
-    assert load_file(DATA / "trec/original/test.csv", text_column=1, label_column=0).texts == load_task(
-        "TREC", DATA, "test").texts

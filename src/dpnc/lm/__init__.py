@@ -1,8 +1,9 @@
 """Language-model fine-tuning: text-classification data and prompts (``data``)."""
 
-from dpnc.lm.data import TASKS, Task, TextDataset, get_task, load_file, load_task
+from dpnc.lm.data import TASKS, Task, TextDataset, get_task, load_task
+from dpnc.lm.files import describe_data, load_file, load_user_data
 
-__all__ = ["TASKS", "Task", "TextDataset", "get_task", "load_file", "load_task"]
+__all__ = ["TASKS", "Task", "TextDataset", "describe_data", "get_task", "load_file", "load_task", "load_user_data"]
 
 # Heads on sentence encoders (``heads``) and the fine-tuning trainer (``train``).
 from dpnc.lm.heads import EncoderClassifier, LinearHead, PromptHead, build_classifier, label_prompts, load_classifier

@@ -1,8 +1,9 @@
 """Text-classification data for prompt-based fine-tuning: tasks, prompts, and file loaders.
 
-Reads the LM-BFF ``k-shot-1k-test`` splits that MeZO and DPZero fine-tune on (``load_task``), and a user's own
-CSV / TSV / JSONL file (``load_file``). Each task carries the paper's prompt template and label words
-(DPZero spec §4.2, taken from MeZO's ``run_fewshot.sh``), written as human-readable templates:
+Reads the LM-BFF ``k-shot-1k-test`` splits that MeZO and DPZero fine-tune on (``load_task``); a user's own
+CSV / TSV / JSONL files are read by ``dpnc.lm.files`` with the row reader here (``read_rows``, ``read_field``).
+Each task carries the paper's prompt template and label words (DPZero spec §4.2, taken from MeZO's
+``run_fewshot.sh``), written as human-readable templates:
 
 | task | template | label words (class id 0, 1, …) |
 |---|---|---|
@@ -57,16 +58,16 @@ References:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-__all__ = ["TASKS", "Task", "TextDataset", "get_task", "load_file", "load_task"]
+__all__ = ["TASKS", "Task", "TextDataset", "get_task", "load_task"]
 
 _PLACEHOLDER = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
 _FILTERS = {
@@ -238,12 +239,15 @@ class TextDataset:
         texts: one ``str`` per example, or a ``(str, str)`` pair for pair tasks; surrounding whitespace stripped.
         labels: class ids, ``torch.long`` of shape (n,).
         source: the path of the file the rows came from.
+        origin: how the rows were read (format, columns; the LM-BFF task, split, seed, k), for a run's record
+            (``dpnc.lm.files.describe_data``); kept by ``subset``.
     """
 
     task: Task
     texts: list
     labels: torch.Tensor
     source: str
+    origin: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.labels = torch.as_tensor(self.labels, dtype=torch.long).reshape(-1)
@@ -261,7 +265,7 @@ class TextDataset:
     def subset(self, index) -> TextDataset:
         """The examples at ``index``: a slice, a sequence or tensor of ints, or a boolean mask."""
         if isinstance(index, slice):
-            return TextDataset(self.task, self.texts[index], self.labels[index], self.source)
+            return TextDataset(self.task, self.texts[index], self.labels[index], self.source, self.origin)
         idx = torch.as_tensor(index)
         if idx.dtype == torch.bool:
             if idx.shape != (len(self),):
@@ -270,7 +274,8 @@ class TextDataset:
         idx = idx.to(torch.long).reshape(-1)
         if len(idx) and not (-len(self) <= int(idx.min()) and int(idx.max()) < len(self)):
             raise IndexError(f"index out of range for a dataset of {len(self)} examples")
-        return TextDataset(self.task, [self.texts[i] for i in idx.tolist()], self.labels[idx].clone(), self.source)
+        texts = [self.texts[i] for i in idx.tolist()]
+        return TextDataset(self.task, texts, self.labels[idx].clone(), self.source, self.origin)
 
     def class_counts(self) -> dict[str, int]:
         """Examples per class, keyed by label name in class order (classes with no example give 0)."""
@@ -361,8 +366,11 @@ def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: in
             f"no {split!r} file {path.name} for {task.name} in {str(folder)!r}; files there: {files}"
         )
     header = layout.ext == "tsv"
-    rows, columns = _read_rows(path, "tsv" if header else "csv", None, header)
-    return _build(task, path, rows, columns, layout.text, layout.text_pair, layout.label)
+    fmt = "tsv" if header else "csv"
+    rows, columns, _ = read_rows(path, fmt, None, header)
+    origin = {"format": fmt, "text_column": layout.text, "text_pair_column": layout.text_pair,
+              "label_column": layout.label, "task": task.name, "split": split, "seed": seed, "k": k}
+    return _build(task, path, rows, columns, layout.text, layout.text_pair, layout.label, origin)
 
 
 def _folder_order(name: str) -> tuple:
@@ -370,96 +378,24 @@ def _folder_order(name: str) -> tuple:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A user's own file
+# Reading rows (shared with dpnc.lm.files, a user's own files)
 
 
-def load_file(
-    path: str | Path,
-    *,
-    text_column: str | int,
-    text_pair_column: str | int | None = None,
-    label_column: str | int,
-    label_names: Sequence[str] | None = None,
-    label_words: Sequence[str] | None = None,
-    template: str | None = None,
-    delimiter: str | None = None,
-    header: bool | None = None,
-) -> TextDataset:
-    """A labelled text file of one's own: CSV, TSV or JSON lines, the format taken from the extension.
+def read_rows(
+    path: Path, fmt: str, delimiter: str | None, header: bool
+) -> tuple[list[tuple[int, list]], dict, int | None]:
+    """Rows as ``(line number, fields)`` (blank lines skipped), the header's ``{name: position}`` and its width.
 
-    * ``.csv``: the ``csv`` module's rules (quoting), ``delimiter`` default ``","``.
-    * ``.tsv``: lines split on ``delimiter`` (default tab) with no quote processing, as GLUE files need.
-    * ``.jsonl``/``.json``: one JSON object per line (columns are keys) or one JSON array per line (ints).
-    * any other extension needs ``delimiter``: ``","`` reads as CSV, anything else as TSV.
-
-    Columns are header names (str) or 0-based field positions (int; negative counts from the end, so ``-1`` is
-    each row's last field, as GLUE's NLI files with a variable number of annotator labels need). A named column
-    is read at its header position, except the header's last column, which is read as each row's last field.
-
-    Args:
-        path: the file.
-        text_column: the sentence (pair tasks: the first sentence).
-        text_pair_column: the second sentence of a pair task, or None for single sentences.
-        label_column: the label.
-        label_names: the raw labels, class id = index; default the sorted distinct labels of the file
-            (numerically if all are integers).
-        label_words: the label word per class; default the label names.
-        template: the prompt template (see the module docstring); default ``"{sentence} It was {label_word}."``,
-            or for pairs ``"{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}"`` (spec §4.2).
-        delimiter: the field separator (overrides the extension's).
-        header: whether the first row is a header; default: yes iff some column is given by name.
-            Ignored for JSON lines.
-
-    Returns:
-        A ``TextDataset`` whose task is named after the file.
+    ``fmt`` is ``"csv"`` (the ``csv`` module's quoting; a record's line is the line it starts on), ``"tsv"``
+    (split on ``delimiter``, default tab, no quote processing) or ``"jsonl"`` (one JSON value per line). A header
+    row, when there is one, maps each name to its position, except its last name, which maps to ``-1`` (each row's
+    last field, as GLUE's NLI files with a variable number of annotator labels need). The width (the header's
+    number of fields) is None without a header.
 
     Raises:
-        FileNotFoundError: no such file.
-        ValueError: an unknown format, an empty file, a missing column (the message lists the header), a row
-            too short, or a label not among ``label_names`` (the message lists the unknown labels).
+        ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON, or no data rows.
     """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"path {str(path)!r} is not a file")
-    columns_given = [c for c in (text_column, text_pair_column, label_column) if c is not None]
-    for c in columns_given:
-        if not isinstance(c, str | int) or isinstance(c, bool):
-            raise ValueError(f"columns must be header names (str) or field positions (int); got {c!r}")
-    ext = path.suffix.lower().lstrip(".")
-    if ext in ("jsonl", "json"):
-        fmt = "jsonl"
-    elif ext == "csv" or (ext != "tsv" and delimiter == ","):
-        fmt = "csv"
-    elif ext == "tsv" or delimiter is not None:
-        fmt = "tsv"
-    else:
-        raise ValueError(f"path must end in .csv, .tsv, .jsonl or .json, or give a delimiter; got {path.name!r}")
-    if header is None:
-        header = any(isinstance(c, str) for c in columns_given)
-    rows, columns = _read_rows(path, fmt, delimiter, header)
-
-    raw_labels = [_field(r, columns, label_column, path, line) for line, r in rows]
-    if label_names is None:
-        distinct = set(raw_labels)
-        numeric = all(re.fullmatch(r"[+-]?\d+", x) for x in distinct)
-        label_names = sorted(distinct, key=(lambda x: (int(x), x)) if numeric else None)
-        if len(label_names) < 2:
-            raise ValueError(f"the file must hold at least 2 distinct labels in {label_column!r}; found {label_names}")
-    label_names = tuple(str(x) for x in label_names)
-    pair = text_pair_column is not None
-    task = Task(
-        name=path.name,
-        label_names=label_names,
-        label_words=tuple(label_words) if label_words is not None else label_names,
-        pair=pair,
-        template=template if template is not None else (DEFAULT_PAIR_TEMPLATE if pair else DEFAULT_TEMPLATE),
-    )
-    return _build(task, path, rows, columns, text_column, text_pair_column, label_column)
-
-
-def _read_rows(path: Path, fmt: str, delimiter: str | None, header: bool) -> tuple[list[tuple[int, list]], dict]:
-    """Rows as ``(line number, fields)`` (blank lines skipped) and the header's ``{name: position}``."""
-    raw = path.read_text(encoding="utf-8-sig")
+    raw = _decode(path)
     if fmt == "jsonl":
         rows = []
         for line, text in enumerate(raw.split("\n"), start=1):
@@ -470,33 +406,65 @@ def _read_rows(path: Path, fmt: str, delimiter: str | None, header: bool) -> tup
                     raise ValueError(f"{path.name} line {line} is not valid JSON: {err}") from None
         if not rows:
             raise ValueError(f"{str(path)!r} holds no data rows")
-        return rows, {}
+        return rows, {}, None
     if fmt == "csv":
         reader = csv.reader(io.StringIO(raw, newline=""), delimiter=delimiter or ",")
-        rows = [(reader.line_num, r) for r in reader]
+        rows, start = [], 1
+        for record in reader:
+            rows.append((start, record))
+            start = reader.line_num + 1
     else:
         sep = delimiter or "\t"
         rows = [(i, t.rstrip("\r").split(sep)) for i, t in enumerate(raw.split("\n"), start=1)]
     rows = [(line, r) for line, r in rows if any(f.strip() for f in r)]
-    columns = {}
+    columns, width = {}, None
     if header:
         if not rows:
             raise ValueError(f"{str(path)!r} is empty (no header row)")
         names = [f.strip() for f in rows[0][1]]
+        width = len(names)
         columns = {name: i for i, name in enumerate(names)}
         columns[names[-1]] = -1  # the header's last column is each row's last field (GLUE NLI files)
         rows = rows[1:]
     if not rows:
         raise ValueError(f"{str(path)!r} holds no data rows")
-    return rows, columns
+    return rows, columns, width
 
 
-def _field(row, columns: dict, column: str | int, path: Path, line: int) -> str:
+def _decode(path: Path) -> str:
+    """The file's text (a UTF-8 byte-order mark dropped); bad bytes are reported with their line.
+
+    A UTF-8 multi-byte sequence never contains the newline byte, so decoding line by line finds the line whose
+    bytes are wrong, which a user can open and fix (Python's own message gives only a byte offset in the file).
+    """
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as whole:
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                near = line[max(err.start - 20, 0): err.end + 20]
+                raise ValueError(
+                    f"{path.name} line {number} is not valid UTF-8: {err.reason} at byte {err.start + 1} of the "
+                    f"line, near {near!r}; save the file as UTF-8"
+                ) from None
+        raise ValueError(f"{path.name} is not valid UTF-8: {whole}") from None
+
+
+def read_field(row, columns: dict, column: str | int, path: Path, line: int, what: str = "column") -> str:
+    """The value of ``column`` in one row, as stripped text (numbers as ``str``); ``what`` names the column's role.
+
+    Raises:
+        ValueError: naming the file and line: a name column on JSON arrays or without a header, an integer column
+            on JSON objects, an absent key, a JSON null, a row with too few fields, or a nested JSON value.
+    """
     if isinstance(row, dict):
         if isinstance(column, int):
             raise ValueError(f"{path.name} has JSON objects: columns must be key names; got {column!r}")
         if column not in row:
-            raise ValueError(f"column {column!r} is missing in {path.name} line {line}; keys there: {list(row)}")
+            raise ValueError(f"{what} {column!r} is missing in {path.name} line {line}; keys there: {list(row)}")
         value = row[column]
     elif isinstance(row, list):
         if isinstance(column, str):
@@ -509,23 +477,25 @@ def _field(row, columns: dict, column: str | int, path: Path, line: int) -> str:
             pos = column
         if not -len(row) <= pos < len(row):
             raise ValueError(
-                f"{path.name} line {line} has {len(row)} fields, too few for column {column!r}: {row!r}"[:300]
+                f"{path.name} line {line} has {len(row)} fields, too few for {what} {column!r}: {row!r}"[:300]
             )
         value = row[pos]
     else:
         raise ValueError(f"{path.name} line {line} must be a JSON object or array; got {row!r}"[:300])
-    if value is None or isinstance(value, dict | list):
-        raise ValueError(f"column {column!r} in {path.name} line {line} must be text or a number; got {value!r}")
+    if value is None:
+        raise ValueError(f"{what} {column!r} is empty (JSON null) in {path.name} line {line}")
+    if isinstance(value, dict | list):
+        raise ValueError(f"{what} {column!r} in {path.name} line {line} must be text or a number; got {value!r}")
     return str(value).strip()
 
 
-def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col) -> TextDataset:
+def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col, origin: dict) -> TextDataset:
     index = {name: i for i, name in enumerate(task.label_names)}
     texts, labels, unknown = [], [], {}
     for line, row in rows:
-        first = _field(row, columns, text_col, path, line)
-        texts.append((first, _field(row, columns, pair_col, path, line)) if pair_col is not None else first)
-        label = _field(row, columns, label_col, path, line)
+        first = read_field(row, columns, text_col, path, line)
+        texts.append((first, read_field(row, columns, pair_col, path, line)) if pair_col is not None else first)
+        label = read_field(row, columns, label_col, path, line)
         if label in index:
             labels.append(index[label])
         else:
@@ -533,4 +503,4 @@ def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col)
     if unknown:
         shown = ", ".join(f"{lab!r} (first at line {line})" for lab, line in list(unknown.items())[:10])
         raise ValueError(f"labels of {path.name} must be among {list(task.label_names)}; found {shown}")
-    return TextDataset(task, texts, torch.tensor(labels, dtype=torch.long), str(path))
+    return TextDataset(task, texts, torch.tensor(labels, dtype=torch.long), str(path), origin)
