@@ -187,9 +187,9 @@ def finetune(
                                            help="σ/Δ to use instead of calibrating it to (ε, δ) (refused if the "
                                                 "budget cannot afford T steps with it)."),
     accountant: str = typer.Option("rdp", "--accountant", help="rdp or pld: calibrates the noise, shown as ε."),
-    relation: str = typer.Option("add/remove", "--relation",
-                                 help="add/remove (Poisson batches, Δ = C/B) or replace-one (the published DPZero "
-                                      "code's accounting: fixed-size batches, Δ = 2C/B, RDP)."),
+    relation: str = typer.Option(None, "--relation",
+                                 help="add/remove (the default: Poisson batches, Δ = C/B) or replace-one (the "
+                                      "published DPZero code's accounting: fixed-size batches, Δ = 2C/B, RDP)."),
     sampler: str = typer.Option(None, "--sampler",
                                 help="poisson or shuffle (fixed-size batches); default the relation's, which private "
                                      "methods must use."),

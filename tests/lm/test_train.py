@@ -162,7 +162,9 @@ def test_bad_settings_and_unaffordable_budgets_are_refused(tmp_path):
     with pytest.raises(ValueError, match="method must be one of"):
         config(tmp_path, method="sgd")
     with pytest.raises(ValueError, match="sampler must be 'poisson' for the private method"):
-        config(tmp_path, sampler="shuffle")
+        config(tmp_path, sampler="shuffle", relation="add/remove")
+    with pytest.raises(ValueError, match="sampler must be 'shuffle' for the private method"):
+        config(tmp_path, sampler="poisson", relation="replace-one")
     with pytest.raises(ValueError, match="steps must be 0 for method='zero-shot'"):
         config(tmp_path, method="zero-shot")
     with pytest.raises(ValueError, match="delta must be in the open interval"):
@@ -209,7 +211,8 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     assert len(list(out.glob("superseded-*/journal.jsonl"))) == 1
     header = json.loads((out / "private_train_stats.jsonl").read_text().splitlines()[0])
     assert header["warning"].startswith("NOT PRIVATE")
-    bad = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--sampler", "shuffle"])
+    bad = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--sampler", "shuffle",
+                              "--relation", "add/remove"])
     assert bad.exit_code != 0 and "sampler must be 'poisson'" in bad.output
 
 

@@ -93,7 +93,8 @@ class FinetuneConfig:
         noise_multiplier: σ/Δ to use instead of calibrating it (refused if it cannot afford ``steps``).
         accountant: ``"rdp"`` or ``"pld"``: calibrates the noise and is shown during training.
         relation: ``"add/remove"`` (default: Poisson batches, Δ = C/B) or ``"replace-one"`` (the published DPZero
-            code's accounting, Δ = 2C/B, with fixed-size batches drawn without replacement: RDP only).
+            code's accounting, Δ = 2C/B, with fixed-size batches drawn without replacement: RDP only); default
+            the sampler's (``"shuffle"``: replace-one).
         sampler: ``"poisson"`` or ``"shuffle"`` (fixed-size batches); default the relation's (private methods
             must use it: the accountant's event must describe how batches are drawn).
         seed: the public seed of the zeroth-order directions (batches and noise are secret); ``data_seed`` the
@@ -150,7 +151,7 @@ class FinetuneConfig:
     delta: float = 1e-5
     noise_multiplier: float | None = None
     accountant: str = "rdp"
-    relation: str = "add/remove"
+    relation: str | None = None
     sampler: str | None = None
     seed: int = 42
     data_seed: int | None = None
@@ -180,6 +181,8 @@ class FinetuneConfig:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
         _choice("train", self.train, TRAIN_MODES)
+        if self.relation is None:   # the sampler's, else add/remove
+            object.__setattr__(self, "relation", "replace-one" if self.sampler == "shuffle" else "add/remove")
         _choice("relation", self.relation, RELATIONS)
         recipe = ZO_RECIPES[self.train]
         defaults = {"steps": 0 if self.method == "zero-shot" else (1000 if first_order else recipe["steps"]),
