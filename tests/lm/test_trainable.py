@@ -123,7 +123,8 @@ def test_replace_one_runs_fixed_size_batches_and_accounts_them_by_rdp(tmp_path):
     summary = trainer.run()
     entry, = trainer.accountant.ledger
     release = entry.release
-    assert entry.count == 2 and isinstance(release, Sampled) and release.sampling == FixedSize(len(trainer.train_set), 8)
+    assert entry.count == 2 and isinstance(release, Sampled)
+    assert release.sampling == FixedSize(len(trainer.train_set), 8)
     assert release.mechanism.sensitivity == pytest.approx(2 * 1.0 / 8)   # Δ = 2C/B under replace-one
     assert summary.relation == "replace-one" and summary.sampler == "shuffle"
     assert summary.epsilon_rdp <= 3.0 and summary.epsilon_pld is None   # no PLD for fixed-size sampling
