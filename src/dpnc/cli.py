@@ -162,8 +162,9 @@ def finetune(
                                     "for --head causal, a causal LM's folder or .gguf file."),
     train: str = typer.Option(None, "--train",
                               help="What is trained: head (default; lora for --head causal), top-k (the top "
-                                   "--top-k layers + head), bias (BitFit), lora (peft adapters + head) or all. Zeroth-order defaults of lr, C, λ, "
-                                   "B, T follow the mode (docs/results/finetune-defaults)."),
+                                   "--top-k layers + head), bias (BitFit), lora (peft adapters + head) or all. "
+                                   "Zeroth-order defaults of lr, C, λ, B, T follow the mode "
+                                   "(docs/results/finetune-defaults)."),
     top_k: int = typer.Option(1, "--top-k", min=1, help="Layers trained by --train top-k."),
     lora_rank: int = typer.Option(8, "--lora-rank", min=1, help="LoRA rank (--train lora)."),
     lora_alpha: float = typer.Option(16.0, "--lora-alpha", help="LoRA scaling α (--train lora)."),

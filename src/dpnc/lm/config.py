@@ -90,8 +90,8 @@ class FinetuneConfig:
             ``causal`` extra); ``prompt_mode``: ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).
         train: which parameters are trained: ``"all"``, ``"bias"``, ``"top-k"``, ``"head"`` (the default) or
             ``"lora"`` (the default for ``head="causal"``) (:mod:`dpnc.lm.trainable`); ``top_k``: layers of
-            ``"top-k"``; ``lora_rank``, ``lora_alpha``, ``lora_targets`` (comma-separated module names, default peft's for the architecture): the peft
-            ``LoraConfig`` of ``"lora"``.
+            ``"top-k"``; ``lora_rank``, ``lora_alpha``, ``lora_targets`` (comma-separated module names, default
+            peft's for the architecture): the peft ``LoraConfig`` of ``"lora"``.
         steps: T (zeroth-order: :data:`ZO_RECIPES` of the train mode; 1000 first-order; 0 zero-shot).
         batch_size: B, the (expected) batch size (64).
         lr: step size (zeroth-order: :data:`ZO_RECIPES`; 1e-5 first-order).
