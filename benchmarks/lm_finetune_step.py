@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -53,7 +52,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
-from lm_step import ZO_SIGMA, cpu_name, rss_mb   # the LM step benchmark (same folder)
+from lm_step import ZO_SIGMA, cpu_name, rss_mb
+from lm_step import measure_memory as lm_step_memory   # the LM step benchmark (same folder)
 
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.config import ZO_RECIPES, default_model_path
@@ -176,15 +176,7 @@ def memory_child(args) -> None:
 
 
 def measure_memory(args, forwarded: list[str]) -> dict:
-    out = {}
-    for mode in args.memory_modes:
-        proc = subprocess.run([sys.executable, __file__, "--memory", mode, *forwarded],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"memory process for {mode!r} failed:\n{proc.stderr[-3000:]}")
-        out[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"memory {mode}: {out[mode]['peak_mb']:.0f} MiB", file=sys.stderr, flush=True)
-    return out
+    return lm_step_memory(args, forwarded, script=__file__)
 
 
 ESTIMATORS = ("medians", "mins", "per-round", "CPU medians")

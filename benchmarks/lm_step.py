@@ -291,10 +291,11 @@ def memory_child(args):
     print(json.dumps({"peak_mb": peak, "after_load_mb": after_load}))
 
 
-def measure_memory(args, forwarded):
+def measure_memory(args, forwarded, script=__file__):
+    """Peak RSS of each of ``args.memory_modes``, each run by ``script --memory <mode>`` in its own process."""
     out = {}
     for mode in args.memory_modes:
-        proc = subprocess.run([sys.executable, __file__, "--memory", mode, *forwarded],
+        proc = subprocess.run([sys.executable, script, "--memory", mode, *forwarded],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"memory process for {mode!r} failed:\n{proc.stderr[-3000:]}")

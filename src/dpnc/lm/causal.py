@@ -76,10 +76,8 @@ References:
 
 from __future__ import annotations
 
-import copy
 import importlib.metadata
 import importlib.util
-import json
 import re
 from pathlib import Path
 
@@ -319,22 +317,8 @@ class CausalLMClassifier(EncoderClassifier):
     def head_config(self) -> dict:
         return {**super().head_config(), "scoring": self.scoring, "chat": self.chat, "calibrate": self.calibrate}
 
-    def save_pretrained(self, path: str | Path) -> Path:
-        """The LM (LoRA adapters merged into a copy of its weights) and tokenizer, plus the head config and prior.
-
-        Loadable by :func:`load_causal_classifier`.
-        """
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        lm = self.encoder
-        if hasattr(lm, "merge_and_unload"):   # a peft model: save a plain model with the adapters merged
-            lm = copy.deepcopy(lm).merge_and_unload()
-        lm.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
-        head_state = {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
-        torch.save({"config": self.head_config(), "state": head_state}, path / HEAD_FILE)
-        (path / "dpnc_head.json").write_text(json.dumps(self.head_config(), indent=2))
-        return path
+    # save_pretrained: the base class's (LoRA adapters merged into a copy; head config and prior in dpnc_head.pt),
+    # loadable by load_causal_classifier.
 
 
 def build_causal_classifier(task: Task, model: str | Path | None = None, *, max_length: int = 128,
