@@ -26,9 +26,9 @@ RELATIONS = ("add/remove", "replace-one")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 REPORT_TO = ("none", "tensorboard")
-# Zeroth-order defaults per --train mode (lr, clip C, smoothing λ, batch B, steps T), chosen by the measured sweep
-# on SST-2 in docs/results/finetune-defaults (its summary.md gives the command and every cell). "all" keeps the
-# DPZero paper's full-parameter recipe (lr 1e-6, C = 200, T = 10000).
+# Zeroth-order defaults per --train mode (lr, clip C, smoothing λ, batch B, steps T). "head": chosen by the measured
+# sweep on SST-2 in docs/results/finetune-defaults (its summary.md gives the command and every cell). "all": the
+# DPZero paper's full-parameter recipe (lr 1e-6, C = 200, T = 10000). "top-k", "bias", "lora": provisional, not swept.
 ZO_RECIPES = {
     "all": {"lr": 1e-6, "clip": 200.0, "smoothing": 1e-3, "batch_size": 64, "steps": 10000},
     "bias": {"lr": 1e-4, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
