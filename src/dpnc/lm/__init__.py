@@ -11,3 +11,9 @@ from dpnc.lm.train import METHODS, FinetuneConfig, Trainer, finetune, per_exampl
 
 __all__ += ["EncoderClassifier", "FinetuneConfig", "LinearHead", "METHODS", "PromptHead", "Trainer",
             "build_classifier", "finetune", "label_prompts", "load_classifier", "per_example_clipped_sum"]
+
+# What is trained (``trainable``) and the frozen prefix computed once (``cache``).
+from dpnc.lm.cache import PrefixCache
+from dpnc.lm.trainable import TRAIN_MODES, Trainable, select_trainable
+
+__all__ += ["PrefixCache", "TRAIN_MODES", "Trainable", "select_trainable"]
