@@ -67,18 +67,17 @@ from pathlib import Path
 import torch
 
 # The run folder's and the config's names are re-exported here for callers of this module (experiments, tests).
-from dpnc.lm.config import (CHECKPOINT, JOURNAL, KILL_ENV, KILL_PHASES, METHODS, METRICS, PRIVATE,  # noqa: F401
+from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, METHODS, METRICS, PRIVATE,  # noqa: F401
                             PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, FinetuneConfig,
                             default_model_path)
 from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
-from dpnc.lm.config import DTYPES
 from dpnc.lm.data import TextDataset, load_task
 from dpnc.lm.heads import EncoderClassifier, build_classifier
-from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.lm.journal import RunFiles, jsonable, replay_rows
 from dpnc.lm.report import plot_training
 from dpnc.lm.steps import StepRecord, Steps, build_optimizer, per_example_clipped_sum, step_release
+from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
 from dpnc.privacy.noise import NoiseSource
