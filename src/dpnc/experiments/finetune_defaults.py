@@ -85,7 +85,7 @@ def feature_ceiling(data_dir: str, out: Path, *, seed: int = 42) -> dict:
 
 
 def _write(rows: list[dict], out: Path, train: str, epsilon: float) -> None:
-    fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[-1]).index(k) if k in rows[-1] else 99)
+    fields = list(dict.fromkeys([*rows[-1], *(k for r in rows for k in r)]))   # a full cell's order first
     with (out / "rows.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()

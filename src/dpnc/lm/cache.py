@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from dpnc.lm.trainable import backbone_layers
 
@@ -78,19 +79,21 @@ class PrefixCache:
 
     def fill(self, progress: bool = False) -> PrefixCache:
         """Compute every row not cached yet (with a progress bar if asked)."""
-        missing = [i for i, r in enumerate(self.rows) if r is None]
+        self._ensure(range(len(self.rows)), progress=progress)
+        return self
+
+    def _ensure(self, index, progress: bool = False) -> None:
+        """Compute the rows of ``index`` not cached yet, ``batch_size`` examples per forward pass."""
+        missing = [i for i in dict.fromkeys(index) if self.rows[i] is None]
         chunks = range(0, len(missing), self.batch_size)
         if progress:
             from tqdm.auto import tqdm
             chunks = tqdm(chunks, desc=f"caching {self.layers} frozen layers", unit="batch", leave=False)
-        for start in chunks:
-            self._compute(missing[start:start + self.batch_size])
-        return self
-
-    def _compute(self, index: list[int]) -> None:
         clf = self.classifier
-        for i, row in zip(index, self._rows(clf.tokenize([clf.input_text(self.texts[i]) for i in index]))):
-            self.rows[i] = row
+        for start in chunks:
+            part = missing[start:start + self.batch_size]
+            for i, row in zip(part, self._rows(clf.tokenize([clf.input_text(self.texts[i]) for i in part]))):
+                self.rows[i] = row
 
     def attach(self, classifier) -> PrefixCache:
         """Make ``classifier`` read this cache's rows: its label prompts go through the same frozen prefix, and a
@@ -119,22 +122,11 @@ class PrefixCache:
 
     def _stack(self, rows: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         if self.whole:
-            return {"embedding": torch.stack(rows) if rows else torch.zeros(0)}
-        length = max((len(r) for r in rows), default=1)
-        hidden = rows[0].new_zeros(len(rows), length, rows[0].shape[-1]) if rows else torch.zeros(0, 1, 1)
-        mask = torch.zeros(len(rows), length, dtype=torch.long)
-        for i, r in enumerate(rows):
-            hidden[i, :len(r)], mask[i, :len(r)] = r, 1
+            return {"embedding": torch.stack(rows)}
+        hidden = pad_sequence(rows, batch_first=True)   # zeros after each row's end: masked out below
+        lengths = torch.tensor([len(r) for r in rows], device=hidden.device)
+        mask = (torch.arange(hidden.shape[1], device=hidden.device) < lengths[:, None]).long()
         return {"hidden": hidden, "attention_mask": mask}
-
-    def subset(self, index) -> PrefixCache:
-        """The cache of the examples ``index`` (in that order), sharing the computed rows."""
-        index = torch.as_tensor(index, dtype=torch.long).reshape(-1).tolist()
-        self._compute([i for i in dict.fromkeys(index) if self.rows[i] is None])
-        view = object.__new__(PrefixCache)
-        view.__dict__.update(self.__dict__)
-        view.texts, view.rows = [self.texts[i] for i in index], [self.rows[i] for i in index]
-        return view
 
     def batch(self, index, labels: torch.Tensor) -> dict[str, torch.Tensor]:
         """The classifier's batch for the examples ``index`` (ints or a 1-D tensor) with their class ``labels``:
@@ -143,9 +135,7 @@ class PrefixCache:
         labels = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
         if len(labels) != len(index):
             raise ValueError(f"labels must have one entry per index ({len(index)}); got {len(labels)}")
-        missing = [i for i in dict.fromkeys(index) if self.rows[i] is None]
-        for start in range(0, len(missing), self.batch_size):
-            self._compute(missing[start:start + self.batch_size])
+        self._ensure(index)
         if not index:
             return {"input_ids": torch.zeros(0, 1, dtype=torch.long), "attention_mask": torch.zeros(0, 1,
                     dtype=torch.long), "labels": labels}

@@ -244,9 +244,7 @@ class CausalLMClassifier(EncoderClassifier):
     def encode(self, texts: list, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The batch of ``texts`` (str, or (str, str) pairs) with their class ids (default all 0)."""
         texts = list(texts)
-        labels = torch.zeros(len(texts), dtype=torch.long) if labels is None else torch.as_tensor(labels).long()
-        if len(labels) != len(texts):
-            raise ValueError(f"labels must have one entry per text ({len(texts)}); got {len(labels)}")
+        labels = self.labels_for(texts, labels)
         K = self.task.num_classes
         if not texts:
             z, zk = torch.zeros(0, 1, 1, dtype=torch.long), torch.zeros(0, K, 1, dtype=torch.long)

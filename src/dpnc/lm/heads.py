@@ -95,12 +95,18 @@ class EncoderClassifier(nn.Module):
     def encode(self, texts: list, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The batch of ``texts`` (str, or (str, str) pairs) with their class ids (default all 0)."""
         texts = list(texts)
-        labels = torch.zeros(len(texts), dtype=torch.long) if labels is None else torch.as_tensor(labels).long()
-        if len(labels) != len(texts):
-            raise ValueError(f"labels must have one entry per text ({len(texts)}); got {len(labels)}")
+        labels = self.labels_for(texts, labels)
         inputs = self.tokenize([self.input_text(t) for t in texts]) if texts else {
             "input_ids": torch.zeros(0, 1, dtype=torch.long), "attention_mask": torch.zeros(0, 1, dtype=torch.long)}
         return {**inputs, "labels": labels}
+
+    @staticmethod
+    def labels_for(texts: list, labels) -> torch.Tensor:
+        """``labels`` as class ids, one per text (all 0 when None): every head's ``encode`` checks them here."""
+        labels = torch.zeros(len(texts), dtype=torch.long) if labels is None else torch.as_tensor(labels).long()
+        if len(labels) != len(texts):
+            raise ValueError(f"labels must have one entry per text ({len(texts)}); got {len(labels)}")
+        return labels
 
     def input_text(self, text) -> str:
         """What is embedded as the input x."""

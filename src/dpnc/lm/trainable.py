@@ -39,16 +39,13 @@ TRAIN_MODES = ("all", "bias", "top-k", "head", "lora")
 class Trainable:
     """What :func:`select_trainable` chose: public facts about the model (no data in them).
 
-    ``trained``/``total``: scalars that are trained / in the model; ``tensors``: trained parameter tensors;
-    ``prefix_layers``: how many backbone layers sit, frozen, below every trained parameter (with frozen embeddings):
-    the part :mod:`dpnc.lm.cache` may compute once (None when the embeddings are trained).
+    ``trained``/``total``: scalars that are trained / in the model. (What lies frozen below every trained parameter,
+    the part :mod:`dpnc.lm.cache` may compute once, is :func:`frozen_prefix_layers`.)
     """
 
     mode: str
     trained: int
     total: int
-    tensors: int
-    prefix_layers: int | None
     top_k: int | None = None
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] | None = None
@@ -133,8 +130,7 @@ def select_trainable(classifier: nn.Module, mode: str, *, top_k: int = 1, lora_r
     if mode == "lora":
         targets = tuple(sorted(next(iter(backbone.peft_config.values())).target_modules))
     return Trainable(mode=mode, trained=sum(p.numel() for p in trained),
-                     total=sum(p.numel() for p in classifier.parameters()), tensors=len(trained),
-                     prefix_layers=None if mode == "lora" else frozen_prefix_layers(classifier),
+                     total=sum(p.numel() for p in classifier.parameters()),
                      top_k=top_k if mode == "top-k" else None, lora_rank=lora_rank if mode == "lora" else None,
                      lora_targets=targets)
 
