@@ -232,8 +232,12 @@ def load_file(
 def describe_data(train: TextDataset, test: TextDataset) -> dict:
     """Which data a run used, as JSON-able data for its ``summary.json``.
 
-    Files, format, rows and class counts per split, the classes with their label words, the template, and the
-    columns read (from ``TextDataset.origin``; None where a dataset does not record them).
+    Files, format, rows per split, the test split's class counts, the classes with their label words, the template,
+    and the columns read (from ``TextDataset.origin``; None where a dataset does not record them). Public values
+    only: the training split gives its size n (public in dpnc's accounting: q = B/n) and nothing else — its class
+    counts are an un-noised statistic of the training data, so they are not recorded. (The classes themselves are
+    the train file's labels unless ``label_words`` names them: give ``label_words`` to make the class set a public
+    input.)
 
     Raises:
         ValueError: ``train`` and ``test`` of different tasks (their class ids would not mean the same).
@@ -246,7 +250,7 @@ def describe_data(train: TextDataset, test: TextDataset) -> dict:
         "test_file": test.source,
         "format": origin.get("format"),
         "rows": {"train": len(train), "test": len(test)},
-        "class_counts": {"train": train.class_counts(), "test": test.class_counts()},
+        "test_class_counts": test.class_counts(),
         "label_names": list(task.label_names),
         "label_words": list(task.label_words),
         "template": task.template,
