@@ -58,6 +58,7 @@ def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
         assert (r.group, r.train, r.n, r.test_examples) == ("SST-2-42", "head", 1024, 50)
         assert r.parameters_trained == 2 * 384 + 2     # the linear head's W and b over MiniLM's 384-d embedding
         assert r.zero_shot_accuracy == zero_shot.accuracy   # each run's own untrained model: the same start
+        assert len(r.correct) == 50 and r.correct.count("1") == round(r.accuracy / 2)   # per example, for pairing
         assert 0 < r.wall_seconds < 60 * exp.MAX_RUN_MINUTES
     assert (zero_shot.steps, zero_shot.batch_size, zero_shot.lr) == (0, 0, None)
     mezo, dpzero = back.rows[1:]
@@ -193,12 +194,39 @@ def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
     assert claims.count("| no signal |") == 6 and claims.count("| yes |") == 2
 
 
-def test_verdict_needs_the_whole_interval_past_the_threshold():
-    assert tables.verdict(5.1, 9.0, 5.0) is True
-    assert tables.verdict(1.0, 5.0, 5.0) is False   # at the threshold is not past it
-    assert tables.verdict(4.0, 6.0, 5.0) is None
-    d, h = tables.accuracy_difference((75.0, None), (75.0, None), 300)
-    assert d == 0 and h == pytest.approx(1.96 * math.sqrt(2 * 1e4 * 0.75 * 0.25 / 300))
+def _with_correct(rows: list, agree: float, m: int = 1000) -> list:
+    """Give every row per-example results on m examples matching its accuracy: each model gets right the first
+    ``agree`` share of the examples the zero-shot model gets right, plus (or minus) the difference in a block
+    right after them (so two models disagree on |acc_a − acc_b| of the examples, plus 2·(1 − agree) of the rest)."""
+    out = []
+    for r in rows:
+        k = round(m * r.accuracy / 100)
+        shift = 0 if r.method == "zero-shot" else round(m * (1 - agree))
+        bits = ["0"] * m
+        for i in range(k):
+            bits[(i + shift) % m] = "1"
+        out.append(dataclasses.replace(r, test_examples=m, correct="".join(bits)))
+    return out
+
+
+def test_paired_claims_see_a_gain_that_independent_binomials_hide():
+    """SST-5's +3 points on 1000 examples: independent binomials (±4.1) leave no signal; paired by test example,
+    two models that disagree only on the 3 % they gain hold the claim; two that disagree on 60 % do not."""
+    acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 77.0, ("SST-2", "dp6"): 76.0, ("SST-2", "dp2"): 74.0,
+           ("SST-5", "zero-shot"): 32.0, ("SST-5", "mezo"): 34.0, ("SST-5", "dp6"): 35.0, ("SST-5", "dp2"): 34.0,
+           ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 43.0, ("TREC", "dp6"): 42.0, ("TREC", "dp2"): 41.0}
+    sst5 = "SST-5: DPZero at ε = 6 beats zero-shot"
+    unpaired = {c.statement: c for c in exp.check_claims(_rows(acc, test_examples=1000), FULL_SET)}
+    assert unpaired[sst5].holds is None and "unpaired" in unpaired[sst5].evidence
+    paired = {c.statement: c for c in exp.check_claims(_with_correct(_rows(acc), agree=1.0), FULL_SET)}
+    assert paired[sst5].holds is True and "paired by test example and seed" in paired[sst5].evidence
+    assert paired[sst5].evidence.startswith("+3.0 ± 1.1 points")   # 1.96·√(0.03·0.97/999)·100 = 1.06
+    shuffled = {c.statement: c.holds for c in exp.check_claims(_with_correct(_rows(acc), agree=0.7), FULL_SET)}
+    assert shuffled[sst5] is None
+    # a run without per-example results (an old result.json) falls back to the unpaired interval
+    mixed = _with_correct(_rows(acc), agree=1.0)
+    mixed[0] = dataclasses.replace(mixed[0], correct="")
+    assert "unpaired" in {c.statement: c for c in exp.check_claims(mixed, FULL_SET)}[CLAIMS[1]].evidence
 
 
 def test_tables_average_over_seeds_and_render_without_data():

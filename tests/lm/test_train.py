@@ -199,6 +199,9 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     preds, losses = load_classifier(out / "model").evaluate(subset.texts, subset.labels)
     assert summary["test_examples"] == 16
     assert float((preds == subset.labels).float().mean()) == pytest.approx(summary["test_accuracy"])
+    assert summary["test_correct"] == "".join("1" if c else "0" for c in (preds == subset.labels).tolist())
+    assert len(summary["zero_shot_correct"]) == 16
+    assert summary["zero_shot_correct"].count("1") / 16 == pytest.approx(summary["zero_shot_accuracy"])
     assert float(losses.mean()) == pytest.approx(summary["test_loss"], rel=1e-4)
     assert not (out / "private_train_stats.jsonl").exists()
     # The folder holds that run's journal: the same command again is refused, --new-run moves it aside.

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dpnc.experiments import dpzero_lm_tables as tables
+from dpnc.experiments.claims import accuracy_difference, all_hold, from_bits, paired_accuracy_difference, verdict
 from dpnc.experiments.dpzero_lm_tables import PAPER_SEEDS, PRIVATE, TASKS
 from dpnc.experiments.protocol import Claim, Experiment, Result
 from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
@@ -240,6 +241,8 @@ class LMRow:
     clipped_fraction: float    # not private
     loss_every: int = 1        # steps per point of train_losses
     train_losses: tuple[float, ...] = field(default=(), metadata={"csv": False})   # window means, not private
+    # per test example, "1" right / "0" wrong (the trainer's evaluation order): for paired claims; "" in old results
+    correct: str = field(default="", metadata={"csv": False})
 
 
 def seeds_available(config: LMConfig) -> dict[str, list[int]]:
@@ -347,7 +350,7 @@ def train(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=
         releases=summary.releases, private=summary.private, nonfinite=summary.nonfinite or 0,
         final_train_loss=_tail_mean([r.loss for r in trainer.history]),
         clipped_fraction=_tail_mean([r.clipped_fraction for r in trainer.history if r.clipped_fraction is not None]),
-        loss_every=every, train_losses=losses)
+        loss_every=every, train_losses=losses, correct=summary.test_correct)
     made = None if trainer.train_cache is None else (trainer.train_cache, trainer.test_cache)
     return row, made
 
@@ -435,9 +438,11 @@ EXPERIMENT = DPZeroLM()
 def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
     """The paper's claims (§4.2) as they should read for this model and recipe, each with our numbers.
 
-    An accuracy claim "a − b exceeds θ" holds only when the whole 95 % interval of a − b (seeds and test-set size,
-    :func:`~dpnc.experiments.dpzero_lm_tables.accuracy_difference`) lies above θ, fails when all of it lies at or
-    below θ, and has no signal (None) otherwise (:func:`~dpnc.experiments.dpzero_lm_tables.verdict`).
+    An accuracy claim "a − b exceeds θ" holds only when the whole 95 % interval of a − b lies above θ, fails when
+    all of it lies at or below θ, and has no signal (None) otherwise (:func:`~dpnc.experiments.claims.verdict`).
+    The interval is paired (:func:`~dpnc.experiments.claims.paired_accuracy_difference`: both methods scored on
+    the same test examples, seeds paired) where every run kept its per-example results, else the unpaired one
+    (:func:`~dpnc.experiments.claims.accuracy_difference`, independent binomials: wider).
     """
     test_of = {r.task: r.test_examples for r in rows}
     claims = []
@@ -452,23 +457,26 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
                             f"{max(p.epsilon_pld / p.epsilon for p in private):.4f}"))
     t2 = tables.table2(rows, cfg)
 
-    def difference(task: str, a: str, b: str) -> tuple[float, float] | None:
-        """a − b on ``task`` (points) and its 95 % half-width, or None where either did not run."""
+    def difference(task: str, a: str, b: str) -> tuple[float, float, bool] | None:
+        """a − b on ``task`` (points), its 95 % half-width and whether it is paired; None where either did not run."""
         if task not in t2.get(a, {}) or task not in t2.get(b, {}):
             return None
-        return tables.accuracy_difference(t2[a][task], t2[b][task], test_of[task])
+        paired = _paired(rows, task, a, b)
+        if paired is not None:
+            return (*paired_accuracy_difference(*paired), True)
+        return (*accuracy_difference(t2[a][task], t2[b][task], test_of[task]), False)
 
     def exceeds(task: str, a: str, b: str, threshold: float, statement: str, *, at_most: bool = False) -> None:
         """The claim "a − b > threshold" on ``task`` (``at_most``: "a − b ≤ threshold"), if both ran."""
         diff = difference(task, a, b)
         if diff is None:
             return
-        d, h = diff
-        holds = tables.verdict(d - h, d + h, threshold)
+        d, h, paired = diff
+        holds = verdict(d - h, d + h, threshold)
         if at_most:
             holds = None if holds is None else not holds
         claims.append(Claim(statement, holds, f"{d:+.1f} ± {h:.1f} points ({_label(a)} − {_label(b)}, 95 % "
-                                              f"interval; {_accuracies(t2, task, a, b)})"))
+                                              f"{_interval(paired)}; {_accuracies(t2, task, a, b)})"))
 
     exceeds("SST-2", "dpzero ε=6", "zero-shot", 5.0, "SST-2: DPZero at ε = 6 gains more than 5 points over zero-shot")
     exceeds("SST-2", "mezo", "dpzero ε=6", 2.0, "SST-2: DPZero at ε = 6 loses at most 2 points to MeZO "
@@ -479,9 +487,10 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
     mezo = {t: d for t in cfg.tasks if (d := difference(t, "mezo", "zero-shot")) is not None}
     if mezo:
         claims.append(Claim("fine-tuning (MeZO) beats zero-shot on every task",
-                            _all([tables.verdict(d - h, d + h, 0.0) for d, h in mezo.values()]),
-                            ", ".join(f"{t}: {d:+.1f} ± {h:.1f}" for t, (d, h) in mezo.items())
-                            + " (MeZO − zero-shot, points, 95 % interval)"))
+                            all_hold([verdict(d - h, d + h, 0.0) for d, h, _ in mezo.values()]),
+                            ", ".join(f"{t}: {d:+.1f} ± {h:.1f}" for t, (d, h, _) in mezo.items())
+                            + " (MeZO − zero-shot, points, 95 % "
+                            + _interval(all(p for _, _, p in mezo.values())) + ")"))
     if rows:
         longest = max(rows, key=lambda r: r.wall_seconds)
         claims.append(Claim(f"every run finishes within {MAX_RUN_MINUTES} minutes on this machine (building the "
@@ -490,6 +499,30 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
                             f"longest: {longest.run}, {longest.wall_seconds / 60:.1f} min"))
     claims += _table3_claims(rows, cfg) + _table5_claims(rows, cfg, test_of)
     return claims
+
+
+def _key(label: str) -> dict:
+    """Table 2's row label → the rows' fields ("dpzero ε=6" → method dpzero, ε 6; Gaussian directions)."""
+    method, _, eps = label.partition(" ε=")
+    return {"method": method, "epsilon": float(eps) if eps else None, "direction": "gaussian"}
+
+
+def _paired(rows: Sequence[LMRow], task: str, a: str, b: str) -> tuple[list, list] | None:
+    """The per-seed correctness vectors of a and b on ``task``, paired by seed; None unless every seed that
+    either ran has both, with per-example results on the same number of test examples."""
+    of = {label: {r.seed: r for r in rows if r.task == task and all(getattr(r, k) == v for k, v in _key(label).items())}
+          for label in (a, b)}
+    seeds = sorted(of[a])
+    if not seeds or seeds != sorted(of[b]):
+        return None
+    pairs = [(of[a][s], of[b][s]) for s in seeds]
+    if any(not x.correct or not y.correct or len(x.correct) != len(y.correct) for x, y in pairs):
+        return None
+    return [from_bits(x.correct) for x, _ in pairs], [from_bits(y.correct) for _, y in pairs]
+
+
+def _interval(paired: bool) -> str:
+    return "interval, paired by test example and seed" if paired else "interval, unpaired"
 
 
 def _table3_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
@@ -521,12 +554,12 @@ def _table5_claims(rows: Sequence[LMRow], cfg: LMConfig, test_of: dict[str, int]
              if task in t5.get(("sphere", eps), {}) and task in t5.get(("gaussian", eps), {})]
     if not pairs:
         return []
-    diffs = {p: tables.accuracy_difference(t5[("sphere", p[1])][p[0]], t5[("gaussian", p[1])][p[0]],
+    diffs = {p: accuracy_difference(t5[("sphere", p[1])][p[0]], t5[("gaussian", p[1])][p[0]],
                                            test_of[p[0]]) for p in pairs}
     # |sphere − Gaussian| ≤ 1.5 holds if the whole interval is inside ±1.5, fails if it is wholly outside.
     verdicts = [True if abs(d) + h <= 1.5 else False if abs(d) - h > 1.5 else None for d, h in diffs.values()]
     return [Claim("sphere and Gaussian directions do about as well (within 1.5 points; the paper's largest "
-                  "difference is 0.6)", _all(verdicts),
+                  "difference is 0.6)", all_hold(verdicts),
                   ", ".join(f"{t} ε={e:g}: {d:+.1f} ± {h:.1f}" for (t, e), (d, h) in diffs.items())
                   + " (sphere − Gaussian)")]
 
@@ -537,11 +570,6 @@ def _label(key: str) -> str:
 
 def _accuracies(t2: dict, task: str, *keys: str) -> str:
     return ", ".join(f"{_label(k)} {tables.fmt(t2[k][task])} %" for k in keys)
-
-
-def _all(verdicts: list[bool | None]) -> bool | None:
-    """False if any fails, else None if any has no signal, else True."""
-    return False if False in verdicts else None if None in verdicts else True
 
 
 def _run_order(t: LMTask) -> tuple:

@@ -1,7 +1,7 @@
 """The dpzero-lm reproduction's tables: the paper's numbers, Tables 2, 3 and 5 from the rows, and their markdown.
 
-Accuracies are mean ± standard error over the k-shot seeds; :func:`accuracy_difference` adds the test set's
-binomial variance, so that a claim holds only beyond its 95 % interval.
+Accuracies are mean ± standard error over the k-shot seeds; the claims' intervals come from
+:mod:`dpnc.experiments.claims`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from dpnc.experiments.claims import mean_se
 
 if TYPE_CHECKING:
     from dpnc.experiments.dpzero_lm import LMConfig, LMRow
@@ -44,13 +46,6 @@ PRIVATE = ("dpzero", "dp-adamw")
 
 
 # --- tables ---------------------------------------------------------------------------------------------------
-
-
-def mean_se(values: list[float]) -> tuple[float, float | None]:
-    """Mean and standard error (sample std / √k; None for one value)."""
-    if len(values) == 1:
-        return values[0], None
-    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
 
 
 def fmt(value: tuple[float, float | None] | None, digits: int = 1) -> str:
@@ -113,23 +108,6 @@ def privacy_rows(rows: Sequence[LMRow]) -> list[dict]:
     keys = ("run", "task", "seed", "method", "direction", "epsilon", "delta", "n", "batch_size", "sampling_rate",
             "steps", "releases", "noise_multiplier", "epsilon_rdp", "epsilon_pld", "private")
     return [{k: getattr(r, k) for k in keys} for r in rows if r.method in PRIVATE]
-
-
-def accuracy_difference(a: tuple, b: tuple, test_examples: int) -> tuple[float, float]:
-    """a − b (percentage points) of two (mean, s.e. over seeds) accuracies, and its 95 % half-width.
-
-    The variance adds each mean's seed variance (s.e.², 0 for one seed) and the binomial variance of an
-    accuracy on ``test_examples`` examples, p(1 − p)/m, for each side. The two runs share their test set,
-    so treating the test sampling as independent overstates the width: conservative.
-    """
-    var = sum((se or 0.0) ** 2 + 1e4 * (m / 100) * (1 - m / 100) / test_examples for m, se in (a, b))
-    return a[0] - b[0], 1.96 * math.sqrt(var)
-
-
-def verdict(low: float, high: float, threshold: float) -> bool | None:
-    """The claim "the quantity exceeds ``threshold``" for a 95 % interval [low, high]: True if all of the
-    interval does, False if none of it does, None ("no signal") if the interval straddles the threshold."""
-    return True if low > threshold else False if high <= threshold else None
 
 
 def skipped(rows: Sequence[LMRow], config: LMConfig) -> list[str]:

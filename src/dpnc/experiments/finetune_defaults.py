@@ -45,7 +45,7 @@ def sweep(data_dir: str, train: str, out: Path, *, grid: dict | None = None, eps
                 eval_examples=eval_examples)
     probe = Trainer(FinetuneConfig(method="mezo", steps=1, **base))   # fills the caches, evaluates the start
     caches = None if probe.train_cache is None else (probe.train_cache, probe.test_cache)
-    rows.append({"method": "zero-shot", "accuracy": probe.zero_shot[0], "loss": probe.zero_shot[1]})
+    rows.append({"method": "zero-shot", "accuracy": probe.zero_shot.accuracy, "loss": probe.zero_shot.loss})
     keys = list(grid)
     for values in itertools.product(*grid.values()):
         cell = dict(zip(keys, values))
@@ -77,7 +77,7 @@ def feature_ceiling(data_dir: str, out: Path, *, seed: int = 42) -> dict:
     scores = {str(c): LogisticRegression(C=c, max_iter=5000).fit(features[0], labels[0]).score(features[1], labels[1])
               for c in (0.1, 1.0, 10.0, 100.0)}
     result = {"task": "SST-2", "seed": seed, "test_examples": len(labels[1]), "accuracy_by_C": scores,
-              "zero_shot": probe.zero_shot[0]}
+              "zero_shot": probe.zero_shot.accuracy}
     out.mkdir(parents=True, exist_ok=True)
     (out / "ceiling.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result), flush=True)

@@ -63,6 +63,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -84,8 +85,16 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 
-__all__ = ["FinetuneConfig", "METHODS", "StepRecord", "Summary", "Trainer", "default_model_path", "finetune",
-           "per_example_clipped_sum"]
+__all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "Trainer", "default_model_path",
+           "finetune", "per_example_clipped_sum"]
+
+
+class Evaluation(NamedTuple):
+    """A model's results on the evaluated test examples (public: test data only)."""
+
+    accuracy: float
+    loss: float          # mean cross-entropy over the examples whose loss is finite
+    correct: str         # per example, in the evaluation set's order: "1" right, "0" wrong
 
 
 @dataclass
@@ -112,6 +121,8 @@ class Summary:
     test_examples: int
     zero_shot_accuracy: float
     zero_shot_loss: float
+    test_correct: str        # per test example (evaluation order), "1"/"0": for paired comparisons of runs
+    zero_shot_correct: str
     relation: str
     sampler: str | None
     data: dict
@@ -355,7 +366,7 @@ class Trainer:
                                         "nonfinite": record.nonfinite, "clipped_fraction": record.clipped_fraction,
                                         "seconds": record.seconds})
                 if c.eval_every and self.step % c.eval_every == 0 and self.step < self.total_steps:
-                    acc, loss = self.evaluate()
+                    acc, loss, _ = self.evaluate()
                     self.files.metric({"event": "eval", "step": self.step, "accuracy": acc, "loss": loss,
                                        "epsilon": eps})
                 if c.checkpoint_every and self.step % c.checkpoint_every == 0:
@@ -374,15 +385,18 @@ class Trainer:
         return self.accountant.epsilon(self.config.delta, method or self.config.accountant)
 
     @torch.no_grad()
-    def evaluate(self, dataset: TextDataset | None = None) -> tuple[float, float]:
-        """(accuracy, mean cross-entropy) on the test split (``eval_examples`` of it: a fixed seeded subset)."""
+    def evaluate(self, dataset: TextDataset | None = None) -> Evaluation:
+        """Accuracy, mean cross-entropy and per-example correctness on the test split (``eval_examples`` of it: a
+        fixed seeded subset, in a fixed order, so that runs on the same test split can be compared example by
+        example)."""
         ds, cache = (dataset, None) if dataset is not None else (self.eval_set(), self.test_cache)
         preds, losses = self.classifier.evaluate(ds.texts, ds.labels, batch_size=self.config.eval_batch_size,
                                                  cache=cache)
         preds, losses = preds.cpu(), losses.float().cpu()
         finite = torch.isfinite(losses)
-        return (float((preds == ds.labels).float().mean()),
-                float(losses[finite].mean()) if finite.any() else math.nan)
+        correct = preds == ds.labels
+        return Evaluation(float(correct.float().mean()), float(losses[finite].mean()) if finite.any() else math.nan,
+                          "".join("1" if c else "0" for c in correct.tolist()))
 
     def eval_set(self) -> TextDataset:
         """The test examples evaluated: ``eval_examples`` of them, a fixed seeded subset (default all)."""
@@ -401,7 +415,7 @@ class Trainer:
                  {"task": c.task, "data_dir": c.data_dir, "data_seed": c.data_seed, "k": c.k})
         return {**where, **describe_data(self.train_set, self.test_set)}
 
-    def summary(self, accuracy: float, loss: float, wall: float) -> Summary:
+    def summary(self, result: Evaluation, wall: float) -> Summary:
         c = self.config
         report = self.accountant.report(c.delta) if self.accountant.releases else None
         stopped_early = self.step < self.total_steps
@@ -412,8 +426,9 @@ class Trainer:
         return Summary(
             task=self.train_set.task.name, method=c.method, model=c.model, head=c.head, train=c.train,
             trained_parameters=self.trainable.trained, total_parameters=self.trainable.total, steps=self.step,
-            n=self.n, batch_size=c.batch_size, test_accuracy=accuracy, test_loss=loss,
-            test_examples=len(self.eval_set()), zero_shot_accuracy=self.zero_shot[0], zero_shot_loss=self.zero_shot[1],
+            n=self.n, batch_size=c.batch_size, test_accuracy=result.accuracy, test_loss=result.loss,
+            test_examples=len(self.eval_set()), zero_shot_accuracy=self.zero_shot.accuracy,
+            zero_shot_loss=self.zero_shot.loss, test_correct=result.correct, zero_shot_correct=self.zero_shot.correct,
             relation=self.relation, sampler=None if self.sampler is None else c.sampler, data=self.data_record(),
             device=str(self.device), cached_layers=0 if self.train_cache is None else self.train_cache.layers,
             delta=c.delta, epsilon_rdp=0.0 if report is None else report.epsilon_rdp,
@@ -494,19 +509,19 @@ class Trainer:
         c = self.config
         start = time.perf_counter()
         if self.step == 0:
-            self.files.metric({"event": "eval", "step": 0, "accuracy": self.zero_shot[0], "loss": self.zero_shot[1],
-                               "epsilon": 0.0})
+            self.files.metric({"event": "eval", "step": 0, "accuracy": self.zero_shot.accuracy,
+                               "loss": self.zero_shot.loss, "epsilon": 0.0})
         self.train()
-        accuracy, loss = self.evaluate()
-        self.files.metric({"event": "eval", "step": self.step, "accuracy": accuracy, "loss": loss,
-                      "epsilon": self.epsilon(), "final": True})
-        summary = self.summary(accuracy, loss, time.perf_counter() - start)
+        result = self.evaluate()
+        self.files.metric({"event": "eval", "step": self.step, "accuracy": result.accuracy, "loss": result.loss,
+                           "epsilon": self.epsilon(), "final": True})
+        summary = self.summary(result, time.perf_counter() - start)
         if c.out:
             out = Path(c.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / "summary.json").write_text(summary.to_json())
             plot_training(self.files.rows, out / "training.png", title=f"{c.method} on {summary.task}, train="
-                          f"{c.train}: {summary.zero_shot_accuracy:.3f} → {accuracy:.3f}")
+                          f"{c.train}: {summary.zero_shot_accuracy:.3f} → {result.accuracy:.3f}")
             if c.method != "zero-shot":
                 self.save_model(out / "model")
         if self.files.tensorboard is not None:
