@@ -18,6 +18,7 @@ from dpnc.problems.kl import (
     thm8_instance,
 )
 from dpnc.problems.kl import Quadratic as KLQuadratic
+from dpnc.problems.logistic import LogisticRegression, unit_features
 from dpnc.problems.nonsmooth import (
     LOSSES,
     AbsLinear,
@@ -37,6 +38,7 @@ __all__ = [
     "KLObjective",
     "KLQuadratic",
     "LeastSquares",
+    "LogisticRegression",
     "PowerGrowth",
     "PseudoHuber",
     "SinePL",
@@ -48,6 +50,7 @@ __all__ = [
     "sample_ball",
     "thm7_instance",
     "thm8_instance",
+    "unit_features",
     "L1Regression",
     "MaxOfAffine",
     "Problem",
