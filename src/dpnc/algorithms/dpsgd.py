@@ -1,0 +1,139 @@
+"""DP-SGD on the functional tier: Poisson-subsampled clipped per-example gradients, noise, a projected step.
+
+The practitioner's baseline (Abadi et al. 2016; Bassily, Smith, Thakurta 2014) on an
+:class:`~dpnc.problems.base.Objective`, with dpnc's pieces only: the batch is drawn by a
+:class:`~dpnc.sampling.PoissonSampler` from **secret** randomness (never a public seed: the amplified ε holds
+only if nobody can replay the batches), the clipped sum is formed by
+:func:`dpnc.estimators.objective_clipped_sum` and released by :func:`dpnc.privacy.mean.release_sum` (fixed
+denominator B = qn, secret noise, one ``Sampled(Poisson(q), Gaussian)`` release per step in the ledger), and
+the accountant, never this module, answers ε.
+
+    for t = 0..T−1:
+        S_t ~ Poisson(q)                          each example joins independently, q = B/n (secret)
+        g_t = (1/B) Σ_{i∈S_t} clip_C(∇f(x_t; z_i)) + N(0, σ²I),  σ = noise_multiplier·C/B (add/remove)
+        x_{t+1} = Π_region(x_t − η g_t)           projection onto the objective's region, if it has one
+
+Symbols: eta = η, C (clipping threshold), B = batch_size (expected batch size), steps = T,
+noise_multiplier = σ/Δ with Δ = C/B, the add/remove sensitivity of the mean (2C/B under replace-one: the
+accountant's relation decides; :meth:`DPSGD.from_theory` calibrates under add/remove, the relation of Poisson
+amplification in the literature, so run it with an ``Accountant("add/remove")`` to spend exactly its target).
+
+With ``batch_size = n`` (q = 1) the sampler is :class:`~dpnc.sampling.FullBatch` and this is DP-GD
+(:class:`dpnc.algorithms.dpzero.DPGD`) with the projection; any relation then works.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from dpnc.algorithms.base import Algorithm, Run, Stats, check_integer, check_positive
+from dpnc.estimators import objective_clipped_sum
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.calibrate import noise_multiplier as calibrate
+from dpnc.privacy.mean import release_sum
+from dpnc.privacy.noise import NoiseSource
+from dpnc.sampling import FullBatch, PoissonSampler
+
+__all__ = ["DPSGD"]
+
+
+@dataclass(frozen=True)
+class DPSGD(Algorithm):
+    """DP-SGD: T steps of Poisson-subsampled, clipped, noised gradient descent (module docstring).
+
+    Implements: Abadi et al. 2016, Algorithm 1, with Poisson sampling (the sampling its moments accountant
+    analyses) and the fixed denominator B; the last iterate is the output.
+
+    Args:
+        eta: step size η > 0.
+        C: clipping threshold > 0 (finite when noise_multiplier > 0).
+        noise_multiplier: σ/Δ ≥ 0 (0: not private, recorded as such).
+        steps: T ≥ 1.
+        batch_size: the expected batch size B ≥ 1 (q = B/n); B = n means the full batch.
+        project: keep iterates in the objective's region (``constants.region``) where its constants hold.
+
+    References:
+        Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar, Zhang, "Deep learning with differential privacy",
+        CCS 2016 (arXiv:1607.00133).
+    """
+
+    name: ClassVar[str] = "dp-sgd"
+    family: ClassVar[str] = "baseline"
+
+    eta: float
+    C: float
+    noise_multiplier: float
+    steps: int
+    batch_size: int
+    project: bool = True
+
+    def __post_init__(self) -> None:
+        check_positive(eta=self.eta)
+        check_positive(allow_inf=self.noise_multiplier == 0, C=self.C)
+        check_positive(allow_zero=True, noise_multiplier=self.noise_multiplier)
+        check_integer(steps=self.steps, batch_size=self.batch_size)
+        if not isinstance(self.project, bool):
+            raise ValueError(f"project must be a bool; got {self.project!r}")
+
+    @classmethod
+    def from_theory(cls, constants, *, n: int, epsilon: float, delta: float, batch_size: int | None = None,
+                    epochs: float = 5.0, eta: float | None = None, **options) -> DPSGD:
+        """The usual practice, stated: C = L0 (clipping never binds where the constants hold), B = √n
+        (or ``batch_size``), T = ⌈epochs·n/B⌉ steps, η = 1/L1 if the objective is smooth else 1/(L0·√T), and the
+        smallest noise multiplier the accountant (RDP, add/remove) finds (ε, δ)-DP for T Poisson steps of
+        rate B/n. DP-SGD has no utility theorem in these papers; this is the documented default, a tuner's
+        starting point."""
+        check_integer(n=n)
+        B = min(n, batch_size if batch_size is not None else max(1, round(math.sqrt(n))))
+        T = max(1, math.ceil(epochs * n / B))
+        q = B / n
+        multiplier = calibrate(epsilon, delta, q, T)
+        L0, L1 = constants.L0, constants.L1
+        if eta is None:
+            eta = 1 / L1 if L1 else 1 / (L0 * math.sqrt(T))
+        return cls(eta=eta, C=float(L0), noise_multiplier=multiplier, steps=T, batch_size=B, **options)
+
+    def sampler(self, n: int):
+        """A fresh secret sampler for n examples: Poisson of rate B/n, or the full batch when B = n."""
+        if self.batch_size > n:
+            raise ValueError(f"batch_size must be <= n = {n}; got {self.batch_size}")
+        return FullBatch(n) if self.batch_size == n else PoissonSampler(n, self.batch_size)
+
+    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
+            generator: torch.Generator | None = None, sampler=None,
+            callback: Callable[[int, torch.Tensor], None] | None = None) -> Run:
+        """T steps from x0 (d,). ``sampler`` defaults to :meth:`sampler` (secret); a seeded one
+        (``PoissonSampler.for_testing``) marks every release not private. No public randomness
+        (``generator`` unused). ``callback(t, x_{t+1})`` after each step."""
+        sampler = sampler if sampler is not None else self.sampler(problem.n)
+        sampler.check_relation(accountant.relation)
+        region = problem.constants.region if self.project else None
+        x = torch.as_tensor(x0, dtype=torch.float64).clone()
+        if x.shape != (problem.dim,):
+            raise ValueError(f"x0 must have shape ({problem.dim},); got {tuple(x.shape)}")
+        if region is not None:
+            x = region.project(x)
+        stats = Stats()
+        for t in range(self.steps):
+            batch = sampler.sample()                                          # S_t (secret)
+            total, frac, _ = objective_clipped_sum(problem, x, self.C, batch)  # Σ_{i∈S_t} clip_C(∇f(x_t; z_i))
+            g = release_sum(total, self.C, sampler=sampler, noise=noise, accountant=accountant,
+                            noise_multiplier=self.noise_multiplier)            # (1/B)·Σ + N(0, σ²I), recorded
+            x = x - self.eta * g                                               # x_{t+1} = Π(x_t − η g_t)
+            if region is not None:
+                x = region.project(x)
+            stats.steps += 1
+            stats.gradients += len(batch)
+            stats.clipped += int(round(float(frac) * len(batch)))
+            if callback is not None:
+                callback(t, x)
+        private = self.noise_multiplier > 0
+        notes = [] if private else ["dp-sgd with noise_multiplier = 0 releases exact gradients: not private"]
+        claim = (f"(ε, δ) from the accountant for T = {self.steps} Poisson-subsampled Gaussian steps, q = "
+                 f"{self.batch_size}/{problem.n}, σ/Δ = {self.noise_multiplier:.4g}")
+        return Run(self, x, x, accountant, stats, paper_claim=claim, private=private, notes=notes)
