@@ -64,22 +64,23 @@ def sweep(data_dir: str, train: str, out: Path, *, grid: dict | None = None, eps
     return rows
 
 
-def feature_ceiling(data_dir: str, out: Path, *, seed: int = 42) -> dict:
+def feature_ceiling(data_dir: str, out: Path, *, task: str = "SST-2", seed: int = 42) -> dict:
     """The best a head on the frozen features can do: a logistic regression fitted (non-privately, scikit-learn,
-    C = 0.1, 1, 10, 100) on SST-2's cached sentence embeddings, scored on the full test split; ``ceiling.json``."""
+    C = 0.1, 1, 10, 100) on ``task``'s cached sentence embeddings, scored on the full test split; ``ceiling.json``
+    (``ceiling-<task>.json`` for a task other than SST-2)."""
     from sklearn.linear_model import LogisticRegression
 
-    probe = Trainer(FinetuneConfig(task="SST-2", data_dir=data_dir, method="mezo", steps=1, train="head", seed=seed,
+    probe = Trainer(FinetuneConfig(task=task, data_dir=data_dir, method="mezo", steps=1, train="head", seed=seed,
                                    progress=False, out=None))
     train = probe.train_cache.fill(progress=True)
     features = [torch.stack(train.rows).numpy(), torch.stack(probe.test_cache.rows).numpy()]
     labels = [probe.train_set.labels.numpy(), probe.eval_set().labels.numpy()]
     scores = {str(c): LogisticRegression(C=c, max_iter=5000).fit(features[0], labels[0]).score(features[1], labels[1])
               for c in (0.1, 1.0, 10.0, 100.0)}
-    result = {"task": "SST-2", "seed": seed, "test_examples": len(labels[1]), "accuracy_by_C": scores,
+    result = {"task": task, "seed": seed, "test_examples": len(labels[1]), "accuracy_by_C": scores,
               "zero_shot": probe.zero_shot.accuracy}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ceiling.json").write_text(json.dumps(result, indent=2))
+    (out / ("ceiling.json" if task == "SST-2" else f"ceiling-{task}.json")).write_text(json.dumps(result, indent=2))
     print(json.dumps(result), flush=True)
     return result
 
@@ -111,9 +112,10 @@ def main() -> None:
     parser.add_argument("--eval-examples", type=int, default=None)
     parser.add_argument("--ceiling", action="store_true",
                         help="Instead of the sweep: a logistic regression on the frozen features (the head's ceiling).")
+    parser.add_argument("--task", default="SST-2", help="The task of --ceiling (the sweep is on SST-2).")
     args = parser.parse_args()
     if args.ceiling:
-        feature_ceiling(args.data_dir, args.out)
+        feature_ceiling(args.data_dir, args.out, task=args.task)
         return
     sweep(args.data_dir, args.train, args.out, epsilon=args.epsilon, eval_examples=args.eval_examples)
 
