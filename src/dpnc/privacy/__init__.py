@@ -15,8 +15,8 @@ _EXPORTS = {
     "mechanisms": ["discrete_gaussian_mechanism", "exponential_mechanism", "gaussian_mechanism"],
     "noise": ["NoiseSource"],
     "releases": ["DiscreteGaussian", "ExponentialMechanism", "FixedSize", "Gaussian", "Mechanism", "NonPrivate",
-                 "Poisson", "Relation", "Release", "Sampled", "Sampling", "TreeAggregated", "UnsupportedRelease",
-                 "ZCDPMechanism", "mean_sensitivity"],
+                 "Poisson", "RandomStopping", "Relation", "Release", "Sampled", "Sampling", "TreeAggregated",
+                 "UnsupportedRelease", "ZCDPMechanism", "mean_sensitivity", "tnb_mean", "tnb_pmf"],
     "tree": ["TreeMechanism", "TreeNoise", "leaf_participation", "node"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

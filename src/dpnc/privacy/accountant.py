@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from dpnc.privacy import interpret
@@ -133,6 +134,17 @@ class Accountant:
         if method == "pld":
             return _pld_epsilon(self._key(), self.relation, delta)
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+
+    def rdp(self) -> tuple[np.ndarray, np.ndarray]:
+        """(orders λ, ε(λ)): everything recorded is (λ, ε(λ))-RDP at each order (the curve ε(δ) converts).
+
+        Raises:
+            UnsupportedRelease: if some release has no RDP interpretation under this relation.
+        """
+        total = np.zeros_like(interpret.ORDERS)
+        for release, count in self._key():
+            total = total + count * _rdp_curve(release, self.relation)[1]
+        return interpret.ORDERS.copy(), total
 
     def rho(self) -> float:
         """ρ such that everything recorded is ρ-zCDP (sum over releases).
@@ -273,13 +285,10 @@ def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
         return float(rdp_lib.compute_epsilon(orders, total, delta)[0])
 
 
-@functools.lru_cache(maxsize=256)
 def _rdp_curve(release: Release, relation: Relation):
-    """(orders, RDP at each order) of one ``release``: dp-accounting's accountant after composing it once."""
-    acct = rdp_lib.RdpAccountant(neighboring_relation=relation.dp_accounting)
+    """(orders, RDP at each order) of one ``release`` (:func:`dpnc.privacy.interpret.rdp_curve`, cached there)."""
     with quiet_dp_accounting():
-        acct.compose(interpret.dp_event(release, relation))
-    return acct._orders, acct._rdp.copy()   # the curve get_epsilon converts (dp-accounting has no public getter)
+        return interpret.ORDERS, interpret.rdp_curve(release, relation)
 
 
 @functools.lru_cache(maxsize=256)

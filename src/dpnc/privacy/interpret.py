@@ -4,6 +4,8 @@ Releases are data; this module alone gives them meaning, by their type, recursin
 wrappers (as dp-accounting's accountants interpret a ``DpEvent`` tree):
 
 * :func:`dp_event` — the dp-accounting ``DpEvent`` of one release, for the RDP accountant;
+* :func:`rdp_curve` — the RDP curve of one release on :data:`ORDERS` (through :func:`dp_event`, or
+  Theorem 2 of Papernot & Steinke for :class:`~dpnc.privacy.releases.RandomStopping`);
 * :func:`pld` — the privacy-loss distribution of ``count`` such releases;
 * :func:`rho` — ρ when the release is ρ-zCDP, else None;
 * :func:`rdp_relations`, :func:`pld_relations`, :func:`relations` — the neighbouring relations under
@@ -33,25 +35,43 @@ The choices, one per kind:
   (:func:`~dpnc.privacy.tree.leaf_participation`), so one period is that many composed copies of the
   node mechanism m, under m's relations.
 
+* ``RandomStopping(candidates, η, γ)``: RDP only (no dp-accounting event, no PLD, not zCDP). The base
+  mechanism Q (draw a candidate uniformly, run it, score it) is (λ, ε(λ))-RDP with ε(λ) the largest over
+  the candidates of their ledgers' RDP (Rényi divergence is jointly quasi-convex, so a uniform mixture
+  costs at most its worst part). Papernot & Steinke 2022, Theorem 2: if Q is (λ, ε)- and (λ̂, ε̂)-RDP,
+  the best of K ~ D_{η,γ} runs is (λ, ε')-RDP with
+
+      ε' = ε + (1 + η)(1 − 1/λ̂)·ε̂ + (1 + η)·log(1/γ)/λ̂ + log(E[K])/(λ − 1),
+
+  minimised over λ̂ ∈ {1} ∪ :data:`ORDERS` (λ̂ = 1, where ε̂ is the KL divergence, is finite whenever ε
+  is finite at some order, and leaves (1 + η)·log(1/γ)); for λ the orders of :data:`ORDERS`. η = 1 gives
+  their geometric bound ε + 2(1 − 1/λ̂)ε̂ + (2/λ̂ + 1/(λ − 1))·log(1/γ) exactly; for η = 0 the theorem's
+  form is used (the authors' figure code states a logarithmic bound with log(1/γ − 1)/λ̂, tighter by
+  |log(1 − γ)|/λ̂, which is not taken here). Valid under the candidates' relations.
+
 Anything else (a sampled discrete Gaussian, a tree of sampled releases …) is refused with
 :class:`~dpnc.privacy.releases.UnsupportedRelease` naming the part that has no interpretation.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
+import numpy as np
 from dp_accounting import dp_event as dpe
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from dpnc.privacy.releases import (DiscreteGaussian, ExponentialMechanism, FixedSize, Gaussian, Mechanism,
-                                   NonPrivate, Poisson, Relation, Release, Sampled, TreeAggregated,
-                                   UnsupportedRelease, ZCDPMechanism)
+                                   NonPrivate, Poisson, RandomStopping, Relation, Release, Sampled,
+                                   TreeAggregated, UnsupportedRelease, ZCDPMechanism, tnb_mean)
 from dpnc.privacy.tree import leaf_participation
 
 PLD_MIN_MULTIPLIER = 0.1  # below this σ/Δ a Gaussian's PLD grid has millions of points (and ε ≳ 100)
+ORDERS = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=float)   # the RDP orders λ of every curve
 PLD = pld_lib.PrivacyLossDistribution
 PldOf = Callable[[int, float], PLD]   # (count, value-discretisation interval) → PLD of count releases
 
@@ -67,6 +87,8 @@ def describe(release: Release) -> str:
             return f"Sampled({type(s).__name__}, {describe(m)})"
         case TreeAggregated(mechanism=m):
             return f"TreeAggregated({describe(m)})"
+        case RandomStopping(candidates=c):
+            return f"RandomStopping({len(c)} candidates)"
         case _:
             return type(release).__name__
 
@@ -130,8 +152,58 @@ def dp_event(release: Release, relation: Relation) -> dpe.DpEvent:
             return dpe.SampledWithoutReplacementDpEvent(n, B, dpe.GaussianDpEvent(s / d))
         case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
             return dpe.SelfComposedDpEvent(dp_event(m, relation), leaf_participation(leaves))
+        case RandomStopping():
+            raise UnsupportedRelease("dp-accounting has no event for RandomStopping: the RDP accountant "
+                                     "interprets it through rdp_curve (Papernot & Steinke 2022, Theorem 2)")
     raise UnsupportedRelease(f"the RDP accountant cannot interpret {describe(release)}: dpnc has no "
                              "interpretation of that combination")
+
+
+def rdp_curve(release: Release, relation: Relation) -> np.ndarray:
+    """ε(λ) at each order λ of :data:`ORDERS` such that ``release`` is (λ, ε(λ))-RDP under ``relation``.
+
+    A read-only array (cached). Raises:
+        UnsupportedRelease: if the RDP accountant cannot interpret it under ``relation``.
+    """
+    return _rdp_curve(release, Relation.parse(relation))
+
+
+@functools.lru_cache(maxsize=512)
+def _rdp_curve(release: Release, relation: Relation) -> np.ndarray:
+    if isinstance(release, RandomStopping):
+        base = np.max([ledger_rdp(ledger, relation) for ledger in release.candidates], axis=0)
+        curve = random_stopping_rdp(base, release.eta, release.gamma)
+    else:
+        acct = rdp_lib.RdpAccountant(orders=list(ORDERS), neighboring_relation=relation.dp_accounting)
+        acct.compose(dp_event(release, relation))   # (dp-accounting warns per dropped order; callers quiet it)
+        curve = np.asarray(acct._rdp, dtype=float).copy()   # the curve get_epsilon converts (no public getter)
+    curve.flags.writeable = False
+    return curve
+
+
+def ledger_rdp(ledger, relation: Relation) -> np.ndarray:
+    """Σ count·ε_release(λ) over a ledger of (release, count) pairs (RDP composes additively)."""
+    total = np.zeros_like(ORDERS)
+    for release, count in ledger:
+        total = total + count * rdp_curve(release, relation)
+    return total
+
+
+def random_stopping_rdp(base: np.ndarray, eta: float, gamma: float) -> np.ndarray:
+    """Papernot & Steinke 2022, Theorem 2, at each λ of :data:`ORDERS`, for Q with RDP curve ``base``.
+
+    ε'(λ) = ε(λ) + min_λ̂ [(1 + η)(1 − 1/λ̂)·ε(λ̂) + (1 + η)·log(1/γ)/λ̂] + log(E[K])/(λ − 1), the minimum
+    over λ̂ ∈ {1} ∪ ORDERS; λ̂ = 1 (the KL divergence, finite when some ε(λ) is) gives (1 + η)·log(1/γ).
+    """
+    base = np.asarray(base, dtype=float)
+    log_inv_gamma = math.log(1 / gamma)
+    with np.errstate(invalid="ignore"):
+        hat = (1 + eta) * ((1 - 1 / ORDERS) * base + log_inv_gamma / ORDERS)
+    options = list(hat[np.isfinite(hat)])
+    if np.isfinite(base).any():
+        options.append((1 + eta) * log_inv_gamma)          # λ̂ = 1
+    extra = min(options) if options else math.inf
+    return base + extra + math.log(tnb_mean(eta, gamma)) / (ORDERS - 1)
 
 
 def _randomized_response(epsilon: float) -> dpe.RandomizedResponseDpEvent:
@@ -178,6 +250,10 @@ def _pld_of(release: Release, relation: Relation) -> PldOf:
         case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
             nodes, node_pld = leaf_participation(leaves), _pld_of(m, relation)
             return lambda count, interval: node_pld(count * nodes, interval)
+        case RandomStopping():
+            raise UnsupportedRelease("PLD accounting does not support RandomStopping (tuning by random stopping "
+                                     "is analysed in Rényi DP: Papernot & Steinke 2022, Theorem 2); "
+                                     "use method='rdp', the RDP accountant")
     raise UnsupportedRelease(f"PLD accounting does not support {describe(release)} under "
                              f"{relation.value!r}; use method='rdp'")
 
@@ -211,9 +287,19 @@ def _supported(build: Callable[[Release, Relation], object], release: Release, r
     return True
 
 
+def _rdp_check(release: Release, relation: Relation) -> None:
+    """A dry run of :func:`rdp_curve`: raises UnsupportedRelease where it would."""
+    if isinstance(release, RandomStopping):
+        for ledger in release.candidates:
+            for part, _ in ledger:
+                _rdp_check(part, relation)
+    else:
+        dp_event(release, relation)
+
+
 def rdp_relations(release: Release) -> frozenset[Relation]:
     """The relations under which the RDP accountant interprets ``release``."""
-    return frozenset(r for r in Relation if _supported(dp_event, release, r))
+    return frozenset(r for r in Relation if _supported(_rdp_check, release, r))
 
 
 def pld_relations(release: Release) -> frozenset[Relation]:

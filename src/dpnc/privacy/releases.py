@@ -9,7 +9,9 @@ combination is built by wrapping, not by a new class:
   :class:`ExponentialMechanism` (ε) and :class:`NonPrivate` (a data-dependent value with no noise);
 * wrappers: :class:`Sampled` (``Sampled(Poisson(q), Gaussian(Δ, σ))``, ``Sampled(FixedSize(n, B), …)``)
   and :class:`TreeAggregated` (``TreeAggregated(Gaussian(Δ, σ), leaves=Σ)``: one period of the tree
-  mechanism).
+  mechanism);
+* selection: :class:`RandomStopping` (private hyper-parameter tuning: the best of K runs of a grid's
+  candidates, K secret and truncated-negative-binomial; Papernot & Steinke 2022).
 
 Sensitivities are L2 sensitivities under the neighbouring relation of the
 :class:`~dpnc.privacy.accountant.Accountant` that records the release (use :func:`mean_sensitivity`
@@ -346,6 +348,110 @@ class TreeAggregated(_Wrapper, Release):
         super().__post_init__()
         _integer("leaves", self.leaves)
         self._check_part()
+
+
+# --- selection among candidates -------------------------------------------------------------------
+
+
+Ledger = tuple[tuple[Release, int], ...]   # (release, how many times it composes), in order
+
+
+@dataclass(frozen=True, repr=False)
+class RandomStopping(Release):
+    """Private tuning by random stopping: the best of K runs of candidates drawn uniformly from a grid.
+
+    K ~ D_{η,γ}, the truncated negative binomial of Papernot & Steinke (2022), drawn in secret; each
+    repetition draws one of the m candidates uniformly (in secret), runs it (its releases: one ledger of
+    ``candidates``) and scores it privately (a release of the same ledger); only the best run is output.
+    η = 0 is the logarithmic distribution, η = 1 the geometric one.
+
+        P[K = k] = (1 − γ)^k / (γ^{−η} − 1) · Π_{ℓ=0}^{k−1} (ℓ + η)/(ℓ + 1)      (η ≠ 0)
+        P[K = k] = (1 − γ)^k / (k·log(1/γ))                                  (η = 0),   k = 1, 2, …
+
+    ``candidates`` holds the ledger of every candidate of the grid, tried or not (which ones were tried is
+    secret); one ledger is a tuple of (release, count) pairs, count ≥ 1 being how many times the release
+    composes. Lists and the dicts :meth:`to_dict` writes are accepted and stored as tuples. The RDP
+    interpretation (Theorem 2) is in :mod:`dpnc.privacy.interpret`; there is no PLD and no ρ.
+
+    Symbols: eta = η ∈ (−1, ∞), gamma = γ ∈ (0, 1), K (repetitions, secret).
+
+    References:
+        Papernot, Steinke. Hyperparameter tuning with Renyi differential privacy. ICLR 2022,
+        arXiv:2110.03620.
+    """
+
+    candidates: tuple[Ledger, ...]
+    eta: float
+    gamma: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.eta, (int, float)) and not isinstance(self.eta, bool)
+                and math.isfinite(self.eta) and self.eta > -1):
+            raise ValueError(f"eta must be a finite number > -1; got {self.eta!r}")
+        if not (isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool) and 0 < self.gamma < 1):
+            raise ValueError(f"gamma must be in (0, 1); got {self.gamma!r}")
+        if not isinstance(self.candidates, (tuple, list)) or not self.candidates:
+            raise ValueError(f"candidates must be a non-empty sequence of ledgers; got {self.candidates!r}")
+        candidates, secret = [], self.secret
+        for ledger in self.candidates:
+            if not isinstance(ledger, (tuple, list)):
+                raise ValueError(f"each candidate must be a sequence of (release, count) pairs; got {ledger!r}")
+            entries = []
+            for entry in ledger:
+                release, count = _ledger_entry(entry)
+                secret = secret and release.secret   # the composite's flag covers its parts
+                entries.append((release if release.secret else dataclasses.replace(release, secret=True), count))
+            candidates.append(tuple(entries))
+        object.__setattr__(self, "candidates", tuple(candidates))
+        object.__setattr__(self, "secret", secret)
+
+    @property
+    def expected_repetitions(self) -> float:
+        """E[K] = η(1 − γ)/(γ(1 − γ^η)) for η ≠ 0, (1/γ − 1)/log(1/γ) for η = 0 (the logarithmic)."""
+        return tnb_mean(self.eta, self.gamma)
+
+    def to_dict(self) -> dict:
+        return {"kind": type(self).__name__,
+                "candidates": [[{"release": r.to_dict(), "count": c} for r, c in ledger] for ledger in self.candidates],
+                "eta": self.eta, "gamma": self.gamma, "secret": self.secret}
+
+
+def _ledger_entry(entry: Any) -> tuple[Release, int]:
+    if isinstance(entry, dict):   # as to_dict wrote it
+        release, count = Release.from_dict(entry["release"]), entry["count"]
+    elif isinstance(entry, (tuple, list)) and len(entry) == 2:
+        release, count = entry
+    else:
+        raise ValueError(f"a ledger entry must be a (release, count) pair; got {entry!r}")
+    if not isinstance(release, Release):
+        raise ValueError(f"a ledger entry must hold a dpnc Release; got {type(release).__name__}")
+    _integer("count", count)
+    return release, count
+
+
+def _tnb_scale(eta: float, gamma: float) -> float:
+    """η/(γ^{−η} − 1), and its limit 1/log(1/γ) at η = 0 (P[K = 1] = (1 − γ)·this)."""
+    if eta == 0:
+        return 1 / math.log(1 / gamma)
+    return eta / math.expm1(-eta * math.log(gamma))
+
+
+def tnb_mean(eta: float, gamma: float) -> float:
+    """E[K] of the truncated negative binomial D_{η,γ} (Papernot & Steinke 2022, §3)."""
+    if eta == 0:
+        return (1 / gamma - 1) / math.log(1 / gamma)
+    return eta * (1 - gamma) / (gamma * -math.expm1(eta * math.log(gamma)))
+
+
+def tnb_pmf(eta: float, gamma: float, kmax: int) -> list[float]:
+    """[P[K = 1], …, P[K = kmax]] of D_{η,γ}, by P[K = k+1] = P[K = k]·(1 − γ)(k + η)/(k + 1)."""
+    _integer("kmax", kmax)
+    p, out = (1 - gamma) * _tnb_scale(eta, gamma), []
+    for k in range(1, kmax + 1):
+        out.append(p)
+        p *= (1 - gamma) * (k + eta) / (k + 1)
+    return out
 
 
 # --- Journals of earlier versions ------------------------------------------------------------------
