@@ -172,6 +172,12 @@ class LogisticRegression(Problem):
         g = r[..., None] * a[:, None, :] if self.classes == 2 else (r[..., None] * a[:, None, None, :]).flatten(-2)
         return g + self.l2 * x if self.l2 else g
 
+    def example_gradients(self, w: torch.Tensor) -> torch.Tensor:
+        """∇f(w; z_i) for every example, as the KL algorithms ask: (d,) → (n, d), (k, d) → (k, n, d)."""
+        points, single = self._as_points(w, "w")
+        g = self.gradients(points.expand(self.n, *points.shape), torch.arange(self.n)).transpose(0, 1)
+        return g[0] if single else g
+
     def _gradient_sum(self, points: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         a, y = batch
         r = self._residual(points, a, y, shared=True)

@@ -1,0 +1,482 @@
+"""Useful on a user's own problem? Each paper's algorithm against DP-GD / DP-SGD baselines at equal (ε, δ).
+
+``dpnc reproduce utility`` runs, on problems whose constants are **public** (declared from the data domain and
+the loss, never read off the private data),
+
+* ``logistic-cancer``: binary logistic regression on scikit-learn's breast-cancer data, ``logistic-digits``:
+  10-class logistic regression on its 8×8 digits (:class:`~dpnc.problems.logistic.LogisticRegression`: public
+  per-example features, a small ridge λ so that the PL constants are public too);
+* ``relu-cancer``: a one-hidden-layer ReLU network with hinge loss on the same public breast-cancer features
+  (:class:`~dpnc.problems.networks.TwoLayerReLU`: nonsmooth, nonconvex, L0 on a ball);
+* ``l1-regression``: synthetic least absolute deviations (nonsmooth, convex, L0 = 1),
+
+every method of :data:`METHODS` (a registry: name → factory(instance, n, d, budget) → algorithm config) for
+ε ∈ ``epsilons``, n ∈ ``samples`` (real data: capped at the training pool) and ``seeds`` seeds (the data split or
+draw and the noise change with the seed). Rows: the excess empirical risk F(x) − F(x̂) against the non-private
+optimum x̂ of the same training set (the ε = ∞ reference row; for the network, the best of a long non-private
+run, so the excess may dip below 0), test loss and accuracy, wall time, function evaluations and gradients, and
+the ε the accountant says was spent. Claims and tables: :mod:`dpnc.experiments.utility_report`.
+
+**Parameters.** The baselines and DPZero use hand-set, documented defaults (:func:`dpgd`, :func:`dpsgd`,
+:func:`dpzero`); the papers' methods use their theorems (``from_theory``). Switching one method to a
+``practical(...)`` constructor, or wrapping its factory in a private tuner, is a one-line change of its factory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from dpnc.experiments import utility_report as report
+from dpnc.experiments.protocol import Claim, Experiment, Result
+from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc.privacy.budget import Budget, check_delta
+
+Task = tuple[str, float, int, int]   # (problem, ε, n, seed)
+
+
+# --- problems ------------------------------------------------------------------------------------------------
+
+
+class Instance(NamedTuple):
+    """One problem at one (n, seed): the training objective (n examples), a test set, the public start x0, a public
+    bound Φ ≥ F(x0) − inf F, the non-private reference point x̂ (ε = ∞) and what kind of problem it is."""
+
+    train: object
+    test: object
+    x0: torch.Tensor
+    Phi: float
+    reference: torch.Tensor
+    smooth: bool
+    classification: bool
+
+
+PROBLEMS = ("logistic-cancer", "logistic-digits", "relu-cancer", "l1-regression")
+
+
+def pool_size(name: str) -> int | None:
+    """How many training examples a real-data problem has (None: synthetic, any n)."""
+    return {"logistic-cancer": 455, "logistic-digits": 1438, "relu-cancer": 455}.get(name)
+
+
+@functools.lru_cache(maxsize=32)
+def instance(config: UtilityConfig, name: str, n: int, seed: int) -> Instance:
+    """The problem ``name`` on n training examples; data (split or draw) from the public ``seed``."""
+    from dpnc.problems import L1Regression, LogisticRegression, TwoLayerReLU
+
+    gen = torch.Generator().manual_seed(1000 * config.seed + seed)
+    if name.startswith("logistic"):
+        pool, test = LogisticRegression.load("breast-cancer" if name == "logistic-cancer" else "digits",
+                                             l2=config.l2, seed=1000 * config.seed + seed)
+        train = pool.subset(torch.arange(min(n, pool.n)))
+        x0 = torch.zeros(train.dim, dtype=torch.float64)
+        return Instance(train, test, x0, math.log(train.classes), train.solve(), True, True)
+    if name == "relu-cancer":
+        pool, test = LogisticRegression.load("breast-cancer", seed=1000 * config.seed + seed)
+        z, y = pool.data[0][:n], 2.0 * pool.data[1][:n] - 1
+        train = TwoLayerReLU(z, y, hidden=config.hidden, radius=config.relu_radius)
+        test = TwoLayerReLU(test.data[0], 2.0 * test.data[1] - 1, hidden=config.hidden, radius=config.relu_radius)
+        x0 = train.init(gen)
+        r = float(torch.linalg.vector_norm(x0))
+        # hinge ≤ 1 + |pred| and |pred(x0)| ≤ ‖v‖(‖W‖ + ‖c‖) + |b0| ≤ r² + r for ‖z‖ ≤ 1; inf F ≥ 0
+        return Instance(train, test, x0, 1 + r + r * r, _descend(train, x0, config.reference_steps), False, True)
+    if name == "l1-regression":
+        data = L1Regression.synthetic(n + config.n_test, config.l1_dim, noise=0.1, seed=1000 * config.seed + seed)
+        train, test = data.subset(torch.arange(n)), data.subset(torch.arange(n, data.n))
+        direction = torch.randn(config.l1_dim, generator=gen, dtype=torch.float64)
+        x0 = data.x_star + direction / torch.linalg.vector_norm(direction)      # ‖x0 − x*‖ = 1: Φ = L·1
+        return Instance(train, test, x0, 1.0, train.solve().x, False, False)
+    raise ValueError(f"problem must be one of {PROBLEMS}; got {name!r}")
+
+
+def _descend(problem, x0: torch.Tensor, steps: int) -> torch.Tensor:
+    """Non-private full-batch Adam (lr 0.01) from x0, projected onto the region; the best iterate by F (ε = ∞)."""
+    x = x0.clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([x], lr=0.01)
+    region, best, best_value = problem.constants.region, x0.clone(), float(problem.value(x0))
+    for _ in range(steps):
+        optimizer.zero_grad()
+        x.grad = problem.gradient(x.detach())
+        optimizer.step()
+        with torch.no_grad():
+            x.copy_(region.project(x))
+        value = float(problem.value(x.detach()))
+        if value < best_value:
+            best, best_value = x.detach().clone(), value
+    return best
+
+
+# --- methods -------------------------------------------------------------------------------------------------
+
+
+class Outcome(NamedTuple):
+    """What a method returns: the output point, counts, the ε its accountant spent, whether private, a note."""
+
+    x: torch.Tensor
+    evaluations: int
+    gradients: int
+    epsilon_spent: float
+    private: bool
+    note: str = ""
+
+
+Factory = Callable[[Instance, int, int, Budget], object]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered method: ``factory(instance, n, d, budget)`` → an algorithm config (None: not applicable to
+    this problem), run under an accountant of ``relation``; or a ``runner`` of its own (Opacus)."""
+
+    name: str
+    family: str      # "baseline" or "dpnc" (a paper's method)
+    label: str
+    factory: Factory | None = None
+    relation: str = "replace-one"
+    runner: Callable | None = None
+
+    def run(self, config: UtilityConfig, inst: Instance, budget: Budget, gen: torch.Generator) -> Outcome | None:
+        if self.runner is not None:
+            return self.runner(config, inst, budget)
+        from dpnc.privacy import Accountant, NoiseSource
+
+        algorithm = self.factory(inst, inst.train.n, inst.train.dim, budget)
+        if algorithm is None:
+            return None
+        accountant = Accountant(self.relation)
+        run = algorithm.run(inst.train, inst.x0, noise=NoiseSource(), accountant=accountant, generator=gen)
+        spent = run.report(budget.delta)
+        return Outcome(run.output, run.stats.evaluations, run.stats.gradients, spent.epsilon, spent.private)
+
+
+def _calibrated(budget: Budget, steps: int, rate: float = 1.0) -> float:
+    from dpnc.privacy.calibrate import noise_multiplier
+
+    return noise_multiplier(budget.epsilon, budget.delta, rate, steps)
+
+
+def _eta(inst: Instance, steps: int, dimension_factor: float = 1.0) -> float:
+    """1/L1 on a smooth problem, else the subgradient step Φ/(L0²√T) (D ≈ Φ/L0), both divided by the variance
+    factor of a zeroth-order estimate (d)."""
+    c = inst.train.constants
+    eta = 1 / c.L1 if inst.smooth else inst.Phi / (c.L0 ** 2 * math.sqrt(steps))
+    return eta / dimension_factor
+
+
+def dpgd(config: UtilityConfig):
+    """DP-GD: full batch, C = L0, T = ``gd_steps``, η = :func:`_eta`, σ calibrated by the accountant."""
+    def factory(inst, n, d, budget):
+        from dpnc.algorithms.dpsgd import DPSGD
+
+        T = config.gd_steps
+        return DPSGD(eta=_eta(inst, T), C=inst.train.constants.L0, noise_multiplier=_calibrated(budget, T),
+                     steps=T, batch_size=n)
+    return factory
+
+
+def dpsgd(config: UtilityConfig):
+    """DP-SGD: :meth:`DPSGD.from_theory <dpnc.algorithms.dpsgd.DPSGD.from_theory>` (B = √n, ``sgd_epochs``)."""
+    def factory(inst, n, d, budget):
+        from dpnc.algorithms.dpsgd import DPSGD
+
+        base = DPSGD.from_theory(inst.train.constants, n=n, epsilon=budget.epsilon, delta=budget.delta,
+                                 epochs=config.sgd_epochs)
+        return base if inst.smooth else DPSGD.from_theory(inst.train.constants, n=n, epsilon=budget.epsilon,
+                                                          delta=budget.delta, epochs=config.sgd_epochs,
+                                                          eta=_eta(inst, base.steps))
+    return factory
+
+
+def dpzero(config: UtilityConfig):
+    """DPZero (full batch): T = ``dpzero_steps``, λ = 10⁻³, C = L0 (the scalar uᵀ∇f is ~ N(0, ‖∇f‖²) ≤ L0 in
+    scale), η = :func:`_eta` / (d + 2), σ calibrated by the accountant."""
+    def factory(inst, n, d, budget):
+        from dpnc.algorithms.dpzero import DPZero
+
+        T = config.dpzero_steps
+        return DPZero(eta=_eta(inst, T, d + 2), lam=1e-3, C=inst.train.constants.L0,
+                      noise_multiplier=_calibrated(budget, T), steps=T)
+    return factory
+
+
+def _kl(kind: str):
+    """Menart et al. (Theorems 1, 2, 4): the objective's public constants and ρ of the budget. Needs L1 (and γ, κ
+    for KL-Spider and the proximal point method): smooth problems only."""
+    def factory(inst, n, d, budget):
+        from dpnc.algorithms.kl import AdaptiveGD, KLSpider, ProximalPoint
+        from dpnc.problems.kl_objective import default_weak_convexity
+
+        c = inst.train.constants
+        if c.L1 is None or (kind != "adaptive" and c.gamma is None):
+            return None
+        rho = budget.to_zcdp().rho
+        if kind == "adaptive":
+            return AdaptiveGD.from_theory(c, rho=rho)
+        if kind == "spider":   # F0 = Φ ≥ F(x0) − F* (public), not the theorem's default (γL0)^κ ≫ Φ
+            return dataclasses.replace(KLSpider.from_theory(c, rho=rho), F0=inst.Phi)
+        if not c.weak_convexity:   # convex: the spec's default L̃1 > 0 for a convex objective
+            c = dataclasses.replace(c, weak_convexity=default_weak_convexity(c.gamma, c.kappa, c.L0))
+        return dataclasses.replace(ProximalPoint.from_theory(c, rho=rho), F0=inst.Phi)
+    return factory
+
+
+def ztc(config: UtilityConfig):
+    """Zhang–Tran–Cutkosky, Theorem 4.9 (variance-reduced oracle), smoothing δ = ``alpha``."""
+    def factory(inst, n, d, budget):
+        from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, paper_rho
+
+        return ZhangTranCutkosky.from_theory(M=n, d=d, L=inst.train.constants.L0, delta=config.alpha,
+                                             rho=paper_rho(budget.epsilon, budget.delta), F_star=inst.Phi)
+    return factory
+
+
+def klt(config: UtilityConfig, oracle: str):
+    """Kornowski–Liu–Talwar, Theorem 3.1 (zeroth-order) or 6.1 (first-order), α = ``alpha``, m ≤ ``max_directions``."""
+    def factory(inst, n, d, budget):
+        from dpnc.algorithms.klt import KornowskiLiuTalwar
+
+        common = dict(n=n, d=d, L=inst.train.constants.L0, Phi=inst.Phi, alpha=config.alpha,
+                      epsilon=budget.epsilon, dp_delta=budget.delta)
+        algorithm = KornowskiLiuTalwar.from_theory(oracle, **common)
+        if algorithm.m > config.max_directions:
+            algorithm = KornowskiLiuTalwar.from_theory(oracle, **common, m=config.max_directions)
+        return algorithm
+    return factory
+
+
+def opacus_runner(config: UtilityConfig, inst: Instance, budget: Budget) -> Outcome | None:
+    """Opacus DP-SGD on the torch model of the network (relu-cancer only): the practitioner's baseline.
+
+    nn.Linear(p, h) → ReLU → nn.Linear(h, 1), hinge loss, SGD with Opacus' Poisson sampling, B = √n,
+    ``sgd_epochs`` epochs, C = L0, lr = :func:`_eta`, σ by ``make_private_with_epsilon``. Opacus draws its noise
+    from torch's default generator (no secure mode here): a utility baseline. Its ε is dpnc's accountant's answer
+    for the same (σ, q, T)."""
+    from dpnc.problems import TwoLayerReLU
+
+    if not isinstance(inst.train, TwoLayerReLU):
+        return None
+    try:
+        from opacus import PrivacyEngine
+    except ImportError:
+        return None
+    from dpnc.privacy.calibrate import epsilon_for
+
+    problem, n = inst.train, inst.train.n
+    h, p = problem.hidden, problem.features
+    model = torch.nn.Sequential(torch.nn.Linear(p, h), torch.nn.ReLU(), torch.nn.Linear(h, 1)).double()
+    W, c, v, b0 = problem.unpack(inst.x0)
+    with torch.no_grad():
+        model[0].weight.copy_(W), model[0].bias.copy_(c), model[2].weight.copy_(v[None]), model[2].bias.copy_(b0[None])
+    B = max(1, round(math.sqrt(n)))
+    steps_per_epoch = max(1, round(n / B))
+    epochs = max(1, round(config.sgd_epochs))
+    z, y = problem.data
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(z, y), batch_size=B)
+    optimizer = torch.optim.SGD(model.parameters(), lr=_eta(inst, epochs * steps_per_epoch))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = PrivacyEngine()
+        model, optimizer, loader = engine.make_private_with_epsilon(
+            module=model, optimizer=optimizer, data_loader=loader, target_epsilon=budget.epsilon,
+            target_delta=budget.delta, epochs=epochs, max_grad_norm=problem.constants.L0, poisson_sampling=True)
+        gradients = steps = 0
+        for _ in range(epochs):
+            for zb, yb in loader:
+                optimizer.zero_grad()
+                if len(yb):
+                    torch.relu(1 - yb * model(zb).squeeze(-1)).mean().backward()
+                optimizer.step()
+                gradients, steps = gradients + len(yb), steps + 1
+    module = model._module
+    x = torch.cat([module[0].weight.flatten(), module[0].bias, module[2].weight.flatten(), module[2].bias]).detach()
+    spent = epsilon_for(optimizer.noise_multiplier, 1 / len(loader), steps, budget.delta, accountant="pld")
+    return Outcome(x, 0, gradients, spent, False, "Opacus noise from torch's default generator (no secure mode)")
+
+
+def methods(config: UtilityConfig) -> dict[str, Method]:
+    """The registry. To use a ``practical`` constructor or a private tuner, change the method's factory here."""
+    return {m.name: m for m in (
+        Method("dp-gd", "baseline", "DP-GD (full batch, hand-set)", dpgd(config)),
+        Method("dp-sgd", "baseline", "DP-SGD (Poisson, B = √n, hand-set)", dpsgd(config), relation="add/remove"),
+        Method("opacus", "baseline", "Opacus DP-SGD (torch model; network only)", runner=opacus_runner),
+        Method("dpzero", "dpnc", "DPZero (full batch, hand-set)", dpzero(config)),
+        Method("kl-adaptive", "dpnc", "Menart et al. adaptive noisy GD (Thm 4)", _kl("adaptive")),
+        Method("kl-spider", "dpnc", "Menart et al. KL-Spider (Thm 1)", _kl("spider")),
+        Method("kl-proximal", "dpnc", "Menart et al. proximal point (Thm 2)", _kl("proximal")),
+        Method("ztc", "dpnc", "Zhang–Tran–Cutkosky O2NC (Thm 4.9)", ztc(config)),
+        Method("klt-zo", "dpnc", "Kornowski–Liu–Talwar single-pass ZO (Thm 3.1)", klt(config, "zeroth-order")),
+        Method("klt-fo", "dpnc", "Kornowski–Liu–Talwar single-pass first-order (Thm 6.1)", klt(config, "first-order")),
+    )}
+
+
+METHODS = ("dp-gd", "dp-sgd", "opacus", "dpzero", "kl-adaptive", "kl-spider", "kl-proximal", "ztc", "klt-zo",
+           "klt-fo")
+REFERENCE = "non-private"
+
+
+# --- config, rows, experiment --------------------------------------------------------------------------------
+
+
+def _help(text: str) -> dict:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class UtilityConfig:
+    """The grid and the methods' hand-set parameters; the defaults are ``--full``."""
+
+    problems: tuple[str, ...] = field(default=PROBLEMS, metadata=_help(f"Among {', '.join(PROBLEMS)}."))
+    methods: tuple[str, ...] = field(default=METHODS, metadata=_help(f"Among {', '.join(METHODS)}."))
+    epsilons: tuple[float, ...] = field(default=(1.0, 4.0, 8.0), metadata=_help("Privacy levels ε."))
+    samples: tuple[int, ...] = field(default=(50, 500, 5000), metadata=_help(
+        "Training sizes n (real data: capped at the training pool, 455 or 1438)."))
+    seeds: int = field(default=10, metadata=_help("Seeds per setting (data split or draw, and noise)."))
+    dp_delta: float = field(default=1e-6, metadata=_help("δ of (ε, δ)-DP, in (0, 1)."))
+    gd_steps: int = field(default=100, metadata=_help("DP-GD steps T (full batch)."))
+    sgd_epochs: float = field(default=5.0, metadata=_help("DP-SGD and Opacus epochs (B = √n)."))
+    dpzero_steps: int = field(default=1000, metadata=_help("DPZero steps T (full batch)."))
+    alpha: float = field(default=0.05, metadata=_help("O2NC smoothing radius (ZTC's δ, KLT's α)."))
+    max_directions: int = field(default=8, metadata=_help("Cap on KLT's directions m."))
+    l2: float = field(default=1e-4, metadata=_help("Ridge λ of the logistic problems (public)."))
+    hidden: int = field(default=8, metadata=_help("Hidden units of the network."))
+    relu_radius: float = field(default=20.0, metadata=_help("Radius R of the network's region (L0 = √(1 + 2R²))."))
+    l1_dim: int = field(default=10, metadata=_help("Dimension of the ℓ1 regression."))
+    n_test: int = field(default=2000, metadata=_help("Test samples of the ℓ1 regression."))
+    reference_steps: int = field(default=2000, metadata=_help("Non-private Adam steps for the network's reference."))
+    seed: int = field(default=0, metadata=_help("Public seed (data); the noise is always secret."))
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        check_axis("problems", self.problems, one_of(PROBLEMS))
+        check_axis("methods", self.methods, one_of(METHODS))
+        check_axis("epsilons", self.epsilons, POSITIVE)
+        check_axis("samples", self.samples, ("an integer >= 8", lambda n: INTEGER[1](n) and n >= 8))
+        for name in ("seeds", "gd_steps", "dpzero_steps", "max_directions", "hidden", "l1_dim", "n_test",
+                     "reference_steps"):
+            check_value(name, getattr(self, name), INTEGER)
+        for name in ("sgd_epochs", "alpha", "relu_radius"):
+            check_value(name, getattr(self, name), POSITIVE)
+        check_value("l2", self.l2, POSITIVE)
+        check_value("seed", self.seed, NATURAL)
+        check_delta(self.dp_delta, "dp_delta")
+
+    def sizes(self, problem: str) -> list[int]:
+        """The distinct training sizes of ``problem`` (real data capped at its pool)."""
+        pool = pool_size(problem)
+        return sorted({n if pool is None else min(n, pool) for n in self.samples})
+
+
+FULL = UtilityConfig()
+QUICK = UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=("dp-gd", "dp-sgd", "dpzero",
+                      "kl-adaptive", "klt-fo"), epsilons=(4.0,), samples=(40, 200), seeds=3, gd_steps=30,
+                      sgd_epochs=2.0, dpzero_steps=200, reference_steps=200, n_test=500)
+
+
+@dataclass(frozen=True)
+class UtilityRow:
+    """One run of one method (or the non-private reference, ε = ∞) on one problem, n and seed.
+
+    ``status``: "ok", or "n/a: why" (the method does not apply, or its theorem admits no run at this n).
+    ``excess_risk``: F_train(x) − F_train(x̂); ``test_accuracy``: NaN for regression; ``epsilon_spent``: the
+    tightest ε(δ) of the run's accountant (∞ for the reference).
+    """
+
+    problem: str
+    method: str
+    family: str
+    epsilon: float
+    n: int
+    seed: int
+    status: str
+    excess_risk: float
+    test_loss: float
+    test_accuracy: float
+    seconds: float
+    evaluations: int
+    gradients: int
+    epsilon_spent: float
+    private: bool
+    note: str
+
+
+def _measure(problem: str, method: str, family: str, epsilon: float, seed: int, inst: Instance, out: Outcome,
+             seconds: float) -> UtilityRow:
+    ref = float(inst.train.value(inst.reference))
+    acc = float(inst.test.accuracy(out.x)) if inst.classification else math.nan
+    return UtilityRow(problem, method, family, epsilon, inst.train.n, seed, "ok",
+                      float(inst.train.value(out.x)) - ref, float(inst.test.value(out.x)), acc, seconds,
+                      out.evaluations, out.gradients, out.epsilon_spent, out.private, out.note)
+
+
+class Utility(Experiment):
+    """Each paper's method against DP-GD / DP-SGD (and Opacus on the network) on problems with public constants:
+    excess risk, test accuracy, cost and ε spent, per problem, ε, n and seed."""
+
+    name = "utility"
+    title = "Utility on problems with public constants: each paper's method against DP-GD / DP-SGD"
+    sizes = ("--quick (default): breast-cancer logistic and ℓ1 regression, ε = 4, n ∈ {50, 400}, 3 seeds, 6 "
+             "methods (< 1 min); --full: 4 problems × ε ∈ {1, 4, 8} × n ∈ {50, 500, 5000} × 10 seeds × 10 methods.")
+    claims_heading = "Claims (95 % intervals over seeds; 'no signal' where an interval straddles)"
+    Config, QUICK, FULL, Row = UtilityConfig, QUICK, FULL, UtilityRow
+
+    def tasks(self, config: UtilityConfig) -> list[Task]:
+        return [(p, e, n, s) for p in config.problems for e in config.epsilons for n in config.sizes(p)
+                for s in range(config.seeds)]
+
+    def cost(self, config: UtilityConfig, task: Task) -> float:
+        return task[2] * (10 if task[0] == "logistic-digits" else 1)
+
+    def run_one(self, config: UtilityConfig, task: Task) -> tuple[UtilityRow, ...]:
+        """The reference row and one row per method, on the same data (paired by seed)."""
+        problem, epsilon, n, seed = task
+        inst = instance(config, problem, n, seed)
+        budget = Budget(epsilon, config.dp_delta)
+        registry = methods(config)
+        ref = Outcome(inst.reference, 0, 0, math.inf, False, "non-private optimum (ε = ∞)")
+        rows = [_measure(problem, REFERENCE, "reference", epsilon, seed, inst, ref, 0.0)]
+        for name in config.methods:
+            method = registry[name]
+            gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{problem}/{n}/{seed}/{name}".encode()))
+            tic = time.perf_counter()
+            try:
+                out = method.run(config, inst, budget, gen)
+            except ValueError as error:   # a theorem with no admissible run at this n, d, ε
+                out, why = None, f"n/a: {error}"
+            else:
+                why = "n/a: not applicable to this problem"
+            seconds = time.perf_counter() - tic
+            if out is None:
+                nan = math.nan
+                rows.append(UtilityRow(problem, name, method.family, epsilon, inst.train.n, seed, why[:200], nan,
+                                       nan, nan, seconds, 0, 0, nan, False, ""))
+            else:
+                rows.append(_measure(problem, name, method.family, epsilon, seed, inst, out, seconds))
+        return tuple(rows)
+
+    def claims(self, rows, config: UtilityConfig) -> list[Claim]:
+        return report.claims(rows, config)
+
+    def describe(self, result: Result) -> str:
+        return report.describe(result.config)
+
+    def render(self, result: Result) -> str:
+        return report.render(result.rows, result.config, methods(result.config))
+
+    def plot(self, result: Result, out: Path) -> list[Path]:
+        return report.plot(result.rows, result.config, out)
+
+
+EXPERIMENT = Utility()

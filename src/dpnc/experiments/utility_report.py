@@ -1,0 +1,204 @@
+"""Claims, tables and the figure of :mod:`dpnc.experiments.utility`, computed from its rows alone.
+
+Every claim is judged on a 95 % interval over seeds (:func:`dpnc.experiments.claims.verdict`): the methods of one
+(problem, ε, n) run on the same data for each seed, so differences are **paired by seed** (the s.e. of the
+per-seed differences). A claim whose interval straddles its threshold says "no signal".
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from dpnc.experiments.claims import Z95, mean_se, verdict
+from dpnc.experiments.protocol import Claim
+
+RATIO = 1.5   # "the best dpnc method is within 1.5× of the best baseline's excess risk"
+
+
+def _ok(rows: Sequence) -> list:
+    return [r for r in rows if r.status == "ok" and r.family != "reference" and math.isfinite(r.excess_risk)]
+
+
+def by_seed(rows: Sequence, problem: str, epsilon: float, n: int) -> dict[str, dict[int, float]]:
+    """method → {seed: excess risk} over the runs that ran (status ok) at (problem, ε, n)."""
+    out: dict[str, dict[int, float]] = {}
+    for r in _ok(rows):
+        if (r.problem, r.epsilon, r.n) == (problem, epsilon, n):
+            out.setdefault(r.method, {})[r.seed] = r.excess_risk
+    return out
+
+
+def _paired(a: dict[int, float], b: dict[int, float], weight: float = 1.0) -> tuple[float, float | None, int]:
+    """Mean and s.e. over the common seeds of weight·b_s − a_s; the number of common seeds."""
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return math.nan, None, 0
+    mean, se = mean_se([weight * b[s] - a[s] for s in seeds])
+    return mean, se, len(seeds)
+
+
+def _interval(mean: float, se: float | None) -> tuple[float, float]:
+    """The 95 % interval; with one seed (no s.e.) the whole line, so that one seed never gives a signal."""
+    return (-math.inf, math.inf) if se is None else (mean - Z95 * se, mean + Z95 * se)
+
+
+def _fmt(values: dict[int, float]) -> str:
+    mean, se = mean_se(list(values.values()))
+    return f"{mean:.3g}" + ("" if se is None else f" ± {Z95 * se:.2g}")
+
+
+def winner_claim(values: dict[str, dict[int, float]], where: str) -> Claim | None:
+    """The method with the lowest mean excess risk, and whether it beats the runner-up beyond the interval."""
+    if len(values) < 2:
+        return None
+    order = sorted(values, key=lambda m: statistics.fmean(values[m].values()))
+    best, second = order[0], order[1]
+    diff, se, k = _paired(values[best], values[second])
+    low, high = _interval(diff, se)
+    mb, ms = statistics.fmean(values[best].values()), statistics.fmean(values[second].values())
+    ratio = f"{ms / mb:.2f}×" if mb > 0 else "n/a (best ≤ 0)"
+    return Claim(f"{where}: {best} has the lowest excess risk, below the runner-up {second}",
+                 verdict(low, high, 0.0),
+                 f"{best} {_fmt(values[best])} vs {second} {_fmt(values[second])} (ratio {ratio}); paired difference "
+                 f"{diff:.3g} ± {'∞' if se is None else f'{Z95 * se:.2g}'} over {k} seeds")
+
+
+def baseline_claim(values: dict[str, dict[int, float]], families: dict[str, str], where: str) -> Claim | None:
+    """"The best dpnc method's excess risk is within 1.5× of the best baseline's": judged on the paired per-seed
+    1.5·baseline − dpnc (holds if its interval lies above 0, fails if at or below 0, no signal otherwise)."""
+    def best(family):
+        names = [m for m in values if families.get(m) == family]
+        return min(names, key=lambda m: statistics.fmean(values[m].values())) if names else None
+
+    ours, theirs = best("dpnc"), best("baseline")
+    if ours is None or theirs is None:
+        return None
+    margin, se, k = _paired(values[ours], values[theirs], weight=RATIO)
+    low, high = _interval(margin, se)
+    mo, mt = statistics.fmean(values[ours].values()), statistics.fmean(values[theirs].values())
+    ratio = f"{mo / mt:.2f}×" if mt > 0 else "n/a (baseline ≤ 0)"
+    return Claim(f"{where}: the best dpnc method ({ours}) is within {RATIO:g}× of the best baseline ({theirs})",
+                 verdict(low, high, 0.0),
+                 f"{ours} {_fmt(values[ours])} vs {theirs} {_fmt(values[theirs])} = {ratio}; {RATIO:g}·baseline − dpnc "
+                 f"= {margin:.3g} ± {'∞' if se is None else f'{Z95 * se:.2g}'} over {k} paired seeds")
+
+
+def privacy_claim(rows: Sequence) -> Claim:
+    """Every private run's accountant spent at most its target ε (the reference and seeded runs excluded)."""
+    runs = [r for r in _ok(rows) if r.private]
+    over = [r for r in runs if not r.epsilon_spent <= r.epsilon * (1 + 1e-6)]
+    worst = max((r.epsilon_spent / r.epsilon for r in runs), default=math.nan)
+    others = sorted({r.method for r in _ok(rows) if not r.private})
+    note = f"; not counted (not private by their own report): {', '.join(others)}" if others else ""
+    return Claim("every private run's accountant spends at most the target ε (tightest of RDP, PLD, zCDP)",
+                 not over if runs else None, f"{len(runs)} runs, max ε spent / target {worst:.4f}, "
+                 f"{len(over)} over{note}")
+
+
+def claims(rows: Sequence, config) -> list[Claim]:
+    """Per problem and ε at the problem's largest n: the winner, and the 1.5× claim; then privacy."""
+    from dpnc.experiments.utility import methods
+
+    families = {name: m.family for name, m in methods(config).items()}
+    out = []
+    for problem in config.problems:
+        n = config.sizes(problem)[-1]
+        for epsilon in config.epsilons:
+            values = by_seed(rows, problem, epsilon, n)
+            where = f"{problem}, ε = {epsilon:g}, n = {n}"
+            out += [c for c in (winner_claim(values, where), baseline_claim(values, families, where)) if c]
+    out.append(privacy_claim(rows))
+    return out
+
+
+# --- tables and figure ---------------------------------------------------------------------------------------
+
+
+def describe(config) -> str:
+    return (f"Problems: {', '.join(config.problems)} (public constants: see `dpnc.problems.logistic`, "
+            f"`TwoLayerReLU` with R = {config.relu_radius:g}, ℓ1 regression d = {config.l1_dim}); (ε, δ) with "
+            f"δ = {config.dp_delta:g}; {config.seeds} seeds (data and noise vary). Excess risk = F_train(x) − "
+            "F_train(x̂), x̂ the non-private optimum of the same training set (the network's: the best of "
+            f"{config.reference_steps} non-private Adam steps, so its excess may be < 0). Hand-set parameters: DP-GD "
+            f"T = {config.gd_steps}, DP-SGD {config.sgd_epochs:g} epochs at B = √n, DPZero T = {config.dpzero_steps}; "
+            f"the papers' methods from their theorems (O2NC α = {config.alpha:g}, KLT m ≤ {config.max_directions}). "
+            "No method is tuned yet: a comparison of defaults, not of tuned methods. Intervals: 95 %, paired by "
+            "seed. The 'best dpnc method' is picked after the fact (a selection the interval does not cover).")
+
+
+def _stat(values: list[float], scale: float = 1.0, digits: str = ".3g") -> str:
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return "—"
+    mean, se = mean_se(values)
+    return f"{scale * mean:{digits}}" + ("" if se is None else f" ± {scale * Z95 * se:.2g}")
+
+
+def render(rows: Sequence, config, registry: dict) -> str:
+    lines = ["## Mean ± 95 % half-width over seeds\n",
+             "| problem | ε | n | method | excess risk | test accuracy % | seconds | evaluations | gradients | "
+             "max ε spent | runs |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    names = ("non-private", *config.methods)
+    for problem in config.problems:
+        for epsilon in config.epsilons:
+            for n in config.sizes(problem):
+                for method in names:
+                    mine = [r for r in rows if (r.problem, r.epsilon, r.n, r.method) == (problem, epsilon, n, method)]
+                    ok = [r for r in mine if r.status == "ok"]
+                    if not ok:
+                        continue
+                    spent = max(r.epsilon_spent for r in ok)
+                    lines.append(f"| {problem} | {epsilon:g} | {n} | {method} | "
+                                 f"{_stat([r.excess_risk for r in ok])} | "
+                                 f"{_stat([r.test_accuracy for r in ok], 100, '.1f')} | "
+                                 f"{statistics.fmean(r.seconds for r in ok):.2f} | "
+                                 f"{statistics.fmean(r.evaluations for r in ok):.3g} | "
+                                 f"{statistics.fmean(r.gradients for r in ok):.3g} | "
+                                 f"{'∞' if math.isinf(spent) else f'{spent:.3g}'} | {len(ok)}/{len(mine)} |")
+    skipped = {}
+    for r in rows:
+        if r.status != "ok":
+            skipped.setdefault((r.problem, r.method), r.status)
+    if skipped:
+        lines += ["", "## Runs that did not run\n", "| problem | method | why (first case) |", "|---|---|---|"]
+        lines += [f"| {p} | {m} | {why} |" for (p, m), why in sorted(skipped.items())]
+    lines += ["", "## Methods\n", "| name | family | what |", "|---|---|---|"]
+    lines += [f"| {m} | {registry[m].family} | {registry[m].label} |" for m in config.methods]
+    lines += ["", "Figure: `fig_excess_vs_n.png`; every run: `rows.csv`."]
+    return "\n".join(lines)
+
+
+def plot(rows: Sequence, config, out: Path) -> list[Path]:
+    """Mean excess risk against n, one panel per (ε, problem), one line per method (log-log; ≤ 0 at the floor)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    floor = 1e-5
+    eps, problems = config.epsilons, config.problems
+    fig, axes = plt.subplots(len(eps), len(problems), figsize=(4.2 * len(problems), 3.4 * len(eps)), squeeze=False)
+    for i, epsilon in enumerate(eps):
+        for j, problem in enumerate(problems):
+            ax = axes[i][j]
+            for k, method in enumerate(config.methods):
+                points = []
+                for n in config.sizes(problem):
+                    values = by_seed(rows, problem, epsilon, n).get(method)
+                    if values:
+                        points.append((n, max(statistics.fmean(values.values()), floor)))
+                if points:
+                    xs, ys = zip(*points)
+                    ax.plot(xs, ys, marker="o", color=f"C{k % 10}", linestyle="-" if k < 10 else "--", label=method)
+            ax.set(xscale="log", yscale="log", xlabel="n", ylabel="excess risk", title=f"{problem}, ε = {epsilon:g}")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"Mean excess empirical risk over {config.seeds} seeds (floor {floor:g})")
+    fig.tight_layout()
+    path = out / "fig_excess_vs_n.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
