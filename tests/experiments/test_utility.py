@@ -1,0 +1,140 @@
+"""dpnc reproduce utility: a tiny grid runs and writes its files; the claims on constructed rows."""
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from dpnc.cli import app
+from dpnc.experiments import protocol
+from dpnc.experiments import utility as exp
+from dpnc.experiments import utility_report as report
+from dpnc.privacy import Budget
+from tests.experiments.written import assert_written
+
+METHODS = ("dp-gd", "dp-sgd", "dpzero", "kl-adaptive", "klt-fo")
+TINY = exp.UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=METHODS, epsilons=(4.0,),
+                         samples=(20, 60), seeds=2, gd_steps=10, sgd_epochs=1.0, dpzero_steps=50, reference_steps=20,
+                         n_test=100)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
+
+
+def test_tiny_run_writes_every_output(tiny, tmp_path):
+    rows = tiny.rows
+    tasks = exp.EXPERIMENT.tasks(TINY)
+    assert len(tasks) == 2 * 2 * 2 and len(rows) == len(tasks) * (1 + len(METHODS))
+    for r in rows:
+        if r.method == exp.REFERENCE:
+            assert r.excess_risk == 0 and math.isinf(r.epsilon_spent) and not r.private
+        elif r.problem == "l1-regression" and r.method == "kl-adaptive":   # needs L1: not applicable
+            assert r.status.startswith("n/a") and math.isnan(r.excess_risk)
+        else:
+            assert r.status == "ok" and r.private, r
+            assert r.epsilon_spent <= r.epsilon * (1 + 1e-6)
+            assert r.excess_risk >= -1e-6 and r.evaluations + r.gradients > 0 and r.seconds >= 0
+            assert (0 <= r.test_accuracy <= 1) if r.problem.startswith("logistic") else math.isnan(r.test_accuracy)
+    summary = assert_written(tiny, tmp_path, "dpnc reproduce utility (test)", {"fig_excess_vs_n.png"})
+    for text in ("has the lowest excess risk", "within 1.5× of the best baseline", "spends at most the target ε",
+                 "| problem | ε | n | method |", "Runs that did not run"):
+        assert text in summary
+    assert tiny.claims[-1].holds is True     # privacy
+
+
+def test_registry_builds_every_method_on_logistic():
+    config = exp.QUICK
+    inst = exp.instance(config, "logistic-cancer", 30, 0)
+    budget = Budget(2.0, 1e-6)
+    registry = exp.methods(config)
+    assert set(registry) == set(exp.METHODS)
+    for name, method in registry.items():
+        if method.factory is not None:
+            algorithm = method.factory(inst, 30, inst.train.dim, budget)
+            assert algorithm is not None and hasattr(algorithm, "run"), name
+    assert registry["opacus"].run(config, inst, budget, torch.Generator()) is None   # the network only
+
+
+def test_opacus_on_the_network():
+    pytest.importorskip("opacus")
+    config = dataclasses.replace(exp.QUICK, reference_steps=10, sgd_epochs=1.0, hidden=2)
+    inst = exp.instance(config, "relu-cancer", 40, 0)
+    out = exp.opacus_runner(config, inst, Budget(4.0, 1e-5))
+    assert out.x.shape == (inst.train.dim,) and out.gradients > 0 and not out.private
+    assert 0 < out.epsilon_spent < 8          # dpnc's PLD for Opacus's (σ, q, T), calibrated by Opacus to 4
+
+
+def test_command_is_registered(tmp_path):
+    result = CliRunner().invoke(app, ["reproduce", "utility", "--help"])
+    assert result.exit_code == 0 and "--dpzero-steps" in result.output and "--quick" in result.output
+
+
+# --- claims on constructed rows ----------------------------------------------------------------------------
+
+
+def row(method, family, seed, excess, problem="p", epsilon=1.0, n=100, spent=1.0, private=True):
+    return exp.UtilityRow(problem, method, family, epsilon, n, seed, "ok", excess, 0.0, math.nan, 0.1, 0, 10, spent,
+                          private, "")
+
+
+FAMILIES = {"base": "baseline", "ours": "dpnc", "other": "dpnc"}
+
+
+def values(rows):
+    return report.by_seed(rows, "p", 1.0, 100)
+
+
+def jitter(seed):
+    return 0.001 * (seed % 3 - 1)
+
+
+def test_twice_worse_with_tight_intervals_fails_the_ratio_claim():
+    rows = [row("base", "baseline", s, 1.0 + jitter(s)) for s in range(10)]
+    rows += [row("ours", "dpnc", s, 2.0 + jitter(s + 1)) for s in range(10)]
+    claim = report.baseline_claim(values(rows), FAMILIES, "p")
+    assert claim.holds is False and "2.00×" in claim.evidence
+    winner = report.winner_claim(values(rows), "p")
+    assert winner.holds is True and "base has the lowest" in winner.statement
+
+
+def test_within_the_ratio_with_tight_intervals_holds():
+    rows = [row("base", "baseline", s, 1.0 + jitter(s)) for s in range(10)]
+    rows += [row("ours", "dpnc", s, 1.2 + jitter(s)) for s in range(10)]
+    rows += [row("other", "dpnc", s, 3.0) for s in range(10)]          # the best dpnc method is the one judged
+    claim = report.baseline_claim(values(rows), FAMILIES, "p")
+    assert claim.holds is True and "(ours)" in claim.statement
+
+
+def test_overlapping_intervals_give_no_signal():
+    wide = [0.0, 2.0, 0.5, 1.5, 1.0, 0.2, 1.8, 0.9, 1.1, 1.0]
+    rows = [row("base", "baseline", s, 1.0 + wide[s]) for s in range(10)]
+    rows += [row("ours", "dpnc", s, 1.05 + wide[(s + 5) % 10]) for s in range(10)]
+    assert report.winner_claim(values(rows), "p").holds is None
+    rows = [row("base", "baseline", s, 1.0 + wide[s]) for s in range(10)]
+    rows += [row("ours", "dpnc", s, 2.0 + wide[(s + 5) % 10]) for s in range(10)]    # ratio ≈ 1.5 ± a lot
+    assert report.baseline_claim(values(rows), FAMILIES, "p").holds is None
+
+
+def test_one_seed_never_gives_a_signal():
+    rows = [row("base", "baseline", 0, 1.0), row("ours", "dpnc", 0, 5.0)]
+    assert report.winner_claim(values(rows), "p").holds is None
+    assert report.baseline_claim(values(rows), FAMILIES, "p").holds is None
+
+
+def test_privacy_claim_counts_only_private_runs():
+    rows = [row("base", "baseline", 0, 1.0, spent=0.99), row("ours", "dpnc", 0, 1.0, spent=1.0)]
+    assert report.privacy_claim(rows).holds is True
+    assert report.privacy_claim(rows + [row("x", "baseline", 0, 1.0, spent=1.5, private=False)]).holds is True
+    assert report.privacy_claim(rows + [row("y", "dpnc", 0, 1.0, spent=1.01)]).holds is False
+
+
+def test_bad_config_is_refused():
+    with pytest.raises(ValueError, match="problems"):
+        exp.UtilityConfig(problems=("mnist",))
+    with pytest.raises(ValueError, match="samples"):
+        exp.UtilityConfig(samples=(4,))
+    assert exp.UtilityConfig().sizes("logistic-cancer") == [50, 455]
