@@ -3,12 +3,12 @@
 Algorithms never compute ε themselves. They tell the accountant what they released
 (:mod:`dpnc.privacy.releases`: plain records) and the accountant interprets it
 (:mod:`dpnc.privacy.interpret`), answering ε(δ) by Rényi DP (dp-accounting's ``RdpAccountant``) and by
-privacy-loss distributions (dp-accounting's PLD library, tight up to its pessimistic discretisation),
-and ρ when every release is zCDP. Consecutive equal releases are merged,
-so T identical steps cost O(1) to store and to account. Releases made on pairwise disjoint parts of
-the data (the single-pass algorithms' epochs or batches) are recorded under one ``partition`` name and
-cost one release by parallel composition. The ledger round-trips through JSON, so a resumed run continues
-the same ledger and never under-counts.
+privacy-loss distributions (dp-accounting's PLD library, tight up to its pessimistic discretisation), and
+ρ when every release is zCDP; :meth:`Accountant.rdp` gives the ledger's RDP curve itself. Consecutive
+equal releases are merged, so T identical steps cost O(1) to store and to account. Releases made on
+pairwise disjoint parts of the data (the single-pass algorithms' epochs or batches) are recorded under
+one ``partition`` name and cost one release by parallel composition. The ledger round-trips through JSON,
+so a resumed run continues the same ledger and never under-counts.
 
 Example:
     >>> acct = Accountant("replace-one")
