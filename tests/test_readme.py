@@ -36,8 +36,9 @@ class Block:
         return f"L{self.line}-{self.language}-{re.sub(r'[^A-Za-z0-9]+', '-', self.section).strip('-')[:40]}"
 
 
-def _blocks() -> list[Block]:
-    lines = README.read_text().splitlines()
+def _blocks(path: Path = README) -> list[Block]:
+    """The fenced code blocks of a markdown file (README.md by default; the tutorials reuse it)."""
+    lines = path.read_text().splitlines()
     blocks, section, i = [], "", 0
     while i < len(lines):
         line = lines[i]
@@ -59,9 +60,9 @@ PYTHON = [b for b in BLOCKS if b.language == "python"]
 BASH = [b for b in BLOCKS if b.language == "bash"]
 
 
-def _compile(block: Block):
+def _compile(block: Block, path: Path = README):
     # Leading newlines make tracebacks point at README lines.
-    return compile("\n" * (block.line - 1) + block.code, str(README), "exec")
+    return compile("\n" * (block.line - 1) + block.code, str(path), "exec")
 
 
 # --- the README's shape ------------------------------------------------------------------------
