@@ -25,7 +25,9 @@ Privacy (spec seed002_003 §2.6, §7 A18), the ``paper`` switch:
   multi-pass), which is astronomically large for the zeroth-order oracles; a smaller m is refused. The
   mechanism gets δ/2 (:attr:`KornowskiLiuTalwar.mechanism_delta`), the concentration event the other δ/2.
 
-The schedules and sensitivities are in :mod:`dpnc.algorithms.klt_theory`. Schedules are v2's (seed 003);
+The schedules and sensitivities are in :mod:`dpnc.algorithms.klt_theory`; :meth:`KornowskiLiuTalwar.practical`
+gives documented practical settings instead (no theorem attached). Safe mode reports the fraction of clipped
+increments (``Run.stats.clip_rate``, a private statistic) and warns above 50 %. Schedules are v2's (seed 003);
 ``schedule="v1-legacy"`` gives v1's Σ and D, whose guarantee rested on a miscalculation the authors withdrew:
 reproduction only, no guarantee attached.
 
@@ -42,15 +44,17 @@ import torch
 
 from dpnc.algorithms import klt_theory as theory
 from dpnc.algorithms.base import check_choice, check_integer, check_positive
-from dpnc.algorithms.o2nc import O2NCAlgorithm
+from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
-from dpnc.clipping import clip_vectors
-from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate
+from dpnc.clipping import clip_vectors, zero_nonfinite_rows
+from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate, uniform_ball
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import check_delta, check_epsilon
+from dpnc.privacy.budget import check_delta, check_epsilon, epsilon_to_rho
+from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.mean import release_sum
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import mean_sensitivity
+from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
+from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import FullBatch
 
 ORACLES = theory.ORACLES
@@ -110,10 +114,12 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
     common_directions: bool = False
     schedule: str = "v2"
     paper: bool = False
+    output_rule: str = "random-block"
 
     def __post_init__(self) -> None:
         check_choice("oracle", self.oracle, ORACLES)
         check_choice("schedule", self.schedule, theory.SCHEDULES)
+        check_choice("output_rule", self.output_rule, OUTPUT_RULES)
         check_positive(alpha=self.alpha, D=self.D, sigma_anchor=self.sigma_anchor,
                        sigma_increment=self.sigma_increment, s_anchor=self.s_anchor, s_increment=self.s_increment)
         check_positive(allow_zero=True, eta=self.eta)
@@ -189,6 +195,114 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         config = replace(config, m=m)
         return replace(config, eta=config.D / math.sqrt(theory.second_moment(config, d=d, L=L) * config.block))
 
+    @classmethod
+    def practical(cls, constants, *, n: int, d: int, epsilon: float, delta: float, **options) -> KornowskiLiuTalwar:
+        """Practical settings: parameters that make progress at realistic n and d (a documented variant, not a
+        theorem's schedule). Every release is accounted exactly as in :meth:`from_theory`; only the choices differ.
+
+        Guarantee: privacy is exact ((ε, δ) by the accountant, every term clipped, no high-probability event).
+        The stationarity guarantee of Theorems 3.1/4.1/6.1 does **not** apply: the clip radius, the increments'
+        radius and D are not the theorems', so the sensitivity-to-variance balance of the proofs is broken (the
+        increments are biased when clipped), and the default output is the last iterate, which no theorem bounds.
+
+        Why the theorems' settings do not move (measured on a 2-layer ReLU net, d = 97, n = 20,000): the
+        sensitivities use the worst case L (14.2 for the declared ball, while per-example gradients there are
+        ≈ 1.2), so σ swamps a gradient of norm ≈ 0.2; D is 1e-5 to 1e-4 and η = D/(G₁√M) with G₁ dominated by
+        that noise is 1e-10 to 1e-7, so x moves ≈ 1e-4 in T ≈ 10⁴ steps; the zeroth-order increments
+        (independent directions at z_t and z_{t−1}) are of the size of a whole gradient estimate, not of
+        ‖z_t − z_{t−1}‖, so safe mode clips 98–100 % of them unless m is the paper's (≈ 10⁹).
+
+        Rules (public: they read the constants, n, d, ε, δ and the options only):
+
+        * clip radius C = ``clip`` (default L0, the declared per-example gradient bound); a zeroth-order
+          anchor term is clipped to r_a = C·√(1 + (d−1)/m) (the typical norm of an m-direction estimate of a
+          gradient of norm C), a first-order one to r_a = C;
+        * increments use **common** directions (zeroth order: DIFF) or common ball points (first order) at z_t
+          and z_{t−1} (``common_directions``, default True; spec §7 A14), and are clipped to r_v = r_a·B2/B1, which
+          makes the anchor's and the increments' sensitivities equal (s = 2r_a/B1 = 2r_v/B2; the tree's σ is set
+          by the larger, so a larger r_v would only add noise). :attr:`~dpnc.algorithms.oracles.OracleStats.clip_rate`
+          reports the fraction of increments clipped, and the run warns above 50 %;
+        * single pass: Σ = B1 = :func:`~dpnc.algorithms.o2nc.practical_period` (the smallest power of two whose
+          released noise is at most ``noise_ratio``·r_a, default 0.5, with at least four periods), B2 = 1,
+          T = ⌊(n − Σ)/2⌋ (so 2T + Σ ≤ n), σ = s·√(Lvl/(2ρ)) (the whole zCDP budget ρ on the tree; ρ is fitted by
+          :func:`~dpnc.algorithms.o2nc.fit_rho` so that the accountant's own ε(δ) is ≤ ε);
+        * multi-pass: T = ``steps`` (default 100; the cost is T·n·2m evaluations), Σ = ⌈√T⌉, half the zCDP
+          budget on the ⌈T/Σ⌉ anchors (σ₁ = s_a√(A/ρ)), half on the increments (σ₂ = s_v√((T−A)/ρ)), B1 = B2 = n;
+        * m = ``m`` (default d for zeroth order, as ZTC; 1 for first order);
+        * D = ``travel``/T, the total distance T·D the iterates may move being ``travel`` (default the radius
+          of ``constants.region``: see :func:`~dpnc.algorithms.o2nc.practical_travel`);
+        * α = ``alpha`` (default travel/20), block M = ⌊α/(4D)⌋ (the paper's relation, so each block average
+          is within α/4 of its points), η = D/(G₁√M) with G₁² = C² + d·σ²·Lvl (single pass) or
+          C² + d(σ₁² + Σσ₂²) (multi-pass), the released g̃'s second moment with constants 1;
+        * ``output_rule`` = ``"last"`` (default; public post-processing, no privacy cost) or ``"random-block"``.
+
+        Args:
+            constants: the problem's public :class:`~dpnc.problems.base.Constants` (L0, region).
+            n, d: dataset size and dimension; epsilon, delta: the (ε, δ) target.
+            **options: ``oracle`` (default ``"zeroth-order"``), ``clip``, ``m``, ``travel``, ``alpha``,
+                ``noise_ratio``, ``steps`` (multi-pass), ``common_directions``, ``output_rule``.
+
+        Raises:
+            ValueError: naming an unknown option or one outside its range.
+        """
+        allowed = {"oracle", "clip", "m", "travel", "alpha", "noise_ratio", "steps", "common_directions",
+                   "output_rule"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise ValueError(f"options must be among {sorted(allowed)}; got {unknown}")
+        oracle = options.get("oracle", "zeroth-order")
+        check_choice("oracle", oracle, ORACLES)
+        check_integer(n=n, d=d)
+        check_epsilon(epsilon)
+        check_delta(delta, "delta")
+        C = options.get("clip", constants.L0)
+        check_positive(clip=C)
+        m = options.get("m", d if oracle != "first-order" else 1)
+        check_integer(m=m)
+        travel = practical_travel(constants, options.get("travel"))
+        alpha = options.get("alpha", travel / 20)
+        check_positive(alpha=alpha)
+        r_a = C * math.sqrt(1 + (d - 1) / m) if oracle != "first-order" else C
+        if oracle == "multi-pass":
+            T = options.get("steps", 100)
+            check_integer(steps=T)
+            Sigma = min(T, math.ceil(math.sqrt(T)))
+            B1 = B2 = n
+            anchors = -(-T // Sigma)
+            s_a, s_v = 2 * r_a / n, 2 * r_a / (Sigma * n)
+
+            def noise(rho: float) -> tuple[float, float]:
+                share = rho / 2 if T > anchors else rho
+                return (zcdp_gaussian_sigma(s_a, share / anchors),
+                        zcdp_gaussian_sigma(s_v, share / max(T - anchors, 1)))
+
+            def releases(rho: float) -> list:
+                sa, sv = noise(rho)
+                return [(Gaussian(s_a, sa), anchors), (Gaussian(s_v, sv), T - anchors)]
+
+            sigma_anchor, sigma_increment = noise(fit_rho(releases, epsilon=epsilon, delta=delta))
+            noise2 = d * (sigma_anchor**2 + Sigma * sigma_increment**2)
+        else:
+            Sigma = practical_period(n=n, d=d, rho=epsilon_to_rho(epsilon, delta),
+                                     noise_ratio=options.get("noise_ratio", 0.5))
+            T = max(1, (n - Sigma) // 2)
+            Sigma = min(Sigma, T)
+            B1, B2 = Sigma, 1
+            s_a = s_v = 2 * r_a / B1
+            lvl = leaf_participation(Sigma)
+            rho = fit_rho(lambda rho: [(TreeAggregated(Gaussian(s_a, zcdp_gaussian_sigma(s_a, rho / lvl)),
+                                                       leaves=Sigma), 1)], epsilon=epsilon, delta=delta)
+            sigma_anchor = sigma_increment = zcdp_gaussian_sigma(s_a, rho / lvl)
+            noise2 = d * sigma_anchor**2 * lvl
+        D = travel / T
+        block = theory.block_length(alpha, D, T)
+        eta = D / math.sqrt((C**2 + noise2) * block)
+        return cls(alpha=alpha, D=D, eta=eta, steps=T, block=block, period=Sigma, B1=B1, B2=B2, m=m,
+                   sigma_anchor=sigma_anchor, sigma_increment=sigma_increment, s_anchor=s_a, s_increment=s_v,
+                   epsilon=epsilon, dp_delta=delta, oracle=oracle,
+                   common_directions=options.get("common_directions", True),
+                   output_rule=options.get("output_rule", "last"))
+
     # --- the run --------------------------------------------------------------------------------
 
     def make_oracle(self, problem, *, noise: NoiseSource, accountant: Accountant, generator: torch.Generator):
@@ -239,19 +353,41 @@ class _Terms:
 
     def _difference(self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         c = self.config
-        if c.common_directions and c.oracle != "first-order":
+        if c.common_directions and c.oracle == "first-order":
+            return self._common_ball_difference(w, w_prev, index)
+        if c.common_directions:
             return self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.alpha, m=c.m,
                                                 generator=self.generator)).per_example
         return self._estimate(w, index, c.m) - self._estimate(w_prev, index, c.m)
 
-    def _sum(self, per_example, index: torch.Tensor, radius: float) -> torch.Tensor:
+    def _common_ball_difference(self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """(1/m) Σ_j [∇f(w + y_j; ξ) − ∇f(w_prev + y_j; ξ)], the same y_j ~ Unif(B_α) at both points (common
+        random numbers, the first-order analogue of DIFF; spec §7 A14, unanalysed by the paper). Unbiased for
+        ∇f_α(w; ξ) − ∇f_α(w_prev; ξ); for a piecewise-linear f most terms vanish or are small, so far fewer
+        increments reach their radius than with independent points. Each gradient is clipped to L (a no-op for
+        a correct L)."""
+        c, b, d = self.config, len(index), self.problem.dim
+        y = c.alpha * uniform_ball(b * c.m, d, self.generator, dtype=w.dtype).reshape(b, c.m, d)
+        grads = self.problem.gradients(torch.cat([w + y, w_prev + y], dim=1), index)
+        grads, nonfinite = zero_nonfinite_rows(grads)
+        grads, fraction = clip_vectors(grads, self.problem.constants.L0)
+        self.stats.gradients += 2 * b * c.m
+        self.stats.clipped += int((fraction * 2 * c.m).round().sum())
+        self.stats.nonfinite += int(nonfinite.sum())
+        return grads[:, :c.m].mean(1) - grads[:, c.m:].mean(1)
+
+    def _sum(self, per_example, index: torch.Tensor, radius: float, *, increment: bool = False) -> torch.Tensor:
         """Σ_i of ``per_example(chunk)``, each clipped to ``radius`` unless ``paper``, in chunks; terms beyond
-        the radius are counted either way."""
+        the radius are counted either way (and, for ``increment`` terms, in the clip rate's counters)."""
         size = max(1, self.CHUNK // (2 * self.config.m * self.problem.dim))
         total = 0.0
         for chunk in index.split(size):
             terms = per_example(chunk)
-            self.stats.beyond_radius += int((torch.linalg.vector_norm(terms, dim=-1) > radius).sum())
+            beyond = int((torch.linalg.vector_norm(terms, dim=-1) > radius).sum())
+            self.stats.beyond_radius += beyond
+            if increment:
+                self.stats.increments += len(chunk)
+                self.stats.increments_clipped += beyond
             if not self.config.paper:
                 terms, _ = clip_vectors(terms, radius)
             total = total + terms.sum(0)
@@ -277,7 +413,7 @@ class ZerothOrderOracle(_Terms, TreeOracle):
 
     def increment(self, w, w_prev, index):
         return self._sum(lambda chunk: self._difference(w, w_prev, chunk), index,
-                         self.config.increment_radius) / len(index)
+                         self.config.increment_radius, increment=True) / len(index)
 
     @property
     def _anchor_points(self) -> int:
@@ -323,7 +459,8 @@ class MultiPassOracle(_Terms):
             self.g = self._release(total, c.anchor_radius, c.sigma_anchor)
         else:
             check_move(w, self.w_prev, 2 * c.D)
-            total = self._sum(lambda chunk: self._difference(w, self.w_prev, chunk), self.index, c.increment_radius)
+            total = self._sum(lambda chunk: self._difference(w, self.w_prev, chunk), self.index, c.increment_radius,
+                              increment=True)
             self.g = self.g + self._release(total, c.increment_radius, c.sigma_increment)
         self.w_prev = w
         return self.g

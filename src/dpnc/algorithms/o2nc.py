@@ -31,15 +31,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+import math
+import warnings
+
 import torch
 from tqdm.auto import tqdm
 
 from dpnc.algorithms.base import Algorithm, Run, check_integer, check_positive
 from dpnc.algorithms.oracles import OracleStats
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import epsilon_to_rho
+from dpnc.privacy.releases import Release
 from dpnc.privacy.noise import NoiseSource
 
 Oracle = Callable[[int, torch.Tensor], torch.Tensor]  # (t, w_t) -> g̃_t, t = 1, 2, …
+
+OUTPUT_RULES = ("random-block", "last")
+"""What :meth:`O2NCAlgorithm.run` returns as ``Run.output``: ``"random-block"`` (the papers' rule: the average
+of a uniformly chosen completed block, whose Goldstein-stationarity the theorems bound in expectation) or
+``"last"`` (the last iterate x_{T+1}; public post-processing of the released g̃, so no privacy cost, but no
+theorem bounds its stationarity)."""
+
+CLIP_RATE_WARNING = 0.5  # warn when more than half of the per-example increments were clipped
 
 
 def project_ball(v: torch.Tensor, radius: float) -> torch.Tensor:
@@ -150,6 +163,65 @@ def o2nc(oracle: Oracle, x0: torch.Tensor, *, D: float, eta: float, steps: int, 
                       steps=steps, points=points, max_increment=max_increment, max_move=max_move)
 
 
+# --- practical settings (not a theorem's): the rules both families' ``practical`` share ------------
+
+
+def practical_travel(constants, travel: float | None) -> float:
+    """How far the iterates may move in total, T·D: ``travel`` if given, else the radius of the region where
+    the public constants are declared (a run that starts inside it can reach any point of it).
+
+    Raises:
+        ValueError: if neither is given (the rule needs a public length scale).
+    """
+    if travel is not None:
+        check_positive(travel=travel)
+        return float(travel)
+    region = getattr(constants, "region", None)
+    if region is None:
+        raise ValueError("travel must be given (the total distance T·D the iterates may move) when the constants "
+                         "declare no region; got travel=None and region=None")
+    return float(region.radius)
+
+
+def practical_period(*, n: int, d: int, rho: float, noise_ratio: float = 0.5, min_periods: int = 4) -> int:
+    """Σ (KLT; ZTC's epoch T) for a tree whose anchors use B1 = Σ examples and whose two radii are balanced.
+
+    With every per-example term clipped to r (anchor) and r/Σ (increment), each tree node has σ = (2r/Σ)·
+    √(Lvl/(2ρ)) (zCDP ρ; Lvl = ⌊log₂Σ⌋ + 1 nodes per example), and a release's noise has norm about
+    σ·√(d·Lvl) = r·(Lvl/Σ)·√(2d/ρ). The rule takes the smallest power of two Σ for which that is at most
+    ``noise_ratio``·r (the noise of every released gradient no larger than half an example's clip radius), but
+    no larger than n/(2·``min_periods``), so that one pass holds at least ``min_periods`` periods (the anchor is
+    what corrects the running sum: longer periods let it go stale). Public: reads n, d, ρ only.
+    """
+    check_integer(n=n, d=d, min_periods=min_periods)
+    check_positive(rho=rho, noise_ratio=noise_ratio)
+    cap = max(1, n // (2 * min_periods))
+    Sigma = 1
+    while Sigma * 2 <= cap and (Sigma.bit_length() / Sigma) * math.sqrt(2 * d / rho) > noise_ratio:
+        Sigma *= 2
+    return Sigma
+
+
+def fit_rho(releases: Callable[[float], list[tuple[Release, int]]], *, epsilon: float, delta: float) -> float:
+    """The zCDP budget ρ to calibrate for, so that the accountant's own ε(δ) of ``releases(ρ)`` is ≤ ε.
+
+    Starts from ρ(ε, δ) of the optimal zCDP conversion and shrinks it while the accountant (RDP over a finite
+    order grid, so a hair above the continuous optimum) answers more than ε: the ledger, not a formula, decides.
+    ``releases(ρ)`` lists the (release, count) pairs a run calibrated for ρ will record (each pass's
+    disjoint-data releases counted once).
+    """
+    rho = epsilon_to_rho(epsilon, delta)
+    for _ in range(50):
+        accountant = Accountant()
+        for release, count in releases(rho):
+            accountant.record(release, count)
+        spent = accountant.epsilon(delta)
+        if spent <= epsilon:
+            return rho
+        rho *= (epsilon / spent) ** 2 * (1 - 1e-4)
+    raise RuntimeError(f"could not calibrate ρ to ε = {epsilon} (the accountant answered {spent})")
+
+
 # --- the one config shape and run of both families ---------------------------------------------------
 
 
@@ -175,7 +247,8 @@ class O2NCAlgorithm(Algorithm):
     """Private O2NC: a family's oracle driven by :func:`o2nc` (ZTC Algorithm 3, KLT Algorithm 2).
 
     Subclasses are frozen dataclasses with the fields ``D``, ``eta``, ``steps``, ``period``, ``B1``, ``B2``,
-    ``m``, ``paper`` (and ``block``, a field or a property), and supply :meth:`make_oracle` (the family's
+    ``m``, ``paper``, ``output_rule`` (one of :data:`OUTPUT_RULES`) (and ``block``, a field or a property), and
+    supply :meth:`make_oracle` (the family's
     private oracle), :attr:`smoothing` (the radius of the smoothing whose stationarity the run targets), and the
     privacy statement (:meth:`paper_claim`, :meth:`privacy_notes`).
     """
@@ -237,8 +310,21 @@ class O2NCAlgorithm(Algorithm):
         spent = oracle.stats
         stats = O2NCStats(steps=trace.steps, evaluations=spent.evaluations, gradients=spent.gradients,
                           clipped=spent.clipped, nonfinite=spent.nonfinite, beyond_radius=spent.beyond_radius,
+                          increments=spent.increments, increments_clipped=spent.increments_clipped,
                           output_block=trace.output_block, max_increment=trace.max_increment,
                           max_move=trace.max_move, samples_used=oracle.samples_used)
-        return Run(self, trace.output, trace.x, accountant, stats, paper_claim=self.paper_claim(),
-                       notes=self.privacy_notes(), trace=trace)
+        self._warn_clip_rate(stats)
+        output = trace.x if getattr(self, "output_rule", "random-block") == "last" else trace.output
+        return Run(self, output, trace.x, accountant, stats, paper_claim=self.paper_claim(),
+                   notes=self.privacy_notes(), trace=trace)
+
+    def _warn_clip_rate(self, stats: O2NCStats) -> None:
+        """Warn (``warnings.warn``, never a public log: the rate is a statistic of the private data) when an
+        oracle that clips its increments clipped more than half of them: the running sum then tracks the
+        gradient poorly (the increments' radius is too small for the step D, or m too small)."""
+        if not self.paper and stats.increments_clipped and stats.clip_rate > CLIP_RATE_WARNING:
+            warnings.warn(f"{stats.clip_rate:.0%} of the per-example increments were clipped (more than "
+                          f"{CLIP_RATE_WARNING:.0%}): the variance-reduced gradient is biased towards the period's "
+                          "anchor; use a smaller D, a longer smoothing radius, common directions or more of them (m)",
+                          RuntimeWarning, stacklevel=3)
 

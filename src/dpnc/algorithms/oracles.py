@@ -40,10 +40,20 @@ class OracleStats(Stats):
     beyond what an L-Lipschitz f allows; per-example estimates beyond a safe-mode radius);
     ``nonfinite`` counts NaN/±inf differences set to 0; ``beyond_radius`` counts per-example terms whose
     norm exceeded the radius their sensitivity assumes (clipped in a safe mode; in a paper-literal mode,
-    the events its high-probability bound excludes).
+    the events its high-probability bound excludes). ``increments`` and ``increments_clipped`` count the
+    per-example increment terms and those beyond their radius; :attr:`clip_rate` is their ratio. All are
+    statistics of the private data: do not log them publicly (a clip rate, like a loss, can reveal
+    whether one example is present).
     """
 
     beyond_radius: int = 0
+    increments: int = 0
+    increments_clipped: int = 0
+
+    @property
+    def clip_rate(self) -> float:
+        """The fraction of per-example increment terms beyond their radius (clipped in a safe mode); 0 if none."""
+        return self.increments_clipped / self.increments if self.increments else 0.0
 
     def add(self, estimate):
         """Count a :class:`~dpnc.estimators.VectorEstimate` and return it."""
