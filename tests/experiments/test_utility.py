@@ -14,7 +14,7 @@ from dpnc.experiments import utility_report as report
 from dpnc.privacy import Budget
 from tests.experiments.written import assert_written
 
-METHODS = ("dp-gd", "dp-sgd", "dpzero", "kl-adaptive", "klt-fo")
+METHODS = ("dp-gd", "dp-sgd", "dp-sgd-tuned", "dpzero", "kl-adaptive", "klt-fo")
 TINY = exp.UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=METHODS, epsilons=(4.0,),
                          samples=(20, 60), seeds=2, gd_steps=10, sgd_epochs=1.0, dpzero_steps=50, reference_steps=20,
                          n_test=100)

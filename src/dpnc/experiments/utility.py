@@ -18,8 +18,10 @@ run, so the excess may dip below 0), test loss and accuracy, wall time, function
 the ε the accountant says was spent. Claims and tables: :mod:`dpnc.experiments.utility_report`.
 
 **Parameters.** The baselines and DPZero use hand-set, documented defaults (:func:`dpgd`, :func:`dpsgd`,
-:func:`dpzero`); the papers' methods use their theorems (``from_theory``). Switching one method to a
-``practical(...)`` constructor, or wrapping its factory in a private tuner, is a one-line change of its factory.
+:func:`dpzero`); ``dp-gd-tuned`` and ``dp-sgd-tuned`` tune the baselines' step size privately (:func:`tuned`:
+random stopping, the tuning charged to the same ε); the papers' methods use their theorems (``from_theory``).
+Switching one method to a ``practical(...)`` constructor, or wrapping its factory in a private tuner
+(:func:`tuned`), is a one-line change in :func:`methods`.
 """
 
 from __future__ import annotations
@@ -304,11 +306,89 @@ def opacus_runner(config: UtilityConfig, inst: Instance, budget: Budget) -> Outc
     return Outcome(x, 0, gradients, spent, False, "Opacus noise from torch's default generator (no secure mode)")
 
 
+TUNING_GRID = (0.25, 1.0, 4.0)   # step sizes tried: η × these
+TUNING_ETA, TUNING_GAMMA = 1.0, 0.25  # random stopping: geometric K, E[K] = 1/γ = 4 (Papernot & Steinke)
+
+
+def _tuning_cost(base, n: int, relation: str, multiplier: float, bound: float):
+    """The public ledger of one candidate of :func:`tuned_runner`: T releases of ``base`` at ``multiplier``,
+    then its private score."""
+    from dpnc import tune
+    from dpnc.privacy import Accountant, NoiseSource
+    from dpnc.privacy.mean import mean_release
+
+    cost = Accountant(relation)
+    cost.record(mean_release(base.C, multiplier, sampler=base.sampler(n), accountant=cost, noise=NoiseSource()),
+                base.steps)
+    cost.record(tune.score_release(n=n, bound=bound, noise_multiplier=multiplier, accountant=cost))
+    return cost
+
+
+@functools.lru_cache(maxsize=256)
+def _tuning_multiplier(base, n: int, relation: str, bound: float, epsilon: float, delta: float) -> float:
+    """The smallest σ/Δ (to 1 %) at which random stopping over |grid| candidates, each a run of ``base`` plus a
+    score, is (ε, δ)-DP by the accountant (RDP; Papernot & Steinke, Theorem 2)."""
+    from dpnc.privacy import Accountant
+    from dpnc.privacy.releases import RandomStopping
+
+    def spent(m: float) -> float:
+        ledger = tuple((e.release, e.composed_count) for e in _tuning_cost(base, n, relation, m, bound).ledger)
+        acct = Accountant(relation)
+        acct.record(RandomStopping((ledger,) * len(TUNING_GRID), TUNING_ETA, TUNING_GAMMA))
+        return acct.epsilon(delta, "rdp")
+
+    lo = hi = base.noise_multiplier
+    while spent(hi) > epsilon:
+        lo, hi = hi, 2 * hi
+    while hi / lo > 1.01:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if spent(mid) <= epsilon else (mid, hi)
+    return hi
+
+
+def tuned(factory: Factory, relation: str):
+    """A runner that tunes the step size of a DP-GD / DP-SGD ``factory``'s config privately: random stopping
+    (:func:`dpnc.tune.random_stopping`) over η × :data:`TUNING_GRID`, each candidate scored by its noisy mean
+    training loss (clipped to [0, Φ + 1]), every candidate's noise raised so that the whole tuning spends ≤ ε.
+
+    Counts are the winning run's (the number of runs K is secret)."""
+    def runner(config: UtilityConfig, inst: Instance, budget: Budget) -> Outcome:
+        from dpnc import tune
+        from dpnc.privacy import Accountant, NoiseSource
+
+        n = inst.train.n
+        base = factory(inst, n, inst.train.dim, budget)
+        bound = inst.Phi + 1.0
+        m = _tuning_multiplier(base, n, relation, bound, budget.epsilon, budget.delta)
+        index = torch.arange(n)
+
+        def candidate(scale):
+            def run(accountant, noise):
+                config_ = dataclasses.replace(base, eta=base.eta * scale, noise_multiplier=m)
+                r = config_.run(inst.train, inst.x0, noise=noise, accountant=accountant)
+                score = tune.private_score(inst.train.losses_at(r.output, index), bound=bound, noise_multiplier=m,
+                                           noise=noise, accountant=accountant)
+                return r, score
+            return run
+
+        cost = _tuning_cost(base, n, relation, m, bound)
+        result = tune.random_stopping([candidate(g) for g in TUNING_GRID], costs=cost, eta=TUNING_ETA,
+                                      gamma=TUNING_GAMMA, noise=NoiseSource(), accountant=Accountant(relation))
+        report = result.report(budget.delta)
+        return Outcome(result.result.output, 0, result.result.stats.gradients, report.epsilon, report.private,
+                       f"tuned: η × {TUNING_GRID[result.index]:g}")
+    return runner
+
+
 def methods(config: UtilityConfig) -> dict[str, Method]:
     """The registry. To use a ``practical`` constructor or a private tuner, change the method's factory here."""
     return {m.name: m for m in (
         Method("dp-gd", "baseline", "DP-GD (full batch, hand-set)", dpgd(config)),
         Method("dp-sgd", "baseline", "DP-SGD (Poisson, B = √n, hand-set)", dpsgd(config), relation="add/remove"),
+        Method("dp-gd-tuned", "baseline", "DP-GD, step size tuned privately (random stopping)",
+               runner=tuned(dpgd(config), "replace-one")),
+        Method("dp-sgd-tuned", "baseline", "DP-SGD, step size tuned privately (random stopping)",
+               runner=tuned(dpsgd(config), "add/remove")),
         Method("opacus", "baseline", "Opacus DP-SGD (torch model; network only)", runner=opacus_runner),
         Method("dpzero", "dpnc", "DPZero (full batch, hand-set)", dpzero(config)),
         Method("kl-adaptive", "dpnc", "Menart et al. adaptive noisy GD (Thm 4)", _kl("adaptive")),
@@ -320,8 +400,8 @@ def methods(config: UtilityConfig) -> dict[str, Method]:
     )}
 
 
-METHODS = ("dp-gd", "dp-sgd", "opacus", "dpzero", "kl-adaptive", "kl-spider", "kl-proximal", "ztc", "klt-zo",
-           "klt-fo")
+METHODS = ("dp-gd", "dp-sgd", "dp-gd-tuned", "dp-sgd-tuned", "opacus", "dpzero", "kl-adaptive", "kl-spider",
+           "kl-proximal", "ztc", "klt-zo", "klt-fo")
 REFERENCE = "non-private"
 
 
@@ -380,8 +460,8 @@ class UtilityConfig:
 
 
 FULL = UtilityConfig()
-QUICK = UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=("dp-gd", "dp-sgd", "dpzero",
-                      "kl-adaptive", "klt-fo"), epsilons=(4.0,), samples=(40, 200), seeds=3, gd_steps=30,
+QUICK = UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=("dp-gd", "dp-sgd", "dp-sgd-tuned",
+                      "dpzero", "kl-adaptive", "klt-fo"), epsilons=(4.0,), samples=(40, 200), seeds=3, gd_steps=30,
                       sgd_epochs=2.0, dpzero_steps=200, reference_steps=200, n_test=500)
 
 
