@@ -231,21 +231,36 @@ def _kl(kind: str):
     return factory
 
 
-def ztc(config: UtilityConfig):
-    """Zhang–Tran–Cutkosky, Theorem 4.9 (variance-reduced oracle), smoothing δ = ``alpha``."""
+def _travel(inst: Instance) -> dict:
+    """The O2NC practical rules' public length scale where the constants declare no region: 2Φ/L0 (twice the
+    distance Φ/L0 that a drop of Φ allows; ℓ1 regression: twice ‖x0 − x*‖)."""
+    c = inst.train.constants
+    return {} if c.region is not None else {"travel": 2 * inst.Phi / c.L0}
+
+
+def ztc(config: UtilityConfig, practical: bool = True):
+    """Zhang–Tran–Cutkosky, variance-reduced oracle: ``practical`` settings (default), or Theorem 4.9's with
+    smoothing δ = ``alpha``."""
     def factory(inst, n, d, budget):
         from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, paper_rho
 
+        if practical:
+            return ZhangTranCutkosky.practical(inst.train.constants, n=n, d=d, epsilon=budget.epsilon,
+                                               delta=budget.delta, **_travel(inst))
         return ZhangTranCutkosky.from_theory(M=n, d=d, L=inst.train.constants.L0, delta=config.alpha,
                                              rho=paper_rho(budget.epsilon, budget.delta), F_star=inst.Phi)
     return factory
 
 
-def klt(config: UtilityConfig, oracle: str):
-    """Kornowski–Liu–Talwar, Theorem 3.1 (zeroth-order) or 6.1 (first-order), α = ``alpha``, m ≤ ``max_directions``."""
+def klt(config: UtilityConfig, oracle: str, practical: bool = True):
+    """Kornowski–Liu–Talwar, zeroth-order (Theorem 3.1) or first-order (6.1): ``practical`` settings (default),
+    or the theorem's with α = ``alpha`` and m ≤ ``max_directions``."""
     def factory(inst, n, d, budget):
         from dpnc.algorithms.klt import KornowskiLiuTalwar
 
+        if practical:
+            return KornowskiLiuTalwar.practical(inst.train.constants, n=n, d=d, epsilon=budget.epsilon,
+                                                delta=budget.delta, oracle=oracle, **_travel(inst))
         common = dict(n=n, d=d, L=inst.train.constants.L0, Phi=inst.Phi, alpha=config.alpha,
                       epsilon=budget.epsilon, dp_delta=budget.delta)
         algorithm = KornowskiLiuTalwar.from_theory(oracle, **common)
@@ -394,14 +409,21 @@ def methods(config: UtilityConfig) -> dict[str, Method]:
         Method("kl-adaptive", "dpnc", "Menart et al. adaptive noisy GD (Thm 4)", _kl("adaptive")),
         Method("kl-spider", "dpnc", "Menart et al. KL-Spider (Thm 1)", _kl("spider")),
         Method("kl-proximal", "dpnc", "Menart et al. proximal point (Thm 2)", _kl("proximal")),
-        Method("ztc", "dpnc", "Zhang–Tran–Cutkosky O2NC (Thm 4.9)", ztc(config)),
-        Method("klt-zo", "dpnc", "Kornowski–Liu–Talwar single-pass ZO (Thm 3.1)", klt(config, "zeroth-order")),
-        Method("klt-fo", "dpnc", "Kornowski–Liu–Talwar single-pass first-order (Thm 6.1)", klt(config, "first-order")),
+        Method("ztc", "dpnc", "Zhang–Tran–Cutkosky O2NC, practical settings", ztc(config)),
+        Method("klt-zo", "dpnc", "Kornowski–Liu–Talwar single-pass ZO, practical settings",
+               klt(config, "zeroth-order")),
+        Method("klt-fo", "dpnc", "Kornowski–Liu–Talwar single-pass first-order, practical settings",
+               klt(config, "first-order")),
+        Method("ztc-theory", "dpnc", "Zhang–Tran–Cutkosky O2NC (Thm 4.9)", ztc(config, practical=False)),
+        Method("klt-zo-theory", "dpnc", "Kornowski–Liu–Talwar single-pass ZO (Thm 3.1)",
+               klt(config, "zeroth-order", practical=False)),
+        Method("klt-fo-theory", "dpnc", "Kornowski–Liu–Talwar single-pass first-order (Thm 6.1)",
+               klt(config, "first-order", practical=False)),
     )}
 
 
 METHODS = ("dp-gd", "dp-sgd", "dp-gd-tuned", "dp-sgd-tuned", "opacus", "dpzero", "kl-adaptive", "kl-spider",
-           "kl-proximal", "ztc", "klt-zo", "klt-fo")
+           "kl-proximal", "ztc", "klt-zo", "klt-fo", "ztc-theory", "klt-zo-theory", "klt-fo-theory")
 REFERENCE = "non-private"
 
 
