@@ -530,8 +530,9 @@ class Utility(Experiment):
 
     name = "utility"
     title = "Utility on problems with public constants: each paper's method against DP-GD / DP-SGD"
-    sizes = ("--quick (default): breast-cancer logistic and ℓ1 regression, ε = 4, n ∈ {50, 400}, 3 seeds, 6 "
-             "methods (< 1 min); --full: 4 problems × ε ∈ {1, 4, 8} × n ∈ {50, 500, 5000} × 10 seeds × 10 methods.")
+    sizes = ("--quick (default): breast-cancer logistic and ℓ1 regression, ε = 4, n ∈ {40, 200}, 3 seeds, 6 "
+             "methods (< 1 min); --full: 4 problems × ε ∈ {1, 4, 8} × n ∈ {50, 500, 5000} (real data capped at "
+             "its pool) × 10 seeds × 12 methods (about 2 h with 2 workers).")
     claims_heading = "Claims (95 % intervals over seeds; 'no signal' where an interval straddles)"
     Config, QUICK, FULL, Row = UtilityConfig, QUICK, FULL, UtilityRow
 
