@@ -12,6 +12,11 @@ accountant) -> Run``:
 * :class:`AdaptiveGD` (Algorithm 3, Theorem 4; γ and κ unknown), with ``select=True`` Algorithm 3+
   (Theorem 5, :func:`select_stationary`): :mod:`dpnc.algorithms.kl_adaptive`.
 
+Each also has ``practical(constants, *, rho, n, **options)``: documented rules that make progress at realistic
+n and d where the theorems' constants do not (KL-Spider's :func:`practical_schedule`; adaptive GD's step, relative
+noise and norm budget; the proximal point method's rounds and inner cap), with the same exact accounting (ρ) and
+without the theorems' utility guarantees.
+
 The private gradient queries (every release through :func:`~dpnc.privacy.mean.release_sum`), the guards
 (``clip``, ``project``), ``paper`` and the sensitivity statuses are in :mod:`dpnc.algorithms.kl_common`. The
 objectives (:mod:`dpnc.problems.kl`) give their public constants in ``objective.constants`` (L0, L1,
@@ -33,9 +38,10 @@ from dpnc.algorithms.kl_common import (CLIPPED, DECLARED, NOT_GUARANTEED, Analys
                                        PrivateGradients, project_two_balls)
 from dpnc.algorithms.kl_proximal import (InnerResult, InnerSolver, ProximalPoint, ProximalStats, noisy_projected_gd,
                                          proximal_point_bound, proximal_point_rounds)
-from dpnc.algorithms.kl_spider import KLSpider, Round, SpiderSchedule, SpiderStats, spider_schedule
+from dpnc.algorithms.kl_spider import (PRACTICAL, KLSpider, Round, SpiderSchedule, SpiderStats, practical_schedule,
+                                       spider_schedule)
 
-__all__ = ["CLIPPED", "DECLARED", "NOT_GUARANTEED", "AdaptiveGD", "AdaptiveStats", "AnalysisConstants", "InnerResult",
-           "InnerSolver", "KLSpider", "KLStats", "PrivateGradients", "ProximalPoint", "ProximalStats", "Round",
-           "SpiderSchedule", "SpiderStats", "check_selection", "noisy_projected_gd", "project_two_balls",
-           "proximal_point_bound", "proximal_point_rounds", "select_stationary", "spider_schedule"]
+__all__ = ["CLIPPED", "DECLARED", "NOT_GUARANTEED", "PRACTICAL", "AdaptiveGD", "AdaptiveStats", "AnalysisConstants",
+           "InnerResult", "InnerSolver", "KLSpider", "KLStats", "PrivateGradients", "ProximalPoint", "ProximalStats",
+           "Round", "SpiderSchedule", "SpiderStats", "check_selection", "noisy_projected_gd", "practical_schedule",
+           "project_two_balls", "proximal_point_bound", "proximal_point_rounds", "select_stationary", "spider_schedule"]

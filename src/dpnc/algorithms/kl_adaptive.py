@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Run
+from dpnc.algorithms.base import Run, check_integer
 from dpnc.algorithms.kl_common import (KLConfig, KLStats, check_config, constant, defaults, finish, guarantee,
-                                       open_queries, region_of, setting, step)
+                                       open_queries, region_of, require, setting, step)
 from dpnc.privacy import interpret
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import check_rho
@@ -72,6 +72,11 @@ class AdaptiveGD(KLConfig):
         strict: stop while the charges stay ≤ ρ/2 − √ρ/n (the filter's bound is then ρ).
         select: Algorithm 3+: output a privately selected iterate instead of the last.
         clip, project: the guards (:mod:`dpnc.algorithms.kl_common`).
+        eta: the step size (None: the paper's 1/(2L1)).
+        ell: ℓ in σ_t = N_t/√(dℓ) and its charge L0²dℓ/(n²N_t²) (None: the paper's log(n√ρ/β)).
+        rho_norm: each norm query's charge, in (0, ρ/2] (None: the paper's √ρ/n); σ̂ = L0/(n·√rho_norm) in the
+            paper's convention, and the filter allows at most ⌊(ρ/2)/rho_norm⌋ steps. Any eta, ell and rho_norm
+            keep the filter's bound (the charges are the releases' costs); Theorem 4 needs the paper's values.
     """
 
     name = "adaptive-gd"
@@ -79,15 +84,65 @@ class AdaptiveGD(KLConfig):
     L1: float | None = None
     strict: bool = True
     select: bool = False
+    eta: float | None = None
+    ell: float | None = None
+    rho_norm: float | None = None
 
     def __post_init__(self) -> None:
-        check_config(self, "L0", "L1")
+        check_config(self, "L0", "L1", "eta", "ell", "rho_norm")
+        if self.rho_norm is not None and self.rho_norm > self.rho / 2:
+            raise ValueError(f"rho_norm must be <= rho/2 = {self.rho / 2:g} (one step's norm query within the "
+                             f"filter's half of the budget); got {self.rho_norm!r}")
 
     @classmethod
     def from_theory(cls, constants: Constants, *, rho: float, beta: float = 0.05, select: bool = False,
                     paper: bool = False) -> AdaptiveGD:
         """Theorem 4's (Theorem 5's with ``select``) setting: the objective's public L0 and L1 (γ, κ unknown)."""
         return cls(rho=rho, beta=beta, L0=constants.L0, L1=constants.L1, select=select, paper=paper)
+
+    @classmethod
+    def practical(cls, constants: Constants, *, rho: float, n: int, horizon: int | None = None,
+                  **options) -> AdaptiveGD:
+        """A practical variant of Algorithm 3 (Algorithm 3+ with ``select=True``): a longer step, less relative
+        noise, and norm queries budgeted for the steps the run needs rather than for n√ρ/2 of them.
+
+        Theorem 4's setting spends √ρ/n on each step's norm query, so σ̂ = L0/(√n·ρ^{1/4}) (0.027 for least
+        squares with L0 = 3.2, n = 2·10⁴, ρ = 0.5): once ‖∇F‖ falls near σ̂ the noisy norm N_t is noise, a step
+        is floored and the run stops (at an excess of about γ²σ̂² under PL), after a few tens of steps of the
+        ≈ n√ρ/2 it budgeted for. The rules:
+
+        * η = 1/L1: the descent lemma gives F(w − ηg) ≤ F(w) − (‖∇F‖² − ‖g − ∇F‖²)/(2L1), the most descent for
+          an L1-smooth F (the paper's 1/(2L1) halves it);
+        * ℓ = 4: the gradient noise's expected norm is N_t/√ℓ = N_t/2, half the norm estimate (the paper's
+          ℓ = log(n√ρ/β) makes it a high-probability bound), so an unfloored step keeps ≥ 3/4 of that descent;
+        * rho_norm = ρ/(2H): the norm queries are budgeted for H steps (the filter then allows at most H),
+          H = ``horizon``, by default ⌈(1 + 2γ²L1)·log(n²ρ)⌉ when γ is given (gradient descent with η = 1/L1
+          contracts a (γ, 2)-KL function's excess by 1 − 1/(2γ²L1) per step; log(n²ρ) stands for the log of
+          the excess ratio F0/(d/(n²ρ)) to the κ = 2 rate), else 100.
+
+        Privacy is exactly as in :meth:`run`: the same privacy filter (strict: the ledger's one entry is ρ),
+        the same charges, each the paper-convention cost of its release, calibrated under the accountant's
+        relation. Theorem 4's guarantee does **not** apply (its Lemmas 10 and 12 use ℓ = log(n√ρ/β),
+        η = 1/(2L1) and σ̂ = L0/(√n·ρ^{1/4})); with ``select=True`` the selection is Theorem 5's mechanism, whose
+        privacy holds as before.
+
+        Args:
+            constants: the objective's public constants (L0, L1; γ for the horizon's default).
+            rho: the zCDP budget ρ > 0.  n: the dataset size (public), for the horizon's default.
+            horizon: H ≥ 1, the steps the norm queries are budgeted for.
+            **options: other fields (beta, select, strict, clip, project, eta, ell, rho_norm to override).
+
+        Raises:
+            ValueError: a field out of range.
+        """
+        check_integer(1, n=n)
+        require(constants, "L0", "L1")
+        if horizon is None:
+            horizon = (100 if constants.gamma is None else
+                       max(1, math.ceil((1 + 2 * constants.gamma**2 * constants.L1) * math.log(max(n**2 * rho, 2)))))
+        check_integer(1, horizon=horizon)
+        return cls(**{"rho": rho, "L0": constants.L0, "L1": constants.L1, "eta": 1 / constants.L1, "ell": 4.0,
+                      "rho_norm": rho / (2 * horizon), **options})
 
     def run(self, problem, x0: torch.Tensor | None = None, *, noise: NoiseSource | None = None,
             accountant: Accountant | None = None, generator: torch.Generator | None = None) -> Run:
@@ -106,17 +161,18 @@ class AdaptiveGD(KLConfig):
                                  "got False")
         L1 = constant(f, "L1", self.L1)
         n, d, rho = s.n, s.d, self.rho
-        ell = math.log(n * math.sqrt(rho) / self.beta)
+        ell = math.log(n * math.sqrt(rho) / self.beta) if self.ell is None else self.ell
         if ell <= 0:
             raise ValueError(f"adaptive GD needs n·√ρ > β (ℓ = log(n√ρ/β) > 0); got ℓ = {ell:.3g}")
-        eta = 1 / (2 * L1)
+        eta = 1 / (2 * L1) if self.eta is None else self.eta
+        rho_norm = math.sqrt(rho) / n if self.rho_norm is None else self.rho_norm  # each norm query's charge
         paper_delta = math.sqrt(2) * s.L0 / n  # the sensitivity the paper's charges assume
         true_delta = mean_sensitivity(s.L0, n, accountant.relation)
         scale = 1.0 if self.paper else true_delta / paper_delta
         cost_ratio = (true_delta / (paper_delta * scale)) ** 2  # true cost / charge, per release
-        sigma_hat = scale * s.L0 / (math.sqrt(n) * rho**0.25)
+        sigma_hat = scale * s.L0 / (math.sqrt(n) * rho**0.25 if self.rho_norm is None else n * math.sqrt(rho_norm))
         sigma_min = 2 * s.L0 / (n * math.sqrt(rho))
-        limit = rho / 2 - (math.sqrt(rho) / n if self.strict else 0.0)
+        limit = rho / 2 - (rho_norm if self.strict else 0.0)
         if limit < 0:
             raise ValueError(f"strict mode needs ρ/2 ≥ √ρ/n, i.e. n·√ρ ≥ 2; got n·√ρ = {n * math.sqrt(rho):.3g}")
         sensitivity, note = guarantee(queries, s, self.clip, f, L0=s.L0)
@@ -132,8 +188,8 @@ class AdaptiveGD(KLConfig):
             w = step(w - eta * g, s.region)                                           # w ← w − g/(2L1)
             iterates.append(w.clone())
             stats.sigmas.append(scale * sigma_paper)
-            stats.charges.append(math.sqrt(rho) / n + (rho / 2 if floored else s.L0**2 * d * ell / (n**2 * N**2)))
-        stats.filter = cost_ratio * (rho if self.strict else rho + math.sqrt(rho) / n)
+            stats.charges.append(rho_norm + (rho / 2 if floored else s.L0**2 * d * ell / (n**2 * N**2)))
+        stats.filter = cost_ratio * (rho if self.strict else rho + rho_norm)
         accountant.record(ZCDPMechanism(stats.filter, secret=noise.secret))
         stats.steps, stats.charged, stats.last_floored = len(stats.charges), sum(stats.charges), floored
         notes = [f"adaptive noise: accounted by a zCDP privacy filter of {stats.filter:.6g} "

@@ -64,6 +64,9 @@ class AnalysisConstants:
         floor: Cf in Φfloor; None means 48 in the corrected form (so Lemma 2 holds with ceil'd T_k) and the
             paper's 32 with ``paper=True``.
         prox: 32 in Algorithm 2's T = ⌈(1 + 32γ²L̃1F0^{(κ−2)/κ})·bracket⌉.
+        precision: ζ, read by KL-Spider's practical schedule only
+            (:func:`~dpnc.algorithms.kl_spider.practical_schedule`): each round's gradient error, at the noise's
+            expected norm, is at most Φ̂_k^{1/κ}/(ζγ) (Lemma 2's bound with ζ = 8, there w.p. ≥ 1 − β).
     """
 
     descent: float = 64.0
@@ -71,9 +74,11 @@ class AnalysisConstants:
     stop: float = 7 / 8
     floor: float | None = None
     prox: float = 32.0
+    precision: float = 8.0
 
     def __post_init__(self) -> None:
-        check_positive(descent=self.descent, step=self.step, stop=self.stop, prox=self.prox)
+        check_positive(descent=self.descent, step=self.step, stop=self.stop, prox=self.prox,
+                       precision=self.precision)
         if self.floor is not None:
             check_positive(floor=self.floor)
 
@@ -301,6 +306,15 @@ def constant(objective, name: str, value, *, required: bool = True) -> float | N
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
     return float(value)
+
+
+def require(constants, *names: str) -> None:
+    """The public constants a ``practical`` setting's rules read, each a finite number > 0 (else a clear error)."""
+    for name in names:
+        value = getattr(constants, name, None)
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"constants.{name} must be a finite number > 0 (a public constant the practical "
+                             f"rules read); got {value!r}")
 
 
 def region_of(objective) -> Region:

@@ -19,7 +19,7 @@ import torch
 from dpnc.algorithms.base import Run, check_integer
 from dpnc.algorithms.kl_common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, check_config,
                                        constant, defaults, finish, guarantee, kl_constants, open_queries,
-                                       project_ball, project_two_balls, setting)
+                                       project_ball, project_two_balls, require, setting)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource
@@ -181,6 +181,50 @@ class ProximalPoint(KLConfig):
         return cls(rho=rho, beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
                    weak_convexity=constants.weak_convexity, F0=(constants.gamma * constants.L0) ** constants.kappa,
                    paper=paper, max_inner_iters=max_inner_iters)
+
+    @classmethod
+    def practical(cls, constants: Constants, *, rho: float, n: int, max_inner_iters: int = 200,
+                  **options) -> ProximalPoint:
+        """A practical variant of Algorithm 2: fewer proximal rounds, and inner solves of bounded length.
+
+        Theorem 2's setting asks T_A = ⌈n²ρ_A·log²(2/β_A)/d⌉ inner steps in each of its rounds (for least
+        squares with d = 7, ρ = 0.5 and the default L̃1: T = 35 rounds of 4·10⁷ steps at n = 2·10⁴, 44 of
+        4·10⁹ at n = 2·10⁵: not runnable), and T = ⌈(1 + 32γ²L̃1F0^{(κ−2)/κ})·bracket⌉ rounds of ρ/T each,
+        whose constant 32 leaves room for the inner solves' error. The rules:
+
+        * rounds with the constant 4 instead of 32 (``AnalysisConstants(prox=4)``): an exact proximal step w_t
+          has F(w_{t−1}) − F(w_t) ≥ L̃1‖w_t − w_{t−1}‖² = ‖∇F(w_t)‖²/(4L̃1) ≥ (F(w_t) − F*)^{2/κ}/(4γ²L̃1),
+          so the potential contracts by c′ = 1 + F0^{(2−κ)/κ}/(4γ²L̃1) per round: fewer rounds, more of ρ each;
+        * inner steps T_A = min(``max_inner_iters``, ⌈n²ρ_A/d⌉, Theorem 9's T_A), ρ_A = ρ/T: ⌈n²ρ_A/d⌉ balances
+          Algorithm 4's optimisation error O(L0²/(L̃1T_A)) against its privacy error O(L0²d/(L̃1n²ρ_A)) without
+          the log² factor, and ``max_inner_iters`` (default 200) bounds the work (T·T_A gradient queries).
+
+        Privacy is exactly as in :meth:`run`: T inner solves of ρ/T each, each calibrated for the T_A steps it
+        runs (σ grows with √T_A), every release recorded. Theorem 2's guarantee does **not** apply: capped
+        inner solves need not reach Theorem 9's accuracy, which its proof (and its constant 32) assumes.
+
+        Args:
+            constants: the objective's public constants (γ, κ ≥ 2, L0, L̃1; the region's d for the inner cap).
+            rho: the zCDP budget ρ > 0.  n: the dataset size (public), for the inner cap.
+            max_inner_iters: the inner solves' largest T_A (≥ 2).
+            **options: other fields (beta, F0, clip, project, inner, constants to override).
+
+        Raises:
+            ValueError: a field out of range.
+        """
+        check_integer(1, n=n)
+        check_integer(2, max_inner_iters=max_inner_iters)
+        require(constants, "gamma", "kappa", "L0")
+        fields = {"rho": rho, "gamma": constants.gamma, "kappa": constants.kappa, "L0": constants.L0,
+                  "weak_convexity": constants.weak_convexity, "constants": AnalysisConstants(prox=4.0),
+                  "F0": (constants.gamma * constants.L0) ** constants.kappa, **options}
+        if constants.region is not None and fields["weak_convexity"]:
+            d = int(torch.as_tensor(constants.region.center).numel())
+            T = proximal_point_rounds(n=n, d=d, rho=rho, gamma=fields["gamma"], kappa=fields["kappa"],
+                                      L0=fields["L0"], weak_convexity=fields["weak_convexity"], F0=fields["F0"],
+                                      constants=fields["constants"])
+            max_inner_iters = min(max_inner_iters, max(2, math.ceil(n**2 * (rho / T) / d)))
+        return cls(max_inner_iters=max_inner_iters, **fields)
 
     def run(self, problem, x0: torch.Tensor | None = None, *, noise: NoiseSource | None = None,
             accountant: Accountant | None = None, generator: torch.Generator | None = None) -> Run:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Run
+from dpnc.algorithms.base import Run, check_choice, check_integer
 from dpnc.algorithms.kl_common import (AnalysisConstants, KLConfig, KLStats, check_config, constant, defaults,
-                                       finish, guarantee, kl_constants, open_queries, setting, step)
+                                       finish, guarantee, kl_constants, open_queries, require, setting,
+                                       step)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource
@@ -97,6 +98,65 @@ def spider_schedule(*, n: int, d: int, rho: float, beta: float, gamma: float, ka
     return SpiderSchedule(a, c, bracket, K, beta_prime, Phi_floor, tuple(rounds))
 
 
+# The practical schedule's constants (KLSpider.practical): Lemma 9's argument without its slack. A step of length
+# r = Φ̂^{1/κ}/(sγL1) along g with ‖g‖ ≥ θ = stop·Φ̂^{1/κ}/γ and ‖g − ∇F‖ ≤ Φ̂^{1/κ}/(ζγ) lowers F by at least
+# D·Φ̂^{2/κ}/(γ²L1), D = (stop − 1/ζ)/s − 1/(2s²); ζ = 4, stop = 1 − 1/ζ, s = 1/(stop − 1/ζ) = 2: D = 1/8.
+PRACTICAL = AnalysisConstants(descent=8.0, step=2.0, stop=3 / 4, precision=4.0)
+
+
+def practical_schedule(*, n: int, d: int, rho: float, gamma: float, kappa: float, L0: float, L1: float, F0: float,
+                       relation: Relation | str = "replace-one", constants: AnalysisConstants = PRACTICAL,
+                       max_rounds: int = 100_000) -> SpiderSchedule:
+    """KL-Spider's practical schedule: the theory's rounds, with the number of rounds and every σ set by the noise.
+
+    Theorem 1 sets K from its bound, Φfloor = (Cf·γL0√(Kd·log(1/β′))/(n√ρ))^κ, and gives every round ρ/K.
+    The bound's constants (descent 64, Cf = 48, the union bound's log(1/β′)) put Φfloor above F0 unless n√ρ is
+    huge (spec §6.11): then every round has Φ̂_k = F0, its stopping threshold (7/8γ)·F0^{1/κ} exceeds the
+    gradient, and the run makes no update. Here, with ``constants`` (default :data:`PRACTICAL`):
+
+    * Φ̂_k = F0·c^{−k}, c = 1 + F0^a/(descent·γ²L1), T_k = ⌈(F0/Φ̂_k)^a⌉, r_k = Φ̂_k^{1/κ}/(step·γL1), as in
+      Theorem 1, and no floor: the last round's Φ̂_K is where the budget runs out.
+    * Round k's noise makes its gradient error at the expected norm, √(d(σ̂_k² + (T_k − 1)σ_k²)), equal to
+      e_k = Φ̂_k^{1/κ}/(ζγ) (Lemma 2's bound, ζ = ``precision``), at the least zCDP cost: with Δc the
+      checkpoint's sensitivity (per-example bound L0), Δd_k the differences' (L1·r_k) and B = Δc + (T_k−1)Δd_k,
+      σ̂_k² = (e_k²/d)·Δc/B and σ_k² = (e_k²/d)·Δd_k/B, costing ρ_k = d·B²/(2e_k²). Early rounds, whose
+      tolerance is large, are cheap; the budget goes where the precision is needed.
+    * K is the largest number of rounds (≤ ``max_rounds``) with Σ_k ρ_k ≤ ρ, and every σ is then scaled by
+      √(Σρ_k/ρ′) ≤ 1, so the schedule spends ρ′ = ρ(1 − 10⁻⁹) (each release's cost Δ²/(2σ²), Δ under
+      ``relation``): all of ρ but the margin that keeps the ledger's floating-point sum ≤ ρ.
+      K = 0 (no round, the output is w0) when one round alone cannot reach its precision within ρ.
+
+    A loose F0 costs only rounds at large Φ̂ that make no update, at little privacy cost. The error is met in
+    expectation, not w.p. ≥ 1 − β, so Theorem 1's guarantee does not apply; its ``Phi_floor`` field is Φ̂_K (the
+    last round's potential, not a bound) and ``beta_prime`` is NaN.
+    """
+    if not 1 <= kappa <= 2:
+        raise ValueError(f"KL-Spider needs kappa in [1, 2]; got {kappa}")
+    a = (2 - kappa) / kappa
+    c = 1 + F0**a / (constants.descent * gamma**2 * L1)
+    zeta, checkpoint = constants.precision, mean_sensitivity(L0, n, relation)
+    plan, total, Phi = [], 0.0, F0
+    for _ in range(max_rounds):
+        Phi = Phi / c
+        T = math.ceil((F0 / Phi) ** a - 1e-12)  # guard: (F0/Φ)^0 = 1 must not ceil to 2 by rounding
+        r = Phi ** (1 / kappa) / (constants.step * gamma * L1)
+        difference = mean_sensitivity(L1 * r, n, relation)
+        e = Phi ** (1 / kappa) / (zeta * gamma)
+        B = checkpoint + (T - 1) * difference
+        cost = d * B**2 / (2 * e**2)
+        if total + cost > rho:
+            break
+        total += cost
+        plan.append((Phi, T, r, difference, e, B))
+    if not plan:
+        return SpiderSchedule(a, c, 0.0, 0, math.nan, F0, ())
+    scale = math.sqrt(total / (rho * (1 - 1e-9)))  # the ledger's float sum of the costs then stays ≤ ρ
+    rounds = tuple(Round(Phi, T, r, scale * e * math.sqrt(checkpoint / (B * d)),
+                         scale * e * math.sqrt(difference / (B * d)) if T > 1 else math.inf)
+                   for Phi, T, r, difference, e, B in plan)
+    return SpiderSchedule(a, c, math.log(F0 / rounds[-1].Phi), len(rounds), math.nan, rounds[-1].Phi, rounds)
+
+
 @dataclass
 class SpiderStats(KLStats):
     """KL-Spider's run: its schedule, the updates made in each round, the rounds stopped by the norm test, and
@@ -130,6 +190,8 @@ class KLSpider(KLConfig):
         paper: the printed noise levels and Cf = 32 (:func:`spider_schedule`) instead of the calibrated ones.
         clip, project: the guards (:mod:`dpnc.algorithms.kl_common`).
         constants: the analysis' numerical constants.
+        variant: "theory" (:func:`spider_schedule`, Theorem 1) or "practical" (:func:`practical_schedule`,
+            :meth:`practical`; not with ``paper``).
 
     Raises:
         ValueError: at construction, for a value out of range.
@@ -142,9 +204,13 @@ class KLSpider(KLConfig):
     L1: float | None = None
     F0: float | None = None
     constants: AnalysisConstants = AnalysisConstants()
+    variant: str = "theory"
 
     def __post_init__(self) -> None:
         check_config(self, "gamma", "kappa", "L0", "L1", "F0")
+        check_choice("variant", self.variant, ("theory", "practical"))
+        if self.variant == "practical" and self.paper:
+            raise ValueError("paper must be False for variant='practical' (it has no printed noise levels); got True")
         if self.kappa is not None and not 1 <= self.kappa <= 2:
             raise ValueError(f"kappa must be in [1, 2] for KL-Spider; got {self.kappa!r}")
 
@@ -153,6 +219,64 @@ class KLSpider(KLConfig):
         """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = (γL0)^κ (spec §1.1)."""
         return cls(rho=rho, beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
                    L1=constants.L1, F0=(constants.gamma * constants.L0) ** constants.kappa, paper=paper)
+
+    @classmethod
+    def practical(cls, constants: Constants, *, rho: float, n: int, F0: float | None = None,
+                  **options) -> KLSpider:
+        """A practical variant: Algorithm 1 with :func:`practical_schedule` (``variant="practical"``).
+
+        Theorem 1's setting makes no update at realistic n: for least squares with d = 7, γ² = 3.5, L0 = 3.2,
+        L1 = 1, ρ = 0.5 and a start excess of 0.07 it plans K ≈ 3900 rounds of ρ/K each at n = 2·10⁴
+        (descent constant 64), and its floor Φfloor (Cf = 48, √(K·d·log(1/β′))) is min(126, F0) = F0 = 35.8
+        there, 1.6 at n = 2·10⁵, and below 0.07 only from n ≈ 10⁶; the stopping threshold (7/8γ)·Φ̂_k^{1/κ}
+        never falls below the gradient (0.14), so no round steps. A smaller F0 only moves the problem: with
+        F0 = 0.1, Φ̂_k = Φfloor = F0 in every round, the threshold (0.148) is just above the gradient, and a
+        round steps only when the noise lifts ‖g‖ over it: ≈ 10 updates at n = 2·10⁴, 1 at 2·10⁵.
+
+        The rules (:data:`PRACTICAL`, each from the analysis with its slack removed):
+
+        * the gradient error allowed is e_k = Φ̂_k^{1/κ}/(ζγ), ζ = 4, at the noise's expected norm (not w.p.
+          1 − β: no union bound, no Cf);
+        * the stopping threshold is stop·Φ̂^{1/κ}/γ with stop = 1 − 1/ζ = 3/4, so a round stopped with error
+          ≤ e_k still has excess ≤ Φ̂_k (by KL, as in Theorem 1 with 7/8 + 1/8);
+        * the step length is Φ̂^{1/κ}/(2γL1): step s = 1/(stop − 1/ζ) = 2 maximises Lemma 9's guaranteed
+          descent D·Φ̂^{2/κ}/(γ²L1), D = (stop − 1/ζ)/s − 1/(2s²) = 1/8, hence descent = 1/D = 8 in c;
+        * K and every σ from the budget (:func:`practical_schedule`): the rounds' noise is set for constant
+          relative precision, and K is as large as ρ affords.
+
+        Privacy is unchanged in kind: every release goes through the accountant as in :meth:`run`, the ledger
+        charges the full schedule (stopped rounds' unissued differences included) and spends ρ (less 10⁻⁹ρ
+        of margin for rounding; calibrated, no ``paper`` mode). Theorem 1's guarantee does **not** apply: the
+        error bound holds only in expectation, so its w.p. 1 − β bound Φfloor is not claimed (``stats.bound``
+        is Φ̂_K, the schedule's last potential, a target). The deterministic facts hold: step lengths r_k,
+        ≤ T_k updates per round, every iterate within Σ_k T_k·r_k of w0 (and in the region when projecting).
+
+        Args:
+            constants: the objective's public constants (γ, κ ∈ [1, 2], L0, L1; the region for ``n``'s check).
+            rho: the zCDP budget ρ > 0.
+            n: the dataset size (public). With a region (hence d), checked to afford at least one round of
+                the schedule under add/remove (the cheaper relation); the schedule itself is computed by
+                :meth:`run` from the objective's n and the accountant's relation.
+            F0: a public bound on F(w0) − F*; default (γL0)^κ (spec §1.1). A loose F0 costs rounds that make
+                no update, at little privacy cost (they need little precision).
+            **options: other fields (beta, clip, project, constants to override :data:`PRACTICAL`, …).
+
+        Raises:
+            ValueError: a field out of range, or n too small for one round of the schedule.
+        """
+        check_integer(1, n=n)
+        require(constants, "gamma", "kappa", "L0", "L1")
+        F0 = (constants.gamma * constants.L0) ** constants.kappa if F0 is None else F0
+        config = cls(**{"rho": rho, "gamma": constants.gamma, "kappa": constants.kappa, "L0": constants.L0,
+                        "L1": constants.L1, "F0": F0, "constants": PRACTICAL, "variant": "practical", **options})
+        if constants.region is not None:
+            d = int(torch.as_tensor(constants.region.center).numel())
+            sched = practical_schedule(n=n, d=d, rho=rho, gamma=config.gamma, kappa=config.kappa, L0=config.L0,
+                                       L1=config.L1, F0=config.F0, relation="add/remove", constants=config.constants)
+            if sched.K == 0:
+                raise ValueError(f"n must be large enough for one round of the practical schedule (a gradient "
+                                 f"error of F0^(1/κ)/(ζγ) within ρ = {rho:g}); got n = {n}")
+        return config
 
     def run(self, problem, x0: torch.Tensor | None = None, *, noise: NoiseSource | None = None,
             accountant: Accountant | None = None, generator: torch.Generator | None = None) -> Run:
@@ -163,9 +287,13 @@ class KLSpider(KLConfig):
         if not 1 <= kappa <= 2:
             raise ValueError(f"KL-Spider needs kappa in [1, 2]; got {kappa}")
         L1 = constant(f, "L1", self.L1)
-        sched = spider_schedule(n=s.n, d=s.d, rho=self.rho, beta=self.beta, gamma=gamma, kappa=kappa, L0=s.L0,
-                                L1=L1, F0=F0, paper=self.paper, relation=accountant.relation,
-                                constants=self.constants)
+        if self.variant == "practical":
+            sched = practical_schedule(n=s.n, d=s.d, rho=self.rho, gamma=gamma, kappa=kappa, L0=s.L0, L1=L1,
+                                       F0=F0, relation=accountant.relation, constants=self.constants)
+        else:
+            sched = spider_schedule(n=s.n, d=s.d, rho=self.rho, beta=self.beta, gamma=gamma, kappa=kappa, L0=s.L0,
+                                    L1=L1, F0=F0, paper=self.paper, relation=accountant.relation,
+                                    constants=self.constants)
         queries = open_queries(f, noise=noise, accountant=accountant, clip=self.clip, region=s.region)
         sensitivity, note = guarantee(queries, s, self.clip, f, L0=s.L0, L1=L1)
         w, iterates, updates, stopped_by_norm = s.w0.clone(), [s.w0.clone()], [], 0
@@ -189,5 +317,10 @@ class KLSpider(KLConfig):
                             updates=updates, rounds_stopped_early=stopped_by_norm, bound=sched.Phi_floor)
         claim = f"ρ = {self.rho:g}-zCDP (Lemma 8)" + (" with the printed noise; the ledger shows its true cost"
                                                       if self.paper else "")
+        notes = [note]
+        if self.variant == "practical":
+            claim = f"ρ = {self.rho:g}-zCDP (the practical schedule's releases, each recorded)"
+            notes.append("practical schedule: Theorem 1's utility bound does not apply (gradient errors are "
+                         "bounded in expectation only); stats.bound is the last round's potential, a target")
         return finish(self, output=w, iterates=iterates, accountant=accountant, stats=stats, queries=queries,
-                      notes=[note], claim=claim)
+                      notes=notes, claim=claim)
