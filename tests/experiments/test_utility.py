@@ -54,7 +54,11 @@ def test_registry_builds_every_method_on_logistic():
     assert set(registry) == set(exp.METHODS)
     for name, method in registry.items():
         if method.factory is not None:
-            algorithm = method.factory(inst, 30, inst.train.dim, budget)
+            try:
+                algorithm = method.factory(inst, 30, inst.train.dim, budget)
+            except ValueError as error:          # a schedule with no admissible run at n = 30: a row says "n/a"
+                assert name == "kl-spider" and "n must be large enough" in str(error)
+                continue
             assert algorithm is not None and hasattr(algorithm, "run"), name
     assert registry["opacus"].run(config, inst, budget, torch.Generator()) is None   # the network only
 

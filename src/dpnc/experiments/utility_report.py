@@ -124,9 +124,9 @@ def describe(config) -> str:
             "F_train(x̂), x̂ the non-private optimum of the same training set (the network's: the best of "
             f"{config.reference_steps} non-private Adam steps, so its excess may be < 0). Hand-set parameters: DP-GD "
             f"T = {config.gd_steps}, DP-SGD {config.sgd_epochs:g} epochs at B = √n, DPZero T = {config.dpzero_steps}; "
-            "ZTC and KLT: their families' `practical(...)` settings (the `-theory` variants: Theorems 4.9, 3.1, 6.1 "
-            f"with α = {config.alpha:g}, KLT m ≤ {config.max_directions}); Menart et al.'s: their theorems' settings "
-            "(`from_theory`; KL-Spider and the proximal point method with F0 = Φ). "
+            "The papers' methods: their families' `practical(...)` settings (the `-theory` variants: the theorems' "
+            f"`from_theory`, O2NC with α = {config.alpha:g}, KLT m ≤ {config.max_directions}); Menart et al.'s with "
+            "F0 = Φ, the public bound on F(x0) − F*. "
             "`*-tuned`: the baseline's step size tuned privately over η × {1/4, 1, 4} by random stopping (geometric "
             "K, E[K] = 4), the tuning inside the same ε. The papers' methods are not tuned. Intervals: 95 %, paired by "
             "seed. The 'best dpnc method' is picked after the fact (a selection the interval does not cover).")
