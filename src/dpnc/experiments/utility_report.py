@@ -123,7 +123,7 @@ def describe(config) -> str:
             f"δ = {config.dp_delta:g}; {config.seeds} seeds (data and noise vary). Excess risk = F_train(x) − "
             "F_train(x̂), x̂ the non-private optimum of the same training set (the network's: the best of "
             f"{config.reference_steps} non-private Adam steps, so its excess may be < 0). Hand-set parameters: DP-GD "
-            f"T = {config.gd_steps}, DP-SGD {config.sgd_epochs:g} epochs at B = √n, DPZero T = {config.dpzero_steps}; "
+            f"T = {config.gd_steps}, DP-SGD {config.sgd_epochs:g} epochs at B = √n, DPZero T = {config.dpzero_steps}. "
             "The papers' methods: their families' `practical(...)` settings (the `-theory` variants: the theorems' "
             f"`from_theory`, O2NC with α = {config.alpha:g}, KLT m ≤ {config.max_directions}); Menart et al.'s with "
             "F0 = Φ, the public bound on F(x0) − F*. "
