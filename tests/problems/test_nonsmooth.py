@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from dpnc.problems import AbsLinear, L1Regression, MaxOfAffine, Problem, RobustRegression, TwoLayerReLU
+from dpnc.problems.logistic import unit_features
 
 F64 = torch.float64
 
@@ -293,6 +294,14 @@ def test_breast_cancer_data():
     assert torch.linalg.vector_norm(z, dim=-1).max() <= 1 + 1e-12
     assert int((y == 1).sum()) == 357 and int((y == -1).sum()) == 212  # benign / malignant
     unshuffled = TwoLayerReLU.breast_cancer(hidden=4, seed=None)
+    # Each row is a function of its own raw row only (no statistic across examples): the features of the first
+    # ten tumours are the same whether the other 559 are there or not.
+    from sklearn.datasets import load_breast_cancer
+
+    raw = torch.as_tensor(load_breast_cancer().data, dtype=torch.float64)
+    first = TwoLayerReLU(unit_features(raw[:10], "log", intercept=False), torch.ones(10), hidden=4)
+    assert torch.allclose(first.data[0], unshuffled.data[0][:10], rtol=0, atol=1e-15)
+    assert torch.linalg.vector_norm(unshuffled.data[0], dim=-1).sub(1).abs().max() < 1e-12
     assert not torch.equal(unshuffled.data[1], y)
     assert torch.equal(unshuffled.data[1].sort().values, y.sort().values)
     assert problem.lipschitz == pytest.approx(math.sqrt(1 + 2 * 5.0**2))

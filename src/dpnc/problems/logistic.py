@@ -30,8 +30,9 @@ __all__ = ["DATASETS", "LogisticRegression", "unit_features"]
 DATASETS = ("breast-cancer", "digits")
 
 
-def unit_features(raw: torch.Tensor, transform: str = "identity") -> torch.Tensor:
+def unit_features(raw: torch.Tensor, transform: str = "identity", *, intercept: bool = True) -> torch.Tensor:
     """a = (u/√2, 1/√2) with u = φ(z)/‖φ(z)‖ (u = 0 if φ(z) = 0): a public map applied to each row alone.
+    Without ``intercept``, a = u (for models that carry their own biases).
 
     ``transform`` φ, applied entrywise: ``"identity"``; ``"log"``: log(z + 10⁻³) (nonnegative features spanning
     orders of magnitude, e.g. areas beside ratios; the constant keeps zeros finite); ``"pixel"``: z/16
@@ -52,6 +53,8 @@ def unit_features(raw: torch.Tensor, transform: str = "identity") -> torch.Tenso
     else:
         raise ValueError(f"transform must be one of ('identity', 'log', 'pixel'); got {transform!r}")
     u = phi / torch.linalg.vector_norm(phi, dim=-1, keepdim=True).clamp_min(1e-300)
+    if not intercept:
+        return u
     return torch.cat([u, torch.ones(len(u), 1, dtype=torch.float64)], dim=-1) / math.sqrt(2)
 
 

@@ -12,6 +12,7 @@ import math
 import torch
 
 from dpnc.problems.base import Constants, Problem, Region
+from dpnc.problems.logistic import unit_features
 
 LOSSES = ("hinge", "absolute")
 
@@ -35,8 +36,9 @@ class TwoLayerReLU(Problem):
     not a bound: the estimators then clip differences to it, so privacy holds but unbiasedness does not.
 
     Data (:meth:`breast_cancer`): scikit-learn's Wisconsin breast-cancer set (569 × 30, shipped with
-    scikit-learn), features standardised over the whole set, then each row z projected onto the unit
-    ball (z/max(1, ‖z‖), a per-example map); y = +1 benign, −1 malignant; rows shuffled by ``seed``.
+    scikit-learn), each row mapped alone by :func:`~dpnc.problems.logistic.unit_features` (log(z + 10⁻³), then
+    scaled to unit norm): no statistic across examples (a mean or standard deviation of the data would be an
+    un-noised release of it); y = +1 benign, −1 malignant; rows shuffled by ``seed``.
     """
 
     name = "two-layer-relu"
@@ -66,9 +68,7 @@ class TwoLayerReLU(Problem):
         from sklearn.datasets import load_breast_cancer
 
         raw = load_breast_cancer()
-        z = torch.as_tensor(raw.data, dtype=torch.float64)
-        z = (z - z.mean(0)) / z.std(0)
-        z = z / torch.linalg.vector_norm(z, dim=-1, keepdim=True).clamp_min(1.0)
+        z = unit_features(raw.data, "log", intercept=False)
         y = torch.as_tensor(2.0 * raw.target - 1.0, dtype=torch.float64)
         if seed is not None:
             _refuse_unless(isinstance(seed, int) and not isinstance(seed, bool), "seed", "an integer", seed)
