@@ -135,6 +135,14 @@ class FlatSpace(ParameterSpace):
         self.anchor = self.anchor + delta
         self.x = self.anchor
 
+    def project_(self, region) -> None:
+        """x ← Π_region(x), the nearest point of a :class:`~dpnc.problems.base.Region` (None: unchanged)."""
+        if region is not None:
+            if self._seed is not None and _nonzero(self._offset):
+                raise RuntimeError("restore_() the pending perturbation before project_()")
+            self.anchor = region.project(self.anchor)
+            self.x = self.anchor
+
 
 class ModuleSpace(ParameterSpace):
     """The trainable parameters of a model (or any list of tensors), moved in place.

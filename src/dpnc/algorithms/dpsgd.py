@@ -18,12 +18,15 @@ noise_multiplier = σ/Δ with Δ = C/B, the add/remove sensitivity of the mean (
 accountant's relation decides; :meth:`DPSGD.from_theory` calibrates under add/remove, the relation of Poisson
 amplification in the literature, so run it with an ``Accountant("add/remove")`` to spend exactly its target).
 
-With ``batch_size = n`` (q = 1) the sampler is :class:`~dpnc.sampling.FullBatch` and this is DP-GD
-(:class:`dpnc.algorithms.dpzero.DPGD`) with the projection; any relation then works.
+Each step *is* DP-GD's (:meth:`dpnc.algorithms.dpzero.DPGD.step`, on the sampler's batch); this class adds the
+secret Poisson sampler of rate B/n, the projection and a stated-practice :meth:`DPSGD.from_theory`. With
+``batch_size = n`` (q = 1) the sampler is :class:`~dpnc.sampling.FullBatch`: DP-GD with the projection, under any
+relation.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,12 +35,13 @@ from typing import ClassVar
 import torch
 
 from dpnc.algorithms.base import Algorithm, Run, Stats, check_integer, check_positive
+from dpnc.algorithms.dpzero import DPGD
 from dpnc.estimators import objective_clipped_sum
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import noise_multiplier as calibrate
-from dpnc.privacy.mean import release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import FullBatch, PoissonSampler
+from dpnc.space import FlatSpace
 
 __all__ = ["DPSGD"]
 
@@ -113,25 +117,23 @@ class DPSGD(Algorithm):
         sampler = sampler if sampler is not None else self.sampler(problem.n)
         sampler.check_relation(accountant.relation)
         region = problem.constants.region if self.project else None
-        x = torch.as_tensor(x0, dtype=torch.float64).clone()
+        x = torch.as_tensor(x0, dtype=torch.float64)
         if x.shape != (problem.dim,):
             raise ValueError(f"x0 must have shape ({problem.dim},); got {tuple(x.shape)}")
-        if region is not None:
-            x = region.project(x)
+        space = FlatSpace(x)
+        space.project_(region)
+        dpgd = DPGD(eta=self.eta, C=self.C, noise_multiplier=self.noise_multiplier)   # the step, on S_t
+        clipped_sum = functools.partial(objective_clipped_sum, problem)               # Σ_{i∈S_t} clip_C(∇f(x_t; z_i))
         stats = Stats()
         for t in range(self.steps):
-            batch = sampler.sample()                                          # S_t (secret)
-            total, frac, _ = objective_clipped_sum(problem, x, self.C, batch)  # Σ_{i∈S_t} clip_C(∇f(x_t; z_i))
-            g = release_sum(total, self.C, sampler=sampler, noise=noise, accountant=accountant,
-                            noise_multiplier=self.noise_multiplier)            # (1/B)·Σ + N(0, σ²I), recorded
-            x = x - self.eta * g                                               # x_{t+1} = Π(x_t − η g_t)
-            if region is not None:
-                x = region.project(x)
+            log = dpgd.step(space, clipped_sum, sampler=sampler, noise=noise, accountant=accountant)  # S_t secret
+            space.project_(region)                                             # x_{t+1} = Π(x_t − η g_t)
             stats.steps += 1
-            stats.gradients += len(batch)
-            stats.clipped += int(round(float(frac) * len(batch)))
+            stats.gradients += log.examples
+            stats.clipped += int(round(float(log.clipped_fraction) * log.examples))
             if callback is not None:
-                callback(t, x)
+                callback(t, space.x)
+        x = space.x
         private = self.noise_multiplier > 0
         notes = [] if private else ["dp-sgd with noise_multiplier = 0 releases exact gradients: not private"]
         claim = (f"(ε, δ) from the accountant for T = {self.steps} Poisson-subsampled Gaussian steps, q = "
