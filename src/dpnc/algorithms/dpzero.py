@@ -36,6 +36,7 @@ from dpnc.algorithms.dpzero_theory import (ACCOUNTING, TheoryParameters, calibra
 from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
 from dpnc.estimators import objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.calibrate import noise_multiplier
 from dpnc.privacy.mean import private_mean, release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate
@@ -183,6 +184,30 @@ class _ZerothOrderFamily(Algorithm):
                    private=private, notes=notes)
 
 
+def practical_parameters(constants, *, d: int, epsilon: float, delta: float, steps: int, Phi: float | None,
+                         zeroth_order: bool) -> dict:
+    """The practical settings of the DPZero family (full batch): a documented rule, no theorem attached.
+
+    C = L0 (a per-example gradient, or the scalar uᵀ∇f ~ N(0, ‖∇f‖²), is of size L0 at most where the public
+    constants hold; clipping binds only beyond them); T = ``steps``; η = 1/L1 on a smooth objective, else the
+    subgradient step Φ/(L0²√T) with Φ ≥ F(x0) − inf F public (the distance Φ/L0 spread over √T steps); divided
+    by d + 2 for a zeroth-order estimate (E‖u uᵀ∇f‖² = (d + 2)‖∇f‖² for Gaussian u: the same expected progress
+    per step needs a d + 2 times smaller step); σ/Δ the smallest the RDP accountant finds (ε, δ)-DP for T
+    full-batch Gaussian releases (tighter than the papers' advanced composition). Read only from public inputs.
+    """
+    check_integer(d=d, steps=steps)
+    L0, L1 = constants.L0, constants.L1
+    if L0 is None:
+        raise ValueError("practical settings need the public per-example Lipschitz constant constants.L0")
+    if L1 is None and Phi is None:
+        raise ValueError("practical settings need constants.L1 (smooth) or Phi ≥ F(x0) − inf F (nonsmooth)")
+    if Phi is not None:
+        check_positive(Phi=Phi)
+    eta = 1 / L1 if L1 is not None else Phi / (L0**2 * math.sqrt(steps))
+    return {"eta": eta / (d + 2 if zeroth_order else 1), "C": float(L0), "steps": steps,
+            "noise_multiplier": noise_multiplier(epsilon, delta, 1.0, steps)}
+
+
 # --- the algorithms ---------------------------------------------------------------------------------------
 
 
@@ -243,6 +268,14 @@ class DPZero(_ZerothOrderFamily):
         :func:`~dpnc.algorithms.dpzero_theory.dpzero_from_theory`. ``options``: other fields (direction …)."""
         p = dpzero_from_theory(n=n, d=d, r=r, L=L, ell=ell, epsilon=epsilon, delta=delta, kappa=kappa)
         return cls(eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options)
+
+    @classmethod
+    def practical(cls, constants, *, d: int, epsilon: float, delta: float, steps: int = 1000,
+                  Phi: float | None = None, lam: float = 1e-3, **options) -> DPZero:
+        """Practical settings (:func:`practical_parameters`, zeroth order; λ = ``lam``): privacy exact (σ by the
+        accountant for the T releases), no theorem's utility guarantee (Theorem 3's η, C, T are not used)."""
+        return cls(lam=lam, **practical_parameters(constants, d=d, epsilon=epsilon, delta=delta, steps=steps,
+                                                   Phi=Phi, zeroth_order=True), **options)
 
     def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
@@ -334,6 +367,15 @@ class DPGD0th(_ZerothOrderFamily):
         p = dpgd0th_from_theory(n=n, d=d, L=L, ell=ell, epsilon=epsilon, delta=delta, r=r, kappa=kappa)
         return cls(eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options)
 
+    @classmethod
+    def practical(cls, constants, *, d: int, epsilon: float, delta: float, steps: int = 1000,
+                  Phi: float | None = None, lam: float = 1e-3, **options) -> DPGD0th:
+        """Practical settings as :meth:`DPZero.practical`, but C = L0·√(d + 2): the clipped vector is g_i = a_i·u,
+        whose typical norm is √(E‖a_i u‖²) = √(d + 2)·‖∇f_i‖ for Gaussian u (Theorem 1 takes the worst case, L·d)."""
+        p = practical_parameters(constants, d=d, epsilon=epsilon, delta=delta, steps=steps, Phi=Phi,
+                                 zeroth_order=True)
+        return cls(lam=lam, **{**p, "C": p["C"] * math.sqrt(d + 2)}, **options)
+
     def step(self, space: FlatSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
@@ -389,6 +431,14 @@ class DPGD(_ZerothOrderFamily):
         multiplier = calibrate_noise("paper", epsilon, delta, steps, n)
         return cls(**{"eta": 1 / steps**0.5, "C": float(L), "noise_multiplier": multiplier, "steps": steps,
                       **options})
+
+    @classmethod
+    def practical(cls, constants, *, d: int, epsilon: float, delta: float, steps: int = 100,
+                  Phi: float | None = None, **options) -> DPGD:
+        """Practical settings (:func:`practical_parameters`, first order: η = 1/L1, or Φ/(L0²√T) if nonsmooth;
+        C = L0; σ by the accountant): privacy exact, no theorem attached."""
+        return cls(**practical_parameters(constants, d=d, epsilon=epsilon, delta=delta, steps=steps, Phi=Phi,
+                                          zeroth_order=False), **options)
 
     def _closure(self, problem, space):
         return lambda x, C, batch: objective_clipped_sum(problem, x, C, batch)
