@@ -174,3 +174,31 @@ def test_bad_arguments_fail_before_anything_runs(kwargs, message):
     with pytest.raises(ValueError, match=message):
         tune.random_stopping(**args)
     assert calls == []
+
+
+def test_noise_multiplier_puts_the_whole_tuning_within_the_budget():
+    """tune.noise_multiplier: the returned σ/Δ makes random stopping over 3 candidates (each T DP-GD steps and a
+    score at that σ/Δ) (ε, δ)-DP by the accountant, and 2 % less noise would not (the search's 1 % bracket); it
+    needs more noise than a single run at the same ε, and more candidates need no more (Theorem 2 is
+    independent of the grid size)."""
+    def cost(m):
+        acct = Accountant()
+        d = mean_sensitivity(C, PROBLEM.n, "replace-one")
+        acct.record(Gaussian(d, m * d), T)
+        acct.record(tune.score_release(n=PROBLEM.n, bound=BOUND, noise_multiplier=m, accountant=acct))
+        return acct
+
+    def tuned_epsilon(m, candidates=3):
+        acct = Accountant()
+        ledger = tuple((e.release, e.composed_count) for e in cost(m).ledger)
+        acct.record(RandomStopping((ledger,) * candidates, 1.0, 0.25))
+        return acct.epsilon(DELTA, "rdp")
+
+    for epsilon in (1.0, 4.0):
+        m = tune.noise_multiplier(cost, candidates=3, eta=1.0, gamma=0.25, epsilon=epsilon, delta=DELTA)
+        assert tuned_epsilon(m) <= epsilon < tuned_epsilon(m / 1.02)
+        assert cost(m).epsilon(DELTA, "rdp") < epsilon      # one run alone spends less: the tuning costs noise
+        assert tune.noise_multiplier(cost, candidates=30, eta=1.0, gamma=0.25, epsilon=epsilon,
+                                     delta=DELTA) == pytest.approx(m)
+    with pytest.raises(ValueError, match="candidates must be an integer >= 1"):
+        tune.noise_multiplier(cost, candidates=0, eta=1.0, gamma=0.25, epsilon=1.0, delta=DELTA)

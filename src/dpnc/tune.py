@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from dpnc.privacy.accountant import Accountant, PrivacyReport
+from dpnc.privacy.budget import check_delta, check_epsilon
 from dpnc.privacy.mean import mean_release, private_mean
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import RandomStopping, Release, tnb_pmf
@@ -163,6 +164,46 @@ def private_score(losses: torch.Tensor, *, bound: float, noise_multiplier: float
 def score_release(*, n: int, bound: float, noise_multiplier: float, accountant: Accountant) -> Release:
     """The release :func:`private_score` records for n values (for declaring a candidate's cost)."""
     return mean_release(bound, noise_multiplier, sampler=FullBatch(n), accountant=accountant, noise=NoiseSource())
+
+
+def noise_multiplier(cost: Callable[[float], Accountant], *, candidates: int, eta: float, gamma: float,
+                     epsilon: float, delta: float, start: float = 1.0, rtol: float = 0.01) -> float:
+    """The smallest σ/Δ (to ``rtol``) at which the whole tuning is (ε, δ)-DP: random stopping over
+    ``candidates`` settings that each spend ``cost(σ/Δ)`` (the ledger of one candidate run plus its score at that
+    noise multiplier), accounted by :class:`~dpnc.privacy.releases.RandomStopping` in RDP. Use it to tune within
+    a budget: run every candidate at the returned multiplier and declare ``costs=cost(multiplier)``.
+
+    ``cost`` must grow less private as σ/Δ shrinks (as Gaussian releases do); the search brackets from ``start``
+    by doubling or halving, then bisects geometrically.
+    """
+    if not (isinstance(candidates, int) and candidates >= 1):
+        raise ValueError(f"candidates must be an integer >= 1; got {candidates!r}")
+    check_epsilon(epsilon)
+    check_delta(delta)
+    for name, value in (("start", start), ("rtol", rtol)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+
+    def private_at(multiplier: float) -> bool:
+        one = cost(multiplier)
+        tuning = Accountant(one.relation)
+        tuning.record(RandomStopping((_ledger(one),) * candidates, eta, gamma))
+        return tuning.epsilon(delta, "rdp") <= epsilon
+
+    lo, hi = start, start                 # bracket: private_at(hi), not private_at(lo)
+    while not private_at(hi):
+        lo, hi = hi, 2 * hi
+        if hi > 1e12:
+            raise ValueError(f"no noise multiplier makes the tuning ({epsilon}, {delta})-DP")
+    if lo == hi:
+        while private_at(lo):
+            lo /= 2
+            if lo < 1e-12:
+                return lo
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if private_at(mid) else (mid, hi)
+    return hi
 
 
 # --- checks ---------------------------------------------------------------------------------------
