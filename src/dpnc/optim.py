@@ -8,6 +8,11 @@ subsampling) and calls ``closure(batch)``, which must return the **per-example**
 that batch, shape (len(batch),), evaluated in eval mode (dropout would change f between the two
 passes). Anything else is refused, so the batch the ledger describes is the batch that was used.
 
+Data parallel. ``group=dpnc.distributed.Group()`` (under ``torchrun``) runs each step across the ranks of a
+``torch.distributed`` group: rank 0 draws the secret batch and the noise and keeps the ledger, each rank
+evaluates its shard (``closure`` gets this rank's part of the batch), and only a few numbers per step are
+communicated (see :mod:`dpnc.distributed`). Save checkpoints from rank 0 only. Without ``group`` nothing changes.
+
 What a step did. ``optimizer.register_step_hook(fn)`` calls ``fn(optimizer, info)`` after every step
 with a :class:`StepInfo`: the step's index, its public direction seed, the released (noisy) quantity and
 the ledger entry it made, all public, and, apart and so named, :class:`PrivateStats` (the batch's loss,
@@ -25,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 from collections import OrderedDict
@@ -35,6 +41,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from dpnc import distributed
 from dpnc.algorithms import dpzero as alg
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import mean_release
@@ -138,7 +145,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
 
     def __init__(self, params: Iterable[torch.Tensor], defaults: dict, *, sampler: Sampler,
                  accountant: Accountant, noise: NoiseSource | None, direction: str, seed: int | None,
-                 model: nn.Module | None) -> None:
+                 model: nn.Module | None, group: distributed.Group | None = None) -> None:
         super().__init__(params, defaults)
         if len(self.param_groups) != 1:
             raise ValueError("zeroth-order optimizers support one parameter group (the direction spans all)")
@@ -150,6 +157,12 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         self.noise = noise if noise is not None else NoiseSource()
         # The direction seeds are public (they may be logged); drawn from their own generator.
         self.seed = secrets.randbits(62) if seed is None else seed
+        if group is not None and not isinstance(group, distributed.Group):
+            raise ValueError(f"group must be a dpnc.distributed.Group or None; got {group!r}")
+        self.group = group
+        if group is not None:   # every rank starts from rank 0's public seed and parameters
+            self.seed = group.broadcast_seed(self.seed)
+            group.broadcast_parameters_(self.space.params)
         self.generator = torch.Generator().manual_seed(self.seed)
         self.steps = 0
 
@@ -175,7 +188,9 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         seed = alg.public_seeds(self.generator, 1)[0]
         released, loss, stats = self._step(group, seed, closure)
         self.steps += 1
-        release = self.accountant.ledger[-1].release   # the entry this step recorded (merged with equal ones)
+        # The entry this step recorded (merged with equal ones); only rank 0 records under a group.
+        recorded = self.group is None or self.group.is_source
+        release = self.accountant.ledger[-1].release if recorded else self.step_release()
         self._report_step(StepInfo(self.steps - 1, seed, released, release, stats))
         return loss
 
@@ -231,24 +246,27 @@ class DPZero(_ZerothOrder):
         seed: seed of the public direction generator (random by default; safe to log).
         discrete: exact discrete Gaussian noise (full batch only).
         model: if given, validated once (dropout, BatchNorm) with every problem listed.
+        group: a :class:`dpnc.distributed.Group` to run data parallel (rank 0 samples, adds the noise and
+            records; the other ranks' sampler, noise and accountant are unused); None: this process alone.
     """
 
     def __init__(self, params, *, lr: float, clip: float, smoothing: float = 1e-3, noise_multiplier: float,
                  sampler: Sampler, accountant: Accountant, noise: NoiseSource | None = None,
                  direction: str = "gaussian", seed: int | None = None, discrete: bool = False,
-                 model: nn.Module | None = None) -> None:
+                 model: nn.Module | None = None, group: distributed.Group | None = None) -> None:
         check_arguments(lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=noise_multiplier)
         super().__init__(params, {"lr": lr, "clip": clip, "smoothing": smoothing,
                                   "noise_multiplier": noise_multiplier, "discrete": discrete},
                          sampler=sampler, accountant=accountant, noise=noise, direction=direction, seed=seed,
-                         model=model)
+                         model=model, group=group)
 
     def _step(self, group, seed, closure):
         # The model tier runs the algorithm's own step (one step, two tiers): private_mean of the clipped a_i.
         config = alg.DPZero(eta=group["lr"], lam=group["smoothing"], C=group["clip"],
                             noise_multiplier=group["noise_multiplier"], discrete=group["discrete"])
-        log = config.step(self.space, closure, seed, sampler=self.sampler, noise=self.noise,
-                          accountant=self.accountant)
+        step = config.step if self.group is None else functools.partial(distributed.dpzero_step, config,
+                                                                        group=self.group)
+        log = step(self.space, closure, seed, sampler=self.sampler, noise=self.noise, accountant=self.accountant)
         return log.released, log.loss, PrivateStats(float(log.loss), float(log.clipped_fraction),
                                                     int(log.nonfinite))
 
@@ -263,15 +281,16 @@ class MeZO(_ZerothOrder):
 
     c_t = (L(x + λu) − L(x − λu))/(2λ) of the realised batch's mean loss. An example with a non-finite loss at
     either point counts as 0 at both (so one bad example does not turn the update into NaN), and is counted.
+    ``group``: as :class:`DPZero`'s (data parallel; c_t from one all_reduce of 4 numbers).
     """
 
     def __init__(self, params, *, lr: float, smoothing: float = 1e-3, sampler: Sampler,
                  accountant: Accountant | None = None, direction: str = "gaussian", seed: int | None = None,
-                 model: nn.Module | None = None) -> None:
+                 model: nn.Module | None = None, group: distributed.Group | None = None) -> None:
         check_arguments(lr=lr, smoothing=smoothing)
         super().__init__(params, {"lr": lr, "smoothing": smoothing}, sampler=sampler,
                          accountant=accountant or Accountant(), noise=None, direction=direction, seed=seed,
-                         model=model)
+                         model=model, group=group)
 
     def _step(self, group, seed, closure):
         bad: list[torch.Tensor] = []
@@ -283,9 +302,17 @@ class MeZO(_ZerothOrder):
                 losses = torch.where(bad[-1], torch.zeros_like(losses), losses)
             return losses
 
-        log = alg.MeZO(group["lr"], group["smoothing"]).step(self.space, finite, seed, sampler=self.sampler,
-                                                              noise=self.noise, accountant=self.accountant)
-        nonfinite = int((bad[0] | bad[1]).sum()) if len(bad) == 2 else 0
+        def count() -> int:
+            return int((bad[0] | bad[1]).sum()) if len(bad) == 2 else 0
+
+        config = alg.MeZO(group["lr"], group["smoothing"])
+        if self.group is not None:
+            log = distributed.mezo_step(config, self.space, finite, seed, sampler=self.sampler,
+                                        accountant=self.accountant, group=self.group, nonfinite=count)
+            return log.released, log.loss, PrivateStats(float(log.loss), 0.0, int(log.nonfinite))
+        log = config.step(self.space, finite, seed, sampler=self.sampler, noise=self.noise,
+                          accountant=self.accountant)
+        nonfinite = count()
         return log.released, log.loss, PrivateStats(float(log.loss), 0.0, nonfinite)
 
     def step_release(self) -> Release:

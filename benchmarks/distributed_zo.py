@@ -1,0 +1,197 @@
+"""Data-parallel DPZero (dpnc.distributed): throughput on 1 and 2 processes, and what a step communicates.
+
+A zeroth-order step's only data-dependent quantity is one scalar per direction, so data-parallel ranks
+exchange their partial sums (one all_reduce of 5 numbers), rank 0's released scalar (1 number) and the batch
+indices rank 0 drew (|batch| + 1 integers), whatever the model's size. A first-order DDP step all-reduces
+every gradient entry. This script measures both:
+
+* throughput (examples/s) of ``dpnc.optim.DPZero`` at the same global batch B on 1 process without a group
+  (the plain optimizer), 1 process with ``group=Group()`` (the distributed code path's overhead) and 2
+  processes (each evaluates B/2 examples), gloo on CPU, 1 torch thread per process, launched by
+  ``torch.multiprocessing.spawn``; median and min over ``--steps`` timed steps after 2 warm-up steps;
+* bytes per step: the elements of every tensor dpnc's :class:`~dpnc.distributed.Group` passed to a collective
+  (counted by the group), beside those one ``DistributedDataParallel`` backward all-reduces on the same model
+  (counted by a DDP communication hook on its gradient buckets: the number of gradient elements).
+
+Model: a small ``nn.TransformerEncoder`` classifier (token embedding, ``--layers`` layers of width
+``--d-model``, mean-pooled 2-class head), fp32, eval mode, a fixed dataset of B random token sequences of
+length ``--seq`` (a FullBatch sampler: every step uses the same B examples, so no Poisson size jitter).
+On a machine shared with other jobs the 2-process speed-up is bounded by the free cores: read the load average
+printed with the table.
+
+    python benchmarks/distributed_zo.py            # ~1 minute on 2 cores
+    python benchmarks/distributed_zo.py --quick    # smoke run
+    python benchmarks/distributed_zo.py --out benchmarks/results   # also writes distributed_zo.{md,json}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from dpnc.distributed import Group
+from dpnc.optim import DPZero
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.noise import NoiseSource
+from dpnc.sampling import FullBatch
+
+
+class Encoder(nn.Module):
+    """Token embedding, a TransformerEncoder, mean pooling, a 2-class head."""
+
+    def __init__(self, vocab: int, d_model: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, heads, 4 * d_model, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, 2)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(self.embed(tokens)).mean(1))
+
+
+def setup(args):
+    torch.manual_seed(0)   # benchmark-only: the same model and data on every rank
+    model = Encoder(args.vocab, args.d_model, args.layers, args.heads).eval()
+    tokens = torch.randint(args.vocab, (args.batch, args.seq))
+    labels = torch.randint(2, (args.batch,))
+    return model, tokens, labels
+
+
+def time_steps(opt, closure, steps: int, barrier=None) -> list[float]:
+    times = []
+    for t in range(steps + 2):
+        if barrier is not None:
+            barrier()
+        start = time.perf_counter()
+        opt.step(closure)
+        if t >= 2:
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def make_optimizer(model, args, group=None):
+    # Seeded noise: a benchmark, not a private run (the ledger says "not private").
+    return DPZero(model.parameters(), lr=1e-6, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(args.batch),
+                  accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1, group=group)
+
+
+def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        model, tokens, labels = setup(args)
+        d = sum(p.numel() for p in model.parameters())
+
+        def closure(batch):
+            return F.cross_entropy(model(tokens[batch]), labels[batch], reduction="none")
+
+        result = {"world": world, "d": d}
+        if world == 1:   # the plain single-process optimizer, for the group's overhead
+            result["plain"] = time_steps(make_optimizer(model, args), closure, args.steps)
+        group = Group()
+        opt = make_optimizer(model, args, group)
+        before = dict(group.sent)
+        result["group"] = time_steps(opt, closure, args.steps, barrier=dist.barrier)
+        steps = args.steps + 2
+        result["sent"] = {k: (v - before.get(k, 0)) / steps for k, v in group.sent.items()}
+        # One first-order DDP step of the same model: count what its gradient buckets all-reduce.
+        counted = {"elements": 0, "bytes": 0, "calls": 0}
+
+        def counting_hook(state, bucket):
+            buffer = bucket.buffer()
+            state["elements"] += buffer.numel()
+            state["bytes"] += buffer.numel() * buffer.element_size()
+            state["calls"] += 1
+            return default_hooks.allreduce_hook(None, bucket)
+
+        ddp = DistributedDataParallel(model)
+        ddp.register_comm_hook(counted, counting_hook)
+        shard = torch.tensor_split(torch.arange(args.batch), world)[rank]
+        F.cross_entropy(ddp(tokens[shard]), labels[shard]).backward()
+        result["ddp"] = counted
+        if rank == 0:
+            Path(out).write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+def launch(world: int, args) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.json")
+        mp.spawn(worker, args=(world, os.path.join(tmp, "init"), out, args), nprocs=world, join=True)
+        return json.loads(Path(out).read_text())
+
+
+def table(runs: list[dict], args) -> str:
+    d = runs[0]["d"]
+    lines = [f"DPZero, global batch B = {args.batch}, seq {args.seq}, d = {d:,} parameters, gloo on CPU, "
+             f"1 thread per process, {args.steps} timed steps; load average {os.getloadavg()[0]:.2f} on "
+             f"{os.cpu_count()} cores", "",
+             "| run | processes | median s/step | min s/step | examples/s (median) | examples/s (min) | "
+             "elements/step | bytes/step |", "|---|---|---|---|---|---|---|---|"]
+
+    def row(name, world, times, sent):
+        med, low = statistics.median(times), min(times)
+        elements = sent.get("all_reduce", 0) + sent.get("broadcast", 0) if sent else 0
+        lines.append(f"| {name} | {world} | {med:.4f} | {low:.4f} | {args.batch / med:.1f} | {args.batch / low:.1f} | "
+                     f"{elements:.0f} | {sent.get('bytes', 0):.0f} |")
+
+    row("dpnc.optim.DPZero (no group)", 1, runs[0]["plain"], {})
+    for run in runs:
+        row("DPZero(group=Group())", run["world"], run["group"], run["sent"])
+    two = runs[-1]
+    speedup = statistics.median(runs[0]["plain"]) / statistics.median(two["group"])
+    ddp = two["ddp"]
+    zo = two["sent"]["all_reduce"] + two["sent"]["broadcast"]
+    lines += ["", f"Speed-up of 2 processes over the plain optimizer (medians): {speedup:.2f}x.", "",
+              "| per step, 2 processes | elements | bytes |", "|---|---|---|",
+              f"| DPZero (all_reduce {two['sent']['all_reduce']:.0f}; broadcast {two['sent']['broadcast']:.0f} = "
+              f"B + 1 indices and 1 scalar) | {zo:.0f} | {two['sent']['bytes']:.0f} |",
+              f"| DDP first-order backward (gradient buckets, {ddp['calls']} all_reduce) | {ddp['elements']:,} | "
+              f"{ddp['bytes']:,} |",
+              f"| ratio DDP / DPZero | {ddp['elements'] / zo:,.0f} | "
+              f"{ddp['bytes'] / two['sent']['bytes']:,.0f} |"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--seq", type=int, default=32)
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="tiny model, 3 steps")
+    parser.add_argument("--out", type=Path, default=None, help="also write distributed_zo.{md,json} here")
+    args = parser.parse_args()
+    if args.quick:
+        args.batch, args.seq, args.vocab, args.d_model, args.layers, args.steps = 8, 8, 100, 16, 1, 3
+    runs = [launch(world, args) for world in (1, 2)]
+    text = table(runs, args)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        stem = "distributed_zo_quick" if args.quick else "distributed_zo"
+        (args.out / f"{stem}.md").write_text(text + "\n")
+        (args.out / f"{stem}.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                                           "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

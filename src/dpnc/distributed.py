@@ -1,0 +1,209 @@
+"""Data-parallel DPZero and MeZO on ``torch.distributed``: a few numbers per step, whatever the model's size.
+
+A zeroth-order step's only data-dependent quantity is one scalar per direction, so workers that share
+the public direction seed need to exchange only their partial sums. Every rank holds the model; a step
+
+1. takes the batch rank 0 drew from its **secret** sampler, broadcast as indices (its size, then the
+   indices: |batch| + 1 integers), and evaluates its own contiguous shard at x ± λu, u regenerated from
+   the step's public seed (the same on every rank);
+2. forms its partial sums — Σ clip_C(a_i) over its shard (non-finite a_i set to 0 first, as in
+   :func:`~dpnc.privacy.mean.private_mean`), its example count and the private diagnostics — and adds
+   them across ranks in **one** ``all_reduce`` of a tensor of 5 numbers (MeZO: 4);
+3. rank 0 alone releases the sum through :func:`~dpnc.privacy.mean.release_sum` (the sampler's fixed
+   denominator B, secret noise from its :class:`~dpnc.privacy.noise.NoiseSource`, one ledger entry in its
+   :class:`~dpnc.privacy.accountant.Accountant`) and broadcasts the released scalar c_t (1 number);
+4. every rank applies the same in-place update x ← x − α·c_t·u_t.
+
+Per step that is |batch| + 8 numbers (DPZero) against the d gradient entries a first-order
+data-parallel step all-reduces. :class:`Group` wraps the process group and counts the elements and bytes
+of every tensor it hands to a collective (``Group.sent``), so the claim is measured, not assumed.
+
+The optimizers of :mod:`dpnc.optim` take ``group=Group()``; construction broadcasts rank 0's public
+direction seed and parameters (as ``DistributedDataParallel`` does), so every rank starts equal.
+Launch with ``torchrun`` (or ``torch.multiprocessing``) after ``torch.distributed.init_process_group``
+(gloo on CPU, nccl on GPU: tensors then go through ``cuda:current_device()``).
+
+Trust boundary. The collectives carry the secret batch indices and the un-noised partial sums: every
+rank is part of the curator, and the process group must not cross an untrusted network. Only rank 0's
+sampler draws batches and only rank 0's noise source draws noise; the other ranks' are never used.
+Rank 0's accountant is the ledger (one entry per step); the other ranks' stay empty.
+
+Checkpoints. Save ``optimizer.state_dict()`` (and the model) from rank 0 only: every rank holds the
+same public state (step count, direction seed and generator). To resume, every rank loads that one
+checkpoint into a freshly built optimizer (samplers and noise sources are secret and never saved), and
+rank 0 restores its accountant's ledger.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+import torch
+import torch.distributed as dist
+
+from dpnc.algorithms import dpzero as alg
+from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
+from dpnc.estimators import two_point
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.mean import release_sum
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import NonPrivate
+from dpnc.sampling import BatchClosure, Sampler, batch_losses
+from dpnc.space import ModuleSpace
+
+__all__ = ["Group", "dpzero_step", "mezo_step"]
+
+
+class Group:
+    """The process group of a data-parallel zeroth-order run, with a count of what its collectives carry.
+
+    Args:
+        process_group: a ``torch.distributed`` group (default: the world). The process group must be
+            initialised already (``torch.distributed.init_process_group``).
+
+    Attributes:
+        rank, world_size: this process's rank in the group and the group's size.
+        device: where collective tensors live (``cuda:current_device()`` under nccl, else the CPU).
+        sent: elements passed to collectives so far, by kind (``"all_reduce"``, ``"broadcast"``), and
+            their total in bytes (``"bytes"``); public, e.g. to measure the communication per step.
+
+    Raises:
+        ValueError: if ``torch.distributed`` is unavailable or not initialised.
+    """
+
+    def __init__(self, process_group: dist.ProcessGroup | None = None) -> None:
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ValueError("group needs an initialised torch.distributed process group; call "
+                             "torch.distributed.init_process_group (e.g. under torchrun) first")
+        self.process_group = process_group
+        self.rank = dist.get_rank(process_group)
+        self.world_size = dist.get_world_size(process_group)
+        self.source = 0 if process_group is None else dist.get_global_rank(process_group, 0)   # rank 0's global rank
+        cuda = dist.get_backend(process_group) == "nccl"
+        self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        self.sent: Counter[str] = Counter()
+
+    @property
+    def is_source(self) -> bool:
+        """True on rank 0: the rank that draws the batch and the noise and keeps the ledger."""
+        return self.rank == 0
+
+    def _count(self, kind: str, tensor: torch.Tensor) -> None:
+        self.sent[kind] += tensor.numel()
+        self.sent["bytes"] += tensor.numel() * tensor.element_size()
+
+    def all_reduce_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sum ``tensor`` over the ranks, in place (moved to :attr:`device` and back); returns it."""
+        buffer = tensor.to(self.device)
+        self._count("all_reduce", buffer)
+        dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=self.process_group)
+        return tensor.copy_(buffer)
+
+    def broadcast_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Rank 0's ``tensor`` on every rank, in place (its shape and dtype must agree on every rank)."""
+        buffer = tensor.to(self.device)
+        self._count("broadcast", buffer)
+        dist.broadcast(buffer, src=self.source, group=self.process_group)
+        return tensor.copy_(buffer)
+
+    def broadcast_seed(self, seed: int) -> int:
+        """Rank 0's public direction seed (once, at construction), so every rank draws the same directions."""
+        return int(self.broadcast_(torch.tensor([seed], dtype=torch.int64)))
+
+    @torch.no_grad()
+    def broadcast_parameters_(self, params: Iterable[torch.Tensor]) -> None:
+        """Copy rank 0's parameters to every rank (d numbers, once, as DistributedDataParallel does)."""
+        for p in params:
+            self.broadcast_(p.data)
+
+    def broadcast_batch(self, sampler: Sampler) -> torch.Tensor:
+        """The batch rank 0 draws from its secret ``sampler``, on every rank (size, then indices).
+
+        Secret: the indices and their number never leave the group; the other ranks' samplers are not used.
+        """
+        size = torch.tensor([len(batch := sampler.sample()) if self.is_source else 0], dtype=torch.int64)
+        self.broadcast_(size)
+        if not self.is_source:
+            batch = torch.empty(int(size), dtype=torch.int64)
+        if int(size):
+            self.broadcast_(batch := batch.to(torch.int64))
+        return batch
+
+    def shard(self, batch: torch.Tensor) -> torch.Tensor:
+        """This rank's contiguous part of ``batch`` (sizes differ by at most one; some may be empty)."""
+        return torch.tensor_split(batch, self.world_size)[self.rank]
+
+    def release(self, sums: torch.Tensor, release: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """Rank 0 computes ``release()`` (one scalar, e.g. a noisy mean it records); every rank gets it."""
+        value = release() if self.is_source else torch.empty((), dtype=sums.dtype, device=sums.device)
+        return self.broadcast_(value.reshape(()).to(sums.dtype))
+
+
+def _pack(*values, device: torch.device) -> torch.Tensor:
+    """Scalars (Python numbers or 0-d tensors) as one float64 tensor: the payload of a step's all_reduce."""
+    return torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(()) for v in values])
+
+
+def _local_two_point(space: ModuleSpace, closure: BatchClosure, seed: int, lam: float, group: Group,
+                     sampler: Sampler):
+    if not isinstance(space, ModuleSpace):
+        raise ValueError(f"data-parallel steps take a model's ModuleSpace; got {type(space).__name__}")
+    batch = group.shard(group.broadcast_batch(sampler))                   # rank 0's secret draw, our part
+    dtype = space.params[0].dtype
+    return batch, two_point(space, lambda: batch_losses(closure, batch, dtype=dtype), seed, lam)
+
+
+def dpzero_step(config: alg.DPZero, space: ModuleSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
+                noise: NoiseSource, accountant: Accountant, group: Group) -> alg.StepLog:
+    """:meth:`dpnc.algorithms.dpzero.DPZero.step` across the ranks of ``group`` (same arguments, same result).
+
+    c_t = (1/B) Σ_i clip_C(a_i) + z_t over the whole batch, the sum added across ranks (one all_reduce of 5
+    numbers), released by rank 0 through :func:`~dpnc.privacy.mean.release_sum` and broadcast (1 number).
+    The returned log's loss and diagnostics are those of the whole batch, on every rank.
+    """
+    batch, diffs = _local_two_point(space, closure, seed, config.lam, group, sampler)
+    try:
+        a, nonfinite = zero_nonfinite(diffs.a)                              # as private_mean: 0 before clipping
+        clipped, fraction = clip_scalars(a, config.C)
+        n = len(batch)
+        sums = group.all_reduce_(_pack(clipped.sum(), n, diffs.plus.sum() + diffs.minus.sum(),   # one tiny
+                                       fraction * n if n else 0, nonfinite, device=space.params[0].device))   # tensor
+        total = sums[0].to(space.params[0].dtype)                                     # Σ_i clip_C(a_i), all ranks
+        c = group.release(total, lambda: release_sum(                       # rank 0: /B + z_t, recorded
+            total, config.C, sampler=sampler, noise=noise, accountant=accountant,
+            noise_multiplier=config.noise_multiplier, discrete=config.discrete))
+    except BaseException:
+        space.restore_()   # never leave the parameters perturbed
+        raise
+    space.update_(seed, -per_run(config.eta, c) * c)                        # x_{t+1} = x_t − α c_t u_t
+    count = sums[1]
+    return alg.StepLog(sums[2] / (2 * count), sums[3] / count, c, sums[4].long(), int(count))
+
+
+def mezo_step(config: alg.MeZO, space: ModuleSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
+              accountant: Accountant, group: Group,
+              nonfinite: Callable[[], int] | None = None) -> alg.StepLog:
+    """:meth:`dpnc.algorithms.dpzero.MeZO.step` across the ranks of ``group``: not private (ε = ∞).
+
+    c_t = (Σ ℓ_i(x + λu) − Σ ℓ_i(x − λu)) / (2λ·|batch|) from one all_reduce of 4 numbers; rank 0 records the
+    :class:`~dpnc.privacy.releases.NonPrivate` release and broadcasts c_t. ``nonfinite()`` gives this rank's
+    count of non-finite examples after the passes (default: non-finite a_i).
+    """
+    batch, diffs = _local_two_point(space, closure, seed, config.lam, group, sampler)
+    try:
+        bad = nonfinite() if nonfinite is not None else int((~torch.isfinite(diffs.a)).sum())
+        sums = group.all_reduce_(_pack(diffs.plus.sum(), diffs.minus.sum(), len(batch), bad,
+                                       device=space.params[0].device))
+        count = sums[2]
+
+        def release() -> torch.Tensor:
+            accountant.record(NonPrivate(secret=bool(getattr(sampler, "secret", True))))   # no noise: ε = ∞
+            return (sums[0] / count - sums[1] / count) / (2 * config.lam) if count else sums.new_zeros(())
+
+        c = group.release(sums, release).to(space.params[0].dtype)
+    except BaseException:
+        space.restore_()
+        raise
+    space.update_(seed, -per_run(config.eta, c) * c)
+    return alg.StepLog((sums[0] + sums[1]) / (2 * count), torch.zeros_like(c), c, sums[3].long(), int(count))

@@ -1,0 +1,194 @@
+"""Data-parallel DPZero and MeZO (dpnc.distributed) on 2 gloo processes against the single-process optimizers.
+
+One ``torch.multiprocessing.spawn`` of 2 CPU processes runs every case (a few seconds); the parent runs the same
+cases in one process with the same public seed, seeded batches and seeded noise, and compares. Tolerances: the
+distributed sum of the clipped a_i is formed shard by shard in float64 (the single process sums in one go), so
+the released c_t may differ in its last bits: float64 models agree to 1e-12, float32 ones to 1e-5 (rtol).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from dpnc.distributed import Group
+from dpnc.optim import DPZero, MeZO
+from dpnc.privacy import Accountant, NoiseSource
+from dpnc.sampling import PoissonSampler, ShuffleSampler
+
+N, FEATURES, B, STEPS, WORLD = 96, 4, 24, 6, 2
+C, LR, NOISE = 0.5, 0.05, 2.0
+CASES = {   # name: (optimizer, sampler, relation, hidden width, dtype, expected batch size)
+    "dpzero": ("dpzero", "poisson", "add/remove", 16, torch.float64, B),
+    "dpzero_large": ("dpzero", "poisson", "add/remove", 160, torch.float64, B),   # ~10x the parameters
+    "dpzero_shuffle": ("dpzero", "shuffle", "replace-one", 16, torch.float64, B),
+    "dpzero_float32": ("dpzero", "poisson", "add/remove", 16, torch.float32, B),
+    "dpzero_tiny_batch": ("dpzero", "poisson", "add/remove", 16, torch.float64, 1),   # empty batches and shards
+    "mezo": ("mezo", "poisson", "add/remove", 16, torch.float64, B),
+    "mezo_tiny_batch": ("mezo", "poisson", "add/remove", 16, torch.float64, 1),
+}
+
+
+def data(dtype):
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(N, FEATURES, generator=gen, dtype=torch.float64)
+    y = torch.sin(X @ torch.tensor([1.0, -2.0, 0.5, 1.5], dtype=torch.float64)) + 0.5 * X[:, 0]
+    return X.to(dtype), y.to(dtype)
+
+
+def make_model(width, dtype, seed):
+    torch.manual_seed(seed)  # test-only: reproducible initialisation
+    return nn.Sequential(nn.Linear(FEATURES, width), nn.Tanh(), nn.Linear(width, 1)).to(dtype).eval()
+
+
+class NoBatches:
+    """A rank other than 0 must never draw a batch: its sampler refuses (mixed into the sampler's class)."""
+
+    def sample(self):
+        raise AssertionError("only rank 0 draws batches")
+
+
+class NoPoisson(NoBatches, PoissonSampler):
+    pass
+
+
+class NoShuffle(NoBatches, ShuffleSampler):
+    pass
+
+
+class NoNoise(NoiseSource):
+    """A rank other than 0 must never draw noise."""
+
+    def gaussian(self, *args, **kwargs):
+        raise AssertionError("only rank 0 draws noise")
+
+
+def build(case, model, *, rank=0, group=None):
+    kind, sampling, relation, _, _, batch = CASES[case]
+    source = rank == 0
+    seed = 1 if source else 12345            # rank 1's own seed is overridden by rank 0's
+    if sampling == "poisson":
+        sampler = PoissonSampler.for_testing(N, batch, seed=3) if source else NoPoisson(N, batch)
+    else:
+        sampler = ShuffleSampler.for_testing(N, batch, seed=3) if source else NoShuffle(N, batch)
+    accountant = Accountant(relation)
+    if kind == "mezo":
+        opt = MeZO(model.parameters(), lr=LR, sampler=sampler, accountant=accountant, seed=seed, group=group)
+    else:
+        noise = NoiseSource.for_testing(7) if source else NoNoise()
+        opt = DPZero(model.parameters(), lr=LR, clip=C, noise_multiplier=NOISE, sampler=sampler,
+                     accountant=accountant, noise=noise, seed=seed, group=group)
+    return opt, accountant
+
+
+def run(case, *, rank=0, group=None):
+    """STEPS steps of ``case``; what the test compares (parameters, released values, ledger, bytes per step)."""
+    _, _, _, width, dtype, _ = CASES[case]
+    X, y = data(dtype)
+    model = make_model(width, dtype, seed=0 if rank == 0 else 99)   # rank 1 starts elsewhere: broadcast fixes it
+    opt, accountant = build(case, model, rank=rank, group=group)
+    released, sent = [], []
+    opt.register_step_hook(lambda o, info: released.append(float(info.released)))
+    losses = []
+    for _ in range(STEPS):
+        before = dict(group.sent) if group is not None else {}
+        losses.append(float(opt.step(lambda b: (model(X[b]).squeeze(-1) - y[b]) ** 2)))
+        if group is not None:
+            sent.append({k: v - before.get(k, 0) for k, v in group.sent.items()})
+    entries = [(type(e.release).__name__, getattr(getattr(e.release, "mechanism", None), "sensitivity", None),
+                getattr(getattr(e.release, "mechanism", None), "sigma", None), e.count) for e in accountant.ledger]
+    return {"params": [p.detach().clone() for p in model.parameters()], "released": released, "losses": losses,
+            "releases": accountant.releases, "entries": entries, "sent": sent,
+            "d": sum(p.numel() for p in model.parameters())}
+
+
+def _worker(rank, init_file, out_dir):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+    try:
+        group = Group()
+        results = {case: run(case, rank=rank, group=group) for case in CASES}
+        torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(_worker, args=(os.path.join(tmp, "init"), tmp), nprocs=WORLD, join=True)
+        return [torch.load(os.path.join(tmp, f"rank{r}.pt")) for r in range(WORLD)]
+
+
+@pytest.fixture(scope="module")
+def single():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {case: run(case) for case in CASES}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def tolerance(case):
+    return dict(rtol=1e-5, atol=1e-6) if CASES[case][4] == torch.float32 else dict(rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_processes_equal_one_process(ranks, single, case):
+    ref = single[case]
+    for r in range(WORLD):
+        got = ranks[r][case]
+        for p, q in zip(got["params"], ref["params"]):
+            torch.testing.assert_close(p, q, **tolerance(case))
+        torch.testing.assert_close(torch.tensor(got["released"]), torch.tensor(ref["released"]), **tolerance(case))
+        torch.testing.assert_close(torch.tensor(got["losses"]), torch.tensor(ref["losses"]), **tolerance(case),
+                                   equal_nan=True)
+    # The ranks apply the same broadcast scalar: bit for bit equal.
+    assert all(torch.equal(p, q) for p, q in zip(ranks[0][case]["params"], ranks[1][case]["params"]))
+    # and they moved (the comparison is not of two untouched models)
+    start = make_model(CASES[case][3], CASES[case][4], seed=0).parameters()
+    assert any(not torch.equal(p, p0) for p, p0 in zip(ranks[0][case]["params"], start))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_one_ledger_entry_per_step_on_rank_0_only(ranks, single, case):
+    zero, one = ranks[0][case], ranks[1][case]
+    assert zero["releases"] == STEPS and one["releases"] == 0
+    assert zero["entries"] == single[case]["entries"]
+    (name, sensitivity, sigma, count), = zero["entries"]   # equal releases merge into one entry of count STEPS
+    assert count == STEPS
+    if CASES[case][0] == "mezo":
+        assert name == "NonPrivate"
+        return
+    expected = {"add/remove": 1, "replace-one": 2}[CASES[case][2]] * C / CASES[case][5]   # Δ = (1 or 2)·C/B
+    assert name == "Sampled" and sensitivity == pytest.approx(expected) and sigma == pytest.approx(NOISE * expected)
+
+
+def test_communication_per_step_is_independent_of_model_size(ranks):
+    small, large = ranks[0]["dpzero"], ranks[0]["dpzero_large"]
+    assert large["d"] >= 9 * small["d"]
+    assert small["sent"] == large["sent"]          # same batches, same numbers: the model's size plays no part
+    for step in small["sent"]:
+        assert step["all_reduce"] == 5                              # Σ clip(a), count, loss, clipped, non-finite
+        assert step["broadcast"] - 2 <= 2 * B                        # |batch| + 1 indices, the released c_t
+        assert step["bytes"] == 8 * (step["all_reduce"] + step["broadcast"])
+    assert all(step["all_reduce"] == 4 for step in ranks[0]["mezo"]["sent"])
+    assert ranks[1]["dpzero"]["sent"] == small["sent"]             # every rank takes part in the same collectives
+    # The tiny-batch cases met an empty batch (size broadcast, no indices, the released scalar): noise only.
+    assert any(step["broadcast"] == 2 for step in ranks[0]["dpzero_tiny_batch"]["sent"])
+
+
+def test_group_needs_an_initialised_process_group():
+    assert not dist.is_initialized()
+    with pytest.raises(ValueError, match="init_process_group"):
+        Group()
+    with pytest.raises(ValueError, match="group must be"):
+        DPZero(make_model(4, torch.float64, 0).parameters(), lr=LR, clip=C, noise_multiplier=NOISE,
+               sampler=PoissonSampler.for_testing(N, B, seed=3), accountant=Accountant(), group="world")
