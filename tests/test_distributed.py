@@ -32,6 +32,7 @@ CASES = {   # name: (optimizer, sampler, relation, hidden width, dtype, expected
     "dpzero_tiny_batch": ("dpzero", "poisson", "add/remove", 16, torch.float64, 1),   # empty batches and shards
     "mezo": ("mezo", "poisson", "add/remove", 16, torch.float64, B),
     "mezo_tiny_batch": ("mezo", "poisson", "add/remove", 16, torch.float64, 1),
+    "dpzero_resume": ("dpzero", "poisson", "add/remove", 16, torch.float64, B),   # checkpoint half-way, resume
 }
 
 
@@ -69,7 +70,7 @@ class NoNoise(NoiseSource):
         raise AssertionError("only rank 0 draws noise")
 
 
-def build(case, model, *, rank=0, group=None):
+def build(case, model, *, rank=0, group=None, accountant=None):
     kind, sampling, relation, _, _, batch = CASES[case]
     source = rank == 0
     seed = 1 if source else 12345            # rank 1's own seed is overridden by rank 0's
@@ -77,7 +78,7 @@ def build(case, model, *, rank=0, group=None):
         sampler = PoissonSampler.for_testing(N, batch, seed=3) if source else NoPoisson(N, batch)
     else:
         sampler = ShuffleSampler.for_testing(N, batch, seed=3) if source else NoShuffle(N, batch)
-    accountant = Accountant(relation)
+    accountant = accountant if accountant is not None else Accountant(relation)
     if kind == "mezo":
         opt = MeZO(model.parameters(), lr=LR, sampler=sampler, accountant=accountant, seed=seed, group=group)
     else:
@@ -87,18 +88,42 @@ def build(case, model, *, rank=0, group=None):
     return opt, accountant
 
 
-def run(case, *, rank=0, group=None):
-    """STEPS steps of ``case``; what the test compares (parameters, released values, ledger, bytes per step)."""
+def resume(case, model, opt, accountant, *, rank, group, checkpoint):
+    """Rank 0 alone saves model, optimizer and ledger; every rank builds afresh and loads that one checkpoint."""
+    if rank == 0:
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "ledger": accountant.to_json()},
+                   checkpoint)
+    if group is not None:
+        dist.barrier()
+    state = torch.load(checkpoint)
+    model = make_model(CASES[case][3], CASES[case][4], seed=7 + rank)   # fresh weights, overwritten
+    model.load_state_dict(state["model"])
+    ledger = Accountant.from_json(state["ledger"]) if rank == 0 else None
+    opt, accountant = build(case, model, rank=rank, group=group, accountant=ledger)   # fresh sampler and noise
+    opt.load_state_dict(state["optimizer"])
+    return model, opt, accountant
+
+
+def run(case, *, rank=0, group=None, checkpoint=None):
+    """STEPS steps of ``case``; what the test compares (parameters, released values, ledger, bytes per step).
+
+    ``*_resume`` cases save a checkpoint at ``checkpoint`` half-way and continue from it.
+    """
     _, _, _, width, dtype, _ = CASES[case]
     X, y = data(dtype)
     model = make_model(width, dtype, seed=0 if rank == 0 else 99)   # rank 1 starts elsewhere: broadcast fixes it
     opt, accountant = build(case, model, rank=rank, group=group)
     released, sent = [], []
-    opt.register_step_hook(lambda o, info: released.append(float(info.released)))
+    record = lambda o, info: released.append(float(info.released))
+    opt.register_step_hook(record)
     losses = []
-    for _ in range(STEPS):
+    for t in range(STEPS):
+        if case.endswith("_resume") and t == STEPS // 2:
+            model, opt, accountant = resume(case, model, opt, accountant, rank=rank, group=group,
+                                            checkpoint=checkpoint)
+            opt.register_step_hook(record)
         before = dict(group.sent) if group is not None else {}
-        losses.append(float(opt.step(lambda b: (model(X[b]).squeeze(-1) - y[b]) ** 2)))
+        losses.append(float(opt.step(lambda b, model=model: (model(X[b]).squeeze(-1) - y[b]) ** 2)))
         if group is not None:
             sent.append({k: v - before.get(k, 0) for k, v in group.sent.items()})
     entries = [(type(e.release).__name__, getattr(getattr(e.release, "mechanism", None), "sensitivity", None),
@@ -113,7 +138,8 @@ def _worker(rank, init_file, out_dir):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
     try:
         group = Group()
-        results = {case: run(case, rank=rank, group=group) for case in CASES}
+        checkpoint = os.path.join(out_dir, "checkpoint.pt")
+        results = {case: run(case, rank=rank, group=group, checkpoint=checkpoint) for case in CASES}
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -131,7 +157,8 @@ def single():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return {case: run(case) for case in CASES}
+        with tempfile.TemporaryDirectory() as tmp:
+            return {case: run(case, checkpoint=os.path.join(tmp, "checkpoint.pt")) for case in CASES}
     finally:
         torch.set_num_threads(threads)
 
