@@ -60,3 +60,59 @@ def test_paired_difference_refuses_mismatched_vectors():
         claims.from_bits("01x")
     with pytest.raises(ValueError, match="at least one"):
         claims.mean_se([])
+
+
+T95 = {1: 12.7062047, 2: 4.30265273, 4: 2.77644511}   # Student t, 97.5 % quantiles (tables)
+
+
+def test_slope_interval_matches_per_seed_numpy_fits():
+    rng = np.random.default_rng(1)
+    xs = np.array([1e2, 1e3, 1e4, 1e5])
+    ys = [xs ** (-0.5 + 0.1 * rng.standard_normal()) * np.exp(0.2 * rng.standard_normal(4)) for _ in range(5)]
+    slopes = np.array([np.polyfit(np.log(xs), np.log(y), 1)[0] for y in ys])
+    half = T95[4] * slopes.std(ddof=1) / math.sqrt(5)
+    s = claims.slope_interval(xs.tolist(), [y.tolist() for y in ys])
+    assert s.seeds == 5 and s.estimate == pytest.approx(slopes.mean())
+    assert (s.low, s.high) == (pytest.approx(slopes.mean() - half), pytest.approx(slopes.mean() + half))
+    # one seed: an estimate without an interval, so no claim on it holds or fails
+    one = claims.slope_interval(xs.tolist(), [ys[0].tolist()])
+    assert one.estimate == pytest.approx(slopes[0]) and (one.low, one.high) == (-math.inf, math.inf)
+    assert claims.below(one, 0.0) is None and claims.within(one, -0.5, 10.0) is None and "1 seed" in str(one)
+    # a seed with a value <= 0 has no slope: left out and said so
+    bad = claims.slope_interval(xs.tolist(), [y.tolist() for y in ys[:3]] + [[1.0, 0.0, 1.0, 1.0]])
+    assert bad.seeds == 3 and bad.estimate == pytest.approx(slopes[:3].mean()) and "1 of 4 seeds" in bad.note
+    with pytest.raises(ValueError, match="one value per x"):
+        claims.slope_interval(xs.tolist(), [[1.0, 2.0]])
+
+
+def test_slope_claims_hold_fail_or_have_no_signal():
+    xs = [1.0, 10.0, 100.0]
+    steep = [[x ** s for x in xs] for s in (-1.02, -0.98, -1.01, -0.99)]   # slope −1 ± 0.02
+    s = claims.slope_interval(xs, steep)
+    assert claims.below(s, 0.0) is True and claims.exceeds(s, 0.0) is False
+    assert claims.within(s, -1.0, 0.1) is True      # inside (−1.1, −0.9)
+    assert claims.within(s, -0.5, 0.1) is False     # all of it below −0.6
+    assert claims.within(s, -1.1, 0.1) is None      # straddles −1.0
+    noisy = claims.slope_interval(xs, [[x ** s for x in xs] for s in (-2.0, 1.5)])   # two seeds, far apart
+    assert claims.below(noisy, 0.0) is None
+    half = T95[1] * np.std([-2.0, 1.5], ddof=1) / math.sqrt(2)
+    assert noisy.high - noisy.estimate == pytest.approx(half)
+    with pytest.raises(ValueError, match="tol must be > 0"):
+        claims.within(s, -1.0, 0.0)
+    assert str(s.scaled(0.5)).startswith("-0.50 [")
+
+
+def test_difference_intervals_against_numpy():
+    a, b = np.array([0.30, 0.32, 0.29]), np.array([0.10, 0.20, 0.15, 0.12, 0.18])
+    d = claims.difference_interval(a.tolist(), b.tolist())
+    half = T95[2] * math.sqrt(a.var(ddof=1) / 3 + b.var(ddof=1) / 5)   # min(3, 5) − 1 = 2 degrees of freedom
+    assert d.estimate == pytest.approx(a.mean() - b.mean()) and d.high - d.estimate == pytest.approx(half)
+    assert claims.exceeds(d, 0.0) is True
+    p = claims.paired_interval([1.0, 2.0, 3.0], [0.5, 1.0, 2.9])
+    diffs = np.array([0.5, 1.0, 0.1])
+    assert p.estimate == pytest.approx(diffs.mean())
+    assert p.high - p.estimate == pytest.approx(T95[2] * diffs.std(ddof=1) / math.sqrt(3))
+    assert claims.difference_interval([1.0], [0.0, 0.1]).low == -math.inf   # one seed on a side: no interval
+    m = claims.mean_interval([2.0, 2.0])
+    assert (m.low, m.high) == (2.0, 2.0) and claims.exceeds(m, 2.0) is False   # at the threshold is not past it
+    assert claims.judged({"a": True, "b": None, "c": False}) == "1 hold, 1 fail, 1 no signal (of 3)"

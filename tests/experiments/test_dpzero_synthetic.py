@@ -126,3 +126,45 @@ def test_config_rejects_unknown_names():
         exp.SyntheticConfig(hessians=("diag",))
     with pytest.raises(ValueError, match="methods must be among"):
         exp.SyntheticConfig(methods=("SGD",))
+
+
+def constructed(norm, seeds: int = 3, dims=(20, 50, 100, 200)) -> dict:
+    """:func:`exp.selected`-shaped values: test ‖∇F‖ = norm(hessian, d, method, seed) at every cell."""
+    return {(h, d, m, s): {"test_grad_norm": norm(h, d, m, s)} for h in exp.HESSIANS for d in dims
+            for m in exp.METHODS for s in range(seeds)}
+
+
+def verdicts(values) -> dict[str, bool | None]:
+    return {c.statement.split(":")[0]: c.holds for c in exp.paper_claims(values)}
+
+
+RANK = {"identity": 1.0, "sqrt": 0.5, "inverse": 0.25}   # smaller r, smaller norm
+SCALE = {"DPZero": 1.0, "DPGD-0th": 3.0, "DP-GD": 0.8}    # 0th worst, DP-GD best
+
+
+def test_claims_hold_fail_or_have_no_signal_on_constructed_values():
+    flat = "with r = log d, DPZero is nearly flat in d"
+    worst, best = "DPGD-0th is always worst (test gradient norm at the train-chosen point)", "DP-GD is always best"
+    # the paper's picture, with a little seed noise: every comparison holds; ‖∇F‖ ∝ d^0.05 at r = log d is flat
+    good = verdicts(constructed(lambda h, d, m, s: SCALE[m] * RANK[h] * (1 + 0.02 * s) * d ** (0.5 if h == "identity"
+                                                                                               else 0.05)))
+    assert good[worst] is True and good[best] is True and good[flat] is True
+    assert good["with r = d, every method gets worse as d grows"] is True
+    assert good["every method improves as r gets smaller (d, √d, log d)"] is True
+    # the committed run's slope 0.41 rises faster than half the bound's slope (0.18): the flatness claim fails
+    steep = verdicts(constructed(lambda h, d, m, s: SCALE[m] * RANK[h] * (1 + 0.02 * s) * d ** 0.41))
+    assert steep[flat] is False
+    # DP-GD worse than DPZero in every seed: "always best" fails; one seed: nothing holds or fails
+    swapped = verdicts(constructed(lambda h, d, m, s: {"DP-GD": 1.2}.get(m, SCALE[m]) * (1 + 0.02 * s)))
+    assert swapped[best] is False
+    one = verdicts(constructed(lambda h, d, m, s: SCALE[m] * RANK[h] * d ** 0.05, seeds=1))
+    assert set(one.values()) == {None}
+
+
+def test_best_is_chosen_on_train_and_the_test_floor_is_reported():
+    row = dict(hessian="sqrt", effective_rank=1.0, d=10, method="DPZero", T=10, C=1.0, train_loss=1.0, test_loss=1.0,
+               noise_multiplier=1.0, epsilon_paper=2.0, epsilon_rdp=1.0, epsilon_pld=1.0, private=True)
+    rows = [exp.SyntheticRow(stepsize=0.1, train_grad_norm=0.2, test_grad_norm=0.5, **row),
+            exp.SyntheticRow(stepsize=0.3, train_grad_norm=0.4, test_grad_norm=0.1, **row)]
+    chosen = exp.selected(rows)[("sqrt", 10, "DPZero", 0)]
+    assert chosen["train_grad_norm"] == 0.2 and chosen["test_grad_norm"] == 0.5 and chosen["test_floor"] == 0.1

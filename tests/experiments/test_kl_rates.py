@@ -216,3 +216,32 @@ def test_cli_runs_a_tiny_grid(tmp_path):
     assert all(r["private"] == "False" for r in records)
     assert {p.name for p in tmp_path.iterdir()} == {"rows.csv", "slopes.csv", "result.json", "summary.md",
                                                     "fig_excess.png"}   # no adaptive GD: no gradient figure
+
+
+def spider_rows(excess, seeds: int = 3, algorithm: str = "kl-spider") -> list:
+    """Constructed n-sweep rows of one (algorithm, power-1.5, d = 1): excess(x, seed) at x = 10^4 … 10^8."""
+    return [exp.KLRow(algorithm=algorithm, objective="power-1.5", kappa=1.5, gamma=1 / 3, L0=3.0, d=1, n=int(x),
+                      rho=1.0, nsr=x, x=x, sweep="n", seed=s, excess=excess(x, s), grad_norm=0.1, F0=1.0,
+                      start_excess=0.7, bound=1.0 * x ** -1.4, bound_dim_term=None, bound_noise_term=None,
+                      regime="κ/2" if algorithm != "kl-spider" else "κ", grad_bound=None, lower_bound=None, steps=1,
+                      queries=1, rho_spent=1.0, epsilon=7.8, private=True, sensitivity="declared",
+                      region_distance=0.9, radius=1.0, seconds=0.0)
+            for x in (1e4, 1e5, 1e6, 1e7, 1e8) for s in range(seeds)]
+
+
+def rate_verdict(rows) -> bool | None:
+    (claim,) = [c for c in report.check_claims(rows) if "fitted per seed" in c.statement]
+    assert "[" in claim.evidence   # the interval is printed
+    return claim.holds
+
+
+def test_rate_claims_are_judged_on_the_interval_over_seeds():
+    # Spider (κ = 1.5, tight): within ±RATE_TOL of −1.5
+    assert rate_verdict(spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -1.45)) is True
+    assert rate_verdict(spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -0.9)) is False
+    assert rate_verdict(spider_rows(lambda x, s: x ** (-1.0, -1.5, -2.1)[s])) is None   # seeds disagree
+    assert rate_verdict(spider_rows(lambda x, s: x ** -1.5, seeds=1)) is None           # one seed: no interval
+    # adaptive GD (κ/2 regime, predicted −0.75): at least that rate, no extra tolerance beyond RATE_TOL
+    edge = -0.75 + report.RATE_TOL
+    assert rate_verdict(spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -0.7, algorithm="adaptive-gd")) is True
+    assert rate_verdict(spider_rows(lambda x, s: (1 + 0.05 * s) * x ** (edge + 0.1), algorithm="adaptive-gd")) is False

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -76,3 +77,33 @@ def test_quick_is_the_default_and_full_is_larger():
     assert exp.EXPERIMENT.QUICK is exp.QUICK and exp.EXPERIMENT.FULL == exp.NonsmoothConfig()
     assert exp.QUICK.runs < exp.FULL.runs
     assert set(exp.QUICK.methods) == set(exp.METHODS)
+
+
+def test_claims_need_an_interval_over_seeds():
+    """The claims on constructed rows: hold, fail or have no signal as the per-seed numbers say."""
+    base = [exp.ZORow(method=m, d=d, epsilon=e, seed=s, samples_used=M, evaluations=1, clipped=0, beyond_radius=0,
+                      certified_grad_norm=0.3, grad_norm=0.5, excess_loss=0.1, distance=1.0, epsilon_zcdp=e,
+                      epsilon_rdp=e, epsilon_pld=e, seconds=0.0, M=M, rho=1.0, T=1, K=1, B1=1, B2=1, m=1, sigma=1.0,
+                      theory_bound=M ** -0.5)
+            for d in TINY.dims for e in TINY.epsilons for M in TINY.samples for m in exp.METHODS for s in range(3)]
+
+    def claims(value):
+        rows = [dataclasses.replace(r, certified_grad_norm=value(r)) for r in base]
+        return {c.statement.split(":")[0]: c.holds for c in exp.check_claims(rows, TINY)}
+
+    vr_better = ("at the largest M = 800, the variance-reduced oracle certifies a smaller ‖∂F‖_2δ than the naive one "
+                 "(spec §5.17)")
+    falls = "variance-reduced + tree (Alg. 4–5)"
+    # M^-1/2 for both, naive twice as large: both fall, VR better
+    held = claims(lambda r: (1 + 0.05 * r.seed) * (2 if r.method == "naive" else 1) * r.M ** -0.5)
+    assert held[vr_better] is True and held[falls] is True and held["naive (Alg. 6)"] is True
+    # rising certificates, VR twice as large: both claims fail
+    failed = claims(lambda r: (1 + 0.05 * r.seed) * (2 if r.method != "naive" else 1) * r.M ** 0.5)
+    assert failed[vr_better] is False and failed[falls] is False
+    # seeds bimodal (~0 or 0.3, as measured): the slopes' interval is wide, no signal
+    bimodal = claims(lambda r: 1e-16 if (r.seed, r.M) in ((0, 800), (1, 200)) else 0.3)
+    assert bimodal[falls] is None and bimodal[vr_better] is None
+    # one seed: no interval, so no signal however clear the numbers
+    one = [r for r in base if r.seed == 0]
+    rows = [dataclasses.replace(r, certified_grad_norm=(2 if r.method == "naive" else 1) * r.M ** -0.5) for r in one]
+    assert {c.holds for c in exp.check_claims(rows, TINY)[:-1]} == {None}

@@ -2,7 +2,11 @@
 
 Quadratics with Hessians of effective rank d, √d and log d; DPZero, DPGD-0th and DP-GD, full batch,
 (ε, δ) = (2, 10⁻⁶) with the paper's advanced-composition noise σ = 4C√(2T log(e + ε/δ))/(nε); each
-point is the best over the grid of T, step size and C. A task is one (Hessian, d, method, T): its whole
+point is the grid point of T, step size and C that is best on the *training* metric (the test metric there is
+reported, with the test floor: the best test value over the grid, which a test-chosen point would report).
+``seeds`` repeats the whole grid with other public directions and fresh secret noise (the data stay those of
+``seed``); the claims are judged on intervals over those seeds (:mod:`dpnc.experiments.claims`), so one seed
+gives every comparison and slope "no signal". A task is one (Hessian, d, method, T): its whole
 (step size × C) grid runs as one batched tensor computation, a FlatSpace of shape (K, d) whose K runs share
 their public directions and each draw their own secret noise, and yields K rows. The output of a run is its
 last iterate (the paper does not say which iterate it evaluates; spec §7.7).
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +27,7 @@ from pathlib import Path
 import torch
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise
+from dpnc.experiments import claims as stats
 from dpnc.experiments.protocol import Claim, Experiment, Result
 from dpnc.experiments.report import (INTEGER, NATURAL, NONNEGATIVE, POSITIVE, check_axis, check_value,
                                      loglog_slope, one_of)
@@ -64,6 +70,9 @@ class SyntheticConfig:
     lam: float = field(default=1e-4, metadata=_help("λ of the zeroth-order difference."))
     direction: str = field(default="sphere", metadata=_help("Directions: " + " or ".join(DIRECTIONS) + "."))
     seed: int = field(default=0, metadata=_help("Public seed (data and directions); the noise is always secret."))
+    seeds: int = field(default=1, metadata=_help(
+        "Repeats of the whole grid (directions seeded by seed + 10000·s, fresh secret noise; the same data): the "
+        "claims' intervals are over these; one gives no interval."))
 
     def __post_init__(self) -> None:
         self.validate()
@@ -82,6 +91,7 @@ class SyntheticConfig:
         check_value("lam", self.lam, POSITIVE)
         check_value("direction", self.direction, one_of(DIRECTIONS))
         check_value("seed", self.seed, NATURAL)
+        check_value("seeds", self.seeds, INTEGER)
 
 
 FULL = SyntheticConfig()
@@ -97,6 +107,7 @@ class SyntheticTask:
     d: int
     method: str
     T: int
+    seed: int = 0
 
 
 def _private(text: str) -> dict:
@@ -124,11 +135,13 @@ class SyntheticRow:
     epsilon_rdp: float = field(metadata=_private("ε of the run's ledger by RDP"))
     epsilon_pld: float = field(metadata=_private("ε of the run's ledger by the tight PLD"))
     private: bool = field(metadata=_private("the report's verdict: private"))
+    seed: int = field(default=0, metadata={"help": "which repeat of the grid (0 ≤ seed < config.seeds)"})
 
 
 def run_grid(problem: Quadratic, method: str, T: int, config: SyntheticConfig, noise: NoiseSource, *,
-             hessian: str) -> tuple[SyntheticRow, ...]:
-    """One method at one T over the whole (step size × C) grid, as one batched run; a row per grid point."""
+             hessian: str, seed: int = 0) -> tuple[SyntheticRow, ...]:
+    """One method at one T over the whole (step size × C) grid, as one batched run; a row per grid point.
+    ``seed``: the repeat (its directions are seeded by config.seed + 10000·seed)."""
     grid = list(itertools.product(config.stepsizes, config.clips))
     eta = torch.tensor([g[0] for g in grid], dtype=torch.float64)
     C = torch.tensor([g[1] for g in grid], dtype=torch.float64)
@@ -140,7 +153,8 @@ def run_grid(problem: Quadratic, method: str, T: int, config: SyntheticConfig, n
     with torch.no_grad():  # large step sizes diverge on purpose: they are part of the grid
         run = algorithm.run(problem, torch.zeros(len(grid), problem.d, dtype=torch.float64), noise=noise,
                             accountant=Accountant("replace-one"),
-                            generator=torch.Generator().manual_seed(config.seed), sampler=FullBatch(problem.n))
+                            generator=torch.Generator().manual_seed(config.seed + 10_000 * seed),
+                            sampler=FullBatch(problem.n))
         x = run.output
         metrics = {"test_grad_norm": problem.gradient_norm(x, "test"),
                    "train_grad_norm": problem.gradient_norm(x, "train"),
@@ -151,18 +165,37 @@ def run_grid(problem: Quadratic, method: str, T: int, config: SyntheticConfig, n
                    epsilon_rdp=report.epsilon_rdp, epsilon_pld=report.epsilon_pld, private=report.private)
     return tuple(SyntheticRow(hessian=hessian, effective_rank=problem.effective_rank, d=problem.d, method=method,
                               T=T, stepsize=step, C=clip,
-                              **{name: _finite_or_inf(float(v[k])) for name, v in metrics.items()}, **privacy)
+                              **{name: _finite_or_inf(float(v[k])) for name, v in metrics.items()}, **privacy,
+                              seed=seed)
                  for k, (step, clip) in enumerate(grid))
 
 
-def best_over_grid(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str], dict[str, float]]:
-    """(hessian, d, method) → the best value of each metric over T, step size and C."""
-    best: dict = {}
+def selected(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str, int], dict[str, float]]:
+    """(hessian, d, method, seed) → the metrics at the grid point (T, step size, C) chosen on the training data.
+
+    ``train_grad_norm`` and ``train_loss``: their minimum over the grid; ``test_grad_norm`` (``test_loss``): the
+    test value at the point of least train gradient norm (train loss); ``test_floor``: the least test gradient norm
+    over the grid, the optimistic value a choice on the test set would report.
+    """
+    groups: dict = {}
     for row in rows:
-        entry = best.setdefault((row.hessian, row.d, row.method), {m: math.inf for m in METRICS})
-        for m in METRICS:
-            entry[m] = min(entry[m], getattr(row, m))
-    return best
+        groups.setdefault((row.hessian, row.d, row.method, row.seed), []).append(row)
+    out = {}
+    for key, group in groups.items():
+        by_norm = min(group, key=lambda r: r.train_grad_norm)
+        by_loss = min(group, key=lambda r: r.train_loss)
+        out[key] = {"train_grad_norm": by_norm.train_grad_norm, "test_grad_norm": by_norm.test_grad_norm,
+                    "train_loss": by_loss.train_loss, "test_loss": by_loss.test_loss,
+                    "test_floor": min(r.test_grad_norm for r in group)}
+    return out
+
+
+def best_over_grid(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str], dict[str, float]]:
+    """(hessian, d, method) → the mean over seeds of each :func:`selected` metric (and ``test_floor``)."""
+    per_seed: dict = {}
+    for (h, d, m, _), metrics in selected(rows).items():
+        per_seed.setdefault((h, d, m), []).append(metrics)
+    return {k: {name: sum(v[name] for v in seeds) / len(seeds) for name in seeds[0]} for k, seeds in per_seed.items()}
 
 
 def _axes(best: dict) -> tuple[list[str], list[int], list[str]]:
@@ -171,52 +204,89 @@ def _axes(best: dict) -> tuple[list[str], list[int], list[str]]:
             [m for m in METHODS if any(k[2] == m for k in best)])
 
 
-def paper_claims(best: dict) -> list[Claim]:
-    """The paper's qualitative claims (§4.1), each with our numbers."""
+def _cells_claim(statement: str, intervals: dict[str, stats.Interval]) -> Claim:
+    """A claim over cells, each "log-ratio > 0" judged on its interval: the conjunction, with the counts and the
+    cells that do not hold."""
+    verdicts = {cell: stats.exceeds(iv, 0.0) for cell, iv in intervals.items()}
+    if not any(math.isfinite(iv.high - iv.low) for iv in intervals.values()):
+        points = [iv.estimate for iv in intervals.values()]
+        return Claim(statement, stats.all_hold(list(verdicts.values())),
+                     f"no interval in any of {len(points)} cells; point log-ratios from {min(points):.2f} to "
+                     f"{max(points):.2f}, {sum(p > 0 for p in points)} of {len(points)} > 0")
+    shown = [f"{cell}: {iv}" for cell, iv in intervals.items() if verdicts[cell] is not True]
+    return Claim(statement, stats.all_hold(list(verdicts.values())),
+                 stats.judged(verdicts) + " cells, on log-ratio intervals over seeds"
+                 + (("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else "")) if shown else ""))
+
+
+def _log(v: float) -> float:
+    return math.log(v) if v > 0 else -math.inf
+
+
+def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]]) -> list[Claim]:
+    """The paper's qualitative claims (§4.1), judged on the test gradient norm at the train-chosen point of each
+    seed (:func:`selected`): comparisons on the per-seed log-ratios (paired by seed), trends on per-seed log-log
+    slopes against d, each a 95 % t interval over the seeds (one seed: no interval, no signal)."""
     claims = []
-    hessians, dims, methods = _axes(best)
-    g = {k: v["test_grad_norm"] for k, v in best.items()}
+    hessians, dims, methods = _axes(values)
+    seeds = sorted({k[3] for k in values})
+    g = {k: [values[(*k, s)]["test_grad_norm"] for s in seeds] for k in
+         {(h, d, m) for h, d, m, _ in values}}
+
+    def log_ratio(top: list[float], bottom: list[float]) -> stats.Interval:
+        return stats.paired_interval([_log(a) for a in top], [_log(b) for b in bottom])
+
+    cells = [(h, d) for h in hessians for d in dims]
     if {"DPZero", "DPGD-0th", "DP-GD"} <= set(methods):
-        worst = [(h, d) for h in hessians for d in dims
-                 if g[(h, d, "DPGD-0th")] >= max(g[(h, d, "DPZero")], g[(h, d, "DP-GD")])]
-        claims.append(Claim("DPGD-0th is always worst (best test gradient norm)",
-                            len(worst) == len(hessians) * len(dims),
-                            f"worst in {len(worst)} of {len(hessians) * len(dims)} (Hessian, d) cells"))
-        bestc = [(h, d) for h in hessians for d in dims
-                 if g[(h, d, "DP-GD")] <= min(g[(h, d, "DPZero")], g[(h, d, "DPGD-0th")])]
-        claims.append(Claim("DP-GD is always best", len(bestc) == len(hessians) * len(dims),
-                            f"best in {len(bestc)} of {len(hessians) * len(dims)} cells"))
+        worst = {f"{RANK_LABEL[h]}, d={d}": log_ratio(g[(h, d, "DPGD-0th")],
+                                                      [max(a, b) for a, b in zip(g[(h, d, "DPZero")],
+                                                                                 g[(h, d, "DP-GD")])])
+                 for h, d in cells}
+        claims.append(_cells_claim("DPGD-0th is always worst (test gradient norm at the train-chosen point): "
+                                   "log(DPGD-0th / the larger other) > 0 in every (Hessian, d) cell", worst))
+        best = {f"{RANK_LABEL[h]}, d={d}": log_ratio([min(a, b) for a, b in zip(g[(h, d, "DPZero")],
+                                                                               g[(h, d, "DPGD-0th")])],
+                                                     g[(h, d, "DP-GD")])
+                for h, d in cells}
+        claims.append(_cells_claim("DP-GD is always best: log(the smaller other / DP-GD) > 0 in every cell", best))
     if "identity" in hessians and len(dims) > 1:
-        grow = [m for m in methods if g[("identity", dims[-1], m)] > g[("identity", dims[0], m)]]
-        claims.append(Claim("with r = d, every method gets worse as d grows", len(grow) == len(methods),
-                            ", ".join(f"{m}: {g[('identity', dims[0], m)]:.3g} → {g[('identity', dims[-1], m)]:.3g}"
-                                      for m in methods)))
+        slopes = {m: stats.slope_interval(dims, list(zip(*[g[("identity", d, m)] for d in dims]))) for m in methods}
+        verdicts = {m: stats.exceeds(iv, 0.0) for m, iv in slopes.items()}
+        claims.append(Claim("with r = d, every method gets worse as d grows: log-log slope against d > 0",
+                            stats.all_hold(list(verdicts.values())),
+                            "; ".join(f"{m}: slope {slopes[m]}" for m in methods)))
     if "inverse" in hessians and len(dims) > 1 and "DPZero" in methods:
-        # Table 1: DPZero's error is O((log d)·√r); with r = Tr A = Σ 1/j that is polylogarithmic,
-        # which still rises over 20 ≤ d ≤ 2000. "Nearly flat" = no faster than that prediction.
-        z = [g[("inverse", d, "DPZero")] for d in dims]
-        predicted = loglog_slope(dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims])
-        measured = loglog_slope(dims, z)
-        claims.append(Claim(f"with r = log d, DPZero is nearly flat in d: log-log slope {measured:.2f} ≤ "
-                            f"{predicted:.2f} + 0.1, the slope of Table 1's (log d)·√r over these d",
-                            measured <= predicted + 0.1,
-                            "DPZero: " + ", ".join(f"d={d}: {v:.3g}" for d, v in zip(dims, z))
-                            + "; slopes of the others: " + ", ".join(
-                                f"{m} {loglog_slope(dims, [g[('inverse', d, m)] for d in dims]):.2f}"
+        # Table 1 bounds E‖∇F‖² by O((log d)·√r) (times d-free factors); with r = Tr A = Σ 1/j that is
+        # polylogarithmic and still rises over these d. The norm, not its square, is measured: it may rise with half
+        # the bound's slope. "Nearly flat" = no faster than that.
+        bound = loglog_slope(dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims])
+        z = stats.slope_interval(dims, list(zip(*[g[("inverse", d, "DPZero")] for d in dims])))
+        claims.append(Claim(f"with r = log d, DPZero is nearly flat in d: the log-log slope of ‖∇F‖ is below "
+                            f"{bound / 2:.2f}, half the slope {bound:.2f} of Table 1's bound (log d)·√r on "
+                            "‖∇F‖² over these d", stats.below(z, bound / 2),
+                            f"DPZero: slope {z}; " + ", ".join(
+                                f"d={d}: {statistics.fmean(g[('inverse', d, 'DPZero')]):.3g}" for d in dims)
+                            + "; slopes of the others: " + "; ".join(
+                                f"{m} {stats.slope_interval(dims, list(zip(*[g[('inverse', d, m)] for d in dims])))}"
                                 for m in methods if m != "DPZero")))
         if "DP-GD" in methods:
-            ratios = [g[("inverse", d, "DPZero")] / g[("inverse", d, "DP-GD")] for d in dims]
-            ratio_slope, log_slope = loglog_slope(dims, ratios), loglog_slope(dims, [math.log(d) for d in dims])
-            claims.append(Claim(f"with r = log d, DPZero stays close to DP-GD: the ratio's slope {ratio_slope:.2f} "
-                                f"≤ {log_slope:.2f} + 0.1, the slope of the log d factor Table 1 allows",
-                                ratio_slope <= log_slope + 0.1,
-                                "DPZero / DP-GD: " + ", ".join(f"d={d}: {r:.2f}" for d, r in zip(dims, ratios))))
+            ratios = list(zip(*[[a / b for a, b in zip(g[("inverse", d, "DPZero")], g[("inverse", d, "DP-GD")])]
+                                for d in dims]))
+            ratio = stats.slope_interval(dims, ratios)
+            log_slope = loglog_slope(dims, [math.log(d) for d in dims])
+            claims.append(Claim(f"with r = log d, DPZero stays close to DP-GD: the slope of the ratio of their "
+                                f"‖∇F‖ is below {log_slope / 2:.2f}, half the slope {log_slope:.2f} of the log d "
+                                "factor by which Table 1's bounds on ‖∇F‖² differ", stats.below(ratio, log_slope / 2),
+                                f"ratio slope {ratio}; DPZero / DP-GD: " + ", ".join(
+                                    f"d={d}: {statistics.fmean(r):.2f}" for d, r in zip(dims, zip(*ratios)))))
     if len(hessians) > 1:
-        better = [(d, m) for d in dims for m in methods
-                  if all(g[(hessians[i + 1], d, m)] <= g[(hessians[i], d, m)] for i in range(len(hessians) - 1))]
-        claims.append(Claim("every method improves as r gets smaller (d, √d, log d)",
-                            len(better) == len(dims) * len(methods),
-                            f"monotone in {len(better)} of {len(dims) * len(methods)} (d, method) cells"))
+        better = {f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}":
+                  log_ratio(g[(hessians[i], d, m)], g[(hessians[i + 1], d, m)])
+                  for d in dims for m in methods for i in range(len(hessians) - 1)}
+        claims.append(_cells_claim("every method improves as r gets smaller (d, √d, log d): log(norm at the larger "
+                                   "r / norm at the next smaller) > 0 for every (d, method)", better))
+    if len(seeds) < 2:
+        claims = [c._replace(evidence=c.evidence + " (one seed: no interval, so no signal)") for c in claims]
     return claims
 
 
@@ -249,9 +319,17 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
              "(many hours on 2 cores).")
     Config, QUICK, FULL, Row = SyntheticConfig, QUICK, FULL, SyntheticRow
 
+    def upgrade(self, data: dict) -> dict:
+        """A result written before the protocol: its privacy was a table per T (``privacy``), now on every row."""
+        if "privacy" not in data:
+            return data
+        by_T = {p["T"]: {k: v for k, v in p.items() if k != "T"} for p in data["privacy"]}
+        return {**{k: v for k, v in data.items() if k != "privacy"},
+                "rows": [{**by_T[r["T"]], **r} for r in data["rows"]]}
+
     def tasks(self, config: SyntheticConfig) -> list[SyntheticTask]:
         return [SyntheticTask(*t) for t in itertools.product(config.hessians, config.dims, config.methods,
-                                                             config.steps)]
+                                                             config.steps, range(config.seeds))]
 
     def cost(self, config: SyntheticConfig, task: SyntheticTask) -> float:
         return task.T * task.d
@@ -259,24 +337,28 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
     def run_one(self, config: SyntheticConfig, task: SyntheticTask) -> tuple[SyntheticRow, ...]:
         """The task's (step size × C) grid: one row per grid point, in the order of the grid."""
         problem = Quadratic.synthetic(task.d, task.hessian, n=config.n, seed=config.seed)
-        return run_grid(problem, task.method, task.T, config, NoiseSource(), hessian=task.hessian)
+        return run_grid(problem, task.method, task.T, config, NoiseSource(), hessian=task.hessian, seed=task.seed)
 
     def claims(self, rows: Sequence[SyntheticRow], config: SyntheticConfig) -> list[Claim]:
-        return [*paper_claims(best_over_grid(rows)), privacy_claim(rows, config)]
+        return [*paper_claims(selected(rows)), privacy_claim(rows, config)]
 
     def describe(self, result: Result) -> str:
         cfg = result.config
         return (f"Grid: d ∈ {list(cfg.dims)}, T ∈ {list(cfg.steps)}, step size ∈ {list(cfg.stepsizes)}, "
                 f"C ∈ {list(cfg.clips)}; n = {cfg.n} train and test, λ = {cfg.lam}, directions: {cfg.direction}, "
-                f"x₀ = 0, last iterate, one public seed ({cfg.seed}). Each (Hessian, d, method, T) runs its "
-                "(step size × C) grid as one batched computation; a point is the best over T, step size and C.")
+                f"x₀ = 0, last iterate, public seed {cfg.seed}, {cfg.seeds} repeat(s) of the grid. Each (Hessian, d, "
+                "method, T) runs its (step size × C) grid as one batched computation; a point is chosen over T, "
+                "step size and C on the training metric, and the test metric is reported there (mean over repeats).")
 
     def render(self, result: Result) -> str:
         best = best_over_grid(result.rows)
         hessians, dims, methods = _axes(best)
-        lines = ["## Best test gradient norm (Figure 1)\n",
+        lines = ["## Test gradient norm at the train-chosen point (Figure 1)\n",
+                 "The grid point (T, step size, C) of least train ‖∇F‖; in parentheses the test floor, the least "
+                 "test ‖∇F‖ over the grid (what choosing on the test set would report). Means over the repeats.\n",
                  "| Hessian | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
-        lines += [f"| {RANK_LABEL[h]} | {d} | " + " | ".join(f"{best[(h, d, m)]['test_grad_norm']:.4g}"
+        lines += [f"| {RANK_LABEL[h]} | {d} | " + " | ".join(f"{best[(h, d, m)]['test_grad_norm']:.4g} "
+                                                             f"({best[(h, d, m)]['test_floor']:.4g})"
                                                              for m in methods) + " |"
                   for h in hessians for d in dims]
         lines += ["", "## Privacy of every run (per T; the same for every method and grid point)\n",
@@ -303,9 +385,9 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
 
         cfg, best = result.config, best_over_grid(result.rows)
         hessians, dims, methods = _axes(best)
-        figures = [("fig1_test_grad_norm.png", ["test_grad_norm"], "best test ‖∇F‖"),
+        figures = [("fig1_test_grad_norm.png", ["test_grad_norm"], "test ‖∇F‖ (train-chosen)"),
                    ("fig2_train_grad_norm.png", ["train_grad_norm"], "best train ‖∇F‖"),
-                   ("fig3_loss.png", ["train_loss", "test_loss"], "best loss")]
+                   ("fig3_loss.png", ["train_loss", "test_loss"], "loss (train-chosen)")]
         paths = []
         for name, metrics, ylabel in figures:
             fig, axes = plt.subplots(len(metrics), len(hessians),

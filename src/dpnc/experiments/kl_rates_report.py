@@ -12,9 +12,17 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+from dpnc.experiments import claims as stats
 from dpnc.experiments.kl_rates import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
 from dpnc.experiments.protocol import Claim, Result
-from dpnc.experiments.report import group_medians, loglog_slope
+from dpnc.experiments.report import by_seed, group_medians, loglog_slope
+
+# The resolution of every rate claim: a fitted slope is judged against the theorem's exponent ± this (one value for
+# every algorithm and regime, declared, not tuned per claim). Log factors move a bound's own slope over these
+# finite ranges by up to 0.14 from its exponent in the regimes judged here (Spider's Φfloor 0.08; adaptive GD's
+# κ/2 regime ≤ 0.05, its 2κ/(4−κ) regime 0.14), so ±0.25 separates a rate from its neighbours (κ/2 vs κ differ
+# by ≥ 0.5) while allowing those log factors.
+RATE_TOL = 0.25
 
 
 # --- fits and claims ----------------------------------------------------------------------------------------
@@ -34,10 +42,19 @@ def _fmt(value: float) -> str:
     return f"{value:.2f}" if math.isfinite(value) else "—"
 
 
+def _interval(s: dict, part: str = "") -> stats.Interval:
+    """The per-seed slope interval of a :func:`slopes` record (``part`` "upper": over the upper half of x)."""
+    name = "seed_slope_upper" if part == "upper" else "seed_slope"
+    return stats.Interval(s[name], s[f"{name}_low"], s[f"{name}_high"], s["seeds"],
+                          "fewer than 3 points" if part and not math.isfinite(s[name]) else "")
+
+
 def slopes(rows: Sequence[KLRow]) -> list[dict]:
     """Per (algorithm, objective, d, regime) of the n sweep, over the non-trivial points: the fitted slope of
     the median (and of the mean) excess against x, also over the upper half of the x range (NaN with fewer
-    than 3 points there), the predicted exponent and the bound's own slope over the same points."""
+    than 3 points there), the predicted exponent and the bound's own slope over the same points; and the slopes
+    fitted per seed (``seed_slope``, whole range and upper half) with their 95 % t interval over the seeds
+    (``…_low``, ``…_high``; infinite with one seed), on which the claims are judged."""
     main = [r for r in rows if r.sweep == "n" and r.regime != TRIVIAL]
     keys = ("algorithm", "objective", "d", "regime")
     med, mean_rows = medians(main, "excess", keys, "x"), {}
@@ -46,6 +63,7 @@ def slopes(rows: Sequence[KLRow]) -> list[dict]:
     bound = medians(main, "bound", keys, "x")
     grad = medians(main, "grad_norm", keys, "x")
     grad_bound = medians([r for r in main if r.grad_bound is not None], "grad_bound", keys, "x")
+    seeds = by_seed(main, "excess", keys, "x")
     order = {a: i for i, a in enumerate(ALGORITHMS)}
     out = []
     for key in sorted(med, key=lambda k: (order[k[0]], k[1], k[2], k[3])):
@@ -55,13 +73,20 @@ def slopes(rows: Sequence[KLRow]) -> list[dict]:
         kappa = OBJECTIVES[key[1]][0]
         means = [statistics.fmean(mean_rows[key][x]) for x in xs]
         upper = len(xs) // 2  # the upper half of the range (≥ 3 points), where the asymptotic term rules
+        seed_xs, seed_ys = seeds[key]
+        whole = stats.slope_interval(seed_xs, seed_ys)
+        top = (stats.slope_interval(seed_xs[upper:], [ys[upper:] for ys in seed_ys]) if len(xs) - upper >= 3
+               else stats.Interval(math.nan, -math.inf, math.inf, 0, "fewer than 3 points"))
         out.append({"algorithm": key[0], "objective": key[1], "kappa": kappa, "d": key[2], "regime": key[3],
                     "points": len(xs), "x_min": min(xs), "x_max": max(xs),
                     "slope": loglog_slope(xs, ys), "slope_mean": loglog_slope(xs, means),
                     "slope_upper": loglog_slope(xs[upper:], ys[upper:]) if len(xs) - upper >= 3 else math.nan,
                     "predicted": predicted(key[3], kappa), "bound_slope": loglog_slope(*zip(*bound[key])),
                     "grad_slope": loglog_slope(*zip(*grad[key])),
-                    "grad_bound_slope": (loglog_slope(*zip(*grad_bound[key])) if key in grad_bound else None)})
+                    "grad_bound_slope": (loglog_slope(*zip(*grad_bound[key])) if key in grad_bound else None),
+                    "seeds": whole.seeds, "seed_slope": whole.estimate, "seed_slope_low": whole.low,
+                    "seed_slope_high": whole.high, "seed_slope_upper": top.estimate,
+                    "seed_slope_upper_low": top.low, "seed_slope_upper_high": top.high})
     return out
 
 
@@ -90,48 +115,60 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
                             not above, f"{len(spider) - len(above)} of {len(spider)} runs; max excess / Φfloor "
                             f"{max(r.excess / r.bound for r in spider):.3g}"))
     for s in slope_rows:
-        label = f"{LABEL[s['algorithm']]} on {s['objective']} (κ = {s['kappa']:g}), d = {s['d']}"
-        if s["algorithm"] == "kl-spider":
-            tight = s["kappa"] > 1  # the quadratic and ‖w‖^τ meet their KL inequality with equality
-            lo, hi = (-s["kappa"] - 0.3, -s["kappa"] + 0.35)
-            ok = s["slope"] <= hi and (lo <= s["slope"] or not tight)
-            rule = f"in [{lo:.2f}, {hi:.2f}] (spec §5.7)" if tight else f"≤ {hi:.2f} (at least the rate κ)"
-        elif s["algorithm"] == "proximal-point":
-            ok, rule = s["slope"] <= s["bound_slope"] + 0.5, f"≤ the bound's slope + 0.5 = {s['bound_slope'] + 0.5:.2f}"
-        else:
-            tol = 0.2 if s["regime"] == "κ/2" else 0.35
-            ok, rule = s["slope"] <= s["predicted"] + tol, f"≤ predicted + {tol} = {s['predicted'] + tol:.2f}"
         if s["points"] < 3:
             continue  # two points make a slope but not a check
-        claims.append(Claim(f"{label}: slope of the median excess in the {s['regime']} regime {rule}", ok,
-                            f"fitted {_fmt(s['slope'])} over {s['points']} points, x ∈ [{s['x_min']:.3g}, "
-                            f"{s['x_max']:.3g}] (upper half: {_fmt(s['slope_upper'])}); predicted "
-                            f"{s['predicted']:.2f}; bound {_fmt(s['bound_slope'])}"))
+        label = f"{LABEL[s['algorithm']]} on {s['objective']} (κ = {s['kappa']:g}), d = {s['d']}"
+        fit = _interval(s)
+        if s["algorithm"] == "kl-spider" and s["kappa"] > 1:
+            # the quadratic and ‖w‖^τ meet their KL inequality with equality, and Corollary 1's lower bound has the
+            # same exponent: the rate is −κ from both sides
+            ok = stats.within(fit, -s["kappa"], RATE_TOL)
+            rule = f"within ±{RATE_TOL} of −κ = {-s['kappa']:.2f} (spec §5.7)"
+        else:
+            # an upper bound only (pseudo-huber is locally PL, faster than κ = 1): at least the predicted rate
+            ok = stats.below(fit, s["predicted"] + RATE_TOL)
+            rule = f"below the predicted {s['predicted']:.2f} + {RATE_TOL} (at least the theorem's rate)"
+        claims.append(Claim(f"{label}: the slope of the excess in the {s['regime']} regime, fitted per seed, is {rule}",
+                            ok, f"per-seed slopes {fit} over {s['points']} points, x ∈ [{s['x_min']:.3g}, "
+                            f"{s['x_max']:.3g}] (upper half: {_interval(s, 'upper')}); median fit "
+                            f"{_fmt(s['slope'])}; bound {_fmt(s['bound_slope'])}"))
     sweep = [r for r in rows if r.sweep == "rho"]
     if sweep:
         main = medians([r for r in rows if r.sweep == "n"], "excess", ("algorithm", "objective", "d"), "nsr")
         swept = medians(sweep, "excess", ("algorithm", "objective", "d"), "nsr")
-        pairs = []
+        pairs = {}
         for key, points in swept.items():
             reference = dict(main.get(key, []))
-            pairs += [(key[0], nsr, value, reference[nsr]) for nsr, value in points if nsr in reference]
+            for nsr, _ in points:
+                if nsr in reference:
+                    def logs(rs, key=key, nsr=nsr):
+                        return [math.log(r.excess) if r.excess > 0 else -math.inf for r in rs
+                                if (r.algorithm, r.objective, r.d, r.nsr) == (*key, nsr)]
+                    pairs[(key[0], nsr)] = stats.difference_interval(logs(sweep), logs([r for r in rows
+                                                                                        if r.sweep == "n"]))
         if pairs:
-            worst = max(max(v / ref, ref / v) for *_, v, ref in pairs)
+            verdicts = {k: stats.within(iv, 0.0, math.log(3)) for k, iv in pairs.items()}
             claims.append(Claim(
-                "the runs depend on n and ρ only through n√ρ: ρ-sweep medians (n fixed) are within 3× of the n-sweep "
-                "medians (ρ = 1) at the same n√ρ", worst <= 3,
-                "; ".join(f"{a} at n√ρ = {nsr:.0e}: {v:.3g} vs {ref:.3g}" for a, nsr, v, ref in pairs)))
+                "the runs depend on n and ρ only through n√ρ: at the same n√ρ, the ρ-sweep runs (n fixed) and the "
+                "n-sweep runs (ρ = 1) differ by less than 3× (mean log excess, interval over seeds)",
+                stats.all_hold(list(verdicts.values())),
+                stats.judged(verdicts) + "; log ratio: " + "; ".join(f"{a} at n√ρ = {nsr:.0e}: {iv}"
+                                                                     for (a, nsr), iv in pairs.items())))
     with_lb = [r for r in rows if r.lower_bound is not None and r.sweep == "n" and r.regime != TRIVIAL]
     if with_lb:
-        med = medians(with_lb, "excess", ("algorithm", "objective", "d"), "x")
-        lbs = medians(with_lb, "lower_bound", ("algorithm", "objective", "d"), "x")
-        ratios = [y / dict(lbs[k])[x] for k, pts in med.items() for x, y in pts]
-        below = sum(r < 1 for r in ratios)
+        points: dict[tuple, list[float]] = {}
+        for r in with_lb:
+            points.setdefault((r.algorithm, r.objective, r.d, r.x), []).append(
+                math.log(r.excess / r.lower_bound) if r.excess > 0 else -math.inf)
+        fits = {k: stats.mean_interval(v) for k, v in points.items()}
+        verdicts = {k: stats.exceeds(iv, 0.0) for k, iv in fits.items()}
+        estimates = [iv.estimate for iv in fits.values() if math.isfinite(iv.estimate)]
         claims.append(Claim(
-            "(information) median excess ≥ the class lower bound (constants and logs dropped; the lower bound is a "
-            "worst case over the class, a fixed instance may go below it)", below == 0,
-            f"{below} of {len(ratios)} medians (non-trivial points) below; median excess / lower bound from "
-            f"{min(ratios):.3g} to {max(ratios):.3g}"))
+            "(information) the excess is above the class lower bound at every non-trivial point: mean log(excess / "
+            "lower bound) over seeds > 0 (constants and logs dropped; the lower bound is a worst case over the "
+            "class, a fixed instance may go below it)", stats.all_hold(list(verdicts.values())),
+            stats.judged(verdicts) + (f"; mean log ratio from {min(estimates):.2f} to {max(estimates):.2f}"
+                                      if estimates else "")))
     return claims
 
 
@@ -264,11 +301,15 @@ def render(result: Result) -> str:
              "points (log factors make finite-range slopes shallower than the exponent). Adaptive GD + selection: "
              "the selected point is one of Algorithm 3's iterates, and Theorem 5 bounds only its ‖∇F‖; its "
              "\"predicted\" is Algorithm 3's exponent.\n",
-             "| algorithm | objective (κ) | d | regime | points | x range | fitted (median) | fitted (mean) | "
-             "fitted (median, upper half of x) | predicted | bound |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Per seed: the slopes fitted on each seed's excess, their mean and 95 % t interval over the seeds "
+             "(the claims are judged on it).\n",
+             "| algorithm | objective (κ) | d | regime | points | x range | per seed [95 %] | per seed, upper half "
+             "[95 %] | fitted (median) | fitted (mean) | fitted (median, upper half of x) | predicted | bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in slope_rows:
         lines.append(f"| {s['algorithm']} | {s['objective']} ({s['kappa']:g}) | {s['d']} | {s['regime']} | "
-                     f"{s['points']} | {s['x_min']:.2g} – {s['x_max']:.2g} | {_fmt(s['slope'])} | "
+                     f"{s['points']} | {s['x_min']:.2g} – {s['x_max']:.2g} | {_interval(s)} | "
+                     f"{_interval(s, 'upper')} | {_fmt(s['slope'])} | "
                      f"{_fmt(s['slope_mean'])} | {_fmt(s['slope_upper'])} | {s['predicted']:.2f} | "
                      f"{_fmt(s['bound_slope'])} |")
     grad = [s for s in slope_rows if s["algorithm"] in ADAPTIVE]

@@ -98,8 +98,8 @@ class Measured:
     seed: int
     samples_used: int
     evaluations: int
-    clipped: int
-    beyond_radius: int
+    clipped: int | None         # None: not recorded (a run written before it was)
+    beyond_radius: int | None   # None: not recorded
     certified_grad_norm: float
     grad_norm: float
     excess_loss: float
@@ -122,6 +122,10 @@ class NonsmoothExperiment(Experiment):
     def cost(self, config: NonsmoothGrid, task: Task) -> float:
         d, _, n, _, _ = task
         return n * d
+
+    def upgrade(self, data: dict) -> dict:
+        """Rows written before ``clipped`` or ``beyond_radius`` was recorded: None (not recorded) there."""
+        return {**data, "rows": [{"clipped": None, "beyond_radius": None, **r} for r in data["rows"]]}
 
 
 @functools.lru_cache(maxsize=8)
@@ -183,6 +187,12 @@ def measure(config: NonsmoothGrid, algorithm, task: Task, **more) -> dict:
 def medians(rows: Sequence, metric: str, keys: Sequence[str], x: str) -> dict[tuple, list[tuple[float, float]]]:
     """(row.k for k in ``keys``) → [(row.x, median over seeds of row.metric)] sorted by x (typed rows)."""
     return group_medians([dataclasses.asdict(r) for r in rows], metric, keys, x)
+
+
+def at(rows: Sequence, metric: str, **match) -> list[float]:
+    """The values of ``metric`` over the seeds of the rows matching ``match`` (field → value), in seed order."""
+    chosen = [r for r in rows if all(getattr(r, k) == v for k, v in match.items())]
+    return [getattr(r, metric) for r in sorted(chosen, key=lambda r: r.seed)]
 
 
 def figure(path: Path, panels: Sequence, draw: Callable, title: str) -> Path:

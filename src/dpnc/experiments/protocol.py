@@ -117,6 +117,11 @@ class Experiment(Generic[C, T, R]):
         """Write the figures under ``out``; their paths."""
         return []
 
+    def upgrade(self, data: dict) -> dict:
+        """A ``result.json`` record written by an older version, in the current format (:func:`read` calls it);
+        the default returns it unchanged."""
+        return data
+
 
 @dataclasses.dataclass(frozen=True)
 class Result(Generic[C, R]):
@@ -127,7 +132,7 @@ class Result(Generic[C, R]):
     rows: tuple[R, ...]
     claims: tuple[Claim, ...]
     seconds: float
-    workers: int
+    workers: int | None   # None: not recorded (an older result)
     machine: dict
 
     def to_json(self) -> dict:
@@ -236,24 +241,30 @@ def claims_table(claims: Sequence[Claim]) -> str:
     return "\n".join(lines)
 
 
-def summary(result: Result, command: str) -> str:
-    """``summary.md``: heading, command, run time and machine, the setting, the claims, the tables."""
+def summary(result: Result, command: str, note: str = "") -> str:
+    """``summary.md``: heading, command, run time and machine, ``note`` if any, the setting, the claims, the
+    tables."""
     m = result.machine
     load = ("" if m.get("load_average_start") is None else
             f"; load average {m['load_average_start']:.1f} at the start and {m['load_average_end']:.1f} at the end")
+    hardware = (f"{m['cpus']} CPU cores ({m['processor']}; {m['platform']}), torch {m['torch']}{load}" if m else
+                "not recorded (a result written before the machine was recorded)")
     parts = [f"# {result.experiment.title}\n",
              f"Command: `{command}`  ",
-             f"Run time: {result.seconds / 60:.1f} min, {len(result.rows)} runs, {result.workers} at a time.  ",
-             f"Hardware: {m['cpus']} CPU cores ({m['processor']}; {m['platform']}), torch {m['torch']}{load}.  "]
+             f"Run time: {result.seconds / 60:.1f} min, {len(result.rows)} runs"
+             + (f", {result.workers} at a time.  " if result.workers is not None else ".  "),
+             f"Hardware: {hardware}.  "]
+    if note:
+        parts.append(f"{note}  ")
     describe = result.experiment.describe(result)
     parts += [describe.rstrip("\n") + "\n" if describe else "", f"## {result.experiment.claims_heading}\n",
               claims_table(result.claims), "", result.experiment.render(result)]
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
-def write(result: Result, out: Path, command: str) -> list[Path]:
-    """``rows.csv``, the experiment's extra tables, ``result.json``, its figures and ``summary.md`` under ``out``;
-    their paths."""
+def write(result: Result, out: Path, command: str, note: str = "") -> list[Path]:
+    """``rows.csv``, the experiment's extra tables, ``result.json``, its figures and ``summary.md`` (with ``note``
+    under its header) under ``out``; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [write_csv(out / "rows.csv", [csv_record(r) for r in result.rows])] if result.rows else []
     for name, table in result.experiment.tables(result).items():
@@ -262,25 +273,47 @@ def write(result: Result, out: Path, command: str) -> list[Path]:
     (out / "result.json").write_text(json.dumps({**result.to_json(), "command": command}, indent=1))
     paths.append(out / "result.json")
     paths += result.experiment.plot(result, out)
-    (out / "summary.md").write_text(summary(result, command))
+    (out / "summary.md").write_text(summary(result, command, note))
     return paths + [out / "summary.md"]
 
 
 def read(experiment: Experiment, path: Path) -> Result:
-    """A :class:`Result` back from the ``result.json`` that :func:`write` wrote (lists back to tuples)."""
-    data = json.loads(Path(path).read_text())
-    if data["experiment"] != experiment.name:
+    """A :class:`Result` back from the ``result.json`` that :func:`write` wrote (lists back to tuples).
+
+    Older files load too: a file written before this protocol (no ``experiment``, ``claims``, ``workers`` or
+    ``machine``: those come back as the experiment's name, no claims, None and {}), and rows or configs without a
+    field added since with a default (:func:`from_record`); the experiment's :meth:`Experiment.upgrade` brings
+    anything else to the current format first.
+    """
+    data = experiment.upgrade(json.loads(Path(path).read_text()))
+    if data.get("experiment", experiment.name) != experiment.name:
         raise ValueError(f"{path} holds a {data['experiment']!r} result, not {experiment.name!r}")
     return Result(experiment, from_record(experiment.Config, data["config"]),
                   tuple(from_record(experiment.Row, r) for r in data["rows"]),
-                  tuple(Claim(**c) for c in data["claims"]), data["seconds"], data["workers"], data["machine"])
+                  tuple(Claim(**c) for c in data.get("claims", ())), data["seconds"], data.get("workers"),
+                  data.get("machine", {}))
+
+
+def rejudge(experiment: Experiment, folder: Path, note: str, command: str | None = None) -> list[Path]:
+    """Judge the claims of the result under ``folder`` again on its stored rows (nothing is re-run) and write the
+    result back there (:func:`write`), ``note`` (e.g. "re-judged from the committed rows on <date>") under the
+    summary's header. ``command``: the run's command when the file lacks it."""
+    folder = Path(folder)
+    data = json.loads((folder / "result.json").read_text())
+    old = read(experiment, folder / "result.json")
+    result = dataclasses.replace(old, claims=tuple(experiment.claims(old.rows, old.config)))
+    return write(result, folder, data.get("command") or command or "(not recorded)", note=note)
 
 
 def from_record(cls: type, record: dict):
-    """An instance of the dataclass ``cls`` from a JSON record: tuple-typed fields from lists."""
+    """An instance of the dataclass ``cls`` from a JSON record: tuple-typed fields from lists; a field the record
+    lacks takes its default (a field added since the record was written)."""
     hints = typing.get_type_hints(cls)
     values = {}
     for f in dataclasses.fields(cls):
+        if f.name not in record and (f.default is not dataclasses.MISSING
+                                     or f.default_factory is not dataclasses.MISSING):
+            continue
         value = record[f.name]
         if isinstance(value, list) and tuple in _origins(hints[f.name]):
             value = tuple(value)

@@ -12,7 +12,7 @@ from dpnc.experiments.protocol import Claim
 from dpnc.privacy.budget import check_delta
 
 __all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_grid", "check_value",
-           "fmt_slope", "group_medians", "loglog_slope", "one_of", "privacy_claim"]
+           "by_seed", "fmt_slope", "group_medians", "loglog_slope", "one_of", "privacy_claim"]
 
 
 # Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
@@ -75,6 +75,22 @@ def group_medians(rows: Sequence[dict], metric: str, keys: Sequence[str], x: str
     for r in rows:
         groups.setdefault(tuple(r[k] for k in keys), {}).setdefault(r[x], []).append(r[metric])
     return {key: sorted((v, statistics.median(ys)) for v, ys in by_x.items()) for key, by_x in groups.items()}
+
+
+def by_seed(rows: Sequence, metric: str, keys: Sequence[str], x: str
+            ) -> dict[tuple, tuple[list[float], list[list[float]]]]:
+    """(row.k for k in ``keys``) → (the x values sorted, per seed the values of ``metric`` at them): the series of
+    each seed, for slopes fitted per seed (:func:`dpnc.experiments.claims.slope_interval`). A seed missing some x
+    is left out."""
+    groups: dict[tuple, dict[int, dict[float, float]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(getattr(r, k) for k in keys), {}).setdefault(r.seed, {})[getattr(r, x)] = \
+            getattr(r, metric)
+    out = {}
+    for key, seeds in groups.items():
+        xs = sorted({v for series in seeds.values() for v in series})
+        out[key] = (xs, [[series[v] for v in xs] for _, series in sorted(seeds.items()) if len(series) == len(xs)])
+    return out
 
 
 def fmt_slope(slope: float, values: Sequence[float]) -> str:
