@@ -293,3 +293,23 @@ def test_claim_is_a_plain_record():
 def test_reproduce_lists_the_generated_command():
     result = runner.invoke(cli.app, ["reproduce", "--help"])
     assert "dpzero-lm" in result.output and "dpzero-synthetic" in result.output
+
+
+def test_an_older_result_loads_and_is_rejudged_from_its_rows(tmp_path):
+    """A result.json written before the protocol (no experiment, claims, workers, machine; a row without a field
+    added since with a default) loads, and :func:`protocol.rejudge` writes it back with the current claims and a
+    note, re-running nothing."""
+    rows = [{"n": n, "seed": s, "value": n + s + 0.5, "pid": 1} for n in (1, 2, 3) for s in range(2)]   # no trace
+    config = {k: v for k, v in dataclasses.asdict(TOY.QUICK).items() if k != "label"}                  # no label
+    (tmp_path / "result.json").write_text(json.dumps({"config": config, "rows": rows, "seconds": 60.0}))
+    old = protocol.read(TOY, tmp_path / "result.json")
+    assert old.claims == () and old.workers is None and old.machine == {}
+    assert old.rows[0] == ToyRow(1, 0, 1.5, 1) and old.config == TOY.QUICK
+    protocol.rejudge(TOY, tmp_path, "Re-judged from the committed rows.", "dpnc reproduce toy --old")
+    again = protocol.read(TOY, tmp_path / "result.json")
+    assert again.rows == old.rows and [c.holds for c in again.claims] == [True, False, None]
+    summary = (tmp_path / "summary.md").read_text().splitlines()
+    assert summary[2] == "Command: `dpnc reproduce toy --old`  " and summary[3].endswith("6 runs.  ")
+    assert summary[4].startswith("Hardware: not recorded") and summary[5] == "Re-judged from the committed rows.  "
+    with pytest.raises(KeyError):   # a field without a default is still required
+        protocol.from_record(ToyRow, {"n": 1, "seed": 0, "value": 1.0})
