@@ -182,18 +182,17 @@ def dpzero_step(config: alg.DPZero, space: ModuleSpace, closure: BatchClosure, s
 
 
 def mezo_step(config: alg.MeZO, space: ModuleSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
-              accountant: Accountant, group: Group,
-              nonfinite: Callable[[], int] | None = None) -> alg.StepLog:
+              accountant: Accountant, group: Group) -> alg.StepLog:
     """:meth:`dpnc.algorithms.dpzero.MeZO.step` across the ranks of ``group``: not private (ε = ∞).
 
-    c_t = (Σ ℓ_i(x + λu) − Σ ℓ_i(x − λu)) / (2λ·|batch|) from one all_reduce of 4 numbers; rank 0 records the
-    :class:`~dpnc.privacy.releases.NonPrivate` release and broadcasts c_t. ``nonfinite()`` gives this rank's
-    count of non-finite examples after the passes (default: non-finite a_i).
+    c_t = (Σ ℓ_i(x + λu) − Σ ℓ_i(x − λu)) / (2λ·|batch|) from one all_reduce of 4 numbers, an example with a
+    non-finite loss at either point counting 0 at both (:func:`~dpnc.algorithms.dpzero.finite_pairs`, as in the
+    one-process step); rank 0 records the :class:`~dpnc.privacy.releases.NonPrivate` release and broadcasts c_t.
     """
     batch, diffs = _local_two_point(space, closure, seed, config.lam, group, sampler)
     try:
-        bad = nonfinite() if nonfinite is not None else int((~torch.isfinite(diffs.a)).sum())
-        sums = group.all_reduce_(_pack(diffs.plus.sum(), diffs.minus.sum(), len(batch), bad,
+        diffs, bad = alg.finite_pairs(diffs)
+        sums = group.all_reduce_(_pack(diffs.plus.sum(), diffs.minus.sum(), len(batch), int(bad),
                                        device=space.params[0].device))
         count = sums[2]
 

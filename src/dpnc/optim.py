@@ -293,27 +293,14 @@ class MeZO(_ZerothOrder):
                          model=model, group=group)
 
     def _step(self, group, seed, closure):
-        bad: list[torch.Tensor] = []
-
-        def finite(batch):   # zero each pass's non-finite losses; remember which examples had one
-            losses = closure(batch)
-            if isinstance(losses, torch.Tensor) and losses.ndim == 1 and len(losses) == len(batch):
-                bad.append(~torch.isfinite(losses))
-                losses = torch.where(bad[-1], torch.zeros_like(losses), losses)
-            return losses
-
-        def count() -> int:
-            return int((bad[0] | bad[1]).sum()) if len(bad) == 2 else 0
-
-        config = alg.MeZO(group["lr"], group["smoothing"])
+        config = alg.MeZO(group["lr"], group["smoothing"])   # non-finite examples: a_i = 0, counted there
         if self.group is not None:
-            log = distributed.mezo_step(config, self.space, finite, seed, sampler=self.sampler,
-                                        accountant=self.accountant, group=self.group, nonfinite=count)
-            return log.released, log.loss, PrivateStats(float(log.loss), 0.0, int(log.nonfinite))
-        log = config.step(self.space, finite, seed, sampler=self.sampler, noise=self.noise,
-                          accountant=self.accountant)
-        nonfinite = count()
-        return log.released, log.loss, PrivateStats(float(log.loss), 0.0, nonfinite)
+            log = distributed.mezo_step(config, self.space, closure, seed, sampler=self.sampler,
+                                        accountant=self.accountant, group=self.group)
+        else:
+            log = config.step(self.space, closure, seed, sampler=self.sampler, noise=self.noise,
+                              accountant=self.accountant)
+        return log.released, log.loss, PrivateStats(float(log.loss), 0.0, int(log.nonfinite))
 
     def step_release(self) -> Release:
         return NonPrivate(secret=self.sampler.secret)   # a data-dependent release with no noise (ε = ∞)

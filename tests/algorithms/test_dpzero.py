@@ -267,6 +267,29 @@ def test_mezo_skips_an_empty_batch(problem):
     assert float(log.released) == 0.0 and torch.equal(space.x, x0)
 
 
+def test_mezo_counts_an_example_non_finite_at_one_point_as_zero_at_both(problem):
+    """Example 0's loss is NaN at x + λu only (and example 1's +inf at x − λu only): each counts as a_i = 0, so c_t is
+    the sum of the other examples' a_i over the whole batch, finite, and both are counted as non-finite."""
+    x0 = start(problem.d)
+    calls = []
+
+    def closure(space):
+        def losses(batch):
+            values = problem.losses_at(space.x, batch).clone()
+            calls.append(len(calls))
+            values[0 if len(calls) == 1 else 1] = math.nan if len(calls) == 1 else math.inf
+            return values
+        return losses
+
+    _, clean = step(MeZO(eta=0.1, lam=1e-3), problem, x0)
+    space, log = step(MeZO(eta=0.1, lam=1e-3), problem, x0, closure=closure)
+    a = exact_a(problem, x0, FlatSpace(x0).direction(SEED))
+    expected = float(a[2:].sum()) / problem.n
+    assert math.isfinite(float(log.released)) and int(log.nonfinite) == 2
+    assert float(log.released) == pytest.approx(expected, rel=1e-4)
+    assert float(log.released) != pytest.approx(float(clean.released), rel=1e-6)
+
+
 def test_an_empty_poisson_batch_releases_noise_only(problem):
     sampler_seed = next(s for s in range(100) if len(PoissonSampler.for_testing(problem.n, 1, seed=s).sample()) == 0)
     called = []

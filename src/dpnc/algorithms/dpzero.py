@@ -34,7 +34,7 @@ from dpnc.algorithms.base import Algorithm, Run, Stats, check_choice, check_inte
 from dpnc.algorithms.dpzero_theory import (ACCOUNTING, TheoryParameters, calibrate_noise, dpgd0th_from_theory,
                                            dpzero_from_theory, paper_claim)
 from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
-from dpnc.estimators import objective_clipped_sum, two_point_on_batch
+from dpnc.estimators import TwoPoint, objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import noise_multiplier
 from dpnc.privacy.mean import private_mean, release_sum
@@ -208,6 +208,15 @@ def practical_parameters(constants, *, d: int, epsilon: float, delta: float, ste
             "noise_multiplier": noise_multiplier(epsilon, delta, 1.0, steps)}
 
 
+def finite_pairs(diffs: TwoPoint) -> tuple[TwoPoint, torch.Tensor]:
+    """The two-point losses with every example whose a_i is non-finite (a NaN/±inf loss at either point) set to
+    0 at *both* points, and their count per run: MeZO's update then ignores that example instead of turning NaN.
+    Where every a_i is finite the losses are returned unchanged (bit for bit)."""
+    ok = torch.isfinite(diffs.a)
+    zero = torch.zeros((), dtype=diffs.plus.dtype, device=diffs.plus.device)
+    return TwoPoint(torch.where(ok, diffs.plus, zero), torch.where(ok, diffs.minus, zero), diffs.lam), (~ok).sum(-1)
+
+
 # --- the algorithms ---------------------------------------------------------------------------------------
 
 
@@ -326,12 +335,14 @@ class MeZO(_ZerothOrderFamily):
     def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
-        # The realised batch's mean (not private, so no fixed denominator); an empty batch moves nothing.
+        # The realised batch's mean (not private, so no fixed denominator); an example whose loss is non-finite at
+        # either point counts as a_i = 0 (one bad example must not turn the update into NaN); an empty batch
+        # moves nothing.
+        diffs, nonfinite = finite_pairs(diffs)
         c = (diffs.plus.mean(-1) - diffs.minus.mean(-1)) / (2 * self.lam) if diffs.plus.shape[-1] else \
             diffs.plus.sum(-1)
         accountant.record(NonPrivate(secret=bool(getattr(sampler, "secret", True))))  # no noise: ε = ∞
         space.update_(seed, -per_run(self.eta, c) * c)
-        nonfinite = (~torch.isfinite(diffs.a)).sum(-1)
         return StepLog(diffs.loss, torch.zeros_like(c), c, nonfinite, diffs.plus.shape[-1])
 
 
