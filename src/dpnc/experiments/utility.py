@@ -3,12 +3,18 @@
 ``dpnc reproduce utility`` runs, on problems whose constants are **public** (declared from the data domain and
 the loss, never read off the private data),
 
+* ``least-squares``: synthetic least squares (:class:`~dpnc.problems.kl.LeastSquares`, d = 7, the balanced design of
+  ``LeastSquares.generate``: rows ±q_{i mod d} on the unit sphere, label noise 0.05; domain ‖a‖ ≤ 1, |b| ≤ 1.2, region
+  radius 2, μ = ⌊n/d⌋/n from the design: PL with public γ, L0, L1; x̂ its exact minimiser);
 * ``logistic-cancer``: binary logistic regression on scikit-learn's breast-cancer data, ``logistic-digits``:
   10-class logistic regression on its 8×8 digits (:class:`~dpnc.problems.logistic.LogisticRegression`: public
   per-example features, a small ridge λ so that the PL constants are public too);
 * ``relu-cancer``: a one-hidden-layer ReLU network with hinge loss on the same public breast-cancer features
   (:class:`~dpnc.problems.networks.TwoLayerReLU`: nonsmooth, nonconvex, L0 on a ball);
-* ``l1-regression``: synthetic least absolute deviations (nonsmooth, convex, L0 = 1),
+* ``l1-regression``: synthetic least absolute deviations (nonsmooth, convex, L0 = 1);
+* ``max-affine``: synthetic max of affine pieces, f(x) = max_j ⟨A_j, x⟩ + c_j
+  (:class:`~dpnc.problems.nonsmooth.MaxOfAffine`, d = 10, 4 pieces, rows on the unit sphere: nonsmooth, convex,
+  L0 = 1; start ‖x0‖ = 1, Φ = 2 from a declared ‖x*‖ ≤ 1; x̂ its exact minimiser, a linear program),
 
 every method of :data:`METHODS` (a registry: name → factory(instance, n, d, budget) → algorithm config) for
 ε ∈ ``epsilons``, n ∈ ``samples`` (real data: capped at the training pool) and ``seeds`` seeds (the data split or
@@ -22,6 +28,13 @@ the ε the accountant says was spent. Claims and tables: :mod:`dpnc.experiments.
 random stopping, the tuning charged to the same ε); the papers' methods use their theorems (``from_theory``).
 Switching one method to a ``practical(...)`` constructor, or wrapping its factory in a private tuner
 (:func:`tuned`), is a one-line change in :func:`methods`.
+
+**What ``--full`` trims to finish in about half an hour on 2 cores** (measured per task, one ε and seed, the 12
+methods: least squares ≈ 17 s at n = 10⁴ and ≈ 45–110 s at n = 2·10⁴; digits ≈ 95 s with m = d = 650 directions,
+≈ 26 s with m = 128): n ∈ {100, 1000, 10000} (two decades for the synthetic problems; the real ones capped at their
+pools), the digits problem at its whole pool only (n = 1438; ``largest_only``), and ZTC's and KLT's zeroth-order
+oracles with m = min(d, 128) directions (``zo_directions``; binds on digits, d = 650, and the network, d = 257). No
+method's privacy changes: m only sets how many directions average each estimate (the clip radius follows m).
 """
 
 from __future__ import annotations
@@ -62,7 +75,7 @@ class Instance(NamedTuple):
     classification: bool
 
 
-PROBLEMS = ("logistic-cancer", "logistic-digits", "relu-cancer", "l1-regression")
+PROBLEMS = ("least-squares", "logistic-cancer", "logistic-digits", "relu-cancer", "l1-regression", "max-affine")
 
 
 def pool_size(name: str) -> int | None:
@@ -73,7 +86,7 @@ def pool_size(name: str) -> int | None:
 @functools.lru_cache(maxsize=32)
 def instance(config: UtilityConfig, name: str, n: int, seed: int) -> Instance:
     """The problem ``name`` on n training examples; data (split or draw) from the public ``seed``."""
-    from dpnc.problems import L1Regression, LogisticRegression, TwoLayerReLU
+    from dpnc.problems import L1Regression, LeastSquares, LogisticRegression, MaxOfAffine, TwoLayerReLU
 
     gen = torch.Generator().manual_seed(1000 * config.seed + seed)
     if name.startswith("logistic"):
@@ -97,7 +110,48 @@ def instance(config: UtilityConfig, name: str, n: int, seed: int) -> Instance:
         direction = torch.randn(config.l1_dim, generator=gen, dtype=torch.float64)
         x0 = data.x_star + direction / torch.linalg.vector_norm(direction)      # ‖x0 − x*‖ = 1: Φ = L·1
         return Instance(train, test, x0, 1.0, train.solve().x, False, False)
+    if name == "least-squares":
+        # the balanced design of LeastSquares.generate (rows ±q_{i mod d} on the unit sphere, label noise 0.05);
+        # the first n rows are the training set, so μ = ⌊n/d⌋/n is known from n and d alone (public)
+        data = LeastSquares.generate(config.ls_dim, n + config.n_test, seed=1000 * config.seed + seed, noise=0.05)
+        public = dict(row_bound=1.0, target_bound=data.target_bound, radius=2.0)
+        rowwise = _rowwise_least_squares()
+        train = rowwise(data.A[:n], data.b[:n], mu=max(n // config.ls_dim, 1) / n, **public)
+        test = rowwise(data.A[n:], data.b[n:], mu=max(config.n_test // config.ls_dim, 1) / config.n_test,
+                            **public)
+        x0 = torch.zeros(config.ls_dim, dtype=torch.float64)
+        # F(0) − F* ≤ F(0) = mean b²/2 ≤ target_bound²/2 (the domain); x̂ = w*, the exact minimiser
+        return Instance(train, test, x0, data.target_bound ** 2 / 2, train.w_star.clone(), True, False)
+    if name == "max-affine":
+        d = config.maxaff_dim
+        data = MaxOfAffine.synthetic(n + config.n_test, d, config.maxaff_pieces, seed=1000 * config.seed + seed)
+        train, test = data.subset(torch.arange(n)), data.subset(torch.arange(n, data.n))
+        direction = torch.randn(d, generator=gen, dtype=torch.float64)
+        x0 = direction / torch.linalg.vector_norm(direction)                     # ‖x0‖ = 1
+        # the distribution is symmetric (rows uniform on the sphere), so the population minimiser is 0; declared
+        # ‖x*‖ ≤ 1 for the empirical one (public; measured ≤ 0.9 at n = 200, d = 10), so Φ = L·(‖x0‖ + 1) = 2
+        return Instance(train, test, x0, 2.0, train.solve().x, False, False)
     raise ValueError(f"problem must be one of {PROBLEMS}; got {name!r}")
+
+
+@functools.cache
+def _rowwise_least_squares() -> type:
+    from dpnc.problems import LeastSquares
+
+    class RowwiseLeastSquares(LeastSquares):
+        """:class:`~dpnc.problems.kl.LeastSquares` whose per-example losses and gradients read only the rows asked
+        for (the inherited ones evaluate all n rows per index: O(n²) per full batch)."""
+
+        def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+            x, index = torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(index).long()
+            return 0.5 * (torch.einsum("bkd,bd->bk", x, self.A[index]) - self.b[index, None]) ** 2
+
+        def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+            x, index = torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(index).long()
+            r = torch.einsum("bkd,bd->bk", x, self.A[index]) - self.b[index, None]
+            return r[..., None] * self.A[index][:, None, :]
+
+    return RowwiseLeastSquares
 
 
 def _descend(problem, x0: torch.Tensor, steps: int) -> torch.Tensor:
@@ -245,28 +299,30 @@ def _travel(inst: Instance) -> dict:
 
 
 def ztc(config: UtilityConfig, practical: bool = True):
-    """Zhang–Tran–Cutkosky, variance-reduced oracle: ``practical`` settings (default), or Theorem 4.9's with
-    smoothing δ = ``alpha``."""
+    """Zhang–Tran–Cutkosky, variance-reduced oracle: ``practical`` settings (default; m = min(d, ``zo_directions``)
+    directions), or Theorem 4.9's with smoothing δ = ``alpha``."""
     def factory(inst, n, d, budget):
         from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, paper_rho
 
         if practical:
             return ZhangTranCutkosky.practical(inst.train.constants, n=n, d=d, epsilon=budget.epsilon,
-                                               delta=budget.delta, **_travel(inst))
+                                               delta=budget.delta, m=min(d, config.zo_directions), **_travel(inst))
         return ZhangTranCutkosky.from_theory(M=n, d=d, L=inst.train.constants.L0, delta=config.alpha,
                                              rho=paper_rho(budget.epsilon, budget.delta), F_star=inst.Phi)
     return factory
 
 
 def klt(config: UtilityConfig, oracle: str, practical: bool = True):
-    """Kornowski–Liu–Talwar, zeroth-order (Theorem 3.1) or first-order (6.1): ``practical`` settings (default),
-    or the theorem's with α = ``alpha`` and m ≤ ``max_directions``."""
+    """Kornowski–Liu–Talwar, zeroth-order (Theorem 3.1) or first-order (6.1): ``practical`` settings (default;
+    zeroth order with m = min(d, ``zo_directions``) directions), or the theorem's with α = ``alpha`` and
+    m ≤ ``max_directions``."""
     def factory(inst, n, d, budget):
         from dpnc.algorithms.klt import KornowskiLiuTalwar
 
         if practical:
+            zo = {"m": min(d, config.zo_directions)} if oracle == "zeroth-order" else {}
             return KornowskiLiuTalwar.practical(inst.train.constants, n=n, d=d, epsilon=budget.epsilon,
-                                                delta=budget.delta, oracle=oracle, **_travel(inst))
+                                                delta=budget.delta, oracle=oracle, **zo, **_travel(inst))
         common = dict(n=n, d=d, L=inst.train.constants.L0, Phi=inst.Phi, alpha=config.alpha,
                       epsilon=budget.epsilon, dp_delta=budget.delta)
         algorithm = KornowskiLiuTalwar.from_theory(oracle, **common)
@@ -454,8 +510,10 @@ class UtilityConfig:
     problems: tuple[str, ...] = field(default=PROBLEMS, metadata=_help(f"Among {', '.join(PROBLEMS)}."))
     methods: tuple[str, ...] = field(default=DEFAULT_METHODS, metadata=_help(f"Among {', '.join(METHODS)}."))
     epsilons: tuple[float, ...] = field(default=(1.0, 4.0, 8.0), metadata=_help("Privacy levels ε."))
-    samples: tuple[int, ...] = field(default=(50, 500, 5000), metadata=_help(
+    samples: tuple[int, ...] = field(default=(100, 1000, 10000), metadata=_help(
         "Training sizes n (real data: capped at the training pool, 455 or 1438)."))
+    largest_only: tuple[str, ...] = field(default=("logistic-digits",), metadata=_help(
+        "Problems run at their largest size only (the costliest per example)."))
     seeds: int = field(default=10, metadata=_help("Seeds per setting (data split or draw, and noise)."))
     dp_delta: float = field(default=1e-6, metadata=_help("δ of (ε, δ)-DP, in (0, 1)."))
     gd_steps: int = field(default=100, metadata=_help("DP-GD steps T (full batch)."))
@@ -463,10 +521,15 @@ class UtilityConfig:
     dpzero_steps: int = field(default=1000, metadata=_help("DPZero steps T (full batch)."))
     alpha: float = field(default=0.05, metadata=_help("O2NC smoothing radius (ZTC's δ, KLT's α)."))
     max_directions: int = field(default=8, metadata=_help("Cap on KLT's directions m."))
+    zo_directions: int = field(default=128, metadata=_help(
+        "Cap on the directions m of ZTC's and KLT's zeroth-order practical settings (theirs: m = d)."))
     l2: float = field(default=1e-4, metadata=_help("Ridge λ of the logistic problems (public)."))
     hidden: int = field(default=8, metadata=_help("Hidden units of the network."))
     relu_radius: float = field(default=20.0, metadata=_help("Radius R of the network's region (L0 = √(1 + 2R²))."))
     l1_dim: int = field(default=10, metadata=_help("Dimension of the ℓ1 regression."))
+    ls_dim: int = field(default=7, metadata=_help("Dimension of the least-squares problem."))
+    maxaff_dim: int = field(default=10, metadata=_help("Dimension of the max-of-affine problem."))
+    maxaff_pieces: int = field(default=4, metadata=_help("Affine pieces per example of the max-of-affine problem."))
     n_test: int = field(default=2000, metadata=_help("Test samples of the ℓ1 regression."))
     reference_steps: int = field(default=2000, metadata=_help("Non-private Adam steps for the network's reference."))
     seed: int = field(default=0, metadata=_help("Public seed (data); the noise is always secret."))
@@ -477,21 +540,26 @@ class UtilityConfig:
     def validate(self) -> None:
         check_axis("problems", self.problems, one_of(PROBLEMS))
         check_axis("methods", self.methods, one_of(METHODS))
+        if self.largest_only:
+            check_axis("largest_only", self.largest_only, one_of(PROBLEMS))
         check_axis("epsilons", self.epsilons, POSITIVE)
         check_axis("samples", self.samples, ("an integer >= 8", lambda n: INTEGER[1](n) and n >= 8))
-        for name in ("seeds", "gd_steps", "dpzero_steps", "max_directions", "hidden", "l1_dim", "n_test",
-                     "reference_steps"):
+        for name in ("seeds", "gd_steps", "dpzero_steps", "max_directions", "hidden", "l1_dim", "ls_dim",
+                     "maxaff_dim", "zo_directions", "n_test", "reference_steps"):
             check_value(name, getattr(self, name), INTEGER)
         for name in ("sgd_epochs", "alpha", "relu_radius"):
             check_value(name, getattr(self, name), POSITIVE)
         check_value("l2", self.l2, POSITIVE)
+        check_value("maxaff_pieces", self.maxaff_pieces, ("an integer >= 2", lambda k: INTEGER[1](k) and k >= 2))
         check_value("seed", self.seed, NATURAL)
         check_delta(self.dp_delta, "dp_delta")
 
     def sizes(self, problem: str) -> list[int]:
-        """The distinct training sizes of ``problem`` (real data capped at its pool)."""
+        """The distinct training sizes of ``problem`` (real data capped at its pool; the largest only for the
+        problems of ``largest_only``)."""
         pool = pool_size(problem)
-        return sorted({n if pool is None else min(n, pool) for n in self.samples})
+        sizes = sorted({n if pool is None else min(n, pool) for n in self.samples})
+        return sizes[-1:] if problem in self.largest_only else sizes
 
 
 FULL = UtilityConfig()
@@ -543,8 +611,9 @@ class Utility(Experiment):
     name = "utility"
     title = "Utility on problems with public constants: each paper's method against DP-GD / DP-SGD"
     sizes = ("--quick (default): breast-cancer logistic and ℓ1 regression, ε = 4, n ∈ {40, 200}, 3 seeds, 6 "
-             "methods (< 1 min); --full: 4 problems × ε ∈ {1, 4, 8} × n ∈ {50, 500, 5000} (real data capped at "
-             "its pool) × 10 seeds × 12 methods (about 1.5 h with 2 workers).")
+             "methods (< 1 min); --full: 6 problems × ε ∈ {1, 4, 8} × n ∈ {100, 1000, 10000} (real data capped at "
+             "its pool; digits at its pool n = 1438 only) × 10 seeds × 12 methods, ZTC/KLT zeroth order with "
+             "m ≤ 128 directions (about 30 min with 2 workers).")
     claims_heading = "Claims (95 % intervals over seeds; 'no signal' where an interval straddles)"
     Config, QUICK, FULL, Row = UtilityConfig, QUICK, FULL, UtilityRow
 
@@ -553,7 +622,9 @@ class Utility(Experiment):
                 for s in range(config.seeds)]
 
     def cost(self, config: UtilityConfig, task: Task) -> float:
-        return task[2] * (10 if task[0] == "logistic-digits" else 1)
+        # seconds per example of the 12 methods, measured on this machine (relative only: the scheduling order)
+        return task[2] * {"logistic-digits": 5, "relu-cancer": 8, "logistic-cancer": 2, "l1-regression": 0.5}.get(
+            task[0], 1)
 
     def run_one(self, config: UtilityConfig, task: Task) -> tuple[UtilityRow, ...]:
         """The reference row and one row per method, on the same data (paired by seed)."""
