@@ -166,17 +166,6 @@ def test_synthetic_problems_have_public_constants_and_exact_minimisers(name):
     assert exp.instance(config, "least-squares", 70, 0).train.constants.L1 == 1.0
 
 
-def test_rowwise_least_squares_matches_the_library():
-    from dpnc.problems import LeastSquares
-
-    inst = exp.instance(exp.QUICK, "least-squares", 30, 0)
-    train = inst.train
-    plain = LeastSquares(train.A, train.b, row_bound=1.0, target_bound=train.target_bound, radius=2.0, mu=train.mu)
-    x, index = torch.randn(5, 3, train.dim, dtype=torch.float64), torch.tensor([0, 4, 4, 29, 7])
-    torch.testing.assert_close(train.losses(x, index), plain.losses(x, index))
-    torch.testing.assert_close(train.gradients(x, index), plain.gradients(x, index))
-
-
 def test_new_problems_run_every_applicable_method():
     config = dataclasses.replace(TINY, problems=("least-squares", "max-affine"),
                                  methods=("dp-gd", "dp-gd-tuned", "kl-adaptive", "kl-proximal", "ztc", "klt-zo"))

@@ -489,3 +489,21 @@ def test_declared_constants_still_hold_for_the_neighbour(name):
         assert check_kl(obj, sample_ball(obj, 2000, seed=16)) <= 1 + TOL
         g = example_gradients(obj, sample_ball(obj, 300, seed=17))
         assert float(torch.linalg.vector_norm(g, dim=-1).max()) <= obj.constants.L0 * (1 + TOL)
+
+
+def test_least_squares_per_example_values_read_only_the_rows_asked_for():
+    """LeastSquares.losses/gradients (row-wise, O(b)) equal the generic all-rows path of KLObjective (O(b·n)),
+    and an index outside [0, n) or sufficient statistics are refused as before."""
+    from dpnc.problems.kl import LeastSquares
+    from dpnc.problems.kl_objective import KLObjective
+
+    f = LeastSquares.generate(7, 3000, seed=0, noise=0.05)
+    index = torch.randperm(f.n, generator=torch.Generator().manual_seed(1))[:50]
+    x = torch.randn(50, 3, 7, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    for mine, generic in ((f.losses, KLObjective.losses), (f.gradients, KLObjective.gradients)):
+        f._example_losses = lambda p: 0.5 * (p @ f.A.T - f.b) ** 2     # the all-rows reference
+        torch.testing.assert_close(mine(x, index), generic(f, x, index), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="index must lie in"):
+        f.losses(x[:1], torch.tensor([f.n]))
+    with pytest.raises(NotImplementedError, match="keeps no per-example data"):
+        LeastSquares.generate(7, 3000, seed=0, noise=0.05, sufficient=True).gradients(x, index)

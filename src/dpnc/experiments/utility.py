@@ -115,9 +115,8 @@ def instance(config: UtilityConfig, name: str, n: int, seed: int) -> Instance:
         # the first n rows are the training set, so μ = ⌊n/d⌋/n is known from n and d alone (public)
         data = LeastSquares.generate(config.ls_dim, n + config.n_test, seed=1000 * config.seed + seed, noise=0.05)
         public = dict(row_bound=1.0, target_bound=data.target_bound, radius=2.0)
-        rowwise = _rowwise_least_squares()
-        train = rowwise(data.A[:n], data.b[:n], mu=max(n // config.ls_dim, 1) / n, **public)
-        test = rowwise(data.A[n:], data.b[n:], mu=max(config.n_test // config.ls_dim, 1) / config.n_test,
+        train = LeastSquares(data.A[:n], data.b[:n], mu=max(n // config.ls_dim, 1) / n, **public)
+        test = LeastSquares(data.A[n:], data.b[n:], mu=max(config.n_test // config.ls_dim, 1) / config.n_test,
                             **public)
         x0 = torch.zeros(config.ls_dim, dtype=torch.float64)
         # F(0) − F* ≤ F(0) = mean b²/2 ≤ target_bound²/2 (the domain); x̂ = w*, the exact minimiser
@@ -132,26 +131,6 @@ def instance(config: UtilityConfig, name: str, n: int, seed: int) -> Instance:
         # ‖x*‖ ≤ 1 for the empirical one (public; measured ≤ 0.9 at n = 200, d = 10), so Φ = L·(‖x0‖ + 1) = 2
         return Instance(train, test, x0, 2.0, train.solve().x, False, False)
     raise ValueError(f"problem must be one of {PROBLEMS}; got {name!r}")
-
-
-@functools.cache
-def _rowwise_least_squares() -> type:
-    from dpnc.problems import LeastSquares
-
-    class RowwiseLeastSquares(LeastSquares):
-        """:class:`~dpnc.problems.kl.LeastSquares` whose per-example losses and gradients read only the rows asked
-        for (the inherited ones evaluate all n rows per index: O(n²) per full batch)."""
-
-        def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-            x, index = torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(index).long()
-            return 0.5 * (torch.einsum("bkd,bd->bk", x, self.A[index]) - self.b[index, None]) ** 2
-
-        def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-            x, index = torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(index).long()
-            r = torch.einsum("bkd,bd->bk", x, self.A[index]) - self.b[index, None]
-            return r[..., None] * self.A[index][:, None, :]
-
-    return RowwiseLeastSquares
 
 
 def _descend(problem, x0: torch.Tensor, steps: int) -> torch.Tensor:

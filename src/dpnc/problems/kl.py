@@ -455,12 +455,22 @@ class LeastSquares(KLObjective):
     def _gradient(self, points):
         return points @ self.H - self.q
 
-    def _example_gradients(self, points):
+    def _example_gradients(self, points):   # every example's gradient at each point (the KL algorithms' queries)
         r = points @ self.A.T - self.b  # (k, n)
         return r[..., None] * self.A
 
-    def _example_losses(self, points):
-        return 0.5 * (points @ self.A.T - self.b) ** 2
+    def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """½(⟨a_i, x[i, j]⟩ − b_i)² for x (b, k, d), reading only the rows in ``index``."""
+        x, index = self._checked(x, index, "losses")
+        return 0.5 * self._residuals(x, index) ** 2
+
+    def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """(⟨a_i, x[i, j]⟩ − b_i)·a_i for x (b, k, d) → (b, k, d), reading only the rows in ``index``."""
+        x, index = self._checked(x, index, "gradients")
+        return self._residuals(x, index)[..., None] * self.A[index][:, None, :]
+
+    def _residuals(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bkd,bd->bk", x, self.A[index]) - self.b[index, None]
 
 
 def _least_squares_public(row_bound, target_bound, radius, mu) -> tuple[float, float, float, float]:

@@ -111,6 +111,13 @@ class KLObjective(Objective):
         raise NotImplementedError(f"{self.name} has no per-example losses")
 
     def _gather(self, x, index, per_example, what: str) -> torch.Tensor:
+        """Per-example values from a subclass's all-rows ``per_example`` (O(b·n); a subclass that can read only the
+        rows asked for overrides ``losses``/``gradients`` with :meth:`_checked`, as LeastSquares does)."""
+        x, index = self._checked(x, index, what)
+        return torch.stack([per_example(x[i])[:, int(index[i])] for i in range(len(index))])
+
+    def _checked(self, x, index, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x as float64 (b, k, d), index as long (b,)), refused unless the data are per-example and in range."""
         if not self._explicit:
             raise NotImplementedError(f"{self.name} keeps no per-example data (data-free or sufficient "
                                       f"statistics): per-example {what} are not available; use value/gradient")
@@ -121,7 +128,7 @@ class KLObjective(Objective):
         if len(index) and (int(index.min()) < 0 or int(index.max()) >= self.n):
             raise ValueError(f"index must lie in [0, {self.n}); got values in [{int(index.min())}, "
                              f"{int(index.max())}]")
-        return torch.stack([per_example(x[i])[:, int(index[i])] for i in range(len(index))])
+        return x, index
 
     def _declare(self, *, L0: float, gamma: float, kappa: float, center: torch.Tensor, radius: float,
                  F_star: float, L1: float | None = None, weak_convexity: float | None = None) -> None:
