@@ -23,11 +23,11 @@ optimum x̂ of the same training set (the ε = ∞ reference row; for the networ
 run, so the excess may dip below 0), test loss and accuracy, wall time, function evaluations and gradients, and
 the ε the accountant says was spent. Claims and tables: :mod:`dpnc.experiments.utility_report`.
 
-**Parameters.** The baselines and DPZero use hand-set, documented defaults (:func:`dpgd`, :func:`dpsgd`,
-:func:`dpzero`); ``dp-gd-tuned`` and ``dp-sgd-tuned`` tune the baselines' step size privately (:func:`tuned`:
-random stopping, the tuning charged to the same ε); the papers' methods use their theorems (``from_theory``).
-Switching one method to a ``practical(...)`` constructor, or wrapping its factory in a private tuner
-(:func:`tuned`), is a one-line change in :func:`methods`.
+**Parameters.** The baselines use hand-set, documented defaults (:func:`dpgd`, :func:`dpsgd`); ``dp-gd-tuned``
+and ``dp-sgd-tuned`` tune the baselines' step size privately (:func:`tuned`: random stopping, the tuning charged
+to the same ε); DPZero and the papers' methods use their families' ``practical(...)`` settings, untuned (the
+``*-theory`` methods: the theorems' ``from_theory``). Wrapping a factory in a private tuner (:func:`tuned`) is a
+one-line change in :func:`methods`.
 
 **What ``--full`` trims to finish in about half an hour on 2 cores** (measured per task, one ε and seed, the 12
 methods: least squares ≈ 17 s at n = 10⁴ and ≈ 45–110 s at n = 2·10⁴; digits ≈ 95 s with m = d = 650 directions,
@@ -232,14 +232,14 @@ def dpsgd(config: UtilityConfig):
 
 
 def dpzero(config: UtilityConfig):
-    """DPZero (full batch): T = ``dpzero_steps``, λ = 10⁻³, C = L0 (the scalar uᵀ∇f is ~ N(0, ‖∇f‖²) ≤ L0 in
-    scale), η = :func:`_eta` / (d + 2), σ calibrated by the accountant."""
+    """DPZero (full batch) with its family's practical settings (:meth:`DPZero.practical
+    <dpnc.algorithms.dpzero.DPZero.practical>`): T = ``dpzero_steps``, λ = 10⁻³, C = L0, η = :func:`_eta` / (d + 2),
+    σ calibrated by the accountant."""
     def factory(inst, n, d, budget):
         from dpnc.algorithms.dpzero import DPZero
 
-        T = config.dpzero_steps
-        return DPZero(eta=_eta(inst, T, d + 2), lam=1e-3, C=inst.train.constants.L0,
-                      noise_multiplier=_calibrated(budget, T), steps=T)
+        return DPZero.practical(inst.train.constants, d=d, epsilon=budget.epsilon, delta=budget.delta,
+                                steps=config.dpzero_steps, Phi=None if inst.smooth else inst.Phi)
     return factory
 
 
@@ -446,7 +446,7 @@ def methods(config: UtilityConfig) -> dict[str, Method]:
         Method("dp-sgd-tuned", "baseline", "DP-SGD, step size tuned privately (random stopping)",
                runner=tuned(dpsgd(config), "add/remove")),
         Method("opacus", "baseline", "Opacus DP-SGD (torch model; network only)", runner=opacus_runner),
-        Method("dpzero", "dpnc", "DPZero (full batch, hand-set)", dpzero(config)),
+        Method("dpzero", "dpnc", "DPZero (full batch, practical settings)", dpzero(config)),
         Method("kl-adaptive", "dpnc", "Menart et al. adaptive noisy GD, practical settings", _kl(config, "adaptive")),
         Method("kl-spider", "dpnc", "Menart et al. KL-Spider, practical settings", _kl(config, "spider")),
         Method("kl-proximal", "dpnc", "Menart et al. proximal point, practical settings", _kl(config, "proximal")),
