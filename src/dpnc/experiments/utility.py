@@ -352,8 +352,9 @@ def opacus_runner(config: UtilityConfig, inst: Instance, budget: Budget) -> Outc
         for _ in range(epochs):
             for zb, yb in loader:
                 optimizer.zero_grad()
-                if len(yb):
-                    torch.relu(1 - yb * model(zb).squeeze(-1)).mean().backward()
+                # the batch's mean hinge loss; an empty Poisson batch still runs forward and backward (0 per-sample
+                # gradients), so that Opacus releases its noise-only step instead of failing on missing gradients
+                torch.relu(1 - yb * model(zb).squeeze(-1)).sum().div(max(len(yb), 1)).backward()
                 optimizer.step()
                 gradients, steps = gradients + len(yb), steps + 1
     module = model._module

@@ -1,8 +1,9 @@
 """Claims, tables and the figure of :mod:`dpnc.experiments.utility`, computed from its rows alone.
 
 Every claim is judged on a 95 % interval over seeds (:func:`dpnc.experiments.claims.verdict`): the methods of one
-(problem, ε, n) run on the same data for each seed, so differences are **paired by seed** (the s.e. of the
-per-seed differences). A claim whose interval straddles its threshold says "no signal".
+(problem, ε, n) run on the same data for each seed, so differences are **paired by seed**
+(:func:`~dpnc.experiments.claims.paired_interval`: Student's t over the per-seed differences). A claim whose
+interval straddles its threshold says "no signal".
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc.experiments.claims import Z95, mean_se, verdict
+from dpnc.experiments.claims import Interval, mean_interval, paired_interval, verdict
 from dpnc.experiments.protocol import Claim
 
 RATIO = 1.5   # "the best dpnc method is within 1.5× of the best baseline's excess risk"
@@ -31,23 +32,22 @@ def by_seed(rows: Sequence, problem: str, epsilon: float, n: int) -> dict[str, d
     return out
 
 
-def _paired(a: dict[int, float], b: dict[int, float], weight: float = 1.0) -> tuple[float, float | None, int]:
-    """Mean and s.e. over the common seeds of weight·b_s − a_s; the number of common seeds."""
+def _paired(a: dict[int, float], b: dict[int, float], weight: float = 1.0) -> Interval:
+    """weight·b_s − a_s over the seeds both ran, its mean and 95 % t interval (none for one seed or none shared)."""
     seeds = sorted(set(a) & set(b))
     if not seeds:
-        return math.nan, None, 0
-    mean, se = mean_se([weight * b[s] - a[s] for s in seeds])
-    return mean, se, len(seeds)
+        return Interval(math.nan, -math.inf, math.inf, 0, "no seed in common")
+    return paired_interval([weight * b[s] for s in seeds], [a[s] for s in seeds])
 
 
-def _interval(mean: float, se: float | None) -> tuple[float, float]:
-    """The 95 % interval; with one seed (no s.e.) the whole line, so that one seed never gives a signal."""
-    return (-math.inf, math.inf) if se is None else (mean - Z95 * se, mean + Z95 * se)
+def _half(interval: Interval, scale: float = 1.0) -> str:
+    """The interval's half-width (× ``scale``) for a table, ∞ when it has none."""
+    width = interval.high - interval.low
+    return f"{scale * width / 2:.2g}" if math.isfinite(width) else "∞"
 
 
 def _fmt(values: dict[int, float]) -> str:
-    mean, se = mean_se(list(values.values()))
-    return f"{mean:.3g}" + ("" if se is None else f" ± {Z95 * se:.2g}")
+    return _stat(list(values.values()))
 
 
 def winner_claim(values: dict[str, dict[int, float]], where: str) -> Claim | None:
@@ -56,14 +56,13 @@ def winner_claim(values: dict[str, dict[int, float]], where: str) -> Claim | Non
         return None
     order = sorted(values, key=lambda m: statistics.fmean(values[m].values()))
     best, second = order[0], order[1]
-    diff, se, k = _paired(values[best], values[second])
-    low, high = _interval(diff, se)
+    diff = _paired(values[best], values[second])
     mb, ms = statistics.fmean(values[best].values()), statistics.fmean(values[second].values())
     ratio = f"{ms / mb:.2f}×" if mb > 0 else "n/a (best ≤ 0)"
     return Claim(f"{where}: {best} has the lowest excess risk, below the runner-up {second}",
-                 verdict(low, high, 0.0),
+                 verdict(diff.low, diff.high, 0.0),
                  f"{best} {_fmt(values[best])} vs {second} {_fmt(values[second])} (ratio {ratio}); paired difference "
-                 f"{diff:.3g} ± {'∞' if se is None else f'{Z95 * se:.2g}'} over {k} seeds")
+                 f"{diff.estimate:.3g} ± {_half(diff)} over {diff.seeds} seeds")
 
 
 def tuned_baselines(families: dict[str, str]) -> set[str]:
@@ -85,14 +84,13 @@ def baseline_claim(values: dict[str, dict[int, float]], families: dict[str, str]
     theirs = _best(values, against if against is not None else {m for m, f in families.items() if f == "baseline"})
     if ours is None or theirs is None:
         return None
-    margin, se, k = _paired(values[ours], values[theirs], weight=RATIO)
-    low, high = _interval(margin, se)
+    margin = _paired(values[ours], values[theirs], weight=RATIO)
     mo, mt = statistics.fmean(values[ours].values()), statistics.fmean(values[theirs].values())
     ratio = f"{mo / mt:.2f}×" if mt > 0 else "n/a (baseline ≤ 0)"
     return Claim(f"{where}: the best dpnc method ({ours}) is within {RATIO:g}× of {what} ({theirs})",
-                 verdict(low, high, 0.0),
+                 verdict(margin.low, margin.high, 0.0),
                  f"{ours} {_fmt(values[ours])} vs {theirs} {_fmt(values[theirs])} = {ratio}; {RATIO:g}·baseline − dpnc "
-                 f"= {margin:.3g} ± {'∞' if se is None else f'{Z95 * se:.2g}'} over {k} paired seeds")
+                 f"= {margin.estimate:.3g} ± {_half(margin)} over {margin.seeds} paired seeds")
 
 
 def privacy_claim(rows: Sequence) -> Claim:
@@ -255,8 +253,8 @@ def _stat(values: list[float], scale: float = 1.0, digits: str = ".3g") -> str:
     values = [v for v in values if math.isfinite(v)]
     if not values:
         return "—"
-    mean, se = mean_se(values)
-    return f"{scale * mean:{digits}}" + ("" if se is None else f" ± {scale * Z95 * se:.2g}")
+    interval = mean_interval(values)      # mean ± the 95 % t half-width over seeds
+    return f"{scale * interval.estimate:{digits}}" + ("" if len(values) < 2 else f" ± {_half(interval, scale)}")
 
 
 def render(rows: Sequence, config, registry: dict) -> str:
