@@ -37,7 +37,9 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
         else:
             assert r.status == "ok" and r.private, r
             assert r.epsilon_spent <= r.epsilon * (1 + 1e-6)
-            assert r.excess_risk >= -1e-6 and r.evaluations + r.gradients > 0 and r.seconds >= 0
+            assert r.excess_risk >= -1e-6 and r.evaluations + r.gradients > 0
+            # a private tuning's time would reveal its secret K: withheld (NaN); every other run is timed
+            assert math.isnan(r.seconds) if r.method.endswith("-tuned") else r.seconds >= 0
             assert (0 <= r.test_accuracy <= 1) if r.problem.startswith("logistic") else math.isnan(r.test_accuracy)
     summary = assert_written(tiny, tmp_path, "dpnc reproduce utility (test)", {"fig_excess_vs_n.png"})
     for text in ("has the lowest excess risk", "within 1.5× of the best privately tuned baseline",
@@ -207,3 +209,12 @@ def test_explain_says_why_the_papers_methods_lose_from_the_rows():
     rows = [dataclasses.replace(r, excess_risk=r.excess_risk / 10) if r.method == "klt-fo" else r for r in rows]
     assert report.explain(rows, config, families) == ["- **least-squares** (n = 60): within 1.5× at ε = 4 "
                                                       "(klt-fo 0.30× dp-gd-tuned)."]
+
+
+def test_a_private_tuning_publishes_no_wall_time():
+    """The time of a random-stopping tuning grows with its secret number of runs K: the tuned baselines' rows carry
+    no time (NaN), every other method's does."""
+    config = dataclasses.replace(TINY, problems=("l1-regression",), methods=("dp-gd", "dp-gd-tuned"))
+    rows = {r.method: r for r in exp.EXPERIMENT.run_one(config, ("l1-regression", 4.0, 60, 0))}
+    assert rows["dp-gd-tuned"].status == "ok" and math.isnan(rows["dp-gd-tuned"].seconds)
+    assert rows["dp-gd"].seconds > 0
