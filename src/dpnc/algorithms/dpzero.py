@@ -184,6 +184,12 @@ class _ZerothOrderFamily(Algorithm):
                    private=private, notes=notes)
 
 
+def practical_step(constants, *, steps: int, Phi: float | None) -> float:
+    """The practical first-order step: 1/L1 on a smooth objective, else Φ/(L0²√T) (the distance Φ/L0 that a drop of
+    Φ allows, spread over √T steps); Φ ≥ F(x0) − inf F is public."""
+    return 1 / constants.L1 if constants.L1 is not None else Phi / (constants.L0**2 * math.sqrt(steps))
+
+
 def practical_parameters(constants, *, d: int, epsilon: float, delta: float, steps: int, Phi: float | None,
                          zeroth_order: bool) -> dict:
     """The practical settings of the DPZero family (full batch): a documented rule, no theorem attached.
@@ -203,7 +209,7 @@ def practical_parameters(constants, *, d: int, epsilon: float, delta: float, ste
         raise ValueError("practical settings need constants.L1 (smooth) or Phi ≥ F(x0) − inf F (nonsmooth)")
     if Phi is not None:
         check_positive(Phi=Phi)
-    eta = 1 / L1 if L1 is not None else Phi / (L0**2 * math.sqrt(steps))
+    eta = practical_step(constants, steps=steps, Phi=Phi)
     return {"eta": eta / (d + 2 if zeroth_order else 1), "C": float(L0), "steps": steps,
             "noise_multiplier": noise_multiplier(epsilon, delta, 1.0, steps)}
 

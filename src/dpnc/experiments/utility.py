@@ -200,12 +200,12 @@ def _calibrated(budget: Budget, steps: int, rate: float = 1.0) -> float:
     return noise_multiplier(budget.epsilon, budget.delta, rate, steps)
 
 
-def _eta(inst: Instance, steps: int, dimension_factor: float = 1.0) -> float:
-    """1/L1 on a smooth problem, else the subgradient step Φ/(L0²√T) (D ≈ Φ/L0), both divided by the variance
-    factor of a zeroth-order estimate (d)."""
-    c = inst.train.constants
-    eta = 1 / c.L1 if inst.smooth else inst.Phi / (c.L0 ** 2 * math.sqrt(steps))
-    return eta / dimension_factor
+def _eta(inst: Instance, steps: int) -> float:
+    """The DPZero family's practical step (:func:`~dpnc.algorithms.dpzero.practical_step`): 1/L1 on a smooth
+    problem, else the subgradient step Φ/(L0²√T)."""
+    from dpnc.algorithms.dpzero import practical_step
+
+    return practical_step(inst.train.constants, steps=steps, Phi=None if inst.smooth else inst.Phi)
 
 
 def dpgd(config: UtilityConfig):
