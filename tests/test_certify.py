@@ -393,3 +393,67 @@ def test_certify_run_uses_the_runs_points_at_twice_its_smoothing_radius():
     assert cert.radius == 2 * config.delta
     assert cert.points.shape[0] == 1 + config.period + 4          # x, the block's points, the samples
     assert torch.equal(cert.points[1:1 + config.period], run.trace.output_points)
+
+
+# --- rim points and the held-out concentration term ------------------------------------------------------------
+
+
+def test_rim_points_lie_in_the_ball_in_antipodal_pairs_about_the_axis():
+    d, pairs = 10, 3
+    x = torch.randn(d, generator=torch.Generator().manual_seed(0), dtype=DT)
+    axis = random_unit(d, 1)
+    Y = certify.rim_points(x, 0.3, 5 * axis, pairs, angles=8)
+    assert Y.shape == (2 * pairs * 8 + 1, d)
+    dist = torch.linalg.vector_norm(Y - x, dim=-1)
+    assert (dist < 0.3).all() and (dist > 0.3 * (1 - 1e-8)).all()
+    tilt = (Y - x) @ axis / dist
+    sines = (torch.arange(8, dtype=DT) / 8)[:, None].expand(8, 2 * pairs)
+    assert torch.allclose(tilt[:-1].reshape(8, 2 * pairs), -sines)
+    assert float(tilt[-1]) == pytest.approx(-1.0)
+    perp = (Y[:-1] - x) - ((Y[:-1] - x) @ axis)[:, None] * axis
+    assert torch.allclose(perp.reshape(8, 2, pairs, d).sum(1), torch.zeros(8, pairs, d, dtype=DT), atol=1e-12)
+    assert certify.rim_points(x, 0.3, torch.zeros(d, dtype=DT), pairs).shape == (0, d)
+
+
+@pytest.mark.parametrize("R", [0.11, 0.15, 0.3, 1.0])
+def test_rim_points_make_the_norm_certificate_nearly_exact(R):
+    """h = ‖x‖: with one antipodal pair per tilt the bound is within 1e-2 of √(1 − δ²/R²) (uniform samples of a
+    d = 32 ball stay far above it near the kink)."""
+    d, delta = 32, 0.1
+    x = R * random_unit(d, 3)
+    exact = math.sqrt(1 - (delta / R) ** 2)
+    with_rim = goldstein_certificate(norm_gradient, x, delta, samples=64, rim=1).bound
+    assert exact - 1e-12 <= with_rim <= exact + 1e-2
+    if R < 0.2:
+        assert goldstein_certificate(norm_gradient, x, delta, samples=64).bound > exact + 0.05
+
+
+def test_concentration_term_and_its_checks():
+    assert certify.concentration(L=2.0, m=400, points=10, failure=0.1) == pytest.approx(
+        2.0 / 20 * (1 + math.sqrt(2 * math.log(100))))
+    bad = (({"L": 0.0}, "L"), ({"m": 0}, "m"), ({"points": 1.5}, "points"), ({"failure": 1.0}, "failure"))
+    for kwargs, match in bad:
+        with pytest.raises(ValueError, match=match):
+            certify.concentration(**{"L": 1.0, "m": 10, "points": 3, **kwargs})
+    c = goldstein_certificate(norm_gradient, torch.ones(3, dtype=DT), 0.1, samples=5)
+    assert c.population_bound(L=1.0, m=100) == c.bound + certify.concentration(L=1.0, m=100, points=6)
+
+
+@pytest.mark.parametrize("repel", [0.0, 0.25])
+@pytest.mark.parametrize("rho", [0.05, 0.25, 0.3, 1.0])
+def test_held_out_certificate_bounds_the_population_norm_and_is_close(repel, rho):
+    """On the radial problem the held-out certificate plus its concentration term is >= the closed-form population
+    norm (an upper bound), near stationarity (ρ ≤ 1.5δ) and far from it, and the empirical bound is within the
+    concentration term of it (tight up to the sampling error the term accounts for). The rim's axis comes from
+    other data than the certifying sample."""
+    from dpnc.problems.radial import RadialDistance
+
+    d, delta, m = 16, 0.2, 20_000
+    test = RadialDistance.synthetic(m, d, repel=repel, seed=11)
+    axis_data = RadialDistance.synthetic(1_000, d, repel=repel, seed=12)
+    x = rho * random_unit(d, 5)
+    truth = float(test.goldstein_norm(x, delta))
+    c = goldstein_certificate(test.gradient, x, delta, samples=64, rim=4, axis=axis_data.gradient(x))
+    slack = certify.concentration(L=1.0, m=m, points=c.points.shape[0])
+    assert c.population_bound(L=1.0, m=m) >= truth
+    assert abs(c.bound - truth) <= slack

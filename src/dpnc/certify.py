@@ -14,7 +14,31 @@ average of gradients on both sides need not be small, while their best combinati
 
 The bound is only ever an *upper* bound, whatever the sampling: more points can only lower it. Points
 drawn uniformly from the ball rarely land where the gradients that matter are (the ball's rim, for
-‖x‖), so pass such points explicitly when the geometry is known.
+‖x‖), so pass such points explicitly when the geometry is known, or ask for **rim points**
+(``rim=k``): points near the ball's sphere, tilted back from x against an axis a (by default ∇h(x)) by the
+angles θ with sin θ = j/J, j = 0..J, in k *antipodal* pairs of directions v ⊥ a:
+
+    y = x + δ′(−sin θ·a + cos θ·v),   v and −v,   δ′ = δ(1 − 1e-9) (inside the open ball).
+
+For a function radial about a minimiser c (h = ‖x − c‖, or the population of
+:class:`~dpnc.problems.radial.RadialDistance`), the minimum-norm element of ∂_δh(x) is made of the gradients
+at the points of the sphere ‖y − x‖ = δ tangent to the sphere about c (sin θ = δ/‖x − c‖), on opposite sides
+of the axis: one such pair already averages to it, while uniform points of the ball land near the rim with
+probability → 0 as d grows. Inside, near stationarity (‖x − c‖ < δ), the point x − δ′a (θ = 90°) lies beyond c
+and its gradient opposes ∇h(x): the pair certifies ≈ 0.
+
+**From a held-out sample to the population.** A certificate on the empirical F̂ of m held-out examples bounds
+‖∂F̂(x)‖_δ, not the population's. :meth:`Certificate.population_bound` adds a stated concentration term: if the
+m examples are i.i.d. from the law, independent of the points y_1..y_k (and of x), and every ‖∇f(y; ξ)‖ ≤ L,
+then with probability ≥ 1 − γ, for all i at once,
+
+    ‖∇F̂(y_i) − ∇F(y_i)‖ ≤ (L/√m)·(1 + √(2 ln(k/γ)))                    (:func:`concentration`)
+
+(per point: E‖∇F̂ − ∇F‖ ≤ √(E‖∇f − ∇F‖²/m) ≤ L/√m; replacing one example moves ‖∇F̂ − ∇F‖ by ≤ 2L/m, so
+McDiarmid's inequality gives P(‖∇F̂ − ∇F‖ ≥ L/√m + t) ≤ exp(−mt²/(2L²)); a union bound over the k points). The
+same convex weights then give ‖∂F(x)‖_δ ≤ ‖Σ w_i ∇F(y_i)‖ ≤ bound + that term, whatever weights the data chose.
+The independence is the caller's to keep: rim points read the axis, so take the axis from other data
+(``axis=``) than the certifying sample, or the statement does not hold.
 """
 
 from __future__ import annotations
@@ -31,7 +55,8 @@ from scipy.optimize import nnls
 
 from dpnc.estimators import uniform_ball
 
-__all__ = ["Certificate", "certify_run", "goldstein_certificate", "min_norm_convex_combination"]
+__all__ = ["Certificate", "certify_run", "concentration", "goldstein_certificate", "min_norm_convex_combination",
+           "rim_points"]
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: the fields are arrays, whose == is elementwise
@@ -51,6 +76,15 @@ class Certificate:
     points: torch.Tensor
     gradients: torch.Tensor
     radius: float
+
+    def population_bound(self, *, L: float, m: int, failure: float = 0.05) -> float:
+        """An upper bound on the *population* ‖∂F(x)‖_radius with probability ≥ 1 − ``failure``, for a certificate
+        computed on the empirical F̂ of m held-out examples: ``bound`` + :func:`concentration` (L, m, k points).
+
+        Holds when the m examples are i.i.d. from the law, independent of x and of every point y_i (module
+        docstring), and every per-example gradient has norm ≤ L (the public Lipschitz constant).
+        """
+        return self.bound + concentration(L=L, m=m, points=self.points.shape[0], failure=failure)
 
     @property
     def support(self) -> np.ndarray:
@@ -119,8 +153,51 @@ def min_norm_convex_combination(G: torch.Tensor | np.ndarray) -> tuple[float, np
     return float(scale * np.linalg.norm(A.T @ w)), w
 
 
-def certify_run(run, objective, *, radius: float | None = None, samples: int = 64,
-                generator: torch.Generator | None = None) -> Certificate:
+def concentration(*, L: float, m: int, points: int, failure: float = 0.05) -> float:
+    """(L/√m)·(1 + √(2 ln(k/γ))): with probability ≥ 1 − γ, every one of k fixed points has ‖∇F̂ − ∇F‖ at most this,
+    F̂ the mean of m i.i.d. examples with per-example gradients of norm ≤ L (McDiarmid + a union bound; module
+    docstring)."""
+    if not (isinstance(L, (int, float)) and math.isfinite(L) and L > 0):
+        raise ValueError(f"L must be a finite number > 0; got {L!r}")
+    for name, value in (("m", m), ("points", points)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    if not (isinstance(failure, (int, float)) and 0 < failure < 1):
+        raise ValueError(f"failure must be in (0, 1); got {failure!r}")
+    return L / math.sqrt(m) * (1 + math.sqrt(2 * math.log(points / failure)))
+
+
+def rim_points(x: torch.Tensor, radius: float, axis: torch.Tensor, pairs: int, *, angles: int = 8,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """Points near the sphere ‖y − x‖ = radius, tilted back against ``axis`` (module docstring), shape (k, d).
+
+    y = x + δ′(−sin θ·a + cos θ·v) for sin θ = j/J (j = 0..J, J = ``angles``), v over ``pairs`` antipodal pairs
+    ±v of random unit directions ⊥ a (public ``generator``), δ′ = radius·(1 − 1e-9); θ = 90° gives the one point
+    x − δ′a. k = 2·pairs·J + 1 (no points when the axis is 0 or d = 1: then only x − δ′a and x + δ′a).
+    """
+    d = x.shape[0]
+    a = torch.as_tensor(axis).to(x.dtype)
+    norm = float(torch.linalg.vector_norm(a))
+    if not math.isfinite(norm) or norm == 0.0:
+        return torch.zeros(0, d, dtype=x.dtype)
+    a = a / norm
+    r = radius * (1 - 1e-9)
+    if d == 1:
+        return torch.stack([x - r * a, x + r * a])
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    v = torch.randn(pairs, d, generator=generator, dtype=x.dtype)
+    v = v - (v @ a)[:, None] * a                                   # ⊥ a
+    v = v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+    v = torch.cat([v, -v])                                         # antipodal pairs
+    sines = torch.arange(angles, dtype=x.dtype) / angles           # sin θ = j/J, j < J
+    cosines = torch.sqrt(1 - sines**2)
+    tilted = -sines[:, None, None] * a + cosines[:, None, None] * v[None]   # (J, 2·pairs, d), unit vectors
+    return torch.cat([x + r * tilted.reshape(-1, d), (x - r * a)[None]])
+
+
+def certify_run(run, objective, *, radius: float | None = None, samples: int = 64, rim: int = 0,
+                axis: torch.Tensor | None = None, generator: torch.Generator | None = None) -> Certificate:
     """The certificate of a run's output on ``objective`` (e.g. held-out data: then free of privacy cost).
 
     Exact gradients of ``objective`` at the output, at the points averaged into it when the run kept them
@@ -133,17 +210,20 @@ def certify_run(run, objective, *, radius: float | None = None, samples: int = 6
         radius = 2 * run.algorithm.smoothing
     trace = getattr(run, "trace", None)
     points = None if trace is None else trace.output_points
-    return goldstein_certificate(objective.gradient, run.output, radius, points=points, samples=samples,
-                                 generator=generator)
+    return goldstein_certificate(objective.gradient, run.output, radius, points=points, samples=samples, rim=rim,
+                                 axis=axis, generator=generator)
 
 
 def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, radius: float, *,
-                          points: torch.Tensor | np.ndarray | None = None, samples: int = 64,
-                          generator: torch.Generator | None = None) -> Certificate:
-    """An upper bound on ‖∂h(x)‖_radius from the gradients at x, given points and random points of the ball.
+                          points: torch.Tensor | np.ndarray | None = None, samples: int = 64, rim: int = 0,
+                          axis: torch.Tensor | None = None, generator: torch.Generator | None = None) -> Certificate:
+    """An upper bound on ‖∂h(x)‖_radius from the gradients at x, given points, random points of the ball and rim
+    points.
 
     The points used are, in this order: x itself, the rows of ``points`` (each must lie within ``radius``
-    of x), and ``samples`` points drawn uniformly from the ball B(x, radius) with the public ``generator``.
+    of x), ``samples`` points drawn uniformly from the ball B(x, radius) with the public ``generator``, and
+    with ``rim`` > 0 the :func:`rim_points` about ``axis`` (default: ``gradient(x)``; pass an axis from other
+    data than ``gradient``'s when the certificate is to be turned into a population bound).
     ``gradient`` is called once on all of them, and the bound is the min-norm convex combination of the
     gradients (:func:`min_norm_convex_combination`).
 
@@ -161,6 +241,8 @@ def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: t
         radius: δ > 0, finite.
         points: optional extra points, shape (m, d), finite, each within ``radius`` of x.
         samples: how many points to draw uniformly from the ball (≥ 0).
+        rim: antipodal pairs of rim directions (≥ 0; 0: no rim points), 8 tilt angles each.
+        axis: the rim's axis, shape (d,); None: the gradient at x.
         generator: public randomness for the samples; None uses a fresh generator seeded with 0, so the
             same call gives the same certificate.
 
@@ -187,7 +269,11 @@ def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: t
     if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
         raise ValueError(f"samples must be an integer >= 0; got {samples!r}")
     samples = int(samples)
+    if isinstance(rim, bool) or not isinstance(rim, numbers.Integral) or rim < 0:
+        raise ValueError(f"rim must be an integer >= 0; got {rim!r}")
     d = x.shape[0]
+    if axis is not None and tuple(torch.as_tensor(axis).shape) != (d,):
+        raise ValueError(f"axis must have shape ({d},) to match x; got {tuple(torch.as_tensor(axis).shape)}")
 
     rows = [x.unsqueeze(0)]
     if points is not None:
@@ -206,6 +292,9 @@ def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: t
         rows.append(extra)
     if samples:
         rows.append(x + radius * uniform_ball(samples, d, generator, dtype=x.dtype))
+    if rim:
+        direction = torch.as_tensor(gradient(x.unsqueeze(0)))[0] if axis is None else axis
+        rows.append(rim_points(x, radius, direction, int(rim), generator=generator))
     Y = torch.cat(rows)
 
     g = torch.as_tensor(gradient(Y))
