@@ -241,6 +241,7 @@ def finetune(
     statistics only with --log-private-stats, to private_train_stats.jsonl (not private).
     Models are read from local folders only (HF_HUB_OFFLINE is honoured). Example:
     dpnc finetune --task SST-2 --data-dir data --method dpzero --steps 1000 --epsilon 6 --out runs/sst2
+    Data parallel (dpzero, mezo): torchrun --nproc-per-node 2 -m dpnc.cli finetune ... (rank 0 writes the files).
     """
     import os
 
@@ -269,6 +270,11 @@ def finetune(
         checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
         new_run=new_run)
     summary = lm_train.finetune(config, resume=resume)
+    if torch.distributed.is_initialized():   # under torchrun: every rank ran the same steps; rank 0 reports
+        rank = torch.distributed.get_rank()
+        torch.distributed.destroy_process_group()
+        if rank != 0:
+            return
     eps = "" if not config.private else (f", ε = {_num(summary.epsilon_rdp)} (RDP) / {_num(summary.epsilon_pld)} "
                                          f"(PLD) at δ = {config.delta:g} ({summary.relation})")
     typer.echo(f"{summary.method} on {summary.task}, {summary.train}: {summary.trained_parameters:,} of "

@@ -31,13 +31,23 @@ Rank 0's accountant is the ledger (one entry per step); the other ranks' stay em
 Checkpoints. Save ``optimizer.state_dict()`` (and the model) from rank 0 only: every rank holds the
 same public state (step count, direction seed and generator). To resume, every rank loads that one
 checkpoint into a freshly built optimizer (samplers and noise sources are secret and never saved), and
-rank 0 restores its accountant's ledger.
+rank 0 restores its accountant's ledger; or rank 0 alone reads it and hands the public state to the other
+ranks (:meth:`Group.share`, :meth:`Group.broadcast_parameters_`: no shared file system needed), as
+``dpnc finetune`` does.
+
+Under ``torchrun``. :func:`from_environment` is how ``dpnc finetune`` and :func:`dpnc.make_private` find their
+group: None in a single process; under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1 in the environment)
+it initialises the default process group if the script has not (nccl when CUDA is available, else gloo) and
+returns the world's :class:`Group`. A batch that is already the same on every rank (the façade's loader
+broadcasts it when it yields it) is marked by its sampler's ``shared = True`` and is not broadcast again.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -52,7 +62,9 @@ from dpnc.privacy.releases import NonPrivate
 from dpnc.sampling import BatchClosure, Sampler, batch_losses
 from dpnc.space import ModuleSpace
 
-__all__ = ["Group", "dpzero_step", "mezo_step"]
+__all__ = ["Group", "dpzero_step", "from_environment", "mezo_step"]
+
+T = TypeVar("T")
 
 
 class Group:
@@ -66,7 +78,9 @@ class Group:
         rank, world_size: this process's rank in the group and the group's size.
         device: where collective tensors live (``cuda:current_device()`` under nccl, else the CPU).
         sent: elements passed to collectives so far, by kind (``"all_reduce"``, ``"broadcast"``), and
-            their total in bytes (``"bytes"``); public, e.g. to measure the communication per step.
+            their total in bytes (``"bytes"``); public, e.g. to measure the communication per step. The
+            object collectives (:meth:`share`, :meth:`gather_object`: setup, resume and evaluation, never
+            a step's) are counted apart, as calls (``"objects"``).
 
     Raises:
         ValueError: if ``torch.distributed`` is unavailable or not initialised.
@@ -117,11 +131,44 @@ class Group:
         for p in params:
             self.broadcast_(p.data)
 
+    def share(self, compute: Callable[[], T]) -> T:
+        """Rank 0's ``compute()`` on every rank: a small picklable public value (e.g. a resumed run's state).
+
+        Only rank 0 runs ``compute``. A ``ValueError`` it raises (a refusal) is raised on every rank with the
+        same message, so the whole run stops alike rather than the other ranks waiting at the next collective.
+        """
+        box: list[Any] = [None]
+        if self.is_source:
+            try:
+                box[0] = ("value", compute())
+            except ValueError as error:
+                box[0] = ("refused", str(error))
+        self.sent["objects"] += 1
+        dist.broadcast_object_list(box, src=self.source, group=self.process_group, device=self._object_device)
+        kind, value = box[0]
+        if kind == "refused":
+            raise ValueError(value)
+        return value
+
+    def gather_object(self, value: T) -> list[T]:
+        """Every rank's ``value`` (picklable), in rank order, on every rank (e.g. evaluation shards' results)."""
+        out: list[Any] = [None] * self.world_size
+        self.sent["objects"] += 1
+        dist.all_gather_object(out, value, group=self.process_group)
+        return out
+
+    @property
+    def _object_device(self) -> torch.device | None:
+        return self.device if self.device.type == "cuda" else None
+
     def broadcast_batch(self, sampler: Sampler) -> torch.Tensor:
         """The batch rank 0 draws from its secret ``sampler``, on every rank (size, then indices).
 
         Secret: the indices and their number never leave the group; the other ranks' samplers are not used.
+        A sampler marked ``shared`` already hands every rank the same batch: each rank takes its own, unsent.
         """
+        if getattr(sampler, "shared", False):
+            return sampler.sample()
         size = torch.tensor([len(batch := sampler.sample()) if self.is_source else 0], dtype=torch.int64)
         self.broadcast_(size)
         if not self.is_source:
@@ -138,6 +185,26 @@ class Group:
         """Rank 0 computes ``release()`` (one scalar, e.g. a noisy mean it records); every rank gets it."""
         value = release() if self.is_source else torch.empty((), dtype=sums.dtype, device=sums.device)
         return self.broadcast_(value.reshape(()).to(sums.dtype))
+
+
+def from_environment() -> Group | None:
+    """This process's data-parallel :class:`Group`: None when it runs alone, the world's under ``torchrun``.
+
+    A process group already initialised (by the user's script) is used as it is. Otherwise, when the
+    environment says ``WORLD_SIZE`` > 1 (``torchrun --nproc-per-node N``, or several nodes with the usual
+    rendezvous flags), the default group is initialised from that environment: nccl on CUDA machines (each
+    process on ``cuda:LOCAL_RANK``), gloo on the CPU. A world of one process needs no group: None.
+    """
+    if not dist.is_available():
+        return None
+    if not dist.is_initialized():
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+            return None
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return Group() if dist.get_world_size() > 1 else None
 
 
 def _pack(*values, device: torch.device) -> torch.Tensor:

@@ -37,6 +37,14 @@ How the pieces hold together:
   ``num_workers`` is 0: worker processes prefetch batches, so "the batch the loader just yielded" would
   no longer be the pending one.
 
+**Data parallel.** Under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1, or a process group the script
+initialised) the same script runs data parallel (:mod:`dpnc.distributed`): each rank builds the same run; at
+each iteration rank 0's secret sampler alone draws the batch, which is broadcast, and each rank's loader yields
+its own contiguous part of it (the other ranks' samplers draw nothing); a step exchanges a few numbers
+(one ``all_reduce`` of the partial sums, rank 0's released scalar) and every rank applies the same update.
+Rank 0 adds the noise and keeps the ledger: read ``accountant.report`` there (the other ranks' stay empty).
+Zeroth-order optimizers only (a first-order step would all-reduce every gradient entry: that is DDP's job).
+
 ``optimizer="mezo"`` gives MeZO (not private: the report says ε = ∞; no calibration, no clip).
 
 **First order.** ``optimizer="dp-adamw"``, ``"dp-sgd"`` or any ``torch.optim.Optimizer`` subclass gives a
@@ -68,6 +76,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data import Sampler as TorchSampler
 from torch.utils.data.dataloader import default_collate
 
+from dpnc import distributed
 from dpnc.algorithms.dpzero import calibrate_noise
 from dpnc.first_order import PER_EXAMPLE, DPOptimizer, validate_first_order
 from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
@@ -88,10 +97,16 @@ class LoaderBatches:
     optimizer's step calls :meth:`sample`, which takes the pending batch. Releases and the relation
     check are delegated to the :class:`~dpnc.sampling.PoissonSampler`, so each step is accounted as a
     Poisson-subsampled Gaussian at q = batch_size / n. Secret: never log what :meth:`sample` returns.
+
+    With a :class:`~dpnc.distributed.Group`, :meth:`draw` is rank 0's draw broadcast to every rank (the other
+    ranks' samplers are never used), so every rank holds the same pending batch (``shared``: the optimizer's
+    step does not broadcast it again) and the loader yields this rank's part of it (:meth:`part`).
     """
 
-    def __init__(self, sampler: PoissonSampler, steps: int) -> None:
+    def __init__(self, sampler: PoissonSampler, steps: int, group: distributed.Group | None = None) -> None:
         self._sampler = sampler
+        self.group = group
+        self.shared = group is not None   # every rank's sample() is the same batch already
         self.steps = steps
         self.batch_size = sampler.batch_size
         self.drawn = 0   # batches the loader has drawn (public: one per loop iteration)
@@ -122,10 +137,14 @@ class LoaderBatches:
         if self.remaining <= 0:
             raise ValueError(f"all steps={self.steps} batches have been drawn; the privacy budget was "
                              f"calibrated for {self.steps} steps")
-        batch = self._sampler.sample()
+        batch = self._sampler.sample() if self.group is None else self.group.broadcast_batch(self._sampler)
         self._pending = batch
         self.drawn += 1
         return batch
+
+    def part(self, batch: torch.Tensor) -> torch.Tensor:
+        """The examples of ``batch`` this process evaluates: all of them, or this rank's shard under a group."""
+        return batch if self.group is None else self.group.shard(batch)
 
     def sample(self) -> torch.Tensor:
         """Take the pending batch (the one the loader yielded last) for one step."""
@@ -160,7 +179,7 @@ class PoissonBatchSampler(TorchSampler):
 
     def __iter__(self):
         while self.batches.remaining > 0:
-            yield self.batches.draw().tolist()
+            yield self.batches.part(self.batches.draw()).tolist()
 
     def __len__(self) -> int:
         return self.batches.remaining
@@ -289,14 +308,18 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.
 
+    Under ``torchrun`` (:func:`dpnc.distributed.from_environment` finds a group) the run is data parallel: see the
+    module docstring; the loader yields this rank's part of each batch and rank 0's accountant holds the ledger.
+
     Returns:
         ``(optimizer, loader, accountant)``. ``optimizer.step(loss_fn, *inputs)`` takes the batch the loader just
         yielded and a function giving its per-example losses (zeroth order also: a zero-argument closure
         returning them), and returns their mean.
 
     Raises:
-        ValueError: an argument out of range (named, with the rule), an unsupported optimizer, or a
-            model not ready for the optimizer's steps; all before any example is touched by a step.
+        ValueError: an argument out of range (named, with the rule), an unsupported optimizer, a first-order
+            optimizer under a data-parallel group, or a model not ready for the optimizer's steps; all before any
+            example is touched by a step.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
@@ -343,6 +366,12 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
         if optimizer_kwargs is not None and not isinstance(optimizer_kwargs, Mapping):
             raise ValueError(f"optimizer_kwargs must be a dict or None; got {optimizer_kwargs!r}")
 
+    group = distributed.from_environment()
+    if group is not None and first_order is not None:
+        raise ValueError(f"optimizer must be zeroth order ({list(ZEROTH_ORDER)}) in a data-parallel run "
+                         f"({group.world_size} processes): a first-order step would all-reduce every gradient "
+                         f"entry (use DistributedDataParallel for that); got {optimizer!r}")
+
     collate = collate_fn if collate_fn is not None else default_collate
     template = _empty_template(data, collate)
     collate_empty = collate if template is None else _EmptyAwareCollate(collate, template)
@@ -352,7 +381,7 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
     else:
         sampler = PoissonSampler.for_testing(n, batch_size, seed=testing_seed)
         noise = NoiseSource.for_testing(testing_seed + 1)
-    batches = LoaderBatches(sampler, steps)
+    batches = LoaderBatches(sampler, steps, group)
     accountant = Accountant("add/remove")
     if name != "mezo" and noise_multiplier is None:
         sigma = _noise_multiplier(float(target_epsilon), float(delta), steps, n, batch_size)
@@ -371,10 +400,11 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
     elif name == "dpzero":
         opt = PrivateDPZero(
             model.parameters(), lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=sigma,
-            sampler=batches, accountant=accountant, noise=noise, direction=direction, seed=seed, model=model)
+            sampler=batches, accountant=accountant, noise=noise, direction=direction, seed=seed, model=model,
+            group=group)
     else:
         opt = PrivateMeZO(model.parameters(), lr=lr, smoothing=smoothing, sampler=batches,
-                          accountant=accountant, direction=direction, seed=seed, model=model)
+                          accountant=accountant, direction=direction, seed=seed, model=model, group=group)
     loader = DataLoader(data, batch_sampler=PoissonBatchSampler(batches), collate_fn=collate_empty,
                         num_workers=0)
     return opt, loader, accountant

@@ -1,5 +1,7 @@
 """The trainer's run folder: public metrics, private statistics on request, the journal, checkpoints, resume.
 
+In a data-parallel run only rank 0 writes (``writer``); the other ranks' :class:`RunFiles` write nothing.
+
 Journal. ``journal.jsonl`` (in ``checkpoint_dir``, else ``out``) holds a header with the config, then each step
 *before* it touches the data (``begin``: the release it makes) and after (``end``: its public direction seed and,
 for zeroth-order methods, the released scalar c_t), each line fsynced. A checkpoint (written atomically) holds
@@ -32,13 +34,14 @@ from dpnc.privacy.releases import Release
 class RunFiles:
     """The files of one run of ``config``: each method writes one kind, and only what that file may hold."""
 
-    def __init__(self, config: FinetuneConfig) -> None:
+    def __init__(self, config: FinetuneConfig, *, writer: bool = True) -> None:
         self.config = config
+        self.writer = writer   # False on the ranks other than 0 of a data-parallel run: they write nothing
         self._journal_sound = False   # checked once per process that the journal ends with a whole line
         self._kill_at = kill_point_from_env()
         self.rows: list[dict] = []    # this process's metrics rows (public), for the plot
         self.tensorboard = None
-        if config.report_to == "tensorboard":
+        if config.report_to == "tensorboard" and writer:
             from dpnc.lm.report import TensorBoard
 
             self.tensorboard = TensorBoard(Path(config.out or ".") / "tensorboard")
@@ -54,7 +57,7 @@ class RunFiles:
         self.rows.append(row)
         if self.tensorboard is not None:
             self.tensorboard.write(row)
-        if self.config.out:
+        if self.config.out and self.writer:
             path = Path(self.config.out) / METRICS
             path.parent.mkdir(parents=True, exist_ok=True)
             stamp = {} if row["event"] == "step" else {"time": time.time()}
@@ -64,7 +67,7 @@ class RunFiles:
     def private_stat(self, row: dict) -> None:
         """A line of ``private_train_stats.jsonl`` (only with ``log_private_stats``), under a NOT PRIVATE header."""
         c = self.config
-        if not (c.log_private_stats and c.out):
+        if not (c.log_private_stats and c.out and self.writer):
             return
         path = Path(c.out) / PRIVATE_STATS
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +82,7 @@ class RunFiles:
     def journal(self, row: dict) -> None:
         """Append a line to the journal (its first line: the run's config), flushed to disk before going on."""
         folder = self.config.run_dir
-        if folder is None:
+        if folder is None or not self.writer:
             return
         path = folder / JOURNAL
         folder.mkdir(parents=True, exist_ok=True)
@@ -99,6 +102,8 @@ class RunFiles:
     def save_checkpoint(self, state: dict, step: int) -> Path:
         """Write ``checkpoint.pt`` atomically, then restart the journal (its steps are in the checkpoint now)."""
         folder = Path(self.config.checkpoint_dir)
+        if not self.writer:
+            return folder / CHECKPOINT
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / (CHECKPOINT + ".tmp")
         torch.save(state, tmp)
@@ -143,6 +148,8 @@ class RunFiles:
     def supersede(self) -> list[str]:
         """``new_run``: move an earlier run's journal, checkpoint and outputs into ``superseded-<time>/``."""
         c = self.config
+        if not self.writer:
+            return []
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         moved = []
         places = [(c.run_dir, (JOURNAL, CHECKPOINT, CHECKPOINT + ".tmp"))]

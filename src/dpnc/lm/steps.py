@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dpnc.distributed import Group
 from dpnc.engine import LoaderBatches
 from dpnc.first_order import ClippedSum, DPOptimizer, clipped_gradient_sum
 from dpnc.lm.config import PER_EXAMPLE, FinetuneConfig
@@ -79,18 +80,23 @@ class _mask_for:
 
 
 def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampler, *, accountant: Accountant,
-                    noise: NoiseSource, multiplier: float | None):
-    """The method's optimizer over the classifier's trainable parameters (None for zero-shot)."""
+                    noise: NoiseSource, multiplier: float | None, group: Group | None = None):
+    """The method's optimizer over the classifier's trainable parameters (None for zero-shot).
+
+    ``group``: a :class:`~dpnc.distributed.Group` for a data-parallel zeroth-order run (see :mod:`dpnc.distributed`).
+    """
     c = config
     params = [p for p in classifier.parameters() if p.requires_grad]
     direction_seed = (c.seed * 2654435761 + 1) % 2**62  # public
     if c.method == "dpzero":
         return DPZero(params, lr=c.lr, clip=c.clip, smoothing=c.smoothing, noise_multiplier=multiplier,
                       sampler=sampler, accountant=accountant, noise=noise, direction=c.direction,
-                      seed=direction_seed, model=classifier)
+                      seed=direction_seed, model=classifier, group=group)
     if c.method == "mezo":
         return MeZO(params, lr=c.lr, smoothing=c.smoothing, sampler=sampler, accountant=accountant,
-                    direction=c.direction, seed=direction_seed, model=classifier)
+                    direction=c.direction, seed=direction_seed, model=classifier, group=group)
+    if group is not None:
+        raise ValueError(f"method must be zeroth order (mezo, dpzero) in a data-parallel run; got {c.method!r}")
     if c.method == "dp-adamw":
         return DPOptimizer(torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay), model=classifier,
                            clip=c.clip, noise_multiplier=multiplier, batches=LoaderBatches(sampler, c.steps),
@@ -151,7 +157,11 @@ class Steps:
         self.optimizer.step(closure)
         info = self.info
         record.seed, record.released = info.seed, float(info.released)
-        if stats:
+        if stats and getattr(self.optimizer, "group", None) is not None:   # this rank saw its shard only:
+            private = info.private_stats                                     # the whole batch's, all-reduced
+            record.loss, record.nonfinite = private.loss, private.nonfinite
+            record.clipped_fraction = private.clipped_fraction
+        elif stats:
             both = torch.stack(seen) if seen and seen[0].numel() else torch.zeros(2, 0)
             finite = torch.isfinite(both)
             record.nonfinite = int((~finite).any(0).sum())

@@ -50,6 +50,15 @@ would under-count): resume it, or pass ``new_run=True`` (``--new-run``), which m
 checkpoint and metrics into a ``superseded-<time>/`` folder first. Resume refuses a different config (the
 fields that define the run) and a budget that is already spent.
 
+Data parallel. Under ``torchrun --nproc-per-node N`` (:func:`dpnc.distributed.from_environment` finds a group)
+the zeroth-order methods run data parallel: every rank builds the same classifier; rank 0's secret sampler draws
+each batch, each rank evaluates its part of it (caching the frozen layers of the rows it evaluates: the caches
+are per rank), and a step exchanges a few numbers (:mod:`dpnc.distributed`); rank 0 adds the noise and keeps the
+ledger. The evaluation set is split across the ranks and the results gathered. Rank 0 alone writes the run
+folder (journal, checkpoints, metrics, TensorBoard, summary, plot, model); on resume it reads it and hands the
+public state (model, optimizer, step) to the other ranks, and a refusal stops every rank alike. The summary is
+rank 0's, on every rank. First-order methods are refused (their steps would all-reduce every gradient entry).
+
 Modules: :mod:`dpnc.lm.config` (the settings), :mod:`dpnc.lm.steps` (one step per method, on the optimizers of
 :mod:`dpnc.optim` and :mod:`dpnc.first_order`, whose step hooks say what each step did), :mod:`dpnc.lm.journal`
 (run folder, journal, checkpoints) and this one (the loop, evaluation, resume).
@@ -67,6 +76,7 @@ from typing import NamedTuple
 
 import torch
 
+from dpnc import distributed
 # The run folder's and the config's names are re-exported here for callers of this module (experiments, tests).
 from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, METHODS, METRICS, PRIVATE,  # noqa: F401
                             PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, FinetuneConfig,
@@ -164,6 +174,9 @@ class Trainer:
         caches: the (train, test) :class:`~dpnc.lm.cache.PrefixCache` of another trainer with the same model, data
             and frozen prefix (a sweep reuses them; default: computed here when ``config.cache`` allows).
 
+    Under ``torchrun`` the run is data parallel (see the module docstring): every rank builds its Trainer alike;
+    only rank 0's ``sampler`` and ``noise`` are used.
+
     Raises:
         ValueError: invalid settings, a budget that cannot afford ``steps`` (with ``noise_multiplier``), a sampler
             that does not match the config, or a refused resume or fresh start (the message says why).
@@ -178,7 +191,12 @@ class Trainer:
         if resume and c.new_run:
             raise ValueError("resume and new_run exclude each other: resume continues the run in the folder, "
                              "new_run supersedes it; got both")
-        self.files = RunFiles(c)
+        self.group = distributed.from_environment()
+        if self.group is not None and c.method not in (*ZEROTH_ORDER, "zero-shot"):
+            raise ValueError(f"method must be one of {[*ZEROTH_ORDER, 'zero-shot']} in a data-parallel run "
+                             f"({self.group.world_size} processes): a {c.method} step would all-reduce every "
+                             "gradient entry; run it in one process")
+        self.files = RunFiles(c, writer=self.group is None or self.group.is_source)
         self.train_set, self.test_set = self._data(train, test)
         self.n = len(self.train_set)
         if c.method != "zero-shot" and c.batch_size > self.n:
@@ -196,7 +214,7 @@ class Trainer:
             raise ValueError("sampler must be None for method='zero-shot' (it draws no batches); got "
                              f"{type(sampler).__name__}")
         if not resume:
-            self.files.check_fresh_start()
+            self._on_rank_0(self.files.check_fresh_start)
         self.device = self._device()
         self.classifier = classifier if classifier is not None else build_classifier(
             c.model, self.train_set.task, head=c.head, mode=c.prompt_mode, max_length=c.max_length,
@@ -206,6 +224,9 @@ class Trainer:
             lora_targets=c.lora_modules, seed=c.seed, freeze_embeddings=c.freeze_embeddings)
         self.classifier.to(self.device, getattr(torch, DTYPES[c.dtype])).eval()
         self.train_cache = self.test_cache = None
+        self.eval_part = self.eval_set()   # the evaluation examples this rank evaluates (all, or its shard)
+        if self.group is not None:
+            self.eval_part = self.eval_part.subset(self.group.shard(torch.arange(len(self.eval_part))))
         if caches is not None:   # computed for another trainer of the same model, frozen prefix and data
             self.train_cache, self.test_cache = (cache.attach(self.classifier) for cache in caches)
         elif c.cache and (layers := cacheable_prefix(self.classifier)):
@@ -213,10 +234,10 @@ class Trainer:
             if c.method != "zero-shot":
                 self.train_cache = PrefixCache(self.classifier, self.train_set.texts, layers,
                                                batch_size=c.eval_batch_size)
-            self.test_cache = PrefixCache(self.classifier, self.eval_set().texts, layers,
+            self.test_cache = PrefixCache(self.classifier, self.eval_part.texts, layers,
                                           batch_size=c.eval_batch_size).fill(progress=c.progress)
         self.optimizer = build_optimizer(c, self.classifier, self.sampler, accountant=self.accountant,
-                                         noise=self.noise, multiplier=self.multiplier)
+                                         noise=self.noise, multiplier=self.multiplier, group=self.group)
         self.steps = Steps(c, self.classifier, self.optimizer, self.sampler, self.accountant, self._encode,
                            lambda phase: self.files.kill_point(phase, self.step), self._note)
         self.step = 0
@@ -389,12 +410,17 @@ class Trainer:
         """Accuracy, mean cross-entropy and per-example correctness on the test split (``eval_examples`` of it: a
         fixed seeded subset, in a fixed order, so that runs on the same test split can be compared example by
         example)."""
-        ds, cache = (dataset, None) if dataset is not None else (self.eval_set(), self.test_cache)
+        ds, cache = (dataset, None) if dataset is not None else (self.eval_part, self.test_cache)
         preds, losses = self.classifier.evaluate(ds.texts, ds.labels, batch_size=self.config.eval_batch_size,
                                                  cache=cache)
         preds, losses = preds.cpu(), losses.float().cpu()
+        labels = ds.labels
+        if dataset is None and self.group is not None:   # each rank evaluated its shard: gather, in order
+            parts = self.group.gather_object((preds, losses))
+            preds, losses = torch.cat([p for p, _ in parts]), torch.cat([loss for _, loss in parts])
+            labels = self.eval_set().labels
         finite = torch.isfinite(losses)
-        correct = preds == ds.labels
+        correct = preds == labels
         return Evaluation(float(correct.float().mean()), float(losses[finite].mean()) if finite.any() else math.nan,
                           "".join("1" if c else "0" for c in correct.tolist()))
 
@@ -449,7 +475,25 @@ class Trainer:
                  "lost_releases": self.lost_releases, "notes": self.notes}
         return self.files.save_checkpoint(state, self.step)
 
+    def _on_rank_0(self, compute):
+        """``compute()`` on rank 0 (or this process alone), its value (or ValueError) on every rank."""
+        return compute() if self.group is None else self.group.share(compute)
+
     def _resume(self) -> None:
+        """Rank 0 resumes from the run folder; under a group the other ranks take its public state."""
+        if self.group is None:
+            return self._resume_here()
+        state = self.group.share(self._resume_here)
+        if not self.group.is_source:
+            if self.optimizer is not None:
+                self.optimizer.load_state_dict(state["optimizer"])
+            self.step, self.lost_releases, self.notes = state["step"], state["lost_releases"], state["notes"]
+            self.nonfinite = state["nonfinite"]
+        # The classifier as rank 0 resumed it (checkpoint, then replayed steps): d numbers, once.
+        self.group.broadcast_parameters_(self.classifier.state_dict().values())
+
+    def _resume_here(self) -> dict:
+        """Load the checkpoint and replay the journal; the public state the other ranks need."""
         c = self.config
         state, saved, rows = self.files.load()
         differ = [f"{k}: {saved.get(k)!r} → {v!r}" for k, v in c.to_dict().items()
@@ -490,6 +534,8 @@ class Trainer:
                              f"{self.lost_releases} lost; nothing to resume")
         if c.checkpoint_dir:
             self.save_checkpoint()  # fold the journal into the checkpoint
+        return {"optimizer": None if self.optimizer is None else self.optimizer.state_dict(), "step": self.step,
+                "lost_releases": self.lost_releases, "notes": list(self.notes), "nonfinite": self.nonfinite}
 
     @torch.no_grad()
     def _replay(self, seed: int, released: float) -> None:
@@ -515,8 +561,8 @@ class Trainer:
         result = self.evaluate()
         self.files.metric({"event": "eval", "step": self.step, "accuracy": result.accuracy, "loss": result.loss,
                            "epsilon": self.epsilon(), "final": True})
-        summary = self.summary(result, time.perf_counter() - start)
-        if c.out:
+        summary = self._on_rank_0(lambda: self.summary(result, time.perf_counter() - start))   # rank 0's ledger
+        if c.out and self.files.writer:
             out = Path(c.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / "summary.json").write_text(summary.to_json())
