@@ -83,6 +83,26 @@ def time_steps(opt, closure, steps: int, barrier=None) -> list[float]:
     return times
 
 
+def time_calls(fn, steps: int, barrier) -> list[float]:
+    """Seconds per call of ``fn`` (after 2 warm-up calls), the ranks lined up by ``barrier`` before each."""
+    times = []
+    for t in range(steps + 2):
+        barrier()
+        start = time.perf_counter()
+        fn()
+        if t >= 2:
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def collectives(group: Group, batch: int) -> None:
+    """One DPZero step's collectives with nothing computed: batch size and indices, the sums, the released c_t."""
+    group.broadcast_(torch.tensor([batch], dtype=torch.int64))
+    group.broadcast_(torch.arange(batch))
+    group.all_reduce_(torch.zeros(5, dtype=torch.float64))
+    group.broadcast_(torch.zeros((), dtype=torch.float64))
+
+
 def make_optimizer(model, args, group=None):
     # Seeded noise: a benchmark, not a private run (the ledger says "not private").
     return DPZero(model.parameters(), lr=1e-6, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(args.batch),
@@ -108,6 +128,14 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
         result["group"] = time_steps(opt, closure, args.steps, barrier=dist.barrier)
         steps = args.steps + 2
         result["sent"] = {k: (v - before.get(k, 0)) / steps for k, v in group.sent.items()}
+        # Where a step's time goes (Amdahl): the same step with a closure that runs no forward pass (the
+        # direction work — u regenerated over all d entries for x + λu, x − λu and the update, on every rank —
+        # plus the collectives), the two forward passes on this rank's shard alone, and the collectives alone.
+        free = lambda batch: torch.zeros(len(batch))   # noqa: E731
+        result["no_forward"] = time_steps(make_optimizer(model, args, group), free, args.steps, barrier=dist.barrier)
+        shard = group.shard(torch.arange(args.batch))
+        result["forward"] = time_calls(lambda: (closure(shard), closure(shard)), args.steps, barrier=dist.barrier)
+        result["collectives"] = time_calls(lambda: collectives(group, args.batch), args.steps, barrier=dist.barrier)
         # One first-order DDP step of the same model: count what its gradient buckets all-reduce.
         counted = {"elements": 0, "bytes": 0, "calls": 0}
 
@@ -155,6 +183,18 @@ def table(runs: list[dict], args) -> str:
         row("DPZero(group=Group())", run["world"], run["group"], run["sent"])
     two = runs[-1]
     speedup = statistics.median(runs[0]["plain"]) / statistics.median(two["group"])
+    med = statistics.median
+    lines += ["", "Where a step's time goes (medians, s; rank 0):", "",
+              "| processes | step | 2 forward passes on the rank's shard | step without forward passes "
+              "(direction work over all d + collectives) | collectives alone |", "|---|---|---|---|---|"]
+    for run in runs:
+        lines.append(f"| {run['world']} | {med(run['group']):.4f} | {med(run['forward']):.4f} | "
+                     f"{med(run['no_forward']):.4f} | {med(run['collectives']):.5f} |")
+    one = runs[0]
+    bound = med(one["group"]) / (med(one["forward"]) / 2 + med(one["no_forward"]))
+    lines += ["", f"The direction work is done in full on every rank (each regenerates u over all d entries), so "
+              f"with the forward passes halved and nothing else the 2-process speed-up is at most "
+              f"{bound:.2f}x at this batch and model (Amdahl, from the 1-process row); measured {speedup:.2f}x."]
     ddp = two["ddp"]
     zo = two["sent"]["all_reduce"] + two["sent"]["broadcast"]
     lines += ["", f"Speed-up of 2 processes over the plain optimizer (medians): {speedup:.2f}x.", "",
@@ -187,7 +227,7 @@ def main() -> None:
     print(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        stem = "distributed_zo_quick" if args.quick else "distributed_zo"
+        stem = "distributed_zo_quick" if args.quick else f"distributed_zo_b{args.batch}_s{args.seq}"
         (args.out / f"{stem}.md").write_text(text + "\n")
         (args.out / f"{stem}.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                                            "runs": runs}, indent=1))

@@ -235,7 +235,7 @@ class Trainer:
                 self.train_cache = PrefixCache(self.classifier, self.train_set.texts, layers,
                                                batch_size=c.eval_batch_size)
             self.test_cache = PrefixCache(self.classifier, self.eval_part.texts, layers,
-                                          batch_size=c.eval_batch_size).fill(progress=c.progress)
+                                          batch_size=c.eval_batch_size).fill(progress=c.progress and self.files.writer)
         self.optimizer = build_optimizer(c, self.classifier, self.sampler, accountant=self.accountant,
                                          noise=self.noise, multiplier=self.multiplier, group=self.group)
         self.steps = Steps(c, self.classifier, self.optimizer, self.sampler, self.accountant, self._encode,
@@ -370,8 +370,9 @@ class Trainer:
         c = self.config
         todo = self.step_budget if max_steps is None else min(self.step_budget, max_steps)
         records = []
-        bar = tqdm(total=self.step + self.step_budget, initial=self.step, disable=not c.progress or todo == 0,
-                   desc=c.method, unit="step", dynamic_ncols=True)
+        shown = c.progress and self.files.writer and todo > 0   # one bar, rank 0's, in a data-parallel run
+        bar = tqdm(total=self.step + self.step_budget, initial=self.step, disable=not shown, desc=c.method,
+                   unit="step", dynamic_ncols=True)
         start = time.perf_counter()
         try:
             for _ in range(todo):
