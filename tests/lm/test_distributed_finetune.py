@@ -118,12 +118,26 @@ def facade_case(rank: int) -> dict:
             "releases": accountant.releases}
 
 
+def refusals(folder: Path) -> list[str]:
+    """First-order methods under a group: refused on every rank, before any work (their steps would all-reduce d)."""
+    messages = []
+    for attempt in (lambda: Trainer(config(folder, "first-order", method="dp-adamw")),
+                    lambda: dpnc.make_private(nn.Linear(2, 1), data=TensorDataset(torch.zeros(4, 2)), steps=1,
+                                              batch_size=2, lr=0.1, clip=1.0, noise_multiplier=1.0,
+                                              optimizer="dp-sgd")):
+        with pytest.raises(ValueError, match="data-parallel run") as error:
+            attempt()
+        messages.append(str(error.value))
+    return messages
+
+
 def _worker(rank: int, init_file: str, folder: str, out: str) -> None:
     torch.set_num_threads(1)
     os.environ["HF_HUB_OFFLINE"] = "1"
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
     try:
-        results = {"full": full_case(Path(folder), rank), "resumed": killed_case(Path(folder), rank),
+        results = {"refused": refusals(Path(folder)), "full": full_case(Path(folder), rank),
+                   "resumed": killed_case(Path(folder), rank),
                    "facade": facade_case(rank), **{mode: mode_case(Path(folder), rank, mode) for mode in MODES}}
         torch.save(results, os.path.join(out, f"rank{rank}.pt"))
     finally:
@@ -179,6 +193,12 @@ def test_one_ledger_entry_per_step_on_rank_0_only(runs):
     assert ranks[1]["resumed"]["resumed_at"] == (KILLED_AT, 0)            # rank 0's public state, no ledger
     assert ranks[0]["resumed"]["ledger"] == single["full"]["ledger"]
     assert ranks[1]["resumed"]["releases"] == 0
+
+
+def test_first_order_methods_are_refused_on_every_rank(runs):
+    ranks, _, files = runs
+    assert all(len(rank["refused"]) == 2 for rank in ranks)
+    assert not any(name.startswith("first-order/") for name in files["dist"])
 
 
 def test_only_rank_0_writes_the_run_folder(runs):
