@@ -23,7 +23,9 @@ seeds (:class:`Interval`): with k seeds the 95 % quantile of t with k − 1 degr
 * :func:`mean_interval`, :func:`difference_interval` (two independent sets of seeds), :func:`paired_interval`;
 * :func:`slope_interval`: a least-squares log-log slope fitted per seed, their mean and its interval;
 * :func:`exceeds`, :func:`below`, :func:`within`: the claims "above θ", "below θ", "within ±tol of θ" judged by
-  :func:`verdict` on an interval.
+  :func:`verdict` on an interval;
+* :func:`consistent`: "equals θ" (a theorem's exponent): the interval contains θ and is informative, or lies within
+  ±tol of it.
 """
 
 from __future__ import annotations
@@ -241,6 +243,23 @@ def within(interval: Interval, target: float, tol: float) -> bool | None:
     if not tol > 0:
         raise ValueError(f"tol must be > 0; got {tol!r}")
     return all_hold([exceeds(interval, target - tol), below(interval, target + tol)])
+
+
+def consistent(interval: Interval, target: float, tol: float, informative: float) -> bool | None:
+    """The claim "the quantity is ``target``" (e.g. a theorem's exponent), judged on its interval: holds if the
+    interval contains ``target`` and its half-width is at most ``informative``, or if it lies within ±``tol`` of
+    ``target`` (:func:`within`); fails if it excludes ``target`` and does not lie within ±``tol``; no signal otherwise
+    (an interval too wide to say anything, or one seed)."""
+    if not (tol > 0 and informative > 0):
+        raise ValueError(f"tol and informative must be > 0; got {tol!r}, {informative!r}")
+    if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
+        return None
+    if within(interval, target, tol):
+        return True
+    contains = interval.low <= target <= interval.high
+    if contains:
+        return True if (interval.high - interval.low) / 2 <= informative else None
+    return False
 
 
 def judged(verdicts: dict[str, bool | None]) -> str:
