@@ -71,28 +71,21 @@ def setup(args):
     return model, tokens, labels
 
 
-def time_steps(opt, closure, steps: int, barrier=None) -> list[float]:
-    times = []
+def timed(fn, steps: int, barrier=None) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds (this process's) per call of ``fn`` after 2 warm-up calls; ``barrier`` before each.
+
+    The CPU time is what this rank computed, whatever else the machine ran: on a shared machine it shows how the
+    work splits across ranks even when the wall time cannot (gloo's waits may add some CPU time of their own)."""
+    walls, cpus = [], []
     for t in range(steps + 2):
         if barrier is not None:
             barrier()
-        start = time.perf_counter()
-        opt.step(closure)
-        if t >= 2:
-            times.append(time.perf_counter() - start)
-    return times
-
-
-def time_calls(fn, steps: int, barrier) -> list[float]:
-    """Seconds per call of ``fn`` (after 2 warm-up calls), the ranks lined up by ``barrier`` before each."""
-    times = []
-    for t in range(steps + 2):
-        barrier()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
         if t >= 2:
-            times.append(time.perf_counter() - start)
-    return times
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
+    return walls, cpus
 
 
 def collectives(group: Group, batch: int) -> None:
@@ -121,21 +114,24 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
 
         result = {"world": world, "d": d}
         if world == 1:   # the plain single-process optimizer, for the group's overhead
-            result["plain"] = time_steps(make_optimizer(model, args), closure, args.steps)
+            plain = make_optimizer(model, args)
+            result["plain"], result["plain_cpu"] = timed(lambda: plain.step(closure), args.steps)
         group = Group()
         opt = make_optimizer(model, args, group)
         before = dict(group.sent)
-        result["group"] = time_steps(opt, closure, args.steps, barrier=dist.barrier)
+        result["group"], cpu = timed(lambda: opt.step(closure), args.steps, barrier=dist.barrier)
+        result["cpu_by_rank"] = group.gather_object(statistics.median(cpu))
         steps = args.steps + 2
         result["sent"] = {k: (v - before.get(k, 0)) / steps for k, v in group.sent.items()}
         # Where a step's time goes (Amdahl): the same step with a closure that runs no forward pass (the
         # direction work — u regenerated over all d entries for x + λu, x − λu and the update, on every rank —
         # plus the collectives), the two forward passes on this rank's shard alone, and the collectives alone.
         free = lambda batch: torch.zeros(len(batch))   # noqa: E731
-        result["no_forward"] = time_steps(make_optimizer(model, args, group), free, args.steps, barrier=dist.barrier)
+        bare = make_optimizer(model, args, group)
+        result["no_forward"] = timed(lambda: bare.step(free), args.steps, barrier=dist.barrier)[0]
         shard = group.shard(torch.arange(args.batch))
-        result["forward"] = time_calls(lambda: (closure(shard), closure(shard)), args.steps, barrier=dist.barrier)
-        result["collectives"] = time_calls(lambda: collectives(group, args.batch), args.steps, barrier=dist.barrier)
+        result["forward"] = timed(lambda: (closure(shard), closure(shard)), args.steps, barrier=dist.barrier)[0]
+        result["collectives"] = timed(lambda: collectives(group, args.batch), args.steps, barrier=dist.barrier)[0]
         # One first-order DDP step of the same model: count what its gradient buckets all-reduce.
         counted = {"elements": 0, "bytes": 0, "calls": 0}
 
@@ -184,6 +180,12 @@ def table(runs: list[dict], args) -> str:
     two = runs[-1]
     speedup = statistics.median(runs[0]["plain"]) / statistics.median(two["group"])
     med = statistics.median
+    cpu_one = med(runs[0]["plain_cpu"])
+    lines += ["", "CPU time per step (median, s): "
+              f"1 process {cpu_one:.4f}; 2 processes, by rank: "
+              + ", ".join(f"{c:.4f}" for c in two["cpu_by_rank"])
+              + f". CPU-time speed-up (1 process / the slowest rank): {cpu_one / max(two['cpu_by_rank']):.2f}x: "
+              "what the wall-time speed-up would be on free cores with instant collectives."]
     lines += ["", "Where a step's time goes (medians, s; rank 0):", "",
               "| processes | step | 2 forward passes on the rank's shard | step without forward passes "
               "(direction work over all d + collectives) | collectives alone |", "|---|---|---|---|---|"]
