@@ -106,6 +106,23 @@ def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: 
     return InnerResult(weighted * 2 / (T_A * (T_A + 1)), T_A - 1, max_distance, max_region_distance)
 
 
+def statistical_inner_steps(*, n: int, d: int, rho: float, beta: float, scale: float = 1.0) -> int:
+    """Inner steps at which Algorithm 4's optimisation error is at most its statistical error (Theorem 9).
+
+    ρ, β: the inner solve's ρ_A, β_A (the proximal point method gives each of its T rounds ρ/T and β/T).
+    Noisy GD with steps 1/(L̃1·s) and weighted averaging on the L̃1-strongly convex F̃ has error
+    O((G² + σ²d)/(L̃1·T_A)) with G ≈ L0. With σ² ∝ L0²T_A/(n²ρ_A) (calibrated or printed) the σ²d part is the
+    privacy error L0²d/(L̃1n²ρ_A), whatever T_A; Theorem 9 bounds the whole by the statistical term
+    O(L0²d·ℓ/(L̃1n²ρ_A)), ℓ = log(n²log²(2/β_A)/(dβ_A)). The optimisation part L0²/(L̃1T_A) is at most that term
+    once T_A ≥ n²ρ_A/(d·ℓ), so this returns max(2, ⌈scale·n²ρ_A/(d·ℓ)⌉): it grows like (n√ρ)² as the
+    statistical term falls. Theorem 9's own T_A = n²ρ_A·log²(2/β_A)/d is larger by ℓ·log²(2/β_A) (about 10³ at
+    β = 0.05) for its high-probability constants, which puts it out of reach beyond n√ρ ≈ 100.
+    A public rule (n, d, ρ, β), so passing it as ``max_inner_iters`` changes no privacy accounting.
+    """
+    ell = math.log(n**2 * math.log(2 / beta) ** 2 / (d * beta))
+    return max(2, math.ceil(scale * n**2 * rho / (d * ell)))
+
+
 def proximal_point_rounds(*, n: int, d: int, rho: float, gamma: float, kappa: float, L0: float,
                           weak_convexity: float, F0: float, constants: AnalysisConstants = AnalysisConstants()) -> int:
     """Algorithm 2's T = max(1, ⌈(1 + 32γ²L̃1F0^{(κ−2)/κ})·(log F0 + κ log(n√ρ/(γL0√d)))⌉)."""

@@ -17,12 +17,15 @@ from dpnc.experiments.kl_rates import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, T
 from dpnc.experiments.protocol import Claim, Result
 from dpnc.experiments.report import by_seed, group_medians, loglog_slope
 
-# The resolution of every rate claim: a fitted slope is judged against the theorem's exponent ± this (one value for
-# every algorithm and regime, declared, not tuned per claim). Log factors move a bound's own slope over these
-# finite ranges by up to 0.14 from its exponent in the regimes judged here (Spider's Φfloor 0.08; adaptive GD's
-# κ/2 regime ≤ 0.05, its 2κ/(4−κ) regime 0.14), so ±0.25 separates a rate from its neighbours (κ/2 vs κ differ
-# by ≥ 0.5) while allowing those log factors.
-RATE_TOL = 0.25
+# How every rate claim is judged (issue #12, one rule for every algorithm and regime, declared, not tuned per
+# claim): a theorem's exponent is observed when the per-seed slopes' 95 % interval contains it (and is no wider
+# than ±INFORMATIVE, so that it could tell κ from κ/2 at κ = 1) or lies within ±EXPONENT_TOL of it
+# (:func:`dpnc.experiments.claims.consistent`); not observed, with a reason measured on the rows, otherwise.
+EXPONENT_TOL = 0.15
+INFORMATIVE = 0.5
+# pseudo-huber is ½‖w‖² to second order at w*: locally κ = 2, which an algorithm sees once it is close
+LOCAL_KAPPA = {"pseudo-huber": 2.0}
+WORDS = {True: "observed", False: "not observed", None: "no signal"}
 
 
 # --- fits and claims ----------------------------------------------------------------------------------------
@@ -64,6 +67,9 @@ def slopes(rows: Sequence[KLRow]) -> list[dict]:
     grad = medians(main, "grad_norm", keys, "x")
     grad_bound = medians([r for r in main if r.grad_bound is not None], "grad_bound", keys, "x")
     seeds = by_seed(main, "excess", keys, "x")
+    groups: dict[tuple, dict[float, list[KLRow]]] = {}
+    for r in main:
+        groups.setdefault(tuple(getattr(r, k) for k in keys), {}).setdefault(r.x, []).append(r)
     order = {a: i for i, a in enumerate(ALGORITHMS)}
     out = []
     for key in sorted(med, key=lambda k: (order[k[0]], k[1], k[2], k[3])):
@@ -86,8 +92,77 @@ def slopes(rows: Sequence[KLRow]) -> list[dict]:
                     "grad_bound_slope": (loglog_slope(*zip(*grad_bound[key])) if key in grad_bound else None),
                     "seeds": whole.seeds, "seed_slope": whole.estimate, "seed_slope_low": whole.low,
                     "seed_slope_high": whole.high, "seed_slope_upper": top.estimate,
-                    "seed_slope_upper_low": top.low, "seed_slope_upper_high": top.high})
+                    "seed_slope_upper_low": top.low, "seed_slope_upper_high": top.high,
+                    **_diagnostics(groups[key], xs)})
     return out
+
+
+def _diagnostics(by_x: dict[float, list[KLRow]], xs: Sequence[float]) -> dict:
+    """What the reasons for a slope are read from: at the lowest and highest x, the median excess over F(w0) − F*
+    and over the bound; at the lowest x, adaptive GD's 2κ/(4−κ) term over its κ/2 term; the median over the points
+    of the standard deviation of log excess between seeds; the runs whose inner steps were capped below the rule."""
+    def med(x, f):
+        return statistics.median(f(r) for r in by_x[x])
+
+    low, high = xs[0], xs[-1]
+    logs = [[math.log(r.excess) for r in by_x[x] if r.excess > 0] for x in xs]
+    first = by_x[low][0]
+    return {"start_ratio_low": med(low, lambda r: r.excess / r.start_excess),
+            "bound_ratio_low": med(low, lambda r: r.excess / r.bound),
+            "bound_ratio_high": med(high, lambda r: r.excess / r.bound),
+            "terms_ratio_low": (first.bound_dim_term / first.bound_noise_term
+                                if first.bound_dim_term is not None and first.bound_noise_term else None),
+            "log_sd": statistics.median(statistics.stdev(v) if len(v) > 1 else math.nan for v in logs),
+            "capped": sum(r.inner_steps is not None and r.inner_steps < r.inner_rule
+                          for x in xs for r in by_x[x])}
+
+
+def observed(s: dict, exponent: float | None = None) -> bool | None:
+    """Is ``exponent`` (default: the theorem's) observed in the per-seed slopes of a :func:`slopes` record?"""
+    return stats.consistent(_interval(s), s["predicted"] if exponent is None else exponent, EXPONENT_TOL, INFORMATIVE)
+
+
+def _observed_text(s: dict) -> str:
+    if s["points"] < 3:
+        return "— (2 points)"
+    return {True: "yes", False: "**no**", None: "no signal"}[observed(s)]
+
+
+def reason(s: dict) -> str:
+    """Why a :func:`slopes` record does not show its theorem's exponent, read off the measured numbers."""
+    fit, e = _interval(s), s["predicted"]
+    if not math.isfinite(fit.high - fit.low):
+        return "no interval (fewer than 2 seeds with a slope)"
+    out = []
+    if fit.low <= e <= fit.high:   # admitted but too wide: no signal
+        out.append(f"noise-dominated: the interval is ±{(fit.high - fit.low) / 2:.2f} wide (log excess spreads by "
+                   f"{s['log_sd']:.2g} between seeds at a point, {s['seeds']} seeds, {s['points']} points)")
+    elif fit.estimate > e:         # shallower than the theorem
+        if s["capped"]:
+            out.append(f"the inner cap bound in {s['capped']} runs")
+        if s["start_ratio_low"] > 0.1:
+            out.append(f"a floor from the excess at x0: at the lowest x the median excess is already "
+                       f"{s['start_ratio_low']:.2g} of F(w0) − F*")
+        if abs(s["bound_slope"] - e) > EXPONENT_TOL and abs(s["bound_slope"] - fit.estimate) < abs(e - fit.estimate):
+            out.append(f"the bound's own slope over these points is {s['bound_slope']:.2f} (its log factors grow "
+                       "with n√ρ): the finite range does not reach the exponent")
+    else:                          # steeper than the theorem (an upper bound)
+        out.append(f"the excess falls faster than the theorem's upper bound: excess / bound "
+                   f"{s['bound_ratio_low']:.2g} at the lowest x, {s['bound_ratio_high']:.2g} at the highest")
+        if s["objective"] in LOCAL_KAPPA:
+            k = LOCAL_KAPPA[s["objective"]]
+            local = predicted(s["regime"], k)
+            out.append(f"{s['objective']} is locally κ = {k:g} at w*: that exponent, {local:.2f}, is "
+                       f"{WORDS[observed(s, local)]}")
+    if fit.low > e or fit.high < e:   # the regimes mix where the bound's two terms are close
+        if s["regime"] == "κ/2" and (s["terms_ratio_low"] or 0) > 0.3:
+            out.append(f"next to the crossover: the 2κ/(4−κ) term is {s['terms_ratio_low']:.2g}× the κ/2 term at "
+                       "the lowest x")
+    upper = _interval(s, "upper")
+    if math.isfinite(upper.estimate):
+        out.append(f"over the upper half of x the exponent is "
+                   f"{WORDS[stats.consistent(upper, e, EXPONENT_TOL, INFORMATIVE)]} ({upper})")
+    return "; ".join(out) if out else "none of the measured causes (cap, floor at x0, bound's slope, crossover)"
 
 
 def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
@@ -118,20 +193,31 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
         if s["points"] < 3:
             continue  # two points make a slope but not a check
         label = f"{LABEL[s['algorithm']]} on {s['objective']} (κ = {s['kappa']:g}), d = {s['d']}"
-        fit = _interval(s)
-        if s["algorithm"] == "kl-spider" and s["kappa"] > 1:
-            # the quadratic and ‖w‖^τ meet their KL inequality with equality, and Corollary 1's lower bound has the
-            # same exponent: the rate is −κ from both sides
-            ok = stats.within(fit, -s["kappa"], RATE_TOL)
-            rule = f"within ±{RATE_TOL} of −κ = {-s['kappa']:.2f} (spec §5.7)"
-        else:
-            # an upper bound only (pseudo-huber is locally PL, faster than κ = 1): at least the predicted rate
-            ok = stats.below(fit, s["predicted"] + RATE_TOL)
-            rule = f"below the predicted {s['predicted']:.2f} + {RATE_TOL} (at least the theorem's rate)"
-        claims.append(Claim(f"{label}: the slope of the excess in the {s['regime']} regime, fitted per seed, is {rule}",
-                            ok, f"per-seed slopes {fit} over {s['points']} points, x ∈ [{s['x_min']:.3g}, "
-                            f"{s['x_max']:.3g}] (upper half: {_interval(s, 'upper')}); median fit "
-                            f"{_fmt(s['slope'])}; bound {_fmt(s['bound_slope'])}"))
+        fit, ok = _interval(s), observed(s)
+        evidence = (f"per-seed slopes {fit} over {s['points']} points, x ∈ [{s['x_min']:.3g}, {s['x_max']:.3g}] "
+                    f"(upper half: {_interval(s, 'upper')}); bound's own slope {_fmt(s['bound_slope'])}")
+        if ok is not True:
+            evidence += f". Reason: {reason(s)}"
+        claims.append(Claim(f"{label}, {s['regime']} regime: the theorem's exponent {s['predicted']:.2f} is observed "
+                            "in the slope of the excess against n√ρ/√d", ok, evidence))
+    check = [r for r in rows if r.sweep == "inner"]
+    for o in dict.fromkeys(r.objective for r in check):
+        mine = [r for r in check if r.objective == o]
+        more = max(r.inner_factor for r in mine)
+        logs = {f: [math.log(r.excess) for r in mine if r.inner_factor == f and r.excess > 0] for f in (1.0, more)}
+        iv = stats.difference_interval(logs[more], logs[1.0])
+        # were the optimisation error to rule, the excess (∝ error^(κ/2)) would fall by more^(κ/2): judged against
+        # half that fall in log, the midpoint between "no change" and "optimisation-limited"
+        kappa = mine[0].kappa
+        midpoint = -kappa / 4 * math.log(more)
+        claims.append(Claim(
+            f"proximal point on {o} (κ = {kappa:g}): the inner steps do not limit the excess — at n = {mine[0].n}, "
+            f"{more:g}× the rule's inner steps lowers the excess by less than {math.exp(-midpoint):.3g}×, half (in "
+            f"log) of the {more ** (kappa / 2):.3g}× an optimisation-limited excess would fall "
+            "(mean log ratio, interval over seeds)", stats.exceeds(iv, midpoint),
+            f"log(excess at {more:g}×) − log(excess at 1×): {iv} (threshold {midpoint:.2f}), {len(logs[more])} and "
+            f"{len(logs[1.0])} seeds; inner steps per round {min(r.inner_steps for r in mine)} and "
+            f"{max(r.inner_steps for r in mine)}"))
     sweep = [r for r in rows if r.sweep == "rho"]
     if sweep:
         main = medians([r for r in rows if r.sweep == "n"], "excess", ("algorithm", "objective", "d"), "nsr")
@@ -256,6 +342,10 @@ def _draw(ax, rows: list[KLRow], color: str, label: str) -> None:
         ax.plot(*zip(*lbs), color=color, linestyle=":", linewidth=1)
 
 
+def _capped(rows: Sequence[KLRow]) -> int:
+    return sum(r.inner_steps is not None and r.inner_steps < r.inner_rule for r in rows)
+
+
 def describe(result: Result) -> str:
     """The setting: privacy of the noise, the objectives and their constants, the budget, the bounds drawn."""
     rows, cfg = result.rows, result.config
@@ -278,8 +368,12 @@ def describe(result: Result) -> str:
               f"Budget ρ = 1 (ρ-zCDP, replace-one) in the n sweep, n = n√ρ; ρ sweep ρ ∈ {list(cfg.rhos)} at "
               f"n = {cfg.rho_sweep_n:.0e}, d = {cfg.rho_sweep_dim}, `{cfg.rho_sweep_objective}`. "
               f"β = {cfg.beta}, ε reported at δ = {cfg.dp_delta:g} (zCDP conversion), {cfg.seeds} seeds. "
-              f"Calibrated noise (paper=False, spec §1.2). Proximal point: d = 1, inner noisy projected GD capped at "
-              f"{cfg.max_inner_iters} steps per round.",
+              f"Calibrated noise (paper=False, spec §1.2). Proximal point: d = 1; its inner noisy projected GD runs "
+              f"{cfg.inner_scale:g}× the steps at which its optimisation error meets Theorem 9's statistical term, "
+              "⌈n²ρ_A/(d·ℓ)⌉ with ρ_A = ρ/T, ℓ = log(n²log²(2/β_A)/(dβ_A)) (`kl_proximal.statistical_inner_steps`: "
+              "it grows like (n√ρ)², so the inner error stays below the statistical term at every n√ρ), capped at "
+              f"{cfg.max_inner_iters} (the cap bound in {_capped(rows)} runs); check at n = {cfg.inner_check_n} "
+              f"with {cfg.inner_check_factor:g}× those steps, {cfg.inner_check_seeds} seeds per arm.",
               "",
               "Bounds drawn and fitted, at each run's constants: Spider — Φfloor of its schedule (Theorem 1, exact "
               "constants, Cf = 48); proximal point — Theorem 2's (γL0√(T·d·log(…))/(n√ρ))^κ with the O-constant 1; "
@@ -302,16 +396,17 @@ def render(result: Result) -> str:
              "the selected point is one of Algorithm 3's iterates, and Theorem 5 bounds only its ‖∇F‖; its "
              "\"predicted\" is Algorithm 3's exponent.\n",
              "Per seed: the slopes fitted on each seed's excess, their mean and 95 % t interval over the seeds "
-             "(the claims are judged on it).\n",
+             "(the claims are judged on it: \"observed\", with 3 points or more, as in the claims table).\n",
              "| algorithm | objective (κ) | d | regime | points | x range | per seed [95 %] | per seed, upper half "
-             "[95 %] | fitted (median) | fitted (mean) | fitted (median, upper half of x) | predicted | bound |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "[95 %] | fitted (median) | fitted (mean) | fitted (median, upper half of x) | predicted | bound | "
+             "observed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in slope_rows:
         lines.append(f"| {s['algorithm']} | {s['objective']} ({s['kappa']:g}) | {s['d']} | {s['regime']} | "
                      f"{s['points']} | {s['x_min']:.2g} – {s['x_max']:.2g} | {_interval(s)} | "
                      f"{_interval(s, 'upper')} | {_fmt(s['slope'])} | "
                      f"{_fmt(s['slope_mean'])} | {_fmt(s['slope_upper'])} | {s['predicted']:.2f} | "
-                     f"{_fmt(s['bound_slope'])} |")
+                     f"{_fmt(s['bound_slope'])} | {_observed_text(s)} |")
     grad = [s for s in slope_rows if s["algorithm"] in ADAPTIVE]
     if grad:
         lines += ["", "## Gradient norm of the output: last iterate vs private selection\n",
@@ -327,18 +422,21 @@ def render(result: Result) -> str:
                          f"{_fmt(last['grad_slope']) if last else '—'} | {_fmt(sel['grad_slope']) if sel else '—'} | "
                          f"{_fmt(sel['grad_bound_slope']) if sel and sel['grad_bound_slope'] is not None else '—'} |")
     lines += ["", "## Medians over seeds\n",
-              "| algorithm | objective | d | n√ρ | ρ | regime | excess: median [quartiles] | bound | lower bound | "
-              "‖∇F(w_out)‖ | updates | queries | max ρ spent | ε at δ | seconds |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "Sweep: n (ρ = 1), ρ, or the proximal point method's inner check (× its factor of inner steps).\n",
+              "| algorithm | objective | d | n√ρ | ρ | sweep | regime | excess: median [quartiles] | bound | "
+              "lower bound | ‖∇F(w_out)‖ | updates | queries | max ρ spent | ε at δ | seconds |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple, list[KLRow]] = {}
-    for r in rows:
-        groups.setdefault((r.algorithm, r.objective, r.d, r.nsr, r.rho), []).append(r)
+    for r in rows:   # the inner check's runs apart, one group per factor
+        groups.setdefault((r.algorithm, r.objective, r.d, r.nsr, r.rho, r.sweep,
+                           r.inner_factor if r.sweep == "inner" else None), []).append(r)
     order = {a: i for i, a in enumerate(ALGORITHMS)}
-    for key in sorted(groups, key=lambda k: (order[k[0]], k[1], k[2], k[4] != 1.0, k[3])):
+    for key in sorted(groups, key=lambda k: (order[k[0]], k[1], k[2], k[5], k[4] != 1.0, k[6] or 0, k[3])):
         g = groups[key]
         lo, m, hi = _quartiles([r.excess for r in g])
         lb = g[0].lower_bound
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:.3g} | {key[4]:g} | {g[0].regime} | "
+        sweep = f"inner ×{key[6]:g}" if key[5] == "inner" else key[5]
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:.3g} | {key[4]:g} | {sweep} | {g[0].regime} | "
                      f"{m:.3g} [{lo:.2g}, {hi:.2g}] | {g[0].bound:.3g} | {'—' if lb is None else f'{lb:.3g}'} | "
                      f"{statistics.median(r.grad_norm for r in g):.3g} | "
                      f"{statistics.median(r.steps for r in g):g} | {statistics.median(r.queries for r in g):g} | "
@@ -352,11 +450,12 @@ def render(result: Result) -> str:
             lines.append(f"| {a} | {len(mine)} | {sum(r.steps for r in mine):.3g} | "
                          f"{sum(r.queries for r in mine):.3g} | {sum(r.seconds for r in mine):.1f} |")
     lines += ["", "## Notes\n",
-              "- Every rate claim is judged on the per-seed slopes' 95 % t interval over the seeds: it holds only "
-              f"when all of the interval is on the claimed side of the predicted exponent ± {RATE_TOL} (one declared "
-              "resolution for every algorithm and regime: log factors move the bounds' own slopes over these ranges "
-              "by up to 0.14 from their exponents), fails when all of it is on the other side, and has no signal "
-              "otherwise. Slopes over 3–4 points next to a regime boundary carry little weight either way.",
+              "- Every rate claim is judged on the per-seed slopes' 95 % t interval over the seeds: the theorem's "
+              f"exponent is observed when the interval contains it (and is no wider than ±{INFORMATIVE}) or lies "
+              f"within ±{EXPONENT_TOL} of it, not observed otherwise — with the reason measured on the rows: the "
+              "inner cap, a floor from the excess at x0, the bound's own slope (log factors), a regime crossover, a "
+              "faster fall than the upper bound, or noise (an interval too wide: no signal). One rule for every "
+              "algorithm and regime. Slopes over 3–4 points next to a regime boundary carry little weight either way.",
               "- n and ρ enter all four algorithms only through n√ρ on these data-free objectives (every noise scale "
               "and every schedule is a function of n√ρ), so the ρ sweep checks the implementation, not the theory.",
               "- `pseudo-huber` is (γ, 1)-KL on the ball, but near its minimum it is ½‖w‖² to second order, i.e. "
@@ -372,14 +471,15 @@ def render(result: Result) -> str:
               "the low end of the range and plateau there before it falls, which makes a fit over the whole range "
               "shallower than the asymptotic slope: the \"upper half\" column fits only the larger half of x.",
               "- Seeds: at d ≤ 10 adaptive GD's final error is a few Gaussian coordinates, so its excess spreads over "
-              "about a decade between seeds; with 5 seeds its fitted slopes move by a few tenths between repeated "
-              "runs of the same grid (the noise is secret and fresh each time). Spider's spread is tiny (its "
-              "schedule, not the noise, sets the excess).",
-              "- The proximal point method's inner solver is capped far below the theory's n²ρ·log²/d steps, which "
-              "costs utility (never privacy: σ is set for the steps actually run); its excess spreads over about "
-              "two decades between seeds (≈ |Z|^κ for a near-Gaussian final error Z), so its median slope is noisy. "
-              "With the cap, the inner solver's optimisation error no longer shrinks with n, so at large n the excess "
-              "flattens towards a floor set by the cap (compare the upper-half slope with the whole range).",
+              "about a decade between seeds (the noise is secret and fresh each run), hence the intervals over "
+              "seeds. Spider's spread is tiny (its schedule, not the noise, sets the excess).",
+              "- The proximal point method's inner solves run the steps at which their optimisation error meets "
+              "Theorem 9's statistical term (about n²ρ_A/(d·ℓ), growing like (n√ρ)²), far below the theorem's "
+              "n²ρ_A·log²(2/β_A)/d (never a privacy cost: σ is set for the steps actually run). A fixed cap (issue "
+              "#12: 300 steps) let the optimisation error stop shrinking with n and flattened the slope; the inner "
+              "check claim measures whether more steps would still lower the excess. Its cost, about (n√ρ)²/ℓ "
+              "noisy gradient steps per run, bounds the n range. Its excess spreads over about two decades between "
+              "seeds (≈ |Z|^κ for a near-Gaussian final error Z), so its slope intervals are wide.",
               "- The regime of an adaptive-GD point is read off the simplified bound (constants 1), which need not "
               "place the crossover where the data do; fits over a few points next to a crossover, or next to the "
               "trivial region (where the excess saturates near F(w0)), mix the two behaviours.",
