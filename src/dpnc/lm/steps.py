@@ -86,6 +86,8 @@ def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampl
     ``group``: a :class:`~dpnc.distributed.Group` for a data-parallel zeroth-order run (see :mod:`dpnc.distributed`).
     """
     c = config
+    if group is not None and c.method not in ("dpzero", "mezo", "zero-shot"):
+        raise ValueError(f"method must be zeroth order (mezo, dpzero) in a data-parallel run; got {c.method!r}")
     params = [p for p in classifier.parameters() if p.requires_grad]
     direction_seed = (c.seed * 2654435761 + 1) % 2**62  # public
     if c.method == "dpzero":
@@ -95,8 +97,6 @@ def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampl
     if c.method == "mezo":
         return MeZO(params, lr=c.lr, smoothing=c.smoothing, sampler=sampler, accountant=accountant,
                     direction=c.direction, seed=direction_seed, model=classifier, group=group)
-    if group is not None:
-        raise ValueError(f"method must be zeroth order (mezo, dpzero) in a data-parallel run; got {c.method!r}")
     if c.method == "dp-adamw":
         return DPOptimizer(torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay), model=classifier,
                            clip=c.clip, noise_multiplier=multiplier, batches=LoaderBatches(sampler, c.steps),

@@ -482,9 +482,9 @@ class Trainer:
 
     def _resume(self) -> None:
         """Rank 0 resumes from the run folder; under a group the other ranks take its public state."""
+        state = self._on_rank_0(self._resume_here)
         if self.group is None:
-            return self._resume_here()
-        state = self.group.share(self._resume_here)
+            return
         if not self.group.is_source:
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
