@@ -250,19 +250,24 @@ class PrivacyReport:
         return "\n".join(lines)
 
 
+def _errors_only(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.ERROR
+
+
 @contextlib.contextmanager
 def quiet_dp_accounting():
     """Silence dp-accounting's warning for each RDP order whose series does not converge.
 
-    It then drops that order, which is safe (the minimum over the remaining orders is still valid).
+    It then drops that order, which is safe (the minimum over the remaining orders is still valid). A filter, not
+    ``setLevel``: setting a logger's level clears every logger's cache, which cost a head-mode fine-tuning step
+    (asking ε after each step) about a fifth of its time.
     """
     logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    logger.addFilter(_errors_only)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        logger.removeFilter(_errors_only)
 
 
 @functools.lru_cache(maxsize=256)
