@@ -129,9 +129,9 @@ def test_config_rejects_unknown_names():
 
 
 def constructed(norm, seeds: int = 3, dims=(20, 50, 100, 200)) -> dict:
-    """:func:`exp.selected`-shaped values: test ‖∇F‖ = norm(hessian, d, method, seed) at every cell."""
-    return {(h, d, m, s): {"test_grad_norm": norm(h, d, m, s)} for h in exp.HESSIANS for d in dims
-            for m in exp.METHODS for s in range(seeds)}
+    """:func:`exp.selected`-shaped values: test (and train) ‖∇F‖ = norm(hessian, d, method, seed) at every cell."""
+    return {(h, d, m, s): {"test_grad_norm": norm(h, d, m, s), "train_grad_norm": norm(h, d, m, s)}
+            for h in exp.HESSIANS for d in dims for m in exp.METHODS for s in range(seeds)}
 
 
 def verdicts(values) -> dict[str, bool | None]:
@@ -168,3 +168,74 @@ def test_best_is_chosen_on_train_and_the_test_floor_is_reported():
             exp.SyntheticRow(stepsize=0.3, train_grad_norm=0.4, test_grad_norm=0.1, **row)]
     chosen = exp.selected(rows)[("sqrt", 10, "DPZero", 0)]
     assert chosen["train_grad_norm"] == 0.2 and chosen["test_grad_norm"] == 0.5 and chosen["test_floor"] == 0.1
+
+
+def test_closed_form_two_point_equals_the_evaluated_one():
+    """The quadratic's closed-form differences (what DPZero and DPGD-0th step on) equal the two-point difference of
+    its per-example losses at x ± λu, on the full batch and a subset, and so does the mean loss."""
+    import torch
+
+    from dpnc.estimators import two_point
+    from dpnc.space import FlatSpace
+
+    problem = exp.Quadratic.synthetic(12, "inverse", n=50)
+    x = torch.randn(3, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    for index in (torch.arange(50), torch.tensor([3, 7, 7, 40])):
+        space = FlatSpace(x, "sphere")
+        evaluated = two_point(space, lambda s=space, i=index: problem.losses_at(s.x, i), 5, 1e-3)
+        space.restore_()
+        closed = problem.two_point(x, space.direction(5), 1e-3, index)
+        assert torch.allclose(closed.a, evaluated.a, rtol=1e-7, atol=1e-8)
+        assert torch.allclose(closed.loss, evaluated.loss, rtol=1e-12)
+
+
+class _Evaluated:
+    """The quadratic without its closed form: the algorithms evaluate its losses at x ± λu."""
+
+    def __init__(self, problem):
+        self.problem, self.n = problem, problem.n
+
+    def losses_at(self, points, index):
+        return self.problem.losses_at(points, index)
+
+
+@pytest.mark.parametrize("method", ["DPZero", "DPGD-0th"])
+def test_a_grid_run_on_the_closed_form_equals_one_on_evaluated_losses(method):
+    """The same public seeds and test noise: the closed form changes the cost, not the run."""
+    import torch
+
+    from dpnc.algorithms.dpzero import DPGD0th, DPZero
+    from dpnc.privacy.accountant import Accountant
+    from dpnc.sampling import FullBatch
+
+    problem = exp.Quadratic.synthetic(15, "sqrt", n=200)
+    algorithm = {"DPZero": DPZero, "DPGD-0th": DPGD0th}[method](
+        eta=torch.tensor([0.01, 0.1]), lam=1e-4, C=torch.tensor([0.3, 3.0]), noise_multiplier=2.0, steps=30,
+        direction="sphere")
+    outputs = [algorithm.run(p, torch.zeros(2, 15, dtype=torch.float64), noise=NoiseSource.for_testing(3),
+                             accountant=Accountant("replace-one"), generator=torch.Generator().manual_seed(4),
+                             sampler=FullBatch(200)).output for p in (problem, _Evaluated(problem))]
+    assert torch.allclose(outputs[0], outputs[1], rtol=1e-6, atol=1e-9)
+
+
+def test_grid_edges_high_rank_cap_and_dp_gd_grid():
+    """high_rank_max_d drops the r = d and √d cells above it (the claims skip them); DP-GD runs its own grid; the
+    edges name where each train-chosen point sits."""
+    config = exp.SyntheticConfig(dims=(10, 30), steps=(10, 20), stepsizes=(0.1, 0.3), clips=(1.0, 3.0), n=200,
+                                 seeds=2, high_rank_max_d=10, first_order_stepsizes=(1.0,), first_order_steps=(15,))
+    tasks = exp.EXPERIMENT.tasks(config)
+    assert {(t.hessian, t.d) for t in tasks} == {("identity", 10), ("sqrt", 10), ("inverse", 10), ("inverse", 30)}
+    assert {t.T for t in tasks if t.method == "DP-GD"} == {15} and {t.T for t in tasks if t.method != "DP-GD"} == {
+        10, 20}
+    result = protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=1)
+    assert {r.stepsize for r in result.rows if r.method == "DP-GD"} == {1.0}
+    at = exp.edges(result.rows)
+    for key, (row, hit) in at.items():
+        assert row.train_grad_norm == min(r.train_grad_norm for r in result.rows
+                                          if (r.hessian, r.d, r.method, r.seed) == key)
+        assert ("largest T" in hit) == (row.T == (15 if key[2] == "DP-GD" else 20))
+        assert ("smallest C" in hit) == (row.C == 1.0) and ("largest C" in hit) == (row.C == 3.0)
+    statements = [c.statement for c in result.claims]
+    assert any(s.startswith("with r = log d, DPZero is nearly flat in d") for s in statements)
+    assert not any(s.startswith("with r = d, every method") for s in statements)   # one d with r = d: no slope
+    assert "## Where the train-chosen point sits in the grid" in exp.EXPERIMENT.render(result)

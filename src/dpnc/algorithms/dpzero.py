@@ -34,7 +34,7 @@ from dpnc.algorithms.base import Algorithm, Run, Stats, check_choice, check_inte
 from dpnc.algorithms.dpzero_theory import (ACCOUNTING, TheoryParameters, calibrate_noise, dpgd0th_from_theory,
                                            dpzero_from_theory, paper_claim)
 from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
-from dpnc.estimators import TwoPoint, objective_clipped_sum, two_point_on_batch
+from dpnc.estimators import ClosedForm, TwoPoint, objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import noise_multiplier
 from dpnc.privacy.mean import private_mean, release_sum
@@ -114,6 +114,7 @@ class _ZerothOrderFamily(Algorithm):
 
     family: ClassVar[str] = "dpzero"
     per_example: ClassVar[str] = "evaluations"
+    closed_form: ClassVar[bool] = True   # the step needs only a_i and the mean loss (MeZO: the losses themselves)
     steps: int
     paper: bool
     direction: str
@@ -125,8 +126,14 @@ class _ZerothOrderFamily(Algorithm):
         check_choice("direction", self.direction, DIRECTIONS)
 
     def _closure(self, problem, space: FlatSpace):
-        """What ``step`` takes besides the space: the per-example losses at the space's point(s)."""
-        return lambda batch: problem.losses_at(space.x, batch)
+        """What ``step`` takes besides the space: the per-example losses at the space's point(s), with the
+        objective's closed-form two-point differences where it has them (``two_point``, e.g. the quadratic) and
+        the config's step uses only the differences and their mean loss (:class:`~dpnc.estimators.ClosedForm`)."""
+        losses = lambda batch: problem.losses_at(space.x, batch)  # noqa: E731
+        exact = getattr(problem, "two_point", None)
+        if exact is None or not self.closed_form:
+            return losses
+        return ClosedForm(losses, lambda u, lam, batch: exact(space.x, u, lam, batch))
 
     def _step(self, space, closure, seed, **kwargs) -> StepLog:
         return self.step(space, closure, seed, **kwargs)
@@ -298,7 +305,7 @@ class DPZero(_ZerothOrderFamily):
         c = private_mean(diffs.a, self.C, sampler=sampler, noise=noise,     # (1/B) Σ_i clip_C(a_i) + z_t
                          accountant=accountant, noise_multiplier=self.noise_multiplier, discrete=self.discrete)
         space.update_(seed, -per_run(self.eta, c.value) * c.value)         # x_{t+1} = x_t − α c_t u_t
-        return StepLog(diffs.loss, c.clipped, c.value, c.nonfinite, diffs.plus.shape[-1])
+        return StepLog(diffs.loss, c.clipped, c.value, c.nonfinite, diffs.examples)
 
 
 @dataclass(frozen=True)
@@ -316,6 +323,7 @@ class MeZO(_ZerothOrderFamily):
     """
 
     name: ClassVar[str] = "mezo"
+    closed_form: ClassVar[bool] = False
     noise_multiplier: ClassVar[float] = 0.0
 
     eta: Number
@@ -404,7 +412,7 @@ class DPGD0th(_ZerothOrderFamily):
                         noise_multiplier=self.noise_multiplier)            # (1/B) Σ_i clip_C(g_i) + z_t
         space.restore_()
         space.add_(-per_run(self.eta, g) * g)
-        return StepLog(diffs.loss, frac, g, nonfinite, diffs.plus.shape[-1])
+        return StepLog(diffs.loss, frac, g, nonfinite, diffs.examples)
 
 
 ClippedSum = Callable[[torch.Tensor, Number, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]

@@ -4,11 +4,14 @@ Quadratics with Hessians of effective rank d, √d and log d; DPZero, DPGD-0th a
 (ε, δ) = (2, 10⁻⁶) with the paper's advanced-composition noise σ = 4C√(2T log(e + ε/δ))/(nε); each
 point is the grid point of T, step size and C that is best on the *training* metric (the test metric there is
 reported, with the test floor: the best test value over the grid, which a test-chosen point would report).
-``seeds`` repeats the whole grid with other public directions and fresh secret noise (the data stay those of
-``seed``); the claims are judged on intervals over those seeds (:mod:`dpnc.experiments.claims`), so one seed
-gives every comparison and slope "no signal". A task is one (Hessian, d, method, T): its whole
-(step size × C) grid runs as one batched tensor computation, a FlatSpace of shape (K, d) whose K runs share
-their public directions and each draw their own secret noise, and yields K rows. The output of a run is its
+``seeds`` repeats the whole grid with other data, other public directions and fresh secret noise; the claims are
+judged on intervals over those seeds (:mod:`dpnc.experiments.claims`), so one seed gives every comparison and
+slope "no signal". A task is one (Hessian, d, method, T): its whole (step size × C) grid runs as one batched
+tensor computation, a FlatSpace of shape (K, d) whose K runs share their public directions and each draw their
+own secret noise, and yields K rows. The zeroth-order methods step on the quadratic's closed-form directional
+derivatives (one pass over the data per step, shared by the K runs); DP-GD's per-example clipping costs two
+(K × d)·(d × n) products a step, so it may have a grid of its own (``first_order_*``), and the r = d and r = √d
+Hessians may stop at a smaller d (``high_rank_max_d``) than r = log d. The output of a run is its
 last iterate (the paper does not say which iterate it evaluates; spec §7.7).
 
 Run it with :func:`dpnc.experiments.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
@@ -71,8 +74,16 @@ class SyntheticConfig:
     direction: str = field(default="sphere", metadata=_help("Directions: " + " or ".join(DIRECTIONS) + "."))
     seed: int = field(default=0, metadata=_help("Public seed (data and directions); the noise is always secret."))
     seeds: int = field(default=1, metadata=_help(
-        "Repeats of the whole grid (directions seeded by seed + 10000·s, fresh secret noise; the same data): the "
+        "Repeats of the whole grid (data and directions seeded by seed + 10000·s, fresh secret noise): the "
         "claims' intervals are over these; one gives no interval."))
+    high_rank_max_d: int = field(default=2000, metadata=_help(
+        "The largest d run with the r = d and r = √d Hessians (r = log d runs every d): their claims show at "
+        "small d, the flatness claim needs r = log d at the largest."))
+    first_order_stepsizes: tuple[float, ...] = field(default=(), metadata=_help(
+        "DP-GD's step-size grid (empty: the same as --stepsizes). DP-GD costs O(Knd) a step, the zeroth-order "
+        "methods O(nd + Kn)."))
+    first_order_steps: tuple[int, ...] = field(default=(), metadata=_help(
+        "DP-GD's T grid (empty: the same as --steps)."))
 
     def __post_init__(self) -> None:
         self.validate()
@@ -92,6 +103,21 @@ class SyntheticConfig:
         check_value("direction", self.direction, one_of(DIRECTIONS))
         check_value("seed", self.seed, NATURAL)
         check_value("seeds", self.seeds, INTEGER)
+        check_value("high_rank_max_d", self.high_rank_max_d, INTEGER)
+        if self.first_order_stepsizes:
+            check_axis("first_order_stepsizes", self.first_order_stepsizes, NONNEGATIVE)
+        if self.first_order_steps:
+            check_axis("first_order_steps", self.first_order_steps, INTEGER)
+
+    def grid(self, method: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """The method's T grid and step-size grid (DP-GD's may be its own; C is common)."""
+        if method == "DP-GD":
+            return self.first_order_steps or self.steps, self.first_order_stepsizes or self.stepsizes
+        return self.steps, self.stepsizes
+
+    def runs(self, hessian: str, d: int) -> bool:
+        """Whether the (Hessian, d) cell is in the grid."""
+        return hessian == "inverse" or d <= self.high_rank_max_d
 
 
 FULL = SyntheticConfig()
@@ -141,8 +167,8 @@ class SyntheticRow:
 def run_grid(problem: Quadratic, method: str, T: int, config: SyntheticConfig, noise: NoiseSource, *,
              hessian: str, seed: int = 0) -> tuple[SyntheticRow, ...]:
     """One method at one T over the whole (step size × C) grid, as one batched run; a row per grid point.
-    ``seed``: the repeat (its directions are seeded by config.seed + 10000·seed)."""
-    grid = list(itertools.product(config.stepsizes, config.clips))
+    ``seed``: the repeat (its directions are seeded by config.seed + 10000·seed, as its data are)."""
+    grid = list(itertools.product(config.grid(method)[1], config.clips))
     eta = torch.tensor([g[0] for g in grid], dtype=torch.float64)
     C = torch.tensor([g[1] for g in grid], dtype=torch.float64)
     multiplier = calibrate_noise("paper", config.epsilon, config.delta, T, problem.n)
@@ -177,16 +203,37 @@ def selected(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str, int], di
     test value at the point of least train gradient norm (train loss); ``test_floor``: the least test gradient norm
     over the grid, the optimistic value a choice on the test set would report.
     """
-    groups: dict = {}
-    for row in rows:
-        groups.setdefault((row.hessian, row.d, row.method, row.seed), []).append(row)
     out = {}
-    for key, group in groups.items():
+    for key, group in _groups(rows).items():
         by_norm = min(group, key=lambda r: r.train_grad_norm)
         by_loss = min(group, key=lambda r: r.train_loss)
         out[key] = {"train_grad_norm": by_norm.train_grad_norm, "test_grad_norm": by_norm.test_grad_norm,
                     "train_loss": by_loss.train_loss, "test_loss": by_loss.test_loss,
                     "test_floor": min(r.test_grad_norm for r in group)}
+    return out
+
+
+def _groups(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str, int], list[SyntheticRow]]:
+    """(hessian, d, method, seed) → its rows (every T, step size and C)."""
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault((row.hessian, row.d, row.method, row.seed), []).append(row)
+    return groups
+
+
+EDGES = ("largest T", "smallest C", "largest C", "smallest step", "largest step")
+
+
+def edges(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]]:
+    """(hessian, d, method, seed) → the train-chosen row (least train ‖∇F‖) and the edges of that method's grid it
+    sits on (:data:`EDGES`): a choice on an edge says the grid may be too small in that direction."""
+    out = {}
+    for key, group in _groups(rows).items():
+        chosen = min(group, key=lambda r: r.train_grad_norm)
+        axes = {name: sorted({getattr(r, name) for r in group}) for name in ("T", "C", "stepsize")}
+        at = [chosen.T == axes["T"][-1], chosen.C == axes["C"][0], chosen.C == axes["C"][-1],
+              chosen.stepsize == axes["stepsize"][0], chosen.stepsize == axes["stepsize"][-1]]
+        out[key] = (chosen, [e for e, hit in zip(EDGES, at) if hit])
     return out
 
 
@@ -226,17 +273,26 @@ def _log(v: float) -> float:
 def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]]) -> list[Claim]:
     """The paper's qualitative claims (§4.1), judged on the test gradient norm at the train-chosen point of each
     seed (:func:`selected`): comparisons on the per-seed log-ratios (paired by seed), trends on per-seed log-log
-    slopes against d, each a 95 % t interval over the seeds (one seed: no interval, no signal)."""
+    slopes against d, each a 95 % t interval over the seeds (one seed: no interval, no signal). A (Hessian, d) cell
+    not in the grid (``high_rank_max_d``) is left out of every claim."""
     claims = []
-    hessians, dims, methods = _axes(values)
+    hessians, _, methods = _axes(values)
     seeds = sorted({k[3] for k in values})
-    g = {k: [values[(*k, s)]["test_grad_norm"] for s in seeds] for k in
-         {(h, d, m) for h, d, m, _ in values}}
+    runs = {(h, d, m) for h, d, m, _ in values}
+    g = {k: [values[(*k, s)]["test_grad_norm"] for s in seeds] for k in runs}
+    train = {k: [values[(*k, s)]["train_grad_norm"] for s in seeds] for k in runs}
+
+    def dims_of(h: str) -> list[int]:
+        """The dimensions at which every method ran with Hessian h."""
+        return sorted(d for d in {k[1] for k in runs} if all((h, d, m) in runs for m in methods))
+
+    def slope(h: str, m: str, by=g) -> stats.Interval:
+        return stats.slope_interval(dims_of(h), list(zip(*[by[(h, d, m)] for d in dims_of(h)])))
 
     def log_ratio(top: list[float], bottom: list[float]) -> stats.Interval:
         return stats.paired_interval([_log(a) for a in top], [_log(b) for b in bottom])
 
-    cells = [(h, d) for h in hessians for d in dims]
+    cells = [(h, d) for h in hessians for d in dims_of(h)]
     if {"DPZero", "DPGD-0th", "DP-GD"} <= set(methods):
         worst = {f"{RANK_LABEL[h]}, d={d}": log_ratio(g[(h, d, "DPGD-0th")],
                                                       [max(a, b) for a, b in zip(g[(h, d, "DPZero")],
@@ -249,26 +305,28 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]]) -> l
                                                      g[(h, d, "DP-GD")])
                 for h, d in cells}
         claims.append(_cells_claim("DP-GD is always best: log(the smaller other / DP-GD) > 0 in every cell", best))
-    if "identity" in hessians and len(dims) > 1:
-        slopes = {m: stats.slope_interval(dims, list(zip(*[g[("identity", d, m)] for d in dims]))) for m in methods}
+    if "identity" in hessians and len(dims_of("identity")) > 1:
+        slopes = {m: slope("identity", m) for m in methods}
         verdicts = {m: stats.exceeds(iv, 0.0) for m, iv in slopes.items()}
-        claims.append(Claim("with r = d, every method gets worse as d grows: log-log slope against d > 0",
-                            stats.all_hold(list(verdicts.values())),
+        claims.append(Claim(f"with r = d, every method gets worse as d grows: log-log slope against d > 0 (d ∈ "
+                            f"{dims_of('identity')})", stats.all_hold(list(verdicts.values())),
                             "; ".join(f"{m}: slope {slopes[m]}" for m in methods)))
-    if "inverse" in hessians and len(dims) > 1 and "DPZero" in methods:
+    dims = dims_of("inverse") if "inverse" in hessians else []
+    if len(dims) > 1 and "DPZero" in methods:
         # Table 1 bounds E‖∇F‖² by O((log d)·√r) (times d-free factors); with r = Tr A = Σ 1/j that is
         # polylogarithmic and still rises over these d. The norm, not its square, is measured: it may rise with half
         # the bound's slope. "Nearly flat" = no faster than that.
         bound = loglog_slope(dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims])
-        z = stats.slope_interval(dims, list(zip(*[g[("inverse", d, "DPZero")] for d in dims])))
+        z = slope("inverse", "DPZero")
         claims.append(Claim(f"with r = log d, DPZero is nearly flat in d: the log-log slope of ‖∇F‖ is below "
                             f"{bound / 2:.2f}, half the slope {bound:.2f} of Table 1's bound (log d)·√r on "
-                            "‖∇F‖² over these d", stats.below(z, bound / 2),
+                            f"‖∇F‖² over d ∈ {dims}", stats.below(z, bound / 2),
                             f"DPZero: slope {z}; " + ", ".join(
                                 f"d={d}: {statistics.fmean(g[('inverse', d, 'DPZero')]):.3g}" for d in dims)
-                            + "; slopes of the others: " + "; ".join(
-                                f"{m} {stats.slope_interval(dims, list(zip(*[g[('inverse', d, m)] for d in dims])))}"
-                                for m in methods if m != "DPZero")))
+                            + f"; train ‖∇F‖ slope {slope('inverse', 'DPZero', train)}: " + ", ".join(
+                                f"d={d}: {statistics.fmean(train[('inverse', d, 'DPZero')]):.3g}" for d in dims)
+                            + "; test slopes of the others: " + "; ".join(
+                                f"{m} {slope('inverse', m)}" for m in methods if m != "DPZero")))
         if "DP-GD" in methods:
             ratios = list(zip(*[[a / b for a, b in zip(g[("inverse", d, "DPZero")], g[("inverse", d, "DP-GD")])]
                                 for d in dims]))
@@ -282,7 +340,8 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]]) -> l
     if len(hessians) > 1:
         better = {f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}":
                   log_ratio(g[(hessians[i], d, m)], g[(hessians[i + 1], d, m)])
-                  for d in dims for m in methods for i in range(len(hessians) - 1)}
+                  for i in range(len(hessians) - 1) for d in dims_of(hessians[i]) if d in dims_of(hessians[i + 1])
+                  for m in methods}
         claims.append(_cells_claim("every method improves as r gets smaller (d, √d, log d): log(norm at the larger "
                                    "r / norm at the next smaller) > 0 for every (d, method)", better))
     if len(seeds) < 2:
@@ -328,15 +387,19 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
                 "rows": [{**by_T[r["T"]], **r} for r in data["rows"]]}
 
     def tasks(self, config: SyntheticConfig) -> list[SyntheticTask]:
-        return [SyntheticTask(*t) for t in itertools.product(config.hessians, config.dims, config.methods,
-                                                             config.steps, range(config.seeds))]
+        return [SyntheticTask(h, d, m, T, s) for h, d, m in itertools.product(config.hessians, config.dims,
+                                                                                config.methods)
+                if config.runs(h, d) for T in config.grid(m)[0] for s in range(config.seeds)]
 
     def cost(self, config: SyntheticConfig, task: SyntheticTask) -> float:
-        return task.T * task.d
+        """Seconds-like: a zeroth-order step costs a fixed overhead, one pass over the n × d data and O(Kn) for the
+        K runs; a DP-GD step two (K × d)·(d × n) products (measured on the shared 2-core machine)."""
+        runs = len(config.grid(task.method)[1]) * len(config.clips)
+        return task.T * (300 + (0.6 * runs * task.d if task.method == "DP-GD" else task.d + 10 * runs))
 
     def run_one(self, config: SyntheticConfig, task: SyntheticTask) -> tuple[SyntheticRow, ...]:
         """The task's (step size × C) grid: one row per grid point, in the order of the grid."""
-        problem = Quadratic.synthetic(task.d, task.hessian, n=config.n, seed=config.seed)
+        problem = Quadratic.synthetic(task.d, task.hessian, n=config.n, seed=config.seed + 10_000 * task.seed)
         return run_grid(problem, task.method, task.T, config, NoiseSource(), hessian=task.hessian, seed=task.seed)
 
     def claims(self, rows: Sequence[SyntheticRow], config: SyntheticConfig) -> list[Claim]:
@@ -344,8 +407,13 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
 
     def describe(self, result: Result) -> str:
         cfg = result.config
-        return (f"Grid: d ∈ {list(cfg.dims)}, T ∈ {list(cfg.steps)}, step size ∈ {list(cfg.stepsizes)}, "
-                f"C ∈ {list(cfg.clips)}; n = {cfg.n} train and test, λ = {cfg.lam}, directions: {cfg.direction}, "
+        steps, stepsizes = cfg.grid("DP-GD")
+        own = (f" (DP-GD: T ∈ {list(steps)}, step size ∈ {list(stepsizes)})"
+               if (steps, stepsizes) != (cfg.steps, cfg.stepsizes) else "")
+        high = (f"; the r = d and r = √d Hessians only at d ≤ {cfg.high_rank_max_d}"
+                if any(d > cfg.high_rank_max_d for d in cfg.dims) else "")
+        return (f"Grid: d ∈ {list(cfg.dims)}{high}, T ∈ {list(cfg.steps)}, step size ∈ {list(cfg.stepsizes)}, "
+                f"C ∈ {list(cfg.clips)}{own}; n = {cfg.n} train and test, λ = {cfg.lam}, directions: {cfg.direction}, "
                 f"x₀ = 0, last iterate, public seed {cfg.seed}, {cfg.seeds} repeat(s) of the grid. Each (Hessian, d, "
                 "method, T) runs its (step size × C) grid as one batched computation; a point is chosen over T, "
                 "step size and C on the training metric, and the test metric is reported there (mean over repeats).")
@@ -360,7 +428,15 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
         lines += [f"| {RANK_LABEL[h]} | {d} | " + " | ".join(f"{best[(h, d, m)]['test_grad_norm']:.4g} "
                                                              f"({best[(h, d, m)]['test_floor']:.4g})"
                                                              for m in methods) + " |"
-                  for h in hessians for d in dims]
+                  for h in hessians for d in dims if (h, d, methods[0]) in best]
+        lines += ["", "## Best train gradient norm (Figure 2)\n",
+                  "The least train ‖∇F‖ over the grid, mean over the repeats (the optimisation error; the test norm "
+                  "adds the sampling gap ‖A(ξ̄_train − ξ̄_test)‖, about √(2 Σ a_j² / n)).\n",
+                  "| Hessian | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+        lines += [f"| {RANK_LABEL[h]} | {d} | " + " | ".join(f"{best[(h, d, m)]['train_grad_norm']:.4g}"
+                                                             for m in methods) + " |"
+                  for h in hessians for d in dims if (h, d, methods[0]) in best]
+        lines += ["", self._render_edges(result)]
         lines += ["", "## Privacy of every run (per T; the same for every method and grid point)\n",
                   "Each run releases T Gaussians of multiplier σ/Δ = 2√(2T log(e+ε/δ))/ε "
                   "(Δ = 2C/n, replace-one). The paper certifies ε by advanced composition; "
@@ -370,6 +446,27 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
                   f"{p['epsilon_pld']:.4g} |" for p in privacy_rows(result.rows)]
         lines += ["", "Figures: `fig1_test_grad_norm.png`, `fig2_train_grad_norm.png`, `fig3_loss.png`; "
                   "every run: `rows.csv`; the privacy per T: `privacy.csv`; everything: `result.json`."]
+        return "\n".join(lines)
+
+    @staticmethod
+    def _render_edges(result: Result) -> str:
+        """Where the train-chosen points sit in each method's grid: counts on each edge, and every choice."""
+        at = edges(result.rows)
+        methods = [m for m in METHODS if any(k[2] == m for k in at)]
+        lines = ["## Where the train-chosen point sits in the grid\n",
+                 "Per method, how many of the (Hessian, d, repeat) choices sit on each edge of its grid; then each "
+                 "cell's choices (T, step size, C), one per repeat.\n",
+                 "| method | choices | " + " | ".join(EDGES) + " |", "|---|---|" + "---|" * len(EDGES)]
+        for m in methods:
+            mine = [hit for k, (_, hit) in at.items() if k[2] == m]
+            lines.append(f"| {m} | {len(mine)} | " + " | ".join(str(sum(e in hit for hit in mine)) for e in EDGES)
+                         + " |")
+        cells = sorted({k[:2] for k in at}, key=lambda c: (HESSIANS.index(c[0]), c[1]))
+        lines += ["", "| Hessian | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+        for h, d in cells:
+            lines.append(f"| {RANK_LABEL[h]} | {d} | " + " | ".join(
+                " · ".join(f"{r.T}, {r.stepsize:g}, {r.C:g}" for (hh, dd, mm, _), (r, _) in sorted(at.items())
+                           if (hh, dd, mm) == (h, d, m)) for m in methods) + " |")
         return "\n".join(lines)
 
     def tables(self, result: Result) -> dict[str, list[dict]]:
@@ -396,7 +493,8 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
                 for j, h in enumerate(hessians):
                     ax = axes[i][j]
                     for m, marker in zip(methods, "os^"):
-                        ax.plot(dims, [best[(h, d, m)][metric] for d in dims], marker=marker, label=m)
+                        shown = [d for d in dims if (h, d, m) in best]
+                        ax.plot(shown, [best[(h, d, m)][metric] for d in shown], marker=marker, label=m)
                     ax.set(xscale="log", yscale="log", xlabel="d",
                            title=f"({'abcdef'[i * len(hessians) + j]}) {RANK_LABEL[h]}",
                            ylabel=f"{ylabel} ({metric.split('_')[0]})" if len(metrics) > 1 else ylabel)

@@ -79,9 +79,36 @@ class Quadratic(Objective):
 
         ``index`` None: every training example.
         """
-        s = self._stats["train"]
-        a_xi, c = (s["a_xi"], s["c"]) if index is None else (s["a_xi"][index], s["c"][index])
+        a_xi, c = self._rows(index, "a_xi", "c")
         return 0.5 * (points**2 * self.a).sum(-1, keepdim=True) - points @ a_xi.T + c
+
+    def two_point(self, x: torch.Tensor, u: torch.Tensor, lam: float, index: torch.Tensor | None = None):
+        """The two-point differences at points x (..., d) along u, in closed form: a :class:`~dpnc.estimators.
+        Directional` with a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) = (Au)ᵀx − (Au)ᵀξ_i (exact on a quadratic, for
+        every λ) → (..., |index|), and the mean loss over both points, F_batch(x) + ½λ²uᵀAu, as
+        :class:`~dpnc.estimators.TwoPoint` reports it. The product of the batch's data with Au is shared by all
+        runs: O(nd + Kn) a step instead of two O(Knd) evaluations."""
+        from dpnc.estimators import Directional
+
+        au = self.a * u
+        xi, c = self._rows(index, "xi", "c")
+        if self._full(index):
+            loss = self.value(x, "train")
+        elif len(index):
+            loss = 0.5 * (x**2 * self.a).sum(-1) - x @ (self.a * xi.mean(0)) + c.mean()
+        else:
+            loss = torch.zeros(x.shape[:-1], dtype=x.dtype)
+        return Directional((x @ au).unsqueeze(-1) - xi @ au, loss + 0.5 * lam**2 * (u * au).sum())
+
+    def _full(self, index: torch.Tensor | None) -> bool:
+        """Is ``index`` the whole training set in order (None, or what a full-batch sampler draws)?"""
+        return index is None or (len(index) == self.n and bool((index == torch.arange(self.n)).all()))
+
+    def _rows(self, index: torch.Tensor | None, *names: str) -> tuple[torch.Tensor, ...]:
+        """The training statistics ``names`` ("xi" the data) of the examples ``index``; the full batch (None, or
+        every example in order, as a full-batch sampler draws it) without copying n × d rows each step."""
+        s, full = {"xi": self.train, **self._stats["train"]}, self._full(index)
+        return tuple(s[name] if full else s[name][index] for name in names)
 
     def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """f(x[i, j], ξ_index[i]) for x (b, k, d) → (b, k)."""
@@ -107,9 +134,7 @@ class Quadratic(Objective):
         ‖A(x − ξ_i)‖² = xᵀA²x − 2xᵀA²ξ_i + ξ_iᵀA²ξ_i and Σ_i w_i A(x − ξ_i) = A(x·Σ_i w_i − Σ_i w_i ξ_i):
         two matrix products, no (runs × n × d) tensor. Equals the torch.func route (tested).
         """
-        s = self._stats["train"]
-        xi = self.train if batch is None else self.train[batch]
-        a2_xi, c2 = (s["a2_xi"], s["c2"]) if batch is None else (s["a2_xi"][batch], s["c2"][batch])
+        xi, a2_xi, c2 = self._rows(batch, "xi", "a2_xi", "c2")
         sq = (x**2 * self.a**2).sum(-1, keepdim=True) - 2 * x @ a2_xi.T + c2
         norms = sq.clamp_min(0).sqrt()
         C = per_run(C, norms)
