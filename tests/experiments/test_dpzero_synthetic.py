@@ -222,9 +222,11 @@ def test_grid_edges_high_rank_cap_and_dp_gd_grid():
     """high_rank_max_d drops the r = d and √d cells above it (the claims skip them); DP-GD runs its own grid; the
     edges name where each train-chosen point sits."""
     config = exp.SyntheticConfig(dims=(10, 30), steps=(10, 20), stepsizes=(0.1, 0.3), clips=(1.0, 3.0), n=200,
-                                 seeds=2, high_rank_max_d=10, first_order_stepsizes=(1.0,), first_order_steps=(15,))
+                                 seeds=2, high_rank_max_d=10, high_rank_max_T=15, first_order_stepsizes=(1.0,),
+                                 first_order_steps=(15,))
     tasks = exp.EXPERIMENT.tasks(config)
     assert {(t.hessian, t.d) for t in tasks} == {("identity", 10), ("sqrt", 10), ("inverse", 10), ("inverse", 30)}
+    assert {t.T for t in tasks if t.hessian != "inverse" and t.method != "DP-GD"} == {10}
     assert {t.T for t in tasks if t.method == "DP-GD"} == {15} and {t.T for t in tasks if t.method != "DP-GD"} == {
         10, 20}
     result = protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=1)

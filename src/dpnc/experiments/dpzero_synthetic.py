@@ -45,6 +45,12 @@ from dpnc.space import DIRECTIONS
 METHODS = ("DPZero", "DPGD-0th", "DP-GD")
 METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
 RANK_LABEL = {"identity": "r = d", "sqrt": "r = O(√d)", "inverse": "r = O(log d)"}
+# Table 1 (with A3.5): the d- and r-dependent factor of each method's bound on E‖∇F_S‖²; r = Tr A (‖A‖ = 1).
+TABLE1 = {"DPGD-0th": lambda d, r: d * math.sqrt(r), "DPZero": lambda d, r: math.log(d) * math.sqrt(r),
+          "DP-GD": lambda d, r: math.sqrt(r)}
+# A theorem's exponent is observed when the fitted slope's interval contains it and is no wider than ±INFORMATIVE,
+# or lies within ±EXPONENT_TOL of it (claims.consistent; the convention of kl-rates and nonsmooth-rates).
+EXPONENT_TOL, INFORMATIVE = 0.15, 0.5
 
 
 def _help(text: str) -> dict:
@@ -79,6 +85,8 @@ class SyntheticConfig:
     high_rank_max_d: int = field(default=2000, metadata=_help(
         "The largest d run with the r = d and r = √d Hessians (r = log d runs every d): their claims show at "
         "small d, the flatness claim needs r = log d at the largest."))
+    high_rank_max_T: int = field(default=5120, metadata=_help(
+        "The largest T run with the r = d and r = √d Hessians (r = log d runs every T)."))
     first_order_stepsizes: tuple[float, ...] = field(default=(), metadata=_help(
         "DP-GD's step-size grid (empty: the same as --stepsizes). DP-GD costs O(Knd) a step, the zeroth-order "
         "methods O(nd + Kn)."))
@@ -104,6 +112,7 @@ class SyntheticConfig:
         check_value("seed", self.seed, NATURAL)
         check_value("seeds", self.seeds, INTEGER)
         check_value("high_rank_max_d", self.high_rank_max_d, INTEGER)
+        check_value("high_rank_max_T", self.high_rank_max_T, INTEGER)
         if self.first_order_stepsizes:
             check_axis("first_order_stepsizes", self.first_order_stepsizes, NONNEGATIVE)
         if self.first_order_steps:
@@ -115,9 +124,9 @@ class SyntheticConfig:
             return self.first_order_steps or self.steps, self.first_order_stepsizes or self.stepsizes
         return self.steps, self.stepsizes
 
-    def runs(self, hessian: str, d: int) -> bool:
-        """Whether the (Hessian, d) cell is in the grid."""
-        return hessian == "inverse" or d <= self.high_rank_max_d
+    def runs(self, hessian: str, d: int, T: int = 1) -> bool:
+        """Whether the (Hessian, d) cell, at T, is in the grid."""
+        return hessian == "inverse" or (d <= self.high_rank_max_d and T <= self.high_rank_max_T)
 
 
 FULL = SyntheticConfig()
@@ -266,6 +275,11 @@ def _cells_claim(statement: str, intervals: dict[str, stats.Interval]) -> Claim:
                  + (("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else "")) if shown else ""))
 
 
+def trace(hessian: str, d: int) -> float:
+    """r = Tr A of the synthetic Hessian (Σ a_j with a_j = 1, 1/√j, 1/j)."""
+    return float(sum({"identity": 1.0, "sqrt": j ** -0.5, "inverse": 1 / j}[hessian] for j in range(1, d + 1)))
+
+
 def _log(v: float) -> float:
     return math.log(v) if v > 0 else -math.inf
 
@@ -337,6 +351,19 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]]) -> l
                                 "factor by which Table 1's bounds on ‖∇F‖² differ", stats.below(ratio, log_slope / 2),
                                 f"ratio slope {ratio}; DPZero / DP-GD: " + ", ".join(
                                     f"d={d}: {statistics.fmean(r):.2f}" for d, r in zip(dims, zip(*ratios)))))
+    for h in hessians:   # Table 1's exponents: its bounds are on the training objective's E‖∇F_S‖², so on train
+        if len(dims_of(h)) < 2:
+            continue
+        target = {m: loglog_slope(dims_of(h), [TABLE1[m](d, trace(h, d)) for d in dims_of(h)]) / 2 for m in methods}
+        fitted = {m: slope(h, m, train) for m in methods}
+        verdicts = {m: stats.consistent(fitted[m], target[m], EXPONENT_TOL, INFORMATIVE) for m in methods}
+        claims.append(Claim(f"with {RANK_LABEL[h]}, Table 1's exponents in d are observed on the train ‖∇F_S‖ "
+                            f"(half the slope of its bound on ‖∇F_S‖² over d ∈ {dims_of(h)}; the interval contains "
+                            f"it, no wider than ±{INFORMATIVE}, or lies within ±{EXPONENT_TOL})",
+                            stats.all_hold(list(verdicts.values())),
+                            "; ".join(f"{m}: slope {fitted[m]} vs {target[m]:.2f} "
+                                      f"({ {True: 'observed', False: 'not observed', None: 'no signal'}[verdicts[m]]})"
+                                      for m in methods)))
     if len(hessians) > 1:
         better = {f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}":
                   log_ratio(g[(hessians[i], d, m)], g[(hessians[i + 1], d, m)])
@@ -389,13 +416,13 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
     def tasks(self, config: SyntheticConfig) -> list[SyntheticTask]:
         return [SyntheticTask(h, d, m, T, s) for h, d, m in itertools.product(config.hessians, config.dims,
                                                                                 config.methods)
-                if config.runs(h, d) for T in config.grid(m)[0] for s in range(config.seeds)]
+                for T in config.grid(m)[0] if config.runs(h, d, T) for s in range(config.seeds)]
 
     def cost(self, config: SyntheticConfig, task: SyntheticTask) -> float:
         """Seconds-like: a zeroth-order step costs a fixed overhead, one pass over the n × d data and O(Kn) for the
         K runs; a DP-GD step two (K × d)·(d × n) products (measured on the shared 2-core machine)."""
         runs = len(config.grid(task.method)[1]) * len(config.clips)
-        return task.T * (300 + (0.6 * runs * task.d if task.method == "DP-GD" else task.d + 10 * runs))
+        return task.T * (300 + (1.8 * runs * task.d if task.method == "DP-GD" else task.d + 10 * runs))
 
     def run_one(self, config: SyntheticConfig, task: SyntheticTask) -> tuple[SyntheticRow, ...]:
         """The task's (step size × C) grid: one row per grid point, in the order of the grid."""
@@ -410,8 +437,9 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
         steps, stepsizes = cfg.grid("DP-GD")
         own = (f" (DP-GD: T ∈ {list(steps)}, step size ∈ {list(stepsizes)})"
                if (steps, stepsizes) != (cfg.steps, cfg.stepsizes) else "")
-        high = (f"; the r = d and r = √d Hessians only at d ≤ {cfg.high_rank_max_d}"
-                if any(d > cfg.high_rank_max_d for d in cfg.dims) else "")
+        high = (f"; the r = d and r = √d Hessians only at d ≤ {cfg.high_rank_max_d} and T ≤ {cfg.high_rank_max_T}"
+                if any(d > cfg.high_rank_max_d for d in cfg.dims)
+                or any(T > cfg.high_rank_max_T for m in cfg.methods for T in cfg.grid(m)[0]) else "")
         return (f"Grid: d ∈ {list(cfg.dims)}{high}, T ∈ {list(cfg.steps)}, step size ∈ {list(cfg.stepsizes)}, "
                 f"C ∈ {list(cfg.clips)}{own}; n = {cfg.n} train and test, λ = {cfg.lam}, directions: {cfg.direction}, "
                 f"x₀ = 0, last iterate, public seed {cfg.seed}, {cfg.seeds} repeat(s) of the grid. Each (Hessian, d, "
