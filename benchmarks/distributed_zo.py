@@ -194,6 +194,10 @@ def table(runs: list[dict], args) -> str:
                      f"{med(run['no_forward']):.4f} | {med(run['collectives']):.5f} |")
     one = runs[0]
     bound = med(one["group"]) / (med(one["forward"]) / 2 + med(one["no_forward"]))
+    compute = med(one["forward"]) / med(two["forward"])
+    lines += ["", f"The forward passes alone, no direction work and no collectives (the batch's on 1 process against "
+              f"each rank's half on 2 at once): {compute:.2f}x, the most any data-parallel split of them gains on "
+              "this machine now (below 2x when the cores are shared or contend for memory)."]
     lines += ["", f"The direction work is done in full on every rank (each regenerates u over all d entries), so "
               f"with the forward passes halved and nothing else the 2-process speed-up is at most "
               f"{bound:.2f}x at this batch and model (Amdahl, from the 1-process row); measured {speedup:.2f}x."]
