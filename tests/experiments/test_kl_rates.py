@@ -287,6 +287,9 @@ def test_reasons_are_measured_on_the_rows():
     capped = [dataclasses.replace(r, inner_steps=10, inner_rule=40) for r in
               spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -0.9)]
     assert "the inner cap bound in 15 runs" in rate_claim(capped).evidence
+    # a fit that follows a bound whose log factors keep it shallower than the exponent
+    follows = [dataclasses.replace(r, bound=r.x ** -1.0) for r in spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -1.05)]
+    assert "bound's own slope over these points is -1.00, which the fit matches" in rate_claim(follows).evidence
     # wide but admitting the exponent: noise
     assert "noise-dominated" in rate_claim(spider_rows(lambda x, s: x ** (-1.0, -1.5, -2.1)[s])).evidence
 
