@@ -13,6 +13,13 @@ Command (the numbers in docs/results/finetune-defaults)::
         --out docs/results/finetune-defaults/head
     python -m dpnc.experiments.finetune_defaults --data-dir ../shared/data --train head --ceiling \
         --out docs/results/finetune-defaults/head     # the head's ceiling: logistic regression on the features
+    python -m dpnc.experiments.finetune_defaults --data-dir ../shared/data --train head --validate --task SST-5 \
+        --out docs/results/finetune-defaults/head-SST-5-validation   # a task's recipe, chosen on its train split
+
+``--validate`` chooses on the training data only: it holds out a fifth of the 512-shot train split (a fixed
+permutation) as a validation split, trains on the rest, and records every evaluation of the validation split
+along the run (``curves.csv``), so the steps T can be read off where MeZO's validation loss stops falling. The
+test split is never read.
 """
 
 from __future__ import annotations
@@ -64,6 +71,65 @@ def sweep(data_dir: str, train: str, out: Path, *, grid: dict | None = None, eps
     return rows
 
 
+VALIDATION_GRID = {"lr": [0.03, 0.1], "clip": [0.5], "steps": [100_000]}
+
+
+def validate(data_dir: str, out: Path, *, task: str, train: str = "head", grid: dict | None = None,
+             epsilon: float = 6.0, seed: int = 42, methods: tuple[str, ...] = ("mezo", "dpzero"),
+             runs_dir: Path | None = None) -> list[dict]:
+    """Every cell of ``grid`` trained on four fifths of ``task``'s train split (k-shot seed ``seed``) and evaluated
+    ten times along the run on the remaining fifth; ``curves.csv`` has one row per evaluation. Each run's folder
+    (its metrics.jsonl) goes to ``runs_dir`` (default ``out/runs``)."""
+    from dpnc.lm.data import load_task
+
+    full = load_task(task, data_dir, "train", seed=seed)
+    order = torch.randperm(len(full), generator=torch.Generator().manual_seed(1))
+    held_out = len(full) // 5
+    train_set, validation = full.subset(order[held_out:]), full.subset(order[:held_out])
+    grid, runs_dir = grid or VALIDATION_GRID, runs_dir or out / "runs"
+    for values in itertools.product(*grid.values()):
+        cell = dict(zip(grid, values))
+        for method in methods:
+            config = FinetuneConfig(task=task, data_dir=data_dir, method=method, train=train, epsilon=epsilon,
+                                    seed=seed, progress=False, out=str(runs_dir / _cell_name(method, cell)),
+                                    eval_every=cell["steps"] // 10, **cell)
+            Trainer(config, train=train_set, test=validation).run()
+    return write_curves(runs_dir, out, task)
+
+
+def write_curves(runs_dir: Path, out: Path, task: str) -> list[dict]:
+    """``out/curves.csv`` and ``out/summary.md`` from the evaluation events of every run folder in ``runs_dir``."""
+    rows = []
+    for run in sorted(runs_dir.iterdir()):
+        method, cell = _parse_cell(run.name)
+        for line in (run / "metrics.jsonl").read_text().splitlines():
+            event = json.loads(line)
+            if event.get("event") == "eval":
+                rows.append({"method": method, **cell, "step": event["step"], "accuracy": event["accuracy"],
+                             "loss": event["loss"], "epsilon": event["epsilon"]})
+    fields = list(rows[0])
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "curves.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = [f"# {task}: validation curves (a fifth of the train split held out; the test split is not read)", "",
+             "| " + " | ".join(fields) + " |", "|---" * len(fields) + "|"]
+    lines += ["| " + " | ".join(_fmt(r[k]) for k in fields) + " |" for r in rows]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    return rows
+
+
+def _cell_name(method: str, cell: dict) -> str:
+    return "_".join([method, *(f"{k}={v:g}" for k, v in cell.items())])
+
+
+def _parse_cell(name: str) -> tuple[str, dict]:
+    method, *pairs = name.split("_")
+    cell = {k: float(v) for k, v in (p.split("=") for p in pairs)}
+    return method, {k: int(v) if k == "steps" else v for k, v in cell.items()}
+
+
 def feature_ceiling(data_dir: str, out: Path, *, task: str = "SST-2", seed: int = 42) -> dict:
     """The best a head on the frozen features can do: a logistic regression fitted (non-privately, scikit-learn,
     C = 0.1, 1, 10, 100) on ``task``'s cached sentence embeddings, scored on the full test split; ``ceiling.json``
@@ -112,8 +178,13 @@ def main() -> None:
     parser.add_argument("--eval-examples", type=int, default=None)
     parser.add_argument("--ceiling", action="store_true",
                         help="Instead of the sweep: a logistic regression on the frozen features (the head's ceiling).")
-    parser.add_argument("--task", default="SST-2", help="The task of --ceiling (the sweep is on SST-2).")
+    parser.add_argument("--validate", action="store_true",
+                        help="Instead of the sweep: --task's validation curves on a held-out fifth of its train split.")
+    parser.add_argument("--task", default="SST-2", help="The task of --ceiling and --validate (the sweep is on SST-2).")
     args = parser.parse_args()
+    if args.validate:
+        validate(args.data_dir, args.out, task=args.task, train=args.train, epsilon=args.epsilon)
+        return
     if args.ceiling:
         feature_ceiling(args.data_dir, args.out, task=args.task)
         return
