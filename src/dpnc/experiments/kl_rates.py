@@ -294,8 +294,9 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
     name = "kl-rates"
     title = "DP optimization under the KL condition (Menart et al.): excess risk against n√ρ/√d"
     sizes = ("--quick (default): d ∈ {1, 10, 100} (+10⁵ for adaptive GD), n√ρ up to 10⁹, proximal point "
-             "n ≤ 1000 on ‖w‖^1.5, 10 seeds (40 in the inner check), ~10 minutes on 2 shared cores; --full: more "
-             "dimensions, n and objectives (~25 minutes).")
+             "n ≤ 1000 on ‖w‖^1.5, 10 seeds (40 per arm in the inner check), 20 minutes on 2 cores shared with "
+             "other jobs (load ≈ 10); --full: d up to 10³ (+10⁴, 10⁵), proximal point at 7 n on two objectives, "
+             "27 minutes there.")
     claims_heading = "Claims (the theorems' predictions, judged on our runs)"
     Config, QUICK, FULL, Row = KLRatesConfig, QUICK, FULL, KLRow
 
