@@ -21,6 +21,14 @@ def test_crossing_interpolates_in_log_n_and_flags_the_ends():
     assert exp.crossing(series, 0.95) == 1000 and exp.crossing(series, 0.1) == math.inf
 
 
+def test_supported_drops_the_most_censored_points_until_half_the_seeds_are_complete():
+    inf = math.inf
+    ys = [[1, 2, 3, inf], [1, 2, inf, inf], [1, 2, 3, inf], [1, 2, 3, 4]]
+    assert exp.supported(ys) == [0, 1, 2]                    # 3 of 4 seeds complete on d = 1, 2, 3
+    assert exp.supported([[1, inf, inf], [1, inf, inf]]) == [0, 1]   # never below two points
+    assert exp.supported([[1, 2], [1, 2]]) == [0, 1]
+
+
 def test_consistent_judges_an_exponent():
     iv = stats.Interval
     assert stats.consistent(iv(1.0, 0.6, 1.4, 10), 1.2, 0.15, 0.5) is True       # contains, informative
