@@ -438,7 +438,7 @@ def _exponent(o, m, variable, beta, cell, xs, ys, theory) -> Exponent:
     """The exponent over the supported sweep points (:func:`supported`); the theorem's over the same points.
     Seeds censored at a kept point are left out of the fit (slowest seeds first: a bias towards flatter fits, which
     the dropped points and the seed counts disclose)."""
-    keep = supported(ys)
+    keep = sorted(supported(ys), key=lambda i: xs[i])
     xs_, ys_ = [xs[i] for i in keep], [[y[i] for i in keep] for y in ys]
     fitted = stats.slope_interval(xs_, ys_)
     reached = f"{sum(all(math.isfinite(v) for v in y) for y in ys_)}/{len(ys)} seeds"
