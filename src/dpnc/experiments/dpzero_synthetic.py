@@ -332,6 +332,7 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]]) -> l
         # the bound's slope. "Nearly flat" = no faster than that.
         bound = loglog_slope(dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims])
         z = slope("inverse", "DPZero")
+        others = "; ".join(f"{m} {slope('inverse', m)}" for m in methods if m != "DPZero")
         claims.append(Claim(f"with r = log d, DPZero is nearly flat in d: the log-log slope of ‖∇F‖ is below "
                             f"{bound / 2:.2f}, half the slope {bound:.2f} of Table 1's bound (log d)·√r on "
                             f"‖∇F‖² over d ∈ {dims}", stats.below(z, bound / 2),
@@ -339,8 +340,7 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]]) -> l
                                 f"d={d}: {statistics.fmean(g[('inverse', d, 'DPZero')]):.3g}" for d in dims)
                             + f"; train ‖∇F‖ slope {slope('inverse', 'DPZero', train)}: " + ", ".join(
                                 f"d={d}: {statistics.fmean(train[('inverse', d, 'DPZero')]):.3g}" for d in dims)
-                            + "; test slopes of the others: " + "; ".join(
-                                f"{m} {slope('inverse', m)}" for m in methods if m != "DPZero")))
+                            + (f"; test slopes of the others: {others}" if others else "")))
         if "DP-GD" in methods:
             ratios = list(zip(*[[a / b for a, b in zip(g[("inverse", d, "DPZero")], g[("inverse", d, "DP-GD")])]
                                 for d in dims]))
