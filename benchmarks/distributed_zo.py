@@ -9,6 +9,10 @@ every gradient entry. This script measures both:
   (the plain optimizer), 1 process with ``group=Group()`` (the distributed code path's overhead) and 2
   processes (each evaluates B/2 examples), gloo on CPU, 1 torch thread per process, launched by
   ``torch.multiprocessing.spawn``; median and min over ``--steps`` timed steps after 2 warm-up steps;
+* where the time goes: CPU seconds per step on each rank (the work split, readable on a shared machine), the
+  forward passes alone on 1 and 2 processes (the machine's own ceiling for any split), the step with no forward
+  pass (the direction work over all d entries, done in full on every rank, + the collectives) and the
+  collectives alone; with them the Amdahl bound of the speed-up at this batch and model;
 * bytes per step: the elements of every tensor dpnc's :class:`~dpnc.distributed.Group` passed to a collective
   (counted by the group), beside those one ``DistributedDataParallel`` backward all-reduces on the same model
   (counted by a DDP communication hook on its gradient buckets: the number of gradient elements).
@@ -21,7 +25,8 @@ printed with the table.
 
     python benchmarks/distributed_zo.py            # ~1 minute on 2 cores
     python benchmarks/distributed_zo.py --quick    # smoke run
-    python benchmarks/distributed_zo.py --out benchmarks/results   # also writes distributed_zo.{md,json}
+    python benchmarks/distributed_zo.py --out benchmarks/results   # also writes distributed_zo_b64_s32.{md,json}
+    python benchmarks/distributed_zo.py --batch 256 --out benchmarks/results   # more compute per direction
 """
 
 from __future__ import annotations
