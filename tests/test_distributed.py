@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from dpnc.distributed import Group
+from dpnc.distributed import Group, shutdown
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
@@ -142,7 +142,7 @@ def _worker(rank, init_file, out_dir):
         results = {case: run(case, rank=rank, group=group, checkpoint=checkpoint) for case in CASES}
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
-        dist.destroy_process_group()
+        shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -140,6 +140,11 @@ BASH_COMMANDS = [(b, line, argv) for b in BASH for line, argv in _commands(b)]
                          ids=[f"L{line}-{' '.join(argv[:3])}" for _, line, argv in BASH_COMMANDS])
 def test_bash_line_matches_the_code(block, line, argv, tmp_path, monkeypatch):
     where = f"README.md:{line}: {' '.join(argv)}"
+    while "=" in argv[0] and not argv[0].startswith("-"):   # OMP_NUM_THREADS=1 torchrun ...: the environment
+        argv = argv[1:]
+    if argv[0] == "torchrun":   # torchrun [its options] -m dpnc.cli <command>: the dpnc command must parse
+        assert "-m" in argv and argv[argv.index("-m") + 1] == "dpnc.cli", f"{where}: torchrun runs -m dpnc.cli"
+        argv = ["dpnc", *argv[argv.index("-m") + 2:]]
     program = argv[0]
     if program in ("dpnc", ".venv/bin/dpnc"):
         args = argv[1:]

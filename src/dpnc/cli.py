@@ -248,6 +248,7 @@ def finetune(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
+    from dpnc import distributed
     from dpnc.lm import train as lm_train
 
     if threads is not None:
@@ -272,7 +273,7 @@ def finetune(
     summary = lm_train.finetune(config, resume=resume)
     if torch.distributed.is_initialized():   # under torchrun: every rank ran the same steps; rank 0 reports
         rank = torch.distributed.get_rank()
-        torch.distributed.destroy_process_group()
+        distributed.shutdown()
         if rank != 0:
             return
     eps = "" if not config.private else (f", ε = {_num(summary.epsilon_rdp)} (RDP) / {_num(summary.epsilon_pld)} "

@@ -24,6 +24,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
+from dpnc.distributed import shutdown
 from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
@@ -141,7 +142,7 @@ def _worker(rank: int, init_file: str, folder: str, out: str) -> None:
                    "facade": facade_case(rank), **{mode: mode_case(Path(folder), rank, mode) for mode in MODES}}
         torch.save(results, os.path.join(out, f"rank{rank}.pt"))
     finally:
-        dist.destroy_process_group()
+        shutdown()
 
 
 @pytest.fixture(scope="module")
