@@ -394,12 +394,10 @@ def _command_line() -> str:
 
 def _add_reproductions() -> None:
     """The reproductions on the protocol (:mod:`dpnc.experiments.protocol`): one generated command each."""
-    from dpnc.experiments import (dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates,
-                                  nonsmooth_zo, utility)
+    from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates, utility
 
     for experiment in (dpzero_lm.EXPERIMENT, dpzero_synthetic.EXPERIMENT, kl_rates.EXPERIMENT,
-                       nonsmooth_zo.EXPERIMENT, nonsmooth_compare.EXPERIMENT, nonsmooth_rates.EXPERIMENT,
-                       utility.EXPERIMENT):
+                       nonsmooth_compare.EXPERIMENT, nonsmooth_rates.EXPERIMENT, utility.EXPERIMENT):
         add_reproduction(reproduce, experiment)
 
 

@@ -1,149 +1,104 @@
-import csv
+"""nonsmooth-compare: every method's parameters at comparable cost, the paired comparisons judged on constructed
+n(β), and a tiny run of all five methods writing every output."""
+
 import dataclasses
-import json
+import math
 
 import pytest
-from matplotlib.image import imread
-from typer.testing import CliRunner
 
-from dpnc.cli import app
 from dpnc.experiments import nonsmooth_compare as exp
+from dpnc.experiments import nonsmooth_rates as rates
 from dpnc.experiments import protocol
-from dpnc.experiments.report import privacy_claim as privacy
 from tests.experiments.written import assert_written
 
-TINY = exp.CompareConfig(dims=(2, 3), samples=(100, 300), epsilons=(2.0,), seeds=1, n_test=200,
-                         certificate_samples=4, multipass_max_steps=5, max_directions=2)
+TINY = dataclasses.replace(exp.QUICK, dims=(2, 3), nonconvex_dims=(), base_d=2, base_epsilon=4.0, epsilons=(4.0,),
+                           alphas=(0.2,), base_alpha=0.2, seeds=2, n_start=50, n_max=200, betas=(0.6, 0.8),
+                           main_beta=0.8, n_test=300, n_axis=50, rim=1, certificate_samples=4, multipass_max_steps=20)
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
+def test_every_method_gets_its_theorems_parameters_at_comparable_cost():
+    for n, d in ((2_000, 4), (8_000, 16)):
+        config = {m: rates.parameters(exp.FULL, m, n=n, d=d, epsilon=2.0, alpha=0.1) for m in rates.METHODS}
+        ztc, naive = config["ztc"], config["ztc-naive"]
+        assert ztc.oracle == "variance-reduced" and naive.oracle == "naive"
+        # the naive oracle with m = d reads at most n examples and spends 2d evaluations per example, as ZTC does
+        assert naive.m == ztc.m == d and naive.epochs * naive.period <= n
+        assert rates.evaluations(naive, d) == 2 * d * naive.epochs * naive.period
+        assert rates.evaluations(config["klt-zo"], d) <= rates.evaluations(ztc, d)
+        assert config["klt-fo"].oracle == "first-order" and config["klt-fo"].m <= d
+        multipass = config["klt-multipass"]
+        assert multipass.oracle == "multi-pass" and multipass.m <= d
+        assert multipass.steps <= exp.FULL.multipass_max_steps
 
 
-def test_tiny_run_writes_every_output(tiny, tmp_path):
-    rows = tiny.rows
-    assert len(rows) == TINY.runs == 2 * 2 * 4
-    assert [(r.d, r.epsilon, r.n, r.method, r.seed) for r in rows] == exp.EXPERIMENT.tasks(TINY)   # in task order
-    assert {r.method for r in rows} == set(exp.METHODS)
-    for r in rows:
-        assert isinstance(r, exp.CompareRow) and all(v is not None for v in dataclasses.asdict(r).values())
-        assert r.samples_used <= r.n and r.evaluations > 0 and r.seconds >= 0
-        assert 0 <= r.certified_grad_norm <= r.grad_norm + 1e-12 <= 1 + 1e-12  # F is 1-Lipschitz
-        assert r.epsilon_zcdp == pytest.approx(r.epsilon, rel=1e-9)  # every method spends exactly its ρ
-        # dp-accounting's RDP uses discrete orders: a hair above the target at some ε
-        assert r.epsilon_pld <= r.epsilon and r.epsilon_rdp <= r.epsilon * (1 + 1e-3)
-        assert r.theory_rate > 0 and r.excess_loss >= -0.1
-        if r.method != "ztc":
-            assert r.m <= TINY.max_directions and r.m == min(r.default_m, TINY.max_directions)
-        if r.method == "klt-multipass":
-            assert r.T <= TINY.multipass_max_steps and r.samples_used == r.n
-            assert r.population_gap > 0
-    command = "dpnc reproduce nonsmooth-compare (test)"
-    summary = assert_written(tiny, tmp_path, command, {"fig_vs_n.png", "fig_vs_d.png"})
-    for name, panels in (("fig_vs_n.png", TINY.dims), ("fig_vs_d.png", TINY.samples)):   # 4.6 × 3.8 in, 120 dpi
-        assert imread(tmp_path / name).shape[:2] == (round(3.8 * 120), round(4.6 * len(panels) * 120))
-    for text in ("KLT single-pass ZO certifies less than ZTC", "Fitted log-log slopes", "| d | ε | method | n |",
-                 "against d, per n", "Cost per method", "every run is (ε, δ_DP)-DP"):
-        assert text in summary
+def test_the_theorems_order_the_methods_as_the_papers_do():
+    """At the grid's base cell the theorems' n: multi-pass < KLT single pass (ZO = FO) < ZTC < naive, and the naive
+    oracle's n grows fastest with d (d³/ρ² against ZTC's d^{3/2}/ρ)."""
+    def n(method, d):
+        return rates.theory_n(method, d=d, epsilon=2.0, alpha=0.1, beta=0.55, config=exp.FULL)
+
+    assert n("klt-multipass", 4) < n("klt-zo", 4) == n("klt-fo", 4) < n("ztc", 4) < n("ztc-naive", 4)
+    growth = {m: math.log(n(m, 16) / n(m, 4)) / math.log(4) for m in rates.METHODS}
+    assert growth["ztc-naive"] > growth["ztc"] > growth["klt-zo"]
+    assert 2.5 < growth["ztc-naive"] <= 3 and 1 < growth["ztc"] <= 1.5 and 0.5 < growth["klt-zo"] <= 1
 
 
-def seeded(rows, seeds: int, value):
-    """``rows`` repeated over ``seeds`` seeds, each certificate set to ``value(row, seed)``."""
-    return [dataclasses.replace(r, seed=s, certified_grad_norm=value(r, s)) for s in range(seeds) for r in rows]
+def test_paired_log_ratio_enters_censored_seeds_at_their_bound():
+    inf = math.inf
+    assert rates.paired_log_ratio(4000, 1000, 16_000) == pytest.approx(2.0)
+    assert rates.paired_log_ratio(inf, 4000, 16_000) == pytest.approx(2.0)      # only `fewer` reached: ≥ 2
+    assert rates.paired_log_ratio(4000, inf, 16_000) == pytest.approx(-2.0)     # only `more` reached: ≤ −2
+    assert rates.paired_log_ratio(inf, inf, 16_000) is None
 
 
-def verdict_of(rows, text: str) -> bool | None:
-    return next(c.holds for c in exp.check_claims(rows, TINY) if text in c.statement)
+def rows_with(n_beta: dict, seeds: int, config):
+    """Rows whose Ē crosses the main β exactly at n_beta[(method, seed)] (inf: never) on the grid n_start·2^k."""
+    grid = [config.n_start * 2**k for k in range(int(math.log2(config.n_max / config.n_start)) + 1)]
+    beta = config.main_beta
+    out = []
+    for (method, seed), target in n_beta.items():
+        for n in grid:
+            norm = beta / 2 if n >= target else 1.0
+            out.append(rates.RateRow("radial", method, config.base_d, config.base_epsilon, config.base_alpha, seed, n,
+                                     n, 1, 1, 1, 1, norm, norm, 0.0, norm, norm, norm + 0.1, 1.0, 1.0, 1.0, 0.0))
+    return out
 
 
-def test_claims_report_what_was_measured(tiny):
-    claims = exp.check_claims(tiny.rows, TINY)
-    assert list(tiny.claims) == claims   # the runner's claims are the experiment's
-    privacy_holds = [c.holds for c in claims if "(ε, δ_DP)-DP" in c.statement]
-    assert privacy_holds == [True]
-    # one seed: no interval, so no comparison or trend holds or fails, whatever the numbers
-    assert all(c.holds is None for c in claims if "(ε, δ_DP)-DP" not in c.statement)
-    zo_vs_ztc = "single-pass ZO certifies less than ZTC"
-    # three seeds, ZTC clearly worse in every cell: holds; clearly better: fails; overlapping: no signal
-    worse = seeded(tiny.rows, 3, lambda r, s: 0.5 + 0.01 * s if r.method == "ztc" else 0.1 + 0.01 * s)
-    assert verdict_of(worse, zo_vs_ztc) is True
-    better = seeded(tiny.rows, 3, lambda r, s: 0.1 + 0.01 * s if r.method == "ztc" else 0.5 + 0.01 * s)
-    assert verdict_of(better, zo_vs_ztc) is False
-    mixed = seeded(tiny.rows, 3, lambda r, s: (0.1, 0.5, 0.3)[s] if r.method == "ztc" else (0.5, 0.1, 0.31)[s])
-    assert verdict_of(mixed, zo_vs_ztc) is None
-    # the trend in n: per-seed slopes; c·n^-1/2 in every seed falls, c·n^+1/2 rises, ±n^∓1 by seed has no signal
-    falls = "ZTC variance-reduced (Thm 4.9): the certified ‖∂F‖_2α falls with n"
-    assert verdict_of(seeded(tiny.rows, 3, lambda r, s: (1 + 0.1 * s) * r.n ** -0.5), falls) is True
-    assert verdict_of(seeded(tiny.rows, 3, lambda r, s: (1 + 0.1 * s) * r.n ** 0.5), falls) is False
-    assert verdict_of(seeded(tiny.rows, 3, lambda r, s: r.n ** (-1.0, 1.0, 0.0)[s]), falls) is None
+def test_comparison_claims_hold_fail_or_have_no_signal_on_constructed_rows():
+    config = dataclasses.replace(TINY, dims=(2,), methods=("ztc", "ztc-naive"), seeds=4, n_start=100, n_max=1600)
+
+    def verdict(naive, ztc):
+        rows = rows_with({**{("ztc-naive", s): v for s, v in enumerate(naive)},
+                          **{("ztc", s): v for s, v in enumerate(ztc)}}, 4, config)
+        claim, = (c for c in rates.comparison_claims(rows, config) if "naive oracle" in c.statement)
+        return claim.holds
+
+    inf = math.inf
+    assert verdict([800, 1600, 800, 1600], [200, 400, 200, 200]) is True     # 4–8× fewer in every seed
+    assert verdict([inf] * 4, [200, 400, 200, 400]) is True                  # naive never reached: bound > 0
+    assert verdict([200, 400, 200, 200], [800, 1600, 800, 1600]) is False
+    assert verdict([800, 200, 400, 200], [200, 800, 400, 400]) is None       # both ways: no signal
+    assert verdict([inf] * 4, [inf] * 4) is None                             # neither reached
 
 
-def test_the_privacy_claim_without_every_accountant_has_no_signal_or_fails(tiny):
-    """dp-accounting's PLD gives no ε at a huge ε (e.g. 10⁹): such runs cannot make the claim hold."""
-    rows = list(tiny.rows)
-    assert privacy(rows).holds is True
-    one_missing = [dataclasses.replace(rows[0], epsilon_pld=None), *rows[1:]]
-    claim = privacy(one_missing)
-    assert claim.holds is None and "1 run(s) without an ε from every accountant" in claim.evidence
-    over = [*one_missing[:-1], dataclasses.replace(rows[-1], epsilon_pld=2 * rows[-1].epsilon)]
-    assert privacy(over).holds is False
-    assert privacy([dataclasses.replace(r, epsilon_pld=None) for r in rows]).holds is None
+@pytest.mark.slow
+def test_tiny_run_of_every_method_writes_every_output(tmp_path):
+    result = protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
+    assert {r.method for r in result.rows} == set(rates.METHODS)
+    for r in result.rows:
+        if r.method in ("ztc", "ztc-naive", "klt-zo"):   # the single-pass function-evaluation counts are the run's
+            assert r.evaluations == rates.evaluations(rates.parameters(TINY, r.method, n=r.n, d=r.d, epsilon=r.epsilon,
+                                                                       alpha=r.alpha), r.d)
+        assert r.evaluations > 0
+        assert r.samples_used <= r.n and 0 <= r.expected_norm <= 1
+        assert r.epsilon_zcdp == pytest.approx(r.epsilon, rel=1e-9)
+    summary = assert_written(result, tmp_path, "dpnc reproduce nonsmooth-compare (test)",
+                             {"thresholds.csv", "fig_sample_complexity.png"})
+    for text in ("naive oracle", "KLT first-order", "KLT multi-pass", "at equal function evaluations KLT",
+                 "| objective | method | exponent in |", "every run is (ε, δ_DP)-DP"):
+        assert text in summary, text
 
 
-def test_a_subset_of_methods_runs_and_summarises(tmp_path):
-    config = dataclasses.replace(TINY, dims=(2,), samples=(100,), methods=("klt-fo",))
-    result = protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=2)
-    assert [r.method for r in result.rows] == ["klt-fo"]
-    protocol.write(result, tmp_path, "test")
-    assert "—" in (tmp_path / "summary.md").read_text()  # no slope from a single n or d
-
-
-def test_config_and_cli_validate(tmp_path):
-    with pytest.raises(ValueError, match="methods must be among"):
-        exp.CompareConfig(methods=("other",))
-    with pytest.raises(ValueError, match="seeds must be"):
-        exp.CompareConfig(seeds=0)
-    with pytest.raises(ValueError, match="alpha"):
-        exp.CompareConfig(alpha=0.0)
-    with pytest.raises(ValueError, match="max_directions"):
-        exp.CompareConfig(max_directions=0)
-    with pytest.raises(ValueError, match=r"samples must be an integer >= 4; got 2"):
-        exp.CompareConfig(samples=(2,))
-    with pytest.raises(ValueError, match="n_test must be"):
-        exp.CompareConfig(n_test=0)
-    runner = CliRunner()
-    result = runner.invoke(app, ["reproduce", "nonsmooth-compare", "--samples", "a,b", "--out", str(tmp_path)])
-    assert result.exit_code != 0 and "comma-separated int" in result.output
-    result = runner.invoke(app, ["reproduce", "nonsmooth-compare", "--methods", "ztc,other", "--out", str(tmp_path)])
-    assert result.exit_code != 0 and "methods must be among" in result.output
-    result = runner.invoke(app, ["reproduce", "nonsmooth-compare", "--help"])
-    assert result.exit_code == 0
-    for option in ("--full", "--quick", "--alpha", "--multipass-max-steps", "--max-directions", "--methods"):
-        assert option in result.output
-
-
-def test_quick_is_the_default_and_full_is_larger():
-    assert exp.EXPERIMENT.QUICK is exp.QUICK and exp.EXPERIMENT.FULL == exp.CompareConfig()
-    assert exp.QUICK.runs < exp.FULL.runs
-    assert set(exp.QUICK.methods) == set(exp.METHODS)
-
-
-def test_cli_runs_a_tiny_grid(tmp_path):
-    result = CliRunner().invoke(app, ["reproduce", "nonsmooth-compare", "--dims", "2", "--samples", "100,200",
-                                      "--epsilons", "4", "--seeds", "1", "--multipass-max-steps", "3",
-                                      "--max-directions", "2", "--out", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    assert "Medians over seeds" in result.output
-    assert (tmp_path / "summary.md").read_text() in result.output   # the summary printed is the one written
-    saved = json.loads((tmp_path / "result.json").read_text())
-    cfg = saved["config"]
-    assert (cfg["dims"], cfg["samples"], cfg["epsilons"], cfg["seeds"]) == ([2], [100, 200], [4.0], 1)
-    assert (cfg["multipass_max_steps"], cfg["max_directions"]) == (3, 2)
-    assert sorted((r["n"], r["method"]) for r in saved["rows"]) == sorted(
-        (n, m) for n in (100, 200) for m in exp.METHODS)   # one run per (n, method)
-    assert all(r["T"] <= 3 for r in saved["rows"] if r["method"] == "klt-multipass")
-    assert all(r["m"] <= 2 for r in saved["rows"] if r["method"] != "ztc")
-    with (tmp_path / "rows.csv").open() as f:   # the rows file holds the same runs
-        assert [(int(r["n"]), r["method"], int(r["T"])) for r in csv.DictReader(f)] == [
-            (r["n"], r["method"], r["T"]) for r in saved["rows"]]
+def test_full_is_every_method_over_a_d_sweep():
+    assert exp.FULL.methods == rates.METHODS and exp.FULL.seeds == 10
+    assert len(exp.FULL.tasks()) == 10 * 5 * (3 + 2)     # radial d ∈ {4, 8, 16}, radial-nonconvex d ∈ {4, 8}

@@ -42,11 +42,16 @@ from dpnc.experiments import claims as stats
 from dpnc.experiments.protocol import Claim, Experiment, Result
 from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of, privacy_claim
 
-METHODS = ("ztc", "klt-zo")
+METHODS = ("ztc", "klt-zo", "ztc-naive", "klt-fo", "klt-multipass")
 OBJECTIVES = ("radial", "radial-nonconvex")
-LABEL = {"ztc": "ZTC variance-reduced (Thm 4.9)", "klt-zo": "KLT single-pass ZO (Thm 3.1, v2)"}
-# The two terms of each theorem's n, as exponents of (d, ε, α, β) (ε: through ρ ∝ ε for ZTC).
-TERMS = {"ztc": "d/(αβ³) + d^{3/2}/(ραβ²)", "klt-zo": "√d/(αβ³) + d/(εαβ²)"}
+LABEL = {"ztc": "ZTC variance-reduced (Thm 4.9)", "klt-zo": "KLT single-pass ZO (Thm 3.1, v2)",
+         "ztc-naive": "ZTC naive (Alg. 6, App. E)", "klt-fo": "KLT single-pass first-order (Thm 6.1)",
+         "klt-multipass": "KLT multi-pass ZO (Thm 4.1)"}
+# The terms of each theorem's n, as exponents of (d, ε, α, β) (ε: through ρ ∝ ε for ZTC); :func:`theory_n`.
+TERMS = {"ztc": "d/(αβ³) + d^{3/2}/(ραβ²)", "klt-zo": "√d/(αβ³) + d/(εαβ²)",
+         "ztc-naive": "(√d + 1 + d^{3/2}/ρ)²/(αβ³)", "klt-fo": "√d/(αβ³) + d/(εαβ²) (as Thm 3.1)",
+         "klt-multipass": "d^{3/4}/(ε√α·β^{3/2}) + d/β² (ERM + Prop 5.1's gap)"}
+KLT_ORACLE = {"klt-zo": "zeroth-order", "klt-fo": "first-order", "klt-multipass": "multi-pass"}
 VARIABLES = ("d", "epsilon", "alpha", "beta")
 SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
 TOLERANCE = 0.15       # |fitted − theorem| within which an exponent counts as observed
@@ -72,7 +77,8 @@ class RatesConfig:
     betas: tuple[float, ...] = field(default=(0.45, 0.55, 0.65, 0.75), metadata=_help(
         "Targets β of the expected population ‖∂F‖_2α, in units of the far-field slope 1 − 2q (each in (0, 1))."))
     main_beta: float = field(default=0.55, metadata=_help("The β whose exponents in d, ε, α are judged."))
-    methods: tuple[str, ...] = field(default=METHODS, metadata=_help("Among ztc, klt-zo."))
+    methods: tuple[str, ...] = field(default=METHODS[:2], metadata=_help(
+        "Among ztc, klt-zo, ztc-naive, klt-fo, klt-multipass."))
     objectives: tuple[str, ...] = field(default=OBJECTIVES, metadata=_help("Among radial, radial-nonconvex."))
     nonconvex_dims: tuple[int, ...] = field(default=(4, 8), metadata=_help(
         "The d sweep of radial-nonconvex (a subset of dims; its ε and α stay at base)."))
@@ -88,6 +94,8 @@ class RatesConfig:
     n_axis: int = field(default=1_000, metadata=_help("Other held-out examples giving the rim points' axis."))
     rim: int = field(default=4, metadata=_help("Antipodal rim pairs of the certificate (8 tilts each)."))
     certificate_samples: int = field(default=64, metadata=_help("Uniform ball points of the certificate."))
+    multipass_max_steps: int = field(default=100, metadata=_help(
+        "Cap on klt-multipass's steps T (each reads all n examples; the cap raises its β to (Φ/(α·T))^{1/3})."))
     seed: int = field(default=0, metadata=_help("Public seed; the noise is always secret."))
 
     def __post_init__(self) -> None:
@@ -100,7 +108,7 @@ class RatesConfig:
         check_axis("epsilons", self.epsilons, POSITIVE)
         check_axis("alphas", self.alphas, POSITIVE)
         check_axis("betas", self.betas, ("in (0, 1)", lambda b: POSITIVE[1](b) and b < 1))
-        for name in ("base_d", "seeds", "n_start", "n_max", "n_test", "n_axis", "rim"):
+        for name in ("base_d", "seeds", "n_start", "n_max", "n_test", "n_axis", "rim", "multipass_max_steps"):
             check_value(name, getattr(self, name), INTEGER)
         check_value("certificate_samples", self.certificate_samples, NATURAL)
         check_value("seed", self.seed, NATURAL)
@@ -177,7 +185,8 @@ class NonsmoothRates(Experiment):
         return config.tasks()
 
     def cost(self, config: RatesConfig, task: tuple) -> float:
-        return task[1] * (2.0 if task[4] == "klt-zo" else 1.0)
+        """d × the method's relative cost (KLT's two estimates per increment, multi-pass's T passes over n)."""
+        return task[1] * {"klt-zo": 2.0, "klt-fo": 2.0, "klt-multipass": 10.0}.get(task[4], 1.0)
 
     def run_one(self, config: RatesConfig, task: tuple) -> tuple[RateRow, ...]:
         """One seed of one cell and method: n doubling from n_start until Ē ≤ min β or n > n_max."""
@@ -197,9 +206,12 @@ class NonsmoothRates(Experiment):
         return (f"Objectives: f(x, (p, σ)) = σ‖x − p‖, L = 1 exactly; `radial`: every σ = +1, p = x* + s·g/√d, "
                 f"s = {c.spread} (convex); `radial-nonconvex`: a fraction q = {c.repel} of σ = −1 with s_r = "
                 f"{c.repel_spread} (x* a local maximum, a sphere of minima). x₀ at distance {c.start_distance} from "
-                f"x* in a seeded direction, Φ = {c.start_distance}. Theorem parameters: ZTC `from_theory` (m = d "
-                f"directions), KLT `from_theory` (v2, safe mode: clipped) with m set for **equal function "
-                f"evaluations** (KLT's ≤ ZTC's at the same n). (ε, δ_DP = {c.dp_delta:g}); {c.seeds} seeds per cell; "
+                f"x* in a seeded direction, Φ = {c.start_distance}. Methods: {', '.join(c.methods)}, each with its "
+                f"theorem's parameters for n (`from_theory`; KLT v2 in safe mode: clipped); ZTC and its naive oracle "
+                f"with m = d directions, KLT single-pass ZO with m set for **equal function evaluations** (KLT's ≤ "
+                f"ZTC's at the same n), KLT first-order and multi-pass with their variance-matching m capped at d"
+                + (f", multi-pass T ≤ {c.multipass_max_steps}" if "klt-multipass" in c.methods else "")
+                + f". (ε, δ_DP = {c.dp_delta:g}); {c.seeds} seeds per cell; "
                 f"n doubling from {c.n_start} to at most {c.n_max}. Certificates on {c.n_test} held-out examples, "
                 f"rim axis from {c.n_axis} others, {c.certificate_samples} uniform points + {c.rim} rim pairs; "
                 f"concentration term at probability 0.95.\n\n"
@@ -239,23 +251,39 @@ def start(config: RatesConfig, d: int, seed: int) -> torch.Tensor:
 
 
 def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: float, alpha: float):
-    """The method's theorem parameters for n; KLT's m gives it at most ZTC's function evaluations at this n."""
+    """The method's theorem parameters for n, with the directions m set for comparable cost:
+
+    * ``ztc``: Theorem 4.9 (m = d directions, 2d function evaluations per example);
+    * ``ztc-naive``: Appendix E's T and K, with m = d directions (the paper's m = 1 would make it d times cheaper
+      and far noisier): 2d evaluations per example, as ``ztc``;
+    * ``klt-zo``: Theorem 3.1 with the largest m that keeps its evaluations ≤ ZTC's at this n (equal evaluations);
+    * ``klt-fo`` (gradients) and ``klt-multipass`` (T passes over n): their theorem's variance-matching m, capped at
+      d (at most ZTC's directions per example read); multi-pass's T capped at ``multipass_max_steps``.
+    """
     from dpnc.algorithms.klt import KornowskiLiuTalwar
     from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, paper_rho
 
-    Phi = config.start_distance
-    ztc = ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=paper_rho(epsilon, config.dp_delta),
-                                        F_star=Phi)
+    Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
+    if method == "ztc-naive":
+        naive = ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi, oracle="naive")
+        return ZhangTranCutkosky.naive(d=d, L=1.0, delta=alpha, rho=rho, period=naive.period, epochs=naive.epochs, m=d)
+    ztc = ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi)
     if method == "ztc":
         return ztc
-    common = dict(n=n, d=d, L=1.0, Phi=Phi, alpha=alpha, epsilon=epsilon, dp_delta=config.dp_delta)
-    m = equal_directions(ztc, KornowskiLiuTalwar.from_theory("zeroth-order", **common, m=1), d)
-    return KornowskiLiuTalwar.from_theory("zeroth-order", **common, m=m)   # η = D/(G₁√M) depends on m
+    oracle = KLT_ORACLE[method]
+    common = dict(n=n, d=d, L=1.0, Phi=Phi, alpha=alpha, epsilon=epsilon, dp_delta=config.dp_delta,
+                  **({"max_steps": config.multipass_max_steps} if oracle == "multi-pass" else {}))
+    if method == "klt-zo":
+        m = equal_directions(ztc, KornowskiLiuTalwar.from_theory(oracle, **common, m=1), d)
+    else:
+        m = min(KornowskiLiuTalwar.from_theory(oracle, **common).m, d)
+    return KornowskiLiuTalwar.from_theory(oracle, **common, m=m)   # η = D/(G₁√M) depends on m
 
 
 def evaluations(config, d: int) -> int:
-    """Function evaluations of a run of ``config`` (ZTC: 2m per example, GRAD and DIFF alike; KLT: 2m per anchor
-    example, 4m per increment example, its two estimates having independent directions)."""
+    """Function evaluations of a single-pass zeroth-order run of ``config`` (ZTC, either oracle: 2m per example,
+    GRAD and DIFF alike; KLT ZO: 2m per anchor example, 4m per increment example, its two estimates having
+    independent directions). Not for KLT's first-order or multi-pass oracles (their runs count their own)."""
     anchors, increments = config.anchors * config.B1, (config.steps - config.anchors) * config.B2
     if config.name == "zo-o2nc":
         return 2 * config.m * (config.epochs * (config.B1 + (config.period - 1) * config.B2))
@@ -277,7 +305,7 @@ def run_at(config: RatesConfig, task: tuple, n: int) -> RateRow:
     pool = law(config, objective, d, seed, config.n_max, 0)
     test, axis = law(config, objective, d, seed, config.n_test, 1), law(config, objective, d, seed, config.n_axis, 2)
     algorithm = parameters(config, method, n=n, d=d, epsilon=epsilon, alpha=alpha)
-    gen = torch.Generator().manual_seed(104_729 * config.seed + 1_000 * seed + n % 997 + (0 if method == "ztc" else 1))
+    gen = torch.Generator().manual_seed(104_729 * config.seed + 1_000 * seed + n % 997 + METHODS.index(method))
     tic = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # KLT safe mode's clip-rate warning: its rate is expected
@@ -366,14 +394,24 @@ def far_field(config: RatesConfig, objective: str) -> float:
 
 
 def theory_n(method: str, *, d: int, epsilon: float, alpha: float, beta: float, config: RatesConfig) -> float:
-    """The theorem's n for (d, ε, α, β) with constants 1 (L = 1, Φ = start distance)."""
+    """The theorem's n for (d, ε, α, β) with constants 1 (L = 1, Φ = start distance); logs dropped.
+
+    Naive (App. E): its bound (Φ + α)T/(αn) + (√d + 1 + d^{3/2}/ρ)/√T at its best T is
+    ≍ ((Φ + α)/(αn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³). Thm 6.1 (first
+    order) has Thm 3.1's n (spec §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the population's adds
+    Prop 5.1's gap L√(d/n), hence its d/β² term."""
+    from dpnc.algorithms import klt_theory
     from dpnc.algorithms.zo_o2nc import paper_rho
 
-    Phi = config.start_distance
+    Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
     if method == "ztc":
-        rho = paper_rho(epsilon, config.dp_delta)
         return (Phi + alpha) * d / (alpha * beta**3) + (Phi + alpha) * d**1.5 / (rho * alpha * beta**2)
-    return Phi * math.sqrt(d) / (alpha * beta**3) + Phi * d / (epsilon * alpha * beta**2)
+    if method == "ztc-naive":
+        return (Phi + alpha) * (math.sqrt(d) + 1 + d**1.5 / rho) ** 2 / (alpha * beta**3)
+    if method == "klt-multipass":
+        return klt_theory.samples_needed("multi-pass", beta=beta, d=d, L=1.0, Phi=Phi, alpha=alpha,
+                                         epsilon=epsilon) + d / beta**2
+    return klt_theory.samples_needed("zeroth-order", beta=beta, d=d, L=1.0, Phi=Phi, alpha=alpha, epsilon=epsilon)
 
 
 @dataclass(frozen=True)
@@ -466,7 +504,7 @@ def check_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
                                f"than half the seeds had n(β) inside the grid [{config.n_start}, {config.n_max}] there"
                                if e.dropped else "")
                             + ("" if e.verdict else "; " + reason(e, rows, config))))
-    claims += equal_evaluation_claims(rows, config)
+    claims += comparison_claims(rows, config)
     claims.append(certificate_claim(rows))
     claims.append(privacy_claim(rows))
     return claims
@@ -483,29 +521,56 @@ def reason(e: Exponent, rows: Sequence[RateRow], config: RatesConfig) -> str:
             f"bound over these points (|{e.fitted.estimate:.2f}| {'>' if faster else '<'} |{e.theory:.2f}|)")
 
 
-def equal_evaluation_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
-    """KLT vs ZTC at equal evaluations: per cell, the paired (same data, same seed) log₂ ratio n_ZTC(β)/n_KLT(β)."""
-    if set(config.methods) != set(METHODS):
-        return []
+# (fewer, more, why): the claim that ``fewer`` reaches β with fewer samples than ``more``, paired per seed.
+COMPARISONS = (
+    ("klt-zo", "ztc", "at equal function evaluations KLT single-pass ZO reaches β = {beta:g} with fewer samples than "
+     "ZTC (KLT's √d improvement)"),
+    ("ztc", "ztc-naive", "at equal function evaluations ZTC's variance-reduced oracle reaches β = {beta:g} with fewer "
+     "samples than its naive oracle (Thm 4.9's improvement on App. E)"),
+    ("klt-fo", "klt-zo", "KLT first-order (exact gradients: no d-fold estimation variance) reaches β = {beta:g} with "
+     "fewer samples than KLT zeroth-order (Thm 6.1 promises the same n with Ω̃(d²) fewer oracle calls, so this is "
+     "the gradients' own effect)"),
+    ("klt-multipass", "klt-zo", "KLT multi-pass (each example read T times) reaches β = {beta:g} with fewer samples "
+     "than single-pass (Thm 4.1's d^{{3/4}}/β^{{3/2}} against Thm 3.1's √d/β³)"),
+)
+
+
+def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
+    """Each of :data:`COMPARISONS` whose two methods ran: per cell, the paired (same data, same seed) log₂ ratio
+    n_more(β)/n_fewer(β) at the main β (:func:`paired_log_ratio`), its mean and 95 % t interval over the seeds
+    where at least one of the two reached β."""
     table = {(t.objective, t.method, t.d, t.epsilon, t.alpha, t.seed): t for t in thresholds(rows, config)
              if t.beta == config.main_beta}
     out = []
-    for o in config.objectives:
-        parts, verdicts = [], {}
-        for cell in config.cells(o):
-            pairs = [(table.get((o, "ztc", *cell, s)), table.get((o, "klt-zo", *cell, s))) for s in range(config.seeds)]
-            ratios = [math.log2(z.n_beta / k.n_beta) for z, k in pairs
-                      if z and k and math.isfinite(z.n_beta) and math.isfinite(k.n_beta)]
-            only_klt = sum(1 for z, k in pairs if z and k and not math.isfinite(z.n_beta) and math.isfinite(k.n_beta))
-            only_ztc = sum(1 for z, k in pairs if z and k and math.isfinite(z.n_beta) and not math.isfinite(k.n_beta))
-            iv = stats.mean_interval(ratios) if ratios else stats.Interval(math.nan, -math.inf, math.inf, 0, "none")
-            verdicts[cell] = stats.exceeds(iv, 0.0) if ratios else (False if only_ztc > only_klt else None)
-            parts.append(f"d={cell[0]}, ε={cell[1]:g}, α={cell[2]:g}: {iv} ({len(ratios)} pairs; only KLT reached β "
-                         f"in {only_klt}, only ZTC in {only_ztc})")
-        out.append(Claim(f"{o}: at equal function evaluations KLT single-pass ZO reaches β = {config.main_beta:g} with "
-                         "fewer samples than ZTC (KLT's √d improvement): log₂(n_ZTC/n_KLT) > 0 in every cell",
-                         stats.all_hold(list(verdicts.values())), stats.judged(verdicts) + "; " + "; ".join(parts)))
+    for fewer, more, claim in COMPARISONS:
+        if not {fewer, more} <= set(config.methods):
+            continue
+        for o in config.objectives:
+            parts, verdicts = [], {}
+            for cell in config.cells(o):
+                pairs = [(table.get((o, more, *cell, s)), table.get((o, fewer, *cell, s))) for s in range(config.seeds)]
+                pairs = [(a.n_beta, b.n_beta) for a, b in pairs if a and b]
+                ratios = [paired_log_ratio(a, b, config.n_max) for a, b in pairs]
+                ratios = [r for r in ratios if r is not None]
+                only_fewer = sum(1 for a, b in pairs if not math.isfinite(a) and math.isfinite(b))
+                only_more = sum(1 for a, b in pairs if math.isfinite(a) and not math.isfinite(b))
+                iv = stats.mean_interval(ratios) if ratios else stats.Interval(math.nan, -math.inf, math.inf, 0, "none")
+                verdicts[cell] = stats.exceeds(iv, 0.0)
+                parts.append(f"d={cell[0]}, ε={cell[1]:g}, α={cell[2]:g}: {iv} ({len(ratios)} seeds; only {fewer} "
+                             f"reached β in {only_fewer}, only {more} in {only_more}: at their bound)")
+            out.append(Claim(f"{o}: {claim.format(beta=config.main_beta)}: log₂(n_{more}/n_{fewer}) > 0 in every cell",
+                             stats.all_hold(list(verdicts.values())), stats.judged(verdicts) + "; " + "; ".join(parts)))
     return out
+
+
+def paired_log_ratio(n_more: float, n_fewer: float, n_max: int) -> float | None:
+    """log₂(n_more/n_fewer) of one seed; when only one reached β by n_max, the other's n(β) > n_max enters at n_max.
+    Only ``fewer`` reached: the value (≥ 0) understates the true ratio, so it cannot make "> 0" hold too easily;
+    only ``more`` reached: the value is ≤ 0 and the true ratio lower still (an upper bound: such a seed speaks
+    against the claim, more weakly than it should). None when neither reached β."""
+    if not (math.isfinite(n_more) or math.isfinite(n_fewer)):
+        return None
+    return math.log2(min(n_more, n_max) / min(n_fewer, n_max))
 
 
 def certificate_claim(rows: Sequence[RateRow]) -> Claim:
@@ -532,11 +597,12 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
         lines.append(f"| {e.objective} | {e.method} | {SYMBOL[e.variable]} | "
                      f"{'all' if e.beta is None else f'{e.beta:g}'} | {', '.join(f'{x:g}' for x in e.over)} | "
                      f"{e.theory:+.2f} | {e.fitted} | {_verdict(e.verdict)} | {e.reached} |")
-    lines += ["", f"Theorems' terms: ZTC {TERMS['ztc']}, KLT {TERMS['klt-zo']}: pure exponents d 1…3/2 (ZTC), "
-              "1/2…1 (KLT); ε 0…−1; α −1 (ZTC: (Φ + α)/α); β −3…−2.", "", target_region(config), "",
+    lines += ["", "Theorems' n (constants 1): " + "; ".join(f"{m} {TERMS[m]}" for m in config.methods) + ". Pure "
+              "exponents: d 1…3/2 (ZTC), 1/2…1 (KLT single pass), 1…3 (naive), 3/4…1 (multi-pass); ε 0…−1 (naive "
+              "0…−2); α −1 (ZTC: (Φ + α)/α); β −3…−2.", "", target_region(config), "",
               "## Median n(β) over seeds (— : not reached by n_max in most seeds)\n",
               "| objective | method | d | ε | α | " + " | ".join(f"β={b:g}" for b in config.betas)
-              + " | KLT's m; evaluations ZTC / KLT at the largest n both ran (ratio) |",
+              + " | m; median evaluations at the largest n it ran (÷ ZTC's there) |",
               "|---|---|---|---|---|" + "---|" * len(config.betas) + "---|"]
     th = thresholds(rows, config)
     for o in config.objectives:
@@ -548,23 +614,14 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
                             == (o, m, *cell, b)]
                     med = statistics.median(vals) if vals else math.inf
                     meds.append("—" if not math.isfinite(med) else f"{med:,.0f}")
-                mine = [r for r in rows if (r.objective, r.d, r.epsilon, r.alpha) == (o, *cell)]
-                common = {r.n for r in mine if r.method == METHODS[0]} & {r.n for r in mine if r.method == METHODS[1]}
-                if m == config.methods[0] or not common:
-                    cost = "" if common else "—"
-                else:
-                    largest = max(common)
-                    ev = {k: statistics.median([r.evaluations for r in mine if r.method == k and r.n == largest])
-                          for k in METHODS}
-                    ms = sorted({r.m for r in mine if r.method == "klt-zo" and r.n == largest})
-                    cost = (f"m = {ms[0]}; n = {largest}: {ev['ztc']:,.0f} / {ev['klt-zo']:,.0f} "
-                            f"({ev['klt-zo'] / ev['ztc']:.2f})")
                 lines.append(f"| {o} | {m} | {cell[0]} | {cell[1]:g} | {cell[2]:g} | " + " | ".join(meds)
-                             + f" | {cost} |")
-    lines += ["", "Equal evaluations: at every n KLT gets the largest m with its evaluations ≤ ZTC's (ZTC: 2d per "
-              "example; KLT: 2m per anchor example, 4m per increment example). What still differs: the schedules "
-              "(T, D, Σ, η of each theorem), KLT's per-example clipping (safe mode), its independent directions at "
-              "z_t and z_{t−1} (ZTC's DIFF shares them), and KLT's output over T/M blocks without resets.", "",
+                             + f" | {cost(rows, o, cell, m)} |")
+    lines += ["", "Equal evaluations: at every n KLT single-pass ZO gets the largest m with its evaluations ≤ ZTC's "
+              "(ZTC and its naive oracle: 2d per example; KLT: 2m per anchor example, 4m per increment example). "
+              "What still differs: the schedules (T, D, Σ, η of each theorem), KLT's per-example clipping (safe "
+              "mode), its independent directions at z_t and z_{t−1} (ZTC's DIFF shares them), and KLT's output over "
+              "T/M blocks without resets. KLT first-order counts gradients; multi-pass reads every example at each of "
+              "its T steps.", "",
               "## Certificate tightness (held-out, at the drawn output)\n",
               "| true ‖∂F‖_2α | runs | median certificate − truth (uniform + rim) | uniform only | "
               "population bound − truth | population bound < truth |", "|---|---|---|---|---|---|"]
@@ -581,6 +638,25 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
     lines += ["", f"Run time inside the algorithms: {total / 60:.1f} min over {len(rows)} runs.", "",
               "Figure: `fig_sample_complexity.png`; every run: `rows.csv`; every n(β): `thresholds.csv`."]
     return "\n".join(lines)
+
+
+def cost(rows: Sequence[RateRow], objective: str, cell: tuple, method: str) -> str:
+    """The m and median evaluations of ``method`` at the largest n it ran in the cell, and their ratio to ZTC's at
+    that n when ZTC ran it."""
+    mine = [r for r in rows if (r.objective, r.d, r.epsilon, r.alpha) == (objective, *cell)]
+    ns = [r.n for r in mine if r.method == method]
+    if not ns:
+        return "—"
+    largest = max(ns)
+
+    def median_evaluations(m):
+        values = [r.evaluations for r in mine if r.method == m and r.n == largest]
+        return statistics.median(values) if values else None
+
+    ms = sorted({r.m for r in mine if r.method == method and r.n == largest})
+    ours, ztc = median_evaluations(method), median_evaluations("ztc")
+    ratio = f" ({ours / ztc:.2f})" if ztc and method != "ztc" else ""
+    return f"m = {'/'.join(map(str, ms))}; n = {largest}: {ours:,.0f}{ratio}"
 
 
 def target_region(config: RatesConfig) -> str:
@@ -620,10 +696,13 @@ def plot(result: Result, path: Path) -> Path:
     cfg = result.config
     th = [t for t in thresholds(result.rows, cfg) if t.beta == cfg.main_beta and t.objective == "radial"]
     base = (cfg.base_d, cfg.base_epsilon, cfg.base_alpha)
-    fig, axes = plt.subplots(1, 3, figsize=(13.5, 3.8))
-    for ax, variable in zip(axes, ("d", "epsilon", "alpha")):
+    swept = [v for v, values in (("d", cfg.dims), ("epsilon", cfg.epsilons), ("alpha", cfg.alphas)) if len(values) > 1]
+    swept = swept or ["d"]
+    fig, axes = plt.subplots(1, len(swept), figsize=(4.5 * len(swept), 3.8), squeeze=False)
+    axes = axes[0]
+    for ax, variable in zip(axes, swept):
         i = VARIABLES.index(variable)
-        for method, color in zip(cfg.methods, ("C0", "C3")):
+        for method, color in zip(cfg.methods, ("C0", "C3", "C1", "C2", "C4")):
             cells = sorted({(t.d, t.epsilon, t.alpha) for t in th if t.method == method
                             and all((t.d, t.epsilon, t.alpha)[j] == base[j] for j in range(3) if j != i)},
                            key=lambda c: c[i])
