@@ -51,6 +51,10 @@ LABEL = {"ztc": "ZTC variance-reduced (Thm 4.9)", "klt-zo": "KLT single-pass ZO 
 TERMS = {"ztc": "d/(αβ³) + d^{3/2}/(ραβ²)", "klt-zo": "√d/(αβ³) + d/(εαβ²)",
          "ztc-naive": "(√d + 1 + d^{3/2}/ρ)²/(αβ³)", "klt-fo": "√d/(αβ³) + d/(εαβ²) (as Thm 3.1)",
          "klt-multipass": "d^{3/4}/(ε√α·β^{3/2}) + d/β² (ERM + Prop 5.1's gap)"}
+SETTING = {"ztc": "m = d directions", "ztc-naive": "Appendix E's T and K with m = d directions (as ZTC's)",
+           "klt-zo": "m set for **equal function evaluations** (KLT's ≤ ZTC's at the same n)",
+           "klt-fo": "its variance-matching m capped at d",
+           "klt-multipass": "its variance-matching m capped at d, T ≤ {steps}"}
 KLT_ORACLE = {"klt-zo": "zeroth-order", "klt-fo": "first-order", "klt-multipass": "multi-pass"}
 VARIABLES = ("d", "epsilon", "alpha", "beta")
 SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
@@ -206,11 +210,9 @@ class NonsmoothRates(Experiment):
         return (f"Objectives: f(x, (p, σ)) = σ‖x − p‖, L = 1 exactly; `radial`: every σ = +1, p = x* + s·g/√d, "
                 f"s = {c.spread} (convex); `radial-nonconvex`: a fraction q = {c.repel} of σ = −1 with s_r = "
                 f"{c.repel_spread} (x* a local maximum, a sphere of minima). x₀ at distance {c.start_distance} from "
-                f"x* in a seeded direction, Φ = {c.start_distance}. Methods: {', '.join(c.methods)}, each with its "
-                f"theorem's parameters for n (`from_theory`; KLT v2 in safe mode: clipped); ZTC and its naive oracle "
-                f"with m = d directions, KLT single-pass ZO with m set for **equal function evaluations** (KLT's ≤ "
-                f"ZTC's at the same n), KLT first-order and multi-pass with their variance-matching m capped at d"
-                + (f", multi-pass T ≤ {c.multipass_max_steps}" if "klt-multipass" in c.methods else "")
+                f"x* in a seeded direction, Φ = {c.start_distance}. Every method with its theorem's parameters for n "
+                f"(`from_theory`; KLT v2 in safe mode: clipped): "
+                + "; ".join(f"{m}: {SETTING[m]}".format(steps=c.multipass_max_steps) for m in c.methods)
                 + f". (ε, δ_DP = {c.dp_delta:g}); {c.seeds} seeds per cell; "
                 f"n doubling from {c.n_start} to at most {c.n_max}. Certificates on {c.n_test} held-out examples, "
                 f"rim axis from {c.n_axis} others, {c.certificate_samples} uniform points + {c.rim} rim pairs; "
