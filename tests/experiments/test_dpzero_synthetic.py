@@ -242,3 +242,24 @@ def test_grid_edges_high_rank_cap_and_dp_gd_grid():
     assert any(s.startswith("with r = log d, DPZero is nearly flat in d") for s in statements)
     assert not any(s.startswith("with r = d, every method") for s in statements)   # one d with r = d: no slope
     assert "## Where the train-chosen point sits in the grid" in exp.EXPERIMENT.render(result)
+
+
+def test_an_exponent_not_observed_reports_where_the_chosen_points_sit():
+    row = dict(hessian="identity", effective_rank=1.0, method="DPZero", stepsize=0.1, C=1.0, train_loss=1.0,
+               test_loss=1.0, train_grad_norm=0.1, test_grad_norm=0.1, noise_multiplier=1.0, epsilon_paper=2.0,
+               epsilon_rdp=1.0, epsilon_pld=1.0, private=True)
+
+    def chosen(edge_at: dict[int, int]):   # d → how many of 3 seeds sit at the largest T
+        return {("identity", d, "DPZero", s): (exp.SyntheticRow(d=d, T=40, seed=s, **row),
+                                               ["largest T"] if s < k else [])
+                for d, k in edge_at.items() for s in range(3)}
+
+    assert "the train-chosen T is the grid's largest (d=20: 3/3, d=200: 2/3)" in exp.t_limited(
+        chosen({20: 3, 200: 2}), "identity", "DPZero", [20, 200], fitted=1.4, theory=0.4)
+    inside = exp.t_limited(chosen({20: 3, 200: 1}), "identity", "DPZero", [20, 200], fitted=1.4, theory=0.4)
+    assert "grows faster with d" in inside and "d=200: 1/3" in inside
+    values = constructed(lambda h, d, m, s: (1 + 0.02 * s) * d ** 1.0)   # far steeper than any Table 1 exponent
+    edges = {(h, d, m, s): (exp.SyntheticRow(**{**row, "hessian": h, "method": m}, d=d, T=40, seed=s), ["largest T"])
+             for h, d, m, s in values}
+    claim = next(c for c in exp.paper_claims(values, edges) if c.statement.startswith("with r = d, Table 1's"))
+    assert claim.holds is False and claim.evidence.count("the train-chosen T is the grid's largest") == 3
