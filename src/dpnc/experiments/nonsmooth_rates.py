@@ -8,7 +8,10 @@ Neither paper has experiments; their theorems are sample complexities (spec seed
 
 for E‖∂F(x_out)‖_{2α} ≤ β. This experiment measures n(β) on an instance where every quantity in them is exact:
 :class:`~dpnc.problems.radial.RadialDistance` (per-example L = 1 exactly in every d; the population Goldstein
-norm in closed form), ``radial`` (convex, q = 0) and ``radial-nonconvex`` (a quarter of the examples repelling).
+norm in closed form), ``radial`` (convex, q = 0) and ``radial-nonconvex`` (15 % of the examples repelling).
+The same measurement takes ZTC's naive oracle and KLT's first-order and multi-pass oracles too (their n in
+:func:`theory_n`, their settings in :func:`parameters`); :mod:`dpnc.experiments.nonsmooth_compare` runs all five
+and judges the papers' comparisons between them (:data:`COMPARISONS`).
 
 Per run (a method, an objective, d, ε, α, a seed and a sample size n): the method's theorem parameters for n
 (KLT with the m that gives it ZTC's number of function evaluations: equal evaluations), one pass over n fresh
