@@ -561,8 +561,9 @@ def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Clai
                 only_more = sum(1 for a, b in pairs if math.isfinite(a) and not math.isfinite(b))
                 iv = stats.mean_interval(ratios) if ratios else stats.Interval(math.nan, -math.inf, math.inf, 0, "none")
                 verdicts[cell] = stats.exceeds(iv, 0.0)
-                parts.append(f"d={cell[0]}, ε={cell[1]:g}, α={cell[2]:g}: {iv} ({len(ratios)} seeds; only {fewer} "
-                             f"reached β in {only_fewer}, only {more} in {only_more}: at their bound)")
+                censored = (f", of which {only_fewer} where only {fewer} and {only_more} where only {more} reached β "
+                            "(entered at n_max)" if only_fewer or only_more else "")
+                parts.append(f"d={cell[0]}, ε={cell[1]:g}, α={cell[2]:g}: {iv} ({len(ratios)} seeds{censored})")
             out.append(Claim(f"{o}: {claim.format(beta=config.main_beta)}: log₂(n_{more}/n_{fewer}) > 0 in every cell",
                              stats.all_hold(list(verdicts.values())), stats.judged(verdicts) + "; " + "; ".join(parts)))
     return out
