@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+import torch
 from matplotlib.image import imread
 from typer.testing import CliRunner
 
@@ -263,3 +264,14 @@ def test_an_exponent_not_observed_reports_where_the_chosen_points_sit():
              for h, d, m, s in values}
     claim = next(c for c in exp.paper_claims(values, edges) if c.statement.startswith("with r = d, Table 1's"))
     assert claim.holds is False and claim.evidence.count("the train-chosen T is the grid's largest") == 3
+
+
+def test_the_instance_factor_is_the_initial_gap_plus_the_gradient_bound_of_the_paper_s_quadratic():
+    """ℓ(F_S(x₀) − F_S*) + L² on the instance: Tr A/2 + 2 Tr A², checked against the data's own gap at x₀ = 0."""
+    for hessian, d in (("identity", 20), ("sqrt", 200), ("inverse", 200)):
+        q = exp.Quadratic.synthetic(d, hessian, n=20_000, seed=3)
+        x0, x_star = torch.zeros(d, dtype=torch.float64), q.train.mean(0)
+        gap = float(q.value(x0) - q.value(x_star))
+        assert gap == pytest.approx(exp.trace(hessian, d) / 2, rel=0.05)
+        assert exp.instance_factor(hessian, d) == pytest.approx(gap + 2 * float((q.a**2).sum()), rel=0.05)
+    assert exp.instance_factor("identity", 200) == pytest.approx(2.5 * 200)

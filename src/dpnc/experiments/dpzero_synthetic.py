@@ -51,6 +51,7 @@ TABLE1 = {"DPGD-0th": lambda d, r: d * math.sqrt(r), "DPZero": lambda d, r: math
 # A theorem's exponent is observed when the fitted slope's interval contains it and is no wider than ±INFORMATIVE,
 # or lies within ±EXPONENT_TOL of it (claims.consistent; the convention of kl-rates and nonsmooth-rates).
 EXPONENT_TOL, INFORMATIVE = 0.15, 0.5
+VERDICT = {True: "observed", False: "not observed", None: "no signal"}
 
 
 def _help(text: str) -> dict:
@@ -275,9 +276,18 @@ def _cells_claim(statement: str, intervals: dict[str, stats.Interval]) -> Claim:
                  + (("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else "")) if shown else ""))
 
 
-def trace(hessian: str, d: int) -> float:
-    """r = Tr A of the synthetic Hessian (Σ a_j with a_j = 1, 1/√j, 1/j)."""
-    return float(sum({"identity": 1.0, "sqrt": j ** -0.5, "inverse": 1 / j}[hessian] for j in range(1, d + 1)))
+def trace(hessian: str, d: int, power: int = 1) -> float:
+    """r = Tr A of the synthetic Hessian (Σ a_j with a_j = 1, 1/√j, 1/j); Tr A^power with ``power``."""
+    return float(sum({"identity": 1.0, "sqrt": j ** -0.5, "inverse": 1 / j}[hessian] ** power
+                     for j in range(1, d + 1)))
+
+
+def instance_factor(hessian: str, d: int) -> float:
+    """ℓ(F_S(x₀) − F_S*) + L², the factor Theorems 1–3 multiply Table 1's d- and r-terms by, on the paper's
+    instance: ℓ = ‖A‖ = 1; x₀ = 0 and x* ≈ E ξ = (1, …, 1), so F_S(x₀) − F_S* ≈ ½·1ᵀA1 = Tr A/2; L² bounds
+    E‖A(x − ξ)‖² = Σ a_j²((x_j − 1)² + 1) ≤ 2 Tr A² between x₀ and x*. Table 1 treats this factor as free of d; here
+    it grows like r (r = d), like √d (r = √d), barely (r = log d). The log factors of L̃ are dropped."""
+    return trace(hessian, d) / 2 + 2 * trace(hessian, d, power=2)
 
 
 def _log(v: float) -> float:
@@ -359,14 +369,21 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
         target = {m: loglog_slope(dims_of(h), [TABLE1[m](d, trace(h, d)) for d in dims_of(h)]) / 2 for m in methods}
         fitted = {m: slope(h, m, train) for m in methods}
         verdicts = {m: stats.consistent(fitted[m], target[m], EXPONENT_TOL, INFORMATIVE) for m in methods}
+        # the same bound with this instance's ℓΔ + L², which Table 1 takes as free of d: a measured part of the reason
+        here = {m: loglog_slope(dims_of(h), [TABLE1[m](d, trace(h, d)) * instance_factor(h, d) for d in dims_of(h)])
+                / 2 for m in methods}
+        on_instance = {m: stats.consistent(fitted[m], here[m], EXPONENT_TOL, INFORMATIVE) for m in methods}
         claims.append(Claim(f"with {RANK_LABEL[h]}, Table 1's exponents in d are observed on the train ‖∇F_S‖ "
                             f"(half the slope of its bound on ‖∇F_S‖² over d ∈ {dims_of(h)}; the interval contains "
                             f"it, no wider than ±{INFORMATIVE}, or lies within ±{EXPONENT_TOL})",
                             stats.all_hold(list(verdicts.values())),
                             "; ".join(f"{m}: slope {fitted[m]} vs {target[m]:.2f} "
-                                      f"({ {True: 'observed', False: 'not observed', None: 'no signal'}[verdicts[m]]}"
-                                      + ("" if verdicts[m] or chosen is None else
-                                         f"; {t_limited(chosen, h, m, dims_of(h), fitted[m].estimate, target[m])}")
+                                      f"({VERDICT[verdicts[m]]}"
+                                      + ("" if verdicts[m] else
+                                         f"; with this instance's ℓΔ + L² (growing with d) the bound's exponent is "
+                                         f"{here[m]:.2f}: {VERDICT[on_instance[m]]}"
+                                         + ("" if chosen is None else
+                                            f"; {t_limited(chosen, h, m, dims_of(h), fitted[m].estimate, here[m])}"))
                                       + ")" for m in methods)))
     if len(hessians) > 1:
         better = {f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}":
@@ -387,11 +404,17 @@ def t_limited(chosen: dict, hessian: str, method: str, dims: Sequence[int], fitt
     at_edge = {d: [("largest T" in at) for (h, dd, m, _), (_, at) in chosen.items()
                    if (h, dd, m) == (hessian, d, method)] for d in dims}
     counts = ", ".join(f"d={d}: {sum(v)}/{len(v)}" for d, v in at_edge.items())
-    if all(v and sum(v) > len(v) / 2 for v in at_edge.values()):
+    direction = "faster" if abs(fitted) > abs(theory) else "slower"
+    at_largest = [d for d, v in at_edge.items() if v and sum(v) > len(v) / 2]
+    if len(at_largest) == len(dims):
         return (f"measured: the train-chosen T is the grid's largest ({counts}), so these norms may still fall with "
                 "more steps while Table 1 bounds them at each d's tuned T")
-    return (f"measured: the norm grows {'faster' if abs(fitted) > abs(theory) else 'slower'} with d than the bound's "
-            f"factor, at points mostly inside the T grid (at its largest T: {counts})")
+    if at_largest:
+        return (f"measured: the norm grows {direction} with d than the bound's factor; at d = "
+                f"{', '.join(map(str, at_largest))} most chosen points sit at the grid's largest T ({counts}), where "
+                "more steps may still lower it")
+    return (f"measured: the norm grows {direction} with d than the bound's factor, at points inside the T grid (at its "
+            f"largest T: {counts})")
 
 
 def privacy_claim(rows: Sequence[SyntheticRow], config: SyntheticConfig) -> Claim:

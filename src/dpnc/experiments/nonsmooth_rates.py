@@ -519,8 +519,8 @@ def reason(e: Exponent, rows: Sequence[RateRow], config: RatesConfig) -> str:
     """The measured reason an exponent is not observed (or has no signal)."""
     if not e.fitted.seeds:
         return "no seed reached β inside the n grid at every point of the sweep (n(β) > n_max or ≤ n_start)"
-    if not math.isfinite(e.fitted.high - e.fitted.low) or e.fitted.high - e.fitted.low > 2 * INFORMATIVE:
-        return "the seeds' slopes spread too widely for an interval narrower than ±0.5"
+    if e.verdict is None:   # the interval contains the theorem's exponent but is too wide to call it observed
+        return f"the seeds' slopes spread too widely for an interval narrower than ±{INFORMATIVE}"
     faster = abs(e.fitted.estimate) > abs(e.theory)
     return (f"measured n(β) changes {'faster' if faster else 'slower'} with {SYMBOL[e.variable]} than the theorem's "
             f"bound over these points (|{e.fitted.estimate:.2f}| {'>' if faster else '<'} |{e.theory:.2f}|)")
