@@ -255,9 +255,9 @@ def test_an_exponent_not_observed_reports_where_the_chosen_points_sit():
                                                ["largest T"] if s < k else [])
                 for d, k in edge_at.items() for s in range(3)}
 
-    assert "the train-chosen T is the grid's largest (d=20: 3/3, d=200: 2/3)" in exp.t_limited(
+    assert "the train-chosen T is the grid's largest (d=20: 3/3, d=200: 2/3)" in exp.t_grid_note(
         chosen({20: 3, 200: 2}), "identity", "DPZero", [20, 200], fitted=1.4, theory=0.4)
-    inside = exp.t_limited(chosen({20: 3, 200: 1}), "identity", "DPZero", [20, 200], fitted=1.4, theory=0.4)
+    inside = exp.t_grid_note(chosen({20: 3, 200: 1}), "identity", "DPZero", [20, 200], fitted=1.4, theory=0.4)
     assert "grows faster with d" in inside and "d=200: 1/3" in inside
     values = constructed(lambda h, d, m, s: (1 + 0.02 * s) * d ** 1.0)   # far steeper than any Table 1 exponent
     edges = {(h, d, m, s): (exp.SyntheticRow(**{**row, "hessian": h, "method": m}, d=d, T=40, seed=s), ["largest T"])

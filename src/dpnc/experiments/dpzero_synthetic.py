@@ -383,7 +383,7 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
                                          f"; with this instance's ℓΔ + L² (growing with d) the bound's exponent is "
                                          f"{here[m]:.2f}: {VERDICT[on_instance[m]]}"
                                          + ("" if chosen is None else
-                                            f"; {t_limited(chosen, h, m, dims_of(h), fitted[m].estimate, here[m])}"))
+                                            f"; {t_grid_note(chosen, h, m, dims_of(h), fitted[m].estimate, here[m])}"))
                                       + ")" for m in methods)))
     if len(hessians) > 1:
         better = {f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}":
@@ -397,7 +397,7 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
     return claims
 
 
-def t_limited(chosen: dict, hessian: str, method: str, dims: Sequence[int], fitted: float, theory: float) -> str:
+def t_grid_note(chosen: dict, hessian: str, method: str, dims: Sequence[int], fitted: float, theory: float) -> str:
     """What was measured about an exponent not observed: at each d, how many seeds' train-chosen points sit at the
     grid's largest T. Table 1 bounds the norm at each d's own tuned T; a norm chosen at the largest T may still fall
     with more steps (a longer-T probe tells), more so at larger d, which steepens the slope."""
