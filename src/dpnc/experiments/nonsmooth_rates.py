@@ -526,7 +526,7 @@ def reason(e: Exponent, rows: Sequence[RateRow], config: RatesConfig) -> str:
             f"bound over these points (|{e.fitted.estimate:.2f}| {'>' if faster else '<'} |{e.theory:.2f}|)")
 
 
-# (fewer, more, why): the claim that ``fewer`` reaches β with fewer samples than ``more``, paired per seed.
+# (fewer, more, claim): ``fewer`` reaches β with fewer samples than ``more``, judged paired per seed.
 COMPARISONS = (
     ("klt-zo", "ztc", "at equal function evaluations KLT single-pass ZO reaches β = {beta:g} with fewer samples than "
      "ZTC (KLT's √d improvement)"),
@@ -704,7 +704,7 @@ def plot(result: Result, path: Path) -> Path:
     base = (cfg.base_d, cfg.base_epsilon, cfg.base_alpha)
     swept = [v for v, values in (("d", cfg.dims), ("epsilon", cfg.epsilons), ("alpha", cfg.alphas)) if len(values) > 1]
     swept = swept or ["d"]
-    fig, axes = plt.subplots(1, len(swept), figsize=(4.5 * len(swept), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(swept), figsize=(4.5 * len(swept) + 2.5, 4.2), squeeze=False)
     axes = axes[0]
     for ax, variable in zip(axes, swept):
         i = VARIABLES.index(variable)
@@ -727,8 +727,8 @@ def plot(result: Result, path: Path) -> Path:
                         label=f"{method} theorem (scaled)")
         ax.set(xscale="log", yscale="log", xlabel=SYMBOL[variable], ylabel=f"n(β = {cfg.main_beta:g})")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"radial objective, L = 1: samples to reach E‖∂F‖_2α ≤ {cfg.main_beta:g} "
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))   # beside the panels, not on the data
+    fig.suptitle(f"radial objective, L = 1: samples to reach E‖∂F‖_2α ≤ {cfg.main_beta:g}\n"
                  f"({cfg.seeds} seeds; dashed: theorem's bound through the first point)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
