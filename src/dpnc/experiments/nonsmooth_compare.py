@@ -37,8 +37,8 @@ class NonsmoothCompare(NonsmoothRates):
     name = "nonsmooth-compare"
     title = "Private nonsmooth optimization: every method's measured n(β) (ZTC variance-reduced and naive; KLT ZO, " \
             "first-order, multi-pass)"
-    sizes = ("--quick (default): d ∈ {4, 8}, n ≤ 8 192, 3 seeds, radial (minutes); --full: d ∈ {4, 8, 16}, n ≤ 32 768, "
-             "10 seeds, radial and radial-nonconvex (about 20 min on 2 cores).")
+    sizes = ("--quick (default): d ∈ {4, 8}, n ≤ 8 192, 3 seeds, radial (about a minute); --full: d ∈ {4, 8, 16}, "
+             "n ≤ 32 768, 10 seeds, radial and radial-nonconvex (about 40 min on 2 cores).")
     claims_heading = "Claims (theorems' exponents, the papers' comparisons, certificate)"
     QUICK, FULL = QUICK, FULL
 
