@@ -63,6 +63,14 @@ def test_noise_follows_cor_4_4_and_the_accountant_spends_exactly_rho():
     assert paper.sigma == pytest.approx(4 * math.sqrt(2 * math.log(T)) * d * L / (rho * T))
 
 
+def test_from_theory_takes_the_directions_without_changing_the_schedule():
+    for oracle, default in (("variance-reduced", 12), ("naive", 1)):
+        plain = from_theory(M=8_000, d=12, L=1.0, delta=0.1, rho=0.5, F_star=1.0, oracle=oracle)
+        more = from_theory(M=8_000, d=12, L=1.0, delta=0.1, rho=0.5, F_star=1.0, oracle=oracle, m=5)
+        assert plain.m == default and more.m == 5
+        assert (more.period, more.epochs, more.B1, more.B2) == (plain.period, plain.epochs, plain.B1, plain.B2)
+
+
 def test_naive_noise_is_the_corrected_2dL_over_B_rho():
     p = naive(d=6, L=1.5, delta=0.1, rho=0.5, period=10, epochs=3, B=4)
     assert p.sigma == pytest.approx(2 * 6 * 1.5 / (4 * 0.5))

@@ -168,8 +168,9 @@ class ZhangTranCutkosky(O2NCAlgorithm):
 
     @classmethod
     def from_theory(cls, *, M: int, d: int, L: float, delta: float, rho: float, F_star: float,
-                    oracle: str = "variance-reduced", paper: bool = False) -> ZhangTranCutkosky:
-        """Theorem 4.9 (variance-reduced) or Appendix E (naive) for M samples.
+                    oracle: str = "variance-reduced", paper: bool = False, m: int | None = None) -> ZhangTranCutkosky:
+        """Theorem 4.9 (variance-reduced) or Appendix E (naive) for M samples, with m directions per example (default:
+        d for the variance-reduced oracle, the paper's 1 for the naive one; T and K do not depend on m).
 
         Variance-reduced: T = max{(√d·LδM/(F*+Lδ))^{2/3}, (d^{3/2}LδM/((F*+Lδ)ρ))^{1/2}} (spec §6.1: max,
         not the printed min, and √d in the first term), B1 = T+1, B2 = 1, K = ⌊M/(2T)⌋.
@@ -185,10 +186,10 @@ class ZhangTranCutkosky(O2NCAlgorithm):
             T1 = (math.sqrt(d) * L / scale) ** (2 / 3)
             T2 = (d**1.5 * L / (scale * rho)) ** 0.5
             T = _clamp_steps(max(T1, T2), M // 2)
-            return cls.variance_reduced(d=d, L=L, delta=delta, rho=rho, period=T, epochs=M // (2 * T), paper=paper)
+            return cls.variance_reduced(d=d, L=L, delta=delta, rho=rho, period=T, epochs=M // (2 * T), m=m, paper=paper)
         b = L * (math.sqrt(d) + 1 + d**1.5 / rho)
         T = _clamp_steps((b / (2 * scale)) ** (2 / 3), M // 2)
-        return cls.naive(d=d, L=L, delta=delta, rho=rho, period=T, epochs=M // T)
+        return cls.naive(d=d, L=L, delta=delta, rho=rho, period=T, epochs=M // T, m=1 if m is None else m)
 
     @classmethod
     def practical(cls, constants, *, n: int, d: int, epsilon: float, delta: float, **options) -> ZhangTranCutkosky:

@@ -269,12 +269,10 @@ def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: flo
     from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, paper_rho
 
     Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
-    if method == "ztc-naive":
-        naive = ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi, oracle="naive")
-        return ZhangTranCutkosky.naive(d=d, L=1.0, delta=alpha, rho=rho, period=naive.period, epochs=naive.epochs, m=d)
+    if method in ("ztc", "ztc-naive"):
+        return ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi, m=d,
+                                             oracle="naive" if method == "ztc-naive" else "variance-reduced")
     ztc = ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi)
-    if method == "ztc":
-        return ztc
     oracle = KLT_ORACLE[method]
     common = dict(n=n, d=d, L=1.0, Phi=Phi, alpha=alpha, epsilon=epsilon, dp_delta=config.dp_delta,
                   **({"max_steps": config.multipass_max_steps} if oracle == "multi-pass" else {}))
@@ -621,7 +619,7 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
                     med = statistics.median(vals) if vals else math.inf
                     meds.append("—" if not math.isfinite(med) else f"{med:,.0f}")
                 lines.append(f"| {o} | {m} | {cell[0]} | {cell[1]:g} | {cell[2]:g} | " + " | ".join(meds)
-                             + f" | {cost(rows, o, cell, m)} |")
+                             + f" | {evaluation_cost(rows, o, cell, m)} |")
     lines += ["", "Equal evaluations: at every n KLT single-pass ZO gets the largest m with its evaluations ≤ ZTC's "
               "(ZTC and its naive oracle: 2d per example; KLT: 2m per anchor example, 4m per increment example). "
               "What still differs: the schedules (T, D, Σ, η of each theorem), KLT's per-example clipping (safe "
@@ -646,7 +644,7 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
     return "\n".join(lines)
 
 
-def cost(rows: Sequence[RateRow], objective: str, cell: tuple, method: str) -> str:
+def evaluation_cost(rows: Sequence[RateRow], objective: str, cell: tuple, method: str) -> str:
     """The m and median evaluations of ``method`` at the largest n it ran in the cell, and their ratio to ZTC's at
     that n when ZTC ran it."""
     mine = [r for r in rows if (r.objective, r.d, r.epsilon, r.alpha) == (objective, *cell)]
