@@ -53,21 +53,27 @@ class FullBatch:
 class _Subsampled:
     """A sampler whose releases are amplified by subsampling: it draws every batch from a secret stream."""
 
-    def __init__(self, n: int, batch_size: int, *, source: NoiseSource | None = None) -> None:
+    def __init__(self, n: int, batch_size: int, *, rows: int | None = None,
+                 source: NoiseSource | None = None) -> None:
         _check_int("n", n)
         _check_int("batch_size", batch_size)
         if batch_size > n:
             raise ValueError(f"batch_size must be <= n={n}; got {batch_size}")
+        if rows is not None:
+            _check_int("rows", rows)
         if source is not None and not isinstance(source, NoiseSource):
             raise TypeError(f"source must be a NoiseSource; got {type(source).__name__}")
         self.n, self.batch_size = n, batch_size
         self.rate = batch_size / n
+        # Which rows exist is private (under add/remove their number differs between neighbours): it decides
+        # only which indices can be drawn, never the rate, the denominator B or the ledger.
+        self._rows = n if rows is None else rows
         self._source = source if source is not None else NoiseSource()  # its own secret stream
 
     @classmethod
-    def for_testing(cls, n: int, batch_size: int, *, seed: int):
+    def for_testing(cls, n: int, batch_size: int, *, seed: int, rows: int | None = None):
         """Reproducible batches for tests: *not private*, every release through it says so."""
-        return cls(n, batch_size, source=NoiseSource.for_testing(seed))
+        return cls(n, batch_size, rows=rows, source=NoiseSource.for_testing(seed))
 
     @property
     def secret(self) -> bool:
@@ -103,11 +109,14 @@ class _Subsampled:
 class PoissonSampler(_Subsampled):
     """Each example joins each step's batch independently with probability q = batch_size / n (add/remove).
 
-    Release: ``Sampled(Poisson(q), Gaussian(Δ, σ))``.
+    ``n`` is a **public** input: the declared number of training examples, or a public bound on it. Under
+    add/remove the number of rows a dataset holds differs between neighbours, so it must not set q (nor σ, nor
+    the ledger): ``rows`` (default n) says how many rows there are to draw from, and each of them joins with the
+    same public q whatever their number. Release: ``Sampled(Poisson(q), Gaussian(Δ, σ))``.
     """
 
     def sample(self) -> torch.Tensor:
-        return torch.nonzero(self._source.uniform(self.n) < self.rate).flatten()
+        return torch.nonzero(self._source.uniform(self._rows) < self.rate).flatten()
 
     def _release(self, sensitivity: float, sigma: float) -> Release:
         return Sampled(Poisson(self.rate), Gaussian(sensitivity, sigma))
@@ -122,6 +131,9 @@ class ShuffleSampler(_Subsampled):
     """
 
     def sample(self) -> torch.Tensor:
+        if self._rows != self.n:   # replace-one: n is the same for both neighbours, so it is the rows' number
+            raise ValueError(f"a ShuffleSampler draws from exactly n={self.n} rows (replace-one keeps n fixed); "
+                             f"it was given rows={self._rows}")
         return self._source.permutation(self.n)[: self.batch_size]
 
     def _release(self, sensitivity: float, sigma: float) -> Release:
