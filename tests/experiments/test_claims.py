@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from dpnc.experiments import claims
 
@@ -21,33 +22,60 @@ def test_verdict_needs_the_whole_interval_past_the_threshold():
     assert claims.all_hold([None, False, True]) is False
 
 
-def test_unpaired_difference_adds_seed_and_binomial_variances():
-    d, h = claims.accuracy_difference((75.0, None), (75.0, None), 300)
-    assert d == 0 and h == pytest.approx(1.96 * math.sqrt(2 * 1e4 * 0.75 * 0.25 / 300))
-    d, h = claims.accuracy_difference((80.0, 1.0), (70.0, 2.0), 1000)
-    ref = 1.96 * math.sqrt(1 + 4 + 1e4 * (0.8 * 0.2 + 0.7 * 0.3) / 1000)
-    assert d == pytest.approx(10.0) and h == pytest.approx(ref)
+def _satterthwaite(parts):
+    """The Welch–Satterthwaite df by hand: (Σv)² / Σ v²/df."""
+    return sum(v for v, _ in parts) ** 2 / sum(v * v / df for v, df in parts)
 
 
-def test_paired_difference_matches_a_numpy_reference():
+def test_unpaired_accuracy_difference_is_a_satterthwaite_t_interval():
+    a, b, m = [80.0, 81.5, 78.0], [70.0, 74.0, 71.0, 69.5], 1000
+    parts = [(np.var(v, ddof=1) / len(v), len(v) - 1) for v in (a, b)]
+    parts += [(1e4 * p * (1 - p) / m, m - 1) for p in (np.mean(a) / 100, np.mean(b) / 100)]
+    df = _satterthwaite(parts)
+    half = stats.t.ppf(0.975, df) * math.sqrt(sum(v for v, _ in parts))
+    d = claims.accuracy_difference(a, b, m)
+    assert d.estimate == pytest.approx(np.mean(a) - np.mean(b)) and d.df == pytest.approx(df)
+    assert (d.low, d.high) == (pytest.approx(d.estimate - half), pytest.approx(d.estimate + half))
+    assert 2 < df < m - 1 and half > 1.96 * math.sqrt(sum(v for v, _ in parts))   # wider than the normal interval
+
+
+def test_paired_difference_matches_a_numpy_scipy_reference():
     rng = np.random.default_rng(0)
     m, seeds = 500, 3
     b = rng.random((seeds, m)) < 0.6
     a = b.copy()
     flip = rng.random((seeds, m)) < 0.1                 # a disagrees with b on about 10 % of the examples,
     a[flip] = rng.random(flip.sum()) < 0.75             # and is right on 75 % of those
-    d, h = claims.paired_accuracy_difference(a.astype(int).tolist(), b.astype(int).tolist())
-    diff = a.astype(float) - b.astype(float)
+    d = claims.paired_accuracy_difference(a.astype(int).tolist(), b.astype(int).tolist())
+    diff = 100 * (a.astype(float) - b.astype(float))
     per_seed = diff.mean(axis=1)
-    var = per_seed.var(ddof=1) / seeds + diff.mean(axis=0).var(ddof=1) / m
-    assert d == pytest.approx(100 * per_seed.mean()) and h == pytest.approx(100 * 1.96 * math.sqrt(var))
-    # one seed: the McNemar-style interval, √(var of per-example differences / m)
-    d1, h1 = claims.paired_accuracy_difference(a[:1].astype(int).tolist(), b[:1].astype(int).tolist())
-    assert h1 == pytest.approx(100 * 1.96 * diff[0].std(ddof=1) / math.sqrt(m))
-    # identical models: no difference and no width; a paired interval never exceeds the unpaired one here
-    assert claims.paired_accuracy_difference(b.astype(int).tolist(), b.astype(int).tolist()) == (0.0, 0.0)
-    means = [(100 * x.mean(axis=1).mean(), 100 * x.mean(axis=1).std(ddof=1) / math.sqrt(seeds)) for x in (a, b)]
-    assert h < claims.accuracy_difference(*means, m)[1]
+    parts = [(per_seed.var(ddof=1) / seeds, seeds - 1), (diff.mean(axis=0).var(ddof=1) / m, m - 1)]
+    df = _satterthwaite(parts)
+    half = stats.t.ppf(0.975, df) * math.sqrt(parts[0][0] + parts[1][0])
+    assert d.estimate == pytest.approx(per_seed.mean()) and d.df == pytest.approx(df)
+    assert d.high - d.estimate == pytest.approx(half) and d.estimate - d.low == pytest.approx(half)
+    assert seeds - 1 <= d.df <= m - 1                       # between its parts' degrees of freedom
+    # identical models: no difference and no width; a paired interval is narrower than the unpaired one here
+    same = claims.paired_accuracy_difference(b.astype(int).tolist(), b.astype(int).tolist())
+    assert (same.estimate, same.low, same.high) == (0.0, 0.0, 0.0)
+    accs = [(100 * x.mean(axis=1)).tolist() for x in (a, b)]
+    unpaired = claims.accuracy_difference(*accs, m)
+    assert d.high - d.low < unpaired.high - unpaired.low
+
+
+def test_one_seed_gives_no_verdict_never_a_zero_seed_variance():
+    rng = np.random.default_rng(2)
+    a, b = (rng.random((1, 400)) < p for p in (0.9, 0.5))   # a 40-point gap on one seed
+    one = claims.paired_accuracy_difference(a.astype(int).tolist(), b.astype(int).tolist())
+    assert one.estimate == pytest.approx(100 * (a.mean() - b.mean()))
+    assert (one.low, one.high) == (-math.inf, math.inf) and "1 seed: no verdict" in one.note
+    assert claims.exceeds(one, 0.0) is None and claims.below(one, 100.0) is None
+    u = claims.accuracy_difference([90.0], [50.0, 51.0, 49.0], 400)
+    assert claims.exceeds(u, 0.0) is None and "1 seed" in str(u)
+    assert claims.difference_interval([1.0], [0.0, 0.1]).low == -math.inf
+    assert claims.mean_interval([3.0]).high == math.inf
+    c = claims.censored_mean_interval([2.0])
+    assert claims.exceeds(c, 0.0) is None
 
 
 def test_paired_difference_refuses_mismatched_vectors():
@@ -78,9 +106,10 @@ def test_slope_interval_matches_per_seed_numpy_fits():
     one = claims.slope_interval(xs.tolist(), [ys[0].tolist()])
     assert one.estimate == pytest.approx(slopes[0]) and (one.low, one.high) == (-math.inf, math.inf)
     assert claims.below(one, 0.0) is None and claims.within(one, -0.5, 10.0) is None and "1 seed" in str(one)
-    # a seed with a value <= 0 has no slope: left out and said so
-    bad = claims.slope_interval(xs.tolist(), [y.tolist() for y in ys[:3]] + [[1.0, 0.0, 1.0, 1.0]])
-    assert bad.seeds == 3 and bad.estimate == pytest.approx(slopes[:3].mean()) and "1 of 4 seeds" in bad.note
+    # a seed with a value <= 0 is kept, censored in (0, ∞): counted, and its slope can be anything
+    bad = claims.slope_interval(xs.tolist(), [y.tolist() for y in ys[:4]] + [[1.0, 0.0, 1.0, 1.0]])
+    assert bad.seeds == 5 and bad.censored == 1 and "1 of 5 seeds" in bad.note
+    assert (bad.low, bad.high) == (-math.inf, math.inf) and not math.isfinite(bad.estimate)
     with pytest.raises(ValueError, match="one value per x"):
         claims.slope_interval(xs.tolist(), [[1.0, 2.0]])
 
@@ -102,11 +131,16 @@ def test_slope_claims_hold_fail_or_have_no_signal():
     assert str(s.scaled(0.5)).startswith("-0.50 [")
 
 
-def test_difference_intervals_against_numpy():
+def test_difference_intervals_against_numpy_and_scipy_welch():
     a, b = np.array([0.30, 0.32, 0.29]), np.array([0.10, 0.20, 0.15, 0.12, 0.18])
     d = claims.difference_interval(a.tolist(), b.tolist())
-    half = T95[2] * math.sqrt(a.var(ddof=1) / 3 + b.var(ddof=1) / 5)   # min(3, 5) − 1 = 2 degrees of freedom
+    va, vb = a.var(ddof=1) / 3, b.var(ddof=1) / 5
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 4)                   # Welch's degrees of freedom
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
     assert d.estimate == pytest.approx(a.mean() - b.mean()) and d.high - d.estimate == pytest.approx(half)
+    assert d.df == pytest.approx(df)
+    welch = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)   # scipy's own Welch interval
+    assert (d.low, d.high) == (pytest.approx(welch.low), pytest.approx(welch.high))
     assert claims.exceeds(d, 0.0) is True
     p = claims.paired_interval([1.0, 2.0, 3.0], [0.5, 1.0, 2.9])
     diffs = np.array([0.5, 1.0, 0.1])
@@ -116,3 +150,72 @@ def test_difference_intervals_against_numpy():
     m = claims.mean_interval([2.0, 2.0])
     assert (m.low, m.high) == (2.0, 2.0) and claims.exceeds(m, 2.0) is False   # at the threshold is not past it
     assert claims.judged({"a": True, "b": None, "c": False}) == "1 hold, 1 fail, 1 no signal (of 3)"
+
+
+def test_satterthwaite_df_against_hand_formula():
+    parts = [(4.0, 2), (1.0, 9), (0.5, 999)]
+    assert claims.satterthwaite_df(parts) == pytest.approx(5.5 ** 2 / (16 / 2 + 1 / 9 + 0.25 / 999))
+    assert claims.satterthwaite_df([(2.0, 3)]) == pytest.approx(3)            # one part: its own df
+    assert claims.satterthwaite_df([(0.0, 2), (1.0, 7)]) == pytest.approx(7)  # a zero part adds nothing
+    assert claims.satterthwaite_df([(1.0, math.inf)]) == math.inf
+    assert claims.t95(math.inf) == pytest.approx(stats.norm.ppf(0.975))
+    assert claims.t95(3.9) == pytest.approx(stats.t.ppf(0.975, 3.9))
+    with pytest.raises(ValueError, match="df > 0"):
+        claims.satterthwaite_df([(1.0, 0)])
+
+
+def _seeds(xs, slopes):
+    return [[x ** s for x in xs] for s in slopes]
+
+
+def test_upper_bound_rates_are_judged_one_sided():
+    xs = [30.0, 100.0, 300.0, 1000.0]
+    bound = -0.75
+    slower = claims.slope_interval(xs, _seeds(xs, (-0.65, -0.61, -0.63, -0.64, -0.62)))   # −0.63 [−0.65, −0.61]
+    assert slower.high < bound + 0.2 and slower.low > bound + claims.RATE_TOL   # its interval excludes bound + tol
+    assert claims.no_slower_than_bound(slower, bound) is False
+    faster = claims.slope_interval(xs, _seeds(xs, (-1.2, -1.1, -1.3, -1.25)))   # faster than the bound: consistent
+    assert claims.no_slower_than_bound(faster, bound) is True
+    assert claims.tight(faster, bound) is False                 # but not tight: a separate claim
+    straddles = claims.slope_interval(xs, _seeds(xs, (-0.9, -0.5, -0.7)))
+    assert claims.no_slower_than_bound(straddles, bound) is None
+    near = claims.slope_interval(xs, _seeds(xs, (-0.70, -0.71, -0.69, -0.70)))   # 0.05 slower: inside the tolerance
+    assert claims.no_slower_than_bound(near, bound) is True and claims.no_slower_than_bound(near, bound, 0.0) is False
+    assert claims.tight(near, bound) is True
+    one = claims.slope_interval(xs, _seeds(xs, (-0.2,)))         # one seed, far slower: still no verdict
+    assert claims.no_slower_than_bound(one, bound) is None
+
+
+def test_censored_seed_is_kept_counted_and_conservative():
+    xs = [4.0, 8.0, 16.0, 32.0]
+    n_max = 1000.0
+    reached = [[10 * x ** s for x in xs] for s in (1.0, 1.1, 0.9, 1.05, 0.95)]
+    slow = [10 * x ** 1.6 for x in xs[:3]] + [claims.Censored(n_max, math.inf)]   # 10·32^1.6 > n_max: not reached
+    fit = claims.slope_interval(xs, reached + [slow], max_censored=0.2)
+    dropped = claims.slope_interval(xs, reached)                 # what dropping the slow seed would report
+    assert fit.censored == 1 and fit.seeds == 6 and "1 of 6 seeds" in fit.note
+    per_seed = [np.polyfit(np.log(xs), np.log(y), 1)[0] for y in reached]
+    per_seed.append(np.polyfit(np.log(xs), np.log([10 * x ** 1.6 for x in xs[:3]] + [n_max]), 1)[0])   # at n_max
+    assert fit.estimate == pytest.approx(np.mean(per_seed)) and fit.estimate > dropped.estimate
+    low = stats.t.interval(0.95, 5, loc=np.mean(per_seed), scale=stats.sem(per_seed))[0]
+    assert fit.low == pytest.approx(low) and fit.high == math.inf   # at n_max for the low end; the high end opens
+    # an upper-bound claim "slope ≤ 1.1 + tol" holds when the slow seed is dropped, but not once it is kept
+    assert claims.no_slower_than_bound(dropped, 1.1) is True
+    assert claims.no_slower_than_bound(fit, 1.1) is None
+    # no verdict above the declared fraction
+    many = claims.slope_interval(xs, reached[:3] + [slow, slow], max_censored=0.2)
+    assert many.censored == 2 and (many.low, many.high) == (-math.inf, math.inf) and "no verdict" in many.note
+
+
+def test_censored_mean_counts_at_the_bound_and_opens_one_end():
+    values = [1.0, 1.5, 0.5, 2.0, claims.Censored(0.8, math.inf)]
+    iv = claims.censored_mean_interval(values, max_censored=0.2)
+    assert iv.estimate == pytest.approx(np.mean([1.0, 1.5, 0.5, 2.0, 0.8]))
+    ref = stats.t.interval(0.95, 4, loc=np.mean([1.0, 1.5, 0.5, 2.0, 0.8]),
+                           scale=stats.sem([1.0, 1.5, 0.5, 2.0, 0.8]))
+    assert iv.low == pytest.approx(ref[0]) and iv.high == math.inf
+    assert claims.exceeds(iv, 0.0) is True and claims.below(iv, 5.0) is None   # it can hold above, never fail
+    plain = claims.censored_mean_interval([1.0, 1.5, 0.5, 2.0, 0.8])
+    assert (plain.low, plain.high) == (pytest.approx(ref[0]), pytest.approx(ref[1])) and plain.censored == 0
+    with pytest.raises(ValueError, match="lower <= upper"):
+        claims.Censored(2.0, 1.0)

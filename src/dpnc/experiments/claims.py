@@ -3,29 +3,30 @@
 A claim "the quantity exceeds θ" is judged on an interval [low, high] (:func:`verdict`): it holds when all of the
 interval lies above θ, fails when all of it lies at or below θ, and has **no signal** (None) otherwise.
 
-Accuracy differences get their interval from two sources of chance, the seeds (k-shot splits, noise, batches)
-and the test examples:
+Every interval is Student's t with the right degrees of freedom (:class:`Interval` records them):
 
-* :func:`accuracy_difference`: two accuracies known only as (mean, s.e. over seeds); each side's binomial
-  variance p(1 − p)/m is added as if the two were scored on independent test sets. Conservative when they share
-  one.
-* :func:`paired_accuracy_difference`: both methods scored on the *same* test examples, with per-example
-  correctness kept for each seed. The test-set term is then the variance of the per-example differences (as in
-  McNemar's test): two models that agree on most examples differ by far less chance than two independent
-  binomials would. The seed term is the s.e. of the per-seed differences.
+* over k seeds, k − 1 (:func:`mean_interval`, :func:`paired_interval`, :func:`slope_interval`);
+* a variance summed from parts estimated with different degrees of freedom (two sets of seeds; a seed part and a
+  test-set part) takes the **Welch–Satterthwaite** degrees of freedom of the sum, (Σ vᵢ)² / Σ (vᵢ² / dfᵢ)
+  (:func:`satterthwaite_df`): :func:`difference_interval` (Welch), :func:`accuracy_difference` (two accuracies, each
+  with its seed and binomial test-set parts) and :func:`paired_accuracy_difference` (both methods on the same test
+  examples: the per-seed differences' seed part, k − 1 df, and the per-example differences' test part, m − 1 df).
 
-Both add the two variances and use the normal 95 % quantile (1.96), the convention of every claims table here.
+**One seed decides nothing**: wherever a part would have to be estimated from one seed the interval is infinite
+and its note says "1 seed: no verdict" (never that part taken as 0).
 
-Quantities estimated from a few seeds only (rates, comparisons of noisy medians) get a Student-t interval over the
-seeds (:class:`Interval`): with k seeds the 95 % quantile of t with k − 1 degrees of freedom (12.7 for 2 seeds,
-2.78 for 5), infinite for one seed, so that one seed never makes a claim hold or fail.
+**Upper-bound rates are one-sided** (:func:`no_slower_than_bound`): a theorem that bounds a cost (excess risk, a
+gradient norm, a sample complexity) by C·g(x) promises that the cost's log-log slope in x is no larger than the
+bound's own slope over the same points, up to a declared tolerance (:data:`RATE_TOL`, for the log factors a bound
+drops). A slope below the bound's (a faster fall, a slower growth) is consistent with an upper bound. That the slope
+*equals* the bound's (tightness) is a separate claim, :func:`tight`, made only where a paper claims it.
 
-* :func:`mean_interval`, :func:`difference_interval` (two independent sets of seeds), :func:`paired_interval`;
-* :func:`slope_interval`: a least-squares log-log slope fitted per seed, their mean and its interval;
-* :func:`exceeds`, :func:`below`, :func:`within`: the claims "above θ", "below θ", "within ±tol of θ" judged by
-  :func:`verdict` on an interval;
-* :func:`consistent`: "equals θ" (a theorem's exponent): the interval contains θ and is informative, or lies within
-  ±tol of it.
+**Censored values stay censored** (:class:`Censored`): a value known only to lie in [lower, upper] (a seed that
+never reached its target by n_max: [n_max, ∞)) is counted at its finite end in the estimate, enters the interval
+conservatively (the low end from every censored value at its lower end, the high end from every one at its upper
+end; a per-seed slope ranges over the corners of its values' box, :func:`slope_range`), is counted in the note,
+and above a declared fraction (:data:`MAX_CENSORED`) leaves no verdict. A plain value that is not finite and > 0
+where a logarithm is taken is censored in (0, ∞): kept and counted, never dropped.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-Z95 = 1.96   # two-sided 95 % normal quantile
+RATE_TOL = 0.1        # one-sided rate claims: slack in the exponent for the log factors a bound drops (declared)
+MAX_CENSORED = 0.2    # above this fraction of censored seeds an interval gives no verdict (declared)
+NO_VERDICT_ONE_SEED = "1 seed: no verdict"
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float | None]:
@@ -63,44 +66,6 @@ def all_hold(verdicts: Sequence[bool | None]) -> bool | None:
     return False if False in verdicts else None if None in verdicts else True
 
 
-def accuracy_difference(a: tuple[float, float | None], b: tuple[float, float | None],
-                        test_examples: int) -> tuple[float, float]:
-    """a − b (percentage points) of two (mean %, s.e. over seeds) accuracies, and its 95 % half-width.
-
-    The variance adds each mean's seed variance (s.e.², 0 for one seed) and the binomial variance of an
-    accuracy on ``test_examples`` examples, p(1 − p)/m, for each side, as if the test sets were independent.
-    """
-    if test_examples < 1:
-        raise ValueError(f"test_examples must be >= 1; got {test_examples}")
-    var = sum((se or 0.0) ** 2 + 1e4 * (m / 100) * (1 - m / 100) / test_examples for m, se in (a, b))
-    return a[0] - b[0], Z95 * math.sqrt(var)
-
-
-def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> tuple[float, float]:
-    """a − b (percentage points) of two methods scored on the same test examples, and its 95 % half-width.
-
-    Args:
-        a, b: per seed (paired by position), the per-example correctness (0/1, in the same example order) of
-            each method. Every vector has the same length m.
-
-    With d_si = a_si − b_si: the difference is the mean of the per-seed means D_s = mean_i d_si; its variance is
-    the seed part s.e.(D_s)² (0 for one seed) plus the test part var_i(mean_s d_si)/m (the examples are a sample
-    from the task's distribution, shared by every seed, so their part does not shrink with more seeds).
-    """
-    if len(a) != len(b) or not a:
-        raise ValueError(f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}")
-    m = len(a[0])
-    if m < 2 or any(len(v) != m for v in (*a, *b)):
-        raise ValueError("every correctness vector must have the same length m >= 2; got lengths "
-                         f"{sorted({len(v) for v in (*a, *b)})}")
-    per_seed = [[x - y for x, y in zip(u, v)] for u, v in zip(a, b)]
-    means = [statistics.fmean(d) for d in per_seed]
-    diff, seed_se = mean_se(means)
-    per_example = [statistics.fmean(col) for col in zip(*per_seed)]
-    var = (seed_se or 0.0) ** 2 + statistics.variance(per_example) / m
-    return 100 * diff, 100 * Z95 * math.sqrt(var)
-
-
 def from_bits(text: str) -> list[int]:
     """Per-example correctness from its public string (one "1" or "0" per test example, in order)."""
     if set(text) - {"0", "1"}:
@@ -108,19 +73,35 @@ def from_bits(text: str) -> list[int]:
     return [int(c) for c in text]
 
 
-# --- intervals over seeds -------------------------------------------------------------------------------------
+# --- t intervals ----------------------------------------------------------------------------------------------
 
 
-def t95(df: int) -> float:
-    """The two-sided 95 % quantile of Student's t with ``df`` degrees of freedom (inf for df < 1)."""
-    return float(stats.t.ppf(0.975, df)) if df >= 1 else math.inf
+def t95(df: float) -> float:
+    """The two-sided 95 % quantile of Student's t with ``df`` degrees of freedom (a real number; inf for df <= 0,
+    the normal 1.96 for df = inf)."""
+    if not df > 0:
+        return math.inf
+    return float(stats.norm.ppf(0.975)) if math.isinf(df) else float(stats.t.ppf(0.975, df))
+
+
+def satterthwaite_df(parts: Sequence[tuple[float, float]]) -> float:
+    """The Welch–Satterthwaite degrees of freedom of a sum of variance estimates: ``parts`` are (vᵢ, dfᵢ), the
+    result (Σ vᵢ)² / Σ (vᵢ² / dfᵢ). A part with vᵢ = 0 or dfᵢ = inf adds nothing to the denominator; inf when the
+    denominator is 0 (every part known exactly, or the sum is 0)."""
+    for v, df in parts:
+        if v < 0 or not df > 0:
+            raise ValueError(f"each part needs a variance >= 0 and df > 0; got ({v!r}, {df!r})")
+    total = sum(v for v, _ in parts)
+    denominator = sum(v * v / df for v, df in parts if v > 0 and math.isfinite(df))
+    return math.inf if denominator == 0 or total == 0 else total * total / denominator
 
 
 @dataclass(frozen=True)
 class Interval:
-    """An estimate over seeds and its 95 % interval [low, high] (infinite when it has no interval).
+    """An estimate and its 95 % interval [low, high] (infinite when it has no interval).
 
-    ``seeds``: how many seeds it rests on; ``note``: why it has no interval, or what was left out.
+    ``seeds``: how many seeds it rests on; ``note``: why it has no interval, or what it counts; ``df``: the t
+    degrees of freedom used (None: not a t interval); ``censored``: how many of the seeds are censored.
     """
 
     estimate: float
@@ -128,11 +109,13 @@ class Interval:
     high: float
     seeds: int
     note: str = ""
+    df: float | None = None
+    censored: int = 0
 
     def __str__(self) -> str:
         if not math.isfinite(self.estimate):
             return f"— ({self.note})" if self.note else "—"
-        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+        if not (math.isfinite(self.low) or math.isfinite(self.high)):
             return f"{self.estimate:.2f} [no interval: {self.note or 'infinite'}]"
         text = f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}]"
         return f"{text} ({self.note})" if self.note else text
@@ -141,15 +124,24 @@ class Interval:
         """c times the estimate (c > 0): e.g. half a squared norm's exponent for the norm."""
         if not c > 0:
             raise ValueError(f"c must be > 0; got {c!r}")
-        return Interval(c * self.estimate, c * self.low, c * self.high, self.seeds, self.note)
+        return Interval(c * self.estimate, c * self.low, c * self.high, self.seeds, self.note, self.df, self.censored)
 
 
-def _no_interval(estimate: float, seeds: int, note: str) -> Interval:
-    return Interval(estimate, -math.inf, math.inf, seeds, note)
+def _no_interval(estimate: float, seeds: int, note: str, censored: int = 0) -> Interval:
+    return Interval(estimate, -math.inf, math.inf, seeds, note, None, censored)
+
+
+def from_parts(estimate: float, parts: Sequence[tuple[float, float]], seeds: int, note: str = "") -> Interval:
+    """``estimate`` ± t95(Satterthwaite df of ``parts``)·√(Σ vᵢ): an interval whose variance is summed from parts
+    (vᵢ, dfᵢ) (:func:`satterthwaite_df`)."""
+    df = satterthwaite_df(parts)
+    half = t95(df) * math.sqrt(sum(v for v, _ in parts))
+    return Interval(estimate, estimate - half, estimate + half, seeds, note, df)
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
-    """The mean of per-seed values and its t interval (k − 1 degrees of freedom; none for one seed)."""
+    """The mean of per-seed values and its t interval (k − 1 degrees of freedom; none for one seed, none with a
+    value that is not finite)."""
     values = [float(v) for v in values]
     if not values:
         raise ValueError("mean_interval needs at least one value")
@@ -157,9 +149,8 @@ def mean_interval(values: Sequence[float]) -> Interval:
         return _no_interval(math.nan, len(values), "a value is not finite")
     mean, se = mean_se(values)
     if se is None:
-        return _no_interval(mean, 1, "1 seed")
-    half = t95(len(values) - 1) * se
-    return Interval(mean, mean - half, mean + half, len(values))
+        return _no_interval(mean, 1, NO_VERDICT_ONE_SEED)
+    return from_parts(mean, [(se * se, len(values) - 1)], len(values))
 
 
 def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
@@ -171,11 +162,8 @@ def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
 
 
 def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
-    """mean(a) − mean(b) of two independent sets of seeds and its 95 % interval.
-
-    The variance is s_a²/k_a + s_b²/k_b; the quantile is t's with min(k_a, k_b) − 1 degrees of freedom (the lower
-    bound of Welch's, so never narrower than Welch's interval). No interval when either side has one seed.
-    """
+    """mean(a) − mean(b) of two independent sets of seeds and Welch's 95 % interval: variance s_a²/k_a + s_b²/k_b,
+    Welch–Satterthwaite degrees of freedom. No interval when either side has one seed."""
     a, b = [float(v) for v in a], [float(v) for v in b]
     if not a or not b:
         raise ValueError(f"a and b must each hold at least one value; got {len(a)} and {len(b)}")
@@ -184,9 +172,134 @@ def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
         return _no_interval(math.nan, k, "a value is not finite")
     diff = statistics.fmean(a) - statistics.fmean(b)
     if k < 2:
-        return _no_interval(diff, k, "1 seed")
-    half = t95(k - 1) * math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
-    return Interval(diff, diff - half, diff + half, k)
+        return _no_interval(diff, k, NO_VERDICT_ONE_SEED)
+    parts = [(statistics.variance(v) / len(v), len(v) - 1) for v in (a, b)]
+    return from_parts(diff, parts, k)
+
+
+# --- accuracy differences: a seed part and a test-set part ----------------------------------------------------
+
+
+def accuracy_difference(a: Sequence[float], b: Sequence[float], test_examples: int) -> Interval:
+    """mean(a) − mean(b) (percentage points) of two methods' per-seed test accuracies (%), and its 95 % interval.
+
+    Four variance parts, each with its degrees of freedom: per side the seed part s²/k (k − 1) and the binomial
+    test-set part p(1 − p)/m (m − 1; as if the two were scored on independent test sets: conservative when they
+    share one); Welch–Satterthwaite degrees of freedom of the sum. One seed on either side: no verdict.
+    """
+    if test_examples < 2:
+        raise ValueError(f"test_examples must be >= 2; got {test_examples}")
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if not a or not b:
+        raise ValueError(f"a and b must each hold at least one seed; got {len(a)} and {len(b)}")
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    if min(len(a), len(b)) < 2:
+        return _no_interval(diff, min(len(a), len(b)), NO_VERDICT_ONE_SEED)
+    parts = []
+    for v in (a, b):
+        p = statistics.fmean(v) / 100
+        parts += [(statistics.variance(v) / len(v), len(v) - 1), (1e4 * p * (1 - p) / test_examples, test_examples - 1)]
+    return from_parts(diff, parts, min(len(a), len(b)), "unpaired")
+
+
+def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> Interval:
+    """a − b (percentage points) of two methods scored on the same test examples, and its 95 % interval.
+
+    Args:
+        a, b: per seed (paired by position), the per-example correctness (0/1, in the same example order) of
+            each method. Every vector has the same length m.
+
+    With d_si = a_si − b_si: the difference is the mean of the per-seed means D_s = mean_i d_si; its variance is
+    the seed part s.e.(D_s)² (k − 1 degrees of freedom) plus the test part var_i(mean_s d_si)/m (m − 1: the
+    examples are a sample from the task's distribution, shared by every seed, so their part does not shrink with
+    more seeds); the t quantile at the Welch–Satterthwaite degrees of freedom of the sum. One seed: no verdict.
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}")
+    m = len(a[0])
+    if m < 2 or any(len(v) != m for v in (*a, *b)):
+        raise ValueError("every correctness vector must have the same length m >= 2; got lengths "
+                         f"{sorted({len(v) for v in (*a, *b)})}")
+    per_seed = [[x - y for x, y in zip(u, v)] for u, v in zip(a, b)]
+    means = [100 * statistics.fmean(d) for d in per_seed]
+    diff, seed_se = mean_se(means)
+    if seed_se is None:
+        return _no_interval(diff, 1, NO_VERDICT_ONE_SEED)
+    per_example = [100 * statistics.fmean(col) for col in zip(*per_seed)]
+    parts = [(seed_se ** 2, len(a) - 1), (statistics.variance(per_example) / m, m - 1)]
+    return from_parts(diff, parts, len(a), "paired by test example and seed")
+
+
+# --- censored values ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Censored:
+    """A value known only to lie in [lower, upper] (one end may be infinite: a seed that never reached its target
+    by n_max is ``Censored(n_max, math.inf)``). It is counted in an estimate at ``value`` if given, else at its
+    finite end (:attr:`at`; nan if it has none)."""
+
+    lower: float
+    upper: float
+    value: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.lower <= self.upper:
+            raise ValueError(f"a censored value needs lower <= upper; got [{self.lower}, {self.upper}]")
+
+    @property
+    def at(self) -> float:
+        if self.value is not None:
+            return self.value
+        return self.upper if math.isfinite(self.upper) else self.lower if math.isfinite(self.lower) else math.nan
+
+
+Value = float | Censored
+
+
+def _range(v: Value) -> tuple[float, float]:
+    return (v.lower, v.upper) if isinstance(v, Censored) else (v, v)
+
+
+def _end(values: Sequence[float], side: int) -> float:
+    """The low (side −1) or high (+1) end of the t interval of ``values`` (infinite values pass through)."""
+    if any(math.isinf(v) and v * side > 0 for v in values):
+        return side * math.inf
+    if any(math.isinf(v) for v in values):   # an infinite value on the other side leaves this end finite: bound it
+        values = [v for v in values if math.isfinite(v)]
+        if len(values) < 2:
+            return side * math.inf
+    iv = mean_interval(values)
+    return iv.high if side > 0 else iv.low
+
+
+def censored_mean_interval(values: Sequence[Value], *, max_censored: float = MAX_CENSORED,
+                           what: str = "censored") -> Interval:
+    """The mean over seeds of values some of which are :class:`Censored`, and a conservative 95 % interval.
+
+    The estimate counts each censored value at its finite end (:attr:`Censored.at`); the interval's low end is
+    the t interval's (k − 1 df) over every value at its lower end, the high end over every value at its upper end
+    (an infinite end stays infinite). The note counts the censored seeds; with more than ``max_censored`` of them
+    (a fraction) or one seed, no verdict.
+    """
+    values = list(values)
+    if not values:
+        raise ValueError("censored_mean_interval needs at least one value")
+    k, censored = len(values), sum(isinstance(v, Censored) for v in values)
+    ats = [v.at if isinstance(v, Censored) else v for v in values]
+    estimate = statistics.fmean(ats) if all(math.isfinite(a) for a in ats) else math.nan
+    note = f"{censored} of {k} seeds {what}" if censored else ""
+    if k == 1:
+        return _no_interval(estimate, 1, "; ".join(n for n in (note, NO_VERDICT_ONE_SEED) if n), censored)
+    if censored > max_censored * k:
+        return _no_interval(estimate, k, f"{note}: over {max_censored:.0%}, no verdict", censored)
+    if not censored:
+        return mean_interval(values)
+    lows, highs = zip(*(_range(v) for v in values))
+    return Interval(estimate, _end(lows, -1), _end(highs, +1), k, note, k - 1, censored)
+
+
+# --- rates: log-log slopes ------------------------------------------------------------------------------------
 
 
 def loglog_fit(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -194,36 +307,61 @@ def loglog_fit(xs: Sequence[float], ys: Sequence[float]) -> float:
     equal."""
     if len(xs) != len(ys) or len(xs) < 2:
         raise ValueError(f"a slope needs at least 2 points of equal count; got {len(xs)} x and {len(ys)} y")
-    lx, ly = [math.log(v) for v in xs], [math.log(v) for v in ys]
-    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum(w * math.log(y) for w, y in zip(_weights(xs), ys))
+
+
+def _weights(xs: Sequence[float]) -> list[float]:
+    """The least-squares slope's weights on log y: (log x − mean) / Sxx."""
+    lx = [math.log(v) for v in xs]
+    mx = statistics.fmean(lx)
     sxx = sum((u - mx) ** 2 for u in lx)
     if sxx == 0:
         raise ValueError("a slope needs at least two distinct x")
-    return sum((u - mx) * (v - my) for u, v in zip(lx, ly)) / sxx
+    return [(u - mx) / sxx for u in lx]
 
 
-def slope_interval(xs: Sequence[float], ys_by_seed: Sequence[Sequence[float]]) -> Interval:
+def _log(v: float) -> float:
+    return math.log(v) if v > 0 else -math.inf
+
+
+def slope_range(xs: Sequence[float], ys: Sequence[Value]) -> Value:
+    """One seed's log-log slope; where some y is :class:`Censored` (or a plain y is not finite and > 0: censored in
+    (0, ∞)), the slope's range over the box of its values, as a :class:`Censored` slope counted at the slope with
+    every censored y at its finite end. The least-squares slope is linear in log y, so its extremes lie at the
+    box's corners."""
+    ys = [y if isinstance(y, Censored) or (math.isfinite(y) and y > 0) else Censored(0.0, math.inf) for y in ys]
+    if not any(isinstance(y, Censored) for y in ys):
+        return loglog_fit(xs, ys)
+    terms = [(w, *_range(y), y.at if isinstance(y, Censored) else y) for w, y in zip(_weights(xs), ys) if w != 0]
+    low = sum(w * _log(lo if w > 0 else hi) for w, lo, hi, _ in terms)
+    high = sum(w * _log(hi if w > 0 else lo) for w, lo, hi, _ in terms)
+    at = sum(w * math.log(a) for w, _, _, a in terms) if all(a > 0 for *_, a in terms) else math.nan
+    return Censored(low, high, at)
+
+
+def slope_interval(xs: Sequence[float], ys_by_seed: Sequence[Sequence[Value]], *,
+                   max_censored: float = MAX_CENSORED) -> Interval:
     """The log-log slope of y against x: fitted per seed (least squares), their mean and its t interval.
 
     Args:
         xs: the points (finite, > 0, at least two distinct).
-        ys_by_seed: per seed, the values at ``xs`` (in the same order).
+        ys_by_seed: per seed, the values at ``xs`` (in the same order): numbers, or :class:`Censored` values.
+        max_censored: above this fraction of seeds with a censored value, no verdict.
 
-    A seed with a value that is not finite and > 0 has no slope and is left out (the note says so); with one
-    fitted seed the slope has no interval.
+    A seed with a censored value (or a value not finite and > 0) is kept: its slope ranges over its values' box
+    (:func:`slope_range`) and enters :func:`censored_mean_interval`; one seed has no interval.
     """
     if not all(math.isfinite(x) and x > 0 for x in xs):
         raise ValueError(f"every x must be finite and > 0; got {list(xs)}")
+    if not ys_by_seed:
+        raise ValueError("slope_interval needs at least one seed")
     if any(len(ys) != len(xs) for ys in ys_by_seed):
         raise ValueError("every seed needs one value per x")
-    fitted = [loglog_fit(xs, ys) for ys in ys_by_seed if all(math.isfinite(y) and y > 0 for y in ys)]
-    left_out = len(ys_by_seed) - len(fitted)
-    if not fitted:
-        return _no_interval(math.nan, 0, f"no seed with every value > 0 of {len(ys_by_seed)}")
-    interval = mean_interval(fitted)
-    notes = [n for n in (interval.note, f"{left_out} of {len(ys_by_seed)} seeds without a slope" if left_out else "")
-             if n]
-    return Interval(interval.estimate, interval.low, interval.high, len(fitted), "; ".join(notes))
+    return censored_mean_interval([slope_range(xs, ys) for ys in ys_by_seed], max_censored=max_censored,
+                                  what="with a censored value")
+
+
+# --- claims on an interval ------------------------------------------------------------------------------------
 
 
 def exceeds(interval: Interval, threshold: float) -> bool | None:
@@ -245,21 +383,19 @@ def within(interval: Interval, target: float, tol: float) -> bool | None:
     return all_hold([exceeds(interval, target - tol), below(interval, target + tol)])
 
 
-def consistent(interval: Interval, target: float, tol: float, informative: float) -> bool | None:
-    """The claim "the quantity is ``target``" (e.g. a theorem's exponent), judged on its interval: holds if the
-    interval contains ``target`` and its half-width is at most ``informative``, or if it lies within ±``tol`` of
-    ``target`` (:func:`within`); fails if it excludes ``target`` and does not lie within ±``tol``; no signal otherwise
-    (an interval too wide to say anything, or one seed)."""
-    if not (tol > 0 and informative > 0):
-        raise ValueError(f"tol and informative must be > 0; got {tol!r}, {informative!r}")
-    if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
-        return None
-    if within(interval, target, tol):
-        return True
-    contains = interval.low <= target <= interval.high
-    if contains:
-        return True if (interval.high - interval.low) / 2 <= informative else None
-    return False
+def no_slower_than_bound(slope: Interval, bound_slope: float, tol: float = RATE_TOL) -> bool | None:
+    """The one-sided claim of an upper bound on a cost: its fitted log-log slope is at most the bound's own slope
+    over the same points plus ``tol`` (:func:`below` on ``bound_slope + tol``). A slope below the bound's holds
+    (consistent with an upper bound); one whose whole interval lies above ``bound_slope + tol`` fails."""
+    if not tol >= 0:
+        raise ValueError(f"tol must be >= 0; got {tol!r}")
+    return below(slope, bound_slope + tol)
+
+
+def tight(slope: Interval, bound_slope: float, tol: float = RATE_TOL) -> bool | None:
+    """The separate claim that a bound is tight: the slope equals the bound's own within ±``tol``
+    (:func:`within`). Judged only where a paper claims tightness."""
+    return within(slope, bound_slope, tol)
 
 
 def judged(verdicts: dict[str, bool | None]) -> str:
