@@ -162,7 +162,7 @@ def _claims(rows) -> dict:
 
 def test_the_claims_hold_when_the_whole_interval_clears_the_threshold():
     acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 80.0, ("SST-2", "dp6"): 79.0, ("SST-2", "dp2"): 77.0,
-           ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 40.0, ("SST-5", "dp6"): 38.0, ("SST-5", "dp2"): 35.0,
+           ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 40.0, ("SST-5", "dp6"): 39.0, ("SST-5", "dp2"): 35.0,
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 70.0, ("TREC", "dp6"): 69.0, ("TREC", "dp2"): 60.0}
     assert all(_claims(_rows(acc, spread=0.3)).values())   # 10⁶ test examples, seeds ±0.3: narrow intervals
 
