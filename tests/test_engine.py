@@ -1,7 +1,6 @@
 """dpnc.make_private: optimizer, loader of secret Poisson batches and accountant, on a small real model."""
 
-# The façade's pattern, `for xb, yb in loader: optimizer.step(lambda: loss(model(xb), yb))`, calls each
-# closure within its own iteration, so binding the loop variables late is what is meant.
+# Some refusal tests build closures over the loop's variables on purpose (what the optimizer must refuse).
 # ruff: noqa: B023
 
 import math
@@ -44,7 +43,8 @@ def per_example_loss(out, yb):
 
 
 def private(model, **kwargs):
-    defaults = dict(data=dataset(), optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS,
+    data = kwargs.pop("data", None) or dataset()
+    defaults = dict(data=data, n=len(data), optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS,
                     batch_size=B, lr=0.05, clip=5.0, seed=1)
     return dpnc.make_private(model, **{**defaults, **kwargs})
 
@@ -76,7 +76,7 @@ def test_epsilon_at_most_the_target_and_close_to_it():
     model = make_model()
     opt, loader, acct = private(model)  # secret sampler and noise: a real private run
     for xb, yb in loader:
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     assert acct.releases == STEPS
     assert acct.relation.value == "add/remove"
     eps = acct.epsilon(DELTA, "pld")
@@ -96,7 +96,7 @@ def test_loader_yields_exactly_steps_batches_matching_the_secret_sampler():
     for xb, yb in loader:
         expected = twin.sample()
         assert torch.equal(indices(xb), expected)
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
         count += 1
         assert len(loader) == STEPS - count  # what is left, never a realised size
     assert count == STEPS and acct.releases == STEPS
@@ -111,13 +111,13 @@ def test_an_interrupted_loop_resumes_where_it_stopped():
     seen = 0
     for xb, yb in loader:
         assert torch.equal(indices(xb), twin.sample())
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
         seen += 1
         if seen == 5:
             break
     for xb, yb in loader:
         assert torch.equal(indices(xb), twin.sample())
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
         seen += 1
     assert seen == STEPS and acct.releases == STEPS
 
@@ -139,17 +139,17 @@ def test_empty_batches_reach_the_loop_but_not_the_closure_and_release_noise_only
             empties += 1
             assert xb.shape == (0, FEATURES) and yb.shape == (0,) and xb.dtype == torch.float32
             before = params(model)
-            loss = opt.step(lambda: closure(xb, yb))
+            loss = opt.step(closure)
             assert math.isnan(float(loss))
             assert not same(before, params(model))  # the noise moved the parameters
         else:
-            opt.step(lambda: closure(xb, yb))
+            opt.step(closure)
     assert empties >= 1  # fixed seed: the count is deterministic
     assert calls == 2 * (steps - empties)  # two forward passes per non-empty step, none on empty ones
     assert acct.releases == steps
 
 
-def test_a_closure_on_another_batch_is_refused_and_nothing_is_released():
+def test_losses_that_are_not_one_per_example_of_the_batch_are_refused_and_nothing_is_released():
     model = make_model()
     data = dataset()
     opt, loader, acct = private(model, data=data, testing_seed=1)
@@ -157,17 +157,17 @@ def test_a_closure_on_another_batch_is_refused_and_nothing_is_released():
     it = iter(loader)
     xb, yb = next(it)
     while len(xb) < 2:  # a batch of >= 2 examples, so dropping one leaves a non-empty wrong batch
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
         xb, yb = next(it)
     before, released = params(model), acct.releases
-    for wrong in (lambda: per_example_loss(model(xb[1:]), yb[1:]),      # one example short
-                  lambda: per_example_loss(model(X), y),                 # the whole dataset
-                  lambda: per_example_loss(model(xb), yb).mean()):       # a reduced loss
+    for wrong in (lambda xb, yb: per_example_loss(model(xb[1:]), yb[1:]),      # one example short
+                  lambda xb, yb: per_example_loss(model(X), y),                 # the whole dataset
+                  lambda xb, yb: per_example_loss(model(xb), yb).mean()):       # a reduced loss
         with pytest.raises(ValueError, match="per-example losses of the batch"):
             opt.step(wrong)
         assert acct.releases == released and restored(before, params(model))
     # Nothing was released, so the batch is still pending and a correct closure may use it.
-    loss = opt.step(lambda: per_example_loss(model(xb), yb))
+    loss = opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     assert acct.releases == released + 1 and torch.isfinite(loss)
 
 
@@ -175,10 +175,10 @@ def test_a_second_step_on_one_batch_is_refused():
     model = make_model()
     opt, loader, acct = private(model, testing_seed=2)
     xb, yb = next(iter(loader))
-    opt.step(lambda: per_example_loss(model(xb), yb))
+    opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     before, released = params(model), acct.releases
     with pytest.raises(ValueError, match="no batch is pending"):
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     assert acct.releases == released and same(before, params(model))
 
 
@@ -186,7 +186,7 @@ def test_a_step_before_the_loader_yields_is_refused():
     model = make_model()
     opt, _, acct = private(model, testing_seed=2)
     with pytest.raises(ValueError, match="no batch is pending"):
-        opt.step(lambda: torch.zeros(3))
+        opt.step(lambda xb, yb: torch.zeros(3))
     assert acct.releases == 0
 
 
@@ -194,10 +194,10 @@ def test_more_than_steps_steps_are_refused():
     model = make_model()
     opt, loader, acct = private(model, testing_seed=4)
     for xb, yb in loader:
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     before = params(model)
     with pytest.raises(ValueError, match=f"steps must be at most {STEPS}"):
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     assert acct.releases == STEPS and same(before, params(model))
 
 
@@ -216,25 +216,25 @@ def test_the_model_learns_an_easy_problem():
     opt, loader, _ = private(model, data=data, testing_seed=5)
     start = full_loss(model, data)
     for xb, yb in loader:
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     assert full_loss(model, data) < 0.1 * start
 
 
 def test_mezo_is_not_private_and_learns():
     model = make_model()
     data = dataset()
-    opt, loader, acct = dpnc.make_private(model, data=data, optimizer="mezo", steps=STEPS, batch_size=B,
+    opt, loader, acct = dpnc.make_private(model, data=data, n=N, optimizer="mezo", steps=STEPS, batch_size=B,
                                           lr=0.05, seed=1, testing_seed=5)
     start = full_loss(model, data)
     count = 0
     for xb, yb in loader:
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
         count += 1
     assert count == STEPS
     assert full_loss(model, data) < 0.1 * start
     assert math.isinf(acct.epsilon(DELTA, "pld"))
     with pytest.raises(ValueError, match=f"steps must be at most {STEPS}"):
-        opt.step(lambda: per_example_loss(model(xb), yb))
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
 
 
 def test_mezo_makes_no_update_on_an_empty_batch():
@@ -244,7 +244,7 @@ def test_mezo_makes_no_update_on_an_empty_batch():
     empties = 0
     for xb, yb in loader:
         before = params(model)
-        loss = opt.step(lambda: per_example_loss(model(xb), yb))
+        loss = opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
         if len(xb) == 0:
             empties += 1
             # The ±λu perturbation is undone arithmetically: equal up to float32 rounding (a few ulps).
@@ -265,11 +265,11 @@ def test_a_user_collate_fn_is_used_and_empty_batches_keep_its_structure():
     for batch in loader:
         assert set(batch) == {"x", "y"}
         shapes.add(len(batch["x"]) == 0)
-        opt.step(lambda: per_example_loss(model(batch["x"]), batch["y"]))
+        opt.step(lambda batch: per_example_loss(model(batch["x"]), batch["y"]))   # a dict is one argument
     assert shapes == {True, False} and acct.releases == 30
 
 
-GOOD = dict(data=dataset(), optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS, batch_size=B,
+GOOD = dict(data=dataset(), n=N, optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS, batch_size=B,
             lr=0.05, clip=5.0)
 BAD = [
     (dict(optimizer="adamw"), r"optimizer must be one of \['dpzero', 'mezo', 'dp-adamw', 'dp-sgd'\] or a "
@@ -297,6 +297,9 @@ BAD = [
     (dict(seed=-1), r"seed must be an integer >= 0 or None"),
     (dict(testing_seed="0"), r"testing_seed must be an integer >= 0 or None"),
     (dict(data=[1, 2, 3][:0]), r"data must hold at least one example"),
+    (dict(n=None), r"n must be the public number of training examples"),
+    (dict(n=0), r"n must be an integer >= 1; got 0"),
+    (dict(n=8), r"batch_size must be an integer in \[1, 8\]"),
     (dict(data=object()), r"data must be a map-style torch Dataset"),
     (dict(optimizer="mezo"), r"target_epsilon must be None for optimizer='mezo'"),
     (dict(optimizer="mezo", target_epsilon=None, delta=None), r"clip must be None for optimizer='mezo'"),
@@ -317,12 +320,14 @@ def test_a_model_not_ready_for_zeroth_order_steps_is_refused_listing_every_probl
         dpnc.make_private(lambda x: x, **GOOD)
 
 
-def test_the_step_needs_a_closure():
+def test_the_step_needs_a_loss_function_that_takes_the_batch():
     model = make_model()
     opt, loader, acct = private(model, testing_seed=0)
-    next(iter(loader))
-    with pytest.raises(ValueError, match="closure must be a callable"):
+    xb, yb = next(iter(loader))
+    with pytest.raises(ValueError, match="loss_fn must be a callable"):
         opt.step(None)
+    with pytest.raises(ValueError, match="loss_fn must take the batch as arguments"):
+        opt.step(lambda: per_example_loss(model(xb), yb))   # a closure over the loop's batch: not handed one
     assert acct.releases == 0
 
 

@@ -6,32 +6,40 @@ is the model): a secret Poisson sampler, the noise multiplier calibrated to the 
 release in it. The user keeps a plain torch loop::
 
     optimizer, loader, accountant = dpnc.make_private(
-        model, data=dataset, optimizer="dpzero", target_epsilon=4.0, delta=1e-5,
+        model, data=dataset, n=1000, optimizer="dpzero", target_epsilon=4.0, delta=1e-5,
         steps=600, batch_size=32, lr=0.05, clip=5.0)
-    for xb, yb in loader:                        # exactly `steps` secret Poisson batches
-        optimizer.step(lambda: per_example_loss(model(xb), yb))
+    for batch in loader:                         # exactly `steps` secret Poisson batches
+        optimizer.step(lambda xb, yb: per_example_loss(model(xb), yb))   # handed the batch the loader yielded
     print(accountant.report(1e-5))
 
 How the pieces hold together:
 
-* **One batch, one release.** The loader is a real :class:`torch.utils.data.DataLoader` whose
-  ``batch_sampler`` (:class:`PoissonBatchSampler`) draws each batch from the secret
-  :class:`~dpnc.sampling.PoissonSampler` and leaves it *pending* in a :class:`LoaderBatches`. The
-  optimizer's sampler is that :class:`LoaderBatches`: a step takes the pending batch (and no other),
-  so the batch the closure evaluated is the batch the ledger describes. The closure's losses must
-  have one entry per example of it (checked by :func:`dpnc.sampling.batch_losses`).
+* **The optimizer hands the loss function its batch.** The loader is a real
+  :class:`torch.utils.data.DataLoader` whose ``batch_sampler`` (:class:`PoissonBatchSampler`) draws each batch
+  from the secret :class:`~dpnc.sampling.PoissonSampler` and whose collate function holds the collated batch
+  as *pending* in a :class:`~dpnc.batches.LoaderBatches`, the optimizer's sampler. ``optimizer.step(loss_fn)``
+  takes the pending batch and calls ``loss_fn(*batch)`` (a list or tuple batch is unpacked, a dict is one
+  argument), so the batch the loss function evaluates is the batch the ledger describes.
+  ``optimizer.step(loss_fn, xb, yb)`` is accepted only when ``xb, yb`` are the very objects the loader
+  yielded; the losses must have one entry per example (checked by :func:`dpnc.sampling.batch_losses`).
+* **Public n.** q = batch_size / ``n`` with ``n`` declared by the user (the number of examples, or a public
+  bound): ``len(data)`` differs between add/remove neighbours, so it sets nothing the run publishes.
 * **Refusals.** ``step`` raises ``ValueError`` — with nothing released and the parameters as they
-  were — when the closure's losses do not match the pending batch, when no batch is pending (a
-  second step on one batch would use data the ledger describes once), and after ``steps`` steps.
-  A refused step leaves its batch pending, so a corrected closure may retry it.
+  were — when the model is not ready (checked at every step: ``model.train()`` after ``make_private`` is
+  refused at the next step), ``loss_fn`` takes no arguments, the inputs are not the pending batch's objects
+  (another batch of the same size, a slice or copy, a stale batch after the next draw), the losses do not match
+  the batch, no batch is pending (a second step on one batch would use data the ledger describes once), and
+  after ``steps`` steps. A refused step leaves its batch pending, so a corrected call may retry it.
+* **What no code can detect.** A ``loss_fn`` that ignores its arguments or reads other data besides them (a
+  global tensor, the loop's variables, another example's output). Its losses are not those of the batch the
+  ledger describes, and no library can tell (docs/privacy.md).
 * **Empty batches.** Poisson sampling may draw no example at all. The loader then yields an *empty
   batch of the dataset's structure* (every tensor with 0 rows, built once at construction from the
   collated structure of the first example, holding none of its values), so the user's loop body
-  runs as for any batch; ``optimizer.step`` does **not** call the closure on it and DPZero releases
+  runs as for any batch; ``optimizer.step`` does **not** call ``loss_fn`` on it and DPZero releases
   noise only (its mean over the fixed denominator B is 0), which the ledger records like any other
   step. The returned loss is then ``nan`` (the mean of no losses). MeZO makes no update on an empty
-  batch. A user ``collate_fn`` that accepts ``[]`` builds the empty
-  batch itself.
+  batch. A user ``collate_fn`` that accepts ``[]`` builds the empty batch itself.
 * **Exactly ``steps`` batches.** The loader yields ``steps`` batches over its lifetime (a loop broken
   off early resumes where it stopped); ``len(loader)`` is the number left, never a realised size.
   ``num_workers`` is 0: worker processes prefetch batches, so "the batch the loader just yielded" would
@@ -52,13 +60,13 @@ Zeroth-order optimizers only (a first-order step would all-reduce every gradient
 clipped to ``clip`` over all parameters, one noisy release of their mean per step (fixed denominator B)::
 
     optimizer, loader, accountant = dpnc.make_private(
-        model, data=dataset, optimizer="dp-adamw", target_epsilon=4.0, delta=1e-5,
+        model, data=dataset, n=1000, optimizer="dp-adamw", target_epsilon=4.0, delta=1e-5,
         steps=600, batch_size=32, lr=1e-3, clip=1.0)
-    for xb, yb in loader:
-        optimizer.step(lambda xb, yb: per_example_loss(model(xb), yb), xb, yb)
+    for batch in loader:
+        optimizer.step(lambda xb, yb: per_example_loss(model(xb), yb))
 
-It needs the batch itself (``step(loss_fn, *inputs)``) to map ``loss_fn`` over its examples; the zeroth-order
-optimizers accept the same call, so one loop serves all. ``optimizer.register_step_hook(fn)`` reports each step
+The same call as the zeroth-order optimizers, so one loop serves all: the step maps ``loss_fn`` over the
+examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports each step
 (:class:`dpnc.optim.StepInfo`).
 """
 
@@ -78,96 +86,16 @@ from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
 from dpnc.algorithms.dpzero import calibrate_noise
-from dpnc.first_order import PER_EXAMPLE, DPOptimizer, validate_first_order
+from dpnc.batches import LoaderBatches
+from dpnc.first_order import PER_EXAMPLE, DPOptimizer
 from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Relation, Release
 from dpnc.sampling import PoissonSampler
 
 ZEROTH_ORDER = ("dpzero", "mezo")
 FIRST_ORDER = {"dp-adamw": torch.optim.AdamW, "dp-sgd": torch.optim.SGD}
 OPTIMIZERS = (*ZEROTH_ORDER, *FIRST_ORDER)
-
-
-class LoaderBatches:
-    """The optimizer's sampler in a :func:`make_private` run: it hands out the loader's pending batch.
-
-    The loader's batch sampler calls :meth:`draw` (a fresh secret Poisson batch, left pending); the
-    optimizer's step calls :meth:`sample`, which takes the pending batch. Releases and the relation
-    check are delegated to the :class:`~dpnc.sampling.PoissonSampler`, so each step is accounted as a
-    Poisson-subsampled Gaussian at q = batch_size / n. Secret: never log what :meth:`sample` returns.
-
-    With a :class:`~dpnc.distributed.Group`, :meth:`draw` is rank 0's draw broadcast to every rank (the other
-    ranks' samplers are never used), so every rank holds the same pending batch (``shared``: the optimizer's
-    step does not broadcast it again) and the loader yields this rank's part of it (:meth:`part`).
-    """
-
-    def __init__(self, sampler: PoissonSampler, steps: int, group: distributed.Group | None = None) -> None:
-        self._sampler = sampler
-        self.group = group
-        self.shared = group is not None   # every rank's sample() is the same batch already
-        self.steps = steps
-        self.batch_size = sampler.batch_size
-        self.drawn = 0   # batches the loader has drawn (public: one per loop iteration)
-        self.used = 0    # batches a step has taken (= steps taken)
-        self._pending: torch.Tensor | None = None
-        self._taken: torch.Tensor | None = None  # the batch of the step in progress
-
-    @property
-    def secret(self) -> bool:
-        return self._sampler.secret
-
-    @property
-    def remaining(self) -> int:
-        """Batches the loader may still draw."""
-        return self.steps - self.drawn
-
-    def check_ready(self) -> None:
-        """Refuse a step now if it could not take a batch (nothing pending, or all steps taken)."""
-        if self.used >= self.steps:
-            raise ValueError(f"steps must be at most {self.steps} (the number the run was built and its noise "
-                             "calibrated for); all of them were taken. Build a new run with make_private for more")
-        if self._pending is None:
-            raise ValueError("no batch is pending: call optimizer.step once per batch the loader yields "
-                             "(a second step on one batch would use data the privacy ledger describes once)")
-
-    def draw(self) -> torch.Tensor:
-        """Draw the next secret batch for the loader and leave it pending for the optimizer."""
-        if self.remaining <= 0:
-            raise ValueError(f"all steps={self.steps} batches have been drawn; the privacy budget was "
-                             f"calibrated for {self.steps} steps")
-        batch = self._sampler.sample() if self.group is None else self.group.broadcast_batch(self._sampler)
-        self._pending = batch
-        self.drawn += 1
-        return batch
-
-    def part(self, batch: torch.Tensor) -> torch.Tensor:
-        """The examples of ``batch`` this process evaluates: all of them, or this rank's shard under a group."""
-        return batch if self.group is None else self.group.shard(batch)
-
-    def sample(self) -> torch.Tensor:
-        """Take the pending batch (the one the loader yielded last) for one step."""
-        self.check_ready()
-        batch, self._pending = self._pending, None
-        self._taken = batch
-        self.used += 1
-        return batch
-
-    def give_back(self) -> None:
-        """Undo :meth:`sample` after a refused step that released nothing: its batch is pending again."""
-        if self._taken is not None and self._pending is None:
-            self._pending, self._taken = self._taken, None
-            self.used -= 1
-
-    def release(self, sensitivity: float, sigma: float) -> Release:
-        return self._sampler.release(sensitivity, sigma)
-
-    def check_relation(self, relation: Relation | str) -> None:
-        self._sampler.check_relation(relation)
-
-    def __getstate__(self):
-        raise TypeError("LoaderBatches holds secret batches and cannot be pickled or checkpointed")
 
 
 class PoissonBatchSampler(TorchSampler):
@@ -185,14 +113,19 @@ class PoissonBatchSampler(TorchSampler):
         return self.batches.remaining
 
 
-class _EmptyAwareCollate:
-    """The user's (or torch's default) collate; an empty batch becomes a 0-row batch of the same structure."""
+class _HoldingCollate:
+    """The user's (or torch's default) collate, whose batch is held as the pending batch's inputs.
 
-    def __init__(self, collate_fn: Callable[[list], Any], template: Any) -> None:
-        self.collate_fn, self.template = collate_fn, template
+    An empty Poisson batch becomes a 0-row batch of the dataset's structure (``template``; None when the collate
+    accepts ``[]`` itself).
+    """
+
+    def __init__(self, collate_fn: Callable[[list], Any], template: Any, batches: LoaderBatches) -> None:
+        self.collate_fn, self.template, self.batches = collate_fn, template, batches
 
     def __call__(self, items: list) -> Any:
-        return _empty_like(self.template) if len(items) == 0 else self.collate_fn(items)
+        empty = len(items) == 0 and self.template is not None
+        return self.batches.hold(_empty_like(self.template) if empty else self.collate_fn(items))
 
 
 def _empty_like(batch: Any) -> Any:
@@ -225,67 +158,35 @@ def _empty_template(data: Dataset, collate_fn: Callable[[list], Any]) -> Any:
     return None
 
 
-class _LoaderStep:
-    """``step(closure)`` with a zero-argument closure on the batch the loader just yielded."""
-
-    sampler: LoaderBatches
-    accountant: Accountant
-
-    def step(self, closure: Callable[..., torch.Tensor], *inputs: Any) -> torch.Tensor:  # type: ignore[override]
-        """One step on the pending batch; ``closure(*inputs)`` returns its per-example losses, shape (len(batch),).
-
-        ``closure()`` without ``inputs`` (it holds the batch itself), or ``step(loss_fn, xb, yb)`` as for the
-        first-order :class:`~dpnc.first_order.DPOptimizer`.
-
-        Returns the batch's mean loss (not private: a statistic of the training data; ``nan`` on an
-        empty batch). Raises ``ValueError``, releasing nothing and restoring the parameters, when the
-        losses do not match the batch, no batch is pending, or all ``steps`` steps were taken.
-        """
-        if closure is None or not callable(closure):
-            raise ValueError(f"closure must be a callable returning the per-example losses of the batch "
-                             f"the loader just yielded; got {closure!r}")
-        batches, before = self.sampler, self.accountant.releases
-        batches.check_ready()  # nothing pending, or all steps taken: refused before anything runs
-        try:
-            return super().step(lambda _batch: closure(*inputs))  # type: ignore[misc]
-        except BaseException:
-            if self.accountant.releases == before:  # nothing released: the batch may be retried
-                batches.give_back()
-            raise
-
-
-class PrivateDPZero(_LoaderStep, DPZero):
-    """:class:`dpnc.optim.DPZero` fed by a :func:`make_private` loader (closure takes no argument)."""
-
-
-class PrivateMeZO(_LoaderStep, MeZO):
-    """:class:`dpnc.optim.MeZO` fed by a :func:`make_private` loader (not private: ε = ∞)."""
-
-
 @functools.lru_cache(maxsize=64)
 def _noise_multiplier(target_epsilon: float, delta: float, steps: int, n: int, batch_size: int) -> float:
     """σ/Δ for Poisson add/remove by PLD (a function of public inputs only, so cached)."""
     return calibrate_noise("pld", target_epsilon, delta, steps, n, batch_size=batch_size)
 
 
-def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch.optim.Optimizer] = "dpzero",
-                 target_epsilon: float | None = None, delta: float | None = None, steps: int,
+def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
+                 optimizer: str | type[torch.optim.Optimizer] = "dpzero", target_epsilon: float | None = None,
+                 delta: float | None = None, steps: int,
                  batch_size: int, lr: float, clip: float | None = None, noise_multiplier: float | None = None,
                  smoothing: float = 1e-3, collate_fn: Callable[[list], Any] | None = None,
                  direction: str = "gaussian", seed: int | None = None, optimizer_kwargs: dict | None = None,
                  per_example: str = "vmap", microbatch: int = 16, testing_seed: int | None = None,
-                 ) -> tuple[PrivateDPZero | PrivateMeZO | DPOptimizer, DataLoader, Accountant]:
+                 ) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
     Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick), or DP-SGD
     (Abadi et al. 2016) with any torch optimizer's update, with the noise multiplier calibrated by PLD to
-    (target_epsilon, delta) after ``steps`` steps under add/remove, at sampling rate q = batch_size / len(data).
+    (target_epsilon, delta) after ``steps`` steps under add/remove, at sampling rate q = batch_size / n.
     See the module docstring for the rules.
 
     Args:
         model: the ``nn.Module`` to train; its trainable parameters are optimized. Zeroth order: in eval mode
             (no active dropout, no train-mode BatchNorm); first order: no train-mode BatchNorm.
-        data: a map-style torch ``Dataset`` (``len`` and ``__getitem__``) of n >= 1 examples.
+        data: a map-style torch ``Dataset`` (``len`` and ``__getitem__``) of at least one example.
+        n: the **public** number of training examples, or a public bound on it (required for private optimizers).
+            It sets q = batch_size / n, the noise and the ledger; ``len(data)`` never does, because under
+            add/remove it differs between neighbouring datasets (the ledger would tell them apart). Every row of
+            ``data`` joins each batch with probability q, whatever their number. MeZO: ``len(data)`` by default.
         optimizer: ``"dpzero"`` (private), ``"mezo"`` (not private; then leave ``target_epsilon``, ``delta``,
             ``clip`` and ``noise_multiplier`` unset), or first order: ``"dp-adamw"``, ``"dp-sgd"`` or a
             ``torch.optim.Optimizer`` subclass, built as ``cls(params, lr=lr, **optimizer_kwargs)``.
@@ -312,9 +213,8 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
     module docstring; the loader yields this rank's part of each batch and rank 0's accountant holds the ledger.
 
     Returns:
-        ``(optimizer, loader, accountant)``. ``optimizer.step(loss_fn, *inputs)`` takes the batch the loader just
-        yielded and a function giving its per-example losses (zeroth order also: a zero-argument closure
-        returning them), and returns their mean.
+        ``(optimizer, loader, accountant)``. ``optimizer.step(loss_fn)`` takes the batch the loader just yielded,
+        calls ``loss_fn(*batch)`` for its per-example losses, and returns their mean.
 
     Raises:
         ValueError: an argument out of range (named, with the rule), an unsupported optimizer, a first-order
@@ -325,8 +225,13 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     first_order = _first_order_class(optimizer)
     _check_model(model, first_order is not None)
-    n = _check_data(data)
+    rows = _check_data(data)
     name = optimizer.lower() if isinstance(optimizer, str) else "first-order"
+    if n is None and name != "mezo":
+        raise ValueError("n must be the public number of training examples (or a public bound on it): it sets "
+                         "q = batch_size / n and the noise, and dpnc never reads it off the private data; got None")
+    n = rows if n is None else n
+    _check_int("n", n, 1)
     _check_int("steps", steps, 1)
     _check_int("batch_size", batch_size, 1, n)
     check_arguments(lr=lr, smoothing=smoothing)   # the optimizer's own rules, checked before calibrating
@@ -374,12 +279,11 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
 
     collate = collate_fn if collate_fn is not None else default_collate
     template = _empty_template(data, collate)
-    collate_empty = collate if template is None else _EmptyAwareCollate(collate, template)
 
     if testing_seed is None:
-        sampler, noise = PoissonSampler(n, batch_size), None
+        sampler, noise = PoissonSampler(n, batch_size, rows=rows), None
     else:
-        sampler = PoissonSampler.for_testing(n, batch_size, seed=testing_seed)
+        sampler = PoissonSampler.for_testing(n, batch_size, seed=testing_seed, rows=rows)
         noise = NoiseSource.for_testing(testing_seed + 1)
     batches = LoaderBatches(sampler, steps, group)
     accountant = Accountant("add/remove")
@@ -387,7 +291,7 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
         sigma = _noise_multiplier(float(target_epsilon), float(delta), steps, n, batch_size)
     else:
         sigma = None if noise_multiplier is None else float(noise_multiplier)
-    opt: PrivateDPZero | PrivateMeZO | DPOptimizer
+    opt: DPZero | MeZO | DPOptimizer
     if first_order is not None:
         params = [p for p in model.parameters() if p.requires_grad]
         try:
@@ -398,14 +302,15 @@ def make_private(model: nn.Module, *, data: Dataset, optimizer: str | type[torch
         opt = DPOptimizer(inner, model=model, clip=clip, noise_multiplier=sigma, batches=batches,
                           accountant=accountant, noise=noise, per_example=per_example, microbatch=microbatch)
     elif name == "dpzero":
-        opt = PrivateDPZero(
+        opt = DPZero(
             model.parameters(), lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=sigma,
             sampler=batches, accountant=accountant, noise=noise, direction=direction, seed=seed, model=model,
             group=group)
     else:
-        opt = PrivateMeZO(model.parameters(), lr=lr, smoothing=smoothing, sampler=batches,
+        opt = MeZO(model.parameters(), lr=lr, smoothing=smoothing, sampler=batches,
                           accountant=accountant, direction=direction, seed=seed, model=model, group=group)
-    loader = DataLoader(data, batch_sampler=PoissonBatchSampler(batches), collate_fn=collate_empty,
+    loader = DataLoader(data, batch_sampler=PoissonBatchSampler(batches),
+                        collate_fn=_HoldingCollate(collate, template, batches),
                         num_workers=0)
     return opt, loader, accountant
 
@@ -426,10 +331,7 @@ def _first_order_class(optimizer: Any) -> type[torch.optim.Optimizer] | None:
 def _check_model(model: nn.Module, first_order: bool) -> None:
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model must have at least one trainable parameter (requires_grad=True); got none")
-    if not first_order:
-        require_ready(model)
-    elif problems := validate_first_order(model):
-        raise ValueError("model is not ready for per-example gradients:\n  " + "\n  ".join(problems))
+    require_ready(model, dropout=not first_order)   # and again before every step
 
 
 def _check_data(data: Dataset) -> int:
@@ -446,7 +348,7 @@ def _check_data(data: Dataset) -> int:
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
     if not ok:
-        rule = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}] (n = len(data))"
+        rule = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}] (n, the declared size)"
         raise ValueError(f"{name} must be {rule}; got {value!r}")
 
 

@@ -10,30 +10,34 @@ One step (Abadi et al. 2016, Algorithm 1, with the fixed denominator of a Poisso
    of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B under add/remove);
 4. the noisy mean set as ``.grad`` of every parameter and the wrapped optimizer's ``step()`` taken.
 
-Why ``step(loss_fn, *inputs)`` and not ``loss.backward()``. A per-example gradient needs each example's inputs
+Why ``step(loss_fn)`` and not ``loss.backward()``. A per-example gradient needs each example's inputs
 separately: ``torch.func.vmap`` maps ``loss_fn`` over their leading dimension. After ``loss.backward()`` on a
 reduced loss, only per-layer hooks can recover per-example gradients (Opacus's ``GradSampleModule``): they need a
 grad sampler for every layer type, cost 16–19× an inference pass on MiniLM and fail on Hugging Face BERT
-unpatched (``notes/anchor-bench.md``). So the step takes the loss function and the batch, checks that the batch
-is the one the loader yielded (its leading dimension), and forms the gradients itself; the user never calls
-``backward``. The same call works for the zeroth-order optimizers of :func:`dpnc.make_private`.
+unpatched (``notes/anchor-bench.md``). So the step hands ``loss_fn`` the batch the loader yielded (the pending
+batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time, and forms the gradients itself; the
+user never calls ``backward``. The same call works for the zeroth-order optimizers of :func:`dpnc.make_private`.
 
-Refusals (``ValueError``, nothing released, the batch left pending): inputs whose leading dimension is not the
-size of the batch the loader just yielded, a loss function that does not return one loss per example, a second
-step on one batch, a step beyond ``steps``. An empty Poisson batch releases noise only (``loss_fn`` not called).
+Refusals (``ValueError``, nothing released, the batch left pending): a model that is not ready (checked at every
+step: BatchNorm in training mode or without running statistics), a ``loss_fn`` that takes no arguments, explicit
+``inputs`` that are not the very objects the loader yielded (another batch, a copy, a stale batch), a loss
+function that does not return one loss per example, a second step on one batch, a step beyond ``steps``. An empty
+Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to avoid: a ``loss_fn``
+that reads other data besides its arguments (e.g. the loop's whole batch, to centre scores).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
+from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves
 from dpnc.clipping import clip_vectors, zero_nonfinite_rows
-from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments
+from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import mean_release, release_sum
 from dpnc.privacy.noise import NoiseSource
@@ -54,14 +58,6 @@ class ClippedSum(NamedTuple):
     nonfinite: int
 
 
-def validate_first_order(model: nn.Module) -> list[str]:
-    """Every reason ``model`` breaks per-example gradients (empty if none): train-mode BatchNorm mixes examples."""
-    return [f"{name or 'model'}: BatchNorm in train mode mixes examples (one example's gradient would depend on "
-            "the others); call model.eval() or replace it with GroupNorm/LayerNorm"
-            for name, module in model.named_modules()
-            if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training]
-
-
 class _Bound(nn.Module):
     """``loss_fn`` as a module whose only child is ``model``, so ``functional_call`` swaps the model's parameters."""
 
@@ -72,36 +68,6 @@ class _Bound(nn.Module):
 
     def forward(self, *inputs: Any) -> torch.Tensor:
         return self._loss_fn(*inputs)
-
-
-def _leaves(tree: Any) -> list:
-    if isinstance(tree, Mapping):
-        return [leaf for v in tree.values() for leaf in _leaves(v)]
-    if isinstance(tree, (list, tuple)):
-        return [leaf for v in tree for leaf in _leaves(v)]
-    return [tree]
-
-
-def _map(fn: Callable[[torch.Tensor], torch.Tensor], tree: Any) -> Any:
-    if isinstance(tree, Mapping):
-        return type(tree)({k: _map(fn, v) for k, v in tree.items()})
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        return type(tree)(*(_map(fn, v) for v in tree))
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_map(fn, v) for v in tree)
-    return fn(tree)
-
-
-def batch_rows(inputs: tuple) -> int:
-    """The common leading dimension of every tensor in ``inputs`` (ValueError if they differ or are not tensors)."""
-    leaves = _leaves(inputs)
-    if not leaves or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in leaves):
-        raise ValueError("inputs must be tensors (or dicts, lists, tuples of tensors) with a leading batch "
-                         f"dimension; got {[type(t).__name__ for t in leaves]}")
-    rows = {int(t.shape[0]) for t in leaves}
-    if len(rows) != 1:
-        raise ValueError(f"inputs must share one leading (batch) dimension; got {sorted(rows)}")
-    return rows.pop()
 
 
 def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
@@ -126,7 +92,7 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     fixed = {f"model.{n}": p.detach() for n, p in model.named_parameters() if n not in params}
 
     def loss_one(p, *example):
-        out = functional_call(bound, (p, fixed), tuple(_map(lambda t: t.unsqueeze(0), example)))
+        out = functional_call(bound, (p, fixed), tuple(map_leaves(lambda t: t.unsqueeze(0), example)))
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1,):
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise ValueError(f"loss_fn must return the per-example losses of the inputs it is given, shape (b,) "
@@ -141,11 +107,11 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     total = torch.zeros(d, dtype=first.dtype, device=first.device)
     losses, clipped, nonfinite = [], 0, 0
     for start in range(0, b, chunk):
-        part = _map(lambda t, start=start: t[start:start + chunk], inputs)
+        part = map_leaves(lambda t, start=start: t[start:start + chunk], inputs)
         if per_example == "vmap":
             grads, values = per_chunk(swapped, *part)
         else:
-            grads, values = grad_and_value(loss_one)(swapped, *_map(lambda t: t[0], part))
+            grads, values = grad_and_value(loss_one)(swapped, *map_leaves(lambda t: t[0], part))
             grads, values = {n: g.unsqueeze(0) for n, g in grads.items()}, values.unsqueeze(0)
         m = int(values.shape[0])
         flat = torch.cat([grads[f"model.{n}"].reshape(m, -1).to(total.dtype) for n in names], 1)
@@ -177,7 +143,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
     Args:
         optimizer: the torch optimizer to wrap (its parameters must be parameters of ``model``; all groups are
             clipped together: C bounds each example's gradient over every parameter).
-        model: the ``nn.Module`` whose parameters ``loss_fn`` uses (validated: no train-mode BatchNorm).
+        model: the ``nn.Module`` whose parameters ``loss_fn`` uses (checked before every step: no BatchNorm that
+            uses batch statistics).
         clip: C > 0, the bound on each example's gradient norm.
         noise_multiplier: σ/Δ ≥ 0 (0: no noise, recorded as not private, ε = ∞).
         batches: the batch source: a :class:`dpnc.engine.LoaderBatches` (the loader's pending batch; its sampler
@@ -202,8 +169,10 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
         if isinstance(microbatch, bool) or not isinstance(microbatch, int) or microbatch < 1:
             raise ValueError(f"microbatch must be an integer >= 1; got {microbatch!r}")
-        if problems := validate_first_order(model):
-            raise ValueError("model is not ready for per-example gradients:\n  " + "\n  ".join(problems))
+        require_ready(model, dropout=False)   # and again before every step
+        if not isinstance(batches, LoaderBatches):
+            raise ValueError(f"batches must be a dpnc.batches.LoaderBatches (the loader's pending batch); got "
+                             f"{type(batches).__name__}")
         names = {id(p): n for n, p in model.named_parameters()}
         trainable = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
         if not trainable or any(id(p) not in names for p in trainable):
@@ -226,28 +195,27 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         return mean_release(self.clip, self.noise_multiplier, sampler=self.batches, accountant=self.accountant,
                             noise=self.noise)
 
-    def step(self, loss_fn: Callable[..., torch.Tensor] | None = None, *inputs: Any) -> torch.Tensor:  # type: ignore[override]
-        """One DP step on the pending batch: ``loss_fn(*inputs)`` gives its per-example losses, shape (b,).
+    def step(self, loss_fn: Callable[..., torch.Tensor], *inputs: Any) -> torch.Tensor:  # type: ignore[override]
+        """One DP step on the pending batch: ``loss_fn(*batch)`` gives its per-example losses, shape (b,).
 
-        ``inputs`` are the batch the loader just yielded (tensors, or dicts/lists/tuples of them, all with leading
-        dimension b). Returns the mean of the per-example losses (not private: a statistic of the training data;
-        ``nan`` on an empty batch). Hooks of :meth:`register_step_hook` then get the step's :class:`StepInfo`.
+        The optimizer hands ``loss_fn`` the batch the loader just yielded (tensors, or dicts/lists/tuples of them,
+        all with leading dimension b) and maps it over the examples; ``step(loss_fn, *inputs)`` is accepted only
+        when ``inputs`` are that batch's very objects. Returns the mean of the per-example losses (not private: a
+        statistic of the training data; ``nan`` on an empty batch). Hooks of :meth:`register_step_hook` then get
+        the step's :class:`StepInfo`.
         """
-        if loss_fn is None or not callable(loss_fn):
-            raise ValueError(f"loss_fn must be a callable returning per-example losses, as in "
-                             f"optimizer.step(loss_fn, *inputs); got {loss_fn!r}")
-        if not inputs:
-            raise ValueError("step needs the batch after loss_fn, as in optimizer.step(loss_fn, xb, yb): "
-                             "per-example gradients map loss_fn over the examples of its inputs (a closure "
-                             "without arguments cannot be split by example)")
-        rows = batch_rows(inputs)
+        check_loss_fn(loss_fn)
+        require_ready(self.model, dropout=False)   # at every step: model.train() after construction is refused
         batches, before = self.batches, self.accountant.releases
         batches.check_ready()   # nothing pending, or all steps taken: refused before anything runs
+        if inputs:
+            batches.check_inputs(inputs)
         batch = batches.sample()
         try:
+            inputs = batches.inputs()
+            rows = batch_rows(inputs)
             if rows != len(batch):
-                raise ValueError(f"inputs must be the batch the loader just yielded, leading dimension {len(batch)}; "
-                                 f"got {rows}. Pass exactly that batch, one row per example")
+                raise ValueError(f"the batch's inputs must have one row per example drawn ({len(batch)}); got {rows}")
             summed = self._clipped_sum(loss_fn, inputs) if rows else ClippedSum(
                 torch.zeros(sum(p.numel() for p in self.params.values()),
                             dtype=next(iter(self.params.values())).dtype), torch.zeros(0), 0, 0)
@@ -257,6 +225,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             if self.accountant.releases == before:   # nothing released: the batch may be retried
                 batches.give_back()
             raise
+        batches.finish()
         self._apply(noisy)
         self.steps += 1
         losses = summed.losses

@@ -2,15 +2,18 @@
 
 ``DPZero`` and ``MeZO`` run the steps of :mod:`dpnc.algorithms.dpzero` on a model's trainable
 parameters through a :class:`~dpnc.space.ModuleSpace`: forward passes only, the direction regenerated
-from its seed, inference-level memory. Like ``torch.optim.LBFGS`` they need a closure. The optimizer
-draws each step's batch from its sampler (secretly when the accounting uses amplification by
-subsampling) and calls ``closure(batch)``, which must return the **per-example** losses of exactly
-that batch, shape (len(batch),), evaluated in eval mode (dropout would change f between the two
-passes). Anything else is refused, so the batch the ledger describes is the batch that was used.
+from its seed, inference-level memory. **The optimizer hands the loss function its batch**
+(:mod:`dpnc.batches`): it is given the training data, draws each step's batch from its sampler (secretly
+when the accounting uses amplification by subsampling), fetches those rows and calls ``loss_fn(*rows)``,
+which must return the **per-example** losses of exactly those rows, shape (len(batch),). The model is
+checked before every step (:func:`validate_model`: no active dropout, no BatchNorm that uses batch
+statistics). Anything that can be detected otherwise is refused, so the batch the ledger describes is the
+batch that was used; a ``loss_fn`` that reads other data besides its arguments cannot be detected by any
+library, and is the user's to avoid.
 
 Data parallel. ``group=dpnc.distributed.Group()`` (under ``torchrun``) runs each step across the ranks of a
 ``torch.distributed`` group: rank 0 draws the secret batch and the noise and keeps the ledger, each rank
-evaluates its shard (``closure`` gets this rank's part of the batch), and only a few numbers per step are
+evaluates its shard (``loss_fn`` gets this rank's part of the batch), and only a few numbers per step are
 communicated (see :mod:`dpnc.distributed`). Save checkpoints from rank 0 only. Without ``group`` nothing changes.
 
 What a step did. ``optimizer.register_step_hook(fn)`` calls ``fn(optimizer, info)`` after every step
@@ -21,11 +24,12 @@ first-order :class:`dpnc.first_order.DPOptimizer` reports its steps the same way
 
 Example:
     >>> opt = DPZero(model.parameters(), lr=1e-6, clip=200.0, smoothing=1e-3, noise_multiplier=13.5,
-    ...              sampler=PoissonSampler(n=1024, batch_size=64), accountant=Accountant("add/remove"))
+    ...              sampler=PoissonSampler(n=1024, batch_size=64, rows=len(X)), accountant=Accountant("add/remove"),
+    ...              model=model, data=(X, y))
     >>> seeds = []
     >>> handle = opt.register_step_hook(lambda opt, info: seeds.append(info.seed))   # public: may be logged
     >>> for _ in range(T):
-    ...     loss = opt.step(lambda batch: per_example_loss(model, dataset[batch]))
+    ...     loss = opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -43,6 +48,7 @@ from torch.utils.hooks import RemovableHandle
 
 from dpnc import distributed
 from dpnc.algorithms import dpzero as alg
+from dpnc.batches import DataRows, LoaderBatches, check_loss_fn
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import mean_release
 from dpnc.privacy.noise import NoiseSource
@@ -102,25 +108,37 @@ class StepHooks:
             hook(self, info)
 
 
-def validate_model(model: nn.Module) -> list[str]:
-    """Every reason ``model`` breaks a zeroth-order step's assumptions (empty if none).
+def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
+    """Every reason ``model`` breaks a private step's assumptions (empty if none).
 
-    Active dropout makes f(x + λu) and f(x − λu) use different masks; train-mode BatchNorm mixes the
-    examples of a batch, so one example's loss depends on the others (sensitivity breaks).
+    Each example's loss must be a function of that example alone, and a zeroth-order step's two forward passes
+    must evaluate one function. Refused: BatchNorm in training mode (it normalises with the batch's statistics
+    and writes their running mean into ``running_mean``, saved un-noised by ``state_dict()``); BatchNorm without
+    running statistics (``track_running_stats=False``: it uses the batch's statistics even in eval mode); and,
+    with ``dropout`` (zeroth order), active dropout (f(x + λu) and f(x − λu) would use different masks). Other
+    operations that mix the examples of a batch cannot be found by looking at modules (docs/privacy.md).
     """
     problems = []
     for name, module in model.named_modules():
-        if isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
-            problems.append(f"{name or 'model'}: dropout (p={module.p}) is active; call model.eval()")
-        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training:
-            problems.append(f"{name or 'model'}: BatchNorm in train mode mixes examples; call model.eval()")
+        where = name or "model"
+        if dropout and isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
+            problems.append(f"{where}: dropout (p={module.p}) is active; call model.eval()")
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            if module.training:
+                problems.append(f"{where}: BatchNorm in train mode mixes examples and stores the batch's mean in "
+                                "running_mean; call model.eval() or replace it with GroupNorm/LayerNorm")
+            elif not module.track_running_stats or module.running_mean is None:
+                problems.append(f"{where}: BatchNorm without running statistics normalises with the batch's "
+                                "statistics even in eval mode (examples mix); give it running statistics or "
+                                "replace it with GroupNorm/LayerNorm")
     return problems
 
 
-def require_ready(model: nn.Module) -> None:
+def require_ready(model: nn.Module, *, dropout: bool = True) -> None:
     """Raise ValueError listing every reason of :func:`validate_model` (nothing if the model is ready)."""
-    if problems := validate_model(model):
-        raise ValueError("model is not ready for zeroth-order steps:\n  " + "\n  ".join(problems))
+    if problems := validate_model(model, dropout=dropout):
+        kind = "zeroth-order steps" if dropout else "per-example gradients"
+        raise ValueError(f"model is not ready for {kind}:\n  " + "\n  ".join(problems))
 
 
 def check_arguments(**kwargs: float) -> None:
@@ -141,17 +159,32 @@ def check_arguments(**kwargs: float) -> None:
 
 
 class _ZerothOrder(StepHooks, torch.optim.Optimizer):
-    """Shared machinery: one parameter group, public seeds, the accountant and the secret noise."""
+    """Shared machinery: one parameter group, public seeds, the accountant, the secret noise and the batch source."""
 
-    def __init__(self, params: Iterable[torch.Tensor], defaults: dict, *, sampler: Sampler,
+    def __init__(self, params: Iterable[torch.Tensor], defaults: dict, *, sampler: Sampler | LoaderBatches,
                  accountant: Accountant, noise: NoiseSource | None, direction: str, seed: int | None,
-                 model: nn.Module | None, group: distributed.Group | None = None) -> None:
+                 model: nn.Module, data=None, collate_fn=None,
+                 group: distributed.Group | None = None) -> None:
         super().__init__(params, defaults)
         if len(self.param_groups) != 1:
             raise ValueError("zeroth-order optimizers support one parameter group (the direction spans all)")
-        if model is not None:
-            require_ready(model)
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model must be the torch.nn.Module whose parameters are optimized (checked before "
+                             f"every step); got {model!r}")
+        require_ready(model)
         sampler.check_relation(accountant.relation)
+        # Where each step's inputs come from: the make_private loader's pending batch, or rows of `data`.
+        if isinstance(sampler, LoaderBatches):
+            if data is not None:
+                raise ValueError("data must be None with a make_private loader (the loader yields the batches)")
+            self.rows = None
+        else:
+            self.rows = data if isinstance(data, DataRows) else DataRows(data, collate_fn=collate_fn) \
+                if data is not None else None
+            if self.rows is None:
+                raise ValueError("data must be the training data (a tuple of tensors or a map-style Dataset): the "
+                                 "optimizer draws each batch from it and hands the batch to the loss function")
+        self.model = model
         self.space = ModuleSpace(self.param_groups[0]["params"], direction=direction)
         self.sampler, self.accountant = sampler, accountant
         self.noise = noise if noise is not None else NoiseSource()
@@ -176,17 +209,48 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         raise NotImplementedError
 
     @torch.no_grad()
-    def step(self, closure: BatchClosure) -> torch.Tensor:  # type: ignore[override]
-        """One step on a batch the sampler draws. ``closure(batch)`` returns its per-example losses.
+    def step(self, loss_fn: Callable[..., torch.Tensor], *inputs: Any) -> torch.Tensor:  # type: ignore[override]
+        """One step on the batch the optimizer draws: ``loss_fn(*batch)`` returns its per-example losses.
 
-        Returns the batch's mean loss at x (not private: a statistic of the training data). Hooks registered
-        with :meth:`register_step_hook` then get the step's :class:`StepInfo`.
+        The optimizer hands ``loss_fn`` the inputs of the batch it drew (rows of ``data``, or the batch a
+        :func:`~dpnc.make_private` loader just yielded); ``step(loss_fn, *inputs)`` is accepted only when ``inputs``
+        are that loader's very objects. Returns the batch's mean loss at x (not private: a statistic of the
+        training data; ``nan`` on an empty batch). Hooks registered with :meth:`register_step_hook` then get the
+        step's :class:`StepInfo`.
+
+        Raises ``ValueError``, releasing nothing and leaving the parameters as they were, when the model is not
+        ready (:func:`validate_model`, checked at every step), ``loss_fn`` takes no batch, ``inputs`` are not the
+        pending batch, the losses are not one per example of it, or (a make_private run) no batch is pending or all
+        steps were taken.
         """
-        if closure is None:
-            raise ValueError("a zeroth-order step needs a closure returning per-example losses")
-        group = self.param_groups[0]
+        check_loss_fn(loss_fn)
+        require_ready(self.model)   # at every step: model.train() after construction is refused here
+        loader = self.sampler if isinstance(self.sampler, LoaderBatches) else None
+        if loader is not None:
+            loader.check_ready()
+            if inputs:
+                loader.check_inputs(inputs)
+        elif inputs:
+            raise ValueError("inputs must be left out: this optimizer draws each batch from its data and hands it "
+                             "to loss_fn; call optimizer.step(loss_fn)")
+        fetch = (lambda _indices: loader.inputs()) if loader is not None else self.rows.rows
+        fetched: list = [None, None]   # (indices, inputs): the step's forward passes share one fetch
+
+        def closure(indices: torch.Tensor) -> torch.Tensor:
+            if fetched[0] is not indices:
+                fetched[:] = [indices, fetch(indices)]
+            return loss_fn(*fetched[1])
+
+        group, before = self.param_groups[0], self.accountant.releases
         seed = alg.public_seeds(self.generator, 1)[0]
-        released, loss, stats = self._step(group, seed, closure)
+        try:
+            released, loss, stats = self._step(group, seed, closure)
+        except BaseException:
+            if loader is not None and self.accountant.releases == before:   # nothing released: may be retried
+                loader.give_back()
+            raise
+        if loader is not None:
+            loader.finish()
         self.steps += 1
         # The entry this step recorded (merged with equal ones); only rank 0 records under a group.
         recorded = self.group is None or self.group.is_source
@@ -245,7 +309,12 @@ class DPZero(_ZerothOrder):
         direction: ``"gaussian"`` or ``"sphere"``.
         seed: seed of the public direction generator (random by default; safe to log).
         discrete: exact discrete Gaussian noise (full batch only).
-        model: if given, validated once (dropout, BatchNorm) with every problem listed.
+        model: the ``nn.Module`` whose parameters these are; checked before every step (:func:`validate_model`:
+            dropout, BatchNorm), with every problem listed.
+        data: the training data the batches are drawn from: a tuple of tensors with one row per example, a
+            map-style ``Dataset`` (collated by ``collate_fn``), or a :class:`dpnc.batches.DataRows`. ``step``
+            hands ``loss_fn`` the drawn rows. (None only with a :func:`dpnc.make_private` loader's batches.)
+        collate_fn: how a ``Dataset``'s items form a batch (torch's ``default_collate`` by default).
         group: a :class:`dpnc.distributed.Group` to run data parallel (rank 0 samples, adds the noise and
             records; the other ranks' sampler, noise and accountant are unused); None: this process alone.
     """
@@ -253,12 +322,12 @@ class DPZero(_ZerothOrder):
     def __init__(self, params, *, lr: float, clip: float, smoothing: float = 1e-3, noise_multiplier: float,
                  sampler: Sampler, accountant: Accountant, noise: NoiseSource | None = None,
                  direction: str = "gaussian", seed: int | None = None, discrete: bool = False,
-                 model: nn.Module | None = None, group: distributed.Group | None = None) -> None:
+                 model: nn.Module, data=None, collate_fn=None, group: distributed.Group | None = None) -> None:
         check_arguments(lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=noise_multiplier)
         super().__init__(params, {"lr": lr, "clip": clip, "smoothing": smoothing,
                                   "noise_multiplier": noise_multiplier, "discrete": discrete},
                          sampler=sampler, accountant=accountant, noise=noise, direction=direction, seed=seed,
-                         model=model, group=group)
+                         model=model, data=data, collate_fn=collate_fn, group=group)
 
     def _step(self, group, seed, closure):
         # The model tier runs the algorithm's own step (one step, two tiers): private_mean of the clipped a_i.
@@ -281,16 +350,17 @@ class MeZO(_ZerothOrder):
 
     c_t = (L(x + λu) − L(x − λu))/(2λ) of the realised batch's mean loss. An example with a non-finite loss at
     either point counts as 0 at both (so one bad example does not turn the update into NaN), and is counted.
-    ``group``: as :class:`DPZero`'s (data parallel; c_t from one all_reduce of 4 numbers).
+    ``model``, ``data``, ``collate_fn``, ``group``: as :class:`DPZero`'s (data parallel: c_t from one all_reduce of
+    4 numbers).
     """
 
     def __init__(self, params, *, lr: float, smoothing: float = 1e-3, sampler: Sampler,
                  accountant: Accountant | None = None, direction: str = "gaussian", seed: int | None = None,
-                 model: nn.Module | None = None, group: distributed.Group | None = None) -> None:
+                 model: nn.Module, data=None, collate_fn=None, group: distributed.Group | None = None) -> None:
         check_arguments(lr=lr, smoothing=smoothing)
         super().__init__(params, {"lr": lr, "smoothing": smoothing}, sampler=sampler,
                          accountant=accountant or Accountant(), noise=None, direction=direction, seed=seed,
-                         model=model, group=group)
+                         model=model, data=data, collate_fn=collate_fn, group=group)
 
     def _step(self, group, seed, closure):
         config = alg.MeZO(group["lr"], group["smoothing"])   # non-finite examples: a_i = 0, counted there

@@ -1,10 +1,12 @@
 """One training step of each fine-tuning method, on a batch the sampler drew in secret.
 
-* ``mezo``, ``dpzero``: :class:`dpnc.optim.MeZO` / :class:`dpnc.optim.DPZero` draw the batch themselves and call
-  the trainer's closure (the classifier's per-example cross-entropy of exactly that batch); forward passes only.
+* ``mezo``, ``dpzero``: :class:`dpnc.optim.MeZO` / :class:`dpnc.optim.DPZero` draw the batch themselves, fetch its
+  encoded rows through the trainer's ``encode`` (a :class:`dpnc.batches.DataRows`) and hand them to the classifier,
+  which gives the per-example cross-entropy of exactly that batch; forward passes only.
 * ``dp-adamw``: :class:`dpnc.first_order.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients by
   ``torch.func``, clipped to C, one :func:`~dpnc.privacy.mean.release_sum` per step (fixed B, secret noise).
-  The trainer draws the batch from a :class:`dpnc.engine.LoaderBatches` and hands the optimizer that batch.
+  The trainer draws the batch from a :class:`dpnc.batches.LoaderBatches`, which encodes it, and the optimizer hands
+  the classifier that batch.
 * ``adamw``: non-private AdamW on the batch's mean loss with the fixed denominator B (one data-dependent release
   without noise, ε = ∞).
 
@@ -20,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from dpnc.batches import DataRows, LoaderBatches
 from dpnc.distributed import Group
-from dpnc.engine import LoaderBatches
 from dpnc.first_order import ClippedSum, DPOptimizer, clipped_gradient_sum
 from dpnc.lm.config import PER_EXAMPLE, FinetuneConfig
 from dpnc.lm.heads import EncoderClassifier
@@ -79,11 +81,13 @@ class _mask_for:
         self.model.additive_mask = self.before
 
 
-def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampler, *, accountant: Accountant,
-                    noise: NoiseSource, multiplier: float | None, group: Group | None = None):
+def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampler, *, encode: Encode,
+                    accountant: Accountant, noise: NoiseSource, multiplier: float | None, group: Group | None = None):
     """The method's optimizer over the classifier's trainable parameters (None for zero-shot).
 
-    ``group``: a :class:`~dpnc.distributed.Group` for a data-parallel zeroth-order run (see :mod:`dpnc.distributed`).
+    ``encode``: the classifier's input for the train-set examples of given indices; the private optimizers fetch
+    each batch they draw through it. ``group``: a :class:`~dpnc.distributed.Group` for a data-parallel
+    zeroth-order run (see :mod:`dpnc.distributed`).
     """
     c = config
     if group is not None and c.method not in ("dpzero", "mezo", "zero-shot"):
@@ -93,13 +97,15 @@ def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampl
     if c.method == "dpzero":
         return DPZero(params, lr=c.lr, clip=c.clip, smoothing=c.smoothing, noise_multiplier=multiplier,
                       sampler=sampler, accountant=accountant, noise=noise, direction=c.direction,
-                      seed=direction_seed, model=classifier, group=group)
+                      seed=direction_seed, model=classifier, data=DataRows(fetch=encode), group=group)
     if c.method == "mezo":
         return MeZO(params, lr=c.lr, smoothing=c.smoothing, sampler=sampler, accountant=accountant,
-                    direction=c.direction, seed=direction_seed, model=classifier, group=group)
+                    direction=c.direction, seed=direction_seed, model=classifier, data=DataRows(fetch=encode),
+                    group=group)
     if c.method == "dp-adamw":
         return DPOptimizer(torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay), model=classifier,
-                           clip=c.clip, noise_multiplier=multiplier, batches=LoaderBatches(sampler, c.steps),
+                           clip=c.clip, noise_multiplier=multiplier,
+                           batches=LoaderBatches(sampler, c.steps, fetch=encode),
                            accountant=accountant, noise=noise, per_example=c.per_example,
                            microbatch=c.microbatch)
     if c.method == "adamw":
@@ -142,19 +148,18 @@ class Steps:
     def _zeroth_order(self, record: StepRecord) -> None:
         stats = self.config.log_private_stats
         seen: list[torch.Tensor] = []
-        encoded: list = [None, None]   # (the batch the optimizer drew, its encoding): both passes share it
 
-        def closure(index: torch.Tensor) -> torch.Tensor:
-            if encoded[0] is not index:
-                encoded[:] = [index, self.encode(index)]
-            else:
+        def loss_fn(batch: dict[str, torch.Tensor]) -> torch.Tensor:   # handed the drawn batch, encoded
+            if passes:
                 self.kill_point("between")   # the second forward pass of this step
-            losses = self.classifier(encoded[1])
+            passes.append(1)
+            losses = self.classifier(batch)
             if stats:
                 seen.append(losses.detach())
             return losses
 
-        self.optimizer.step(closure)
+        passes: list[int] = []
+        self.optimizer.step(loss_fn)
         info = self.info
         record.seed, record.released = info.seed, float(info.released)
         if stats and getattr(self.optimizer, "group", None) is not None:   # this rank saw its shard only:
@@ -170,9 +175,9 @@ class Steps:
 
     def _dp_adamw(self, record: StepRecord) -> None:
         c = self.config
-        batch = self.encode(self.optimizer.batches.draw())   # the secret Poisson batch, left pending
+        self.optimizer.batches.draw()   # the secret Poisson batch, encoded and left pending
         with _mask_for(self.classifier, c.per_example):
-            self.optimizer.step(self.classifier, batch)   # the classifier gives the per-example losses
+            self.optimizer.step(self.classifier)   # handed that batch; the classifier gives the per-example losses
         if c.log_private_stats:
             private = self.info.private_stats
             record.loss, record.nonfinite = private.loss, private.nonfinite

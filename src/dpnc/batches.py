@@ -1,0 +1,251 @@
+"""Where a model-tier step's batch comes from: the optimizer hands the loss function its batch.
+
+The ledger describes one mechanism: the losses of the examples the sampler drew, each counted once. That holds
+by construction only if the loss function is *given* its batch instead of reaching for one, so every dpnc
+optimizer calls ``loss_fn(*inputs)`` with the inputs of the batch it drew, from the data it was given:
+
+* :class:`DataRows`: the optimizer was given the training data (a tuple of tensors, a map-style ``Dataset``, or
+  a function of the indices); a step's inputs are the rows its sampler drew, fetched once and shared by every
+  forward pass of the step.
+* :class:`LoaderBatches`: a :func:`dpnc.make_private` run, whose ``DataLoader`` draws the secret batch and
+  yields it to the user's loop; the optimizer's step takes that pending batch, as the very objects the loader
+  yielded. ``step(loss_fn, *inputs)`` is accepted only when ``inputs`` *are* those objects (identity, not
+  shape): an other batch of the same size, a stale batch after the next draw, or a batch spent by an earlier
+  step is refused before anything runs.
+
+What no library can detect: a loss function that ignores its arguments, or reads other data besides them (a
+global dataset, the loop's variables, statistics of other examples). Its losses would not be those of the
+batch the ledger describes. dpnc does not claim to refuse it; the contract is the user's (docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from torch.utils.data.dataloader import default_collate
+
+from dpnc import distributed
+from dpnc.privacy.releases import Relation, Release
+
+
+def leaves(tree: Any) -> list:
+    """The leaves of a nest of dicts, lists and tuples."""
+    if isinstance(tree, Mapping):
+        return [leaf for v in tree.values() for leaf in leaves(v)]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for v in tree for leaf in leaves(v)]
+    return [tree]
+
+
+def map_leaves(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """``tree`` with ``fn`` applied to every leaf (dicts, namedtuples, lists and tuples kept)."""
+    if isinstance(tree, Mapping):
+        return type(tree)({k: map_leaves(fn, v) for k, v in tree.items()})
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*(map_leaves(fn, v) for v in tree))
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(map_leaves(fn, v) for v in tree)
+    return fn(tree)
+
+
+def batch_rows(inputs: tuple) -> int:
+    """The common leading dimension of every tensor in ``inputs`` (ValueError if they differ or are not tensors)."""
+    found = leaves(inputs)
+    if not found or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in found):
+        raise ValueError("inputs must be tensors (or dicts, lists, tuples of tensors) with a leading batch "
+                         f"dimension; got {[type(t).__name__ for t in found]}")
+    rows = {int(t.shape[0]) for t in found}
+    if len(rows) != 1:
+        raise ValueError(f"inputs must share one leading (batch) dimension; got {sorted(rows)}")
+    return rows.pop()
+
+
+def as_arguments(batch: Any) -> tuple:
+    """A collated batch as the positional arguments of a loss function: a list or tuple is unpacked
+    (``TensorDataset`` batches are ``[xb, yb]``), anything else (a dict, a tensor, a namedtuple) is one argument."""
+    if isinstance(batch, (list, tuple)) and not hasattr(batch, "_fields"):
+        return tuple(batch)
+    return (batch,)
+
+
+def check_loss_fn(loss_fn: Any) -> None:
+    """Refuse what cannot be handed a batch: a non-callable, or a callable that takes no positional argument."""
+    if loss_fn is None or not callable(loss_fn):
+        raise ValueError(f"loss_fn must be a callable loss_fn(*batch) returning the per-example losses of the "
+                         f"batch it is given; got {loss_fn!r}")
+    try:
+        parameters = inspect.signature(loss_fn).parameters.values()
+    except (TypeError, ValueError):   # a builtin or C callable without a signature: it will be called as is
+        return
+    if not any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters):
+        raise ValueError("loss_fn must take the batch as arguments, loss_fn(xb, yb) (the optimizer hands each step "
+                         "its batch); a closure without arguments would evaluate data the optimizer did not draw, "
+                         "so the ledger would not describe it")
+
+
+def check_same_objects(given: tuple, held: tuple) -> None:
+    """Refuse ``given`` unless it is ``held`` itself: the same tensors (identity), not merely the same shapes."""
+    a, b = leaves(given), leaves(held)
+    if len(a) != len(b) or any(x is not y for x, y in zip(a, b)):
+        raise ValueError("inputs must be the batch the loader just yielded (the very objects, e.g. "
+                         "`for xb, yb in loader: optimizer.step(loss_fn, xb, yb)`), or leave them out: "
+                         "optimizer.step(loss_fn) hands loss_fn that batch. Another batch, a copy or a slice of "
+                         "one, or a batch a previous step used is refused")
+
+
+class DataRows:
+    """The training data an optimizer fetches its batches from: ``rows(indices)`` gives a batch's inputs.
+
+    Args:
+        data: a tuple or list of tensors with one row per example (``X[idx], y[idx]``); a map-style torch
+            ``Dataset`` (its items collated by ``collate_fn``, torch's ``default_collate`` by default); or None
+            with ``fetch``.
+        collate_fn: how a ``Dataset``'s items form a batch.
+        fetch: a function of the indices returning the batch (library code that reads its own data by index,
+            e.g. the fine-tuning trainer's tokenised cache).
+    """
+
+    def __init__(self, data: Any = None, *, collate_fn: Callable[[list], Any] | None = None,
+                 fetch: Callable[[torch.Tensor], Any] | None = None) -> None:
+        if (data is None) == (fetch is None):
+            raise ValueError("data must be given (a tuple of tensors or a map-style Dataset), or fetch; got "
+                             f"{'both' if fetch is not None else 'neither'}")
+        if fetch is not None and not callable(fetch):
+            raise ValueError(f"fetch must be callable as fetch(indices); got {fetch!r}")
+        if collate_fn is not None and not callable(collate_fn):
+            raise ValueError(f"collate_fn must be callable or None; got {collate_fn!r}")
+        if isinstance(data, (tuple, list)):
+            if not data or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in data):
+                raise ValueError("data must be a tuple of tensors with a leading example dimension, or a "
+                                 f"map-style Dataset; got {[type(t).__name__ for t in data]}")
+            if len({len(t) for t in data}) != 1:
+                raise ValueError(f"data's tensors must have one row per example; got {[len(t) for t in data]} rows")
+        elif data is not None and (isinstance(data, torch.utils.data.IterableDataset)
+                                   or not (hasattr(data, "__len__") and hasattr(data, "__getitem__"))):
+            raise ValueError(f"data must be a tuple of tensors or a map-style Dataset; got {type(data).__name__}")
+        self.data, self.fetch = data, fetch
+        self.collate_fn = collate_fn if collate_fn is not None else default_collate
+
+    def rows(self, indices: torch.Tensor) -> tuple:
+        """The inputs of the examples ``indices``, as a loss function's positional arguments."""
+        if self.fetch is not None:
+            return as_arguments(self.fetch(indices))
+        if isinstance(self.data, (tuple, list)):
+            return tuple(t[indices] for t in self.data)
+        return as_arguments(self.collate_fn([self.data[int(i)] for i in indices]))
+
+
+class LoaderBatches:
+    """The optimizer's sampler in a :func:`make_private` run: it hands out the loader's pending batch.
+
+    The loader's batch sampler calls :meth:`draw` (a fresh secret Poisson batch, left pending) and its collate
+    function :meth:`hold` s the collated batch the loader is about to yield; the optimizer's step calls
+    :meth:`sample`, which takes the pending batch, and :meth:`inputs`, which gives its inputs for the loss
+    function. Releases and the relation check are delegated to the :class:`~dpnc.sampling.PoissonSampler`, so
+    each step is accounted as a Poisson-subsampled Gaussian at q = batch_size / n. Secret: never log what
+    :meth:`sample` returns.
+
+    ``fetch`` (library code such as the trainer): a function of the indices that gives the batch's inputs at
+    :meth:`draw`, instead of a loader's collate.
+
+    With a :class:`~dpnc.distributed.Group`, :meth:`draw` is rank 0's draw broadcast to every rank (the other
+    ranks' samplers are never used), so every rank holds the same pending batch (``shared``: the optimizer's
+    step does not broadcast it again) and the loader yields this rank's part of it (:meth:`part`).
+    """
+
+    def __init__(self, sampler, steps: int, group: distributed.Group | None = None, *,
+                 fetch: Callable[[torch.Tensor], Any] | None = None) -> None:
+        self._sampler = sampler
+        self.group = group
+        self.shared = group is not None   # every rank's sample() is the same batch already
+        self.steps = steps
+        self.batch_size = sampler.batch_size
+        self.fetch = fetch
+        self.drawn = 0   # batches the loader has drawn (public: one per loop iteration)
+        self.used = 0    # batches a step has taken (= steps taken)
+        self._pending: tuple[torch.Tensor, tuple | None] | None = None   # (indices, inputs) of the next step
+        self._taken: tuple[torch.Tensor, tuple | None] | None = None     # those of the step in progress
+
+    @property
+    def secret(self) -> bool:
+        return self._sampler.secret
+
+    @property
+    def remaining(self) -> int:
+        """Batches the loader may still draw."""
+        return self.steps - self.drawn
+
+    def check_ready(self) -> None:
+        """Refuse a step now if it could not take a batch (nothing pending, or all steps taken)."""
+        if self.used >= self.steps:
+            raise ValueError(f"steps must be at most {self.steps} (the number the run was built and its noise "
+                             "calibrated for); all of them were taken. Build a new run with make_private for more")
+        if self._pending is None:
+            raise ValueError("no batch is pending: call optimizer.step once per batch the loader yields "
+                             "(a second step on one batch would use data the privacy ledger describes once)")
+
+    def draw(self) -> torch.Tensor:
+        """Draw the next secret batch and leave it pending for the optimizer (a batch not stepped on is dropped)."""
+        if self.remaining <= 0:
+            raise ValueError(f"all steps={self.steps} batches have been drawn; the privacy budget was "
+                             f"calibrated for {self.steps} steps")
+        batch = self._sampler.sample() if self.group is None else self.group.broadcast_batch(self._sampler)
+        self._pending = (batch, None)
+        self.drawn += 1
+        if self.fetch is not None:
+            self.hold(self.fetch(self.part(batch)))
+        return batch
+
+    def hold(self, collated: Any) -> Any:
+        """Record ``collated`` as the inputs of the pending batch (what the loader yields for it); returns it."""
+        if self._pending is None:
+            raise ValueError("no batch is pending to hold inputs for (draw first)")
+        self._pending = (self._pending[0], as_arguments(collated))
+        return collated
+
+    def part(self, batch: torch.Tensor) -> torch.Tensor:
+        """The examples of ``batch`` this process evaluates: all of them, or this rank's shard under a group."""
+        return batch if self.group is None else self.group.shard(batch)
+
+    def check_inputs(self, given: tuple) -> None:
+        """Refuse, before a step, ``given`` inputs that are not the pending batch's (see :func:`check_same_objects`)."""
+        self.check_ready()
+        check_same_objects(given, self._pending[1] or ())
+
+    def sample(self) -> torch.Tensor:
+        """Take the pending batch (the one the loader yielded last) for one step."""
+        self.check_ready()
+        self._taken, self._pending = self._pending, None
+        self.used += 1
+        return self._taken[0]
+
+    def inputs(self) -> tuple:
+        """The inputs of the batch the step in progress took (the objects the loader yielded for it)."""
+        if self._taken is None or self._taken[1] is None:
+            raise ValueError("the batch has no inputs: iterate the loader make_private returned, and step once "
+                             "per batch it yields")
+        return self._taken[1]
+
+    def give_back(self) -> None:
+        """Undo :meth:`sample` after a refused step that released nothing: its batch is pending again."""
+        if self._taken is not None and self._pending is None:
+            self._pending, self._taken = self._taken, None
+            self.used -= 1
+
+    def finish(self) -> None:
+        """The step in progress released: its batch is spent (its inputs are never handed out again)."""
+        self._taken = None
+
+    def release(self, sensitivity: float, sigma: float) -> Release:
+        return self._sampler.release(sensitivity, sigma)
+
+    def check_relation(self, relation: Relation | str) -> None:
+        self._sampler.check_relation(relation)
+
+    def __getstate__(self):
+        raise TypeError("LoaderBatches holds secret batches and cannot be pickled or checkpointed")
+
