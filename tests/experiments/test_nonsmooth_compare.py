@@ -43,11 +43,13 @@ def test_the_theorems_order_the_methods_as_the_papers_do():
     assert 2.5 < growth["ztc-naive"] <= 3 and 1 < growth["ztc"] <= 1.5 and 0.5 < growth["klt-zo"] <= 1
 
 
-def test_paired_log_ratio_enters_censored_seeds_at_their_bound():
+def test_paired_log_ratio_keeps_censored_seeds_censored():
     inf = math.inf
     assert rates.paired_log_ratio(4000, 1000, 16_000) == pytest.approx(2.0)
-    assert rates.paired_log_ratio(inf, 4000, 16_000) == pytest.approx(2.0)      # only `fewer` reached: ≥ 2
-    assert rates.paired_log_ratio(4000, inf, 16_000) == pytest.approx(-2.0)     # only `more` reached: ≤ −2
+    only_fewer = rates.paired_log_ratio(inf, 4000, 16_000)                      # only `fewer` reached: ≥ 2
+    assert (only_fewer.lower, only_fewer.upper, only_fewer.at) == (pytest.approx(2.0), inf, pytest.approx(2.0))
+    only_more = rates.paired_log_ratio(4000, inf, 16_000)                       # only `more` reached: ≤ −2
+    assert (only_more.lower, only_more.upper, only_more.at) == (-inf, pytest.approx(-2.0), pytest.approx(-2.0))
     assert rates.paired_log_ratio(inf, inf, 16_000) is None
 
 
@@ -75,7 +77,7 @@ def test_comparison_claims_hold_fail_or_have_no_signal_on_constructed_rows():
 
     inf = math.inf
     assert verdict([800, 1600, 800, 1600], [200, 400, 200, 200]) is True     # 4–8× fewer in every seed
-    assert verdict([inf] * 4, [200, 400, 200, 400]) is True                  # naive never reached: bound > 0
+    assert verdict([inf] * 4, [200, 400, 200, 400]) is None                  # every seed censored: no verdict
     assert verdict([200, 400, 200, 200], [800, 1600, 800, 1600]) is False
     assert verdict([800, 200, 400, 200], [200, 800, 400, 400]) is None       # both ways: no signal
     assert verdict([inf] * 4, [inf] * 4) is None                             # neither reached

@@ -21,23 +21,36 @@ def test_crossing_interpolates_in_log_n_and_flags_the_ends():
     assert exp.crossing(series, 0.95) == 1000 and exp.crossing(series, 0.1) == math.inf
 
 
-def test_supported_drops_the_most_censored_points_until_half_the_seeds_are_complete():
-    inf = math.inf
-    ys = [[1, 2, 3, inf], [1, 2, inf, inf], [1, 2, 3, inf], [1, 2, 3, 4]]
-    assert exp.supported(ys) == [0, 1, 2]                    # 3 of 4 seeds complete on d = 1, 2, 3
-    assert exp.supported([[1, inf, inf], [1, inf, inf]]) == [0, 1]   # never below two points
-    assert exp.supported([[1, 2], [1, 2]]) == [0, 1]
+def _threshold(n_beta, censored=False):
+    return exp.Threshold("radial", "ztc", 4, 2.0, 0.1, 0.8, 0, n_beta, censored)
 
 
-def test_consistent_judges_an_exponent():
-    iv = stats.Interval
-    assert stats.consistent(iv(1.0, 0.6, 1.4, 10), 1.2, 0.15, 0.5) is True       # contains, informative
-    assert stats.consistent(iv(1.0, 0.0, 2.0, 10), 1.2, 0.15, 0.5) is None       # contains, too wide
-    assert stats.consistent(iv(1.3, 1.25, 1.34, 10), 1.2, 0.15, 0.5) is True     # excludes, but within ±0.15
-    assert stats.consistent(iv(2.0, 1.8, 2.2, 10), 1.2, 0.15, 0.5) is False      # excludes
-    assert stats.consistent(iv(2.0, -math.inf, math.inf, 1), 2.0, 0.15, 0.5) is None
-    with pytest.raises(ValueError, match="tol"):
-        stats.consistent(iv(1.0, 0.9, 1.1, 3), 1.0, 0.0, 0.5)
+def test_censored_n_keeps_every_seed_with_its_range():
+    assert exp.censored_n(_threshold(300.0), TINY) == 300.0
+    assert exp.censored_n(_threshold(math.inf), TINY) == stats.Censored(400.0, math.inf)   # not reached by n_max
+    assert exp.censored_n(_threshold(200.0, True), TINY) == stats.Censored(1.0, 200.0)     # reached at n_start
+    assert exp.censored_n(None, TINY) == stats.Censored(0.0, math.inf)
+
+
+def test_an_exponent_is_judged_one_sided_and_censored_seeds_count():
+    xs, theory = [4.0, 8.0, 16.0], [x ** 1.5 for x in (4.0, 8.0, 16.0)]   # the theorem: n ∝ d^1.5
+    slower = [[100 * x ** s for x in xs] for s in (0.9, 1.0, 1.1, 1.0, 0.95)]   # grows slower: consistent
+    e = exp._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, slower, theory)
+    assert e.theory == pytest.approx(1.5) and e.verdict is True and e.reached == "5/5 seeds"
+    faster = [[x ** s for x in xs] for s in (2.4, 2.5, 2.6, 2.5, 2.45)]
+    assert exp._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, faster, theory).verdict is False
+    # one seed never reached β at d = 16: kept, its slope open above, so "grows no faster" cannot hold
+    censored = slower[:4] + [[100 * 4.0, 100 * 8.0, stats.Censored(400.0, math.inf)]]
+    c = exp._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, censored, theory)
+    assert c.fitted.censored == 1 and c.fitted.high == math.inf and c.verdict is None and c.reached == "4/5 seeds"
+    assert "censored" in exp.reason(c, [], TINY)
+
+
+def test_a_paired_ratio_with_one_side_censored_is_censored():
+    assert exp.paired_log_ratio(800.0, 200.0, 1000) == pytest.approx(2.0)
+    assert exp.paired_log_ratio(math.inf, 250.0, 1000) == stats.Censored(2.0, math.inf)
+    assert exp.paired_log_ratio(250.0, math.inf, 1000) == stats.Censored(-math.inf, -2.0)
+    assert exp.paired_log_ratio(math.inf, math.inf, 1000) is None
 
 
 def test_klt_gets_at_most_ztcs_evaluations_and_the_counts_are_exact():

@@ -25,7 +25,11 @@ log n between the two grid points around the first crossing (none: not reached b
 (pool, start direction, test set) and the algorithm's public randomness; the privacy noise is secret. Exponents:
 log n(β) against log d (ε, α fixed), log ε, log α and log β, fitted per seed, their mean and 95 % t interval over
 the seeds (:func:`dpnc.experiments.claims.slope_interval`), beside the theorem's exponent over the same grid (the
-log-log slope of its bound above with constants 1), judged by :func:`dpnc.experiments.claims.consistent`.
+log-log slope of its bound above with constants 1), judged one-sided as an upper bound
+(:func:`dpnc.experiments.claims.no_slower_than_bound`: n(β) grows no faster, and falls no slower, than the
+theorem's n over the same points, plus the declared tolerance). A seed whose n(β) is censored at a point (not
+reached by n_max: [n_max, ∞); reached at the first n: [1, n_start]) is kept as censored
+(:class:`dpnc.experiments.claims.Censored`), counted, and above the declared fraction leaves no verdict.
 """
 
 from __future__ import annotations
@@ -61,8 +65,7 @@ SETTING = {"ztc": "m = d directions", "ztc-naive": "Appendix E's T and K with m 
 KLT_ORACLE = {"klt-zo": "zeroth-order", "klt-fo": "first-order", "klt-multipass": "multi-pass"}
 VARIABLES = ("d", "epsilon", "alpha", "beta")
 SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
-TOLERANCE = 0.15       # |fitted − theorem| within which an exponent counts as observed
-INFORMATIVE = 0.5      # an interval containing the theorem's exponent must be narrower than ± this to count
+TOLERANCE = stats.RATE_TOL   # an exponent of n(β) may exceed the theorem's by this much (its dropped log factors)
 
 
 def _help(text: str) -> dict:
@@ -220,9 +223,10 @@ class NonsmoothRates(Experiment):
                 f"n doubling from {c.n_start} to at most {c.n_max}. Certificates on {c.n_test} held-out examples, "
                 f"rim axis from {c.n_axis} others, {c.certificate_samples} uniform points + {c.rim} rim pairs; "
                 f"concentration term at probability 0.95.\n\n"
-                f"Judging an exponent: observed when its 95 % interval over the seeds contains the theorem's exponent "
-                f"over this grid and is narrower than ±{INFORMATIVE}, or lies within ±{TOLERANCE} of it; not observed "
-                "when it excludes it (and is not within ±0.15); otherwise no signal.")
+                f"Judging an exponent (an upper bound, one-sided): it holds when its 95 % interval over the seeds lies "
+                f"below the theorem's exponent over this grid + {TOLERANCE} (n(β) grows no faster, or falls no slower, "
+                "than the theorem's n), fails when all of it lies above; otherwise no signal. Censored seeds are kept "
+                f"(conservatively) and counted; above {stats.MAX_CENSORED:.0%} of them, no verdict.")
 
     def render(self, result: Result) -> str:
         return render(result.rows, result.config)
@@ -428,8 +432,7 @@ class Exponent:
     fitted: stats.Interval
     verdict: bool | None
     reached: str            # e.g. "9/10 seeds"
-    over: tuple             # the values of the variable fitted over (the sweep, less points dropped for censoring)
-    dropped: tuple          # sweep values left out: fewer than half the seeds had n(β) inside the n grid there
+    over: tuple             # the values of the variable fitted over (the whole sweep)
 
 
 def exponents(rows: Sequence[RateRow], config: RatesConfig) -> list[Exponent]:
@@ -439,8 +442,7 @@ def exponents(rows: Sequence[RateRow], config: RatesConfig) -> list[Exponent]:
     out = []
 
     def value(o, m, cell, beta, s):
-        t = table.get((o, m, *cell, beta, s))
-        return math.inf if t is None or t.censored else t.n_beta   # censored: no value, not a made-up one
+        return censored_n(table.get((o, m, *cell, beta, s)), config)
 
     for o in config.objectives:
         cells = config.cells(o)
@@ -465,28 +467,26 @@ def exponents(rows: Sequence[RateRow], config: RatesConfig) -> list[Exponent]:
     return out
 
 
-def supported(ys: Sequence[Sequence[float]]) -> list[int]:
-    """The sweep points to fit over: all, less (one at a time, the point with the most censored seeds first: β not
-    reached by n_max, or already at n_start) those that keep fewer than half the seeds from having n(β) at every
-    point, down to two points."""
-    keep = list(range(len(ys[0])))
-    while len(keep) > 2 and 2 * sum(all(math.isfinite(y[i]) for i in keep) for y in ys) < len(ys):
-        keep.remove(max(reversed(keep), key=lambda i: sum(not math.isfinite(y[i]) for y in ys)))
-    return keep
+def censored_n(t: Threshold | None, config: RatesConfig) -> stats.Value:
+    """n(β) of one seed as a value for a fit: censored where the n grid does not pin it — not reached by n_max:
+    [n_max, ∞); reached at the first n: [1, n_start] (counted at n_start); a missing run: (0, ∞)."""
+    if t is None:
+        return stats.Censored(0.0, math.inf)
+    if not math.isfinite(t.n_beta):
+        return stats.Censored(float(config.n_max), math.inf)
+    return stats.Censored(1.0, float(config.n_start)) if t.censored else t.n_beta
 
 
 def _exponent(o, m, variable, beta, cell, xs, ys, theory) -> Exponent:
-    """The exponent over the supported sweep points (:func:`supported`); the theorem's over the same points.
-    Seeds censored at a kept point are left out of the fit (slowest seeds first: a bias towards flatter fits, which
-    the dropped points and the seed counts disclose)."""
-    keep = sorted(supported(ys), key=lambda i: xs[i])
-    xs_, ys_ = [xs[i] for i in keep], [[y[i] for i in keep] for y in ys]
+    """The exponent over the whole sweep, censored seeds kept (:func:`dpnc.experiments.claims.slope_interval`),
+    judged one-sided against the theorem's over the same points."""
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    xs_, ys_ = [xs[i] for i in order], [[y[i] for i in order] for y in ys]
     fitted = stats.slope_interval(xs_, ys_)
-    reached = f"{sum(all(math.isfinite(v) for v in y) for y in ys_)}/{len(ys)} seeds"
-    verdict = stats.consistent(fitted, stats.loglog_fit(xs_, [theory[i] for i in keep]), TOLERANCE,
-                               INFORMATIVE) if fitted.seeds else None
-    return Exponent(o, m, variable, beta, cell, stats.loglog_fit(xs_, [theory[i] for i in keep]), fitted, verdict,
-                    reached, tuple(xs_), tuple(x for i, x in enumerate(xs) if i not in keep))
+    bound = stats.loglog_fit(xs_, [theory[i] for i in order])
+    reached = f"{sum(not any(isinstance(v, stats.Censored) for v in y) for y in ys_)}/{len(ys)} seeds"
+    return Exponent(o, m, variable, beta, cell, bound, fitted, stats.no_slower_than_bound(fitted, bound, TOLERANCE),
+                    reached, tuple(xs_))
 
 
 # --- claims -------------------------------------------------------------------------------------------
@@ -500,13 +500,11 @@ def check_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
         over = f"{SYMBOL[e.variable]} ∈ {{{', '.join(f'{x:g}' for x in e.over)}}}"
         what = f"β (over {over}; d={e.cell[0]}, ε={e.cell[1]:g}, α={e.cell[2]:g})" if e.variable == "beta" else \
             f"{SYMBOL[e.variable]} at β = {e.beta:g} (over {over})"
-        claims.append(Claim(f"{e.objective}, {LABEL[e.method]}: the exponent of n(β) in {what} is the theorem's "
-                            f"{e.theory:+.2f} (its bound {TERMS[e.method]} over this grid)", e.verdict,
-                            f"fitted {e.fitted}; {e.reached} with n(β) at every point"
-                            + (f"; left out {SYMBOL[e.variable]} = {', '.join(f'{x:g}' for x in e.dropped)}: fewer "
-                               f"than half the seeds had n(β) inside the grid [{config.n_start}, {config.n_max}] there"
-                               if e.dropped else "")
-                            + ("" if e.verdict else "; " + reason(e, rows, config))))
+        claims.append(Claim(f"{e.objective}, {LABEL[e.method]}: the exponent of n(β) in {what} is at most the "
+                            f"theorem's {e.theory:+.2f} + {TOLERANCE:g} (its bound {TERMS[e.method]} over this grid; "
+                            "an upper bound, one-sided)", e.verdict,
+                            f"fitted {e.fitted}; {e.reached} with n(β) inside the grid [{config.n_start}, "
+                            f"{config.n_max}] at every point" + ("" if e.verdict else "; " + reason(e, rows, config))))
     claims += comparison_claims(rows, config)
     claims.append(certificate_claim(rows))
     claims.append(privacy_claim(rows))
@@ -514,14 +512,17 @@ def check_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
 
 
 def reason(e: Exponent, rows: Sequence[RateRow], config: RatesConfig) -> str:
-    """The measured reason an exponent is not observed (or has no signal)."""
-    if not e.fitted.seeds:
-        return "no seed reached β inside the n grid at every point of the sweep (n(β) > n_max or ≤ n_start)"
-    if e.verdict is None:   # the interval contains the theorem's exponent but is too wide to call it observed
-        return f"the seeds' slopes spread too widely for an interval narrower than ±{INFORMATIVE}"
-    faster = abs(e.fitted.estimate) > abs(e.theory)
-    return (f"measured n(β) changes {'faster' if faster else 'slower'} with {SYMBOL[e.variable]} than the theorem's "
-            f"bound over these points (|{e.fitted.estimate:.2f}| {'>' if faster else '<'} |{e.theory:.2f}|)")
+    """The measured reason an exponent does not hold."""
+    f = e.fitted
+    if not (math.isfinite(f.low) or math.isfinite(f.high)):
+        return f"no interval ({f.note or 'no seed'})"
+    limit = e.theory + TOLERANCE
+    if e.verdict is False:
+        return (f"measured n(β) changes faster with {SYMBOL[e.variable]} than the theorem's bound allows over these "
+                f"points (all of the interval above {limit:+.2f})")
+    if f.high == math.inf:
+        return f"censored seeds leave the interval open above ({f.note}): it cannot lie below {limit:+.2f}"
+    return f"the interval straddles {limit:+.2f}"
 
 
 # (fewer, more, claim): ``fewer`` reaches β with fewer samples than ``more``, judged paired per seed.
@@ -557,24 +558,27 @@ def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Clai
                 ratios = [r for r in ratios if r is not None]
                 only_fewer = sum(1 for a, b in pairs if not math.isfinite(a) and math.isfinite(b))
                 only_more = sum(1 for a, b in pairs if math.isfinite(a) and not math.isfinite(b))
-                iv = stats.mean_interval(ratios) if ratios else stats.Interval(math.nan, -math.inf, math.inf, 0, "none")
+                iv = (stats.censored_mean_interval(ratios, what="censored") if ratios
+                      else stats.Interval(math.nan, -math.inf, math.inf, 0, "none"))
                 verdicts[cell] = stats.exceeds(iv, 0.0)
                 censored = (f", of which {only_fewer} where only {fewer} and {only_more} where only {more} reached β "
-                            "(entered at n_max)" if only_fewer or only_more else "")
+                            "(censored: counted at n_max, the open side unbounded)" if only_fewer or only_more else "")
                 parts.append(f"d={cell[0]}, ε={cell[1]:g}, α={cell[2]:g}: {iv} ({len(ratios)} seeds{censored})")
             out.append(Claim(f"{o}: {claim.format(beta=config.main_beta)}: log₂(n_{more}/n_{fewer}) > 0 in every cell",
                              stats.all_hold(list(verdicts.values())), stats.judged(verdicts) + "; " + "; ".join(parts)))
     return out
 
 
-def paired_log_ratio(n_more: float, n_fewer: float, n_max: int) -> float | None:
-    """log₂(n_more/n_fewer) of one seed; when only one reached β by n_max, the other's n(β) > n_max enters at n_max.
-    Only ``fewer`` reached: the value (≥ 0) understates the true ratio, so it cannot make "> 0" hold too easily;
-    only ``more`` reached: the value is ≤ 0 and the true ratio lower still (an upper bound: such a seed speaks
-    against the claim, more weakly than it should). None when neither reached β."""
+def paired_log_ratio(n_more: float, n_fewer: float, n_max: int) -> stats.Value | None:
+    """log₂(n_more/n_fewer) of one seed; when only one reached β by n_max, the other's n(β) lies in [n_max, ∞), so
+    the ratio is censored: only ``fewer`` reached: [log₂(n_max/n_fewer), ∞); only ``more`` reached:
+    (−∞, log₂(n_more/n_max)] — each counted at its finite end. None when neither reached β."""
     if not (math.isfinite(n_more) or math.isfinite(n_fewer)):
         return None
-    return math.log2(min(n_more, n_max) / min(n_fewer, n_max))
+    at = math.log2(min(n_more, n_max) / min(n_fewer, n_max))
+    if math.isfinite(n_more) and math.isfinite(n_fewer):
+        return at
+    return stats.Censored(at, math.inf) if math.isfinite(n_fewer) else stats.Censored(-math.inf, at)
 
 
 def certificate_claim(rows: Sequence[RateRow]) -> Claim:
@@ -591,10 +595,10 @@ def certificate_claim(rows: Sequence[RateRow]) -> Claim:
 def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
     lines = ["## Exponents of n(β): theorem (over this grid, constants 1) vs fitted (mean over seeds, 95 % t "
              "interval)\n",
-             "Seeds whose n(β) is censored (not reached by n_max, or reached at the first n) at some point of a sweep "
-             "have no slope and are left out (the note says how many).\n",
-             "A sweep point where fewer than half the seeds have n(β) inside the grid is left out (the most censored "
-             "first, down to two points); the theorem's exponent is then taken over the same points.\n",
+             "Seeds whose n(β) is censored (not reached by n_max: [n_max, ∞); reached at the first n: [1, n_start]) at "
+             "some point of a sweep are kept: the estimate counts them at n_max (n_start), the interval takes the "
+             f"range of their slopes (conservative), the note counts them; above {stats.MAX_CENSORED:.0%} of the seeds, "
+             "no verdict. Every sweep point is kept.\n",
              "| objective | method | exponent in | β | over | theorem | fitted | verdict | complete seeds |",
              "|---|---|---|---|---|---|---|---|---|"]
     for e in exponents(rows, config):
