@@ -153,7 +153,13 @@ def finetune(
     label_column: str = typer.Option(None, "--label-column", help="Column of the label (any strings)."),
     label_words: str = typer.Option(None, "--label-words",
                                     help='The word the prompt uses for each label, e.g. '
-                                         '"negative=terrible,positive=great" (default: the labels themselves).'),
+                                         '"negative=terrible,positive=great" (default: the labels themselves); '
+                                         'it declares the classes, in this order.'),
+    labels: str = typer.Option(None, "--labels",
+                               help='The classes of --train-file data, in class order, e.g. "negative,positive". '
+                                    'A private method takes them from --label-words, else --labels, else the test '
+                                    'file, never from the training file; training rows with another label or an '
+                                    'empty text are dropped (counted only in the private statistics).'),
     template: str = typer.Option(None, "--template",
                                  help='Prompt template, e.g. "{sentence} It was {label_word}." (the default).'),
     method: str = typer.Option("dpzero", "--method", help="zero-shot, mezo, dpzero, adamw or dp-adamw."),
@@ -201,6 +207,10 @@ def finetune(
                              help="Public seed of the zeroth-order directions; batches and noise are secret."),
     data_seed: int = typer.Option(None, "--data-seed", min=0, help="Seed of the k-shot folder (default: --seed)."),
     k: int = typer.Option(512, "--k", min=1, help="Examples per class of the k-shot folder."),
+    n: int = typer.Option(None, "--n", min=1,
+                          help="The public number of training examples, or a public bound: it sets q = B/n, the "
+                               "noise and the ledger (add/remove). Default for --task: k × classes; required for a "
+                               "private method on --train-file (the data's own size is not public)."),
     max_length: int = typer.Option(128, "--max-length", min=8, help="Tokens per sequence."),
     freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", help="Leave the word embeddings untrained."),
     weight_decay: float = typer.Option(0.0, "--weight-decay", help="AdamW weight decay."),
@@ -226,8 +236,9 @@ def finetune(
                                       "(they are moved to superseded-<time>/); without it such a folder is refused."),
     log_private_stats: bool = typer.Option(False, "--log-private-stats",
                                            help="Also write private_train_stats.jsonl: per-step training-data "
-                                                "statistics (batch loss, non-finite count, clipped fraction, time). "
-                                                "NOT PRIVATE: not covered by ε; do not publish."),
+                                                "statistics (batch loss, non-finite count, clipped fraction, time) "
+                                                "and the run's (wall time, rows, dropped rows). NOT PRIVATE: not "
+                                                "covered by ε; do not publish."),
     out: Path = typer.Option(Path("runs/finetune"), "--out",
                              help="Folder for metrics.jsonl, summary.json and the fine-tuned model/."),
     threads: int = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's choice)."),
@@ -236,9 +247,10 @@ def finetune(
     """Fine-tune a Hugging Face encoder for text classification, privately (DPZero, DP-AdamW) or not.
 
     Writes metrics.jsonl (public values only: per step ε spent, the public direction seed and the released
-    scalar; per evaluation test accuracy and loss), summary.json (test accuracy, ε by RDP and PLD, δ, steps,
-    wall time), the journal (journal.jsonl, for --resume) and the model (save_pretrained). Training-data
-    statistics only with --log-private-stats, to private_train_stats.jsonl (not private).
+    scalar; per evaluation test accuracy and loss; no time), summary.json (test accuracy, ε by RDP and PLD, δ,
+    steps, the inputs treated as public, how the recipe was chosen; no time), the journal (journal.jsonl, for
+    --resume) and the model (save_pretrained). Training-data statistics and times only with --log-private-stats,
+    to private_train_stats.jsonl (not private).
     Models are read from local folders only (HF_HUB_OFFLINE is honoured). Example:
     dpnc finetune --task SST-2 --data-dir data --method dpzero --steps 1000 --epsilon 6 --out runs/sst2
     Data parallel (dpzero, mezo): torchrun --nproc-per-node 2 -m dpnc.cli finetune ... (rank 0 writes the files).
@@ -259,12 +271,12 @@ def finetune(
     config = lm_train.FinetuneConfig(
         task=task, data_dir=path(data_dir), train_file=path(train_file), test_file=path(test_file),
         text_column=text_column, text_pair_column=text_pair_column, label_column=label_column,
-        label_words=label_words, template=template, method=method, model=path(model), head=head, train=train,
+        label_words=label_words, labels=labels, template=template, method=method, model=path(model), head=head, train=train,
         top_k=top_k, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
         prompt_mode=prompt_mode, steps=steps, batch_size=batch_size, lr=lr, smoothing=smoothing, clip=clip,
         epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, accountant=accountant, relation=relation,
         sampler=sampler, cache=cache, device=device, dtype=dtype, report_to=report_to,
-        seed=seed, data_seed=data_seed, k=k, max_length=max_length, freeze_embeddings=freeze_embeddings,
+        seed=seed, data_seed=data_seed, k=k, n=n, max_length=max_length, freeze_embeddings=freeze_embeddings,
         weight_decay=weight_decay, per_example=per_example, microbatch=microbatch, direction=direction,
         eval_every=eval_every, eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
@@ -282,7 +294,7 @@ def finetune(
                f"{summary.total_parameters:,} parameters trained")
     typer.echo(f"test accuracy {summary.test_accuracy:.4f} after {summary.steps} steps (zero-shot, the same model "
                f"untrained: {summary.zero_shot_accuracy:.4f}; {summary.test_examples} test examples){eps}")
-    typer.echo(f"wall time {summary.wall_seconds:.0f} s")
+    typer.echo(f"recipe: {summary.recipe_selection}")
     for note in summary.notes:
         typer.echo(f"note: {note}")
     typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")

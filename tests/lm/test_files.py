@@ -400,14 +400,14 @@ def test_describe_data_records_the_run_data(tmp_path):
     record = describe_data(tr, te)
     assert record == {
         "train_file": str(train), "test_file": str(test), "format": "csv",
-        "rows": {"train": 3, "test": 1},
-        "test_class_counts": {"neg": 0, "pos": 1},   # the training split's counts are private: not recorded
+        "test_rows": 1,   # the training split's rows and class counts are private: not recorded
+        "test_class_counts": {"neg": 0, "pos": 1},
         "label_names": ["neg", "pos"], "label_words": ["terrible", "great"],
         "template": "{label_word}! {sentence}", "pair": False,
         "text_column": "review", "text_pair_column": None, "label_column": "sentiment",
     }
     assert json.loads(json.dumps(record)) == record
-    assert describe_data(tr.subset([0, 2]), te)["rows"] == {"train": 2, "test": 1}  # a subset keeps its origin
+    assert describe_data(tr.subset([0, 2]), te) == record  # a subset keeps its origin; its size is not recorded
     other, _ = load_user_data(train, test, text_column="review", label_column="sentiment")
     with pytest.raises(ValueError, match="must share one task"):
         describe_data(tr, other)
@@ -416,7 +416,7 @@ def test_describe_data_records_the_run_data(tmp_path):
 @needs_data
 def test_describe_data_of_an_lm_bff_split():
     record = describe_data(load_task("RTE", DATA, "train", seed=13), load_task("RTE", DATA, "test", seed=13))
-    assert record["rows"] == {"train": 1024, "test": 277}
+    assert record["test_rows"] == 277 and "rows" not in record   # the training rows are not recorded
     assert record["test_class_counts"] == {"entailment": 146, "not_entailment": 131}
     assert (record["format"], record["text_column"], record["text_pair_column"], record["label_column"]) == (
         "tsv", "sentence1", "sentence2", -1)

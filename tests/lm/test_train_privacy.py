@@ -4,11 +4,13 @@ construction. Real SST-2 data and the real MiniLM, a few steps at small batches.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
+from dpnc.batches import DataRows
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_task
 from dpnc.optim import DPZero
 from dpnc.privacy import Accountant, NoiseSource
@@ -77,9 +79,8 @@ def test_no_batch_or_batch_size_is_logged_saved_or_returned(tmp_path):
         assert set(vars(record)) == {"step", "seed", "released", "loss", "nonfinite", "clipped_fraction", "seconds"}
         assert record.loss is record.nonfinite is record.clipped_fraction is record.seconds is None
     state = torch.load(tmp_path / "ckpt" / "checkpoint.pt", weights_only=False)
-    assert set(state) == {"version", "config", "step", "model", "optimizer", "ledger", "nonfinite", "lost_releases",
-                          "notes"}   # no data generator, no sampler
-    assert state["nonfinite"] is None
+    assert set(state) == {"version", "config", "step", "model", "optimizer", "ledger", "lost_releases",
+                          "notes"}   # no data generator, no sampler, no training statistic
     rows = [json.loads(line) for line in (tmp_path / "ckpt" / "journal.jsonl").read_text().splitlines()]
     assert rows[0]["event"] == "run" and {r["event"] for r in rows[1:]} == {"begin", "end"}
     for row in rows[1:]:
@@ -99,12 +100,17 @@ def test_by_default_outputs_show_no_training_statistics(tmp_path, capsys):
     steps = [r for r in rows if r["event"] == "step"]
     assert len(steps) == 2 and all(set(r) == STEP_KEYS for r in steps)   # no batch loss, size, time or counts
     evals = [r for r in rows if r["event"] == "eval"]
-    assert evals and all(set(r) <= {"event", "step", "accuracy", "loss", "epsilon", "final", "time"} for r in evals)
+    assert evals and all(set(r) <= {"event", "step", "accuracy", "loss", "epsilon", "final"} for r in evals)  # no time
     assert not (out / "private_train_stats.jsonl").exists()
-    assert summary.nonfinite is None
-    assert json.loads((out / "summary.json").read_text())["nonfinite"] is None
+    written = json.loads((out / "summary.json").read_text())
+    assert not {"nonfinite", "wall_seconds", "seconds_per_step"} & set(written) and not hasattr(summary, "nonfinite")
     bar = capsys.readouterr().err
     assert "eps=" in bar and "loss" not in bar   # the progress bar shows ε, not the training loss
+    # ... and no rate, elapsed or remaining time (tqdm's default shows "[00:01<00:02, 1.5step/s]"), in every
+    # refresh of the training bar (the model's loading and saving bars of transformers are not the trainer's).
+    shown = [part.strip() for part in re.split(r"[\r\n]", bar) if part.startswith("dpzero:")]
+    assert shown[-1].startswith("dpzero: 100%") and shown[-1].endswith("| 2/2, eps=6")
+    assert all(re.fullmatch(r"dpzero: +\d+%\|[^|]*\| [0-2]/2(, eps=[0-9.]+)?", part) for part in shown), shown
 
 
 def test_private_stats_only_on_request_in_a_file_that_says_not_private(tmp_path):
@@ -114,11 +120,17 @@ def test_private_stats_only_on_request_in_a_file_that_says_not_private(tmp_path)
     header = json.loads(lines[0])
     assert header["event"] == "header" and header["warning"].startswith("NOT PRIVATE: un-noised statistics of the "
                                                                         "training data")
-    steps = [json.loads(line) for line in lines[1:]]
+    rows = [json.loads(line) for line in lines[1:]]
+    steps = [r for r in rows if r["event"] == "step"]
     assert [r["step"] for r in steps] == [1, 2]
     assert all(set(r) == {"event", "step", "loss", "nonfinite", "clipped_fraction", "seconds"} for r in steps)
     assert all(r["loss"] > 0 and r["nonfinite"] == 0 for r in steps)
-    assert summary.nonfinite == 0
+    # The run's own statistics of the training data go here too, never to summary.json (before: nonfinite there).
+    (run,) = [r for r in rows if r["event"] == "run"]
+    assert run["nonfinite"] == 0 and run["wall_seconds"] > 0 and run["seconds_per_step"] > 0
+    assert run["train_rows"] == 1024 and run["dropped_rows"] == 0
+    written = json.loads((Path(cfg.out) / "summary.json").read_text())
+    assert not {"nonfinite", "wall_seconds", "seconds_per_step"} & set(written) and summary.private
     metrics = [json.loads(line) for line in (Path(cfg.out) / "metrics.jsonl").read_text().splitlines()]
     assert all(set(r) == STEP_KEYS for r in metrics if r["event"] == "step")   # metrics stay public
 
@@ -135,10 +147,11 @@ def tiny(sst2):
     return clf, data
 
 
-def _optimizer(clf, sampler, accountant):
+def _optimizer(clf, data, sampler, accountant):
     params = [p for p in clf.parameters() if p.requires_grad]
+    rows = DataRows(fetch=lambda index: clf.encode([data.texts[i] for i in index.tolist()], data.labels[index]))
     return DPZero(params, lr=1e-3, clip=10.0, noise_multiplier=1.0, sampler=sampler, accountant=accountant,
-                  noise=NoiseSource.for_testing(0), seed=1, model=clf)
+                  noise=NoiseSource.for_testing(0), seed=1, model=clf, data=rows)
 
 
 def restored(before, params, lam: float = 1e-3) -> bool:
@@ -156,21 +169,21 @@ def test_dpzero_refuses_a_closure_that_does_not_return_the_batch_losses(tiny):
     # A seeded draw whose size is neither 0 (an empty batch is not handed to the closure) nor 4.
     seed = next(s for s in range(100) if len(PoissonSampler.for_testing(16, 4, seed=s).sample()) not in (0, 4))
     bad = {"the whole dataset's losses": lambda batch: losses(torch.arange(16)),
-           "the 0-d mean loss": lambda batch: losses(batch).mean(),
+           "the 0-d mean loss": lambda batch: clf(batch).mean(),
            "another batch's losses (the user's own loader)": lambda batch: losses(torch.arange(4))}
     before = [p.detach().clone() for p in clf.parameters()]
     for what, closure in bad.items():
         accountant = Accountant("add/remove")
-        opt = _optimizer(clf, PoissonSampler.for_testing(16, 4, seed=seed), accountant)
+        opt = _optimizer(clf, data, PoissonSampler.for_testing(16, 4, seed=seed), accountant)
         with pytest.raises(ValueError, match=r"closure must return the per-example losses of the batch it is "
                                              r"given, shape \(\d+,\); got"):
             opt.step(closure)
         assert accountant.releases == 0, what   # refused before anything was released
         assert restored(before, clf.parameters()), what   # and the model restored
     accountant = Accountant("add/remove")
-    opt = _optimizer(clf, PoissonSampler.for_testing(16, 4, seed=seed), accountant)
+    opt = _optimizer(clf, data, PoissonSampler.for_testing(16, 4, seed=seed), accountant)
     with torch.no_grad():
-        opt.step(losses)   # the per-example losses of exactly the batch drawn
+        opt.step(clf)   # handed the encoded batch it drew, the classifier gives its per-example losses
     assert accountant.releases == 1
     assert any(not torch.equal(a, b) for a, b in zip(before, clf.parameters()))
     with torch.no_grad():
@@ -178,16 +191,16 @@ def test_dpzero_refuses_a_closure_that_does_not_return_the_batch_losses(tiny):
             p.copy_(b)
 
 
-def test_the_trainer_hands_the_optimizer_a_closure_of_the_drawn_batch(tmp_path, sst2):
-    # The trainer's closure encodes exactly the batch the optimizer drew (no batch of its own).
+def test_the_trainer_hands_the_classifier_the_drawn_batch(tmp_path, sst2):
+    # The optimizer fetches the rows it drew through the trainer's encoder and hands them to the classifier.
     trainer = Trainer(config(tmp_path, steps=2, out=None), train=sst2, test=sst2)
     sizes: list[tuple[int, int]] = []
     closure_step = trainer.optimizer.step
 
-    def step(closure):
+    def step(loss_fn):
         def checked(batch):
-            losses = closure(batch)
-            sizes.append((len(batch), len(losses)))
+            losses = loss_fn(batch)
+            sizes.append((len(batch["labels"]), len(losses)))
             return losses
         return closure_step(checked)
 

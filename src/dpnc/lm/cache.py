@@ -20,7 +20,10 @@ model's outputs, hence every released quantity, are the same (up to float roundi
 it is drawn from the training data exactly as the raw texts are: it stays in the process's memory, like the
 dataset itself, and is never logged, saved or checkpointed. Batches are still drawn by the secret sampler; the
 cache only replaces ``encode(texts of the batch)`` by ``cache.batch(index)``. (When a row is first computed
-depends on the secret batches, like every step's time: step times are private statistics, never published.)
+depends on the secret batches, so a step that meets new rows takes longer, like a step with a long example: step
+times are private statistics, written only to ``private_train_stats.jsonl`` with ``--log-private-stats``; no public
+file of the trainer — metrics, TensorBoard, summary, progress bar — holds a time. The run's total duration is
+still seen by whoever runs it: docs/privacy.md, "Side channels".)
 """
 
 from __future__ import annotations

@@ -40,10 +40,11 @@ PER_EXAMPLE = ("loop", "vmap")   # how DP-AdamW forms per-example gradients (dpn
 CHECKPOINT, JOURNAL = "checkpoint.pt", "journal.jsonl"
 METRICS, PRIVATE_STATS = "metrics.jsonl", "private_train_stats.jsonl"
 PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data (per-step batch loss, non-finite "
-                         "count, clipped fraction, step time). They are not covered by the run's (epsilon, delta) "
-                         "and reveal the training data: share them only where the training data may be shared.")
+                         "count, clipped fraction, step time; the run's wall time, its training rows and the rows "
+                         "dropped by the domain rule). They are not covered by the run's (epsilon, delta) and reveal "
+                         "the training data: share them only where the training data may be shared.")
 # Fields that do not change what a run computes: free to differ on resume.
-FREE_FIELDS = ("data_dir", "device", "cache", "report_to",
+FREE_FIELDS = ("data_dir", "device", "cache", "report_to", "recipe_selection",
                "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
                 "out", "progress", "log_private_stats", "new_run")
 # Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
@@ -85,6 +86,17 @@ class FinetuneConfig:
         train_file, test_file: a user's own labelled files (CSV, TSV or JSON lines) instead of ``task``/``data_dir``;
             with ``text_column``, ``label_column``, optional ``text_pair_column``, ``label_words`` (e.g.
             ``"negative=terrible,positive=great"``) and ``template`` (see :mod:`dpnc.lm.files`).
+        labels: the class set of a user's own data, comma-separated in class order (e.g. ``"negative,positive"``);
+            also given by ``label_words`` (which must then name the same labels in the same order). A private
+            method never takes its classes from the training file: from ``label_words``, else ``labels``, else the
+            (public) test file's labels. Training rows outside the declared classes or domain are dropped by the
+            rule of :mod:`dpnc.lm.files`, never refused.
+        n: the **public** number of training examples, or a public bound on it: it sets q = B/n, σ and the ledger,
+            and ``summary.json`` reports it. Under add/remove two neighbouring data sets differ in size, so n must
+            not be read off the data: the default for a built-in task is its public recipe, k examples per class ×
+            classes (TREC's 512-shot folders hold fewer rows than that: a public bound, the expected batch is then
+            below B); a private method on ``train_file`` data must be given it. Under replace-one the neighbours
+            have the same size, so n is the training rows' number by definition (None, or that number).
         head: ``"prompt"`` or ``"linear"`` (default: linear for ``train="head"``, else prompt), or ``"causal"``: a
             causal LM scoring the label words (:mod:`dpnc.lm.causal`; default model SmolLM2-135M-Instruct, the
             ``causal`` extra); ``prompt_mode``: ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).
@@ -128,6 +140,9 @@ class FinetuneConfig:
             the journal's folder when there is no ``checkpoint_dir``.
         log_private_stats: also write ``private_train_stats.jsonl``: per-step training-data statistics that are
             NOT private (batch loss, non-finite count, clipped fraction, time); off by default.
+        recipe_selection: how the settings (lr, C, T, …) were chosen, stated next to ε in ``summary.json``
+            (default: the trainer's statement for its recipes; see ``Trainer.recipe_selection``). A choice made
+            non-privately on the training data is not covered by ε and should say so.
         new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint, moving them
             (and that run's metrics) into ``superseded-<time>/``; without it such a folder is refused.
     """
@@ -140,6 +155,7 @@ class FinetuneConfig:
     text_pair_column: str | None = None
     label_column: str | None = None
     label_words: str | None = None
+    labels: str | None = None
     template: str | None = None
     method: str = "dpzero"
     model: str | None = None
@@ -164,6 +180,7 @@ class FinetuneConfig:
     seed: int = 42
     data_seed: int | None = None
     k: int = 512
+    n: int | None = None
     max_length: int = 128
     freeze_embeddings: bool = False
     weight_decay: float = 0.0
@@ -182,6 +199,7 @@ class FinetuneConfig:
     out: str | None = None
     progress: bool = True
     log_private_stats: bool = False
+    recipe_selection: str | None = None
     new_run: bool = False
 
     def __post_init__(self) -> None:
@@ -234,9 +252,10 @@ class FinetuneConfig:
                                  f"train_file={self.train_file!r}, test_file={self.test_file!r}, text_column="
                                  f"{self.text_column!r}, label_column={self.label_column!r}")
         elif any(v is not None for v in (self.text_column, self.text_pair_column, self.label_column,
-                                         self.label_words, self.template)):
-            raise ValueError("text_column, text_pair_column, label_column, label_words and template describe a "
-                             "user's own files: give train_file and test_file too")
+                                         self.label_words, self.labels, self.template)):
+            raise ValueError("text_column, text_pair_column, label_column, label_words, labels and template "
+                             "describe a user's own files: give train_file and test_file too")
+        self._check_labels()
         _integer("steps", self.steps, 0 if self.method == "zero-shot" else 1)
         if self.method == "zero-shot" and self.steps != 0:
             raise ValueError(f"steps must be 0 for method='zero-shot'; got {self.steps!r}")
@@ -271,6 +290,40 @@ class FinetuneConfig:
                 raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
+        if self.recipe_selection is not None and not (isinstance(self.recipe_selection, str)
+                                                      and self.recipe_selection.strip()):
+            raise ValueError(f"recipe_selection must be None or a non-empty statement; got {self.recipe_selection!r}")
+        self._public_n()
+
+    def _check_labels(self) -> None:
+        """``labels`` is a comma-separated class list, and agrees with ``label_words`` where both are given."""
+        if self.labels is None:
+            return
+        from dpnc.lm.files import parse_labels, parse_label_words
+
+        names = parse_labels(self.labels)
+        words = parse_label_words(self.label_words)
+        if words is not None and tuple(words) != names:
+            raise ValueError(f"labels must name the classes of label_words, in the same order; got labels "
+                             f"{list(names)} and label_words for {list(words)}")
+
+    def _public_n(self) -> None:
+        """n: declared, or the built-in task's public recipe (k per class); decided from the config alone."""
+        if self.n is None and self.relation == "add/remove":
+            if self.train_file is None:
+                from dpnc.lm.data import get_task
+
+                object.__setattr__(self, "n", self.k * get_task(self.task).num_classes)
+            elif self.method in PRIVATE:
+                raise ValueError("n must be given (--n) for the private method "
+                                 f"{self.method!r} on a train_file under add/remove: the public number of training "
+                                 "examples, or a public bound on it. It sets q = B/n, the noise and the ledger, and "
+                                 "is not read off the data, whose size differs between neighbouring data sets")
+        if self.n is not None:
+            _integer("n", self.n, 1)
+            if self.method != "zero-shot" and self.batch_size > self.n:
+                raise ValueError(f"batch_size must be <= n = {self.n} (the public number of training examples); "
+                                 f"got {self.batch_size}")
 
     @property
     def lora_modules(self) -> tuple[str, ...] | None:

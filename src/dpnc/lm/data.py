@@ -25,8 +25,11 @@ is the ``{label_word}`` slot (``Task.input_text(text, mask="<mask>")`` gives the
 
 The class id of a label is its index in ``Task.label_names``, following the data README's convention
 (SST-2 0/1, SST-5 0..4 = terrible..great, TREC 0..5 as above, RTE entailment/not_entailment,
-SNLI/MNLI entailment/neutral/contradiction). The training-set size the accountant needs is ``len(dataset)``:
-the true number of rows, not K × classes (TREC's 512-shot train set has 2646 rows, not 3072; spec §7.3).
+SNLI/MNLI entailment/neutral/contradiction). The training-set size n the accountant uses is a **public** input
+(``FinetuneConfig.n``), not ``len(dataset)``: under add/remove two neighbouring data sets differ in size, so q = B/n
+must not be read off the rows. For these folders the public recipe gives it: K × classes (:func:`recipe_size`).
+TREC's 512-shot train set has 2646 rows, not 3072 (spec §7.3): 3072 is then a public bound, and Poisson batches
+(each row joins w.p. B/3072) hold B × 2646/3072 rows on average.
 
 Correction / choices where sources disagree:
     * LM-BFF's ``*sent-_0*`` drops the premise's last character unconditionally, which chops a letter off
@@ -67,7 +70,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["TASKS", "Task", "TextDataset", "get_task", "load_task"]
+__all__ = ["TASKS", "Task", "TextDataset", "get_task", "load_task", "recipe_size"]
 
 _PLACEHOLDER = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
 _FILTERS = {
@@ -222,6 +225,12 @@ def _key(name: str) -> str:
     return re.sub(r"[-_\s]", "", name).lower()
 
 
+def recipe_size(name: str, k: int) -> int:
+    """The public training-set size of a task's k-shot recipe: k examples per class × classes (a public bound
+    where a class has fewer than k examples, as TREC's Expression)."""
+    return k * get_task(name).num_classes
+
+
 def get_task(name: str) -> Task:
     """The task called ``name``, case-insensitively and ignoring ``-``/``_`` ("sst-2", "SST2", "trec")."""
     for task_name, task in TASKS.items():
@@ -241,6 +250,9 @@ class TextDataset:
         source: the path of the file the rows came from.
         origin: how the rows were read (format, columns; the LM-BFF task, split, seed, k), for a run's record
             (``dpnc.lm.files.describe_data``); kept by ``subset``.
+        dropped: rows of the file left out by the domain rule of a private run's training file (a label outside
+            the declared classes, an empty text, a row that cannot be read: :mod:`dpnc.lm.files`). A statistic of
+            the private data: written only to the private statistics, never to a public file.
     """
 
     task: Task
@@ -248,6 +260,7 @@ class TextDataset:
     labels: torch.Tensor
     source: str
     origin: dict = dataclasses.field(default_factory=dict)
+    dropped: int = 0
 
     def __post_init__(self) -> None:
         self.labels = torch.as_tensor(self.labels, dtype=torch.long).reshape(-1)
@@ -382,7 +395,7 @@ def _folder_order(name: str) -> tuple:
 
 
 def read_rows(
-    path: Path, fmt: str, delimiter: str | None, header: bool
+    path: Path, fmt: str, delimiter: str | None, header: bool, *, lenient: bool = False
 ) -> tuple[list[tuple[int, list]], dict, int | None]:
     """Rows as ``(line number, fields)`` (blank lines skipped), the header's ``{name: position}`` and its width.
 
@@ -392,10 +405,15 @@ def read_rows(
     last field, as GLUE's NLI files with a variable number of annotator labels need). The width (the header's
     number of fields) is None without a header.
 
+    ``lenient`` (a private training file, whose rows must never decide a refusal): bytes that are not UTF-8
+    become U+FFFD, a line that is not JSON is skipped (a row outside the domain, counted by the caller), and a
+    file with no data rows gives none.
+
     Raises:
-        ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON, or no data rows.
+        ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON, or no data rows (unless
+            ``lenient``); a file with no header row when one is expected.
     """
-    raw = _decode(path)
+    raw = path.read_bytes().decode("utf-8-sig", errors="replace") if lenient else _decode(path)
     if fmt == "jsonl":
         rows = []
         for line, text in enumerate(raw.split("\n"), start=1):
@@ -403,8 +421,11 @@ def read_rows(
                 try:
                     rows.append((line, json.loads(text)))
                 except json.JSONDecodeError as err:
+                    if lenient:
+                        rows.append((line, None))   # outside the domain: the caller drops and counts it
+                        continue
                     raise ValueError(f"{path.name} line {line} is not valid JSON: {err}") from None
-        if not rows:
+        if not rows and not lenient:
             raise ValueError(f"{str(path)!r} holds no data rows")
         return rows, {}, None
     if fmt == "csv":
@@ -426,7 +447,7 @@ def read_rows(
         columns = {name: i for i, name in enumerate(names)}
         columns[names[-1]] = -1  # the header's last column is each row's last field (GLUE NLI files)
         rows = rows[1:]
-    if not rows:
+    if not rows and not lenient:
         raise ValueError(f"{str(path)!r} holds no data rows")
     return rows, columns, width
 

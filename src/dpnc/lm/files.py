@@ -1,9 +1,12 @@
 """A user's own labelled text files: CSV, TSV or JSON lines, read into ``TextDataset``s for fine-tuning.
 
 ``load_user_data(train_file, test_file, ...)`` is what ``dpnc finetune --train-file ... --test-file ...`` reads:
-both files become datasets of ONE task whose classes are the training file's labels, so a class id means the same
-in training and in evaluation. ``load_file`` reads a single file (its own labels, or ``label_names`` given).
-``describe_data`` is the record of which data a run used, for its ``summary.json``.
+both files become datasets of ONE task, so a class id means the same in training and in evaluation. Its classes
+are **declared** for a private run (``declared=True``): ``label_words``, else ``labels``, else the (public) test
+file's labels — never the private training file's, whose label set differs between neighbouring data sets (one
+row with a new label would change the head's shape and the published label names). Without ``declared`` (a
+non-private run) they are the training file's labels. ``load_file`` reads a single file (its own labels, or
+``label_names`` given). ``describe_data`` is the record of which data a run used, for its ``summary.json``.
 
 Formats, from the extension:
 
@@ -22,8 +25,16 @@ are two labels). Without label words the class order is the sorted labels (numer
 Refused, each with a ``ValueError`` naming the file and the line: bytes that are not UTF-8; a row whose label is
 missing or empty (absent JSON key, JSON null, empty field, a row with fewer fields than the header); a row whose
 text is empty; a CSV row with more fields than the header (a comma outside quotes shifts its fields; TSV rows may
-have more, as GLUE's NLI files do). A row that cannot be read is not skipped: a silently shorter data set would
-change the n the privacy accountant uses.
+have more, as GLUE's NLI files do). A row that cannot be read is not skipped: a user is told what to fix.
+
+**The domain rule of a private training file** (``declared=True``). There a refusal that depends on one row would
+itself be a release (it tells whether that row is in the data), so no row is refused: a row is *dropped* when its
+label is missing, empty or not among the declared classes, its text (or text pair) is missing or empty, it has
+fewer fields than the header (or, in CSV, more), it is not a JSON object/array, or its value is nested JSON. Bytes
+that are not UTF-8 become U+FFFD. The number of dropped rows is a statistic of the private data: it is written
+only to the run's private statistics (``--log-private-stats``). Dropping changes nothing in the accounting, whose n
+is declared (``FinetuneConfig.n``), not counted. What is still refused is decided by the file's structure, not by
+any one row: a missing file, an unknown format, a header without the named columns.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ import torch
 
 from dpnc.lm.data import DEFAULT_PAIR_TEMPLATE, DEFAULT_TEMPLATE, Task, TextDataset, read_field, read_rows
 
-__all__ = ["canonical_label", "describe_data", "load_file", "load_user_data", "parse_label_words"]
+__all__ = ["canonical_label", "describe_data", "load_file", "load_user_data", "parse_label_words", "parse_labels"]
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _EXACT = Decimal(10) ** 30  # integers below this are written out exactly; larger ones as floats ("1e+40")
@@ -112,6 +123,22 @@ def parse_label_words(label_words: str | Mapping | None) -> dict[str, str] | Non
     return words
 
 
+def parse_labels(labels: str | Sequence | None) -> tuple[str, ...] | None:
+    """The declared class list from ``"negative,positive"`` or a sequence (canonicalised, in the order given).
+
+    Raises:
+        ValueError: fewer than 2 labels, an empty label, or a label given twice.
+    """
+    if labels is None:
+        return None
+    items = labels.split(",") if isinstance(labels, str) else list(labels)
+    names = tuple(canonical_label(x) for x in items)
+    if len(names) < 2 or not all(names) or len(set(names)) != len(names):
+        raise ValueError(f"labels must be at least 2 distinct non-empty labels, comma-separated in class order "
+                         f"(e.g. 'negative,positive'); got {labels!r}")
+    return names
+
+
 def load_user_data(
     train_file: str | Path,
     test_file: str | Path,
@@ -120,15 +147,20 @@ def load_user_data(
     label_column: Column,
     text_pair_column: Column | None = None,
     label_words: str | Mapping | None = None,
+    labels: str | Sequence | None = None,
     template: str | None = None,
+    declared: bool = False,
 ) -> tuple[TextDataset, TextDataset]:
     """A training file and a test file of one's own, read as one task.
 
-    The training file's labels are the classes; the test file's labels must be among them (a test file may lack
-    a class). Both files have the same columns and the same format rules (see the module docstring).
+    ``declared=False``: the training file's labels are the classes; the test file's labels must be among them (a
+    test file may lack a class). ``declared=True`` (a private run): the classes are ``label_words``'s, else
+    ``labels``, else the test file's labels (sorted); the training file is read by the domain rule of the module
+    docstring (rows outside it dropped and counted in ``train.dropped``, never refused). Both files have the same
+    columns and format rules; the test file (public) is always read strictly.
 
     Args:
-        train_file: the training rows (``len`` of the result is the n the accountant uses).
+        train_file: the training rows (their number is not the accountant's n: that is declared).
         test_file: the evaluation rows.
         text_column: the sentence (pair tasks: the first sentence).
         label_column: the label.
@@ -136,6 +168,8 @@ def load_user_data(
         label_words: None (the words are the label names, classes in sorted order), a mapping ``{label: word}``,
             or the CLI string ``"negative=terrible,positive=great"``; the order given is the class order, and
             every label of the training file needs exactly one word.
+        labels: the declared classes in class order (``"negative,positive"`` or a sequence); with
+            ``label_words``, it must name the same labels.
         template: the prompt template (``dpnc.lm.data``); default ``"{sentence} It was {label_word}."``, or for
             pairs ``"{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}"`` (spec §4.2).
 
@@ -145,12 +179,30 @@ def load_user_data(
     Raises:
         FileNotFoundError: a file that does not exist.
         ValueError: a refused row (module docstring), a training set with fewer than 2 classes, label words that
-            miss a training label or name a label it does not hold, a test label that is not a training label
-            (naming each with the first line it occurs on), or a bad template.
+            miss a training label or name a label it does not hold, a test label that is not a class (naming each
+            with the first line it occurs on), or a bad template. With ``declared``, none of these depends on a
+            training row: only the test file and the declared classes are checked.
     """
     words = parse_label_words(label_words)
+    names = parse_labels(labels)
+    if words is not None and names is not None and tuple(words) != names:
+        raise ValueError(f"labels must name the classes of label_words, in the same order; got labels {list(names)} "
+                         f"and label_words for {list(words)}")
     train_path, test_path = _file(train_file), _file(test_file)
     columns = (text_column, text_pair_column, label_column)
+    pair = text_pair_column is not None
+    if declared or names is not None:
+        test_rows = _Rows.read(test_path, *columns)
+        given = "label_words" if words is not None else "labels" if names is not None else None
+        if words is None:
+            classes = names if names is not None else tuple(_sorted_labels(set(test_rows.labels)))
+            if len(classes) < 2:
+                raise ValueError(f"labels must be declared (label_words or labels) when the test file "
+                                 f"{test_path.name} holds fewer than 2 labels ({list(classes)})")
+            words = {name: name for name in classes}
+        task = _task(train_path.name, tuple(words), tuple(words.values()), pair, template)
+        train = _Rows.read(train_path, *columns, lenient=True).dataset(task, drop_unknown=True)
+        return train, test_rows.dataset(task, classes_of=given)
     train_rows = _Rows.read(train_path, *columns)
     counts = Counter(train_rows.labels)
     if len(counts) < 2:
@@ -174,7 +226,7 @@ def load_user_data(
                 f"label_words name labels that {train_path.name} does not hold: {extra}; its labels: "
                 f"{_sorted_labels(counts)}"
             )
-    task = _task(train_path.name, tuple(words), tuple(words.values()), text_pair_column is not None, template)
+    task = _task(train_path.name, tuple(words), tuple(words.values()), pair, template)
     test_rows = _Rows.read(test_path, *columns)
     return train_rows.dataset(task), test_rows.dataset(task, classes_of=train_path.name)
 
@@ -232,12 +284,12 @@ def load_file(
 def describe_data(train: TextDataset, test: TextDataset) -> dict:
     """Which data a run used, as JSON-able data for its ``summary.json``.
 
-    Files, format, rows per split, the test split's class counts, the classes with their label words, the template,
-    and the columns read (from ``TextDataset.origin``; None where a dataset does not record them). Public values
-    only: the training split gives its size n (public in dpnc's accounting: q = B/n) and nothing else — its class
-    counts are an un-noised statistic of the training data, so they are not recorded. (The classes themselves are
-    the train file's labels unless ``label_words`` names them: give ``label_words`` to make the class set a public
-    input.)
+    Files, format, the test split's rows and class counts, the classes with their label words, the template, and
+    the columns read (from ``TextDataset.origin``; None where a dataset does not record them). Public values only:
+    nothing is recorded of the training split but its file's name — its number of rows (which differs between
+    neighbours under add/remove: the accountant's n is declared instead), its class counts and its dropped rows are
+    un-noised statistics of the training data. The classes are public in a private run (declared, or the test
+    file's: ``load_user_data(declared=True)``).
 
     Raises:
         ValueError: ``train`` and ``test`` of different tasks (their class ids would not mean the same).
@@ -249,7 +301,7 @@ def describe_data(train: TextDataset, test: TextDataset) -> dict:
         "train_file": train.source,
         "test_file": test.source,
         "format": origin.get("format"),
-        "rows": {"train": len(train), "test": len(test)},
+        "test_rows": len(test),
         "test_class_counts": test.class_counts(),
         "label_names": list(task.label_names),
         "label_words": list(task.label_words),
@@ -271,11 +323,15 @@ class _Rows:
     def __init__(self, path: Path, texts: list, labels: list[str], lines: list[int], origin: dict) -> None:
         self.path, self.texts, self.labels, self.lines, self.origin = path, texts, labels, lines, origin
 
+    dropped = 0   # rows left out by the domain rule (lenient reading only)
+
     @classmethod
     def read(
         cls, path: Path, text_column: Column, pair_column: Column | None, label_column: Column,
-        *, delimiter: str | None = None, header: bool | None = None,
+        *, delimiter: str | None = None, header: bool | None = None, lenient: bool = False,
     ) -> _Rows:
+        """The file's rows; ``lenient`` (a private training file): drop each row outside the domain (module
+        docstring) instead of refusing it. The columns are checked against the header first either way."""
         given = [c for c in (text_column, pair_column, label_column) if c is not None]
         for c in given:
             if not isinstance(c, str | int) or isinstance(c, bool):
@@ -283,24 +339,43 @@ class _Rows:
         fmt = _format(path, delimiter)
         if header is None:
             header = any(isinstance(c, str) for c in given)
-        rows, columns, width = read_rows(path, fmt, delimiter, header)
-        texts, labels, lines = [], [], []
+        rows, columns, width = read_rows(path, fmt, delimiter, header, lenient=lenient)
+        if lenient and fmt != "jsonl":   # the file's structure decides a refusal, never one row
+            for c in given:
+                if isinstance(c, str) and c not in columns:
+                    raise ValueError(f"column {c!r} is not in the header of {path.name}; columns: {list(columns)}")
+        texts, labels, lines, dropped = [], [], [], 0
         for line, row in rows:
-            if isinstance(row, list):
-                _check_width(row, width, len(rows[0][1]), fmt, path, line)
-            text = _nonempty(row, columns, text_column, path, line, "text column")
-            if pair_column is not None:
-                text = (text, _nonempty(row, columns, pair_column, path, line, "text pair column"))
+            try:
+                if isinstance(row, list):
+                    _check_width(row, width, len(rows[0][1]), fmt, path, line)
+                text = _nonempty(row, columns, text_column, path, line, "text column")
+                if pair_column is not None:
+                    text = (text, _nonempty(row, columns, pair_column, path, line, "text pair column"))
+                label = canonical_label(_nonempty(row, columns, label_column, path, line, "label column"))
+            except ValueError:
+                if not lenient:
+                    raise
+                dropped += 1
+                continue
             texts.append(text)
-            labels.append(canonical_label(_nonempty(row, columns, label_column, path, line, "label column")))
+            labels.append(label)
             lines.append(line)
         origin = {"format": fmt, "text_column": text_column, "text_pair_column": pair_column,
                   "label_column": label_column}
-        return cls(path, texts, labels, lines, origin)
+        read = cls(path, texts, labels, lines, origin)
+        read.dropped = dropped
+        return read
 
-    def dataset(self, task: Task, classes_of: str | None = None) -> TextDataset:
-        """The rows as a dataset of ``task``; every label must be a class (``classes_of``: where they come from)."""
+    def dataset(self, task: Task, classes_of: str | None = None, *, drop_unknown: bool = False) -> TextDataset:
+        """The rows as a dataset of ``task``; every label must be a class (``classes_of``: where they come from),
+        or with ``drop_unknown`` (the domain rule) a row whose label is not a class is dropped and counted."""
         index = {name: i for i, name in enumerate(task.label_names)}
+        if drop_unknown:
+            keep = [i for i, label in enumerate(self.labels) if label in index]
+            labels = torch.tensor([index[self.labels[i]] for i in keep], dtype=torch.long)
+            return TextDataset(task, [self.texts[i] for i in keep], labels, str(self.path), dict(self.origin),
+                               dropped=self.dropped + len(self.labels) - len(keep))
         unknown: dict[str, int] = {}
         for label, line in zip(self.labels, self.lines):
             if label not in index:

@@ -9,9 +9,11 @@ the classifier, the optimizer's public state, the step and the privacy ledger �
 sampler — and restarts the journal. On resume, :func:`replay_rows` replays each finished zeroth-order step from
 its public values and counts every other begun step as a release (see :mod:`dpnc.lm.train`).
 
-Public files hold public values only: ``metrics.jsonl`` step lines carry no timestamp (the time between two
-steps reflects the secret batch's size); ``private_train_stats.jsonl`` (only with ``log_private_stats``) opens
-with a NOT PRIVATE header.
+Public files hold public values only, and no time: no ``metrics.jsonl`` line (step, evaluation or resume) carries
+a time stamp, since the time between two lines reflects the secret batches in between (their sizes, or a long
+example in them); the journal and the checkpoint hold none either. Step times and the run's wall time go only to
+``private_train_stats.jsonl`` (only with ``log_private_stats``), which opens with a NOT PRIVATE header. (The
+``superseded-<time>/`` folder of ``new_run`` is named when the run starts, before it reads any training row.)
 """
 
 from __future__ import annotations
@@ -52,17 +54,16 @@ class RunFiles:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def metric(self, row: dict) -> None:
-        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released values); also kept
-        for the plot and sent to TensorBoard when asked."""
+        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released values), no time
+        stamp; also kept for the plot and sent to TensorBoard when asked."""
         self.rows.append(row)
         if self.tensorboard is not None:
             self.tensorboard.write(row)
         if self.config.out and self.writer:
             path = Path(self.config.out) / METRICS
             path.parent.mkdir(parents=True, exist_ok=True)
-            stamp = {} if row["event"] == "step" else {"time": time.time()}
             with path.open("a") as f:
-                f.write(json.dumps(jsonable({**row, **stamp})) + "\n")
+                f.write(json.dumps(jsonable(row)) + "\n")
 
     def private_stat(self, row: dict) -> None:
         """A line of ``private_train_stats.jsonl`` (only with ``log_private_stats``), under a NOT PRIVATE header."""

@@ -3,9 +3,10 @@
 Both read the rows of ``metrics.jsonl`` (:meth:`dpnc.lm.journal.RunFiles.metric`): test-split accuracy and loss at
 each evaluation (step 0 is the untrained model), and ε spent after each step. Nothing here sees the training data.
 
-TensorBoard stamps every event with a wall time; the time between two steps reflects the secret batch's size
-(Poisson sampling), so step events are written with the run's start time instead (as ``metrics.jsonl`` step lines
-carry no time).
+TensorBoard stamps every event with a wall time; the time between two events reflects the secret batches in between
+(their sizes, or a long example in them), so every scalar — step, evaluation or resume — is written with the time
+the writer was opened, before training (``metrics.jsonl`` lines carry no time either). The event file's name holds
+that same opening time.
 """
 
 from __future__ import annotations
@@ -62,12 +63,11 @@ class TensorBoard:
         self.start = time.time()
 
     def write(self, row: dict) -> None:
-        walltime = self.start if row.get("event") == "step" else None   # no per-step timing (see the module doc)
         for key, value in row.items():
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if number and key not in ("event", "step", "seed", "time"):
+            if number and key not in ("event", "step", "seed"):   # every event at the opening time (module doc)
                 self.writer.add_scalar(f"{row['event']}/{key}", value, global_step=row.get("step", 0),
-                                       walltime=walltime)
+                                       walltime=self.start)
 
     def close(self) -> None:
         self.writer.close()

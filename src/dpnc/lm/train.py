@@ -13,22 +13,33 @@ One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
   :func:`~dpnc.privacy.mean.release_sum`, recorded in the accountant in real units),
   then an AdamW step.
 
-Privacy. Private methods draw Poisson batches (each example joins w.p. q = B/n, n the true train-set size),
-so the accountant's event — the Poisson-subsampled Gaussian under add/remove — describes exactly what the
+Privacy. Private methods draw Poisson batches (each row joins w.p. q = B/n), so the accountant's event — the Poisson-subsampled Gaussian under add/remove — describes exactly what the
 sampler does (spec §7.1: the published code accounts Poisson but draws shuffled batches). The batches are
 **secret randomness** (:mod:`dpnc.sampling`): the sampler draws them from its own operating-system entropy
 stream, never from ``seed``; the zeroth-order optimizers draw each batch themselves and hand it to the
 trainer's closure; DP-AdamW draws from the same sampler and divides by the fixed B. No batch, realised batch
 size or per-step time is logged, saved, checkpointed or journaled (an adversary who knows which examples
-were sampled defeats the amplified ε). The noise multiplier σ/Δ is calibrated with
+were sampled defeats the amplified ε).
+
+Public inputs. n is the config's **declared** public number of training examples (``FinetuneConfig.n``: a built-in
+task's recipe k × classes, or ``--n``), never ``len(train)``: under add/remove neighbouring data sets differ in size,
+and q = B/n, σ, the ledger and ``summary.json`` must not (the sampler draws from the rows there are, each with the
+public q). Under replace-one the neighbours have the same size, so n is the number of rows by definition. The class
+set is the task's, or declared (``label_words``, ``labels``, else the public test file's labels) for a private run
+on a user's file, whose training rows outside the classes or the domain are dropped, never refused
+(:mod:`dpnc.lm.files`). ``summary.json`` lists these inputs (``public_inputs``) and how the settings were chosen
+(``recipe_selection``). The noise multiplier σ/Δ is calibrated with
 :func:`dpnc.privacy.calibrate.noise_multiplier` so that all ``steps`` releases meet (ε, δ) by the chosen
 accountant (RDP or PLD); every release is recorded; the report gives ε by RDP and by PLD.
 
-Public outputs. ``metrics.jsonl``, the progress bar and ``summary.json`` hold only what the run may publish:
-test-split accuracy and loss, ε spent, the public direction seeds and the released scalars c_t. Statistics of
-the training data (per-step batch loss, non-finite count, clipped fraction, step time) are written only when
-``log_private_stats=True`` (``--log-private-stats``), to ``private_train_stats.jsonl``, whose first line says
-they are NOT PRIVATE.
+Public outputs. ``metrics.jsonl``, TensorBoard, the progress bar and ``summary.json`` hold only what the run may
+publish: test-split accuracy and loss, ε spent, the public direction seeds and the released scalars c_t — and no
+time: a step's duration grows with its secret batch (and with a long example in it), so step times, eval time
+stamps, a progress rate or the run's wall time would reveal which steps held what. Statistics of the training data
+(per-step batch loss, non-finite count, clipped fraction, step time; the run's wall time, training rows and rows
+dropped by the domain rule) are written only when ``log_private_stats=True`` (``--log-private-stats``), to
+``private_train_stats.jsonl``, whose first line says they are NOT PRIVATE. The one timing channel left is the
+run's total duration (and the bar's advance), seen by whoever runs or watches the process.
 
 Journal, checkpoints and resume. The run folder (``checkpoint_dir``, else ``out``) holds a journal
 (``journal.jsonl``): a header with the config, then each step *before* it touches the data (its release) and
@@ -79,11 +90,11 @@ import torch
 from dpnc import distributed
 # The run folder's and the config's names are re-exported here for callers of this module (experiments, tests).
 from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, METHODS, METRICS, PRIVATE,  # noqa: F401
-                            PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, FinetuneConfig,
+                            PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, ZO_RECIPES, FinetuneConfig,
                             default_model_path)
 from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
-from dpnc.lm.data import TextDataset, load_task
+from dpnc.lm.data import TextDataset, load_task, recipe_size
 from dpnc.lm.heads import EncoderClassifier, build_classifier
 from dpnc.lm.journal import RunFiles, jsonable, replay_rows
 from dpnc.lm.report import plot_training
@@ -99,6 +110,10 @@ __all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "
            "finetune", "per_example_clipped_sum"]
 
 
+# The progress bar: steps done and ε (set as its postfix), no rate, elapsed or remaining time.
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}"
+
+
 class Evaluation(NamedTuple):
     """A model's results on the evaluated test examples (public: test data only)."""
 
@@ -112,8 +127,10 @@ class Summary:
     """A run's outcome, as written to ``summary.json``.
 
     Everything here is public: test-split results (and those of the initial model, ``zero_shot_*``), the privacy
-    report, counts fixed by the config and the data files it read. ``nonfinite`` (a statistic of the training data)
-    is None unless the run logged private statistics.
+    report, counts fixed by the config, the test file it read and the inputs it treated as public
+    (``public_inputs``: n, the classes, B, T, ε, δ, C, …), with how its settings were chosen (``recipe_selection``,
+    next to ε). Nothing here is a statistic of the training data (no training rows, non-finite counts or time:
+    those go to the private statistics file only, with ``log_private_stats``).
     """
 
     task: str
@@ -145,11 +162,10 @@ class Summary:
     noise_multiplier: float | None
     releases: int
     private: bool
-    nonfinite: int | None
+    recipe_selection: str
+    public_inputs: dict
     lost_releases: int
     stopped_early: bool
-    wall_seconds: float
-    seconds_per_step: float | None
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -198,9 +214,10 @@ class Trainer:
                              "gradient entry; run it in one process")
         self.files = RunFiles(c, writer=self.group is None or self.group.is_source)
         self.train_set, self.test_set = self._data(train, test)
-        self.n = len(self.train_set)
+        self.n = self._public_n()
         if c.method != "zero-shot" and c.batch_size > self.n:
-            raise ValueError(f"batch_size must be <= n = {self.n} (the train set); got {c.batch_size}")
+            raise ValueError(f"batch_size must be <= n = {self.n} (the public number of training examples); got "
+                             f"{c.batch_size}")
         self.noise = noise if noise is not None else NoiseSource()
         self.relation = c.relation
         self.accountant = Accountant(self.relation)
@@ -242,7 +259,7 @@ class Trainer:
                            lambda phase: self.files.kill_point(phase, self.step), self._note)
         self.step = 0
         self.zero_shot = self.evaluate()   # the initial model, before any step (and before a resume loads one)
-        self.nonfinite: int | None = 0 if c.log_private_stats else None
+        self.nonfinite = 0   # non-finite per-example values (private: reported only with log_private_stats)
         self.lost_releases = 0
         self.history: list[StepRecord] = []
         self.notes: list[str] = []
@@ -262,8 +279,8 @@ class Trainer:
             from dpnc.lm.files import load_user_data
 
             return load_user_data(c.train_file, c.test_file, text_column=c.text_column, label_column=c.label_column,
-                                  text_pair_column=c.text_pair_column, label_words=c.label_words,
-                                  template=c.template)
+                                  text_pair_column=c.text_pair_column, label_words=c.label_words, labels=c.labels,
+                                  template=c.template, declared=c.private)
         if c.data_dir is None:
             raise ValueError("data_dir must be given (the folder with the LM-BFF k-shot folders), or train_file and "
                              "test_file (a user's own data)")
@@ -281,13 +298,36 @@ class Trainer:
                              "use dtype='fp32'")
         return device
 
+    def _public_n(self) -> int:
+        """The n of q = B/n, σ and the ledger: declared under add/remove; the rows' number under replace-one (the
+        neighbours have the same size, so it is public by definition), or for a non-private run given none."""
+        c, rows = self.config, len(self.train_set)
+        if c.relation == "replace-one":
+            if c.n is not None and c.n != rows:
+                raise ValueError(f"n must be the number of training rows ({rows}) under relation 'replace-one' "
+                                 f"(neighbours have the same size, and fixed-size batches draw from all rows); "
+                                 f"got {c.n}")
+            return rows
+        return c.n if c.n is not None else rows
+
+    def _n_rule(self) -> str:
+        """How ``n`` was set, for ``summary.json``'s public inputs."""
+        c = self.config
+        if c.relation == "replace-one":
+            return "the training rows' number: public under replace-one (neighbours have the same size)"
+        if c.n is None:
+            return "the training rows' number: a non-private method, no privacy claim"
+        if c.train_file is None and c.n == recipe_size(c.task, c.k):
+            return "the task's public recipe: k examples per class × classes (or declared equal to it)"
+        return "declared (--n): the public number of training examples, or a public bound"
+
     def _check_sampler(self, sampler):
         c = self.config
         kind = PoissonSampler if c.sampler == "poisson" else ShuffleSampler
-        if sampler is None:
-            return kind(self.n, c.batch_size)   # secret: its own operating-system entropy stream
+        if sampler is None:   # secret: its own operating-system entropy stream; n public, rows only say what exists
+            return kind(self.n, c.batch_size, rows=len(self.train_set))
         if type(sampler) is not kind or sampler.n != self.n or sampler.batch_size != c.batch_size:
-            raise ValueError(f"sampler must be a {kind.__name__} with n={self.n} (the train set) and batch_size="
+            raise ValueError(f"sampler must be a {kind.__name__} with n={self.n} (the public n) and batch_size="
                              f"{c.batch_size} (the config's {c.sampler!r} sampling); got {type(sampler).__name__}"
                              f"(n={getattr(sampler, 'n', None)}, batch_size={getattr(sampler, 'batch_size', None)})")
         return sampler
@@ -346,7 +386,7 @@ class Trainer:
         self.files.journal({"t": self.step, "event": "end", "seed": record.seed, "released": record.released})
         self.files.kill_point("end", self.step)
         self.step += 1
-        if stats:
+        if stats:   # private statistics only: a step's time depends on its secret batch
             self.nonfinite += record.nonfinite
             record.seconds = time.perf_counter() - start
         self.history.append(record)
@@ -371,8 +411,10 @@ class Trainer:
         todo = self.step_budget if max_steps is None else min(self.step_budget, max_steps)
         records = []
         shown = c.progress and self.files.writer and todo > 0   # one bar, rank 0's, in a data-parallel run
+        # No rate, elapsed or remaining time (they track the secret batches), and one refresh per step (tqdm's
+        # default skips refreshes by elapsed time, so what the bar printed would depend on step times).
         bar = tqdm(total=self.step + self.step_budget, initial=self.step, disable=not shown, desc=c.method,
-                   unit="step", dynamic_ncols=True)
+                   unit="step", dynamic_ncols=True, bar_format=BAR_FORMAT, mininterval=0, miniters=1)
         start = time.perf_counter()
         try:
             for _ in range(todo):
@@ -442,14 +484,43 @@ class Trainer:
                  {"task": c.task, "data_dir": c.data_dir, "data_seed": c.data_seed, "k": c.k})
         return {**where, **describe_data(self.train_set, self.test_set)}
 
-    def summary(self, result: Evaluation, wall: float) -> Summary:
+    def public_inputs(self) -> dict:
+        """The inputs this run treated as public (summary.json): none of them is read off the training data."""
+        c, task = self.config, self.train_set.task
+        classes = ("the task's" if c.train_file is None else "label_words" if c.label_words is not None else
+                   "labels" if c.labels is not None else "the test file's labels" if c.private else
+                   "the training file's labels (a non-private method)")
+        zeroth = c.method in ZEROTH_ORDER
+        return {"n": self.n, "n_rule": self._n_rule(), "label_names": list(task.label_names),
+                "label_words": list(task.label_words), "classes_from": classes, "batch_size": c.batch_size,
+                "steps": c.steps, "epsilon": c.epsilon if c.private else None, "delta": c.delta, "clip": c.clip,
+                "noise_multiplier": self.multiplier, "lr": c.lr, "smoothing": c.smoothing if zeroth else None,
+                "relation": self.relation, "sampler": None if self.sampler is None else c.sampler,
+                "accountant": c.accountant, "max_length": c.max_length, "seed": c.seed}
+
+    def recipe_selection(self) -> str:
+        """How the run's settings were chosen, stated next to ε: the config's statement, else the trainer's."""
+        c = self.config
+        if c.recipe_selection is not None:
+            return c.recipe_selection
+        if not c.private:
+            return "not private (no ε)"
+        head = ZO_RECIPES["head"]
+        if (c.train_file is None and c.task == "SST-2" and c.train == "head" and c.method in ZEROTH_ORDER
+                and all(getattr(c, k) == v for k, v in head.items())):
+            return ("non-private choice on training data; ε excludes it: the head recipe (lr, C, B, λ, T) was "
+                    "chosen by the sweep in docs/results/finetune-defaults on SST-2's test split, beside non-private "
+                    "MeZO runs on SST-2's training data")
+        return ("declared by the caller; ε covers this run's releases, not how its settings were chosen (a choice "
+                "made on the same training data is not covered: tune privately with dpnc.tune)")
+
+    def summary(self, result: Evaluation) -> Summary:
         c = self.config
         report = self.accountant.report(c.delta) if self.accountant.releases else None
         stopped_early = self.step < self.total_steps
         notes = list(self.notes)
         if report is not None:   # (a Poisson-sampled ledger has no ρ: not worth a note here)
             notes += [n for n in report.notes if not n.startswith("rho:")]
-        done = len(self.history)
         return Summary(
             task=self.train_set.task.name, method=c.method, model=c.model, head=c.head, train=c.train,
             trained_parameters=self.trainable.trained, total_parameters=self.trainable.total, steps=self.step,
@@ -461,9 +532,16 @@ class Trainer:
             delta=c.delta, epsilon_rdp=0.0 if report is None else report.epsilon_rdp,
             epsilon_pld=0.0 if report is None else report.epsilon_pld,
             epsilon_target=c.epsilon if c.private else None, noise_multiplier=self.multiplier,
-            releases=self.accountant.releases, private=self.private, nonfinite=self.nonfinite,
-            lost_releases=self.lost_releases, stopped_early=stopped_early, wall_seconds=wall,
-            seconds_per_step=self._train_seconds / done if done else None, notes=notes)
+            releases=self.accountant.releases, private=self.private, recipe_selection=self.recipe_selection(),
+            public_inputs=self.public_inputs(), lost_releases=self.lost_releases, stopped_early=stopped_early,
+            notes=notes)
+
+    def private_run_stats(self, wall: float) -> dict:
+        """The run's statistics of the training data (private_train_stats.jsonl only): time, rows, drops."""
+        done = len(self.history)
+        return {"event": "run", "wall_seconds": wall, "seconds_per_step": self._train_seconds / done if done else None,
+                "nonfinite": self.nonfinite, "train_rows": len(self.train_set),
+                "dropped_rows": self.train_set.dropped}
 
     # --- checkpoints and resume ----------------------------------------------------------------
 
@@ -472,8 +550,7 @@ class Trainer:
         state = {"version": 2, "config": self.config.to_dict(), "step": self.step,
                  "model": self.classifier.state_dict(),
                  "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
-                 "ledger": self.accountant.to_json(), "nonfinite": self.nonfinite,
-                 "lost_releases": self.lost_releases, "notes": self.notes}
+                 "ledger": self.accountant.to_json(), "lost_releases": self.lost_releases, "notes": self.notes}
         return self.files.save_checkpoint(state, self.step)
 
     def _on_rank_0(self, compute):
@@ -489,7 +566,6 @@ class Trainer:
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
             self.step, self.lost_releases, self.notes = state["step"], state["lost_releases"], state["notes"]
-            self.nonfinite = state["nonfinite"]
         # The classifier as rank 0 resumed it (checkpoint, then replayed steps): d numbers, once.
         self.group.broadcast_parameters_(self.classifier.state_dict().values())
 
@@ -511,8 +587,6 @@ class Trainer:
                 self.optimizer.accountant = self.accountant
             self.steps.accountant = self.accountant
             self.step = state["step"]
-            if c.log_private_stats and state.get("nonfinite") is not None:
-                self.nonfinite = state["nonfinite"]
             self.lost_releases, self.notes = state["lost_releases"], list(state["notes"])
         start = self.step
         replayed, lost = replay_rows(rows, self.step, zeroth_order=c.method in ZEROTH_ORDER, replay=self._replay,
@@ -536,7 +610,7 @@ class Trainer:
         if c.checkpoint_dir:
             self.save_checkpoint()  # fold the journal into the checkpoint
         return {"optimizer": None if self.optimizer is None else self.optimizer.state_dict(), "step": self.step,
-                "lost_releases": self.lost_releases, "notes": list(self.notes), "nonfinite": self.nonfinite}
+                "lost_releases": self.lost_releases, "notes": list(self.notes)}
 
     @torch.no_grad()
     def _replay(self, seed: int, released: float) -> None:
@@ -562,7 +636,8 @@ class Trainer:
         result = self.evaluate()
         self.files.metric({"event": "eval", "step": self.step, "accuracy": result.accuracy, "loss": result.loss,
                            "epsilon": self.epsilon(), "final": True})
-        summary = self._on_rank_0(lambda: self.summary(result, time.perf_counter() - start))   # rank 0's ledger
+        summary = self._on_rank_0(lambda: self.summary(result))   # rank 0's ledger
+        self.files.private_stat(self.private_run_stats(time.perf_counter() - start))
         if c.out and self.files.writer:
             out = Path(c.out)
             out.mkdir(parents=True, exist_ok=True)
