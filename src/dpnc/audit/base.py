@@ -13,11 +13,20 @@ with a sign the adversary computes from the public randomness. The released valu
 + noise", the canary moves each release it enters by the recorded sensitivity (:meth:`Mechanism.canary_effect`
 measures it), and for the unsampled Gaussian mechanisms its privacy loss is exactly the claimed one.
 
-The claimed ε is what the library's own ledger says for the *correct* configuration (one run of it, the
-tightest of its RDP, PLD and zCDP answers). Broken variants the audit must catch: ``"sigma"`` runs with a
-tenth of the noise while the claim stays the correct one; ``"public-batches"`` (subsampled mechanisms only)
-draws the batches with ``PoissonSampler.for_testing(n, B, seed=s)`` and the adversary, who knows s, replays
-the sampler to learn which steps used the canary (and places the canary where the replay includes it most).
+The claim is what the library's own ledger says for the *correct* configuration (one run of it, the
+tightest of its RDP, PLD and zCDP answers), as a whole privacy profile ε(δ): the audit compares its bound with
+ε(δ) at the nominal δ and at :data:`~dpnc.audit.stats.PROFILE_DELTAS`, the δ chosen on the selection half.
+
+Several statistics per mechanism (``statistics``: name → what it computes), each aimed at a known hole, are
+tested together with a Bonferroni correction (:func:`~dpnc.audit.stats.multi_statistic_test`). Broken variants
+the audit must catch (``variants``: which apply): ``"sigma"`` runs with σ/``sigma_factor`` (default 1.5) while the
+claim stays the correct one; ``"public-batches"`` (subsampled mechanisms) draws the batches with
+``PoissonSampler.for_testing(n, B, seed=s)`` and the adversary, who knows s, replays the sampler;
+``"realised-batch"`` divides the clipped sum by the realised batch size instead of the fixed B;
+``"other-batch"`` evaluates a fixed other batch of the drawn batch's size (rows 0..|batch|−1);
+``"train-batchnorm"`` puts a BatchNorm layer in training mode (it normalises with the batch's statistics).
+Each broken variant bypasses the public API's checks (a subclass or a direct call of the algorithm tier): the
+public API refuses them.
 """
 
 from __future__ import annotations
@@ -36,8 +45,8 @@ from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import PoissonSampler
 
 BIG = 1e6  # the canary's slope: its differences exceed every clipping bound used here
-BROKEN = ("sigma", "public-batches")
-SIGMA_FACTOR = 10  # "sigma": the noise std divided by this, the claim unchanged
+BROKEN = ("sigma", "public-batches", "realised-batch", "other-batch", "train-batchnorm")
+SIGMA_FACTOR = 1.5  # "sigma" (default): the noise std divided by this, the claim unchanged
 
 
 class Mechanism(ABC):
@@ -55,11 +64,18 @@ class Mechanism(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     canary: ClassVar[str]
-    statistic: ClassVar[str]
+    statistics: ClassVar[dict[str, str]]
     relation: ClassVar[str]
     subsampled: ClassVar[bool] = False
+    variants: ClassVar[tuple[str, ...]] = ("sigma",)
+    default_epsilon: ClassVar[float] = 1.0
 
-    def __init__(self, *, epsilon: float = 1.0, delta: float = 1e-5, seed: int = 0) -> None:
+    def __init__(self, *, epsilon: float | None = None, delta: float = 1e-5, seed: int = 0,
+                 sigma_factor: float = SIGMA_FACTOR) -> None:
+        epsilon = self.default_epsilon if epsilon is None else epsilon
+        if not (isinstance(sigma_factor, (int, float)) and math.isfinite(sigma_factor) and sigma_factor > 0):
+            raise ValueError(f"sigma_factor must be a finite number > 0; got {sigma_factor!r}")
+        self.sigma_factor = float(sigma_factor)
         if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
             raise ValueError(f"epsilon must be a finite number > 0; got {epsilon!r}")
         if not (isinstance(delta, (int, float)) and 0 < delta < 1):
@@ -75,9 +91,13 @@ class Mechanism(ABC):
             return
         if broken not in BROKEN:
             raise ValueError(f"broken must be one of {BROKEN} or None; got {broken!r}")
-        if broken == "public-batches" and not self.subsampled:
-            raise ValueError(f"broken='public-batches' applies to subsampled mechanisms only (dpzero-poisson, "
-                             f"dpzero-optimizer); {self.name!r} samples no batches")
+        if broken not in self.variants:
+            raise ValueError(f"broken={broken!r} does not apply to {self.name!r}; its variants are "
+                             f"{', '.join(self.variants)}")
+
+    def noise_factor(self, broken: str | None) -> float:
+        """What the noise std is divided by: ``sigma_factor`` for ``broken='sigma'``, else 1."""
+        return self.sigma_factor if broken == "sigma" else 1.0
 
     @abstractmethod
     def claim_accountant(self) -> Accountant:
@@ -87,10 +107,16 @@ class Mechanism(ABC):
         """The ledger's report for the correct configuration, at ``delta``."""
         return self.claim_accountant().report(self.delta)
 
+    def claim_profile(self, deltas) -> dict[float, float]:
+        """The ledger's tightest ε at each δ of ``deltas`` and at ``delta`` (the correct configuration)."""
+        if "_claim_accountant" not in self.__dict__:
+            self._claim_accountant = self.claim_accountant()
+        return {float(d): self._claim_accountant.report(float(d)).epsilon for d in sorted({self.delta, *deltas})}
+
     @abstractmethod
     def scores(self, runs: int, broken: str | None = None, *, progress: bool = False
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """The adversary's score of ``runs`` runs on D (canary in) and of ``runs`` runs on D′ (out)."""
+               ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each statistic's scores (name → (``runs`` runs on D, canary in; ``runs`` runs on D′, out))."""
 
     @abstractmethod
     def canary_effect(self) -> dict:
@@ -104,7 +130,8 @@ class Mechanism(ABC):
 
     def parameters(self) -> dict:
         """The public settings of the audited configuration (for the report)."""
-        return {"epsilon_target": self.epsilon, "delta": self.delta, "seed": self.seed}
+        return {"epsilon_target": self.epsilon, "delta": self.delta, "seed": self.seed,
+                "sigma_factor": self.sigma_factor}
 
 
 def ledger_sensitivity(accountant: Accountant) -> float:
@@ -154,3 +181,45 @@ def poisson_llr(y, q: float, multiplier: float, known=None):
 def chunks(total: int, size: int) -> list[int]:
     """Sizes of consecutive chunks of at most ``size`` that add up to ``total``."""
     return [min(size, total - start) for start in range(0, total, size)]
+
+
+def release_statistics(y: torch.Tensor, multiplier: float, *, q: float | None = None,
+                       known: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+    """The statistics of runs whose releases, projected on the canary's sign in units of Δ, are y (T, runs).
+
+    Full batch (``q`` None; a release is N(±½, m²) under replace-one, or N(1, m²) vs N(0, m²)):
+    ``llr`` Σ_t y_t, the log-likelihood ratio up to scale and the Neyman–Pearson test for *every* σ (so a
+    too-small σ needs no other statistic); ``max`` max_t |y_t|, the largest release (a release scaled up in some
+    steps, e.g. divided by a small realised batch). Poisson (``q``): ``llr`` the exact LLR at the claimed m,
+    ``llr-small-sigma`` the LLR at m/2 (what a too-small σ makes the best test: its per-step term switches on at
+    a sharper threshold), ``sum`` Σ_t y_t (the LLR if the canary entered *every* step: lost amplification, e.g. a
+    closure that evaluates a fixed batch), ``max`` as above, and with ``known`` (T,) 0/1 the inclusions replayed
+    from the public seed, ``replayed`` Σ_t known_t·(y_t − ½) (public batches; uninformative when they are secret).
+    """
+    y = y.double()
+    stats = {"llr": poisson_llr(y, q, multiplier) if q is not None else y.sum(0)}
+    if q is not None:
+        stats["llr-small-sigma"] = poisson_llr(y, q, multiplier / 2)
+        stats["sum"] = y.sum(0)
+    stats["max"] = y.abs().amax(0)
+    if known is not None:
+        stats["replayed"] = poisson_llr(y, q, multiplier, known.double())
+    return {k: v.numpy() if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in stats.items()}
+
+
+STATISTICS_FULL_BATCH = {
+    "llr": "Σ_t y_t, y_t the release along the canary's sign in units of Δ: the log-likelihood ratio (up to "
+           "scale), the most powerful test at every σ",
+    "max": "max_t |y_t|: the largest release (a release scaled up in some steps)"}
+STATISTICS_POISSON = {
+    "llr": "Σ_t log(1 − q + q·exp((y_t − ½)/m²)): the exact log-likelihood ratio at the claimed m = σ/Δ",
+    "llr-small-sigma": "the same at m/2: the best test when σ is too small",
+    "sum": "Σ_t y_t: the log-likelihood ratio if the canary entered every step (lost amplification: a fixed "
+           "batch, batch statistics)",
+    "max": "max_t |y_t|: the largest release (a mean divided by a small realised batch, batch statistics)",
+    "replayed": "Σ_(t: replay of the public seed's sampler includes the canary) (y_t − ½)/m²: public batches"}
+
+
+def merge_scores(parts: list[dict[str, tuple]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Concatenate chunks of {statistic: (in, out)} scores."""
+    return {k: tuple(np.concatenate([np.asarray(p[k][i]) for p in parts]) for i in (0, 1)) for k in parts[0]}

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dpnc.audit.base import BIG, BROKEN, SIGMA_FACTOR, Mechanism
 from dpnc.audit.oracles import KLSpiderCheckpoint, KLTTree, ZTCTree
-from dpnc.audit.zeroth_order import DPGD0thFullBatch, DPZeroFullBatch, DPZeroOptimizerPoisson, DPZeroPoisson
+from dpnc.audit.zeroth_order import (DPGD0thFullBatch, DPGDFullBatch, DPZeroFullBatch, DPZeroOptimizerPoisson,
+                                    DPZeroPoisson)
 
 MECHANISMS: dict[str, type[Mechanism]] = {m.name: m for m in (
-    DPZeroFullBatch, DPZeroPoisson, DPGD0thFullBatch, ZTCTree, KLTTree, KLSpiderCheckpoint, DPZeroOptimizerPoisson)}
+    DPZeroFullBatch, DPZeroPoisson, DPGD0thFullBatch, DPGDFullBatch, ZTCTree, KLTTree, KLSpiderCheckpoint, DPZeroOptimizerPoisson)}
 
 __all__ = ["BIG", "BROKEN", "MECHANISMS", "SIGMA_FACTOR", "Mechanism", "DPGD0thFullBatch", "DPZeroFullBatch",
            "DPZeroOptimizerPoisson", "DPZeroPoisson", "KLSpiderCheckpoint", "KLTTree", "ZTCTree"]

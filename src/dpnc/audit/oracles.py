@@ -22,7 +22,7 @@ from dpnc.algorithms import klt, zo_o2nc
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky
 from dpnc.algorithms.kl import PrivateGradients, spider_schedule
-from dpnc.audit.base import BIG, SIGMA_FACTOR, Mechanism, ledger_mu, ledger_sensitivity
+from dpnc.audit.base import BIG, Mechanism, ledger_mu, ledger_sensitivity
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import epsilon_to_rho
 from dpnc.privacy.tree import leaf_participation, node, nodes_covering
@@ -60,9 +60,11 @@ class _TreeOracle(Mechanism):
     log-likelihood ratio in node space.
     """
 
-    statistic = ("Σ_b ⟨ΔN_b, N_b − M̄_b⟩ in node space: N = A⁻¹Y recovers the i.i.d. node values from the Σ prefix "
-                 "releases Y (A[t, b] = 1 for the nodes of NODE(t)), ΔN and M̄ are the same map of the replayed "
-                 "noiseless sums' difference and midpoint: the exact log-likelihood ratio (up to σ²)")
+    statistics = {
+        "llr": ("Σ_b ⟨ΔN_b, N_b − M̄_b⟩ in node space: N = A⁻¹Y recovers the i.i.d. node values from the Σ prefix "
+                "releases Y (A[t, b] = 1 for the nodes of NODE(t)), ΔN and M̄ are the same map of the replayed "
+                "noiseless sums' difference and midpoint: the exact log-likelihood ratio (up to σ²)"),
+        "max": "max_b |⟨ΔN_b, N_b − M̄_b⟩|/‖ΔN_b‖ over the nodes the canary moves: the largest node release"}
     relation = "replace-one"
     d: ClassVar[int] = 2
 
@@ -128,14 +130,17 @@ class _TreeOracle(Mechanism):
         self.check_broken(broken)
         p = self.parameters_for(broken)
         A_inv, shift, mid, problems = self._node_shift(p)
-        scores = {True: [], False: []}
+        norms = shift.norm(dim=1)
+        moved = norms > 1e-12 * float(norms.max())
+        scores = {key: {True: [], False: []} for key in self.statistics}
         with tqdm(total=2 * runs, desc=f"audit {self.name}", disable=not progress) as bar:
             for _ in range(runs):
                 for present, problem in problems.items():
-                    released = self._run(problem, p)[0]
-                    scores[present].append(float((shift * (A_inv @ released - mid)).sum()))
+                    per_node = (shift * (A_inv @ self._run(problem, p)[0] - mid)).sum(1)
+                    scores["llr"][present].append(float(per_node.sum()))
+                    scores["max"][present].append(float((per_node[moved] / norms[moved]).abs().max()))
                     bar.update(1)
-        return np.array(scores[True]), np.array(scores[False])
+        return {key: (np.array(v[True]), np.array(v[False])) for key, v in scores.items()}
 
     def canary_effect(self) -> dict:
         p = self.parameters_for(None)
@@ -162,7 +167,7 @@ class ZTCTree(_TreeOracle):
         p = ZhangTranCutkosky.variance_reduced(d=self.d, L=1.0, delta=self.smoothing,
                                                rho=zo_o2nc.paper_rho(self.epsilon, self.delta), period=self.T,
                                                epochs=1, B1=self.B1, B2=self.B2, m=1)
-        return dataclasses.replace(p, sigma=p.sigma / SIGMA_FACTOR) if broken == "sigma" else p
+        return dataclasses.replace(p, sigma=p.sigma / self.sigma_factor) if broken == "sigma" else p
 
     def _sigma(self, p) -> float:
         return p.sigma
@@ -195,8 +200,8 @@ class KLTTree(_TreeOracle):
         p = KornowskiLiuTalwar.from_theory("zeroth-order", n=self.n_data, d=self.d, L=self.L, Phi=self.Phi,
                                            alpha=self.alpha, epsilon=self.epsilon, dp_delta=self.delta, m=1)
         if broken == "sigma":
-            p = dataclasses.replace(p, sigma_anchor=p.sigma_anchor / SIGMA_FACTOR,
-                                    sigma_increment=p.sigma_increment / SIGMA_FACTOR)
+            p = dataclasses.replace(p, sigma_anchor=p.sigma_anchor / self.sigma_factor,
+                                    sigma_increment=p.sigma_increment / self.sigma_factor)
         return p
 
     def _sigma(self, p) -> float:
@@ -250,7 +255,8 @@ class KLSpiderCheckpoint(Mechanism):
                "with the first round's σ̂ of kl.spider_schedule, replace-one; all runs are rows of one release call")
     canary = ("example 0 has gradient +BIG·e₀ on D and −BIG·e₀ on D′ (every other example 0), clipped to ±L0·e₀: "
               "the mean moves by the full 2L0/n")
-    statistic = "⟨μ_D − μ_D′, y − (μ_D + μ_D′)/2⟩ for the release y and the deterministic noiseless means μ: the LLR"
+    statistics = {"llr": "⟨μ_D − μ_D′, y − (μ_D + μ_D′)/2⟩ for the release y and the deterministic noiseless means μ: "
+                         "the log-likelihood ratio of the one Gaussian release (the most powerful test at every σ)"}
     relation = "replace-one"
     n, d, L0, L1, gamma, kappa, beta = 100, 2, 1.0, 1.0, 1.0, 1.5, 0.05
 
@@ -286,11 +292,11 @@ class KLSpiderCheckpoint(Mechanism):
 
     def scores(self, runs, broken=None, *, progress=False):
         self.check_broken(broken)
-        sigma = self.sigma_hat() / (SIGMA_FACTOR if broken == "sigma" else 1)
+        sigma = self.sigma_hat() / self.noise_factor(broken)
         (y_in, mean_in), (y_out, mean_out) = (self._release(s, runs, sigma, Accountant(self.relation))
                                               for s in (1.0, -1.0))
         shift, mid = mean_in - mean_out, (mean_in + mean_out) / 2
-        return ((y_in - mid) @ shift).numpy(), ((y_out - mid) @ shift).numpy()
+        return {"llr": (((y_in - mid) @ shift).numpy(), ((y_out - mid) @ shift).numpy())}
 
     def canary_effect(self) -> dict:
         claim = self.claim_accountant()

@@ -181,3 +181,110 @@ def _scores(values, name: str) -> np.ndarray:
 def _check_confidence(confidence: float) -> None:
     if not (isinstance(confidence, (int, float)) and 0 < confidence < 1 and math.isfinite(confidence)):
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+
+
+# --- several statistics, the claim's whole privacy profile -------------------------------------------------
+
+#: δ values at which an audit compares its bound with the claim (besides the claim's own δ). The ledger claims
+#: (ε(δ), δ)-DP for *every* δ (its RDP/PLD/zCDP answers are upper bounds at each δ); a test at a larger δ
+#: estimates error rates around 10⁻³–0.3, which a few thousand runs measure well, where δ = 10⁻⁵ needs rates
+#: near 10⁻⁵ that no affordable run count can bound (docs/audit.md, "Power").
+PROFILE_DELTAS = (1e-4, 1e-3, 1e-2, 0.03, 0.1, 0.2, 0.3)
+
+
+@dataclass(frozen=True)
+class StatisticTest:
+    """One statistic's split test against the claim's privacy profile.
+
+    Attributes:
+        statistic: the statistic's name.
+        delta: the δ chosen on the selection half (with the threshold) at which the bound is compared.
+        claimed_epsilon: the ledger's ε at that δ.
+        test: the threshold test on the held-out half; its ``epsilon_lower_bound`` is the bound at ``delta``
+            and its ``confidence`` the per-statistic level (Bonferroni: 1 − (1 − confidence)/K for K statistics).
+    """
+
+    statistic: str
+    delta: float
+    claimed_epsilon: float
+    test: ThresholdTest
+
+    @property
+    def epsilon_lower_bound(self) -> float:
+        return self.test.epsilon_lower_bound
+
+    @property
+    def margin(self) -> float:
+        """Lower bound minus claim at ``delta``: > 0 proves the claim false (at the family-wise confidence)."""
+        return self.test.epsilon_lower_bound - self.claimed_epsilon
+
+    @property
+    def violation(self) -> bool:
+        return self.margin > 0
+
+    def to_dict(self) -> dict:
+        return {"statistic": self.statistic, "delta": self.delta, "claimed_epsilon": self.claimed_epsilon,
+                "epsilon_lower_bound": self.epsilon_lower_bound, "margin": self.margin,
+                "violation": self.violation, "test": self.test.to_dict()}
+
+
+def _check_claims(claims) -> dict[float, float]:
+    claims = {float(d): float(e) for d, e in dict(claims).items()}
+    if not claims or any(not 0 < d < 1 or not e >= 0 for d, e in claims.items()):
+        raise ValueError(f"claims must map δ in (0, 1) to ε >= 0; got {claims!r}")
+    return claims
+
+
+def select_profile_threshold(scores_in, scores_out, claims, confidence: float) -> tuple[float, int, float]:
+    """The (threshold, orientation, δ) whose bound exceeds the claim ε(δ) by the most on these (selection) scores.
+
+    ``claims`` maps each candidate δ to the ledger's ε(δ). Ranked as :func:`select_threshold` ranks (each error
+    count one higher, the stricter level 1 − (1 − confidence)/50), by bound − claim. Only power depends on this.
+    """
+    scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
+    _check_confidence(confidence)
+    claims = _check_claims(claims)
+    candidates = np.unique(np.concatenate([scores_in, scores_out]))
+    neg, pos = len(scores_out), len(scores_in)
+    strict = 1 - (1 - confidence) / 50
+    each = 1 - (1 - strict) / 2
+    best = (-math.inf, float(candidates[0]), 1, min(claims))
+    for orientation in (1, -1):
+        false_pos, false_neg = _errors(scores_in, scores_out, candidates, orientation)
+        a = clopper_pearson_upper(np.minimum(false_pos + 1, neg), neg, each)
+        b = clopper_pearson_upper(np.minimum(false_neg + 1, pos), pos, each)
+        for delta, claim in claims.items():
+            margin = epsilon_lower_bound(a, b, delta) - claim
+            i = int(np.argmax(margin))
+            if margin[i] > best[0]:
+                best = (float(margin[i]), float(candidates[i]), orientation, delta)
+    return best[1], best[2], best[3]
+
+
+def profile_test(name: str, scores_in, scores_out, claims, confidence: float = 0.95) -> StatisticTest:
+    """Choose threshold, side and δ on the first half of each population's runs; bound ε(δ) on the second half."""
+    scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
+    if len(scores_in) < 2 or len(scores_out) < 2:
+        raise ValueError(f"need at least 2 runs per population; got {len(scores_in)} and {len(scores_out)}")
+    claims = _check_claims(claims)
+    half_in, half_out = len(scores_in) // 2, len(scores_out) // 2
+    threshold, orientation, delta = select_profile_threshold(scores_in[:half_in], scores_out[:half_out], claims,
+                                                             confidence)
+    test = evaluate_threshold(scores_in[half_in:], scores_out[half_out:], threshold, orientation, delta, confidence)
+    return StatisticTest(statistic=name, delta=delta, claimed_epsilon=claims[delta], test=test)
+
+
+def multi_statistic_test(statistics, claims, confidence: float = 0.95) -> list[StatisticTest]:
+    """Every statistic's :func:`profile_test`, each at 1 − (1 − confidence)/K for K statistics (Bonferroni).
+
+    ``statistics`` maps a name to (scores on D, scores on D′) of the same runs. With probability ≥ ``confidence``
+    *every* returned lower bound holds at once (each test's two Clopper–Pearson bounds share its level by a union
+    bound; the K tests share ``confidence`` by Bonferroni), so the largest margin may be reported as the audit's.
+    Thresholds, sides and δ are chosen on the first halves, which the held-out bounds do not reuse.
+    """
+    _check_confidence(confidence)
+    statistics = dict(statistics)
+    if not statistics:
+        raise ValueError("statistics must name at least one statistic")
+    each = 1 - (1 - confidence) / len(statistics)
+    return [profile_test(name, s_in, s_out, claims, each) for name, (s_in, s_out) in statistics.items()]

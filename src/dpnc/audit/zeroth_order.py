@@ -9,6 +9,7 @@ no grid, so each run is its own optimizer on its own copy of a tiny model.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -17,12 +18,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dpnc.algorithms import dpzero as dz
-from dpnc.audit.base import (BIG, SIGMA_FACTOR, Mechanism, chunks, ledger_mu, ledger_sensitivity, poisson_llr,
+
+from dpnc.audit.base import (BIG, SIGMA_FACTOR, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, chunks,
+                             ledger_mu, ledger_sensitivity, merge_scores, poisson_llr, release_statistics,
                              replay_inclusions)
-from dpnc.clipping import clip_scalars
-from dpnc.estimators import two_point
+from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
+from dpnc.estimators import two_point, two_point_on_batch
 from dpnc.optim import DPZero as DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.mean import release_sum
 from dpnc.problems.base import Constants, Objective
 from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.space import FlatSpace, ModuleSpace
@@ -31,7 +35,10 @@ from dpnc.space import FlatSpace, ModuleSpace
 class _CanaryGrid(Objective):
     """Row r of the grid is its own dataset: the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0.
 
-    Only the per-example losses at the rows' points (:meth:`losses_at`) are defined: what DPZero and DPGD-0th query.
+    Only the per-example losses at the rows' points (:meth:`losses_at`, what DPZero and DPGD-0th query) and the
+    clipped gradient sum (:meth:`clipped_gradient_sum`, what DP-GD queries: the canary's gradient sign·BIG·e₀
+    clipped to C·sign·e₀) are defined. ``realised(index)``: how many of the batch's examples belong to each row's
+    dataset, when row r's dataset is the canary alone (what a mean over the realised batch would divide by).
     """
 
     name = "audit-canary-grid"
@@ -40,14 +47,61 @@ class _CanaryGrid(Objective):
         self.n, self.dim, self.canary, self.sign = n, d, canary, sign
         self.constants = Constants(L0=BIG)
 
+    def _mine(self, index: torch.Tensor, dtype) -> torch.Tensor:
+        return (index.unsqueeze(0) == self.canary.unsqueeze(1)).to(dtype)             # (rows, |batch|)
+
     def losses_at(self, points: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        mine = (index.unsqueeze(0) == self.canary.unsqueeze(1)).to(points.dtype)     # (rows, |batch|)
-        return mine * (self.sign * BIG * points[:, 0]).unsqueeze(1)
+        return self._mine(index, points.dtype) * (self.sign * BIG * points[:, 0]).unsqueeze(1)
+
+    def clipped_gradient_sum(self, x: torch.Tensor, C, index: torch.Tensor):
+        mine = self._mine(index, x.dtype).sum(1) * (self.sign != 0)                       # (rows,) canary sampled
+        total = torch.zeros_like(x)
+        total[:, 0] = mine * self.sign * torch.as_tensor(C, dtype=x.dtype)
+        return total, mine / max(len(index), 1), self.losses_at(x, index).sum(1) / max(len(index), 1)
+
+    def realised(self, index: torch.Tensor) -> torch.Tensor:
+        return self._mine(index, torch.float64).sum(1) * (self.sign != 0)
 
     def value(self, points):
         raise NotImplementedError("the audit's canary grid holds one dataset per row: no mean objective")
 
     gradient = value
+
+
+class _Remembering:
+    """A sampler that remembers its last batch (for the broken realised-batch step); otherwise the sampler itself."""
+
+    def __init__(self, sampler) -> None:
+        self.inner, self.last = sampler, None
+
+    def sample(self) -> torch.Tensor:
+        self.last = self.inner.sample()
+        return self.last
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@dataclass(frozen=True)
+class RealisedBatchDPZero(dz.DPZero):
+    """BROKEN ON PURPOSE (``broken='realised-batch'``): DPZero whose mean divides by the realised batch size.
+
+    The previous round's hole: c_t = Σ_i clip_C(a_i)/|batch_r| + z_t with z_t ~ N(0, (m·C/B)²) and the ledger entry
+    of the correct mechanism. Under Poisson sampling |batch| is random and depends on the data, so one example
+    moves the release by C/|batch| (up to C) instead of the recorded C/B. Bypasses ``private_mean`` (which always
+    divides by B); ``run`` must be given the grid objective (its ``realised``) and a :class:`_Remembering` sampler.
+    """
+
+    def step(self, space, closure, seed, *, sampler, noise, accountant):
+        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
+        a, nonfinite = zero_nonfinite(diffs.a)
+        clipped, frac = clip_scalars(a, self.C)
+        realised = self.grid.realised(sampler.last).clamp(min=1)                       # |batch_r|, per run
+        total = clipped.sum(-1) * sampler.batch_size / realised                        # release_sum divides by B
+        c = release_sum(total, self.C, sampler=sampler, noise=noise, accountant=accountant,
+                        noise_multiplier=self.noise_multiplier)
+        space.update_(seed, -per_run(self.eta, c) * c)
+        return dz.StepLog(diffs.loss, frac, c, nonfinite, diffs.examples)
 
 
 class _FlatGrid(Mechanism):
@@ -62,6 +116,7 @@ class _FlatGrid(Mechanism):
     eta: ClassVar[float] = 0.01
     rows: ClassVar[int] = 4096
     algorithm: ClassVar[type] = dz.DPZero
+    default_epsilon = 2.0
 
     @property
     def q(self) -> float:
@@ -73,8 +128,11 @@ class _FlatGrid(Mechanism):
         return (2 if self.relation == "replace-one" else 1) * self.C / self.B
 
     def multiplier(self) -> float:
-        """σ/Δ calibrated by the tight PLD accountant for the target (ε, δ) over T steps."""
-        return dz.calibrate_noise("pld", self.epsilon, self.delta, self.T, self.n, None if self.B == self.n else self.B)
+        """σ/Δ calibrated by the tight PLD accountant for the target (ε, δ) over T steps (computed once)."""
+        if "_multiplier" not in self.__dict__:
+            self._multiplier = dz.calibrate_noise("pld", self.epsilon, self.delta, self.T, self.n,
+                                                  None if self.B == self.n else self.B)
+        return self._multiplier
 
     def _sampler(self, broken: str | None):
         if self.B == self.n:
@@ -83,21 +141,36 @@ class _FlatGrid(Mechanism):
             return PoissonSampler.for_testing(self.n, self.B, seed=self.seed)
         return PoissonSampler(self.n, self.B)
 
-    def _run(self, canary: torch.Tensor, sign: torch.Tensor, multiplier: float, sampler, bar: tqdm | None = None
-             ) -> tuple[torch.Tensor, list[int], Accountant]:
+    def _algorithm(self, multiplier: float, broken: str | None, grid: _CanaryGrid):
+        if self.algorithm is dz.DPGD:
+            return dz.DPGD(self.eta, self.C, multiplier, steps=self.T)
+        if broken == "realised-batch":
+            algorithm = RealisedBatchDPZero(self.eta, self.lam, self.C, multiplier, steps=self.T)
+            object.__setattr__(algorithm, "grid", grid)
+            return algorithm
+        return self.algorithm(self.eta, self.lam, self.C, multiplier, steps=self.T)
+
+    def _run(self, canary: torch.Tensor, sign: torch.Tensor, multiplier: float, sampler, bar: tqdm | None = None,
+             broken: str | None = None) -> tuple[torch.Tensor, list[int], Accountant]:
         """One grid: row r's data has the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0."""
         accountant, logs = Accountant(self.relation), []
-        algorithm = self.algorithm(self.eta, self.lam, self.C, multiplier, steps=self.T)
-        result = algorithm.run(_CanaryGrid(self.n, self.d, canary, sign), torch.zeros(len(sign), self.d,
-                               dtype=torch.float64), noise=self.noise, accountant=accountant,
-                               generator=torch.Generator().manual_seed(self.seed), sampler=sampler,
-                               callback=lambda t, log: (logs.append(log), bar is None or bar.update(1)))
+        grid = _CanaryGrid(self.n, self.d, canary, sign)
+        if broken == "realised-batch":
+            sampler = _Remembering(sampler)
+        algorithm = self._algorithm(multiplier, broken, grid)
+        result = algorithm.run(grid, torch.zeros(len(sign), self.d, dtype=torch.float64), noise=self.noise,
+                               accountant=accountant, generator=torch.Generator().manual_seed(self.seed),
+                               sampler=sampler, callback=lambda t, log: (logs.append(log), bar is None or bar.update(1)))
         return torch.stack([log.released for log in logs]), result.stats.seeds, accountant  # (T, rows[, d])
 
     def _directions(self, seeds: list[int]) -> torch.Tensor:
         """u_t of every public seed (T, d), replayed as the adversary does."""
         space = FlatSpace(torch.zeros(self.d, dtype=torch.float64))
         return torch.stack([space.direction(s) for s in seeds])
+
+    def _project(self, released: torch.Tensor, seeds: list[int]) -> torch.Tensor:
+        """Each release's component along the canary's (public) direction of effect, in units of Δ: (T, rows)."""
+        return torch.sign(self._directions(seeds)[:, :1]) * released / self.unit
 
     def claim_accountant(self) -> Accountant:
         return self._run(torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.float64), self.multiplier(),
@@ -114,27 +187,23 @@ class DPZeroFullBatch(_FlatGrid):
                "FlatSpace grid of runs, replace-one")
     canary = ("example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′ (replace-one), every other example loss 0: its "
               "clipped difference is ±C·sign(u_t,0), so every released mean moves by the full 2C/n")
-    statistic = "Σ_t sign(u_t,0)·c_t / (2C/n): the log-likelihood ratio of the T Gaussian releases (up to scale)"
+    statistics = STATISTICS_FULL_BATCH
     relation = "replace-one"
-    n, B, T = 10, 10, 20
-
-    def _project(self, released: torch.Tensor, seeds: list[int]) -> torch.Tensor:
-        """Each release's component along the canary's (public) direction of effect, in units of Δ: (T, rows)."""
-        return torch.sign(self._directions(seeds)[:, :1]) * released / self.unit
+    n, B, T = 10, 10, 5
 
     def scores(self, runs, broken=None, *, progress=False):
         self.check_broken(broken)
-        m = self.multiplier() / (SIGMA_FACTOR if broken == "sigma" else 1)
+        m = self.multiplier() / self.noise_factor(broken)
         parts = []
         sizes = chunks(runs, self.rows // 2)
         with tqdm(total=len(sizes) * self.T, desc=f"audit {self.name}", disable=not progress) as bar:
             for k in sizes:
                 sign = torch.cat([torch.ones(k), -torch.ones(k)]).double()
                 canary = torch.zeros(2 * k, dtype=torch.long)
-                released, seeds, _ = self._run(canary, sign, m, self._sampler(broken), bar)
-                score = self._project(released, seeds).sum(0)
-                parts.append((score[:k], score[k:]))
-        return tuple(torch.cat([p[i] for p in parts]).numpy() for i in (0, 1))
+                released, seeds, _ = self._run(canary, sign, m, self._sampler(broken), bar, broken)
+                stats = release_statistics(self._project(released, seeds), m)
+                parts.append({key: (v[:k], v[k:]) for key, v in stats.items()})
+        return merge_scores(parts)
 
     def canary_effect(self) -> dict:
         released, _, _ = self._run(torch.zeros(2, dtype=torch.long), torch.tensor([1.0, -1.0], dtype=torch.float64),
@@ -152,7 +221,8 @@ class DPGD0thFullBatch(DPZeroFullBatch):
                "d-dimensional noise) and FullBatch on a FlatSpace grid of runs, replace-one")
     canary = ("example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′, every other example loss 0: its clipped vector "
               "is ±C·sign(u_t,0)·u_t/‖u_t‖, so every released mean moves by the full 2C/n")
-    statistic = "Σ_t ⟨sign(u_t,0)·u_t/‖u_t‖, g_t⟩ / (2C/n): the log-likelihood ratio (up to scale)"
+    statistics = {"llr": "Σ_t ⟨sign(u_t,0)·u_t/‖u_t‖, g_t⟩/Δ: the log-likelihood ratio (up to scale)",
+                  "max": STATISTICS_FULL_BATCH["max"]}
     algorithm = dz.DPGD0th
     d = 4
 
@@ -162,38 +232,55 @@ class DPGD0thFullBatch(DPZeroFullBatch):
         return torch.einsum("td,trd->tr", e, released) / self.unit
 
 
+class DPGDFullBatch(DPZeroFullBatch):
+    name = "dp-gd"
+    summary = ("DP-GD, first order, full batch (spec §2.2): dpnc.algorithms.dpzero DPGD.run (per-example gradient "
+               "clipping, d-dimensional noise, the objective's clipped_gradient_sum) and FullBatch on a FlatSpace "
+               "grid of runs, replace-one")
+    canary = ("example 0 has gradient +BIG·e₀ on D and −BIG·e₀ on D′ (every other example 0): clipped to ±C·e₀, so "
+              "every released mean moves by the full 2C/n along e₀")
+    statistics = {"llr": "Σ_t g_t,0/Δ: the log-likelihood ratio (up to scale)", "max": STATISTICS_FULL_BATCH["max"]}
+    algorithm = dz.DPGD
+    d = 3
+
+    def _project(self, released, seeds):
+        return released[..., 0] / self.unit
+
+
 class DPZeroPoisson(_FlatGrid):
     name = "dpzero-poisson"
-    summary = ("DPZero with secret Poisson batches (q = B/n): dpnc.algorithms.dpzero DPZero.run with the real "
-               "PoissonSampler on a FlatSpace grid of runs, add/remove")
-    canary = ("in-run r holds a canary with loss BIG·x₀ at its own index r (every other example, and all of an "
-              "out-run's data, loss 0). One PoissonSampler draw per step includes each index independently with "
-              "probability q, so each run's canary is sampled independently of the others', as with separate "
-              "samplers: the grid's runs are independent runs of the real mechanism. public-batches: every canary "
-              "sits at the index the replayed seeded sampler includes most often")
-    statistic = ("secret batches: Σ_t log(1 − q + q·exp((y_t − ½)/m²)), y_t = sign(u_t,0)·c_t/(C/B) and m the "
-                 "run's σ/Δ (the exact log-likelihood ratio); public batches: Σ_(t: canary sampled) (y_t − ½)/m²")
+    summary = ("DPZero with secret Poisson batches (q = B/n, n the public bound): dpnc.algorithms.dpzero DPZero.run "
+               "with the real PoissonSampler on a FlatSpace grid of runs, add/remove")
+    canary = ("in-run r's dataset is the canary alone, loss BIG·x₀ at its own index r; its out-run's dataset is "
+              "empty (n stays the public bound: the worst case of add/remove, where a realised batch holds the canary "
+              "or nothing). One PoissonSampler draw per step includes each index independently with probability q, "
+              "so each run's canary is sampled independently of the others', as with separate samplers: the grid's "
+              "runs are independent runs of the real mechanism. public-batches: every canary sits at the index the "
+              "replayed seeded sampler includes most often")
+    statistics = STATISTICS_POISSON
     relation = "add/remove"
     subsampled = True
-    n, B, T = 500, 5, 500
+    variants = ("sigma", "public-batches", "realised-batch")
+    n, B, T = 1000, 10, 50
 
     def scores(self, runs, broken=None, *, progress=False):
         self.check_broken(broken)
-        m = self.multiplier() / (SIGMA_FACTOR if broken == "sigma" else 1)
-        known = replay_inclusions(self.n, self.B, self.T, self.seed) if broken == "public-batches" else None
-        where = None if known is None else int(known.sum(0).argmax())
+        m = self.multiplier() / self.noise_factor(broken)
+        m_claim = self.multiplier()
+        known = replay_inclusions(self.n, self.B, self.T, self.seed)
+        where = int(known.sum(0).argmax())
         parts = []
         sizes = chunks(runs, min(self.n, self.rows // 2))  # secret batches: distinct canary indices in a grid
         with tqdm(total=len(sizes) * self.T, desc=f"audit {self.name}", disable=not progress) as bar:
             for k in sizes:
-                canary = torch.cat([torch.arange(k) if where is None else torch.full((k,), where),
+                canary = torch.cat([torch.arange(k) if broken != "public-batches" else torch.full((k,), where),
                                     torch.full((k,), -1)])
                 sign = torch.cat([torch.ones(k), torch.zeros(k)]).double()
-                released, seeds, _ = self._run(canary, sign, m, self._sampler(broken), bar)
-                y = torch.sign(self._directions(seeds)[:, :1]) * released / self.unit     # (T, 2k)
-                score = poisson_llr(y, self.q, m, None if known is None else known[:, where])
-                parts.append((score[:k], score[k:]))
-        return tuple(torch.cat([p[i] for p in parts]).numpy() for i in (0, 1))
+                released, seeds, _ = self._run(canary, sign, m, self._sampler(broken), bar, broken)
+                y = self._project(released, seeds)                                         # (T, 2k)
+                stats = release_statistics(y, m_claim, q=self.q, known=known[:, where])
+                parts.append({key: (v[:k], v[k:]) for key, v in stats.items()})
+        return merge_scores(parts)
 
     def canary_effect(self) -> dict:
         where = int(replay_inclusions(self.n, self.B, self.T, self.seed).sum(0).argmax())
@@ -213,7 +300,7 @@ class DPZeroOptimizerPoisson(Mechanism):
               "computes from the public direction seeds (at any weights). Every other example has zero features, "
               "loss 0; D′ drops the canary. public-batches: the canary sits at the index the replayed seeded "
               "sampler includes most often")
-    statistic = DPZeroPoisson.statistic
+    statistics = {"llr": STATISTICS_POISSON["llr"]}
     relation = "add/remove"
     subsampled = True
     n, B, T, features = 5000, 150, 10, 8
@@ -224,7 +311,9 @@ class DPZeroOptimizerPoisson(Mechanism):
         return self.B / self.n
 
     def multiplier(self) -> float:
-        return dz.calibrate_noise("pld", self.epsilon, self.delta, self.T, self.n, self.B)
+        if "_multiplier" not in self.__dict__:
+            self._multiplier = dz.calibrate_noise("pld", self.epsilon, self.delta, self.T, self.n, self.B)
+        return self._multiplier
 
     def _model(self) -> nn.Module:
         model = nn.Linear(self.features, 2, bias=False)
@@ -302,7 +391,7 @@ class DPZeroOptimizerPoisson(Mechanism):
 
     def scores(self, runs, broken=None, *, progress=False):
         self.check_broken(broken)
-        m = self.multiplier() / (SIGMA_FACTOR if broken == "sigma" else 1)
+        m = self.multiplier() / self.noise_factor(broken)
         known = replay_inclusions(self.n, self.B, self.T, self.seed) if broken == "public-batches" else None
         canary = 0 if known is None else int(known.sum(0).argmax())
         template = self._model()
@@ -320,7 +409,7 @@ class DPZeroOptimizerPoisson(Mechanism):
                     scores[present].append(float(poisson_llr(y, self.q, m, None if known is None else
                                                              known[:, canary].numpy())))
                     bar.update(1)
-        return np.array(scores[True]), np.array(scores[False])
+        return {"llr": (np.array(scores[True]), np.array(scores[False]))}
 
     def canary_effect(self) -> dict:
         canary = int(replay_inclusions(self.n, self.B, self.T, self.seed).sum(0).argmax())
