@@ -101,10 +101,11 @@ def collectives(group: Group, batch: int) -> None:
     group.broadcast_(torch.zeros((), dtype=torch.float64))
 
 
-def make_optimizer(model, args, group=None):
+def make_optimizer(model, data, args, group=None):
     # Seeded noise: a benchmark, not a private run (the ledger says "not private").
     return DPZero(model.parameters(), lr=1e-6, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(args.batch),
-                  accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1, group=group)
+                  accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1, group=group, model=model,
+                  data=data)
 
 
 def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
@@ -114,15 +115,15 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
         model, tokens, labels = setup(args)
         d = sum(p.numel() for p in model.parameters())
 
-        def closure(batch):
-            return F.cross_entropy(model(tokens[batch]), labels[batch], reduction="none")
+        def closure(tokens, labels):
+            return F.cross_entropy(model(tokens), labels, reduction="none")
 
         result = {"world": world, "d": d}
         if world == 1:   # the plain single-process optimizer, for the group's overhead
-            plain = make_optimizer(model, args)
+            plain = make_optimizer(model, (tokens, labels), args)
             result["plain"], result["plain_cpu"] = timed(lambda: plain.step(closure), args.steps)
         group = Group()
-        opt = make_optimizer(model, args, group)
+        opt = make_optimizer(model, (tokens, labels), args, group)
         before = dict(group.sent)
         result["group"], cpu = timed(lambda: opt.step(closure), args.steps, barrier=dist.barrier)
         result["cpu_by_rank"] = group.gather_object(statistics.median(cpu))
@@ -131,11 +132,12 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
         # Where a step's time goes (Amdahl): the same step with a closure that runs no forward pass (the
         # direction work — u regenerated over all d entries for x + λu, x − λu and the update, on every rank —
         # plus the collectives), the two forward passes on this rank's shard alone, and the collectives alone.
-        free = lambda batch: torch.zeros(len(batch))   # noqa: E731
-        bare = make_optimizer(model, args, group)
+        free = lambda tokens, labels: torch.zeros(len(tokens))   # noqa: E731
+        bare = make_optimizer(model, (tokens, labels), args, group)
         result["no_forward"] = timed(lambda: bare.step(free), args.steps, barrier=dist.barrier)[0]
         shard = group.shard(torch.arange(args.batch))
-        result["forward"] = timed(lambda: (closure(shard), closure(shard)), args.steps, barrier=dist.barrier)[0]
+        mine = (tokens[shard], labels[shard])
+        result["forward"] = timed(lambda: (closure(*mine), closure(*mine)), args.steps, barrier=dist.barrier)[0]
         result["collectives"] = timed(lambda: collectives(group, args.batch), args.steps, barrier=dist.barrier)[0]
         # One first-order DDP step of the same model: count what its gradient buckets all-reduce.
         counted = {"elements": 0, "bytes": 0, "calls": 0}

@@ -55,6 +55,7 @@ import torch
 from lm_step import ZO_SIGMA, cpu_name, rss_mb
 from lm_step import measure_memory as lm_step_memory   # the LM step benchmark (same folder)
 
+from dpnc.batches import DataRows
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.config import ZO_RECIPES, default_model_path
 from dpnc.lm.data import get_task, load_task
@@ -129,14 +130,8 @@ class Mode:
         params = [p for p in self.clf.parameters() if p.requires_grad]
         opt = DPZero(params, lr=recipe["lr"], clip=recipe["clip"], smoothing=recipe["smoothing"],
                      noise_multiplier=ZO_SIGMA, sampler=FullBatch(B), accountant=Accountant("add/remove"),
-                     seed=2, model=self.clf)
-        held: list = [None, None]   # (the drawn index, its batch): both passes of a step share it
-
-        def closure(index: torch.Tensor) -> torch.Tensor:
-            if held[0] is not index:
-                held[:] = [index, self.batch(index)]
-            return self.clf(held[1])
-        return lambda: opt.step(closure)
+                     seed=2, model=self.clf, data=DataRows(fetch=self.batch))   # both passes share one fetch
+        return lambda: opt.step(self.clf)
 
     def fill(self) -> Callable[[], object]:
         """A function filling a fresh cache of this (cached) mode's examples."""

@@ -79,12 +79,14 @@ def build(case, model, *, rank=0, group=None, accountant=None):
     else:
         sampler = ShuffleSampler.for_testing(N, batch, seed=3) if source else NoShuffle(N, batch)
     accountant = accountant if accountant is not None else Accountant(relation)
+    rows = data(CASES[case][4])   # each rank's step fetches its part of the batch from these
     if kind == "mezo":
-        opt = MeZO(model.parameters(), lr=LR, sampler=sampler, accountant=accountant, seed=seed, group=group)
+        opt = MeZO(model.parameters(), lr=LR, sampler=sampler, accountant=accountant, seed=seed, group=group,
+                   model=model, data=rows)
     else:
         noise = NoiseSource.for_testing(7) if source else NoNoise()
         opt = DPZero(model.parameters(), lr=LR, clip=C, noise_multiplier=NOISE, sampler=sampler,
-                     accountant=accountant, noise=noise, seed=seed, group=group)
+                     accountant=accountant, noise=noise, seed=seed, group=group, model=model, data=rows)
     return opt, accountant
 
 
@@ -110,7 +112,6 @@ def run(case, *, rank=0, group=None, checkpoint=None):
     ``*_resume`` cases save a checkpoint at ``checkpoint`` half-way and continue from it.
     """
     _, _, _, width, dtype, _ = CASES[case]
-    X, y = data(dtype)
     model = make_model(width, dtype, seed=0 if rank == 0 else 99)   # rank 1 starts elsewhere: broadcast fixes it
     opt, accountant = build(case, model, rank=rank, group=group)
     released, sent = [], []
@@ -123,7 +124,7 @@ def run(case, *, rank=0, group=None, checkpoint=None):
                                             checkpoint=checkpoint)
             opt.register_step_hook(record)
         before = dict(group.sent) if group is not None else {}
-        losses.append(float(opt.step(lambda b, model=model: (model(X[b]).squeeze(-1) - y[b]) ** 2)))
+        losses.append(float(opt.step(lambda xb, yb, model=model: (model(xb).squeeze(-1) - yb) ** 2)))
         if group is not None:
             sent.append({k: v - before.get(k, 0) for k, v in group.sent.items()})
     entries = [(type(e.release).__name__, getattr(getattr(e.release, "mechanism", None), "sensitivity", None),
@@ -217,5 +218,6 @@ def test_group_needs_an_initialised_process_group():
     with pytest.raises(ValueError, match="init_process_group"):
         Group()
     with pytest.raises(ValueError, match="group must be"):
-        DPZero(make_model(4, torch.float64, 0).parameters(), lr=LR, clip=C, noise_multiplier=NOISE,
+        model = make_model(4, torch.float64, 0)
+        DPZero(model.parameters(), lr=LR, clip=C, noise_multiplier=NOISE, model=model, data=data(torch.float64),
                sampler=PoissonSampler.for_testing(N, B, seed=3), accountant=Accountant(), group="world")

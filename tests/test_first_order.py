@@ -34,7 +34,8 @@ def loss_fn(model):
 
 
 def private(model, **kwargs):
-    defaults = dict(data=dataset(), optimizer="dp-adamw", target_epsilon=EPS, delta=DELTA, steps=STEPS,
+    data = kwargs.pop("data", None) or dataset()
+    defaults = dict(data=data, n=len(data), optimizer="dp-adamw", target_epsilon=EPS, delta=DELTA, steps=STEPS,
                     batch_size=B, lr=0.02, clip=1.0)
     return dpnc.make_private(model, **{**defaults, **kwargs})
 
@@ -156,9 +157,9 @@ def test_refusals_release_nothing_and_leave_the_batch_pending():
     xb, yb = next(it)
     assert len(xb) > 1
     before = params(model)
-    bad = [((loss_fn(model), xb[:-1], yb[:-1]), "leading dimension"),                     # another batch
+    bad = [((loss_fn(model), xb[:-1], yb[:-1]), "inputs must be the batch the loader just yielded"),   # another
            ((lambda xb, yb: loss_fn(model)(xb, yb).mean(), xb, yb), "per-example losses"),  # reduced
-           ((lambda: loss_fn(model)(xb, yb),), "needs the batch"),                         # no inputs
+           ((lambda: loss_fn(model)(xb, yb),), "must take the batch as arguments"),        # not handed the batch
            ((None, xb, yb), "loss_fn must be a callable")]
     for args, message in bad:
         with pytest.raises(ValueError, match=message):

@@ -37,18 +37,23 @@ def per_example(model, X, y):
     return (model(X).squeeze(-1) - y) ** 2
 
 
+def rows_of(xb):
+    """The indices of a batch's rows in data() (its rows are distinct): what the sampler drew."""
+    return torch.cdist(xb, data()[0]).argmin(1)
+
+
 def params(model):
     return [p.detach().clone() for p in model.parameters()]
 
 
 def dpzero(net, **kwargs):
     defaults = dict(lr=1e-2, clip=1.0, smoothing=1e-3, noise_multiplier=1.0, sampler=FullBatch(N),
-                    accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1)
+                    accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1, model=net, data=data())
     return DPZero(net.parameters(), **{**defaults, **kwargs})
 
 
 def mezo(net, **kwargs):
-    defaults = dict(lr=1e-2, smoothing=1e-3, sampler=FullBatch(N), seed=1)
+    defaults = dict(lr=1e-2, smoothing=1e-3, sampler=FullBatch(N), seed=1, model=net, data=data())
     return MeZO(net.parameters(), **{**defaults, **kwargs})
 
 
@@ -58,7 +63,7 @@ def test_mezo_decreases_the_loss():
     opt = mezo(model, lr=5e-2)
     with torch.no_grad():
         initial = float(per_example(model, X, y).mean())
-    losses = [float(opt.step(lambda b: per_example(model, X[b], y[b]))) for _ in range(150)]
+    losses = [float(opt.step(lambda xb, yb: per_example(model, xb, yb))) for _ in range(150)]
     with torch.no_grad():
         final = float(per_example(model, X, y).mean())
     assert final < 0.7 * initial
@@ -74,7 +79,7 @@ def test_dpzero_changes_the_parameters_and_records_one_release_per_step():
     opt = dpzero(model, accountant=acct)
     before = params(model)
     for t in range(5):
-        loss = opt.step(lambda b: per_example(model, X[b], y[b]))
+        loss = opt.step(lambda xb, yb: per_example(model, xb, yb))
         assert acct.releases == t + 1
         assert math.isfinite(float(loss))
     assert any(not torch.equal(p, p0) for p, p0 in zip(model.parameters(), before))
@@ -91,7 +96,7 @@ def test_mezo_records_one_non_private_release_per_step():
     model = make_model()
     opt = mezo(model)
     for _ in range(3):
-        opt.step(lambda b: per_example(model, X[b], y[b]))
+        opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert opt.accountant.releases == 3 and opt.accountant.report(1e-5).epsilon == math.inf
 
 
@@ -102,7 +107,7 @@ def test_frozen_parameters_are_left_alone():
     frozen = model[0].weight.detach().clone()
     opt = dpzero(model)
     for _ in range(3):
-        opt.step(lambda b: per_example(model, X[b], y[b]))
+        opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert torch.equal(model[0].weight, frozen)
     assert not torch.equal(model[2].weight, params(make_model())[2])
 
@@ -110,7 +115,7 @@ def test_frozen_parameters_are_left_alone():
 @pytest.mark.parametrize("make", [mezo, dpzero])
 def test_lr_is_read_from_param_groups_every_step(make):
     X, y = data()
-    closure = lambda m: (lambda b: per_example(m, X[b], y[b]))
+    closure = lambda m: (lambda xb, yb: per_example(m, xb, yb))
     kwargs = {} if make is mezo else {"noise_multiplier": 0.0, "clip": math.inf}
     a, b = make_model(), make_model()
     opt_a, opt_b = make(a, **kwargs), make(b, **kwargs)
@@ -143,10 +148,10 @@ def test_a_warmup_schedule_starting_at_lr_zero_works(make):
     opt = make(model)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: t / 10)   # lr = 0 at the first step
     before = params(model)
-    opt.step(lambda b: per_example(model, X[b], y[b]))
+    opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert all(torch.allclose(p, q, rtol=0, atol=1e-6) for p, q in zip(model.parameters(), before))
     sched.step()
-    opt.step(lambda b: per_example(model, X[b], y[b]))
+    opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), before))
 
 
@@ -167,13 +172,13 @@ def test_state_dict_resumes_the_public_direction_seeds(make):
     model = make_model()
     opt = make(model, seed=123)
     for _ in range(3):
-        opt.step(lambda b: per_example(model, X[b], y[b]))
+        opt.step(lambda xb, yb: per_example(model, xb, yb))
     saved_params = copy.deepcopy(model.state_dict())
     buffer = io.BytesIO()
     torch.save(opt.state_dict(), buffer)        # a checkpoint can be written (nothing secret refuses)
     seeds_a = record_seeds(opt)
     for _ in range(4):
-        opt.step(lambda b: per_example(model, X[b], y[b]))
+        opt.step(lambda xb, yb: per_example(model, xb, yb))
 
     resumed_model = make_model(seed=99)
     resumed_model.load_state_dict(saved_params)
@@ -184,7 +189,7 @@ def test_state_dict_resumes_the_public_direction_seeds(make):
     assert resumed.steps == 3 and resumed.seed == 123
     seeds_b = record_seeds(resumed)
     for _ in range(4):
-        resumed.step(lambda b: per_example(resumed_model, X[b], y[b]))
+        resumed.step(lambda xb, yb: per_example(resumed_model, xb, yb))
     assert seeds_b == seeds_a and len(set(seeds_a)) == 4
     if make is mezo:   # no noise: the resumed trajectory is the original one, bit for bit
         assert all(torch.equal(p, q) for p, q in zip(model.parameters(), resumed_model.parameters()))
@@ -208,7 +213,7 @@ def test_state_dict_holds_no_noise_source():
     X, y = data()
     model = make_model()
     opt = dpzero(model, noise=NoiseSource())
-    opt.step(lambda b: per_example(model, X[b], y[b]))
+    opt.step(lambda xb, yb: per_example(model, xb, yb))
     state = opt.state_dict()
     assert not contains_noise_source(state)
     pickle.dumps(state)   # a NoiseSource refuses to be pickled, so this would raise if one were inside
@@ -224,10 +229,10 @@ def test_validate_model_lists_every_problem():
     assert any(p.startswith("2:") and "BatchNorm" in p for p in problems)
     for make in (mezo, dpzero):
         with pytest.raises(ValueError, match=r"(?s)model is not ready.*1: dropout.*2: BatchNorm"):
-            make(model, model=model)
+            make(model)
     model.eval()
     assert validate_model(model) == []
-    make_ok = dpzero(model, model=model)
+    make_ok = dpzero(model)
     assert make_ok.steps == 0
     lone = nn.Dropout(0.5).train()
     assert validate_model(lone) == ["model: dropout (p=0.5) is active; call model.eval()"]
@@ -240,8 +245,8 @@ def test_a_closure_with_nan_for_some_examples_does_not_crash():
     infos = []
     opt.register_step_hook(lambda opt, info: infos.append(info))
 
-    def closure(batch):
-        losses = per_example(model, X[batch], y[batch]).clone()
+    def closure(xb, yb):
+        losses = per_example(model, xb, yb).clone()
         losses[[3, 17]] = math.nan
         losses[40] = math.inf
         return losses
@@ -254,11 +259,14 @@ def test_a_closure_with_nan_for_some_examples_does_not_crash():
 
 def test_bad_arguments():
     model = make_model()
-    with pytest.raises(ValueError, match="closure"):
+    with pytest.raises(ValueError, match="loss_fn must be a callable"):
         dpzero(model).step(None)
     groups = [{"params": [model[0].weight]}, {"params": [model[2].weight]}]
     with pytest.raises(ValueError, match="one parameter group"):
-        DPZero(groups, lr=1e-2, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(N), accountant=Accountant())
+        DPZero(groups, lr=1e-2, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(N), accountant=Accountant(),
+               model=model, data=data())
+    with pytest.raises(ValueError, match="model must be the torch.nn.Module"):
+        dpzero(model, model=None)
     with pytest.raises(ValueError, match="direction must be one of"):
         mezo(model, direction="uniform")
 
@@ -290,7 +298,7 @@ def test_minibatch_optimizer_run():
                  noise=NoiseSource())
     seen = []
     for _ in range(4):
-        opt.step(lambda b: seen.append(b) or per_example(model, X[b], y[b]))
+        opt.step(lambda xb, yb: seen.append(rows_of(xb)) or per_example(model, xb, yb))
     release = acct.ledger[0].release
     assert acct.releases == 4 and isinstance(release, Sampled) and isinstance(release.sampling, FixedSize)
     # The optimizer drew the batches itself (both passes of a step see the same one), secretly.
@@ -310,7 +318,7 @@ def test_subsampled_batches_do_not_follow_any_public_seed():
         model, seen = make_model(), []
         opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"), seed=1)
         for _ in range(3):
-            opt.step(lambda b, seen=seen, model=model: seen.append(b) or per_example(model, X[b], y[b]))
+            opt.step(lambda xb, yb, seen=seen, model=model: seen.append(rows_of(xb)) or per_example(model, xb, yb))
         batches.append(seen[::2])
     assert not all(torch.equal(a, b) for a, b in zip(*batches))
     # No public state of the optimizer holds the sampler's stream; the sampler cannot be checkpointed.
@@ -324,15 +332,15 @@ def test_seeded_batches_mark_the_report_not_private():
     model = make_model()
     acct = Accountant("add/remove")
     opt = dpzero(model, sampler=PoissonSampler.for_testing(N, 8, seed=0), accountant=acct, noise=NoiseSource())
-    opt.step(lambda b: per_example(model, X[b], y[b]))
+    opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert not acct.secret and not acct.report(1e-5).private
 
 
 @pytest.mark.parametrize("bad, message", [
-    (lambda b, X, y, model: per_example(model, X, y), "shape"),                  # the whole dataset
-    (lambda b, X, y, model: per_example(model, X[b], y[b]).mean(), "shape"),    # a 0-d mean
-    (lambda b, X, y, model: per_example(model, X[:len(b) + 1], y[:len(b) + 1]), "shape"),  # another batch
-    (lambda b, X, y, model: float(per_example(model, X[b], y[b]).sum()), "per-example losses"),
+    (lambda xb, yb, X, y, model: per_example(model, X, y), "shape"),                  # the whole dataset
+    (lambda xb, yb, X, y, model: per_example(model, xb, yb).mean(), "shape"),        # a 0-d mean
+    (lambda xb, yb, X, y, model: per_example(model, X[:len(xb) + 1], y[:len(xb) + 1]), "shape"),  # another batch
+    (lambda xb, yb, X, y, model: float(per_example(model, xb, yb).sum()), "per-example losses"),
 ])
 def test_the_closure_contract_is_checked_every_step(bad, message):
     """Finding 7: a closure returning the whole dataset's losses while the sampler says Poisson q = 0.01
@@ -342,7 +350,7 @@ def test_the_closure_contract_is_checked_every_step(bad, message):
     before = params(model)
     opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"))
     with pytest.raises(ValueError, match=message):
-        opt.step(lambda b: bad(b, X, y, model))
+        opt.step(lambda xb, yb: bad(xb, yb, X, y, model))
     assert opt.accountant.releases == 0
     # Nothing moved: the perturbation x + λu is undone (exact up to float32 rounding, a few ulps).
     assert all(torch.allclose(p, q, rtol=4 * EPS32, atol=4 * EPS32 * 1e-3 * 10) for p, q in zip(params(model), before))

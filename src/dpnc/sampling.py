@@ -10,9 +10,9 @@ false: with the batches known, a claimed ε = 1 of Poisson DPZero (n = 100, B = 
 ε ≈ 4. ``for_testing(..., seed=...)`` gives reproducible batches for tests; every release accounted
 through such a sampler carries ``secret=False`` and every report built on it says "not private".
 
-The optimizer or algorithm draws the batch and hands it to the closure, so a closure cannot use a
-batch the ledger does not describe; :func:`batch_losses` checks that it returned one loss per example
-of that batch. Means are taken with the fixed denominator ``batch_size`` (the expected size under
+The optimizer or algorithm draws the batch and hands it to the closure (the model tier hands the user's loss
+function the batch's rows: :mod:`dpnc.batches`), so the ordinary path evaluates no batch the ledger does not
+describe; :func:`batch_losses` checks that it returned one loss per example of that batch. Means are taken with the fixed denominator ``batch_size`` (the expected size under
 Poisson sampling), so one example moves a mean by at most C/batch_size whatever the realised batch,
 and an empty batch releases noise only.
 

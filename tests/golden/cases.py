@@ -175,8 +175,8 @@ def case_optim_dpzero_poisson():
     model, acct = _linear_model(), Accountant("add/remove")
     opt = optim.DPZero(model.parameters(), lr=0.05, clip=2.0, smoothing=1e-3, noise_multiplier=1.0,
                        sampler=PoissonSampler.for_testing(32, 8, seed=2), accountant=acct,
-                       noise=NoiseSource.for_testing(1), seed=3, model=model)
-    losses = [opt.step(lambda b: _per_example(model(X[b]), y[b])) for _ in range(6)]
+                       noise=NoiseSource.for_testing(1), seed=3, model=model, data=(X, y))
+    losses = [opt.step(lambda xb, yb: _per_example(model(xb), yb)) for _ in range(6)]
     return _model_result(model, losses, acct)
 
 
@@ -185,8 +185,8 @@ def case_optim_dpzero_fullbatch():
     model, acct = _linear_model(), Accountant()
     opt = optim.DPZero(model.parameters(), lr=0.05, clip=2.0, smoothing=1e-3, noise_multiplier=1.0,
                        sampler=FullBatch(32), accountant=acct, noise=NoiseSource.for_testing(1), seed=3,
-                       direction="sphere", model=model)
-    losses = [opt.step(lambda b: _per_example(model(X[b]), y[b])) for _ in range(6)]
+                       direction="sphere", model=model, data=(X, y))
+    losses = [opt.step(lambda xb, yb: _per_example(model(xb), yb)) for _ in range(6)]
     return _model_result(model, losses, acct)
 
 
@@ -194,8 +194,8 @@ def case_optim_mezo_shuffle():
     X, y = _linear_data(32)
     model, acct = _linear_model(), Accountant()
     opt = optim.MeZO(model.parameters(), lr=0.05, smoothing=1e-3, sampler=ShuffleSampler.for_testing(32, 8, seed=2),
-                     accountant=acct, seed=3, model=model)
-    losses = [opt.step(lambda b: _per_example(model(X[b]), y[b])) for _ in range(6)]
+                     accountant=acct, seed=3, model=model, data=(X, y))
+    losses = [opt.step(lambda xb, yb: _per_example(model(xb), yb)) for _ in range(6)]
     return _model_result(model, losses, acct)
 
 
@@ -203,11 +203,11 @@ def _make_private(optimizer: str, **kwargs):
     X, y = _linear_data(16)
     model = _linear_model()
     # batch_size = n (rate 1) and a small ε: calibrating by PLD at q < 1 or larger ε takes 1-10 s
-    opt, loader, acct = dpnc.make_private(model, data=TensorDataset(X, y), optimizer=optimizer, steps=6,
+    opt, loader, acct = dpnc.make_private(model, data=TensorDataset(X, y), n=16, optimizer=optimizer, steps=6,
                                           batch_size=16, lr=0.05, seed=3, testing_seed=4, **kwargs)
     losses = []
-    for xb, yb in loader:
-        losses.append(opt.step(lambda xb=xb, yb=yb: _per_example(model(xb), yb)))
+    for _ in loader:
+        losses.append(opt.step(lambda xb, yb: _per_example(model(xb), yb)))
     out = _model_result(model, losses, acct)
     out["noise_multiplier"] = float(opt.param_groups[0].get("noise_multiplier", 0.0))
     return out

@@ -98,7 +98,7 @@ def test_the_loss_function_is_handed_exactly_the_batch_the_loader_yielded(optimi
     for xb, yb in loader:
         handed = []
 
-        def recording(x, y):
+        def recording(x, y, handed=handed):
             handed.append((x, y))
             return loss(model)(x, y)
 
@@ -120,7 +120,7 @@ def test_the_direct_optimizer_fetches_its_rows_from_the_data_it_was_given():
     twin = PoissonSampler.for_testing(N, B, seed=4)
     for _ in range(3):
         handed = []
-        opt.step(lambda xb, yb: handed.append((xb, yb)) or loss(model)(xb, yb))
+        opt.step(lambda xb, yb, handed=handed: handed.append((xb, yb)) or loss(model)(xb, yb))
         rows = twin.sample()
         assert all(torch.equal(x, X[rows]) and torch.equal(t, y[rows]) for x, t in handed)
     with pytest.raises(ValueError, match="inputs must be left out"):

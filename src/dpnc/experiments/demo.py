@@ -76,17 +76,17 @@ def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
         if method == "DPZero":
             opt = DPZero(model.parameters(), lr=config.lr, clip=config.clip, smoothing=config.smoothing,
                          noise_multiplier=multiplier, sampler=FullBatch(n), accountant=accountant,
-                         direction="sphere", model=model)
+                         direction="sphere", model=model, data=(X, y))
         else:
             opt = MeZO(model.parameters(), lr=config.lr, smoothing=config.smoothing, sampler=FullBatch(n),
-                       direction="sphere", model=model)
+                       direction="sphere", model=model, data=(X, y))
         curve = []
         for t in tqdm(range(config.steps + 1), desc=method, disable=not progress):
             if t % config.eval_every == 0 or t == config.steps:
                 with torch.no_grad():  # held-out data: public, so its loss may be shown
                     curve.append((t, float(nn.functional.cross_entropy(model(X_test), y_test))))
             if t < config.steps:
-                opt.step(lambda batch, m=model: nn.functional.cross_entropy(m(X[batch]), y[batch], reduction="none"))
+                opt.step(lambda xb, yb, m=model: nn.functional.cross_entropy(m(xb), yb, reduction="none"))
         with torch.no_grad():
             accuracy[method] = float((model(X_test).argmax(1) == y_test).float().mean())
         curves[method] = curve
