@@ -107,14 +107,14 @@ def facade_case(rank: int) -> dict:
         64, generator=gen, dtype=torch.float64)
     torch.manual_seed(rank)   # test-only: the ranks start from different weights; rank 0's are broadcast
     model = nn.Linear(5, 1).double().eval()   # float64: the comparison is not blurred by float32 rounding
-    opt, loader, accountant = dpnc.make_private(model, data=TensorDataset(X, y), steps=5, batch_size=12, lr=0.05,
-                                                clip=2.0, noise_multiplier=1.0, seed=11,
+    opt, loader, accountant = dpnc.make_private(model, data=TensorDataset(X, y), n=64, steps=5, batch_size=12,
+                                                lr=0.05, clip=2.0, noise_multiplier=1.0, seed=11,
                                                 testing_seed=5 if rank == 0 else 500)
     start = [p.detach().clone() for p in model.parameters()]   # after construction: rank 0's weights
     sizes = []
     for xb, yb in loader:
         sizes.append(len(xb))
-        opt.step(lambda xb=xb, yb=yb: (model(xb).squeeze(-1) - yb) ** 2)
+        opt.step(lambda xb, yb: (model(xb).squeeze(-1) - yb) ** 2)
     return {"params": [p.detach().clone() for p in model.parameters()], "start": start, "sizes": sizes,
             "releases": accountant.releases}
 
@@ -123,7 +123,7 @@ def refusals(folder: Path) -> list[str]:
     """First-order methods under a group: refused on every rank, before any work (their steps would all-reduce d)."""
     messages = []
     for attempt in (lambda: Trainer(config(folder, "first-order", method="dp-adamw")),
-                    lambda: dpnc.make_private(nn.Linear(2, 1), data=TensorDataset(torch.zeros(4, 2)), steps=1,
+                    lambda: dpnc.make_private(nn.Linear(2, 1), data=TensorDataset(torch.zeros(4, 2)), n=4, steps=1,
                                               batch_size=2, lr=0.1, clip=1.0, noise_multiplier=1.0,
                                               optimizer="dp-sgd")):
         with pytest.raises(ValueError, match="data-parallel run") as error:
