@@ -187,3 +187,19 @@ def test_a_neighbour_with_one_more_row_gets_the_same_noise_and_ledger(optimizer)
             opt.step(loss(model))
         ledgers.append(acct.to_json())
     assert ledgers[0] == ledgers[1]
+
+
+def test_data_rows_from_a_dataset_collate_the_drawn_items():
+    from dpnc.batches import DataRows
+
+    data = dataset()
+    X, y = data.tensors
+    rows = torch.tensor([5, 0, 17])
+    xb, yb = DataRows(data).rows(rows)   # a TensorDataset's items, collated by torch's default_collate
+    assert torch.equal(xb, X[rows]) and torch.equal(yb, y[rows])
+    as_dict = DataRows(data, collate_fn=lambda items: {"x": torch.stack([x for x, _ in items])}).rows(rows)
+    assert len(as_dict) == 1 and torch.equal(as_dict[0]["x"], X[rows])   # a dict is one argument
+    for bad, message in (((X, y[:-1]), "one row per example"), (object(), "map-style Dataset"),
+                         (None, "data must be given")):
+        with pytest.raises(ValueError, match=message):
+            DataRows(bad)
