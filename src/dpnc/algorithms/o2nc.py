@@ -35,7 +35,6 @@ import math
 import warnings
 
 import torch
-from tqdm.auto import tqdm
 
 from dpnc.algorithms.base import Algorithm, Run, check_integer, check_positive
 from dpnc.algorithms.oracles import OracleStats
@@ -43,6 +42,7 @@ from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import epsilon_to_rho
 from dpnc.privacy.releases import Release
 from dpnc.privacy.noise import NoiseSource
+from dpnc.progress import progress as progress_bar
 
 Oracle = Callable[[int, torch.Tensor], torch.Tensor]  # (t, w_t) -> g̃_t, t = 1, 2, …
 
@@ -137,7 +137,7 @@ def o2nc(oracle: Oracle, x0: torch.Tensor, *, D: float, eta: float, steps: int, 
     points = torch.zeros(blocks, block, x0.shape[0], dtype=x0.dtype) if keep_points else None
     max_increment = max_move = 0.0
     w_prev = None
-    for t in tqdm(range(1, steps + 1), desc="O2NC", disable=not progress, leave=False):
+    for t in progress_bar(range(1, steps + 1), desc="O2NC", disable=not progress, leave=False):
         k, i = divmod(t - 1, block)
         if i == 0:
             w_prev = None

@@ -62,7 +62,7 @@ def load_data(config: DemoConfig):
 
 def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
     """Train with DPZero and with MeZO; return their held-out loss curves, accuracies and the privacy report."""
-    from tqdm.auto import tqdm
+    from dpnc.progress import progress as progress_bar
 
     X, y, X_test, y_test = load_data(config)
     n = len(y)
@@ -81,7 +81,7 @@ def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
             opt = MeZO(model.parameters(), lr=config.lr, smoothing=config.smoothing, sampler=FullBatch(n),
                        direction="sphere", model=model, data=(X, y))
         curve = []
-        for t in tqdm(range(config.steps + 1), desc=method, disable=not progress):
+        for t in progress_bar(range(config.steps + 1), desc=method, disable=not progress):
             if t % config.eval_every == 0 or t == config.steps:
                 with torch.no_grad():  # held-out data: public, so its loss may be shown
                     curve.append((t, float(nn.functional.cross_entropy(model(X_test), y_test))))
