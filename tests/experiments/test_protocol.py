@@ -88,7 +88,46 @@ class Toy(Experiment[ToyConfig, tuple, ToyRow]):
         return [out / "fig.txt"]
 
 
+    def declare(self, config):
+        return [protocol.Declared("the value grows with n", "above", "the previous n's value", "every pair")]
+
+
 TOY = Toy()
+
+
+def test_claims_are_declared_when_the_run_starts(tmp_path, monkeypatch):
+    seen = {}
+
+    def spy(run, tasks, **kwargs):   # what result.json holds when the first task starts
+        seen.update(json.loads((tmp_path / "result.json").read_text()))
+        return [run(*t) for t in tasks]
+
+    monkeypatch.setattr(protocol, "run_tasks", spy)
+    result = protocol.run_experiment(TOY, TOY.QUICK, progress=False, workers=1, out=tmp_path)
+    assert seen["status"] == "running" and seen["declared"] == [d._asdict() for d in TOY.declare(TOY.QUICK)]
+    assert "rows" not in seen and result.declared == tuple(TOY.declare(TOY.QUICK))
+    protocol.write(result, tmp_path, "dpnc reproduce toy")
+    assert json.loads((tmp_path / "result.json").read_text())["declared"] == seen["declared"]
+    assert "Declared before the run" in (tmp_path / "summary.md").read_text()
+
+
+def test_rejudging_keeps_the_old_verdict_beside_the_new(tmp_path, monkeypatch):
+    result = protocol.run_experiment(TOY, TOY.QUICK, progress=False, workers=1)
+    protocol.write(result, tmp_path, "dpnc reproduce toy", note="A note under the header.")
+    monkeypatch.setattr(Toy, "claims", lambda self, rows, config: [
+        Claim("the value grows with n (strictly)", None, "a new rule"),
+        Claim("the value is negative", False, "same")])
+    _, changes = protocol.rejudge(TOY, tmp_path, "a stricter rule for growth", date="2026-02-02")
+    assert changes[0] == {"statement": "the value grows with n", "new_statement": "the value grows with n (strictly)",
+                          "old": "yes", "new": "no signal", "old_evidence": "6 rows", "new_evidence": "a new rule"}
+    assert changes[1]["old"] == changes[1]["new"] == "**no**" and changes[2]["new"] == "removed"
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["rejudged"][0]["rule"] == "a stricter rule for growth"
+    assert [c["statement"] for c in saved["rejudged"][0]["previous"]] == [c.statement for c in result.claims]
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| the value grows with n (strictly) | no signal (was yes before re-judging) | a new rule |" in summary
+    assert "| the value grows with n | yes | no signal | 6 rows |" in summary      # the table of changes
+    assert "A note under the header.  " in summary                                # kept across the re-judging
 
 
 def test_the_runner_returns_typed_rows_in_task_order_and_the_claims():
@@ -165,7 +204,7 @@ def test_the_writer_writes_every_file_and_the_common_summary(tmp_path):
     assert lines[0] == "# A toy experiment" and lines[2] == "Command: `dpnc reproduce toy --test`  "
     assert lines[3].startswith("Run time: ") and "6 runs, 1 at a time" in lines[3]
     assert lines[4].startswith("Hardware: ") and "Setting: offset 0.5." in lines
-    claims = summary.split("## The paper's claims\n")[1].split("## Values")[0].strip().splitlines()
+    claims = summary.split("## The paper's claims\n")[1].split("Declared before the run")[0].strip().splitlines()
     assert claims == ["| claim | holds here | our numbers |", "|---|---|---|",
                       "| the value grows with n | yes | 6 rows |", "| the value is negative | **no** | min 1.5 |",
                       "| the value is lucky | no signal | no test for luck |"]
@@ -305,11 +344,15 @@ def test_an_older_result_loads_and_is_rejudged_from_its_rows(tmp_path):
     old = protocol.read(TOY, tmp_path / "result.json")
     assert old.claims == () and old.workers is None and old.machine == {}
     assert old.rows[0] == ToyRow(1, 0, 1.5, 1) and old.config == TOY.QUICK
-    protocol.rejudge(TOY, tmp_path, "Re-judged from the committed rows.", "dpnc reproduce toy --old")
+    _, changes = protocol.rejudge(TOY, tmp_path, "the claims' first judging", "dpnc reproduce toy --old",
+                                  date="2026-01-01")
+    assert [c["old"] for c in changes] == ["new claim"] * 3
     again = protocol.read(TOY, tmp_path / "result.json")
     assert again.rows == old.rows and [c.holds for c in again.claims] == [True, False, None]
+    assert again.declared == tuple(TOY.declare(TOY.QUICK)) and again.rejudged[0]["declared_after"]
     summary = (tmp_path / "summary.md").read_text().splitlines()
     assert summary[2] == "Command: `dpnc reproduce toy --old`  " and summary[3].endswith("6 runs.  ")
-    assert summary[4].startswith("Hardware: not recorded") and summary[5] == "Re-judged from the committed rows.  "
+    assert summary[4].startswith("Hardware: not recorded")
+    assert "2026-01-01: the claims' first judging" in summary and "Declared (at re-judging, after the run)" in summary
     with pytest.raises(KeyError):   # a field without a default is still required
         protocol.from_record(ToyRow, {"n": 1, "seed": 0, "value": 1.0})

@@ -60,7 +60,7 @@ from dpnc.experiments import dpzero_lm_tables as tables
 from dpnc.experiments.claims import (Interval, accuracy_difference, all_hold, below, exceeds, from_bits,
                                     paired_accuracy_difference, within)
 from dpnc.experiments.dpzero_lm_tables import PAPER_SEEDS, PAPER_TABLE2, PRIVATE, TASKS
-from dpnc.experiments.protocol import Claim, Experiment, Result
+from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
 from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 
 FO_METHODS = ("adamw", "dp-adamw")
@@ -423,6 +423,21 @@ class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
 
     def claims(self, rows: Sequence[LMRow], config: LMConfig) -> list[Claim]:
         return check_claims(rows, config)
+
+    def declare(self, config: LMConfig) -> list[Declared]:
+        t = ("95 % t interval of the accuracy difference (points), Welch–Satterthwaite df of its seed and test-set "
+             "parts, paired by test example and seed where per-example results exist; one seed: no verdict")
+        return [Declared("every private run is (ε, δ)-DP by its own ledger", "at most", "the target ε (RDP and PLD)",
+                         "every run"),
+                Declared("SST-2: DPZero ε = 6 − zero-shot", "above", "5 points", t),
+                Declared("SST-2: DPZero ε = 2 − zero-shot", "above", "3 points", t),
+                Declared("SST-5, TREC: DPZero ε = 6 − zero-shot", "above", "0 points", t),
+                Declared("MeZO − DPZero ε = 6, on every task run", "at most",
+                         f"{PAPER_MAX_DROP:.1f} points (the paper's largest drop, {PAPER_MAX_DROP_TASK})",
+                         t + "; every task must hold"),
+                Declared("MeZO − zero-shot, on every task run", "above", "0 points", t + "; every task must hold"),
+                Declared("the longest run's wall time", "at most", f"{MAX_RUN_MINUTES} minutes", "the measured time"),
+                Declared("sphere − Gaussian directions (Table 5)", "within", "±1.5 points", t)]
 
     def describe(self, result: Result) -> str:
         return tables.describe(result)

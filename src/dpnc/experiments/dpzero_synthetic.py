@@ -31,7 +31,7 @@ import torch
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise
 from dpnc.experiments import claims as stats
-from dpnc.experiments.protocol import Claim, Experiment, Result
+from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
 from dpnc.experiments.report import (INTEGER, NATURAL, NONNEGATIVE, POSITIVE, check_axis, check_value,
                                      loglog_slope, one_of)
 from dpnc.privacy.accountant import Accountant
@@ -472,6 +472,23 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
 
     def claims(self, rows: Sequence[SyntheticRow], config: SyntheticConfig) -> list[Claim]:
         return [*paper_claims(selected(rows), edges(rows)), privacy_claim(rows, config)]
+
+    def declare(self, config: SyntheticConfig) -> list[Declared]:
+        ratio = "95 % t interval over seeds of the paired log-ratio; one seed: no verdict"
+        slope = "95 % t interval over the per-seed log-log slopes in d; one seed: no verdict"
+        return [Declared("DPGD-0th is worst in every (Hessian, d) cell", "above", "0 (log DPGD-0th / larger other)",
+                         ratio + "; every cell"),
+                Declared("DP-GD is best in every cell", "above", "0 (log smaller other / DP-GD)", ratio + "; every cell"),
+                Declared("with r = d every method worsens with d", "above", "slope 0", slope),
+                Declared("with r = log d DPZero is nearly flat in d", "below",
+                         "half the slope of Table 1's (log d)·√r bound on ‖∇F‖²", slope),
+                Declared("with r = log d DPZero stays close to DP-GD", "below",
+                         "half the slope of log d (the bounds' ratio)", slope + " of the ratio"),
+                Declared("Table 1's bounds in d on the train ‖∇F_S‖, per rank", "at most (one-sided: upper bounds)",
+                         f"half the bound's slope on ‖∇F_S‖² over the same d + {RATE_TOL:g}", slope),
+                Declared("every method improves as r gets smaller", "above", "0 (log-ratio, larger r / smaller r)",
+                         ratio + "; every (d, method)"),
+                Declared("every private run is (ε, δ)-DP", "at most", "the target ε", "every run")]
 
     def describe(self, result: Result) -> str:
         cfg = result.config

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpnc.experiments.protocol import Claim, Experiment, Result
+from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
 from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc.privacy.budget import rho_to_epsilon
 
@@ -402,6 +402,23 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
 
     def claims(self, rows: Sequence[KLRow], config: KLRatesConfig) -> list[Claim]:
         return _report().check_claims(rows)
+
+    def declare(self, config: KLRatesConfig) -> list[Declared]:
+        tol = _report().RATE_TOL
+        return [Declared("every run spends at most its ρ", "at most", "ρ", "every run"),
+                Declared("every iterate stays in the declared region", "at most", "the radius", "every run"),
+                Declared("KL-Spider: F(w_out) − F* ≤ Φfloor", "at most", "Φfloor", "every run"),
+                Declared("each (algorithm, objective, d, regime): slope of the excess against n√ρ/√d",
+                         "at most (one-sided: an upper bound)", f"the bound's own slope over the same points + {tol:g}",
+                         "95 % t interval over the per-seed slopes (≥ 3 points); one seed: no verdict; the proximal "
+                         "point also needs its inner-steps check"),
+                Declared("proximal point: more inner steps lower the excess by less than half (in log) the "
+                         "optimisation-limited fall", "above", "−κ/4·log(factor)", "Welch t interval of mean log "
+                         "excess, two arms of seeds"),
+                Declared("the runs depend on n and ρ only through n√ρ", "within", "±log 3", "Welch t interval of mean "
+                         "log excess; every point"),
+                Declared("(information) excess above the class lower bound", "above", "0 (mean log ratio)",
+                         "95 % t interval over seeds; every point")]
 
     def describe(self, result: Result) -> str:
         return _report().describe(result)

@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 
 from dpnc.experiments import claims as stats
-from dpnc.experiments.protocol import Claim, Experiment, Result
+from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
 from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of, privacy_claim
 
 METHODS = ("ztc", "klt-zo", "ztc-naive", "klt-fo", "klt-multipass")
@@ -210,6 +210,17 @@ class NonsmoothRates(Experiment):
 
     def claims(self, rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
         return check_claims(rows, config)
+
+    def declare(self, config: RatesConfig) -> list[Declared]:
+        return [Declared("each method's exponent of n(β) in d, ε, α and β", "at most (one-sided: an upper bound)",
+                         f"the theorem's n's log-log slope over the same points + {TOLERANCE:g}",
+                         "95 % t interval over the per-seed slopes; censored seeds kept ([n_max, ∞), [1, n_start]), "
+                         f"no verdict above {stats.MAX_CENSORED:.0%} censored; one seed: no verdict"),
+                Declared("each paper comparison: log₂(n_more(β)/n_fewer(β)), every cell", "above", "0",
+                         "95 % t interval over paired seeds; one side censored: a censored ratio"),
+                Declared("held-out certificate + concentration term bounds the population norm", "at most",
+                         "5 % of runs violating", "count"),
+                Declared("every run is (ε, δ)-DP by the accountant", "at most", "the target ε", "every run")]
 
     def describe(self, result: Result) -> str:
         c = result.config

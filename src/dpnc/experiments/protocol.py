@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
+import difflib
 import json
 import multiprocessing
 import os
@@ -51,6 +53,16 @@ class Claim(NamedTuple):
     statement: str
     holds: bool | None
     evidence: str
+
+
+class Declared(NamedTuple):
+    """A claim as declared before a run (:meth:`Experiment.declare`): what is claimed, which way, against what
+    threshold, by which test. Written into ``result.json`` when the run starts."""
+
+    statement: str
+    direction: str     # e.g. "above", "at most", "one-sided: slope ≤ bound + tol", "every part holds"
+    threshold: str
+    test: str
 
 
 class Experiment(Generic[C, T, R]):
@@ -101,6 +113,10 @@ class Experiment(Generic[C, T, R]):
         """The claims checked on ``rows``."""
         return []
 
+    def declare(self, config: C) -> list[Declared]:
+        """The claims :meth:`claims` will judge, declared before any task runs (one per family of claims)."""
+        return []
+
     def describe(self, result: Result) -> str:
         """Markdown before the claims table: the setting (model, data, constants, privacy, caveats)."""
         return ""
@@ -134,21 +150,35 @@ class Result(Generic[C, R]):
     seconds: float
     workers: int | None   # None: not recorded (an older result)
     machine: dict
+    declared: tuple = ()  # the claims declared before the run (Declared); after it, if an older result lacked them
+    rejudged: tuple = ()  # every re-judging, oldest first: {"date", "rule", "changes", "previous"} (:func:`rejudge`)
+    notes: tuple = ()     # lines under the summary's header (kept across re-judgings)
 
     def to_json(self) -> dict:
         return {"experiment": self.experiment.name, "config": dataclasses.asdict(self.config),
+                "declared": [d._asdict() for d in self.declared],
                 "rows": [dataclasses.asdict(r) for r in self.rows], "claims": [c._asdict() for c in self.claims],
+                "rejudged": list(self.rejudged), "notes": list(self.notes),
                 "seconds": self.seconds, "workers": self.workers, "machine": self.machine}
 
 
-def run_experiment(experiment: Experiment, config, *, progress: bool = True, workers: int = 2) -> Result:
+def run_experiment(experiment: Experiment, config, *, progress: bool = True, workers: int = 2,
+                   out: Path | None = None) -> Result:
     """Every task of ``config``, ``workers`` at a time (:func:`run_tasks`), and the claims on the rows.
 
-    The tasks are listed (and ``config`` checked by the experiment) before any of them runs. The rows are in task
-    order, a task's tuple of rows flattened in place.
+    The tasks are listed (and ``config`` checked by the experiment) before any of them runs, and the claims are
+    declared (:meth:`Experiment.declare`): with ``out``, ``out/result.json`` holds the config and the declared claims
+    (``"status": "running"``) before the first task starts. The rows are in task order, a task's tuple of rows
+    flattened in place.
     """
     config.validate()
     tasks = experiment.tasks(config)
+    declared = tuple(experiment.declare(config))
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "result.json").write_text(json.dumps(
+            {"experiment": experiment.name, "status": "running", "config": dataclasses.asdict(config),
+             "declared": [d._asdict() for d in declared]}, indent=1))
     load_start = _load_average()
     start = time.perf_counter()
     outputs = run_tasks(partial(experiment.run_one, config), [(t,) for t in tasks],
@@ -157,7 +187,7 @@ def run_experiment(experiment: Experiment, config, *, progress: bool = True, wor
     rows = [row for out in outputs for row in (out if isinstance(out, tuple) else (out,))]
     seconds = time.perf_counter() - start
     return Result(experiment, config, tuple(rows), tuple(experiment.claims(rows, config)), seconds, workers,
-                  machine(load_start))
+                  machine(load_start), declared)
 
 
 def machine(load_average_start: float | None = None) -> dict:
@@ -232,13 +262,37 @@ def verdict(holds: bool | None) -> str:
     return "no signal" if holds is None else "yes" if holds else "**no**"
 
 
-def claims_table(claims: Sequence[Claim]) -> str:
-    """The claims as the markdown table every summary shows (a sentence saying so when there are none)."""
+def claims_table(claims: Sequence[Claim], before: dict[str, str] | None = None) -> str:
+    """The claims as the markdown table every summary shows (a sentence saying so when there are none).
+    ``before``: statement → the verdict before the last re-judging, shown beside a verdict that changed."""
     if not claims:
         return "No claim can be checked on these runs."
+    before = before or {}
     lines = ["| claim | holds here | our numbers |", "|---|---|---|"]
-    lines += [f"| {c.statement} | {verdict(c.holds)} | {c.evidence} |" for c in claims]
+    lines += [f"| {c.statement} | {verdict(c.holds)}"
+              + (f" (was {before[c.statement]} before re-judging)" if c.statement in before else "")
+              + f" | {c.evidence} |" for c in claims]
     return "\n".join(lines)
+
+
+def declared_table(declared: Sequence[Declared]) -> str:
+    lines = ["| claim | direction | threshold | test |", "|---|---|---|---|"]
+    return "\n".join(lines + [f"| {d.statement} | {d.direction} | {d.threshold} | {d.test} |" for d in declared])
+
+
+def rejudged_section(rejudged: Sequence[dict]) -> str:
+    """Every re-judging: its date and rule, and each verdict it changed, old → new (nothing silently replaced)."""
+    parts = ["## Re-judged (old verdicts kept in result.json)\n"]
+    for r in rejudged:
+        parts.append(f"{r['date']}: {r['rule']}\n")
+        changed = [c for c in r["changes"] if c["old"] != c["new"]]
+        if not changed:
+            parts.append("No verdict changed.\n")
+            continue
+        parts += ["| claim | before | now | old numbers |", "|---|---|---|---|"]
+        parts += [f"| {c['statement']} | {c['old']} | {c['new']} | {c['old_evidence']} |" for c in changed]
+        parts.append("")
+    return "\n".join(parts)
 
 
 def summary(result: Result, command: str, note: str = "") -> str:
@@ -254,11 +308,18 @@ def summary(result: Result, command: str, note: str = "") -> str:
              f"Run time: {result.seconds / 60:.1f} min, {len(result.rows)} runs"
              + (f", {result.workers} at a time.  " if result.workers is not None else ".  "),
              f"Hardware: {hardware}.  "]
-    if note:
-        parts.append(f"{note}  ")
+    parts += [f"{line}  " for line in (*result.notes, note) if line]
     describe = result.experiment.describe(result)
+    before = ({c["new_statement"]: c["old"] for c in result.rejudged[-1]["changes"]
+               if c["old"] != c["new"] and c["new_statement"]} if result.rejudged else {})
     parts += [describe.rstrip("\n") + "\n" if describe else "", f"## {result.experiment.claims_heading}\n",
-              claims_table(result.claims), "", result.experiment.render(result)]
+              claims_table(result.claims, before), ""]
+    if result.declared:
+        parts += ["Declared before the run" if not any(r.get("declared_after") for r in result.rejudged)
+                  else "Declared (at re-judging, after the run)", "", declared_table(result.declared), ""]
+    if result.rejudged:
+        parts += [rejudged_section(result.rejudged), ""]
+    parts.append(result.experiment.render(result))
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
@@ -291,18 +352,68 @@ def read(experiment: Experiment, path: Path) -> Result:
     return Result(experiment, from_record(experiment.Config, data["config"]),
                   tuple(from_record(experiment.Row, r) for r in data["rows"]),
                   tuple(Claim(**c) for c in data.get("claims", ())), data["seconds"], data.get("workers"),
-                  data.get("machine", {}))
+                  data.get("machine", {}), tuple(Declared(**d) for d in data.get("declared", ())),
+                  tuple(data.get("rejudged", ())), tuple(data.get("notes", ())))
 
 
-def rejudge(experiment: Experiment, folder: Path, note: str, command: str | None = None) -> list[Path]:
+def rejudge(experiment: Experiment, folder: Path, rule: str, command: str | None = None,
+            date: str | None = None) -> tuple[list[Path], list[dict]]:
     """Judge the claims of the result under ``folder`` again on its stored rows (nothing is re-run) and write the
-    result back there (:func:`write`), ``note`` (e.g. "re-judged from the committed rows on <date>") under the
-    summary's header. ``command``: the run's command when the file lacks it."""
+    result back there (:func:`write`). The old verdicts stay: ``result.json`` gains a ``rejudged`` record (the date,
+    ``rule`` — what changed in the judging —, each claim's old and new verdict and evidence, and the old claims),
+    and ``summary.md`` shows each changed verdict beside its old one and a table of every change. A result without
+    declared claims gets them from :meth:`Experiment.declare`, marked as declared after the run. The summary's
+    note lines are kept (read from an older summary.md where result.json lacks them). ``command``: the run's
+    command when the file lacks it. Returns the paths written and the changes."""
     folder = Path(folder)
     data = json.loads((folder / "result.json").read_text())
     old = read(experiment, folder / "result.json")
-    result = dataclasses.replace(old, claims=tuple(experiment.claims(old.rows, old.config)))
-    return write(result, folder, data.get("command") or command or "(not recorded)", note=note)
+    new_claims = tuple(experiment.claims(old.rows, old.config))
+    changes = match_claims(old.claims, new_claims)
+    record = {"date": date or datetime.date.today().isoformat(), "rule": rule, "changes": changes,
+              "declared_after": not old.declared, "previous": [c._asdict() for c in old.claims]}
+    notes = old.notes or tuple(_summary_notes(folder / "summary.md", old))
+    result = dataclasses.replace(old, claims=new_claims, declared=old.declared or tuple(experiment.declare(old.config)),
+                                 rejudged=(*old.rejudged, record), notes=notes)
+    return write(result, folder, data.get("command") or command or "(not recorded)"), changes
+
+
+def match_claims(old: Sequence[Claim], new: Sequence[Claim]) -> list[dict]:
+    """Pair old and new claims (same statement first, then the most similar statement, at least half alike);
+    each pair as {statement (the old one), new_statement, old, new, old_evidence, new_evidence}; an old claim
+    without a new one reads "removed", a new one without an old one "new claim"."""
+    pairs, left = {}, list(range(len(new)))
+    for i, o in enumerate(old):
+        j = next((j for j in left if new[j].statement == o.statement), None)
+        if j is not None:
+            pairs[i] = j
+            left.remove(j)
+    scored = sorted(((difflib.SequenceMatcher(None, old[i].statement, new[j].statement).ratio(), i, j)
+                     for i in range(len(old)) if i not in pairs for j in left), reverse=True)
+    for ratio, i, j in scored:
+        if ratio >= 0.5 and i not in pairs and j in left:
+            pairs[i] = j
+            left.remove(j)
+    out = [{"statement": o.statement, "new_statement": new[pairs[i]].statement if i in pairs else None,
+            "old": verdict(o.holds), "new": verdict(new[pairs[i]].holds) if i in pairs else "removed",
+            "old_evidence": o.evidence, "new_evidence": new[pairs[i]].evidence if i in pairs else ""}
+           for i, o in enumerate(old)]
+    return out + [{"statement": new[j].statement, "new_statement": new[j].statement, "old": "new claim",
+                   "new": verdict(new[j].holds), "old_evidence": "", "new_evidence": new[j].evidence} for j in left]
+
+
+def _summary_notes(path: Path, result: Result) -> list[str]:
+    """The note lines of an older summary.md: between its "Hardware:" line and the experiment's setting."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    start = next((i + 1 for i, line in enumerate(lines) if line.startswith("Hardware:")), None)
+    if start is None:
+        return []
+    first = next((line for line in result.experiment.describe(result).splitlines() if line.strip()), None)
+    stop = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")
+                 or (first is not None and lines[i].strip() == first.strip())), len(lines))
+    return [line.rstrip() for line in lines[start:stop] if line.strip()]
 
 
 def from_record(cls: type, record: dict):

@@ -52,7 +52,7 @@ from typing import NamedTuple
 import torch
 
 from dpnc.experiments import utility_report as report
-from dpnc.experiments.protocol import Claim, Experiment, Result
+from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
 from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc.privacy.budget import Budget, check_delta
 
@@ -637,6 +637,13 @@ class Utility(Experiment):
 
     def claims(self, rows, config: UtilityConfig) -> list[Claim]:
         return report.claims(rows, config)
+
+    def declare(self, config: UtilityConfig) -> list[Declared]:
+        paired = "95 % paired t interval over seeds (k − 1 df); one seed: no verdict"
+        return [Declared("per (problem, ε, n): the lowest-excess method beats the runner-up", "above", "0", paired),
+                Declared("the best dpnc method is within 1.5× of the best baseline", "above",
+                         "0 (1.5·baseline − dpnc)", paired),
+                Declared("every private run spends at most the target ε", "at most", "ε", "every run")]
 
     def describe(self, result: Result) -> str:
         return report.describe(result.config)
