@@ -467,3 +467,58 @@ def test_sentiment_csv_from_sst5(tmp_path):
     assert other[1].read_bytes() == test_path.read_bytes()
     with pytest.raises(ValueError, match=r"train_rows must be an even int in \[2, 6620\]"):
         write_sentiment_csv(src, tmp_path / "odd", train_rows=999)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A private run's training file: declared classes, the domain rule (rows dropped, never refused)
+
+
+def test_declared_classes_never_come_from_the_training_file(tmp_path):
+    # Before: the classes were the training file's labels (one "neutral" row made a third class), and label_words
+    # that did not cover a training label refused the file: both decided by one private row.
+    train = _write(tmp_path / "tr.csv", "text,label\ngood,pos\nbad,neg\nso-so,neutral\n")
+    test = _write(tmp_path / "te.csv", "text,label\nfine,pos\nawful,neg\n")
+    kwargs = dict(text_column="text", label_column="label", declared=True)
+    by_test, _ = load_user_data(train, test, **kwargs)
+    by_words, _ = load_user_data(train, test, label_words="neg=terrible,pos=great,other=odd", **kwargs)
+    by_list, te = load_user_data(train, test, labels="pos,neg", **kwargs)
+    assert by_test.task.label_names == ("neg", "pos")             # the test file's labels, sorted
+    assert by_words.task.label_names == ("neg", "pos", "other")   # declared: a class no training row holds is kept
+    assert by_list.task.label_names == ("pos", "neg") and by_list.labels.tolist() == [0, 1]
+    assert te.task is by_list.task and te.labels.tolist() == [0, 1]
+    assert by_test.texts == ["good", "bad"] and by_test.dropped == 1   # the "neutral" row is dropped, counted
+    with pytest.raises(ValueError, match=r"labels must name the classes of label_words, in the same order"):
+        load_user_data(train, test, labels="pos,neg", label_words="neg=terrible,pos=great", **kwargs)
+    with pytest.raises(ValueError, match=r"labels of te.csv must be among \['pos', 'other'\] \(the classes of "
+                                         r"labels\); found 'neg'"):
+        load_user_data(train, test, labels="pos,other", **kwargs)   # the public test file is still read strictly
+
+
+def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
+    # Each of these rows is refused (ValueError naming its line) when the file is read for a non-private run; a
+    # private run's training file drops them instead, so no refusal depends on one row.
+    bad_rows = {"empty text": ",pos\n", "empty label": "meh,\n", "too few fields": "lonely\n",
+                "too many fields": "a,b,pos\n", "unknown label": "hmm,maybe\n"}
+    test = _write(tmp_path / "te.csv", "text,label\nfine,pos\nawful,neg\n")
+    for what, row in bad_rows.items():
+        train = _write(tmp_path / "tr.csv", "text,label\ngood,pos\n" + row + "bad,neg\n")
+        if what != "unknown label":   # (a non-private read takes its classes from the training file)
+            with pytest.raises(ValueError, match="tr.csv line 3"):
+                load_user_data(train, test, text_column="text", label_column="label")
+        tr, _ = load_user_data(train, test, text_column="text", label_column="label", declared=True)
+        assert (tr.texts, tr.labels.tolist(), tr.dropped) == (["good", "bad"], [1, 0], 1), what
+    # JSON lines: a line that is not JSON, a missing key, a null and a nested value are dropped; bytes that are not
+    # UTF-8 become U+FFFD (the row is kept); a file left with no row gives an empty training set, not a refusal.
+    jsonl = tmp_path / "tr.jsonl"
+    jsonl.write_bytes(b'{"text": "good", "label": "pos"}\nnot json\n{"text": "x"}\n{"text": null, "label": "neg"}\n'
+                      b'{"text": ["a"], "label": "neg"}\n{"text": "caf\xe9", "label": "neg"}\n')
+    test_jsonl = _write(tmp_path / "te.jsonl", '{"text": "fine", "label": "pos"}\n{"text": "bad", "label": "neg"}\n')
+    tr, _ = load_user_data(jsonl, test_jsonl, text_column="text", label_column="label", declared=True)
+    assert (tr.texts, tr.labels.tolist(), tr.dropped) == (["good", "caf\ufffd"], [1, 0], 4)
+    empty = _write(tmp_path / "empty.csv", "text,label\n")
+    tr, _ = load_user_data(empty, test, text_column="text", label_column="label", declared=True)
+    assert len(tr) == 0 and tr.dropped == 0
+    # What is decided by the file's structure, not by a row, is still refused: a header without the column.
+    reviews = _write(tmp_path / "reviews.csv", "review,label\nfine,pos\nawful,neg\n")
+    with pytest.raises(ValueError, match=r"column 'review' is not in the header of tr.csv"):
+        load_user_data(train, reviews, text_column="review", label_column="label", declared=True)

@@ -196,3 +196,40 @@ def test_the_comparison_sees_a_changed_public_value():
     flat = [{k.lstrip("/"): v for k, v in leaves(x).items()} for x in (a, b)]
     assert differences(*flat) == ["only in one run: summary.json/wall_seconds", "metrics.jsonl/eval@0/accuracy: "
                                   "0.5 != 0.6", "summary.json/n: 40 != 41"]
+
+
+# --- n and the classes are declared in the config, decided from it alone ------------------------------------------
+
+
+def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
+    files = dict(train_file=str(tmp_path / "tr.csv"), test_file=str(tmp_path / "te.csv"), text_column="review",
+                 label_column="sentiment")
+    # A private run on a user's file must declare n: the file's size differs between neighbours (add/remove).
+    with pytest.raises(ValueError, match=r"n must be given \(--n\) for the private method 'dpzero' on a train_file "
+                                         r"under add/remove: the public number of training examples"):
+        FinetuneConfig(**files)
+    assert FinetuneConfig(**files, n=500).n == 500
+    assert FinetuneConfig(**files, method="mezo").n is None             # not private: the rows' number, no claim
+    assert FinetuneConfig(**files, relation="replace-one").n is None    # replace-one: the rows' number by definition
+    # A built-in task's n is its public recipe, k per class × classes, also where a class has fewer rows (TREC).
+    assert FinetuneConfig(task="TREC", k=512).n == 3072 and FinetuneConfig(task="SST-2", k=16, batch_size=8).n == 32
+    with pytest.raises(ValueError, match=r"batch_size must be <= n = 32 \(the public number of training examples\)"):
+        FinetuneConfig(task="SST-2", k=16, batch_size=64)
+    with pytest.raises(ValueError, match="n must be an integer >= 1; got 0"):
+        FinetuneConfig(**files, n=0)
+    with pytest.raises(ValueError, match=r"labels must name the classes of label_words, in the same order"):
+        FinetuneConfig(**files, n=500, labels="positive,negative", label_words="negative=terrible,positive=great")
+
+
+def test_the_cli_names_n_when_a_private_run_on_a_file_lacks_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from dpnc.cli import app
+
+    for name in ("tr.csv", "te.csv"):
+        write_csv(tmp_path / name, [("good", "positive"), ("bad", "negative")])
+    result = CliRunner().invoke(app, ["finetune", "--train-file", str(tmp_path / "tr.csv"), "--test-file",
+                                      str(tmp_path / "te.csv"), "--text-column", "review", "--label-column",
+                                      "sentiment", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "--n" in result.output and "n must be given" in result.output
+    assert not (tmp_path / "out").exists()   # refused before anything was read or written
