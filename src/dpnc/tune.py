@@ -117,7 +117,7 @@ def random_stopping(candidates: Sequence[Candidate], *, costs: Accountant | Sequ
             j = noise.categorical(torch.zeros(len(candidates), dtype=torch.float64))   # j ~ Unif{1..m}
             spent = Accountant(accountant.relation)
             result, score = candidates[j](spent, noise)                             # a private run and score
-            _check_spent(spent, declared[j], j, accountant)
+            _check_spent(spent, declared[j], accountant)
             secret = secret and spent.secret
             score = float(score)
             key = math.inf if math.isnan(score) else (score if minimize else -score)
@@ -226,11 +226,16 @@ def _ledger(cost: Accountant) -> tuple[tuple[Release, int], ...]:
     return tuple((e.release, e.composed_count) for e in cost.ledger if e.composed_count)
 
 
-def _check_spent(spent: Accountant, declared: Accountant, j: int, accountant: Accountant) -> None:
-    """Refuse a run whose RDP curve exceeds its declared cost at some order (then count what it spent)."""
+def _check_spent(spent: Accountant, declared: Accountant, accountant: Accountant) -> None:
+    """Refuse a run whose RDP curve exceeds its declared cost at some order (then count what it spent).
+
+    The message does not say which candidate it was: the candidates drawn are secret, and an error message is
+    output like any other (check each candidate's cost alone, outside the tuning, to find the one that is wrong).
+    """
     _, actual = spent.rdp()
     _, allowed = declared.rdp()
     if np.any(actual > allowed + 1e-9 * np.maximum(1.0, allowed)):
         accountant.extend(spent)
-        raise ValueError(f"candidate {j} spent more than its declared cost (RDP curve above costs[{j}] at some "
-                         "order); declare what one call records, score release included")
+        raise ValueError("a candidate spent more than its declared cost (RDP curve above its costs entry at some "
+                         "order); declare what one call records, score release included. Which candidate is not "
+                         "said: the candidates drawn are secret (check each candidate's cost outside the tuning)")
