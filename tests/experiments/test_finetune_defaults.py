@@ -23,6 +23,8 @@ def test_curves_hold_every_evaluation_and_only_evaluations(tmp_path):
     rows = write_curves(runs, tmp_path / "out", "SST-5")
     assert [(r["method"], r["step"], r["accuracy"]) for r in rows] == [
         ("dpzero", 0, 0.3), ("dpzero", 10, 0.35), ("mezo", 0, 0.3), ("mezo", 10, 0.4)]
-    with (tmp_path / "out" / "curves.csv").open() as f:
+    with (tmp_path / "out" / "private_curves.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 4
-    assert "SST-5" in (tmp_path / "out" / "summary.md").read_text()
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "SST-5" in summary and summary.startswith("NOT PRIVATE: un-noised evaluations on rows of the training")
+    assert not (tmp_path / "out" / "curves.csv").exists()   # a name that does not say so

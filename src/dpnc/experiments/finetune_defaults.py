@@ -7,6 +7,22 @@ prefix), so a cell costs only its steps. The test split chooses the defaults her
 grid search over hyper-parameters (spec §4.2); the accuracy of a chosen default is therefore optimistic by the
 selection, and the reproduction (``dpnc reproduce dpzero-lm``) re-measures it on other seeds.
 
+Recipe selection is not private. The sweep chooses on the test split, beside non-private MeZO runs on the same
+training data, and ``--validate`` evaluates un-noised on rows of the training split: neither choice is covered by
+the ε of the runs that use the chosen recipe. So ``summary.md`` says so next to its ε column, a trainer run whose
+settings are the chosen head recipe on SST-2 says so in its ``summary.json`` (``recipe_selection``), and
+``--validate`` writes only to files labelled NOT PRIVATE (``private_validation/`` run folders,
+``private_curves.csv``, a ``summary.md`` whose first line says so).
+
+The private route (not run here, and no result in docs/results comes from it) is Papernot & Steinke's random
+stopping, :func:`dpnc.tune.random_stopping`: each candidate of the grid is a callable ``(accountant, noise)`` that
+runs a :class:`~dpnc.lm.train.Trainer` with ``noise=noise`` on the training part (``out=None``: nothing written),
+extends ``accountant`` with the trainer's ledger, and returns its score released by
+:func:`dpnc.tune.private_score` on the held-out part's per-example losses (``classifier.evaluate``); each
+candidate's declared cost is T steps at its noise multiplier plus that score release, and
+:func:`dpnc.tune.noise_multiplier` finds the multiplier at which the whole tuning meets (ε, δ). The ε of that ledger
+covers the choice. (Under add/remove the score's mean needs a public held-out size, as the trainer's n does.)
+
 Command (the numbers in docs/results/finetune-defaults)::
 
     python -m dpnc.experiments.finetune_defaults --data-dir ../shared/data --train head \
@@ -18,8 +34,9 @@ Command (the numbers in docs/results/finetune-defaults)::
 
 ``--validate`` chooses on the training data only: it holds out a fifth of the 512-shot train split (a fixed
 permutation) as a validation split, trains on the rest, and records every evaluation of the validation split
-along the run (``curves.csv``), so the steps T can be read off where MeZO's validation loss stops falling. The
-test split is never read.
+along the run (``private_curves.csv``), so the steps T can be read off where MeZO's validation loss stops falling.
+The test split is never read. These evaluations are un-noised statistics of training rows: NOT PRIVATE, and
+labelled so.
 """
 
 from __future__ import annotations
@@ -43,6 +60,14 @@ GRIDS = {
 }
 
 
+# Stated next to ε wherever a result of this module is written.
+SWEEP_SELECTION = ("non-private choice on the test split, beside non-private MeZO runs on the same training data; "
+                   "ε excludes it")
+PRIVATE_VALIDATION = "private_validation"
+NOT_PRIVATE = ("NOT PRIVATE: un-noised evaluations on rows of the training split (a held-out fifth), to choose a "
+               "recipe; not covered by any ε. Share them only where the training data may be shared.")
+
+
 def sweep(data_dir: str, train: str, out: Path, *, grid: dict | None = None, epsilon: float = 6.0, seed: int = 42,
           methods: tuple[str, ...] = ("dpzero", "mezo"), eval_examples: int | None = None) -> list[dict]:
     grid = grid or GRIDS[train]
@@ -59,7 +84,7 @@ def sweep(data_dir: str, train: str, out: Path, *, grid: dict | None = None, eps
         for method in methods:
             if method == "mezo" and cell.get("clip") != grid.get("clip", [None])[0]:
                 continue   # MeZO does not clip: one run per (lr, steps)
-            config = FinetuneConfig(method=method, epsilon=epsilon, **base, **cell)
+            config = FinetuneConfig(method=method, epsilon=epsilon, recipe_selection=SWEEP_SELECTION, **base, **cell)
             start = time.perf_counter()
             summary = Trainer(config, caches=caches).run()
             row = {"method": method, **cell, "epsilon": epsilon if method == "dpzero" else None,
@@ -78,29 +103,35 @@ def validate(data_dir: str, out: Path, *, task: str, train: str = "head", grid: 
              epsilon: float = 6.0, seed: int = 42, methods: tuple[str, ...] = ("mezo", "dpzero"),
              runs_dir: Path | None = None) -> list[dict]:
     """Every cell of ``grid`` trained on four fifths of ``task``'s train split (k-shot seed ``seed``) and evaluated
-    ten times along the run on the remaining fifth; ``curves.csv`` has one row per evaluation. Each run's folder
-    (its metrics.jsonl) goes to ``runs_dir`` (default ``out/runs``)."""
+    ten times along the run on the remaining fifth; ``private_curves.csv`` has one row per evaluation. Each run's
+    folder (its metrics.jsonl) goes to ``runs_dir`` (default ``out/private_validation``), which holds a
+    ``NOT_PRIVATE.txt``: every file there is an un-noised statistic of training rows. n is the training part's
+    size, public here: a fixed fifth of the public k-shot recipe (and these runs publish nothing private)."""
     from dpnc.lm.data import load_task
 
     full = load_task(task, data_dir, "train", seed=seed)
     order = torch.randperm(len(full), generator=torch.Generator().manual_seed(1))
     held_out = len(full) // 5
     train_set, validation = full.subset(order[held_out:]), full.subset(order[:held_out])
-    grid, runs_dir = grid or VALIDATION_GRID, runs_dir or out / "runs"
+    grid, runs_dir = grid or VALIDATION_GRID, runs_dir or out / PRIVATE_VALIDATION
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    (runs_dir / "NOT_PRIVATE.txt").write_text(NOT_PRIVATE + "\n")
     for values in itertools.product(*grid.values()):
         cell = dict(zip(grid, values))
         for method in methods:
             config = FinetuneConfig(task=task, data_dir=data_dir, method=method, train=train, epsilon=epsilon,
                                     seed=seed, progress=False, out=str(runs_dir / _cell_name(method, cell)),
-                                    eval_every=cell["steps"] // 10, **cell)
+                                    eval_every=cell["steps"] // 10, n=len(train_set), recipe_selection=NOT_PRIVATE,
+                                    **cell)
             Trainer(config, train=train_set, test=validation).run()
     return write_curves(runs_dir, out, task)
 
 
 def write_curves(runs_dir: Path, out: Path, task: str) -> list[dict]:
-    """``out/curves.csv`` and ``out/summary.md`` from the evaluation events of every run folder in ``runs_dir``."""
+    """``out/private_curves.csv`` and ``out/summary.md`` (first line: NOT PRIVATE) from the evaluation events of
+    every run folder in ``runs_dir``."""
     rows = []
-    for run in sorted(runs_dir.iterdir()):
+    for run in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
         method, cell = _parse_cell(run.name)
         for line in (run / "metrics.jsonl").read_text().splitlines():
             event = json.loads(line)
@@ -109,11 +140,12 @@ def write_curves(runs_dir: Path, out: Path, task: str) -> list[dict]:
                              "loss": event["loss"], "epsilon": event["epsilon"]})
     fields = list(rows[0])
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "curves.csv").open("w", newline="") as f:
+    with (out / "private_curves.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-    lines = [f"# {task}: validation curves (a fifth of the train split held out; the test split is not read)", "",
+    lines = [NOT_PRIVATE, "", f"# {task}: validation curves (a fifth of the train split held out; the test split is "
+             "not read)", "",
              "| " + " | ".join(fields) + " |", "|---" * len(fields) + "|"]
     lines += ["| " + " | ".join(_fmt(r[k]) for k in fields) + " |" for r in rows]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
@@ -158,6 +190,9 @@ def _write(rows: list[dict], out: Path, train: str, epsilon: float) -> None:
         writer.writeheader()
         writer.writerows(rows)
     lines = [f"# Zeroth-order defaults for --train {train} (SST-2, DPZero ε = {epsilon:g}, MeZO)", "",
+             f"Recipe selection: {SWEEP_SELECTION}. Each ε below is that run's own; a recipe chosen here and used on "
+             "SST-2 carries this statement in its summary.json (`recipe_selection`). The private route (random stopping, "
+             "dpnc.tune) is described in dpnc.experiments.finetune_defaults; it was not run.", "",
              "| method | " + " | ".join(k for k in fields if k not in ("method",)) + " |",
              "|---" * len(fields) + "|"]
     for r in rows:
