@@ -271,8 +271,8 @@ def finetune(
     config = lm_train.FinetuneConfig(
         task=task, data_dir=path(data_dir), train_file=path(train_file), test_file=path(test_file),
         text_column=text_column, text_pair_column=text_pair_column, label_column=label_column,
-        label_words=label_words, labels=labels, template=template, method=method, model=path(model), head=head, train=train,
-        top_k=top_k, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
+        label_words=label_words, labels=labels, template=template, method=method, model=path(model), head=head,
+        train=train, top_k=top_k, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
         prompt_mode=prompt_mode, steps=steps, batch_size=batch_size, lr=lr, smoothing=smoothing, clip=clip,
         epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, accountant=accountant, relation=relation,
         sampler=sampler, cache=cache, device=device, dtype=dtype, report_to=report_to,

@@ -45,7 +45,6 @@ import argparse
 import csv
 import itertools
 import json
-import time
 from pathlib import Path
 
 import torch
@@ -85,11 +84,12 @@ def sweep(data_dir: str, train: str, out: Path, *, grid: dict | None = None, eps
             if method == "mezo" and cell.get("clip") != grid.get("clip", [None])[0]:
                 continue   # MeZO does not clip: one run per (lr, steps)
             config = FinetuneConfig(method=method, epsilon=epsilon, recipe_selection=SWEEP_SELECTION, **base, **cell)
-            start = time.perf_counter()
             summary = Trainer(config, caches=caches).run()
+            # No run time: a private run's duration tracks its secret batches (the committed tables of earlier
+            # sweeps still have a "seconds" column).
             row = {"method": method, **cell, "epsilon": epsilon if method == "dpzero" else None,
                    "accuracy": summary.test_accuracy, "loss": summary.test_loss,
-                   "noise_multiplier": summary.noise_multiplier, "seconds": time.perf_counter() - start}
+                   "noise_multiplier": summary.noise_multiplier}
             rows.append(row)
             print(json.dumps(row), flush=True)
             _write(rows, out, train, epsilon)   # after every cell: a stopped sweep keeps what it measured
@@ -191,8 +191,8 @@ def _write(rows: list[dict], out: Path, train: str, epsilon: float) -> None:
         writer.writerows(rows)
     lines = [f"# Zeroth-order defaults for --train {train} (SST-2, DPZero ε = {epsilon:g}, MeZO)", "",
              f"Recipe selection: {SWEEP_SELECTION}. Each ε below is that run's own; a recipe chosen here and used on "
-             "SST-2 carries this statement in its summary.json (`recipe_selection`). The private route (random stopping, "
-             "dpnc.tune) is described in dpnc.experiments.finetune_defaults; it was not run.", "",
+             "SST-2 carries this statement in its summary.json (`recipe_selection`). The private route (random "
+             "stopping, dpnc.tune) is described in dpnc.experiments.finetune_defaults; it was not run.", "",
              "| method | " + " | ".join(k for k in fields if k not in ("method",)) + " |",
              "|---" * len(fields) + "|"]
     for r in rows:
