@@ -223,6 +223,10 @@ class LoaderBatches:
         self.used += 1
         return self._taken[0]
 
+    def rows(self, indices: torch.Tensor) -> tuple:
+        """The inputs of the batch the step in progress took, ``indices`` (those the loader collated already)."""
+        return self.inputs()
+
     def inputs(self) -> tuple:
         """The inputs of the batch the step in progress took (the objects the loader yielded for it)."""
         if self._taken is None or self._taken[1] is None:

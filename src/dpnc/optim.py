@@ -174,16 +174,16 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         require_ready(model)
         sampler.check_relation(accountant.relation)
         # Where each step's inputs come from: the make_private loader's pending batch, or rows of `data`.
+        self.rows: DataRows | LoaderBatches
         if isinstance(sampler, LoaderBatches):
             if data is not None:
                 raise ValueError("data must be None with a make_private loader (the loader yields the batches)")
-            self.rows = None
+            self.rows = sampler
+        elif data is None:
+            raise ValueError("data must be the training data (a tuple of tensors or a map-style Dataset): the "
+                             "optimizer draws each batch from it and hands the batch to the loss function")
         else:
-            self.rows = data if isinstance(data, DataRows) else DataRows(data, collate_fn=collate_fn) \
-                if data is not None else None
-            if self.rows is None:
-                raise ValueError("data must be the training data (a tuple of tensors or a map-style Dataset): the "
-                                 "optimizer draws each batch from it and hands the batch to the loss function")
+            self.rows = data if isinstance(data, DataRows) else DataRows(data, collate_fn=collate_fn)
         self.model = model
         self.space = ModuleSpace(self.param_groups[0]["params"], direction=direction)
         self.sampler, self.accountant = sampler, accountant
@@ -233,12 +233,11 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         elif inputs:
             raise ValueError("inputs must be left out: this optimizer draws each batch from its data and hands it "
                              "to loss_fn; call optimizer.step(loss_fn)")
-        fetch = (lambda _indices: loader.inputs()) if loader is not None else self.rows.rows
         fetched: list = [None, None]   # (indices, inputs): the step's forward passes share one fetch
 
         def closure(indices: torch.Tensor) -> torch.Tensor:
             if fetched[0] is not indices:
-                fetched[:] = [indices, fetch(indices)]
+                fetched[:] = [indices, self.rows.rows(indices)]
             return loss_fn(*fetched[1])
 
         group, before = self.param_groups[0], self.accountant.releases
