@@ -351,7 +351,7 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
         overrides = {name: parsers[name](v) for name, v in values.items() if v is not None}
         config = dataclasses.replace(experiment.FULL if full else experiment.QUICK, **overrides)
         config = experiment.bind_output(config, out)
-        result = protocol.run_experiment(experiment, config, workers=workers)
+        result = protocol.run_experiment(experiment, config, workers=workers, out=out)   # claims declared first
         paths = protocol.write(result, out, _command_line())
         typer.echo((out / "summary.md").read_text())
         typer.echo("wrote " + ", ".join(str(p) for p in paths))
