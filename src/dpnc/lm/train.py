@@ -253,8 +253,9 @@ class Trainer:
                                                batch_size=c.eval_batch_size)
             self.test_cache = PrefixCache(self.classifier, self.eval_part.texts, layers,
                                           batch_size=c.eval_batch_size).fill(progress=c.progress and self.files.writer)
-        self.optimizer = build_optimizer(c, self.classifier, self.sampler, accountant=self.accountant,
-                                         noise=self.noise, multiplier=self.multiplier, group=self.group)
+        self.optimizer = build_optimizer(c, self.classifier, self.sampler, encode=self._encode,
+                                         accountant=self.accountant, noise=self.noise, multiplier=self.multiplier,
+                                         group=self.group)
         self.steps = Steps(c, self.classifier, self.optimizer, self.sampler, self.accountant, self._encode,
                            lambda phase: self.files.kill_point(phase, self.step), self._note)
         self.step = 0
