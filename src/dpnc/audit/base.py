@@ -95,6 +95,12 @@ class Mechanism(ABC):
             raise ValueError(f"broken={broken!r} does not apply to {self.name!r}; its variants are "
                              f"{', '.join(self.variants)}")
 
+    def for_variant(self, broken: str | None) -> Mechanism:
+        """The configuration audited for ``broken`` (self by default; a mechanism may pick, for a variant, the
+        public configuration where that hole shows most, e.g. a small q where amplification is lost). The claim is
+        always that configuration's correct mechanism's."""
+        return self
+
     def noise_factor(self, broken: str | None) -> float:
         """What the noise std is divided by: ``sigma_factor`` for ``broken='sigma'``, else 1."""
         return self.sigma_factor if broken == "sigma" else 1.0

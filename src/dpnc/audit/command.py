@@ -9,9 +9,9 @@ import typer
 
 # The names of dpnc.audit.mechanisms.MECHANISMS, listed here so that --help does not import torch
 # (tests/audit/test_audit.py checks that the two agree).
-MECHANISM_NAMES = ("dpzero", "dpzero-poisson", "dpgd0th", "ztc-tree", "klt-tree", "kl-spider-checkpoint",
-                   "dpzero-optimizer")
-BROKEN_NAMES = ("sigma", "public-batches")
+MECHANISM_NAMES = ("dpzero", "dpzero-poisson", "dpgd0th", "dp-gd", "ztc-tree", "klt-tree", "kl-spider-checkpoint",
+                   "dpzero-optimizer", "make-private-dpzero", "make-private-dp-sgd")
+BROKEN_NAMES = ("sigma", "public-batches", "realised-batch", "other-batch", "train-batchnorm")
 
 
 def audit(
@@ -20,10 +20,14 @@ def audit(
                              help="Runs on each of the two neighbouring datasets (>= 4; half choose the threshold, "
                                   "half bound ε)."),
     broken: str = typer.Option(None, "--broken",
-                               help="Audit a deliberately broken variant: 'sigma' (a tenth of the noise, the claim "
-                                    "unchanged) or 'public-batches' (batches from a seed the adversary replays; "
-                                    "subsampled mechanisms). The audit must report a violation."),
-    epsilon: float = typer.Option(1.0, "--epsilon", help="Target ε the mechanism is calibrated for (> 0)."),
+                               help="Audit a deliberately broken variant: 'sigma' (σ/--sigma-factor, the claim "
+                                    "unchanged), 'public-batches' (batches from a seed the adversary replays), "
+                                    "'realised-batch' (mean over the realised batch size), 'other-batch' (loss_fn on "
+                                    "a fixed other batch), 'train-batchnorm'; each mechanism lists its own. The "
+                                    "audit must report a violation."),
+    sigma_factor: float = typer.Option(1.5, "--sigma-factor", help="What --broken sigma divides σ by (> 0)."),
+    epsilon: float = typer.Option(None, "--epsilon", help="Target ε the mechanism is calibrated for (> 0; default: "
+                                                          "the mechanism's audit target, 2 or 4, 1 for the trees)."),
     delta: float = typer.Option(1e-5, "--delta", help="δ of the claim and of the lower bound, in (0, 1)."),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence of the ε lower bound, in (0, 1)."),
     seed: int = typer.Option(0, "--seed", help="Public seed (directions, public generator, seeded batches); "
@@ -47,7 +51,9 @@ def audit(
         raise typer.BadParameter(f"must be an integer >= 4; got {runs}", param_hint="--runs")
     if broken is not None and broken not in BROKEN_NAMES:
         raise typer.BadParameter(f"must be one of {', '.join(BROKEN_NAMES)}; got {broken!r}", param_hint="--broken")
-    if not (math.isfinite(epsilon) and epsilon > 0):
+    if not (math.isfinite(sigma_factor) and sigma_factor > 0):
+        raise typer.BadParameter(f"must be a finite number > 0; got {sigma_factor!r}", param_hint="--sigma-factor")
+    if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
         raise typer.BadParameter(f"must be a finite number > 0; got {epsilon!r}", param_hint="--epsilon")
     if not 0 < delta < 1:
         raise typer.BadParameter(f"must be in (0, 1); got {delta!r}", param_hint="--delta")
@@ -60,7 +66,7 @@ def audit(
     from dpnc.audit.mechanisms import MECHANISMS
 
     try:
-        instance = MECHANISMS[mechanism](epsilon=epsilon, delta=delta, seed=seed)
+        instance = MECHANISMS[mechanism](epsilon=epsilon, delta=delta, seed=seed, sigma_factor=sigma_factor)
         instance.check_broken(broken)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--broken" if "broken" in str(err) else "MECHANISM") from None

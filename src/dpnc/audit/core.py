@@ -130,6 +130,7 @@ def run_audit(mechanism: str | Mechanism, runs: int, broken: str | None = None, 
             raise ValueError(f"mechanism must be one of {sorted(MECHANISMS)}; got {mechanism!r}")
         mechanism = MECHANISMS[mechanism](epsilon=epsilon, delta=delta, seed=seed, sigma_factor=sigma_factor)
     mechanism.check_broken(broken)
+    mechanism = mechanism.for_variant(broken)
     start = time.perf_counter()
     report = mechanism.claim()
     profile = mechanism.claim_profile(deltas)
@@ -148,15 +149,16 @@ def run_audit(mechanism: str | Mechanism, runs: int, broken: str | None = None, 
 
 def summary_markdown(results) -> str:
     """A markdown table of audits (:class:`AuditResult` or their ``to_dict()``): the claim beside the bound."""
-    lines = ["| mechanism | variant | runs per dataset | claimed ε (δ = nominal) | decisive statistic | δ | claimed ε(δ) | "
-             "empirical ε(δ) ≥ | verdict | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| mechanism | variant | runs per dataset | claimed ε (δ = nominal) | decisive statistic | δ | "
+             "claimed ε(δ) | empirical ε(δ) ≥ | verdict | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         r = r if isinstance(r, dict) else r.to_dict()
         variant = r["broken"] or "correct"
         if r["broken"] == "sigma":
             variant = f"sigma/{r['parameters']['sigma_factor']:g}"
         lines.append(f"| {r['mechanism']} | {variant} | {r['runs']} | {r['claimed_epsilon']:.3f} | {r['statistic']} | "
-                     f"{r['audit_delta']:g} | {r['claimed_epsilon_at_audit_delta']:.3f} | {r['epsilon_lower_bound']:.3f} | "
+                     f"{r['audit_delta']:g} | {r['claimed_epsilon_at_audit_delta']:.3f} | "
+                     f"{r['epsilon_lower_bound']:.3f} | "
                      f"{'**violation**' if r['violation'] else 'consistent'} | {r['seconds']:.1f} |")
     return "\n".join(lines) + "\n"
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from dpnc.audit.base import BIG, BROKEN, SIGMA_FACTOR, Mechanism
 from dpnc.audit.oracles import KLSpiderCheckpoint, KLTTree, ZTCTree
-from dpnc.audit.zeroth_order import (DPGD0thFullBatch, DPGDFullBatch, DPZeroFullBatch, DPZeroOptimizerPoisson,
-                                    DPZeroPoisson)
+from dpnc.audit.model_tier import DPZeroOptimizerPoisson, MakePrivateDPSGD, MakePrivateDPZero
+from dpnc.audit.zeroth_order import DPGD0thFullBatch, DPGDFullBatch, DPZeroFullBatch, DPZeroPoisson
 
 MECHANISMS: dict[str, type[Mechanism]] = {m.name: m for m in (
-    DPZeroFullBatch, DPZeroPoisson, DPGD0thFullBatch, DPGDFullBatch, ZTCTree, KLTTree, KLSpiderCheckpoint, DPZeroOptimizerPoisson)}
+    DPZeroFullBatch, DPZeroPoisson, DPGD0thFullBatch, DPGDFullBatch, ZTCTree, KLTTree, KLSpiderCheckpoint,
+    DPZeroOptimizerPoisson, MakePrivateDPZero, MakePrivateDPSGD)}
 
-__all__ = ["BIG", "BROKEN", "MECHANISMS", "SIGMA_FACTOR", "Mechanism", "DPGD0thFullBatch", "DPZeroFullBatch",
-           "DPZeroOptimizerPoisson", "DPZeroPoisson", "KLSpiderCheckpoint", "KLTTree", "ZTCTree"]
+__all__ = ["BIG", "BROKEN", "MECHANISMS", "SIGMA_FACTOR", "Mechanism", "DPGD0thFullBatch", "DPGDFullBatch",
+           "DPZeroFullBatch", "DPZeroOptimizerPoisson", "DPZeroPoisson", "KLSpiderCheckpoint", "KLTTree",
+           "MakePrivateDPSGD", "MakePrivateDPZero", "ZTCTree"]

@@ -189,6 +189,7 @@ def _check_confidence(confidence: float) -> None:
 #: (ε(δ), δ)-DP for *every* δ (its RDP/PLD/zCDP answers are upper bounds at each δ); a test at a larger δ
 #: estimates error rates around 10⁻³–0.3, which a few thousand runs measure well, where δ = 10⁻⁵ needs rates
 #: near 10⁻⁵ that no affordable run count can bound (docs/audit.md, "Power").
+SELECTION_STRICTNESS, SELECTION_PAD = 50, 1   # see select_threshold; measured in docs/audit.md ("Power")
 PROFILE_DELTAS = (1e-4, 1e-3, 1e-2, 0.03, 0.1, 0.2, 0.3)
 
 
@@ -246,13 +247,13 @@ def select_profile_threshold(scores_in, scores_out, claims, confidence: float) -
     claims = _check_claims(claims)
     candidates = np.unique(np.concatenate([scores_in, scores_out]))
     neg, pos = len(scores_out), len(scores_in)
-    strict = 1 - (1 - confidence) / 50
+    strict = 1 - (1 - confidence) / SELECTION_STRICTNESS
     each = 1 - (1 - strict) / 2
     best = (-math.inf, float(candidates[0]), 1, min(claims))
     for orientation in (1, -1):
         false_pos, false_neg = _errors(scores_in, scores_out, candidates, orientation)
-        a = clopper_pearson_upper(np.minimum(false_pos + 1, neg), neg, each)
-        b = clopper_pearson_upper(np.minimum(false_neg + 1, pos), pos, each)
+        a = clopper_pearson_upper(np.minimum(false_pos + SELECTION_PAD, neg), neg, each)
+        b = clopper_pearson_upper(np.minimum(false_neg + SELECTION_PAD, pos), pos, each)
         for delta, claim in claims.items():
             margin = epsilon_lower_bound(a, b, delta) - claim
             i = int(np.argmax(margin))

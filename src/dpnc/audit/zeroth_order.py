@@ -1,35 +1,28 @@
-"""DPZero and DPGD-0th audited through ``DPZero.run``/``DPGD0th.run`` (:mod:`dpnc.algorithms.dpzero`) and the
-:class:`dpnc.optim.DPZero` optimizer.
+"""DPZero, DPGD-0th and DP-GD audited through ``Algorithm.run`` (:mod:`dpnc.algorithms.dpzero`) on the flat tier.
 
-The flat-space mechanisms run all their runs as the rows of one :class:`~dpnc.space.FlatSpace` grid (one call
-of ``Algorithm.run``: the real step, sampler, privatisation and noise source, one noise draw per row). The optimizer has
-no grid, so each run is its own optimizer on its own copy of a tiny model.
+All runs are the rows of one :class:`~dpnc.space.FlatSpace` grid (one call of ``Algorithm.run``: the real step,
+sampler, privatisation and noise source, one noise draw per row). The model tier is in :mod:`dpnc.audit.model_tier`.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import torch
-from torch import nn
 from tqdm.auto import tqdm
 
 from dpnc.algorithms import dpzero as dz
 
-from dpnc.audit.base import (BIG, SIGMA_FACTOR, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, chunks,
-                             ledger_mu, ledger_sensitivity, merge_scores, poisson_llr, release_statistics,
-                             replay_inclusions)
+from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, chunks, ledger_mu,
+                             ledger_sensitivity, merge_scores, release_statistics, replay_inclusions)
 from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
-from dpnc.estimators import two_point, two_point_on_batch
-from dpnc.optim import DPZero as DPZeroOptimizer
+from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum
 from dpnc.problems.base import Constants, Objective
 from dpnc.sampling import FullBatch, PoissonSampler
-from dpnc.space import FlatSpace, ModuleSpace
+from dpnc.space import FlatSpace
 
 
 class _CanaryGrid(Objective):
@@ -160,7 +153,8 @@ class _FlatGrid(Mechanism):
         algorithm = self._algorithm(multiplier, broken, grid)
         result = algorithm.run(grid, torch.zeros(len(sign), self.d, dtype=torch.float64), noise=self.noise,
                                accountant=accountant, generator=torch.Generator().manual_seed(self.seed),
-                               sampler=sampler, callback=lambda t, log: (logs.append(log), bar is None or bar.update(1)))
+                               sampler=sampler,
+                               callback=lambda t, log: (logs.append(log), bar is None or bar.update(1)))
         return torch.stack([log.released for log in logs]), result.stats.seeds, accountant  # (T, rows[, d])
 
     def _directions(self, seeds: list[int]) -> torch.Tensor:
@@ -289,137 +283,3 @@ class DPZeroPoisson(_FlatGrid):
         shift = released[:, 0] - released[:, 1]
         return {"shift": float(shift.abs().max()), "sensitivity": ledger_sensitivity(self.claim_accountant()),
                 "mu": None, "claimed_mu": None}
-
-
-class DPZeroOptimizerPoisson(Mechanism):
-    name = "dpzero-optimizer"
-    summary = ("dpnc.optim.DPZero (the LM trainer's optimizer) on a tiny model — a linear classification head on "
-               "8 frozen features, float32 — with its own secret PoissonSampler: one optimizer per run, add/remove")
-    canary = ("the canary's features are BIG·e₀ with label 1 and the per-example loss is the negative logit margin, "
-              "so its loss is linear in the head's weights: its clipped difference is ±C with a sign the adversary "
-              "computes from the public direction seeds (at any weights). Every other example has zero features, "
-              "loss 0; D′ drops the canary. public-batches: the canary sits at the index the replayed seeded "
-              "sampler includes most often")
-    statistics = {"llr": STATISTICS_POISSON["llr"]}
-    relation = "add/remove"
-    subsampled = True
-    n, B, T, features = 5000, 150, 10, 8
-    C, lam, lr = 1.0, 1e-3, 0.01
-
-    @property
-    def q(self) -> float:
-        return self.B / self.n
-
-    def multiplier(self) -> float:
-        if "_multiplier" not in self.__dict__:
-            self._multiplier = dz.calibrate_noise("pld", self.epsilon, self.delta, self.T, self.n, self.B)
-        return self._multiplier
-
-    def _model(self) -> nn.Module:
-        model = nn.Linear(self.features, 2, bias=False)
-        with torch.no_grad():  # public initial weights from the public seed (never torch's global generator)
-            model.weight.copy_(torch.randn(model.weight.shape, generator=torch.Generator().manual_seed(self.seed)))
-        return model.eval()
-
-    def _data(self, canary: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-        X, y = torch.zeros(self.n, self.features), torch.zeros(self.n, dtype=torch.long)
-        if canary is not None:
-            X[canary, 0], y[canary] = BIG, 1
-        return X, y
-
-    def _sampler(self, broken: str | None):
-        if broken == "public-batches":
-            return PoissonSampler.for_testing(self.n, self.B, seed=self.seed)
-        return PoissonSampler(self.n, self.B)
-
-    def _run(self, template: nn.Module, data, multiplier: float, sampler, *, keep_weights: bool = False
-             ) -> tuple[np.ndarray, Accountant, list]:
-        """One run of T optimizer steps: the released scalars c_t (and the weights after each step if asked)."""
-        X, y = data
-        model = copy.deepcopy(template)
-        accountant = Accountant(self.relation)
-        opt = DPZeroOptimizer(model.parameters(), lr=self.lr, clip=self.C, smoothing=self.lam,
-                              noise_multiplier=multiplier, sampler=sampler, accountant=accountant, noise=self.noise,
-                              seed=self.seed, model=model)
-
-        def closure(batch: torch.Tensor) -> torch.Tensor:
-            logits = model(X[batch])
-            mine = logits.gather(1, y[batch].unsqueeze(1)).squeeze(1)
-            other = logits.gather(1, (1 - y[batch]).unsqueeze(1)).squeeze(1)
-            return -(mine - other)                                 # per-example negative margin
-
-        released, weights = np.empty(self.T), []
-        handle = opt.register_step_hook(lambda _, info: released.__setitem__(info.step, float(info.released)))
-        for _ in range(self.T):
-            opt.step(closure)
-            if keep_weights:
-                weights.append(model.weight.detach().clone())
-        handle.remove()
-        return released, accountant, weights
-
-    @torch.no_grad()
-    def _canary_signs(self, template: nn.Module, canary: int) -> np.ndarray:
-        """sign of clip_C of the canary's difference along each replayed public direction (linear loss: any θ)."""
-        X, y = self._data(canary)
-        model = copy.deepcopy(template)
-        space = ModuleSpace(model.parameters())
-        generator = torch.Generator().manual_seed(self.seed)  # the optimizer draws one seed per step from it
-
-        def loss() -> torch.Tensor:  # the canary's negative margin, as the closure computes it
-            logits = model(X[canary:canary + 1])
-            return -(logits[:, y[canary]] - logits[:, 1 - y[canary]])
-
-        terms = []
-        for _ in range(self.T):
-            diff = two_point(space, loss, dz.public_seeds(generator, 1)[0], self.lam)
-            space.restore_()
-            terms.append(float(clip_scalars(diff.a.double(), self.C)[0]))
-        return np.sign(terms)
-
-    def _check_replay(self, template: nn.Module, released: np.ndarray, weights: list) -> None:
-        """The replayed direction must be the one the optimizer moved along: θ₁ − θ₀ = −lr·c₀·u₀."""
-        seed = dz.public_seeds(torch.Generator().manual_seed(self.seed), 1)[0]
-        u = ModuleSpace(copy.deepcopy(template).parameters()).direction(seed).reshape(template.weight.shape)
-        step = (weights[0] - template.weight.detach()).double()
-        expected = -self.lr * released[0] * u.double()
-        if float((step - expected).norm()) > 1e-3 * float(expected.norm()) + 1e-6:
-            raise RuntimeError("the audit's replay of the optimizer's public direction seeds does not match its "
-                               "update; dpnc.optim changed how it draws seeds, and the audit must follow")
-
-    def claim_accountant(self) -> Accountant:
-        return self._run(self._model(), self._data(0), self.multiplier(), self._sampler(None))[1]
-
-    def scores(self, runs, broken=None, *, progress=False):
-        self.check_broken(broken)
-        m = self.multiplier() / self.noise_factor(broken)
-        known = replay_inclusions(self.n, self.B, self.T, self.seed) if broken == "public-batches" else None
-        canary = 0 if known is None else int(known.sum(0).argmax())
-        template = self._model()
-        signs = self._canary_signs(template, canary)
-        data = {True: self._data(canary), False: self._data(None)}
-        scores = {True: [], False: []}
-        with tqdm(total=2 * runs, desc=f"audit {self.name}", disable=not progress) as bar:
-            for i in range(runs):
-                for present in (True, False):
-                    released, _, weights = self._run(template, data[present], m, self._sampler(broken),
-                                                     keep_weights=i == 0)
-                    if i == 0:
-                        self._check_replay(template, released, weights)
-                    y = signs * released / (self.C / self.B)
-                    scores[present].append(float(poisson_llr(y, self.q, m, None if known is None else
-                                                             known[:, canary].numpy())))
-                    bar.update(1)
-        return {"llr": (np.array(scores[True]), np.array(scores[False]))}
-
-    def canary_effect(self) -> dict:
-        canary = int(replay_inclusions(self.n, self.B, self.T, self.seed).sum(0).argmax())
-        template = self._model()
-        c_in, c_out = (self._run(template, self._data(where), 0.0, self._sampler("public-batches"))[0]
-                       for where in (canary, None))                                  # noiseless, seeded batches
-        return {"shift": float(np.abs(c_in - c_out).max()), "sensitivity": ledger_sensitivity(self.claim_accountant()),
-                "mu": None, "claimed_mu": None}
-
-    def parameters(self) -> dict:
-        return {**super().parameters(), "n": self.n, "B": self.B, "T": self.T, "C": self.C, "lam": self.lam,
-                "lr": self.lr, "model": f"Linear({self.features}, 2, bias=False)",
-                "noise_multiplier": self.multiplier()}
