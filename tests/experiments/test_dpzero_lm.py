@@ -143,8 +143,8 @@ def _rows(acc: dict, spread: float = 0.0, **extra) -> list:
 
 
 FULL_SET = dataclasses.replace(exp.FULL, data_dir="/nonexistent")
-CLAIMS = ["every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run's own ledger with n = the true train "
-          "size, ≤ the target",
+CLAIMS = ["every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run's own ledger with the declared n "
+          "(k × classes), ≤ the target",
           "SST-2: DPZero at ε = 6 gains more than 5 points over zero-shot",
           "SST-2: DPZero at ε = 2 gains more than 3 points over zero-shot",
           "SST-5: DPZero at ε = 6 beats zero-shot", "TREC: DPZero at ε = 6 beats zero-shot",
