@@ -219,3 +219,87 @@ def test_censored_mean_counts_at_the_bound_and_opens_one_end():
     assert (plain.low, plain.high) == (pytest.approx(ref[0]), pytest.approx(ref[1])) and plain.censored == 0
     with pytest.raises(ValueError, match="lower <= upper"):
         claims.Censored(2.0, 1.0)
+
+
+def test_geometric_ratio_interval_matches_scipy_paired_t_on_logs():
+    rng = np.random.default_rng(7)
+    b = np.exp(rng.normal(-5, 2, 10))              # heavy-tailed outcomes spanning orders of magnitude
+    a = b * np.exp(rng.normal(0.4, 0.5, 10))       # paired: the same seed's data
+    iv = claims.geometric_ratio_interval(a.tolist(), b.tolist())
+    ref = stats.ttest_rel(np.log(a), np.log(b)).confidence_interval(0.95)
+    assert iv.estimate == pytest.approx(math.exp(np.mean(np.log(a / b))), rel=1e-12)
+    assert iv.low == pytest.approx(math.exp(ref.low), rel=1e-10)
+    assert iv.high == pytest.approx(math.exp(ref.high), rel=1e-10)
+    assert iv.df == 9 and iv.seeds == 10
+    assert claims.below(iv, 1.5) is (True if iv.high < 1.5 else False if iv.low >= 1.5 else None)
+
+
+def test_geometric_ratio_one_seed_and_nonpositive_values_give_no_verdict():
+    one = claims.geometric_ratio_interval([2.0], [1.0])
+    assert one.estimate == pytest.approx(2.0) and math.isinf(one.high) and claims.below(one, 1.5) is None
+    assert claims.NO_VERDICT_ONE_SEED in one.note
+    # one censored pair of ten (≤ MAX_CENSORED): kept, counted, the interval opens at both ends
+    a, b = [1.0] * 9 + [0.0], [1.0] * 10
+    iv = claims.geometric_ratio_interval(a, b)
+    assert iv.censored == 1 and "1 of 10" in iv.note and iv.low == 0.0 and math.isinf(iv.high)
+    # three of ten: over the declared fraction, no verdict
+    iv = claims.geometric_ratio_interval([1.0] * 7 + [0.0] * 3, b)
+    assert claims.below(iv, 1.5) is None and "no verdict" in iv.note
+
+
+def _two_part_variance(w):
+    """Var of the mean of a (seeds × examples) paired quantity: the per-seed means' s²/k plus the per-example
+    means' (over seeds) s²/m, with their degrees of freedom (numpy)."""
+    k, m = w.shape
+    return [(w.mean(axis=1).var(ddof=1) / k, k - 1), (w.mean(axis=0).var(ddof=1) / m, m - 1)]
+
+
+def _gain_share_data(seed=1, k=3, m=400, keep=0.9):
+    """Zero-shot, MeZO and DPZero correctness (seeds × examples): MeZO fixes about 30 % of zero-shot's errors,
+    DPZero about ``keep`` of those."""
+    rng = np.random.default_rng(seed)
+    z = np.tile(rng.random(m) < 0.5, (k, 1))
+    mezo = z | (rng.random((k, m)) < 0.3)
+    dp = z | (mezo & (rng.random((k, m)) < keep))
+    x, y = 100.0 * (dp.astype(float) - z), 100.0 * (mezo.astype(float) - z)
+    return x, y
+
+
+def test_paired_ratio_is_fieller_against_a_direct_computation():
+    x, y = _gain_share_data()
+    iv = claims.paired_ratio(x.tolist(), y.tolist())
+    assert iv.estimate == pytest.approx(x.mean() / y.mean())
+    assert iv.low < iv.estimate < iv.high and math.isfinite(iv.low) and math.isfinite(iv.high)
+    # the df: Welch–Satterthwaite of the two parts of x − r̂ y
+    df = _satterthwaite(_two_part_variance(x - iv.estimate * y))
+    assert iv.df == pytest.approx(df)
+    t = stats.t.ppf(0.975, df)
+    # at each end the t statistic of mean(x − r y) is exactly t: the ends of the test-inversion set
+    for r in (iv.low, iv.high):
+        w = x - r * y
+        se = math.sqrt(sum(v for v, _ in _two_part_variance(w)))
+        assert abs(w.mean()) == pytest.approx(t * se, rel=1e-9)
+    # a direct inversion on a grid: r is inside iff |mean(x − r y)| <= t·se(x − r y)
+    grid = np.linspace(iv.low - 0.2, iv.high + 0.2, 801)
+    inside = [abs((x - r * y).mean()) <= t * math.sqrt(sum(v for v, _ in _two_part_variance(x - r * y)))
+              for r in grid]
+    covered = grid[np.array(inside)]
+    assert covered.min() == pytest.approx(iv.low, abs=2e-3) and covered.max() == pytest.approx(iv.high, abs=2e-3)
+    # the delta method at the same t agrees to first order (a sanity check of scale)
+    se_delta = math.sqrt(sum(v for v, _ in _two_part_variance(x - iv.estimate * y))) / abs(y.mean())
+    assert (iv.high - iv.low) / 2 == pytest.approx(t * se_delta, rel=0.1)
+
+
+def test_paired_ratio_no_verdict_when_the_denominator_includes_zero_or_one_seed():
+    x, y = _gain_share_data()
+    rng = np.random.default_rng(3)
+    y0 = rng.choice([-100.0, 0.0, 100.0], size=y.shape, p=[0.05, 0.9, 0.05])   # a gain of about 0
+    iv = claims.paired_ratio(x.tolist(), y0.tolist())
+    dy = claims.paired_accuracy_difference(((y0 > 0).astype(int)).tolist(), ((y0 < 0).astype(int)).tolist())
+    assert dy.low < 0 < dy.high                                             # the denominator's interval has 0
+    assert math.isinf(iv.low) and math.isinf(iv.high) and "no verdict" in iv.note
+    assert claims.exceeds(iv, 0.9) is None
+    one = claims.paired_ratio(x[:1].tolist(), y[:1].tolist())
+    assert one.seeds == 1 and math.isinf(one.low) and claims.NO_VERDICT_ONE_SEED in one.note
+    with pytest.raises(ValueError, match="same length"):
+        claims.paired_ratio([[1.0, 2.0]], [[1.0]])

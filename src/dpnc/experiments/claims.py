@@ -10,7 +10,9 @@ Every interval is Student's t with the right degrees of freedom (:class:`Interva
   test-set part) takes the **Welch–Satterthwaite** degrees of freedom of the sum, (Σ vᵢ)² / Σ (vᵢ² / dfᵢ)
   (:func:`satterthwaite_df`): :func:`difference_interval` (Welch), :func:`accuracy_difference` (two accuracies, each
   with its seed and binomial test-set parts) and :func:`paired_accuracy_difference` (both methods on the same test
-  examples: the per-seed differences' seed part, k − 1 df, and the per-example differences' test part, m − 1 df).
+  examples: the per-seed differences' seed part, k − 1 df, and the per-example differences' test part, m − 1 df);
+* a ratio of two paired means (:func:`paired_ratio`): Fieller's interval, from the same two parts of x − r·y at the
+  Welch–Satterthwaite df at the estimate; none (no verdict) when the denominator's interval includes 0.
 
 **One seed decides nothing**: wherever a part would have to be estimated from one seed the interval is infinite
 and its note says "1 seed: no verdict" (never that part taken as 0).
@@ -230,6 +232,62 @@ def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[
     return from_parts(diff, parts, len(a), "paired by test example and seed")
 
 
+def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> Interval:
+    """mean(x) / mean(y) of two paired per-example quantities and Fieller's 95 % interval for it.
+
+    Args:
+        x, y: per seed (paired by position), per test example (the same examples in the same order, m >= 2 of
+            them), the numerator's and denominator's values: e.g. x = DPZero's correctness − zero-shot's and
+            y = MeZO's − zero-shot's (in points), whose ratio is the share of MeZO's gain over zero-shot that
+            DPZero keeps.
+
+    For a candidate ratio r the difference w = x − r·y is a paired quantity whose mean's variance has the two
+    parts of :func:`paired_accuracy_difference`: the per-seed means' (k − 1 df) and the per-example means over
+    seeds' (m − 1 df); both are quadratic in r, V(r) = a₀ − 2r·a₁ + r²·a₂. Fieller's interval is the set of r with
+    (X̄ − r·Ȳ)² ≤ t²·V(r), t the 95 % t quantile at the Welch–Satterthwaite df of the two parts at r̂ = X̄/Ȳ. It is
+    a bounded interval only when Ȳ² > t²·a₂, i.e. the denominator's own interval (same t) excludes 0; otherwise
+    (the set is unbounded) there is no interval and no verdict. One seed: no verdict.
+    """
+    if len(x) != len(y) or not x:
+        raise ValueError(f"x and y must hold the same positive number of seeds; got {len(x)} and {len(y)}")
+    m = len(x[0])
+    if m < 2 or any(len(v) != m for v in (*x, *y)):
+        raise ValueError("every per-example vector must have the same length m >= 2; got lengths "
+                         f"{sorted({len(v) for v in (*x, *y)})}")
+    k = len(x)
+    xs, ys = [statistics.fmean(v) for v in x], [statistics.fmean(v) for v in y]
+    xbar, ybar = statistics.fmean(xs), statistics.fmean(ys)
+    estimate = xbar / ybar if ybar != 0 else math.nan
+    if k < 2:
+        return _no_interval(estimate, 1, NO_VERDICT_ONE_SEED)
+    xe = [statistics.fmean(col) for col in zip(*x)]   # per example, the mean over seeds
+    ye = [statistics.fmean(col) for col in zip(*y)]
+
+    def cov(u: Sequence[float], v: Sequence[float]) -> float:
+        mu, mv = statistics.fmean(u), statistics.fmean(v)
+        return sum((a - mu) * (b - mv) for a, b in zip(u, v)) / (len(u) - 1)
+
+    # seed part and test part of V(r): (s_xx − 2r s_xy + r² s_yy)/k and (t_xx − 2r t_xy + r² t_yy)/m
+    seed = (cov(xs, xs) / k, cov(xs, ys) / k, cov(ys, ys) / k)
+    test = (cov(xe, xe) / m, cov(xe, ye) / m, cov(ye, ye) / m)
+    a0, a1, a2 = (s + t for s, t in zip(seed, test))
+    if math.isfinite(estimate):
+        at = [(max(p[0] - 2 * estimate * p[1] + estimate ** 2 * p[2], 0.0), df)
+              for p, df in ((seed, k - 1), (test, m - 1))]
+        df = satterthwaite_df(at)
+    else:
+        df = float(k - 1)
+    t2 = t95(df) ** 2
+    qa, qb, qc = ybar ** 2 - t2 * a2, xbar * ybar - t2 * a1, xbar ** 2 - t2 * a0   # qa r² − 2 qb r + qc <= 0
+    note = f"Fieller, {k} seeds, paired by test example and seed"
+    if not qa > 0:
+        return Interval(estimate, -math.inf, math.inf, k, note + "; the denominator's interval includes 0: no "
+                        "interval, no verdict", df)
+    disc = qb * qb - qa * qc
+    root = math.sqrt(max(disc, 0.0))
+    return Interval(estimate, (qb - root) / qa, (qb + root) / qa, k, note, df)
+
+
 # --- censored values ------------------------------------------------------------------------------------------
 
 
@@ -403,3 +461,33 @@ def judged(verdicts: dict[str, bool | None]) -> str:
     values = list(verdicts.values())
     return (f"{values.count(True)} hold, {values.count(False)} fail, {values.count(None)} no signal "
             f"(of {len(values)})")
+
+
+# --- ratios of heavy-tailed outcomes: geometric means, paired by seed -----------------------------------------
+
+
+def geometric_ratio_interval(a: Sequence[float], b: Sequence[float], *,
+                             max_censored: float = MAX_CENSORED) -> Interval:
+    """The geometric mean over seeds of the paired ratio a_s / b_s, and its 95 % interval, on the ratio scale.
+
+    For outcomes that spread over orders of magnitude (an excess risk, a stationarity certificate) a ratio of means
+    is ruled by one seed; the mean of log(a_s / b_s) is not. The interval is :func:`mean_interval` of the per-seed
+    log ratios (Student's t, k − 1 df: both values of a seed come from the same data and seed) mapped back with exp;
+    the estimate is exp(mean log ratio). A pair whose ratio has no finite logarithm (a value ≤ 0 or not finite) is
+    kept as censored in (0, ∞) (:func:`censored_mean_interval`: counted in the note; above ``max_censored`` of
+    the seeds, or with one seed, no verdict).
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}")
+    logs: list[Value] = []
+    for x, y in zip(a, b):
+        x, y = float(x), float(y)
+        ok = math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0
+        logs.append(math.log(x / y) if ok else Censored(-math.inf, math.inf))
+    iv = censored_mean_interval(logs, max_censored=max_censored, what="with a ratio ≤ 0 or not finite")
+
+    def exp(v: float) -> float:
+        return math.exp(v) if v < 700 else math.inf
+
+    return Interval(exp(iv.estimate) if math.isfinite(iv.estimate) else math.nan, exp(iv.low), exp(iv.high),
+                    iv.seeds, iv.note, iv.df, iv.censored)
