@@ -127,6 +127,69 @@ def validate(data_dir: str, out: Path, *, task: str, train: str = "head", grid: 
     return write_curves(runs_dir, out, task)
 
 
+# Per-task recipe choice (``--choose``): each cell a run of its own on four fifths of the train split, scored on the
+# held-out fifth at its end; MeZO does not clip (one run per lr and T). 12 DPZero + 6 MeZO candidates per task.
+CHOICE_GRID = {"lr": [0.03, 0.1, 0.3], "clip": [0.5, 2.0], "steps": [2000, 5000]}
+RECIPE_CHOICE = "recipe chosen non-privately on held-out training rows; ε excludes the choice"
+
+
+def choose(data_dir: str, out: Path, *, task: str, train: str = "head", grid: dict | None = None,
+           epsilon: float = 6.0, seed: int = 42) -> dict:
+    """``task``'s MeZO and DPZero recipes chosen on its training split only: every cell of ``grid`` (DPZero at
+    ``epsilon``; MeZO without clipping) trained on four fifths of the k-shot seed ``seed`` train split (the fixed
+    permutation of :func:`validate`) and scored once, at its end, on the held-out fifth; per method the cell with the
+    highest held-out accuracy (ties: lower held-out loss, then fewer steps) is chosen. The test split is never read.
+    Writes ``out/private_choice-<task>.csv`` (every cell) and ``out/choice-<task>.json`` (the choice), both labelled
+    NOT PRIVATE (un-noised statistics of training rows): the choice is a non-private one, and the ε of the runs that
+    use it excludes it. All cells share the frozen-prefix caches."""
+    from dpnc.lm.data import load_task
+
+    full = load_task(task, data_dir, "train", seed=seed)
+    order = torch.randperm(len(full), generator=torch.Generator().manual_seed(1))
+    held_out = len(full) // 5
+    train_set, validation = full.subset(order[held_out:]), full.subset(order[:held_out])
+    grid = grid or CHOICE_GRID
+    out.mkdir(parents=True, exist_ok=True)
+    base = dict(task=task, data_dir=data_dir, train=train, seed=seed, progress=False, out=None, n=len(train_set),
+                recipe_selection=NOT_PRIVATE)
+    probe = Trainer(FinetuneConfig(method="mezo", steps=1, **base), train=train_set, test=validation)
+    caches = (probe.train_cache, probe.test_cache)
+    rows: list[dict] = [{"task": task, "method": "zero-shot", "lr": None, "clip": None, "steps": 0, "epsilon": None,
+                         "accuracy": probe.zero_shot.accuracy, "loss": probe.zero_shot.loss}]
+    keys = list(grid)
+    for values in itertools.product(*grid.values()):
+        cell = dict(zip(keys, values))
+        for method in ("mezo", "dpzero"):
+            if method == "mezo" and cell.get("clip") != grid["clip"][0]:
+                continue   # MeZO does not clip: one run per (lr, steps)
+            config = FinetuneConfig(method=method, epsilon=epsilon, **base, **cell)
+            summary = Trainer(config, train=train_set, test=validation, caches=caches).run()
+            rows.append({"task": task, "method": method, **cell, "clip": cell["clip"] if method == "dpzero" else None,
+                         "epsilon": epsilon if method == "dpzero" else None, "accuracy": summary.test_accuracy,
+                         "loss": summary.test_loss})
+            print(json.dumps(rows[-1]), flush=True)
+            _write_choice_rows(rows, out, task)
+    chosen = {}
+    for method in ("mezo", "dpzero"):
+        best = min((r for r in rows if r["method"] == method), key=lambda r: (-r["accuracy"], r["loss"], r["steps"]))
+        chosen[method] = {k: best[k] for k in ("lr", "clip", "steps") if best[k] is not None}
+        chosen[method]["held_out_accuracy"] = best["accuracy"]
+    result = {"NOT_PRIVATE": NOT_PRIVATE, "selection": RECIPE_CHOICE, "task": task, "data_seed": seed,
+              "train_rows": len(train_set), "held_out_rows": len(validation), "grid": grid,
+              "candidates": {m: sum(r["method"] == m for r in rows) for m in ("mezo", "dpzero")},
+              "epsilon": epsilon, "zero_shot_held_out_accuracy": rows[0]["accuracy"], "chosen": chosen}
+    (out / f"choice-{task}.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _write_choice_rows(rows: list[dict], out: Path, task: str) -> None:
+    with (out / f"private_choice-{task}.csv").open("w", newline="") as f:
+        f.write("# " + NOT_PRIVATE + "\n")
+        writer = csv.DictWriter(f, fieldnames=list(rows[-1]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def write_curves(runs_dir: Path, out: Path, task: str) -> list[dict]:
     """``out/private_curves.csv`` and ``out/summary.md`` (first line: NOT PRIVATE) from the evaluation events of
     every run folder in ``runs_dir``."""
@@ -216,7 +279,14 @@ def main() -> None:
     parser.add_argument("--validate", action="store_true",
                         help="Instead of the sweep: --task's validation curves on a held-out fifth of its train split.")
     parser.add_argument("--task", default="SST-2", help="The task of --ceiling and --validate (the sweep is on SST-2).")
+    parser.add_argument("--choose", default=None,
+                        help="Instead of the sweep: comma-separated tasks whose MeZO/DPZero recipes are chosen on a "
+                             "held-out fifth of their train split (CHOICE_GRID; NOT PRIVATE files).")
     args = parser.parse_args()
+    if args.choose:
+        for task in args.choose.split(","):
+            choose(args.data_dir, args.out, task=task, train=args.train, epsilon=args.epsilon)
+        return
     if args.validate:
         validate(args.data_dir, args.out, task=args.task, train=args.train, epsilon=args.epsilon)
         return
