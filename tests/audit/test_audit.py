@@ -129,7 +129,7 @@ runner = CliRunner(env={"COLUMNS": "250"})
 
 def test_command_prints_json(tmp_path):
     out = tmp_path / "audit.json"
-    result = runner.invoke(app, ["audit", "dpzero", "--runs", "200", "--json", "--no-progress", "--broken", "sigma",
+    result = runner.invoke(app, ["audit", "dpzero", "--runs", "200", "--json", "--no-progress", "--broken", "sigma", "--sigma-factor", "10",
                                  "--out", str(out)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
