@@ -53,7 +53,8 @@ def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
 
     back = protocol.read(exp.EXPERIMENT, out / "result.json")
     assert [r.run for r in back.rows] == ["SST-2-42-zero-shot", "SST-2-42-mezo", "SST-2-42-dpzero-eps2"]
-    recipe = ZO_RECIPES["head"]
+    recipe = {**ZO_RECIPES["head"], **exp.TASK_RECIPES.get("SST-2", {}).get("dpzero", {})}   # the per-task recipe
+    mezo_lr = exp.TASK_RECIPES.get("SST-2", {}).get("mezo", {}).get("lr", ZO_RECIPES["head"]["lr"])
     zero_shot = back.rows[0]
     for r in back.rows:
         assert (r.group, r.train, r.n, r.test_examples) == ("SST-2-42", "head", 1024, 50)
@@ -63,9 +64,8 @@ def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
         assert 0 < r.wall_seconds < 60 * exp.MAX_RUN_MINUTES
     assert (zero_shot.steps, zero_shot.batch_size, zero_shot.lr) == (0, 0, None)
     mezo, dpzero = back.rows[1:]
-    for r in (mezo, dpzero):   # the trainer's recipe where the config says None; the steps asked for
-        assert (r.steps, r.batch_size, r.lr, r.smoothing) == (30, recipe["batch_size"], recipe["lr"],
-                                                              recipe["smoothing"])
+    for r, lr in ((mezo, mezo_lr), (dpzero, recipe["lr"])):   # the task's recipe where the config says None
+        assert (r.steps, r.batch_size, r.lr, r.smoothing) == (30, recipe["batch_size"], lr, recipe["smoothing"])
         assert r.loss_every == 1 and len(r.train_losses) == 30
     assert (mezo.clip, dpzero.clip) == (None, recipe["clip"])
     assert math.isinf(mezo.epsilon_rdp) and dpzero.private and dpzero.releases == 30
@@ -95,6 +95,14 @@ def test_groups_are_k_shot_folders_and_table3_runs_stand_alone():
     groups = exp.EXPERIMENT.tasks(config)
     assert [g.name for g in groups] == ["SST-2-42", "SST-2-13", "SNLI-42", "SST-2-42-mezo", "SST-2-42-dpzero-eps2",
                                         "SST-2-42-adamw", "SST-2-42-dp-adamw-eps2"]   # SNLI ships seed 42 only
+    # SNLI's seed 13 trains on its one folder (42), in that folder's group (one cache); --no-shared-data skips it
+    assert [t.run for t in groups[2].runs] == [
+        "SNLI-42-zero-shot", "SNLI-42-mezo", "SNLI-42-dpzero-eps6", "SNLI-42-dpzero-eps2",
+        "SNLI-13-data42-zero-shot", "SNLI-13-data42-mezo", "SNLI-13-data42-dpzero-eps6", "SNLI-13-data42-dpzero-eps2"]
+    snli13 = exp.finetune_config(config, groups[2].runs[5], None)
+    assert (snli13.seed, snli13.data_seed) == (13, 42)
+    alone = exp.EXPERIMENT.tasks(dataclasses.replace(config, shared_data=False, fo_methods=(), sphere_tasks=()))
+    assert [g.name for g in alone] == ["SST-2-42", "SST-2-13", "SNLI-42"] and len(alone[2].runs) == 4
     runs = [t.run for g in groups for t in g.runs]
     assert len(runs) == len(set(runs))   # Tables 2, 3 and 5 share runs; each runs once
     assert [t.run for t in groups[1].runs] == [
@@ -106,14 +114,33 @@ def test_groups_are_k_shot_folders_and_table3_runs_stand_alone():
     from dpnc.lm.config import ZO_RECIPES
 
     T = ZO_RECIPES["head"]["steps"]
-    assert exp.EXPERIMENT.cost(config, groups[1]) == 5 * T + 6          # total steps (+1 a run)
+    trainer = dataclasses.replace(config, recipes="trainer")
+    assert exp.EXPERIMENT.cost(trainer, groups[1]) == 5 * T + 6         # total steps (+1 a run)
     assert exp.EXPERIMENT.cost(config, groups[-1]) == 1000 + 1          # the trainer's first-order default
-    dp = exp.finetune_config(config, groups[1].runs[3], None)           # None fields: the trainer's recipe
+    dp = exp.finetune_config(trainer, groups[1].runs[3], None)          # None fields: the trainer's recipe
+    assert dp.recipe_selection is None
     assert (dp.method, dp.epsilon, dp.direction, dp.train) == ("dpzero", 6.0, "sphere", "head")
     assert (dp.steps, dp.lr, dp.clip, dp.batch_size, dp.smoothing) == tuple(
         ZO_RECIPES["head"][k] for k in ("steps", "lr", "clip", "batch_size", "smoothing"))
-    pinned = exp.finetune_config(dataclasses.replace(config, lr=0.5, clip=3.0), groups[1].runs[2], None)
+    pinned = exp.finetune_config(dataclasses.replace(trainer, lr=0.5, clip=3.0), groups[1].runs[2], None)
     assert (pinned.lr, pinned.clip, pinned.steps) == (0.5, 3.0, T)
+
+
+def test_per_task_recipes_are_used_and_stated_next_to_epsilon(monkeypatch):
+    monkeypatch.setattr(exp, "TASK_RECIPES", {"TREC": {"mezo": {"lr": 0.3, "steps": 2000},
+                                                       "dpzero": {"lr": 0.03, "clip": 2.0, "steps": 5000}}})
+    config = dataclasses.replace(TINY, steps=None)
+    dp = exp.finetune_config(config, exp.LMTask("TREC", 42, "dpzero", 2.0), None)
+    mz = exp.finetune_config(config, exp.LMTask("TREC", 42, "mezo"), None)
+    assert (dp.lr, dp.clip, dp.steps, mz.lr, mz.steps) == (0.03, 2.0, 5000, 0.3, 2000)
+    assert dp.recipe_selection == mz.recipe_selection == exp.RECIPE_CHOICE
+    assert "ε excludes the choice" in exp.RECIPE_CHOICE
+    assert exp.EXPERIMENT.cost(config, exp.LMGroup("TREC", 42, (exp.LMTask("TREC", 42, "zero-shot"),
+                                                                exp.LMTask("TREC", 42, "mezo")))) == 2000 + 2
+    pinned = exp.finetune_config(dataclasses.replace(config, steps=30), exp.LMTask("TREC", 42, "dpzero", 6.0), None)
+    assert (pinned.lr, pinned.clip, pinned.steps) == (0.03, 2.0, 30)   # the command line wins
+    other = exp.finetune_config(config, exp.LMTask("SST-2", 42, "dpzero", 6.0), None)   # no entry: the trainer's
+    assert (other.lr, other.recipe_selection) == (None, None) or other.recipe_selection is None
 
 
 def _row(task, seed, method, acc, epsilon=None, **extra):
@@ -152,11 +179,20 @@ CLAIMS = ["every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run'
           "fine-tuning (MeZO) beats zero-shot on every task",
           "every run finishes within 30 minutes on this machine (building the trainer, filling the caches where it "
           "did, training, evaluating)"]
+SHARE = "DPZero at ε = 6 keeps at least 0.90 of MeZO's gain over zero-shot on every task (the paper: 0.90–0.98)"
+PAPER_SHARE = {"SST-2": "0.98", "SST-5": "0.90", "TREC": "0.98"}
+
+
+def _per_task(task: str) -> list[str]:
+    return [f"{task}: DPZero at ε = 6 loses at most 2.6 points to MeZO",
+            f"{task}: DPZero at ε = 6 keeps at least 0.90 of MeZO's gain over zero-shot (the paper: {PAPER_SHARE[task]})",
+            f"{task}: fine-tuning (MeZO) beats zero-shot"]
 
 
 def _claims(rows) -> dict:
     claims = exp.check_claims(rows, FULL_SET)
-    assert [c.statement for c in claims] == CLAIMS
+    tasks = [t for t in ("SST-2", "SST-5", "TREC") if any(r.task == t for r in rows)]
+    assert [c.statement for c in claims] == CLAIMS[:7] + [SHARE, CLAIMS[7]] + [s for t in tasks for s in _per_task(t)]
     return {c.statement: c.holds for c in claims}
 
 
@@ -164,7 +200,9 @@ def test_the_claims_hold_when_the_whole_interval_clears_the_threshold():
     acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 80.0, ("SST-2", "dp6"): 79.0, ("SST-2", "dp2"): 77.0,
            ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 40.0, ("SST-5", "dp6"): 39.0, ("SST-5", "dp2"): 35.0,
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 70.0, ("TREC", "dp6"): 69.0, ("TREC", "dp2"): 60.0}
-    assert all(_claims(_rows(acc, spread=0.3)).values())   # 10⁶ test examples, seeds ±0.3: narrow intervals
+    holds = _claims(_rows(acc, spread=0.3))   # 10⁶ test examples, seeds ±0.3: narrow intervals
+    assert all(h for c, h in holds.items() if "keeps at least" not in c)
+    assert [h for c, h in holds.items() if "keeps at least" in c] == [None] * 4   # no per-example results to pair
 
 
 def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
@@ -174,7 +212,8 @@ def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
     rows = _rows(acc, spread=0.3)
     rows[-1] = dataclasses.replace(rows[-1], wall_seconds=31 * 60.0, epsilon_pld=2.1)   # TREC-21 DPZero ε=2
     holds = _claims(rows)
-    assert holds == {c: c == CLAIMS[4] for c in CLAIMS}   # only TREC's DPZero beats its zero-shot
+    yes = {CLAIMS[4], "SST-2: fine-tuning (MeZO) beats zero-shot", "TREC: fine-tuning (MeZO) beats zero-shot"}
+    assert holds == {c: True if c in yes else None if "keeps at least" in c else False for c in holds}
     evidence = {c.statement: c.evidence for c in exp.check_claims(rows, FULL_SET)}
     assert evidence[CLAIMS[7]] == "longest: TREC-21-dpzero-eps2, 31.0 min"
     assert evidence[CLAIMS[1]].startswith("+2.0 [+1.")
@@ -205,7 +244,8 @@ def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
     result = protocol.Result(exp.EXPERIMENT, FULL_SET, tuple(rows), tuple(exp.check_claims(rows, FULL_SET)), 60.0,
                              2, protocol.machine())
     claims = protocol.summary(result, "test").split("## The paper's claims")[1].split("\n## ")[0]
-    assert claims.count("| no signal |") == 6 and claims.count("| yes |") == 2
+    holds_all = list(holds.values())
+    assert claims.count("| no signal |") == holds_all.count(None) == 16 and claims.count("| yes |") == 2
 
 
 def _with_correct(rows: list, agree: float, m: int = 1000) -> list:
@@ -264,8 +304,11 @@ def test_tables_average_over_seeds_and_render_without_data():
 def test_config_defaults_are_the_trainers_and_bad_values_are_refused():
     assert (exp.FULL.train, exp.FULL.steps, exp.FULL.lr, exp.FULL.clip, exp.FULL.batch_size, exp.FULL.eval_examples,
             exp.FULL.fo_methods, exp.FULL.sphere_tasks) == ("head", None, None, None, None, None, (), ())
-    assert (exp.FULL.tasks, exp.FULL.seeds, exp.FULL.epsilons) == (("SST-2", "SST-5", "TREC"), (42, 13, 21),
-                                                                  (6.0, 2.0))
+    assert (exp.FULL.tasks, exp.FULL.seeds, exp.FULL.epsilons) == (("SST-2", "SST-5", "SNLI", "MNLI", "RTE", "TREC"),
+                                                                  (42, 13, 21), (6.0, 2.0))
+    assert (exp.FULL.recipes, exp.FULL.shared_data) == ("per-task", True)
+    with pytest.raises(ValueError, match="recipes must be among"):
+        exp.LMConfig(recipes="test-split")
     assert (exp.QUICK.tasks, exp.QUICK.seeds) == (("SST-2",), (42,)) and exp.QUICK.steps <= 500
     from dpnc.lm.trainable import TRAIN_MODES
 
@@ -284,3 +327,41 @@ def test_config_defaults_are_the_trainers_and_bad_values_are_refused():
         exp.EXPERIMENT.tasks(exp.QUICK)
     with pytest.raises(ValueError, match="threads must be an integer >= 1; got 0"):
         dataclasses.replace(exp.QUICK, threads=0)
+
+
+def _share_rows(gain_dp: list[int], gain_mezo: list[int], m: int = 1000, zero: int = 500) -> list:
+    """SST-2 rows with per-example results on m examples: zero-shot right on the first ``zero``; per seed, MeZO also
+    on the next gain_mezo[s] examples, DPZero on the next gain_dp[s] (a subset of MeZO's gain when smaller)."""
+    def bits(k):
+        return "".join("1" if i < k else "0" for i in range(m))
+    rows = []
+    for s, seed in enumerate((42, 13, 21)):
+        for method, eps, k in (("zero-shot", None, zero), ("mezo", None, zero + gain_mezo[s]),
+                               ("dpzero", 6.0, zero + gain_dp[s]), ("dpzero", 2.0, zero + gain_dp[s])):
+            rows.append(_row("SST-2", seed, method, 100 * k / m, eps, test_examples=m, correct=bits(k)))
+    return rows
+
+
+def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
+    from dpnc.experiments import claims as cl
+
+    cfg = dataclasses.replace(FULL_SET, tasks=("SST-2",))
+    statement = "SST-2: DPZero at ε = 6 keeps at least 0.90 of MeZO's gain over zero-shot (the paper: 0.98)"
+    for dp, mezo, expect in (([190, 192, 188], [200, 201, 199], True),      # keeps 0.95
+                             ([100, 104, 98], [200, 198, 201], False),      # keeps 0.5
+                             ([5, 3, 6], [4, 6, 5], None)):                 # MeZO gains ~0.5 %: too small to share
+        rows = _share_rows(dp, mezo)
+        got = {c.statement: c for c in exp.check_claims(rows, cfg)}
+        assert got[statement].holds is expect and got[SHARE].holds is expect, (dp, mezo, got[statement].evidence)
+        # the interval is claims.paired_ratio on (DPZero − zero-shot, MeZO − zero-shot) per example and seed
+        z = [[int(c) for c in r.correct] for r in rows if r.method == "zero-shot"]
+        x = [[100.0 * (int(c) - b) for c, b in zip(r.correct, zz)]
+             for r, zz in zip([r for r in rows if r.epsilon == 6.0], z)]
+        y = [[100.0 * (int(c) - b) for c, b in zip(r.correct, zz)]
+             for r, zz in zip([r for r in rows if r.method == "mezo"], z)]
+        iv = cl.paired_ratio(x, y)
+        assert iv.estimate == pytest.approx(sum(dp) / sum(mezo))
+        if expect is not None:
+            assert got[statement].evidence.startswith(f"{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}] (95 % Fieller")
+        else:
+            assert "no interval" in got[statement].evidence and "includes 0" in got[statement].evidence

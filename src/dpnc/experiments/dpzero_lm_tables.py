@@ -126,6 +126,14 @@ def describe(result: Result) -> str:
     cfg, rows = result.config, result.rows
     n_of = {r.task: r.n for r in rows}
     seeds_of = {t: sorted({r.seed for r in rows if r.task == t}, key=cfg.seeds.index) for t in n_of}
+    folders_of = {t: sorted({r.data_seed if r.data_seed is not None else r.seed for r in rows if r.task == t})
+                  for t in n_of}
+
+    def data(t: str) -> str:
+        if folders_of[t] == sorted(seeds_of[t]) or len(seeds_of[t]) < 2:
+            return f"seeds {seeds_of[t]}"
+        return (f"training seeds {seeds_of[t]} on the k-shot folder(s) {folders_of[t]} (the only one shipped: the "
+                "seed spread is training randomness only, not data sampling)")
     test_of = {r.task: r.test_examples for r in rows}
     groups = len({r.group for r in rows})
     lines = [f"Each k-shot folder's runs in {'a process of their own' if cfg.isolate else 'a shared process'} "
@@ -138,7 +146,8 @@ def describe(result: Result) -> str:
              "Training (the values each run used; `rows.csv` has them per run): " + _recipes(rows)
              + "; Poisson batches, last iterate evaluated, Gaussian directions unless said.  ",
              "Data: LM-BFF 512-shot splits; " + "; ".join(
-                 f"{t}: n = {n_of[t]}, seeds {seeds_of[t]}, {test_of[t]} test examples" for t in n_of) + ".  ",
+                 f"{t}: n = {n_of[t]}, {data(t)}, {test_of[t]} test examples" for t in n_of) + ".  ",
+             _recipe_note(result),
              f"Privacy: (ε, δ = {cfg.delta:g}), noise calibrated by dpnc's {cfg.accountant.upper()} accountant "
              "for the Poisson-subsampled Gaussian (add/remove, q = B/n with the true n; batches drawn in secret); ε "
              "by RDP and PLD per run in `privacy.csv`. The ε covers the models, released values and test results; "
@@ -156,6 +165,24 @@ def describe(result: Result) -> str:
               "T = 10 000 (MeZO, DPZero) and 1000 (AdamW, DP-AdamW), B = 64, lr = 1e-6, C searched in 50–400, "
               "δ = 1e-5, 1000 test examples (fewer where the test set is smaller), one RTX 3090."]
     return "\n".join(lines)
+
+
+def _recipe_note(result: Result) -> str:
+    """Where the zeroth-order settings came from, with each task's (the selection stated next to ε)."""
+    from dpnc.experiments.dpzero_lm import RECIPE_CHOICE, TASK_RECIPES
+
+    cfg = result.config
+    if getattr(cfg, "recipes", "trainer") != "per-task":
+        return "Recipe: the trainer's for --train (`dpnc.lm.config.ZO_RECIPES`).  "
+    tasks = [t for t in TASKS if t in cfg.tasks and t in TASK_RECIPES]
+    pinned = [k for k in ("lr", "clip", "steps") if getattr(cfg, k) is not None]
+
+    def one(method: str, r: dict) -> str:
+        return ", ".join(f"{k} {r[k]:g}" for k in ("lr", "clip", "steps") if k in r)
+    per = "; ".join(f"{t}: MeZO {one('mezo', TASK_RECIPES[t]['mezo'])}, DPZero {one('dpzero', TASK_RECIPES[t]['dpzero'])}"
+                    for t in tasks)
+    return (f"Recipe per task (`TASK_RECIPES`; DPZero's at every ε){' overridden by the command line for ' + ', '.join(pinned) if pinned else ''}: "
+            f"{per}. Privacy of the choice: {RECIPE_CHOICE} (evidence, NOT PRIVATE: `recipe-choice/`).  ")
 
 
 def _head(train: str) -> str:
