@@ -162,6 +162,7 @@ class Outcome(NamedTuple):
     epsilon_spent: float
     private: bool
     note: str = ""
+    radius: float = math.nan   # the smoothing radius whose Goldstein stationarity the method targets (O2NC: 2·δ)
 
 
 Factory = Callable[[Instance, int, int, Budget], object]
@@ -191,7 +192,10 @@ class Method:
         accountant = Accountant(self.relation)
         run = algorithm.run(inst.train, inst.x0, noise=NoiseSource(), accountant=accountant, generator=gen)
         spent = run.report(budget.delta)
-        return Outcome(run.output, run.stats.evaluations, run.stats.gradients, spent.epsilon, spent.private)
+        smoothing = getattr(algorithm, "smoothing", None)   # O2NC (ZTC's δ, KLT's α): (2·smoothing, β)-stationarity
+        radius = 2 * float(smoothing) if smoothing is not None else math.nan
+        return Outcome(run.output, run.stats.evaluations, run.stats.gradients, spent.epsilon, spent.private, "",
+                       radius)
 
 
 def _calibrated(budget: Budget, steps: int, rate: float = 1.0) -> float:
@@ -232,15 +236,26 @@ def dpsgd(config: UtilityConfig):
     return factory
 
 
+def dpzero_theory_steps(n: int, d: int, epsilon: float, delta: float) -> int:
+    """DPZero's T from its own theorem for this problem's n and d: Theorem 3's T = n(r + 2)ε / (4√(r log(e + ε/δ)))
+    (:func:`~dpnc.algorithms.dpzero_theory.dpzero_from_theory`) with the effective rank r = d (no smaller r is
+    declared for these problems; T does not depend on L or ℓ, passed as 1)."""
+    from dpnc.algorithms.dpzero_theory import dpzero_from_theory
+
+    return dpzero_from_theory(n=n, d=d, r=d, L=1.0, ell=1.0, epsilon=epsilon, delta=delta).T
+
+
 def dpzero(config: UtilityConfig):
-    """DPZero (full batch) with its family's practical settings (:meth:`DPZero.practical
-    <dpnc.algorithms.dpzero.DPZero.practical>`): T = ``dpzero_steps``, λ = 10⁻³, C = L0, η = :func:`_eta` / (d + 2),
-    σ calibrated by the accountant."""
+    """DPZero (full batch): T from its own theorem for the problem's n and d (:func:`dpzero_theory_steps`; the
+    smooth problems' ℓ and the nonsmooth ones' lack of it leave T unchanged), the other parameters its family's
+    practical settings at that T (:meth:`DPZero.practical <dpnc.algorithms.dpzero.DPZero.practical>`: λ = 10⁻³,
+    C = L0, η = :func:`_eta` / (d + 2); σ calibrated by the accountant for the T releases)."""
     def factory(inst, n, d, budget):
         from dpnc.algorithms.dpzero import DPZero
 
+        T = dpzero_theory_steps(n, d, budget.epsilon, budget.delta)
         return DPZero.practical(inst.train.constants, d=d, epsilon=budget.epsilon, delta=budget.delta,
-                                steps=config.dpzero_steps, Phi=None if inst.smooth else inst.Phi)
+                                steps=T, Phi=None if inst.smooth else inst.Phi)
     return factory
 
 
@@ -293,14 +308,16 @@ def ztc(config: UtilityConfig, practical: bool = True):
 
 
 def klt(config: UtilityConfig, oracle: str, practical: bool = True):
-    """Kornowski–Liu–Talwar, zeroth-order (Theorem 3.1) or first-order (6.1): ``practical`` settings (default;
-    zeroth order with m = min(d, ``zo_directions``) directions), or the theorem's with α = ``alpha`` and
-    m ≤ ``max_directions``."""
+    """Kornowski–Liu–Talwar, zeroth-order single pass (Theorem 3.1), first-order (6.1) or multi-pass (4.1, ERM):
+    ``practical`` settings (default; zeroth order and multi-pass with m = min(d, ``zo_directions``) directions,
+    multi-pass T = ``klt_mp_steps``), or the theorem's with α = ``alpha`` and m ≤ ``max_directions``."""
     def factory(inst, n, d, budget):
         from dpnc.algorithms.klt import KornowskiLiuTalwar
 
         if practical:
-            zo = {"m": min(d, config.zo_directions)} if oracle == "zeroth-order" else {}
+            zo = {"m": min(d, config.zo_directions)} if oracle != "first-order" else {}
+            if oracle == "multi-pass":
+                zo["steps"] = config.klt_mp_steps
             return KornowskiLiuTalwar.practical(inst.train.constants, n=n, d=d, epsilon=budget.epsilon,
                                                 delta=budget.delta, oracle=oracle, **zo, **_travel(inst))
         common = dict(n=n, d=d, L=inst.train.constants.L0, Phi=inst.Phi, alpha=config.alpha,
@@ -458,6 +475,8 @@ def methods(config: UtilityConfig) -> dict[str, Method]:
                klt(config, "zeroth-order")),
         Method("klt-fo", "dpnc", "Kornowski–Liu–Talwar single-pass first-order, practical settings",
                klt(config, "first-order")),
+        Method("klt-mp", "dpnc", "Kornowski–Liu–Talwar multi-pass ZO (Alg. 4, ERM), practical settings",
+               klt(config, "multi-pass")),
         Method("kl-adaptive-theory", "dpnc", "Menart et al. adaptive noisy GD (Thm 4)",
                _kl(config, "adaptive", practical=False)),
         Method("kl-spider-theory", "dpnc", "Menart et al. KL-Spider (Thm 1)", _kl(config, "spider", practical=False)),
@@ -472,10 +491,34 @@ def methods(config: UtilityConfig) -> dict[str, Method]:
 
 
 METHODS = ("dp-gd", "dp-sgd", "dp-gd-tuned", "dp-sgd-tuned", "opacus", "dpzero", "kl-adaptive", "kl-spider",
-           "kl-proximal", "ztc", "klt-zo", "klt-fo", "kl-adaptive-theory", "kl-spider-theory", "kl-proximal-theory",
-           "ztc-theory", "klt-zo-theory", "klt-fo-theory")
-DEFAULT_METHODS = METHODS[:12]   # --full: the theorem-settings variants only on request (--methods)
+           "kl-proximal", "ztc", "klt-zo", "klt-fo", "klt-mp", "kl-adaptive-theory", "kl-spider-theory",
+           "kl-proximal-theory", "ztc-theory", "klt-zo-theory", "klt-fo-theory")
+DEFAULT_METHODS = METHODS[:13]   # --full: the theorem-settings variants only on request (--methods)
 REFERENCE = "non-private"
+MATCHED = "matched:"             # a compute-matched baseline's row: "matched:<paper method>"
+GRADIENT_COST = 2                # the compute conversion: one per-example gradient = 2 function evaluations
+O2NC = ("ztc", "klt-zo", "klt-fo", "klt-mp", "ztc-theory", "klt-zo-theory", "klt-fo-theory")   # Goldstein targets
+
+
+def compute(evaluations: int, gradients: int) -> float:
+    """A run's compute in per-example gradient evaluations: gradients + evaluations / :data:`GRADIENT_COST` (one
+    gradient = one forward and one backward pass ≈ the two forward passes of a two-point difference)."""
+    return gradients + evaluations / GRADIENT_COST
+
+
+def matched_dpsgd(config: UtilityConfig, inst: Instance, budget: Budget, cost: float):
+    """The compute-matched baseline of a paper method that spent ``cost`` (:func:`compute`): hand-set DP-SGD
+    (:meth:`DPSGD.from_theory <dpnc.algorithms.dpsgd.DPSGD.from_theory>`, Poisson, C = L0) whose expected gradient
+    evaluations T·B equal ``cost``: B = √n, raised (up to the full batch n) so that T ≤ ``matched_max_steps`` where
+    the cost allows; epochs = cost/n; η = 1/L1 (smooth) or :func:`_eta` at its T (nonsmooth)."""
+    from dpnc.algorithms.dpsgd import DPSGD
+
+    n = inst.train.n
+    B = min(n, max(round(math.sqrt(n)), math.ceil(cost / config.matched_max_steps)))
+    epochs = max(cost, 1.0) / n
+    base = DPSGD.from_theory(inst.train.constants, n=n, epsilon=budget.epsilon, delta=budget.delta, batch_size=B,
+                             epochs=epochs)
+    return base if inst.smooth else dataclasses.replace(base, eta=_eta(inst, base.steps))
 
 
 # --- config, rows, experiment --------------------------------------------------------------------------------
@@ -500,7 +543,15 @@ class UtilityConfig:
     dp_delta: float = field(default=1e-6, metadata=_help("δ of (ε, δ)-DP, in (0, 1)."))
     gd_steps: int = field(default=100, metadata=_help("DP-GD steps T (full batch)."))
     sgd_epochs: float = field(default=5.0, metadata=_help("DP-SGD and Opacus epochs (B = √n)."))
-    dpzero_steps: int = field(default=1000, metadata=_help("DPZero steps T (full batch)."))
+    klt_mp_steps: int = field(default=100, metadata=_help("KLT multi-pass steps T (each reads all n examples)."))
+    matched: bool = field(default=True, metadata=_help(
+        "Run a compute-matched DP-SGD beside each paper method (same gradient evaluations, 1 gradient = 2 function "
+        "evaluations)."))
+    matched_max_steps: int = field(default=1000, metadata=_help(
+        "The compute-matched DP-SGD's batch grows from √n (up to n) to keep its steps at most this."))
+    certificate_samples: int = field(default=64, metadata=_help(
+        "Uniform ball points of the Goldstein certificate (held-out data; nonsmooth problems, O2NC methods)."))
+    rim: int = field(default=4, metadata=_help("Antipodal rim-direction pairs of the Goldstein certificate."))
     alpha: float = field(default=0.05, metadata=_help("O2NC smoothing radius (ZTC's δ, KLT's α)."))
     max_directions: int = field(default=8, metadata=_help("Cap on KLT's directions m."))
     zo_directions: int = field(default=128, metadata=_help(
@@ -526,7 +577,7 @@ class UtilityConfig:
             check_axis("largest_only", self.largest_only, one_of(PROBLEMS))
         check_axis("epsilons", self.epsilons, POSITIVE)
         check_axis("samples", self.samples, ("an integer >= 8", lambda n: INTEGER[1](n) and n >= 8))
-        for name in ("seeds", "gd_steps", "dpzero_steps", "max_directions", "hidden", "l1_dim", "ls_dim",
+        for name in ("seeds", "gd_steps", "klt_mp_steps", "matched_max_steps", "certificate_samples", "max_directions", "hidden", "l1_dim", "ls_dim",
                      "maxaff_dim", "zo_directions", "n_test", "reference_steps"):
             check_value(name, getattr(self, name), INTEGER)
         for name in ("sgd_epochs", "alpha", "relu_radius"):
@@ -534,6 +585,7 @@ class UtilityConfig:
         check_value("l2", self.l2, POSITIVE)
         check_value("maxaff_pieces", self.maxaff_pieces, ("an integer >= 2", lambda k: INTEGER[1](k) and k >= 2))
         check_value("seed", self.seed, NATURAL)
+        check_value("rim", self.rim, NATURAL)
         check_delta(self.dp_delta, "dp_delta")
 
     def sizes(self, problem: str) -> list[int]:
@@ -547,7 +599,7 @@ class UtilityConfig:
 FULL = UtilityConfig()
 QUICK = UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=("dp-gd", "dp-sgd", "dp-sgd-tuned",
                       "dpzero", "kl-adaptive", "klt-fo"), epsilons=(4.0,), samples=(40, 200), seeds=3, gd_steps=30,
-                      sgd_epochs=2.0, dpzero_steps=200, reference_steps=200, n_test=500)
+                      sgd_epochs=2.0, klt_mp_steps=20, reference_steps=200, n_test=500, certificate_samples=16)
 
 
 @dataclass(frozen=True)
@@ -556,7 +608,12 @@ class UtilityRow:
 
     ``status``: "ok", or "n/a: why" (the method does not apply, or its theorem admits no run at this n).
     ``excess_risk``: F_train(x) − F_train(x̂); ``test_accuracy``: NaN for regression; ``epsilon_spent``: the
-    tightest ε(δ) of the run's accountant (∞ for the reference).
+    tightest ε(δ) of the run's accountant (∞ for the reference). ``train_loss``: F_train(x); ``start_gap``:
+    F_train(x0) − F_train(x̂), the start's excess (the progress margin's yardstick). ``certificate``: the Goldstein
+    certificate (:func:`dpnc.certify.goldstein_certificate`, an upper bound on ‖∂F_test(x)‖_radius on the held-out
+    set) at the output, ``start_certificate`` the same at x0, ``radius`` twice the O2NC method's smoothing (NaN where
+    not computed: smooth problems, methods other than O2NC and their compute-matched baselines). A compute-matched
+    baseline's row is named ``matched:<method>`` (family "matched").
     """
 
     problem: str
@@ -575,15 +632,35 @@ class UtilityRow:
     epsilon_spent: float
     private: bool
     note: str
+    train_loss: float = math.nan
+    start_gap: float = math.nan
+    certificate: float = math.nan
+    start_certificate: float = math.nan
+    radius: float = math.nan
+
+
+def certificate(config: UtilityConfig, inst: Instance, x: torch.Tensor, radius: float, seed: int) -> float:
+    """The Goldstein certificate at x of radius ``radius`` on the held-out set (public points: the ball's uniform
+    samples and rim pairs from a public generator; no privacy cost)."""
+    from dpnc.certify import goldstein_certificate
+
+    gen = torch.Generator().manual_seed(1000 * config.seed + seed)
+    return float(goldstein_certificate(inst.test.gradient, x.detach(), radius, samples=config.certificate_samples,
+                                       rim=config.rim, generator=gen).bound)
 
 
 def _measure(problem: str, method: str, family: str, epsilon: float, seed: int, inst: Instance, out: Outcome,
-             seconds: float) -> UtilityRow:
+             seconds: float, config: UtilityConfig | None = None) -> UtilityRow:
     ref = float(inst.train.value(inst.reference))
     acc = float(inst.test.accuracy(out.x)) if inst.classification else math.nan
-    return UtilityRow(problem, method, family, epsilon, inst.train.n, seed, "ok",
-                      float(inst.train.value(out.x)) - ref, float(inst.test.value(out.x)), acc, seconds,
-                      out.evaluations, out.gradients, out.epsilon_spent, out.private, out.note)
+    loss = float(inst.train.value(out.x))
+    cert = start = math.nan
+    if config is not None and not inst.smooth and math.isfinite(out.radius):
+        cert = certificate(config, inst, out.x, out.radius, seed)
+        start = certificate(config, inst, inst.x0, out.radius, seed)
+    return UtilityRow(problem, method, family, epsilon, inst.train.n, seed, "ok", loss - ref,
+                      float(inst.test.value(out.x)), acc, seconds, out.evaluations, out.gradients, out.epsilon_spent,
+                      out.private, out.note, loss, float(inst.train.value(inst.x0)) - ref, cert, start, out.radius)
 
 
 class Utility(Experiment):
@@ -631,19 +708,35 @@ class Utility(Experiment):
                 nan = math.nan
                 rows.append(UtilityRow(problem, name, method.family, epsilon, inst.train.n, seed, why[:200], nan,
                                        nan, nan, seconds, 0, 0, nan, False, ""))
-            else:
-                rows.append(_measure(problem, name, method.family, epsilon, seed, inst, out, seconds))
+                continue
+            rows.append(_measure(problem, name, method.family, epsilon, seed, inst, out, seconds, config))
+            if config.matched and method.family == "dpnc":
+                rows.append(self._matched(config, inst, budget, problem, epsilon, seed, name, out))
         return tuple(rows)
+
+    def _matched(self, config, inst, budget, problem, epsilon, seed, name, out: Outcome) -> UtilityRow:
+        """The compute-matched DP-SGD of the paper method ``name`` (:func:`matched_dpsgd`), on the same data and
+        seed; certified at the method's radius where the method is certified."""
+        from dpnc.privacy import Accountant, NoiseSource
+
+        cost = compute(out.evaluations, out.gradients)
+        algorithm = matched_dpsgd(config, inst, budget, cost)
+        gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{problem}/{inst.train.n}/{seed}/m/{name}".encode()))
+        tic = time.perf_counter()
+        run = algorithm.run(inst.train, inst.x0, noise=NoiseSource(), accountant=Accountant("add/remove"),
+                            generator=gen)
+        seconds = time.perf_counter() - tic
+        spent = run.report(budget.delta)
+        matched = Outcome(run.output, run.stats.evaluations, run.stats.gradients, spent.epsilon, spent.private,
+                          f"B = {algorithm.batch_size}, T = {algorithm.steps} for {cost:.3g} gradients",
+                          out.radius)
+        return _measure(problem, MATCHED + name, "matched", epsilon, seed, inst, matched, seconds, config)
 
     def claims(self, rows, config: UtilityConfig) -> list[Claim]:
         return report.claims(rows, config)
 
     def declare(self, config: UtilityConfig) -> list[Declared]:
-        paired = "95 % paired t interval over seeds (k − 1 df); one seed: no verdict"
-        return [Declared("per (problem, ε, n): the lowest-excess method beats the runner-up", "above", "0", paired),
-                Declared("the best dpnc method is within 1.5× of the best baseline", "above",
-                         "0 (1.5·baseline − dpnc)", paired),
-                Declared("every private run spends at most the target ε", "at most", "ε", "every run")]
+        return report.declare(config)
 
     def describe(self, result: Result) -> str:
         return report.describe(result.config)

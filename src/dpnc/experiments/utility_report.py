@@ -1,9 +1,29 @@
 """Claims, tables and the figure of :mod:`dpnc.experiments.utility`, computed from its rows alone.
 
-Every claim is judged on a 95 % interval over seeds (:func:`dpnc.experiments.claims.verdict`): the methods of one
-(problem, ε, n) run on the same data for each seed, so differences are **paired by seed**
-(:func:`~dpnc.experiments.claims.paired_interval`: Student's t over the per-seed differences). A claim whose
-interval straddles its threshold says "no signal".
+**Each paper method is judged on its own** (no best-of-several picked after the fact), against yardsticks declared
+before the run (:func:`declare`):
+
+* the **hand-set** baselines (DP-GD and DP-SGD with their documented defaults), the **privately tuned** ones (their
+  step size tuned by random stopping inside the same ε), and the **compute-matched** DP-SGD of that method
+  (``matched:<method>``: the same gradient evaluations, one gradient = 2 function evaluations,
+  :func:`dpnc.experiments.utility.compute`);
+* outcomes are summarised by **geometric means of paired ratios** (:func:`~dpnc.experiments.claims.
+  geometric_ratio_interval`: Student's t on the per-seed log ratios, k − 1 df; every method of a (problem, ε, n)
+  runs on the same data for each seed). The ratio is of excess risks F(x) − F(x̂), x̂ the exact non-private
+  minimiser; on the network (:data:`LOSS_SCALE`), whose x̂ is only the best of a non-private run, of training
+  losses;
+* **a progress margin first**: in each cell a method must close at least :data:`PROGRESS` of the start's gap
+  F(x0) − F(x̂) (the 95 % t interval of its remaining fraction below 1 − PROGRESS) before "within 1.5×" can hold
+  there: a cell whose ratio holds but whose progress fails or has no signal gives no verdict (a method at chance is
+  not "as good as" a baseline at chance); a ratio that fails fails whatever the progress;
+* for the nonsmooth problems the O2NC methods (ZTC, KLT) are also scored on what they guarantee, the **Goldstein
+  certificate** (an upper bound on ‖∂F_test(x)‖_{2δ}, held-out data) against their compute-matched baseline's at the
+  same radius, gated in the same way by the certificate's progress over the start's (geometric mean of
+  certificate / start certificate below 1 − PROGRESS).
+
+A claim runs over every problem and ε where the method ran (at each problem's largest n): it holds when every cell
+holds, fails when any fails, and has no signal otherwise (:func:`~dpnc.experiments.claims.all_hold`); its evidence
+counts the cells and lists the failing ones. The per-cell intervals are in the summary's tables.
 """
 
 from __future__ import annotations
@@ -13,84 +33,176 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc.experiments.claims import Interval, mean_interval, paired_interval, verdict
-from dpnc.experiments.protocol import Claim
+from dpnc.experiments.claims import (Interval, all_hold, below, geometric_ratio_interval, mean_interval)
+from dpnc.experiments.protocol import Claim, Declared
 
-RATIO = 1.5   # "the best dpnc method is within 1.5× of the best baseline's excess risk"
+RATIO = 1.5        # "within 1.5× of the baseline" (geometric mean of the paired ratio)
+PROGRESS = 0.5     # the progress margin: at least half of the start's gap closed in a cell
+LOSS_SCALE = {"relu-cancer"}   # no exact minimiser: ratios of training losses, not of excess risks
+MATCHED = "matched:"
+YARDSTICKS = {
+    "hand-set": ("the hand-set baselines (DP-GD T = gd_steps, DP-SGD B = √n)", ("dp-gd", "dp-sgd")),
+    "tuned": ("the privately tuned baselines (DP-GD, DP-SGD, step size by random stopping)",
+              ("dp-gd-tuned", "dp-sgd-tuned")),
+    "matched": ("its compute-matched DP-SGD (same gradient evaluations, 1 gradient = 2 function evaluations)", ()),
+}
+PRIVACY = "every private run's accountant spends at most the target ε (tightest of RDP, PLD, zCDP)"
 
 
 def _ok(rows: Sequence) -> list:
     return [r for r in rows if r.status == "ok" and r.family != "reference" and math.isfinite(r.excess_risk)]
 
 
-def by_seed(rows: Sequence, problem: str, epsilon: float, n: int) -> dict[str, dict[int, float]]:
-    """method → {seed: excess risk} over the runs that ran (status ok) at (problem, ε, n)."""
+def outcome(row) -> float:
+    """The outcome a ratio is taken of: the excess risk, or the training loss on :data:`LOSS_SCALE` problems."""
+    return row.train_loss if row.problem in LOSS_SCALE else row.excess_risk
+
+
+def by_seed(rows: Sequence, problem: str, epsilon: float, n: int, field=outcome) -> dict[str, dict[int, float]]:
+    """method → {seed: ``field(row)``} over the runs that ran (status ok) at (problem, ε, n)."""
     out: dict[str, dict[int, float]] = {}
     for r in _ok(rows):
         if (r.problem, r.epsilon, r.n) == (problem, epsilon, n):
-            out.setdefault(r.method, {})[r.seed] = r.excess_risk
+            out.setdefault(r.method, {})[r.seed] = field(r)
     return out
 
 
-def _paired(a: dict[int, float], b: dict[int, float], weight: float = 1.0) -> Interval:
-    """weight·b_s − a_s over the seeds both ran, its mean and 95 % t interval (none for one seed or none shared)."""
+def remaining(row) -> float:
+    """The fraction of the start's gap F(x0) − F(x̂) still open at the output (≤ 0: at or below the reference)."""
+    return row.excess_risk / row.start_gap if row.start_gap > 0 else math.nan
+
+
+def ratio(a: dict[int, float], b: dict[int, float]) -> Interval:
+    """Geometric mean of a_s / b_s over the seeds both ran, and its 95 % interval (paired t on the logs)."""
     seeds = sorted(set(a) & set(b))
     if not seeds:
         return Interval(math.nan, -math.inf, math.inf, 0, "no seed in common")
-    return paired_interval([weight * b[s] for s in seeds], [a[s] for s in seeds])
+    return geometric_ratio_interval([a[s] for s in seeds], [b[s] for s in seeds])
 
 
-def _half(interval: Interval, scale: float = 1.0) -> str:
-    """The interval's half-width (× ``scale``) for a table, ∞ when it has none."""
-    width = interval.high - interval.low
-    return f"{scale * width / 2:.2g}" if math.isfinite(width) else "∞"
+def progress(fractions: dict[int, float]) -> tuple[Interval, bool | None]:
+    """The mean remaining fraction over seeds (t interval, k − 1 df) and whether it is below 1 − PROGRESS."""
+    values = list(fractions.values())
+    iv = mean_interval(values)
+    return iv, (below(iv, 1 - PROGRESS) if math.isfinite(iv.low) or math.isfinite(iv.high) else None)
 
 
-def _fmt(values: dict[int, float]) -> str:
-    return _stat(list(values.values()))
+def gate(margin: bool | None, within: bool | None) -> bool | None:
+    """A cell's verdict: a failing ratio fails; a holding ratio holds only where the progress margin holds."""
+    return False if within is False else True if (within is True and margin is True) else None
 
 
-def winner_claim(values: dict[str, dict[int, float]], where: str) -> Claim | None:
-    """The method with the lowest mean excess risk, and whether it beats the runner-up beyond the interval."""
-    if len(values) < 2:
-        return None
-    order = sorted(values, key=lambda m: statistics.fmean(values[m].values()))
-    best, second = order[0], order[1]
-    diff = _paired(values[best], values[second])
-    mb, ms = statistics.fmean(values[best].values()), statistics.fmean(values[second].values())
-    ratio = f"{ms / mb:.2f}×" if mb > 0 else "n/a (best ≤ 0)"
-    return Claim(f"{where}: {best} has the lowest excess risk, below the runner-up {second}",
-                 verdict(diff.low, diff.high, 0.0),
-                 f"{best} {_fmt(values[best])} vs {second} {_fmt(values[second])} (ratio {ratio}); paired difference "
-                 f"{diff.estimate:.3g} ± {_half(diff)} over {diff.seeds} seeds")
+def _fmt(iv: Interval, digits: str = ".3g") -> str:
+    if not math.isfinite(iv.estimate):
+        return "—"
+    if not (math.isfinite(iv.low) and math.isfinite(iv.high)):
+        return f"{iv.estimate:{digits}} [{iv.low:{digits}}, {iv.high:{digits}}]" + (f" ({iv.note})" if iv.note else "")
+    return f"{iv.estimate:{digits}} [{iv.low:{digits}}, {iv.high:{digits}}]"
 
 
-def tuned_baselines(families: dict[str, str]) -> set[str]:
-    """The privately tuned baselines (``*-tuned``): the issue's yardstick."""
-    return {m for m, f in families.items() if f == "baseline" and m.endswith("-tuned")}
+def paper_methods(config) -> list[str]:
+    from dpnc.experiments.utility import methods
+
+    registry = methods(config)
+    return [m for m in config.methods if registry[m].family == "dpnc"]
 
 
-def _best(values: dict[str, dict[int, float]], names) -> str | None:
-    names = [m for m in values if m in names]
-    return min(names, key=lambda m: statistics.fmean(values[m].values())) if names else None
+def cells(rows: Sequence, config, method: str, yardstick: str) -> list[dict]:
+    """Per (problem, ε) at the problem's largest n where ``method`` ran: its progress, its ratio to each baseline
+    of ``yardstick`` and the gated cell verdict."""
+    out = []
+    for problem in config.problems:
+        n = config.sizes(problem)[-1]
+        for epsilon in config.epsilons:
+            values = by_seed(rows, problem, epsilon, n)
+            if method not in values:
+                continue
+            fractions = by_seed(rows, problem, epsilon, n, remaining)[method]
+            prog, margin = progress(fractions)
+            names = (MATCHED + method,) if yardstick == "matched" else YARDSTICKS[yardstick][1]
+            ratios = {b: ratio(values[method], values[b]) for b in names if b in values}
+            if not ratios:
+                continue
+            within = all_hold([below(iv, RATIO) for iv in ratios.values()])
+            out.append({"problem": problem, "epsilon": epsilon, "n": n, "progress": prog, "margin": margin,
+                        "ratios": ratios, "within": within, "verdict": gate(margin, within)})
+    return out
 
 
-def baseline_claim(values: dict[str, dict[int, float]], families: dict[str, str], where: str,
-                   against: set[str] | None = None, what: str = "the best baseline") -> Claim | None:
-    """"The best dpnc method's excess risk is within 1.5× of the best baseline's" (of the baselines ``against``;
-    default every baseline): judged on the paired per-seed 1.5·baseline − dpnc (holds if its interval lies above
-    0, fails if at or below 0, no signal otherwise)."""
-    ours = _best(values, {m for m, f in families.items() if f == "dpnc"})
-    theirs = _best(values, against if against is not None else {m for m, f in families.items() if f == "baseline"})
-    if ours is None or theirs is None:
-        return None
-    margin = _paired(values[ours], values[theirs], weight=RATIO)
-    mo, mt = statistics.fmean(values[ours].values()), statistics.fmean(values[theirs].values())
-    ratio = f"{mo / mt:.2f}×" if mt > 0 else "n/a (baseline ≤ 0)"
-    return Claim(f"{where}: the best dpnc method ({ours}) is within {RATIO:g}× of {what} ({theirs})",
-                 verdict(margin.low, margin.high, 0.0),
-                 f"{ours} {_fmt(values[ours])} vs {theirs} {_fmt(values[theirs])} = {ratio}; {RATIO:g}·baseline − dpnc "
-                 f"= {margin.estimate:.3g} ± {_half(margin)} over {margin.seeds} paired seeds")
+def certificate_cells(rows: Sequence, config, method: str) -> list[dict]:
+    """Per nonsmooth (problem, ε) at its largest n where ``method`` was certified: certificate / start certificate
+    (the margin) and certificate / its compute-matched baseline's (the ratio)."""
+    out = []
+    for problem in config.problems:
+        n = config.sizes(problem)[-1]
+        for epsilon in config.epsilons:
+            cert = by_seed(rows, problem, epsilon, n, lambda r: r.certificate)
+            start = by_seed(rows, problem, epsilon, n, lambda r: r.start_certificate)
+            ours, theirs = cert.get(method, {}), cert.get(MATCHED + method, {})
+            ours = {s: v for s, v in ours.items() if not math.isnan(v)}
+            if not ours or not theirs:
+                continue
+            prog = ratio(ours, start[method])
+            margin = below(prog, 1 - PROGRESS) if math.isfinite(prog.estimate) else None
+            iv = ratio(ours, theirs)
+            within = below(iv, RATIO) if math.isfinite(iv.estimate) else None
+            out.append({"problem": problem, "epsilon": epsilon, "n": n, "progress": prog, "margin": margin,
+                        "ratio": iv, "within": within, "verdict": gate(margin, within),
+                        "ours": statistics.geometric_mean([v for v in ours.values() if v > 0] or [math.nan]),
+                        "theirs": statistics.geometric_mean([v for v in theirs.values() if v > 0] or [math.nan])})
+    return out
+
+
+def _where(c: dict) -> str:
+    return f"{c['problem']} ε = {c['epsilon']:g}"
+
+
+def _evidence(cs: list[dict], describe) -> str:
+    verdicts = [c["verdict"] for c in cs]
+    head = (f"{verdicts.count(True)} hold, {verdicts.count(False)} fail, {verdicts.count(None)} no verdict of "
+            f"{len(cs)} cells (problem × ε at the largest n)")
+    order = sorted(cs, key=lambda c: ({False: 0, None: 1, True: 2}[c["verdict"]]))
+    return head + "; " + "; ".join(f"{_where(c)}: {describe(c)}" for c in order)
+
+
+def progress_claim(rows: Sequence, config, method: str) -> Claim:
+    cs = cells(rows, config, method, "hand-set") or cells(rows, config, method, "matched")
+    statement = (f"{method}: closes at least {PROGRESS:.0%} of the start's gap F(x0) − F(x̂) at every problem and ε "
+                 "where it runs (the progress margin)")
+    if not cs:
+        return Claim(statement, None, "did not run at any problem's largest n")
+    for c in cs:
+        c["verdict"] = c["margin"]
+    return Claim(statement, all_hold([c["margin"] for c in cs]),
+                 _evidence(cs, lambda c: f"remaining fraction {_fmt(c['progress'])}"))
+
+
+def within_claim(rows: Sequence, config, method: str, yardstick: str) -> Claim:
+    what = YARDSTICKS[yardstick][0]
+    statement = (f"{method}: within {RATIO:g}× of {what} at every problem and ε where it runs (geometric mean of "
+                 f"the paired ratio, after the {PROGRESS:.0%} progress margin)")
+    cs = cells(rows, config, method, yardstick)
+    if not cs:
+        return Claim(statement, None, "did not run at any problem's largest n")
+
+    def describe(c):
+        parts = [f"{'matched' if b.startswith(MATCHED) else b} {_fmt(iv)}×" for b, iv in c["ratios"].items()]
+        gate_note = "" if c["margin"] is True else f" (progress margin {'fails' if c['margin'] is False else 'no signal'})"
+        return ", ".join(parts) + gate_note
+    return Claim(statement, all_hold([c["verdict"] for c in cs]), _evidence(cs, describe))
+
+
+def certificate_claim(rows: Sequence, config, method: str) -> Claim:
+    statement = (f"{method}: its Goldstein certificate (held-out ‖∂F‖ at radius 2δ) is within {RATIO:g}× of its "
+                 f"compute-matched DP-SGD's at every nonsmooth problem and ε, after halving the start's certificate")
+    cs = certificate_cells(rows, config, method)
+    if not cs:
+        return Claim(statement, None, "no certified run")
+
+    def describe(c):
+        note = "" if c["margin"] is True else f" (certificate / start {_fmt(c['progress'])})"
+        return f"{_fmt(c['ratio'])}× ({c['ours']:.3g} vs {c['theirs']:.3g}){note}"
+    return Claim(statement, all_hold([c["verdict"] for c in cs]), _evidence(cs, describe))
 
 
 def privacy_claim(rows: Sequence) -> Claim:
@@ -100,132 +212,52 @@ def privacy_claim(rows: Sequence) -> Claim:
     worst = max((r.epsilon_spent / r.epsilon for r in runs), default=math.nan)
     others = sorted({r.method for r in _ok(rows) if not r.private})
     note = f"; not counted (not private by their own report): {', '.join(others)}" if others else ""
-    return Claim("every private run's accountant spends at most the target ε (tightest of RDP, PLD, zCDP)",
-                 not over if runs else None, f"{len(runs)} runs, max ε spent / target {worst:.4f}, "
+    return Claim(PRIVACY, not over if runs else None, f"{len(runs)} runs, max ε spent / target {worst:.4f}, "
                  f"{len(over)} over{note}")
 
 
-def claims(rows: Sequence, config) -> list[Claim]:
-    """Per problem and ε at the problem's largest n: the winner, and the 1.5× claim against the best privately tuned
-    baseline (the issue's yardstick); then privacy."""
-    from dpnc.experiments.utility import methods
+def _certified(config, method: str) -> bool:
+    from dpnc.experiments.utility import O2NC
 
-    families = {name: m.family for name, m in methods(config).items()}
+    return method in O2NC and any(p in ("relu-cancer", "l1-regression", "max-affine") for p in config.problems)
+
+
+def claims(rows: Sequence, config) -> list[Claim]:
+    """Per paper method, in the declared order (:func:`declare`): the progress margin, within 1.5× of the hand-set,
+    the tuned and (with ``config.matched``) the compute-matched baselines, the Goldstein certificate for the O2NC
+    methods on the nonsmooth problems; then privacy."""
     out = []
-    for problem in config.problems:
-        n = config.sizes(problem)[-1]
-        for epsilon in config.epsilons:
-            values = by_seed(rows, problem, epsilon, n)
-            where = f"{problem}, ε = {epsilon:g}, n = {n}"
-            tuned = baseline_claim(values, families, where, tuned_baselines(families),
-                                   "the best privately tuned baseline")
-            out += [c for c in (winner_claim(values, where), tuned) if c]
+    for method in paper_methods(config):
+        out.append(progress_claim(rows, config, method))
+        for yardstick in YARDSTICKS:
+            if yardstick != "matched" or config.matched:
+                out.append(within_claim(rows, config, method, yardstick))
+        if config.matched and _certified(config, method):
+            out.append(certificate_claim(rows, config, method))
     out.append(privacy_claim(rows))
     return out
 
 
-# --- why the papers' methods lose, from the rows -------------------------------------------------------------
-
-ZEROTH_ORDER = ("dpzero", "ztc", "klt-zo", "ztc-theory", "klt-zo-theory")   # forward passes only
-HAND_SET = {"dp-gd-tuned": "dp-gd", "dp-sgd-tuned": "dp-sgd"}              # the tuned baseline's untuned self
-
-
-def _mean(values: dict[int, float] | None) -> float:
-    return statistics.fmean(values.values()) if values else math.nan
-
-
-def _scale(config, problem: str, n: int) -> tuple[int, float, float, float]:
-    """d, the declared L0, the median per-example gradient norm at the public start x0, and the start's excess
-    F(x0) − F(x̂), on data seed 0: how far the worst-case constant that sets clip radii and noise is from the data's
-    gradients, and how much of the initial gap a method closed."""
-    import torch
-
-    from dpnc.experiments.utility import instance
-
-    inst = instance(config, problem, n, 0)
-    train = inst.train
-    g = train.gradients(inst.x0.expand(train.n, 1, train.dim), torch.arange(train.n))[:, 0]
-    gap = float(train.value(inst.x0) - train.value(inst.reference))
-    return train.dim, float(train.constants.L0), float(torch.linalg.vector_norm(g, dim=-1).median()), gap
-
-
-def explain(rows: Sequence, config, families: dict[str, str]) -> list[str]:
-    """Per problem, at its largest n: where the best paper method is not within 1.5× of the best privately tuned
-    baseline, the reasons, each a number measured in these rows (or read off the public instance)."""
-    tuned, ours = tuned_baselines(families), {m for m, f in families.items() if f == "dpnc"}
-    lines = []
-    for problem in config.problems:
-        sizes = config.sizes(problem)
-        n = sizes[-1]
-        losses, wins = [], []
-        for epsilon in config.epsilons:
-            values = by_seed(rows, problem, epsilon, n)
-            p, b = _best(values, ours), _best(values, tuned)
-            if p is None or b is None:
-                continue
-            claim = baseline_claim(values, families, "", tuned, "")
-            ratio = _mean(values[p]) / _mean(values[b]) if _mean(values[b]) > 0 else math.inf
-            entry = (epsilon, p, b, ratio, claim.holds, values)
-            (wins if claim.holds is True or ratio <= RATIO else losses).append(entry)
-        if not losses and not wins:
-            continue
-        head = f"- **{problem}** (n = {n}): "
-        if wins:
-            head += "within 1.5× at " + ", ".join(f"ε = {e:g} ({p} {r:.2f}× {b})" for e, p, b, r, _, _ in wins)
-            head += "; " if losses else "."
-        if not losses:
-            lines.append(head)
-            continue
-        head += "**not** within 1.5× at " + ", ".join(
-            f"ε = {e:g} ({p} {r:.2f}× {b}{'' if h is False else ', no signal'})" for e, p, b, r, h, _ in losses) + "."
-        why = []
-        # 1. which of the papers' methods could not run here, and why
-        skipped = {}
-        for r in rows:
-            if r.problem == problem and r.n == n and r.family == "dpnc" and r.status != "ok" and r.method in ours:
-                skipped.setdefault(r.method, r.status.removeprefix("n/a: ").split(" (")[0][:90])
-        if skipped:
-            why.append("did not run: " + "; ".join(f"{m} ({w})" for m, w in sorted(skipped.items())))
-        # 2. the tuned baselines' advantage: a step size picked privately, against their hand-set selves (at the
-        # ε where the paper methods lose most)
-        e, p, b, _, _, values = max(losses, key=lambda entry: entry[3])
-        picks: dict[str, int] = {}
-        for row in rows:
-            if (row.problem, row.n, row.epsilon, row.method, row.status) == (problem, n, e, b, "ok"):
-                pick = row.note.removeprefix("tuned: ")
-                picks[pick] = picks.get(pick, 0) + 1
-        hand = HAND_SET.get(b)
-        if hand in values:
-            mp, mb, mh = _mean(values[p]), _mean(values[b]), _mean(values[hand])
-            why.append(f"ε = {e:g}: {b} picked {', '.join(f'{k} ({v}×)' for k, v in sorted(picks.items()))} over "
-                       f"the seeds and reached {mb:.3g} (the tuning is paid from the same ε); the hand-set {hand} "
-                       f"reached {mh:.3g} = {mh / mp:.2g}× {p}'s {mp:.3g}; the papers' methods set their steps "
-                       "from the declared constants, untuned")
-        # 3. zeroth order against first order
-        zo = _best(values, {m for m in ZEROTH_ORDER if m in ours})
-        fo = _best(values, ours - set(ZEROTH_ORDER))
-        d, L0, median, gap = _scale(config, problem, n)
-        if gap > 0:
-            closed_p, closed_b = 100 * (1 - _mean(values[p]) / gap), 100 * (1 - _mean(values[b]) / gap)
-            why.append(f"ε = {e:g}: the start x0 has excess {gap:.3g} (data seed 0); {p} closed {closed_p:.1f} % of "
-                       f"that gap, {b} {closed_b:.1f} %")
-        if zo is not None and fo is not None:
-            why.append(f"ε = {e:g}: zeroth order (variance ∝ d = {d}): the best, {zo}, {_mean(values[zo]):.3g} = "
-                       f"{_mean(values[zo]) / _mean(values[fo]):.2f}× the best first-order paper method {fo}")
-        # 4. the worst-case constant against the data's gradients
-        if median > 0:
-            tight = ("clip radii and noise are set for a worst case the data do not reach" if L0 / median >= 2 else
-                     "L0 is nearly tight here, so the worst-case constant is not what separates the methods")
-            why.append(f"the declared L0 = {L0:.3g} is {L0 / median:.2g}× the median per-example gradient norm at x0 "
-                       f"({median:.3g}; data seed 0): {tight}")
-        # 5. the rate in n
-        if len(sizes) > 1:
-            small = by_seed(rows, problem, e, sizes[0])
-            if p in small and b in small and _mean(values[p]) > 0 and _mean(values[b]) > 0:
-                fall_p, fall_b = _mean(small[p]) / _mean(values[p]), _mean(small[b]) / _mean(values[b])
-                why.append(f"ε = {e:g}, n {sizes[0]} → {n}: {p}'s excess falls {fall_p:.3g}×, {b}'s {fall_b:.3g}×")
-        lines.append(head + "".join(f"\n  - {w}" for w in why))
-    return lines
+def declare(config) -> list[Declared]:
+    """The claims :func:`claims` judges, written before the run."""
+    paired = ("per cell: 95 % t interval over seeds of the per-seed log ratio (k − 1 df, paired by seed; "
+              "geometric mean), one seed: no verdict; the claim: every cell holds")
+    margin = (f"per cell: 95 % t interval of the mean remaining fraction of F(x0) − F(x̂) (k − 1 df) below "
+              f"{1 - PROGRESS:g}")
+    out = []
+    for method in paper_methods(config):
+        out.append(Declared(f"{method}: closes at least {PROGRESS:.0%} of the start's gap at every problem and ε",
+                            "below", f"{1 - PROGRESS:g} (remaining fraction)", margin))
+        for yardstick, (what, _) in YARDSTICKS.items():
+            if yardstick != "matched" or config.matched:
+                out.append(Declared(f"{method}: within {RATIO:g}× of {what}", "below",
+                                    f"{RATIO:g} (ratio of outcomes), gated by the progress margin", paired))
+        if config.matched and _certified(config, method):
+            out.append(Declared(f"{method}: Goldstein certificate within {RATIO:g}× of its compute-matched DP-SGD's",
+                                "below", f"{RATIO:g}, gated by certificate / start certificate < {1 - PROGRESS:g}",
+                                paired))
+    out.append(Declared(PRIVACY, "at most", "ε", "every run"))
+    return out
 
 
 # --- tables and figure ---------------------------------------------------------------------------------------
@@ -236,52 +268,116 @@ def describe(config) -> str:
             "unit sphere, |b| ≤ 1.2, region radius 2, μ = ⌊n/d⌋/n; see `dpnc.problems.logistic`, "
             f"`TwoLayerReLU` with R = {config.relu_radius:g}, ℓ1 regression d = {config.l1_dim}, max of "
             f"{config.maxaff_pieces} affine pieces d = {config.maxaff_dim}, L0 = 1, Φ = 2); (ε, δ) with "
-            f"δ = {config.dp_delta:g}; {config.seeds} seeds (data and noise vary). Excess risk = F_train(x) − "
-            "F_train(x̂), x̂ the non-private optimum of the same training set (the network's: the best of "
-            f"{config.reference_steps} non-private Adam steps, so its excess may be < 0). Hand-set parameters: DP-GD "
-            f"T = {config.gd_steps}, DP-SGD {config.sgd_epochs:g} epochs at B = √n, DPZero T = {config.dpzero_steps}. "
-            "The papers' methods: their families' `practical(...)` settings (the `-theory` variants: the theorems' "
-            f"`from_theory`, O2NC with α = {config.alpha:g}, KLT m ≤ {config.max_directions}; the practical ZTC and "
-            f"KLT zeroth order with m = min(d, {config.zo_directions}) directions); Menart et al.'s with "
-            "F0 = Φ, the public bound on F(x0) − F*. "
-            "`*-tuned`: the baseline's step size tuned privately over η × {1/4, 1, 4} by random stopping (geometric "
-            "K, E[K] = 4), the tuning inside the same ε. The papers' methods are not tuned. Intervals: 95 %, paired by "
-            "seed. The 'best dpnc method' is picked after the fact (a selection the interval does not cover).")
+            f"δ = {config.dp_delta:g}; {config.seeds} seeds (data and noise vary; every method of a cell runs on the "
+            "same data per seed). Excess risk = F_train(x) − F_train(x̂), x̂ the non-private optimum of the same "
+            f"training set (the network's: the best of {config.reference_steps} non-private Adam steps, so its excess "
+            "may be < 0; its ratios are of training losses). Hand-set baselines: DP-GD "
+            f"T = {config.gd_steps}, DP-SGD {config.sgd_epochs:g} epochs at B = √n. `*-tuned`: the baseline's step "
+            "size tuned privately over η × {1/4, 1, 4} by random stopping (geometric K, E[K] = 4), inside the same ε. "
+            "`matched:<method>`: DP-SGD (Poisson, C = L0, σ by the accountant) whose expected gradient evaluations "
+            "equal the method's compute, counted as gradients + function evaluations / 2 (one gradient ≈ a forward "
+            "and a backward pass ≈ the two forward passes of a two-point difference); B = √n, raised up to n so that "
+            f"T ≤ {config.matched_max_steps} where the compute allows. DPZero: T from its Theorem 3 with r = d "
+            "(n(d + 2)ε / (4√(d log(e + ε/δ)))), η, C, λ its practical rule at that T. The other papers' methods: "
+            "their families' `practical(...)` settings (ZTC and KLT zeroth order and KLT multi-pass with "
+            f"m = min(d, {config.zo_directions}) directions, KLT multi-pass T = {config.klt_mp_steps}); Menart et al.'s "
+            "with F0 = Φ. The papers' methods are not tuned. Goldstein certificates (nonsmooth problems, O2NC methods "
+            f"and their matched baselines): `dpnc.certify.goldstein_certificate` on the held-out set at radius 2δ "
+            f"(twice the method's smoothing), {config.certificate_samples} uniform ball points and {config.rim} rim "
+            f"pairs. Claims: each paper method on its own (declared before the run; no best-of-several), geometric "
+            f"means of paired ratios with 95 % t intervals, within {RATIO:g}× only after closing {PROGRESS:.0%} of the "
+            "start's gap.")
+
+
+def _geo(values: list[float]) -> str:
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return "—"
+    if min(values) <= 0:
+        return "≤ 0 in some seed"
+    return f"{statistics.geometric_mean(values):.3g}"
 
 
 def _stat(values: list[float], scale: float = 1.0, digits: str = ".3g") -> str:
     values = [v for v in values if math.isfinite(v)]
     if not values:
         return "—"
-    interval = mean_interval(values)      # mean ± the 95 % t half-width over seeds
-    return f"{scale * interval.estimate:{digits}}" + ("" if len(values) < 2 else f" ± {_half(interval, scale)}")
+    return f"{scale * statistics.median(values):{digits}}"
+
+
+def ratio_table(rows: Sequence, config) -> list[str]:
+    """Per problem, ε (largest n) and paper method: remaining gap fraction and the geometric-mean ratio to every
+    baseline with its 95 % interval."""
+    baselines = [b for b in ("dp-gd", "dp-sgd", "dp-gd-tuned", "dp-sgd-tuned") if b in config.methods]
+    lines = ["| problem | ε | n | method | remaining gap fraction | "
+             + " | ".join(f"÷ {b}" for b in baselines) + (" | ÷ matched | matched's B, T |" if config.matched else " |"),
+             "|" + "---|" * (5 + len(baselines) + (2 if config.matched else 0))]
+    for problem in config.problems:
+        n = config.sizes(problem)[-1]
+        for epsilon in config.epsilons:
+            values = by_seed(rows, problem, epsilon, n)
+            fractions = by_seed(rows, problem, epsilon, n, remaining)
+            for method in paper_methods(config):
+                if method not in values:
+                    continue
+                cells_ = [_fmt(ratio(values[method], values[b])) if b in values else "—" for b in baselines]
+                if config.matched:
+                    m = MATCHED + method
+                    cells_.append(_fmt(ratio(values[method], values[m])) if m in values else "—")
+                    notes = sorted({r.note for r in _ok(rows) if (r.problem, r.epsilon, r.n, r.method)
+                                    == (problem, epsilon, n, m)})
+                    cells_.append(notes[0].split(" for ")[0] if len(notes) == 1 else f"{len(notes)} settings")
+                lines.append(f"| {problem} | {epsilon:g} | {n} | {method} | {_fmt(progress(fractions[method])[0])} | "
+                             + " | ".join(cells_) + " |")
+    return lines
+
+
+def certificate_table(rows: Sequence, config) -> list[str]:
+    lines = ["| problem | ε | n | method | certificate (geo. mean) | matched's | certificate ÷ start's | "
+             "÷ matched's |", "|---|---|---|---|---|---|---|---|"]
+    for method in paper_methods(config):
+        for c in certificate_cells(rows, config, method):
+            lines.append(f"| {c['problem']} | {c['epsilon']:g} | {c['n']} | {method} | {c['ours']:.3g} | "
+                         f"{c['theirs']:.3g} | {_fmt(c['progress'])} | {_fmt(c['ratio'])} |")
+    return lines if len(lines) > 2 else []
 
 
 def render(rows: Sequence, config, registry: dict) -> str:
-    families = {name: m.family for name, m in registry.items()}
-    why = explain(rows, config, families)
-    lines = (["## The papers' methods against the best privately tuned baseline, and why they lose where they do\n",
-              "Generated from the rows at each problem's largest n (ratios of mean excess risk; the paired 95 % "
-              "intervals are in the claims above).\n", *why, ""] if why else [])
-    lines += ["## Mean ± 95 % half-width over seeds\n",
-             "| problem | ε | n | method | excess risk | test accuracy % | seconds | evaluations | gradients | "
-             "max ε spent | runs |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["## Each paper method against each baseline (geometric mean of the paired ratio, 95 % interval)\n",
+             f"At each problem's largest n. Ratios < 1: the paper method is better. The remaining gap fraction is "
+             f"(F(x) − F(x̂)) / (F(x0) − F(x̂)) (mean [95 % t interval]); a within-{RATIO:g}× cell counts only where "
+             f"it is below {1 - PROGRESS:g}. Ratios on relu-cancer are of training losses.\n", *ratio_table(rows, config), ""]
+    cert = certificate_table(rows, config)
+    if cert:
+        lines += ["## Goldstein certificates (nonsmooth problems, held-out set, radius 2δ of each O2NC method)\n",
+                  *cert, ""]
     names = ("non-private", *config.methods)
+    lines += ["## Every run: median over seeds\n",
+              "| problem | ε | n | method | excess risk (median) | excess (geo. mean) | test accuracy % | seconds | "
+              "evaluations | gradients | compute (gradients) | max ε spent | runs |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    from dpnc.experiments.utility import compute
+
     for problem in config.problems:
         for epsilon in config.epsilons:
             for n in config.sizes(problem):
-                for method in names:
+                present = {r.method for r in rows if (r.problem, r.epsilon, r.n) == (problem, epsilon, n)}
+                order = [m for m in names if m in present]
+                order += [m for m in sorted(present) if m not in order]
+                for method in order:
                     mine = [r for r in rows if (r.problem, r.epsilon, r.n, r.method) == (problem, epsilon, n, method)]
                     ok = [r for r in mine if r.status == "ok"]
                     if not ok:
                         continue
                     spent = max(r.epsilon_spent for r in ok)
+                    secs = [r.seconds for r in ok if math.isfinite(r.seconds)]
                     lines.append(f"| {problem} | {epsilon:g} | {n} | {method} | "
-                                 f"{_stat([r.excess_risk for r in ok])} | "
+                                 f"{_stat([r.excess_risk for r in ok])} | {_geo([r.excess_risk for r in ok])} | "
                                  f"{_stat([r.test_accuracy for r in ok], 100, '.1f')} | "
-                                 f"{statistics.fmean(r.seconds for r in ok):.2f} | "
+                                 f"{statistics.fmean(secs) if secs else math.nan:.2f} | "
                                  f"{statistics.fmean(r.evaluations for r in ok):.3g} | "
                                  f"{statistics.fmean(r.gradients for r in ok):.3g} | "
+                                 f"{statistics.fmean(compute(r.evaluations, r.gradients) for r in ok):.3g} | "
                                  f"{'∞' if math.isinf(spent) else f'{spent:.3g}'} | {len(ok)}/{len(mine)} |")
     skipped = {}
     for r in rows:
@@ -292,6 +388,8 @@ def render(rows: Sequence, config, registry: dict) -> str:
         lines += [f"| {p} | {m} | {why} |" for (p, m), why in sorted(skipped.items())]
     lines += ["", "## Methods\n", "| name | family | what |", "|---|---|---|"]
     lines += [f"| {m} | {registry[m].family} | {registry[m].label} |" for m in config.methods]
+    if config.matched:
+        lines.append("| matched:<method> | matched | DP-SGD with the paper method's compute (see above) |")
     lines += ["", "Figure: `fig_excess_vs_n.png`; every run: `rows.csv`."]
     return "\n".join(lines)
 
@@ -312,16 +410,16 @@ def plot(rows: Sequence, config, out: Path) -> list[Path]:
             for k, method in enumerate(config.methods):
                 points = []
                 for n in config.sizes(problem):
-                    values = by_seed(rows, problem, epsilon, n).get(method)
+                    values = by_seed(rows, problem, epsilon, n, lambda r: r.excess_risk).get(method)
                     if values:
-                        points.append((n, max(statistics.fmean(values.values()), floor)))
+                        points.append((n, max(statistics.median(values.values()), floor)))
                 if points:
                     xs, ys = zip(*points)
                     ax.plot(xs, ys, marker="o", color=f"C{k % 10}", linestyle="-" if k < 10 else "--", label=method)
             ax.set(xscale="log", yscale="log", xlabel="n", ylabel="excess risk", title=f"{problem}, ε = {epsilon:g}")
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"Mean excess empirical risk over {config.seeds} seeds (floor {floor:g})")
+    fig.suptitle(f"Median excess empirical risk over {config.seeds} seeds (floor {floor:g})")
     fig.tight_layout()
     path = out / "fig_excess_vs_n.png"
     fig.savefig(path, dpi=110)
