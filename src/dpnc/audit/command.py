@@ -10,7 +10,8 @@ import typer
 # The names of dpnc.audit.mechanisms.MECHANISMS, listed here so that --help does not import torch
 # (tests/audit/test_audit.py checks that the two agree).
 MECHANISM_NAMES = ("dpzero", "dpzero-poisson", "dpgd0th", "dp-gd", "ztc-tree", "klt-tree", "kl-spider-checkpoint",
-                   "dpzero-optimizer", "make-private-dpzero", "make-private-dp-sgd")
+                   "dpzero-optimizer", "dpzero-optimizer-replace-one", "dpzero-distributed", "dpzero-trainer-step",
+                   "make-private-dpzero", "make-private-dp-sgd")
 BROKEN_NAMES = ("sigma", "public-batches", "realised-batch", "other-batch", "train-batchnorm")
 
 

@@ -27,11 +27,11 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from dpnc.algorithms import dpzero as dz
-from dpnc.audit.base import (BIG, STATISTICS_POISSON, Mechanism, ledger_sensitivity, release_statistics,
-                             replay_inclusions)
+from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, ledger_mu,
+                             ledger_sensitivity, release_statistics, replay_inclusions)
 from dpnc.optim import DPZero as DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
-from dpnc.sampling import PoissonSampler
+from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.space import ModuleSpace
 
 BATCHNORM_EPS = 1e-5
@@ -173,6 +173,10 @@ class DPZeroOptimizerPoisson(_ModelTier):
               "public-batches: the canary at the row the replayed seeded sampler includes most often")
     variants = ("sigma", "public-batches", "other-batch", "train-batchnorm")
 
+    def _group(self):
+        """The optimizer's process group (None: this process alone)."""
+        return None
+
     def train(self, data, multiplier, broken):
         X, y = data
         model = canary_model()
@@ -182,7 +186,7 @@ class DPZeroOptimizerPoisson(_ModelTier):
             return self._train_batchnorm(model.train(), X, multiplier, sampler, accountant)
         opt = DPZeroOptimizer(model.parameters(), lr=self.lr, clip=self.C, smoothing=self.lam,
                               noise_multiplier=multiplier, sampler=sampler, accountant=accountant, noise=self.noise,
-                              seed=self.seed, model=model, data=(X, y))
+                              seed=self.seed, model=model, data=(X, y), group=self._group())
         released, seeds = np.empty(self.T), []
         opt.register_step_hook(lambda _, info: (released.__setitem__(info.step, float(info.released)),
                                                 seeds.append(info.seed)))
@@ -258,4 +262,149 @@ class MakePrivateDPSGD(_MakePrivate):
     zeroth_order = False
 
 
-__all__ = ["DPZeroOptimizerPoisson", "MakePrivateDPSGD", "MakePrivateDPZero", "canary_model", "per_example_loss"]
+class _OneProcessGroup:
+    """Within: a gloo process group of world size 1 (file rendezvous), unless one is initialised already."""
+
+    def __enter__(self):
+        import tempfile
+
+        import torch.distributed as dist
+
+        self.owner = not dist.is_initialized()
+        if self.owner:
+            self.folder = tempfile.TemporaryDirectory()
+            dist.init_process_group("gloo", init_method=f"file://{self.folder.name}/rendezvous", rank=0, world_size=1)
+        return self
+
+    def __exit__(self, *exc):
+        import torch.distributed as dist
+
+        if self.owner:
+            dist.destroy_process_group()
+            self.folder.cleanup()
+
+
+class DPZeroDistributed(DPZeroOptimizerPoisson):
+    name = "dpzero-distributed"
+    summary = ("the data-parallel DPZero step (dpnc.distributed.dpzero_step: rank 0's secret batch broadcast, the "
+               "partial sums all-reduced, rank 0's noise and ledger, the released scalar broadcast) through "
+               "dpnc.optim.DPZero(group=Group()) on a gloo process group of one process, add/remove. One process: "
+               "the collectives and the source's release path run; the split across ranks does not (the 2-process "
+               "tests in tests/test_distributed.py check that it equals one process)")
+    canary = DPZeroOptimizerPoisson.canary.split(". other-batch")[0]
+    variants = ("sigma",)
+
+    def _group(self):
+        from dpnc.distributed import Group
+
+        return Group()
+
+    def scores(self, runs, broken=None, *, progress=False):
+        with _OneProcessGroup():
+            return super().scores(runs, broken, progress=progress)
+
+    def claim_accountant(self) -> Accountant:
+        with _OneProcessGroup():
+            return super().claim_accountant()
+
+    def canary_effect(self) -> dict:
+        with _OneProcessGroup():
+            return super().canary_effect()
+
+
+class _Classifier(nn.Module):
+    """The trainer's classifier interface on the audit's model: an encoded batch (a dict) in, per-example losses out."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return per_example_loss(self.model, batch["x"])
+
+
+class DPZeroTrainerStep(DPZeroOptimizerPoisson):
+    name = "dpzero-trainer-step"
+    summary = ("the fine-tuning trainer's DPZero step: dpnc.lm.steps.build_optimizer (the optimizer fetching each "
+               "secret Poisson batch through the trainer's encoder) and Steps.run, with a FinetuneConfig, on the "
+               "audit's tiny model behind the classifier interface (an encoded batch in, per-example losses out), "
+               "add/remove. The transformer itself is not run (each audit run is a training run)")
+    canary = DPZeroOptimizerPoisson.canary.split(". other-batch")[0]
+    variants = ("sigma",)
+
+    def train(self, data, multiplier, broken):
+        from dpnc.lm.config import FinetuneConfig
+        from dpnc.lm.steps import StepRecord, Steps, build_optimizer
+
+        X, y = data
+        classifier = _Classifier(canary_model())
+        accountant = Accountant(self.relation)
+        sampler = self._sampler(broken, len(X))
+        config = FinetuneConfig(task="SST-2", method="dpzero", steps=self.T, batch_size=self.B, n=self.n,
+                                lr=self.lr, clip=self.C, smoothing=self.lam, seed=self.seed, epsilon=self.epsilon,
+                                delta=self.delta)
+
+        def encode(index: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"x": X[index], "labels": y[index]}
+
+        optimizer = build_optimizer(config, classifier, sampler, encode=encode, accountant=accountant,
+                                    noise=self.noise, multiplier=multiplier)
+        steps = Steps(config, classifier, optimizer, sampler, accountant, encode, lambda phase: None,
+                      lambda note: None)
+        released, seeds = np.empty(self.T), []
+        for t in range(self.T):
+            record = steps.run(StepRecord(t))
+            released[t] = record.released
+            seeds.append(record.seed)
+        return released, seeds, accountant
+
+
+class DPZeroOptimizerReplaceOne(DPZeroOptimizerPoisson):
+    name = "dpzero-optimizer-replace-one"
+    summary = ("dpnc.optim.DPZero with FullBatch(n) and Accountant('replace-one') on the tiny model: "
+               "optimizer.step(loss_fn), one optimizer per run")
+    canary = ("row 0 has feature +1 on D and −1 on D′ (its mirror image: replace-one), every other row 0: its "
+              "clipped difference is ±C·sign(u_t), so every released mean moves by the full 2C/n")
+    relation = "replace-one"
+    subsampled = False
+    statistics = STATISTICS_FULL_BATCH
+    variants = ("sigma",)
+    n, B, T = 10, 10, 5
+
+    @property
+    def unit(self) -> float:
+        return 2 * self.C / self.n   # the replace-one sensitivity of a full-batch mean: a release is N(±½·Δ, σ²)
+
+    def data(self, canary):
+        X, y = torch.zeros(self.n, 1), torch.zeros(self.n, dtype=torch.long)
+        X[0, 0] = 1.0 if canary is not None else -1.0
+        return X, y
+
+    def _sampler(self, broken, rows):
+        return FullBatch(rows)
+
+    def scores(self, runs, broken=None, *, progress=False):
+        self.check_broken(broken)
+        m = self.multiplier() / self.noise_factor(broken)
+        data = {True: self.data(0), False: self.data(None)}
+        y = {True: [], False: []}
+        with tqdm(total=2 * runs, desc=f"audit {self.name}", disable=not progress) as bar:
+            for _ in range(runs):
+                for present in (True, False):
+                    released, seeds, _ = self.train(data[present], m, broken)
+                    y[present].append(self.signs(seeds) * released / self.unit)
+                    bar.update(1)
+        stats = {p: release_statistics(torch.tensor(np.array(y[p]).T), m) for p in (True, False)}
+        return {k: (stats[True][k], stats[False][k]) for k in stats[True]}
+
+    def canary_effect(self) -> dict:
+        c_in, _, _ = self.train(self.data(0), 0.0, None)
+        c_out, _, _ = self.train(self.data(None), 0.0, None)
+        shift = np.abs(c_in - c_out)
+        claim = self.claim_accountant()
+        return {"shift": float(shift.max()), "sensitivity": ledger_sensitivity(claim),
+                "mu": float(np.linalg.norm(shift)) / (self.multiplier() * self.unit), "claimed_mu": ledger_mu(claim)}
+
+
+__all__ = ["DPZeroDistributed", "DPZeroOptimizerPoisson", "DPZeroOptimizerReplaceOne", "DPZeroTrainerStep",
+           "MakePrivateDPSGD", "MakePrivateDPZero", "canary_model", "per_example_loss"]

@@ -71,7 +71,8 @@ def main(argv=None) -> None:
              "CPU cores, one torch thread; 95 % family-wise confidence; secret noise (a rerun draws new numbers).", "",
              "## Power: σ/k detected?", "",
              "| mechanism | runs per dataset | k | claimed ε (δ = 1e-5) | true ε of σ/k | true/claimed | detected | "
-             "decisive statistic | δ | claimed ε(δ) | ε(δ) ≥ | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "decisive statistic | δ | claimed ε(δ) | ε(δ) ≥ | seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['mechanism']} | {r['runs']} | {r['sigma_factor']:g} | {r['claimed_epsilon']:.3f} | "
                      f"{r['true_epsilon']:.3f} | {r['ratio']:.2f} | {'**yes**' if r['detected'] else 'no'} | "
