@@ -88,7 +88,13 @@ LOSS_POINTS = 200         # per-step training losses kept per run, as means over
 RECIPE_CHOICE = "recipe chosen non-privately on held-out training rows; ε excludes the choice"
 RECIPE_SOURCES = ("per-task", "trainer")
 TASK_RECIPES: dict[str, dict[str, dict[str, float]]] = {
-    # task: {"mezo": {lr, steps}, "dpzero": {lr, clip, steps}}   (filled from recipe-choice/choice-<task>.json)
+    # task: {"mezo": {lr, steps}, "dpzero": {lr, clip, steps}}   (recipe-choice/choice-<task>.json)
+    "SST-2": {"mezo": {"lr": 0.1, "steps": 2000}, "dpzero": {"lr": 0.3, "clip": 0.5, "steps": 2000}},
+    "SST-5": {"mezo": {"lr": 0.03, "steps": 5000}, "dpzero": {"lr": 0.1, "clip": 2, "steps": 5000}},
+    "SNLI": {"mezo": {"lr": 0.03, "steps": 5000}, "dpzero": {"lr": 0.3, "clip": 2, "steps": 5000}},
+    "MNLI": {"mezo": {"lr": 0.1, "steps": 5000}, "dpzero": {"lr": 0.3, "clip": 0.5, "steps": 5000}},
+    "RTE": {"mezo": {"lr": 0.1, "steps": 2000}, "dpzero": {"lr": 0.3, "clip": 2, "steps": 2000}},
+    "TREC": {"mezo": {"lr": 0.1, "steps": 5000}, "dpzero": {"lr": 0.1, "clip": 2, "steps": 5000}},
 }
 
 
