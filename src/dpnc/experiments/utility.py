@@ -534,12 +534,15 @@ class UtilityConfig:
 
     problems: tuple[str, ...] = field(default=PROBLEMS, metadata=_help(f"Among {', '.join(PROBLEMS)}."))
     methods: tuple[str, ...] = field(default=DEFAULT_METHODS, metadata=_help(f"Among {', '.join(METHODS)}."))
-    epsilons: tuple[float, ...] = field(default=(1.0, 4.0, 8.0), metadata=_help("Privacy levels ε."))
-    samples: tuple[int, ...] = field(default=(100, 1000, 10000), metadata=_help(
+    epsilons: tuple[float, ...] = field(default=(1.0, 4.0), metadata=_help("Privacy levels ε."))
+    samples: tuple[int, ...] = field(default=(1000,), metadata=_help(
         "Training sizes n (real data: capped at the training pool, 455 or 1438)."))
     largest_only: tuple[str, ...] = field(default=("logistic-digits",), metadata=_help(
         "Problems run at their largest size only (the costliest per example)."))
-    seeds: int = field(default=10, metadata=_help("Seeds per setting (data split or draw, and noise)."))
+    largest_only_epsilons: tuple[float, ...] = field(default=(1.0,), metadata=_help(
+        "The ε the largest_only problems run at (empty: every ε). DPZero's theorem sets T ∝ nε(d + 2)/√d, and its "
+        "compute-matched DP-SGD pays T·n gradients: ≈ 2·10⁴ full-batch steps on digits at ε = 8."))
+    seeds: int = field(default=5, metadata=_help("Seeds per setting (data split or draw, and noise)."))
     dp_delta: float = field(default=1e-6, metadata=_help("δ of (ε, δ)-DP, in (0, 1)."))
     gd_steps: int = field(default=100, metadata=_help("DP-GD steps T (full batch)."))
     sgd_epochs: float = field(default=5.0, metadata=_help("DP-SGD and Opacus epochs (B = √n)."))
@@ -576,6 +579,8 @@ class UtilityConfig:
         if self.largest_only:
             check_axis("largest_only", self.largest_only, one_of(PROBLEMS))
         check_axis("epsilons", self.epsilons, POSITIVE)
+        if self.largest_only_epsilons:
+            check_axis("largest_only_epsilons", self.largest_only_epsilons, POSITIVE)
         check_axis("samples", self.samples, ("an integer >= 8", lambda n: INTEGER[1](n) and n >= 8))
         for name in ("seeds", "gd_steps", "klt_mp_steps", "matched_max_steps", "certificate_samples", "max_directions", "hidden", "l1_dim", "ls_dim",
                      "maxaff_dim", "zo_directions", "n_test", "reference_steps"):
@@ -645,8 +650,11 @@ def certificate(config: UtilityConfig, inst: Instance, x: torch.Tensor, radius: 
     from dpnc.certify import goldstein_certificate
 
     gen = torch.Generator().manual_seed(1000 * config.seed + seed)
-    return float(goldstein_certificate(inst.test.gradient, x.detach(), radius, samples=config.certificate_samples,
-                                       rim=config.rim, generator=gen).bound)
+    try:
+        return float(goldstein_certificate(inst.test.gradient, x.detach(), radius, samples=config.certificate_samples,
+                                           rim=config.rim, generator=gen).bound)
+    except ValueError:   # e.g. a non-finite gradient in the ball: no certificate (NaN), never a crash of the task
+        return math.nan
 
 
 def _measure(problem: str, method: str, family: str, epsilon: float, seed: int, inst: Instance, out: Outcome,
@@ -670,15 +678,18 @@ class Utility(Experiment):
     name = "utility"
     title = "Utility on problems with public constants: each paper's method against DP-GD / DP-SGD"
     sizes = ("--quick (default): breast-cancer logistic and ℓ1 regression, ε = 4, n ∈ {40, 200}, 3 seeds, 6 "
-             "methods (< 1 min); --full: 6 problems × ε ∈ {1, 4, 8} × n ∈ {100, 1000, 10000} (real data capped at "
-             "its pool; digits at its pool n = 1438 only) × 10 seeds × 12 methods, ZTC/KLT zeroth order with "
-             "m ≤ 128 directions (about 30 min with 2 workers).")
+             "methods and their compute-matched DP-SGD (about 1 min); --full: 6 problems × ε ∈ {1, 4} × n = 1000 "
+             "(real data capped at its pool: 455; digits at its pool n = 1438 and ε = 1 only) × 5 seeds × 13 methods "
+             "and 8 compute-matched DP-SGD, ZTC/KLT zeroth order with m ≤ 128 directions (about an hour with 1 "
+             "worker on a 2-core machine shared with other runs).")
     claims_heading = "Claims (95 % intervals over seeds; 'no signal' where an interval straddles)"
     Config, QUICK, FULL, Row = UtilityConfig, QUICK, FULL, UtilityRow
 
     def tasks(self, config: UtilityConfig) -> list[Task]:
-        return [(p, e, n, s) for p in config.problems for e in config.epsilons for n in config.sizes(p)
-                for s in range(config.seeds)]
+        def runs(p, e):
+            return p not in config.largest_only or not config.largest_only_epsilons or e in config.largest_only_epsilons
+        return [(p, e, n, s) for p in config.problems for e in config.epsilons if runs(p, e)
+                for n in config.sizes(p) for s in range(config.seeds)]
 
     def cost(self, config: UtilityConfig, task: Task) -> float:
         # seconds per example of the 12 methods, measured on this machine (relative only: the scheduling order)
@@ -711,7 +722,12 @@ class Utility(Experiment):
                 continue
             rows.append(_measure(problem, name, method.family, epsilon, seed, inst, out, seconds, config))
             if config.matched and method.family == "dpnc":
-                rows.append(self._matched(config, inst, budget, problem, epsilon, seed, name, out))
+                try:
+                    rows.append(self._matched(config, inst, budget, problem, epsilon, seed, name, out))
+                except ValueError as error:
+                    nan = math.nan
+                    rows.append(UtilityRow(problem, MATCHED + name, "matched", epsilon, inst.train.n, seed,
+                                           f"n/a: {error}"[:200], nan, nan, nan, nan, 0, 0, nan, False, ""))
         return tuple(rows)
 
     def _matched(self, config, inst, budget, problem, epsilon, seed, name, out: Outcome) -> UtilityRow:
@@ -749,3 +765,31 @@ class Utility(Experiment):
 
 
 EXPERIMENT = Utility()
+
+
+def supersede(folder: Path, previous: dict, rule: str, date: str | None = None) -> list[Path]:
+    """Keep the verdicts of the result this run replaces: ``previous`` (the old ``result.json``, as a dict) gives a
+    re-judging record in the new result under ``folder`` (:func:`dpnc.experiments.protocol.write`): its own earlier
+    re-judgings first, then one entry for this re-run (``rule``) in which an old claim with the very same statement
+    is paired with the new one (old → new verdict) and every other old claim reads "removed", with its old verdict
+    and evidence. The new claims that correspond to none are new, not listed as changes."""
+    import datetime
+    import json
+
+    from dpnc.experiments import protocol
+
+    data = json.loads((Path(folder) / "result.json").read_text())
+    result = protocol.read(EXPERIMENT, Path(folder) / "result.json")
+    new = {c.statement: c for c in result.claims}
+    changes = []
+    for c in previous.get("claims", []):
+        old = protocol.verdict(c["holds"])
+        match = new.get(c["statement"])
+        changes.append({"statement": c["statement"], "new_statement": match.statement if match else None,
+                        "old": old, "new": protocol.verdict(match.holds) if match else "removed",
+                        "old_evidence": c["evidence"], "new_evidence": match.evidence if match else ""})
+    record = {"date": date or datetime.date.today().isoformat(), "rule": rule, "changes": changes,
+              "declared_after": False, "previous": previous.get("claims", []),
+              "previous_command": previous.get("command"), "previous_seconds": previous.get("seconds")}
+    result = dataclasses.replace(result, rejudged=(*previous.get("rejudged", ()), record))
+    return protocol.write(result, Path(folder), data["command"])
