@@ -225,7 +225,7 @@ def test_full_grid_trims():
     full = exp.FULL
     assert full.seeds >= 5 and set(full.epsilons) == {1.0, 4.0}
     assert full.sizes("least-squares") == [1000] and full.sizes("logistic-cancer") == [455]
-    assert full.sizes("logistic-digits") == [1438] and full.largest_only_epsilons == (1.0,)
+    assert full.sizes("logistic-digits") == [1000] and full.largest_only_epsilons == (1.0,)
     tasks = exp.EXPERIMENT.tasks(full)
     assert {e for p, e, n, s in tasks if p == "logistic-digits"} == {1.0} and len(tasks) == (5 * 2 + 1) * 5
 
@@ -237,3 +237,21 @@ def test_a_private_tuning_publishes_no_wall_time():
     rows = {r.method: r for r in exp.EXPERIMENT.run_one(config, ("l1-regression", 4.0, 60, 0))}
     assert rows["dp-gd-tuned"].status == "ok" and math.isnan(rows["dp-gd-tuned"].seconds)
     assert rows["dp-gd"].seconds > 0
+
+
+def test_supersede_keeps_the_replaced_results_verdicts(tiny, tmp_path):
+    protocol.write(tiny, tmp_path, "dpnc reproduce utility (test)")
+    old = {"claims": [{"statement": report.PRIVACY, "holds": True, "evidence": "old privacy"},
+                      {"statement": "l1, ε = 1: the best dpnc method (klt-fo) is within 1.5× of the best baseline",
+                       "holds": False, "evidence": "2.97×"}],
+           "rejudged": [{"date": "2026-11-25", "rule": "earlier", "changes": [], "previous": []}],
+           "command": "old command", "seconds": 60.0}
+    exp.supersede(tmp_path, old, "re-run", date="2026-11-26", notes=("grid trimmed",))
+    again = protocol.read(exp.EXPERIMENT, tmp_path / "result.json")
+    assert [r["rule"] for r in again.rejudged] == ["earlier", "re-run"] and again.claims == tiny.claims
+    changes = {c["statement"]: c for c in again.rejudged[-1]["changes"]}
+    assert changes[report.PRIVACY]["new"] == "yes" and changes[report.PRIVACY]["old"] == "yes"
+    best = changes["l1, ε = 1: the best dpnc method (klt-fo) is within 1.5× of the best baseline"]
+    assert best["old"] == "**no**" and best["new"] == "removed" and best["old_evidence"] == "2.97×"
+    summary = (tmp_path / "summary.md").read_text()
+    assert "grid trimmed" in summary and "2.97×" in summary and again.rejudged[-1]["previous_command"] == "old command"

@@ -679,7 +679,7 @@ class Utility(Experiment):
     title = "Utility on problems with public constants: each paper's method against DP-GD / DP-SGD"
     sizes = ("--quick (default): breast-cancer logistic and ℓ1 regression, ε = 4, n ∈ {40, 200}, 3 seeds, 6 "
              "methods and their compute-matched DP-SGD (about 1 min); --full: 6 problems × ε ∈ {1, 4} × n = 1000 "
-             "(real data capped at its pool: 455; digits at its pool n = 1438 and ε = 1 only) × 5 seeds × 13 methods "
+             "(real data capped at its pool: cancer 455; digits at ε = 1 only) × 5 seeds × 13 methods "
              "and 8 compute-matched DP-SGD, ZTC/KLT zeroth order with m ≤ 128 directions (about an hour with 1 "
              "worker on a 2-core machine shared with other runs).")
     claims_heading = "Claims (95 % intervals over seeds; 'no signal' where an interval straddles)"
@@ -767,12 +767,13 @@ class Utility(Experiment):
 EXPERIMENT = Utility()
 
 
-def supersede(folder: Path, previous: dict, rule: str, date: str | None = None) -> list[Path]:
+def supersede(folder: Path, previous: dict, rule: str, date: str | None = None, notes: tuple = ()) -> list[Path]:
     """Keep the verdicts of the result this run replaces: ``previous`` (the old ``result.json``, as a dict) gives a
     re-judging record in the new result under ``folder`` (:func:`dpnc.experiments.protocol.write`): its own earlier
     re-judgings first, then one entry for this re-run (``rule``) in which an old claim with the very same statement
     is paired with the new one (old → new verdict) and every other old claim reads "removed", with its old verdict
-    and evidence. The new claims that correspond to none are new, not listed as changes."""
+    and evidence. The new claims that correspond to none are new, not listed as changes. ``notes``: lines added
+    under the summary's header (e.g. how the grid was trimmed)."""
     import datetime
     import json
 
@@ -791,5 +792,6 @@ def supersede(folder: Path, previous: dict, rule: str, date: str | None = None) 
     record = {"date": date or datetime.date.today().isoformat(), "rule": rule, "changes": changes,
               "declared_after": False, "previous": previous.get("claims", []),
               "previous_command": previous.get("command"), "previous_seconds": previous.get("seconds")}
-    result = dataclasses.replace(result, rejudged=(*previous.get("rejudged", ()), record))
+    result = dataclasses.replace(result, rejudged=(*previous.get("rejudged", ()), record),
+                                 notes=(*result.notes, *notes))
     return protocol.write(result, Path(folder), data["command"])
