@@ -33,6 +33,7 @@ import re
 import statistics
 import sys
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -68,6 +69,14 @@ class Claims:
 @dataclass(frozen=True)
 class LMAccuracy:
     """Mean test accuracy (%) per task and method over the k-shot seeds, from a dpzero-lm result's rows."""
+
+    folder: str
+
+
+@dataclass(frozen=True)
+class LMRecipes:
+    """The per-task MeZO/DPZero recipes of a dpzero-lm result, from its ``recipe-choice/choice-<task>.json`` (chosen
+    non-privately on held-out training rows; the held-out accuracies there are NOT PRIVATE and not shown)."""
 
     folder: str
 
@@ -125,6 +134,10 @@ BLOCKS: dict[str, Block] = {
         Claims("kl-rates", show="tally", group=KL_GROUP),
     )),
     "dpzero-lm": Block((
+        LMAccuracy("dpzero-lm-tasks"),
+        LMRecipes("dpzero-lm-tasks"),
+        Claims("dpzero-lm-tasks", show="picked", group=r"^(SST-2|SST-5|SNLI|MNLI|RTE|TREC):",
+               picks=("on every task", "(ε, δ)-DP", "within 30 minutes"), limit=1200),
         LMAccuracy("dpzero-lm"),
         Claims("dpzero-lm", limit=600),
         LMAccuracy("dpzero-lm-quick"),
@@ -249,6 +262,34 @@ def render_lm_accuracy(part: LMAccuracy) -> list[str]:
     return lines
 
 
+def render_lm_recipes(part: LMRecipes) -> list[str]:
+    folder = HERE / part.folder / "recipe-choice"
+    choices = [json.loads(p.read_text()) for p in sorted(folder.glob("choice-*.json"))]
+    if not choices:
+        raise SystemExit(f"readme_verdicts: {part.folder}/recipe-choice has no choice-*.json")
+    order = {t: i for i, t in enumerate(("SST-2", "SST-5", "SNLI", "MNLI", "RTE", "TREC"))}
+    choices.sort(key=lambda c: order.get(c["task"], 99))
+    first = choices[0]
+
+    def fmt(r: dict) -> str:
+        return ", ".join(f"{'C' if k == 'clip' else 'T' if k == 'steps' else k} = {r[k]:g}"
+                         for k in ("lr", "clip", "steps") if k in r)
+    lines = [f"Recipes ([`{part.folder}/recipe-choice`](docs/results/{part.folder}/recipe-choice/summary.md)): "
+             f"{first['selection']}. Per task, on its k-shot seed-{first['data_seed']} train split with a fifth held "
+             f"out: {first['candidates']['dpzero']} DPZero (ε = {first['epsilon']:g}) and "
+             f"{first['candidates']['mezo']} MeZO candidates, the highest held-out accuracy chosen; DPZero's "
+             "recipe serves every ε.", "",
+             "| task | MeZO | DPZero |", "|---|---|---|"]
+    lines += [f"| {c['task']} | {fmt(c['chosen']['mezo'])} | {fmt(c['chosen']['dpzero'])} |" for c in choices]
+    rows = _result(part.folder)["rows"]
+    shared = sorted({r["task"] for r in rows if r.get("data_seed") not in (None, r["seed"])},
+                    key=lambda t: order.get(t, 99))
+    if shared:
+        lines += ["", f"{', '.join(shared)}: one k-shot folder shipped (seed 42), so their three seeds are training "
+                  "seeds on it: the spread over seeds there is training randomness only."]
+    return lines
+
+
 def _zo_recipe(mode: str) -> dict:
     tree = ast.parse((ROOT / "src/dpnc/lm/config.py").read_text())
     for node in tree.body:
@@ -300,7 +341,7 @@ def render_audit(part: Audit) -> list[str]:
     return lines
 
 
-RENDER = {Claims: render_claims, LMAccuracy: render_lm_accuracy, HeadSweep: render_head_sweep, Audit: render_audit}
+RENDER = {Claims: render_claims, LMAccuracy: render_lm_accuracy, LMRecipes: render_lm_recipes, HeadSweep: render_head_sweep, Audit: render_audit}
 
 
 def render(name: str) -> str:
@@ -315,8 +356,9 @@ def render(name: str) -> str:
 # --- README.md ---------------------------------------------------------------------------------------------------
 
 
-def regenerate(text: str) -> str:
-    """README text with every verdicts block rewritten; every block of :data:`BLOCKS` must appear exactly once."""
+def regenerate(text: str, only: Sequence[str] | None = None) -> str:
+    """README text with every verdicts block rewritten (``only``: just those blocks, the others kept as they are,
+    e.g. while another block's result is being re-run); every block of :data:`BLOCKS` must appear exactly once."""
     lines, out, seen, i = text.split("\n"), [], [], 0
     while i < len(lines):
         m = BEGIN.match(lines[i])
@@ -330,7 +372,7 @@ def regenerate(text: str) -> str:
         end = next((j for j in range(i + 1, len(lines)) if lines[j] == END.format(name)), None)
         if end is None:
             raise SystemExit(f"readme_verdicts: README.md line {i + 1}: block {name!r} has no end marker")
-        out += [lines[i], render(name), END.format(name)]
+        out += [lines[i], render(name), END.format(name)] if only is None or name in only else lines[i:end + 1]
         seen.append(name)
         i = end + 1
     missing = [n for n in BLOCKS if n not in seen]
@@ -351,10 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite the blocks in README.md")
     parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--only", default=None,
+                        help="with --write: comma-separated blocks to rewrite, the others left as they are")
     args = parser.parse_args(argv)
     if args.write:
         text = args.readme.read_text()
-        new = regenerate(text)
+        new = regenerate(text, args.only.split(",") if args.only else None)
         if new != text:
             args.readme.write_text(new)
         print(f"{args.readme}: {'rewritten' if new != text else 'up to date'}")
