@@ -138,6 +138,8 @@ BLOCKS: dict[str, Block] = {
         LMRecipes("dpzero-lm-tasks"),
         Claims("dpzero-lm-tasks", show="picked", group=r"^(SST-2|SST-5|SNLI|MNLI|RTE|TREC):",
                picks=("on every task", "(ε, δ)-DP", "within 30 minutes"), limit=1200),
+        Claims("dpzero-lm-tasks/tables-3-5", show="picked", group=r"^(SST-2):",
+               picks=("sphere and Gaussian", "a DPZero step costs", "DP-AdamW costs")),
         LMAccuracy("dpzero-lm"),
         Claims("dpzero-lm", limit=600),
         LMAccuracy("dpzero-lm-quick"),
