@@ -254,7 +254,7 @@ def test_the_generated_dpzero_lm_command_builds_the_config(no_work, tmp_path, mo
     (config, kw), = seen
     assert config == dpzero_lm.LMConfig(data_dir=str(tmp_path), runs_dir=str(tmp_path / "o" / "runs"), seeds=(13, 21),
                                         sphere_tasks=(), steps=7, isolate=False)
-    assert kw == {"workers": 3}
+    assert kw == {"workers": 3, "out": tmp_path / "o"}   # the claims are declared into out/ before the run
 
 
 def test_the_generated_nonsmooth_command_lists_its_options():
@@ -277,4 +277,4 @@ def test_the_generated_nonsmooth_commands_build_the_config(experiment, args, exp
     monkeypatch.setattr(protocol, "run_experiment", lambda exp, config, **kw: seen.append((exp, config, kw)) or 1 / 0)
     runner.invoke(app, ["reproduce", experiment.name, *args, "--workers", "1", "--out", str(tmp_path / "o")])
     (ran, config, kw), = seen
-    assert ran is experiment and config == expected and kw == {"workers": 1}
+    assert ran is experiment and config == expected and kw == {"workers": 1, "out": tmp_path / "o"}

@@ -150,8 +150,9 @@ def test_finetune_cli_prints_zero_shot_beside_the_result_and_records_what_it_tra
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["train"], summary["trained_parameters"], summary["cached_layers"]) == ("head", 770, 6)
     assert summary["relation"] == "add/remove" and summary["data"]["task"] == "SST-2"
-    # Public values only: the training split's size (n, public in the accounting), not its class counts.
-    assert summary["data"]["rows"]["train"] == 1024 and summary["data"]["test_class_counts"]
+    # Public values only: the declared n (k × classes for a task), never the training split's rows or class counts.
+    assert summary["public_inputs"]["n"] == 1024 and summary["data"]["test_class_counts"]
+    assert "train_rows" not in summary["data"] and "rows" not in summary["data"]
     assert not [k for k in summary["data"] if "count" in k and k != "test_class_counts"]
     assert 0 <= summary["zero_shot_accuracy"] <= 1 and summary["epsilon_rdp"] <= 4
     assert (out / "training.png").stat().st_size > 10_000
