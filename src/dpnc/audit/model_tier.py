@@ -133,7 +133,6 @@ class _ModelTier(Mechanism):
         self.check_broken(broken)
         m = self.multiplier() / self.noise_factor(broken)
         canary = self.canary_row(broken)
-        known = replay_inclusions(self.n, self.B, self.T, self.seed)[:, canary]
         data = {True: self.data(canary), False: self.data(None)}
         y = {True: [], False: []}
         with tqdm(total=2 * runs, desc=f"audit {self.name}", disable=not progress) as bar:
@@ -142,9 +141,14 @@ class _ModelTier(Mechanism):
                     released, seeds, _ = self.train(data[present], m, broken)
                     y[present].append(self.signs(seeds) * released / self.unit)
                     bar.update(1)
-        stats = {p: release_statistics(torch.tensor(np.array(y[p]).T), self.multiplier(), q=self.q, known=known)
-                 for p in (True, False)}
+        stats = {p: self.statistics_of(torch.tensor(np.array(y[p]).T), canary) for p in (True, False)}
         return {k: (stats[True][k], stats[False][k]) for k in stats[True]}
+
+    def statistics_of(self, y: torch.Tensor, canary: int) -> dict[str, np.ndarray]:
+        """The statistics of runs whose projected releases are y (T, runs): the Poisson set, with the inclusions
+        of row ``canary`` replayed from the public seed."""
+        known = replay_inclusions(self.n, self.B, self.T, self.seed)[:, canary]
+        return release_statistics(y, self.multiplier(), q=self.q, known=known)
 
     def canary_effect(self) -> dict:
         """Noiseless replays with the seeded sampler: the largest change of one release between D and D′."""
@@ -383,19 +387,9 @@ class DPZeroOptimizerReplaceOne(DPZeroOptimizerPoisson):
     def _sampler(self, broken, rows):
         return FullBatch(rows)
 
-    def scores(self, runs, broken=None, *, progress=False):
-        self.check_broken(broken)
-        m = self.multiplier() / self.noise_factor(broken)
-        data = {True: self.data(0), False: self.data(None)}
-        y = {True: [], False: []}
-        with tqdm(total=2 * runs, desc=f"audit {self.name}", disable=not progress) as bar:
-            for _ in range(runs):
-                for present in (True, False):
-                    released, seeds, _ = self.train(data[present], m, broken)
-                    y[present].append(self.signs(seeds) * released / self.unit)
-                    bar.update(1)
-        stats = {p: release_statistics(torch.tensor(np.array(y[p]).T), m) for p in (True, False)}
-        return {k: (stats[True][k], stats[False][k]) for k in stats[True]}
+    def statistics_of(self, y, canary):
+        """The full-batch set (Σ_t y_t, the LLR at every σ; the largest release)."""
+        return release_statistics(y, self.multiplier())
 
     def canary_effect(self) -> dict:
         c_in, _, _ = self.train(self.data(0), 0.0, None)
