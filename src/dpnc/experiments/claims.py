@@ -216,12 +216,7 @@ def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[
     examples are a sample from the task's distribution, shared by every seed, so their part does not shrink with
     more seeds); the t quantile at the Welch–Satterthwaite degrees of freedom of the sum. One seed: no verdict.
     """
-    if len(a) != len(b) or not a:
-        raise ValueError(f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}")
-    m = len(a[0])
-    if m < 2 or any(len(v) != m for v in (*a, *b)):
-        raise ValueError("every correctness vector must have the same length m >= 2; got lengths "
-                         f"{sorted({len(v) for v in (*a, *b)})}")
+    m = _paired_length(a, b, ("a", "b"), "correctness vector")
     per_seed = [[x - y for x, y in zip(u, v)] for u, v in zip(a, b)]
     means = [100 * statistics.fmean(d) for d in per_seed]
     diff, seed_se = mean_se(means)
@@ -230,6 +225,19 @@ def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[
     per_example = [100 * statistics.fmean(col) for col in zip(*per_seed)]
     parts = [(seed_se ** 2, len(a) - 1), (statistics.variance(per_example) / m, m - 1)]
     return from_parts(diff, parts, len(a), "paired by test example and seed")
+
+
+def _paired_length(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], names: tuple[str, str],
+                   what: str) -> int:
+    """The common number m >= 2 of examples of two paired per-seed lists (ValueError naming the arguments)."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"{names[0]} and {names[1]} must hold the same positive number of seeds; got {len(a)} and "
+                         f"{len(b)}")
+    m = len(a[0])
+    if m < 2 or any(len(v) != m for v in (*a, *b)):
+        raise ValueError(f"every {what} must have the same length m >= 2; got lengths "
+                         f"{sorted({len(v) for v in (*a, *b)})}")
+    return m
 
 
 def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> Interval:
@@ -248,12 +256,7 @@ def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> 
     a bounded interval only when Ȳ² > t²·a₂, i.e. the denominator's own interval (same t) excludes 0; otherwise
     (the set is unbounded) there is no interval and no verdict. One seed: no verdict.
     """
-    if len(x) != len(y) or not x:
-        raise ValueError(f"x and y must hold the same positive number of seeds; got {len(x)} and {len(y)}")
-    m = len(x[0])
-    if m < 2 or any(len(v) != m for v in (*x, *y)):
-        raise ValueError("every per-example vector must have the same length m >= 2; got lengths "
-                         f"{sorted({len(v) for v in (*x, *y)})}")
+    m = _paired_length(x, y, ("x", "y"), "per-example vector")
     k = len(x)
     xs, ys = [statistics.fmean(v) for v in x], [statistics.fmean(v) for v in y]
     xbar, ybar = statistics.fmean(xs), statistics.fmean(ys)
