@@ -117,27 +117,17 @@ def _bounds(false_pos, negatives, false_neg, positives, delta, confidence):
 
 
 def select_threshold(scores_in, scores_out, delta: float, confidence: float) -> tuple[float, int]:
-    """The threshold and orientation whose ε bound is largest on these (selection) scores.
+    """The threshold and orientation whose ε bound at ``delta`` is largest on these (selection) scores.
 
     Candidates are every distinct score, in both orientations. They are ranked by the bound computed with
     each error count one higher than observed and at the stricter level 1 − (1 − confidence)/50: both guard
     against a threshold so deep in a tail that the held-out half will not reproduce its few errors (with 10⁴
     runs of an ε ≈ 1 mechanism this removes most held-out bounds of 0 and costs little elsewhere). The final
-    bound stays valid whatever the selection does, since it is computed on other runs.
+    bound stays valid whatever the selection does, since it is computed on other runs. The one-δ case of
+    :func:`select_profile_threshold` (a claim of ε = 0 at ``delta``).
     """
-    scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
-    _check_confidence(confidence)
-    candidates = np.unique(np.concatenate([scores_in, scores_out]))
-    neg, pos = len(scores_out), len(scores_in)
-    strict = 1 - (1 - confidence) / 50
-    best = (-1.0, float(candidates[0]), 1)
-    for orientation in (1, -1):
-        false_pos, false_neg = _errors(scores_in, scores_out, candidates, orientation)
-        _, _, bound = _bounds(np.minimum(false_pos + 1, neg), neg, np.minimum(false_neg + 1, pos), pos, delta, strict)
-        i = int(np.argmax(bound))
-        if bound[i] > best[0]:
-            best = (float(bound[i]), float(candidates[i]), orientation)
-    return best[1], best[2]
+    threshold, orientation, _ = select_profile_threshold(scores_in, scores_out, {delta: 0.0}, confidence)
+    return threshold, orientation
 
 
 def evaluate_threshold(scores_in, scores_out, threshold: float, orientation: int, delta: float,
@@ -158,17 +148,12 @@ def evaluate_threshold(scores_in, scores_out, threshold: float, orientation: int
 
 
 def split_threshold_test(scores_in, scores_out, delta: float, confidence: float = 0.95) -> ThresholdTest:
-    """Choose the threshold on the first half of each population's runs, bound ε on the second half.
+    """Choose the threshold on the first half of each population's runs, bound ε at ``delta`` on the second half.
 
     The runs of a population are i.i.d., so their order carries no information and "first half" is a
-    fair split. Each population needs at least 2 runs.
+    fair split. Each population needs at least 2 runs. The one-δ case of :func:`profile_test`.
     """
-    scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
-    if len(scores_in) < 2 or len(scores_out) < 2:
-        raise ValueError(f"need at least 2 runs per population; got {len(scores_in)} and {len(scores_out)}")
-    half_in, half_out = len(scores_in) // 2, len(scores_out) // 2
-    threshold, orientation = select_threshold(scores_in[:half_in], scores_out[:half_out], delta, confidence)
-    return evaluate_threshold(scores_in[half_in:], scores_out[half_out:], threshold, orientation, delta, confidence)
+    return profile_test("score", scores_in, scores_out, {delta: 0.0}, confidence).test
 
 
 def _scores(values, name: str) -> np.ndarray:
@@ -231,8 +216,8 @@ class StatisticTest:
 
 def _check_claims(claims) -> dict[float, float]:
     claims = {float(d): float(e) for d, e in dict(claims).items()}
-    if not claims or any(not 0 < d < 1 or not e >= 0 for d, e in claims.items()):
-        raise ValueError(f"claims must map δ in (0, 1) to ε >= 0; got {claims!r}")
+    if not claims or any(not 0 <= d < 1 or not e >= 0 for d, e in claims.items()):
+        raise ValueError(f"claims must map δ in [0, 1) to ε >= 0; got {claims!r}")
     return claims
 
 

@@ -82,8 +82,11 @@ class RealisedBatchDPZero(dz.DPZero):
     The previous round's hole: c_t = Σ_i clip_C(a_i)/|batch_r| + z_t with z_t ~ N(0, (m·C/B)²) and the ledger entry
     of the correct mechanism. Under Poisson sampling |batch| is random and depends on the data, so one example
     moves the release by C/|batch| (up to C) instead of the recorded C/B. Bypasses ``private_mean`` (which always
-    divides by B); ``run`` must be given the grid objective (its ``realised``) and a :class:`_Remembering` sampler.
+    divides by B); ``grid`` is the run's objective (its ``realised``), and ``run`` must be given a
+    :class:`_Remembering` sampler.
     """
+
+    grid: _CanaryGrid | None = None
 
     def step(self, space, closure, seed, *, sampler, noise, accountant):
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
@@ -138,9 +141,7 @@ class _FlatGrid(Mechanism):
         if self.algorithm is dz.DPGD:
             return dz.DPGD(self.eta, self.C, multiplier, steps=self.T)
         if broken == "realised-batch":
-            algorithm = RealisedBatchDPZero(self.eta, self.lam, self.C, multiplier, steps=self.T)
-            object.__setattr__(algorithm, "grid", grid)
-            return algorithm
+            return RealisedBatchDPZero(self.eta, self.lam, self.C, multiplier, steps=self.T, grid=grid)
         return self.algorithm(self.eta, self.lam, self.C, multiplier, steps=self.T)
 
     def _run(self, canary: torch.Tensor, sign: torch.Tensor, multiplier: float, sampler, bar: tqdm | None = None,

@@ -104,14 +104,11 @@ from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
+from dpnc.progress import progress
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 
 __all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "Trainer", "default_model_path",
            "finetune", "per_example_clipped_sum"]
-
-
-# The progress bar: steps done and ε (set as its postfix), no rate, elapsed or remaining time.
-BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}"
 
 
 class Evaluation(NamedTuple):
@@ -406,16 +403,13 @@ class Trainer:
         Writes a metrics line per step and per evaluation (public values only), checkpoints every
         ``checkpoint_every`` steps and at the end (when a ``checkpoint_dir`` is set).
         """
-        from tqdm.auto import tqdm
-
         c = self.config
         todo = self.step_budget if max_steps is None else min(self.step_budget, max_steps)
         records = []
         shown = c.progress and self.files.writer and todo > 0   # one bar, rank 0's, in a data-parallel run
-        # No rate, elapsed or remaining time (they track the secret batches), and one refresh per step (tqdm's
-        # default skips refreshes by elapsed time, so what the bar printed would depend on step times).
-        bar = tqdm(total=self.step + self.step_budget, initial=self.step, disable=not shown, desc=c.method,
-                   unit="step", dynamic_ncols=True, bar_format=BAR_FORMAT, mininterval=0, miniters=1)
+        # Steps done and ε (the postfix), no timing: dpnc.progress.
+        bar = progress(total=self.step + self.step_budget, initial=self.step, disable=not shown, desc=c.method,
+                       unit="step", dynamic_ncols=True)
         start = time.perf_counter()
         try:
             for _ in range(todo):
