@@ -246,7 +246,7 @@ def test_supersede_keeps_the_replaced_results_verdicts(tiny, tmp_path):
                        "holds": False, "evidence": "2.97×"}],
            "rejudged": [{"date": "2026-11-25", "rule": "earlier", "changes": [], "previous": []}],
            "command": "old command", "seconds": 60.0}
-    exp.supersede(tmp_path, old, "re-run", date="2026-11-26", notes=("grid trimmed",))
+    protocol.supersede(exp.EXPERIMENT, tmp_path, old, "re-run", date="2026-11-26", notes=("grid trimmed",))
     again = protocol.read(exp.EXPERIMENT, tmp_path / "result.json")
     assert [r["rule"] for r in again.rejudged] == ["earlier", "re-run"] and again.claims == tiny.claims
     changes = {c["statement"]: c for c in again.rejudged[-1]["changes"]}

@@ -265,11 +265,7 @@ def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> 
         return _no_interval(estimate, 1, NO_VERDICT_ONE_SEED)
     xe = [statistics.fmean(col) for col in zip(*x)]   # per example, the mean over seeds
     ye = [statistics.fmean(col) for col in zip(*y)]
-
-    def cov(u: Sequence[float], v: Sequence[float]) -> float:
-        mu, mv = statistics.fmean(u), statistics.fmean(v)
-        return sum((a - mu) * (b - mv) for a, b in zip(u, v)) / (len(u) - 1)
-
+    cov = statistics.covariance
     # seed part and test part of V(r): (s_xx − 2r s_xy + r² s_yy)/k and (t_xx − 2r t_xy + r² t_yy)/m
     seed = (cov(xs, xs) / k, cov(xs, ys) / k, cov(ys, ys) / k)
     test = (cov(xe, xe) / m, cov(xe, ye) / m, cov(ye, ye) / m)

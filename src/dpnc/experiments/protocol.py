@@ -369,17 +369,43 @@ def rejudge(experiment: Experiment, folder: Path, rule: str, command: str | None
     data = json.loads((folder / "result.json").read_text())
     old = read(experiment, folder / "result.json")
     new_claims = tuple(experiment.claims(old.rows, old.config))
-    changes = match_claims(old.claims, new_claims)
-    record = {"date": date or datetime.date.today().isoformat(), "rule": rule, "changes": changes,
-              "declared_after": not old.declared, "previous": [c._asdict() for c in old.claims]}
+    record = _record(old.claims, new_claims, rule, date, declared_after=not old.declared)
+    changes = record["changes"]
     notes = old.notes or tuple(_summary_notes(folder / "summary.md", old))
     result = dataclasses.replace(old, claims=new_claims, declared=old.declared or tuple(experiment.declare(old.config)),
                                  rejudged=(*old.rejudged, record), notes=notes)
     return write(result, folder, data.get("command") or command or "(not recorded)"), changes
 
 
-def match_claims(old: Sequence[Claim], new: Sequence[Claim]) -> list[dict]:
-    """Pair old and new claims (same statement first, then the most similar statement, at least half alike);
+def supersede(experiment: Experiment, folder: Path, previous: dict, rule: str, *, date: str | None = None,
+              notes: tuple = ()) -> list[Path]:
+    """Keep the verdicts of the result a new run replaced: ``previous`` (the old ``result.json``, as a dict) gives a
+    re-judging record in the new result under ``folder``, after the old result's own re-judgings. Only an old claim
+    with the very same statement is paired with a new one (a re-run's claims may be new in kind); every other old
+    claim reads "removed", with its old verdict and evidence, and the new claims that pair with none read "new
+    claim". ``notes``: lines added under the summary's header (e.g. how the grid was trimmed)."""
+    folder = Path(folder)
+    data = json.loads((folder / "result.json").read_text())
+    result = read(experiment, folder / "result.json")
+    old = tuple(Claim(**c) for c in previous.get("claims", ()))
+    record = {**_record(old, result.claims, rule, date, declared_after=False, similar=False),
+              "previous_command": previous.get("command"), "previous_seconds": previous.get("seconds")}
+    result = dataclasses.replace(result, rejudged=(*previous.get("rejudged", ()), record),
+                                 notes=(*result.notes, *notes))
+    return write(result, folder, data["command"])
+
+
+def _record(old: Sequence[Claim], new: Sequence[Claim], rule: str, date: str | None, *, declared_after: bool,
+            similar: bool = True) -> dict:
+    """One re-judging record: its date and rule, each old claim's pairing (:func:`match_claims`), the old claims."""
+    return {"date": date or datetime.date.today().isoformat(), "rule": rule,
+            "changes": match_claims(old, new, similar=similar), "declared_after": declared_after,
+            "previous": [c._asdict() for c in old]}
+
+
+def match_claims(old: Sequence[Claim], new: Sequence[Claim], *, similar: bool = True) -> list[dict]:
+    """Pair old and new claims (same statement first, then, with ``similar``, the most similar statement, at least
+    half alike);
     each pair as {statement (the old one), new_statement, old, new, old_evidence, new_evidence}; an old claim
     without a new one reads "removed", a new one without an old one "new claim"."""
     pairs, left = {}, list(range(len(new)))
@@ -389,7 +415,7 @@ def match_claims(old: Sequence[Claim], new: Sequence[Claim]) -> list[dict]:
             pairs[i] = j
             left.remove(j)
     scored = sorted(((difflib.SequenceMatcher(None, old[i].statement, new[j].statement).ratio(), i, j)
-                     for i in range(len(old)) if i not in pairs for j in left), reverse=True)
+                     for i in range(len(old)) if i not in pairs for j in left), reverse=True) if similar else []
     for ratio, i, j in scored:
         if ratio >= 0.5 and i not in pairs and j in left:
             pairs[i] = j

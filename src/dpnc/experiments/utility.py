@@ -765,33 +765,3 @@ class Utility(Experiment):
 
 
 EXPERIMENT = Utility()
-
-
-def supersede(folder: Path, previous: dict, rule: str, date: str | None = None, notes: tuple = ()) -> list[Path]:
-    """Keep the verdicts of the result this run replaces: ``previous`` (the old ``result.json``, as a dict) gives a
-    re-judging record in the new result under ``folder`` (:func:`dpnc.experiments.protocol.write`): its own earlier
-    re-judgings first, then one entry for this re-run (``rule``) in which an old claim with the very same statement
-    is paired with the new one (old → new verdict) and every other old claim reads "removed", with its old verdict
-    and evidence. The new claims that correspond to none are new, not listed as changes. ``notes``: lines added
-    under the summary's header (e.g. how the grid was trimmed)."""
-    import datetime
-    import json
-
-    from dpnc.experiments import protocol
-
-    data = json.loads((Path(folder) / "result.json").read_text())
-    result = protocol.read(EXPERIMENT, Path(folder) / "result.json")
-    new = {c.statement: c for c in result.claims}
-    changes = []
-    for c in previous.get("claims", []):
-        old = protocol.verdict(c["holds"])
-        match = new.get(c["statement"])
-        changes.append({"statement": c["statement"], "new_statement": match.statement if match else None,
-                        "old": old, "new": protocol.verdict(match.holds) if match else "removed",
-                        "old_evidence": c["evidence"], "new_evidence": match.evidence if match else ""})
-    record = {"date": date or datetime.date.today().isoformat(), "rule": rule, "changes": changes,
-              "declared_after": False, "previous": previous.get("claims", []),
-              "previous_command": previous.get("command"), "previous_seconds": previous.get("seconds")}
-    result = dataclasses.replace(result, rejudged=(*previous.get("rejudged", ()), record),
-                                 notes=(*result.notes, *notes))
-    return protocol.write(result, Path(folder), data["command"])
