@@ -343,7 +343,8 @@ def render_audit(part: Audit) -> list[str]:
     return lines
 
 
-RENDER = {Claims: render_claims, LMAccuracy: render_lm_accuracy, LMRecipes: render_lm_recipes, HeadSweep: render_head_sweep, Audit: render_audit}
+RENDER = {Claims: render_claims, LMAccuracy: render_lm_accuracy, LMRecipes: render_lm_recipes,
+          HeadSweep: render_head_sweep, Audit: render_audit}
 
 
 def render(name: str) -> str:

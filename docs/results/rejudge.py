@@ -11,7 +11,8 @@ Run from the repository root: ``.venv/bin/python docs/results/rejudge.py [--date
 import argparse
 from pathlib import Path
 
-from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates, protocol, utility
+from dpnc.experiments import (dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates, protocol,
+                              utility)
 
 HERE = Path(__file__).parent
 WELCH = ("t intervals with Welch–Satterthwaite degrees of freedom wherever a part is estimated from seeds, and one "

@@ -12,9 +12,9 @@ through such a sampler carries ``secret=False`` and every report built on it say
 
 The optimizer or algorithm draws the batch and hands it to the closure (the model tier hands the user's loss
 function the batch's rows: :mod:`dpnc.batches`), so the ordinary path evaluates no batch the ledger does not
-describe; :func:`batch_losses` checks that it returned one loss per example of that batch. Means are taken with the fixed denominator ``batch_size`` (the expected size under
-Poisson sampling), so one example moves a mean by at most C/batch_size whatever the realised batch,
-and an empty batch releases noise only.
+describe; :func:`batch_losses` checks that it returned one loss per example of that batch. Means are taken with
+the fixed denominator ``batch_size`` (the expected size under Poisson sampling), so one example moves a mean by at
+most C/batch_size whatever the realised batch, and an empty batch releases noise only.
 
 :class:`FullBatch` and :class:`SinglePass` claim no amplification: their data order is public.
 """

@@ -185,7 +185,8 @@ PAPER_SHARE = {"SST-2": "0.98", "SST-5": "0.90", "TREC": "0.98"}
 
 def _per_task(task: str) -> list[str]:
     return [f"{task}: DPZero at ε = 6 loses at most 2.6 points to MeZO",
-            f"{task}: DPZero at ε = 6 keeps at least 0.90 of MeZO's gain over zero-shot (the paper: {PAPER_SHARE[task]})",
+            f"{task}: DPZero at ε = 6 keeps at least 0.90 of MeZO's gain over zero-shot "
+            f"(the paper: {PAPER_SHARE[task]})",
             f"{task}: fine-tuning (MeZO) beats zero-shot"]
 
 

@@ -262,7 +262,8 @@ def test_a_rate_that_fails_reports_where_the_chosen_points_sit():
     values = constructed(lambda h, d, m, s: (1 + 0.02 * s) * d ** 1.0)   # far steeper than any Table 1 exponent
     edges = {(h, d, m, s): (exp.SyntheticRow(**{**row, "hessian": h, "method": m}, d=d, T=40, seed=s), ["largest T"])
              for h, d, m, s in values}
-    claim = next(c for c in exp.paper_claims(values, edges) if c.statement.startswith("with r = d, the train ‖∇F_S‖ grows"))
+    claim = next(c for c in exp.paper_claims(values, edges)
+                 if c.statement.startswith("with r = d, the train ‖∇F_S‖ grows"))
     assert claim.holds is False and claim.evidence.count("the train-chosen T is the grid's largest") == 3
 
 

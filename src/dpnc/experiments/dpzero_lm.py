@@ -111,8 +111,8 @@ def _recipe(what: str) -> dict:
 class LMConfig:
     """The runs. Defaults are ``--full``: SST-2, SST-5, SNLI, MNLI, RTE, TREC × seeds 42, 13, 21, zero-shot, MeZO,
     DPZero at ε = 6 and 2 with each task's recipe for ``--train head`` (:data:`TASK_RECIPES`; Table 2 only; Tables 3
-    and 5 with ``fo_methods`` and ``sphere_tasks``); :data:`QUICK` is SST-2, seed 42, 300 steps (a smoke run). Each field's ``help`` says what it
-    is; a field left None takes the trainer's default.
+    and 5 with ``fo_methods`` and ``sphere_tasks``); :data:`QUICK` is SST-2, seed 42, 300 steps (a smoke run).
+    Each field's ``help`` says what it is; a field left None takes the trainer's default.
     """
 
     data_dir: str | None = field(default=None, metadata=_help(
@@ -322,7 +322,7 @@ def recipe(config: LMConfig, task: str, method: str) -> dict[str, float | None]:
     """lr, clip and steps of a zeroth-order run: the config's value where given, else the task's
     :data:`TASK_RECIPES` entry for the method (``recipes="per-task"``; DPZero's at every ε), else None (the
     trainer's default). MeZO has no clip."""
-    table = TASK_RECIPES.get(task, {}).get(method, {}) if config.recipes == "per-task" else {}
+    table = _recipe_table(config, task, method)
     out = {k: getattr(config, k) if getattr(config, k) is not None else table.get(k) for k in ("lr", "clip", "steps")}
     if out["steps"] is not None:
         out["steps"] = int(out["steps"])
@@ -331,8 +331,13 @@ def recipe(config: LMConfig, task: str, method: str) -> dict[str, float | None]:
 
 def per_task_recipe(config: LMConfig, task: str, method: str) -> bool:
     """Whether a run takes any of its settings from :data:`TASK_RECIPES` (so its ε excludes the choice)."""
-    table = TASK_RECIPES.get(task, {}).get(method, {}) if config.recipes == "per-task" else {}
+    table = _recipe_table(config, task, method)
     return any(getattr(config, k) is None and k in table for k in ("lr", "clip", "steps"))
+
+
+def _recipe_table(config: LMConfig, task: str, method: str) -> dict[str, float]:
+    """The task's :data:`TASK_RECIPES` entry for the method, if the config takes per-task recipes (else empty)."""
+    return TASK_RECIPES.get(task, {}).get(method, {}) if config.recipes == "per-task" else {}
 
 
 def finetune_config(config: LMConfig, task: LMTask, out: str | None):
@@ -584,7 +589,8 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
         if iv is None:
             return
         holds = below(iv, threshold) if at_most else exceeds(iv, threshold)
-        claims.append(Claim(statement, holds, f"{_points(iv)} ({_label(a)} − {_label(b)}; {_accuracies(t2, task, a, b)})"))
+        claims.append(Claim(statement, holds,
+                            f"{_points(iv)} ({_label(a)} − {_label(b)}; {_accuracies(t2, task, a, b)})"))
 
     judge("SST-2", "dpzero ε=6", "zero-shot", 5.0, "SST-2: DPZero at ε = 6 gains more than 5 points over zero-shot")
     judge("SST-2", "dpzero ε=2", "zero-shot", 3.0, "SST-2: DPZero at ε = 2 gains more than 3 points over zero-shot")
@@ -599,7 +605,8 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
         if t in close:
             per_task.append(Claim(f"{t}: DPZero at ε = 6 loses at most {PAPER_MAX_DROP:.1f} points to MeZO",
                                   below(close[t], PAPER_MAX_DROP),
-                                  f"{_points(close[t])} (MeZO − DPZero ε=6; {_accuracies(t2, t, 'mezo', 'dpzero ε=6')})"))
+                                  f"{_points(close[t])} (MeZO − DPZero ε=6; "
+                                  f"{_accuracies(t2, t, 'mezo', 'dpzero ε=6')})"))
         if t in shares:
             per_task.append(Claim(f"{t}: DPZero at ε = 6 keeps at least {MIN_SHARE:.2f} of MeZO's gain over "
                                   f"zero-shot (the paper: {PAPER_SHARES[t]:.2f})", _share_verdict(shares[t]),
@@ -736,7 +743,8 @@ def _table5_claims(rows: Sequence[LMRow], cfg: LMConfig, test_of: dict[str, int]
 
 
 def _t5_accuracies(rows: Sequence[LMRow], task: str, direction: str, epsilon: float) -> list[float]:
-    return [r.accuracy for r in rows if (r.task, r.method, r.direction, r.epsilon) == (task, "dpzero", direction, epsilon)]
+    wanted = (task, "dpzero", direction, epsilon)
+    return [r.accuracy for r in rows if (r.task, r.method, r.direction, r.epsilon) == wanted]
 
 
 def _label(key: str) -> str:

@@ -179,10 +179,11 @@ def _recipe_note(result: Result) -> str:
 
     def one(method: str, r: dict) -> str:
         return ", ".join(f"{k} {r[k]:g}" for k in ("lr", "clip", "steps") if k in r)
-    per = "; ".join(f"{t}: MeZO {one('mezo', TASK_RECIPES[t]['mezo'])}, DPZero {one('dpzero', TASK_RECIPES[t]['dpzero'])}"
-                    for t in tasks)
-    return (f"Recipe per task (`TASK_RECIPES`; DPZero's at every ε){' overridden by the command line for ' + ', '.join(pinned) if pinned else ''}: "
-            f"{per}. Privacy of the choice: {RECIPE_CHOICE} (evidence, NOT PRIVATE: `recipe-choice/`).  ")
+    per = "; ".join(f"{t}: MeZO {one('mezo', TASK_RECIPES[t]['mezo'])}, "
+                    f"DPZero {one('dpzero', TASK_RECIPES[t]['dpzero'])}" for t in tasks)
+    overridden = f" overridden by the command line for {', '.join(pinned)}" if pinned else ""
+    return (f"Recipe per task (`TASK_RECIPES`; DPZero's at every ε){overridden}: {per}. Privacy of the choice: "
+            f"{RECIPE_CHOICE} (evidence, NOT PRIVATE: `recipe-choice/`).  ")
 
 
 def _head(train: str) -> str:

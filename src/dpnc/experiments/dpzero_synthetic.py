@@ -478,7 +478,8 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
         slope = "95 % t interval over the per-seed log-log slopes in d; one seed: no verdict"
         return [Declared("DPGD-0th is worst in every (Hessian, d) cell", "above", "0 (log DPGD-0th / larger other)",
                          ratio + "; every cell"),
-                Declared("DP-GD is best in every cell", "above", "0 (log smaller other / DP-GD)", ratio + "; every cell"),
+                Declared("DP-GD is best in every cell", "above", "0 (log smaller other / DP-GD)",
+                         ratio + "; every cell"),
                 Declared("with r = d every method worsens with d", "above", "slope 0", slope),
                 Declared("with r = log d DPZero is nearly flat in d", "below",
                          "half the slope of Table 1's (log d)·√r bound on ‖∇F‖²", slope),

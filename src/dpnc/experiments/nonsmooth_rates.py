@@ -608,8 +608,8 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
              "interval)\n",
              "Seeds whose n(β) is censored (not reached by n_max: [n_max, ∞); reached at the first n: [1, n_start]) at "
              "some point of a sweep are kept: the estimate counts them at n_max (n_start), the interval takes the "
-             f"range of their slopes (conservative), the note counts them; above {stats.MAX_CENSORED:.0%} of the seeds, "
-             "no verdict. Every sweep point is kept.\n",
+             "range of their slopes (conservative), the note counts them; above "
+             f"{stats.MAX_CENSORED:.0%} of the seeds, no verdict. Every sweep point is kept.\n",
              "| objective | method | exponent in | β | over | theorem | fitted | verdict | complete seeds |",
              "|---|---|---|---|---|---|---|---|---|"]
     for e in exponents(rows, config):

@@ -582,8 +582,8 @@ class UtilityConfig:
         if self.largest_only_epsilons:
             check_axis("largest_only_epsilons", self.largest_only_epsilons, POSITIVE)
         check_axis("samples", self.samples, ("an integer >= 8", lambda n: INTEGER[1](n) and n >= 8))
-        for name in ("seeds", "gd_steps", "klt_mp_steps", "matched_max_steps", "certificate_samples", "max_directions", "hidden", "l1_dim", "ls_dim",
-                     "maxaff_dim", "zo_directions", "n_test", "reference_steps"):
+        for name in ("seeds", "gd_steps", "klt_mp_steps", "matched_max_steps", "certificate_samples", "max_directions",
+                     "hidden", "l1_dim", "ls_dim", "maxaff_dim", "zo_directions", "n_test", "reference_steps"):
             check_value(name, getattr(self, name), INTEGER)
         for name in ("sgd_epochs", "alpha", "relu_radius"):
             check_value(name, getattr(self, name), POSITIVE)
@@ -737,7 +737,8 @@ class Utility(Experiment):
 
         cost = compute(out.evaluations, out.gradients)
         algorithm = matched_dpsgd(config, inst, budget, cost)
-        gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{problem}/{inst.train.n}/{seed}/m/{name}".encode()))
+        public = f"{config.seed}/{problem}/{inst.train.n}/{seed}/m/{name}"   # the matched run's public seed
+        gen = torch.Generator().manual_seed(zlib.crc32(public.encode()))
         tic = time.perf_counter()
         run = algorithm.run(inst.train, inst.x0, noise=NoiseSource(), accountant=Accountant("add/remove"),
                             generator=gen)

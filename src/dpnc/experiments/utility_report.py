@@ -189,7 +189,8 @@ def within_claim(rows: Sequence, config, method: str, yardstick: str) -> Claim:
 
     def describe(c):
         parts = [f"{'matched' if b.startswith(MATCHED) else b} {_fmt(iv)}×" for b, iv in c["ratios"].items()]
-        gate_note = "" if c["margin"] is True else f" (progress margin {'fails' if c['margin'] is False else 'no signal'})"
+        margin = "fails" if c["margin"] is False else "no signal"
+        gate_note = "" if c["margin"] is True else f" (progress margin {margin})"
         return ", ".join(parts) + gate_note
     return Claim(statement, all_hold([c["verdict"] for c in cs]), _evidence(cs, describe))
 
@@ -282,14 +283,14 @@ def describe(config) -> str:
             f"T ≤ {config.matched_max_steps} where the compute allows. DPZero: T from its Theorem 3 with r = d "
             "(n(d + 2)ε / (4√(d log(e + ε/δ)))), η, C, λ its practical rule at that T. The other papers' methods: "
             "their families' `practical(...)` settings (ZTC and KLT zeroth order and KLT multi-pass with "
-            f"m = min(d, {config.zo_directions}) directions, KLT multi-pass T = {config.klt_mp_steps}); Menart et al.'s "
-            "with F0 = Φ. The papers' methods are not tuned. Goldstein certificates (nonsmooth problems, O2NC methods "
-            f"and their matched baselines): `dpnc.certify.goldstein_certificate` on the held-out set at radius 2δ "
-            f"(twice the method's smoothing), {config.certificate_samples} uniform ball points and {config.rim} rim "
+            f"m = min(d, {config.zo_directions}) directions, KLT multi-pass T = {config.klt_mp_steps}); Menart et "
+            "al.'s with F0 = Φ. The papers' methods are not tuned. Goldstein certificates (nonsmooth problems, O2NC "
+            "methods and their matched baselines): `dpnc.certify.goldstein_certificate` on the held-out set at radius "
+            f"2δ (twice the method's smoothing), {config.certificate_samples} uniform ball points and {config.rim} rim "
             f"pairs; a certificate below {CERT_FLOOR:g} is read as {CERT_FLOOR:g} (stationary to the QP's resolution; "
-            "L0 = 1 on these problems). Claims: each paper method on its own (declared before the run; no best-of-several), geometric "
-            f"means of paired ratios with 95 % t intervals, within {RATIO:g}× only after closing {PROGRESS:.0%} of the "
-            "start's gap.")
+            "L0 = 1 on these problems). Claims: each paper method on its own (declared before the run; no "
+            f"best-of-several), geometric means of paired ratios with 95 % t intervals, within {RATIO:g}× only after "
+            f"closing {PROGRESS:.0%} of the start's gap.")
 
 
 def _geo(values: list[float]) -> str:
@@ -313,7 +314,8 @@ def ratio_table(rows: Sequence, config) -> list[str]:
     baseline with its 95 % interval."""
     baselines = [b for b in ("dp-gd", "dp-sgd", "dp-gd-tuned", "dp-sgd-tuned") if b in config.methods]
     lines = ["| problem | ε | n | method | remaining gap fraction | "
-             + " | ".join(f"÷ {b}" for b in baselines) + (" | ÷ matched | matched's B, T |" if config.matched else " |"),
+             + " | ".join(f"÷ {b}" for b in baselines)
+             + (" | ÷ matched | matched's B, T |" if config.matched else " |"),
              "|" + "---|" * (5 + len(baselines) + (2 if config.matched else 0))]
     for problem in config.problems:
         n = config.sizes(problem)[-1]
@@ -349,7 +351,8 @@ def render(rows: Sequence, config, registry: dict) -> str:
     lines = ["## Each paper method against each baseline (geometric mean of the paired ratio, 95 % interval)\n",
              f"At each problem's largest n. Ratios < 1: the paper method is better. The remaining gap fraction is "
              f"(F(x) − F(x̂)) / (F(x0) − F(x̂)) (mean [95 % t interval]); a within-{RATIO:g}× cell counts only where "
-             f"it is below {1 - PROGRESS:g}. Ratios on relu-cancer are of training losses.\n", *ratio_table(rows, config), ""]
+             f"it is below {1 - PROGRESS:g}. Ratios on relu-cancer are of training losses.\n",
+             *ratio_table(rows, config), ""]
     cert = certificate_table(rows, config)
     if cert:
         lines += ["## Goldstein certificates (nonsmooth problems, held-out set, radius 2δ of each O2NC method)\n",

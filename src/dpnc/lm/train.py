@@ -16,10 +16,11 @@ One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
 Privacy. Private methods draw Poisson batches (each row joins w.p. q = B/n), so the accountant's event — the
 Poisson-subsampled Gaussian under add/remove — describes exactly what the sampler does (spec §7.1: the published
 code accounts Poisson but draws shuffled batches). The batches are **secret randomness** (:mod:`dpnc.sampling`): the
-sampler draws them from its own operating-system entropy stream, never from ``seed``; the zeroth-order optimizers
-draw each batch themselves and hand it to the trainer's closure; DP-AdamW draws from the same sampler and divides by
-the fixed B. No batch, realised batch size or per-step time is logged, saved, checkpointed or journaled (an
-adversary who knows which examples were sampled defeats the amplified ε).
+sampler draws them from its own operating-system entropy stream, never from ``seed``; every private optimizer draws
+each batch itself, fetches its encoded rows (:class:`dpnc.batches.DataRows`, :class:`dpnc.batches.LoaderBatches`)
+and hands them to the classifier, and DP-AdamW's mean divides by the fixed B. No batch, realised batch size or
+per-step time is logged, saved, checkpointed or journaled (an adversary who knows which examples were sampled
+defeats the amplified ε).
 
 Public inputs. n is the config's **declared** public number of training examples (``FinetuneConfig.n``: a built-in
 task's recipe k × classes, or ``--n``), never ``len(train)``: under add/remove neighbouring data sets differ in size,
