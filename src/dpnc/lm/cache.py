@@ -117,7 +117,9 @@ class PrefixCache:
     @torch.no_grad()
     def _rows(self, inputs: dict) -> list[torch.Tensor]:
         """One cached row per example: its embedding, or its hidden states trimmed to its real tokens."""
-        clf, mask = self.classifier, inputs["attention_mask"]
+        clf = self.classifier
+        inputs = clf.on_device(inputs)   # tokenized on the CPU; the rows live where the model runs
+        mask = inputs["attention_mask"]
         if self.whole:
             return list(clf.embed(inputs))
         hidden = clf.run_layers(inputs["input_ids"], mask, 0, self.layers)

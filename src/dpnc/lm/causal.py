@@ -298,6 +298,7 @@ class CausalLMClassifier(EncoderClassifier):
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """(b, K): summed log-probabilities of each class's continuation, minus the calibration prior."""
+        batch = self.on_device(batch)   # encode() builds the rows on the CPU
         ids = batch["input_ids"]
         b, R, L = ids.shape
         # No attention mask: right padding under causal attention (module docstring).

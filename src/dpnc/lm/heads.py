@@ -85,6 +85,22 @@ class EncoderClassifier(nn.Module):
         self.additive_mask = False
         self.cached_layers = 0   # set by a dpnc.lm.cache.PrefixCache: the layers its "hidden" inputs have passed
 
+    @property
+    def device(self) -> torch.device:
+        """Where the classifier's weights are (its first parameter or buffer; the CPU if it has none)."""
+        for t in self.parameters():
+            return t.device
+        for t in self.buffers():
+            return t.device
+        return torch.device("cpu")
+
+    def on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` with its tensors on :attr:`device` (those already there unchanged): ``encode`` and
+        ``tokenize`` build batches on the CPU, while the model may be on a GPU."""
+        device = self.device
+        return {k: v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v
+                for k, v in batch.items()}
+
     # --- text → tensors ------------------------------------------------------------------------
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
@@ -121,6 +137,7 @@ class EncoderClassifier(nn.Module):
         output (:mod:`dpnc.lm.cache`): ``hidden`` after the first ``start`` layers with its ``attention_mask``
         (only the layers above run), or the finished ``embedding``.
         """
+        inputs = self.on_device(inputs)   # e.g. the label prompts, tokenized on the CPU
         if "embedding" in inputs:
             return inputs["embedding"]
         mask = inputs["attention_mask"]
@@ -147,6 +164,8 @@ class EncoderClassifier(nn.Module):
         if not (hasattr(enc, "embeddings") and hasattr(getattr(enc, "encoder", None), "layer")):
             raise ValueError(f"running part of the encoder needs a BERT-family encoder (.embeddings, .encoder.layer); "
                              f"got a {type(enc).__name__}")
+        device = self.device
+        hidden, attention_mask = hidden.to(device), attention_mask.to(device)
         if start == 0 and not hidden.is_floating_point():
             hidden = enc.embeddings(input_ids=hidden)
         mask = create_bidirectional_mask(config=enc.config, inputs_embeds=hidden, attention_mask=attention_mask)
@@ -181,6 +200,7 @@ class EncoderClassifier(nn.Module):
             stop = min(start + batch_size, len(texts))
             lab = torch.zeros(stop - start, dtype=torch.long) if labels is None else labels[start:stop]
             batch = self.encode(texts[start:stop], lab) if cache is None else cache.batch(range(start, stop), lab)
+            batch = self.on_device(batch)   # encode() and the cache give the labels (and tokens) on the CPU
             logits = self.logits(batch)
             preds.append(logits.argmax(-1))
             losses.append(F.cross_entropy(logits, batch["labels"], reduction="none"))
