@@ -61,6 +61,18 @@ def test_klt_gets_at_most_ztcs_evaluations_and_the_counts_are_exact():
         assert ztc.m == d
 
 
+@pytest.mark.parametrize("objective, stops_at", [("radial", 400), ("radial-nonconvex", 800)])
+def test_the_doubling_stops_at_the_smallest_beta_in_the_objectives_unit(monkeypatch, objective, stops_at):
+    """β is in units of the far-field slope 1 − 2q (0.7 on radial-nonconvex): the doubling must go on until Ē
+    reaches min β × 0.7 there, else thresholds() finds every smaller β censored at the n where it stopped."""
+    config = dataclasses.replace(TINY, n_max=3_200, betas=(0.5,), main_beta=0.5, repel=0.15)
+    norms = {200: 0.6, 400: 0.45, 800: 0.34, 1_600: 0.3}
+    blank = {f.name: None for f in dataclasses.fields(exp.RateRow)}
+    monkeypatch.setattr(exp, "run_at", lambda config, task, n: exp.RateRow(**{**blank, "expected_norm": norms[n]}))
+    rows = exp.EXPERIMENT.run_one(config, (objective, 2, 4.0, 0.2, "ztc", 0))
+    assert [r.expected_norm for r in rows] == [norms[n] for n in (200, 400, 800) if n <= stops_at]
+
+
 @pytest.mark.slow
 def test_tiny_run_writes_every_output(tmp_path):
     result = protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)

@@ -199,11 +199,12 @@ class NonsmoothRates(Experiment):
         return task[1] * {"klt-zo": 2.0, "klt-fo": 2.0, "klt-multipass": 10.0}.get(task[4], 1.0)
 
     def run_one(self, config: RatesConfig, task: tuple) -> tuple[RateRow, ...]:
-        """One seed of one cell and method: n doubling from n_start until Ē ≤ min β or n > n_max."""
+        """One seed of one cell and method: n doubling from n_start until Ē ≤ min β (in the objective's unit,
+        :func:`far_field`, as :func:`thresholds` reads it) or n > n_max."""
         rows, n = [], config.n_start
         while n <= config.n_max:
             rows.append(run_at(config, task, n))
-            if rows[-1].expected_norm <= min(config.betas):
+            if rows[-1].expected_norm <= min(config.betas) * far_field(config, task[0]):
                 break
             n *= 2
         return tuple(rows)
