@@ -114,6 +114,8 @@ BLOCKS: dict[str, Block] = {
         Claims("nonsmooth-rates", show="picked", group=r"^(radial(?:-nonconvex)?)\b",
                picks=("the exponent of n(β) in d", "with fewer samples than", "held-out certificate",
                       "(ε, δ_DP)-DP")),
+        Claims("nonsmooth-rates/nonconvex-rerun", show="picked", group=r"^(radial(?:-nonconvex)?)\b",
+               picks=("the exponent of n(β) in d", "with fewer samples than")),
     )),
     "nonsmooth-compare": Block((
         Claims("nonsmooth-compare", show="picked", group=r"^(radial(?:-nonconvex)?)\b",
