@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.experiments import dpzero_lm, nonsmooth_compare, protocol
+from dpnc_reproduce import dpzero_lm, nonsmooth_compare, protocol
 from dpnc.lm import train as lm_train
 
 runner = CliRunner(env={"COLUMNS": "250"})  # rich wraps errors at the terminal width

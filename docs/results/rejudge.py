@@ -1,6 +1,6 @@
 """Re-judge every committed result under docs/results/ from its own rows (nothing is re-run) and write REJUDGED.md:
 every verdict that changed, old → new, with the rule that changed it. Each result.json keeps its old verdicts
-(``rejudged``) and each summary.md shows them (:func:`dpnc.experiments.protocol.rejudge`).
+(``rejudged``) and each summary.md shows them (:func:`dpnc_reproduce.protocol.rejudge`).
 
 Not here: ``audit/`` and ``finetune-defaults/`` (other owners), ``finetune-user-data/`` (a `dpnc finetune` run, no
 claims). The joined longer-T view of dpzero-synthetic is rewritten by ``dpzero-synthetic/longer_T.py``.
@@ -11,7 +11,7 @@ Run from the repository root: ``.venv/bin/python docs/results/rejudge.py [--date
 import argparse
 from pathlib import Path
 
-from dpnc.experiments import (dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates, protocol,
+from dpnc_reproduce import (dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates, protocol,
                               utility)
 
 HERE = Path(__file__).parent

@@ -129,7 +129,7 @@ def demo(
     steps: int = typer.Option(500, "--steps", min=1, help="Full-batch DPZero steps."),
 ) -> None:
     """The main job: train privately with DPZero on embedded data, print accuracy and ε, write a plot."""
-    from dpnc.experiments import demo as exp
+    from dpnc import demo as exp
 
     config = exp.DemoConfig(epsilon=epsilon, steps=steps)
     result = exp.run_demo(config)
@@ -346,7 +346,7 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
         params.append(inspect.Parameter(f.name, keyword, annotation=kind | None, default=option))
 
     def command(*, full: bool, out: Path, workers: int, **values) -> None:
-        from dpnc.experiments import protocol
+        from dpnc_reproduce import protocol
 
         overrides = {name: parsers[name](v) for name, v in values.items() if v is not None}
         config = dataclasses.replace(experiment.FULL if full else experiment.QUICK, **overrides)
@@ -405,8 +405,8 @@ def _command_line() -> str:
 
 
 def _add_reproductions() -> None:
-    """The reproductions on the protocol (:mod:`dpnc.experiments.protocol`): one generated command each."""
-    from dpnc.experiments import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates, utility
+    """The reproductions on the protocol (:mod:`dpnc_reproduce.protocol`): one generated command each."""
+    from dpnc_reproduce import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates, utility
 
     for experiment in (dpzero_lm.EXPERIMENT, dpzero_synthetic.EXPERIMENT, kl_rates.EXPERIMENT,
                        nonsmooth_compare.EXPERIMENT, nonsmooth_rates.EXPERIMENT, utility.EXPERIMENT):

@@ -7,8 +7,8 @@ Run from the repository root: ``.venv/bin/python docs/results/dpzero-synthetic/l
 
 from pathlib import Path
 
-from dpnc.experiments import dpzero_synthetic as exp
-from dpnc.experiments import protocol
+from dpnc_reproduce import dpzero_synthetic as exp
+from dpnc_reproduce import protocol
 
 HERE = Path(__file__).parent
 PROBES = sorted(p for p in HERE.glob("probe-*") if (p / "result.json").exists())

@@ -21,7 +21,7 @@ every method of :data:`METHODS` (a registry: name → factory(instance, n, d, bu
 draw and the noise change with the seed). Rows: the excess empirical risk F(x) − F(x̂) against the non-private
 optimum x̂ of the same training set (the ε = ∞ reference row; for the network, the best of a long non-private
 run, so the excess may dip below 0), test loss and accuracy, wall time, function evaluations and gradients, and
-the ε the accountant says was spent. Claims and tables: :mod:`dpnc.experiments.utility_report`.
+the ε the accountant says was spent. Claims and tables: :mod:`dpnc_reproduce.utility_report`.
 
 **Parameters.** The baselines use hand-set, documented defaults (:func:`dpgd`, :func:`dpsgd`); ``dp-gd-tuned``
 and ``dp-sgd-tuned`` tune the baselines' step size privately (:func:`tuned`: random stopping, the tuning charged
@@ -51,9 +51,9 @@ from typing import NamedTuple
 
 import torch
 
-from dpnc.experiments import utility_report as report
-from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
-from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc_reproduce import utility_report as report
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc.privacy.budget import Budget, check_delta
 
 Task = tuple[str, float, int, int]   # (problem, ε, n, seed)

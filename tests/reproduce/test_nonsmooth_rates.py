@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from dpnc.experiments import claims as stats
-from dpnc.experiments import nonsmooth_rates as exp
-from dpnc.experiments import protocol
-from tests.experiments.written import assert_written
+from dpnc_reproduce import claims as stats
+from dpnc_reproduce import nonsmooth_rates as exp
+from dpnc_reproduce import protocol
+from tests.reproduce.written import assert_written
 
 TINY = exp.RatesConfig(dims=(2, 3), epsilons=(4.0,), alphas=(0.2,), base_d=2, base_epsilon=4.0, base_alpha=0.2,
                        objectives=("radial",), nonconvex_dims=(), seeds=2, n_start=200, n_max=400,

@@ -1,7 +1,7 @@
 """The dpzero-lm reproduction's tables: the paper's numbers, Tables 2, 3 and 5 from the rows, and their markdown.
 
 Accuracies are mean ± standard error over the k-shot seeds; the claims' intervals come from
-:mod:`dpnc.experiments.claims`.
+:mod:`dpnc_reproduce.claims`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpnc.experiments.claims import mean_se
+from dpnc_reproduce.claims import mean_se
 
 if TYPE_CHECKING:
-    from dpnc.experiments.dpzero_lm import LMConfig, LMRow
-    from dpnc.experiments.protocol import Result
+    from dpnc_reproduce.dpzero_lm import LMConfig, LMRow
+    from dpnc_reproduce.protocol import Result
 
 TASKS = ("SST-2", "SST-5", "SNLI", "MNLI", "RTE", "TREC")   # the paper's column order
 PAPER_SEEDS = (42, 13, 21)
@@ -169,7 +169,7 @@ def describe(result: Result) -> str:
 
 def _recipe_note(result: Result) -> str:
     """Where the zeroth-order settings came from, with each task's (the selection stated next to ε)."""
-    from dpnc.experiments.dpzero_lm import RECIPE_CHOICE, TASK_RECIPES
+    from dpnc_reproduce.dpzero_lm import RECIPE_CHOICE, TASK_RECIPES
 
     cfg = result.config
     if getattr(cfg, "recipes", "trainer") != "per-task":

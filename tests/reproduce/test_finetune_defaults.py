@@ -1,9 +1,9 @@
-"""The recipe tools of dpnc.experiments.finetune_defaults: validation curves read back from run folders."""
+"""The recipe tools of dpnc_reproduce.finetune_defaults: validation curves read back from run folders."""
 
 import csv
 import json
 
-from dpnc.experiments.finetune_defaults import _cell_name, _parse_cell, write_curves
+from dpnc_reproduce.finetune_defaults import _cell_name, _parse_cell, write_curves
 
 
 def test_cell_names_round_trip_with_small_and_negative_exponent_values():

@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from dpnc.cli import app
 from dpnc.algorithms.kl_proximal import proximal_point_rounds, statistical_inner_steps
-from dpnc.experiments import kl_rates as exp
-from dpnc.experiments import kl_rates_report as report
-from dpnc.experiments import protocol
+from dpnc_reproduce import kl_rates as exp
+from dpnc_reproduce import kl_rates_report as report
+from dpnc_reproduce import protocol
 from dpnc.privacy.budget import rho_to_epsilon
 
 TINY = exp.KLRatesConfig(objectives=("quadratic", "power-1.5"), dims=(1, 4), nsrs=(1e4, 1e5, 1e6),

@@ -8,11 +8,11 @@ import torch
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.experiments import protocol
-from dpnc.experiments import utility as exp
-from dpnc.experiments import utility_report as report
+from dpnc_reproduce import protocol
+from dpnc_reproduce import utility as exp
+from dpnc_reproduce import utility_report as report
 from dpnc.privacy import Budget
-from tests.experiments.written import assert_written
+from tests.reproduce.written import assert_written
 
 METHODS = ("dp-gd", "dp-sgd", "dp-sgd-tuned", "dpzero", "kl-adaptive", "klt-fo")
 TINY = exp.UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=METHODS, epsilons=(4.0,),

@@ -5,7 +5,7 @@ Quadratics with Hessians of effective rank d, √d and log d; DPZero, DPGD-0th a
 point is the grid point of T, step size and C that is best on the *training* metric (the test metric there is
 reported, with the test floor: the best test value over the grid, which a test-chosen point would report).
 ``seeds`` repeats the whole grid with other data, other public directions and fresh secret noise; the claims are
-judged on intervals over those seeds (:mod:`dpnc.experiments.claims`), so one seed gives every comparison and
+judged on intervals over those seeds (:mod:`dpnc_reproduce.claims`), so one seed gives every comparison and
 slope "no signal". A task is one (Hessian, d, method, T): its whole (step size × C) grid runs as one batched
 tensor computation, a FlatSpace of shape (K, d) whose K runs share their public directions and each draw their
 own secret noise, and yields K rows. The zeroth-order methods step on the quadratic's closed-form directional
@@ -14,8 +14,8 @@ derivatives (one pass over the data per step, shared by the K runs); DP-GD's per
 Hessians may stop at a smaller d (``high_rank_max_d``) than r = log d. The output of a run is its
 last iterate (the paper does not say which iterate it evaluates; spec §7.7).
 
-Run it with :func:`dpnc.experiments.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
-:func:`dpnc.experiments.protocol.write`.
+Run it with :func:`dpnc_reproduce.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
+:func:`dpnc_reproduce.protocol.write`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 import torch
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise
-from dpnc.experiments import claims as stats
-from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
-from dpnc.experiments.report import (INTEGER, NATURAL, NONNEGATIVE, POSITIVE, check_axis, check_value,
+from dpnc_reproduce import claims as stats
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.report import (INTEGER, NATURAL, NONNEGATIVE, POSITIVE, check_axis, check_value,
                                      loglog_slope, one_of)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import check_delta, check_epsilon

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dpnc import cli
-from dpnc.experiments import protocol
-from dpnc.experiments.protocol import Claim, Experiment
-from dpnc.experiments.report import INTEGER, POSITIVE, check_axis, check_value
+from dpnc_reproduce import protocol
+from dpnc_reproduce.protocol import Claim, Experiment
+from dpnc_reproduce.report import INTEGER, POSITIVE, check_axis, check_value
 
 runner = CliRunner(env={"COLUMNS": "250"})
 

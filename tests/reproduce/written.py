@@ -1,4 +1,4 @@
-"""A check the experiment tests share: what :func:`dpnc.experiments.protocol.write` put on disk is the result."""
+"""A check the experiment tests share: what :func:`dpnc_reproduce.protocol.write` put on disk is the result."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from dpnc.experiments import protocol
+from dpnc_reproduce import protocol
 
 
 def assert_written(result: protocol.Result, out: Path, command: str, files: set[str]) -> str:

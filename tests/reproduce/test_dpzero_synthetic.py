@@ -9,8 +9,8 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.experiments import dpzero_synthetic as exp
-from dpnc.experiments import protocol
+from dpnc_reproduce import dpzero_synthetic as exp
+from dpnc_reproduce import protocol
 from dpnc.privacy import NoiseSource
 
 TINY = exp.SyntheticConfig(dims=(10, 40), steps=(10, 40), stepsizes=(0.01, 0.1, 1.0), clips=(1.0, 10.0), n=500)

@@ -26,11 +26,11 @@ Log-log slopes of the excess against x = n√ρ/√d are fitted per seed and per
 over the points where the theorem's bound is below F0 (above it, the theorem promises nothing); each theorem's
 rate is judged one-sided, as the upper bound it is, on the 95 % t interval over the seeds: the slope is at most the
 bound's own slope over the same points plus the declared tolerance
-(:func:`dpnc.experiments.claims.no_slower_than_bound`), with a reason measured on the rows where it does not hold.
+(:func:`dpnc_reproduce.claims.no_slower_than_bound`), with a reason measured on the rows where it does not hold.
 
-Run it with :func:`dpnc.experiments.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
-:func:`dpnc.experiments.protocol.write`; the summary, the figures and ``slopes.csv`` are built by
-:mod:`dpnc.experiments.kl_rates_report`.
+Run it with :func:`dpnc_reproduce.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
+:func:`dpnc_reproduce.protocol.write`; the summary, the figures and ``slopes.csv`` are built by
+:mod:`dpnc_reproduce.kl_rates_report`.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
-from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc.privacy.budget import rho_to_epsilon
 
 if TYPE_CHECKING:
@@ -398,7 +398,7 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
                      radius=c.region.radius, seconds=seconds, inner_steps=inner_steps, inner_rule=inner_rule,
                      inner_factor=task.inner_factor if algorithm == "proximal-point" else None)
 
-    # The fits, the claims and the rendering: :mod:`dpnc.experiments.kl_rates_report`.
+    # The fits, the claims and the rendering: :mod:`dpnc_reproduce.kl_rates_report`.
 
     def claims(self, rows: Sequence[KLRow], config: KLRatesConfig) -> list[Claim]:
         return _report().check_claims(rows)
@@ -434,7 +434,7 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
 
 
 def _report():
-    from dpnc.experiments import kl_rates_report
+    from dpnc_reproduce import kl_rates_report
 
     return kl_rates_report
 

@@ -1,7 +1,7 @@
 """The kl-rates experiment's fits, claims and rendering: log-log slopes of the medians, the theory's claims judged
 on them, the setting, the tables and the figures.
 
-The config, the tasks and the runs are in :mod:`dpnc.experiments.kl_rates`; its experiment calls
+The config, the tasks and the runs are in :mod:`dpnc_reproduce.kl_rates`; its experiment calls
 :func:`check_claims`, :func:`slopes` (``slopes.csv``), :func:`describe`, :func:`render` and :func:`plot`.
 """
 
@@ -12,14 +12,14 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc.experiments import claims as stats
-from dpnc.experiments.kl_rates import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
-from dpnc.experiments.protocol import Claim, Result
-from dpnc.experiments.report import by_seed, group_medians, loglog_slope
+from dpnc_reproduce import claims as stats
+from dpnc_reproduce.kl_rates import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
+from dpnc_reproduce.protocol import Claim, Result
+from dpnc_reproduce.report import by_seed, group_medians, loglog_slope
 
 # How every rate claim is judged (issue 27, one rule for every algorithm and regime, declared before the run): the
 # theorems are upper bounds, so a rate holds when the per-seed slopes' 95 % t interval lies below the bound's own
-# slope over the same points plus RATE_TOL (:func:`dpnc.experiments.claims.no_slower_than_bound`), fails when all of
+# slope over the same points plus RATE_TOL (:func:`dpnc_reproduce.claims.no_slower_than_bound`), fails when all of
 # it lies above, and has no signal otherwise; the reason is measured on the rows. The proximal point's rate also
 # needs its inner-steps check (same rows) to hold: otherwise its low-n points may be optimisation-limited.
 RATE_TOL = stats.RATE_TOL
@@ -31,7 +31,7 @@ FLOOR = 0.25   # a median excess above this share of F(w0) − F* at the lowest 
 
 
 def medians(rows: Sequence[KLRow], metric: str, keys: Sequence[str], x: str) -> dict[tuple, list[tuple]]:
-    """:func:`~dpnc.experiments.report.group_medians` of typed rows."""
+    """:func:`~dpnc_reproduce.report.group_medians` of typed rows."""
     return group_medians([vars(r) for r in rows], metric, keys, x)
 
 

@@ -1,4 +1,4 @@
-"""Claims, tables and the figure of :mod:`dpnc.experiments.utility`, computed from its rows alone.
+"""Claims, tables and the figure of :mod:`dpnc_reproduce.utility`, computed from its rows alone.
 
 **Each paper method is judged on its own** (no best-of-several picked after the fact), against yardsticks declared
 before the run (:func:`declare`):
@@ -6,8 +6,8 @@ before the run (:func:`declare`):
 * the **hand-set** baselines (DP-GD and DP-SGD with their documented defaults), the **privately tuned** ones (their
   step size tuned by random stopping inside the same ε), and the **compute-matched** DP-SGD of that method
   (``matched:<method>``: the same gradient evaluations, one gradient = 2 function evaluations,
-  :func:`dpnc.experiments.utility.compute`);
-* outcomes are summarised by **geometric means of paired ratios** (:func:`~dpnc.experiments.claims.
+  :func:`dpnc_reproduce.utility.compute`);
+* outcomes are summarised by **geometric means of paired ratios** (:func:`~dpnc_reproduce.claims.
   geometric_ratio_interval`: Student's t on the per-seed log ratios, k − 1 df; every method of a (problem, ε, n)
   runs on the same data for each seed). The ratio is of excess risks F(x) − F(x̂), x̂ the exact non-private
   minimiser; on the network (:data:`LOSS_SCALE`), whose x̂ is only the best of a non-private run, of training
@@ -22,7 +22,7 @@ before the run (:func:`declare`):
   certificate / start certificate below 1 − PROGRESS).
 
 A claim runs over every problem and ε where the method ran (at each problem's largest n): it holds when every cell
-holds, fails when any fails, and has no signal otherwise (:func:`~dpnc.experiments.claims.all_hold`); its evidence
+holds, fails when any fails, and has no signal otherwise (:func:`~dpnc_reproduce.claims.all_hold`); its evidence
 counts the cells and lists the failing ones. The per-cell intervals are in the summary's tables.
 """
 
@@ -33,8 +33,8 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc.experiments.claims import (Interval, all_hold, below, geometric_ratio_interval, mean_interval)
-from dpnc.experiments.protocol import Claim, Declared
+from dpnc_reproduce.claims import (Interval, all_hold, below, geometric_ratio_interval, mean_interval)
+from dpnc_reproduce.protocol import Claim, Declared
 
 RATIO = 1.5        # "within 1.5× of the baseline" (geometric mean of the paired ratio)
 PROGRESS = 0.5     # the progress margin: at least half of the start's gap closed in a cell
@@ -102,7 +102,7 @@ def _fmt(iv: Interval, digits: str = ".3g") -> str:
 
 
 def paper_methods(config) -> list[str]:
-    from dpnc.experiments.utility import methods
+    from dpnc_reproduce.utility import methods
 
     registry = methods(config)
     return [m for m in config.methods if registry[m].family == "dpnc"]
@@ -220,7 +220,7 @@ def privacy_claim(rows: Sequence) -> Claim:
 
 
 def _certified(config, method: str) -> bool:
-    from dpnc.experiments.utility import O2NC
+    from dpnc_reproduce.utility import O2NC
 
     return method in O2NC and any(p in ("relu-cancer", "l1-regression", "max-affine") for p in config.problems)
 
@@ -362,7 +362,7 @@ def render(rows: Sequence, config, registry: dict) -> str:
               "| problem | ε | n | method | excess risk (median) | excess (geo. mean) | test accuracy % | seconds | "
               "evaluations | gradients | compute (gradients) | max ε spent | runs |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    from dpnc.experiments.utility import compute
+    from dpnc_reproduce.utility import compute
 
     for problem in config.problems:
         for epsilon in config.epsilons:

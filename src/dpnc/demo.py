@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
-from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_value
+from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.sampling import FullBatch

@@ -25,11 +25,11 @@ covers the choice. (Under add/remove the score's mean needs a public held-out si
 
 Command (the numbers in docs/results/finetune-defaults)::
 
-    python -m dpnc.experiments.finetune_defaults --data-dir ../shared/data --train head \
+    python -m dpnc_reproduce.finetune_defaults --data-dir ../shared/data --train head \
         --out docs/results/finetune-defaults/head
-    python -m dpnc.experiments.finetune_defaults --data-dir ../shared/data --train head --ceiling \
+    python -m dpnc_reproduce.finetune_defaults --data-dir ../shared/data --train head --ceiling \
         --out docs/results/finetune-defaults/head     # the head's ceiling: logistic regression on the features
-    python -m dpnc.experiments.finetune_defaults --data-dir ../shared/data --train head --validate --task SST-5 \
+    python -m dpnc_reproduce.finetune_defaults --data-dir ../shared/data --train head --validate --task SST-5 \
         --out docs/results/finetune-defaults/head-SST-5-validation   # a task's recipe, chosen on its train split
 
 ``--validate`` chooses on the training data only: it holds out a fifth of the 512-shot train split (a fixed
@@ -255,7 +255,7 @@ def _write(rows: list[dict], out: Path, train: str, epsilon: float) -> None:
     lines = [f"# Zeroth-order defaults for --train {train} (SST-2, DPZero ε = {epsilon:g}, MeZO)", "",
              f"Recipe selection: {SWEEP_SELECTION}. Each ε below is that run's own; a recipe chosen here and used on "
              "SST-2 carries this statement in its summary.json (`recipe_selection`). The private route (random "
-             "stopping, dpnc.tune) is described in dpnc.experiments.finetune_defaults; it was not run.", "",
+             "stopping, dpnc.tune) is described in dpnc_reproduce.finetune_defaults; it was not run.", "",
              "| method | " + " | ".join(k for k in fields if k not in ("method",)) + " |",
              "|---" * len(fields) + "|"]
     for r in rows:

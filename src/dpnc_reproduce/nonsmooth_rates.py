@@ -10,7 +10,7 @@ for E‖∂F(x_out)‖_{2α} ≤ β. This experiment measures n(β) on an instan
 :class:`~dpnc.problems.radial.RadialDistance` (per-example L = 1 exactly in every d; the population Goldstein
 norm in closed form), ``radial`` (convex, q = 0) and ``radial-nonconvex`` (15 % of the examples repelling).
 The same measurement takes ZTC's naive oracle and KLT's first-order and multi-pass oracles too (their n in
-:func:`theory_n`, their settings in :func:`parameters`); :mod:`dpnc.experiments.nonsmooth_compare` runs all five
+:func:`theory_n`, their settings in :func:`parameters`); :mod:`dpnc_reproduce.nonsmooth_compare` runs all five
 and judges the papers' comparisons between them (:data:`COMPARISONS`).
 
 Per run (a method, an objective, d, ε, α, a seed and a sample size n): the method's theorem parameters for n
@@ -24,12 +24,12 @@ Per seed, n doubles from ``n_start`` until Ē ≤ min β (or n > ``n_max``); n(�
 log n between the two grid points around the first crossing (none: not reached by ``n_max``). Seeds vary the data
 (pool, start direction, test set) and the algorithm's public randomness; the privacy noise is secret. Exponents:
 log n(β) against log d (ε, α fixed), log ε, log α and log β, fitted per seed, their mean and 95 % t interval over
-the seeds (:func:`dpnc.experiments.claims.slope_interval`), beside the theorem's exponent over the same grid (the
+the seeds (:func:`dpnc_reproduce.claims.slope_interval`), beside the theorem's exponent over the same grid (the
 log-log slope of its bound above with constants 1), judged one-sided as an upper bound
-(:func:`dpnc.experiments.claims.no_slower_than_bound`: n(β) grows no faster, and falls no slower, than the
+(:func:`dpnc_reproduce.claims.no_slower_than_bound`: n(β) grows no faster, and falls no slower, than the
 theorem's n over the same points, plus the declared tolerance). A seed whose n(β) is censored at a point (not
 reached by n_max: [n_max, ∞); reached at the first n: [1, n_start]) is kept as censored
-(:class:`dpnc.experiments.claims.Censored`), counted, and above the declared fraction leaves no verdict.
+(:class:`dpnc_reproduce.claims.Censored`), counted, and above the declared fraction leaves no verdict.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from pathlib import Path
 
 import torch
 
-from dpnc.experiments import claims as stats
-from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
-from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of, privacy_claim
+from dpnc_reproduce import claims as stats
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of, privacy_claim
 
 METHODS = ("ztc", "klt-zo", "ztc-naive", "klt-fo", "klt-multipass")
 OBJECTIVES = ("radial", "radial-nonconvex")
@@ -490,7 +490,7 @@ def censored_n(t: Threshold | None, config: RatesConfig) -> stats.Value:
 
 
 def _exponent(o, m, variable, beta, cell, xs, ys, theory) -> Exponent:
-    """The exponent over the whole sweep, censored seeds kept (:func:`dpnc.experiments.claims.slope_interval`),
+    """The exponent over the whole sweep, censored seeds kept (:func:`dpnc_reproduce.claims.slope_interval`),
     judged one-sided against the theorem's over the same points."""
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     xs_, ys_ = [xs[i] for i in order], [[y[i] for i in order] for y in ys]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpnc.experiments import claims
+from dpnc_reproduce import claims
 
 
 def test_verdict_needs_the_whole_interval_past_the_threshold():

@@ -8,18 +8,18 @@ The four methods of Kornowski–Liu–Talwar and Zhang–Tran–Cutkosky's two o
 * ``klt-fo``: KLT's single-pass first-order oracle (Algorithm 5, Theorem 6.1);
 * ``klt-multipass``: KLT's multi-pass (ERM) zeroth-order oracle (Algorithm 4, Theorem 4.1), T capped,
 
-run on the radial objectives of :mod:`dpnc.experiments.nonsmooth_rates` (per-example L = 1 exactly, the
+run on the radial objectives of :mod:`dpnc_reproduce.nonsmooth_rates` (per-example L = 1 exactly, the
 population Goldstein norm in closed form, seeds varying the data and the algorithm), with its measurement: per seed,
 n doubles until the expected population ‖∂F‖_2α over the output draw reaches β, and n(β) is read off. Claims:
 each method's exponent of n(β) in d and β against its theorem's, and the papers' comparisons as paired (same data,
-same seed) log₂ ratios of n(β) (:data:`~dpnc.experiments.nonsmooth_rates.COMPARISONS`): variance-reduced against
+same seed) log₂ ratios of n(β) (:data:`~dpnc_reproduce.nonsmooth_rates.COMPARISONS`): variance-reduced against
 naive and KLT against ZTC at equal function evaluations, first-order against zeroth-order, multi-pass against single
 pass. It is ``nonsmooth-rates`` with every method, a d sweep only and its own name and sizes.
 """
 
 from __future__ import annotations
 
-from dpnc.experiments.nonsmooth_rates import METHODS, NonsmoothRates, RatesConfig
+from dpnc_reproduce.nonsmooth_rates import METHODS, NonsmoothRates, RatesConfig
 
 # n doubles from 16 (multi-pass reaches β within a few hundred examples) to 2¹⁵ (the naive oracle's theorem asks
 # for about 32 000 at d = 4)

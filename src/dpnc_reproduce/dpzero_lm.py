@@ -12,7 +12,7 @@ the frozen prefix of the network once per example (:mod:`dpnc.lm.cache`: for ``-
 embeddings of the train and test texts, about a minute per 2000 examples on a CPU) and the others reuse it, so a
 run then costs only its steps (milliseconds each). ``workers`` groups run side by side, by default each in a fresh
 process of its own (``isolate``) with ``threads`` torch threads. From the runs
-:mod:`dpnc.experiments.dpzero_lm_tables` builds
+:mod:`dpnc_reproduce.dpzero_lm_tables` builds
 
 * Table 2: test accuracy of zero-shot, MeZO and DPZero at each ε (Gaussian directions), per task, mean ± standard
   error over the k-shot data seeds (each seed is also the training seed, as in the paper);
@@ -38,8 +38,8 @@ Correction: the paper fine-tunes RoBERTa-large (355M) with its masked-LM head sc
 scores a class by the similarity of the input's embedding to its label prompt's ("It was great."), which is
 zero-shot capable too. Which parameters are trained (``train``), T and B are stated in every output.
 
-Run it with :func:`dpnc.experiments.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
-:func:`dpnc.experiments.protocol.write`.
+Run it with :func:`dpnc_reproduce.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
+:func:`dpnc_reproduce.protocol.write`.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpnc.experiments import dpzero_lm_tables as tables
-from dpnc.experiments.claims import (Interval, accuracy_difference, all_hold, below, exceeds, from_bits,
+from dpnc_reproduce import dpzero_lm_tables as tables
+from dpnc_reproduce.claims import (Interval, accuracy_difference, all_hold, below, exceeds, from_bits,
                                     paired_accuracy_difference, paired_ratio, within)
-from dpnc.experiments.dpzero_lm_tables import PAPER_SEEDS, PAPER_TABLE2, PRIVATE, TASKS
-from dpnc.experiments.protocol import Claim, Declared, Experiment, Result
-from dpnc.experiments.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc_reproduce.dpzero_lm_tables import PAPER_SEEDS, PAPER_TABLE2, PRIVATE, TASKS
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 
 FO_METHODS = ("adamw", "dp-adamw")
 METHOD_ORDER = ("zero-shot", "mezo", "dpzero", "adamw", "dp-adamw")
@@ -79,7 +79,7 @@ MAX_RUN_MINUTES = 30      # the claim: every run (cache filling included) finish
 LOSS_POINTS = 200         # per-step training losses kept per run, as means over equal windows (result.json, figure)
 
 # Per-task zeroth-order recipes for --train head (``recipes="per-task"``, the default): for each task, MeZO's and
-# DPZero's (lr, C, T) chosen by ``python -m dpnc.experiments.finetune_defaults --choose`` on a held-out fifth of the
+# DPZero's (lr, C, T) chosen by ``python -m dpnc_reproduce.finetune_defaults --choose`` on a held-out fifth of the
 # task's k-shot seed-42 train split (never the test split): 3 step sizes × 2 clipping thresholds × 2 step counts for
 # DPZero at ε = 6 (12 candidates), 3 × 2 for MeZO (6; MeZO does not clip); the highest held-out accuracy wins (ties:
 # lower held-out loss, then fewer steps). DPZero at ε = 2 uses DPZero's ε = 6 choice. The evidence (NOT PRIVATE:
@@ -551,11 +551,11 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
     """The paper's claims (§4.2) as they should read for this model and recipe, each with our numbers.
 
     An accuracy claim "a − b exceeds θ" holds only when the whole 95 % interval of a − b lies above θ, fails when
-    all of it lies at or below θ, and has no signal (None) otherwise (:func:`~dpnc.experiments.claims.verdict`).
+    all of it lies at or below θ, and has no signal (None) otherwise (:func:`~dpnc_reproduce.claims.verdict`).
     The interval is a t interval with the Welch–Satterthwaite degrees of freedom of its seed and test-set parts:
-    paired (:func:`~dpnc.experiments.claims.paired_accuracy_difference`: both methods scored on the same test
+    paired (:func:`~dpnc_reproduce.claims.paired_accuracy_difference`: both methods scored on the same test
     examples, seeds paired) where every run kept its per-example results, else unpaired
-    (:func:`~dpnc.experiments.claims.accuracy_difference`, independent binomials: wider). One seed: no verdict.
+    (:func:`~dpnc_reproduce.claims.accuracy_difference`, independent binomials: wider). One seed: no verdict.
     The paper's three Table 2 claims are judged per task and as the paper states them, on every task run (one
     failing task fails the claim): "close to MeZO" against its largest drop at ε = 6 (2.6 points); the share of
     MeZO's gain over zero-shot that DPZero at ε = 6 keeps, at least 0.90 (:func:`gain_share`: Fieller's interval);
@@ -645,7 +645,7 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
 
 def gain_share(rows: Sequence[LMRow], task: str, gain: Interval | None) -> Interval | None:
     """(DPZero ε=6 − zero-shot) / (MeZO − zero-shot) on ``task`` with Fieller's interval
-    (:func:`~dpnc.experiments.claims.paired_ratio`, paired by test example and seed); None where a method did not
+    (:func:`~dpnc_reproduce.claims.paired_ratio`, paired by test example and seed); None where a method did not
     run; no interval without per-example results, or where MeZO's gain (``gain``, its interval) is not above 0."""
     dp, mz = _paired(rows, task, "dpzero ε=6", "zero-shot"), _paired(rows, task, "mezo", "zero-shot")
     if gain is None or not _accuracies_of(rows, task, "dpzero ε=6"):

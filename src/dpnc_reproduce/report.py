@@ -1,5 +1,5 @@
 """What experiments check and compute the same way: value rules for configs, medians over seeds, log-log slopes,
-the privacy claim. (The runner and the writer are in :mod:`dpnc.experiments.protocol`.)
+the privacy claim. (The runner and the writer are in :mod:`dpnc_reproduce.protocol`.)
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from dpnc.experiments.protocol import Claim
+from dpnc_reproduce.protocol import Claim
 from dpnc.privacy.budget import check_delta
 
 __all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_grid", "check_value",
@@ -80,7 +80,7 @@ def group_medians(rows: Sequence[dict], metric: str, keys: Sequence[str], x: str
 def by_seed(rows: Sequence, metric: str, keys: Sequence[str], x: str
             ) -> dict[tuple, tuple[list[float], list[list[float]]]]:
     """(row.k for k in ``keys``) → (the x values sorted, per seed the values of ``metric`` at them): the series of
-    each seed, for slopes fitted per seed (:func:`dpnc.experiments.claims.slope_interval`). A seed missing some x
+    each seed, for slopes fitted per seed (:func:`dpnc_reproduce.claims.slope_interval`). A seed missing some x
     is left out."""
     groups: dict[tuple, dict[int, dict[float, float]]] = {}
     for r in rows:

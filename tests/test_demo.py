@@ -3,7 +3,7 @@
 import dataclasses
 import math
 
-from dpnc.experiments import demo
+from dpnc import demo
 
 
 def test_the_demo_curves_do_not_move_when_one_training_row_is_replaced(monkeypatch):

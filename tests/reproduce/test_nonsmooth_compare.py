@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from dpnc.experiments import nonsmooth_compare as exp
-from dpnc.experiments import nonsmooth_rates as rates
-from dpnc.experiments import protocol
-from tests.experiments.written import assert_written
+from dpnc_reproduce import nonsmooth_compare as exp
+from dpnc_reproduce import nonsmooth_rates as rates
+from dpnc_reproduce import protocol
+from tests.reproduce.written import assert_written
 
 TINY = dataclasses.replace(exp.QUICK, dims=(2, 3), nonconvex_dims=(), base_d=2, base_epsilon=4.0, epsilons=(4.0,),
                            alphas=(0.2,), base_alpha=0.2, seeds=2, n_start=50, n_max=200, betas=(0.6, 0.8),

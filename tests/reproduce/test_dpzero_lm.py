@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from dpnc.experiments import dpzero_lm as exp
-from dpnc.experiments import dpzero_lm_tables as tables
-from dpnc.experiments import protocol
+from dpnc_reproduce import dpzero_lm as exp
+from dpnc_reproduce import dpzero_lm_tables as tables
+from dpnc_reproduce import protocol
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
@@ -344,7 +344,7 @@ def _share_rows(gain_dp: list[int], gain_mezo: list[int], m: int = 1000, zero: i
 
 
 def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
-    from dpnc.experiments import claims as cl
+    from dpnc_reproduce import claims as cl
 
     cfg = dataclasses.replace(FULL_SET, tasks=("SST-2",))
     statement = "SST-2: DPZero at ε = 6 keeps at least 0.90 of MeZO's gain over zero-shot (the paper: 0.98)"
