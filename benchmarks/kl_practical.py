@@ -18,7 +18,7 @@ import statistics
 
 import torch
 
-from dpnc.algorithms.kl import AdaptiveGD, KLSpider, ProximalPoint
+from dpnc.algorithms.menart import AdaptiveGD, KLSpider, ProximalPoint
 from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
 from dpnc.problems.kl import LeastSquares

@@ -380,7 +380,7 @@ def test_integer_x_and_numpy_inputs_are_accepted():
 
 
 def test_certify_run_uses_the_runs_points_at_twice_its_smoothing_radius():
-    from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky
+    from dpnc.algorithms.ztc import ZhangTranCutkosky
     from dpnc.certify import certify_run
     from dpnc.privacy import Accountant, NoiseSource
     from dpnc.problems.nonsmooth import L1Regression

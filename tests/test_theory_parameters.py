@@ -5,7 +5,7 @@ import math
 import pytest
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
-from dpnc.algorithms.dpzero_theory import calibrate_noise, dpgd0th_from_theory, dpzero_from_theory
+from dpnc.algorithms.dpzero.theory import calibrate_noise, dpgd0th_from_theory, dpzero_from_theory
 from dpnc.privacy import dpzero_sigma
 
 N, D, R, L, ELL, EPS, DELTA = 10_000, 100, 5.0, 1.0, 1.0, 2.0, 1e-6

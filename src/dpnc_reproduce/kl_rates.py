@@ -9,7 +9,7 @@ The paper is theory only (spec seed004 §4); this is its first experiment. On ob
 * ``adaptive-gd+select``: Algorithm 3+ (Theorem 5), the same run at ρ' = 8ρ/9 plus the exponential-mechanism
   selection (ε = √ρ', bounded range ρ'/8), so the whole release spends ρ; Theorem 5 bounds ‖∇F‖ of the output;
 * ``proximal-point``: Algorithm 2 (Theorem 2) with noisy projected GD inside, κ ≥ 2, d = 1, predicted
-  (n√ρ)^{−κ}; its inner solves run :func:`~dpnc.algorithms.kl_proximal.statistical_inner_steps` steps (times
+  (n√ρ)^{−κ}; its inner solves run :func:`~dpnc.algorithms.menart.proximal.statistical_inner_steps` steps (times
   ``inner_scale``), which grow like (n√ρ)² so that the inner optimisation error stays below the statistical term
   at every n√ρ (Theorem 9's own n²ρ·log² steps are out of reach). A check at one n (``inner_check_n``) runs
   ``inner_check_factor`` times as many inner steps: if the excess does not move, the steps are not what limits
@@ -334,8 +334,8 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
         """One run: the algorithm's config from its theorem, run on the objective, and the theory at its constants."""
         import torch
 
-        from dpnc.algorithms import kl
-        from dpnc.algorithms.kl_proximal import proximal_point_rounds, statistical_inner_steps
+        from dpnc.algorithms import menart as kl
+        from dpnc.algorithms.menart.proximal import proximal_point_rounds, statistical_inner_steps
         from dpnc.privacy.accountant import Accountant
         from dpnc.privacy.noise import NoiseSource
 

@@ -354,7 +354,7 @@ def describe(result: Result) -> str:
              f"of radius 1 around w*, started at w0 = w* + {cfg.start_fraction:g}·(1, …, 1)/√d, F0 = (γL0)^κ (the "
              "algorithms' default). Every iterate, the proximal point method's inner iterates included, is projected "
              "onto that ball, the region where L0 is declared (sensitivity: "
-             f"{', '.join(sorted({r.sensitivity for r in rows}))}; see `dpnc.algorithms.kl_common`):",
+             f"{', '.join(sorted({r.sensitivity for r in rows}))}; see `dpnc.algorithms.menart.common`):",
              ""]
     for o in kinds:
         r = next(r for r in rows if r.objective == o)

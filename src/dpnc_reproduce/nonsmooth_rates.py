@@ -282,7 +282,7 @@ def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: flo
       d (at most ZTC's directions per example read); multi-pass's T capped at ``multipass_max_steps``.
     """
     from dpnc.algorithms.klt import KornowskiLiuTalwar
-    from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, paper_rho
+    from dpnc.algorithms.ztc import ZhangTranCutkosky, paper_rho
 
     Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
     if method in ("ztc", "ztc-naive"):
@@ -419,8 +419,8 @@ def theory_n(method: str, *, d: int, epsilon: float, alpha: float, beta: float, 
     ≍ ((Φ + α)/(αn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³). Thm 6.1 (first
     order) has Thm 3.1's n (spec §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the population's adds
     Prop 5.1's gap L√(d/n), hence its d/β² term."""
-    from dpnc.algorithms import klt_theory
-    from dpnc.algorithms.zo_o2nc import paper_rho
+    from dpnc.algorithms.klt import theory as klt_theory
+    from dpnc.algorithms.ztc import paper_rho
 
     Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
     if method == "ztc":

@@ -215,7 +215,7 @@ def _eta(inst: Instance, steps: int) -> float:
 def dpgd(config: UtilityConfig):
     """DP-GD: full batch, C = L0, T = ``gd_steps``, η = :func:`_eta`, σ calibrated by the accountant."""
     def factory(inst, n, d, budget):
-        from dpnc.algorithms.dpsgd import DPSGD
+        from dpnc.algorithms.dpzero.dpsgd import DPSGD
 
         T = config.gd_steps
         return DPSGD(eta=_eta(inst, T), C=inst.train.constants.L0, noise_multiplier=_calibrated(budget, T),
@@ -224,9 +224,9 @@ def dpgd(config: UtilityConfig):
 
 
 def dpsgd(config: UtilityConfig):
-    """DP-SGD: :meth:`DPSGD.from_theory <dpnc.algorithms.dpsgd.DPSGD.from_theory>` (B = √n, ``sgd_epochs``)."""
+    """DP-SGD: :meth:`DPSGD.from_theory <dpnc.algorithms.dpzero.dpsgd.DPSGD.from_theory>` (B = √n, ``sgd_epochs``)."""
     def factory(inst, n, d, budget):
-        from dpnc.algorithms.dpsgd import DPSGD
+        from dpnc.algorithms.dpzero.dpsgd import DPSGD
 
         base = DPSGD.from_theory(inst.train.constants, n=n, epsilon=budget.epsilon, delta=budget.delta,
                                  epochs=config.sgd_epochs)
@@ -238,9 +238,9 @@ def dpsgd(config: UtilityConfig):
 
 def dpzero_theory_steps(n: int, d: int, epsilon: float, delta: float) -> int:
     """DPZero's T from its own theorem for this problem's n and d: Theorem 3's T = n(r + 2)ε / (4√(r log(e + ε/δ)))
-    (:func:`~dpnc.algorithms.dpzero_theory.dpzero_from_theory`) with the effective rank r = d (no smaller r is
+    (:func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`) with the effective rank r = d (no smaller r is
     declared for these problems; T does not depend on L or ℓ, passed as 1)."""
-    from dpnc.algorithms.dpzero_theory import dpzero_from_theory
+    from dpnc.algorithms.dpzero.theory import dpzero_from_theory
 
     return dpzero_from_theory(n=n, d=d, r=d, L=1.0, ell=1.0, epsilon=epsilon, delta=delta).T
 
@@ -264,7 +264,7 @@ def _kl(config: UtilityConfig, kind: str, practical: bool = True):
     objective's public constants, ρ of the budget and F0 = Φ ≥ F(x0) − F* (public). Needs L1 (and γ, κ for
     KL-Spider and the proximal point method): smooth problems only."""
     def factory(inst, n, d, budget):
-        from dpnc.algorithms.kl import AdaptiveGD, KLSpider, ProximalPoint
+        from dpnc.algorithms.menart import AdaptiveGD, KLSpider, ProximalPoint
         from dpnc.problems.kl_objective import default_weak_convexity
 
         c = inst.train.constants
@@ -297,7 +297,7 @@ def ztc(config: UtilityConfig, practical: bool = True):
     """Zhang–Tran–Cutkosky, variance-reduced oracle: ``practical`` settings (default; m = min(d, ``zo_directions``)
     directions), or Theorem 4.9's with smoothing δ = ``alpha``."""
     def factory(inst, n, d, budget):
-        from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, paper_rho
+        from dpnc.algorithms.ztc import ZhangTranCutkosky, paper_rho
 
         if practical:
             return ZhangTranCutkosky.practical(inst.train.constants, n=n, d=d, epsilon=budget.epsilon,
@@ -508,10 +508,11 @@ def compute(evaluations: int, gradients: int) -> float:
 
 def matched_dpsgd(config: UtilityConfig, inst: Instance, budget: Budget, cost: float):
     """The compute-matched baseline of a paper method that spent ``cost`` (:func:`compute`): hand-set DP-SGD
-    (:meth:`DPSGD.from_theory <dpnc.algorithms.dpsgd.DPSGD.from_theory>`, Poisson, C = L0) whose expected gradient
-    evaluations T·B equal ``cost``: B = √n, raised (up to the full batch n) so that T ≤ ``matched_max_steps`` where
-    the cost allows; epochs = cost/n; η = 1/L1 (smooth) or :func:`_eta` at its T (nonsmooth)."""
-    from dpnc.algorithms.dpsgd import DPSGD
+    (:meth:`DPSGD.from_theory <dpnc.algorithms.dpzero.dpsgd.DPSGD.from_theory>`, Poisson, C = L0) whose expected
+    gradient evaluations T·B equal ``cost``: B = √n, raised (up to the full batch n) so that T ≤
+    ``matched_max_steps`` where the cost allows; epochs = cost/n; η = 1/L1 (smooth) or :func:`_eta`
+    at its T (nonsmooth)."""
+    from dpnc.algorithms.dpzero.dpsgd import DPSGD
 
     n = inst.train.n
     B = min(n, max(round(math.sqrt(n)), math.ceil(cost / config.matched_max_steps)))

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dpnc.algorithms.dpsgd import DPSGD
+from dpnc.algorithms.dpzero.dpsgd import DPSGD
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.releases import Gaussian, Poisson, Sampled
 from dpnc.problems import LogisticRegression, unit_features

@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from dpnc.algorithms import kl
+from dpnc.algorithms import menart as kl
 from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.releases import ExponentialMechanism, Gaussian, ZCDPMechanism

@@ -22,9 +22,9 @@ import statistics
 import pytest
 import torch
 
-from dpnc.algorithms.kl import AdaptiveGD, KLSpider, ProximalPoint
-from dpnc.algorithms.kl_common import CLIPPED
-from dpnc.algorithms.kl_spider import PRACTICAL, practical_schedule
+from dpnc.algorithms.menart import AdaptiveGD, KLSpider, ProximalPoint
+from dpnc.algorithms.menart.common import CLIPPED
+from dpnc.algorithms.menart.spider import PRACTICAL, practical_schedule
 from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.releases import mean_sensitivity

@@ -15,7 +15,8 @@ import math
 import pytest
 import torch
 
-from dpnc.algorithms import kl, kl_common
+from dpnc.algorithms import menart as kl
+from dpnc.algorithms.menart import common as kl_common
 from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.releases import Gaussian

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from dpnc.algorithms import klt, klt_theory
+from dpnc.algorithms import klt
+from dpnc.algorithms.klt import theory as klt_theory
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.certify import certify_run
 from dpnc.estimators import ball_gradient_estimate

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, paper_rho
+from dpnc.algorithms.ztc import ZhangTranCutkosky, paper_rho
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.problems.networks import TwoLayerReLU
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dpnc.algorithms.o2nc import o2nc
-from dpnc.algorithms.zo_o2nc import (NaiveOracle, VarianceReducedOracle, ZhangTranCutkosky, guarantee, paper_rho,
+from dpnc.algorithms.ztc import (NaiveOracle, VarianceReducedOracle, ZhangTranCutkosky, guarantee, paper_rho,
                                      sensitivities, variance_bound)
 from dpnc.certify import certify_run
 from dpnc.privacy import Accountant, NoiseSource, rho_to_epsilon

@@ -12,7 +12,7 @@ import dataclasses
 
 import torch
 
-from dpnc.algorithms.kl import AdaptiveGD, AnalysisConstants, KLSpider, ProximalPoint, spider_schedule
+from dpnc.algorithms.menart import AdaptiveGD, AnalysisConstants, KLSpider, ProximalPoint, spider_schedule
 from dpnc.problems.kl import PowerGrowth, SinePL
 from tests.contract import ContractCase
 

@@ -8,7 +8,7 @@ import dataclasses
 import torch
 
 from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky, sensitivities
+from dpnc.algorithms.ztc import ZhangTranCutkosky, sensitivities
 from dpnc.problems.nonsmooth import L1Regression
 from tests.contract import ContractCase
 

@@ -31,9 +31,9 @@ from torch.utils.data import TensorDataset
 
 import dpnc
 from dpnc import optim
-from dpnc.algorithms import kl
+from dpnc.algorithms import menart as kl
 from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky
+from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.problems import Quadratic

@@ -8,7 +8,7 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.algorithms.kl_proximal import proximal_point_rounds, statistical_inner_steps
+from dpnc.algorithms.menart.proximal import proximal_point_rounds, statistical_inner_steps
 from dpnc_reproduce import kl_rates as exp
 from dpnc_reproduce import kl_rates_report as report
 from dpnc_reproduce import protocol

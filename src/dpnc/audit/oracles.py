@@ -3,7 +3,7 @@
 Each run of a tree oracle is one period of the library's own oracle object (the real estimators, clipping,
 :class:`~dpnc.privacy.tree.TreeMechanism` and ledger), queried at a fixed point w₀: a legal query sequence (no
 move exceeds 2D), and the adversary's choice. KL-Spider's checkpoint is the real
-:class:`~dpnc.algorithms.kl.PrivateGradients` query and release with the σ̂ of the real schedule; its runs are
+:class:`~dpnc.algorithms.menart.PrivateGradients` query and release with the σ̂ of the real schedule; its runs are
 the rows of one release call (the query is deterministic; the release adds independent noise to every row).
 """
 
@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dpnc.algorithms import klt, zo_o2nc
+from dpnc.algorithms import klt, ztc
 from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.zo_o2nc import ZhangTranCutkosky
-from dpnc.algorithms.kl import PrivateGradients, spider_schedule
+from dpnc.algorithms.ztc import ZhangTranCutkosky
+from dpnc.algorithms.menart import PrivateGradients, spider_schedule
 from dpnc.audit.base import BIG, Mechanism, ledger_mu, ledger_sensitivity
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import epsilon_to_rho
@@ -152,7 +152,7 @@ class _TreeOracle(Mechanism):
 
 class ZTCTree(_TreeOracle):
     name = "ztc-tree"
-    summary = ("Zhang–Tran–Cutkosky's private variance-reduced oracle (Algorithms 4–5): zo_o2nc.VarianceReducedOracle, "
+    summary = ("Zhang–Tran–Cutkosky's private variance-reduced oracle (Algorithms 4–5): ztc.VarianceReducedOracle, "
                "GRAD anchor on B1, DIFF increments on B2, tree noise, one period of T steps, replace-one")
     canary = ("the first anchor example has f = +BIG·x₀ on D and −BIG·x₀ on D′ (every other example f = 0); GRAD "
               "clips its difference to 2Lδ, so with m = 1 direction its term is ±dL·u and the anchor moves by "
@@ -165,7 +165,7 @@ class ZTCTree(_TreeOracle):
 
     def _parameters(self, broken):
         p = ZhangTranCutkosky.variance_reduced(d=self.d, L=1.0, delta=self.smoothing,
-                                               rho=zo_o2nc.paper_rho(self.epsilon, self.delta), period=self.T,
+                                               rho=ztc.paper_rho(self.epsilon, self.delta), period=self.T,
                                                epochs=1, B1=self.B1, B2=self.B2, m=1)
         return dataclasses.replace(p, sigma=p.sigma / self.sigma_factor) if broken == "sigma" else p
 
@@ -173,7 +173,7 @@ class ZTCTree(_TreeOracle):
         return p.sigma
 
     def _oracle(self, problem, p, accountant):
-        return zo_o2nc.VarianceReducedOracle(problem, p, noise=self.noise, accountant=accountant,
+        return ztc.VarianceReducedOracle(problem, p, noise=self.noise, accountant=accountant,
                                              generator=torch.Generator().manual_seed(self.seed))
 
     def canary_index(self):
@@ -183,7 +183,7 @@ class ZTCTree(_TreeOracle):
         p = self.parameters_for(None)
         return {**super().parameters(), "d": self.d, "L": 1.0, "T": p.period, "B1": p.B1, "B2": p.B2, "m": p.m,
                 "smoothing_delta": p.delta, "sigma": p.sigma,
-                "sensitivity": max(zo_o2nc.sensitivities(self.d, 1.0, p.period, p.B1, p.B2))}
+                "sensitivity": max(ztc.sensitivities(self.d, 1.0, p.period, p.B1, p.B2))}
 
 
 class KLTTree(_TreeOracle):

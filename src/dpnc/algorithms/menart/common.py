@@ -1,9 +1,9 @@
 """What Menart et al.'s algorithms share: the private gradient queries, the guards, the run's setting and stats.
 
 Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL condition
-with optimal rates" (spec seed004). The algorithms are in :mod:`~dpnc.algorithms.kl_spider` (Algorithm 1),
-:mod:`~dpnc.algorithms.kl_proximal` (Algorithms 2 and 4) and :mod:`~dpnc.algorithms.kl_adaptive` (Algorithm 3
-and the selection of Theorem 5); :mod:`dpnc.algorithms.kl` gathers them.
+with optimal rates" (spec seed004). The algorithms are in :mod:`~dpnc.algorithms.menart.spider` (Algorithm 1),
+:mod:`~dpnc.algorithms.menart.proximal` (Algorithms 2 and 4) and :mod:`~dpnc.algorithms.menart.adaptive` (Algorithm 3
+and the selection of Theorem 5); :mod:`dpnc.algorithms.menart` gathers them.
 
 **Releases.** Every noisy gradient is a clipped mean over the full batch, released by
 :func:`~dpnc.privacy.mean.release_sum` (the one private-mean step of dpnc: the fixed denominator n, secret
@@ -65,7 +65,7 @@ class AnalysisConstants:
             paper's 32 with ``paper=True``.
         prox: 32 in Algorithm 2's T = ⌈(1 + 32γ²L̃1F0^{(κ−2)/κ})·bracket⌉.
         precision: ζ, read by KL-Spider's practical schedule only
-            (:func:`~dpnc.algorithms.kl_spider.practical_schedule`): each round's gradient error, at the noise's
+            (:func:`~dpnc.algorithms.menart.spider.practical_schedule`): each round's gradient error, at the noise's
             expected norm, is at most Φ̂_k^{1/κ}/(ζγ) (Lemma 2's bound with ζ = 8, there w.p. ≥ 1 − β).
     """
 

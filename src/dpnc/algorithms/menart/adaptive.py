@@ -3,7 +3,7 @@
 Gradient descent whose noise is proportional to a noisy gradient norm, for γ and κ unknown to it, halted by a
 privacy filter (fully adaptive composition); with ``select=True`` the output is an iterate chosen by the
 exponential mechanism on −‖∇F(w_t)‖ (:func:`select_stationary`). Guards, releases and ``paper``:
-:mod:`dpnc.algorithms.kl_common`.
+:mod:`dpnc.algorithms.menart.common`.
 
 References:
     Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms.base import Run, check_integer
-from dpnc.algorithms.kl_common import (KLConfig, KLStats, check_config, constant, defaults, finish, guarantee,
+from dpnc.algorithms.menart.common import (KLConfig, KLStats, check_config, constant, defaults, finish, guarantee,
                                        open_queries, region_of, require, setting, step)
 from dpnc.privacy import interpret
 from dpnc.privacy.accountant import Accountant
@@ -71,7 +71,7 @@ class AdaptiveGD(KLConfig):
         paper: the printed σ's (and the selection's sensitivity L0/n); the ledger records their true cost.
         strict: stop while the charges stay ≤ ρ/2 − √ρ/n (the filter's bound is then ρ).
         select: Algorithm 3+: output a privately selected iterate instead of the last.
-        clip, project: the guards (:mod:`dpnc.algorithms.kl_common`).
+        clip, project: the guards (:mod:`dpnc.algorithms.menart.common`).
         eta: the step size (None: the paper's 1/(2L1)).
         ell: ℓ in σ_t = N_t/√(dℓ) and its charge L0²dℓ/(n²N_t²) (None: the paper's log(n√ρ/β)).
         rho_norm: each norm query's charge, in (0, ρ/2] (None: the paper's √ρ/n); σ̂ = L0/(n·√rho_norm) in the

@@ -35,7 +35,7 @@ from typing import ClassVar
 import torch
 
 from dpnc.algorithms.base import Algorithm, Run, Stats, check_integer, check_positive
-from dpnc.algorithms.dpzero import DPGD
+from dpnc.algorithms.dpzero.configs import DPGD
 from dpnc.estimators import objective_clipped_sum
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import noise_multiplier as calibrate

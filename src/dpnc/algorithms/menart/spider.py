@@ -3,7 +3,7 @@
 Rounds that open with a noisy checkpoint gradient and follow it with variance-reduced noisy differences (SPIDER),
 normalised steps of a fixed length r_k, and an adaptive stop once the estimate is small. Corrections taken from
 the spec ([R]): ceil'd K and T_k, the loop bound t < T_k, restart from the last iterate, Cf = 48 when
-calibrated, the exponent (2−κ)/κ in T_k. Guards, releases and ``paper``: :mod:`dpnc.algorithms.kl_common`.
+calibrated, the exponent (2−κ)/κ in T_k. Guards, releases and ``paper``: :mod:`dpnc.algorithms.menart.common`.
 
 References:
     Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms.base import Run, check_choice, check_integer
-from dpnc.algorithms.kl_common import (AnalysisConstants, KLConfig, KLStats, check_config, constant, defaults,
+from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, check_config, constant, defaults,
                                        finish, guarantee, kl_constants, open_queries, require, setting,
                                        step)
 from dpnc.privacy.accountant import Accountant
@@ -188,7 +188,7 @@ class KLSpider(KLConfig):
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
         gamma, kappa, L0, L1, F0: public constants; None takes the objective's (F0: (γL0)^κ). κ ∈ [1, 2].
         paper: the printed noise levels and Cf = 32 (:func:`spider_schedule`) instead of the calibrated ones.
-        clip, project: the guards (:mod:`dpnc.algorithms.kl_common`).
+        clip, project: the guards (:mod:`dpnc.algorithms.menart.common`).
         constants: the analysis' numerical constants.
         variant: "theory" (:func:`spider_schedule`, Theorem 1) or "practical" (:func:`practical_schedule`,
             :meth:`practical`; not with ``paper``).

@@ -1,7 +1,7 @@
 """Private proximal point: Menart et al., Algorithm 2 (Theorem 2), with noisy projected GD (Algorithm 4) inside.
 
 For (γ, κ)-KL objectives with κ ≥ 2 that are L̃1-weakly convex but need not be smooth. Guards, releases and
-``paper``: :mod:`dpnc.algorithms.kl_common`.
+``paper``: :mod:`dpnc.algorithms.menart.common`.
 
 References:
     Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms.base import Run, check_integer
-from dpnc.algorithms.kl_common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, check_config,
+from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, check_config,
                                        constant, defaults, finish, guarantee, kl_constants, open_queries,
                                        project_ball, project_two_balls, require, setting)
 from dpnc.privacy.accountant import Accountant
@@ -72,7 +72,7 @@ def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: 
 
     Correction (issue 13): R is typically far larger than the region where L0 is declared (10.7 against 1 for
     ‖w‖^1.5 at the default L̃1), so with ``queries.region`` set the projection is onto the region ∩ B_R(c)
-    (:func:`~dpnc.algorithms.kl_common.project_two_balls`; c lies in the region). Algorithm 4's analysis holds
+    (:func:`~dpnc.algorithms.menart.common.project_two_balls`; c lies in the region). Algorithm 4's analysis holds
     on any convex feasible set containing c; the minimiser of F̃ over it replaces the unconstrained one.
     """
     n, d = queries.n, center.shape[0]
@@ -158,7 +158,7 @@ class ProximalPoint(KLConfig):
 
     w_t = inner(F + L̃1‖· − w_{t−1}‖², ρ/T, β/T), t = 1..T; the proximal term is data-free, so privacy is
     T·(ρ/T) = ρ by composition. ``inner`` is any solver with :func:`noisy_projected_gd`'s signature that
-    releases only through the given :class:`~dpnc.algorithms.kl_common.PrivateGradients`, and keeps its query
+    releases only through the given :class:`~dpnc.algorithms.menart.common.PrivateGradients`, and keeps its query
     points in ``queries.region`` when that is set (the queries refuse points outside it unless they clip); its
     cost is about n²ρ·log²/d gradient queries per call, hence ``max_inner_iters``. With ``project`` the inner
     iterates stay in the region, hence so do their averages w_t.
@@ -167,7 +167,7 @@ class ProximalPoint(KLConfig):
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
         gamma, kappa, L0, weak_convexity, F0: public constants; None takes the objective's (F0: (γL0)^κ); κ ≥ 2.
         paper: Algorithm 4's printed σ² = 4L0²T_A/(n²ρ) instead of the calibrated σ.
-        clip, project: the guards (:mod:`dpnc.algorithms.kl_common`).
+        clip, project: the guards (:mod:`dpnc.algorithms.menart.common`).
         inner: the inner solver.  max_inner_iters: a cap (≥ 2) on its steps T_A, or None.
         constants: the analysis' numerical constants.
     """

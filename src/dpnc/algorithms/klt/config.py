@@ -25,7 +25,7 @@ Privacy (spec seed002_003 §2.6, §7 A18), the ``paper`` switch:
   multi-pass), which is astronomically large for the zeroth-order oracles; a smaller m is refused. The
   mechanism gets δ/2 (:attr:`KornowskiLiuTalwar.mechanism_delta`), the concentration event the other δ/2.
 
-The schedules and sensitivities are in :mod:`dpnc.algorithms.klt_theory`; :meth:`KornowskiLiuTalwar.practical`
+The schedules and sensitivities are in :mod:`dpnc.algorithms.klt.theory`; :meth:`KornowskiLiuTalwar.practical`
 gives documented practical settings instead (no theorem attached). Safe mode reports the fraction of clipped
 increments (``Run.stats.clip_rate``, a private statistic) and warns above 50 %. Schedules are v2's (seed 003);
 ``schedule="v1-legacy"`` gives v1's Σ and D, whose guarantee rested on a miscalculation the authors withdrew:
@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from dpnc.algorithms import klt_theory as theory
+from dpnc.algorithms.klt import theory
 from dpnc.algorithms.base import check_choice, check_integer, check_positive
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
@@ -163,8 +163,8 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         """Theorem 3.1 (``"zeroth-order"``), 6.1 (``"first-order"``) or 4.1 (``"multi-pass"``) for n examples.
 
         ``Phi`` bounds F(x₀) − inf F, ``alpha`` is the smoothing radius (the output is (2α, β)-stationary).
-        Single pass: :func:`~dpnc.algorithms.klt_theory.single_pass_schedule` (``schedule``,
-        ``calibration``); multi-pass: :func:`~dpnc.algorithms.klt_theory.multi_pass_schedule` (``beta``,
+        Single pass: :func:`~dpnc.algorithms.klt.theory.single_pass_schedule` (``schedule``,
+        ``calibration``); multi-pass: :func:`~dpnc.algorithms.klt.theory.multi_pass_schedule` (``beta``,
         ``max_steps``). m: with ``paper=True`` the paper's m (a smaller one is refused); otherwise the
         variance-matching m unless given. η = D/√(G₁²·M).
         """

@@ -31,7 +31,7 @@ from typing import ClassVar
 import torch
 
 from dpnc.algorithms.base import Algorithm, Run, Stats, check_choice, check_integer, check_positive
-from dpnc.algorithms.dpzero_theory import (ACCOUNTING, TheoryParameters, calibrate_noise, dpgd0th_from_theory,
+from dpnc.algorithms.dpzero.theory import (ACCOUNTING, TheoryParameters, calibrate_noise, dpgd0th_from_theory,
                                            dpzero_from_theory, paper_claim)
 from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
 from dpnc.estimators import ClosedForm, TwoPoint, objective_clipped_sum, two_point_on_batch
@@ -287,7 +287,7 @@ class DPZero(_ZerothOrderFamily):
     def from_theory(cls, *, n: int, d: int, r: float, L: float, ell: float, epsilon: float, delta: float,
                     kappa: float | None = None, **options) -> DPZero:
         """Theorem 3 (A3.5) or, with the PL condition number κ, Corollary F.4; see
-        :func:`~dpnc.algorithms.dpzero_theory.dpzero_from_theory`. ``options``: other fields (direction …)."""
+        :func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`. ``options``: other fields (direction …)."""
         p = dpzero_from_theory(n=n, d=d, r=r, L=L, ell=ell, epsilon=epsilon, delta=delta, kappa=kappa)
         return cls(eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options)
 
@@ -388,7 +388,7 @@ class DPGD0th(_ZerothOrderFamily):
     def from_theory(cls, *, n: int, d: int, L: float, ell: float, epsilon: float, delta: float,
                     r: float | None = None, kappa: float | None = None, **options) -> DPGD0th:
         """Theorem 1 (A3.1), Theorem 2 (effective rank r), Corollaries F.2/F.3 (PL, κ); see
-        :func:`~dpnc.algorithms.dpzero_theory.dpgd0th_from_theory` (C = Ld: clipping never happens)."""
+        :func:`~dpnc.algorithms.dpzero.theory.dpgd0th_from_theory` (C = Ld: clipping never happens)."""
         p = dpgd0th_from_theory(n=n, d=d, L=L, ell=ell, epsilon=epsilon, delta=delta, r=r, kappa=kappa)
         return cls(eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options)
 

@@ -6,11 +6,11 @@ F(w) − F* ≤ γ^κ ‖∇F(w)‖^κ, all ρ-zCDP through the :class:`~dpnc.pr
 :class:`~dpnc.algorithms.base.Algorithm` config with ``from_theory`` and ``run(problem, x0, *, noise,
 accountant) -> Run``:
 
-* :class:`KLSpider` (Algorithm 1, Theorem 1; κ ∈ [1, 2], smooth): :mod:`dpnc.algorithms.kl_spider`.
+* :class:`KLSpider` (Algorithm 1, Theorem 1; κ ∈ [1, 2], smooth): :mod:`dpnc.algorithms.menart.spider`.
 * :class:`ProximalPoint` (Algorithm 2, Theorem 2; κ ≥ 2, weakly convex, not smooth) with
-  :func:`noisy_projected_gd` (Algorithm 4, Theorem 9) inside: :mod:`dpnc.algorithms.kl_proximal`.
+  :func:`noisy_projected_gd` (Algorithm 4, Theorem 9) inside: :mod:`dpnc.algorithms.menart.proximal`.
 * :class:`AdaptiveGD` (Algorithm 3, Theorem 4; γ and κ unknown), with ``select=True`` Algorithm 3+
-  (Theorem 5, :func:`select_stationary`): :mod:`dpnc.algorithms.kl_adaptive`.
+  (Theorem 5, :func:`select_stationary`): :mod:`dpnc.algorithms.menart.adaptive`.
 
 Each also has ``practical(constants, *, rho, n, **options)``: documented rules that make progress at realistic
 n and d where the theorems' constants do not (KL-Spider's :func:`practical_schedule`; adaptive GD's step, relative
@@ -18,13 +18,13 @@ noise and norm budget; the proximal point method's rounds and inner cap), with t
 without the theorems' utility guarantees.
 
 The private gradient queries (every release through :func:`~dpnc.privacy.mean.release_sum`), the guards
-(``clip``, ``project``), ``paper`` and the sensitivity statuses are in :mod:`dpnc.algorithms.kl_common`. The
+(``clip``, ``project``), ``paper`` and the sensitivity statuses are in :mod:`dpnc.algorithms.menart.common`. The
 objectives (:mod:`dpnc.problems.kl`) give their public constants in ``objective.constants`` (L0, L1,
 weak_convexity, gamma, kappa, region), which every config takes as defaults; its own fields override them.
 
 Example::
 
-    from dpnc.algorithms.kl import KLSpider
+    from dpnc.algorithms.menart import KLSpider
     from dpnc.privacy import Accountant
     from dpnc.problems.kl import PowerGrowth
 
@@ -33,12 +33,12 @@ Example::
     run.output, run.stats.updates, run.report(1e-6).epsilon
 """
 
-from dpnc.algorithms.kl_adaptive import AdaptiveGD, AdaptiveStats, check_selection, select_stationary
-from dpnc.algorithms.kl_common import (CLIPPED, DECLARED, NOT_GUARANTEED, AnalysisConstants, KLStats,
+from dpnc.algorithms.menart.adaptive import AdaptiveGD, AdaptiveStats, check_selection, select_stationary
+from dpnc.algorithms.menart.common import (CLIPPED, DECLARED, NOT_GUARANTEED, AnalysisConstants, KLStats,
                                        PrivateGradients, project_two_balls)
-from dpnc.algorithms.kl_proximal import (InnerResult, InnerSolver, ProximalPoint, ProximalStats, noisy_projected_gd,
+from dpnc.algorithms.menart.proximal import (InnerResult, InnerSolver, ProximalPoint, ProximalStats, noisy_projected_gd,
                                          proximal_point_bound, proximal_point_rounds)
-from dpnc.algorithms.kl_spider import (PRACTICAL, KLSpider, Round, SpiderSchedule, SpiderStats, practical_schedule,
+from dpnc.algorithms.menart.spider import (PRACTICAL, KLSpider, Round, SpiderSchedule, SpiderStats, practical_schedule,
                                        spider_schedule)
 
 __all__ = ["CLIPPED", "DECLARED", "NOT_GUARANTEED", "PRACTICAL", "AdaptiveGD", "AdaptiveStats", "AnalysisConstants",
