@@ -18,6 +18,7 @@ import torch
 
 import tests.contract
 from dpnc.algorithms.base import Algorithm, Run, Stats
+from dpnc.algorithms.registry import ALGORITHMS, FAMILIES
 from dpnc.privacy import Accountant, NoiseSource
 
 
@@ -39,9 +40,11 @@ def _run(case, seed: int = 0) -> Run:
                     torch.Generator().manual_seed(seed))
 
 
-def test_every_family_has_cases():
-    families = {case.build().family for case in CASES}
-    assert families >= {"dpzero", "zhang-tran-cutkosky", "kornowski-liu-talwar", "menart"}
+def test_every_registered_algorithm_has_a_case():
+    """A class added to the registry without a contract case fails here."""
+    assert {type(case.build()) for case in CASES} >= set(ALGORITHMS.values())
+    assert {case.build().family for case in CASES} == set(FAMILIES)
+    assert all(cls.name == name for name, cls in ALGORITHMS.items())
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

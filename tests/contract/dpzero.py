@@ -1,5 +1,5 @@
-"""Contract cases of the DPZero family (Zhang et al. 2024): DPZero, DPGD-0th, DP-GD and the MeZO baseline, each
-on a tiny synthetic quadratic, full batch (the theorems' setting) and one Poisson case (add/remove)."""
+"""Contract cases of the DPZero family (Zhang et al. 2024): DPZero, DPGD-0th, DP-GD, the MeZO and DP-SGD
+baselines, each on a tiny synthetic quadratic, full batch (the theorems' setting) and one Poisson case (add/remove)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
+from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPSGD, DPZero, MeZO
 from dpnc.problems.quadratic import Quadratic
 from dpnc.sampling import PoissonSampler
 from tests.contract import ContractCase
@@ -60,3 +60,17 @@ CASES = [
     ContractCase(name="mezo", build=_builder(MEZO), invalid=COMMON_INVALID + [{"lam": 0.0}], problem=_problem,
                  x0=_x0, run=_run, releases=T, sensitivities=None),
 ]
+
+DPSGD_ = DPSGD(eta=0.1, C=C, noise_multiplier=1.0, steps=T, batch_size=5)
+
+
+def _run_dpsgd(algorithm, problem, x0, noise, accountant, generator):
+    return algorithm.run(problem, x0, noise=noise, accountant=accountant, generator=generator,
+                         sampler=PoissonSampler.for_testing(problem.n, 5, seed=3))
+
+
+CASES.append(ContractCase(name="dp-sgd", build=_builder(DPSGD_),
+                          invalid=[{"steps": 0}, {"eta": -0.1}, {"C": 0.0}, {"noise_multiplier": -1.0},
+                                   {"batch_size": 0}, {"project": "yes"}],
+                          problem=_problem, x0=_x0, run=_run_dpsgd, releases=T, sensitivities=[C / 5],
+                          relation="add/remove"))

@@ -97,6 +97,7 @@ class Algorithm(ABC):
 
     name: ClassVar[str]
     family: ClassVar[str]
+    paper = False   # a config with a printed form that differs from the corrected one declares a field instead
 
     @classmethod
     @abstractmethod
