@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from dpnc._check import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
-from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.sampling import FullBatch

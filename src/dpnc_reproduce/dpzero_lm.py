@@ -61,7 +61,7 @@ from dpnc_reproduce.claims import (Interval, accuracy_difference, all_hold, belo
                                     paired_accuracy_difference, paired_ratio, within)
 from dpnc_reproduce.dpzero_lm_tables import PAPER_SEEDS, PAPER_TABLE2, PRIVATE, TASKS
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
-from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 
 FO_METHODS = ("adamw", "dp-adamw")
 METHOD_ORDER = ("zero-shot", "mezo", "dpzero", "adamw", "dp-adamw")

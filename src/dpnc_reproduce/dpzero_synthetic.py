@@ -32,7 +32,7 @@ import torch
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
-from dpnc_reproduce.report import (INTEGER, NATURAL, NONNEGATIVE, POSITIVE, check_axis, check_value,
+from dpnc_reproduce.common import (INTEGER, NATURAL, NONNEGATIVE, POSITIVE, check_axis, check_value,
                                      loglog_slope, one_of)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import check_delta, check_epsilon

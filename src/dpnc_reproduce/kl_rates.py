@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
-from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc.privacy.budget import rho_to_epsilon
 
 if TYPE_CHECKING:

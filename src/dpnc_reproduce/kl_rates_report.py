@@ -15,7 +15,7 @@ from pathlib import Path
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce.kl_rates import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
 from dpnc_reproduce.protocol import Claim, Result
-from dpnc_reproduce.report import by_seed, group_medians, loglog_slope
+from dpnc_reproduce.common import by_seed, group_medians, loglog_slope
 
 # How every rate claim is judged (issue 27, one rule for every algorithm and regime, declared before the run): the
 # theorems are upper bounds, so a rate holds when the per-seed slopes' 95 % t interval lies below the bound's own
@@ -31,7 +31,7 @@ FLOOR = 0.25   # a median excess above this share of F(w0) − F* at the lowest 
 
 
 def medians(rows: Sequence[KLRow], metric: str, keys: Sequence[str], x: str) -> dict[tuple, list[tuple]]:
-    """:func:`~dpnc_reproduce.report.group_medians` of typed rows."""
+    """:func:`~dpnc_reproduce.common.group_medians` of typed rows."""
     return group_medians([vars(r) for r in rows], metric, keys, x)
 
 

@@ -47,7 +47,7 @@ import torch
 
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
-from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of, privacy_claim
+from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of, privacy_claim
 
 METHODS = ("ztc", "klt-zo", "ztc-naive", "klt-fo", "klt-multipass")
 OBJECTIVES = ("radial", "radial-nonconvex")

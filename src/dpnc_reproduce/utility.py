@@ -53,7 +53,7 @@ import torch
 
 from dpnc_reproduce import utility_report as report
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
-from dpnc_reproduce.report import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc.privacy.budget import Budget, check_delta
 
 Task = tuple[str, float, int, int]   # (problem, ε, n, seed)

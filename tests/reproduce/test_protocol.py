@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from dpnc import cli
 from dpnc_reproduce import protocol
 from dpnc_reproduce.protocol import Claim, Experiment
-from dpnc_reproduce.report import INTEGER, POSITIVE, check_axis, check_value
+from dpnc_reproduce.common import INTEGER, POSITIVE, check_axis, check_value
 
 runner = CliRunner(env={"COLUMNS": "250"})
 

@@ -1,51 +1,20 @@
-"""What experiments check and compute the same way: value rules for configs, medians over seeds, log-log slopes,
-the privacy claim. (The runner and the writer are in :mod:`dpnc_reproduce.protocol`.)
+"""What experiments check and compute the same way: value rules for configs (:mod:`dpnc._check`, re-exported),
+medians over seeds, log-log slopes, the privacy claim. (The runner and the writer are in
+:mod:`dpnc_reproduce.protocol`.)
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from dpnc_reproduce.protocol import Claim
+from dpnc._check import INTEGER, NATURAL, NONNEGATIVE, POSITIVE, Rule, check_axis, check_value, one_of
 from dpnc.privacy.budget import check_delta
+from dpnc_reproduce.protocol import Claim
 
 __all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_grid", "check_value",
            "by_seed", "fmt_slope", "group_medians", "loglog_slope", "one_of", "privacy_claim"]
-
-
-# Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
-INTEGER = ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
-NATURAL = ("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
-POSITIVE = ("a finite number > 0", lambda v: _real(v) and math.isfinite(v) and v > 0)
-NONNEGATIVE = ("a finite number >= 0", lambda v: _real(v) and math.isfinite(v) and v >= 0)
-Rule = tuple[str, Callable[[object], bool]]
-
-
-def one_of(choices: Sequence) -> Rule:
-    """The rule "among ``choices``"."""
-    return f"among {tuple(choices)}", lambda v: v in choices
-
-
-def _real(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def check_value(name: str, value, rule: Rule) -> None:
-    """``value`` obeys ``rule`` (:data:`INTEGER`, :data:`NATURAL`, :data:`POSITIVE`, :data:`NONNEGATIVE`,
-    :func:`one_of` or any (description, predicate) pair), else ValueError naming ``name`` and the rule."""
-    if not rule[1](value):
-        raise ValueError(f"{name} must be {rule[0]}; got {value!r}")
-
-
-def check_axis(name: str, values: Sequence, rule: Rule) -> None:
-    """A grid axis ``name`` is non-empty and each of its values obeys ``rule``, else ValueError naming the axis
-    and the first offending value."""
-    if not values:
-        raise ValueError(f"{name} must be non-empty; got {tuple(values)!r}")
-    for v in values:
-        check_value(name, v, rule)
 
 
 def check_grid(config, methods: Sequence[str]) -> None:

@@ -1,0 +1,45 @@
+"""Value rules for arguments and configs: what a value must be, and the ValueError naming it when it is not.
+
+Used by the library (:mod:`dpnc.demo`) and by the reproductions' configs (:mod:`dpnc_reproduce.common`
+re-exports them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+__all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_value", "one_of"]
+
+
+# Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
+INTEGER = ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+NATURAL = ("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+POSITIVE = ("a finite number > 0", lambda v: _real(v) and math.isfinite(v) and v > 0)
+NONNEGATIVE = ("a finite number >= 0", lambda v: _real(v) and math.isfinite(v) and v >= 0)
+Rule = tuple[str, Callable[[object], bool]]
+
+
+def one_of(choices: Sequence) -> Rule:
+    """The rule "among ``choices``"."""
+    return f"among {tuple(choices)}", lambda v: v in choices
+
+
+def _real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_value(name: str, value, rule: Rule) -> None:
+    """``value`` obeys ``rule`` (:data:`INTEGER`, :data:`NATURAL`, :data:`POSITIVE`, :data:`NONNEGATIVE`,
+    :func:`one_of` or any (description, predicate) pair), else ValueError naming ``name`` and the rule."""
+    if not rule[1](value):
+        raise ValueError(f"{name} must be {rule[0]}; got {value!r}")
+
+
+def check_axis(name: str, values: Sequence, rule: Rule) -> None:
+    """A grid axis ``name`` is non-empty and each of its values obeys ``rule``, else ValueError naming the axis
+    and the first offending value."""
+    if not values:
+        raise ValueError(f"{name} must be non-empty; got {tuple(values)!r}")
+    for v in values:
+        check_value(name, v, rule)
