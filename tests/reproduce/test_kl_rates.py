@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 
 from dpnc.cli import app
 from dpnc.algorithms.menart.proximal import proximal_point_rounds, statistical_inner_steps
-from dpnc_reproduce import kl_rates as exp
-from dpnc_reproduce import kl_rates_report as report
+from dpnc_reproduce.kl_rates import report
+from dpnc_reproduce.kl_rates import run as exp
+from dpnc_reproduce.kl_rates.experiment import EXPERIMENT
 from dpnc_reproduce import protocol
 from dpnc.privacy.budget import rho_to_epsilon
 
@@ -22,12 +23,12 @@ TINY = exp.KLRatesConfig(objectives=("quadratic", "power-1.5"), dims=(1, 4), nsr
 
 @pytest.fixture(scope="module")
 def tiny():
-    return protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
+    return protocol.run_experiment(EXPERIMENT, TINY, progress=False, workers=1)
 
 
 def test_tiny_run_records_every_run_within_its_budget(tiny):
     rows = tiny.rows
-    assert len(rows) == len(exp.EXPERIMENT.tasks(TINY))
+    assert len(rows) == len(EXPERIMENT.tasks(TINY))
     assert {r.algorithm for r in rows} == set(exp.ALGORITHMS)
     for r in rows:
         assert isinstance(r, exp.KLRow)
@@ -67,7 +68,7 @@ def test_tiny_run_records_every_run_within_its_budget(tiny):
 
 
 def test_the_tasks_are_the_grid_in_order_each_with_its_index():
-    tasks = exp.EXPERIMENT.tasks(TINY)
+    tasks = EXPERIMENT.tasks(TINY)
     assert [t.index for t in tasks] == list(range(len(tasks)))
     assert [t.algorithm for t in tasks] == sorted((t.algorithm for t in tasks), key=exp.ALGORITHMS.index)
     assert {(t.objective, t.d, t.n, t.rho) for t in tasks if t.sweep == "rho"} == {
@@ -108,7 +109,7 @@ def test_outputs_are_written(tiny, tmp_path):
     # the whole result, compared as JSON text (NaN-safe), and read back into typed rows
     saved = json.loads((tmp_path / "result.json").read_text())
     assert json.dumps(saved) == json.dumps({**tiny.to_json(), "command": "dpnc reproduce kl-rates (test)"})
-    again = protocol.read(exp.EXPERIMENT, tmp_path / "result.json")
+    again = protocol.read(EXPERIMENT, tmp_path / "result.json")
     assert again.rows == tiny.rows and again.config == TINY and again.claims == tiny.claims
     # fig_excess: a 4.3 × 3.5-inch panel per (algorithm, objective); fig_grad_norm: 4.6 × 3.8 per objective of
     # adaptive GD; 100 dpi
@@ -151,7 +152,7 @@ def test_claims_are_judged_on_the_numbers(tiny):
 def test_reproducible_noise_replays_and_is_marked_not_private(tmp_path):
     config = dataclasses.replace(TINY, algorithms=("kl-spider", "adaptive-gd"), objectives=("power-1.5",), dims=(4,),
                                  nsrs=(1e4,), high_dims=(), rhos=(), seeds=2, reproducible=True, seed=3)
-    one, two = (protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=w) for w in (1, 2))
+    one, two = (protocol.run_experiment(EXPERIMENT, config, progress=False, workers=w) for w in (1, 2))
     assert [r.excess for r in one.rows] == [r.excess for r in two.rows]
     assert not any(r.private for r in one.rows)
     protocol.write(one, tmp_path, "test")
@@ -202,8 +203,8 @@ def test_config_and_cli_validate(tmp_path):
 
 
 def test_quick_is_the_default_and_full_is_larger():
-    assert len(exp.EXPERIMENT.tasks(exp.QUICK)) < len(exp.EXPERIMENT.tasks(exp.FULL))
-    assert exp.FULL == exp.KLRatesConfig() and exp.EXPERIMENT.QUICK is exp.QUICK
+    assert len(EXPERIMENT.tasks(exp.QUICK)) < len(EXPERIMENT.tasks(exp.FULL))
+    assert exp.FULL == exp.KLRatesConfig() and EXPERIMENT.QUICK is exp.QUICK
     assert set(exp.QUICK.algorithms) == set(exp.ALGORITHMS)
     assert exp.QUICK.seeds >= 10 and exp.FULL.seeds >= 10 and max(exp.QUICK.prox_samples) <= 1000
     # the inner steps follow the rule in both (the cap is for tests), and both check that more would not help

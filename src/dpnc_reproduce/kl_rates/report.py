@@ -1,8 +1,9 @@
 """The kl-rates experiment's fits, claims and rendering: log-log slopes of the medians, the theory's claims judged
 on them, the setting, the tables and the figures.
 
-The config, the tasks and the runs are in :mod:`dpnc_reproduce.kl_rates`; its experiment calls
-:func:`check_claims`, :func:`slopes` (``slopes.csv``), :func:`describe`, :func:`render` and :func:`plot`.
+The config, the tasks and the runs are in :mod:`dpnc_reproduce.kl_rates.run`; its experiment calls
+:func:`check_claims`, :func:`slopes` (``slopes.csv``), :func:`describe`, :func:`render` and
+:func:`plot`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dpnc_reproduce import claims as stats
-from dpnc_reproduce.kl_rates import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
-from dpnc_reproduce.protocol import Claim, Result
 from dpnc_reproduce.common import by_seed, group_medians, loglog_slope
+from dpnc_reproduce.kl_rates.run import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
+from dpnc_reproduce.protocol import Claim, Result
+
 
 # How every rate claim is judged (issue 27, one rule for every algorithm and regime, declared before the run): the
 # theorems are upper bounds, so a rate holds when the per-seed slopes' 95 % t interval lies below the bound's own
@@ -25,9 +27,6 @@ from dpnc_reproduce.common import by_seed, group_medians, loglog_slope
 RATE_TOL = stats.RATE_TOL
 WORDS = {True: "holds", False: "fails", None: "no signal"}
 FLOOR = 0.25   # a median excess above this share of F(w0) − F* at the lowest x: the start caps the excess there
-
-
-# --- fits and claims ----------------------------------------------------------------------------------------
 
 
 def medians(rows: Sequence[KLRow], metric: str, keys: Sequence[str], x: str) -> dict[tuple, list[tuple]]:
@@ -252,9 +251,6 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
             stats.judged(verdicts) + (f"; mean log ratio from {min(estimates):.2f} to {max(estimates):.2f}"
                                       if estimates else "")))
     return claims
-
-
-# --- rendering ----------------------------------------------------------------------------------------------
 
 
 def plot(result: Result, out: Path) -> list[Path]:
