@@ -7,7 +7,8 @@ import math
 import pytest
 
 from dpnc_reproduce import nonsmooth_compare as exp
-from dpnc_reproduce import nonsmooth_rates as rates
+from dpnc_reproduce.nonsmooth_rates import report as rates_report
+from dpnc_reproduce.nonsmooth_rates import run as rates
 from dpnc_reproduce import protocol
 from tests.reproduce.written import assert_written
 
@@ -35,7 +36,7 @@ def test_the_theorems_order_the_methods_as_the_papers_do():
     """At the grid's base cell the theorems' n: multi-pass < KLT single pass (ZO = FO) < ZTC < naive, and the naive
     oracle's n grows fastest with d (d³/ρ² against ZTC's d^{3/2}/ρ)."""
     def n(method, d):
-        return rates.theory_n(method, d=d, epsilon=2.0, alpha=0.1, beta=0.55, config=exp.FULL)
+        return rates_report.theory_n(method, d=d, epsilon=2.0, alpha=0.1, beta=0.55, config=exp.FULL)
 
     assert n("klt-multipass", 4) < n("klt-zo", 4) == n("klt-fo", 4) < n("ztc", 4) < n("ztc-naive", 4)
     growth = {m: math.log(n(m, 16) / n(m, 4)) / math.log(4) for m in rates.METHODS}
@@ -45,12 +46,12 @@ def test_the_theorems_order_the_methods_as_the_papers_do():
 
 def test_paired_log_ratio_keeps_censored_seeds_censored():
     inf = math.inf
-    assert rates.paired_log_ratio(4000, 1000, 16_000) == pytest.approx(2.0)
-    only_fewer = rates.paired_log_ratio(inf, 4000, 16_000)                      # only `fewer` reached: ≥ 2
+    assert rates_report.paired_log_ratio(4000, 1000, 16_000) == pytest.approx(2.0)
+    only_fewer = rates_report.paired_log_ratio(inf, 4000, 16_000)                      # only `fewer` reached: ≥ 2
     assert (only_fewer.lower, only_fewer.upper, only_fewer.at) == (pytest.approx(2.0), inf, pytest.approx(2.0))
-    only_more = rates.paired_log_ratio(4000, inf, 16_000)                       # only `more` reached: ≤ −2
+    only_more = rates_report.paired_log_ratio(4000, inf, 16_000)                       # only `more` reached: ≤ −2
     assert (only_more.lower, only_more.upper, only_more.at) == (-inf, pytest.approx(-2.0), pytest.approx(-2.0))
-    assert rates.paired_log_ratio(inf, inf, 16_000) is None
+    assert rates_report.paired_log_ratio(inf, inf, 16_000) is None
 
 
 def rows_with(n_beta: dict, seeds: int, config):
@@ -72,7 +73,7 @@ def test_comparison_claims_hold_fail_or_have_no_signal_on_constructed_rows():
     def verdict(naive, ztc):
         rows = rows_with({**{("ztc-naive", s): v for s, v in enumerate(naive)},
                           **{("ztc", s): v for s, v in enumerate(ztc)}}, 4, config)
-        claim, = (c for c in rates.comparison_claims(rows, config) if "naive oracle" in c.statement)
+        claim, = (c for c in rates_report.comparison_claims(rows, config) if "naive oracle" in c.statement)
         return claim.holds
 
     inf = math.inf

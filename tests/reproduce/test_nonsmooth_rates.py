@@ -6,7 +6,9 @@ import math
 import pytest
 
 from dpnc_reproduce import claims as stats
-from dpnc_reproduce import nonsmooth_rates as exp
+from dpnc_reproduce.nonsmooth_rates import report
+from dpnc_reproduce.nonsmooth_rates import run as exp
+from dpnc_reproduce.nonsmooth_rates.experiment import EXPERIMENT
 from dpnc_reproduce import protocol
 from tests.reproduce.written import assert_written
 
@@ -17,40 +19,40 @@ TINY = exp.RatesConfig(dims=(2, 3), epsilons=(4.0,), alphas=(0.2,), base_d=2, ba
 
 def test_crossing_interpolates_in_log_n_and_flags_the_ends():
     series = [(1000, 0.9), (2000, 0.7), (4000, 0.5)]
-    assert exp.crossing(series, 0.6) == pytest.approx(math.sqrt(2000 * 4000))   # halfway in log n
-    assert exp.crossing(series, 0.95) == 1000 and exp.crossing(series, 0.1) == math.inf
+    assert report.crossing(series, 0.6) == pytest.approx(math.sqrt(2000 * 4000))   # halfway in log n
+    assert report.crossing(series, 0.95) == 1000 and report.crossing(series, 0.1) == math.inf
 
 
 def _threshold(n_beta, censored=False):
-    return exp.Threshold("radial", "ztc", 4, 2.0, 0.1, 0.8, 0, n_beta, censored)
+    return report.Threshold("radial", "ztc", 4, 2.0, 0.1, 0.8, 0, n_beta, censored)
 
 
 def test_censored_n_keeps_every_seed_with_its_range():
-    assert exp.censored_n(_threshold(300.0), TINY) == 300.0
-    assert exp.censored_n(_threshold(math.inf), TINY) == stats.Censored(400.0, math.inf)   # not reached by n_max
-    assert exp.censored_n(_threshold(200.0, True), TINY) == stats.Censored(1.0, 200.0)     # reached at n_start
-    assert exp.censored_n(None, TINY) == stats.Censored(0.0, math.inf)
+    assert report.censored_n(_threshold(300.0), TINY) == 300.0
+    assert report.censored_n(_threshold(math.inf), TINY) == stats.Censored(400.0, math.inf)   # not reached by n_max
+    assert report.censored_n(_threshold(200.0, True), TINY) == stats.Censored(1.0, 200.0)     # reached at n_start
+    assert report.censored_n(None, TINY) == stats.Censored(0.0, math.inf)
 
 
 def test_an_exponent_is_judged_one_sided_and_censored_seeds_count():
     xs, theory = [4.0, 8.0, 16.0], [x ** 1.5 for x in (4.0, 8.0, 16.0)]   # the theorem: n ∝ d^1.5
     slower = [[100 * x ** s for x in xs] for s in (0.9, 1.0, 1.1, 1.0, 0.95)]   # grows slower: consistent
-    e = exp._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, slower, theory)
+    e = report._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, slower, theory)
     assert e.theory == pytest.approx(1.5) and e.verdict is True and e.reached == "5/5 seeds"
     faster = [[x ** s for x in xs] for s in (2.4, 2.5, 2.6, 2.5, 2.45)]
-    assert exp._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, faster, theory).verdict is False
+    assert report._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, faster, theory).verdict is False
     # one seed never reached β at d = 16: kept, its slope open above, so "grows no faster" cannot hold
     censored = slower[:4] + [[100 * 4.0, 100 * 8.0, stats.Censored(400.0, math.inf)]]
-    c = exp._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, censored, theory)
+    c = report._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, censored, theory)
     assert c.fitted.censored == 1 and c.fitted.high == math.inf and c.verdict is None and c.reached == "4/5 seeds"
-    assert "censored" in exp.reason(c, [], TINY)
+    assert "censored" in report.reason(c, [], TINY)
 
 
 def test_a_paired_ratio_with_one_side_censored_is_censored():
-    assert exp.paired_log_ratio(800.0, 200.0, 1000) == pytest.approx(2.0)
-    assert exp.paired_log_ratio(math.inf, 250.0, 1000) == stats.Censored(2.0, math.inf)
-    assert exp.paired_log_ratio(250.0, math.inf, 1000) == stats.Censored(-math.inf, -2.0)
-    assert exp.paired_log_ratio(math.inf, math.inf, 1000) is None
+    assert report.paired_log_ratio(800.0, 200.0, 1000) == pytest.approx(2.0)
+    assert report.paired_log_ratio(math.inf, 250.0, 1000) == stats.Censored(2.0, math.inf)
+    assert report.paired_log_ratio(250.0, math.inf, 1000) == stats.Censored(-math.inf, -2.0)
+    assert report.paired_log_ratio(math.inf, math.inf, 1000) is None
 
 
 def test_klt_gets_at_most_ztcs_evaluations_and_the_counts_are_exact():
@@ -69,13 +71,13 @@ def test_the_doubling_stops_at_the_smallest_beta_in_the_objectives_unit(monkeypa
     norms = {200: 0.6, 400: 0.45, 800: 0.34, 1_600: 0.3}
     blank = {f.name: None for f in dataclasses.fields(exp.RateRow)}
     monkeypatch.setattr(exp, "run_at", lambda config, task, n: exp.RateRow(**{**blank, "expected_norm": norms[n]}))
-    rows = exp.EXPERIMENT.run_one(config, (objective, 2, 4.0, 0.2, "ztc", 0))
+    rows = EXPERIMENT.run_one(config, (objective, 2, 4.0, 0.2, "ztc", 0))
     assert [r.expected_norm for r in rows] == [norms[n] for n in (200, 400, 800) if n <= stops_at]
 
 
 @pytest.mark.slow
 def test_tiny_run_writes_every_output(tmp_path):
-    result = protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
+    result = protocol.run_experiment(EXPERIMENT, TINY, progress=False, workers=1)
     for r in result.rows:
         assert isinstance(r, exp.RateRow)
         assert r.samples_used <= r.n and r.n in (200, 400)

@@ -1,59 +1,33 @@
-"""Sample complexity of private nonsmooth optimization, measured: the n that ZTC and KLT need to reach β.
+"""The nonsmooth-rates experiment's analysis: the sample complexity n(β) per seed, its fitted exponents beside
+the theorems', the papers' comparisons, the certificate claim, the summary's text and tables, the figure.
 
-Neither paper has experiments; their theorems are sample complexities (spec seed000 §3, Thm 4.9; seed002_003
-§3, v2 Thm 3.1), with ρ the paper's ρ(ε, δ_DP) and Φ = F(x₀) − inf F:
-
-    ZTC (variance-reduced, Thm 4.9):  n ≍ (Φ + Lα)·d·L²/(αβ³) + (Φ + Lα)·d^{3/2}·L/(ραβ²)
-    KLT (single-pass ZO, Thm 3.1):    n ≍ Φ·L²·√d/(αβ³) + Φ·L·d/(εαβ²)
-
-for E‖∂F(x_out)‖_{2α} ≤ β. This experiment measures n(β) on an instance where every quantity in them is exact:
-:class:`~dpnc.problems.radial.RadialDistance` (per-example L = 1 exactly in every d; the population Goldstein
-norm in closed form), ``radial`` (convex, q = 0) and ``radial-nonconvex`` (15 % of the examples repelling).
-The same measurement takes ZTC's naive oracle and KLT's first-order and multi-pass oracles too (their n in
-:func:`theory_n`, their settings in :func:`parameters`); :mod:`dpnc_reproduce.nonsmooth_compare` runs all five
-and judges the papers' comparisons between them (:data:`COMPARISONS`).
-
-Per run (a method, an objective, d, ε, α, a seed and a sample size n): the method's theorem parameters for n
-(KLT with the m that gives it ZTC's number of function evaluations: equal evaluations), one pass over n fresh
-examples, and at the end the **expected** population norm Ē = (1/K)Σ_k ‖∂F(w̄^k)‖_{2α} over the K block averages
-the output is drawn from uniformly (the expectation the theorems bound, computed exactly instead of one draw's
-lottery, which made earlier certificates bimodal), plus a held-out certificate of the drawn output (uniform + rim
-points, with the concentration term) beside its closed-form value.
-
-Per seed, n doubles from ``n_start`` until Ē ≤ min β (or n > ``n_max``); n(β) is where Ē(n) crosses β, linear in
-log n between the two grid points around the first crossing (none: not reached by ``n_max``). Seeds vary the data
-(pool, start direction, test set) and the algorithm's public randomness; the privacy noise is secret. Exponents:
-log n(β) against log d (ε, α fixed), log ε, log α and log β, fitted per seed, their mean and 95 % t interval over
-the seeds (:func:`dpnc_reproduce.claims.slope_interval`), beside the theorem's exponent over the same grid (the
-log-log slope of its bound above with constants 1), judged one-sided as an upper bound
-(:func:`dpnc_reproduce.claims.no_slower_than_bound`: n(β) grows no faster, and falls no slower, than the
-theorem's n over the same points, plus the declared tolerance). A seed whose n(β) is censored at a point (not
-reached by n_max: [n_max, ∞); reached at the first n: [1, n_start]) is kept as censored
-(:class:`dpnc_reproduce.claims.Censored`), counted, and above the declared fraction leaves no verdict.
+The config and the runs are in :mod:`dpnc_reproduce.nonsmooth_rates.run`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
-import time
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from scipy.optimize import brentq
 
+from dpnc.algorithms.klt import theory as klt_theory
+from dpnc.algorithms.ztc import paper_rho
 from dpnc_reproduce import claims as stats
-from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
-from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of, privacy_claim
+from dpnc_reproduce.common import privacy_claim
+from dpnc_reproduce.nonsmooth_rates.run import RateRow, RatesConfig, far_field, law
+from dpnc_reproduce.protocol import Claim, Declared, Result
 
-METHODS = ("ztc", "klt-zo", "ztc-naive", "klt-fo", "klt-multipass")
-OBJECTIVES = ("radial", "radial-nonconvex")
+
 LABEL = {"ztc": "ZTC variance-reduced (Thm 4.9)", "klt-zo": "KLT single-pass ZO (Thm 3.1, v2)",
          "ztc-naive": "ZTC naive (Alg. 6, App. E)", "klt-fo": "KLT single-pass first-order (Thm 6.1)",
          "klt-multipass": "KLT multi-pass ZO (Thm 4.1)"}
+
+
 # The terms of each theorem's n, as exponents of (d, ε, α, β) (ε: through ρ ∝ ε for ZTC); :func:`theory_n`.
 TERMS = {"ztc": "d/(αβ³) + d^{3/2}/(ραβ²)", "klt-zo": "√d/(αβ³) + d/(εαβ²)",
          "ztc-naive": "(√d + 1 + d^{3/2}/ρ)²/(αβ³)", "klt-fo": "√d/(αβ³) + d/(εαβ²) (as Thm 3.1)",
@@ -62,306 +36,9 @@ SETTING = {"ztc": "m = d directions", "ztc-naive": "Appendix E's T and K with m 
            "klt-zo": "m set for **equal function evaluations** (KLT's ≤ ZTC's at the same n)",
            "klt-fo": "its variance-matching m capped at d",
            "klt-multipass": "its variance-matching m capped at d, T ≤ {steps}"}
-KLT_ORACLE = {"klt-zo": "zeroth-order", "klt-fo": "first-order", "klt-multipass": "multi-pass"}
 VARIABLES = ("d", "epsilon", "alpha", "beta")
 SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
 TOLERANCE = stats.RATE_TOL   # an exponent of n(β) may exceed the theorem's by this much (its dropped log factors)
-
-
-def _help(text: str) -> dict:
-    return {"help": text}
-
-
-@dataclass(frozen=True)
-class RatesConfig:
-    """One-at-a-time sweeps around a base cell: d over ``dims``, ε over ``epsilons``, α over ``alphas``; every β of
-    ``betas`` read from the same runs. Defaults are ``--full`` (:data:`FULL`); :data:`QUICK` is CI-sized."""
-
-    dims: tuple[int, ...] = field(default=(4, 8, 16, 32, 64), metadata=_help("Dimensions d (at base ε, α)."))
-    epsilons: tuple[float, ...] = field(default=(0.5, 2.0, 8.0), metadata=_help("Privacy levels ε (at base d, α)."))
-    alphas: tuple[float, ...] = field(default=(0.05, 0.1, 0.2), metadata=_help(
-        "Smoothing radii α (ZTC's δ; certified at 2α), at base d, ε."))
-    base_d: int = field(default=4, metadata=_help("d of the ε and α sweeps."))
-    base_epsilon: float = field(default=2.0, metadata=_help("ε of the d and α sweeps."))
-    base_alpha: float = field(default=0.1, metadata=_help("α of the d and ε sweeps."))
-    betas: tuple[float, ...] = field(default=(0.45, 0.55, 0.65, 0.75), metadata=_help(
-        "Targets β of the expected population ‖∂F‖_2α, in units of the far-field slope 1 − 2q (each in (0, 1))."))
-    main_beta: float = field(default=0.55, metadata=_help("The β whose exponents in d, ε, α are judged."))
-    methods: tuple[str, ...] = field(default=METHODS[:2], metadata=_help(
-        "Among ztc, klt-zo, ztc-naive, klt-fo, klt-multipass."))
-    objectives: tuple[str, ...] = field(default=OBJECTIVES, metadata=_help("Among radial, radial-nonconvex."))
-    nonconvex_dims: tuple[int, ...] = field(default=(4, 8), metadata=_help(
-        "The d sweep of radial-nonconvex (a subset of dims; its ε and α stay at base)."))
-    seeds: int = field(default=10, metadata=_help("Seeds (data and algorithm) per cell."))
-    n_start: int = field(default=250, metadata=_help("First sample size of each seed's doubling."))
-    n_max: int = field(default=16_000, metadata=_help("Largest sample size tried."))
-    dp_delta: float = field(default=1e-6, metadata=_help("δ of (ε, δ)-DP."))
-    start_distance: float = field(default=1.0, metadata=_help("‖x₀ − x*‖ (Φ = L·‖x₀ − x*‖)."))
-    spread: float = field(default=0.5, metadata=_help("s: attracting points at ‖p − x*‖ ≈ s."))
-    repel: float = field(default=0.15, metadata=_help("q of radial-nonconvex: the fraction of repelling examples."))
-    repel_spread: float = field(default=0.05, metadata=_help("s_r of radial-nonconvex's repelling points."))
-    n_test: int = field(default=20_000, metadata=_help("Held-out examples of the certificate."))
-    n_axis: int = field(default=1_000, metadata=_help("Other held-out examples giving the rim points' axis."))
-    rim: int = field(default=4, metadata=_help("Antipodal rim pairs of the certificate (8 tilts each)."))
-    certificate_samples: int = field(default=64, metadata=_help("Uniform ball points of the certificate."))
-    multipass_max_steps: int = field(default=100, metadata=_help(
-        "Cap on klt-multipass's steps T (each reads all n examples; the cap raises its β to (Φ/(α·T))^{1/3})."))
-    seed: int = field(default=0, metadata=_help("Public seed; the noise is always secret."))
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        check_axis("methods", self.methods, one_of(METHODS))
-        check_axis("objectives", self.objectives, one_of(OBJECTIVES))
-        check_axis("dims", self.dims, INTEGER)
-        check_axis("epsilons", self.epsilons, POSITIVE)
-        check_axis("alphas", self.alphas, POSITIVE)
-        check_axis("betas", self.betas, ("in (0, 1)", lambda b: POSITIVE[1](b) and b < 1))
-        for name in ("base_d", "seeds", "n_start", "n_max", "n_test", "n_axis", "rim", "multipass_max_steps"):
-            check_value(name, getattr(self, name), INTEGER)
-        check_value("certificate_samples", self.certificate_samples, NATURAL)
-        check_value("seed", self.seed, NATURAL)
-        for name in ("base_epsilon", "base_alpha", "start_distance", "spread", "repel_spread"):
-            check_value(name, getattr(self, name), POSITIVE)
-        check_value("main_beta", self.main_beta, one_of(self.betas))
-        check_value("repel", self.repel, ("in [0, 0.5)", lambda q: 0 <= q < 0.5))
-        check_value("n_max", self.n_max, (f"an integer >= n_start = {self.n_start}", lambda n: n >= self.n_start))
-        if not set(self.nonconvex_dims) <= set(self.dims):
-            raise ValueError(f"nonconvex_dims must be a subset of dims {self.dims}; got {self.nonconvex_dims}")
-
-    def cells(self, objective: str) -> list[tuple[int, float, float]]:
-        """The (d, ε, α) of ``objective``'s sweeps, base cell once, in a fixed order."""
-        dims = self.dims if objective == "radial" else self.nonconvex_dims
-        out = [(d, self.base_epsilon, self.base_alpha) for d in dims]
-        if objective == "radial":
-            out += [(self.base_d, e, self.base_alpha) for e in self.epsilons]
-            out += [(self.base_d, self.base_epsilon, a) for a in self.alphas]
-        return list(dict.fromkeys(out))
-
-    def tasks(self) -> list[tuple]:
-        return [(o, d, e, a, method, s) for o in self.objectives for d, e, a in self.cells(o)
-                for method in self.methods for s in range(self.seeds)]
-
-
-FULL = RatesConfig()
-QUICK = RatesConfig(dims=(4, 8), epsilons=(2.0, 8.0), alphas=(0.1, 0.2), objectives=("radial",), nonconvex_dims=(4,),
-                    seeds=3, n_start=250, n_max=8_000, betas=(0.55, 0.75), main_beta=0.55, n_test=4_000)
-
-
-@dataclass(frozen=True)
-class RateRow:
-    """One run at one n. ``expected_norm``: (1/K)Σ_k ‖∂F(w̄^k)‖_2α of the population (closed form), the expectation
-    over the output draw; ``output_norm`` the drawn output's; ``certified`` its held-out certificate (uniform + rim
-    points), ``certified_uniform`` with uniform points only, ``population_bound`` = certified + the concentration
-    term (probability 0.95)."""
-
-    objective: str
-    method: str
-    d: int
-    epsilon: float
-    alpha: float
-    seed: int
-    n: int
-    samples_used: int
-    evaluations: int
-    m: int
-    steps: int
-    blocks: int
-    expected_norm: float
-    output_norm: float
-    distance: float
-    certified: float
-    certified_uniform: float
-    population_bound: float
-    epsilon_zcdp: float
-    epsilon_rdp: float
-    epsilon_pld: float
-    seconds: float
-
-
-class NonsmoothRates(Experiment):
-    """ZTC vs KLT on radial objectives (L = 1 exactly, closed-form population Goldstein norm): the sample size n
-    needed to reach β, its fitted exponents in d, ε, α and β beside the theorems', at equal function evaluations."""
-
-    name = "nonsmooth-rates"
-    title = "Private nonsmooth optimization: measured sample complexity n(β) against d, ε, α, β (ZTC, KLT)"
-    sizes = ("--quick (default): d ∈ {4, 8}, n ≤ 8 000, 3 seeds, minutes; --full: d up to 64, n ≤ 16 000, 10 seeds, "
-             "radial and radial-nonconvex (about 40 min on 2 cores).")
-    claims_heading = "Claims (theorems' exponents, equal-evaluation comparison, certificate)"
-    Config, QUICK, FULL, Row = RatesConfig, QUICK, FULL, RateRow
-
-    def tasks(self, config: RatesConfig) -> list[tuple]:
-        return config.tasks()
-
-    def cost(self, config: RatesConfig, task: tuple) -> float:
-        """d × the method's relative cost (KLT's two estimates per increment, multi-pass's T passes over n)."""
-        return task[1] * {"klt-zo": 2.0, "klt-fo": 2.0, "klt-multipass": 10.0}.get(task[4], 1.0)
-
-    def run_one(self, config: RatesConfig, task: tuple) -> tuple[RateRow, ...]:
-        """One seed of one cell and method: n doubling from n_start until Ē ≤ min β (in the objective's unit,
-        :func:`far_field`, as :func:`thresholds` reads it) or n > n_max."""
-        rows, n = [], config.n_start
-        while n <= config.n_max:
-            rows.append(run_at(config, task, n))
-            if rows[-1].expected_norm <= min(config.betas) * far_field(config, task[0]):
-                break
-            n *= 2
-        return tuple(rows)
-
-    def claims(self, rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
-        return check_claims(rows, config)
-
-    def declare(self, config: RatesConfig) -> list[Declared]:
-        return [Declared("each method's exponent of n(β) in d, ε, α and β", "at most (one-sided: an upper bound)",
-                         f"the theorem's n's log-log slope over the same points + {TOLERANCE:g}",
-                         "95 % t interval over the per-seed slopes; censored seeds kept ([n_max, ∞), [1, n_start]), "
-                         f"no verdict above {stats.MAX_CENSORED:.0%} censored; one seed: no verdict"),
-                Declared("each paper comparison: log₂(n_more(β)/n_fewer(β)), every cell", "above", "0",
-                         "95 % t interval over paired seeds; one side censored: a censored ratio"),
-                Declared("held-out certificate + concentration term bounds the population norm", "at most",
-                         "5 % of runs violating", "count"),
-                Declared("every run is (ε, δ)-DP by the accountant", "at most", "the target ε", "every run")]
-
-    def describe(self, result: Result) -> str:
-        c = result.config
-        return (f"Objectives: f(x, (p, σ)) = σ‖x − p‖, L = 1 exactly; `radial`: every σ = +1, p = x* + s·g/√d, "
-                f"s = {c.spread} (convex); `radial-nonconvex`: a fraction q = {c.repel} of σ = −1 with s_r = "
-                f"{c.repel_spread} (x* a local maximum, a sphere of minima). x₀ at distance {c.start_distance} from "
-                f"x* in a seeded direction, Φ = {c.start_distance}. Every method with its theorem's parameters for n "
-                f"(`from_theory`; KLT v2 in safe mode: clipped): "
-                + "; ".join(f"{m}: {SETTING[m]}".format(steps=c.multipass_max_steps) for m in c.methods)
-                + f". (ε, δ_DP = {c.dp_delta:g}); {c.seeds} seeds per cell; "
-                f"n doubling from {c.n_start} to at most {c.n_max}. Certificates on {c.n_test} held-out examples, "
-                f"rim axis from {c.n_axis} others, {c.certificate_samples} uniform points + {c.rim} rim pairs; "
-                f"concentration term at probability 0.95.\n\n"
-                f"Judging an exponent (an upper bound, one-sided): it holds when its 95 % interval over the seeds lies "
-                f"below the theorem's exponent over this grid + {TOLERANCE} (n(β) grows no faster, or falls no slower, "
-                "than the theorem's n), fails when all of it lies above; otherwise no signal. Censored seeds are kept "
-                f"(conservatively) and counted; above {stats.MAX_CENSORED:.0%} of them, no verdict.")
-
-    def render(self, result: Result) -> str:
-        return render(result.rows, result.config)
-
-    def tables(self, result: Result) -> dict[str, list[dict]]:
-        return {"thresholds.csv": [dataclasses.asdict(t) for t in thresholds(result.rows, result.config)]}
-
-    def plot(self, result: Result, out: Path) -> list[Path]:
-        return [plot(result, out / "fig_sample_complexity.png")]
-
-
-EXPERIMENT = NonsmoothRates()
-
-
-# --- one run -----------------------------------------------------------------------------------------
-
-
-def law(config: RatesConfig, objective: str, d: int, seed: int, n: int, stream: int):
-    """Data of (objective, d, seed): the training pool (stream 0), the held-out set (1), the axis set (2)."""
-    from dpnc.problems.radial import RadialDistance
-
-    repel = config.repel if objective == "radial-nonconvex" else 0.0
-    return RadialDistance.synthetic(n, d, spread=config.spread, repel=repel, repel_spread=config.repel_spread,
-                                    seed=1_000_003 * config.seed + 1009 * seed + 17 * d + 5 * stream
-                                    + (7 if objective == "radial-nonconvex" else 0))
-
-
-def start(config: RatesConfig, d: int, seed: int) -> torch.Tensor:
-    u = torch.randn(d, generator=torch.Generator().manual_seed(31 * config.seed + 7919 * seed + d), dtype=torch.float64)
-    return config.start_distance * u / torch.linalg.vector_norm(u)
-
-
-def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: float, alpha: float):
-    """The method's theorem parameters for n, with the directions m set for comparable cost:
-
-    * ``ztc``: Theorem 4.9 (m = d directions, 2d function evaluations per example);
-    * ``ztc-naive``: Appendix E's T and K, with m = d directions (the paper's m = 1 would make it d times cheaper
-      and far noisier): 2d evaluations per example, as ``ztc``;
-    * ``klt-zo``: Theorem 3.1 with the largest m that keeps its evaluations ≤ ZTC's at this n (equal evaluations);
-    * ``klt-fo`` (gradients) and ``klt-multipass`` (T passes over n): their theorem's variance-matching m, capped at
-      d (at most ZTC's directions per example read); multi-pass's T capped at ``multipass_max_steps``.
-    """
-    from dpnc.algorithms.klt import KornowskiLiuTalwar
-    from dpnc.algorithms.ztc import ZhangTranCutkosky, paper_rho
-
-    Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
-    if method in ("ztc", "ztc-naive"):
-        return ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi, m=d,
-                                             oracle="naive" if method == "ztc-naive" else "variance-reduced")
-    ztc = ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi)
-    oracle = KLT_ORACLE[method]
-    common = dict(n=n, d=d, L=1.0, Phi=Phi, alpha=alpha, epsilon=epsilon, dp_delta=config.dp_delta,
-                  **({"max_steps": config.multipass_max_steps} if oracle == "multi-pass" else {}))
-    if method == "klt-zo":
-        m = equal_directions(ztc, KornowskiLiuTalwar.from_theory(oracle, **common, m=1), d)
-    else:
-        m = min(KornowskiLiuTalwar.from_theory(oracle, **common).m, d)
-    return KornowskiLiuTalwar.from_theory(oracle, **common, m=m)   # η = D/(G₁√M) depends on m
-
-
-def evaluations(config, d: int) -> int:
-    """Function evaluations of a single-pass zeroth-order run of ``config`` (ZTC, either oracle: 2m per example,
-    GRAD and DIFF alike; KLT ZO: 2m per anchor example, 4m per increment example, its two estimates having
-    independent directions). Not for KLT's first-order or multi-pass oracles (their runs count their own)."""
-    anchors, increments = config.anchors * config.B1, (config.steps - config.anchors) * config.B2
-    if config.name == "zo-o2nc":
-        return 2 * config.m * (config.epochs * (config.B1 + (config.period - 1) * config.B2))
-    return config.m * (2 * anchors + 4 * increments)
-
-
-def equal_directions(ztc, klt, d: int) -> int:
-    """The largest m (≥ 1) with KLT's evaluations ≤ ZTC's."""
-    per_direction = evaluations(dataclasses.replace(klt, m=1), d)
-    return max(1, evaluations(ztc, d) // per_direction)
-
-
-def run_at(config: RatesConfig, task: tuple, n: int) -> RateRow:
-    from dpnc.certify import goldstein_certificate
-    from dpnc.privacy.accountant import Accountant
-    from dpnc.privacy.noise import NoiseSource
-
-    objective, d, epsilon, alpha, method, seed = task
-    pool = law(config, objective, d, seed, config.n_max, 0)
-    test, axis = law(config, objective, d, seed, config.n_test, 1), law(config, objective, d, seed, config.n_axis, 2)
-    algorithm = parameters(config, method, n=n, d=d, epsilon=epsilon, alpha=alpha)
-    gen = torch.Generator().manual_seed(104_729 * config.seed + 1_000 * seed + n % 997 + METHODS.index(method))
-    tic = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)   # KLT safe mode's clip-rate warning: its rate is expected
-        run = algorithm.run(pool.subset(torch.arange(n)), start(config, d, seed), noise=NoiseSource(),
-                            accountant=Accountant("replace-one"), generator=gen, keep_points=False)
-    seconds = time.perf_counter() - tic
-    radius = 2 * alpha
-    norms = pool.goldstein_norm(run.trace.block_averages, radius)
-    x = run.output
-    certificate = goldstein_certificate(test.gradient, x, radius, samples=config.certificate_samples, rim=config.rim,
-                                        axis=axis.gradient(x), generator=gen)
-    uniform = goldstein_certificate(test.gradient, x, radius, samples=config.certificate_samples, generator=gen)
-    report = privacy(algorithm, run, config.dp_delta)
-    return RateRow(objective=objective, method=method, d=d, epsilon=epsilon, alpha=alpha, seed=seed, n=n,
-                   samples_used=run.stats.samples_used, evaluations=run.stats.evaluations, m=algorithm.m,
-                   steps=algorithm.steps, blocks=len(norms), expected_norm=float(norms.mean()),
-                   output_norm=float(pool.goldstein_norm(x, radius)),
-                   distance=float(torch.linalg.vector_norm(x - pool.center)), certified=certificate.bound,
-                   certified_uniform=uniform.bound,
-                   population_bound=certificate.population_bound(L=1.0, m=config.n_test),
-                   epsilon_zcdp=report.epsilon_zcdp, epsilon_rdp=report.epsilon_rdp, epsilon_pld=report.epsilon_pld,
-                   seconds=seconds)
-
-
-_REPORTS: dict = {}
-
-
-def privacy(algorithm, run, dp_delta: float):
-    """The run's privacy report, computed once per (public) configuration in a process: the ledger holds the same
-    releases for every seed of it, and the PLD accountant takes about a second."""
-    key = (algorithm, dp_delta)
-    if key not in _REPORTS:
-        _REPORTS[key] = run.report(dp_delta)
-    return _REPORTS[key]
-
-
-# --- sample complexity and exponents ------------------------------------------------------------------
 
 
 def crossing(series: Sequence[tuple[int, float]], beta: float) -> float:
@@ -407,11 +84,6 @@ def thresholds(rows: Sequence[RateRow], config: RatesConfig) -> list[Threshold]:
     return out
 
 
-def far_field(config: RatesConfig, objective: str) -> float:
-    """The population's slope far from x*, 1 − 2q: the unit of β (1 for radial)."""
-    return 1 - 2 * config.repel if objective == "radial-nonconvex" else 1.0
-
-
 def theory_n(method: str, *, d: int, epsilon: float, alpha: float, beta: float, config: RatesConfig) -> float:
     """The theorem's n for (d, ε, α, β) with constants 1 (L = 1, Φ = start distance); logs dropped.
 
@@ -419,9 +91,6 @@ def theory_n(method: str, *, d: int, epsilon: float, alpha: float, beta: float, 
     ≍ ((Φ + α)/(αn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³). Thm 6.1 (first
     order) has Thm 3.1's n (spec §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the population's adds
     Prop 5.1's gap L√(d/n), hence its d/β² term."""
-    from dpnc.algorithms.klt import theory as klt_theory
-    from dpnc.algorithms.ztc import paper_rho
-
     Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
     if method == "ztc":
         return (Phi + alpha) * d / (alpha * beta**3) + (Phi + alpha) * d**1.5 / (rho * alpha * beta**2)
@@ -499,9 +168,6 @@ def _exponent(o, m, variable, beta, cell, xs, ys, theory) -> Exponent:
     reached = f"{sum(not any(isinstance(v, stats.Censored) for v in y) for y in ys_)}/{len(ys)} seeds"
     return Exponent(o, m, variable, beta, cell, bound, fitted, stats.no_slower_than_bound(fitted, bound, TOLERANCE),
                     reached, tuple(xs_))
-
-
-# --- claims -------------------------------------------------------------------------------------------
 
 
 def check_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
@@ -601,7 +267,34 @@ def certificate_claim(rows: Sequence[RateRow]) -> Claim:
                  f"{len(below)} of {len(rows)} runs below the truth; tightness in the table below")
 
 
-# --- rendering -----------------------------------------------------------------------------------------
+def declare(config: RatesConfig) -> list[Declared]:
+    return [Declared("each method's exponent of n(β) in d, ε, α and β", "at most (one-sided: an upper bound)",
+                     f"the theorem's n's log-log slope over the same points + {TOLERANCE:g}",
+                     "95 % t interval over the per-seed slopes; censored seeds kept ([n_max, ∞), [1, n_start]), "
+                     f"no verdict above {stats.MAX_CENSORED:.0%} censored; one seed: no verdict"),
+            Declared("each paper comparison: log₂(n_more(β)/n_fewer(β)), every cell", "above", "0",
+                     "95 % t interval over paired seeds; one side censored: a censored ratio"),
+            Declared("held-out certificate + concentration term bounds the population norm", "at most",
+                     "5 % of runs violating", "count"),
+            Declared("every run is (ε, δ)-DP by the accountant", "at most", "the target ε", "every run")]
+
+
+def describe(result: Result) -> str:
+    c = result.config
+    return (f"Objectives: f(x, (p, σ)) = σ‖x − p‖, L = 1 exactly; `radial`: every σ = +1, p = x* + s·g/√d, "
+            f"s = {c.spread} (convex); `radial-nonconvex`: a fraction q = {c.repel} of σ = −1 with s_r = "
+            f"{c.repel_spread} (x* a local maximum, a sphere of minima). x₀ at distance {c.start_distance} from "
+            f"x* in a seeded direction, Φ = {c.start_distance}. Every method with its theorem's parameters for n "
+            f"(`from_theory`; KLT v2 in safe mode: clipped): "
+            + "; ".join(f"{m}: {SETTING[m]}".format(steps=c.multipass_max_steps) for m in c.methods)
+            + f". (ε, δ_DP = {c.dp_delta:g}); {c.seeds} seeds per cell; "
+            f"n doubling from {c.n_start} to at most {c.n_max}. Certificates on {c.n_test} held-out examples, "
+            f"rim axis from {c.n_axis} others, {c.certificate_samples} uniform points + {c.rim} rim pairs; "
+            f"concentration term at probability 0.95.\n\n"
+            f"Judging an exponent (an upper bound, one-sided): it holds when its 95 % interval over the seeds lies "
+            f"below the theorem's exponent over this grid + {TOLERANCE} (n(β) grows no faster, or falls no slower, "
+            "than the theorem's n), fails when all of it lies above; otherwise no signal. Censored seeds are kept "
+            f"(conservatively) and counted; above {stats.MAX_CENSORED:.0%} of them, no verdict.")
 
 
 def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
@@ -682,8 +375,6 @@ def evaluation_cost(rows: Sequence[RateRow], objective: str, cell: tuple, method
 def target_region(config: RatesConfig) -> str:
     """How far from x* the instance's ‖∂F‖_2α ≤ β (main β, base d, radial, closed form) for each α: the region the
     runs must reach grows with α, part of why n(β) falls faster with α than the theorems' 1/α."""
-    from scipy.optimize import brentq
-
     d, beta, R = config.base_d, config.main_beta, config.start_distance
     law_ = law(config, "radial", d, 0, 1, 0)
     e = torch.zeros(d, dtype=torch.float64)

@@ -1,0 +1,55 @@
+"""The nonsmooth-rates reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
+:mod:`.report` judges and renders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from dpnc_reproduce.nonsmooth_rates import report, run
+from dpnc_reproduce.nonsmooth_rates.run import FULL, QUICK, RateRow, RatesConfig
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+
+
+class NonsmoothRates(Experiment):
+    """ZTC vs KLT on radial objectives (L = 1 exactly, closed-form population Goldstein norm): the sample size n
+    needed to reach β, its fitted exponents in d, ε, α and β beside the theorems', at equal function evaluations."""
+
+    name = "nonsmooth-rates"
+    title = "Private nonsmooth optimization: measured sample complexity n(β) against d, ε, α, β (ZTC, KLT)"
+    sizes = ("--quick (default): d ∈ {4, 8}, n ≤ 8 000, 3 seeds, minutes; --full: d up to 64, n ≤ 16 000, 10 seeds, "
+             "radial and radial-nonconvex (about 40 min on 2 cores).")
+    claims_heading = "Claims (theorems' exponents, equal-evaluation comparison, certificate)"
+    Config, QUICK, FULL, Row = RatesConfig, QUICK, FULL, RateRow
+
+    def tasks(self, config: RatesConfig) -> list[tuple]:
+        return config.tasks()
+
+    def cost(self, config: RatesConfig, task: tuple) -> float:
+        return run.cost(config, task)
+
+    def run_one(self, config: RatesConfig, task: tuple) -> tuple[RateRow, ...]:
+        return run.run_one(config, task)
+
+    def claims(self, rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
+        return report.check_claims(rows, config)
+
+    def declare(self, config: RatesConfig) -> list[Declared]:
+        return report.declare(config)
+
+    def describe(self, result: Result) -> str:
+        return report.describe(result)
+
+    def render(self, result: Result) -> str:
+        return report.render(result.rows, result.config)
+
+    def tables(self, result: Result) -> dict[str, list[dict]]:
+        return {"thresholds.csv": [dataclasses.asdict(t) for t in report.thresholds(result.rows, result.config)]}
+
+    def plot(self, result: Result, out: Path) -> list[Path]:
+        return [report.plot(result, out / "fig_sample_complexity.png")]
+
+
+EXPERIMENT = NonsmoothRates()
