@@ -72,7 +72,6 @@ examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -85,11 +84,11 @@ from torch.utils.data import Sampler as TorchSampler
 from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
-from dpnc.algorithms.dpzero import calibrate_noise
 from dpnc.batches import LoaderBatches
 from dpnc.first_order import PER_EXAMPLE, DPOptimizer
 from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.calibrate import noise_multiplier as noise_multiplier_for
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import PoissonSampler
 
@@ -156,12 +155,6 @@ def _empty_template(data: Dataset, collate_fn: Callable[[list], Any]) -> Any:
     except Exception:  # default_collate and most custom ones refuse []: build from the structure
         return _empty_like(collate_fn([data[0]]))
     return None
-
-
-@functools.lru_cache(maxsize=64)
-def _noise_multiplier(target_epsilon: float, delta: float, steps: int, n: int, batch_size: int) -> float:
-    """σ/Δ for Poisson add/remove by PLD (a function of public inputs only, so cached)."""
-    return calibrate_noise("pld", target_epsilon, delta, steps, n, batch_size=batch_size)
 
 
 def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
@@ -288,7 +281,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     batches = LoaderBatches(sampler, steps, group)
     accountant = Accountant("add/remove")
     if name != "mezo" and noise_multiplier is None:
-        sigma = _noise_multiplier(float(target_epsilon), float(delta), steps, n, batch_size)
+        sigma = noise_multiplier_for(float(target_epsilon), float(delta), batch_size / n, steps, accountant="pld")
     else:
         sigma = None if noise_multiplier is None else float(noise_multiplier)
     opt: DPZero | MeZO | DPOptimizer

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from dpnc.clipping import clip_scalars, clip_vectors, zero_nonfinite, zero_nonfinite_rows
+from dpnc.problems.base import Directional, Objective
 from dpnc.sampling import BatchClosure, Sampler, batch_losses
 from dpnc.space import ParameterSpace
 
-if TYPE_CHECKING:
-    from dpnc.problems.base import Objective
 
 Closure = Callable[[], torch.Tensor]
 
@@ -53,27 +51,14 @@ class TwoPoint:
 
 
 @dataclass(frozen=True)
-class Directional:
-    """What a :class:`TwoPoint` gives a scalar-difference step, from an objective's closed form: the per-example
-    differences a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) (shape (..., B)) and the mean loss over both points."""
-
-    a: torch.Tensor
-    loss: torch.Tensor
-
-    @property
-    def examples(self) -> int:
-        return self.a.shape[-1]
-
-
-@dataclass(frozen=True)
 class ClosedForm:
     """A batch closure (per-example losses at the space's point) that also carries the objective's closed-form
-    two-point differences, ``differences(u, lam, batch) -> Directional``: :func:`two_point_on_batch` then need not
-    evaluate the losses at x ± λu (on a quadratic: one product of the batch's data with Au, shared by every run of
-    a grid, instead of two per run)."""
+    two-point differences, ``differences(u, lam, batch) -> Directional | None``: :func:`two_point_on_batch` then
+    need not evaluate the losses at x ± λu (on a quadratic: one product of the batch's data with Au, shared by
+    every run of a grid, instead of two per run); None (an objective without them): it evaluates them."""
 
     losses: BatchClosure
-    differences: Callable[[torch.Tensor, float, torch.Tensor], Directional]
+    differences: Callable[[torch.Tensor, float, torch.Tensor], Directional | None]
 
     def __call__(self, batch: torch.Tensor) -> torch.Tensor:
         return self.losses(batch)
@@ -108,8 +93,8 @@ def two_point_on_batch(space: ParameterSpace, closure: BatchClosure, seed: int, 
     :class:`ClosedForm` closure gives the differences exactly, as a :class:`Directional` (the space is not moved).
     """
     batch = sampler.sample()
-    if isinstance(closure, ClosedForm):
-        a = closure.differences(space.direction(seed), lam, batch)
+    a = closure.differences(space.direction(seed), lam, batch) if isinstance(closure, ClosedForm) else None
+    if a is not None:
         if tuple(a.a.shape) != (*space.runs, len(batch)):
             raise ValueError(f"two-point differences of shape {tuple(a.a.shape)}; expected "
                              f"{(*space.runs, len(batch))}")
@@ -156,9 +141,9 @@ def objective_clipped_sum(problem, x: torch.Tensor, C, index: torch.Tensor, *, c
     A gradient with a non-finite entry counts as 0 (before clipping) and a non-finite loss as 0. The caller
     divides the sum by its fixed (public) batch size, never by ``len(index)``.
     """
-    closed_form = getattr(problem, "clipped_gradient_sum", None)
+    closed_form = problem.clipped_gradient_sum(x, C, index)
     if closed_form is not None:
-        return closed_form(x, C, index)
+        return closed_form
     points = x.reshape(-1, x.shape[-1])                                         # (k, d): the runs
     total = torch.zeros_like(points)
     clipped = torch.zeros(points.shape[0], dtype=x.dtype)

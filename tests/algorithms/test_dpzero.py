@@ -14,6 +14,7 @@ from dpnc.clipping import clip_scalars
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.releases import FixedSize, Gaussian, NonPrivate, Poisson, Sampled
 from dpnc.problems import Quadratic
+from dpnc.problems.base import Objective
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 from dpnc.space import DIRECTIONS, FlatSpace, ModuleSpace
 
@@ -620,11 +621,17 @@ def test_paper_output_is_the_random_iterate_x_tau(problem):
     assert default.stats.tau is None and torch.equal(default.output, default.last)
 
 
-class _NoClosedForm:
-    """The quadratic seen through the Objective protocol only (no clipped_gradient_sum)."""
+class _NoClosedForm(Objective):
+    """The quadratic seen through the Objective interface only (its optional closed forms left at None)."""
 
     def __init__(self, quadratic):
         self.q, self.n, self.dim = quadratic, quadratic.n, quadratic.dim
+
+    def value(self, points):
+        return self.q.value(points)
+
+    def gradient(self, points):
+        return self.q.gradient(points)
 
     def losses_at(self, points, index):
         return self.q.losses_at(points, index)

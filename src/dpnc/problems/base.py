@@ -83,6 +83,19 @@ class Constants:
                 raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
 
 
+@dataclass(frozen=True)
+class Directional:
+    """An objective's closed-form two-point differences (:meth:`Objective.two_point`): the per-example
+    differences a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) (shape (..., B)) and the mean loss over both points."""
+
+    a: torch.Tensor
+    loss: torch.Tensor
+
+    @property
+    def examples(self) -> int:
+        return self.a.shape[-1]
+
+
 class Objective(ABC):
     """What every algorithm may ask of an objective F(x) = (1/n) Σ_i f(x, z_i).
 
@@ -111,6 +124,20 @@ class Objective(ABC):
     def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """∇_x f(x[i, j], z_index[i]) → (b, k, d)."""
         raise NotImplementedError(f"{self.name} has no per-example gradients")
+
+    # Optional capabilities: an objective with a closed form overrides these; None means "evaluate instead".
+
+    def two_point(self, x: torch.Tensor, u: torch.Tensor, lam: float,
+                  index: torch.Tensor | None = None) -> Directional | None:
+        """The two-point differences at points x (..., d) along u in closed form, or None (the default): the
+        zeroth-order steps then evaluate :meth:`losses_at` at x ± λu."""
+        return None
+
+    def clipped_gradient_sum(self, x: torch.Tensor, C,
+                             index: torch.Tensor | None = None) -> tuple[torch.Tensor, ...] | None:
+        """Σ_{i in index} clip_C(∇f(x; z_i)), the fraction clipped and the mean loss in closed form, or None (the
+        default): DP-GD then clips the per-example :meth:`gradients`."""
+        return None
 
     def losses_at(self, points: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """f(points, z_i) for i in ``index`` at points shared by the batch: (..., d) → (..., b).

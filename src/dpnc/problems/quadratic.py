@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from dpnc.clipping import per_run
-from dpnc.problems.base import Constants, Objective
+from dpnc.problems.base import Constants, Directional, Objective
 
 HESSIANS = ("identity", "sqrt", "inverse")
 
@@ -83,13 +83,11 @@ class Quadratic(Objective):
         return 0.5 * (points**2 * self.a).sum(-1, keepdim=True) - points @ a_xi.T + c
 
     def two_point(self, x: torch.Tensor, u: torch.Tensor, lam: float, index: torch.Tensor | None = None):
-        """The two-point differences at points x (..., d) along u, in closed form: a :class:`~dpnc.estimators.
+        """The two-point differences at points x (..., d) along u, in closed form: a :class:`~dpnc.problems.base.
         Directional` with a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) = (Au)ᵀx − (Au)ᵀξ_i (exact on a quadratic, for
         every λ) → (..., |index|), and the mean loss over both points, F_batch(x) + ½λ²uᵀAu, as
         :class:`~dpnc.estimators.TwoPoint` reports it. The product of the batch's data with Au is shared by all
         runs: O(nd + Kn) a step instead of two O(Knd) evaluations."""
-        from dpnc.estimators import Directional
-
         au = self.a * u
         xi, c = self._rows(index, "xi", "c")
         if self._full(index):

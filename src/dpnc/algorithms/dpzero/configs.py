@@ -130,10 +130,9 @@ class _ZerothOrderFamily(Algorithm):
         objective's closed-form two-point differences where it has them (``two_point``, e.g. the quadratic) and
         the config's step uses only the differences and their mean loss (:class:`~dpnc.estimators.ClosedForm`)."""
         losses = lambda batch: problem.losses_at(space.x, batch)  # noqa: E731
-        exact = getattr(problem, "two_point", None)
-        if exact is None or not self.closed_form:
+        if not self.closed_form:
             return losses
-        return ClosedForm(losses, lambda u, lam, batch: exact(space.x, u, lam, batch))
+        return ClosedForm(losses, lambda u, lam, batch: problem.two_point(space.x, u, lam, batch))
 
     def _step(self, space, closure, seed, **kwargs) -> StepLog:
         return self.step(space, closure, seed, **kwargs)
