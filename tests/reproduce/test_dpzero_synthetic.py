@@ -9,7 +9,9 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc_reproduce import dpzero_synthetic as exp
+from dpnc_reproduce.dpzero_synthetic import report
+from dpnc_reproduce.dpzero_synthetic import run as exp
+from dpnc_reproduce.dpzero_synthetic.experiment import EXPERIMENT
 from dpnc_reproduce import protocol
 from dpnc.privacy import NoiseSource
 
@@ -29,7 +31,7 @@ def check_outputs(result, out):
         # The paper's σ certifies exactly ε = 2 by advanced composition; exact accounting says less.
         assert r.epsilon_paper == pytest.approx(2.0, rel=1e-9)
         assert r.epsilon_pld <= r.epsilon_rdp <= 2.0 and r.private
-    privacy = exp.privacy_rows(rows)
+    privacy = report.privacy_rows(rows)
     assert [p["T"] for p in privacy] == list(TINY.steps)
     assert {"rows.csv", "privacy.csv", *FIGURES, "result.json", "summary.md"} <= {p.name for p in out.iterdir()}
     for name, records in (("rows.csv", [protocol.csv_record(r) for r in rows]), ("privacy.csv", privacy)):
@@ -41,7 +43,7 @@ def check_outputs(result, out):
     # the whole result, compared as JSON text (NaN-safe), and read back
     data = json.loads((out / "result.json").read_text())
     assert json.dumps({k: v for k, v in data.items() if k != "command"}) == json.dumps(result.to_json())
-    assert protocol.read(exp.EXPERIMENT, out / "result.json").rows == rows
+    assert protocol.read(EXPERIMENT, out / "result.json").rows == rows
     for name, panel_rows in zip(FIGURES, (1, 1, 2)):
         # one panel per effective rank (3) across, one per metric down: 4.2 × 3.4 inches each at 120 dpi
         assert imread(out / name).shape[:2] == (round(3.4 * panel_rows * 120), round(4.2 * 3 * 120))
@@ -52,7 +54,7 @@ def check_outputs(result, out):
 
 
 def test_tiny_run_writes_every_output(tmp_path):
-    result = protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
+    result = protocol.run_experiment(EXPERIMENT, TINY, progress=False, workers=1)
     paths = protocol.write(result, tmp_path, "dpnc reproduce dpzero-synthetic (test)")
     assert {p.name for p in paths} == {"rows.csv", "privacy.csv", *FIGURES, "result.json", "summary.md"}
     check_outputs(result, tmp_path)
@@ -63,7 +65,7 @@ def test_tiny_cli_run_writes_every_output(tmp_path):
             "--clips", "1,10", "--n", "500", "--workers", "2", "--out", str(tmp_path)]
     run = CliRunner(env={"COLUMNS": "250"}).invoke(app, args)
     assert run.exit_code == 0, run.output
-    result = protocol.read(exp.EXPERIMENT, tmp_path / "result.json")
+    result = protocol.read(EXPERIMENT, tmp_path / "result.json")
     assert result.config == TINY and result.workers == 2
     assert json.loads((tmp_path / "result.json").read_text())["command"].startswith(
         "dpnc ") and "# DPZero synthetic experiment (Figures 1–3)" in run.output
@@ -92,7 +94,7 @@ def test_effective_rank_not_dimension_drives_dpzero():
     in d is much smaller with r = log d than with r = d."""
     config = exp.SyntheticConfig(dims=(20, 200), steps=(40, 160), stepsizes=(0.03, 0.1, 0.3, 1.0),
                                  clips=(1.0, 3.0, 10.0), n=5_000)
-    best = exp.best_over_grid(protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=2).rows)
+    best = report.best_over_grid(protocol.run_experiment(EXPERIMENT, config, progress=False, workers=2).rows)
     g = {k: v["test_grad_norm"] for k, v in best.items()}
     for h in exp.HESSIANS:
         assert g[(h, 200, "DPGD-0th")] > g[(h, 20, "DPGD-0th")]
@@ -101,8 +103,8 @@ def test_effective_rank_not_dimension_drives_dpzero():
 
 
 def test_full_is_the_paper_s_table_4_grid():
-    assert exp.FULL == exp.SyntheticConfig() and len(exp.EXPERIMENT.tasks(exp.FULL)) == 3 * 7 * 3 * 10
-    assert exp.QUICK.dims == (20, 60, 200) and exp.EXPERIMENT.tasks(exp.QUICK)[0] == exp.SyntheticTask(
+    assert exp.FULL == exp.SyntheticConfig() and len(EXPERIMENT.tasks(exp.FULL)) == 3 * 7 * 3 * 10
+    assert exp.QUICK.dims == (20, 60, 200) and EXPERIMENT.tasks(exp.QUICK)[0] == exp.SyntheticTask(
         "identity", 20, "DPZero", 40)
 
 
@@ -130,13 +132,13 @@ def test_config_rejects_unknown_names():
 
 
 def constructed(norm, seeds: int = 3, dims=(20, 50, 100, 200)) -> dict:
-    """:func:`exp.selected`-shaped values: test (and train) ‖∇F‖ = norm(hessian, d, method, seed) at every cell."""
+    """:func:`report.selected`-shaped values: test (and train) ‖∇F‖ = norm(hessian, d, method, seed) at every cell."""
     return {(h, d, m, s): {"test_grad_norm": norm(h, d, m, s), "train_grad_norm": norm(h, d, m, s)}
             for h in exp.HESSIANS for d in dims for m in exp.METHODS for s in range(seeds)}
 
 
 def verdicts(values) -> dict[str, bool | None]:
-    return {c.statement.split(":")[0]: c.holds for c in exp.paper_claims(values)}
+    return {c.statement.split(":")[0]: c.holds for c in report.paper_claims(values)}
 
 
 RANK = {"identity": 1.0, "sqrt": 0.5, "inverse": 0.25}   # smaller r, smaller norm
@@ -167,7 +169,7 @@ def test_best_is_chosen_on_train_and_the_test_floor_is_reported():
                noise_multiplier=1.0, epsilon_paper=2.0, epsilon_rdp=1.0, epsilon_pld=1.0, private=True)
     rows = [exp.SyntheticRow(stepsize=0.1, train_grad_norm=0.2, test_grad_norm=0.5, **row),
             exp.SyntheticRow(stepsize=0.3, train_grad_norm=0.4, test_grad_norm=0.1, **row)]
-    chosen = exp.selected(rows)[("sqrt", 10, "DPZero", 0)]
+    chosen = report.selected(rows)[("sqrt", 10, "DPZero", 0)]
     assert chosen["train_grad_norm"] == 0.2 and chosen["test_grad_norm"] == 0.5 and chosen["test_floor"] == 0.1
 
 
@@ -225,14 +227,14 @@ def test_grid_edges_high_rank_cap_and_dp_gd_grid():
     config = exp.SyntheticConfig(dims=(10, 30), steps=(10, 20), stepsizes=(0.1, 0.3), clips=(1.0, 3.0), n=200,
                                  seeds=2, high_rank_max_d=10, high_rank_max_T=15, first_order_stepsizes=(1.0,),
                                  first_order_steps=(15,))
-    tasks = exp.EXPERIMENT.tasks(config)
+    tasks = EXPERIMENT.tasks(config)
     assert {(t.hessian, t.d) for t in tasks} == {("identity", 10), ("sqrt", 10), ("inverse", 10), ("inverse", 30)}
     assert {t.T for t in tasks if t.hessian != "inverse" and t.method != "DP-GD"} == {10}
     assert {t.T for t in tasks if t.method == "DP-GD"} == {15} and {t.T for t in tasks if t.method != "DP-GD"} == {
         10, 20}
-    result = protocol.run_experiment(exp.EXPERIMENT, config, progress=False, workers=1)
+    result = protocol.run_experiment(EXPERIMENT, config, progress=False, workers=1)
     assert {r.stepsize for r in result.rows if r.method == "DP-GD"} == {1.0}
-    at = exp.edges(result.rows)
+    at = report.edges(result.rows)
     for key, (row, hit) in at.items():
         assert row.train_grad_norm == min(r.train_grad_norm for r in result.rows
                                           if (r.hessian, r.d, r.method, r.seed) == key)
@@ -242,7 +244,7 @@ def test_grid_edges_high_rank_cap_and_dp_gd_grid():
     statements = [c.statement for c in result.claims]
     assert any(s.startswith("with r = log d, DPZero is nearly flat in d") for s in statements)
     assert not any(s.startswith("with r = d, every method") for s in statements)   # one d with r = d: no slope
-    assert "## Where the train-chosen point sits in the grid" in exp.EXPERIMENT.render(result)
+    assert "## Where the train-chosen point sits in the grid" in EXPERIMENT.render(result)
 
 
 def test_a_rate_that_fails_reports_where_the_chosen_points_sit():
@@ -255,14 +257,14 @@ def test_a_rate_that_fails_reports_where_the_chosen_points_sit():
                                                ["largest T"] if s < k else [])
                 for d, k in edge_at.items() for s in range(3)}
 
-    assert "the train-chosen T is the grid's largest (d=20: 3/3, d=200: 2/3)" in exp.t_grid_note(
+    assert "the train-chosen T is the grid's largest (d=20: 3/3, d=200: 2/3)" in report.t_grid_note(
         chosen({20: 3, 200: 2}), "identity", "DPZero", [20, 200], fitted=1.4, theory=0.4)
-    inside = exp.t_grid_note(chosen({20: 3, 200: 1}), "identity", "DPZero", [20, 200], fitted=1.4, theory=0.4)
+    inside = report.t_grid_note(chosen({20: 3, 200: 1}), "identity", "DPZero", [20, 200], fitted=1.4, theory=0.4)
     assert "grows faster with d" in inside and "d=200: 1/3" in inside
     values = constructed(lambda h, d, m, s: (1 + 0.02 * s) * d ** 1.0)   # far steeper than any Table 1 exponent
     edges = {(h, d, m, s): (exp.SyntheticRow(**{**row, "hessian": h, "method": m}, d=d, T=40, seed=s), ["largest T"])
              for h, d, m, s in values}
-    claim = next(c for c in exp.paper_claims(values, edges)
+    claim = next(c for c in report.paper_claims(values, edges)
                  if c.statement.startswith("with r = d, the train ‖∇F_S‖ grows"))
     assert claim.holds is False and claim.evidence.count("the train-chosen T is the grid's largest") == 3
 
@@ -273,6 +275,6 @@ def test_the_instance_factor_is_the_initial_gap_plus_the_gradient_bound_of_the_p
         q = exp.Quadratic.synthetic(d, hessian, n=20_000, seed=3)
         x0, x_star = torch.zeros(d, dtype=torch.float64), q.train.mean(0)
         gap = float(q.value(x0) - q.value(x_star))
-        assert gap == pytest.approx(exp.trace(hessian, d) / 2, rel=0.05)
-        assert exp.instance_factor(hessian, d) == pytest.approx(gap + 2 * float((q.a**2).sum()), rel=0.05)
-    assert exp.instance_factor("identity", 200) == pytest.approx(2.5 * 200)
+        assert gap == pytest.approx(report.trace(hessian, d) / 2, rel=0.05)
+        assert report.instance_factor(hessian, d) == pytest.approx(gap + 2 * float((q.a**2).sum()), rel=0.05)
+    assert report.instance_factor("identity", 200) == pytest.approx(2.5 * 200)

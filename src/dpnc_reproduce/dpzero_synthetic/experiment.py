@@ -1,0 +1,60 @@
+"""The dpzero-synthetic reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
+:mod:`.report` judges and renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from dpnc_reproduce.dpzero_synthetic import report, run
+from dpnc_reproduce.dpzero_synthetic.run import FULL, QUICK, SyntheticConfig, SyntheticRow, SyntheticTask
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+
+
+class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
+    """DPZero paper, Figures 1–3: DPZero vs DPGD-0th vs DP-GD on quadratics of effective rank d, √d, log d."""
+
+    name = "dpzero-synthetic"
+    title = "DPZero synthetic experiment (Figures 1–3)"
+    sizes = ("--quick (default): a subset of the grid, minutes on 2 cores; --full: the paper's Table 4 grid "
+             "(many hours on 2 cores).")
+    Config, QUICK, FULL, Row = SyntheticConfig, QUICK, FULL, SyntheticRow
+
+    def upgrade(self, data: dict) -> dict:
+        """A result written before the protocol: its privacy was a table per T (``privacy``), now on every row."""
+        if "privacy" not in data:
+            return data
+        by_T = {p["T"]: {k: v for k, v in p.items() if k != "T"} for p in data["privacy"]}
+        return {**{k: v for k, v in data.items() if k != "privacy"},
+                "rows": [{**by_T[r["T"]], **r} for r in data["rows"]]}
+
+    def tasks(self, config: SyntheticConfig) -> list[SyntheticTask]:
+        return run.tasks(config)
+
+    def cost(self, config: SyntheticConfig, task: SyntheticTask) -> float:
+        return run.cost(config, task)
+
+    def run_one(self, config: SyntheticConfig, task: SyntheticTask) -> tuple[SyntheticRow, ...]:
+        return run.run_one(config, task)
+
+    def claims(self, rows: Sequence[SyntheticRow], config: SyntheticConfig) -> list[Claim]:
+        return [*report.paper_claims(report.selected(rows), report.edges(rows)), report.privacy_claim(rows, config)]
+
+    def declare(self, config: SyntheticConfig) -> list[Declared]:
+        return report.declare(config)
+
+    def describe(self, result: Result) -> str:
+        return report.describe(result)
+
+    def render(self, result: Result) -> str:
+        return report.render(result)
+
+    def tables(self, result: Result) -> dict[str, list[dict]]:
+        return {"privacy.csv": report.privacy_rows(result.rows)}
+
+    def plot(self, result: Result, out: Path) -> list[Path]:
+        return report.plot(result, out)
+
+
+EXPERIMENT = DPZeroSynthetic()
