@@ -9,31 +9,35 @@ from typer.testing import CliRunner
 
 from dpnc.cli import app
 from dpnc_reproduce import protocol
-from dpnc_reproduce import utility as exp
-from dpnc_reproduce import utility_report as report
+from dpnc_reproduce.utility import config as utility
+from dpnc_reproduce.utility import report
+from dpnc_reproduce.utility import run as exp
+from dpnc_reproduce.utility.config import FULL, QUICK, UtilityConfig, instance
+from dpnc_reproduce.utility.experiment import EXPERIMENT
+from dpnc_reproduce.utility.methods import MATCHED, REFERENCE, compute, dpzero, matched_dpsgd, methods, opacus_runner
 from dpnc.privacy import Budget
 from tests.reproduce.written import assert_written
 
 METHODS = ("dp-gd", "dp-sgd", "dp-sgd-tuned", "dpzero", "kl-adaptive", "klt-fo")
-TINY = exp.UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=METHODS, epsilons=(4.0,),
+TINY = UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=METHODS, epsilons=(4.0,),
                          samples=(20, 60), seeds=2, gd_steps=10, sgd_epochs=1.0, klt_mp_steps=5, reference_steps=20,
                          n_test=100, certificate_samples=8, rim=1)
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
+    return protocol.run_experiment(EXPERIMENT, TINY, progress=False, workers=1)
 
 
 def test_tiny_run_writes_every_output(tiny, tmp_path):
     rows = tiny.rows
-    tasks = exp.EXPERIMENT.tasks(TINY)
+    tasks = EXPERIMENT.tasks(TINY)
     matched = {"dpzero", "klt-fo"} | {"kl-adaptive"}   # one compute-matched DP-SGD per paper method that ran
     assert len(tasks) == 2 * 2 * 2
     assert len(rows) == len(tasks) * (1 + len(METHODS)) + 2 * 2 * 3 + 2 * 2 * 2   # kl-adaptive: logistic only
-    assert {r.method for r in rows if r.family == "matched"} == {exp.MATCHED + m for m in matched}
+    assert {r.method for r in rows if r.family == "matched"} == {MATCHED + m for m in matched}
     for r in rows:
-        if r.method == exp.REFERENCE:
+        if r.method == REFERENCE:
             assert r.excess_risk == 0 and math.isinf(r.epsilon_spent) and not r.private
         elif r.problem == "l1-regression" and r.method == "kl-adaptive":   # needs L1: not applicable
             assert r.status.startswith("n/a") and math.isnan(r.excess_risk)
@@ -46,7 +50,7 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
             assert (0 <= r.test_accuracy <= 1) if r.problem.startswith("logistic") else math.isnan(r.test_accuracy)
             assert r.start_gap > 0
             # the Goldstein certificate: the O2NC methods and their matched baselines on the nonsmooth problems only
-            certified = r.problem == "l1-regression" and r.method in ("klt-fo", exp.MATCHED + "klt-fo")
+            certified = r.problem == "l1-regression" and r.method in ("klt-fo", MATCHED + "klt-fo")
             assert (r.certificate >= 0 and r.start_certificate > 0) if certified else math.isnan(r.certificate), r
     summary = assert_written(tiny, tmp_path, "dpnc reproduce utility (test)", {"fig_excess_vs_n.png"})
     for text in ("dpzero: within 1.5× of the hand-set baselines", "dpzero: within 1.5× of the privately tuned",
@@ -63,30 +67,30 @@ def test_compute_matched_baseline_spends_the_methods_compute():
     """matched:<m> is DP-SGD whose expected gradient evaluations T·B equal the method's compute (gradients +
     evaluations / 2), B from √n up to n so that T <= matched_max_steps."""
     config = dataclasses.replace(TINY, problems=("l1-regression",), methods=("dpzero", "klt-mp"))
-    rows = {r.method: r for r in exp.EXPERIMENT.run_one(config, ("l1-regression", 4.0, 60, 0))}
+    rows = {r.method: r for r in EXPERIMENT.run_one(config, ("l1-regression", 4.0, 60, 0))}
     for m in ("dpzero", "klt-mp"):
-        cost = exp.compute(rows[m].evaluations, rows[m].gradients)
-        algorithm = exp.matched_dpsgd(config, exp.instance(config, "l1-regression", 60, 0), Budget(4.0, 1e-6), cost)
+        cost = compute(rows[m].evaluations, rows[m].gradients)
+        algorithm = matched_dpsgd(config, instance(config, "l1-regression", 60, 0), Budget(4.0, 1e-6), cost)
         assert algorithm.steps * algorithm.batch_size == pytest.approx(cost, rel=0.02) or algorithm.steps == 1
         assert algorithm.steps <= config.matched_max_steps or algorithm.batch_size == 60
-        assert rows[exp.MATCHED + m].status == "ok" and rows[exp.MATCHED + m].epsilon_spent <= 4.0 * (1 + 1e-6)
+        assert rows[MATCHED + m].status == "ok" and rows[MATCHED + m].epsilon_spent <= 4.0 * (1 + 1e-6)
     assert rows["klt-mp"].evaluations == 2 * config.klt_mp_steps * 60 * 10   # multi-pass: T·n·2m, m = d = 10
 
 
 def test_dpzero_takes_its_steps_from_its_theorem():
-    inst = exp.instance(exp.QUICK, "logistic-cancer", 200, 0)
+    inst = instance(QUICK, "logistic-cancer", 200, 0)
     d, budget = inst.train.dim, Budget(4.0, 1e-6)
-    algorithm = exp.dpzero(exp.QUICK)(inst, 200, d, budget)
+    algorithm = dpzero(QUICK)(inst, 200, d, budget)
     lg = math.log(math.e + 4.0 / 1e-6)
     assert algorithm.steps == max(int(200 * (d + 2) * 4.0 / (4 * math.sqrt(d * lg))), 1)
 
 
 def test_registry_builds_every_method_on_logistic():
-    config = exp.QUICK
-    inst = exp.instance(config, "logistic-cancer", 30, 0)
+    config = QUICK
+    inst = instance(config, "logistic-cancer", 30, 0)
     budget = Budget(2.0, 1e-6)
-    registry = exp.methods(config)
-    assert set(registry) == set(exp.METHODS)
+    registry = methods(config)
+    assert set(registry) == set(utility.METHODS)
     for name, method in registry.items():
         if method.factory is not None:
             try:
@@ -100,9 +104,9 @@ def test_registry_builds_every_method_on_logistic():
 
 def test_opacus_on_the_network():
     pytest.importorskip("opacus")
-    config = dataclasses.replace(exp.QUICK, reference_steps=10, sgd_epochs=1.0, hidden=2)
-    inst = exp.instance(config, "relu-cancer", 40, 0)
-    out = exp.opacus_runner(config, inst, Budget(4.0, 1e-5))
+    config = dataclasses.replace(QUICK, reference_steps=10, sgd_epochs=1.0, hidden=2)
+    inst = instance(config, "relu-cancer", 40, 0)
+    out = opacus_runner(config, inst, Budget(4.0, 1e-5))
     assert out.x.shape == (inst.train.dim,) and out.gradients > 0 and not out.private
     assert 0 < out.epsilon_spent < 8          # dpnc's PLD for Opacus's (σ, q, T), calibrated by Opacus to 4
 
@@ -120,7 +124,7 @@ def row(method, family, seed, excess, problem="p", epsilon=1.0, n=100, spent=1.0
                           private, "", excess, gap)
 
 
-CONFIG = exp.UtilityConfig(problems=("least-squares",), methods=("dp-gd", "dp-sgd", "dpzero"), epsilons=(1.0,),
+CONFIG = UtilityConfig(problems=("least-squares",), methods=("dp-gd", "dp-sgd", "dpzero"), epsilons=(1.0,),
                            samples=(100,), seeds=10)
 
 
@@ -182,10 +186,10 @@ def test_privacy_claim_counts_only_private_runs():
 
 def test_bad_config_is_refused():
     with pytest.raises(ValueError, match="problems"):
-        exp.UtilityConfig(problems=("mnist",))
+        UtilityConfig(problems=("mnist",))
     with pytest.raises(ValueError, match="samples"):
-        exp.UtilityConfig(samples=(4,))
-    assert exp.UtilityConfig(samples=(50, 500)).sizes("logistic-cancer") == [50, 455]
+        UtilityConfig(samples=(4,))
+    assert UtilityConfig(samples=(50, 500)).sizes("logistic-cancer") == [50, 455]
 
 
 # --- the synthetic problems with known minimisers ----------------------------------------------------------
@@ -193,8 +197,8 @@ def test_bad_config_is_refused():
 
 @pytest.mark.parametrize("name", ["least-squares", "max-affine"])
 def test_synthetic_problems_have_public_constants_and_exact_minimisers(name):
-    config = exp.QUICK
-    first, second = exp.instance(config, name, 70, 0), exp.instance(config, name, 70, 1)
+    config = QUICK
+    first, second = instance(config, name, 70, 0), instance(config, name, 70, 1)
     for a, b in ((first.train.constants.L0, second.train.constants.L0), (first.Phi, second.Phi),
                  (first.train.constants.L1, second.train.constants.L1),
                  (first.train.constants.gamma, second.train.constants.gamma)):
@@ -206,14 +210,14 @@ def test_synthetic_problems_have_public_constants_and_exact_minimisers(name):
         around = inst.reference + 1e-3 * torch.randn(20, inst.train.dim, dtype=torch.float64,
                                                       generator=torch.Generator().manual_seed(0))
         assert (inst.train.value(around) >= inst.train.value(inst.reference) - 1e-12).all()   # x̂ minimises
-    assert exp.instance(config, "least-squares", 70, 0).train.constants.L1 == 1.0
+    assert instance(config, "least-squares", 70, 0).train.constants.L1 == 1.0
 
 
 def test_new_problems_run_every_applicable_method():
     config = dataclasses.replace(TINY, problems=("least-squares", "max-affine"),
                                  methods=("dp-gd", "dp-gd-tuned", "kl-adaptive", "kl-proximal", "ztc", "klt-zo"))
     for problem in config.problems:
-        rows = exp.EXPERIMENT.run_one(config, (problem, 4.0, 60, 0))
+        rows = EXPERIMENT.run_one(config, (problem, 4.0, 60, 0))
         for r in rows[1:]:
             if problem == "max-affine" and r.method.startswith("kl-"):     # need L1: not applicable
                 assert r.status.startswith("n/a"), r
@@ -222,11 +226,11 @@ def test_new_problems_run_every_applicable_method():
 
 
 def test_full_grid_trims():
-    full = exp.FULL
+    full = FULL
     assert full.seeds >= 5 and set(full.epsilons) == {1.0, 4.0}
     assert full.sizes("least-squares") == [1000] and full.sizes("logistic-cancer") == [455]
     assert full.sizes("logistic-digits") == [1000] and full.largest_only_epsilons == (1.0,)
-    tasks = exp.EXPERIMENT.tasks(full)
+    tasks = EXPERIMENT.tasks(full)
     assert {e for p, e, n, s in tasks if p == "logistic-digits"} == {1.0} and len(tasks) == (5 * 2 + 1) * 5
 
 
@@ -234,7 +238,7 @@ def test_a_private_tuning_publishes_no_wall_time():
     """The time of a random-stopping tuning grows with its secret number of runs K: the tuned baselines' rows carry
     no time (NaN), every other method's does."""
     config = dataclasses.replace(TINY, problems=("l1-regression",), methods=("dp-gd", "dp-gd-tuned"))
-    rows = {r.method: r for r in exp.EXPERIMENT.run_one(config, ("l1-regression", 4.0, 60, 0))}
+    rows = {r.method: r for r in EXPERIMENT.run_one(config, ("l1-regression", 4.0, 60, 0))}
     assert rows["dp-gd-tuned"].status == "ok" and math.isnan(rows["dp-gd-tuned"].seconds)
     assert rows["dp-gd"].seconds > 0
 
@@ -246,8 +250,8 @@ def test_supersede_keeps_the_replaced_results_verdicts(tiny, tmp_path):
                        "holds": False, "evidence": "2.97×"}],
            "rejudged": [{"date": "2026-11-25", "rule": "earlier", "changes": [], "previous": []}],
            "command": "old command", "seconds": 60.0}
-    protocol.supersede(exp.EXPERIMENT, tmp_path, old, "re-run", date="2026-11-26", notes=("grid trimmed",))
-    again = protocol.read(exp.EXPERIMENT, tmp_path / "result.json")
+    protocol.supersede(EXPERIMENT, tmp_path, old, "re-run", date="2026-11-26", notes=("grid trimmed",))
+    again = protocol.read(EXPERIMENT, tmp_path / "result.json")
     assert [r["rule"] for r in again.rejudged] == ["earlier", "re-run"] and again.claims == tiny.claims
     changes = {c["statement"]: c for c in again.rejudged[-1]["changes"]}
     assert changes[report.PRIVACY]["new"] == "yes" and changes[report.PRIVACY]["old"] == "yes"

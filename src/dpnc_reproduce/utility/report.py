@@ -6,7 +6,7 @@ before the run (:func:`declare`):
 * the **hand-set** baselines (DP-GD and DP-SGD with their documented defaults), the **privately tuned** ones (their
   step size tuned by random stopping inside the same ε), and the **compute-matched** DP-SGD of that method
   (``matched:<method>``: the same gradient evaluations, one gradient = 2 function evaluations,
-  :func:`dpnc_reproduce.utility.compute`);
+  :func:`dpnc_reproduce.utility.methods.compute`);
 * outcomes are summarised by **geometric means of paired ratios** (:func:`~dpnc_reproduce.claims.
   geometric_ratio_interval`: Student's t on the per-seed log ratios, k − 1 df; every method of a (problem, ε, n)
   runs on the same data for each seed). The ratio is of excess risks F(x) − F(x̂), x̂ the exact non-private
@@ -33,8 +33,9 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc_reproduce.claims import (Interval, all_hold, below, geometric_ratio_interval, mean_interval)
+from dpnc_reproduce.claims import Interval, all_hold, below, geometric_ratio_interval, mean_interval
 from dpnc_reproduce.protocol import Claim, Declared
+from dpnc_reproduce.utility.methods import O2NC, compute, methods
 
 RATIO = 1.5        # "within 1.5× of the baseline" (geometric mean of the paired ratio)
 PROGRESS = 0.5     # the progress margin: at least half of the start's gap closed in a cell
@@ -102,8 +103,6 @@ def _fmt(iv: Interval, digits: str = ".3g") -> str:
 
 
 def paper_methods(config) -> list[str]:
-    from dpnc_reproduce.utility import methods
-
     registry = methods(config)
     return [m for m in config.methods if registry[m].family == "dpnc"]
 
@@ -220,8 +219,6 @@ def privacy_claim(rows: Sequence) -> Claim:
 
 
 def _certified(config, method: str) -> bool:
-    from dpnc_reproduce.utility import O2NC
-
     return method in O2NC and any(p in ("relu-cancer", "l1-regression", "max-affine") for p in config.problems)
 
 
@@ -261,9 +258,6 @@ def declare(config) -> list[Declared]:
                                 paired))
     out.append(Declared(PRIVACY, "at most", "ε", "every run"))
     return out
-
-
-# --- tables and figure ---------------------------------------------------------------------------------------
 
 
 def describe(config) -> str:
@@ -362,8 +356,6 @@ def render(rows: Sequence, config, registry: dict) -> str:
               "| problem | ε | n | method | excess risk (median) | excess (geo. mean) | test accuracy % | seconds | "
               "evaluations | gradients | compute (gradients) | max ε spent | runs |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    from dpnc_reproduce.utility import compute
-
     for problem in config.problems:
         for epsilon in config.epsilons:
             for n in config.sizes(problem):
