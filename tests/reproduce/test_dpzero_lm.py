@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from dpnc_reproduce import dpzero_lm as exp
-from dpnc_reproduce import dpzero_lm_tables as tables
+from dpnc_reproduce.dpzero_lm import report, tables
+from dpnc_reproduce.dpzero_lm import run as exp
+from dpnc_reproduce.dpzero_lm.experiment import EXPERIMENT
 from dpnc_reproduce import protocol
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -51,7 +52,7 @@ def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert len(built) == 2   # one train cache and one test cache for the group's three runs
 
-    back = protocol.read(exp.EXPERIMENT, out / "result.json")
+    back = protocol.read(EXPERIMENT, out / "result.json")
     assert [r.run for r in back.rows] == ["SST-2-42-zero-shot", "SST-2-42-mezo", "SST-2-42-dpzero-eps2"]
     recipe = {**ZO_RECIPES["head"], **exp.TASK_RECIPES.get("SST-2", {}).get("dpzero", {})}   # the per-task recipe
     mezo_lr = exp.TASK_RECIPES.get("SST-2", {}).get("mezo", {}).get("lr", ZO_RECIPES["head"]["lr"])
@@ -61,7 +62,7 @@ def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
         assert r.parameters_trained == 2 * 384 + 2     # the linear head's W and b over MiniLM's 384-d embedding
         assert r.zero_shot_accuracy == zero_shot.accuracy   # each run's own untrained model: the same start
         assert len(r.correct) == 50 and r.correct.count("1") == round(r.accuracy / 2)   # per example, for pairing
-        assert 0 < r.wall_seconds < 60 * exp.MAX_RUN_MINUTES
+        assert 0 < r.wall_seconds < 60 * report.MAX_RUN_MINUTES
     assert (zero_shot.steps, zero_shot.batch_size, zero_shot.lr) == (0, 0, None)
     mezo, dpzero = back.rows[1:]
     for r, lr in ((mezo, mezo_lr), (dpzero, recipe["lr"])):   # the task's recipe where the config says None
@@ -92,7 +93,7 @@ def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
 def test_groups_are_k_shot_folders_and_table3_runs_stand_alone():
     config = dataclasses.replace(TINY, tasks=("SST-2", "SNLI"), sphere_tasks=("SST-2",), seeds=(42, 13),
                                  epsilons=(6.0, 2.0), fo_methods=("adamw", "dp-adamw"), steps=None)
-    groups = exp.EXPERIMENT.tasks(config)
+    groups = EXPERIMENT.tasks(config)
     assert [g.name for g in groups] == ["SST-2-42", "SST-2-13", "SNLI-42", "SST-2-42-mezo", "SST-2-42-dpzero-eps2",
                                         "SST-2-42-adamw", "SST-2-42-dp-adamw-eps2"]   # SNLI ships seed 42 only
     # SNLI's seed 13 trains on its one folder (42), in that folder's group (one cache); --no-shared-data skips it
@@ -101,7 +102,7 @@ def test_groups_are_k_shot_folders_and_table3_runs_stand_alone():
         "SNLI-13-data42-zero-shot", "SNLI-13-data42-mezo", "SNLI-13-data42-dpzero-eps6", "SNLI-13-data42-dpzero-eps2"]
     snli13 = exp.finetune_config(config, groups[2].runs[5], None)
     assert (snli13.seed, snli13.data_seed) == (13, 42)
-    alone = exp.EXPERIMENT.tasks(dataclasses.replace(config, shared_data=False, fo_methods=(), sphere_tasks=()))
+    alone = EXPERIMENT.tasks(dataclasses.replace(config, shared_data=False, fo_methods=(), sphere_tasks=()))
     assert [g.name for g in alone] == ["SST-2-42", "SST-2-13", "SNLI-42"] and len(alone[2].runs) == 4
     runs = [t.run for g in groups for t in g.runs]
     assert len(runs) == len(set(runs))   # Tables 2, 3 and 5 share runs; each runs once
@@ -115,8 +116,8 @@ def test_groups_are_k_shot_folders_and_table3_runs_stand_alone():
 
     T = ZO_RECIPES["head"]["steps"]
     trainer = dataclasses.replace(config, recipes="trainer")
-    assert exp.EXPERIMENT.cost(trainer, groups[1]) == 5 * T + 6         # total steps (+1 a run)
-    assert exp.EXPERIMENT.cost(config, groups[-1]) == 1000 + 1          # the trainer's first-order default
+    assert EXPERIMENT.cost(trainer, groups[1]) == 5 * T + 6         # total steps (+1 a run)
+    assert EXPERIMENT.cost(config, groups[-1]) == 1000 + 1          # the trainer's first-order default
     dp = exp.finetune_config(trainer, groups[1].runs[3], None)          # None fields: the trainer's recipe
     assert dp.recipe_selection is None
     assert (dp.method, dp.epsilon, dp.direction, dp.train) == ("dpzero", 6.0, "sphere", "head")
@@ -135,7 +136,7 @@ def test_per_task_recipes_are_used_and_stated_next_to_epsilon(monkeypatch):
     assert (dp.lr, dp.clip, dp.steps, mz.lr, mz.steps) == (0.03, 2.0, 5000, 0.3, 2000)
     assert dp.recipe_selection == mz.recipe_selection == exp.RECIPE_CHOICE
     assert "ε excludes the choice" in exp.RECIPE_CHOICE
-    assert exp.EXPERIMENT.cost(config, exp.LMGroup("TREC", 42, (exp.LMTask("TREC", 42, "zero-shot"),
+    assert EXPERIMENT.cost(config, exp.LMGroup("TREC", 42, (exp.LMTask("TREC", 42, "zero-shot"),
                                                                 exp.LMTask("TREC", 42, "mezo")))) == 2000 + 2
     pinned = exp.finetune_config(dataclasses.replace(config, steps=30), exp.LMTask("TREC", 42, "dpzero", 6.0), None)
     assert (pinned.lr, pinned.clip, pinned.steps) == (0.03, 2.0, 30)   # the command line wins
@@ -191,7 +192,7 @@ def _per_task(task: str) -> list[str]:
 
 
 def _claims(rows) -> dict:
-    claims = exp.check_claims(rows, FULL_SET)
+    claims = report.check_claims(rows, FULL_SET)
     tasks = [t for t in ("SST-2", "SST-5", "TREC") if any(r.task == t for r in rows)]
     assert [c.statement for c in claims] == CLAIMS[:7] + [SHARE, CLAIMS[7]] + [s for t in tasks for s in _per_task(t)]
     return {c.statement: c.holds for c in claims}
@@ -215,7 +216,7 @@ def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
     holds = _claims(rows)
     yes = {CLAIMS[4], "SST-2: fine-tuning (MeZO) beats zero-shot", "TREC: fine-tuning (MeZO) beats zero-shot"}
     assert holds == {c: True if c in yes else None if "keeps at least" in c else False for c in holds}
-    evidence = {c.statement: c.evidence for c in exp.check_claims(rows, FULL_SET)}
+    evidence = {c.statement: c.evidence for c in report.check_claims(rows, FULL_SET)}
     assert evidence[CLAIMS[7]] == "longest: TREC-21-dpzero-eps2, 31.0 min"
     assert evidence[CLAIMS[1]].startswith("+2.0 [+1.")
     assert "not judged (not run here): SNLI, MNLI, RTE" in evidence[CLAIMS[5]]   # the tasks without a comparison
@@ -230,7 +231,7 @@ def test_one_seed_decides_no_claim():
     rows = [r for r in _rows(acc) if r.seed == 42]
     holds = _claims(rows)
     assert [holds[c] for c in CLAIMS[1:7]] == [None] * 6
-    assert "1 seed: no verdict" in {c.statement: c.evidence for c in exp.check_claims(rows, FULL_SET)}[CLAIMS[1]]
+    assert "1 seed: no verdict" in {c.statement: c.evidence for c in report.check_claims(rows, FULL_SET)}[CLAIMS[1]]
 
 
 def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
@@ -242,7 +243,7 @@ def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
     holds = _claims(rows)
     assert [holds[c] for c in CLAIMS[1:7]] == [None] * 6 and holds[CLAIMS[0]] and holds[CLAIMS[7]]
     assert _claims(_rows(acc, spread=8.0)) == holds   # 10⁶ examples, but seeds 8 points apart: still no signal
-    result = protocol.Result(exp.EXPERIMENT, FULL_SET, tuple(rows), tuple(exp.check_claims(rows, FULL_SET)), 60.0,
+    result = protocol.Result(EXPERIMENT, FULL_SET, tuple(rows), tuple(report.check_claims(rows, FULL_SET)), 60.0,
                              2, protocol.machine())
     claims = protocol.summary(result, "test").split("## The paper's claims")[1].split("\n## ")[0]
     holds_all = list(holds.values())
@@ -271,18 +272,18 @@ def test_paired_claims_see_a_gain_that_independent_binomials_hide():
            ("SST-5", "zero-shot"): 32.0, ("SST-5", "mezo"): 34.0, ("SST-5", "dp6"): 35.0, ("SST-5", "dp2"): 34.0,
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 43.0, ("TREC", "dp6"): 42.0, ("TREC", "dp2"): 41.0}
     sst5 = "SST-5: DPZero at ε = 6 beats zero-shot"
-    unpaired = {c.statement: c for c in exp.check_claims(_rows(acc, test_examples=1000), FULL_SET)}
+    unpaired = {c.statement: c for c in report.check_claims(_rows(acc, test_examples=1000), FULL_SET)}
     assert unpaired[sst5].holds is None and "unpaired" in unpaired[sst5].evidence
-    paired = {c.statement: c for c in exp.check_claims(_with_correct(_rows(acc), agree=1.0), FULL_SET)}
+    paired = {c.statement: c for c in report.check_claims(_with_correct(_rows(acc), agree=1.0), FULL_SET)}
     assert paired[sst5].holds is True and "paired by test example and seed" in paired[sst5].evidence
     half = stats.t.ppf(0.975, 999) * math.sqrt(0.03 * 0.97 / 999) * 100   # seed part 0: df = m − 1
     assert paired[sst5].evidence.startswith(f"+3.0 [{3 - half:+.1f}, {3 + half:+.1f}] points")
-    shuffled = {c.statement: c.holds for c in exp.check_claims(_with_correct(_rows(acc), agree=0.7), FULL_SET)}
+    shuffled = {c.statement: c.holds for c in report.check_claims(_with_correct(_rows(acc), agree=0.7), FULL_SET)}
     assert shuffled[sst5] is None
     # a run without per-example results (an old result.json) falls back to the unpaired interval
     mixed = _with_correct(_rows(acc), agree=1.0)
     mixed[0] = dataclasses.replace(mixed[0], correct="")
-    assert "unpaired" in {c.statement: c for c in exp.check_claims(mixed, FULL_SET)}[CLAIMS[1]].evidence
+    assert "unpaired" in {c.statement: c for c in report.check_claims(mixed, FULL_SET)}[CLAIMS[1]].evidence
 
 
 def test_tables_average_over_seeds_and_render_without_data():
@@ -293,7 +294,7 @@ def test_tables_average_over_seeds_and_render_without_data():
     t2 = tables.table2(rows, cfg)
     assert t2["mezo"]["SST-2"] == pytest.approx((82.5, 0.5))   # seeds 42, 13 → 82, 83: s.e. = stdev / √2
     assert t2["mezo"]["SNLI"] == (60.0, None)
-    result = protocol.Result(exp.EXPERIMENT, cfg, tuple(rows), tuple(exp.check_claims(rows, cfg)), 60.0, 1,
+    result = protocol.Result(EXPERIMENT, cfg, tuple(rows), tuple(report.check_claims(rows, cfg)), 60.0, 1,
                              protocol.machine())
     text = protocol.summary(result, "dpnc reproduce dpzero-lm --test")
     assert text.startswith("# DPZero paper, language-model fine-tuning (Tables 2, 3 and 5)\n")
@@ -325,7 +326,7 @@ def test_config_defaults_are_the_trainers_and_bad_values_are_refused():
     with pytest.raises(ValueError, match="lr must be a finite number > 0; got nan"):
         exp.LMConfig(lr=math.nan)
     with pytest.raises(ValueError, match="data_dir must be given"):
-        exp.EXPERIMENT.tasks(exp.QUICK)
+        EXPERIMENT.tasks(exp.QUICK)
     with pytest.raises(ValueError, match="threads must be an integer >= 1; got 0"):
         dataclasses.replace(exp.QUICK, threads=0)
 
@@ -352,7 +353,7 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
                              ([100, 104, 98], [200, 198, 201], False),      # keeps 0.5
                              ([5, 3, 6], [4, 6, 5], None)):                 # MeZO gains ~0.5 %: too small to share
         rows = _share_rows(dp, mezo)
-        got = {c.statement: c for c in exp.check_claims(rows, cfg)}
+        got = {c.statement: c for c in report.check_claims(rows, cfg)}
         assert got[statement].holds is expect and got[SHARE].holds is expect, (dp, mezo, got[statement].evidence)
         # the interval is claims.paired_ratio on (DPZero − zero-shot, MeZO − zero-shot) per example and seed
         z = [[int(c) for c in r.correct] for r in rows if r.method == "zero-shot"]

@@ -1,0 +1,64 @@
+"""The dpzero-lm reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
+:mod:`.report` judges, :mod:`.tables` and
+:mod:`.render` show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from dpnc_reproduce.dpzero_lm import render, report, run, tables
+from dpnc_reproduce.dpzero_lm.run import FULL, QUICK, LMConfig, LMGroup, LMRow
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+
+
+class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
+    """DPZero paper, Tables 2, 3 and 5: zero-shot, MeZO, DPZero (ε = 6, 2), AdamW and DP-AdamW fine-tuning of a
+    sentence encoder on the LM-BFF tasks, with Gaussian and sphere directions, beside the paper's numbers."""
+
+    name = "dpzero-lm"
+    title = "DPZero paper, language-model fine-tuning (Tables 2, 3 and 5)"
+    sizes = ("--quick (default): SST-2, seed 42, zero-shot, MeZO and DPZero at ε = 6 and 2, 300 steps (a smoke run, "
+             "minutes); --full: SST-2, SST-5, SNLI, MNLI, RTE, TREC × seeds 42, 13, 21 (SNLI and MNLI: the three "
+             "training seeds on their one k-shot folder, 42) with each task's recipe (TASK_RECIPES, chosen "
+             "non-privately on held-out training rows), Table 2 only. Tables 3 and 5 run with --fo-methods "
+             "adamw,dp-adamw and --sphere-tasks SST-2,SST-5.")
+    Config, QUICK, FULL, Row = LMConfig, QUICK, FULL, LMRow
+
+    def tasks(self, config: LMConfig) -> list[LMGroup]:
+        return run.tasks(config)
+
+    def cost(self, config: LMConfig, group: LMGroup) -> float:
+        return run.cost(config, group)
+
+    def isolated(self, config: LMConfig) -> bool:
+        return config.isolate
+
+    def bind_output(self, config: LMConfig, out: Path) -> LMConfig:
+        return config if config.runs_dir is not None else dataclasses.replace(config, runs_dir=str(out / "runs"))
+
+    def run_one(self, config: LMConfig, group: LMGroup) -> tuple[LMRow, ...]:
+        return run.run_one(config, group)
+
+    def claims(self, rows: Sequence[LMRow], config: LMConfig) -> list[Claim]:
+        return report.check_claims(rows, config)
+
+    def declare(self, config: LMConfig) -> list[Declared]:
+        return report.declare(config)
+
+    def describe(self, result: Result) -> str:
+        return render.describe(result)
+
+    def render(self, result: Result) -> str:
+        return render.render(result)
+
+    def tables(self, result: Result) -> dict[str, list[dict]]:
+        return {"privacy.csv": tables.privacy_rows(result.rows)}
+
+    def plot(self, result: Result, out: Path) -> list[Path]:
+        return render.plot(result, out)
+
+
+EXPERIMENT = DPZeroLM()
