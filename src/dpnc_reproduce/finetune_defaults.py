@@ -48,7 +48,9 @@ import json
 from pathlib import Path
 
 import torch
+from sklearn.linear_model import LogisticRegression
 
+from dpnc.lm.data import load_task
 from dpnc.lm.train import FinetuneConfig, Trainer
 
 GRIDS = {
@@ -107,8 +109,6 @@ def validate(data_dir: str, out: Path, *, task: str, train: str = "head", grid: 
     folder (its metrics.jsonl) goes to ``runs_dir`` (default ``out/private_validation``), which holds a
     ``NOT_PRIVATE.txt``: every file there is an un-noised statistic of training rows. n is the training part's
     size, public here: a fixed fifth of the public k-shot recipe (and these runs publish nothing private)."""
-    from dpnc.lm.data import load_task
-
     full = load_task(task, data_dir, "train", seed=seed)
     order = torch.randperm(len(full), generator=torch.Generator().manual_seed(1))
     held_out = len(full) // 5
@@ -142,8 +142,6 @@ def choose(data_dir: str, out: Path, *, task: str, train: str = "head", grid: di
     Writes ``out/private_choice-<task>.csv`` (every cell) and ``out/choice-<task>.json`` (the choice), both labelled
     NOT PRIVATE (un-noised statistics of training rows): the choice is a non-private one, and the ε of the runs that
     use it excludes it. All cells share the frozen-prefix caches."""
-    from dpnc.lm.data import load_task
-
     full = load_task(task, data_dir, "train", seed=seed)
     order = torch.randperm(len(full), generator=torch.Generator().manual_seed(1))
     held_out = len(full) // 5
@@ -229,8 +227,6 @@ def feature_ceiling(data_dir: str, out: Path, *, task: str = "SST-2", seed: int 
     """The best a head on the frozen features can do: a logistic regression fitted (non-privately, scikit-learn,
     C = 0.1, 1, 10, 100) on ``task``'s cached sentence embeddings, scored on the full test split; ``ceiling.json``
     (``ceiling-<task>.json`` for a task other than SST-2)."""
-    from sklearn.linear_model import LogisticRegression
-
     probe = Trainer(FinetuneConfig(task=task, data_dir=data_dir, method="mezo", steps=1, train="head", seed=seed,
                                    progress=False, out=None))
     train = probe.train_cache.fill(progress=True)

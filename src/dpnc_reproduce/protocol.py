@@ -39,6 +39,9 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar, Generic, NamedTuple, TypeVar
 
+import torch
+from tqdm.auto import tqdm
+
 C = TypeVar("C")   # the experiment's Config
 T = TypeVar("T")   # its task
 R = TypeVar("R")   # its Row
@@ -192,8 +195,6 @@ def run_experiment(experiment: Experiment, config, *, progress: bool = True, wor
 
 def machine(load_average_start: float | None = None) -> dict:
     """Where a result was computed: CPU count, processor, platform, torch version and threads, load averages."""
-    import torch
-
     return {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
             "platform": platform.platform(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "load_average_start": load_average_start, "load_average_end": _load_average()}
@@ -212,9 +213,6 @@ def run_tasks(run, tasks: Sequence[tuple], *, cost, desc: str, progress: bool = 
     with one worker. Otherwise ``workers`` <= 1 runs the tasks in this process.
     ``run`` and ``cost`` must be picklable (module-level functions, or ``functools.partial`` of them).
     """
-    import torch
-    from tqdm.auto import tqdm
-
     bar = tqdm(total=len(tasks), desc=desc, disable=not progress)
     try:
         if workers <= 1 and not fresh:
