@@ -10,7 +10,7 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 
 class _Command(TyperCommand):
@@ -304,7 +304,28 @@ def _num(value) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
-reproduce = _Typer(no_args_is_help=True, help="Reproduce a paper's experiment (figures, CSV, summary).")
+class _Reproductions(TyperGroup):
+    """``dpnc reproduce``: its commands are generated from the reproductions (:func:`add_reproduction`) when the
+    group is first used, so that ``import dpnc.cli`` and every other command never import :mod:`dpnc_reproduce`
+    (a client of the library, which the library never imports at load time)."""
+
+    def _load(self) -> None:
+        if not self.commands:
+            generated = _Typer()
+            _add_reproductions(generated)
+            self.commands.update(typer.main.get_group(generated).commands)
+
+    def list_commands(self, ctx):
+        self._load()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx, name):
+        self._load()
+        return super().get_command(ctx, name)
+
+
+reproduce = _Typer(cls=_Reproductions, no_args_is_help=True,
+                   help="Reproduce a paper's experiment (figures, CSV, summary).")
 app.add_typer(reproduce, name="reproduce")
 
 
@@ -404,16 +425,14 @@ def _command_line() -> str:
     return "dpnc " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
-def _add_reproductions() -> None:
-    """The reproductions on the protocol (:mod:`dpnc_reproduce.protocol`): one generated command each."""
+def _add_reproductions(group: typer.Typer) -> None:
+    """The reproductions on the protocol (:mod:`dpnc_reproduce.protocol`): one generated command each, added to
+    ``group`` on first use of ``dpnc reproduce`` (:class:`_Reproductions`)."""
     from dpnc_reproduce import dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare, nonsmooth_rates, utility
 
     for experiment in (dpzero_lm.EXPERIMENT, dpzero_synthetic.EXPERIMENT, kl_rates.EXPERIMENT,
                        nonsmooth_compare.EXPERIMENT, nonsmooth_rates.EXPERIMENT, utility.EXPERIMENT):
-        add_reproduction(reproduce, experiment)
-
-
-_add_reproductions()
+        add_reproduction(group, experiment)
 
 
 app.command("audit")(__import__("dpnc.audit.command", fromlist=["audit"]).audit)  # dpnc audit (torch loaded on use)
