@@ -21,7 +21,7 @@ every method of :data:`METHODS` (a registry: name → factory(instance, n, d, bu
 draw and the noise change with the seed). Rows: the excess empirical risk F(x) − F(x̂) against the non-private
 optimum x̂ of the same training set (the ε = ∞ reference row; for the network, the best of a long non-private
 run, so the excess may dip below 0), test loss and accuracy, wall time, function evaluations and gradients, and
-the ε the accountant says was spent. Claims and tables: :mod:`dpnc_reproduce.utility_report`.
+the ε the accountant says was spent. Claims and tables: :mod:`dpnc_reproduce.utility.report`.
 
 **Parameters.** The baselines use hand-set, documented defaults (:func:`dpgd`, :func:`dpsgd`); ``dp-gd-tuned``
 and ``dp-sgd-tuned`` tune the baselines' step size privately (:func:`tuned`: random stopping, the tuning charged
