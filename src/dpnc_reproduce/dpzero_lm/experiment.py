@@ -9,7 +9,10 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc_reproduce.dpzero_lm import render, report, run, tables
+import dpnc_reproduce.dpzero_lm.render as render
+import dpnc_reproduce.dpzero_lm.report as report
+import dpnc_reproduce.dpzero_lm.run as run
+import dpnc_reproduce.dpzero_lm.tables as tables
 from dpnc_reproduce.dpzero_lm.run import FULL, QUICK, LMConfig, LMGroup, LMRow
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from dpnc_reproduce.claims import (Interval, accuracy_difference, all_hold, below, exceeds, from_bits,
                                    paired_accuracy_difference, paired_ratio, within)
-from dpnc_reproduce.dpzero_lm import tables
+import dpnc_reproduce.dpzero_lm.tables as tables
 from dpnc_reproduce.dpzero_lm.run import PRIVATE, TASKS, LMConfig, LMRow
 from dpnc_reproduce.dpzero_lm.tables import PAPER_TABLE2
 from dpnc_reproduce.protocol import Claim, Declared

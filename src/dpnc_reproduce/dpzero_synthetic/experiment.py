@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc_reproduce.dpzero_synthetic import report, run
+import dpnc_reproduce.dpzero_synthetic.report as report
+import dpnc_reproduce.dpzero_synthetic.run as run
 from dpnc_reproduce.dpzero_synthetic.run import FULL, QUICK, SyntheticConfig, SyntheticRow, SyntheticTask
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 

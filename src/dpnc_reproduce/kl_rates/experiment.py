@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc_reproduce.kl_rates import report, run
+import dpnc_reproduce.kl_rates.report as report
+import dpnc_reproduce.kl_rates.run as run
 from dpnc_reproduce.kl_rates.run import FULL, QUICK, KLRatesConfig, KLRow, KLTask
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 

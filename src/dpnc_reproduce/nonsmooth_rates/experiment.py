@@ -8,7 +8,8 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc_reproduce.nonsmooth_rates import report, run
+import dpnc_reproduce.nonsmooth_rates.report as report
+import dpnc_reproduce.nonsmooth_rates.run as run
 from dpnc_reproduce.nonsmooth_rates.run import FULL, QUICK, RateRow, RatesConfig
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
-from dpnc_reproduce.utility import report, run
+import dpnc_reproduce.utility.report as report
+import dpnc_reproduce.utility.run as run
 from dpnc_reproduce.utility.config import FULL, QUICK, Task, UtilityConfig
 from dpnc_reproduce.utility.methods import methods
 from dpnc_reproduce.utility.run import UtilityRow
