@@ -14,6 +14,7 @@ from dpnc_reproduce.dpzero_synthetic import run as exp
 from dpnc_reproduce.dpzero_synthetic.experiment import EXPERIMENT
 from dpnc_reproduce import protocol
 from dpnc.privacy import NoiseSource
+from dpnc.problems.base import Objective
 
 TINY = exp.SyntheticConfig(dims=(10, 40), steps=(10, 40), stepsizes=(0.01, 0.1, 1.0), clips=(1.0, 10.0), n=500)
 FIGURES = ("fig1_test_grad_norm.png", "fig2_train_grad_norm.png", "fig3_loss.png")
@@ -192,11 +193,18 @@ def test_closed_form_two_point_equals_the_evaluated_one():
         assert torch.allclose(closed.loss, evaluated.loss, rtol=1e-12)
 
 
-class _Evaluated:
-    """The quadratic without its closed form: the algorithms evaluate its losses at x ± λu."""
+class _Evaluated(Objective):
+    """The quadratic without its closed form (its optional ``two_point`` left at None): the algorithms evaluate its
+    losses at x ± λu."""
 
     def __init__(self, problem):
         self.problem, self.n = problem, problem.n
+
+    def value(self, points):
+        return self.problem.value(points)
+
+    def gradient(self, points):
+        return self.problem.gradient(points)
 
     def losses_at(self, points, index):
         return self.problem.losses_at(points, index)
