@@ -7,7 +7,7 @@ runs only the layers above it, while ``bias`` and ``lora`` still need full forwa
 matmuls). This script measures each train mode's step against the baseline of two full forwards timed in
 the same run, the one-off cost of filling the cache, and each step's peak memory against inference.
 
-Model: ``dpnc.lm.heads.build_classifier(default_model_path(), get_task("SST-2"), head=...)`` (the offline
+Model: ``dpnc.lm.classifiers.build_classifier(default_model_path(), get_task("SST-2"), head=...)`` (the offline
 all-MiniLM-L6-v2, eager attention, fp32, eval mode), the trainer's defaults: the prompt head for every mode
 but ``head``, which gets the linear head (``FinetuneConfig``'s choice); ``select_trainable`` picks the
 trained parameters (top-1: ``top_k=1``; LoRA: rank 8, peft's default targets for BERT, ``query``/``value``).
@@ -59,7 +59,7 @@ from dpnc.batches import DataRows
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.config import ZO_RECIPES, default_model_path
 from dpnc.lm.data import get_task, load_task
-from dpnc.lm.heads import build_classifier
+from dpnc.lm.classifiers import build_classifier
 from dpnc.lm.trainable import select_trainable
 from dpnc.optim import DPZero
 from dpnc.privacy.accountant import Accountant
@@ -203,9 +203,9 @@ def ratios(t: dict, B: int) -> dict:
 def table(args, t: dict, mem: dict | None, rat: dict, meta: dict) -> str:
     inf = (mem or {}).get("inference")
     lines = [
-        f"Model: all-MiniLM-L6-v2 classifier (`dpnc.lm.heads.build_classifier`, 6 layers x 384, eager attention), "
-        f"{meta['total_params'] / 1e6:.2f}M params, fp32, CPU, {meta['threads']} threads, eval mode; prompt head "
-        "except `head` (linear), the trainer's defaults; hyper-parameters `ZO_RECIPES` of each mode.",
+        "Model: all-MiniLM-L6-v2 classifier (`dpnc.lm.classifiers.build_classifier`, 6 layers x 384, eager "
+        f"attention), {meta['total_params'] / 1e6:.2f}M params, fp32, CPU, {meta['threads']} threads, eval mode; "
+        "prompt head except `head` (linear), the trainer's defaults; hyper-parameters `ZO_RECIPES` of each mode.",
         f"Data: one fixed batch of {args.batch} SST-2 train sentences (of {meta['n']}; `{args.data_dir}`, "
         f"512-42, seed {args.batch_seed}: `lm_step.py`'s batch), padded to its longest: seq len {meta['seq_len']}; "
         f"`FullBatch` sampler.",

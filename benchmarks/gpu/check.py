@@ -156,7 +156,7 @@ class Context:
     def base(self):
         """The causal-LM classifier of SST-2 (eval mode, CPU, fp32); copies of it go to the trainers."""
         if self._base is None:
-            from dpnc.lm import build_classifier
+            from dpnc.lm.classifiers import build_classifier
             from dpnc.lm.data import get_task
 
             start = now()

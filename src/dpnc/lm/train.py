@@ -96,7 +96,8 @@ from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, 
 from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.data import TextDataset, load_task, recipe_size
-from dpnc.lm.heads import EncoderClassifier, build_classifier
+from dpnc.lm.classifiers import build_classifier
+from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles, jsonable, replay_rows
 from dpnc.lm.report import plot_training
 from dpnc.lm.steps import StepRecord, Steps, build_optimizer, per_example_clipped_sum, step_release
@@ -618,7 +619,8 @@ class Trainer:
         self.step += 1
 
     def save_model(self, path: str | Path) -> Path:
-        """The fine-tuned encoder + tokenizer (``save_pretrained``) and head, loadable by ``load_classifier``."""
+        """The fine-tuned encoder + tokenizer (``save_pretrained``) and head, loadable by
+        :func:`~dpnc.lm.classifiers.load_classifier`."""
         return self.classifier.save_pretrained(path)
 
     def run(self) -> Summary:
