@@ -48,7 +48,8 @@ from pathlib import Path
 
 import torch
 
-from dpnc.lm.data import DEFAULT_PAIR_TEMPLATE, DEFAULT_TEMPLATE, Task, TextDataset, read_field, read_rows
+from dpnc.lm.data import DEFAULT_PAIR_TEMPLATE, DEFAULT_TEMPLATE, Task, TextDataset
+from dpnc.lm.rows import read_field, read_rows
 
 __all__ = ["canonical_label", "describe_data", "load_file", "load_user_data", "parse_label_words", "parse_labels"]
 
