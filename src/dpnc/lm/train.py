@@ -42,25 +42,8 @@ dropped by the domain rule) are written only when ``log_private_stats=True`` (``
 ``private_train_stats.jsonl``, whose first line says they are NOT PRIVATE. The one timing channel left is the
 run's total duration (and the bar's advance), seen by whoever runs or watches the process.
 
-Journal, checkpoints and resume. The run folder (``checkpoint_dir``, else ``out``) holds a journal
-(``journal.jsonl``): a header with the config, then each step *before* it touches the data (its release) and
-after (its public direction seed and, for zeroth-order methods, the released scalar c_t), each line fsynced.
-Every ``checkpoint_every`` steps and at the end, ``checkpoint.pt`` in ``checkpoint_dir`` holds the classifier,
-the optimizer state (for zeroth-order optimizers: the public direction generator), the step, the privacy
-ledger (``Accountant.to_json``) and the config — never the noise source or the sampler (a resumed run draws
-fresh secret noise and batches) — and the journal restarts. On resume (with or without a checkpoint: without
-one, from the initial model):
-
-* a zeroth-order step that finished is replayed from the journal (x ← x − η·c_t·u(seed_t): no data access,
-  no new release, no batch needed), so the run continues exactly where it was killed;
-* any other step that began (first-order methods, or a step killed mid-way) is a release that may have
-  happened: it is added to the ledger, and the run stops that many steps early, so the total number of
-  releases — hence ε — never exceeds what the budget affords. A resumed run never under-counts ε.
-
-A run folder that holds a journal or a checkpoint refuses a fresh start (a second ledger over the same data
-would under-count): resume it, or pass ``new_run=True`` (``--new-run``), which moves the old journal,
-checkpoint and metrics into a ``superseded-<time>/`` folder first. Resume refuses a different config (the
-fields that define the run) and a budget that is already spent.
+Journal, checkpoints and resume: a run journals every step before and after it touches the data, checkpoints
+the public state (never the noise source or the sampler), and on resume never under-counts ε (:mod:`dpnc.lm.resume`).
 
 Data parallel. Under ``torchrun --nproc-per-node N`` (:func:`dpnc.distributed.from_environment` finds a group)
 the zeroth-order methods run data parallel: every rank builds the same classifier; rank 0's secret sampler draws
@@ -73,18 +56,14 @@ rank 0's, on every rank. First-order methods are refused (their steps would all-
 
 Modules: :mod:`dpnc.lm.config` (the settings), :mod:`dpnc.lm.steps` (one step per method, on the optimizers of
 :mod:`dpnc.optim` and :mod:`dpnc.first_order`, whose step hooks say what each step did), :mod:`dpnc.lm.journal`
-(run folder, journal, checkpoints) and this one (the loop, evaluation, resume).
+(run folder, journal, checkpoints), :mod:`dpnc.lm.evaluation` (the test-split evaluation and ``summary.json``),
+:mod:`dpnc.lm.resume` (checkpoints and resume) and this one (setup, one step, the loop).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
 
@@ -93,14 +72,15 @@ from dpnc import distributed
 from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, METHODS, METRICS, PRIVATE,  # noqa: F401
                             PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, ZO_RECIPES, FinetuneConfig,
                             default_model_path)
-from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
-from dpnc.lm.data import TextDataset, load_task, recipe_size
-from dpnc.lm.files import describe_data, load_user_data
 from dpnc.lm.classifiers import build_classifier
+from dpnc.lm.data import TextDataset, load_task
+from dpnc.lm.evaluation import Evaluation, EvaluationMixin, Summary
+from dpnc.lm.files import load_user_data
 from dpnc.lm.heads import EncoderClassifier
-from dpnc.lm.journal import RunFiles, jsonable, replay_rows
+from dpnc.lm.journal import RunFiles
 from dpnc.lm.report import plot_training
+from dpnc.lm.resume import ResumeMixin
 from dpnc.lm.steps import StepRecord, Steps, build_optimizer, per_example_clipped_sum, step_release
 from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.privacy.accountant import Accountant
@@ -114,66 +94,7 @@ __all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "
            "finetune", "per_example_clipped_sum"]
 
 
-class Evaluation(NamedTuple):
-    """A model's results on the evaluated test examples (public: test data only)."""
-
-    accuracy: float
-    loss: float          # mean cross-entropy over the examples whose loss is finite
-    correct: str         # per example, in the evaluation set's order: "1" right, "0" wrong
-
-
-@dataclass
-class Summary:
-    """A run's outcome, as written to ``summary.json``.
-
-    Everything here is public: test-split results (and those of the initial model, ``zero_shot_*``), the privacy
-    report, counts fixed by the config, the test file it read and the inputs it treated as public
-    (``public_inputs``: n, the classes, B, T, ε, δ, C, …), with how its settings were chosen (``recipe_selection``,
-    next to ε). Nothing here is a statistic of the training data (no training rows, non-finite counts or time:
-    those go to the private statistics file only, with ``log_private_stats``).
-    """
-
-    task: str
-    method: str
-    model: str
-    head: str
-    train: str
-    trained_parameters: int
-    total_parameters: int
-    steps: int
-    n: int
-    batch_size: int
-    test_accuracy: float
-    test_loss: float
-    test_examples: int
-    zero_shot_accuracy: float
-    zero_shot_loss: float
-    test_correct: str        # per test example (evaluation order), "1"/"0": for paired comparisons of runs
-    zero_shot_correct: str
-    relation: str
-    sampler: str | None
-    data: dict
-    device: str
-    cached_layers: int
-    delta: float
-    epsilon_rdp: float | None
-    epsilon_pld: float | None
-    epsilon_target: float | None
-    noise_multiplier: float | None
-    releases: int
-    private: bool
-    recipe_selection: str
-    public_inputs: dict
-    lost_releases: int
-    stopped_early: bool
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        return json.dumps(jsonable(dataclasses.asdict(self)), indent=2)
-
-
-
-class Trainer:
+class Trainer(EvaluationMixin, ResumeMixin):
     """Runs one :class:`FinetuneConfig`: builds (or resumes) the classifier, trains, evaluates, saves.
 
     Args:
@@ -309,17 +230,6 @@ class Trainer:
             return rows
         return c.n if c.n is not None else rows
 
-    def _n_rule(self) -> str:
-        """How ``n`` was set, for ``summary.json``'s public inputs."""
-        c = self.config
-        if c.relation == "replace-one":
-            return "the training rows' number: public under replace-one (neighbours have the same size)"
-        if c.n is None:
-            return "the training rows' number: a non-private method, no privacy claim"
-        if c.train_file is None and c.n == recipe_size(c.task, c.k):
-            return "the task's public recipe: k examples per class × classes (or declared equal to it)"
-        return "declared (--n): the public number of training examples, or a public bound"
-
     def _check_sampler(self, sampler):
         c = self.config
         kind = PoissonSampler if c.sampler == "poisson" else ShuffleSampler
@@ -444,176 +354,9 @@ class Trainer:
             return 0.0
         return self.accountant.epsilon(self.config.delta, method or self.config.accountant)
 
-    @torch.no_grad()
-    def evaluate(self, dataset: TextDataset | None = None) -> Evaluation:
-        """Accuracy, mean cross-entropy and per-example correctness on the test split (``eval_examples`` of it: a
-        fixed seeded subset, in a fixed order, so that runs on the same test split can be compared example by
-        example)."""
-        ds, cache = (dataset, None) if dataset is not None else (self.eval_part, self.test_cache)
-        preds, losses = self.classifier.evaluate(ds.texts, ds.labels, batch_size=self.config.eval_batch_size,
-                                                 cache=cache)
-        preds, losses = preds.cpu(), losses.float().cpu()
-        labels = ds.labels
-        if dataset is None and self.group is not None:   # each rank evaluated its shard: gather, in order
-            parts = self.group.gather_object((preds, losses))
-            preds, losses = torch.cat([p for p, _ in parts]), torch.cat([loss for _, loss in parts])
-            labels = self.eval_set().labels
-        finite = torch.isfinite(losses)
-        correct = preds == labels
-        return Evaluation(float(correct.float().mean()), float(losses[finite].mean()) if finite.any() else math.nan,
-                          "".join("1" if c else "0" for c in correct.tolist()))
-
-    def eval_set(self) -> TextDataset:
-        """The test examples evaluated: ``eval_examples`` of them, a fixed seeded subset (default all)."""
-        m = self.config.eval_examples
-        if m is None or m >= len(self.test_set):
-            return self.test_set
-        order = torch.randperm(len(self.test_set), generator=torch.Generator().manual_seed(0))
-        return self.test_set.subset(order[:m])
-
-    def data_record(self) -> dict:
-        """Which data the run read (files, rows, classes, label words, template): public facts for summary.json."""
-        c = self.config
-        where = ({"train_file": c.train_file, "test_file": c.test_file} if c.train_file is not None else
-                 {"task": c.task, "data_dir": c.data_dir, "data_seed": c.data_seed, "k": c.k})
-        return {**where, **describe_data(self.train_set, self.test_set)}
-
-    def public_inputs(self) -> dict:
-        """The inputs this run treated as public (summary.json): none of them is read off the training data."""
-        c, task = self.config, self.train_set.task
-        classes = ("the task's" if c.train_file is None else "label_words" if c.label_words is not None else
-                   "labels" if c.labels is not None else "the test file's labels" if c.private else
-                   "the training file's labels (a non-private method)")
-        zeroth = c.method in ZEROTH_ORDER
-        return {"n": self.n, "n_rule": self._n_rule(), "label_names": list(task.label_names),
-                "label_words": list(task.label_words), "classes_from": classes, "batch_size": c.batch_size,
-                "steps": c.steps, "epsilon": c.epsilon if c.private else None, "delta": c.delta, "clip": c.clip,
-                "noise_multiplier": self.multiplier, "lr": c.lr, "smoothing": c.smoothing if zeroth else None,
-                "relation": self.relation, "sampler": None if self.sampler is None else c.sampler,
-                "accountant": c.accountant, "max_length": c.max_length, "seed": c.seed}
-
-    def recipe_selection(self) -> str:
-        """How the run's settings were chosen, stated next to ε: the config's statement, else the trainer's."""
-        c = self.config
-        if c.recipe_selection is not None:
-            return c.recipe_selection
-        if not c.private:
-            return "not private (no ε)"
-        head = ZO_RECIPES["head"]
-        if (c.train_file is None and c.task == "SST-2" and c.train == "head" and c.method in ZEROTH_ORDER
-                and all(getattr(c, k) == v for k, v in head.items())):
-            return ("non-private choice on training data; ε excludes it: the head recipe (lr, C, B, λ, T) was "
-                    "chosen by the sweep in docs/results/finetune-defaults on SST-2's test split, beside non-private "
-                    "MeZO runs on SST-2's training data")
-        return ("declared by the caller; ε covers this run's releases, not how its settings were chosen (a choice "
-                "made on the same training data is not covered: tune privately with dpnc.tune)")
-
-    def summary(self, result: Evaluation) -> Summary:
-        c = self.config
-        report = self.accountant.report(c.delta) if self.accountant.releases else None
-        stopped_early = self.step < self.total_steps
-        notes = list(self.notes)
-        if report is not None:   # (a Poisson-sampled ledger has no ρ: not worth a note here)
-            notes += [n for n in report.notes if not n.startswith("rho:")]
-        return Summary(
-            task=self.train_set.task.name, method=c.method, model=c.model, head=c.head, train=c.train,
-            trained_parameters=self.trainable.trained, total_parameters=self.trainable.total, steps=self.step,
-            n=self.n, batch_size=c.batch_size, test_accuracy=result.accuracy, test_loss=result.loss,
-            test_examples=len(self.eval_set()), zero_shot_accuracy=self.zero_shot.accuracy,
-            zero_shot_loss=self.zero_shot.loss, test_correct=result.correct, zero_shot_correct=self.zero_shot.correct,
-            relation=self.relation, sampler=None if self.sampler is None else c.sampler, data=self.data_record(),
-            device=str(self.device), cached_layers=0 if self.train_cache is None else self.train_cache.layers,
-            delta=c.delta, epsilon_rdp=0.0 if report is None else report.epsilon_rdp,
-            epsilon_pld=0.0 if report is None else report.epsilon_pld,
-            epsilon_target=c.epsilon if c.private else None, noise_multiplier=self.multiplier,
-            releases=self.accountant.releases, private=self.private, recipe_selection=self.recipe_selection(),
-            public_inputs=self.public_inputs(), lost_releases=self.lost_releases, stopped_early=stopped_early,
-            notes=notes)
-
-    def private_run_stats(self, wall: float) -> dict:
-        """The run's statistics of the training data (private_train_stats.jsonl only): time, rows, drops."""
-        done = len(self.history)
-        return {"event": "run", "wall_seconds": wall, "seconds_per_step": self._train_seconds / done if done else None,
-                "nonfinite": self.nonfinite, "train_rows": len(self.train_set),
-                "dropped_rows": self.train_set.dropped}
-
-    # --- checkpoints and resume ----------------------------------------------------------------
-
-    def save_checkpoint(self) -> Path:
-        """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise source or sampler."""
-        state = {"version": 2, "config": self.config.to_dict(), "step": self.step,
-                 "model": self.classifier.state_dict(),
-                 "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
-                 "ledger": self.accountant.to_json(), "lost_releases": self.lost_releases, "notes": self.notes}
-        return self.files.save_checkpoint(state, self.step)
-
     def _on_rank_0(self, compute):
         """``compute()`` on rank 0 (or this process alone), its value (or ValueError) on every rank."""
         return compute() if self.group is None else self.group.share(compute)
-
-    def _resume(self) -> None:
-        """Rank 0 resumes from the run folder; under a group the other ranks take its public state."""
-        state = self._on_rank_0(self._resume_here)
-        if self.group is None:
-            return
-        if not self.group.is_source:
-            if self.optimizer is not None:
-                self.optimizer.load_state_dict(state["optimizer"])
-            self.step, self.lost_releases, self.notes = state["step"], state["lost_releases"], state["notes"]
-        # The classifier as rank 0 resumed it (checkpoint, then replayed steps): d numbers, once.
-        self.group.broadcast_parameters_(self.classifier.state_dict().values())
-
-    def _resume_here(self) -> dict:
-        """Load the checkpoint and replay the journal; the public state the other ranks need."""
-        c = self.config
-        state, saved, rows = self.files.load()
-        differ = [f"{k}: {saved.get(k)!r} → {v!r}" for k, v in c.to_dict().items()
-                  if k not in _FREE_FIELDS and saved.get(k) != v]
-        if differ:
-            raise ValueError("cannot resume with a different config (it would change the run or its privacy "
-                             "accounting): " + "; ".join(differ))
-        if state is not None:
-            self.classifier.load_state_dict(state["model"])
-            if self.optimizer is not None:
-                self.optimizer.load_state_dict(state["optimizer"])
-            self.accountant = Accountant.from_json(state["ledger"])
-            if self.optimizer is not None and hasattr(self.optimizer, "accountant"):
-                self.optimizer.accountant = self.accountant
-            self.steps.accountant = self.accountant
-            self.step = state["step"]
-            self.lost_releases, self.notes = state["lost_releases"], list(state["notes"])
-        start = self.step
-        replayed, lost = replay_rows(rows, self.step, zeroth_order=c.method in ZEROTH_ORDER, replay=self._replay,
-                                     record=self.accountant.record)
-        self.lost_releases += lost
-        if replayed or lost:
-            self.notes.append(f"resumed at step {start}{'' if state is not None else ' (no checkpoint)'}: "
-                              f"{replayed} step(s) replayed from the journal, {lost} begun step(s) counted as "
-                              "releases")
-        self.files.metric({"event": "resume", "step": self.step, "replayed": replayed, "lost_releases": lost,
-                           "releases": self.accountant.releases})
-        # A run killed after its last step (before its final checkpoint) is resumed to be finished: evaluated and
-        # saved, with no step left to take. One with nothing to replay has nothing to resume.
-        if self.step_budget == 0 and not (replayed or lost):
-            if c.private:
-                raise ValueError(f"the privacy budget is already spent: the ledger holds {self.accountant.releases} "
-                                 f"releases (ε = {self.epsilon():.4g} by {c.accountant}, target {c.epsilon:g}) of "
-                                 f"the {self.total_steps} that (ε, δ) affords; nothing left to train")
-            raise ValueError(f"the run has already finished: {self.step} of {self.total_steps} steps done and "
-                             f"{self.lost_releases} lost; nothing to resume")
-        if c.checkpoint_dir:
-            self.save_checkpoint()  # fold the journal into the checkpoint
-        return {"optimizer": None if self.optimizer is None else self.optimizer.state_dict(), "step": self.step,
-                "lost_releases": self.lost_releases, "notes": list(self.notes)}
-
-    @torch.no_grad()
-    def _replay(self, seed: int, released: float) -> None:
-        """x ← x − η·c_t·u(seed): a zeroth-order step re-applied from its public seed and released scalar."""
-        try:
-            self.optimizer.replay_(seed, released)
-        except ValueError as error:
-            raise ValueError(f"journal does not match the checkpoint at step {self.step}: {error}") from None
-        self.step += 1
 
     def save_model(self, path: str | Path) -> Path:
         """The fine-tuned encoder + tokenizer (``save_pretrained``) and head, loadable by
