@@ -30,29 +30,16 @@ per-example cross-entropy of these logits, shape (b,): the closure of :class:`dp
 * **Contextual calibration** (``calibrate=True``, default; Zhao et al. 2021): p̄ is the label-word distribution
   (renormalised over the K label words) averaged over the content-free inputs ``"N/A"``, ``""``, ``"[MASK]"``
   written into the same template, computed once when the classifier is built (a buffer, ``prior``, saved with
-  it; it depends only on the public model and template, never on data). Without it this small model says
-  " great" for 98 % of SST-2's test sentences and is at chance, although its ranking carries signal.
+  it; it depends only on the public model and template, never on data). Without it the default model's raw
+  label-word probabilities favour one label word for almost every input, although their ranking carries signal.
 * **Chat template** (``chat=True``): the prompt up to the slot is the user turn of the Instruct model's chat
   template and the label word starts the assistant's turn (``<|im_start|>assistant\\n great``).
 
-Measured zero-shot accuracy on SST-2 test (all 872 examples; in brackets the first 200), SmolLM2-135M-Instruct:
-
-    ==============================  ===============  ===============
-    prompt form                      calibrated       raw log-probs
-    ==============================  ===============  ===============
-    plain template (default)         68.0 % (68.5)    51.6 % (50.5)
-    chat-wrapped (``chat=True``)     56.3 % (54.5)    60.0 % (63.0)
-    ==============================  ===============  ===============
-
-With the default (``"suffix"``) scoring the other tasks are near chance zero-shot, as RoBERTa-large is in the
-paper (RTE 51.4 %): RTE test (277) 54.9 % calibrated, 56.7 % raw (majority class 52.7 %); TREC test (500) 20.8 %
-calibrated, 13.2 % raw (majority 27.6 %). Fine-tuning has to do the work there.
-
-The plain template with calibration is the default (``DEFAULT_CHAT``, ``DEFAULT_CALIBRATE``): the best chat-wrapped
-form (raw, 60.0 %) is 8 points below it, so the Instruct model is used as a plain LM. Measured with::
-
-    clf = build_causal_classifier(get_task("SST-2"), chat=chat)          # max_length 128
-    logits = clf.logits(clf.encode(test.texts))                          # raw: logits + clf.prior
+The default prompt form (``DEFAULT_CHAT``, ``DEFAULT_CALIBRATE``) is the one with the best zero-shot accuracy on
+SST-2's test split among plain or chat-wrapped, calibrated or raw: the plain template with calibration, so the
+Instruct model is used as a plain LM. Zero-shot, RTE and TREC (``"suffix"`` scoring) stay near chance, as
+RoBERTa-large does in the paper: fine-tuning has to do the work there. Measured (SST-2, RTE, TREC, and how):
+docs/results/lm-zero-shot/README.md.
 
 LoRA: ``peft.get_peft_model(classifier.encoder, LoraConfig(target_modules=["q_proj", "v_proj"]))`` (what
 :func:`dpnc.lm.trainable.select_trainable` does for ``train="lora"``) works on the Llama backbone: the LoRA layers
@@ -130,7 +117,7 @@ def load_causal_lm(model: str | Path | None = None):
     The GGUF weights are dequantised to dense float32 ``nn.Linear`` layers (``GgufConfig(dequantize=True)``:
     zeroth-order steps perturb them in place, peft wraps them), and the loaded model then forgets the quantizer,
     so that ``save_pretrained`` writes the dense weights. The tokenizer pads on the right (see the module
-    docstring). Loading the default model takes 13–15 s on 2 CPU cores (tokenizer ~4 s, weights ~10 s).
+    docstring). Load time of the default model: docs/results/lm-zero-shot/README.md.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

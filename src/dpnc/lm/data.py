@@ -44,7 +44,7 @@ Correction / choices where sources disagree:
     * TSV files are split on tabs without quote processing (GLUE files contain unbalanced ``"``); CSV files
       (SST-5, TREC k-shot) use the ``csv`` module's quoting rules.
 
-Data notes (measured on the LM-BFF 512-shot files; the data README has the full checks):
+Data notes (counted in the LM-BFF 512-shot files; the data README has the full checks):
     * TREC's 512-shot ``dev`` has 512/512/0/512/323/384 examples per class (2243): Expression's 86 examples are all
       in ``train``, and Location/Number have fewer than 1024 in the original train set.
     * SST-5 and TREC train/dev share a few sentences (TREC: ~30 per seed) that occur more than once in the

@@ -16,9 +16,8 @@ per-example clipping differentiates.
     template with label word c (§4.2: ``"P? Yes, h"``) — compared with e(``task.input_text(x)``). Costs
     (K + 1) encoder rows per example.
 
-  Measured with all-MiniLM-L6-v2 on SST-2's test split (872): ``"label"`` 71.2 % (72.5 % on a 200-example
-  subset), ``"filled"`` 59.5 % (200), label word alone (``"great"``) 61.0 % (200). On RTE (277) every variant
-  is near chance (45–56 %), as for RoBERTa-large in the paper (51.4 %).
+  The default for single-sentence tasks is the form with the best zero-shot accuracy on SST-2's test split
+  (``"label"``; the label word alone and ``"filled"`` score lower). Measured: docs/results/lm-zero-shot/README.md.
 
 * :class:`LinearHead`: logits = W·e(x) + b. Initialised by default from the label prompts (W_c = s·e_c, b = 0),
   so it starts as the prompt head's zero-shot classifier and then its class vectors move freely;
