@@ -18,18 +18,20 @@ import statistics
 
 import torch
 
+from dpnc.algorithms.base import Setting
 from dpnc.algorithms.menart import AdaptiveGD, KLSpider, ProximalPoint
 from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import ZCDP
 from dpnc.problems.kl import LeastSquares
 
 RHO, D = 0.5, 7
 SETTINGS = {
-    "KL-Spider": (lambda c, n: KLSpider.from_theory(c, rho=RHO), lambda c, n: KLSpider.practical(c, rho=RHO, n=n)),
-    "adaptive GD": (lambda c, n: AdaptiveGD.from_theory(c, rho=RHO),
-                    lambda c, n: AdaptiveGD.practical(c, rho=RHO, n=n)),
-    "proximal point": (lambda c, n: ProximalPoint.from_theory(c, rho=RHO, max_inner_iters=200),
-                       lambda c, n: ProximalPoint.practical(c, rho=RHO, n=n)),
+    "KL-Spider": (lambda s: KLSpider.from_theory(s, ZCDP(RHO)), lambda s: KLSpider.practical(s, ZCDP(RHO))),
+    "adaptive GD": (lambda s: AdaptiveGD.from_theory(s, ZCDP(RHO)),
+                    lambda s: AdaptiveGD.practical(s, ZCDP(RHO))),
+    "proximal point": (lambda s: ProximalPoint.from_theory(s, ZCDP(RHO), max_inner_iters=200),
+                       lambda s: ProximalPoint.practical(s, ZCDP(RHO))),
 }
 
 
@@ -39,7 +41,8 @@ def measure(build, n: int, seeds: int) -> tuple[float, float, float]:
     for seed in range(seeds):
         f = LeastSquares.generate(D, n, seed=seed, noise=0.05, sufficient=True)
         accountant = Accountant()
-        run = build(f.constants, n).run(f, None, noise=NoiseSource(), accountant=accountant)
+        run = build(Setting.of(f)).run(f, None, noise=NoiseSource(), accountant=accountant,
+                                        generator=torch.Generator())
         start.append(float(f.value(torch.zeros(D, dtype=torch.float64))) - f.constants.F_star)
         end.append(float(f.value(run.output)) - f.constants.F_star)
         spent.append(accountant.rho())

@@ -380,13 +380,17 @@ def test_integer_x_and_numpy_inputs_are_accepted():
 
 
 def test_certify_run_uses_the_runs_points_at_twice_its_smoothing_radius():
+    from dpnc.algorithms.base import Setting
     from dpnc.algorithms.ztc import ZhangTranCutkosky
+    from dpnc.privacy.budget import ZCDP
+    from dpnc.problems.base import Constants
     from dpnc.certify import certify_run
     from dpnc.privacy import Accountant, NoiseSource
     from dpnc.problems.nonsmooth import L1Regression
 
     data = L1Regression.synthetic(200, 3, seed=0)
-    config = ZhangTranCutkosky.from_theory(M=200, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0)
+    config = ZhangTranCutkosky.from_theory(Setting(Constants(L0=1.0), 200, 3, gap=1.0), ZCDP.from_rdp_rho(1.0),
+                                           smoothing=0.2)
     run = config.run(data, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
                      accountant=Accountant(), generator=torch.Generator().manual_seed(0), keep_points=True)
     cert = certify_run(run, data, samples=4, generator=torch.Generator().manual_seed(1))

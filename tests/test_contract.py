@@ -5,21 +5,30 @@ with ``from_theory``; invalid configurations are refused at construction, before
 a run returns a ``Run`` whose ledger has one entry per release with sensitivities in real units; the run is
 deterministic given the public seeds, seeded (test) noise and seeded batches; ``report(delta)`` has every
 field, and says "not private" for seeded noise.
+
+The constructors' contract (issue 28): every registered class builds by ``from_theory(setting, budget, **choices)``
+and ``practical(setting, budget, **options)`` on a tiny :class:`~dpnc.algorithms.base.Setting`, runs by
+``run(problem, x0, *, noise, accountant, generator)`` (no defaults), spends at most its budget (the accountant's ε
+at the budget's δ, or its ρ for a zCDP budget), states ``claim()`` and a ``cost(setting)``; and its σ = 0, C = ∞
+twin (where the class has those fields) reports "not private".
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
+import math
 import pkgutil
 
 import pytest
 import torch
 
 import tests.contract
-from dpnc.algorithms.base import Algorithm, Run, Stats
+from dpnc.algorithms.base import Algorithm, Cost, Run, Stats
 from dpnc.algorithms.registry import ALGORITHMS, FAMILIES
 from dpnc.privacy import Accountant, NoiseSource
+from dpnc.privacy.budget import ZCDP
 
 
 def _cases():
@@ -101,3 +110,77 @@ def test_report_has_every_field_and_says_not_private_for_seeded_noise(case):
     assert report.epsilon > 0
     assert report.private is False        # seeded noise (and batches): never private
     assert run.output.shape == run.last.shape
+
+
+# --- the constructors' contract (issue 28) ---------------------------------------------------------------------
+
+
+def _made(cls):
+    """The case that says how to build ``cls`` from its constructors (one per registered class)."""
+    for case in CASES:
+        if type(case.build()) is cls and case.constructors is not None:
+            return case
+    raise AssertionError(f"{cls.__name__} has no contract case with constructors (tests/contract/)")
+
+
+REGISTERED = sorted(ALGORITHMS)
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_every_registered_class_has_the_one_signature(name):
+    cls = ALGORITHMS[name]
+    for method in ("from_theory", "practical"):
+        params = list(inspect.signature(getattr(cls, method)).parameters)
+        assert params[:2] == ["setting", "budget"], (method, params)
+    run = inspect.signature(cls.run).parameters
+    for arg in ("noise", "accountant", "generator"):
+        assert run[arg].kind is inspect.Parameter.KEYWORD_ONLY and run[arg].default is inspect.Parameter.empty
+    assert list(run)[1:3] == ["problem", "x0"]
+
+
+def _spent_within(budget, run: Run) -> None:
+    """ρ of the ledger for a zCDP budget; else ε at the budget's δ by the best accountant that applies (the report's)."""
+    if isinstance(budget, ZCDP):
+        assert run.accountant.rho() <= budget.rho * (1 + 1e-9)
+    else:
+        assert run.report(budget.delta).epsilon <= budget.epsilon * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("constructor", ["from_theory", "practical"])
+@pytest.mark.parametrize("name", REGISTERED)
+def test_constructors_on_a_tiny_setting_spend_at_most_the_budget(name, constructor):
+    cls = ALGORITHMS[name]
+    case = _made(cls)
+    made = case.constructors
+    problem = (made.problem or case.problem)()
+    setting = made.setting(problem)
+    options = made.theory if constructor == "from_theory" else made.practical
+    algorithm = getattr(cls, constructor)(setting, made.budget, **options)
+    assert type(algorithm) is cls
+    cost = algorithm.cost(setting)
+    assert isinstance(cost, Cost) and min(cost.evaluations, cost.gradients, cost.samples) >= 0
+    assert cost.evaluations + cost.gradients > 0 and 0 < cost.samples <= setting.n
+    assert isinstance(algorithm.claim(), str) and algorithm.claim()
+    accountant = Accountant(made.relation)
+    run = algorithm.run(problem, case.x0(problem), noise=NoiseSource.for_testing(0), accountant=accountant,
+                        generator=torch.Generator().manual_seed(0))
+    assert isinstance(run, Run) and run.output.shape == (setting.d,)
+    if cls.private:
+        _spent_within(made.budget, run)
+    else:
+        assert run.report(1e-5).private is False and math.isinf(run.report(1e-5).epsilon)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_the_non_private_twin_says_not_private(case):
+    twin = case.build().non_private()
+    if twin is None:
+        pytest.skip(f"{case.name}: no σ = 0 twin (σ > 0 is required at construction, or set from ρ in the run)")
+    for name in ("noise_multiplier", "C"):
+        if name in {f.name for f in dataclasses.fields(twin)}:
+            assert getattr(twin, name) == (0.0 if name == "noise_multiplier" else math.inf)
+    problem = case.problem()
+    run = case.run(twin, problem, case.x0(problem), NoiseSource(), Accountant(case.relation),
+                   torch.Generator().manual_seed(0))
+    report = run.report(1e-5)
+    assert report.private is False and math.isinf(report.epsilon)

@@ -5,11 +5,15 @@ import math
 import pytest
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
+from dpnc.algorithms.base import Setting
+from dpnc.privacy.budget import Budget
+from dpnc.problems.base import Constants
 from dpnc.algorithms.dpzero.theory import calibrate_noise, dpgd0th_from_theory, dpzero_from_theory
 from dpnc.privacy import dpzero_sigma
 
 N, D, R, L, ELL, EPS, DELTA = 10_000, 100, 5.0, 1.0, 1.0, 2.0, 1e-6
 LG = math.log(math.e + EPS / DELTA)
+SETTING, BUDGET = Setting(Constants(L0=L, L1=ELL), N, D), Budget(EPS, DELTA)   # L = L0 (Lipschitz), ℓ = L1
 
 
 def test_theorem1():
@@ -90,18 +94,18 @@ def test_calibrate_noise_modes():
 
 def test_from_theory_builds_the_configs_the_theorems_prescribe():
     """Each config's from_theory is the theorem calculator's parameters as a frozen Algorithm."""
-    for config, p in ((DPZero.from_theory(n=N, d=D, r=R, L=L, ell=ELL, epsilon=EPS, delta=DELTA),
+    for config, p in ((DPZero.from_theory(SETTING, BUDGET, r=R),
                        dpzero_from_theory(n=N, d=D, r=R, L=L, ell=ELL, epsilon=EPS, delta=DELTA)),
-                      (DPGD0th.from_theory(n=N, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA, r=R),
+                      (DPGD0th.from_theory(SETTING, BUDGET, r=R),
                        dpgd0th_from_theory(n=N, d=D, L=L, ell=ELL, epsilon=EPS, delta=DELTA, r=R))):
         assert (config.eta, config.lam, config.C, config.noise_multiplier, config.steps) == \
             (p.eta, p.lam, p.C, p.noise_multiplier, p.T)
         assert config.family == "dpzero" and config.paper is False
-    sphere = DPZero.from_theory(n=N, d=D, r=R, L=L, ell=ELL, epsilon=EPS, delta=DELTA, direction="sphere")
+    sphere = DPZero.from_theory(SETTING, BUDGET, r=R, direction="sphere")
     assert sphere.direction == "sphere"
-    gd = DPGD.from_theory(n=N, L=L, epsilon=EPS, delta=DELTA, steps=100)
+    gd = DPGD.from_theory(SETTING, BUDGET, steps=100)
     assert gd.C == L and gd.steps == 100 and gd.noise_multiplier == calibrate_noise("paper", EPS, DELTA, 100, N)
     mezo = MeZO.from_theory()
     assert (mezo.eta, mezo.lam, mezo.steps) == (1e-6, 1e-3, 10_000)   # the paper's MeZO baseline (spec §2.6)
     with pytest.raises(ValueError, match="steps must be an integer >= 1"):
-        DPGD.from_theory(n=N, L=L, epsilon=EPS, delta=DELTA, steps=0)
+        DPGD.from_theory(SETTING, BUDGET, steps=0)

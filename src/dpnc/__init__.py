@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["make_private", "__version__"]
+__all__ = ["ALGORITHMS", "Budget", "Setting", "ZCDP", "make_private", "__version__"]
 
 
 def __getattr__(name: str):
@@ -10,4 +10,13 @@ def __getattr__(name: str):
     if name == "make_private":
         from dpnc.engine import make_private
         return make_private
+    if name in ("Budget", "ZCDP"):
+        from dpnc.privacy import budget
+        return getattr(budget, name)
+    if name == "Setting":
+        from dpnc.algorithms.base import Setting
+        return Setting
+    if name == "ALGORITHMS":
+        from dpnc.algorithms.registry import ALGORITHMS
+        return ALGORITHMS
     raise AttributeError(f"module 'dpnc' has no attribute {name!r}")

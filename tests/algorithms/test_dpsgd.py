@@ -5,8 +5,10 @@ import math
 import pytest
 import torch
 
+from dpnc.algorithms.base import Setting
 from dpnc.algorithms.dpzero.dpsgd import DPSGD
 from dpnc.privacy import Accountant, NoiseSource
+from dpnc.privacy.budget import Budget
 from dpnc.privacy.releases import Gaussian, Poisson, Sampled
 from dpnc.problems import LogisticRegression, unit_features
 from dpnc.sampling import FullBatch, PoissonSampler
@@ -21,11 +23,11 @@ def problem():
 
 
 def test_from_theory_spends_at_most_the_target_and_records_every_step(problem):
-    config = DPSGD.from_theory(problem.constants, n=problem.n, epsilon=2.0, delta=1e-5, epochs=2)
+    config = DPSGD.from_theory(Setting.of(problem), Budget(2.0, 1e-5), epochs=2)
     assert config.batch_size == round(math.sqrt(200)) and config.steps == math.ceil(2 * 200 / config.batch_size)
     accountant = Accountant("add/remove")
     run = config.run(problem, torch.zeros(problem.dim, dtype=torch.float64), noise=NoiseSource(),
-                     accountant=accountant)
+                     accountant=accountant, generator=torch.Generator())
     assert len(accountant.ledger) == 1 and accountant.ledger[0].count == config.steps
     release = accountant.ledger[0].release
     assert isinstance(release, Sampled) and isinstance(release.sampling, Poisson)
@@ -51,7 +53,8 @@ def test_sampler_is_secret(problem):
 def test_seeded_batches_mark_the_run_not_private(problem):
     config = DPSGD(eta=0.1, C=1.0, noise_multiplier=1.0, steps=3, batch_size=20)
     run = config.run(problem, torch.zeros(problem.dim, dtype=torch.float64), noise=NoiseSource(),
-                     accountant=Accountant("add/remove"), sampler=PoissonSampler.for_testing(problem.n, 20, seed=1))
+                     accountant=Accountant("add/remove"), sampler=PoissonSampler.for_testing(problem.n, 20, seed=1),
+                     generator=torch.Generator())
     assert not run.report(1e-5).private
 
 
@@ -59,7 +62,7 @@ def test_no_noise_huge_clip_is_plain_gradient_descent(problem):
     """σ = 0, C = ∞, B = n: x_{t+1} = Π(x_t − η∇F(x_t)) exactly; the ledger says not private."""
     config = DPSGD(eta=0.5, C=math.inf, noise_multiplier=0.0, steps=4, batch_size=problem.n)
     run = config.run(problem, torch.zeros(problem.dim, dtype=torch.float64), noise=NoiseSource.for_testing(0),
-                     accountant=Accountant())
+                     accountant=Accountant(), generator=torch.Generator())
     x = torch.zeros(problem.dim, dtype=torch.float64)
     for _ in range(4):
         x = problem.constants.region.project(x - 0.5 * problem.gradient(x))

@@ -52,7 +52,7 @@ class RecordingNoise:
 def _run(config: type, f, *, w0=None, noise=None, accountant=None, relation="replace-one", **fields):
     """``config(**fields).run(f, w0, noise=..., accountant=...)``, the accountant of ``relation`` unless given."""
     accountant = Accountant(relation) if accountant is None else accountant
-    return config(**fields).run(f, w0, noise=noise, accountant=accountant)
+    return config(**fields).run(f, w0, noise=noise, accountant=accountant, generator=torch.Generator())
 
 
 spider = functools.partial(_run, kl.KLSpider)

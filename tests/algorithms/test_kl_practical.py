@@ -22,11 +22,13 @@ import statistics
 import pytest
 import torch
 
+from dpnc.algorithms.base import Setting
 from dpnc.algorithms.menart import AdaptiveGD, KLSpider, ProximalPoint
 from dpnc.algorithms.menart.common import CLIPPED
 from dpnc.algorithms.menart.spider import PRACTICAL, practical_schedule
 from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import ZCDP
 from dpnc.privacy.releases import mean_sensitivity
 from dpnc.problems.kl import LeastSquares, PowerGrowth
 
@@ -42,12 +44,13 @@ def excess(f, w: torch.Tensor) -> float:
 
 
 def runs(build, n: int, *, relation: str = "replace-one", sufficient: bool = True, seeds=SEEDS):
-    """(start excess, final excess, ledger ρ, run) for ``build(constants, n)`` on each seed's problem."""
+    """(start excess, final excess, ledger ρ, run) for ``build(setting)`` on each seed's problem."""
     out = []
     for seed in seeds:
         f = least_squares(n, seed, sufficient=sufficient)
         accountant = Accountant(relation)
-        run = build(f.constants, n).run(f, None, noise=NoiseSource.for_testing(1000 + seed), accountant=accountant)
+        run = build(Setting.of(f)).run(f, None, noise=NoiseSource.for_testing(1000 + seed), accountant=accountant,
+                                        generator=torch.Generator())
         out.append((excess(f, torch.zeros(D, dtype=torch.float64)), excess(f, run.output), accountant.rho(), run))
     return out
 
@@ -61,8 +64,8 @@ def assert_within_budget(results, rho: float = RHO) -> None:
         assert spent <= rho
 
 
-def spider_practical(constants, n):
-    return KLSpider.practical(constants, rho=RHO, n=n)
+def spider_practical(setting):
+    return KLSpider.practical(setting, ZCDP(RHO))
 
 
 # --- KL-Spider ---------------------------------------------------------------------------------------------------
@@ -70,7 +73,7 @@ def spider_practical(constants, n):
 
 def test_spider_theory_makes_no_update_on_least_squares():
     """The diagnosis: Theorem 1's Φfloor is min(…, F0) = F0, so every round's threshold exceeds ‖∇F‖."""
-    (start, end, spent, run), = runs(lambda c, n: KLSpider.from_theory(c, rho=RHO), 20_000, seeds=(0,))
+    (start, end, spent, run), = runs(lambda s: KLSpider.from_theory(s, ZCDP(RHO)), 20_000, seeds=(0,))
     assert run.stats.steps == 0 and end == start
     assert run.stats.schedule.Phi_floor == run.stats.F0
 
@@ -126,8 +129,8 @@ def test_spider_practical_with_differences_stays_within_budget_and_descends():
     f = PowerGrowth(1.5, 5, n=20_000)
     w0 = torch.full((5,), 0.4, dtype=torch.float64)
     accountant = Accountant()
-    run = KLSpider.practical(f.constants, rho=RHO, n=f.n).run(f, w0, noise=NoiseSource.for_testing(7),
-                                                             accountant=accountant)
+    run = KLSpider.practical(Setting.of(f), ZCDP(RHO)).run(f, w0, noise=NoiseSource.for_testing(7),
+                                                             accountant=accountant, generator=torch.Generator())
     assert max(r.T for r in run.stats.schedule.rounds) > 1
     assert RHO * (1 - 1e-8) <= accountant.rho() <= RHO
     assert excess(f, run.output) <= excess(f, w0) / 10
@@ -136,20 +139,20 @@ def test_spider_practical_with_differences_stays_within_budget_and_descends():
 def test_spider_practical_refuses_what_it_cannot_run():
     c = least_squares(2_000, 0).constants
     with pytest.raises(ValueError, match="n must be large enough"):
-        KLSpider.practical(c, rho=RHO, n=1)
+        KLSpider.practical(Setting(c, 1, D), ZCDP(RHO))
     with pytest.raises(ValueError, match="variant"):
         KLSpider(rho=RHO, variant="fast")
     with pytest.raises(ValueError, match="paper must be False"):
-        KLSpider.practical(c, rho=RHO, n=2_000, paper=True)
-    assert KLSpider.from_theory(c, rho=RHO).variant == "theory"
+        KLSpider.practical(Setting(c, 2_000, D), ZCDP(RHO), paper=True)
+    assert KLSpider.from_theory(s, ZCDP(RHO)).variant == "theory"
 
 
 # --- adaptive GD and the proximal point method ------------------------------------------------------------------
 
 
 def test_adaptive_practical_cuts_the_excess_hundredfold_and_beats_theory():
-    practical = runs(lambda c, n: AdaptiveGD.practical(c, rho=RHO, n=n), 20_000)
-    theory = runs(lambda c, n: AdaptiveGD.from_theory(c, rho=RHO), 20_000)
+    practical = runs(lambda s: AdaptiveGD.practical(s, ZCDP(RHO)), 20_000)
+    theory = runs(lambda s: AdaptiveGD.from_theory(s, ZCDP(RHO)), 20_000)
     assert_within_budget(practical)
     assert mean(r[1] for r in practical) <= mean(r[0] for r in practical) / 100
     assert mean(r[1] for r in practical) < mean(r[1] for r in theory)
@@ -157,16 +160,16 @@ def test_adaptive_practical_cuts_the_excess_hundredfold_and_beats_theory():
 
 def test_adaptive_practical_settings():
     c = least_squares(20_000, 0).constants
-    config = AdaptiveGD.practical(c, rho=RHO, n=20_000)
+    config = AdaptiveGD.practical(Setting(c, 20_000, D), ZCDP(RHO))
     H = math.ceil((1 + 2 * c.gamma**2 * c.L1) * math.log(20_000**2 * RHO))
     assert (config.eta, config.ell, config.rho_norm) == (1 / c.L1, 4.0, RHO / (2 * H))
-    assert AdaptiveGD.practical(c, rho=RHO, n=20_000, horizon=10).rho_norm == RHO / 20
+    assert AdaptiveGD.practical(Setting(c, 20_000, D), ZCDP(RHO), horizon=10).rho_norm == RHO / 20
     with pytest.raises(ValueError, match="rho_norm"):
         AdaptiveGD(rho=RHO, rho_norm=RHO)
 
 
 def test_proximal_practical_cuts_the_excess_hundredfold():
-    results = runs(lambda c, n: ProximalPoint.practical(c, rho=RHO, n=n), 20_000)
+    results = runs(lambda s: ProximalPoint.practical(s, ZCDP(RHO)), 20_000)
     assert_within_budget(results)
     assert mean(r[1] for r in results) <= mean(r[0] for r in results) / 100
     assert all(max(r[3].stats.inner_steps) <= 199 for r in results)  # T_A ≤ 200 inner points, T_A − 1 queries

@@ -8,8 +8,33 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Algorithm
+from dpnc.algorithms.base import Algorithm, Setting
+from dpnc.privacy.budget import ZCDP, Budget
 from dpnc.problems.base import Objective
+
+
+@dataclass
+class Constructors:
+    """How the contract test builds an algorithm class from its constructors on a tiny problem.
+
+    Attributes:
+        budget: a small budget in the family's language (Budget (ε, δ) or ZCDP ρ).
+        gap: the setting's bound on F(x0) − inf F (None: the class does not need it).
+        theory: ``from_theory``'s choices (e.g. DPZero's effective rank, ZTC's smoothing).
+        practical: ``practical``'s options.
+        relation: the accountant's neighbouring relation for these runs.
+        problem: the objective for these runs (None: the case's), one whose constants the constructors read.
+    """
+
+    budget: Budget | ZCDP
+    gap: float | None = None
+    theory: dict = field(default_factory=dict)
+    practical: dict = field(default_factory=dict)
+    relation: str = "replace-one"
+    problem: Callable[[], Objective] | None = None
+
+    def setting(self, problem: Objective) -> Setting:
+        return Setting.of(problem, gap=self.gap)
 
 
 @dataclass
@@ -30,6 +55,8 @@ class ContractCase:
         sensitivities: the Δ each ledger entry must carry, in real units, in ledger order (None: not checked,
             e.g. a non-private baseline).
         relation: the accountant's neighbouring relation.
+        constructors: how to build the class by ``from_theory`` and ``practical`` on this case's problem (one case
+            per registered class has it).
     """
 
     name: str
@@ -42,3 +69,4 @@ class ContractCase:
     sensitivities: list[float] | None = None
     relation: str = "replace-one"
     tags: set[str] = field(default_factory=set)
+    constructors: Constructors | None = None

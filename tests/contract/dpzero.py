@@ -8,11 +8,25 @@ import dataclasses
 import torch
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPSGD, DPZero, MeZO
+from dpnc.problems import LogisticRegression, unit_features
 from dpnc.problems.quadratic import Quadratic
 from dpnc.sampling import PoissonSampler
-from tests.contract import ContractCase
+from dpnc.privacy.budget import Budget
+from tests.contract import ContractCase, Constructors
 
 N, D, T, C = 20, 4, 5, 1.0
+BUDGET = Budget(1.0, 1e-5)
+
+
+def _logistic():
+    """A tiny problem with public L0 and L1 (the constructors read them; the quadratic declares no L0)."""
+    gen = torch.Generator().manual_seed(0)
+    a = unit_features(torch.randn(N, D, generator=gen, dtype=torch.float64))
+    return LogisticRegression(a, (a[:, 0] > 0).long(), classes=2, l2=0.01)
+
+
+def _made(**fields) -> Constructors:
+    return Constructors(BUDGET, problem=_logistic, **fields)
 
 
 def _problem():
@@ -49,16 +63,20 @@ MEZO = MeZO(eta=0.1, lam=1e-3, steps=T)
 
 CASES = [
     ContractCase(name="dpzero", build=_builder(DPZERO), invalid=NOISY_INVALID + [{"lam": 0.0}, {"discrete": 1}],
-                 problem=_problem, x0=_x0, run=_run, releases=T, sensitivities=[2 * C / N]),
+                 problem=_problem, x0=_x0, run=_run, releases=T, sensitivities=[2 * C / N],
+                 constructors=_made(theory={"r": 2.0}, practical={"steps": T})),
     ContractCase(name="dpzero-poisson", build=_builder(dataclasses.replace(DPZERO, paper=True)),
                  invalid=NOISY_INVALID, problem=_problem, x0=_x0, run=_run_poisson, releases=T,
                  sensitivities=[C / 5], relation="add/remove"),
     ContractCase(name="dpgd-0th", build=_builder(DPGD0TH), invalid=NOISY_INVALID + [{"lam": -1.0}], problem=_problem,
-                 x0=_x0, run=_run, releases=T, sensitivities=[2 * C / N]),
+                 x0=_x0, run=_run, releases=T, sensitivities=[2 * C / N],
+                 constructors=_made(theory={"r": 2.0}, practical={"steps": T})),
     ContractCase(name="dp-gd", build=_builder(DPGD_), invalid=NOISY_INVALID, problem=_problem, x0=_x0, run=_run,
-                 releases=T, sensitivities=[2 * C / N]),
+                 releases=T, sensitivities=[2 * C / N],
+                 constructors=_made(theory={"steps": T}, practical={"steps": T})),
     ContractCase(name="mezo", build=_builder(MEZO), invalid=COMMON_INVALID + [{"lam": 0.0}], problem=_problem,
-                 x0=_x0, run=_run, releases=T, sensitivities=None),
+                 x0=_x0, run=_run, releases=T, sensitivities=None,
+                 constructors=_made(theory={"steps": T}, practical={"steps": T})),
 ]
 
 DPSGD_ = DPSGD(eta=0.1, C=C, noise_multiplier=1.0, steps=T, batch_size=5)
@@ -73,4 +91,6 @@ CASES.append(ContractCase(name="dp-sgd", build=_builder(DPSGD_),
                           invalid=[{"steps": 0}, {"eta": -0.1}, {"C": 0.0}, {"noise_multiplier": -1.0},
                                    {"batch_size": 0}, {"project": "yes"}],
                           problem=_problem, x0=_x0, run=_run_dpsgd, releases=T, sensitivities=[C / 5],
-                          relation="add/remove"))
+                          relation="add/remove",
+                          constructors=_made(theory={"epochs": 1.0}, practical={"epochs": 1.0},
+                                                    relation="add/remove")))

@@ -14,7 +14,9 @@ import torch
 
 from dpnc.algorithms.menart import AdaptiveGD, AnalysisConstants, KLSpider, ProximalPoint, spider_schedule
 from dpnc.problems.kl import PowerGrowth, SinePL
-from tests.contract import ContractCase
+from dpnc.algorithms.base import Setting
+from dpnc.privacy.budget import ZCDP
+from tests.contract import ContractCase, Constructors
 
 
 def _run(algorithm, problem, x0, noise, accountant, generator):
@@ -36,7 +38,7 @@ SPIDER_ROUNDS = 30  # K of its schedule, every T_k = 1 (checked in the case belo
 
 # proximal point on ‖w‖^1.5 (κ = 3), d = 1, n = 50: T rounds of T_A − 1 = 3 inner queries
 PROX_PROBLEM = PowerGrowth(3.0, 1, n=50)
-PROX = ProximalPoint.from_theory(PROX_PROBLEM.constants, rho=0.1, max_inner_iters=4)
+PROX = ProximalPoint.from_theory(Setting.of(PROX_PROBLEM), ZCDP(0.1), max_inner_iters=4)
 
 # adaptive GD on the sine PL function, n = 100
 ADAPTIVE_PROBLEM = SinePL.generate(2, 100, seed=1, radius=2.0)
@@ -50,7 +52,8 @@ def _spider_case() -> ContractCase:
     return ContractCase(name="kl-spider", build=_builder(SPIDER),
                         invalid=COMMON_INVALID + [{"kappa": 2.5}, {"kappa": 0.5}, {"L1": 0.0}, {"F0": float("nan")}],
                         problem=lambda: SPIDER_PROBLEM, x0=lambda f: torch.tensor([0.7, 0.7], dtype=torch.float64),
-                        run=_run, releases=SPIDER_ROUNDS, sensitivities=[2 * c.L0 / SPIDER_N])
+                        run=_run, releases=SPIDER_ROUNDS, sensitivities=[2 * c.L0 / SPIDER_N],
+                        constructors=Constructors(ZCDP(0.01), gap=0.5))
 
 
 def _prox_case() -> ContractCase:
@@ -60,15 +63,19 @@ def _prox_case() -> ContractCase:
                         invalid=COMMON_INVALID + [{"kappa": 1.5}, {"max_inner_iters": 1}, {"weak_convexity": 0.0},
                                                   {"inner": "noisy-gd"}],
                         problem=lambda: PROX_PROBLEM, x0=lambda f: torch.tensor([0.5], dtype=torch.float64),
-                        run=_run, releases=T * 3, sensitivities=[2 * c.L0 / PROX_PROBLEM.n])
+                        run=_run, releases=T * 3, sensitivities=[2 * c.L0 / PROX_PROBLEM.n],
+                        constructors=Constructors(ZCDP(0.1), theory={"max_inner_iters": 4},
+                                                  practical={"max_inner_iters": 4}))
 
 
 def _adaptive_case(select: bool) -> ContractCase:
-    config = AdaptiveGD.from_theory(ADAPTIVE_PROBLEM.constants, rho=1.0, select=select)
+    config = AdaptiveGD.from_theory(Setting.of(ADAPTIVE_PROBLEM), ZCDP(1.0), select=select)
     return ContractCase(name="adaptive-gd" + ("+select" if select else ""), build=_builder(config),
                         invalid=COMMON_INVALID + [{"L1": float("inf")}, {"strict": None}, {"select": "yes"}],
                         problem=lambda: ADAPTIVE_PROBLEM, x0=lambda f: torch.full((2,), 0.5, dtype=torch.float64),
-                        run=_run, releases=2 if select else 1, sensitivities=None)
+                        run=_run, releases=2 if select else 1, sensitivities=None,
+                        # from_theory(select=False): with select=True Theorem 5's selection spends beyond ρ
+                        constructors=None if select else Constructors(ZCDP(0.5)))
 
 
 CASES = [_spider_case(), _prox_case(), _adaptive_case(False), _adaptive_case(True)]

@@ -10,7 +10,10 @@ import torch
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.ztc import ZhangTranCutkosky, sensitivities
 from dpnc.problems.nonsmooth import L1Regression
-from tests.contract import ContractCase
+from dpnc.algorithms.base import Setting
+from dpnc.privacy.budget import ZCDP, Budget
+from dpnc.problems.base import Constants
+from tests.contract import ContractCase, Constructors
 
 D = 3
 
@@ -37,13 +40,14 @@ COMMON_INVALID = [{"steps": 0}, {"D": -1.0}, {"eta": float("nan")}, {"m": 0}, {"
 
 # --- Zhang–Tran–Cutkosky -------------------------------------------------------------------------------------
 
-ZTC_VR = ZhangTranCutkosky.from_theory(M=120, d=D, L=1.0, delta=0.2, rho=1.0, F_star=1.0)
-ZTC_NAIVE = ZhangTranCutkosky.from_theory(M=120, d=D, L=1.0, delta=0.2, rho=1.0, F_star=1.0, oracle="naive")
+ZTC_SETTING, ZTC_BUDGET = Setting(Constants(L0=1.0), 120, D, gap=1.0), ZCDP.from_rdp_rho(1.0)
+ZTC_VR = ZhangTranCutkosky.from_theory(ZTC_SETTING, ZTC_BUDGET, smoothing=0.2)
+ZTC_NAIVE = ZhangTranCutkosky.from_theory(ZTC_SETTING, ZTC_BUDGET, smoothing=0.2, oracle="naive")
 
 # --- Kornowski–Liu–Talwar ------------------------------------------------------------------------------------
 
-KLT = {oracle: KornowskiLiuTalwar.from_theory(oracle, n=n, d=D, L=1.0, Phi=1.0, alpha=0.1, epsilon=2.0,
-                                              dp_delta=1e-6, m=2, **options)
+KLT = {oracle: KornowskiLiuTalwar.from_theory(Setting(Constants(L0=1.0), n, D, gap=1.0), Budget(2.0, 1e-6),
+                                              smoothing=0.1, oracle=oracle, m=2, **options)
        for oracle, n, options in (("zeroth-order", 200, {}), ("first-order", 200, {}),
                                   ("multi-pass", 40, {"max_steps": 6}))}
 KLT_INVALID = COMMON_INVALID + [{"alpha": 0.0}, {"sigma_anchor": -1.0}, {"epsilon": 0.0}, {"dp_delta": 1.5},
@@ -58,8 +62,10 @@ def _ztc_case(name, config):
         releases, delta = config.steps, 2 * D * 1.0 / config.B1
     invalid = COMMON_INVALID + [{"delta": 0.0}, {"rho": float("inf")}, {"sigma": 0.0}]
     invalid += [{"B1": 1, "B2": 4}] if config.oracle == "variance-reduced" else [{"B2": config.B1 + 1}]
+    made = Constructors(Budget(2.0, 1e-6), gap=1.0, theory={"smoothing": 0.2, "oracle": config.oracle},
+                        practical={"travel": 1.0, "m": 2}) if config.oracle == "variance-reduced" else None
     return ContractCase(name=name, build=_builder(config), invalid=invalid, problem=_problem(config.samples),
-                        x0=_x0, run=_run, releases=releases, sensitivities=[delta])
+                        x0=_x0, run=_run, releases=releases, sensitivities=[delta], constructors=made)
 
 
 def _klt_case(oracle, config):
@@ -73,8 +79,10 @@ def _klt_case(oracle, config):
     else:
         releases, ledger = config.anchors, [max(config.s_anchor, config.s_increment)]
         invalid = KLT_INVALID
+    made = Constructors(Budget(2.0, 1e-6), gap=1.0, theory={"smoothing": 0.1, "m": 2},
+                        practical={"travel": 1.0, "m": 2}) if oracle == "zeroth-order" else None
     return ContractCase(name=f"klt-{oracle}", build=_builder(config), invalid=invalid, problem=_problem(n), x0=_x0,
-                        run=_run, releases=releases, sensitivities=ledger)
+                        run=_run, releases=releases, sensitivities=ledger, constructors=made)
 
 
 CASES = [_ztc_case("zo-o2nc-variance-reduced", ZTC_VR), _ztc_case("zo-o2nc-naive", ZTC_NAIVE)]

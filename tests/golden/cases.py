@@ -34,10 +34,13 @@ from dpnc import optim
 from dpnc.algorithms import menart as kl
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.ztc import ZhangTranCutkosky
+from dpnc.algorithms.base import Setting
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
+from dpnc.privacy.budget import ZCDP, Budget
 from dpnc.problems import Quadratic
 from dpnc.problems import kl as klp
+from dpnc.problems.base import Constants
 from dpnc.problems.nonsmooth import L1Regression
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 
@@ -236,7 +239,8 @@ def _o2nc_result(run) -> dict[str, Value]:
 
 def _zo_o2nc(oracle: str):
     problem = L1Regression.synthetic(200, 3, seed=0)
-    config = ZhangTranCutkosky.from_theory(M=200, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0, oracle=oracle)
+    config = ZhangTranCutkosky.from_theory(Setting(Constants(L0=1.0), 200, 3, gap=1.0), ZCDP.from_rdp_rho(1.0),
+                                           smoothing=0.2, oracle=oracle)
     run = config.run(problem, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
                      accountant=Accountant(), generator=_gen(0))
     return {**_o2nc_result(run), "T": float(config.period), "K": float(config.epochs), "sigma": config.sigma,
@@ -256,8 +260,8 @@ def case_zo_o2nc_naive():
 
 def _klt(oracle: str, n: int, **kwargs):
     problem = L1Regression.synthetic(n, 3, seed=0)
-    config = KornowskiLiuTalwar.from_theory(oracle, n=n, d=3, L=1.0, Phi=1.0, alpha=0.1, epsilon=2.0, dp_delta=1e-6,
-                                            **kwargs)
+    config = KornowskiLiuTalwar.from_theory(Setting(Constants(L0=1.0), n, 3, gap=1.0), Budget(2.0, 1e-6),
+                                            smoothing=0.1, oracle=oracle, **kwargs)
     run = config.run(problem, torch.ones(3, dtype=torch.float64), noise=NoiseSource.for_testing(1),
                      accountant=Accountant("replace-one"), generator=_gen(5))
     return {**_o2nc_result(run), "T": float(config.steps), "M": float(config.block),
@@ -292,35 +296,40 @@ def _kl_result(run, *keys: str) -> dict[str, Value]:
 
 def case_kl_spider_least_squares():
     f = klp.LeastSquares.generate(3, 200, seed=0)
-    run = kl.KLSpider(rho=1.0).run(f, None, noise=NoiseSource.for_testing(0), accountant=Accountant())
+    run = kl.KLSpider(rho=1.0).run(f, None, noise=NoiseSource.for_testing(0), accountant=Accountant(),
+        generator=torch.Generator())
     return _kl_result(run, "updates", "rounds_stopped_early", "F0", "bound", "queries")
 
 
 def case_kl_spider_power_growth():
     """Data-free, so n = 10⁶ is cheap; the run takes 76 steps (the least-squares case above stops every round)."""
     f = klp.PowerGrowth(1.5, 2, n=10**6)
-    run = kl.KLSpider(rho=1.0).run(f, f.w_star + 0.6, noise=NoiseSource.for_testing(0), accountant=Accountant())
+    run = kl.KLSpider(rho=1.0).run(f, f.w_star + 0.6, noise=NoiseSource.for_testing(0), accountant=Accountant(),
+        generator=torch.Generator())
     return _kl_result(run, "updates", "rounds_stopped_early", "F0", "bound", "queries")
 
 
 def case_kl_proximal_point():
     f = klp.PowerGrowth(3.0, 2, n=200, radius=1.0)
     run = kl.ProximalPoint(rho=1.0, beta=0.1, max_inner_iters=30).run(
-        f, torch.tensor([0.5, -0.3], dtype=torch.float64), noise=NoiseSource.for_testing(0), accountant=Accountant())
+        f, torch.tensor([0.5, -0.3], dtype=torch.float64), noise=NoiseSource.for_testing(0), accountant=Accountant(),
+        generator=torch.Generator())
     return _kl_result(run, "T", "inner_steps", "inner_max_distance", "queries")
 
 
 def case_kl_adaptive_gd():
     f = klp.SinePL.generate(4, 500, seed=1, radius=2.0)
     run = kl.AdaptiveGD(rho=1.0).run(f, torch.full((4,), 0.5, dtype=torch.float64), noise=NoiseSource.for_testing(0),
-                                     accountant=Accountant())
+                                     accountant=Accountant(),
+        generator=torch.Generator())
     return _kl_result(run, "ell", "sigma_hat", "sigmas", "charges", "filter", "steps", "queries")
 
 
 def case_kl_adaptive_gd_select():
     f = klp.SinePL.generate(4, 500, seed=1, radius=2.0)
     run = kl.AdaptiveGD(rho=1.0, select=True).run(f, torch.full((4,), 0.5, dtype=torch.float64),
-                                                  noise=NoiseSource.for_testing(0), accountant=Accountant())
+                                                  noise=NoiseSource.for_testing(0), accountant=Accountant(),
+        generator=torch.Generator())
     return _kl_result(run, "sigmas", "charges", "steps", "selected")
 
 

@@ -3,7 +3,14 @@
 An algorithm is a **frozen config**: its hyper-parameters, checked when it is built (before any data is
 touched), plus
 
-* ``from_theory(...)``: a classmethod that sets the parameters from the paper's theorem;
+* ``from_theory(setting, budget, **choices)``: a classmethod that sets the parameters from the paper's theorem
+  for a :class:`Setting` (the public constants, n, d, the gap bound) and a budget
+  (:class:`~dpnc.privacy.budget.Budget` (ε, δ) or :class:`~dpnc.privacy.budget.ZCDP` ρ), converted once, in the
+  paper's own language (DPZero, KLT: (ε, δ); ZTC: its ρ = ``to_zcdp().rdp_rho``; Menart: zCDP ρ). The privacy δ
+  exists only inside the budget; smoothing radii are called ``smoothing``; F(x0) − inf F is bounded by ``gap``;
+* ``practical(setting, budget, **options)``: documented practical settings (no theorem attached), same budget;
+* ``cost(setting) -> Cost``: the work of one run (function evaluations, gradients, examples read), known from
+  the config and the setting before running; ``claim() -> str``: the paper's privacy statement;
 * ``paper: bool``: ``False`` (the default) runs the spec's corrected form, ``True`` the printed one where
   they differ (the specs' "Ambiguities" list each difference);
 * ``run(problem, x0, *, noise, accountant, generator, ...) -> Run``: one run on an objective of
@@ -27,11 +34,76 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from dpnc.privacy.accountant import Accountant, PrivacyReport
+from dpnc.privacy.budget import ZCDP, Budget
+
+if TYPE_CHECKING:
+    from dpnc.problems.base import Constants
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What is public about a problem: declared constants, n, d, and a bound on F(x0) − inf F.
+
+    Never read off the private data; every constructor (``from_theory``, ``practical``) reads its constants here.
+
+    Attributes:
+        constants: the objective's public :class:`~dpnc.problems.base.Constants`.
+        n: the dataset size (public); d: the dimension.
+        gap: a public bound on F(x0) − inf F (one name for DPZero's/KLT's Φ, ZTC's F*, Menart's F0), or None.
+    """
+
+    constants: Constants
+    n: int
+    d: int
+    gap: float | None = None
+
+    def __post_init__(self) -> None:
+        check_integer(n=self.n, d=self.d)
+        if self.gap is not None:
+            check_positive(gap=self.gap)
+
+    @classmethod
+    def of(cls, problem, *, gap: float | None = None) -> Setting:
+        """The setting of an :class:`~dpnc.problems.base.Objective`: its constants, n and dim (all public)."""
+        return cls(problem.constants, int(problem.n), int(problem.dim), gap)
+
+    def require_gap(self, who: str) -> float:
+        """``gap``, refused when None (a constructor whose rule needs it)."""
+        if self.gap is None:
+            raise ValueError(f"{who} needs setting.gap, a public bound on F(x0) − inf F; got None")
+        return float(self.gap)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The work of one run, known before running: per-example function evaluations, per-example gradients and
+    examples read (for methods that may stop early, the most the schedule allows)."""
+
+    evaluations: int = 0
+    gradients: int = 0
+    samples: int = 0
+
+
+def approximate(budget, who: str) -> Budget:
+    """The (ε, δ) budget of a family whose paper speaks (ε, δ) (DPZero, KLT, the practical O2NC rules)."""
+    if isinstance(budget, Budget):
+        return budget
+    raise TypeError(f"{who} takes an (ε, δ) Budget (its paper's language); got {budget!r}")
+
+
+def zcdp(budget) -> ZCDP:
+    """The zCDP budget of a family whose paper speaks ρ: a :class:`ZCDP` as is, a :class:`Budget` by the optimal
+    conversion (the largest ρ whose zCDP guarantee implies (ε, δ))."""
+    if isinstance(budget, ZCDP):
+        return budget
+    if isinstance(budget, Budget):
+        return budget.to_zcdp()
+    raise TypeError(f"budget must be a Budget (ε, δ) or a ZCDP (ρ); got {budget!r}")
 
 
 @dataclass
@@ -92,22 +164,45 @@ class Algorithm(ABC):
 
     Subclasses set ``name`` and ``family``, validate their fields in ``__post_init__`` with
     :func:`check_positive`/:func:`check_integer` (so invalid configurations fail at construction), and
-    implement :meth:`from_theory` and :meth:`run`.
+    implement :meth:`from_theory`, :meth:`practical`, :meth:`run`, :meth:`claim` and :meth:`cost`.
+
+    ``private`` is False for a class that never spends a budget (MeZO): its constructors accept a budget (or None)
+    and ignore it, and its runs report "not private". :meth:`non_private` gives the σ = 0, C = ∞ twin of a
+    config where the class has those fields (None where it has not).
     """
 
     name: ClassVar[str]
     family: ClassVar[str]
+    private: ClassVar[bool] = True
     paper = False   # a config with a printed form that differs from the corrected one declares a field instead
 
     @classmethod
     @abstractmethod
-    def from_theory(cls, *args, **kwargs) -> Algorithm:
-        """The parameters the paper's theorem prescribes."""
+    def from_theory(cls, setting: Setting, budget: Budget | ZCDP, **choices) -> Algorithm:
+        """The parameters the paper's theorem prescribes for ``setting`` and ``budget``."""
+
+    @classmethod
+    @abstractmethod
+    def practical(cls, setting: Setting, budget: Budget | ZCDP, **options) -> Algorithm:
+        """Documented practical settings for ``setting`` and ``budget`` (privacy exact, no theorem attached)."""
 
     @abstractmethod
     def run(self, problem, x0: torch.Tensor, *, noise, accountant: Accountant, generator: torch.Generator,
             **options) -> Run:
         """One run from ``x0``; every release goes to ``accountant``."""
+
+    @abstractmethod
+    def claim(self) -> str:
+        """The paper's privacy statement for this config."""
+
+    @abstractmethod
+    def cost(self, setting: Setting) -> Cost:
+        """The work of one run on a problem of ``setting`` (before running)."""
+
+    def non_private(self) -> Algorithm | None:
+        """The σ = 0, C = ∞ twin of this config (its report says not private), or None where the class has no
+        such fields."""
+        return None
 
 
 def check_positive(allow_zero: bool = False, allow_inf: bool = False, **values: float) -> None:

@@ -286,6 +286,10 @@ class O2NCAlgorithm(Algorithm):
         """The paper's privacy statement for this config."""
         raise NotImplementedError
 
+    def claim(self) -> str:
+        """The paper's privacy statement for this config (:meth:`paper_claim`)."""
+        return self.paper_claim()
+
     def privacy_notes(self) -> list[str]:
         """What the guarantee rests on, for the report."""
         return []

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms import menart as kl
+from dpnc.algorithms.base import Setting
 from dpnc.algorithms.menart.proximal import proximal_point_rounds, statistical_inner_steps
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import rho_to_epsilon
+from dpnc.privacy.budget import ZCDP, rho_to_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.kl import PowerGrowth, PseudoHuber, Quadratic, SinePL, lower_bound_cor1, lower_bound_thm8
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
@@ -294,7 +295,7 @@ def run_one(config: KLRatesConfig, task: KLTask) -> KLRow:
     select = algorithm == "adaptive-gd+select"
     rho_run = rho * SELECT_SHARE if select else rho
     if algorithm == "kl-spider":
-        method = kl.KLSpider.from_theory(c, rho=rho, beta=config.beta)
+        method = kl.KLSpider.from_theory(Setting.of(f), ZCDP(rho), beta=config.beta)
     elif algorithm == "proximal-point":
         # the rule's T_A for this run's rounds (each gets ρ/T and β/T), times the check's factor, capped
         T = proximal_point_rounds(n=n, d=d, rho=rho, gamma=gamma, kappa=kappa, L0=L0,
@@ -302,10 +303,11 @@ def run_one(config: KLRatesConfig, task: KLTask) -> KLRow:
         inner_rule = statistical_inner_steps(n=n, d=d, rho=rho / T, beta=config.beta / T,
                                              scale=config.inner_scale * task.inner_factor)
         inner_steps = min(inner_rule, config.max_inner_iters)
-        method = kl.ProximalPoint.from_theory(c, rho=rho, beta=config.beta, max_inner_iters=inner_steps)
+        method = kl.ProximalPoint.from_theory(Setting.of(f), ZCDP(rho), beta=config.beta,
+                                              max_inner_iters=inner_steps)
     else:
-        method = kl.AdaptiveGD.from_theory(c, rho=rho_run, beta=config.beta, select=select)
-    result = method.run(f, w0, noise=noise, accountant=Accountant())
+        method = kl.AdaptiveGD.from_theory(Setting.of(f), ZCDP(rho_run), beta=config.beta, select=select)
+    result = method.run(f, w0, noise=noise, accountant=Accountant(), generator=torch.Generator())
     seconds = time.perf_counter() - tic
     steps, regime = result.stats.steps, "κ"
     if algorithm == "kl-spider":

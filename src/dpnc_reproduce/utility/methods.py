@@ -283,7 +283,8 @@ def tuned(factory: Factory, relation: str):
         def candidate(scale):
             def run(accountant, noise):
                 config_ = dataclasses.replace(base, eta=base.eta * scale, noise_multiplier=m)
-                r = config_.run(inst.train, inst.x0, noise=noise, accountant=accountant)
+                r = config_.run(inst.train, inst.x0, noise=noise, accountant=accountant,
+                                generator=torch.Generator())
                 score = tune.private_score(inst.train.losses_at(r.output, index), bound=bound, noise_multiplier=m,
                                            noise=noise, accountant=accountant)
                 return r, score

@@ -23,6 +23,7 @@ where Δ = 2C/B is the replace-one sensitivity of a mean of B clipped terms (C/B
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,12 +31,14 @@ from typing import ClassVar
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Run, Stats, check_choice, check_integer, check_positive
+from dpnc.algorithms.base import (Algorithm, Cost, Run, Setting, Stats, approximate, check_choice, check_integer,
+                                  check_positive)
 from dpnc.algorithms.dpzero.theory import (ACCOUNTING, TheoryParameters, calibrate_noise, dpgd0th_from_theory,
                                            dpzero_from_theory, paper_claim)
 from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
 from dpnc.estimators import ClosedForm, TwoPoint, objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import noise_multiplier
 from dpnc.privacy.mean import private_mean, release_sum
 from dpnc.privacy.noise import NoiseSource
@@ -145,6 +148,19 @@ class _ZerothOrderFamily(Algorithm):
         return (f"(ε, δ)-DP for every ε, δ with 2√(2T·log(e + ε/δ))/ε ≤ σ/Δ = {m:.4g}, T = {self.steps} "
                 "(Lemma 2.2, advanced composition; full batch, replace-one)")
 
+    def cost(self, setting: Setting) -> Cost:
+        """T full-batch steps on n examples: 2n function evaluations a step (zeroth order) or n gradients (DP-GD);
+        a subsampled sampler reads fewer."""
+        per_step = setting.n * (2 if self.per_example == "evaluations" else 1)
+        return Cost(evaluations=per_step * self.steps if self.per_example == "evaluations" else 0,
+                    gradients=per_step * self.steps if self.per_example == "gradients" else 0, samples=setting.n)
+
+    def non_private(self) -> _ZerothOrderFamily:
+        """The σ = 0, C = ∞ twin (its releases carry no noise: the report says not private)."""
+        names = {f.name for f in dataclasses.fields(self)}
+        twin = {"noise_multiplier": 0.0, "C": math.inf}
+        return dataclasses.replace(self, **{k: v for k, v in twin.items() if k in names})
+
     def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
             generator: torch.Generator, sampler: Sampler | None = None,
             callback: Callable[[int, StepLog], None] | None = None) -> Run:
@@ -190,14 +206,13 @@ class _ZerothOrderFamily(Algorithm):
                    private=private, notes=notes)
 
 
-def practical_step(constants, *, steps: int, Phi: float | None) -> float:
+def practical_step(constants, *, steps: int, gap: float | None) -> float:
     """The practical first-order step: 1/L1 on a smooth objective, else Φ/(L0²√T) (the distance Φ/L0 that a drop of
-    Φ allows, spread over √T steps); Φ ≥ F(x0) − inf F is public."""
-    return 1 / constants.L1 if constants.L1 is not None else Phi / (constants.L0**2 * math.sqrt(steps))
+    Φ allows, spread over √T steps); Φ = ``gap`` ≥ F(x0) − inf F is public."""
+    return 1 / constants.L1 if constants.L1 is not None else gap / (constants.L0**2 * math.sqrt(steps))
 
 
-def practical_parameters(constants, *, d: int, epsilon: float, delta: float, steps: int, Phi: float | None,
-                         zeroth_order: bool) -> dict:
+def practical_parameters(setting: Setting, budget: Budget, *, steps: int, zeroth_order: bool) -> dict:
     """The practical settings of the DPZero family (full batch): a documented rule, no theorem attached.
 
     C = L0 (a per-example gradient, or the scalar uᵀ∇f ~ N(0, ‖∇f‖²), is of size L0 at most where the public
@@ -205,19 +220,31 @@ def practical_parameters(constants, *, d: int, epsilon: float, delta: float, ste
     subgradient step Φ/(L0²√T) with Φ ≥ F(x0) − inf F public (the distance Φ/L0 spread over √T steps); divided
     by d + 2 for a zeroth-order estimate (E‖u uᵀ∇f‖² = (d + 2)‖∇f‖² for Gaussian u: the same expected progress
     per step needs a d + 2 times smaller step); σ/Δ the smallest the RDP accountant finds (ε, δ)-DP for T
-    full-batch Gaussian releases (tighter than the papers' advanced composition). Read only from public inputs.
+    full-batch Gaussian releases (tighter than the papers' advanced composition). Read only from public inputs:
+    the setting's constants, d and gap (Φ), the budget's (ε, δ) and ``steps``.
     """
-    check_integer(d=d, steps=steps)
+    budget = approximate(budget, "the DPZero family")
+    d, constants, gap = setting.d, setting.constants, setting.gap
+    check_integer(steps=steps)
     L0, L1 = constants.L0, constants.L1
     if L0 is None:
         raise ValueError("practical settings need the public per-example Lipschitz constant constants.L0")
-    if L1 is None and Phi is None:
-        raise ValueError("practical settings need constants.L1 (smooth) or Phi ≥ F(x0) − inf F (nonsmooth)")
-    if Phi is not None:
-        check_positive(Phi=Phi)
-    eta = practical_step(constants, steps=steps, Phi=Phi)
+    if L1 is None and gap is None:
+        raise ValueError("practical settings need constants.L1 (smooth) or gap ≥ F(x0) − inf F (nonsmooth)")
+    eta = practical_step(constants, steps=steps, gap=gap)
     return {"eta": eta / (d + 2 if zeroth_order else 1), "C": float(L0), "steps": steps,
-            "noise_multiplier": noise_multiplier(epsilon, delta, 1.0, steps)}
+            "noise_multiplier": noise_multiplier(budget.epsilon, budget.delta, 1.0, steps)}
+
+
+def theory_inputs(setting: Setting, budget: Budget, who: str) -> dict:
+    """What the DPZero paper's theorems read: n, d, L = L0 (per-example Lipschitz), ℓ = L1 (smoothness), (ε, δ)."""
+    budget = approximate(budget, who)
+    c = setting.constants
+    if c.L0 is None or c.L1 is None:
+        raise ValueError(f"{who}'s theorem needs constants.L0 (Lipschitz, its L) and constants.L1 (smoothness, its "
+                         f"ℓ); got L0={c.L0!r}, L1={c.L1!r}")
+    return {"n": setting.n, "d": setting.d, "L": c.L0, "ell": c.L1, "epsilon": budget.epsilon,
+            "delta": budget.delta}
 
 
 def finite_pairs(diffs: TwoPoint) -> tuple[TwoPoint, torch.Tensor]:
@@ -283,20 +310,20 @@ class DPZero(_ZerothOrderFamily):
         self._check_common()
 
     @classmethod
-    def from_theory(cls, *, n: int, d: int, r: float, L: float, ell: float, epsilon: float, delta: float,
-                    kappa: float | None = None, **options) -> DPZero:
-        """Theorem 3 (A3.5) or, with the PL condition number κ, Corollary F.4; see
-        :func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`. ``options``: other fields (direction …)."""
-        p = dpzero_from_theory(n=n, d=d, r=r, L=L, ell=ell, epsilon=epsilon, delta=delta, kappa=kappa)
+    def from_theory(cls, setting: Setting, budget: Budget, *, r: float, kappa: float | None = None,
+                    **options) -> DPZero:
+        """Theorem 3 (A3.5) for the effective rank ``r`` or, with the PL condition number κ = ℓ/μ (``kappa``, not
+        the KL exponent of the constants), Corollary F.4; see :func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`
+        (L = constants.L0, ℓ = constants.L1, (ε, δ) = the budget). ``options``: other fields (direction …)."""
+        p = dpzero_from_theory(**theory_inputs(setting, budget, "DPZero"), r=r, kappa=kappa)
         return cls(eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options)
 
     @classmethod
-    def practical(cls, constants, *, d: int, epsilon: float, delta: float, steps: int = 1000,
-                  Phi: float | None = None, lam: float = 1e-3, **options) -> DPZero:
+    def practical(cls, setting: Setting, budget: Budget, *, steps: int = 1000, lam: float = 1e-3,
+                  **options) -> DPZero:
         """Practical settings (:func:`practical_parameters`, zeroth order; λ = ``lam``): privacy exact (σ by the
         accountant for the T releases), no theorem's utility guarantee (Theorem 3's η, C, T are not used)."""
-        return cls(lam=lam, **practical_parameters(constants, d=d, epsilon=epsilon, delta=delta, steps=steps,
-                                                   Phi=Phi, zeroth_order=True), **options)
+        return cls(lam=lam, **practical_parameters(setting, budget, steps=steps, zeroth_order=True), **options)
 
     def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
@@ -336,11 +363,27 @@ class MeZO(_ZerothOrderFamily):
         _check("lam", self.lam)
         self._check_common()
 
+    private: ClassVar[bool] = False
+
     @classmethod
-    def from_theory(cls, *, steps: int = 10_000, **options) -> MeZO:
+    def from_theory(cls, setting: Setting | None = None, budget=None, *, steps: int = 10_000, **options) -> MeZO:
         """MeZO has no theorem in these papers; this is the DPZero paper's MeZO baseline (spec §2.6):
-        λ = 10⁻³, α = 10⁻⁶ (its best learning rate), T = 10 000 steps (B = 64 is the sampler's)."""
+        λ = 10⁻³, α = 10⁻⁶ (its best learning rate), T = 10 000 steps (B = 64 is the sampler's). Not private:
+        ``setting`` and ``budget`` are not read (None allowed)."""
         return cls(**{"eta": 1e-6, "lam": 1e-3, "steps": steps, **options})
+
+    @classmethod
+    def practical(cls, setting: Setting, budget=None, *, steps: int = 1000, lam: float = 1e-3, **options) -> MeZO:
+        """DPZero's practical step and λ without noise (:func:`practical_parameters`' η, zeroth order); the budget
+        is not read (None allowed): MeZO spends no budget and its report says not private."""
+        c = setting.constants
+        if c.L0 is None and c.L1 is None:
+            raise ValueError("practical settings need constants.L1 (smooth) or L0 and gap (nonsmooth)")
+        if c.L1 is None and setting.gap is None:
+            raise ValueError("practical settings need constants.L1 (smooth) or gap ≥ F(x0) − inf F (nonsmooth)")
+        check_integer(steps=steps)
+        eta = practical_step(c, steps=steps, gap=setting.gap) / (setting.d + 2)
+        return cls(**{"eta": eta, "lam": lam, "steps": steps, **options})
 
     def claim(self) -> str:
         return "not private (MeZO releases its two-point difference without noise)"
@@ -384,21 +427,20 @@ class DPGD0th(_ZerothOrderFamily):
         self._check_common()
 
     @classmethod
-    def from_theory(cls, *, n: int, d: int, L: float, ell: float, epsilon: float, delta: float,
-                    r: float | None = None, kappa: float | None = None, **options) -> DPGD0th:
-        """Theorem 1 (A3.1), Theorem 2 (effective rank r), Corollaries F.2/F.3 (PL, κ); see
+    def from_theory(cls, setting: Setting, budget: Budget, *, r: float | None = None, kappa: float | None = None,
+                    **options) -> DPGD0th:
+        """Theorem 1 (A3.1), Theorem 2 (effective rank r), Corollaries F.2/F.3 (PL condition number κ); see
         :func:`~dpnc.algorithms.dpzero.theory.dpgd0th_from_theory` (C = Ld: clipping never happens)."""
-        p = dpgd0th_from_theory(n=n, d=d, L=L, ell=ell, epsilon=epsilon, delta=delta, r=r, kappa=kappa)
+        p = dpgd0th_from_theory(**theory_inputs(setting, budget, "DPGD-0th"), r=r, kappa=kappa)
         return cls(eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options)
 
     @classmethod
-    def practical(cls, constants, *, d: int, epsilon: float, delta: float, steps: int = 1000,
-                  Phi: float | None = None, lam: float = 1e-3, **options) -> DPGD0th:
+    def practical(cls, setting: Setting, budget: Budget, *, steps: int = 1000, lam: float = 1e-3,
+                  **options) -> DPGD0th:
         """Practical settings as :meth:`DPZero.practical`, but C = L0·√(d + 2): the clipped vector is g_i = a_i·u,
         whose typical norm is √(E‖a_i u‖²) = √(d + 2)·‖∇f_i‖ for Gaussian u (Theorem 1 takes the worst case, L·d)."""
-        p = practical_parameters(constants, d=d, epsilon=epsilon, delta=delta, steps=steps, Phi=Phi,
-                                 zeroth_order=True)
-        return cls(lam=lam, **{**p, "C": p["C"] * math.sqrt(d + 2)}, **options)
+        p = practical_parameters(setting, budget, steps=steps, zeroth_order=True)
+        return cls(lam=lam, **{**p, "C": p["C"] * math.sqrt(setting.d + 2)}, **options)
 
     def step(self, space: FlatSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant) -> StepLog:
@@ -446,23 +488,23 @@ class DPGD(_ZerothOrderFamily):
         self._check_common()
 
     @classmethod
-    def from_theory(cls, *, n: int, L: float, epsilon: float, delta: float, steps: int, **options) -> DPGD:
-        """The spec gives DP-GD no theorem of its own (§2.2): C = L (then clipping never happens, since
-        ‖∇f‖ ≤ L) and the paper's noise for (ε, δ) after ``steps`` full-batch steps (Lemma 2.2); the step size
-        is the user's (``eta`` in ``options``, default 1/√steps)."""
+    def from_theory(cls, setting: Setting, budget: Budget, *, steps: int, **options) -> DPGD:
+        """The spec gives DP-GD no theorem of its own (§2.2): C = L = constants.L0 (then clipping never happens,
+        since ‖∇f‖ ≤ L) and the paper's noise for (ε, δ) after ``steps`` full-batch steps (Lemma 2.2); the step
+        size is the user's (``eta`` in ``options``, default 1/√steps)."""
+        budget = approximate(budget, "DP-GD")
         check_integer(steps=steps)
-        check_positive(L=L)
-        multiplier = calibrate_noise("paper", epsilon, delta, steps, n)
+        L = setting.constants.L0
+        check_positive(L0=L)
+        multiplier = calibrate_noise("paper", budget.epsilon, budget.delta, steps, setting.n)
         return cls(**{"eta": 1 / steps**0.5, "C": float(L), "noise_multiplier": multiplier, "steps": steps,
                       **options})
 
     @classmethod
-    def practical(cls, constants, *, d: int, epsilon: float, delta: float, steps: int = 100,
-                  Phi: float | None = None, **options) -> DPGD:
-        """Practical settings (:func:`practical_parameters`, first order: η = 1/L1, or Φ/(L0²√T) if nonsmooth;
-        C = L0; σ by the accountant): privacy exact, no theorem attached."""
-        return cls(**practical_parameters(constants, d=d, epsilon=epsilon, delta=delta, steps=steps, Phi=Phi,
-                                          zeroth_order=False), **options)
+    def practical(cls, setting: Setting, budget: Budget, *, steps: int = 100, **options) -> DPGD:
+        """Practical settings (:func:`practical_parameters`, first order: η = 1/L1, or Φ/(L0²√T) if nonsmooth with
+        Φ = ``setting.gap``; C = L0; σ by the accountant): privacy exact, no theorem attached."""
+        return cls(**practical_parameters(setting, budget, steps=steps, zeroth_order=False), **options)
 
     def _closure(self, problem, space):
         return lambda x, C, batch: objective_clipped_sum(problem, x, C, batch)

@@ -26,6 +26,7 @@ relation.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -34,10 +35,11 @@ from typing import ClassVar
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Run, Stats, check_integer, check_positive
+from dpnc.algorithms.base import Algorithm, Cost, Run, Setting, Stats, approximate, check_integer, check_positive
 from dpnc.algorithms.dpzero.configs import DPGD
 from dpnc.estimators import objective_clipped_sum
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import noise_multiplier as calibrate
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import FullBatch, PoissonSampler
@@ -85,14 +87,15 @@ class DPSGD(Algorithm):
             raise ValueError(f"project must be a bool; got {self.project!r}")
 
     @classmethod
-    def from_theory(cls, constants, *, n: int, epsilon: float, delta: float, batch_size: int | None = None,
-                    epochs: float = 5.0, eta: float | None = None, **options) -> DPSGD:
+    def from_theory(cls, setting: Setting, budget: Budget, *, batch_size: int | None = None, epochs: float = 5.0,
+                    eta: float | None = None, **options) -> DPSGD:
         """The usual practice, stated: C = L0 (clipping never binds where the constants hold), B = √n
         (or ``batch_size``), T = ⌈epochs·n/B⌉ steps, η = 1/L1 if the objective is smooth else 1/(L0·√T), and the
         smallest noise multiplier the accountant (RDP, add/remove) finds (ε, δ)-DP for T Poisson steps of
         rate B/n. DP-SGD has no utility theorem in these papers; this is the documented default, a tuner's
         starting point."""
-        check_integer(n=n)
+        budget = approximate(budget, "DP-SGD")
+        constants, n, epsilon, delta = setting.constants, setting.n, budget.epsilon, budget.delta
         B = min(n, batch_size if batch_size is not None else max(1, round(math.sqrt(n))))
         T = max(1, math.ceil(epochs * n / B))
         q = B / n
@@ -102,6 +105,24 @@ class DPSGD(Algorithm):
             eta = 1 / L1 if L1 else 1 / (L0 * math.sqrt(T))
         return cls(eta=eta, C=float(L0), noise_multiplier=multiplier, steps=T, batch_size=B, **options)
 
+    @classmethod
+    def practical(cls, setting: Setting, budget: Budget, **options) -> DPSGD:
+        """DP-SGD has no theorem here: its practical settings are :meth:`from_theory`'s stated practice."""
+        return cls.from_theory(setting, budget, **options)
+
+    def claim(self) -> str:
+        return (f"(ε, δ) from the accountant for T = {self.steps} Poisson-subsampled Gaussian steps of expected "
+                f"batch B = {self.batch_size}, σ/Δ = {self.noise_multiplier:.4g}" if self.noise_multiplier > 0 else
+                "not private (noise_multiplier = 0: exact gradients are released)")
+
+    def cost(self, setting: Setting) -> Cost:
+        """T steps of B expected per-example gradients (B = n: the full batch)."""
+        return Cost(gradients=self.steps * min(self.batch_size, setting.n), samples=setting.n)
+
+    def non_private(self) -> DPSGD:
+        """The σ = 0, C = ∞ twin."""
+        return dataclasses.replace(self, noise_multiplier=0.0, C=math.inf)
+
     def sampler(self, n: int):
         """A fresh secret sampler for n examples: Poisson of rate B/n, or the full batch when B = n."""
         if self.batch_size > n:
@@ -109,7 +130,7 @@ class DPSGD(Algorithm):
         return FullBatch(n) if self.batch_size == n else PoissonSampler(n, self.batch_size)
 
     def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
-            generator: torch.Generator | None = None, sampler=None,
+            generator: torch.Generator, sampler=None,
             callback: Callable[[int, torch.Tensor], None] | None = None) -> Run:
         """T steps from x0 (d,). ``sampler`` defaults to :meth:`sampler` (secret); a seeded one
         (``PoissonSampler.for_testing``) marks every release not private. No public randomness

@@ -43,13 +43,13 @@ from dataclasses import dataclass, replace
 import torch
 
 from dpnc.algorithms.klt import theory
-from dpnc.algorithms.base import check_choice, check_integer, check_positive
+from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
 from dpnc.clipping import clip_vectors, zero_nonfinite_rows
 from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate, uniform_ball
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import check_delta, check_epsilon, epsilon_to_rho
+from dpnc.privacy.budget import Budget, check_delta, check_epsilon
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.mean import release_sum
 from dpnc.privacy.noise import NoiseSource
@@ -155,19 +155,23 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         return self.s_increment * self.B2 / 2
 
     @classmethod
-    def from_theory(cls, oracle: str, *, n: int, d: int, L: float, Phi: float, alpha: float, epsilon: float,
-                    dp_delta: float, paper: bool = False, m: int | None = None, schedule: str = "v2",
-                    calibration: str = "zcdp", beta: float | None = None, max_steps: int | None = None,
-                    common_directions: bool = False,
-                    constants: theory.TheoryConstants = theory.TheoryConstants()) -> KornowskiLiuTalwar:
-        """Theorem 3.1 (``"zeroth-order"``), 6.1 (``"first-order"``) or 4.1 (``"multi-pass"``) for n examples.
+    def from_theory(cls, setting: Setting, budget: Budget, *, smoothing: float, oracle: str = "zeroth-order",
+                    paper: bool = False, m: int | None = None, schedule: str = "v2", calibration: str = "zcdp",
+                    beta: float | None = None, max_steps: int | None = None, common_directions: bool = False,
+                    theory_constants: theory.TheoryConstants = theory.TheoryConstants()) -> KornowskiLiuTalwar:
+        """Theorem 3.1 (``"zeroth-order"``), 6.1 (``"first-order"``) or 4.1 (``"multi-pass"``) for the setting's n.
 
-        ``Phi`` bounds F(x₀) − inf F, ``alpha`` is the smoothing radius (the output is (2α, β)-stationary).
+        Reads d, L = constants.L0 and Φ = ``setting.gap`` (a bound on F(x₀) − inf F); ``smoothing`` is the radius α
+        (the output is (2α, β)-stationary); the budget is the paper's (ε, δ).
         Single pass: :func:`~dpnc.algorithms.klt.theory.single_pass_schedule` (``schedule``,
         ``calibration``); multi-pass: :func:`~dpnc.algorithms.klt.theory.multi_pass_schedule` (``beta``,
         ``max_steps``). m: with ``paper=True`` the paper's m (a smaller one is refused); otherwise the
         variance-matching m unless given. η = D/√(G₁²·M).
         """
+        budget = approximate(budget, "KLT")
+        n, d, L, alpha = setting.n, setting.d, setting.constants.L0, smoothing
+        Phi, epsilon, dp_delta = setting.require_gap("KLT's theorems"), budget.epsilon, budget.delta
+        constants = theory_constants
         theory.check_theory_inputs(oracle=oracle, schedule=schedule, n=n, d=d, epsilon=epsilon,
                                    dp_delta=dp_delta, L=L, Phi=Phi, alpha=alpha)
         mechanism_delta = dp_delta / 2 if paper else dp_delta
@@ -196,7 +200,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         return replace(config, eta=config.D / math.sqrt(theory.second_moment(config, d=d, L=L) * config.block))
 
     @classmethod
-    def practical(cls, constants, *, n: int, d: int, epsilon: float, delta: float, **options) -> KornowskiLiuTalwar:
+    def practical(cls, setting: Setting, budget: Budget, **options) -> KornowskiLiuTalwar:
         """Practical settings: parameters that make progress at realistic n and d (a documented variant, not a
         theorem's schedule). Every release is accounted exactly as in :meth:`from_theory`; only the choices differ.
 
@@ -231,37 +235,36 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         * m = ``m`` (default d for zeroth order, as ZTC; 1 for first order);
         * D = ``travel``/T, the total distance T·D the iterates may move being ``travel`` (default the radius
           of ``constants.region``: see :func:`~dpnc.algorithms.o2nc.practical_travel`);
-        * α = ``alpha`` (default travel/20), block M = ⌊α/(4D)⌋ (the paper's relation, so each block average
+        * α = ``smoothing`` (default travel/20), block M = ⌊α/(4D)⌋ (the paper's relation, so each block average
           is within α/4 of its points), η = D/(G₁√M) with G₁² = C² + d·σ²·Lvl (single pass) or
           C² + d(σ₁² + Σσ₂²) (multi-pass), the released g̃'s second moment with constants 1;
         * ``output_rule`` = ``"last"`` (default; public post-processing, no privacy cost) or ``"random-block"``.
 
         Args:
-            constants: the problem's public :class:`~dpnc.problems.base.Constants` (L0, region).
-            n, d: dataset size and dimension; epsilon, delta: the (ε, δ) target.
-            **options: ``oracle`` (default ``"zeroth-order"``), ``clip``, ``m``, ``travel``, ``alpha``,
+            setting: the problem's public :class:`~dpnc.algorithms.base.Setting` (constants.L0, region; n, d).
+            budget: the (ε, δ) target (:class:`~dpnc.privacy.budget.Budget`).
+            **options: ``oracle`` (default ``"zeroth-order"``), ``clip``, ``m``, ``travel``, ``smoothing``,
                 ``noise_ratio``, ``steps`` (multi-pass), ``common_directions``, ``output_rule``.
 
         Raises:
             ValueError: naming an unknown option or one outside its range.
         """
-        allowed = {"oracle", "clip", "m", "travel", "alpha", "noise_ratio", "steps", "common_directions",
+        allowed = {"oracle", "clip", "m", "travel", "smoothing", "noise_ratio", "steps", "common_directions",
                    "output_rule"}
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise ValueError(f"options must be among {sorted(allowed)}; got {unknown}")
         oracle = options.get("oracle", "zeroth-order")
         check_choice("oracle", oracle, ORACLES)
-        check_integer(n=n, d=d)
-        check_epsilon(epsilon)
-        check_delta(delta, "delta")
+        budget = approximate(budget, "KLT")
+        constants, n, d, epsilon, delta = setting.constants, setting.n, setting.d, budget.epsilon, budget.delta
         C = options.get("clip", constants.L0)
         check_positive(clip=C)
         m = options.get("m", d if oracle != "first-order" else 1)
         check_integer(m=m)
         travel = practical_travel(constants, options.get("travel"))
-        alpha = options.get("alpha", travel / 20)
-        check_positive(alpha=alpha)
+        alpha = options.get("smoothing", travel / 20)
+        check_positive(smoothing=alpha)
         r_a = C * math.sqrt(1 + (d - 1) / m) if oracle != "first-order" else C
         if oracle == "multi-pass":
             T = options.get("steps", 100)
@@ -283,7 +286,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
             sigma_anchor, sigma_increment = noise(fit_rho(releases, epsilon=epsilon, delta=delta))
             noise2 = d * (sigma_anchor**2 + Sigma * sigma_increment**2)
         else:
-            Sigma = practical_period(n=n, d=d, rho=epsilon_to_rho(epsilon, delta),
+            Sigma = practical_period(n=n, d=d, rho=budget.to_zcdp().rho,
                                      noise_ratio=options.get("noise_ratio", 0.5))
             T = max(1, (n - Sigma) // 2)
             Sigma = min(Sigma, T)
@@ -302,6 +305,17 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
                    epsilon=epsilon, dp_delta=delta, oracle=oracle,
                    common_directions=options.get("common_directions", True),
                    output_rule=options.get("output_rule", "last"))
+
+    def cost(self, setting: Setting) -> Cost:
+        """Examples read (:attr:`samples`) and the estimates' work: zeroth order (and multi-pass) 2m function
+        evaluations per anchor example and per increment example with common directions, 4m with independent
+        ones; first order one gradient per anchor example and 2m per increment example."""
+        anchors = self.anchors * self.B1
+        increments = (self.steps - self.anchors) * self.B2
+        per_increment = 2 * self.m if self.common_directions else 4 * self.m
+        if self.oracle == "first-order":
+            return Cost(gradients=anchors + 2 * self.m * increments, samples=self.samples)
+        return Cost(evaluations=2 * self.m * anchors + per_increment * increments, samples=self.samples)
 
     # --- the run --------------------------------------------------------------------------------
 

@@ -19,16 +19,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Run, check_integer
-from dpnc.algorithms.menart.common import (KLConfig, KLStats, check_config, constant, defaults, finish, guarantee,
-                                       open_queries, region_of, require, setting, step)
+from dpnc.algorithms.base import Cost, Run, Setting, check_integer
+from dpnc.algorithms.menart.common import (KLConfig, KLStats, budget_rho, check_config, constant, defaults, finish,
+                                           guarantee, open_queries, region_of, require, setting, step)
 from dpnc.privacy import interpret
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import check_rho
 from dpnc.privacy.mechanisms import exponential_mechanism
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import ExponentialMechanism, Relation, ZCDPMechanism, mean_sensitivity
-from dpnc.problems.base import Constants
 
 
 @dataclass
@@ -95,14 +94,15 @@ class AdaptiveGD(KLConfig):
                              f"filter's half of the budget); got {self.rho_norm!r}")
 
     @classmethod
-    def from_theory(cls, constants: Constants, *, rho: float, beta: float = 0.05, select: bool = False,
+    def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, select: bool = False,
                     paper: bool = False) -> AdaptiveGD:
-        """Theorem 4's (Theorem 5's with ``select``) setting: the objective's public L0 and L1 (γ, κ unknown)."""
-        return cls(rho=rho, beta=beta, L0=constants.L0, L1=constants.L1, select=select, paper=paper)
+        """Theorem 4's (Theorem 5's with ``select``) setting: the objective's public L0 and L1 (γ, κ unknown); ρ the
+        budget's zCDP ρ."""
+        constants = setting.constants
+        return cls(rho=budget_rho(budget), beta=beta, L0=constants.L0, L1=constants.L1, select=select, paper=paper)
 
     @classmethod
-    def practical(cls, constants: Constants, *, rho: float, n: int, horizon: int | None = None,
-                  **options) -> AdaptiveGD:
+    def practical(cls, setting: Setting, budget, *, horizon: int | None = None, **options) -> AdaptiveGD:
         """A practical variant of Algorithm 3 (Algorithm 3+ with ``select=True``): a longer step, less relative
         noise, and norm queries budgeted for the steps the run needs rather than for n√ρ/2 of them.
 
@@ -127,15 +127,15 @@ class AdaptiveGD(KLConfig):
         privacy holds as before.
 
         Args:
-            constants: the objective's public constants (L0, L1; γ for the horizon's default).
-            rho: the zCDP budget ρ > 0.  n: the dataset size (public), for the horizon's default.
+            setting: the objective's public constants (L0, L1; γ for the horizon's default) and n.
+            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted once).
             horizon: H ≥ 1, the steps the norm queries are budgeted for.
             **options: other fields (beta, select, strict, clip, project, eta, ell, rho_norm to override).
 
         Raises:
             ValueError: a field out of range.
         """
-        check_integer(1, n=n)
+        constants, n, rho = setting.constants, setting.n, budget_rho(budget)
         require(constants, "L0", "L1")
         if horizon is None:
             horizon = (100 if constants.gamma is None else
@@ -144,8 +144,20 @@ class AdaptiveGD(KLConfig):
         return cls(**{"rho": rho, "L0": constants.L0, "L1": constants.L1, "eta": 1 / constants.L1, "ell": 4.0,
                       "rho_norm": rho / (2 * horizon), **options})
 
-    def run(self, problem, x0: torch.Tensor | None = None, *, noise: NoiseSource | None = None,
-            accountant: Accountant | None = None, generator: torch.Generator | None = None) -> Run:
+    def claim(self) -> str:
+        return (f"ρ = {self.rho:g}-zCDP by the privacy filter (Theorem 4"
+                + (", Theorem 5's selection)" if self.select else ")"))
+
+    def cost(self, setting: Setting) -> Cost:
+        """At most: the filter's most steps, ⌊(ρ/2)/ρ_norm⌋ (ρ_norm = √ρ/n unless set), each n gradients, and with
+        ``select`` n more per iterate scored (the run stops earlier when a step is floored)."""
+        n = setting.n
+        rho_norm = math.sqrt(self.rho) / n if self.rho_norm is None else self.rho_norm
+        steps = max(1, math.floor(self.rho / 2 / rho_norm))
+        return Cost(gradients=n * steps * (2 if self.select else 1) + (n if self.select else 0), samples=n)
+
+    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
+            generator: torch.Generator) -> Run:
         """One run from x0 (default 0). Every argument, the selection's included, is checked before the first
         query. No public randomness: ``generator`` is not used."""
         f, (noise, accountant) = problem, defaults(noise, accountant)

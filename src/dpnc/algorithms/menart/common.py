@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Run, Stats, check_positive
+from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, check_positive, zcdp
 from dpnc.clipping import clip_vectors, zero_nonfinite_rows
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum
@@ -268,6 +268,22 @@ class KLConfig(Algorithm):
     clip: bool = True
     project: bool = True
 
+    def claim(self) -> str:
+        return f"ρ = {self.rho:g}-zCDP"
+
+
+def budget_rho(budget) -> float:
+    """The family's one budget conversion: the zCDP ρ of ``budget`` (a ZCDP as is; an (ε, δ) Budget by the
+    optimal conversion, the largest ρ whose zCDP guarantee implies it)."""
+    return zcdp(budget).rho
+
+
+def gap_or_default(setting: Setting, gamma: float | None, kappa: float | None, L0: float | None) -> float | None:
+    """F0: the setting's gap where given, else (γL0)^κ (spec §1.1) where the constants give it."""
+    if setting.gap is not None:
+        return float(setting.gap)
+    return None if None in (gamma, kappa, L0) else (gamma * L0) ** kappa
+
 
 
 def check_config(config, *optional: str) -> None:
@@ -286,7 +302,7 @@ def check_config(config, *optional: str) -> None:
 
 
 @dataclass(frozen=True)
-class Setting:
+class RunSetting:
     """The constants of a run, resolved from the config and the objective, validated."""
 
     n: int
@@ -326,7 +342,7 @@ def region_of(objective) -> Region:
     return Region(torch.as_tensor(region.center, dtype=torch.float64), float(region.radius))
 
 
-def setting(config, objective, x0) -> Setting:
+def setting(config, objective, x0) -> RunSetting:
     """n, d, the start point (zeros if None; in the region when projecting), L0 and the region."""
     d = int(objective.dim)
     w0 = torch.zeros(d, dtype=torch.float64) if x0 is None else torch.as_tensor(x0, dtype=torch.float64).clone()
@@ -336,7 +352,7 @@ def setting(config, objective, x0) -> Setting:
     if region is not None and not region.contains(w0):
         raise ValueError(f"x0 must lie in the region where the constants hold (distance <= radius = "
                          f"{region.radius:.6g} from its centre); got distance {region.distance(w0):.6g}")
-    return Setting(int(objective.n), d, w0, constant(objective, "L0", config.L0), region)
+    return RunSetting(int(objective.n), d, w0, constant(objective, "L0", config.L0), region)
 
 
 def defaults(noise: NoiseSource | None, accountant: Accountant | None) -> tuple[NoiseSource, Accountant]:
@@ -354,7 +370,7 @@ def kl_constants(objective, gamma, kappa, F0, L0: float) -> tuple[float, float, 
     return gamma, kappa, F0
 
 
-def guarantee(queries: PrivateGradients, s: Setting, clip: bool, objective, **used: float) -> tuple[str, str]:
+def guarantee(queries: PrivateGradients, s: RunSetting, clip: bool, objective, **used: float) -> tuple[str, str]:
     """Which guard bounds the per-example quantities (module docstring), and the report's note saying so.
 
     ``used`` are the bounds the ledger was charged for (L0, and L1 for KL-Spider's differences); without

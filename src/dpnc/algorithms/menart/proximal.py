@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Run, check_integer
-from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, check_config,
+from dpnc.algorithms.base import Cost, Run, Setting, check_integer
+from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, budget_rho,
+                                           check_config, gap_or_default,
                                        constant, defaults, finish, guarantee, kl_constants, open_queries,
                                        project_ball, project_two_balls, require, setting)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource
-from dpnc.problems.base import Constants
 
 
 @dataclass
@@ -192,16 +192,18 @@ class ProximalPoint(KLConfig):
             raise ValueError(f"inner must be an inner solver (callable); got {self.inner!r}")
 
     @classmethod
-    def from_theory(cls, constants: Constants, *, rho: float, beta: float = 0.05, paper: bool = False,
+    def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False,
                     max_inner_iters: int | None = None) -> ProximalPoint:
-        """Theorem 2's setting: the objective's public γ, κ, L0, L̃1 and F0 = (γL0)^κ (spec §1.1)."""
-        return cls(rho=rho, beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
-                   weak_convexity=constants.weak_convexity, F0=(constants.gamma * constants.L0) ** constants.kappa,
+        """Theorem 2's setting: the objective's public γ, κ, L0, L̃1 and F0 = ``setting.gap``, else (γL0)^κ
+        (spec §1.1); ρ the budget's zCDP ρ."""
+        constants = setting.constants
+        return cls(rho=budget_rho(budget), beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
+                   weak_convexity=constants.weak_convexity,
+                   F0=gap_or_default(setting, constants.gamma, constants.kappa, constants.L0),
                    paper=paper, max_inner_iters=max_inner_iters)
 
     @classmethod
-    def practical(cls, constants: Constants, *, rho: float, n: int, max_inner_iters: int = 200,
-                  **options) -> ProximalPoint:
+    def practical(cls, setting: Setting, budget, *, max_inner_iters: int = 200, **options) -> ProximalPoint:
         """A practical variant of Algorithm 2: fewer proximal rounds, and inner solves of bounded length.
 
         Theorem 2's setting asks T_A = ⌈n²ρ_A·log²(2/β_A)/d⌉ inner steps in each of its rounds (for least
@@ -221,30 +223,49 @@ class ProximalPoint(KLConfig):
         inner solves need not reach Theorem 9's accuracy, which its proof (and its constant 32) assumes.
 
         Args:
-            constants: the objective's public constants (γ, κ ≥ 2, L0, L̃1; the region's d for the inner cap).
-            rho: the zCDP budget ρ > 0.  n: the dataset size (public), for the inner cap.
+            setting: the objective's public constants (γ, κ ≥ 2, L0, L̃1; with a region, the inner cap is set from
+                n and d), n, d, and ``gap`` = F0 ≥ F(w0) − F* (default (γL0)^κ).
+            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted once).
             max_inner_iters: the inner solves' largest T_A (≥ 2).
-            **options: other fields (beta, F0, clip, project, inner, constants to override).
+            **options: other fields (beta, clip, project, inner, constants to override).
 
         Raises:
             ValueError: a field out of range.
         """
-        check_integer(1, n=n)
+        constants, n, d, rho = setting.constants, setting.n, setting.d, budget_rho(budget)
         check_integer(2, max_inner_iters=max_inner_iters)
         require(constants, "gamma", "kappa", "L0")
         fields = {"rho": rho, "gamma": constants.gamma, "kappa": constants.kappa, "L0": constants.L0,
                   "weak_convexity": constants.weak_convexity, "constants": AnalysisConstants(prox=4.0),
-                  "F0": (constants.gamma * constants.L0) ** constants.kappa, **options}
+                  "F0": gap_or_default(setting, constants.gamma, constants.kappa, constants.L0), **options}
         if constants.region is not None and fields["weak_convexity"]:
-            d = int(torch.as_tensor(constants.region.center).numel())
             T = proximal_point_rounds(n=n, d=d, rho=rho, gamma=fields["gamma"], kappa=fields["kappa"],
                                       L0=fields["L0"], weak_convexity=fields["weak_convexity"], F0=fields["F0"],
                                       constants=fields["constants"])
             max_inner_iters = min(max_inner_iters, max(2, math.ceil(n**2 * (rho / T) / d)))
         return cls(max_inner_iters=max_inner_iters, **fields)
 
-    def run(self, problem, x0: torch.Tensor | None = None, *, noise: NoiseSource | None = None,
-            accountant: Accountant | None = None, generator: torch.Generator | None = None) -> Run:
+    def claim(self) -> str:
+        return f"ρ = {self.rho:g}-zCDP (Theorem 2: T inner solves of ρ/T each)"
+
+    def cost(self, setting: Setting) -> Cost:
+        """T proximal rounds of T_A − 1 full-batch gradient queries each (n gradients a query; Algorithm 4's T_A at
+        ρ/T, β/T, capped by ``max_inner_iters``)."""
+        c = setting.constants
+        gamma, kappa, L0 = self.gamma or c.gamma, self.kappa or c.kappa, self.L0 or c.L0
+        wc = self.weak_convexity or c.weak_convexity
+        F0 = self.F0 if self.F0 is not None else (gamma * L0) ** kappa
+        n, d = setting.n, setting.d
+        T = proximal_point_rounds(n=n, d=d, rho=self.rho, gamma=gamma, kappa=kappa, L0=L0, weak_convexity=wc, F0=F0,
+                                  constants=self.constants)
+        rho_A, beta_A = self.rho / T, self.beta / T
+        T_A = max(2, math.ceil(n**2 * rho_A * math.log(2 / beta_A) ** 2 / d))
+        if self.max_inner_iters is not None:
+            T_A = min(T_A, max(2, int(self.max_inner_iters)))
+        return Cost(gradients=T * (T_A - 1) * n, samples=n)
+
+    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
+            generator: torch.Generator) -> Run:
         """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
         f, (noise, accountant) = problem, defaults(noise, accountant)
         s = setting(self, f, x0)

@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Run, check_choice, check_integer
-from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, check_config, constant, defaults,
+from dpnc.algorithms.base import Cost, Run, Setting, check_choice
+from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, budget_rho, check_config, constant,
+                                           defaults, gap_or_default,
                                        finish, guarantee, kl_constants, open_queries, require, setting,
                                        step)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Relation, mean_sensitivity
-from dpnc.problems.base import Constants
 
 
 @dataclass(frozen=True)
@@ -215,14 +215,16 @@ class KLSpider(KLConfig):
             raise ValueError(f"kappa must be in [1, 2] for KL-Spider; got {self.kappa!r}")
 
     @classmethod
-    def from_theory(cls, constants: Constants, *, rho: float, beta: float = 0.05, paper: bool = False) -> KLSpider:
-        """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = (γL0)^κ (spec §1.1)."""
-        return cls(rho=rho, beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
-                   L1=constants.L1, F0=(constants.gamma * constants.L0) ** constants.kappa, paper=paper)
+    def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False) -> KLSpider:
+        """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = ``setting.gap``, else (γL0)^κ
+        (spec §1.1); ρ the budget's zCDP ρ."""
+        constants = setting.constants
+        return cls(rho=budget_rho(budget), beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
+                   L1=constants.L1, F0=gap_or_default(setting, constants.gamma, constants.kappa, constants.L0),
+                   paper=paper)
 
     @classmethod
-    def practical(cls, constants: Constants, *, rho: float, n: int, F0: float | None = None,
-                  **options) -> KLSpider:
+    def practical(cls, setting: Setting, budget, **options) -> KLSpider:
         """A practical variant: Algorithm 1 with :func:`practical_schedule` (``variant="practical"``).
 
         Theorem 1's setting makes no update at realistic n: for least squares with d = 7, γ² = 3.5, L0 = 3.2,
@@ -252,34 +254,51 @@ class KLSpider(KLConfig):
         ≤ T_k updates per round, every iterate within Σ_k T_k·r_k of w0 (and in the region when projecting).
 
         Args:
-            constants: the objective's public constants (γ, κ ∈ [1, 2], L0, L1; the region for ``n``'s check).
-            rho: the zCDP budget ρ > 0.
-            n: the dataset size (public). With a region (hence d), checked to afford at least one round of
-                the schedule under add/remove (the cheaper relation); the schedule itself is computed by
-                :meth:`run` from the objective's n and the accountant's relation.
-            F0: a public bound on F(w0) − F*; default (γL0)^κ (spec §1.1). A loose F0 costs rounds that make
-                no update, at little privacy cost (they need little precision).
+            setting: the objective's public constants (γ, κ ∈ [1, 2], L0, L1; with a region, n is checked), n, d
+                and ``gap``, the public bound F0 on F(w0) − F* (default (γL0)^κ, spec §1.1; a loose F0 costs rounds
+                that make no update, at little privacy cost). With a region, n is checked to afford at least one
+                round of the schedule under add/remove (the cheaper relation); the schedule itself is computed
+                by :meth:`run` from the objective's n and the accountant's relation.
+            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted once).
             **options: other fields (beta, clip, project, constants to override :data:`PRACTICAL`, …).
 
         Raises:
             ValueError: a field out of range, or n too small for one round of the schedule.
         """
-        check_integer(1, n=n)
+        constants, n, rho = setting.constants, setting.n, budget_rho(budget)
         require(constants, "gamma", "kappa", "L0", "L1")
-        F0 = (constants.gamma * constants.L0) ** constants.kappa if F0 is None else F0
+        F0 = gap_or_default(setting, constants.gamma, constants.kappa, constants.L0)
         config = cls(**{"rho": rho, "gamma": constants.gamma, "kappa": constants.kappa, "L0": constants.L0,
                         "L1": constants.L1, "F0": F0, "constants": PRACTICAL, "variant": "practical", **options})
         if constants.region is not None:
-            d = int(torch.as_tensor(constants.region.center).numel())
-            sched = practical_schedule(n=n, d=d, rho=rho, gamma=config.gamma, kappa=config.kappa, L0=config.L0,
+            sched = practical_schedule(n=n, d=setting.d, rho=rho, gamma=config.gamma, kappa=config.kappa, L0=config.L0,
                                        L1=config.L1, F0=config.F0, relation="add/remove", constants=config.constants)
             if sched.K == 0:
                 raise ValueError(f"n must be large enough for one round of the practical schedule (a gradient "
                                  f"error of F0^(1/κ)/(ζγ) within ρ = {rho:g}); got n = {n}")
         return config
 
-    def run(self, problem, x0: torch.Tensor | None = None, *, noise: NoiseSource | None = None,
-            accountant: Accountant | None = None, generator: torch.Generator | None = None) -> Run:
+    def claim(self) -> str:
+        if self.variant == "practical":
+            return f"ρ = {self.rho:g}-zCDP (the practical schedule's releases, each recorded)"
+        return f"ρ = {self.rho:g}-zCDP (Lemma 8)" + (" with the printed noise; the ledger shows its true cost"
+                                                   if self.paper else "")
+
+    def cost(self, setting: Setting) -> Cost:
+        """The full schedule's gradients under replace-one (rounds stopped by the norm test compute fewer): n per
+        checkpoint and 2n per difference, T_k − 1 differences in round k; every round reads all n examples."""
+        c = setting.constants
+        gamma, kappa = self.gamma or c.gamma, self.kappa or c.kappa
+        L0, L1 = self.L0 or c.L0, self.L1 or c.L1
+        F0 = self.F0 if self.F0 is not None else (gamma * L0) ** kappa
+        common = dict(n=setting.n, d=setting.d, rho=self.rho, gamma=gamma, kappa=kappa, L0=L0, L1=L1, F0=F0,
+                      relation="replace-one", constants=self.constants)
+        sched = (practical_schedule(**common) if self.variant == "practical" else
+                 spider_schedule(beta=self.beta, paper=self.paper, **common))
+        return Cost(gradients=sum(setting.n * (1 + 2 * (r.T - 1)) for r in sched.rounds), samples=setting.n)
+
+    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
+            generator: torch.Generator) -> Run:
         """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
         f, (noise, accountant) = problem, defaults(noise, accountant)
         s = setting(self, f, x0)

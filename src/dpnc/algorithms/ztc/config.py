@@ -38,18 +38,19 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from dpnc.algorithms.base import check_choice, check_integer, check_positive
+from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive, zcdp
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
 from dpnc.algorithms.oracles import SinglePassOracle, TreeOracle
 from dpnc.clipping import clip_vectors
 from dpnc.estimators import diff_estimate, grad_estimate
-from dpnc.privacy.budget import epsilon_to_rho
 from dpnc.privacy.calibrate import ztc_tree_sigma
 from dpnc.privacy.accountant import new_partition
+from dpnc.privacy.budget import ZCDP, Budget
 from dpnc.privacy.mean import private_mean
 from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
 from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import FullBatch
+from dpnc.algorithms.ztc.theory import clamp_steps, evaluations, moments, sensitivities
 
 ORACLES = ("variance-reduced", "naive")
 
@@ -141,12 +142,14 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     # --- the theorems ---------------------------------------------------------------------------
 
     @classmethod
-    def variance_reduced(cls, *, d: int, L: float, delta: float, rho: float, period: int, epochs: int,
+    def variance_reduced(cls, *, d: int, L: float, smoothing: float, rho: float, period: int, epochs: int,
                          B1: int | None = None, B2: int = 1, m: int | None = None,
                          paper: bool = False) -> ZhangTranCutkosky:
-        """Algorithms 3–5 at a given (T, K): B1 = T + 1 unless given, D = δ/T, σ by Cor 4.4, η = D/(G√T)."""
+        """Algorithms 3–5 at a given (T, K): B1 = T + 1 unless given, D = δ/T (δ = ``smoothing``), σ by Cor 4.4,
+        η = D/(G√T); ``rho`` is the paper's ρ."""
+        delta = smoothing
         check_integer(d=d, period=period, epochs=epochs, B2=B2)
-        check_positive(L=L, delta=delta, rho=rho)
+        check_positive(L=L, smoothing=delta, rho=rho)
         B1 = period + 1 if B1 is None else B1
         check_integer(B1=B1)
         if B1 < period * B2 / 2:
@@ -158,41 +161,49 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         return config._with_eta(d, L)
 
     @classmethod
-    def naive(cls, *, d: int, L: float, delta: float, rho: float, period: int, epochs: int, B: int = 1,
+    def naive(cls, *, d: int, L: float, smoothing: float, rho: float, period: int, epochs: int, B: int = 1,
               m: int = 1) -> ZhangTranCutkosky:
-        """Algorithm 3 with the naive oracle (Algorithm 6): σ = 2dL/(Bρ), D = δ/T, η = D/(G√T)."""
+        """Algorithm 3 with the naive oracle (Algorithm 6): σ = 2dL/(Bρ), D = δ/T (δ = ``smoothing``), η = D/(G√T)."""
+        delta = smoothing
         check_integer(d=d, period=period, epochs=epochs, B=B, m=m)
-        check_positive(L=L, delta=delta, rho=rho)
+        check_positive(L=L, smoothing=delta, rho=rho)
         config = cls(delta, delta / period, 0.0, period * epochs, period, B, B, m, 2 * d * L / (B * rho), rho, "naive")
         return config._with_eta(d, L)
 
     @classmethod
-    def from_theory(cls, *, M: int, d: int, L: float, delta: float, rho: float, F_star: float,
+    def from_theory(cls, setting: Setting, budget: Budget | ZCDP, *, smoothing: float, samples: int | None = None,
                     oracle: str = "variance-reduced", paper: bool = False, m: int | None = None) -> ZhangTranCutkosky:
-        """Theorem 4.9 (variance-reduced) or Appendix E (naive) for M samples, with m directions per example (default:
-        d for the variance-reduced oracle, the paper's 1 for the naive one; T and K do not depend on m).
+        """Theorem 4.9 (variance-reduced) or Appendix E (naive) for M = ``samples`` examples (default: the setting's
+        n), smoothing radius δ = ``smoothing``, with m directions per example (default: d for the variance-reduced
+        oracle, the paper's 1 for the naive one; T and K do not depend on m). Reads d, L = constants.L0 and
+        F* = ``setting.gap`` (a bound on F(x₀) − inf F); the budget is converted once to the paper's ρ
+        (``to_zcdp().rdp_rho``: "(α, αρ²/2)-RDP", i.e. ρ²/2-zCDP).
 
         Variance-reduced: T = max{(√d·LδM/(F*+Lδ))^{2/3}, (d^{3/2}LδM/((F*+Lδ)ρ))^{1/2}} (spec §6.1: max,
         not the printed min, and √d in the first term), B1 = T+1, B2 = 1, K = ⌊M/(2T)⌋.
         Naive: B = 1 and T balancing the App. E bound (F*+Lδ)BT/(δM) + (L/√T)(√(d/B) + 1 + d^{3/2}/(Bρ)),
         i.e. T = (b/(2a))^{2/3}; K = ⌊M/T⌋.
-        T is rounded and clamped to [2, M/2] so that K ≥ 1. ``F_star`` bounds F(x₀) − inf F.
+        T is rounded and clamped to [2, M/2] so that K ≥ 1.
         """
-        check_integer(M=M, d=d)
-        check_positive(L=L, delta=delta, rho=rho, F_star=F_star)
+        M = setting.n if samples is None else samples
+        d, L, F_star, delta = setting.d, setting.constants.L0, setting.require_gap("ZTC's theorem"), smoothing
+        rho = zcdp(budget).rdp_rho
+        check_integer(samples=M)
+        check_positive(L0=L, smoothing=delta, rho=rho)
         check_choice("oracle", oracle, ORACLES)
         scale = (F_star + L * delta) / (delta * M)
         if oracle == "variance-reduced":
             T1 = (math.sqrt(d) * L / scale) ** (2 / 3)
             T2 = (d**1.5 * L / (scale * rho)) ** 0.5
-            T = _clamp_steps(max(T1, T2), M // 2)
-            return cls.variance_reduced(d=d, L=L, delta=delta, rho=rho, period=T, epochs=M // (2 * T), m=m, paper=paper)
+            T = clamp_steps(max(T1, T2), M // 2)
+            return cls.variance_reduced(d=d, L=L, smoothing=delta, rho=rho, period=T, epochs=M // (2 * T), m=m,
+                                        paper=paper)
         b = L * (math.sqrt(d) + 1 + d**1.5 / rho)
-        T = _clamp_steps((b / (2 * scale)) ** (2 / 3), M // 2)
-        return cls.naive(d=d, L=L, delta=delta, rho=rho, period=T, epochs=M // T, m=1 if m is None else m)
+        T = clamp_steps((b / (2 * scale)) ** (2 / 3), M // 2)
+        return cls.naive(d=d, L=L, smoothing=delta, rho=rho, period=T, epochs=M // T, m=1 if m is None else m)
 
     @classmethod
-    def practical(cls, constants, *, n: int, d: int, epsilon: float, delta: float, **options) -> ZhangTranCutkosky:
+    def practical(cls, setting: Setting, budget: Budget, **options) -> ZhangTranCutkosky:
         """Practical settings of the variance-reduced oracle: parameters that make progress at realistic n and d
         (a documented variant, not Theorem 4.9's schedule). Releases are accounted exactly as in
         :meth:`from_theory` (one tree-aggregated Gaussian per epoch, epochs on disjoint data).
@@ -225,9 +236,9 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         * ``output_rule`` = ``"last"`` (default; public post-processing) or ``"random-block"`` (the paper's).
 
         Args:
-            constants: the problem's public :class:`~dpnc.problems.base.Constants` (L0, region).
-            n, d: dataset size and dimension; epsilon, delta: the (ε, δ) target (this δ is the privacy
-                parameter; the smoothing radius, the config's ``delta`` field, is the ``smoothing`` option).
+            setting: the problem's public :class:`~dpnc.algorithms.base.Setting` (constants.L0, region; n, d).
+            budget: the (ε, δ) target (:class:`~dpnc.privacy.budget.Budget`; the accountant's ε(δ) is fitted to
+                it; the smoothing radius, the config's ``delta`` field, is the ``smoothing`` option).
             **options: ``clip``, ``m``, ``travel``, ``smoothing``, ``noise_ratio``, ``output_rule``.
 
         Raises:
@@ -237,14 +248,15 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise ValueError(f"options must be among {sorted(allowed)}; got {unknown}")
-        check_integer(n=n, d=d)
+        budget = approximate(budget, "ZTC's practical rules (fitted to the accountant's ε(δ))")
+        constants, n, d, epsilon, delta = setting.constants, setting.n, setting.d, budget.epsilon, budget.delta
         C = options.get("clip", constants.L0)
         check_positive(clip=C)
         m = options.get("m", d)
         check_integer(m=m)
         travel = practical_travel(constants, options.get("travel"))
         smoothing = options.get("smoothing", travel / 20)
-        rho_z = epsilon_to_rho(epsilon, delta)
+        rho_z = budget.to_zcdp().rho
         T = practical_period(n=n, d=d, rho=rho_z, noise_ratio=options.get("noise_ratio", 0.5))
         if n < 2 * T - 1 or T < 2:
             raise ValueError(f"n must be >= 3 for one epoch of T >= 2 steps (2T − 1 examples); got n={n}")
@@ -263,7 +275,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
                    radius_increment=r2, output_rule=options.get("output_rule", "last"))
 
     def _with_eta(self, d: int, L: float) -> ZhangTranCutkosky:
-        _, G, _ = _moments(self, d, L)
+        _, G, _ = moments(self, d, L)
         return replace(self, eta=self.D / (G * math.sqrt(self.period)))
 
     # --- the run --------------------------------------------------------------------------------
@@ -272,6 +284,11 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         """The oracle ``self.oracle`` names, on ``problem``'s data in one pass."""
         oracle_class = VarianceReducedOracle if self.oracle == "variance-reduced" else NaiveOracle
         return oracle_class(problem, self, noise=noise, accountant=accountant, generator=generator)
+
+    def cost(self, setting: Setting) -> Cost:
+        """One pass: ``samples`` examples read, 2m function evaluations each
+        (:func:`~dpnc.algorithms.ztc.theory.evaluations`)."""
+        return Cost(evaluations=evaluations(self), samples=self.samples)
 
     def paper_claim(self) -> str:
         source = "Theorem 4.9 / Cor 4.4" if self.oracle == "variance-reduced" else "App. E, corrected σ = 2dL/(Bρ)"
@@ -286,71 +303,6 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     def summary(self) -> dict[str, float]:
         return {**super().summary(), "sigma_anchor": self.sigma, "sigma_increment": self.sigma}
 
-
-
-# --- the theory ----------------------------------------------------------------------------------------
-
-
-def paper_rho(epsilon: float, dp_delta: float) -> float:
-    """The paper's ρ whose ρ²/2-zCDP gives exactly (ε, δ)-DP (optimal conversion)."""
-    return math.sqrt(2 * epsilon_to_rho(epsilon, dp_delta))
-
-
-def sensitivities(d: int, L: float, T: int, B1: int, B2: int) -> tuple[float, float]:
-    """Replace-one sensitivities of the epoch's terms (Lemmas 3.1–3.2, Cor 4.4).
-
-    s₁ = 2dL/B1 for the GRAD anchor; s₂ = 2dL·(2D)/(B2·δ) = 4dL/(B2·T) for a DIFF, because O2NC keeps
-    ‖w_t − w_{t−1}‖ ≤ 2D = 2δ/T (and the oracle checks it at every step).
-    """
-    return 2 * d * L / B1, 4 * d * L / (B2 * T)
-
-
-def variance_bound(d: int, L: float, T: int, B1: int, B2: int, m: int | None = None) -> float:
-    """V ≥ E‖∇F̂_δ(w_t) − g_t‖² for the noiseless running sum (Lemma 4.8, any t ≤ T).
-
-    m = d (the paper): V = 16dL²/B1 + 64dL²/(B2·T). Other m: GRAD's (2(d+1)²/m + 8)L²/B1 plus T−1
-    DIFFs of (4(d²+d)/m + 8d)L²(2D)²/(B2δ²) each (spec §3, generalisation to m directions).
-    """
-    m = d if m is None else m
-    if m == d:
-        return 16 * d * L**2 / B1 + 64 * d * L**2 / (B2 * T)
-    grad = (2 * (d + 1) ** 2 / m + 8) * L**2 / B1
-    diff = (4 * (d**2 + d) / m + 8 * d) * L**2 * 4 / (B2 * T**2)
-    return grad + (T - 1) * diff
-
-
-def guarantee(config: ZhangTranCutkosky, *, d: int, L: float, F_star: float) -> float:
-    """A bound on E‖∂F(w̄)‖_{2δ} with explicit constants (Lemma 4.6/Cor 4.7 with D = δ/T; spec §3):
-
-        (F* + 2Lδ)/(δK) + G/√T + cross,   G² ≥ sup E‖g̃_t‖².
-
-    Variance-reduced (Theorem 4.9's proof): G² = 3V + 3L² + 3ℓ_T·d·σ² and cross = 2(√V + √(ℓ_T·d)·σ),
-    where V is :func:`variance_bound` and ℓ_T = ⌊log₂T⌋ + 1 bounds the tree's nodes per step.
-    Naive (App. E): G² = L² + V + dσ² with V GRAD's variance; the errors g̃_t − ∇F̂_δ(w_t) are martingale
-    differences (fresh batch, fresh noise), so cross = √((V + dσ²)/T).
-    """
-    V, G, ell = _moments(config, d, L)
-    T, sigma = config.period, config.sigma
-    if config.oracle == "naive":
-        cross = math.sqrt((V + d * sigma**2) / T)
-    else:
-        cross = 2 * (math.sqrt(V) + math.sqrt(ell * d) * sigma)
-    return (F_star + 2 * L * config.delta) / (config.delta * config.epochs) + G / math.sqrt(T) + cross
-
-
-def _moments(config: ZhangTranCutkosky, d: int, L: float) -> tuple[float, float, int]:
-    if config.oracle == "naive":
-        V = (2 * (d + 1) ** 2 / config.m + 8) * L**2 / config.B1
-        return V, math.sqrt(L**2 + V + d * config.sigma**2), 1
-    V = variance_bound(d, L, config.period, config.B1, config.B2, config.m)
-    ell = leaf_participation(config.period)
-    return V, math.sqrt(3 * V + 3 * L**2 + 3 * ell * d * config.sigma**2), ell
-
-
-def _clamp_steps(T: float, most: int) -> int:
-    if most < 2:
-        raise ValueError("M must be >= 4 so that an epoch has T >= 2 steps")
-    return int(min(max(round(T), 2), most))
 
 
 # --- the oracles -----------------------------------------------------------------------------------
