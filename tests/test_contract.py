@@ -139,7 +139,8 @@ def test_every_registered_class_has_the_one_signature(name):
 
 
 def _spent_within(budget, run: Run) -> None:
-    """ρ of the ledger for a zCDP budget; else ε at the budget's δ by the best accountant that applies (the report's)."""
+    """ρ of the ledger for a zCDP budget; else ε at the budget's δ by the best accountant that applies (the
+    report's)."""
     if isinstance(budget, ZCDP):
         assert run.accountant.rho() <= budget.rho * (1 + 1e-9)
     else:

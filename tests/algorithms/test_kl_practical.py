@@ -144,7 +144,7 @@ def test_spider_practical_refuses_what_it_cannot_run():
         KLSpider(rho=RHO, variant="fast")
     with pytest.raises(ValueError, match="paper must be False"):
         KLSpider.practical(Setting(c, 2_000, D), ZCDP(RHO), paper=True)
-    assert KLSpider.from_theory(s, ZCDP(RHO)).variant == "theory"
+    assert KLSpider.from_theory(Setting(c, 2_000, D), ZCDP(RHO)).variant == "theory"
 
 
 # --- adaptive GD and the proximal point method ------------------------------------------------------------------

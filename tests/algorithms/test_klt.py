@@ -8,6 +8,9 @@ import pytest
 import torch
 
 from dpnc.algorithms import klt
+from dpnc.algorithms.base import Setting
+from dpnc.privacy.budget import Budget
+from dpnc.problems.base import Constants
 from dpnc.algorithms.klt import theory as klt_theory
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.certify import certify_run
@@ -25,11 +28,17 @@ def gen(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
+def klt_from_theory(oracle, *, n, d, L, Phi, alpha, epsilon, dp_delta, **choices):
+    """Theorems 3.1/6.1/4.1 in the paper's symbols: Φ (the setting's gap), α (smoothing), (ε, δ)."""
+    return KornowskiLiuTalwar.from_theory(Setting(Constants(L0=L), n, d, gap=Phi), Budget(epsilon, dp_delta),
+                                          smoothing=alpha, oracle=oracle, **choices)
+
+
 def params(oracle, n=4000, **overrides):
     kwargs = {**BASE, **overrides}
     if oracle == "multi-pass":
         kwargs.setdefault("max_steps", 200)
-    return KornowskiLiuTalwar.from_theory(oracle, n=n, **kwargs)
+    return klt_from_theory(oracle, n=n, **kwargs)
 
 
 # --- schedules ----------------------------------------------------------------------------------------
@@ -39,7 +48,7 @@ def params(oracle, n=4000, **overrides):
 @pytest.mark.parametrize("n, d, epsilon, alpha", itertools.product((50, 1000, 100_000), (1, 5, 50), (0.5, 8.0),
                                                                    (0.01, 1.0)))
 def test_single_pass_schedule_fits_the_data(oracle, n, d, epsilon, alpha):
-    p = KornowskiLiuTalwar.from_theory(oracle, n=n, d=d, L=1.0, Phi=1.0, alpha=alpha, epsilon=epsilon, dp_delta=1e-6)
+    p = klt_from_theory(oracle, n=n, d=d, L=1.0, Phi=1.0, alpha=alpha, epsilon=epsilon, dp_delta=1e-6)
     assert p.samples <= 2 * p.steps + p.period <= n
     assert 1 <= p.period <= p.steps and 1 <= p.block <= p.steps and p.steps // p.block >= 1
     assert p.block * p.D <= alpha / 4 or p.block == 1  # M = ⌊α/(4D)⌋ unless clamped to 1
@@ -67,8 +76,8 @@ def test_literal_multi_pass_radius_is_not_unit_free():
     alpha, beta, L, c = 0.1, 0.05, 1.0, 7.0
     literal = lambda a, b, lip: a**2 * b**2 / lip**2  # noqa: E731
     assert literal(c * alpha, beta / c, L / c) == pytest.approx(c**2 * literal(alpha, beta, L))
-    p = KornowskiLiuTalwar.from_theory("multi-pass", n=1000, **BASE, beta=beta)
-    q = KornowskiLiuTalwar.from_theory("multi-pass", n=1000, **{**BASE, "alpha": c * alpha, "L": L / c},
+    p = klt_from_theory("multi-pass", n=1000, **BASE, beta=beta)
+    q = klt_from_theory("multi-pass", n=1000, **{**BASE, "alpha": c * alpha, "L": L / c},
                                        beta=beta / c)
     assert q.D == pytest.approx(c * p.D) and q.steps == p.steps
 
@@ -133,12 +142,12 @@ def test_sensitivities_and_radii():
 
 @pytest.mark.parametrize("bad, match", [(dict(oracle="x"), "oracle must be"), (dict(schedule="x"), "schedule must be"),
                                         (dict(n=0), "n must be"), (dict(alpha=0.0), "alpha must be"),
-                                        (dict(epsilon=-1.0), "epsilon"), (dict(dp_delta=1.0), "dp_delta"),
-                                        (dict(Phi=math.nan), "Phi must be")])
+                                        (dict(epsilon=-1.0), "epsilon"), (dict(dp_delta=1.0), "delta must be"),
+                                        (dict(Phi=math.nan), "gap must be")])
 def test_validation(bad, match):
     kwargs = {**BASE, "n": 1000, "oracle": "zeroth-order", **bad}
     with pytest.raises(ValueError, match=match):
-        KornowskiLiuTalwar.from_theory(kwargs.pop("oracle"), **kwargs)
+        klt_from_theory(kwargs.pop("oracle"), **kwargs)
 
 
 # --- estimator ------------------------------------------------------------------------------------------
@@ -183,7 +192,7 @@ def problem(n=600, d=3, seed=0, cls=L1Regression):
 @pytest.mark.parametrize("oracle", SINGLE)
 def test_single_pass_reads_each_example_in_one_step_only(oracle):
     prob = problem(cls=Recording)
-    p = KornowskiLiuTalwar.from_theory(oracle, n=prob.n, **{**BASE, "d": 3, "epsilon": 4.0}, m=3)
+    p = klt_from_theory(oracle, n=prob.n, **{**BASE, "d": 3, "epsilon": 4.0}, m=3)
     result = p.run(prob, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
                    accountant=Accountant(), generator=gen())
     calls = {}
@@ -197,7 +206,7 @@ def test_single_pass_reads_each_example_in_one_step_only(oracle):
 
 
 def test_single_pass_refuses_too_little_data():
-    p = KornowskiLiuTalwar.from_theory("zeroth-order", n=600, **{**BASE, "d": 3})
+    p = klt_from_theory("zeroth-order", n=600, **{**BASE, "d": 3})
     with pytest.raises(ValueError, match="examples once each"):
         p.run(problem(n=300), torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
               accountant=Accountant(), generator=gen())
@@ -205,7 +214,7 @@ def test_single_pass_refuses_too_little_data():
 
 def test_multi_pass_reads_every_example_at_every_step_and_composes():
     prob = problem(n=200, cls=Recording)
-    p = KornowskiLiuTalwar.from_theory("multi-pass", n=200, **{**BASE, "d": 3}, max_steps=20, m=2)
+    p = klt_from_theory("multi-pass", n=200, **{**BASE, "d": 3}, max_steps=20, m=2)
     result = p.run(prob, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
                    accountant=Accountant(), generator=gen())
     assert all(set(index.tolist()) == set(range(200)) for index in prob.calls)
@@ -220,7 +229,7 @@ def test_multi_pass_reads_every_example_at_every_step_and_composes():
 
 def test_o2nc_invariants_and_determinism():
     prob = problem(n=2000)
-    p = KornowskiLiuTalwar.from_theory("zeroth-order", n=2000, **{**BASE, "d": 3}, m=4)
+    p = klt_from_theory("zeroth-order", n=2000, **{**BASE, "d": 3}, m=4)
     x0 = torch.ones(3, dtype=torch.float64)
     runs = [p.run(prob, x0, noise=NoiseSource.for_testing(1), accountant=Accountant(), generator=gen(5),
                   keep_points=True) for _ in range(2)]
@@ -277,7 +286,7 @@ def audit(p, first, second, steps, d, seed):
 def test_safe_mode_sensitivity_holds_under_adversarial_replacement(oracle, where):
     d, n = 3, 400
     extra = dict(max_steps=12) if oracle == "multi-pass" else {}
-    p = KornowskiLiuTalwar.from_theory(oracle, n=n, **{**BASE, "d": d}, m=1, **extra)
+    p = klt_from_theory(oracle, n=n, **{**BASE, "d": d}, m=1, **extra)
     index = 0 if where == "anchor" or oracle == "multi-pass" else p.B1  # example 0 is in the first anchor
     # The worst replacement for a first-order increment puts a kink where the iterates are; for the
     # zeroth-order estimates (odd in the direction) it flips the gradient.
@@ -303,7 +312,7 @@ def test_more_privacy_budget_certifies_closer_to_stationary():
     x0 = data.x_star + torch.tensor([1.0, 0, 0, 0], dtype=torch.float64)
     bounds = {}
     for epsilon in (0.05, 8.0):
-        p = KornowskiLiuTalwar.from_theory("zeroth-order", n=4000, **{**BASE, "d": 4, "epsilon": epsilon}, m=16)
+        p = klt_from_theory("zeroth-order", n=4000, **{**BASE, "d": 4, "epsilon": epsilon}, m=16)
         r = p.run(train, x0, noise=NoiseSource.for_testing(3), accountant=Accountant(), generator=gen(2),
                   keep_points=True)
         bounds[epsilon] = certify_run(r, test, generator=gen(4)).bound

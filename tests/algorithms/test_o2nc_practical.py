@@ -21,7 +21,9 @@ import pytest
 import torch
 
 from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.ztc import ZhangTranCutkosky, paper_rho
+from dpnc.algorithms.base import Setting
+from dpnc.algorithms.ztc import ZhangTranCutkosky
+from dpnc.privacy.budget import Budget
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.problems.networks import TwoLayerReLU
 
@@ -43,10 +45,11 @@ def task():
 
 
 def practical(setting: str, problem, epsilon: float, **options):
-    common = dict(n=problem.n, d=problem.dim, epsilon=epsilon, delta=DELTA, clip=CLIP, **options)
+    common = dict(clip=CLIP, **options)
     if setting == "ztc":
-        return ZhangTranCutkosky.practical(problem.constants, **common)
-    return KornowskiLiuTalwar.practical(problem.constants, oracle=setting.removeprefix("klt-"), **common)
+        return ZhangTranCutkosky.practical(Setting.of(problem), Budget(epsilon, DELTA), **common)
+    return KornowskiLiuTalwar.practical(Setting.of(problem), Budget(epsilon, DELTA),
+                                        oracle=setting.removeprefix("klt-"), **common)
 
 
 def run(config, problem, x0, seed: int = 0):
@@ -95,8 +98,7 @@ def test_from_theory_does_not_move_the_same_network(task):
     """The control that makes the margin above meaningful: Theorem 4.9's settings at ε = 8 leave F within 0.01
     (η ≈ 1e-9: the iterate moves far less than the smoothing radius)."""
     problem, x0 = task
-    config = ZhangTranCutkosky.from_theory(M=problem.n, d=problem.dim, L=problem.constants.L0, delta=0.1,
-                                           rho=paper_rho(8.0, DELTA), F_star=1.0)
+    config = ZhangTranCutkosky.from_theory(Setting.of(problem, gap=1.0), Budget(8.0, DELTA), smoothing=0.1)
     result = run(config, problem, x0)
     assert abs(float(problem.value(result.output)) - float(problem.value(x0))) < 0.01
 
@@ -104,15 +106,13 @@ def test_from_theory_does_not_move_the_same_network(task):
 def test_practical_settings_are_public_and_checked(task):
     problem, _ = task
     a = practical("klt-zeroth-order", problem, 8.0)
-    b = KornowskiLiuTalwar.practical(problem.constants, n=problem.n, d=problem.dim, epsilon=8.0, delta=DELTA,
-                                     clip=CLIP)
+    b = KornowskiLiuTalwar.practical(Setting.of(problem), Budget(8.0, DELTA), clip=CLIP)
     assert a == b  # a function of the constants, n, d, ε, δ and the options: no data read
     assert a.samples <= problem.n and a.anchor_radius * 2 / a.B1 == pytest.approx(a.increment_radius * 2 / a.B2)
     with pytest.raises(ValueError, match="options must be among"):
         practical("ztc", problem, 8.0, step_size=1.0)
     with pytest.raises(ValueError, match="clip"):
-        KornowskiLiuTalwar.practical(problem.constants, n=problem.n, d=problem.dim, epsilon=8.0, delta=DELTA,
-                                     oracle="first-order", clip=-1.0)
+        KornowskiLiuTalwar.practical(Setting.of(problem), Budget(8.0, DELTA), oracle="first-order", clip=-1.0)
 
 
 def test_safe_mode_reports_its_clip_rate_and_warns_above_half(task):

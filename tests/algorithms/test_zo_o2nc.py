@@ -7,6 +7,9 @@ import pytest
 import torch
 
 from dpnc.algorithms.o2nc import o2nc
+from dpnc.algorithms.base import Setting
+from dpnc.privacy.budget import ZCDP
+from dpnc.problems.base import Constants
 from dpnc.algorithms.ztc import (NaiveOracle, VarianceReducedOracle, ZhangTranCutkosky, guarantee, paper_rho,
                                      sensitivities, variance_bound)
 from dpnc.certify import certify_run
@@ -18,7 +21,13 @@ def gen(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
-from_theory = ZhangTranCutkosky.from_theory
+
+
+def from_theory(*, M, d, L, delta, rho, F_star, **choices):
+    """Theorem 4.9 / App. E in the paper's symbols: M samples (the setting's n), smoothing δ, the paper's ρ, F*."""
+    return ZhangTranCutkosky.from_theory(Setting(Constants(L0=L), M, d, gap=F_star), ZCDP.from_rdp_rho(rho),
+                                         smoothing=delta, **choices)
+
 variance_reduced = ZhangTranCutkosky.variance_reduced
 naive = ZhangTranCutkosky.naive
 
@@ -47,19 +56,19 @@ def test_T_is_the_max_formula_and_monotone_in_rho():
 
 def test_cor_4_4_condition_is_enforced():
     with pytest.raises(ValueError, match="B1 must be >= T·B2/2"):
-        variance_reduced(d=5, L=1.0, delta=0.1, rho=1.0, period=100, epochs=2, B1=10, B2=1)
-    p = variance_reduced(d=5, L=1.0, delta=0.1, rho=1.0, period=100, epochs=2, B1=50, B2=1)
+        variance_reduced(d=5, L=1.0, smoothing=0.1, rho=1.0, period=100, epochs=2, B1=10, B2=1)
+    p = variance_reduced(d=5, L=1.0, smoothing=0.1, rho=1.0, period=100, epochs=2, B1=50, B2=1)
     assert p.B1 == 50
 
 
 def test_noise_follows_cor_4_4_and_the_accountant_spends_exactly_rho():
     """σ = √(⌊log₂T⌋+1)·max(s₁, s₂)/ρ; s₂ = 4dL/(B2T) ≥ s₁ = 2dL/B1 when B1 ≥ T·B2/2."""
     d, L, T, rho = 7, 2.0, 64, 0.8
-    p = variance_reduced(d=d, L=L, delta=0.1, rho=rho, period=T, epochs=3)
+    p = variance_reduced(d=d, L=L, smoothing=0.1, rho=rho, period=T, epochs=3)
     s1, s2 = sensitivities(d, L, T, p.B1, p.B2)
     assert s1 <= s2 == pytest.approx(4 * d * L / T)
     assert p.sigma == pytest.approx(math.sqrt(7) * s2 / rho)
-    paper = variance_reduced(d=d, L=L, delta=0.1, rho=rho, period=T, epochs=3, paper=True)
+    paper = variance_reduced(d=d, L=L, smoothing=0.1, rho=rho, period=T, epochs=3, paper=True)
     assert paper.sigma == pytest.approx(4 * math.sqrt(2 * math.log(T)) * d * L / (rho * T))
 
 
@@ -72,7 +81,7 @@ def test_from_theory_takes_the_directions_without_changing_the_schedule():
 
 
 def test_naive_noise_is_the_corrected_2dL_over_B_rho():
-    p = naive(d=6, L=1.5, delta=0.1, rho=0.5, period=10, epochs=3, B=4)
+    p = naive(d=6, L=1.5, smoothing=0.1, rho=0.5, period=10, epochs=3, B=4)
     assert p.sigma == pytest.approx(2 * 6 * 1.5 / (4 * 0.5))
 
 
@@ -87,12 +96,12 @@ def test_variance_bound_reduces_to_lemma_4_8_and_grows_with_fewer_directions():
 
 
 def test_guarantee_falls_with_samples_and_privacy_is_free_at_large_rho():
-    bounds = [guarantee(from_theory(M=M, d=10, L=1.0, delta=0.1, rho=1.0, F_star=1.0), d=10, L=1.0, F_star=1.0)
+    bounds = [guarantee(from_theory(M=M, d=10, L=1.0, delta=0.1, rho=1.0, F_star=1.0), d=10, L=1.0, gap=1.0)
               for M in (10**4, 10**6, 10**8)]
     assert bounds[0] > bounds[1] > bounds[2]
     # ρ ≥ √d·ε: the non-private term dominates, so a larger ρ barely helps.
     loose, tight = (guarantee(from_theory(M=10**6, d=10, L=1.0, delta=0.1, rho=r, F_star=1.0), d=10, L=1.0,
-                              F_star=1.0) for r in (1e3, 1e6))
+                              gap=1.0) for r in (1e3, 1e6))
     assert loose == pytest.approx(tight, rel=0.05)
 
 
@@ -100,8 +109,8 @@ def test_per_step_noise_energy_ratio_is_log_squared_over_T_squared():
     """Property 17: d·(2dL/ρ)² (naive, B = 1) vs ℓ_T·d·σ_VR² (tree): ratio Θ(ln²T/T²)."""
     d, L, rho = 10, 1.0, 1.0
     for T in (16, 256, 4096):
-        vr = variance_reduced(d=d, L=L, delta=0.1, rho=rho, period=T, epochs=1)
-        base = naive(d=d, L=L, delta=0.1, rho=rho, period=T, epochs=1)
+        vr = variance_reduced(d=d, L=L, smoothing=0.1, rho=rho, period=T, epochs=1)
+        base = naive(d=d, L=L, smoothing=0.1, rho=rho, period=T, epochs=1)
         ratio = (math.floor(math.log2(T)) + 1) * d * vr.sigma**2 / (d * base.sigma**2)
         assert 1 <= ratio / (math.log(T) ** 2 / T**2) <= 16
 
@@ -188,7 +197,7 @@ def test_variance_reduction_keeps_the_running_sum_close_to_the_smoothed_gradient
     d, T = 4, 64
     data = L1Regression.synthetic(4_256, d, seed=1)
     population = data.subset(torch.arange(256, 4_256))
-    p = variance_reduced(d=d, L=1.0, delta=0.2, rho=1.0, period=T, epochs=2)
+    p = variance_reduced(d=d, L=1.0, smoothing=0.2, rho=1.0, period=T, epochs=2)
     oracle = VarianceReducedOracle(data.subset(torch.arange(p.samples)), p, noise=NoiseSource.for_testing(0),
                                    accountant=Accountant(), generator=gen())
     errors = []

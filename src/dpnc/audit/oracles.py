@@ -19,14 +19,15 @@ import torch
 from tqdm.auto import tqdm
 
 from dpnc.algorithms import klt, ztc
+from dpnc.algorithms.base import Setting
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.algorithms.menart import PrivateGradients, spider_schedule
 from dpnc.audit.base import BIG, Mechanism, ledger_mu, ledger_sensitivity
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import epsilon_to_rho
+from dpnc.privacy.budget import Budget, epsilon_to_rho
 from dpnc.privacy.tree import leaf_participation, node, nodes_covering
-from dpnc.problems.base import Problem
+from dpnc.problems.base import Constants, Problem
 
 
 class _CanaryProblem(Problem):
@@ -164,7 +165,7 @@ class ZTCTree(_TreeOracle):
         return self.T
 
     def _parameters(self, broken):
-        p = ZhangTranCutkosky.variance_reduced(d=self.d, L=1.0, delta=self.smoothing,
+        p = ZhangTranCutkosky.variance_reduced(d=self.d, L=1.0, smoothing=self.smoothing,
                                                rho=ztc.paper_rho(self.epsilon, self.delta), period=self.T,
                                                epochs=1, B1=self.B1, B2=self.B2, m=1)
         return dataclasses.replace(p, sigma=p.sigma / self.sigma_factor) if broken == "sigma" else p
@@ -197,8 +198,9 @@ class KLTTree(_TreeOracle):
     n_data, L, Phi, alpha = 20, 1.0, 0.1, 0.5
 
     def _parameters(self, broken):
-        p = KornowskiLiuTalwar.from_theory("zeroth-order", n=self.n_data, d=self.d, L=self.L, Phi=self.Phi,
-                                           alpha=self.alpha, epsilon=self.epsilon, dp_delta=self.delta, m=1)
+        p = KornowskiLiuTalwar.from_theory(Setting(Constants(L0=self.L), self.n_data, self.d, gap=self.Phi),
+                                           Budget(self.epsilon, self.delta), smoothing=self.alpha,
+                                           oracle="zeroth-order", m=1)
         if broken == "sigma":
             p = dataclasses.replace(p, sigma_anchor=p.sigma_anchor / self.sigma_factor,
                                     sigma_increment=p.sigma_increment / self.sigma_factor)

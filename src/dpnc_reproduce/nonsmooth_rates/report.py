@@ -17,6 +17,7 @@ from scipy.optimize import brentq
 
 from dpnc.algorithms.klt import theory as klt_theory
 from dpnc.algorithms.ztc import paper_rho
+from dpnc.algorithms.ztc import samples_needed as ztc_samples_needed
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce.common import privacy_claim
 from dpnc_reproduce.nonsmooth_rates.run import RateRow, RatesConfig, far_field, law
@@ -92,10 +93,9 @@ def theory_n(method: str, *, d: int, epsilon: float, alpha: float, beta: float, 
     order) has Thm 3.1's n (spec §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the population's adds
     Prop 5.1's gap L√(d/n), hence its d/β² term."""
     Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
-    if method == "ztc":
-        return (Phi + alpha) * d / (alpha * beta**3) + (Phi + alpha) * d**1.5 / (rho * alpha * beta**2)
-    if method == "ztc-naive":
-        return (Phi + alpha) * (math.sqrt(d) + 1 + d**1.5 / rho) ** 2 / (alpha * beta**3)
+    if method in ("ztc", "ztc-naive"):
+        return ztc_samples_needed("naive" if method == "ztc-naive" else "variance-reduced", beta=beta, d=d, L=1.0,
+                                  gap=Phi, smoothing=alpha, rho=rho)
     if method == "klt-multipass":
         return klt_theory.samples_needed("multi-pass", beta=beta, d=d, L=1.0, Phi=Phi, alpha=alpha,
                                          epsilon=epsilon) + d / beta**2

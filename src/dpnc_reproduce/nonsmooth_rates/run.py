@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.ztc import ZhangTranCutkosky, paper_rho
+from dpnc.algorithms.base import Setting
+from dpnc.algorithms.ztc import ZhangTranCutkosky
+from dpnc.privacy.budget import Budget
+from dpnc.problems.base import Constants
 from dpnc.certify import goldstein_certificate
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
@@ -182,29 +185,27 @@ def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: flo
     * ``klt-fo`` (gradients) and ``klt-multipass`` (T passes over n): their theorem's variance-matching m, capped at
       d (at most ZTC's directions per example read); multi-pass's T capped at ``multipass_max_steps``.
     """
-    Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
+    setting = Setting(Constants(L0=1.0), n, d, gap=config.start_distance)   # L = 1, Φ = the start distance
+    budget = Budget(epsilon, config.dp_delta)
     if method in ("ztc", "ztc-naive"):
-        return ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi, m=d,
+        return ZhangTranCutkosky.from_theory(setting, budget, smoothing=alpha, m=d,
                                              oracle="naive" if method == "ztc-naive" else "variance-reduced")
-    ztc = ZhangTranCutkosky.from_theory(M=n, d=d, L=1.0, delta=alpha, rho=rho, F_star=Phi)
+    ztc = ZhangTranCutkosky.from_theory(setting, budget, smoothing=alpha)
     oracle = KLT_ORACLE[method]
-    common = dict(n=n, d=d, L=1.0, Phi=Phi, alpha=alpha, epsilon=epsilon, dp_delta=config.dp_delta,
+    common = dict(smoothing=alpha, oracle=oracle,
                   **({"max_steps": config.multipass_max_steps} if oracle == "multi-pass" else {}))
     if method == "klt-zo":
-        m = equal_directions(ztc, KornowskiLiuTalwar.from_theory(oracle, **common, m=1), d)
+        m = equal_directions(ztc, KornowskiLiuTalwar.from_theory(setting, budget, **common, m=1), d)
     else:
-        m = min(KornowskiLiuTalwar.from_theory(oracle, **common).m, d)
-    return KornowskiLiuTalwar.from_theory(oracle, **common, m=m)   # η = D/(G₁√M) depends on m
+        m = min(KornowskiLiuTalwar.from_theory(setting, budget, **common).m, d)
+    return KornowskiLiuTalwar.from_theory(setting, budget, **common, m=m)   # η = D/(G₁√M) depends on m
 
 
 def evaluations(config, d: int) -> int:
-    """Function evaluations of a single-pass zeroth-order run of ``config`` (ZTC, either oracle: 2m per example,
-    GRAD and DIFF alike; KLT ZO: 2m per anchor example, 4m per increment example, its two estimates having
-    independent directions). Not for KLT's first-order or multi-pass oracles (their runs count their own)."""
-    anchors, increments = config.anchors * config.B1, (config.steps - config.anchors) * config.B2
-    if config.name == "zo-o2nc":
-        return 2 * config.m * (config.epochs * (config.B1 + (config.period - 1) * config.B2))
-    return config.m * (2 * anchors + 4 * increments)
+    """Function evaluations of a single-pass zeroth-order run of ``config``: its ``cost`` (ZTC, either oracle: 2m per
+    example, GRAD and DIFF alike, :func:`dpnc.algorithms.ztc.evaluations`; KLT ZO: 2m per anchor example, 4m per
+    increment example, its two estimates having independent directions)."""
+    return config.cost(Setting(Constants(L0=1.0), max(config.samples, 1), d)).evaluations
 
 
 def equal_directions(ztc, klt, d: int) -> int:

@@ -16,12 +16,11 @@ from typing import NamedTuple
 import torch
 
 from dpnc import tune
-from dpnc.algorithms.dpzero import DPZero, practical_step
+from dpnc.algorithms.base import Setting
+from dpnc.algorithms.dpzero import practical_step
 from dpnc.algorithms.dpzero.dpsgd import DPSGD
 from dpnc.algorithms.dpzero.theory import dpzero_from_theory
-from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.menart import AdaptiveGD, KLSpider, ProximalPoint
-from dpnc.algorithms.ztc import ZhangTranCutkosky, paper_rho
+from dpnc.algorithms.registry import ALGORITHMS
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
@@ -82,7 +81,12 @@ def _calibrated(budget: Budget, steps: int, rate: float = 1.0) -> float:
 def _eta(inst: Instance, steps: int) -> float:
     """The DPZero family's practical step (:func:`~dpnc.algorithms.dpzero.practical_step`): 1/L1 on a smooth
     problem, else the subgradient step Φ/(L0²√T)."""
-    return practical_step(inst.train.constants, steps=steps, Phi=None if inst.smooth else inst.Phi)
+    return practical_step(inst.train.constants, steps=steps, gap=None if inst.smooth else inst.Phi)
+
+
+def setting(inst: Instance) -> Setting:
+    """The public setting of an instance: the training objective's constants, n, d, and the gap bound Φ."""
+    return Setting.of(inst.train, gap=inst.Phi)
 
 
 def dpgd(config: UtilityConfig):
@@ -97,10 +101,8 @@ def dpgd(config: UtilityConfig):
 def dpsgd(config: UtilityConfig):
     """DP-SGD: :meth:`DPSGD.from_theory <dpnc.algorithms.dpzero.dpsgd.DPSGD.from_theory>` (B = √n, ``sgd_epochs``)."""
     def factory(inst, n, d, budget):
-        base = DPSGD.from_theory(inst.train.constants, n=n, epsilon=budget.epsilon, delta=budget.delta,
-                                 epochs=config.sgd_epochs)
-        return base if inst.smooth else DPSGD.from_theory(inst.train.constants, n=n, epsilon=budget.epsilon,
-                                                          delta=budget.delta, epochs=config.sgd_epochs,
+        base = DPSGD.from_theory(setting(inst), budget, epochs=config.sgd_epochs)
+        return base if inst.smooth else DPSGD.from_theory(setting(inst), budget, epochs=config.sgd_epochs,
                                                           eta=_eta(inst, base.steps))
     return factory
 
@@ -109,7 +111,7 @@ def dpzero_theory_steps(n: int, d: int, epsilon: float, delta: float) -> int:
     """DPZero's T from its own theorem for this problem's n and d: Theorem 3's T = n(r + 2)ε / (4√(r log(e + ε/δ)))
     (:func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`) with the effective rank r = d (no smaller r is
     declared for these problems; T does not depend on L or ℓ, passed as 1)."""
-    return dpzero_from_theory(n=n, d=d, r=d, L=1.0, ell=1.0, epsilon=epsilon, delta=delta).T
+    return dpzero_from_theory(n=n, d=d, r=d, L=1.0, ell=1.0, epsilon=epsilon, delta=delta).T   # T alone: L, ℓ moot
 
 
 def dpzero(config: UtilityConfig):
@@ -119,8 +121,8 @@ def dpzero(config: UtilityConfig):
     C = L0, η = :func:`_eta` / (d + 2); σ calibrated by the accountant for the T releases)."""
     def factory(inst, n, d, budget):
         T = dpzero_theory_steps(n, d, budget.epsilon, budget.delta)
-        return DPZero.practical(inst.train.constants, d=d, epsilon=budget.epsilon, delta=budget.delta,
-                                steps=T, Phi=None if inst.smooth else inst.Phi)
+        public = Setting.of(inst.train, gap=None if inst.smooth else inst.Phi)
+        return ALGORITHMS["dpzero"].practical(public, budget, steps=T)
     return factory
 
 
@@ -128,23 +130,22 @@ def _kl(config: UtilityConfig, kind: str, practical: bool = True):
     """Menart et al.: their ``practical(...)`` settings (default) or Theorems 4, 1, 2's (``from_theory``), from the
     objective's public constants, ρ of the budget and F0 = Φ ≥ F(x0) − F* (public). Needs L1 (and γ, κ for
     KL-Spider and the proximal point method): smooth problems only."""
+    name = {"adaptive": "adaptive-gd", "spider": "kl-spider", "proximal": "proximal-point"}[kind]
+
     def factory(inst, n, d, budget):
-        c = inst.train.constants
+        public = setting(inst)   # gap = Φ: F0 = Φ, not the default (γL0)^κ ≫ Φ
+        c = public.constants
         if c.L1 is None or (kind != "adaptive" and c.gamma is None):
             return None
-        rho = budget.to_zcdp().rho
         if kind == "adaptive":   # practical: norm queries budgeted for DP-GD's number of steps
-            return (AdaptiveGD.practical(c, rho=rho, n=n, horizon=config.gd_steps) if practical else
-                    AdaptiveGD.from_theory(c, rho=rho))
+            return (ALGORITHMS[name].practical(public, budget, horizon=config.gd_steps) if practical else
+                    ALGORITHMS[name].from_theory(public, budget))
         if kind == "proximal" and not c.weak_convexity:
             # convex, so any L̃1 > 0 is valid: L1 for the practical settings (a gradient step's curvature; public),
             # the spec's default for a convex objective for the theorem's (tiny here: λ/16, prox steps overshoot)
-            c = dataclasses.replace(c, weak_convexity=c.L1 if practical else
-                                    default_weak_convexity(c.gamma, c.kappa, c.L0))
-        cls = KLSpider if kind == "spider" else ProximalPoint
-        if practical:
-            return cls.practical(c, rho=rho, n=n, F0=inst.Phi)   # F0 = Φ, not the default (γL0)^κ ≫ Φ
-        return dataclasses.replace(cls.from_theory(c, rho=rho), F0=inst.Phi)
+            public = dataclasses.replace(public, constants=dataclasses.replace(
+                c, weak_convexity=c.L1 if practical else default_weak_convexity(c.gamma, c.kappa, c.L0)))
+        return (ALGORITHMS[name].practical if practical else ALGORITHMS[name].from_theory)(public, budget)
     return factory
 
 
@@ -160,10 +161,9 @@ def ztc(config: UtilityConfig, practical: bool = True):
     directions), or Theorem 4.9's with smoothing δ = ``alpha``."""
     def factory(inst, n, d, budget):
         if practical:
-            return ZhangTranCutkosky.practical(inst.train.constants, n=n, d=d, epsilon=budget.epsilon,
-                                               delta=budget.delta, m=min(d, config.zo_directions), **_travel(inst))
-        return ZhangTranCutkosky.from_theory(M=n, d=d, L=inst.train.constants.L0, delta=config.alpha,
-                                             rho=paper_rho(budget.epsilon, budget.delta), F_star=inst.Phi)
+            return ALGORITHMS["zo-o2nc"].practical(setting(inst), budget, m=min(d, config.zo_directions),
+                                                   **_travel(inst))
+        return ALGORITHMS["zo-o2nc"].from_theory(setting(inst), budget, smoothing=config.alpha)
     return factory
 
 
@@ -176,13 +176,11 @@ def klt(config: UtilityConfig, oracle: str, practical: bool = True):
             zo = {"m": min(d, config.zo_directions)} if oracle != "first-order" else {}
             if oracle == "multi-pass":
                 zo["steps"] = config.klt_mp_steps
-            return KornowskiLiuTalwar.practical(inst.train.constants, n=n, d=d, epsilon=budget.epsilon,
-                                                delta=budget.delta, oracle=oracle, **zo, **_travel(inst))
-        common = dict(n=n, d=d, L=inst.train.constants.L0, Phi=inst.Phi, alpha=config.alpha,
-                      epsilon=budget.epsilon, dp_delta=budget.delta)
-        algorithm = KornowskiLiuTalwar.from_theory(oracle, **common)
+            return ALGORITHMS["klt"].practical(setting(inst), budget, oracle=oracle, **zo, **_travel(inst))
+        common = dict(smoothing=config.alpha, oracle=oracle)
+        algorithm = ALGORITHMS["klt"].from_theory(setting(inst), budget, **common)
         if algorithm.m > config.max_directions:
-            algorithm = KornowskiLiuTalwar.from_theory(oracle, **common, m=config.max_directions)
+            algorithm = ALGORITHMS["klt"].from_theory(setting(inst), budget, **common, m=config.max_directions)
         return algorithm
     return factory
 
@@ -354,6 +352,5 @@ def matched_dpsgd(config: UtilityConfig, inst: Instance, budget: Budget, cost: f
     n = inst.train.n
     B = min(n, max(round(math.sqrt(n)), math.ceil(cost / config.matched_max_steps)))
     epochs = max(cost, 1.0) / n
-    base = DPSGD.from_theory(inst.train.constants, n=n, epsilon=budget.epsilon, delta=budget.delta, batch_size=B,
-                             epochs=epochs)
+    base = DPSGD.from_theory(setting(inst), budget, batch_size=B, epochs=epochs)
     return base if inst.smooth else dataclasses.replace(base, eta=_eta(inst, base.steps))
