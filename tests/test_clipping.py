@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpnc.clipping import clip_scalars, clip_vectors, per_run, zero_nonfinite
+from dpnc.privacy.clipping import clip_scalars, clip_vectors, per_run, zero_nonfinite
 
 EPS64 = torch.finfo(torch.float64).eps
 

@@ -53,7 +53,7 @@ import torch
 import torch.distributed as dist
 
 from dpnc.algorithms import dpzero as alg
-from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
+from dpnc.privacy.clipping import clip_scalars, per_run, zero_nonfinite
 from dpnc.estimators import two_point
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dpnc.clipping import clip_scalars, clip_vectors, zero_nonfinite, zero_nonfinite_rows
+from dpnc.privacy.clipping import clip_scalars, clip_vectors, zero_nonfinite, zero_nonfinite_rows
 from dpnc.problems.base import Directional, Objective
 from dpnc.sampling import BatchClosure, Sampler, batch_losses
 from dpnc.space import ParameterSpace

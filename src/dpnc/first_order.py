@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves
-from dpnc.clipping import clip_vectors, zero_nonfinite_rows
+from dpnc.privacy.clipping import clip_vectors, zero_nonfinite_rows
 from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import mean_release, release_sum
@@ -125,8 +125,8 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
 
 
 def _clip_rows_(flat: torch.Tensor, C: float) -> tuple[torch.Tensor, int, int]:
-    """clip_C of each row by :func:`~dpnc.clipping.clip_vectors` (non-finite rows become 0 first, overflowing norms
-    are guarded); returns (rows, how many clipped, how many non-finite)."""
+    """clip_C of each row by :func:`~dpnc.privacy.clipping.clip_vectors` (non-finite rows become 0 first, overflowing
+    norms are guarded); returns (rows, how many clipped, how many non-finite)."""
     flat, nonfinite = zero_nonfinite_rows(flat)
     clipped, fraction = clip_vectors(flat, C)
     return clipped, round(float(fraction) * len(flat)), int(nonfinite)

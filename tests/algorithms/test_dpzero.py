@@ -10,7 +10,7 @@ from scipy import stats
 
 from dpnc.algorithms.base import Run
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO, ZerothOrderStats, calibrate_noise, public_seeds
-from dpnc.clipping import clip_scalars
+from dpnc.privacy.clipping import clip_scalars
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.releases import FixedSize, Gaussian, NonPrivate, Poisson, Sampled
 from dpnc.problems import Quadratic

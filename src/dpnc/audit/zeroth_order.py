@@ -16,7 +16,7 @@ from dpnc.algorithms import dpzero as dz
 
 from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, chunks, ledger_mu,
                              ledger_sensitivity, merge_scores, release_statistics, replay_inclusions)
-from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
+from dpnc.privacy.clipping import clip_scalars, per_run, zero_nonfinite
 from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum

@@ -24,8 +24,8 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from dpnc.clipping import Number, clip_scalars, clip_vectors, per_run, zero_nonfinite, zero_nonfinite_rows
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.clipping import Number, clip_scalars, clip_vectors, per_run, zero_nonfinite, zero_nonfinite_rows
 from dpnc.privacy.mechanisms import discrete_gaussian_mechanism, gaussian_mechanism
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release, mean_sensitivity

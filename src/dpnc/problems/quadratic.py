@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from dpnc.clipping import per_run
+from dpnc.privacy.clipping import per_run
 from dpnc.problems.base import Constants, Directional, Objective
 
 HESSIANS = ("identity", "sqrt", "inverse")

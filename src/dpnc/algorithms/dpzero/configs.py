@@ -35,7 +35,7 @@ from dpnc.algorithms.base import (Algorithm, Cost, Run, Setting, Stats, approxim
                                   check_positive)
 from dpnc.algorithms.dpzero.theory import (ACCOUNTING, TheoryParameters, calibrate_noise, dpgd0th_from_theory,
                                            dpzero_from_theory, paper_claim)
-from dpnc.clipping import clip_scalars, per_run, zero_nonfinite
+from dpnc.privacy.clipping import clip_scalars, per_run, zero_nonfinite
 from dpnc.estimators import ClosedForm, TwoPoint, objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget

@@ -46,7 +46,7 @@ from dpnc.algorithms.klt import theory
 from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
-from dpnc.clipping import clip_vectors, zero_nonfinite_rows
+from dpnc.privacy.clipping import clip_vectors, zero_nonfinite_rows
 from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate, uniform_ball
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, check_delta, check_epsilon

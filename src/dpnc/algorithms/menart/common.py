@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, check_positive, zcdp
-from dpnc.clipping import clip_vectors, zero_nonfinite_rows
+from dpnc.privacy.clipping import clip_vectors, zero_nonfinite_rows
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum
 from dpnc.privacy.noise import NoiseSource

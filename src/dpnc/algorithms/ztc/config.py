@@ -41,7 +41,7 @@ import torch
 from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive, zcdp
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
 from dpnc.algorithms.oracles import SinglePassOracle, TreeOracle
-from dpnc.clipping import clip_vectors
+from dpnc.privacy.clipping import clip_vectors
 from dpnc.estimators import diff_estimate, grad_estimate
 from dpnc.privacy.calibrate import ztc_tree_sigma
 from dpnc.privacy.accountant import new_partition
