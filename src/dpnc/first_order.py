@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves
-from dpnc.privacy.clipping import clip_vectors, zero_nonfinite_rows
+from dpnc.privacy.clipping import clipped_sum
 from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import mean_release, release_sum
@@ -116,20 +116,12 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
         m = int(values.shape[0])
         flat = torch.cat([grads[f"model.{n}"].reshape(m, -1).to(total.dtype) for n in names], 1)
         del grads
-        flat, over, bad = _clip_rows_(flat, C)
-        total += flat.sum(0)
-        clipped, nonfinite = clipped + over, nonfinite + bad
-        losses.append(values.detach().reshape(-1))
+        summed = clipped_sum(flat, C, vector=True)   # non-finite rows set to 0, each clipped to C, summed
         del flat
+        total += summed.total
+        clipped, nonfinite = clipped + int(summed.clipped), nonfinite + int(summed.nonfinite)
+        losses.append(values.detach().reshape(-1))
     return ClippedSum(total, torch.cat(losses) if losses else torch.zeros(0), clipped, nonfinite)
-
-
-def _clip_rows_(flat: torch.Tensor, C: float) -> tuple[torch.Tensor, int, int]:
-    """clip_C of each row by :func:`~dpnc.privacy.clipping.clip_vectors` (non-finite rows become 0 first, overflowing
-    norms are guarded); returns (rows, how many clipped, how many non-finite)."""
-    flat, nonfinite = zero_nonfinite_rows(flat)
-    clipped, fraction = clip_vectors(flat, C)
-    return clipped, round(float(fraction) * len(flat)), int(nonfinite)
 
 
 class DPOptimizer(StepHooks, torch.optim.Optimizer):

@@ -16,7 +16,7 @@ from dpnc.algorithms import dpzero as dz
 
 from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, chunks, ledger_mu,
                              ledger_sensitivity, merge_scores, release_statistics, replay_inclusions)
-from dpnc.privacy.clipping import clip_scalars, per_run, zero_nonfinite
+from dpnc.privacy.clipping import clipped_sum, per_run
 from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum
@@ -90,14 +90,13 @@ class RealisedBatchDPZero(dz.DPZero):
 
     def step(self, space, closure, seed, *, sampler, noise, accountant):
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
-        a, nonfinite = zero_nonfinite(diffs.a)
-        clipped, frac = clip_scalars(a, self.C)
+        s = clipped_sum(diffs.a, self.C)
         realised = self.grid.realised(sampler.last).clamp(min=1)                       # |batch_r|, per run
-        total = clipped.sum(-1) * sampler.batch_size / realised                        # release_sum divides by B
+        total = s.total * sampler.batch_size / realised                                # release_sum divides by B
         c = release_sum(total, self.C, sampler=sampler, noise=noise, accountant=accountant,
                         noise_multiplier=self.noise_multiplier)
         space.update_(seed, -per_run(self.eta, c) * c)
-        return dz.StepLog(diffs.loss, frac, c, nonfinite, diffs.examples)
+        return dz.StepLog(diffs.loss, s.fraction, c, s.nonfinite, diffs.examples)
 
 
 class _FlatGrid(Mechanism):

@@ -1,5 +1,5 @@
 """Privacy core: budgets, releases (data), the accountant and its interpreter, calibration, secret noise,
-tree aggregation.
+tree aggregation, and clipping (the one clipped sum).
 
 This package imports nothing else from dpnc. Names are loaded on first use (PEP 562), so that
 accounting alone (``dpnc account``) does not pay for importing torch.
@@ -12,6 +12,8 @@ _EXPORTS = {
     "budget": ["Budget", "ZCDP", "epsilon_to_rho", "rho_to_epsilon", "rdp_to_epsilon"],
     "calibrate": ["advanced_composition_epsilon", "dpzero_sigma", "epsilon_for", "klt_tree_sigma", "noise_multiplier",
                   "opacus_noise_multiplier", "zcdp_gaussian_sigma", "ztc_tree_sigma"],
+    "clipping": ["Clipped", "ClippedTotal", "clip_each", "clip_scalars", "clip_vectors", "clipped_sum", "per_run",
+                 "zero_nonfinite", "zero_nonfinite_rows"],
     "mechanisms": ["discrete_gaussian_mechanism", "exponential_mechanism", "gaussian_mechanism"],
     "noise": ["NoiseSource"],
     "releases": ["DiscreteGaussian", "ExponentialMechanism", "FixedSize", "Gaussian", "Mechanism", "NonPrivate",

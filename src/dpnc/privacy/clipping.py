@@ -1,14 +1,70 @@
-"""Clipping that keeps sensitivity bounds even on bad input.
+"""Clipping that keeps sensitivity bounds even on bad input, and the one clipped sum of dpnc.
 
 Non-finite values are replaced by 0 *before* clipping (DESIGN.md), so a NaN or infinite loss neither
 crashes a run nor breaks the bound |clip_C(a)| ≤ C; the count is reported.
+
+:func:`clipped_sum` is the only place that forms Σ_i clip_C(v_i) from per-example values (zero the
+non-finite, clip, sum): every algorithm's private sum goes through it, and its counts add up across the
+ranks of a data-parallel group. :func:`clip_each` is the same without the sum, for estimators that combine
+the clipped values otherwise (a weighted sum over directions, a mean per example).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 Number = float | torch.Tensor
+
+
+class Clipped(NamedTuple):
+    """Per-example values after :func:`clip_each`, and what it did (counts per run; private: do not log)."""
+
+    values: torch.Tensor      # clip_C(v_i), non-finite v_i set to 0 first; the shape of the input
+    clipped: torch.Tensor     # how many v_i the clip changed, per run (int64)
+    nonfinite: torch.Tensor   # how many v_i were set to 0 before clipping, per run (int64)
+
+
+class ClippedTotal(NamedTuple):
+    """Σ_i clip_C(v_i) over a batch and what clipping did: every field is a sum over the examples, so the
+    partial totals of disjoint shards add up to the whole batch's. All of it is a statistic of the private
+    batch: only a noisy release of ``total`` may be published."""
+
+    total: torch.Tensor       # Σ_i clip_C(v_i): (...,) for scalars, (..., d) for vectors
+    clipped: torch.Tensor     # how many v_i the clip changed, per run (int64)
+    nonfinite: torch.Tensor   # how many v_i were set to 0 before clipping, per run (int64)
+    examples: int             # how many v_i (the realised batch size)
+
+    @property
+    def fraction(self) -> torch.Tensor:
+        """The fraction clipped per run (NaN on an empty batch), as the mean :func:`clip_scalars` returns."""
+        return self.clipped.to(self.total.dtype) / self.examples
+
+
+def clip_each(values: torch.Tensor, bound: Number, *, vector: bool = False) -> Clipped:
+    """Zero the non-finite values, then clip each to ``bound``: scalars ``(..., B)`` by :func:`clip_scalars`,
+    or with ``vector=True`` vectors ``(..., B, d)`` by :func:`clip_vectors` (a vector with any non-finite entry
+    becomes 0). ``bound`` is C, or one per run; ``math.inf`` only zeroes."""
+    if vector:
+        values, nonfinite = zero_nonfinite_rows(values)
+        clipped, over = _clip_vectors(values, bound)
+    else:
+        values, nonfinite = zero_nonfinite(values)
+        clipped, over = _clip_scalars(values, bound)
+    return Clipped(clipped, over.sum(-1), nonfinite)
+
+
+def clipped_sum(values: torch.Tensor, bound: Number, *, vector: bool = False) -> ClippedTotal:
+    """Σ_i clip_bound(v_i) over the example dimension (the last for scalars, the one before the last with
+    ``vector=True``), non-finite v_i set to 0 before clipping; with the counts (:class:`ClippedTotal`).
+
+    The caller releases ``total`` (:func:`dpnc.privacy.mean.release_sum`: divided by the fixed B, never by
+    ``examples``), after adding the partial totals of every rank where the batch is sharded.
+    """
+    each = clip_each(values, bound, vector=vector)
+    return ClippedTotal(each.values.sum(-2 if vector else -1), each.clipped, each.nonfinite,
+                        values.shape[-2 if vector else -1])
 
 
 def zero_nonfinite(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,9 +78,13 @@ def clip_scalars(a: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor
 
     Returns the clipped values and the fraction clipped per run. a = 0 maps to 0; C = inf is no-op.
     """
+    clipped, over = _clip_scalars(a, C)
+    return clipped, over.to(a.dtype).mean(-1)
+
+
+def _clip_scalars(a: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor]:
     C = per_run(C, a)
-    clipped = torch.maximum(torch.minimum(a, C), -C)
-    return clipped, (a.abs() > C).to(a.dtype).mean(-1)
+    return torch.maximum(torch.minimum(a, C), -C), a.abs() > C
 
 
 def zero_nonfinite_rows(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,6 +100,12 @@ def clip_vectors(g: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor
     finite vectors (whose squared norm overflows) still come out with norm C.
     """
     g, _ = zero_nonfinite_rows(g)
+    clipped, over = _clip_vectors(g, C)
+    return clipped, over.to(g.dtype).mean(-1)
+
+
+def _clip_vectors(g: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor]:
+    """clip_vectors of rows that are finite already; the clipped rows and which were clipped."""
     scale = g.abs().amax(-1, keepdim=True)
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     unit = g / scale
@@ -48,8 +114,7 @@ def clip_vectors(g: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor
     C = per_run(C, norms)
     over = norms > C
     factor = C / torch.where(unit_norms > 0, unit_norms, torch.ones_like(unit_norms))
-    clipped = torch.where(over.unsqueeze(-1), unit * factor.unsqueeze(-1), g)
-    return clipped, over.to(g.dtype).mean(-1)
+    return torch.where(over.unsqueeze(-1), unit * factor.unsqueeze(-1), g), over
 
 
 def per_run(C: Number, like: torch.Tensor) -> torch.Tensor:

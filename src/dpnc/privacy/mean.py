@@ -5,7 +5,8 @@ DP-GD's gradients, the KL algorithms' gradients, the trainer's DP-AdamW) goes th
 :func:`private_mean` (or, when it forms the clipped sum itself, e.g. chunk by chunk with ``torch.func``,
 through :func:`release_sum`). One place therefore decides the three things that copies got wrong:
 
-1. non-finite values become 0 *before* clipping (so the bound holds on bad input) and are counted;
+1. non-finite values become 0 *before* clipping (so the bound holds on bad input) and are counted
+   (:func:`~dpnc.privacy.clipping.clipped_sum`, the one clipped sum, which callers forming their sum use too);
 2. the sum is divided by the sampler's **fixed** batch size B, never by the realised |batch|: under
    Poisson sampling |batch| is random and data-dependent, and dividing by it would let one example move
    the mean by more than the recorded Δ;
@@ -25,7 +26,7 @@ from typing import NamedTuple, Protocol
 import torch
 
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.clipping import Number, clip_scalars, clip_vectors, per_run, zero_nonfinite, zero_nonfinite_rows
+from dpnc.privacy.clipping import Number, clipped_sum, per_run
 from dpnc.privacy.mechanisms import discrete_gaussian_mechanism, gaussian_mechanism
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release, mean_sensitivity
@@ -63,17 +64,10 @@ def private_mean(values: torch.Tensor, bound: Number, *, sampler: BatchSource, n
         partition: record under this partition of the accountant (releases on disjoint parts of the data,
             e.g. the steps of one single pass, compose in parallel).
     """
-    if vector:
-        values, nonfinite = zero_nonfinite_rows(values)
-        clipped, fraction = clip_vectors(values, bound)
-        total = clipped.sum(-2)
-    else:
-        values, nonfinite = zero_nonfinite(values)
-        clipped, fraction = clip_scalars(values, bound)
-        total = clipped.sum(-1)
-    value = release_sum(total, bound, sampler=sampler, noise=noise, accountant=accountant,
+    summed = clipped_sum(values, bound, vector=vector)
+    value = release_sum(summed.total, bound, sampler=sampler, noise=noise, accountant=accountant,
                         noise_multiplier=noise_multiplier, discrete=discrete, partition=partition)
-    return PrivateMean(value, fraction, nonfinite)
+    return PrivateMean(value, summed.fraction, summed.nonfinite)
 
 
 def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noise: NoiseSource,

@@ -46,7 +46,7 @@ from dpnc.algorithms.klt import theory
 from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
-from dpnc.privacy.clipping import clip_vectors, zero_nonfinite_rows
+from dpnc.privacy.clipping import clip_each, clipped_sum
 from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate, uniform_ball
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, check_delta, check_epsilon
@@ -383,11 +383,11 @@ class _Terms:
         c, b, d = self.config, len(index), self.problem.dim
         y = c.alpha * uniform_ball(b * c.m, d, self.generator, dtype=w.dtype).reshape(b, c.m, d)
         grads = self.problem.gradients(torch.cat([w + y, w_prev + y], dim=1), index)
-        grads, nonfinite = zero_nonfinite_rows(grads)
-        grads, fraction = clip_vectors(grads, self.problem.constants.L0)
+        each = clip_each(grads, self.problem.constants.L0, vector=True)
+        grads = each.values
         self.stats.gradients += 2 * b * c.m
-        self.stats.clipped += int((fraction * 2 * c.m).round().sum())
-        self.stats.nonfinite += int(nonfinite.sum())
+        self.stats.clipped += int(each.clipped.sum())
+        self.stats.nonfinite += int(each.nonfinite.sum())
         return grads[:, :c.m].mean(1) - grads[:, c.m:].mean(1)
 
     def _sum(self, per_example, index: torch.Tensor, radius: float, *, increment: bool = False) -> torch.Tensor:
@@ -402,9 +402,7 @@ class _Terms:
             if increment:
                 self.stats.increments += len(chunk)
                 self.stats.increments_clipped += beyond
-            if not self.config.paper:
-                terms, _ = clip_vectors(terms, radius)
-            total = total + terms.sum(0)
+            total = total + (terms.sum(0) if self.config.paper else clipped_sum(terms, radius, vector=True).total)
         return total
 
 

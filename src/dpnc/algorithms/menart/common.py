@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, check_positive, zcdp
-from dpnc.privacy.clipping import clip_vectors, zero_nonfinite_rows
+from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum
 from dpnc.privacy.noise import NoiseSource
@@ -183,11 +183,10 @@ class PrivateGradients:
 
     def _sum(self, per_example, full, bound: float) -> torch.Tensor:
         if self.clips:
-            g, bad = zero_nonfinite_rows(per_example())
-            self.nonfinite += int(bad.sum())
-            clipped, fraction = clip_vectors(g, bound)
-            self.clipped += round(float(fraction) * self.n)
-            return clipped.sum(0)
+            summed = clipped_sum(per_example(), bound, vector=True)
+            self.nonfinite += int(summed.nonfinite)
+            self.clipped += int(summed.clipped)
+            return summed.total
         mean = full()
         if not bool(torch.isfinite(mean).all()):  # only reachable when the assumptions fail; counted
             self.nonfinite += 1

@@ -41,7 +41,7 @@ import torch
 from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive, zcdp
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
 from dpnc.algorithms.oracles import SinglePassOracle, TreeOracle
-from dpnc.privacy.clipping import clip_vectors
+from dpnc.privacy.clipping import clipped_sum
 from dpnc.estimators import diff_estimate, grad_estimate
 from dpnc.privacy.calibrate import ztc_tree_sigma
 from dpnc.privacy.accountant import new_partition
@@ -345,13 +345,13 @@ class VarianceReducedOracle(TreeOracle):
         counting those beyond it (and, for increments, the clip rate's counters)."""
         if radius is None:
             return terms.mean(0)
-        terms, fraction = clip_vectors(terms, radius)
-        beyond = int((fraction * len(terms)).round())
+        summed = clipped_sum(terms, radius, vector=True)
+        beyond = int(summed.clipped)
         self.stats.beyond_radius += beyond
         if increment:
             self.stats.increments += len(terms)
             self.stats.increments_clipped += beyond
-        return terms.mean(0)
+        return summed.total / len(terms)
 
 
 class NaiveOracle(SinglePassOracle):
