@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpnc.privacy.clipping import clip_scalars, clip_vectors, per_run, zero_nonfinite
+from dpnc.privacy.clipping import clip_each, clip_scalars, clip_vectors, clipped_sum, per_run, zero_nonfinite
 
 EPS64 = torch.finfo(torch.float64).eps
 
@@ -130,3 +130,22 @@ def test_per_run_shapes():
     assert per_run(2.0, like).shape == ()
     assert per_run(torch.tensor([1.0, 2.0, 3.0]), like).shape == (3, 1, 1)
     assert per_run(1, torch.zeros(4, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_clipped_sum_is_zero_nonfinite_then_clip_then_sum():
+    a = torch.tensor([[0.5, -3.0, math.nan, 2.0], [math.inf, 0.1, -0.2, 5.0]], dtype=torch.float64)
+    s = clipped_sum(a, torch.tensor([1.0, 2.0], dtype=torch.float64))
+    zeroed, nonfinite = zero_nonfinite(a)
+    clipped, frac = clip_scalars(zeroed, torch.tensor([1.0, 2.0], dtype=torch.float64))
+    assert torch.equal(s.total, clipped.sum(-1)) and torch.equal(s.nonfinite, nonfinite)
+    assert s.clipped.tolist() == [2, 1] and s.examples == 4 and torch.equal(s.fraction, frac)
+
+
+def test_clipped_sum_of_vectors_and_of_an_empty_batch():
+    g = torch.tensor([[3.0, 4.0], [math.nan, 1.0], [0.3, 0.4]], dtype=torch.float64)
+    s = clipped_sum(g, 1.0, vector=True)
+    assert torch.allclose(s.total, torch.tensor([0.6 + 0.3, 0.8 + 0.4], dtype=torch.float64))
+    assert (int(s.clipped), int(s.nonfinite), s.examples) == (1, 1, 3)
+    assert torch.equal(clip_each(g, 1.0, vector=True).values.sum(-2), s.total)
+    empty = clipped_sum(torch.zeros(0, dtype=torch.float64), 1.0)
+    assert float(empty.total) == 0.0 and empty.examples == 0 and math.isnan(float(empty.fraction))

@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from dpnc.distributed import Group, shutdown
+from dpnc.distributed import LOCAL, Group, shutdown
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
@@ -221,3 +221,12 @@ def test_group_needs_an_initialised_process_group():
         model = make_model(4, torch.float64, 0)
         DPZero(model.parameters(), lr=LR, clip=C, noise_multiplier=NOISE, model=model, data=data(torch.float64),
                sampler=PoissonSampler.for_testing(N, B, seed=3), accountant=Accountant(), group="world")
+
+
+def test_the_local_group_is_a_no_op():
+    t = torch.tensor([1.5, 2.5])
+    summed, count = LOCAL.sum(t, 3)
+    assert summed is t and count == 3
+    assert LOCAL.on_source(lambda: t, like=t) is t
+    drawn = LOCAL.draw(ShuffleSampler.for_testing(N, B, seed=3))
+    assert torch.equal(drawn, ShuffleSampler.for_testing(N, B, seed=3).sample())

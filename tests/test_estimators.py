@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dpnc.estimators import per_example_clipped_sum, two_point
+from dpnc.estimators import functional_clipped_sum, two_point
 from dpnc.problems import Quadratic
 from dpnc.space import DIRECTIONS, FlatSpace
 
@@ -132,13 +132,13 @@ def big_problem():
     return Quadratic.synthetic(12, "inverse", n=100, seed=5)
 
 
-def test_per_example_clipped_sum_matches_the_closed_form(big_problem):
+def test_functional_clipped_sum_matches_the_closed_form(big_problem):
     p = big_problem
     x = start(p, seed=2)
     norms = torch.linalg.vector_norm(p.a * (x - p.train), dim=-1)
     Cs = [float(norms.quantile(q)) for q in (0.1, 0.5, 0.9)] + [float(norms.min()) / 2, math.inf]
     for C in Cs:
-        g, frac, loss = per_example_clipped_sum(p.loss_one(p.a), x, p.train, C, chunk=7)
+        g, frac, loss = functional_clipped_sum(p.loss_one(p.a), x, p.train, C, chunk=7)
         g_ref, frac_ref, loss_ref = p.clipped_gradient_sum(x, C)
         assert torch.allclose(g, g_ref, rtol=1e-11, atol=1e-13)
         assert torch.allclose(g, naive_clipped_sum(p, x, C), rtol=1e-11, atol=1e-13)
@@ -146,15 +146,15 @@ def test_per_example_clipped_sum_matches_the_closed_form(big_problem):
         assert float(frac) == pytest.approx(float((norms > C).double().mean()), abs=1e-15)
         assert float(loss) == pytest.approx(float(loss_ref), rel=1e-12)
     # The thresholds cover all regimes: everything clipped, some, none (C = ∞ is the plain gradient).
-    g_inf, frac_inf, _ = per_example_clipped_sum(p.loss_one(p.a), x, p.train, math.inf)
+    g_inf, frac_inf, _ = functional_clipped_sum(p.loss_one(p.a), x, p.train, math.inf)
     assert float(frac_inf) == 0.0 and torch.allclose(g_inf / p.n, p.gradient(x), rtol=1e-12, atol=1e-14)
 
 
-def test_per_example_clipped_sum_per_run_threshold(big_problem):
+def test_functional_clipped_sum_per_run_threshold(big_problem):
     p = big_problem
     X = torch.stack([start(p, seed=s) for s in range(3)])
     C = torch.tensor([0.3, 1.0, 3.0], dtype=torch.float64)
-    g, frac, loss = per_example_clipped_sum(p.loss_one(p.a), X, p.train, C, chunk=32)
+    g, frac, loss = functional_clipped_sum(p.loss_one(p.a), X, p.train, C, chunk=32)
     g_ref, frac_ref, loss_ref = p.clipped_gradient_sum(X, C)
     assert g.shape == (3, p.d) and frac.shape == (3,) and loss.shape == (3,)
     assert torch.allclose(g, g_ref, rtol=1e-11, atol=1e-13)
@@ -166,18 +166,18 @@ def test_per_example_clipped_sum_per_run_threshold(big_problem):
     # With a batch of examples the closed form agrees as well.
     batch = torch.arange(0, 100, 3)
     g_b, _, _ = p.clipped_gradient_sum(X, C, batch)
-    g_f, _, _ = per_example_clipped_sum(p.loss_one(p.a), X, p.train[batch], C)
+    g_f, _, _ = functional_clipped_sum(p.loss_one(p.a), X, p.train[batch], C)
     assert torch.allclose(g_b, g_f, rtol=1e-11, atol=1e-13)
 
 
-def test_per_example_clipped_sum_zeroes_a_nonfinite_gradient():
+def test_functional_clipped_sum_zeroes_a_nonfinite_gradient():
     """DESIGN.md: a non-finite per-example value is replaced by 0 before clipping, so it cannot break
     the sensitivity bound: the sum stays finite with norm ≤ n·C."""
     data = torch.tensor([[1.0, 2.0], [-1.0, 0.5], [-3.0, 1.0]], dtype=torch.float64)
     # sqrt(x₀ − ξ₀) is NaN (value and gradient) where x₀ < ξ₀: example 0 only, at x = (0, 0).
     loss_one = lambda x, xi: ((x - xi) ** 2).sum() + torch.sqrt(x[0] - xi[0])
     x = torch.zeros(2, dtype=torch.float64)
-    g, frac, _ = per_example_clipped_sum(loss_one, x, data, 1.0)
+    g, frac, _ = functional_clipped_sum(loss_one, x, data, 1.0)
     assert torch.all(torch.isfinite(g))
     assert float(torch.linalg.vector_norm(g)) <= 3 * 1.0  # three terms, each of norm ≤ C
 

@@ -1,4 +1,12 @@
-"""Data-parallel DPZero and MeZO on ``torch.distributed``: a few numbers per step, whatever the model's size.
+"""The group a step's sums are aggregated over: :data:`LOCAL` (this process alone, a no-op) or a
+:class:`Group` of ``torch.distributed`` ranks (data-parallel DPZero and MeZO: a few numbers per step,
+whatever the model's size).
+
+A step names its group (``DPZero.step(..., group=LOCAL)``, :class:`~dpnc.algorithms.dpzero.MeZO` alike) and
+asks three things of it: :meth:`~Group.draw` (the part of the sampler's batch this process evaluates),
+:meth:`~Group.sum` (its partial sums added over the group) and :meth:`~Group.on_source` (the release, made
+once, seen by all). :data:`LOCAL` answers with the sampler's batch, the sums as they are and the release
+itself, so the one-process step and the data-parallel step are one code path.
 
 A zeroth-order step's only data-dependent quantity is one scalar per direction, so workers that share
 the public direction seed need to exchange only their partial sums. Every rank holds the model; a step
@@ -6,9 +14,9 @@ the public direction seed need to exchange only their partial sums. Every rank h
 1. takes the batch rank 0 drew from its **secret** sampler, broadcast as indices (its size, then the
    indices: |batch| + 1 integers), and evaluates its own contiguous shard at x ± λu, u regenerated from
    the step's public seed (the same on every rank);
-2. forms its partial sums — Σ clip_C(a_i) over its shard (non-finite a_i set to 0 first, as in
-   :func:`~dpnc.privacy.mean.private_mean`), its example count and the private diagnostics — and adds
-   them across ranks in **one** ``all_reduce`` of a tensor of 5 numbers (MeZO: 4);
+2. forms its partial sums — Σ clip_C(a_i) over its shard by :func:`~dpnc.privacy.clipping.clipped_sum`
+   (non-finite a_i set to 0 first), its example count and the private diagnostics — and adds them across
+   ranks in **one** ``all_reduce`` of a tensor of 5 numbers (MeZO: 4);
 3. rank 0 alone releases the sum through :func:`~dpnc.privacy.mean.release_sum` (the sampler's fixed
    denominator B, secret noise from its :class:`~dpnc.privacy.noise.NoiseSource`, one ledger entry in its
    :class:`~dpnc.privacy.accountant.Accountant`) and broadcasts the released scalar c_t (1 number);
@@ -52,19 +60,39 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from dpnc.algorithms import dpzero as alg
-from dpnc.privacy.clipping import clip_scalars, per_run, zero_nonfinite
-from dpnc.estimators import two_point
-from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import release_sum
-from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import NonPrivate
-from dpnc.sampling import BatchClosure, Sampler, batch_losses
-from dpnc.space import ModuleSpace
+from dpnc.sampling import Sampler
 
-__all__ = ["Group", "dpzero_step", "from_environment", "mezo_step", "shutdown"]
+__all__ = ["LOCAL", "Group", "Local", "from_environment", "shutdown"]
 
 T = TypeVar("T")
+
+
+class Local:
+    """This process alone: the group a step aggregates over by default, a no-op.
+
+    :meth:`draw` is the sampler's own draw, :meth:`sum` returns its arguments as they are and :meth:`on_source`
+    calls the release; nothing is communicated. Use the instance :data:`LOCAL`.
+    """
+
+    rank, world_size, is_source = 0, 1, True
+
+    def draw(self, sampler: Sampler) -> torch.Tensor:
+        """The batch the sampler draws (secret when subsampled)."""
+        return sampler.sample()
+
+    def sum(self, *values: Any) -> tuple:
+        """``values`` themselves: alone, a partial sum is the whole sum."""
+        return values
+
+    def on_source(self, compute: Callable[[], torch.Tensor], *, like: torch.Tensor) -> torch.Tensor:
+        """``compute()``."""
+        return compute()
+
+    def __repr__(self) -> str:
+        return "LOCAL"
+
+
+LOCAL = Local()
 
 
 class Group:
@@ -181,10 +209,25 @@ class Group:
         """This rank's contiguous part of ``batch`` (sizes differ by at most one; some may be empty)."""
         return torch.tensor_split(batch, self.world_size)[self.rank]
 
-    def release(self, sums: torch.Tensor, release: Callable[[], torch.Tensor]) -> torch.Tensor:
-        """Rank 0 computes ``release()`` (one scalar, e.g. a noisy mean it records); every rank gets it."""
-        value = release() if self.is_source else torch.empty((), dtype=sums.dtype, device=sums.device)
-        return self.broadcast_(value.reshape(()).to(sums.dtype))
+    def draw(self, sampler: Sampler) -> torch.Tensor:
+        """This rank's part of the batch rank 0 draws from its secret ``sampler`` (:meth:`broadcast_batch`, then
+        :meth:`shard`): what a step evaluates here."""
+        return self.shard(self.broadcast_batch(sampler))
+
+    def sum(self, *values: Any) -> tuple:
+        """Each of ``values`` (Python numbers or tensors of any shape: a step's partial sums) added over the ranks,
+        in **one** ``all_reduce`` of their elements in float64; returned as given (an int stays an int, a tensor
+        keeps its shape, dtype and device). Every rank must pass the same shapes in the same order."""
+        flat = [torch.as_tensor(v).to(self.device, torch.float64).reshape(-1) for v in values]
+        summed = self.all_reduce_(torch.cat(flat)).split([f.numel() for f in flat])
+        return tuple(part.reshape(v.shape).to(dtype=v.dtype, device=v.device) if isinstance(v, torch.Tensor)
+                     else type(v)(part.item()) for v, part in zip(values, summed))
+
+    def on_source(self, compute: Callable[[], torch.Tensor], *, like: torch.Tensor) -> torch.Tensor:
+        """Rank 0 alone calls ``compute()`` (e.g. the release, which draws noise and records it); every rank gets its
+        value, shaped and typed as ``like`` (which must agree on every rank)."""
+        value = compute() if self.is_source else torch.empty_like(like)
+        return self.broadcast_(value.reshape(like.shape).to(like.dtype))
 
 
 def from_environment() -> Group | None:
@@ -217,71 +260,3 @@ def shutdown() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
-
-
-def _pack(*values, device: torch.device) -> torch.Tensor:
-    """Scalars (Python numbers or 0-d tensors) as one float64 tensor: the payload of a step's all_reduce."""
-    return torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(()) for v in values])
-
-
-def _local_two_point(space: ModuleSpace, closure: BatchClosure, seed: int, lam: float, group: Group,
-                     sampler: Sampler):
-    if not isinstance(space, ModuleSpace):
-        raise ValueError(f"data-parallel steps take a model's ModuleSpace; got {type(space).__name__}")
-    batch = group.shard(group.broadcast_batch(sampler))                   # rank 0's secret draw, our part
-    dtype = space.params[0].dtype
-    return batch, two_point(space, lambda: batch_losses(closure, batch, dtype=dtype), seed, lam)
-
-
-def dpzero_step(config: alg.DPZero, space: ModuleSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
-                noise: NoiseSource, accountant: Accountant, group: Group) -> alg.StepLog:
-    """:meth:`dpnc.algorithms.dpzero.DPZero.step` across the ranks of ``group`` (same arguments, same result).
-
-    c_t = (1/B) Σ_i clip_C(a_i) + z_t over the whole batch, the sum added across ranks (one all_reduce of 5
-    numbers), released by rank 0 through :func:`~dpnc.privacy.mean.release_sum` and broadcast (1 number).
-    The returned log's loss and diagnostics are those of the whole batch, on every rank.
-    """
-    batch, diffs = _local_two_point(space, closure, seed, config.lam, group, sampler)
-    try:
-        a, nonfinite = zero_nonfinite(diffs.a)                              # as private_mean: 0 before clipping
-        clipped, fraction = clip_scalars(a, config.C)
-        n = len(batch)
-        sums = group.all_reduce_(_pack(clipped.sum(), n, diffs.plus.sum() + diffs.minus.sum(),   # one tiny
-                                       fraction * n if n else 0, nonfinite, device=space.params[0].device))   # tensor
-        total = sums[0].to(space.params[0].dtype)                                     # Σ_i clip_C(a_i), all ranks
-        c = group.release(total, lambda: release_sum(                       # rank 0: /B + z_t, recorded
-            total, config.C, sampler=sampler, noise=noise, accountant=accountant,
-            noise_multiplier=config.noise_multiplier, discrete=config.discrete))
-    except BaseException:
-        space.restore_()   # never leave the parameters perturbed
-        raise
-    space.update_(seed, -per_run(config.eta, c) * c)                        # x_{t+1} = x_t − α c_t u_t
-    count = sums[1]
-    return alg.StepLog(sums[2] / (2 * count), sums[3] / count, c, sums[4].long(), int(count))
-
-
-def mezo_step(config: alg.MeZO, space: ModuleSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
-              accountant: Accountant, group: Group) -> alg.StepLog:
-    """:meth:`dpnc.algorithms.dpzero.MeZO.step` across the ranks of ``group``: not private (ε = ∞).
-
-    c_t = (Σ ℓ_i(x + λu) − Σ ℓ_i(x − λu)) / (2λ·|batch|) from one all_reduce of 4 numbers, an example with a
-    non-finite loss at either point counting 0 at both (:func:`~dpnc.algorithms.dpzero.finite_pairs`, as in the
-    one-process step); rank 0 records the :class:`~dpnc.privacy.releases.NonPrivate` release and broadcasts c_t.
-    """
-    batch, diffs = _local_two_point(space, closure, seed, config.lam, group, sampler)
-    try:
-        diffs, bad = alg.finite_pairs(diffs)
-        sums = group.all_reduce_(_pack(diffs.plus.sum(), diffs.minus.sum(), len(batch), int(bad),
-                                       device=space.params[0].device))
-        count = sums[2]
-
-        def release() -> torch.Tensor:
-            accountant.record(NonPrivate(secret=bool(getattr(sampler, "secret", True))))   # no noise: ε = ∞
-            return (sums[0] / count - sums[1] / count) / (2 * config.lam) if count else sums.new_zeros(())
-
-        c = group.release(sums, release).to(space.params[0].dtype)
-    except BaseException:
-        space.restore_()
-        raise
-    space.update_(seed, -per_run(config.eta, c) * c)
-    return alg.StepLog((sums[0] + sums[1]) / (2 * count), torch.zeros_like(c), c, sums[3].long(), int(count))

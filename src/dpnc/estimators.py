@@ -13,12 +13,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from dpnc.privacy.clipping import clip_scalars, clip_vectors, zero_nonfinite, zero_nonfinite_rows
+from dpnc.distributed import LOCAL, Group, Local
+from dpnc.privacy.clipping import clip_each, clipped_sum
 from dpnc.problems.base import Directional, Objective
 from dpnc.sampling import BatchClosure, Sampler, batch_losses
 from dpnc.space import ParameterSpace
@@ -85,33 +87,37 @@ def two_point(space: ParameterSpace, closure: Closure, seed: int, lam: float) ->
 
 
 def two_point_on_batch(space: ParameterSpace, closure: BatchClosure, seed: int, lam: float,
-                      sampler: Sampler) -> TwoPoint:
+                       sampler: Sampler, *, group: Group | Local = LOCAL) -> TwoPoint:
     """:func:`two_point` on a batch the sampler draws (secretly when subsampled) and hands to the closure.
 
     ``closure(batch)`` must return one loss per example of ``batch`` (checked by
     :func:`~dpnc.sampling.batch_losses`); the batch is not returned, so it cannot leak through a log. A
     :class:`ClosedForm` closure gives the differences exactly, as a :class:`Directional` (the space is not moved).
+    With a process ``group`` the batch is rank 0's draw and the closure gets this rank's part of it
+    (:meth:`~dpnc.distributed.Group.draw`); an empty part's losses are then in the space's dtype, so that every
+    rank's partial sums agree in dtype (alone, an empty batch's are float64, as :func:`batch_losses` gives them).
     """
-    batch = sampler.sample()
+    batch = group.draw(sampler)
     a = closure.differences(space.direction(seed), lam, batch) if isinstance(closure, ClosedForm) else None
     if a is not None:
         if tuple(a.a.shape) != (*space.runs, len(batch)):
             raise ValueError(f"two-point differences of shape {tuple(a.a.shape)}; expected "
                              f"{(*space.runs, len(batch))}")
         return a
-    return two_point(space, lambda: batch_losses(closure, batch, space.runs), seed, lam)
+    dtype = torch.float64 if group is LOCAL else space.dtype
+    return two_point(space, lambda: batch_losses(closure, batch, space.runs, dtype=dtype), seed, lam)
 
 
-def per_example_clipped_sum(loss_one: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
-                            data: torch.Tensor, C, *, chunk: int = 1024):
+def functional_clipped_sum(loss_one: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
+                           data: torch.Tensor, C, *, chunk: int = 1024):
     """Σ_i clip_C(∇ℓ(x; ξ_i)), the fraction clipped, and the mean loss, by ``torch.func``.
 
     The caller divides the sum by its fixed (public) batch size, never by ``len(data)``.
 
     ``loss_one(x, xi)`` is one example's loss for x of shape (d,). Per-example gradients are formed
     ``chunk`` examples at a time, so memory is chunk·d, not n·d. x may carry leading run dimensions.
-    A gradient with a non-finite entry counts as 0 (before clipping; see :func:`clip_vectors`) and its
-    loss as 0 in the mean loss.
+    A gradient with a non-finite entry counts as 0 (before clipping: :func:`~dpnc.privacy.clipping.clipped_sum`)
+    and its loss as 0 in the mean loss.
     """
     from torch.func import grad_and_value, vmap
 
@@ -122,9 +128,9 @@ def per_example_clipped_sum(loss_one: Callable[[torch.Tensor, torch.Tensor], tor
     total, clipped, loss = 0.0, 0.0, 0.0
     for start in range(0, len(data), chunk):
         g, values = per_example(x, data[start:start + chunk])
-        g_clipped, frac = clip_vectors(g, C)
-        total = total + g_clipped.sum(-2)
-        clipped = clipped + frac * g.shape[-2]
+        summed = clipped_sum(g, C, vector=True)
+        total = total + summed.total
+        clipped = clipped + summed.clipped.to(x.dtype)
         loss = loss + torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).sum(-1)
     n = max(len(data), 1)
     if not isinstance(total, torch.Tensor):  # an empty batch: the sum is 0
@@ -151,9 +157,9 @@ def objective_clipped_sum(problem, x: torch.Tensor, C, index: torch.Tensor, *, c
     for start in range(0, len(index), chunk):
         part = index[start:start + chunk]
         g = problem.gradients(points.expand(len(part), *points.shape), part).transpose(0, 1)  # (k, b, d)
-        g_clipped, frac = clip_vectors(g, _per_run_flat(C, points))
-        total += g_clipped.sum(-2)
-        clipped += frac * len(part)
+        summed = clipped_sum(g, _per_run_flat(C, points), vector=True)
+        total += summed.total
+        clipped += summed.clipped
         values = problem.losses_at(points, part)                                 # (k, b)
         loss += torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).sum(-1)
     n = max(len(index), 1)
@@ -256,24 +262,17 @@ def ball_gradient_estimate(problem: Objective, x: torch.Tensor, index: torch.Ten
     d, m = _check_zo(problem, x, alpha, m)
     b = len(index)
     y = alpha * uniform_ball(b * m, d, generator, dtype=x.dtype).reshape(b, m, d)
-    g, nonfinite = zero_nonfinite_rows(problem.gradients(x + y, index))
-    clipped = torch.zeros(())
-    if clip:
-        g, fraction = clip_vectors(g, problem.constants.L0)
-        clipped = (fraction * m).round()
-    return VectorEstimate(g.mean(1), evaluations=b * m, clipped=int(clipped.sum()), nonfinite=int(nonfinite.sum()))
+    g = clip_each(problem.gradients(x + y, index), problem.constants.L0 if clip else math.inf, vector=True)
+    return VectorEstimate(g.values.mean(1), evaluations=b * m, clipped=int(g.clipped.sum()),
+                          nonfinite=int(g.nonfinite.sum()))
 
 
 def _combine(differences, u, factor, bound, clip) -> VectorEstimate:
-    differences, nonfinite = zero_nonfinite(differences)
-    clipped = torch.zeros(())
-    if clip:
-        differences, fraction = clip_scalars(differences, bound)
-        clipped = (fraction * differences.shape[-1]).round()
+    each = clip_each(differences, bound if clip else math.inf)   # non-finite differences set to 0, then clipped
     b, m, _ = u.shape
-    per_example = torch.bmm(differences.unsqueeze(1), u).squeeze(1) * (factor / m)  # Σ_j diff_ij·u_ij
-    return VectorEstimate(per_example, evaluations=2 * b * m, clipped=int(clipped.sum()),
-                          nonfinite=int(nonfinite.sum()))
+    per_example = torch.bmm(each.values.unsqueeze(1), u).squeeze(1) * (factor / m)  # Σ_j diff_ij·u_ij
+    return VectorEstimate(per_example, evaluations=2 * b * m, clipped=int(each.clipped.sum()),
+                          nonfinite=int(each.nonfinite.sum()))
 
 
 def _check_zo(problem, x, delta, m) -> tuple[int, int]:

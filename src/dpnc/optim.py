@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import math
 import secrets
 from collections import OrderedDict
@@ -199,6 +198,11 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         self.generator = torch.Generator().manual_seed(self.seed)
         self.steps = 0
 
+    @property
+    def _aggregation(self) -> distributed.Group | distributed.Local:
+        """The group a step's sums are aggregated over: the process group, or this process alone."""
+        return distributed.LOCAL if self.group is None else self.group
+
     def _step(self, group: dict, seed: int,
               closure: BatchClosure) -> tuple[torch.Tensor, torch.Tensor, PrivateStats]:
         """One step along ``seed``: (the released scalar, the batch's mean loss, the step's private statistics)."""
@@ -332,9 +336,8 @@ class DPZero(_ZerothOrder):
         # The model tier runs the algorithm's own step (one step, two tiers): private_mean of the clipped a_i.
         config = alg.DPZero(eta=group["lr"], lam=group["smoothing"], C=group["clip"],
                             noise_multiplier=group["noise_multiplier"], discrete=group["discrete"])
-        step = config.step if self.group is None else functools.partial(distributed.dpzero_step, config,
-                                                                        group=self.group)
-        log = step(self.space, closure, seed, sampler=self.sampler, noise=self.noise, accountant=self.accountant)
+        log = config.step(self.space, closure, seed, sampler=self.sampler, noise=self.noise,
+                          accountant=self.accountant, group=self._aggregation)
         return log.released, log.loss, PrivateStats(float(log.loss), float(log.clipped_fraction),
                                                     int(log.nonfinite))
 
@@ -363,12 +366,8 @@ class MeZO(_ZerothOrder):
 
     def _step(self, group, seed, closure):
         config = alg.MeZO(group["lr"], group["smoothing"])   # non-finite examples: a_i = 0, counted there
-        if self.group is not None:
-            log = distributed.mezo_step(config, self.space, closure, seed, sampler=self.sampler,
-                                        accountant=self.accountant, group=self.group)
-        else:
-            log = config.step(self.space, closure, seed, sampler=self.sampler, noise=self.noise,
-                              accountant=self.accountant)
+        log = config.step(self.space, closure, seed, sampler=self.sampler, noise=self.noise,
+                          accountant=self.accountant, group=self._aggregation)
         return log.released, log.loss, PrivateStats(float(log.loss), 0.0, int(log.nonfinite))
 
     def step_release(self) -> Release:

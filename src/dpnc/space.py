@@ -45,6 +45,11 @@ class ParameterSpace:
         self._seed: int | None = None
         self._sphere_scale: tuple[int, float] | None = None
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of x (of the parameters, for a model)."""
+        return self._dtype
+
     # --- directions ---------------------------------------------------------------------------
 
     def directions(self, seed: int) -> Iterator[torch.Tensor]:

@@ -290,8 +290,9 @@ class _OneProcessGroup:
 
 class DPZeroDistributed(DPZeroOptimizerPoisson):
     name = "dpzero-distributed"
-    summary = ("the data-parallel DPZero step (dpnc.distributed.dpzero_step: rank 0's secret batch broadcast, the "
-               "partial sums all-reduced, rank 0's noise and ledger, the released scalar broadcast) through "
+    summary = ("the data-parallel DPZero step (dpnc.algorithms.dpzero.DPZero.step with group=Group(): rank 0's "
+               "secret batch broadcast, the partial sums all-reduced, rank 0's noise and ledger, the released scalar "
+               "broadcast) through "
                "dpnc.optim.DPZero(group=Group()) on a gloo process group of one process, add/remove. One process: "
                "the collectives and the source's release path run; the split across ranks does not (the 2-process "
                "tests in tests/test_distributed.py check that it equals one process)")

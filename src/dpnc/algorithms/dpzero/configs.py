@@ -35,12 +35,13 @@ from dpnc.algorithms.base import (Algorithm, Cost, Run, Setting, Stats, approxim
                                   check_positive)
 from dpnc.algorithms.dpzero.theory import (ACCOUNTING, TheoryParameters, calibrate_noise, dpgd0th_from_theory,
                                            dpzero_from_theory, paper_claim)
-from dpnc.privacy.clipping import clip_scalars, per_run, zero_nonfinite
+from dpnc.distributed import LOCAL, Group, Local
+from dpnc.privacy.clipping import clipped_sum, per_run
 from dpnc.estimators import ClosedForm, TwoPoint, objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import noise_multiplier
-from dpnc.privacy.mean import private_mean, release_sum
+from dpnc.privacy.mean import release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate
 from dpnc.sampling import BatchClosure, FullBatch, Sampler
@@ -326,12 +327,25 @@ class DPZero(_ZerothOrderFamily):
         return cls(lam=lam, **practical_parameters(setting, budget, steps=steps, zeroth_order=True), **options)
 
     def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
-             noise: NoiseSource, accountant: Accountant) -> StepLog:
-        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)  # ℓ_i(x_t ± λu_t), i in the batch
-        c = private_mean(diffs.a, self.C, sampler=sampler, noise=noise,     # (1/B) Σ_i clip_C(a_i) + z_t
-                         accountant=accountant, noise_multiplier=self.noise_multiplier, discrete=self.discrete)
-        space.update_(seed, -per_run(self.eta, c.value) * c.value)         # x_{t+1} = x_t − α c_t u_t
-        return StepLog(diffs.loss, c.clipped, c.value, c.nonfinite, diffs.examples)
+             noise: NoiseSource, accountant: Accountant, group: Group | Local = LOCAL) -> StepLog:
+        """One step along the public ``seed``; ``group``: the processes whose parts of the batch are summed
+        (:data:`~dpnc.distributed.LOCAL`: this one; a :class:`~dpnc.distributed.Group`: rank 0 draws the batch
+        and the noise and records, one all_reduce of 5 numbers, c_t broadcast). The log is the whole batch's."""
+        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)   # ℓ_i(x_t ± λu_t)
+        try:
+            part = clipped_sum(diffs.a, self.C)                             # Σ_i clip_C(a_i) over this part
+            losses = diffs.loss * diffs.examples if diffs.examples else torch.zeros_like(diffs.loss)   # Σ of the mean
+            total, clipped, nonfinite, examples, loss = group.sum(          # … over the whole batch (one all_reduce)
+                part.total, part.clipped, part.nonfinite, part.examples, losses)
+            c = group.on_source(lambda: release_sum(                        # (1/B) Σ_i clip_C(a_i) + z_t, recorded
+                total, self.C, sampler=sampler, noise=noise, accountant=accountant,
+                noise_multiplier=self.noise_multiplier, discrete=self.discrete), like=total)
+        except BaseException:
+            space.restore_()   # never leave the parameters perturbed
+            raise
+        space.update_(seed, -per_run(self.eta, c) * c)                     # x_{t+1} = x_t − α c_t u_t
+        fraction = clipped.to(total.dtype) / examples
+        return StepLog(loss / examples, fraction, c, nonfinite, examples)
 
 
 @dataclass(frozen=True)
@@ -389,17 +403,27 @@ class MeZO(_ZerothOrderFamily):
         return "not private (MeZO releases its two-point difference without noise)"
 
     def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
-             noise: NoiseSource, accountant: Accountant) -> StepLog:
-        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
+             noise: NoiseSource, accountant: Accountant, group: Group | Local = LOCAL) -> StepLog:
+        """One step along the public ``seed``; ``group`` as in :meth:`DPZero.step` (one all_reduce of 4 numbers)."""
+        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)
         # The realised batch's mean (not private, so no fixed denominator); an example whose loss is non-finite at
         # either point counts as a_i = 0 (one bad example must not turn the update into NaN); an empty batch
         # moves nothing.
-        diffs, nonfinite = finite_pairs(diffs)
-        c = (diffs.plus.mean(-1) - diffs.minus.mean(-1)) / (2 * self.lam) if diffs.plus.shape[-1] else \
-            diffs.plus.sum(-1)
-        accountant.record(NonPrivate(secret=bool(getattr(sampler, "secret", True))))  # no noise: ε = ∞
+        try:
+            diffs, bad = finite_pairs(diffs)
+            plus, minus, examples, nonfinite = group.sum(diffs.plus.sum(-1), diffs.minus.sum(-1), diffs.examples,
+                                                         bad)
+
+            def release() -> torch.Tensor:
+                accountant.record(NonPrivate(secret=bool(getattr(sampler, "secret", True))))  # no noise: ε = ∞
+                return (plus / examples - minus / examples) / (2 * self.lam) if examples else plus
+
+            c = group.on_source(release, like=plus)
+        except BaseException:
+            space.restore_()
+            raise
         space.update_(seed, -per_run(self.eta, c) * c)
-        return StepLog(diffs.loss, torch.zeros_like(c), c, nonfinite, diffs.plus.shape[-1])
+        return StepLog((plus / examples + minus / examples) / 2, torch.zeros_like(c), c, nonfinite, examples)
 
 
 @dataclass(frozen=True)
@@ -446,14 +470,13 @@ class DPGD0th(_ZerothOrderFamily):
              noise: NoiseSource, accountant: Accountant) -> StepLog:
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
         u = space.direction(seed)
-        a, nonfinite = zero_nonfinite(diffs.a)
-        clipped, frac = clip_scalars(a, per_run(self.C, a) / torch.linalg.vector_norm(u))
-        total = clipped.sum(-1).unsqueeze(-1) * u                         # Σ_i clip_C(g_i)
+        s = clipped_sum(diffs.a, per_run(self.C, diffs.a) / torch.linalg.vector_norm(u))   # Σ_i clip_{C/‖u‖}(a_i)
+        total = s.total.unsqueeze(-1) * u                                 # Σ_i clip_C(g_i)
         g = release_sum(total, self.C, sampler=sampler, noise=noise, accountant=accountant,
                         noise_multiplier=self.noise_multiplier)            # (1/B) Σ_i clip_C(g_i) + z_t
         space.restore_()
         space.add_(-per_run(self.eta, g) * g)
-        return StepLog(diffs.loss, frac, g, nonfinite, diffs.examples)
+        return StepLog(diffs.loss, s.fraction, g, s.nonfinite, diffs.examples)
 
 
 ClippedSum = Callable[[torch.Tensor, Number, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
