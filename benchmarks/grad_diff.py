@@ -45,7 +45,7 @@ from pathlib import Path
 
 import torch
 
-from dpnc.clipping import clip_scalars, zero_nonfinite
+from dpnc.privacy.clipping import clip_scalars, zero_nonfinite
 from dpnc.estimators import diff_estimate, grad_estimate, sphere_directions
 from dpnc.problems.nonsmooth import L1Regression, TwoLayerReLU
 
