@@ -23,6 +23,7 @@ from dpnc._check import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant, PrivacyReport
+from dpnc.progress import progress as progress_bar
 from dpnc.sampling import FullBatch
 
 
@@ -62,8 +63,6 @@ def load_data(config: DemoConfig):
 
 def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
     """Train with DPZero and with MeZO; return their held-out loss curves, accuracies and the privacy report."""
-    from dpnc.progress import progress as progress_bar
-
     X, y, X_test, y_test = load_data(config)
     n = len(y)
     multiplier = calibrate_noise("pld", config.epsilon, config.delta, config.steps, n)

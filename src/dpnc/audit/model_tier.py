@@ -27,6 +27,10 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from dpnc.algorithms import dpzero as dz
+from dpnc.distributed import Group
+from dpnc.engine import make_private
+from dpnc.lm.config import FinetuneConfig
+from dpnc.lm.steps import StepRecord, Steps, build_optimizer
 from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, ledger_mu,
                              ledger_sensitivity, release_statistics, replay_inclusions)
 from dpnc.optim import DPZero as DPZeroOptimizer
@@ -224,7 +228,6 @@ class _MakePrivate(_ModelTier):
     variants = ("sigma",)
 
     def train(self, data, multiplier, broken):
-        from dpnc.engine import make_private
 
         X, y = data
         model = canary_model()
@@ -300,7 +303,6 @@ class DPZeroDistributed(DPZeroOptimizerPoisson):
     variants = ("sigma",)
 
     def _group(self):
-        from dpnc.distributed import Group
 
         return Group()
 
@@ -338,8 +340,6 @@ class DPZeroTrainerStep(DPZeroOptimizerPoisson):
     variants = ("sigma",)
 
     def train(self, data, multiplier, broken):
-        from dpnc.lm.config import FinetuneConfig
-        from dpnc.lm.steps import StepRecord, Steps, build_optimizer
 
         X, y = data
         classifier = _Classifier(canary_model())
