@@ -74,8 +74,9 @@ def _adaptive_case(select: bool) -> ContractCase:
                         invalid=COMMON_INVALID + [{"L1": float("inf")}, {"strict": None}, {"select": "yes"}],
                         problem=lambda: ADAPTIVE_PROBLEM, x0=lambda f: torch.full((2,), 0.5, dtype=torch.float64),
                         run=_run, releases=2 if select else 1, sensitivities=None,
-                        # from_theory(select=False): with select=True Theorem 5's selection spends beyond ρ
-                        constructors=None if select else Constructors(ZCDP(0.5)))
+                        # with select, the constructors give the filter 8/9 of ρ and the selection the rest
+                        constructors=Constructors(ZCDP(0.5), theory={"select": select},
+                                                  practical={"select": select}))
 
 
 CASES = [_spider_case(), _prox_case(), _adaptive_case(False), _adaptive_case(True)]

@@ -31,7 +31,6 @@ LABEL = {"kl-spider": "KL-Spider (Alg 1, Thm 1)", "adaptive-gd": "adaptive noisy
 OBJECTIVES = {"quadratic": (2.0, "½‖w‖² (PL)"), "sine-pl": (2.0, "Σ w_j² + 3 sin² w_j (nonconvex PL)"),
               "power-1.5": (1.5, "‖w‖³ (τ = 3)"), "pseudo-huber": (1.0, "√(1 + ‖w‖²) − 1"),
               "power-3": (3.0, "‖w‖^1.5 (τ = 1.5, not smooth)")}
-SELECT_SHARE = 8 / 9  # Alg 3 gets ρ' = 8ρ/9; the selection costs ρ'/8 (bounded range): ρ in all
 TRIVIAL = "trivial"  # the theorem's bound is ≥ F0 there: no promise, not fitted
 AT_LEAST_10 = ("a finite number >= 10", lambda v: POSITIVE[1](v) and v >= 10)
 WHOLE_AT_LEAST_10 = ("an integer >= 10", lambda v: INTEGER[1](v) and v >= 10)
@@ -293,7 +292,6 @@ def run_one(config: KLRatesConfig, task: KLTask) -> KLRow:
     t1 = t2 = grad_bound = inner_steps = inner_rule = None
     tic = time.perf_counter()
     select = algorithm == "adaptive-gd+select"
-    rho_run = rho * SELECT_SHARE if select else rho
     if algorithm == "kl-spider":
         method = kl.KLSpider.from_theory(Setting.of(f), ZCDP(rho), beta=config.beta)
     elif algorithm == "proximal-point":
@@ -306,7 +304,7 @@ def run_one(config: KLRatesConfig, task: KLTask) -> KLRow:
         method = kl.ProximalPoint.from_theory(Setting.of(f), ZCDP(rho), beta=config.beta,
                                               max_inner_iters=inner_steps)
     else:
-        method = kl.AdaptiveGD.from_theory(Setting.of(f), ZCDP(rho_run), beta=config.beta, select=select)
+        method = kl.AdaptiveGD.from_theory(Setting.of(f), ZCDP(rho), beta=config.beta, select=select)
     result = method.run(f, w0, noise=noise, accountant=Accountant(), generator=torch.Generator())
     seconds = time.perf_counter() - tic
     steps, regime = result.stats.steps, "κ"
@@ -316,11 +314,11 @@ def run_one(config: KLRatesConfig, task: KLTask) -> KLRow:
         bound = kl.proximal_point_bound(n=n, d=d, rho=rho, beta=config.beta, gamma=gamma, kappa=kappa, L0=L0,
                                         weak_convexity=c.weak_convexity, F0=F0)
     else:
-        t1, t2, t3 = adaptive_gd_bound(nsr=n * math.sqrt(rho_run), d=d, gamma=gamma, kappa=kappa, L0=L0, L1=c.L1)
+        t1, t2, t3 = adaptive_gd_bound(nsr=n * math.sqrt(method.rho), d=d, gamma=gamma, kappa=kappa, L0=L0, L1=c.L1)
         bound = t1 + t2 + t3
         regime = "2κ/(4−κ)" if t1 >= t2 else "κ/2"
         if select:
-            grad_bound = selection_grad_bound(n=n, rho=rho_run, d=d, L0=L0, L1=c.L1, F0=F0, T=steps,
+            grad_bound = selection_grad_bound(n=n, rho=method.rho, d=d, L0=L0, L1=c.L1, F0=F0, T=steps,
                                               beta=config.beta)
     if bound >= F0 * (1 - 1e-12):
         regime = TRIVIAL

@@ -47,6 +47,16 @@ class AdaptiveStats(KLStats):
     selected: int | None = None
 
 
+SELECT_SHARE = 8 / 9   # with select, the filter gets ρ' = 8ρ/9: the √ρ'-DP selection (bounded range) costs ρ'/8
+
+
+def filter_rho(budget, select: bool) -> float:
+    """The privacy filter's ρ' for a total ``budget``: all of it, or with Theorem 5's selection 8/9 of it, so that
+    filter and selection together spend exactly the budget's ρ."""
+    rho = budget_rho(budget)
+    return rho * SELECT_SHARE if select else rho
+
+
 @dataclass(frozen=True)
 class AdaptiveGD(KLConfig):
     """Algorithm 3 (adaptive noisy GD), Theorem 4; with ``select``, Algorithm 3+ (Theorem 5).
@@ -97,9 +107,10 @@ class AdaptiveGD(KLConfig):
     def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, select: bool = False,
                     paper: bool = False) -> AdaptiveGD:
         """Theorem 4's (Theorem 5's with ``select``) setting: the objective's public L0 and L1 (γ, κ unknown); ρ the
-        budget's zCDP ρ."""
+        budget's zCDP ρ, of which the selection takes 1/9 (:func:`filter_rho`)."""
         constants = setting.constants
-        return cls(rho=budget_rho(budget), beta=beta, L0=constants.L0, L1=constants.L1, select=select, paper=paper)
+        return cls(rho=filter_rho(budget, select), beta=beta, L0=constants.L0, L1=constants.L1, select=select,
+                   paper=paper)
 
     @classmethod
     def practical(cls, setting: Setting, budget, *, horizon: int | None = None, **options) -> AdaptiveGD:
@@ -135,7 +146,7 @@ class AdaptiveGD(KLConfig):
         Raises:
             ValueError: a field out of range.
         """
-        constants, n, rho = setting.constants, setting.n, budget_rho(budget)
+        constants, n, rho = setting.constants, setting.n, filter_rho(budget, options.get("select", False))
         require(constants, "L0", "L1")
         if horizon is None:
             horizon = (100 if constants.gamma is None else
