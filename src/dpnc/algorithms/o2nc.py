@@ -39,8 +39,6 @@ import torch
 from dpnc.algorithms.base import Algorithm, Run, check_integer, check_positive
 from dpnc.algorithms.oracles import OracleStats
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import epsilon_to_rho
-from dpnc.privacy.releases import Release
 from dpnc.privacy.noise import NoiseSource
 from dpnc.progress import progress as progress_bar
 
@@ -200,26 +198,6 @@ def practical_period(*, n: int, d: int, rho: float, noise_ratio: float = 0.5, mi
     while Sigma * 2 <= cap and (Sigma.bit_length() / Sigma) * math.sqrt(2 * d / rho) > noise_ratio:
         Sigma *= 2
     return Sigma
-
-
-def fit_rho(releases: Callable[[float], list[tuple[Release, int]]], *, epsilon: float, delta: float) -> float:
-    """The zCDP budget ρ to calibrate for, so that the accountant's own ε(δ) of ``releases(ρ)`` is ≤ ε.
-
-    Starts from ρ(ε, δ) of the optimal zCDP conversion and shrinks it while the accountant (RDP over a finite
-    order grid, so a hair above the continuous optimum) answers more than ε: the ledger, not a formula, decides.
-    ``releases(ρ)`` lists the (release, count) pairs a run calibrated for ρ will record (each pass's
-    disjoint-data releases counted once).
-    """
-    rho = epsilon_to_rho(epsilon, delta)
-    for _ in range(50):
-        accountant = Accountant()
-        for release, count in releases(rho):
-            accountant.record(release, count)
-        spent = accountant.epsilon(delta)
-        if spent <= epsilon:
-            return rho
-        rho *= (epsilon / spent) ** 2 * (1 - 1e-4)
-    raise RuntimeError(f"could not calibrate ρ to ε = {epsilon} (the accountant answered {spent})")
 
 
 # --- the one config shape and run of both families ---------------------------------------------------

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize
 
 from dpnc.privacy.accountant import METHODS, Accountant, quiet_dp_accounting
-from dpnc.privacy.budget import check_delta, check_epsilon, check_rho
-from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Sampled
+from dpnc.privacy.budget import check_delta, check_epsilon, check_rho, epsilon_to_rho
+from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled
 from dpnc.privacy.tree import leaf_participation
 
 # Opacus ≤ 1.4's RDP orders and tolerance (opacus/accountants/utils.py, rdp.py).
@@ -240,3 +241,23 @@ def _positive(name: str, value: float) -> None:
     if not (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+
+
+def fit_rho(releases: Callable[[float], list[tuple[Release, int]]], *, epsilon: float, delta: float) -> float:
+    """The zCDP budget ρ to calibrate for, so that the accountant's own ε(δ) of ``releases(ρ)`` is ≤ ε.
+
+    Starts from ρ(ε, δ) of the optimal zCDP conversion and shrinks it while the accountant (RDP over a finite
+    order grid, so a hair above the continuous optimum) answers more than ε: the ledger, not a formula, decides.
+    ``releases(ρ)`` lists the (release, count) pairs a run calibrated for ρ will record (each pass's
+    disjoint-data releases counted once).
+    """
+    rho = epsilon_to_rho(epsilon, delta)
+    for _ in range(50):
+        accountant = Accountant()
+        for release, count in releases(rho):
+            accountant.record(release, count)
+        spent = accountant.epsilon(delta)
+        if spent <= epsilon:
+            return rho
+        rho *= (epsilon / spent) ** 2 * (1 - 1e-4)
+    raise RuntimeError(f"could not calibrate ρ to ε = {epsilon} (the accountant answered {spent})")

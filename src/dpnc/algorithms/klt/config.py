@@ -44,13 +44,13 @@ import torch
 
 from dpnc.algorithms.klt import theory
 from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive
-from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
+from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
 from dpnc.privacy.clipping import clip_each, clipped_sum
 from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate, uniform_ball
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, check_delta, check_epsilon
-from dpnc.privacy.calibrate import zcdp_gaussian_sigma
+from dpnc.privacy.calibrate import fit_rho, zcdp_gaussian_sigma
 from dpnc.privacy.mean import release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
@@ -229,7 +229,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         * single pass: Σ = B1 = :func:`~dpnc.algorithms.o2nc.practical_period` (the smallest power of two whose
           released noise is at most ``noise_ratio``·r_a, default 0.5, with at least four periods), B2 = 1,
           T = ⌊(n − Σ)/2⌋ (so 2T + Σ ≤ n), σ = s·√(Lvl/(2ρ)) (the whole zCDP budget ρ on the tree; ρ is fitted by
-          :func:`~dpnc.algorithms.o2nc.fit_rho` so that the accountant's own ε(δ) is ≤ ε);
+          :func:`~dpnc.privacy.calibrate.fit_rho` so that the accountant's own ε(δ) is ≤ ε);
         * multi-pass: T = ``steps`` (default 100; the cost is T·n·2m evaluations), Σ = ⌈√T⌉, half the zCDP
           budget on the ⌈T/Σ⌉ anchors (σ₁ = s_a√(A/ρ)), half on the increments (σ₂ = s_v√((T−A)/ρ)), B1 = B2 = n;
         * m = ``m`` (default d for zeroth order, as ZTC; 1 for first order);

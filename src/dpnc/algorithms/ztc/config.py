@@ -39,11 +39,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive, zcdp
-from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, fit_rho, practical_period, practical_travel
+from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, practical_period, practical_travel
 from dpnc.algorithms.oracles import SinglePassOracle, TreeOracle
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.estimators import diff_estimate, grad_estimate
-from dpnc.privacy.calibrate import ztc_tree_sigma
+from dpnc.privacy.calibrate import fit_rho, ztc_tree_sigma
 from dpnc.privacy.accountant import new_partition
 from dpnc.privacy.budget import ZCDP, Budget
 from dpnc.privacy.mean import private_mean
@@ -228,7 +228,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
           the run warns above 50 %;
         * T = B1 = :func:`~dpnc.algorithms.o2nc.practical_period` (``noise_ratio``, default 0.5), B2 = 1,
           K = ⌊n/(2T − 1)⌋ epochs; σ = √(⌊log₂T⌋ + 1)·s/ρ (Cor 4.4's form with the exact node count), ρ = √(2ρ_z)
-          with ρ_z fitted by :func:`~dpnc.algorithms.o2nc.fit_rho` so that the accountant's ε(δ) is ≤ ε;
+          with ρ_z fitted by :func:`~dpnc.privacy.calibrate.fit_rho` so that the accountant's ε(δ) is ≤ ε;
         * D = ``travel``/(K·T), the iterates moving at most ``travel`` in all (default the radius of
           ``constants.region``, :func:`~dpnc.algorithms.o2nc.practical_travel`); δ = ``smoothing`` (default
           travel/20); η = D/(G√M) with G² = C² + (⌊log₂T⌋ + 1)·d·σ² and M = ⌊δ/(4D)⌋ clamped to [1, T] (the
