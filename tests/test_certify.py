@@ -394,7 +394,7 @@ def test_certify_run_uses_the_runs_points_at_twice_its_smoothing_radius():
     run = config.run(data, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
                      accountant=Accountant(), generator=torch.Generator().manual_seed(0), keep_points=True)
     cert = certify_run(run, data, samples=4, generator=torch.Generator().manual_seed(1))
-    assert cert.radius == 2 * config.delta
+    assert cert.radius == 2 * config.smoothing
     assert cert.points.shape[0] == 1 + config.period + 4          # x, the block's points, the samples
     assert torch.equal(cert.points[1:1 + config.period], run.trace.output_points)
 

@@ -50,7 +50,9 @@ class RecordingNoise:
 
 
 def _run(config: type, f, *, w0=None, noise=None, accountant=None, relation="replace-one", **fields):
-    """``config(**fields).run(f, w0, noise=..., accountant=...)``, the accountant of ``relation`` unless given."""
+    """``config(**fields).run(f, w0, noise=..., accountant=...)``: a secret noise source and the accountant of
+    ``relation`` unless given (``run`` itself requires both)."""
+    noise = NoiseSource() if noise is None else noise
     accountant = Accountant(relation) if accountant is None else accountant
     return config(**fields).run(f, w0, noise=noise, accountant=accountant, generator=torch.Generator())
 

@@ -115,7 +115,8 @@ def test_first_order_needs_d_squared_fewer_directions(d):
 
 def test_paper_mode_takes_the_papers_directions_and_refuses_fewer():
     p = params("zeroth-order", paper=True)
-    assert p.m == klt_theory.paper_directions("zeroth-order", d=5, alpha=p.alpha, D=p.D, B1=p.B1, B2=p.B2, delta=1e-6)
+    assert p.m == klt_theory.paper_directions("zeroth-order", d=5, alpha=p.smoothing, D=p.D, B1=p.B1, B2=p.B2,
+                                              delta=1e-6)
     assert p.m > 5**2 * p.B1**2  # d²B1²·log: astronomically many (§7 A18)
     assert p.mechanism_delta == 1e-6 / 2
     with pytest.raises(ValueError, match="paper=True needs m >="):
@@ -135,13 +136,13 @@ def test_tree_noise_calibrations():
 
 def test_sensitivities_and_radii():
     p = params("zeroth-order")
-    s_a, s_v = klt_theory.sensitivities(d=5, L=1.0, alpha=p.alpha, D=p.D, B1=p.B1, B2=p.B2)
-    assert (p.s_anchor, p.s_increment) == (s_a, s_v) == (3 / p.B1, 5 * math.sqrt(5) * p.D / p.alpha)
-    assert p.anchor_radius == 1.5 and p.increment_radius == pytest.approx(2.5 * math.sqrt(5) * p.D / p.alpha)
+    s_a, s_v = klt_theory.sensitivities(d=5, L=1.0, alpha=p.smoothing, D=p.D, B1=p.B1, B2=p.B2)
+    assert (p.s_anchor, p.s_increment) == (s_a, s_v) == (3 / p.B1, 5 * math.sqrt(5) * p.D / p.smoothing)
+    assert p.anchor_radius == 1.5 and p.increment_radius == pytest.approx(2.5 * math.sqrt(5) * p.D / p.smoothing)
 
 
 @pytest.mark.parametrize("bad, match", [(dict(oracle="x"), "oracle must be"), (dict(schedule="x"), "schedule must be"),
-                                        (dict(n=0), "n must be"), (dict(alpha=0.0), "alpha must be"),
+                                        (dict(n=0), "n must be"), (dict(alpha=0.0), "smoothing must be"),
                                         (dict(epsilon=-1.0), "epsilon"), (dict(dp_delta=1.0), "delta must be"),
                                         (dict(Phi=math.nan), "gap must be")])
 def test_validation(bad, match):
@@ -238,7 +239,7 @@ def test_o2nc_invariants_and_determinism():
     trace = a.trace
     assert trace.max_increment <= p.D * (1 + 1e-12) and trace.max_move <= 2 * p.D * (1 + 1e-12)
     spread = torch.linalg.vector_norm(trace.points - trace.block_averages[:, None], dim=-1).max()
-    assert float(spread) <= p.block * p.D * (1 + 1e-9) <= p.alpha
+    assert float(spread) <= p.block * p.D * (1 + 1e-9) <= p.smoothing
     assert float(torch.linalg.vector_norm(a.output - x0)) <= p.D * p.steps
     assert trace.block_averages.shape[0] == p.steps // p.block
 

@@ -148,7 +148,7 @@ def test_o2nc_invariants_hold_in_a_private_run():
     trace = result.trace
     assert trace.max_increment <= p.D * (1 + 1e-12) and trace.max_move <= 2 * p.D * (1 + 1e-12)
     spread = torch.linalg.vector_norm(trace.output_points - result.output, dim=1).max()
-    assert spread <= p.delta * (1 + 1e-12)                                   # ‖w_t − w̄‖ ≤ TD = δ
+    assert spread <= p.smoothing * (1 + 1e-12)                                   # ‖w_t − w̄‖ ≤ TD = δ
     assert torch.equal(result.output, trace.block_averages[trace.output_block])
 
 
@@ -203,7 +203,7 @@ def test_variance_reduction_keeps_the_running_sum_close_to_the_smoothed_gradient
     errors = []
     o2nc(oracle, data.x_star + 0.5, D=p.D, eta=p.eta, steps=p.steps, block=T, reset_each_block=True,
          generator=gen(1), on_step=lambda t, w, g: errors.append(
-             float((oracle.g - population.smoothed_gradient(w, p.delta)).pow(2).sum())))
+             float((oracle.g - population.smoothed_gradient(w, p.smoothing)).pow(2).sum())))
     V = variance_bound(d, 1.0, T, p.B1, p.B2)
     assert max(errors) <= V
     for epoch in (errors[:T], errors[T:]):

@@ -224,19 +224,15 @@ class O2NCStats(OracleStats):
 class O2NCAlgorithm(Algorithm):
     """Private O2NC: a family's oracle driven by :func:`o2nc` (ZTC Algorithm 3, KLT Algorithm 2).
 
-    Subclasses are frozen dataclasses with the fields ``D``, ``eta``, ``steps``, ``period``, ``B1``, ``B2``,
-    ``m``, ``paper``, ``output_rule`` (one of :data:`OUTPUT_RULES`) (and ``block``, a field or a property), and
-    supply :meth:`make_oracle` (the family's
-    private oracle), :attr:`smoothing` (the radius of the smoothing whose stationarity the run targets), and the
-    privacy statement (:meth:`paper_claim`, :meth:`privacy_notes`).
+    Subclasses are frozen dataclasses with the fields ``smoothing`` (the smoothing radius, ZTC's δ, KLT's α:
+    the output targets (2·smoothing, β)-stationarity of F), ``D``, ``eta``, ``steps``, ``period``, ``B1``,
+    ``B2``, ``m``, ``paper``, ``output_rule`` (one of :data:`OUTPUT_RULES`) (and ``block``, a field or a
+    property), and supply :meth:`make_oracle` (the family's private oracle) and the privacy statement
+    (:meth:`paper_claim`, :meth:`privacy_notes`).
     """
 
     reset_each_block: ClassVar[bool]
-
-    @property
-    def smoothing(self) -> float:
-        """The smoothing radius (ZTC's δ, KLT's α): the output targets (2·smoothing, β)-stationarity of F."""
-        raise NotImplementedError
+    smoothing: float  # a field of every subclass (annotation only: this class is not a dataclass)
 
     @property
     def anchors(self) -> int:

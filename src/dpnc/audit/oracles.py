@@ -183,7 +183,7 @@ class ZTCTree(_TreeOracle):
     def parameters(self):
         p = self.parameters_for(None)
         return {**super().parameters(), "d": self.d, "L": 1.0, "T": p.period, "B1": p.B1, "B2": p.B2, "m": p.m,
-                "smoothing_delta": p.delta, "sigma": p.sigma,
+                "smoothing_delta": p.smoothing, "sigma": p.sigma,
                 "sensitivity": max(ztc.sensitivities(self.d, 1.0, p.period, p.B1, p.B2))}
 
 

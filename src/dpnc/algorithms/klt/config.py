@@ -31,7 +31,7 @@ increments (``Run.stats.clip_rate``, a private statistic) and warns above 50 %. 
 ``schedule="v1-legacy"`` gives v1's Σ and D, whose guarantee rested on a miscalculation the authors withdrew:
 reproduction only, no guarantee attached.
 
-Symbols: ``steps`` = T, ``block`` = M, ``period`` = Σ, alpha = α, D, eta = η, B1, B2, m, sigma_anchor = σ₁,
+Symbols: ``steps`` = T, ``block`` = M, ``period`` = Σ, ``smoothing`` = α, D, eta = η, B1, B2, m, sigma_anchor = σ₁,
 sigma_increment = σ₂ (single pass: both the tree node's σ), s_anchor = s_a, s_increment = s_v.
 """
 
@@ -70,7 +70,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
     paper's unclipped oracles with the high-probability sensitivity (the mechanism then gets δ/2).
 
     Args:
-        alpha: the smoothing radius α > 0 (the output targets (2α, β)-stationarity).
+        smoothing: the smoothing radius α > 0 (the output targets (2α, β)-stationarity).
         D: the learner's ball radius > 0; eta: its step ≥ 0, D/(G₁√M).
         steps: T ≥ 1 oracle queries; block: M ∈ [1, T], steps averaged into an output candidate;
         period: Σ ∈ [1, T], steps per tree (single pass) or between anchors (multi-pass).
@@ -94,7 +94,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
     family = "kornowski-liu-talwar"
     reset_each_block = False
 
-    alpha: float
+    smoothing: float
     D: float
     eta: float
     steps: int
@@ -120,7 +120,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         check_choice("oracle", self.oracle, ORACLES)
         check_choice("schedule", self.schedule, theory.SCHEDULES)
         check_choice("output_rule", self.output_rule, OUTPUT_RULES)
-        check_positive(alpha=self.alpha, D=self.D, sigma_anchor=self.sigma_anchor,
+        check_positive(smoothing=self.smoothing, D=self.D, sigma_anchor=self.sigma_anchor,
                        sigma_increment=self.sigma_increment, s_anchor=self.s_anchor, s_increment=self.s_increment)
         check_positive(allow_zero=True, eta=self.eta)
         check_epsilon(self.epsilon)
@@ -129,10 +129,6 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         if self.oracle == "multi-pass" and self.B1 != self.B2:
             raise ValueError(f"the multi-pass oracle reads all n examples at every step: B1 = B2 = n; "
                              f"got B1={self.B1}, B2={self.B2}")
-
-    @property
-    def smoothing(self) -> float:
-        return self.alpha
 
     @property
     def samples(self) -> int:
@@ -173,7 +169,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         Phi, epsilon, dp_delta = setting.require_gap("KLT's theorems"), budget.epsilon, budget.delta
         constants = theory_constants
         theory.check_theory_inputs(oracle=oracle, schedule=schedule, n=n, d=d, epsilon=epsilon,
-                                   dp_delta=dp_delta, L=L, Phi=Phi, alpha=alpha)
+                                   dp_delta=dp_delta, L=L, Phi=Phi, smoothing=alpha)
         mechanism_delta = dp_delta / 2 if paper else dp_delta
         common = dict(n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon, mechanism_delta=mechanism_delta,
                       constants=constants)
@@ -183,7 +179,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
             fields = theory.multi_pass_schedule(beta=beta, max_steps=max_steps, **common)
         else:
             fields = theory.single_pass_schedule(oracle, schedule=schedule, calibration=calibration, **common)
-        config = cls(alpha=alpha, eta=0.0, m=1, epsilon=epsilon, dp_delta=dp_delta, oracle=oracle,
+        config = cls(smoothing=alpha, eta=0.0, m=1, epsilon=epsilon, dp_delta=dp_delta, oracle=oracle,
                      common_directions=common_directions, schedule=schedule, paper=paper, **fields)
         needed = theory.paper_directions(oracle, d=d, alpha=alpha, D=config.D, B1=config.B1, B2=config.B2,
                                          delta=dp_delta, T=config.steps, c=constants.c)
@@ -300,7 +296,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         D = travel / T
         block = theory.block_length(alpha, D, T)
         eta = D / math.sqrt((C**2 + noise2) * block)
-        return cls(alpha=alpha, D=D, eta=eta, steps=T, block=block, period=Sigma, B1=B1, B2=B2, m=m,
+        return cls(smoothing=alpha, D=D, eta=eta, steps=T, block=block, period=Sigma, B1=B1, B2=B2, m=m,
                    sigma_anchor=sigma_anchor, sigma_increment=sigma_increment, s_anchor=s_a, s_increment=s_v,
                    epsilon=epsilon, dp_delta=delta, oracle=oracle,
                    common_directions=options.get("common_directions", True),
@@ -363,14 +359,14 @@ class _Terms:
         """Per-example estimates of ∇f_α(w; ξ_i), shape (b, d): eq. (4) (zeroth order) or eq. (10)."""
         c = self.config
         estimator = ball_gradient_estimate if c.oracle == "first-order" else grad_estimate
-        return self.stats.add(estimator(self.problem, w, index, c.alpha, m=m, generator=self.generator)).per_example
+        return self.stats.add(estimator(self.problem, w, index, c.smoothing, m=m, generator=self.generator)).per_example
 
     def _difference(self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         c = self.config
         if c.common_directions and c.oracle == "first-order":
             return self._common_ball_difference(w, w_prev, index)
         if c.common_directions:
-            return self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.alpha, m=c.m,
+            return self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.smoothing, m=c.m,
                                                 generator=self.generator)).per_example
         return self._estimate(w, index, c.m) - self._estimate(w_prev, index, c.m)
 
@@ -381,7 +377,7 @@ class _Terms:
         increments reach their radius than with independent points. Each gradient is clipped to L (a no-op for
         a correct L)."""
         c, b, d = self.config, len(index), self.problem.dim
-        y = c.alpha * uniform_ball(b * c.m, d, self.generator, dtype=w.dtype).reshape(b, c.m, d)
+        y = c.smoothing * uniform_ball(b * c.m, d, self.generator, dtype=w.dtype).reshape(b, c.m, d)
         grads = self.problem.gradients(torch.cat([w + y, w_prev + y], dim=1), index)
         each = clip_each(grads, self.problem.constants.L0, vector=True)
         grads = each.values

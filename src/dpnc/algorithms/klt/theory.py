@@ -89,7 +89,7 @@ def second_moment(config, *, d: int, L: float) -> float:
         return (L**2 + L**2 * d**2 * c.period / (c.m * c.B1) + c.sigma_anchor**2 * d
                 + c.sigma_increment**2 * d * c.period)
     dims = d**2 if c.oracle == "zeroth-order" else 1
-    return (L**2 + L**2 * dims / (c.B1 * c.m) + L**2 * d * c.D**2 * c.period / (c.alpha**2 * c.B2)
+    return (L**2 + L**2 * dims / (c.B1 * c.m) + L**2 * d * c.D**2 * c.period / (c.smoothing**2 * c.B2)
             + c.sigma_anchor**2 * d * leaf_participation(c.period) + L**2 * dims * c.period / (c.m * c.B2))
 
 

@@ -24,12 +24,16 @@ weak_convexity, gamma, kappa, region), which every config takes as defaults; its
 
 Example::
 
+    import torch
+    from dpnc.algorithms.base import Setting
     from dpnc.algorithms.menart import KLSpider
-    from dpnc.privacy import Accountant
+    from dpnc.privacy import Accountant, NoiseSource
+    from dpnc.privacy.budget import ZCDP
     from dpnc.problems.kl import PowerGrowth
 
     f = PowerGrowth(1.5, 10, n=10**6)
-    run = KLSpider.from_theory(f.constants, rho=1.0).run(f, f.w_star + 0.5, accountant=Accountant())
+    run = KLSpider.from_theory(Setting.of(f), ZCDP(1.0)).run(f, f.w_star + 0.1, noise=NoiseSource(),
+                                                         accountant=Accountant(), generator=torch.Generator())
     run.output, run.stats.updates, run.report(1e-6).epsilon
 """
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms.base import Cost, Run, Setting, check_integer
-from dpnc.algorithms.menart.common import (KLConfig, KLStats, budget_rho, check_config, constant, defaults, finish,
+from dpnc.algorithms.menart.common import (KLConfig, KLStats, budget_rho, check_config, constant, finish,
                                            guarantee, open_queries, region_of, require, setting, step)
 from dpnc.privacy import interpret
 from dpnc.privacy.accountant import Accountant
@@ -171,7 +171,7 @@ class AdaptiveGD(KLConfig):
             generator: torch.Generator) -> Run:
         """One run from x0 (default 0). Every argument, the selection's included, is checked before the first
         query. No public randomness: ``generator`` is not used."""
-        f, (noise, accountant) = problem, defaults(noise, accountant)
+        f = problem
         s = setting(self, f, x0)
         # every step's releases go to a ledger of their own: the filter's bound is recorded once, after the loop
         steps_ledger = Accountant(accountant.relation)

@@ -354,11 +354,6 @@ def setting(config, objective, x0) -> RunSetting:
     return RunSetting(int(objective.n), d, w0, constant(objective, "L0", config.L0), region)
 
 
-def defaults(noise: NoiseSource | None, accountant: Accountant | None) -> tuple[NoiseSource, Accountant]:
-    """A secret noise source and a replace-one accountant unless given."""
-    return (NoiseSource() if noise is None else noise), (Accountant() if accountant is None else accountant)
-
-
 def kl_constants(objective, gamma, kappa, F0, L0: float) -> tuple[float, float, float]:
     """γ, κ (≥ 1) and F0 (default (γL0)^κ, spec §1.1) from the config, else the objective."""
     gamma = constant(objective, "gamma", gamma)

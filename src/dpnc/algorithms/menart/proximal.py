@@ -19,7 +19,7 @@ import torch
 from dpnc.algorithms.base import Cost, Run, Setting, check_integer
 from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, budget_rho,
                                            check_config, gap_or_default,
-                                       constant, defaults, finish, guarantee, kl_constants, open_queries,
+                                       constant, finish, guarantee, kl_constants, open_queries,
                                        project_ball, project_two_balls, require, setting)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
@@ -267,7 +267,7 @@ class ProximalPoint(KLConfig):
     def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
             generator: torch.Generator) -> Run:
         """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
-        f, (noise, accountant) = problem, defaults(noise, accountant)
+        f = problem
         s = setting(self, f, x0)
         gamma, kappa, F0 = kl_constants(f, self.gamma, self.kappa, self.F0, s.L0)
         if kappa < 2:

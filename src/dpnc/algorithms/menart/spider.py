@@ -19,7 +19,7 @@ import torch
 
 from dpnc.algorithms.base import Cost, Run, Setting, check_choice
 from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, budget_rho, check_config, constant,
-                                           defaults, gap_or_default,
+                                           gap_or_default,
                                        finish, guarantee, kl_constants, open_queries, require, setting,
                                        step)
 from dpnc.privacy.accountant import Accountant
@@ -300,7 +300,7 @@ class KLSpider(KLConfig):
     def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
             generator: torch.Generator) -> Run:
         """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
-        f, (noise, accountant) = problem, defaults(noise, accountant)
+        f = problem
         s = setting(self, f, x0)
         gamma, kappa, F0 = kl_constants(f, self.gamma, self.kappa, self.F0, s.L0)
         if not 1 <= kappa <= 2:

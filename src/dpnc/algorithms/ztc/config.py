@@ -20,8 +20,8 @@ paper's ρ; the accountant reports zCDP ρ_zCDP = ρ²/2 and ε(δ) by RDP and P
 :meth:`ZhangTranCutkosky.practical` gives documented practical settings (per-example clipping at realistic
 radii, larger D, last-iterate output; no theorem attached).
 
-Symbols: ``period`` = T (steps per epoch = the tree's leaves = the O2NC block), ``steps`` = K·T, ``delta`` = δ
-(smoothing radius), D = δ/T, eta = η, B1, B2, m, sigma = σ (every tree node's std), rho = ρ.
+Symbols: ``period`` = T (steps per epoch = the tree's leaves = the O2NC block), ``steps`` = K·T, ``smoothing`` = δ
+(the smoothing radius), D = δ/T, eta = η, B1, B2, m, sigma = σ (every tree node's std), rho = ρ.
 
 Corrections taken from spec seed000 §6 (``paper=True`` gives the printed version where it differs): T uses
 max, not min (§6.1); σ uses the exact per-leaf node count ⌊log₂T⌋ + 1 and max(s₁, s₂) (§6.2–3); the
@@ -67,7 +67,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     set by the printed formulas.
 
     Args:
-        delta: the smoothing radius δ > 0 (the output is (2δ, ·)-stationary for F).
+        smoothing: the smoothing radius δ > 0 (the output is (2δ, ·)-stationary for F).
         D: the learner's ball radius (δ/T so that every w of an epoch lies within δ of its average).
         eta: the projected-OGD step ≥ 0, D/(G√T).
         steps: oracle queries K·T ≥ period.
@@ -89,7 +89,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     family = "zhang-tran-cutkosky"
     reset_each_block = True
 
-    delta: float
+    smoothing: float
     D: float
     eta: float
     steps: int
@@ -109,7 +109,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     def __post_init__(self) -> None:
         check_choice("oracle", self.oracle, ORACLES)
         check_choice("output_rule", self.output_rule, OUTPUT_RULES)
-        check_positive(delta=self.delta, D=self.D, sigma=self.sigma, rho=self.rho)
+        check_positive(smoothing=self.smoothing, D=self.D, sigma=self.sigma, rho=self.rho)
         check_positive(allow_zero=True, eta=self.eta)
         self._check_counts()
         if (self.radius_anchor is None) != (self.radius_increment is None):
@@ -134,10 +134,6 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     def epochs(self) -> int:
         """K = ⌊steps/T⌋ completed epochs."""
         return self.steps // self.period
-
-    @property
-    def smoothing(self) -> float:
-        return self.delta
 
     # --- the theorems ---------------------------------------------------------------------------
 
@@ -238,7 +234,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         Args:
             setting: the problem's public :class:`~dpnc.algorithms.base.Setting` (constants.L0, region; n, d).
             budget: the (ε, δ) target (:class:`~dpnc.privacy.budget.Budget`; the accountant's ε(δ) is fitted to
-                it; the smoothing radius, the config's ``delta`` field, is the ``smoothing`` option).
+                it; the smoothing radius, the config's ``smoothing`` field, is the ``smoothing`` option).
             **options: ``clip``, ``m``, ``travel``, ``smoothing``, ``noise_ratio``, ``output_rule``.
 
         Raises:
@@ -328,7 +324,7 @@ class VarianceReducedOracle(TreeOracle):
 
     def anchor(self, w, index):
         c = self.config
-        estimate = self.stats.add(grad_estimate(self.problem, w, index, c.delta, m=c.m, generator=self.generator,
+        estimate = self.stats.add(grad_estimate(self.problem, w, index, c.smoothing, m=c.m, generator=self.generator,
                                                 clip=c.clip))
         return self._clipped_mean(estimate.per_example, c.radius_anchor)
 
@@ -336,7 +332,7 @@ class VarianceReducedOracle(TreeOracle):
         # The DIFF sensitivity 4dL/(B2·T) holds because TreeOracle refuses ‖w_t − w_{t−1}‖ > 2D (or, with
         # per-example radii, because every term is clipped to radius_increment).
         c = self.config
-        estimate = self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.delta, m=c.m,
+        estimate = self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.smoothing, m=c.m,
                                                 generator=self.generator, clip=c.clip))
         return self._clipped_mean(estimate.per_example, c.radius_increment, increment=True)
 
@@ -373,7 +369,7 @@ class NaiveOracle(SinglePassOracle):
 
     def __call__(self, t: int, w: torch.Tensor) -> torch.Tensor:
         c = self.config
-        estimate = self.stats.add(grad_estimate(self.problem, w, self.data.take(c.B1), c.delta, m=c.m,
+        estimate = self.stats.add(grad_estimate(self.problem, w, self.data.take(c.B1), c.smoothing, m=c.m,
                                                 generator=self.generator, clip=c.clip))
         sensitivity = mean_sensitivity(self.bound, c.B1, self.accountant.relation)
         return private_mean(estimate.per_example, self.bound, sampler=self.batches, noise=self.noise,

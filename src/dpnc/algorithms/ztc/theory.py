@@ -57,7 +57,7 @@ def guarantee(config, *, d: int, L: float, gap: float) -> float:
         cross = math.sqrt((V + d * sigma**2) / T)
     else:
         cross = 2 * (math.sqrt(V) + math.sqrt(ell * d) * sigma)
-    return (gap + 2 * L * config.delta) / (config.delta * config.epochs) + G / math.sqrt(T) + cross
+    return (gap + 2 * L * config.smoothing) / (config.smoothing * config.epochs) + G / math.sqrt(T) + cross
 
 
 def moments(config, d: int, L: float) -> tuple[float, float, int]:
