@@ -1,7 +1,9 @@
 """Value rules for arguments and configs: what a value must be, and the ValueError naming it when it is not.
 
-Used by the library (:mod:`dpnc.demo`) and by the reproductions' configs (:mod:`dpnc_reproduce.common`
-re-exports them).
+The one home of dpnc's validators: :func:`check_positive`, :func:`check_integer` and :func:`check_choice` for
+keyword arguments (algorithm configs, problems, samplers, privacy releases), :func:`check_value` /
+:func:`check_axis` with a rule for configs and grids. Used across the library (privacy/ included: it imports
+nothing else of dpnc) and by the reproductions' configs (:mod:`dpnc_reproduce.common` re-exports them).
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-__all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_value", "one_of"]
+__all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_choice", "check_integer",
+           "check_positive", "check_value", "one_of"]
 
 
 # Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
@@ -43,3 +46,26 @@ def check_axis(name: str, values: Sequence, rule: Rule) -> None:
         raise ValueError(f"{name} must be non-empty; got {tuple(values)!r}")
     for v in values:
         check_value(name, v, rule)
+
+
+def check_positive(allow_zero: bool = False, allow_inf: bool = False, **values: float) -> None:
+    """Refuse a value that is not a finite number > 0 (or ≥ 0 / inf where allowed), naming it."""
+    for name, v in values.items():
+        number = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+        ok = number and (math.isfinite(v) or (allow_inf and v > 0)) and (v > 0 or (allow_zero and v == 0))
+        if not ok:
+            rule = (">= 0" if allow_zero else "> 0") + (" (or inf)" if allow_inf else "")
+            raise ValueError(f"{name} must be a {'' if allow_inf else 'finite '}number {rule}; got {v!r}")
+
+
+def check_integer(minimum: int = 1, **values: int) -> None:
+    """Refuse a value that is not an integer ≥ ``minimum``, naming it."""
+    for name, v in values.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}; got {v!r}")
+
+
+def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    """Refuse a value outside ``allowed``, naming the argument and the choices."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")

@@ -84,6 +84,7 @@ from torch.utils.data import Sampler as TorchSampler
 from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
+from dpnc._check import check_integer
 from dpnc.batches import LoaderBatches
 from dpnc.first_order import PER_EXAMPLE, DPOptimizer
 from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
@@ -224,9 +225,9 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         raise ValueError("n must be the public number of training examples (or a public bound on it): it sets "
                          "q = batch_size / n and the noise, and dpnc never reads it off the private data; got None")
     n = rows if n is None else n
-    _check_int("n", n, 1)
-    _check_int("steps", steps, 1)
-    _check_int("batch_size", batch_size, 1, n)
+    check_integer(n=n, steps=steps)
+    if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and 1 <= batch_size <= n):
+        raise ValueError(f"batch_size must be an integer in [1, {n}] (n, the declared size); got {batch_size!r}")
     check_arguments(lr=lr, smoothing=smoothing)   # the optimizer's own rules, checked before calibrating
     if collate_fn is not None and not callable(collate_fn):
         raise ValueError(f"collate_fn must be callable or None; got {collate_fn!r}")
@@ -260,7 +261,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
                              f"direction); got seed={seed!r}, direction={direction!r}")
         if per_example not in PER_EXAMPLE:
             raise ValueError(f"per_example must be one of {list(PER_EXAMPLE)}; got {per_example!r}")
-        _check_int("microbatch", microbatch, 1)
+        check_integer(microbatch=microbatch)
         if optimizer_kwargs is not None and not isinstance(optimizer_kwargs, Mapping):
             raise ValueError(f"optimizer_kwargs must be a dict or None; got {optimizer_kwargs!r}")
 
@@ -336,13 +337,6 @@ def _check_data(data: Dataset) -> int:
     if n < 1:
         raise ValueError(f"data must hold at least one example; got {n} examples")
     return n
-
-
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
-    if not ok:
-        rule = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}] (n, the declared size)"
-        raise ValueError(f"{name} must be {rule}; got {value!r}")
 
 
 def _check_number(name: str, value: Any, rule: str, ok: Callable[[float], bool]) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import torch
 
+from dpnc._check import check_integer
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy import interpret
 from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled
@@ -37,7 +38,7 @@ class FullBatch:
     secret = True  # nothing is sampled, so nothing about the batch is hidden or needs to be
 
     def __init__(self, n: int) -> None:
-        _check_int("n", n)
+        check_integer(n=n)
         self.n = self.batch_size = n
 
     def sample(self) -> torch.Tensor:
@@ -55,12 +56,12 @@ class _Subsampled:
 
     def __init__(self, n: int, batch_size: int, *, rows: int | None = None,
                  source: NoiseSource | None = None) -> None:
-        _check_int("n", n)
-        _check_int("batch_size", batch_size)
+        check_integer(n=n)
+        check_integer(batch_size=batch_size)
         if batch_size > n:
             raise ValueError(f"batch_size must be <= n={n}; got {batch_size}")
         if rows is not None:
-            _check_int("rows", rows)
+            check_integer(rows=rows)
         if source is not None and not isinstance(source, NoiseSource):
             raise TypeError(f"source must be a NoiseSource; got {type(source).__name__}")
         self.n, self.batch_size = n, batch_size
@@ -151,7 +152,7 @@ class SinglePass:
     """
 
     def __init__(self, n: int, generator: torch.Generator | None = None) -> None:
-        _check_int("n", n)
+        check_integer(n=n)
         self.n = n
         self.order = torch.arange(n) if generator is None else torch.randperm(n, generator=generator)
         self.used = 0
@@ -162,7 +163,7 @@ class SinglePass:
 
     def take(self, size: int) -> torch.Tensor:
         """The next ``size`` unused examples."""
-        _check_int("size", size)
+        check_integer(size=size)
         if size > self.remaining:
             raise ValueError(f"single pass exhausted: {size} more examples requested but only {self.remaining} "
                              f"of n={self.n} are unused; use fewer steps or a larger dataset")
@@ -197,6 +198,3 @@ def batch_losses(closure: BatchClosure, batch: torch.Tensor, runs: tuple[int, ..
     return losses
 
 
-def _check_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")

@@ -31,13 +31,13 @@ paper, and :class:`Stats` typed per family, so that experiments never branch on 
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from dpnc._check import check_integer, check_positive
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.budget import ZCDP, Budget
 
@@ -163,7 +163,8 @@ class Algorithm(ABC):
     """Base of every algorithm config (subclasses are frozen dataclasses).
 
     Subclasses set ``name`` and ``family``, validate their fields in ``__post_init__`` with
-    :func:`check_positive`/:func:`check_integer` (so invalid configurations fail at construction), and
+    :func:`dpnc._check.check_positive`/:func:`~dpnc._check.check_integer` (so invalid configurations fail at
+    construction), and
     implement :meth:`from_theory`, :meth:`practical`, :meth:`run`, :meth:`claim` and :meth:`cost`.
 
     ``private`` is False for a class that never spends a budget (MeZO): its constructors accept a budget (or None)
@@ -203,26 +204,3 @@ class Algorithm(ABC):
         """The σ = 0, C = ∞ twin of this config (its report says not private), or None where the class has no
         such fields."""
         return None
-
-
-def check_positive(allow_zero: bool = False, allow_inf: bool = False, **values: float) -> None:
-    """Refuse a value that is not a finite number > 0 (or ≥ 0 / inf where allowed), naming it."""
-    for name, v in values.items():
-        number = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
-        ok = number and (math.isfinite(v) or (allow_inf and v > 0)) and (v > 0 or (allow_zero and v == 0))
-        if not ok:
-            rule = (">= 0" if allow_zero else "> 0") + (" (or inf)" if allow_inf else "")
-            raise ValueError(f"{name} must be a {'' if allow_inf else 'finite '}number {rule}; got {v!r}")
-
-
-def check_integer(minimum: int = 1, **values: int) -> None:
-    """Refuse a value that is not an integer ≥ ``minimum``, naming it."""
-    for name, v in values.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}; got {v!r}")
-
-
-def check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    """Refuse a value outside ``allowed``, naming the argument and the choices."""
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")

@@ -36,7 +36,8 @@ import warnings
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Run, check_integer, check_positive
+from dpnc._check import check_integer, check_positive
+from dpnc.algorithms.base import Algorithm, Run
 from dpnc.algorithms.oracles import OracleStats
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource

@@ -20,6 +20,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize
 
+from dpnc._check import check_positive
 from dpnc.privacy.accountant import METHODS, Accountant, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho, epsilon_to_rho
 from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled
@@ -161,7 +162,7 @@ def dpzero_sigma(C: float, n: int, steps: int, epsilon: float, delta: float) -> 
     Kairouz et al. 2015 Thm 4.3) with replace-one sensitivity 2C/n; spec seed001 §1.4. The paper
     calls σ a "variance"; it is a standard deviation.
     """
-    _positive("C", C)
+    check_positive(C=C)
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an integer >= 1; got {n!r}")
     steps, epsilon, delta = _check_steps(steps), check_epsilon(epsilon), check_delta(delta)
@@ -197,8 +198,8 @@ def ztc_tree_sigma(d: int, L: float, rho: float, T: int, B1: int, B2: int = 1, *
     count. ``paper=True``: σ = √(2 ln T)·s₂/ρ as reconstructed in spec seed000 §3 (Cor 4.4), which
     requires B1 ≥ T·B2/2 and under-counts for T ∈ {1, 2, 4}.
     """
-    _positive("L", L)
-    _positive("rho", rho)
+    check_positive(L=L)
+    check_positive(rho=rho)
     for name, v in (("d", d), ("T", T), ("B1", B1), ("B2", B2)):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {v!r}")
@@ -217,7 +218,7 @@ def klt_tree_sigma(sensitivity: float, num_leaves: int, epsilon: float, delta: f
     Corrected (default): Lvl = ⌊log₂Σ⌋ + 1 = ⌈log₂(Σ + 1)⌉, the exact per-leaf node count (spec
     seed002_003 §2.1). ``paper=True``: Lvl = ⌈log₂Σ⌉, the printed depth (0 for Σ = 1).
     """
-    _positive("sensitivity", sensitivity)
+    check_positive(sensitivity=sensitivity)
     if not isinstance(num_leaves, int) or num_leaves < 1:
         raise ValueError(f"num_leaves must be an integer >= 1; got {num_leaves!r}")
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
@@ -230,17 +231,11 @@ def zcdp_gaussian_sigma(sensitivity: float, rho: float) -> float:
 
     The noise level Menart et al. use for every release (spec seed004 §1.2).
     """
-    _positive("sensitivity", sensitivity)
+    check_positive(sensitivity=sensitivity)
     rho = check_rho(rho)
     if rho == 0:
         raise ValueError("rho must be > 0 for a finite noise level; got 0")
     return sensitivity / math.sqrt(2 * rho)
-
-
-def _positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
 
 
 def fit_rho(releases: Callable[[float], list[tuple[Release, int]]], *, epsilon: float, delta: float) -> float:

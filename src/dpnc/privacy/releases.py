@@ -41,6 +41,8 @@ from typing import Any
 
 from dp_accounting.privacy_accountant import NeighboringRelation
 
+from dpnc._check import check_integer, check_positive
+
 
 class Relation(str, enum.Enum):
     """Which datasets are neighbours. It decides the sensitivity of every query."""
@@ -67,26 +69,13 @@ def mean_sensitivity(bound: float, n: int, relation: Relation | str) -> float:
     Replace-one: 2·bound/n (one term changes arbitrarily). Add/remove: bound/n (one term appears).
     """
     relation = Relation.parse(relation)
-    _positive("bound", bound)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1; got {n!r}")
+    check_positive(bound=bound)
+    check_integer(n=n)
     return (2.0 if relation is Relation.REPLACE_ONE else 1.0) * bound / n
 
 
 class UnsupportedRelease(ValueError):
     """A release that an accountant cannot interpret (names the release and what would)."""
-
-
-def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        rule = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {rule}; got {value!r}")
-
-
-def _integer(name: str, value: int, minimum: int = 1) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
 
 
 # --- records and their serialisation ---------------------------------------------------------------
@@ -172,8 +161,8 @@ class Gaussian(Mechanism):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _positive("sensitivity", self.sensitivity)
-        _positive("sigma", self.sigma, allow_zero=True)
+        check_positive(sensitivity=self.sensitivity)
+        check_positive(allow_zero=True, sigma=self.sigma)
 
     @property
     def noise_multiplier(self) -> float:
@@ -198,8 +187,8 @@ class DiscreteGaussian(Mechanism):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _integer("sensitivity", self.sensitivity)
-        _positive("sigma", self.sigma)
+        check_integer(sensitivity=self.sensitivity)
+        check_positive(sigma=self.sigma)
 
 
 @dataclass(frozen=True, repr=False)
@@ -213,7 +202,7 @@ class ZCDPMechanism(Mechanism):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _positive("rho", self.rho, allow_zero=True)
+        check_positive(allow_zero=True, rho=self.rho)
 
 
 @dataclass(frozen=True, repr=False)
@@ -228,7 +217,7 @@ class ExponentialMechanism(Mechanism):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _positive("epsilon", self.epsilon)
+        check_positive(epsilon=self.epsilon)
 
 
 # --- sampling schemes ------------------------------------------------------------------------------
@@ -258,8 +247,8 @@ class FixedSize(Sampling):
     B: int
 
     def __post_init__(self) -> None:
-        _integer("n", self.n)
-        _integer("B", self.B)
+        check_integer(n=self.n)
+        check_integer(B=self.B)
         if self.B > self.n:
             raise ValueError(f"B must be <= n={self.n}; got {self.B!r}")
 
@@ -346,7 +335,7 @@ class TreeAggregated(_Wrapper, Release):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _integer("leaves", self.leaves)
+        check_integer(leaves=self.leaves)
         self._check_part()
 
 
@@ -426,7 +415,7 @@ def _ledger_entry(entry: Any) -> tuple[Release, int]:
         raise ValueError(f"a ledger entry must be a (release, count) pair; got {entry!r}")
     if not isinstance(release, Release):
         raise ValueError(f"a ledger entry must hold a dpnc Release; got {type(release).__name__}")
-    _integer("count", count)
+    check_integer(count=count)
     return release, count
 
 
@@ -446,7 +435,7 @@ def tnb_mean(eta: float, gamma: float) -> float:
 
 def tnb_pmf(eta: float, gamma: float, kmax: int) -> list[float]:
     """[P[K = 1], …, P[K = kmax]] of D_{η,γ}, by P[K = k+1] = P[K = k]·(1 − γ)(k + η)/(k + 1)."""
-    _integer("kmax", kmax)
+    check_integer(kmax=kmax)
     p, out = (1 - gamma) * _tnb_scale(eta, gamma), []
     for k in range(1, kmax + 1):
         out.append(p)

@@ -29,6 +29,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 from scipy.special import betainc, betaln
 
+from dpnc._check import check_integer, check_positive
 from dpnc.problems.base import Constants, Problem
 from dpnc.problems.networks import LOSSES, TwoLayerReLU
 
@@ -154,7 +155,7 @@ class AbsLinear(_AbsResidual):
     @classmethod
     def random(cls, d: int, *, seed: int = 0) -> AbsLinear:
         """a uniform on the unit sphere of R^d (so L = ‖a‖ = 1), from ``seed``."""
-        _check_int("d", d, 1)
+        check_integer(d=d)
         return cls(_sphere(1, d, _generator(seed))[0])
 
     @property
@@ -198,9 +199,9 @@ class L1Regression(_AbsResidual):
 
     @classmethod
     def synthetic(cls, n: int, d: int, *, noise: float = 0.1, seed: int = 0) -> L1Regression:
-        _check_int("n", n, 1)
-        _check_int("d", d, 1)
-        _check_float("noise", noise, 0.0)
+        check_integer(n=n)
+        check_integer(d=d)
+        check_positive(allow_zero=True, noise=noise)
         gen = _generator(seed)
         a = _sphere(n, d, gen)
         x_star = torch.randn(d, generator=gen, dtype=torch.float64)
@@ -247,10 +248,10 @@ class RobustRegression(_Linear):
     @classmethod
     def synthetic(cls, n: int, d: int, *, outliers: float = 0.1, noise: float = 0.1, outlier_scale: float = 10.0,
                   seed: int = 0) -> RobustRegression:
-        _check_int("n", n, 1)
-        _check_int("d", d, 1)
-        _check_float("noise", noise, 0.0)
-        _check_float("outlier_scale", outlier_scale, 0.0)
+        check_integer(n=n)
+        check_integer(d=d)
+        check_positive(allow_zero=True, noise=noise)
+        check_positive(allow_zero=True, outlier_scale=outlier_scale)
         if not (isinstance(outliers, (int, float)) and not isinstance(outliers, bool) and 0 <= outliers < 1):
             raise ValueError(f"outliers (a fraction of n) must be in [0, 1); got {outliers!r}")
         gen = _generator(seed)
@@ -303,8 +304,8 @@ class MaxOfAffine(Problem):
 
     @classmethod
     def synthetic(cls, n: int, d: int, pieces: int, *, seed: int = 0) -> MaxOfAffine:
-        _check_int("n", n, 1)
-        _check_int("d", d, 1)
+        check_integer(n=n)
+        check_integer(d=d)
         if not isinstance(pieces, int) or isinstance(pieces, bool) or pieces < 2:
             raise ValueError(f"pieces must be an integer >= 2 (one piece is linear, unbounded below); got {pieces!r}")
         gen = _generator(seed)
@@ -417,12 +418,3 @@ def _generator(seed) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _check_int(name: str, value, low: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
-
-
-def _check_float(name: str, value, low: float, strict: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < low or (strict and value == low):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}; got {value!r}")

@@ -30,8 +30,8 @@ from typing import ClassVar
 
 import torch
 
-from dpnc.algorithms.base import (Setting, approximate, check_integer,
-                                  check_positive)
+from dpnc._check import check_integer, check_positive
+from dpnc.algorithms.base import Setting, approximate
 from dpnc.algorithms.dpzero.theory import (calibrate_noise, dpgd0th_from_theory,
                                            dpzero_from_theory)
 from dpnc.algorithms.dpzero.family import (Number, StepLog, ZerothOrderFamily, check_number,

@@ -35,7 +35,8 @@ from typing import ClassVar
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Cost, Run, Setting, Stats, approximate, check_integer, check_positive
+from dpnc._check import check_integer, check_positive
+from dpnc.algorithms.base import Algorithm, Cost, Run, Setting, Stats, approximate
 from dpnc.algorithms.dpzero.configs import DPGD
 from dpnc.estimators import objective_clipped_sum
 from dpnc.privacy.accountant import Accountant

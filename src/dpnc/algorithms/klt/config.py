@@ -43,7 +43,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from dpnc.algorithms.klt import theory
-from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive
+from dpnc._check import check_choice, check_integer, check_positive
+from dpnc.algorithms.base import Cost, Setting, approximate
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
 from dpnc.privacy.clipping import clip_each, clipped_sum

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Cost, Run, Setting, check_integer
+from dpnc._check import check_integer
+from dpnc.algorithms.base import Cost, Run, Setting
 from dpnc.algorithms.menart.common import (KLConfig, KLStats, budget_rho, check_config, constant, finish,
                                            guarantee, open_queries, region_of, require, setting, step)
 from dpnc.privacy import interpret

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, check_positive, zcdp
+from dpnc._check import check_positive
+from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, zcdp
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.mean import release_sum

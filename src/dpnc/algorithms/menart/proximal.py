@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Cost, Run, Setting, check_integer
+from dpnc._check import check_integer
+from dpnc.algorithms.base import Cost, Run, Setting
 from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, budget_rho,
                                            check_config, gap_or_default,
                                        constant, finish, guarantee, kl_constants, open_queries,

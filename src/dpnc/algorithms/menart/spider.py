@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc.algorithms.base import Cost, Run, Setting, check_choice
+from dpnc._check import check_choice
+from dpnc.algorithms.base import Cost, Run, Setting
 from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, budget_rho, check_config, constant,
                                            gap_or_default,
                                        finish, guarantee, kl_constants, open_queries, require, setting,

@@ -38,7 +38,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from dpnc.algorithms.base import Cost, Setting, approximate, check_choice, check_integer, check_positive, zcdp
+from dpnc._check import check_choice, check_integer, check_positive
+from dpnc.algorithms.base import Cost, Setting, approximate, zcdp
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, practical_period, practical_travel
 from dpnc.algorithms.oracles import SinglePassOracle, TreeOracle
 from dpnc.privacy.clipping import clipped_sum
