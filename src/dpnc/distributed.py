@@ -17,7 +17,7 @@ the public direction seed need to exchange only their partial sums. Every rank h
 2. forms its partial sums — Σ clip_C(a_i) over its shard by :func:`~dpnc.privacy.clipping.clipped_sum`
    (non-finite a_i set to 0 first), its example count and the private diagnostics — and adds them across
    ranks in **one** ``all_reduce`` of a tensor of 5 numbers (MeZO: 4);
-3. rank 0 alone releases the sum through :func:`~dpnc.privacy.mean.release_sum` (the sampler's fixed
+3. rank 0 alone releases the sum through :func:`~dpnc.privacy.release.release_sum` (the sampler's fixed
    denominator B, secret noise from its :class:`~dpnc.privacy.noise.NoiseSource`, one ledger entry in its
    :class:`~dpnc.privacy.accountant.Accountant`) and broadcasts the released scalar c_t (1 number);
 4. every rank applies the same in-place update x ← x − α·c_t·u_t.

@@ -6,7 +6,7 @@ One step (Abadi et al. 2016, Algorithm 1, with the fixed denominator of a Poisso
    (``vmap(grad_and_value)`` over ``functional_call``, ``microbatch`` examples at a time; or one example at a
    time with ``per_example="loop"``), over all trainable parameters the optimizer holds;
 2. each g_i with a non-finite entry set to 0 (counted), then clipped to ‖g_i‖ ≤ C over all parameters;
-3. the clipped sum released by :func:`dpnc.privacy.mean.release_sum`: divided by the fixed B, plus secret noise
+3. the clipped sum released by :func:`dpnc.privacy.release.release_sum`: divided by the fixed B, plus secret noise
    of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B under add/remove);
 4. the noisy mean set as ``.grad`` of every parameter and the wrapped optimizer's ``step()`` taken.
 
@@ -39,7 +39,7 @@ from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import mean_release, release_sum
+from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 

@@ -49,7 +49,7 @@ from dpnc import distributed
 from dpnc.algorithms import dpzero as alg
 from dpnc.batches import DataRows, LoaderBatches, check_loss_fn
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import mean_release
+from dpnc.privacy.release import mean_release
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release
 from dpnc.sampling import BatchClosure, Sampler
@@ -294,7 +294,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
 class DPZero(_ZerothOrder):
     """DPZero for models (Zhang et al. 2024, Algorithm 2 with minibatches and the seed trick).
 
-    c_t = (1/B) Σ_i clip_C(a_i) + z_t through :func:`dpnc.privacy.mean.private_mean` (non-finite a_i set to 0
+    c_t = (1/B) Σ_i clip_C(a_i) + z_t through :func:`dpnc.privacy.release.private_mean` (non-finite a_i set to 0
     first, the fixed denominator B, secret noise z_t of std σ = noise_multiplier·Δ, one ledger entry in real
     units: Δ = 2C/B replace-one, C/B add/remove), then x ← x − α·c_t·u_t.
 

@@ -45,7 +45,7 @@ import torch
 
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.budget import check_delta, check_epsilon
-from dpnc.privacy.mean import mean_release, private_mean
+from dpnc.privacy.release import mean_release, private_mean
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import RandomStopping, Release, tnb_pmf
 from dpnc.sampling import FullBatch
@@ -152,7 +152,7 @@ def private_score(losses: torch.Tensor, *, bound: float, noise_multiplier: float
                   accountant: Accountant) -> float:
     """A candidate's score: (1/n) Σ_i clip_bound(ℓ_i) + N(0, σ²) over all n examples, recorded.
 
-    A full-batch :func:`~dpnc.privacy.mean.private_mean` of per-example values (e.g. losses on the
+    A full-batch :func:`~dpnc.privacy.release.private_mean` of per-example values (e.g. losses on the
     private validation data) clipped to [−bound, bound]: Δ = 2·bound/n (replace-one) or bound/n, σ =
     noise_multiplier·Δ. Its cost is :func:`score_release`.
     """

@@ -15,7 +15,7 @@ from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, Fi
                           Gaussian, NoiseSource, NonPrivate, Poisson, Relation, Release,
                           Sampled, TreeAggregated, TreeMechanism, TreeNoise,
                           UnsupportedRelease, ZCDPMechanism, gaussian_mechanism, interpret)
-from dpnc.privacy.mean import private_mean
+from dpnc.privacy.release import private_mean
 from tests.privacy import mixed_ledger
 
 DELTA = 1e-5

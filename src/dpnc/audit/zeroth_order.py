@@ -19,7 +19,7 @@ from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mec
 from dpnc.privacy.clipping import clipped_sum, per_run
 from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import release_sum
+from dpnc.privacy.release import release_sum
 from dpnc.problems.base import Constants, Objective
 from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.space import FlatSpace

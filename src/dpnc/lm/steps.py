@@ -4,7 +4,7 @@
   encoded rows through the trainer's ``encode`` (a :class:`dpnc.batches.DataRows`) and hand them to the classifier,
   which gives the per-example cross-entropy of exactly that batch; forward passes only.
 * ``dp-adamw``: :class:`dpnc.first_order.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients by
-  ``torch.func``, clipped to C, one :func:`~dpnc.privacy.mean.release_sum` per step (fixed B, secret noise).
+  ``torch.func``, clipped to C, one :func:`~dpnc.privacy.release.release_sum` per step (fixed B, secret noise).
   The trainer draws the batch from a :class:`dpnc.batches.LoaderBatches`, which encodes it, and the optimizer hands
   the classifier that batch.
 * ``adamw``: non-private AdamW on the batch's mean loss with the fixed denominator B (one data-dependent release

@@ -10,7 +10,7 @@ One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
   per-example gradients by ``torch.func`` (one example at a time, or ``vmap`` over ``functional_call``), each
   clipped to norm C (non-finite ones set to 0 first), summed, divided by the expected batch size B, plus
   N(0, (σ·C/B)²) noise from the secret :class:`~dpnc.privacy.noise.NoiseSource` (one release per step through
-  :func:`~dpnc.privacy.mean.release_sum`, recorded in the accountant in real units),
+  :func:`~dpnc.privacy.release.release_sum`, recorded in the accountant in real units),
   then an AdamW step.
 
 Privacy. Private methods draw Poisson batches (each row joins w.p. q = B/n), so the accountant's event — the

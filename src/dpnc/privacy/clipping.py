@@ -59,7 +59,7 @@ def clipped_sum(values: torch.Tensor, bound: Number, *, vector: bool = False) ->
     """Σ_i clip_bound(v_i) over the example dimension (the last for scalars, the one before the last with
     ``vector=True``), non-finite v_i set to 0 before clipping; with the counts (:class:`ClippedTotal`).
 
-    The caller releases ``total`` (:func:`dpnc.privacy.mean.release_sum`: divided by the fixed B, never by
+    The caller releases ``total`` (:func:`dpnc.privacy.release.release_sum`: divided by the fixed B, never by
     ``examples``), after adding the partial totals of every rank where the batch is sharded.
     """
     each = clip_each(values, bound, vector=vector)

@@ -24,7 +24,7 @@ from dpnc.algorithms.registry import ALGORITHMS
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
-from dpnc.privacy.mean import mean_release
+from dpnc.privacy.release import mean_release
 from dpnc.privacy.releases import RandomStopping
 from dpnc.problems import TwoLayerReLU
 from dpnc.problems.kl_objective import default_weak_convexity

@@ -8,7 +8,7 @@ Each step is written once against a :class:`~dpnc.space.ParameterSpace` and a cl
 per-example losses, so the same code serves a flat vector x ∈ R^d (float64, with optional leading
 dimensions for a grid of runs sharing their public directions: ``run`` with x0 of shape (K, d) and
 ``eta``/``C`` of shape (K,)) and a model's parameters (``dpnc.optim``). Every clipped mean is released
-through :func:`dpnc.privacy.mean.private_mean` or :func:`~dpnc.privacy.mean.release_sum` (non-finite
+through :func:`dpnc.privacy.release.private_mean` or :func:`~dpnc.privacy.release.release_sum` (non-finite
 values set to 0 before clipping, the sampler's fixed batch size B as denominator, secret noise, one
 ledger entry in real units). ``run`` steps on an :class:`~dpnc.problems.base.Objective` through its
 per-example ``losses_at`` (DP-GD: ``clipped_gradient_sum`` where the objective has a closed form, else
@@ -41,7 +41,7 @@ from dpnc.privacy.clipping import clipped_sum, per_run
 from dpnc.estimators import objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
-from dpnc.privacy.mean import release_sum
+from dpnc.privacy.release import release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate
 from dpnc.sampling import BatchClosure, Sampler
@@ -222,7 +222,7 @@ class DPGD0th(ZerothOrderFamily):
 
     g_i = a_i·u_t (a d-vector), x_{t+1} = x_t − α((1/B) Σ_i clip_C(g_i) + z_t), z_t ~ N(0, σ² I_d).
     Since ‖g_i‖ = |a_i|·‖u_t‖, clip_C(g_i) = clip_{C/‖u_t‖}(a_i)·u_t: the sum is formed from the scalars
-    and released by :func:`~dpnc.privacy.mean.release_sum` with bound C. Flat tier only (it materialises
+    and released by :func:`~dpnc.privacy.release.release_sum` with bound C. Flat tier only (it materialises
     u_t and the noise). Args as :class:`DPZero` (no ``discrete``).
     """
 
@@ -280,7 +280,7 @@ class DPGD(ZerothOrderFamily):
     batch the sampler drew; ``run`` builds it from the objective
     (:func:`dpnc.estimators.objective_clipped_sum`: its closed form ``clipped_gradient_sum`` where it has
     one, else its per-example ``gradients``). The sum is released by
-    :func:`~dpnc.privacy.mean.release_sum`: divided by the sampler's fixed B, never by the realised batch
+    :func:`~dpnc.privacy.release.release_sum`: divided by the sampler's fixed B, never by the realised batch
     size (under Poisson sampling that would let one example move the mean by more than the recorded C/B).
 
     Args: eta, C, noise_multiplier, steps, paper as :class:`DPZero` (``direction`` is unused: no directions).

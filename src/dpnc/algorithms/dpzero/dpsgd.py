@@ -4,7 +4,7 @@ The practitioner's baseline (Abadi et al. 2016; Bassily, Smith, Thakurta 2014) o
 :class:`~dpnc.problems.base.Objective`, with dpnc's pieces only: the batch is drawn by a
 :class:`~dpnc.sampling.PoissonSampler` from **secret** randomness (never a public seed: the amplified ε holds
 only if nobody can replay the batches), the clipped sum is formed by
-:func:`dpnc.estimators.objective_clipped_sum` and released by :func:`dpnc.privacy.mean.release_sum` (fixed
+:func:`dpnc.estimators.objective_clipped_sum` and released by :func:`dpnc.privacy.release.release_sum` (fixed
 denominator B = qn, secret noise, one ``Sampled(Poisson(q), Gaussian)`` release per step in the ledger), and
 the accountant, never this module, answers ε.
 

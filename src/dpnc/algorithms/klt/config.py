@@ -52,7 +52,7 @@ from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, check_delta, check_epsilon
 from dpnc.privacy.calibrate import fit_rho, zcdp_gaussian_sigma
-from dpnc.privacy.mean import release_sum
+from dpnc.privacy.release import release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
 from dpnc.privacy.tree import leaf_participation
@@ -442,7 +442,7 @@ class FirstOrderOracle(ZerothOrderOracle):
 class MultiPassOracle(_Terms):
     """Algorithm 4: all n examples at every step; g̃_t = g̃_{t−1} + increment + N(0, σ₂²I), and every Σ
     steps a fresh anchor + N(0, σ₁²I). Each release is a clipped (``paper``: unclipped) mean of per-example
-    terms over the whole dataset, released by :func:`~dpnc.privacy.mean.release_sum` with Δ = s_a or s_v
+    terms over the whole dataset, released by :func:`~dpnc.privacy.release.release_sum` with Δ = s_a or s_v
     (replace-one); the releases compose."""
 
     def __init__(self, problem, config: KornowskiLiuTalwar, *, noise: NoiseSource, accountant: Accountant,

@@ -17,7 +17,7 @@ n and d where the theorems' constants do not (KL-Spider's :func:`practical_sched
 noise and norm budget; the proximal point method's rounds and inner cap), with the same exact accounting (ρ) and
 without the theorems' utility guarantees.
 
-The private gradient queries (every release through :func:`~dpnc.privacy.mean.release_sum`), the guards
+The private gradient queries (every release through :func:`~dpnc.privacy.release.release_sum`), the guards
 (``clip``, ``project``), ``paper`` and the sensitivity statuses are in :mod:`dpnc.algorithms.menart.common`. The
 objectives (:mod:`dpnc.problems.kl`) give their public constants in ``objective.constants`` (L0, L1,
 weak_convexity, gamma, kappa, region), which every config takes as defaults; its own fields override them.

@@ -6,7 +6,7 @@ with optimal rates" (spec seed004). The algorithms are in :mod:`~dpnc.algorithms
 and the selection of Theorem 5); :mod:`dpnc.algorithms.menart` gathers them.
 
 **Releases.** Every noisy gradient is a clipped mean over the full batch, released by
-:func:`~dpnc.privacy.mean.release_sum` (the one private-mean step of dpnc: the fixed denominator n, secret
+:func:`~dpnc.privacy.release.release_sum` (the one private-mean step of dpnc: the fixed denominator n, secret
 noise, the release recorded in real units as the :class:`~dpnc.sampling.FullBatch` sampler's Gaussian) from the
 sum that :class:`PrivateGradients` forms: the per-example gradients (or differences) with non-finite ones zeroed
 and each clipped to the query's bound, or, for an objective without per-example gradients, n·∇F.
@@ -44,7 +44,7 @@ from dpnc._check import check_positive
 from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, zcdp
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.mean import release_sum
+from dpnc.privacy.release import release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Gaussian, mean_sensitivity
 from dpnc.problems.base import Region
@@ -122,7 +122,7 @@ class PrivateGradients:
     the bound rests on the objective's declared constants, which hold only on its region: given a ``region``,
     every query point must lie in it, and a query outside raises (the algorithms project their iterates there,
     so only a faulty inner solver can trip this; refusing is better than a release whose sensitivity is
-    unbounded). :meth:`release` adds the noise through :func:`~dpnc.privacy.mean.release_sum`.
+    unbounded). :meth:`release` adds the noise through :func:`~dpnc.privacy.release.release_sum`.
     """
 
     def __init__(self, objective, *, noise: NoiseSource, accountant: Accountant, clip: bool = True,
@@ -161,7 +161,7 @@ class PrivateGradients:
     def release(self, total: torch.Tensor, bound: float, sigma: float, *, accountant: Accountant | None = None,
                 noise=None) -> torch.Tensor:
         """total/n + N(0, σ²I) for a sum of per-example terms bounded by ``bound`` (a vector or a 0-d tensor),
-        through :func:`~dpnc.privacy.mean.release_sum`, recorded in ``accountant`` (default: the queries' own);
+        through :func:`~dpnc.privacy.release.release_sum`, recorded in ``accountant`` (default: the queries' own);
         ``noise`` overrides the queries' source (rows of one bulk draw of it: Algorithm 4)."""
         self.queries += 1
         return release_sum(total, bound, sampler=self.sampler, noise=self.noise if noise is None else noise,

@@ -8,7 +8,7 @@ O2NC (:mod:`dpnc.algorithms.o2nc`) driven by a private oracle on the uniform smo
   DIFF(w_t, w_{t−1}) on fresh batches of B2; released as g_t + TREE(t), the tree noise reset each epoch. The
   running sum stays noiseless; noise never feeds back.
 * ``"naive"`` (:class:`NaiveOracle`, Algorithm 6, the baseline): GRAD with m (paper: 1) directions per
-  example on a fresh batch of B, released through :func:`~dpnc.privacy.mean.private_mean` with σ = 2dL/(Bρ)
+  example on a fresh batch of B, released through :func:`~dpnc.privacy.release.private_mean` with σ = 2dL/(Bρ)
   (the paper prints dL/(Bρ), off by 2).
 
 Every example is used once (:class:`~dpnc.sampling.SinglePass`), so epochs (and the naive oracle's steps)
@@ -47,7 +47,7 @@ from dpnc.estimators import diff_estimate, grad_estimate
 from dpnc.privacy.calibrate import fit_rho, ztc_tree_sigma
 from dpnc.privacy.accountant import new_partition
 from dpnc.privacy.budget import ZCDP, Budget
-from dpnc.privacy.mean import private_mean
+from dpnc.privacy.release import private_mean
 from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
 from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import FullBatch
@@ -353,7 +353,7 @@ class VarianceReducedOracle(TreeOracle):
 
 class NaiveOracle(SinglePassOracle):
     """Algorithm 6: GRAD on a fresh batch of B with m (paper: 1) directions each, released by
-    :func:`~dpnc.privacy.mean.private_mean`: every per-example estimate has ‖g_i‖ ≤ dL (each difference
+    :func:`~dpnc.privacy.release.private_mean`: every per-example estimate has ‖g_i‖ ≤ dL (each difference
     clipped to 2Lδ, and the mean clips to dL again), so Δ = 2dL/B replace-one, and σ is the config's.
 
     Each step's release is on its own batch, so all are recorded under one partition.
