@@ -78,6 +78,8 @@ class Experiment(Generic[C, T, R]):
         claims_heading: the heading of the claims table (the paper's, or a theory's predictions).
         Config: the frozen config dataclass; ``QUICK`` (the default) and ``FULL`` its two instances.
         Row: the frozen row dataclass.
+        runner: the experiment's run module, whose ``tasks(config)``, ``cost(config, task)`` and
+            ``run_one(config, task)`` the methods of the same names call unless a subclass overrides them.
     The command's help is the class docstring.
     """
 
@@ -89,14 +91,17 @@ class Experiment(Generic[C, T, R]):
     FULL: ClassVar
     Row: ClassVar[type]
     claims_heading: ClassVar[str] = "The paper's claims"
+    runner: ClassVar[types.ModuleType | None] = None
 
     def tasks(self, config: C) -> list[T]:
         """Every task of ``config``, in the order the rows should have; raises ValueError if ``config`` cannot run."""
-        raise NotImplementedError
+        if self.runner is None:
+            raise NotImplementedError
+        return self.runner.tasks(config)
 
     def cost(self, config: C, task: T) -> float:
         """A relative cost, to start the costliest tasks first."""
-        return 1.0
+        return 1.0 if self.runner is None else self.runner.cost(config, task)
 
     def isolated(self, config: C) -> bool:
         """Whether each task needs a fresh process of its own (e.g. to measure its own peak memory)."""
@@ -110,7 +115,9 @@ class Experiment(Generic[C, T, R]):
     def run_one(self, config: C, task: T) -> R | tuple[R, ...]:
         """Run one task: a module-level class's method, so that it pickles into a worker process. A row, or a
         tuple of rows for a task that measures several points at once (the runner flattens them in order)."""
-        raise NotImplementedError
+        if self.runner is None:
+            raise NotImplementedError
+        return self.runner.run_one(config, task)
 
     def claims(self, rows: Sequence[R], config: C) -> list[Claim]:
         """The claims checked on ``rows``."""

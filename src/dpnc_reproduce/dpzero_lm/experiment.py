@@ -29,21 +29,13 @@ class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
              "non-privately on held-out training rows), Table 2 only. Tables 3 and 5 run with --fo-methods "
              "adamw,dp-adamw and --sphere-tasks SST-2,SST-5.")
     Config, QUICK, FULL, Row = LMConfig, QUICK, FULL, LMRow
-
-    def tasks(self, config: LMConfig) -> list[LMGroup]:
-        return run.tasks(config)
-
-    def cost(self, config: LMConfig, group: LMGroup) -> float:
-        return run.cost(config, group)
+    runner = run
 
     def isolated(self, config: LMConfig) -> bool:
         return config.isolate
 
     def bind_output(self, config: LMConfig, out: Path) -> LMConfig:
         return config if config.runs_dir is not None else dataclasses.replace(config, runs_dir=str(out / "runs"))
-
-    def run_one(self, config: LMConfig, group: LMGroup) -> tuple[LMRow, ...]:
-        return run.run_one(config, group)
 
     def claims(self, rows: Sequence[LMRow], config: LMConfig) -> list[Claim]:
         return report.check_claims(rows, config)

@@ -21,6 +21,7 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
     sizes = ("--quick (default): a subset of the grid, minutes on 2 cores; --full: the paper's Table 4 grid "
              "(many hours on 2 cores).")
     Config, QUICK, FULL, Row = SyntheticConfig, QUICK, FULL, SyntheticRow
+    runner = run
 
     def upgrade(self, data: dict) -> dict:
         """A result written before the protocol: its privacy was a table per T (``privacy``), now on every row."""
@@ -29,15 +30,6 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
         by_T = {p["T"]: {k: v for k, v in p.items() if k != "T"} for p in data["privacy"]}
         return {**{k: v for k, v in data.items() if k != "privacy"},
                 "rows": [{**by_T[r["T"]], **r} for r in data["rows"]]}
-
-    def tasks(self, config: SyntheticConfig) -> list[SyntheticTask]:
-        return run.tasks(config)
-
-    def cost(self, config: SyntheticConfig, task: SyntheticTask) -> float:
-        return run.cost(config, task)
-
-    def run_one(self, config: SyntheticConfig, task: SyntheticTask) -> tuple[SyntheticRow, ...]:
-        return run.run_one(config, task)
 
     def claims(self, rows: Sequence[SyntheticRow], config: SyntheticConfig) -> list[Claim]:
         return [*report.paper_claims(report.selected(rows), report.edges(rows)), report.privacy_claim(rows, config)]

@@ -26,15 +26,7 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
              "27 minutes there.")
     claims_heading = "Claims (the theorems' predictions, judged on our runs)"
     Config, QUICK, FULL, Row = KLRatesConfig, QUICK, FULL, KLRow
-
-    def tasks(self, config: KLRatesConfig) -> list[KLTask]:
-        return run.tasks(config)
-
-    def cost(self, config: KLRatesConfig, task: KLTask) -> float:
-        return run.cost(config, task)
-
-    def run_one(self, config: KLRatesConfig, task: KLTask) -> KLRow:
-        return run.run_one(config, task)
+    runner = run
 
     def claims(self, rows: Sequence[KLRow], config: KLRatesConfig) -> list[Claim]:
         return report.check_claims(rows)

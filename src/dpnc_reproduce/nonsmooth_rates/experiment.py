@@ -24,15 +24,10 @@ class NonsmoothRates(Experiment):
              "radial and radial-nonconvex (about 40 min on 2 cores).")
     claims_heading = "Claims (theorems' exponents, equal-evaluation comparison, certificate)"
     Config, QUICK, FULL, Row = RatesConfig, QUICK, FULL, RateRow
+    runner = run
 
     def tasks(self, config: RatesConfig) -> list[tuple]:
         return config.tasks()
-
-    def cost(self, config: RatesConfig, task: tuple) -> float:
-        return run.cost(config, task)
-
-    def run_one(self, config: RatesConfig, task: tuple) -> tuple[RateRow, ...]:
-        return run.run_one(config, task)
 
     def claims(self, rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
         return report.check_claims(rows, config)

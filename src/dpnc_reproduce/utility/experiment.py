@@ -9,7 +9,7 @@ from pathlib import Path
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 import dpnc_reproduce.utility.report as report
 import dpnc_reproduce.utility.run as run
-from dpnc_reproduce.utility.config import FULL, QUICK, Task, UtilityConfig
+from dpnc_reproduce.utility.config import FULL, QUICK, UtilityConfig
 from dpnc_reproduce.utility.methods import methods
 from dpnc_reproduce.utility.run import UtilityRow
 
@@ -27,15 +27,7 @@ class Utility(Experiment):
              "worker on a 2-core machine shared with other runs).")
     claims_heading = "Claims (95 % intervals over seeds; 'no signal' where an interval straddles)"
     Config, QUICK, FULL, Row = UtilityConfig, QUICK, FULL, UtilityRow
-
-    def tasks(self, config: UtilityConfig) -> list[Task]:
-        return run.tasks(config)
-
-    def cost(self, config: UtilityConfig, task: Task) -> float:
-        return run.cost(config, task)
-
-    def run_one(self, config: UtilityConfig, task: Task) -> tuple[UtilityRow, ...]:
-        return run.run_one(config, task)
+    runner = run
 
     def claims(self, rows, config: UtilityConfig) -> list[Claim]:
         return report.claims(rows, config)
