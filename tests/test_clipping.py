@@ -7,7 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpnc.privacy.clipping import clip_each, clip_scalars, clip_vectors, clipped_sum, per_run, zero_nonfinite
+from dpnc.privacy.clipping import (clip_each, clip_scalars, clip_vectors, clip_weights, clipped_sum, per_run,
+                                   zero_nonfinite)
 
 EPS64 = torch.finfo(torch.float64).eps
 
@@ -149,3 +150,12 @@ def test_clipped_sum_of_vectors_and_of_an_empty_batch():
     assert torch.equal(clip_each(g, 1.0, vector=True).values.sum(-2), s.total)
     empty = clipped_sum(torch.zeros(0, dtype=torch.float64), 1.0)
     assert float(empty.total) == 0.0 and empty.examples == 0 and math.isnan(float(empty.fraction))
+
+
+def test_clip_weights_from_norms_alone_equal_clip_vectors():
+    g = torch.randn(3, 7, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 3
+    C = torch.tensor([0.5, 2.0, math.inf], dtype=torch.float64)
+    w, over = clip_weights(torch.linalg.vector_norm(g, dim=-1), C)
+    clipped, fraction = clip_vectors(g, C)
+    assert torch.allclose(w.unsqueeze(-1) * g, clipped, rtol=1e-12, atol=0)
+    assert torch.equal(over.to(g.dtype).mean(-1), fraction) and not over[2].any()

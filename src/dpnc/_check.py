@@ -1,9 +1,10 @@
 """Value rules for arguments and configs: what a value must be, and the ValueError naming it when it is not.
 
-The one home of dpnc's validators: :func:`check_positive`, :func:`check_integer` and :func:`check_choice` for
-keyword arguments (algorithm configs, problems, samplers, privacy releases), :func:`check_value` /
-:func:`check_axis` with a rule for configs and grids. Used across the library (privacy/ included: it imports
-nothing else of dpnc) and by the reproductions' configs (:mod:`dpnc_reproduce.common` re-exports them).
+The one home of dpnc's validators: :func:`check_positive`, :func:`check_at_least`, :func:`check_integer`,
+:func:`check_per_run` and :func:`check_choice` for keyword arguments (algorithm configs, problems, samplers,
+privacy releases, the LM config), :func:`check_value` / :func:`check_axis` with a rule for configs and grids.
+Used across the library (privacy/ included: it imports nothing else of dpnc) and by the reproductions' configs
+(:mod:`dpnc_reproduce.common` re-exports them).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-__all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_choice", "check_integer",
-           "check_positive", "check_value", "one_of"]
+__all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_at_least", "check_axis", "check_choice",
+           "check_integer", "check_per_run", "check_positive", "check_value", "one_of"]
 
 
 # Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
@@ -56,6 +57,26 @@ def check_positive(allow_zero: bool = False, allow_inf: bool = False, **values: 
         if not ok:
             rule = (">= 0" if allow_zero else "> 0") + (" (or inf)" if allow_inf else "")
             raise ValueError(f"{name} must be a {'' if allow_inf else 'finite '}number {rule}; got {v!r}")
+
+
+def check_per_run(name: str, value, *, allow_inf: bool = False, allow_zero: bool = False) -> None:
+    """:func:`check_positive` for a value that may be one per run of a grid (a number or a tensor of shape (K,))."""
+    import torch   # only here: the rest of this module is plain Python
+
+    v = torch.as_tensor(value, dtype=torch.float64)
+    ok = (v > 0) | (v == 0) if allow_zero else v > 0
+    ok = ok & (torch.isfinite(v) | (allow_inf & torch.isinf(v)))
+    if not bool(torch.all(ok)):
+        rule = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be {'' if allow_inf else 'finite and '}{rule}; got {value!r}")
+
+
+def check_at_least(low: float, strict: bool = True, **values: float) -> None:
+    """Refuse a value that is not a finite number > ``low`` (≥ ``low`` with ``strict=False``), naming it."""
+    for name, v in values.items():
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or v < low or (strict and v == low):
+            raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}; got {v!r}")
 
 
 def check_integer(minimum: int = 1, **values: int) -> None:

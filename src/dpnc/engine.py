@@ -72,7 +72,6 @@ examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -89,6 +88,7 @@ from dpnc.batches import LoaderBatches
 from dpnc.first_order import PER_EXAMPLE, DPOptimizer
 from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import check_delta, check_epsilon
 from dpnc.privacy.calibrate import noise_multiplier as noise_multiplier_for
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import PoissonSampler
@@ -243,8 +243,8 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
                 raise ValueError(f"{key} must be None for optimizer='mezo' (MeZO is not private: no noise, "
                                  f"no clipping, ε = ∞); got {value!r}")
     elif noise_multiplier is None:
-        _check_number("target_epsilon", target_epsilon, "> 0 and finite", lambda v: v > 0 and math.isfinite(v))
-        _check_number("delta", delta, "in (0, 1)", lambda v: 0 < v < 1)
+        check_epsilon(target_epsilon, "target_epsilon")
+        check_delta(delta)
         check_arguments(clip=clip, noise_multiplier=1.0)   # noise will be added: clip must be finite
     else:
         check_arguments(clip=clip, noise_multiplier=noise_multiplier)
@@ -337,9 +337,3 @@ def _check_data(data: Dataset) -> int:
     if n < 1:
         raise ValueError(f"data must hold at least one example; got {n} examples")
     return n
-
-
-def _check_number(name: str, value: Any, rule: str, ok: Callable[[float], bool]) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not ok(float(value)):
-        raise ValueError(f"{name} must be {rule}; got {value!r}")
-

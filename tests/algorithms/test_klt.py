@@ -127,10 +127,10 @@ def test_paper_mode_takes_the_papers_directions_and_refuses_fewer():
 def test_tree_noise_calibrations():
     p = params("zeroth-order", calibration="prop-2.5")
     s = max(p.s_anchor, p.s_increment)
-    assert p.sigma_anchor == klt_tree_sigma(s, p.period, p.epsilon, p.dp_delta)
+    assert p.sigma_anchor == klt_tree_sigma(s, p.period, p.budget.epsilon, p.budget.delta)
     q = params("zeroth-order")
     rho = leaf_participation(q.period) * s**2 / (2 * q.sigma_anchor**2)  # Lvl Gaussian node releases
-    assert rho_to_epsilon(rho, q.dp_delta) == pytest.approx(q.epsilon, rel=1e-9)
+    assert rho_to_epsilon(rho, q.budget.delta) == pytest.approx(q.budget.epsilon, rel=1e-9)
     assert q.sigma_anchor < p.sigma_anchor / 2  # Prop 2.5 is loose
 
 
@@ -203,7 +203,7 @@ def test_single_pass_reads_each_example_in_one_step_only(oracle):
     assert result.stats.samples_used == p.samples == len(calls) <= prob.n
     # an anchor reads its examples in one call; an increment reads its example at z_t, then at z_(t−1)
     assert all(len(c) <= 2 and c[-1] - c[0] <= 1 for c in calls.values())
-    assert result.report(p.mechanism_delta).epsilon_zcdp == pytest.approx(p.epsilon, rel=1e-9)
+    assert result.report(p.mechanism_delta).epsilon_zcdp == pytest.approx(p.budget.epsilon, rel=1e-9)
 
 
 def test_single_pass_refuses_too_little_data():
@@ -222,8 +222,8 @@ def test_multi_pass_reads_every_example_at_every_step_and_composes():
     assert len(prob.calls) == p.anchors + 2 * (p.steps - p.anchors)
     assert result.accountant.releases == p.steps
     report = result.report(p.mechanism_delta)
-    assert report.epsilon_zcdp == pytest.approx(p.epsilon, rel=1e-9)
-    assert report.epsilon_rdp <= p.epsilon * 1.001 and report.epsilon_pld <= p.epsilon
+    assert report.epsilon_zcdp == pytest.approx(p.budget.epsilon, rel=1e-9)
+    assert report.epsilon_rdp <= p.budget.epsilon * 1.001 and report.epsilon_pld <= p.budget.epsilon
     assert klt_theory.population_gap(n=200, d=3, L=1.0, diameter=2 * p.D * p.steps) == pytest.approx(
         math.sqrt(3 * math.log(max(math.e, 2 * p.D * p.steps / 0.05)) / 200))
 

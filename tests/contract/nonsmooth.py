@@ -31,7 +31,7 @@ def _run(algorithm, problem, x0, noise, accountant, generator):
 
 
 def _builder(config):
-    fields = dataclasses.asdict(config)
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}   # shallow: a Budget stays one
     return lambda **override: type(config)(**{**fields, **override})
 
 
@@ -50,7 +50,7 @@ KLT = {oracle: KornowskiLiuTalwar.from_theory(Setting(Constants(L0=1.0), n, D, g
                                               smoothing=0.1, oracle=oracle, m=2, **options)
        for oracle, n, options in (("zeroth-order", 200, {}), ("first-order", 200, {}),
                                   ("multi-pass", 40, {"max_steps": 6}))}
-KLT_INVALID = COMMON_INVALID + [{"smoothing": 0.0}, {"sigma_anchor": -1.0}, {"epsilon": 0.0}, {"dp_delta": 1.5},
+KLT_INVALID = COMMON_INVALID + [{"smoothing": 0.0}, {"sigma_anchor": -1.0}, {"sigma_increment": float("nan")},
                                 {"schedule": "v3"}, {"block": 10**6}]
 
 
@@ -60,7 +60,7 @@ def _ztc_case(name, config):
         releases, delta = epochs, max(sensitivities(D, 1.0, period, config.B1, config.B2))
     else:
         releases, delta = config.steps, 2 * D * 1.0 / config.B1
-    invalid = COMMON_INVALID + [{"smoothing": 0.0}, {"rho": float("inf")}, {"sigma": 0.0}]
+    invalid = COMMON_INVALID + [{"smoothing": 0.0}, {"rho": float("inf")}, {"sigma": -1.0}]
     invalid += [{"B1": 1, "B2": 4}] if config.oracle == "variance-reduced" else [{"B2": config.B1 + 1}]
     made = Constructors(Budget(2.0, 1e-6), gap=1.0, theory={"smoothing": 0.2, "oracle": config.oracle},
                         practical={"travel": 1.0, "m": 2}) if config.oracle == "variance-reduced" else None

@@ -304,5 +304,12 @@ def test_tree_mechanism_refuses_unrecorded_periods_and_steps_past_its_leaves():
     mech(torch.zeros(2), 2)
     with pytest.raises(ValueError, match=r"k must be an integer in \[1, leaves=2\]; got 3"):
         mech(torch.zeros(2), 3)
-    with pytest.raises(ValueError, match="sigma must be a finite number > 0"):
-        TreeMechanism(2, leaves=2, sensitivity=1.0, sigma=0.0, noise=NoiseSource())
+    with pytest.raises(ValueError, match="sigma must be a finite number >= 0"):
+        TreeMechanism(2, leaves=2, sensitivity=1.0, sigma=-1.0, noise=NoiseSource())
+    # σ = 0 (a non-private twin) is recorded as what it is: a release without noise, ε = ∞, not private
+    noiseless = TreeMechanism(2, leaves=2, sensitivity=1.0, sigma=0.0, noise=NoiseSource())
+    accountant = Accountant()
+    accountant.record(noiseless.reset())
+    assert isinstance(noiseless.release, NonPrivate) and torch.equal(noiseless(torch.ones(2), 1), torch.ones(2))
+    report = accountant.report(1e-5)
+    assert math.isinf(report.epsilon) and not report.private

@@ -8,10 +8,10 @@ test-only kill hook's phases are defined here too, so that every module of the t
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpnc._check import check_at_least, check_choice, check_integer, check_positive
 from dpnc.lm.causal import default_causal_model
 from dpnc.lm.data import get_task
 from dpnc.lm.files import parse_label_words, parse_labels
@@ -209,10 +209,10 @@ class FinetuneConfig:
             raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
         if self.train is None:   # a causal LM has no head of its own: its default is LoRA adapters
             object.__setattr__(self, "train", "lora" if self.head == "causal" else "head")
-        _choice("train", self.train, TRAIN_MODES)
+        check_choice("train", self.train, TRAIN_MODES)
         if self.relation is None:   # the sampler's, else add/remove
             object.__setattr__(self, "relation", "replace-one" if self.sampler == "shuffle" else "add/remove")
-        _choice("relation", self.relation, RELATIONS)
+        check_choice("relation", self.relation, RELATIONS)
         recipe = ZO_RECIPES[self.train]
         defaults = {"steps": 0 if self.method == "zero-shot" else (1000 if first_order else recipe["steps"]),
                     "lr": 1e-5 if first_order else recipe["lr"],
@@ -229,19 +229,19 @@ class FinetuneConfig:
         if self.eval_every is None:
             object.__setattr__(self, "eval_every", max(self.steps // 10, 1) if isinstance(self.steps, int) else 0)
         object.__setattr__(self, "model", str(self.model))
-        _choice("head", self.head, HEADS)
+        check_choice("head", self.head, HEADS)
         if self.prompt_mode is not None:
-            _choice("prompt_mode", self.prompt_mode, PROMPT_MODES)
-        _choice("accountant", self.accountant, ACCOUNTANTS)
-        _choice("sampler", self.sampler, SAMPLERS)
-        _choice("direction", self.direction, ("gaussian", "sphere"))
-        _choice("per_example", self.per_example, PER_EXAMPLE)
-        _choice("device", self.device, DEVICES)
-        _choice("dtype", self.dtype, tuple(DTYPES))
-        _choice("report_to", self.report_to, REPORT_TO)
-        _integer("top_k", self.top_k, 1)
-        _integer("lora_rank", self.lora_rank, 1)
-        _number("lora_alpha", self.lora_alpha)
+            check_choice("prompt_mode", self.prompt_mode, PROMPT_MODES)
+        check_choice("accountant", self.accountant, ACCOUNTANTS)
+        check_choice("sampler", self.sampler, SAMPLERS)
+        check_choice("direction", self.direction, ("gaussian", "sphere"))
+        check_choice("per_example", self.per_example, PER_EXAMPLE)
+        check_choice("device", self.device, DEVICES)
+        check_choice("dtype", self.dtype, tuple(DTYPES))
+        check_choice("report_to", self.report_to, REPORT_TO)
+        check_integer(1, top_k=self.top_k)
+        check_integer(1, lora_rank=self.lora_rank)
+        check_positive(lora_alpha=self.lora_alpha)
         if self.lora_targets is not None and not (isinstance(self.lora_targets, str) and all(
                 t.strip() for t in self.lora_targets.split(","))):
             raise ValueError(f"lora_targets must be comma-separated module names (e.g. 'query,value'); got "
@@ -257,25 +257,25 @@ class FinetuneConfig:
             raise ValueError("text_column, text_pair_column, label_column, label_words, labels and template "
                              "describe a user's own files: give train_file and test_file too")
         self._check_labels()
-        _integer("steps", self.steps, 0 if self.method == "zero-shot" else 1)
+        check_integer(0 if self.method == "zero-shot" else 1, steps=self.steps)
         if self.method == "zero-shot" and self.steps != 0:
             raise ValueError(f"steps must be 0 for method='zero-shot'; got {self.steps!r}")
         for name in ("batch_size", "k", "microbatch", "eval_batch_size"):
-            _integer(name, getattr(self, name), 1)
-        _integer("max_length", self.max_length, 8)
+            check_integer(1, **{name: getattr(self, name)})
+        check_integer(8, max_length=self.max_length)
         for name in ("eval_every", "checkpoint_every", "seed", "data_seed"):
-            _integer(name, getattr(self, name), 0)
+            check_integer(0, **{name: getattr(self, name)})
         if self.eval_examples is not None:
-            _integer("eval_examples", self.eval_examples, 1)
-        _number("lr", self.lr, minimum=0.0)
-        _number("smoothing", self.smoothing)
-        _number("clip", self.clip)
-        _number("epsilon", self.epsilon)
-        _number("weight_decay", self.weight_decay, minimum=0.0)
+            check_integer(1, eval_examples=self.eval_examples)
+        check_at_least(0.0, False, lr=self.lr)
+        check_positive(smoothing=self.smoothing)
+        check_positive(clip=self.clip)
+        check_positive(epsilon=self.epsilon)
+        check_at_least(0.0, False, weight_decay=self.weight_decay)
         if not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
             raise ValueError(f"delta must be in the open interval (0, 1); got {self.delta!r}")
         if self.noise_multiplier is not None:
-            _number("noise_multiplier", self.noise_multiplier)
+            check_positive(noise_multiplier=self.noise_multiplier)
         own = "poisson" if self.relation == "add/remove" else "shuffle"
         if self.method in PRIVATE and self.sampler != own:
             raise ValueError(f"sampler must be {own!r} for the private method {self.method!r} under relation "
@@ -317,7 +317,7 @@ class FinetuneConfig:
                                  "examples, or a public bound on it. It sets q = B/n, the noise and the ledger, and "
                                  "is not read off the data, whose size differs between neighbouring data sets")
         if self.n is not None:
-            _integer("n", self.n, 1)
+            check_integer(1, n=self.n)
             if self.method != "zero-shot" and self.batch_size > self.n:
                 raise ValueError(f"batch_size must be <= n = {self.n} (the public number of training examples); "
                                  f"got {self.batch_size}")
@@ -338,21 +338,3 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-def _choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
-
-
-def _integer(name, value, minimum):
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-
-
-def _number(name, value, minimum: float | None = None):
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or (value <= 0 if minimum is None else value < minimum):
-        rule = "> 0" if minimum is None else f">= {minimum:g}"
-        raise ValueError(f"{name} must be a finite number {rule}; got {value!r}")
-

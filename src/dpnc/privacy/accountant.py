@@ -181,9 +181,12 @@ class Accountant:
             math.inf if math.isinf(rho) else rho_to_epsilon(rho, delta, conversion))
         if not self.secret:
             notes.append("NOT PRIVATE: some noise came from a seeded test NoiseSource")
+        noiseless = any(interpret.non_private(e.release) for e in self.ledger)
+        if noiseless:
+            notes.append("NOT PRIVATE: some release carried no noise (ε = ∞)")
         return PrivacyReport(relation=self.relation.value, delta=delta, releases=self.releases,
                              epsilon_rdp=answers["rdp"], epsilon_pld=answers["pld"], rho=rho,
-                             epsilon_zcdp=eps_zcdp, private=self.secret, paper_claim=paper_claim,
+                             epsilon_zcdp=eps_zcdp, private=self.secret and not noiseless, paper_claim=paper_claim,
                              notes=notes)
 
     # --- persistence -----------------------------------------------------------------------
@@ -217,7 +220,10 @@ def new_partition(label: str) -> str:
 
 @dataclass
 class PrivacyReport:
-    """What a run spent. ε values are for the given δ; None means that accountant cannot answer."""
+    """What a run spent. ε values are for the given δ; None means that accountant cannot answer.
+
+    ``private`` is False when any release drew its noise from a seeded (test) source or carried no noise.
+    """
 
     relation: str
     delta: float

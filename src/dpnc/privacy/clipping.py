@@ -6,7 +6,8 @@ crashes a run nor breaks the bound |clip_C(a)| ≤ C; the count is reported.
 :func:`clipped_sum` is the only place that forms Σ_i clip_C(v_i) from per-example values (zero the
 non-finite, clip, sum): every algorithm's private sum goes through it, and its counts add up across the
 ranks of a data-parallel group. :func:`clip_each` is the same without the sum, for estimators that combine
-the clipped values otherwise (a weighted sum over directions, a mean per example).
+the clipped values otherwise (a weighted sum over directions, a mean per example); :func:`clip_weights` gives
+the clip factors from norms alone, for sums formed in closed form.
 """
 
 from __future__ import annotations
@@ -115,6 +116,15 @@ def _clip_vectors(g: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tenso
     over = norms > C
     factor = C / torch.where(unit_norms > 0, unit_norms, torch.ones_like(unit_norms))
     return torch.where(over.unsqueeze(-1), unit * factor.unsqueeze(-1), g), over
+
+
+def clip_weights(norms: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor]:
+    """The factors min(1, C/‖v_i‖) that clip_C applies to vectors of the given norms (..., B), and which
+    were clipped: for sums Σ_i w_i v_i formed without the vectors (a closed form; per-layer norms).
+    Non-finite norms must be handled by the caller (their vectors zeroed), as :func:`clipped_sum` does."""
+    C = per_run(C, norms)
+    over = norms > C
+    return torch.where(over, C / norms.clamp_min(1e-300), torch.ones_like(norms)), over
 
 
 def per_run(C: Number, like: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dpnc.privacy.releases import Gaussian, TreeAggregated
+from dpnc.privacy.releases import Gaussian, NonPrivate, TreeAggregated
 
 if TYPE_CHECKING:  # torch is imported where noise is drawn, so accounting alone starts fast
     import torch
@@ -119,7 +119,7 @@ class TreeMechanism:
         dim: dimension d of each node's noise.
         leaves: Σ, the number of steps (leaves) in one period.
         sensitivity: Δ, how far replacing one data point moves any one leaf's term.
-        sigma: σ > 0, the standard deviation of every coordinate of every node.
+        sigma: σ ≥ 0, the standard deviation of every coordinate of every node (0: no noise, not private).
         noise: the secret noise source.
         dtype, device: of the noise (default float64 on the CPU).
 
@@ -134,13 +134,16 @@ class TreeMechanism:
 
     def __init__(self, dim: int, *, leaves: int, sensitivity: float, sigma: float, noise: NoiseSource,
                  dtype: torch.dtype | None = None, device: str | torch.device = "cpu") -> None:
-        # Checks Δ > 0, σ > 0 and Σ >= 1; seeded noise makes the release not secret.
-        self.release = TreeAggregated(Gaussian(sensitivity, sigma), leaves=leaves, secret=noise.secret)
+        # Checks Δ > 0, σ ≥ 0 and Σ >= 1; seeded noise makes the release not secret; σ = 0 (an algorithm's
+        # non-private twin) releases the sums without noise, which the ledger records as such (ε = ∞).
+        node = Gaussian(sensitivity, sigma)
+        self.release = (TreeAggregated(node, leaves=leaves, secret=noise.secret) if sigma > 0
+                        else NonPrivate(secret=noise.secret))
         self.leaves, self.sensitivity, self.sigma = leaves, float(sensitivity), float(sigma)
         self._noise = TreeNoise(dim, sigma, noise, dtype=dtype, device=device)
         self._open = False
 
-    def reset(self) -> TreeAggregated:
+    def reset(self) -> TreeAggregated | NonPrivate:
         """Start a new period (all node noise drawn afresh); returns its release, to record once."""
         self._noise.reset()
         self._open = True

@@ -15,6 +15,7 @@ from abc import abstractmethod
 
 import torch
 
+from dpnc._check import check_at_least, check_integer
 from dpnc.problems.base import Constants, Objective, Region
 
 F64 = torch.float64
@@ -209,17 +210,12 @@ def _sphere(k: int, d: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def _integer(name: str, value, low: int) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+    check_integer(low, **{name: value})
     return value
 
 
 def _positive(name: str, value, low: float = 0.0, strict: bool = True) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < low or (strict and value == low):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}; got {value!r}")
+    check_at_least(low, strict, **{name: value})
     return float(value)
 
 

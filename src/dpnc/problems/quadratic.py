@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from dpnc.privacy.clipping import per_run
+from dpnc.privacy.clipping import clip_weights
 from dpnc.problems.base import Constants, Directional, Objective
 
 HESSIANS = ("identity", "sqrt", "inverse")
@@ -135,10 +135,9 @@ class Quadratic(Objective):
         xi, a2_xi, c2 = self._rows(batch, "xi", "a2_xi", "c2")
         sq = (x**2 * self.a**2).sum(-1, keepdim=True) - 2 * x @ a2_xi.T + c2
         norms = sq.clamp_min(0).sqrt()
-        C = per_run(C, norms)
-        w = torch.where(norms > C, C / norms.clamp_min(1e-300), torch.ones_like(norms))
+        w, over = clip_weights(norms, C)
         g = self.a * (x * w.sum(-1, keepdim=True) - w @ xi)
-        return g, (norms > C).to(x.dtype).mean(-1), self.losses_at(x, batch).mean(-1)
+        return g, over.to(x.dtype).mean(-1), self.losses_at(x, batch).mean(-1)
 
     # --- evaluation ---------------------------------------------------------------------------------
 

@@ -30,11 +30,11 @@ from typing import ClassVar
 
 import torch
 
-from dpnc._check import check_integer, check_positive
+from dpnc._check import check_integer, check_per_run, check_positive
 from dpnc.algorithms.base import Setting, approximate
 from dpnc.algorithms.dpzero.theory import (calibrate_noise, dpgd0th_from_theory,
                                            dpzero_from_theory)
-from dpnc.algorithms.dpzero.family import (Number, StepLog, ZerothOrderFamily, check_number,
+from dpnc.algorithms.dpzero.family import (Number, StepLog, ZerothOrderFamily,
                                            finite_pairs, practical_parameters, practical_step, theory_inputs)
 from dpnc.distributed import LOCAL, Group, Local
 from dpnc.privacy.clipping import clipped_sum, per_run
@@ -90,10 +90,10 @@ class DPZero(ZerothOrderFamily):
     direction: str = "gaussian"
 
     def __post_init__(self) -> None:
-        check_number("eta", self.eta, allow_zero=True)  # 0: a warm-up schedule's first step
-        check_number("lam", self.lam)
-        check_number("C", self.C, allow_inf=True)
-        check_number("noise_multiplier", self.noise_multiplier, allow_zero=True)
+        check_per_run("eta", self.eta, allow_zero=True)  # 0: a warm-up schedule's first step
+        check_per_run("lam", self.lam)
+        check_per_run("C", self.C, allow_inf=True)
+        check_per_run("noise_multiplier", self.noise_multiplier, allow_zero=True)
         if self.noise_multiplier > 0 and not bool(torch.all(torch.isfinite(torch.as_tensor(self.C)))):
             raise ValueError("C must be finite when noise_multiplier > 0 (the sensitivity is 2C/B)")
         if not isinstance(self.discrete, bool):
@@ -163,8 +163,8 @@ class MeZO(ZerothOrderFamily):
     direction: str = "gaussian"
 
     def __post_init__(self) -> None:
-        check_number("eta", self.eta, allow_zero=True)
-        check_number("lam", self.lam)
+        check_per_run("eta", self.eta, allow_zero=True)
+        check_per_run("lam", self.lam)
         self._check_common()
 
     private: ClassVar[bool] = False

@@ -75,16 +75,6 @@ def public_seeds(gen: torch.Generator, T: int) -> list[int]:
     return [int(s) for s in torch.randint(0, 2**62, (T,), generator=gen)]
 
 
-def check_number(name: str, value: Number, *, allow_inf: bool = False, allow_zero: bool = False) -> None:
-    """check_positive for a value that may be one per run of a grid (a tensor of shape (K,))."""
-    v = torch.as_tensor(value, dtype=torch.float64)
-    ok = (v > 0) | (v == 0) if allow_zero else v > 0
-    ok = ok & (torch.isfinite(v) | (allow_inf & torch.isinf(v)))
-    if not bool(torch.all(ok)):
-        rule = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be {'' if allow_inf else 'finite and '}{rule}; got {value!r}")
-
-
 # --- the shared run loop ----------------------------------------------------------------------------------
 
 

@@ -50,7 +50,7 @@ from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
 from dpnc.privacy.clipping import clip_each, clipped_sum
 from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate, uniform_ball
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import Budget, check_delta, check_epsilon
+from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import fit_rho, zcdp_gaussian_sigma
 from dpnc.privacy.release import release_sum
 from dpnc.privacy.noise import NoiseSource
@@ -77,9 +77,9 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         period: Σ ∈ [1, T], steps per tree (single pass) or between anchors (multi-pass).
         B1, B2: examples per anchor and per increment (multi-pass: both n, the dataset size).
         m: directions (zeroth order) or ball points (first order) per example ≥ 1.
-        sigma_anchor, sigma_increment: noise std > 0 (single pass: both the tree node's σ).
+        sigma_anchor, sigma_increment: noise std ≥ 0 (single pass: both the tree node's σ; 0: the non-private twin).
         s_anchor, s_increment: replace-one sensitivities > 0 of an anchor and of an increment.
-        epsilon, dp_delta: the (ε, δ) target the noise was set for.
+        budget: the (ε, δ) target the noise was set for (the privacy δ lives only here).
         oracle: one of :data:`ORACLES`.
         beta: multi-pass only: the β the schedule targets (None: not set by a theorem).
         common_directions: increments use the same directions at z_t and z_{t−1} (DIFF, ZTC Algorithm 2)
@@ -108,8 +108,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
     sigma_increment: float
     s_anchor: float
     s_increment: float
-    epsilon: float
-    dp_delta: float
+    budget: Budget
     oracle: str = "zeroth-order"
     beta: float | None = None
     common_directions: bool = False
@@ -121,15 +120,19 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         check_choice("oracle", self.oracle, ORACLES)
         check_choice("schedule", self.schedule, theory.SCHEDULES)
         check_choice("output_rule", self.output_rule, OUTPUT_RULES)
-        check_positive(smoothing=self.smoothing, D=self.D, sigma_anchor=self.sigma_anchor,
-                       sigma_increment=self.sigma_increment, s_anchor=self.s_anchor, s_increment=self.s_increment)
-        check_positive(allow_zero=True, eta=self.eta)
-        check_epsilon(self.epsilon)
-        check_delta(self.dp_delta, "dp_delta")
+        check_positive(smoothing=self.smoothing, D=self.D, s_anchor=self.s_anchor, s_increment=self.s_increment)
+        check_positive(allow_zero=True, eta=self.eta, sigma_anchor=self.sigma_anchor,   # σ = 0: the non-private twin
+                       sigma_increment=self.sigma_increment)
+        if not isinstance(self.budget, Budget):
+            raise TypeError(f"budget must be an (ε, δ) Budget; got {self.budget!r}")
         self._check_counts()
         if self.oracle == "multi-pass" and self.B1 != self.B2:
             raise ValueError(f"the multi-pass oracle reads all n examples at every step: B1 = B2 = n; "
                              f"got B1={self.B1}, B2={self.B2}")
+
+    def non_private(self) -> KornowskiLiuTalwar:
+        """The σ = 0 twin (its releases carry no noise: the report says not private)."""
+        return replace(self, sigma_anchor=0.0, sigma_increment=0.0)
 
     @property
     def samples(self) -> int:
@@ -138,8 +141,8 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
 
     @property
     def mechanism_delta(self) -> float:
-        """The δ the noise is calibrated for: all of dp_delta, or half with ``paper=True`` (§7 A7)."""
-        return self.dp_delta / 2 if self.paper else self.dp_delta
+        """The δ the noise is calibrated for: all of the budget's δ, or half with ``paper=True`` (§7 A7)."""
+        return self.budget.delta / 2 if self.paper else self.budget.delta
 
     @property
     def anchor_radius(self) -> float:
@@ -180,7 +183,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
             fields = theory.multi_pass_schedule(beta=beta, max_steps=max_steps, **common)
         else:
             fields = theory.single_pass_schedule(oracle, schedule=schedule, calibration=calibration, **common)
-        config = cls(smoothing=alpha, eta=0.0, m=1, epsilon=epsilon, dp_delta=dp_delta, oracle=oracle,
+        config = cls(smoothing=alpha, eta=0.0, m=1, budget=budget, oracle=oracle,
                      common_directions=common_directions, schedule=schedule, paper=paper, **fields)
         needed = theory.paper_directions(oracle, d=d, alpha=alpha, D=config.D, B1=config.B1, B2=config.B2,
                                          delta=dp_delta, T=config.steps, c=constants.c)
@@ -299,7 +302,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         eta = D / math.sqrt((C**2 + noise2) * block)
         return cls(smoothing=alpha, D=D, eta=eta, steps=T, block=block, period=Sigma, B1=B1, B2=B2, m=m,
                    sigma_anchor=sigma_anchor, sigma_increment=sigma_increment, s_anchor=s_a, s_increment=s_v,
-                   epsilon=epsilon, dp_delta=delta, oracle=oracle,
+                   budget=budget, oracle=oracle,
                    common_directions=options.get("common_directions", True),
                    output_rule=options.get("output_rule", "last"))
 
@@ -323,7 +326,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         return oracle_class(problem, self, noise=noise, accountant=accountant, generator=generator)
 
     def paper_claim(self) -> str:
-        target = f"(ε, δ) = ({self.epsilon:g}, {self.dp_delta:g})"
+        target = f"(ε, δ) = ({self.budget.epsilon:g}, {self.budget.delta:g})"
         if not self.paper:
             return (f"{target} with the sensitivities enforced by per-example clipping (the corrected form): no "
                     "high-probability event")

@@ -75,7 +75,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         period: T ≥ 1, steps per epoch (tree leaves; the learner restarts each epoch; the O2NC block).
         B1, B2: examples of the epoch's first step (GRAD) and of the others (DIFF); naive: B1 = B2 = B.
         m: sphere directions per example ≥ 1 (the paper: d for Algorithm 4, 1 for Algorithm 6).
-        sigma: the noise std > 0 of every tree node (or of every naive release).
+        sigma: the noise std ≥ 0 of every tree node (or of every naive release); 0 only in the non-private twin.
         rho: the paper's ρ > 0 the noise was set for: the run is (α, αρ²/2)-RDP.
         oracle: ``"variance-reduced"`` or ``"naive"``.
         clip: clip each finite difference to what an L-Lipschitz f allows (spec §6.14).
@@ -110,8 +110,8 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     def __post_init__(self) -> None:
         check_choice("oracle", self.oracle, ORACLES)
         check_choice("output_rule", self.output_rule, OUTPUT_RULES)
-        check_positive(smoothing=self.smoothing, D=self.D, sigma=self.sigma, rho=self.rho)
-        check_positive(allow_zero=True, eta=self.eta)
+        check_positive(smoothing=self.smoothing, D=self.D, rho=self.rho)
+        check_positive(allow_zero=True, eta=self.eta, sigma=self.sigma)   # σ = 0: the non-private twin
         self._check_counts()
         if (self.radius_anchor is None) != (self.radius_increment is None):
             raise ValueError(f"radius_anchor and radius_increment must be given together (per-example clipping) or "
@@ -125,6 +125,10 @@ class ZhangTranCutkosky(O2NCAlgorithm):
                              f"not be more sensitive than a DIFF step); got B1={self.B1}")
         if self.oracle == "naive" and self.B1 != self.B2:
             raise ValueError(f"the naive oracle uses one batch size B = B1 = B2; got B1={self.B1}, B2={self.B2}")
+
+    def non_private(self) -> ZhangTranCutkosky:
+        """The σ = 0 twin (its tree releases carry no noise: the report says not private)."""
+        return replace(self, sigma=0.0)
 
     @property
     def block(self) -> int:
