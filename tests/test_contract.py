@@ -176,7 +176,7 @@ def test_constructors_on_a_tiny_setting_spend_at_most_the_budget(name, construct
 def test_the_non_private_twin_says_not_private(case):
     twin = case.build().non_private()
     if twin is None:
-        pytest.skip(f"{case.name}: no σ = 0 twin (σ > 0 is required at construction, or set from ρ in the run)")
+        pytest.skip(f"{case.name}: no σ = 0 twin (its σ is set from ρ > 0 inside the run: Menart et al.)")
     for name in ("noise_multiplier", "C"):
         if name in {f.name for f in dataclasses.fields(twin)}:
             assert getattr(twin, name) == (0.0 if name == "noise_multiplier" else math.inf)

@@ -7,7 +7,7 @@ touched), plus
   for a :class:`Setting` (the public constants, n, d, the gap bound) and a budget
   (:class:`~dpnc.privacy.budget.Budget` (ε, δ) or :class:`~dpnc.privacy.budget.ZCDP` ρ), converted once, in the
   paper's own language (DPZero, KLT: (ε, δ); ZTC: its ρ = ``to_zcdp().rdp_rho``; Menart: zCDP ρ). The privacy δ
-  enters through the budget (KLT's and ZTC's configs still keep it as a field for their run-time calibration);
+  exists only inside a budget (KLT's config keeps its :class:`~dpnc.privacy.budget.Budget` as one field);
   smoothing radii are called ``smoothing``; F(x0) − inf F is bounded by ``gap``;
 * ``practical(setting, budget, **options)``: documented practical settings (no theorem attached), same budget;
 * ``cost(setting) -> Cost``: the work of one run (function evaluations, gradients, examples read), known from
