@@ -6,6 +6,7 @@ import json
 import re
 import time
 import types
+import warnings
 from enum import Enum
 from pathlib import Path
 
@@ -87,21 +88,24 @@ def account(
     if (noise_multiplier is None) == (epsilon is None):
         raise typer.BadParameter("give exactly one of --noise-multiplier and --epsilon")
     methods = ["rdp", "pld"] if accountant is AccountantChoice.both else [accountant.value]
-    rows = []
+    rows, notes = [], []
     for method in methods:
         start = time.perf_counter()
         mult, eps, unsupported = noise_multiplier, None, None
         try:  # bad input raises ValueError (a usage error) before any accounting
-            if epsilon is not None:
-                mult = calibrate_multiplier(epsilon, delta, sampling_rate, steps, accountant=method,
-                                            relation=relation.value)
-            eps = epsilon_for(mult, sampling_rate, steps, delta, accountant=method, relation=relation.value)
+            with warnings.catch_warnings(record=True) as caught:   # PLD's fall-back to RDP: said below the table
+                warnings.simplefilter("always")
+                if epsilon is not None:
+                    mult = calibrate_multiplier(epsilon, delta, sampling_rate, steps, accountant=method,
+                                                relation=relation.value)
+                eps = epsilon_for(mult, sampling_rate, steps, delta, accountant=method, relation=relation.value)
         except UnsupportedRelease as err:  # e.g. RDP of a Poisson-subsampled Gaussian under replace-one
             unsupported = str(err)
+        notes += [f"{method}: {w.message}" for w in caught if issubclass(w.category, UserWarning)]
         rows.append({"accountant": method, "noise_multiplier": mult, "sampling_rate": sampling_rate,
                      "steps": steps, "delta": delta, "epsilon": eps, "relation": relation.value,
                      "seconds": time.perf_counter() - start, "unsupported": unsupported})
-    if all(r["unsupported"] for r in rows):
+    if all(r["unsupported"] for r in rows) and not notes:   # (a note: PLD fell back, the multiplier is RDP's)
         raise typer.BadParameter("; ".join(r["unsupported"] for r in rows))
     if as_json:
         typer.echo(json.dumps(rows if len(rows) > 1 else rows[0]))
@@ -120,6 +124,8 @@ def account(
     for r in rows:
         if r["unsupported"]:
             typer.echo(f"{r['accountant']}: n/a: {r['unsupported']}")
+    for note in notes:
+        typer.echo(f"note: {note}")
 
 
 @app.command()

@@ -2,8 +2,10 @@
 
 Numerical calibration (:func:`noise_multiplier`) finds the smallest noise multiplier σ/Δ whose
 T-fold (optionally Poisson-subsampled) Gaussian meets a target (ε, δ) under RDP or PLD accounting,
-asking the same :class:`~dpnc.privacy.accountant.Accountant` that runs use. PLD calibrations take
-seconds and are cached.
+asking the same :class:`~dpnc.privacy.accountant.Accountant` that runs use. A calibration takes a handful
+of accountant calls (regula falsi on log ε against log σ), each bounded in time for any budget (the PLD grid's
+interval grows with ε: :func:`dpnc.privacy.accountant.pld_interval`), and is cached; where PLD cannot answer
+(a Gaussian with too little noise for a grid) it falls back to RDP with a warning.
 :func:`opacus_noise_multiplier` reproduces the recipe of the published DPZero code (opacus 1.4.0's
 ``get_noise_multiplier``), which the spec's §1.5 table records.
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Callable
 
 from dp_accounting import dp_event
@@ -23,7 +26,7 @@ from scipy import optimize
 from dpnc._check import check_positive
 from dpnc.privacy.accountant import METHODS, Accountant, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho, epsilon_to_rho
-from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled
+from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled, UnsupportedRelease
 from dpnc.privacy.tree import leaf_participation
 
 # Opacus ≤ 1.4's RDP orders and tolerance (opacus/accountants/utils.py, rdp.py).
@@ -94,28 +97,87 @@ def noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: 
 
 @functools.lru_cache(maxsize=512)
 def _noise_multiplier(epsilon, delta, q, steps, accountant, relation, fixed_size_of=None) -> float:
-    def gap(log_m: float) -> float:
-        return epsilon_for(math.exp(log_m), q, steps, delta, accountant=accountant,
-                           relation=relation, fixed_size_of=fixed_size_of) - epsilon
+    def spent(m: float) -> float:
+        return epsilon_for(m, q, steps, delta, accountant=accountant, relation=relation, fixed_size_of=fixed_size_of)
 
-    if accountant == "pld":
-        # PLD is tighter than RDP (under add/remove); tiny multipliers make PLD grids of billions of
-        # points, so bracket from the RDP answer downwards rather than from 0.
-        hi = _noise_multiplier(epsilon, delta, q, steps, "rdp", Relation.ADD_OR_REMOVE_ONE)
-        hi *= 2 if relation is Relation.REPLACE_ONE else 1
-    else:
-        hi = 1.0
-    while gap(math.log(hi)) > 0:
-        hi *= 2
-    lo = hi / 2
-    while gap(math.log(lo)) <= 0:
-        lo /= 2
-        if lo < 1e-6:
-            return lo
-    log_m = optimize.brentq(gap, math.log(lo), math.log(hi), xtol=1e-7)
-    m = math.exp(log_m + 1e-7)
-    while gap(math.log(m)) > 0:  # brentq's root may sit a hair on the wrong side
-        m *= 1 + 1e-6
+    if accountant == "rdp":
+        return _smallest_multiplier(spent, epsilon, 1.0)
+    # PLD is tighter than RDP (under add/remove): start from the RDP answer, which PLD usually meets already.
+    start = _noise_multiplier(epsilon, delta, q, steps, "rdp", Relation.ADD_OR_REMOVE_ONE)
+    start *= 2 if relation is Relation.REPLACE_ONE else 1
+    try:
+        spent(start)
+    except UnsupportedRelease as err:   # e.g. a Gaussian with σ/Δ below PLD_MIN_MULTIPLIER: fall back to RDP
+        try:
+            fallback = _noise_multiplier(epsilon, delta, q, steps, "rdp", relation, fixed_size_of)
+        except UnsupportedRelease:
+            raise err from None
+        warnings.warn(f"PLD accounting cannot answer for (ε = {epsilon:g}, δ = {delta:g}, q = {q:g}, T = {steps}) "
+                      f"({err}); the noise multiplier σ/Δ = {fallback:.4g} is calibrated by RDP instead (a valid, "
+                      "looser upper bound)", stacklevel=3)
+        return fallback
+
+    def spent_or_inf(m: float) -> float:   # too little noise for PLD on a grid: not a candidate
+        try:
+            return spent(m)
+        except UnsupportedRelease:
+            return math.inf
+    return _smallest_multiplier(spent_or_inf, epsilon, start)
+
+
+def _smallest_multiplier(spent: Callable[[float], float], epsilon: float, start: float, *,
+                         tolerance: float = 1e-5) -> float:
+    """The smallest m (up to ``tolerance``) with ``spent(m)`` ≤ ε, for ``spent`` decreasing in m.
+
+    Root-finding on f(log m) = log(spent(m)/ε), nearly linear: a bracket [lo, hi] (lo from the guess ε·m
+    increasing as m shrinks, which holds for the Gaussian), then the Illinois variant of regula falsi, a handful of
+    evaluations (each PLD one costs up to a second). Every candidate returned was evaluated: spent(m) ≤ ε, and
+    spent(m) ≥ ε·e^(−tolerance) unless the bracket shrank below a relative 1e-12 first.
+    """
+    def f(m: float) -> float:
+        e = spent(m)
+        return math.inf if e == math.inf else (-math.inf if e <= 0 else math.log(e / epsilon))
+
+    lo, f_lo = None, math.inf
+    hi, f_hi = start, f(start)
+    while f_hi > 0:
+        if hi > 1e12:
+            raise ValueError(f"epsilon={epsilon:g} cannot be met by any noise multiplier up to 1e12")
+        lo, f_lo = hi, f_hi
+        hi = hi * 2 if math.isinf(f_hi) else hi * max(2.0, math.exp(f_hi))
+        f_hi = f(hi)
+    if f_hi > -tolerance:
+        return hi
+    if lo is None:
+        lo = hi * min(math.exp(f_hi), 0.999) if math.isfinite(f_hi) else hi / 2
+        f_lo = f(lo)
+        while f_lo <= 0:   # still enough noise: a new upper end
+            hi, f_hi = lo, f_lo
+            if f_hi > -tolerance or hi < 1e-12:
+                return hi
+            lo = hi / 2
+            f_lo = f(lo)
+    a, fa, b, fb, fb_true, side = math.log(lo), f_lo, math.log(hi), f_hi, f_hi, 0
+    m = hi
+    for _ in range(200):
+        if -fb_true <= tolerance or b - a <= 1e-12:
+            break
+        if math.isfinite(fa) and math.isfinite(fb):
+            x = b - fb * (b - a) / (fb - fa)
+            x = min(max(x, a + 1e-3 * (b - a)), b - 1e-3 * (b - a))   # strictly inside the bracket
+        else:
+            x = (a + b) / 2
+        fx = f(math.exp(x))
+        if fx <= 0:
+            b, fb, fb_true, m = x, fx, fx, math.exp(x)
+            if side == -1:
+                fa /= 2
+            side = -1
+        else:
+            a, fa = x, fx
+            if side == 1:
+                fb /= 2
+            side = 1
     return m
 
 

@@ -71,6 +71,7 @@ from dpnc.privacy.releases import (DiscreteGaussian, ExponentialMechanism, Fixed
 from dpnc.privacy.tree import leaf_participation
 
 PLD_MIN_MULTIPLIER = 0.1  # below this σ/Δ a Gaussian's PLD grid has millions of points (and ε ≳ 100)
+PLD_TAIL_SDS = 10.0       # dp-accounting truncates a Gaussian's tails at mass e^-50: about 10 standard deviations
 ORDERS = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=float)   # the RDP orders λ of every curve
 PLD = pld_lib.PrivacyLossDistribution
 PldOf = Callable[[int, float], PLD]   # (count, value-discretisation interval) → PLD of count releases
@@ -256,6 +257,33 @@ def _pld_of(release: Release, relation: Relation) -> PldOf:
                                      "use method='rdp', the RDP accountant")
     raise UnsupportedRelease(f"PLD accounting does not support {describe(release)} under "
                              f"{relation.value!r}; use method='rdp'")
+
+
+def pld_loss_range(release: Release, relation: Relation, count: int) -> float:
+    """An upper estimate of the width of the privacy-loss values on the PLD grid of one of ``count`` releases.
+
+    The grid holds about width / interval points (the cost of building it). A Gaussian of multiplier m (sensitivity
+    1) has privacy loss (x − 1/2)/m² over the x dp-accounting keeps (within :data:`PLD_TAIL_SDS` standard
+    deviations of either mean): width ≈ 1/m² + 2·z/m; Poisson subsampling only narrows it. 0 for a release whose
+    grid does not grow with its parameters.
+    """
+    relation = Relation.parse(relation)
+    match release:
+        case Gaussian(sensitivity=d, sigma=s) if s > 0:
+            return _gaussian_width(s / d / math.sqrt(count))
+        case DiscreteGaussian(sensitivity=d, sigma=s):
+            return _gaussian_width(s / d)
+        case Sampled(sampling=Poisson(), mechanism=Gaussian(sensitivity=d, sigma=s)) if s > 0:
+            return _gaussian_width(s / (d / (2 if relation is Relation.REPLACE_ONE else 1)))
+        case ExponentialMechanism(epsilon=e):
+            return 2 * e
+        case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
+            return pld_loss_range(m, relation, count * leaf_participation(leaves))
+    return 0.0
+
+
+def _gaussian_width(multiplier: float) -> float:
+    return (1 + 2 * PLD_TAIL_SDS * multiplier) / multiplier**2
 
 
 def _gaussian_pld(multiplier: float, count: int, interval: float) -> PLD:
