@@ -81,6 +81,7 @@ from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles
 from dpnc.lm.report import plot_training
 from dpnc.lm.resume import ResumeMixin
+from dpnc.lm.staging import Staging
 from dpnc.lm.steps import StepRecord, Steps, build_optimizer, per_example_clipped_sum, step_release
 from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.privacy.accountant import Accountant
@@ -390,5 +391,22 @@ class Trainer(EvaluationMixin, ResumeMixin):
 
 
 def finetune(config: FinetuneConfig, *, resume: bool = False, noise: NoiseSource | None = None) -> Summary:
-    """Build a :class:`Trainer` for ``config`` (resuming if asked) and run it."""
-    return Trainer(config, noise=noise, resume=resume).run()
+    """Build a :class:`Trainer` for ``config`` (resuming if asked) and run it.
+
+    The run writes into ``<out>.partial``, renamed to ``out`` when it has finished: a failure leaves nothing that
+    blocks a re-run (:mod:`dpnc.lm.staging` says what a kill leaves, and how ``--resume`` continues it).
+    """
+    staging = Staging.plan(config, resume=resume)
+    if staging is None:
+        return Trainer(config, noise=noise, resume=resume).run()
+    group = distributed.from_environment()
+    writer = group is None or group.is_source   # rank 0 alone writes the run folder
+    try:
+        summary = Trainer(staging.config, noise=noise, resume=resume).run()
+    except BaseException as error:   # KeyboardInterrupt too: nothing half-written stays behind
+        if writer:
+            staging.discard(error)
+        raise
+    if writer:
+        staging.publish()
+    return summary

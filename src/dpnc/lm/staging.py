@@ -1,0 +1,105 @@
+"""A fine-tuning run's output folder appears whole, or not at all.
+
+:func:`dpnc.lm.train.finetune` (``dpnc finetune``) writes into a sibling folder ``<out>.partial`` and renames it to
+``out`` when the run has finished (summary, plot and model written). What happens when it does not finish:
+
+* **an exception or Ctrl-C** (KeyboardInterrupt): ``<out>.partial`` is removed, so nothing is left at either
+  path and a re-run starts afresh (unless it held an earlier, killed run's ledger before this run began: a
+  refused or failed resume of it never deletes it). Its journal goes with it: a run that should survive an
+  interruption keeps its journal and checkpoints in a ``checkpoint_dir`` outside ``out`` (``--checkpoint-dir``),
+  which is left as it is (and then ``<out>.partial`` too, so that ``--resume`` continues the run's metrics);
+* **a kill** (SIGKILL, power loss): no code runs; ``<out>.partial`` keeps the journal (and the checkpoints when
+  ``checkpoint_dir`` lies inside ``out``), ``--resume`` continues there and renames it into place when done, and a
+  fresh start over it is refused as for any run folder holding a ledger (:meth:`dpnc.lm.journal.RunFiles.
+  check_fresh_start`), or moved aside with ``--new-run``. A ``<out>.partial`` holding no journal or checkpoint
+  (killed before its first step) holds no ledger and is removed by the next run.
+
+``out`` itself is only ever created by the rename. A fresh run whose ``out`` exists and is not empty is refused
+before any work (its files would mix with the new run's), unless that folder holds an earlier run's ledger: then the
+run folder's own refusal applies (resume it, or ``--new-run``, which supersedes it in place, as before). A resumed
+run whose ``out`` exists (it finished, or was started before this rule) continues in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from dpnc.lm.config import CHECKPOINT, JOURNAL, FinetuneConfig
+
+__all__ = ["PARTIAL_SUFFIX", "Staging"]
+
+PARTIAL_SUFFIX = ".partial"
+
+
+def _holds_ledger(folder: Path | None) -> bool:
+    return folder is not None and any((folder / name).exists() for name in (JOURNAL, CHECKPOINT))
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
+
+
+@dataclasses.dataclass(frozen=True)
+class Staging:
+    """Where a run of ``config`` writes until it has finished (``config``: the run, its ``out`` the staging folder).
+
+    Build it with :meth:`plan`; :meth:`publish` on success, :meth:`discard` on failure.
+    """
+
+    config: FinetuneConfig
+    final: Path
+    partial: Path
+    keep_on_failure: bool   # the journal lives in a checkpoint_dir outside out, or the partial folder held an
+                            # earlier run's ledger: the run stays resumable
+
+    @classmethod
+    def plan(cls, config: FinetuneConfig, *, resume: bool) -> Staging | None:
+        """The staging of a run of ``config``, or None where the run writes in place (no ``out``; an existing
+        ``out`` that a resume or ``new_run`` continues or supersedes; one whose ledger refuses a fresh start).
+
+        Raises:
+            ValueError: a fresh run over an ``out`` that exists, is not empty and holds no ledger.
+        """
+        if config.out is None:
+            return None
+        final = Path(config.out)
+        partial = final.with_name(final.name + PARTIAL_SUFFIX)
+        checkpoint_dir = None if config.checkpoint_dir is None else Path(config.checkpoint_dir)
+        inside = checkpoint_dir is not None and _inside(checkpoint_dir, final)
+        final_used = final.exists() and (not final.is_dir() or any(final.iterdir()))
+        if final_used:
+            if resume or config.new_run or _holds_ledger(config.run_dir):
+                return None   # as before: continued, superseded in place, or refused by the run folder
+            raise ValueError(f"out must be a new or empty folder: {str(final)!r} already holds files (a finished "
+                             "run's outputs?), which the new run's would mix with; choose another --out or remove it")
+        staged_checkpoints = config.checkpoint_dir
+        if inside:
+            staged_checkpoints = str(partial / checkpoint_dir.resolve().relative_to(final.resolve()))
+        staged = dataclasses.replace(config, out=str(partial), checkpoint_dir=staged_checkpoints)
+        if not resume and partial.exists() and not _holds_ledger(staged.run_dir):
+            shutil.rmtree(partial)   # a run killed before its first step: no ledger, nothing to resume
+        # An earlier run's ledger (a killed run's partial folder, a separate checkpoint_dir) is never removed: only
+        # what this run wrote, and only where it holds this run's journal alone.
+        keep = (checkpoint_dir is not None and not inside) or partial.exists()
+        return cls(staged, final, partial, keep_on_failure=keep)
+
+    def publish(self) -> Path:
+        """Rename the finished run's folder into place (``out``, absent or empty)."""
+        if self.final.is_dir() and not any(self.final.iterdir()):
+            self.final.rmdir()
+        os.replace(self.partial, self.final)
+        return self.final
+
+    def discard(self, error: BaseException) -> None:
+        """After a failure: remove the unfinished folder, unless the run stays resumable from its checkpoint_dir."""
+        if self.keep_on_failure or not self.partial.exists():
+            return
+        shutil.rmtree(self.partial, ignore_errors=True)
+        print(f"dpnc: the run stopped ({type(error).__name__}); its unfinished folder {str(self.partial)!r} was "
+              f"removed and nothing was written to {str(self.final)!r}. A re-run starts afresh; to make a run "
+              "resumable after an interruption, give it a --checkpoint-dir outside --out.", file=sys.stderr)
