@@ -100,7 +100,8 @@ def test_loader_yields_exactly_steps_batches_matching_the_secret_sampler():
         count += 1
         assert len(loader) == STEPS - count  # what is left, never a realised size
     assert count == STEPS and acct.releases == STEPS
-    assert list(loader) == []  # the budget covers `steps` batches over the loader's lifetime
+    with pytest.raises(ValueError, match="yielded all steps=40 batches"):   # never a silent empty pass
+        list(loader)  # the budget covers `steps` batches over the loader's lifetime
     assert not acct.report(DELTA).private  # seeded: marked NOT PRIVATE
 
 

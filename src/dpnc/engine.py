@@ -1,16 +1,21 @@
 """``make_private``: a model, a dataset and a privacy target in; optimizer, loader and accountant out.
 
 The façade wires what a user would otherwise wire by hand (Opacus's ``PrivacyEngine.make_private``
-is the model): a secret Poisson sampler, the noise multiplier calibrated to the target, an
-``Accountant("add/remove")`` and a zeroth-order optimizer of :mod:`dpnc.optim` that records every
-release in it. The user keeps a plain torch loop::
+is the model): a secret Poisson sampler, the noise multiplier calibrated to the target (by PLD unless
+``accountant="rdp"``), an ``Accountant("add/remove")`` that answers ``epsilon(delta)`` by that same accountant,
+and a zeroth-order optimizer of :mod:`dpnc.optim` that records every release in it. The user keeps a plain
+torch loop::
 
     optimizer, loader, accountant = dpnc.make_private(
         model, data=dataset, n=1000, optimizer="dpzero", target_epsilon=4.0, delta=1e-5,
         steps=600, batch_size=32, lr=0.05, clip=5.0)
     for batch in loader:                         # exactly `steps` secret Poisson batches
         optimizer.step(lambda xb, yb: per_example_loss(model(xb), yb))   # handed the batch the loader yielded
-    print(accountant.report(1e-5))
+    print(accountant.get_epsilon(1e-5))          # by PLD, the accountant that calibrated: at most 4
+    print(accountant.report(1e-5))               # RDP, PLD and zCDP side by side
+
+or, as with Opacus's ``make_private_with_epsilon``, epochs: ``epochs=3`` instead of ``steps`` calibrates for
+3 × ⌈n / batch_size⌉ steps, and each ``for batch in loader`` is one epoch of ⌈n / batch_size⌉ batches.
 
 How the pieces hold together:
 
@@ -41,7 +46,9 @@ How the pieces hold together:
   step. The returned loss is then ``nan`` (the mean of no losses). MeZO makes no update on an empty
   batch. A user ``collate_fn`` that accepts ``[]`` builds the empty batch itself.
 * **Exactly ``steps`` batches.** The loader yields ``steps`` batches over its lifetime (a loop broken
-  off early resumes where it stopped); ``len(loader)`` is the number left, never a realised size.
+  off early resumes where it stopped); ``len(loader)`` is the number left, never a realised size. With
+  ``epochs``, each pass yields one epoch's batches (``len(loader)``). A pass begun once all are drawn raises
+  ``ValueError`` (another would spend beyond the budget), never a silent empty loop.
   ``num_workers`` is 0: worker processes prefetch batches, so "the batch the loader just yielded" would
   no longer be the pending one.
 
@@ -99,18 +106,32 @@ OPTIMIZERS = (*ZEROTH_ORDER, *FIRST_ORDER)
 
 
 class PoissonBatchSampler(TorchSampler):
-    """The loader's ``batch_sampler``: yields the indices of the secret Poisson batches, ``steps`` in all."""
+    """The loader's ``batch_sampler``: yields the indices of the secret Poisson batches, ``steps`` in all.
 
-    def __init__(self, batches: LoaderBatches) -> None:
+    Each pass (``iter``) yields up to ``per_epoch`` batches (all that remain when None), each a fresh secret Poisson
+    draw. A pass begun after all ``steps`` batches were drawn raises ValueError: the budget was calibrated for them,
+    and a loop that silently yielded nothing would look like training.
+    """
+
+    def __init__(self, batches: LoaderBatches, per_epoch: int | None = None) -> None:
         super().__init__()
         self.batches = batches
+        self.per_epoch = per_epoch
 
     def __iter__(self):
-        while self.batches.remaining > 0:
+        if self.batches.remaining <= 0:
+            raise ValueError(f"the loader has yielded all steps={self.batches.steps} batches the noise was calibrated "
+                             "for: another pass would spend beyond the privacy budget. Build a new run with "
+                             "make_private for more steps (its ε adds to this one's), or ask for enough steps or "
+                             "epochs at the start")
+        count = 0
+        while self.batches.remaining > 0 and (self.per_epoch is None or count < self.per_epoch):
+            count += 1
             yield self.batches.part(self.batches.draw()).tolist()
 
     def __len__(self) -> int:
-        return self.batches.remaining
+        remaining = self.batches.remaining
+        return remaining if self.per_epoch is None else min(self.per_epoch, remaining)
 
 
 class _HoldingCollate:
@@ -159,9 +180,10 @@ def _empty_template(data: Dataset, collate_fn: Callable[[list], Any]) -> Any:
 
 
 def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
-                 optimizer: str | type[torch.optim.Optimizer] = "dpzero", target_epsilon: float | None = None,
-                 delta: float | None = None, steps: int,
-                 batch_size: int, lr: float, clip: float | None = None, noise_multiplier: float | None = None,
+                 optimizer: str | type[torch.optim.Optimizer] | torch.optim.Optimizer = "dpzero",
+                 target_epsilon: float | None = None, delta: float | None = None, steps: int | None = None,
+                 epochs: int | None = None, batch_size: int, lr: float | None = None, clip: float | None = None,
+                 noise_multiplier: float | None = None, accountant: str = "pld",
                  smoothing: float = 1e-3, collate_fn: Callable[[list], Any] | None = None,
                  direction: str = "gaussian", seed: int | None = None, optimizer_kwargs: dict | None = None,
                  per_example: str = "vmap", microbatch: int = 16, testing_seed: int | None = None,
@@ -169,9 +191,11 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
     Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick), or DP-SGD
-    (Abadi et al. 2016) with any torch optimizer's update, with the noise multiplier calibrated by PLD to
-    (target_epsilon, delta) after ``steps`` steps under add/remove, at sampling rate q = batch_size / n.
-    See the module docstring for the rules.
+    (Abadi et al. 2016) with any torch optimizer's update, with the noise multiplier calibrated by ``accountant``
+    (PLD by default) to (target_epsilon, delta) after T steps under add/remove, at sampling rate q = batch_size / n:
+    T = ``steps``, or ``epochs`` × ⌈n / batch_size⌉ (Opacus's ``make_private_with_epsilon``). The returned
+    accountant answers ``epsilon(delta)`` / ``get_epsilon(delta)`` by that same accountant (its ``report`` gives
+    RDP, PLD and zCDP side by side). See the module docstring for the rules.
 
     Args:
         model: the ``nn.Module`` to train; its trainable parameters are optimized. Zeroth order: in eval mode
@@ -182,13 +206,25 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
             add/remove it differs between neighbouring datasets (the ledger would tell them apart). Every row of
             ``data`` joins each batch with probability q, whatever their number. MeZO: ``len(data)`` by default.
         optimizer: ``"dpzero"`` (private), ``"mezo"`` (not private; then leave ``target_epsilon``, ``delta``,
-            ``clip`` and ``noise_multiplier`` unset), or first order: ``"dp-adamw"``, ``"dp-sgd"`` or a
-            ``torch.optim.Optimizer`` subclass, built as ``cls(params, lr=lr, **optimizer_kwargs)``.
-        target_epsilon: ε > 0 to spend in ``steps`` steps (private optimizers, unless ``noise_multiplier``).
+            ``clip`` and ``noise_multiplier`` unset), or first order: ``"dp-adamw"``, ``"dp-sgd"``, a
+            ``torch.optim.Optimizer`` subclass, built as ``cls(params, lr=lr, **optimizer_kwargs)``, or (as Opacus
+            takes it) an instance built on the model's trainable parameters, e.g.
+            ``torch.optim.SGD(model.parameters(), lr=0.1)``, wrapped as it is (its ``lr`` and state are its own:
+            leave ``lr`` and ``optimizer_kwargs`` unset). A dpnc optimizer (already private) is refused.
+        target_epsilon: ε > 0 to spend in T steps (private optimizers, unless ``noise_multiplier``).
         delta: δ in (0, 1) (with ``target_epsilon``).
-        steps: number of steps T >= 1: the loader yields exactly that many batches.
+        steps: number of steps T >= 1: the loader yields exactly that many batches over its lifetime (one ``for``
+            loop yields them all; a loop broken off early resumes where it stopped). Give ``steps`` or ``epochs``.
+        epochs: number of epochs E >= 1, instead of ``steps``: T = E × ⌈n / batch_size⌉, and each ``for batch in
+            loader`` is one epoch of ⌈n / batch_size⌉ fresh secret Poisson batches (each example joins each batch
+            with probability q, so an epoch sees it about once), as a DataLoader's epochs; ``len(loader)`` is the
+            epoch's length.
+            Either way a pass begun after all T batches were drawn raises ValueError (never a silent empty epoch).
         batch_size: expected batch size B, 1 <= B <= n (the fixed denominator of each mean).
-        lr: step size >= 0 (in ``optimizer.param_groups``, so schedulers work).
+        lr: step size >= 0 (in ``optimizer.param_groups``, so schedulers work); required unless ``optimizer`` is an
+            instance.
+        accountant: ``"pld"`` (default; the tighter) or ``"rdp"``: calibrates the noise, and is the default
+            answer of the returned accountant's ``epsilon(delta)``.
         clip: clipping threshold C > 0: of each per-example scalar difference (DPZero) or gradient norm (first
             order).
         noise_multiplier: σ/Δ >= 0 to use instead of calibrating to ``target_epsilon`` (then leave that and
@@ -218,6 +254,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     first_order = _first_order_class(optimizer)
+    instance = optimizer if isinstance(optimizer, torch.optim.Optimizer) else None
     _check_model(model, first_order is not None)
     rows = _check_data(data)
     name = optimizer.lower() if isinstance(optimizer, str) else "first-order"
@@ -225,10 +262,28 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         raise ValueError("n must be the public number of training examples (or a public bound on it): it sets "
                          "q = batch_size / n and the noise, and dpnc never reads it off the private data; got None")
     n = rows if n is None else n
-    check_integer(n=n, steps=steps)
+    check_integer(n=n)
+    if (steps is None) == (epochs is None):
+        raise ValueError(f"give exactly one of steps and epochs (T = epochs × ⌈n / batch_size⌉); got steps={steps!r}, "
+                         f"epochs={epochs!r}")
+    check_integer(**({"steps": steps} if epochs is None else {"epochs": epochs}))
     if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and 1 <= batch_size <= n):
         raise ValueError(f"batch_size must be an integer in [1, {n}] (n, the declared size); got {batch_size!r}")
-    check_arguments(lr=lr, smoothing=smoothing)   # the optimizer's own rules, checked before calibrating
+    per_epoch = None if epochs is None else -(-n // batch_size)
+    steps = steps if epochs is None else epochs * per_epoch
+    if accountant not in ("pld", "rdp"):
+        raise ValueError(f"accountant must be one of ['pld', 'rdp']; got {accountant!r}")
+    if instance is not None:
+        for key, value in (("lr", lr), ("optimizer_kwargs", optimizer_kwargs)):
+            if value is not None:
+                raise ValueError(f"{key} must be None when optimizer is an instance ({type(instance).__name__}: its "
+                                 f"param_groups hold its own lr and arguments); got {value!r}")
+    elif lr is None:
+        raise ValueError("lr must be the step size, a number >= 0 (only an optimizer instance brings its own); "
+                         "got None")
+    else:
+        check_arguments(lr=lr)
+    check_arguments(smoothing=smoothing)   # the optimizer's own rules, checked before calibrating
     if collate_fn is not None and not callable(collate_fn):
         raise ValueError(f"collate_fn must be callable or None; got {collate_fn!r}")
     if direction not in ("gaussian", "sphere"):
@@ -280,13 +335,16 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         sampler = PoissonSampler.for_testing(n, batch_size, seed=testing_seed, rows=rows)
         noise = NoiseSource.for_testing(testing_seed + 1)
     batches = LoaderBatches(sampler, steps, group)
-    accountant = Accountant("add/remove")
+    method, accountant = accountant, Accountant("add/remove", method=accountant)
     if name != "mezo" and noise_multiplier is None:
-        sigma = noise_multiplier_for(float(target_epsilon), float(delta), batch_size / n, steps, accountant="pld")
+        sigma = noise_multiplier_for(float(target_epsilon), float(delta), batch_size / n, steps, accountant=method)
     else:
         sigma = None if noise_multiplier is None else float(noise_multiplier)
     opt: DPZero | MeZO | DPOptimizer
-    if first_order is not None:
+    if instance is not None:
+        opt = DPOptimizer(instance, model=model, clip=clip, noise_multiplier=sigma, batches=batches,
+                          accountant=accountant, noise=noise, per_example=per_example, microbatch=microbatch)
+    elif first_order is not None:
         params = [p for p in model.parameters() if p.requires_grad]
         try:
             inner = first_order(params, lr=lr, **dict(optimizer_kwargs or {}))
@@ -303,14 +361,21 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     else:
         opt = MeZO(model.parameters(), lr=lr, smoothing=smoothing, sampler=batches,
                           accountant=accountant, direction=direction, seed=seed, model=model, group=group)
-    loader = DataLoader(data, batch_sampler=PoissonBatchSampler(batches),
+    loader = DataLoader(data, batch_sampler=PoissonBatchSampler(batches, per_epoch),
                         collate_fn=_HoldingCollate(collate, template, batches),
                         num_workers=0)
     return opt, loader, accountant
 
 
 def _first_order_class(optimizer: Any) -> type[torch.optim.Optimizer] | None:
-    """The torch optimizer class of a first-order choice; None for a zeroth-order one; ValueError otherwise."""
+    """The torch optimizer class of a first-order choice (a name, class or instance); None for a zeroth-order one;
+    ValueError otherwise."""
+    if isinstance(optimizer, torch.optim.Optimizer):
+        if isinstance(optimizer, (DPZero, MeZO, DPOptimizer)):
+            raise ValueError(f"optimizer must be a name {list(OPTIMIZERS)}, a torch.optim.Optimizer subclass, or an "
+                             "instance of one built on the model's parameters (wrapped by make_private); got a "
+                             f"{type(optimizer).__name__}, already private: pass the torch optimizer it would wrap")
+        return type(optimizer)
     if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
         if issubclass(optimizer, (DPZero, MeZO, DPOptimizer)):
             raise ValueError(f"optimizer must be a name {list(OPTIMIZERS)} or a non-private torch.optim.Optimizer "
@@ -318,7 +383,7 @@ def _first_order_class(optimizer: Any) -> type[torch.optim.Optimizer] | None:
         return optimizer
     if not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} or a torch.optim.Optimizer subclass; "
-                         f"got {optimizer!r}")
+                         f"got {optimizer!r} (or an instance built on the model's parameters)")
     return FIRST_ORDER.get(optimizer.lower())
 
 

@@ -63,10 +63,16 @@ class Accountant:
     Args:
         relation: ``"replace-one"`` (the papers' default: n fixed, one point replaced) or
             ``"add/remove"``. Every recorded release must state its sensitivity under it.
+        method: the accountant :meth:`epsilon` and :meth:`get_epsilon` answer by when not told: ``"rdp"`` (the
+            default) or ``"pld"``. A run whose noise was calibrated by one accountant reports by the same one
+            (:func:`dpnc.make_private` sets it to its calibrating accountant); :meth:`report` gives every answer.
     """
 
-    def __init__(self, relation: Relation | str = Relation.REPLACE_ONE) -> None:
+    def __init__(self, relation: Relation | str = Relation.REPLACE_ONE, method: Method = "rdp") -> None:
         self.relation = Relation.parse(relation)
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+        self.method = method
         self.ledger: list[Entry] = []
 
     # --- recording -------------------------------------------------------------------------
@@ -129,14 +135,19 @@ class Accountant:
 
     # --- answers ---------------------------------------------------------------------------
 
-    def epsilon(self, delta: float, method: Method = "rdp") -> float:
-        """ε such that everything recorded is (ε, δ)-DP, by RDP or PLD accounting."""
+    def epsilon(self, delta: float, method: Method | None = None) -> float:
+        """ε such that everything recorded is (ε, δ)-DP, by RDP or PLD accounting (default: :attr:`method`)."""
         delta = check_delta(delta)
+        method = self.method if method is None else method
         if method == "rdp":
             return _rdp_epsilon(self._key(), self.relation, delta)
         if method == "pld":
             return _pld_epsilon(self._key(), self.relation, delta)
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+
+    def get_epsilon(self, delta: float) -> float:
+        """ε(δ) by this accountant's :attr:`method` (Opacus's name for :meth:`epsilon`)."""
+        return self.epsilon(delta)
 
     def rdp(self) -> tuple[np.ndarray, np.ndarray]:
         """(orders λ, ε(λ)): everything recorded is (λ, ε(λ))-RDP at each order (the curve ε(δ) converts).
@@ -195,14 +206,14 @@ class Accountant:
     # --- persistence -----------------------------------------------------------------------
 
     def to_json(self) -> str:
-        return json.dumps({"relation": self.relation.value,
+        return json.dumps({"relation": self.relation.value, "method": self.method,
                            "ledger": [{"count": e.count, "partition": e.partition,
                                        "release": e.release.to_dict()} for e in self.ledger]})
 
     @classmethod
     def from_json(cls, text: str) -> Accountant:
         data = json.loads(text)
-        acct = cls(data["relation"])
+        acct = cls(data["relation"], data.get("method", "rdp"))
         for item in data["ledger"]:
             acct.record(Release.from_dict(item["release"]), item["count"],
                         partition=item.get("partition"))
@@ -212,7 +223,7 @@ class Accountant:
         return tuple((e.release, e.composed_count) for e in self.ledger if e.composed_count)
 
     def __repr__(self) -> str:
-        return (f"Accountant(relation={self.relation.value!r}, entries={len(self.ledger)}, "
+        return (f"Accountant(relation={self.relation.value!r}, method={self.method!r}, entries={len(self.ledger)}, "
                 f"releases={self.releases})")
 
 
