@@ -186,7 +186,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
                  noise_multiplier: float | None = None, accountant: str = "pld",
                  smoothing: float = 1e-3, collate_fn: Callable[[list], Any] | None = None,
                  direction: str = "gaussian", seed: int | None = None, optimizer_kwargs: dict | None = None,
-                 per_example: str = "vmap", microbatch: int = 16, testing_seed: int | None = None,
+                 per_example: str = "auto", microbatch: int = 16, testing_seed: int | None = None,
                  ) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
@@ -234,7 +234,9 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         direction: ``"gaussian"`` or ``"sphere"`` directions (zeroth order).
         seed: seed of the public direction generator (zeroth order; random by default; safe to log).
         optimizer_kwargs: further arguments of the first-order torch optimizer (e.g. ``weight_decay``).
-        per_example: ``"vmap"`` or ``"loop"``: how the first-order per-example gradients are formed.
+        per_example: how the first-order per-example clipped sum is formed: ``"auto"`` (per layer where every
+            trainable layer is supported, else ``torch.func``), ``"layers"``, ``"vmap"`` or ``"loop"``
+            (:class:`~dpnc.first_order.DPOptimizer`).
         microbatch: examples per vmapped chunk (first order).
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.

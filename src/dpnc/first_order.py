@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from dpnc import per_layer
 from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
@@ -43,7 +44,7 @@ from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 
-PER_EXAMPLE = ("vmap", "loop")
+PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
 
 
 class ClippedSum(NamedTuple):
@@ -83,8 +84,8 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     """
     from torch.func import functional_call, grad_and_value, vmap
 
-    if per_example not in PER_EXAMPLE:
-        raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
+    if per_example not in ("vmap", "loop"):
+        raise ValueError(f"per_example must be 'vmap' or 'loop'; got {per_example!r}")
     b = batch_rows(inputs)
     bound = _Bound(model, loss_fn)
     names = list(params)
@@ -143,12 +144,16 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             gives the fixed B and the privacy event).
         accountant: records every release.
         noise: the secret noise source (a fresh one by default).
-        per_example: ``"vmap"`` (``microbatch`` examples per vectorised pass) or ``"loop"`` (one at a time).
+        per_example: how the per-example gradients' clipped sum is formed: ``"layers"`` (from each layer's
+            activations and output gradients, :mod:`dpnc.per_layer`: Linear, Embedding, LayerNorm and Conv2d
+            layers; checked against ``"vmap"`` on the first batch), ``"vmap"`` (``microbatch`` examples per
+            vectorised ``torch.func`` pass; any model), ``"loop"`` (one at a time), or ``"auto"`` (the default:
+            ``"layers"`` where every trainable parameter's layer is supported, else ``"vmap"``).
         microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, *, model: nn.Module, clip: float, noise_multiplier: float,
-                 batches, accountant: Accountant, noise: NoiseSource | None = None, per_example: str = "vmap",
+                 batches, accountant: Accountant, noise: NoiseSource | None = None, per_example: str = "auto",
                  microbatch: int = 16) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer) or isinstance(optimizer, DPOptimizer):
             raise ValueError(f"optimizer must be a torch.optim.Optimizer (not yet private); got {optimizer!r}")
@@ -179,7 +184,13 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         self.clip, self.noise_multiplier = float(clip), float(noise_multiplier)
         self.batches, self.accountant = batches, accountant
         self.noise = noise if noise is not None else NoiseSource()
-        self.per_example, self.microbatch = per_example, microbatch
+        self.microbatch = microbatch
+        layers = per_example in ("auto", "layers") and per_layer.supported(model, self.params) is not None
+        if per_example == "layers" and not layers:
+            raise ValueError(f"per_example='layers' needs every trainable parameter in one of "
+                             f"{[c.__name__ for c in per_layer.SUPPORTED]} (not tied); use 'vmap'")
+        self.per_example = "layers" if layers else ("vmap" if per_example == "auto" else per_example)
+        self._checked = False   # the per-layer route is compared with torch.func's on the first batch
         self.steps = 0
 
     def step_release(self) -> Release:
@@ -229,8 +240,41 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
 
     def _clipped_sum(self, loss_fn, inputs) -> ClippedSum:
         with torch.enable_grad():
-            return clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip,
-                                        per_example=self.per_example, microbatch=self.microbatch)
+            if self.per_example != "layers":
+                return clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip,
+                                            per_example=self.per_example, microbatch=self.microbatch)
+            if not self._checked:
+                self._check_layers(loss_fn, inputs)
+            fields = per_layer.layer_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip)
+            if fields is None:
+                raise ValueError("per_example='layers': a layer ran more than once (or not at all) in one forward, "
+                                 "so its per-example gradient is not one product; use per_example='vmap'")
+            return ClippedSum(*fields)
+
+    def _check_layers(self, loss_fn, inputs) -> None:
+        """The per-layer route assumes that ``loss_fn`` treats the examples independently. On the first batch its
+        clipped sum must equal torch.func's, which evaluates one example at a time, both with the model in eval
+        mode (so that dropout draws no different masks): a loss that mixes examples (e.g. by centring scores over
+        the batch) or a layer run twice is refused here, before anything is released."""
+        modes = {m: m.training for m in self.model.modules()}
+        self.model.eval()
+        try:
+            fields = per_layer.layer_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip)
+            exact = clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip, per_example="vmap",
+                                         microbatch=self.microbatch)
+        finally:
+            for m, training in modes.items():
+                m.training = training
+        if fields is None:
+            raise ValueError("per_example='layers': a layer ran more than once (or not at all) in one forward, so "
+                             "its per-example gradient is not one product; use per_example='vmap'")
+        scale = self.clip * max(len(exact.losses), 1)
+        if not torch.allclose(fields[0].to(exact.total.dtype), exact.total, rtol=1e-3, atol=1e-5 * scale):
+            raise ValueError("per_example='layers' (or 'auto'): the per-layer clipped sum differs from the "
+                             "one-example-at-a-time sum on this batch, so loss_fn or the model mixes examples "
+                             "(e.g. a statistic over the batch). Compute each example's loss from its own inputs, "
+                             "or use per_example='vmap' (one example per call, independent by construction)")
+        self._checked = True
 
     def _apply(self, noisy: torch.Tensor) -> None:
         """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""

@@ -1,0 +1,118 @@
+"""The per-layer route (dpnc.per_layer) forms the same clipped sum as torch.func, one example at a time, for every
+layer kind it supports; DPOptimizer chooses it automatically, checks it once, and refuses a loss that mixes
+examples."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import dpnc
+from dpnc.first_order import ClippedSum, clipped_gradient_sum
+from dpnc.per_layer import layer_clipped_sum, supported
+
+F64 = torch.float64
+
+
+def both(model, loss_fn, inputs, C):
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    exact = clipped_gradient_sum(model, loss_fn, inputs, params, C, microbatch=64)
+    fields = layer_clipped_sum(model, loss_fn, inputs, params, C)
+    assert fields is not None
+    return exact, ClippedSum(*fields)
+
+
+def assert_same(exact, layers):
+    assert torch.allclose(layers.total, exact.total, rtol=1e-10, atol=1e-12)
+    assert (layers.clipped, layers.nonfinite) == (exact.clipped, exact.nonfinite)
+    assert torch.allclose(layers.losses, exact.losses, equal_nan=True)
+
+
+def cross_entropy(model):
+    return lambda xb, yb: nn.functional.cross_entropy(model(xb), yb, reduction="none")
+
+
+class Sequence(nn.Module):
+    """Embedding (with a padding row) → LayerNorm → Linear over positions → mean → Linear."""
+
+    def __init__(self, width: int = 8, hidden: int = 8):
+        super().__init__()
+        self.embed, self.norm = nn.Embedding(11, width, padding_idx=0), nn.LayerNorm(width)
+        self.mix, self.out = nn.Linear(width, hidden), nn.Linear(hidden, 2)
+
+    def forward(self, ids):
+        return self.out(self.mix(self.norm(self.embed(ids))).tanh().mean(1))
+
+
+def test_mlp_with_a_non_finite_example_and_clipping():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)).to(F64)
+    x, y = torch.randn(20, 6, dtype=F64), torch.randint(0, 3, (20,))
+    x[3, 0] = float("nan")   # its gradient is zeroed (counted), as clipped_sum does
+    exact, layers = both(model, cross_entropy(model), (x, y), 0.5)
+    assert_same(exact, layers)
+    assert layers.nonfinite == 1 and layers.clipped > 0 and torch.isfinite(layers.total).all()
+
+
+def test_cnn():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, stride=2), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(3 * 4 * 4, 4)).to(F64)
+    x, y = torch.randn(10, 2, 8, 8, dtype=F64), torch.randint(0, 4, (10,))
+    assert_same(*both(model, cross_entropy(model), (x, y), 1.0))
+
+
+@pytest.mark.parametrize("positions, hidden, frozen", [(5, 8, False), (9, 3, True)])
+def test_sequences_by_ghost_norms_and_by_materialised_products(positions, hidden, frozen):
+    """T² < in·out: ghost norms; T² ≥ in·out: the (out, in) product per example; the padding row gets nothing."""
+    torch.manual_seed(2)
+    model = Sequence(hidden=hidden).to(F64)
+    model.embed.weight.requires_grad_(not frozen)
+    ids = torch.randint(0, 11, (12, positions))
+    ids[0, :] = 0
+    exact, layers = both(model, cross_entropy(model), (ids, torch.randint(0, 2, (12,))), 0.3)
+    assert_same(exact, layers)
+
+
+def test_unsupported_layers_and_tied_weights_fall_back():
+    gru = nn.GRU(4, 4)
+    assert supported(gru, dict(gru.named_parameters())) is None
+    tied = nn.Sequential(nn.Embedding(5, 4), nn.Linear(4, 5, bias=False))
+    tied[1].weight = tied[0].weight
+    assert supported(tied, dict(tied.named_parameters())) is None
+
+
+def _private(model, **kwargs):
+    torch.manual_seed(3)
+    data = TensorDataset(torch.randn(200, 6), torch.randint(0, 3, (200,)))
+    return dpnc.make_private(model, data=data, n=200, optimizer="dp-sgd", noise_multiplier=1.0, clip=1.0, steps=3,
+                             batch_size=32, lr=0.1, **kwargs)
+
+
+def test_the_optimizer_chooses_the_per_layer_route_and_a_mixing_loss_is_refused_before_any_release():
+    model = nn.Sequential(nn.Linear(6, 5), nn.Dropout(0.2), nn.Linear(5, 3)).train()   # dropout: checked in eval
+    optimizer, loader, accountant = _private(model)
+    assert optimizer.per_example == "layers"
+    next(iter(loader))
+    optimizer.step(cross_entropy(model))
+    assert accountant.releases == 1
+
+    mixing = nn.Sequential(nn.Linear(6, 3))
+    optimizer, loader, accountant = _private(mixing)
+
+    def centred(xb, yb):   # each score centred on the batch's mean: example i's loss depends on the others
+        scores = mixing(xb)
+        return nn.functional.cross_entropy(scores - scores.mean(0), yb, reduction="none")
+    next(iter(loader))
+    with pytest.raises(ValueError, match="mixes examples"):
+        optimizer.step(centred)
+    assert accountant.releases == 0
+
+
+def test_vmap_stays_available_and_layers_is_refused_where_unsupported():
+    assert _private(nn.Sequential(nn.Linear(6, 3)), per_example="vmap")[0].per_example == "vmap"
+    with pytest.raises(ValueError, match="per_example='layers' needs every trainable parameter"):
+        _private(nn.Sequential(nn.Linear(6, 3), nn.PReLU()), per_example="layers")
+    assert _private(nn.Sequential(nn.Linear(6, 3), nn.PReLU()))[0].per_example == "vmap"   # auto
