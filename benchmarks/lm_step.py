@@ -26,6 +26,7 @@ hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps``
   AdamW          train mode (dropout), zero_grad + mean-loss backward + ``torch.optim.AdamW`` step;
   DP-AdamW (Opacus)      Opacus ``make_private`` (hooks) on a copy of the model, train mode, with
                  the position_ids fix (explicit batch-shaped ``position_ids``; notes/anchor-bench.md);
+  DP-AdamW (dpnc per layer)  :mod:`dpnc.per_layer` (the route ``make_private`` picks for these layers), eval mode;
   DP-AdamW (torch.func)  ``vmap(grad)`` per-example gradients over ``functional_call``, eval mode,
                  ``--microbatch`` examples at a time (memory), each clipped to C, summed, Gaussian
                  noise, /B, AdamW. The padding mask is passed as a prepared 4-D mask: Hugging Face's
@@ -78,7 +79,7 @@ LAM, ZO_LR, ZO_CLIP, ZO_SIGMA = 1e-3, 1e-6, 200.0, 13.5156   # paper §4.2; mult
 FO_LR, FO_CLIP, FO_SIGMA = 1e-5, 10.0, 1.0                  # Table 3 (DP-)AdamW
 QUICK = dict(batch=8, max_len=16, steps=2, warmup=1, mem_steps=1, microbatch=8)
 MODES = ("inference", "2 forwards", "dpnc MeZO", "dpnc DPZero", "1 z pass", "AdamW",
-         "DP-AdamW (Opacus)", "DP-AdamW (torch.func)")
+         "DP-AdamW (Opacus)", "DP-AdamW (torch.func)", "DP-AdamW (dpnc per layer)")
 MEMORY_MODES = ("inference", "dpnc MeZO", "dpnc DPZero", "AdamW", "DP-AdamW (Opacus)",
                 "DP-AdamW (torch.func)")
 
@@ -197,7 +198,34 @@ def make_steps(model, batch, args, names):
         steps["DP-AdamW (Opacus)"] = opacus_step(own().train(), batch, sampler.n)
     if "DP-AdamW (torch.func)" in names:
         steps["DP-AdamW (torch.func)"] = func_step(own().eval(), batch, args.microbatch)
+    if "DP-AdamW (dpnc per layer)" in names:
+        steps["DP-AdamW (dpnc per layer)"] = layer_step(own().eval(), batch)
     return steps
+
+
+def layer_step(model, batch):
+    """DP-AdamW by dpnc's per-layer route (:mod:`dpnc.per_layer`: per-example norms from each Linear, Embedding and
+    LayerNorm layer's activations and output gradients, ghost norms over the sequence, then the clipped sum), the
+    same noise and AdamW update as ``func_step``."""
+    from dpnc.per_layer import layer_clipped_sum
+
+    ids, mask, y = batch
+    B = len(y)
+    params = {k: p for k, p in model.named_parameters() if p.requires_grad}
+    opt = torch.optim.AdamW(params.values(), lr=FO_LR)
+    noise_gen = torch.Generator().manual_seed(3)
+
+    def step():
+        with torch.enable_grad():
+            total = layer_clipped_sum(model, lambda i, m, yy: F.cross_entropy(model(i, m), yy, reduction="none"),
+                                      (ids, mask, y), params, FO_CLIP)[0]
+        offset = 0
+        for p in params.values():
+            noise = torch.randn(p.shape, generator=noise_gen, dtype=p.dtype)
+            p.grad = total[offset:offset + p.numel()].view_as(p).add(noise, alpha=FO_SIGMA * FO_CLIP).div_(B)
+            offset += p.numel()
+        opt.step()
+    return step
 
 
 def opacus_step(model, batch, n):

@@ -268,8 +268,11 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         if fields is None:
             raise ValueError("per_example='layers': a layer ran more than once (or not at all) in one forward, so "
                              "its per-example gradient is not one product; use per_example='vmap'")
-        scale = self.clip * max(len(exact.losses), 1)
-        if not torch.allclose(fields[0].to(exact.total.dtype), exact.total, rtol=1e-3, atol=1e-5 * scale):
+        # batched and one-example float32 kernels differ by ~1e-4 relative on a transformer (exact in float64);
+        # a loss that mixes examples moves the sum by far more
+        tolerance = 1e-8 if exact.total.dtype == torch.float64 else 1e-2
+        difference = torch.linalg.vector_norm(fields[0].to(exact.total.dtype) - exact.total)
+        if not difference <= tolerance * (torch.linalg.vector_norm(exact.total) + self.clip):
             raise ValueError("per_example='layers' (or 'auto'): the per-layer clipped sum differs from the "
                              "one-example-at-a-time sum on this batch, so loss_fn or the model mixes examples "
                              "(e.g. a statistic over the batch). Compute each example's loss from its own inputs, "
