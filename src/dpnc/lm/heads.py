@@ -40,11 +40,13 @@ from torch import nn
 
 from dpnc.lm.data import Task
 
-__all__ = ["HEADS", "PROMPT_MODES", "EncoderClassifier", "LinearHead", "PromptHead", "label_prompts"]
+__all__ = ["HEADS", "PROMPT_MODES", "EncoderClassifier", "LinearHead", "PromptHead", "label_prompts", "read_head"]
 
 HEADS = ("prompt", "linear", "causal")   # causal: a causal LM scoring the label words (dpnc.lm.causal)
 PROMPT_MODES = ("label", "filled")
-HEAD_FILE = "dpnc_head.pt"
+HEAD_FILE = "dpnc_head.safetensors"   # the head's tensors; its configuration is HEAD_CONFIG
+HEAD_CONFIG = "dpnc_head.json"
+LEGACY_HEAD_FILE = "dpnc_head.pt"      # config and tensors in one torch file (folders saved before safetensors)
 INITIAL_SCALE = 20.0  # sentence-transformers' similarity scale (MultipleNegativesRankingLoss)
 
 
@@ -82,6 +84,7 @@ class EncoderClassifier(nn.Module):
         # handling branches on the mask's values).
         self.additive_mask = False
         self.cached_layers = 0   # set by a dpnc.lm.cache.PrefixCache: the layers its "hidden" inputs have passed
+        self.base_model: str | None = None   # the folder (or .gguf file) the encoder was loaded from, when known
 
     @property
     def device(self) -> torch.device:
@@ -188,6 +191,15 @@ class EncoderClassifier(nn.Module):
         return self.evaluate(texts, None, batch_size=batch_size)[0]
 
     @torch.no_grad()
+    def predict_proba(self, texts: list, batch_size: int = 64) -> torch.Tensor:
+        """The class probabilities of each text (softmax of the logits), shape (len(texts), classes)."""
+        probs = []
+        for start in range(0, len(texts), batch_size):
+            batch = self.on_device(self.encode(texts[start:start + batch_size]))
+            probs.append(self.logits(batch).float().softmax(-1).cpu())
+        return torch.cat(probs) if probs else torch.zeros(0, self.task.num_classes)
+
+    @torch.no_grad()
     def evaluate(self, texts: list, labels: torch.Tensor | None, *, batch_size: int = 64, cache=None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """(predictions, per-example losses) on ``texts``; the losses are against ``labels`` (0 if None).
@@ -214,19 +226,60 @@ class EncoderClassifier(nn.Module):
                          "label_words": list(self.task.label_words), "pair": self.task.pair,
                          "template": self.task.template}}
 
+    def encoder_saved_as(self) -> str:
+        """How :meth:`save_pretrained` writes the encoder: ``"base"`` (untrained, and the folder or file it was
+        loaded from is known: only a reference to it), ``"peft"`` (peft LoRA adapters: ``adapter_config.json`` and
+        ``adapter_model.safetensors``, on the referenced base) or ``"full"`` (``save_pretrained``: the whole
+        encoder and its tokenizer)."""
+        if hasattr(self.encoder, "peft_config") and self.base_model is not None:
+            return "peft"
+        if self.base_model is not None and not any(p.requires_grad for p in self.encoder.parameters()):
+            return "base"
+        return "full"
+
     def save_pretrained(self, path: str | Path) -> Path:
-        """The encoder and tokenizer by ``save_pretrained``, plus the head (config and parameters) in one file."""
+        """The head and what of the encoder differs from its base, in the ecosystem's formats.
+
+        Always ``dpnc_head.json`` (the head's configuration, the base model's path and how the encoder is saved)
+        and ``dpnc_head.safetensors`` (the head's tensors). The encoder (:meth:`encoder_saved_as`): nothing for a
+        head-only run (the base is referenced), peft adapter files for LoRA (``PeftModel.save_pretrained``), else
+        the encoder and tokenizer by ``save_pretrained``. :func:`dpnc.lm.classifiers.load_classifier` reads any of
+        them back.
+        """
+        from safetensors.torch import save_file
+
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        saved_as = self.encoder_saved_as()
         encoder = self.encoder
-        if hasattr(encoder, "merge_and_unload"):   # peft LoRA adapters: save the merged weights, a plain encoder
+        if saved_as == "full" and hasattr(encoder, "merge_and_unload"):   # adapters on an unknown base: merged
             encoder = copy.deepcopy(encoder).merge_and_unload()
-        encoder.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
-        head_state = {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
-        torch.save({"config": self.head_config(), "state": head_state}, path / HEAD_FILE)
-        (path / "dpnc_head.json").write_text(json.dumps(self.head_config(), indent=2))
+        if saved_as != "base":
+            encoder.save_pretrained(path)   # peft: the adapters only
+        if saved_as == "full":
+            self.tokenizer.save_pretrained(path)
+        head_state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()
+                      if not k.startswith("encoder.")}
+        save_file(head_state, str(path / HEAD_FILE))
+        config = {**self.head_config(), "encoder": saved_as,
+                  "base_model": None if saved_as == "full" else self.base_model}
+        (path / HEAD_CONFIG).write_text(json.dumps(config, indent=2))
         return path
+
+
+def read_head(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(configuration, tensors) of the head saved in the folder ``path`` (also a folder saved before safetensors:
+    ``dpnc_head.pt``, whose encoder is always saved whole)."""
+    path = Path(path)
+    if (path / HEAD_FILE).is_file():
+        from safetensors.torch import load_file
+
+        return json.loads((path / HEAD_CONFIG).read_text()), load_file(str(path / HEAD_FILE))
+    if (path / LEGACY_HEAD_FILE).is_file():
+        saved = torch.load(path / LEGACY_HEAD_FILE, weights_only=True)
+        return {**saved["config"], "encoder": "full", "base_model": None}, saved["state"]
+    raise FileNotFoundError(f"model must be a folder saved by dpnc (a run's model/ folder, holding {HEAD_CONFIG} "
+                            f"and {HEAD_FILE}); {str(path)!r} holds neither")
 
 
 class PromptHead(EncoderClassifier):

@@ -6,7 +6,8 @@ each evaluation (step 0 is the untrained model), and ε spent after each step. N
 TensorBoard stamps every event with a wall time; the time between two events reflects the secret batches in between
 (their sizes, or a long example in them), so every scalar — step, evaluation or resume — is written with the time
 the writer was opened, before training (``metrics.jsonl`` lines carry no time either). The event file's name holds
-that same opening time.
+that same opening time. The run's hyper-parameters (its configuration: public inputs) go to TensorBoard's HPARAMS
+tab when the writer closes, with the last evaluation's test accuracy and loss as its metrics, at that same time.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-__all__ = ["TensorBoard", "plot_training"]
+__all__ = ["TensorBoard", "hparams_of", "plot_training"]
 
 
 def plot_training(rows: list[dict], path: str | Path, *, title: str = "") -> Path:
@@ -52,17 +53,22 @@ def plot_training(rows: list[dict], path: str | Path, *, title: str = "") -> Pat
 
 
 class TensorBoard:
-    """Writes each public metrics row as scalars ``<event>/<key>`` (needs the ``tensorboard`` package)."""
+    """Writes each public metrics row as scalars ``<event>/<key>``, and ``hparams`` (the run's configuration) with
+    the last evaluation's results as the HPARAMS tab's metrics when closed (needs the ``tensorboard`` package)."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, hparams: dict | None = None) -> None:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             raise ValueError("report_to='tensorboard' needs the tensorboard package: pip install tensorboard") from None
         self.writer = SummaryWriter(str(folder))
         self.start = time.time()
+        self.hparams = {} if hparams is None else hparams_of(hparams)
+        self.last_eval: dict = {}
 
     def write(self, row: dict) -> None:
+        if row.get("event") == "eval":
+            self.last_eval = row
         for key, value in row.items():
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if number and key not in ("event", "step", "seed"):   # every event at the opening time (module doc)
@@ -70,4 +76,19 @@ class TensorBoard:
                                        walltime=self.start)
 
     def close(self) -> None:
+        if self.hparams:   # SummaryWriter.add_hparams, at the opening time and into this run's own event file
+            from torch.utils.tensorboard.summary import hparams
+
+            metrics = {f"hparam/{k}": float(self.last_eval[k]) for k in ("accuracy", "loss")
+                       if isinstance(self.last_eval.get(k), (int, float))}
+            for summary in hparams(self.hparams, metrics):
+                self.writer.file_writer.add_summary(summary, walltime=self.start)
+            for tag, value in metrics.items():
+                self.writer.add_scalar(tag, value, global_step=self.last_eval.get("step", 0), walltime=self.start)
         self.writer.close()
+
+
+def hparams_of(config: dict) -> dict:
+    """``config`` as TensorBoard hyper-parameters: numbers, strings and booleans as they are; None as ``"None"``;
+    anything else as its text."""
+    return {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in config.items()}

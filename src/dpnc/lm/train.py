@@ -319,6 +319,10 @@ class Trainer(EvaluationMixin, ResumeMixin):
         todo = self.step_budget if max_steps is None else min(self.step_budget, max_steps)
         records = []
         shown = c.progress and self.files.writer and todo > 0   # one bar, rank 0's, in a data-parallel run
+        if shown:   # before a long run (LoRA on a CPU: hours), say so: timed on public test examples only
+            print(f"estimated time: {_duration(self.estimate_seconds(todo))} for {todo} steps on {self.device} (timed "
+                  "on public test examples; the bar shows steps and ε only, no rate: a step's time depends on its "
+                  "secret batch)", flush=True)
         # Steps done and ε (the postfix), no timing: dpnc.progress.
         bar = progress(total=self.step + self.step_budget, initial=self.step, disable=not shown, desc=c.method,
                        unit="step", dynamic_ncols=True)
@@ -348,6 +352,33 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if max_steps is None and c.checkpoint_dir:
             self.save_checkpoint()
         return records
+
+    def estimate_seconds(self, steps: int) -> float:
+        """A rough time for ``steps`` training steps, from the same computations timed once on a batch of public
+        test examples (never on the training data: a step's time is a statistic of its secret batch).
+
+        Zeroth-order: two forward passes; first-order: forward and backward (DP-AdamW's loop: per example)."""
+        c, ds = self.config, self.eval_part
+        m = min(c.batch_size, len(ds))
+        if m == 0 or steps == 0:
+            return 0.0
+        labels = ds.labels[:m]
+        batch = self.classifier.on_device(self.test_cache.batch(range(m), labels) if self.test_cache is not None
+                                          else self.classifier.encode(ds.texts[:m], labels))
+        start = time.perf_counter()
+        if c.method in ZEROTH_ORDER:
+            with torch.no_grad():
+                self.classifier(batch)
+                self.classifier(batch)
+            per_step = (time.perf_counter() - start) * c.batch_size / m
+        else:
+            one = c.method == "dp-adamw" and c.per_example == "loop"
+            part = {k: v[:1] for k, v in batch.items()} if one else batch
+            self.classifier(part).sum().backward()
+            per_step = (time.perf_counter() - start) * c.batch_size / (1 if one else m)
+            for p in self.classifier.parameters():
+                p.grad = None
+        return per_step * steps
 
     def epsilon(self, method: str | None = None) -> float:
         """ε spent so far at the config's δ (0 before any release, ∞ for non-private methods)."""
@@ -388,6 +419,13 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if self.files.tensorboard is not None:
             self.files.tensorboard.close()
         return summary
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a rough duration ("~40 s", "~12 min", "~2.1 h")."""
+    if seconds < 60:
+        return f"~{seconds:.0f} s"
+    return f"~{seconds / 60:.0f} min" if seconds < 3600 else f"~{seconds / 3600:.1f} h"
 
 
 def finetune(config: FinetuneConfig, *, resume: bool = False, noise: NoiseSource | None = None) -> Summary:
