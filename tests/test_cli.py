@@ -16,7 +16,7 @@ runner = CliRunner(env={"COLUMNS": "250"})  # rich wraps errors at the terminal 
 
 def test_account_gives_epsilon_for_a_noise_multiplier():
     result = runner.invoke(app, ["account", "-T", "10000", "-q", "0.0625", "--noise-multiplier", "13.5156",
-                                 "--delta", "1e-5"])
+                                 "--delta", "1e-5", "--accountant", "both"])
     assert result.exit_code == 0, result.output
     assert "1.9922" in result.output and "1.8320" in result.output  # RDP and PLD (anchor-bench.md)
 
@@ -25,10 +25,41 @@ def test_account_gives_the_multiplier_for_a_target_epsilon_as_json():
     result = runner.invoke(app, ["account", "-T", "10000", "-q", "0.0625", "--epsilon", "2",
                                  "--accountant", "rdp", "--json"])
     assert result.exit_code == 0, result.output
-    row = json.loads(result.output)
-    assert row["accountant"] == "rdp" and abs(row["noise_multiplier"] - 13.468) < 1e-3
+    answer = json.loads(result.output)
+    assert list(answer["accountants"]) == ["rdp"]
+    row = answer["accountants"]["rdp"]
+    assert abs(row["noise_multiplier"] - 13.468) < 1e-3
     assert row["epsilon"] <= 2.0
     assert row["seconds"] >= 0   # reported (how long the accountant took), never asserted as a speed
+
+
+def test_account_json_is_one_object_with_a_value_per_accountant():
+    """The help says one JSON object; it used to be a list for --accountant both (issue 29)."""
+    result = runner.invoke(app, ["account", "-T", "100", "-q", "0.01", "--noise-multiplier", "1.5", "--accountant",
+                                 "both", "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert isinstance(answer, dict) and set(answer["accountants"]) == {"rdp", "pld"}
+    assert {k: answer[k] for k in ("steps", "sampling_rate", "delta", "relation")} == {
+        "steps": 100, "sampling_rate": 0.01, "delta": 1e-5, "relation": "add/remove"}
+    assert answer["given"] == {"noise_multiplier": 1.5, "epsilon": None}
+    assert 0 < answer["accountants"]["pld"]["epsilon"] <= answer["accountants"]["rdp"]["epsilon"]
+    assert "one JSON object" in runner.invoke(app, ["account", "--help"]).output
+
+
+def test_one_default_accountant_everywhere_pld_as_make_private():
+    """account, finetune (FinetuneConfig) and make_private all calibrate with PLD unless told otherwise."""
+    import inspect
+
+    from dpnc import engine
+
+    alone = json.loads(runner.invoke(app, ["account", "-T", "10", "--noise-multiplier", "2", "--json"]).output)
+    assert list(alone["accountants"]) == ["pld"]
+    assert lm_train.FinetuneConfig(method="mezo", steps=1).accountant == "pld"
+    assert lm_train.FinetuneConfig(method="mezo", steps=1, relation="replace-one").accountant == "rdp"
+    assert 'accountant="pld"' in inspect.getsource(engine.make_private)
+    help_text = runner.invoke(app, ["finetune", "--help"]).output
+    assert "Default pld, as make_private" in " ".join(help_text.split())
 
 
 def test_account_refuses_ambiguous_or_invalid_requests():
@@ -186,11 +217,11 @@ def test_finetune_bad_input_is_a_usage_error(args, option, no_work, tmp_path):
 
 
 def test_finetune_refuses_an_unknown_task_before_loading_a_model(tmp_path):
-    """The task is checked when the data is read, the trainer's first step (no model is built)."""
+    """The task is a choice of the command line: refused before anything runs, the choices listed."""
     result = runner.invoke(app, ["finetune", "--task", "NOPE", "--data-dir", str(tmp_path), "--out",
                                  str(tmp_path / "out")])
     assert_usage_error(result, "--task")
-    assert "task must be one of" in result.output
+    assert "SST-2" in result.output and "MNLI" in result.output
 
 
 @pytest.mark.parametrize("command", [["finetune"], ["reproduce", "dpzero-lm"]])
@@ -212,15 +243,15 @@ def test_account_under_replace_one_answers_with_the_accountant_that_can():
     """RDP cannot interpret a Poisson-subsampled Gaussian under replace-one; the default (both) says so and
     still gives the PLD answer."""
     result = runner.invoke(app, ["account", "-T", "100", "-q", "0.1", "--noise-multiplier", "2",
-                                 "--relation", "replace-one"])
+                                 "--relation", "replace-one", "--accountant", "both"])
     assert result.exit_code == 0, result.output
     rdp = next(line for line in result.output.splitlines() if line.startswith("rdp "))
     pld = next(line for line in result.output.splitlines() if line.startswith("pld "))
     assert "n/a" in rdp and "n/a" not in pld
     assert "cannot interpret Sampled(Poisson, Gaussian) under 'replace-one'" in result.output
     as_json = runner.invoke(app, ["account", "-T", "100", "-q", "0.1", "--noise-multiplier", "2",
-                                  "--relation", "replace-one", "--json"])
-    rows = {r["accountant"]: r for r in json.loads(as_json.output)}
+                                  "--relation", "replace-one", "--accountant", "both", "--json"])
+    rows = json.loads(as_json.output)["accountants"]
     assert rows["rdp"]["epsilon"] is None and "cannot interpret" in rows["rdp"]["unsupported"]
     assert rows["pld"]["epsilon"] > 0 and rows["pld"]["unsupported"] is None
     from dpnc.privacy.calibrate import epsilon_for
@@ -229,9 +260,9 @@ def test_account_under_replace_one_answers_with_the_accountant_that_can():
 
 def test_account_under_replace_one_calibrates_with_the_accountant_that_can():
     result = runner.invoke(app, ["account", "-T", "100", "-q", "0.1", "--epsilon", "2", "--relation", "replace-one",
-                                 "--json"])
+                                 "--accountant", "both", "--json"])
     assert result.exit_code == 0, result.output
-    rows = {r["accountant"]: r for r in json.loads(result.output)}
+    rows = json.loads(result.output)["accountants"]
     assert rows["rdp"]["noise_multiplier"] is None and rows["rdp"]["epsilon"] is None
     assert rows["pld"]["noise_multiplier"] > 0 and rows["pld"]["epsilon"] <= 2.0
 
@@ -278,3 +309,75 @@ def test_the_generated_nonsmooth_commands_build_the_config(experiment, args, exp
     runner.invoke(app, ["reproduce", experiment.name, *args, "--workers", "1", "--out", str(tmp_path / "o")])
     (ran, config, kw), = seen
     assert ran is experiment and config == expected and kw == {"workers": 1, "out": tmp_path / "o"}
+
+
+# --- conventions (issue 29) ------------------------------------------------------------------------------------
+
+def test_version():
+    from dpnc import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"dpnc {__version__}"
+
+
+def test_finetune_help_shows_choices_panels_and_no_bool_types():
+    result = runner.invoke(app, ["finetune", "--help"])
+    assert result.exit_code == 0
+    out = result.output
+    assert "<bool>" not in out and "<zero-shot|mezo|dpzero|adamw|dp-adamw>" in out and "<rdp|pld>" in out
+    for panel in ("Data", "Model and what is trained", "Method and optimizer", "Privacy", "Output and logging",
+                  "Device"):
+        assert f"─ {panel} ─" in out, panel
+    assert "--progress" in out and "--no-progress" in out
+    assert "<bool>" not in runner.invoke(app, ["account", "--help"]).output
+
+
+def test_the_help_states_the_true_step_and_lr_defaults():
+    from dpnc.lm.config import FIRST_ORDER_LR, ZO_RECIPES
+
+    out = " ".join(runner.invoke(app, ["finetune", "--help"]).output.split())
+    out = out.replace("│ ", "").replace(" │", "")
+    assert "10000 zeroth-order" not in out
+    for mode in ("head", "all"):
+        lr = f"{ZO_RECIPES[mode]['lr']:g}".replace("e-0", "e-")
+        assert f"{mode} {ZO_RECIPES[mode]['steps']}" in out and f"{mode} {lr}" in out
+    assert f"head {FIRST_ORDER_LR['head']:g}" in out
+
+
+@pytest.mark.parametrize("alias, values", [
+    ("Task", "TASKS"), ("Method", "METHODS"), ("TrainMode", "TRAIN_MODES"), ("Head", "HEADS"),
+    ("PromptMode", "PROMPT_MODES"), ("Relation", "RELATIONS"), ("Sampler", "SAMPLERS"), ("PerExample", "PER_EXAMPLE"),
+    ("Device", "DEVICES"), ("Dtype", "DTYPES"), ("ReportTo", "REPORT_TO"), ("Accountant", "ACCOUNTANTS")])
+def test_the_command_line_choices_are_the_librarys(alias, values):
+    import typing
+
+    from dpnc import cli
+    from dpnc.lm import config, data, heads, trainable
+
+    library = next(getattr(m, values) for m in (config, data, heads, trainable) if hasattr(m, values))
+    assert set(typing.get_args(getattr(cli, alias))) == set(library)
+
+
+def test_a_hub_model_id_is_refused_with_how_to_fetch_it(no_work, tmp_path):
+    result = runner.invoke(app, ["finetune", "--model", "sentence-transformers/all-mpnet-base-v2", "--data-dir",
+                                 str(tmp_path), "--out", str(tmp_path / "out")])
+    assert_usage_error(result, "--model")
+    text = " ".join(result.output.split())
+    for words in ("offline-first", "looks like a Hugging Face Hub id", "all-MiniLM-L6-v2", "SmolLM2",
+                  "hf download sentence-transformers/all-mpnet-base-v2 --local-dir",
+                  "--model models/all-mpnet-base-v2"):
+        assert words in text.replace("│ ", "").replace(" │", ""), words
+
+
+def test_delta_is_spelled_delta_everywhere_and_the_old_spelling_still_works(no_work, tmp_path, monkeypatch):
+    from dpnc_reproduce import kl_rates
+
+    help_text = runner.invoke(app, ["reproduce", kl_rates.EXPERIMENT.name, "--help"]).output
+    assert " --delta " in help_text and "--dp-delta" not in help_text
+    seen = []
+    monkeypatch.setattr(protocol, "run_experiment", lambda exp, config, **kw: seen.append(config) or 1 / 0)
+    for flag in ("--delta", "--dp-delta"):
+        result = runner.invoke(app, ["reproduce", kl_rates.EXPERIMENT.name, flag, "0.001", "--workers", "1",
+                                     "--out", str(tmp_path / "o")])
+        assert ("deprecated" in result.output) == (flag == "--dp-delta")
+    assert [c.dp_delta for c in seen] == [0.001, 0.001]

@@ -269,7 +269,7 @@ def finetune(
     lr: float = typer.Option(None, "--lr", rich_help_panel=OPTIMIZER,
                              help="Step size (default, printed at the start: zeroth-order, the --train mode's recipe: "
                                   "head 0.1, all 1e-6, top-k, bias 1e-4, lora 1e-3; first-order (adamw, dp-adamw): "
-                                  "head 1e-2, other modes 1e-5, the paper's full fine-tuning value)."),
+                                  "head 0.01, other modes 1e-5, the paper's full fine-tuning value)."),
     smoothing: float = typer.Option(None, "--smoothing", rich_help_panel=OPTIMIZER,
                                     help="λ of the zeroth-order difference (recipe: 1e-3)."),
     clip: float = typer.Option(None, "--clip", "-C", rich_help_panel=OPTIMIZER,

@@ -37,6 +37,7 @@ RELEASED = (
     "metrics.jsonl/step@*/released",
     "metrics.jsonl/eval@[1-9]*/accuracy", "metrics.jsonl/eval@[1-9]*/loss",
     "tensorboard/step.released@*", "tensorboard/eval.accuracy@[1-9]*", "tensorboard/eval.loss@[1-9]*",
+    "tensorboard/hparam.accuracy@*", "tensorboard/hparam.loss@*",   # the HPARAMS tab's metrics: the final eval's
 )
 # The batches' seed: one whose first batch holds row 0, the row the "20x longer" neighbour lengthens.
 SEED = next(s for s in range(100) if 0 in PoissonSampler.for_testing(N, B, seed=s, rows=N).sample())
@@ -107,10 +108,13 @@ def tensorboard_events(folder: Path) -> dict[str, float]:
     for event in EventFileLoader(str(path)).Load():
         for value in event.summary.value:
             tag = value.tag.replace("/", ".")
+            times.add(event.wall_time)
+            if value.metadata.plugin_data.plugin_name == "hparams":   # the run's configuration (HPARAMS tab)
+                scalars[f"{tag}@{event.step}"] = value.metadata.plugin_data.content.hex()
+                continue
             number = value.simple_value if value.HasField("simple_value") else float(
                 torch.tensor(list(value.tensor.float_val)).item())
             scalars[f"{tag}@{event.step}"] = number
-            times.add(event.wall_time)
     assert scalars and len(times) == 1, f"TensorBoard events carry {len(times)} distinct wall times"
     return scalars
 
@@ -119,13 +123,17 @@ def model_record(folder: Path) -> dict:
     """The saved model's files, its configs, and the shape of every tensor (not their values: they are released)."""
     from safetensors import safe_open
 
-    head = torch.load(folder / "dpnc_head.pt", weights_only=False)
-    with safe_open(str(folder / "model.safetensors"), "pt") as f:
-        encoder = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
-    return {"files": sorted(p.name for p in folder.iterdir()), "config.json": json.loads(
-        (folder / "config.json").read_text()), "dpnc_head.json": json.loads((folder / "dpnc_head.json").read_text()),
-        "head_config": head["config"], "head_shapes": {k: list(v.shape) for k, v in head["state"].items()},
-        "encoder_shapes": encoder}
+    def shapes(name):
+        if not (folder / name).exists():
+            return {}
+        with safe_open(str(folder / name), "pt") as f:
+            return {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+
+    configs = {name: json.loads((folder / name).read_text()) for name in ("config.json", "adapter_config.json",
+                                                                          "dpnc_head.json") if (folder / name).exists()}
+    return {"files": sorted(p.name for p in folder.iterdir()), **configs,
+            "head_shapes": shapes("dpnc_head.safetensors"), "encoder_shapes": shapes("model.safetensors"),
+            "adapter_shapes": shapes("adapter_model.safetensors")}
 
 
 def public_files(out: Path) -> dict[str, object]:
