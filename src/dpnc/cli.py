@@ -482,7 +482,7 @@ def _num(value) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
-class _Reproductions(TyperGroup):
+class _Reproductions(_Group):
     """``dpnc reproduce``: its commands are generated from the reproductions (:func:`add_reproduction`) when the
     group is first used, so that ``import dpnc.cli`` and every other command never import :mod:`dpnc_reproduce`
     (a client of the library, which the library never imports at load time)."""

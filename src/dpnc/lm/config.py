@@ -345,3 +345,8 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def hyperparameters(self) -> dict:
+        """Every field but where the run writes (``out``, ``checkpoint_dir``): what summary.json's ``config`` and
+        TensorBoard's hparams record."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("out", "checkpoint_dir")}

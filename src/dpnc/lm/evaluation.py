@@ -82,7 +82,7 @@ class Summary:
     lost_releases: int
     stopped_early: bool
     notes: list[str] = field(default_factory=list)
-    config: dict = field(default_factory=dict)   # every hyper-parameter of the run (FinetuneConfig), defaults filled
+    config: dict = field(default_factory=dict)   # FinetuneConfig.hyperparameters(), defaults filled in
 
     def to_json(self) -> str:
         return json.dumps(jsonable(dataclasses.asdict(self)), indent=2)
@@ -187,7 +187,7 @@ class EvaluationMixin:
             epsilon_target=c.epsilon if c.private else None, noise_multiplier=self.multiplier,
             releases=self.accountant.releases, private=self.private, recipe_selection=self.recipe_selection(),
             public_inputs=self.public_inputs(), lost_releases=self.lost_releases, stopped_early=stopped_early,
-            notes=notes, config=jsonable(c.to_dict()))
+            notes=notes, config=jsonable(c.hyperparameters()))
 
     def private_run_stats(self, wall: float) -> dict:
         """The run's statistics of the training data (private_train_stats.jsonl only): time, rows, drops."""

@@ -45,7 +45,7 @@ class RunFiles:
         self.rows: list[dict] = []    # this process's metrics rows (public), for the plot
         self.tensorboard = None
         if config.report_to == "tensorboard" and writer:
-            self.tensorboard = TensorBoard(Path(config.out or ".") / "tensorboard", hparams=config.to_dict())
+            self.tensorboard = TensorBoard(Path(config.out or ".") / "tensorboard", hparams=config.hyperparameters())
 
     def kill_point(self, phase: str, step: int) -> None:
         """Test-only: SIGKILL this process at ``DPNC_TEST_KILL_AT=phase:step`` (nothing otherwise)."""
