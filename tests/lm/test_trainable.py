@@ -154,7 +154,7 @@ def test_finetune_cli_prints_zero_shot_beside_the_result_and_records_what_it_tra
     assert summary["public_inputs"]["n"] == 1024 and summary["data"]["test_class_counts"]
     assert "train_rows" not in summary["data"] and "rows" not in summary["data"]
     assert not [k for k in summary["data"] if "count" in k and k != "test_class_counts"]
-    assert 0 <= summary["zero_shot_accuracy"] <= 1 and summary["epsilon_rdp"] <= 4
+    assert 0 <= summary["zero_shot_accuracy"] <= 1 and summary["epsilon_pld"] <= 4
     assert (out / "training.png").stat().st_size > 10_000
     evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in evals if r["event"] == "eval"] == [0, 10, 20]
