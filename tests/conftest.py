@@ -13,3 +13,13 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say once, at the end, how many tests the missing real data skipped (tests/shared_data.py), so that a clone
+    without ../shared does not pass quietly with the fine-tuning tests unrun."""
+    from tests.shared_data import REASON
+
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if REASON in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_sep("=", f"{len(skipped)} tests did not run: {REASON}", yellow=True, bold=True)

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.shared_data import DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / "benchmarks" / "gpu"
-REAL_DATA = ROOT.parent / "shared" / "data"
 
 
 def _check_module():
@@ -43,7 +43,7 @@ def _sst2_folder(root: Path, train: int = 1024, test: int = 64) -> Path:
 
 @pytest.fixture
 def data_dir(tmp_path):
-    return REAL_DATA if (REAL_DATA / "SST-2").is_dir() else _sst2_folder(tmp_path / "data")
+    return DATA if (DATA / "SST-2").is_dir() else _sst2_folder(tmp_path / "data")
 
 
 def test_the_tiny_cpu_check_writes_every_part_to_json_and_markdown(tmp_path, data_dir, one_thread):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,8 +12,8 @@ import torch.nn.functional as F
 from dpnc.lm import causal
 from dpnc.lm.causal import CausalLMClassifier, default_scoring
 from dpnc.lm.data import Task, get_task, load_task
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def _model_missing() -> str | None:
@@ -27,7 +26,6 @@ def _model_missing() -> str | None:
 
 _MISSING = _model_missing()
 needs_model = pytest.mark.skipif(_MISSING is not None, reason=f"no offline causal LM: {_MISSING}")
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,8 @@ import torch
 
 from dpnc.lm.data import TASKS, Task, TextDataset, get_task, load_task
 from dpnc.lm.files import load_file
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
 
 SEEDS = (13, 21, 42, 87, 100)
 

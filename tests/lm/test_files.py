@@ -13,9 +13,8 @@ import pytest
 from dpnc.lm.data import load_task
 from dpnc.lm.files import canonical_label, describe_data, load_file, load_user_data, parse_label_words
 from tests.lm.sentiment_csv import write_sentiment_csv
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
 
 SEEDS = (13, 21, 42, 87, 100)
 

