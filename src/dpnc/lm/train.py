@@ -87,7 +87,7 @@ from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Release
+from dpnc.privacy.releases import Release, UnsupportedRelease
 from dpnc.progress import progress
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 
@@ -384,7 +384,15 @@ class Trainer(EvaluationMixin, ResumeMixin):
         """ε spent so far at the config's δ (0 before any release, ∞ for non-private methods)."""
         if not self.accountant.releases:
             return 0.0
-        return self.accountant.epsilon(self.config.delta, method or self.config.accountant)
+        method = method or self.config.accountant
+        try:
+            return self.accountant.epsilon(self.config.delta, method)
+        except UnsupportedRelease:
+            if method != "pld":
+                raise
+            # PLD cannot represent the loss of a huge budget (calibration fell back to RDP and said so): RDP's ε,
+            # also an upper bound; summary.json's report shows PLD as n/a with the reason
+            return self.accountant.epsilon(self.config.delta, "rdp")
 
     def _on_rank_0(self, compute):
         """``compute()`` on rank 0 (or this process alone), its value (or ValueError) on every rank."""
