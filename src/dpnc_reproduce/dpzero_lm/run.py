@@ -4,6 +4,7 @@ run's trainer config, and one group (:func:`run_one`).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import math
@@ -82,6 +83,7 @@ class LMConfig:
         "folder, removed)."))
     train: str = field(default="head", metadata=_help(
         "Which parameters are trained (dpnc finetune --train): " + ", ".join(TRAIN_MODES) + "."))
+    top_k: int = field(default=1, metadata=_help("Layers trained by --train top-k (dpnc finetune --top-k)."))
     tasks: tuple[str, ...] = field(default=TASKS, metadata=_help(
         "Table 2's tasks (zero-shot, MeZO, DPZero at every ε, Gaussian directions), among " + ", ".join(TASKS)
         + "."))
@@ -136,6 +138,7 @@ class LMConfig:
     def validate(self) -> None:
         """Every value in its range (ValueError naming the field), before any run."""
         check_value("train", self.train, one_of(TRAIN_MODES))
+        check_value("top_k", self.top_k, INTEGER)
         check_value("recipes", self.recipes, one_of(RECIPE_SOURCES))
         for name in ("tasks", "sphere_tasks"):  # may be empty (no Table 2, no Table 5)
             for t in getattr(self, name):
@@ -298,7 +301,8 @@ def finetune_config(config: LMConfig, task: LMTask, out: str | None):
     first_order = task.method in FO_METHODS
     kwargs = dict(task=task.task, data_dir=config.data_dir, method=task.method, model=config.model, seed=task.seed,
                   data_seed=task.folder_seed,
-                  train=config.train, max_length=config.max_length, freeze_embeddings=config.freeze_embeddings,
+                  train=config.train, top_k=config.top_k, max_length=config.max_length,
+                  freeze_embeddings=config.freeze_embeddings,
                   eval_examples=config.eval_examples, delta=config.delta, accountant=config.accountant,
                   out=out, progress=False,
                   # Time per step and the training-loss curve are training-data statistics: NOT private, labelled
@@ -386,14 +390,27 @@ def run_group(config: LMConfig, group: LMGroup, runs_dir: Path) -> tuple[LMRow, 
     return tuple(rows[t] for t in group.runs)
 
 
-def train(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None) -> tuple[LMRow, tuple | None]:
+def train(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None,
+          data=None) -> tuple[LMRow, tuple | None]:
     """One run in this process: build the trainer (on ``caches``, if given), train, evaluate, and what it cost;
-    also the trainer's (train, test) caches, for the group's next runs (None if it has none)."""
+    also the trainer's (train, test) caches, for the group's next runs (None if it has none). ``data``: a
+    (train, test) pair of datasets to use instead of the task's k-shot folder (e.g. a held-out part of the train
+    split, to choose a recipe; n is then the train part's size)."""
+    row, trainer = run_trainer(config, task, group, run_dir, caches, data)
+    return row, None if trainer.train_cache is None else (trainer.train_cache, trainer.test_cache)
+
+
+def run_trainer(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None,
+                data=None) -> tuple[LMRow, Trainer]:
+    """:func:`train`, returning the finished trainer itself (its step history) instead of its caches."""
     for name in (METRICS, PRIVATE_STATS, "summary.json"):   # fresh output files (the trainer appends)
         (run_dir / name).unlink(missing_ok=True)
     start = time.perf_counter()
     try:
-        trainer = Trainer(finetune_config(config, task, str(run_dir)), caches=caches)
+        fc = finetune_config(config, task, str(run_dir))
+        if data is not None:
+            fc = dataclasses.replace(fc, n=len(data[0]))
+        trainer = Trainer(fc, caches=caches, **({} if data is None else {"train": data[0], "test": data[1]}))
         summary = trainer.run()
     finally:
         # The fine-tuned weights and the journal (its ledger is in the row) are not results.
@@ -425,8 +442,7 @@ def train(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=
         final_train_loss=_tail_mean([r.loss for r in trainer.history]),
         clipped_fraction=_tail_mean([r.clipped_fraction for r in trainer.history if r.clipped_fraction is not None]),
         loss_every=every, train_losses=losses, correct=summary.test_correct, data_seed=task.folder_seed)
-    made = None if trainer.train_cache is None else (trainer.train_cache, trainer.test_cache)
-    return row, made
+    return row, trainer
 
 
 def _run_order(t: LMTask) -> tuple:

@@ -1,0 +1,294 @@
+"""The dpzero-dimension claims, declared before the run and judged on its rows, and the numbers behind them.
+
+The paper's claim, "the share of MeZO's gain that DPZero keeps does not fall with the trained dimension d", is
+judged as a one-sided slope: per task, the least-squares slope of DPZero − MeZO (test accuracy, points) against
+log10 d, over the modes in which MeZO learns (its paired gain over zero-shot has its whole 95 % interval above 0;
+where MeZO gains nothing the share is undefined, and DPZero − MeZO is then trivially flat). It holds when the whole
+interval of the slope lies above −:data:`SLOPE_MARGIN` points per decade of d, fails when all of it lies at or
+below, and has no signal otherwise (and with one seed, or fewer than two such modes). The interval is the
+Welch–Satterthwaite t interval of a paired quantity (as
+:func:`~dpnc_reproduce.claims.paired_accuracy_difference`): the slope is a fixed linear combination of per-mode
+per-example differences, so it has a per-seed part (k − 1 df) and a per-example part (m − 1 df). A points slope is
+used rather than a slope of the share itself because the share is a ratio whose per-seed values explode where a
+seed's MeZO gain is near 0; the per-mode shares are reported with Fieller's intervals
+(:func:`~dpnc_reproduce.claims.paired_ratio`) and judged against the paper's 0.90 mode by mode.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from dpnc_reproduce.claims import (NO_VERDICT_ONE_SEED, Interval, all_hold, exceeds, from_bits, from_parts,
+                                   paired_accuracy_difference, paired_ratio)
+from dpnc_reproduce.protocol import Claim, Declared
+
+SLOPE_MARGIN = 1.0     # points of DPZero − MeZO per decade of d: a fall steeper than this fails the claim
+MIN_SHARE = 0.90       # the paper's smallest Table 2 share at ε = 6 (dpzero-lm's threshold)
+LOSS_DROP = 0.05       # the training-loss drop whose steps the diagnostics estimate
+
+
+def declare(config) -> list[Declared]:
+    paired = ("95 % t interval, paired by test example and seed, Welch–Satterthwaite df of the seed part (k − 1) "
+              "and the test-example part (m − 1); one seed: no verdict")
+    eps = max(config.epsilons)
+    out = [Declared("every private run is (ε, δ)-DP by its own ledger", "at most", "the target ε (RDP and PLD)",
+                    "every run"),
+           Declared("per task and mode: MeZO − zero-shot (does the mode learn in T steps)", "above", "0 points",
+                    paired)]
+    for e in config.epsilons:
+        out.append(Declared(
+            f"the paper's claim, per task and on every task: the slope of DPZero ε = {e:g} − MeZO (points) against "
+            "log10 d, over the modes in which MeZO learns (the claim above holds)", "above",
+            f"−{SLOPE_MARGIN:g} points per decade of d",
+            paired + "; the slope a fixed least-squares combination of the modes; fewer than two such modes: no "
+            "verdict"))
+    out.append(Declared(f"per task and mode: (DPZero ε = {eps:g} − zero-shot) / (MeZO − zero-shot)", "above",
+                        f"{MIN_SHARE:.2f} (the paper's smallest Table 2 share)",
+                        "Fieller's 95 % interval of the ratio of paired mean gains; no verdict where MeZO's gain "
+                        "interval includes 0, or with one seed"))
+    return out
+
+
+# --- selecting rows -------------------------------------------------------------------------------------------
+
+
+def label(method: str, epsilon: float | None) -> str:
+    return method if epsilon is None else f"{method} ε={epsilon:g}"
+
+
+def test_rows(rows: Sequence) -> list:
+    return [r for r in rows if r.phase == "test"]
+
+
+def by_seed(rows: Sequence, task: str, mode: str, method: str, epsilon: float | None = None) -> dict[int, object]:
+    return {r.seed: r for r in test_rows(rows) if (r.task, r.mode, r.method) == (task, mode, method)
+            and (epsilon is None or r.epsilon == epsilon)}
+
+
+def modes_of(rows: Sequence, task: str) -> list[str]:
+    """The task's modes in order of d."""
+    d = {r.mode: r.parameters_trained for r in test_rows(rows) if r.task == task and r.method != "zero-shot"}
+    return sorted(d, key=d.get)
+
+
+def dimension(rows: Sequence, task: str, mode: str) -> int:
+    return next(r.parameters_trained for r in test_rows(rows)
+                if (r.task, r.mode) == (task, mode) and r.method != "zero-shot")
+
+
+def _bits(rows: Sequence, task: str, mode: str, method: str, epsilon: float | None, seeds: Sequence[int]):
+    of = by_seed(rows, task, mode, method, epsilon)
+    return [from_bits(of[s].correct) for s in seeds]
+
+
+def common_seeds(rows: Sequence, task: str, modes: Sequence[str], methods: Sequence[tuple[str, float | None]]):
+    sets = [set(by_seed(rows, task, m, a, e)) for m in modes for a, e in methods]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+# --- the quantities ---------------------------------------------------------------------------------------------
+
+
+def difference(rows: Sequence, task: str, mode: str, a: tuple, b: tuple) -> Interval | None:
+    """a − b (points), paired by seed and test example; None where either did not run."""
+    seeds = common_seeds(rows, task, [mode], [a, b])
+    if not seeds:
+        return None
+    return paired_accuracy_difference(_bits(rows, task, mode, *a, seeds), _bits(rows, task, mode, *b, seeds))
+
+
+def share(rows: Sequence, task: str, mode: str, epsilon: float) -> Interval | None:
+    """(DPZero ε − zero-shot) / (MeZO − zero-shot) and Fieller's interval, paired by seed and test example."""
+    zs, mezo, dp = ("zero-shot", None), ("mezo", None), ("dpzero", epsilon)
+    seeds = common_seeds(rows, task, [mode], [zs, mezo, dp])
+    if not seeds:
+        return None
+    z, m, p = (_bits(rows, task, mode, *x, seeds) for x in (zs, mezo, dp))
+    x = [[100 * (a - c) for a, c in zip(pa, za)] for pa, za in zip(p, z)]
+    y = [[100 * (a - c) for a, c in zip(ma, za)] for ma, za in zip(m, z)]
+    return paired_ratio(x, y)
+
+
+def slope(rows: Sequence, task: str, modes: Sequence[str], epsilon: float) -> Interval | None:
+    """The least-squares slope of DPZero ε − MeZO (points) against log10 d over ``modes``, and its paired 95 %
+    interval: with weights wᵢ = (log10 dᵢ − mean)/Sxx, per seed s and test example e the value
+    z_se = Σᵢ wᵢ·100·(DPZero_sie − MeZO_sie); the slope is the mean of z; its variance has the per-seed means'
+    part (k − 1 df) and the per-example means over seeds' part (m − 1 df), Welch–Satterthwaite df. None where
+    fewer than two distinct d."""
+    xs = [math.log10(dimension(rows, task, m)) for m in modes]
+    if len(set(xs)) < 2:
+        return None
+    mx = statistics.fmean(xs)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    w = [(x - mx) / sxx for x in xs]
+    seeds = common_seeds(rows, task, modes, [("mezo", None), ("dpzero", epsilon)])
+    if not seeds:
+        return None
+    z = None
+    for wi, mode in zip(w, modes):
+        dp, mezo = (_bits(rows, task, mode, *x, seeds) for x in (("dpzero", epsilon), ("mezo", None)))
+        part = [[100 * wi * (a - b) for a, b in zip(u, v)] for u, v in zip(dp, mezo)]
+        z = part if z is None else [[p + q for p, q in zip(u, v)] for u, v in zip(z, part)]
+    per_seed = [statistics.fmean(v) for v in z]
+    estimate = statistics.fmean(per_seed)
+    k, m = len(per_seed), len(z[0])
+    if k < 2:
+        return Interval(estimate, -math.inf, math.inf, k, NO_VERDICT_ONE_SEED)
+    per_example = [statistics.fmean(col) for col in zip(*z)]
+    parts = [(statistics.variance(per_seed) / k, k - 1), (statistics.variance(per_example) / m, m - 1)]
+    return from_parts(estimate, parts, k, f"points per decade of d, {k} seeds, paired by test example and seed")
+
+
+def learns(rows: Sequence, task: str) -> dict[str, Interval]:
+    """Mode → MeZO − zero-shot (points), paired."""
+    return {m: iv for m in modes_of(rows, task)
+            if (iv := difference(rows, task, m, ("mezo", None), ("zero-shot", None))) is not None}
+
+
+# --- the claims ---------------------------------------------------------------------------------------------------
+
+
+def check_claims(rows: Sequence, config) -> list[Claim]:
+    rows = list(rows)
+    claims: list[Claim] = []
+    private = [r for r in test_rows(rows) if r.private]
+    if private:
+        over = [p for p in private if not (p.epsilon_rdp <= p.epsilon * (1 + 1e-9)
+                                           and p.epsilon_pld <= p.epsilon * (1 + 1e-9))]
+        claims.append(Claim("every private run is (ε, δ)-DP: ε by RDP and by PLD from its own ledger ≤ the target",
+                            not over, f"{len(private) - len(over)} of {len(private)} runs"))
+    tasks = list(dict.fromkeys(r.task for r in test_rows(rows)))
+    eps = max(config.epsilons)
+    per_mode: list[Claim] = []
+    slopes: dict[float, dict[str, bool | None]] = {e: {} for e in config.epsilons}
+    for task in tasks:
+        gains = learns(rows, task)
+        for mode, iv in gains.items():
+            per_mode.append(Claim(f"{task}, {mode} (d = {dimension(rows, task, mode):,}): MeZO beats zero-shot in "
+                                  f"T = {config.steps} steps", exceeds(iv, 0.0), f"{iv} points (MeZO − zero-shot)"))
+        learned = [m for m, iv in gains.items() if exceeds(iv, 0.0)]
+        for e in config.epsilons:
+            iv = slope(rows, task, learned, e) if len(learned) >= 2 else None
+            if iv is None:
+                holds, evidence = None, (f"no signal: MeZO learns in {len(learned)} mode(s) ({', '.join(learned)}); "
+                                         "a slope needs two")
+            else:
+                holds = exceeds(iv, -SLOPE_MARGIN)
+                evidence = f"{iv} over {', '.join(learned)} (DPZero ε={e:g} − MeZO)"
+            slopes[e][task] = holds
+            claims.append(Claim(f"{task}: DPZero ε = {e:g} − MeZO does not fall faster than {SLOPE_MARGIN:g} point "
+                                "per decade of d (the share of MeZO's gain kept does not fall with d)", holds,
+                                evidence))
+        for mode in modes_of(rows, task):
+            iv = share(rows, task, mode, eps)
+            if iv is None:
+                continue
+            holds = exceeds(iv, MIN_SHARE) if gains.get(mode) is not None and exceeds(gains[mode], 0.0) else None
+            note = "" if holds is not None or not math.isfinite(iv.low) else "; MeZO's gain is not above 0: no verdict"
+            per_mode.append(Claim(f"{task}, {mode}: DPZero ε = {eps:g} keeps at least {MIN_SHARE:.2f} of MeZO's gain",
+                                  holds, f"{iv}{note}"))
+    for e, per_task in slopes.items():
+        if per_task:
+            claims.append(Claim(f"on every task: the share of MeZO's gain that DPZero ε = {e:g} keeps does not fall "
+                                f"with d (slope above −{SLOPE_MARGIN:g} point per decade)", all_hold(
+                                    list(per_task.values())), "; ".join(f"{t}: {v}" for t, v in per_task.items())))
+    return claims + per_mode
+
+
+# --- tables -------------------------------------------------------------------------------------------------------
+
+
+def methods(config) -> list[tuple[str, float | None]]:
+    return [("zero-shot", None), ("mezo", None), *(("dpzero", e) for e in config.epsilons),
+            *(("dp-adamw", e) for e in (config.epsilons if config.fo_modes else ()))]
+
+
+def accuracy_table(rows: Sequence, config) -> list[dict]:
+    """Per (task, mode, method): d, seeds, mean accuracy and its standard error over seeds, per-seed values."""
+    out = []
+    for task in dict.fromkeys(r.task for r in test_rows(rows)):
+        for mode in modes_of(rows, task):
+            for method, e in methods(config):
+                of = by_seed(rows, task, mode, method, e)
+                if not of:
+                    continue
+                acc = [of[s].accuracy for s in sorted(of)]
+                out.append({"task": task, "mode": mode, "d": dimension(rows, task, mode),
+                            "method": label(method, e), "seeds": len(acc), "accuracy": statistics.fmean(acc),
+                            "se": statistics.stdev(acc) / math.sqrt(len(acc)) if len(acc) > 1 else math.nan,
+                            "per_seed": " ".join(f"{a:.1f}" for a in acc)})
+    return out
+
+
+def share_table(rows: Sequence, config) -> list[dict]:
+    """Per (task, mode, ε): the share with its interval, DPZero − MeZO and MeZO − zero-shot (points, paired)."""
+    out = []
+    for task in dict.fromkeys(r.task for r in test_rows(rows)):
+        for mode in modes_of(rows, task):
+            gain = difference(rows, task, mode, ("mezo", None), ("zero-shot", None))
+            for e in config.epsilons:
+                sh = share(rows, task, mode, e)
+                gap = difference(rows, task, mode, ("dpzero", e), ("mezo", None))
+                if sh is None or gap is None:
+                    continue
+                out.append({"task": task, "mode": mode, "d": dimension(rows, task, mode), "epsilon": e,
+                            "mezo_gain": gain.estimate, "mezo_gain_low": gain.low, "mezo_gain_high": gain.high,
+                            "dpzero_minus_mezo": gap.estimate, "gap_low": gap.low, "gap_high": gap.high,
+                            "share": sh.estimate, "share_low": sh.low, "share_high": sh.high, "seeds": sh.seeds})
+    return out
+
+
+def diagnostics(rows: Sequence, config) -> list[dict]:
+    """Per (task, mode), why a mode learns or not (seed means; statistics of training data, NOT private): the
+    recipe, MeZO's RMS released scalar (an estimate of ‖∇L‖ on a batch: E(uᵀg)² = ‖g‖² for Gaussian u), DPZero's
+    per-step noise σC/B at the largest ε, their ratio, MeZO's training-loss drop over the run (first − last window),
+    and the steps a {LOSS_DROP} drop would take at this lr by the first-order estimate LOSS_DROP / (lr·‖ĝ‖²)."""
+    out = []
+    eps = max(config.epsilons)
+    for task in dict.fromkeys(r.task for r in test_rows(rows)):
+        for mode in modes_of(rows, task):
+            mezo, dp = by_seed(rows, task, mode, "mezo"), by_seed(rows, task, mode, "dpzero", eps)
+            if not mezo:
+                continue
+            signal = statistics.fmean(r.signal_rms for r in mezo.values())
+            noise = statistics.fmean(r.noise_std for r in dp.values()) if dp else math.nan
+            lr = next(iter(mezo.values())).lr
+            drop = statistics.fmean(r.train_losses[0] - r.train_losses[-1] for r in mezo.values() if r.train_losses)
+            out.append({"task": task, "mode": mode, "d": dimension(rows, task, mode), "mezo_lr": lr,
+                        "dpzero_lr": next(iter(dp.values())).lr if dp else math.nan,
+                        "dpzero_clip": next(iter(dp.values())).clip if dp else math.nan, "steps": config.steps,
+                        "mezo_signal_rms": signal, "dpzero_noise_std": noise,
+                        "noise_over_signal": noise / signal if signal > 0 else math.inf,
+                        "mezo_train_loss_drop": drop,
+                        "steps_for_loss_drop": LOSS_DROP / (lr * signal ** 2) if lr and signal > 0 else math.inf,
+                        "mezo_seconds_per_step": statistics.fmean(r.median_seconds_per_step for r in mezo.values())})
+    return out
+
+
+def recipe_table(rows: Sequence) -> list[dict]:
+    """Every selection candidate: its held-out accuracy (NOT private: training rows) and whether it was kept."""
+    return [{"task": r.task, "mode": r.mode, "method": label(r.method, r.epsilon), "lr": r.lr, "clip": r.clip,
+             "steps": r.steps, "held_out_accuracy": r.accuracy, "held_out_loss": r.test_loss,
+             "held_out_examples": r.test_examples, "train_rows": r.n, "chosen": r.chosen}
+            for r in rows if r.phase == "select"]
+
+
+def cost_table(rows: Sequence) -> list[dict]:
+    """Per (task, mode, private method): median time per step and the run's own peak RSS (seed means; step times
+    are NOT private), with ratios to DPZero at the same ε."""
+    out = []
+    for r in test_rows(rows):
+        if r.method not in ("dpzero", "dp-adamw"):
+            continue
+        out.append({"task": r.task, "mode": r.mode, "seed": r.seed, "method": label(r.method, r.epsilon),
+                    "d": r.parameters_trained, "median_seconds_per_step": r.median_seconds_per_step,
+                    "run_peak_rss_mib": r.run_peak_rss_mib, "accuracy": r.accuracy})
+    dp = {(c["task"], c["mode"], c["seed"], c["method"].split(" ")[-1]): c for c in out
+          if c["method"].startswith("dpzero")}
+    for c in out:
+        base = dp.get((c["task"], c["mode"], c["seed"], c["method"].split(" ")[-1]))
+        c["time_vs_dpzero"] = c["median_seconds_per_step"] / base["median_seconds_per_step"] if base else math.nan
+        c["memory_vs_dpzero"] = c["run_peak_rss_mib"] / base["run_peak_rss_mib"] if base else math.nan
+    return out
