@@ -202,7 +202,7 @@ def check_claims(rows: Sequence, config) -> list[Claim]:
 
 def methods(config) -> list[tuple[str, float | None]]:
     return [("zero-shot", None), ("mezo", None), *(("dpzero", e) for e in config.epsilons),
-            *(("dp-adamw", e) for e in (config.epsilons if config.fo_modes else ()))]
+            *([("dp-adamw", max(config.epsilons))] if config.fo_modes else [])]
 
 
 def accuracy_table(rows: Sequence, config) -> list[dict]:

@@ -78,8 +78,8 @@ class DimConfig:
         "each: every task chooses its own recipes; first: the first task's recipes serve every task."))
     held_out: float = field(default=0.2, metadata=_help("Part of the train split held out to choose the recipe."))
     fo_modes: tuple[str, ...] = field(default=(), metadata=_help(
-        "Modes where DP-AdamW also runs at every ε (the first-order baseline), beside DPZero's step time and peak "
-        "memory; empty: none."))
+        "Modes where DP-AdamW also runs, at the largest ε (the first-order baseline, its recipe fixed: --fo-lr, "
+        "--fo-clip), beside DPZero's step time and peak memory; empty: none."))
     fo_steps: int = field(default=100, metadata=_help("DP-AdamW steps."))
     fo_lr: float = field(default=1e-3, metadata=_help("DP-AdamW step size."))
     fo_clip: float = field(default=1.0, metadata=_help("DP-AdamW clipping threshold C."))
@@ -273,7 +273,7 @@ def _seed_runs(config: DimConfig, task: DimTask, seed: int, recipes: dict, runs_
     """One seed's runs of the task: MeZO first (it fills the caches the others reuse), then DPZero at every ε,
     DP-AdamW, and zero-shot."""
     runs = [("mezo", None), *(("dpzero", e) for e in config.epsilons)]
-    runs += [("dp-adamw", e) for e in config.epsilons] if task.mode in config.fo_modes else []
+    runs += [("dp-adamw", max(config.epsilons))] if task.mode in config.fo_modes else []
     runs += [("zero-shot", None)]
     rows, caches = [], None
     for method, eps in runs:
