@@ -26,7 +26,6 @@ from dpnc_reproduce.protocol import Claim, Declared
 
 SLOPE_MARGIN = 1.0     # points of DPZero − MeZO per decade of d: a fall steeper than this fails the claim
 MIN_SHARE = 0.90       # the paper's smallest Table 2 share at ε = 6 (dpzero-lm's threshold)
-LOSS_DROP = 0.05       # the training-loss drop whose steps the diagnostics estimate
 
 
 def declare(config) -> list[Declared]:
@@ -242,9 +241,13 @@ def share_table(rows: Sequence, config) -> list[dict]:
 
 def diagnostics(rows: Sequence, config) -> list[dict]:
     """Per (task, mode), why a mode learns or not (seed means; statistics of training data, NOT private): the
-    recipe, MeZO's RMS released scalar (an estimate of ‖∇L‖ on a batch: E(uᵀg)² = ‖g‖² for Gaussian u), DPZero's
-    per-step noise σC/B at the largest ε, their ratio, MeZO's training-loss drop over the run (first − last window),
-    and the steps a {LOSS_DROP} drop would take at this lr by the first-order estimate LOSS_DROP / (lr·‖ĝ‖²)."""
+    recipe; MeZO's RMS released scalar ‖ĝ‖ (E(uᵀg_B)² = ‖g_B‖² for Gaussian u: the batch gradient's norm, batch
+    noise included); DPZero's per-step noise σC/B at the largest ε and its ratio to ‖ĝ‖; the fraction of DPZero's
+    per-example scalars clipped at C; MeZO's training-loss drop over the run (mean of the first tenth of the steps −
+    mean of the last tenth) beside the first-order prediction lr·‖ĝ‖²·T (an upper bound on the descent term: ‖ĝ‖
+    includes batch noise). Where the measured drop is far below the prediction, the second-order term of a
+    zeroth-order step, (lr·c)²·uᵀHu/2 ≈ lr²‖ĝ‖²·tr(H)/2, which grows with d, ate the descent: the lr that would move
+    the loss in T steps is above the one that stays stable (the held-out choice of the smaller lr says the same)."""
     out = []
     eps = max(config.epsilons)
     for task in dict.fromkeys(r.task for r in test_rows(rows)):
@@ -255,16 +258,23 @@ def diagnostics(rows: Sequence, config) -> list[dict]:
             signal = statistics.fmean(r.signal_rms for r in mezo.values())
             noise = statistics.fmean(r.noise_std for r in dp.values()) if dp else math.nan
             lr = next(iter(mezo.values())).lr
-            drop = statistics.fmean(r.train_losses[0] - r.train_losses[-1] for r in mezo.values() if r.train_losses)
+            drop = statistics.fmean(_drop(r.train_losses) for r in mezo.values() if r.train_losses)
             out.append({"task": task, "mode": mode, "d": dimension(rows, task, mode), "mezo_lr": lr,
                         "dpzero_lr": next(iter(dp.values())).lr if dp else math.nan,
                         "dpzero_clip": next(iter(dp.values())).clip if dp else math.nan, "steps": config.steps,
                         "mezo_signal_rms": signal, "dpzero_noise_std": noise,
                         "noise_over_signal": noise / signal if signal > 0 else math.inf,
-                        "mezo_train_loss_drop": drop,
-                        "steps_for_loss_drop": LOSS_DROP / (lr * signal ** 2) if lr and signal > 0 else math.inf,
+                        "dpzero_clipped_fraction": (statistics.fmean(r.clipped_fraction for r in dp.values())
+                                                    if dp else math.nan),
+                        "mezo_train_loss_drop": drop, "first_order_drop": lr * signal ** 2 * config.steps,
                         "mezo_seconds_per_step": statistics.fmean(r.median_seconds_per_step for r in mezo.values())})
     return out
+
+
+def _drop(losses: Sequence[float]) -> float:
+    """Mean of the first tenth of a loss curve − mean of its last tenth (at least one point each)."""
+    k = max(len(losses) // 10, 1)
+    return statistics.fmean(losses[:k]) - statistics.fmean(losses[-k:])
 
 
 def recipe_table(rows: Sequence) -> list[dict]:

@@ -74,6 +74,8 @@ class DimConfig:
     smoothing: float = field(default=1e-3, metadata=_help("λ of the zeroth-order difference."))
     grid: str = field(default="small", metadata=_help(
         "The recipe grid: small (GRIDS: each mode's lr × C candidates) or first (its first candidate only)."))
+    clips: tuple[float, ...] = field(default=(), metadata=_help(
+        "DPZero's candidate clipping thresholds C for every mode instead of GRIDS' (empty: GRIDS')."))
     select_tasks: str = field(default="each", metadata=_help(
         "each: every task chooses its own recipes; first: the first task's recipes serve every task."))
     held_out: float = field(default=0.2, metadata=_help("Part of the train split held out to choose the recipe."))
@@ -102,6 +104,8 @@ class DimConfig:
             check_axis("fo_modes", self.fo_modes, one_of(self.modes))
         for eps in self.epsilons:
             check_epsilon(eps)
+        for c in self.clips:
+            check_value("clips", c, POSITIVE)
         check_delta(self.delta)
         check_value("grid", self.grid, one_of(GRID_SIZES))
         check_value("select_tasks", self.select_tasks, one_of(("each", "first")))
@@ -187,7 +191,7 @@ def cost(config: DimConfig, task: DimTask) -> float:
 def candidates(config: DimConfig, mode: str) -> list[dict[str, float]]:
     """The recipe candidates of ``mode``: every (lr, C) of its grid (``grid="first"``: the first only)."""
     grid = GRIDS[mode]
-    cells = [{"lr": lr, "clip": c} for lr in grid["lr"] for c in grid["clip"]]
+    cells = [{"lr": lr, "clip": c} for lr in grid["lr"] for c in (config.clips or grid["clip"])]
     return cells[:1] if config.grid == "first" else cells
 
 
