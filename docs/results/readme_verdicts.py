@@ -160,6 +160,9 @@ BLOCKS: dict[str, Block] = {
         Claims("utility", show="picked", group=r"^([a-z0-9-]+):", picks=("within 1.5×", "at most the target ε")),
     )),
     "audit": Block((Audit(),)),
+    "dpzero-dimension": Block(tuple(
+        Claims(f"dpzero-dimension/{run}", show="picked", picks=("on every task: the share", "every private run"))
+        for run in ("cached-modes", "full-forward-modes", "probe-clip-trec-top2"))),
 }
 
 # The page each block sits on (relative to the repository root). Links in the blocks are relative to docs/.
@@ -167,6 +170,7 @@ PAGES: dict[str, str] = {
     "dpzero-synthetic": "docs/dpzero.md",
     "dpzero-lm": "docs/dpzero.md",
     "dpzero-lm-sst5": "docs/dpzero.md",
+    "dpzero-dimension": "docs/dpzero.md",
     "nonsmooth-rates": "docs/ztc.md",
     "nonsmooth-compare": "docs/klt.md",
     "kl-rates": "docs/menart.md",

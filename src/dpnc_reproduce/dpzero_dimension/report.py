@@ -190,10 +190,15 @@ def check_claims(rows: Sequence, config) -> list[Claim]:
                                   holds, f"{iv}{note}"))
     for e, per_task in slopes.items():
         if per_task:
+            evidence = "; ".join(f"{t}: {_word(v)}" for t, v in per_task.items())
             claims.append(Claim(f"on every task: the share of MeZO's gain that DPZero ε = {e:g} keeps does not fall "
-                                f"with d (slope above −{SLOPE_MARGIN:g} point per decade)", all_hold(
-                                    list(per_task.values())), "; ".join(f"{t}: {v}" for t, v in per_task.items())))
+                                f"with d (slope above −{SLOPE_MARGIN:g} point per decade)",
+                                all_hold(list(per_task.values())), evidence))
     return claims + per_mode
+
+
+def _word(holds: bool | None) -> str:
+    return {True: "holds", False: "fails", None: "no signal"}[holds]
 
 
 # --- tables -------------------------------------------------------------------------------------------------------
