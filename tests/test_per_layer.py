@@ -116,3 +116,17 @@ def test_vmap_stays_available_and_layers_is_refused_where_unsupported():
     with pytest.raises(ValueError, match="per_example='layers' needs every trainable parameter"):
         _private(nn.Sequential(nn.Linear(6, 3), nn.PReLU()), per_example="layers")
     assert _private(nn.Sequential(nn.Linear(6, 3), nn.PReLU()))[0].per_example == "vmap"   # auto
+
+
+def test_only_the_trained_parameters_of_a_layer_count_bitfit():
+    """A frozen weight beside a trained bias (BitFit) adds nothing to the norm: the same clipped sum as torch.func."""
+    torch.manual_seed(4)
+    model = Sequence(hidden=6).to(F64)
+    conv = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Flatten(), nn.Linear(3 * 4 * 4, 2)).to(F64)
+    for net in (model, conv):
+        for name, p in net.named_parameters():
+            p.requires_grad_(name.endswith("bias"))
+    ids = torch.randint(1, 11, (12, 5))
+    assert_same(*both(model, cross_entropy(model), (ids, torch.randint(0, 2, (12,))), 0.05))
+    x = torch.randn(9, 2, 6, 6, dtype=F64)
+    assert_same(*both(conv, cross_entropy(conv), (x, torch.randint(0, 2, (9,))), 0.05))

@@ -87,7 +87,7 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     layers = list(owners)
     outputs = [records[m][0][1] for m in layers]
     grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)
-    parts = [_Layer.of(m, records[m][0][0], torch.zeros_like(out) if g is None else g.detach())
+    parts = [_Layer.of(m, records[m][0][0], torch.zeros_like(out) if g is None else g.detach(), set(owners[m]))
              for m, out, g in zip(layers, outputs, grads)]
     norms2 = torch.zeros(b, dtype=torch.float64, device=losses.device)
     for part in parts:
@@ -99,24 +99,24 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     sums: dict[str, torch.Tensor] = {}
     for m, part in zip(layers, parts):
         for local, s in part.weighted_sums(w).items():
-            if local in owners[m]:
-                sums[owners[m][local]] = s
+            sums[owners[m][local]] = s
     first = next(iter(params.values()))
     total = torch.cat([sums[name].reshape(-1).to(first.dtype) for name in params])
     return total, losses.detach(), int((over & finite).sum()), int((~finite).sum())
 
 
 class _Layer:
-    """One layer's input activations ``a`` and output gradients ``g`` for a batch: per-example squared
-    gradient norms and the weighted sums Σ_i w_i ∇θ_i of its parameters."""
+    """One layer's input activations ``a`` and output gradients ``g`` for a batch: the per-example squared
+    gradient norms and the weighted sums Σ_i w_i ∇θ_i of its ``trained`` parameters (local names; a frozen
+    weight beside a trained bias, as in BitFit, counts for nothing)."""
 
-    def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> None:
-        self.module, self.a, self.g = module, a, g
+    def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str]) -> None:
+        self.module, self.a, self.g, self.trained = module, a, g, trained
 
     @staticmethod
-    def of(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> _Layer:
+    def of(module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str]) -> _Layer:
         kind = {nn.Linear: _Linear, nn.Embedding: _Embedding, nn.LayerNorm: _LayerNorm, nn.Conv2d: _Conv2d}
-        return next(cls for base, cls in kind.items() if isinstance(module, base))(module, a, g)
+        return next(cls for base, cls in kind.items() if isinstance(module, base))(module, a, g, trained)
 
     def _zero_nonfinite(self, w: torch.Tensor) -> torch.Tensor:
         """w broadcast over g's trailing dims; the rows of a and g of a zero-weight (non-finite) example are
@@ -131,38 +131,41 @@ class _Layer:
 
 
 class _Linear(_Layer):
-    def __init__(self, module, a, g):
+    def __init__(self, module, a, g, trained):
         b = a.shape[0]
-        super().__init__(module, a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1]))
+        super().__init__(module, a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1]), trained)
 
     def norms2(self) -> torch.Tensor:
         a, g = self.a, self.g
         T, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
-        if T == 1:
-            weight = (a.squeeze(1) ** 2).sum(-1) * (g.squeeze(1) ** 2).sum(-1)
-        elif T * T < d_in * d_out:   # ghost norm: (B, T, T) Gram matrices instead of (B, out, in) gradients
-            weight = (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
-        else:
-            weight = (torch.bmm(g.transpose(1, 2), a) ** 2).sum((1, 2))
-        bias = (g.sum(1) ** 2).sum(-1) if self.module.bias is not None else 0
-        return weight + bias
+        total = torch.zeros(a.shape[0], dtype=g.dtype, device=g.device)
+        if "weight" in self.trained:
+            if T == 1:
+                total += (a.squeeze(1) ** 2).sum(-1) * (g.squeeze(1) ** 2).sum(-1)
+            elif T * T < d_in * d_out:   # ghost norm: (B, T, T) Gram matrices instead of (B, out, in) gradients
+                total += (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+            else:
+                total += (torch.bmm(g.transpose(1, 2), a) ** 2).sum((1, 2))
+        if "bias" in self.trained:
+            total += (g.sum(1) ** 2).sum(-1)
+        return total
 
     def weighted_sums(self, w):
-        w = self._zero_nonfinite(w)
+        w = self._zero_nonfinite(w)   # first: it zeroes the rows of g and a of a non-finite example
         wg = self.g * w
-        sums = {"weight": torch.einsum("bto,bti->oi", wg, self.a)}
-        if self.module.bias is not None:
+        sums = {"weight": torch.einsum("bto,bti->oi", wg, self.a)} if "weight" in self.trained else {}
+        if "bias" in self.trained:
             sums["bias"] = wg.sum((0, 1))
         return sums
 
 
 class _Embedding(_Layer):
-    def __init__(self, module, a, g):
+    def __init__(self, module, a, g, trained):
         b = a.shape[0]
         ids, g = a.reshape(b, -1), g.reshape(b, -1, g.shape[-1])
         if module.padding_idx is not None:   # the padding row gets no gradient: its positions count for nothing
             g = torch.where((ids == module.padding_idx).unsqueeze(-1), torch.zeros_like(g), g)
-        super().__init__(module, ids, g)
+        super().__init__(module, ids, g, trained)
 
     def norms2(self):
         same = (self.a.unsqueeze(2) == self.a.unsqueeze(1)).to(self.g.dtype)
@@ -176,17 +179,17 @@ class _Embedding(_Layer):
 
 
 class _LayerNorm(_Layer):
-    def __init__(self, module, a, g):
+    def __init__(self, module, a, g, trained):
         b, shape = a.shape[0], module.normalized_shape
         normed = F.layer_norm(a, shape, eps=module.eps)
         width = int(torch.Size(shape).numel())
-        super().__init__(module, normed.reshape(b, -1, width), g.reshape(b, -1, width))
+        super().__init__(module, normed.reshape(b, -1, width), g.reshape(b, -1, width), trained)
 
     def _per_example(self):
         out = {}
-        if self.module.weight is not None:
+        if "weight" in self.trained:
             out["weight"] = (self.g * self.a).sum(1)
-        if self.module.bias is not None:
+        if "bias" in self.trained:
             out["bias"] = self.g.sum(1)
         return out
 
@@ -200,24 +203,29 @@ class _LayerNorm(_Layer):
 
 
 class _Conv2d(_Layer):
-    def __init__(self, module, a, g):
+    def __init__(self, module, a, g, trained):
         cols = F.unfold(a, module.kernel_size, dilation=module.dilation, padding=module.padding,
-                        stride=module.stride)                              # (B, in·k·k, L)
-        super().__init__(module, cols, g.reshape(g.shape[0], g.shape[1], -1))   # g: (B, out, L)
-        self._grads = torch.bmm(self.g, self.a.transpose(1, 2))           # (B, out, in·k·k)
+                        stride=module.stride)                                       # (B, in·k·k, L)
+        super().__init__(module, cols, g.reshape(g.shape[0], g.shape[1], -1), trained)   # g: (B, out, L)
+        self._grads = torch.bmm(self.g, self.a.transpose(1, 2)) if "weight" in trained else None   # (B, out, in·k·k)
 
     def norms2(self):
-        bias = (self.g.sum(2) ** 2).sum(-1) if self.module.bias is not None else 0
-        return (self._grads ** 2).sum((1, 2)) + bias
+        total = torch.zeros(self.g.shape[0], dtype=self.g.dtype, device=self.g.device)
+        if "weight" in self.trained:
+            total += (self._grads ** 2).sum((1, 2))
+        if "bias" in self.trained:
+            total += (self.g.sum(2) ** 2).sum(-1)
+        return total
 
     def weighted_sums(self, w):
-        keep = w > 0
-        grads, g = self._grads, self.g
-        if not bool(keep.all()):
-            grads = torch.where(keep.reshape(-1, 1, 1), grads, torch.zeros_like(grads))
-            g = torch.where(keep.reshape(-1, 1, 1), g, torch.zeros_like(g))
-        w = w.to(grads.dtype)
-        sums = {"weight": torch.einsum("b,boi->oi", w, grads).reshape(self.module.weight.shape)}
-        if self.module.bias is not None:
+        keep = (w > 0).reshape(-1, 1, 1)
+        zero = not bool(keep.all())
+        w = w.to(self.g.dtype)
+        sums = {}
+        if "weight" in self.trained:
+            grads = torch.where(keep, self._grads, torch.zeros_like(self._grads)) if zero else self._grads
+            sums["weight"] = torch.einsum("b,boi->oi", w, grads).reshape(self.module.weight.shape)
+        if "bias" in self.trained:
+            g = torch.where(keep, self.g, torch.zeros_like(self.g)) if zero else self.g
             sums["bias"] = (g.sum(2) * w.reshape(-1, 1)).sum(0)
         return sums
