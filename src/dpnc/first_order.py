@@ -45,6 +45,8 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 
 PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
+_LAYER_NOT_ONCE = ("per_example='layers': a layer ran more than once (or not at all) in one forward, so its "
+                   "per-example gradient is not one product; use per_example='vmap'")
 
 
 class ClippedSum(NamedTuple):
@@ -247,8 +249,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                 self._check_layers(loss_fn, inputs)
             fields = per_layer.layer_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip)
             if fields is None:
-                raise ValueError("per_example='layers': a layer ran more than once (or not at all) in one forward, "
-                                 "so its per-example gradient is not one product; use per_example='vmap'")
+                raise ValueError(_LAYER_NOT_ONCE)
             return ClippedSum(*fields)
 
     def _check_layers(self, loss_fn, inputs) -> None:
@@ -266,8 +267,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             for m, training in modes.items():
                 m.training = training
         if fields is None:
-            raise ValueError("per_example='layers': a layer ran more than once (or not at all) in one forward, so "
-                             "its per-example gradient is not one product; use per_example='vmap'")
+            raise ValueError(_LAYER_NOT_ONCE)
         # batched and one-example float32 kernels differ by ~1e-4 relative on a transformer (exact in float64);
         # a loss that mixes examples moves the sum by far more
         tolerance = 1e-8 if exact.total.dtype == torch.float64 else 1e-2
