@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import dpnc_reproduce.dpzero_dimension.render as render
 import dpnc_reproduce.dpzero_dimension.report as report
 import dpnc_reproduce.dpzero_dimension.run as run
 from dpnc_reproduce.dpzero_dimension.run import FULL, QUICK, DimConfig, DimRow, DimTask
+from dpnc_reproduce.dpzero_lm.experiment import DPZeroLM
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 
 
@@ -29,8 +29,7 @@ class DPZeroDimension(Experiment[DimConfig, DimTask, DimRow]):
     Config, QUICK, FULL, Row = DimConfig, QUICK, FULL, DimRow
     runner = run
 
-    def bind_output(self, config: DimConfig, out: Path) -> DimConfig:
-        return config if config.runs_dir is not None else dataclasses.replace(config, runs_dir=str(out / "runs"))
+    bind_output = DPZeroLM.bind_output   # the same rule: runs go under the output folder unless runs_dir is given
 
     def claims(self, rows: Sequence[DimRow], config: DimConfig) -> list[Claim]:
         return report.check_claims(rows, config)
