@@ -153,3 +153,35 @@ def test_the_payload_goes_through_prepare_receive_and_check_in_parts(tmp_path):
     assert result["config"]["causal_model"].endswith("model.gguf")
     assert result["parts"]["finetune"]["status"] == "error"
     assert (tmp_path / "out" / "check.log").is_file() and (tmp_path / "out" / "check.md").is_file()
+
+
+def _dimension(out: Path, data_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(GPU / "dimension.py"), "--out", str(out), "--data-dir", str(data_dir),
+                           "--cpu-tiny", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+def test_the_dimension_sweep_runs_each_part_in_its_own_process_and_judges_them_together(tmp_path, data_dir):
+    """benchmarks/gpu/dimension.py in its tiny CPU configuration: the part's process runs the reproduction, and the
+    merged result holds its rows, the claims declared and judged, and the device in the summary."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "dim"
+    proc = _dimension(out, data_dir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = json.loads((out / "dimension.json").read_text())
+    assert log["finished"] == ["SST-2-head"] and not log["stopped_at_budget"] and not log["failed"]
+    result = json.loads((out / "result.json").read_text())
+    assert result["config"]["device"] == "cpu" and result["declared"] and result["claims"]
+    assert {r["method"] for r in result["rows"] if r["phase"] == "test"} == {"zero-shot", "mezo", "dpzero"}
+    assert all(r["phase"] == "select" or r["steps"] in (0, 6) for r in result["rows"])
+    assert "Device: CPU" in (out / "summary.md").read_text()
+    assert (out / "parts" / "SST-2-head" / "result.json").is_file()
+
+
+def test_a_dimension_part_still_running_at_the_budget_is_stopped_and_said_so(tmp_path, data_dir):
+    out = tmp_path / "dim"
+    proc = _dimension(out, data_dir, "--budget-seconds", "0.5")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    log = json.loads((out / "dimension.json").read_text())
+    assert log["stopped_at_budget"] == ["SST-2-head"] and log["finished"] == [] and not log["failed"]
+    assert not (out / "result.json").exists()

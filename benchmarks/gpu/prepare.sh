@@ -10,6 +10,10 @@
 #                                            float16 (loaded back as float32: config.json says so), for the
 #                                            CUDA test of tests/lm/test_trainable.py
 #   data/SST-2/k-shot-1k-test/512-42/        SST-2's LM-BFF folder [DPNC_SST2] (train, dev, test)
+#   data/<each of DPNC_DATA>                 more LM-BFF folders [DPNC_DATA: paths relative to DPNC_DATA_ROOT
+#                                            (../shared/data), space-separated; e.g. the dimension sweep's
+#                                            "SST-2/k-shot-1k-test trec/k-shot-1k-test"]
+# DPNC_GGUF=none leaves the causal LM out (the dimension sweep, benchmarks/gpu/dimension.py, needs only MiniLM).
 #   wheels/                                  packages the device lacks [DPNC_WHEELS: a folder of wheels to use
 #                                            instead of downloading dp-accounting and gguf with pip]
 # Parts go to DPNC_GPU_DIR (.gpu), at most DPNC_PART_MB MB (36) each: with the tracked tree (~21 MB) a call stays under its 64 MiB.
@@ -25,7 +29,9 @@ OUTDIR=${DPNC_GPU_DIR:-$ROOT/.gpu}
 PART_MB=${DPNC_PART_MB:-36}
 WHEELS=("dp-accounting==0.6.0" "gguf==0.19.0")   # pure Python; everything else dpnc needs is on the device
 
-for f in "$GGUF" "$MINILM_PKG/__init__.py" "$MINILM_PKG/model/model.safetensors" "$SST2/train.tsv" "$SST2/test.tsv"; do
+DATA_ROOT=${DPNC_DATA_ROOT:-$ROOT/../shared/data}
+[ "$GGUF" = none ] && GGUF=""
+for f in ${GGUF:+"$GGUF"} "$MINILM_PKG/__init__.py" "$MINILM_PKG/model/model.safetensors" "$SST2/train.tsv" "$SST2/test.tsv"; do
     [ -e "$f" ] || { echo "prepare.sh: missing $f" >&2; exit 1; }
 done
 if [ -z "${DPNC_GPU_DIR:-}" ] && [ -d .git ] && ! grep -qx '/.gpu/' .git/info/exclude 2>/dev/null; then
@@ -35,7 +41,7 @@ fi
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/gguf" "$STAGE/site" "$STAGE/data/SST-2/k-shot-1k-test" "$STAGE/wheels"
-cp "$GGUF" "$STAGE/gguf/"
+[ -z "$GGUF" ] || cp "$GGUF" "$STAGE/gguf/"
 # The MiniLM package without its caches; model.safetensors as float16 (halves it), config.json saying float32.
 (cd "$MINILM_PKG/.." && tar --exclude=__pycache__ -cf - "$(basename "$MINILM_PKG")") | tar -xf - -C "$STAGE/site"
 "$PY" - "$STAGE/site/$(basename "$MINILM_PKG")/model" <<'EOF'
@@ -51,6 +57,9 @@ config["torch_dtype"] = "float32"   # transformers >= 5 would otherwise load the
 (model / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 EOF
 cp -r "$SST2" "$STAGE/data/SST-2/k-shot-1k-test/512-42"
+for folder in ${DPNC_DATA:-}; do   # more data folders, at the same relative paths
+    mkdir -p "$STAGE/data/$folder" && cp -r "$DATA_ROOT/$folder/." "$STAGE/data/$folder/"
+done
 chmod -R u+w "$STAGE"
 if [ -n "${DPNC_WHEELS:-}" ]; then
     cp "$DPNC_WHEELS"/*.whl "$STAGE/wheels/" 2>/dev/null || true

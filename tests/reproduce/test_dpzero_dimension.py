@@ -145,3 +145,19 @@ def test_tiny_run_declares_first_and_chooses_recipes_on_training_rows_only(tmp_p
         p.name for p in out.iterdir()}
     record = json.loads((out / "result.json").read_text())
     assert record["declared"] and len(record["rows"]) == len(result.rows)
+
+
+def test_a_share_without_verdict_blames_mezo_only_when_mezo_did_not_learn(monkeypatch):
+    """The share's "no verdict" note says MeZO's gain is not above 0 only where that is so: where MeZO learned and the
+    share's interval straddles 0.90, the share simply has no verdict (the GPU run's SST-2 all, T = 120, once said
+    otherwise)."""
+    from dpnc_reproduce.claims import Interval
+
+    gain = {"head": Interval(1.1, 0.4, 1.8, 2), "bias": Interval(1.0, -0.5, 2.5, 2)}
+    monkeypatch.setattr(report, "learns", lambda rows, task: gain)
+    monkeypatch.setattr(report, "share", lambda rows, task, mode, eps: Interval(0.8, -0.7, 1.9, 2))
+    claims = {c.statement: c for c in report.check_claims(_rows(), CONFIG)}
+    head = claims["SST-2, head: DPZero ε = 6 keeps at least 0.90 of MeZO's gain"]
+    bias = claims["SST-2, bias: DPZero ε = 6 keeps at least 0.90 of MeZO's gain"]
+    assert head.holds is None and "not above 0" not in head.evidence
+    assert bias.holds is None and "MeZO's gain is not above 0" in bias.evidence

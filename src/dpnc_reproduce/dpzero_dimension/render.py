@@ -23,8 +23,10 @@ def describe(result: Result) -> str:
     n_of = {r.task: r.n for r in tests}
     m_of = {r.task: r.test_examples for r in tests}
     return "\n".join([
-        "Model: all-MiniLM-L6-v2 (22.7M parameters), fp32, one process, "
-        f"{cfg.threads} torch thread(s), CPU only (other work shared the machine's 2 cores).  ",
+        "Model: all-MiniLM-L6-v2 (22.7M parameters), fp32, "
+        + (f"one process per (task, mode), {cfg.threads} torch thread(s), on one CUDA GPU.  " if cfg.device == "cuda"
+           else f"one process, {cfg.threads} torch thread(s), CPU only (other work shared the machine's 2 "
+                "cores).  "),
         f"Trained modes (`dpnc finetune --train`; top-k above a cached frozen prefix, LoRA rank 8 on query/value): "
         f"{modes}.  ",
         f"Tasks: {', '.join(f'{t} (n = {n_of[t]}, {m_of[t]} test examples)' for t in n_of)}; seeds "
@@ -82,11 +84,11 @@ def render(result: Result) -> str:
     costs = cost_table(rows)
     if any(c["method"].startswith("dp-adamw") for c in costs):
         out += ["", "## DP-AdamW beside DPZero (same process, same ε; step times NOT private)", "",
-                "| task | mode | seed | method | s/step | run peak RSS MiB | × DPZero time | × DPZero memory | "
-                "accuracy |", "|---|---|---|---|---|---|---|---|---|"]
+                "| task | mode | seed | method | s/step | run peak RSS MiB | run peak GPU MiB | × DPZero time | "
+                "× DPZero memory (GPU on CUDA) | accuracy |", "|---|---|---|---|---|---|---|---|---|---|"]
         out += [f"| {c['task']} | {c['mode']} | {c['seed']} | {c['method']} | {c['median_seconds_per_step']:.3g} | "
-                f"{c['run_peak_rss_mib']:.0f} | {c['time_vs_dpzero']:.2f} | {c['memory_vs_dpzero']:.2f} | "
-                f"{c['accuracy']:.1f} |" for c in costs]
+                f"{c['run_peak_rss_mib']:.0f} | {_mib(c['run_peak_gpu_mib'])} | {c['time_vs_dpzero']:.2f} | "
+                f"{c['memory_vs_dpzero']:.2f} | {c['accuracy']:.1f} |" for c in costs]
     return "\n".join(out)
 
 
@@ -163,6 +165,10 @@ def _iv(est: float, low: float, high: float) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return f"{est:.2f} [no interval]"
     return f"{est:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _mib(v: float) -> str:
+    return "" if math.isnan(v) else f"{v:.0f}"
 
 
 def _g(v) -> str:

@@ -184,8 +184,9 @@ def check_claims(rows: Sequence, config) -> list[Claim]:
             iv = share(rows, task, mode, eps)
             if iv is None:
                 continue
-            holds = exceeds(iv, MIN_SHARE) if gains.get(mode) is not None and exceeds(gains[mode], 0.0) else None
-            note = "" if holds is not None or not math.isfinite(iv.low) else "; MeZO's gain is not above 0: no verdict"
+            gained = gains.get(mode) is not None and exceeds(gains[mode], 0.0)
+            holds = exceeds(iv, MIN_SHARE) if gained else None
+            note = "" if gained or not math.isfinite(iv.low) else "; MeZO's gain is not above 0: no verdict"
             per_mode.append(Claim(f"{task}, {mode}: DPZero ε = {eps:g} keeps at least {MIN_SHARE:.2f} of MeZO's gain",
                                   holds, f"{iv}{note}"))
     for e, per_task in slopes.items():
@@ -291,19 +292,21 @@ def recipe_table(rows: Sequence) -> list[dict]:
 
 
 def cost_table(rows: Sequence) -> list[dict]:
-    """Per (task, mode, private method): median time per step and the run's own peak RSS (seed means; step times
-    are NOT private), with ratios to DPZero at the same ε."""
+    """Per (task, mode, private method): median time per step and the run's own peak memory (seed means; step times
+    are NOT private), with ratios to DPZero at the same ε: of the peak GPU memory on CUDA, else of the peak RSS."""
     out = []
     for r in test_rows(rows):
         if r.method not in ("dpzero", "dp-adamw"):
             continue
         out.append({"task": r.task, "mode": r.mode, "seed": r.seed, "method": label(r.method, r.epsilon),
                     "d": r.parameters_trained, "median_seconds_per_step": r.median_seconds_per_step,
-                    "run_peak_rss_mib": r.run_peak_rss_mib, "accuracy": r.accuracy})
+                    "run_peak_rss_mib": r.run_peak_rss_mib, "run_peak_gpu_mib": r.run_peak_gpu_mib,
+                    "accuracy": r.accuracy})
     dp = {(c["task"], c["mode"], c["seed"], c["method"].split(" ")[-1]): c for c in out
           if c["method"].startswith("dpzero")}
     for c in out:
         base = dp.get((c["task"], c["mode"], c["seed"], c["method"].split(" ")[-1]))
         c["time_vs_dpzero"] = c["median_seconds_per_step"] / base["median_seconds_per_step"] if base else math.nan
-        c["memory_vs_dpzero"] = c["run_peak_rss_mib"] / base["run_peak_rss_mib"] if base else math.nan
+        memory = "run_peak_gpu_mib" if math.isfinite(c["run_peak_gpu_mib"]) else "run_peak_rss_mib"
+        c["memory_vs_dpzero"] = c[memory] / base[memory] if base else math.nan
     return out

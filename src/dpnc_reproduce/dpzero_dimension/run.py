@@ -91,6 +91,8 @@ class DimConfig:
     eval_examples: int | None = field(default=None, metadata=_help(
         "Test (and held-out) examples evaluated: a fixed seeded subset (default: all)."))
     threads: int = field(default=1, metadata=_help("Torch threads."))
+    device: str = field(default="cpu", metadata=_help(
+        "Where every run computes: cpu or cuda (one GPU; each run's peak GPU memory is recorded)."))
 
     def __post_init__(self) -> None:
         self.validate()
@@ -110,6 +112,7 @@ class DimConfig:
         check_value("grid", self.grid, one_of(GRID_SIZES))
         check_value("select_tasks", self.select_tasks, one_of(("each", "first")))
         check_value("accountant", self.accountant, one_of(ACCOUNTANTS))
+        check_value("device", self.device, one_of(("cpu", "cuda")))
         for name in ("steps", "batch_size", "fo_steps", "threads"):
             check_value(name, getattr(self, name), INTEGER)
         for name in ("smoothing", "fo_lr", "fo_clip"):
@@ -146,7 +149,8 @@ class DimRow(LMRow):
     split). ``chosen``: the candidate the selection kept. ``signal_rms``: the root mean square of the released
     scalars c_t (MeZO: the batch's projected gradient, whose RMS estimates ‖∇L‖; DPZero: clipped mean + noise);
     ``noise_std``: DPZero's per-step noise σ·C/B (0 for MeZO). ``run_peak_rss_mib``: this run's own peak (the
-    kernel's high-water mark reset before it; the process's running maximum where that cannot be reset).
+    kernel's high-water mark reset before it; the process's running maximum where that cannot be reset);
+    ``run_peak_gpu_mib``: on CUDA, the run's ``torch.cuda.max_memory_allocated`` (reset before it; NaN on the CPU).
     """
 
     mode: str = ""
@@ -155,6 +159,7 @@ class DimRow(LMRow):
     signal_rms: float = math.nan
     noise_std: float = 0.0
     run_peak_rss_mib: float = math.nan
+    run_peak_gpu_mib: float = math.nan
 
 
 def folders(config: DimConfig) -> dict[str, list[int]]:
@@ -203,7 +208,8 @@ def lm_config(config: DimConfig, mode: str, lr: float, clip: float, runs_dir: st
                     epsilons=tuple(config.epsilons), steps=config.steps, batch_size=config.batch_size, lr=lr,
                     smoothing=config.smoothing, clip=clip, fo_steps=config.fo_steps, fo_lr=config.fo_lr,
                     fo_clip=config.fo_clip, delta=config.delta, accountant=config.accountant,
-                    max_length=config.max_length, eval_examples=config.eval_examples, threads=config.threads)
+                    max_length=config.max_length, eval_examples=config.eval_examples, threads=config.threads,
+                    device=config.device)
 
 
 def split_train(config: DimConfig, task: str, seed: int):
@@ -305,7 +311,11 @@ def _run(config, lm: LMConfig, run: LMTask, group: LMGroup, run_dir: Path, cache
          data=None) -> tuple[DimRow, object]:
     """One trainer run through dpzero-lm, its row extended (mode, phase, signal and noise, its own peak RSS)."""
     reset = _reset_peak()
+    cuda = config.device == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     row, trainer = run_trainer(lm, run, group, run_dir, caches, data)
+    gpu_peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else math.nan
     released = [r.released for r in trainer.history if r.released is not None and math.isfinite(r.released)]
     signal = math.sqrt(statistics.fmean(v * v for v in released)) if released else math.nan
     noise = row.noise_multiplier * row.clip / row.batch_size if run.method == "dpzero" and row.batch_size else 0.0
@@ -313,7 +323,8 @@ def _run(config, lm: LMConfig, run: LMTask, group: LMGroup, run_dir: Path, cache
     fields = {f.name: getattr(row, f.name) for f in dataclasses.fields(LMRow)}
     fields["group"] = f"{run.task}-{mode}"
     fields["run"] = f"{phase}-{mode}-{row.run}" if phase == "select" else f"{mode}-{row.run}"
-    return DimRow(**fields, mode=mode, phase=phase, signal_rms=signal, noise_std=noise, run_peak_rss_mib=peak), trainer
+    return DimRow(**fields, mode=mode, phase=phase, signal_rms=signal, noise_std=noise, run_peak_rss_mib=peak,
+                  run_peak_gpu_mib=gpu_peak), trainer
 
 
 def _reset_peak() -> bool:

@@ -127,6 +127,8 @@ class LMConfig:
         "Test examples evaluated (a fixed seeded subset; default: the whole test split: 872 SST-2, 1000 SST-5, "
         "500 TREC)."))
     threads: int = field(default=1, metadata=_help("Torch threads per group's process."))
+    device: str = field(default="cpu", metadata=_help(
+        "Where every run computes: cpu or cuda (dpnc finetune --device)."))
     isolate: bool = field(default=True, metadata=_help(
         "Each k-shot folder's group of runs in a fresh subprocess (its own peak memory); --no-isolate: groups "
         "share processes (with --workers 1, this one: faster for smoke tests; the peak memory is then the "
@@ -155,6 +157,7 @@ class LMConfig:
             if getattr(self, name) is not None:
                 check_value(name, getattr(self, name), POSITIVE)
         check_value("accountant", self.accountant, one_of(ACCOUNTANTS))
+        check_value("device", self.device, one_of(("cpu", "cuda")))
         for name in ("steps", "fo_steps", "batch_size", "eval_examples"):
             if getattr(self, name) is not None:
                 check_value(name, getattr(self, name), INTEGER)
@@ -304,7 +307,7 @@ def finetune_config(config: LMConfig, task: LMTask, out: str | None):
                   train=config.train, top_k=config.top_k, max_length=config.max_length,
                   freeze_embeddings=config.freeze_embeddings,
                   eval_examples=config.eval_examples, delta=config.delta, accountant=config.accountant,
-                  out=out, progress=False,
+                  out=out, progress=False, device=config.device,
                   # Time per step and the training-loss curve are training-data statistics: NOT private, labelled
                   # so in every output. Each run is a new run: an earlier one's leftovers are moved aside.
                   log_private_stats=True, new_run=True)
