@@ -162,7 +162,8 @@ BLOCKS: dict[str, Block] = {
     "audit": Block((Audit(),)),
     "dpzero-dimension": Block(tuple(
         Claims(f"dpzero-dimension/{run}", show="picked", picks=("on every task: the share", "every private run"))
-        for run in ("cached-modes", "full-forward-modes", "probe-clip-trec-top2"))),
+        for run in ("gpu-all-modes", "gpu-clip-grid-T120", "gpu-clip-grid-T90", "cached-modes", "full-forward-modes",
+                    "probe-clip-trec-top2"))),
 }
 
 # The page each block sits on (relative to the repository root). Links in the blocks are relative to docs/.
