@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 import torch
+
+# One calibration cache for the whole session and its subprocesses, never the user's (~/.cache/dpnc): a PLD
+# calibration costs seconds, and many tests (and the runs they start in subprocesses) ask the same question.
+os.environ["DPNC_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpnc-test-cache-")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(os.environ["DPNC_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture

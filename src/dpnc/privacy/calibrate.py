@@ -6,6 +6,13 @@ asking the same :class:`~dpnc.privacy.accountant.Accountant` that runs use. A ca
 of accountant calls (regula falsi on log ε against log σ), each bounded in time for any budget (the PLD grid's
 interval grows with ε: :func:`dpnc.privacy.accountant.pld_interval`), and is cached; where PLD cannot answer
 (a Gaussian with too little noise for a grid) it falls back to RDP with a warning.
+
+A PLD calibration costs seconds (each accountant call builds a grid of ~10⁶ points), so its answer is also kept on
+disk, one small JSON file per question, and shared between processes (a resumed run, the ranks of a data-parallel
+one, the next run of the same config): in ``$DPNC_CACHE_DIR`` (``off`` disables it), else ``$XDG_CACHE_HOME/dpnc``
+or ``~/.cache/dpnc``. The file holds only public parameters and the multiplier. A stored multiplier is never
+trusted: it is used only after one accountant call shows it meets the target (else the search runs again), so a
+stale or edited file cannot weaken the guarantee, only cost that one call.
 :func:`opacus_noise_multiplier` reproduces the recipe of the published DPZero code (opacus 1.4.0's
 ``get_noise_multiplier``), which the spec's §1.5 table records.
 
@@ -15,9 +22,14 @@ Every closed form cites its source and is cross-checked against the accountant i
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
+import os
 import warnings
 from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
 
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
@@ -92,37 +104,114 @@ def noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: 
     q, steps = _check_rate(sampling_rate), _check_steps(steps)
     if accountant not in METHODS:
         raise ValueError(f"accountant must be one of {METHODS}; got {accountant!r}")
-    return _noise_multiplier(epsilon, delta, q, steps, accountant, Relation.parse(relation), fixed_size_of)
+    multiplier, fallback = _noise_multiplier(epsilon, delta, q, steps, accountant, Relation.parse(relation),
+                                             fixed_size_of)
+    if fallback:
+        warnings.warn(fallback, stacklevel=2)
+    return multiplier
 
 
 @functools.lru_cache(maxsize=512)
-def _noise_multiplier(epsilon, delta, q, steps, accountant, relation, fixed_size_of=None) -> float:
+def _noise_multiplier(epsilon, delta, q, steps, accountant, relation, fixed_size_of=None) -> tuple[float, str]:
+    """(the multiplier, "" or why PLD fell back to RDP): from the disk cache where it meets the target, else
+    searched (:func:`_search`) and stored."""
+    question = (epsilon, delta, q, steps, accountant, relation.value, fixed_size_of)
+
+    def meets(multiplier: float, method: str) -> bool:
+        try:
+            return epsilon_for(multiplier, q, steps, delta, accountant=method, relation=relation,
+                               fixed_size_of=fixed_size_of) <= epsilon
+        except (UnsupportedRelease, ValueError):
+            return False
+
+    path = _cache_file(question) if accountant == "pld" else None   # RDP answers in a fraction of a second
+    stored = _read(path, question)
+    if stored is not None and meets(stored[0], "rdp" if stored[1] else accountant):
+        return stored
+    answer = _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of)
+    _write(path, question, answer)
+    return answer
+
+
+def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tuple[float, str]:
     def spent(m: float) -> float:
         return epsilon_for(m, q, steps, delta, accountant=accountant, relation=relation, fixed_size_of=fixed_size_of)
 
     if accountant == "rdp":
-        return _smallest_multiplier(spent, epsilon, 1.0)
+        return _smallest_multiplier(spent, epsilon, 1.0), ""
     # PLD is tighter than RDP (under add/remove): start from the RDP answer, which PLD usually meets already.
-    start = _noise_multiplier(epsilon, delta, q, steps, "rdp", Relation.ADD_OR_REMOVE_ONE)
+    start, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", Relation.ADD_OR_REMOVE_ONE)
     start *= 2 if relation is Relation.REPLACE_ONE else 1
     try:
         spent(start)
     except UnsupportedRelease as err:   # e.g. a Gaussian with σ/Δ below PLD_MIN_MULTIPLIER: fall back to RDP
         try:
-            fallback = _noise_multiplier(epsilon, delta, q, steps, "rdp", relation, fixed_size_of)
+            fallback, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", relation, fixed_size_of)
         except UnsupportedRelease:
             raise err from None
-        warnings.warn(f"PLD accounting cannot answer for (ε = {epsilon:g}, δ = {delta:g}, q = {q:g}, T = {steps}) "
-                      f"({err}); the noise multiplier σ/Δ = {fallback:.4g} is calibrated by RDP instead (a valid, "
-                      "looser upper bound)", stacklevel=3)
-        return fallback
+        return fallback, (f"PLD accounting cannot answer for (ε = {epsilon:g}, δ = {delta:g}, q = {q:g}, T = "
+                          f"{steps}) ({err}); the noise multiplier σ/Δ = {fallback:.4g} is calibrated by RDP instead "
+                          "(a valid, looser upper bound)")
 
     def spent_or_inf(m: float) -> float:   # too little noise for PLD on a grid: not a candidate
         try:
             return spent(m)
         except UnsupportedRelease:
             return math.inf
-    return _smallest_multiplier(spent_or_inf, epsilon, start)
+    return _smallest_multiplier(spent_or_inf, epsilon, start), ""
+
+
+# Bump when a change to calibration or accounting changes the answer to a question already stored.
+CACHE_VERSION = 1
+
+
+def cache_dir() -> Path | None:
+    """Where calibrations are kept between processes: ``$DPNC_CACHE_DIR`` (``off``, ``0`` or empty: nowhere), else
+    ``$XDG_CACHE_HOME/dpnc`` or ``~/.cache/dpnc``."""
+    where = os.environ.get("DPNC_CACHE_DIR")
+    if where is not None:
+        return None if where.strip().lower() in ("", "off", "0") else Path(where)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpnc"
+
+
+def _cache_file(question: tuple) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    text = repr((CACHE_VERSION, _dp_accounting_version(), question))
+    return folder / "calibrations" / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+
+
+@functools.cache
+def _dp_accounting_version() -> str:
+    try:
+        return metadata.version("dp-accounting")
+    except metadata.PackageNotFoundError:   # an unpacked copy (the GPU payload installs it as a wheel, so rarely)
+        return "unknown"
+
+
+def _read(path: Path | None, question: tuple) -> tuple[float, str] | None:
+    try:
+        entry = json.loads(path.read_text()) if path is not None else None
+        if entry["question"] == list(question) and entry["version"] == CACHE_VERSION:
+            return float(entry["multiplier"]), str(entry["fallback"])
+    except (OSError, ValueError, KeyError, TypeError):   # absent, unreadable or not ours: search
+        pass
+    return None
+
+
+def _write(path: Path | None, question: tuple, answer: tuple[float, str]) -> None:
+    if path is None:
+        return
+    entry = {"version": CACHE_VERSION, "dp_accounting": _dp_accounting_version(), "question": list(question),
+             "multiplier": answer[0], "fallback": answer[1]}
+    try:   # write then rename: a reader sees a whole file or none (processes share the folder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(entry))
+        os.replace(partial, path)
+    except OSError:   # a read-only or full disk: the cache is an optimisation, never a requirement
+        pass
 
 
 def _smallest_multiplier(spent: Callable[[float], float], epsilon: float, start: float, *,

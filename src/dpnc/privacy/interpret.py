@@ -245,9 +245,7 @@ def _pld_of(release: Release, relation: Relation) -> PldOf:
                 neighboring_relation=relation.dp_accounting).self_compose(count)
         case Sampled(sampling=Poisson(q=q), mechanism=Gaussian(sensitivity=d, sigma=s)):
             bound = d / (2 if relation is Relation.REPLACE_ONE else 1)   # one point's contribution
-            return lambda count, interval: pld_lib.from_gaussian_mechanism(
-                s / bound, sampling_prob=q, value_discretization_interval=interval,
-                neighboring_relation=relation.dp_accounting).self_compose(count)
+            return lambda count, interval: _sampled_gaussian_pld(s / bound, q, interval, relation).self_compose(count)
         case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
             nodes, node_pld = leaf_participation(leaves), _pld_of(m, relation)
             return lambda count, interval: node_pld(count * nodes, interval)
@@ -284,6 +282,15 @@ def pld_loss_range(release: Release, relation: Relation, count: int) -> float:
 
 def _gaussian_width(multiplier: float) -> float:
     return (1 + 2 * PLD_TAIL_SDS * multiplier) / multiplier**2
+
+
+@functools.lru_cache(maxsize=64)
+def _sampled_gaussian_pld(multiplier: float, q: float, interval: float, relation: Relation) -> PLD:
+    """One Poisson-subsampled Gaussian's PLD, cached: building it costs up to a second (dp-accounting evaluates ~10⁶
+    grid points in Python), and a trainer asks for ε after every step of the same release; composing is cheap.
+    (dp-accounting's PLDs are immutable: compose and self_compose return new objects.)"""
+    return pld_lib.from_gaussian_mechanism(multiplier, sampling_prob=q, value_discretization_interval=interval,
+                                           neighboring_relation=relation.dp_accounting)
 
 
 def _gaussian_pld(multiplier: float, count: int, interval: float) -> PLD:
