@@ -130,3 +130,42 @@ def test_only_the_trained_parameters_of_a_layer_count_bitfit():
     assert_same(*both(model, cross_entropy(model), (ids, torch.randint(0, 2, (12,))), 0.05))
     x = torch.randn(9, 2, 6, 6, dtype=F64)
     assert_same(*both(conv, cross_entropy(conv), (x, torch.randint(0, 2, (9,))), 0.05))
+
+
+class Twice(nn.Module):
+    """One Linear run twice per forward (as a prompt head runs its encoder on the input and the label prompts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return self.layer(self.layer(x))[:, :3]
+
+
+class SharedRow(nn.Module):
+    """A position-embedding-like layer whose output is one row shared by every example (BERT's (1, L) ids)."""
+
+    def __init__(self):
+        super().__init__()
+        self.position, self.out = nn.Embedding(4, 6), nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.out(x + self.position(torch.zeros(1, dtype=torch.long)))
+
+
+def test_auto_keeps_to_vmap_where_a_layer_runs_twice_or_on_rows_shared_by_the_examples():
+    for net in (Twice(), SharedRow()):
+        params = {n: p for n, p in net.named_parameters()}
+        x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+        assert layer_clipped_sum(net, cross_entropy(net), (x, y), params, 1.0) is None, type(net).__name__
+        optimizer, loader, accountant = _private(net)
+        assert optimizer.per_example == "layers"   # the layers are supported: only running them shows otherwise
+        next(iter(loader))
+        optimizer.step(cross_entropy(net))
+        assert optimizer.per_example == "vmap" and accountant.releases == 1
+        optimizer, loader, accountant = _private(net, per_example="layers")
+        next(iter(loader))
+        with pytest.raises(ValueError, match="ran more than once"):
+            optimizer.step(cross_entropy(net))
+        assert accountant.releases == 0

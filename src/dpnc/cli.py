@@ -24,7 +24,7 @@ Accountant = Literal["rdp", "pld"]
 AccountantOrBoth = Literal["pld", "rdp", "both"]
 Relation = Literal["add/remove", "replace-one"]
 Sampler = Literal["poisson", "shuffle"]
-PerExample = Literal["loop", "vmap"]
+PerExample = Literal["auto", "layers", "vmap", "loop"]
 Direction = Literal["gaussian", "sphere"]
 Device = Literal["auto", "cpu", "cuda"]
 Dtype = Literal["fp32", "bf16", "fp16"]
@@ -275,10 +275,13 @@ def finetune(
     clip: float = typer.Option(None, "--clip", "-C", rich_help_panel=OPTIMIZER,
                                help="Clipping threshold C (default: the recipe; 10 DP-AdamW)."),
     weight_decay: float = typer.Option(0.0, "--weight-decay", rich_help_panel=OPTIMIZER, help="AdamW weight decay."),
-    per_example: PerExample = typer.Option("loop", "--per-example", rich_help_panel=OPTIMIZER,
-                                           help="DP-AdamW per-example gradients: one at a time, or vmapped."),
+    per_example: PerExample = typer.Option(
+        "auto", "--per-example", rich_help_panel=OPTIMIZER,
+        help="DP-AdamW per-example gradients: auto (per layer where every trained layer is Linear, Embedding, "
+             "LayerNorm or Conv2d and runs once per forward, checked against vmap on the first batch; else vmap), "
+             "layers, vmap (torch.func), or loop (one example at a time)."),
     microbatch: int = typer.Option(4, "--microbatch", min=1, rich_help_panel=OPTIMIZER,
-                                   help="Examples per vmapped chunk (--per-example vmap)."),
+                                   help="Examples per vmapped chunk (--per-example vmap, or auto's vmap)."),
     direction: Direction = typer.Option("gaussian", "--direction", rich_help_panel=OPTIMIZER,
                                         help="Zeroth-order directions."),
     seed: int = typer.Option(42, "--seed", min=0, rich_help_panel=OPTIMIZER,

@@ -45,8 +45,9 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 
 PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
-_LAYER_NOT_ONCE = ("per_example='layers': a layer ran more than once (or not at all) in one forward, so its "
-                   "per-example gradient is not one product; use per_example='vmap'")
+_LAYER_NOT_ONCE = ("per_example='layers': a layer ran more than once (or not at all) in one forward, or on rows "
+                   "that are not one per example, so its per-example gradient is not one product; use "
+                   "per_example='vmap' (or 'auto', which then keeps to vmap)")
 
 
 class ClippedSum(NamedTuple):
@@ -150,7 +151,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             activations and output gradients, :mod:`dpnc.per_layer`: Linear, Embedding, LayerNorm and Conv2d
             layers; checked against ``"vmap"`` on the first batch), ``"vmap"`` (``microbatch`` examples per
             vectorised ``torch.func`` pass; any model), ``"loop"`` (one at a time), or ``"auto"`` (the default:
-            ``"layers"`` where every trainable parameter's layer is supported, else ``"vmap"``).
+            ``"layers"`` where every trainable parameter's layer is supported and runs once per forward, else
+            ``"vmap"``).
         microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
     """
 
@@ -192,6 +194,9 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             raise ValueError(f"per_example='layers' needs every trainable parameter in one of "
                              f"{[c.__name__ for c in per_layer.SUPPORTED]} (not tied); use 'vmap'")
         self.per_example = "layers" if layers else ("vmap" if per_example == "auto" else per_example)
+        # "auto" keeps to vmap where a supported layer turns out to run twice in a forward (e.g. a prompt head that
+        # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
+        self._fallback = "vmap" if per_example == "auto" else None
         self._checked = False   # the per-layer route is compared with torch.func's on the first batch
         self.steps = 0
 
@@ -245,29 +250,36 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             if self.per_example != "layers":
                 return clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip,
                                             per_example=self.per_example, microbatch=self.microbatch)
-            if not self._checked:
-                self._check_layers(loss_fn, inputs)
+            if not self._checked and not self._check_layers(loss_fn, inputs):
+                return self._clipped_sum(loss_fn, inputs)   # "auto" gave the per-layer route up for vmap
             fields = per_layer.layer_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip)
             if fields is None:
-                raise ValueError(_LAYER_NOT_ONCE)
+                if self._fallback is None:
+                    raise ValueError(_LAYER_NOT_ONCE)
+                self.per_example = self._fallback
+                return self._clipped_sum(loss_fn, inputs)
             return ClippedSum(*fields)
 
-    def _check_layers(self, loss_fn, inputs) -> None:
+    def _check_layers(self, loss_fn, inputs) -> bool:
         """The per-layer route assumes that ``loss_fn`` treats the examples independently. On the first batch its
         clipped sum must equal torch.func's, which evaluates one example at a time, both with the model in eval
         mode (so that dropout draws no different masks): a loss that mixes examples (e.g. by centring scores over
-        the batch) or a layer run twice is refused here, before anything is released."""
+        the batch) is refused here, before anything is released, and so is a layer run twice under ``"layers"``;
+        under ``"auto"`` a layer run twice switches the optimizer to vmap (returns False)."""
         modes = {m: m.training for m in self.model.modules()}
         self.model.eval()
         try:
             fields = per_layer.layer_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip)
-            exact = clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip, per_example="vmap",
-                                         microbatch=self.microbatch)
+            exact = None if fields is None else clipped_gradient_sum(
+                self.model, loss_fn, inputs, self.params, self.clip, per_example="vmap", microbatch=self.microbatch)
         finally:
             for m, training in modes.items():
                 m.training = training
         if fields is None:
-            raise ValueError(_LAYER_NOT_ONCE)
+            if self._fallback is None:
+                raise ValueError(_LAYER_NOT_ONCE)
+            self.per_example = self._fallback
+            return False
         # batched and one-example float32 kernels differ by ~1e-4 relative on a transformer (exact in float64);
         # a loss that mixes examples moves the sum by far more
         tolerance = 1e-8 if exact.total.dtype == torch.float64 else 1e-2
@@ -278,6 +290,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                              "(e.g. a statistic over the batch). Compute each example's loss from its own inputs, "
                              "or use per_example='vmap' (one example per call, independent by construction)")
         self._checked = True
+        return True
 
     def _apply(self, noisy: torch.Tensor) -> None:
         """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""

@@ -20,8 +20,9 @@ What this route assumes, and :class:`~dpnc.first_order.DPOptimizer` checks: ``lo
 examples of a batch independently (ℓ_i depends on example i alone), so that g_i is example i's own output
 gradient. The ``torch.func`` route makes that hold by construction (one example per call); this route runs the
 batch at once, so the optimizer compares the two on its first batch and refuses a loss that mixes examples.
-Every trainable parameter must belong to a supported layer used once per forward; otherwise
-:func:`layer_clipped_sum` returns None and the caller uses ``torch.func``.
+Every trainable parameter must belong to a supported layer used once per forward, on one row per example (leading
+dimension b: BERT's position embeddings need batch-shaped ``position_ids``); otherwise :func:`layer_clipped_sum`
+returns None and the caller uses ``torch.func``.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
         raise ValueError(f"loss_fn must return the per-example losses of the batch, shape ({b},); got {got}")
     if any(len(r) != 1 for r in records.values()):
         return None   # a layer unused or used twice per forward: its per-example gradient is not one product
+    if any(a.shape[:1] != (b,) or out.shape[:1] != (b,) for (a, out), in records.values()):
+        return None   # a layer run on rows that are not the batch's examples (BERT's (1, L) position ids, shared
+        # by every example; b·K prompt rows): its rows are not one per example
     layers = list(owners)
     outputs = [records[m][0][1] for m in layers]
     grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)

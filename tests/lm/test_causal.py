@@ -194,3 +194,35 @@ def test_the_trainer_runs_lora_on_the_causal_head_and_trains_only_the_adapters(t
     changed = {n for n, p in trainer.classifier.named_parameters() if not torch.equal(before[n], p)}
     assert changed and all("lora_" in n for n in changed)
     assert trainer.trainable.lora_targets == ("q_proj", "v_proj") and trainer.train_cache is None
+
+
+@needs_data
+def test_per_example_default_on_a_tiny_random_llama_falls_back_to_vmap_and_equals_the_loop(tmp_path):
+    """The causal head (Llama: RMSNorm, tied embeddings) is outside the per-layer route: "auto" takes vmap, which
+    batches its mask-free forward, and gives the loop's clipped sum (float64: rounding only)."""
+    import importlib.util
+    from pathlib import Path
+
+    from dpnc import per_layer
+    from dpnc.lm import per_example_clipped_sum
+    from dpnc.lm.trainable import select_trainable
+
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    train = load_task("SST-2", DATA, "train")
+    check.make_tiny_causal_lm(tmp_path, list(train.texts[:300]))
+    lm, tokenizer = causal.load_causal_lm(tmp_path)
+    for mode in ("lora", "all"):
+        clf = CausalLMClassifier(copy.deepcopy(lm), tokenizer, get_task("SST-2"), max_length=32).eval()
+        select_trainable(clf, mode)
+        clf = clf.double()
+        params = {n: p for n, p in clf.named_parameters() if p.requires_grad}
+        assert per_layer.supported(clf, params) is None, mode
+        batch = clf.encode(train.texts[:3], train.labels[:3])
+        for bound in (1e12, 1e-2):
+            want = per_example_clipped_sum(clf, batch, bound, per_example="loop")
+            got = per_example_clipped_sum(clf, batch, bound, per_example="auto", microbatch=2)
+            assert got.clipped == want.clipped and float(want.total.norm()) > 0, (mode, bound)
+            assert float((got.total - want.total).norm() / want.total.norm()) < 1e-10, (mode, bound)

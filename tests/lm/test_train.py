@@ -145,7 +145,10 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
     assert release.sigma == pytest.approx(trainer.multiplier * 10.0 / 4)
     assert isinstance(trainer.optimizer, DPOptimizer)       # the façade's optimizer: release_sum, not its own
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
-    # Without clipping, the per-example sum equals autograd's gradient of the summed loss, loop and vmap alike.
+    # The default "auto": the prompt head runs its encoder twice per forward (input, label prompts), so the
+    # per-layer route cannot apply and the optimizer keeps to vmap.
+    assert trainer.config.per_example == "auto" and trainer.optimizer.per_example == "vmap"
+    # Without clipping, the per-example sum equals autograd's gradient of the summed loss, every route alike.
     clf = trainer.classifier
     batch = clf.encode(trainer.train_set.texts[:3], trainer.train_set.labels[:3])
     clf.zero_grad()
@@ -153,11 +156,32 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
     reference = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
                            for p in clf.parameters() if p.requires_grad])
     clf.zero_grad()
-    for how in ("loop", "vmap"):
+    for how in ("loop", "vmap", "auto"):
         got = per_example_clipped_sum(clf, batch, 1e12, per_example=how, microbatch=2)
         assert float((got.total - reference).norm() / reference.norm()) < 1e-4, how
+    with pytest.raises(ValueError, match="runs more than once per forward"):
+        per_example_clipped_sum(clf, batch, 1e12, per_example="layers")
     clipped = per_example_clipped_sum(clf, batch, 1e-3)
     assert clipped.clipped == 3 and float(clipped.total.norm()) <= 3 * 1e-3 * (1 + 1e-5)
+
+
+def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips_as_the_loop_does(tmp_path):
+    trainer = Trainer(config(tmp_path, method="dp-adamw", head="linear", steps=1, batch_size=4,
+                             freeze_embeddings=True), noise=NoiseSource.for_testing(0))
+    trainer.run()
+    assert trainer.optimizer.per_example == "layers"   # and its first batch passed the check against vmap
+    # In float64 the routes agree to rounding (in float32 this model's own rounding is ~1e-3 relative).
+    clf = trainer.classifier.double()
+    batch = clf.encode(trainer.train_set.texts[:4], trainer.train_set.labels[:4])
+    loop = per_example_clipped_sum(clf, batch, 1e12, per_example="loop")
+    C = 0.5 * float(loop.total.norm()) / 4   # below the mean gradient's norm: some examples are clipped
+    for bound in (1e12, C):
+        want = per_example_clipped_sum(clf, batch, bound, per_example="loop")
+        for how in ("layers", "auto"):
+            got = per_example_clipped_sum(clf, batch, bound, per_example=how)
+            assert got.clipped == want.clipped, (how, bound)
+            assert float((got.total - want.total).norm() / want.total.norm()) < 1e-10, (how, bound)
+    assert per_example_clipped_sum(clf, batch, C, per_example="loop").clipped >= 1
 
 
 def test_bad_settings_and_unaffordable_budgets_are_refused(tmp_path):

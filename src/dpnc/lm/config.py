@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpnc._check import check_at_least, check_choice, check_integer, check_positive
+from dpnc.first_order import PER_EXAMPLE   # how DP-AdamW forms per-example gradients
 from dpnc.lm.causal import default_causal_model
 from dpnc.lm.data import get_task
 from dpnc.lm.files import parse_label_words, parse_labels
@@ -43,7 +44,6 @@ ZO_RECIPES = {
 # 770 scalars of the default linear head Adam moves each by ~lr a step, so 1000 steps at 1e-5 leave the head where it
 # started (SST-2 0.72 → 0.72); 1e-2 learns it (0.72 → 0.89, issue 29). Other modes keep the paper's value.
 FIRST_ORDER_LR = {"all": 1e-5, "bias": 1e-5, "top-k": 1e-5, "head": 1e-2, "lora": 1e-5}
-PER_EXAMPLE = ("loop", "vmap")   # how DP-AdamW forms per-example gradients (dpnc.first_order)
 CHECKPOINT, JOURNAL = "checkpoint.pt", "journal.jsonl"
 METRICS, PRIVATE_STATS = "metrics.jsonl", "private_train_stats.jsonl"
 PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data (per-step batch loss, non-finite "
@@ -130,8 +130,11 @@ class FinetuneConfig:
         max_length: tokens per sequence (128).
         freeze_embeddings: leave the word embeddings untrained.
         weight_decay: AdamW's weight decay (0).
-        per_example: how DP-AdamW forms per-example gradients: ``"loop"`` (one example at a time) or ``"vmap"``
-            (``torch.func``, ``microbatch`` examples at a time); see :func:`dpnc.first_order.clipped_gradient_sum`.
+        per_example: how DP-AdamW forms per-example gradients: ``"auto"`` (default: per layer, from each layer's
+            activations and output gradients, where every trained parameter sits in a Linear, Embedding, LayerNorm
+            or Conv2d layer run once per forward, checked against vmap on the first batch; else vmap), ``"layers"``
+            (per layer or refused), ``"vmap"`` (``torch.func``, ``microbatch`` examples at a time) or ``"loop"`` (one
+            example at a time); see :class:`dpnc.first_order.DPOptimizer`.
         microbatch: examples per vmapped chunk.
         direction: ``"gaussian"`` or ``"sphere"`` zeroth-order directions.
         cache: compute a frozen prefix of the network once per example (``train="top-k"``/``"head"``; see
@@ -191,7 +194,7 @@ class FinetuneConfig:
     max_length: int = 128
     freeze_embeddings: bool = False
     weight_decay: float = 0.0
-    per_example: str = "loop"
+    per_example: str = "auto"
     microbatch: int = 4
     direction: str = "gaussian"
     cache: bool = True

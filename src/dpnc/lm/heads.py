@@ -145,11 +145,18 @@ class EncoderClassifier(nn.Module):
         if "hidden" in inputs:
             hidden = self.run_layers(inputs["hidden"], mask, self.cached_layers)
         else:
-            encoder_mask = mask
+            encoder_mask, ids, extra = mask, inputs["input_ids"], {}
             if self.additive_mask:
                 additive = (1.0 - mask.to(torch.float32)) * torch.finfo(torch.float32).min
                 encoder_mask = additive[:, None, None, :]
-            hidden = self.encoder(input_ids=inputs["input_ids"], attention_mask=encoder_mask).last_hidden_state
+                # batch-shaped position (and token type) ids: BERT's default (1, L) buffers make its position
+                # embedding one row shared by every example, which the per-layer route cannot split (same values)
+                embeddings = getattr(self.encoder, "embeddings", None)
+                if hasattr(embeddings, "position_embeddings"):
+                    extra["position_ids"] = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape)
+                if hasattr(embeddings, "token_type_embeddings"):
+                    extra["token_type_ids"] = torch.zeros_like(ids)
+            hidden = self.encoder(input_ids=ids, attention_mask=encoder_mask, **extra).last_hidden_state
         weights = mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
         return F.normalize(pooled, dim=-1)

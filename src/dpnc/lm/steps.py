@@ -3,10 +3,10 @@
 * ``mezo``, ``dpzero``: :class:`dpnc.optim.MeZO` / :class:`dpnc.optim.DPZero` draw the batch themselves, fetch its
   encoded rows through the trainer's ``encode`` (a :class:`dpnc.batches.DataRows`) and hand them to the classifier,
   which gives the per-example cross-entropy of exactly that batch; forward passes only.
-* ``dp-adamw``: :class:`dpnc.first_order.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients by
-  ``torch.func``, clipped to C, one :func:`~dpnc.privacy.release.release_sum` per step (fixed B, secret noise).
-  The trainer draws the batch from a :class:`dpnc.batches.LoaderBatches`, which encodes it, and the optimizer hands
-  the classifier that batch.
+* ``dp-adamw``: :class:`dpnc.first_order.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients (per
+  layer where it can, else ``torch.func``: the config's ``per_example``), clipped to C, one
+  :func:`~dpnc.privacy.release.release_sum` per step (fixed B, secret noise). The trainer draws the batch from a
+  :class:`dpnc.batches.LoaderBatches`, which encodes it, and the optimizer hands the classifier that batch.
 * ``adamw``: non-private AdamW on the batch's mean loss with the fixed denominator B (one data-dependent release
   without noise, ε = ∞).
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dpnc import per_layer
 from dpnc.batches import DataRows, LoaderBatches
 from dpnc.distributed import Group
 from dpnc.first_order import ClippedSum, DPOptimizer, clipped_gradient_sum
@@ -54,25 +55,37 @@ class StepRecord:
 
 
 def per_example_clipped_sum(model: EncoderClassifier, batch: dict[str, torch.Tensor], C: float, *,
-                            per_example: str = "loop", microbatch: int = 4) -> ClippedSum:
+                            per_example: str = "auto", microbatch: int = 4) -> ClippedSum:
     """Σ_i clip_C(∇_θ ℓ_i(θ)) over the trainable parameters θ (flattened in ``named_parameters`` order).
 
-    :func:`dpnc.first_order.clipped_gradient_sum` with the classifier as the loss function. ``"vmap"`` runs it with
-    a 4-D additive attention mask (HF's 2-D mask handling branches on the mask's values, which vmap cannot batch).
+    The routes of :class:`dpnc.first_order.DPOptimizer` with the classifier as the loss function: ``"layers"``
+    (:func:`dpnc.per_layer.layer_clipped_sum`; refused where a trainable parameter's layer is unsupported or runs
+    twice per forward), ``"vmap"``/``"loop"`` (:func:`dpnc.first_order.clipped_gradient_sum`), ``"auto"`` (layers,
+    else vmap). All but ``"loop"`` run with a 4-D additive attention mask (HF's 2-D mask handling branches on the
+    mask's values, which vmap cannot batch). Unlike the optimizer, this function does not compare the per-layer
+    route with vmap: the classifiers treat examples independently.
     """
     if per_example not in PER_EXAMPLE:
         raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     with _mask_for(model, per_example), torch.enable_grad():
-        return clipped_gradient_sum(model, model, (batch,), params, C, per_example=per_example,
-                                    microbatch=microbatch)
+        if per_example in ("auto", "layers"):
+            fields = per_layer.layer_clipped_sum(model, model, (batch,), params, C)
+            if fields is not None:
+                return ClippedSum(*fields)
+            if per_example == "layers":
+                raise ValueError("per_example='layers': a trainable parameter's layer is unsupported or runs more "
+                                 "than once per forward; use 'auto' or 'vmap'")
+        return clipped_gradient_sum(model, model, (batch,), params, C,
+                                    per_example="loop" if per_example == "loop" else "vmap", microbatch=microbatch)
 
 
 class _mask_for:
-    """Within: the classifier builds the additive attention mask that ``vmap`` needs (``per_example="vmap"``)."""
+    """Within: the classifier builds the additive attention mask that ``vmap`` needs: on for every route that may
+    run vmap (``"vmap"``; ``"auto"`` and ``"layers"``, whose first-batch check and fallback use it)."""
 
     def __init__(self, model: EncoderClassifier, per_example: str) -> None:
-        self.model, self.on = model, per_example == "vmap"
+        self.model, self.on = model, per_example != "loop"
 
     def __enter__(self):
         self.before, self.model.additive_mask = self.model.additive_mask, self.on or self.model.additive_mask
