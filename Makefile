@@ -1,4 +1,6 @@
 # The README's two commands: `make demo` (set up, run the main job) and `make test` (set up, run the tests);
+# `make bench` runs the benchmarks (quick forms, ~10 minutes on 2 cores; FULL=1 the full forms) and writes one table
+# of ratios, benchmarks/results/bench.md (+ .json); run it alone on the machine.
 # `make docs` builds the documentation site into site/ (mkdocs build --strict; tests/test_docs_build.py does it in CI).
 # torch==2.13.0 is installed first, on its own: an unpinned torch would pull GBs of CUDA packages.
 PYTHON ?= python3
@@ -6,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check --quiet
 
-.PHONY: setup demo test docs lint clean
+.PHONY: setup demo test docs lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -26,6 +28,9 @@ test: setup
 
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+bench: setup
+	$(PY) benchmarks/bench.py $(if $(FULL),--full)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests

