@@ -9,11 +9,11 @@ baseline), read from the JSON it writes:
   ≤ 1.2× Opacus on the MLP and the CNN, ≤ 0.5× on MiniLM);
 * ``distributed_zo.py`` at B = 64 and B = 256: the data-parallel DPZero step's speed-up from 1 to 2 processes.
 
-The quick form (default) runs the scripts' smoke sizes where they have them (``--quick``; distributed_zo keeps
-its model and B, with fewer steps): about 10 minutes on 2 cores; its ratios are of small models and few steps,
-a check that the pipeline works and a rough reading, not the committed full results. ``--full`` runs each
-script's full form (tens of minutes). Writes ``benchmarks/results/bench[_full].md`` and ``.json`` with the
-1-minute load average before and after each script, the command, the date and the commit. Run it alone on the
+Both forms run each script at its full sizes (the models and batches its docstring names; the scripts' own
+``--quick`` smoke sizes are too small for a ratio to mean anything). The quick form (default) times fewer steps
+and skips the peak-memory subprocesses: under 10 minutes on 2 cores. ``--full`` runs each script's full form
+(its default steps and memory measurements: about half an hour). Writes ``benchmarks/results/bench[_full].md``
+and ``.json`` with the 1-minute load average before and after each script, the command, the date and the commit. Run it alone on the
 machine (``flock -x /tmp/dpnc-cpu.lock make bench``): other jobs move the timings.
 
     python benchmarks/bench.py [--full] [--out benchmarks/results/bench.md]
@@ -37,18 +37,19 @@ RESULTS = HERE / "results"
 
 
 def runs(full: bool, tmp: Path) -> list[dict]:
-    """The subprocesses: name, argv (after the interpreter) and the JSON file each writes."""
-    quick = [] if full else ["--quick"]
-    dz_steps = [] if full else ["--steps", "3"]
+    """The subprocesses: name, argv (after the interpreter) and the JSON file each writes. Both forms use the
+    scripts' full sizes; the quick form times fewer steps and skips the memory subprocesses."""
+    zo, lm, fo, dz = (([], [], [], []) if full else
+                      (["--no-memory", "--steps", "3"], ["--no-memory", "--steps", "3", "--warmup", "1"],
+                       ["--steps", "20", "--lm-steps", "2"], ["--steps", "5"]))
     return [
-        {"name": "zo_step", "argv": ["zo_step.py", *quick, "--no-memory", "--out", str(tmp / "zo_step.md")],
+        {"name": "zo_step", "argv": ["zo_step.py", *zo, "--out", str(tmp / "zo_step.md")],
          "json": tmp / "zo_step.json"},
-        {"name": "lm_step", "argv": ["lm_step.py", *quick, "--no-memory", "--out", str(tmp / "lm_step.md")],
+        {"name": "lm_step", "argv": ["lm_step.py", *lm, "--out", str(tmp / "lm_step.md")],
          "json": tmp / "lm_step.json"},
-        {"name": "first_order_step", "argv": ["first_order_step.py", *quick, "--out",
-                                              str(tmp / "first_order_step.json")],
+        {"name": "first_order_step", "argv": ["first_order_step.py", *fo, "--out", str(tmp / "first_order_step.json")],
          "json": tmp / "first_order_step.json"},
-        *({"name": f"distributed_zo B={B}", "argv": ["distributed_zo.py", "--batch", str(B), *dz_steps, "--out",
+        *({"name": f"distributed_zo B={B}", "argv": ["distributed_zo.py", "--batch", str(B), *dz, "--out",
                                                       str(tmp / f"dz{B}")],
            "json": tmp / f"dz{B}" / f"distributed_zo_b{B}_s32.json"} for B in (64, 256)),
     ]
@@ -63,14 +64,16 @@ def _median_ratio(times: dict, a: str, b: str) -> float:
 def ratios_of(name: str, data: dict) -> list[tuple[str, float, str]]:
     """The ratios one benchmark's JSON holds, with the target the issue sets where it sets one ("" otherwise)."""
     if name == "zo_step":
-        t = data["time_ms"]
-        return [("dpnc DPZero / 2 forwards", _median_ratio(t, "dpnc DPZero", "2 forwards"), ""),
-                ("dpnc DPZero / reference MeZO", _median_ratio(t, "dpnc DPZero", "reference MeZO"), ""),
-                ("dpnc MeZO / reference MeZO", _median_ratio(t, "dpnc MeZO", "reference MeZO"), "")]
+        t, c = data["time_ms"], data.get("config", {})
+        size = f", B = {c.get('batch', '?')}, seq {c.get('seq', '?')}"
+        return [("dpnc DPZero / 2 forwards" + size, _median_ratio(t, "dpnc DPZero", "2 forwards"), ""),
+                ("dpnc DPZero / reference MeZO" + size, _median_ratio(t, "dpnc DPZero", "reference MeZO"), ""),
+                ("dpnc MeZO / reference MeZO" + size, _median_ratio(t, "dpnc MeZO", "reference MeZO"), "")]
     if name == "lm_step":
         r = data["ratios"]["time (medians)"]
+        size = f", B = {data.get('config', {}).get('batch', '?')}, seq {data.get('data', {}).get('seq_len', '?')}"
         keys = ("dpnc DPZero / 2 forwards", "dpnc DPZero / dpnc MeZO", "DP-AdamW (Opacus) / dpnc DPZero")
-        return [(k, r[k], "") for k in keys if k in r]
+        return [(k + size, r[k], "") for k in keys if k in r]
     if name == "first_order_step":
         rows = []
         for row in data["rows"]:
@@ -109,8 +112,9 @@ def build_table(results: list[dict], meta: dict) -> str:
             lines.append(f"| {r['name']} | {ratio} | {value:.2f} | {target} | {met(value, target)} | {load} | "
                          f"{r['seconds']:.0f} |")
     if not meta["full"]:
-        lines += ["", "Quick form: small models and few steps where a script has a smoke size (zo_step, lm_step: "
-                  "B = 8, 16 tokens; first_order_step's MiniLM row: B = 8); `make bench FULL=1` for the full forms."]
+        lines += ["", "Quick form: the scripts' full sizes with fewer timed steps (zo_step, lm_step 3, "
+                  "first_order_step 20 and MiniLM 2, distributed_zo 5) and no memory measurements; "
+                  "`make bench FULL=1` for the full forms."]
     return "\n".join(lines) + "\n"
 
 

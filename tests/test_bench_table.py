@@ -23,7 +23,8 @@ def _t(median):
 
 
 FIXTURES = {
-    "zo_step": {"time_ms": {"2 forwards": _t(100.0), "reference MeZO": _t(200.0), "dpnc MeZO": _t(150.0),
+    "zo_step": {"config": {"batch": 64, "seq": 64},
+                "time_ms": {"2 forwards": _t(100.0), "reference MeZO": _t(200.0), "dpnc MeZO": _t(150.0),
                             "dpnc DPZero": _t(160.0)}},
     "lm_step": {"ratios": {"time (medians)": {"dpnc DPZero / 2 forwards": 1.07, "dpnc DPZero / dpnc MeZO": 1.13,
                                               "DP-AdamW (Opacus) / dpnc DPZero": 5.9}}},
@@ -48,7 +49,8 @@ def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(benc
         in table
     lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(lines) == 3 + 3 + 3 + 1 + 1
-    assert "| zo_step | dpnc DPZero / reference MeZO | 0.80 |  |  | 0.50 → 0.75 | 12 |" in lines
+    assert "| zo_step | dpnc DPZero / reference MeZO, B = 64, seq 64 | 0.80 |  |  | 0.50 → 0.75 | 12 |" in lines
+    assert any(line.startswith("| lm_step | DP-AdamW (Opacus) / dpnc DPZero, B = ?, seq ? | 5.90 |") for line in lines)
     assert any("mlp 64-64-10, B = 64 | 0.88 | ≤ 1.2 | yes |" in line for line in lines)
     assert any("cnn 2 conv + linear, B = 64 | 1.25 | ≤ 1.2 | NO |" in line for line in lines)   # a miss is shown
     assert any("MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.21 | ≤ 0.5 | yes |" in line for line in lines)
