@@ -13,8 +13,8 @@ Both forms run each script at its full sizes (the models and batches its docstri
 ``--quick`` smoke sizes are too small for a ratio to mean anything). The quick form (default) times fewer steps
 and skips the peak-memory subprocesses: under 10 minutes on 2 cores. ``--full`` runs each script's full form
 (its default steps and memory measurements: about half an hour). Writes ``benchmarks/results/bench[_full].md``
-and ``.json`` with the 1-minute load average before and after each script, the command, the date and the commit. Run it alone on the
-machine (``flock -x /tmp/dpnc-cpu.lock make bench``): other jobs move the timings.
+and ``.json`` with the 1-minute load average before and after each script, the command, the date and the commit.
+Run it alone on the machine (``flock -x /tmp/dpnc-cpu.lock make bench``): other jobs move the timings.
 
     python benchmarks/bench.py [--full] [--out benchmarks/results/bench.md]
 """
