@@ -159,6 +159,7 @@ def measure_lm(steps: int, quick: bool, threads: int, data: Path | None) -> dict
     return {"model": "MiniLM-L6 + linear head (DP-AdamW)", "batch": B, "seq_len": int(ids.shape[1]),
             "threads": threads, "route": optimizer.per_example, "median_ms": median,
             "min_ms": {name: min(t) * 1e3 for name, t in times.items()},
+            "times_ms": {name: [x * 1e3 for x in t] for name, t in times.items()},
             "ratio_to_opacus": {name: median[name] / median["opacus"] for name in median}}
 
 
@@ -169,7 +170,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="JSON output, the markdown beside it (default: "
                         "benchmarks/results/first_order_step.json; --quick writes only where --out says)")
     parser.add_argument("--no-lm", action="store_true", help="skip the MiniLM row")
-    parser.add_argument("--lm-steps", type=int, default=3, help="timed MiniLM rounds after one warm-up round")
+    parser.add_argument("--lm-steps", type=int, default=5, help="timed MiniLM rounds after one warm-up round")
     parser.add_argument("--lm-threads", type=int, default=2)
     parser.add_argument("--lm-data", type=Path, help="the MiniLM row's tsv (default: lm_step.py's)")
     args = parser.parse_args()
@@ -194,6 +195,11 @@ def main() -> None:
         vm, vq = (f"{m[vmap]:.2f}", f"{q[vmap]:.2f}") if vmap in m else ("-", "-")
         lines.append(f"| {r['model']} | {r['batch']} | {m['opacus']:.2f} | {m['dpnc auto (per layer)']:.2f} | "
                      f"{vm} | {q['dpnc auto (per layer)']:.2f} | {vq} |")
+    for r in rows:
+        if "route" in r:
+            lo = r["min_ms"]
+            lines += ["", f"{r['model']}: {r['threads']} threads, B = {r['batch']} padded to {r['seq_len']} tokens, "
+                      f"dpnc's route {r['route']!r}; ratio of mins {lo['dpnc auto (per layer)'] / lo['opacus']:.2f}."]
     print("\n".join(lines))
     out = args.out if args.out is not None else (None if args.quick else RESULTS / "first_order_step.json")
     if out is not None:
