@@ -41,7 +41,7 @@ def runs(full: bool, tmp: Path) -> list[dict]:
     scripts' full sizes; the quick form times fewer steps and skips the memory subprocesses."""
     zo, lm, fo, dz = (([], [], [], []) if full else
                       (["--no-memory", "--steps", "3"], ["--no-memory", "--steps", "3", "--warmup", "1"],
-                       ["--steps", "20", "--lm-steps", "2"], ["--steps", "5"]))
+                       ["--steps", "20", "--lm-steps", "3"], ["--steps", "5"]))
     return [
         {"name": "zo_step", "argv": ["zo_step.py", *zo, "--out", str(tmp / "zo_step.md")],
          "json": tmp / "zo_step.json"},
@@ -113,7 +113,7 @@ def build_table(results: list[dict], meta: dict) -> str:
                          f"{r['seconds']:.0f} |")
     if not meta["full"]:
         lines += ["", "Quick form: the scripts' full sizes with fewer timed steps (zo_step, lm_step 3, "
-                  "first_order_step 20 and MiniLM 2, distributed_zo 5) and no memory measurements; "
+                  "first_order_step 20 and MiniLM 3, distributed_zo 5) and no memory measurements; "
                   "`make bench FULL=1` for the full forms."]
     return "\n".join(lines) + "\n"
 
