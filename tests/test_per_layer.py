@@ -169,3 +169,26 @@ def test_auto_keeps_to_vmap_where_a_layer_runs_twice_or_on_rows_shared_by_the_ex
         with pytest.raises(ValueError, match="ran more than once"):
             optimizer.step(cross_entropy(net))
         assert accountant.releases == 0
+
+
+def test_a_tied_weight_is_refused_only_when_it_is_trained():
+    """A weight shared by two layers has a gradient that is not one layer's product; frozen (a causal LM's tied
+    embeddings and output layer under LoRA), it plays no part and the other layers keep the per-layer route."""
+    embed, out = nn.Embedding(11, 6), nn.Linear(6, 11, bias=False)
+    out.weight = embed.weight
+    adapter = nn.Linear(6, 6)
+    model = nn.Sequential(embed, adapter, out).to(F64)
+    assert supported(model, dict(model.named_parameters())) is None
+    embed.weight.requires_grad_(False)
+    trained = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert set(trained) == {"1.weight", "1.bias"} and supported(model, trained) is not None
+    torch.manual_seed(5)
+    inputs = (torch.randint(0, 11, (7, 4)), torch.randint(0, 11, (7,)))
+
+    def loss_fn(ids, y):
+        return nn.functional.cross_entropy(model(ids).mean(1), y, reduction="none")
+    exact = clipped_gradient_sum(model, loss_fn, inputs, trained, 0.05)
+    fields = layer_clipped_sum(model, loss_fn, inputs, trained, 0.05)
+    assert fields is not None
+    assert_same(exact, ClippedSum(*fields))
+    assert exact.clipped > 0

@@ -44,11 +44,14 @@ def supported(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[nn.Modu
     parameter names, or None where a parameter belongs to a layer this route cannot handle."""
     owners: dict[nn.Module, dict[str, str]] = {}
     wanted = {id(p): name for name, p in params.items()}
+    trained = set(wanted)
     seen: set[int] = set()
     for module in model.modules():
         for local, p in module.named_parameters(recurse=False):
             if id(p) in seen:
-                return None   # tied weights: one parameter in two layers, its gradient is not one product
+                if id(p) in trained:
+                    return None   # tied weights: one parameter in two layers, its gradient is not one product
+                continue   # a frozen tied weight (a causal LM's embeddings and output layer under LoRA): no gradient
             seen.add(id(p))
             if id(p) not in wanted:
                 continue

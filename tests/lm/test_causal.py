@@ -197,9 +197,13 @@ def test_the_trainer_runs_lora_on_the_causal_head_and_trains_only_the_adapters(t
 
 
 @needs_data
-def test_per_example_default_on_a_tiny_random_llama_falls_back_to_vmap_and_equals_the_loop(tmp_path):
-    """The causal head (Llama: RMSNorm, tied embeddings) is outside the per-layer route: "auto" takes vmap, which
-    batches its mask-free forward, and gives the loop's clipped sum (float64: rounding only)."""
+def test_per_example_default_on_a_tiny_random_llama_equals_the_loop(tmp_path):
+    """The causal head on a tiny random Llama (RMSNorm, tied embeddings). Under LoRA every trained parameter is in
+    an adapter's Linear (the tied embeddings are frozen): with one-token label words (one row per example) "auto"
+    takes the per-layer route; with label words of several tokens (one row per class: b·K rows) or training all
+    of it (RMSNorm, the tied embeddings) it takes vmap, which batches the mask-free forward. Every case gives the
+    loop's clipped sum (float64: rounding only)."""
+    import dataclasses
     import importlib.util
     from pathlib import Path
 
@@ -214,13 +218,17 @@ def test_per_example_default_on_a_tiny_random_llama_falls_back_to_vmap_and_equal
     train = load_task("SST-2", DATA, "train")
     check.make_tiny_causal_lm(tmp_path, list(train.texts[:300]))
     lm, tokenizer = causal.load_causal_lm(tmp_path)
-    for mode in ("lora", "all"):
-        clf = CausalLMClassifier(copy.deepcopy(lm), tokenizer, get_task("SST-2"), max_length=32).eval()
+    one_token = dataclasses.replace(get_task("SST-2"), label_words=("the", "a"))   # " the", " a": one token each
+    assert [len(tokenizer(" " + w)["input_ids"]) for w in one_token.label_words] == [1, 1]
+    for mode, task, layers in (("lora", one_token, True), ("lora", get_task("SST-2"), False),
+                               ("all", one_token, False)):
+        clf = CausalLMClassifier(copy.deepcopy(lm), tokenizer, task, max_length=32).eval()
         select_trainable(clf, mode)
         clf = clf.double()
         params = {n: p for n, p in clf.named_parameters() if p.requires_grad}
-        assert per_layer.supported(clf, params) is None, mode
+        assert (per_layer.supported(clf, params) is not None) == (mode == "lora"), mode
         batch = clf.encode(train.texts[:3], train.labels[:3])
+        assert (per_layer.layer_clipped_sum(clf, clf, (batch,), params, 1.0) is not None) == layers, mode
         for bound in (1e12, 1e-2):
             want = per_example_clipped_sum(clf, batch, bound, per_example="loop")
             got = per_example_clipped_sum(clf, batch, bound, per_example="auto", microbatch=2)
