@@ -361,3 +361,19 @@ def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):
                            max_length=64, lr=1e-5, out=str(tmp_path / "old")), caches=caches).run()
     assert summary.test_loss < summary.zero_shot_loss - 0.03, (summary.zero_shot_loss, summary.test_loss)  # 0.53 → 0.49
     assert abs(stuck.test_loss - stuck.zero_shot_loss) < 0.01   # the old default: the head does not move
+
+
+def test_a_dp_adamw_run_begun_under_the_loop_resumes_under_auto(tmp_path):
+    """per_example picks how the same clipped sum is formed (FREE_FIELDS): a run begun under the old default "loop"
+    resumes under "auto", where a change of any field that alters the run is refused."""
+    def cfg(**kw):
+        return config(tmp_path, method="dp-adamw", head="linear", train="head", steps=2, batch_size=4,
+                      checkpoint_every=1, checkpoint_dir=str(tmp_path / "ckpt"), **kw)
+
+    Trainer(cfg(per_example="loop"), noise=NoiseSource.for_testing(0)).train(max_steps=1)
+    resumed = Trainer(cfg(), noise=NoiseSource.for_testing(1), resume=True)
+    assert resumed.step == 1 and resumed.config.per_example == "auto"
+    resumed.train()
+    assert resumed.accountant.releases == 2 and resumed.optimizer.per_example == "layers"
+    with pytest.raises(ValueError, match="cannot resume with a different config.*clip"):
+        Trainer(cfg(clip=5.0), resume=True)

@@ -50,10 +50,12 @@ PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data
                          "count, clipped fraction, step time; the run's wall time, its training rows and the rows "
                          "dropped by the domain rule). They are not covered by the run's (epsilon, delta) and reveal "
                          "the training data: share them only where the training data may be shared.")
-# Fields that do not change what a run computes: free to differ on resume.
+# Fields that do not change what a run computes: free to differ on resume. (per_example and microbatch choose how
+# DP-AdamW forms the same clipped sum, equal up to rounding as device and cache are: a run begun under the old
+# default "loop" resumes under "auto".)
 FREE_FIELDS = ("data_dir", "device", "cache", "report_to", "recipe_selection",
                "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
-                "out", "progress", "log_private_stats", "new_run")
+                "out", "progress", "log_private_stats", "new_run", "per_example", "microbatch")
 # Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
 KILL_ENV = "DPNC_TEST_KILL_AT"
 KILL_PHASES = ("begin",      # after the journal's 'begin' line of step t, before the batch is drawn
