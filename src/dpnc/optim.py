@@ -53,6 +53,7 @@ from dpnc.privacy.release import mean_release
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release
 from dpnc.sampling import BatchClosure, Sampler
+from dpnc.direction_cache import CachedModuleSpace
 from dpnc.space import ModuleSpace
 
 
@@ -163,8 +164,10 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
     def __init__(self, params: Iterable[torch.Tensor], defaults: dict, *, sampler: Sampler | LoaderBatches,
                  accountant: Accountant, noise: NoiseSource | None, direction: str, seed: int | None,
                  model: nn.Module, data=None, collate_fn=None,
-                 group: distributed.Group | None = None) -> None:
+                 group: distributed.Group | None = None, cache_directions: bool = False) -> None:
         super().__init__(params, defaults)
+        if not isinstance(cache_directions, bool):
+            raise ValueError(f"cache_directions must be a bool; got {cache_directions!r}")
         if len(self.param_groups) != 1:
             raise ValueError("zeroth-order optimizers support one parameter group (the direction spans all)")
         if not isinstance(model, nn.Module):
@@ -184,7 +187,9 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         else:
             self.rows = data if isinstance(data, DataRows) else DataRows(data, collate_fn=collate_fn)
         self.model = model
-        self.space = ModuleSpace(self.param_groups[0]["params"], direction=direction)
+        # The cached space generates each step's direction once instead of three times (d more numbers of memory).
+        space = CachedModuleSpace if cache_directions else ModuleSpace
+        self.space = space(self.param_groups[0]["params"], direction=direction)
         self.sampler, self.accountant = sampler, accountant
         self.noise = noise if noise is not None else NoiseSource()
         # The direction seeds are public (they may be logged); drawn from their own generator.
@@ -320,17 +325,23 @@ class DPZero(_ZerothOrder):
         collate_fn: how a ``Dataset``'s items form a batch (torch's ``default_collate`` by default).
         group: a :class:`dpnc.distributed.Group` to run data parallel (rank 0 samples, adds the noise and
             records; the other ranks' sampler, noise and accountant are unused); None: this process alone.
+        cache_directions: generate each step's direction u once and keep it for x ± λu and the update
+            (:class:`dpnc.direction_cache.CachedModuleSpace`: the same numbers, one generator pass per step instead
+            of three, d more numbers of memory in the parameters' dtype); off by default: the seed trick's
+            inference-level memory.
     """
 
     def __init__(self, params, *, lr: float, clip: float, smoothing: float = 1e-3, noise_multiplier: float,
                  sampler: Sampler, accountant: Accountant, noise: NoiseSource | None = None,
                  direction: str = "gaussian", seed: int | None = None, discrete: bool = False,
-                 model: nn.Module, data=None, collate_fn=None, group: distributed.Group | None = None) -> None:
+                 model: nn.Module, data=None, collate_fn=None, group: distributed.Group | None = None,
+                 cache_directions: bool = False) -> None:
         check_arguments(lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=noise_multiplier)
         super().__init__(params, {"lr": lr, "clip": clip, "smoothing": smoothing,
                                   "noise_multiplier": noise_multiplier, "discrete": discrete},
                          sampler=sampler, accountant=accountant, noise=noise, direction=direction, seed=seed,
-                         model=model, data=data, collate_fn=collate_fn, group=group)
+                         model=model, data=data, collate_fn=collate_fn, group=group,
+                         cache_directions=cache_directions)
 
     def _step(self, group, seed, closure):
         # The model tier runs the algorithm's own step (one step, two tiers): private_mean of the clipped a_i.
@@ -352,17 +363,19 @@ class MeZO(_ZerothOrder):
 
     c_t = (L(x + λu) − L(x − λu))/(2λ) of the realised batch's mean loss. An example with a non-finite loss at
     either point counts as 0 at both (so one bad example does not turn the update into NaN), and is counted.
-    ``model``, ``data``, ``collate_fn``, ``group``: as :class:`DPZero`'s (data parallel: c_t from one all_reduce of
-    4 numbers).
+    ``model``, ``data``, ``collate_fn``, ``group``, ``cache_directions``: as :class:`DPZero`'s (data parallel: every
+    rank forms c_t from one all_reduce of 4 numbers).
     """
 
     def __init__(self, params, *, lr: float, smoothing: float = 1e-3, sampler: Sampler,
                  accountant: Accountant | None = None, direction: str = "gaussian", seed: int | None = None,
-                 model: nn.Module, data=None, collate_fn=None, group: distributed.Group | None = None) -> None:
+                 model: nn.Module, data=None, collate_fn=None, group: distributed.Group | None = None,
+                 cache_directions: bool = False) -> None:
         check_arguments(lr=lr, smoothing=smoothing)
         super().__init__(params, {"lr": lr, "smoothing": smoothing}, sampler=sampler,
                          accountant=accountant or Accountant(), noise=None, direction=direction, seed=seed,
-                         model=model, data=data, collate_fn=collate_fn, group=group)
+                         model=model, data=data, collate_fn=collate_fn, group=group,
+                         cache_directions=cache_directions)
 
     def _step(self, group, seed, closure):
         config = alg.MeZO(group["lr"], group["smoothing"])   # non-finite examples: a_i = 0, counted there
