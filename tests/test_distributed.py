@@ -3,7 +3,10 @@
 One ``torch.multiprocessing.spawn`` of 2 CPU processes runs every case (a few seconds); the parent runs the same
 cases in one process with the same public seed, seeded batches and seeded noise, and compares. Tolerances: the
 distributed sum of the clipped a_i is formed shard by shard in float64 (the single process sums in one go), so
-the released c_t may differ in its last bits: float64 models agree to 1e-12, float32 ones to 1e-5 (rtol).
+the released c_t may differ in its last bits: float64 models agree to 1e-12, float32 ones to 1e-5 (rtol). The
+same holds for rank 0's noise, which the distributed step adds to rank 0's part of the sum (c_t = Σ_r part_r/B + z,
+one float64 addition in another order than (Σ part)/B + z). The cached-direction cases (``cache_directions=True``)
+draw the very same directions and must equal the uncached distributed run bit for bit.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from torch import nn
 from dpnc.distributed import LOCAL, Group, shutdown
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
-from dpnc.sampling import PoissonSampler, ShuffleSampler
+from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 
 N, FEATURES, B, STEPS, WORLD = 96, 4, 24, 6, 2
 C, LR, NOISE = 0.5, 0.05, 2.0
@@ -33,7 +36,14 @@ CASES = {   # name: (optimizer, sampler, relation, hidden width, dtype, expected
     "mezo": ("mezo", "poisson", "add/remove", 16, torch.float64, B),
     "mezo_tiny_batch": ("mezo", "poisson", "add/remove", 16, torch.float64, 1),
     "dpzero_resume": ("dpzero", "poisson", "add/remove", 16, torch.float64, B),   # checkpoint half-way, resume
+    "dpzero_cached": ("dpzero", "poisson", "add/remove", 16, torch.float64, B),   # = "dpzero", direction cache on
+    "dpzero_cached_float32": ("dpzero", "poisson", "add/remove", 16, torch.float32, B),
+    "mezo_cached": ("mezo", "poisson", "add/remove", 16, torch.float64, B),
+    "dpzero_discrete": ("dpzero", "full", "replace-one", 16, torch.float64, N),   # the release rounds: not fused
 }
+OPTIONS = {"dpzero_cached": {"cache_directions": True}, "dpzero_cached_float32": {"cache_directions": True},
+           "mezo_cached": {"cache_directions": True}, "dpzero_discrete": {"discrete": True}}
+UNCACHED = {"dpzero_cached": "dpzero", "dpzero_cached_float32": "dpzero_float32", "mezo_cached": "mezo"}
 
 
 def data(dtype):
@@ -63,6 +73,10 @@ class NoShuffle(NoBatches, ShuffleSampler):
     pass
 
 
+class NoFullBatch(NoBatches, FullBatch):
+    pass
+
+
 class NoNoise(NoiseSource):
     """A rank other than 0 must never draw noise."""
 
@@ -76,17 +90,20 @@ def build(case, model, *, rank=0, group=None, accountant=None):
     seed = 1 if source else 12345            # rank 1's own seed is overridden by rank 0's
     if sampling == "poisson":
         sampler = PoissonSampler.for_testing(N, batch, seed=3) if source else NoPoisson(N, batch)
+    elif sampling == "full":
+        sampler = FullBatch(N) if source else NoFullBatch(N)
     else:
         sampler = ShuffleSampler.for_testing(N, batch, seed=3) if source else NoShuffle(N, batch)
     accountant = accountant if accountant is not None else Accountant(relation)
     rows = data(CASES[case][4])   # each rank's step fetches its part of the batch from these
+    options = OPTIONS.get(case, {})
     if kind == "mezo":
         opt = MeZO(model.parameters(), lr=LR, sampler=sampler, accountant=accountant, seed=seed, group=group,
-                   model=model, data=rows)
+                   model=model, data=rows, **options)
     else:
         noise = NoiseSource.for_testing(7) if source else NoNoise()
         opt = DPZero(model.parameters(), lr=LR, clip=C, noise_multiplier=NOISE, sampler=sampler,
-                     accountant=accountant, noise=noise, seed=seed, group=group, model=model, data=rows)
+                     accountant=accountant, noise=noise, seed=seed, group=group, model=model, data=rows, **options)
     return opt, accountant
 
 
@@ -131,7 +148,7 @@ def run(case, *, rank=0, group=None, checkpoint=None):
                 getattr(getattr(e.release, "mechanism", None), "sigma", None), e.count) for e in accountant.ledger]
     return {"params": [p.detach().clone() for p in model.parameters()], "released": released, "losses": losses,
             "releases": accountant.releases, "entries": entries, "sent": sent,
-            "d": sum(p.numel() for p in model.parameters())}
+            "d": sum(p.numel() for p in model.parameters()), "generated": getattr(opt.space, "generated", None)}
 
 
 def _worker(rank, init_file, out_dir):
@@ -195,6 +212,9 @@ def test_one_ledger_entry_per_step_on_rank_0_only(ranks, single, case):
     if CASES[case][0] == "mezo":
         assert name == "NonPrivate"
         return
+    if case == "dpzero_discrete":
+        assert name == "DiscreteGaussian"
+        return
     expected = {"add/remove": 1, "replace-one": 2}[CASES[case][2]] * C / CASES[case][5]   # Δ = (1 or 2)·C/B
     assert name == "Sampled" and sensitivity == pytest.approx(expected) and sigma == pytest.approx(NOISE * expected)
 
@@ -204,13 +224,36 @@ def test_communication_per_step_is_independent_of_model_size(ranks):
     assert large["d"] >= 9 * small["d"]
     assert small["sent"] == large["sent"]          # same batches, same numbers: the model's size plays no part
     for step in small["sent"]:
-        assert step["all_reduce"] == 5                              # Σ clip(a), count, loss, clipped, non-finite
-        assert step["broadcast"] - 2 <= 2 * B                        # |batch| + 1 indices, the released c_t
+        # Poisson: the batch's size, its indices, then ONE all_reduce of Σ clip(a)/B + z (rank 0's noise added to its
+        # part: the released c_t itself), count, loss, clipped, non-finite; no broadcast of c_t.
+        assert step["all_reduce"] == 5
+        assert 1 <= step["broadcast"] <= 1 + 2 * B                   # |batch| + 1 indices
+        assert step["collectives"] == (3 if step["broadcast"] > 1 else 2)   # an empty batch sends no indices
         assert step["bytes"] == 8 * (step["all_reduce"] + step["broadcast"])
-    assert all(step["all_reduce"] == 4 for step in ranks[0]["mezo"]["sent"])
+    for step in ranks[0]["mezo"]["sent"]:   # every rank forms c_t from the 4 sums: no broadcast of it either
+        assert step["all_reduce"] == 4 and step["collectives"] == (3 if step["broadcast"] > 1 else 2)
     assert ranks[1]["dpzero"]["sent"] == small["sent"]             # every rank takes part in the same collectives
-    # The tiny-batch cases met an empty batch (size broadcast, no indices, the released scalar): noise only.
-    assert any(step["broadcast"] == 2 for step in ranks[0]["dpzero_tiny_batch"]["sent"])
+    # The tiny-batch cases met an empty batch (the size broadcast, no indices, the all_reduce): noise only.
+    assert any(step["broadcast"] == 1 and step["collectives"] == 2 for step in ranks[0]["dpzero_tiny_batch"]["sent"])
+
+
+def test_a_fixed_size_batch_takes_two_collectives_a_step(ranks):
+    """A shuffle (or full) batch has a public size: its indices and the one all_reduce are the whole step."""
+    for step in ranks[0]["dpzero_shuffle"]["sent"]:
+        assert step == {"collectives": 2, "broadcast": B, "all_reduce": 5, "bytes": 8 * (B + 5)}
+    # The discrete Gaussian rounds the sum before its noise, so it is not added to a part: sums, release, broadcast.
+    for step in ranks[0]["dpzero_discrete"]["sent"]:
+        assert step == {"collectives": 3, "broadcast": N + 1, "all_reduce": 5, "bytes": 8 * (N + 6)}
+
+
+@pytest.mark.parametrize("case", list(UNCACHED))
+def test_cached_directions_change_nothing_but_the_generator_passes(ranks, single, case):
+    for r in range(WORLD):
+        cached, plain = ranks[r][case], ranks[r][UNCACHED[case]]
+        assert all(torch.equal(p, q) for p, q in zip(cached["params"], plain["params"]))   # bit for bit
+        assert cached["released"] == plain["released"] and cached["sent"] == plain["sent"]
+        assert cached["generated"] == STEPS and plain["generated"] is None   # one generator pass per step
+    assert single[case]["generated"] == STEPS
 
 
 def test_group_needs_an_initialised_process_group():

@@ -3,37 +3,57 @@
 whatever the model's size).
 
 A step names its group (``DPZero.step(..., group=LOCAL)``, :class:`~dpnc.algorithms.dpzero.MeZO` alike) and
-asks three things of it: :meth:`~Group.draw` (the part of the sampler's batch this process evaluates),
-:meth:`~Group.sum` (its partial sums added over the group) and :meth:`~Group.on_source` (the release, made
-once, seen by all). :data:`LOCAL` answers with the sampler's batch, the sums as they are and the release
-itself, so the one-process step and the data-parallel step are one code path.
+asks these things of it: :meth:`~Group.draw` (the part of the sampler's batch this process evaluates),
+:meth:`~Group.sum` (its partial sums added over the group), :meth:`~Group.on_source` (a value made once, seen by
+all) and :meth:`~Group.release_sum` (the noisy release of a sum, made once, with the other sums, seen by all).
+:data:`LOCAL` answers with the sampler's batch, the sums as they are and the release itself, so the one-process
+step and the data-parallel step are one code path.
 
 A zeroth-order step's only data-dependent quantity is one scalar per direction, so workers that share
 the public direction seed need to exchange only their partial sums. Every rank holds the model; a step
 
-1. takes the batch rank 0 drew from its **secret** sampler, broadcast as indices (its size, then the
-   indices: |batch| + 1 integers), and evaluates its own contiguous shard at x ± λu, u regenerated from
-   the step's public seed (the same on every rank);
+1. takes the batch rank 0 drew from its **secret** sampler, broadcast as indices (a Poisson batch: its size,
+   then the indices, |batch| + 1 integers; a batch of fixed public size, :class:`~dpnc.sampling.FullBatch` or
+   :class:`~dpnc.sampling.ShuffleSampler`: the B indices alone), and evaluates its own contiguous shard at
+   x ± λu, u regenerated from the step's public seed (the same on every rank);
 2. forms its partial sums — Σ clip_C(a_i) over its shard by :func:`~dpnc.privacy.clipping.clipped_sum`
-   (non-finite a_i set to 0 first), its example count and the private diagnostics — and adds them across
-   ranks in **one** ``all_reduce`` of a tensor of 5 numbers (MeZO: 4);
-3. rank 0 alone releases the sum through :func:`~dpnc.privacy.release.release_sum` (the sampler's fixed
-   denominator B, secret noise from its :class:`~dpnc.privacy.noise.NoiseSource`, one ledger entry in its
-   :class:`~dpnc.privacy.accountant.Accountant`) and broadcasts the released scalar c_t (1 number);
+   (non-finite a_i set to 0 first), its example count and the private diagnostics;
+3. rank 0 draws the step's secret noise z_t from its :class:`~dpnc.privacy.noise.NoiseSource` through
+   :func:`~dpnc.privacy.release.release_sum` applied to a zero sum (which records the step's one ledger entry in
+   its :class:`~dpnc.privacy.accountant.Accountant`) and adds it to its own part: rank 0 contributes
+   Σ_shard clip_C(a_i)/B + z_t, every other rank Σ_shard clip_C(a_i)/B, and **one** ``all_reduce`` of 5
+   numbers (MeZO: 4) gives every rank the released c_t = (1/B) Σ_i clip_C(a_i) + z_t itself, with the sums
+   of the diagnostics (:meth:`Group.release_sum`);
 4. every rank applies the same in-place update x ← x − α·c_t·u_t.
 
-Per step that is |batch| + 8 numbers (DPZero) against the d gradient entries a first-order
-data-parallel step all-reduces. :class:`Group` wraps the process group and counts the elements and bytes
-of every tensor it hands to a collective (``Group.sent``), so the claim is measured, not assumed.
+Per step that is |batch| + 6 numbers in 3 collectives (Poisson), B + 5 in 2 (fixed size), against the d gradient
+entries a first-order data-parallel step all-reduces. :class:`Group` wraps the process group and counts the
+collectives, elements and bytes of every tensor it hands to a collective (``Group.sent``), so the claim is
+measured, not assumed.
+
+What changed (26 Nov 2026), and why privacy did not. Before, the all_reduce summed the un-noised parts, rank 0
+released the sum (noise added, ledger entry) and broadcast c_t (a fourth collective), and the size of every
+batch was broadcast. Now the noise rides in the all_reduce: the Gaussian mechanism's output s/B + z with z
+drawn independently of s has the same distribution whether z is added before or after the other ranks' parts,
+z is drawn by rank 0's noise source alone, exactly once a step, and the ledger entry is the same one, made once a
+step by rank 0 (now just before the all_reduce, so a failure of the collective leaves an entry for a release that
+never happened: the accounting errs on the safe side). The release is the same value up to the order of one
+float64 addition. The discrete Gaussian (``discrete=True``) rounds the sum to its grid before adding noise, so it
+is not additive: it keeps the sums, then rank 0's release and broadcast. MeZO's c_t, noiseless, is formed by every
+rank from the summed numbers (rank 0 records the non-private release). Rank 1 now receives rank 0's part with the
+noise in it rather than without: the trust boundary below is unchanged. The direction work (u over all d entries,
+three times a step on every rank, the part of a step no split divides) is cut to one generator pass by the opt-in
+:class:`~dpnc.direction_cache.CachedModuleSpace` (``cache_directions=True``; d more numbers of memory).
 
 The optimizers of :mod:`dpnc.optim` take ``group=Group()``; construction broadcasts rank 0's public
 direction seed and parameters (as ``DistributedDataParallel`` does), so every rank starts equal.
 Launch with ``torchrun`` (or ``torch.multiprocessing``) after ``torch.distributed.init_process_group``
 (gloo on CPU, nccl on GPU: tensors then go through ``cuda:current_device()``).
 
-Trust boundary. The collectives carry the secret batch indices and the un-noised partial sums: every
-rank is part of the curator, and the process group must not cross an untrusted network. Only rank 0's
-sampler draws batches and only rank 0's noise source draws noise; the other ranks' are never used.
+Trust boundary. The collectives carry the secret batch indices and the partial sums (rank 0's with its noise,
+the others' without): every rank is part of the curator, and the process group must not cross an untrusted
+network. Only rank 0's sampler draws batches and only rank 0's noise source draws noise; the other ranks' are
+never used.
 Rank 0's accountant is the ledger (one entry per step); the other ranks' stay empty.
 
 Checkpoints. Save ``optimizer.state_dict()`` (and the model) from rank 0 only: every rank holds the
@@ -60,7 +80,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from dpnc.sampling import Sampler
+from dpnc.sampling import FullBatch, Sampler, ShuffleSampler
 
 __all__ = ["LOCAL", "Group", "Local", "from_environment", "shutdown"]
 
@@ -88,6 +108,12 @@ class Local:
         """``compute()``."""
         return compute()
 
+    def release_sum(self, part: torch.Tensor, *values: Any, release: Callable[[torch.Tensor], torch.Tensor],
+                    denominator: int, additive: bool) -> tuple:
+        """``(release(part), *values)``: alone, the partial sum is the whole sum (``denominator`` and ``additive``
+        serve :meth:`Group.release_sum`)."""
+        return (release(part), *values)
+
     def __repr__(self) -> str:
         return "LOCAL"
 
@@ -105,8 +131,9 @@ class Group:
     Attributes:
         rank, world_size: this process's rank in the group and the group's size.
         device: where collective tensors live (``cuda:current_device()`` under nccl, else the CPU).
-        sent: elements passed to collectives so far, by kind (``"all_reduce"``, ``"broadcast"``), and
-            their total in bytes (``"bytes"``); public, e.g. to measure the communication per step. The
+        sent: elements passed to collectives so far, by kind (``"all_reduce"``, ``"broadcast"``), their total
+            in bytes (``"bytes"``) and the number of collective calls (``"collectives"``); public, e.g. to measure
+            the communication per step. The
             object collectives (:meth:`share`, :meth:`gather_object`: setup, resume and evaluation, never
             a step's) are counted apart, as calls (``"objects"``).
 
@@ -132,6 +159,7 @@ class Group:
         return self.rank == 0
 
     def _count(self, kind: str, tensor: torch.Tensor) -> None:
+        self.sent["collectives"] += 1
         self.sent[kind] += tensor.numel()
         self.sent["bytes"] += tensor.numel() * tensor.element_size()
 
@@ -193,12 +221,22 @@ class Group:
         """The batch rank 0 draws from its secret ``sampler``, on every rank (size, then indices).
 
         Secret: the indices and their number never leave the group; the other ranks' samplers are not used.
+        A sampler whose batches have a fixed, public size (:class:`~dpnc.sampling.FullBatch`,
+        :class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``) needs the indices alone, not their number.
         A sampler marked ``shared`` already hands every rank the same batch: each rank takes its own, unsent.
         """
         if getattr(sampler, "shared", False):
             return sampler.sample()
-        size = torch.tensor([len(batch := sampler.sample()) if self.is_source else 0], dtype=torch.int64)
-        self.broadcast_(size)
+        batch = sampler.sample() if self.is_source else None
+        fixed = _fixed_size(sampler)
+        if fixed is not None:   # the size is public and the same on every rank: the indices alone
+            if self.is_source and len(batch) != fixed:
+                raise RuntimeError(f"{type(sampler).__name__} drew {len(batch)} examples; it must draw exactly "
+                                   f"batch_size = {fixed}")
+            size = torch.tensor([fixed], dtype=torch.int64)
+        else:
+            size = torch.tensor([len(batch) if self.is_source else 0], dtype=torch.int64)
+            self.broadcast_(size)
         if not self.is_source:
             batch = torch.empty(int(size), dtype=torch.int64)
         if int(size):
@@ -228,6 +266,34 @@ class Group:
         value, shaped and typed as ``like`` (which must agree on every rank)."""
         value = compute() if self.is_source else torch.empty_like(like)
         return self.broadcast_(value.reshape(like.shape).to(like.dtype))
+
+    def release_sum(self, part: torch.Tensor, *values: Any, release: Callable[[torch.Tensor], torch.Tensor],
+                    denominator: int, additive: bool) -> tuple:
+        """``release(Σ part)`` and each of ``values`` summed over the ranks (as :meth:`sum`), on every rank.
+
+        ``release(s)`` is rank 0's release of a sum s (it draws the secret noise and records the one ledger entry).
+        When it is **additive**, ``release(s) = s / denominator + z`` with noise z drawn independently of s (the
+        Gaussian mechanism of :func:`~dpnc.privacy.release.release_sum`), rank 0 calls ``release(0) = z`` before
+        the sum and adds z to its own part: it contributes part/denominator + z, every other rank part/denominator,
+        and the **one** ``all_reduce`` that sums the values yields the released value itself, Σ part/denominator
+        + z, bit for bit the same on every rank. Same release (its distribution, its ledger entry, its noise drawn
+        from rank 0's source alone), one collective fewer: no broadcast of the released value. Not additive (the
+        discrete Gaussian rounds the sum to its grid first): :meth:`sum`, then rank 0 releases and broadcasts.
+        """
+        if not additive:
+            total, *summed = self.sum(part, *values)
+            return (self.on_source(lambda: release(total), like=total), *summed)
+        mine = part.to(self.device, torch.float64) / denominator
+        if self.is_source:
+            noise = release(torch.zeros_like(part))   # z alone: 0 / denominator + z; the release is recorded here
+            mine = mine + noise.to(self.device, torch.float64)
+        released, *summed = self.sum(mine, *values)
+        return (released.to(dtype=part.dtype, device=part.device), *summed)
+
+
+def _fixed_size(sampler: Sampler) -> int | None:
+    """The size every batch of ``sampler`` has, public, or None where it varies (Poisson) or is not known."""
+    return sampler.batch_size if isinstance(sampler, (FullBatch, ShuffleSampler)) else None
 
 
 def from_environment() -> Group | None:

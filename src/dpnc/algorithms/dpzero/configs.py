@@ -120,21 +120,23 @@ class DPZero(ZerothOrderFamily):
              noise: NoiseSource, accountant: Accountant, group: Group | Local = LOCAL) -> StepLog:
         """One step along the public ``seed``; ``group``: the processes whose parts of the batch are summed
         (:data:`~dpnc.distributed.LOCAL`: this one; a :class:`~dpnc.distributed.Group`: rank 0 draws the batch
-        and the noise and records, one all_reduce of 5 numbers, c_t broadcast). The log is the whole batch's."""
+        and the noise and records, and one all_reduce of 5 numbers, rank 0's noise added to its part, gives every
+        rank c_t). The log is the whole batch's."""
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)   # ℓ_i(x_t ± λu_t)
         try:
             part = clipped_sum(diffs.a, self.C)                             # Σ_i clip_C(a_i) over this part
             losses = diffs.loss * diffs.examples if diffs.examples else torch.zeros_like(diffs.loss)   # Σ of the mean
-            total, clipped, nonfinite, examples, loss = group.sum(          # … over the whole batch (one all_reduce)
-                part.total, part.clipped, part.nonfinite, part.examples, losses)
-            c = group.on_source(lambda: release_sum(                        # (1/B) Σ_i clip_C(a_i) + z_t, recorded
-                total, self.C, sampler=sampler, noise=noise, accountant=accountant,
-                noise_multiplier=self.noise_multiplier, discrete=self.discrete), like=total)
+            c, clipped, nonfinite, examples, loss = group.release_sum(      # (1/B) Σ_i clip_C(a_i) + z_t, recorded;
+                part.total, part.clipped, part.nonfinite, part.examples, losses,   # the sums over the whole batch
+                release=lambda total: release_sum(
+                    total, self.C, sampler=sampler, noise=noise, accountant=accountant,
+                    noise_multiplier=self.noise_multiplier, discrete=self.discrete),
+                denominator=sampler.batch_size, additive=not self.discrete)   # discrete: rounds first
         except BaseException:
             space.restore_()   # never leave the parameters perturbed
             raise
         space.update_(seed, -per_run(self.eta, c) * c)                     # x_{t+1} = x_t − α c_t u_t
-        fraction = clipped.to(total.dtype) / examples
+        fraction = clipped.to(c.dtype) / examples
         return StepLog(loss / examples, fraction, c, nonfinite, examples)
 
 
@@ -194,7 +196,8 @@ class MeZO(ZerothOrderFamily):
 
     def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant, group: Group | Local = LOCAL) -> StepLog:
-        """One step along the public ``seed``; ``group`` as in :meth:`DPZero.step` (one all_reduce of 4 numbers)."""
+        """One step along the public ``seed``; ``group`` as in :meth:`DPZero.step` (one all_reduce of 4 numbers, from
+        which every rank forms c_t)."""
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)
         # The realised batch's mean (not private, so no fixed denominator); an example whose loss is non-finite at
         # either point counts as a_i = 0 (one bad example must not turn the update into NaN); an empty batch
@@ -204,11 +207,10 @@ class MeZO(ZerothOrderFamily):
             plus, minus, examples, nonfinite = group.sum(diffs.plus.sum(-1), diffs.minus.sum(-1), diffs.examples,
                                                          bad)
 
-            def release() -> torch.Tensor:
+            # c_t is a function of the sums every rank now holds: each forms it (no broadcast); rank 0 records it.
+            if group.is_source:
                 accountant.record(NonPrivate(secret=bool(getattr(sampler, "secret", True))))  # no noise: ε = ∞
-                return (plus / examples - minus / examples) / (2 * self.lam) if examples else plus
-
-            c = group.on_source(release, like=plus)
+            c = (plus / examples - minus / examples) / (2 * self.lam) if examples else plus
         except BaseException:
             space.restore_()
             raise
