@@ -1,18 +1,21 @@
 """Data-parallel DPZero (dpnc.distributed): throughput on 1 and 2 processes, and what a step communicates.
 
 A zeroth-order step's only data-dependent quantity is one scalar per direction, so data-parallel ranks
-exchange their partial sums (one all_reduce of 5 numbers), rank 0's released scalar (1 number) and the batch
-indices rank 0 drew (|batch| + 1 integers), whatever the model's size. A first-order DDP step all-reduces
-every gradient entry. This script measures both:
+exchange the batch indices rank 0 drew (B integers here: a FullBatch's size is public) and their partial sums, rank
+0's noise added to its own (one all_reduce of 5 numbers that yields the released scalar), whatever the model's
+size. A first-order DDP step all-reduces every gradient entry. This script measures both:
 
 * throughput (examples/s) of ``dpnc.optim.DPZero`` at the same global batch B on 1 process without a group
-  (the plain optimizer), 1 process with ``group=Group()`` (the distributed code path's overhead) and 2
-  processes (each evaluates B/2 examples), gloo on CPU, 1 torch thread per process, launched by
-  ``torch.multiprocessing.spawn``; median and min over ``--steps`` timed steps after 2 warm-up steps;
+  (the plain optimizer: the baseline of every speed-up), 1 process with ``group=Group()`` (the distributed code
+  path's overhead) and 2 processes (each evaluates B/2 examples), each with the directions regenerated three times
+  a step (the default) and with ``cache_directions=True`` (generated once), gloo on CPU, 1 torch thread per
+  process, launched by ``torch.multiprocessing.spawn``; median and min over ``--steps`` timed steps after 2 warm-up
+  steps; the speed-ups over the plain optimizer (and over the one-process optimizer with cached directions)
+  beside the forward passes' own, and their ratio;
 * where the time goes: CPU seconds per step on each rank (the work split, readable on a shared machine), the
   forward passes alone on 1 and 2 processes (the machine's own ceiling for any split), the step with no forward
-  pass (the direction work over all d entries, done in full on every rank, + the collectives) and the
-  collectives alone; with them the Amdahl bound of the speed-up at this batch and model;
+  pass (the direction work over all d entries, done in full on every rank, + the collectives), the
+  collectives alone, and the pieces apart: one generator pass over u, one add of u, each collective;
 * bytes per step: the elements of every tensor dpnc's :class:`~dpnc.distributed.Group` passed to a collective
   (counted by the group), beside those one ``DistributedDataParallel`` backward all-reduces on the same model
   (counted by a DDP communication hook on its gradient buckets: the number of gradient elements).
@@ -47,6 +50,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 
+from dpnc.direction_cache import CachedModuleSpace
 from dpnc.distributed import Group
 from dpnc.optim import DPZero
 from dpnc.privacy.accountant import Accountant
@@ -94,18 +98,41 @@ def timed(fn, steps: int, barrier=None) -> tuple[list[float], list[float]]:
 
 
 def collectives(group: Group, batch: int) -> None:
-    """One DPZero step's collectives with nothing computed: batch size and indices, the sums, the released c_t."""
-    group.broadcast_(torch.tensor([batch], dtype=torch.int64))
+    """One DPZero step's collectives with nothing computed, as the step makes them for this fixed-size (FullBatch)
+    sampler: the batch's indices (its size is public: not sent), then one all_reduce of the 5 sums, rank 0's noise
+    already added to its part (so no broadcast of the released c_t)."""
     group.broadcast_(torch.arange(batch))
     group.all_reduce_(torch.zeros(5, dtype=torch.float64))
-    group.broadcast_(torch.zeros((), dtype=torch.float64))
 
 
-def make_optimizer(model, data, args, group=None):
+def make_optimizer(model, data, args, group=None, cache=False):
     # Seeded noise: a benchmark, not a private run (the ledger says "not private").
     return DPZero(model.parameters(), lr=1e-6, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(args.batch),
                   accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1, group=group, model=model,
-                  data=data)
+                  data=data, cache_directions=cache)
+
+
+def parts(model, group: Group, batch: int, steps: int) -> dict:
+    """The pieces of a step timed apart (this rank, s): one generator pass over all d entries (what the uncached
+    step does three times and the cached one once), one add of u to the parameters (three a step), and each
+    collective a step can make: the batch's size (Poisson only), its indices, the all_reduce of the 5 sums and the
+    broadcast of one released scalar (the step before this change, and the discrete Gaussian's)."""
+    space = CachedModuleSpace([p.detach().clone().requires_grad_() for p in model.parameters()])
+    seeds = iter(range(1, 10**6))
+    u = list(space.directions(0))
+
+    @torch.no_grad()
+    def add():
+        for p, v in zip(space.params, u):
+            p.add_(v, alpha=1e-3)
+
+    out = {"generate": timed(lambda: space.directions(next(seeds)), steps)[0], "add": timed(add, steps)[0]}
+    barrier = dist.barrier
+    out["size"] = timed(lambda: group.broadcast_(torch.tensor([batch], dtype=torch.int64)), steps, barrier)[0]
+    out["indices"] = timed(lambda: group.broadcast_(torch.arange(batch)), steps, barrier)[0]
+    out["all_reduce"] = timed(lambda: group.all_reduce_(torch.zeros(5, dtype=torch.float64)), steps, barrier)[0]
+    out["scalar"] = timed(lambda: group.broadcast_(torch.zeros((), dtype=torch.float64)), steps, barrier)[0]
+    return out
 
 
 def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
@@ -119,26 +146,33 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
             return F.cross_entropy(model(tokens), labels, reduction="none")
 
         result = {"world": world, "d": d}
-        if world == 1:   # the plain single-process optimizer, for the group's overhead
+        if world == 1:   # the plain single-process optimizer (the baseline), and with cached directions
             plain = make_optimizer(model, (tokens, labels), args)
             result["plain"], result["plain_cpu"] = timed(lambda: plain.step(closure), args.steps)
+            cached = make_optimizer(model, (tokens, labels), args, cache=True)
+            result["plain_cached"], result["plain_cached_cpu"] = timed(lambda: cached.step(closure), args.steps)
         group = Group()
-        opt = make_optimizer(model, (tokens, labels), args, group)
-        before = dict(group.sent)
-        result["group"], cpu = timed(lambda: opt.step(closure), args.steps, barrier=dist.barrier)
-        result["cpu_by_rank"] = group.gather_object(statistics.median(cpu))
         steps = args.steps + 2
-        result["sent"] = {k: (v - before.get(k, 0)) / steps for k, v in group.sent.items()}
+        # The data-parallel step: directions regenerated three times a step (the default), then cached.
+        for name, cache in (("group", False), ("cached", True)):
+            opt = make_optimizer(model, (tokens, labels), args, group, cache)
+            before = dict(group.sent)
+            result[name], cpu = timed(lambda o=opt: o.step(closure), args.steps, barrier=dist.barrier)
+            result[f"{name}_cpu_by_rank"] = group.gather_object(statistics.median(cpu))
+            result[f"{name}_sent"] = {k: (v - before.get(k, 0)) / steps for k, v in group.sent.items()}
+        result["cpu_by_rank"], result["sent"] = result["group_cpu_by_rank"], result["group_sent"]
         # Where a step's time goes (Amdahl): the same step with a closure that runs no forward pass (the
-        # direction work — u regenerated over all d entries for x + λu, x − λu and the update, on every rank —
-        # plus the collectives), the two forward passes on this rank's shard alone, and the collectives alone.
+        # direction work — u over all d entries for x + λu, x − λu and the update, on every rank — plus the
+        # collectives), the two forward passes on this rank's shard alone, and the collectives alone.
         free = lambda tokens, labels: torch.zeros(len(tokens))   # noqa: E731
-        bare = make_optimizer(model, (tokens, labels), args, group)
-        result["no_forward"] = timed(lambda: bare.step(free), args.steps, barrier=dist.barrier)[0]
+        for name, cache in (("no_forward", False), ("no_forward_cached", True)):
+            bare = make_optimizer(model, (tokens, labels), args, group, cache)
+            result[name] = timed(lambda o=bare: o.step(free), args.steps, barrier=dist.barrier)[0]
         shard = group.shard(torch.arange(args.batch))
         mine = (tokens[shard], labels[shard])
         result["forward"] = timed(lambda: (closure(*mine), closure(*mine)), args.steps, barrier=dist.barrier)[0]
         result["collectives"] = timed(lambda: collectives(group, args.batch), args.steps, barrier=dist.barrier)[0]
+        result["parts"] = parts(model, group, args.batch, args.steps)
         # One first-order DDP step of the same model: count what its gradient buckets all-reduce.
         counted = {"elements": 0, "bytes": 0, "calls": 0}
 
@@ -169,55 +203,64 @@ def launch(world: int, args) -> dict:
 
 def table(runs: list[dict], args) -> str:
     d = runs[0]["d"]
+    med = statistics.median
     lines = [f"DPZero, global batch B = {args.batch}, seq {args.seq}, d = {d:,} parameters, gloo on CPU, "
              f"1 thread per process, {args.steps} timed steps; load average {os.getloadavg()[0]:.2f} on "
              f"{os.cpu_count()} cores", "",
              "| run | processes | median s/step | min s/step | examples/s (median) | examples/s (min) | "
-             "elements/step | bytes/step |", "|---|---|---|---|---|---|---|---|"]
+             "collectives/step | elements/step | bytes/step |", "|---|---|---|---|---|---|---|---|---|"]
 
     def row(name, world, times, sent):
-        med, low = statistics.median(times), min(times)
+        m, low = med(times), min(times)
         elements = sent.get("all_reduce", 0) + sent.get("broadcast", 0) if sent else 0
-        lines.append(f"| {name} | {world} | {med:.4f} | {low:.4f} | {args.batch / med:.1f} | {args.batch / low:.1f} | "
-                     f"{elements:.0f} | {sent.get('bytes', 0):.0f} |")
+        lines.append(f"| {name} | {world} | {m:.4f} | {low:.4f} | {args.batch / m:.1f} | {args.batch / low:.1f} | "
+                     f"{sent.get('collectives', 0):.0f} | {elements:.0f} | {sent.get('bytes', 0):.0f} |")
 
-    row("dpnc.optim.DPZero (no group)", 1, runs[0]["plain"], {})
+    row("dpnc.optim.DPZero (no group): the baseline", 1, runs[0]["plain"], {})
+    row("DPZero(cache_directions=True) (no group)", 1, runs[0]["plain_cached"], {})
     for run in runs:
-        row("DPZero(group=Group())", run["world"], run["group"], run["sent"])
-    two = runs[-1]
-    speedup = statistics.median(runs[0]["plain"]) / statistics.median(two["group"])
-    med = statistics.median
-    cpu_one = med(runs[0]["plain_cpu"])
-    lines += ["", "CPU time per step (median, s): "
-              f"1 process {cpu_one:.4f}; 2 processes, by rank: "
-              + ", ".join(f"{c:.4f}" for c in two["cpu_by_rank"])
-              + f". CPU-time speed-up (1 process / the slowest rank): {cpu_one / max(two['cpu_by_rank']):.2f}x: "
-              "what the wall-time speed-up would be on free cores with instant collectives."]
-    lines += ["", "Where a step's time goes (medians, s; rank 0):", "",
-              "| processes | step | 2 forward passes on the rank's shard | step without forward passes "
-              "(direction work over all d + collectives) | collectives alone |", "|---|---|---|---|---|"]
-    for run in runs:
-        lines.append(f"| {run['world']} | {med(run['group']):.4f} | {med(run['forward']):.4f} | "
-                     f"{med(run['no_forward']):.4f} | {med(run['collectives']):.5f} |")
-    one = runs[0]
-    bound = med(one["group"]) / (med(one["forward"]) / 2 + med(one["no_forward"]))
+        row("DPZero(group=Group())", run["world"], run["group"], run["group_sent"])
+        row("DPZero(group=Group(), cache_directions=True)", run["world"], run["cached"], run["cached_sent"])
+    one, two = runs[0], runs[-1]
+    base, base_cached = med(one["plain"]), med(one["plain_cached"])
+    speedup, speedup_cached = base / med(two["group"]), base / med(two["cached"])
     compute = med(one["forward"]) / med(two["forward"])
+    lines += ["", "CPU time per step (median, s): "
+              f"1 process {med(one['plain_cpu']):.4f} (cached directions {med(one['plain_cached_cpu']):.4f}); "
+              "2 processes, by rank: " + ", ".join(f"{c:.4f}" for c in two["group_cpu_by_rank"])
+              + " (cached directions: " + ", ".join(f"{c:.4f}" for c in two["cached_cpu_by_rank"]) + ")."]
+    lines += ["", "Where a step's time goes (medians, s; rank 0):", "",
+              "| processes | step | cached step | 2 forward passes on the rank's shard | step without forward passes "
+              "(direction work over all d + collectives) | the same, cached | collectives alone |",
+              "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        lines.append(f"| {run['world']} | {med(run['group']):.4f} | {med(run['cached']):.4f} | "
+                     f"{med(run['forward']):.4f} | {med(run['no_forward']):.4f} | "
+                     f"{med(run['no_forward_cached']):.4f} | {med(run['collectives']):.5f} |")
+    p = {k: 1e3 * med(v) for k, v in two["parts"].items()}
+    lines += ["", f"The pieces on 2 processes (rank 0, medians, ms): one generator pass over all d entries "
+              f"{p['generate']:.2f} (uncached: 3 a step, cached: 1); one add of u to the parameters {p['add']:.2f} "
+              f"(3 a step); collectives: batch size {p['size']:.3f} (Poisson only), batch indices "
+              f"{p['indices']:.3f}, the all_reduce of the 5 sums {p['all_reduce']:.3f}, a broadcast of the released "
+              f"scalar {p['scalar']:.3f} (no longer made: rank 0's noise rides in the all_reduce)."]
     lines += ["", f"The forward passes alone, no direction work and no collectives (the batch's on 1 process against "
               f"each rank's half on 2 at once): {compute:.2f}x, the most any data-parallel split of them gains on "
               "this machine now (below 2x when the cores are shared or contend for memory)."]
-    lines += ["", f"The direction work is done in full on every rank (each regenerates u over all d entries), so "
-              f"with the forward passes halved and nothing else the 2-process speed-up is at most "
-              f"{bound:.2f}x at this batch and model (Amdahl, from the 1-process row); measured {speedup:.2f}x."]
+    lines += ["", "| 2 processes against | speed-up, uncached directions | speed-up, cached directions | "
+              "forward passes alone | ratio (cached / forwards alone; target >= 0.9) |", "|---|---|---|---|---|",
+              f"| the plain 1-process optimizer | {speedup:.2f}x | {speedup_cached:.2f}x | {compute:.2f}x | "
+              f"{speedup_cached / compute:.2f} (uncached: {speedup / compute:.2f}) |",
+              f"| the 1-process optimizer with cached directions | — | {base_cached / med(two['cached']):.2f}x | "
+              f"{compute:.2f}x | {base_cached / med(two['cached']) / compute:.2f} |"]
     ddp = two["ddp"]
-    zo = two["sent"]["all_reduce"] + two["sent"]["broadcast"]
-    lines += ["", f"Speed-up of 2 processes over the plain optimizer (medians): {speedup:.2f}x.", "",
-              "| per step, 2 processes | elements | bytes |", "|---|---|---|",
-              f"| DPZero (all_reduce {two['sent']['all_reduce']:.0f}; broadcast {two['sent']['broadcast']:.0f} = "
-              f"B + 1 indices and 1 scalar) | {zo:.0f} | {two['sent']['bytes']:.0f} |",
+    sent = two["cached_sent"]
+    zo = sent["all_reduce"] + sent["broadcast"]
+    lines += ["", "| per step, 2 processes | elements | bytes |", "|---|---|---|",
+              f"| DPZero ({sent['collectives']:.0f} collectives: broadcast {sent['broadcast']:.0f} = the B indices; "
+              f"all_reduce {sent['all_reduce']:.0f}) | {zo:.0f} | {sent['bytes']:.0f} |",
               f"| DDP first-order backward (gradient buckets, {ddp['calls']} all_reduce) | {ddp['elements']:,} | "
               f"{ddp['bytes']:,} |",
-              f"| ratio DDP / DPZero | {ddp['elements'] / zo:,.0f} | "
-              f"{ddp['bytes'] / two['sent']['bytes']:,.0f} |"]
+              f"| ratio DDP / DPZero | {ddp['elements'] / zo:,.0f} | {ddp['bytes'] / sent['bytes']:,.0f} |"]
     return "\n".join(lines)
 
 
