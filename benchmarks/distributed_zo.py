@@ -26,7 +26,7 @@ length ``--seq`` (a FullBatch sampler: every step uses the same B examples, so n
 On a machine shared with other jobs the 2-process speed-up is bounded by the free cores: read the load average
 printed with the table.
 
-    python benchmarks/distributed_zo.py            # ~1 minute on 2 cores
+    python benchmarks/distributed_zo.py            # ~1.5 minutes on 2 cores (B = 256: ~4)
     python benchmarks/distributed_zo.py --quick    # smoke run
     python benchmarks/distributed_zo.py --out benchmarks/results   # also writes distributed_zo_b64_s32.{md,json}
     python benchmarks/distributed_zo.py --batch 256 --out benchmarks/results   # more compute per direction
@@ -51,7 +51,7 @@ from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from dpnc.direction_cache import CachedModuleSpace
-from dpnc.distributed import Group
+from dpnc.distributed import Group, shutdown
 from dpnc.optim import DPZero
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
@@ -191,7 +191,7 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
         if rank == 0:
             Path(out).write_text(json.dumps(result))
     finally:
-        dist.destroy_process_group()
+        shutdown()   # a barrier first: destroying the group under a peer's last collective aborts it (SIGABRT)
 
 
 def launch(world: int, args) -> dict:
@@ -201,11 +201,27 @@ def launch(world: int, args) -> dict:
         return json.loads(Path(out).read_text())
 
 
+def merge(rounds: list[dict]) -> dict:
+    """One result from several launches of the same world size: every timing list concatenated (a median over the
+    whole run, so a transient load on the machine weighs on both sides of a ratio alike), each rank's CPU median the
+    median of its rounds' medians, the counts (sent, DDP) those of the last round (they are the same every round)."""
+    out = dict(rounds[-1])
+    for key, value in rounds[-1].items():
+        if isinstance(value, list) and key.endswith("cpu_by_rank"):
+            out[key] = [statistics.median(r[key][i] for r in rounds) for i in range(len(value))]
+        elif isinstance(value, list):
+            out[key] = [t for r in rounds for t in r[key]]
+        elif key == "parts":
+            out[key] = {k: [t for r in rounds for t in r[key][k]] for k in value}
+    return out
+
+
 def table(runs: list[dict], args) -> str:
     d = runs[0]["d"]
     med = statistics.median
     lines = [f"DPZero, global batch B = {args.batch}, seq {args.seq}, d = {d:,} parameters, gloo on CPU, "
-             f"1 thread per process, {args.steps} timed steps; load average {os.getloadavg()[0]:.2f} on "
+             f"1 thread per process, {args.rounds} rounds of (1 process, 2 processes) launched in turn, {args.steps} "
+             f"timed steps of each kind a round (medians over all rounds); load average {os.getloadavg()[0]:.2f} on "
              f"{os.cpu_count()} cores", "",
              "| run | processes | median s/step | min s/step | examples/s (median) | examples/s (min) | "
              "collectives/step | elements/step | bytes/step |", "|---|---|---|---|---|---|---|---|---|"]
@@ -272,13 +288,19 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps of each kind per round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="launches of 1 and 2 processes in turn; the medians are over all of them")
     parser.add_argument("--quick", action="store_true", help="tiny model, 3 steps")
     parser.add_argument("--out", type=Path, default=None, help="also write distributed_zo.{md,json} here")
     args = parser.parse_args()
     if args.quick:
-        args.batch, args.seq, args.vocab, args.d_model, args.layers, args.steps = 8, 8, 100, 16, 1, 3
-    runs = [launch(world, args) for world in (1, 2)]
+        args.batch, args.seq, args.vocab, args.d_model, args.layers, args.steps, args.rounds = 8, 8, 100, 16, 1, 3, 1
+    launched: dict[int, list[dict]] = {1: [], 2: []}
+    for _ in range(args.rounds):   # in turn, so that a passing load on the machine hits both sides of a ratio
+        for world in (1, 2):
+            launched[world].append(launch(world, args))
+    runs = [merge(launched[world]) for world in (1, 2)]
     text = table(runs, args)
     print(text)
     if args.out is not None:
