@@ -81,3 +81,21 @@ def test_cache_directions_must_be_a_bool():
     with pytest.raises(ValueError, match="cache_directions must be a bool"):
         MeZO(model.parameters(), lr=0.1, sampler=PoissonSampler.for_testing(8, 2, seed=0), model=model,
              data=(torch.zeros(8, 5), torch.zeros(8)), cache_directions=1)
+
+
+def test_a_model_of_more_than_a_million_entries_moves_alike():
+    """Above 2^20 entries (where dpnc.space may draw u from several generators) the cache still adds what the
+    uncached space adds, bit for bit."""
+    def model():
+        torch.manual_seed(0)  # test-only: initialise the model reproducibly
+        return nn.Sequential(nn.Embedding(9000, 128), nn.Linear(128, 4))
+
+    a, b = model(), model()
+    plain, cached = ModuleSpace(a.parameters()), CachedModuleSpace(b.parameters())
+    assert plain.d > 2**20
+    for seed in (21, 22):
+        for space in (plain, cached):
+            space.perturb_(seed, 1e-3)
+            space.perturb_(seed, -2e-3)
+            space.update_(seed, -0.3)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters())) and cached.generated == 2
