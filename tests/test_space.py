@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from dpnc import space as space_module
 from dpnc.space import DIRECTIONS, FlatSpace, ModuleSpace
 
 EPS32 = torch.finfo(torch.float32).eps
@@ -28,15 +29,18 @@ def snapshot(params):
 
 
 def record_directions(space):
-    """Wrap ``space.directions`` so that every regeneration of u is recorded (seed, flat copy)."""
-    calls, original = [], space.directions
+    """Wrap ``space.pieces`` (what a ModuleSpace's passes draw u from) so that every regeneration of u is
+    recorded (seed, flat copy)."""
+    calls, original = [], space.pieces
 
     def spy(seed):
-        us = list(original(seed))  # drawn eagerly so the record is complete even if not exhausted
-        calls.append((seed, torch.cat([u.detach().clone().reshape(-1) for u in us])))
-        yield from us
+        parts = []
+        for i, start, z in original(seed):
+            parts.append(z.detach().clone())   # the CPU pieces share one buffer: copy each
+            yield i, start, z
+        calls.append((seed, torch.cat(parts)))
 
-    space.directions = spy
+    space.pieces = spy
     return calls
 
 
@@ -69,6 +73,50 @@ def test_module_space_regenerates_u_identically_in_every_pass_of_a_step(directio
     assert all(s == seed for s, _ in calls)
     assert all(torch.equal(u, calls[0][1]) for _, u in calls)
     assert torch.equal(calls[0][1], space.direction(seed))
+
+
+# Tensors around every edge of the CPU pieces: shorter than 16, a multiple of 16, one more than a multiple
+# of CHUNK (the last piece of 5 joins the one before), CHUNK + 16 (a last piece of exactly 16), and larger.
+EDGE_SIZES = (3, 16, 37, space_module.CHUNK + 5, space_module.CHUNK + 16, 2 * space_module.CHUNK + 100)
+
+
+def edge_params(dtype):
+    gen = torch.Generator().manual_seed(3)
+    return [nn.Parameter(torch.randn(n, generator=gen, dtype=dtype)) for n in EDGE_SIZES] + \
+        [nn.Parameter(torch.randn(40, 30, generator=gen, dtype=dtype).t())]   # non-contiguous: drawn whole
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_pieces_are_bit_identical_to_one_draw_per_tensor(dtype, direction):
+    """The pieces a ModuleSpace draws on the CPU are the values of one ``torch.randn`` per tensor from one
+    generator (the seed trick's stream, unchanged by drawing it piece by piece)."""
+    space = ModuleSpace(edge_params(dtype), direction)
+    for seed in (0, 2**40 + 7):
+        whole = space.direction(seed)                  # one torch.randn per tensor
+        gen = torch.Generator().manual_seed(seed)
+        reference = torch.cat([torch.randn(p.shape, generator=gen, dtype=dtype).reshape(-1) for p in space.params])
+        if direction == "gaussian":
+            assert torch.equal(whole, reference)
+        pieces = list((i, start, z.clone()) for i, start, z in space.pieces(seed))
+        assert max(len(z) for i, _, z in pieces if space.params[i].is_contiguous()) <= space_module.CHUNK + 15
+        assert torch.equal(torch.cat([z for _, _, z in pieces]), whole)
+        starts = {}
+        for i, start, z in pieces:   # each tensor's pieces tile it in order
+            assert start == starts.get(i, 0)
+            starts[i] = start + len(z)
+        assert [starts[i] for i in range(len(space.params))] == [p.numel() for p in space.params]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_piecewise_move_equals_adding_the_whole_direction(dtype):
+    params = edge_params(dtype)
+    space = ModuleSpace(params)
+    before = snapshot(params)
+    us = list(space.directions(11))
+    space.perturb_(11, 0.37)
+    for p, p0, u in zip(params, before, us):
+        assert torch.equal(p.detach(), p0.clone().add_(u, alpha=0.37))
 
 
 @pytest.mark.parametrize("lam", [1e-3, 0.37, 2.0])

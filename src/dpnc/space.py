@@ -18,6 +18,14 @@ Two tiers share this interface:
 
 Directions: ``"gaussian"`` (u ~ N(0, I_d), the experiments) or ``"sphere"`` (u uniform on the sphere
 of radius √d, the theory), which needs ‖z‖ first: one extra seeded pass, cached per seed.
+
+A :class:`ModuleSpace` on the CPU draws each tensor's u in pieces of :data:`CHUNK` entries into one small
+buffer and adds each piece while it is in cache, instead of materialising the tensor's whole u (a
+word-embedding matrix's is 47 MB in float32, freshly allocated and page-faulted in every pass). The pieces
+are bit-identical to one ``torch.randn`` of the whole tensor: torch fills a tensor of ≥ 16 entries with
+uniforms in order and transforms them 16 at a time, redrawing the last 16 when the size is not a multiple
+of 16, so pieces whose sizes are multiples of 16 (the last one at least 16 long) consume the generator
+exactly as one call does (checked in tests/test_space.py for every floating dtype).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from collections.abc import Iterable, Iterator
 import torch
 
 DIRECTIONS = ("gaussian", "sphere")
+CHUNK = 1 << 16   # entries of u drawn at a time on the CPU (a multiple of 16; 256 KB of float32 fits in cache)
 
 
 class ParameterSpace:
@@ -65,14 +74,40 @@ class ParameterSpace:
         """u(seed) materialised as one flat vector of length d (for tests and small problems)."""
         return torch.cat([u.reshape(-1) for u in self.directions(seed)])
 
+    def pieces(self, seed: int) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """u(seed) in pieces ``(i, start, z)``: z holds entries start, start + 1, … of tensor i's flat u.
+
+        On the CPU the pieces are at most :data:`CHUNK` long and share one buffer, so each z is valid only
+        until the next piece is drawn; elsewhere each piece is a whole tensor. Bit-identical to
+        :meth:`directions` either way (see the module docstring).
+        """
+        _check_seed(seed)
+        gen = torch.Generator(device=self._device).manual_seed(seed)
+        scale = self._scale(seed)
+        buffer = torch.empty(CHUNK + 15, dtype=self._dtype) if self._device.type == "cpu" else None
+        for i, shape in enumerate(self._shapes):
+            for start, stop in _spans(math.prod(shape), self._chunk(i)):
+                z = buffer[:stop - start] if buffer is not None and stop - start <= len(buffer) else \
+                    torch.empty(stop - start, dtype=self._dtype, device=self._device)
+                z.normal_(generator=gen)
+                yield i, start, z if scale == 1.0 else z.mul_(scale)
+
+    def _chunk(self, i: int) -> int | None:
+        """How many entries of tensor i's u to draw at a time (None: all at once)."""
+        return CHUNK if self._device.type == "cpu" else None
+
     def _scale(self, seed: int) -> float:
         if self.distribution == "gaussian":
             return 1.0
         if self._sphere_scale is None or self._sphere_scale[0] != seed:
             gen = torch.Generator(device=self._device).manual_seed(seed)
-            # The same draws as directions(): in the parameters' dtype, summed in float64.
-            sq = sum(float(torch.randn(s, generator=gen, dtype=self._dtype, device=self._device)
-                           .double().square().sum()) for s in self._shapes)
+            # The same draws as directions(), piece by piece: in the parameters' dtype, summed in float64
+            # (in float64 the partial sums differ from one sum per tensor only by its last bits).
+            sq = 0.0
+            for i, shape in enumerate(self._shapes):
+                for start, stop in _spans(math.prod(shape), self._chunk(i)):
+                    z = torch.empty(stop - start, dtype=self._dtype, device=self._device).normal_(generator=gen)
+                    sq += float(z.double().square().sum())
             self._sphere_scale = (seed, math.sqrt(self.d / sq))
         return self._sphere_scale[1]
 
@@ -133,6 +168,9 @@ class FlatSpace(ParameterSpace):
         self.anchor = self.anchor + _column(coeff, self.anchor) * self.direction(seed)
         self.x = self.anchor
 
+    def _chunk(self, i):
+        return None   # u is materialised whole anyway (x itself is d entries)
+
     def add_(self, delta: torch.Tensor) -> None:
         """x ← x + delta for an arbitrary (materialised) vector, e.g. d-dimensional noise."""
         if self._seed is not None and _nonzero(self._offset):
@@ -171,8 +209,17 @@ class ModuleSpace(ParameterSpace):
 
     @torch.no_grad()
     def _move(self, seed, scale):
-        for p, u in zip(self.params, self.directions(seed)):
-            p.add_(u, alpha=float(scale))
+        alpha = float(scale)
+        for i, start, z in self.pieces(seed):
+            p = self.params[i]
+            if len(z) == p.numel():
+                p.add_(z.view(p.shape), alpha=alpha)
+            else:
+                p.view(-1)[start:start + len(z)].add_(z, alpha=alpha)
+
+    def _chunk(self, i):
+        # A non-contiguous tensor has no flat view to add a piece into: its u is drawn whole.
+        return super()._chunk(i) if self.params[i].is_contiguous() else None
 
     @torch.no_grad()
     def _commit(self, seed, coeff):
@@ -190,6 +237,21 @@ def _column(value, like: torch.Tensor):
     if isinstance(value, torch.Tensor) and value.ndim > 0:
         return value.to(like.dtype).reshape(*value.shape, *([1] * (like.ndim - value.ndim)))
     return value
+
+
+def _spans(n: int, chunk: int | None) -> list[tuple[int, int]]:
+    """[start, stop) pieces of n entries, ``chunk`` long (None: one piece); a last piece shorter than 16
+    joins the one before, so that torch draws exactly what one call of n would (module docstring)."""
+    if chunk is None:
+        return [(0, n)]
+    spans, start = [], 0
+    while start < n:
+        stop = min(start + chunk, n)
+        if n - stop < 16:
+            stop = n
+        spans.append((start, stop))
+        start = stop
+    return spans
 
 
 def _check_seed(seed: int) -> None:
