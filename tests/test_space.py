@@ -29,18 +29,22 @@ def snapshot(params):
 
 
 def record_directions(space):
-    """Wrap ``space.pieces`` (what a ModuleSpace's passes draw u from) so that every regeneration of u is
-    recorded (seed, flat copy)."""
-    calls, original = [], space.pieces
+    """Wrap ``space.each_piece`` (what every pass draws u from) so that every regeneration of u is recorded
+    (seed, flat copy)."""
+    calls, original = [], space.each_piece
 
-    def spy(seed):
+    def spy(seed, fn):
         parts = []
-        for i, start, z in original(seed):
-            parts.append(z.detach().clone())   # the CPU pieces share one buffer: copy each
-            yield i, start, z
-        calls.append((seed, torch.cat(parts)))
 
-    space.pieces = spy
+        def record(i, start, z):
+            parts.append((i, start, z.detach().clone()))   # the CPU pieces share a buffer: copy each
+            fn(i, start, z)
+
+        original(seed, record)
+        parts.sort(key=lambda part: part[:2])   # pieces may come from several threads in any order
+        calls.append((seed, torch.cat([z for _, _, z in parts])))
+
+    space.each_piece = spy
     return calls
 
 
@@ -80,6 +84,13 @@ def test_module_space_regenerates_u_identically_in_every_pass_of_a_step(directio
 EDGE_SIZES = (3, 16, 37, space_module.CHUNK + 5, space_module.CHUNK + 16, 2 * space_module.CHUNK + 100)
 
 
+def collect_pieces(space, seed):
+    """Copies of the pieces of u(seed), in tensor and position order."""
+    pieces = []
+    space.each_piece(seed, lambda i, start, z: pieces.append((i, start, z.clone())))
+    return sorted(pieces, key=lambda piece: piece[:2])
+
+
 def edge_params(dtype):
     gen = torch.Generator().manual_seed(3)
     return [nn.Parameter(torch.randn(n, generator=gen, dtype=dtype)) for n in EDGE_SIZES] + \
@@ -98,7 +109,7 @@ def test_pieces_are_bit_identical_to_one_draw_per_tensor(dtype, direction):
         reference = torch.cat([torch.randn(p.shape, generator=gen, dtype=dtype).reshape(-1) for p in space.params])
         if direction == "gaussian":
             assert torch.equal(whole, reference)
-        pieces = list((i, start, z.clone()) for i, start, z in space.pieces(seed))
+        pieces = collect_pieces(space, seed)
         assert max(len(z) for i, _, z in pieces if space.params[i].is_contiguous()) <= space_module.CHUNK + 15
         assert torch.equal(torch.cat([z for _, _, z in pieces]), whole)
         starts = {}
@@ -117,6 +128,115 @@ def test_piecewise_move_equals_adding_the_whole_direction(dtype):
     space.perturb_(11, 0.37)
     for p, p0, u in zip(params, before, us):
         assert torch.equal(p.detach(), p0.clone().add_(u, alpha=0.37))
+
+
+def layout_reference(space, seed, dtype):
+    """u(seed) by the rule of the module docstring, drawn whole: group g is one generator (the seed itself for
+    g = 0), drawing one torch.randn per segment (a tensor, or a GROUP-long part of a larger one), in order."""
+    groups, current, filled = [], [], 0
+    for i, p in enumerate(space.params):
+        n = p.numel()
+        if current and filled + n > space_module.GROUP:
+            groups.append(current)
+            current, filled = [], 0
+        if n > space_module.GROUP:
+            groups += [[(i, a, min(a + space_module.GROUP, n))] for a in range(0, n, space_module.GROUP)]
+        else:
+            current.append((i, 0, n))
+            filled += n
+    groups += [current] if current else []
+    flat = [torch.empty(p.numel(), dtype=dtype) for p in space.params]
+    for g, group in enumerate(groups):
+        gen = torch.Generator().manual_seed(seed if g == 0 else space_module._group_seed(seed, g))
+        for i, a, b in group:
+            flat[i][a:b] = torch.randn(b - a, generator=gen, dtype=dtype)
+    return torch.cat(flat), len(groups)
+
+
+@pytest.fixture
+def small_groups(monkeypatch):
+    """Groups of 1024 entries and pieces of 64, so that small tensors exercise every case of the layout."""
+    monkeypatch.setattr(space_module, "GROUP", 1024)
+    monkeypatch.setattr(space_module, "CHUNK", 64)
+
+
+def group_params(dtype=torch.float32):
+    gen = torch.Generator().manual_seed(4)
+    sizes = (3, 500, 500, 30, 1024, 1023, 2 * 1024 + 7, 4 * 1024, 17, 1024 + 3, 5)   # fits, fills, splits, tails
+    return [nn.Parameter(torch.randn(n, generator=gen, dtype=dtype)) for n in sizes]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_groups_follow_the_documented_layout_whatever_the_threads(small_groups, threads, dtype):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        space = ModuleSpace(group_params(dtype))
+        for seed in (0, 99, 2**61 + 5):
+            reference, count = layout_reference(space, seed, dtype)
+            assert count == len(space._groups) == 15   # 1003, 30, 1024, 1023, 3 + 4 cut, 17, 2 cut, 5
+            assert torch.equal(space.direction(seed), reference)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_group_seeds_are_the_seed_then_distinct_63_bit_hashes():
+    for seed in (0, 1, 2**62 - 1):
+        seeds = [space_module._group_seed(seed, g) for g in range(2000)]
+        assert seeds[0] == seed
+        assert len(set(seeds)) == 2000 and all(0 <= s < 2**63 for s in seeds)
+        assert len({s % 2**32 for s in seeds}) == 2000   # torch keeps 32 bits of a CPU seed: those differ too
+
+
+def test_groups_are_independent_standard_normal(small_groups):
+    space = ModuleSpace([nn.Parameter(torch.zeros(64 * 1024))])   # 64 groups of 1024 entries
+    u = space.direction(7).reshape(64, 1024).double()
+    assert abs(float(u.mean())) < 5 / 256 and abs(float(u.var()) - 1) < 5 * math.sqrt(2 / 65536)
+    corr = torch.corrcoef(u)   # no two groups repeat (or track) each other's stream
+    off = corr - torch.eye(64, dtype=torch.float64)
+    assert float(off.abs().max()) < 5 / math.sqrt(1024)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_parallel_groups_move_restore_and_update_like_one_pass(small_groups, direction):
+    params = group_params()
+    space = ModuleSpace(params, direction)
+    before, seed, lam = snapshot(params), 123, 0.3
+    u = space.direction(seed)
+    us = list(torch.split(u, [p.numel() for p in params]))
+    space.perturb_(seed, lam)
+    for p, p0, ui in zip(params, before, us):   # each piece added once, in place: exactly p0 + λu
+        assert torch.equal(p.detach(), p0.clone().add_(ui, alpha=lam))
+    space.perturb_(seed, -2 * lam)
+    space.update_(seed, -0.25)
+    for p, p0, ui in zip(params, before, us):
+        tol = 4 * EPS32 * (p0.abs() + (2 * lam + 0.25) * ui.abs()) + 1e-45
+        assert torch.all((p.detach() - (p0 - 0.25 * ui)).abs() <= tol)
+
+
+def _direction_in_child(queue, params, seed):
+    queue.put(ModuleSpace(params).direction(seed).tolist())   # plain floats: a tensor would need its sender alive
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork")
+def test_a_forked_child_draws_with_threads_of_its_own(small_groups):
+    """A child forked after the parent drew in parallel inherits the thread pool object but not its threads: it
+    must make its own (with the inherited pool it would wait forever)."""
+    import multiprocessing
+
+    params = group_params()
+    u = ModuleSpace(params).direction(5)   # the parent's pool now exists
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_direction_in_child, args=(queue, params, 5))
+    child.start()
+    try:
+        assert queue.get(timeout=60) == u.tolist()
+    finally:
+        child.join(timeout=5)
+        if child.is_alive():
+            child.kill()
 
 
 @pytest.mark.parametrize("lam", [1e-3, 0.37, 2.0])

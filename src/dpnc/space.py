@@ -19,24 +19,43 @@ Two tiers share this interface:
 Directions: ``"gaussian"`` (u ~ N(0, I_d), the experiments) or ``"sphere"`` (u uniform on the sphere
 of radius √d, the theory), which needs ‖z‖ first: one extra seeded pass, cached per seed.
 
-A :class:`ModuleSpace` on the CPU draws each tensor's u in pieces of :data:`CHUNK` entries into one small
-buffer and adds each piece while it is in cache, instead of materialising the tensor's whole u (a
-word-embedding matrix's is 47 MB in float32, freshly allocated and page-faulted in every pass). The pieces
-are bit-identical to one ``torch.randn`` of the whole tensor: torch fills a tensor of ≥ 16 entries with
-uniforms in order and transforms them 16 at a time, redrawing the last 16 when the size is not a multiple
-of 16, so pieces whose sizes are multiples of 16 (the last one at least 16 long) consume the generator
-exactly as one call does (checked in tests/test_space.py for every floating dtype).
+How u(seed) is drawn. The d entries, tensor after tensor, are cut into *groups* of at most :data:`GROUP`
+entries: consecutive tensors share a group while they fit, and a tensor larger than a group is cut into
+groups of its own. Group g draws its tensors (or its part of one) in order, as one ``torch.randn`` of
+each, from a generator seeded with ``seed`` for g = 0 and a hash of (seed, g) otherwise. So where d ≤
+GROUP (flat problems of up to 2²⁰ coordinates, small models) u is exactly one generator's stream over the
+tensors, as it was before groups existed; a large model's groups are independent streams that the CPU
+draws in parallel, one per thread (:func:`torch.get_num_threads`; u does not depend on how many).
+Drawing dominates a pass over the parameters (MiniLM, 22.6M entries: ~80 ms of randn, ~5 ms of adding)
+and one generator is sequential, hence the groups (benchmarks/results/lm_step_zo.md). torch's CPU
+generator keeps 32 bits of its seed, so two groups (of any steps) share a stream with probability about
+(groups drawn)² / 2³³, as two steps did when each step was one stream.
+
+On the CPU each group's u is drawn in pieces of :data:`CHUNK` entries into one small buffer and each
+piece is added while it is in cache, instead of materialising a tensor's whole u (a word-embedding
+matrix's is 47 MB in float32). The pieces are bit-identical to one ``torch.randn`` of the whole tensor:
+torch fills a tensor of ≥ 16 entries with uniforms in order and transforms them 16 at a time, redrawing
+the last 16 when the size is not a multiple of 16, so pieces whose sizes are multiples of 16 (the last
+one at least 16 long) consume the generator exactly as one call does (checked in tests/test_space.py for
+every floating dtype). The sphere's ‖z‖² is summed piece by piece in float64, so for a tensor of more than
+CHUNK entries its last bits may differ from one sum over the tensor.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 DIRECTIONS = ("gaussian", "sphere")
+GROUP = 1 << 20   # entries of u per generator (a multiple of CHUNK); part of the definition of u(seed)
 CHUNK = 1 << 16   # entries of u drawn at a time on the CPU (a multiple of 16; 256 KB of float32 fits in cache)
+
+Piece = Callable[[int, int, torch.Tensor], None]
 
 
 class ParameterSpace:
@@ -50,6 +69,7 @@ class ParameterSpace:
         self.runs: tuple[int, ...] = ()  # leading dimensions of independent runs (a FlatSpace grid)
         self._shapes, self._dtype, self._device = shapes, dtype, device
         self.d = sum(math.prod(s) for s in shapes)
+        self._groups = _groups([math.prod(s) for s in shapes])
         self._offset: float | torch.Tensor = 0.0  # x = x₀ + offset·u(seed) while perturbed
         self._seed: int | None = None
         self._sphere_scale: tuple[int, float] | None = None
@@ -62,53 +82,54 @@ class ParameterSpace:
     # --- directions ---------------------------------------------------------------------------
 
     def directions(self, seed: int) -> Iterator[torch.Tensor]:
-        """u(seed), one tensor per parameter tensor, regenerated from one generator in order."""
-        _check_seed(seed)
-        gen = torch.Generator(device=self._device).manual_seed(seed)
-        scale = self._scale(seed)
-        for shape in self._shapes:
-            z = torch.randn(shape, generator=gen, dtype=self._dtype, device=self._device)
-            yield z if scale == 1.0 else z.mul_(scale)
+        """u(seed), one tensor per parameter tensor (all of them drawn before the first is yielded)."""
+        us = [torch.empty(shape, dtype=self._dtype, device=self._device) for shape in self._shapes]
+        flat = [u.view(-1) for u in us]
+        self.each_piece(seed, lambda i, start, z: flat[i][start:start + len(z)].copy_(z))
+        yield from us
 
     def direction(self, seed: int) -> torch.Tensor:
         """u(seed) materialised as one flat vector of length d (for tests and small problems)."""
         return torch.cat([u.reshape(-1) for u in self.directions(seed)])
 
-    def pieces(self, seed: int) -> Iterator[tuple[int, int, torch.Tensor]]:
-        """u(seed) in pieces ``(i, start, z)``: z holds entries start, start + 1, … of tensor i's flat u.
-
-        On the CPU the pieces are at most :data:`CHUNK` long and share one buffer, so each z is valid only
-        until the next piece is drawn; elsewhere each piece is a whole tensor. Bit-identical to
-        :meth:`directions` either way (see the module docstring).
-        """
+    def each_piece(self, seed: int, fn: Piece) -> None:
+        """Call ``fn(i, start, z)`` for pieces of u(seed) covering it once: z holds entries start, start + 1, …
+        of tensor i's flat u. On the CPU, pieces are at most :data:`CHUNK` (+ 15) long, share their group's
+        buffer (z is valid only during the call) and come from several threads at once: ``fn`` may only touch
+        its piece's entries. Elsewhere each piece is a whole group segment, in order."""
         _check_seed(seed)
-        gen = torch.Generator(device=self._device).manual_seed(seed)
         scale = self._scale(seed)
-        buffer = torch.empty(CHUNK + 15, dtype=self._dtype) if self._device.type == "cpu" else None
-        for i, shape in enumerate(self._shapes):
-            for start, stop in _spans(math.prod(shape), self._chunk(i)):
-                z = buffer[:stop - start] if buffer is not None and stop - start <= len(buffer) else \
-                    torch.empty(stop - start, dtype=self._dtype, device=self._device)
-                z.normal_(generator=gen)
-                yield i, start, z if scale == 1.0 else z.mul_(scale)
+        cpu = self._device.type == "cpu"
 
-    def _chunk(self, i: int) -> int | None:
-        """How many entries of tensor i's u to draw at a time (None: all at once)."""
-        return CHUNK if self._device.type == "cpu" else None
+        def draw(g: int) -> None:
+            gen = torch.Generator(device=self._device).manual_seed(_group_seed(seed, g))
+            buffer = torch.empty(CHUNK + 15, dtype=self._dtype) if cpu else None
+            for i, start, stop in self._groups[g]:
+                for a, b in _spans(stop - start, CHUNK if cpu else None):
+                    z = buffer[:b - a] if buffer is not None else \
+                        torch.empty(b - a, dtype=self._dtype, device=self._device)
+                    z.normal_(generator=gen)
+                    fn(i, start + a, z if scale == 1.0 else z.mul_(scale))
+
+        _run(draw, len(self._groups), parallel=cpu)
 
     def _scale(self, seed: int) -> float:
         if self.distribution == "gaussian":
             return 1.0
         if self._sphere_scale is None or self._sphere_scale[0] != seed:
-            gen = torch.Generator(device=self._device).manual_seed(seed)
-            # The same draws as directions(), piece by piece: in the parameters' dtype, summed in float64
-            # (in float64 the partial sums differ from one sum per tensor only by its last bits).
-            sq = 0.0
-            for i, shape in enumerate(self._shapes):
-                for start, stop in _spans(math.prod(shape), self._chunk(i)):
-                    z = torch.empty(stop - start, dtype=self._dtype, device=self._device).normal_(generator=gen)
-                    sq += float(z.double().square().sum())
-            self._sphere_scale = (seed, math.sqrt(self.d / sq))
+            # The same draws as each_piece(), in the parameters' dtype, squared and summed in float64: per
+            # group in order, then over the groups in order, so the sum does not depend on the threads.
+            sq = [0.0] * len(self._groups)
+
+            def square(g: int) -> None:
+                gen = torch.Generator(device=self._device).manual_seed(_group_seed(seed, g))
+                for _, start, stop in self._groups[g]:
+                    for a, b in _spans(stop - start, CHUNK if self._device.type == "cpu" else None):
+                        z = torch.empty(b - a, dtype=self._dtype, device=self._device).normal_(generator=gen)
+                        sq[g] += float(z.double().square().sum())
+
+            _run(square, len(self._groups), parallel=self._device.type == "cpu")
+            self._sphere_scale = (seed, math.sqrt(self.d / sum(sq)))
         return self._sphere_scale[1]
 
     # --- moves ----------------------------------------------------------------------------------
@@ -168,9 +189,6 @@ class FlatSpace(ParameterSpace):
         self.anchor = self.anchor + _column(coeff, self.anchor) * self.direction(seed)
         self.x = self.anchor
 
-    def _chunk(self, i):
-        return None   # u is materialised whole anyway (x itself is d entries)
-
     def add_(self, delta: torch.Tensor) -> None:
         """x ← x + delta for an arbitrary (materialised) vector, e.g. d-dimensional noise."""
         if self._seed is not None and _nonzero(self._offset):
@@ -210,16 +228,20 @@ class ModuleSpace(ParameterSpace):
     @torch.no_grad()
     def _move(self, seed, scale):
         alpha = float(scale)
-        for i, start, z in self.pieces(seed):
-            p = self.params[i]
-            if len(z) == p.numel():
-                p.add_(z.view(p.shape), alpha=alpha)
-            else:
-                p.view(-1)[start:start + len(z)].add_(z, alpha=alpha)
+        flat = [p.view(-1) if p.is_contiguous() else None for p in self.params]
+        # A non-contiguous tensor has no flat view to add a piece into: its u is gathered whole first.
+        whole = {i: torch.empty(p.numel(), dtype=p.dtype, device=p.device)
+                 for i, p in enumerate(self.params) if flat[i] is None}
 
-    def _chunk(self, i):
-        # A non-contiguous tensor has no flat view to add a piece into: its u is drawn whole.
-        return super()._chunk(i) if self.params[i].is_contiguous() else None
+        def add(i: int, start: int, z: torch.Tensor) -> None:
+            if flat[i] is not None:
+                flat[i][start:start + len(z)].add_(z, alpha=alpha)
+            else:
+                whole[i][start:start + len(z)].copy_(z)
+
+        self.each_piece(seed, add)
+        for i, u in whole.items():
+            self.params[i].add_(u.view(self.params[i].shape), alpha=alpha)
 
     @torch.no_grad()
     def _commit(self, seed, coeff):
@@ -237,6 +259,64 @@ def _column(value, like: torch.Tensor):
     if isinstance(value, torch.Tensor) and value.ndim > 0:
         return value.to(like.dtype).reshape(*value.shape, *([1] * (like.ndim - value.ndim)))
     return value
+
+
+def _groups(sizes: list[int]) -> list[list[tuple[int, int, int]]]:
+    """The generator groups of tensors of these sizes: lists of (tensor, start, stop), at most GROUP entries
+    each; consecutive tensors share a group while they fit, a tensor larger than GROUP is cut into its own."""
+    groups: list[list[tuple[int, int, int]]] = []
+    current: list[tuple[int, int, int]] = []
+    filled = 0
+    for i, n in enumerate(sizes):
+        if current and (n > GROUP or filled + n > GROUP):
+            groups.append(current)
+            current, filled = [], 0
+        if n > GROUP:
+            groups.extend([(i, start, min(start + GROUP, n))] for start in range(0, n, GROUP))
+        else:
+            current.append((i, 0, n))
+            filled += n
+    return groups + [current] if current else groups
+
+
+def _group_seed(seed: int, g: int) -> int:
+    """Group g's generator seed: the step's seed for group 0, else a splitmix64 hash of (seed, g)."""
+    if g == 0:
+        return seed
+    z = (seed + g * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (z ^ (z >> 31)) >> 1   # 63 bits: a non-negative seed
+
+
+_POOL: tuple[tuple[int, int], ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _run(work: Callable[[int], None], n: int, *, parallel: bool) -> None:
+    """work(0), …, work(n − 1): in order here, or (``parallel``, n > 1) over torch.get_num_threads() threads
+    (torch releases the GIL while it draws and adds)."""
+    threads = torch.get_num_threads() if parallel and n > 1 else 1
+    if threads == 1:
+        for g in range(n):
+            work(g)
+        return
+    global _POOL
+    key = (threads, os.getpid())   # a forked child inherits the pool object but not its threads
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != key:
+            if _POOL is not None and _POOL[0][1] == key[1]:
+                _POOL[1].shutdown(wait=False)
+            _POOL = (key, ThreadPoolExecutor(threads, thread_name_prefix="dpnc-directions"))
+        pool = _POOL[1]
+    grad = torch.is_grad_enabled()   # grad mode is per thread: the workers take the caller's (no_grad)
+
+    def run(g: int) -> None:
+        with torch.set_grad_enabled(grad):
+            work(g)
+
+    for future in [pool.submit(run, g) for g in range(n)]:
+        future.result()   # re-raises a worker's exception
 
 
 def _spans(n: int, chunk: int | None) -> list[tuple[int, int]]:
