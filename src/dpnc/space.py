@@ -53,7 +53,7 @@ import torch
 
 DIRECTIONS = ("gaussian", "sphere")
 GROUP = 1 << 20   # entries of u per generator (a multiple of CHUNK); part of the definition of u(seed)
-CHUNK = 1 << 16   # entries of u drawn at a time on the CPU (a multiple of 16; 256 KB of float32 fits in cache)
+CHUNK = 1 << 18   # entries of u drawn at a time on the CPU (a multiple of 16; 1 MB of float32: few Python calls)
 
 Piece = Callable[[int, int, torch.Tensor], None]
 
