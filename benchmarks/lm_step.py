@@ -22,7 +22,9 @@ hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps``
   2 forwards     two such forwards (the floor of any two-point zeroth-order step);
   dpnc MeZO      ``dpnc.optim.MeZO`` (PoissonSampler), eval mode;
   dpnc DPZero    ``dpnc.optim.DPZero`` (PoissonSampler + add/remove Accountant), eval mode;
-  1 z pass       randn for every parameter tensor + add_ (dpnc's steps make 3 of them);
+  1 z pass       randn for every parameter tensor from one generator + add_: a pass over the parameters as
+                 dpnc made it before it drew u in parallel groups (a fixed unit; dpnc's steps make 3 passes,
+                 each now ~0.45 of this on 2 cores: benchmarks/zo_pass.py);
   AdamW          train mode (dropout), zero_grad + mean-loss backward + ``torch.optim.AdamW`` step;
   DP-AdamW (Opacus)      Opacus ``make_private`` (hooks) on a copy of the model, train mode, with
                  the position_ids fix (explicit batch-shaped ``position_ids``; notes/anchor-bench.md);
