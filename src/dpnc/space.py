@@ -53,6 +53,9 @@ import torch
 
 DIRECTIONS = ("gaussian", "sphere")
 GROUP = 1 << 20   # entries of u per generator (a multiple of CHUNK); part of the definition of u(seed)
+# The definition of u(seed) where d > GROUP: 1, one generator over every tensor (dpnc before 26 Nov 2026); 2, groups.
+# A journal records it, and a resume that would replay steps drawn by another definition is refused.
+STREAM = 2
 CHUNK = 1 << 18   # entries of u drawn at a time on the CPU (a multiple of 16; 1 MB of float32: few Python calls)
 
 Piece = Callable[[int, int, torch.Tensor], None]

@@ -163,3 +163,17 @@ def test_new_run_moves_the_earlier_run_aside(tmp_path):
     with pytest.raises(ValueError, match="cannot resume: no checkpoint.pt and no journal.jsonl"):
         Trainer(FinetuneConfig(**{**cfg, "out": str(tmp_path / "elsewhere"),
                                   "checkpoint_dir": str(tmp_path / "empty")}), resume=True)
+
+
+def test_a_journal_from_the_earlier_direction_stream_is_not_replayed_on_a_large_model(tmp_path):
+    # dpnc drew u(seed) as one generator's stream before the groups of dpnc.space (stream 2): a model of more than
+    # 2^20 trained entries gets other directions now, so replaying an older journal's steps would be wrong.
+    cfg = settings(tmp_path, checkpoints=False)
+    Trainer(FinetuneConfig(**cfg)).train(max_steps=1)
+    journal = tmp_path / "out" / "journal.jsonl"
+    header, *rows = journal.read_text().splitlines()
+    assert json.loads(header)["directions"] == 2
+    older = {k: v for k, v in json.loads(header).items() if k != "directions"}   # as the earlier dpnc wrote it
+    journal.write_text("\n".join([json.dumps(older), *rows]) + "\n")
+    with pytest.raises(ValueError, match="direction stream 1"):
+        Trainer(FinetuneConfig(**cfg), resume=True)

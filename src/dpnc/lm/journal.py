@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from dpnc.space import STREAM
 from dpnc.lm.config import CHECKPOINT, JOURNAL, KILL_ENV, KILL_PHASES, METRICS, PRIVATE_STATS, \
     PRIVATE_STATS_WARNING, FinetuneConfig
 from dpnc.lm.report import TensorBoard
@@ -77,7 +78,7 @@ class RunFiles:
             f.write(json.dumps(jsonable(row)) + "\n")
 
     def header(self) -> dict:
-        return {"event": "run", "version": 2, "config": self.config.to_dict()}
+        return {"event": "run", "version": 2, "directions": STREAM, "config": self.config.to_dict()}
 
     def journal(self, row: dict) -> None:
         """Append a line to the journal (its first line: the run's config), flushed to disk before going on."""
@@ -118,17 +119,19 @@ class RunFiles:
         os.replace(journal_tmp, folder / JOURNAL)
         return folder / CHECKPOINT
 
-    def load(self) -> tuple[dict | None, dict, list[dict]]:
-        """(the checkpoint's state or None, the saved config, the journal's step rows), for resume."""
+    def load(self) -> tuple[dict | None, dict, list[dict], int]:
+        """(the checkpoint's state or None, the saved config, the journal's step rows, the :data:`dpnc.space.STREAM`
+        that drew the journal's directions: 1 for a journal that does not say), for resume."""
         folder = self.config.run_dir
         if folder is None:
             raise ValueError("cannot resume: checkpoint_dir (or out) must be given: the run folder with the journal")
         header, rows = read_journal(folder / JOURNAL)
+        stream = (header or {}).get("directions", 1)
         if (folder / CHECKPOINT).exists():
             state = torch.load(folder / CHECKPOINT, weights_only=False)
-            return state, state["config"], rows
+            return state, state["config"], rows, stream
         if header is not None:   # killed before the first checkpoint: start from the initial model
-            return None, header["config"], rows
+            return None, header["config"], rows, stream
         raise ValueError(f"cannot resume: no {CHECKPOINT} and no {JOURNAL} with a run header in run folder "
                          f"{str(folder)!r}")
 

@@ -35,6 +35,7 @@ from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
 from dpnc.lm.config import ZEROTH_ORDER
 from dpnc.lm.journal import replay_rows
 from dpnc.privacy.accountant import Accountant
+from dpnc.space import GROUP, STREAM
 
 __all__ = ["ResumeMixin"]
 
@@ -65,12 +66,18 @@ class ResumeMixin:
     def _resume_here(self) -> dict:
         """Load the checkpoint and replay the journal; the public state the other ranks need."""
         c = self.config
-        state, saved, rows = self.files.load()
+        state, saved, rows, stream = self.files.load()
         differ = [f"{k}: {saved.get(k)!r} → {v!r}" for k, v in c.to_dict().items()
                   if k not in _FREE_FIELDS and saved.get(k) != v]
         if differ:
             raise ValueError("cannot resume with a different config (it would change the run or its privacy "
                              "accounting): " + "; ".join(differ))
+        if (stream != STREAM and c.method in ZEROTH_ORDER and rows and self.optimizer.space.d > GROUP):
+            raise ValueError(f"cannot resume: the journal's steps moved the model along directions drawn the way "
+                             f"dpnc did before (direction stream {stream}), and this dpnc draws them otherwise for "
+                             f"models of more than {GROUP:,} trained parameters (stream {STREAM}): replaying them "
+                             "would move the model along other directions. Finish the run with the dpnc that began "
+                             "it, or start a new one (new_run / --new-run).")
         if state is not None:
             self.classifier.load_state_dict(state["model"])
             if self.optimizer is not None:
