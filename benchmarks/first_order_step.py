@@ -99,6 +99,19 @@ def dpnc_step(build, data: TensorDataset, B: int, per_example: str, steps: int):
     return step
 
 
+def round_robin(modes: dict, steps: int, *, warmup: int) -> dict[str, list[float]]:
+    """Seconds of each mode's step, one step of each mode per round (so a passing load hits every mode alike),
+    ``warmup`` rounds untimed, then ``steps`` timed."""
+    times: dict[str, list[float]] = {name: [] for name in modes}
+    for round_ in range(steps + warmup):
+        for name, step in modes.items():
+            start = time.perf_counter()
+            step()
+            if round_ >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
 def measure(model_name: str, steps: int, B: int, n: int) -> dict:
     build, shape = MODELS[model_name]
     g = torch.Generator().manual_seed(0)
@@ -107,13 +120,7 @@ def measure(model_name: str, steps: int, B: int, n: int) -> dict:
     modes = {"opacus": opacus_step(build, data, B),
              "dpnc auto (per layer)": dpnc_step(build, data, B, "auto", total),
              "dpnc vmap (torch.func)": dpnc_step(build, data, B, "vmap", total)}
-    times = {name: [] for name in modes}
-    for round_ in range(steps + 3):
-        for name, step in modes.items():
-            start = time.perf_counter()
-            step()
-            if round_ >= 3:
-                times[name].append(time.perf_counter() - start)
+    times = round_robin(modes, steps, warmup=3)
     median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     return {"model": model_name, "batch": B, "median_ms": median,
             "ratio_to_opacus": {name: median[name] / median["opacus"] for name in median}}
@@ -148,13 +155,7 @@ def measure_lm(steps: int, quick: bool, threads: int, data: Path | None) -> dict
         next(batches)
         optimizer.step(loss_fn)
     modes["dpnc auto (per layer)"] = dpnc_step
-    times = {name: [] for name in modes}
-    for round_ in range(steps + 1):
-        for name, step in modes.items():
-            start = time.perf_counter()
-            step()
-            if round_ >= 1:
-                times[name].append(time.perf_counter() - start)
+    times = round_robin(modes, steps, warmup=1)
     median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     return {"model": "MiniLM-L6 + linear head (DP-AdamW)", "batch": B, "seq_len": int(ids.shape[1]),
             "threads": threads, "route": optimizer.per_example, "median_ms": median,
