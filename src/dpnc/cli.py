@@ -284,6 +284,10 @@ def finetune(
                                    help="Examples per vmapped chunk (--per-example vmap, or auto's vmap)."),
     direction: Direction = typer.Option("gaussian", "--direction", rich_help_panel=OPTIMIZER,
                                         help="Zeroth-order directions."),
+    cache_directions: bool = typer.Option(False, "--cache-directions", rich_help_panel=OPTIMIZER,
+                                          help="MeZO/DPZero: draw each step's direction once and keep it (the same "
+                                               "numbers, one generator pass a step instead of three; d more numbers "
+                                               "of memory). Pays most with torchrun (data parallel)."),
     seed: int = typer.Option(42, "--seed", min=0, rich_help_panel=OPTIMIZER,
                              help="Public seed of the zeroth-order directions; batches and noise are secret."),
     epsilon: float = typer.Option(6.0, "--epsilon", rich_help_panel=PRIVACY, help="Target ε of the private methods."),
@@ -371,6 +375,7 @@ def finetune(
         sampler=sampler, cache=cache, device=device, dtype=dtype, report_to=report_to,
         seed=seed, data_seed=data_seed, k=k, n=n, max_length=max_length, freeze_embeddings=freeze_embeddings,
         weight_decay=weight_decay, per_example=per_example, microbatch=microbatch, direction=direction,
+        cache_directions=cache_directions,
         eval_every=eval_every, eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
         checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,

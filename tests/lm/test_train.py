@@ -377,3 +377,26 @@ def test_a_dp_adamw_run_begun_under_the_loop_resumes_under_auto(tmp_path):
     assert resumed.accountant.releases == 2 and resumed.optimizer.per_example == "layers"
     with pytest.raises(ValueError, match="cannot resume with a different config.*clip"):
         Trainer(cfg(clip=5.0), resume=True)
+
+
+@pytest.mark.parametrize("method", ["dpzero", "mezo"])
+def test_cached_directions_give_the_same_run_bit_for_bit(tmp_path, method):
+    """--cache-directions: the trainer's MeZO/DPZero keep each step's u (one generator pass a step, not three) and
+    take exactly the steps the uncached run takes, given the same (test-only seeded) batches and noise."""
+    from dpnc.direction_cache import CachedModuleSpace
+
+    runs = {}
+    for cached in (False, True):
+        cfg = config(tmp_path, method=method, train="bias", steps=3, batch_size=4, cache_directions=cached,
+                     out=str(tmp_path / f"out-{cached}"))
+        trainer = Trainer(cfg, noise=NoiseSource.for_testing(5), sampler=PoissonSampler.for_testing(1024, 4, seed=2))
+        trainer.train()
+        assert isinstance(trainer.optimizer.space, CachedModuleSpace) == cached
+        runs[cached] = trainer
+    plain, cached = runs[False], runs[True]
+    assert [r.released for r in cached.history] == [r.released for r in plain.history]
+    assert cached.optimizer.space.generated == 3
+    for a, b in zip(cached.classifier.parameters(), plain.classifier.parameters()):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="cache_directions must be a bool"):
+        config(tmp_path, cache_directions="yes")

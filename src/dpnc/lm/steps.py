@@ -110,11 +110,12 @@ def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampl
     if c.method == "dpzero":
         return DPZero(params, lr=c.lr, clip=c.clip, smoothing=c.smoothing, noise_multiplier=multiplier,
                       sampler=sampler, accountant=accountant, noise=noise, direction=c.direction,
-                      seed=direction_seed, model=classifier, data=DataRows(fetch=encode), group=group)
+                      seed=direction_seed, model=classifier, data=DataRows(fetch=encode), group=group,
+                      cache_directions=c.cache_directions)
     if c.method == "mezo":
         return MeZO(params, lr=c.lr, smoothing=c.smoothing, sampler=sampler, accountant=accountant,
                     direction=c.direction, seed=direction_seed, model=classifier, data=DataRows(fetch=encode),
-                    group=group)
+                    group=group, cache_directions=c.cache_directions)
     if c.method == "dp-adamw":
         return DPOptimizer(torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay), model=classifier,
                            clip=c.clip, noise_multiplier=multiplier,
