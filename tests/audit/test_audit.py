@@ -39,7 +39,9 @@ CASES = [
     ("dpzero-optimizer", "public-batches", BLATANT, 1.5), ("dpzero-optimizer", "other-batch", BLATANT, 1.5),
     ("dpzero-optimizer", "train-batchnorm", BLATANT, 1.5),
     ("make-private-dpzero", None, BLATANT, 1.5), ("make-private-dp-sgd", None, BLATANT, 1.5),
-    ("dpzero-optimizer-replace-one", None, 1000, 1.5), ("dpzero-optimizer-replace-one", "sigma", 1000, 1.5),
+    # The replace-one optimizer's σ/1.5 at 1000 runs was detected in 3 of 6 trial audits (a CI run missed it on
+    # 26 Nov 2026); at 3000 runs in 6 of 6.
+    ("dpzero-optimizer-replace-one", None, 1000, 1.5), ("dpzero-optimizer-replace-one", "sigma", 3000, 1.5),
     # The data-parallel step and the trainer's step cost ~8 ms a run more than the optimizer's: σ/2 (true/claimed
     # ε 2.4) at 1000 runs, detected in 4 of 4 trial audits; σ/1.5 needs 2000 runs as for the optimizer (2 of 2).
     ("dpzero-distributed", None, 1000, 2.0), ("dpzero-distributed", "sigma", 1000, 2.0),
