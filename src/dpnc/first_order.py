@@ -128,6 +128,29 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     return ClippedSum(total, torch.cat(losses) if losses else torch.zeros(0), clipped, nonfinite)
 
 
+def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
+                      params: dict[str, torch.Tensor], C: float, *, per_example: str = "auto",
+                      microbatch: int = 16) -> tuple[ClippedSum, str]:
+    """Σ_i clip_C(∇_θ ℓ_i) by the route ``per_example`` names, and the route that formed it.
+
+    ``"layers"``: :func:`dpnc.per_layer.layer_clipped_sum` (refused where a layer runs more than once per forward);
+    ``"vmap"``/``"loop"``: :func:`clipped_gradient_sum`; ``"auto"``: layers, else vmap. Gradients are enabled
+    within. The one place the routes are chosen (:class:`DPOptimizer` and :func:`dpnc.lm.per_example_clipped_sum`).
+    """
+    if per_example not in PER_EXAMPLE:
+        raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
+    with torch.enable_grad():
+        if per_example in ("auto", "layers"):
+            fields = per_layer.layer_clipped_sum(model, loss_fn, inputs, params, C)
+            if fields is not None:
+                return ClippedSum(*fields), "layers"
+            if per_example == "layers":
+                raise ValueError(_LAYER_NOT_ONCE)
+            per_example = "vmap"
+        return clipped_gradient_sum(model, loss_fn, inputs, params, C, per_example=per_example,
+                                    microbatch=microbatch), per_example
+
+
 class DPOptimizer(StepHooks, torch.optim.Optimizer):
     """DP-SGD / DP-AdamW / DP-<any torch optimizer>: per-example clipping and one noisy release per step.
 
@@ -246,26 +269,19 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         return losses.mean() if rows else torch.tensor(math.nan)
 
     def _clipped_sum(self, loss_fn, inputs) -> ClippedSum:
-        with torch.enable_grad():
-            if self.per_example != "layers":
-                return clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip,
-                                            per_example=self.per_example, microbatch=self.microbatch)
-            if not self._checked and not self._check_layers(loss_fn, inputs):
-                return self._clipped_sum(loss_fn, inputs)   # "auto" gave the per-layer route up for vmap
-            fields = per_layer.layer_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip)
-            if fields is None:
-                if self._fallback is None:
-                    raise ValueError(_LAYER_NOT_ONCE)
-                self.per_example = self._fallback
-                return self._clipped_sum(loss_fn, inputs)
-            return ClippedSum(*fields)
+        if self.per_example == "layers" and not self._checked:
+            self._check_layers(loss_fn, inputs)   # refuses, or (under "auto") gives the per-layer route up for vmap
+        route = "auto" if self.per_example == "layers" and self._fallback else self.per_example
+        summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
+                                                     per_example=route, microbatch=self.microbatch)
+        return summed
 
-    def _check_layers(self, loss_fn, inputs) -> bool:
+    def _check_layers(self, loss_fn, inputs) -> None:
         """The per-layer route assumes that ``loss_fn`` treats the examples independently. On the first batch its
         clipped sum must equal torch.func's, which evaluates one example at a time, both with the model in eval
         mode (so that dropout draws no different masks): a loss that mixes examples (e.g. by centring scores over
         the batch) is refused here, before anything is released, and so is a layer run twice under ``"layers"``;
-        under ``"auto"`` a layer run twice switches the optimizer to vmap (returns False)."""
+        under ``"auto"`` a layer run twice switches the optimizer to vmap."""
         modes = {m: m.training for m in self.model.modules()}
         self.model.eval()
         try:
@@ -279,7 +295,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             if self._fallback is None:
                 raise ValueError(_LAYER_NOT_ONCE)
             self.per_example = self._fallback
-            return False
+            return
         # batched and one-example float32 kernels differ by ~1e-4 relative on a transformer (exact in float64);
         # a loss that mixes examples moves the sum by far more
         tolerance = 1e-8 if exact.total.dtype == torch.float64 else 1e-2
@@ -290,7 +306,6 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                              "(e.g. a statistic over the batch). Compute each example's loss from its own inputs, "
                              "or use per_example='vmap' (one example per call, independent by construction)")
         self._checked = True
-        return True
 
     def _apply(self, noisy: torch.Tensor) -> None:
         """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""

@@ -22,11 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
-from dpnc import per_layer
 from dpnc.batches import DataRows, LoaderBatches
 from dpnc.distributed import Group
-from dpnc.first_order import ClippedSum, DPOptimizer, clipped_gradient_sum
-from dpnc.lm.config import PER_EXAMPLE, FinetuneConfig
+from dpnc.first_order import ClippedSum, DPOptimizer, route_clipped_sum
+from dpnc.lm.config import FinetuneConfig
 from dpnc.lm.heads import EncoderClassifier
 from dpnc.optim import DPZero, MeZO, StepInfo
 from dpnc.privacy.accountant import Accountant
@@ -58,26 +57,16 @@ def per_example_clipped_sum(model: EncoderClassifier, batch: dict[str, torch.Ten
                             per_example: str = "auto", microbatch: int = 4) -> ClippedSum:
     """Σ_i clip_C(∇_θ ℓ_i(θ)) over the trainable parameters θ (flattened in ``named_parameters`` order).
 
-    The routes of :class:`dpnc.first_order.DPOptimizer` with the classifier as the loss function: ``"layers"``
-    (:func:`dpnc.per_layer.layer_clipped_sum`; refused where a trainable parameter's layer is unsupported or runs
-    twice per forward), ``"vmap"``/``"loop"`` (:func:`dpnc.first_order.clipped_gradient_sum`), ``"auto"`` (layers,
-    else vmap). All but ``"loop"`` run with a 4-D additive attention mask (HF's 2-D mask handling branches on the
-    mask's values, which vmap cannot batch). Unlike the optimizer, this function does not compare the per-layer
-    route with vmap: the classifiers treat examples independently.
+    The routes of :class:`dpnc.first_order.DPOptimizer` (:func:`dpnc.first_order.route_clipped_sum`) with the
+    classifier as the loss function: ``"layers"``, ``"vmap"``, ``"loop"`` or ``"auto"`` (layers, else vmap). All
+    but ``"loop"`` run with a 4-D additive attention mask (HF's 2-D mask handling branches on the mask's values,
+    which vmap cannot batch). Unlike the optimizer, this function does not compare the per-layer route with vmap
+    on a first batch: the classifiers treat examples independently.
     """
-    if per_example not in PER_EXAMPLE:
-        raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-    with _mask_for(model, per_example), torch.enable_grad():
-        if per_example in ("auto", "layers"):
-            fields = per_layer.layer_clipped_sum(model, model, (batch,), params, C)
-            if fields is not None:
-                return ClippedSum(*fields)
-            if per_example == "layers":
-                raise ValueError("per_example='layers': a trainable parameter's layer is unsupported or runs more "
-                                 "than once per forward; use 'auto' or 'vmap'")
-        return clipped_gradient_sum(model, model, (batch,), params, C,
-                                    per_example="loop" if per_example == "loop" else "vmap", microbatch=microbatch)
+    with _mask_for(model, per_example):
+        return route_clipped_sum(model, model, (batch,), params, C, per_example=per_example,
+                                 microbatch=microbatch)[0]
 
 
 class _mask_for:
