@@ -102,6 +102,10 @@ class ParameterSpace:
         its piece's entries. Elsewhere each piece is a whole group segment, in order."""
         _check_seed(seed)
         scale = self._scale(seed)
+        self._draw(seed, lambda g, i, start, z: fn(i, start, z if scale == 1.0 else z.mul_(scale)))
+
+    def _draw(self, seed: int, fn: Callable[[int, int, int, torch.Tensor], None]) -> None:
+        """``fn(g, i, start, z)`` for the pieces of the unscaled Gaussian draw, g the group (each_piece's order)."""
         cpu = self._device.type == "cpu"
 
         def draw(g: int) -> None:
@@ -111,8 +115,7 @@ class ParameterSpace:
                 for a, b in _spans(stop - start, CHUNK if cpu else None):
                     z = buffer[:b - a] if buffer is not None else \
                         torch.empty(b - a, dtype=self._dtype, device=self._device)
-                    z.normal_(generator=gen)
-                    fn(i, start + a, z if scale == 1.0 else z.mul_(scale))
+                    fn(g, i, start + a, z.normal_(generator=gen))
 
         _run(draw, len(self._groups), parallel=cpu)
 
@@ -122,17 +125,13 @@ class ParameterSpace:
         if self._sphere_scale is None or self._sphere_scale[0] != seed:
             # The same draws as each_piece(), in the parameters' dtype, squared and summed in float64: per
             # group in order, then over the groups in order, so the sum does not depend on the threads.
-            sq = [0.0] * len(self._groups)
+            squares = [0.0] * len(self._groups)
 
-            def square(g: int) -> None:
-                gen = torch.Generator(device=self._device).manual_seed(_group_seed(seed, g))
-                for _, start, stop in self._groups[g]:
-                    for a, b in _spans(stop - start, CHUNK if self._device.type == "cpu" else None):
-                        z = torch.empty(b - a, dtype=self._dtype, device=self._device).normal_(generator=gen)
-                        sq[g] += float(z.double().square().sum())
+            def square(g: int, i: int, start: int, z: torch.Tensor) -> None:
+                squares[g] += float(z.double().square().sum())
 
-            _run(square, len(self._groups), parallel=self._device.type == "cpu")
-            self._sphere_scale = (seed, math.sqrt(self.d / sum(sq)))
+            self._draw(seed, square)
+            self._sphere_scale = (seed, math.sqrt(self.d / sum(squares)))
         return self._sphere_scale[1]
 
     # --- moves ----------------------------------------------------------------------------------
