@@ -313,3 +313,20 @@ def test_tree_mechanism_refuses_unrecorded_periods_and_steps_past_its_leaves():
     assert isinstance(noiseless.release, NonPrivate) and torch.equal(noiseless(torch.ones(2), 1), torch.ones(2))
     report = accountant.report(1e-5)
     assert math.isinf(report.epsilon) and not report.private
+
+
+def test_the_cached_subsampled_gaussian_pld_is_not_changed_by_composing_it():
+    """interpret keeps one Poisson-subsampled Gaussian's PLD per release and self-composes it at every question, so
+    composing must leave the kept object as it was (dp-accounting returns new PLDs). A second question about the
+    same release, after a larger count was asked, must get the answer a fresh PLD gives."""
+    release = Sampled(Poisson(0.05), Gaussian(1.0, 1.0))
+    interpret._sampled_gaussian_pld.cache_clear()
+    once = interpret.pld(release, "add/remove", 1, 1e-3).get_epsilon_for_delta(1e-5)
+    many = interpret.pld(release, "add/remove", 200, 1e-3).get_epsilon_for_delta(1e-5)
+    again = interpret.pld(release, "add/remove", 1, 1e-3).get_epsilon_for_delta(1e-5)
+    assert interpret._sampled_gaussian_pld.cache_info().hits == 2   # the later questions used the kept PLD
+    interpret._sampled_gaussian_pld.cache_clear()
+    fresh = pld_lib.from_gaussian_mechanism(1.0, sampling_prob=0.05, value_discretization_interval=1e-3,
+                                            neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+    assert once == fresh.self_compose(1).get_epsilon_for_delta(1e-5) and again == once
+    assert many == fresh.self_compose(200).get_epsilon_for_delta(1e-5) > once
