@@ -75,11 +75,12 @@ def probe(args: argparse.Namespace) -> float:
 
 
 def run_part(args: argparse.Namespace) -> None:
-    """One (task, mode): the reproduction's run, written under --out (this process is one part)."""
-    config = part_config(args, args.steps, args.task, args.mode)
+    """One (task, mode): the reproduction's run of the config the sweep wrote, under --out (this process is one
+    part)."""
+    config = protocol.from_record(EXPERIMENT.Config, json.loads(args.config.read_text()))
     config = EXPERIMENT.bind_output(config, args.out)
     result = protocol.run_experiment(EXPERIMENT, config, progress=False, workers=1, out=args.out)
-    protocol.write(result, args.out, f"benchmarks/gpu/dimension.py part {args.task} {args.mode}")
+    protocol.write(result, args.out, f"benchmarks/gpu/dimension.py part {config.tasks[0]} {config.modes[0]}")
 
 
 def merge(parts: list[Path], args: argparse.Namespace, steps: int, seconds: float, note: str) -> list[Path]:
@@ -123,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     for task in args.tasks:
         for mode in args.modes:
             out = args.out / "parts" / f"{task}-{mode}"
-            cmd = [sys.executable, __file__, "part", "--task", task, "--mode", mode, "--steps", str(steps),
-                   "--out", str(out), *args.part_argv]
             out.mkdir(parents=True, exist_ok=True)
+            (out / "config.json").write_text(json.dumps(dataclasses.asdict(part_config(args, steps, task, mode))))
+            cmd = [sys.executable, __file__, "part", "--config", str(out / "config.json"), "--out", str(out)]
             procs[out] = subprocess.Popen(cmd, stdout=(out / "part.log").open("w"), stderr=subprocess.STDOUT)
     while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
         time.sleep(1)
@@ -178,21 +179,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--probe-steps", type=int, default=12)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--cpu-tiny", action="store_true", help="CPU smoke run: SST-2, head, one seed, T = 6 (the test's)")
-    p.add_argument("--task", help=argparse.SUPPRESS)
-    p.add_argument("--mode", help=argparse.SUPPRESS)
+    p.add_argument("--config", type=Path, help=argparse.SUPPRESS)   # a part's DimConfig, written by the sweep
     args = p.parse_args(argv)
     if args.cpu_tiny:
         args.device, args.tasks, args.modes, args.seeds = "cpu", ["SST-2"], ["head"], [42]
         args.batch_size, args.eval_examples, args.max_length = 8, 16, 32
         args.steps = args.steps or 6
     args.argv = argv
-    # What every part is given besides its task, mode, steps and folder.
-    args.part_argv = ["--data-dir", str(args.data_dir), "--seeds", ",".join(map(str, args.seeds)),
-                      "--batch-size", str(args.batch_size), "--max-length", str(args.max_length),
-                      "--device", args.device, "--fo-steps", str(args.fo_steps),
-                      "--fo-modes", ",".join(args.fo_modes) or ",", "--clips", ",".join(map(str, args.clips)) or ","]
-    if args.eval_examples is not None:
-        args.part_argv += ["--eval-examples", str(args.eval_examples)]
     return args
 
 
