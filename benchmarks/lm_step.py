@@ -37,9 +37,14 @@ hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps``
 Each first-order mode has its own copy of the model, so none sees another's hooks or updates.
 
 Peak memory: each mode runs ``--mem-steps`` steps in its own subprocess (same imports, same model
-and batch) and reports its peak RSS (``VmHWM``; ``ru_maxrss`` would not do: Linux carries it over
-``exec`` from the parent process) and its RSS right after loading the model. Differences under ~50 MB
-are allocator noise.
+and batch), ``--mem-repeats`` times in rotation, and reports the median of its peak RSS (``VmHWM``;
+``ru_maxrss`` would not do: Linux carries it over ``exec`` from the parent process) and its RSS right after
+loading the model. Every mode starts with the weights copied into memory: ``from_pretrained`` maps the
+checkpoint file, so a forward alone pages in only what it reads (here ~60% of the weights: the embedding rows
+of the batch's tokens), while a step that moves every parameter writes them all; "x inference" then compares
+steps with the model resident, not page faults. The peak is reset after loading where Linux allows it
+(``/proc/self/clear_refs``), so the copy's moment (mapping + copy) does not count. Single peaks vary by
+~30 MB with the allocator, hence the repeats.
 
     python benchmarks/lm_step.py            # full run (~10 minutes on 2 cores)
     python benchmarks/lm_step.py --quick    # batch 8, short sequences, few steps: a smoke run
@@ -80,7 +85,7 @@ warnings.filterwarnings("ignore", message="There is a performance drop because w
 DEFAULT_DATA = "/work/shared/data/SST-2/k-shot-1k-test/512-42/train.tsv"
 LAM, ZO_LR, ZO_CLIP, ZO_SIGMA = 1e-3, 1e-6, 200.0, 13.5156   # paper §4.2; mult for eps=2, q=1/16
 FO_LR, FO_CLIP, FO_SIGMA = 1e-5, 10.0, 1.0                  # Table 3 (DP-)AdamW
-QUICK = dict(batch=8, max_len=16, steps=2, warmup=1, mem_steps=1, microbatch=8)
+QUICK = dict(batch=8, max_len=16, steps=2, warmup=1, mem_steps=1, mem_repeats=1, microbatch=8)
 MODES = ("inference", "2 forwards", "dpnc MeZO", "dpnc DPZero", "1 z pass", "AdamW",
          "DP-AdamW (Opacus)", "DP-AdamW (torch.func)", "DP-AdamW (dpnc per layer)")
 MEMORY_MODES = ("inference", "dpnc MeZO", "dpnc DPZero", "AdamW", "DP-AdamW (Opacus)",
@@ -145,6 +150,9 @@ def setup(args):
     ids, mask, y, info = load_batch(args, tokenizer)
     torch.manual_seed(0)                       # the head's initialisation (benchmark, not library)
     model = Classifier(AutoModel.from_pretrained(args.model, add_pooling_layer=False)).eval()
+    with torch.no_grad():   # the weights into memory, off the mapped checkpoint (module docstring: peak memory)
+        for p in model.parameters():
+            p.data = p.data.clone()
     return model, (ids, mask, y), info
 
 
@@ -311,30 +319,44 @@ def rss_mb(field="VmRSS"):
     return float("nan")
 
 
+def reset_peak() -> bool:
+    """VmHWM ← the current RSS (Linux ≥ 4.0: "5" into /proc/self/clear_refs); False where that is not allowed."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def memory_child(args):
     """Run one mode a few steps in this (fresh) process; print its peak RSS as JSON."""
     model, batch, _ = setup(args)
-    after_load = rss_mb()
     step = make_steps(model, batch, args, [args.memory])[args.memory]
+    reset = reset_peak()
+    after_load = rss_mb()
     for _ in range(args.mem_steps):
         step()
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the parent (with vfork, the
     # parent's own peak), so a child of a big parent would report at least the parent's peak.
     peak = rss_mb("VmHWM")
-    print(json.dumps({"peak_mb": peak, "after_load_mb": after_load}))
+    print(json.dumps({"peak_mb": peak, "after_load_mb": after_load, "peak_reset": reset}))
 
 
 def measure_memory(args, forwarded, script=__file__):
-    """Peak RSS of each of ``args.memory_modes``, each run by ``script --memory <mode>`` in its own process."""
-    out = {}
-    for mode in args.memory_modes:
-        proc = subprocess.run([sys.executable, script, "--memory", mode, *forwarded],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"memory process for {mode!r} failed:\n{proc.stderr[-3000:]}")
-        out[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"memory {mode}: {out[mode]['peak_mb']:.0f} MB", file=sys.stderr, flush=True)
-    return out
+    """Peak RSS of each of ``args.memory_modes``: ``script --memory <mode>`` in its own process, the modes in
+    rotation ``args.mem_repeats`` times; each mode's medians, with every repeat's values under ``"all"``."""
+    runs: dict[str, list[dict]] = {mode: [] for mode in args.memory_modes}
+    for _ in range(args.mem_repeats):
+        for mode in args.memory_modes:
+            proc = subprocess.run([sys.executable, script, "--memory", mode, *forwarded],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"memory process for {mode!r} failed:\n{proc.stderr[-3000:]}")
+            runs[mode].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            print(f"memory {mode}: {runs[mode][-1]['peak_mb']:.0f} MB", file=sys.stderr, flush=True)
+    return {mode: {"peak_mb": statistics.median(r["peak_mb"] for r in rs),
+                   "after_load_mb": statistics.median(r["after_load_mb"] for r in rs),
+                   "peak_reset": all(r["peak_reset"] for r in rs), "all": rs} for mode, rs in runs.items()}
 
 
 def cpu_name():
@@ -382,7 +404,9 @@ def table(args, t, mem, rat, meta):
         f"max {info['sentence_tokens_max']} tokens; longest of a random batch of {args.batch} over 1000 draws: "
         f"median {bm['median']:.0f}, range {bm['min']:.0f}-{bm['max']:.0f}).",
         f"Steps: {args.steps} timed rounds (round-robin, one step of each mode per round) after {args.warmup} "
-        f"warm-up; memory: one process per mode, {args.mem_steps} steps, peak = VmHWM. "
+        f"warm-up; memory: one process per mode, {args.mem_steps} steps, peak = VmHWM (reset after loading: "
+        f"{all(m['peak_reset'] for m in (mem or {}).values()) if mem else '-'}), median of {args.mem_repeats} "
+        "processes, weights copied off the mapped checkpoint first. "
         f"DP-AdamW (torch.func) forms per-example gradients {args.microbatch} examples at a time.",
         f"torch {meta['torch']}, transformers {meta['transformers']}, opacus {meta['opacus']}; "
         f"CPU: {meta['cpu']} ({meta['cpus']} CPUs); 1-min load average {meta['loadavg'][0]:.2f} before, "
@@ -398,7 +422,7 @@ def table(args, t, mem, rat, meta):
                      f"| {r['min'] / base_min:.2f} | {mcols} |")
     if mem:
         after = [m["after_load_mb"] for m in mem.values()]
-        lines.append(f"\nRSS right after loading the model (imports included): {min(after):.0f}-{max(after):.0f} MB.")
+        lines.append(f"\nRSS after loading the model and copying its weights (imports included): {min(after):.0f}-{max(after):.0f} MB.")
     lines += ["", "| ratio | medians | mins |", "|---|---|---|"]
     for k, v in rat["time (medians)"].items():
         if v is not None:
@@ -428,6 +452,7 @@ def main():
     p.add_argument("--steps", type=int, default=8, help="timed rounds after the warm-up rounds")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mem-steps", type=int, default=3, help="steps in each memory process")
+    p.add_argument("--mem-repeats", type=int, default=3, help="memory processes per mode (the median is reported)")
     p.add_argument("--microbatch", type=int, default=16, help="examples per vmap(grad) call (torch.func)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip", nargs="*", default=[], choices=MODES, metavar="MODE", help=f"modes to skip: {MODES}")
