@@ -97,6 +97,22 @@ def timed(fn, steps: int, barrier=None) -> tuple[list[float], list[float]]:
     return walls, cpus
 
 
+def timed_together(fns: dict, steps: int, barrier=None) -> dict[str, tuple[list[float], list[float]]]:
+    """:func:`timed` of several functions in alternation: every round calls each once (``barrier`` before each
+    call), so that a load passing over the machine weighs on each of them alike."""
+    out: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in fns}
+    for t in range(steps + 2):
+        for name, fn in fns.items():
+            if barrier is not None:
+                barrier()
+            start, cpu = time.perf_counter(), time.process_time()
+            fn()
+            if t >= 2:
+                out[name][0].append(time.perf_counter() - start)
+                out[name][1].append(time.process_time() - cpu)
+    return out
+
+
 def collectives(group: Group, batch: int) -> None:
     """One DPZero step's collectives with nothing computed, as the step makes them for this fixed-size (FullBatch)
     sampler: the batch's indices (its size is public: not sent), then one all_reduce of the 5 sums, rank 0's noise
@@ -146,20 +162,29 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
             return F.cross_entropy(model(tokens), labels, reduction="none")
 
         result = {"world": world, "d": d}
-        if world == 1:   # the plain single-process optimizer (the baseline), and with cached directions
-            plain = make_optimizer(model, (tokens, labels), args)
-            result["plain"], result["plain_cpu"] = timed(lambda: plain.step(closure), args.steps)
-            cached = make_optimizer(model, (tokens, labels), args, cache=True)
-            result["plain_cached"], result["plain_cached_cpu"] = timed(lambda: cached.step(closure), args.steps)
         group = Group()
         steps = args.steps + 2
-        # The data-parallel step: directions regenerated three times a step (the default), then cached.
-        for name, cache in (("group", False), ("cached", True)):
-            opt = make_optimizer(model, (tokens, labels), args, group, cache)
-            before = dict(group.sent)
-            result[name], cpu = timed(lambda o=opt: o.step(closure), args.steps, barrier=dist.barrier)
-            result[f"{name}_cpu_by_rank"] = group.gather_object(statistics.median(cpu))
-            result[f"{name}_sent"] = {k: (v - before.get(k, 0)) / steps for k, v in group.sent.items()}
+        shard = group.shard(torch.arange(args.batch))
+        mine = (tokens[shard], labels[shard])
+        # Timed in alternation, one call of each a round: the data-parallel step with the directions regenerated
+        # three times a step (the default) and cached, the two forward passes on this rank's shard alone and (on
+        # 1 process) the plain optimizer without a group, the baseline, uncached and cached. What disturbs the
+        # machine during a launch then weighs on every side of a ratio alike.
+        together = {"forward": lambda: (closure(*mine), closure(*mine))}
+        if world == 1:
+            for name, cache in (("plain", False), ("plain_cached", True)):
+                together[name] = lambda o=make_optimizer(model, (tokens, labels), args, cache=cache): o.step(closure)
+        optimizers = {name: make_optimizer(model, (tokens, labels), args, group, cache)
+                      for name, cache in (("group", False), ("cached", True))}
+        for name, opt in optimizers.items():
+            together[name] = lambda o=opt: o.step(closure)
+        before = dict(group.sent)
+        for name, (walls, cpus) in timed_together(together, args.steps, barrier=dist.barrier).items():
+            result[name], result[f"{name}_cpu"] = walls, cpus
+        for name in optimizers:   # what each optimizer's steps sent (both counted by the one group)
+            result[f"{name}_cpu_by_rank"] = group.gather_object(statistics.median(result[f"{name}_cpu"]))
+            result[f"{name}_sent"] = {k: (v - before.get(k, 0)) / (2 * steps) for k, v in group.sent.items()
+                                      if k != "objects"}
         result["cpu_by_rank"], result["sent"] = result["group_cpu_by_rank"], result["group_sent"]
         # Where a step's time goes (Amdahl): the same step with a closure that runs no forward pass (the
         # direction work — u over all d entries for x + λu, x − λu and the update, on every rank — plus the
@@ -168,9 +193,6 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
         for name, cache in (("no_forward", False), ("no_forward_cached", True)):
             bare = make_optimizer(model, (tokens, labels), args, group, cache)
             result[name] = timed(lambda o=bare: o.step(free), args.steps, barrier=dist.barrier)[0]
-        shard = group.shard(torch.arange(args.batch))
-        mine = (tokens[shard], labels[shard])
-        result["forward"] = timed(lambda: (closure(*mine), closure(*mine)), args.steps, barrier=dist.barrier)[0]
         result["collectives"] = timed(lambda: collectives(group, args.batch), args.steps, barrier=dist.barrier)[0]
         result["parts"] = parts(model, group, args.batch, args.steps)
         # One first-order DDP step of the same model: count what its gradient buckets all-reduce.
