@@ -87,8 +87,14 @@ class ParameterSpace:
     def directions(self, seed: int) -> Iterator[torch.Tensor]:
         """u(seed), one tensor per parameter tensor (all of them drawn before the first is yielded)."""
         us = [torch.empty(shape, dtype=self._dtype, device=self._device) for shape in self._shapes]
-        flat = [u.view(-1) for u in us]
-        self.each_piece(seed, lambda i, start, z: flat[i][start:start + len(z)].copy_(z))
+        _check_seed(seed)
+        scale = self._scale(seed)
+
+        def scaled(g: int, i: int, start: int, z: torch.Tensor) -> None:   # z: u's own entries, drawn in place
+            if scale != 1.0:
+                z.mul_(scale)
+
+        self._draw(seed, scaled, into=[u.view(-1) for u in us])
         yield from us
 
     def direction(self, seed: int) -> torch.Tensor:
@@ -104,17 +110,24 @@ class ParameterSpace:
         scale = self._scale(seed)
         self._draw(seed, lambda g, i, start, z: fn(i, start, z if scale == 1.0 else z.mul_(scale)))
 
-    def _draw(self, seed: int, fn: Callable[[int, int, int, torch.Tensor], None]) -> None:
-        """``fn(g, i, start, z)`` for the pieces of the unscaled Gaussian draw, g the group (each_piece's order)."""
+    def _draw(self, seed: int, fn: Callable[[int, int, int, torch.Tensor], None],
+              into: list[torch.Tensor] | None = None) -> None:
+        """``fn(g, i, start, z)`` for the pieces of the unscaled Gaussian draw, g the group (each_piece's order).
+        ``into``: flat tensors of u's shapes that the pieces are drawn into, in place (z is then their view: no
+        buffer, no copy); the same numbers, as a piece's draw depends only on its length and the generator."""
         cpu = self._device.type == "cpu"
 
         def draw(g: int) -> None:
             gen = torch.Generator(device=self._device).manual_seed(_group_seed(seed, g))
-            buffer = torch.empty(CHUNK + 15, dtype=self._dtype) if cpu else None
+            buffer = torch.empty(CHUNK + 15, dtype=self._dtype) if cpu and into is None else None
             for i, start, stop in self._groups[g]:
                 for a, b in _spans(stop - start, CHUNK if cpu else None):
-                    z = buffer[:b - a] if buffer is not None else \
-                        torch.empty(b - a, dtype=self._dtype, device=self._device)
+                    if into is not None:
+                        z = into[i][start + a:start + b]
+                    elif buffer is not None:
+                        z = buffer[:b - a]
+                    else:
+                        z = torch.empty(b - a, dtype=self._dtype, device=self._device)
                     fn(g, i, start + a, z.normal_(generator=gen))
 
         _run(draw, len(self._groups), parallel=cpu)
