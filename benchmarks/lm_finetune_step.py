@@ -31,8 +31,9 @@ Modes (one process, round-robin: one step of each per round, so drift of the mac
 The cached modes' caches are filled before the rounds begin (a run fills each row once).
 
 Peak memory: each step mode (and inference) runs ``--mem-steps`` steps in its own subprocess, which builds
-only that mode's classifier (and cache); peak RSS is ``VmHWM`` (``lm_step.py`` says why not ``ru_maxrss``),
-reported in MiB and as the difference to the inference process. Differences under ~50 MiB are allocator noise.
+only that mode's classifier (and cache), ``--mem-repeats`` times in rotation (the median is reported); peak RSS
+is ``VmHWM``, reset once the model is built, with its weights copied off the mapped checkpoint (``lm_step.py`` says
+why, and why not ``ru_maxrss``), reported in MiB and as the difference to the inference process.
 
     python benchmarks/lm_finetune_step.py            # full run (a few minutes on 2 quiet cores)
     python benchmarks/lm_finetune_step.py --quick    # batch 8, few steps: a smoke run
@@ -52,7 +53,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
-from lm_step import ZO_SIGMA, cpu_name, rss_mb
+from lm_step import ZO_SIGMA, cpu_name, reset_peak, resident, rss_mb
 from lm_step import measure_memory as lm_step_memory   # the LM step benchmark (same folder)
 
 from dpnc.batches import DataRows
@@ -66,7 +67,7 @@ from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
 
 DEFAULT_DATA_DIR = "/work/shared/data"   # LM-BFF folders: SST-2/k-shot-1k-test/512-42/train.tsv
-QUICK = dict(batch=8, steps=2, warmup=1, mem_steps=1)
+QUICK = dict(batch=8, steps=2, warmup=1, mem_steps=1, mem_repeats=1)
 BASE = "2 full forwards"
 # mode -> (train mode or None for plain forwards, head, cached)
 SPECS = {
@@ -98,7 +99,7 @@ class Mode:
     def __init__(self, name: str, args, texts: list, labels: torch.Tensor) -> None:
         train, head, cached = SPECS[name]
         self.name, self.texts, self.labels = name, texts, labels
-        self.clf = build_classifier(args.model, get_task("SST-2"), head=head, max_length=args.max_len)
+        self.clf = resident(build_classifier(args.model, get_task("SST-2"), head=head, max_length=args.max_len))
         self.trainable = None
         if train is not None:
             self.trainable = select_trainable(self.clf, train, top_k=1, lora_rank=8, seed=0)
@@ -163,11 +164,12 @@ def memory_child(args) -> None:
     """Run one mode ``--mem-steps`` steps in this (fresh) process; print its peak RSS (MiB) as JSON."""
     texts, labels, _ = load_batch(args)
     mode = Mode(args.memory, args, texts, labels)
-    after_load = rss_mb()
     step = mode.step()
+    reset = reset_peak()
+    after_load = rss_mb()
     for _ in range(args.mem_steps):
         step()
-    print(json.dumps({"peak_mb": rss_mb("VmHWM"), "after_load_mb": after_load}))
+    print(json.dumps({"peak_mb": rss_mb("VmHWM"), "after_load_mb": after_load, "peak_reset": reset}))
 
 
 def measure_memory(args, forwarded: list[str]) -> dict:
@@ -210,7 +212,8 @@ def table(args, t: dict, mem: dict | None, rat: dict, meta: dict) -> str:
         f"512-42, seed {args.batch_seed}: `lm_step.py`'s batch), padded to its longest: seq len {meta['seq_len']}; "
         f"`FullBatch` sampler.",
         f"Time: {args.steps} rounds (round-robin, one step of each mode per round) after {args.warmup} warm-up. "
-        f"Memory: one process per mode, {args.mem_steps} steps, peak = VmHWM.",
+        f"Memory: one process per mode, {args.mem_steps} steps, peak = VmHWM (reset once the model is built, its "
+        f"weights copied off the mapped checkpoint), median of {getattr(args, 'mem_repeats', 1)} processes.",
         f"torch {meta['torch']}, transformers {meta['transformers']}, peft {meta['peft']}; CPU: {meta['cpu']} "
         f"({meta['cpus']} CPUs); 1-min load average {meta['loadavg'][0]:.2f} before, {meta['loadavg'][1]:.2f} "
         f"after timing, {meta['loadavg'][2]:.2f} at the end (per round: {min(meta['round_load']):.1f}-"
@@ -262,6 +265,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=10, help="timed rounds after the warm-up rounds")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--mem-steps", type=int, default=3, help="steps in each memory process")
+    p.add_argument("--mem-repeats", type=int, default=3, help="memory processes per mode (the median is reported)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip", nargs="*", default=[], choices=[m for m in MODES if m != BASE], metavar="MODE",
                    help=f"modes to skip: {MODES[2:]}")

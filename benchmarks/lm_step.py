@@ -22,6 +22,8 @@ hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps``
   2 forwards     two such forwards (the floor of any two-point zeroth-order step);
   dpnc MeZO      ``dpnc.optim.MeZO`` (PoissonSampler), eval mode;
   dpnc DPZero    ``dpnc.optim.DPZero`` (PoissonSampler + add/remove Accountant), eval mode;
+  dpnc DPZero (cached u)  the same with ``cache_directions=True``: u drawn once a step and kept (d numbers
+                 of memory) instead of regenerated for each of the step's three passes;
   1 z pass       randn for every parameter tensor from one generator + add_: a pass over the parameters as
                  dpnc made it before it drew u in parallel groups (a fixed unit; dpnc's steps make 3 passes,
                  each now ~0.45 of this on 2 cores: benchmarks/zo_pass.py);
@@ -86,9 +88,9 @@ DEFAULT_DATA = "/work/shared/data/SST-2/k-shot-1k-test/512-42/train.tsv"
 LAM, ZO_LR, ZO_CLIP, ZO_SIGMA = 1e-3, 1e-6, 200.0, 13.5156   # paper §4.2; mult for eps=2, q=1/16
 FO_LR, FO_CLIP, FO_SIGMA = 1e-5, 10.0, 1.0                  # Table 3 (DP-)AdamW
 QUICK = dict(batch=8, max_len=16, steps=2, warmup=1, mem_steps=1, mem_repeats=1, microbatch=8)
-MODES = ("inference", "2 forwards", "dpnc MeZO", "dpnc DPZero", "1 z pass", "AdamW",
+MODES = ("inference", "2 forwards", "dpnc MeZO", "dpnc DPZero", "dpnc DPZero (cached u)", "1 z pass", "AdamW",
          "DP-AdamW (Opacus)", "DP-AdamW (torch.func)", "DP-AdamW (dpnc per layer)")
-MEMORY_MODES = ("inference", "dpnc MeZO", "dpnc DPZero", "AdamW", "DP-AdamW (Opacus)",
+MEMORY_MODES = ("inference", "dpnc MeZO", "dpnc DPZero", "dpnc DPZero (cached u)", "AdamW", "DP-AdamW (Opacus)",
                 "DP-AdamW (torch.func)")
 
 
@@ -149,11 +151,17 @@ def setup(args):
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     ids, mask, y, info = load_batch(args, tokenizer)
     torch.manual_seed(0)                       # the head's initialisation (benchmark, not library)
-    model = Classifier(AutoModel.from_pretrained(args.model, add_pooling_layer=False)).eval()
-    with torch.no_grad():   # the weights into memory, off the mapped checkpoint (module docstring: peak memory)
-        for p in model.parameters():
-            p.data = p.data.clone()
+    model = resident(Classifier(AutoModel.from_pretrained(args.model, add_pooling_layer=False)).eval())
     return model, (ids, mask, y), info
+
+
+@torch.no_grad()
+def resident(model: nn.Module) -> nn.Module:
+    """``model`` with its weights copied into memory, off the checkpoint file ``from_pretrained`` maps (module
+    docstring, peak memory: a forward alone would page in only what it reads)."""
+    for p in model.parameters():
+        p.data = p.data.clone()
+    return model
 
 
 def make_steps(model, batch, args, names):
@@ -190,10 +198,12 @@ def make_steps(model, batch, args, names):
     if "dpnc MeZO" in names:
         mezo = MeZO(model.parameters(), lr=ZO_LR, smoothing=LAM, sampler=sampler, seed=1, model=model, data=rows)
         steps["dpnc MeZO"] = lambda: mezo.step(lambda *whole_dataset: losses())
-    if "dpnc DPZero" in names:
-        dpzero = DPZero(model.parameters(), lr=ZO_LR, clip=ZO_CLIP, smoothing=LAM, noise_multiplier=ZO_SIGMA,
-                        sampler=sampler, accountant=Accountant("add/remove"), seed=2, model=model, data=rows)
-        steps["dpnc DPZero"] = lambda: dpzero.step(lambda *whole_dataset: losses())
+    for name, cache in (("dpnc DPZero", False), ("dpnc DPZero (cached u)", True)):
+        if name in names:
+            dpzero = DPZero(model.parameters(), lr=ZO_LR, clip=ZO_CLIP, smoothing=LAM, noise_multiplier=ZO_SIGMA,
+                            sampler=sampler, accountant=Accountant("add/remove"), seed=2, model=model, data=rows,
+                            cache_directions=cache)
+            steps[name] = lambda o=dpzero: o.step(lambda *whole_dataset: losses())
     if "1 z pass" in names:
         steps["1 z pass"] = z_pass
     if "AdamW" in names:
@@ -372,6 +382,7 @@ def ratios(t, mem):
         return src[a][key] / src[b][key] if a in src and b in src else None
     out = {"time (medians)": {}, "time (mins)": {}, "peak RSS": {}, "peak RSS above after-load": {}}
     pairs = [("dpnc DPZero", "2 forwards"), ("dpnc DPZero", "dpnc MeZO"), ("dpnc DPZero", "inference"),
+             ("dpnc DPZero (cached u)", "2 forwards"),
              ("AdamW", "dpnc DPZero"), ("DP-AdamW (Opacus)", "dpnc DPZero"),
              ("DP-AdamW (torch.func)", "dpnc DPZero"), ("DP-AdamW (dpnc per layer)", "DP-AdamW (Opacus)"),
              ("DP-AdamW (torch.func)", "DP-AdamW (Opacus)")]
@@ -387,6 +398,9 @@ def ratios(t, mem):
         for b in ("inference", "dpnc MeZO", "AdamW", "DP-AdamW (Opacus)", "DP-AdamW (torch.func)"):
             out["peak RSS"][f"dpnc DPZero / {b}"] = r("dpnc DPZero", b, "peak_mb", mem)
             out["peak RSS above after-load"][f"dpnc DPZero / {b}"] = r("dpnc DPZero", b, "v", above)
+        out["peak RSS"]["dpnc DPZero (cached u) / inference"] = r("dpnc DPZero (cached u)", "inference", "peak_mb", mem)
+        out["peak RSS above after-load"]["dpnc DPZero (cached u) / inference"] = r(
+            "dpnc DPZero (cached u)", "inference", "v", above)
     return out
 
 
@@ -422,7 +436,8 @@ def table(args, t, mem, rat, meta):
                      f"| {r['min'] / base_min:.2f} | {mcols} |")
     if mem:
         after = [m["after_load_mb"] for m in mem.values()]
-        lines.append(f"\nRSS after loading the model and copying its weights (imports included): {min(after):.0f}-{max(after):.0f} MB.")
+        lines.append(f"\nRSS after loading the model and copying its weights (imports included): "
+                     f"{min(after):.0f}-{max(after):.0f} MB.")
     lines += ["", "| ratio | medians | mins |", "|---|---|---|"]
     for k, v in rat["time (medians)"].items():
         if v is not None:
