@@ -85,16 +85,7 @@ def timed(fn, steps: int, barrier=None) -> tuple[list[float], list[float]]:
 
     The CPU time is what this rank computed, whatever else the machine ran: on a shared machine it shows how the
     work splits across ranks even when the wall time cannot (gloo's waits may add some CPU time of their own)."""
-    walls, cpus = [], []
-    for t in range(steps + 2):
-        if barrier is not None:
-            barrier()
-        start, cpu = time.perf_counter(), time.process_time()
-        fn()
-        if t >= 2:
-            walls.append(time.perf_counter() - start)
-            cpus.append(time.process_time() - cpu)
-    return walls, cpus
+    return timed_together({"fn": fn}, steps, barrier)["fn"]
 
 
 def timed_together(fns: dict, steps: int, barrier=None) -> dict[str, tuple[list[float], list[float]]]:
