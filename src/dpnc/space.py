@@ -33,7 +33,8 @@ generator keeps 32 bits of its seed, so two groups (of any steps) share a stream
 
 On the CPU each group's u is drawn in pieces of :data:`CHUNK` entries into one small buffer and each
 piece is added while it is in cache, instead of materialising a tensor's whole u (a word-embedding
-matrix's is 47 MB in float32). The pieces are bit-identical to one ``torch.randn`` of the whole tensor:
+matrix's is 47 MB in float32); :meth:`ParameterSpace.directions`, which returns u whole, draws the same pieces
+straight into its tensors. The pieces are bit-identical to one ``torch.randn`` of the whole tensor:
 torch fills a tensor of ≥ 16 entries with uniforms in order and transforms them 16 at a time, redrawing
 the last 16 when the size is not a multiple of 16, so pieces whose sizes are multiples of 16 (the last
 one at least 16 long) consume the generator exactly as one call does (checked in tests/test_space.py for
@@ -86,9 +87,9 @@ class ParameterSpace:
 
     def directions(self, seed: int) -> Iterator[torch.Tensor]:
         """u(seed), one tensor per parameter tensor (all of them drawn before the first is yielded)."""
-        us = [torch.empty(shape, dtype=self._dtype, device=self._device) for shape in self._shapes]
         _check_seed(seed)
         scale = self._scale(seed)
+        us = [torch.empty(shape, dtype=self._dtype, device=self._device) for shape in self._shapes]
 
         def scaled(g: int, i: int, start: int, z: torch.Tensor) -> None:   # z: u's own entries, drawn in place
             if scale != 1.0:
