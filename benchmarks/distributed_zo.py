@@ -1,9 +1,10 @@
 """Data-parallel DPZero (dpnc.distributed): throughput on 1 and 2 processes, and what a step communicates.
 
 A zeroth-order step's only data-dependent quantity is one scalar per direction, so data-parallel ranks
-exchange the batch indices rank 0 drew (B integers here: a FullBatch's size is public) and their partial sums, rank
-0's noise added to its own (one all_reduce of 5 numbers that yields the released scalar), whatever the model's
-size. A first-order DDP step all-reduces every gradient entry. This script measures both:
+exchange their partial sums, rank 0's noise added to its own (one all_reduce of 5 numbers that yields the released
+scalar), whatever the model's size; a sampled batch also sends the indices rank 0 drew, but the FullBatch used here
+samples nothing, so every rank takes it itself and the all_reduce is the step's one collective. A first-order DDP
+step all-reduces every gradient entry. This script measures both:
 
 * throughput (examples/s) of ``dpnc.optim.DPZero`` at the same global batch B on 1 process without a group
   (the plain optimizer: the baseline of every speed-up), 1 process with ``group=Group()`` (the distributed code
@@ -104,11 +105,10 @@ def timed_together(fns: dict, steps: int, barrier=None) -> dict[str, tuple[list[
     return out
 
 
-def collectives(group: Group, batch: int) -> None:
-    """One DPZero step's collectives with nothing computed, as the step makes them for this fixed-size (FullBatch)
-    sampler: the batch's indices (its size is public: not sent), then one all_reduce of the 5 sums, rank 0's noise
-    already added to its part (so no broadcast of the released c_t)."""
-    group.broadcast_(torch.arange(batch))
+def collectives(group: Group) -> None:
+    """One DPZero step's collectives with nothing computed, as the step makes them for this FullBatch sampler: one
+    all_reduce of the 5 sums, rank 0's noise already added to its part (no indices: every rank takes the full
+    batch itself; no broadcast of the released c_t)."""
     group.all_reduce_(torch.zeros(5, dtype=torch.float64))
 
 
@@ -184,7 +184,7 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
         for name, cache in (("no_forward", False), ("no_forward_cached", True)):
             bare = make_optimizer(model, (tokens, labels), args, group, cache)
             result[name] = timed(lambda o=bare: o.step(free), args.steps, barrier=dist.barrier)[0]
-        result["collectives"] = timed(lambda: collectives(group, args.batch), args.steps, barrier=dist.barrier)[0]
+        result["collectives"] = timed(lambda: collectives(group), args.steps, barrier=dist.barrier)[0]
         result["parts"] = parts(model, group, args.batch, args.steps)
         # One first-order DDP step of the same model: count what its gradient buckets all-reduce.
         counted = {"elements": 0, "bytes": 0, "calls": 0}
@@ -270,8 +270,9 @@ def table(runs: list[dict], args) -> str:
     lines += ["", f"The pieces on 2 processes (rank 0, medians, ms): one generator pass over all d entries "
               f"{p['generate']:.2f} (uncached: 3 a step, cached: 1); one add of u to the parameters {p['add']:.2f} "
               f"(3 a step); collectives: batch size {p['size']:.3f} (Poisson only), batch indices "
-              f"{p['indices']:.3f}, the all_reduce of the 5 sums {p['all_reduce']:.3f}, a broadcast of the released "
-              f"scalar {p['scalar']:.3f} (no longer made: rank 0's noise rides in the all_reduce)."]
+              f"{p['indices']:.3f} (sampled batches: not this FullBatch), the all_reduce of the 5 sums "
+              f"{p['all_reduce']:.3f}, a broadcast of the released scalar {p['scalar']:.3f} (the discrete "
+              "Gaussian's only: rank 0's noise rides in the all_reduce)."]
     lines += ["", f"The forward passes alone, no direction work and no collectives (the batch's on 1 process against "
               f"each rank's half on 2 at once): {compute:.2f}x, the most any data-parallel split of them gains on "
               "this machine now (below 2x when the cores are shared or contend for memory)."]
@@ -283,10 +284,12 @@ def table(runs: list[dict], args) -> str:
               f"{compute:.2f}x | {base_cached / med(two['cached']) / compute:.2f} |"]
     ddp = two["ddp"]
     sent = two["cached_sent"]
-    zo = sent["all_reduce"] + sent["broadcast"]
+    indices = sent.get("broadcast", 0)
+    zo = sent["all_reduce"] + indices
     lines += ["", "| per step, 2 processes | elements | bytes |", "|---|---|---|",
-              f"| DPZero ({sent['collectives']:.0f} collectives: broadcast {sent['broadcast']:.0f} = the B indices; "
-              f"all_reduce {sent['all_reduce']:.0f}) | {zo:.0f} | {sent['bytes']:.0f} |",
+              f"| DPZero ({sent['collectives']:.0f} collective(s): all_reduce {sent['all_reduce']:.0f}"
+              + (f"; broadcast {indices:.0f}, the batch indices" if indices else "") + f") | {zo:.0f} | "
+              f"{sent['bytes']:.0f} |",
               f"| DDP first-order backward (gradient buckets, {ddp['calls']} all_reduce) | {ddp['elements']:,} | "
               f"{ddp['bytes']:,} |",
               f"| ratio DDP / DPZero | {ddp['elements'] / zo:,.0f} | {ddp['bytes'] / sent['bytes']:,.0f} |"]

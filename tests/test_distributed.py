@@ -39,6 +39,7 @@ CASES = {   # name: (optimizer, sampler, relation, hidden width, dtype, expected
     "dpzero_cached": ("dpzero", "poisson", "add/remove", 16, torch.float64, B),   # = "dpzero", direction cache on
     "dpzero_cached_float32": ("dpzero", "poisson", "add/remove", 16, torch.float32, B),
     "mezo_cached": ("mezo", "poisson", "add/remove", 16, torch.float64, B),
+    "dpzero_full": ("dpzero", "full", "replace-one", 16, torch.float64, N),   # nothing sampled, nothing sent
     "dpzero_discrete": ("dpzero", "full", "replace-one", 16, torch.float64, N),   # the release rounds: not fused
 }
 OPTIONS = {"dpzero_cached": {"cache_directions": True}, "dpzero_cached_float32": {"cache_directions": True},
@@ -73,10 +74,6 @@ class NoShuffle(NoBatches, ShuffleSampler):
     pass
 
 
-class NoFullBatch(NoBatches, FullBatch):
-    pass
-
-
 class NoNoise(NoiseSource):
     """A rank other than 0 must never draw noise."""
 
@@ -91,7 +88,7 @@ def build(case, model, *, rank=0, group=None, accountant=None):
     if sampling == "poisson":
         sampler = PoissonSampler.for_testing(N, batch, seed=3) if source else NoPoisson(N, batch)
     elif sampling == "full":
-        sampler = FullBatch(N) if source else NoFullBatch(N)
+        sampler = FullBatch(N)   # samples nothing: every rank takes the whole dataset itself
     else:
         sampler = ShuffleSampler.for_testing(N, batch, seed=3) if source else NoShuffle(N, batch)
     accountant = accountant if accountant is not None else Accountant(relation)
@@ -144,8 +141,9 @@ def run(case, *, rank=0, group=None, checkpoint=None):
         losses.append(float(opt.step(lambda xb, yb, model=model: (model(xb).squeeze(-1) - yb) ** 2)))
         if group is not None:
             sent.append({k: v - before.get(k, 0) for k, v in group.sent.items()})
-    entries = [(type(e.release).__name__, getattr(getattr(e.release, "mechanism", None), "sensitivity", None),
-                getattr(getattr(e.release, "mechanism", None), "sigma", None), e.count) for e in accountant.ledger]
+    mechanisms = [getattr(e.release, "mechanism", e.release) for e in accountant.ledger]   # Sampled wraps one
+    entries = [(type(e.release).__name__, getattr(m, "sensitivity", None), getattr(m, "sigma", None), e.count)
+               for e, m in zip(accountant.ledger, mechanisms)]
     return {"params": [p.detach().clone() for p in model.parameters()], "released": released, "losses": losses,
             "releases": accountant.releases, "entries": entries, "sent": sent,
             "d": sum(p.numel() for p in model.parameters()), "generated": getattr(opt.space, "generated", None)}
@@ -216,7 +214,8 @@ def test_one_ledger_entry_per_step_on_rank_0_only(ranks, single, case):
         assert name == "DiscreteGaussian"
         return
     expected = {"add/remove": 1, "replace-one": 2}[CASES[case][2]] * C / CASES[case][5]   # Δ = (1 or 2)·C/B
-    assert name == "Sampled" and sensitivity == pytest.approx(expected) and sigma == pytest.approx(NOISE * expected)
+    assert name == ("Gaussian" if CASES[case][1] == "full" else "Sampled")
+    assert sensitivity == pytest.approx(expected) and sigma == pytest.approx(NOISE * expected)
 
 
 def test_communication_per_step_is_independent_of_model_size(ranks):
@@ -237,13 +236,16 @@ def test_communication_per_step_is_independent_of_model_size(ranks):
     assert any(step["broadcast"] == 1 and step["collectives"] == 2 for step in ranks[0]["dpzero_tiny_batch"]["sent"])
 
 
-def test_a_fixed_size_batch_takes_two_collectives_a_step(ranks):
-    """A shuffle (or full) batch has a public size: its indices and the one all_reduce are the whole step."""
+def test_a_fixed_size_batch_sends_its_indices_alone_and_a_full_batch_none(ranks):
+    """A shuffled batch has a public size: its indices and the one all_reduce are the whole step. A full batch is
+    every example: no indices, the all_reduce alone."""
     for step in ranks[0]["dpzero_shuffle"]["sent"]:
         assert step == {"collectives": 2, "broadcast": B, "all_reduce": 5, "bytes": 8 * (B + 5)}
+    for step in ranks[0]["dpzero_full"]["sent"]:
+        assert step == {"collectives": 1, "broadcast": 0, "all_reduce": 5, "bytes": 8 * 5}
     # The discrete Gaussian rounds the sum before its noise, so it is not added to a part: sums, release, broadcast.
     for step in ranks[0]["dpzero_discrete"]["sent"]:
-        assert step == {"collectives": 3, "broadcast": N + 1, "all_reduce": 5, "bytes": 8 * (N + 6)}
+        assert step == {"collectives": 2, "broadcast": 1, "all_reduce": 5, "bytes": 8 * 6}
 
 
 @pytest.mark.parametrize("case", list(UNCACHED))

@@ -13,9 +13,10 @@ A zeroth-order step's only data-dependent quantity is one scalar per direction, 
 the public direction seed need to exchange only their partial sums. Every rank holds the model; a step
 
 1. takes the batch rank 0 drew from its **secret** sampler, broadcast as indices (a Poisson batch: its size,
-   then the indices, |batch| + 1 integers; a batch of fixed public size, :class:`~dpnc.sampling.FullBatch` or
-   :class:`~dpnc.sampling.ShuffleSampler`: the B indices alone), and evaluates its own contiguous shard at
-   x ± λu, u regenerated from the step's public seed (the same on every rank);
+   then the indices, |batch| + 1 integers; a batch of fixed public size, :class:`~dpnc.sampling.ShuffleSampler`:
+   the B indices alone; :class:`~dpnc.sampling.FullBatch`, all n examples, nothing: every rank draws it), and
+   evaluates its own contiguous shard at x ± λu, u regenerated from the step's public seed (the same on every
+   rank);
 2. forms its partial sums — Σ clip_C(a_i) over its shard by :func:`~dpnc.privacy.clipping.clipped_sum`
    (non-finite a_i set to 0 first), its example count and the private diagnostics;
 3. rank 0 draws the step's secret noise z_t from its :class:`~dpnc.privacy.noise.NoiseSource` through
@@ -26,7 +27,8 @@ the public direction seed need to exchange only their partial sums. Every rank h
    of the diagnostics (:meth:`Group.release_sum`);
 4. every rank applies the same in-place update x ← x − α·c_t·u_t.
 
-Per step that is |batch| + 6 numbers in 3 collectives (Poisson), B + 5 in 2 (fixed size), against the d gradient
+Per step that is |batch| + 6 numbers in 3 collectives (Poisson), B + 5 in 2 (shuffled), 5 in 1 (full batch: the
+all_reduce is the step's one synchronisation), against the d gradient
 entries a first-order data-parallel step all-reduces. :class:`Group` wraps the process group and counts the
 collectives, elements and bytes of every tensor it hands to a collective (``Group.sent``), so the claim is
 measured, not assumed.
@@ -52,8 +54,8 @@ Launch with ``torchrun`` (or ``torch.multiprocessing``) after ``torch.distribute
 
 Trust boundary. The collectives carry the secret batch indices and the partial sums (rank 0's with its noise,
 the others' without): every rank is part of the curator, and the process group must not cross an untrusted
-network. Only rank 0's sampler draws batches and only rank 0's noise source draws noise; the other ranks' are
-never used.
+network. Only rank 0's sampler draws secret batches and only rank 0's noise source draws noise; the other ranks'
+are never used (a full batch, which samples nothing, every rank takes itself).
 Rank 0's accountant is the ledger (one entry per step); the other ranks' stay empty.
 
 Checkpoints. Save ``optimizer.state_dict()`` (and the model) from rank 0 only: every rank holds the
@@ -223,7 +225,8 @@ class Group:
         Secret: the indices and their number never leave the group; the other ranks' samplers are not used.
         A sampler whose batches have a fixed, public size (:class:`~dpnc.sampling.FullBatch`,
         :class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``) needs the indices alone, not their number.
-        A sampler marked ``shared`` already hands every rank the same batch: each rank takes its own, unsent.
+        A sampler marked ``shared`` already hands every rank the same batch (:class:`~dpnc.sampling.FullBatch`, and
+        the façade's loader, which broadcast it when it yielded it): each rank takes its own, unsent.
         """
         if getattr(sampler, "shared", False):
             return sampler.sample()

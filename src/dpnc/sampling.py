@@ -36,6 +36,7 @@ class FullBatch:
     """Every step uses all n examples (the DPZero theorems). Release: a plain Gaussian."""
 
     secret = True  # nothing is sampled, so nothing about the batch is hidden or needs to be
+    shared = True  # every rank's sample() is the same batch (all n): a data-parallel step sends no indices
 
     def __init__(self, n: int) -> None:
         check_integer(n=n)
