@@ -229,6 +229,18 @@ def merge(rounds: list[dict]) -> dict:
     return out
 
 
+def speedups(runs: list[dict]) -> dict[str, float]:
+    """The 2-process speed-ups over the plain 1-process optimizer (``uncached``, ``cached`` directions), that of the
+    forward passes alone (``forwards``: the ceiling of any split) and the issue's target ratio (``ratio``: cached /
+    forwards, >= 0.9 wanted), from the merged (1-process, 2-process) results, by medians."""
+    med = statistics.median
+    one, two = runs[0], runs[-1]
+    base = med(one["plain"])
+    out = {"uncached": base / med(two["group"]), "cached": base / med(two["cached"]),
+           "forwards": med(one["forward"]) / med(two["forward"])}
+    return out | {"ratio": out["cached"] / out["forwards"]}
+
+
 def table(runs: list[dict], args) -> str:
     d = runs[0]["d"]
     med = statistics.median
@@ -251,9 +263,9 @@ def table(runs: list[dict], args) -> str:
         row("DPZero(group=Group())", run["world"], run["group"], run["group_sent"])
         row("DPZero(group=Group(), cache_directions=True)", run["world"], run["cached"], run["cached_sent"])
     one, two = runs[0], runs[-1]
-    base, base_cached = med(one["plain"]), med(one["plain_cached"])
-    speedup, speedup_cached = base / med(two["group"]), base / med(two["cached"])
-    compute = med(one["forward"]) / med(two["forward"])
+    base_cached = med(one["plain_cached"])
+    gained = speedups(runs)
+    speedup, speedup_cached, compute = gained["uncached"], gained["cached"], gained["forwards"]
     lines += ["", "CPU time per step (median, s): "
               f"1 process {med(one['plain_cpu']):.4f} (cached directions {med(one['plain_cached_cpu']):.4f}); "
               "2 processes, by rank: " + ", ".join(f"{c:.4f}" for c in two["group_cpu_by_rank"])

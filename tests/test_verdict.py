@@ -1,0 +1,77 @@
+"""benchmarks/verdict.py judges the performance targets over repeated runs: fixture JSONs shaped like lm_step.py's
+and distributed_zo.py's output, values chosen so that each verdict is known; nothing is timed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+VERDICT = Path(__file__).resolve().parents[1] / "benchmarks" / "verdict.py"
+
+
+@pytest.fixture(scope="module")
+def verdict():
+    spec = importlib.util.spec_from_file_location("verdict", VERDICT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["verdict"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def lm_step(path: Path, two_forwards: float, mezo: float, memory: float) -> Path:
+    path.write_text(json.dumps({"ratios": {
+        "time (medians)": {"dpnc DPZero / 2 forwards": two_forwards, "dpnc DPZero / dpnc MeZO": mezo},
+        "peak RSS": {"dpnc DPZero / inference": memory}}}))
+    return path
+
+
+def distributed(path: Path, batch: int, plain: float, cached: float, one_forward: float, two_forward: float) -> Path:
+    runs = [{"world": 1, "plain": [plain, plain + 1.0, plain - 1.0], "forward": [one_forward]},
+            {"world": 2, "group": [plain], "cached": [cached], "forward": [two_forward]}]
+    path.write_text(json.dumps({"args": {"batch": str(batch)}, "runs": runs}))
+    return path
+
+
+def row(table: str, start: str) -> str:
+    (line,) = [line for line in table.splitlines() if line.startswith(f"| {start}")]
+    return line
+
+
+def test_each_target_is_judged_on_its_side_of_the_interval(verdict, tmp_path):
+    runs = [lm_step(tmp_path / f"lm{i}.json", 1.14 + 0.01 * i, 1.00 + 0.005 * i, 1.04 + 0.01 * i) for i in range(3)]
+    table = verdict.judge(runs)
+    assert row(table, "DPZero / 2 forwards").endswith("<= 1.1 | **fails** |")        # all of it above 1.10
+    assert row(table, "DPZero / MeZO").endswith("<= 1.02 | **holds** |")             # all of it below 1.02
+    assert row(table, "peak RSS").endswith("<= 1.1 | **holds** |")
+    assert "| 3 | 1.14, 1.15, 1.16 |" in row(table, "DPZero / 2 forwards")
+
+
+def test_an_interval_across_the_threshold_and_one_run_have_no_signal(verdict, tmp_path):
+    # ratios (speed-up 2.0 / forwards' split 2.0) = 1.0 and (1.6 / 2.0) = 0.8: mean 0.9 ± a wide interval
+    runs = [distributed(tmp_path / "a.json", 64, 10.0, 5.0, 8.0, 4.0),
+            distributed(tmp_path / "b.json", 64, 10.0, 6.25, 8.0, 4.0)]
+    assert row(verdict.judge(runs), "data parallel, B = 64").endswith(">= 0.9 | **no signal** |")
+    single = verdict.judge([lm_step(tmp_path / "one.json", 1.5, 1.5, 1.5)])
+    assert row(single, "DPZero / 2 forwards").endswith("**no signal** |")   # far above 1.10, but one run
+
+
+def test_the_data_parallel_ratio_is_the_scripts_own_by_batch(verdict, tmp_path):
+    # median plain 10 → cached speed-up 10 / 5 = 2; forwards 8 / 4.2 + 0.1 i; ratio 2 / (8 / (4.2 + 0.1 i))
+    runs = [distributed(tmp_path / f"{b}_{i}.json", b, 10.0, 5.0, 8.0, 4.2 + 0.1 * i) for b in (64, 256)
+            for i in range(3)]
+    (value, threshold, side), = verdict.quantities(runs[2]).values()
+    assert value == pytest.approx(2 / (8 / 4.4)) and (threshold, side) == (0.9, "above")
+    table = verdict.judge(runs)
+    assert "| 3 | 1.05, 1.07, 1.10 | 1.075 [" in row(table, "data parallel, B = 64")
+    assert row(table, "data parallel, B = 256").endswith(">= 0.9 | **holds** |")
+
+
+def test_a_file_of_neither_kind_is_refused(verdict, tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"rows": []}))
+    with pytest.raises(ValueError, match="neither"):
+        verdict.judge([other])
