@@ -8,10 +8,13 @@ wholly on the other, and has **no signal** otherwise (:func:`~dpnc_reproduce.cla
 :func:`~dpnc_reproduce.claims.below`: one-sided claims, each checked against one end of the interval). One run
 decides nothing. Declare the number of runs before making them and pass every run made, slow ones included.
 
-The targets (issue "Performance at the limit"):
+The targets (issue "Performance at the limit"), defined here once (``make bench``, ``benchmarks/bench.py``, marks
+its one run against the same ones):
 
 * ``lm_step.py`` JSON: DPZero / two forwards <= 1.10 (medians), DPZero / MeZO <= 1.02, peak RSS DPZero /
   inference <= 1.1;
+* ``first_order_step.py`` JSON: dpnc's first-order DP step <= 1.2x Opacus's on the MLP and the CNN, <= 0.5x on
+  MiniLM;
 * ``distributed_zo.py`` JSON: the 2-process speed-up with cached directions >= 0.9 of the forward passes' own
   split, by global batch size.
 
@@ -32,26 +35,34 @@ from dpnc_reproduce.claims import below, exceeds, mean_interval
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from distributed_zo import speedups  # noqa: E402  (a sibling script, not a package)
 
-LM_STEP = {   # name: (section, key, threshold, side)
-    "DPZero / 2 forwards (medians)": ("time (medians)", "dpnc DPZero / 2 forwards", 1.10, "below"),
-    "DPZero / MeZO (medians)": ("time (medians)", "dpnc DPZero / dpnc MeZO", 1.02, "below"),
-    "peak RSS DPZero / inference": ("peak RSS", "dpnc DPZero / inference", 1.10, "below"),
+LM_STEP = {   # lm_step.py: (section of its "ratios", key) → the bound (upper)
+    ("time (medians)", "dpnc DPZero / 2 forwards"): 1.10,
+    ("time (medians)", "dpnc DPZero / dpnc MeZO"): 1.02,
+    ("peak RSS", "dpnc DPZero / inference"): 1.10,
 }
-DATA_PARALLEL = 0.9
+DATA_PARALLEL = 0.9   # distributed_zo.py: cached speed-up / the forward passes' split (lower bound)
 WORDS = {True: "holds", False: "fails", None: "no signal"}
 
 
+def first_order_bound(model: str) -> float:
+    """first_order_step.py: the bound (upper) on dpnc's step / Opacus's for one of its models."""
+    return 0.5 if model.startswith("MiniLM") else 1.2
+
+
 def quantities(path: Path) -> dict[str, tuple[float, float, str]]:
-    """The targets' quantities in one run's JSON: name → (value, threshold, side)."""
+    """The targets' quantities in one run's JSON: name → (value, threshold, side "below" or "above")."""
     data = json.loads(path.read_text())
     if "ratios" in data:   # lm_step.py
-        return {name: (data["ratios"][section][key], threshold, side)
-                for name, (section, key, threshold, side) in LM_STEP.items()
-                if data["ratios"].get(section, {}).get(key) is not None}
+        return {f"{key} ({section})": (data["ratios"][section][key], bound, "below")
+                for (section, key), bound in LM_STEP.items() if data["ratios"].get(section, {}).get(key) is not None}
+    if "rows" in data:   # first_order_step.py
+        return {f"dpnc auto / Opacus, {row['model']}": (row["ratio_to_opacus"]["dpnc auto (per layer)"],
+                                                        first_order_bound(row["model"]), "below")
+                for row in data["rows"]}
     if "runs" in data and "args" in data:   # distributed_zo.py
         name = f"data parallel, B = {data['args']['batch']}: cached speed-up / forwards' split"
         return {name: (speedups(data["runs"])["ratio"], DATA_PARALLEL, "above")}
-    raise ValueError(f"{path}: neither an lm_step.py nor a distributed_zo.py result")
+    raise ValueError(f"{path}: not an lm_step.py, first_order_step.py or distributed_zo.py result")
 
 
 def judge(paths: list[Path]) -> str:
@@ -75,7 +86,8 @@ def judge(paths: list[Path]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("results", nargs="+", type=Path, help="lm_step.py or distributed_zo.py JSON files")
+    parser.add_argument("results", nargs="+", type=Path,
+                        help="lm_step.py, first_order_step.py or distributed_zo.py JSON files")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here (markdown)")
     args = parser.parse_args(argv)
     text = judge(args.results)

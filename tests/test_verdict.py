@@ -44,10 +44,10 @@ def row(table: str, start: str) -> str:
 def test_each_target_is_judged_on_its_side_of_the_interval(verdict, tmp_path):
     runs = [lm_step(tmp_path / f"lm{i}.json", 1.14 + 0.01 * i, 1.00 + 0.005 * i, 1.04 + 0.01 * i) for i in range(3)]
     table = verdict.judge(runs)
-    assert row(table, "DPZero / 2 forwards").endswith("<= 1.1 | **fails** |")        # all of it above 1.10
-    assert row(table, "DPZero / MeZO").endswith("<= 1.02 | **holds** |")             # all of it below 1.02
-    assert row(table, "peak RSS").endswith("<= 1.1 | **holds** |")
-    assert "| 3 | 1.14, 1.15, 1.16 |" in row(table, "DPZero / 2 forwards")
+    assert row(table, "dpnc DPZero / 2 forwards").endswith("<= 1.1 | **fails** |")    # all of it above 1.10
+    assert row(table, "dpnc DPZero / dpnc MeZO").endswith("<= 1.02 | **holds** |")    # all of it below 1.02
+    assert row(table, "dpnc DPZero / inference (peak RSS)").endswith("<= 1.1 | **holds** |")
+    assert "| 3 | 1.14, 1.15, 1.16 |" in row(table, "dpnc DPZero / 2 forwards")
 
 
 def test_an_interval_across_the_threshold_and_one_run_have_no_signal(verdict, tmp_path):
@@ -56,7 +56,7 @@ def test_an_interval_across_the_threshold_and_one_run_have_no_signal(verdict, tm
             distributed(tmp_path / "b.json", 64, 10.0, 6.25, 8.0, 4.0)]
     assert row(verdict.judge(runs), "data parallel, B = 64").endswith(">= 0.9 | **no signal** |")
     single = verdict.judge([lm_step(tmp_path / "one.json", 1.5, 1.5, 1.5)])
-    assert row(single, "DPZero / 2 forwards").endswith("**no signal** |")   # far above 1.10, but one run
+    assert row(single, "dpnc DPZero / 2 forwards").endswith("**no signal** |")   # far above 1.10, but one run
 
 
 def test_the_data_parallel_ratio_is_the_scripts_own_by_batch(verdict, tmp_path):
@@ -70,8 +70,20 @@ def test_the_data_parallel_ratio_is_the_scripts_own_by_batch(verdict, tmp_path):
     assert row(table, "data parallel, B = 256").endswith(">= 0.9 | **holds** |")
 
 
-def test_a_file_of_neither_kind_is_refused(verdict, tmp_path):
+def test_first_order_bounds_depend_on_the_model(verdict, tmp_path):
+    runs = []
+    for i, (mlp, lm) in enumerate([(1.25, 0.30), (1.30, 0.32), (1.28, 0.31)]):
+        rows = [{"model": "mlp 64-64-10", "ratio_to_opacus": {"dpnc auto (per layer)": mlp}},
+                {"model": "MiniLM-L6 + linear head (DP-AdamW)", "ratio_to_opacus": {"dpnc auto (per layer)": lm}}]
+        (path := tmp_path / f"fo{i}.json").write_text(json.dumps({"rows": rows}))
+        runs.append(path)
+    table = verdict.judge(runs)
+    assert row(table, "dpnc auto / Opacus, mlp").endswith("<= 1.2 | **fails** |")
+    assert row(table, "dpnc auto / Opacus, MiniLM").endswith("<= 0.5 | **holds** |")
+
+
+def test_a_file_of_no_known_kind_is_refused(verdict, tmp_path):
     other = tmp_path / "other.json"
-    other.write_text(json.dumps({"rows": []}))
-    with pytest.raises(ValueError, match="neither"):
+    other.write_text(json.dumps({"time_ms": {}}))
+    with pytest.raises(ValueError, match="not an lm_step.py"):
         verdict.judge([other])
