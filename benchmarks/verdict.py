@@ -53,7 +53,7 @@ def quantities(path: Path) -> dict[str, tuple[float, float, str]]:
     """The targets' quantities in one run's JSON: name → (value, threshold, side "below" or "above")."""
     data = json.loads(path.read_text())
     if "ratios" in data:   # lm_step.py
-        return {f"{key} ({section})": (data["ratios"][section][key], bound, "below")
+        return {f"{key}, {section}": (data["ratios"][section][key], bound, "below")
                 for (section, key), bound in LM_STEP.items() if data["ratios"].get(section, {}).get(key) is not None}
     if "rows" in data:   # first_order_step.py
         return {f"dpnc auto / Opacus, {row['model']}": (row["ratio_to_opacus"]["dpnc auto (per layer)"],
