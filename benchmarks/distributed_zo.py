@@ -154,6 +154,24 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
 
         result = {"world": world, "d": d}
         group = Group()
+        # One first-order DDP step of the same model: count what its gradient buckets all-reduce. First, so that the
+        # run's last collectives are the group's, which dpnc.distributed.shutdown() waits for gloo to let go of.
+        counted = {"elements": 0, "bytes": 0, "calls": 0}
+
+        def counting_hook(state, bucket):
+            buffer = bucket.buffer()
+            state["elements"] += buffer.numel()
+            state["bytes"] += buffer.numel() * buffer.element_size()
+            state["calls"] += 1
+            return default_hooks.allreduce_hook(None, bucket)
+
+        ddp = DistributedDataParallel(model)
+        ddp.register_comm_hook(counted, counting_hook)
+        shard = torch.tensor_split(torch.arange(args.batch), world)[rank]
+        F.cross_entropy(ddp(tokens[shard]), labels[shard]).backward()
+        result["ddp"] = counted
+        del ddp
+        model.zero_grad(set_to_none=True)
         steps = args.steps + 2
         shard = group.shard(torch.arange(args.batch))
         mine = (tokens[shard], labels[shard])
@@ -186,25 +204,10 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
             result[name] = timed(lambda o=bare: o.step(free), args.steps, barrier=dist.barrier)[0]
         result["collectives"] = timed(lambda: collectives(group), args.steps, barrier=dist.barrier)[0]
         result["parts"] = parts(model, group, args.batch, args.steps)
-        # One first-order DDP step of the same model: count what its gradient buckets all-reduce.
-        counted = {"elements": 0, "bytes": 0, "calls": 0}
-
-        def counting_hook(state, bucket):
-            buffer = bucket.buffer()
-            state["elements"] += buffer.numel()
-            state["bytes"] += buffer.numel() * buffer.element_size()
-            state["calls"] += 1
-            return default_hooks.allreduce_hook(None, bucket)
-
-        ddp = DistributedDataParallel(model)
-        ddp.register_comm_hook(counted, counting_hook)
-        shard = torch.tensor_split(torch.arange(args.batch), world)[rank]
-        F.cross_entropy(ddp(tokens[shard]), labels[shard]).backward()
-        result["ddp"] = counted
         if rank == 0:
             Path(out).write_text(json.dumps(result))
     finally:
-        shutdown()   # a barrier first: destroying the group under a peer's last collective aborts it (SIGABRT)
+        shutdown()   # waits for every rank and for gloo to let go of the group's tensors (else SIGABRT at exit)
 
 
 def launch(world: int, args) -> dict:

@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
+from dpnc import distributed
 from dpnc.distributed import LOCAL, Group, shutdown
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
@@ -275,3 +276,20 @@ def test_the_local_group_is_a_no_op():
     assert LOCAL.on_source(lambda: t, like=t) is t
     drawn = LOCAL.draw(ShuffleSampler.for_testing(N, B, seed=3))
     assert torch.equal(drawn, ShuffleSampler.for_testing(N, B, seed=3).sample())
+
+
+def test_collective_buffers_are_kept_until_the_backend_lets_go_and_shutdown_waits_for_it(tmp_path):
+    """A gloo worker thread that is the last to hold a collective's tensor frees its Python object, taking the GIL,
+    which aborts a process whose interpreter is shutting down (dpnc.distributed._HANDED says how this was found).
+    Group hands collectives copies of its own, kept from Python until gloo lets go; shutdown() waits for that."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        group = Group()
+        mine = torch.arange(5, dtype=torch.float64)
+        assert group.all_reduce_(mine) is mine and torch.equal(mine, torch.arange(5, dtype=torch.float64))
+        group.broadcast_(torch.tensor([7]))
+        handed = list(distributed._HANDED)
+        assert handed and all(t is not mine for t in handed)   # gloo got a copy, not the caller's tensor
+    finally:
+        shutdown()
+    assert distributed._HANDED == [] and not dist.is_initialized()

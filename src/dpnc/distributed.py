@@ -75,6 +75,8 @@ broadcasts it when it yields it) is marked by its sampler's ``shared = True`` an
 from __future__ import annotations
 
 import os
+import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -82,7 +84,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from dpnc.sampling import FullBatch, Sampler, ShuffleSampler
+from dpnc.sampling import Sampler, ShuffleSampler
 
 __all__ = ["LOCAL", "Group", "Local", "from_environment", "shutdown"]
 
@@ -166,15 +168,15 @@ class Group:
         self.sent["bytes"] += tensor.numel() * tensor.element_size()
 
     def all_reduce_(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Sum ``tensor`` over the ranks, in place (moved to :attr:`device` and back); returns it."""
-        buffer = tensor.to(self.device)
+        """Sum ``tensor`` over the ranks, in place (through a copy on :attr:`device`); returns it."""
+        buffer = _handed(tensor.to(self.device, copy=True))
         self._count("all_reduce", buffer)
         dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=self.process_group)
         return tensor.copy_(buffer)
 
     def broadcast_(self, tensor: torch.Tensor) -> torch.Tensor:
         """Rank 0's ``tensor`` on every rank, in place (its shape and dtype must agree on every rank)."""
-        buffer = tensor.to(self.device)
+        buffer = _handed(tensor.to(self.device, copy=True))
         self._count("broadcast", buffer)
         dist.broadcast(buffer, src=self.source, group=self.process_group)
         return tensor.copy_(buffer)
@@ -223,8 +225,8 @@ class Group:
         """The batch rank 0 draws from its secret ``sampler``, on every rank (size, then indices).
 
         Secret: the indices and their number never leave the group; the other ranks' samplers are not used.
-        A sampler whose batches have a fixed, public size (:class:`~dpnc.sampling.FullBatch`,
-        :class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``) needs the indices alone, not their number.
+        A sampler whose batches have a fixed, public size (:class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``)
+        needs the indices alone, not their number.
         A sampler marked ``shared`` already hands every rank the same batch (:class:`~dpnc.sampling.FullBatch`, and
         the façade's loader, which broadcast it when it yielded it): each rank takes its own, unsent.
         """
@@ -296,7 +298,7 @@ class Group:
 
 def _fixed_size(sampler: Sampler) -> int | None:
     """The size every batch of ``sampler`` has, public, or None where it varies (Poisson) or is not known."""
-    return sampler.batch_size if isinstance(sampler, (FullBatch, ShuffleSampler)) else None
+    return sampler.batch_size if isinstance(sampler, ShuffleSampler) else None
 
 
 def from_environment() -> Group | None:
@@ -319,13 +321,51 @@ def from_environment() -> Group | None:
     return Group() if dist.get_world_size() > 1 else None
 
 
-def shutdown() -> None:
-    """End this process's part of the data-parallel run: wait for every rank, then destroy the process group.
+# The tensors this process handed to collectives that the backend may still hold. Why they are kept: a gloo worker
+# thread lets go of a collective's tensors after the collective has completed, so it can be the last to hold one.
+# Then it frees the tensor's Python object, which takes the GIL, and if the process is exiting by then (its last
+# collective just done) taking the GIL ends the thread by a forced unwind through C++ that cannot unwind:
+# std::terminate, SIGABRT, "terminate called without an active exception". A core dump of it (26 Nov 2026, one
+# 2-process run in 51 on 2 cores): ~AsyncWork → TensorImpl::decref_pyobject → take_gil → PyThread_exit_thread,
+# with the main thread in Py_FinalizeEx. While Python holds a reference too, the worker's release is a count
+# decrement, and the last reference goes in the main thread, alive.
+_HANDED: list[torch.Tensor] = []
 
-    The barrier first: a rank that destroyed its group (closing its gloo connections) while a peer was still
-    finishing the last collective made that peer's gloo thread abort the process (SIGABRT, "terminate called
-    without an active exception"; seen about once in ten test runs on a loaded machine). No-op without a group.
+
+def _held_elsewhere(tensor: torch.Tensor) -> bool:
+    """Whether anything but Python holds ``tensor`` (a buffer of :data:`_HANDED`, which no other Python code sees):
+    the backend's work, until it lets go."""
+    return tensor._use_count() > 1
+
+
+def _handed(buffer: torch.Tensor) -> torch.Tensor:
+    """``buffer``, a fresh tensor about to go to a collective, kept until the backend lets go of it (and the ones it
+    has let go of, released)."""
+    _HANDED[:] = [t for t in _HANDED if _held_elsewhere(t)]
+    _HANDED.append(buffer)
+    return buffer
+
+
+def shutdown(timeout: float = 60.0) -> None:
+    """End this process's part of the data-parallel run: wait for every rank, wait until the backend has let go of
+    every tensor this process handed to a collective (:data:`_HANDED`), then destroy the process group. No-op
+    without a group.
+
+    Call it before the process exits: the wait is what keeps a gloo worker thread from freeing a tensor while the
+    interpreter shuts down, which aborts the process (SIGABRT). It covers the collectives of :class:`Group`; the
+    object collectives (:meth:`Group.share`, :meth:`Group.gather_object`) go through ``torch.distributed``'s own
+    tensors, which it cannot see, so a run whose very last collective is one of those keeps a smaller chance of it.
     """
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    dist.barrier()
+    deadline = time.monotonic() + timeout
+    while any(_held_elsewhere(t) for t in _HANDED):
+        if time.monotonic() > deadline:
+            warnings.warn(f"the process group still holds {sum(map(_held_elsewhere, _HANDED))} collective "
+                          f"tensor(s) after {timeout:g} s; destroying it anyway", RuntimeWarning, stacklevel=2)
+            break
+        time.sleep(0.001)
+    else:
+        _HANDED.clear()
+    dist.destroy_process_group()
