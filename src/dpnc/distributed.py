@@ -326,7 +326,7 @@ def from_environment() -> Group | None:
 # Then it frees the tensor's Python object, which takes the GIL, and if the process is exiting by then (its last
 # collective just done) taking the GIL ends the thread by a forced unwind through C++ that cannot unwind:
 # std::terminate, SIGABRT, "terminate called without an active exception". A core dump of it (26 Nov 2026, one
-# 2-process run in 51 on 2 cores): ~AsyncWork → TensorImpl::decref_pyobject → take_gil → PyThread_exit_thread,
+# 2-process run in 66 on 2 cores): ~AsyncWork → TensorImpl::decref_pyobject → take_gil → PyThread_exit_thread,
 # with the main thread in Py_FinalizeEx. While Python holds a reference too, the worker's release is a count
 # decrement, and the last reference goes in the main thread, alive.
 _HANDED: list[torch.Tensor] = []
