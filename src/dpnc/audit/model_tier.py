@@ -284,10 +284,10 @@ class _OneProcessGroup:
         return self
 
     def __exit__(self, *exc):
-        import torch.distributed as dist
+        from dpnc.distributed import shutdown
 
         if self.owner:
-            dist.destroy_process_group()
+            shutdown()   # once gloo has let go of the group's tensors (dpnc.distributed._HANDED)
             self.folder.cleanup()
 
 
