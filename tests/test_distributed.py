@@ -150,6 +150,27 @@ def run(case, *, rank=0, group=None, checkpoint=None):
             "d": sum(p.numel() for p in model.parameters()), "generated": getattr(opt.space, "generated", None)}
 
 
+def objects(group, rank):
+    """The object collectives: rank 0's value shared (its compute runs there only), a refusal raised on every rank,
+    and every rank's value of a different size gathered in rank order."""
+    def only_on_rank_0(value):
+        def compute():
+            assert rank == 0, "only rank 0 computes a shared value"
+            if isinstance(value, Exception):
+                raise value
+            return value
+        return compute
+
+    shared = group.share(only_on_rank_0({"step": 3, "lr": 2.5e-3, "name": "ε"}))
+    try:
+        group.share(only_on_rank_0(ValueError("refused on rank 0")))
+        refused = None
+    except ValueError as error:
+        refused = str(error)
+    gathered = group.gather_object(("rank", rank, list(range(100 * rank))))
+    return {"shared": shared, "refused": refused, "gathered": gathered, "objects": group.sent["objects"]}
+
+
 def _worker(rank, init_file, out_dir):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
@@ -157,6 +178,7 @@ def _worker(rank, init_file, out_dir):
         group = Group()
         checkpoint = os.path.join(out_dir, "checkpoint.pt")
         results = {case: run(case, rank=rank, group=group, checkpoint=checkpoint) for case in CASES}
+        results["objects"] = objects(group, rank)
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         shutdown()
@@ -293,3 +315,12 @@ def test_collective_buffers_are_kept_until_the_backend_lets_go_and_shutdown_wait
     finally:
         shutdown()
     assert distributed._HANDED == [] and not dist.is_initialized()
+
+
+def test_object_collectives_share_rank_0s_value_and_gather_every_ranks(ranks):
+    for r in range(WORLD):
+        got = ranks[r]["objects"]
+        assert got["shared"] == {"step": 3, "lr": 2.5e-3, "name": "ε"}
+        assert got["refused"] == "refused on rank 0"              # raised alike on every rank
+        assert got["gathered"] == [("rank", q, list(range(100 * q))) for q in range(WORLD)]   # in rank order
+        assert got["objects"] == 3                                 # counted as calls, apart from a step's collectives

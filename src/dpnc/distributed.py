@@ -75,6 +75,7 @@ broadcasts it when it yields it) is marked by its sampler's ``shared = True`` an
 from __future__ import annotations
 
 import os
+import pickle
 import time
 import warnings
 from collections import Counter
@@ -169,15 +170,24 @@ class Group:
 
     def all_reduce_(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum ``tensor`` over the ranks, in place (through a copy on :attr:`device`); returns it."""
-        buffer = _handed(tensor.to(self.device, copy=True))
-        self._count("all_reduce", buffer)
-        dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=self.process_group)
-        return tensor.copy_(buffer)
+        self._count("all_reduce", tensor)
+        return self._all_reduce(tensor)
 
     def broadcast_(self, tensor: torch.Tensor) -> torch.Tensor:
         """Rank 0's ``tensor`` on every rank, in place (its shape and dtype must agree on every rank)."""
+        self._count("broadcast", tensor)
+        return self._broadcast(tensor)
+
+    # Uncounted (the object collectives are counted as calls). Every collective goes through one of these two, with
+    # a copy of the group's own that it keeps until the backend lets go of it (_handed).
+
+    def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         buffer = _handed(tensor.to(self.device, copy=True))
-        self._count("broadcast", buffer)
+        dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=self.process_group)
+        return tensor.copy_(buffer)
+
+    def _broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
+        buffer = _handed(tensor.to(self.device, copy=True))
         dist.broadcast(buffer, src=self.source, group=self.process_group)
         return tensor.copy_(buffer)
 
@@ -196,30 +206,41 @@ class Group:
 
         Only rank 0 runs ``compute``. A ``ValueError`` it raises (a refusal) is raised on every rank with the
         same message, so the whole run stops alike rather than the other ranks waiting at the next collective.
+        Pickled into bytes and broadcast through the group's own kept tensors (its size, then its bytes), not
+        ``torch.distributed.broadcast_object_list``, whose tensors a gloo thread may free as the process exits
+        (:data:`_HANDED`).
         """
-        box: list[Any] = [None]
+        box = None
         if self.is_source:
             try:
-                box[0] = ("value", compute())
+                box = ("value", compute())
             except ValueError as error:
-                box[0] = ("refused", str(error))
+                box = ("refused", str(error))
         self.sent["objects"] += 1
-        dist.broadcast_object_list(box, src=self.source, group=self.process_group, device=self._object_device)
-        kind, value = box[0]
+        data = pickle.dumps(box) if self.is_source else b""
+        size = int(self._broadcast(torch.tensor([len(data)], dtype=torch.int64)))
+        payload = _as_bytes(data) if self.is_source else torch.empty(size, dtype=torch.uint8)
+        kind, value = pickle.loads(self._broadcast(payload).numpy().tobytes())
         if kind == "refused":
             raise ValueError(value)
         return value
 
     def gather_object(self, value: T) -> list[T]:
-        """Every rank's ``value`` (picklable), in rank order, on every rank (e.g. evaluation shards' results)."""
-        out: list[Any] = [None] * self.world_size
-        self.sent["objects"] += 1
-        dist.all_gather_object(out, value, group=self.process_group)
-        return out
+        """Every rank's ``value`` (picklable), in rank order, on every rank (e.g. evaluation shards' results).
 
-    @property
-    def _object_device(self) -> torch.device | None:
-        return self.device if self.device.type == "cuda" else None
+        Each rank's pickled bytes fill its own row of a (ranks × longest) byte tensor, zero elsewhere, and one
+        ``all_reduce`` of the rows (after one of the sizes) hands every rank every row: the group's own kept tensors,
+        not ``torch.distributed.all_gather_object``'s (:data:`_HANDED`).
+        """
+        self.sent["objects"] += 1
+        data = pickle.dumps(value)
+        sizes = torch.zeros(self.world_size, dtype=torch.int64)
+        sizes[self.rank] = len(data)
+        self._all_reduce(sizes)
+        rows = torch.zeros(self.world_size, int(sizes.max()), dtype=torch.uint8)
+        rows[self.rank, :len(data)] = _as_bytes(data)
+        self._all_reduce(rows)
+        return [pickle.loads(rows[r, :n].numpy().tobytes()) for r, n in enumerate(sizes.tolist())]
 
     def broadcast_batch(self, sampler: Sampler) -> torch.Tensor:
         """The batch rank 0 draws from its secret ``sampler``, on every rank (size, then indices).
@@ -332,6 +353,11 @@ def from_environment() -> Group | None:
 _HANDED: list[torch.Tensor] = []
 
 
+def _as_bytes(data: bytes) -> torch.Tensor:
+    """``data`` as a uint8 tensor (a copy: torch.frombuffer wants a writable buffer)."""
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
 def _held_elsewhere(tensor: torch.Tensor) -> bool:
     """Whether anything but Python holds ``tensor`` (a buffer of :data:`_HANDED`, which no other Python code sees):
     the backend's work, until it lets go."""
@@ -352,9 +378,8 @@ def shutdown(timeout: float = 60.0) -> None:
     without a group.
 
     Call it before the process exits: the wait is what keeps a gloo worker thread from freeing a tensor while the
-    interpreter shuts down, which aborts the process (SIGABRT). It covers the collectives of :class:`Group`; the
-    object collectives (:meth:`Group.share`, :meth:`Group.gather_object`) go through ``torch.distributed``'s own
-    tensors, which it cannot see, so a run whose very last collective is one of those keeps a smaller chance of it.
+    interpreter shuts down, which aborts the process (SIGABRT). It covers every collective of :class:`Group`, the
+    object ones included; not collectives a script makes through ``torch.distributed`` itself.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return
