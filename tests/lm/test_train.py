@@ -350,15 +350,21 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
 
 def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):
     """The first-order default lr was the paper's full fine-tuning 1e-5 in every mode: on the 770 scalars of the
-    head, AdamW then learned nothing (SST-2 0.72 → 0.72, issue 29). The head's default (1e-2) learns."""
+    head, AdamW then learned nothing (SST-2 0.72 → 0.72, issue 29). The head's default (1e-2) learns.
+
+    The batches are seeded so that the test decides the same way every run: with secret batches the loss fell by
+    0.029-0.062 over 40 seeds (median 0.045), and once in CI by only 0.021, under the 0.03 this asserts."""
+    def batches():   # test-only seeded batches (not private): the same 40 batches for both learning rates
+        return PoissonSampler.for_testing(1024, 16, seed=0)
+
     cfg = config(tmp_path, method="adamw", train="head", steps=40, batch_size=16, eval_examples=200, max_length=64)
     assert cfg.lr == 0.01 and config(tmp_path, method="dp-adamw", train="head").lr == 0.01
     assert config(tmp_path, method="adamw", train="all").lr == 1e-5   # the paper's, for full fine-tuning
-    learned = Trainer(cfg)
+    learned = Trainer(cfg, sampler=batches())
     summary = learned.run()
     caches = (learned.train_cache, learned.test_cache)
     stuck = Trainer(config(tmp_path, method="adamw", train="head", steps=40, batch_size=16, eval_examples=200,
-                           max_length=64, lr=1e-5, out=str(tmp_path / "old")), caches=caches).run()
+                           max_length=64, lr=1e-5, out=str(tmp_path / "old")), caches=caches, sampler=batches()).run()
     assert summary.test_loss < summary.zero_shot_loss - 0.03, (summary.zero_shot_loss, summary.test_loss)  # 0.53 → 0.49
     assert abs(stuck.test_loss - stuck.zero_shot_loss) < 0.01   # the old default: the head does not move
 
