@@ -14,9 +14,10 @@ step all-reduces every gradient entry. This script measures both:
   steps; the speed-ups over the plain optimizer (and over the one-process optimizer with cached directions)
   beside the forward passes' own, and their ratio;
 * where the time goes: CPU seconds per step on each rank (the work split, readable on a shared machine), the
-  forward passes alone on 1 and 2 processes (the machine's own ceiling for any split), the step with no forward
-  pass (the direction work over all d entries, done in full on every rank, + the collectives), the
-  collectives alone, and the pieces apart: one generator pass over u, one add of u, each collective;
+  forward passes alone (under no_grad, as the step runs them) on 1 and 2 processes (the machine's own ceiling
+  for any split), the step with no forward pass (the direction work over all d entries, done in full on every
+  rank, + the collectives), the collectives alone, and the pieces apart: one generator pass over u, one add of
+  u, each collective;
 * bytes per step: the elements of every tensor dpnc's :class:`~dpnc.distributed.Group` passed to a collective
   (counted by the group), beside those one ``DistributedDataParallel`` backward all-reduces on the same model
   (counted by a DDP communication hook on its gradient buckets: the number of gradient elements).
@@ -179,7 +180,10 @@ def worker(rank: int, world: int, init_file: str, out: str, args) -> None:
         # three times a step (the default) and cached, the two forward passes on this rank's shard alone and (on
         # 1 process) the plain optimizer without a group, the baseline, uncached and cached. What disturbs the
         # machine during a launch then weighs on every side of a ratio alike.
-        together = {"forward": lambda: (closure(*mine), closure(*mine))}
+        # The forwards under no_grad, as the step runs them: with autograd on, nn.TransformerEncoder leaves its
+        # fused inference path and records a graph, ~25 % slower and splitting 2.2x rather than 2.0x on 2 cores
+        # (measured apart on one process; the launches in results/dz_27e9c83 and dz_c1cb1d5 timed that other work).
+        together = {"forward": torch.no_grad()(lambda: (closure(*mine), closure(*mine)))}
         if world == 1:
             for name, cache in (("plain", False), ("plain_cached", True)):
                 together[name] = lambda o=make_optimizer(model, (tokens, labels), args, cache=cache): o.step(closure)
