@@ -123,8 +123,9 @@ def make_optimizer(model, data, args, group=None, cache=False):
 def parts(model, group: Group, batch: int, steps: int) -> dict:
     """The pieces of a step timed apart (this rank, s): one generator pass over all d entries (what the uncached
     step does three times and the cached one once), one add of u to the parameters (three a step), and each
-    collective a step can make: the batch's size (Poisson only), its indices, the all_reduce of the 5 sums and the
-    broadcast of one released scalar (the step before this change, and the discrete Gaussian's)."""
+    collective a step can make: the batch's size (Poisson only) and its indices (broadcast at a sampler's first
+    step; later steps carry them in the all_reduce), the all_reduce of the 5 sums and the broadcast of one released
+    scalar (the discrete Gaussian's)."""
     space = CachedModuleSpace([p.detach().clone().requires_grad_() for p in model.parameters()])
     seeds = iter(range(1, 10**6))
     u = list(space.directions(0))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import timedelta
 
 import pytest
 import torch
@@ -129,7 +130,7 @@ def run(case, *, rank=0, group=None, checkpoint=None):
     _, _, _, width, dtype, _ = CASES[case]
     model = make_model(width, dtype, seed=0 if rank == 0 else 99)   # rank 1 starts elsewhere: broadcast fixes it
     opt, accountant = build(case, model, rank=rank, group=group)
-    released, sent = [], []
+    released, sent, sizes = [], [], []
     record = lambda o, info: released.append(float(info.released))
     opt.register_step_hook(record)
     losses = []
@@ -139,15 +140,45 @@ def run(case, *, rank=0, group=None, checkpoint=None):
                                             checkpoint=checkpoint)
             opt.register_step_hook(record)
         before = dict(group.sent) if group is not None else {}
-        losses.append(float(opt.step(lambda xb, yb, model=model: (model(xb).squeeze(-1) - yb) ** 2)))
+        seen = []
+
+        def squared_error(xb, yb, model=model, seen=seen):
+            seen.append(len(xb))
+            return (model(xb).squeeze(-1) - yb) ** 2
+
+        losses.append(float(opt.step(squared_error)))
+        sizes.append(seen[-1] if seen else 0)   # the examples this process evaluated
         if group is not None:
             sent.append({k: v - before.get(k, 0) for k, v in group.sent.items()})
     mechanisms = [getattr(e.release, "mechanism", e.release) for e in accountant.ledger]   # Sampled wraps one
     entries = [(type(e.release).__name__, getattr(m, "sensitivity", None), getattr(m, "sigma", None), e.count)
                for e, m in zip(accountant.ledger, mechanisms)]
     return {"params": [p.detach().clone() for p in model.parameters()], "released": released, "losses": losses,
-            "releases": accountant.releases, "entries": entries, "sent": sent,
+            "releases": accountant.releases, "entries": entries, "sent": sent, "sizes": sizes,
             "d": sum(p.numel() for p in model.parameters()), "generated": getattr(opt.space, "generated", None)}
+
+
+def interleaved(group, rank):
+    """Batches of two samplers taken in an order no optimizer uses: a Poisson batch taken with no step after it, a
+    shuffled one in between, a step (sum) carrying the shuffled sampler's next batch rather than the Poisson one's.
+    What each rank took, and the collectives it took them with."""
+    poisson = PoissonSampler.for_testing(N, 4, seed=5) if rank == 0 else NoPoisson(N, 4)
+    shuffle = ShuffleSampler.for_testing(N, 4, seed=6) if rank == 0 else NoShuffle(N, 4)
+    took, collectives = [], []
+
+    def take(name, sampler):
+        before = group.sent["collectives"]
+        took.append((name, group.take_batch(sampler).tolist()))
+        collectives.append(group.sent["collectives"] - before)
+
+    take("poisson", poisson)     # first: broadcast (its size and the next one's, its indices)
+    group.sum(1.0)               # carries the next Poisson batch and the size after it
+    take("poisson", poisson)     # from that sum: nothing sent
+    take("shuffle", shuffle)     # first: broadcast; now the next sum carries the shuffled sampler's batch
+    group.sum(1.0)
+    take("poisson", poisson)     # not carried: broadcast again, the batch rank 0 had drawn ahead
+    take("shuffle", shuffle)     # carried
+    return {"took": took, "collectives": collectives}
 
 
 def objects(group, rank):
@@ -173,12 +204,14 @@ def objects(group, rank):
 
 def _worker(rank, init_file, out_dir):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD,
+                            timeout=timedelta(seconds=120))   # a rank that fails fails the test, not hangs it
     try:
         group = Group()
         checkpoint = os.path.join(out_dir, "checkpoint.pt")
         results = {case: run(case, rank=rank, group=group, checkpoint=checkpoint) for case in CASES}
         results["objects"] = objects(group, rank)
+        results["interleaved"] = interleaved(group, rank)
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         shutdown()
@@ -241,29 +274,37 @@ def test_one_ledger_entry_per_step_on_rank_0_only(ranks, single, case):
     assert sensitivity == pytest.approx(expected) and sigma == pytest.approx(NOISE * expected)
 
 
-def test_communication_per_step_is_independent_of_model_size(ranks):
+def test_communication_per_step_is_independent_of_model_size(ranks, single):
     small, large = ranks[0]["dpzero"], ranks[0]["dpzero_large"]
     assert large["d"] >= 9 * small["d"]
     assert small["sent"] == large["sent"]          # same batches, same numbers: the model's size plays no part
+    first, *rest = small["sent"]
+    # The first step: the sizes of its batch and the next (2), the batch's indices, then the all_reduce.
+    assert first["collectives"] == 3 and 2 < first["broadcast"] <= 2 + 2 * B
     for step in small["sent"]:
-        # Poisson: the batch's size, its indices, then ONE all_reduce of Σ clip(a)/B + z (rank 0's noise added to its
-        # part: the released c_t itself), count, loss, clipped, non-finite; no broadcast of c_t.
-        assert step["all_reduce"] == 5
-        assert 1 <= step["broadcast"] <= 1 + 2 * B                   # |batch| + 1 indices
-        assert step["collectives"] == (3 if step["broadcast"] > 1 else 2)   # an empty batch sends no indices
+        # ONE all_reduce of Σ clip(a)/B + z (rank 0's noise added to its part: the released c_t itself), count,
+        # loss, clipped, non-finite, and the next batch's indices and the size of the one after (Poisson)
+        assert 6 <= step["all_reduce"] <= 6 + 2 * B
         assert step["bytes"] == 8 * (step["all_reduce"] + step["broadcast"])
-    for step in ranks[0]["mezo"]["sent"]:   # every rank forms c_t from the 4 sums: no broadcast of it either
-        assert step["all_reduce"] == 4 and step["collectives"] == (3 if step["broadcast"] > 1 else 2)
+    assert all(step["collectives"] == 1 and step["broadcast"] == 0 for step in rest)   # no broadcast of c_t either
+    # what each all_reduce carried beyond the 5 sums and one size is the next step's batch (one process's sizes)
+    assert [step["all_reduce"] - 6 for step in small["sent"][:-1]] == single["dpzero"]["sizes"][1:]
+    shards = zip(ranks[0]["dpzero"]["sizes"], ranks[1]["dpzero"]["sizes"])
+    assert [a + b for a, b in shards] == single["dpzero"]["sizes"]
+    for step in ranks[0]["mezo"]["sent"][1:]:   # every rank forms c_t from the 4 sums and the next batch
+        assert step["collectives"] == 1 and 5 <= step["all_reduce"] <= 5 + 2 * B
     assert ranks[1]["dpzero"]["sent"] == small["sent"]             # every rank takes part in the same collectives
-    # The tiny-batch cases met an empty batch (the size broadcast, no indices, the all_reduce): noise only.
-    assert any(step["broadcast"] == 1 and step["collectives"] == 2 for step in ranks[0]["dpzero_tiny_batch"]["sent"])
+    # The tiny-batch cases met an empty batch (its 0 indices carried, the next size): noise only.
+    assert any(step["all_reduce"] == 6 for step in ranks[0]["dpzero_tiny_batch"]["sent"])
 
 
-def test_a_fixed_size_batch_sends_its_indices_alone_and_a_full_batch_none(ranks):
-    """A shuffled batch has a public size: its indices and the one all_reduce are the whole step. A full batch is
-    every example: no indices, the all_reduce alone."""
-    for step in ranks[0]["dpzero_shuffle"]["sent"]:
-        assert step == {"collectives": 2, "broadcast": B, "all_reduce": 5, "bytes": 8 * (B + 5)}
+def test_a_fixed_size_batch_sends_its_indices_in_the_all_reduce_and_a_full_batch_none(ranks):
+    """A shuffled batch has a public size: after the first (broadcast), each step's one all_reduce carries the next
+    batch's B indices beside its sums. A full batch is every example: no indices, the all_reduce alone."""
+    first, *rest = ranks[0]["dpzero_shuffle"]["sent"]
+    assert first == {"collectives": 2, "broadcast": B, "all_reduce": 5 + B, "bytes": 8 * (2 * B + 5)}
+    for step in rest:
+        assert step == {"collectives": 1, "broadcast": 0, "all_reduce": 5 + B, "bytes": 8 * (B + 5)}
     for step in ranks[0]["dpzero_full"]["sent"]:
         assert step == {"collectives": 1, "broadcast": 0, "all_reduce": 5, "bytes": 8 * 5}
     # The discrete Gaussian rounds the sum before its noise, so it is not added to a part: sums, release, broadcast.
@@ -324,3 +365,15 @@ def test_object_collectives_share_rank_0s_value_and_gather_every_ranks(ranks):
         assert got["refused"] == "refused on rank 0"              # raised alike on every rank
         assert got["gathered"] == [("rank", q, list(range(100 * q))) for q in range(WORLD)]   # in rank order
         assert got["objects"] == 3                                 # counted as calls, apart from a step's collectives
+
+
+def test_each_rank_takes_rank_0s_batches_in_order_however_steps_and_samplers_interleave(ranks):
+    """The next batch rides in a step's all_reduce, and a batch drawn ahead whose step never came is the next one
+    taken all the same: each sampler's batches are its own stream's, in order, on every rank."""
+    poisson, shuffle = PoissonSampler.for_testing(N, 4, seed=5), ShuffleSampler.for_testing(N, 4, seed=6)
+    expected = [("poisson", poisson.sample().tolist()), ("poisson", poisson.sample().tolist()),
+                ("shuffle", shuffle.sample().tolist())]
+    expected += [("poisson", poisson.sample().tolist()), ("shuffle", shuffle.sample().tolist())]
+    for r in range(WORLD):
+        assert ranks[r]["interleaved"]["took"] == expected
+        assert ranks[r]["interleaved"]["collectives"] == [1 + bool(expected[0][1]), 0, 1, 1 + bool(expected[3][1]), 0]

@@ -152,9 +152,10 @@ class LoaderBatches:
     ``fetch`` (library code such as the trainer): a function of the indices that gives the batch's inputs at
     :meth:`draw`, instead of a loader's collate.
 
-    With a :class:`~dpnc.distributed.Group`, :meth:`draw` is rank 0's draw broadcast to every rank (the other
-    ranks' samplers are never used), so every rank holds the same pending batch (``shared``: the optimizer's
-    step does not broadcast it again) and the loader yields this rank's part of it (:meth:`part`).
+    With a :class:`~dpnc.distributed.Group`, :meth:`draw` is rank 0's draw taken by every rank
+    (:meth:`~dpnc.distributed.Group.take_batch`, carried by the last step's all_reduce; the other ranks' samplers
+    are never used), so every rank holds the same pending batch (``shared``: the optimizer's step does not send it
+    again) and the loader yields this rank's part of it (:meth:`part`).
     """
 
     def __init__(self, sampler, steps: int, group: distributed.Group | None = None, *,
@@ -193,7 +194,7 @@ class LoaderBatches:
         if self.remaining <= 0:
             raise ValueError(f"all steps={self.steps} batches have been drawn; the privacy budget was "
                              f"calibrated for {self.steps} steps")
-        batch = self._sampler.sample() if self.group is None else self.group.broadcast_batch(self._sampler)
+        batch = self._sampler.sample() if self.group is None else self.group.take_batch(self._sampler)
         self._pending = (batch, None)
         self.drawn += 1
         if self.fetch is not None:

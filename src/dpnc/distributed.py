@@ -12,9 +12,10 @@ step and the data-parallel step are one code path.
 A zeroth-order step's only data-dependent quantity is one scalar per direction, so workers that share
 the public direction seed need to exchange only their partial sums. Every rank holds the model; a step
 
-1. takes the batch rank 0 drew from its **secret** sampler, broadcast as indices (a Poisson batch: its size,
-   then the indices, |batch| + 1 integers; a batch of fixed public size, :class:`~dpnc.sampling.ShuffleSampler`:
-   the B indices alone; :class:`~dpnc.sampling.FullBatch`, all n examples, nothing: every rank draws it), and
+1. takes the batch rank 0 drew from its **secret** sampler, which reached it as indices inside the previous step's
+   all_reduce (step 3; the first step of a sampler broadcasts it instead: a batch of fixed public size,
+   :class:`~dpnc.sampling.ShuffleSampler`, its B indices; a Poisson batch, its size and the next one's, then its
+   indices; :class:`~dpnc.sampling.FullBatch`, all n examples, is never sent: every rank takes it), and
    evaluates its own contiguous shard at x ± λu, u regenerated from the step's public seed (the same on every
    rank);
 2. forms its partial sums — Σ clip_C(a_i) over its shard by :func:`~dpnc.privacy.clipping.clipped_sum`
@@ -24,14 +25,18 @@ the public direction seed need to exchange only their partial sums. Every rank h
    its :class:`~dpnc.privacy.accountant.Accountant`) and adds it to its own part: rank 0 contributes
    Σ_shard clip_C(a_i)/B + z_t, every other rank Σ_shard clip_C(a_i)/B, and **one** ``all_reduce`` of 5
    numbers (MeZO: 4) gives every rank the released c_t = (1/B) Σ_i clip_C(a_i) + z_t itself, with the sums
-   of the diagnostics (:meth:`Group.release_sum`);
+   of the diagnostics (:meth:`Group.release_sum`), and the next step's batch: rank 0 draws it now and adds its
+   indices where the other ranks add zeros (a Poisson batch's size, which the others need to size their part, went
+   one step ahead: rank 0 also draws the batch after it and sends its size);
 4. every rank applies the same in-place update x ← x − α·c_t·u_t.
 
-Per step that is |batch| + 6 numbers in 3 collectives (Poisson), B + 5 in 2 (shuffled), 5 in 1 (full batch: the
-all_reduce is the step's one synchronisation), against the d gradient
-entries a first-order data-parallel step all-reduces. :class:`Group` wraps the process group and counts the
-collectives, elements and bytes of every tensor it hands to a collective (``Group.sent``), so the claim is
-measured, not assumed.
+Per step that is one collective, the all_reduce, the step's one synchronisation: of |next batch| + 6 numbers
+(Poisson), B + 5 (shuffled) or 5 (full batch), against the d gradient entries a first-order data-parallel step
+all-reduces. Drawing a batch one or two steps early changes nothing of its distribution or of the ledger: rank 0's
+sampler draws the same independent batches in the same order, only sooner (a run that stops leaves one or two
+drawn and never used), and the indices reach the same ranks as before, inside the group. :class:`Group` wraps the
+process group and counts the collectives, elements and bytes of every tensor it hands to a collective
+(``Group.sent``), so the claim is measured, not assumed.
 
 What changed (26 Nov 2026), and why privacy did not. Before, the all_reduce summed the un-noised parts, rank 0
 released the sum (noise added, ledger entry) and broadcast c_t (a fourth collective), and the size of every
@@ -68,17 +73,19 @@ ranks (:meth:`Group.share`, :meth:`Group.broadcast_parameters_`: no shared file 
 Under ``torchrun``. :func:`from_environment` is how ``dpnc finetune`` and :func:`dpnc.make_private` find their
 group: None in a single process; under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1 in the environment)
 it initialises the default process group if the script has not (nccl when CUDA is available, else gloo) and
-returns the world's :class:`Group`. A batch that is already the same on every rank (the façade's loader
-broadcasts it when it yields it) is marked by its sampler's ``shared = True`` and is not broadcast again.
+returns the world's :class:`Group`. A batch that is already the same on every rank (the façade's loader takes it
+through :meth:`Group.take_batch` when it yields it) is marked by its sampler's ``shared = True`` and is not sent
+again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import time
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -157,6 +164,8 @@ class Group:
         cuda = dist.get_backend(process_group) == "nccl"
         self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         self.sent: Counter[str] = Counter()
+        self._ahead: dict[int, tuple[Sampler, _Ahead]] = {}   # by sampler: its next batch, known ahead of its draw
+        self._carrying: Sampler | None = None   # the sampler whose next batch this step's all_reduce carries
 
     @property
     def is_source(self) -> bool:
@@ -242,48 +251,104 @@ class Group:
         self._all_reduce(rows)
         return [pickle.loads(rows[r, :n].numpy().tobytes()) for r, n in enumerate(sizes.tolist())]
 
-    def broadcast_batch(self, sampler: Sampler) -> torch.Tensor:
-        """The batch rank 0 draws from its secret ``sampler``, on every rank (size, then indices).
-
-        Secret: the indices and their number never leave the group; the other ranks' samplers are not used.
-        A sampler whose batches have a fixed, public size (:class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``)
-        needs the indices alone, not their number.
-        A sampler marked ``shared`` already hands every rank the same batch (:class:`~dpnc.sampling.FullBatch`, and
-        the façade's loader, which broadcast it when it yielded it): each rank takes its own, unsent.
-        """
-        if getattr(sampler, "shared", False):
-            return sampler.sample()
-        batch = sampler.sample() if self.is_source else None
-        fixed = _fixed_size(sampler)
-        if fixed is not None:   # the size is public and the same on every rank: the indices alone
-            if self.is_source and len(batch) != fixed:
-                raise RuntimeError(f"{type(sampler).__name__} drew {len(batch)} examples; it must draw exactly "
-                                   f"batch_size = {fixed}")
-            size = torch.tensor([fixed], dtype=torch.int64)
-        else:
-            size = torch.tensor([len(batch) if self.is_source else 0], dtype=torch.int64)
-            self.broadcast_(size)
-        if not self.is_source:
-            batch = torch.empty(int(size), dtype=torch.int64)
-        if int(size):
-            self.broadcast_(batch := batch.to(torch.int64))
-        return batch
-
     def shard(self, batch: torch.Tensor) -> torch.Tensor:
         """This rank's contiguous part of ``batch`` (sizes differ by at most one; some may be empty)."""
         return torch.tensor_split(batch, self.world_size)[self.rank]
 
     def draw(self, sampler: Sampler) -> torch.Tensor:
-        """This rank's part of the batch rank 0 draws from its secret ``sampler`` (:meth:`broadcast_batch`, then
-        :meth:`shard`): what a step evaluates here."""
-        return self.shard(self.broadcast_batch(sampler))
+        """This rank's part (:meth:`shard`) of the batch rank 0 draws from its secret ``sampler``
+        (:meth:`take_batch`): what a step evaluates here."""
+        return self.shard(self.take_batch(sampler))
+
+    def take_batch(self, sampler: Sampler) -> torch.Tensor:
+        """The next batch rank 0 draws from its secret ``sampler``, whole, on every rank.
+
+        It reached every rank inside the previous step's all_reduce (the first :meth:`sum` after this call carries
+        the batch after it), so a step's one all_reduce is its only collective. The first batch of a sampler has
+        no previous step: rank 0 broadcasts it (its indices; for batches of varying size, its size and the next
+        one's first). Secret: the indices and their number never leave the group; the other ranks' samplers are
+        not used. A sampler marked ``shared`` already hands every rank the same batch
+        (:class:`~dpnc.sampling.FullBatch`, and the façade's loader, which took it here when it yielded it): each
+        rank takes its own, unsent.
+        """
+        if getattr(sampler, "shared", False):
+            return sampler.sample()
+        ahead = self._ahead.setdefault(id(sampler), (sampler, _Ahead()))[1]   # the sampler kept, so its id stays its
+        self._carrying = sampler
+        batch = ahead.batch if ahead.batch is not None else self._broadcast_first(sampler, ahead)
+        ahead.batch = None
+        return batch
+
+    def _broadcast_first(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
+        """The batch rank 0 draws next, broadcast: its indices alone where every batch has one public size
+        (:class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``), else its size and the following batch's, then its
+        indices (the following one's size is what lets the next all_reduce carry it)."""
+        fixed = _fixed_size(sampler)
+        batch = self._next_drawn(sampler, ahead) if self.is_source else None
+        if fixed is not None:   # the size is public and the same on every rank: the indices alone
+            size = fixed
+        else:
+            sizes = torch.zeros(2, dtype=torch.int64)
+            if self.is_source:
+                following = self._next_drawn(sampler, ahead)
+                ahead.drawn.appendleft(following)
+                sizes[:] = torch.tensor([len(batch), len(following)])
+            size, ahead.size = self.broadcast_(sizes).tolist()
+        if not self.is_source:
+            batch = torch.empty(size, dtype=torch.int64)
+        if size:
+            self.broadcast_(batch := batch.to(torch.int64))
+        return batch
+
+    def _next_drawn(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
+        """Rank 0's next batch of ``sampler``: one drawn ahead if any, else a fresh draw (checked against a fixed
+        public size)."""
+        batch = sampler.sample()
+        fixed = _fixed_size(sampler)
+        if fixed is not None and len(batch) != fixed:
+            raise RuntimeError(f"{type(sampler).__name__} drew {len(batch)} examples; it must draw exactly "
+                               f"batch_size = {fixed}")
+        return batch
+
+    def _carry(self) -> tuple[_Ahead, int, torch.Tensor] | None:
+        """What this step's all_reduce carries besides the sums, if a :meth:`take_batch` came before it: the next
+        batch of the same sampler, rank 0's (zeros elsewhere, so the sum is rank 0's exactly), and for batches of
+        varying size the size of the one after it, which rank 0 draws now. Indices are integers < 2⁵³: exact in
+        float64. Returns (the sampler's state, the batch's size, the numbers to add), or None."""
+        sampler, self._carrying = self._carrying, None
+        if sampler is None:
+            return None
+        ahead = self._ahead[id(sampler)][1]
+        fixed = _fixed_size(sampler)
+        size = fixed if fixed is not None else ahead.size
+        carried = torch.zeros(size + (fixed is None), dtype=torch.float64)
+        if self.is_source:
+            batch = self._next_drawn(sampler, ahead)
+            if len(batch) != size:   # its size was sent one step ahead
+                raise RuntimeError(f"the batch drawn ahead has {len(batch)} examples; {size} were announced")
+            carried[:size] = batch
+            if fixed is None:
+                following = sampler.sample()
+                ahead.drawn.append(following)
+                carried[size] = len(following)
+        return ahead, size, carried
 
     def sum(self, *values: Any) -> tuple:
         """Each of ``values`` (Python numbers or tensors of any shape: a step's partial sums) added over the ranks,
         in **one** ``all_reduce`` of their elements in float64; returned as given (an int stays an int, a tensor
-        keeps its shape, dtype and device). Every rank must pass the same shapes in the same order."""
+        keeps its shape, dtype and device). Every rank must pass the same shapes in the same order.
+        After a :meth:`take_batch`, the same all_reduce also carries that sampler's next batch."""
         flat = [torch.as_tensor(v).to(self.device, torch.float64).reshape(-1) for v in values]
+        carry = self._carry()
+        if carry is not None:
+            flat.append(carry[2].to(self.device))
         summed = self.all_reduce_(torch.cat(flat)).split([f.numel() for f in flat])
+        if carry is not None:   # the next batch (and the size after it), the same on every rank
+            ahead, size, _ = carry
+            received = summed[-1].cpu()
+            ahead.batch = received[:size].to(torch.int64)
+            if len(received) > size:
+                ahead.size = int(received[size])
         return tuple(part.reshape(v.shape).to(dtype=v.dtype, device=v.device) if isinstance(v, torch.Tensor)
                      else type(v)(part.item()) for v, part in zip(values, summed))
 
@@ -315,6 +380,17 @@ class Group:
             mine = mine + noise.to(self.device, torch.float64)
         released, *summed = self.sum(mine, *values)
         return (released.to(dtype=part.dtype, device=part.device), *summed)
+
+
+@dataclasses.dataclass
+class _Ahead:
+    """What a :class:`Group` knows of a sampler's batches before they are drawn. ``batch``: the next one, on every
+    rank (carried by the last step's all_reduce); ``size``: the size of the one after it, on every rank (samplers
+    whose batches vary in size); ``drawn``: rank 0's batches drawn but not yet used (secret, like every batch)."""
+
+    batch: torch.Tensor | None = None
+    size: int = 0
+    drawn: deque = dataclasses.field(default_factory=deque)
 
 
 def _fixed_size(sampler: Sampler) -> int | None:

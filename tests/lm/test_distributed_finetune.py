@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -135,7 +136,8 @@ def refusals(folder: Path) -> list[str]:
 def _worker(rank: int, init_file: str, folder: str, out: str) -> None:
     torch.set_num_threads(1)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD,
+                            timeout=timedelta(seconds=120))   # a rank that fails fails the test, not hangs it
     try:
         results = {"refused": refusals(Path(folder)), "full": full_case(Path(folder), rank),
                    "resumed": killed_case(Path(folder), rank),
