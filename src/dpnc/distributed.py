@@ -275,14 +275,15 @@ class Group:
             return sampler.sample()
         ahead = self._ahead.setdefault(id(sampler), (sampler, _Ahead()))[1]   # the sampler kept, so its id stays its
         self._carrying = sampler
-        batch = ahead.batch if ahead.batch is not None else self._broadcast_first(sampler, ahead)
+        batch = ahead.batch if ahead.batch is not None else self._broadcast_batch(sampler, ahead)
         ahead.batch = None
         return batch
 
-    def _broadcast_first(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
-        """The batch rank 0 draws next, broadcast: its indices alone where every batch has one public size
-        (:class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``), else its size and the following batch's, then its
-        indices (the following one's size is what lets the next all_reduce carry it)."""
+    def _broadcast_batch(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
+        """The batch rank 0 draws next, broadcast (a sampler's first, or one no step carried): its indices alone
+        where every batch has one public size (:class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``), else its
+        size and the following batch's, then its indices (the following one's size lets the next all_reduce carry
+        it)."""
         fixed = _fixed_size(sampler)
         batch = self._next_drawn(sampler, ahead) if self.is_source else None
         if fixed is not None:   # the size is public and the same on every rank: the indices alone
