@@ -178,7 +178,7 @@ def interleaved(group, rank):
     group.sum(1.0)
     take("poisson", poisson)     # not carried: broadcast again, the batch rank 0 had drawn ahead
     take("shuffle", shuffle)     # carried
-    return {"took": took, "collectives": collectives}
+    return {"took": took, "collectives": collectives, "drawn ahead": len(group._ahead[id(poisson)].drawn)}
 
 
 def objects(group, rank):
@@ -310,6 +310,7 @@ def test_a_fixed_size_batch_sends_its_indices_in_the_all_reduce_and_a_full_batch
     # The discrete Gaussian rounds the sum before its noise, so it is not added to a part: sums, release, broadcast.
     for step in ranks[0]["dpzero_discrete"]["sent"]:
         assert step == {"collectives": 2, "broadcast": 1, "all_reduce": 5, "bytes": 8 * 6}
+    # (It is full-batch only: release_sum refuses subsampled accounting, so it never carries a batch.)
 
 
 @pytest.mark.parametrize("case", list(UNCACHED))
@@ -376,4 +377,5 @@ def test_each_rank_takes_rank_0s_batches_in_order_however_steps_and_samplers_int
     expected += [("poisson", poisson.sample().tolist()), ("shuffle", shuffle.sample().tolist())]
     for r in range(WORLD):
         assert ranks[r]["interleaved"]["took"] == expected
+        assert ranks[r]["interleaved"]["drawn ahead"] == (1 if r == 0 else 0)   # the batch whose size was sent
         assert ranks[r]["interleaved"]["collectives"] == [1 + bool(expected[0][1]), 0, 1, 1 + bool(expected[3][1]), 0]

@@ -30,13 +30,14 @@ the public direction seed need to exchange only their partial sums. Every rank h
    one step ahead: rank 0 also draws the batch after it and sends its size);
 4. every rank applies the same in-place update x ← x − α·c_t·u_t.
 
-Per step that is one collective, the all_reduce, the step's one synchronisation: of |next batch| + 6 numbers
-(Poisson), B + 5 (shuffled) or 5 (full batch), against the d gradient entries a first-order data-parallel step
-all-reduces. Drawing a batch one or two steps early changes nothing of its distribution or of the ledger: rank 0's
-sampler draws the same independent batches in the same order, only sooner (a run that stops leaves one or two
-drawn and never used), and the indices reach the same ranks as before, inside the group. :class:`Group` wraps the
-process group and counts the collectives, elements and bytes of every tensor it hands to a collective
-(``Group.sent``), so the claim is measured, not assumed.
+Per step after a sampler's first that is one collective, the all_reduce, the step's one synchronisation: of
+|next batch| + 6 numbers (Poisson), B + 5 (shuffled) or 5 (full batch), against the d gradient entries a first-order
+data-parallel step all-reduces (the discrete Gaussian, below, adds the broadcast of its release). Drawing a batch
+one or two steps early changes nothing of its distribution or of the ledger: rank 0's sampler draws the same
+independent batches in the same order, only sooner (a run that stops leaves one or two drawn and never used), and
+the indices reach the same ranks as before, inside the group. :class:`Group` wraps the process group and counts
+the collectives, elements and bytes of every tensor it hands to a collective (``Group.sent``), so the claim is
+measured, not assumed.
 
 What changed (26 Nov 2026), and why privacy did not. Before, the all_reduce summed the un-noised parts, rank 0
 released the sum (noise added, ledger entry) and broadcast c_t (a fourth collective), and the size of every
@@ -85,6 +86,7 @@ import os
 import pickle
 import time
 import warnings
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -164,7 +166,8 @@ class Group:
         cuda = dist.get_backend(process_group) == "nccl"
         self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         self.sent: Counter[str] = Counter()
-        self._ahead: dict[int, tuple[Sampler, _Ahead]] = {}   # by sampler: its next batch, known ahead of its draw
+        self._ahead: dict[int, _Ahead] = {}   # by sampler (its id): its next batch, known ahead of its draw
+        self._kept: list[Sampler] = []
         self._carrying: Sampler | None = None   # the sampler whose next batch this step's all_reduce carries
 
     @property
@@ -273,11 +276,27 @@ class Group:
         """
         if getattr(sampler, "shared", False):
             return sampler.sample()
-        ahead = self._ahead.setdefault(id(sampler), (sampler, _Ahead()))[1]   # the sampler kept, so its id stays its
+        ahead = self._state(sampler)
         self._carrying = sampler
         batch = ahead.batch if ahead.batch is not None else self._broadcast_batch(sampler, ahead)
         ahead.batch = None
         return batch
+
+    def _state(self, sampler: Sampler) -> _Ahead:
+        """What the group knows ahead of ``sampler``'s batches, kept by the sampler's id and forgotten with the
+        sampler (an id can be reused once its object is gone); a sampler without weak references is kept alive."""
+        key = id(sampler)
+        if key not in self._ahead:
+            self._ahead[key] = _Ahead()
+            try:
+                weakref.finalize(sampler, self._ahead.pop, key, None)
+            except TypeError:
+                self._kept.append(sampler)
+        return self._ahead[key]
+
+    def __getstate__(self):
+        raise TypeError("a Group holds a process group and rank 0's secret batches drawn ahead; it cannot be pickled "
+                        "or checkpointed: build a new one in each process")
 
     def _broadcast_batch(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
         """The batch rank 0 draws next, broadcast (a sampler's first, or one no step carried): its indices alone
@@ -304,7 +323,7 @@ class Group:
     def _next_drawn(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
         """Rank 0's next batch of ``sampler``: one drawn ahead if any, else a fresh draw (checked against a fixed
         public size)."""
-        batch = sampler.sample()
+        batch = ahead.drawn.popleft() if ahead.drawn else sampler.sample()
         fixed = _fixed_size(sampler)
         if fixed is not None and len(batch) != fixed:
             raise RuntimeError(f"{type(sampler).__name__} drew {len(batch)} examples; it must draw exactly "
@@ -319,14 +338,14 @@ class Group:
         sampler, self._carrying = self._carrying, None
         if sampler is None:
             return None
-        ahead = self._ahead[id(sampler)][1]
+        ahead = self._ahead[id(sampler)]
         fixed = _fixed_size(sampler)
         size = fixed if fixed is not None else ahead.size
         carried = torch.zeros(size + (fixed is None), dtype=torch.float64)
         if self.is_source:
             batch = self._next_drawn(sampler, ahead)
-            if len(batch) != size:   # its size was sent one step ahead
-                raise RuntimeError(f"the batch drawn ahead has {len(batch)} examples; {size} were announced")
+            if len(batch) != size:   # its size was sent one step ahead (the sizes are secret: not in the message)
+                raise RuntimeError("the batch drawn ahead is not of the size announced for it")
             carried[:size] = batch
             if fixed is None:
                 following = sampler.sample()

@@ -54,9 +54,10 @@ How the pieces hold together:
 
 **Data parallel.** Under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1, or a process group the script
 initialised) the same script runs data parallel (:mod:`dpnc.distributed`): each rank builds the same run; at
-each iteration rank 0's secret sampler alone draws the batch, which is broadcast, and each rank's loader yields
-its own contiguous part of it (the other ranks' samplers draw nothing); a step exchanges a few numbers
-(one ``all_reduce`` of the partial sums, rank 0's released scalar) and every rank applies the same update.
+each iteration rank 0's secret sampler alone draws the batch, which reaches every rank inside the previous step's
+``all_reduce`` (the first one is broadcast), and each rank's loader yields its own contiguous part of it (the other
+ranks' samplers draw nothing); a step exchanges a few numbers (one ``all_reduce`` of the partial sums with rank 0's
+noise in its part, and the next batch's indices) and every rank applies the same update.
 Rank 0 adds the noise and keeps the ledger: read ``accountant.report`` there (the other ranks' stay empty).
 Zeroth-order optimizers only (a first-order step would all-reduce every gradient entry: that is DDP's job).
 

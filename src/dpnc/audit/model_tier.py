@@ -294,8 +294,8 @@ class _OneProcessGroup:
 class DPZeroDistributed(DPZeroOptimizerPoisson):
     name = "dpzero-distributed"
     summary = ("the data-parallel DPZero step (dpnc.algorithms.dpzero.DPZero.step with group=Group(): rank 0's "
-               "secret batch broadcast, rank 0's noise and ledger entry, its noise added to its part of the sum, "
-               "which one all_reduce makes the released scalar) through "
+               "secret batch (carried by the previous step's all_reduce), rank 0's noise and ledger entry, its noise "
+               "added to its part of the sum, which one all_reduce makes the released scalar) through "
                "dpnc.optim.DPZero(group=Group()) on a gloo process group of one process, add/remove. One process: "
                "the collectives and the source's release path run; the split across ranks does not (the 2-process "
                "tests in tests/test_distributed.py check that it equals one process)")

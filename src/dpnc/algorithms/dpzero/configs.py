@@ -121,7 +121,7 @@ class DPZero(ZerothOrderFamily):
         """One step along the public ``seed``; ``group``: the processes whose parts of the batch are summed
         (:data:`~dpnc.distributed.LOCAL`: this one; a :class:`~dpnc.distributed.Group`: rank 0 draws the batch
         and the noise and records, and one all_reduce of 5 numbers, rank 0's noise added to its part, gives every
-        rank c_t). The log is the whole batch's."""
+        rank c_t, carrying the next step's batch too). The log is the whole batch's."""
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)   # ℓ_i(x_t ± λu_t)
         try:
             part = clipped_sum(diffs.a, self.C)                             # Σ_i clip_C(a_i) over this part
@@ -197,7 +197,7 @@ class MeZO(ZerothOrderFamily):
     def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
              noise: NoiseSource, accountant: Accountant, group: Group | Local = LOCAL) -> StepLog:
         """One step along the public ``seed``; ``group`` as in :meth:`DPZero.step` (one all_reduce of 4 numbers, from
-        which every rank forms c_t)."""
+        which every rank forms c_t, and the next step's batch)."""
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)
         # The realised batch's mean (not private, so no fixed denominator); an example whose loss is non-finite at
         # either point counts as a_i = 0 (one bad example must not turn the update into NaN); an empty batch
