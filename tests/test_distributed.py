@@ -178,7 +178,8 @@ def interleaved(group, rank):
     group.sum(1.0)
     take("poisson", poisson)     # not carried: broadcast again, the batch rank 0 had drawn ahead
     take("shuffle", shuffle)     # carried
-    return {"took": took, "collectives": collectives, "drawn ahead": len(group._ahead[id(poisson)].drawn)}
+    held = group._ahead[id(poisson)].following   # rank 0's batch whose size went ahead
+    return {"took": took, "collectives": collectives, "drawn ahead": int(held is not None)}
 
 
 def objects(group, rank):

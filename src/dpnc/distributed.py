@@ -87,7 +87,7 @@ import pickle
 import time
 import warnings
 import weakref
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -304,15 +304,14 @@ class Group:
         size and the following batch's, then its indices (the following one's size lets the next all_reduce carry
         it)."""
         fixed = _fixed_size(sampler)
-        batch = self._next_drawn(sampler, ahead) if self.is_source else None
+        batch = self._next(sampler, ahead) if self.is_source else None
         if fixed is not None:   # the size is public and the same on every rank: the indices alone
             size = fixed
         else:
             sizes = torch.zeros(2, dtype=torch.int64)
             if self.is_source:
-                following = self._next_drawn(sampler, ahead)
-                ahead.drawn.appendleft(following)
-                sizes[:] = torch.tensor([len(batch), len(following)])
+                ahead.following = sampler.sample()
+                sizes[:] = torch.tensor([len(batch), len(ahead.following)])
             size, ahead.size = self.broadcast_(sizes).tolist()
         if not self.is_source:
             batch = torch.empty(size, dtype=torch.int64)
@@ -320,10 +319,11 @@ class Group:
             self.broadcast_(batch := batch.to(torch.int64))
         return batch
 
-    def _next_drawn(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
-        """Rank 0's next batch of ``sampler``: one drawn ahead if any, else a fresh draw (checked against a fixed
+    def _next(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
+        """Rank 0's next batch of ``sampler``: the one drawn ahead if any, else a fresh draw (checked against a fixed
         public size)."""
-        batch = ahead.drawn.popleft() if ahead.drawn else sampler.sample()
+        batch, ahead.following = ahead.following, None
+        batch = batch if batch is not None else sampler.sample()
         fixed = _fixed_size(sampler)
         if fixed is not None and len(batch) != fixed:
             raise RuntimeError(f"{type(sampler).__name__} drew {len(batch)} examples; it must draw exactly "
@@ -343,14 +343,13 @@ class Group:
         size = fixed if fixed is not None else ahead.size
         carried = torch.zeros(size + (fixed is None), dtype=torch.float64)
         if self.is_source:
-            batch = self._next_drawn(sampler, ahead)
+            batch = self._next(sampler, ahead)
             if len(batch) != size:   # its size was sent one step ahead (the sizes are secret: not in the message)
                 raise RuntimeError("the batch drawn ahead is not of the size announced for it")
             carried[:size] = batch
             if fixed is None:
-                following = sampler.sample()
-                ahead.drawn.append(following)
-                carried[size] = len(following)
+                ahead.following = sampler.sample()
+                carried[size] = len(ahead.following)
         return ahead, size, carried
 
     def sum(self, *values: Any) -> tuple:
@@ -404,13 +403,13 @@ class Group:
 
 @dataclasses.dataclass
 class _Ahead:
-    """What a :class:`Group` knows of a sampler's batches before they are drawn. ``batch``: the next one, on every
-    rank (carried by the last step's all_reduce); ``size``: the size of the one after it, on every rank (samplers
-    whose batches vary in size); ``drawn``: rank 0's batches drawn but not yet used (secret, like every batch)."""
+    """What a :class:`Group` knows of a sampler's batches before they are taken. ``batch``: the next one, on every
+    rank (carried by the last step's all_reduce); for samplers whose batches vary in size, ``size``: the size of the
+    one after it, on every rank, and ``following``: that batch, on rank 0 (secret, like every batch)."""
 
     batch: torch.Tensor | None = None
     size: int = 0
-    drawn: deque = dataclasses.field(default_factory=deque)
+    following: torch.Tensor | None = None
 
 
 def _fixed_size(sampler: Sampler) -> int | None:
