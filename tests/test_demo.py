@@ -2,8 +2,10 @@
 
 import dataclasses
 import math
+import statistics
 
 from dpnc import demo
+from dpnc.privacy import NoiseSource
 
 
 def test_the_demo_curves_do_not_move_when_one_training_row_is_replaced(monkeypatch):
@@ -34,12 +36,20 @@ def test_the_demo_curves_do_not_move_when_one_training_row_is_replaced(monkeypat
 def test_the_non_private_reference_is_not_worse_than_the_private_run():
     """MeZO used to run at DPZero's step size without DPZero's clipping: its held-out loss spiked to ~30 and it
     ended worse than private DPZero in 3 of 3 runs (issue 29). At its own step size (lr / 10) it converges: its
-    curve never spikes and it ends as good as DPZero (measured: test loss 0.286, accuracy 0.895 at the defaults;
-    DPZero's secret noise gave 0.25–0.74 and 0.78–0.89 over six runs, hence the small margins)."""
+    curve never spikes and it ends as good as a typical private run (measured: test loss 0.286, accuracy 0.895 at
+    the defaults).
+
+    DPZero's noise varies the private run a lot (over 20 seeded noise streams, test loss 0.26–1.16 with median 0.42,
+    accuracy 0.63–0.89 with median 0.84; one secret draw in CI gave 0.240 and 0.912), so MeZO is compared with the
+    median of five runs on seeded noise, not with one secret draw, which it cannot beat every time."""
     config = demo.DemoConfig()
     assert config.mezo_lr == config.lr / 10
-    result = demo.run_demo(config, progress=False)
-    mezo, dpzero = result["curves"]["MeZO"], result["curves"]["DPZero"]
+    runs = [demo.run_demo(config, progress=False, noise=NoiseSource.for_testing(seed)) for seed in range(5)]
+    result = runs[0]
+    mezo = result["curves"]["MeZO"]
+    assert all(run["curves"]["MeZO"] == mezo for run in runs)   # MeZO has no noise: the same run each time
     assert max(loss for _, loss in mezo) <= mezo[0][1] + 0.5   # no spike above the start (log 2)
-    assert mezo[-1][1] <= dpzero[-1][1] + 0.05 and result["accuracy"]["MeZO"] >= result["accuracy"]["DPZero"] - 0.01
+    dpzero_loss = statistics.median(run["curves"]["DPZero"][-1][1] for run in runs)
+    dpzero_accuracy = statistics.median(run["accuracy"]["DPZero"] for run in runs)
+    assert mezo[-1][1] <= dpzero_loss + 0.05 and result["accuracy"]["MeZO"] >= dpzero_accuracy - 0.01
     assert f"non-private MeZO (lr {config.mezo_lr:g})" in demo.summary(result)

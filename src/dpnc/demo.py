@@ -31,6 +31,7 @@ from dpnc._check import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant, PrivacyReport
+from dpnc.privacy.noise import NoiseSource
 from dpnc.progress import progress as progress_bar
 from dpnc.sampling import FullBatch
 
@@ -80,9 +81,10 @@ def load_data(config: DemoConfig):
     return X[perm[n_test:]], y[perm[n_test:]], X[perm[:n_test]], y[perm[:n_test]]
 
 
-def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
+def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True, noise: NoiseSource | None = None) -> dict:
     """Train with DPZero and with non-private MeZO; return their held-out loss curves, accuracies and the privacy
-    report (of DPZero)."""
+    report (of DPZero). ``noise``: DPZero's noise source (default a fresh secret one; tests pass a seeded one, and
+    the report then says the run is not private)."""
     X, y, X_test, y_test = load_data(config)
     n = len(y)
     multiplier = calibrate_noise("pld", config.epsilon, config.delta, config.steps, n)
@@ -95,7 +97,7 @@ def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
         if method == PRIVATE:
             opt = DPZero(model.parameters(), lr=config.lr, clip=config.clip, smoothing=config.smoothing,
                          noise_multiplier=multiplier, sampler=FullBatch(n), accountant=accountant,
-                         direction="sphere", seed=config.seed, model=model, data=(X, y))
+                         noise=noise, direction="sphere", seed=config.seed, model=model, data=(X, y))
         else:
             opt = MeZO(model.parameters(), lr=config.mezo_lr, smoothing=config.smoothing, sampler=FullBatch(n),
                        direction="sphere", seed=config.seed, model=model, data=(X, y))
