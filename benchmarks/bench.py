@@ -79,9 +79,13 @@ def ratios_of(name: str, data: dict) -> list[tuple[str, float, str]]:
         r = data["ratios"]["time (medians)"]
         size = f", B = {data.get('config', {}).get('batch', '?')}, seq {data.get('data', {}).get('seq_len', '?')}"
         keys = ("dpnc DPZero / 2 forwards", "dpnc DPZero / dpnc MeZO", "dpnc DPZero (cached u) / 2 forwards",
+                "dpnc DPZero / 2 forwards + 3 u passes", "2 forwards + 3 u passes / 2 forwards",
                 "DP-AdamW (Opacus) / dpnc DPZero")
-        bound = lambda k: LM_STEP.get(("time (medians)", k))   # noqa: E731
-        return [(k + size, r[k], f"≤ {bound(k):.2f}" if bound(k) else "") for k in keys if k in r]
+
+        def target(key: str) -> str:
+            bound, side = LM_STEP.get(("time (medians)", key), (None, None))
+            return "" if bound is None else f"{'≤' if side == 'below' else '≥'} {bound:.2f}"
+        return [(k + size, r[k], target(k)) for k in keys if k in r]
     if name == "first_order_step":
         return [(f"dpnc auto / Opacus, {row['model']}, B = {row['batch']}",
                  row["ratio_to_opacus"]["dpnc auto (per layer)"], f"≤ {first_order_bound(row['model']):g}")

@@ -24,6 +24,9 @@ hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps``
   dpnc DPZero    ``dpnc.optim.DPZero`` (PoissonSampler + add/remove Accountant), eval mode;
   dpnc DPZero (cached u)  the same with ``cache_directions=True``: u drawn once a step and kept (d numbers
                  of memory) instead of regenerated for each of the step's three passes;
+  2 forwards + 3 u passes  the seed trick's own work and nothing else: two forwards and the three moves of
+                 a :class:`dpnc.space.ModuleSpace` along one seed (+λu, −2λu, then back and along u), drawn as
+                 dpnc's steps draw u. What a two-point step costs on this hardware with u regenerated, not stored.
   1 z pass       randn for every parameter tensor from one generator + add_: a pass over the parameters as
                  dpnc made it before it drew u in parallel groups (a fixed unit; dpnc's steps make 3 passes,
                  each now ~0.45 of this on 2 cores: benchmarks/zo_pass.py);
@@ -78,6 +81,7 @@ from dpnc.batches import DataRows
 from dpnc.optim import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
+from dpnc.space import ModuleSpace
 
 # Known, harmless: Opacus hooks on an input that needs no grad; vmap's per-example fallback for SDPA
 # (the reason torch.func pays extra for attention; see the module docstring).
@@ -88,8 +92,9 @@ DEFAULT_DATA = "/work/shared/data/SST-2/k-shot-1k-test/512-42/train.tsv"
 LAM, ZO_LR, ZO_CLIP, ZO_SIGMA = 1e-3, 1e-6, 200.0, 13.5156   # paper §4.2; mult for eps=2, q=1/16
 FO_LR, FO_CLIP, FO_SIGMA = 1e-5, 10.0, 1.0                  # Table 3 (DP-)AdamW
 QUICK = dict(batch=8, max_len=16, steps=2, warmup=1, mem_steps=1, mem_repeats=1, microbatch=8)
-MODES = ("inference", "2 forwards", "dpnc MeZO", "dpnc DPZero", "dpnc DPZero (cached u)", "1 z pass", "AdamW",
-         "DP-AdamW (Opacus)", "DP-AdamW (torch.func)", "DP-AdamW (dpnc per layer)")
+FLOOR = "2 forwards + 3 u passes"
+MODES = ("inference", "2 forwards", "dpnc MeZO", "dpnc DPZero", "dpnc DPZero (cached u)", FLOOR, "1 z pass",
+         "AdamW", "DP-AdamW (Opacus)", "DP-AdamW (torch.func)", "DP-AdamW (dpnc per layer)")
 MEMORY_MODES = ("inference", "dpnc MeZO", "dpnc DPZero", "dpnc DPZero (cached u)", "AdamW", "DP-AdamW (Opacus)",
                 "DP-AdamW (torch.func)")
 
@@ -186,6 +191,16 @@ def make_steps(model, batch, args, names):
         for p in params:
             p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype), alpha=0.0)
 
+    space = ModuleSpace(params)
+
+    def floor():
+        seed = next(seeds)
+        space.perturb_(seed, LAM)
+        forwards(1)
+        space.perturb_(seed, -2 * LAM)
+        forwards(1)
+        space.update_(seed, 0.0)
+
     # first-order modes get their own copy of the model, except in a memory process (one mode)
     own = (lambda: copy.deepcopy(model)) if len(names) > 1 else (lambda: model)
     steps = {}
@@ -204,6 +219,8 @@ def make_steps(model, batch, args, names):
                             sampler=sampler, accountant=Accountant("add/remove"), seed=2, model=model, data=rows,
                             cache_directions=cache)
             steps[name] = lambda o=dpzero: o.step(lambda *whole_dataset: losses())
+    if FLOOR in names:
+        steps[FLOOR] = floor
     if "1 z pass" in names:
         steps["1 z pass"] = z_pass
     if "AdamW" in names:
@@ -310,16 +327,19 @@ def func_step(model, batch, microbatch):
 def time_all(args, model, batch):
     steps = make_steps(model, batch, args, [m for m in MODES if m not in args.skip])
     times = {name: [] for name in steps}
+    busy = {name: [] for name in steps}   # CPU seconds of this process per wall second (cores in use)
     for r in range(args.warmup + args.steps):
         for name, step in steps.items():
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             step()
-            dt = (time.perf_counter() - t0) * 1e3
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
             if r >= args.warmup:
-                times[name].append(dt)
+                times[name].append(dt * 1e3)
+                busy[name].append(dc / dt)
         print(f"round {r + 1}/{args.warmup + args.steps}: " + ", ".join(
             f"{n} {t[-1]:.0f}" for n, t in times.items() if t), file=sys.stderr, flush=True)
-    return {n: dict(median=statistics.median(t), min=min(t), max=max(t), all=t) for n, t in times.items()}
+    return {n: dict(median=statistics.median(t), min=min(t), max=max(t), all=t, cores=statistics.median(busy[n]))
+            for n, t in times.items()}
 
 
 def rss_mb(field="VmRSS"):
@@ -382,7 +402,7 @@ def ratios(t, mem):
         return src[a][key] / src[b][key] if a in src and b in src else None
     out = {"time (medians)": {}, "time (mins)": {}, "peak RSS": {}, "peak RSS above after-load": {}}
     pairs = [("dpnc DPZero", "2 forwards"), ("dpnc DPZero", "dpnc MeZO"), ("dpnc DPZero", "inference"),
-             ("dpnc DPZero (cached u)", "2 forwards"),
+             ("dpnc DPZero (cached u)", "2 forwards"), ("dpnc DPZero", FLOOR), (FLOOR, "2 forwards"),
              ("AdamW", "dpnc DPZero"), ("DP-AdamW (Opacus)", "dpnc DPZero"),
              ("DP-AdamW (torch.func)", "dpnc DPZero"), ("DP-AdamW (dpnc per layer)", "DP-AdamW (Opacus)"),
              ("DP-AdamW (torch.func)", "DP-AdamW (Opacus)")]
@@ -426,14 +446,14 @@ def table(args, t, mem, rat, meta):
         f"CPU: {meta['cpu']} ({meta['cpus']} CPUs); 1-min load average {meta['loadavg'][0]:.2f} before, "
         f"{meta['loadavg'][1]:.2f} after; wall time {meta['wall_s'] / 60:.1f} min.",
         "",
-        "| step | ms median | min | max | x inference (medians) | x inference (mins) | peak RSS MB | "
+        "| step | ms median | min | max | x inference (medians) | x inference (mins) | cores busy | peak RSS MB | "
         "peak - after load MB |",
-        "|---|---|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|---|---|---|"]
     for name, r in t.items():
         m = (mem or {}).get(name)
         mcols = f"{m['peak_mb']:.0f} | {m['peak_mb'] - m['after_load_mb']:.0f}" if m else "- | -"
         lines.append(f"| {name} | {r['median']:.0f} | {r['min']:.0f} | {r['max']:.0f} | {r['median'] / base:.2f} "
-                     f"| {r['min'] / base_min:.2f} | {mcols} |")
+                     f"| {r['min'] / base_min:.2f} | {r['cores']:.2f} | {mcols} |")
     if mem:
         after = [m["after_load_mb"] for m in mem.values()]
         lines.append(f"\nRSS after loading the model and copying its weights (imports included): "
@@ -447,6 +467,8 @@ def table(args, t, mem, rat, meta):
         for k, v in rat["peak RSS"].items():
             if v is not None:
                 lines.append(f"| memory: {k} | {v:.2f} | {rat['peak RSS above after-load'][k]:.3f} |")
+    lines += ["", "Cores busy: the process's CPU time over the step's wall time (median over rounds), of "
+              f"{meta['threads']} threads; a step that keeps every core busy leaves no idle core to overlap work into."]
     lines += ["", "Timings are noisy: the machine has 2 cores and other jobs (test suites) may run beside "
               "the benchmark, so ratios are taken within one run, where every mode saw the same conditions "
               "round by round, and the mins column (the least-disturbed sample) is given beside the medians."]

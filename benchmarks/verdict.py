@@ -12,7 +12,8 @@ The targets (issue "Performance at the limit"), defined here once (``make bench`
 its one run against the same ones):
 
 * ``lm_step.py`` JSON: DPZero / two forwards <= 1.10 (medians), DPZero / MeZO <= 1.02, peak RSS DPZero /
-  inference <= 1.1;
+  inference <= 1.1; and two that say where the time goes: DPZero / (two forwards + three passes of u) <= 1.02,
+  (two forwards + three passes of u) / two forwards >= 1.10 (the seed trick's own work above the first bound);
 * ``first_order_step.py`` JSON: dpnc's first-order DP step <= 1.2x Opacus's on the MLP and the CNN, <= 0.5x on
   MiniLM;
 * ``distributed_zo.py`` JSON: the 2-process speed-up with cached directions >= 0.9 of the forward passes' own
@@ -36,10 +37,14 @@ from dpnc_reproduce.claims import below, exceeds, mean_interval
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from distributed_zo import speedups  # noqa: E402  (a sibling script, not a package)
 
-LM_STEP = {   # lm_step.py: (section of its "ratios", key) → the bound (upper)
-    ("time (medians)", "dpnc DPZero / 2 forwards"): 1.10,
-    ("time (medians)", "dpnc DPZero / dpnc MeZO"): 1.02,
-    ("peak RSS", "dpnc DPZero / inference"): 1.10,
+LM_STEP = {   # lm_step.py: (section of its "ratios", key) → (the bound, the side the ratio must lie on)
+    ("time (medians)", "dpnc DPZero / 2 forwards"): (1.10, "below"),
+    ("time (medians)", "dpnc DPZero / dpnc MeZO"): (1.02, "below"),
+    ("peak RSS", "dpnc DPZero / inference"): (1.10, "below"),
+    # Declared 26 Nov 2026, before the runs that test them: the step adds nothing to the seed trick's own work
+    # (two forwards and three regenerations of u), and that work alone is above the first bound on this CPU.
+    ("time (medians)", "dpnc DPZero / 2 forwards + 3 u passes"): (1.02, "below"),
+    ("time (medians)", "2 forwards + 3 u passes / 2 forwards"): (1.10, "above"),
 }
 DATA_PARALLEL = 0.9   # distributed_zo.py: cached speed-up / the forward passes' split (lower bound)
 IDLE_SPEEDUP = {64: 1.7}   # distributed_zo.py: the cached speed-up itself, by batch (lower bound)
@@ -55,8 +60,9 @@ def quantities(path: Path) -> dict[str, tuple[float, float, str]]:
     """The targets' quantities in one run's JSON: name → (value, threshold, side "below" or "above")."""
     data = json.loads(path.read_text())
     if "ratios" in data:   # lm_step.py
-        return {f"{key}, {section}": (data["ratios"][section][key], bound, "below")
-                for (section, key), bound in LM_STEP.items() if data["ratios"].get(section, {}).get(key) is not None}
+        return {f"{key}, {section}": (data["ratios"][section][key], bound, side)
+                for (section, key), (bound, side) in LM_STEP.items()
+                if data["ratios"].get(section, {}).get(key) is not None}
     if "rows" in data:   # first_order_step.py
         return {f"dpnc auto / Opacus, {row['model']}": (row["ratio_to_opacus"]["dpnc auto (per layer)"],
                                                         first_order_bound(row["model"]), "below")

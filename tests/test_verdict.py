@@ -22,10 +22,12 @@ def verdict():
     return module
 
 
-def lm_step(path: Path, two_forwards: float, mezo: float, memory: float) -> Path:
-    path.write_text(json.dumps({"ratios": {
-        "time (medians)": {"dpnc DPZero / 2 forwards": two_forwards, "dpnc DPZero / dpnc MeZO": mezo},
-        "peak RSS": {"dpnc DPZero / inference": memory}}}))
+def lm_step(path: Path, two_forwards: float, mezo: float, memory: float, floor: float | None = None) -> Path:
+    times = {"dpnc DPZero / 2 forwards": two_forwards, "dpnc DPZero / dpnc MeZO": mezo}
+    if floor is not None:   # the seed trick's own work, two forwards and three passes of u, over two forwards
+        times.update({"dpnc DPZero / 2 forwards + 3 u passes": two_forwards / floor,
+                      "2 forwards + 3 u passes / 2 forwards": floor})
+    path.write_text(json.dumps({"ratios": {"time (medians)": times, "peak RSS": {"dpnc DPZero / inference": memory}}}))
     return path
 
 
@@ -48,6 +50,17 @@ def test_each_target_is_judged_on_its_side_of_the_interval(verdict, tmp_path):
     assert row(table, "dpnc DPZero / dpnc MeZO").endswith("<= 1.02 | **holds** |")    # all of it below 1.02
     assert row(table, "dpnc DPZero / inference, peak RSS").endswith("<= 1.1 | **holds** |")
     assert "| 3 | 1.14, 1.15, 1.16 |" in row(table, "dpnc DPZero / 2 forwards")
+
+
+def test_the_seed_tricks_floor_is_judged_as_declared(verdict, tmp_path):
+    at_floor = [lm_step(tmp_path / f"f{i}.json", 1.14 + 0.01 * i, 1.0, 1.05, floor=1.13 + 0.01 * i) for i in range(3)]
+    table = verdict.judge(at_floor)
+    assert row(table, "dpnc DPZero / 2 forwards + 3 u passes").endswith("<= 1.02 | **holds** |")
+    assert row(table, "2 forwards + 3 u passes / 2 forwards").endswith(">= 1.1 | **holds** |")   # a lower bound
+    overhead = [lm_step(tmp_path / f"o{i}.json", 1.14 + 0.01 * i, 1.0, 1.05, floor=1.05 + 0.01 * i) for i in range(3)]
+    table = verdict.judge(overhead)
+    assert row(table, "dpnc DPZero / 2 forwards + 3 u passes").endswith("<= 1.02 | **fails** |")
+    assert row(table, "2 forwards + 3 u passes / 2 forwards").endswith(">= 1.1 | **fails** |")
 
 
 def test_an_interval_across_the_threshold_and_one_run_have_no_signal(verdict, tmp_path):
