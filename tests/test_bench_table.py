@@ -27,6 +27,7 @@ FIXTURES = {
                 "time_ms": {"2 forwards": _t(100.0), "reference MeZO": _t(200.0), "dpnc MeZO": _t(150.0),
                             "dpnc DPZero": _t(160.0)}},
     "lm_step": {"ratios": {"time (medians)": {"dpnc DPZero / 2 forwards": 1.07, "dpnc DPZero / dpnc MeZO": 1.13,
+                                              "2 forwards + 3 u passes / 2 forwards": 1.08,
                                               "DP-AdamW (Opacus) / dpnc DPZero": 5.9}}},
     "first_order_step": {"rows": [
         {"model": "mlp 64-64-10", "batch": 64, "ratio_to_opacus": {"dpnc auto (per layer)": 0.88}},
@@ -49,9 +50,12 @@ def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(benc
     assert "`make bench` on 2026-11-26 12:00 UTC, commit abc1234; 1-minute load average 0.50 before, 1.00 after" \
         in table
     lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert len(lines) == 3 + 3 + 3 + 3 + 1
+    assert len(lines) == 3 + 4 + 3 + 3 + 1
     assert "| zo_step | dpnc DPZero / reference MeZO, B = 64, seq 64 | 0.80 |  |  | 0.50 → 0.75 | 12 |" in lines
     assert any(line.startswith("| lm_step | DP-AdamW (Opacus) / dpnc DPZero, B = ?, seq ? | 5.90 |") for line in lines)
+    assert any("| lm_step | dpnc DPZero / dpnc MeZO, B = ?, seq ? | 1.13 | ≤ 1.02 | NO |" in line for line in lines)
+    # a lower bound (verdict.LM_STEP's side "above"): the seed trick's own work over two forwards
+    assert any("2 forwards + 3 u passes / 2 forwards, B = ?, seq ? | 1.08 | ≥ 1.10 | NO |" in line for line in lines)
     assert any("mlp 64-64-10, B = 64 | 0.88 | ≤ 1.2 | yes |" in line for line in lines)
     assert any("cnn 2 conv + linear, B = 64 | 1.25 | ≤ 1.2 | NO |" in line for line in lines)   # a miss is shown
     assert any("MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.21 | ≤ 0.5 | yes |" in line for line in lines)
