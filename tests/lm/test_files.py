@@ -521,3 +521,44 @@ def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
     reviews = _write(tmp_path / "reviews.csv", "review,label\nfine,pos\nawful,neg\n")
     with pytest.raises(ValueError, match=r"column 'review' is not in the header of tr.csv"):
         load_user_data(train, reviews, text_column="review", label_column="label", declared=True)
+
+
+def test_without_a_header_no_row_sets_the_rule_for_the_others(tmp_path):
+    # Before: rows were held to the first row's width, so one odd first row dropped every other row (or, as a first
+    # line that is not JSON, raised TypeError): one row decided the rest. Now each row is judged alone.
+    body = "".join(f"sentence {i},{i % 2}\n" for i in range(6))
+    test = _write(tmp_path / "te.csv", "fine,1\nawful,0\n")
+    for first, kept in (("", 6), ("a canary,1,x\n", 7), ("lonely\n", 6)):
+        train = _write(tmp_path / "tr.csv", first + body)
+        tr, _ = load_user_data(train, test, text_column=0, label_column=1, declared=True)
+        assert (len(tr), tr.dropped) == (kept, 7 - kept if first else 0), first
+    train = _write(tmp_path / "tr.csv", "a canary,1,x\n" + body)
+    with pytest.raises(ValueError, match="tr.csv line 2 has 2 fields, fewer than the first row's 3"):
+        load_user_data(train, test, text_column=0, label_column=1)   # a non-private read still uses that width
+    arrays = "".join(json.dumps([f"s {i}", str(i % 2)]) + "\n" for i in range(6))
+    test_jsonl = _write(tmp_path / "te.jsonl", '["fine", "1"]\n["awful", "0"]\n')
+    for first, dropped in (('["canary", "1", "x"]\n', 0), ("not json\n", 1)):
+        tr, _ = load_user_data(_write(tmp_path / "tr.jsonl", first + arrays), test_jsonl, text_column=0,
+                               label_column=1, declared=True)
+        assert (len(tr), tr.dropped) == (6 + 1 - dropped, dropped), first
+
+
+def test_a_row_that_cannot_be_read_is_dropped_not_refused(tmp_path):
+    # Each of these raised past the domain rule before (csv.Error, a JSON integer over Python's 4300 digits,
+    # decimal.InvalidOperation from a label's exponent): a refusal decided by one row.
+    test = _write(tmp_path / "te.csv", "text,label\nfine,1\nawful,0\n")
+    body = "".join(f"sentence {i},{i % 2}\n" for i in range(4))
+    for what, row in {"a field over csv's limit": "x" * 200_000 + ",1\n",
+                      "a label's huge exponent": "odd,0e-99999999999999999999\n"}.items():
+        train = _write(tmp_path / "tr.csv", "text,label\n" + row + body)
+        tr, _ = load_user_data(train, test, text_column="text", label_column="label", declared=True)
+        assert (len(tr), tr.dropped) == (4, 1), what
+    train = _write(tmp_path / "tr.csv", "text,label\n" + "x" * 200_000 + ",1\n" + body)
+    with pytest.raises(ValueError, match="tr.csv line 2 cannot be read as CSV: field larger than field limit"):
+        load_user_data(train, test, text_column="text", label_column="label")
+    jsonl = _write(tmp_path / "tr.jsonl", '{"text": "odd", "label": ' + "9" * 5000 + '}\n'
+                   + "".join(json.dumps({"text": f"s {i}", "label": i % 2}) + "\n" for i in range(4)))
+    test_jsonl = _write(tmp_path / "te.jsonl", '{"text": "fine", "label": 1}\n{"text": "bad", "label": 0}\n')
+    tr, _ = load_user_data(jsonl, test_jsonl, text_column="text", label_column="label", declared=True)
+    assert (len(tr), tr.dropped) == (4, 1)
+    assert canonical_label("0e-99999999999999999999") == "0e-99999999999999999999"   # kept as text, not raised

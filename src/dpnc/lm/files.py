@@ -30,8 +30,10 @@ have more, as GLUE's NLI files do). A row that cannot be read is not skipped: a 
 **The domain rule of a private training file** (``declared=True``). There a refusal that depends on one row would
 itself be a release (it tells whether that row is in the data), so no row is refused: a row is *dropped* when its
 label is missing, empty or not among the declared classes, its text (or text pair) is missing or empty, it has
-fewer fields than the header (or, in CSV, more), it is not a JSON object/array, or its value is nested JSON. Bytes
-that are not UTF-8 become U+FFFD. The number of dropped rows is a statistic of the private data: it is written
+fewer fields than the header (or, in CSV, more; without a header, fewer than its columns name: no row sets a width
+for the others), it is not a JSON object/array, its value is nested JSON, or its line cannot be read (not JSON, a
+JSON number Python refuses, a CSV field beyond the ``csv`` module's size limit). Bytes that are not UTF-8 become
+U+FFFD. The number of dropped rows is a statistic of the private data: it is written
 only to the run's private statistics (``--log-private-stats``). Dropping changes nothing in the accounting, whose n
 is declared (``FinetuneConfig.n``), not counted. What is still refused is decided by the file's structure, not by
 any one row: a missing file, an unknown format, a header without the named columns.
@@ -70,9 +72,12 @@ def canonical_label(value) -> str:
     text = str(value).strip()
     if not _NUMBER.fullmatch(text):
         return text
-    number = Decimal(text)
-    if number == number.to_integral_value() and abs(number) < _EXACT:
-        return str(int(number))
+    try:
+        number = Decimal(text)
+        if number == number.to_integral_value() and abs(number) < _EXACT:
+            return str(int(number))
+    except ArithmeticError:   # an exponent beyond Decimal's context (e.g. "0e-99999999999999999999"): kept as text
+        return text
     as_float = float(number)
     if not math.isfinite(as_float):
         return text
@@ -346,11 +351,14 @@ class _Rows:
             for c in given:
                 if isinstance(c, str) and c not in columns:
                     raise ValueError(f"column {c!r} is not in the header of {path.name}; columns: {list(columns)}")
+        # The width every row is held to: the header's; without one, the first row's, except in a private file,
+        # where no row may set the rule for the others (each row then only needs the fields its columns name).
+        first_width = None if lenient or width is not None or not rows else len(rows[0][1])
         texts, labels, lines, dropped = [], [], [], 0
         for line, row in rows:
             try:
-                if isinstance(row, list):
-                    _check_width(row, width, len(rows[0][1]), fmt, path, line)
+                if isinstance(row, list) and (width or first_width) is not None:
+                    _check_width(row, width, first_width, fmt, path, line)
                 text = _nonempty(row, columns, text_column, path, line, "text column")
                 if pair_column is not None:
                     text = (text, _nonempty(row, columns, pair_column, path, line, "text pair column"))
@@ -411,11 +419,12 @@ def _format(path: Path, delimiter: str | None) -> str:
     raise ValueError(f"path must end in .csv, .tsv, .jsonl or .json, or give a delimiter; got {path.name!r}")
 
 
-def _check_width(row: list, header_width: int | None, first_width: int, fmt: str, path: Path, line: int) -> None:
+def _check_width(row: list, header_width: int | None, first_width: int | None, fmt: str, path: Path,
+                 line: int) -> None:
     """A row with fewer fields than the header lacks a value (a label read from it would be another field), and a
     CSV row with more has a comma outside quotes (its fields are shifted). TSV rows may have more (GLUE's NLI files
     add annotator labels; the header's last column is read as each row's last field). Without a header, the
-    first row sets the width."""
+    first row sets the width (not in a private training file: :meth:`_Rows.read`)."""
     width, against = (header_width, "the header's") if header_width is not None else (first_width, "the first row's")
     if len(row) < width:
         raise ValueError(f"{path.name} line {line} has {len(row)} fields, fewer than {against} {width}: {row!r}"[:300])

@@ -28,12 +28,12 @@ def read_rows(
     number of fields) is None without a header.
 
     ``lenient`` (a private training file, whose rows must never decide a refusal): bytes that are not UTF-8
-    become U+FFFD, a line that is not JSON is skipped (a row outside the domain, counted by the caller), and a
-    file with no data rows gives none.
+    become U+FFFD, a line that is not JSON or a CSV record the ``csv`` module refuses becomes the row None (outside
+    the domain, dropped and counted by the caller), and a file with no data rows gives none.
 
     Raises:
-        ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON, or no data rows (unless
-            ``lenient``); a file with no header row when one is expected.
+        ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON or not CSV, or no data rows
+            (unless ``lenient``); a file with no header row when one is expected.
     """
     raw = path.read_bytes().decode("utf-8-sig", errors="replace") if lenient else _decode(path)
     if fmt == "jsonl":
@@ -42,7 +42,7 @@ def read_rows(
             if text.strip():
                 try:
                     rows.append((line, json.loads(text)))
-                except json.JSONDecodeError as err:
+                except ValueError as err:   # not JSON, or a number Python will not convert (over 4300 digits)
                     if lenient:
                         rows.append((line, None))   # outside the domain: the caller drops and counts it
                         continue
@@ -53,17 +53,27 @@ def read_rows(
     if fmt == "csv":
         reader = csv.reader(io.StringIO(raw, newline=""), delimiter=delimiter or ",")
         rows, start = [], 1
-        for record in reader:
+        while True:
+            try:
+                record = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as err:   # e.g. a field over csv.field_size_limit(); the reader goes on after it
+                if not lenient:
+                    raise ValueError(f"{path.name} line {start} cannot be read as CSV: {err}") from None
+                record = None   # outside the domain: the caller drops and counts it
             rows.append((start, record))
             start = reader.line_num + 1
     else:
         sep = delimiter or "\t"
         rows = [(i, t.rstrip("\r").split(sep)) for i, t in enumerate(raw.split("\n"), start=1)]
-    rows = [(line, r) for line, r in rows if any(f.strip() for f in r)]
+    rows = [(line, r) for line, r in rows if r is None or any(f.strip() for f in r)]
     columns, width = {}, None
     if header:
         if not rows:
             raise ValueError(f"{str(path)!r} is empty (no header row)")
+        if rows[0][1] is None:   # the file's structure, not a data row: refused even in a private file
+            raise ValueError(f"{path.name}'s header row (line {rows[0][0]}) cannot be read as CSV")
         names = [f.strip() for f in rows[0][1]]
         width = len(names)
         columns = {name: i for i, name in enumerate(names)}
