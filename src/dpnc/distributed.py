@@ -146,8 +146,9 @@ class Group:
         rank, world_size: this process's rank in the group and the group's size.
         device: where collective tensors live (``cuda:current_device()`` under nccl, else the CPU).
         sent: elements passed to collectives so far, by kind (``"all_reduce"``, ``"broadcast"``), their total
-            in bytes (``"bytes"``) and the number of collective calls (``"collectives"``); public, e.g. to measure
-            the communication per step. The
+            in bytes (``"bytes"``) and the number of collective calls (``"collectives"``), e.g. to measure the
+            communication per step. **Secret where batches vary in size** (Poisson): a step's all_reduce carries
+            the next batch, so the counts follow the batch sizes; publish them only for fixed-size batches. The
             object collectives (:meth:`share`, :meth:`gather_object`: setup, resume and evaluation, never
             a step's) are counted apart, as calls (``"objects"``).
 

@@ -192,10 +192,12 @@ def batch_losses(closure: BatchClosure, batch: torch.Tensor, runs: tuple[int, ..
         return torch.zeros(expected, dtype=dtype)
     losses = closure(batch)
     if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != expected:
-        got = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
-        raise ValueError(f"the closure must return the per-example losses of the batch it is given, shape "
-                         f"{expected}; got {got}. Compute the losses of exactly `batch` (the sampler's draw), "
-                         "one per example, without reducing them")
+        # The message names neither shape: the batch's size is secret (Poisson), and so is a shape built from it.
+        got = f"{losses.ndim}-d tensor" if isinstance(losses, torch.Tensor) else type(losses).__name__
+        raise ValueError(f"the closure must return the per-example losses of the batch it is given: a "
+                         f"{len(expected)}-d tensor with one loss per example of `batch` (len(batch) along the last "
+                         f"dimension); got a {got} of another shape. Compute the losses of exactly `batch` (the "
+                         "sampler's draw), one per example, without reducing them")
     return losses
 
 

@@ -176,8 +176,10 @@ def test_dpzero_refuses_a_closure_that_does_not_return_the_batch_losses(tiny):
         accountant = Accountant("add/remove")
         opt = _optimizer(clf, data, PoissonSampler.for_testing(16, 4, seed=seed), accountant)
         with pytest.raises(ValueError, match=r"closure must return the per-example losses of the batch it is "
-                                             r"given, shape \(\d+,\); got"):
+                                             r"given: a 1-d tensor") as refused:
             opt.step(closure)
+        assert not any(ch.isdigit() for ch in str(refused.value).replace("1-d", "").replace("0-d", "")), what
+        # (no size in the message: the batch's is secret)
         assert accountant.releases == 0, what   # refused before anything was released
         assert restored(before, clf.parameters()), what   # and the model restored
     accountant = Accountant("add/remove")
