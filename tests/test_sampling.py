@@ -56,6 +56,27 @@ def test_poisson_inclusion_rate_and_shuffle_size():
     shuffle = ShuffleSampler.for_testing(n, B, seed=1)
     batches = [shuffle.sample() for _ in range(20)]
     assert all(len(b) == B and len(set(b.tolist())) == B for b in batches)
+    assert shuffle.full_size == B
+
+
+def test_shuffle_slots_beyond_the_rows_are_empty():
+    # replace-one keeps n, the records; rows < n of them hold an example (a domain rule dropped the others). A batch
+    # draws B slots uniformly and keeps those that hold one: a row is in a batch with probability B/n, as before.
+    n, B, rows, M = 20, 5, 16, 4000
+    sampler = ShuffleSampler.for_testing(n, B, seed=2, rows=rows)
+    counts, sizes = torch.zeros(n), []
+    for _ in range(M):
+        batch = sampler.sample()
+        assert len(set(batch.tolist())) == len(batch) and (batch < rows).all()
+        counts[batch] += 1
+        sizes.append(len(batch))
+    q, se = B / n, math.sqrt(B / n * (1 - B / n) / M)
+    assert float((counts[:rows] / M - q).abs().max()) <= 5 * se and counts[rows:].sum() == 0
+    expected = B * rows / n   # hypergeometric mean: B slots of n, rows of them full
+    assert abs(sum(sizes) / M - expected) < 0.05 and min(sizes) < B == max(sizes)
+    assert sampler.full_size is None
+    with pytest.raises(ValueError, match="more than n"):
+        ShuffleSampler.for_testing(n, B, seed=2, rows=n + 1).sample()
 
 
 def test_relations_are_checked_before_any_step():

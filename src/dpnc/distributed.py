@@ -415,7 +415,7 @@ class _Ahead:
 
 def _fixed_size(sampler: Sampler) -> int | None:
     """The size every batch of ``sampler`` has, public, or None where it varies (Poisson) or is not known."""
-    return sampler.batch_size if isinstance(sampler, ShuffleSampler) else None
+    return sampler.full_size if isinstance(sampler, ShuffleSampler) else None
 
 
 def from_environment() -> Group | None:

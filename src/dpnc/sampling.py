@@ -125,18 +125,30 @@ class PoissonSampler(_Subsampled):
 
 
 class ShuffleSampler(_Subsampled):
-    """Each step draws a fresh uniformly random batch of exactly batch_size examples (no replacement).
+    """Each step draws a fresh uniformly random batch of exactly batch_size slots of n (no replacement).
+
+    ``rows`` (default n) ≤ n: the slots holding an example; a drawn slot beyond them is empty and leaves the batch
+    (a record dropped by a domain rule: replace-one keeps the n records, one of which may hold nothing usable). The
+    batch then has fewer than batch_size examples; the step's mean still divides by batch_size.
 
     Release: ``Sampled(FixedSize(n, batch_size), Gaussian(Δ, σ))``, accounted by Wang, Balle &
     Kasiviswanathan (2019) under replace-one (RDP only). Note: shuffled *epochs* (each example once per
     epoch, as Hugging Face's Trainer does) are a different scheme that this event does not describe.
     """
 
+    @property
+    def full_size(self) -> int | None:
+        """batch_size where every batch has exactly that many examples (every slot holds one), else None."""
+        return self.batch_size if self._rows == self.n else None
+
     def sample(self) -> torch.Tensor:
-        if self._rows != self.n:   # replace-one: n is the same for both neighbours, so it is the rows' number
-            raise ValueError(f"a ShuffleSampler draws from exactly n={self.n} rows (replace-one keeps n fixed); "
-                             f"it was given rows={self._rows}")
-        return self._source.permutation(self.n)[: self.batch_size]
+        # Under replace-one n is the same for both neighbours: the number of slots. rows < n leaves slots rows..n−1
+        # empty (records a domain rule dropped): drawn like any other, they add nothing to the sum over B.
+        if self._rows > self.n:
+            raise ValueError(f"a ShuffleSampler draws from n={self.n} slots (replace-one keeps n fixed); it was given "
+                             f"rows={self._rows}, more than n")
+        batch = self._source.permutation(self.n)[: self.batch_size]
+        return batch[batch < self._rows] if self._rows < self.n else batch
 
     def _release(self, sensitivity: float, sigma: float) -> Release:
         return Sampled(FixedSize(self.n, self.batch_size), Gaussian(sensitivity, sigma))

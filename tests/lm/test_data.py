@@ -300,3 +300,18 @@ def test_dataset_subset_and_counts():
         ds.subset([4])
     with pytest.raises(ValueError, match="same length"):
         TextDataset(TASKS["SST-2"], ["a"], torch.tensor([0, 1]), "mem")
+
+
+def test_a_private_read_of_a_task_split_drops_rows_outside_it(tmp_path):
+    # Before: a private run read a built-in task's training split strictly, so one row with a label outside the task
+    # stopped the run, and the message printed that row's label. lenient applies the domain rule (dpnc.lm.files).
+    folder = tmp_path / "SST-2" / "k-shot-1k-test" / "512-42"
+    folder.mkdir(parents=True)
+    (folder / "train.tsv").write_text("sentence\tlabel\ngood\t1\nsecret diagnosis\tHIV-positive\n\nbad\t0\n"
+                                     "lonely\n")
+    with pytest.raises(ValueError, match="HIV-positive"):
+        load_task("SST-2", tmp_path, "train")   # a plain read still refuses, naming the label
+    kept = load_task("SST-2", tmp_path, "train", lenient=True)
+    # the blank line is a record too (replace-one counts records): 3 dropped, 2 kept
+    assert (kept.texts, kept.labels.tolist(), kept.dropped) == (["good", "bad"], [1, 0], 3)
+

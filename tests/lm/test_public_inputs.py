@@ -21,7 +21,7 @@ import torch
 
 from dpnc.lm import FinetuneConfig, Trainer, load_task
 from dpnc.privacy import NoiseSource
-from dpnc.sampling import PoissonSampler
+from dpnc.sampling import PoissonSampler, ShuffleSampler
 from tests.shared_data import DATA, REASON, needs_data
 
 pytestmark = needs_data
@@ -69,7 +69,7 @@ NEIGHBOURS = {   # name: (the training rows, the rows the trainer keeps after th
 }
 
 
-def run(folder: Path, name: str, rows, kept: int, **kwargs) -> tuple[Trainer, Path]:
+def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tuple[Trainer, Path]:
     """One private run (dpzero, head) on ``rows``, written to the same path each time (the path is a public input,
     as the test file is), with its outputs in ``folder/name``."""
     data = folder / "data"
@@ -84,7 +84,7 @@ def run(folder: Path, name: str, rows, kept: int, **kwargs) -> tuple[Trainer, Pa
                             out=str(out),
                             report_to="tensorboard", log_private_stats=True, **kwargs)
     trainer = Trainer(config, noise=NoiseSource.for_testing(0),
-                      sampler=PoissonSampler.for_testing(N, B, seed=SEED, rows=kept))
+                      sampler=batches or PoissonSampler.for_testing(N, B, seed=SEED, rows=kept))
     trainer.run()
     return trainer, out
 
@@ -203,6 +203,23 @@ def test_without_label_words_the_classes_are_the_test_files_not_the_training_fil
     inputs = json.loads((out_b / "summary.json").read_text())["public_inputs"]
     assert inputs["label_names"] == list(LABELS) and inputs["classes_from"] == "the test file's labels"
     assert second.classifier.linear.weight.shape == (2, 384)
+
+
+def test_under_replace_one_a_dropped_row_keeps_its_slot(folder):
+    # Before: n was counted after the domain rule, so replacing a row by one outside it (a "neutral" label) published
+    # n − 1 and another σ, and a declared n = 40 was refused for one of the two neighbours. Now the file's records
+    # are n, and a dropped record is an empty slot of the fixed-size batches.
+    replaced = [("the plot is neither good nor bad .", "neutral")] + BASE[1:]
+    (first, out_a), (second, out_b) = (
+        run(folder, name, rows, kept, batches=ShuffleSampler.for_testing(N, B, seed=0, rows=kept), sampler="shuffle",
+            label_words="negative=terrible,positive=great")
+        for name, rows, kept in (("replace-one-base", BASE, N), ("replace-one-neighbour", replaced, N - 1)))
+    assert len(first.train_set) == N and len(second.train_set) == N - 1   # the neighbour's row 0 was dropped
+    assert first.n == second.n == N and first.accountant.relation == "replace-one"
+    assert first.accountant.to_json() == second.accountant.to_json()
+    a, b = public_files(out_a), public_files(out_b)
+    assert differences(a, b) == [] and a["summary.json/public_inputs/n"] == N
+    assert [k for k in a if fnmatch.fnmatch(k, "metrics.jsonl/step@*/released") and a[k] != b[k]]   # not vacuous
 
 
 def test_the_comparison_sees_a_changed_public_value():

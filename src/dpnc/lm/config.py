@@ -103,7 +103,8 @@ class FinetuneConfig:
             not be read off the data: the default for a built-in task is its public recipe, k examples per class ×
             classes (TREC's 512-shot folders hold fewer rows than that: a public bound, the expected batch is then
             below B); a private method on ``train_file`` data must be given it. Under replace-one the neighbours
-            have the same size, so n is the training rows' number by definition (None, or that number).
+            have the same size, so n is the training file's number of records by definition (None, or that number),
+            those the domain rule drops included: they are empty slots of the fixed-size batches.
         head: ``"prompt"`` or ``"linear"`` (default: linear for ``train="head"``, else prompt), or ``"causal"``: a
             causal LM scoring the label words (:mod:`dpnc.lm.causal`; default model SmolLM2-135M-Instruct, the
             ``causal`` extra); ``prompt_mode``: ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).

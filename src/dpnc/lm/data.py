@@ -327,7 +327,8 @@ _LAYOUTS = {
 }
 
 
-def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: int = 42, k: int = 512) -> TextDataset:
+def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: int = 42, k: int = 512,
+              lenient: bool = False) -> TextDataset:
     """One split of an LM-BFF ``k-shot-1k-test`` folder: ``<data_dir>/<TASK>/k-shot-1k-test/<k>-<seed>/<split>``.
 
     The layout MeZO and DPZero read (``--data_dir data/k-shot-1k-test/$TASK/$K-$SEED``): ``train`` is K examples per
@@ -341,9 +342,12 @@ def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: in
             ``"dev"`` = dev_matched, which is the K-shot dev sample from train).
         seed: the data seed of the folder (LM-BFF: 13, 21, 42, 87, 100).
         k: examples per class.
+        lenient: read the split as a private run's training file (:mod:`dpnc.lm.files`, the domain rule): a row
+            that cannot be read or whose label is not one of the task's is dropped and counted
+            (``dataset.dropped``), never refused, and no message shows it.
 
     Returns:
-        The dataset; ``len()`` is the true number of rows (the n the accountant must use).
+        The dataset; ``len()`` is the number of rows kept (``len() + dropped``: the file's records).
 
     Raises:
         ValueError: an unknown task or split (the message lists the known ones).
@@ -379,28 +383,38 @@ def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: in
         )
     header = layout.ext == "tsv"
     fmt = "tsv" if header else "csv"
-    rows, columns, _ = read_rows(path, fmt, None, header)
+    rows, columns, _ = read_rows(path, fmt, None, header, lenient=lenient)
     origin = {"format": fmt, "text_column": layout.text, "text_pair_column": layout.text_pair,
               "label_column": layout.label, "task": task.name, "split": split, "seed": seed, "k": k}
-    return _build(task, path, rows, columns, layout.text, layout.text_pair, layout.label, origin)
+    return _build(task, path, rows, columns, layout.text, layout.text_pair, layout.label, origin, lenient)
 
 
 def _folder_order(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in name.split("-"))
 
 
-def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col, origin: dict) -> TextDataset:
+def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col, origin: dict,
+           lenient: bool = False) -> TextDataset:
     index = {name: i for i, name in enumerate(task.label_names)}
-    texts, labels, unknown = [], [], {}
+    texts, labels, unknown, dropped = [], [], {}, 0
     for line, row in rows:
-        first = read_field(row, columns, text_col, path, line)
-        texts.append((first, read_field(row, columns, pair_col, path, line)) if pair_col is not None else first)
-        label = read_field(row, columns, label_col, path, line)
+        try:
+            first = read_field(row, columns, text_col, path, line)
+            text = (first, read_field(row, columns, pair_col, path, line)) if pair_col is not None else first
+            label = read_field(row, columns, label_col, path, line)
+        except ValueError:
+            if not lenient:
+                raise
+            dropped += 1
+            continue
         if label in index:
+            texts.append(text)
             labels.append(index[label])
+        elif lenient:
+            dropped += 1
         else:
             unknown.setdefault(label, line)
     if unknown:
         shown = ", ".join(f"{lab!r} (first at line {line})" for lab, line in list(unknown.items())[:10])
         raise ValueError(f"labels of {path.name} must be among {list(task.label_names)}; found {shown}")
-    return TextDataset(task, texts, torch.tensor(labels, dtype=torch.long), str(path), origin)
+    return TextDataset(task, texts, torch.tensor(labels, dtype=torch.long), str(path), origin, dropped=dropped)

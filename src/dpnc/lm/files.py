@@ -35,8 +35,9 @@ for the others), it is not a JSON object/array, its value is nested JSON, or its
 JSON number Python refuses, a CSV field beyond the ``csv`` module's size limit). Bytes that are not UTF-8 become
 U+FFFD. The number of dropped rows is a statistic of the private data: it is written
 only to the run's private statistics (``--log-private-stats``). Dropping changes nothing in the accounting, whose n
-is declared (``FinetuneConfig.n``), not counted. What is still refused is decided by the file's structure, not by
-any one row: a missing file, an unknown format, a header without the named columns.
+is declared (``FinetuneConfig.n``) under add/remove, and under replace-one is the file's records, the dropped ones
+included (each an empty slot of the batches; blank records count too). What is still refused is decided by the
+file's structure, not by any one row: a missing file, an unknown format, a header without the named columns.
 """
 
 from __future__ import annotations

@@ -28,8 +28,10 @@ def read_rows(
     number of fields) is None without a header.
 
     ``lenient`` (a private training file, whose rows must never decide a refusal): bytes that are not UTF-8
-    become U+FFFD, a line that is not JSON or a CSV record the ``csv`` module refuses becomes the row None (outside
-    the domain, dropped and counted by the caller), and a file with no data rows gives none.
+    become U+FFFD; a blank record, a line that is not JSON and a CSV record the ``csv`` module refuses become the
+    row None (outside the domain, dropped and counted by the caller), so the rows returned are all of the file's
+    records after its header, one per record (what a replace-one neighbour keeps); a file with no data rows gives
+    none.
 
     Raises:
         ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON or not CSV, or no data rows
@@ -38,15 +40,17 @@ def read_rows(
     raw = path.read_bytes().decode("utf-8-sig", errors="replace") if lenient else _decode(path)
     if fmt == "jsonl":
         rows = []
-        for line, text in enumerate(raw.split("\n"), start=1):
-            if text.strip():
-                try:
-                    rows.append((line, json.loads(text)))
-                except ValueError as err:   # not JSON, or a number Python will not convert (over 4300 digits)
-                    if lenient:
-                        rows.append((line, None))   # outside the domain: the caller drops and counts it
-                        continue
+        for line, text in enumerate(_lines(raw), start=1):
+            if not text.strip():
+                if lenient:
+                    rows.append((line, None))   # a blank record: counted as a row outside the domain
+                continue
+            try:
+                rows.append((line, json.loads(text)))
+            except ValueError as err:   # not JSON, or a number Python will not convert (over 4300 digits)
+                if not lenient:
                     raise ValueError(f"{path.name} line {line} is not valid JSON: {err}") from None
+                rows.append((line, None))   # outside the domain: the caller drops and counts it
         if not rows and not lenient:
             raise ValueError(f"{str(path)!r} holds no data rows")
         return rows, {}, None
@@ -66,8 +70,13 @@ def read_rows(
             start = reader.line_num + 1
     else:
         sep = delimiter or "\t"
-        rows = [(i, t.rstrip("\r").split(sep)) for i, t in enumerate(raw.split("\n"), start=1)]
-    rows = [(line, r) for line, r in rows if r is None or any(f.strip() for f in r)]
+        rows = [(i, t.rstrip("\r").split(sep)) for i, t in enumerate(_lines(raw), start=1)]
+    blank = [r is not None and not any(f.strip() for f in r) for _, r in rows]
+    if header:   # the first row that is not blank
+        start = blank.index(False) if False in blank else len(rows)
+        rows, blank = rows[start:], blank[start:]
+    # A blank record is skipped, or in a private file kept as None: one of the file's records, outside the domain.
+    rows = [(line, None) if b else (line, r) for (line, r), b in zip(rows, blank) if lenient or not b]
     columns, width = {}, None
     if header:
         if not rows:
@@ -82,6 +91,12 @@ def read_rows(
     if not rows and not lenient:
         raise ValueError(f"{str(path)!r} holds no data rows")
     return rows, columns, width
+
+
+def _lines(raw: str) -> list[str]:
+    """The file's lines; the newline that ends the last line starts no line of its own."""
+    lines = raw.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _decode(path: Path) -> str:

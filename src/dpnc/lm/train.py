@@ -25,7 +25,8 @@ defeats the amplified ε).
 Public inputs. n is the config's **declared** public number of training examples (``FinetuneConfig.n``: a built-in
 task's recipe k × classes, or ``--n``), never ``len(train)``: under add/remove neighbouring data sets differ in size,
 and q = B/n, σ, the ledger and ``summary.json`` must not (the sampler draws from the rows there are, each with the
-public q). Under replace-one the neighbours have the same size, so n is the number of rows by definition. The class
+public q). Under replace-one the neighbours have the same size, so n is the number of records by definition (a
+record the domain rule drops is an empty slot: :class:`~dpnc.sampling.ShuffleSampler`). The class
 set is the task's, or declared (``label_words``, ``labels``, else the public test file's labels) for a private run
 on a user's file, whose training rows outside the classes or the domain are dropped, never refused
 (:mod:`dpnc.lm.files`). ``summary.json`` lists these inputs (``public_inputs``) and how the settings were chosen
@@ -205,7 +206,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if c.data_dir is None:
             raise ValueError("data_dir must be given (the folder with the LM-BFF k-shot folders), or train_file and "
                              "test_file (a user's own data)")
-        return (load_task(c.task, c.data_dir, "train", seed=c.data_seed, k=c.k),
+        return (load_task(c.task, c.data_dir, "train", seed=c.data_seed, k=c.k, lenient=c.private),
                 load_task(c.task, c.data_dir, "test", seed=c.data_seed, k=c.k))
 
     def _device(self) -> torch.device:
@@ -220,9 +221,11 @@ class Trainer(EvaluationMixin, ResumeMixin):
         return device
 
     def _public_n(self) -> int:
-        """The n of q = B/n, σ and the ledger: declared under add/remove; the rows' number under replace-one (the
+        """The n of q = B/n, σ and the ledger: declared under add/remove; the records' number under replace-one (the
         neighbours have the same size, so it is public by definition), or for a non-private run given none."""
-        c, rows = self.config, len(self.train_set)
+        # Under replace-one a row the domain rule drops still counts: a neighbour replaces a record, so the file's
+        # records are the public n, and a dropped one is a slot with no example (the sampler draws it, it adds 0).
+        c, rows = self.config, len(self.train_set) + self.train_set.dropped
         if c.relation == "replace-one":
             if c.n is not None and c.n != rows:
                 raise ValueError(f"n must be the number of training rows ({rows}) under relation 'replace-one' "
