@@ -34,10 +34,10 @@ def fail_at_step(monkeypatch, step: int, error: BaseException) -> None:
 
 
 @pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "ctrl-c"])
-def test_a_run_that_fails_midway_leaves_nothing_and_a_rerun_succeeds(tmp_path, monkeypatch, error):
+def test_a_run_that_fails_before_its_first_step_leaves_nothing_and_a_rerun_succeeds(tmp_path, monkeypatch, error):
     cfg = config(tmp_path)
     with monkeypatch.context() as patch:
-        fail_at_step(patch, 1, error)   # after one real step (a journal, metrics): then it fails
+        fail_at_step(patch, 0, error)   # nothing released yet
         with pytest.raises(type(error)):
             lm_train.finetune(cfg)
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
@@ -45,6 +45,24 @@ def test_a_run_that_fails_midway_leaves_nothing_and_a_rerun_succeeds(tmp_path, m
     assert summary.steps == 3
     assert (tmp_path / "out" / "summary.json").exists() and not (tmp_path / "out.partial").exists()
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["steps"] == 3
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "ctrl-c"])
+def test_a_run_that_fails_after_a_release_keeps_its_ledger(tmp_path, monkeypatch, error, capsys):
+    # Before: the partial folder was removed, journal and metrics.jsonl (public, readable while the run ran) with
+    # it, so a re-run in the same place started a fresh ledger and reported an ε without the released step.
+    cfg = config(tmp_path)
+    with monkeypatch.context() as patch:
+        fail_at_step(patch, 1, error)   # after one real step (a journal, metrics): then it fails
+        with pytest.raises(type(error)):
+            lm_train.finetune(cfg)
+    assert "its ledger is kept in" in capsys.readouterr().err
+    assert (tmp_path / "out.partial" / "journal.jsonl").exists() and not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="already holds an earlier run"):
+        lm_train.finetune(cfg)   # a fresh start there is refused, as after a kill
+    summary = lm_train.finetune(cfg, resume=True)
+    assert summary.releases == 3 and summary.steps == 3   # the failed run's step is in the ledger
+    assert (tmp_path / "out" / "summary.json").exists() and not (tmp_path / "out.partial").exists()
 
 
 def test_a_huge_epsilon_completes_and_writes_its_folder(tmp_path):

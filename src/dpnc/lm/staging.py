@@ -3,11 +3,13 @@
 :func:`dpnc.lm.train.finetune` (``dpnc finetune``) writes into a sibling folder ``<out>.partial`` and renames it to
 ``out`` when the run has finished (summary, plot and model written). What happens when it does not finish:
 
-* **an exception or Ctrl-C** (KeyboardInterrupt): ``<out>.partial`` is removed, so nothing is left at either
-  path and a re-run starts afresh (unless it held an earlier, killed run's ledger before this run began: a
-  refused or failed resume of it never deletes it). Its journal goes with it: a run that should survive an
-  interruption keeps its journal and checkpoints in a ``checkpoint_dir`` outside ``out`` (``--checkpoint-dir``),
-  which is left as it is (and then ``<out>.partial`` too, so that ``--resume`` continues the run's metrics);
+* **an exception or Ctrl-C** (KeyboardInterrupt) **before the first step**: ``<out>.partial`` is removed, so
+  nothing is left at either path and a re-run starts afresh;
+* **an exception or Ctrl-C after a step began**: the run has released values (``metrics.jsonl`` and TensorBoard,
+  public, may have been read while it ran), so its ledger stays: ``<out>.partial`` is kept with its journal, as
+  after a kill (below). Removing it would let a re-run in the same place start a fresh ledger on the same data and
+  report an ε that leaves out the releases already made. ``--resume`` continues the run; ``--new-run`` starts over
+  knowingly (the two runs' ε then add up). A ``checkpoint_dir`` outside ``out`` is left as it is too;
 * **a kill** (SIGKILL, power loss): no code runs; ``<out>.partial`` keeps the journal (and the checkpoints when
   ``checkpoint_dir`` lies inside ``out``), ``--resume`` continues there and renames it into place when done, and a
   fresh start over it is refused as for any run folder holding a ledger (:meth:`dpnc.lm.journal.RunFiles.
@@ -55,7 +57,7 @@ class Staging:
     final: Path
     partial: Path
     keep_on_failure: bool   # the journal lives in a checkpoint_dir outside out, or the partial folder held an
-                            # earlier run's ledger: the run stays resumable
+                            # earlier run's ledger: the run stays resumable (and it does once it holds its own)
 
     @classmethod
     def plan(cls, config: FinetuneConfig, *, resume: bool) -> Staging | None:
@@ -96,10 +98,18 @@ class Staging:
         return self.final
 
     def discard(self, error: BaseException) -> None:
-        """After a failure: remove the unfinished folder, unless the run stays resumable from its checkpoint_dir."""
-        if self.keep_on_failure or not self.partial.exists():
+        """After a failure: remove the unfinished folder if it holds no ledger (no step began); otherwise keep it,
+        resumable, and say so."""
+        if not self.partial.exists():
+            return
+        if _holds_ledger(self.config.run_dir) or _holds_ledger(self.partial):
+            print(f"dpnc: the run stopped ({type(error).__name__}) after releasing values; its ledger is kept in "
+                  f"{str(self.partial)!r}. `--resume` continues it; `--new-run` starts over in its place, and the "
+                  "two runs' privacy costs then add up.", file=sys.stderr)
+            return
+        if self.keep_on_failure:
             return
         shutil.rmtree(self.partial, ignore_errors=True)
         print(f"dpnc: the run stopped ({type(error).__name__}); its unfinished folder {str(self.partial)!r} was "
-              f"removed and nothing was written to {str(self.final)!r}. A re-run starts afresh; to make a run "
-              "resumable after an interruption, give it a --checkpoint-dir outside --out.", file=sys.stderr)
+              f"removed (no step had begun) and nothing was written to {str(self.final)!r}. A re-run starts "
+              "afresh.", file=sys.stderr)

@@ -442,8 +442,8 @@ def _duration(seconds: float) -> str:
 def finetune(config: FinetuneConfig, *, resume: bool = False, noise: NoiseSource | None = None) -> Summary:
     """Build a :class:`Trainer` for ``config`` (resuming if asked) and run it.
 
-    The run writes into ``<out>.partial``, renamed to ``out`` when it has finished: a failure leaves nothing that
-    blocks a re-run (:mod:`dpnc.lm.staging` says what a kill leaves, and how ``--resume`` continues it).
+    The run writes into ``<out>.partial``, renamed to ``out`` when it has finished: a failure before the first step
+    leaves nothing, one after it the run's ledger (:mod:`dpnc.lm.staging`: ``--resume`` continues it).
     """
     staging = Staging.plan(config, resume=resume)
     if staging is None:
