@@ -444,6 +444,19 @@ def test_a_grid_of_runs_equals_the_runs_alone(problem):
     assert 0 < float(grid.logs[0].clipped_fraction[0]) and float(grid.logs[0].clipped_fraction[2]) == 0
 
 
+def test_a_private_grids_report_says_its_epsilon_is_each_runs(problem):
+    # The ledger of a grid holds one run's releases (the K runs share σ): its ε covers one run's output, and the
+    # report says so, since the returned output holds all K.
+    K, x0 = 3, start(problem.d, seed=12)
+    kwargs = dict(seed=5, sampler=FullBatch(problem.n), noise=NoiseSource.for_testing(0), accountant=Accountant())
+    grid = run(DPZero(eta=torch.full((K,), 0.05, dtype=torch.float64), lam=1e-3, C=1.0, noise_multiplier=2.0),
+               problem, x0.expand(K, -1).clone(), 4, **kwargs)
+    assert grid.accountant.releases == 4 and any("a grid of 3 runs" in note for note in grid.report(1e-5).notes)
+    kwargs["accountant"] = Accountant()
+    alone = run(DPZero(eta=0.05, lam=1e-3, C=1.0, noise_multiplier=2.0), problem, x0, 4, **kwargs)
+    assert not any("grid" in note for note in alone.report(1e-5).notes)
+
+
 # --- accounting, non-finite values, bad hyper-parameters ---------------------------------------------
 
 

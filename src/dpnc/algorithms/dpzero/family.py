@@ -166,6 +166,9 @@ class ZerothOrderFamily(Algorithm):
         last = space.x
         private = getattr(self, "noise_multiplier", 0.0) > 0
         notes = [] if private else [f"{self.name} releases a data-dependent value without noise: not private"]
+        if private and runs > 1:   # the ledger holds one run's releases (release_sum): say what ε then covers
+            notes.append(f"a grid of {runs} runs on the same data: ε is each run's; publishing more than one run's "
+                         f"output composes their releases ({runs} runs: the ledger's steps × {runs})")
         claim = self.claim() if isinstance(sampler, FullBatch) or not private else \
             "none: the paper's theory is full batch (spec §7.1); the ledger accounts the sampler's amplification"
         return Run(self, output if output is not None else last, last, accountant, stats, paper_claim=claim,
