@@ -12,6 +12,7 @@ from torch.utils.data import TensorDataset
 import dpnc
 from dpnc.first_order import ClippedSum, clipped_gradient_sum
 from dpnc.per_layer import layer_clipped_sum, supported
+from dpnc.sampling import PoissonSampler
 
 F64 = torch.float64
 
@@ -109,6 +110,33 @@ def test_the_optimizer_chooses_the_per_layer_route_and_a_mixing_loss_is_refused_
     with pytest.raises(ValueError, match="mixes examples"):
         optimizer.step(centred)
     assert accountant.releases == 0
+
+
+def test_a_first_batch_of_one_example_does_not_end_the_check():
+    # Before: the check ran on the first non-empty batch only, and one example cannot show a mixing loss (a batch
+    # statistic of one example is that example's), so at small q a centring loss was accepted in 21 of 30 runs and
+    # every later batch got per-layer norms that were wrong for it. The check now goes on until it has seen two.
+    n, B = 20, 2
+
+    def sizes(seed):   # the batches make_private(testing_seed=seed) will draw
+        sampler = PoissonSampler.for_testing(n, B, seed=seed, rows=n)
+        return [len(sampler.sample()) for _ in range(2)]
+    seed = next(s for s in range(1000) if sizes(s)[0] == 1 and sizes(s)[1] >= 2)
+    model = nn.Sequential(nn.Linear(6, 3))
+    data = TensorDataset(torch.randn(n, 6), torch.randint(0, 3, (n,)))
+    optimizer, loader, accountant = dpnc.make_private(model, data=data, n=n, optimizer="dp-sgd", noise_multiplier=1.0,
+                                                      clip=1.0, steps=3, batch_size=B, lr=0.1, testing_seed=seed)
+
+    def centred(xb, yb):
+        scores = model(xb)
+        return nn.functional.cross_entropy(scores - scores.mean(0), yb, reduction="none")
+    batches = iter(loader)
+    next(batches)
+    optimizer.step(centred)   # one example: nothing to see yet, and per-layer equals one-at-a-time on it
+    next(batches)
+    with pytest.raises(ValueError, match="mixes examples"):
+        optimizer.step(centred)   # two examples: refused before their release
+    assert accountant.releases == 1
 
 
 def test_vmap_stays_available_and_layers_is_refused_where_unsupported():

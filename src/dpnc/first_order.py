@@ -220,7 +220,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         # "auto" keeps to vmap where a supported layer turns out to run twice in a forward (e.g. a prompt head that
         # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
         self._fallback = "vmap" if per_example == "auto" else None
-        self._checked = False   # the per-layer route is compared with torch.func's on the first batch
+        self._checked = False   # the per-layer route is compared with torch.func's on the first batch of 2 or more
         self.steps = 0
 
     def step_release(self) -> Release:
@@ -305,7 +305,9 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                              "one-example-at-a-time sum on this batch, so loss_fn or the model mixes examples "
                              "(e.g. a statistic over the batch). Compute each example's loss from its own inputs, "
                              "or use per_example='vmap' (one example per call, independent by construction)")
-        self._checked = True
+        # One example cannot show a mixing loss (a statistic over one example is that example's): check again until
+        # a batch of two or more has been compared (at small q, the first batches often hold one).
+        self._checked = len(exact.losses) >= 2
 
     def _apply(self, noisy: torch.Tensor) -> None:
         """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""
