@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from dpnc.cli import app
 from dpnc.first_order import DPOptimizer
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_classifier, load_task, per_example_clipped_sum
+from dpnc.lm import train as lm_train
 from dpnc.privacy import NoiseSource, Poisson, Sampled
 from dpnc.sampling import PoissonSampler
 from tests.shared_data import DATA, needs_data
@@ -57,13 +58,27 @@ def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if r["event"] == "step"]
     assert [r["step"] for r in steps] == [1, 2, 3]
-    assert all(a["epsilon"] < b["epsilon"] for a, b in zip(steps, steps[1:]))
+    assert all(a["epsilon"] < b["epsilon"] for a, b in zip(steps, steps[1:]))   # T ≤ 100: ε on every step row
     assert json.loads((out / "summary.json").read_text())["releases"] == 3
     saved = load_classifier(out / "model")
     texts = trainer.test_set.texts[:4]
     with torch.no_grad():
         torch.testing.assert_close(saved.logits(saved.encode(texts)), trainer.classifier.logits(
             trainer.classifier.encode(texts)))
+
+
+def test_epsilon_is_written_on_a_public_schedule_of_steps(tmp_path, monkeypatch):
+    # Before: ε by PLD (~0.1 s a call) on every step row: 91 s of 94 over 2000 steps of a head. Now at most
+    # EPSILON_POINTS step rows carry it (every ⌈T/points⌉ steps), plus the last and each evaluation's.
+    monkeypatch.setattr(lm_train, "EPSILON_POINTS", 2)
+    trainer = Trainer(config(tmp_path, steps=7, train="head", eval_every=2), noise=NoiseSource.for_testing(0))
+    trainer.run()
+    rows = [json.loads(line) for line in (Path(trainer.config.out) / "metrics.jsonl").read_text().splitlines()]
+    with_eps = [r["step"] for r in rows if r["event"] == "step" and "epsilon" in r]
+    assert with_eps == [2, 4, 6, 7]   # every ⌈7/2⌉ = 4 steps, the evaluations' (2, 4, 6) and the last
+    assert len([r for r in rows if r["event"] == "step"]) == 7
+    final = [r for r in rows if r["event"] == "step"][-1]["epsilon"]
+    assert final == pytest.approx(trainer.accountant.epsilon(trainer.config.delta, "pld"))
 
 
 def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_every_release(tmp_path):

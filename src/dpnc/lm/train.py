@@ -63,6 +63,7 @@ Modules: :mod:`dpnc.lm.config` (the settings), :mod:`dpnc.lm.steps` (one step pe
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -94,6 +95,8 @@ from dpnc.sampling import PoissonSampler, ShuffleSampler
 
 __all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "Trainer", "default_model_path",
            "finetune", "per_example_clipped_sum"]
+
+EPSILON_POINTS = 100   # the most step rows of metrics.jsonl that carry ε (plus the last and the evaluations)
 
 
 class Trainer(EvaluationMixin, ResumeMixin):
@@ -330,20 +333,25 @@ class Trainer(EvaluationMixin, ResumeMixin):
         bar = progress(total=self.step + self.step_budget, initial=self.step, disable=not shown, desc=c.method,
                        unit="step", dynamic_ncols=True)
         start = time.perf_counter()
+        # ε by PLD takes ~60-130 ms a call (a step of a head: ~2 ms), so it is computed at most ~100 times a run: every
+        # `every` steps (public: the run's length decides), at the last step and with each evaluation.
+        every = max(1, math.ceil(self.total_steps / EPSILON_POINTS))
         try:
             for _ in range(todo):
                 record = self.train_step()
                 records.append(record)
-                eps = self.epsilon()
+                evaluating = bool(c.eval_every) and self.step % c.eval_every == 0 and self.step < self.total_steps
+                row = {"event": "step", "step": self.step, "released": record.released, "seed": record.seed}
+                if self.step % every == 0 or self.step == self.total_steps or evaluating:
+                    row["epsilon"] = eps = self.epsilon()
+                    bar.set_postfix(eps=f"{eps:.3g}")   # public only: no training loss
                 bar.update(1)
-                bar.set_postfix(eps=f"{eps:.3g}")   # public only: no training loss
-                self.files.metric({"event": "step", "step": self.step, "epsilon": eps, "released": record.released,
-                              "seed": record.seed})
+                self.files.metric(row)
                 if c.log_private_stats:
                     self.files.private_stat({"event": "step", "step": self.step, "loss": record.loss,
                                         "nonfinite": record.nonfinite, "clipped_fraction": record.clipped_fraction,
                                         "seconds": record.seconds})
-                if c.eval_every and self.step % c.eval_every == 0 and self.step < self.total_steps:
+                if evaluating:
                     acc, loss, _ = self.evaluate()
                     self.files.metric({"event": "eval", "step": self.step, "accuracy": acc, "loss": loss,
                                        "epsilon": eps})
