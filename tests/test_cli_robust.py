@@ -38,3 +38,11 @@ def test_account_says_when_pld_fell_back_to_rdp():
 def test_account_refuses_bad_budgets_before_any_work(args, message):
     result = runner.invoke(app, ["account", "-T", "10", *args])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_the_demo_says_which_accountant_calibrated_its_noise_at_a_huge_epsilon(tmp_path):
+    # Before: it warned that PLD fell back to RDP, then printed "calibrated by PLD".
+    result = runner.invoke(app, ["demo", "--steps", "3", "--epsilon", "1e6", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "calibrated by RDP: PLD cannot account this budget" in result.output
+    assert "calibrated by PLD" not in result.output
