@@ -428,6 +428,7 @@ def predict(
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from dpnc.lm.classifiers import load_classifier
+    from dpnc.lm.files import check_width
     from dpnc.lm.rows import read_field, read_rows
 
     fmt = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(file.suffix.lower())
@@ -435,9 +436,11 @@ def predict(
         raise ValueError(f"file must end in .csv, .tsv, .jsonl or .json; got {file.name!r}")
     if out is not None and out.suffix.lower() not in (".csv", ".jsonl"):
         raise ValueError(f"out must end in .csv or .jsonl; got {out.name!r}")
-    rows, columns, _ = read_rows(file, fmt, None, True)
+    rows, columns, width = read_rows(file, fmt, None, True)
     texts = []
     for line, row in rows:
+        if isinstance(row, list) and width is not None:   # a CSV row with more fields than the header: shifted
+            check_width(row, width, None, fmt, file, line)
         text = read_field(row, columns, text_column, file, line, "text column")
         texts.append(text if text_pair_column is None else
                      (text, read_field(row, columns, text_pair_column, file, line, "text pair column")))

@@ -361,6 +361,12 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert [r["label"] for r in records] == [r["label"] for r in rows]
     assert set(records[0]["probabilities"]) == set(names)
+    # A row with an unquoted comma has its fields shifted: refused, naming the line (before: the header's last column
+    # read each row's last field, so "really great" was classified in place of "great, really great").
+    shifted = tmp_path / "shifted.csv"
+    shifted.write_text("review\nI loved it\ngreat, really great\n")
+    result = runner.invoke(app, ["predict", "--model", str(out), "--file", str(shifted), "--text-column", "review"])
+    assert result.exit_code == 2 and "line 3 has 2 fields, more than the header's 1" in result.output
 
 
 def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):

@@ -359,7 +359,7 @@ class _Rows:
         for line, row in rows:
             try:
                 if isinstance(row, list) and (width or first_width) is not None:
-                    _check_width(row, width, first_width, fmt, path, line)
+                    check_width(row, width, first_width, fmt, path, line)
                 text = _nonempty(row, columns, text_column, path, line, "text column")
                 if pair_column is not None:
                     text = (text, _nonempty(row, columns, pair_column, path, line, "text pair column"))
@@ -420,7 +420,7 @@ def _format(path: Path, delimiter: str | None) -> str:
     raise ValueError(f"path must end in .csv, .tsv, .jsonl or .json, or give a delimiter; got {path.name!r}")
 
 
-def _check_width(row: list, header_width: int | None, first_width: int | None, fmt: str, path: Path,
+def check_width(row: list, header_width: int | None, first_width: int | None, fmt: str, path: Path,
                  line: int) -> None:
     """A row with fewer fields than the header lacks a value (a label read from it would be another field), and a
     CSV row with more has a comma outside quotes (its fields are shifted). TSV rows may have more (GLUE's NLI files
