@@ -302,6 +302,8 @@ BAD = [
     (dict(n=0), r"n must be an integer >= 1; got 0"),
     (dict(n=8), r"batch_size must be an integer in \[1, 8\]"),
     (dict(data=object()), r"data must be a map-style torch Dataset"),
+    (dict(data=(torch.randn(N, FEATURES), torch.randn(N))),   # before: two "examples", X and y
+     r"data must be a Dataset of examples; got a tuple of 2 tensors. Wrap them: data=torch.utils.data.TensorDataset"),
     (dict(optimizer="mezo"), r"target_epsilon must be None for optimizer='mezo'"),
     (dict(optimizer="mezo", target_epsilon=None, delta=None), r"clip must be None for optimizer='mezo'"),
 ]

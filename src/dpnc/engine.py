@@ -397,6 +397,10 @@ def _check_model(model: nn.Module, first_order: bool) -> None:
 
 
 def _check_data(data: Dataset) -> int:
+    if isinstance(data, tuple | list) and data and all(isinstance(t, torch.Tensor) for t in data):
+        # len((X, y)) is 2: taken as a dataset it would be two "examples", X and y
+        raise ValueError(f"data must be a Dataset of examples; got a {type(data).__name__} of {len(data)} tensors. "
+                         "Wrap them: data=torch.utils.data.TensorDataset(X, y)")
     if isinstance(data, torch.utils.data.IterableDataset) or not (
             hasattr(data, "__len__") and hasattr(data, "__getitem__")):
         raise ValueError(f"data must be a map-style torch Dataset (with __len__ and __getitem__); "
