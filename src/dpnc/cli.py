@@ -300,11 +300,13 @@ def finetune(
                                                "Default pld, as make_private and dpnc account; rdp under "
                                                "replace-one, the only one that accounts for it."),
     relation: Relation = typer.Option(None, "--relation", rich_help_panel=PRIVACY,
-                                      help="add/remove (the default: Poisson batches, Δ = C/B) or replace-one (the "
-                                           "published DPZero code's accounting: fixed-size batches, Δ = 2C/B, RDP)."),
+                                      help="add/remove (Poisson batches, Δ = C/B) or replace-one (the published "
+                                           "DPZero code's accounting: fixed-size batches, Δ = 2C/B, RDP). Default: "
+                                           "the sampler's (--sampler shuffle: replace-one), else add/remove."),
     sampler: Sampler = typer.Option(None, "--sampler", rich_help_panel=PRIVACY,
-                                    help="poisson or shuffle (fixed-size batches); default the relation's, which "
-                                         "private methods must use."),
+                                    help="poisson or shuffle (fixed-size batches); default the relation's. "
+                                         "Private methods must use the relation's: shuffle alone selects "
+                                         "replace-one."),
     out: Path = typer.Option(Path("runs/finetune"), "--out", rich_help_panel=OUTPUT,
                              help="Folder for metrics.jsonl, summary.json and the fine-tuned model/."),
     report_to: ReportTo = typer.Option("none", "--report-to", rich_help_panel=OUTPUT,
