@@ -250,3 +250,44 @@ def test_bad_first_order_arguments_are_refused_by_name():
     for xb, yb in loader:
         opt.step(loss_fn(dropout), xb, yb)
     assert acct.releases == 1
+
+
+class _GRUNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru, self.out = nn.GRU(2, 4, batch_first=True), nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.out(self.gru(x)[0][:, -1]).squeeze(-1)
+
+
+def test_auto_takes_the_loop_where_vmap_cannot_batch_a_layer():
+    # Before: nn.GRU's fused kernel has no vmap batching rule, and "auto" surfaced torch's RuntimeError at step one.
+    torch.manual_seed(0)
+    X, y = torch.randn(40, 5, 2), torch.randn(40)
+    for per_example in ("auto", "vmap"):
+        model = _GRUNet()
+        opt, loader, accountant = dpnc.make_private(model, data=TensorDataset(X, y), n=40, optimizer="dp-sgd",
+                                                    noise_multiplier=1.0, clip=1.0, steps=2, batch_size=10, lr=0.1,
+                                                    per_example=per_example, testing_seed=0)
+        batches = iter(loader)
+        next(batches)
+        step = lambda xb, yb: (model(xb) - yb) ** 2   # noqa: E731
+        if per_example == "vmap":
+            with pytest.raises(ValueError, match="use per_example='loop'"):
+                opt.step(step)
+            assert accountant.releases == 0
+            continue
+        opt.step(step)
+        assert opt.per_example == "loop" and accountant.releases == 1
+    xb, yb = X[:6], y[:6]
+    loss = lambda a, b: (model(a) - b) ** 2   # noqa: E731
+    params = dict(model.named_parameters())
+    looped = clipped_gradient_sum(model, loss, (xb, yb), params, 0.5, per_example="loop")
+    by_hand = torch.zeros_like(looped.total)
+    for i in range(6):   # each example's gradient, clipped to 0.5, summed
+        model.zero_grad()
+        loss(xb[i:i + 1], yb[i:i + 1]).sum().backward()
+        g = torch.cat([p.grad.reshape(-1) for p in params.values()])
+        by_hand += g * min(1.0, 0.5 / float(g.norm()))
+    assert torch.allclose(looped.total, by_hand, atol=1e-6)

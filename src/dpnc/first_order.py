@@ -134,7 +134,8 @@ def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     """Σ_i clip_C(∇_θ ℓ_i) by the route ``per_example`` names, and the route that formed it.
 
     ``"layers"``: :func:`dpnc.per_layer.layer_clipped_sum` (refused where a layer runs more than once per forward);
-    ``"vmap"``/``"loop"``: :func:`clipped_gradient_sum`; ``"auto"``: layers, else vmap. Gradients are enabled
+    ``"vmap"``/``"loop"``: :func:`clipped_gradient_sum`; ``"auto"``: layers, else vmap (:class:`VmapUnsupported`
+    where vmap cannot batch a layer, e.g. ``nn.GRU``: :class:`DPOptimizer` then takes the loop). Gradients are enabled
     within. The one place the routes are chosen (:class:`DPOptimizer` and :func:`dpnc.lm.per_example_clipped_sum`).
     """
     if per_example not in PER_EXAMPLE:
@@ -147,8 +148,19 @@ def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
             if per_example == "layers":
                 raise ValueError(_LAYER_NOT_ONCE)
             per_example = "vmap"
-        return clipped_gradient_sum(model, loss_fn, inputs, params, C, per_example=per_example,
-                                    microbatch=microbatch), per_example
+        try:
+            return clipped_gradient_sum(model, loss_fn, inputs, params, C, per_example=per_example,
+                                        microbatch=microbatch), per_example
+        except RuntimeError as err:
+            if per_example != "vmap":
+                raise
+            raise VmapUnsupported(f"per_example='vmap' failed on this model ({err}); some layers (e.g. nn.GRU, "
+                                  "nn.LSTM) have no batching rule under torch.func.vmap: use per_example='loop' "
+                                  "(or 'auto', which then takes it)") from err
+
+
+class VmapUnsupported(ValueError):
+    """torch.func.vmap could not form this model's per-example gradients (a layer without a batching rule)."""
 
 
 class DPOptimizer(StepHooks, torch.optim.Optimizer):
@@ -272,8 +284,15 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         if self.per_example == "layers" and not self._checked:
             self._check_layers(loss_fn, inputs)   # refuses, or (under "auto") gives the per-layer route up for vmap
         route = "auto" if self.per_example == "layers" and self._fallback else self.per_example
-        summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
-                                                     per_example=route, microbatch=self.microbatch)
+        try:
+            summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
+                                                         per_example=route, microbatch=self.microbatch)
+        except VmapUnsupported:
+            if self._fallback is None:   # the user asked for vmap
+                raise
+            # "auto": a layer vmap cannot batch (e.g. nn.GRU), so one example at a time, as exact (nothing released)
+            summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
+                                                         per_example="loop", microbatch=self.microbatch)
         return summed
 
     def _check_layers(self, loss_fn, inputs) -> None:
