@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -240,6 +241,11 @@ class ModuleSpace(ParameterSpace):
             raise ValueError(f"params must share one device and dtype; got {devices} and {dtypes}")
         super().__init__([p.shape for p in self.params], self.params[0].dtype, self.params[0].device,
                          direction)
+        if self.dtype in (torch.float16, torch.bfloat16):
+            warnings.warn(f"parameters in {self.dtype}: moving them along u and back rounds at every pass, so they "
+                          "drift by rounding each step even at lr 0, and a perturbation below their resolution is "
+                          "lost. Keep the parameters in float32 and run the forward passes in half precision "
+                          "(torch.autocast)", UserWarning, stacklevel=3)
 
     @torch.no_grad()
     def _move(self, seed, scale):
