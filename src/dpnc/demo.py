@@ -102,12 +102,11 @@ def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True, noise: No
             opt = MeZO(model.parameters(), lr=config.mezo_lr, smoothing=config.smoothing, sampler=FullBatch(n),
                        direction="sphere", seed=config.seed, model=model, data=(X, y))
         curve = []
-        for t in progress_bar(range(config.steps + 1), desc=method, disable=not progress):
-            if t % config.eval_every == 0 or t == config.steps:
-                with torch.no_grad():  # held-out data: public, so its loss may be shown
-                    curve.append((t, float(nn.functional.cross_entropy(model(X_test), y_test))))
-            if t < config.steps:
-                opt.step(lambda xb, yb, m=model: nn.functional.cross_entropy(m(xb), yb, reduction="none"))
+        for t in progress_bar(range(config.steps), desc=method, disable=not progress):
+            if t % config.eval_every == 0:
+                curve.append((t, _held_out_loss(model, X_test, y_test)))
+            opt.step(lambda xb, yb, m=model: nn.functional.cross_entropy(m(xb), yb, reduction="none"))
+        curve.append((config.steps, _held_out_loss(model, X_test, y_test)))
         with torch.no_grad():
             accuracy[method] = float((model(X_test).argmax(1) == y_test).float().mean())
         curves[method] = curve
@@ -115,6 +114,12 @@ def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True, noise: No
     report = accountant.report(config.delta, paper_claim=paper_claim(multiplier, config.steps, config.delta))
     return {"config": config, "n": n, "noise_multiplier": multiplier, "curves": curves,
             "accuracy": accuracy, "majority": majority, "report": report}
+
+
+@torch.no_grad()
+def _held_out_loss(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
+    """The loss on the held-out data: public, so it may be shown."""
+    return float(nn.functional.cross_entropy(model(X), y))
 
 
 def summary(result: dict) -> str:
