@@ -109,3 +109,16 @@ def test_from_theory_builds_the_configs_the_theorems_prescribe():
     assert (mezo.eta, mezo.lam, mezo.steps) == (1e-6, 1e-3, 10_000)   # the paper's MeZO baseline (spec §2.6)
     with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         DPGD.from_theory(SETTING, BUDGET, steps=0)
+
+
+def test_the_papers_claim_is_flagged_where_its_lemma_is_false():
+    # Lemma 2.2's formula σ = 2Δ√(2T log(e + ε/δ))/ε inverted for ε. Where σ/Δ is tiny (a huge budget) the ε it
+    # gives is false: T releases at m are one Gaussian at m/√T, whose δ(ε) (dp-accounting) is 1 there. Before, the
+    # demo at ε = 1e6 printed "paper's claim: ε = 1.77e+04" beside a ledger of 1e6, unflagged.
+    from dpnc.algorithms.dpzero import paper_claim
+    from dpnc.privacy.calibrate import advanced_composition_epsilon
+
+    assert paper_claim(13.5, 1000, 1e-5) == f"ε = {advanced_composition_epsilon(13.5, 1000, 1e-5):.4g} by " \
+                                            "advanced composition (Lemma 2.2)"   # holds: printed as it is
+    false = paper_claim(0.00128, 3, 1e-5)
+    assert false.startswith("ε = 1.766e+04 by advanced composition") and "false here: these releases have δ" in false

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
 from dpnc.privacy.calibrate import advanced_composition_epsilon, noise_multiplier, opacus_noise_multiplier
 
 ACCOUNTING = ("paper", "rdp", "pld")
@@ -42,10 +44,18 @@ def calibrate_noise(accounting: str, epsilon: float, delta: float, T: int, n: in
 
 
 def paper_claim(multiplier: float, T: int, delta: float) -> str:
-    """The ε that advanced composition (the paper's Lemma 2.2) certifies for these releases."""
+    """The ε that advanced composition (the paper's Lemma 2.2) certifies for these releases, flagged where it is
+    false: T full-batch Gaussian releases at σ/Δ = m are exactly one Gaussian at m/√T, whose δ(ε) dp-accounting
+    computes; at a tiny m (a huge budget) the lemma's formula claims an ε that this δ(ε) exceeds."""
     if multiplier <= 0:
         return "ε = ∞ (no noise)"
-    return f"ε = {advanced_composition_epsilon(multiplier, T, delta):.4g} by advanced composition (Lemma 2.2)"
+    epsilon = advanced_composition_epsilon(multiplier, T, delta)
+    claim = f"ε = {epsilon:.4g} by advanced composition (Lemma 2.2)"
+    actual = GaussianPrivacyLoss(multiplier / math.sqrt(T), sensitivity=1.0).get_delta_for_epsilon(epsilon)
+    if actual > delta * (1 + 1e-9):
+        claim += (f"; false here: these releases have δ(ε = {epsilon:.4g}) = {actual:.3g} > δ = {delta:g} (the "
+                  "lemma's formula outside its range)")
+    return claim
 
 
 # --- parameters from the theorems ---------------------------------------------------------------
