@@ -354,11 +354,12 @@ class _Rows:
                     raise ValueError(f"column {c!r} is not in the header of {path.name}; columns: {list(columns)}")
         # The width every row is held to: the header's; without one, the first row's, except in a private file,
         # where no row may set the rule for the others (each row then only needs the fields its columns name).
-        first_width = None if lenient or width is not None or not rows else len(rows[0][1])
+        first = rows[0][1] if rows and not lenient and width is None else None
+        first_width = len(first) if isinstance(first, list) else None
         texts, labels, lines, dropped = [], [], [], 0
         for line, row in rows:
             try:
-                if isinstance(row, list) and (width or first_width) is not None:
+                if isinstance(row, list) and (width is not None or first_width is not None):
                     check_width(row, width, first_width, fmt, path, line)
                 text = _nonempty(row, columns, text_column, path, line, "text column")
                 if pair_column is not None:

@@ -231,7 +231,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         c, rows = self.config, len(self.train_set) + self.train_set.dropped
         if c.relation == "replace-one":
             if c.n is not None and c.n != rows:
-                raise ValueError(f"n must be the number of training rows ({rows}) under relation 'replace-one' "
+                raise ValueError(f"n must be the number of training records ({rows}) under relation 'replace-one' "
                                  f"(neighbours have the same size, and fixed-size batches draw from all rows); "
                                  f"got {c.n}")
             return rows
