@@ -309,6 +309,20 @@ BAD = [
 ]
 
 
+def test_numpy_scalars_are_taken_as_numbers():
+    # Before: steps=np.int64(3) was refused ("steps must be an integer >= 1; got np.int64(3)"), and so were n,
+    # batch_size and noise_multiplier=np.float32(1.0), while target_epsilon="4" was accepted.
+    import numpy as np
+
+    kwargs = {**GOOD, "steps": np.int64(3), "n": np.int32(GOOD["n"]), "batch_size": np.int64(GOOD["batch_size"]),
+              "lr": np.float32(0.05)}
+    model = make_model()
+    opt, loader, accountant = dpnc.make_private(model, **kwargs)
+    for _ in loader:
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
+    assert accountant.releases == 3 and accountant.epsilon(DELTA) <= EPS * (1 + 1e-6)
+
+
 @pytest.mark.parametrize("kwargs, message", BAD)
 def test_bad_arguments_are_refused_by_name(kwargs, message):
     with pytest.raises(ValueError, match=message):

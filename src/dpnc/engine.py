@@ -256,6 +256,11 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    # numpy scalars (a config read with numpy, a grid from np.arange) as the Python numbers every check expects
+    n, steps, epochs, batch_size, microbatch, seed, testing_seed = map(
+        _python_number, (n, steps, epochs, batch_size, microbatch, seed, testing_seed))
+    target_epsilon, delta, lr, clip, noise_multiplier, smoothing = map(
+        _python_number, (target_epsilon, delta, lr, clip, noise_multiplier, smoothing))
     first_order = _first_order_class(optimizer)
     instance = optimizer if isinstance(optimizer, torch.optim.Optimizer) else None
     _check_model(model, first_order is not None)
@@ -394,6 +399,15 @@ def _check_model(model: nn.Module, first_order: bool) -> None:
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("model must have at least one trainable parameter (requires_grad=True); got none")
     require_ready(model, dropout=not first_order)   # and again before every step
+
+
+def _python_number(value):
+    """A numpy integer or float scalar as Python's int or float; anything else as it is (checked later)."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
 
 
 def _check_data(data: Dataset) -> int:
