@@ -543,22 +543,27 @@ def test_without_a_header_no_row_sets_the_rule_for_the_others(tmp_path):
         assert (len(tr), tr.dropped) == (6 + 1 - dropped, dropped), first
 
 
-def test_a_row_that_cannot_be_read_is_dropped_not_refused(tmp_path):
-    # Each of these raised past the domain rule before (csv.Error, a JSON integer over Python's 4300 digits,
-    # decimal.InvalidOperation from a label's exponent): a refusal decided by one row.
+def test_a_row_that_cannot_be_read_is_dropped_not_refused_and_a_long_field_is_one_record(tmp_path):
+    # Each of these raised past the domain rule before (csv.Error, a JSON integer over Python's 4300 digits, JSON
+    # nested past Python's recursion limit, decimal.InvalidOperation from a label's exponent): a refusal decided by
+    # one row. A field over csv's size limit is read whole now: catching csv's error instead had left the reader
+    # inside a quoted field that spans lines, so the rest of that field became records of its own (a review found
+    # one replaced record turning into 3 records, 1 of them kept).
     test = _write(tmp_path / "te.csv", "text,label\nfine,1\nawful,0\n")
     body = "".join(f"sentence {i},{i % 2}\n" for i in range(4))
-    for what, row in {"a field over csv's limit": "x" * 200_000 + ",1\n",
-                      "a label's huge exponent": "odd,0e-99999999999999999999\n"}.items():
+    long_field = '"' + "x" * 150_000 + '\nwhat,1\n' + "y" * 150_000 + '",1\n'   # one record over three lines
+    for what, row, kept in (("a quoted field of 300k characters over 3 lines", long_field, 5),
+                            ("a label's huge exponent", "odd,0e-99999999999999999999\n", 4)):
         train = _write(tmp_path / "tr.csv", "text,label\n" + row + body)
         tr, _ = load_user_data(train, test, text_column="text", label_column="label", declared=True)
-        assert (len(tr), tr.dropped) == (4, 1), what
-    train = _write(tmp_path / "tr.csv", "text,label\n" + "x" * 200_000 + ",1\n" + body)
-    with pytest.raises(ValueError, match="tr.csv line 2 cannot be read as CSV: field larger than field limit"):
-        load_user_data(train, test, text_column="text", label_column="label")
+        assert (len(tr), tr.dropped) == (kept, 5 - kept), what
+        if kept == 5:
+            assert len(tr.texts[0]) == 300_008 and csv.field_size_limit() == 131072   # one text; the limit restored
+            assert load_user_data(train, test, text_column="text", label_column="label")[0].texts == tr.texts
     jsonl = _write(tmp_path / "tr.jsonl", '{"text": "odd", "label": ' + "9" * 5000 + '}\n'
+                   + '{"text": "deep", "label": ' + "[" * 100_000 + "]" * 100_000 + '}\n'
                    + "".join(json.dumps({"text": f"s {i}", "label": i % 2}) + "\n" for i in range(4)))
     test_jsonl = _write(tmp_path / "te.jsonl", '{"text": "fine", "label": 1}\n{"text": "bad", "label": 0}\n')
     tr, _ = load_user_data(jsonl, test_jsonl, text_column="text", label_column="label", declared=True)
-    assert (len(tr), tr.dropped) == (4, 1)
+    assert (len(tr), tr.dropped) == (4, 2)
     assert canonical_label("0e-99999999999999999999") == "0e-99999999999999999999"   # kept as text, not raised

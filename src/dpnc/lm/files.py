@@ -32,8 +32,8 @@ itself be a release (it tells whether that row is in the data), so no row is ref
 label is missing, empty or not among the declared classes, its text (or text pair) is missing or empty, it has
 fewer fields than the header (or, in CSV, more; without a header, fewer than its columns name: no row sets a width
 for the others), it is not a JSON object/array, its value is nested JSON, or its line cannot be read (not JSON, a
-JSON number Python refuses, a CSV field beyond the ``csv`` module's size limit). Bytes that are not UTF-8 become
-U+FFFD. The number of dropped rows is a statistic of the private data: it is written
+JSON number Python refuses, JSON nested too deep). A CSV field may be of any length. Bytes that are not UTF-8
+become U+FFFD. The number of dropped rows is a statistic of the private data: it is written
 only to the run's private statistics (``--log-private-stats``). Dropping changes nothing in the accounting, whose n
 is declared (``FinetuneConfig.n``) under add/remove, and under replace-one is the file's records, the dropped ones
 included (each an empty slot of the batches; blank records count too). What is still refused is decided by the

@@ -28,10 +28,10 @@ def read_rows(
     number of fields) is None without a header.
 
     ``lenient`` (a private training file, whose rows must never decide a refusal): bytes that are not UTF-8
-    become U+FFFD; a blank record, a line that is not JSON and a CSV record the ``csv`` module refuses become the
-    row None (outside the domain, dropped and counted by the caller), so the rows returned are all of the file's
-    records after its header, one per record (what a replace-one neighbour keeps); a file with no data rows gives
-    none.
+    become U+FFFD; a blank record, a line that is not JSON (or nested too deep for Python) and a CSV record the
+    ``csv`` module refuses become the row None (outside the domain, dropped and counted by the caller), so the
+    rows returned are all of the file's records after its header, one per record (what a replace-one neighbour
+    keeps); a file with no data rows gives none.
 
     Raises:
         ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON or not CSV, or no data rows
@@ -47,7 +47,7 @@ def read_rows(
                 continue
             try:
                 rows.append((line, json.loads(text)))
-            except ValueError as err:   # not JSON, or a number Python will not convert (over 4300 digits)
+            except (ValueError, RecursionError) as err:   # not JSON, a number over 4300 digits, or nested too deep
                 if not lenient:
                     raise ValueError(f"{path.name} line {line} is not valid JSON: {err}") from None
                 rows.append((line, None))   # outside the domain: the caller drops and counts it
@@ -55,19 +55,7 @@ def read_rows(
             raise ValueError(f"{str(path)!r} holds no data rows")
         return rows, {}, None
     if fmt == "csv":
-        reader = csv.reader(io.StringIO(raw, newline=""), delimiter=delimiter or ",")
-        rows, start = [], 1
-        while True:
-            try:
-                record = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as err:   # e.g. a field over csv.field_size_limit(); the reader goes on after it
-                if not lenient:
-                    raise ValueError(f"{path.name} line {start} cannot be read as CSV: {err}") from None
-                record = None   # outside the domain: the caller drops and counts it
-            rows.append((start, record))
-            start = reader.line_num + 1
+        rows = _csv_records(raw, delimiter or ",", path, lenient)
     else:
         sep = delimiter or "\t"
         rows = [(i, t.rstrip("\r").split(sep)) for i, t in enumerate(_lines(raw), start=1)]
@@ -91,6 +79,31 @@ def read_rows(
     if not rows and not lenient:
         raise ValueError(f"{str(path)!r} holds no data rows")
     return rows, columns, width
+
+
+def _csv_records(raw: str, delimiter: str, path: Path, lenient: bool) -> list[tuple[int, list | None]]:
+    """The CSV records of ``raw`` with the line each starts on. No field is too long: csv's size limit is lifted to
+    the file's length while it reads (a field over the limit would stop the reader inside it, and the rest of the
+    field would be read as records of its own). A record csv still refuses is None (``lenient``) or refused."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(raw) + 1))
+    try:
+        reader = csv.reader(io.StringIO(raw, newline=""), delimiter=delimiter)
+        rows, start = [], 1
+        while True:
+            try:
+                record = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as err:
+                if not lenient:
+                    raise ValueError(f"{path.name} line {start} cannot be read as CSV: {err}") from None
+                record = None   # outside the domain: the caller drops and counts it
+            rows.append((start, record))
+            start = reader.line_num + 1
+        return rows
+    finally:
+        csv.field_size_limit(limit)
 
 
 def _lines(raw: str) -> list[str]:
