@@ -303,10 +303,19 @@ BAD = [
     (dict(n=8), r"batch_size must be an integer in \[1, 8\]"),
     (dict(data=object()), r"data must be a map-style torch Dataset"),
     (dict(data=(torch.randn(N, FEATURES), torch.randn(N))),   # before: two "examples", X and y
-     r"data must be a Dataset of examples; got a tuple of 2 tensors. Wrap them: data=torch.utils.data.TensorDataset"),
+     r"data must be a Dataset of examples; got a tuple of tensors with one length, as \(X, y\). Wrap them"),
     (dict(optimizer="mezo"), r"target_epsilon must be None for optimizer='mezo'"),
     (dict(optimizer="mezo", target_epsilon=None, delta=None), r"clip must be None for optimizer='mezo'"),
 ]
+
+
+def test_a_list_of_examples_is_a_dataset_and_a_tuple_x_y_is_not():
+    from dpnc.engine import _check_data
+
+    assert _check_data([torch.zeros(FEATURES)] * 5) == 5   # one tensor per example: 5 examples
+    assert _check_data([(torch.zeros(FEATURES), torch.zeros(()))] * 3) == 3
+    with pytest.raises(ValueError, match=r"as \(X, y\)"):
+        _check_data((torch.zeros(5, FEATURES), torch.zeros(5)))
 
 
 def test_numpy_scalars_are_taken_as_numbers():

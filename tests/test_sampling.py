@@ -75,6 +75,8 @@ def test_shuffle_slots_beyond_the_rows_are_empty():
     expected = B * rows / n   # hypergeometric mean: B slots of n, rows of them full
     assert abs(sum(sizes) / M - expected) < 0.05 and min(sizes) < B == max(sizes)
     assert sampler.full_size is None
+    for kind in (ShuffleSampler, PoissonSampler):   # every record dropped: empty batches, not a refusal
+        assert len(kind.for_testing(n, B, seed=2, rows=0).sample()) == 0
     with pytest.raises(ValueError, match="more than n"):
         ShuffleSampler.for_testing(n, B, seed=2, rows=n + 1).sample()
 

@@ -441,7 +441,7 @@ def predict(
     rows, columns, width = read_rows(file, fmt, None, True)
     texts = []
     for line, row in rows:
-        if isinstance(row, list) and width is not None:   # a CSV row with more fields than the header: shifted
+        if fmt == "csv" and width is not None and len(row) > width:   # a comma outside quotes: its fields shifted
             check_width(row, width, None, fmt, file, line)
         text = read_field(row, columns, text_column, file, line, "text column")
         texts.append(text if text_pair_column is None else

@@ -411,9 +411,11 @@ def _python_number(value):
 
 
 def _check_data(data: Dataset) -> int:
-    if isinstance(data, tuple | list) and data and all(isinstance(t, torch.Tensor) for t in data):
-        # len((X, y)) is 2: taken as a dataset it would be two "examples", X and y
-        raise ValueError(f"data must be a Dataset of examples; got a {type(data).__name__} of {len(data)} tensors. "
+    if isinstance(data, tuple) and data and all(isinstance(t, torch.Tensor) and t.ndim for t in data) and \
+            len({len(t) for t in data}) == 1:
+        # (X, y): len is the number of tensors, so it would be a dataset of two "examples", X and y. (A list of
+        # per-example tensors is a dataset, and stays one.)
+        raise ValueError("data must be a Dataset of examples; got a tuple of tensors with one length, as (X, y). "
                          "Wrap them: data=torch.utils.data.TensorDataset(X, y)")
     if isinstance(data, torch.utils.data.IterableDataset) or not (
             hasattr(data, "__len__") and hasattr(data, "__getitem__")):

@@ -151,12 +151,15 @@ def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
         try:
             return clipped_gradient_sum(model, loss_fn, inputs, params, C, per_example=per_example,
                                         microbatch=microbatch), per_example
-        except RuntimeError as err:
+        except torch.OutOfMemoryError:
+            raise
+        except RuntimeError:
             if per_example != "vmap":
                 raise
-            raise VmapUnsupported(f"per_example='vmap' failed on this model ({err}); some layers (e.g. nn.GRU, "
-                                  "nn.LSTM) have no batching rule under torch.func.vmap: use per_example='loop' "
-                                  "(or 'auto', which then takes it)") from err
+            # torch's own message is not shown: it names shapes, which hold the (secret) size of the batch
+            raise VmapUnsupported("per_example='vmap' failed on this model: some layers (e.g. nn.GRU, nn.LSTM) have "
+                                  "no batching rule under torch.func.vmap. Use per_example='loop' (or 'auto', which "
+                                  "then takes it)") from None
 
 
 class VmapUnsupported(ValueError):

@@ -62,7 +62,7 @@ class _Subsampled:
         if batch_size > n:
             raise ValueError(f"batch_size must be <= n={n}; got {batch_size}")
         if rows is not None:
-            check_integer(rows=rows)
+            check_integer(0, rows=rows)   # 0: every record dropped by a domain rule (no refusal decided by the data)
         if source is not None and not isinstance(source, NoiseSource):
             raise TypeError(f"source must be a NoiseSource; got {type(source).__name__}")
         self.n, self.batch_size = n, batch_size

@@ -100,14 +100,12 @@ class Staging:
     def discard(self, error: BaseException) -> None:
         """After a failure: remove the unfinished folder if it holds no ledger (no step began); otherwise keep it,
         resumable, and say so."""
-        if not self.partial.exists():
+        if not self.partial.exists() or self.keep_on_failure:   # an earlier run's ledger, or a checkpoint_dir: kept
             return
-        if _holds_ledger(self.config.run_dir) or _holds_ledger(self.partial):
+        if _holds_ledger(self.config.run_dir):
             print(f"dpnc: the run stopped ({type(error).__name__}) after releasing values; its ledger is kept in "
                   f"{str(self.partial)!r}. `--resume` continues it; `--new-run` starts over in its place, and the "
                   "two runs' privacy costs then add up.", file=sys.stderr)
-            return
-        if self.keep_on_failure:
             return
         shutil.rmtree(self.partial, ignore_errors=True)
         print(f"dpnc: the run stopped ({type(error).__name__}); its unfinished folder {str(self.partial)!r} was "

@@ -342,7 +342,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
                 records.append(record)
                 evaluating = bool(c.eval_every) and self.step % c.eval_every == 0 and self.step < self.total_steps
                 row = {"event": "step", "step": self.step, "released": record.released, "seed": record.seed}
-                if self.step % every == 0 or self.step == self.total_steps or evaluating:
+                if self.step % every == 0 or self.step_budget == 0 or evaluating:   # step_budget 0: the run's last
                     row["epsilon"] = eps = self.epsilon()
                     bar.set_postfix(eps=f"{eps:.3g}")   # public only: no training loss
                 bar.update(1)
