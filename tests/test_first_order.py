@@ -292,3 +292,19 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_layer():
         g = torch.cat([p.grad.reshape(-1) for p in params.values()])
         by_hand += g * min(1.0, 0.5 / float(g.norm()))
     assert torch.allclose(looped.total, by_hand, atol=1e-6)
+
+
+def test_the_per_layer_check_takes_the_loop_where_vmap_cannot_batch_a_frozen_layer():
+    # A frozen nn.GRU encoder under trained Linear layers: the per-layer route applies, and its check against one
+    # example at a time used vmap directly, so torch's RuntimeError surfaced at step one (a review's repro).
+    torch.manual_seed(0)
+    X, y = torch.randn(40, 5, 2), torch.randn(40)
+    model = _GRUNet()
+    model.gru.requires_grad_(False)
+    opt, loader, accountant = dpnc.make_private(model, data=TensorDataset(X, y), n=40, optimizer="dp-sgd",
+                                                noise_multiplier=1.0, clip=1.0, steps=2, batch_size=10, lr=0.1,
+                                                testing_seed=0)
+    assert opt.per_example == "layers"
+    for _ in loader:
+        opt.step(lambda xb, yb: (model(xb) - yb) ** 2)
+    assert opt.per_example == "layers" and accountant.releases == 2

@@ -299,17 +299,17 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         return summed
 
     def _check_layers(self, loss_fn, inputs) -> None:
-        """The per-layer route assumes that ``loss_fn`` treats the examples independently. On the first batch its
-        clipped sum must equal torch.func's, which evaluates one example at a time, both with the model in eval
-        mode (so that dropout draws no different masks): a loss that mixes examples (e.g. by centring scores over
-        the batch) is refused here, before anything is released, and so is a layer run twice under ``"layers"``;
-        under ``"auto"`` a layer run twice switches the optimizer to vmap."""
+        """The per-layer route assumes that ``loss_fn`` treats the examples independently. Its clipped sum must
+        equal the one formed one example at a time (torch.func's, or the loop's), both with the model in eval mode
+        (so that dropout draws no different masks), on each batch until one of two or more examples has been
+        compared: a loss that mixes examples (e.g. by centring scores over the batch) is refused before that
+        batch's release, and so is a layer run twice under ``"layers"``; under ``"auto"`` a layer run twice
+        switches the optimizer to vmap."""
         modes = {m: m.training for m in self.model.modules()}
         self.model.eval()
         try:
             fields = per_layer.layer_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip)
-            exact = None if fields is None else clipped_gradient_sum(
-                self.model, loss_fn, inputs, self.params, self.clip, per_example="vmap", microbatch=self.microbatch)
+            exact = None if fields is None else self._one_at_a_time(loss_fn, inputs)
         finally:
             for m, training in modes.items():
                 m.training = training
@@ -330,6 +330,15 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         # One example cannot show a mixing loss (a statistic over one example is that example's): check again until
         # a batch of two or more has been compared (at small q, the first batches often hold one).
         self._checked = len(exact.losses) >= 2
+
+    def _one_at_a_time(self, loss_fn, inputs) -> ClippedSum:
+        """The clipped sum formed one example at a time: by vmap, or by the loop where vmap cannot batch a layer
+        (e.g. a frozen nn.GRU beside the trained layers)."""
+        try:
+            return route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip, per_example="vmap",
+                                     microbatch=self.microbatch)[0]
+        except VmapUnsupported:
+            return clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip, per_example="loop")
 
     def _apply(self, noisy: torch.Tensor) -> None:
         """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""
