@@ -33,6 +33,7 @@ CASES = {   # name: (optimizer, sampler, relation, hidden width, dtype, expected
     "dpzero": ("dpzero", "poisson", "add/remove", 16, torch.float64, B),
     "dpzero_large": ("dpzero", "poisson", "add/remove", 160, torch.float64, B),   # ~10x the parameters
     "dpzero_shuffle": ("dpzero", "shuffle", "replace-one", 16, torch.float64, B),
+    "dpzero_shuffle_dropped": ("dpzero", "shuffle", "replace-one", 16, torch.float64, B),   # empty slots
     "dpzero_float32": ("dpzero", "poisson", "add/remove", 16, torch.float32, B),
     "dpzero_tiny_batch": ("dpzero", "poisson", "add/remove", 16, torch.float64, 1),   # empty batches and shards
     "mezo": ("mezo", "poisson", "add/remove", 16, torch.float64, B),
@@ -46,6 +47,7 @@ CASES = {   # name: (optimizer, sampler, relation, hidden width, dtype, expected
 }
 OPTIONS = {"dpzero_cached": {"cache_directions": True}, "dpzero_cached_float32": {"cache_directions": True},
            "mezo_cached": {"cache_directions": True}, "dpzero_discrete": {"discrete": True}}
+ROWS = {"dpzero_shuffle_dropped": N - 30}   # records a domain rule dropped: slots with no example
 UNCACHED = {"dpzero_cached": "dpzero", "dpzero_cached_float32": "dpzero_float32", "mezo_cached": "mezo"}
 
 
@@ -65,6 +67,9 @@ class NoBatches:
     """A rank other than 0 must never draw a batch: its sampler refuses (mixed into the sampler's class)."""
 
     def sample(self):
+        raise AssertionError("only rank 0 draws batches")
+
+    def slots(self):
         raise AssertionError("only rank 0 draws batches")
 
 
@@ -92,7 +97,8 @@ def build(case, model, *, rank=0, group=None, accountant=None):
     elif sampling == "full":
         sampler = FullBatch(N)   # samples nothing: every rank takes the whole dataset itself
     else:
-        sampler = ShuffleSampler.for_testing(N, batch, seed=3) if source else NoShuffle(N, batch)
+        rows = ROWS.get(case)
+        sampler = ShuffleSampler.for_testing(N, batch, seed=3, rows=rows) if source else NoShuffle(N, batch, rows=rows)
     accountant = accountant if accountant is not None else Accountant(relation)
     rows = data(CASES[case][4])   # each rank's step fetches its part of the batch from these
     options = OPTIONS.get(case, {})
@@ -297,6 +303,15 @@ def test_communication_per_step_is_independent_of_model_size(ranks, single):
     assert ranks[1]["dpzero"]["sent"] == small["sent"]             # every rank takes part in the same collectives
     # The tiny-batch cases met an empty batch (its 0 indices carried, the next size): noise only.
     assert any(step["all_reduce"] == 6 for step in ranks[0]["dpzero_tiny_batch"]["sent"])
+
+
+def test_empty_slots_of_fixed_size_batches_change_nothing_that_is_sent(ranks, single):
+    # Records a domain rule dropped are empty slots (replace-one): the batches are smaller, but the group sends the
+    # batch_size slots as for a full file (before: it switched to the variable-size protocol, so its collectives
+    # told whether any record had been dropped).
+    dropped, full = ranks[0]["dpzero_shuffle_dropped"], ranks[0]["dpzero_shuffle"]
+    assert dropped["sent"] == full["sent"] and ranks[1]["dpzero_shuffle_dropped"]["sent"] == full["sent"]
+    assert min(single["dpzero_shuffle_dropped"]["sizes"]) < B == max(single["dpzero_shuffle"]["sizes"])
 
 
 def test_a_fixed_size_batch_sends_its_indices_in_the_all_reduce_and_a_full_batch_none(ranks):

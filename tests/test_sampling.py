@@ -56,7 +56,6 @@ def test_poisson_inclusion_rate_and_shuffle_size():
     shuffle = ShuffleSampler.for_testing(n, B, seed=1)
     batches = [shuffle.sample() for _ in range(20)]
     assert all(len(b) == B and len(set(b.tolist())) == B for b in batches)
-    assert shuffle.full_size == B
 
 
 def test_shuffle_slots_beyond_the_rows_are_empty():
@@ -74,7 +73,9 @@ def test_shuffle_slots_beyond_the_rows_are_empty():
     assert float((counts[:rows] / M - q).abs().max()) <= 5 * se and counts[rows:].sum() == 0
     expected = B * rows / n   # hypergeometric mean: B slots of n, rows of them full
     assert abs(sum(sizes) / M - expected) < 0.05 and min(sizes) < B == max(sizes)
-    assert sampler.full_size is None
+    slots = ShuffleSampler.for_testing(n, B, seed=3, rows=rows).slots()   # what a data-parallel group sends
+    assert len(slots) == B and torch.equal(ShuffleSampler.for_testing(n, B, seed=3, rows=rows).sample(),
+                                           slots[slots < rows])
     for kind in (ShuffleSampler, PoissonSampler):   # every record dropped: empty batches, not a refusal
         assert len(kind.for_testing(n, B, seed=2, rows=0).sample()) == 0
     with pytest.raises(ValueError, match="more than n"):

@@ -281,7 +281,9 @@ class Group:
         self._carrying = sampler
         batch = ahead.batch if ahead.batch is not None else self._broadcast_batch(sampler, ahead)
         ahead.batch = None
-        return batch
+        # a fixed-size sampler's batch travels as its slots, empty ones included (their number is public); each rank
+        # keeps the examples among them
+        return sampler.fill(batch) if isinstance(sampler, ShuffleSampler) else batch
 
     def _state(self, sampler: Sampler) -> _Ahead:
         """What the group knows ahead of ``sampler``'s batches, kept by the sampler's id and forgotten with the
@@ -324,7 +326,8 @@ class Group:
         """Rank 0's next batch of ``sampler``: the one drawn ahead if any, else a fresh draw (checked against a fixed
         public size)."""
         batch, ahead.following = ahead.following, None
-        batch = batch if batch is not None else sampler.sample()
+        batch = batch if batch is not None else (sampler.slots() if isinstance(sampler, ShuffleSampler)
+                                                 else sampler.sample())
         fixed = _fixed_size(sampler)
         if fixed is not None and len(batch) != fixed:
             raise RuntimeError(f"{type(sampler).__name__} drew {len(batch)} examples; it must draw exactly "
@@ -415,7 +418,7 @@ class _Ahead:
 
 def _fixed_size(sampler: Sampler) -> int | None:
     """The size every batch of ``sampler`` has, public, or None where it varies (Poisson) or is not known."""
-    return sampler.full_size if isinstance(sampler, ShuffleSampler) else None
+    return sampler.batch_size if isinstance(sampler, ShuffleSampler) else None
 
 
 def from_environment() -> Group | None:

@@ -136,19 +136,22 @@ class ShuffleSampler(_Subsampled):
     epoch, as Hugging Face's Trainer does) are a different scheme that this event does not describe.
     """
 
-    @property
-    def full_size(self) -> int | None:
-        """batch_size where every batch has exactly that many examples (every slot holds one), else None."""
-        return self.batch_size if self._rows == self.n else None
-
     def sample(self) -> torch.Tensor:
-        # Under replace-one n is the same for both neighbours: the number of slots. rows < n leaves slots rows..n−1
-        # empty (records a domain rule dropped): drawn like any other, they add nothing to the sum over B.
+        return self.fill(self.slots())
+
+    def slots(self) -> torch.Tensor:
+        """The batch's batch_size slots of n, empty ones included: always the public size (what a data-parallel
+        group sends, so that nothing it sends depends on which records were dropped)."""
         if self._rows > self.n:
             raise ValueError(f"a ShuffleSampler draws from n={self.n} slots (replace-one keeps n fixed); it was given "
                              f"rows={self._rows}, more than n")
-        batch = self._source.permutation(self.n)[: self.batch_size]
-        return batch[batch < self._rows] if self._rows < self.n else batch
+        return self._source.permutation(self.n)[: self.batch_size]
+
+    def fill(self, slots: torch.Tensor) -> torch.Tensor:
+        """The examples of ``slots``: those below rows. Under replace-one n is the same for both neighbours, the
+        number of slots; rows < n leaves slots rows..n−1 empty (records a domain rule dropped), drawn like any
+        other and adding nothing to the sum over B."""
+        return slots[slots < self._rows] if self._rows < self.n else slots
 
     def _release(self, sensitivity: float, sigma: float) -> Release:
         return Sampled(FixedSize(self.n, self.batch_size), Gaussian(sensitivity, sigma))
