@@ -216,6 +216,9 @@ def test_under_replace_one_a_dropped_row_keeps_its_slot(folder):
         for name, rows, kept in (("replace-one-base", BASE, N), ("replace-one-neighbour", replaced, N - 1)))
     assert len(first.train_set) == N and len(second.train_set) == N - 1   # the neighbour's row 0 was dropped
     assert first.n == second.n == N and first.accountant.relation == "replace-one"
+    default = second._check_sampler(None)   # what the trainer draws from without a test sampler: N slots, 39 full
+    assert isinstance(default, ShuffleSampler) and (default.n, len(default.slots())) == (N, B)
+    assert all(bool((b < N - 1).all()) for b in (default.sample() for _ in range(20)))
     assert first.accountant.to_json() == second.accountant.to_json()
     a, b = public_files(out_a), public_files(out_b)
     assert differences(a, b) == [] and a["summary.json/public_inputs/n"] == N
