@@ -132,7 +132,7 @@ def summary(result: dict) -> str:
         f"{result['accuracy'][REFERENCE]:.3f} | majority class {result['majority']:.3f}",
         f"  final test loss: DPZero {result['curves'][PRIVATE][-1][1]:.4f} | "
         f"MeZO {result['curves'][REFERENCE][-1][1]:.4f}",
-        f"  noise: one scalar per step, σ/Δ = {result['noise_multiplier']:.3g} (Δ = 2C/n, calibrated by "
+        f"  noise: one scalar per step, σ/Δ = {result['noise_multiplier']:.5g} (Δ = 2C/n, calibrated by "
         f"{'PLD' if r.epsilon_pld is not None else 'RDP: PLD cannot account this budget'})",
         str(r)])
 
