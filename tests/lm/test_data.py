@@ -315,3 +315,12 @@ def test_a_private_read_of_a_task_split_drops_rows_outside_it(tmp_path):
     # the blank line is a record too (replace-one counts records): 3 dropped, 2 kept
     assert (kept.texts, kept.labels.tolist(), kept.dropped) == (["good", "bad"], [1, 0], 3)
 
+
+
+@needs_data
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_private_read_of_the_shipped_training_splits_keeps_every_row(task):
+    # The domain rule (dpnc.lm.files.read_private) reads the LM-BFF training files as the plain read does.
+    plain, private = load_task(task, DATA, "train"), load_task(task, DATA, "train", lenient=True)
+    assert private.texts == plain.texts and torch.equal(private.labels, plain.labels) and private.dropped == 0
+    assert (private.source, private.origin) == (plain.source, plain.origin)

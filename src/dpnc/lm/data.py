@@ -383,38 +383,33 @@ def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: in
         )
     header = layout.ext == "tsv"
     fmt = "tsv" if header else "csv"
-    rows, columns, _ = read_rows(path, fmt, None, header, lenient=lenient)
     origin = {"format": fmt, "text_column": layout.text, "text_pair_column": layout.text_pair,
               "label_column": layout.label, "task": task.name, "split": split, "seed": seed, "k": k}
-    return _build(task, path, rows, columns, layout.text, layout.text_pair, layout.label, origin, lenient)
+    if lenient:
+        from dpnc.lm.files import read_private   # (dpnc.lm.files builds on this module)
+
+        private = read_private(path, task, layout.text, layout.text_pair, layout.label, header=header)
+        return dataclasses.replace(private, source=str(path), origin=origin)
+    rows, columns, _ = read_rows(path, fmt, None, header)
+    return _build(task, path, rows, columns, layout.text, layout.text_pair, layout.label, origin)
 
 
 def _folder_order(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in name.split("-"))
 
 
-def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col, origin: dict,
-           lenient: bool = False) -> TextDataset:
+def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col, origin: dict) -> TextDataset:
     index = {name: i for i, name in enumerate(task.label_names)}
-    texts, labels, unknown, dropped = [], [], {}, 0
+    texts, labels, unknown = [], [], {}
     for line, row in rows:
-        try:
-            first = read_field(row, columns, text_col, path, line)
-            text = (first, read_field(row, columns, pair_col, path, line)) if pair_col is not None else first
-            label = read_field(row, columns, label_col, path, line)
-        except ValueError:
-            if not lenient:
-                raise
-            dropped += 1
-            continue
+        first = read_field(row, columns, text_col, path, line)
+        texts.append((first, read_field(row, columns, pair_col, path, line)) if pair_col is not None else first)
+        label = read_field(row, columns, label_col, path, line)
         if label in index:
-            texts.append(text)
             labels.append(index[label])
-        elif lenient:
-            dropped += 1
         else:
             unknown.setdefault(label, line)
     if unknown:
         shown = ", ".join(f"{lab!r} (first at line {line})" for lab, line in list(unknown.items())[:10])
         raise ValueError(f"labels of {path.name} must be among {list(task.label_names)}; found {shown}")
-    return TextDataset(task, texts, torch.tensor(labels, dtype=torch.long), str(path), origin, dropped=dropped)
+    return TextDataset(task, texts, torch.tensor(labels, dtype=torch.long), str(path), origin)

@@ -209,8 +209,7 @@ def load_user_data(
                                  f"{test_path.name} holds fewer than 2 labels ({list(classes)})")
             words = {name: name for name in classes}
         task = _task(train_path.name, tuple(words), tuple(words.values()), pair, template)
-        train = _Rows.read(train_path, *columns, lenient=True).dataset(task, drop_unknown=True)
-        return train, test_rows.dataset(task, classes_of=given)
+        return read_private(train_path, task, *columns), test_rows.dataset(task, classes_of=given)
     train_rows = _Rows.read(train_path, *columns)
     counts = Counter(train_rows.labels)
     if len(counts) < 2:
@@ -287,6 +286,16 @@ def load_file(
     names = tuple(canonical_label(x) for x in label_names)
     words = tuple(label_words) if label_words is not None else names
     return rows.dataset(_task(path.name, names, words, text_pair_column is not None, template))
+
+
+def read_private(path: Path, task: Task, text_column: Column, text_pair_column: Column | None, label_column: Column,
+                 *, header: bool | None = None) -> TextDataset:
+    """A private run's training file as a dataset of ``task`` (its classes declared), read by the domain rule of
+    the module docstring: a row outside it is dropped and counted (``dropped``), never refused. The one reading of
+    private training rows: a user's file (:func:`load_user_data`) and a built-in task's split
+    (:func:`dpnc.lm.data.load_task` with ``lenient``)."""
+    rows = _Rows.read(path, text_column, text_pair_column, label_column, header=header, lenient=True)
+    return rows.dataset(task, drop_unknown=True)
 
 
 def describe_data(train: TextDataset, test: TextDataset) -> dict:
