@@ -294,9 +294,10 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_layer():
     assert torch.allclose(looped.total, by_hand, atol=1e-6)
 
 
-def test_the_per_layer_check_takes_the_loop_where_vmap_cannot_batch_a_frozen_layer():
-    # A frozen nn.GRU encoder under trained Linear layers: the per-layer route applies, and its check against one
-    # example at a time used vmap directly, so torch's RuntimeError surfaced at step one (a review's repro).
+def test_auto_takes_the_loop_where_vmap_cannot_batch_a_frozen_layer():
+    # A frozen nn.GRU encoder under trained Linear layers: the per-layer route maps the loss over the examples with
+    # vmap, which cannot batch the GRU, so "auto" takes the loop (one example at a time) instead of raising torch's
+    # RuntimeError (a review's repro).
     torch.manual_seed(0)
     X, y = torch.randn(40, 5, 2), torch.randn(40)
     model = _GRUNet()
@@ -307,4 +308,4 @@ def test_the_per_layer_check_takes_the_loop_where_vmap_cannot_batch_a_frozen_lay
     assert opt.per_example == "layers"
     for _ in loader:
         opt.step(lambda xb, yb: (model(xb) - yb) ** 2)
-    assert opt.per_example == "layers" and accountant.releases == 2
+    assert opt.per_example == "loop" and accountant.releases == 2

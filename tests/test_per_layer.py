@@ -1,6 +1,6 @@
 """The per-layer route (dpnc.per_layer) forms the same clipped sum as torch.func, one example at a time, for every
-layer kind it supports; DPOptimizer chooses it automatically, checks it once, and refuses a loss that mixes
-examples."""
+layer kind it supports, and for a loss that mixes examples (per example by construction: the losses are vmapped over
+the examples); DPOptimizer chooses it automatically."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from torch.utils.data import TensorDataset
 import dpnc
 from dpnc.first_order import ClippedSum, clipped_gradient_sum
 from dpnc.per_layer import layer_clipped_sum, supported
-from dpnc.sampling import PoissonSampler
 
 F64 = torch.float64
 
@@ -92,51 +91,24 @@ def _private(model, **kwargs):
                              batch_size=32, lr=0.1, **kwargs)
 
 
-def test_the_optimizer_chooses_the_per_layer_route_and_a_mixing_loss_is_refused_before_any_release():
-    model = nn.Sequential(nn.Linear(6, 5), nn.Dropout(0.2), nn.Linear(5, 3)).train()   # dropout: checked in eval
+def test_the_optimizer_chooses_the_per_layer_route_and_a_mixing_loss_is_per_example_by_construction():
+    model = nn.Sequential(nn.Linear(6, 5), nn.Dropout(0.2), nn.Linear(5, 3)).train()   # train-mode dropout is fine
     optimizer, loader, accountant = _private(model)
     assert optimizer.per_example == "layers"
     next(iter(loader))
     optimizer.step(cross_entropy(model))
-    assert accountant.releases == 1
+    assert accountant.releases == 1 and optimizer.per_example == "layers"
 
-    mixing = nn.Sequential(nn.Linear(6, 3))
-    optimizer, loader, accountant = _private(mixing)
+    torch.manual_seed(5)
+    mixing = nn.Sequential(nn.Linear(6, 3)).to(F64)
 
-    def centred(xb, yb):   # each score centred on the batch's mean: example i's loss depends on the others
+    def centred(xb, yb):   # each score centred on "the batch's" mean: under the route's vmap, one example's mean
         scores = mixing(xb)
         return nn.functional.cross_entropy(scores - scores.mean(0), yb, reduction="none")
-    next(iter(loader))
-    with pytest.raises(ValueError, match="mixes examples"):
-        optimizer.step(centred)
-    assert accountant.releases == 0
-
-
-def test_a_first_batch_of_one_example_does_not_end_the_check():
-    # Before: the check ran on the first non-empty batch only, and one example cannot show a mixing loss (a batch
-    # statistic of one example is that example's), so at small q a centring loss was accepted in 21 of 30 runs and
-    # every later batch got per-layer norms that were wrong for it. The check now goes on until it has seen two.
-    n, B = 20, 2
-
-    def sizes(seed):   # the batches make_private(testing_seed=seed) will draw
-        sampler = PoissonSampler.for_testing(n, B, seed=seed, rows=n)
-        return [len(sampler.sample()) for _ in range(2)]
-    seed = next(s for s in range(1000) if sizes(s)[0] == 1 and sizes(s)[1] >= 2)
-    model = nn.Sequential(nn.Linear(6, 3))
-    data = TensorDataset(torch.randn(n, 6), torch.randint(0, 3, (n,)))
-    optimizer, loader, accountant = dpnc.make_private(model, data=data, n=n, optimizer="dp-sgd", noise_multiplier=1.0,
-                                                      clip=1.0, steps=3, batch_size=B, lr=0.1, testing_seed=seed)
-
-    def centred(xb, yb):
-        scores = model(xb)
-        return nn.functional.cross_entropy(scores - scores.mean(0), yb, reduction="none")
-    batches = iter(loader)
-    next(batches)
-    optimizer.step(centred)   # one example: nothing to see yet, and per-layer equals one-at-a-time on it
-    next(batches)
-    with pytest.raises(ValueError, match="mixes examples"):
-        optimizer.step(centred)   # two examples: refused before their release
-    assert accountant.releases == 1
+    x, y = torch.randn(12, 6, dtype=F64), torch.randint(0, 3, (12,))
+    exact, layers = both(mixing, centred, (x, y), 0.5)
+    assert_same(exact, layers)
+    assert torch.allclose(layers.losses, torch.full((12,), float(torch.log(torch.tensor(3.0)))).to(F64))
 
 
 def test_vmap_stays_available_and_layers_is_refused_where_unsupported():
@@ -182,41 +154,22 @@ class SharedRow(nn.Module):
         return self.out(x + self.position(torch.zeros(1, dtype=torch.long)))
 
 
-def test_auto_keeps_to_vmap_where_a_layer_runs_twice_or_on_rows_shared_by_the_examples():
-    for net in (Twice(), SharedRow()):
-        params = {n: p for n, p in net.named_parameters()}
-        x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
-        assert layer_clipped_sum(net, cross_entropy(net), (x, y), params, 1.0) is None, type(net).__name__
-        optimizer, loader, accountant = _private(net)
-        assert optimizer.per_example == "layers"   # the layers are supported: only running them shows otherwise
-        next(iter(loader))
+def test_a_layer_run_twice_sums_its_calls_and_a_row_shared_by_the_examples_keeps_auto_to_vmap():
+    torch.manual_seed(6)
+    twice = Twice().to(F64)
+    x, y = torch.randn(7, 6, dtype=F64), torch.randint(0, 3, (7,))
+    assert_same(*both(twice, cross_entropy(twice), (x, y), 0.4))   # one layer, two calls: their products summed
+
+    net = SharedRow()
+    params = {n: p for n, p in net.named_parameters()}
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    assert layer_clipped_sum(net, cross_entropy(net), (x, y), params, 1.0) is None
+    optimizer, loader, accountant = _private(net)
+    assert optimizer.per_example == "layers"   # the layers are supported: only running them shows otherwise
+    next(iter(loader))
+    optimizer.step(cross_entropy(net))
+    assert optimizer.per_example == "vmap" and accountant.releases == 1
+    optimizer, loader, accountant = _private(net, per_example="layers")
+    next(iter(loader))
+    with pytest.raises(ValueError, match="ran on rows shared"):
         optimizer.step(cross_entropy(net))
-        assert optimizer.per_example == "vmap" and accountant.releases == 1
-        optimizer, loader, accountant = _private(net, per_example="layers")
-        next(iter(loader))
-        with pytest.raises(ValueError, match="ran more than once"):
-            optimizer.step(cross_entropy(net))
-        assert accountant.releases == 0
-
-
-def test_a_tied_weight_is_refused_only_when_it_is_trained():
-    """A weight shared by two layers has a gradient that is not one layer's product; frozen (a causal LM's tied
-    embeddings and output layer under LoRA), it plays no part and the other layers keep the per-layer route."""
-    embed, out = nn.Embedding(11, 6), nn.Linear(6, 11, bias=False)
-    out.weight = embed.weight
-    adapter = nn.Linear(6, 6)
-    model = nn.Sequential(embed, adapter, out).to(F64)
-    assert supported(model, dict(model.named_parameters())) is None
-    embed.weight.requires_grad_(False)
-    trained = {n: p for n, p in model.named_parameters() if p.requires_grad}
-    assert set(trained) == {"1.weight", "1.bias"} and supported(model, trained) is not None
-    torch.manual_seed(5)
-    inputs = (torch.randint(0, 11, (7, 4)), torch.randint(0, 11, (7,)))
-
-    def loss_fn(ids, y):
-        return nn.functional.cross_entropy(model(ids).mean(1), y, reduction="none")
-    exact = clipped_gradient_sum(model, loss_fn, inputs, trained, 0.05)
-    fields = layer_clipped_sum(model, loss_fn, inputs, trained, 0.05)
-    assert fields is not None
-    assert_same(exact, ClippedSum(*fields))
-    assert exact.clipped > 0

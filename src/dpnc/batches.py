@@ -72,6 +72,24 @@ def as_arguments(batch: Any) -> tuple:
     return (batch,)
 
 
+def one_example(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``loss_fn`` on one example: its inputs as a batch of one (a leading dimension of 1), its loss a scalar.
+
+    Mapped over a batch (``torch.func.vmap``, or a loop), each example's loss is computed from that example alone,
+    whatever ``loss_fn`` does: a statistic "over the batch" inside it is over one example. ValueError unless
+    ``loss_fn`` returns one loss, shape (1,).
+    """
+    def loss_one(*example: Any) -> torch.Tensor:
+        out = loss_fn(*map_leaves(lambda t: t.unsqueeze(0), example))
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1,):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"loss_fn must return the per-example losses of the inputs it is given, shape (b,) "
+                             f"(here (1,) for one example); got {got}. Compute the losses of exactly the batch "
+                             "passed to step, one per example, without reducing them")
+        return out.squeeze(0)
+    return loss_one
+
+
 def check_loss_fn(loss_fn: Any) -> None:
     """Refuse what cannot be handed a batch: a non-callable, or a callable that takes no positional argument."""
     if loss_fn is None or not callable(loss_fn):

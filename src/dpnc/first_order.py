@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from dpnc import per_layer
-from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves
+from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, one_example
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
@@ -45,9 +45,9 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 
 PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
-_LAYER_NOT_ONCE = ("per_example='layers': a layer ran more than once (or not at all) in one forward, or on rows "
-                   "that are not one per example, so its per-example gradient is not one product; use "
-                   "per_example='vmap' (or 'auto', which then keeps to vmap)")
+_LAYER_NOT_ONCE = ("per_example='layers': a trained layer did not run, or ran on rows shared by the examples (e.g. "
+                   "BERT's (1, L) position ids), or vmap could not run the forward, so its per-example gradients are "
+                   "not products of per-example rows; use per_example='vmap' (or 'auto', which then keeps to vmap)")
 
 
 class ClippedSum(NamedTuple):
@@ -90,19 +90,14 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     if per_example not in ("vmap", "loop"):
         raise ValueError(f"per_example must be 'vmap' or 'loop'; got {per_example!r}")
     b = batch_rows(inputs)
-    bound = _Bound(model, loss_fn)
     names = list(params)
     swapped = {f"model.{n}": p.detach() for n, p in params.items()}
     fixed = {f"model.{n}": p.detach() for n, p in model.named_parameters() if n not in params}
 
+    one = _Bound(model, one_example(loss_fn))
+
     def loss_one(p, *example):
-        out = functional_call(bound, (p, fixed), tuple(map_leaves(lambda t: t.unsqueeze(0), example)))
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1,):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"loss_fn must return the per-example losses of the inputs it is given, shape (b,) "
-                             f"(here (1,) for one example); got {got}. Compute the losses of exactly the batch "
-                             "passed to step, one per example, without reducing them")
-        return out.squeeze(0)
+        return functional_call(one, (p, fixed), example)
 
     chunk = microbatch if per_example == "vmap" else 1
     per_chunk = vmap(grad_and_value(loss_one), in_dims=(None, *([0] * len(inputs))), randomness="different")
@@ -235,7 +230,6 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         # "auto" keeps to vmap where a supported layer turns out to run twice in a forward (e.g. a prompt head that
         # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
         self._fallback = "vmap" if per_example == "auto" else None
-        self._checked = False   # the per-layer route is compared with torch.func's on the first batch of 2 or more
         self.steps = 0
 
     def step_release(self) -> Release:
@@ -284,8 +278,6 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         return losses.mean() if rows else torch.tensor(math.nan)
 
     def _clipped_sum(self, loss_fn, inputs) -> ClippedSum:
-        if self.per_example == "layers" and not self._checked:
-            self._check_layers(loss_fn, inputs)   # refuses, or (under "auto") gives the per-layer route up for vmap
         route = "auto" if self.per_example == "layers" and self._fallback else self.per_example
         try:
             summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
@@ -297,48 +289,6 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
                                                          per_example="loop", microbatch=self.microbatch)
         return summed
-
-    def _check_layers(self, loss_fn, inputs) -> None:
-        """The per-layer route assumes that ``loss_fn`` treats the examples independently. Its clipped sum must
-        equal the one formed one example at a time (torch.func's, or the loop's), both with the model in eval mode
-        (so that dropout draws no different masks), on each batch until one of two or more examples has been
-        compared: a loss that mixes examples (e.g. by centring scores over the batch) is refused before that
-        batch's release, and so is a layer run twice under ``"layers"``; under ``"auto"`` a layer run twice
-        switches the optimizer to vmap."""
-        modes = {m: m.training for m in self.model.modules()}
-        self.model.eval()
-        try:
-            fields = per_layer.layer_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip)
-            exact = None if fields is None else self._one_at_a_time(loss_fn, inputs)
-        finally:
-            for m, training in modes.items():
-                m.training = training
-        if fields is None:
-            if self._fallback is None:
-                raise ValueError(_LAYER_NOT_ONCE)
-            self.per_example = self._fallback
-            return
-        # batched and one-example float32 kernels differ by ~1e-4 relative on a transformer (exact in float64);
-        # a loss that mixes examples moves the sum by far more
-        tolerance = 1e-8 if exact.total.dtype == torch.float64 else 1e-2
-        difference = torch.linalg.vector_norm(fields[0].to(exact.total.dtype) - exact.total)
-        if not difference <= tolerance * (torch.linalg.vector_norm(exact.total) + self.clip):
-            raise ValueError("per_example='layers' (or 'auto'): the per-layer clipped sum differs from the "
-                             "one-example-at-a-time sum on this batch, so loss_fn or the model mixes examples "
-                             "(e.g. a statistic over the batch). Compute each example's loss from its own inputs, "
-                             "or use per_example='vmap' (one example per call, independent by construction)")
-        # One example cannot show a mixing loss (a statistic over one example is that example's): check again until
-        # a batch of two or more has been compared (at small q, the first batches often hold one).
-        self._checked = len(exact.losses) >= 2
-
-    def _one_at_a_time(self, loss_fn, inputs) -> ClippedSum:
-        """The clipped sum formed one example at a time: by vmap, or by the loop where vmap cannot batch a layer
-        (e.g. a frozen nn.GRU beside the trained layers)."""
-        try:
-            return route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip, per_example="vmap",
-                                     microbatch=self.microbatch)[0]
-        except VmapUnsupported:
-            return clipped_gradient_sum(self.model, loss_fn, inputs, self.params, self.clip, per_example="loop")
 
     def _apply(self, noisy: torch.Tensor) -> None:
         """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""

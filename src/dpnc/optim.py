@@ -48,6 +48,7 @@ from torch.utils.hooks import RemovableHandle
 from dpnc import distributed
 from dpnc.algorithms import dpzero as alg
 from dpnc.batches import DataRows, LoaderBatches, check_loss_fn
+from dpnc.model_state import StateGuard, static_problems
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.release import mean_release
 from dpnc.privacy.noise import NoiseSource
@@ -111,27 +112,27 @@ class StepHooks:
 def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
     """Every reason ``model`` breaks a private step's assumptions (empty if none).
 
-    Each example's loss must be a function of that example alone, and a zeroth-order step's two forward passes
-    must evaluate one function. Refused: BatchNorm in training mode (it normalises with the batch's statistics
-    and writes their running mean into ``running_mean``, saved un-noised by ``state_dict()``); BatchNorm without
-    running statistics (``track_running_stats=False``: it uses the batch's statistics even in eval mode); and,
-    with ``dropout`` (zeroth order), active dropout (f(x + λu) and f(x − λu) would use different masks). Other
-    operations that mix the examples of a batch cannot be found by looking at modules (docs/privacy.md).
+    Each example's loss must be a function of that example alone, a zeroth-order step's two forward passes
+    must evaluate one function, and no forward may write the model's state. Refused: every module
+    :func:`dpnc.model_state.static_problems` finds (BatchNorm or InstanceNorm with running statistics in training
+    mode, ``Embedding(max_norm=...)``); BatchNorm without running statistics (``track_running_stats=False``: it
+    uses the batch's statistics even in eval mode); and, with ``dropout`` (zeroth order), active dropout
+    (f(x + λu) and f(x − λu) would use different masks). Whatever else writes a parameter or buffer during a step
+    is refused when it happens (:class:`dpnc.model_state.StateGuard`); operations that mix the examples of a batch
+    cannot be found by looking at modules (docs/privacy.md).
     """
+    order = {name or "model": i for i, (name, _) in enumerate(model.named_modules())}
     problems = []
     for name, module in model.named_modules():
         where = name or "model"
         if dropout and isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
             problems.append(f"{where}: dropout (p={module.p}) is active; call model.eval()")
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):
-            if module.training:
-                problems.append(f"{where}: BatchNorm in train mode mixes examples and stores the batch's mean in "
-                                "running_mean; call model.eval() or replace it with GroupNorm/LayerNorm")
-            elif not module.track_running_stats or module.running_mean is None:
-                problems.append(f"{where}: BatchNorm without running statistics normalises with the batch's "
-                                "statistics even in eval mode (examples mix); give it running statistics or "
-                                "replace it with GroupNorm/LayerNorm")
-    return problems
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and not module.training and (
+                not module.track_running_stats or module.running_mean is None):
+            problems.append(f"{where}: BatchNorm without running statistics normalises with the batch's "
+                            "statistics even in eval mode (examples mix); give it running statistics or "
+                            "replace it with GroupNorm/LayerNorm")
+    return sorted(problems + static_problems(model), key=lambda p: order.get(p.partition(":")[0], 0))
 
 
 def require_ready(model: nn.Module, *, dropout: bool = True) -> None:

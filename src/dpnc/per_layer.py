@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpnc.batches import batch_rows
+from dpnc.batches import batch_rows, one_example
 from dpnc.privacy.clipping import clip_weights
 
 SUPPORTED = (nn.Linear, nn.Embedding, nn.LayerNorm, nn.Conv2d)
@@ -67,38 +67,46 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
                       params: dict[str, torch.Tensor], C: float):
     """Σ_i clip_C(∇_θ ℓ_i) over the batch by the per-layer route: the fields of a
     :class:`~dpnc.first_order.ClippedSum` (the flat sum in ``params``' order, the per-example losses, how many
-    were clipped, how many non-finite), or None where a parameter's layer is unsupported or a layer runs twice."""
+    were clipped, how many non-finite), or None where a parameter's layer is unsupported, or runs on rows that
+    are not one per example (a row shared by every example, as BERT's (1, L) position ids), or vmap cannot run
+    the forward (a layer without a batching rule).
+
+    The losses are ``vmap`` of ``loss_fn`` over the examples, each alone (:func:`dpnc.batches.one_example`), so
+    ℓ_i is a function of example i by construction, whatever ``loss_fn`` and the model compute; the layers'
+    inputs and outputs are read beneath vmap, where torch runs the batch as one tensor.
+    """
+    from torch.func import vmap
+
     owners = supported(model, params)
     if owners is None:
         return None
     records: dict[nn.Module, list] = {m: [] for m in owners}
 
     def keep(module, args, output):
-        records[module].append((args[0].detach(), output))
+        records[module].append((_beneath_vmap(args[0]), _beneath_vmap(output)))
 
+    b = batch_rows(inputs)
     handles = [m.register_forward_hook(keep) for m in owners]
     try:
-        losses = loss_fn(*inputs)
+        losses = vmap(one_example(loss_fn), randomness="different")(*inputs)
+    except RuntimeError:   # no batching rule for some layer: the caller's vmap route says so, or takes the loop
+        return None
     finally:
         for h in handles:
             h.remove()
-    b = batch_rows(inputs)
-    if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (b,):
-        got = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
-        raise ValueError(f"loss_fn must return the per-example losses of the batch, shape ({b},); got {got}")
-    if any(len(r) != 1 for r in records.values()):
-        return None   # a layer unused or used twice per forward: its per-example gradient is not one product
-    if any(a.shape[:1] != (b,) or out.shape[:1] != (b,) for (a, out), in records.values()):
-        return None   # a layer run on rows that are not the batch's examples (BERT's (1, L) position ids, shared
-        # by every example; b·K prompt rows): its rows are not one per example
+    if any(not r or any(a is None or out is None for a, out in r) for r in records.values()):
+        return None   # a layer unused, or run on rows shared by the examples: not one product per example
     layers = list(owners)
-    outputs = [records[m][0][1] for m in layers]
-    grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)
-    parts = [_Layer.of(m, records[m][0][0], torch.zeros_like(out) if g is None else g.detach(), set(owners[m]))
-             for m, out, g in zip(layers, outputs, grads)]
+    outputs = [out for m in layers for _, out in records[m]]
+    grads = iter(torch.autograd.grad(losses.sum(), outputs, allow_unused=True))
+    parts = []
+    for m in layers:
+        calls = [(a, out, next(grads)) for a, out in records[m]]
+        parts.append(_Layer.of(m, [(a, torch.zeros_like(out) if g is None else g.detach()) for a, out, g in calls],
+                               set(owners[m])))
     norms2 = torch.zeros(b, dtype=torch.float64, device=losses.device)
     for part in parts:
-        norms2 += part.norms2().to(torch.float64)
+        norms2 += part.norms2()
     norms = norms2.sqrt()
     finite = torch.isfinite(norms)
     w, over = clip_weights(torch.where(finite, norms, torch.zeros_like(norms)), C)
@@ -112,85 +120,124 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     return total, losses.detach(), int((over & finite).sum()), int((~finite).sum())
 
 
+def _beneath_vmap(t) -> torch.Tensor | None:
+    """The tensor torch computes beneath one level of vmap, batch dimension first: (b, *one example's shape); None
+    for a tensor vmap did not batch (the same for every example) or one inside a further vmap of the caller's."""
+    from torch._C._functorch import get_unwrapped, is_batchedtensor, maybe_get_bdim
+
+    if not isinstance(t, torch.Tensor) or not is_batchedtensor(t):
+        return None
+    bdim, inner = maybe_get_bdim(t), get_unwrapped(t)
+    if is_batchedtensor(inner):
+        return None
+    return inner if bdim == 0 else inner.movedim(bdim, 0)
+
+
+def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``t`` divided per example by its largest magnitude, and those magnitudes (float64, one per example): norms
+    formed from the scaled rows cannot overflow, whatever one row holds (an example of 1e20 in float32 has a
+    finite gradient norm, as torch.func's route finds). A zero row keeps the scale 1; a non-finite one the scale
+    inf (its weight is 0)."""
+    peak = t.detach().abs().reshape(t.shape[0], -1).amax(1) if t.numel() else t.new_zeros(t.shape[0])
+    peak = torch.where(peak > 0, peak, torch.ones_like(peak)) if peak.numel() else peak
+    safe = torch.where(torch.isfinite(peak), peak, torch.ones_like(peak))
+    return t / safe.reshape(-1, *[1] * (t.ndim - 1)), peak.to(torch.float64)
+
+
 class _Layer:
-    """One layer's input activations ``a`` and output gradients ``g`` for a batch: the per-example squared
-    gradient norms and the weighted sums Σ_i w_i ∇θ_i of its ``trained`` parameters (local names; a frozen
-    weight beside a trained bias, as in BitFit, counts for nothing)."""
+    """One layer's input activations ``a`` and output gradients ``g`` over a batch, every call of the layer in one
+    forward concatenated as further rows of each example (the gradient of a layer run k times is the sum of the k
+    products): the per-example squared gradient norms and the weighted sums Σ_i w_i ∇θ_i of its ``trained``
+    parameters (local names; a frozen weight beside a trained bias, as in BitFit, counts for nothing).
+
+    Overflow-safe: ``a`` and ``g`` are kept divided per example by their largest magnitudes ``s`` and ``t``
+    (:func:`_scale`), so ∇W_i = s_i t_i ĝ_i â_iᵀ and ∇b_i = t_i Σ ĝ_i; the norms are formed from the scaled rows and
+    multiplied back in float64, and the weights w_i s_i t_i are applied to the scaled rows.
+    """
 
     def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str]) -> None:
-        self.module, self.a, self.g, self.trained = module, a, g, trained
+        self.module, self.trained = module, trained
+        self.a, self.s = _scale(a) if a.is_floating_point() else (a, torch.ones(a.shape[0], dtype=torch.float64))
+        self.g, self.t = _scale(g)
 
     @staticmethod
-    def of(module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str]) -> _Layer:
+    def of(module: nn.Module, calls: list[tuple[torch.Tensor, torch.Tensor]], trained: set[str]) -> _Layer:
         kind = {nn.Linear: _Linear, nn.Embedding: _Embedding, nn.LayerNorm: _LayerNorm, nn.Conv2d: _Conv2d}
-        return next(cls for base, cls in kind.items() if isinstance(module, base))(module, a, g, trained)
+        cls = next(cls for base, cls in kind.items() if isinstance(module, base))
+        rows = [cls.rows(module, a, g) for a, g in calls]
+        return cls(module, torch.cat([a for a, _ in rows], 1), torch.cat([g for _, g in rows], 1), trained)
 
-    def _zero_nonfinite(self, w: torch.Tensor) -> torch.Tensor:
-        """w broadcast over g's trailing dims; the rows of a and g of a zero-weight (non-finite) example are
-        zeroed first, since 0·inf = nan (skipped when every example is finite: w > 0)."""
+    @staticmethod
+    def rows(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One call's (a, g) as (b, rows, width): every position of an example is a row."""
+        b = a.shape[0]
+        return a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1])
+
+    def _weights(self, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """w_i·scale_i broadcast over g's trailing dims, in g's dtype; an example of weight 0 (non-finite) has its
+        rows of a and g zeroed first, since 0·inf = nan."""
         keep = w > 0
         if not bool(keep.all()):
-            keep = keep.reshape(-1, *[1] * (self.g.ndim - 1))
-            self.g = torch.where(keep, self.g, torch.zeros_like(self.g))
+            self.g = torch.where(keep.reshape(-1, *[1] * (self.g.ndim - 1)), self.g, torch.zeros_like(self.g))
             if self.a.is_floating_point():
                 self.a = torch.where(keep.reshape(-1, *[1] * (self.a.ndim - 1)), self.a, torch.zeros_like(self.a))
-        return w.to(self.g.dtype).reshape(-1, *[1] * (self.g.ndim - 1))
+        scaled = torch.where(keep, w.to(torch.float64) * scale, torch.zeros_like(scale))
+        return scaled.to(self.g.dtype).reshape(-1, *[1] * (self.g.ndim - 1))
 
 
 class _Linear(_Layer):
-    def __init__(self, module, a, g, trained):
-        b = a.shape[0]
-        super().__init__(module, a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1]), trained)
-
     def norms2(self) -> torch.Tensor:
         a, g = self.a, self.g
         T, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
-        total = torch.zeros(a.shape[0], dtype=g.dtype, device=g.device)
+        total = torch.zeros(a.shape[0], dtype=torch.float64, device=g.device)
         if "weight" in self.trained:
             if T == 1:
-                total += (a.squeeze(1) ** 2).sum(-1) * (g.squeeze(1) ** 2).sum(-1)
+                hat = (a.squeeze(1) ** 2).sum(-1) * (g.squeeze(1) ** 2).sum(-1)
             elif T * T < d_in * d_out:   # ghost norm: (B, T, T) Gram matrices instead of (B, out, in) gradients
-                total += (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+                hat = (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
             else:
-                total += (torch.bmm(g.transpose(1, 2), a) ** 2).sum((1, 2))
+                hat = (torch.bmm(g.transpose(1, 2), a) ** 2).sum((1, 2))
+            total += hat.to(torch.float64) * (self.s * self.t) ** 2
         if "bias" in self.trained:
-            total += (g.sum(1) ** 2).sum(-1)
+            total += (g.sum(1) ** 2).sum(-1).to(torch.float64) * self.t ** 2
         return total
 
     def weighted_sums(self, w):
-        w = self._zero_nonfinite(w)   # first: it zeroes the rows of g and a of a non-finite example
-        wg = self.g * w
-        sums = {"weight": torch.einsum("bto,bti->oi", wg, self.a)} if "weight" in self.trained else {}
+        sums = {}
+        if "weight" in self.trained:
+            ws = self._weights(w, self.s * self.t)   # first: it zeroes the rows of a non-finite example
+            sums["weight"] = torch.einsum("bto,bti->oi", self.g * ws, self.a)
         if "bias" in self.trained:
-            sums["bias"] = wg.sum((0, 1))
+            sums["bias"] = (self.g * self._weights(w, self.t)).sum((0, 1))
         return sums
 
 
 class _Embedding(_Layer):
-    def __init__(self, module, a, g, trained):
+    @staticmethod
+    def rows(module, a, g):
         b = a.shape[0]
         ids, g = a.reshape(b, -1), g.reshape(b, -1, g.shape[-1])
         if module.padding_idx is not None:   # the padding row gets no gradient: its positions count for nothing
             g = torch.where((ids == module.padding_idx).unsqueeze(-1), torch.zeros_like(g), g)
-        super().__init__(module, ids, g, trained)
+        return ids, g
 
     def norms2(self):
         same = (self.a.unsqueeze(2) == self.a.unsqueeze(1)).to(self.g.dtype)
-        return (same * torch.bmm(self.g, self.g.transpose(1, 2))).sum((1, 2))
+        return (same * torch.bmm(self.g, self.g.transpose(1, 2))).sum((1, 2)).to(torch.float64) * self.t ** 2
 
     def weighted_sums(self, w):
-        w = self._zero_nonfinite(w)
-        wg = (self.g * w).reshape(-1, self.g.shape[-1])
+        wg = (self.g * self._weights(w, self.t)).reshape(-1, self.g.shape[-1])
         weight = torch.zeros_like(self.module.weight)
         return {"weight": weight.index_add_(0, self.a.reshape(-1), wg.to(weight.dtype))}
 
 
 class _LayerNorm(_Layer):
-    def __init__(self, module, a, g, trained):
+    @staticmethod
+    def rows(module, a, g):
         b, shape = a.shape[0], module.normalized_shape
-        normed = F.layer_norm(a, shape, eps=module.eps)
         width = int(torch.Size(shape).numel())
-        super().__init__(module, normed.reshape(b, -1, width), g.reshape(b, -1, width), trained)
+        normed = F.layer_norm(a, shape, eps=module.eps)   # x̂: its entries are at most √width in magnitude
+        return normed.reshape(b, -1, width), g.reshape(b, -1, width)
 
     def _per_example(self):
         out = {}
@@ -201,38 +248,48 @@ class _LayerNorm(_Layer):
         return out
 
     def norms2(self):
-        return sum((v**2).sum(-1) for v in self._per_example().values())
+        scale = (self.s * self.t) ** 2   # s is x̂'s own peak, at most √width
+        return sum((v ** 2).sum(-1).to(torch.float64) * (scale if k == "weight" else self.t ** 2)
+                   for k, v in self._per_example().items())
 
     def weighted_sums(self, w):
-        w = self._zero_nonfinite(w).reshape(-1, 1)
         shape = self.module.normalized_shape
-        return {k: (v * w).sum(0).reshape(shape) for k, v in self._per_example().items()}
+        ws, wt = self._weights(w, self.s * self.t).reshape(-1, 1), self._weights(w, self.t).reshape(-1, 1)
+        return {k: (v * (ws if k == "weight" else wt)).sum(0).reshape(shape) for k, v in self._per_example().items()}
 
 
 class _Conv2d(_Layer):
+    @staticmethod
+    def rows(module, a, g):
+        """(b, in·k·k, L) unfolded inputs and (b, out, L) output gradients; k images of one example side by side."""
+        b = a.shape[0]
+        images = a.reshape(-1, *a.shape[-3:])
+        cols = F.unfold(images, module.kernel_size, dilation=module.dilation, padding=module.padding,
+                        stride=module.stride)
+        cols = cols.reshape(b, -1, *cols.shape[1:]).transpose(1, 2).flatten(2)           # (b, in·k·k, k'·L)
+        g = g.reshape(b, -1, *g.shape[-3:]).flatten(3).transpose(1, 2).flatten(2)          # (b, out, k'·L)
+        return cols.transpose(1, 2), g.transpose(1, 2)   # rows along dim 1, so that calls concatenate there
+
     def __init__(self, module, a, g, trained):
-        cols = F.unfold(a, module.kernel_size, dilation=module.dilation, padding=module.padding,
-                        stride=module.stride)                                       # (B, in·k·k, L)
-        super().__init__(module, cols, g.reshape(g.shape[0], g.shape[1], -1), trained)   # g: (B, out, L)
+        super().__init__(module, a.transpose(1, 2), g.transpose(1, 2), trained)   # back to (b, ·, L)
         self._grads = torch.bmm(self.g, self.a.transpose(1, 2)) if "weight" in trained else None   # (B, out, in·k·k)
 
     def norms2(self):
-        total = torch.zeros(self.g.shape[0], dtype=self.g.dtype, device=self.g.device)
+        total = torch.zeros(self.g.shape[0], dtype=torch.float64, device=self.g.device)
         if "weight" in self.trained:
-            total += (self._grads ** 2).sum((1, 2))
+            total += (self._grads ** 2).sum((1, 2)).to(torch.float64) * (self.s * self.t) ** 2
         if "bias" in self.trained:
-            total += (self.g.sum(2) ** 2).sum(-1)
+            total += (self.g.sum(2) ** 2).sum(-1).to(torch.float64) * self.t ** 2
         return total
 
     def weighted_sums(self, w):
         keep = (w > 0).reshape(-1, 1, 1)
-        zero = not bool(keep.all())
-        w = w.to(self.g.dtype)
         sums = {}
         if "weight" in self.trained:
-            grads = torch.where(keep, self._grads, torch.zeros_like(self._grads)) if zero else self._grads
-            sums["weight"] = torch.einsum("b,boi->oi", w, grads).reshape(self.module.weight.shape)
+            grads = torch.where(keep, self._grads, torch.zeros_like(self._grads))
+            ws = self._weights(w, self.s * self.t).reshape(-1)
+            sums["weight"] = torch.einsum("b,boi->oi", ws, grads).reshape(self.module.weight.shape)
         if "bias" in self.trained:
-            g = torch.where(keep, self.g, torch.zeros_like(self.g)) if zero else self.g
-            sums["bias"] = (g.sum(2) * w.reshape(-1, 1)).sum(0)
+            g = torch.where(keep, self.g, torch.zeros_like(self.g))
+            sums["bias"] = (g.sum(2) * self._weights(w, self.t).reshape(-1, 1)).sum(0)
         return sums
