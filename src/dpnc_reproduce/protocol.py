@@ -30,6 +30,7 @@ import json
 import multiprocessing
 import os
 import platform
+import subprocess
 import time
 import types
 import typing
@@ -51,11 +52,14 @@ class Claim(NamedTuple):
     """One claim of a paper (or of a theory) checked on our rows.
 
     ``holds``: True, False, or None when the data give no signal either way (an effect inside its interval).
+    ``status``: with ``holds`` None, why a claim is not judged at all, when that is not "no signal": e.g. "not
+    testable by slope here" (the instance confounds the variable) or "underpowered for this design" (issue 41).
     """
 
     statement: str
     holds: bool | None
     evidence: str
+    status: str = ""
 
 
 class Declared(NamedTuple):
@@ -163,10 +167,11 @@ class Result(Generic[C, R]):
     declared: tuple = ()  # the claims declared before the run (Declared); after it, if an older result lacked them
     rejudged: tuple = ()  # every re-judging, oldest first: {"date", "rule", "changes", "previous"} (:func:`rejudge`)
     notes: tuple = ()     # lines under the summary's header (kept across re-judgings)
+    declared_commit: dict | None = None   # where the declarations were committed (:func:`declaring_commit`)
 
     def to_json(self) -> dict:
         return {"experiment": self.experiment.name, "config": dataclasses.asdict(self.config),
-                "declared": [d._asdict() for d in self.declared],
+                "declared": [d._asdict() for d in self.declared], "declared_commit": self.declared_commit,
                 "rows": [dataclasses.asdict(r) for r in self.rows], "claims": [c._asdict() for c in self.claims],
                 "rejudged": list(self.rejudged), "notes": list(self.notes),
                 "seconds": self.seconds, "workers": self.workers, "machine": self.machine}
@@ -184,11 +189,12 @@ def run_experiment(experiment: Experiment, config, *, progress: bool = True, wor
     config.validate()
     tasks = experiment.tasks(config)
     declared = tuple(experiment.declare(config))
+    commit = declaring_commit(experiment)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "result.json").write_text(json.dumps(
             {"experiment": experiment.name, "status": "running", "config": dataclasses.asdict(config),
-             "declared": [d._asdict() for d in declared]}, indent=1))
+             "declared": [d._asdict() for d in declared], "declared_commit": commit}, indent=1))
     load_start = _load_average()
     start = time.perf_counter()
     outputs = run_tasks(partial(experiment.run_one, config), [(t,) for t in tasks],
@@ -197,7 +203,54 @@ def run_experiment(experiment: Experiment, config, *, progress: bool = True, wor
     rows = [row for out in outputs for row in (out if isinstance(out, tuple) else (out,))]
     seconds = time.perf_counter() - start
     return Result(experiment, config, tuple(rows), tuple(experiment.claims(rows, config)), seconds, workers,
-                  machine(load_start), declared)
+                  machine(load_start), declared, declared_commit=commit)
+
+
+def declaring_paths(experiment: Experiment) -> list[Path]:
+    """The code that declares an experiment's claims, thresholds and tolerances: the claims engine and the
+    experiment's own package."""
+    package = Path(__import__(type(experiment).__module__.rpartition(".")[0], fromlist=["_"]).__file__).parent
+    return [Path(__file__).with_name("claims.py"), package]
+
+
+def _git(args: Sequence[str], cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def declaring_commit(experiment: Experiment) -> dict | None:
+    """The last commit that touched the declaring code (:func:`declaring_paths`) and whether that code has changes
+    not yet committed (``dirty``: then the declarations are not the committed ones); None outside a git work tree.
+    Recorded in ``result.json`` so a test can check that the declarations precede the rows (:func:`precedes`)."""
+    paths = declaring_paths(experiment)
+    cwd = paths[0].parent
+    root = _git(["rev-parse", "--show-toplevel"], cwd)
+    if root is None:
+        return None
+    rel = [str(p.resolve().relative_to(Path(root).resolve())) for p in paths]
+    commit = _git(["log", "-1", "--format=%H", "--", *rel], Path(root))
+    dirty = _git(["status", "--porcelain", "--", *rel], Path(root))
+    return {"commit": commit, "paths": rel, "dirty": bool(dirty)}
+
+
+def precedes(declared: str, rows: str, repo: Path) -> bool:
+    """Whether commit ``declared`` is a strict ancestor of commit ``rows`` in the repository at ``repo``: the
+    declarations were committed before the rows they judge (the same commit does not count)."""
+    if declared == rows:
+        return False
+    done = subprocess.run(["git", "merge-base", "--is-ancestor", declared, rows], cwd=repo, capture_output=True)
+    if done.returncode not in (0, 1):
+        raise ValueError(f"git could not compare {declared!r} and {rows!r}: {done.stderr.decode().strip()}")
+    return done.returncode == 0
+
+
+def rows_commit(folder: Path) -> str | None:
+    """The commit that first added ``folder/rows.csv``."""
+    out = _git(["log", "--diff-filter=A", "--format=%H", "--", "rows.csv"], Path(folder))
+    return out.splitlines()[-1] if out else None
 
 
 def machine(load_average_start: float | None = None) -> dict:
@@ -263,7 +316,9 @@ def csv_record(row) -> dict:
     return {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.metadata.get("csv", True)}
 
 
-def verdict(holds: bool | None) -> str:
+def verdict(holds: bool | None, status: str = "") -> str:
+    if holds is None and status:
+        return status
     return "no signal" if holds is None else "yes" if holds else "**no**"
 
 
@@ -274,7 +329,7 @@ def claims_table(claims: Sequence[Claim], before: dict[str, str] | None = None) 
         return "No claim can be checked on these runs."
     before = before or {}
     lines = ["| claim | holds here | our numbers |", "|---|---|---|"]
-    lines += [f"| {c.statement} | {verdict(c.holds)}"
+    lines += [f"| {c.statement} | {verdict(c.holds, c.status)}"
               + (f" (was {before[c.statement]} before re-judging)" if c.statement in before else "")
               + f" | {c.evidence} |" for c in claims]
     return "\n".join(lines)
@@ -358,27 +413,33 @@ def read(experiment: Experiment, path: Path) -> Result:
                   tuple(from_record(experiment.Row, r) for r in data["rows"]),
                   tuple(Claim(**c) for c in data.get("claims", ())), data["seconds"], data.get("workers"),
                   data.get("machine", {}), tuple(Declared(**d) for d in data.get("declared", ())),
-                  tuple(data.get("rejudged", ())), tuple(data.get("notes", ())))
+                  tuple(data.get("rejudged", ())), tuple(data.get("notes", ())), data.get("declared_commit"))
 
 
 def rejudge(experiment: Experiment, folder: Path, rule: str, command: str | None = None,
-            date: str | None = None) -> tuple[list[Path], list[dict]]:
+            date: str | None = None, redeclare: bool = False) -> tuple[list[Path], list[dict]]:
     """Judge the claims of the result under ``folder`` again on its stored rows (nothing is re-run) and write the
     result back there (:func:`write`). The old verdicts stay: ``result.json`` gains a ``rejudged`` record (the date,
     ``rule`` — what changed in the judging —, each claim's old and new verdict and evidence, and the old claims),
     and ``summary.md`` shows each changed verdict beside its old one and a table of every change. A result without
     declared claims gets them from :meth:`Experiment.declare`, marked as declared after the run. The summary's
     note lines are kept (read from an older summary.md where result.json lacks them). ``command``: the run's
-    command when the file lacks it. Returns the paths written and the changes."""
+    command when the file lacks it. ``redeclare``: the judging's declarations changed (thresholds, tolerances,
+    regimes): the result takes the experiment's current ones, marked as declared after the run, and the record
+    keeps the declaring commit and the old declarations. Returns the paths written and the changes."""
     folder = Path(folder)
     data = json.loads((folder / "result.json").read_text())
     old = read(experiment, folder / "result.json")
     new_claims = tuple(experiment.claims(old.rows, old.config))
-    record = _record(old.claims, new_claims, rule, date, declared_after=not old.declared)
+    record = _record(old.claims, new_claims, rule, date, declared_after=redeclare or not old.declared)
+    if redeclare:
+        record |= {"declared_commit": declaring_commit(experiment), "previous_declared": [d._asdict()
+                                                                                         for d in old.declared]}
     changes = record["changes"]
     notes = old.notes or tuple(_summary_notes(folder / "summary.md", old))
-    result = dataclasses.replace(old, claims=new_claims, declared=old.declared or tuple(experiment.declare(old.config)),
-                                 rejudged=(*old.rejudged, record), notes=notes)
+    declared = (tuple(experiment.declare(old.config)) if redeclare or not old.declared else old.declared)
+    result = dataclasses.replace(old, claims=new_claims, declared=declared, rejudged=(*old.rejudged, record),
+                                 notes=notes)
     return write(result, folder, data.get("command") or command or "(not recorded)"), changes
 
 
@@ -426,11 +487,13 @@ def match_claims(old: Sequence[Claim], new: Sequence[Claim], *, similar: bool = 
             pairs[i] = j
             left.remove(j)
     out = [{"statement": o.statement, "new_statement": new[pairs[i]].statement if i in pairs else None,
-            "old": verdict(o.holds), "new": verdict(new[pairs[i]].holds) if i in pairs else "removed",
+            "old": verdict(o.holds, o.status), "new": verdict(new[pairs[i]].holds, new[pairs[i]].status) if i in pairs
+            else "removed",
             "old_evidence": o.evidence, "new_evidence": new[pairs[i]].evidence if i in pairs else ""}
            for i, o in enumerate(old)]
     return out + [{"statement": new[j].statement, "new_statement": new[j].statement, "old": "new claim",
-                   "new": verdict(new[j].holds), "old_evidence": "", "new_evidence": new[j].evidence} for j in left]
+                   "new": verdict(new[j].holds, new[j].status), "old_evidence": "", "new_evidence": new[j].evidence}
+                  for j in left]
 
 
 def _summary_notes(path: Path, result: Result) -> list[str]:

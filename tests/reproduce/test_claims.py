@@ -170,20 +170,79 @@ def _seeds(xs, slopes):
 
 def test_upper_bound_rates_are_judged_one_sided():
     xs = [30.0, 100.0, 300.0, 1000.0]
-    bound = -0.75
+    bound, tol = -0.75, 0.1
+
+    def judge(iv, t=tol):
+        return claims.rate_within_bound(iv, bound, regime=claims.GROWS, tol=t)
+
     slower = claims.slope_interval(xs, _seeds(xs, (-0.65, -0.61, -0.63, -0.64, -0.62)))   # −0.63 [−0.65, −0.61]
-    assert slower.high < bound + 0.2 and slower.low > bound + claims.RATE_TOL   # its interval excludes bound + tol
-    assert claims.no_slower_than_bound(slower, bound) is False
+    assert slower.high < bound + 0.2 and slower.low > bound + tol   # its interval excludes bound + tol
+    assert judge(slower) is False
     faster = claims.slope_interval(xs, _seeds(xs, (-1.2, -1.1, -1.3, -1.25)))   # faster than the bound: consistent
-    assert claims.no_slower_than_bound(faster, bound) is True
-    assert claims.tight(faster, bound) is False                 # but not tight: a separate claim
+    assert judge(faster) is True
+    assert claims.tight(faster, bound, tol) is False                 # but not tight: a separate claim
     straddles = claims.slope_interval(xs, _seeds(xs, (-0.9, -0.5, -0.7)))
-    assert claims.no_slower_than_bound(straddles, bound) is None
+    assert judge(straddles) is None
     near = claims.slope_interval(xs, _seeds(xs, (-0.70, -0.71, -0.69, -0.70)))   # 0.05 slower: inside the tolerance
-    assert claims.no_slower_than_bound(near, bound) is True and claims.no_slower_than_bound(near, bound, 0.0) is False
-    assert claims.tight(near, bound) is True
+    assert judge(near) is True and judge(near, 0.0) is False
+    assert claims.tight(near, bound, tol) is True
     one = claims.slope_interval(xs, _seeds(xs, (-0.2,)))         # one seed, far slower: still no verdict
-    assert claims.no_slower_than_bound(one, bound) is None
+    assert judge(one) is None
+    with pytest.raises(ValueError, match="regime"):
+        claims.rate_within_bound(near, bound, regime="up", tol=tol)
+
+
+def test_rates_in_a_shrinking_variable_fail_on_the_steep_side():
+    # n ≤ C·N(ε) is about small ε: with N ∝ ε^−0.37 over the grid, a measured n(ε) ∝ ε^−1.17 grows faster than the
+    # bound as ε shrinks (issue 41's KLT ε exponent): that is the violating side, whatever the old rule said
+    eps = [0.5, 2.0, 8.0]
+    bound, tol = -0.37, 0.05
+
+    def judge(iv):
+        return claims.rate_within_bound(iv, bound, regime=claims.SHRINKS, tol=tol)
+
+    steep = claims.slope_interval(eps, _seeds(eps, (-1.10, -1.20, -1.15, -1.25, -1.17)))
+    assert steep.high < bound - tol
+    assert judge(steep) is False                                 # the old rule (slope ≤ bound + tol) said True
+    assert claims.below(steep, bound + tol) is True
+    shallow = claims.slope_interval(eps, _seeds(eps, (-0.10, -0.20, -0.15, -0.12)))   # grows slower as ε shrinks
+    assert judge(shallow) is True                                 # the old rule said False
+    assert claims.below(shallow, bound + tol) is False
+    near = claims.slope_interval(eps, _seeds(eps, (-0.40, -0.41, -0.39, -0.40)))   # 0.03 steeper: within tol
+    assert judge(near) is True
+    assert claims.rate_within_bound(near, bound, regime=claims.SHRINKS, tol=0.0) is False
+    straddles = claims.slope_interval(eps, _seeds(eps, (-0.9, -0.1, -0.5)))
+    assert judge(straddles) is None
+    # ZTC's β exponent (issue 41): measured −1.86 [−2.06, −1.66] against the bound's −2.27 holds as β → 0
+    ztc_beta = claims.Interval(-1.86, -2.06, -1.66, 10)
+    assert claims.rate_within_bound(ztc_beta, -2.27, regime=claims.SHRINKS, tol=0.0) is True
+    assert claims.rate_within_bound(ztc_beta, -2.27, regime=claims.GROWS, tol=0.1) is False   # the reversed rule
+    assert claims.rate_limit(-2.27, regime=claims.SHRINKS, tol=0.1) == pytest.approx(-2.37)
+
+
+def test_tolerance_is_what_the_dropped_logs_add_to_the_slope_over_the_grid():
+    ns = [10.0 ** k for k in range(3, 10)]
+    tol = claims.dropped_log_tolerance(ns, [(ns, 1.0)], regime=claims.GROWS, formula="ln n")
+    ref = np.polyfit(np.log(ns), np.log(np.log(ns)), 1)[0]       # least-squares slope of ln ln n on ln n
+    assert tol.value == pytest.approx(ref) and 0.05 < tol.value < 0.14 and "ln n" in tol.formula
+    # exactly the shift the dropped factor makes in a fitted slope: y = n^-1 (ln n)^2 fits at −1 + 2·tol
+    ys = [n ** -1.0 * math.log(n) ** 2 for n in ns]
+    assert claims.loglog_fit(ns, ys) == pytest.approx(-1.0 + 2 * tol.value)
+    assert claims.dropped_log_tolerance(ns, [(ns, 2.0)], regime=claims.GROWS, formula="").value == \
+        pytest.approx(2 * ref)
+    # the grid decides: ln d over d ∈ {4..64} adds far more than ln n over 10³..10⁹
+    ds = [4.0, 8.0, 16.0, 32.0, 64.0]
+    assert claims.dropped_log_tolerance(ds, [(ds, 1.0)], regime=claims.GROWS, formula="").value == \
+        pytest.approx(np.polyfit(np.log(ds), np.log(np.log(ds)), 1)[0]) == pytest.approx(0.3907, abs=1e-4)
+    # x → 0: a log of N(ε) ∝ 1/ε grows as ε shrinks, a steeper slope: a tolerance on the steep side
+    eps = [0.5, 2.0, 8.0]
+    N = [1000 / e for e in eps]
+    shrink = claims.dropped_log_tolerance(eps, [(N, 1.0)], regime=claims.SHRINKS, formula="ln N")
+    assert shrink.value == pytest.approx(-np.polyfit(np.log(eps), np.log(np.log(N)), 1)[0]) and shrink.value > 0
+    # a dropped factor pointing away from the violating side makes no tolerance
+    assert claims.dropped_log_tolerance(eps, [(N, 1.0)], regime=claims.GROWS, formula="").value == 0.0
+    with pytest.raises(ValueError, match="> 1"):
+        claims.dropped_log_tolerance(eps, [([0.5, 2.0, 3.0], 1.0)], regime=claims.GROWS, formula="")
 
 
 def test_censored_seed_is_kept_counted_and_conservative():
@@ -200,8 +259,8 @@ def test_censored_seed_is_kept_counted_and_conservative():
     low = stats.t.interval(0.95, 5, loc=np.mean(per_seed), scale=stats.sem(per_seed))[0]
     assert fit.low == pytest.approx(low) and fit.high == math.inf   # at n_max for the low end; the high end opens
     # an upper-bound claim "slope ≤ 1.1 + tol" holds when the slow seed is dropped, but not once it is kept
-    assert claims.no_slower_than_bound(dropped, 1.1) is True
-    assert claims.no_slower_than_bound(fit, 1.1) is None
+    assert claims.rate_within_bound(dropped, 1.1, regime=claims.GROWS, tol=0.1) is True
+    assert claims.rate_within_bound(fit, 1.1, regime=claims.GROWS, tol=0.1) is None
     # no verdict above the declared fraction
     many = claims.slope_interval(xs, reached[:3] + [slow, slow], max_censored=0.2)
     assert many.censored == 2 and (many.low, many.high) == (-math.inf, math.inf) and "no verdict" in many.note
@@ -303,3 +362,41 @@ def test_paired_ratio_no_verdict_when_the_denominator_includes_zero_or_one_seed(
     assert one.seeds == 1 and math.isinf(one.low) and claims.NO_VERDICT_ONE_SEED in one.note
     with pytest.raises(ValueError, match="same length"):
         claims.paired_ratio([[1.0, 2.0]], [[1.0]])
+
+
+def test_declarations_must_precede_the_rows_they_judge(tmp_path):
+    from dpnc_reproduce import protocol
+
+    def git(*args):
+        import subprocess
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "claims.py").write_text("TOL = 0.2\n")
+    git("add", "claims.py")
+    git("commit", "-q", "-m", "declare")
+    declared = git("rev-parse", "HEAD")
+    (tmp_path / "res").mkdir()
+    (tmp_path / "res" / "rows.csv").write_text("x,y\n1,2\n")
+    git("add", "res/rows.csv")
+    git("commit", "-q", "-m", "rows")
+    rows = protocol.rows_commit(tmp_path / "res")
+    assert rows == git("rev-parse", "HEAD")
+    assert protocol.precedes(declared, rows, tmp_path) is True
+    # a tolerance changed after the rows (as RATE_TOL was): its commit does not precede them
+    (tmp_path / "claims.py").write_text("TOL = 0.1\n")
+    git("commit", "-q", "-am", "loosen after the data")
+    later = git("rev-parse", "HEAD")
+    assert protocol.precedes(later, rows, tmp_path) is False
+    assert protocol.precedes(rows, rows, tmp_path) is False      # the same commit is not "before"
+
+
+def test_a_run_records_the_commit_of_its_declarations():
+    from dpnc_reproduce import nonsmooth_rates, protocol
+
+    record = protocol.declaring_commit(nonsmooth_rates.EXPERIMENT)
+    if record is None:
+        pytest.skip("not a git work tree")
+    assert record["paths"] == ["src/dpnc_reproduce/claims.py", "src/dpnc_reproduce/nonsmooth_rates"]
+    assert len(record["commit"]) == 40 and isinstance(record["dirty"], bool)

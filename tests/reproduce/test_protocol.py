@@ -195,7 +195,8 @@ def test_the_writer_writes_every_file_and_the_common_summary(tmp_path):
     assert [(int(r["n"]), float(r["value"])) for r in records] == [(r.n, r.value) for r in result.rows]
     data = json.loads((tmp_path / "out" / "result.json").read_text())
     assert data["rows"][0]["trace"] == [1.0, 0.0] and data["command"] == "dpnc reproduce toy --test"   # ... not JSON
-    assert data["claims"][1] == {"statement": "the value is negative", "holds": False, "evidence": "min 1.5"}
+    assert data["claims"][1] == {"statement": "the value is negative", "holds": False, "evidence": "min 1.5",
+                                 "status": ""}
     assert protocol.read(TOY, tmp_path / "out" / "result.json") == result
     assert not (tmp_path / "out" / "empty.csv").exists()
     summary = (tmp_path / "out" / "summary.md").read_text()
@@ -320,12 +321,18 @@ def test_a_config_field_the_command_cannot_host_is_refused():
 
 
 def test_claim_is_a_plain_record():
-    claim = Claim("s", None, "e")
-    statement, holds, evidence = claim   # unpacks like the tuples the older experiments return
-    assert (statement, holds, evidence) == ("s", None, "e") and claim._asdict() == {
-        "statement": "s", "holds": None, "evidence": "e"}
+    claim = Claim("s", None, "e")   # built like the tuples the older experiments return
+    statement, holds, evidence, status = claim
+    assert (statement, holds, evidence, status) == ("s", None, "e", "") and claim._asdict() == {
+        "statement": "s", "holds": None, "evidence": "e", "status": ""}
+    assert Claim(**{"statement": "s", "holds": True, "evidence": "e"}).status == ""   # an older result.json reads
     assert protocol.verdict(True) == "yes" and protocol.verdict(False) == "**no**"
     assert protocol.verdict(None) == "no signal"
+    # a claim not judged for another reason than no signal says so (issue 41)
+    assert protocol.verdict(None, "not testable by slope here") == "not testable by slope here"
+    assert protocol.verdict(False, "not testable by slope here") == "**no**"   # a verdict is never hidden
+    table = protocol.claims_table([Claim("s", None, "e", "underpowered for this design")])
+    assert "| s | underpowered for this design | e |" in table
     assert protocol.claims_table([]) == "No claim can be checked on these runs."
 
 

@@ -26,9 +26,13 @@ METHODS = ("DPZero", "DPGD-0th", "DP-GD")
 METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
 
 
-# Table 1's rates are upper bounds: judged one-sided, the fitted slope in d at most the bound's own slope over the same
-# points plus RATE_TOL (claims.no_slower_than_bound; the convention of kl-rates and nonsmooth-rates).
-RATE_TOL = stats.RATE_TOL
+# Table 1's rates are upper bounds as d → ∞: judged one-sided, the fitted slope in d at most the bound's own slope over
+# the same points plus the tolerance of the logs in d that the bound drops (claims.rate_within_bound, GROWS; the
+# convention of kl-rates and nonsmooth-rates). Table 1 keeps its only d-dependent log (DPZero's log d, from L̃²);
+# log(e + ε/δ) and log(1/δ) do not move with d; so nothing in d is dropped and the tolerance is 0 over every grid
+# (issue 41; until then one RATE_TOL = 0.1, set after these rows were measured).
+RATE_REGIME = stats.GROWS
+RATE_TOL = stats.Tolerance(0.0, "none dropped in d: Table 1 keeps DPZero's log d; log(e + ε/δ) is free of d")
 
 
 def _help(text: str) -> dict:

@@ -25,8 +25,9 @@ n√ρ is varied through n at ρ = 1, and a small ρ sweep at fixed n checks tha
 Log-log slopes of the excess against x = n√ρ/√d are fitted per seed and per (algorithm, objective, d, regime)
 over the points where the theorem's bound is below F0 (above it, the theorem promises nothing); each theorem's
 rate is judged one-sided, as the upper bound it is, on the 95 % t interval over the seeds: the slope is at most the
-bound's own slope over the same points plus the declared tolerance
-(:func:`dpnc_reproduce.claims.no_slower_than_bound`), with a reason measured on the rows where it does not hold.
+bound's own slope over the same points plus the tolerance of the logs that bound drops over those points
+(:func:`dpnc_reproduce.claims.rate_within_bound`, x → ∞; :func:`dpnc_reproduce.kl_rates.report.tolerance`), with a
+reason measured on the rows where it does not hold.
 
 Run it with :func:`dpnc_reproduce.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
 :func:`dpnc_reproduce.protocol.write`; the summary, the figures and ``slopes.csv`` are built by

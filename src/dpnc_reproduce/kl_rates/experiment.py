@@ -32,12 +32,12 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
         return report.check_claims(rows)
 
     def declare(self, config: KLRatesConfig) -> list[Declared]:
-        tol = report.RATE_TOL
         return [Declared("every run spends at most its ρ", "at most", "ρ", "every run"),
                 Declared("every iterate stays in the declared region", "at most", "the radius", "every run"),
                 Declared("KL-Spider: F(w_out) − F* ≤ Φfloor", "at most", "Φfloor", "every run"),
                 Declared("each (algorithm, objective, d, regime): slope of the excess against n√ρ/√d",
-                         "at most (one-sided: an upper bound)", f"the bound's own slope over the same points + {tol:g}",
+                         "at most (one-sided: an upper bound)", "the bound's own slope over the same points + the "
+                         "tolerance of its dropped logs over them (report.tolerance)",
                          "95 % t interval over the per-seed slopes (≥ 3 points); one seed: no verdict; the proximal "
                          "point also needs its inner-steps check"),
                 Declared("proximal point: more inner steps lower the excess by less than half (in log) the "
