@@ -150,26 +150,28 @@ def test_empty_batches_reach_the_loop_but_not_the_closure_and_release_noise_only
     assert acct.releases == steps
 
 
-def test_losses_that_are_not_one_per_example_of_the_batch_are_refused_and_nothing_is_released():
+def test_losses_that_are_not_one_per_example_of_the_batch_are_refused_and_the_batch_is_charged():
+    """The loss function saw the batch, so its refusal is charged (one release, nothing published, the parameters
+    as they were) and the batch is spent: the ledger counts every drawn batch (issue 40, item 5)."""
     model = make_model()
     data = dataset()
     opt, loader, acct = private(model, data=data, testing_seed=1)
     X, y = data.tensors
     it = iter(loader)
-    xb, yb = next(it)
-    while len(xb) < 2:  # a batch of >= 2 examples, so dropping one leaves a non-empty wrong batch
-        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
-        xb, yb = next(it)
-    before, released = params(model), acct.releases
     for wrong in (lambda xb, yb: per_example_loss(model(xb[1:]), yb[1:]),      # one example short
                   lambda xb, yb: per_example_loss(model(X), y),                 # the whole dataset
                   lambda xb, yb: per_example_loss(model(xb), yb).mean()):       # a reduced loss
+        xb, yb = next(it)
+        while len(xb) < 2:  # a batch of >= 2 examples, so dropping one leaves a non-empty wrong batch
+            opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
+            xb, yb = next(it)
+        before, released = params(model), acct.releases
         with pytest.raises(ValueError, match="per-example losses of the batch"):
             opt.step(wrong)
-        assert acct.releases == released and restored(before, params(model))
-    # Nothing was released, so the batch is still pending and a correct closure may use it.
-    loss = opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
-    assert acct.releases == released + 1 and torch.isfinite(loss)
+        assert acct.releases == released + 1 and restored(before, params(model))
+        with pytest.raises(ValueError, match="no batch is pending"):   # spent: not retried
+            opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
+    assert acct.releases == opt.sampler.drawn
 
 
 def test_a_second_step_on_one_batch_is_refused():

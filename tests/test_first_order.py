@@ -150,7 +150,7 @@ def test_step_hooks_report_public_values_and_private_stats_apart():
     assert opt.steps == 3
 
 
-def test_refusals_release_nothing_and_leave_the_batch_pending():
+def test_refusals_before_the_data_release_nothing_and_after_it_charge_the_batch():
     model = make_model()
     opt, loader, acct = quick(model, steps=2, testing_seed=3)
     it = iter(loader)
@@ -158,7 +158,6 @@ def test_refusals_release_nothing_and_leave_the_batch_pending():
     assert len(xb) > 1
     before = params(model)
     bad = [((loss_fn(model), xb[:-1], yb[:-1]), "inputs must be the batch the loader just yielded"),   # another
-           ((lambda xb, yb: loss_fn(model)(xb, yb).mean(), xb, yb), "per-example losses"),  # reduced
            ((lambda: loss_fn(model)(xb, yb),), "must take the batch as arguments"),        # not handed the batch
            ((None, xb, yb), "loss_fn must be a callable")]
     for args, message in bad:
@@ -170,10 +169,12 @@ def test_refusals_release_nothing_and_leave_the_batch_pending():
     with pytest.raises(ValueError, match="no batch is pending"):
         opt.step(loss_fn(model), xb, yb)
     xb, yb = next(it)
-    opt.step(loss_fn(model), xb, yb)
-    with pytest.raises(ValueError, match="steps must be at most 2"):
+    before = params(model)
+    with pytest.raises(ValueError, match="per-example losses"):   # reduced: the loss saw the batch
+        opt.step(lambda xb, yb: loss_fn(model)(xb, yb).mean(), xb, yb)
+    assert acct.releases == 2 and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    with pytest.raises(ValueError, match="steps must be at most 2"):   # charged and spent: both steps are taken
         opt.step(loss_fn(model), xb, yb)
-    assert acct.releases == 2
 
 
 def test_an_empty_batch_releases_noise_only():
@@ -276,7 +277,7 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_layer():
         if per_example == "vmap":
             with pytest.raises(ValueError, match="Use per_example='loop'") as refused:
                 opt.step(step)
-            assert accountant.releases == 0 and not any(c.isdigit() for c in str(refused.value))   # no shapes
+            assert accountant.releases == 1 and not any(c.isdigit() for c in str(refused.value))   # no shapes
             assert refused.value.__cause__ is None and refused.value.__suppress_context__   # nor torch's, chained
             continue
         opt.step(step)

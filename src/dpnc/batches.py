@@ -188,6 +188,11 @@ class LoaderBatches:
         self.used = 0    # batches a step has taken (= steps taken)
         self._pending: tuple[torch.Tensor, tuple | None] | None = None   # (indices, inputs) of the next step
         self._taken: tuple[torch.Tensor, tuple | None] | None = None     # those of the step in progress
+        self._versions: list[int] = []   # the version counters of the pending inputs when the loader yielded them
+        # Set by the optimizer: charge() records a step's release for a drawn batch no step released for, and
+        # guard.mark() notes the model's state when a batch is drawn (dpnc.model_state.StateGuard).
+        self.charge: Callable[[], None] | None = None
+        self.guard = None
 
     @property
     def secret(self) -> bool:
@@ -212,9 +217,12 @@ class LoaderBatches:
         if self.remaining <= 0:
             raise ValueError(f"all steps={self.steps} batches have been drawn; the privacy budget was "
                              f"calibrated for {self.steps} steps")
+        self.charge_dropped()
         batch = self._sampler.sample() if self.group is None else self.group.take_batch(self._sampler)
         self._pending = (batch, None)
         self.drawn += 1
+        if self.guard is not None:
+            self.guard.mark()
         if self.fetch is not None:
             self.hold(self.fetch(self.part(batch)))
         return batch
@@ -224,7 +232,17 @@ class LoaderBatches:
         if self._pending is None:
             raise ValueError("no batch is pending to hold inputs for (draw first)")
         self._pending = (self._pending[0], as_arguments(collated))
+        self._versions = [t._version for t in leaves(self._pending[1]) if isinstance(t, torch.Tensor)]
         return collated
+
+    def charge_dropped(self) -> None:
+        """Charge the pending batch, if one was drawn and no step took it (a loop that skipped it, or ended): its
+        release is recorded though nothing is published, so that the ledger counts every drawn batch and its
+        length tells nothing of which batches a user's code skipped."""
+        if self._pending is not None and self.charge is not None:
+            self._pending = None
+            self.used += 1
+            self.charge()
 
     def part(self, batch: torch.Tensor) -> torch.Tensor:
         """The examples of ``batch`` this process evaluates: all of them, or this rank's shard under a group."""
@@ -236,8 +254,20 @@ class LoaderBatches:
         check_same_objects(given, self._pending[1] or ())
 
     def sample(self) -> torch.Tensor:
-        """Take the pending batch (the one the loader yielded last) for one step."""
+        """Take the pending batch (the one the loader yielded last) for one step.
+
+        Its inputs must hold what the loader yielded: a tensor written in place since (``xb -= xb.mean(0)``,
+        ``xb.copy_(other)``) is refused, and the batch is charged (the user's code has read it) and spent.
+        """
         self.check_ready()
+        inputs = self._pending[1] or ()
+        now = [t._version for t in leaves(inputs) if isinstance(t, torch.Tensor)]
+        if inputs and now != self._versions:
+            self.charge_dropped()
+            raise ValueError("inputs must hold what the loader yielded: a tensor of the batch was written in place "
+                             "since (e.g. xb -= xb.mean(0), or xb.copy_(...)), so the batch the loss would see is not "
+                             "the one the ledger describes. Transform a batch inside loss_fn, out of place, per "
+                             "example; this batch is charged and dropped")
         self._taken, self._pending = self._pending, None
         self.used += 1
         return self._taken[0]
@@ -254,7 +284,7 @@ class LoaderBatches:
         return self._taken[1]
 
     def give_back(self) -> None:
-        """Undo :meth:`sample` after a refused step that released nothing: its batch is pending again."""
+        """Undo :meth:`sample` after a step refused before it touched the data: its batch is pending again."""
         if self._taken is not None and self._pending is None:
             self._pending, self._taken = self._taken, None
             self.used -= 1

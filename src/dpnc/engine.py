@@ -129,6 +129,7 @@ class PoissonBatchSampler(TorchSampler):
         while self.batches.remaining > 0 and (self.per_epoch is None or count < self.per_epoch):
             count += 1
             yield self.batches.part(self.batches.draw()).tolist()
+        self.batches.charge_dropped()   # the pass's last batch, if no step took it
 
     def __len__(self) -> int:
         remaining = self.batches.remaining

@@ -38,6 +38,7 @@ from torch import nn
 from dpnc import per_layer
 from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, one_example
 from dpnc.privacy.clipping import clipped_sum
+from dpnc.model_state import StateGuard
 from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.release import mean_release, release_sum
@@ -231,6 +232,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
         self._fallback = "vmap" if per_example == "auto" else None
         self.steps = 0
+        self.guard = StateGuard(model)
+        batches.charge, batches.guard = self._charge, self.guard
 
     def step_release(self) -> Release:
         """The ledger entry each step makes (public; what a trainer counts for a step that may have happened)."""
@@ -253,19 +256,31 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         if inputs:
             batches.check_inputs(inputs)
         batch = batches.sample()
+        touched = [True]   # the user's code has run since the draw: a change of state there is charged
+
+        def seen(*args):
+            touched[0] = True
+            return loss_fn(*args)
         try:
+            self.guard.check()   # the model as the draw found it
+            touched[0] = False
             inputs = batches.inputs()
             rows = batch_rows(inputs)
             if rows != len(batch):
                 raise ValueError(f"the batch's inputs must have one row per example drawn ({len(batch)}); got {rows}")
-            summed = self._clipped_sum(loss_fn, inputs) if rows else ClippedSum(
+            summed = self._clipped_sum(seen, inputs) if rows else ClippedSum(
                 torch.zeros(sum(p.numel() for p in self.params.values()),
                             dtype=next(iter(self.params.values())).dtype), torch.zeros(0), 0, 0)
+            self.guard.check()   # no forward wrote the model's state
             noisy = release_sum(summed.total, self.clip, sampler=batches, noise=self.noise,
                                 accountant=self.accountant, noise_multiplier=self.noise_multiplier)
         except BaseException:
-            if self.accountant.releases == before:   # nothing released: the batch may be retried
-                batches.give_back()
+            if self.accountant.releases == before:
+                if touched[0]:   # the batch was seen: charged and spent, so the ledger counts every draw
+                    self._charge()
+                    batches.finish()
+                else:   # refused before the data: may be retried
+                    batches.give_back()
             raise
         batches.finish()
         self._apply(noisy)

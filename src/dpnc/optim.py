@@ -93,7 +93,16 @@ StepHook = Callable[[torch.optim.Optimizer, StepInfo], None]
 
 
 class StepHooks:
-    """``register_step_hook(fn)``: fn(optimizer, info) after every step (mixed into dpnc's optimizers)."""
+    """``register_step_hook(fn)``: fn(optimizer, info) after every step (mixed into dpnc's optimizers), and the
+    charge of a drawn batch that no step released for (``_charge``)."""
+
+    def _charge(self) -> None:
+        """Record the release a step makes, for a drawn batch whose step raised after touching it or that no step
+        took: nothing is published for it, but the ledger's length is then a function of the number of draws
+        alone (a loss that raises on one bad row, or a loop that skips it, would otherwise show in it)."""
+        group = getattr(self, "group", None)
+        if group is None or group.is_source:
+            self.accountant.record(self.step_release())
 
     def register_step_hook(self, hook: StepHook) -> RemovableHandle:
         """Call ``hook(optimizer, info)`` with a :class:`StepInfo` after each step; ``.remove()`` the handle to stop."""
@@ -203,6 +212,9 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
             group.broadcast_parameters_(self.space.params)
         self.generator = torch.Generator().manual_seed(self.seed)
         self.steps = 0
+        self.guard = StateGuard(model)
+        if isinstance(sampler, LoaderBatches):
+            sampler.charge, sampler.guard = self._charge, self.guard
 
     @property
     def _aggregation(self) -> distributed.Group | distributed.Local:
@@ -244,19 +256,33 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
             raise ValueError("inputs must be left out: this optimizer draws each batch from its data and hands it "
                              "to loss_fn; call optimizer.step(loss_fn)")
         fetched: list = [None, None]   # (indices, inputs): the step's forward passes share one fetch
+        touched = [False]   # whether loss_fn (or the user's code since the draw) has seen the batch
 
         def closure(indices: torch.Tensor) -> torch.Tensor:
             if fetched[0] is not indices:
                 fetched[:] = [indices, self.rows.rows(indices)]
-            return loss_fn(*fetched[1])
+            touched[0] = True
+            self.guard.mark()      # the step's own moves (x ± λu) happen between passes, never within one
+            losses = loss_fn(*fetched[1])
+            self.guard.check()
+            return losses
 
         group, before = self.param_groups[0], self.accountant.releases
         seed = alg.public_seeds(self.generator, 1)[0]
         try:
+            if loader is not None:
+                touched[0] = True   # the state the draw marked must be intact (the user's code ran since)
+                self.guard.check()
+                touched[0] = False
             released, loss, stats = self._step(group, seed, closure)
         except BaseException:
-            if loader is not None and self.accountant.releases == before:   # nothing released: may be retried
-                loader.give_back()
+            if self.accountant.releases == before:
+                if touched[0]:   # the batch was seen: charged and spent, so the ledger counts every draw
+                    self._charge()
+                    if loader is not None:
+                        loader.finish()
+                elif loader is not None:   # refused before the data: may be retried
+                    loader.give_back()
             raise
         if loader is not None:
             loader.finish()
