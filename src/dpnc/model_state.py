@@ -92,7 +92,11 @@ class StateGuard:
 
     @staticmethod
     def _state(t: torch.Tensor) -> tuple:
-        return id(t), t.data_ptr(), t._version, tuple(t.shape)
+        try:
+            storage = t.data_ptr()
+        except RuntimeError:   # a tensor without storage (one a torch.func transform let escape into the module)
+            storage = None
+        return id(t), storage, t._version, tuple(t.shape)
 
     def mark(self) -> None:
         self._marks, self._buffers = {}, {}
@@ -113,6 +117,8 @@ class StateGuard:
         for name in changed:
             if name in now and name in self._buffers:
                 self._restore(name, now[name][1])
+            elif name in self._buffers:   # a buffer removed
+                self._restore(name, None)
             elif name in now:
                 written = True   # a parameter: no copy is kept (it would double the model's memory)
         modules = dict(self.model.named_modules())
@@ -131,8 +137,8 @@ class StateGuard:
         owner, _, local = name.rpartition(".")
         module = self.model.get_submodule(owner) if owner else self.model
         saved = self._buffers[name]
-        if tensor.shape == saved.shape and tensor is module._buffers.get(local):
+        if id(tensor) == self._marks[name][0] and tensor.shape == saved.shape:   # written in place: write it back
             with torch.no_grad():
                 tensor.copy_(saved)
-        else:
+        else:   # assigned anew: the saved copy takes its place
             module._buffers[local] = saved
