@@ -114,7 +114,9 @@ class Interval:
     """An estimate and its 95 % interval [low, high] (infinite when it has no interval).
 
     ``seeds``: how many seeds it rests on; ``note``: why it has no interval, or what it counts; ``df``: the t
-    degrees of freedom used (None: not a t interval); ``censored``: how many of the seeds are censored.
+    degrees of freedom used (None: not a t interval); ``censored``: how many of the seeds are censored; ``se``: the
+    standard error the interval was built from (None where it is not one: censored ends, none), for
+    :func:`minimum_detectable_effect`.
     """
 
     estimate: float
@@ -124,6 +126,7 @@ class Interval:
     note: str = ""
     df: float | None = None
     censored: int = 0
+    se: float | None = None
 
     def __str__(self) -> str:
         if not math.isfinite(self.estimate):
@@ -137,7 +140,8 @@ class Interval:
         """c times the estimate (c > 0): e.g. half a squared norm's exponent for the norm."""
         if not c > 0:
             raise ValueError(f"c must be > 0; got {c!r}")
-        return Interval(c * self.estimate, c * self.low, c * self.high, self.seeds, self.note, self.df, self.censored)
+        return Interval(c * self.estimate, c * self.low, c * self.high, self.seeds, self.note, self.df, self.censored,
+                        None if self.se is None else c * self.se)
 
 
 def _no_interval(estimate: float, seeds: int, note: str, censored: int = 0) -> Interval:
@@ -148,8 +152,9 @@ def from_parts(estimate: float, parts: Sequence[tuple[float, float]], seeds: int
     """``estimate`` ± t95(Satterthwaite df of ``parts``)·√(Σ vᵢ): an interval whose variance is summed from parts
     (vᵢ, dfᵢ) (:func:`satterthwaite_df`)."""
     df = satterthwaite_df(parts)
-    half = t95(df) * math.sqrt(sum(v for v, _ in parts))
-    return Interval(estimate, estimate - half, estimate + half, seeds, note, df)
+    se = math.sqrt(sum(v for v, _ in parts))
+    half = t95(df) * se
+    return Interval(estimate, estimate - half, estimate + half, seeds, note, df, 0, se)
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
@@ -295,7 +300,41 @@ def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> 
                         "interval, no verdict", df)
     disc = qb * qb - qa * qc
     root = math.sqrt(max(disc, 0.0))
-    return Interval(estimate, (qb - root) / qa, (qb + root) / qa, k, note, df)
+    se = math.sqrt(max(a0 - 2 * estimate * a1 + estimate ** 2 * a2, 0.0)) / abs(ybar)   # delta method, for the MDE
+    return Interval(estimate, (qb - root) / qa, (qb + root) / qa, k, note, df, 0, se)
+
+
+# --- power: the effect a design can detect -------------------------------------------------------------------
+
+
+def minimum_detectable_effect(interval: Interval, *, power: float = 0.8, one_sided: bool = False) -> float:
+    """The smallest true distance from a threshold that this design detects with probability ``power``: (t_{0.975}
+    (t_{0.95} one-sided) + t_{power}) at the interval's degrees of freedom, times its standard error. inf where the
+    interval has no standard error (one seed, censored ends, none).
+
+    A design (seeds, test size, variance components from a run) whose MDE exceeds the distance between the value
+    a claim expects (the paper's) and its threshold cannot decide the claim: it is "underpowered for this design"
+    (:func:`powered`), whatever its interval shows.
+    """
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1); got {power!r}")
+    if interval.se is None or interval.df is None or not interval.df > 0 or not math.isfinite(interval.se):
+        return math.inf
+    q = 0.95 if one_sided else 0.975
+    if math.isinf(interval.df):
+        return (float(stats.norm.ppf(q)) + float(stats.norm.ppf(power))) * interval.se
+    return (float(stats.t.ppf(q, interval.df)) + float(stats.t.ppf(power, interval.df))) * interval.se
+
+
+def powered(interval: Interval, expected: float, threshold: float, *, power: float = 0.8,
+            one_sided: bool = False) -> tuple[bool, float]:
+    """Whether the distance |expected − threshold| reaches this design's :func:`minimum_detectable_effect`; and
+    the MDE."""
+    mde = minimum_detectable_effect(interval, power=power, one_sided=one_sided)
+    return abs(expected - threshold) >= mde, mde
+
+
+UNDERPOWERED = "underpowered for this design"
 
 
 # --- censored values ------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import os
 import pytest
 from scipy import stats
 
+from dpnc_reproduce import claims as claims_lib
 from dpnc_reproduce.dpzero_lm import report, tables
 from dpnc_reproduce.dpzero_lm import run as exp
 from dpnc_reproduce.dpzero_lm.experiment import EXPERIMENT
@@ -171,28 +172,33 @@ def _rows(acc: dict, spread: float = 0.0, **extra) -> list:
 FULL_SET = dataclasses.replace(exp.FULL, data_dir="/nonexistent")
 CLAIMS = ["every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run's own ledger with the declared n "
           "(k × classes), ≤ the target",
-          "SST-2: DPZero at ε = 6 gains more than 5 points over zero-shot",
-          "SST-2: DPZero at ε = 2 gains more than 3 points over zero-shot",
-          "SST-5: DPZero at ε = 6 beats zero-shot", "TREC: DPZero at ε = 6 beats zero-shot",
+          "SST-2: DPZero at ε = 6 beats zero-shot (Table 2; the paper's gain +13.2 points)",
+          "SST-2: DPZero at ε = 2 beats zero-shot (Table 2; the paper's gain +12.8 points)",
+          "SST-2: DPZero at ε = 2 is within 1 point of MeZO (the Table 3 caption; the paper: 92.5 vs 91.8)",
+          "SST-5: DPZero at ε = 6 beats zero-shot (Table 2; the paper's gain +13.8 points)",
+          "TREC: DPZero at ε = 6 beats zero-shot (Table 2; the paper's gain +55.6 points)",
           "DPZero at ε = 6 loses at most 2.6 points to MeZO on every task (the paper's largest drop at ε = 6, on SNLI)",
           "fine-tuning (MeZO) beats zero-shot on every task",
           "every run finishes within 30 minutes on this machine (building the trainer, filling the caches where it "
           "did, training, evaluating)"]
 SHARE = "DPZero at ε = 6 keeps at least 0.90 of MeZO's gain over zero-shot on every task (the paper: 0.90–0.98)"
 PAPER_SHARE = {"SST-2": "0.98", "SST-5": "0.90", "TREC": "0.98"}
+PAPER_DROP = {"SST-2": "0.3", "SST-5": "1.5", "TREC": "1.3"}
+PAPER_MEZO_GAIN = {"SST-2": "+13.5", "SST-5": "+15.3", "TREC": "+56.9"}
+CAPTION = CLAIMS[3]
 
 
 def _per_task(task: str) -> list[str]:
-    return [f"{task}: DPZero at ε = 6 loses at most 2.6 points to MeZO",
+    return [f"{task}: DPZero at ε = 6 loses at most 2.6 points to MeZO (the paper's drop {PAPER_DROP[task]})",
             f"{task}: DPZero at ε = 6 keeps at least 0.90 of MeZO's gain over zero-shot "
             f"(the paper: {PAPER_SHARE[task]})",
-            f"{task}: fine-tuning (MeZO) beats zero-shot"]
+            f"{task}: fine-tuning (MeZO) beats zero-shot (the paper's gain {PAPER_MEZO_GAIN[task]} points)"]
 
 
 def _claims(rows) -> dict:
     claims = report.check_claims(rows, FULL_SET)
     tasks = [t for t in ("SST-2", "SST-5", "TREC") if any(r.task == t for r in rows)]
-    assert [c.statement for c in claims] == CLAIMS[:7] + [SHARE, CLAIMS[7]] + [s for t in tasks for s in _per_task(t)]
+    assert [c.statement for c in claims] == CLAIMS[:8] + [SHARE, CLAIMS[8]] + [s for t in tasks for s in _per_task(t)]
     return {c.statement: c.holds for c in claims}
 
 
@@ -201,23 +207,29 @@ def test_the_claims_hold_when_the_whole_interval_clears_the_threshold():
            ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 40.0, ("SST-5", "dp6"): 39.0, ("SST-5", "dp2"): 35.0,
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 70.0, ("TREC", "dp6"): 69.0, ("TREC", "dp2"): 60.0}
     holds = _claims(_rows(acc, spread=0.3))   # 10⁶ test examples, seeds ±0.3: narrow intervals
-    assert all(h for c, h in holds.items() if "keeps at least" not in c)
+    assert all(h for c, h in holds.items() if "keeps at least" not in c and c != CAPTION)
     assert [h for c, h in holds.items() if "keeps at least" in c] == [None] * 4   # no per-example results to pair
+    # the caption's "within 1 point": the paper's 0.7 lies 0.3 inside its edge, below what 3 seeds detect here
+    caption = {c.statement: c for c in report.check_claims(_rows(acc, spread=0.3), FULL_SET)}[CAPTION]
+    assert caption.holds is None and caption.status == "underpowered for this design"
+    assert "the interval alone: fails" in caption.evidence   # MeZO − DPZero ε=2 = 3 points, the interval clear
 
 
 def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
-    acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 85.0, ("SST-2", "dp6"): 73.0, ("SST-2", "dp2"): 71.0,
+    acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 85.0, ("SST-2", "dp6"): 73.0, ("SST-2", "dp2"): 69.0,
            ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 29.0, ("SST-5", "dp6"): 25.0, ("SST-5", "dp2"): 25.0,
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 70.0, ("TREC", "dp6"): 45.0, ("TREC", "dp2"): 41.0}
     rows = _rows(acc, spread=0.3)
     rows[-1] = dataclasses.replace(rows[-1], wall_seconds=31 * 60.0, epsilon_pld=2.1)   # TREC-21 DPZero ε=2
     holds = _claims(rows)
-    yes = {CLAIMS[4], "SST-2: fine-tuning (MeZO) beats zero-shot", "TREC: fine-tuning (MeZO) beats zero-shot"}
-    assert holds == {c: True if c in yes else None if "keeps at least" in c else False for c in holds}
+    # Table 2's lower bounds are "> 0" (issue 41): SST-2's +2 points at ε = 6 hold (the old "> 5" failed them)
+    yes = {CLAIMS[1], CLAIMS[5], _per_task("SST-2")[2], _per_task("TREC")[2]}
+    assert holds == {c: True if c in yes else None if "keeps at least" in c or c == CAPTION else False
+                     for c in holds}
     evidence = {c.statement: c.evidence for c in report.check_claims(rows, FULL_SET)}
-    assert evidence[CLAIMS[7]] == "longest: TREC-21-dpzero-eps2, 31.0 min"
+    assert evidence[CLAIMS[8]] == "longest: TREC-21-dpzero-eps2, 31.0 min"
     assert evidence[CLAIMS[1]].startswith("+2.0 [+1.")
-    assert "not judged (not run here): SNLI, MNLI, RTE" in evidence[CLAIMS[5]]   # the tasks without a comparison
+    assert "not judged (not run here): SNLI, MNLI, RTE" in evidence[CLAIMS[6]]   # the tasks without a comparison
 
 
 def test_one_seed_decides_no_claim():
@@ -228,7 +240,7 @@ def test_one_seed_decides_no_claim():
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 70.0, ("TREC", "dp6"): 45.0, ("TREC", "dp2"): 41.0}
     rows = [r for r in _rows(acc) if r.seed == 42]
     holds = _claims(rows)
-    assert [holds[c] for c in CLAIMS[1:7]] == [None] * 6
+    assert [holds[c] for c in CLAIMS[1:8]] == [None] * 7
     assert "1 seed: no verdict" in {c.statement: c.evidence for c in report.check_claims(rows, FULL_SET)}[CLAIMS[1]]
 
 
@@ -239,13 +251,15 @@ def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 43.0, ("TREC", "dp6"): 42.0, ("TREC", "dp2"): 41.0}
     rows = _rows(acc, test_examples=300)
     holds = _claims(rows)
-    assert [holds[c] for c in CLAIMS[1:7]] == [None] * 6 and holds[CLAIMS[0]] and holds[CLAIMS[7]]
+    assert [holds[c] for c in CLAIMS[1:8]] == [None] * 7 and holds[CLAIMS[0]] and holds[CLAIMS[8]]
     assert _claims(_rows(acc, spread=8.0)) == holds   # 10⁶ examples, but seeds 8 points apart: still no signal
     result = protocol.Result(EXPERIMENT, FULL_SET, tuple(rows), tuple(report.check_claims(rows, FULL_SET)), 60.0,
                              2, protocol.machine())
     claims = protocol.summary(result, "test").split("## The paper's claims")[1].split("\n## ")[0]
-    holds_all = list(holds.values())
-    assert claims.count("| no signal |") == holds_all.count(None) == 16 and claims.count("| yes |") == 2
+    statuses = [c.status for c in result.claims if c.holds is None]
+    assert claims.count("| no signal |") == statuses.count("") and claims.count("| yes |") == 2
+    assert claims.count("| underpowered for this design |") == statuses.count("underpowered for this design")
+    assert len(statuses) == 17
 
 
 def _with_correct(rows: list, agree: float, m: int = 1000) -> list:
@@ -269,7 +283,7 @@ def test_paired_claims_see_a_gain_that_independent_binomials_hide():
     acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 77.0, ("SST-2", "dp6"): 76.0, ("SST-2", "dp2"): 74.0,
            ("SST-5", "zero-shot"): 32.0, ("SST-5", "mezo"): 34.0, ("SST-5", "dp6"): 35.0, ("SST-5", "dp2"): 34.0,
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 43.0, ("TREC", "dp6"): 42.0, ("TREC", "dp2"): 41.0}
-    sst5 = "SST-5: DPZero at ε = 6 beats zero-shot"
+    sst5 = CLAIMS[4]
     unpaired = {c.statement: c for c in report.check_claims(_rows(acc, test_examples=1000), FULL_SET)}
     assert unpaired[sst5].holds is None and "unpaired" in unpaired[sst5].evidence
     paired = {c.statement: c for c in report.check_claims(_with_correct(_rows(acc), agree=1.0), FULL_SET)}
@@ -352,7 +366,14 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
                              ([5, 3, 6], [4, 6, 5], None)):                 # MeZO gains ~0.5 %: too small to share
         rows = _share_rows(dp, mezo)
         got = {c.statement: c for c in report.check_claims(rows, cfg)}
-        assert got[statement].holds is expect and got[SHARE].holds is expect, (dp, mezo, got[statement].evidence)
+        if expect is False:
+            # the paper's 0.98 lies 0.08 above 0.90, below the 0.09 this design detects at 80 % power: declared
+            # underpowered and not judged (issue 41), the interval's own reading kept in the evidence
+            assert got[statement].holds is None and got[statement].status == "underpowered for this design"
+            assert "(the interval alone: fails)" in got[statement].evidence and got[SHARE].holds is None
+            assert "underpowered for this design (not judged): SST-2" in got[SHARE].evidence
+        else:
+            assert got[statement].holds is expect and got[SHARE].holds is expect, (dp, mezo, got[statement].evidence)
         # the interval is claims.paired_ratio on (DPZero − zero-shot, MeZO − zero-shot) per example and seed
         z = [[int(c) for c in r.correct] for r in rows if r.method == "zero-shot"]
         x = [[100.0 * (int(c) - b) for c, b in zip(r.correct, zz)]
@@ -365,3 +386,27 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
             assert got[statement].evidence.startswith(f"{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}] (95 % Fieller")
         else:
             assert "no interval" in got[statement].evidence and "includes 0" in got[statement].evidence
+
+
+def _t5_rows(extra: list[int], m: int = 1000) -> list:
+    """SST-2 DPZero at ε = 6 with sphere and Gaussian directions, three seeds, per-example results on m examples:
+    both right on the first 700, the sphere run also on the next extra[s]."""
+    def bits(k):
+        return "1" * k + "0" * (m - k)
+    rows = []
+    for s, seed in enumerate((42, 13, 21)):
+        rows.append(_row("SST-2", seed, "dpzero", 70.0, 6.0, direction="gaussian", test_examples=m, correct=bits(700)))
+        rows.append(_row("SST-2", seed, "dpzero", 70.0 + extra[s] / 10, 6.0, direction="sphere", test_examples=m,
+                         correct=bits(700 + extra[s])))
+    return rows
+
+
+def test_table5_is_paired_and_reports_its_resolution():
+    cfg = dataclasses.replace(FULL_SET, tasks=(), sphere_tasks=("SST-2",), epsilons=(6.0,))
+    (same,) = [c for c in report.check_claims(_t5_rows([1, -1, 0]), cfg) if "sphere and Gaussian" in c.statement]
+    assert same.holds is None and same.status.startswith("no difference detectable at this resolution (±")
+    assert "paired by test example and seed" in same.evidence     # the paired rows are used, not two binomials
+    iv = claims_lib.paired_accuracy_difference(*report._t5_paired(_t5_rows([1, -1, 0]), "SST-2", 6.0))
+    assert f"±{(iv.high - iv.low) / 2:.1f} points" in same.status
+    (apart,) = [c for c in report.check_claims(_t5_rows([40, 42, 41]), cfg) if "sphere and Gaussian" in c.statement]
+    assert apart.holds is False and apart.status == ""            # 4 points apart on the same examples: detected

@@ -101,3 +101,29 @@ def test_config_validates():
     with pytest.raises(ValueError, match="n_max"):
         dataclasses.replace(TINY, n_max=100)
     assert len(exp.FULL.tasks()) == 10 * 2 * (len(exp.FULL.cells("radial")) + len(exp.FULL.cells("radial-nonconvex")))
+
+
+def test_exponents_are_judged_in_their_variables_regime():
+    """n ≤ C·N(d, ε, α, β): for ε (x → 0) a slope steeper than N's fails and a shallower one holds — the reverse of
+    the rule for d (x → ∞); α is not judged on this instance (issue 41)."""
+    eps = [0.5, 2.0, 8.0]
+    theory = [5000 * e ** -0.37 for e in eps]
+
+    def seeds(slope, xs=eps):
+        return [[1000 * (1 + 0.02 * s) * x ** slope for x in xs] for s in range(6)]
+
+    steep = report._exponent("radial", "klt-zo", "epsilon", 0.55, (4, 2.0, 0.1), eps, seeds(-1.17), theory)
+    assert steep.regime == stats.SHRINKS and steep.theory == pytest.approx(-0.37)
+    assert steep.tolerance.value == pytest.approx(
+        -report.LOG_POWER["klt-zo"] * stats.loglog_fit(eps, [math.log(t) for t in theory]))
+    assert steep.verdict is False                                   # the old rule (≤ bound + 0.1) said it holds
+    assert report._exponent("radial", "klt-zo", "epsilon", 0.55, (4, 2.0, 0.1), eps, seeds(-0.2), theory).verdict
+    ds = [4, 8, 16]
+    up = [100 * d ** 0.8 for d in ds]
+    grows = report._exponent("radial", "klt-zo", "d", 0.55, (4, 2.0, 0.1), ds,
+                             [[10 * (1 + 0.02 * s) * d ** 1.5 for d in ds] for s in range(6)], up)
+    assert grows.regime == stats.GROWS and grows.verdict is False   # n(β) grows faster than N in d: fails
+    alphas = [0.05, 0.1, 0.2]
+    alpha = report._exponent("radial", "ztc", "alpha", 0.55, (4, 2.0, 0.1), alphas, seeds(-1.63, alphas),
+                             [5000 * a ** -0.9 for a in alphas])
+    assert alpha.verdict is None and alpha.rule is False            # not testable by slope here; the rule kept

@@ -12,7 +12,8 @@ On all-MiniLM-L6-v2 (the head of :mod:`dpnc.lm.heads`, zero-shot capable), for t
 2. per seed: MeZO, DPZero at each ε (and DP-AdamW where asked) and zero-shot, trained on the whole train split
    with the chosen recipe and scored on the test split, per example (for paired intervals).
 
-:mod:`.report` declares the claims before the run and judges them: the paper's claim as the slope of DPZero − MeZO
+:mod:`.report` declares the claims before the run and judges them: the project's own claim (the paper never varies d)
+as the slope of DPZero − MeZO
 against log10 d over the modes where MeZO learns (one-sided, a stated margin), the per-mode share of MeZO's gain
 kept (Fieller), MeZO − zero-shot per mode; :mod:`.render` writes the tables, the diagnostics of why a mode does not
 learn (MeZO's per-step signal ‖ĝ‖ against DPZero's noise σC/B and the lr), and ``fig_dimension.png``.

@@ -60,7 +60,8 @@ def render(result: Result) -> str:
             f"{_iv(r['mezo_gain'], r['mezo_gain_low'], r['mezo_gain_high'])} | "
             f"{_iv(r['dpzero_minus_mezo'], r['gap_low'], r['gap_high'])} | "
             f"{_iv(r['share'], r['share_low'], r['share_high'])} |" for r in share_table(rows, cfg)]
-    out += ["", f"The paper's claim is judged on the slope of DPZero − MeZO against log10 d over the modes where MeZO "
+    out += ["", "The project's own claim (the paper never varies d) is judged on the slope of DPZero − MeZO against "
+            "log10 d over the modes where MeZO "
             f"learns (claims table; margin {SLOPE_MARGIN:g} point per decade).", "",
             "## Why a mode learns or not (NOT private diagnostics)", "",
             "‖ĝ‖: RMS of MeZO's released scalars (the batch gradient's norm, batch noise included: E(uᵀg)² = "

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dpnc_reproduce.claims import (Interval, accuracy_difference, all_hold, below, exceeds, from_bits,
-                                   paired_accuracy_difference, paired_ratio, within)
+from dpnc_reproduce.claims import (UNDERPOWERED, Interval, accuracy_difference, all_hold, below, exceeds, from_bits,
+                                   paired_accuracy_difference, paired_ratio, powered, within)
 import dpnc_reproduce.dpzero_lm.tables as tables
 from dpnc_reproduce.dpzero_lm.run import PRIVATE, TASKS, LMConfig, LMRow
 from dpnc_reproduce.dpzero_lm.tables import PAPER_TABLE2
@@ -26,6 +26,13 @@ PAPER_MAX_DROP_TASK, PAPER_MAX_DROP = max(
 PAPER_SHARES = {t: (PAPER_TABLE2["dpzero ε=6"][t][0] - PAPER_TABLE2["zero-shot"][t][0])
                 / (PAPER_TABLE2["mezo"][t][0] - PAPER_TABLE2["zero-shot"][t][0]) for t in PAPER_TABLE2["mezo"]}
 MIN_SHARE = 0.90
+# Table 2's lower bounds as the paper's data give them: DPZero beats zero-shot, "> 0" (issue 41; the "> 5" and "> 3"
+# points declared before were chosen after SST-2 had been measured, and no paper number gives them); the paper's own
+# gains are shown beside.
+PAPER_GAIN = {(t, e): PAPER_TABLE2[f"dpzero ε={e}"][t][0] - PAPER_TABLE2["zero-shot"][t][0]
+              for t in PAPER_TABLE2["mezo"] for e in (6, 2)}
+# The Table 3 caption: DPZero at ε = 2 is within 1 point of MeZO on SST-2 (92.5 vs 91.8).
+CAPTION_TOL = 1.0
 MAX_RUN_MINUTES = 30      # the claim: every run (cache filling included) finishes within this on the machine used
 
 
@@ -34,9 +41,10 @@ def declare(config: LMConfig) -> list[Declared]:
          "parts, paired by test example and seed where per-example results exist; one seed: no verdict")
     return [Declared("every private run is (ε, δ)-DP by its own ledger", "at most", "the target ε (RDP and PLD)",
                      "every run"),
-            Declared("SST-2: DPZero ε = 6 − zero-shot", "above", "5 points", t),
-            Declared("SST-2: DPZero ε = 2 − zero-shot", "above", "3 points", t),
+            Declared("SST-2: DPZero ε = 6 − zero-shot and DPZero ε = 2 − zero-shot", "above",
+                     "0 points (Table 2's lower bound; the paper's gains +13.2 and +12.8 shown beside)", t),
             Declared("SST-5, SNLI, MNLI, RTE, TREC (each run): DPZero ε = 6 − zero-shot", "above", "0 points", t),
+            Declared("SST-2: MeZO − DPZero ε = 2 (the Table 3 caption)", "within", f"±{CAPTION_TOL:g} point", t),
             Declared("MeZO − DPZero ε = 6, on every task run", "at most",
                      f"{PAPER_MAX_DROP:.1f} points (the paper's largest drop, {PAPER_MAX_DROP_TASK})",
                      t + "; judged per task and on every task (every task must hold)"),
@@ -50,7 +58,12 @@ def declare(config: LMConfig) -> list[Declared]:
                      "interval includes 0 or lies below it, or with one seed; judged per task and on every task "
                      "(every task must hold)"),
             Declared("the longest run's wall time", "at most", f"{MAX_RUN_MINUTES} minutes", "the measured time"),
-            Declared("sphere − Gaussian directions (Table 5)", "within", "±1.5 points", t)]
+            Declared("Table 3's cost claims (DPZero's step costs MeZO's; DP-AdamW's more)", "as stated",
+                     "only with every parameter trained (--train all): in head mode the frozen encoder dominates",
+                     "measured time and memory"),
+            Declared("sphere − Gaussian directions (Table 5)", "no difference detectable",
+                     "0 (reported with the resolution: the interval's half-width)",
+                     t + "; paired by seed and test example where per-example results exist")]
 
 
 def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
@@ -89,56 +102,83 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
             return paired_accuracy_difference(*paired)
         return accuracy_difference(_accuracies_of(rows, task, a), _accuracies_of(rows, task, b), test_of[task])
 
-    def judge(task: str, a: str, b: str, threshold: float, statement: str, *, at_most: bool = False) -> None:
-        """The claim "a − b > threshold" on ``task`` (``at_most``: "a − b ≤ threshold"), if both ran."""
+    def judge(task: str, a: str, b: str, threshold: float, statement: str, expected: float) -> None:
+        """The claim "a − b > threshold" on ``task``, if both ran; ``expected``: the paper's a − b (for its power)."""
         iv = difference(task, a, b)
         if iv is None:
             return
-        holds = below(iv, threshold) if at_most else exceeds(iv, threshold)
-        claims.append(Claim(statement, holds,
-                            f"{_points(iv)} ({_label(a)} − {_label(b)}; {_accuracies(t2, task, a, b)})"))
+        claims.append(powered_claim(statement, iv, exceeds(iv, threshold), expected, threshold,
+                                    f"{_points(iv)} ({_label(a)} − {_label(b)}; {_accuracies(t2, task, a, b)})"))
 
-    judge("SST-2", "dpzero ε=6", "zero-shot", 5.0, "SST-2: DPZero at ε = 6 gains more than 5 points over zero-shot")
-    judge("SST-2", "dpzero ε=2", "zero-shot", 3.0, "SST-2: DPZero at ε = 2 gains more than 3 points over zero-shot")
+    for e in (6, 2):
+        judge("SST-2", f"dpzero ε={e}", "zero-shot", 0.0, f"SST-2: DPZero at ε = {e} beats zero-shot (Table 2; the "
+              f"paper's gain {PAPER_GAIN[('SST-2', e)]:+.1f} points)", PAPER_GAIN[("SST-2", e)])
+    caption = difference("SST-2", "mezo", "dpzero ε=2")
+    if caption is not None:   # within ±1: two one-sided tests; the paper's 0.7 lies 0.3 inside the nearer edge
+        paper = PAPER_TABLE2["mezo"]["SST-2"][0] - PAPER_TABLE2["dpzero ε=2"]["SST-2"][0]
+        claims.append(powered_claim(
+            f"SST-2: DPZero at ε = 2 is within {CAPTION_TOL:g} point of MeZO (the Table 3 caption; the paper: 92.5 vs "
+            "91.8)", caption, within(caption, 0.0, CAPTION_TOL), paper, CAPTION_TOL,
+            f"{_points(caption)} (MeZO − DPZero ε=2; {_accuracies(t2, 'SST-2', 'mezo', 'dpzero ε=2')})"))
     for task in ("SST-5", "SNLI", "MNLI", "RTE", "TREC"):
-        judge(task, "dpzero ε=6", "zero-shot", 0.0, f"{task}: DPZero at ε = 6 beats zero-shot")
+        judge(task, "dpzero ε=6", "zero-shot", 0.0, f"{task}: DPZero at ε = 6 beats zero-shot (Table 2; the "
+              f"paper's gain {PAPER_GAIN[(task, 6)]:+.1f} points)", PAPER_GAIN[(task, 6)])
     run = [t for t in TASKS if t in cfg.tasks]
     close = {t: d for t in run if (d := difference(t, "mezo", "dpzero ε=6")) is not None}
     mezo = {t: d for t in run if (d := difference(t, "mezo", "zero-shot")) is not None}
     shares = {t: iv for t in run if (iv := gain_share(rows, t, mezo.get(t))) is not None}
     per_task: list[Claim] = []
+    verdicts: dict[str, dict[str, bool | None]] = {"close": {}, "share": {}, "mezo": {}}
     for t in run:
         if t in close:
-            per_task.append(Claim(f"{t}: DPZero at ε = 6 loses at most {PAPER_MAX_DROP:.1f} points to MeZO",
-                                  below(close[t], PAPER_MAX_DROP),
-                                  f"{_points(close[t])} (MeZO − DPZero ε=6; "
-                                  f"{_accuracies(t2, t, 'mezo', 'dpzero ε=6')})"))
+            drop = PAPER_TABLE2["mezo"][t][0] - PAPER_TABLE2["dpzero ε=6"][t][0]
+            c = powered_claim(f"{t}: DPZero at ε = 6 loses at most {PAPER_MAX_DROP:.1f} points to MeZO (the paper's "
+                              f"drop {drop:.1f})", close[t], below(close[t], PAPER_MAX_DROP), drop, PAPER_MAX_DROP,
+                              f"{_points(close[t])} (MeZO − DPZero ε=6; {_accuracies(t2, t, 'mezo', 'dpzero ε=6')})")
+            per_task.append(c)
+            verdicts["close"][t] = c.holds
         if t in shares:
-            per_task.append(Claim(f"{t}: DPZero at ε = 6 keeps at least {MIN_SHARE:.2f} of MeZO's gain over "
-                                  f"zero-shot (the paper: {PAPER_SHARES[t]:.2f})", _share_verdict(shares[t]),
-                                  _share(shares[t]) + f" ((DPZero ε=6 − zero-shot) / (MeZO − zero-shot); "
-                                  f"{_accuracies(t2, t, 'zero-shot', 'mezo', 'dpzero ε=6')})"))
+            c = powered_claim(f"{t}: DPZero at ε = 6 keeps at least {MIN_SHARE:.2f} of MeZO's gain over zero-shot "
+                              f"(the paper: {PAPER_SHARES[t]:.2f})", shares[t], _share_verdict(shares[t]),
+                              PAPER_SHARES[t], MIN_SHARE,
+                              _share(shares[t]) + f" ((DPZero ε=6 − zero-shot) / (MeZO − zero-shot); "
+                              f"{_accuracies(t2, t, 'zero-shot', 'mezo', 'dpzero ε=6')})", unit="")
+            per_task.append(c)
+            verdicts["share"][t] = c.holds
         if t in mezo:
-            per_task.append(Claim(f"{t}: fine-tuning (MeZO) beats zero-shot", exceeds(mezo[t], 0.0),
-                                  f"{_points(mezo[t])} (MeZO − zero-shot)"))
+            gain = PAPER_TABLE2["mezo"][t][0] - PAPER_TABLE2["zero-shot"][t][0]
+            c = powered_claim(f"{t}: fine-tuning (MeZO) beats zero-shot (the paper's gain {gain:+.1f} points)",
+                              mezo[t], exceeds(mezo[t], 0.0), gain, 0.0, f"{_points(mezo[t])} (MeZO − zero-shot)")
+            per_task.append(c)
+            verdicts["mezo"][t] = c.holds
     missing = [t for t in TASKS if t not in close]
     not_run = f"; not judged (not run here): {', '.join(missing)}" if missing else ""
+    weak: dict[str, list[str]] = {k: [] for k in verdicts}
+    for c in per_task:
+        if c.status == UNDERPOWERED:
+            kind = "share" if "keeps at least" in c.statement else "close" if "loses at most" in c.statement else "mezo"
+            weak[kind].append(c.statement.split(":")[0])
+
+    def underpowered(kind: str) -> str:
+        return f"; underpowered for this design (not judged): {', '.join(weak[kind])}" if weak[kind] else ""
+
     if close:   # the paper's claim, on every task: DPZero at ε = 6 is close to MeZO
         claims.append(Claim(f"DPZero at ε = 6 loses at most {PAPER_MAX_DROP:.1f} points to MeZO on every task (the "
                             f"paper's largest drop at ε = 6, on {PAPER_MAX_DROP_TASK})",
-                            all_hold([below(d, PAPER_MAX_DROP) for d in close.values()]),
+                            all_hold(list(verdicts["close"].values())),
                             "; ".join(f"{t}: {_points(d)}" for t, d in close.items()) + " (MeZO − DPZero ε=6)"
-                            + not_run))
+                            + not_run + underpowered("close")))
     if mezo:
         claims.append(Claim("fine-tuning (MeZO) beats zero-shot on every task",
-                            all_hold([exceeds(d, 0.0) for d in mezo.values()]),
-                            "; ".join(f"{t}: {_points(d)}" for t, d in mezo.items()) + " (MeZO − zero-shot)"))
+                            all_hold(list(verdicts["mezo"].values())),
+                            "; ".join(f"{t}: {_points(d)}" for t, d in mezo.items()) + " (MeZO − zero-shot)"
+                            + underpowered("mezo")))
     if shares:
         claims.append(Claim(f"DPZero at ε = 6 keeps at least {MIN_SHARE:.2f} of MeZO's gain over zero-shot on every "
                             f"task (the paper: {min(PAPER_SHARES.values()):.2f}–{max(PAPER_SHARES.values()):.2f})",
-                            all_hold([_share_verdict(iv) for iv in shares.values()]),
+                            all_hold(list(verdicts["share"].values())),
                             "; ".join(f"{t}: {_share(iv)}" for t, iv in shares.items())
-                            + " ((DPZero ε=6 − zero-shot) / (MeZO − zero-shot))" + not_run))
+                            + " ((DPZero ε=6 − zero-shot) / (MeZO − zero-shot))" + not_run + underpowered("share")))
     if rows:
         longest = max(rows, key=lambda r: r.wall_seconds)
         claims.append(Claim(f"every run finishes within {MAX_RUN_MINUTES} minutes on this machine (building the "
@@ -147,6 +187,26 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
                             f"longest: {longest.run}, {longest.wall_seconds / 60:.1f} min"))
     claims += per_task + _table3_claims(rows, cfg) + _table5_claims(rows, cfg, test_of)
     return claims
+
+
+def powered_claim(statement: str, iv: Interval, holds: bool | None, expected: float, threshold: float,
+                  evidence: str, *, unit: str = " points") -> Claim:
+    """A claim judged only where its design can decide it (issue 41): the distance between the paper's value
+    (``expected``) and ``threshold`` must reach the minimum detectable effect of this design (80 % power, one-sided
+    at 5 %; :func:`~dpnc_reproduce.claims.minimum_detectable_effect`), computed from the run's own variance parts
+    (its seeds, its test examples: no prior run of the same design exists for the committed results, so this is
+    declared at re-judging, after the rows). Otherwise the claim reads "underpowered for this design", not judged;
+    its interval and what the interval alone says stay in the evidence."""
+    ok, mde = powered(iv, expected, threshold, one_sided=True)
+    distance = abs(expected - threshold)
+    if ok or not math.isfinite(mde):
+        return Claim(statement, holds, evidence + (f"; detectable here: {mde:.2f}{unit} (80 % power) ≤ the paper's "
+                                                   f"distance to the threshold, {distance:.2f}{unit}"
+                                                   if math.isfinite(mde) else ""))
+    word = {True: "holds", False: "fails", None: "no signal"}[holds]
+    return Claim(statement, None, evidence + f"; underpowered: this design detects {mde:.2f}{unit} (80 % power), the "
+                 f"paper's value lies {distance:.2f}{unit} from the threshold (the interval alone: {word})",
+                 UNDERPOWERED)
 
 
 def gain_share(rows: Sequence[LMRow], task: str, gain: Interval | None) -> Interval | None:
@@ -217,35 +277,78 @@ def _table3_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
     if "mezo" not in t3 or "dpzero" not in t3:
         return []
     zo, mezo = t3["dpzero"], t3["mezo"]
+    fastest = zo.min_seconds_per_step / mezo.min_seconds_per_step if mezo.min_seconds_per_step else math.nan
+    if cfg.train != "all":   # the paper's Table 3 fine-tunes every parameter; here the frozen encoder dominates
+        why = (f"not testable here: --train {cfg.train} trains a small part of the model, so its frozen encoder "
+               "dominates time and memory; Table 3's claims are about full-parameter fine-tuning")
+        out = [Claim(STEP_COST, None,
+                     f"{why}; measured anyway: fastest-step time ratio DPZero / MeZO {fastest:.2f}, peak memory "
+                     f"difference {zo.peak_rss_mib - mezo.peak_rss_mib:+.0f} MiB", NOT_FULL)]
+        if "dp-adamw" in t3:
+            out.append(Claim(FO_COST, None, why, NOT_FULL))
+        return out
     ratio = zo.median_seconds_per_step / mezo.median_seconds_per_step if mezo.median_seconds_per_step else math.nan
     fastest = zo.min_seconds_per_step / mezo.min_seconds_per_step if mezo.min_seconds_per_step else math.nan
     mem = zo.peak_rss_mib - mezo.peak_rss_mib
-    claims = [Claim("a DPZero step costs what a MeZO step costs (fastest-step time within 10 %, memory within "
-                    "50 MiB; the runs ran at different times on a shared machine, so the least-disturbed step is "
-                    "compared)", abs(fastest - 1) <= 0.10 and abs(mem) <= 50,
+    claims = [Claim(STEP_COST, abs(fastest - 1) <= 0.10 and abs(mem) <= 50,
                     f"time ratio DPZero / MeZO: fastest steps {fastest:.2f}, medians {ratio:.2f}; peak memory "
                     f"difference {mem:+.0f} MiB")]
     if "dp-adamw" in t3:
         fo = t3["dp-adamw"]
         time_ratio = fo.median_seconds_per_step / zo.median_seconds_per_step
-        claims.append(Claim("DP-AdamW costs more time per step and more memory than DPZero",
+        claims.append(Claim(FO_COST,
                             time_ratio > 1 and fo.peak_rss_mib > zo.peak_rss_mib,
                             f"DP-AdamW / DPZero: time ×{time_ratio:.1f}, "
                             f"memory ×{fo.peak_rss_mib / zo.peak_rss_mib:.2f}"))
     return claims
 
 
+NOT_FULL = "not testable here (not full-parameter)"
+STEP_COST = ("a DPZero step costs what a MeZO step costs (fastest-step time within 10 %, memory within 50 MiB; the "
+             "runs ran at different times on a shared machine, so the least-disturbed step is compared)")
+FO_COST = "DP-AdamW costs more time per step and more memory than DPZero"
+
+
 def _table5_claims(rows: Sequence[LMRow], cfg: LMConfig, test_of: dict[str, int]) -> list[Claim]:
+    """Table 5, sphere against Gaussian directions: the paper's own data (differences up to 0.6 points with s.e.
+    up to 1.3) could show no equivalence margin, so the claim is reported as a difference test: a difference is
+    detected (the claim fails) where the interval excludes 0; otherwise "no difference detectable at this
+    resolution", with the resolution (the interval's half-width). Paired by seed and test example where every
+    seed kept its per-example results (issue 41), else unpaired."""
     t5 = tables.table5(rows, cfg)
     pairs = [(task, eps) for eps in cfg.epsilons for task in cfg.sphere_tasks
              if task in t5.get(("sphere", eps), {}) and task in t5.get(("gaussian", eps), {})]
     if not pairs:
         return []
-    diffs = {p: accuracy_difference(_t5_accuracies(rows, p[0], "sphere", p[1]),
-                                    _t5_accuracies(rows, p[0], "gaussian", p[1]), test_of[p[0]]) for p in pairs}
-    return [Claim("sphere and Gaussian directions do about as well (within 1.5 points; the paper's largest "
-                  "difference is 0.6)", all_hold([within(iv, 0.0, 1.5) for iv in diffs.values()]),
-                  "; ".join(f"{t} ε={e:g}: {_points(iv)}" for (t, e), iv in diffs.items()) + " (sphere − Gaussian)")]
+    diffs = {}
+    for task, eps in pairs:
+        paired = _t5_paired(rows, task, eps)
+        diffs[(task, eps)] = (paired_accuracy_difference(*paired) if paired is not None else
+                              accuracy_difference(_t5_accuracies(rows, task, "sphere", eps),
+                                                  _t5_accuracies(rows, task, "gaussian", eps), test_of[task]))
+    detected = [k for k, iv in diffs.items() if iv.low > 0 or iv.high < 0]
+    finite = [iv for iv in diffs.values() if math.isfinite(iv.low) and math.isfinite(iv.high)]
+    resolution = max(((iv.high - iv.low) / 2 for iv in finite), default=math.inf)
+    status = (f"no difference detectable at this resolution (±{resolution:.1f} points)" if finite else "no signal")
+    return [Claim("sphere and Gaussian directions do about as well (Table 5; the paper's largest difference is 0.6 "
+                  "points): a difference is detected where the interval excludes 0",
+                  False if detected else None,
+                  "; ".join(f"{t} ε={e:g}: {_points(iv)}" for (t, e), iv in diffs.items()) + " (sphere − Gaussian)",
+                  "" if detected else status)]
+
+
+def _t5_paired(rows: Sequence[LMRow], task: str, epsilon: float) -> tuple[list, list] | None:
+    """DPZero's per-seed correctness vectors with sphere and with Gaussian directions on ``task`` at ``epsilon``,
+    paired by seed; None unless every seed has both with per-example results of one length."""
+    of = {d: {r.seed: r for r in rows if (r.task, r.method, r.direction, r.epsilon) == (task, "dpzero", d, epsilon)}
+          for d in ("sphere", "gaussian")}
+    seeds = sorted(of["sphere"])
+    if not seeds or seeds != sorted(of["gaussian"]):
+        return None
+    pairs = [(of["sphere"][s], of["gaussian"][s]) for s in seeds]
+    if any(not x.correct or not y.correct or len(x.correct) != len(y.correct) for x, y in pairs):
+        return None
+    return [from_bits(x.correct) for x, _ in pairs], [from_bits(y.correct) for _, y in pairs]
 
 
 def _t5_accuracies(rows: Sequence[LMRow], task: str, direction: str, epsilon: float) -> list[float]:
