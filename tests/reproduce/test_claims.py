@@ -49,18 +49,40 @@ def test_paired_difference_matches_a_numpy_scipy_reference():
     d = claims.paired_accuracy_difference(a.astype(int).tolist(), b.astype(int).tolist())
     diff = 100 * (a.astype(float) - b.astype(float))
     per_seed = diff.mean(axis=1)
-    parts = [(per_seed.var(ddof=1) / seeds, seeds - 1), (diff.mean(axis=0).var(ddof=1) / m, m - 1)]
-    df = _satterthwaite(parts)
-    half = stats.t.ppf(0.975, df) * math.sqrt(parts[0][0] + parts[1][0])
+    var, df = _anova_truncated(diff)
+    half = stats.t.ppf(0.975, df) * math.sqrt(var)
     assert d.estimate == pytest.approx(per_seed.mean()) and d.df == pytest.approx(df)
     assert d.high - d.estimate == pytest.approx(half) and d.estimate - d.low == pytest.approx(half)
-    assert seeds - 1 <= d.df <= m - 1                       # between its parts' degrees of freedom
+    assert seeds - 1 <= d.df <= seeds * m                   # within its mean squares' degrees of freedom
+    # the two-part sum of issue 27 counted the seed × example interaction twice: never narrower than this
+    old = per_seed.var(ddof=1) / seeds + diff.mean(axis=0).var(ddof=1) / m
+    assert var <= old
     # identical models: no difference and no width; a paired interval is narrower than the unpaired one here
     same = claims.paired_accuracy_difference(b.astype(int).tolist(), b.astype(int).tolist())
     assert (same.estimate, same.low, same.high) == (0.0, 0.0, 0.0)
     accs = [(100 * x.mean(axis=1)).tolist() for x in (a, b)]
     unpaired = claims.accuracy_difference(*accs, m)
     assert d.high - d.low < unpaired.high - unpaired.low
+
+
+def _anova_truncated(d):
+    """Var(grand mean) of a seeds × examples table by two-way random-effects ANOVA, a component whose estimate is
+    negative set to 0, and its Satterthwaite df — written out with numpy, case by case."""
+    k, m = d.shape
+    ms_s = m * d.mean(axis=1).var(ddof=1)
+    ms_e = k * d.mean(axis=0).var(ddof=1)
+    resid = d - d.mean(axis=1, keepdims=True) - d.mean(axis=0, keepdims=True) + d.mean()
+    ms_r = (resid ** 2).sum() / ((k - 1) * (m - 1))
+    if ms_s >= ms_r and ms_e >= ms_r:
+        terms = [(ms_s, k - 1), (ms_e, m - 1), (-ms_r, (k - 1) * (m - 1))]
+    elif ms_s >= ms_r:
+        terms = [(ms_s, k - 1)]
+    elif ms_e >= ms_r:
+        terms = [(ms_e, m - 1)]
+    else:
+        terms = [(ms_r, (k - 1) * (m - 1))]
+    total = sum(t for t, _ in terms)
+    return total / (k * m), total ** 2 / sum(t * t / df for t, df in terms)
 
 
 def test_one_seed_gives_no_verdict_never_a_zero_seed_variance():
@@ -430,3 +452,44 @@ def test_minimum_detectable_effect_detects_its_effect_with_the_stated_power():
     assert claims.powered(template, 0.9, 0.0, one_sided=True) == (True, pytest.approx(mde))
     assert claims.powered(template, 0.1, 0.0, one_sided=True)[0] is False
     assert claims.minimum_detectable_effect(claims.mean_interval([1.0])) == math.inf   # one seed: no design
+
+
+def _anova_reference(d):
+    """The two-way random-effects estimate of Var(grand mean), by numpy from the sums of squares (no truncation)."""
+    d = np.asarray(d, dtype=float)
+    k, m = d.shape
+    total = ((d - d.mean()) ** 2).sum()
+    ss_s = m * ((d.mean(axis=1) - d.mean()) ** 2).sum()
+    ss_e = k * ((d.mean(axis=0) - d.mean()) ** 2).sum()
+    ms_r = (total - ss_s - ss_e) / ((k - 1) * (m - 1))
+    return (ss_s / (k - 1) + ss_e / (m - 1) - ms_r) / (k * m)
+
+
+def test_two_way_variance_against_known_components_and_numpy():
+    """Simulated seeds × examples with known components σ_S, σ_E, σ_e: the ANOVA estimate of Var(grand mean) is
+    unbiased for σ²_S/k + σ²_E/m + σ²_e/(km) (the old two-part sum is biased up by σ²_e/(km)), equals an
+    independent numpy computation, and its t interval covers the true mean about 95 % of the time."""
+    rng = np.random.default_rng(3)
+    k, m, sd_s, sd_e, sd_r = 5, 40, 0.5, 1.0, 3.0
+    truth = sd_s ** 2 / k + sd_e ** 2 / m + sd_r ** 2 / (k * m)
+    estimates, old, covered, sims = [], [], 0, 3000
+    for _ in range(sims):
+        d = (rng.normal(0, sd_s, (k, 1)) + rng.normal(0, sd_e, (1, m)) + rng.normal(0, sd_r, (k, m))) + 2.0
+        var, df = claims.two_way_mean_variance(d.tolist())
+        estimates.append(var)
+        old.append(d.mean(axis=1).var(ddof=1) / k + d.mean(axis=0).var(ddof=1) / m)
+        covered += abs(d.mean() - 2.0) <= claims.t95(df) * math.sqrt(var)
+    se_of_mean = np.std(estimates) / math.sqrt(sims)
+    assert abs(np.mean(estimates) - truth) < 4 * se_of_mean + 0.02 * truth   # truncation at 0 adds a little
+    assert np.mean(old) - truth == pytest.approx(sd_r ** 2 / (k * m), rel=0.1)   # the interaction counted twice
+    assert abs(covered / sims - 0.95) < 4 * math.sqrt(0.95 * 0.05 / sims)
+    # no component truncated: exactly the numpy reference
+    d = (rng.normal(0, 2.0, (4, 1)) + rng.normal(0, 2.0, (1, 30)) + rng.normal(0, 0.5, (4, 30))).tolist()
+    assert claims.two_way_mean_variance(d)[0] == pytest.approx(_anova_reference(d))
+    # the paired accuracy difference uses it (0/1 correctness, in points)
+    a = (rng.random((3, 200)) < 0.7).astype(int).tolist()
+    b = (rng.random((3, 200)) < 0.6).astype(int).tolist()
+    iv = claims.paired_accuracy_difference(a, b)
+    var, df = claims.two_way_mean_variance((100 * (np.array(a) - np.array(b))).tolist())
+    assert iv.se == pytest.approx(math.sqrt(var)) and iv.df == pytest.approx(df)
+    assert iv.estimate == pytest.approx(100 * (np.mean(a) - np.mean(b)))
