@@ -14,6 +14,7 @@ import csv
 import fnmatch
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -247,7 +248,12 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
         FinetuneConfig(**files)
     assert FinetuneConfig(**files, n=500).n == 500
     assert FinetuneConfig(**files, method="mezo").n is None             # not private: the rows' number, no claim
-    assert FinetuneConfig(**files, relation="replace-one").n is None    # replace-one: the rows' number by definition
+    # Replace-one too (issue 40, item 7): one row with an unclosed quote swallowed the lines after it, so the file's
+    # record count, then n and σ, told the neighbours apart (37 against 41 records).
+    with pytest.raises(ValueError, match=r"n must be given \(--n\) for the private method 'dpzero' on a train_file "
+                                         r"under replace-one"):
+        FinetuneConfig(**files, relation="replace-one", accountant="rdp")
+    assert FinetuneConfig(**files, relation="replace-one", accountant="rdp", n=400).n == 400
     # A built-in task's n is its public recipe, k per class × classes, also where a class has fewer rows (TREC).
     assert FinetuneConfig(task="TREC", k=512).n == 3072 and FinetuneConfig(task="SST-2", k=16, batch_size=8).n == 32
     with pytest.raises(ValueError, match=r"batch_size must be <= n = 32 \(the public number of training examples\)"):
@@ -270,3 +276,33 @@ def test_the_cli_names_n_when_a_private_run_on_a_file_lacks_it(tmp_path):
                                       "sentiment", "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "--n" in result.output and "n must be given" in result.output
     assert not (tmp_path / "out").exists()   # refused before anything was read or written
+
+
+def test_under_replace_one_an_unclosed_quote_sets_no_public_quantity(folder, monkeypatch):
+    """Issue 40, item 7: one row with an unclosed quote swallows the lines after it, so at 9619a0d the file's record
+    count (37 against 41 in the attack) became the public n and σ under replace-one. n is now declared: the two
+    neighbours publish the same n, σ and ledger, and differ only in released values."""
+    from dpnc.lm.rows import read_rows
+
+    plain = write_csv
+
+    def write_with_open_quote(path, rows):   # the neighbour's row 5 opens a quote it never closes
+        plain(path, rows)
+        if getattr(write_with_open_quote, "broken", False):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            lines[6] = '"' + lines[6]
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "write_csv", write_with_open_quote)
+    kwargs = dict(sampler="shuffle", relation="replace-one", accountant="rdp",
+                  label_words="negative=terrible,positive=great")
+    first, out_a = run(folder, "quote-base", BASE, N, batches=ShuffleSampler.for_testing(N, B, seed=0, rows=N),
+                       **kwargs)
+    write_with_open_quote.broken = True
+    write_with_open_quote(folder / "data" / "train.csv", BASE)
+    records = len(read_rows(folder / "data" / "train.csv", "csv", ",", True, lenient=True)[0])
+    assert records < N   # the quote swallowed records
+    second, out_b = run(folder, "quote-neighbour", BASE, N, batches=ShuffleSampler.for_testing(
+        N, B, seed=0, rows=records - 1), **kwargs)   # the swallowing record itself is dropped by the domain rule
+    assert first.n == second.n == N and first.accountant.to_json() == second.accountant.to_json()
+    a, b = public_files(out_a), public_files(out_b)
+    assert differences(a, b) == [] and a["summary.json/public_inputs/n"] == N

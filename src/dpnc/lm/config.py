@@ -327,14 +327,16 @@ class FinetuneConfig:
 
     def _public_n(self) -> None:
         """n: declared, or the built-in task's public recipe (k per class); decided from the config alone."""
-        if self.n is None and self.relation == "add/remove":
+        if self.n is None:
             if self.train_file is None:
                 object.__setattr__(self, "n", self.k * get_task(self.task).num_classes)
             elif self.method in PRIVATE:
+                # under replace-one too: the neighbours have one size, but the number of records a file parses into
+                # depends on its contents (an unclosed quote joins the lines after it), so it is never read off it
                 raise ValueError("n must be given (--n) for the private method "
-                                 f"{self.method!r} on a train_file under add/remove: the public number of training "
-                                 "examples, or a public bound on it. It sets q = B/n, the noise and the ledger, and "
-                                 "is not read off the data, whose size differs between neighbouring data sets")
+                                 f"{self.method!r} on a train_file under {self.relation}: the public number of "
+                                 "training examples, or a public bound on it. It sets q = B/n, the noise and the "
+                                 "ledger, and is never read off the data")
         if self.n is not None:
             check_integer(1, n=self.n)
             if self.method != "zero-shot" and self.batch_size > self.n:

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -224,24 +225,23 @@ class Trainer(EvaluationMixin, ResumeMixin):
         return device
 
     def _public_n(self) -> int:
-        """The n of q = B/n, σ and the ledger: declared under add/remove; the records' number under replace-one (the
-        neighbours have the same size, so it is public by definition), or for a non-private run given none."""
-        # Under replace-one a row the domain rule drops still counts: a neighbour replaces a record, so the file's
-        # records are the public n, and a dropped one is a slot with no example (the sampler draws it, it adds 0).
+        """The n of q = B/n, σ and the ledger: declared (a built-in task's is its recipe, k per class × classes), under
+        every relation; the rows' number only for a non-private run given none (it claims nothing)."""
+        # Under replace-one n is the number of slots of the fixed-size batches: a record the domain rule drops is an
+        # empty slot, and records beyond n are never drawn (the sampler's rows stop at n; the owner is told).
         c, rows = self.config, len(self.train_set) + self.train_set.dropped
-        if c.relation == "replace-one":
-            if c.n is not None and c.n != rows:
-                raise ValueError(f"n must be the number of training records ({rows}) under relation 'replace-one' "
-                                 f"(neighbours have the same size, and fixed-size batches draw from all rows); "
-                                 f"got {c.n}")
-            return rows
+        if c.n is not None and c.relation == "replace-one" and len(self.train_set) > c.n:
+            warnings.warn(f"the training file holds more examples than the declared n = {c.n}: under replace-one "
+                          f"only the first {c.n} are drawn (this message reads the data: keep it out of published "
+                          "files)", stacklevel=2)
         return c.n if c.n is not None else rows
 
     def _check_sampler(self, sampler):
         c = self.config
         kind = PoissonSampler if c.sampler == "poisson" else ShuffleSampler
         if sampler is None:   # secret: its own operating-system entropy stream; n public, rows only say what exists
-            return kind(self.n, c.batch_size, rows=len(self.train_set))
+            rows = len(self.train_set) if kind is PoissonSampler else min(len(self.train_set), self.n)   # n slots
+            return kind(self.n, c.batch_size, rows=rows)
         if type(sampler) is not kind or sampler.n != self.n or sampler.batch_size != c.batch_size:
             raise ValueError(f"sampler must be a {kind.__name__} with n={self.n} (the public n) and batch_size="
                              f"{c.batch_size} (the config's {c.sampler!r} sampling); got {type(sampler).__name__}"
