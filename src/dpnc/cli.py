@@ -323,7 +323,8 @@ def finetune(
                                 help="Continue the run journaled in --checkpoint-dir (else --out), checkpoint or not."),
     new_run: bool = typer.Option(False, "--new-run", rich_help_panel=OUTPUT,
                                  help="Start afresh in a run folder holding an earlier run's journal or checkpoint "
-                                      "(they are moved to superseded-<time>/); without it such a folder is refused."),
+                                      "(they are moved beside the folder, to <folder>.superseded-<time>/, out of "
+                                      "what the run publishes); without it such a folder is refused."),
     log_private_stats: bool = typer.Option(False, "--log-private-stats", rich_help_panel=OUTPUT,
                                            help="Also write private_train_stats.jsonl: per-step training-data "
                                                 "statistics (batch loss, non-finite count, clipped fraction, time) "

@@ -155,9 +155,12 @@ def test_new_run_moves_the_earlier_run_aside(tmp_path):
     cfg = settings(tmp_path, checkpoints=True)
     Trainer(FinetuneConfig(**cfg)).train(max_steps=1)   # an interrupted run: a journal, no checkpoint
     trainer = Trainer(FinetuneConfig(**{**cfg, "new_run": True}))
-    archived = list((tmp_path / "ckpt").glob("superseded-*/journal.jsonl"))
+    archived = list(tmp_path.glob("ckpt.superseded-*/journal.jsonl"))
     assert len(archived) == 1 and not (tmp_path / "ckpt" / "journal.jsonl").exists()
-    assert list((tmp_path / "out").glob("superseded-*/metrics.jsonl"))
+    # Beside out/, never in it (issue 40, item 6): at 9619a0d the old run's released values were published inside
+    # out/superseded-*/ beside a summary ε of the new run alone (2.0 against 2.19 spent in all).
+    assert list(tmp_path.glob("out.superseded-*/metrics.jsonl"))
+    assert not [p for p in (tmp_path / "out").rglob("*") if "superseded" in str(p.relative_to(tmp_path / "out"))]
     assert any("moved to" in note for note in trainer.notes)
     assert trainer.accountant.releases == 0 and trainer.step == 0
     with pytest.raises(ValueError, match="cannot resume: no checkpoint.pt and no journal.jsonl"):

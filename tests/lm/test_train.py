@@ -266,7 +266,8 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     assert refused.exit_code == 2 and "already holds an earlier run" in refused.output
     result = runner.invoke(app, [*again, "--new-run", "--log-private-stats"])
     assert result.exit_code == 0, result.output
-    assert len(list(out.glob("superseded-*/journal.jsonl"))) == 1
+    assert len(list(out.parent.glob(f"{out.name}.superseded-*/journal.jsonl"))) == 1
+    assert not list(out.glob("*superseded*"))
     header = json.loads((out / "private_train_stats.jsonl").read_text().splitlines()[0])
     assert header["warning"].startswith("NOT PRIVATE")
     bad = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--sampler", "shuffle",

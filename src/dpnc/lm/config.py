@@ -160,7 +160,8 @@ class FinetuneConfig:
             (default: the trainer's statement for its recipes; see ``Trainer.recipe_selection``). A choice made
             non-privately on the training data is not covered by ε and should say so.
         new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint, moving them
-            (and that run's metrics) into ``superseded-<time>/``; without it such a folder is refused.
+            (and that run's metrics) beside each folder, into ``<folder>.superseded-<time>/`` (outside ``out``);
+            without it such a folder is refused.
     """
 
     task: str = "SST-2"

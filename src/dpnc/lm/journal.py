@@ -13,7 +13,7 @@ Public files hold public values only, and no time: no ``metrics.jsonl`` line (st
 a time stamp, since the time between two lines reflects the secret batches in between (their sizes, or a long
 example in them); the journal and the checkpoint hold none either. Step times and the run's wall time go only to
 ``private_train_stats.jsonl`` (only with ``log_private_stats``), which opens with a NOT PRIVATE header. (The
-``superseded-<time>/`` folder of ``new_run`` is named when the run starts, before it reads any training row.)
+``<folder>.superseded-<time>/`` folder of ``new_run`` is named when the run starts, before it reads any training row.)
 """
 
 from __future__ import annotations
@@ -149,7 +149,9 @@ class RunFiles:
                              "aside), or choose another folder")
 
     def supersede(self) -> list[str]:
-        """``new_run``: move an earlier run's journal, checkpoint and outputs into ``superseded-<time>/``."""
+        """``new_run``: move an earlier run's journal, checkpoint and outputs into ``<folder>.superseded-<time>/``
+        beside each folder, never inside it: the old run's released values must not be published in ``out/`` beside
+        a summary whose ε leaves them out (publishing both is composing both ledgers: docs/privacy.md)."""
         c = self.config
         if not self.writer:
             return []
@@ -161,7 +163,7 @@ class RunFiles:
         for folder, names in places:
             for name in names:
                 if folder is not None and (folder / name).exists():
-                    archive = folder / f"superseded-{stamp}"
+                    archive = folder.parent / f"{folder.name}.superseded-{stamp}"
                     archive.mkdir(exist_ok=True)
                     os.replace(folder / name, archive / name)
                     moved.append(str(archive / name))

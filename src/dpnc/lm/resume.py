@@ -17,8 +17,8 @@ one, from the initial model):
 
 A run folder that holds a journal or a checkpoint refuses a fresh start (a second ledger over the same data
 would under-count): resume it, or pass ``new_run=True`` (``--new-run``), which moves the old journal,
-checkpoint and metrics into a ``superseded-<time>/`` folder first. Resume refuses a different config (the
-fields that define the run) and a budget that is already spent.
+checkpoint and metrics into a ``<folder>.superseded-<time>/`` folder beside it first. Resume refuses a different
+config (the fields that define the run) and a budget that is already spent.
 
 :class:`ResumeMixin` holds the :class:`dpnc.lm.train.Trainer`'s methods that write a checkpoint and resume from the
 run folder (:class:`dpnc.lm.journal.RunFiles` reads and writes the files). Under ``torchrun``, rank 0 resumes and
