@@ -199,10 +199,10 @@ def test_the_trainer_runs_lora_on_the_causal_head_and_trains_only_the_adapters(t
 @needs_data
 def test_per_example_default_on_a_tiny_random_llama_equals_the_loop(tmp_path):
     """The causal head on a tiny random Llama (RMSNorm, tied embeddings). Under LoRA every trained parameter is in
-    an adapter's Linear (the tied embeddings are frozen): with one-token label words (one row per example) "auto"
-    takes the per-layer route; with label words of several tokens (one row per class: b·K rows) or training all
-    of it (RMSNorm, the tied embeddings) it takes vmap, which batches the mask-free forward. Every case gives the
-    loop's clipped sum (float64: rounding only)."""
+    an adapter's Linear (the tied embeddings are frozen): "auto" takes the per-layer route, with one-token label
+    words (one row per example) and with label words of several tokens (K rows per example: beneath the route's
+    vmap they are rows of their example); training all of it (RMSNorm, the tied embeddings) takes vmap, which
+    batches the mask-free forward. Every case gives the loop's clipped sum (float64: rounding only)."""
     import dataclasses
     import importlib.util
     from pathlib import Path
@@ -220,7 +220,7 @@ def test_per_example_default_on_a_tiny_random_llama_equals_the_loop(tmp_path):
     lm, tokenizer = causal.load_causal_lm(tmp_path)
     one_token = dataclasses.replace(get_task("SST-2"), label_words=("the", "a"))   # " the", " a": one token each
     assert [len(tokenizer(" " + w)["input_ids"]) for w in one_token.label_words] == [1, 1]
-    for mode, task, layers in (("lora", one_token, True), ("lora", get_task("SST-2"), False),
+    for mode, task, layers in (("lora", one_token, True), ("lora", get_task("SST-2"), True),
                                ("all", one_token, False)):
         clf = CausalLMClassifier(copy.deepcopy(lm), tokenizer, task, max_length=32).eval()
         select_trainable(clf, mode)

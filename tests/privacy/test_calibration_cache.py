@@ -1,7 +1,7 @@
 """The on-disk calibration cache (dpnc.privacy.calibrate): shared between processes, never trusted.
 
-A stored multiplier is used only after an accountant call shows that it meets the target; an edited file (less
-noise) is ignored and the search runs again; PLD's fallback to RDP warns on every answer, stored or not."""
+A stored multiplier is used only after an accountant call shows that it meets the target and is the smallest that
+does (up to a tolerance); an edited file (less noise, or more) is ignored and the search runs again; PLD's fallback to RDP warns on every answer, stored or not."""
 
 from __future__ import annotations
 
@@ -57,6 +57,18 @@ def test_an_edited_answer_that_misses_the_target_is_ignored(cache):
     calibrate._noise_multiplier.cache_clear()
     assert noise_multiplier(**QUESTION) == m   # searched again
     assert json.loads(stored.read_text())["multiplier"] == m   # and the file mended
+
+
+def test_an_edited_answer_with_more_noise_than_the_minimum_is_ignored(cache):
+    """Issue 40: a stored σ twice the minimum meets the target, and was used: a run got twice the noise it needed."""
+    m = noise_multiplier(**QUESTION)
+    [stored] = cache.glob("*.json")
+    entry = json.loads(stored.read_text())
+    stored.write_text(json.dumps({**entry, "multiplier": 2 * m}))
+    assert epsilon_for(2 * m, 1 / 64, 4, DELTA, accountant="pld") <= 2.0   # it meets the target
+    calibrate._noise_multiplier.cache_clear()
+    assert noise_multiplier(**QUESTION) == m   # searched again
+    assert json.loads(stored.read_text())["multiplier"] == m
 
 
 def test_garbage_and_other_questions_in_the_folder_are_ignored(cache):

@@ -11,8 +11,9 @@ A PLD calibration costs seconds (each accountant call builds a grid of ~10⁶ po
 disk, one small JSON file per question, and shared between processes (a resumed run, the ranks of a data-parallel
 one, the next run of the same config): in ``$DPNC_CACHE_DIR`` (``off`` disables it), else ``$XDG_CACHE_HOME/dpnc``
 or ``~/.cache/dpnc``. The file holds only public parameters and the multiplier. A stored multiplier is never
-trusted: it is used only after one accountant call shows it meets the target (else the search runs again), so a
-stale or edited file cannot weaken the guarantee, only cost that one call.
+trusted: it is used only after one accountant call shows it meets the target and is the smallest multiplier that does
+(up to a tolerance; else the search runs again), so a stale or edited file can neither weaken the guarantee nor add
+noise the target does not need, only cost that one call.
 :func:`opacus_noise_multiplier` reproduces the recipe of the published DPZero code (opacus 1.4.0's
 ``get_noise_multiplier``), which the spec's §1.5 table records.
 
@@ -118,11 +119,14 @@ def _noise_multiplier(epsilon, delta, q, steps, accountant, relation, fixed_size
     question = (epsilon, delta, q, steps, accountant, relation.value, fixed_size_of)
 
     def meets(multiplier: float, method: str) -> bool:
+        """The multiplier spends at most ε, and no less than ε·e^(−STORED_TOLERANCE): the smallest one, up to the
+        tolerance (a stored σ twice too large meets the target, but would cost the run accuracy for nothing)."""
         try:
-            return epsilon_for(multiplier, q, steps, delta, accountant=method, relation=relation,
-                               fixed_size_of=fixed_size_of) <= epsilon
+            spent = epsilon_for(multiplier, q, steps, delta, accountant=method, relation=relation,
+                                fixed_size_of=fixed_size_of)
         except (UnsupportedRelease, ValueError):
             return False
+        return epsilon * math.exp(-STORED_TOLERANCE) <= spent <= epsilon
 
     path = _cache_file(question) if accountant == "pld" else None   # RDP answers in a fraction of a second
     stored = _read(path, question)
@@ -163,6 +167,9 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
 
 # Bump when a change to calibration or accounting changes the answer to a question already stored.
 CACHE_VERSION = 1
+# How far below the target a stored multiplier's ε may fall and still be used (the search stops within 1e-5 of it;
+# the slack admits a newer dp-accounting's rounding, never a multiplier 1 % larger than the minimum).
+STORED_TOLERANCE = 1e-3
 
 
 def cache_dir() -> Path | None:
