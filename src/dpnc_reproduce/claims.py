@@ -48,10 +48,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats
 
-GROWS = "x → ∞"       # a rate claim's regime: the bound is about large x (d, n, n√ρ/√d)
-SHRINKS = "x → 0"     # ... about small x (ε, α, β, ρ in a sample complexity)
+from dpnc_reproduce.loglog import (GROWS as GROWS, SHRINKS as SHRINKS, Tolerance as Tolerance, _weights,
+                                   dropped_log_tolerance as dropped_log_tolerance, loglog_fit as loglog_fit)
+from dpnc_reproduce.variance import (UNDERPOWERED as UNDERPOWERED, powered as powered, t95 as t95,
+                                     minimum_detectable_effect as minimum_detectable_effect,
+                                     satterthwaite_df as satterthwaite_df,
+                                     two_way_mean_variance as two_way_mean_variance)
+
 MAX_CENSORED = 0.2    # above this fraction of censored seeds an interval gives no verdict (declared)
 NO_VERDICT_ONE_SEED = "1 seed: no verdict"
 
@@ -87,26 +91,6 @@ def from_bits(text: str) -> list[int]:
 
 
 # --- t intervals ----------------------------------------------------------------------------------------------
-
-
-def t95(df: float) -> float:
-    """The two-sided 95 % quantile of Student's t with ``df`` degrees of freedom (a real number; inf for df <= 0,
-    the normal 1.96 for df = inf)."""
-    if not df > 0:
-        return math.inf
-    return float(stats.norm.ppf(0.975)) if math.isinf(df) else float(stats.t.ppf(0.975, df))
-
-
-def satterthwaite_df(parts: Sequence[tuple[float, float]]) -> float:
-    """The Welch–Satterthwaite degrees of freedom of a sum of variance estimates: ``parts`` are (vᵢ, dfᵢ), the
-    result (Σ vᵢ)² / Σ (vᵢ² / dfᵢ). A part with vᵢ = 0 or dfᵢ = inf adds nothing to the denominator; inf when the
-    denominator is 0 (every part known exactly, or the sum is 0)."""
-    for v, df in parts:
-        if v < 0 or not df > 0:
-            raise ValueError(f"each part needs a variance >= 0 and df > 0; got ({v!r}, {df!r})")
-    total = sum(v for v, _ in parts)
-    denominator = sum(v * v / df for v, df in parts if v > 0 and math.isfinite(df))
-    return math.inf if denominator == 0 or total == 0 else total * total / denominator
 
 
 @dataclass(frozen=True)
@@ -247,44 +231,6 @@ def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[
                     df, 0, se)
 
 
-def two_way_mean_variance(d: Sequence[Sequence[float]]) -> tuple[float, float]:
-    """The variance of the grand mean of a k × m table d (seeds × test examples, k, m ≥ 2) under the two-way
-    random-effects model d_si = μ + seed_s + example_i + e_si, and its Welch–Satterthwaite degrees of freedom.
-
-    With the mean squares MS_S = m·Σ_s(d̄_s − d̄)²/(k − 1), MS_E = k·Σ_i(d̄_i − d̄)²/(m − 1) and the residual
-    MS_R = Σ(d_si − d̄_s − d̄_i + d̄)²/((k − 1)(m − 1)), whose expectations are σ²_e + mσ²_S, σ²_e + kσ²_E and σ²_e,
-    Var(d̄) = σ²_S/k + σ²_E/m + σ²_e/(km) is estimated without bias by (MS_S + MS_E − MS_R)/(km). A component whose
-    estimate is negative (MS_S or MS_E below MS_R) is taken as 0 and its mean square dropped from the sum (then
-    MS_R stands for it). The df: (Σ c_j MS_j)² / Σ (c_j MS_j)²/df_j over the mean squares used (c_j = ±1/(km)).
-    """
-    k, m = len(d), len(d[0])
-    if k < 2 or m < 2 or any(len(row) != m for row in d):
-        raise ValueError(f"a two-way table needs k >= 2 rows of one length m >= 2; got {k} rows")
-    seed_means = [statistics.fmean(row) for row in d]
-    example_means = [statistics.fmean(col) for col in zip(*d)]
-    grand = statistics.fmean(seed_means)
-    ms_s = m * sum((x - grand) ** 2 for x in seed_means) / (k - 1)
-    ms_e = k * sum((x - grand) ** 2 for x in example_means) / (m - 1)
-    ms_r = sum((v - sm - em + grand) ** 2 for row, sm in zip(d, seed_means) for v, em in zip(row, example_means)) \
-        / ((k - 1) * (m - 1))
-    terms = [(ms_r, (k - 1) * (m - 1), -1.0)]   # (mean square, df, sign)
-    seed_kept, example_kept = ms_s >= ms_r, ms_e >= ms_r
-    if seed_kept:
-        terms.append((ms_s, k - 1, 1.0))
-    if example_kept:
-        terms.append((ms_e, m - 1, 1.0))
-    kept = seed_kept + example_kept
-    if kept == 0:
-        terms = [(ms_r, (k - 1) * (m - 1), 1.0)]
-    elif kept == 1:   # one component at 0: the other's mean square alone (MS_R cancels)
-        terms = [t for t in terms if t[2] > 0]
-    total = sum(sign * ms for ms, _, sign in terms)
-    variance = total / (k * m)
-    denominator = sum(ms * ms / df for ms, df, _ in terms if ms > 0)
-    df = math.inf if denominator == 0 or total == 0 else total * total / denominator
-    return variance, df
-
-
 def _paired_length(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], names: tuple[str, str],
                    what: str) -> int:
     """The common number m >= 2 of examples of two paired per-seed lists (ValueError naming the arguments)."""
@@ -344,39 +290,6 @@ def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> 
     root = math.sqrt(max(disc, 0.0))
     se = math.sqrt(max(a0 - 2 * estimate * a1 + estimate ** 2 * a2, 0.0)) / abs(ybar)   # delta method, for the MDE
     return Interval(estimate, (qb - root) / qa, (qb + root) / qa, k, note, df, 0, se)
-
-
-# --- power: the effect a design can detect -------------------------------------------------------------------
-
-
-def minimum_detectable_effect(interval: Interval, *, power: float = 0.8, one_sided: bool = False) -> float:
-    """The smallest true distance from a threshold that this design detects with probability ``power``: (t_{0.975}
-    (t_{0.95} one-sided) + t_{power}) at the interval's degrees of freedom, times its standard error. inf where the
-    interval has no standard error (one seed, censored ends, none).
-
-    A design (seeds, test size, variance components from a run) whose MDE exceeds the distance between the value
-    a claim expects (the paper's) and its threshold cannot decide the claim: it is "underpowered for this design"
-    (:func:`powered`), whatever its interval shows.
-    """
-    if not 0 < power < 1:
-        raise ValueError(f"power must be in (0, 1); got {power!r}")
-    if interval.se is None or interval.df is None or not interval.df > 0 or not math.isfinite(interval.se):
-        return math.inf
-    q = 0.95 if one_sided else 0.975
-    if math.isinf(interval.df):
-        return (float(stats.norm.ppf(q)) + float(stats.norm.ppf(power))) * interval.se
-    return (float(stats.t.ppf(q, interval.df)) + float(stats.t.ppf(power, interval.df))) * interval.se
-
-
-def powered(interval: Interval, expected: float, threshold: float, *, power: float = 0.8,
-            one_sided: bool = False) -> tuple[bool, float]:
-    """Whether the distance |expected − threshold| reaches this design's :func:`minimum_detectable_effect`; and
-    the MDE."""
-    mde = minimum_detectable_effect(interval, power=power, one_sided=one_sided)
-    return abs(expected - threshold) >= mde, mde
-
-
-UNDERPOWERED = "underpowered for this design"
 
 
 # --- censored values ------------------------------------------------------------------------------------------
@@ -449,24 +362,6 @@ def censored_mean_interval(values: Sequence[Value], *, max_censored: float = MAX
 
 
 # --- rates: log-log slopes ------------------------------------------------------------------------------------
-
-
-def loglog_fit(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Least-squares slope of log y against log x; every x and y must be finite and > 0, and the x not all
-    equal."""
-    if len(xs) != len(ys) or len(xs) < 2:
-        raise ValueError(f"a slope needs at least 2 points of equal count; got {len(xs)} x and {len(ys)} y")
-    return sum(w * math.log(y) for w, y in zip(_weights(xs), ys))
-
-
-def _weights(xs: Sequence[float]) -> list[float]:
-    """The least-squares slope's weights on log y: (log x − mean) / Sxx."""
-    lx = [math.log(v) for v in xs]
-    mx = statistics.fmean(lx)
-    sxx = sum((u - mx) ** 2 for u in lx)
-    if sxx == 0:
-        raise ValueError("a slope needs at least two distinct x")
-    return [(u - mx) / sxx for u in lx]
 
 
 def _log(v: float) -> float:
@@ -553,45 +448,6 @@ def rate_within_bound(slope: Interval, bound_slope: float, *, regime: str, tol: 
 def rate_limit(bound_slope: float, *, regime: str, tol: float) -> float:
     """The slope at which :func:`rate_within_bound` changes verdict: bound + tol (x → ∞) or bound − tol (x → 0)."""
     return bound_slope + tol if regime == GROWS else bound_slope - tol
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """A rate claim's tolerance: ``value`` and the ``formula`` it was computed with (declared before the data)."""
-
-    value: float
-    formula: str
-
-    def __str__(self) -> str:
-        return f"{self.value:.3f} ({self.formula})"
-
-
-def dropped_log_tolerance(xs: Sequence[float], factors: Sequence[tuple[Sequence[float], float]], *, regime: str,
-                          formula: str) -> Tolerance:
-    """What the polylog factors a bound drops add to its least-squares log-log slope over the grid ``xs``, in the
-    violating direction of ``regime``.
-
-    Args:
-        xs: the claim's grid (the points its slope is fitted over).
-        factors: the dropped factors (ln a(x))^p, each as (a at every point of ``xs``, p); every a > 1.
-        regime: :data:`GROWS` or :data:`SHRINKS`.
-        formula: the dropped factor in words, recorded beside the value.
-
-    The least-squares slope is linear in log y, so multiplying the bound by Π (ln a_k)^{p_k} adds exactly
-    s = Σ p_k·slope(ln ln a_k against ln x) to it. That shift is the tolerance when it points the violating way
-    (s > 0 for x → ∞, s < 0 for x → 0), and 0 when it points the other way (then the dropped factor only makes the
-    bound easier to meet). E.g. ln n over n ∈ {10³, …, 10⁹} adds 0.078; ln d over d ∈ {20, 200, 2000}, 0.20;
-    over d ∈ {4, …, 64}, 0.39.
-    """
-    if regime not in (GROWS, SHRINKS):
-        raise ValueError(f"regime must be GROWS ({GROWS!r}) or SHRINKS ({SHRINKS!r}); got {regime!r}")
-    shift = 0.0
-    for args, power in factors:
-        if len(args) != len(xs) or not all(a > 1 for a in args):
-            raise ValueError(f"each dropped log needs an argument > 1 at every point of the grid; got {list(args)}")
-        shift += power * loglog_fit(xs, [math.log(a) for a in args])
-    return Tolerance(max(0.0, shift if regime == GROWS else -shift),
-                     f"{formula} over {min(xs):.3g}…{max(xs):.3g}: slope shift {shift:+.3f}")
 
 
 def tight(slope: Interval, bound_slope: float, tol: float) -> bool | None:

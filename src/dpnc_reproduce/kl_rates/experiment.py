@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import dpnc_reproduce.kl_rates.figures as figures
 import dpnc_reproduce.kl_rates.report as report
 import dpnc_reproduce.kl_rates.run as run
 from dpnc_reproduce.kl_rates.run import FULL, QUICK, KLRatesConfig, KLRow, KLTask
@@ -58,7 +59,7 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
         return {"slopes.csv": report.slopes(result.rows)}
 
     def plot(self, result: Result, out: Path) -> list[Path]:
-        return report.plot(result, out)
+        return figures.plot(result, out)
 
 
 EXPERIMENT = KLRates()

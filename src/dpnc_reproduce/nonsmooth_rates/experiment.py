@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+import dpnc_reproduce.nonsmooth_rates.render as render
 import dpnc_reproduce.nonsmooth_rates.report as report
 import dpnc_reproduce.nonsmooth_rates.run as run
 from dpnc_reproduce.nonsmooth_rates.run import FULL, QUICK, RateRow, RatesConfig
@@ -39,13 +40,13 @@ class NonsmoothRates(Experiment):
         return report.describe(result)
 
     def render(self, result: Result) -> str:
-        return report.render(result.rows, result.config)
+        return render.render(result.rows, result.config)
 
     def tables(self, result: Result) -> dict[str, list[dict]]:
         return {"thresholds.csv": [dataclasses.asdict(t) for t in report.thresholds(result.rows, result.config)]}
 
     def plot(self, result: Result, out: Path) -> list[Path]:
-        return [report.plot(result, out / "fig_sample_complexity.png")]
+        return [render.plot(result, out / "fig_sample_complexity.png")]
 
 
 EXPERIMENT = NonsmoothRates()
