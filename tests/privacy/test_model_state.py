@@ -276,3 +276,15 @@ def test_an_in_place_write_to_the_yielded_batch_is_refused_and_charged(optimizer
     assert accountant.releases == 1 and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     with pytest.raises(ValueError, match="no batch is pending"):
         opt.step(squared(model))
+
+
+def test_public_files_name_the_data_by_its_base_name(tmp_path):
+    """summary.json's config and data record, and TensorBoard's hparams, showed the full path of the owner's files."""
+    from dpnc.lm.config import FinetuneConfig
+
+    folder = tmp_path / "home" / "ana" / "clinic"
+    config = FinetuneConfig(train_file=str(folder / "notes.csv"), test_file=str(folder / "public-test.csv"),
+                            text_column="text", label_column="label", n=100, batch_size=8)
+    public = config.hyperparameters()
+    assert (public["train_file"], public["test_file"]) == ("notes.csv", "public-test.csv")
+    assert "clinic" not in repr(public)

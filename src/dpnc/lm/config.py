@@ -81,6 +81,15 @@ def default_causal_path() -> str:
     return str(default_causal_model())
 
 
+# The fields that name the data's files and folder: public outputs show their base names only.
+PATHS = ("train_file", "test_file", "data_dir")
+
+
+def public_name(path: str | None) -> str | None:
+    """A path as public files show it: its base name (``/home/ana/clinic/notes.csv`` → ``notes.csv``)."""
+    return None if path is None else Path(path).name
+
+
 @dataclass(frozen=True)
 class FinetuneConfig:
     """Everything that defines a fine-tuning run. Defaults follow the DPZero paper where it says (spec §4.2, §2.7).
@@ -363,5 +372,7 @@ class FinetuneConfig:
 
     def hyperparameters(self) -> dict:
         """Every field but where the run writes (``out``, ``checkpoint_dir``): what summary.json's ``config`` and
-        TensorBoard's hparams record."""
-        return {k: v for k, v in self.to_dict().items() if k not in ("out", "checkpoint_dir")}
+        TensorBoard's hparams record, with the data's files and folder by their base names (a full path tells
+        where the owner keeps the data, and whose machine it is)."""
+        return {k: public_name(v) if k in PATHS else v for k, v in self.to_dict().items()
+                if k not in ("out", "checkpoint_dir")}

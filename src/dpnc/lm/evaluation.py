@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from dpnc.lm.config import ZEROTH_ORDER, ZO_RECIPES
+from dpnc.lm.config import ZEROTH_ORDER, ZO_RECIPES, public_name
 from dpnc.lm.data import TextDataset, recipe_size
 from dpnc.lm.files import describe_data
 from dpnc.lm.journal import jsonable
@@ -133,8 +133,9 @@ class EvaluationMixin:
     def data_record(self) -> dict:
         """Which data the run read (files, rows, classes, label words, template): public facts for summary.json."""
         c = self.config
-        where = ({"train_file": c.train_file, "test_file": c.test_file} if c.train_file is not None else
-                 {"task": c.task, "data_dir": c.data_dir, "data_seed": c.data_seed, "k": c.k})
+        where = ({"train_file": public_name(c.train_file), "test_file": public_name(c.test_file)}
+                 if c.train_file is not None else
+                 {"task": c.task, "data_dir": public_name(c.data_dir), "data_seed": c.data_seed, "k": c.k})
         return {**where, **describe_data(self.train_set, self.test_set)}
 
     def public_inputs(self) -> dict:
