@@ -493,3 +493,36 @@ def test_two_way_variance_against_known_components_and_numpy():
     var, df = claims.two_way_mean_variance((100 * (np.array(a) - np.array(b))).tolist())
     assert iv.se == pytest.approx(math.sqrt(var)) and iv.df == pytest.approx(df)
     assert iv.estimate == pytest.approx(100 * (np.mean(a) - np.mean(b)))
+
+
+def test_committed_results_say_whether_their_declarations_came_before_their_rows():
+    """Every committed result whose declarations carry a commit (a run's ``declared_commit``, a re-judging's record)
+    says truly whether that commit precedes the commit that first added its rows: a run must (its declarations
+    precede its rows), a re-judging records ``declared_after`` exactly when they do not (issue 41)."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    from dpnc_reproduce import protocol
+
+    root = Path(__file__).resolve().parents[2]
+    results = sorted((root / "docs" / "results").rglob("result.json"))
+    checked = 0
+    for path in results:
+        rows = protocol.rows_commit(path.parent)
+        if rows is None:
+            continue
+        data = json.loads(path.read_text())
+        records = [(data["declared_commit"], False)] if data.get("declared_commit") else []
+        records += [(r["declared_commit"], r["declared_after"]) for r in data.get("rejudged", ())
+                    if r.get("declared_commit")]
+        for declared, after in records:
+            known = subprocess.run(["git", "cat-file", "-e", f"{declared['commit']}^{{commit}}"], cwd=root,
+                                   capture_output=True).returncode == 0
+            if not known:   # a shallow clone: the history is not here
+                continue
+            before = protocol.precedes(declared["commit"], rows, root)
+            assert after == (not before), (path, declared, rows)
+            checked += 1
+    if checked == 0:
+        pytest.skip("no declaring commit with its history in this checkout")
