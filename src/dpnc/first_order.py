@@ -18,12 +18,14 @@ unpatched (``notes/anchor-bench.md``). So the step hands ``loss_fn`` the batch t
 batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time, and forms the gradients itself; the
 user never calls ``backward``. The same call works for the zeroth-order optimizers of :func:`dpnc.make_private`.
 
-Refusals (``ValueError``, nothing released, the batch left pending): a model that is not ready (checked at every
-step: BatchNorm in training mode or without running statistics), a ``loss_fn`` that takes no arguments, explicit
-``inputs`` that are not the very objects the loader yielded (another batch, a copy, a stale batch), a loss
-function that does not return one loss per example, a second step on one batch, a step beyond ``steps``. An empty
-Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to avoid: a ``loss_fn``
-that reads other data besides its arguments (e.g. the loop's whole batch, to centre scores).
+Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a model that is
+not ready (checked at every step: :func:`dpnc.optim.validate_model`), a ``loss_fn`` that takes no arguments,
+explicit ``inputs`` that are not the very objects the loader yielded (another batch, a copy, a stale batch), a
+second step on one batch, a step beyond ``steps``. After it is touched (a loss function that raises or does not
+return one loss per example, a model whose state changed: :class:`dpnc.model_state.StateGuard`; a batch written in
+place since the loader yielded it) the step is refused and charged: its release recorded, nothing published, the
+batch spent. An empty Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to
+avoid: a ``loss_fn`` that reads other data besides its arguments (e.g. the loop's whole batch, to centre scores).
 """
 
 from __future__ import annotations
@@ -183,10 +185,10 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         noise: the secret noise source (a fresh one by default).
         per_example: how the per-example gradients' clipped sum is formed: ``"layers"`` (from each layer's
             activations and output gradients, :mod:`dpnc.per_layer`: Linear, Embedding, LayerNorm and Conv2d
-            layers; checked against ``"vmap"`` on the first batch), ``"vmap"`` (``microbatch`` examples per
-            vectorised ``torch.func`` pass; any model), ``"loop"`` (one at a time), or ``"auto"`` (the default:
-            ``"layers"`` where every trainable parameter's layer is supported and runs once per forward, else
-            ``"vmap"``).
+            layers; the loss vmapped over the examples, per example by construction), ``"vmap"`` (``microbatch``
+            examples per vectorised ``torch.func`` pass; any model), ``"loop"`` (one at a time), or ``"auto"`` (the
+            default: ``"layers"`` where every trainable parameter's layer is supported and its rows belong to the examples,
+            else ``"vmap"``, else ``"loop"`` where vmap cannot batch a layer).
         microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
     """
 

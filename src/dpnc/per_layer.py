@@ -16,13 +16,16 @@ Then w_i = min(1, C/‖∇ℓ_i‖) over all parameters (:func:`~dpnc.privacy.cl
 a non-finite norm gets w_i = 0 (counted, as :func:`~dpnc.privacy.clipping.clipped_sum` zeroes it), and the
 clipped sum Σ_i w_i ∇ℓ_i is formed layer by layer from ``w·g`` and ``a``.
 
-What this route assumes, and :class:`~dpnc.first_order.DPOptimizer` checks: ``loss_fn`` and the model treat the
-examples of a batch independently (ℓ_i depends on example i alone), so that g_i is example i's own output
-gradient. The ``torch.func`` route makes that hold by construction (one example per call); this route runs the
-batch at once, so the optimizer compares the two on its first batch and refuses a loss that mixes examples.
-Every trainable parameter must belong to a supported layer used once per forward, on one row per example (leading
-dimension b: BERT's position embeddings need batch-shaped ``position_ids``); otherwise :func:`layer_clipped_sum`
-returns None and the caller uses ``torch.func``.
+Per example by construction. The losses are ``torch.func.vmap`` of ``loss_fn`` over the examples, each alone (a
+batch of one): whatever ``loss_fn`` and the model compute, ℓ_i is a function of example i, so g_i is example i's own
+output gradient (a loss that "centres over the batch" centres over one example). The layers' inputs and outputs are
+read beneath vmap, where torch runs the whole batch as one tensor, so the route keeps the speed of one batched
+forward and backward. Every trainable parameter must belong to a supported layer whose rows belong to the examples
+(several rows per example, e.g. positions or K label prompts, or several calls in one forward, are summed); a layer
+run on rows shared by every example (BERT's (1, L) position ids), or a forward vmap cannot batch, makes
+:func:`layer_clipped_sum` return None and the caller uses ``torch.func``'s per-example gradients. The norms are
+overflow-safe: each example's rows are scaled by their largest entry first, so one extreme row changes nothing but
+its own weight.
 """
 
 from __future__ import annotations

@@ -60,8 +60,7 @@ def per_example_clipped_sum(model: EncoderClassifier, batch: dict[str, torch.Ten
     The routes of :class:`dpnc.first_order.DPOptimizer` (:func:`dpnc.first_order.route_clipped_sum`) with the
     classifier as the loss function: ``"layers"``, ``"vmap"``, ``"loop"`` or ``"auto"`` (layers, else vmap). All
     but ``"loop"`` run with a 4-D additive attention mask (HF's 2-D mask handling branches on the mask's values,
-    which vmap cannot batch). Unlike the optimizer, this function does not compare the per-layer route with vmap
-    on a first batch: the classifiers treat examples independently.
+    which vmap cannot batch).
     """
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     with _mask_for(model, per_example):
