@@ -187,8 +187,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             activations and output gradients, :mod:`dpnc.per_layer`: Linear, Embedding, LayerNorm and Conv2d
             layers; the loss vmapped over the examples, per example by construction), ``"vmap"`` (``microbatch``
             examples per vectorised ``torch.func`` pass; any model), ``"loop"`` (one at a time), or ``"auto"`` (the
-            default: ``"layers"`` where every trainable parameter's layer is supported and its rows belong to the examples,
-            else ``"vmap"``, else ``"loop"`` where vmap cannot batch a layer).
+            default: ``"layers"`` where every trainable parameter's layer is supported and its rows belong to the
+            examples, else ``"vmap"``, else ``"loop"`` where vmap cannot batch a layer).
         microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
     """
 

@@ -1,7 +1,8 @@
 """The on-disk calibration cache (dpnc.privacy.calibrate): shared between processes, never trusted.
 
 A stored multiplier is used only after an accountant call shows that it meets the target and is the smallest that
-does (up to a tolerance); an edited file (less noise, or more) is ignored and the search runs again; PLD's fallback to RDP warns on every answer, stored or not."""
+does (up to a tolerance); an edited file (less noise, or more) is ignored and the search runs again; PLD's fallback
+to RDP warns on every answer, stored or not."""
 
 from __future__ import annotations
 
