@@ -114,9 +114,10 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     finite = torch.isfinite(norms)
     w, over = clip_weights(torch.where(finite, norms, torch.zeros_like(norms)), C)
     w = torch.where(finite, w, torch.zeros_like(w))
+    all_finite = bool(finite.all())
     sums: dict[str, torch.Tensor] = {}
     for m, part in zip(layers, parts):
-        for local, s in part.weighted_sums(w).items():
+        for local, s in part.weighted_sums(w, all_finite).items():
             sums[owners[m][local]] = s
     first = next(iter(params.values()))
     total = torch.cat([sums[name].reshape(-1).to(first.dtype) for name in params])
@@ -139,12 +140,9 @@ def _beneath_vmap(t) -> torch.Tensor | None:
 def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``t`` divided per example by its largest magnitude, and those magnitudes (float64, one per example): norms
     formed from the scaled rows cannot overflow, whatever one row holds (an example of 1e20 in float32 has a
-    finite gradient norm, as torch.func's route finds). A zero row keeps the scale 1; a non-finite one the scale
-    inf (its weight is 0)."""
-    peak = t.detach().abs().reshape(t.shape[0], -1).amax(1) if t.numel() else t.new_zeros(t.shape[0])
-    peak = torch.where(peak > 0, peak, torch.ones_like(peak)) if peak.numel() else peak
-    safe = torch.where(torch.isfinite(peak), peak, torch.ones_like(peak))
-    return t / safe.reshape(-1, *[1] * (t.ndim - 1)), peak.to(torch.float64)
+    finite gradient norm, as torch.func's route finds). A non-finite row stays non-finite (its weight is 0)."""
+    peak = t.detach().abs().flatten(1).amax(1).clamp_min(torch.finfo(t.dtype).tiny)
+    return t / peak.reshape(-1, *[1] * (t.ndim - 1)), peak.to(torch.float64)
 
 
 class _Layer:
@@ -158,8 +156,10 @@ class _Layer:
     multiplied back in float64, and the weights w_i s_i t_i are applied to the scaled rows.
     """
 
+    axis = 1   # the dimension along which an example's rows (and a layer's calls) lie
+
     def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str]) -> None:
-        self.module, self.trained = module, trained
+        self.module, self.trained, self.zeroed = module, trained, False
         self.a, self.s = _scale(a) if a.is_floating_point() else (a, torch.ones(a.shape[0], dtype=torch.float64))
         self.g, self.t = _scale(g)
 
@@ -168,7 +168,10 @@ class _Layer:
         kind = {nn.Linear: _Linear, nn.Embedding: _Embedding, nn.LayerNorm: _LayerNorm, nn.Conv2d: _Conv2d}
         cls = next(cls for base, cls in kind.items() if isinstance(module, base))
         rows = [cls.rows(module, a, g) for a, g in calls]
-        return cls(module, torch.cat([a for a, _ in rows], 1), torch.cat([g for _, g in rows], 1), trained)
+        if len(rows) == 1:
+            return cls(module, *rows[0], trained)
+        return cls(module, torch.cat([a for a, _ in rows], cls.axis), torch.cat([g for _, g in rows], cls.axis),
+                   trained)
 
     @staticmethod
     def rows(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,15 +179,16 @@ class _Layer:
         b = a.shape[0]
         return a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1])
 
-    def _weights(self, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        """w_i·scale_i broadcast over g's trailing dims, in g's dtype; an example of weight 0 (non-finite) has its
-        rows of a and g zeroed first, since 0·inf = nan."""
-        keep = w > 0
-        if not bool(keep.all()):
+    def _weights(self, w: torch.Tensor, scale: torch.Tensor, finite: bool) -> torch.Tensor:
+        """w_i·scale_i broadcast over g's trailing dims, in g's dtype. Unless every example is ``finite``, an example
+        of weight 0 (non-finite) has its rows of a and g zeroed first, since 0·inf = nan."""
+        if not finite and not self.zeroed:
+            keep = w > 0
             self.g = torch.where(keep.reshape(-1, *[1] * (self.g.ndim - 1)), self.g, torch.zeros_like(self.g))
             if self.a.is_floating_point():
                 self.a = torch.where(keep.reshape(-1, *[1] * (self.a.ndim - 1)), self.a, torch.zeros_like(self.a))
-        scaled = torch.where(keep, w.to(torch.float64) * scale, torch.zeros_like(scale))
+            self.zeroed = True
+        scaled = w * scale if finite else torch.where(w > 0, w * scale, torch.zeros_like(scale))
         return scaled.to(self.g.dtype).reshape(-1, *[1] * (self.g.ndim - 1))
 
 
@@ -205,13 +209,13 @@ class _Linear(_Layer):
             total += (g.sum(1) ** 2).sum(-1).to(torch.float64) * self.t ** 2
         return total
 
-    def weighted_sums(self, w):
+    def weighted_sums(self, w, finite):
         sums = {}
         if "weight" in self.trained:
-            ws = self._weights(w, self.s * self.t)   # first: it zeroes the rows of a non-finite example
+            ws = self._weights(w, self.s * self.t, finite)   # first: it zeroes the rows of a non-finite example
             sums["weight"] = torch.einsum("bto,bti->oi", self.g * ws, self.a)
         if "bias" in self.trained:
-            sums["bias"] = (self.g * self._weights(w, self.t)).sum((0, 1))
+            sums["bias"] = (self.g * self._weights(w, self.t, finite)).sum((0, 1))
         return sums
 
 
@@ -228,8 +232,8 @@ class _Embedding(_Layer):
         same = (self.a.unsqueeze(2) == self.a.unsqueeze(1)).to(self.g.dtype)
         return (same * torch.bmm(self.g, self.g.transpose(1, 2))).sum((1, 2)).to(torch.float64) * self.t ** 2
 
-    def weighted_sums(self, w):
-        wg = (self.g * self._weights(w, self.t)).reshape(-1, self.g.shape[-1])
+    def weighted_sums(self, w, finite):
+        wg = (self.g * self._weights(w, self.t, finite)).reshape(-1, self.g.shape[-1])
         weight = torch.zeros_like(self.module.weight)
         return {"weight": weight.index_add_(0, self.a.reshape(-1), wg.to(weight.dtype))}
 
@@ -255,26 +259,31 @@ class _LayerNorm(_Layer):
         return sum((v ** 2).sum(-1).to(torch.float64) * (scale if k == "weight" else self.t ** 2)
                    for k, v in self._per_example().items())
 
-    def weighted_sums(self, w):
+    def weighted_sums(self, w, finite):
         shape = self.module.normalized_shape
-        ws, wt = self._weights(w, self.s * self.t).reshape(-1, 1), self._weights(w, self.t).reshape(-1, 1)
+        ws = self._weights(w, self.s * self.t, finite).reshape(-1, 1)
+        wt = self._weights(w, self.t, finite).reshape(-1, 1)
         return {k: (v * (ws if k == "weight" else wt)).sum(0).reshape(shape) for k, v in self._per_example().items()}
 
 
 class _Conv2d(_Layer):
+    axis = 2   # (b, ·, L): an example's k images and a layer's calls side by side along L
+
     @staticmethod
     def rows(module, a, g):
-        """(b, in·k·k, L) unfolded inputs and (b, out, L) output gradients; k images of one example side by side."""
+        """(b, in·k·k, k'·L) unfolded inputs and (b, out, k'·L) output gradients: an example's k' images side by
+        side."""
         b = a.shape[0]
-        images = a.reshape(-1, *a.shape[-3:])
-        cols = F.unfold(images, module.kernel_size, dilation=module.dilation, padding=module.padding,
-                        stride=module.stride)
-        cols = cols.reshape(b, -1, *cols.shape[1:]).transpose(1, 2).flatten(2)           # (b, in·k·k, k'·L)
-        g = g.reshape(b, -1, *g.shape[-3:]).flatten(3).transpose(1, 2).flatten(2)          # (b, out, k'·L)
-        return cols.transpose(1, 2), g.transpose(1, 2)   # rows along dim 1, so that calls concatenate there
+        cols = F.unfold(a.reshape(-1, *a.shape[-3:]), module.kernel_size, dilation=module.dilation,
+                        padding=module.padding, stride=module.stride)                       # (b·k', in·k·k, L)
+        g = g.reshape(-1, g.shape[-3], g.shape[-2] * g.shape[-1])                          # (b·k', out, L)
+        if cols.shape[0] == b:
+            return cols, g
+        return (cols.reshape(b, -1, *cols.shape[1:]).transpose(1, 2).flatten(2),
+                g.reshape(b, -1, *g.shape[1:]).transpose(1, 2).flatten(2))
 
     def __init__(self, module, a, g, trained):
-        super().__init__(module, a.transpose(1, 2), g.transpose(1, 2), trained)   # back to (b, ·, L)
+        super().__init__(module, a, g, trained)
         self._grads = torch.bmm(self.g, self.a.transpose(1, 2)) if "weight" in trained else None   # (B, out, in·k·k)
 
     def norms2(self):
@@ -285,14 +294,13 @@ class _Conv2d(_Layer):
             total += (self.g.sum(2) ** 2).sum(-1).to(torch.float64) * self.t ** 2
         return total
 
-    def weighted_sums(self, w):
-        keep = (w > 0).reshape(-1, 1, 1)
+    def weighted_sums(self, w, finite):
         sums = {}
         if "weight" in self.trained:
-            grads = torch.where(keep, self._grads, torch.zeros_like(self._grads))
-            ws = self._weights(w, self.s * self.t).reshape(-1)
+            grads = self._grads if finite else torch.where((w > 0).reshape(-1, 1, 1), self._grads,
+                                                           torch.zeros_like(self._grads))
+            ws = self._weights(w, self.s * self.t, finite).reshape(-1)
             sums["weight"] = torch.einsum("b,boi->oi", ws, grads).reshape(self.module.weight.shape)
         if "bias" in self.trained:
-            g = torch.where(keep, self.g, torch.zeros_like(self.g))
-            sums["bias"] = (g.sum(2) * self._weights(w, self.t).reshape(-1, 1)).sum(0)
+            sums["bias"] = (self.g.sum(2) * self._weights(w, self.t, finite).reshape(-1, 1)).sum(0)
         return sums
