@@ -154,13 +154,27 @@ class SharedRow(nn.Module):
         return self.out(x + self.position(torch.zeros(1, dtype=torch.long)))
 
 
-def test_a_layer_run_twice_sums_its_calls_and_a_row_shared_by_the_examples_keeps_auto_to_vmap():
-    torch.manual_seed(6)
-    twice = Twice().to(F64)
-    x, y = torch.randn(7, 6, dtype=F64), torch.randint(0, 3, (7,))
-    assert_same(*both(twice, cross_entropy(twice), (x, y), 0.4))   # one layer, two calls: their products summed
+class Unused(nn.Module):
+    """A trained layer the forward never runs: its gradient is not a product of rows, so the route does not apply."""
 
-    net = SharedRow()
+    def __init__(self):
+        super().__init__()
+        self.used, self.unused = nn.Linear(6, 3), nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.used(x)
+
+
+def test_a_layer_run_twice_sums_its_calls_and_a_row_shared_by_the_examples_gets_a_copy_per_example():
+    torch.manual_seed(6)
+    x, y = torch.randn(7, 6, dtype=F64), torch.randint(0, 3, (7,))
+    for net in (Twice().to(F64), SharedRow().to(F64)):
+        # two calls: their products summed; a shared (1, L) row: expanded beneath vmap, one copy per example
+        assert_same(*both(net, cross_entropy(net), (x, y), 0.4))
+
+
+def test_auto_keeps_to_vmap_where_a_trained_layer_does_not_run():
+    net = Unused()
     params = {n: p for n, p in net.named_parameters()}
     x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
     assert layer_clipped_sum(net, cross_entropy(net), (x, y), params, 1.0) is None
@@ -171,5 +185,5 @@ def test_a_layer_run_twice_sums_its_calls_and_a_row_shared_by_the_examples_keeps
     assert optimizer.per_example == "vmap" and accountant.releases == 1
     optimizer, loader, accountant = _private(net, per_example="layers")
     next(iter(loader))
-    with pytest.raises(ValueError, match="ran on rows shared"):
+    with pytest.raises(ValueError, match="or a trained layer did not run"):
         optimizer.step(cross_entropy(net))

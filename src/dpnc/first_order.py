@@ -48,9 +48,10 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 
 PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
-_LAYER_NOT_ONCE = ("per_example='layers': a trained layer did not run, or ran on rows shared by the examples (e.g. "
-                   "BERT's (1, L) position ids), or vmap could not run the forward, so its per-example gradients are "
-                   "not products of per-example rows; use per_example='vmap' (or 'auto', which then keeps to vmap)")
+_LAYER_NOT_ONCE = ("per_example='layers': a trained parameter is not in a supported layer (Linear, Embedding, "
+                   "LayerNorm, Conv2d; not tied), or a trained layer did not run, or vmap could not run the forward, "
+                   "so the per-example gradients are not products of per-example rows; use per_example='vmap' (or "
+                   "'auto', which then keeps to vmap)")
 
 
 class ClippedSum(NamedTuple):

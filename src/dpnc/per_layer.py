@@ -85,10 +85,17 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
         return None
     records: dict[nn.Module, list] = {m: [] for m in owners}
 
-    def keep(module, args, output):
-        records[module].append((_beneath_vmap(args[0]), _beneath_vmap(output)))
-
     b = batch_rows(inputs)
+
+    def keep(module, args, output):
+        a, out = _beneath_vmap(args[0]), _beneath_vmap(output)
+        if a is None and out is None:   # a row shared by every example (BERT's (1, L) position ids)
+            shared = _per_example_copies(args[0], output, b)
+            if shared is not None:   # each example gets its own copy, so the gradient into it is that example's
+                records[module].append(shared[:2])
+                return shared[2]
+        records[module].append((a, out))
+
     handles = [m.register_forward_hook(keep) for m in owners]
     try:
         losses = vmap(one_example(loss_fn), randomness="different")(*inputs)
@@ -135,6 +142,20 @@ def _beneath_vmap(t) -> torch.Tensor | None:
     if is_batchedtensor(inner):
         return None
     return inner if bdim == 0 else inner.movedim(bdim, 0)
+
+
+def _per_example_copies(a, output, b: int):
+    """For a layer run once on inputs shared by every example (unbatched beneath the route's vmap): its input and
+    output expanded to one copy per example, (b, ...), and the output as a batched tensor of this vmap level to
+    return in their place, so that each example's output gradient flows into its own copy; None where this is
+    not the route's own level (a further vmap of the caller's)."""
+    from torch._C._functorch import _add_batch_dim, is_batchedtensor, maybe_current_level
+
+    level = maybe_current_level()
+    if level is None or not all(isinstance(t, torch.Tensor) and not is_batchedtensor(t) for t in (a, output)):
+        return None
+    copies = output.unsqueeze(0).expand(b, *output.shape)
+    return a.unsqueeze(0).expand(b, *a.shape), copies, _add_batch_dim(copies, 0, level)
 
 
 def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -160,8 +160,8 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
     assert release.sigma == pytest.approx(trainer.multiplier * 10.0 / 4)
     assert isinstance(trainer.optimizer, DPOptimizer)       # the façade's optimizer: release_sum, not its own
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
-    # The default "auto": the prompt head runs its encoder twice per forward (input, label prompts), so the
-    # per-layer route cannot apply and the optimizer keeps to vmap.
+    # The default "auto": the prompt head has trained parameters outside the per-layer route's layers, so the
+    # optimizer keeps to vmap.
     assert trainer.config.per_example == "auto" and trainer.optimizer.per_example == "vmap"
     # Without clipping, the per-example sum equals autograd's gradient of the summed loss, every route alike.
     clf = trainer.classifier
@@ -174,7 +174,7 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
     for how in ("loop", "vmap", "auto"):
         got = per_example_clipped_sum(clf, batch, 1e12, per_example=how, microbatch=2)
         assert float((got.total - reference).norm() / reference.norm()) < 1e-4, how
-    with pytest.raises(ValueError, match="ran on rows shared"):
+    with pytest.raises(ValueError, match="not in a supported layer"):
         per_example_clipped_sum(clf, batch, 1e12, per_example="layers")
     clipped = per_example_clipped_sum(clf, batch, 1e-3)
     assert clipped.clipped == 3 and float(clipped.total.norm()) <= 3 * 1e-3 * (1 + 1e-5)
