@@ -162,7 +162,8 @@ def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``t`` divided per example by its largest magnitude, and those magnitudes (float64, one per example): norms
     formed from the scaled rows cannot overflow, whatever one row holds (an example of 1e20 in float32 has a
     finite gradient norm, as torch.func's route finds). A non-finite row stays non-finite (its weight is 0)."""
-    peak = t.detach().abs().flatten(1).amax(1).clamp_min(torch.finfo(t.dtype).tiny)
+    low, high = torch.aminmax(t.detach().flatten(1), dim=1)   # one pass, no |t| copy
+    peak = torch.maximum(high, -low).clamp_min(torch.finfo(t.dtype).tiny)
     return t / peak.reshape(-1, *[1] * (t.ndim - 1)), peak.to(torch.float64)
 
 
@@ -178,10 +179,14 @@ class _Layer:
     """
 
     axis = 1   # the dimension along which an example's rows (and a layer's calls) lie
+    scale_inputs = True   # False: the layer scales what it forms from a (Conv2d: its per-example gradients)
 
     def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str]) -> None:
         self.module, self.trained, self.zeroed = module, trained, False
-        self.a, self.s = _scale(a) if a.is_floating_point() else (a, torch.ones(a.shape[0], dtype=torch.float64))
+        if a.is_floating_point() and self.scale_inputs:
+            self.a, self.s = _scale(a)
+        else:
+            self.a, self.s = a, torch.ones(a.shape[0], dtype=torch.float64, device=a.device)
         self.g, self.t = _scale(g)
 
     @staticmethod
@@ -303,9 +308,13 @@ class _Conv2d(_Layer):
         return (cols.reshape(b, -1, *cols.shape[1:]).transpose(1, 2).flatten(2),
                 g.reshape(b, -1, *g.shape[1:]).transpose(1, 2).flatten(2))
 
+    scale_inputs = False   # the unfolded inputs are large: scale the (B, out, in·k·k) gradients formed from them
+
     def __init__(self, module, a, g, trained):
         super().__init__(module, a, g, trained)
-        self._grads = torch.bmm(self.g, self.a.transpose(1, 2)) if "weight" in trained else None   # (B, out, in·k·k)
+        self._grads = None
+        if "weight" in trained:   # ∇W_i = t_i·ĝ_i a_iᵀ = t_i·s_i·(scaled), s_i its own peak
+            self._grads, self.s = _scale(torch.bmm(self.g, self.a.transpose(1, 2)))
 
     def norms2(self):
         total = torch.zeros(self.g.shape[0], dtype=torch.float64, device=self.g.device)
