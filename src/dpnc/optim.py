@@ -130,7 +130,6 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
     is refused when it happens (:class:`dpnc.model_state.StateGuard`); operations that mix the examples of a batch
     cannot be found by looking at modules (docs/privacy.md).
     """
-    order = {name or "model": i for i, (name, _) in enumerate(model.named_modules())}
     problems = []
     for name, module in model.named_modules():
         where = name or "model"
@@ -141,7 +140,11 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
             problems.append(f"{where}: BatchNorm without running statistics normalises with the batch's "
                             "statistics even in eval mode (examples mix); give it running statistics or "
                             "replace it with GroupNorm/LayerNorm")
-    return sorted(problems + static_problems(model), key=lambda p: order.get(p.partition(":")[0], 0))
+    problems += static_problems(model)
+    if len(problems) > 1:   # in the model's order of modules
+        order = {name or "model": i for i, (name, _) in enumerate(model.named_modules())}
+        problems.sort(key=lambda p: order.get(p.partition(":")[0], 0))
+    return problems
 
 
 def require_ready(model: nn.Module, *, dropout: bool = True) -> None:

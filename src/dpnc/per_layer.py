@@ -30,6 +30,7 @@ its own weight.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -162,8 +163,7 @@ def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``t`` divided per example by its largest magnitude, and those magnitudes (float64, one per example): norms
     formed from the scaled rows cannot overflow, whatever one row holds (an example of 1e20 in float32 has a
     finite gradient norm, as torch.func's route finds). A non-finite row stays non-finite (its weight is 0)."""
-    low, high = torch.aminmax(t.detach().flatten(1), dim=1)   # one pass, no |t| copy
-    peak = torch.maximum(high, -low).clamp_min(torch.finfo(t.dtype).tiny)
+    peak = torch.linalg.vector_norm(t.detach().flatten(1), ord=math.inf, dim=1).clamp_min(torch.finfo(t.dtype).tiny)
     return t / peak.reshape(-1, *[1] * (t.ndim - 1)), peak.to(torch.float64)
 
 
