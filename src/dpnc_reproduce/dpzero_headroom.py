@@ -84,7 +84,7 @@ def pilot(data_dir: str, task: str, train: str, runs: list[tuple[str, dict]], ou
         seconds, clipped = [], []
         for line in (folder / "metrics.jsonl").read_text().splitlines():
             event = json.loads(line)
-            if event.get("event") == "eval":
+            if event.get("event") == "eval" and event["step"] > 0:   # step 0 is the zero-shot point above
                 curve.append((event["step"], event["accuracy"], event["loss"]))
         stats = folder / "private_train_stats.jsonl"
         if stats.exists():
@@ -128,6 +128,9 @@ FIELDS = ("task", "model", "head", "mode", "method", "lr", "clip", "epsilon", "c
 def summarize(out: Path) -> list[dict]:
     """rows.csv (one row per run), curves.csv (accuracy along every run) and fig_curves.png from rows.jsonl."""
     rows = [json.loads(line) for line in (out / ROWS).read_text().splitlines() if line.strip()]
+    for r in rows:   # the offline MiniLM package keeps its weights in a folder named "model"
+        r["model"] = "all-MiniLM-L6-v2" if r["model"] == "model" else r["model"]
+        r["curve"] = list({step: (step, acc, loss) for step, acc, loss in r["curve"]}.values())   # one point a step
     with (out / "rows.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         writer.writeheader()
@@ -151,12 +154,12 @@ def summarize(out: Path) -> list[dict]:
             if r["task"] != task or r["method"] == "zero-shot":
                 continue
             steps, accs = zip(*[(s, 100 * a) for s, a, _ in r["curve"]])
-            ax.plot(steps, accs, marker="o", ms=3, label=f"{r['mode']} {r['method']} lr={r['lr']:g}")
+            ax.plot(steps, accs, marker="o", ms=3, label=f"{r['mode']} {r['method']} lr={r['lr']:g}"
+                    + (f" C={r['clip']:g} ε={r['epsilon']:g}" if r.get("clip") else ""))
         zs = [100 * r["zero_shot"] for r in rows if r["task"] == task]
         if zs:
             ax.axhline(zs[0], color="grey", ls="--", lw=1, label="zero-shot")
             ax.axhline(zs[0] + 10, color="grey", ls=":", lw=1, label="zero-shot + 10")
-        ax.set_xscale("symlog", linthresh=100)
         ax.set_xlabel("step T")
         ax.set_ylabel("accuracy on held-out training rows (%)")
         ax.set_title(f"{task}: MiniLM, prompt head")
