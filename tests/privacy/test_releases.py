@@ -65,7 +65,14 @@ def _answers(release, count, relation):
 @pytest.mark.parametrize("relation", [R1, AR])
 def test_every_old_combination_costs_exactly_what_it_did(name, relation):
     release, count, expected = COMBINATIONS[name]
-    assert _answers(release, count, relation) == expected[relation]
+    got = _answers(release, count, relation)
+    # Equal to the pinned outputs up to floating-point summation order: on this project's AMD EPYC CI machine
+    # (27 Nov 2026) PLD's FFT convolutions and RDP's sums moved in the 12th digit (largest relative change 1e-11,
+    # the same at 9619a0d, with the pinned dp-accounting, numpy and scipy); any accounting change moves them by far
+    # more than 1e-9.
+    assert len(got) == len(expected[relation])
+    for g, e in zip(got, expected[relation]):
+        assert g == e if isinstance(e, str) or math.isinf(e) else g == pytest.approx(e, rel=1e-9, abs=0), (g, e)
 
 
 def test_a_mixed_ledger_costs_exactly_what_it_did():
