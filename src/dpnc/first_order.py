@@ -278,12 +278,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             noisy = release_sum(summed.total, self.clip, sampler=batches, noise=self.noise,
                                 accountant=self.accountant, noise_multiplier=self.noise_multiplier)
         except BaseException:
-            if self.accountant.releases == before:
-                if touched[0]:   # the batch was seen: charged and spent, so the ledger counts every draw
-                    self._charge()
-                    batches.finish()
-                else:   # refused before the data: may be retried
-                    batches.give_back()
+            self._after_refusal(batches, touched[0], before)
             raise
         batches.finish()
         self._apply(noisy)

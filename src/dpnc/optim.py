@@ -104,6 +104,18 @@ class StepHooks:
         if group is None or group.is_source:
             self.accountant.record(self.step_release())
 
+    def _after_refusal(self, loader: LoaderBatches | None, seen: bool, before: int) -> None:
+        """A step raised having released nothing since ``before``: a batch its code had ``seen`` is charged and
+        spent (the ledger counts every draw); one refused before the data may be retried (pending again)."""
+        if self.accountant.releases != before:
+            return
+        if seen:
+            self._charge()
+            if loader is not None:
+                loader.finish()
+        elif loader is not None:
+            loader.give_back()
+
     def register_step_hook(self, hook: StepHook) -> RemovableHandle:
         """Call ``hook(optimizer, info)`` with a :class:`StepInfo` after each step; ``.remove()`` the handle to stop."""
         if not callable(hook):
@@ -279,13 +291,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
                 touched[0] = False
             released, loss, stats = self._step(group, seed, closure)
         except BaseException:
-            if self.accountant.releases == before:
-                if touched[0]:   # the batch was seen: charged and spent, so the ledger counts every draw
-                    self._charge()
-                    if loader is not None:
-                        loader.finish()
-                elif loader is not None:   # refused before the data: may be retried
-                    loader.give_back()
+            self._after_refusal(loader, touched[0], before)
             raise
         if loader is not None:
             loader.finish()
