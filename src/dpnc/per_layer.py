@@ -115,21 +115,23 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
         calls = [(a, out, next(grads)) for a, out in records[m]]
         parts.append(_Layer.of(m, [(a, torch.zeros_like(out) if g is None else g.detach()) for a, out, g in calls],
                                set(owners[m])))
-    norms2 = torch.zeros(b, dtype=torch.float64, device=losses.device)
-    for part in parts:
-        norms2 += part.norms2()
-    norms = norms2.sqrt()
+    norms = sum(part.norms2() for part in parts).sqrt()
     finite = torch.isfinite(norms)
-    w, over = clip_weights(torch.where(finite, norms, torch.zeros_like(norms)), C)
-    w = torch.where(finite, w, torch.zeros_like(w))
     all_finite = bool(finite.all())
+    if all_finite:   # the common case, in fewer ops
+        w, over = clip_weights(norms, C)
+        clipped, nonfinite = int(over.sum()), 0
+    else:   # a non-finite example's gradient is zeroed and counted, as clipped_sum does
+        w, over = clip_weights(torch.where(finite, norms, torch.zeros_like(norms)), C)
+        w = torch.where(finite, w, torch.zeros_like(w))
+        clipped, nonfinite = int((over & finite).sum()), int((~finite).sum())
     sums: dict[str, torch.Tensor] = {}
     for m, part in zip(layers, parts):
         for local, s in part.weighted_sums(w, all_finite).items():
             sums[owners[m][local]] = s
     first = next(iter(params.values()))
     total = torch.cat([sums[name].reshape(-1).to(first.dtype) for name in params])
-    return total, losses.detach(), int((over & finite).sum()), int((~finite).sum())
+    return total, losses.detach(), clipped, nonfinite
 
 
 def _beneath_vmap(t) -> torch.Tensor | None:
@@ -167,6 +169,19 @@ def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return t / peak.reshape(-1, *[1] * (t.ndim - 1)), peak.to(torch.float64)
 
 
+def _product(*scales: torch.Tensor | None) -> torch.Tensor | None:
+    """The per-example product of scale factors, None standing for 1 (rows kept unscaled, in float64)."""
+    present = [s for s in scales if s is not None]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else present[0] * present[1]
+
+
+def _times(x: torch.Tensor, scale: torch.Tensor | None, power: int = 1) -> torch.Tensor:
+    """x · scale^power per example, or x itself for unscaled rows (scale None)."""
+    return x if scale is None else x * scale ** power
+
+
 class _Layer:
     """One layer's input activations ``a`` and output gradients ``g`` over a batch, every call of the layer in one
     forward concatenated as further rows of each example (the gradient of a layer run k times is the sum of the k
@@ -175,18 +190,26 @@ class _Layer:
 
     Overflow-safe: ``a`` and ``g`` are kept divided per example by their largest magnitudes ``s`` and ``t``
     (:func:`_scale`), so ∇W_i = s_i t_i ĝ_i â_iᵀ and ∇b_i = t_i Σ ĝ_i; the norms are formed from the scaled rows and
-    multiplied back in float64, and the weights w_i s_i t_i are applied to the scaled rows.
+    multiplied back in float64, and the weights w_i s_i t_i are applied to the scaled rows. A small layer in float32
+    (or narrower) is instead cast to float64 once, where no norm of its rows can overflow (``s``, ``t`` None).
     """
 
     axis = 1   # the dimension along which an example's rows (and a layer's calls) lie
     scale_inputs = True   # False: the layer scales what it forms from a (Conv2d: its per-example gradients)
+    exact_below = 1 << 16   # a, g of fewer entries than this, in a dtype narrower than float64: exact in float64
 
     def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str]) -> None:
         self.module, self.trained, self.zeroed = module, trained, False
+        if g.dtype != torch.float64 and a.numel() + g.numel() < self.exact_below:
+            # Small layers: float64 holds every norm formed from float32 (or narrower) rows, so they are cast once
+            # instead of scaled (a few large ops are cheaper than a dozen tiny ones; the MLP step's overhead).
+            self.a = a.to(torch.float64) if a.is_floating_point() else a
+            self.g, self.s, self.t = g.to(torch.float64), None, None
+            return
         if a.is_floating_point() and self.scale_inputs:
             self.a, self.s = _scale(a)
         else:
-            self.a, self.s = a, torch.ones(a.shape[0], dtype=torch.float64, device=a.device)
+            self.a, self.s = a, None
         self.g, self.t = _scale(g)
 
     @staticmethod
@@ -205,7 +228,7 @@ class _Layer:
         b = a.shape[0]
         return a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1])
 
-    def _weights(self, w: torch.Tensor, scale: torch.Tensor, finite: bool) -> torch.Tensor:
+    def _weights(self, w: torch.Tensor, scale: torch.Tensor | None, finite: bool) -> torch.Tensor:
         """w_i·scale_i broadcast over g's trailing dims, in g's dtype. Unless every example is ``finite``, an example
         of weight 0 (non-finite) has its rows of a and g zeroed first, since 0·inf = nan."""
         if not finite and not self.zeroed:
@@ -214,7 +237,10 @@ class _Layer:
             if self.a.is_floating_point():
                 self.a = torch.where(keep.reshape(-1, *[1] * (self.a.ndim - 1)), self.a, torch.zeros_like(self.a))
             self.zeroed = True
-        scaled = w * scale if finite else torch.where(w > 0, w * scale, torch.zeros_like(scale))
+        if scale is None:   # unscaled rows (exact in float64): w is 0 for a non-finite example already
+            scaled = w
+        else:
+            scaled = w * scale if finite else torch.where(w > 0, w * scale, torch.zeros_like(scale))
         return scaled.to(self.g.dtype).reshape(-1, *[1] * (self.g.ndim - 1))
 
 
@@ -223,23 +249,25 @@ class _Linear(_Layer):
         a, g = self.a, self.g
         T, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
         total = torch.zeros(a.shape[0], dtype=torch.float64, device=g.device)
+        g2 = g.sum(1).square().sum(-1)   # ‖Σ_t g_t‖²: the bias's squared norm; for one position, ‖g‖²
         if "weight" in self.trained:
-            if T == 1:
-                hat = (a.squeeze(1) ** 2).sum(-1) * (g.squeeze(1) ** 2).sum(-1)
+            if T == 1:   # ‖g aᵀ‖² = ‖a‖²‖g‖²
+                hat = a.square().sum((1, 2)) * g2
             elif T * T < d_in * d_out:   # ghost norm: (B, T, T) Gram matrices instead of (B, out, in) gradients
                 hat = (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
             else:
                 hat = (torch.bmm(g.transpose(1, 2), a) ** 2).sum((1, 2))
-            total += hat.to(torch.float64) * (self.s * self.t) ** 2
+            total = total + _times(hat.to(torch.float64), _product(self.s, self.t), 2)
         if "bias" in self.trained:
-            total += (g.sum(1) ** 2).sum(-1).to(torch.float64) * self.t ** 2
+            total = total + _times(g2.to(torch.float64), self.t, 2)
         return total
 
     def weighted_sums(self, w, finite):
         sums = {}
         if "weight" in self.trained:
-            ws = self._weights(w, self.s * self.t, finite)   # first: it zeroes the rows of a non-finite example
-            sums["weight"] = torch.einsum("bto,bti->oi", self.g * ws, self.a)
+            ws = self._weights(w, _product(self.s, self.t), finite)   # first: it zeroes a non-finite example's rows
+            g, a = self.g * ws, self.a
+            sums["weight"] = g.reshape(-1, g.shape[-1]).T @ a.reshape(-1, a.shape[-1])   # Σ_{i,t} g_it a_itᵀ
         if "bias" in self.trained:
             sums["bias"] = (self.g * self._weights(w, self.t, finite)).sum((0, 1))
         return sums
@@ -256,7 +284,7 @@ class _Embedding(_Layer):
 
     def norms2(self):
         same = (self.a.unsqueeze(2) == self.a.unsqueeze(1)).to(self.g.dtype)
-        return (same * torch.bmm(self.g, self.g.transpose(1, 2))).sum((1, 2)).to(torch.float64) * self.t ** 2
+        return _times((same * torch.bmm(self.g, self.g.transpose(1, 2))).sum((1, 2)).to(torch.float64), self.t, 2)
 
     def weighted_sums(self, w, finite):
         wg = (self.g * self._weights(w, self.t, finite)).reshape(-1, self.g.shape[-1])
@@ -281,13 +309,13 @@ class _LayerNorm(_Layer):
         return out
 
     def norms2(self):
-        scale = (self.s * self.t) ** 2   # s is x̂'s own peak, at most √width
-        return sum((v ** 2).sum(-1).to(torch.float64) * (scale if k == "weight" else self.t ** 2)
+        both = _product(self.s, self.t)   # s is x̂'s own peak, at most √width
+        return sum(_times((v ** 2).sum(-1).to(torch.float64), both if k == "weight" else self.t, 2)
                    for k, v in self._per_example().items())
 
     def weighted_sums(self, w, finite):
         shape = self.module.normalized_shape
-        ws = self._weights(w, self.s * self.t, finite).reshape(-1, 1)
+        ws = self._weights(w, _product(self.s, self.t), finite).reshape(-1, 1)
         wt = self._weights(w, self.t, finite).reshape(-1, 1)
         return {k: (v * (ws if k == "weight" else wt)).sum(0).reshape(shape) for k, v in self._per_example().items()}
 
@@ -314,14 +342,15 @@ class _Conv2d(_Layer):
         super().__init__(module, a, g, trained)
         self._grads = None
         if "weight" in trained:   # ∇W_i = t_i·ĝ_i a_iᵀ = t_i·s_i·(scaled), s_i its own peak
-            self._grads, self.s = _scale(torch.bmm(self.g, self.a.transpose(1, 2)))
+            grads = torch.bmm(self.g, self.a.transpose(1, 2))
+            self._grads, self.s = (grads, None) if self.t is None else _scale(grads)
 
     def norms2(self):
         total = torch.zeros(self.g.shape[0], dtype=torch.float64, device=self.g.device)
         if "weight" in self.trained:
-            total += (self._grads ** 2).sum((1, 2)).to(torch.float64) * (self.s * self.t) ** 2
+            total += _times((self._grads ** 2).sum((1, 2)).to(torch.float64), _product(self.s, self.t), 2)
         if "bias" in self.trained:
-            total += (self.g.sum(2) ** 2).sum(-1).to(torch.float64) * self.t ** 2
+            total += _times((self.g.sum(2) ** 2).sum(-1).to(torch.float64), self.t, 2)
         return total
 
     def weighted_sums(self, w, finite):
@@ -329,7 +358,7 @@ class _Conv2d(_Layer):
         if "weight" in self.trained:
             grads = self._grads if finite else torch.where((w > 0).reshape(-1, 1, 1), self._grads,
                                                            torch.zeros_like(self._grads))
-            ws = self._weights(w, self.s * self.t, finite).reshape(-1)
+            ws = self._weights(w, _product(self.s, self.t), finite).reshape(-1)
             sums["weight"] = torch.einsum("b,boi->oi", ws, grads).reshape(self.module.weight.shape)
         if "bias" in self.trained:
             sums["bias"] = (self.g.sum(2) * self._weights(w, self.t, finite).reshape(-1, 1)).sum(0)
