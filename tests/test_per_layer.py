@@ -64,6 +64,42 @@ def test_cnn():
     assert_same(*both(model, cross_entropy(model), (x, y), 1.0))
 
 
+def _eval(module):
+    """A BatchNorm with non-trivial running statistics, in eval mode (it normalises by them, not by the batch)."""
+    module.running_mean.uniform_(-1, 1)
+    module.running_var.uniform_(0.5, 2)
+    return module.eval()
+
+
+NORMS = {   # the layers people put in small vision and audio models, each with its per-example products
+    "groupnorm": lambda: nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.GroupNorm(2, 4), nn.ReLU(), nn.Flatten(),
+                                       nn.Linear(4 * 6 * 6, 3)),
+    "instancenorm": lambda: nn.Sequential(nn.Conv2d(2, 4, 3), nn.InstanceNorm2d(4, affine=True), nn.Tanh(),
+                                          nn.Flatten(), nn.Linear(4 * 4 * 4, 3)),
+    "batchnorm-eval": lambda: nn.Sequential(nn.Conv2d(2, 4, 3), _eval(nn.BatchNorm2d(4)), nn.Tanh(), nn.Flatten(),
+                                            nn.Linear(4 * 4 * 4, 3)),
+    "conv1d": lambda: nn.Sequential(nn.Conv1d(2, 4, 3, padding=1, stride=2, dilation=2), nn.GroupNorm(1, 4),
+                                    nn.ReLU(), nn.Flatten(), nn.Linear(4 * 17, 3)),
+}
+
+
+@pytest.mark.parametrize("kind", NORMS)
+def test_norm_layers_and_conv1d(kind):
+    torch.manual_seed(4)
+    model = NORMS[kind]().to(F64)
+    for p in model.parameters():   # non-trivial γ, β: the products must use x̂, not the output
+        p.data.add_(0.1 * torch.randn_like(p))
+    shape = (2, 36) if kind == "conv1d" else (2, 6, 6)
+    x, y = torch.randn(10, *shape, dtype=F64), torch.randint(0, 3, (10,))
+    assert set(supported(model, dict(model.named_parameters()))) == {m for m in model if list(m.parameters())}
+    assert_same(*both(model, cross_entropy(model), (x, y), 0.5))
+
+
+def test_batchnorm_in_train_mode_is_not_taken_by_the_per_layer_route():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4, track_running_stats=False))
+    assert supported(model, dict(model.named_parameters())) is None
+
+
 @pytest.mark.parametrize("positions, hidden, frozen", [(5, 8, False), (9, 3, True)])
 def test_sequences_by_ghost_norms_and_by_materialised_products(positions, hidden, frozen):
     """T² < in·out: ghost norms; T² ≥ in·out: the (out, in) product per example; the padding row gets nothing."""

@@ -10,7 +10,9 @@ batch give every example's gradient norm and, once the clip factors are known, t
   product; ∇b_i = Σ_t g_{i,t}.
 * ``nn.Embedding``: ∇E_i = Σ_t e_{id_t} g_{i,t}ᵀ, squared norm Σ_{t,s} [id_t = id_s] g_t·g_s.
 * ``nn.LayerNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, ∇β_i = Σ_t g_{i,t} (x̂ the normalised input).
-* ``nn.Conv2d``: ∇W_i = g_i · unfold(a_i)ᵀ, materialised per example (small kernels).
+* ``nn.Conv2d``, ``nn.Conv1d``: ∇W_i = g_i · unfold(a_i)ᵀ, materialised per example (small kernels).
+* ``nn.GroupNorm``, ``nn.InstanceNorm*d``, ``nn.BatchNorm*d`` with running statistics (eval mode): LayerNorm's
+  products per channel, x̂ the module's own normalisation.
 
 Then w_i = min(1, C/‖∇ℓ_i‖) over all parameters (:func:`~dpnc.privacy.clipping.clip_weights`), an example with
 a non-finite norm gets w_i = 0 (counted, as :func:`~dpnc.privacy.clipping.clipped_sum` zeroes it), and the
@@ -40,9 +42,6 @@ from torch import nn
 from dpnc.batches import batch_rows, one_example
 from dpnc.privacy.clipping import clip_weights
 
-SUPPORTED = (nn.Linear, nn.Embedding, nn.LayerNorm, nn.Conv2d)
-
-
 def supported(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[nn.Module, dict[str, str]] | None:
     """The layers owning ``params`` (name → tensor of ``model.named_parameters``), each with its local → full
     parameter names, or None where a parameter belongs to a layer this route cannot handle."""
@@ -59,9 +58,7 @@ def supported(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[nn.Modu
             seen.add(id(p))
             if id(p) not in wanted:
                 continue
-            if not isinstance(module, SUPPORTED) or (isinstance(module, nn.Conv2d) and
-                                                     (module.groups != 1 or module.padding_mode != "zeros"
-                                                      or isinstance(module.padding, str))):
+            if _kind(module) is None:
                 return None
             owners.setdefault(module, {})[local] = wanted.pop(id(p))
     return owners if not wanted else None   # a parameter outside the model: unsupported
@@ -213,9 +210,13 @@ class _Layer:
         self.g, self.t = _scale(g)
 
     @staticmethod
+    def handles(module: nn.Module) -> bool:
+        """Whether this kind's products hold for ``module`` as configured (a subclass refuses what they do not)."""
+        return True
+
+    @staticmethod
     def of(module: nn.Module, calls: list[tuple[torch.Tensor, torch.Tensor]], trained: set[str]) -> _Layer:
-        kind = {nn.Linear: _Linear, nn.Embedding: _Embedding, nn.LayerNorm: _LayerNorm, nn.Conv2d: _Conv2d}
-        cls = next(cls for base, cls in kind.items() if isinstance(module, base))
+        cls = _kind(module)
         rows = [cls.rows(module, a, g) for a, g in calls]
         if len(rows) == 1:
             return cls(module, *rows[0], trained)
@@ -314,23 +315,65 @@ class _LayerNorm(_Layer):
                    for k, v in self._per_example().items())
 
     def weighted_sums(self, w, finite):
-        shape = self.module.normalized_shape
+        shape = next(p for p in (self.module.weight, self.module.bias) if p is not None).shape
         ws = self._weights(w, _product(self.s, self.t), finite).reshape(-1, 1)
         wt = self._weights(w, self.t, finite).reshape(-1, 1)
         return {k: (v * (ws if k == "weight" else wt)).sum(0).reshape(shape) for k, v in self._per_example().items()}
 
 
-class _Conv2d(_Layer):
+class _ChannelNorm(_LayerNorm):
+    """GroupNorm, InstanceNorm, and BatchNorm with its running statistics (eval mode): γ ⊙ x̂ + β per channel after
+    a normalisation, so an example's gradients are LayerNorm's with the channels as the width and every position of
+    every sample as a row. x̂ is the module's own normalisation: over each sample's group (GroupNorm), over each
+    sample's positions (InstanceNorm from its input), or by the running statistics (fixed, not the batch's)."""
+
+    @staticmethod
+    def handles(module):
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):   # in train mode it normalises by the batch
+            return not module.training and module.track_running_stats and module.running_mean is not None
+        return True
+
+    @staticmethod
+    def rows(module, a, g):
+        b = a.shape[0]
+        channels = module.num_channels if isinstance(module, nn.GroupNorm) else module.num_features
+        unbatched = isinstance(module, nn.modules.instancenorm._InstanceNorm) and \
+            a.ndim - 1 == module._get_no_batch_dim()
+        axis = 1 if unbatched else 2   # the channel axis beneath vmap: (b, [samples,] C, *positions)
+        positions = math.prod(a.shape[axis + 1:])
+        x, g = a.reshape(-1, channels, positions), g.reshape(-1, channels, positions)   # (b·k, C, L)
+        if isinstance(module, nn.GroupNorm):
+            normed = F.group_norm(x, module.num_groups, eps=module.eps)
+        elif getattr(module, "running_mean", None) is not None and not module.training:   # the running statistics
+            normed = (x - module.running_mean[:, None]) / (module.running_var[:, None] + module.eps).sqrt()
+        else:
+            normed = F.instance_norm(x, eps=module.eps)
+        def channels_last(t):   # (b·k, C, L) → (b, k·L, C)
+            return t.transpose(1, 2).reshape(b, -1, channels)
+        return channels_last(normed), channels_last(g)
+
+
+class _Conv(_Layer):
+    """Conv1d and Conv2d (a 1-D convolution as a 2-D one of height 1)."""
+
     axis = 2   # (b, ·, L): an example's k images and a layer's calls side by side along L
+
+    @staticmethod
+    def handles(module):
+        return module.groups == 1 and module.padding_mode == "zeros" and not isinstance(module.padding, str)
 
     @staticmethod
     def rows(module, a, g):
         """(b, in·k·k, k'·L) unfolded inputs and (b, out, k'·L) output gradients: an example's k' images side by
         side."""
-        b = a.shape[0]
-        cols = F.unfold(a.reshape(-1, *a.shape[-3:]), module.kernel_size, dilation=module.dilation,
-                        padding=module.padding, stride=module.stride)                       # (b·k', in·k·k, L)
-        g = g.reshape(-1, g.shape[-3], g.shape[-2] * g.shape[-1])                          # (b·k', out, L)
+        b, dims = a.shape[0], module.weight.ndim - 2   # 1 or 2 spatial dimensions
+        x = a.reshape(-1, *a.shape[a.ndim - dims - 1:])                                     # (b·k', in, *spatial)
+        kernel, dilation, padding, stride = module.kernel_size, module.dilation, module.padding, module.stride
+        if dims == 1:   # height 1
+            x = x.unsqueeze(-2)
+            kernel, dilation, padding, stride = (1, *kernel), (1, *dilation), (0, *padding), (1, *stride)
+        cols = F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)       # (b·k', in·k·k, L)
+        g = g.reshape(-1, g.shape[g.ndim - dims - 1], math.prod(g.shape[g.ndim - dims:]))    # (b·k', out, L)
         if cols.shape[0] == b:
             return cols, g
         return (cols.reshape(b, -1, *cols.shape[1:]).transpose(1, 2).flatten(2),
@@ -363,3 +406,16 @@ class _Conv2d(_Layer):
         if "bias" in self.trained:
             sums["bias"] = (self.g.sum(2) * self._weights(w, self.t, finite).reshape(-1, 1)).sum(0)
         return sums
+
+
+KINDS: dict[type, type[_Layer]] = {
+    nn.Linear: _Linear, nn.Embedding: _Embedding, nn.LayerNorm: _LayerNorm, nn.Conv1d: _Conv, nn.Conv2d: _Conv,
+    nn.GroupNorm: _ChannelNorm, nn.modules.instancenorm._InstanceNorm: _ChannelNorm,
+    nn.modules.batchnorm._BatchNorm: _ChannelNorm}
+SUPPORTED = tuple(KINDS)
+
+
+def _kind(module: nn.Module) -> type[_Layer] | None:
+    """The products that give ``module``'s per-example gradients, or None where none do."""
+    cls = next((cls for base, cls in KINDS.items() if isinstance(module, base)), None)
+    return cls if cls is not None and cls.handles(module) else None
