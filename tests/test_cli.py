@@ -301,7 +301,7 @@ def test_the_generated_nonsmooth_command_lists_its_options():
     (nonsmooth_compare.EXPERIMENT, [], nonsmooth_compare.QUICK),
     (nonsmooth_compare.EXPERIMENT, ["--multipass-max-steps", "7", "--methods", "ztc,klt-fo", "--seed", "4"],
      dataclasses.replace(nonsmooth_compare.QUICK, multipass_max_steps=7, methods=("ztc", "klt-fo"), seed=4))],
-    ids=repr)
+    ids=["full", "quick", "options"])   # ids the same in every process (pytest-xdist compares them)
 def test_the_generated_nonsmooth_commands_build_the_config(experiment, args, expected, no_work, tmp_path,
                                                            monkeypatch):
     seen = []
