@@ -223,3 +223,31 @@ def test_auto_keeps_to_vmap_where_a_trained_layer_does_not_run():
     next(iter(loader))
     with pytest.raises(ValueError, match="or a trained layer did not run"):
         optimizer.step(cross_entropy(net))
+
+
+def test_a_stock_hugging_face_encoder_takes_the_per_layer_route():
+    """A BERT as AutoModel builds it (2-D padding mask, position and token-type ids shared by the batch, SDPA
+    attention), mean-pooled under a linear head: the per-layer route runs it (transformers' mask skip, a branch on
+    the data, is off within the route) and equals the per-example loop."""
+    transformers = pytest.importorskip("transformers")
+    from dpnc.first_order import route_clipped_sum
+
+    torch.manual_seed(5)
+    config = transformers.BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=16)
+    encoder = transformers.AutoModel.from_config(config).to(F64).eval()
+    head = nn.Linear(16, 2).to(F64)
+    model = nn.ModuleDict({"encoder": encoder, "head": head})
+
+    def loss_fn(ids, mask, y):
+        h = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        m = mask.unsqueeze(-1).to(h.dtype)
+        return nn.functional.cross_entropy(head((h * m).sum(1) / m.sum(1)), y, reduction="none")
+    ids, mask = torch.randint(1, 30, (6, 7)), torch.ones(6, 7, dtype=torch.long)
+    mask[1, 4:] = 0
+    y = torch.randint(0, 2, (6,))
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    layers, route = route_clipped_sum(model, loss_fn, (ids, mask, y), params, 0.5)
+    exact, _ = route_clipped_sum(model, loss_fn, (ids, mask, y), params, 0.5, per_example="loop")
+    assert route == "layers"
+    assert_same(exact, layers)

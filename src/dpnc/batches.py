@@ -20,7 +20,10 @@ batch the ledger describes. dpnc does not claim to refuse it; the contract is th
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -88,6 +91,34 @@ def one_example(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
                              "passed to step, one per example, without reducing them")
         return out.squeeze(0)
     return loss_one
+
+
+@contextlib.contextmanager
+def mappable_masks():
+    """Within: a Hugging Face model as ``AutoModel`` loads it can be mapped over the examples (torch.func.vmap).
+
+    transformers skips building the attention mask when no token is padded, deciding by ``mask.all()``: a branch on
+    the data, which vmap cannot take. Here that skip is off (its two private helpers in ``transformers.masking_utils``
+    answer "do not skip" and are restored after), so the mask is always built: the same attention, the skip only
+    saves work. Nothing happens where transformers is not imported. torch's warning that an operator (CPU SDPA
+    attention) is mapped by its slower per-example fallback is not repeated at every step.
+    """
+    masks = sys.modules.get("transformers.masking_utils")
+    saved = {name: getattr(masks, name) for name in ("_ignore_bidirectional_mask_sdpa", "_ignore_causal_mask_sdpa")
+             if masks is not None and hasattr(masks, name)}
+    try:
+        for name in saved:
+            setattr(masks, name, _never_skip)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
+            yield
+    finally:
+        for name, helper in saved.items():
+            setattr(masks, name, helper)
+
+
+def _never_skip(*args: Any, **kwargs: Any) -> bool:
+    return False
 
 
 def check_loss_fn(loss_fn: Any) -> None:
