@@ -286,6 +286,28 @@ def opacus_step(model, batch, n):
     return step
 
 
+def opacus_ghost_step(model, batch, n):
+    """Opacus DP-AdamW with ghost clipping (grad_sample_mode="ghost": norms without per-sample gradients, two
+    backward passes through its criterion); fed the fixed batch."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ids, mask, y = batch
+    loader = DataLoader(TensorDataset(torch.arange(n)), batch_size=len(y))  # sample rate B/n
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # secure_mode and RNG notices
+        gm, opt, criterion, _ = PrivacyEngine().make_private(
+            module=model, optimizer=torch.optim.AdamW(model.parameters(), lr=FO_LR), data_loader=loader,
+            criterion=nn.CrossEntropyLoss(), noise_multiplier=FO_SIGMA, max_grad_norm=FO_CLIP,
+            grad_sample_mode="ghost")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        criterion(gm(ids, mask), y).backward()
+        opt.step()
+    return step
+
+
 def func_step(model, batch, microbatch):
     """DP-AdamW by torch.func: per-example grads microbatch by microbatch, clip, sum, noise, AdamW."""
     from torch.func import functional_call, grad, vmap
