@@ -304,9 +304,9 @@ class _LayerNorm(_Layer):
     def _per_example(self):
         out = {}
         if "weight" in self.trained:
-            out["weight"] = (self.g * self.a).sum(1)
+            out["weight"] = (self.g * self.a).sum(self.axis)
         if "bias" in self.trained:
-            out["bias"] = self.g.sum(1)
+            out["bias"] = self.g.sum(self.axis)
         return out
 
     def norms2(self):
@@ -324,8 +324,11 @@ class _LayerNorm(_Layer):
 class _ChannelNorm(_LayerNorm):
     """GroupNorm, InstanceNorm, and BatchNorm with its running statistics (eval mode): γ ⊙ x̂ + β per channel after
     a normalisation, so an example's gradients are LayerNorm's with the channels as the width and every position of
-    every sample as a row. x̂ is the module's own normalisation: over each sample's group (GroupNorm), over each
-    sample's positions (InstanceNorm from its input), or by the running statistics (fixed, not the batch's)."""
+    every sample as a row (kept channels first, (b, C, rows), so that no copy is made). x̂ is the module's own
+    normalisation: over each sample's group (GroupNorm), over each sample's positions (InstanceNorm from its input),
+    or by the running statistics (fixed, not the batch's)."""
+
+    axis = 2
 
     @staticmethod
     def handles(module):
@@ -348,9 +351,9 @@ class _ChannelNorm(_LayerNorm):
             normed = (x - module.running_mean[:, None]) / (module.running_var[:, None] + module.eps).sqrt()
         else:
             normed = F.instance_norm(x, eps=module.eps)
-        def channels_last(t):   # (b·k, C, L) → (b, k·L, C)
-            return t.transpose(1, 2).reshape(b, -1, channels)
-        return channels_last(normed), channels_last(g)
+        def rows(t):   # (b·k, C, L) → (b, C, k·L): a view when k = 1
+            return t.reshape(b, -1, channels, positions).transpose(1, 2).reshape(b, channels, -1)
+        return rows(normed), rows(g)
 
 
 class _Conv(_Layer):
