@@ -113,7 +113,7 @@ class Classifier(nn.Module):
 
     def forward(self, ids, mask, mask4d=None):
         B, L = ids.shape
-        position_ids = torch.arange(L, device=ids.device).expand(B, L)
+        position_ids = torch.arange(L, device=ids.device).expand(B, L).contiguous()   # Opacus ghost views it
         h = self.encoder(input_ids=ids, attention_mask=mask if mask4d is None else mask4d,
                          position_ids=position_ids, token_type_ids=torch.zeros_like(ids)).last_hidden_state
         m = mask.unsqueeze(-1).to(h.dtype)

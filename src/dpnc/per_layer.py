@@ -23,11 +23,11 @@ batch of one): whatever ``loss_fn`` and the model compute, ℓ_i is a function o
 output gradient (a loss that "centres over the batch" centres over one example). The layers' inputs and outputs are
 read beneath vmap, where torch runs the whole batch as one tensor, so the route keeps the speed of one batched
 forward and backward. Every trainable parameter must belong to a supported layer whose rows belong to the examples
-(several rows per example, e.g. positions or K label prompts, or several calls in one forward, are summed); a layer
-run on rows shared by every example (BERT's (1, L) position ids), or a forward vmap cannot batch, makes
-:func:`layer_clipped_sum` return None and the caller uses ``torch.func``'s per-example gradients. The norms are
-overflow-safe: each example's rows are scaled by their largest entry first, so one extreme row changes nothing but
-its own weight.
+(several rows per example, e.g. positions or K label prompts, or several calls in one forward, are summed; a layer
+run on rows shared by every example, as BERT's (1, L) position ids, gets a copy per example); a forward vmap cannot
+batch makes :func:`layer_clipped_sum` return None and the caller uses ``torch.func``'s per-example gradients. The
+norms are overflow-safe: where a norm overflows, each example's rows are scaled by their largest entry, so one
+extreme row changes nothing but its own weight.
 """
 
 from __future__ import annotations
@@ -107,12 +107,16 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     layers = list(owners)
     outputs = [out for m in layers for _, out in records[m]]
     grads = iter(torch.autograd.grad(losses.sum(), outputs, allow_unused=True))
-    parts = []
-    for m in layers:
-        calls = [(a, out, next(grads)) for a, out in records[m]]
-        parts.append(_Layer.of(m, [(a, torch.zeros_like(out) if g is None else g.detach()) for a, out, g in calls],
-                               set(owners[m])))
+    grads = {m: [next(grads) for _ in records[m]] for m in layers}
+    calls = {m: [(a, torch.zeros_like(out) if g is None else g.detach()) for (a, out), g in zip(records[m], grads[m])]
+             for m in layers}
+    parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=False) for m in layers]
     norms = sum(part.norms2() for part in parts).sqrt()
+    if not bool(torch.isfinite(norms).all()):
+        # An overflow in the rows' own dtype (x = 1e20 in float32: a squared norm of 1e40), or a non-finite example:
+        # rows scaled per example by their largest entries tell the two apart (vmap's gradient of the first is finite).
+        parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=True) for m in layers]
+        norms = sum(part.norms2() for part in parts).sqrt()
     finite = torch.isfinite(norms)
     all_finite = bool(finite.all())
     if all_finite:   # the common case, in fewer ops
@@ -187,21 +191,18 @@ class _Layer:
 
     Overflow-safe: ``a`` and ``g`` are kept divided per example by their largest magnitudes ``s`` and ``t``
     (:func:`_scale`), so ∇W_i = s_i t_i ĝ_i â_iᵀ and ∇b_i = t_i Σ ĝ_i; the norms are formed from the scaled rows and
-    multiplied back in float64, and the weights w_i s_i t_i are applied to the scaled rows. A small layer in float32
-    (or narrower) is instead cast to float64 once, where no norm of its rows can overflow (``s``, ``t`` None).
+    multiplied back in float64, and the weights w_i s_i t_i are applied to the scaled rows. That costs two passes over
+    every row, so the rows are first taken as they are (``scaled=False``: ``s``, ``t`` None) and scaled only where a
+    norm comes out non-finite (:func:`layer_clipped_sum`).
     """
 
     axis = 1   # the dimension along which an example's rows (and a layer's calls) lie
     scale_inputs = True   # False: the layer scales what it forms from a (Conv2d: its per-example gradients)
-    exact_below = 1 << 16   # a, g of fewer entries than this, in a dtype narrower than float64: exact in float64
 
-    def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str]) -> None:
+    def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str], scaled: bool) -> None:
         self.module, self.trained, self.zeroed = module, trained, False
-        if g.dtype != torch.float64 and a.numel() + g.numel() < self.exact_below:
-            # Small layers: float64 holds every norm formed from float32 (or narrower) rows, so they are cast once
-            # instead of scaled (a few large ops are cheaper than a dozen tiny ones; the MLP step's overhead).
-            self.a = a.to(torch.float64) if a.is_floating_point() else a
-            self.g, self.s, self.t = g.to(torch.float64), None, None
+        if not scaled:   # the rows as they are (s, t None)
+            self.a, self.g, self.s, self.t = a, g, None, None
             return
         if a.is_floating_point() and self.scale_inputs:
             self.a, self.s = _scale(a)
@@ -215,13 +216,14 @@ class _Layer:
         return True
 
     @staticmethod
-    def of(module: nn.Module, calls: list[tuple[torch.Tensor, torch.Tensor]], trained: set[str]) -> _Layer:
+    def of(module: nn.Module, calls: list[tuple[torch.Tensor, torch.Tensor]], trained: set[str],
+           scaled: bool) -> _Layer:
         cls = _kind(module)
         rows = [cls.rows(module, a, g) for a, g in calls]
         if len(rows) == 1:
-            return cls(module, *rows[0], trained)
+            return cls(module, *rows[0], trained, scaled)
         return cls(module, torch.cat([a for a, _ in rows], cls.axis), torch.cat([g for _, g in rows], cls.axis),
-                   trained)
+                   trained, scaled)
 
     @staticmethod
     def rows(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -384,8 +386,8 @@ class _Conv(_Layer):
 
     scale_inputs = False   # the unfolded inputs are large: scale the (B, out, in·k·k) gradients formed from them
 
-    def __init__(self, module, a, g, trained):
-        super().__init__(module, a, g, trained)
+    def __init__(self, module, a, g, trained, scaled):
+        super().__init__(module, a, g, trained, scaled)
         self._grads = None
         if "weight" in trained:   # ∇W_i = t_i·ĝ_i a_iᵀ = t_i·s_i·(scaled), s_i its own peak
             grads = torch.bmm(self.g, self.a.transpose(1, 2))
