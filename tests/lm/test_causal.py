@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from dpnc.lm import causal
 from dpnc.lm.causal import CausalLMClassifier, default_scoring
-from dpnc.lm.data import Task, get_task, load_task
+from dpnc.lm.data import Task, get_task
+from dpnc.lm.lmbff import load_task
 from tests.shared_data import DATA, needs_data
 
 

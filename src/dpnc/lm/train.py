@@ -77,7 +77,8 @@ from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, 
                             default_model_path)
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.classifiers import build_classifier
-from dpnc.lm.data import TextDataset, load_task
+from dpnc.lm.data import TextDataset
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.evaluation import Evaluation, EvaluationMixin, Summary
 from dpnc.lm.files import load_user_data
 from dpnc.lm.heads import EncoderClassifier
