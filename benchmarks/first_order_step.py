@@ -2,7 +2,7 @@
 
 Each model trains with DP-SGD at B examples per step (noise multiplier 1, clip 1, plain SGD), in three ways:
   (a) Opacus: ``PrivacyEngine.make_private`` (hooks on every layer: per-sample gradients, then clipping);
-  (b) dpnc, ``per_example="auto"``: the per-layer route (:mod:`dpnc.per_layer`: per-example norms from each
+  (b) dpnc, ``per_example="auto"``: the per-layer route (:mod:`dpnc.tier.per_layer`: per-example norms from each
       layer's activations and output gradients, then the clipped sum, no per-example gradient copies; the first
       batch is also checked against torch.func, outside the timed steps);
   (c) dpnc, ``per_example="vmap"``: ``torch.func`` (vmap of grad over the examples).

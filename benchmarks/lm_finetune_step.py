@@ -19,7 +19,7 @@ Modes (one process, round-robin: one step of each per round, so drift of the mac
 ``--warmup`` rounds, then median/min/max over ``--steps`` rounds):
   inference            one no_grad forward of the whole model on the pre-tokenized batch (per-example losses);
   2 full forwards      two of them: the baseline ("x 2 full forwards");
-  DPZero all           ``dpnc.optim.DPZero`` over every parameter; the closure tokenizes the drawn batch once
+  DPZero all           ``dpnc.tier.DPZero`` over every parameter; the closure tokenizes the drawn batch once
                        per step (both passes share it), as ``dpnc.lm.steps`` does;
   DPZero top-1 cached  train="top-k", top_k=1: the batch is ``PrefixCache(...).batch(index, labels)`` (hidden
                        states after 5 frozen layers), so each pass runs 1 layer, the pooling and the head;
@@ -63,7 +63,7 @@ from dpnc.lm.data import get_task
 from dpnc.lm.lmbff import load_task
 from dpnc.lm.classifiers import build_classifier
 from dpnc.lm.trainable import select_trainable
-from dpnc.optim import DPZero
+from dpnc.tier.zeroth_order import DPZero
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
 

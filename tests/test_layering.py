@@ -26,8 +26,7 @@ LAYERS = (
     ("dpnc._check", "dpnc.progress"),                                        # plain helpers
     ("dpnc.privacy",),                                                       # budgets, accountant, calibration
     ("dpnc.sampling", "dpnc.space", "dpnc.problems", "dpnc.distributed"),    # parameters, data, objectives
-    ("dpnc.batches", "dpnc.direction_cache", "dpnc.model_state", "dpnc.per_layer", "dpnc.estimators",
-     "dpnc.certify", "dpnc.tune"),                                           # estimators, batch sources
+    ("dpnc.batches", "dpnc.estimators", "dpnc.certify", "dpnc.tune"),       # estimators, batch sources
     ("dpnc.algorithms",),                                                    # the paper families
     ("dpnc.optim", "dpnc.first_order", "dpnc.tier", "dpnc.engine"),          # the model tier, make_private
     ("dpnc.lm", "dpnc.demo", "dpnc.integrations"),                           # the text trainer, the demo
@@ -52,9 +51,8 @@ LOCAL_OK = {
     ("dpnc._check", "torch"): "_check is plain Python, imported by dpnc.privacy; torch only for a tensor check",
     ("dpnc.privacy", "torch"): "accounting alone starts fast: torch is imported where noise is drawn",
     ("dpnc.estimators", "torch.func"): "torch.func is imported with the per-example route that uses it",
-    ("dpnc.first_order", "torch.func"): "as above",
     ("dpnc.tier", "torch.func"): "as above",
-    ("dpnc.per_layer", "torch"): "torch.func and functorch internals, imported with the per-layer route",
+    ("dpnc.tier", "torch._C._functorch"): "functorch internals, imported with the per-layer route",
     ("dpnc.demo", "matplotlib"): "the backend is chosen when a figure is drawn, not when a module is imported",
     ("dpnc.lm", "matplotlib"): "as above",
     ("dpnc_reproduce", "matplotlib"): "as above",

@@ -190,7 +190,7 @@ class LoaderBatches:
         self._taken: tuple[torch.Tensor, tuple | None] | None = None     # those of the step in progress
         self._versions: list[int] = []   # the version counters of the pending inputs when the loader yielded them
         # Set by the optimizer: charge() records a step's release for a drawn batch no step released for, and
-        # guard.mark() notes the model's state when a batch is drawn (dpnc.model_state.StateGuard).
+        # guard.mark() notes the model's state when a batch is drawn (dpnc.tier.model_state.StateGuard).
         self.charge: Callable[[], None] | None = None
         self.guard = None
 

@@ -208,7 +208,7 @@ def test_per_example_default_on_a_tiny_random_llama_equals_the_loop(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    from dpnc import per_layer
+    from dpnc.tier import per_layer
     from dpnc.lm import per_example_clipped_sum
     from dpnc.lm.trainable import select_trainable
 

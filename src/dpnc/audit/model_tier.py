@@ -1,5 +1,5 @@
-"""The model tier audited: ``dpnc.optim.DPZero``, ``dpnc.make_private`` (zeroth and first order, the latter being
-:class:`dpnc.first_order.DPOptimizer`), and the broken variants the public API refuses or cannot see.
+"""The model tier audited: ``dpnc.tier.DPZero``, ``dpnc.make_private`` (zeroth and first order, the latter being
+:class:`dpnc.tier.DPOptimizer`), and the broken variants the public API refuses or cannot see.
 
 Every run is its own optimizer on its own copy of one tiny public model, with its own secret sampler and the
 audit's secret noise source. The model is ``Sequential(BatchNorm1d(1, affine=False), Linear(1, 1, bias=False))``
@@ -33,7 +33,7 @@ from dpnc.lm.config import FinetuneConfig
 from dpnc.lm.steps import StepRecord, Steps, build_optimizer
 from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, ledger_mu,
                              ledger_sensitivity, release_statistics, replay_inclusions)
-from dpnc.optim import DPZero as DPZeroOptimizer
+from dpnc.tier.zeroth_order import DPZero as DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.space import ModuleSpace
@@ -171,7 +171,7 @@ class _ModelTier(Mechanism):
 
 class DPZeroOptimizerPoisson(_ModelTier):
     name = "dpzero-optimizer"
-    summary = ("dpnc.optim.DPZero (the optimizer the LM trainer's DPZero step uses) on a tiny model with data=(X, y) "
+    summary = ("dpnc.tier.DPZero (the optimizer the LM trainer's DPZero step uses) on a tiny model with data=(X, y) "
                "and its own secret PoissonSampler(n, B, rows): optimizer.step(loss_fn), one optimizer per run, "
                "add/remove")
     canary = ("row 0 of D has feature 1 (loss BIG·w·z, clipped difference C·sign(u_t)), every other row 0; D′ drops "
@@ -260,7 +260,7 @@ class MakePrivateDPZero(_MakePrivate):
 
 class MakePrivateDPSGD(_MakePrivate):
     name = "make-private-dp-sgd"
-    summary = ("dpnc.make_private(..., optimizer='dp-sgd'): dpnc.first_order.DPOptimizer wrapping torch.optim.SGD "
+    summary = ("dpnc.make_private(..., optimizer='dp-sgd'): dpnc.tier.DPOptimizer wrapping torch.optim.SGD "
                "(per-example gradients by vmap, clipping, one noisy mean gradient per step), its loader of secret "
                "Poisson batches, one make_private per run, add/remove; released: the noisy mean gradient")
     canary = ("row 0 of D has feature 1: its gradient BIG·z is clipped to +C (every other row: gradient 0); D′ drops "
@@ -296,7 +296,7 @@ class DPZeroDistributed(DPZeroOptimizerPoisson):
     summary = ("the data-parallel DPZero step (dpnc.algorithms.dpzero.DPZero.step with group=Group(): rank 0's "
                "secret batch (carried by the previous step's all_reduce), rank 0's noise and ledger entry, its noise "
                "added to its part of the sum, which one all_reduce makes the released scalar) through "
-               "dpnc.optim.DPZero(group=Group()) on a gloo process group of one process, add/remove. One process: "
+               "dpnc.tier.DPZero(group=Group()) on a gloo process group of one process, add/remove. One process: "
                "the collectives and the source's release path run; the split across ranks does not (the 2-process "
                "tests in tests/test_distributed.py check that it equals one process)")
     canary = DPZeroOptimizerPoisson.canary.split(". other-batch")[0]
@@ -366,7 +366,7 @@ class DPZeroTrainerStep(DPZeroOptimizerPoisson):
 
 class DPZeroOptimizerReplaceOne(DPZeroOptimizerPoisson):
     name = "dpzero-optimizer-replace-one"
-    summary = ("dpnc.optim.DPZero with FullBatch(n) and Accountant('replace-one') on the tiny model: "
+    summary = ("dpnc.tier.DPZero with FullBatch(n) and Accountant('replace-one') on the tiny model: "
                "optimizer.step(loss_fn), one optimizer per run")
     canary = ("row 0 has feature +1 on D and −1 on D′ (its mirror image: replace-one), every other row 0: its "
               "clipped difference is ±C·sign(u_t), so every released mean moves by the full 2C/n")

@@ -19,10 +19,10 @@ batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time, and f
 user never calls ``backward``. The same call works for the zeroth-order optimizers of :func:`dpnc.make_private`.
 
 Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a model that is
-not ready (checked at every step: :func:`dpnc.optim.validate_model`), a ``loss_fn`` that takes no arguments,
+not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a ``loss_fn`` that takes no arguments,
 explicit ``inputs`` that are not the very objects the loader yielded (another batch, a copy, a stale batch), a
 second step on one batch, a step beyond ``steps``. After it is touched (a loss function that raises or does not
-return one loss per example, a model whose state changed: :class:`dpnc.model_state.StateGuard`; a batch written in
+return one loss per example, a model whose state changed: :class:`dpnc.tier.model_state.StateGuard`; a batch written in
 place since the loader yielded it) the step is refused and charged: its release recorded, nothing published, the
 batch spent. An empty Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to
 avoid: a ``loss_fn`` that reads other data besides its arguments (e.g. the loop's whole batch, to centre scores).
@@ -37,11 +37,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from dpnc import per_layer
+from dpnc.tier import per_layer
 from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, one_example
 from dpnc.privacy.clipping import clipped_sum
-from dpnc.model_state import StateGuard
-from dpnc.optim import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
+from dpnc.tier.model_state import StateGuard
+from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.noise import NoiseSource
@@ -132,7 +132,7 @@ def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
                       microbatch: int = 16) -> tuple[ClippedSum, str]:
     """Σ_i clip_C(∇_θ ℓ_i) by the route ``per_example`` names, and the route that formed it.
 
-    ``"layers"``: :func:`dpnc.per_layer.layer_clipped_sum` (refused where a layer runs more than once per forward);
+    ``"layers"``: :func:`dpnc.tier.per_layer.layer_clipped_sum` (refused where a layer runs more than once per forward);
     ``"vmap"``/``"loop"``: :func:`clipped_gradient_sum`; ``"auto"``: layers, else vmap (:class:`VmapUnsupported`
     where vmap cannot batch a layer, e.g. ``nn.GRU``: :class:`DPOptimizer` then takes the loop). Gradients are enabled
     within. The one place the routes are chosen (:class:`DPOptimizer` and :func:`dpnc.lm.per_example_clipped_sum`).
@@ -185,7 +185,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         accountant: records every release.
         noise: the secret noise source (a fresh one by default).
         per_example: how the per-example gradients' clipped sum is formed: ``"layers"`` (from each layer's
-            activations and output gradients, :mod:`dpnc.per_layer`: Linear, Embedding, LayerNorm and Conv2d
+            activations and output gradients, :mod:`dpnc.tier.per_layer`: Linear, Embedding, LayerNorm and Conv2d
             layers; the loss vmapped over the examples, per example by construction), ``"vmap"`` (``microbatch``
             examples per vectorised ``torch.func`` pass; any model), ``"loop"`` (one at a time), or ``"auto"`` (the
             default: ``"layers"`` where every trainable parameter's layer is supported and its rows belong to the
