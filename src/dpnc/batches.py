@@ -195,6 +195,16 @@ class LoaderBatches:
         self.guard = None
 
     @property
+    def n(self) -> int:
+        """The public n of the sampler it draws from."""
+        return self._sampler.n
+
+    @property
+    def rate(self) -> float:
+        """The sampler's sampling rate q."""
+        return self._sampler.rate
+
+    @property
     def secret(self) -> bool:
         return self._sampler.secret
 

@@ -275,7 +275,7 @@ class Group:
         (:class:`~dpnc.sampling.FullBatch`, and the façade's loader, which took it here when it yielded it): each
         rank takes its own, unsent.
         """
-        if getattr(sampler, "shared", False):
+        if sampler.shared:
             return sampler.sample()
         ahead = self._state(sampler)
         self._carrying = sampler

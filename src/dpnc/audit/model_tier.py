@@ -37,6 +37,7 @@ from dpnc.tier.zeroth_order import DPZero as DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.space import ModuleSpace
+from dpnc.tier.registry import OPTIMIZERS
 
 BATCHNORM_EPS = 1e-5
 
@@ -224,8 +225,12 @@ class DPZeroOptimizerPoisson(_ModelTier):
 
 
 class _MakePrivate(_ModelTier):
-    optimizer: ClassVar[str]
+    optimizer: ClassVar[str]   # a name of the model tier's registry; its order there says which canary path runs
     variants = ("sigma",)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.zeroth_order = OPTIMIZERS[cls.optimizer].order == 0
 
     def train(self, data, multiplier, broken):
 
@@ -266,7 +271,6 @@ class MakePrivateDPSGD(_MakePrivate):
     canary = ("row 0 of D has feature 1: its gradient BIG·z is clipped to +C (every other row: gradient 0); D′ drops "
               "row 0. Each release it enters moves by C/B along the weight's coordinate")
     optimizer = "dp-sgd"
-    zeroth_order = False
 
 
 class _OneProcessGroup:
@@ -353,7 +357,7 @@ class DPZeroTrainerStep(DPZeroOptimizerPoisson):
             return {"x": X[index], "labels": y[index]}
 
         optimizer = build_optimizer(config, classifier, sampler, encode=encode, accountant=accountant,
-                                    noise=self.noise, multiplier=multiplier)
+                                    noise=self.noise, multiplier=multiplier, n=self.n)
         steps = Steps(config, classifier, optimizer, sampler, accountant, encode, lambda phase: None,
                       lambda note: None)
         released, seeds = np.empty(self.T), []

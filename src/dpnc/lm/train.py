@@ -248,7 +248,8 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if type(sampler) is not kind or sampler.n != self.n or sampler.batch_size != c.batch_size:
             raise ValueError(f"sampler must be a {kind.__name__} with n={self.n} (the public n) and batch_size="
                              f"{c.batch_size} (the config's {c.sampler!r} sampling); got {type(sampler).__name__}"
-                             f"(n={getattr(sampler, 'n', None)}, batch_size={getattr(sampler, 'batch_size', None)})")
+                             + (f"(n={sampler.n}, batch_size={sampler.batch_size})"
+                                if isinstance(sampler, PoissonSampler | ShuffleSampler) else ""))
         return sampler
 
     def _calibrate(self) -> float:

@@ -58,7 +58,7 @@ from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, r
 class _ZerothOrder(StepHooks, torch.optim.Optimizer):
     """Shared machinery: one parameter group, public seeds, the accountant, the secret noise and the batch source."""
 
-    def __init__(self, params: Iterable[torch.Tensor], defaults: dict, *, sampler: Sampler | LoaderBatches,
+    def __init__(self, params: Iterable[torch.Tensor], defaults: dict, *, sampler: Sampler,
                  accountant: Accountant, noise: NoiseSource | None, direction: str, seed: int | None,
                  model: nn.Module, data=None, collate_fn=None,
                  group: distributed.Group | None = None, cache_directions: bool = False) -> None:

@@ -209,7 +209,7 @@ class MeZO(ZerothOrderFamily):
 
             # c_t is a function of the sums every rank now holds: each forms it (no broadcast); rank 0 records it.
             if group.is_source:
-                accountant.record(NonPrivate(secret=bool(getattr(sampler, "secret", True))))  # no noise: ε = ∞
+                accountant.record(NonPrivate(secret=bool(sampler.secret)))  # no noise: ε = ∞
             c = (plus / examples - minus / examples) / (2 * self.lam) if examples else plus
         except BaseException:
             space.restore_()
