@@ -1,7 +1,7 @@
 """How often a 2-process data-parallel run aborts as its processes exit: a reliability count, not a timing.
 
 Each run is a fresh ``python`` process that spawns 2 gloo ranks (``torch.multiprocessing``), takes ``--steps``
-data-parallel ``dpnc.optim.DPZero`` steps on a small MLP with Poisson batches, gathers one object over the ranks
+data-parallel ``dpnc.tier.DPZero`` steps on a small MLP with Poisson batches, gathers one object over the ranks
 (evaluation's last collective in ``dpnc finetune``), calls ``dpnc.distributed.shutdown()`` and exits. A run fails when
 a rank dies, e.g. by SIGABRT, "terminate called without an active exception": a gloo worker thread freeing a
 collective's tensor while the interpreter shuts down (``dpnc.distributed._HANDED`` says how it was found and what
@@ -26,7 +26,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from dpnc.distributed import Group, shutdown
-from dpnc.optim import DPZero
+from dpnc.tier.zeroth_order import DPZero
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import PoissonSampler

@@ -3,7 +3,7 @@
 Each model trains with DP-SGD at B examples per step (noise multiplier 1, clip 1, plain SGD), in four ways:
   (a) Opacus: ``PrivacyEngine.make_private`` (hooks on every layer: per-sample gradients, then clipping);
   (b) Opacus with ``grad_sample_mode="ghost"`` (ghost clipping: norms without per-sample gradients, two backwards);
-  (c) dpnc, ``per_example="auto"``: the per-layer route (:mod:`dpnc.per_layer`: per-example norms from each
+  (c) dpnc, ``per_example="auto"``: the per-layer route (:mod:`dpnc.tier.per_layer`: per-example norms from each
       layer's activations and output gradients, then the clipped sum, no per-example gradient copies);
   (d) dpnc, ``per_example="vmap"``: ``torch.func`` (vmap of grad over the examples).
 A full step each time: the loader's Poisson batch, forward, backward or per-example gradients, clipping, noise, the

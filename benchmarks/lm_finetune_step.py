@@ -11,7 +11,7 @@ Model: ``dpnc.lm.classifiers.build_classifier(default_model_path(), get_task("SS
 all-MiniLM-L6-v2, eager attention, fp32, eval mode), the trainer's defaults: the prompt head for every mode
 but ``head``, which gets the linear head (``FinetuneConfig``'s choice); ``select_trainable`` picks the
 trained parameters (top-1: ``top_k=1``; LoRA: rank 8, peft's default targets for BERT, ``query``/``value``).
-Data: ``--batch`` SST-2 train sentences of the LM-BFF folder (``dpnc.lm.data.load_task``; the same draw,
+Data: ``--batch`` SST-2 train sentences of the LM-BFF folder (``dpnc.lm.lmbff.load_task``; the same draw,
 seed ``--batch-seed``, as ``lm_step.py``'s batch), one fixed batch; the sampler is a ``FullBatch`` over it.
 Hyper-parameters: ``dpnc.lm.config.ZO_RECIPES`` of each mode; the noise multiplier does not change the cost.
 
@@ -19,7 +19,7 @@ Modes (one process, round-robin: one step of each per round, so drift of the mac
 ``--warmup`` rounds, then median/min/max over ``--steps`` rounds):
   inference            one no_grad forward of the whole model on the pre-tokenized batch (per-example losses);
   2 full forwards      two of them: the baseline ("x 2 full forwards");
-  DPZero all           ``dpnc.optim.DPZero`` over every parameter; the closure tokenizes the drawn batch once
+  DPZero all           ``dpnc.tier.DPZero`` over every parameter; the closure tokenizes the drawn batch once
                        per step (both passes share it), as ``dpnc.lm.steps`` does;
   DPZero top-1 cached  train="top-k", top_k=1: the batch is ``PrefixCache(...).batch(index, labels)`` (hidden
                        states after 5 frozen layers), so each pass runs 1 layer, the pooling and the head;
@@ -59,10 +59,11 @@ from lm_step import measure_memory as lm_step_memory   # the LM step benchmark (
 from dpnc.batches import DataRows
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.config import ZO_RECIPES, default_model_path
-from dpnc.lm.data import get_task, load_task
+from dpnc.lm.data import get_task
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.classifiers import build_classifier
 from dpnc.lm.trainable import select_trainable
-from dpnc.optim import DPZero
+from dpnc.tier.zeroth_order import DPZero
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
 

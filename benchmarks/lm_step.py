@@ -20,8 +20,8 @@ Time (one process): the modes run round-robin, one step of each per round, so dr
 hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps`` rounds.
   inference      one no_grad forward producing per-example losses (the unit, "x inference");
   2 forwards     two such forwards (the floor of any two-point zeroth-order step);
-  dpnc MeZO      ``dpnc.optim.MeZO`` (PoissonSampler), eval mode;
-  dpnc DPZero    ``dpnc.optim.DPZero`` (PoissonSampler + add/remove Accountant), eval mode;
+  dpnc MeZO      ``dpnc.tier.MeZO`` (PoissonSampler), eval mode;
+  dpnc DPZero    ``dpnc.tier.DPZero`` (PoissonSampler + add/remove Accountant), eval mode;
   dpnc DPZero (cached u)  the same with ``cache_directions=True``: u drawn once a step and kept (d numbers
                  of memory) instead of regenerated for each of the step's three passes;
   2 forwards + 3 u passes  the seed trick's own work and nothing else: two forwards and the three moves of
@@ -33,7 +33,7 @@ hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps``
   AdamW          train mode (dropout), zero_grad + mean-loss backward + ``torch.optim.AdamW`` step;
   DP-AdamW (Opacus)      Opacus ``make_private`` (hooks) on a copy of the model, train mode, with
                  the position_ids fix (explicit batch-shaped ``position_ids``; notes/anchor-bench.md);
-  DP-AdamW (dpnc per layer)  :mod:`dpnc.per_layer` (the route ``make_private`` picks for these layers), eval mode;
+  DP-AdamW (dpnc per layer)  :mod:`dpnc.tier.per_layer` (the route ``make_private`` picks for these layers), eval mode;
   DP-AdamW (torch.func)  ``vmap(grad)`` per-example gradients over ``functional_call``, eval mode,
                  ``--microbatch`` examples at a time (memory), each clipped to C, summed, Gaussian
                  noise, /B, AdamW. The padding mask is passed as a prepared 4-D mask: Hugging Face's
@@ -78,7 +78,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dpnc.batches import DataRows
-from dpnc.optim import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
 from dpnc.space import ModuleSpace
@@ -242,10 +242,10 @@ def make_steps(model, batch, args, names):
 
 
 def layer_step(model, batch):
-    """DP-AdamW by dpnc's per-layer route (:mod:`dpnc.per_layer`: per-example norms from each Linear, Embedding and
+    """DP-AdamW by dpnc's per-layer route (:mod:`dpnc.tier.per_layer`: per-example norms from each Linear, Embedding and
     LayerNorm layer's activations and output gradients, ghost norms over the sequence, then the clipped sum), the
     same noise and AdamW update as ``func_step``."""
-    from dpnc.per_layer import layer_clipped_sum
+    from dpnc.tier.per_layer import layer_clipped_sum
 
     ids, mask, y = batch
     B = len(y)

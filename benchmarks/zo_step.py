@@ -15,7 +15,7 @@ least-disturbed sample; another busy process slows the 2-thread matmuls far more
   (b) two such forwards (the floor of any two-point ZO step);
   (c) reference MeZO written out as the MeZO paper's code does it: 4 passes regenerating z per
       tensor from a seeded generator (+λ, eval, −2λ, eval, +λ, then −lr·g);
-  (d) ``dpnc.optim.MeZO`` and (e) ``dpnc.optim.DPZero`` (PoissonSampler + add/remove Accountant);
+  (d) ``dpnc.tier.MeZO`` and (e) ``dpnc.tier.DPZero`` (PoissonSampler + add/remove Accountant);
   (f) one z pass alone: randn for every parameter tensor + add_ (the unit of (c)−(b)).
 dpnc's ModuleSpace restores and updates in one pass, so (d)/(e) make 3 z passes, (c) makes 4.
 
@@ -49,7 +49,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dpnc.batches import DataRows
-from dpnc.optim import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
 

@@ -351,7 +351,7 @@ def test_the_help_states_the_true_step_and_lr_defaults():
 def test_the_command_line_choices_are_the_librarys(alias, values):
     import typing
 
-    from dpnc import cli
+    from dpnc.cli import base as cli
     from dpnc.lm import config, data, heads, trainable
 
     library = next(getattr(m, values) for m in (config, data, heads, trainable) if hasattr(m, values))

@@ -1,4 +1,4 @@
-"""dpnc.direction_cache: the cached space draws the very directions ModuleSpace draws, once per seed.
+"""dpnc.tier.direction_cache: the cached space draws the very directions ModuleSpace draws, once per seed.
 
 Equality is bit for bit (no tolerance): the cache fills its buffers from the same generator in the same order, and
 every move adds the same tensors with the same coefficients as the uncached space.
@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from dpnc.direction_cache import CachedModuleSpace
-from dpnc.optim import DPZero, MeZO
+from dpnc.tier.direction_cache import CachedModuleSpace
+from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler
 from dpnc.space import DIRECTIONS, ModuleSpace

@@ -23,7 +23,7 @@ from torch import nn
 
 from dpnc import distributed
 from dpnc.distributed import LOCAL, Group, shutdown
-from dpnc.optim import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 

@@ -11,8 +11,8 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.first_order import DPOptimizer, clipped_gradient_sum
-from dpnc.optim import StepInfo
+from dpnc.tier.first_order import DPOptimizer, clipped_gradient_sum
+from dpnc.tier.base import StepInfo
 from dpnc.privacy.releases import Poisson, Sampled
 
 N, FEATURES, B, STEPS, EPS, DELTA = 256, 4, 16, 40, 2.0, 1e-5

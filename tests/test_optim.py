@@ -1,4 +1,4 @@
-"""The torch.optim-style zeroth-order optimizers (dpnc.optim) on a small real model."""
+"""The torch.optim-style zeroth-order optimizers (dpnc.tier.zeroth_order) on a small real model."""
 
 import copy
 import io
@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from dpnc.optim import DPZero, MeZO, validate_model
+from dpnc.tier.base import validate_model
+from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.releases import FixedSize, Sampled
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler

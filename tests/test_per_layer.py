@@ -1,4 +1,4 @@
-"""The per-layer route (dpnc.per_layer) forms the same clipped sum as torch.func, one example at a time, for every
+"""The per-layer route (dpnc.tier.per_layer) forms the same clipped sum as torch.func, one example at a time, for every
 layer kind it supports, and for a loss that mixes examples (per example by construction: the losses are vmapped over
 the examples); DPOptimizer chooses it automatically."""
 
@@ -10,8 +10,8 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.first_order import ClippedSum, clipped_gradient_sum
-from dpnc.per_layer import layer_clipped_sum, supported
+from dpnc.tier.first_order import ClippedSum, clipped_gradient_sum
+from dpnc.tier.per_layer import layer_clipped_sum, supported
 
 F64 = torch.float64
 

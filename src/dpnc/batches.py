@@ -221,9 +221,19 @@ class LoaderBatches:
         self._taken: tuple[torch.Tensor, tuple | None] | None = None     # those of the step in progress
         self._versions: list[int] = []   # the version counters of the pending inputs when the loader yielded them
         # Set by the optimizer: charge() records a step's release for a drawn batch no step released for, and
-        # guard.mark() notes the model's state when a batch is drawn (dpnc.model_state.StateGuard).
+        # guard.mark() notes the model's state when a batch is drawn (dpnc.tier.model_state.StateGuard).
         self.charge: Callable[[], None] | None = None
         self.guard = None
+
+    @property
+    def n(self) -> int:
+        """The public n of the sampler it draws from."""
+        return self._sampler.n
+
+    @property
+    def rate(self) -> float:
+        """The sampler's sampling rate q."""
+        return self._sampler.rate
 
     @property
     def secret(self) -> bool:

@@ -29,7 +29,7 @@ from torch import nn
 
 from dpnc._check import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
-from dpnc.optim import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.noise import NoiseSource
 from dpnc.progress import progress as progress_bar

@@ -51,9 +51,9 @@ is not additive: it keeps the sums, then rank 0's release and broadcast. MeZO's 
 rank from the summed numbers (rank 0 records the non-private release). Rank 1 now receives rank 0's part with the
 noise in it rather than without: the trust boundary below is unchanged. The direction work (u over all d entries,
 three times a step on every rank, the part of a step no split divides) is cut to one generator pass by the opt-in
-:class:`~dpnc.direction_cache.CachedModuleSpace` (``cache_directions=True``; d more numbers of memory).
+:class:`~dpnc.tier.direction_cache.CachedModuleSpace` (``cache_directions=True``; d more numbers of memory).
 
-The optimizers of :mod:`dpnc.optim` take ``group=Group()``; construction broadcasts rank 0's public
+The optimizers of :mod:`dpnc.tier.zeroth_order` take ``group=Group()``; construction broadcasts rank 0's public
 direction seed and parameters (as ``DistributedDataParallel`` does), so every rank starts equal.
 Launch with ``torchrun`` (or ``torch.multiprocessing``) after ``torch.distributed.init_process_group``
 (gloo on CPU, nccl on GPU: tensors then go through ``cuda:current_device()``).
@@ -275,7 +275,7 @@ class Group:
         (:class:`~dpnc.sampling.FullBatch`, and the façade's loader, which took it here when it yielded it): each
         rank takes its own, unsent.
         """
-        if getattr(sampler, "shared", False):
+        if sampler.shared:
             return sampler.sample()
         ahead = self._state(sampler)
         self._carrying = sampler

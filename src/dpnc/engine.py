@@ -3,7 +3,7 @@
 The façade wires what a user would otherwise wire by hand (Opacus's ``PrivacyEngine.make_private``
 is the model): a secret Poisson sampler, the noise multiplier calibrated to the target (by PLD unless
 ``accountant="rdp"``), an ``Accountant("add/remove")`` that answers ``epsilon(delta)`` by that same accountant,
-and a zeroth-order optimizer of :mod:`dpnc.optim` that records every release in it. The user keeps a plain
+and a zeroth-order optimizer of :mod:`dpnc.tier.zeroth_order` that records every release in it. The user keeps a plain
 torch loop::
 
     optimizer, loader, accountant = dpnc.make_private(
@@ -64,7 +64,7 @@ Zeroth-order optimizers only (a first-order step would all-reduce every gradient
 ``optimizer="mezo"`` gives MeZO (not private: the report says ε = ∞; no calibration, no clip).
 
 **First order.** ``optimizer="dp-adamw"``, ``"dp-sgd"`` or any ``torch.optim.Optimizer`` subclass gives a
-:class:`~dpnc.first_order.DPOptimizer` wrapping that optimizer: per-example gradients by ``torch.func``, each
+:class:`~dpnc.tier.DPOptimizer` wrapping that optimizer: per-example gradients by ``torch.func``, each
 clipped to ``clip`` over all parameters, one noisy release of their mean per step (fixed denominator B)::
 
     optimizer, loader, accountant = dpnc.make_private(
@@ -75,7 +75,7 @@ clipped to ``clip`` over all parameters, one noisy release of their mean per ste
 
 The same call as the zeroth-order optimizers, so one loop serves all: the step maps ``loss_fn`` over the
 examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports each step
-(:class:`dpnc.optim.StepInfo`).
+(:class:`dpnc.tier.base.StepInfo`).
 """
 
 from __future__ import annotations
@@ -93,17 +93,18 @@ from torch.utils.data.dataloader import default_collate
 from dpnc import distributed
 from dpnc._check import check_integer
 from dpnc.batches import LoaderBatches
-from dpnc.first_order import PER_EXAMPLE, DPOptimizer
-from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import check_delta, check_epsilon
-from dpnc.privacy.calibrate import noise_multiplier as noise_multiplier_for
+from dpnc.privacy.budget import Budget, check_delta, check_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import PoissonSampler
+from dpnc.tier.base import StepHooks, check_arguments, require_ready
+from dpnc.tier.first_order import PER_EXAMPLE, DPOptimizer
+from dpnc.tier.registry import OPTIMIZERS as REGISTRY
+from dpnc.tier.registry import RELATIONS, Spec, names, private_first_order
+from dpnc.tier.wiring import wire
+from dpnc.tier.zeroth_order import DPZero, MeZO
 
-ZEROTH_ORDER = ("dpzero", "mezo")
-FIRST_ORDER = {"dp-adamw": torch.optim.AdamW, "dp-sgd": torch.optim.SGD}
-OPTIMIZERS = (*ZEROTH_ORDER, *FIRST_ORDER)
+OPTIMIZERS = names("make_private")              # the registry's names make_private offers
 
 
 class PoissonBatchSampler(TorchSampler):
@@ -238,7 +239,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         optimizer_kwargs: further arguments of the first-order torch optimizer (e.g. ``weight_decay``).
         per_example: how the first-order per-example clipped sum is formed: ``"auto"`` (per layer where every
             trainable layer is supported, else ``torch.func``), ``"layers"``, ``"vmap"`` or ``"loop"``
-            (:class:`~dpnc.first_order.DPOptimizer`).
+            (:class:`~dpnc.tier.DPOptimizer`).
         microbatch: examples per vmapped chunk (first order).
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.
@@ -267,7 +268,8 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     _check_model(model, first_order is not None)
     rows = _check_data(data)
     name = optimizer.lower() if isinstance(optimizer, str) else "first-order"
-    if n is None and name != "mezo":
+    private = REGISTRY[name].private if isinstance(optimizer, str) else True   # a wrapped torch optimizer: DP
+    if n is None and private:
         raise ValueError("n must be the public number of training examples (or a public bound on it): it sets "
                          "q = batch_size / n and the noise, and dpnc never reads it off the private data; got None")
     n = rows if n is None else n
@@ -300,11 +302,12 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     for key, value in (("seed", seed), ("testing_seed", testing_seed)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise ValueError(f"{key} must be an integer >= 0 or None; got {value!r}")
-    if name == "mezo":
+    if not private:
         for key, value in (("target_epsilon", target_epsilon), ("delta", delta), ("clip", clip),
                            ("noise_multiplier", noise_multiplier)):
             if value is not None:
-                raise ValueError(f"{key} must be None for optimizer='mezo' (MeZO is not private: no noise, "
+                who = REGISTRY[name].help.partition(":")[0]
+                raise ValueError(f"{key} must be None for optimizer={name!r} ({who} is not private: no noise, "
                                  f"no clipping, ε = ∞); got {value!r}")
     elif noise_multiplier is None:
         check_epsilon(target_epsilon, "target_epsilon")
@@ -329,11 +332,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         if optimizer_kwargs is not None and not isinstance(optimizer_kwargs, Mapping):
             raise ValueError(f"optimizer_kwargs must be a dict or None; got {optimizer_kwargs!r}")
 
-    group = distributed.from_environment()
-    if group is not None and first_order is not None:
-        raise ValueError(f"optimizer must be zeroth order ({list(ZEROTH_ORDER)}) in a data-parallel run "
-                         f"({group.world_size} processes): a first-order step would all-reduce every gradient "
-                         f"entry (use DistributedDataParallel for that); got {optimizer!r}")
+    group = distributed.from_environment()   # a first-order method is refused there by wire()
 
     collate = collate_fn if collate_fn is not None else default_collate
     template = _empty_template(data, collate)
@@ -344,56 +343,46 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         sampler = PoissonSampler.for_testing(n, batch_size, seed=testing_seed, rows=rows)
         noise = NoiseSource.for_testing(testing_seed + 1)
     batches = LoaderBatches(sampler, steps, group)
-    method, accountant = accountant, Accountant("add/remove", method=accountant)
-    if name != "mezo" and noise_multiplier is None:
-        sigma = noise_multiplier_for(float(target_epsilon), float(delta), batch_size / n, steps, accountant=method)
-    else:
-        sigma = None if noise_multiplier is None else float(noise_multiplier)
-    opt: DPZero | MeZO | DPOptimizer
-    if instance is not None:
-        opt = DPOptimizer(instance, model=model, clip=clip, noise_multiplier=sigma, batches=batches,
-                          accountant=accountant, noise=noise, per_example=per_example, microbatch=microbatch)
-    elif first_order is not None:
-        params = [p for p in model.parameters() if p.requires_grad]
-        try:
-            inner = first_order(params, lr=lr, **dict(optimizer_kwargs or {}))
-        except TypeError as error:
-            raise ValueError(f"optimizer_kwargs must be arguments of {first_order.__name__}; got "
-                             f"{optimizer_kwargs!r} ({error})") from None
-        opt = DPOptimizer(inner, model=model, clip=clip, noise_multiplier=sigma, batches=batches,
-                          accountant=accountant, noise=noise, per_example=per_example, microbatch=microbatch)
-    elif name == "dpzero":
-        opt = DPZero(
-            model.parameters(), lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=sigma,
-            sampler=batches, accountant=accountant, noise=noise, direction=direction, seed=seed, model=model,
-            group=group)
-    else:
-        opt = MeZO(model.parameters(), lr=lr, smoothing=smoothing, sampler=batches,
-                          accountant=accountant, direction=direction, seed=seed, model=model, group=group)
+    entry = None
+    if not isinstance(optimizer, str):   # the user's torch optimizer (class or instance), wrapped as dp-adamw's is
+        inner = type(instance) if instance is not None else optimizer
+        entry = Spec(DPOptimizer, True, 1, RELATIONS, f"DP-{inner.__name__}", private_first_order(inner))
+        name = f"dp-{inner.__name__.lower()}"
+    options = {"lr": lr, "clip": clip, "smoothing": smoothing, "direction": direction, "seed": seed,
+               "optimizer_kwargs": optimizer_kwargs, "per_example": per_example, "microbatch": microbatch,
+               "instance": instance}
+    budget = None if not private or noise_multiplier is not None else Budget(float(target_epsilon), float(delta))
+    ledger = Accountant("add/remove", method=accountant)
+    opt, wiring = wire(model, name, entry=entry, sampler=sampler, n=n, steps=steps, accountant=ledger, budget=budget,
+                       noise_multiplier_given=None if noise_multiplier is None else float(noise_multiplier),
+                       calibrate_by=accountant, noise=noise, group=group, batches=batches, options=options)
+    opt.wiring = wiring   # what the run's public outputs say about its privacy (dpnc.tier.wiring.Wiring)
     loader = DataLoader(data, batch_sampler=PoissonBatchSampler(batches, per_epoch),
                         collate_fn=_HoldingCollate(collate, template, batches),
                         num_workers=0)
-    return opt, loader, accountant
+    return opt, loader, ledger
 
 
 def _first_order_class(optimizer: Any) -> type[torch.optim.Optimizer] | None:
-    """The torch optimizer class of a first-order choice (a name, class or instance); None for a zeroth-order one;
-    ValueError otherwise."""
+    """The class that steps for a first-order choice (a registry name's, or the user's torch optimizer class or
+    instance's); None for a zeroth-order one; ValueError otherwise."""
+    offered = list(names("make_private"))   # the registry as it is now
     if isinstance(optimizer, torch.optim.Optimizer):
-        if isinstance(optimizer, (DPZero, MeZO, DPOptimizer)):
-            raise ValueError(f"optimizer must be a name {list(OPTIMIZERS)}, a torch.optim.Optimizer subclass, or an "
+        if isinstance(optimizer, StepHooks):
+            raise ValueError(f"optimizer must be a name {offered}, a torch.optim.Optimizer subclass, or an "
                              "instance of one built on the model's parameters (wrapped by make_private); got a "
                              f"{type(optimizer).__name__}, already private: pass the torch optimizer it would wrap")
         return type(optimizer)
     if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
-        if issubclass(optimizer, (DPZero, MeZO, DPOptimizer)):
-            raise ValueError(f"optimizer must be a name {list(OPTIMIZERS)} or a non-private torch.optim.Optimizer "
+        if issubclass(optimizer, StepHooks):
+            raise ValueError(f"optimizer must be a name {offered} or a non-private torch.optim.Optimizer "
                              f"subclass to wrap; got {optimizer.__name__}")
         return optimizer
-    if not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)} or a torch.optim.Optimizer subclass; "
+    if not isinstance(optimizer, str) or optimizer.lower() not in offered:
+        raise ValueError(f"optimizer must be one of {offered} or a torch.optim.Optimizer subclass; "
                          f"got {optimizer!r} (or an instance built on the model's parameters)")
-    return FIRST_ORDER.get(optimizer.lower())
+    entry = REGISTRY[optimizer.lower()]
+    return entry.cls if entry.order == 1 else None
 
 
 def _check_model(model: nn.Module, first_order: bool) -> None:

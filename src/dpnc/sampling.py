@@ -23,13 +23,34 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
 from dpnc._check import check_integer
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy import interpret
+from dpnc.privacy.release import BatchSource
 from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled
+
+
+class Sampler(BatchSource, Protocol):
+    """What every batch source implements: :class:`FullBatch`, :class:`PoissonSampler`, :class:`ShuffleSampler` and
+    the make_private loader's :class:`~dpnc.batches.LoaderBatches`. Declared, so that no caller probes for a
+    capability (``batch_size`` and ``release`` are :class:`~dpnc.privacy.release.BatchSource`'s)."""
+
+    n: int          # the public number of examples (or slots) the batches are drawn from
+    rate: float     # the sampling rate q of the release (1: the full batch)
+    secret: bool    # the batch is secret randomness (its own entropy stream), or nothing is sampled
+    shared: bool    # every rank's sample() is already the same batch: a data-parallel step sends no indices
+
+    def sample(self) -> torch.Tensor:
+        """The next batch's indices."""
+        ...
+
+    def check_relation(self, relation: Relation | str) -> None:
+        """Raise ValueError if the releases cannot be accounted under ``relation``."""
+        ...
 
 
 class FullBatch:
@@ -37,6 +58,8 @@ class FullBatch:
 
     secret = True  # nothing is sampled, so nothing about the batch is hidden or needs to be
     shared = True  # every rank's sample() is the same batch (all n): a data-parallel step sends no indices
+
+    rate = 1.0     # no subsampling
 
     def __init__(self, n: int) -> None:
         check_integer(n=n)
@@ -54,6 +77,8 @@ class FullBatch:
 
 class _Subsampled:
     """A sampler whose releases are amplified by subsampling: it draws every batch from a secret stream."""
+
+    shared = False   # each rank's draw is its own: a data-parallel group sends rank 0's
 
     def __init__(self, n: int, batch_size: int, *, rows: int | None = None,
                  source: NoiseSource | None = None) -> None:
@@ -188,7 +213,6 @@ class SinglePass:
         return batch
 
 
-Sampler = FullBatch | PoissonSampler | ShuffleSampler
 BatchClosure = Callable[[torch.Tensor], torch.Tensor]
 
 

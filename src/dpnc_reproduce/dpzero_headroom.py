@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from dpnc.lm.data import load_task
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.train import FinetuneConfig, Trainer
 
 NOT_PRIVATE = ("NOT PRIVATE: un-noised evaluations on held-out training rows (the k-shot dev split) and per-step "

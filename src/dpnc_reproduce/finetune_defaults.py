@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from dpnc.lm.data import load_task
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.train import FinetuneConfig, Trainer
 
 GRIDS = {

@@ -30,7 +30,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc import optim
+from dpnc.tier import zeroth_order as optim
 from dpnc.algorithms import menart as kl
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.ztc import ZhangTranCutkosky

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from dpnc.lm import causal
 from dpnc.lm.causal import CausalLMClassifier, default_scoring
-from dpnc.lm.data import Task, get_task, load_task
+from dpnc.lm.data import Task, get_task
+from dpnc.lm.lmbff import load_task
 from tests.shared_data import DATA, needs_data
 
 
@@ -207,7 +208,7 @@ def test_per_example_default_on_a_tiny_random_llama_equals_the_loop(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    from dpnc import per_layer
+    from dpnc.tier import per_layer
     from dpnc.lm import per_example_clipped_sum
     from dpnc.lm.trainable import select_trainable
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from dpnc.lm.data import TASKS, Task, TextDataset, get_task, load_task
+from dpnc.lm.data import TASKS, Task, TextDataset, get_task
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.files import load_file
 from tests.shared_data import DATA, needs_data
 

@@ -215,6 +215,9 @@ def test_only_rank_0_writes_the_run_folder(runs):
     resumed = [json.loads(line) for line in dist_files["killed/out/metrics.jsonl"].splitlines()]
     assert [r["replayed"] for r in resumed if r["event"] == "resume"] == [1]
     assert json.loads(dist_files["full/out/summary.json"])["releases"] == STEPS
+    # the process count, from the wiring's record: 2 here, 1 in the one-process run
+    assert json.loads(dist_files["full/out/summary.json"])["world_size"] == WORLD == 2
+    assert json.loads(single_files["full/out/summary.json"])["world_size"] == 1
 
 
 def test_facade_runs_unchanged_on_two_processes(runs):

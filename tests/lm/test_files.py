@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dpnc.lm.data import load_task
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.files import canonical_label, describe_data, load_file, load_user_data, parse_label_words
 from tests.lm.sentiment_csv import write_sentiment_csv
 from tests.shared_data import DATA, needs_data

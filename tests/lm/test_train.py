@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.first_order import DPOptimizer
+from dpnc.tier.first_order import DPOptimizer
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_classifier, load_task, per_example_clipped_sum
 from dpnc.lm import train as lm_train
 from dpnc.privacy import NoiseSource, Poisson, Sampled
@@ -411,7 +411,7 @@ def test_a_dp_adamw_run_begun_under_the_loop_resumes_under_auto(tmp_path):
 def test_cached_directions_give_the_same_run_bit_for_bit(tmp_path, method):
     """--cache-directions: the trainer's MeZO/DPZero keep each step's u (one generator pass a step, not three) and
     take exactly the steps the uncached run takes, given the same (test-only seeded) batches and noise."""
-    from dpnc.direction_cache import CachedModuleSpace
+    from dpnc.tier.direction_cache import CachedModuleSpace
 
     runs = {}
     for cached in (False, True):

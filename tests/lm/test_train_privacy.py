@@ -12,7 +12,7 @@ import torch
 
 from dpnc.batches import DataRows
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_task
-from dpnc.optim import DPZero
+from dpnc.tier.zeroth_order import DPZero
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 from tests.shared_data import DATA, needs_data

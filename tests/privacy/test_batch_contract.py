@@ -12,7 +12,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.optim import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch, PoissonSampler
 

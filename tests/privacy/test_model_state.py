@@ -20,9 +20,9 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.first_order import clipped_gradient_sum
-from dpnc.model_state import ModelStateChanged, StateGuard
-from dpnc.per_layer import layer_clipped_sum
+from dpnc.tier.first_order import clipped_gradient_sum
+from dpnc.tier.model_state import ModelStateChanged, StateGuard
+from dpnc.tier.per_layer import layer_clipped_sum
 
 N, FEATURES, B = 64, 4, 8
 ZEROTH, FIRST = "dpzero", "dp-sgd"

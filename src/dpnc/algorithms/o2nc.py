@@ -229,7 +229,7 @@ class O2NCAlgorithm(Algorithm):
     the output targets (2·smoothing, β)-stationarity of F), ``D``, ``eta``, ``steps``, ``period``, ``B1``,
     ``B2``, ``m``, ``paper``, ``output_rule`` (one of :data:`OUTPUT_RULES`) (and ``block``, a field or a
     property), and supply :meth:`make_oracle` (the family's private oracle) and the privacy statement
-    (:meth:`paper_claim`, :meth:`privacy_notes`).
+    (:meth:`claim`, :meth:`privacy_notes`).
     """
 
     reset_each_block: ClassVar[bool]
@@ -257,13 +257,9 @@ class O2NCAlgorithm(Algorithm):
         ``samples_used``, recording every release in ``accountant``."""
         raise NotImplementedError
 
-    def paper_claim(self) -> str:
-        """The paper's privacy statement for this config."""
-        raise NotImplementedError
-
     def claim(self) -> str:
-        """The paper's privacy statement for this config (:meth:`paper_claim`)."""
-        return self.paper_claim()
+        """The paper's privacy statement for this config (one name across the families: ``Run.paper_claim``)."""
+        raise NotImplementedError
 
     def privacy_notes(self) -> list[str]:
         """What the guarantee rests on, for the report."""
@@ -294,7 +290,7 @@ class O2NCAlgorithm(Algorithm):
                           max_move=trace.max_move, samples_used=oracle.samples_used)
         self._warn_clip_rate(stats)
         output = trace.x if getattr(self, "output_rule", "random-block") == "last" else trace.output
-        return Run(self, output, trace.x, accountant, stats, paper_claim=self.paper_claim(),
+        return Run(self, output, trace.x, accountant, stats, paper_claim=self.claim(),
                    notes=self.privacy_notes(), trace=trace)
 
     def _warn_clip_rate(self, stats: O2NCStats) -> None:

@@ -8,8 +8,8 @@
 ``ztc-tree``                     Zhang–Tran–Cutkosky ``VarianceReducedOracle``, one tree period (replace-one)
 ``klt-tree``                     Kornowski–Liu–Talwar ``ZerothOrderOracle``, safe mode, one tree period (replace-one)
 ``kl-spider-checkpoint``         KL-Spider's first checkpoint: ``PrivateGradients`` query + release (replace-one)
-``dpzero-optimizer``             ``dpnc.optim.DPZero`` on a tiny model with a secret Poisson sampler (add/remove)
-``dpzero-optimizer-replace-one`` ``dpnc.optim.DPZero``, full batch, replace-one
+``dpzero-optimizer``             ``dpnc.tier.DPZero`` on a tiny model with a secret Poisson sampler (add/remove)
+``dpzero-optimizer-replace-one`` ``dpnc.tier.DPZero``, full batch, replace-one
 ``dpzero-distributed``           the data-parallel step (``group=Group()``) on a one-process gloo group (add/remove)
 ``dpzero-trainer-step``          the fine-tuning trainer's DPZero step (``lm.steps``) on the tiny model (add/remove)
 ``make-private-dpzero``          ``dpnc.make_private(optimizer="dpzero")``: its loader and optimizer (add/remove)

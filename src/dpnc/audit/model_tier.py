@@ -1,5 +1,5 @@
-"""The model tier audited: ``dpnc.optim.DPZero``, ``dpnc.make_private`` (zeroth and first order, the latter being
-:class:`dpnc.first_order.DPOptimizer`), and the broken variants the public API refuses or cannot see.
+"""The model tier audited: ``dpnc.tier.DPZero``, ``dpnc.make_private`` (zeroth and first order, the latter being
+:class:`dpnc.tier.DPOptimizer`), and the broken variants the public API refuses or cannot see.
 
 Every run is its own optimizer on its own copy of one tiny public model, with its own secret sampler and the
 audit's secret noise source. The model is ``Sequential(BatchNorm1d(1, affine=False), Linear(1, 1, bias=False))``
@@ -33,10 +33,11 @@ from dpnc.lm.config import FinetuneConfig
 from dpnc.lm.steps import StepRecord, Steps, build_optimizer
 from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, ledger_mu,
                              ledger_sensitivity, release_statistics, replay_inclusions)
-from dpnc.optim import DPZero as DPZeroOptimizer
+from dpnc.tier.zeroth_order import DPZero as DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.space import ModuleSpace
+from dpnc.tier.registry import OPTIMIZERS
 
 BATCHNORM_EPS = 1e-5
 
@@ -171,7 +172,7 @@ class _ModelTier(Mechanism):
 
 class DPZeroOptimizerPoisson(_ModelTier):
     name = "dpzero-optimizer"
-    summary = ("dpnc.optim.DPZero (the optimizer the LM trainer's DPZero step uses) on a tiny model with data=(X, y) "
+    summary = ("dpnc.tier.DPZero (the optimizer the LM trainer's DPZero step uses) on a tiny model with data=(X, y) "
                "and its own secret PoissonSampler(n, B, rows): optimizer.step(loss_fn), one optimizer per run, "
                "add/remove")
     canary = ("row 0 of D has feature 1 (loss BIG·w·z, clipped difference C·sign(u_t)), every other row 0; D′ drops "
@@ -224,8 +225,12 @@ class DPZeroOptimizerPoisson(_ModelTier):
 
 
 class _MakePrivate(_ModelTier):
-    optimizer: ClassVar[str]
+    optimizer: ClassVar[str]   # a name of the model tier's registry; its order there says which canary path runs
     variants = ("sigma",)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.zeroth_order = OPTIMIZERS[cls.optimizer].order == 0
 
     def train(self, data, multiplier, broken):
 
@@ -260,13 +265,12 @@ class MakePrivateDPZero(_MakePrivate):
 
 class MakePrivateDPSGD(_MakePrivate):
     name = "make-private-dp-sgd"
-    summary = ("dpnc.make_private(..., optimizer='dp-sgd'): dpnc.first_order.DPOptimizer wrapping torch.optim.SGD "
+    summary = ("dpnc.make_private(..., optimizer='dp-sgd'): dpnc.tier.DPOptimizer wrapping torch.optim.SGD "
                "(per-example gradients by vmap, clipping, one noisy mean gradient per step), its loader of secret "
                "Poisson batches, one make_private per run, add/remove; released: the noisy mean gradient")
     canary = ("row 0 of D has feature 1: its gradient BIG·z is clipped to +C (every other row: gradient 0); D′ drops "
               "row 0. Each release it enters moves by C/B along the weight's coordinate")
     optimizer = "dp-sgd"
-    zeroth_order = False
 
 
 class _OneProcessGroup:
@@ -296,7 +300,7 @@ class DPZeroDistributed(DPZeroOptimizerPoisson):
     summary = ("the data-parallel DPZero step (dpnc.algorithms.dpzero.DPZero.step with group=Group(): rank 0's "
                "secret batch (carried by the previous step's all_reduce), rank 0's noise and ledger entry, its noise "
                "added to its part of the sum, which one all_reduce makes the released scalar) through "
-               "dpnc.optim.DPZero(group=Group()) on a gloo process group of one process, add/remove. One process: "
+               "dpnc.tier.DPZero(group=Group()) on a gloo process group of one process, add/remove. One process: "
                "the collectives and the source's release path run; the split across ranks does not (the 2-process "
                "tests in tests/test_distributed.py check that it equals one process)")
     canary = DPZeroOptimizerPoisson.canary.split(". other-batch")[0]
@@ -353,7 +357,7 @@ class DPZeroTrainerStep(DPZeroOptimizerPoisson):
             return {"x": X[index], "labels": y[index]}
 
         optimizer = build_optimizer(config, classifier, sampler, encode=encode, accountant=accountant,
-                                    noise=self.noise, multiplier=multiplier)
+                                    noise=self.noise, multiplier=multiplier, n=self.n)
         steps = Steps(config, classifier, optimizer, sampler, accountant, encode, lambda phase: None,
                       lambda note: None)
         released, seeds = np.empty(self.T), []
@@ -366,7 +370,7 @@ class DPZeroTrainerStep(DPZeroOptimizerPoisson):
 
 class DPZeroOptimizerReplaceOne(DPZeroOptimizerPoisson):
     name = "dpzero-optimizer-replace-one"
-    summary = ("dpnc.optim.DPZero with FullBatch(n) and Accountant('replace-one') on the tiny model: "
+    summary = ("dpnc.tier.DPZero with FullBatch(n) and Accountant('replace-one') on the tiny model: "
                "optimizer.step(loss_fn), one optimizer per run")
     canary = ("row 0 has feature +1 on D and −1 on D′ (its mirror image: replace-one), every other row 0: its "
               "clipped difference is ±C·sign(u_t), so every released mean moves by the full 2C/n")

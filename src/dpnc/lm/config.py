@@ -12,19 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpnc._check import check_at_least, check_choice, check_integer, check_positive
-from dpnc.first_order import PER_EXAMPLE   # how DP-AdamW forms per-example gradients
+from dpnc.tier.first_order import PER_EXAMPLE   # how DP-AdamW forms per-example gradients
 from dpnc.lm.causal import default_causal_model
 from dpnc.lm.data import get_task
 from dpnc.lm.files import parse_label_words, parse_labels
 from dpnc.lm.heads import HEADS, PROMPT_MODES
 from dpnc.lm.trainable import TRAIN_MODES
 from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
+from dpnc.tier.registry import names
 
 __all__ = ["FinetuneConfig", "METHODS", "default_model_path"]
 
-METHODS = ("zero-shot", "mezo", "dpzero", "adamw", "dp-adamw")
-PRIVATE = ("dpzero", "dp-adamw")
-ZEROTH_ORDER = ("mezo", "dpzero")
+METHODS = ("zero-shot", *names("trainer"))   # zero-shot trains nothing; the others are the model tier's registry's
+PRIVATE = names("trainer", private=True)
+ZEROTH_ORDER = names("trainer", order=0)
 SAMPLERS = ("poisson", "shuffle")
 RELATIONS = ("add/remove", "replace-one")
 DEVICES = ("auto", "cpu", "cuda")
@@ -146,10 +147,10 @@ class FinetuneConfig:
             activations and output gradients, where every trained parameter sits in a Linear, Embedding, LayerNorm
             or Conv2d layer run once per forward, checked against vmap on the first batch; else vmap), ``"layers"``
             (per layer or refused), ``"vmap"`` (``torch.func``, ``microbatch`` examples at a time) or ``"loop"`` (one
-            example at a time); see :class:`dpnc.first_order.DPOptimizer`.
+            example at a time); see :class:`dpnc.tier.DPOptimizer`.
         microbatch: examples per vmapped chunk.
         cache_directions: MeZO and DPZero draw each step's direction u once and keep it for x ± λu and the update
-            (:class:`dpnc.direction_cache.CachedModuleSpace`): the same numbers, one generator pass a step instead
+            (:class:`dpnc.tier.direction_cache.CachedModuleSpace`): the same numbers, one generator pass a step instead
             of three, d more numbers of memory (91 MB for MiniLM in fp32). Pays most in data-parallel runs.
         direction: ``"gaussian"`` or ``"sphere"`` zeroth-order directions.
         cache: compute a frozen prefix of the network once per example (``train="top-k"``/``"head"``; see
@@ -230,9 +231,9 @@ class FinetuneConfig:
     new_run: bool = False
 
     def __post_init__(self) -> None:
-        first_order = self.method in ("adamw", "dp-adamw")
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
+        first_order = self.method in names("trainer", order=1)
+        if self.method not in (methods := ("zero-shot", *names("trainer"))):   # the registry as it is now
+            raise ValueError(f"method must be one of {methods}; got {self.method!r}")
         if self.train is None:   # a causal LM has no head of its own: its default is LoRA adapters
             object.__setattr__(self, "train", "lora" if self.head == "causal" else "head")
         check_choice("train", self.train, TRAIN_MODES)
@@ -306,12 +307,12 @@ class FinetuneConfig:
         if self.noise_multiplier is not None:
             check_positive(noise_multiplier=self.noise_multiplier)
         own = "poisson" if self.relation == "add/remove" else "shuffle"
-        if self.method in PRIVATE and self.sampler != own:
+        if self.private and self.sampler != own:
             raise ValueError(f"sampler must be {own!r} for the private method {self.method!r} under relation "
                              f"{self.relation!r}: the accountant's event (add/remove: Poisson-subsampled Gaussian; "
                              "replace-one: fixed-size batches without replacement) must describe how batches are "
                              f"drawn; got {self.sampler!r}")
-        if self.method in PRIVATE and self.relation == "replace-one" and self.accountant != "rdp":
+        if self.private and self.relation == "replace-one" and self.accountant != "rdp":
             raise ValueError("accountant must be 'rdp' under relation 'replace-one': fixed-size sampling without "
                              f"replacement has an RDP bound (Wang, Balle & Kasiviswanathan 2019) only; got "
                              f"{self.accountant!r}")
@@ -340,7 +341,7 @@ class FinetuneConfig:
         if self.n is None:
             if self.train_file is None:
                 object.__setattr__(self, "n", self.k * get_task(self.task).num_classes)
-            elif self.method in PRIVATE:
+            elif self.private:
                 # under replace-one too: the neighbours have one size, but the number of records a file parses into
                 # depends on its contents (an unclosed quote joins the lines after it), so it is never read off it
                 raise ValueError("n must be given (--n) for the private method "
@@ -358,8 +359,14 @@ class FinetuneConfig:
         return None if self.lora_targets is None else tuple(t.strip() for t in self.lora_targets.split(","))
 
     @property
+    def zeroth_order(self) -> bool:
+        """Whether the method is zeroth order (forward passes only; the registry's entry says)."""
+        return self.method in names("trainer", order=0)
+
+    @property
     def private(self) -> bool:
-        return self.method in PRIVATE
+        """Whether the method's releases are noised (the registry's entry says)."""
+        return self.method in names("trainer", private=True)
 
     @property
     def run_dir(self) -> Path | None:

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from dpnc.lm.config import ZEROTH_ORDER, ZO_RECIPES, public_name
+from dpnc.lm.config import ZO_RECIPES, public_name
 from dpnc.lm.data import TextDataset, recipe_size
 from dpnc.lm.files import describe_data
 from dpnc.lm.journal import jsonable
@@ -81,6 +81,7 @@ class Summary:
     public_inputs: dict
     lost_releases: int
     stopped_early: bool
+    world_size: int = 1   # processes of a data-parallel run (the wiring's record)
     notes: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)   # FinetuneConfig.hyperparameters(), defaults filled in
 
@@ -144,7 +145,7 @@ class EvaluationMixin:
         classes = ("the task's" if c.train_file is None else "label_words" if c.label_words is not None else
                    "labels" if c.labels is not None else "the test file's labels" if c.private else
                    "the training file's labels (a non-private method)")
-        zeroth = c.method in ZEROTH_ORDER
+        zeroth = c.zeroth_order
         return {"n": self.n, "n_rule": self._n_rule(), "label_names": list(task.label_names),
                 "label_words": list(task.label_words), "classes_from": classes, "batch_size": c.batch_size,
                 "steps": c.steps, "epsilon": c.epsilon if c.private else None, "delta": c.delta, "clip": c.clip,
@@ -160,7 +161,7 @@ class EvaluationMixin:
         if not c.private:
             return "not private (no ε)"
         head = ZO_RECIPES["head"]
-        if (c.train_file is None and c.task == "SST-2" and c.train == "head" and c.method in ZEROTH_ORDER
+        if (c.train_file is None and c.task == "SST-2" and c.train == "head" and c.zeroth_order
                 and all(getattr(c, k) == v for k, v in head.items())):
             return ("non-private choice on training data; ε excludes it: the head recipe (lr, C, B, λ, T) was "
                     "chosen by the sweep in docs/results/finetune-defaults on SST-2's test split, beside non-private "
@@ -188,7 +189,7 @@ class EvaluationMixin:
             epsilon_target=c.epsilon if c.private else None, noise_multiplier=self.multiplier,
             releases=self.accountant.releases, private=self.private, recipe_selection=self.recipe_selection(),
             public_inputs=self.public_inputs(), lost_releases=self.lost_releases, stopped_early=stopped_early,
-            notes=notes, config=jsonable(c.hyperparameters()))
+            world_size=self.world_size, notes=notes, config=jsonable(c.hyperparameters()))
 
     def private_run_stats(self, wall: float) -> dict:
         """The run's statistics of the training data (private_train_stats.jsonl only): time, rows, drops."""

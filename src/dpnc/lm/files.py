@@ -293,7 +293,7 @@ def read_private(path: Path, task: Task, text_column: Column, text_pair_column: 
     """A private run's training file as a dataset of ``task`` (its classes declared), read by the domain rule of
     the module docstring: a row outside it is dropped and counted (``dropped``), never refused. The one reading of
     private training rows: a user's file (:func:`load_user_data`) and a built-in task's split
-    (:func:`dpnc.lm.data.load_task` with ``lenient``)."""
+    (:func:`dpnc.lm.lmbff.load_task` with ``lenient``)."""
     rows = _Rows.read(path, text_column, text_pair_column, label_column, header=header, lenient=True)
     return rows.dataset(task, drop_unknown=True)
 

@@ -32,10 +32,10 @@ from pathlib import Path
 import torch
 
 from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
-from dpnc.lm.config import ZEROTH_ORDER
 from dpnc.lm.journal import replay_rows
 from dpnc.privacy.accountant import Accountant
 from dpnc.space import GROUP, STREAM
+from dpnc.tier.base import StepHooks
 
 __all__ = ["ResumeMixin"]
 
@@ -72,7 +72,7 @@ class ResumeMixin:
         if differ:
             raise ValueError("cannot resume with a different config (it would change the run or its privacy "
                              "accounting): " + "; ".join(differ))
-        if (stream != STREAM and c.method in ZEROTH_ORDER and rows and self.optimizer.space.d > GROUP):
+        if (stream != STREAM and c.zeroth_order and rows and self.optimizer.space.d > GROUP):
             raise ValueError(f"cannot resume: the journal's steps moved the model along directions drawn the way "
                              f"dpnc did before (direction stream {stream}), and this dpnc draws them otherwise for "
                              f"models of more than {GROUP:,} trained parameters (stream {STREAM}): replaying them "
@@ -83,13 +83,13 @@ class ResumeMixin:
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
             self.accountant = Accountant.from_json(state["ledger"])
-            if self.optimizer is not None and hasattr(self.optimizer, "accountant"):
+            if isinstance(self.optimizer, StepHooks):   # dpnc's optimizers record in the ledger themselves
                 self.optimizer.accountant = self.accountant
             self.steps.accountant = self.accountant
             self.step = state["step"]
             self.lost_releases, self.notes = state["lost_releases"], list(state["notes"])
         start = self.step
-        replayed, lost = replay_rows(rows, self.step, zeroth_order=c.method in ZEROTH_ORDER, replay=self._replay,
+        replayed, lost = replay_rows(rows, self.step, zeroth_order=c.zeroth_order, replay=self._replay,
                                      record=self.accountant.record)
         self.lost_releases += lost
         if replayed or lost:

@@ -1,6 +1,6 @@
 """Reading the rows of a text file: CSV, TSV or JSON lines, with or without a header row.
 
-Shared by the LM-BFF task folders (:func:`dpnc.lm.data.load_task`) and a user's own files (:mod:`dpnc.lm.files`):
+Shared by the LM-BFF task folders (:func:`dpnc.lm.lmbff.load_task`) and a user's own files (:mod:`dpnc.lm.files`):
 :func:`read_rows` splits a file into numbered rows and maps its header, :func:`read_field` takes one column's value
 from a row. Every error names the file and the line, so that a user can open and fix it.
 """

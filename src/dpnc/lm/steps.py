@@ -1,16 +1,16 @@
 """One training step of each fine-tuning method, on a batch the sampler drew in secret.
 
-* ``mezo``, ``dpzero``: :class:`dpnc.optim.MeZO` / :class:`dpnc.optim.DPZero` draw the batch themselves, fetch its
+* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZO` / :class:`dpnc.tier.DPZero` draw the batch themselves, fetch its
   encoded rows through the trainer's ``encode`` (a :class:`dpnc.batches.DataRows`) and hand them to the classifier,
   which gives the per-example cross-entropy of exactly that batch; forward passes only.
-* ``dp-adamw``: :class:`dpnc.first_order.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients (per
+* ``dp-adamw``: :class:`dpnc.tier.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients (per
   layer where it can, else ``torch.func``: the config's ``per_example``), clipped to C, one
   :func:`~dpnc.privacy.release.release_sum` per step (fixed B, secret noise). The trainer draws the batch from a
   :class:`dpnc.batches.LoaderBatches`, which encodes it, and the optimizer hands the classifier that batch.
 * ``adamw``: non-private AdamW on the batch's mean loss with the fixed denominator B (one data-dependent release
   without noise, ε = ∞).
 
-What a step did reaches the trainer through the optimizers' step hooks (:class:`dpnc.optim.StepInfo`). The
+What a step did reaches the trainer through the optimizers' step hooks (:class:`dpnc.tier.base.StepInfo`). The
 public parts go to a :class:`StepRecord`; training-data statistics only when ``log_private_stats`` is on.
 """
 
@@ -22,15 +22,17 @@ from dataclasses import dataclass
 
 import torch
 
-from dpnc.batches import DataRows, LoaderBatches
+from dpnc.batches import DataRows
 from dpnc.distributed import Group
-from dpnc.first_order import ClippedSum, DPOptimizer, route_clipped_sum
+from dpnc.tier.first_order import ClippedSum, route_clipped_sum
 from dpnc.lm.config import FinetuneConfig
 from dpnc.lm.heads import EncoderClassifier
-from dpnc.optim import DPZero, MeZO, StepInfo
+from dpnc.tier.base import StepHooks, StepInfo
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release
+from dpnc.tier.registry import OPTIMIZERS
+from dpnc.tier.wiring import wire
 
 Encode = Callable[[torch.Tensor], dict]
 
@@ -57,7 +59,7 @@ def per_example_clipped_sum(model: EncoderClassifier, batch: dict[str, torch.Ten
                             per_example: str = "auto", microbatch: int = 4) -> ClippedSum:
     """Σ_i clip_C(∇_θ ℓ_i(θ)) over the trainable parameters θ (flattened in ``named_parameters`` order).
 
-    The routes of :class:`dpnc.first_order.DPOptimizer` (:func:`dpnc.first_order.route_clipped_sum`) with the
+    The routes of :class:`dpnc.tier.DPOptimizer` (:func:`dpnc.tier.first_order.route_clipped_sum`) with the
     classifier as the loss function: ``"layers"``, ``"vmap"``, ``"loop"`` or ``"auto"`` (layers, else vmap). All
     but ``"loop"`` run with a 4-D additive attention mask (HF's 2-D mask handling branches on the mask's values,
     which vmap cannot batch).
@@ -83,41 +85,32 @@ class _mask_for:
 
 
 def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampler, *, encode: Encode,
-                    accountant: Accountant, noise: NoiseSource, multiplier: float | None, group: Group | None = None):
-    """The method's optimizer over the classifier's trainable parameters (None for zero-shot).
+                    accountant: Accountant, noise: NoiseSource, multiplier: float | None, n: int,
+                    group: Group | None = None):
+    """The method's optimizer over the classifier's trainable parameters (None for zero-shot), wired by
+    :func:`dpnc.tier.wiring.wire` (the trainer's :class:`~dpnc.tier.wiring.Wiring` is ``optimizer.wiring``).
 
-    ``encode``: the classifier's input for the train-set examples of given indices; the private optimizers fetch
-    each batch they draw through it. ``group``: a :class:`~dpnc.distributed.Group` for a data-parallel
-    zeroth-order run (see :mod:`dpnc.distributed`).
+    ``encode``: the classifier's input for the train-set examples of given indices; the optimizer fetches each batch
+    it draws through it. ``multiplier``: σ/Δ, calibrated by the trainer (:func:`dpnc.tier.wiring.calibrate`).
+    ``group``: a :class:`~dpnc.distributed.Group` for a data-parallel zeroth-order run (see :mod:`dpnc.distributed`).
     """
     c = config
-    if group is not None and c.method not in ("dpzero", "mezo", "zero-shot"):
-        raise ValueError(f"method must be zeroth order (mezo, dpzero) in a data-parallel run; got {c.method!r}")
-    params = [p for p in classifier.parameters() if p.requires_grad]
-    direction_seed = (c.seed * 2654435761 + 1) % 2**62  # public
-    if c.method == "dpzero":
-        return DPZero(params, lr=c.lr, clip=c.clip, smoothing=c.smoothing, noise_multiplier=multiplier,
-                      sampler=sampler, accountant=accountant, noise=noise, direction=c.direction,
-                      seed=direction_seed, model=classifier, data=DataRows(fetch=encode), group=group,
-                      cache_directions=c.cache_directions)
-    if c.method == "mezo":
-        return MeZO(params, lr=c.lr, smoothing=c.smoothing, sampler=sampler, accountant=accountant,
-                    direction=c.direction, seed=direction_seed, model=classifier, data=DataRows(fetch=encode),
-                    group=group, cache_directions=c.cache_directions)
-    if c.method == "dp-adamw":
-        return DPOptimizer(torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay), model=classifier,
-                           clip=c.clip, noise_multiplier=multiplier,
-                           batches=LoaderBatches(sampler, c.steps, fetch=encode),
-                           accountant=accountant, noise=noise, per_example=c.per_example,
-                           microbatch=c.microbatch)
-    if c.method == "adamw":
-        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
-    return None
+    if c.method == "zero-shot":
+        return None
+    options = {"lr": c.lr, "clip": c.clip, "smoothing": c.smoothing, "direction": c.direction,
+               "seed": (c.seed * 2654435761 + 1) % 2**62,   # the public direction seed
+               "cache_directions": c.cache_directions, "optimizer_kwargs": {"weight_decay": c.weight_decay},
+               "per_example": c.per_example, "microbatch": c.microbatch}
+    optimizer, wiring = wire(classifier, c.method, sampler=sampler, n=n, steps=c.steps, accountant=accountant,
+                             noise_multiplier_given=multiplier, calibrate_by=c.accountant, noise=noise, group=group,
+                             data=DataRows(fetch=encode), options=options)
+    optimizer.wiring = wiring
+    return optimizer
 
 
 def step_release(optimizer) -> Release:
     """The ledger entry one step makes (written to the journal before the step: what a lost step counts as)."""
-    return optimizer.step_release() if hasattr(optimizer, "step_release") else NonPrivate()
+    return optimizer.step_release() if isinstance(optimizer, StepHooks) else NonPrivate()   # AdamW: ε = ∞
 
 
 class Steps:
@@ -130,21 +123,20 @@ class Steps:
         self.sampler, self.accountant, self.encode, self.kill_point = sampler, accountant, encode, kill_point
         self.note = note   # a private-statistics note (written only with log_private_stats)
         self.info: StepInfo | None = None
-        if hasattr(optimizer, "register_step_hook"):
+        if isinstance(optimizer, StepHooks):   # dpnc's optimizers report their steps (not the AdamW baseline)
             optimizer.register_step_hook(self._on_step)
 
     def _on_step(self, optimizer, info: StepInfo) -> None:
         self.info = info
 
     def run(self, record: StepRecord) -> StepRecord:
-        method = self.config.method
         self.info = None
-        if method in ("mezo", "dpzero"):
+        if OPTIMIZERS[self.config.method].order == 0:
             self._zeroth_order(record)
-        elif method == "adamw":
-            self._adamw(self.encode(self.sampler.sample()), record)
-        else:
+        elif isinstance(self.optimizer, StepHooks):   # a private first-order step (DPOptimizer)
             self._dp_adamw(record)
+        else:   # the non-private AdamW baseline
+            self._adamw(self.encode(self.sampler.sample()), record)
         return record
 
     def _zeroth_order(self, record: StepRecord) -> None:
@@ -164,7 +156,7 @@ class Steps:
         self.optimizer.step(loss_fn)
         info = self.info
         record.seed, record.released = info.seed, float(info.released)
-        if stats and getattr(self.optimizer, "group", None) is not None:   # this rank saw its shard only:
+        if stats and self.optimizer.group is not None:   # this rank saw its shard only:
             private = info.private_stats                                     # the whole batch's, all-reduced
             record.loss, record.nonfinite = private.loss, private.nonfinite
             record.clipped_fraction = private.clipped_fraction

@@ -3,10 +3,10 @@
 One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
 
 * ``zero-shot``: no training; evaluates the head as built.
-* ``mezo``, ``dpzero``: :class:`dpnc.optim.MeZO` / :class:`dpnc.optim.DPZero` with the classifier's per-example
+* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZO` / :class:`dpnc.tier.DPZero` with the classifier's per-example
   cross-entropy as the closure (spec seed001 §2.5–2.6): forward passes only, eval mode.
 * ``adamw``: first-order, non-private (spec §2.7).
-* ``dp-adamw``: first-order DP (Yu et al. 2022's recipe, spec §2.7) by :class:`dpnc.first_order.DPOptimizer`:
+* ``dp-adamw``: first-order DP (Yu et al. 2022's recipe, spec §2.7) by :class:`dpnc.tier.DPOptimizer`:
   per-example gradients by ``torch.func`` (one example at a time, or ``vmap`` over ``functional_call``), each
   clipped to norm C (non-finite ones set to 0 first), summed, divided by the expected batch size B, plus
   N(0, (σ·C/B)²) noise from the secret :class:`~dpnc.privacy.noise.NoiseSource` (one release per step through
@@ -56,7 +56,7 @@ public state (model, optimizer, step) to the other ranks, and a refusal stops ev
 rank 0's, on every rank. First-order methods are refused (their steps would all-reduce every gradient entry).
 
 Modules: :mod:`dpnc.lm.config` (the settings), :mod:`dpnc.lm.steps` (one step per method, on the optimizers of
-:mod:`dpnc.optim` and :mod:`dpnc.first_order`, whose step hooks say what each step did), :mod:`dpnc.lm.journal`
+:mod:`dpnc.tier`, whose step hooks say what each step did), :mod:`dpnc.lm.journal`
 (run folder, journal, checkpoints), :mod:`dpnc.lm.evaluation` (the test-split evaluation and ``summary.json``),
 :mod:`dpnc.lm.resume` (checkpoints and resume) and this one (setup, one step, the loop).
 """
@@ -77,7 +77,8 @@ from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, 
                             default_model_path)
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.classifiers import build_classifier
-from dpnc.lm.data import TextDataset, load_task
+from dpnc.lm.data import TextDataset
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.evaluation import Evaluation, EvaluationMixin, Summary
 from dpnc.lm.files import load_user_data
 from dpnc.lm.heads import EncoderClassifier
@@ -88,11 +89,13 @@ from dpnc.lm.staging import Staging
 from dpnc.lm.steps import StepRecord, Steps, build_optimizer, per_example_clipped_sum, step_release
 from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
+from dpnc.privacy.budget import Budget
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release, UnsupportedRelease
 from dpnc.progress import progress
 from dpnc.sampling import PoissonSampler, ShuffleSampler
+from dpnc.tier.registry import OPTIMIZERS
+from dpnc.tier.wiring import calibrate
 
 __all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "Trainer", "default_model_path",
            "finetune", "per_example_clipped_sum"]
@@ -135,7 +138,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
             raise ValueError("resume and new_run exclude each other: resume continues the run in the folder, "
                              "new_run supersedes it; got both")
         self.group = distributed.from_environment()
-        if self.group is not None and c.method not in (*ZEROTH_ORDER, "zero-shot"):
+        if self.group is not None and not (c.zeroth_order or c.method == "zero-shot"):
             raise ValueError(f"method must be one of {[*ZEROTH_ORDER, 'zero-shot']} in a data-parallel run "
                              f"({self.group.world_size} processes): a {c.method} step would all-reduce every "
                              "gradient entry; run it in one process")
@@ -182,7 +185,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
                                           batch_size=c.eval_batch_size).fill(progress=c.progress and self.files.writer)
         self.optimizer = build_optimizer(c, self.classifier, self.sampler, encode=self._encode,
                                          accountant=self.accountant, noise=self.noise, multiplier=self.multiplier,
-                                         group=self.group)
+                                         n=self.n, group=self.group)
         self.steps = Steps(c, self.classifier, self.optimizer, self.sampler, self.accountant, self._encode,
                            lambda phase: self.files.kill_point(phase, self.step), self._note)
         self.step = 0
@@ -245,27 +248,28 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if type(sampler) is not kind or sampler.n != self.n or sampler.batch_size != c.batch_size:
             raise ValueError(f"sampler must be a {kind.__name__} with n={self.n} (the public n) and batch_size="
                              f"{c.batch_size} (the config's {c.sampler!r} sampling); got {type(sampler).__name__}"
-                             f"(n={getattr(sampler, 'n', None)}, batch_size={getattr(sampler, 'batch_size', None)})")
+                             + (f"(n={sampler.n}, batch_size={sampler.batch_size})"
+                                if isinstance(sampler, PoissonSampler | ShuffleSampler) else ""))
         return sampler
 
     def _calibrate(self) -> float:
+        """σ/Δ for the config's budget (:func:`dpnc.tier.wiring.calibrate`, the rule make_private uses too)."""
         c = self.config
-        q = c.batch_size / self.n
         fixed = self.n if c.sampler == "shuffle" else None   # fixed-size batches: their own event (replace-one)
-        if c.noise_multiplier is None:
-            return noise_multiplier(c.epsilon, c.delta, q, c.steps, accountant=c.accountant, relation=self.relation,
-                                    fixed_size_of=fixed)
-        spent = epsilon_for(c.noise_multiplier, q, c.steps, c.delta, accountant=c.accountant,
-                            relation=self.relation, fixed_size_of=fixed)
-        if spent > c.epsilon:
-            raise ValueError(f"epsilon={c.epsilon:g} cannot afford steps={c.steps} at noise_multiplier="
-                             f"{c.noise_multiplier:g} (q={q:.4g}): they spend ε={spent:.4g} by {c.accountant}; "
-                             "raise epsilon or noise_multiplier, or lower steps")
-        return float(c.noise_multiplier)
+        return calibrate(OPTIMIZERS[c.method], n=self.n, batch_size=c.batch_size, steps=c.steps,
+                         budget=Budget(c.epsilon, c.delta), noise_multiplier_given=c.noise_multiplier,
+                         accountant=c.accountant, relation=self.relation, fixed_size_of=fixed)
 
     def step_release(self) -> Release:
         """The release one training step makes (what a lost step is counted as): the optimizer's own."""
         return step_release(self.optimizer)
+
+    @property
+    def world_size(self) -> int:
+        """The processes of this run: the wiring's record (zero-shot, which wires no optimizer: the group's)."""
+        if self.optimizer is not None:
+            return self.optimizer.wiring.world_size
+        return 1 if self.group is None else self.group.world_size
 
     @property
     def total_steps(self) -> int:
@@ -377,7 +381,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         batch = self.classifier.on_device(self.test_cache.batch(range(m), labels) if self.test_cache is not None
                                           else self.classifier.encode(ds.texts[:m], labels))
         start = time.perf_counter()
-        if c.method in ZEROTH_ORDER:
+        if c.zeroth_order:
             with torch.no_grad():
                 self.classifier(batch)
                 self.classifier(batch)

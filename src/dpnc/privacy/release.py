@@ -33,9 +33,10 @@ from dpnc.privacy.releases import NonPrivate, Release, mean_sensitivity
 
 
 class BatchSource(Protocol):
-    """What the release step needs of a sampler: its fixed batch size and its privacy event."""
+    """What the release step needs of a sampler: its fixed batch size, its sampling rate and its privacy event."""
 
     batch_size: int
+    rate: float
 
     def release(self, sensitivity: float, sigma: float) -> Release: ...
 
@@ -93,7 +94,7 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
     if not bool(torch.all(torch.isfinite(bounds))):
         raise ValueError("bound must be finite when noise_multiplier > 0 (the sensitivity is bound/B)")
     if discrete:
-        if bounds.numel() != 1 or mean.numel() != 1 or getattr(sampler, "rate", 1.0) != 1.0:
+        if bounds.numel() != 1 or mean.numel() != 1 or sampler.rate != 1.0:
             raise ValueError("discrete=True supports one full-batch scalar run (no subsampled accounting)")
         released, release = discrete_gaussian_mechanism(float(mean), sensitivity=unit * largest,
                                                         sigma=noise_multiplier * unit * largest, noise=noise)

@@ -139,6 +139,12 @@ class Objective(ABC):
         default): DP-GD then clips the per-example :meth:`gradients`."""
         return None
 
+    def example_gradients(self, w: torch.Tensor) -> torch.Tensor | None:
+        """∇f(w; z_i) for every example, (d,) → (n, d) and (k, d) → (k, n, d), as the KL algorithms ask; or None (the
+        default): an objective that keeps no per-example data (sufficient statistics) has none, and the KL
+        algorithms then use its full gradient without per-example clipping."""
+        return None
+
     def losses_at(self, points: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """f(points, z_i) for i in ``index`` at points shared by the batch: (..., d) → (..., b).
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from dpnc.lm.data import load_task
+from dpnc.lm.lmbff import load_task
 from dpnc.privacy.accountant import METHODS as ACCOUNTANTS, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon
 from dpnc_reproduce.common import INTEGER, POSITIVE, check_axis, check_value, one_of

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from dpnc.lm.config import ZO_RECIPES
-from dpnc.lm.data import load_task
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.train import JOURNAL, METRICS, PRIVATE_STATS, FinetuneConfig, Trainer
 from dpnc.privacy.accountant import METHODS as ACCOUNTANTS, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon

@@ -7,7 +7,7 @@ forward passes" (MeZO), NeurIPS 2023 (arXiv:2305.17333). Spec: ``seed001_dpzero.
 Each step is written once against a :class:`~dpnc.space.ParameterSpace` and a closure returning
 per-example losses, so the same code serves a flat vector x ∈ R^d (float64, with optional leading
 dimensions for a grid of runs sharing their public directions: ``run`` with x0 of shape (K, d) and
-``eta``/``C`` of shape (K,)) and a model's parameters (``dpnc.optim``). Every clipped mean is released
+``eta``/``C`` of shape (K,)) and a model's parameters (``dpnc.tier.zeroth_order``). Every clipped mean is released
 through :func:`dpnc.privacy.release.private_mean` or :func:`~dpnc.privacy.release.release_sum` (non-finite
 values set to 0 before clipping, the sampler's fixed batch size B as denominator, secret noise, one
 ledger entry in real units). ``run`` steps on an :class:`~dpnc.problems.base.Objective` through its
@@ -209,7 +209,7 @@ class MeZO(ZerothOrderFamily):
 
             # c_t is a function of the sums every rank now holds: each forms it (no broadcast); rank 0 records it.
             if group.is_source:
-                accountant.record(NonPrivate(secret=bool(getattr(sampler, "secret", True))))  # no noise: ε = ∞
+                accountant.record(NonPrivate(secret=bool(sampler.secret)))  # no noise: ε = ∞
             c = (plus / examples - minus / examples) / (2 * self.lam) if examples else plus
         except BaseException:
             space.restore_()

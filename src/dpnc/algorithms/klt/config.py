@@ -325,7 +325,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
                         "multi-pass": MultiPassOracle}[self.oracle]
         return oracle_class(problem, self, noise=noise, accountant=accountant, generator=generator)
 
-    def paper_claim(self) -> str:
+    def claim(self) -> str:
         target = f"(ε, δ) = ({self.budget.epsilon:g}, {self.budget.delta:g})"
         if not self.paper:
             return (f"{target} with the sensitivities enforced by per-example clipping (the corrected form): no "

@@ -44,9 +44,9 @@ from dpnc._check import check_positive
 from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, zcdp
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.release import release_sum
+from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Gaussian, mean_sensitivity
+from dpnc.privacy.releases import mean_sensitivity
 from dpnc.problems.base import Region
 from dpnc.sampling import FullBatch
 
@@ -173,8 +173,9 @@ class PrivateGradients:
         stopping rule skipped them: the stopping time is a function of the released values, so the guarantee is
         the full schedule's, and the ledger states that data-independent bound rather than the realised count.
         The record is the one :meth:`release` would make (Δ in real units, σ)."""
-        delta = self.sensitivity(bound)
-        self.accountant.record(Gaussian(delta, sigma / delta * delta, secret=self.noise.secret), count)
+        release = mean_release(bound, sigma / self.sensitivity(bound), sampler=self.sampler, accountant=self.accountant,
+                               noise=self.noise)   # the one builder of a mean's ledger entry (release_sum's)
+        self.accountant.record(release, count)
 
     def _check(self, w: torch.Tensor) -> None:
         if not self.clips and self.region is not None and not self.region.contains(w):

