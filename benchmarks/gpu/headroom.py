@@ -322,7 +322,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=10000)
     p.add_argument("--probe-steps", type=int, default=12)
     p.add_argument("--fill", type=float, default=0.7, help="part of the time left the slowest part is planned to use")
-    p.add_argument("--share", type=float, default=1.8, help="assumed slow-down of a part when all run at once")
+    p.add_argument("--share", type=float, default=2.5,
+                   help="assumed slow-down of a part when all run at once (the dimension sweep's H200 run: about 3 "
+                        "with 6 full-forward parts; a part still running at the budget is lost)")
     p.add_argument("--budget-seconds", type=float, default=480.0, help="the whole run")
     p.add_argument("--table3-seconds", type=float, default=100.0, help="at most this for Table 3 (model build too)")
     p.add_argument("--claims-min-seconds", type=float, default=300.0, help="kept for the claims after Table 3")
