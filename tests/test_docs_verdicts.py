@@ -137,3 +137,10 @@ def test_a_pick_matching_no_claim_is_an_error(monkeypatch):
     part = rv.Claims("utility", show="picked", picks=("a claim that no result makes",))
     with pytest.raises(SystemExit, match="no claim contains"):
         rv.render_claims(part)
+
+
+def test_readme_states_the_headroom_tally():
+    """README's DPZero line says "run" with the declared claims' tally of docs/results/dpzero-headroom (issue 42)."""
+    tally = rv._tally(rv._result("dpzero-headroom")["claims"])
+    readme = " ".join(_text("README.md").split())
+    assert f"were run, not reproduced: {tally}" in readme

@@ -191,9 +191,11 @@ class Context:
         return Trainer(FinetuneConfig(**fields), classifier=self.copy(), train=train, test=test, **extra)
 
 
-def make_tiny_causal_lm(folder: Path, texts: list[str]) -> None:
+def make_tiny_causal_lm(folder: Path, texts: list[str], device: str = "cpu", **shape) -> None:
     """A tiny random Llama (2 layers, width 32) with a byte-level BPE tokenizer trained on ``texts``, saved in
-    ``folder`` (``save_pretrained``), which ``dpnc.lm.causal.load_causal_lm`` loads like any causal LM folder."""
+    ``folder`` (``save_pretrained``), which ``dpnc.lm.causal.load_causal_lm`` loads like any causal LM folder.
+    ``shape``: other ``LlamaConfig`` sizes (``headroom.py`` builds a 1.1B-parameter one this way, its weights drawn on
+    ``device`` and saved in bfloat16; the vocabulary beyond the tokenizer's 400 tokens stays unused)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -206,13 +208,14 @@ def make_tiny_causal_lm(folder: Path, texts: list[str]) -> None:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                                         pad_token="<pad>")
     tokenizer.save_pretrained(folder)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
+    sizes = dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=True)
+    config = LlamaConfig(**{**sizes, **shape}, bos_token_id=tokenizer.bos_token_id,
                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.device(device):
         torch.manual_seed(0)
-        LlamaForCausalLM(config).save_pretrained(folder)
+        model = LlamaForCausalLM(config)
+        (model.to(torch.bfloat16) if shape else model).save_pretrained(folder)
 
 
 # --- measuring -------------------------------------------------------------------------------------------
@@ -288,6 +291,8 @@ def table3(ctx: Context, deadline: float) -> dict:
                 trainer = None
                 free(device)
             rows.append(row)
+            if what == "dp-adamw" and "out of memory" in row.get("error", {}).get("message", ""):
+                rows += largest_fit(ctx, dtype, B, steps, budget * shares[what])
             add_ratios(rows)
             print(f"  table3 {dtype} B={B} {what}: {row['status']}"
                   + (f", {row['step_ms_median']:.1f} ms, peak {_f(row['peak_mib'], '.0f')} MiB"
@@ -296,6 +301,27 @@ def table3(ctx: Context, deadline: float) -> dict:
     order = {m: k for k, m in enumerate((INFERENCE, *METHODS))}
     rows.sort(key=lambda r: (args.dtypes.index(r["dtype"]), r["batch_size"], order[r["method"]]))
     return part
+
+
+def largest_fit(ctx: Context, dtype: str, B: int, steps: int, seconds: float) -> list[dict]:
+    """DP-AdamW at the largest batch size that fits below ``B`` (which ran out of memory), halving from B / 2: its
+    row, or none when even B = 1 runs out of memory."""
+    b = B // 2
+    while b >= 1:
+        row = {"dtype": dtype, "batch_size": b, "method": "dp-adamw", "largest_fit_below": B}
+        trainer = None
+        try:
+            trainer = ctx.trainer("dp-adamw", dtype, b, steps, seeded=True)
+            row["trained_parameters"] = trainer.trainable.trained
+            row.update(measure(trainer.train_step, ctx.device, warmup=ctx.args.fo_warmup,
+                               max_timed=ctx.args.max_timed, seconds=seconds), status="ok")
+            return [row]
+        except torch.cuda.OutOfMemoryError:
+            b //= 2
+        finally:
+            trainer = None
+            free(ctx.device)
+    return []
 
 
 def inference_row(trainer, ctx: Context, dtype: str, B: int, seconds: float) -> dict:

@@ -98,6 +98,13 @@ class Audit:
 
 
 @dataclass(frozen=True)
+class Pilot:
+    """A headroom pilot's ``rows.csv`` (issue 42): each run's gain over zero-shot on held-out training rows."""
+
+    folder: str
+
+
+@dataclass(frozen=True)
 class Block:
     parts: tuple = field(default_factory=tuple)
 
@@ -157,6 +164,9 @@ BLOCKS: dict[str, Block] = {
         LMAccuracy("dpzero-lm-quick"),
         Claims("dpzero-lm-quick"),
     )),
+    "dpzero-headroom": Block((Pilot("dpzero-headroom"), Claims("dpzero-headroom", limit=600),
+                              LMAccuracy("dpzero-headroom/table2-trec-top2"),
+                              Claims("dpzero-headroom/table2-trec-top2", show="tally"))),
     "head-sweep": Block((HeadSweep(),)),
     "dpzero-lm-sst5": Block((LMAccuracy("dpzero-lm-sst5"), Claims("dpzero-lm-sst5"))),
     "utility": Block((
@@ -175,6 +185,7 @@ PAGES: dict[str, str] = {
     "dpzero-lm": "docs/dpzero.md",
     "dpzero-lm-sst5": "docs/dpzero.md",
     "dpzero-dimension": "docs/dpzero.md",
+    "dpzero-headroom": "docs/dpzero.md",
     "nonsmooth-rates": "docs/ztc.md",
     "nonsmooth-compare": "docs/klt.md",
     "kl-rates": "docs/menart.md",
@@ -382,6 +393,23 @@ def render_head_sweep(part: HeadSweep) -> list[str]:
     return lines
 
 
+def render_pilot(part: Pilot) -> list[str]:
+    with open(HERE / part.folder / "rows.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    name = {"mezo": "MeZO", "adamw": "AdamW (ceiling)", "dpzero": "DPZero ε = "}
+    lines = [f"{_link(part.folder)}: the pilot (seed 42; 1000 held-out training rows, the k-shot `dev` split: NOT "
+             "PRIVATE, the test split unread); gain in points over the untrained model; s/step: median, one shared "
+             "CPU thread.", "", "| task | mode (trained) | method | lr | C | T | zero-shot | accuracy | gain | s/step"
+             " |", "|---" * 10 + "|"]
+    for r in rows:
+        g = {k: r[k] and f"{float(r[k]):g}" for k in ("epsilon", "clip", "lr")}
+        pct = {k: f"{100 * float(r[k]):.1f}" for k in ("zero_shot", "accuracy")}
+        lines.append(f"| {r['task']} | {r['mode']} ({int(r['trained_parameters']):,}) | {name[r['method']]}"
+                     f"{g['epsilon']} | {g['lr']} | {g['clip']} | {r['steps']} | {pct['zero_shot']} | "
+                     f"{pct['accuracy']} | **{float(r['gain_points']):+.1f}** | {float(r['s_per_step_median']):.2f} |")
+    return lines
+
+
 def render_audit(part: Audit) -> list[str]:
     power = json.loads((HERE / part.folder / "power.json").read_text())["power"]
     lines = [f"{_link(part.folder)}: the audit's measured power: σ divided by k while the claim stays the correct "
@@ -396,7 +424,7 @@ def render_audit(part: Audit) -> list[str]:
 
 
 RENDER = {Claims: render_claims, LMAccuracy: render_lm_accuracy, LMRecipes: render_lm_recipes,
-          HeadSweep: render_head_sweep, Audit: render_audit}
+          HeadSweep: render_head_sweep, Audit: render_audit, Pilot: render_pilot}
 
 
 def render(name: str) -> str:
