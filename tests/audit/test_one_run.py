@@ -85,9 +85,9 @@ def test_one_run_audit_perfect_and_random_guesses():
     included = np.arange(m) % 2 == 0
     perfect = one_run_audit(included.astype(float), included, delta=1e-5)
     assert perfect.correct == perfect.guesses and perfect.epsilon_lower_bound == pytest.approx(perfect.best_possible)
-    assert perfect.grid_size == 2 * len(default_grid(m))
+    assert perfect.tries == 2 * len(default_grid(m))
     flipped = one_run_audit(-included.astype(float), included, delta=1e-5)   # the other orientation finds it
-    assert flipped.orientation == -1 and flipped.epsilon_lower_bound == pytest.approx(perfect.epsilon_lower_bound)
+    assert flipped.statistic == "reversed" and flipped.epsilon_lower_bound == pytest.approx(perfect.epsilon_lower_bound)
     rng = np.random.default_rng(0)
     noise = one_run_audit(rng.normal(size=m), included, delta=1e-5)
     assert noise.epsilon_lower_bound < 0.5 * perfect.best_possible

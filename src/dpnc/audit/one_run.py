@@ -14,9 +14,9 @@ confidence; the lower bound is the largest such ε (the p-value rises with ε, s
 At δ = 0 the bound is the binomial tail alone (their Theorem 3.1: W is dominated by Binomial(r, p)).
 
 **Choosing k after seeing the scores** would spend the confidence more than once. :func:`one_run_audit` takes a
-fixed grid of (k₊, k₋) and both orientations of the score (a defect may push a canary's score *down*, e.g. a loss
-that centres over the batch), and spends the significance equally over all of them (Bonferroni), so the
-maximum over the grid holds at the stated confidence.
+fixed grid of (k₊, k₋) and a fixed set of scores declared before the run (e.g. both orientations: a defect may
+push a canary's score *down*, as a loss that centres over the batch does), and spends the significance equally
+over all of them (Bonferroni), so the maximum over the tries holds at the stated confidence.
 
 References:
     Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023 (arXiv:2305.08846):
@@ -99,59 +99,64 @@ def default_grid(m: int) -> tuple[tuple[int, int], ...]:
 
 @dataclass(frozen=True)
 class OneRunResult:
-    """A one-run audit's verdict. ``epsilon_lower_bound`` holds at ``confidence`` (over the whole grid).
+    """A one-run audit's verdict. ``epsilon_lower_bound`` holds at ``confidence`` (over every try).
 
     Fields are the bound's statistics only (counts of guesses), never which canaries were in.
     """
 
     epsilon_lower_bound: float
-    best_possible: float          # the bound this m and grid would show with every guess correct
+    best_possible: float          # the bound these tries would show with every guess correct
     m: int
-    guesses: int                  # r of the best grid point
-    correct: int                  # v of the best grid point
+    guesses: int                  # r of the best try
+    correct: int                  # v of the best try
     k_in: int
     k_out: int
-    orientation: int              # +1: high score means "in"; −1: the reverse
+    statistic: str                # the score of the best try (high means "in")
     delta: float
     confidence: float
-    grid_size: int                # tests the confidence was shared over (Bonferroni)
+    tries: int                    # tests the confidence was shared over (Bonferroni)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def one_run_audit(scores, included, *, delta: float, confidence: float = 0.95,
-                  grid: tuple[tuple[int, int], ...] | None = None, two_sided: bool = True) -> OneRunResult:
+                  grid: tuple[tuple[int, int], ...] | None = None) -> OneRunResult:
     """The one-run lower bound from canary scores and the true inclusions (known only to the data owner).
 
-    Every (k_in, k_out) of ``grid`` (default :func:`default_grid`) and, with ``two_sided``, both orientations of
-    the score are tried, each at significance (1 − confidence)/(number of tries); the largest bound is
-    returned with its counts. ``best_possible`` is the largest bound over the same tries with v = r.
+    ``scores``: one vector (high means "in"; its reverse is tried too, as a defect may push an included canary's
+    score *down*) or a dict of named vectors chosen before the run (each tried as given). Every (k_in, k_out) of
+    ``grid`` (default :func:`default_grid`) is tried with every score, each at significance (1 − confidence)/(number
+    of tries); the largest bound is returned with its counts. ``best_possible`` is the largest bound over the same
+    tries with v = r.
     """
-    scores = np.asarray(scores, dtype=np.float64)
+    if not isinstance(scores, dict):
+        vector = np.asarray(scores, dtype=np.float64)
+        scores = {"score": vector, "reversed": -vector}
+    scores = {name: np.asarray(v, dtype=np.float64) for name, v in scores.items()}
     included = np.asarray(included, dtype=bool)
-    if scores.shape != included.shape or scores.ndim != 1 or len(scores) < 2:
-        raise ValueError(f"scores and included must be 1-d of one length m >= 2; got {scores.shape}, "
-                         f"{included.shape}")
+    if not scores or any(v.shape != included.shape for v in scores.values()) or included.ndim != 1 or \
+            len(included) < 2:
+        raise ValueError(f"scores and included must be 1-d of one length m >= 2; got "
+                         f"{[v.shape for v in scores.values()]}, {included.shape}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
-    m = len(scores)
+    m = len(included)
     grid = default_grid(m) if grid is None else tuple(grid)
-    orientations = (1, -1) if two_sided else (1,)
-    tries = len(grid) * len(orientations)
+    tries = len(grid) * len(scores)
     significance = (1 - confidence) / tries
     truth = np.where(included, 1, -1)
     best = None
     for k_in, k_out in grid:
-        for sign in orientations:
-            t = guesses(sign * scores, k_in, k_out)
+        for name, vector in scores.items():
+            t = guesses(vector, k_in, k_out)
             r, v = int(np.count_nonzero(t)), int(np.sum(t == truth))
             bound = epsilon_lower_bound(m, r, v, delta, significance)
             if best is None or bound > best[0]:
-                best = (bound, r, v, k_in, k_out, sign)
+                best = (bound, r, v, k_in, k_out, name)
     possible = max(epsilon_lower_bound(m, k_in + k_out, k_in + k_out, delta, significance) for k_in, k_out in grid)
-    bound, r, v, k_in, k_out, sign = best
-    return OneRunResult(bound, possible, m, r, v, k_in, k_out, sign, delta, confidence, tries)
+    bound, r, v, k_in, k_out, name = best
+    return OneRunResult(bound, possible, m, r, v, k_in, k_out, name, delta, confidence, tries)
 
 
 def _check_counts(m: int, r: int, v: int) -> None:
