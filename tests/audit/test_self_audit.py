@@ -2,6 +2,7 @@
 dataset are flagged in one run. Seeded noise, batches and canaries (tests only: every result says not private)."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -92,3 +93,19 @@ def test_refusals():
         SelfAudit(3, row=lambda k, s: None, coordinates=[0, 1])
     with pytest.raises(ValueError, match="m must be an integer >= 2"):
         SelfAudit(1, row=lambda k, s: None, coordinates=[0, 1])
+
+
+def test_the_cli_prints_a_saved_self_audit(tmp_path):
+    from typer.testing import CliRunner
+
+    from dpnc.cli import app
+
+    result, _ = _run(**dict(FIRST, T=5))
+    result.save(tmp_path)
+    assert SelfAuditResult.load(tmp_path) == result
+    out = CliRunner().invoke(app, ["audit", "--one-run", str(tmp_path)])
+    assert out.exit_code == 0 and out.output.strip() == str(result)
+    as_json = CliRunner().invoke(app, ["audit", "--one-run", str(tmp_path), "--json"])
+    assert json.loads(as_json.output) == result.to_dict()
+    missing = CliRunner().invoke(app, ["audit", "--one-run", str(tmp_path / "none")])
+    assert missing.exit_code != 0 and "does not exist" in " ".join(missing.output.replace("│", " ").split())

@@ -11,6 +11,7 @@ not keep its privacy claim::
     for batch in loader:
         optimizer.step(loss_fn)
     print(audit.result())          # bound, guesses, correct, the best bound this m could show, the claim
+    audit.result().save("run/")    # run/self_audit.json; `dpnc audit --one-run run/` prints it
 
 **The canary (white box, Dirac).** Canary j owns one flat coordinate k_j of the trainable parameters (in
 ``model.parameters()`` order) and a sign s_j. ``row(k, sign)`` is the user's declaration of an example whose
@@ -39,8 +40,10 @@ References:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +57,8 @@ from dpnc.privacy.noise import NoiseSource
 #: the claimed Poisson-Gaussian release and its reverse, the plain sum (a canary that enters every step, as through
 #: a loss that reads the whole dataset) and its reverse (a loss that centres over the batch pushes it down)
 STATISTICS = ("llr", "llr-reversed", "sum")
+
+RESULT_FILE = "self_audit.json"
 
 DIFFERENT_RUN = ("self-audited: the training data held the canaries drawn in (each of m with probability 1/2), so "
                  "this is a different run from a plain one (its model and accuracy differ); n in the ledger is the "
@@ -86,6 +91,24 @@ class SelfAuditResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``folder/self_audit.json`` (public fields only: docs/privacy.md); ``dpnc audit --one-run folder``
+        prints it."""
+        path = Path(folder) / RESULT_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, folder: str | Path) -> SelfAuditResult:
+        """The result a run saved in ``folder`` (ValueError naming the file when there is none)."""
+        path = Path(folder) / RESULT_FILE
+        if not path.is_file():
+            raise ValueError(f"{path} does not exist: save a self-audited run's result with "
+                             "audit.result().save(folder)")
+        fields = json.loads(path.read_text())
+        return cls(**fields)
 
     def __str__(self) -> str:
         verdict = "FLAGGED: the run broke its claim" if self.flagged else "no violation found"
