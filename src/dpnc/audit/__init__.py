@@ -5,6 +5,9 @@ neighbouring datasets that differ in an adversarial canary, scores every run wit
 knows all public randomness can compute, and turns a threshold test into an ε lower bound with
 Clopper–Pearson intervals (:mod:`dpnc.audit.stats`). ``dpnc audit <mechanism>`` is the command.
 
+``SelfAudit`` (:mod:`dpnc.audit.self_audit`) is the other kind: one training run audits itself with canaries and
+the one-run bound of :mod:`dpnc.audit.one_run` (``make_private(..., audit=SelfAudit(...))``).
+
 Names are loaded on first use (PEP 562), so the command line does not import torch until it runs an audit.
 """
 
@@ -13,6 +16,8 @@ import importlib
 _EXPORTS = {
     "core": ["AuditResult", "run_audit", "summary_markdown"],
     "mechanisms": ["BROKEN", "MECHANISMS", "Mechanism"],
+    "one_run": ["OneRunResult", "one_run_audit"],
+    "self_audit": ["SelfAudit", "SelfAuditResult"],
     "stats": ["ThresholdTest", "clopper_pearson_upper", "epsilon_lower_bound", "split_threshold_test"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
