@@ -80,6 +80,7 @@ examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -277,7 +278,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     n = rows if n is None else n
     check_integer(n=n)
     if audit is not None:   # the canaries drawn in join the data; the public n grows by m (docs/audit.md)
-        data, n = _self_audited(audit, data, n, delta, name, distributed.from_environment())
+        data, n = _self_audited(audit, data, n, delta, name)
         rows = _check_data(data)
     if (steps is None) == (epochs is None):
         raise ValueError(f"give exactly one of steps and epochs (T = epochs × ⌈n / batch_size⌉); got steps={steps!r}, "
@@ -385,14 +386,17 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     return opt, loader, accountant
 
 
-def _self_audited(audit: Any, data: Dataset, n: int, delta: float | None, name: str,
-                  group: Any) -> tuple[Dataset, int]:
+def _self_audited(audit: Any, data: Dataset, n: int, delta: float | None, name: str) -> tuple[Dataset, int]:
+    """The run's data and public n with the audit's canaries drawn in (refusals first: nothing drawn)."""
     if not isinstance(audit, SelfAudit):
         raise ValueError("audit must be a dpnc.audit.self_audit.SelfAudit(m, row=..., coordinates=...) (the canary "
                          f"design is declared, dpnc cannot build a canary input for an arbitrary model); got {audit!r}")
-    if name == "mezo" or group is not None:
+    parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1 or (
+        torch.distributed.is_available() and torch.distributed.is_initialized()
+        and torch.distributed.get_world_size() > 1)
+    if name == "mezo" or parallel:
         raise ValueError("audit needs a private optimizer in one process (MeZO claims nothing; a data-parallel "
-                         f"self-audit is not built); got optimizer={name!r}, data parallel: {group is not None}")
+                         f"self-audit is not built); got optimizer={name!r}, data parallel: {parallel}")
     return audit.attach(data, n, delta)
 
 
