@@ -28,6 +28,8 @@ def _run(optimizer, *, m, n, B, T, epsilon=1.0, factor=1.0, loss="correct", seed
                       coordinates=range(m), testing_seed=seed)
     options = dict(data=TensorDataset(X, y), n=n, optimizer=optimizer, steps=T, batch_size=B, lr=1e-3, clip=1.0,
                    testing_seed=seed + 1, audit=audit, accountant="rdp")   # RDP: calibrates in milliseconds
+    if optimizer == "dpzero":
+        options["seed"] = seed + 2          # the public direction seed: fixed, so the whole run is reproducible
     if factor == 1.0:
         options.update(target_epsilon=epsilon, delta=DELTA)
     else:   # BROKEN ON PURPOSE: σ/factor in the real step, the claim still the target's
@@ -64,7 +66,9 @@ def test_sigma_over_four_is_flagged_in_one_run():
     assert result.flagged and result.epsilon_lower_bound > 1.0
 
 
-@pytest.mark.parametrize("setting", [dict(FIRST, n=100, T=30), ZEROTH], ids=["dp-sgd", "dpzero"])
+# dpzero at T = 800: flagged at each of seeds 0-3 (bounds 1.45-1.84); at T = 300 only at 2 of 4 (0.63-1.25): one scalar
+# per step carries every canary, so the zeroth-order audit needs more steps (docs/audit.md)
+@pytest.mark.parametrize("setting", [dict(FIRST, n=100, T=30), dict(ZEROTH, T=800)], ids=["dp-sgd", "dpzero"])
 def test_a_loss_that_reads_the_whole_dataset_is_flagged_in_one_run(setting):
     result, _ = _run(**setting, loss="reads-dataset")
     assert result.flagged and result.epsilon_lower_bound > 1.0
