@@ -1,6 +1,8 @@
 """The power of make_private's one-run self-audit: variant × M → flagged in k of K runs, with the accuracy cost.
 
-    nice python benchmarks/self_audit_power.py --runs 5 --out docs/results/self_audit
+    nice python benchmarks/self_audit_power.py --runs 5 --M 100 400 --out docs/results/self_audit
+    nice python benchmarks/self_audit_power.py --runs 5 --M 200 --optimizers dp-sgd --variants correct sigma/4 \
+        --out docs/results/self_audit/m200
 
 Task: logistic regression on a public synthetic problem (d₀ = 10 Gaussian features, labels from a fixed w* with
 10 % label noise), n = 1000 training rows, 2000 test rows. The model is a task head ``Linear(10, 1)`` and a canary
@@ -116,7 +118,7 @@ def one_run(optimizer: str, M: int, variant: str, audited: bool, train, test) ->
     if audited and error is None:
         result = audit.result(delta=DELTA, claimed_epsilon=EPSILON)
         out.update(bound=result.epsilon_lower_bound, flagged=result.flagged, guesses=result.guesses,
-                   correct=result.correct, best_possible=result.best_possible, statistic=None)
+                   correct=result.correct, best_possible=result.best_possible)
     return out
 
 
@@ -128,12 +130,12 @@ def welch(a: list[float], b: list[float]) -> tuple[float, float]:
     return float(a.mean() - b.mean()), float(stats.t.ppf(0.975, df) * math.sqrt(va + vb))
 
 
-def summary(rows: list[dict], runs: int, Ms: list[int]) -> str:
+def summary(rows: list[dict], runs: int, Ms: list[int], variants=VARIANTS, optimizers=tuple(LR)) -> str:
     lines = [f"# make_private self-audit: power (K = {runs} runs per cell, claimed ε = {EPSILON}, δ = {DELTA})", "",
              "| optimizer | variant | " + " | ".join(f"M = {M}: flagged" for M in Ms) + " | median bound (largest M) |",
              "|---|---|" + "---|" * len(Ms) + "---|"]
-    for opt in LR:
-        for variant in VARIANTS:
+    for opt in optimizers:
+        for variant in variants:
             cells = []
             for M in Ms:
                 cell = [r for r in rows if r["optimizer"] == opt and r["variant"] == variant and r["M"] == M
@@ -147,7 +149,7 @@ def summary(rows: list[dict], runs: int, Ms: list[int]) -> str:
                          f"| {opt} | {variant} | " + " | ".join(cells) + " | – |")
     lines += ["", "Accuracy cost of carrying the canaries (plain − self-audited, correct variant; test accuracy, "
               "mean ± 95 % Welch half-width):", ""]
-    for opt in LR:
+    for opt in optimizers:
         plain = [r["accuracy"] for r in rows if r["optimizer"] == opt and not r["audited"]]
         for M in Ms:
             audited = [r["accuracy"] for r in rows if r["optimizer"] == opt and r["audited"] and r["M"] == M
@@ -164,7 +166,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--M", type=int, nargs="+", default=[100, 400])
-    parser.add_argument("--optimizers", nargs="+", default=list(LR))
+    parser.add_argument("--optimizers", nargs="+", default=list(LR), choices=list(LR))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--out", type=Path, default=Path("docs/results/self_audit"))
     args = parser.parse_args(argv)
     train, test = task()
@@ -173,16 +176,19 @@ def main(argv=None) -> None:
         for _ in range(args.runs):
             rows.append(one_run(opt, args.M[0], "correct", False, train, test))
         for M in args.M:
-            for variant in VARIANTS:
+            for variant in args.variants:
                 for _ in range(args.runs):
                     rows.append(one_run(opt, M, variant, True, train, test))
                     print(json.dumps(rows[-1]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "power.json").write_text(json.dumps({"command": "python benchmarks/self_audit_power.py "
-                                                     f"--runs {args.runs} --M {' '.join(map(str, args.M))}",
+                                                     f"--runs {args.runs} --M {' '.join(map(str, args.M))} "
+                                                     f"--optimizers {' '.join(args.optimizers)} "
+                                                     f"--variants {' '.join(args.variants)}",
                                                      "rows": rows}, indent=1))
-    (args.out / "summary.md").write_text(summary(rows, args.runs, args.M))
-    print(summary(rows, args.runs, args.M))
+    text = summary(rows, args.runs, args.M, args.variants, args.optimizers)
+    (args.out / "summary.md").write_text(text)
+    print(text)
     print(f"total {time.time() - start:.0f} s")
 
 
