@@ -37,7 +37,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.audit.self_audit import SelfAudit
+from dpnc.self_audit import SelfAudit
 from dpnc.privacy.calibrate import noise_multiplier
 
 BIG, D0, N, N_TEST, B, T, EPSILON, DELTA, CLIP = 1e4, 10, 1000, 2000, 50, 200, 1.0, 1e-5, 1.0
@@ -155,7 +155,8 @@ def summary(rows: list[dict], runs: int, Ms: list[int], variants=VARIANTS, optim
             audited = [r["accuracy"] for r in rows if r["optimizer"] == opt and r["audited"] and r["M"] == M
                        and r["variant"] == "correct"]
             d, h = welch(plain, audited)
-            lines.append(f"* {opt}, M = {M}: {100 * d:+.2f} ± {100 * h:.2f} points (plain {100 * np.mean(plain):.1f} %)")
+            lines.append(f"* {opt}, M = {M}: {100 * d:+.2f} ± {100 * h:.2f} points "
+                         f"(plain {100 * np.mean(plain):.1f} %)")
     best = {M: max(r["best_possible"] for r in rows if r["M"] == M and r.get("best_possible")) for M in Ms}
     lines += ["", "The best bound each M could show (every guess right): "
               + ", ".join(f"M = {M}: {b:.2f}" for M, b in best.items()) + "."]

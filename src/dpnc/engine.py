@@ -93,7 +93,7 @@ from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
 from dpnc._check import check_integer
-from dpnc.audit.self_audit import SelfAudit
+from dpnc.self_audit import SelfAudit
 from dpnc.batches import LoaderBatches
 from dpnc.first_order import PER_EXAMPLE, DPOptimizer
 from dpnc.optim import DPZero, MeZO, check_arguments, require_ready
@@ -244,7 +244,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         microbatch: examples per vmapped chunk (first order).
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.
-        audit: a :class:`dpnc.audit.self_audit.SelfAudit` (private optimizers, one process): its canaries join
+        audit: a :class:`dpnc.self_audit.SelfAudit` (private optimizers, one process): its canaries join
             ``data``, each with probability ½ (secret), n becomes n + m, and ``audit.result()`` gives the run's
             one-run ε lower bound after training (docs/audit.md). The run trains on other data than a plain one.
 
@@ -389,7 +389,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
 def _self_audited(audit: Any, data: Dataset, n: int, delta: float | None, name: str) -> tuple[Dataset, int]:
     """The run's data and public n with the audit's canaries drawn in (refusals first: nothing drawn)."""
     if not isinstance(audit, SelfAudit):
-        raise ValueError("audit must be a dpnc.audit.self_audit.SelfAudit(m, row=..., coordinates=...) (the canary "
+        raise ValueError("audit must be a dpnc.self_audit.SelfAudit(m, row=..., coordinates=...) (the canary "
                          f"design is declared, dpnc cannot build a canary input for an arbitrary model); got {audit!r}")
     parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1 or (
         torch.distributed.is_available() and torch.distributed.is_initialized()

@@ -2,7 +2,7 @@
 
 ``make_private(..., audit=SelfAudit(m, row=..., coordinates=...))`` adds canaries to the run's data and scores
 them from the values the run releases; after training ``audit.result()`` gives the one-run ε lower bound of
-Steinke, Nasr and Jagielski (2023) (:mod:`dpnc.audit.one_run`) beside the ledger's ε. A bound above the claim
+Steinke, Nasr and Jagielski (2023) (:mod:`dpnc.privacy.one_run`) beside the ledger's ε. A bound above the claim
 proves, at the stated confidence, that this run (the mechanism *and the user's code*: loss, collate, model) did
 not keep its privacy claim::
 
@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from torch.utils.data import ConcatDataset, Dataset
 
-from dpnc.audit.one_run import OneRunResult, one_run_audit
+from dpnc.privacy.one_run import OneRunResult, one_run_audit
 from dpnc.privacy.noise import NoiseSource
 
 #: the scores, declared before any run (one-run confidence is shared over them and the k grid): the exact LLR of

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpnc.audit.one_run import default_grid, epsilon_lower_bound, guesses, one_run_audit, p_value
+from dpnc.privacy.one_run import default_grid, epsilon_lower_bound, guesses, one_run_audit, p_value
 
 
 def _binom_tail(r: int, v: int, p: Fraction) -> Fraction:
@@ -52,7 +52,7 @@ def _randomized_response_tail(m: int, eps: float, leak: float, v: int) -> float:
     keep = math.exp(eps) / (1 + math.exp(eps))
     correct_one = leak + (1 - leak) * keep        # each guess is correct with this probability, independently
     total = 0.0
-    for s in itertools.product((-1, 1), repeat=m):            # the secret inclusions, each with probability ½
+    for _inclusions in itertools.product((-1, 1), repeat=m):  # each inclusion vector, probability ½^m each
         for right in itertools.product((0, 1), repeat=m):     # which guesses come out right
             w = sum(right)
             if w >= v:

@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.audit.self_audit import SelfAudit, SelfAuditResult
+from dpnc.self_audit import SelfAudit, SelfAuditResult
 from dpnc.privacy.calibrate import noise_multiplier
 
 BIG = 1e4     # the canary's slope: far above the clip, so its clipped contribution is exactly ±C along its own axis
@@ -86,7 +86,7 @@ def test_the_ledger_counts_every_canary_and_the_summary_names_none():
 def test_refusals():
     model = nn.Linear(2, 1, bias=False)
     data = TensorDataset(torch.zeros(4, 2), torch.zeros(4))
-    with pytest.raises(ValueError, match="audit must be a dpnc.audit.self_audit.SelfAudit"):
+    with pytest.raises(ValueError, match="audit must be a dpnc.self_audit.SelfAudit"):
         dpnc.make_private(model, data=data, n=4, steps=1, batch_size=2, lr=0.1, clip=1.0, noise_multiplier=1.0,
                           audit=10)
     audit = SelfAudit(2, row=lambda k, s: (torch.zeros(2), torch.tensor(0.0)), coordinates=[0, 1])

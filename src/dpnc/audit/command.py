@@ -54,7 +54,7 @@ def audit(
         if mechanism is not None:
             raise typer.BadParameter(f"give a MECHANISM or --one-run, not both; got {mechanism!r}",
                                      param_hint="--one-run")
-        from dpnc.audit.self_audit import SelfAuditResult
+        from dpnc.self_audit import SelfAuditResult
         try:
             saved = SelfAuditResult.load(one_run)
         except ValueError as err:
