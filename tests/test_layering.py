@@ -26,7 +26,8 @@ LAYERS = (
     ("dpnc._check", "dpnc.progress"),                                        # plain helpers
     ("dpnc.privacy",),                                                       # budgets, accountant, calibration
     ("dpnc.sampling", "dpnc.space", "dpnc.problems", "dpnc.distributed"),    # parameters, data, objectives
-    ("dpnc.batches", "dpnc.estimators", "dpnc.certify", "dpnc.tune"),       # estimators, batch sources
+    ("dpnc.batches", "dpnc.estimators", "dpnc.certify", "dpnc.tune",   # estimators, batch sources,
+     "dpnc.self_audit"),                                                 # a run's canaries
     ("dpnc.algorithms",),                                                    # the paper families
     ("dpnc.optim", "dpnc.first_order", "dpnc.tier", "dpnc.engine"),          # the model tier, make_private
     ("dpnc.lm", "dpnc.demo", "dpnc.integrations"),                           # the text trainer, the demo
@@ -44,6 +45,7 @@ LOCAL_OK = {
     ("dpnc.cli", "torch"): "as above: `dpnc --help` must not import torch",
     ("dpnc.cli", "dpnc_reproduce"): "`dpnc reproduce` loads the client on first use; the library never imports it",
     ("dpnc.audit", "dpnc.audit"): "`dpnc audit --help` lists the mechanisms without importing torch",
+    ("dpnc.audit", "dpnc.self_audit"): "as above: `dpnc audit --one-run` loads a run's self-audit when it runs",
     ("dpnc.audit", "dpnc.distributed"): "the process-group audit starts torch.distributed only when it runs",
     ("dpnc.audit", "torch.distributed"): "as above",
     ("dpnc.audit", "tempfile"): "as above: its rendezvous file",

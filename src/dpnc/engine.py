@@ -80,6 +80,7 @@ examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -92,6 +93,7 @@ from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
 from dpnc._check import check_integer
+from dpnc.self_audit import SelfAudit
 from dpnc.batches import LoaderBatches
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, check_delta, check_epsilon
@@ -190,7 +192,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
                  smoothing: float = 1e-3, collate_fn: Callable[[list], Any] | None = None,
                  direction: str = "gaussian", seed: int | None = None, optimizer_kwargs: dict | None = None,
                  per_example: str = "auto", microbatch: int = 16, testing_seed: int | None = None,
-                 ) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
+                 audit: SelfAudit | None = None) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
     Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick), or DP-SGD
@@ -243,6 +245,9 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         microbatch: examples per vmapped chunk (first order).
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.
+        audit: a :class:`dpnc.self_audit.SelfAudit` (private optimizers, one process): its canaries join
+            ``data``, each with probability ½ (secret), n becomes n + m, and ``audit.result()`` gives the run's
+            one-run ε lower bound after training (docs/audit.md). The run trains on other data than a plain one.
 
     Under ``torchrun`` (:func:`dpnc.distributed.from_environment` finds a group) the run is data parallel: see the
     module docstring; the loader yields this rank's part of each batch and rank 0's accountant holds the ledger.
@@ -274,6 +279,9 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
                          "q = batch_size / n and the noise, and dpnc never reads it off the private data; got None")
     n = rows if n is None else n
     check_integer(n=n)
+    if audit is not None:   # the canaries drawn in join the data; the public n grows by m (docs/audit.md)
+        data, n = _self_audited(audit, data, n, delta, name)
+        rows = _check_data(data)
     if (steps is None) == (epochs is None):
         raise ValueError(f"give exactly one of steps and epochs (T = epochs × ⌈n / batch_size⌉); got steps={steps!r}, "
                          f"epochs={epochs!r}")
@@ -357,10 +365,26 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
                        noise_multiplier_given=None if noise_multiplier is None else float(noise_multiplier),
                        calibrate_by=accountant, noise=noise, group=group, batches=batches, options=options)
     opt.wiring = wiring   # what the run's public outputs say about its privacy (dpnc.tier.wiring.Wiring)
+    if audit is not None:
+        audit.watch(opt)
     loader = DataLoader(data, batch_sampler=PoissonBatchSampler(batches, per_epoch),
                         collate_fn=_HoldingCollate(collate, template, batches),
                         num_workers=0)
     return opt, loader, ledger
+
+
+def _self_audited(audit: Any, data: Dataset, n: int, delta: float | None, name: str) -> tuple[Dataset, int]:
+    """The run's data and public n with the audit's canaries drawn in (refusals first: nothing drawn)."""
+    if not isinstance(audit, SelfAudit):
+        raise ValueError("audit must be a dpnc.self_audit.SelfAudit(m, row=..., coordinates=...) (the canary "
+                         f"design is declared, dpnc cannot build a canary input for an arbitrary model); got {audit!r}")
+    parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1 or (
+        torch.distributed.is_available() and torch.distributed.is_initialized()
+        and torch.distributed.get_world_size() > 1)
+    if name == "mezo" or parallel:
+        raise ValueError("audit needs a private optimizer in one process (MeZO claims nothing; a data-parallel "
+                         f"self-audit is not built); got optimizer={name!r}, data parallel: {parallel}")
+    return audit.attach(data, n, delta)
 
 
 def _first_order_class(optimizer: Any) -> type[torch.optim.Optimizer] | None:

@@ -5,6 +5,9 @@ neighbouring datasets that differ in an adversarial canary, scores every run wit
 knows all public randomness can compute, and turns a threshold test into an ε lower bound with
 Clopper–Pearson intervals (:mod:`dpnc.audit.stats`). ``dpnc audit <mechanism>`` is the command.
 
+``SelfAudit`` (:mod:`dpnc.self_audit`) is the other kind: one training run audits itself with canaries and
+the one-run bound of :mod:`dpnc.privacy.one_run` (``make_private(..., audit=SelfAudit(...))``).
+
 Names are loaded on first use (PEP 562), so the command line does not import torch until it runs an audit.
 """
 
@@ -13,6 +16,8 @@ import importlib
 _EXPORTS = {
     "core": ["AuditResult", "run_audit", "summary_markdown"],
     "mechanisms": ["BROKEN", "MECHANISMS", "Mechanism"],
+    "dpnc.privacy.one_run": ["OneRunResult", "one_run_audit"],   # below make_private, which attaches canaries
+    "dpnc.self_audit": ["SelfAudit", "SelfAuditResult"],
     "stats": ["ThresholdTest", "clopper_pearson_upper", "epsilon_lower_bound", "split_threshold_test"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -21,7 +26,8 @@ __all__ = sorted(_MODULE_OF)
 
 def __getattr__(name: str):
     if name in _MODULE_OF:
-        return getattr(importlib.import_module(f"dpnc.audit.{_MODULE_OF[name]}"), name)
+        module = _MODULE_OF[name]
+        return getattr(importlib.import_module(module if "." in module else f"dpnc.audit.{module}"), name)
     raise AttributeError(f"module 'dpnc.audit' has no attribute {name!r}")
 
 

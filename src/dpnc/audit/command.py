@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -16,7 +17,10 @@ BROKEN_NAMES = ("sigma", "public-batches", "realised-batch", "other-batch", "tra
 
 
 def audit(
-    mechanism: str = typer.Argument(..., help=f"What to audit: one of {', '.join(MECHANISM_NAMES)}."),
+    mechanism: str = typer.Argument(None, help=f"What to audit: one of {', '.join(MECHANISM_NAMES)} (or give "
+                                               "--one-run instead)."),
+    one_run: Path = typer.Option(None, "--one-run", help="Print the self-audit of a finished run: the folder where "
+                                                         "its SelfAuditResult was saved (self_audit.json)."),
     runs: int = typer.Option(2000, "--runs", "-n",
                              help="Runs on each of the two neighbouring datasets (>= 4; half choose the threshold, "
                                   "half bound ε)."),
@@ -43,8 +47,20 @@ def audit(
     canary, scores each run as an adversary who knows all public randomness, and bounds ε from below by a
     threshold test (threshold from one half of the runs, Clopper–Pearson bound on the other). A lower bound
     above the claim proves the claim false (at the stated confidence); below it, the audit found nothing.
-    Example: dpnc audit dpzero-poisson --runs 20000 --json
+    Example: dpnc audit dpzero-poisson --runs 20000 --json. With --one-run FOLDER: the one-run bound a self-audited
+    run saved there (make_private(..., audit=SelfAudit(...)); docs/audit.md).
     """
+    if one_run is not None:
+        if mechanism is not None:
+            raise typer.BadParameter(f"give a MECHANISM or --one-run, not both; got {mechanism!r}",
+                                     param_hint="--one-run")
+        from dpnc.self_audit import SelfAuditResult
+        try:
+            saved = SelfAuditResult.load(one_run)
+        except ValueError as err:
+            raise typer.BadParameter(str(err), param_hint="--one-run") from None
+        typer.echo(json.dumps(saved.to_dict()) if as_json else str(saved))
+        return
     if mechanism not in MECHANISM_NAMES:
         raise typer.BadParameter(f"must be one of {', '.join(MECHANISM_NAMES)}; got {mechanism!r}",
                                  param_hint="MECHANISM")

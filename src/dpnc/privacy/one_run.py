@@ -1,0 +1,167 @@
+"""The one-run audit's statistic: an ε lower bound from m canaries, each in the training data with probability ½.
+
+Steinke, Nasr and Jagielski (2023) bound ε from below with a single training run. Each of m canaries is
+included independently with probability ½ (S ∈ {−1, +1}^m); after training the adversary scores every
+canary and guesses T ∈ {−1, 0, +1}^m: "in" for the k₊ highest scores, "out" for the k₋ lowest, and abstains on
+the rest (r = k₊ + k₋ guesses). W counts the correct guesses. For an (ε, δ)-DP mechanism (their Theorem 3 and
+Proposition 5.2, with the p-value of their Algorithm 2 listing):
+
+    P[W ≥ v] ≤ β + α·2m·δ,   β = P[Binomial(r, p) ≥ v],   p = e^ε / (1 + e^ε),
+                             α = max_{1 ≤ i ≤ v} P[v − i ≤ Binomial(r, p) < v] / i.
+
+So if the observed v has p-value below 1 − confidence at ε, the mechanism is not (ε, δ)-DP, with that
+confidence; the lower bound is the largest such ε (the p-value rises with ε, so bisection finds it).
+At δ = 0 the bound is the binomial tail alone (their Theorem 3.1: W is dominated by Binomial(r, p)).
+
+**Choosing k after seeing the scores** would spend the confidence more than once. :func:`one_run_audit` takes a
+fixed grid of (k₊, k₋) and a fixed set of scores declared before the run (e.g. both orientations: a defect may
+push a canary's score *down*, as a loss that centres over the batch does), and spends the significance equally
+over all of them (Bonferroni), so the maximum over the tries holds at the stated confidence.
+
+References:
+    Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023 (arXiv:2305.08846):
+    Theorem 3.1 (pure DP), Proposition 5.2 / Theorem 3 ((ε, δ)), the appendix's p-value listing (Algorithm 2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+from scipy.special import expit
+
+
+def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
+    """P-value of v correct guesses out of r (m canaries) under the null "the mechanism is (ε, δ)-DP".
+
+    β + 2mδ·α (module docstring), capped at 1. Raises ValueError unless 0 ≤ v ≤ r ≤ m, ε ≥ 0, δ ∈ [0, 1].
+    """
+    _check_counts(m, r, v)
+    if not (epsilon >= 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be a finite number >= 0; got {epsilon!r}")
+    if not 0 <= delta <= 1:
+        raise ValueError(f"delta must be in [0, 1]; got {delta!r}")
+    p = float(expit(epsilon))                          # accuracy of ε-DP randomized response
+    beta = float(stats.binom.sf(v - 1, r, p))          # P[Binomial(r, p) ≥ v]
+    if delta == 0 or v == 0:
+        return min(beta, 1.0)
+    # P[v − i ≤ Binomial(r, p) < v] for i = 1..v: cumulative pmf below v
+    window = np.cumsum(stats.binom.pmf(v - np.arange(1, v + 1), r, p))
+    alpha = float(np.max(window / np.arange(1, v + 1)))
+    return min(beta + alpha * delta * 2 * m, 1.0)
+
+
+def epsilon_lower_bound(m: int, r: int, v: int, delta: float, significance: float) -> float:
+    """The largest ε whose p-value (:func:`p_value`) is below ``significance``; 0 when even ε = 0 is not rejected.
+
+    Bisection to 1e-9 absolute on an interval doubled until the p-value reaches ``significance`` (it is
+    non-decreasing in ε: β and α are tails of Binomial(r, p) with p increasing in ε).
+    """
+    if not 0 < significance < 1:
+        raise ValueError(f"significance must be in (0, 1); got {significance!r}")
+    if p_value(m, r, v, 0.0, delta) >= significance:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while p_value(m, r, v, hi, delta) < significance:
+        lo, hi = hi, 2 * hi
+        if hi > 1e4:   # p → 1 as ε grows, so the p-value reaches any significance < 1 long before
+            raise RuntimeError("the p-value never reached the significance; check the inputs")
+    while hi - lo > 1e-9:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if p_value(m, r, v, mid, delta) < significance else (lo, mid)
+    return lo
+
+
+def guesses(scores: np.ndarray, k_in: int, k_out: int) -> np.ndarray:
+    """The abstaining guess: +1 ("in") for the k_in highest scores, −1 ("out") for the k_out lowest, 0 elsewhere.
+
+    Ties are broken by position (a stable sort), which depends on nothing the run released.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    m = len(scores)
+    if not (0 <= k_in and 0 <= k_out and k_in + k_out <= m):
+        raise ValueError(f"k_in and k_out must be >= 0 with k_in + k_out <= m = {m}; got {k_in}, {k_out}")
+    order = np.argsort(scores, kind="stable")
+    t = np.zeros(m, dtype=np.int64)
+    if k_in:
+        t[order[m - k_in:]] = 1
+    t[order[:k_out]] = -1
+    return t
+
+
+def default_grid(m: int) -> tuple[tuple[int, int], ...]:
+    """The (k_in, k_out) pairs tried by default: k = k_in = k_out ∈ {m/20, m/10, m/5, m/2·…} (distinct, ≥ 1)."""
+    ks = sorted({max(1, int(m * f)) for f in (0.05, 0.1, 0.2, 0.35, 0.5)})
+    return tuple((k, k) for k in ks if 2 * k <= m)
+
+
+@dataclass(frozen=True)
+class OneRunResult:
+    """A one-run audit's verdict. ``epsilon_lower_bound`` holds at ``confidence`` (over every try).
+
+    Fields are the bound's statistics only (counts of guesses), never which canaries were in.
+    """
+
+    epsilon_lower_bound: float
+    best_possible: float          # the bound these tries would show with every guess correct
+    m: int
+    guesses: int                  # r of the best try
+    correct: int                  # v of the best try
+    k_in: int
+    k_out: int
+    statistic: str                # the score of the best try (high means "in")
+    delta: float
+    confidence: float
+    tries: int                    # tests the confidence was shared over (Bonferroni)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def one_run_audit(scores, included, *, delta: float, confidence: float = 0.95,
+                  grid: tuple[tuple[int, int], ...] | None = None) -> OneRunResult:
+    """The one-run lower bound from canary scores and the true inclusions (known only to the data owner).
+
+    ``scores``: one vector (high means "in"; its reverse is tried too, as a defect may push an included canary's
+    score *down*) or a dict of named vectors chosen before the run (each tried as given). Every (k_in, k_out) of
+    ``grid`` (default :func:`default_grid`) is tried with every score, each at significance (1 − confidence)/(number
+    of tries); the largest bound is returned with its counts. ``best_possible`` is the largest bound over the same
+    tries with v = r.
+    """
+    if not isinstance(scores, dict):
+        vector = np.asarray(scores, dtype=np.float64)
+        scores = {"score": vector, "reversed": -vector}
+    scores = {name: np.asarray(v, dtype=np.float64) for name, v in scores.items()}
+    included = np.asarray(included, dtype=bool)
+    if not scores or any(v.shape != included.shape for v in scores.values()) or included.ndim != 1 or \
+            len(included) < 2:
+        raise ValueError(f"scores and included must be 1-d of one length m >= 2; got "
+                         f"{[v.shape for v in scores.values()]}, {included.shape}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+    m = len(included)
+    grid = default_grid(m) if grid is None else tuple(grid)
+    tries = len(grid) * len(scores)
+    significance = (1 - confidence) / tries
+    truth = np.where(included, 1, -1)
+    best = None
+    for k_in, k_out in grid:
+        for name, vector in scores.items():
+            t = guesses(vector, k_in, k_out)
+            r, v = int(np.count_nonzero(t)), int(np.sum(t == truth))
+            bound = epsilon_lower_bound(m, r, v, delta, significance)
+            if best is None or bound > best[0]:
+                best = (bound, r, v, k_in, k_out, name)
+    possible = max(epsilon_lower_bound(m, k_in + k_out, k_in + k_out, delta, significance) for k_in, k_out in grid)
+    bound, r, v, k_in, k_out, name = best
+    return OneRunResult(bound, possible, m, r, v, k_in, k_out, name, delta, confidence, tries)
+
+
+def _check_counts(m: int, r: int, v: int) -> None:
+    for key, value in (("m", m), ("r", r), ("v", v)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise ValueError(f"{key} must be an integer; got {value!r}")
+    if not 0 <= v <= r <= m:
+        raise ValueError(f"need 0 <= v <= r <= m; got v={v}, r={r}, m={m}")

@@ -1,0 +1,235 @@
+"""Every run can audit itself: m canaries in the training data, each in with probability ½, and the one-run bound.
+
+``make_private(..., audit=SelfAudit(m, row=..., coordinates=...))`` adds canaries to the run's data and scores
+them from the values the run releases; after training ``audit.result()`` gives the one-run ε lower bound of
+Steinke, Nasr and Jagielski (2023) (:mod:`dpnc.privacy.one_run`) beside the ledger's ε. A bound above the claim
+proves, at the stated confidence, that this run (the mechanism *and the user's code*: loss, collate, model) did
+not keep its privacy claim::
+
+    audit = SelfAudit(200, row=lambda k, sign: (sign * BIG * one_hot(k), 0), coordinates=range(d, d + 200))
+    optimizer, loader, accountant = dpnc.make_private(model, data=train, n=n, ..., audit=audit)
+    for batch in loader:
+        optimizer.step(loss_fn)
+    print(audit.result())          # bound, guesses, correct, the best bound this m could show, the claim
+    audit.result().save("run/")    # run/self_audit.json; `dpnc audit --one-run run/` prints it
+
+**The canary (white box, Dirac).** Canary j owns one flat coordinate k_j of the trainable parameters (in
+``model.parameters()`` order) and a sign s_j. ``row(k, sign)`` is the user's declaration of an example whose
+per-example loss is ``sign · L · θ[k]`` plus terms that do not depend on θ[k], with a slope L far above the clip
+(dpnc cannot build such an input for an arbitrary model; a linear input feature reserved for canaries is the
+usual way). It enters the user's data like any example, so the loss function, collate and model the run really
+uses carry it. Its clipped contribution to a release is then known from public values alone:
+
+* zeroth order: its clipped difference is C·s_j·sign(u_t[k_j]) (a direction of its own, read off the public
+  direction seed), so y_jt = s_j·sign(u_t[k_j])·c_t / Δ over the released scalars c_t;
+* first order: its clipped gradient is C·s_j·e_{k_j} (a Dirac gradient canary through the per-example path),
+  so y_jt = s_j·g_t[k_j] / Δ over the released noisy mean gradients g_t.
+
+Δ = C/B is the ledger's sensitivity. The scores (:data:`STATISTICS`) are the Poisson-Gaussian log-likelihood ratio
+Σ_t log(1 − q + q·exp((y_jt − ½)/(σ/Δ)²)) at the public q and σ, its reverse, and the sums ±Σ_t y_jt.
+
+**Secret and public.** Inclusions, coordinates and signs come from a secret :class:`~dpnc.privacy.noise.NoiseSource`
+(``testing_seed`` only in tests: every result then says NOT PRIVATE) and are never published; the ledger's n is
+the declared n plus m (a public bound on the rows, since n plus the number of canaries in would publish that
+number). The summary holds the bound and its counts only. A self-audited run trains on other data than a plain
+run: its model and its accuracy differ (the benchmark measures by how much), and its summary says so.
+
+References:
+    Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023 (arXiv:2305.08846).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import ConcatDataset, Dataset
+
+from dpnc.privacy.one_run import OneRunResult, one_run_audit
+from dpnc.privacy.noise import NoiseSource
+
+#: the scores, declared before any run (one-run confidence is shared over them and the k grid): the exact LLR of
+#: the claimed Poisson-Gaussian release and its reverse, the plain sum (a canary that enters every step, as through
+#: a loss that reads the whole dataset) and its reverse (a loss that centres over the batch pushes it down)
+STATISTICS = ("llr", "llr-reversed", "sum")
+
+RESULT_FILE = "self_audit.json"
+
+DIFFERENT_RUN = ("self-audited: the training data held the canaries drawn in (each of m with probability 1/2), so "
+                 "this is a different run from a plain one (its model and accuracy differ); n in the ledger is the "
+                 "declared n plus m")
+
+
+@dataclass(frozen=True)
+class SelfAuditResult:
+    """What a self-audit publishes: the one-run bound, its counts, the claim, and the note on the run.
+
+    ``flagged`` is ``epsilon_lower_bound > claimed_epsilon``: the run broke its claim, at ``confidence``.
+    """
+
+    epsilon_lower_bound: float
+    claimed_epsilon: float
+    flagged: bool
+    best_possible: float
+    m: int
+    guesses: int
+    correct: int
+    delta: float
+    confidence: float
+    private: bool
+    note: str = DIFFERENT_RUN
+
+    @classmethod
+    def of(cls, bound: OneRunResult, claimed: float, private: bool) -> SelfAuditResult:
+        return cls(bound.epsilon_lower_bound, claimed, bound.epsilon_lower_bound > claimed, bound.best_possible,
+                   bound.m, bound.guesses, bound.correct, bound.delta, bound.confidence, private)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``folder/self_audit.json`` (public fields only: docs/privacy.md); ``dpnc audit --one-run folder``
+        prints it."""
+        path = Path(folder) / RESULT_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, folder: str | Path) -> SelfAuditResult:
+        """The result a run saved in ``folder`` (ValueError naming the file when there is none)."""
+        path = Path(folder) / RESULT_FILE
+        if not path.is_file():
+            raise ValueError(f"{path} does not exist: save a self-audited run's result with "
+                             "audit.result().save(folder)")
+        fields = json.loads(path.read_text())
+        return cls(**fields)
+
+    def __str__(self) -> str:
+        verdict = "FLAGGED: the run broke its claim" if self.flagged else "no violation found"
+        return (f"one-run audit ({self.m} canaries{'' if self.private else ', NOT PRIVATE: seeded'}): "
+                f"ε ≥ {self.epsilon_lower_bound:.3f} at {self.confidence:.0%} (claimed {self.claimed_epsilon:.3f}, "
+                f"δ = {self.delta:g}); {self.correct} of {self.guesses} guesses correct; the best bound {self.m} "
+                f"canaries could show: {self.best_possible:.3f}. {verdict}. Note: {self.note}")
+
+
+class SelfAudit:
+    """A run's own one-run audit (module docstring): build it, pass it as ``make_private(..., audit=...)``.
+
+    Args:
+        m: number of canaries, >= 2.
+        row: ``row(k, sign) -> example``: a dataset example whose per-example loss is sign·L·θ[k] (+ terms free
+            of θ[k]) with L far above the clip, in the structure of the run's other examples (a public design).
+        coordinates: at least m flat indices into the trainable parameters (``model.parameters()`` order) that
+            the canaries may own; the other examples should not move them (a reserved input feature).
+        confidence: of the bound, in (0, 1).
+        testing_seed: tests only; seeds the inclusions, coordinates and signs, and marks the result not private.
+    """
+
+    def __init__(self, m: int, *, row: Callable[[int, int], Any], coordinates: Sequence[int],
+                 confidence: float = 0.95, testing_seed: int | None = None) -> None:
+        if not isinstance(m, int) or isinstance(m, bool) or m < 2:
+            raise ValueError(f"m must be an integer >= 2 (the number of canaries); got {m!r}")
+        if not callable(row):
+            raise ValueError(f"row must be callable as row(k, sign) -> example; got {row!r}")
+        coordinates = [int(k) for k in coordinates]
+        if len(set(coordinates)) < m or min(coordinates) < 0:
+            raise ValueError(f"coordinates must hold at least m = {m} distinct flat indices >= 0; got "
+                             f"{len(set(coordinates))} distinct")
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+        self.m, self.row, self.confidence = m, row, confidence
+        source = NoiseSource() if testing_seed is None else NoiseSource.for_testing(testing_seed)
+        self.private = source.secret
+        # the design and the inclusions: secret, never published (only the bound and its counts are)
+        pick = source.permutation(len(coordinates))[:m]
+        self._k = torch.tensor(coordinates)[pick]
+        self._sign = torch.where(source.uniform(m) < 0.5, -1.0, 1.0).double()
+        self._included = (source.uniform(m) < 0.5).numpy()
+        self._stats = {name: np.zeros(m) for name in STATISTICS}
+        self._optimizer = None
+        self._delta: float | None = None
+
+    # -- wiring (called by make_private) --------------------------------------------------------------------
+    def attach(self, data: Dataset, n: int, delta: float | None) -> tuple[Dataset, int]:
+        """The run's data (``data`` and the canaries drawn in, after it) and its public n (the declared n + m)."""
+        if self._optimizer is not None:
+            raise ValueError("this SelfAudit is already attached to a run; build one per run")
+        rows = [self.row(int(k), int(s)) for k, s, inside in zip(self._k, self._sign, self._included) if inside]
+        self._delta = delta
+        return (ConcatDataset([data, _Rows(rows)]) if rows else data), n + self.m
+
+    def watch(self, optimizer) -> None:
+        """Score every canary from each step's public release (a step hook of ``optimizer``)."""
+        count = sum(p.numel() for p in _trainable(optimizer))
+        if int(self._k.max()) >= count:
+            raise ValueError(f"coordinates must index the {count} trainable parameter entries; got "
+                             f"{int(self._k.max())}")
+        self._optimizer = optimizer
+        optimizer.register_step_hook(self._score)
+
+    def _score(self, optimizer, info) -> None:
+        released = info.released.detach().double().cpu()
+        if info.seed is None:                        # first order: the noisy mean gradient, a flat vector
+            along = released.reshape(-1)[self._k]
+        else:                                        # zeroth order: c_t along the public u_t (its sign at k_j)
+            u = optimizer.space.direction(info.seed).double().cpu()
+            along = torch.sign(u[self._k]) * released.reshape(-1)[0]
+        q, unit, multiplier = _poisson_gaussian(info.release)
+        y = (self._sign * along / unit).numpy()      # the release along canary j, in units of the sensitivity
+        self._stats["sum"] += y
+        for name, sign in (("llr", 1.0), ("llr-reversed", -1.0)):
+            # the Poisson-Gaussian log-likelihood ratio of "in" at the public q and σ/Δ (per step)
+            self._stats[name] += np.logaddexp(np.log1p(-q), np.log(q) + (sign * y - 0.5) / multiplier ** 2)
+
+    # -- the verdict ------------------------------------------------------------------------------------------
+    def result(self, *, delta: float | None = None, claimed_epsilon: float | None = None) -> SelfAuditResult:
+        """The one-run bound at ``delta`` (default make_private's) beside ``claimed_epsilon`` (default the ledger's
+        ε at that δ)."""
+        if self._optimizer is None:
+            raise ValueError("this SelfAudit has not watched a run: pass it to make_private(..., audit=...)")
+        delta = self._delta if delta is None else delta
+        if delta is None or not 0 < delta < 1:
+            raise ValueError(f"delta must be in (0, 1) (make_private's delta, or given here); got {delta!r}")
+        if claimed_epsilon is None:
+            claimed_epsilon = float(self._optimizer.accountant.get_epsilon(delta))
+        scores = {**self._stats, "sum-reversed": -self._stats["sum"]}
+        bound = one_run_audit(scores, self._included, delta=delta, confidence=self.confidence)
+        private = self.private and self._optimizer.accountant.secret
+        return SelfAuditResult.of(bound, claimed_epsilon, private)
+
+
+class _Rows(Dataset):
+    """The canary rows drawn in, as a map-style dataset."""
+
+    def __init__(self, rows: list) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int):
+        return self.rows[i]
+
+
+def _poisson_gaussian(release) -> tuple[float, float, float]:
+    """(q, Δ, σ/Δ) of a step's ledger entry: Sampled(Poisson(q), Gaussian(Δ, σ)), the only kind audited here."""
+    sampling, mechanism = getattr(release, "sampling", None), getattr(release, "mechanism", None)
+    q, unit, sigma = getattr(sampling, "q", None), getattr(mechanism, "sensitivity", None), \
+        getattr(mechanism, "sigma", None)
+    if q is None or unit is None or sigma is None or not (0 < q < 1 and unit > 0 and sigma > 0):
+        raise ValueError(f"a self-audit scores Poisson-subsampled Gaussian releases with noise (σ > 0, q < 1); "
+                         f"got {release!r}")
+    return float(q), float(unit), float(sigma) / float(unit)
+
+
+def _trainable(optimizer) -> list[torch.Tensor]:
+    params = getattr(optimizer, "params", None)
+    if isinstance(params, dict):                   # dpnc.first_order.DPOptimizer: name → parameter
+        return list(params.values())
+    return list(optimizer.space.params)
