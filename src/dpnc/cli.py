@@ -221,6 +221,12 @@ def finetune(
                                     'A private method takes them from --label-words, else --labels, else the test '
                                     'file, never from the training file; training rows with another label or an '
                                     'empty text are dropped (counted only in the private statistics).'),
+    allow_empty_train: bool = typer.Option(False, "--allow-empty-train", rich_help_panel=DATA,
+                                           help="Run even when the domain rule leaves no training row (else "
+                                                "refused before any release; the message is for you alone)."),
+    allow_missing_classes: bool = typer.Option(False, "--allow-missing-classes", rich_help_panel=DATA,
+                                               help="Run even when a declared class has no training row (else "
+                                                    "refused before any release)."),
     template: str = typer.Option(None, "--template", rich_help_panel=DATA,
                                  help='Prompt template, e.g. "{sentence} It was {label_word}." (the default).'),
     data_seed: int = typer.Option(None, "--data-seed", min=0, rich_help_panel=DATA,
@@ -382,7 +388,7 @@ def finetune(
         eval_every=eval_every, eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
         checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
-        new_run=new_run)
+        new_run=new_run, allow_empty_train=allow_empty_train, allow_missing_classes=allow_missing_classes)
     if distributed.from_environment() is None or os.environ.get("RANK", "0") == "0":
         # Before any work, flushed: kept when stdout is a file and the run is stopped.
         print(_header(config, lr is not None), flush=True)

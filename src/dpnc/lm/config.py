@@ -55,7 +55,8 @@ PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data
 # default "loop" resumes under "auto"; cache_directions keeps the very directions the uncached space draws.)
 FREE_FIELDS = ("data_dir", "device", "cache", "report_to", "recipe_selection",
                "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
-                "out", "progress", "log_private_stats", "new_run", "per_example", "microbatch", "cache_directions")
+                "out", "progress", "log_private_stats", "new_run", "per_example", "microbatch", "cache_directions",
+                "allow_empty_train", "allow_missing_classes")
 # Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
 KILL_ENV = "DPNC_TEST_KILL_AT"
 KILL_PHASES = ("begin",      # after the journal's 'begin' line of step t, before the batch is drawn
@@ -171,6 +172,10 @@ class FinetuneConfig:
         new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint, moving them
             (and that run's metrics) beside each folder, into ``<folder>.superseded-<time>/`` (outside ``out``);
             without it such a folder is refused.
+        allow_empty_train, allow_missing_classes: before the first step the owner's checks
+            (`dpnc.lm.owner_checks`) refuse a training set the domain rule left empty, or one in which a declared
+            class has no row; these turn each refusal into a warning (for a pipeline whose start must not depend on
+            the data).
     """
 
     task: str = "SST-2"
@@ -228,6 +233,8 @@ class FinetuneConfig:
     log_private_stats: bool = False
     recipe_selection: str | None = None
     new_run: bool = False
+    allow_empty_train: bool = False
+    allow_missing_classes: bool = False
 
     def __post_init__(self) -> None:
         first_order = self.method in ("adamw", "dp-adamw")
@@ -315,7 +322,8 @@ class FinetuneConfig:
             raise ValueError("accountant must be 'rdp' under relation 'replace-one': fixed-size sampling without "
                              f"replacement has an RDP bound (Wang, Balle & Kasiviswanathan 2019) only; got "
                              f"{self.accountant!r}")
-        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run", "cache"):
+        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run", "cache", "allow_empty_train",
+                     "allow_missing_classes"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if self.checkpoint_every and not self.checkpoint_dir:

@@ -82,6 +82,7 @@ from dpnc.lm.evaluation import Evaluation, EvaluationMixin, Summary
 from dpnc.lm.files import load_user_data
 from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles
+from dpnc.lm.owner_checks import check_training_data
 from dpnc.lm.report import plot_training
 from dpnc.lm.resume import ResumeMixin
 from dpnc.lm.staging import Staging
@@ -142,6 +143,10 @@ class Trainer(EvaluationMixin, ResumeMixin):
         self.files = RunFiles(c, writer=self.group is None or self.group.is_source)
         self.train_set, self.test_set = self._data(train, test)
         self.n = self._public_n()
+        # The owner's checks (they read the data: the terminal and the private statistics only), before any release.
+        self.owner_notes = [] if c.method == "zero-shot" else check_training_data(
+            self.train_set, n=self.n, delta=c.delta if c.private else None, allow_empty_train=c.allow_empty_train,
+            allow_missing_classes=c.allow_missing_classes)
         if c.method != "zero-shot" and c.batch_size > self.n:
             raise ValueError(f"batch_size must be <= n = {self.n} (the public number of training examples); got "
                              f"{c.batch_size}")
@@ -159,6 +164,8 @@ class Trainer(EvaluationMixin, ResumeMixin):
                              f"{type(sampler).__name__}")
         if not resume:
             self._on_rank_0(self.files.check_fresh_start)
+        for note in self.owner_notes:
+            self.files.private_stat({"event": "owner_check", "note": note})
         self.device = self._device()
         self.classifier = classifier if classifier is not None else build_classifier(
             c.model, self.train_set.task, head=c.head, mode=c.prompt_mode, max_length=c.max_length,
