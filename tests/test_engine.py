@@ -406,3 +406,19 @@ def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_t
         warnings.simplefilter("error", DataWarning)
         _, _, accountant = private(make_model(), data=data, n=1000)   # within 2×, δ ≪ 1/n: nothing to say
     assert "owner" not in repr(accountant.report(DELTA))
+
+
+@pytest.mark.parametrize("optimizer", ["dpzero", "dp-sgd"])
+def test_the_opacus_habit_step_without_a_loss_function_explains_the_contract(optimizer):
+    # Issue 44, item 8: `loss.backward(); optimizer.step()` got a bare "step() missing 1 required positional argument".
+    model = make_model()
+    opt, loader, accountant = private(model, optimizer=optimizer, **({"seed": None} if optimizer == "dp-sgd" else {}))
+    xb, yb = next(iter(loader))
+    if optimizer == "dp-sgd":
+        per_example_loss(model(xb), yb).mean().backward()
+    with pytest.raises(TypeError) as refused:
+        opt.step()
+    lines = str(refused.value).splitlines()
+    assert len(lines) == 3 and lines[0].startswith("optimizer.step() needs the loss function")
+    assert "loss.backward()" in lines[1] and "optimizer.step(lambda xb, yb:" in lines[2]
+    assert accountant.releases == 0

@@ -205,7 +205,13 @@ def finetune(
                                     help="Your own training data: CSV, TSV or JSON lines (with --test-file, "
                                          "--text-column, --label-column)."),
     test_file: Path = typer.Option(None, "--test-file", dir_okay=False, rich_help_panel=DATA,
-                                   help="Your own test data, in the same columns and labels as --train-file."),
+                                   help="Your own test data, in the same columns and labels as --train-file. Taken "
+                                        "as private unless --test-file-public: summary.json then holds aggregate "
+                                        "accuracy and loss only (no per-example results, no class counts). Its "
+                                        "labels declare the classes when --labels/--label-words do not."),
+    test_file_public: bool = typer.Option(False, "--test-file-public", rich_help_panel=DATA,
+                                          help="Declare --test-file public data: summary.json may then publish "
+                                               "each test example's right/wrong and the test class counts."),
     text_column: str = typer.Option(None, "--text-column", rich_help_panel=DATA,
                                     help="Column (or JSON key) of the text."),
     text_pair_column: str = typer.Option(None, "--text-pair-column", rich_help_panel=DATA,
@@ -388,7 +394,8 @@ def finetune(
         eval_every=eval_every, eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
         checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
-        new_run=new_run, allow_empty_train=allow_empty_train, allow_missing_classes=allow_missing_classes)
+        new_run=new_run, allow_empty_train=allow_empty_train, allow_missing_classes=allow_missing_classes,
+        test_public=True if test_file_public else None)
     if distributed.from_environment() is None or os.environ.get("RANK", "0") == "0":
         # Before any work, flushed: kept when stdout is a file and the run is stopped.
         print(_header(config, lr is not None), flush=True)
@@ -407,6 +414,7 @@ def finetune(
     typer.echo(f"recipe: {summary.recipe_selection}")
     for note in summary.notes:
         typer.echo(f"note: {note}")
+    typer.echo(f"test split: {summary.public_inputs['test_split']}")
     typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")
 
 

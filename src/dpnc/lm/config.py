@@ -56,7 +56,7 @@ PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data
 FREE_FIELDS = ("data_dir", "device", "cache", "report_to", "recipe_selection",
                "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
                 "out", "progress", "log_private_stats", "new_run", "per_example", "microbatch", "cache_directions",
-                "allow_empty_train", "allow_missing_classes")
+                "allow_empty_train", "allow_missing_classes", "test_public")
 # Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
 KILL_ENV = "DPNC_TEST_KILL_AT"
 KILL_PHASES = ("begin",      # after the journal's 'begin' line of step t, before the batch is drawn
@@ -176,6 +176,10 @@ class FinetuneConfig:
             (`dpnc.lm.owner_checks`) refuse a training set the domain rule left empty, or one in which a declared
             class has no row; these turn each refusal into a warning (for a pipeline whose start must not depend on
             the data).
+        test_public: whether the test split is public data, so that ``summary.json`` may publish each test
+            example's right/wrong and the test class counts. Default: True for a built-in task (its test split is
+            public), False for a ``test_file`` (it may be the owner's private data): then only aggregate accuracy
+            and loss are published, and the summary says why. ``--test-file-public`` declares a test file public.
     """
 
     task: str = "SST-2"
@@ -235,6 +239,7 @@ class FinetuneConfig:
     new_run: bool = False
     allow_empty_train: bool = False
     allow_missing_classes: bool = False
+    test_public: bool | None = None
 
     def __post_init__(self) -> None:
         first_order = self.method in ("adamw", "dp-adamw")
@@ -293,6 +298,8 @@ class FinetuneConfig:
             raise ValueError("text_column, text_pair_column, label_column, label_words, labels and template "
                              "describe a user's own files: give train_file and test_file too")
         self._check_labels()
+        if self.test_public is None:   # a built-in task's test split is public; a user's test file is not assumed so
+            object.__setattr__(self, "test_public", self.test_file is None)
         check_integer(0 if self.method == "zero-shot" else 1, steps=self.steps)
         if self.method == "zero-shot" and self.steps != 0:
             raise ValueError(f"steps must be 0 for method='zero-shot'; got {self.steps!r}")
@@ -323,7 +330,7 @@ class FinetuneConfig:
                              f"replacement has an RDP bound (Wang, Balle & Kasiviswanathan 2019) only; got "
                              f"{self.accountant!r}")
         for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run", "cache", "allow_empty_train",
-                     "allow_missing_classes"):
+                     "allow_missing_classes", "test_public"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if self.checkpoint_every and not self.checkpoint_dir:
