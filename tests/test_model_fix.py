@@ -46,7 +46,7 @@ def test_the_batchnorm_refusal_names_fix_model_first_and_the_fixed_model_trains_
     opt, loader, accountant = dpnc.make_private(fixed, data=data, n=64, optimizer="dp-sgd", target_epsilon=2.0,
                                                 delta=1e-5, steps=2, batch_size=16, lr=0.1, clip=1.0)
     before = [p.detach().clone() for p in fixed.parameters()]
-    for xb, yb in loader:
+    for _ in loader:
         opt.step(lambda x, y: nn.functional.cross_entropy(fixed(x), y, reduction="none"))
     assert accountant.releases == 2
     assert any(not torch.equal(a, b) for a, b in zip(before, fixed.parameters()))
