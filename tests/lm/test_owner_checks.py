@@ -77,13 +77,13 @@ def test_a_label_outside_the_classes_is_counted_with_its_near_match():
         notes = check_training_data(dataset([0, 1] * 20, dropped_labels={"Positive": 7, "meh": 1}), n=47,
                                     delta=1e-5)
     assert len(notes) == 1 and notes[0] == str(caught[0].message).split("not published): ", 1)[1]
-    assert "8 training rows have labels outside the declared classes ['negative', 'positive']" in notes[0]
-    assert "'Positive' (7 rows; did you mean 'positive'?)" in notes[0] and "'meh' (1 rows)" in notes[0]
+    assert "8 rows of the training file have labels outside the declared classes ['negative', 'positive']" in notes[0]
+    assert "'Positive' (7 rows; did you mean 'positive'?)" in notes[0] and "'meh' (1 row)" in notes[0]
 
 
 def test_nothing_left_and_a_class_without_rows_are_refused_unless_allowed():
     everything_dropped = dataset([], dropped_labels={"Positive": 20, "Negative": 20})
-    with pytest.warns(DataWarning, match="40 training rows have labels outside"), \
+    with pytest.warns(DataWarning, match="40 rows of the training file have labels outside"), \
             pytest.raises(ValueError, match="all 40 rows of t.csv were dropped"):
         check_training_data(everything_dropped, n=40, delta=1e-5)
     with warnings.catch_warnings():
@@ -154,7 +154,7 @@ def test_a_warned_run_keeps_the_owners_message_out_of_its_published_files(tmp_pa
         trainer = Trainer(c, noise=NoiseSource.for_testing(0))
         trainer.run()
     said = [str(w.message) for w in caught if w.category is DataWarning]
-    assert len(said) == 3 and "3 training rows have labels outside" in said[0]
+    assert len(said) == 3 and "3 rows of the training file have labels outside" in said[0]
     assert "classes with no training row: ['neutral']" in said[1] and "n = 400" in said[2]
     out = Path(c.out)
     # A user's test file not declared public (issue 44, item 2): aggregate accuracy and loss only, and why.

@@ -83,10 +83,15 @@ def _unknown_labels(counts: Mapping[str, int], classes) -> str:
     shown = []
     for label, count in sorted(counts.items(), key=lambda kv: -kv[1])[:_SHOWN]:
         near = folded.get(label.casefold())
-        shown.append(f"{label!r} ({count:,} rows" + (f"; did you mean {near!r}?)" if near else ")"))
+        shown.append(f"{label!r} ({_rows(count)}" + (f"; did you mean {near!r}?)" if near else ")"))
     more = f" and {len(counts) - _SHOWN} more" if len(counts) > _SHOWN else ""
-    return (f"{sum(counts.values()):,} training rows have labels outside the declared classes {list(classes)} and "
-            f"are dropped: {', '.join(shown)}{more}")
+    total = sum(counts.values())
+    return (f"{_rows(total)} of the training file {'has a label' if total == 1 else 'have labels'} outside the "
+            f"declared classes {list(classes)}, dropped by the domain rule: {', '.join(shown)}{more}")
+
+
+def _rows(count: int) -> str:
+    return f"{count:,} row" + ("" if count == 1 else "s")
 
 
 def _name(train: TextDataset) -> str:
