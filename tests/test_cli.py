@@ -381,3 +381,12 @@ def test_delta_is_spelled_delta_everywhere_and_the_old_spelling_still_works(no_w
                                      "--out", str(tmp_path / "o")])
         assert ("deprecated" in result.output) == (flag == "--dp-delta")
     assert [c.dp_delta for c in seen] == [0.001, 0.001]
+
+
+def test_a_bare_hub_id_gets_the_command_for_that_model_not_another():
+    # Issue 44, item 9: "bert-base-uncased" was told to download sentence-transformers/all-mpnet-base-v2.
+    from dpnc.lm.classifiers import missing_model
+
+    text = missing_model("bert-base-uncased")
+    assert "hf download bert-base-uncased --local-dir models/bert-base-uncased" in text and "mpnet" not in text
+    assert "all-mpnet-base-v2" in missing_model("./no/such/folder")   # no Hub id: an example

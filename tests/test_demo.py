@@ -52,4 +52,4 @@ def test_the_non_private_reference_is_not_worse_than_the_private_run():
     dpzero_loss = statistics.median(run["curves"]["DPZero"][-1][1] for run in runs)
     dpzero_accuracy = statistics.median(run["accuracy"]["DPZero"] for run in runs)
     assert mezo[-1][1] <= dpzero_loss + 0.05 and result["accuracy"]["MeZO"] >= dpzero_accuracy - 0.01
-    assert f"non-private MeZO (lr {config.mezo_lr:g})" in demo.summary(result)
+    assert f"reference, NOT private: MeZO (lr {config.mezo_lr:g})" in demo.summary(result)

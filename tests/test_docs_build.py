@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,46 @@ def test_the_site_builds_strictly(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
     site = tmp_path / "site"
-    for page in ("index.html", "getting-started/index.html", "dpzero/index.html", "api/engine/index.html"):
+    for page in ("index.html", "getting-started.html", "dpzero.html", "api/engine.html"):
         assert (site / page).is_file(), page
-    api = (site / "api" / "engine" / "index.html").read_text()
+    api = (site / "api" / "engine.html").read_text()
     assert "make_private" in api and "target_epsilon" in api   # the API page comes from the docstrings
+    check_the_built_site(site)
+
+
+ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc|obj):`")
+HREF = re.compile(r'(?:href|src)="([^"]*)"')
+
+
+def check_the_built_site(site: Path) -> None:
+    """Issue 44, item 3: the site as a person opens it, from disk or over HTTP.
+
+    No literal Sphinx role (``:class:`X```) or literal-block marker (``loop::``) in any page's text; every link
+    between pages names a file (``page.html``), never a folder (opened from disk, a folder shows a directory
+    listing), and the file exists; search works without a server (its index as a script); each paper page shows
+    its committed figures."""
+    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")   # (a server's page: absolute links)
+    assert len(pages) > 20
+    roles, folders, missing = [], [], []
+    for page in pages:
+        html = page.read_text()
+        text = re.sub(r"<[^>]+>", "", html)
+        if ROLE.search(text) or re.search(r"\w::\s*$", text, re.MULTILINE):
+            roles.append(str(page.relative_to(site)))
+        for link in HREF.findall(html):
+            if re.match(r"^(?:[a-z]+:|#|//)", link) or not link:
+                continue
+            path = link.split("#")[0].split("?")[0]
+            if not path:
+                continue
+            if path.endswith("/") or (page.parent / path).is_dir():
+                folders.append(f"{page.relative_to(site)} → {link}")
+            elif not (page.parent / path).exists():
+                missing.append(f"{page.relative_to(site)} → {link}")
+    assert roles == [], f"literal reST roles or '::' in {roles}"
+    assert folders == [], f"directory-style links: {folders[:10]}"
+    assert missing == [], f"links to files that are not in the site: {missing[:10]}"
+    assert (site / "search" / "search_index.js").is_file()   # the offline plugin's index, loadable from file://
+    for paper in ("dpzero", "ztc", "klt", "menart"):
+        images = [src for src in HREF.findall((site / f"{paper}.html").read_text()) if src.endswith(".png")]
+        assert images and all((site / src).is_file() for src in images), (paper, images)

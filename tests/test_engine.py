@@ -388,3 +388,37 @@ def test_every_optimizer_takes_the_same_loop():
         for xb, yb in loader:
             opt.step(lambda xb, yb: per_example_loss(model(xb), yb), xb, yb)
         assert acct.releases == 3, optimizer
+
+
+def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_the_owner():
+    # Issue 44, item 7: n = 100 on 1,400 rows (batches 14× B) or n = 10⁶ (almost every batch empty) went unremarked.
+    import warnings
+
+    from dpnc.declared import DataWarning
+
+    data = dataset(1400)
+    for n, said in ((100, "14.0× the batch size"), (10**6, "nearly empty")):
+        with pytest.warns(DataWarning, match=said):
+            private(make_model(), data=data, n=n)
+    with pytest.warns(DataWarning, match=r"delta = 0.01 is at least 1/n = 0.000714"):
+        private(make_model(), data=data, n=1400, delta=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        _, _, accountant = private(make_model(), data=data, n=1000)   # within 2×, δ ≪ 1/n: nothing to say
+    assert "owner" not in repr(accountant.report(DELTA))
+
+
+@pytest.mark.parametrize("optimizer", ["dpzero", "dp-sgd"])
+def test_the_opacus_habit_step_without_a_loss_function_explains_the_contract(optimizer):
+    # Issue 44, item 8: `loss.backward(); optimizer.step()` got a bare "step() missing 1 required positional argument".
+    model = make_model()
+    opt, loader, accountant = private(model, optimizer=optimizer, **({"seed": None} if optimizer == "dp-sgd" else {}))
+    xb, yb = next(iter(loader))
+    if optimizer == "dp-sgd":
+        per_example_loss(model(xb), yb).mean().backward()
+    with pytest.raises(ValueError) as refused:
+        opt.step()
+    lines = str(refused.value).splitlines()
+    assert len(lines) == 3 and lines[0].startswith("loss_fn must be a callable: optimizer.step(loss_fn) draws")
+    assert "loss.backward()" in lines[1] and "optimizer.step(lambda xb, yb:" in lines[2]
+    assert accountant.releases == 0

@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["ALGORITHMS", "Budget", "Setting", "ZCDP", "make_private", "__version__"]
+__all__ = ["ALGORITHMS", "Budget", "Setting", "ZCDP", "fix_model", "make_private", "__version__"]
 
 
 def __getattr__(name: str):
@@ -10,6 +10,9 @@ def __getattr__(name: str):
     if name == "make_private":
         from dpnc.engine import make_private
         return make_private
+    if name == "fix_model":
+        from dpnc.model_fix import fix_model
+        return fix_model
     if name in ("Budget", "ZCDP"):
         from dpnc.privacy import budget
         return getattr(budget, name)

@@ -120,10 +120,20 @@ def mappable_masks():
 def _never_skip(*args: Any, **kwargs: Any) -> bool:
     return False
 
+MISSING_LOSS_FN = (
+    "loss_fn must be a callable: optimizer.step(loss_fn) draws each secret batch itself and hands it to loss_fn, so\n"
+    "  a gradient from loss.backward() on a batch you chose (the Opacus habit) is not what the ledger describes. Fix:\n"
+    "  optimizer.step(lambda xb, yb: F.cross_entropy(model(xb), yb, reduction='none'))   # per-example losses, (B,)")
+
 
 def check_loss_fn(loss_fn: Any) -> None:
-    """Refuse what cannot be handed a batch: a non-callable, or a callable that takes no positional argument."""
-    if loss_fn is None or not callable(loss_fn):
+    """Refuse what cannot be handed a batch: a non-callable, or a callable that takes no positional argument.
+
+    ``optimizer.step()`` with no loss function (the Opacus and torch.optim habit ``loss.backward();
+    optimizer.step()``) gets the contract and the fix in three lines."""
+    if loss_fn is None:
+        raise ValueError(MISSING_LOSS_FN)
+    if not callable(loss_fn):
         raise ValueError(f"loss_fn must be a callable loss_fn(*batch) returning the per-example losses of the "
                          f"batch it is given; got {loss_fn!r}")
     try:

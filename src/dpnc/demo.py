@@ -128,8 +128,9 @@ def summary(result: dict) -> str:
     return "\n".join([
         f"DPZero demo: logistic regression on breast cancer (n = {result['n']} train), "
         f"{c.steps} full-batch steps, target (ε, δ) = ({c.epsilon:g}, {c.delta:g})",
-        f"  test accuracy: DPZero {result['accuracy'][PRIVATE]:.3f} | non-private MeZO (lr {c.mezo_lr:g}) "
-        f"{result['accuracy'][REFERENCE]:.3f} | majority class {result['majority']:.3f}",
+        f"  test accuracy of the private model: DPZero {result['accuracy'][PRIVATE]:.3f} (majority class "
+        f"{result['majority']:.3f}); reference, NOT private: MeZO (lr {c.mezo_lr:g}) "
+        f"{result['accuracy'][REFERENCE]:.3f}",
         f"  final test loss: DPZero {result['curves'][PRIVATE][-1][1]:.4f} | "
         f"MeZO {result['curves'][REFERENCE][-1][1]:.4f}",
         f"  noise: one scalar per step, σ/Δ = {result['noise_multiplier']:.5g} (Δ = 2C/n, calibrated by "

@@ -95,6 +95,7 @@ from dpnc import distributed
 from dpnc._check import check_integer
 from dpnc.self_audit import SelfAudit
 from dpnc.batches import LoaderBatches
+from dpnc.declared import delta_note, n_note, tell_owner
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, check_delta, check_epsilon
 from dpnc.privacy.noise import NoiseSource
@@ -210,6 +211,8 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
             It sets q = batch_size / n, the noise and the ledger; ``len(data)`` never does, because under
             add/remove it differs between neighbouring datasets (the ledger would tell them apart). Every row of
             ``data`` joins each batch with probability q, whatever their number. MeZO: ``len(data)`` by default.
+            An n more than 2× away from ``len(data)``, and δ ≥ 1/n, are remarked on to the data's owner as a
+            ``dpnc.declared.DataWarning`` (it reads the data: keep it out of published files).
         optimizer: ``"dpzero"`` (private), ``"mezo"`` (not private; then leave ``target_epsilon``, ``delta``,
             ``clip`` and ``noise_multiplier`` unset), or first order: ``"dp-adamw"``, ``"dp-sgd"``, a
             ``torch.optim.Optimizer`` subclass, built as ``cls(params, lr=lr, **optimizer_kwargs)``, or (as Opacus
@@ -339,6 +342,10 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         check_integer(microbatch=microbatch)
         if optimizer_kwargs is not None and not isinstance(optimizer_kwargs, Mapping):
             raise ValueError(f"optimizer_kwargs must be a dict or None; got {optimizer_kwargs!r}")
+    # The owner's view (n against len(data) reads the data): a DataWarning on the terminal, never in the ledger.
+    for note in (n_note(n, rows), None if delta is None else delta_note(delta, n)):
+        if note is not None:
+            tell_owner(note)
 
     group = distributed.from_environment()   # a first-order method is refused there by wire()
 

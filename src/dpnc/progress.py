@@ -9,11 +9,29 @@ time, so *which* states a bar printed would depend on step times too.
 
 from __future__ import annotations
 
+import math
+import sys
+
 from tqdm.auto import tqdm
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}"   # no {rate}, {elapsed}, {remaining}
 
 
+LOG_LINES = 20   # the most lines a bar writes to a file or pipe (where each refresh is a new line, not a redraw)
+
+
 def progress(iterable=None, **kwargs) -> tqdm:
-    """``tqdm(iterable, **kwargs)`` without timing in what it prints, refreshed on every update."""
-    return tqdm(iterable, **{"mininterval": 0, "miniters": 1, **kwargs, "bar_format": BAR_FORMAT})
+    """``tqdm(iterable, **kwargs)`` without timing in what it prints, refreshed on every update on a terminal, and
+    every ⌈total/20⌉ updates when its output is not one (a log file would get a line per step): a schedule by
+    count, public like the step count, never by time."""
+    out = kwargs.get("file") or sys.stderr
+    total = kwargs.get("total") or (len(iterable) if hasattr(iterable, "__len__") else None)
+    every = 1 if _terminal(out) or not total else max(1, math.ceil(total / LOG_LINES))
+    return tqdm(iterable, **{"mininterval": 0, "miniters": every, **kwargs, "bar_format": BAR_FORMAT})
+
+
+def _terminal(out) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):   # no isatty, or a closed stream
+        return False

@@ -343,7 +343,8 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
     assert "hparams" in plugins
     # dpnc predict: a CSV of texts in, the label and every class's probability out.
     texts = tmp_path / "texts.csv"
-    texts.write_text("review\n" + "".join(f'"{t.replace(chr(34), chr(39))}"\n' for t in subset.texts[:4]))
+    texts.write_text("id,review\n" + "".join(f'{i},"{t.replace(chr(34), chr(39))}"\n'
+                                            for i, t in enumerate(subset.texts[:4])))
     predictions = tmp_path / "predictions.csv"
     result = runner.invoke(app, ["predict", "--model", str(out), "--file", str(texts), "--text-column", "review",
                                  "--out", str(predictions)])
@@ -352,7 +353,9 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
 
     rows = list(csv.DictReader(predictions.open()))
     names = list(loaded.task.label_names)
-    assert list(rows[0]) == ["review", "label", *(f"p_{n}" for n in names)] and len(rows) == 4
+    # Every input column is kept (issue 44: an id column was dropped), then the label and the probabilities.
+    assert list(rows[0]) == ["id", "review", "label", *(f"p_{n}" for n in names)] and len(rows) == 4
+    assert [r["id"] for r in rows] == ["0", "1", "2", "3"]
     expected = loaded.predict([r["review"] for r in rows])
     assert [r["label"] for r in rows] == [names[i] for i in expected.tolist()]
     assert all(abs(sum(float(r[f"p_{n}"]) for n in names) - 1) < 1e-4 for r in rows)
@@ -360,7 +363,7 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
     assert runner.invoke(app, ["predict", "--model", str(out / "model"), "--file", str(texts), "--text-column",
                                "review", "--out", str(jsonl)]).exit_code == 0
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
-    assert [r["label"] for r in records] == [r["label"] for r in rows]
+    assert [r["label"] for r in records] == [r["label"] for r in rows] and records[3]["id"] == "3"
     assert set(records[0]["probabilities"]) == set(names)
     # A row with an unquoted comma has its fields shifted: refused, naming the line (before: the header's last column
     # read each row's last field, so "really great" was classified in place of "great, really great").
@@ -428,3 +431,19 @@ def test_cached_directions_give_the_same_run_bit_for_bit(tmp_path, method):
         assert torch.equal(a, b)
     with pytest.raises(ValueError, match="cache_directions must be a bool"):
         config(tmp_path, cache_directions="yes")
+
+
+def test_a_head_only_checkpoint_holds_the_trained_parameters_and_resumes_from_them(tmp_path):
+    # Issue 44, item 10: a head-only checkpoint held the whole 90 MB encoder; the rest is the base model the config
+    # names, rebuilt on resume.
+    c = config(tmp_path, train="head", steps=3, batch_size=4, checkpoint_every=1, accountant="rdp",
+               checkpoint_dir=str(tmp_path / "run"))
+    first = Trainer(c, noise=NoiseSource.for_testing(0))
+    first.train(max_steps=2)   # a simulated kill after the checkpoint of step 2
+    assert (tmp_path / "run" / "checkpoint.pt").stat().st_size < 100_000
+    resumed = Trainer(c, noise=NoiseSource.for_testing(1), resume=True)
+    assert resumed.step == 2 and resumed.accountant.releases == 2
+    moved = [name for name, p in first.classifier.named_parameters() if p.requires_grad]
+    assert moved and all(not p.requires_grad for name, p in first.classifier.named_parameters() if "encoder" in name)
+    for (name, a), b in zip(first.classifier.named_parameters(), resumed.classifier.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)

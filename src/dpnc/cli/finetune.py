@@ -21,7 +21,13 @@ def finetune(
                                     help="Your own training data: CSV, TSV or JSON lines (with --test-file, "
                                          "--text-column, --label-column)."),
     test_file: Path = typer.Option(None, "--test-file", dir_okay=False, rich_help_panel=DATA,
-                                   help="Your own test data, in the same columns and labels as --train-file."),
+                                   help="Your own test data, in the same columns and labels as --train-file. Taken "
+                                        "as private unless --test-file-public: summary.json then holds aggregate "
+                                        "accuracy and loss only (no per-example results, no class counts). Its "
+                                        "labels declare the classes when --labels/--label-words do not."),
+    test_file_public: bool = typer.Option(False, "--test-file-public", rich_help_panel=DATA,
+                                          help="Declare --test-file public data: summary.json may then publish "
+                                               "each test example's right/wrong and the test class counts."),
     text_column: str = typer.Option(None, "--text-column", rich_help_panel=DATA,
                                     help="Column (or JSON key) of the text."),
     text_pair_column: str = typer.Option(None, "--text-pair-column", rich_help_panel=DATA,
@@ -37,6 +43,12 @@ def finetune(
                                     'A private method takes them from --label-words, else --labels, else the test '
                                     'file, never from the training file; training rows with another label or an '
                                     'empty text are dropped (counted only in the private statistics).'),
+    allow_empty_train: bool = typer.Option(False, "--allow-empty-train", rich_help_panel=DATA,
+                                           help="Run even when the domain rule leaves no training row (else "
+                                                "refused before any release; the message is for you alone)."),
+    allow_missing_classes: bool = typer.Option(False, "--allow-missing-classes", rich_help_panel=DATA,
+                                               help="Run even when a declared class has no training row (else "
+                                                    "refused before any release)."),
     template: str = typer.Option(None, "--template", rich_help_panel=DATA,
                                  help='Prompt template, e.g. "{sentence} It was {label_word}." (the default).'),
     data_seed: int = typer.Option(None, "--data-seed", min=0, rich_help_panel=DATA,
@@ -196,11 +208,18 @@ def finetune(
         eval_every=eval_every, eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
         checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
-        new_run=new_run)
+        new_run=new_run, allow_empty_train=allow_empty_train, allow_missing_classes=allow_missing_classes,
+        test_public=True if test_file_public else None)
     if distributed.from_environment() is None or os.environ.get("RANK", "0") == "0":
         # Before any work, flushed: kept when stdout is a file and the run is stopped.
         print(_header(config, lr is not None), flush=True)
-    summary = lm_train.finetune(config, resume=resume)
+    try:
+        summary = lm_train.finetune(config, resume=resume)
+    except KeyboardInterrupt:   # no traceback; the staging step has said where the ledger is, unless kept in place
+        kept = (f": its journal (every release counted) is in {config.checkpoint_dir}; the same command with --resume "
+                "continues it" if config.checkpoint_dir else "")
+        typer.echo(f"\ninterrupted{kept}", err=True)
+        raise typer.Exit(130) from None
     if torch.distributed.is_initialized():   # under torchrun: every rank ran the same steps; rank 0 reports
         rank = torch.distributed.get_rank()
         distributed.shutdown()
@@ -215,6 +234,7 @@ def finetune(
     typer.echo(f"recipe: {summary.recipe_selection}")
     for note in summary.notes:
         typer.echo(f"note: {note}")
+    typer.echo(f"test split: {summary.public_inputs['test_split']}")
     typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")
 
 

@@ -23,7 +23,9 @@ def predict(
     text_pair_column: str = typer.Option(None, "--text-pair-column",
                                          help="Column of the second text, for a sentence-pair model."),
     out: Path = typer.Option(None, "--out", dir_okay=False,
-                             help="Where to write the predictions: .csv (default: printed as CSV) or .jsonl."),
+                             help="Where to write the predictions: .csv (default: printed as CSV) or .jsonl. "
+                                  "Every input column is kept, then label (predicted_label where the input has a "
+                                  "label column) and each class's probability."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Texts per forward pass."),
 ) -> None:
     """Label texts with a fine-tuned model: one row per text with its predicted label and every class's probability.
@@ -55,20 +57,25 @@ def predict(
     names = list(classifier.task.label_names)
     probs = classifier.predict_proba(texts, batch_size=batch_size)
     labels = [names[i] for i in probs.argmax(-1).tolist()] if len(texts) else []
-    given = [text_column] if text_pair_column is None else [text_column, text_pair_column]
+    # Every input column is kept beside the prediction (an id column, say); the label's column is "label", or
+    # "predicted_label" where the input has a "label" column of its own.
+    header = sorted(columns, key=lambda name: columns[name] % width) if width else []
+    records = [dict(zip(header, [*row, *[""] * (width - len(row))][:width])) if isinstance(row, list) and header else
+               dict(row) if isinstance(row, dict) else {str(i): v for i, v in enumerate(row)} for _, row in rows]
+    keys = list(dict.fromkeys(k for record in records for k in record))
+    name = "predicted_label" if "label" in keys else "label"
     if out is not None and out.suffix.lower() == ".jsonl":
-        lines = []
-        for text, label, p in zip(texts, labels, probs.tolist()):
-            record = {"text": text} if text_pair_column is None else {"text": text[0], "text_pair": text[1]}
-            lines.append(json.dumps({**record, "label": label, "probabilities": dict(zip(names, p))}))
+        lines = [json.dumps({**record, name: label, "probabilities": dict(zip(names, p))})
+                 for record, label, p in zip(records, labels, probs.tolist())]
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(line + "\n" for line in lines))
     else:
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow([*given, "label", *(f"p_{name}" for name in names)])
-        for text, label, p in zip(texts, labels, probs.tolist()):
-            writer.writerow([*([text] if isinstance(text, str) else text), label, *(f"{x:.6g}" for x in p)])
+        writer.writerow([*keys, name, *(f"p_{n}" for n in names)])
+        for record, label, p in zip(records, labels, probs.tolist()):
+            cells = [v if isinstance(v, str) else json.dumps(v) for v in (record.get(k, "") for k in keys)]
+            writer.writerow([*cells, label, *(f"{x:.6g}" for x in p)])
         if out is None:
             typer.echo(buffer.getvalue(), nl=False)
         else:

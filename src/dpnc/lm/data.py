@@ -249,6 +249,8 @@ class TextDataset:
         dropped: rows of the file left out by the domain rule of a private run's training file (a label outside
             the declared classes, an empty text, a row that cannot be read: :mod:`dpnc.lm.files`). A statistic of
             the private data: written only to the private statistics, never to a public file.
+        dropped_labels: of those, the rows dropped for a label outside the declared classes, by label
+            (``{"positive": 400}``): read only by the owner's checks (:mod:`dpnc.lm.owner_checks`), never published.
     """
 
     task: Task
@@ -257,6 +259,7 @@ class TextDataset:
     source: str
     origin: dict = dataclasses.field(default_factory=dict)
     dropped: int = 0
+    dropped_labels: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.labels = torch.as_tensor(self.labels, dtype=torch.long).reshape(-1)

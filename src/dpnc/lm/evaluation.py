@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from dpnc.lm.config import ZO_RECIPES, public_name
+from dpnc.lm.config import ZO_RECIPES, public_model, public_name
 from dpnc.lm.data import TextDataset, recipe_size
 from dpnc.lm.files import describe_data
 from dpnc.lm.journal import jsonable
@@ -63,8 +63,8 @@ class Summary:
     test_examples: int
     zero_shot_accuracy: float
     zero_shot_loss: float
-    test_correct: str        # per test example (evaluation order), "1"/"0": for paired comparisons of runs
-    zero_shot_correct: str
+    test_correct: str | None   # per test example (evaluation order), "1"/"0": for paired comparisons of runs;
+    zero_shot_correct: str | None   # None unless the test split is public (``FinetuneConfig.test_public``)
     relation: str
     sampler: str | None
     data: dict
@@ -137,7 +137,21 @@ class EvaluationMixin:
         where = ({"train_file": public_name(c.train_file), "test_file": public_name(c.test_file)}
                  if c.train_file is not None else
                  {"task": c.task, "data_dir": public_name(c.data_dir), "data_seed": c.data_seed, "k": c.k})
-        return {**where, **describe_data(self.train_set, self.test_set)}
+        record = {**where, **describe_data(self.train_set, self.test_set)}
+        if not self.config.test_public:   # a count per class is a statistic of a test file that may be private
+            record["test_class_counts"] = None
+        return record
+
+    def test_split_rule(self) -> str:
+        """Whether the test split is public, and so what summary.json publishes of it."""
+        c = self.config
+        if c.test_public:
+            return ("public (the built-in task's test split): per-example results and class counts published"
+                    if c.test_file is None else "declared public (--test-file-public): per-example results and "
+                    "class counts published")
+        return ("not declared public (a user's test file may be private data; --test-file-public declares it "
+                "public): only aggregate accuracy and loss are published, no per-example results or class counts; "
+                "they too are un-noised statistics of the test data, outside ε")
 
     def public_inputs(self) -> dict:
         """The inputs this run treated as public (summary.json): none of them is read off the training data."""
@@ -151,7 +165,8 @@ class EvaluationMixin:
                 "steps": c.steps, "epsilon": c.epsilon if c.private else None, "delta": c.delta, "clip": c.clip,
                 "noise_multiplier": self.multiplier, "lr": c.lr, "smoothing": c.smoothing if zeroth else None,
                 "relation": self.relation, "sampler": None if self.sampler is None else c.sampler,
-                "accountant": c.accountant, "max_length": c.max_length, "seed": c.seed}
+                "accountant": c.accountant, "max_length": c.max_length, "seed": c.seed,
+                "test_split": self.test_split_rule()}
 
     def recipe_selection(self) -> str:
         """How the run's settings were chosen, stated next to ε: the config's statement, else the trainer's."""
@@ -177,11 +192,12 @@ class EvaluationMixin:
         if report is not None:   # (a Poisson-sampled ledger has no ρ: not worth a note here)
             notes += [n for n in report.notes if not n.startswith("rho:")]
         return Summary(
-            task=self.train_set.task.name, method=c.method, model=c.model, head=c.head, train=c.train,
+            task=self.train_set.task.name, method=c.method, model=public_model(c.model), head=c.head, train=c.train,
             trained_parameters=self.trainable.trained, total_parameters=self.trainable.total, steps=self.step,
             n=self.n, batch_size=c.batch_size, test_accuracy=result.accuracy, test_loss=result.loss,
             test_examples=len(self.eval_set()), zero_shot_accuracy=self.zero_shot.accuracy,
-            zero_shot_loss=self.zero_shot.loss, test_correct=result.correct, zero_shot_correct=self.zero_shot.correct,
+            zero_shot_loss=self.zero_shot.loss, test_correct=result.correct if c.test_public else None,
+            zero_shot_correct=self.zero_shot.correct if c.test_public else None,
             relation=self.relation, sampler=None if self.sampler is None else c.sampler, data=self.data_record(),
             device=str(self.device), cached_layers=0 if self.train_cache is None else self.train_cache.layers,
             delta=c.delta, epsilon_rdp=0.0 if report is None else report.epsilon_rdp,

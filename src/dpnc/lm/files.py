@@ -395,8 +395,9 @@ class _Rows:
         if drop_unknown:
             keep = [i for i, label in enumerate(self.labels) if label in index]
             labels = torch.tensor([index[self.labels[i]] for i in keep], dtype=torch.long)
+            unknown = Counter(label for label in self.labels if label not in index)   # for the owner's checks only
             return TextDataset(task, [self.texts[i] for i in keep], labels, str(self.path), dict(self.origin),
-                               dropped=self.dropped + len(self.labels) - len(keep))
+                               dropped=self.dropped + len(self.labels) - len(keep), dropped_labels=dict(unknown))
         unknown: dict[str, int] = {}
         for label, line in zip(self.labels, self.lines):
             if label not in index:

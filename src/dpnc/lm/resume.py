@@ -45,8 +45,11 @@ class ResumeMixin:
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise source or sampler."""
+        # The trained parameters only: the rest is the base model the config names, rebuilt on resume (a head-only
+        # checkpoint held the whole 90 MB encoder).
+        trained = {name: p.detach() for name, p in self.classifier.named_parameters() if p.requires_grad}
         state = {"version": 2, "config": self.config.to_dict(), "step": self.step,
-                 "model": self.classifier.state_dict(),
+                 "model": trained, "model_trained_only": True,
                  "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
                  "ledger": self.accountant.to_json(), "lost_releases": self.lost_releases, "notes": self.notes}
         return self.files.save_checkpoint(state, self.step)
@@ -79,7 +82,14 @@ class ResumeMixin:
                              "would move the model along other directions. Finish the run with the dpnc that began "
                              "it, or start a new one (new_run / --new-run).")
         if state is not None:
-            self.classifier.load_state_dict(state["model"])
+            partial = state.get("model_trained_only", False)   # (older checkpoints hold the whole state_dict)
+            missing, unexpected = self.classifier.load_state_dict(state["model"], strict=not partial)
+            frozen = {name for name, p in self.classifier.named_parameters() if not p.requires_grad}
+            buffers = {name for name, _ in self.classifier.named_buffers()}
+            if unexpected or not set(missing) <= frozen | buffers:
+                raise ValueError(f"cannot resume: the checkpoint's trained parameters do not match this model's "
+                                 f"(missing {sorted(set(missing) - frozen - buffers)[:5]}, unexpected "
+                                 f"{sorted(unexpected)[:5]})")
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
             self.accountant = Accountant.from_json(state["ledger"])

@@ -118,8 +118,8 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
         if isinstance(module, nn.modules.batchnorm._BatchNorm) and not module.training and (
                 not module.track_running_stats or module.running_mean is None):
             problems.append(f"{where}: BatchNorm without running statistics normalises with the batch's "
-                            "statistics even in eval mode (examples mix); give it running statistics or "
-                            "replace it with GroupNorm/LayerNorm")
+                            "statistics even in eval mode (examples mix); replace it with GroupNorm: model = "
+                            "dpnc.fix_model(model)")
     problems += static_problems(model)
     if len(problems) > 1:   # in the model's order of modules
         order = {name or "model": i for i, (name, _) in enumerate(model.named_modules())}

@@ -243,7 +243,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         return mean_release(self.clip, self.noise_multiplier, sampler=self.batches, accountant=self.accountant,
                             noise=self.noise)
 
-    def step(self, loss_fn: Callable[..., torch.Tensor], *inputs: Any) -> torch.Tensor:  # type: ignore[override]
+    def step(self, loss_fn: Callable[..., torch.Tensor] | None = None,  # type: ignore[override]
+             *inputs: Any) -> torch.Tensor:
         """One DP step on the pending batch: ``loss_fn(*batch)`` gives its per-example losses, shape (b,).
 
         The optimizer hands ``loss_fn`` the batch the loader just yielded (tensors, or dicts/lists/tuples of them,

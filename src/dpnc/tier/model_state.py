@@ -32,7 +32,8 @@ _NORM = nn.modules.batchnorm._NormBase   # BatchNorm*, InstanceNorm*, SyncBatchN
 def _norm_message(module: nn.Module) -> str:
     if isinstance(module, nn.modules.batchnorm._BatchNorm):
         return ("BatchNorm in train mode mixes examples and stores the batch's mean in running_mean; replace it with "
-                "GroupNorm/LayerNorm (dpnc.fix_model does), or call model.eval()")
+                "GroupNorm: model = dpnc.fix_model(model) (as Opacus's ModuleValidator.fix). model.eval() only if its "
+                "running statistics were learned on public data (from scratch it freezes the initial ones)")
     return ("InstanceNorm with running statistics in train mode stores a statistic of the batch in running_mean/"
             "running_var; set track_running_stats=False (each example is then normalised by its own statistics) "
             "or call .eval() on it")

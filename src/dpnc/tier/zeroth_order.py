@@ -118,7 +118,8 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         raise NotImplementedError
 
     @torch.no_grad()
-    def step(self, loss_fn: Callable[..., torch.Tensor], *inputs: Any) -> torch.Tensor:  # type: ignore[override]
+    def step(self, loss_fn: Callable[..., torch.Tensor] | None = None,  # type: ignore[override]
+             *inputs: Any) -> torch.Tensor:
         """One step on the batch the optimizer draws: ``loss_fn(*batch)`` returns its per-example losses.
 
         The optimizer hands ``loss_fn`` the inputs of the batch it drew (rows of ``data``, or the batch a
