@@ -23,17 +23,18 @@ MAX_LINES = 500
 # The layers, bottom first: a module may import its own layer or one below, never one above. A unit is a top-level
 # module or subpackage of dpnc (``dpnc.lm`` with all its modules), or the client ``dpnc_reproduce``.
 LAYERS = (
-    ("dpnc._check", "dpnc.progress"),                                        # plain helpers
+    ("dpnc._check", "dpnc.progress", "dpnc.declared"),                       # plain helpers
     ("dpnc.privacy",),                                                       # budgets, accountant, calibration
     ("dpnc.sampling", "dpnc.space", "dpnc.problems", "dpnc.distributed"),    # parameters, data, objectives
     ("dpnc.batches", "dpnc.estimators", "dpnc.certify", "dpnc.tune",   # estimators, batch sources,
      "dpnc.self_audit"),                                                 # a run's canaries
     ("dpnc.algorithms",),                                                    # the paper families
-    ("dpnc.optim", "dpnc.first_order", "dpnc.tier", "dpnc.engine"),          # the model tier, make_private
+    ("dpnc.optim", "dpnc.first_order", "dpnc.tier", "dpnc.engine",           # the model tier, make_private,
+     "dpnc.model_fix"),                                                    # private-safe norms
     ("dpnc.lm", "dpnc.demo", "dpnc.integrations"),                           # the text trainer, the demo
     ("dpnc.audit",),                                                         # reads both registries
     ("dpnc_reproduce",),                                                     # the reproductions: a client
-    ("dpnc", "dpnc.cli", "dpnc._cli_docs"),                                  # the front doors
+    ("dpnc", "dpnc.cli", "dpnc._cli_docs", "dpnc._api_docs"),                # the front doors, the docs build
 )
 LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
