@@ -228,7 +228,8 @@ def test_auto_keeps_to_vmap_where_a_trained_layer_does_not_run():
 def test_a_stock_hugging_face_encoder_takes_the_per_layer_route():
     """A BERT as AutoModel builds it (2-D padding mask, position and token-type ids shared by the batch, SDPA
     attention), mean-pooled under a linear head: the per-layer route runs it (transformers' mask skip, a branch on
-    the data, is off within the route) and equals the per-example loop."""
+    the data, is off within the route, and its attention eager) and equals the per-example loop; the model's own
+    attention setting is put back."""
     transformers = pytest.importorskip("transformers")
     from dpnc.first_order import route_clipped_sum
 
@@ -247,7 +248,9 @@ def test_a_stock_hugging_face_encoder_takes_the_per_layer_route():
     mask[1, 4:] = 0
     y = torch.randint(0, 2, (6,))
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert encoder.config._attn_implementation == "sdpa"   # AutoModel's default
     layers, route = route_clipped_sum(model, loss_fn, (ids, mask, y), params, 0.5)
+    assert encoder.config._attn_implementation == "sdpa"   # eager within the route only
     exact, _ = route_clipped_sum(model, loss_fn, (ids, mask, y), params, 0.5, per_example="loop")
     assert route == "layers"
     assert_same(exact, layers)

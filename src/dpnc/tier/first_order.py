@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from dpnc.tier import per_layer
-from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, mappable_masks, one_example
+from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, mappable, one_example
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.tier.model_state import StateGuard
 from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
@@ -139,7 +139,7 @@ def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     """
     if per_example not in PER_EXAMPLE:
         raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
-    with torch.enable_grad(), mappable_masks():   # a stock Hugging Face model maps over the examples
+    with torch.enable_grad(), mappable(model):   # a stock Hugging Face model maps over the examples
         if per_example in ("auto", "layers"):
             fields = per_layer.layer_clipped_sum(model, loss_fn, inputs, params, C)
             if fields is not None:
