@@ -24,7 +24,7 @@ demo: setup
 	$(VENV)/bin/dpnc demo
 
 test: setup
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist worksteal   # one torch thread per process (tests/conftest.py)
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist worksteal --durations=25   # one torch thread per process (tests/conftest.py)
 
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
