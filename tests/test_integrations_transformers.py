@@ -76,13 +76,15 @@ def test_trains_privately_with_the_ledgers_epsilon_in_its_logs(tmp_path, method,
     assert sum(moved) >= 2
 
 
-def test_the_schedulers_lr_is_the_one_dpnc_steps_with(tmp_path):
+@pytest.mark.parametrize("method,clip", [("dpzero", 5.0), ("dp-adamw", 1.0)])
+def test_the_schedulers_lr_is_the_one_dpnc_steps_with(tmp_path, method, clip):
     trainer = DPTrainer(tiny_bert(), arguments(tmp_path, lr_scheduler_type="linear"), train_dataset=Rows(N), n=N,
-                        optimizer="dp-adamw", target_epsilon=3.0, delta=DELTA, clip=1.0)
+                        optimizer=method, target_epsilon=3.0, delta=DELTA, clip=clip)
+    stepping = getattr(trainer.dp_optimizer, "optimizer", trainer.dp_optimizer)   # AdamW inside DP-AdamW
     seen = []
-    trainer.dp_optimizer.register_step_hook(lambda opt, info: seen.append(trainer.dp_optimizer.optimizer.param_groups[0]["lr"]))
+    trainer.dp_optimizer.register_step_hook(lambda opt, info: seen.append(stepping.param_groups[0]["lr"]))
     trainer.train()
-    # linear decay from 1e-2 to 0 over 4 steps: the wrapped AdamW stepped with the Trainer's schedule
+    # linear decay from 1e-2 to 0 over 4 steps: dpnc's step used the Trainer's schedule
     assert seen == pytest.approx([1e-2, 7.5e-3, 5e-3, 2.5e-3])
 
 
