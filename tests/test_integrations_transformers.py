@@ -20,6 +20,7 @@ from transformers import BertConfig, BertForSequenceClassification, TrainingArgu
 from dpnc.integrations.transformers import PUBLIC_LOGS, DPTrainer  # noqa: E402
 
 N, LENGTH, STEPS, DELTA = 48, 8, 4, 1e-5
+B = 1   # a batch is empty with probability (1 - 1/N)^N ≈ 0.36; every private test shares one calibration (ε, δ, q, T)
 
 
 class Rows(torch.utils.data.Dataset):
@@ -47,7 +48,7 @@ def tiny_bert() -> BertForSequenceClassification:
 
 
 def arguments(tmp_path, **overrides) -> TrainingArguments:
-    options = dict(output_dir=str(tmp_path), max_steps=STEPS, per_device_train_batch_size=8, learning_rate=1e-2,
+    options = dict(output_dir=str(tmp_path), max_steps=STEPS, per_device_train_batch_size=B, learning_rate=1e-2,
                    logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, seed=0)
     return TrainingArguments(**{**options, **overrides})
 
@@ -116,3 +117,40 @@ def test_refuses_a_train_mode_model_for_zeroth_order_and_a_resumed_run(tmp_path)
     with pytest.raises(ValueError, match="resume_from_checkpoint must be None"):
         trainer.train(resume_from_checkpoint=str(tmp_path))
     assert trainer.accountant.releases == 0
+
+
+@pytest.mark.parametrize("method,clip", [("dpzero", 5.0), ("dp-adamw", 1.0)])
+def test_an_empty_poisson_batch_is_a_step_too(tmp_path, method, clip):
+    from transformers import default_data_collator
+
+    sizes = []
+
+    def collate(rows):   # the Trainer's collator, counting what dpnc's loader hands it (not the empty batches)
+        sizes.append(len(rows))
+        return default_data_collator(rows)
+
+    # seeded (not private) to be sure of an empty batch among the four
+    trainer = DPTrainer(tiny_bert(), arguments(tmp_path),
+                        train_dataset=Rows(N), n=N, optimizer=method, target_epsilon=3.0, delta=DELTA, clip=clip,
+                        data_collator=collate, testing_seed=3)
+    trainer.train()
+    assert len(sizes) - 1 < STEPS   # the first call built the empty-batch template; at least one batch was empty
+    assert trainer.accountant.releases == STEPS == trainer.state.global_step
+    assert trainer.state.log_history[-1]["epsilon"] == trainer.accountant.epsilon(DELTA)
+
+
+def test_a_batch_not_drawn_by_dpnc_is_refused(tmp_path):
+    from transformers import default_data_collator
+
+    trainer = DPTrainer(tiny_bert(), arguments(tmp_path), train_dataset=Rows(N), n=N, optimizer="dpzero",
+                        target_epsilon=3.0, delta=DELTA, clip=5.0)
+    trainer.create_optimizer()
+    own = default_data_collator([Rows(N)[i] for i in range(4)])
+    with pytest.raises(ValueError, match="no batch is pending"):
+        trainer.training_step(trainer.model, own)
+    drawn = next(iter(trainer.get_train_dataloader()))
+    with pytest.raises(ValueError, match="inputs must be the batch the loader just yielded"):
+        trainer.training_step(trainer.model, {k: v.clone() for k, v in drawn.items()})   # a copy is not the batch
+    assert trainer.accountant.releases == 0
+    trainer.training_step(trainer.model, drawn)
+    assert trainer.accountant.releases == 1

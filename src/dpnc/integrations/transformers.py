@@ -157,7 +157,8 @@ class DPTrainer(Trainer):
         self.per_example_loss = per_example_loss or per_example_cross_entropy
         self.private_log_history: list[dict] = []
         forward = inspect.signature(self.model.forward).parameters
-        self._inputs = {name for name in forward if name not in _LABELS}
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in forward.values())   # e.g. a PEFT wrapper
+        self._accepts = (lambda k: k not in _LABELS) if takes_any else (lambda k: k in forward and k not in _LABELS)
         self._epsilon = (-1, math.inf)   # (releases, ε) of the last answer: the ledger is asked once per new release
 
     # --- the Trainer's hooks -------------------------------------------------------------------------------------
@@ -180,7 +181,7 @@ class DPTrainer(Trainer):
             labels = next((batch[k] for k in _LABELS if k in batch), None)
             if labels is None:
                 raise ValueError(f"a batch must hold the labels under one of {list(_LABELS)}; got {list(batch)}")
-            features = {k: v.to(device) for k, v in batch.items() if k in self._inputs}
+            features = {k: v.to(device) for k, v in batch.items() if self._accepts(k)}
             return self.per_example_loss(self.model(**features), labels.to(device))
 
         loss = self.dp_optimizer.step(loss_fn, inputs)
