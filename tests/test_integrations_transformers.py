@@ -53,7 +53,7 @@ def arguments(tmp_path, **overrides) -> TrainingArguments:
     return TrainingArguments(**{**options, **overrides})
 
 
-@pytest.mark.parametrize("method,clip", [("dpzero", 5.0), ("dp-adamw", 1.0)])
+@pytest.mark.parametrize("method,clip", [("dpzero", 5.0), ("dp-adamw", 1.0), ("dp-sgd", 1.0)])
 def test_trains_privately_with_the_ledgers_epsilon_in_its_logs(tmp_path, method, clip):
     model = tiny_bert()
     before = [p.detach().clone() for p in model.parameters()]
@@ -101,6 +101,7 @@ def test_mezo_logs_infinite_epsilon(tmp_path):
     ({"max_steps": -1}, "max_steps must be set"),
     ({"auto_find_batch_size": True}, "auto_find_batch_size must be False"),
     ({"include_num_input_tokens_seen": "all"}, "include_num_input_tokens_seen must be 'no'"),
+    ({"fp16": True}, "mixed precision must be off"),
 ])
 def test_refuses_what_breaks_the_contract(tmp_path, override, message):
     with pytest.raises(ValueError, match=message):
@@ -108,7 +109,9 @@ def test_refuses_what_breaks_the_contract(tmp_path, override, message):
                   target_epsilon=3.0, delta=DELTA, clip=5.0)
 
 
-def test_refuses_a_train_mode_model_for_zeroth_order_and_a_resumed_run(tmp_path):
+def test_refuses_a_name_not_in_the_registry_a_train_mode_model_for_zeroth_order_and_a_resumed_run(tmp_path):
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        DPTrainer(tiny_bert(), arguments(tmp_path), train_dataset=Rows(N), n=N, optimizer="adamw")   # not private
     with pytest.raises(ValueError, match="model is not ready"):
         DPTrainer(tiny_bert().train(), arguments(tmp_path), train_dataset=Rows(N), n=N, optimizer="dpzero",
                   target_epsilon=3.0, delta=DELTA, clip=5.0)

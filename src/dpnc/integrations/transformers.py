@@ -47,6 +47,7 @@ from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainingArguments
 
 from dpnc.engine import make_private
+from dpnc.tier.registry import names, spec
 
 PUBLIC_LOGS = frozenset({"epsilon", "delta", "learning_rate", "epoch", "step"})
 _LABELS = ("labels", "label", "label_ids")   # the names data collators give the targets
@@ -139,15 +140,18 @@ class DPTrainer(Trainer):
                  per_example: str = "auto", testing_seed: int | None = None, **kwargs: Any) -> None:
         _refuse_unsupported(args, kwargs)
         if not isinstance(optimizer, str):
-            raise ValueError(f"optimizer must be a name of dpnc's registry (e.g. 'dpzero', 'dp-adamw'); got "
+            raise ValueError(f"optimizer must be a name of dpnc's registry {list(names('make_private'))}; got "
                              f"{optimizer!r}")
+        name = optimizer.lower()
+        entry = spec(name, "make_private")   # ValueError naming the registry's choices
         args.max_grad_norm = 0.0   # the Trainer's batch-level clipping: dpnc clips each example at `clip`
         super().__init__(model=model, args=args, train_dataset=train_dataset, **kwargs)
-        first_order = optimizer.lower().startswith("dp-")
-        order_options = ({"optimizer_kwargs": {"weight_decay": args.weight_decay, "eps": args.adam_epsilon,
-                                               **({"betas": (args.adam_beta1, args.adam_beta2)}
-                                                  if optimizer.lower() == "dp-adamw" else {})},
-                          "per_example": per_example} if first_order else {"direction": direction})
+        if entry.order == 1:   # the TrainingArguments of the torch optimizer dpnc wraps
+            adam = {"betas": (args.adam_beta1, args.adam_beta2), "eps": args.adam_epsilon} if name == "dp-adamw" else {}
+            order_options = {"optimizer_kwargs": {"weight_decay": args.weight_decay, **adam},
+                             "per_example": per_example}
+        else:
+            order_options = {"direction": direction}
         self.dp_optimizer, self._loader, self.accountant = make_private(
             self.model, data=train_dataset, n=n, optimizer=optimizer, target_epsilon=target_epsilon, delta=delta,
             steps=args.max_steps, batch_size=args.per_device_train_batch_size, lr=args.learning_rate, clip=clip,
