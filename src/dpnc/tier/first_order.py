@@ -324,5 +324,6 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         state_dict = dict(state_dict)
         extra = state_dict.pop("dpnc", None)
         self.optimizer.load_state_dict(state_dict)
+        self.param_groups, self.state = self.optimizer.param_groups, self.optimizer.state   # torch built new ones
         if extra is not None:
             self.steps = extra["steps"]

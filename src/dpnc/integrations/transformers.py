@@ -1,0 +1,256 @@
+"""A Hugging Face ``Trainer`` that trains privately with dpnc: :class:`DPTrainer`.
+
+The DPZero and MeZO reference code are both ``transformers.Trainer`` forks; :class:`DPTrainer` is a subclass that
+keeps the Trainer's arguments, callbacks, logging, evaluation and saving, and hands the private part to
+:func:`dpnc.make_private`, so the optimizers are the registry's (``"dpzero"``, ``"mezo"``, ``"dp-adamw"``, …) and the
+privacy rules are the wiring's (:mod:`dpnc.tier.wiring`)::
+
+    trainer = DPTrainer(model, TrainingArguments(output_dir, max_steps=200, per_device_train_batch_size=16,
+                                                 learning_rate=1e-3, logging_steps=10, report_to="none"),
+                        train_dataset=rows, n=1000, optimizer="dpzero", target_epsilon=6.0, delta=1e-5, clip=5.0)
+    trainer.train()               # each log holds "epsilon": trainer.accountant.epsilon(1e-5) after its steps
+
+How the Trainer's parts map onto dpnc's contracts:
+
+* **Batches.** :meth:`DPTrainer.get_train_dataloader` returns make_private's loader: ``max_steps`` secret Poisson
+  batches of expected size ``per_device_train_batch_size`` out of the declared ``n`` (never ``len`` of the data),
+  collated by the Trainer's ``data_collator``. No sampler of the Trainer's, no ``accelerate`` re-sharding.
+* **The step.** :meth:`DPTrainer.training_step` calls ``optimizer.step(loss_fn, inputs)`` of dpnc's optimizer with
+  the batch the loader just yielded (dpnc refuses any other) and a per-example loss over it (the model's forward,
+  then :func:`per_example_cross_entropy`, or ``per_example_loss``). There is no ``loss.backward()``: a zeroth-order
+  step needs none, and a first-order one forms its clipped per-example gradients itself. The Trainer's own
+  ``optimizer.step()`` that follows is a no-op that checks one dpnc step was taken (:class:`_ReleasedInTrainingStep`);
+  its learning-rate scheduler edits the ``lr`` that dpnc's step reads; its batch-level gradient clipping is turned
+  off (``max_grad_norm = 0``: dpnc clips each example at ``clip``).
+* **Logs are public.** Every log gets ``epsilon`` (``accountant.epsilon(delta)``, the ledger's; ∞ for MeZO) and
+  ``delta``, and keeps only released or declared values (:data:`PUBLIC_LOGS`: ε, δ, learning rate, epoch, step). The
+  training loss, gradient norms, evaluation metrics and run times are statistics of the data or of the batch sizes:
+  they go to :attr:`DPTrainer.private_log_history`, the owner's, which no callback, reporter or checkpoint sees.
+  The Trainer's floating-point-operation count is 0 (it would count the realised batch sizes).
+* **Refusals** (``ValueError`` at construction): gradient accumulation (several batches per release), a
+  DataParallel or distributed setup, fp16/bf16 mixed precision (loss scaling), DeepSpeed or FSDP, a batch size
+  searched at run time, ``max_steps`` unset, a token count in the logs, an optimizer or ``model_init`` of the
+  user's; and at :meth:`~DPTrainer.train`, resuming from a checkpoint (the ledger is not in it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+from transformers import Trainer, TrainingArguments
+
+from dpnc.engine import make_private
+from dpnc.tier.registry import names, spec
+
+PUBLIC_LOGS = frozenset({"epsilon", "delta", "learning_rate", "epoch", "step"})
+_LABELS = ("labels", "label", "label_ids")   # the names data collators give the targets
+
+
+def per_example_cross_entropy(outputs: Any, labels: torch.Tensor) -> torch.Tensor:
+    """ℓ_i = cross-entropy of example i's logits (shape (b, classes)) against its label: one loss per example.
+
+    Sequence classification (``...ForSequenceClassification``). For another head, pass ``per_example_loss``.
+    """
+    logits = outputs.logits if hasattr(outputs, "logits") else outputs
+    if logits.ndim != 2:
+        raise ValueError(f"per_example_cross_entropy takes logits of shape (batch, classes); got {tuple(logits.shape)}"
+                         ": pass DPTrainer(per_example_loss=fn), fn(outputs, labels) returning one loss per example")
+    return F.cross_entropy(logits, labels, reduction="none")
+
+
+class _ReleasedInTrainingStep(torch.optim.Optimizer):
+    """What the Trainer's loop steps after :meth:`DPTrainer.training_step`: nothing, as the release was made there.
+
+    ``param_groups`` and ``state`` are dpnc's optimizer's, so the Trainer's scheduler edits the ``lr`` its step reads.
+    ``step()`` checks that exactly one dpnc step was taken since the last one (a loop that stepped without a release,
+    or released twice, is a bug to be loud about).
+    """
+
+    def __init__(self, private: torch.optim.Optimizer) -> None:
+        super().__init__(private.param_groups, private.defaults)   # torch's hooks, patched step for schedulers
+        self.private = private
+        self.released = 0
+        self._share()
+
+    def _share(self) -> None:
+        self.param_groups, self.state, self.defaults = self.private.param_groups, self.private.state, \
+            self.private.defaults
+
+    def step(self, closure: Callable | None = None) -> None:  # type: ignore[override]
+        if closure is not None or self.released != 1:
+            raise RuntimeError(f"the Trainer stepped its optimizer after {self.released} dpnc steps (expected 1, "
+                               "made in DPTrainer.training_step); DPTrainer's training loop was changed")
+        self.released = 0
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.private.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        return self.private.state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        # accelerate round-trips the state through the device at prepare(); dpnc's own extra (step count, the public
+        # direction generator's CPU state) stays on the CPU
+        extra = state_dict.get("dpnc")
+        if isinstance(extra, Mapping):
+            state_dict = {**state_dict, "dpnc": {k: v.cpu() if isinstance(v, torch.Tensor) else v
+                                                 for k, v in extra.items()}}
+        self.private.load_state_dict(state_dict)
+        self._share()   # torch's load_state_dict builds new param_groups
+
+
+class DPTrainer(Trainer):
+    """A ``transformers.Trainer`` whose training is private: dpnc's batches, step, ledger and ε (see the module).
+
+    Args:
+        model: a local Hugging Face model (or any ``nn.Module`` whose forward takes the collated columns as keyword
+            arguments). Zeroth order: in eval mode (``model.eval()``: no active dropout), as make_private requires.
+        args: the ``TrainingArguments``. Read: ``max_steps`` (T, required), ``per_device_train_batch_size`` (the
+            expected batch size B), ``learning_rate`` (lr, scheduled by the Trainer's scheduler), and for DP-AdamW
+            ``weight_decay``, ``adam_beta1``, ``adam_beta2``, ``adam_epsilon``.
+        train_dataset: a map-style dataset of dict rows (a ``datasets.Dataset`` or a torch ``Dataset``), collated by
+            ``data_collator`` (the Trainer's default: ``default_data_collator``, or padding with a tokenizer).
+        n: the public number of training examples (or a public bound): q = B / n; never read off the data.
+        optimizer: a name of ``dpnc.make_private``'s registry: ``"dpzero"``, ``"mezo"`` (not private: leave
+            ``target_epsilon``, ``delta`` and ``clip`` unset), ``"dp-adamw"``, ``"dp-sgd"``.
+        target_epsilon, delta: the (ε, δ) to spend in ``max_steps`` steps (private optimizers).
+        clip: the clipping threshold C (per-example scalar difference for DPZero, gradient norm for first order).
+        per_example_loss: ``fn(outputs, labels) -> losses`` of shape (b,); :func:`per_example_cross_entropy` if None.
+        accountant, smoothing, direction, per_example, testing_seed: as in :func:`dpnc.make_private`.
+        **kwargs: the Trainer's other arguments (``eval_dataset``, ``data_collator``, ``processing_class``,
+            ``callbacks``, ``compute_metrics``, …).
+
+    Attributes:
+        accountant: the run's ledger (:class:`dpnc.privacy.accountant.Accountant`).
+        dp_optimizer: dpnc's optimizer (its ``wiring`` attribute records n, q, σ, T).
+        private_log_history: every log with its private values (loss, run times): the data owner's, not published.
+    """
+
+    def __init__(self, model: nn.Module, args: TrainingArguments, train_dataset: Dataset, *, n: int,
+                 optimizer: str = "dpzero", target_epsilon: float | None = None, delta: float | None = None,
+                 clip: float | None = None, per_example_loss: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
+                 accountant: str = "pld", smoothing: float = 1e-3, direction: str = "gaussian",
+                 per_example: str = "auto", testing_seed: int | None = None, **kwargs: Any) -> None:
+        _refuse_unsupported(args, kwargs)
+        if not isinstance(optimizer, str):
+            raise ValueError(f"optimizer must be a name of dpnc's registry {list(names('make_private'))}; got "
+                             f"{optimizer!r}")
+        name = optimizer.lower()
+        entry = spec(name, "make_private")   # ValueError naming the registry's choices
+        args.max_grad_norm = 0.0   # the Trainer's batch-level clipping: dpnc clips each example at `clip`
+        super().__init__(model=model, args=args, train_dataset=train_dataset, **kwargs)
+        if entry.order == 1:   # the TrainingArguments of the torch optimizer dpnc wraps
+            adam = {"betas": (args.adam_beta1, args.adam_beta2), "eps": args.adam_epsilon} if name == "dp-adamw" else {}
+            order_options = {"optimizer_kwargs": {"weight_decay": args.weight_decay, **adam},
+                             "per_example": per_example}
+        else:
+            order_options = {"direction": direction}
+        self.dp_optimizer, self._loader, self.accountant = make_private(
+            self.model, data=train_dataset, n=n, optimizer=optimizer, target_epsilon=target_epsilon, delta=delta,
+            steps=args.max_steps, batch_size=args.per_device_train_batch_size, lr=args.learning_rate, clip=clip,
+            accountant=accountant, smoothing=smoothing, collate_fn=self.data_collator, testing_seed=testing_seed,
+            **order_options)
+        self.delta = delta
+        self.per_example_loss = per_example_loss or per_example_cross_entropy
+        self.private_log_history: list[dict] = []
+        forward = inspect.signature(self.model.forward).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in forward.values())   # e.g. a PEFT wrapper
+        self._accepts = (lambda k: k not in _LABELS) if takes_any else (lambda k: k in forward and k not in _LABELS)
+        self._epsilon = (-1, math.inf)   # (releases, ε) of the last answer: the ledger is asked once per new release
+
+    # --- the Trainer's hooks -------------------------------------------------------------------------------------
+
+    def get_train_dataloader(self) -> DataLoader:
+        """dpnc's loader: the secret Poisson batches the noise was calibrated for (``max_steps`` in all)."""
+        return self._loader
+
+    def create_optimizer(self, model: nn.Module | None = None) -> torch.optim.Optimizer:
+        """What the Trainer steps: a no-op over dpnc's optimizer, whose step :meth:`training_step` takes."""
+        if self.optimizer is None:
+            self.optimizer = _ReleasedInTrainingStep(self.dp_optimizer)
+        return self.optimizer
+
+    def training_step(self, model: nn.Module, inputs: dict, num_items_in_batch: Any = None) -> torch.Tensor:
+        """One private step on ``inputs``, the batch dpnc's loader just yielded; returns its mean loss (private)."""
+        device = self.args.device
+
+        def loss_fn(batch: Mapping) -> torch.Tensor:   # per example: dpnc may hand it one example at a time
+            labels = next((batch[k] for k in _LABELS if k in batch), None)
+            if labels is None:
+                raise ValueError(f"a batch must hold the labels under one of {list(_LABELS)}; got {list(batch)}")
+            features = {k: v.to(device) for k, v in batch.items() if self._accepts(k)}
+            return self.per_example_loss(self.model(**features), labels.to(device))
+
+        loss = self.dp_optimizer.step(loss_fn, inputs)
+        self.optimizer_facing().released += 1
+        return torch.as_tensor(float(loss), device=device)
+
+    def floating_point_ops(self, inputs: dict) -> int:
+        """0: the Trainer's count grows with the realised (secret) batch sizes, and it is saved with checkpoints."""
+        return 0
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Log ε (the ledger's) and the public values; the rest goes to :attr:`private_log_history` only."""
+        self.private_log_history.append({**logs, "step": self.state.global_step})
+        public = {k: v for k, v in logs.items() if k in PUBLIC_LOGS}
+        public["epsilon"] = self.epsilon()
+        if self.delta is not None:
+            public["delta"] = self.delta
+        super().log(public)   # no start_time: no speed metrics
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
+        """The Trainer's ``train``; resuming is refused: a checkpoint does not hold the ledger, so ε would restart."""
+        if resume_from_checkpoint:
+            raise ValueError("resume_from_checkpoint must be None: a checkpoint holds no privacy ledger, so a resumed "
+                             "run would report only the ε of its own steps")
+        return super().train(**kwargs)
+
+    # --- privacy ---------------------------------------------------------------------------------------------------
+
+    def epsilon(self) -> float:
+        """ε(δ) of the releases so far, by the ledger (``accountant.epsilon(delta)``); ∞ for a non-private run."""
+        if self.delta is None:
+            return math.inf
+        releases = self.accountant.releases
+        if self._epsilon[0] != releases:
+            self._epsilon = (releases, self.accountant.epsilon(self.delta))
+        return self._epsilon[1]
+
+    def optimizer_facing(self) -> _ReleasedInTrainingStep:
+        """The no-op the Trainer steps (under accelerate's wrapper, if any)."""
+        facing = self.optimizer
+        while not isinstance(facing, _ReleasedInTrainingStep):
+            facing = facing.optimizer
+        return facing
+
+
+def _refuse_unsupported(args: TrainingArguments, kwargs: dict) -> None:
+    """ValueError, naming the setting and why, for what would break dpnc's contract."""
+    if not isinstance(args, TrainingArguments):
+        raise ValueError(f"args must be a transformers.TrainingArguments; got {type(args).__name__}")
+    rules = [
+        (args.max_steps is None or args.max_steps <= 0, "max_steps must be set (> 0): the noise is calibrated for "
+         "that many steps"),
+        (args.gradient_accumulation_steps != 1, "gradient_accumulation_steps must be 1: each batch is one release"),
+        (args.n_gpu > 1 or args.world_size > 1, "a DataParallel or distributed Trainer is not supported (its gradient "
+         "all-reduce would bypass dpnc's step); run on one device, or use dpnc.make_private under torchrun"),
+        (args.fp16 or args.bf16, "fp16/bf16 mixed precision must be off: loss scaling acts on gradients dpnc forms "
+         "itself"),
+        (bool(args.deepspeed) or bool(args.fsdp), "DeepSpeed and FSDP are not supported"),
+        (args.auto_find_batch_size, "auto_find_batch_size must be False: the batch size sets q, fixed before the run"),
+        (args.include_num_input_tokens_seen not in ("no", False), "include_num_input_tokens_seen must be 'no': the "
+         "token count of the secret batches is not a released value"),
+        ("optimizers" in kwargs or "optimizer_cls_and_kwargs" in kwargs, "optimizers must be left out: pass "
+         "optimizer= a name of dpnc's registry"),
+        ("model_init" in kwargs, "model_init must be left out: the privacy run is wired to one model"),
+    ]
+    for broken, message in rules:
+        if broken:
+            raise ValueError(message)
