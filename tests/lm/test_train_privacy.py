@@ -79,8 +79,9 @@ def test_no_batch_or_batch_size_is_logged_saved_or_returned(tmp_path):
         assert set(vars(record)) == {"step", "seed", "released", "loss", "nonfinite", "clipped_fraction", "seconds"}
         assert record.loss is record.nonfinite is record.clipped_fraction is record.seconds is None
     state = torch.load(tmp_path / "ckpt" / "checkpoint.pt", weights_only=False)
-    assert set(state) == {"version", "config", "step", "model", "optimizer", "ledger", "lost_releases",
-                          "notes"}   # no data generator, no sampler, no training statistic
+    assert set(state) == {"version", "config", "step", "model", "model_trained_only", "optimizer", "ledger",
+                          "lost_releases", "notes"}   # no data generator, no sampler, no training statistic
+    assert state["model_trained_only"] is True   # a flag: the model entry holds the trained parameters only
     rows = [json.loads(line) for line in (tmp_path / "ckpt" / "journal.jsonl").read_text().splitlines()]
     assert rows[0]["event"] == "run" and {r["event"] for r in rows[1:]} == {"begin", "end"}
     for row in rows[1:]:
