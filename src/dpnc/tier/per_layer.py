@@ -106,8 +106,8 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
         return None   # a layer unused, or run on rows shared by the examples: not one product per example
     layers = list(owners)
     outputs = [out for m in layers for _, out in records[m]]
-    grads = iter(torch.autograd.grad(losses.sum(), outputs, allow_unused=True))
-    grads = {m: [next(grads) for _ in records[m]] for m in layers}
+    flat = iter(torch.autograd.grad(losses.sum(), outputs, allow_unused=True))
+    grads = {m: [next(flat) for _ in records[m]] for m in layers}   # each layer's calls, in order
     calls = {m: [(a, torch.zeros_like(out) if g is None else g.detach()) for (a, out), g in zip(records[m], grads[m])]
              for m in layers}
     parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=False) for m in layers]
