@@ -421,6 +421,13 @@ def _fixed_size(sampler: Sampler) -> int | None:
     return sampler.batch_size if isinstance(sampler, ShuffleSampler) else None
 
 
+def world_size() -> int:
+    """This run's processes, without starting a group: an initialised group's size, else ``WORLD_SIZE`` (or 1)."""
+    if not dist.is_available():
+        return 1
+    return dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def from_environment() -> Group | None:
     """This process's data-parallel :class:`Group`: None when it runs alone, the world's under ``torchrun``.
 
@@ -429,11 +436,9 @@ def from_environment() -> Group | None:
     rendezvous flags), the default group is initialised from that environment: nccl on CUDA machines (each
     process on ``cuda:LOCAL_RANK``), gloo on the CPU. A world of one process needs no group: None.
     """
-    if not dist.is_available():
+    if world_size() <= 1:
         return None
     if not dist.is_initialized():
-        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-            return None
         cuda = torch.cuda.is_available()
         if cuda:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

@@ -80,7 +80,6 @@ examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -385,9 +384,7 @@ def _self_audited(audit: Any, data: Dataset, n: int, delta: float | None, name: 
     if not isinstance(audit, SelfAudit):
         raise ValueError("audit must be a dpnc.self_audit.SelfAudit(m, row=..., coordinates=...) (the canary "
                          f"design is declared, dpnc cannot build a canary input for an arbitrary model); got {audit!r}")
-    parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1 or (
-        torch.distributed.is_available() and torch.distributed.is_initialized()
-        and torch.distributed.get_world_size() > 1)
+    parallel = distributed.world_size() > 1   # read without starting a group (make_private starts it later)
     if name == "mezo" or parallel:
         raise ValueError("audit needs a private optimizer in one process (MeZO claims nothing; a data-parallel "
                          f"self-audit is not built); got optimizer={name!r}, data parallel: {parallel}")

@@ -29,7 +29,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 from scipy.special import expit
 
 
@@ -56,22 +56,20 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
 def epsilon_lower_bound(m: int, r: int, v: int, delta: float, significance: float) -> float:
     """The largest ε whose p-value (:func:`p_value`) is below ``significance``; 0 when even ε = 0 is not rejected.
 
-    Bisection to 1e-9 absolute on an interval doubled until the p-value reaches ``significance`` (it is
-    non-decreasing in ε: β and α are tails of Binomial(r, p) with p increasing in ε).
+    The p-value is non-decreasing in ε (β and α are tails of Binomial(r, p) with p increasing in ε), so the bound is
+    where it crosses ``significance``: bracketed by doubling, then found by Brent's method to 1e-9 absolute.
     """
     if not 0 < significance < 1:
         raise ValueError(f"significance must be in (0, 1); got {significance!r}")
     if p_value(m, r, v, 0.0, delta) >= significance:
         return 0.0
-    lo, hi = 0.0, 1.0
+    hi = 1.0
     while p_value(m, r, v, hi, delta) < significance:
-        lo, hi = hi, 2 * hi
+        hi *= 2
         if hi > 1e4:   # p → 1 as ε grows, so the p-value reaches any significance < 1 long before
             raise RuntimeError("the p-value never reached the significance; check the inputs")
-    while hi - lo > 1e-9:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if p_value(m, r, v, mid, delta) < significance else (lo, mid)
-    return lo
+    return float(optimize.brentq(lambda eps: p_value(m, r, v, eps, delta) - significance, hi / 2 if hi > 1 else 0.0,
+                                 hi, xtol=1e-9))
 
 
 def guesses(scores: np.ndarray, k_in: int, k_out: int) -> np.ndarray:
