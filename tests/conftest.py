@@ -15,13 +15,19 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-# One calibration cache for the whole session and its subprocesses, never the user's (~/.cache/dpnc): a PLD
-# calibration costs seconds, and many tests (and the runs they start in subprocesses) ask the same question.
-os.environ["DPNC_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpnc-test-cache-")
+# One calibration cache for the whole session, its test processes (pytest-xdist workers inherit the controller's
+# environment) and the runs they start in subprocesses; never the user's (~/.cache/dpnc): a PLD calibration costs
+# seconds, and many tests ask the same question. Entries are written atomically (os.replace), so processes may share
+# it; the process that made it removes it.
+_OWN_CACHE = "DPNC_TEST_CACHE_DIR" not in os.environ
+if _OWN_CACHE:
+    os.environ["DPNC_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpnc-test-cache-")
+os.environ["DPNC_CACHE_DIR"] = os.environ["DPNC_TEST_CACHE_DIR"]
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(os.environ["DPNC_CACHE_DIR"], ignore_errors=True)
+    if _OWN_CACHE:
+        shutil.rmtree(os.environ["DPNC_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture
