@@ -50,8 +50,11 @@ import numpy as np
 import torch
 from torch.utils.data import ConcatDataset, Dataset
 
-from dpnc.privacy.one_run import OneRunResult, one_run_audit
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.one_run import OneRunResult, one_run_audit
+from dpnc.privacy.releases import Gaussian, Poisson, Release, Sampled
+from dpnc.tier.first_order import DPOptimizer
+from dpnc.tier.zeroth_order import DPZero
 
 #: the scores, declared before any run (one-run confidence is shared over them and the k grid): the exact LLR of
 #: the claimed Poisson-Gaussian release and its reverse, the plain sum (a canary that enters every step, as through
@@ -164,18 +167,31 @@ class SelfAudit:
         self._delta = delta
         return (ConcatDataset([data, _Rows(rows)]) if rows else data), n + self.m
 
-    def watch(self, optimizer) -> None:
-        """Score every canary from each step's public release (a step hook of ``optimizer``)."""
-        count = sum(p.numel() for p in _trainable(optimizer))
+    def watch(self, optimizer: DPZero | DPOptimizer) -> None:
+        """Score every canary from each step's public release (a step hook of ``optimizer``).
+
+        Raises ValueError, before any step, unless ``optimizer`` is dpnc's :class:`~dpnc.tier.DPZero` or
+        :class:`~dpnc.tier.DPOptimizer` whose declared step release is a Poisson-subsampled Gaussian (the scores
+        read its q and σ/Δ), and unless the coordinates index its trainable parameters.
+        """
+        if isinstance(optimizer, DPOptimizer):      # first order: the trainable parameters by name, in order
+            trainable = list(optimizer.params.values())
+        elif isinstance(optimizer, DPZero):         # zeroth order: the parameters the directions span
+            trainable = list(optimizer.space.params)
+        else:
+            raise ValueError("a self-audit watches dpnc's DPZero or DPOptimizer (the optimizers whose release the "
+                             f"canary scores are written for); got a {type(optimizer).__name__}")
+        _poisson_gaussian(optimizer.step_release())   # refused here, not mid-run
+        count = sum(p.numel() for p in trainable)
         if int(self._k.max()) >= count:
             raise ValueError(f"coordinates must index the {count} trainable parameter entries; got "
                              f"{int(self._k.max())}")
         self._optimizer = optimizer
         optimizer.register_step_hook(self._score)
 
-    def _score(self, optimizer, info) -> None:
+    def _score(self, optimizer: DPZero | DPOptimizer, info) -> None:
         released = info.released.detach().double().cpu()
-        if info.seed is None:                        # first order: the noisy mean gradient, a flat vector
+        if isinstance(optimizer, DPOptimizer):       # first order: the noisy mean gradient, a flat vector
             along = released.reshape(-1)[self._k]
         else:                                        # zeroth order: c_t along the public u_t (its sign at k_j)
             u = optimizer.space.direction(info.seed).double().cpu()
@@ -217,19 +233,12 @@ class _Rows(Dataset):
         return self.rows[i]
 
 
-def _poisson_gaussian(release) -> tuple[float, float, float]:
-    """(q, Δ, σ/Δ) of a step's ledger entry: Sampled(Poisson(q), Gaussian(Δ, σ)), the only kind audited here."""
-    sampling, mechanism = getattr(release, "sampling", None), getattr(release, "mechanism", None)
-    q, unit, sigma = getattr(sampling, "q", None), getattr(mechanism, "sensitivity", None), \
-        getattr(mechanism, "sigma", None)
-    if q is None or unit is None or sigma is None or not (0 < q < 1 and unit > 0 and sigma > 0):
-        raise ValueError(f"a self-audit scores Poisson-subsampled Gaussian releases with noise (σ > 0, q < 1); "
-                         f"got {release!r}")
-    return float(q), float(unit), float(sigma) / float(unit)
-
-
-def _trainable(optimizer) -> list[torch.Tensor]:
-    params = getattr(optimizer, "params", None)
-    if isinstance(params, dict):                   # dpnc.first_order.DPOptimizer: name → parameter
-        return list(params.values())
-    return list(optimizer.space.params)
+def _poisson_gaussian(release: Release) -> tuple[float, float, float]:
+    """(q, Δ, σ/Δ) of a step's ledger entry: ``Sampled(Poisson(q), Gaussian(Δ, σ))`` with q < 1, the only release
+    the scores are written for (ValueError naming the release otherwise)."""
+    if not (isinstance(release, Sampled) and isinstance(release.sampling, Poisson) and release.sampling.q < 1
+            and isinstance(release.mechanism, Gaussian) and release.mechanism.sigma > 0):
+        raise ValueError("a self-audit scores Poisson-subsampled Gaussian releases with noise, "
+                         f"Sampled(Poisson(q < 1), Gaussian(Δ, σ > 0)); got {release!r}")
+    gaussian = release.mechanism
+    return float(release.sampling.q), float(gaussian.sensitivity), float(gaussian.sigma / gaussian.sensitivity)

@@ -114,3 +114,19 @@ def test_the_cli_prints_a_saved_self_audit(tmp_path):
     assert json.loads(as_json.output) == result.to_dict()
     missing = CliRunner().invoke(app, ["audit", "--one-run", str(tmp_path / "none")])
     assert missing.exit_code != 0 and "does not exist" in " ".join(missing.output.replace("│", " ").split())
+
+
+def test_watch_reads_the_declared_optimizer_and_release_and_refuses_the_rest():
+    from dpnc.privacy import Accountant
+    from dpnc.sampling import ShuffleSampler
+    from dpnc.tier import DPZero
+
+    model = nn.Linear(2, 1, bias=False).eval()
+    audit = SelfAudit(2, row=lambda k, s: None, coordinates=[0, 1])
+    with pytest.raises(ValueError, match=r"watches dpnc.s DPZero or DPOptimizer \(.*\); got a SGD"):
+        audit.watch(torch.optim.SGD(model.parameters(), lr=0.1))
+    fixed_size = DPZero(model.parameters(), lr=0.1, clip=1.0, noise_multiplier=1.0, sampler=ShuffleSampler(4, 2),
+                        accountant=Accountant("replace-one"), model=model,
+                        data=(torch.zeros(4, 2), torch.zeros(4)))
+    with pytest.raises(ValueError, match=r"Poisson-subsampled Gaussian.*got Sampled\(sampling=FixedSize"):
+        audit.watch(fixed_size)
