@@ -140,8 +140,7 @@ def finetune(
                                         "with probability 1/2 (secret): summary.json gets the run's one-run ε lower "
                                         "bound (dpnc audit --one-run OUT prints it). n becomes n + M; a different "
                                         "run from a plain one. Private methods, add/remove."),
-    canary_free_run: Path = typer.Option(None, "--canary-free-run", exists=True, file_okay=False,
-                                         rich_help_panel=PRIVACY,
+    canary_free_run: Path = typer.Option(None, "--canary-free-run", rich_help_panel=PRIVACY,
                                          help="The folder of the same run without --self-audit: its test accuracy "
                                               "gives the audit's accuracy cost (else not measured)."),
     out: Path = typer.Option(Path("runs/finetune"), "--out", rich_help_panel=OUTPUT,
