@@ -5,7 +5,7 @@ cached, a few steps; seeded noise, batches and canaries (tests only: every resul
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -62,8 +62,8 @@ def test_a_self_audited_run_records_its_bound_and_counts_and_never_the_canaries(
     out = Path(trainer.config.out)
     assert SelfAuditResult.load(out) == audit
     published = "".join(p.read_text() for p in out.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
-    assert not any(word in published for text in canaries._texts for word in text.split())   # no canary text
-    assert "included" not in published and str(N + inside) not in json.dumps(summary.self_audit)
+    assert not any(text in published for text in canaries._texts)   # no canary text
+    assert set(summary.self_audit) == {f.name for f in dataclasses.fields(SelfAuditResult)}   # nothing else
     shown = CliRunner().invoke(app, ["audit", "--one-run", str(out)])
     assert shown.exit_code == 0 and shown.output.strip() == str(audit)
 
