@@ -11,9 +11,9 @@ one-run bound (:func:`dpnc.privacy.one_run.one_run_audit`).
 Rules, as make_private's self-audit keeps them: the ledger's n is the declared n plus M (a public bound: n plus the
 number of canaries in would publish that number); which canaries were in, their texts and labels are never written
 anywhere (the summary holds the bound and its counts); the run is a different run from a plain one (its data held the
-canaries drawn in), and its summary says so. Black-box scoring of an input-space canary is a weak adversary (the
-bound is far below the white-box Dirac canary's at the same M; docs/audit.md): a bound above the claim still proves a
-broken run, but a bound below it proves nothing.
+canaries drawn in), and its summary says so. Black-box scoring of an input-space canary is a weak adversary (it sees
+the final model only, not every release): a bound above the claim still proves a broken run, but a bound below it
+proves nothing.
 """
 
 from __future__ import annotations
