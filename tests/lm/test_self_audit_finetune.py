@@ -6,6 +6,7 @@ cached, a few steps; seeded noise, batches and canaries (tests only: every resul
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 from dpnc.cli import app
 from dpnc.lm import FinetuneConfig, Trainer, load_task
 from dpnc.lm.canaries import TextCanaries
+from dpnc.lm.journal import jsonable
 from dpnc.privacy import NoiseSource
 from dpnc.self_audit import SelfAuditResult
 from tests.shared_data import DATA, needs_data
@@ -88,6 +90,13 @@ def test_refusals(tmp_path, rows):
     train, test = rows
     with pytest.raises(ValueError, match="canary_free_run must be a finished run's folder"):
         Trainer(config(tmp_path, canary_free_run=str(tmp_path)), train=train, test=test)
+    other = tmp_path / "other"   # a run with another lr is no twin: refused before any release
+    other.mkdir()
+    plain = config(tmp_path, self_audit=0, lr=0.5)
+    (other / "summary.json").write_text(json.dumps({"config": jsonable(plain.hyperparameters()), "steps": plain.steps,
+                                                    "test_accuracy": 0.5, "self_audit": None}))
+    with pytest.raises(ValueError, match=r"canary_free_run must be a canary-free twin .* differs in \['lr'\]"):
+        Trainer(config(tmp_path, canary_free_run=str(other)), train=train, test=test)
     with pytest.raises(ValueError, match="self_audit needs a fresh run"):
         Trainer(config(tmp_path), train=train, test=test, resume=True)
     with pytest.raises(ValueError, match="m must be an integer >= 2"):

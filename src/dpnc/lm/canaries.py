@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from dpnc.lm.data import Task, TextDataset
+from dpnc.lm.journal import jsonable
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.one_run import one_run_audit
 from dpnc.self_audit import SelfAuditResult
@@ -119,7 +120,7 @@ def canary_free_accuracy(folder: str | Path, config) -> float:
         raise ValueError(f"canary_free_run must be a finished run's folder holding summary.json; {path} does not "
                          "exist")
     twin = json.loads(path.read_text())
-    ours = config.hyperparameters()
+    ours = json.loads(json.dumps(jsonable(config.hyperparameters())))   # as the twin's summary.json wrote its own
     differ = sorted(k for k in set(ours) | set(twin.get("config", {}))
                     if k not in TWIN_MAY_DIFFER and ours.get(k) != twin.get("config", {}).get(k))
     if differ or twin.get("self_audit") or twin.get("steps") != config.steps:
