@@ -74,7 +74,7 @@ NOT_MEASURED = ("not measured: no evaluation was passed (result(accuracy=..., ca
                 "run's accuracy and a canary-free twin run's)")
 TWIN_NOT_RUN = "not measured: no canary-free twin run (same settings, no audit) was evaluated to compare with"
 ONE_PAIR = ("canary-free twin run's accuracy minus this run's, on the same evaluation data: one pair of runs, so the "
-            "difference holds both runs' noise (no interval); docs/audit.md gives the mean over repeated runs")
+            "difference holds both runs' noise (no interval: repeated pairs give one)")
 
 
 @dataclass(frozen=True)
@@ -151,8 +151,8 @@ def accuracy_cost(accuracy: float | None, canary_free_accuracy: float | None) ->
     """The accuracy fields of a :class:`SelfAuditResult`, from what the caller measured (nothing is estimated).
 
     The cost is ``canary_free_accuracy − accuracy`` only when a canary-free twin run (same settings, no audit) was
-    evaluated on the same data: one pair of runs, so it holds both runs' noise and has no interval (the benchmark's
-    table in docs/audit.md gives the mean over repeated runs). Both are accuracies in [0, 1] of data the caller may
+    evaluated on the same data: one pair of runs, so it holds both runs' noise and has no interval (repeated pairs give
+    one, as make_private's benchmark in docs/audit.md does). Both are accuracies in [0, 1] of data the caller may
     publish (a public test split); ValueError otherwise, or for a twin's accuracy without this run's.
     """
     for name, value in (("accuracy", accuracy), ("canary_free_accuracy", canary_free_accuracy)):
