@@ -157,3 +157,47 @@ def test_a_batch_not_drawn_by_dpnc_is_refused(tmp_path):
     assert trainer.accountant.releases == 0
     trainer.training_step(trainer.model, drawn)
     assert trainer.accountant.releases == 1
+
+
+class _Canaried(torch.nn.Module):
+    """A linear model on a feature column "x" whose m weights are the canaries' own coordinates (as in
+    tests/audit/test_self_audit.py): the real rows have x = 0, so each release is noise plus the canaries drawn in."""
+
+    def __init__(self, m: int) -> None:
+        super().__init__()
+        self.w = torch.nn.Linear(m, 1, bias=False)
+        torch.nn.init.zeros_(self.w.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w(x)
+
+
+@pytest.mark.parametrize("loss", ["correct", "reads-dataset"])
+def test_the_self_audit_runs_through_make_privates_code(tmp_path, loss):
+    """A correct run stays below its claim; a per-example loss that reads the whole dataset is flagged in one run
+    (seeded noise, batches and canaries: tests only)."""
+    from dpnc.self_audit import SelfAudit, SelfAuditResult
+
+    m, n, steps, batch, big = 500, 100, 30, 50, 1e4
+    model = _Canaried(m)
+    rows = [{"x": torch.zeros(m), "label": 0} for _ in range(n)]
+    audit = SelfAudit(m, row=lambda k, sign: {"x": sign * torch.nn.functional.one_hot(torch.tensor(k), m).float(),
+                                              "label": 0}, coordinates=range(m), testing_seed=0)
+    everything = None
+
+    def per_example(outputs, labels):
+        losses = big * outputs.squeeze(-1)
+        if loss == "reads-dataset":   # BROKEN ON PURPOSE: a term of every example, canaries included
+            losses = losses + big * model(everything).squeeze(-1).mean()
+        return losses
+
+    trainer = DPTrainer(model, arguments(tmp_path, max_steps=steps, per_device_train_batch_size=batch,
+                                         learning_rate=1e-3, logging_steps=steps),
+                        train_dataset=rows, n=n, optimizer="dp-sgd", target_epsilon=1.0, delta=DELTA, clip=1.0,
+                        per_example_loss=per_example, accountant="rdp", testing_seed=1, audit=audit)
+    everything = torch.stack([row["x"] for row in trainer._loader.dataset])
+    assert len(trainer._loader.dataset) > n and trainer.dp_optimizer.wiring.n == n + m   # the canaries drawn in
+    trainer.train()
+    result = trainer.self_audit()
+    assert SelfAuditResult.load(tmp_path) == result and result.claimed_epsilon == pytest.approx(1.0, rel=1e-2)
+    assert result.flagged == (loss == "reads-dataset") and not result.private

@@ -26,11 +26,10 @@ LAYERS = (
     ("dpnc._check", "dpnc.progress", "dpnc.declared"),                       # plain helpers
     ("dpnc.privacy",),                                                       # budgets, accountant, calibration
     ("dpnc.sampling", "dpnc.space", "dpnc.problems", "dpnc.distributed"),    # parameters, data, objectives
-    ("dpnc.batches", "dpnc.estimators", "dpnc.certify", "dpnc.tune",   # estimators, batch sources,
-     "dpnc.self_audit"),                                                 # a run's canaries
+    ("dpnc.batches", "dpnc.estimators", "dpnc.certify", "dpnc.tune"),   # estimators, batch sources
     ("dpnc.algorithms",),                                                    # the paper families
     ("dpnc.optim", "dpnc.first_order", "dpnc.tier", "dpnc.engine",           # the model tier, make_private,
-     "dpnc.model_fix"),                                                    # private-safe norms
+     "dpnc.model_fix", "dpnc.self_audit"),                                 # private-safe norms, a run's canaries
     ("dpnc.lm", "dpnc.demo", "dpnc.integrations"),                           # the text trainer, the demo
     ("dpnc.audit",),                                                         # reads both registries
     ("dpnc_reproduce",),                                                     # the reproductions: a client

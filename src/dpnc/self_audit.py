@@ -11,6 +11,7 @@ not keep its privacy claim::
     for batch in loader:
         optimizer.step(loss_fn)
     print(audit.result())          # bound, guesses, correct, the best bound this m could show, the claim
+    audit.result(accuracy=test_accuracy(model), canary_free_accuracy=twin_test_accuracy)   # + the accuracy cost
     audit.result().save("run/")    # run/self_audit.json; `dpnc audit --one-run run/` prints it
 
 **The canary (white box, Dirac).** Canary j owns one flat coordinate k_j of the trainable parameters (in
@@ -32,7 +33,9 @@ uses carry it. Its clipped contribution to a release is then known from public v
 (``testing_seed`` only in tests: every result then says NOT PRIVATE) and are never published; the ledger's n is
 the declared n plus m (a public bound on the rows, since n plus the number of canaries in would publish that
 number). The summary holds the bound and its counts only. A self-audited run trains on other data than a plain
-run: its model and its accuracy differ (the benchmark measures by how much), and its summary says so.
+run: its model and its accuracy differ, and its summary says so. The cost in accuracy is recorded only as measured:
+this run's accuracy and a canary-free twin run's, both evaluated by the caller on public data (one pair, no
+interval); without a twin the summary says the cost was not measured (the benchmark measures the mean cost).
 
 References:
     Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023 (arXiv:2305.08846).
@@ -50,8 +53,11 @@ import numpy as np
 import torch
 from torch.utils.data import ConcatDataset, Dataset
 
-from dpnc.privacy.one_run import OneRunResult, one_run_audit
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.one_run import OneRunResult, one_run_audit
+from dpnc.privacy.releases import Gaussian, Poisson, Release, Sampled
+from dpnc.tier.first_order import DPOptimizer
+from dpnc.tier.zeroth_order import DPZero
 
 #: the scores, declared before any run (one-run confidence is shared over them and the k grid): the exact LLR of
 #: the claimed Poisson-Gaussian release and its reverse, the plain sum (a canary that enters every step, as through
@@ -64,12 +70,22 @@ DIFFERENT_RUN = ("self-audited: the training data held the canaries drawn in (ea
                  "this is a different run from a plain one (its model and accuracy differ); n in the ledger is the "
                  "declared n plus m")
 
+NOT_MEASURED = ("not measured: no evaluation was passed (result(accuracy=..., canary_free_accuracy=...) records this "
+                "run's accuracy and a canary-free twin run's)")
+TWIN_NOT_RUN = "not measured: no canary-free twin run (same settings, no audit) was evaluated to compare with"
+ONE_PAIR = ("canary-free twin run's accuracy minus this run's, on the same evaluation data: one pair of runs, so the "
+            "difference holds both runs' noise (no interval: repeated pairs give one)")
+
 
 @dataclass(frozen=True)
 class SelfAuditResult:
-    """What a self-audit publishes: the one-run bound, its counts, the claim, and the note on the run.
+    """What a self-audit publishes: the one-run bound, its counts, the claim, the accuracy cost and the note on the run.
 
     ``flagged`` is ``epsilon_lower_bound > claimed_epsilon``: the run broke its claim, at ``confidence``.
+
+    The accuracy fields are measured only when the caller measured them (:func:`accuracy_cost`): ``accuracy`` is this
+    run's on the caller's evaluation data, ``canary_free_accuracy`` a canary-free twin run's (same settings, no
+    audit) on the same data, and ``accuracy_cost`` their difference; ``accuracy_note`` says which were measured.
     """
 
     epsilon_lower_bound: float
@@ -83,11 +99,17 @@ class SelfAuditResult:
     confidence: float
     private: bool
     note: str = DIFFERENT_RUN
+    accuracy: float | None = None
+    canary_free_accuracy: float | None = None
+    accuracy_cost: float | None = None
+    accuracy_note: str = NOT_MEASURED
 
     @classmethod
-    def of(cls, bound: OneRunResult, claimed: float, private: bool) -> SelfAuditResult:
+    def of(cls, bound: OneRunResult, claimed: float, private: bool, *, accuracy: float | None = None,
+           canary_free_accuracy: float | None = None) -> SelfAuditResult:
         return cls(bound.epsilon_lower_bound, claimed, bound.epsilon_lower_bound > claimed, bound.best_possible,
-                   bound.m, bound.guesses, bound.correct, bound.delta, bound.confidence, private)
+                   bound.m, bound.guesses, bound.correct, bound.delta, bound.confidence, private,
+                   **accuracy_cost(accuracy, canary_free_accuracy))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -112,10 +134,40 @@ class SelfAuditResult:
 
     def __str__(self) -> str:
         verdict = "FLAGGED: the run broke its claim" if self.flagged else "no violation found"
+        if self.accuracy_cost is not None:
+            cost = (f"accuracy {self.accuracy:.4f}, canary-free twin {self.canary_free_accuracy:.4f}: cost "
+                    f"{self.accuracy_cost:+.4f} ({self.accuracy_note})")
+        elif self.accuracy is not None:
+            cost = f"accuracy {self.accuracy:.4f}; cost {self.accuracy_note}"
+        else:
+            cost = f"accuracy cost {self.accuracy_note}"
         return (f"one-run audit ({self.m} canaries{'' if self.private else ', NOT PRIVATE: seeded'}): "
                 f"ε ≥ {self.epsilon_lower_bound:.3f} at {self.confidence:.0%} (claimed {self.claimed_epsilon:.3f}, "
                 f"δ = {self.delta:g}); {self.correct} of {self.guesses} guesses correct; the best bound {self.m} "
-                f"canaries could show: {self.best_possible:.3f}. {verdict}. Note: {self.note}")
+                f"canaries could show: {self.best_possible:.3f}. {verdict}. {cost}. Note: {self.note}")
+
+
+def accuracy_cost(accuracy: float | None, canary_free_accuracy: float | None) -> dict:
+    """The accuracy fields of a :class:`SelfAuditResult`, from what the caller measured (nothing is estimated).
+
+    The cost is ``canary_free_accuracy − accuracy`` only when a canary-free twin run (same settings, no audit) was
+    evaluated on the same data: one pair of runs, so it holds both runs' noise and has no interval (repeated pairs give
+    one, as make_private's benchmark in docs/audit.md does). Both are accuracies in [0, 1] of data the caller may
+    publish (a public test split); ValueError otherwise, or for a twin's accuracy without this run's.
+    """
+    for name, value in (("accuracy", accuracy), ("canary_free_accuracy", canary_free_accuracy)):
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                      and 0 <= value <= 1):
+            raise ValueError(f"{name} must be an accuracy in [0, 1] or None; got {value!r}")
+    if canary_free_accuracy is not None and accuracy is None:
+        raise ValueError("canary_free_accuracy needs accuracy, this run's on the same evaluation data: the cost is "
+                         "their difference")
+    if accuracy is None:
+        return {}
+    if canary_free_accuracy is None:
+        return {"accuracy": float(accuracy), "accuracy_note": TWIN_NOT_RUN}
+    return {"accuracy": float(accuracy), "canary_free_accuracy": float(canary_free_accuracy),
+            "accuracy_cost": float(canary_free_accuracy) - float(accuracy), "accuracy_note": ONE_PAIR}
 
 
 class SelfAudit:
@@ -164,18 +216,31 @@ class SelfAudit:
         self._delta = delta
         return (ConcatDataset([data, _Rows(rows)]) if rows else data), n + self.m
 
-    def watch(self, optimizer) -> None:
-        """Score every canary from each step's public release (a step hook of ``optimizer``)."""
-        count = sum(p.numel() for p in _trainable(optimizer))
+    def watch(self, optimizer: DPZero | DPOptimizer) -> None:
+        """Score every canary from each step's public release (a step hook of ``optimizer``).
+
+        Raises ValueError, before any step, unless ``optimizer`` is dpnc's :class:`~dpnc.tier.DPZero` or
+        :class:`~dpnc.tier.DPOptimizer` whose declared step release is a Poisson-subsampled Gaussian (the scores
+        read its q and σ/Δ), and unless the coordinates index its trainable parameters.
+        """
+        if isinstance(optimizer, DPOptimizer):      # first order: the trainable parameters by name, in order
+            trainable = list(optimizer.params.values())
+        elif isinstance(optimizer, DPZero):         # zeroth order: the parameters the directions span
+            trainable = list(optimizer.space.params)
+        else:
+            raise ValueError("a self-audit watches dpnc's DPZero or DPOptimizer (the optimizers whose release the "
+                             f"canary scores are written for); got a {type(optimizer).__name__}")
+        _poisson_gaussian(optimizer.step_release())   # refused here, not mid-run
+        count = sum(p.numel() for p in trainable)
         if int(self._k.max()) >= count:
             raise ValueError(f"coordinates must index the {count} trainable parameter entries; got "
                              f"{int(self._k.max())}")
         self._optimizer = optimizer
         optimizer.register_step_hook(self._score)
 
-    def _score(self, optimizer, info) -> None:
+    def _score(self, optimizer: DPZero | DPOptimizer, info) -> None:
         released = info.released.detach().double().cpu()
-        if info.seed is None:                        # first order: the noisy mean gradient, a flat vector
+        if isinstance(optimizer, DPOptimizer):       # first order: the noisy mean gradient, a flat vector
             along = released.reshape(-1)[self._k]
         else:                                        # zeroth order: c_t along the public u_t (its sign at k_j)
             u = optimizer.space.direction(info.seed).double().cpu()
@@ -188,9 +253,11 @@ class SelfAudit:
             self._stats[name] += np.logaddexp(np.log1p(-q), np.log(q) + (sign * y - 0.5) / multiplier ** 2)
 
     # -- the verdict ------------------------------------------------------------------------------------------
-    def result(self, *, delta: float | None = None, claimed_epsilon: float | None = None) -> SelfAuditResult:
+    def result(self, *, delta: float | None = None, claimed_epsilon: float | None = None,
+               accuracy: float | None = None, canary_free_accuracy: float | None = None) -> SelfAuditResult:
         """The one-run bound at ``delta`` (default make_private's) beside ``claimed_epsilon`` (default the ledger's
-        ε at that δ)."""
+        ε at that δ), with the accuracy cost where the caller measured it (:func:`accuracy_cost`: this run's
+        ``accuracy`` and a canary-free twin run's, on the same public evaluation data)."""
         if self._optimizer is None:
             raise ValueError("this SelfAudit has not watched a run: pass it to make_private(..., audit=...)")
         delta = self._delta if delta is None else delta
@@ -201,7 +268,8 @@ class SelfAudit:
         scores = {**self._stats, "sum-reversed": -self._stats["sum"]}
         bound = one_run_audit(scores, self._included, delta=delta, confidence=self.confidence)
         private = self.private and self._optimizer.accountant.secret
-        return SelfAuditResult.of(bound, claimed_epsilon, private)
+        return SelfAuditResult.of(bound, claimed_epsilon, private, accuracy=accuracy,
+                                  canary_free_accuracy=canary_free_accuracy)
 
 
 class _Rows(Dataset):
@@ -217,19 +285,12 @@ class _Rows(Dataset):
         return self.rows[i]
 
 
-def _poisson_gaussian(release) -> tuple[float, float, float]:
-    """(q, Δ, σ/Δ) of a step's ledger entry: Sampled(Poisson(q), Gaussian(Δ, σ)), the only kind audited here."""
-    sampling, mechanism = getattr(release, "sampling", None), getattr(release, "mechanism", None)
-    q, unit, sigma = getattr(sampling, "q", None), getattr(mechanism, "sensitivity", None), \
-        getattr(mechanism, "sigma", None)
-    if q is None or unit is None or sigma is None or not (0 < q < 1 and unit > 0 and sigma > 0):
-        raise ValueError(f"a self-audit scores Poisson-subsampled Gaussian releases with noise (σ > 0, q < 1); "
-                         f"got {release!r}")
-    return float(q), float(unit), float(sigma) / float(unit)
-
-
-def _trainable(optimizer) -> list[torch.Tensor]:
-    params = getattr(optimizer, "params", None)
-    if isinstance(params, dict):                   # dpnc.first_order.DPOptimizer: name → parameter
-        return list(params.values())
-    return list(optimizer.space.params)
+def _poisson_gaussian(release: Release) -> tuple[float, float, float]:
+    """(q, Δ, σ/Δ) of a step's ledger entry: ``Sampled(Poisson(q), Gaussian(Δ, σ))`` with q < 1, the only release
+    the scores are written for (ValueError naming the release otherwise)."""
+    if not (isinstance(release, Sampled) and isinstance(release.sampling, Poisson) and release.sampling.q < 1
+            and isinstance(release.mechanism, Gaussian) and release.mechanism.sigma > 0):
+        raise ValueError("a self-audit scores Poisson-subsampled Gaussian releases with noise, "
+                         f"Sampled(Poisson(q < 1), Gaussian(Δ, σ > 0)); got {release!r}")
+    gaussian = release.mechanism
+    return float(release.sampling.q), float(gaussian.sensitivity), float(gaussian.sigma / gaussian.sensitivity)

@@ -10,14 +10,14 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.self_audit import SelfAudit, SelfAuditResult
+from dpnc.self_audit import SelfAudit, SelfAuditResult, accuracy_cost
 from dpnc.privacy.calibrate import noise_multiplier
 
 BIG = 1e4     # the canary's slope: far above the clip, so its clipped contribution is exactly ±C along its own axis
 DELTA = 1e-5
 
 
-def _run(optimizer, *, m, n, B, T, epsilon=1.0, factor=1.0, loss="correct", seed=0):
+def _run(optimizer, *, m, n, B, T, epsilon=1.0, factor=1.0, loss="correct", seed=0, **measured):
     """One self-audited run of a linear model whose m weights are the canaries' own coordinates; the n other
     examples have feature 0 (loss 0), so each release is noise plus the canaries drawn in."""
     model = nn.Linear(m, 1, bias=False)
@@ -45,7 +45,7 @@ def _run(optimizer, *, m, n, B, T, epsilon=1.0, factor=1.0, loss="correct", seed
 
     for _ in loader:
         opt.step(per_example)
-    return audit.result(delta=DELTA, claimed_epsilon=epsilon), accountant
+    return audit.result(delta=DELTA, claimed_epsilon=epsilon, **measured), accountant
 
 
 # σ/4 at this setting: bounds 1.43-1.75 at seeds 0-4 (flagged 5 of 5); the correct run's 0-0.09
@@ -80,7 +80,8 @@ def test_the_ledger_counts_every_canary_and_the_summary_names_none():
     assert accountant.ledger[-1].release.sampling.q == pytest.approx(50 / (500 + 500))   # n + m, a public bound
     names = {f.name for f in dataclasses.fields(SelfAuditResult)}
     assert names == {"epsilon_lower_bound", "claimed_epsilon", "flagged", "best_possible", "m", "guesses", "correct",
-                     "delta", "confidence", "private", "note"}
+                     "delta", "confidence", "private", "note", "accuracy", "canary_free_accuracy", "accuracy_cost",
+                     "accuracy_note"}
 
 
 def test_refusals():
@@ -114,3 +115,36 @@ def test_the_cli_prints_a_saved_self_audit(tmp_path):
     assert json.loads(as_json.output) == result.to_dict()
     missing = CliRunner().invoke(app, ["audit", "--one-run", str(tmp_path / "none")])
     assert missing.exit_code != 0 and "does not exist" in " ".join(missing.output.replace("│", " ").split())
+
+
+def test_watch_reads_the_declared_optimizer_and_release_and_refuses_the_rest():
+    from dpnc.privacy import Accountant
+    from dpnc.sampling import ShuffleSampler
+    from dpnc.tier import DPZero
+
+    model = nn.Linear(2, 1, bias=False).eval()
+    audit = SelfAudit(2, row=lambda k, s: None, coordinates=[0, 1])
+    with pytest.raises(ValueError, match=r"watches dpnc.s DPZero or DPOptimizer \(.*\); got a SGD"):
+        audit.watch(torch.optim.SGD(model.parameters(), lr=0.1))
+    fixed_size = DPZero(model.parameters(), lr=0.1, clip=1.0, noise_multiplier=1.0, sampler=ShuffleSampler(4, 2),
+                        accountant=Accountant("replace-one"), model=model,
+                        data=(torch.zeros(4, 2), torch.zeros(4)))
+    with pytest.raises(ValueError, match=r"Poisson-subsampled Gaussian.*got Sampled\(sampling=FixedSize"):
+        audit.watch(fixed_size)
+
+
+def test_the_accuracy_cost_is_recorded_only_as_measured(tmp_path):
+    """No twin run: the cost is None and the note says it was not measured; a twin's accuracy: their difference."""
+    result, _ = _run(**dict(FIRST, T=2))
+    assert result.accuracy is result.accuracy_cost is None and result.accuracy_note.startswith("not measured")
+    alone, _ = _run(**dict(FIRST, T=2), accuracy=0.8)
+    assert alone.accuracy == 0.8 and alone.accuracy_cost is None and "no canary-free twin" in alone.accuracy_note
+    paired, _ = _run(**dict(FIRST, T=2), accuracy=0.75, canary_free_accuracy=0.8)
+    assert paired.accuracy_cost == pytest.approx(0.05) and "one pair of runs" in paired.accuracy_note
+    assert "cost +0.0500" in str(paired)
+    paired.save(tmp_path)
+    assert SelfAuditResult.load(tmp_path) == paired
+    with pytest.raises(ValueError, match="canary_free_accuracy needs accuracy"):
+        accuracy_cost(None, 0.8)
+    with pytest.raises(ValueError, match=r"accuracy must be an accuracy in \[0, 1\]"):
+        accuracy_cost(80.0, None)

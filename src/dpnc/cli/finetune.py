@@ -135,6 +135,14 @@ def finetune(
                                     help="poisson or shuffle (fixed-size batches); default the relation's. "
                                          "Private methods must use the relation's: shuffle alone selects "
                                          "replace-one."),
+    self_audit: int = typer.Option(0, "--self-audit", min=0, rich_help_panel=PRIVACY,
+                                   help="M >= 2 canaries (random texts, random labels), each in the training data "
+                                        "with probability 1/2 (secret): summary.json gets the run's one-run ε lower "
+                                        "bound (dpnc audit --one-run OUT prints it). n becomes n + M; a different "
+                                        "run from a plain one. Private methods, add/remove."),
+    canary_free_run: Path = typer.Option(None, "--canary-free-run", rich_help_panel=PRIVACY,
+                                         help="The folder of the same run without --self-audit: its test accuracy "
+                                              "gives the audit's accuracy cost (else not measured)."),
     out: Path = typer.Option(Path("runs/finetune"), "--out", rich_help_panel=OUTPUT,
                              help="Folder for metrics.jsonl, summary.json and the fine-tuned model/."),
     report_to: ReportTo = typer.Option("none", "--report-to", rich_help_panel=OUTPUT,
@@ -185,6 +193,7 @@ def finetune(
     from dpnc import distributed
     from dpnc.lm import train as lm_train
     from dpnc.lm.classifiers import missing_model
+    from dpnc.self_audit import SelfAuditResult
 
     if model is not None and not model.exists():
         raise ValueError(missing_model(model))
@@ -209,7 +218,8 @@ def finetune(
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
         checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
         new_run=new_run, allow_empty_train=allow_empty_train, allow_missing_classes=allow_missing_classes,
-        test_public=True if test_file_public else None)
+        test_public=True if test_file_public else None, self_audit=self_audit,
+        canary_free_run=path(canary_free_run))
     if distributed.from_environment() is None or os.environ.get("RANK", "0") == "0":
         # Before any work, flushed: kept when stdout is a file and the run is stopped.
         print(_header(config, lr is not None), flush=True)
@@ -235,6 +245,8 @@ def finetune(
     for note in summary.notes:
         typer.echo(f"note: {note}")
     typer.echo(f"test split: {summary.public_inputs['test_split']}")
+    if summary.self_audit is not None:
+        typer.echo(str(SelfAuditResult(**summary.self_audit)))
     typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")
 
 

@@ -27,6 +27,9 @@ How the Trainer's parts map onto dpnc's contracts:
   training loss, gradient norms, evaluation metrics and run times are statistics of the data or of the batch sizes:
   they go to :attr:`DPTrainer.private_log_history`, the owner's, which no callback, reporter or checkpoint sees.
   The Trainer's floating-point-operation count is 0 (it would count the realised batch sizes).
+* **Self-audit.** ``audit=SelfAudit(m, row=..., coordinates=...)`` is make_private's (:mod:`dpnc.self_audit`): its
+  canaries join ``train_dataset`` (n becomes n + m), and after :meth:`~DPTrainer.train` the one-run bound is in
+  :meth:`~DPTrainer.self_audit` and in ``output_dir/self_audit.json`` (``dpnc audit --one-run output_dir``).
 * **Refusals** (``ValueError`` at construction): gradient accumulation (several batches per release), a
   DataParallel or distributed setup, fp16/bf16 mixed precision (loss scaling), DeepSpeed or FSDP, a batch size
   searched at run time, ``max_steps`` unset, a token count in the logs, an optimizer or ``model_init`` of the
@@ -47,6 +50,7 @@ from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainingArguments
 
 from dpnc.engine import make_private
+from dpnc.self_audit import SelfAudit, SelfAuditResult
 from dpnc.tier.registry import names, spec
 
 PUBLIC_LOGS = frozenset({"epsilon", "delta", "learning_rate", "epoch", "step"})
@@ -123,7 +127,7 @@ class DPTrainer(Trainer):
         target_epsilon, delta: the (ε, δ) to spend in ``max_steps`` steps (private optimizers).
         clip: the clipping threshold C (per-example scalar difference for DPZero, gradient norm for first order).
         per_example_loss: ``fn(outputs, labels) -> losses`` of shape (b,); :func:`per_example_cross_entropy` if None.
-        accountant, smoothing, direction, per_example, testing_seed: as in :func:`dpnc.make_private`.
+        accountant, smoothing, direction, per_example, testing_seed, audit: as in :func:`dpnc.make_private`.
         **kwargs: the Trainer's other arguments (``eval_dataset``, ``data_collator``, ``processing_class``,
             ``callbacks``, ``compute_metrics``, …).
 
@@ -137,7 +141,8 @@ class DPTrainer(Trainer):
                  optimizer: str = "dpzero", target_epsilon: float | None = None, delta: float | None = None,
                  clip: float | None = None, per_example_loss: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
                  accountant: str = "pld", smoothing: float = 1e-3, direction: str = "gaussian",
-                 per_example: str = "auto", testing_seed: int | None = None, **kwargs: Any) -> None:
+                 per_example: str = "auto", testing_seed: int | None = None, audit: SelfAudit | None = None,
+                 **kwargs: Any) -> None:
         _refuse_unsupported(args, kwargs)
         if not isinstance(optimizer, str):
             raise ValueError(f"optimizer must be a name of dpnc's registry {list(names('make_private'))}; got "
@@ -156,8 +161,8 @@ class DPTrainer(Trainer):
             self.model, data=train_dataset, n=n, optimizer=optimizer, target_epsilon=target_epsilon, delta=delta,
             steps=args.max_steps, batch_size=args.per_device_train_batch_size, lr=args.learning_rate, clip=clip,
             accountant=accountant, smoothing=smoothing, collate_fn=self.data_collator, testing_seed=testing_seed,
-            **order_options)
-        self.delta = delta
+            audit=audit, **order_options)
+        self.delta, self.audit = delta, audit
         self.per_example_loss = per_example_loss or per_example_cross_entropy
         self.private_log_history: list[dict] = []
         forward = inspect.signature(self.model.forward).parameters
@@ -210,7 +215,18 @@ class DPTrainer(Trainer):
         if resume_from_checkpoint:
             raise ValueError("resume_from_checkpoint must be None: a checkpoint holds no privacy ledger, so a resumed "
                              "run would report only the ε of its own steps")
-        return super().train(**kwargs)
+        output = super().train(**kwargs)
+        if self.audit is not None and self.is_world_process_zero():   # `dpnc audit --one-run output_dir` prints it
+            self.self_audit().save(self.args.output_dir)
+        return output
+
+    def self_audit(self, **measured: float) -> SelfAuditResult:
+        """The run's one-run audit (``audit=``): ``audit.result(**measured)`` (``accuracy``, ``canary_free_accuracy``:
+        the accuracy cost, :func:`dpnc.self_audit.accuracy_cost`). ValueError without an audit."""
+        if self.audit is None:
+            raise ValueError("this DPTrainer has no self-audit: pass DPTrainer(..., audit=SelfAudit(m, row=..., "
+                             "coordinates=...))")
+        return self.audit.result(**measured)
 
     # --- privacy ---------------------------------------------------------------------------------------------------
 

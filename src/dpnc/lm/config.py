@@ -84,7 +84,7 @@ def default_causal_path() -> str:
 
 
 # The fields that name the data's files and folder: public outputs show their base names only.
-PATHS = ("train_file", "test_file", "data_dir")
+PATHS = ("train_file", "test_file", "data_dir", "canary_free_run")
 
 
 def public_name(path: str | None) -> str | None:
@@ -192,6 +192,10 @@ class FinetuneConfig:
             example's right/wrong and the test class counts. Default: True for a built-in task (its test split is
             public), False for a ``test_file`` (it may be the owner's private data): then only aggregate accuracy
             and loss are published, and the summary says why. ``--test-file-public`` declares a test file public.
+        self_audit: M >= 2 input-space canaries for the run's one-run audit (0: none; a private method under
+            add/remove; :mod:`dpnc.lm.canaries`): n becomes the declared n + M, and ``summary.json`` gets the bound.
+        canary_free_run: the folder of a finished canary-free twin run (the same settings without ``self_audit``),
+            whose test accuracy gives the self-audit's accuracy cost (not measured without one).
     """
 
     task: str = "SST-2"
@@ -252,6 +256,8 @@ class FinetuneConfig:
     allow_empty_train: bool = False
     allow_missing_classes: bool = False
     test_public: bool | None = None
+    self_audit: int = 0
+    canary_free_run: str | None = None
 
     def __post_init__(self) -> None:
         first_order = self.method in names("trainer", order=1)
@@ -351,6 +357,16 @@ class FinetuneConfig:
                                                       and self.recipe_selection.strip()):
             raise ValueError(f"recipe_selection must be None or a non-empty statement; got {self.recipe_selection!r}")
         self._public_n()
+        self._check_self_audit()
+
+    def _check_self_audit(self) -> None:
+        """M = 0 or >= 2, for a private method under add/remove (a canary is in or out: an add/remove neighbour)."""
+        check_integer(0, self_audit=self.self_audit)
+        if self.self_audit == 1 or (self.self_audit and not (self.private and self.relation == "add/remove")):
+            raise ValueError(f"self_audit must be 0 or M >= 2 canaries, for a private method under add/remove; got "
+                             f"self_audit={self.self_audit!r}, method={self.method!r}, relation={self.relation!r}")
+        if self.canary_free_run is not None and not self.self_audit:
+            raise ValueError("canary_free_run is the twin of a self-audited run: give self_audit too")
 
     def _check_labels(self) -> None:
         """``labels`` is a comma-separated class list, and agrees with ``label_words`` where both are given."""

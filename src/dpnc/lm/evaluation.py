@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import torch
 
+from dpnc.lm.canaries import canary_free_accuracy
 from dpnc.lm.config import ZO_RECIPES, public_model, public_name
 from dpnc.lm.data import TextDataset, recipe_size
 from dpnc.lm.files import describe_data
@@ -82,6 +83,8 @@ class Summary:
     lost_releases: int
     stopped_early: bool
     world_size: int = 1   # processes of a data-parallel run (the wiring's record)
+    self_audit: dict | None = None   # --self-audit M: the one-run bound and its counts (SelfAuditResult), never which
+                                     # canaries were in
     notes: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict)   # FinetuneConfig.hyperparameters(), defaults filled in
 
@@ -96,6 +99,9 @@ class EvaluationMixin:
     def _n_rule(self) -> str:
         """How ``n`` was set, for ``summary.json``'s public inputs."""
         c = self.config
+        if c.self_audit:
+            return (f"declared n = {c.n} plus the self-audit's M = {c.self_audit} canaries: a public bound (n plus "
+                    "the canaries drawn in would publish their number)")
         if c.relation == "replace-one":
             return "the training rows' number: public under replace-one (neighbours have the same size)"
         if c.n is None:
@@ -205,7 +211,19 @@ class EvaluationMixin:
             epsilon_target=c.epsilon if c.private else None, noise_multiplier=self.multiplier,
             releases=self.accountant.releases, private=self.private, recipe_selection=self.recipe_selection(),
             public_inputs=self.public_inputs(), lost_releases=self.lost_releases, stopped_early=stopped_early,
-            world_size=self.world_size, notes=notes, config=jsonable(c.hyperparameters()))
+            world_size=self.world_size, notes=notes, config=jsonable(c.hyperparameters()),
+            self_audit=self.self_audit(result))
+
+    def self_audit(self, result: Evaluation) -> dict | None:
+        """The run's one-run audit (``--self-audit M``; None without), with the accuracy cost against the canary-free
+        twin run when ``canary_free_run`` names one (public: the bound, its counts, test accuracies)."""
+        c = self.config
+        if self.canaries is None:
+            return None
+        twin = None if c.canary_free_run is None else canary_free_accuracy(c.canary_free_run, c)
+        return self.canaries.result(self.classifier, delta=c.delta, claimed_epsilon=self.epsilon(),
+                                    private=self.private, accuracy=result.accuracy, canary_free_accuracy=twin,
+                                    batch_size=c.eval_batch_size).to_dict()
 
     def private_run_stats(self, wall: float) -> dict:
         """The run's statistics of the training data (private_train_stats.jsonl only): time, rows, drops."""

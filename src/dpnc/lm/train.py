@@ -76,6 +76,7 @@ from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, 
                             PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, ZO_RECIPES, FinetuneConfig,
                             default_model_path)
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
+from dpnc.lm.canaries import for_run
 from dpnc.lm.classifiers import build_classifier
 from dpnc.lm.data import TextDataset
 from dpnc.lm.lmbff import load_task
@@ -94,6 +95,7 @@ from dpnc.privacy.budget import Budget
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release, UnsupportedRelease
 from dpnc.progress import progress
+from dpnc.self_audit import SelfAuditResult
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 from dpnc.tier.registry import OPTIMIZERS
 from dpnc.tier.wiring import calibrate
@@ -152,6 +154,11 @@ class Trainer(EvaluationMixin, ResumeMixin):
         self.owner_notes = [] if c.method == "zero-shot" else check_training_data(
             self.train_set, n=self.n, delta=c.delta if c.private else None, allow_empty_train=c.allow_empty_train,
             allow_missing_classes=c.allow_missing_classes)
+        # --self-audit M: the canaries drawn in join the data after the owner's checks; the public n grows by M
+        self.canaries = for_run(c, self.train_set.task, secret=noise is None or noise.secret, resume=resume,
+                                parallel=self.group is not None)
+        if self.canaries is not None:
+            self.train_set, self.n = self.canaries.join(self.train_set), self.n + c.self_audit
         if c.method != "zero-shot" and c.batch_size > self.n:
             raise ValueError(f"batch_size must be <= n = {self.n} (the public number of training examples); got "
                              f"{c.batch_size}")
@@ -444,6 +451,8 @@ class Trainer(EvaluationMixin, ResumeMixin):
             out = Path(c.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / "summary.json").write_text(summary.to_json())
+            if summary.self_audit is not None:   # `dpnc audit --one-run out` prints it
+                SelfAuditResult(**summary.self_audit).save(out)
             plot_training(self.files.rows, out / "training.png", title=f"{c.method} on {summary.task}, train="
                           f"{c.train}: {summary.zero_shot_accuracy:.3f} → {result.accuracy:.3f}")
             if c.method != "zero-shot":
