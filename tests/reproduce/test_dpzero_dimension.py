@@ -15,6 +15,7 @@ from dpnc_reproduce import protocol
 from dpnc_reproduce.dpzero_dimension import report
 from dpnc_reproduce.dpzero_dimension import run as exp
 from dpnc_reproduce.dpzero_dimension.experiment import EXPERIMENT
+from tests.small_model import one_layer_minilm
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"real text data not found at {DATA}")
@@ -123,7 +124,8 @@ def test_tiny_run_declares_first_and_chooses_recipes_on_training_rows_only(tmp_p
     monkeypatch.setattr(exp, "select", select)
     monkeypatch.setattr(exp, "run_one", run_one)
     config = exp.DimConfig(data_dir=str(DATA), tasks=("SST-2",), modes=("head",), seeds=(42,), epsilons=(6.0,),
-                           steps=3, batch_size=4, eval_examples=12, max_length=16, runs_dir=str(tmp_path / "runs"))
+                           steps=3, batch_size=4, eval_examples=12, max_length=16, runs_dir=str(tmp_path / "runs"),
+                           model=one_layer_minilm())
     result = protocol.run_experiment(EXPERIMENT, config, progress=False, workers=1, out=out)
     protocol.write(result, out, "test")
 

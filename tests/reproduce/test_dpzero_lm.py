@@ -18,6 +18,7 @@ from dpnc_reproduce.dpzero_lm import run as exp
 from dpnc_reproduce.dpzero_lm.experiment import EXPERIMENT
 from dpnc_reproduce import protocol
 from tests.shared_data import DATA, needs_data
+from tests.small_model import one_layer_minilm
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -47,7 +48,7 @@ def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["reproduce", "dpzero-lm", "--data-dir", str(DATA), "--out", str(out),
                                       "--epsilons", "2", "--steps", "30", "--eval-examples", "50", "--max-length",
-                                      "32", "--no-isolate", "--workers", "1"])
+                                      "32", "--no-isolate", "--workers", "1", "--model", one_layer_minilm()])
     assert result.exit_code == 0, result.output
     assert len(built) == 2   # one train cache and one test cache for the group's three runs
 

@@ -54,18 +54,14 @@ def check_outputs(result, out):
     assert [c.holds for c in result.claims][-1] is True   # the privacy claim
 
 
-def test_tiny_run_writes_every_output(tmp_path):
-    result = protocol.run_experiment(EXPERIMENT, TINY, progress=False, workers=1)
-    paths = protocol.write(result, tmp_path, "dpnc reproduce dpzero-synthetic (test)")
-    assert {p.name for p in paths} == {"rows.csv", "privacy.csv", *FIGURES, "result.json", "summary.md"}
-    check_outputs(result, tmp_path)
-
-
 def test_tiny_cli_run_writes_every_output(tmp_path):
+    """The command runs protocol.run_experiment and protocol.write (in two worker processes): one tiny run checks
+    both, and the files are exactly these."""
     args = ["reproduce", "dpzero-synthetic", "--dims", "10,40", "--steps", "10,40", "--stepsizes", "0.01,0.1,1",
             "--clips", "1,10", "--n", "500", "--workers", "2", "--out", str(tmp_path)]
     run = CliRunner(env={"COLUMNS": "250"}).invoke(app, args)
     assert run.exit_code == 0, run.output
+    assert {p.name for p in tmp_path.iterdir()} == {"rows.csv", "privacy.csv", *FIGURES, "result.json", "summary.md"}
     result = protocol.read(EXPERIMENT, tmp_path / "result.json")
     assert result.config == TINY and result.workers == 2
     assert json.loads((tmp_path / "result.json").read_text())["command"].startswith(
