@@ -2,7 +2,8 @@
 
 For every algorithm of every family (cases in ``tests/contract/``): a config is a frozen ``Algorithm``
 with ``from_theory``; invalid configurations are refused at construction, before any data is touched;
-a run returns a ``Run`` whose ledger has one entry per release with sensitivities in real units; the run is
+a run returns a ``Run`` whose ledger has one entry per release with sensitivities in real units, refuses an objective
+that declares other public constants than the config was built for, and states the config's ``claim()``; the run is
 deterministic given the public seeds, seeded (test) noise and seeded batches; ``report(delta)`` has every
 field, and says "not private" for seeded noise.
 
@@ -110,6 +111,28 @@ def test_report_has_every_field_and_says_not_private_for_seeded_noise(case):
     assert report.epsilon > 0
     assert report.private is False        # seeded noise (and batches): never private
     assert run.output.shape == run.last.shape
+    # the claim's one source: the config's claim(), or "none" and why where the run is beyond the theorem
+    expected = run.algorithm.claim() if run.beyond_theory is None else f"none: {run.beyond_theory}"
+    assert report.paper_claim == run.paper_claim == expected
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_run_refuses_a_problem_that_declares_other_constants(case):
+    """A config holds the public constants it was built for; a run on an objective that declares others is refused
+    before any release (its σ, sensitivities and claim would refer to another L than the ledger's)."""
+    algorithm = case.build()
+    built = algorithm.built_for()
+    if not built:
+        pytest.skip(f"{case.name}: its fields are hyper-parameters only (C, η, σ); the run reads no constant")
+    problem = case.problem()
+    assert built == {name: getattr(problem.constants, name) for name in built}
+    for name, value in built.items():
+        other = dataclasses.replace(algorithm, **{name: value * 1.001})
+        accountant = Accountant(case.relation)
+        with pytest.raises(ValueError, match=f"other public constants than the problem declares: {name} = "):
+            case.run(other, problem, case.x0(problem), NoiseSource.for_testing(0), accountant,
+                     torch.Generator().manual_seed(0))
+        assert accountant.releases == 0
 
 
 # --- the constructors' contract (issue 28) ---------------------------------------------------------------------
