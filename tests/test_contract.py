@@ -26,7 +26,7 @@ import pytest
 import torch
 
 import tests.contract
-from dpnc.algorithms.base import Algorithm, Cost, Run, Stats
+from dpnc.algorithms.base import BOUNDS, Algorithm, Cost, Run, Stats
 from dpnc.algorithms.registry import ALGORITHMS, FAMILIES
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.budget import ZCDP
@@ -117,9 +117,10 @@ def test_report_has_every_field_and_says_not_private_for_seeded_noise(case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_run_refuses_a_problem_that_declares_other_constants(case):
-    """A config holds the public constants it was built for; a run on an objective that declares others is refused
-    before any release (its σ, sensitivities and claim would refer to another L than the ledger's)."""
+def test_run_refuses_a_problem_whose_constants_do_not_imply_the_configs(case):
+    """A config holds the public constants it was built for; a run on an objective whose declared constants do not
+    imply them (a tighter bound, another κ) is refused before any release: its σ, sensitivities and claim would
+    rest on a bound the objective does not give. A looser bound is implied."""
     algorithm = case.build()
     built = algorithm.built_for()
     if not built:
@@ -127,12 +128,18 @@ def test_run_refuses_a_problem_that_declares_other_constants(case):
     problem = case.problem()
     assert built == {name: getattr(problem.constants, name) for name in built}
     for name, value in built.items():
-        other = dataclasses.replace(algorithm, **{name: value * 1.001})
+        tighter = dataclasses.replace(algorithm, **{name: value / 1.001})
         accountant = Accountant(case.relation)
         with pytest.raises(ValueError, match=f"other public constants than the problem declares: {name} = "):
-            case.run(other, problem, case.x0(problem), NoiseSource.for_testing(0), accountant,
+            case.run(tighter, problem, case.x0(problem), NoiseSource.for_testing(0), accountant,
                      torch.Generator().manual_seed(0))
         assert accountant.releases == 0
+        looser = dataclasses.replace(algorithm, **{name: value * 1.001})
+        if name in BOUNDS:
+            looser.check_problem(problem)   # an L-Lipschitz f is 1.001·L-Lipschitz
+        else:
+            with pytest.raises(ValueError, match=f"{name} = "):
+                looser.check_problem(problem)
 
 
 # --- the constructors' contract (issue 28) ---------------------------------------------------------------------
@@ -208,3 +215,4 @@ def test_the_non_private_twin_says_not_private(case):
                    torch.Generator().manual_seed(0))
     report = run.report(1e-5)
     assert report.private is False and math.isinf(report.epsilon)
+

@@ -15,8 +15,8 @@ touched), plus
   of :attr:`Run.paper_claim`;
 * resolved constants: a config holds the values of the public constants it was built for as fields
   (``constant_fields``, named as in :class:`~dpnc.problems.base.Constants`), and ``run`` never reads them off
-  the objective: it refuses an objective that declares other values (:meth:`Algorithm.check_problem`), so σ, ρ,
-  the claim and the ledger all refer to one L;
+  the objective: it refuses an objective whose declared constants do not imply them (:meth:`Algorithm.check_problem`),
+  so σ, ρ, the claim and the ledger all refer to one L, valid for the objective;
 * ``paper: bool``: ``False`` (the default) runs the spec's corrected form, ``True`` the printed one where
   they differ (the specs' "Ambiguities" list each difference);
 * ``run(problem, x0, *, noise, accountant, generator, ...) -> Run``: one run on an objective of
@@ -174,11 +174,17 @@ class Run:
         return report
 
 
-def _same(built: float | None, declared: float | None) -> bool:
-    """Equal constants (to rounding: a value may have passed through float())."""
+# Constants that are upper bounds (Constants' L0, L1, weak_convexity L̃1 and the KL γ): a larger value also holds.
+BOUNDS = frozenset({"L0", "L1", "weak_convexity", "gamma"})
+
+
+def _implied(name: str, built: float | None, declared: float | None) -> bool:
+    """Whether the declared constant implies the config's: a bound no larger than it, any other the same value
+    (to rounding: a value may have passed through float()); an undeclared one implies nothing but None."""
     if built is None or declared is None:
         return built is None and declared is None
-    return math.isclose(float(built), float(declared), rel_tol=1e-12, abs_tol=0.0)
+    same = math.isclose(float(built), float(declared), rel_tol=1e-12, abs_tol=0.0)
+    return same or (name in BOUNDS and float(built) >= float(declared))
 
 
 class Algorithm(ABC):
@@ -229,18 +235,19 @@ class Algorithm(ABC):
         return {name: getattr(self, name) for name in self.constant_fields}
 
     def check_problem(self, problem) -> None:
-        """Refuse ``problem`` (before any release) when its declared constants differ from :meth:`built_for`: the
-        config's σ, sensitivities and claim were computed from those values, and a run must not charge the
-        ledger for one L while the objective declares another."""
+        """Refuse ``problem`` (before any release) unless its declared constants imply :meth:`built_for`: the
+        config's σ, sensitivities and claim were computed from those values, so they must hold for the objective.
+        A bound (:data:`BOUNDS`: L0, L1, weak_convexity, γ) may be looser than the declared one (an L-Lipschitz f
+        is L′-Lipschitz for every L′ ≥ L), never tighter; any other constant (κ) must be the declared one."""
         declared = problem.constants
         wrong = {name: (value, getattr(declared, name, None)) for name, value in self.built_for().items()
-                 if not _same(value, getattr(declared, name, None))}
+                 if not _implied(name, value, getattr(declared, name, None))}
         if wrong:
             pairs = ", ".join(f"{name} = {built!r} (the problem declares {own!r})"
                               for name, (built, own) in wrong.items())
             raise ValueError(f"{self.name} was built for other public constants than the problem declares: {pairs}; "
-                             "build the config from Setting.of(problem) (its σ, sensitivities and claim refer to the "
-                             "constants it was built for)")
+                             "a bound may be looser than the declared one, never tighter, and κ must match: build the "
+                             "config from Setting.of(problem)")
 
     def non_private(self) -> Algorithm | None:
         """The σ = 0, C = ∞ twin of this config (its report says not private), or None where the class has no

@@ -87,7 +87,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         schedule: ``"v2"`` or ``"v1-legacy"`` (which version's theorem set the schedule).
         paper: the paper's unclipped oracles (see the module docstring).
         L0: the per-example Lipschitz constant L the config was built for (keyword): the estimators clip each
-            difference (gradient) to what it allows; :meth:`run` refuses an objective that declares another.
+            difference (gradient) to what it allows; :meth:`run` refuses an objective that declares a larger one.
 
     Raises:
         ValueError: at construction, naming the argument, for any value outside these ranges.

@@ -29,9 +29,10 @@ or neither guard applies); in the last case the run is marked not private (``Run
 why.
 
 **Constants** are resolved when a config is built (:meth:`KLConfig.of` reads them from a
-:class:`~dpnc.algorithms.base.Setting`): a run never reads them off the objective, and refuses an objective that
-declares other values (:meth:`~dpnc.algorithms.base.Algorithm.check_problem`), so the ledger's sensitivities, the
-schedule and the claim refer to the constants the objective declares.
+:class:`~dpnc.algorithms.base.Setting`): a run never reads them off the objective, and refuses an objective whose
+declared constants do not imply them (a tighter bound, another κ:
+:meth:`~dpnc.algorithms.base.Algorithm.check_problem`), so the ledger's sensitivities, the schedule and the claim
+rest on bounds the objective gives.
 
 **paper** (spec §1.2). ``False`` (default): every release's σ is calibrated from its true sensitivity under the
 accountant's neighbouring relation and its share of ρ, so the run spends exactly ρ. ``True``: the printed noise

@@ -82,7 +82,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         paper: σ and T from the printed formulas (set by :meth:`from_theory`).
         L0: the per-example Lipschitz constant L the config was built for (keyword; None only for an objective that
             declares none, with per-example radii and ``clip=False``): the sensitivities dL and the clip 2Lδ;
-            :meth:`run` refuses an objective that declares another.
+            :meth:`run` refuses an objective that declares a larger one.
 
     Raises:
         ValueError: at construction, naming the argument, for any value outside these ranges, and for
