@@ -89,12 +89,15 @@ import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from dpnc.sampling import Sampler, ShuffleSampler
+
+if TYPE_CHECKING:
+    from dpnc.privacy.releases import Release
 
 __all__ = ["LOCAL", "Group", "Local", "from_environment", "shutdown"]
 
@@ -123,8 +126,8 @@ class Local:
         return compute()
 
     def release_sum(self, part: torch.Tensor, *values: Any, release: Callable[[torch.Tensor], torch.Tensor],
-                    denominator: int, additive: bool) -> tuple:
-        """``(release(part), *values)``: alone, the partial sum is the whole sum (``denominator`` and ``additive``
+                    denominator: int, entry: Release) -> tuple:
+        """``(release(part), *values)``: alone, the partial sum is the whole sum (``denominator`` and ``entry``
         serve :meth:`Group.release_sum`)."""
         return (release(part), *values)
 
@@ -382,11 +385,13 @@ class Group:
         return self.broadcast_(value.reshape(like.shape).to(like.dtype))
 
     def release_sum(self, part: torch.Tensor, *values: Any, release: Callable[[torch.Tensor], torch.Tensor],
-                    denominator: int, additive: bool) -> tuple:
+                    denominator: int, entry: Release) -> tuple:
         """``release(Σ part)`` and each of ``values`` summed over the ranks (as :meth:`sum`), on every rank.
 
-        ``release(s)`` is rank 0's release of a sum s (it draws the secret noise and records the one ledger entry).
-        When it is **additive**, ``release(s) = s / denominator + z`` with noise z drawn independently of s (the
+        ``release(s)`` is rank 0's release of a sum s (it draws the secret noise and records ``entry``, the one ledger
+        entry, built once by :func:`~dpnc.privacy.release.mean_release`; the path is read from it, not assumed).
+        When ``entry`` is **additive** (:attr:`~dpnc.privacy.releases.Release.additive`), ``release(s) = s / denominator
+        + z`` with noise z drawn independently of s (the
         Gaussian mechanism of :func:`~dpnc.privacy.release.release_sum`), rank 0 calls ``release(0) = z`` before
         the sum and adds z to its own part: it contributes part/denominator + z, every other rank part/denominator,
         and the **one** ``all_reduce`` that sums the values yields the released value itself, Σ part/denominator
@@ -394,7 +399,7 @@ class Group:
         from rank 0's source alone), one collective fewer: no broadcast of the released value. Not additive (the
         discrete Gaussian rounds the sum to its grid first): :meth:`sum`, then rank 0 releases and broadcasts.
         """
-        if not additive:
+        if not entry.additive:
             total, *summed = self.sum(part, *values)
             return (self.on_source(lambda: release(total), like=total), *summed)
         mine = part.to(self.device, torch.float64) / denominator

@@ -134,6 +134,13 @@ class Release(_Record):
         if not isinstance(self.secret, bool):
             raise ValueError(f"secret must be a bool; got {self.secret!r}")
 
+    @property
+    def additive(self) -> bool:
+        """Whether the released value is the query plus noise drawn independently of it, so that a sum's release
+        is the sum of its parts plus one draw (what a data-parallel group relies on to release a sum in one
+        collective). False unless a mechanism says so (the discrete Gaussian rounds the query to its grid first)."""
+        return False
+
     @staticmethod
     def from_dict(data: dict) -> Release:
         """The release that :meth:`to_dict` wrote (also reads the kinds of earlier dpnc versions)."""
@@ -169,10 +176,20 @@ class Gaussian(Mechanism):
         """σ/Δ."""
         return self.sigma / self.sensitivity
 
+    @property
+    def additive(self) -> bool:
+        """q(S) + z with z ~ N(0, σ²I) drawn independently of q(S)."""
+        return True
+
 
 @dataclass(frozen=True, repr=False)
 class NonPrivate(Mechanism):
     """A data-dependent value released without noise (MeZO's step, a noise multiplier of 0): ε = ∞."""
+
+    @property
+    def additive(self) -> bool:
+        """q(S) + 0."""
+        return True
 
 
 @dataclass(frozen=True, repr=False)
@@ -313,6 +330,11 @@ class Sampled(_Wrapper, Release):
         if not isinstance(self.sampling, Sampling):
             raise ValueError(f"sampling must be Poisson(q) or FixedSize(n, B); got {self.sampling!r}")
         self._check_part()
+
+    @property
+    def additive(self) -> bool:
+        """The mechanism's (sampling chooses the batch, not how noise meets the query)."""
+        return self.mechanism.additive
 
     @property
     def sampling_rate(self) -> float:
