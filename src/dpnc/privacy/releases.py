@@ -41,7 +41,7 @@ from typing import Any
 
 from dp_accounting.privacy_accountant import NeighboringRelation
 
-from dpnc._check import check_integer, check_positive
+from dpnc._check import check_integer, check_positive, check_probability
 
 
 class Relation(str, enum.Enum):
@@ -252,8 +252,7 @@ class Poisson(Sampling):
     q: float
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.q, (int, float)) and not isinstance(self.q, bool) and 0 < self.q <= 1):
-            raise ValueError(f"q must be in (0, 1]; got {self.q!r}")
+        check_probability(include_one=True, q=self.q)
 
 
 @dataclass(frozen=True, repr=False)
@@ -400,8 +399,7 @@ class RandomStopping(Release):
         if not (isinstance(self.eta, (int, float)) and not isinstance(self.eta, bool)
                 and math.isfinite(self.eta) and self.eta > -1):
             raise ValueError(f"eta must be a finite number > -1; got {self.eta!r}")
-        if not (isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool) and 0 < self.gamma < 1):
-            raise ValueError(f"gamma must be in (0, 1); got {self.gamma!r}")
+        check_probability(gamma=self.gamma)
         if not isinstance(self.candidates, (tuple, list)) or not self.candidates:
             raise ValueError(f"candidates must be a non-empty sequence of ledgers; got {self.candidates!r}")
         candidates, secret = [], self.secret

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc._check import check_positive
+from dpnc._check import check_positive, check_probability
 from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, zcdp
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.accountant import Accountant
@@ -316,8 +316,7 @@ def check_config(config, *optional: str, required: tuple[str, ...] = ()) -> None
     (:attr:`~KLConfig.constant_fields`) and ``required`` fields (each a finite number > 0) and its ``optional``
     fields (the same unless None: the paper's value)."""
     check_positive(rho=config.rho, **config.built_for(), **{name: getattr(config, name) for name in required})
-    if not (isinstance(config.beta, (int, float)) and not isinstance(config.beta, bool) and 0 < config.beta < 1):
-        raise ValueError(f"beta (the failure probability) must be in (0, 1); got {config.beta!r}")
+    check_probability(beta=config.beta)   # the failure probability
     for name in ("paper", "clip", "project", "strict", "select"):
         if not isinstance(getattr(config, name, False), bool):
             raise ValueError(f"{name} must be True or False; got {getattr(config, name)!r}")
