@@ -216,3 +216,21 @@ def test_the_non_private_twin_says_not_private(case):
     report = run.report(1e-5)
     assert report.private is False and math.isinf(report.epsilon)
 
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_sample_complexity_and_stationarity_radius_are_read_from_the_class(name):
+    """``samples_needed(setting, budget, beta)`` (None where the family states no rate) and ``stationarity_radius``
+    (None where the output targets no Goldstein radius) are part of the contract: consumers read them instead of
+    branching on names. A rate needs more examples for a smaller β; O2NC's radius is twice its smoothing."""
+    cls = ALGORITHMS[name]
+    made = _made(cls).constructors
+    problem = (made.problem or _made(cls).problem)()
+    setting = made.setting(problem)
+    choices = {"smoothing": made.theory["smoothing"]} if "smoothing" in made.theory else {}
+    coarse, fine = (cls.samples_needed(setting, made.budget, beta, **choices) for beta in (0.2, 0.1))
+    algorithm = cls.from_theory(setting, made.budget, **made.theory)
+    if coarse is not None:
+        assert 0 < coarse < fine
+    radius = algorithm.stationarity_radius
+    assert radius is None or radius == 2 * algorithm.smoothing > 0
+    assert (radius is None) == (not hasattr(algorithm, "smoothing"))

@@ -249,6 +249,18 @@ class Algorithm(ABC):
                              "a bound may be looser than the declared one, never tighter, and κ must match: build the "
                              "config from Setting.of(problem)")
 
+    @property
+    def stationarity_radius(self) -> float | None:
+        """The radius r of the (r, β)-Goldstein stationarity the output targets (O2NC: 2·smoothing), or None for a
+        method whose theorem bounds the gradient norm or the excess instead."""
+        return None
+
+    @classmethod
+    def samples_needed(cls, setting: Setting, budget: Budget | ZCDP, beta: float, **choices) -> float | None:
+        """The n at which the paper's theorem reaches accuracy ``beta`` on ``setting`` (constants 1, logs dropped),
+        the budget converted in the paper's language; None where the family states no such rate."""
+        return None
+
     def non_private(self) -> Algorithm | None:
         """The σ = 0, C = ∞ twin of this config (its report says not private), or None where the class has no
         such fields."""

@@ -236,6 +236,11 @@ class O2NCAlgorithm(Algorithm):
     smoothing: float  # a field of every subclass (annotation only: this class is not a dataclass)
 
     @property
+    def stationarity_radius(self) -> float:
+        """2·smoothing: the output targets (2·smoothing, β)-Goldstein stationarity of F (ZTC's 2δ, KLT's 2α)."""
+        return 2 * self.smoothing
+
+    @property
     def anchors(self) -> int:
         """Anchor steps A = ⌈steps/period⌉ (one per tree period)."""
         return -(-self.steps // self.period)

@@ -311,6 +311,15 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
                    common_directions=options.get("common_directions", True),
                    output_rule=options.get("output_rule", "last"))
 
+    @classmethod
+    def samples_needed(cls, setting: Setting, budget: Budget, beta: float, *, smoothing: float,
+                       oracle: str = "zeroth-order") -> float:
+        """:func:`~dpnc.algorithms.klt.theory.samples_needed` for ``setting`` (d, L = constants.L0, Φ = gap) and the
+        budget's ε: the n at which Theorem 3.1 (6.1; multi-pass: 4.1, empirical norm) reaches β."""
+        return theory.samples_needed(oracle, beta=beta, d=setting.d, L=setting.constants.L0,
+                                     Phi=setting.require_gap("KLT's sample complexity"), alpha=smoothing,
+                                     epsilon=approximate(budget, "KLT").epsilon)
+
     def cost(self, setting: Setting) -> Cost:
         """Examples read (:attr:`samples`) and the estimates' work: zeroth order (and multi-pass) 2m function
         evaluations per anchor example and per increment example with common directions, 4m with independent

@@ -52,6 +52,7 @@ from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
 from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import FullBatch
 from dpnc.algorithms.ztc.theory import clamp_steps, evaluations, moments, sensitivities
+from dpnc.algorithms.ztc.theory import samples_needed as theory_samples_needed
 
 ORACLES = ("variance-reduced", "naive")
 
@@ -285,6 +286,15 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         eta = D / (math.sqrt(C**2 + ell * d * sigma**2) * math.sqrt(window))
         return cls(smoothing, D, eta, K * T, T, T, 1, m, sigma, rho, "variance-reduced", radius_anchor=r1,
                    radius_increment=r2, output_rule=options.get("output_rule", "last"), L0=constants.L0)
+
+    @classmethod
+    def samples_needed(cls, setting: Setting, budget: Budget | ZCDP, beta: float, *, smoothing: float,
+                       oracle: str = "variance-reduced") -> float:
+        """:func:`~dpnc.algorithms.ztc.theory.samples_needed` for ``setting`` (d, L = constants.L0, F* = gap) and the
+        budget's paper ρ (``to_zcdp().rdp_rho``): the n at which Theorem 4.9 (App. E) reaches β."""
+        return theory_samples_needed(oracle, beta=beta, d=setting.d, L=setting.constants.L0,
+                                     gap=setting.require_gap("ZTC's sample complexity"), smoothing=smoothing,
+                                     rho=zcdp(budget).rdp_rho)
 
     def _with_eta(self, d: int, L: float) -> ZhangTranCutkosky:
         _, G, _ = moments(self, d, L)
