@@ -83,7 +83,8 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
 
     ``release`` is the entry :func:`mean_release` builds for these arguments (with the largest bound), given by a
     caller that built it first to read it (the data-parallel group reads its :attr:`~Release.additive`); built
-    here otherwise. It is the one object of the step: the noise is drawn from its σ and the ledger records it.
+    here otherwise. It is the one record of the step: the ledger holds it, and the noise is its Gaussian's (σ =
+    noise_multiplier·Δ at the largest bound), drawn per unit of bound and scaled by each run's bound.
     """
     if not (isinstance(noise_multiplier, (int, float)) and noise_multiplier >= 0):
         raise ValueError(f"noise_multiplier must be a number >= 0; got {noise_multiplier!r}")
