@@ -2,7 +2,8 @@
 
 For every algorithm of every family (cases in ``tests/contract/``): a config is a frozen ``Algorithm``
 with ``from_theory``; invalid configurations are refused at construction, before any data is touched;
-a run returns a ``Run`` whose ledger has one entry per release with sensitivities in real units; the run is
+a run returns a ``Run`` whose ledger has one entry per release with sensitivities in real units, refuses an objective
+that declares other public constants than the config was built for, and states the config's ``claim()``; the run is
 deterministic given the public seeds, seeded (test) noise and seeded batches; ``report(delta)`` has every
 field, and says "not private" for seeded noise.
 
@@ -25,7 +26,7 @@ import pytest
 import torch
 
 import tests.contract
-from dpnc.algorithms.base import Algorithm, Cost, Run, Stats
+from dpnc.algorithms.base import BOUNDS, Algorithm, Cost, Run, Stats
 from dpnc.algorithms.registry import ALGORITHMS, FAMILIES
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.budget import ZCDP
@@ -110,6 +111,35 @@ def test_report_has_every_field_and_says_not_private_for_seeded_noise(case):
     assert report.epsilon > 0
     assert report.private is False        # seeded noise (and batches): never private
     assert run.output.shape == run.last.shape
+    # the claim's one source: the config's claim(), or "none" and why where the run is beyond the theorem
+    expected = run.algorithm.claim() if run.beyond_theory is None else f"none: {run.beyond_theory}"
+    assert report.paper_claim == run.paper_claim == expected
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_run_refuses_a_problem_whose_constants_do_not_imply_the_configs(case):
+    """A config holds the public constants it was built for; a run on an objective whose declared constants do not
+    imply them (a tighter bound, another κ) is refused before any release: its σ, sensitivities and claim would
+    rest on a bound the objective does not give. A looser bound is implied."""
+    algorithm = case.build()
+    built = algorithm.built_for()
+    if not built:
+        pytest.skip(f"{case.name}: its fields are hyper-parameters only (C, η, σ); the run reads no constant")
+    problem = case.problem()
+    assert built == {name: getattr(problem.constants, name) for name in built}
+    for name, value in built.items():
+        tighter = dataclasses.replace(algorithm, **{name: value / 1.001})
+        accountant = Accountant(case.relation)
+        with pytest.raises(ValueError, match=f"other public constants than the problem declares: {name} = "):
+            case.run(tighter, problem, case.x0(problem), NoiseSource.for_testing(0), accountant,
+                     torch.Generator().manual_seed(0))
+        assert accountant.releases == 0
+        looser = dataclasses.replace(algorithm, **{name: value * 1.001})
+        if name in BOUNDS:
+            looser.check_problem(problem)   # an L-Lipschitz f is 1.001·L-Lipschitz
+        else:
+            with pytest.raises(ValueError, match=f"{name} = "):
+                looser.check_problem(problem)
 
 
 # --- the constructors' contract (issue 28) ---------------------------------------------------------------------
@@ -185,3 +215,22 @@ def test_the_non_private_twin_says_not_private(case):
                    torch.Generator().manual_seed(0))
     report = run.report(1e-5)
     assert report.private is False and math.isinf(report.epsilon)
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_sample_complexity_and_stationarity_radius_are_read_from_the_class(name):
+    """``samples_needed(setting, budget, beta)`` (None where the family states no rate) and ``stationarity_radius``
+    (None where the output targets no Goldstein radius) are part of the contract: consumers read them instead of
+    branching on names. A rate needs more examples for a smaller β; O2NC's radius is twice its smoothing."""
+    cls = ALGORITHMS[name]
+    made = _made(cls).constructors
+    problem = (made.problem or _made(cls).problem)()
+    setting = made.setting(problem)
+    choices = {"smoothing": made.theory["smoothing"]} if "smoothing" in made.theory else {}
+    coarse, fine = (cls.samples_needed(setting, made.budget, beta, **choices) for beta in (0.2, 0.1))
+    algorithm = cls.from_theory(setting, made.budget, **made.theory)
+    if coarse is not None:
+        assert 0 < coarse < fine
+    radius = algorithm.stationarity_radius
+    assert radius is None or radius == 2 * algorithm.smoothing > 0
+    assert (radius is None) == (not hasattr(algorithm, "smoothing"))

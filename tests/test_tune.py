@@ -167,7 +167,7 @@ def test_a_failing_candidate_still_leaves_the_tuning_in_the_ledger():
     (dict(costs=[unit_cost()]), r"costs must be one Accountant or one per candidate \(2\)"),
     (dict(costs=Accountant("add/remove")), "costs must be under the accountant's relation"),
     (dict(eta=-2.0), "eta must be a finite number > -1"),
-    (dict(gamma=1.5), r"gamma must be in \(0, 1\)"),
+    (dict(gamma=1.5), r"gamma must be in the open interval \(0, 1\)"),
     (dict(noise=None), "noise must be a NoiseSource"),
 ])
 def test_bad_arguments_fail_before_anything_runs(kwargs, message):

@@ -1,10 +1,10 @@
 """Value rules for arguments and configs: what a value must be, and the ValueError naming it when it is not.
 
 The one home of dpnc's validators: :func:`check_positive`, :func:`check_at_least`, :func:`check_integer`,
-:func:`check_per_run` and :func:`check_choice` for keyword arguments (algorithm configs, problems, samplers,
-privacy releases, the LM config), :func:`check_value` / :func:`check_axis` with a rule for configs and grids.
-Used across the library (privacy/ included: it imports nothing else of dpnc) and by the reproductions' configs
-(:mod:`dpnc_reproduce.common` re-exports them).
+:func:`check_probability`, :func:`check_per_run` and :func:`check_choice` for keyword arguments (algorithm configs,
+problems, samplers, privacy releases, the LM config), :func:`check_value` / :func:`check_axis` with a rule for
+configs and grids. Used across the library (privacy/ included: it imports nothing else of dpnc) and by the
+reproductions' configs (:mod:`dpnc_reproduce.common` re-exports them).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 
 __all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_at_least", "check_axis", "check_choice",
-           "check_integer", "check_per_run", "check_positive", "check_value", "one_of"]
+           "check_integer", "check_per_run", "check_positive", "check_probability", "check_value", "one_of"]
 
 
 # Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
@@ -77,6 +77,16 @@ def check_at_least(low: float, strict: bool = True, **values: float) -> None:
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         if not ok or v < low or (strict and v == low):
             raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}; got {v!r}")
+
+
+def check_probability(include_one: bool = False, **values: float) -> None:
+    """Refuse a value that is not a number in the open interval (0, 1) (in (0, 1] with ``include_one``), naming it:
+    δ, a failure probability, a confidence level, a sampling rate."""
+    for name, v in values.items():
+        ok = _real(v) and 0 < v and (v <= 1 if include_one else v < 1)   # NaN fails every comparison
+        if not ok:
+            where = "(0, 1]" if include_one else "the open interval (0, 1)"
+            raise ValueError(f"{name} must be in {where}; got {v!r}")
 
 
 def check_integer(minimum: int = 1, **values: int) -> None:

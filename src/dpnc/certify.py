@@ -53,6 +53,7 @@ import numpy as np
 import torch
 from scipy.optimize import nnls
 
+from dpnc._check import check_positive, check_probability
 from dpnc.estimators import uniform_ball
 
 __all__ = ["Certificate", "certify_run", "concentration", "goldstein_certificate", "min_norm_convex_combination",
@@ -157,13 +158,11 @@ def concentration(*, L: float, m: int, points: int, failure: float = 0.05) -> fl
     """(L/√m)·(1 + √(2 ln(k/γ))): with probability ≥ 1 − γ, every one of k fixed points has ‖∇F̂ − ∇F‖ at most this,
     F̂ the mean of m i.i.d. examples with per-example gradients of norm ≤ L (McDiarmid + a union bound; module
     docstring)."""
-    if not (isinstance(L, (int, float)) and math.isfinite(L) and L > 0):
-        raise ValueError(f"L must be a finite number > 0; got {L!r}")
-    for name, value in (("m", m), ("points", points)):
+    check_positive(L=L)
+    for name, value in (("m", m), ("points", points)):   # numbers.Integral: numpy integers count
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-    if not (isinstance(failure, (int, float)) and 0 < failure < 1):
-        raise ValueError(f"failure must be in (0, 1); got {failure!r}")
+    check_probability(failure=failure)
     return L / math.sqrt(m) * (1 + math.sqrt(2 * math.log(points / failure)))
 
 

@@ -1,6 +1,5 @@
-"""The group a step's sums are aggregated over: :data:`LOCAL` (this process alone, a no-op) or a
-:class:`Group` of ``torch.distributed`` ranks (data-parallel DPZero and MeZO: a few numbers per step,
-whatever the model's size).
+"""The group a step's sums are aggregated over: :data:`LOCAL` (this process alone, a no-op) or a :class:`Group` of
+``torch.distributed`` ranks (data-parallel DPZero and MeZO: a few numbers per step, whatever the model's size).
 
 A step names its group (``DPZero.step(..., group=LOCAL)``, :class:`~dpnc.algorithms.dpzero.MeZO` alike) and
 asks these things of it: :meth:`~Group.draw` (the part of the sampler's batch this process evaluates),
@@ -94,6 +93,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from dpnc.privacy.releases import Release
 from dpnc.sampling import Sampler, ShuffleSampler
 
 __all__ = ["LOCAL", "Group", "Local", "from_environment", "shutdown"]
@@ -123,8 +123,8 @@ class Local:
         return compute()
 
     def release_sum(self, part: torch.Tensor, *values: Any, release: Callable[[torch.Tensor], torch.Tensor],
-                    denominator: int, additive: bool) -> tuple:
-        """``(release(part), *values)``: alone, the partial sum is the whole sum (``denominator`` and ``additive``
+                    denominator: int, entry: Release) -> tuple:
+        """``(release(part), *values)``: alone, the partial sum is the whole sum (``denominator`` and ``entry``
         serve :meth:`Group.release_sum`)."""
         return (release(part), *values)
 
@@ -382,19 +382,19 @@ class Group:
         return self.broadcast_(value.reshape(like.shape).to(like.dtype))
 
     def release_sum(self, part: torch.Tensor, *values: Any, release: Callable[[torch.Tensor], torch.Tensor],
-                    denominator: int, additive: bool) -> tuple:
+                    denominator: int, entry: Release) -> tuple:
         """``release(Σ part)`` and each of ``values`` summed over the ranks (as :meth:`sum`), on every rank.
 
-        ``release(s)`` is rank 0's release of a sum s (it draws the secret noise and records the one ledger entry).
-        When it is **additive**, ``release(s) = s / denominator + z`` with noise z drawn independently of s (the
-        Gaussian mechanism of :func:`~dpnc.privacy.release.release_sum`), rank 0 calls ``release(0) = z`` before
-        the sum and adds z to its own part: it contributes part/denominator + z, every other rank part/denominator,
-        and the **one** ``all_reduce`` that sums the values yields the released value itself, Σ part/denominator
-        + z, bit for bit the same on every rank. Same release (its distribution, its ledger entry, its noise drawn
-        from rank 0's source alone), one collective fewer: no broadcast of the released value. Not additive (the
-        discrete Gaussian rounds the sum to its grid first): :meth:`sum`, then rank 0 releases and broadcasts.
+        ``release(s)`` is rank 0's release of a sum s: it draws the secret noise and records ``entry`` (built once by
+        :func:`~dpnc.privacy.release.mean_release`), whose :attr:`~dpnc.privacy.releases.Release.additive` picks the
+        path. Additive, ``release(s) = s / denominator + z`` with z drawn independently of s (the Gaussian mechanism
+        of :func:`~dpnc.privacy.release.release_sum`), rank 0 calls ``release(0) = z`` before the sum and adds z to
+        its own part, every other rank contributes part/denominator, and the **one** ``all_reduce`` of the values
+        yields the released value, Σ part/denominator + z, bit for bit the same on every rank: same release (its
+        distribution, ledger entry, noise from rank 0's source alone), no broadcast. Not additive (the discrete
+        Gaussian rounds the sum to its grid first): :meth:`sum`, then rank 0 releases and broadcasts.
         """
-        if not additive:
+        if not entry.additive:
             total, *summed = self.sum(part, *values)
             return (self.on_source(lambda: release(total), like=total), *summed)
         mine = part.to(self.device, torch.float64) / denominator

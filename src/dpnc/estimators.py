@@ -214,42 +214,46 @@ def uniform_ball(n: int, d: int, generator: torch.Generator | None = None, *,
 
 
 def grad_estimate(problem: Objective, x: torch.Tensor, index: torch.Tensor, delta: float, *,
-                  generator: torch.Generator, m: int | None = None, clip: bool = True) -> VectorEstimate:
+                  generator: torch.Generator, m: int | None = None, clip: bool = True,
+                  L: float | None = None) -> VectorEstimate:
     """GRAD_{f,δ}(x, z_{1:b}) (ZTC Algorithm 1), per example:
 
         g_i = (1/m) Σ_j (d/(2δ)) (f(x + δu_ij, z_i) − f(x − δu_ij, z_i)) u_ij,
 
     unbiased for ∇f̂_δ(x, z_i); m = d directions per point in the paper. ‖g_ij‖ ≤ dL, so one example
     moves the mean by at most 2dL/b. With ``clip`` each difference is clipped to 2Lδ, the most an
-    L-Lipschitz f allows (spec §6.14): a no-op for a correct L, and the bound holds when L is wrong.
+    L-Lipschitz f allows (spec §6.14): a no-op for a correct L, and the bound holds when L is wrong. ``L`` is the
+    Lipschitz bound (default: the problem's declared ``constants.L0``; an algorithm passes the one its config holds).
     """
     d, m = _check_zo(problem, x, delta, m)
     u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
     values = problem.losses(torch.cat([x + delta * u, x - delta * u], dim=1), index)
-    return _combine(values[:, :m] - values[:, m:], u, d / (2 * delta), 2 * problem.constants.L0 * delta, clip)
+    return _combine(values[:, :m] - values[:, m:], u, d / (2 * delta), 2 * _lipschitz(problem, L) * delta, clip)
 
 
 def diff_estimate(problem: Objective, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, delta: float, *,
-                  generator: torch.Generator, m: int | None = None, clip: bool = True) -> VectorEstimate:
+                  generator: torch.Generator, m: int | None = None, clip: bool = True,
+                  L: float | None = None) -> VectorEstimate:
     """DIFF_{f,δ}(x, y, z_{1:b}) (ZTC Algorithm 2), per example:
 
         d_i = (1/m) Σ_j (d/δ) (f(x + δu_ij, z_i) − f(y + δu_ij, z_i)) u_ij,
 
     unbiased for ∇f̂_δ(x, z_i) − ∇f̂_δ(y, z_i) by common random numbers (the same u_ij at x and y).
     ‖d_ij‖ ≤ dL‖x − y‖/δ, so one example moves the mean by at most 2dL‖x − y‖/(bδ); with ``clip``
-    each difference is clipped to L‖x − y‖.
+    each difference is clipped to L‖x − y‖ (``L`` as in :func:`grad_estimate`).
     """
     d, m = _check_zo(problem, x, delta, m)
     if y.shape != x.shape:
         raise ValueError(f"x and y must have the same shape; got {tuple(x.shape)} and {tuple(y.shape)}")
     u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
     values = problem.losses(torch.cat([x + delta * u, y + delta * u], dim=1), index)
-    bound = problem.constants.L0 * float(torch.linalg.vector_norm(x - y))
+    bound = _lipschitz(problem, L) * float(torch.linalg.vector_norm(x - y))
     return _combine(values[:, :m] - values[:, m:], u, d / delta, bound, clip)
 
 
 def ball_gradient_estimate(problem: Objective, x: torch.Tensor, index: torch.Tensor, alpha: float, *,
-                           generator: torch.Generator, m: int = 1, clip: bool = True) -> VectorEstimate:
+                           generator: torch.Generator, m: int = 1, clip: bool = True,
+                           L: float | None = None) -> VectorEstimate:
     """The first-order estimate of Kornowski–Liu–Talwar (Algorithm 5, eq. (10)), per example:
 
         g_i = (1/m) Σ_j ∇f(x + y_ij; z_i),   y_ij ~ Uniform(B_α) i.i.d.,
@@ -257,14 +261,19 @@ def ball_gradient_estimate(problem: Objective, x: torch.Tensor, index: torch.Ten
     unbiased for ∇f_α(x; z_i), the gradient of the uniform-ball smoothing (Fact 2.3(iv)); the points
     are a.s. points of differentiability. ‖∇f‖ ≤ L, so ‖g_i‖ ≤ L whatever m is. With ``clip`` each
     gradient is clipped to L (a no-op for a correct L) and ``clipped`` counts those that were not.
-    ``evaluations`` counts gradient evaluations, b·m.
+    ``evaluations`` counts gradient evaluations, b·m. ``L`` as in :func:`grad_estimate`.
     """
     d, m = _check_zo(problem, x, alpha, m)
     b = len(index)
     y = alpha * uniform_ball(b * m, d, generator, dtype=x.dtype).reshape(b, m, d)
-    g = clip_each(problem.gradients(x + y, index), problem.constants.L0 if clip else math.inf, vector=True)
+    g = clip_each(problem.gradients(x + y, index), _lipschitz(problem, L) if clip else math.inf, vector=True)
     return VectorEstimate(g.values.mean(1), evaluations=b * m, clipped=int(g.clipped.sum()),
                           nonfinite=int(g.nonfinite.sum()))
+
+
+def _lipschitz(problem: Objective, L: float | None) -> float:
+    """The clip's Lipschitz bound: ``L`` where the caller holds it, else the problem's declared L0."""
+    return problem.constants.L0 if L is None else L
 
 
 def _combine(differences, u, factor, bound, clip) -> VectorEstimate:

@@ -33,7 +33,8 @@ import platform
 import time
 import types
 import typing
-from collections.abc import Sequence
+from types import MappingProxyType
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from functools import partial
 from pathlib import Path
@@ -57,12 +58,19 @@ class Claim(NamedTuple):
     ``holds``: True, False, or None when the data give no signal either way (an effect inside its interval).
     ``status``: with ``holds`` None, why a claim is not judged at all, when that is not "no signal": e.g. "not
     testable by slope here" (the instance confounds the variable) or "underpowered for this design" (issue 41).
+    ``facts``: the numbers the verdict and evidence were read from, by name (``{"capped_runs": 15, …}``), which
+    tests assert instead of the evidence's prose; never mutated (a claim is a value), empty where none is recorded.
     """
 
     statement: str
     holds: bool | None
     evidence: str
     status: str = ""
+    facts: Mapping[str, float] = MappingProxyType({})
+
+    def to_json(self) -> dict:
+        """The claim as JSON data (its facts a plain dict)."""
+        return {**self._asdict(), "facts": dict(self.facts)}
 
 
 class Declared(NamedTuple):
@@ -175,7 +183,8 @@ class Result(Generic[C, R]):
     def to_json(self) -> dict:
         return {"experiment": self.experiment.name, "config": dataclasses.asdict(self.config),
                 "declared": [d._asdict() for d in self.declared], "declared_commit": self.declared_commit,
-                "rows": [dataclasses.asdict(r) for r in self.rows], "claims": [c._asdict() for c in self.claims],
+                "rows": [dataclasses.asdict(r) for r in self.rows],
+                "claims": [c.to_json() for c in self.claims],
                 "rejudged": list(self.rejudged), "notes": list(self.notes),
                 "seconds": self.seconds, "workers": self.workers, "machine": self.machine}
 
@@ -422,7 +431,7 @@ def _record(old: Sequence[Claim], new: Sequence[Claim], rule: str, date: str | N
     """One re-judging record: its date and rule, each old claim's pairing (:func:`match_claims`), the old claims."""
     return {"date": date or datetime.date.today().isoformat(), "rule": rule,
             "changes": match_claims(old, new, similar=similar), "declared_after": declared_after,
-            "previous": [c._asdict() for c in old]}
+            "previous": [c.to_json() for c in old]}
 
 
 def match_claims(old: Sequence[Claim], new: Sequence[Claim], *, similar: bool = True) -> list[dict]:

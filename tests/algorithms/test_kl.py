@@ -12,6 +12,7 @@ import torch
 from scipy import stats
 
 from dpnc.algorithms import menart as kl
+from dpnc.algorithms.base import Setting
 from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.releases import ExponentialMechanism, Gaussian, ZCDPMechanism
@@ -50,11 +51,12 @@ class RecordingNoise:
 
 
 def _run(config: type, f, *, w0=None, noise=None, accountant=None, relation="replace-one", **fields):
-    """``config(**fields).run(f, w0, noise=..., accountant=...)``: a secret noise source and the accountant of
-    ``relation`` unless given (``run`` itself requires both)."""
+    """``config.of(Setting.of(f), **fields).run(f, w0, noise=..., accountant=...)``: the objective's constants, a secret
+    noise source and the accountant of ``relation`` unless given (``run`` itself requires both)."""
     noise = NoiseSource() if noise is None else noise
     accountant = Accountant(relation) if accountant is None else accountant
-    return config(**fields).run(f, w0, noise=noise, accountant=accountant, generator=torch.Generator())
+    return config.of(Setting.of(f), **fields).run(f, w0, noise=noise, accountant=accountant,
+                                                  generator=torch.Generator())
 
 
 spider = functools.partial(_run, kl.KLSpider)
@@ -405,7 +407,8 @@ def test_selection_frequencies_follow_the_exponential_mechanism():
     rho = 0.04
     noise = NoiseSource.for_testing(11)
     acc = Accountant()
-    draws = [kl.select_stationary(f, iterates, rho=rho, noise=noise, accountant=acc) for _ in range(5000)]
+    draws = [kl.select_stationary(f, iterates, rho=rho, L0=f.constants.L0, noise=noise, accountant=acc)
+             for _ in range(5000)]
     norms = f.gradient(iterates).norm(dim=1)
     delta = 2 * f.constants.L0 / f.n  # replace-one
     p = torch.softmax(-math.sqrt(rho) * norms / (2 * delta), 0).numpy()

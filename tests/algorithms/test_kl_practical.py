@@ -141,7 +141,7 @@ def test_spider_practical_refuses_what_it_cannot_run():
     with pytest.raises(ValueError, match="n must be large enough"):
         KLSpider.practical(Setting(c, 1, D), ZCDP(RHO))
     with pytest.raises(ValueError, match="variant"):
-        KLSpider(rho=RHO, variant="fast")
+        KLSpider.of(Setting(c, 2_000, D), rho=RHO, variant="fast")
     with pytest.raises(ValueError, match="paper must be False"):
         KLSpider.practical(Setting(c, 2_000, D), ZCDP(RHO), paper=True)
     assert KLSpider.from_theory(Setting(c, 2_000, D), ZCDP(RHO)).variant == "theory"
@@ -165,7 +165,7 @@ def test_adaptive_practical_settings():
     assert (config.eta, config.ell, config.rho_norm) == (1 / c.L1, 4.0, RHO / (2 * H))
     assert AdaptiveGD.practical(Setting(c, 20_000, D), ZCDP(RHO), horizon=10).rho_norm == RHO / 20
     with pytest.raises(ValueError, match="rho_norm"):
-        AdaptiveGD(rho=RHO, rho_norm=RHO)
+        AdaptiveGD.of(Setting(c, 20_000, D), rho=RHO, rho_norm=RHO)
 
 
 def test_proximal_practical_cuts_the_excess_hundredfold():

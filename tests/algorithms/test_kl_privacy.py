@@ -207,7 +207,8 @@ def test_queries_refuse_a_point_outside_the_region_when_they_cannot_clip():
 def test_selection_clips_iterates_it_is_given_outside_the_region(audit):
     f, audit.neighbours = adversarial()
     iterates = torch.tensor([[0.0, 0.0], [5.0, 0.0], [-8.0, 3.0]], dtype=F64)  # public, but outside the region
-    kl.select_stationary(f, iterates, rho=1.0, noise=NoiseSource.for_testing(3), accountant=Accountant())
+    kl.select_stationary(f, iterates, rho=1.0, L0=f.constants.L0, noise=NoiseSource.for_testing(3),
+                          accountant=Accountant())
     assert len(audit.records) == 3 * len(iterates)
     audit.check(sharp=True)
 
@@ -216,7 +217,8 @@ def test_selection_refuses_iterates_outside_the_region_when_it_cannot_clip():
     f, _ = adversarial(explicit=False)
     noise = Untouchable()
     with pytest.raises(ValueError, match="iterates must lie in the region"):
-        kl.select_stationary(f, torch.tensor([[0.0, 0.0], [5.0, 0.0]], dtype=F64), rho=1.0, noise=noise,
+        kl.select_stationary(f, torch.tensor([[0.0, 0.0], [5.0, 0.0]], dtype=F64), rho=1.0, L0=f.constants.L0,
+                             noise=noise,
                              accountant=Accountant())
 
 
@@ -247,13 +249,14 @@ def test_turning_the_guards_off_is_reported_as_not_guaranteed(run):
 
 def test_without_per_example_gradients_the_bounds_rest_on_the_declared_region():
     """No per-example gradients, nothing to clip: the objective's own constants on its region, with every iterate
-    projected there, are the guarantee; constants below the objective's are not."""
+    projected there, are the guarantee; a config built for other constants is refused before any release."""
     f, _ = adversarial(explicit=False)
     r = adaptive(f, rho=1.0, w0=START, noise=NoiseSource.for_testing(5))
     assert r.stats.sensitivity == "declared"
     assert any("declared" in note and "region" in note for note in r.report(1e-6).notes)
-    smaller = adaptive(f, rho=1.0, w0=START, L0=1.0, noise=NoiseSource.for_testing(5))
-    assert smaller.stats.sensitivity == "not guaranteed" and not smaller.private
+    assert f.constants.L0 != 1.0
+    with pytest.raises(ValueError, match=r"built for other public constants.*L0 = 1\.0"):
+        adaptive(f, rho=1.0, w0=START, L0=1.0, noise=Untouchable())
 
 
 def test_projection_onto_the_region_and_prox_ball_is_the_exact_projection():
@@ -308,7 +311,8 @@ def test_adaptive_gd_with_selection_refuses_an_unsupported_relation_before_the_r
     with pytest.raises(ValueError, match=r"relation must be one of \['replace-one'\] for select=True"):
         adaptive(f, rho=1.0, w0=START, select=True, relation="add/remove", noise=Untouchable())
     with pytest.raises(ValueError, match=r"relation must be one of \['replace-one'\] for the selection"):
-        kl.select_stationary(f, START[None], rho=1.0, noise=Untouchable(), accountant=Accountant("add/remove"))
+        kl.select_stationary(f, START[None], rho=1.0, L0=f.constants.L0, noise=Untouchable(),
+                             accountant=Accountant("add/remove"))
     # without selection, add/remove is supported (the filter is zCDP under either relation)
     r = adaptive(f, rho=1.0, w0=START, relation="add/remove", noise=NoiseSource.for_testing(7))
     assert r.accountant.rho() == pytest.approx(1.0)

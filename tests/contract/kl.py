@@ -33,7 +33,7 @@ COMMON_INVALID = [{"rho": 0.0}, {"rho": float("inf")}, {"beta": 1.0}, {"beta": 0
 # KL-Spider on ‖w‖³ (κ = 1.5), n = 3000, ρ = 0.01 (descent constant 4 instead of 64: 30 rounds, not 500)
 SPIDER_N = 3000
 SPIDER_PROBLEM = PowerGrowth(1.5, 2, n=SPIDER_N)
-SPIDER = KLSpider(rho=0.01, constants=AnalysisConstants(descent=4.0))
+SPIDER = KLSpider.of(Setting.of(SPIDER_PROBLEM), rho=0.01, constants=AnalysisConstants(descent=4.0))
 SPIDER_ROUNDS = 30  # K of its schedule, every T_k = 1 (checked in the case below)
 
 # proximal point on ‖w‖^1.5 (κ = 3), d = 1, n = 50: T rounds of T_A − 1 = 3 inner queries

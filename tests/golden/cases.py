@@ -296,7 +296,7 @@ def _kl_result(run, *keys: str) -> dict[str, Value]:
 
 def case_kl_spider_least_squares():
     f = klp.LeastSquares.generate(3, 200, seed=0)
-    run = kl.KLSpider(rho=1.0).run(f, None, noise=NoiseSource.for_testing(0), accountant=Accountant(),
+    run = kl.KLSpider.of(Setting.of(f), rho=1.0).run(f, None, noise=NoiseSource.for_testing(0), accountant=Accountant(),
         generator=torch.Generator())
     return _kl_result(run, "updates", "rounds_stopped_early", "F0", "bound", "queries")
 
@@ -304,14 +304,14 @@ def case_kl_spider_least_squares():
 def case_kl_spider_power_growth():
     """Data-free, so n = 10⁶ is cheap; the run takes 76 steps (the least-squares case above stops every round)."""
     f = klp.PowerGrowth(1.5, 2, n=10**6)
-    run = kl.KLSpider(rho=1.0).run(f, f.w_star + 0.6, noise=NoiseSource.for_testing(0), accountant=Accountant(),
-        generator=torch.Generator())
+    run = kl.KLSpider.of(Setting.of(f), rho=1.0).run(f, f.w_star + 0.6, noise=NoiseSource.for_testing(0),
+                                                     accountant=Accountant(), generator=torch.Generator())
     return _kl_result(run, "updates", "rounds_stopped_early", "F0", "bound", "queries")
 
 
 def case_kl_proximal_point():
     f = klp.PowerGrowth(3.0, 2, n=200, radius=1.0)
-    run = kl.ProximalPoint(rho=1.0, beta=0.1, max_inner_iters=30).run(
+    run = kl.ProximalPoint.of(Setting.of(f), rho=1.0, beta=0.1, max_inner_iters=30).run(
         f, torch.tensor([0.5, -0.3], dtype=torch.float64), noise=NoiseSource.for_testing(0), accountant=Accountant(),
         generator=torch.Generator())
     return _kl_result(run, "T", "inner_steps", "inner_max_distance", "queries")
@@ -319,15 +319,15 @@ def case_kl_proximal_point():
 
 def case_kl_adaptive_gd():
     f = klp.SinePL.generate(4, 500, seed=1, radius=2.0)
-    run = kl.AdaptiveGD(rho=1.0).run(f, torch.full((4,), 0.5, dtype=torch.float64), noise=NoiseSource.for_testing(0),
-                                     accountant=Accountant(),
+    run = kl.AdaptiveGD.of(Setting.of(f), rho=1.0).run(f, torch.full((4,), 0.5, dtype=torch.float64),
+                                                       noise=NoiseSource.for_testing(0), accountant=Accountant(),
         generator=torch.Generator())
     return _kl_result(run, "ell", "sigma_hat", "sigmas", "charges", "filter", "steps", "queries")
 
 
 def case_kl_adaptive_gd_select():
     f = klp.SinePL.generate(4, 500, seed=1, radius=2.0)
-    run = kl.AdaptiveGD(rho=1.0, select=True).run(f, torch.full((4,), 0.5, dtype=torch.float64),
+    run = kl.AdaptiveGD.of(Setting.of(f), rho=1.0, select=True).run(f, torch.full((4,), 0.5, dtype=torch.float64),
                                                   noise=NoiseSource.for_testing(0), accountant=Accountant(),
         generator=torch.Generator())
     return _kl_result(run, "sigmas", "charges", "steps", "selected")
@@ -337,7 +337,8 @@ def case_kl_select_stationary():
     f = klp.Quadratic(2, n=40)
     iterates = torch.stack([f.w_star + t * torch.tensor([0.05, 0.0], dtype=torch.float64) for t in range(6)])
     noise, acct = NoiseSource.for_testing(11), Accountant()
-    draws = [kl.select_stationary(f, iterates, rho=0.04, noise=noise, accountant=acct) for _ in range(20)]
+    draws = [kl.select_stationary(f, iterates, rho=0.04, L0=f.constants.L0, noise=noise, accountant=acct)
+             for _ in range(20)]
     return {"selected": [float(i) for i in draws], "rho": float(acct.rho()), **_privacy(acct)}
 
 

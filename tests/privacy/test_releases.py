@@ -15,7 +15,8 @@ from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, Fi
                           Gaussian, NoiseSource, NonPrivate, Poisson, Relation, Release,
                           Sampled, TreeAggregated, TreeMechanism, TreeNoise,
                           UnsupportedRelease, ZCDPMechanism, gaussian_mechanism, interpret)
-from dpnc.privacy.release import private_mean
+from dpnc.privacy.release import mean_release, private_mean, release_sum
+from dpnc.sampling import FullBatch
 from tests.privacy import mixed_ledger
 
 DELTA = 1e-5
@@ -337,3 +338,36 @@ def test_the_cached_subsampled_gaussian_pld_is_not_changed_by_composing_it():
                                             neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
     assert once == fresh.self_compose(1).get_epsilon_for_delta(1e-5) and again == once
     assert many == fresh.self_compose(200).get_epsilon_for_delta(1e-5) > once
+
+
+# --- one release object per step, read by its consumers ---------------------------------------------------------
+
+
+def test_additivity_is_declared_by_the_mechanism():
+    """The data-parallel group fuses the noise into its one all_reduce only for an additive release (value + noise
+    drawn independently of it); the discrete Gaussian rounds first, and a release of unknown shape is not assumed
+    additive."""
+    assert Gaussian(1.0, 2.0).additive and NonPrivate().additive
+    assert Sampled(Poisson(0.1), Gaussian(1.0, 2.0)).additive
+    assert not DiscreteGaussian(1001, 5.0).additive
+    assert not ZCDPMechanism(0.5).additive
+    assert not TreeAggregated(Gaussian(1.0, 2.0), leaves=4).additive
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_release_sum_records_the_one_release_it_was_given(discrete):
+    """The entry built once (mean_release) is the object the ledger holds, and the value drawn agrees with it: for one
+    run the seeded draw equals the mean plus that entry's σ times the same standard normal."""
+    sampler, acct = FullBatch(8), Accountant()
+    entry = mean_release(2.0, 1.5, sampler=sampler, accountant=acct, noise=NoiseSource.for_testing(0),
+                         discrete=discrete)
+    value = release_sum(torch.tensor(4.0, dtype=torch.float64), 2.0, sampler=sampler,
+                        noise=NoiseSource.for_testing(0), accountant=acct, noise_multiplier=1.5, discrete=discrete,
+                        release=entry)
+    assert [(e.release, e.count) for e in acct.ledger] == [(entry, 1)] and acct.ledger[0].release is entry
+    if not discrete:
+        z = NoiseSource.for_testing(0).gaussian((), 1.0)
+        assert float(value) == pytest.approx(4.0 / 8 + entry.sigma * float(z), rel=1e-12)
+        assert entry.sigma == pytest.approx(1.5 * 2 * 2.0 / 8, rel=1e-15)   # σ = multiplier·Δ, Δ = 2C/B
+    else:
+        assert isinstance(entry, DiscreteGaussian) and not entry.secret

@@ -309,16 +309,21 @@ def test_kl_spider_is_judged_on_its_explicit_bound_not_its_slope():
 
 
 def test_reasons_are_measured_on_the_rows():
-    slower = rate_claim(spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -0.9)).evidence
-    assert "the excess falls slower than the bound" in slower
-    # the excess pinned near F(w0) − F* = 0.7 at the lowest x: a floor from the start
-    floor = rate_claim(spider_rows(lambda x, s: min(0.5, 1e5 * x ** -1.0) * (1 + 0.05 * s))).evidence
-    assert "a floor from the excess at x0" in floor and "0.75 of F(w0) − F*" in floor
-    # capped inner solves (recorded per row) are named
+    """The numbers a rate claim's reasons are read from are its facts (the evidence renders them)."""
+    slower = rate_claim(spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -0.9))
+    assert slower.holds is False and slower.facts["slope_low"] > slower.facts["limit"]   # wholly above the bound
+    assert slower.facts["slope"] == pytest.approx(-0.9, abs=1e-9) and slower.facts["limit"] == pytest.approx(-1.4)
+    # the excess pinned near F(w0) − F* = 0.7 at the lowest x: a floor from the start (median seed: 0.5·1.05/0.7)
+    floor = rate_claim(spider_rows(lambda x, s: min(0.5, 1e5 * x ** -1.0) * (1 + 0.05 * s)))
+    assert floor.facts["start_share_low"] == pytest.approx(0.75) and floor.facts["start_share_low"] > report.FLOOR
+    assert "a floor from the excess at x0" in floor.evidence   # the reason is named where its fact says so
+    # capped inner solves (recorded per row) are counted: 5 points × 3 seeds
     capped = [dataclasses.replace(r, inner_steps=10, inner_rule=40) for r in
               spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -0.9)]
-    assert "the inner cap bound in 15 runs" in rate_claim(capped).evidence
-    assert "the interval straddles -1.40" in rate_claim(spider_rows(lambda x, s: x ** (-1.0, -1.5, -2.1)[s])).evidence
+    assert rate_claim(capped).facts["capped_runs"] == 15 and slower.facts["capped_runs"] == 0
+    straddles = rate_claim(spider_rows(lambda x, s: x ** (-1.0, -1.5, -2.1)[s]))
+    assert straddles.holds is None
+    assert straddles.facts["slope_low"] < straddles.facts["limit"] < straddles.facts["slope_high"]
 
 
 def check_rows(ratio: float, seeds: int = 12) -> list:

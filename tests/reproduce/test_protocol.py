@@ -71,7 +71,8 @@ class Toy(Experiment[ToyConfig, tuple, ToyRow]):
     def claims(self, rows, config):
         grows = all(a.value < b.value for a, b in zip(rows, rows[1:]) if a.seed == b.seed and a.n < b.n)
         return [Claim("the value grows with n", grows, f"{len(rows)} rows"),
-                Claim("the value is negative", False, f"min {min(r.value for r in rows):g}"),
+                Claim("the value is negative", False, f"min {min(r.value for r in rows):g}",
+                      facts={"min": min(r.value for r in rows)}),
                 Claim("the value is lucky", None, "no test for luck")]
 
     def describe(self, result):
@@ -196,7 +197,8 @@ def test_the_writer_writes_every_file_and_the_common_summary(tmp_path):
     data = json.loads((tmp_path / "out" / "result.json").read_text())
     assert data["rows"][0]["trace"] == [1.0, 0.0] and data["command"] == "dpnc reproduce toy --test"   # ... not JSON
     assert data["claims"][1] == {"statement": "the value is negative", "holds": False, "evidence": "min 1.5",
-                                 "status": ""}
+                                 "status": "", "facts": {"min": 1.5}}
+    assert data["claims"][0]["facts"] == {}
     assert protocol.read(TOY, tmp_path / "out" / "result.json") == result
     assert not (tmp_path / "out" / "empty.csv").exists()
     summary = (tmp_path / "out" / "summary.md").read_text()
@@ -322,10 +324,12 @@ def test_a_config_field_the_command_cannot_host_is_refused():
 
 def test_claim_is_a_plain_record():
     claim = Claim("s", None, "e")   # built like the tuples the older experiments return
-    statement, holds, evidence, status = claim
-    assert (statement, holds, evidence, status) == ("s", None, "e", "") and claim._asdict() == {
-        "statement": "s", "holds": None, "evidence": "e", "status": ""}
-    assert Claim(**{"statement": "s", "holds": True, "evidence": "e"}).status == ""   # an older result.json reads
+    statement, holds, evidence, status, facts = claim
+    assert (statement, holds, evidence, status, facts) == ("s", None, "e", "", {}) and claim.to_json() == {
+        "statement": "s", "holds": None, "evidence": "e", "status": "", "facts": {}}
+    older = Claim(**{"statement": "s", "holds": True, "evidence": "e"})   # an older result.json reads
+    assert older.status == "" and older.facts == {}
+    assert Claim("s", True, "e", facts={"runs": 15}).to_json()["facts"] == {"runs": 15}
     assert protocol.verdict(True) == "yes" and protocol.verdict(False) == "**no**"
     assert protocol.verdict(None) == "no signal"
     # a claim not judged for another reason than no signal says so (issue 41)

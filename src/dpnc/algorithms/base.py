@@ -11,7 +11,12 @@ touched), plus
   smoothing radii are called ``smoothing``; F(x0) − inf F is bounded by ``gap``;
 * ``practical(setting, budget, **options)``: documented practical settings (no theorem attached), same budget;
 * ``cost(setting) -> Cost``: the work of one run (function evaluations, gradients, examples read), known from
-  the config and the setting before running; ``claim() -> str``: the paper's privacy statement;
+  the config and the setting before running; ``claim() -> str``: the paper's privacy statement, the one source
+  of :attr:`Run.paper_claim`;
+* resolved constants: a config holds the values of the public constants it was built for as fields
+  (``constant_fields``, named as in :class:`~dpnc.problems.base.Constants`), and ``run`` never reads them off
+  the objective: it refuses an objective whose declared constants do not imply them (:meth:`Algorithm.check_problem`),
+  so σ, ρ, the claim and the ledger all refer to one L, valid for the objective;
 * ``paper: bool``: ``False`` (the default) runs the spec's corrected form, ``True`` the printed one where
   they differ (the specs' "Ambiguities" list each difference);
 * ``run(problem, x0, *, noise, accountant, generator, ...) -> Run``: one run on an objective of
@@ -32,6 +37,7 @@ paper, and :class:`Stats` typed per family, so that experiments never branch on 
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -133,8 +139,8 @@ class Run:
         last: the last iterate (equal to ``output`` for last-iterate methods).
         accountant: every release of the run.
         stats: the family's typed :class:`Stats`.
-        paper_claim: the paper's own privacy statement for these parameters (printed beside the
-            accountant's ε, never used in place of it).
+        beyond_theory: why the paper's privacy statement does not cover this run (e.g. a subsampled sampler where
+            the theorem is full batch), or None: then :attr:`paper_claim` is the config's :meth:`Algorithm.claim`.
         private: False when something other than the noise voids the guarantee (e.g. a sensitivity the
             run could not enforce); the ledger's own secret flag is combined with it in :meth:`report`.
         notes: privacy notes for the report (what a guarantee rests on).
@@ -147,10 +153,18 @@ class Run:
     last: torch.Tensor
     accountant: Accountant
     stats: Stats = field(default_factory=Stats)
-    paper_claim: str | None = None
+    beyond_theory: str | None = None
     private: bool = True
     notes: list[str] = field(default_factory=list)
     trace: Any = None
+
+    @property
+    def paper_claim(self) -> str:
+        """The paper's own privacy statement for this run (printed beside the accountant's ε, never used in place
+        of it): the config's :meth:`Algorithm.claim`, or "none" and the reason when the run is beyond the theorem."""
+        if self.beyond_theory is not None:
+            return f"none: {self.beyond_theory}"
+        return self.algorithm.claim()
 
     def report(self, delta: float) -> PrivacyReport:
         """ε(δ) by every accountant that applies, ρ where zCDP, the paper's claim and the notes."""
@@ -158,6 +172,19 @@ class Run:
         report.notes.extend(self.notes)
         report.private = report.private and self.private
         return report
+
+
+# Constants that are upper bounds (Constants' L0, L1, weak_convexity L̃1 and the KL γ): a larger value also holds.
+BOUNDS = frozenset({"L0", "L1", "weak_convexity", "gamma"})
+
+
+def _implied(name: str, built: float | None, declared: float | None) -> bool:
+    """Whether the declared constant implies the config's: a bound no larger than it, any other the same value
+    (to rounding: a value may have passed through float()); an undeclared one implies nothing but None."""
+    if built is None or declared is None:
+        return built is None and declared is None
+    same = math.isclose(float(built), float(declared), rel_tol=1e-12, abs_tol=0.0)
+    return same or (name in BOUNDS and float(built) >= float(declared))
 
 
 class Algorithm(ABC):
@@ -176,6 +203,8 @@ class Algorithm(ABC):
     name: ClassVar[str]
     family: ClassVar[str]
     private: ClassVar[bool] = True
+    # The fields that hold public constants (named as in Constants): the values the config was built for.
+    constant_fields: ClassVar[tuple[str, ...]] = ()
     paper = False   # a config with a printed form that differs from the corrected one declares a field instead
 
     @classmethod
@@ -191,15 +220,46 @@ class Algorithm(ABC):
     @abstractmethod
     def run(self, problem, x0: torch.Tensor, *, noise, accountant: Accountant, generator: torch.Generator,
             **options) -> Run:
-        """One run from ``x0``; every release goes to ``accountant``."""
+        """One run from ``x0``; every release goes to ``accountant``. It first calls :meth:`check_problem`."""
 
     @abstractmethod
     def claim(self) -> str:
-        """The paper's privacy statement for this config."""
+        """The paper's privacy statement for this config (the one source of :attr:`Run.paper_claim`)."""
 
     @abstractmethod
     def cost(self, setting: Setting) -> Cost:
         """The work of one run on a problem of ``setting`` (before running)."""
+
+    def built_for(self) -> dict[str, float]:
+        """The public constants this config was built for: ``{name: value}`` over :attr:`constant_fields`."""
+        return {name: getattr(self, name) for name in self.constant_fields}
+
+    def check_problem(self, problem) -> None:
+        """Refuse ``problem`` (before any release) unless its declared constants imply :meth:`built_for`: the
+        config's σ, sensitivities and claim were computed from those values, so they must hold for the objective.
+        A bound (:data:`BOUNDS`: L0, L1, weak_convexity, γ) may be looser than the declared one (an L-Lipschitz f
+        is L′-Lipschitz for every L′ ≥ L), never tighter; any other constant (κ) must be the declared one."""
+        declared = problem.constants
+        wrong = {name: (value, getattr(declared, name, None)) for name, value in self.built_for().items()
+                 if not _implied(name, value, getattr(declared, name, None))}
+        if wrong:
+            pairs = ", ".join(f"{name} = {built!r} (the problem declares {own!r})"
+                              for name, (built, own) in wrong.items())
+            raise ValueError(f"{self.name} was built for other public constants than the problem declares: {pairs}; "
+                             "a bound may be looser than the declared one, never tighter, and κ must match: build the "
+                             "config from Setting.of(problem)")
+
+    @property
+    def stationarity_radius(self) -> float | None:
+        """The radius r of the (r, β)-Goldstein stationarity the output targets (O2NC: 2·smoothing), or None for a
+        method whose theorem bounds the gradient norm or the excess instead."""
+        return None
+
+    @classmethod
+    def samples_needed(cls, setting: Setting, budget: Budget | ZCDP, beta: float, **choices) -> float | None:
+        """The n at which the paper's theorem reaches accuracy ``beta`` on ``setting`` (constants 1, logs dropped),
+        the budget converted in the paper's language; None where the family states no such rate."""
+        return None
 
     def non_private(self) -> Algorithm | None:
         """The σ = 0, C = ∞ twin of this config (its report says not private), or None where the class has no

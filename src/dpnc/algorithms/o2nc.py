@@ -236,6 +236,11 @@ class O2NCAlgorithm(Algorithm):
     smoothing: float  # a field of every subclass (annotation only: this class is not a dataclass)
 
     @property
+    def stationarity_radius(self) -> float:
+        """2·smoothing: the output targets (2·smoothing, β)-Goldstein stationarity of F (ZTC's 2δ, KLT's 2α)."""
+        return 2 * self.smoothing
+
+    @property
     def anchors(self) -> int:
         """Anchor steps A = ⌈steps/period⌉ (one per tree period)."""
         return -(-self.steps // self.period)
@@ -257,10 +262,6 @@ class O2NCAlgorithm(Algorithm):
         ``samples_used``, recording every release in ``accountant``."""
         raise NotImplementedError
 
-    def claim(self) -> str:
-        """The paper's privacy statement for this config (one name across the families: ``Run.paper_claim``)."""
-        raise NotImplementedError
-
     def privacy_notes(self) -> list[str]:
         """What the guarantee rests on, for the report."""
         return []
@@ -278,6 +279,7 @@ class O2NCAlgorithm(Algorithm):
         comes from ``noise``; every release is recorded in ``accountant``. ``keep_points`` keeps every w_t
         of every completed block in the trace (for :func:`dpnc.certify.certify_run`).
         """
+        self.check_problem(problem)
         oracle = self.make_oracle(problem, noise=noise, accountant=accountant, generator=generator)
         trace = o2nc(oracle, x0.to(torch.float64), D=self.D, eta=self.eta, steps=self.steps, block=self.block,
                      reset_each_block=self.reset_each_block, generator=generator, keep_points=keep_points,
@@ -290,8 +292,7 @@ class O2NCAlgorithm(Algorithm):
                           max_move=trace.max_move, samples_used=oracle.samples_used)
         self._warn_clip_rate(stats)
         output = trace.x if getattr(self, "output_rule", "random-block") == "last" else trace.output
-        return Run(self, output, trace.x, accountant, stats, paper_claim=self.claim(),
-                   notes=self.privacy_notes(), trace=trace)
+        return Run(self, output, trace.x, accountant, stats, notes=self.privacy_notes(), trace=trace)
 
     def _warn_clip_rate(self, stats: O2NCStats) -> None:
         """Warn (``warnings.warn``, never a public log: the rate is a statistic of the private data) when an

@@ -7,6 +7,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
+from dpnc._check import check_probability
 from dpnc.audit.base import SIGMA_FACTOR
 from dpnc.audit.mechanisms import BROKEN, MECHANISMS, Mechanism
 from dpnc.audit.stats import PROFILE_DELTAS, multi_statistic_test
@@ -121,8 +122,7 @@ def run_audit(mechanism: str | Mechanism, runs: int, broken: str | None = None, 
     """
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 4:
         raise ValueError(f"runs must be an integer >= 4; got {runs!r}")
-    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
-        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+    check_probability(confidence=confidence)
     if broken is not None and broken not in BROKEN:
         raise ValueError(f"broken must be one of {BROKEN} or None; got {broken!r}")
     if isinstance(mechanism, str):

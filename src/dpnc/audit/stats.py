@@ -32,13 +32,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
+from dpnc._check import check_probability
+
 
 def clopper_pearson_upper(k, n, confidence: float):
     """One-sided Clopper–Pearson upper bound p̄ with P(p ≤ p̄) ≥ ``confidence`` after k successes in n trials.
 
     p̄ = Beta⁻¹(confidence; k + 1, n − k) (scipy's beta quantile), and 1 when k = n. Vectorised over k, n.
     """
-    _check_confidence(confidence)
+    check_probability(confidence=confidence)
     k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
     if np.any(n < 1) or np.any(k < 0) or np.any(k > n):
         raise ValueError(f"need 0 <= k <= n and n >= 1; got k={k!r}, n={n!r}")
@@ -48,7 +50,7 @@ def clopper_pearson_upper(k, n, confidence: float):
 
 def clopper_pearson_interval(k: int, n: int, confidence: float) -> tuple[float, float]:
     """The two-sided Clopper–Pearson interval at ``confidence`` (for reports)."""
-    _check_confidence(confidence)
+    check_probability(confidence=confidence)
     result = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="exact")
     return float(result.low), float(result.high)
 
@@ -163,11 +165,6 @@ def _scores(values, name: str) -> np.ndarray:
     return array
 
 
-def _check_confidence(confidence: float) -> None:
-    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1 and math.isfinite(confidence)):
-        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
-
-
 # --- several statistics, the claim's whole privacy profile -------------------------------------------------
 
 #: δ values at which an audit compares its bound with the claim (besides the claim's own δ). The ledger claims
@@ -228,7 +225,7 @@ def select_profile_threshold(scores_in, scores_out, claims, confidence: float) -
     count one higher, the stricter level 1 − (1 − confidence)/50), by bound − claim. Only power depends on this.
     """
     scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
-    _check_confidence(confidence)
+    check_probability(confidence=confidence)
     claims = _check_claims(claims)
     candidates = np.unique(np.concatenate([scores_in, scores_out]))
     neg, pos = len(scores_out), len(scores_in)
@@ -268,7 +265,7 @@ def multi_statistic_test(statistics, claims, confidence: float = 0.95) -> list[S
     bound; the K tests share ``confidence`` by Bonferroni), so the largest margin may be reported as the audit's.
     Thresholds, sides and δ are chosen on the first halves, which the held-out bounds do not reuse.
     """
-    _check_confidence(confidence)
+    check_probability(confidence=confidence)
     statistics = dict(statistics)
     if not statistics:
         raise ValueError("statistics must name at least one statistic")

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import optimize
 
+from dpnc._check import check_positive, check_probability
+
 Conversion = Literal["optimal", "bun-steinke"]
 CONVERSIONS: tuple[str, ...] = ("optimal", "bun-steinke")
 
@@ -39,24 +41,21 @@ CONVERSIONS: tuple[str, ...] = ("optimal", "bun-steinke")
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     """Return ``epsilon`` as a float if it is a finite positive number, else raise ValueError."""
     e = _as_float(epsilon, name)
-    if not (math.isfinite(e) and e > 0):
-        raise ValueError(f"{name} must be a finite number > 0; got {epsilon!r}")
+    check_positive(**{name: e})
     return e
 
 
 def check_delta(delta: float, name: str = "delta") -> float:
     """Return ``delta`` as a float if it lies in the open interval (0, 1), else raise ValueError."""
     d = _as_float(delta, name)
-    if not (0.0 < d < 1.0):
-        raise ValueError(f"{name} must be in the open interval (0, 1); got {delta!r}")
+    check_probability(**{name: d})
     return d
 
 
 def check_rho(rho: float, name: str = "rho") -> float:
     """Return ``rho`` as a float if it is finite and ≥ 0, else raise ValueError."""
     r = _as_float(rho, name)
-    if not (math.isfinite(r) and r >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0; got {rho!r}")
+    check_positive(allow_zero=True, **{name: r})
     return r
 
 

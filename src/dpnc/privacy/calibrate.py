@@ -36,7 +36,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize
 
-from dpnc._check import check_positive
+from dpnc._check import check_integer, check_positive, check_probability
 from dpnc.privacy.accountant import METHODS, Accountant, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho, epsilon_to_rho
 from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled, UnsupportedRelease
@@ -48,14 +48,12 @@ OPACUS_EPSILON_TOLERANCE = 0.01
 
 
 def _check_steps(steps: int) -> int:
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1; got {steps!r}")
+    check_integer(steps=steps)
     return steps
 
 
 def _check_rate(q: float) -> float:
-    if not (isinstance(q, (int, float)) and 0 < q <= 1):
-        raise ValueError(f"sampling_rate must be in (0, 1]; got {q!r}")
+    check_probability(include_one=True, sampling_rate=q)
     return float(q)
 
 

@@ -59,15 +59,23 @@ def discrete_gaussian_mechanism(value: float, *, sensitivity: float, sigma: floa
     g·(round(value/g) + Y), Y ~ N_ℤ(0, (σ/g)²), is released: k²/(2(σ/g)²)-zCDP, i.e. the
     continuous mechanism's cost times ((resolution + 1)/resolution)².
     """
+    release = discrete_gaussian_release(sensitivity, sigma, resolution=resolution, secret=noise.secret)
+    if not math.isfinite(value):
+        raise ValueError(f"value must be finite; got {value!r}")
+    g = sensitivity / resolution
+    return g * (round(value / g) + noise.discrete_gaussian(release.sigma)), release
+
+
+def discrete_gaussian_release(sensitivity: float, sigma: float, *, resolution: int = 1000,
+                              secret: bool = True) -> DiscreteGaussian:
+    """The release :func:`discrete_gaussian_mechanism` makes for a real query of sensitivity Δ and noise σ: integer
+    sensitivity ``resolution`` + 1 on the grid g = Δ/``resolution``, noise σ/g grid steps."""
     if not (isinstance(resolution, int) and resolution >= 1):
         raise ValueError(f"resolution must be an integer >= 1; got {resolution!r}")
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ValueError(f"sensitivity must be a finite number > 0; got {sensitivity!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"value must be finite; got {value!r}")
     g = sensitivity / resolution
-    release = DiscreteGaussian(sensitivity=resolution + 1, sigma=sigma / g, secret=noise.secret)
-    return g * (round(value / g) + noise.discrete_gaussian(release.sigma)), release
+    return DiscreteGaussian(sensitivity=resolution + 1, sigma=sigma / g, secret=secret)
 
 
 def exponential_mechanism(utilities: torch.Tensor, *, sensitivity: float, epsilon: float,

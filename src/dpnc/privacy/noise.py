@@ -29,6 +29,8 @@ from fractions import Fraction
 
 import torch
 
+from dpnc._check import check_positive
+
 
 class NoiseSource:
     """The only source of secret randomness in dpnc: privacy noise and subsampled batches.
@@ -166,6 +168,5 @@ def _check_sigma(sigma: float) -> float:
         s = float(sigma)
     except (TypeError, ValueError):
         raise ValueError(f"sigma must be a number; got {sigma!r}") from None
-    if not (math.isfinite(s) and s >= 0):
-        raise ValueError(f"sigma must be a finite number >= 0; got {sigma!r}")
+    check_positive(allow_zero=True, sigma=s)
     return s

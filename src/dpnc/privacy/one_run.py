@@ -32,6 +32,8 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import expit
 
+from dpnc._check import check_probability
+
 
 def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     """P-value of v correct guesses out of r (m canaries) under the null "the mechanism is (ε, δ)-DP".
@@ -59,8 +61,7 @@ def epsilon_lower_bound(m: int, r: int, v: int, delta: float, significance: floa
     The p-value is non-decreasing in ε (β and α are tails of Binomial(r, p) with p increasing in ε), so the bound is
     where it crosses ``significance``: bracketed by doubling, then found by Brent's method to 1e-9 absolute.
     """
-    if not 0 < significance < 1:
-        raise ValueError(f"significance must be in (0, 1); got {significance!r}")
+    check_probability(significance=significance)
     if p_value(m, r, v, 0.0, delta) >= significance:
         return 0.0
     hi = 1.0
@@ -137,8 +138,7 @@ def one_run_audit(scores, included, *, delta: float, confidence: float = 0.95,
             len(included) < 2:
         raise ValueError(f"scores and included must be 1-d of one length m >= 2; got "
                          f"{[v.shape for v in scores.values()]}, {included.shape}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+    check_probability(confidence=confidence)
     m = len(included)
     grid = default_grid(m) if grid is None else tuple(grid)
     tries = len(grid) * len(scores)

@@ -21,13 +21,14 @@ private data, not released, and must not be logged publicly.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple, Protocol
 
 import torch
 
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.clipping import Number, clipped_sum, per_run
-from dpnc.privacy.mechanisms import discrete_gaussian_mechanism, gaussian_mechanism
+from dpnc.privacy.mechanisms import discrete_gaussian_mechanism, discrete_gaussian_release
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release, mean_sensitivity
 
@@ -73,51 +74,61 @@ def private_mean(values: torch.Tensor, bound: Number, *, sampler: BatchSource, n
 
 def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noise: NoiseSource,
                 accountant: Accountant, noise_multiplier: float, discrete: bool = False,
-                partition: str | None = None) -> torch.Tensor:
+                partition: str | None = None, release: Release | None = None) -> torch.Tensor:
     """Σ_i clip_bound(v_i) / B + noise, for a sum the caller clipped itself; recorded in ``accountant``.
 
     ``total`` has shape ``(..., *value_shape)`` with one leading entry per run when ``bound`` is one per
     run. Runs of a grid share one noise multiplier, so they have the same privacy: the ledger holds one
     release, in the units of the largest bound, and run k gets noise of std noise_multiplier·Δ_k.
+
+    ``release`` is the entry :func:`mean_release` builds for these arguments (with the largest bound), given by a
+    caller that built it first to read it (the data-parallel group reads its :attr:`~Release.additive`); built
+    here otherwise. It is the one record of the step: the ledger holds it, and the noise is its Gaussian's (σ =
+    noise_multiplier·Δ at the largest bound), drawn per unit of bound and scaled by each run's bound.
     """
     if not (isinstance(noise_multiplier, (int, float)) and noise_multiplier >= 0):
         raise ValueError(f"noise_multiplier must be a number >= 0; got {noise_multiplier!r}")
     bounds = torch.as_tensor(bound, dtype=torch.float64)
     if not bool(torch.all(bounds > 0)):
         raise ValueError(f"bound must be > 0; got {bound!r}")
-    unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)   # Δ per unit of bound
     largest = float(bounds.max())
+    if release is None:
+        release = mean_release(largest, noise_multiplier, sampler=sampler, accountant=accountant, noise=noise,
+                               discrete=discrete)
     mean = total / sampler.batch_size                                          # the fixed denominator B
-    if noise_multiplier == 0:
-        accountant.record(NonPrivate(), partition=partition)   # a data-dependent value without noise: ε = ∞
+    if noise_multiplier == 0:   # a data-dependent value without noise (NonPrivate): ε = ∞
+        accountant.record(release, partition=partition)
         return mean
-    if not bool(torch.all(torch.isfinite(bounds))):
-        raise ValueError("bound must be finite when noise_multiplier > 0 (the sensitivity is bound/B)")
+    unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)   # Δ per unit of bound
     if discrete:
         if bounds.numel() != 1 or mean.numel() != 1 or sampler.rate != 1.0:
             raise ValueError("discrete=True supports one full-batch scalar run (no subsampled accounting)")
-        released, release = discrete_gaussian_mechanism(float(mean), sensitivity=unit * largest,
-                                                        sigma=noise_multiplier * unit * largest, noise=noise)
+        released, _ = discrete_gaussian_mechanism(float(mean), sensitivity=unit * largest,  # draws on the grid of
+                                                  sigma=noise_multiplier * unit * largest, noise=noise)  # ``release``
         accountant.record(release, partition=partition)
         return torch.tensor(released, dtype=mean.dtype, device=mean.device).reshape(mean.shape)
-    # Noise is drawn per unit of bound and scaled by each run's bound (identical arithmetic for one run).
-    noisy, _ = gaussian_mechanism(mean, sampler.release(unit, noise_multiplier * unit), noise,
-                                  scale=per_run(bound, mean))
-    accountant.record(mean_release(largest, noise_multiplier, sampler=sampler, accountant=accountant, noise=noise),
-                      partition=partition)
-    return noisy
+    # The Gaussian of ``release`` (σ = noise_multiplier·unit·largest), drawn per unit of bound and scaled by each
+    # run's bound: run k's std is noise_multiplier·Δ_k (the arithmetic of every earlier release, bit for bit).
+    z = noise.gaussian(mean.shape, noise_multiplier * unit, dtype=mean.dtype, device=mean.device)
+    accountant.record(release, partition=partition)
+    return mean + z * per_run(bound, mean)
 
 
 def mean_release(bound: float, noise_multiplier: float, *, sampler: BatchSource, accountant: Accountant,
-                 noise: NoiseSource) -> Release:
-    """The ledger entry :func:`release_sum` records for a (continuous-noise) mean of ``bound``-clipped terms.
+                 noise: NoiseSource, discrete: bool = False) -> Release:
+    """The ledger entry :func:`release_sum` records for a mean of ``bound``-clipped terms: the one builder.
 
-    Δ = (2 or 1)·bound/B by the accountant's relation, σ = noise_multiplier·Δ, as the sampler's event; not secret
-    when the noise is seeded. Public: what a trainer writes down before a step, to count it should the process
-    die in it.
+    Δ = (2 or 1)·bound/B by the accountant's relation, σ = noise_multiplier·Δ, as the sampler's event (with
+    ``discrete``, :func:`~dpnc.privacy.mechanisms.discrete_gaussian_release` of them); not secret when the noise is
+    seeded. Public: what a trainer writes down before a step, to count it should the process die in it; what
+    Menart et al.'s charge records for the releases a stopped round skipped; what the process group reads.
     """
     if noise_multiplier == 0:
         return NonPrivate()
+    if not math.isfinite(bound):
+        raise ValueError("bound must be finite when noise_multiplier > 0 (the sensitivity is bound/B)")
     unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)
+    if discrete:
+        return discrete_gaussian_release(unit * bound, noise_multiplier * unit * bound, secret=noise.secret)
     release = sampler.release(unit * bound, noise_multiplier * unit * bound)
     return release if noise.secret else dataclasses.replace(release, secret=False)

@@ -41,7 +41,7 @@ from typing import Any
 
 from dp_accounting.privacy_accountant import NeighboringRelation
 
-from dpnc._check import check_integer, check_positive
+from dpnc._check import check_integer, check_positive, check_probability
 
 
 class Relation(str, enum.Enum):
@@ -134,6 +134,13 @@ class Release(_Record):
         if not isinstance(self.secret, bool):
             raise ValueError(f"secret must be a bool; got {self.secret!r}")
 
+    @property
+    def additive(self) -> bool:
+        """Whether the released value is the query plus noise drawn independently of it, so that a sum's release
+        is the sum of its parts plus one draw (what a data-parallel group relies on to release a sum in one
+        collective). False unless a mechanism says so (the discrete Gaussian rounds the query to its grid first)."""
+        return False
+
     @staticmethod
     def from_dict(data: dict) -> Release:
         """The release that :meth:`to_dict` wrote (also reads the kinds of earlier dpnc versions)."""
@@ -169,10 +176,20 @@ class Gaussian(Mechanism):
         """σ/Δ."""
         return self.sigma / self.sensitivity
 
+    @property
+    def additive(self) -> bool:
+        """q(S) + z with z ~ N(0, σ²I) drawn independently of q(S)."""
+        return True
+
 
 @dataclass(frozen=True, repr=False)
 class NonPrivate(Mechanism):
     """A data-dependent value released without noise (MeZO's step, a noise multiplier of 0): ε = ∞."""
+
+    @property
+    def additive(self) -> bool:
+        """q(S) + 0."""
+        return True
 
 
 @dataclass(frozen=True, repr=False)
@@ -235,8 +252,7 @@ class Poisson(Sampling):
     q: float
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.q, (int, float)) and not isinstance(self.q, bool) and 0 < self.q <= 1):
-            raise ValueError(f"q must be in (0, 1]; got {self.q!r}")
+        check_probability(include_one=True, q=self.q)
 
 
 @dataclass(frozen=True, repr=False)
@@ -315,6 +331,11 @@ class Sampled(_Wrapper, Release):
         self._check_part()
 
     @property
+    def additive(self) -> bool:
+        """The mechanism's (sampling chooses the batch, not how noise meets the query)."""
+        return self.mechanism.additive
+
+    @property
     def sampling_rate(self) -> float:
         """q = B/n, the probability that one point is in the batch (old attribute read)."""
         s = self.sampling
@@ -378,8 +399,7 @@ class RandomStopping(Release):
         if not (isinstance(self.eta, (int, float)) and not isinstance(self.eta, bool)
                 and math.isfinite(self.eta) and self.eta > -1):
             raise ValueError(f"eta must be a finite number > -1; got {self.eta!r}")
-        if not (isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool) and 0 < self.gamma < 1):
-            raise ValueError(f"gamma must be in (0, 1); got {self.gamma!r}")
+        check_probability(gamma=self.gamma)
         if not isinstance(self.candidates, (tuple, list)) or not self.candidates:
             raise ValueError(f"candidates must be a non-empty sequence of ledgers; got {self.candidates!r}")
         candidates, secret = [], self.secret

@@ -245,10 +245,13 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
             ok, status = None, EXPLICIT[s["algorithm"]]
         elif ok is not True:
             evidence += f". Reason: {reason(s)}"
+        facts = {"slope": fit.estimate, "slope_low": fit.low, "slope_high": fit.high, "tolerance": _tol(s),
+                 "limit": s["bound_slope"] + _tol(s), "points": s["points"], "seeds": s["seeds"],
+                 "capped_runs": s["capped"], "start_share_low": s["start_ratio_low"]}   # what the reasons read
         claims.append(Claim(f"{label}, {s['regime']} regime: the excess falls no slower than the theorem's upper "
                             f"bound — slope against n√ρ/√d ≤ the bound's own slope over these points + "
                             f"{_tol(s):.2f} (its dropped logs over these points; x → ∞, one-sided)", ok, evidence,
-                            status))
+                            status, facts))
     claims += inner_claims
     sweep = [r for r in rows if r.sweep == "rho"]
     if sweep:

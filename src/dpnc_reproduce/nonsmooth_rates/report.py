@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-from dpnc.algorithms.klt import theory as klt_theory
-from dpnc.algorithms.ztc import paper_rho
-from dpnc.algorithms.ztc import samples_needed as ztc_samples_needed
+from dpnc.algorithms.base import Setting
+from dpnc.algorithms.klt import KornowskiLiuTalwar
+from dpnc.algorithms.ztc import ZhangTranCutkosky
+from dpnc.privacy.budget import Budget
+from dpnc.problems.base import Constants
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce.common import privacy_claim
 from dpnc_reproduce.nonsmooth_rates.run import RateRow, RatesConfig, far_field
@@ -104,14 +106,15 @@ def theory_n(method: str, *, d: int, epsilon: float, alpha: float, beta: float, 
     ≍ ((Φ + α)/(αn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³). Thm 6.1 (first
     order) has Thm 3.1's n (spec §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the population's adds
     Prop 5.1's gap L√(d/n), hence its d/β² term."""
-    Phi, rho = config.start_distance, paper_rho(epsilon, config.dp_delta)
+    setting = Setting(Constants(L0=1.0), 1, d, gap=config.start_distance)   # n unused: the rate gives it
+    budget = Budget(epsilon, config.dp_delta)
     if method in ("ztc", "ztc-naive"):
-        return ztc_samples_needed("naive" if method == "ztc-naive" else "variance-reduced", beta=beta, d=d, L=1.0,
-                                  gap=Phi, smoothing=alpha, rho=rho)
+        return ZhangTranCutkosky.samples_needed(setting, budget, beta, smoothing=alpha,
+                                                oracle="naive" if method == "ztc-naive" else "variance-reduced")
     if method == "klt-multipass":
-        return klt_theory.samples_needed("multi-pass", beta=beta, d=d, L=1.0, Phi=Phi, alpha=alpha,
-                                         epsilon=epsilon) + d / beta**2
-    return klt_theory.samples_needed("zeroth-order", beta=beta, d=d, L=1.0, Phi=Phi, alpha=alpha, epsilon=epsilon)
+        empirical = KornowskiLiuTalwar.samples_needed(setting, budget, beta, smoothing=alpha, oracle="multi-pass")
+        return empirical + d / beta**2
+    return KornowskiLiuTalwar.samples_needed(setting, budget, beta, smoothing=alpha)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
 from dpnc.privacy.release import mean_release
-from dpnc.privacy.releases import RandomStopping
 from dpnc.problems import TwoLayerReLU
 from dpnc.problems.kl_objective import default_weak_convexity
 from dpnc_reproduce.utility.config import Instance, UtilityConfig
@@ -68,8 +67,8 @@ class Method:
         accountant = Accountant(self.relation)
         run = algorithm.run(inst.train, inst.x0, noise=NoiseSource(), accountant=accountant, generator=gen)
         spent = run.report(budget.delta)
-        smoothing = getattr(algorithm, "smoothing", None)   # O2NC (ZTC's δ, KLT's α): (2·smoothing, β)-stationarity
-        radius = 2 * float(smoothing) if smoothing is not None else math.nan
+        radius = algorithm.stationarity_radius   # O2NC: 2·smoothing; None: no Goldstein target
+        radius = math.nan if radius is None else float(radius)
         return Outcome(run.output, run.stats.evaluations, run.stats.gradients, spent.epsilon, spent.private, "",
                        radius)
 
@@ -248,20 +247,12 @@ def _tuning_cost(base, n: int, relation: str, multiplier: float, bound: float):
 @functools.lru_cache(maxsize=256)
 def _tuning_multiplier(base, n: int, relation: str, bound: float, epsilon: float, delta: float) -> float:
     """The smallest σ/Δ (to 1 %) at which random stopping over |grid| candidates, each a run of ``base`` plus a
-    score, is (ε, δ)-DP by the accountant (RDP; Papernot & Steinke, Theorem 2)."""
-    def spent(m: float) -> float:
-        ledger = tuple((e.release, e.composed_count) for e in _tuning_cost(base, n, relation, m, bound).ledger)
-        acct = Accountant(relation)
-        acct.record(RandomStopping((ledger,) * len(TUNING_GRID), TUNING_ETA, TUNING_GAMMA))
-        return acct.epsilon(delta, "rdp")
-
-    lo = hi = base.noise_multiplier
-    while spent(hi) > epsilon:
-        lo, hi = hi, 2 * hi
-    while hi / lo > 1.01:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if spent(mid) <= epsilon else (mid, hi)
-    return hi
+    score, is (ε, δ)-DP by the accountant (RDP; Papernot & Steinke, Theorem 2): the library's calibration
+    (:func:`dpnc.tune.noise_multiplier`), searched from ``base``'s own multiplier (one run's, so the tuning's is
+    larger)."""
+    return tune.noise_multiplier(lambda m: _tuning_cost(base, n, relation, m, bound), candidates=len(TUNING_GRID),
+                                 eta=TUNING_ETA, gamma=TUNING_GAMMA, epsilon=epsilon, delta=delta,
+                                 start=base.noise_multiplier)
 
 
 def tuned(factory: Factory, relation: str):

@@ -41,7 +41,7 @@ from dpnc.privacy.clipping import clipped_sum, per_run
 from dpnc.estimators import objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
-from dpnc.privacy.release import release_sum
+from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate
 from dpnc.sampling import BatchClosure, Sampler
@@ -126,12 +126,14 @@ class DPZero(ZerothOrderFamily):
         try:
             part = clipped_sum(diffs.a, self.C)                             # Σ_i clip_C(a_i) over this part
             losses = diffs.loss * diffs.examples if diffs.examples else torch.zeros_like(diffs.loss)   # Σ of the mean
+            entry = mean_release(float(torch.as_tensor(self.C, dtype=torch.float64).max()), self.noise_multiplier,
+                                 sampler=sampler, accountant=accountant, noise=noise, discrete=self.discrete)
             c, clipped, nonfinite, examples, loss = group.release_sum(      # (1/B) Σ_i clip_C(a_i) + z_t, recorded;
                 part.total, part.clipped, part.nonfinite, part.examples, losses,   # the sums over the whole batch
                 release=lambda total: release_sum(
                     total, self.C, sampler=sampler, noise=noise, accountant=accountant,
-                    noise_multiplier=self.noise_multiplier, discrete=self.discrete),
-                denominator=sampler.batch_size, additive=not self.discrete)   # discrete: rounds first
+                    noise_multiplier=self.noise_multiplier, discrete=self.discrete, release=entry),
+                denominator=sampler.batch_size, entry=entry)   # the group reads its additivity (discrete: rounds)
         except BaseException:
             space.restore_()   # never leave the parameters perturbed
             raise

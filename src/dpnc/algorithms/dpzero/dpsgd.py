@@ -136,6 +136,7 @@ class DPSGD(Algorithm):
         """T steps from x0 (d,). ``sampler`` defaults to :meth:`sampler` (secret); a seeded one
         (``PoissonSampler.for_testing``) marks every release not private. No public randomness
         (``generator`` unused). ``callback(t, x_{t+1})`` after each step."""
+        self.check_problem(problem)
         sampler = sampler if sampler is not None else self.sampler(problem.n)
         sampler.check_relation(accountant.relation)
         region = problem.constants.region if self.project else None
@@ -158,6 +159,4 @@ class DPSGD(Algorithm):
         x = space.x
         private = self.noise_multiplier > 0
         notes = [] if private else ["dp-sgd with noise_multiplier = 0 releases exact gradients: not private"]
-        claim = (f"(ε, δ) from the accountant for T = {self.steps} Poisson-subsampled Gaussian steps, q = "
-                 f"{self.batch_size}/{problem.n}, σ/Δ = {self.noise_multiplier:.4g}")
-        return Run(self, x, x, accountant, stats, paper_claim=claim, private=private, notes=notes)
+        return Run(self, x, x, accountant, stats, private=private, notes=notes)

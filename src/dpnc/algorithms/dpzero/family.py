@@ -148,6 +148,7 @@ class ZerothOrderFamily(Algorithm):
             A :class:`~dpnc.algorithms.base.Run` with :class:`ZerothOrderStats`; ``output`` is the last
             iterate, or x_τ with ``paper=True``.
         """
+        self.check_problem(problem)
         sampler = sampler if sampler is not None else FullBatch(problem.n)
         sampler.check_relation(accountant.relation)
         space = FlatSpace(x0, self.direction)
@@ -169,9 +170,9 @@ class ZerothOrderFamily(Algorithm):
         if private and runs > 1:   # the ledger holds one run's releases (release_sum): say what ε then covers
             notes.append(f"a grid of {runs} runs on the same data: ε is each run's; publishing more than one run's "
                          f"output composes their releases ({runs} runs: the ledger's steps × {runs})")
-        claim = self.claim() if isinstance(sampler, FullBatch) or not private else \
-            "none: the paper's theory is full batch (spec §7.1); the ledger accounts the sampler's amplification"
-        return Run(self, output if output is not None else last, last, accountant, stats, paper_claim=claim,
+        beyond = None if isinstance(sampler, FullBatch) or not private else \
+            "the paper's theory is full batch (spec §7.1); the ledger accounts the sampler's amplification"
+        return Run(self, output if output is not None else last, last, accountant, stats, beyond_theory=beyond,
                    private=private, notes=notes)
 
 

@@ -38,7 +38,7 @@ sigma_increment = σ₂ (single pass: both the tree node's σ), s_anchor = s_a, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -86,6 +86,8 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
             instead of the paper's independent ones (spec §7 A14; unanalysed by the paper).
         schedule: ``"v2"`` or ``"v1-legacy"`` (which version's theorem set the schedule).
         paper: the paper's unclipped oracles (see the module docstring).
+        L0: the per-example Lipschitz constant L the config was built for (keyword): the estimators clip each
+            difference (gradient) to what it allows; :meth:`run` refuses an objective that declares a larger one.
 
     Raises:
         ValueError: at construction, naming the argument, for any value outside these ranges.
@@ -94,6 +96,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
     name = "klt"
     family = "kornowski-liu-talwar"
     reset_each_block = False
+    constant_fields = ("L0",)
 
     smoothing: float
     D: float
@@ -115,8 +118,10 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
     schedule: str = "v2"
     paper: bool = False
     output_rule: str = "random-block"
+    L0: float = field(kw_only=True)
 
     def __post_init__(self) -> None:
+        check_positive(L0=self.L0)
         check_choice("oracle", self.oracle, ORACLES)
         check_choice("schedule", self.schedule, theory.SCHEDULES)
         check_choice("output_rule", self.output_rule, OUTPUT_RULES)
@@ -183,7 +188,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
             fields = theory.multi_pass_schedule(beta=beta, max_steps=max_steps, **common)
         else:
             fields = theory.single_pass_schedule(oracle, schedule=schedule, calibration=calibration, **common)
-        config = cls(smoothing=alpha, eta=0.0, m=1, budget=budget, oracle=oracle,
+        config = cls(smoothing=alpha, eta=0.0, m=1, budget=budget, oracle=oracle, L0=L,
                      common_directions=common_directions, schedule=schedule, paper=paper, **fields)
         needed = theory.paper_directions(oracle, d=d, alpha=alpha, D=config.D, B1=config.B1, B2=config.B2,
                                          delta=dp_delta, T=config.steps, c=constants.c)
@@ -302,9 +307,18 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         eta = D / math.sqrt((C**2 + noise2) * block)
         return cls(smoothing=alpha, D=D, eta=eta, steps=T, block=block, period=Sigma, B1=B1, B2=B2, m=m,
                    sigma_anchor=sigma_anchor, sigma_increment=sigma_increment, s_anchor=s_a, s_increment=s_v,
-                   budget=budget, oracle=oracle,
+                   budget=budget, oracle=oracle, L0=constants.L0,
                    common_directions=options.get("common_directions", True),
                    output_rule=options.get("output_rule", "last"))
+
+    @classmethod
+    def samples_needed(cls, setting: Setting, budget: Budget, beta: float, *, smoothing: float,
+                       oracle: str = "zeroth-order") -> float:
+        """:func:`~dpnc.algorithms.klt.theory.samples_needed` for ``setting`` (d, L = constants.L0, Φ = gap) and the
+        budget's ε: the n at which Theorem 3.1 (6.1; multi-pass: 4.1, empirical norm) reaches β."""
+        return theory.samples_needed(oracle, beta=beta, d=setting.d, L=setting.constants.L0,
+                                     Phi=setting.require_gap("KLT's sample complexity"), alpha=smoothing,
+                                     epsilon=approximate(budget, "KLT").epsilon)
 
     def cost(self, setting: Setting) -> Cost:
         """Examples read (:attr:`samples`) and the estimates' work: zeroth order (and multi-pass) 2m function
@@ -363,7 +377,8 @@ class _Terms:
         """Per-example estimates of ∇f_α(w; ξ_i), shape (b, d): eq. (4) (zeroth order) or eq. (10)."""
         c = self.config
         estimator = ball_gradient_estimate if c.oracle == "first-order" else grad_estimate
-        return self.stats.add(estimator(self.problem, w, index, c.smoothing, m=m, generator=self.generator)).per_example
+        return self.stats.add(estimator(self.problem, w, index, c.smoothing, m=m, generator=self.generator,
+                                        L=c.L0)).per_example
 
     def _difference(self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         c = self.config
@@ -371,7 +386,7 @@ class _Terms:
             return self._common_ball_difference(w, w_prev, index)
         if c.common_directions:
             return self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.smoothing, m=c.m,
-                                                generator=self.generator)).per_example
+                                                generator=self.generator, L=c.L0)).per_example
         return self._estimate(w, index, c.m) - self._estimate(w_prev, index, c.m)
 
     def _common_ball_difference(self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -383,7 +398,7 @@ class _Terms:
         c, b, d = self.config, len(index), self.problem.dim
         y = c.smoothing * uniform_ball(b * c.m, d, self.generator, dtype=w.dtype).reshape(b, c.m, d)
         grads = self.problem.gradients(torch.cat([w + y, w_prev + y], dim=1), index)
-        each = clip_each(grads, self.problem.constants.L0, vector=True)
+        each = clip_each(grads, c.L0, vector=True)
         grads = each.values
         self.stats.gradients += 2 * b * c.m
         self.stats.clipped += int(each.clipped.sum())

@@ -20,7 +20,9 @@ without the theorems' utility guarantees.
 The private gradient queries (every release through :func:`~dpnc.privacy.release.release_sum`), the guards
 (``clip``, ``project``), ``paper`` and the sensitivity statuses are in :mod:`dpnc.algorithms.menart.common`. The
 objectives (:mod:`dpnc.problems.kl`) give their public constants in ``objective.constants`` (L0, L1,
-weak_convexity, gamma, kappa, region), which every config takes as defaults; its own fields override them.
+weak_convexity, gamma, kappa, region); a config holds the ones it reads as fields, resolved when it is built
+(``from_theory``, ``practical``, or ``KLSpider.of(Setting.of(f), rho=…)``), and its run refuses an objective whose
+declared constants do not imply them (a looser bound is fine; a tighter one, or another κ, is refused).
 
 Example::
 

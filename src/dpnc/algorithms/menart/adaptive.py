@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc._check import check_integer
+from dpnc._check import check_integer, check_positive
 from dpnc.algorithms.base import Cost, Run, Setting
-from dpnc.algorithms.menart.common import (KLConfig, KLStats, budget_rho, check_config, constant, finish,
-                                           guarantee, open_queries, region_of, require, setting, step)
+from dpnc.algorithms.menart.common import (KLConfig, KLStats, budget_rho, check_config, finish, guarantee,
+                                           open_queries, region_of, require, setting, step)
 from dpnc.privacy import interpret
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import check_rho
@@ -77,7 +77,8 @@ class AdaptiveGD(KLConfig):
     paper's convention), accounted as bounded range (ε²/8, the paper charges ε²/2).
 
     Args:
-        rho: the zCDP budget ρ > 0.  beta: β ∈ (0, 1) in ℓ.  L0, L1: public constants (None: the objective's).
+        rho: the zCDP budget ρ > 0.  beta: β ∈ (0, 1) in ℓ.  L0, L1: the objective's public constants (keywords;
+            :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from a Setting).
         paper: the printed σ's (and the selection's sensitivity L0/n); the ledger records their true cost.
         strict: stop while the charges stay ≤ ρ/2 − √ρ/n (the filter's bound is then ρ).
         select: Algorithm 3+: output a privately selected iterate instead of the last.
@@ -90,8 +91,9 @@ class AdaptiveGD(KLConfig):
     """
 
     name = "adaptive-gd"
+    constant_fields = ("L0", "L1")
 
-    L1: float | None = None
+    L1: float = field(kw_only=True)
     strict: bool = True
     select: bool = False
     eta: float | None = None
@@ -99,7 +101,7 @@ class AdaptiveGD(KLConfig):
     rho_norm: float | None = None
 
     def __post_init__(self) -> None:
-        check_config(self, "L0", "L1", "eta", "ell", "rho_norm")
+        check_config(self, "eta", "ell", "rho_norm")
         if self.rho_norm is not None and self.rho_norm > self.rho / 2:
             raise ValueError(f"rho_norm must be <= rho/2 = {self.rho / 2:g} (one step's norm query within the "
                              f"filter's half of the budget); got {self.rho_norm!r}")
@@ -109,9 +111,7 @@ class AdaptiveGD(KLConfig):
                     paper: bool = False) -> AdaptiveGD:
         """Theorem 4's (Theorem 5's with ``select``) setting: the objective's public L0 and L1 (γ, κ unknown); ρ the
         budget's zCDP ρ, of which the selection takes 1/9 (:func:`filter_rho`)."""
-        constants = setting.constants
-        return cls(rho=filter_rho(budget, select), beta=beta, L0=constants.L0, L1=constants.L1, select=select,
-                   paper=paper)
+        return cls.of(setting, rho=filter_rho(budget, select), beta=beta, select=select, paper=paper)
 
     @classmethod
     def practical(cls, setting: Setting, budget, *, horizon: int | None = None, **options) -> AdaptiveGD:
@@ -153,12 +153,12 @@ class AdaptiveGD(KLConfig):
             horizon = (100 if constants.gamma is None else
                        max(1, math.ceil((1 + 2 * constants.gamma**2 * constants.L1) * math.log(max(n**2 * rho, 2)))))
         check_integer(1, horizon=horizon)
-        return cls(**{"rho": rho, "L0": constants.L0, "L1": constants.L1, "eta": 1 / constants.L1, "ell": 4.0,
-                      "rho_norm": rho / (2 * horizon), **options})
+        return cls.of(setting, **{"rho": rho, "eta": 1 / constants.L1, "ell": 4.0, "rho_norm": rho / (2 * horizon),
+                                  **options})
 
-    def claim(self) -> str:
-        return (f"ρ = {self.rho:g}-zCDP by the privacy filter (Theorem 4"
-                + (", Theorem 5's selection)" if self.select else ")"))
+    def claim_basis(self) -> str:
+        return "by the privacy filter (Theorem 4)" + (", plus the selection's √ρ-DP exponential mechanism (Theorem 5)"
+                                                      if self.select else "")
 
     def cost(self, setting: Setting) -> Cost:
         """At most: the filter's most steps, ⌊(ρ/2)/ρ_norm⌋ (ρ_norm = √ρ/n unless set), each n gradients, and with
@@ -183,7 +183,7 @@ class AdaptiveGD(KLConfig):
                 raise ValueError("project must be True for select=True without clipping: the selection's scores "
                                  "are bounded only on the region, so it would refuse the iterates after the run; "
                                  "got False")
-        L1 = constant(f, "L1", self.L1)
+        L1 = self.L1
         n, d, rho = s.n, s.d, self.rho
         ell = math.log(n * math.sqrt(rho) / self.beta) if self.ell is None else self.ell
         if ell <= 0:
@@ -199,7 +199,7 @@ class AdaptiveGD(KLConfig):
         limit = rho / 2 - (rho_norm if self.strict else 0.0)
         if limit < 0:
             raise ValueError(f"strict mode needs ρ/2 ≥ √ρ/n, i.e. n·√ρ ≥ 2; got n·√ρ = {n * math.sqrt(rho):.3g}")
-        sensitivity, note = guarantee(queries, s, self.clip, f, L0=s.L0)
+        sensitivity, note = guarantee(queries, s, self.clip, L0=s.L0)
         stats = AdaptiveStats(sensitivity=sensitivity, eta=eta, ell=ell, sigma_hat=sigma_hat,
                               sigma_min=scale * sigma_min)
         w, iterates, floored = s.w0.clone(), [s.w0.clone()], False
@@ -224,27 +224,26 @@ class AdaptiveGD(KLConfig):
             stats.selected = select_stationary(f, iterates_t, rho=rho, L0=s.L0, paper=self.paper, clip=self.clip,
                                                noise=noise, accountant=accountant)
             output = iterates_t[stats.selected].clone()
-        claim = (f"ρ = {rho:g}-zCDP by the privacy filter (Theorem 4)"
-                 + (", plus the selection's √ρ-DP exponential mechanism (Theorem 5)" if self.select else ""))
         return finish(self, output=output, iterates=iterates, accountant=accountant, stats=stats, queries=queries,
-                      notes=notes, claim=claim)
+                      notes=notes)
 
 
-def select_stationary(objective, iterates: torch.Tensor, *, rho: float, L0: float | None = None, paper: bool = False,
+def select_stationary(objective, iterates: torch.Tensor, *, rho: float, L0: float, paper: bool = False,
                       clip: bool = True, noise: NoiseSource | None = None, accountant: Accountant) -> int:
     """Theorem 5's private selection: t* with P(t) ∝ exp(−ε‖∇F(w_t)‖/(2Δ)), ε = √ρ; recorded in ``accountant``.
 
     Δ is the utility's sensitivity: in the corrected form, the relation's (2L0/n replace-one, L0/n add/remove),
-    so the selection is √ρ-DP; ``paper=True`` uses L0/n, and the ledger records the ε that this really gives
-    (2√ρ under replace-one). The scores are ‖·‖ of per-example gradients clipped to L0 (``clip``); without
-    per-example gradients to clip, every iterate must lie in the objective's region, where L0 is declared.
+    so the selection is √ρ-DP (L0: the objective's public constant); ``paper=True`` uses L0/n, and the ledger
+    records the ε that this really gives (2√ρ under replace-one). The scores are ‖·‖ of per-example gradients
+    clipped to L0 (``clip``); without per-example gradients to clip, every iterate must lie in the objective's
+    region, where L0 is declared.
 
     Raises:
         ValueError: before any score is computed, for an accountant whose relation the exponential mechanism's
             release does not support, or iterates outside the region when nothing can be clipped.
     """
     check_selection(accountant.relation, "the selection")
-    L0 = constant(objective, "L0", L0)
+    check_positive(L0=L0)
     noise = NoiseSource() if noise is None else noise
     queries = open_queries(objective, noise=noise, accountant=accountant, clip=clip)
     if not queries.clips:

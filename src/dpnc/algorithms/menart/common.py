@@ -24,9 +24,15 @@ for every example at every query point, whatever the data:
 An objective without per-example gradients (data-free, sufficient statistics) cannot be clipped; its bounds
 then rest on its own constants, declared for every example of its data domain on its region, which is why the
 iterates are projected there. A run says which holds in ``stats.sensitivity``: :data:`CLIPPED`,
-:data:`DECLARED` (no per-example gradients; projected onto the region, constants no smaller than the
-objective's) or :data:`NOT_GUARANTEED` (``clip=False``, or neither guard applies); in the last case the run is
-marked not private (``Run.private``) and its report says why.
+:data:`DECLARED` (no per-example gradients; projected onto the region) or :data:`NOT_GUARANTEED` (``clip=False``,
+or neither guard applies); in the last case the run is marked not private (``Run.private``) and its report says
+why.
+
+**Constants** are resolved when a config is built (:meth:`KLConfig.of` reads them from a
+:class:`~dpnc.algorithms.base.Setting`): a run never reads them off the objective, and refuses an objective whose
+declared constants do not imply them (a tighter bound, another κ:
+:meth:`~dpnc.algorithms.base.Algorithm.check_problem`), so the ledger's sensitivities, the schedule and the claim
+rest on bounds the objective gives.
 
 **paper** (spec §1.2). ``False`` (default): every release's σ is calibrated from its true sensitivity under the
 accountant's neighbouring relation and its share of ρ, so the run spends exactly ρ. ``True``: the printed noise
@@ -36,11 +42,12 @@ levels; the accountant then reports their true cost.
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 
-from dpnc._check import check_positive
+from dpnc._check import check_positive, check_probability
 from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, zcdp
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.accountant import Accountant
@@ -255,22 +262,39 @@ class KLConfig(Algorithm):
 
     Attributes:
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
-        L0: the per-example Lipschitz bound the releases are charged for (None: the objective's).
+        L0: the per-example Lipschitz bound the releases are charged for: the objective's declared L0 (keyword;
+            each config also holds the other public constants it reads, :attr:`constant_fields`).
         paper: the paper's printed noise levels instead of the calibrated ones (module docstring).
         clip, project: the guards (module docstring).
     """
 
     family = FAMILY
+    constant_fields = ("L0",)
 
     rho: float
     beta: float = 0.05
-    L0: float | None = None
     paper: bool = False
     clip: bool = True
     project: bool = True
+    L0: float = field(kw_only=True)
+
+    @classmethod
+    def of(cls, setting: Setting, **fields) -> KLConfig:
+        """The config of ``fields``, each public constant it holds (:attr:`constant_fields`) read from ``setting``
+        unless given, and F0 (where the class has it) from ``setting.gap``, else (γL0)^κ (spec §1.1)."""
+        resolved = {name: getattr(setting.constants, name) for name in cls.constant_fields if name not in fields}
+        if "F0" in {f.name for f in dataclasses.fields(cls)} and "F0" not in fields:
+            given = {**resolved, **fields}
+            resolved["F0"] = gap_or_default(setting, given.get("gamma"), given.get("kappa"), given.get("L0"))
+        return cls(**resolved, **fields)
 
     def claim(self) -> str:
-        return f"ρ = {self.rho:g}-zCDP"
+        """"ρ-zCDP" and what gives it (:meth:`claim_basis`): the family's one form of the statement."""
+        return f"ρ = {self.rho:g}-zCDP {self.claim_basis()}"
+
+    def claim_basis(self) -> str:
+        """The theorem or rule behind the guarantee, e.g. "(Lemma 8)"."""
+        raise NotImplementedError
 
 
 def budget_rho(budget) -> float:
@@ -287,11 +311,12 @@ def gap_or_default(setting: Setting, gamma: float | None, kappa: float | None, L
 
 
 
-def check_config(config, *optional: str) -> None:
-    """The fields every config of the family has (rho, beta, its flags) and its optional constant overrides."""
-    check_positive(rho=config.rho)
-    if not (isinstance(config.beta, (int, float)) and not isinstance(config.beta, bool) and 0 < config.beta < 1):
-        raise ValueError(f"beta (the failure probability) must be in (0, 1); got {config.beta!r}")
+def check_config(config, *optional: str, required: tuple[str, ...] = ()) -> None:
+    """The fields every config of the family has (rho, beta, its flags), its public constants
+    (:attr:`~KLConfig.constant_fields`) and ``required`` fields (each a finite number > 0) and its ``optional``
+    fields (the same unless None: the paper's value)."""
+    check_positive(rho=config.rho, **config.built_for(), **{name: getattr(config, name) for name in required})
+    check_probability(beta=config.beta)   # the failure probability
     for name in ("paper", "clip", "project", "strict", "select"):
         if not isinstance(getattr(config, name, False), bool):
             raise ValueError(f"{name} must be True or False; got {getattr(config, name)!r}")
@@ -304,25 +329,14 @@ def check_config(config, *optional: str) -> None:
 
 @dataclass(frozen=True)
 class RunSetting:
-    """The constants of a run, resolved from the config and the objective, validated."""
+    """What a run reads: n, d and the start point from the objective, L0 from the config (which the objective
+    declares: checked), the region where the constants hold."""
 
     n: int
     d: int
     w0: torch.Tensor
     L0: float
     region: Region | None
-
-
-def constant(objective, name: str, value, *, required: bool = True) -> float | None:
-    """``value`` if given, else the objective's declared constant ``name``."""
-    value = getattr(objective.constants, name, None) if value is None else value
-    if value is None:
-        if required:
-            raise ValueError(f"{name} is needed: give {name}=… or use an objective that states it")
-        return None
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
-    return float(value)
 
 
 def require(constants, *names: str) -> None:
@@ -344,7 +358,9 @@ def region_of(objective) -> Region:
 
 
 def setting(config, objective, x0) -> RunSetting:
-    """n, d, the start point (zeros if None; in the region when projecting), L0 and the region."""
+    """n, d, the start point (zeros if None; in the region when projecting), L0 and the region, once the objective
+    is checked to declare the constants the config holds (before any query)."""
+    config.check_problem(objective)
     d = int(objective.dim)
     w0 = torch.zeros(d, dtype=torch.float64) if x0 is None else torch.as_tensor(x0, dtype=torch.float64).clone()
     if w0.shape != (d,):
@@ -353,24 +369,14 @@ def setting(config, objective, x0) -> RunSetting:
     if region is not None and not region.contains(w0):
         raise ValueError(f"x0 must lie in the region where the constants hold (distance <= radius = "
                          f"{region.radius:.6g} from its centre); got distance {region.distance(w0):.6g}")
-    return RunSetting(int(objective.n), d, w0, constant(objective, "L0", config.L0), region)
+    return RunSetting(int(objective.n), d, w0, float(config.L0), region)
 
 
-def kl_constants(objective, gamma, kappa, F0, L0: float) -> tuple[float, float, float]:
-    """γ, κ (≥ 1) and F0 (default (γL0)^κ, spec §1.1) from the config, else the objective."""
-    gamma = constant(objective, "gamma", gamma)
-    kappa = constant(objective, "kappa", kappa)
-    if kappa < 1:
-        raise ValueError(f"kappa must be >= 1; got {kappa}")
-    F0 = (gamma * L0) ** kappa if F0 is None else float(F0)
-    return gamma, kappa, F0
-
-
-def guarantee(queries: PrivateGradients, s: RunSetting, clip: bool, objective, **used: float) -> tuple[str, str]:
+def guarantee(queries: PrivateGradients, s: RunSetting, clip: bool, **used: float) -> tuple[str, str]:
     """Which guard bounds the per-example quantities (module docstring), and the report's note saying so.
 
-    ``used`` are the bounds the ledger was charged for (L0, and L1 for KL-Spider's differences); without
-    clipping they hold only if they are no smaller than the objective's own constants, on its region.
+    ``used`` are the bounds the ledger was charged for (L0, and L1 for KL-Spider's differences): the objective's
+    declared constants (:func:`setting` checked it); without clipping they hold on its region only.
     """
     bounds = ", ".join(f"{k} = {v:.6g}" for k, v in used.items())
     if queries.clips:
@@ -380,10 +386,7 @@ def guarantee(queries: PrivateGradients, s: RunSetting, clip: bool, objective, *
     elif s.region is None:
         reason = "no per-example gradients to clip and project=False"
     else:
-        own = objective.constants
-        smaller = [k for k, v in used.items() if getattr(own, k, None) is None or v < getattr(own, k)]
-        reason = (f"no per-example gradients to clip and {', '.join(smaller)} below the objective's own"
-                  if smaller else "")
+        reason = ""
     if reason:
         return NOT_GUARANTEED, (f"the sensitivity is not guaranteed ({reason}): the ledger's ε holds only if every "
                                 f"per-example gradient is within {bounds} wherever the iterates went")
@@ -393,11 +396,11 @@ def guarantee(queries: PrivateGradients, s: RunSetting, clip: bool, objective, *
 
 
 def finish(config, *, output: torch.Tensor, iterates: list[torch.Tensor] | torch.Tensor, accountant: Accountant,
-           stats: KLStats, queries: PrivateGradients, notes: list[str], claim: str) -> Run:
+           stats: KLStats, queries: PrivateGradients, notes: list[str]) -> Run:
     """The :class:`~dpnc.algorithms.base.Run`: stats completed from the queries; not private when the
     sensitivity is not guaranteed."""
     stats.iterates = iterates if isinstance(iterates, torch.Tensor) else torch.stack(iterates)
     stats.queries, stats.nonfinite, stats.clipped = queries.queries, queries.nonfinite, queries.clipped
     stats.gradients = queries.gradients
-    return Run(config, output, stats.iterates[-1].clone(), accountant, stats, paper_claim=claim,
+    return Run(config, output, stats.iterates[-1].clone(), accountant, stats,
                private=stats.sensitivity != NOT_GUARANTEED, notes=notes)

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from dpnc._check import check_integer
 from dpnc.algorithms.base import Cost, Run, Setting
 from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, budget_rho,
-                                           check_config, gap_or_default,
-                                       constant, finish, guarantee, kl_constants, open_queries,
-                                       project_ball, project_two_balls, require, setting)
+                                           check_config, finish, guarantee, open_queries, project_ball,
+                                           project_two_balls, require, setting)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource
@@ -166,7 +165,9 @@ class ProximalPoint(KLConfig):
 
     Args:
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
-        gamma, kappa, L0, weak_convexity, F0: public constants; None takes the objective's (F0: (γL0)^κ); κ ≥ 2.
+        gamma, kappa, L0, weak_convexity: the objective's public constants, κ ≥ 2; F0: a public bound on
+            F(w0) − F* (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from a Setting, F0
+            from its gap, else (γL0)^κ).
         paper: Algorithm 4's printed σ² = 4L0²T_A/(n²ρ) instead of the calibrated σ.
         clip, project: the guards (:mod:`dpnc.algorithms.menart.common`).
         inner: the inner solver.  max_inner_iters: a cap (≥ 2) on its steps T_A, or None.
@@ -174,18 +175,19 @@ class ProximalPoint(KLConfig):
     """
 
     name = "proximal-point"
+    constant_fields = ("L0", "gamma", "kappa", "weak_convexity")
 
-    gamma: float | None = None
-    kappa: float | None = None
-    weak_convexity: float | None = None
-    F0: float | None = None
     max_inner_iters: int | None = None
     inner: InnerSolver = noisy_projected_gd
     constants: AnalysisConstants = AnalysisConstants()
+    gamma: float = field(kw_only=True)
+    kappa: float = field(kw_only=True)
+    weak_convexity: float = field(kw_only=True)
+    F0: float = field(kw_only=True)
 
     def __post_init__(self) -> None:
-        check_config(self, "gamma", "kappa", "L0", "weak_convexity", "F0")
-        if self.kappa is not None and self.kappa < 2:
+        check_config(self, required=("F0",))
+        if self.kappa < 2:
             raise ValueError(f"the proximal point method is analysed for kappa >= 2; got {self.kappa}")
         if self.max_inner_iters is not None:
             check_integer(2, max_inner_iters=self.max_inner_iters)
@@ -197,11 +199,7 @@ class ProximalPoint(KLConfig):
                     max_inner_iters: int | None = None) -> ProximalPoint:
         """Theorem 2's setting: the objective's public γ, κ, L0, L̃1 and F0 = ``setting.gap``, else (γL0)^κ
         (spec §1.1); ρ the budget's zCDP ρ."""
-        constants = setting.constants
-        return cls(rho=budget_rho(budget), beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
-                   weak_convexity=constants.weak_convexity,
-                   F0=gap_or_default(setting, constants.gamma, constants.kappa, constants.L0),
-                   paper=paper, max_inner_iters=max_inner_iters)
+        return cls.of(setting, rho=budget_rho(budget), beta=beta, paper=paper, max_inner_iters=max_inner_iters)
 
     @classmethod
     def practical(cls, setting: Setting, budget, *, max_inner_iters: int = 200, **options) -> ProximalPoint:
@@ -236,29 +234,23 @@ class ProximalPoint(KLConfig):
         constants, n, d, rho = setting.constants, setting.n, setting.d, budget_rho(budget)
         check_integer(2, max_inner_iters=max_inner_iters)
         require(constants, "gamma", "kappa", "L0")
-        fields = {"rho": rho, "gamma": constants.gamma, "kappa": constants.kappa, "L0": constants.L0,
-                  "weak_convexity": constants.weak_convexity, "constants": AnalysisConstants(prox=4.0),
-                  "F0": gap_or_default(setting, constants.gamma, constants.kappa, constants.L0), **options}
-        if constants.region is not None and fields["weak_convexity"]:
-            T = proximal_point_rounds(n=n, d=d, rho=rho, gamma=fields["gamma"], kappa=fields["kappa"],
-                                      L0=fields["L0"], weak_convexity=fields["weak_convexity"], F0=fields["F0"],
-                                      constants=fields["constants"])
-            max_inner_iters = min(max_inner_iters, max(2, math.ceil(n**2 * (rho / T) / d)))
-        return cls(max_inner_iters=max_inner_iters, **fields)
+        config = cls.of(setting, **{"rho": rho, "constants": AnalysisConstants(prox=4.0),
+                                    "max_inner_iters": max_inner_iters, **options})
+        if constants.region is not None:
+            T = proximal_point_rounds(n=n, d=d, rho=rho, gamma=config.gamma, kappa=config.kappa, L0=config.L0,
+                                      weak_convexity=config.weak_convexity, F0=config.F0, constants=config.constants)
+            config = replace(config, max_inner_iters=min(max_inner_iters, max(2, math.ceil(n**2 * (rho / T) / d))))
+        return config
 
-    def claim(self) -> str:
-        return f"ρ = {self.rho:g}-zCDP (Theorem 2: T inner solves of ρ/T each)"
+    def claim_basis(self) -> str:
+        return "(Theorem 2: T inner solves of ρ/T each)"
 
     def cost(self, setting: Setting) -> Cost:
         """T proximal rounds of T_A − 1 full-batch gradient queries each (n gradients a query; Algorithm 4's T_A at
         ρ/T, β/T, capped by ``max_inner_iters``)."""
-        c = setting.constants
-        gamma, kappa, L0 = self.gamma or c.gamma, self.kappa or c.kappa, self.L0 or c.L0
-        wc = self.weak_convexity or c.weak_convexity
-        F0 = self.F0 if self.F0 is not None else (gamma * L0) ** kappa
         n, d = setting.n, setting.d
-        T = proximal_point_rounds(n=n, d=d, rho=self.rho, gamma=gamma, kappa=kappa, L0=L0, weak_convexity=wc, F0=F0,
-                                  constants=self.constants)
+        T = proximal_point_rounds(n=n, d=d, rho=self.rho, gamma=self.gamma, kappa=self.kappa, L0=self.L0,
+                                  weak_convexity=self.weak_convexity, F0=self.F0, constants=self.constants)
         rho_A, beta_A = self.rho / T, self.beta / T
         T_A = max(2, math.ceil(n**2 * rho_A * math.log(2 / beta_A) ** 2 / d))
         if self.max_inner_iters is not None:
@@ -270,14 +262,11 @@ class ProximalPoint(KLConfig):
         """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
         f = problem
         s = setting(self, f, x0)
-        gamma, kappa, F0 = kl_constants(f, self.gamma, self.kappa, self.F0, s.L0)
-        if kappa < 2:
-            raise ValueError(f"the proximal point method is analysed for kappa >= 2; got {kappa}")
-        weak_convexity = constant(f, "weak_convexity", self.weak_convexity)
+        gamma, kappa, F0, weak_convexity = self.gamma, self.kappa, self.F0, self.weak_convexity
         T = proximal_point_rounds(n=s.n, d=s.d, rho=self.rho, gamma=gamma, kappa=kappa, L0=s.L0,
                                   weak_convexity=weak_convexity, F0=F0, constants=self.constants)
         queries = open_queries(f, noise=noise, accountant=accountant, clip=self.clip, region=s.region)
-        sensitivity, note = guarantee(queries, s, self.clip, f, L0=s.L0)
+        sensitivity, note = guarantee(queries, s, self.clip, L0=s.L0)
         stats = ProximalStats(rounds=T, sensitivity=sensitivity, F0=F0, inner_radius=s.L0 / (2 * weak_convexity))
         w, iterates, region_distances = s.w0.clone(), [s.w0.clone()], []
         for _ in range(T):
@@ -292,4 +281,4 @@ class ProximalPoint(KLConfig):
         stats.steps = sum(stats.inner_steps)
         stats.inner_max_region_distance = max(region_distances) if region_distances else None
         return finish(self, output=w, iterates=iterates, accountant=accountant, stats=stats, queries=queries,
-                      notes=[note], claim=f"ρ = {self.rho:g}-zCDP (Theorem 2: T inner solves of ρ/T each)")
+                      notes=[note])

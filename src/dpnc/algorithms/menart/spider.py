@@ -19,10 +19,8 @@ import torch
 
 from dpnc._check import check_choice
 from dpnc.algorithms.base import Cost, Run, Setting
-from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, budget_rho, check_config, constant,
-                                           gap_or_default,
-                                       finish, guarantee, kl_constants, open_queries, require, setting,
-                                       step)
+from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, budget_rho, check_config, finish,
+                                           guarantee, open_queries, require, setting, step)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource
@@ -187,7 +185,9 @@ class KLSpider(KLConfig):
 
     Args:
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
-        gamma, kappa, L0, L1, F0: public constants; None takes the objective's (F0: (γL0)^κ). κ ∈ [1, 2].
+        gamma, kappa, L0, L1: the objective's public constants, κ ∈ [1, 2]; F0: a public bound on F(w0) − F*
+            (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from a Setting, F0 from its gap,
+            else (γL0)^κ).
         paper: the printed noise levels and Cf = 32 (:func:`spider_schedule`) instead of the calibrated ones.
         clip, project: the guards (:mod:`dpnc.algorithms.menart.common`).
         constants: the analysis' numerical constants.
@@ -199,30 +199,28 @@ class KLSpider(KLConfig):
     """
 
     name = "kl-spider"
+    constant_fields = ("L0", "L1", "gamma", "kappa")
 
-    gamma: float | None = None
-    kappa: float | None = None
-    L1: float | None = None
-    F0: float | None = None
     constants: AnalysisConstants = AnalysisConstants()
     variant: str = "theory"
+    gamma: float = field(kw_only=True)
+    kappa: float = field(kw_only=True)
+    L1: float = field(kw_only=True)
+    F0: float = field(kw_only=True)
 
     def __post_init__(self) -> None:
-        check_config(self, "gamma", "kappa", "L0", "L1", "F0")
+        check_config(self, required=("F0",))
         check_choice("variant", self.variant, ("theory", "practical"))
         if self.variant == "practical" and self.paper:
             raise ValueError("paper must be False for variant='practical' (it has no printed noise levels); got True")
-        if self.kappa is not None and not 1 <= self.kappa <= 2:
+        if not 1 <= self.kappa <= 2:
             raise ValueError(f"kappa must be in [1, 2] for KL-Spider; got {self.kappa!r}")
 
     @classmethod
     def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False) -> KLSpider:
         """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = ``setting.gap``, else (γL0)^κ
         (spec §1.1); ρ the budget's zCDP ρ."""
-        constants = setting.constants
-        return cls(rho=budget_rho(budget), beta=beta, gamma=constants.gamma, kappa=constants.kappa, L0=constants.L0,
-                   L1=constants.L1, F0=gap_or_default(setting, constants.gamma, constants.kappa, constants.L0),
-                   paper=paper)
+        return cls.of(setting, rho=budget_rho(budget), beta=beta, paper=paper)
 
     @classmethod
     def practical(cls, setting: Setting, budget, **options) -> KLSpider:
@@ -268,9 +266,7 @@ class KLSpider(KLConfig):
         """
         constants, n, rho = setting.constants, setting.n, budget_rho(budget)
         require(constants, "gamma", "kappa", "L0", "L1")
-        F0 = gap_or_default(setting, constants.gamma, constants.kappa, constants.L0)
-        config = cls(**{"rho": rho, "gamma": constants.gamma, "kappa": constants.kappa, "L0": constants.L0,
-                        "L1": constants.L1, "F0": F0, "constants": PRACTICAL, "variant": "practical", **options})
+        config = cls.of(setting, **{"rho": rho, "constants": PRACTICAL, "variant": "practical", **options})
         if constants.region is not None:
             sched = practical_schedule(n=n, d=setting.d, rho=rho, gamma=config.gamma, kappa=config.kappa, L0=config.L0,
                                        L1=config.L1, F0=config.F0, relation="add/remove", constants=config.constants)
@@ -279,21 +275,16 @@ class KLSpider(KLConfig):
                                  f"error of F0^(1/κ)/(ζγ) within ρ = {rho:g}); got n = {n}")
         return config
 
-    def claim(self) -> str:
+    def claim_basis(self) -> str:
         if self.variant == "practical":
-            return f"ρ = {self.rho:g}-zCDP (the practical schedule's releases, each recorded)"
-        return f"ρ = {self.rho:g}-zCDP (Lemma 8)" + (" with the printed noise; the ledger shows its true cost"
-                                                   if self.paper else "")
+            return "(the practical schedule's releases, each recorded)"
+        return "(Lemma 8)" + (" with the printed noise; the ledger shows its true cost" if self.paper else "")
 
     def cost(self, setting: Setting) -> Cost:
         """The full schedule's gradients under replace-one (rounds stopped by the norm test compute fewer): n per
         checkpoint and 2n per difference, T_k − 1 differences in round k; every round reads all n examples."""
-        c = setting.constants
-        gamma, kappa = self.gamma or c.gamma, self.kappa or c.kappa
-        L0, L1 = self.L0 or c.L0, self.L1 or c.L1
-        F0 = self.F0 if self.F0 is not None else (gamma * L0) ** kappa
-        common = dict(n=setting.n, d=setting.d, rho=self.rho, gamma=gamma, kappa=kappa, L0=L0, L1=L1, F0=F0,
-                      relation="replace-one", constants=self.constants)
+        common = dict(n=setting.n, d=setting.d, rho=self.rho, gamma=self.gamma, kappa=self.kappa, L0=self.L0,
+                      L1=self.L1, F0=self.F0, relation="replace-one", constants=self.constants)
         sched = (practical_schedule(**common) if self.variant == "practical" else
                  spider_schedule(beta=self.beta, paper=self.paper, **common))
         return Cost(gradients=sum(setting.n * (1 + 2 * (r.T - 1)) for r in sched.rounds), samples=setting.n)
@@ -303,10 +294,7 @@ class KLSpider(KLConfig):
         """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
         f = problem
         s = setting(self, f, x0)
-        gamma, kappa, F0 = kl_constants(f, self.gamma, self.kappa, self.F0, s.L0)
-        if not 1 <= kappa <= 2:
-            raise ValueError(f"KL-Spider needs kappa in [1, 2]; got {kappa}")
-        L1 = constant(f, "L1", self.L1)
+        gamma, kappa, F0, L1 = self.gamma, self.kappa, self.F0, self.L1
         if self.variant == "practical":
             sched = practical_schedule(n=s.n, d=s.d, rho=self.rho, gamma=gamma, kappa=kappa, L0=s.L0, L1=L1,
                                        F0=F0, relation=accountant.relation, constants=self.constants)
@@ -315,7 +303,7 @@ class KLSpider(KLConfig):
                                     L1=L1, F0=F0, paper=self.paper, relation=accountant.relation,
                                     constants=self.constants)
         queries = open_queries(f, noise=noise, accountant=accountant, clip=self.clip, region=s.region)
-        sensitivity, note = guarantee(queries, s, self.clip, f, L0=s.L0, L1=L1)
+        sensitivity, note = guarantee(queries, s, self.clip, L0=s.L0, L1=L1)
         w, iterates, updates, stopped_by_norm = s.w0.clone(), [s.w0.clone()], [], 0
         for rnd in sched.rounds:
             g = queries.release(queries.gradient_sum(w, s.L0), s.L0, rnd.sigma_hat)   # the checkpoint
@@ -335,12 +323,9 @@ class KLSpider(KLConfig):
             updates.append(t)
         stats = SpiderStats(steps=sum(updates), rounds=sched.K, sensitivity=sensitivity, F0=F0, schedule=sched,
                             updates=updates, rounds_stopped_early=stopped_by_norm, bound=sched.Phi_floor)
-        claim = f"ρ = {self.rho:g}-zCDP (Lemma 8)" + (" with the printed noise; the ledger shows its true cost"
-                                                      if self.paper else "")
         notes = [note]
         if self.variant == "practical":
-            claim = f"ρ = {self.rho:g}-zCDP (the practical schedule's releases, each recorded)"
             notes.append("practical schedule: Theorem 1's utility bound does not apply (gradient errors are "
                          "bounded in expectation only); stats.bound is the last round's potential, a target")
         return finish(self, output=w, iterates=iterates, accountant=accountant, stats=stats, queries=queries,
-                      notes=notes, claim=claim)
+                      notes=notes)

@@ -34,7 +34,7 @@ ICLR 2024 (arXiv:2406.19579).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -52,6 +52,7 @@ from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
 from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import FullBatch
 from dpnc.algorithms.ztc.theory import clamp_steps, evaluations, moments, sensitivities
+from dpnc.algorithms.ztc.theory import samples_needed as theory_samples_needed
 
 ORACLES = ("variance-reduced", "naive")
 
@@ -80,6 +81,9 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         oracle: ``"variance-reduced"`` or ``"naive"``.
         clip: clip each finite difference to what an L-Lipschitz f allows (spec §6.14).
         paper: σ and T from the printed formulas (set by :meth:`from_theory`).
+        L0: the per-example Lipschitz constant L the config was built for (keyword; None only for an objective that
+            declares none, with per-example radii and ``clip=False``): the sensitivities dL and the clip 2Lδ;
+            :meth:`run` refuses an objective that declares a larger one.
 
     Raises:
         ValueError: at construction, naming the argument, for any value outside these ranges, and for
@@ -89,6 +93,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     name = "zo-o2nc"
     family = "zhang-tran-cutkosky"
     reset_each_block = True
+    constant_fields = ("L0",)
 
     smoothing: float
     D: float
@@ -106,9 +111,15 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     radius_anchor: float | None = None
     radius_increment: float | None = None
     output_rule: str = "random-block"
+    L0: float | None = field(kw_only=True)
 
     def __post_init__(self) -> None:
         check_choice("oracle", self.oracle, ORACLES)
+        if self.L0 is not None:
+            check_positive(L0=self.L0)
+        elif self.radius_anchor is None or self.clip:
+            raise ValueError("L0 must be a finite number > 0 (the public Lipschitz constant of the sensitivities dL "
+                             "and of the clip 2Lδ) unless per-example radii are given and clip=False; got None")
         check_choice("output_rule", self.output_rule, OUTPUT_RULES)
         check_positive(smoothing=self.smoothing, D=self.D, rho=self.rho)
         check_positive(allow_zero=True, eta=self.eta, sigma=self.sigma)   # σ = 0: the non-private twin
@@ -158,7 +169,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
                              f"sensitive than a DIFF step); got B1={B1}")
         sigma = ztc_tree_sigma(d, L, rho, period, B1, B2, paper=paper)
         config = cls(delta, delta / period, 0.0, period * epochs, period, B1, B2, d if m is None else m, sigma, rho,
-                     "variance-reduced", paper=paper)
+                     "variance-reduced", paper=paper, L0=L)
         return config._with_eta(d, L)
 
     @classmethod
@@ -168,7 +179,8 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         delta = smoothing
         check_integer(d=d, period=period, epochs=epochs, B=B, m=m)
         check_positive(L=L, smoothing=delta, rho=rho)
-        config = cls(delta, delta / period, 0.0, period * epochs, period, B, B, m, 2 * d * L / (B * rho), rho, "naive")
+        config = cls(delta, delta / period, 0.0, period * epochs, period, B, B, m, 2 * d * L / (B * rho), rho, "naive",
+                     L0=L)
         return config._with_eta(d, L)
 
     @classmethod
@@ -273,7 +285,16 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         window = min(T, max(1, math.floor(smoothing / (4 * D))))  # KLT's M = ⌊α/(4D)⌋, here with α = δ
         eta = D / (math.sqrt(C**2 + ell * d * sigma**2) * math.sqrt(window))
         return cls(smoothing, D, eta, K * T, T, T, 1, m, sigma, rho, "variance-reduced", radius_anchor=r1,
-                   radius_increment=r2, output_rule=options.get("output_rule", "last"))
+                   radius_increment=r2, output_rule=options.get("output_rule", "last"), L0=constants.L0)
+
+    @classmethod
+    def samples_needed(cls, setting: Setting, budget: Budget | ZCDP, beta: float, *, smoothing: float,
+                       oracle: str = "variance-reduced") -> float:
+        """:func:`~dpnc.algorithms.ztc.theory.samples_needed` for ``setting`` (d, L = constants.L0, F* = gap) and the
+        budget's paper ρ (``to_zcdp().rdp_rho``): the n at which Theorem 4.9 (App. E) reaches β."""
+        return theory_samples_needed(oracle, beta=beta, d=setting.d, L=setting.constants.L0,
+                                     gap=setting.require_gap("ZTC's sample complexity"), smoothing=smoothing,
+                                     rho=zcdp(budget).rdp_rho)
 
     def _with_eta(self, d: int, L: float) -> ZhangTranCutkosky:
         _, G, _ = moments(self, d, L)
@@ -318,7 +339,7 @@ class VarianceReducedOracle(TreeOracle):
         if config.oracle != "variance-reduced":
             raise ValueError(f"the config is for the {config.oracle!r} oracle, not 'variance-reduced'")
         self.config = config
-        d, L = problem.dim, problem.constants.L0
+        d, L = problem.dim, config.L0   # the L the config was built for (run checked the problem declares it)
         if config.radius_anchor is None:
             sensitivity = max(sensitivities(d, L, config.period, config.B1, config.B2))
         else:  # per-example clipping: replace-one moves a mean of B terms of norm ≤ r by at most 2r/B
@@ -330,7 +351,7 @@ class VarianceReducedOracle(TreeOracle):
     def anchor(self, w, index):
         c = self.config
         estimate = self.stats.add(grad_estimate(self.problem, w, index, c.smoothing, m=c.m, generator=self.generator,
-                                                clip=c.clip))
+                                                clip=c.clip, L=c.L0))
         return self._clipped_mean(estimate.per_example, c.radius_anchor)
 
     def increment(self, w, w_prev, index):
@@ -338,7 +359,7 @@ class VarianceReducedOracle(TreeOracle):
         # per-example radii, because every term is clipped to radius_increment).
         c = self.config
         estimate = self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.smoothing, m=c.m,
-                                                generator=self.generator, clip=c.clip))
+                                                generator=self.generator, clip=c.clip, L=c.L0))
         return self._clipped_mean(estimate.per_example, c.radius_increment, increment=True)
 
     def _clipped_mean(self, terms: torch.Tensor, radius: float | None, *, increment: bool = False) -> torch.Tensor:
@@ -368,14 +389,14 @@ class NaiveOracle(SinglePassOracle):
             raise ValueError(f"the config is for the {config.oracle!r} oracle, not 'naive'")
         super().__init__(problem, samples=config.samples, **kwargs)
         self.config = config
-        self.bound = problem.dim * problem.constants.L0
+        self.bound = problem.dim * config.L0
         self.batches = FullBatch(config.B1)
         self.partition = new_partition("zo-o2nc-naive-steps")  # each step on its own slice of one pass
 
     def __call__(self, t: int, w: torch.Tensor) -> torch.Tensor:
         c = self.config
         estimate = self.stats.add(grad_estimate(self.problem, w, self.data.take(c.B1), c.smoothing, m=c.m,
-                                                generator=self.generator, clip=c.clip))
+                                                generator=self.generator, clip=c.clip, L=c.L0))
         sensitivity = mean_sensitivity(self.bound, c.B1, self.accountant.relation)
         return private_mean(estimate.per_example, self.bound, sampler=self.batches, noise=self.noise,
                             accountant=self.accountant, noise_multiplier=c.sigma / sensitivity, vector=True,
