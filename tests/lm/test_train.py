@@ -210,8 +210,9 @@ def test_bad_settings_and_unaffordable_budgets_are_refused(tmp_path):
         config(tmp_path, method="zero-shot")
     with pytest.raises(ValueError, match="delta must be in the open interval"):
         config(tmp_path, delta=1.5)
-    with pytest.raises(ValueError, match="checkpoint_dir must be given"):
-        config(tmp_path, checkpoint_every=2)
+    with pytest.raises(ValueError, match="checkpoint_every needs a folder"):
+        config(tmp_path, checkpoint_every=2, out=None)
+    assert config(tmp_path, checkpoint_every=2).run_dir == tmp_path / "out"   # the checkpoints go beside the journal
     train = load_task("SST-2", DATA, "train")
     with pytest.raises(ValueError, match="cannot afford steps=1000 at noise_multiplier=0.5"):
         Trainer(config(tmp_path, steps=1000, noise_multiplier=0.5), train=train, test=train)
@@ -445,5 +446,18 @@ def test_a_head_only_checkpoint_holds_the_trained_parameters_and_resumes_from_th
     assert resumed.step == 2 and resumed.accountant.releases == 2
     moved = [name for name, p in first.classifier.named_parameters() if p.requires_grad]
     assert moved and all(not p.requires_grad for name, p in first.classifier.named_parameters() if "encoder" in name)
+    for (name, a), b in zip(first.classifier.named_parameters(), resumed.classifier.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_checkpoint_every_without_a_checkpoint_dir_checkpoints_into_the_run_folder(tmp_path):
+    # Issue 44, item 10: --checkpoint-every refused to run without --checkpoint-dir; the checkpoints now go beside the
+    # journal in --out, and --resume finds them there.
+    c = config(tmp_path, train="head", steps=3, batch_size=4, checkpoint_every=1, accountant="rdp")
+    first = Trainer(c, noise=NoiseSource.for_testing(0))
+    first.train(max_steps=2)   # a simulated kill after the checkpoint of step 2
+    assert (tmp_path / "out" / "checkpoint.pt").is_file()
+    resumed = Trainer(c, noise=NoiseSource.for_testing(1), resume=True)
+    assert resumed.step == 2 and resumed.accountant.releases == 2
     for (name, a), b in zip(first.classifier.named_parameters(), resumed.classifier.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)

@@ -332,7 +332,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         """Run until ``steps`` (or until ``max_steps`` more steps: a test's simulated kill, no final checkpoint).
 
         Writes a metrics line per step and per evaluation (public values only), checkpoints every
-        ``checkpoint_every`` steps and at the end (when a ``checkpoint_dir`` is set).
+        ``checkpoint_every`` steps and at the end (when checkpointing: :attr:`FinetuneConfig.checkpointing`).
         """
         c = self.config
         todo = self.step_budget if max_steps is None else min(self.step_budget, max_steps)
@@ -373,7 +373,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         finally:
             bar.close()
             self._train_seconds += time.perf_counter() - start
-        if max_steps is None and c.checkpoint_dir:
+        if max_steps is None and c.checkpointing:
             self.save_checkpoint()
         return records
 
