@@ -180,11 +180,24 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
     assert clipped.clipped == 3 and float(clipped.total.norm()) <= 3 * 1e-3 * (1 + 1e-5)
 
 
-def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips_as_the_loop_does(tmp_path):
+def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips_as_the_loop_does(tmp_path,
+                                                                                                  monkeypatch):
     trainer = Trainer(config(tmp_path, method="dp-adamw", head="linear", steps=1, batch_size=4,
                              freeze_embeddings=True), noise=NoiseSource.for_testing(0))
     trainer.run()
     assert trainer.optimizer.per_example == "layers"   # and its first batch passed the check against vmap
+    # The time estimate runs the step's own route on public test examples (a plain backward under-estimated LoRA
+    # DP-AdamW about 4x, issue 44), and touches neither the ledger nor the model.
+    timed, releases = [], trainer.accountant.releases
+    before = [p.detach().clone() for p in trainer.classifier.parameters()]
+
+    def spy(model, batch, C, **kw):
+        timed.append((len(batch["labels"]), C, kw["per_example"]))
+        return per_example_clipped_sum(model, batch, C, **kw)
+    monkeypatch.setattr(lm_train, "per_example_clipped_sum", spy)
+    assert trainer.estimate_seconds(10) > 0
+    assert timed == [(4, trainer.config.clip, "auto")] and trainer.accountant.releases == releases
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
     # In float64 the routes agree to rounding (in float32 this model's own rounding is ~1e-3 relative).
     clf = trainer.classifier.double()
     batch = clf.encode(trainer.train_set.texts[:4], trainer.train_set.labels[:4])
