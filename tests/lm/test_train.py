@@ -58,7 +58,7 @@ def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if r["event"] == "step"]
     assert [r["step"] for r in steps] == [1, 2, 3]
-    assert all(a["epsilon"] < b["epsilon"] for a, b in zip(steps, steps[1:]))   # T ≤ 100: ε on every step row
+    assert all(a["epsilon"] < b["epsilon"] for a, b in zip(steps, steps[1:]))   # T ≤ EPSILON_POINTS: ε on every step row
     assert json.loads((out / "summary.json").read_text())["releases"] == 3
     saved = load_classifier(out / "model")
     texts = trainer.test_set.texts[:4]

@@ -102,8 +102,10 @@ __all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "
            "finetune", "per_example_clipped_sum"]
 
 # The most step rows of metrics.jsonl that carry ε (plus the last and the evaluations'). ε by PLD costs 0.1-2 s a call
-# on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run (issue 44); 20 draw the same curve.
-EPSILON_POINTS = 20
+# on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run (issue 44). 10, as many as the default
+# evaluations (every steps // 10), fall on the evaluations' steps, which carry ε anyway: quick start 2's 50 steps
+# computed ε 23 times with 20 points, 10 times with 10 (0.23 s of CPU each, measured on a busy machine).
+EPSILON_POINTS = 10
 
 
 class Trainer(EvaluationMixin, ResumeMixin):
