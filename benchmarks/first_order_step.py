@@ -23,7 +23,8 @@ batch, hyper-parameters and Opacus step, imported from it), ``--lm-threads`` tor
       1 (so every step's Poisson batch is the same 64 examples), eval mode; the loss passes the padding mask as a
       4-D additive mask (the first batch's check against vmap needs it) and the route is the per-layer one.
   (c) dpnc on the stock model: the encoder as ``AutoModel`` loads it, called with the ids and the 2-D padding mask
-      only (position and token-type ids from BERT's (1, L) buffers), mean-pooled under the same head.
+      only (position and token-type ids from BERT's (1, L) buffers), mean-pooled under the same head;
+  (d) the floor: a non-private AdamW step of the stock model (one forward and one backward of the mean loss).
 ``--lm-steps`` timed rounds after one warm-up round; ratios of medians, over Opacus's faster mode.
 
     python benchmarks/first_order_step.py            # MLP and CNN about a minute; the MiniLM row a few minutes
@@ -195,6 +196,20 @@ def measure_lm(steps: int, quick: bool, threads: int, data: Path | None) -> dict
         next(stock_batches)
         stock_optimizer.step(stock_loss)
     modes["dpnc stock model"] = stock_step
+
+    # The floor: a non-private AdamW step of the same stock model, one forward and one backward of the batch's mean
+    # loss. Any exact DP step does at least that much arithmetic (dpnc's: the forward, the backward to each layer's
+    # output and one weighted sum per layer, which costs as much as a weight gradient).
+    plain, plain_head = copy.deepcopy(model.encoder).eval(), copy.deepcopy(model.head)
+    plain_optimizer = torch.optim.AdamW([*plain.parameters(), *plain_head.parameters()], lr=lm_step.FO_LR)
+
+    def plain_step():
+        h = plain(input_ids=ids, attention_mask=mask).last_hidden_state
+        w = mask.unsqueeze(-1).to(h.dtype)
+        nn.functional.cross_entropy(plain_head((h * w).sum(1) / w.sum(1)), y).backward()
+        plain_optimizer.step()
+        plain_optimizer.zero_grad()
+    modes["non-private stock model"] = plain_step
     times = round_robin(modes, steps, warmup=1)
     median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     best = min(median[mode] for mode in OPACUS_MODES)
@@ -244,7 +259,9 @@ def main() -> None:
             lines += ["", f"{r['model']}: {r['threads']} threads, B = {r['batch']} padded to {r['seq_len']} tokens, "
                       f"dpnc's route {r['route']!r}. The stock model (AutoModel, 2-D mask, no position ids passed) "
                       f"through make_private: {m['dpnc stock model']:.0f} ms, {q['dpnc stock model']:.2f}× Opacus "
-                      f"best, route {r['stock_route']!r}."]
+                      f"best, route {r['stock_route']!r}. A non-private AdamW step of the stock model (one forward "
+                      f"and backward, the floor of any exact route): {m['non-private stock model']:.0f} ms, "
+                      f"{q['non-private stock model']:.2f}× Opacus best."]
     print("\n".join(lines))
     out = args.out if args.out is not None else (None if args.quick else RESULTS / "first_order_step.json")
     if out is not None:

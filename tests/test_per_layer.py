@@ -100,9 +100,10 @@ def test_batchnorm_in_train_mode_is_not_taken_by_the_per_layer_route():
     assert supported(model, dict(model.named_parameters())) is None
 
 
-@pytest.mark.parametrize("positions, hidden, frozen", [(5, 8, False), (9, 3, True)])
+@pytest.mark.parametrize("positions, hidden, frozen", [(3, 8, False), (9, 3, True)])
 def test_sequences_by_ghost_norms_and_by_materialised_products(positions, hidden, frozen):
-    """T² < in·out: ghost norms; T² ≥ in·out: the (out, in) product per example; the padding row gets nothing."""
+    """T·(in + out) < in·out: ghost norms (3·16 < 8·8); else the (out, in) product per example (9·11 ≥ 8·3); the
+    padding row gets nothing."""
     torch.manual_seed(2)
     model = Sequence(hidden=hidden).to(F64)
     model.embed.weight.requires_grad_(not frozen)

@@ -75,7 +75,7 @@ def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
 
     run = out / "runs" / "SST-2-42-dpzero-eps2"
     steps = [m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if m["event"] == "step"]
-    eps = [m["epsilon"] for m in steps if "epsilon" in m]   # on the public schedule (every 2nd of 30) and the last
+    eps = [m["epsilon"] for m in steps if "epsilon" in m]   # on the public schedule (every 3rd of 30) and the last
     assert [m["step"] for m in steps] == list(range(1, 31)) and "epsilon" in steps[-1] and eps[0] < eps[-1] <= 2.0
     assert not (run / "model").exists() and not (run / "journal.jsonl").exists()
     assert {p.name for p in out.iterdir()} >= {"rows.csv", "privacy.csv", "result.json", "fig_train_loss.png",

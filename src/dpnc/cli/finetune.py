@@ -154,7 +154,8 @@ def finetune(
     checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", rich_help_panel=OUTPUT,
                                         help="Folder for checkpoint.pt and the journal."),
     checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, rich_help_panel=OUTPUT,
-                                         help="Checkpoint every N steps (0: only at the end)."),
+                                         help="Checkpoint every N steps (0: only at the end), into --checkpoint-dir, "
+                                              "else into --out beside the journal."),
     resume: bool = typer.Option(False, "--resume", rich_help_panel=OUTPUT,
                                 help="Continue the run journaled in --checkpoint-dir (else --out), checkpoint or not."),
     new_run: bool = typer.Option(False, "--new-run", rich_help_panel=OUTPUT,

@@ -173,7 +173,8 @@ class FinetuneConfig:
         eval_every: evaluate on the test split every this many steps (0: only at the end; default: 10 evaluations
             per run, which with a cached prefix costs little).
         eval_examples: evaluate on this many test examples (a fixed seeded subset; None: all).
-        checkpoint_dir, checkpoint_every: where and how often to checkpoint (0: only at the end).
+        checkpoint_dir, checkpoint_every: where and how often to checkpoint (0: only at the end). Checkpoints are
+            written when either is given: to ``checkpoint_dir``, else to ``out`` beside the journal.
         out: folder for ``metrics.jsonl``, ``summary.json`` and the fine-tuned ``model/`` (None: no files); also
             the journal's folder when there is no ``checkpoint_dir``.
         log_private_stats: also write ``private_train_stats.jsonl``: per-step training-data statistics that are
@@ -351,8 +352,9 @@ class FinetuneConfig:
                      "allow_missing_classes", "test_public"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
-        if self.checkpoint_every and not self.checkpoint_dir:
-            raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
+        if self.checkpoint_every and self.run_dir is None:
+            raise ValueError("checkpoint_every needs a folder for checkpoint.pt: checkpoint_dir, or out (the run "
+                             "folder, where the checkpoints go when checkpoint_dir is not given)")
         if self.recipe_selection is not None and not (isinstance(self.recipe_selection, str)
                                                       and self.recipe_selection.strip()):
             raise ValueError(f"recipe_selection must be None or a non-empty statement; got {self.recipe_selection!r}")
@@ -409,6 +411,12 @@ class FinetuneConfig:
     def private(self) -> bool:
         """Whether the method's releases are noised (the registry's entry says)."""
         return self.method in names("trainer", private=True)
+
+    @property
+    def checkpointing(self) -> bool:
+        """Whether the run writes ``checkpoint.pt`` (into :attr:`run_dir`): a ``checkpoint_dir`` or a
+        ``checkpoint_every`` is given."""
+        return bool(self.checkpoint_dir or self.checkpoint_every)
 
     @property
     def run_dir(self) -> Path | None:

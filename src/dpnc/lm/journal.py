@@ -102,7 +102,7 @@ class RunFiles:
 
     def save_checkpoint(self, state: dict, step: int) -> Path:
         """Write ``checkpoint.pt`` atomically, then restart the journal (its steps are in the checkpoint now)."""
-        folder = Path(self.config.checkpoint_dir)
+        folder = self.config.run_dir   # checkpoint_dir, else out
         if not self.writer:
             return folder / CHECKPOINT
         folder.mkdir(parents=True, exist_ok=True)

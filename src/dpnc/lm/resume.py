@@ -3,7 +3,8 @@
 The run folder (``checkpoint_dir``, else ``out``) holds a journal
 (``journal.jsonl``): a header with the config, then each step *before* it touches the data (its release) and
 after (its public direction seed and, for zeroth-order methods, the released scalar c_t), each line fsynced.
-Every ``checkpoint_every`` steps and at the end, ``checkpoint.pt`` in ``checkpoint_dir`` holds the classifier,
+Every ``checkpoint_every`` steps and at the end, ``checkpoint.pt`` in the run folder (written when ``checkpoint_dir``
+or ``checkpoint_every`` is given) holds the classifier,
 the optimizer state (for zeroth-order optimizers: the public direction generator), the step, the privacy
 ledger (``Accountant.to_json``) and the config — never the noise source or the sampler (a resumed run draws
 fresh secret noise and batches) — and the journal restarts. On resume (with or without a checkpoint: without
@@ -117,7 +118,7 @@ class ResumeMixin:
                                  f"the {self.total_steps} that (ε, δ) affords; nothing left to train")
             raise ValueError(f"the run has already finished: {self.step} of {self.total_steps} steps done and "
                              f"{self.lost_releases} lost; nothing to resume")
-        if c.checkpoint_dir:
+        if c.checkpointing:
             self.save_checkpoint()  # fold the journal into the checkpoint
         return {"optimizer": None if self.optimizer is None else self.optimizer.state_dict(), "step": self.step,
                 "lost_releases": self.lost_releases, "notes": list(self.notes)}

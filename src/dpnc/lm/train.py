@@ -104,8 +104,10 @@ __all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "
            "finetune", "per_example_clipped_sum"]
 
 # The most step rows of metrics.jsonl that carry ε (plus the last and the evaluations'). ε by PLD costs 0.1-2 s a call
-# on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run (issue 44); 20 draw the same curve.
-EPSILON_POINTS = 20
+# on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run (issue 44). 10, as many as the default
+# evaluations (every steps // 10), fall on the evaluations' steps, which carry ε anyway: quick start 2's 50 steps
+# computed ε 23 times with 20 points, 10 times with 10 (0.23 s of CPU each, measured on a busy machine).
+EPSILON_POINTS = 10
 
 
 class Trainer(EvaluationMixin, ResumeMixin):
@@ -339,7 +341,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         """Run until ``steps`` (or until ``max_steps`` more steps: a test's simulated kill, no final checkpoint).
 
         Writes a metrics line per step and per evaluation (public values only), checkpoints every
-        ``checkpoint_every`` steps and at the end (when a ``checkpoint_dir`` is set).
+        ``checkpoint_every`` steps and at the end (when checkpointing: :attr:`FinetuneConfig.checkpointing`).
         """
         c = self.config
         todo = self.step_budget if max_steps is None else min(self.step_budget, max_steps)
@@ -380,7 +382,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         finally:
             bar.close()
             self._train_seconds += time.perf_counter() - start
-        if max_steps is None and c.checkpoint_dir:
+        if max_steps is None and c.checkpointing:
             self.save_checkpoint()
         return records
 
@@ -388,7 +390,9 @@ class Trainer(EvaluationMixin, ResumeMixin):
         """A rough time for ``steps`` training steps, from the same computations timed once on a batch of public
         test examples (never on the training data: a step's time is a statistic of its secret batch).
 
-        Zeroth-order: two forward passes; first-order: forward and backward (DP-AdamW's loop: per example)."""
+        Zeroth-order: two forward passes; AdamW: a forward and a backward; DP-AdamW: its own per-example route
+        (:func:`~dpnc.lm.steps.per_example_clipped_sum`, the route the step takes: per layer, vmap or the loop), since
+        a plain backward under-estimated it about 4× on LoRA (issue 44)."""
         c, ds = self.config, self.eval_part
         m = min(c.batch_size, len(ds))
         if m == 0 or steps == 0:
@@ -402,11 +406,13 @@ class Trainer(EvaluationMixin, ResumeMixin):
                 self.classifier(batch)
                 self.classifier(batch)
             per_step = (time.perf_counter() - start) * c.batch_size / m
+        elif c.method == "dp-adamw":   # a clipped sum of public examples' gradients, thrown away
+            per_example_clipped_sum(self.classifier, batch, c.clip, per_example=c.per_example,
+                                    microbatch=c.microbatch)
+            per_step = (time.perf_counter() - start) * c.batch_size / m
         else:
-            one = c.method == "dp-adamw" and c.per_example == "loop"
-            part = {k: v[:1] for k, v in batch.items()} if one else batch
-            self.classifier(part).sum().backward()
-            per_step = (time.perf_counter() - start) * c.batch_size / (1 if one else m)
+            self.classifier(batch).sum().backward()
+            per_step = (time.perf_counter() - start) * c.batch_size / m
             for p in self.classifier.parameters():
                 p.grad = None
         return per_step * steps

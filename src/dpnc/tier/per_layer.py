@@ -6,8 +6,8 @@ batch give every example's gradient norm and, once the clip factors are known, t
 "book-keeping" route of Bu et al. 2023; ghost clipping, Li et al. 2022, for the norms of sequence inputs):
 
 * ``nn.Linear``: ∇W_i = Σ_t g_{i,t} a_{i,t}ᵀ. Its squared norm is ‖a_i‖²‖g_i‖² for one position, else
-  Σ_{t,s} (a_t·a_s)(g_t·g_s) (the ghost norm, when T² < in·out) or the norm of the materialised (out, in)
-  product; ∇b_i = Σ_t g_{i,t}.
+  Σ_{t,s} (a_t·a_s)(g_t·g_s) (the ghost norm, when T·(in + out) < in·out) or the norm of the materialised
+  (out, in) product; ∇b_i = Σ_t g_{i,t}.
 * ``nn.Embedding``: ∇E_i = Σ_t e_{id_t} g_{i,t}ᵀ, squared norm Σ_{t,s} [id_t = id_s] g_t·g_s.
 * ``nn.LayerNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, ∇β_i = Σ_t g_{i,t} (x̂ the normalised input).
 * ``nn.Conv2d``, ``nn.Conv1d``: ∇W_i = g_i · unfold(a_i)ᵀ, materialised per example (small kernels).
@@ -110,12 +110,12 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     grads = {m: [next(flat) for _ in records[m]] for m in layers}   # each layer's calls, in order
     calls = {m: [(a, torch.zeros_like(out) if g is None else g.detach()) for (a, out), g in zip(records[m], grads[m])]
              for m in layers}
-    parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=False) for m in layers]
+    parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=False, shared={}) for m in layers]
     norms = sum(part.norms2() for part in parts).sqrt()
     if not bool(torch.isfinite(norms).all()):
         # An overflow in the rows' own dtype (x = 1e20 in float32: a squared norm of 1e40), or a non-finite example:
         # rows scaled per example by their largest entries tell the two apart (vmap's gradient of the first is finite).
-        parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=True) for m in layers]
+        parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=True, shared={}) for m in layers]
         norms = sum(part.norms2() for part in parts).sqrt()
     finite = torch.isfinite(norms)
     all_finite = bool(finite.all())
@@ -217,13 +217,18 @@ class _Layer:
 
     @staticmethod
     def of(module: nn.Module, calls: list[tuple[torch.Tensor, torch.Tensor]], trained: set[str],
-           scaled: bool) -> _Layer:
+           scaled: bool, shared: dict) -> _Layer:
+        """The layer's rows over its ``calls``; ``shared``: products the step's layers share (a Linear's Gram
+        matrices of an input several layers read)."""
         cls = _kind(module)
         rows = [cls.rows(module, a, g) for a, g in calls]
         if len(rows) == 1:
-            return cls(module, *rows[0], trained, scaled)
-        return cls(module, torch.cat([a for a, _ in rows], cls.axis), torch.cat([g for _, g in rows], cls.axis),
-                   trained, scaled)
+            layer = cls(module, *rows[0], trained, scaled)
+        else:
+            layer = cls(module, torch.cat([a for a, _ in rows], cls.axis), torch.cat([g for _, g in rows], cls.axis),
+                        trained, scaled)
+        layer.shared = shared
+        return layer
 
     @staticmethod
     def rows(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -248,31 +253,57 @@ class _Layer:
 
 
 class _Linear(_Layer):
+    """Per example, ∇W_i = Σ_t g_it a_itᵀ and ∇b_i = Σ_t g_it. The squared weight norm by whichever costs less per
+    example: ‖a‖²‖g‖² for one position; the ghost norm Σ_{t,s} (a_t·a_s)(g_t·g_s) from two (T, T) Gram matrices,
+    T²·(in + out) multiplications, where that is below the T·in·out of the materialised (out, in) product. A Gram
+    matrix of inputs is shared by the layers that read the same tensor (an attention's query, key and value)."""
+
+    def __init__(self, module, a, g, trained, scaled) -> None:
+        super().__init__(module, a, g, trained, scaled)
+        self._g_sums = None
+
+    def g_sums(self) -> torch.Tensor:
+        """Σ_t g_it per example, (b, out): the bias's per-example gradient, formed once for its norm and its sum."""
+        if self._g_sums is None:
+            self._g_sums = self.g.sum(1)
+        return self._g_sums
+
+    def _gram(self, a: torch.Tensor) -> torch.Tensor:
+        key = (a.data_ptr(), a.shape, a.stride())   # the same rows: the same (b, T, T) products
+        if key not in self.shared:
+            self.shared[key] = (a, torch.bmm(a, a.transpose(1, 2)))   # a kept alive: its address stays its own
+        return self.shared[key][1]
+
     def norms2(self) -> torch.Tensor:
         a, g = self.a, self.g
         T, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
         total = torch.zeros(a.shape[0], dtype=torch.float64, device=g.device)
-        g2 = g.sum(1).square().sum(-1)   # ‖Σ_t g_t‖²: the bias's squared norm; for one position, ‖g‖²
         if "weight" in self.trained:
             if T == 1:   # ‖g aᵀ‖² = ‖a‖²‖g‖²
-                hat = a.square().sum((1, 2)) * g2
-            elif T * T < d_in * d_out:   # ghost norm: (B, T, T) Gram matrices instead of (B, out, in) gradients
-                hat = (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+                hat = a.square().sum((1, 2)) * g.square().sum((1, 2))
+            elif T * (d_in + d_out) < d_in * d_out:   # ghost norm: (B, T, T) Gram matrices, no (B, out, in) product
+                hat = (self._gram(a) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
             else:
                 hat = (torch.bmm(g.transpose(1, 2), a) ** 2).sum((1, 2))
             total = total + _times(hat.to(torch.float64), _product(self.s, self.t), 2)
         if "bias" in self.trained:
-            total = total + _times(g2.to(torch.float64), self.t, 2)
+            total = total + _times(self.g_sums().square().sum(-1).to(torch.float64), self.t, 2)
         return total
 
     def weighted_sums(self, w, finite):
         sums = {}
         if "weight" in self.trained:
             ws = self._weights(w, _product(self.s, self.t), finite)   # first: it zeroes a non-finite example's rows
-            g, a = self.g * ws, self.a
-            sums["weight"] = g.reshape(-1, g.shape[-1]).T @ a.reshape(-1, a.shape[-1])   # Σ_{i,t} g_it a_itᵀ
+            g, a = self.g, self.a
+            if a.shape[-1] < g.shape[-1]:   # the weights onto the narrower rows: fewer multiplications
+                a = a * ws.to(a.dtype)
+            else:
+                g = g * ws
+            sums["weight"] = g.reshape(-1, g.shape[-1]).T @ a.reshape(-1, a.shape[-1])   # Σ_{i,t} w_i g_it a_itᵀ
         if "bias" in self.trained:
-            sums["bias"] = (self.g * self._weights(w, self.t, finite)).sum((0, 1))
+            wt = self._weights(w, self.t, finite).reshape(1, -1)
+            g_sums = self.g_sums() if finite else self.g.sum(1)   # rows of a non-finite example zeroed by _weights
+            sums["bias"] = (wt @ g_sums).reshape(-1)
         return sums
 
 
