@@ -397,14 +397,15 @@ def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_t
     from dpnc.declared import DataWarning
 
     data = dataset(1400)
+    rdp = dict(accountant="rdp")   # the checks precede calibration; RDP calibrates in milliseconds, PLD in seconds
     for n, said in ((100, "14.0× the batch size"), (10**6, "nearly empty")):
         with pytest.warns(DataWarning, match=said):
-            private(make_model(), data=data, n=n)
+            private(make_model(), data=data, n=n, **rdp)
     with pytest.warns(DataWarning, match=r"delta = 0.01 is at least 1/n = 0.000714"):
-        private(make_model(), data=data, n=1400, delta=0.01)
+        private(make_model(), data=data, n=1400, delta=0.01, **rdp)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DataWarning)
-        _, _, accountant = private(make_model(), data=data, n=1000)   # within 2×, δ ≪ 1/n: nothing to say
+        _, _, accountant = private(make_model(), data=data, n=1000, **rdp)   # within 2×, δ ≪ 1/n: nothing to say
     assert "owner" not in repr(accountant.report(DELTA))
 
 
