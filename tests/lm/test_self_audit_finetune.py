@@ -1,7 +1,8 @@
 """``dpnc finetune --self-audit M``: input-space canaries in the text trainer, scored black-box after training.
 
-Real SST-2 rows and the real MiniLM (no smaller text classifier exists here), head only with the frozen encoder
-cached, a few steps; seeded noise, batches and canaries (tests only: every result says NOT PRIVATE)."""
+Real SST-2 rows and the real MiniLM (the black-box score's power depends on the model: not tests/small_model.py's),
+head only with the frozen encoder cached, a few steps; seeded noise, batches and canaries (tests only: every
+result says NOT PRIVATE)."""
 
 from __future__ import annotations
 

@@ -399,14 +399,17 @@ def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):
     def batches():   # test-only seeded batches (not private): the same 40 batches for both learning rates
         return PoissonSampler.for_testing(1024, 16, seed=0)
 
-    cfg = config(tmp_path, method="adamw", train="head", steps=40, batch_size=16, eval_examples=200, max_length=64)
+    full = dict(model=None)   # a learning margin measured on the full MiniLM, not tests/small_model.py's
+    cfg = config(tmp_path, method="adamw", train="head", steps=40, batch_size=16, eval_examples=200, max_length=64,
+                 **full)
     assert cfg.lr == 0.01 and config(tmp_path, method="dp-adamw", train="head").lr == 0.01
     assert config(tmp_path, method="adamw", train="all").lr == 1e-5   # the paper's, for full fine-tuning
     learned = Trainer(cfg, sampler=batches())
     summary = learned.run()
     caches = (learned.train_cache, learned.test_cache)
     stuck = Trainer(config(tmp_path, method="adamw", train="head", steps=40, batch_size=16, eval_examples=200,
-                           max_length=64, lr=1e-5, out=str(tmp_path / "old")), caches=caches, sampler=batches()).run()
+                           max_length=64, lr=1e-5, out=str(tmp_path / "old"), **full), caches=caches,
+                    sampler=batches()).run()
     assert summary.test_loss < summary.zero_shot_loss - 0.03, (summary.zero_shot_loss, summary.test_loss)  # 0.53 → 0.49
     assert abs(stuck.test_loss - stuck.zero_shot_loss) < 0.01   # the old default: the head does not move
 

@@ -239,8 +239,11 @@ class Algorithm(ABC):
         config's σ, sensitivities and claim were computed from those values, so they must hold for the objective.
         A bound (:data:`BOUNDS`: L0, L1, weak_convexity, γ) may be looser than the declared one (an L-Lipschitz f
         is L′-Lipschitz for every L′ ≥ L), never tighter; any other constant (κ) must be the declared one."""
+        built = self.built_for()
+        if not built:   # built for no constant (DPZero's family: hyper-parameters only): nothing to imply
+            return
         declared = problem.constants
-        wrong = {name: (value, getattr(declared, name, None)) for name, value in self.built_for().items()
+        wrong = {name: (value, getattr(declared, name, None)) for name, value in built.items()
                  if not _implied(name, value, getattr(declared, name, None))}
         if wrong:
             pairs = ", ".join(f"{name} = {built!r} (the problem declares {own!r})"

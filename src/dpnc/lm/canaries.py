@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dpnc._check import check_integer, check_probability
 from dpnc.lm.data import Task, TextDataset
 from dpnc.lm.journal import jsonable
 from dpnc.privacy.noise import NoiseSource
@@ -52,10 +53,8 @@ class TextCanaries:
     """
 
     def __init__(self, m: int, task: Task, *, source: NoiseSource | None = None, confidence: float = 0.95) -> None:
-        if not isinstance(m, int) or isinstance(m, bool) or m < 2:
-            raise ValueError(f"m must be an integer >= 2 (the number of canaries); got {m!r}")
-        if not 0 < confidence < 1:
-            raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
+        check_integer(2, m=m)   # the number of canaries
+        check_probability(confidence=confidence)
         self.m, self.task, self.confidence = m, task, confidence
         source = NoiseSource() if source is None else source
         self.private = source.secret

@@ -193,6 +193,8 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if self.group is not None:
             self.eval_part = self.eval_part.subset(self.group.shard(torch.arange(len(self.eval_part))))
         if caches is not None:   # computed for another trainer of the same model, frozen prefix and data
+            if c.self_audit:   # this run's training rows hold its own secret canaries, which no other run shares
+                raise ValueError("caches cannot be shared with a self-audited run (--self-audit)")
             self.train_cache, self.test_cache = (cache.attach(self.classifier) for cache in caches)
         elif c.cache and (layers := cacheable_prefix(self.classifier)):
             # Filled as batches need rows; the evaluation set's in one go (it is read whole at every evaluation).

@@ -92,9 +92,12 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
     if not bool(torch.all(bounds > 0)):
         raise ValueError(f"bound must be > 0; got {bound!r}")
     largest = float(bounds.max())
+    built = mean_release(largest, noise_multiplier, sampler=sampler, accountant=accountant, noise=noise,
+                         discrete=discrete)
     if release is None:
-        release = mean_release(largest, noise_multiplier, sampler=sampler, accountant=accountant, noise=noise,
-                               discrete=discrete)
+        release = built
+    elif release != built:   # the ledger must hold the release the noise below is drawn for, never another
+        raise ValueError(f"release {release!r} is not the one these arguments make: {built!r}")
     mean = total / sampler.batch_size                                          # the fixed denominator B
     if noise_multiplier == 0:   # a data-dependent value without noise (NonPrivate): ε = ∞
         accountant.record(release, partition=partition)

@@ -110,12 +110,14 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     grads = {m: [next(flat) for _ in records[m]] for m in layers}   # each layer's calls, in order
     calls = {m: [(a, torch.zeros_like(out) if g is None else g.detach()) for (a, out), g in zip(records[m], grads[m])]
              for m in layers}
-    parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=False, shared={}) for m in layers]
+    grams: dict = {}   # one per pass, shared by every layer of it: the Gram matrix of an input several layers read
+    parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=False, shared=grams) for m in layers]
     norms = sum(part.norms2() for part in parts).sqrt()
     if not bool(torch.isfinite(norms).all()):
         # An overflow in the rows' own dtype (x = 1e20 in float32: a squared norm of 1e40), or a non-finite example:
         # rows scaled per example by their largest entries tell the two apart (vmap's gradient of the first is finite).
-        parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=True, shared={}) for m in layers]
+        grams = {}
+        parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=True, shared=grams) for m in layers]
         norms = sum(part.norms2() for part in parts).sqrt()
     finite = torch.isfinite(norms)
     all_finite = bool(finite.all())
