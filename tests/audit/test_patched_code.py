@@ -5,7 +5,8 @@ multiplier) or by a hand-written broken algorithm. Here the real code runs as a 
 target ε by the public path, and one line of the library is patched underneath (issue 40, item 9):
 
 * ``sigma``: the Gaussian noise drawn at σ/1.5 (or σ/2, below) inside :func:`dpnc.privacy.release.release_sum` (its
-  call of ``gaussian_mechanism``), the ledger entry unchanged, as a bug in the release would leave it;
+  draw from the :class:`~dpnc.privacy.NoiseSource`), the ledger entry unchanged, as a bug in the release would leave
+  it;
 * ``realised``: the clipped sum divided by the realised batch size instead of the fixed B, in ``release_sum``
   itself (so in DPZero's ``private_mean`` and in the first-order step alike).
 
@@ -13,7 +14,6 @@ Every case must be flagged (an empirical ε lower bound above the ledger's ε) a
 unpatched code must not be. Run counts and times are in docs/audit.md ("The real code, patched").
 """
 
-import dataclasses
 import sys
 
 import numpy as np
@@ -24,6 +24,7 @@ import dpnc.audit.model_tier  # noqa: F401  (bound before the patches look for t
 import dpnc.privacy.release as release
 from dpnc.audit import run_audit
 from dpnc.audit.model_tier import DPZeroOptimizerPoisson, MakePrivateDPSGD, MakePrivateDPZero
+from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
 
 pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
@@ -41,17 +42,14 @@ def patch_everywhere(monkeypatch, real, fake):
 
 
 def patch_sigma(monkeypatch, factor=1.5):
-    """The noise of every release drawn at σ/factor; the release (and so the ledger) unchanged."""
-    real = release.gaussian_mechanism
+    """The noise of every release drawn at σ/factor; the release (and so the ledger) unchanged. release_sum draws its
+    noise from the run's NoiseSource (the only Gaussian draws of these mechanisms: their directions and batches come
+    from other generators), so the draw itself is patched."""
+    real = NoiseSource.gaussian
 
-    def quieter(event):   # the same release with its Gaussian's σ divided (sampling wrappers kept)
-        if hasattr(event, "mechanism"):
-            return dataclasses.replace(event, mechanism=quieter(event.mechanism))
-        return dataclasses.replace(event, sigma=event.sigma / factor)
-
-    def weaker(value, event, noise, *, scale=None):
-        return real(value, quieter(event), noise, scale=scale)[0], event
-    patch_everywhere(monkeypatch, real, weaker)
+    def weaker(self, shape, sigma, **kwargs):
+        return real(self, shape, sigma / factor, **kwargs)
+    monkeypatch.setattr(NoiseSource, "gaussian", weaker)
 
 
 def patch_realised(monkeypatch):
