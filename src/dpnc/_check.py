@@ -61,12 +61,15 @@ def check_positive(allow_zero: bool = False, allow_inf: bool = False, **values: 
 
 def check_per_run(name: str, value, *, allow_inf: bool = False, allow_zero: bool = False) -> None:
     """:func:`check_positive` for a value that may be one per run of a grid (a number or a tensor of shape (K,))."""
-    import torch   # only here: the rest of this module is plain Python
+    if _real(value):   # one number, the common case (a trainer checks its lr on every step): no tensor built
+        ok = (value > 0 or (allow_zero and value == 0)) and (math.isfinite(value) or allow_inf)
+    else:
+        import torch   # only here: the rest of this module is plain Python
 
-    v = torch.as_tensor(value, dtype=torch.float64)
-    ok = (v > 0) | (v == 0) if allow_zero else v > 0
-    ok = ok & (torch.isfinite(v) | (allow_inf & torch.isinf(v)))
-    if not bool(torch.all(ok)):
+        v = torch.as_tensor(value, dtype=torch.float64)
+        ok = (v > 0) | (v == 0) if allow_zero else v > 0
+        ok = bool(torch.all(ok & (torch.isfinite(v) | (allow_inf & torch.isinf(v)))))
+    if not ok:
         rule = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {'' if allow_inf else 'finite and '}{rule}; got {value!r}")
 

@@ -95,6 +95,10 @@ class Accountant:
             raise TypeError(f"release must be a dpnc Release; got {type(release).__name__}")
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"count must be an integer >= 0; got {count!r}")
+        last = self.ledger[-1] if self.ledger else None
+        if last is not None and last.release == release and last.partition == partition:
+            last.count += count   # checked when first recorded (the checks below read only these three)
+            return
         allowed = interpret.relations(release)
         if self.relation not in allowed:
             if not allowed:  # no interpretation at all: say which part
@@ -107,12 +111,7 @@ class Accountant:
             raise UnsupportedRelease(
                 "disjoint (parallel-composition) releases need a data-independent partition that one "
                 "neighbouring change cannot shift; that holds under replace-one, not add/remove")
-        if count == 0:
-            return
-        last = self.ledger[-1] if self.ledger else None
-        if last is not None and last.release == release and last.partition == partition:
-            last.count += count
-        else:
+        if count:
             self.ledger.append(Entry(release, count, partition))
 
     def extend(self, other: Accountant) -> None:

@@ -88,10 +88,13 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
     """
     if not (isinstance(noise_multiplier, (int, float)) and noise_multiplier >= 0):
         raise ValueError(f"noise_multiplier must be a number >= 0; got {noise_multiplier!r}")
-    bounds = torch.as_tensor(bound, dtype=torch.float64)
-    if not bool(torch.all(bounds > 0)):
+    if isinstance(bound, (int, float)):   # one bound (the common case, every step of a trainer): no tensor built
+        largest, positive, one = float(bound), bound > 0, True
+    else:
+        bounds = torch.as_tensor(bound, dtype=torch.float64)
+        largest, positive, one = float(bounds.max()), bool(torch.all(bounds > 0)), bounds.numel() == 1
+    if not positive:
         raise ValueError(f"bound must be > 0; got {bound!r}")
-    largest = float(bounds.max())
     built = mean_release(largest, noise_multiplier, sampler=sampler, accountant=accountant, noise=noise,
                          discrete=discrete)
     if release is None:
@@ -104,7 +107,7 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
         return mean
     unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)   # Δ per unit of bound
     if discrete:
-        if bounds.numel() != 1 or mean.numel() != 1 or sampler.rate != 1.0:
+        if not one or mean.numel() != 1 or sampler.rate != 1.0:
             raise ValueError("discrete=True supports one full-batch scalar run (no subsampled accounting)")
         released, _ = discrete_gaussian_mechanism(float(mean), sensitivity=unit * largest,  # draws on the grid of
                                                   sigma=noise_multiplier * unit * largest, noise=noise)  # ``release``
