@@ -37,7 +37,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize
 
 from dpnc._check import check_integer, check_positive, check_probability
-from dpnc.privacy.accountant import METHODS, Accountant, quiet_dp_accounting
+from dpnc.privacy.accountant import METHODS, Accountant, coarse_pld_epsilon, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho, epsilon_to_rho
 from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled, UnsupportedRelease
 from dpnc.privacy.tree import leaf_participation
@@ -145,7 +145,7 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
     start, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", Relation.ADD_OR_REMOVE_ONE)
     start *= 2 if relation is Relation.REPLACE_ONE else 1
     try:
-        spent(start)
+        _coarse_epsilon(start, q, steps, delta, relation)
     except UnsupportedRelease as err:   # e.g. a Gaussian with σ/Δ below PLD_MIN_MULTIPLIER: fall back to RDP
         try:
             fallback, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", relation, fixed_size_of)
@@ -155,12 +155,27 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
                           f"{steps}) ({err}); the noise multiplier σ/Δ = {fallback:.4g} is calibrated by RDP instead "
                           "(a valid, looser upper bound)")
 
-    def spent_or_inf(m: float) -> float:   # too little noise for PLD on a grid: not a candidate
+    def spent_or_inf(m: float, coarse: bool = False) -> float:   # too little noise for PLD on a grid: no candidate
         try:
-            return spent(m)
+            return _coarse_epsilon(m, q, steps, delta, relation) if coarse else spent(m)
         except UnsupportedRelease:
             return math.inf
-    return _smallest_multiplier(spent_or_inf, epsilon, start), ""
+    # Most of the search on a grid COARSENESS× coarser (each call ~1/COARSENESS of the cost), then a few steps on the
+    # accountant's own, from there: every candidate returned was evaluated on the accountant's grid.
+    near = _smallest_multiplier(lambda m: spent_or_inf(m, coarse=True), epsilon, start, tolerance=1e-3)
+    return _smallest_multiplier(spent_or_inf, epsilon, near), ""
+
+
+# How much coarser the PLD grid of a calibration's first search is than the accountant's (measured: a search at
+# ε = 2, q = 4/1000, T = 1 took 17 fine PLD calls, and takes ~4 after the coarse ones).
+COARSENESS = 10.0
+
+
+def _coarse_epsilon(multiplier: float, q: float, steps: int, delta: float, relation: Relation) -> float:
+    acct = Accountant(relation, method="pld")
+    gaussian = Gaussian(1.0, float(multiplier))
+    acct.record(gaussian if q == 1 else Sampled(Poisson(q), gaussian), steps)
+    return coarse_pld_epsilon(acct, delta, COARSENESS)
 
 
 # Bump when a change to calibration or accounting changes the answer to a question already stored.
