@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check --quiet
 
-.PHONY: setup demo test docs lint bench clean
+.PHONY: setup demo test test-all docs lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,8 +23,16 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 demo: setup
 	$(VENV)/bin/dpnc demo
 
+# `make test` (CI, ~20 minutes on 2 cores) runs every test but the slow tier (pytest -m slow: statistical power of the
+# model-tier audits, rates over seeds, learning gains, whole pipelines whose parts CI tests one by one); `make test-all`
+# runs all of them (~45 minutes), before a release and before a change to what the slow tier covers.
+PYTEST := $(PY) -m pytest -q -n auto --maxprocesses 4 --dist worksteal --durations=25   # one torch thread per process
+
 test: setup
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist worksteal --durations=25   # one torch thread per process (tests/conftest.py)
+	$(PYTEST) -m "not slow"
+
+test-all: setup
+	$(PYTEST)
 
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site

@@ -46,6 +46,7 @@ def data_dir(tmp_path):
     return DATA if (DATA / "SST-2").is_dir() else _sst2_folder(tmp_path / "data")
 
 
+@pytest.mark.slow
 def test_the_tiny_cpu_check_writes_every_part_to_json_and_markdown(tmp_path, data_dir, one_thread):
     pytest.importorskip("transformers")
     pytest.importorskip("tokenizers")
@@ -161,6 +162,7 @@ def _dimension(out: Path, data_dir: Path, *args: str) -> subprocess.CompletedPro
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
 
+@pytest.mark.slow
 def test_the_dimension_sweep_runs_each_part_in_its_own_process_and_judges_them_together(tmp_path, data_dir):
     """benchmarks/gpu/dimension.py in its tiny CPU configuration: the part's process runs the reproduction, and the
     merged result holds its rows, the claims declared and judged, and the device in the summary."""

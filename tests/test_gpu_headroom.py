@@ -27,6 +27,7 @@ def _module():
     return module
 
 
+@pytest.mark.slow
 def test_the_tiny_cpu_run_measures_table3_and_judges_the_claims(tmp_path, data_dir):  # noqa: F811
     pytest.importorskip("transformers")
     pytest.importorskip("tokenizers")

@@ -38,6 +38,7 @@ def _excess(problem, reference, algorithm, seeds=3):
     return sum(excess) / seeds, max(spent), float(problem.value(x0) - problem.value(reference))
 
 
+@pytest.mark.slow
 def test_practical_settings_make_progress_at_the_target_epsilon(cancer):
     """Breast cancer (n = 455, d = 31, ridge 10⁻⁴: the optimum lies far out, so progress is slow), ε = 4, start
     excess 0.432. Measured (3 seeded-noise runs, deterministic): DP-GD (T = 100) 0.167, DPZero and DPGD-0th

@@ -236,6 +236,7 @@ def _slope(nsrs, medians, d=D):
     return float(np.polyfit(np.log(np.asarray(nsrs) / math.sqrt(d)), np.log(medians), 1)[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kappa", [1.5, 2.0])
 def test_spider_rate_and_bound(kappa):
     """Spec §5.7: excess ≤ Φfloor on every seed, slope of the median vs n√ρ/√d in [−κ−0.3, −κ+0.35].
@@ -296,6 +297,7 @@ def test_noisy_projected_gd_ledger_and_averaging():
     assert torch.allclose(out.w, c, atol=1e-15)
 
 
+@pytest.mark.slow
 def test_proximal_point_rate_kappa_3():
     """Spec §5.10: κ = 3 (τ = 1.5), d = 1: the median excess falls like Theorem 2's bound.
 
@@ -387,6 +389,7 @@ def test_adaptive_gd_rate(kappa):
     assert slope <= -kappa / 2 + 0.2
 
 
+@pytest.mark.slow
 def test_excess_falls_with_the_budget():
     """Spec §5.9: excess risk is (stochastically) nonincreasing in ρ, here over medians of 7 seeds."""
     f = PowerGrowth(1.5, D, n=10**6)

@@ -66,6 +66,7 @@ def runs(task):
             for setting in SETTINGS for eps in (1.0, 8.0)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_practical_moves_the_network_at_epsilon_8(task, runs, setting):
     """Measured (seed 0): F 1.009 → 0.823 (ZTC), 0.808 (KLT zeroth order), 0.706 (KLT first order); accuracy

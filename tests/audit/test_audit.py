@@ -52,8 +52,16 @@ CASES = [
 pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
 
 
-@pytest.mark.parametrize("name, broken, runs, factor", CASES,
-                         ids=[f"{n}-{b or 'correct'}" for n, b, _, _ in CASES])
+def _case(name, broken, runs, factor):
+    """A model-tier case of 1000 runs or more (one optimizer per run: 1-3 minutes) is in the slow tier, which
+    `make test-all` runs; CI (`make test`) keeps the rest: every flat, tree and blatant case and the σ/1.5 power of
+    the real Poisson DPZero step (tests/audit/test_patched_code.py)."""
+    slow = issubclass(MECHANISMS[name], _ModelTier) and runs >= 1000
+    return pytest.param(name, broken, runs, factor, marks=pytest.mark.slow if slow else (),
+                        id=f"{name}-{broken or 'correct'}")
+
+
+@pytest.mark.parametrize("name, broken, runs, factor", [_case(*c) for c in CASES])
 def test_audit_flags_exactly_the_broken_variants(name, broken, runs, factor):
     result = run_audit(name, runs, broken, sigma_factor=factor)
     target = MECHANISMS[name].default_epsilon

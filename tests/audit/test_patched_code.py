@@ -22,8 +22,8 @@ import torch
 
 import dpnc.audit.model_tier  # noqa: F401  (bound before the patches look for the names)
 import dpnc.privacy.release as release
-from dpnc.audit import run_audit
-from dpnc.audit.model_tier import DPZeroOptimizerPoisson, MakePrivateDPSGD, MakePrivateDPZero
+from dpnc.audit import MECHANISMS, run_audit
+from dpnc.audit.model_tier import DPZeroOptimizerPoisson, MakePrivateDPSGD, MakePrivateDPZero, _ModelTier
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
 
@@ -112,8 +112,15 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("mechanism, patch, factor, runs", CASES,
-                         ids=[f"{m if isinstance(m, str) else m.__name__}-{p or 'unpatched'}" for m, p, _, _ in CASES])
+def _case(mechanism, patch, factor, runs):
+    """The σ patches of the optimizer and make_private (1000 runs of a model-tier step: 1-1.5 minutes each) are in
+    the slow tier (`make test-all`); CI keeps the real Poisson step's σ/1.5 and every pair."""
+    slow = isinstance(mechanism, str) and issubclass(MECHANISMS[mechanism], _ModelTier) and runs >= 1000
+    return pytest.param(mechanism, patch, factor, runs, marks=pytest.mark.slow if slow else (),
+                        id=f"{mechanism if isinstance(mechanism, str) else mechanism.__name__}-{patch or 'unpatched'}")
+
+
+@pytest.mark.parametrize("mechanism, patch, factor, runs", [_case(*c) for c in CASES])
 def test_the_audit_flags_the_patched_release_and_passes_the_real_one(monkeypatch, mechanism, patch, factor, runs):
     if patch == "sigma":
         patch_sigma(monkeypatch, factor)

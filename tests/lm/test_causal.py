@@ -94,6 +94,7 @@ def test_logits_are_the_label_words_log_probabilities_under_the_plain_lm(lm_and_
                 assert math.isclose(float(got[i, c]), want, abs_tol=1e-4), (i, c, float(got[i, c]), want)
 
 
+@pytest.mark.slow
 @needs_model
 @needs_data
 def test_zero_shot_accuracy_on_sst2_test_is_above_chance(sst2, sst2_test):
@@ -181,6 +182,7 @@ def test_chat_form_puts_the_prompt_in_the_user_turn_and_the_label_word_first_in_
         CausalLMClassifier(lm, tokenizer, get_task("SST-2"), scoring="mask")
 
 
+@pytest.mark.slow
 @needs_model
 @needs_data
 def test_the_trainer_runs_lora_on_the_causal_head_and_trains_only_the_adapters(tmp_path):

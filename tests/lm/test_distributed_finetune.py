@@ -169,6 +169,7 @@ def runs():
         yield ranks, single, files
 
 
+@pytest.mark.slow
 def test_two_processes_finetune_as_one(runs):
     ranks, single, _ = runs
     ref = single["full"]

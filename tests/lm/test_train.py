@@ -390,6 +390,7 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
     assert result.exit_code == 2 and "line 3 has 2 fields, more than the header's 1" in result.output
 
 
+@pytest.mark.slow
 def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):
     """The first-order default lr was the paper's full fine-tuning 1e-5 in every mode: on the 770 scalars of the
     head, AdamW then learned nothing (SST-2 0.72 → 0.72, issue 29). The head's default (1e-2) learns.

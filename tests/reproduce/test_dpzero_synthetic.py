@@ -86,6 +86,7 @@ def test_grid_runs_are_independent_of_batching():
     assert not alone[0].private   # seeded test noise: the report says not private
 
 
+@pytest.mark.slow
 def test_effective_rank_not_dimension_drives_dpzero():
     """Spec §5.13 on a small instance: DPGD-0th grows with d in all three modes, and DPZero's growth
     in d is much smaller with r = log d than with r = d."""
