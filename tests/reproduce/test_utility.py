@@ -29,7 +29,6 @@ def tiny():
     return protocol.run_experiment(EXPERIMENT, TINY, progress=False, workers=1)
 
 
-@pytest.mark.slow
 def test_tiny_run_writes_every_output(tiny, tmp_path):
     rows = tiny.rows
     tasks = EXPERIMENT.tasks(TINY)
