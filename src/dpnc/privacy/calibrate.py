@@ -166,12 +166,13 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
     near = _smallest_multiplier(coarse, epsilon, start)
     # d log ε / d log m there, from one more coarse call 1 % below: the fine search's first step is a secant along it
     # (the fine and coarse ε differ by the discretisation, ~1e-5 relative, and hardly in slope): usually 2 fine calls.
-    slope = math.log(coarse(near * 0.99) / coarse(near)) / math.log(0.99)
-    return _smallest_multiplier(spent_or_inf, epsilon, near, slope=slope if math.isfinite(slope) else None), ""
+    at, below = coarse(near), coarse(near * 0.99)
+    slope = math.log(below / at) / math.log(0.99) if 0 < at and 0 < below < math.inf else None
+    return _smallest_multiplier(spent_or_inf, epsilon, near, slope=slope), ""
 
 
 # How much coarser the PLD grid of a calibration's first search is than the accountant's (measured: a search at
-# ε = 2, q = 4/1000, T = 1 took 17 fine PLD calls, and takes ~4 after the coarse ones).
+# ε = 2, q = 4/1000, T = 1 took 11 calls on the fine grid, 44 s of CPU; now 12 coarse calls and 1 fine one, 8 s).
 COARSENESS = 10.0
 
 
