@@ -88,6 +88,7 @@ def test_claims_are_declared_and_one_seed_decides_nothing():
     assert set(by_hand) == {"head", "bias"} and by_hand["head"]["d"] == 770
 
 
+@pytest.mark.slow
 @needs_data
 def test_tiny_run_declares_first_and_chooses_recipes_on_training_rows_only(tmp_path, monkeypatch):
     """A real run (head, one seed, a few steps): result.json holds the declared claims before the first task

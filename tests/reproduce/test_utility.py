@@ -25,10 +25,11 @@ TINY = UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=METH
 
 
 @pytest.fixture(scope="module")
-def tiny():
+def tiny():   # the slow tier only (the tests that use it are marked): one tiny run of the whole grid
     return protocol.run_experiment(EXPERIMENT, TINY, progress=False, workers=1)
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_every_output(tiny, tmp_path):
     rows = tiny.rows
     tasks = EXPERIMENT.tasks(TINY)
@@ -243,6 +244,7 @@ def test_a_private_tuning_publishes_no_wall_time():
     assert rows["dp-gd"].seconds > 0
 
 
+@pytest.mark.slow
 def test_supersede_keeps_the_replaced_results_verdicts(tiny, tmp_path):
     protocol.write(tiny, tmp_path, "dpnc reproduce utility (test)")
     old = {"claims": [{"statement": report.PRIVACY, "holds": True, "evidence": "old privacy"},
