@@ -78,6 +78,12 @@ def epsilon_for(multiplier: float, sampling_rate: float, steps: int, delta: floa
     q, steps, delta = _check_rate(sampling_rate), _check_steps(steps), check_delta(delta)
     if accountant not in METHODS:
         raise ValueError(f"accountant must be one of {METHODS}; got {accountant!r}")
+    return _ledger(multiplier, q, steps, relation, fixed_size_of).epsilon(delta, accountant)
+
+
+def _ledger(multiplier: float, q: float, steps: int, relation: Relation | str,
+            fixed_size_of: int | None) -> Accountant:
+    """The ledger of :func:`epsilon_for`'s question: ``steps`` Gaussian releases of σ/Δ = ``multiplier``."""
     acct = Accountant(relation)
     gaussian = Gaussian(1.0, float(multiplier))
     if fixed_size_of is not None:
@@ -88,7 +94,7 @@ def epsilon_for(multiplier: float, sampling_rate: float, steps: int, delta: floa
     else:
         release = gaussian if q == 1 else Sampled(Poisson(q), gaussian)
     acct.record(release, steps)
-    return acct.epsilon(delta, accountant)
+    return acct
 
 
 def noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: int, *,
@@ -144,8 +150,11 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
     # PLD is tighter than RDP (under add/remove): start from the RDP answer, which PLD usually meets already.
     start, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", Relation.ADD_OR_REMOVE_ONE)
     start *= 2 if relation is Relation.REPLACE_ONE else 1
+    def coarse_spent(m: float) -> float:   # ε on a PLD grid COARSENESS× coarser: ~1/COARSENESS of the cost
+        return coarse_pld_epsilon(_ledger(m, q, steps, relation, fixed_size_of), delta, COARSENESS)
+
     try:
-        _coarse_epsilon(start, q, steps, delta, relation)
+        coarse_spent(start)
     except UnsupportedRelease as err:   # e.g. a Gaussian with σ/Δ below PLD_MIN_MULTIPLIER: fall back to RDP
         try:
             fallback, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", relation, fixed_size_of)
@@ -155,32 +164,28 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
                           f"{steps}) ({err}); the noise multiplier σ/Δ = {fallback:.4g} is calibrated by RDP instead "
                           "(a valid, looser upper bound)")
 
-    def spent_or_inf(m: float, coarse: bool = False) -> float:   # too little noise for PLD on a grid: no candidate
-        try:
-            return _coarse_epsilon(m, q, steps, delta, relation) if coarse else spent(m)
-        except UnsupportedRelease:
-            return math.inf
-    # Most of the search on a grid COARSENESS× coarser (each call ~1/COARSENESS of the cost), then a few steps on the
-    # accountant's own, from there: every candidate returned was evaluated on the accountant's grid.
-    coarse = lambda m: spent_or_inf(m, coarse=True)  # noqa: E731
+    def or_inf(epsilon_of: Callable[[float], float]) -> Callable[[float], float]:
+        def spent_or_inf(m: float) -> float:   # too little noise for PLD on a grid: not a candidate
+            try:
+                return epsilon_of(m)
+            except UnsupportedRelease:
+                return math.inf
+        return spent_or_inf
+
+    fine, coarse = or_inf(spent), or_inf(coarse_spent)
+    # Most of the search on the coarse grid, then a few steps on the accountant's own, from there: every candidate
+    # returned was evaluated on the accountant's grid.
     near = _smallest_multiplier(coarse, epsilon, start)
     # d log ε / d log m there, from one more coarse call 1 % below: the fine search's first step is a secant along it
-    # (the fine and coarse ε differ by the discretisation, ~1e-5 relative, and hardly in slope): usually 2 fine calls.
+    # (the fine and coarse ε differ by the discretisation, ~1e-5 relative, and hardly in slope): usually 1-2 fine calls.
     at, below = coarse(near), coarse(near * 0.99)
     slope = math.log(below / at) / math.log(0.99) if 0 < at and 0 < below < math.inf else None
-    return _smallest_multiplier(spent_or_inf, epsilon, near, slope=slope), ""
+    return _smallest_multiplier(fine, epsilon, near, slope=slope), ""
 
 
 # How much coarser the PLD grid of a calibration's first search is than the accountant's (measured: a search at
 # ε = 2, q = 4/1000, T = 1 took 11 calls on the fine grid, 44 s of CPU; now 12 coarse calls and 1 fine one, 8 s).
 COARSENESS = 10.0
-
-
-def _coarse_epsilon(multiplier: float, q: float, steps: int, delta: float, relation: Relation) -> float:
-    acct = Accountant(relation, method="pld")
-    gaussian = Gaussian(1.0, float(multiplier))
-    acct.record(gaussian if q == 1 else Sampled(Poisson(q), gaussian), steps)
-    return coarse_pld_epsilon(acct, delta, COARSENESS)
 
 
 # Bump when a change to calibration or accounting changes the answer to a question already stored.
