@@ -35,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from distributed_zo import speedups  # noqa: E402  (sibling scripts: the one computation of each ratio and target)
-from verdict import DATA_PARALLEL, LM_STEP, first_order_bound  # noqa: E402
+from verdict import DATA_PARALLEL, LM_STEP, first_order_ratios  # noqa: E402
 RESULTS = HERE / "results"
 
 
@@ -87,9 +87,8 @@ def ratios_of(name: str, data: dict) -> list[tuple[str, float, str]]:
             return "" if bound is None else f"{'≤' if side == 'below' else '≥'} {bound:.2f}"
         return [(k + size, r[k], target(k)) for k in keys if k in r]
     if name == "first_order_step":
-        return [(f"dpnc auto / Opacus, {row['model']}, B = {row['batch']}",
-                 row["ratio_to_opacus"]["dpnc auto (per layer)"], f"≤ {first_order_bound(row['model']):g}")
-                for row in data["rows"]]
+        return [(f"{name}, B = {row['batch']}", value, "" if bound is None else f"≤ {bound:g}")
+                for row in data["rows"] for name, value, bound in first_order_ratios(row)]
     if name.startswith("distributed_zo"):
         gained = speedups(sorted(data["runs"], key=lambda r: int(r["world"])))
         return [("speed-up, 2 processes (cached directions) over the plain 1-process DPZero, medians",

@@ -29,6 +29,7 @@ batch, hyper-parameters and Opacus step, imported from it), ``--lm-threads`` tor
 
     python benchmarks/first_order_step.py            # MLP and CNN about a minute; the MiniLM row a few minutes
     python benchmarks/first_order_step.py --quick    # a smoke run (MiniLM: B = 8, 16 tokens, 2 steps)
+    python benchmarks/first_order_step.py --lm-only --out runs/fo_lm_1.json    # one of verdict.py's runs
 """
 
 from __future__ import annotations
@@ -227,6 +228,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="JSON output, the markdown beside it (default: "
                         "benchmarks/results/first_order_step.json; --quick writes only where --out says)")
     parser.add_argument("--no-lm", action="store_true", help="skip the MiniLM row")
+    parser.add_argument("--lm-only", action="store_true", help="the MiniLM row alone (repeated runs for verdict.py)")
     parser.add_argument("--lm-steps", type=int, default=5, help="timed MiniLM rounds after one warm-up round")
     parser.add_argument("--lm-threads", type=int, default=2)
     parser.add_argument("--lm-data", type=Path, help="the MiniLM row's tsv (default: lm_step.py's)")
@@ -235,7 +237,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     steps = 5 if args.quick else args.steps
     load = os.getloadavg()
-    rows = [measure(name, steps, 64, 64 * (steps + 8)) for name in MODELS]
+    rows = [] if args.lm_only else [measure(name, steps, 64, 64 * (steps + 8)) for name in MODELS]
     if not args.no_lm:
         rows.append(measure_lm(2 if args.quick else args.lm_steps, args.quick, args.lm_threads, args.lm_data))
     command = " ".join(["python benchmarks/first_order_step.py", *sys.argv[1:]])

@@ -14,8 +14,10 @@ its one run against the same ones):
 * ``lm_step.py`` JSON: DPZero / two forwards <= 1.10 (medians), DPZero / MeZO <= 1.02, peak RSS DPZero /
   inference <= 1.1; and two that say where the time goes: DPZero / (two forwards + three passes of u) <= 1.02,
   (two forwards + three passes of u) / two forwards >= 1.10 (the seed trick's own work above the first bound);
-* ``first_order_step.py`` JSON: dpnc's first-order DP step <= 1.2x Opacus's on the MLP and the CNN, <= 0.5x on
-  MiniLM;
+* ``first_order_step.py`` JSON: dpnc's first-order DP step <= 1.2x Opacus's best mode on the MLP and the CNNs,
+  <= 0.5x on MiniLM (the hand-prepared model, and the stock one as ``AutoModel`` loads it); and, declared 28 Nov
+  2026 before the runs that test it, the stock MiniLM's private step <= 1.2x a non-private AdamW step of the same
+  model in the same run (the floor of any exact route: the issue's 0.5x lies at or below that floor here);
 * ``distributed_zo.py`` JSON: the 2-process speed-up with cached directions >= 0.9 of the forward passes' own
   split, by global batch size; and at B = 64 the speed-up itself >= 1.7 (the issue's reading of 0.9 "on an idle
   machine", stated beside the ratio).
@@ -56,6 +58,23 @@ def first_order_bound(model: str) -> float:
     return 0.5 if model.startswith("MiniLM") else 1.2
 
 
+FLOOR_BOUND = 1.2   # first_order_step.py: the stock MiniLM's private step / a non-private step (upper; 28 Nov 2026)
+
+
+def first_order_ratios(row: dict) -> list[tuple[str, float, float | None]]:
+    """The ratios of one first_order_step.py row, each with its upper bound (None: shown, not a target): dpnc's
+    step over Opacus's best mode; on MiniLM also the stock model's, the stock model's over the non-private step,
+    and the non-private step over Opacus's best (the floor, in Opacus's units)."""
+    q, model = row["ratio_to_opacus"], row["model"]
+    out = [(f"dpnc auto / Opacus, {model}", q["dpnc auto (per layer)"], first_order_bound(model))]
+    if "dpnc stock model" in q:
+        out += [(f"dpnc stock model / Opacus, {model}", q["dpnc stock model"], first_order_bound(model)),
+                (f"dpnc stock model / non-private step, {model}",
+                 q["dpnc stock model"] / q["non-private stock model"], FLOOR_BOUND),
+                (f"non-private step / Opacus, {model}", q["non-private stock model"], None)]
+    return out
+
+
 def quantities(path: Path) -> dict[str, tuple[float, float, str]]:
     """The targets' quantities in one run's JSON: name → (value, threshold, side "below" or "above")."""
     data = json.loads(path.read_text())
@@ -64,9 +83,8 @@ def quantities(path: Path) -> dict[str, tuple[float, float, str]]:
                 for (section, key), (bound, side) in LM_STEP.items()
                 if data["ratios"].get(section, {}).get(key) is not None}
     if "rows" in data:   # first_order_step.py
-        return {f"dpnc auto / Opacus, {row['model']}": (row["ratio_to_opacus"]["dpnc auto (per layer)"],
-                                                        first_order_bound(row["model"]), "below")
-                for row in data["rows"]}
+        return {name: (value, bound, "below") for row in data["rows"]
+                for name, value, bound in first_order_ratios(row) if bound is not None}
     if "runs" in data and "args" in data:   # distributed_zo.py
         batch, gained = int(data["args"]["batch"]), speedups(data["runs"])
         out = {f"data parallel, B = {batch}: cached speed-up / forwards' split": (gained["ratio"], DATA_PARALLEL,

@@ -33,7 +33,8 @@ FIXTURES = {
         {"model": "mlp 64-64-10", "batch": 64, "ratio_to_opacus": {"dpnc auto (per layer)": 0.88}},
         {"model": "cnn 2 conv + linear", "batch": 64, "ratio_to_opacus": {"dpnc auto (per layer)": 1.25}},
         {"model": "MiniLM-L6 + linear head (DP-AdamW)", "batch": 64,
-         "ratio_to_opacus": {"dpnc auto (per layer)": 0.21}}]},
+         "ratio_to_opacus": {"dpnc auto (per layer)": 0.21, "dpnc stock model": 0.6,
+                             "non-private stock model": 0.55}}]},
     "distributed_zo B=64": {"runs": [{"world": 2, "group": [0.05], "cached": [0.04], "forward": [0.025]},
                                      {"world": 1, "plain": [0.06, 0.07, 0.08], "forward": [0.05]}]},
 }
@@ -50,7 +51,7 @@ def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(benc
     assert "`make bench` on 2026-11-26 12:00 UTC, commit abc1234; 1-minute load average 0.50 before, 1.00 after" \
         in table
     lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert len(lines) == 3 + 4 + 3 + 3 + 1
+    assert len(lines) == 3 + 4 + 6 + 3 + 1
     assert "| zo_step | dpnc DPZero / reference MeZO, B = 64, seq 64 | 0.80 |  |  | 0.50 → 0.75 | 12 |" in lines
     assert any(line.startswith("| lm_step | DP-AdamW (Opacus) / dpnc DPZero, B = ?, seq ? | 5.90 |") for line in lines)
     assert any("| lm_step | dpnc DPZero / dpnc MeZO, B = ?, seq ? | 1.13 | ≤ 1.02 | NO |" in line for line in lines)
@@ -59,6 +60,12 @@ def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(benc
     assert any("mlp 64-64-10, B = 64 | 0.88 | ≤ 1.2 | yes |" in line for line in lines)
     assert any("cnn 2 conv + linear, B = 64 | 1.25 | ≤ 1.2 | NO |" in line for line in lines)   # a miss is shown
     assert any("MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.21 | ≤ 0.5 | yes |" in line for line in lines)
+    assert any("dpnc stock model / Opacus, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.60 | ≤ 0.5 | NO |" in line
+               for line in lines)
+    assert any("dpnc stock model / non-private step, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 1.09 | ≤ 1.2 | yes |"
+               in line for line in lines)
+    assert any("non-private step / Opacus, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.55 |  |  |" in line
+               for line in lines)   # the floor, shown without a target
     # 0.07 / 0.04 = 1.75 with cached directions, against the forward passes' 0.05 / 0.025 = 2: a ratio of 0.875
     assert any("| distributed_zo B=64 | speed-up, 2 processes (cached directions)" in line and "| 1.75 |" in line
                for line in lines)

@@ -88,14 +88,20 @@ def test_the_data_parallel_ratio_is_the_scripts_own_by_batch(verdict, tmp_path):
 
 def test_first_order_bounds_depend_on_the_model(verdict, tmp_path):
     runs = []
-    for i, (mlp, lm) in enumerate([(1.25, 0.30), (1.30, 0.32), (1.28, 0.31)]):
+    for i, (mlp, lm, stock, floor) in enumerate([(1.25, 0.30, 0.60, 0.52), (1.30, 0.32, 0.62, 0.50),
+                                                 (1.28, 0.31, 0.61, 0.53)]):
         rows = [{"model": "mlp 64-64-10", "ratio_to_opacus": {"dpnc auto (per layer)": mlp}},
-                {"model": "MiniLM-L6 + linear head (DP-AdamW)", "ratio_to_opacus": {"dpnc auto (per layer)": lm}}]
+                {"model": "MiniLM-L6 + linear head (DP-AdamW)", "ratio_to_opacus": {
+                    "dpnc auto (per layer)": lm, "dpnc stock model": stock, "non-private stock model": floor}}]
         (path := tmp_path / f"fo{i}.json").write_text(json.dumps({"rows": rows}))
         runs.append(path)
     table = verdict.judge(runs)
     assert row(table, "dpnc auto / Opacus, mlp").endswith("<= 1.2 | **fails** |")
     assert row(table, "dpnc auto / Opacus, MiniLM").endswith("<= 0.5 | **holds** |")
+    assert row(table, "dpnc stock model / Opacus, MiniLM").endswith("<= 0.5 | **fails** |")
+    # 0.60/0.52, 0.62/0.50, 0.61/0.53: 1.15, 1.24, 1.15, whose interval straddles 1.2
+    assert row(table, "dpnc stock model / non-private step, MiniLM").endswith("<= 1.2 | **no signal** |")
+    assert "non-private step / Opacus" not in table   # shown by make bench, not a target
 
 
 def test_a_file_of_no_known_kind_is_refused(verdict, tmp_path):
