@@ -158,6 +158,10 @@ def test_claims_hold_fail_or_have_no_signal_on_constructed_values():
     # DP-GD worse than DPZero in every seed: "always best" fails; one seed: nothing holds or fails
     swapped = verdicts(constructed(lambda h, d, m, s: {"DP-GD": 1.2}.get(m, SCALE[m]) * (1 + 0.02 * s)))
     assert swapped[best] is False
+    (facts,) = [c.facts for c in report.paper_claims(constructed(
+        lambda h, d, m, s: {"DP-GD": 1.2}.get(m, SCALE[m]) * (1 + 0.02 * s))) if c.statement.startswith(best)]
+    assert facts["parts"] == facts["parts_fail"] == 3 * 4   # every (Hessian, d) cell: log(1 / 1.2) < 0, exactly
+    assert facts["identity_d20_estimate"] == pytest.approx(math.log(1 / 1.2)) and facts["inverse_d200_high"] < 0
     one = verdicts(constructed(lambda h, d, m, s: SCALE[m] * RANK[h] * d ** 0.05, seeds=1))
     assert set(one.values()) == {None}
 

@@ -84,17 +84,17 @@ def _axes(best: dict) -> tuple[list[str], list[int], list[str]]:
             [m for m in METHODS if any(k[2] == m for k in best)])
 
 
-def _cells_claim(statement: str, intervals: dict[str, stats.Interval]) -> Claim:
+def _cells_claim(statement: str, intervals: dict[tuple[str, tuple], stats.Interval]) -> Claim:
     """A claim over cells, each "log-ratio > 0" judged on its interval: the conjunction, with the counts and the
-    cells that do not hold."""
+    cells that do not hold. A cell's key: its label in the evidence and the words of its facts' names."""
     verdicts = {cell: stats.exceeds(iv, 0.0) for cell, iv in intervals.items()}
-    read = facts.parts(intervals, 0.0, verdicts)
+    read = facts.parts({words: iv for (_, words), iv in intervals.items()}, 0.0, verdicts)
     if not any(math.isfinite(iv.high - iv.low) for iv in intervals.values()):
         points = [iv.estimate for iv in intervals.values()]
         return Claim(statement, stats.all_hold(list(verdicts.values())),
                      f"no interval in any of {len(points)} cells; point log-ratios from {min(points):.2f} to "
                      f"{max(points):.2f}, {sum(p > 0 for p in points)} of {len(points)} > 0", facts=read)
-    shown = [f"{cell}: {iv}" for cell, iv in intervals.items() if verdicts[cell] is not True]
+    shown = [f"{cell[0]}: {iv}" for cell, iv in intervals.items() if verdicts[cell] is not True]
     return Claim(statement, stats.all_hold(list(verdicts.values())),
                  stats.judged(verdicts) + " cells, on log-ratio intervals over seeds"
                  + (("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else "")) if shown else ""),
@@ -145,15 +145,14 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
 
     cells = [(h, d) for h in hessians for d in dims_of(h)]
     if {"DPZero", "DPGD-0th", "DP-GD"} <= set(methods):
-        worst = {f"{RANK_LABEL[h]}, d={d}": log_ratio(g[(h, d, "DPGD-0th")],
-                                                      [max(a, b) for a, b in zip(g[(h, d, "DPZero")],
-                                                                                 g[(h, d, "DP-GD")])])
+        cell = {(h, d): (f"{RANK_LABEL[h]}, d={d}", (h, f"d{d}")) for h, d in cells}   # label, facts' words
+        worst = {cell[h, d]: log_ratio(g[(h, d, "DPGD-0th")],
+                                       [max(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DP-GD")])])
                  for h, d in cells}
         claims.append(_cells_claim("DPGD-0th is always worst (test gradient norm at the train-chosen point): "
                                    "log(DPGD-0th / the larger other) > 0 in every (Hessian, d) cell", worst))
-        best = {f"{RANK_LABEL[h]}, d={d}": log_ratio([min(a, b) for a, b in zip(g[(h, d, "DPZero")],
-                                                                               g[(h, d, "DPGD-0th")])],
-                                                     g[(h, d, "DP-GD")])
+        best = {cell[h, d]: log_ratio([min(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DPGD-0th")])],
+                                      g[(h, d, "DP-GD")])
                 for h, d in cells}
         claims.append(_cells_claim("DP-GD is always best: log(the smaller other / DP-GD) > 0 in every cell", best))
     if "identity" in hessians and len(dims_of("identity")) > 1:
@@ -224,7 +223,8 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
                                                                       in chosen.items() if (hh, mm) == (h, m))
                                 for m in methods})))
     if len(hessians) > 1:
-        better = {f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}":
+        better = {(f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}",
+                   (f"d{d}", m, hessians[i])):
                   log_ratio(g[(hessians[i], d, m)], g[(hessians[i + 1], d, m)])
                   for i in range(len(hessians) - 1) for d in dims_of(hessians[i]) if d in dims_of(hessians[i + 1])
                   for m in methods}
