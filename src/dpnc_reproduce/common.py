@@ -80,15 +80,18 @@ def privacy_claim(rows: Sequence) -> Claim:
     missing = len(rows) - len(answered)
     statement = ("every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts back to the target ε "
                  "and the tight PLD ε is ≤ the target")
+    facts = {"runs": len(rows), "runs_unanswered": missing}
     if not answered:
-        return Claim(statement, None, f"none of the {len(rows)} run(s) has an ε from every accountant")
+        return Claim(statement, None, f"none of the {len(rows)} run(s) has an ε from every accountant", facts=facts)
     over = [r for r in answered
             if abs(r["epsilon_zcdp"] / r["epsilon"] - 1) > 1e-6 or r["epsilon_pld"] > r["epsilon"] * (1 + 1e-6)]
     ratio = {k: max(r[k] / r["epsilon"] for r in answered) for k in keys}
+    facts |= {"max_zcdp_ratio": ratio["epsilon_zcdp"], "max_pld_ratio": ratio["epsilon_pld"],
+              "max_rdp_ratio": ratio["epsilon_rdp"], "runs_off": len(over)}
     evidence = (f"max zCDP ε / target {ratio['epsilon_zcdp']:.6f}; max PLD ε / target {ratio['epsilon_pld']:.4f}; "
                 f"dp-accounting's RDP (discrete orders, looser): max {ratio['epsilon_rdp']:.5f}; "
                 f"{len(over)} run(s) off")
     if missing:   # a run without every answer can only leave the claim without a signal, never make it hold
         return Claim(statement, False if over else None,
-                     f"{evidence}; {missing} run(s) without an ε from every accountant")
-    return Claim(statement, not over, evidence)
+                     f"{evidence}; {missing} run(s) without an ε from every accountant", facts=facts)
+    return Claim(statement, not over, evidence, facts=facts)

@@ -214,7 +214,9 @@ def test_the_claims_hold_when_the_whole_interval_clears_the_threshold():
     # the caption's "within 1 point": the paper's 0.7 lies 0.3 inside its edge, below what 3 seeds detect here
     caption = {c.statement: c for c in report.check_claims(_rows(acc, spread=0.3), FULL_SET)}[CAPTION]
     assert caption.holds is None and caption.status == "underpowered for this design"
-    assert "the interval alone: fails" in caption.evidence   # MeZO − DPZero ε=2 = 3 points, the interval clear
+    # MeZO − DPZero ε=2 = 3 points, the interval clear of ±1: the interval alone fails
+    assert caption.facts["interval_holds"] == 0 and caption.facts["low"] > caption.facts["threshold"] == 1.0
+    assert caption.facts["mde"] > caption.facts["paper_distance"] == pytest.approx(0.3)
 
 
 def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
@@ -228,10 +230,15 @@ def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
     yes = {CLAIMS[1], CLAIMS[5], _per_task("SST-2")[2], _per_task("TREC")[2]}
     assert holds == {c: True if c in yes else None if "keeps at least" in c or c == CAPTION else False
                      for c in holds}
-    evidence = {c.statement: c.evidence for c in report.check_claims(rows, FULL_SET)}
-    assert evidence[CLAIMS[8]] == "longest: TREC-21-dpzero-eps2, 31.0 min"
-    assert evidence[CLAIMS[1]].startswith("+2.0 [+1.")
-    assert "not judged (not run here): SNLI, MNLI, RTE" in evidence[CLAIMS[6]]   # the tasks without a comparison
+    got = {c.statement: c for c in report.check_claims(rows, FULL_SET)}
+    assert got[CLAIMS[8]].facts == {"longest_minutes": 31.0, "limit_minutes": 30}
+    assert "TREC-21-dpzero-eps2" in got[CLAIMS[8]].evidence   # the longest run is named (a name is no fact)
+    unpaired = claims_lib.accuracy_difference([72.7, 73.0, 73.3], [71.0] * 3, 10**6)   # DPZero ε=6 − zero-shot
+    assert got[CLAIMS[1]].facts["estimate"] == pytest.approx(2.0) and 1.0 < got[CLAIMS[1]].facts["low"] < 2.0
+    assert (got[CLAIMS[1]].facts["low"], got[CLAIMS[1]].facts["high"]) == pytest.approx((unpaired.low, unpaired.high))
+    # the tasks without a comparison (SNLI, MNLI, RTE) are counted, the three run are judged
+    assert got[CLAIMS[6]].facts["tasks_not_run"] == 3 and got[CLAIMS[6]].facts["parts"] == 3
+    assert got[CLAIMS[6]].facts["parts_fail"] == 3 and got[CLAIMS[6]].facts["threshold"] == 2.6
 
 
 def test_one_seed_decides_no_claim():
@@ -243,7 +250,8 @@ def test_one_seed_decides_no_claim():
     rows = [r for r in _rows(acc) if r.seed == 42]
     holds = _claims(rows)
     assert [holds[c] for c in CLAIMS[1:8]] == [None] * 7
-    assert "1 seed: no verdict" in {c.statement: c.evidence for c in report.check_claims(rows, FULL_SET)}[CLAIMS[1]]
+    one = {c.statement: c for c in report.check_claims(rows, FULL_SET)}[CLAIMS[1]].facts
+    assert one["seeds"] == 1 and (one["low"], one["high"]) == (-math.inf, math.inf) and "df" not in one
 
 
 def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
@@ -287,17 +295,22 @@ def test_paired_claims_see_a_gain_that_independent_binomials_hide():
            ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 43.0, ("TREC", "dp6"): 42.0, ("TREC", "dp2"): 41.0}
     sst5 = CLAIMS[4]
     unpaired = {c.statement: c for c in report.check_claims(_rows(acc, test_examples=1000), FULL_SET)}
-    assert unpaired[sst5].holds is None and "unpaired" in unpaired[sst5].evidence
+    binomials = claims_lib.accuracy_difference([35.0] * 3, [32.0] * 3, 1000)
+    assert unpaired[sst5].holds is None and unpaired[sst5].facts["low"] == pytest.approx(binomials.low)
     paired = {c.statement: c for c in report.check_claims(_with_correct(_rows(acc), agree=1.0), FULL_SET)}
-    assert paired[sst5].holds is True and "paired by test example and seed" in paired[sst5].evidence
     half = stats.t.ppf(0.975, 999) * math.sqrt(0.03 * 0.97 / 999) * 100   # seed part 0: df = m − 1
-    assert paired[sst5].evidence.startswith(f"+3.0 [{3 - half:+.1f}, {3 + half:+.1f}] points")
+    assert paired[sst5].holds is True and paired[sst5].facts["df"] == pytest.approx(999)
+    assert [paired[sst5].facts[k] for k in ("estimate", "low", "high")] == pytest.approx([3.0, 3 - half, 3 + half])
     shuffled = {c.statement: c.holds for c in report.check_claims(_with_correct(_rows(acc), agree=0.7), FULL_SET)}
     assert shuffled[sst5] is None
     # a run without per-example results (an old result.json) falls back to the unpaired interval
     mixed = _with_correct(_rows(acc), agree=1.0)
     mixed[0] = dataclasses.replace(mixed[0], correct="")
-    assert "unpaired" in {c.statement: c for c in report.check_claims(mixed, FULL_SET)}[CLAIMS[1]].evidence
+    fallback = {c.statement: c for c in report.check_claims(mixed, FULL_SET)}[CLAIMS[1]].facts
+    sst2 = claims_lib.accuracy_difference([r.accuracy for r in mixed if (r.task, r.epsilon) == ("SST-2", 6.0)],
+                                          [r.accuracy for r in mixed if (r.task, r.method) == ("SST-2", "zero-shot")],
+                                          1000)
+    assert (fallback["low"], fallback["high"], fallback["df"]) == pytest.approx((sst2.low, sst2.high, sst2.df))
 
 
 def test_tables_average_over_seeds_and_render_without_data():
@@ -372,8 +385,8 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
             # the paper's 0.98 lies 0.08 above 0.90, below the 0.09 this design detects at 80 % power: declared
             # underpowered and not judged (issue 41), the interval's own reading kept in the evidence
             assert got[statement].holds is None and got[statement].status == "underpowered for this design"
-            assert "(the interval alone: fails)" in got[statement].evidence and got[SHARE].holds is None
-            assert "underpowered for this design (not judged): SST-2" in got[SHARE].evidence
+            assert got[statement].facts["interval_holds"] == 0 and got[SHARE].holds is None
+            assert got[SHARE].facts["underpowered"] == 1 and got[SHARE].facts["parts_no_signal"] == 1
         else:
             assert got[statement].holds is expect and got[SHARE].holds is expect, (dp, mezo, got[statement].evidence)
         # the interval is claims.paired_ratio on (DPZero − zero-shot, MeZO − zero-shot) per example and seed
@@ -384,10 +397,14 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
              for r, zz in zip([r for r in rows if r.method == "mezo"], z)]
         iv = cl.paired_ratio(x, y)
         assert iv.estimate == pytest.approx(sum(dp) / sum(mezo))
+        share = got[statement].facts
         if expect is not None:
-            assert got[statement].evidence.startswith(f"{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}] (95 % Fieller")
-        else:
-            assert "no interval" in got[statement].evidence and "includes 0" in got[statement].evidence
+            assert [share[k] for k in ("estimate", "low", "high", "df")] == pytest.approx([iv.estimate, iv.low,
+                                                                                          iv.high, iv.df])
+            assert got[SHARE].facts["sst-2_low"] == share["low"]   # the same on every task
+        else:   # Fieller's set is unbounded: no interval
+            assert (share["low"], share["high"]) == (-math.inf, math.inf) == (iv.low, iv.high)
+            assert "includes 0" in got[statement].evidence   # why, in words: the denominator's interval
 
 
 def _t5_rows(extra: list[int], m: int = 1000) -> list:
@@ -407,8 +424,10 @@ def test_table5_is_paired_and_reports_its_resolution():
     cfg = dataclasses.replace(FULL_SET, tasks=(), sphere_tasks=("SST-2",), epsilons=(6.0,))
     (same,) = [c for c in report.check_claims(_t5_rows([1, -1, 0]), cfg) if "sphere and Gaussian" in c.statement]
     assert same.holds is None and same.status.startswith("no difference detectable at this resolution (±")
-    assert "paired by test example and seed" in same.evidence     # the paired rows are used, not two binomials
     iv = claims_lib.paired_accuracy_difference(*report._t5_paired(_t5_rows([1, -1, 0]), "SST-2", 6.0))
-    assert f"±{(iv.high - iv.low) / 2:.1f} points" in same.status
+    # the paired rows are used, not two binomials; the resolution is the interval's half-width
+    assert (same.facts["sst-2_eps6_low"], same.facts["sst-2_eps6_high"]) == pytest.approx((iv.low, iv.high))
+    assert same.facts["resolution"] == pytest.approx((iv.high - iv.low) / 2) and same.facts["detected"] == 0
     (apart,) = [c for c in report.check_claims(_t5_rows([40, 42, 41]), cfg) if "sphere and Gaussian" in c.statement]
     assert apart.holds is False and apart.status == ""            # 4 points apart on the same examples: detected
+    assert apart.facts["detected"] == 1 and apart.facts["sst-2_eps6_low"] > apart.facts["threshold"] == 0.0

@@ -158,6 +158,10 @@ def test_claims_hold_fail_or_have_no_signal_on_constructed_values():
     # DP-GD worse than DPZero in every seed: "always best" fails; one seed: nothing holds or fails
     swapped = verdicts(constructed(lambda h, d, m, s: {"DP-GD": 1.2}.get(m, SCALE[m]) * (1 + 0.02 * s)))
     assert swapped[best] is False
+    (facts,) = [c.facts for c in report.paper_claims(constructed(
+        lambda h, d, m, s: {"DP-GD": 1.2}.get(m, SCALE[m]) * (1 + 0.02 * s))) if c.statement.startswith(best)]
+    assert facts["parts"] == facts["parts_fail"] == 3 * 4   # every (Hessian, d) cell: log(1 / 1.2) < 0, exactly
+    assert facts["identity_d20_estimate"] == pytest.approx(math.log(1 / 1.2)) and facts["inverse_d200_high"] < 0
     one = verdicts(constructed(lambda h, d, m, s: SCALE[m] * RANK[h] * d ** 0.05, seeds=1))
     assert set(one.values()) == {None}
 
@@ -271,7 +275,10 @@ def test_a_rate_that_fails_reports_where_the_chosen_points_sit():
              for h, d, m, s in values}
     claim = next(c for c in report.paper_claims(values, edges)
                  if c.statement.startswith("with r = d, the train ‖∇F_S‖ grows"))
-    assert claim.holds is False and claim.evidence.count("the train-chosen T is the grid's largest") == 3
+    assert claim.holds is False and claim.facts["parts_fail"] == 3
+    # the reason, measured: every seed's train-chosen point of every method at every d sits at the largest T
+    assert [claim.facts[f"{m.lower()}_largest_t_runs"] for m in exp.METHODS] == [4 * 3] * 3
+    assert claim.evidence.count("the train-chosen T is the grid's largest") == 3   # and each failing part says so
 
 
 def test_the_instance_factor_is_the_initial_gap_plus_the_gradient_bound_of_the_paper_s_quadratic():

@@ -21,6 +21,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from dpnc_reproduce import facts
 from dpnc_reproduce.claims import (NO_VERDICT_ONE_SEED, Interval, all_hold, exceeds, from_bits, from_parts,
                                    paired_accuracy_difference, paired_ratio)
 from dpnc_reproduce.protocol import Claim, Declared
@@ -159,7 +160,8 @@ def check_claims(rows: Sequence, config) -> list[Claim]:
         over = [p for p in private if not (p.epsilon_rdp <= p.epsilon * (1 + 1e-9)
                                            and p.epsilon_pld <= p.epsilon * (1 + 1e-9))]
         claims.append(Claim("every private run is (ε, δ)-DP: ε by RDP and by PLD from its own ledger ≤ the target",
-                            not over, f"{len(private) - len(over)} of {len(private)} runs"))
+                            not over, f"{len(private) - len(over)} of {len(private)} runs",
+                            facts={"runs": len(private), "runs_over": len(over)}))
     tasks = list(dict.fromkeys(r.task for r in test_rows(rows)))
     eps = max(config.epsilons)
     per_mode: list[Claim] = []
@@ -168,21 +170,24 @@ def check_claims(rows: Sequence, config) -> list[Claim]:
         gains = learns(rows, task)
         for mode, iv in gains.items():
             per_mode.append(Claim(f"{task}, {mode} (d = {dimension(rows, task, mode):,}): MeZO beats zero-shot in "
-                                  f"T = {config.steps} steps", exceeds(iv, 0.0), f"{iv} points (MeZO − zero-shot)"))
+                                  f"T = {config.steps} steps", exceeds(iv, 0.0), f"{iv} points (MeZO − zero-shot)",
+                                  facts=facts.interval(iv, 0.0)))
         learned = [m for m, iv in gains.items() if exceeds(iv, 0.0)]
         for e in config.epsilons:
             iv = slope(rows, task, learned, e) if len(learned) >= 2 else None
+            read = {"modes_learned": len(learned), "threshold": -SLOPE_MARGIN}
             if iv is None:
                 holds, evidence = None, (f"no signal: MeZO learns in {len(learned)} mode(s) ({', '.join(learned)}); "
                                          "a slope needs two")
             else:
                 holds = exceeds(iv, -SLOPE_MARGIN)
                 evidence = f"{iv} over {', '.join(learned)} (DPZero ε={e:g} − MeZO)"
+                read |= facts.interval(iv)
             slopes[e][task] = holds
             claims.append(Claim(f"{task}: DPZero ε = {e:g} − MeZO does not fall faster than {SLOPE_MARGIN:g} point "
                                 "per decade of d (the share of MeZO's gain kept does not fall with d; the project's "
                                 "own claim: the paper never varies d)", holds,
-                                evidence))
+                                evidence, facts=read))
         for mode in modes_of(rows, task):
             iv = share(rows, task, mode, eps)
             if iv is None:
@@ -191,14 +196,17 @@ def check_claims(rows: Sequence, config) -> list[Claim]:
             holds = exceeds(iv, MIN_SHARE) if gained else None
             note = "" if gained or not math.isfinite(iv.low) else "; MeZO's gain is not above 0: no verdict"
             per_mode.append(Claim(f"{task}, {mode}: DPZero ε = {eps:g} keeps at least {MIN_SHARE:.2f} of MeZO's gain",
-                                  holds, f"{iv}{note}"))
+                                  holds, f"{iv}{note}",
+                                  facts=facts.interval(iv, MIN_SHARE) | {"mezo_gain_holds": facts.verdict(gained)}))
     for e, per_task in slopes.items():
         if per_task:
             evidence = "; ".join(f"{t}: {_word(v)}" for t, v in per_task.items())
             claims.append(Claim(f"on every task: the share of MeZO's gain that DPZero ε = {e:g} keeps does not fall "
                                 f"with d (slope above −{SLOPE_MARGIN:g} point per decade; the project's own claim: "
                                 "the paper never varies d)",
-                                all_hold(list(per_task.values())), evidence))
+                                all_hold(list(per_task.values())), evidence,
+                                facts=facts.counts(per_task.values())
+                                | {facts.name(t, "holds"): facts.verdict(v) for t, v in per_task.items()}))
     return claims + per_mode
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dpnc_reproduce.claims import (UNDERPOWERED, Interval, accuracy_difference, all_hold, below, exceeds, from_bits,
                                    paired_accuracy_difference, paired_ratio, powered, within)
 import dpnc_reproduce.dpzero_lm.tables as tables
+from dpnc_reproduce import facts
 from dpnc_reproduce.dpzero_lm.run import PRIVATE, TASKS, LMConfig, LMRow
 from dpnc_reproduce.dpzero_lm.tables import PAPER_TABLE2
 from dpnc_reproduce.protocol import Claim, Declared
@@ -86,11 +87,13 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
     if private:
         over = [p for p in private if not (p.epsilon_rdp <= p.epsilon * (1 + 1e-9)
                                            and p.epsilon_pld <= p.epsilon * (1 + 1e-9))]
+        rdp, pld = (max(getattr(p, k) / p.epsilon for p in private) for k in ("epsilon_rdp", "epsilon_pld"))
         claims.append(Claim("every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run's own ledger with "
                             "the declared n (k × classes), ≤ the target", not over,
                             f"{len(private) - len(over)} of {len(private)} runs; max RDP ε / target "
-                            f"{max(p.epsilon_rdp / p.epsilon for p in private):.4f}, max PLD ε / target "
-                            f"{max(p.epsilon_pld / p.epsilon for p in private):.4f}"))
+                            f"{rdp:.4f}, max PLD ε / target {pld:.4f}",
+                            facts={"runs": len(private), "runs_over": len(over), "max_rdp_ratio": rdp,
+                                   "max_pld_ratio": pld}))
     t2 = tables.table2(rows, cfg)
 
     def difference(task: str, a: str, b: str) -> Interval | None:
@@ -167,24 +170,27 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
                             f"paper's largest drop at ε = 6, on {PAPER_MAX_DROP_TASK})",
                             all_hold(list(verdicts["close"].values())),
                             "; ".join(f"{t}: {_points(d)}" for t, d in close.items()) + " (MeZO − DPZero ε=6)"
-                            + not_run + underpowered("close")))
+                            + not_run + underpowered("close"),
+                            facts=_every_task(close, PAPER_MAX_DROP, verdicts["close"], weak["close"], missing)))
     if mezo:
         claims.append(Claim("fine-tuning (MeZO) beats zero-shot on every task",
                             all_hold(list(verdicts["mezo"].values())),
                             "; ".join(f"{t}: {_points(d)}" for t, d in mezo.items()) + " (MeZO − zero-shot)"
-                            + underpowered("mezo")))
+                            + underpowered("mezo"), facts=_every_task(mezo, 0.0, verdicts["mezo"], weak["mezo"])))
     if shares:
         claims.append(Claim(f"DPZero at ε = 6 keeps at least {MIN_SHARE:.2f} of MeZO's gain over zero-shot on every "
                             f"task (the paper: {min(PAPER_SHARES.values()):.2f}–{max(PAPER_SHARES.values()):.2f})",
                             all_hold(list(verdicts["share"].values())),
                             "; ".join(f"{t}: {_share(iv)}" for t, iv in shares.items())
-                            + " ((DPZero ε=6 − zero-shot) / (MeZO − zero-shot))" + not_run + underpowered("share")))
+                            + " ((DPZero ε=6 − zero-shot) / (MeZO − zero-shot))" + not_run + underpowered("share"),
+                            facts=_every_task(shares, MIN_SHARE, verdicts["share"], weak["share"], missing)))
     if rows:
         longest = max(rows, key=lambda r: r.wall_seconds)
         claims.append(Claim(f"every run finishes within {MAX_RUN_MINUTES} minutes on this machine (building the "
                             "trainer, filling the caches where it did, training, evaluating)",
                             longest.wall_seconds <= 60 * MAX_RUN_MINUTES,
-                            f"longest: {longest.run}, {longest.wall_seconds / 60:.1f} min"))
+                            f"longest: {longest.run}, {longest.wall_seconds / 60:.1f} min",
+                            facts={"longest_minutes": longest.wall_seconds / 60, "limit_minutes": MAX_RUN_MINUTES}))
     claims += per_task + _table3_claims(rows, cfg) + _table5_claims(rows, cfg, test_of)
     return claims
 
@@ -199,14 +205,24 @@ def powered_claim(statement: str, iv: Interval, holds: bool | None, expected: fl
     its interval and what the interval alone says stay in the evidence."""
     ok, mde = powered(iv, expected, threshold, one_sided=True)
     distance = abs(expected - threshold)
+    read = facts.interval(iv, threshold) | {"paper": expected, "paper_distance": distance, "mde": mde,
+                                            "interval_holds": facts.verdict(holds)}
     if ok or not math.isfinite(mde):
         return Claim(statement, holds, evidence + (f"; detectable here: {mde:.2f}{unit} (80 % power) ≤ the paper's "
                                                    f"distance to the threshold, {distance:.2f}{unit}"
-                                                   if math.isfinite(mde) else ""))
+                                                   if math.isfinite(mde) else ""), facts=read)
     word = {True: "holds", False: "fails", None: "no signal"}[holds]
     return Claim(statement, None, evidence + f"; underpowered: this design detects {mde:.2f}{unit} (80 % power), the "
                  f"paper's value lies {distance:.2f}{unit} from the threshold (the interval alone: {word})",
-                 UNDERPOWERED)
+                 UNDERPOWERED, read)
+
+
+def _every_task(intervals: dict[str, Interval], threshold: float, verdicts: dict[str, bool | None],
+                underpowered: list[str], missing: Sequence[str] = ()) -> dict[str, float]:
+    """A claim on every task's facts: each task's interval, the threshold, the verdicts' counts, how many tasks
+    were underpowered (not judged) and how many were not run."""
+    return facts.parts(intervals, threshold, verdicts) | {"underpowered": len(underpowered),
+                                                          "tasks_not_run": len(missing)}
 
 
 def gain_share(rows: Sequence[LMRow], task: str, gain: Interval | None) -> Interval | None:
@@ -283,7 +299,8 @@ def _table3_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
                "dominates time and memory; Table 3's claims are about full-parameter fine-tuning")
         out = [Claim(STEP_COST, None,
                      f"{why}; measured anyway: fastest-step time ratio DPZero / MeZO {fastest:.2f}, peak memory "
-                     f"difference {zo.peak_rss_mib - mezo.peak_rss_mib:+.0f} MiB", NOT_FULL)]
+                     f"difference {zo.peak_rss_mib - mezo.peak_rss_mib:+.0f} MiB", NOT_FULL,
+                     {"fastest_ratio": fastest, "memory_difference_mib": zo.peak_rss_mib - mezo.peak_rss_mib})]
         if "dp-adamw" in t3:
             out.append(Claim(FO_COST, None, why, NOT_FULL))
         return out
@@ -292,14 +309,16 @@ def _table3_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
     mem = zo.peak_rss_mib - mezo.peak_rss_mib
     claims = [Claim(STEP_COST, abs(fastest - 1) <= 0.10 and abs(mem) <= 50,
                     f"time ratio DPZero / MeZO: fastest steps {fastest:.2f}, medians {ratio:.2f}; peak memory "
-                    f"difference {mem:+.0f} MiB")]
+                    f"difference {mem:+.0f} MiB",
+                    facts={"fastest_ratio": fastest, "median_ratio": ratio, "memory_difference_mib": mem})]
     if "dp-adamw" in t3:
         fo = t3["dp-adamw"]
         time_ratio = fo.median_seconds_per_step / zo.median_seconds_per_step
         claims.append(Claim(FO_COST,
                             time_ratio > 1 and fo.peak_rss_mib > zo.peak_rss_mib,
                             f"DP-AdamW / DPZero: time ×{time_ratio:.1f}, "
-                            f"memory ×{fo.peak_rss_mib / zo.peak_rss_mib:.2f}"))
+                            f"memory ×{fo.peak_rss_mib / zo.peak_rss_mib:.2f}",
+                            facts={"time_ratio": time_ratio, "memory_ratio": fo.peak_rss_mib / zo.peak_rss_mib}))
     return claims
 
 
@@ -334,7 +353,9 @@ def _table5_claims(rows: Sequence[LMRow], cfg: LMConfig, test_of: dict[str, int]
                   "points): a difference is detected where the interval excludes 0",
                   False if detected else None,
                   "; ".join(f"{t} ε={e:g}: {_points(iv)}" for (t, e), iv in diffs.items()) + " (sphere − Gaussian)",
-                  "" if detected else status)]
+                  "" if detected else status,
+                  facts.parts({(t, f"eps{e:g}"): iv for (t, e), iv in diffs.items()}, 0.0)
+                  | {"detected": len(detected), "resolution": resolution})]
 
 
 def _t5_paired(rows: Sequence[LMRow], task: str, epsilon: float) -> tuple[list, list] | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dpnc.problems.quadratic import HESSIANS
 from dpnc_reproduce import claims as stats
+from dpnc_reproduce import facts
 from dpnc_reproduce.common import loglog_slope
 from dpnc_reproduce.dpzero_synthetic.run import (FULL, METHODS, RATE_REGIME, RATE_TOL, SyntheticConfig,
                                                 SyntheticRow)
@@ -83,19 +84,21 @@ def _axes(best: dict) -> tuple[list[str], list[int], list[str]]:
             [m for m in METHODS if any(k[2] == m for k in best)])
 
 
-def _cells_claim(statement: str, intervals: dict[str, stats.Interval]) -> Claim:
+def _cells_claim(statement: str, intervals: dict[tuple[str, tuple], stats.Interval]) -> Claim:
     """A claim over cells, each "log-ratio > 0" judged on its interval: the conjunction, with the counts and the
-    cells that do not hold."""
+    cells that do not hold. A cell's key: its label in the evidence and the words of its facts' names."""
     verdicts = {cell: stats.exceeds(iv, 0.0) for cell, iv in intervals.items()}
+    read = facts.parts({words: iv for (_, words), iv in intervals.items()}, 0.0, verdicts)
     if not any(math.isfinite(iv.high - iv.low) for iv in intervals.values()):
         points = [iv.estimate for iv in intervals.values()]
         return Claim(statement, stats.all_hold(list(verdicts.values())),
                      f"no interval in any of {len(points)} cells; point log-ratios from {min(points):.2f} to "
-                     f"{max(points):.2f}, {sum(p > 0 for p in points)} of {len(points)} > 0")
-    shown = [f"{cell}: {iv}" for cell, iv in intervals.items() if verdicts[cell] is not True]
+                     f"{max(points):.2f}, {sum(p > 0 for p in points)} of {len(points)} > 0", facts=read)
+    shown = [f"{cell[0]}: {iv}" for cell, iv in intervals.items() if verdicts[cell] is not True]
     return Claim(statement, stats.all_hold(list(verdicts.values())),
                  stats.judged(verdicts) + " cells, on log-ratio intervals over seeds"
-                 + (("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else "")) if shown else ""))
+                 + (("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else "")) if shown else ""),
+                 facts=read)
 
 
 def trace(hessian: str, d: int, power: int = 1) -> float:
@@ -142,15 +145,14 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
 
     cells = [(h, d) for h in hessians for d in dims_of(h)]
     if {"DPZero", "DPGD-0th", "DP-GD"} <= set(methods):
-        worst = {f"{RANK_LABEL[h]}, d={d}": log_ratio(g[(h, d, "DPGD-0th")],
-                                                      [max(a, b) for a, b in zip(g[(h, d, "DPZero")],
-                                                                                 g[(h, d, "DP-GD")])])
+        cell = {(h, d): (f"{RANK_LABEL[h]}, d={d}", (h, f"d{d}")) for h, d in cells}   # label, facts' words
+        worst = {cell[h, d]: log_ratio(g[(h, d, "DPGD-0th")],
+                                       [max(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DP-GD")])])
                  for h, d in cells}
         claims.append(_cells_claim("DPGD-0th is always worst (test gradient norm at the train-chosen point): "
                                    "log(DPGD-0th / the larger other) > 0 in every (Hessian, d) cell", worst))
-        best = {f"{RANK_LABEL[h]}, d={d}": log_ratio([min(a, b) for a, b in zip(g[(h, d, "DPZero")],
-                                                                               g[(h, d, "DPGD-0th")])],
-                                                     g[(h, d, "DP-GD")])
+        best = {cell[h, d]: log_ratio([min(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DPGD-0th")])],
+                                      g[(h, d, "DP-GD")])
                 for h, d in cells}
         claims.append(_cells_claim("DP-GD is always best: log(the smaller other / DP-GD) > 0 in every cell", best))
     if "identity" in hessians and len(dims_of("identity")) > 1:
@@ -158,7 +160,8 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
         verdicts = {m: stats.exceeds(iv, 0.0) for m, iv in slopes.items()}
         claims.append(Claim(f"with r = d, every method gets worse as d grows: log-log slope against d > 0 (d ∈ "
                             f"{dims_of('identity')})", stats.all_hold(list(verdicts.values())),
-                            "; ".join(f"{m}: slope {slopes[m]}" for m in methods)))
+                            "; ".join(f"{m}: slope {slopes[m]}" for m in methods),
+                            facts=facts.parts(slopes, 0.0, verdicts)))
     dims = dims_of("inverse") if "inverse" in hessians else []
     if len(dims) > 1 and "DPZero" in methods:
         # Table 1 bounds E‖∇F‖² by O((log d)·√r) (times d-free factors); with r = Tr A = Σ 1/j that is
@@ -174,7 +177,9 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
                                 f"d={d}: {statistics.fmean(g[('inverse', d, 'DPZero')]):.3g}" for d in dims)
                             + f"; train ‖∇F‖ slope {slope('inverse', 'DPZero', train)}: " + ", ".join(
                                 f"d={d}: {statistics.fmean(train[('inverse', d, 'DPZero')]):.3g}" for d in dims)
-                            + (f"; test slopes of the others: {others}" if others else "")))
+                            + (f"; test slopes of the others: {others}" if others else ""),
+                            facts=facts.interval(z, bound / 2) | {"bound_slope": bound}
+                            | facts.interval(slope("inverse", "DPZero", train), prefix="train")))
         if "DP-GD" in methods:
             ratios = list(zip(*[[a / b for a, b in zip(g[("inverse", d, "DPZero")], g[("inverse", d, "DP-GD")])]
                                 for d in dims]))
@@ -184,7 +189,8 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
                                 f"‖∇F‖ is below {log_slope / 2:.2f}, half the slope {log_slope:.2f} of the log d "
                                 "factor by which Table 1's bounds on ‖∇F‖² differ", stats.below(ratio, log_slope / 2),
                                 f"ratio slope {ratio}; DPZero / DP-GD: " + ", ".join(
-                                    f"d={d}: {statistics.fmean(r):.2f}" for d, r in zip(dims, zip(*ratios)))))
+                                    f"d={d}: {statistics.fmean(r):.2f}" for d, r in zip(dims, zip(*ratios))),
+                                facts=facts.interval(ratio, log_slope / 2) | {"log_slope": log_slope}))
     for h in hessians:   # Table 1's exponents: its bounds are on the training objective's E‖∇F_S‖², so on train
         if len(dims_of(h)) < 2:
             continue
@@ -208,9 +214,17 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
                                          f"{here[m]:.2f}: {VERDICT[on_instance[m]]}"
                                          + ("" if chosen is None else
                                             f"; {t_grid_note(chosen, h, m, dims_of(h), fitted[m].estimate, here[m])}"))
-                                      + ")" for m in methods)))
+                                      + ")" for m in methods),
+                            facts=facts.parts(fitted, verdicts=verdicts) | {"tolerance": RATE_TOL.value}
+                            | {facts.name(m, "limit"): target[m] + RATE_TOL.value for m in methods}
+                            | {facts.name(m, "instance_limit"): here[m] + RATE_TOL.value for m in methods}
+                            | ({} if chosen is None else  # train-chosen points at the grid's largest T (the reason)
+                               {facts.name(m, "largest_t_runs"): sum("largest T" in at for (hh, _, mm, _), (_, at)
+                                                                      in chosen.items() if (hh, mm) == (h, m))
+                                for m in methods})))
     if len(hessians) > 1:
-        better = {f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}":
+        better = {(f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}",
+                   (f"d{d}", m, hessians[i])):
                   log_ratio(g[(hessians[i], d, m)], g[(hessians[i + 1], d, m)])
                   for i in range(len(hessians) - 1) for d in dims_of(hessians[i]) if d in dims_of(hessians[i + 1])
                   for m in methods}
@@ -248,10 +262,13 @@ def privacy_claim(rows: Sequence[SyntheticRow], config: SyntheticConfig) -> Clai
     off = [r for r in rows if not (r.private and abs(r.epsilon_paper / eps - 1) <= 1e-6
                                    and r.epsilon_rdp <= eps * (1 + 1e-6)
                                    and r.epsilon_pld <= r.epsilon_rdp * (1 + 1e-6))]
+    worst = {k: max(getattr(r, k) for r in rows) for k in ("epsilon_paper", "epsilon_rdp", "epsilon_pld")}
     return Claim(f"every run is (ε, δ) = ({eps:g}, {config.delta:g})-DP: the paper's σ certifies ε by advanced "
                  "composition, and the accountant's ε of the run's releases (RDP, PLD ≤ RDP) is ≤ ε", not off,
-                 f"max ε: paper {max(r.epsilon_paper for r in rows):.6g}, RDP {max(r.epsilon_rdp for r in rows):.4g}, "
-                 f"PLD {max(r.epsilon_pld for r in rows):.4g}; {len(off)} run(s) off")
+                 f"max ε: paper {worst['epsilon_paper']:.6g}, RDP {worst['epsilon_rdp']:.4g}, "
+                 f"PLD {worst['epsilon_pld']:.4g}; {len(off)} run(s) off",
+                 facts={"epsilon": eps, "runs": len(rows), "runs_off": len(off)}
+                 | {f"max_{k}": v for k, v in worst.items()})
 
 
 def privacy_rows(rows: Sequence[SyntheticRow]) -> list[dict]:

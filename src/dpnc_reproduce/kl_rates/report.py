@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Sequence
 
 from dpnc_reproduce import claims as stats
+from dpnc_reproduce import facts
 from dpnc_reproduce.common import by_seed, group_medians, loglog_slope
 from dpnc_reproduce.kl_rates.run import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
 from dpnc_reproduce.protocol import Claim, Result
@@ -193,19 +194,26 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
         "every run spends at most its zCDP budget ρ (the accountant's ρ; adaptive GD + selection: "
         "ρ' = 8ρ/9 by the filter plus ρ'/8 for the exponential mechanism)", not over,
         f"max ρ spent / ρ = {ratio:.6f} over {len(rows)} runs; {len(over)} run(s) over; "
-        f"ε at δ (zCDP conversion): {eps}"))
+        f"ε at δ (zCDP conversion): {eps}",
+        facts={"max_rho_ratio": ratio, "runs": len(rows), "runs_over": len(over)}
+        | {facts.name("max_epsilon_rho", f"{rho:g}"): max(r.epsilon for r in rows if r.rho == rho)
+           for rho in sorted({r.rho for r in rows})}))
     far = [r for r in rows if r.region_distance > r.radius * (1 + 1e-12)]
+    distance = max(r.region_distance / r.radius for r in rows)
     claims.append(Claim(
         "every iterate (the proximal point method's inner iterates included) stays in the region where L0 "
         "is declared, so the sensitivity the ledger charges holds (issue 13, finding 4)", not far,
-        f"max distance from the centre / radius = {max(r.region_distance / r.radius for r in rows):.6f} over "
-        f"{len(rows)} runs; sensitivity: {', '.join(sorted({r.sensitivity for r in rows}))}"))
+        f"max distance from the centre / radius = {distance:.6f} over "
+        f"{len(rows)} runs; sensitivity: {', '.join(sorted({r.sensitivity for r in rows}))}",
+        facts={"max_distance_ratio": distance, "runs": len(rows), "runs_outside": len(far)}))
     spider = [r for r in rows if r.algorithm == "kl-spider"]   # the n sweep and the ρ sweep
     if spider:
         above = [r for r in spider if r.excess > r.bound]
+        worst = max(r.excess / r.bound for r in spider)
         claims.append(Claim("KL-Spider: F(w_out) − F* ≤ Φfloor in every run (Theorem 1, w.p. ≥ 1 − β each)",
                             not above, f"{len(spider) - len(above)} of {len(spider)} runs; max excess / Φfloor "
-                            f"{max(r.excess / r.bound for r in spider):.3g}"))
+                            f"{worst:.3g}", facts={"runs": len(spider), "runs_above": len(above),
+                                                   "max_excess_ratio": worst}))
     check, inner, inner_claims = [r for r in rows if r.sweep == "inner"], {}, []
     for o in dict.fromkeys(r.objective for r in check):
         mine = [r for r in check if r.objective == o]
@@ -224,7 +232,11 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
             "(mean log ratio, interval over seeds)", stats.exceeds(iv, midpoint),
             f"log(excess at {more:g}×) − log(excess at 1×): {iv} (threshold {midpoint:.2f}), {len(logs[more])} and "
             f"{len(logs[1.0])} seeds; inner steps per round {min(r.inner_steps for r in mine)} and "
-            f"{max(r.inner_steps for r in mine)}"))
+            f"{max(r.inner_steps for r in mine)}",
+            facts=facts.interval(iv, midpoint) | {"factor": more, "seeds_more": len(logs[more]),
+                                                  "seeds_base": len(logs[1.0]),
+                                                  "inner_steps_min": min(r.inner_steps for r in mine), "kappa": kappa,
+                                                  "inner_steps_max": max(r.inner_steps for r in mine)}))
     for s in slope_rows:
         if s["points"] < 3:
             continue  # two points make a slope but not a check
@@ -245,13 +257,16 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
             ok, status = None, EXPLICIT[s["algorithm"]]
         elif ok is not True:
             evidence += f". Reason: {reason(s)}"
-        facts = {"slope": fit.estimate, "slope_low": fit.low, "slope_high": fit.high, "tolerance": _tol(s),
-                 "limit": s["bound_slope"] + _tol(s), "points": s["points"], "seeds": s["seeds"],
-                 "capped_runs": s["capped"], "start_share_low": s["start_ratio_low"]}   # what the reasons read
+        read = {"slope": fit.estimate, "slope_low": fit.low, "slope_high": fit.high, "tolerance": _tol(s),
+                "limit": s["bound_slope"] + _tol(s), "points": s["points"], "seeds": s["seeds"],
+                "capped_runs": s["capped"], "start_share_low": s["start_ratio_low"],
+                "slope_rule": facts.verdict(observed(s))}   # what the reasons read; the slope rule alone
+        if s["algorithm"] == "proximal-point" and s["objective"] in inner:
+            read["inner_check"] = facts.verdict(inner[s["objective"]])
         claims.append(Claim(f"{label}, {s['regime']} regime: the excess falls no slower than the theorem's upper "
                             f"bound — slope against n√ρ/√d ≤ the bound's own slope over these points + "
                             f"{_tol(s):.2f} (its dropped logs over these points; x → ∞, one-sided)", ok, evidence,
-                            status, facts))
+                            status, read))
     claims += inner_claims
     sweep = [r for r in rows if r.sweep == "rho"]
     if sweep:
@@ -274,7 +289,9 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
                 "n-sweep runs (ρ = 1) differ by less than 3× (mean log excess, interval over seeds)",
                 stats.all_hold(list(verdicts.values())),
                 stats.judged(verdicts) + "; log ratio: " + "; ".join(f"{a} at n√ρ = {nsr:.0e}: {iv}"
-                                                                     for (a, nsr), iv in pairs.items())))
+                                                                     for (a, nsr), iv in pairs.items()),
+                facts=facts.parts({(a, f"{nsr:.0e}"): iv for (a, nsr), iv in pairs.items()}, verdicts=verdicts)
+                | {"tolerance": math.log(3)}))
     with_lb = [r for r in rows if r.lower_bound is not None and r.sweep == "n" and r.regime != TRIVIAL]
     if with_lb:
         points: dict[tuple, list[float]] = {}
@@ -289,7 +306,9 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
             "lower bound) over seeds > 0 (constants and logs dropped; the lower bound is a worst case over the "
             "class, a fixed instance may go below it)", stats.all_hold(list(verdicts.values())),
             stats.judged(verdicts) + (f"; mean log ratio from {min(estimates):.2f} to {max(estimates):.2f}"
-                                      if estimates else "")))
+                                      if estimates else ""),
+            facts=facts.counts(verdicts.values()) | {"threshold": 0.0, "min_estimate": min(estimates, default=math.nan),
+                                                     "max_estimate": max(estimates, default=math.nan)}))
     return claims
 
 

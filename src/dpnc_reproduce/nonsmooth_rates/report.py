@@ -17,6 +17,7 @@ from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.privacy.budget import Budget
 from dpnc.problems.base import Constants
 from dpnc_reproduce import claims as stats
+from dpnc_reproduce import facts
 from dpnc_reproduce.common import privacy_claim
 from dpnc_reproduce.nonsmooth_rates.run import RateRow, RatesConfig, far_field
 from dpnc_reproduce.protocol import Claim, Declared, Result
@@ -218,7 +219,10 @@ def check_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
                             f"fitted {e.fitted}; tolerance {e.tolerance}; {e.reached} with n(β) inside the grid "
                             f"[{config.n_start}, {config.n_max}] at every point"
                             + ("" if e.verdict else "; " + reason(e, rows, config)),
-                            NOT_TESTABLE if e.variable in CONFOUNDED else ""))
+                            NOT_TESTABLE if e.variable in CONFOUNDED else "",
+                            facts.interval(e.fitted) | {"bound_slope": e.theory, "tolerance": e.tolerance.value,
+                                                        "limit": e.limit, "rule": facts.verdict(e.rule),
+                                                        "seeds_reached": e.fitted.seeds - e.fitted.censored}))
     claims += comparison_claims(rows, config)
     claims += improvement_slope_claims(rows, config)
     claims.append(certificate_claim(rows))
@@ -299,7 +303,10 @@ def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Clai
                             "(censored: counted at n_max, the open side unbounded)" if only_fewer or only_more else "")
                 parts.append(f"d={cell[0]}, ε={cell[1]:g}, α={cell[2]:g}: {iv} ({len(ratios)} seeds{censored})")
             out.append(Claim(f"{o}: {claim.format(beta=config.main_beta)}: log₂(n_{more}/n_{fewer}) > 0 in every cell",
-                             stats.all_hold(list(verdicts.values())), stats.judged(verdicts) + "; " + "; ".join(parts)))
+                             stats.all_hold(list(verdicts.values())), stats.judged(verdicts) + "; " + "; ".join(parts),
+                             facts=facts.counts(verdicts.values()) | {"threshold": 0.0}
+                             | {facts.name(f"d{d}", f"eps{e:g}", f"alpha{a:g}", "holds"): facts.verdict(v)
+                                for (d, e, a), v in verdicts.items()}))
     return out
 
 
@@ -346,7 +353,8 @@ def improvement_slope_claims(rows: Sequence[RateRow], config: RatesConfig) -> li
                          f"±{tol:.2f} (the two bounds' dropped logs over this grid)",
                          stats.within(fit, 0.5, tol),
                          f"slope {fit}; the two bounds' own ratio over these points (constants 1): slope {bounds:.2f}; "
-                         f"tolerance {tol:.3f} = |½·slope(ln ln N_ZTC) − slope(ln ln N_KLT)|"))
+                         f"tolerance {tol:.3f} = |½·slope(ln ln N_ZTC) − slope(ln ln N_KLT)|",
+                         facts=facts.interval(fit) | {"target": 0.5, "tolerance": tol, "bound_slope": bounds}))
     return out
 
 
@@ -368,7 +376,8 @@ def certificate_claim(rows: Sequence[RateRow]) -> Claim:
     return Claim("the held-out certificate plus its concentration term (probability 0.95 each) bounds the closed-form "
                  "population ‖∂F(x_out)‖_2α: violations in at most 5 % of runs",
                  len(below) <= 0.05 * len(rows),
-                 f"{len(below)} of {len(rows)} runs below the truth; tightness in the table below")
+                 f"{len(below)} of {len(rows)} runs below the truth; tightness in the table below",
+                 facts={"runs": len(rows), "runs_below": len(below), "max_share": 0.05})
 
 
 def declare(config: RatesConfig) -> list[Declared]:

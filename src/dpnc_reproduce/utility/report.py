@@ -33,6 +33,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+from dpnc_reproduce import facts
 from dpnc_reproduce.claims import Interval, all_hold, below, geometric_ratio_interval, mean_interval
 from dpnc_reproduce.protocol import Claim, Declared
 from dpnc_reproduce.utility.methods import O2NC, compute, methods
@@ -175,7 +176,9 @@ def progress_claim(rows: Sequence, config, method: str) -> Claim:
     for c in cs:
         c["verdict"] = c["margin"]
     return Claim(statement, all_hold([c["margin"] for c in cs]),
-                 _evidence(cs, lambda c: f"remaining fraction {_fmt(c['progress'])}"))
+                 _evidence(cs, lambda c: f"remaining fraction {_fmt(c['progress'])}"),
+                 facts=facts.parts({(c["problem"], f"eps{c['epsilon']:g}"): c["progress"] for c in cs}, 1 - PROGRESS,
+                                   {(c["problem"], c["epsilon"]): c["margin"] for c in cs}))
 
 
 def within_claim(rows: Sequence, config, method: str, yardstick: str) -> Claim:
@@ -191,7 +194,12 @@ def within_claim(rows: Sequence, config, method: str, yardstick: str) -> Claim:
         margin = "fails" if c["margin"] is False else "no signal"
         gate_note = "" if c["margin"] is True else f" (progress margin {margin})"
         return ", ".join(parts) + gate_note
-    return Claim(statement, all_hold([c["verdict"] for c in cs]), _evidence(cs, describe))
+    return Claim(statement, all_hold([c["verdict"] for c in cs]), _evidence(cs, describe),
+                 facts=facts.parts({(c["problem"], f"eps{c['epsilon']:g}", b): iv for c in cs
+                                    for b, iv in c["ratios"].items()}, RATIO,
+                                   {(c["problem"], c["epsilon"]): c["verdict"] for c in cs})
+                 | {facts.name(c["problem"], f"eps{c['epsilon']:g}", "margin"): facts.verdict(c["margin"])
+                    for c in cs})
 
 
 def certificate_claim(rows: Sequence, config, method: str) -> Claim:
@@ -204,7 +212,10 @@ def certificate_claim(rows: Sequence, config, method: str) -> Claim:
     def describe(c):
         note = "" if c["margin"] is True else f" (certificate / start {_fmt(c['progress'])})"
         return f"{_fmt(c['ratio'])}× ({c['ours']:.3g} vs {c['theirs']:.3g}){note}"
-    return Claim(statement, all_hold([c["verdict"] for c in cs]), _evidence(cs, describe))
+    return Claim(statement, all_hold([c["verdict"] for c in cs]), _evidence(cs, describe),
+                 facts=facts.parts({(c["problem"], f"eps{c['epsilon']:g}"): c["ratio"] for c in cs}, RATIO,
+                                   {(c["problem"], c["epsilon"]): c["verdict"] for c in cs})
+                 | facts.parts({(c["problem"], f"eps{c['epsilon']:g}", "progress"): c["progress"] for c in cs}))
 
 
 def privacy_claim(rows: Sequence) -> Claim:
@@ -215,7 +226,8 @@ def privacy_claim(rows: Sequence) -> Claim:
     others = sorted({r.method for r in _ok(rows) if not r.private})
     note = f"; not counted (not private by their own report): {', '.join(others)}" if others else ""
     return Claim(PRIVACY, not over if runs else None, f"{len(runs)} runs, max ε spent / target {worst:.4f}, "
-                 f"{len(over)} over{note}")
+                 f"{len(over)} over{note}",
+                 facts={"runs": len(runs), "runs_over": len(over), "max_ratio": worst, "not_private": len(others)})
 
 
 def _certified(config, method: str) -> bool:
