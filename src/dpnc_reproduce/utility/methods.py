@@ -115,7 +115,7 @@ def dpzero_theory_steps(n: int, d: int, epsilon: float, delta: float) -> int:
     return dpzero_from_theory(n=n, d=d, r=d, L=1.0, ell=1.0, epsilon=epsilon, delta=delta).T   # T alone: L, ℓ moot
 
 
-class Problem(NamedTuple):
+class Context(NamedTuple):
     """What a paper method's option rules (:data:`PAPER_METHODS`) read: the config, the instance, the budget."""
 
     config: UtilityConfig
@@ -126,45 +126,45 @@ class Problem(NamedTuple):
 # --- the option rules of PAPER_METHODS: public (config, the instance's n, d and declared constants, the budget) --
 
 
-def theorem_steps(p: Problem) -> int:
+def theorem_steps(p: Context) -> int:
     """DPZero's T from its own theorem for the problem's n and d (:func:`dpzero_theory_steps`; the smooth problems'
     ℓ and the nonsmooth ones' lack of it leave T unchanged)."""
     return dpzero_theory_steps(p.inst.train.n, p.inst.train.dim, p.budget.epsilon, p.budget.delta)
 
 
-def gd_steps(p: Problem) -> int:
+def gd_steps(p: Context) -> int:
     """DP-GD's number of steps (``gd_steps``): adaptive GD's norm queries are budgeted for as many."""
     return p.config.gd_steps
 
 
-def zo_directions(p: Problem) -> int:
+def zo_directions(p: Context) -> int:
     """m = min(d, ``zo_directions``): the zeroth-order O2NC oracles' directions, trimmed for run time."""
     return min(p.inst.train.dim, p.config.zo_directions)
 
 
-def multi_pass_steps(p: Problem) -> int:
+def multi_pass_steps(p: Context) -> int:
     """KLT multi-pass T (``klt_mp_steps``; each step reads all n examples)."""
     return p.config.klt_mp_steps
 
 
-def smoothing(p: Problem) -> float:
+def smoothing(p: Context) -> float:
     """The theorems' O2NC smoothing radius (ZTC's δ, KLT's α): ``alpha``."""
     return p.config.alpha
 
 
-def max_directions(p: Problem) -> int:
+def max_directions(p: Context) -> int:
     """The cap on KLT's theorem directions m (``max_directions``; its variance-matching m can be huge)."""
     return p.config.max_directions
 
 
-def convex_curvature(p: Problem) -> float | None:
+def convex_curvature(p: Context) -> float | None:
     """The proximal point method's L̃1 on a convex problem (no weak convexity declared, so any L̃1 > 0 is valid): L1,
     a gradient step's curvature (public); None where the constants declare one."""
     c = p.inst.train.constants
     return None if c.weak_convexity else c.L1
 
 
-def convex_curvature_theory(p: Problem) -> float | None:
+def convex_curvature_theory(p: Context) -> float | None:
     """As :func:`convex_curvature`, for Theorem 2's settings: the spec's default for a convex objective,
     :func:`~dpnc.problems.kl_objective.default_weak_convexity` (tiny here: λ/16, prox steps overshoot)."""
     c = p.inst.train.constants
@@ -211,7 +211,7 @@ def paper_factory(config: UtilityConfig, entry: Entry) -> Factory:
     def factory(inst, n, d, budget):
         if not entry.applies(inst.train.constants):
             return None
-        return build(entry, setting(inst), budget, Problem(config, inst, budget))
+        return build(entry, setting(inst), budget, Context(config, inst, budget))
     return factory
 
 
