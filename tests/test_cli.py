@@ -151,8 +151,8 @@ BAD_INPUTS = [
     (COMPARE + ["--epsilons", "nan"], "--epsilons"),
     (COMPARE + ["--dims", "0"], "--dims"),
     (COMPARE + ["--dims", ""], "--dims"),
-    (COMPARE + ["--methods", "ztc,"], "--methods"),
-    (COMPARE + ["--methods", "ztc-naive,magic"], "--methods"),
+    (COMPARE + ["--methods", "zo-o2nc,"], "--methods"),
+    (COMPARE + ["--methods", "zo-o2nc:naive,magic"], "--methods"),
     (COMPARE + ["--seeds", "0"], "--seeds"),
     (COMPARE + ["--base-alpha", "nan"], "--base-alpha"),
     (COMPARE + ["--base-alpha", "0"], "--base-alpha"),
@@ -299,8 +299,10 @@ def test_the_generated_nonsmooth_command_lists_its_options():
 @pytest.mark.parametrize("experiment, args, expected", [
     (nonsmooth_compare.EXPERIMENT, ["--full"], nonsmooth_compare.FULL),      # docs/results/nonsmooth-compare's
     (nonsmooth_compare.EXPERIMENT, [], nonsmooth_compare.QUICK),
-    (nonsmooth_compare.EXPERIMENT, ["--multipass-max-steps", "7", "--methods", "ztc,klt-fo", "--seed", "4"],
-     dataclasses.replace(nonsmooth_compare.QUICK, multipass_max_steps=7, methods=("ztc", "klt-fo"), seed=4))],
+    (nonsmooth_compare.EXPERIMENT,
+     ["--multipass-max-steps", "7", "--methods", "zo-o2nc,klt:first-order", "--seed", "4"],
+     dataclasses.replace(nonsmooth_compare.QUICK, multipass_max_steps=7, methods=("zo-o2nc", "klt:first-order"),
+                         seed=4))],
     ids=["full", "quick", "options"])   # ids the same in every process (pytest-xdist compares them)
 def test_the_generated_nonsmooth_commands_build_the_config(experiment, args, expected, no_work, tmp_path,
                                                            monkeypatch):

@@ -170,7 +170,7 @@ BLOCKS: dict[str, Block] = {
     "head-sweep": Block((HeadSweep(),)),
     "dpzero-lm-sst5": Block((LMAccuracy("dpzero-lm-sst5"), Claims("dpzero-lm-sst5"))),
     "utility": Block((
-        Claims("utility", show="picked", group=r"^([a-z0-9-]+):", picks=("within 1.5×", "at most the target ε")),
+        Claims("utility", show="picked", group=r"^([a-z0-9:-]+): ", picks=("within 1.5×", "at most the target ε")),
     )),
     "audit": Block((Audit(),)),
     "dpzero-dimension": Block(tuple(

@@ -22,14 +22,16 @@ import torch
 
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.base import Setting
+from dpnc.algorithms.o2nc import practical_travel
 from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.privacy.budget import Budget
 from dpnc.privacy import Accountant, NoiseSource
+from dpnc.problems.base import Constants, Region
 from dpnc.problems.networks import TwoLayerReLU
 
 DELTA = 1e-5
 CLIP = 1.5
-SETTINGS = ("ztc", "klt-zeroth-order", "klt-first-order")
+SETTINGS = ("zo-o2nc", "klt", "klt:first-order")   # registry names, the oracle as a variant
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +47,12 @@ def task():
 
 
 def practical(setting: str, problem, epsilon: float, **options):
+    name, _, oracle = setting.partition(":")
     common = dict(clip=CLIP, **options)
-    if setting == "ztc":
+    if name == "zo-o2nc":
         return ZhangTranCutkosky.practical(Setting.of(problem), Budget(epsilon, DELTA), **common)
-    return KornowskiLiuTalwar.practical(Setting.of(problem), Budget(epsilon, DELTA),
-                                        oracle=setting.removeprefix("klt-"), **common)
+    return KornowskiLiuTalwar.practical(Setting.of(problem), Budget(epsilon, DELTA), oracle=oracle or "zeroth-order",
+                                        **common)
 
 
 def run(config, problem, x0, seed: int = 0):
@@ -106,12 +109,12 @@ def test_from_theory_does_not_move_the_same_network(task):
 
 def test_practical_settings_are_public_and_checked(task):
     problem, _ = task
-    a = practical("klt-zeroth-order", problem, 8.0)
+    a = practical("klt", problem, 8.0)
     b = KornowskiLiuTalwar.practical(Setting.of(problem), Budget(8.0, DELTA), clip=CLIP)
     assert a == b  # a function of the constants, n, d, ε, δ and the options: no data read
     assert a.samples <= problem.n and a.anchor_radius * 2 / a.B1 == pytest.approx(a.increment_radius * 2 / a.B2)
     with pytest.raises(ValueError, match="options must be among"):
-        practical("ztc", problem, 8.0, step_size=1.0)
+        practical("zo-o2nc", problem, 8.0, step_size=1.0)
     with pytest.raises(ValueError, match="clip"):
         KornowskiLiuTalwar.practical(Setting.of(problem), Budget(8.0, DELTA), oracle="first-order", clip=-1.0)
 
@@ -121,15 +124,31 @@ def test_safe_mode_reports_its_clip_rate_and_warns_above_half(task):
     the difference of two whole gradient estimates, far beyond the radius r_a/Σ, so nearly all are clipped."""
     problem, x0 = task
     small = problem.subset(slice(0, 1000))
-    config = practical("klt-zeroth-order", small, 8.0, common_directions=False, m=2)
+    config = practical("klt", small, 8.0, common_directions=False, m=2)
     with pytest.warns(RuntimeWarning, match="of the per-example increments were clipped"):
         result = config.run(small, x0, noise=NoiseSource.for_testing(0), accountant=Accountant(),
                             generator=torch.Generator().manual_seed(0))
     assert result.stats.clip_rate > 0.9
     assert result.stats.increments == config.steps - config.anchors  # B2 = 1 term per increment step
-    common = practical("klt-first-order", small, 8.0)
+    common = practical("klt:first-order", small, 8.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # common ball points: most increments vanish, no warning
         quiet = common.run(small, x0, noise=NoiseSource.for_testing(0), accountant=Accountant(),
                            generator=torch.Generator().manual_seed(0))
     assert quiet.stats.clip_rate < 0.5
+
+
+def test_travel_falls_back_to_twice_the_gap_over_L0_where_no_region_is_declared():
+    """The practical rules' length scale: the region's radius where declared, else 2Φ/L0 (issue 43: the rule the
+    utility reproduction applied by hand), else a clear error."""
+    assert practical_travel(Constants(L0=2.0), None, gap=3.0) == 3.0
+    assert practical_travel(Constants(L0=2.0, region=Region(torch.zeros(2), 5.0)), None, gap=3.0) == 5.0
+    assert practical_travel(Constants(L0=2.0), 0.5, gap=3.0) == 0.5
+    with pytest.raises(ValueError, match="travel must be given"):
+        practical_travel(Constants(L0=2.0), None)
+    # both families read the gap from the setting
+    open_ = Setting(Constants(L0=1.0), 1000, 5, gap=2.0)
+    assert ZhangTranCutkosky.practical(open_, Budget(4.0, DELTA)).D == pytest.approx(
+        ZhangTranCutkosky.practical(open_, Budget(4.0, DELTA), travel=4.0).D)
+    assert KornowskiLiuTalwar.practical(open_, Budget(4.0, DELTA)).D == pytest.approx(
+        KornowskiLiuTalwar.practical(open_, Budget(4.0, DELTA), travel=4.0).D)

@@ -20,14 +20,14 @@ TINY = dataclasses.replace(exp.QUICK, dims=(2, 3), nonconvex_dims=(), base_d=2, 
 def test_every_method_gets_its_theorems_parameters_at_comparable_cost():
     for n, d in ((2_000, 4), (8_000, 16)):
         config = {m: rates.parameters(exp.FULL, m, n=n, d=d, epsilon=2.0, alpha=0.1) for m in rates.METHODS}
-        ztc, naive = config["ztc"], config["ztc-naive"]
+        ztc, naive = config["zo-o2nc"], config["zo-o2nc:naive"]
         assert ztc.oracle == "variance-reduced" and naive.oracle == "naive"
         # the naive oracle with m = d reads at most n examples and spends 2d evaluations per example, as ZTC does
         assert naive.m == ztc.m == d and naive.epochs * naive.period <= n
         assert rates.evaluations(naive, d) == 2 * d * naive.epochs * naive.period
-        assert rates.evaluations(config["klt-zo"], d) <= rates.evaluations(ztc, d)
-        assert config["klt-fo"].oracle == "first-order" and config["klt-fo"].m <= d
-        multipass = config["klt-multipass"]
+        assert rates.evaluations(config["klt"], d) <= rates.evaluations(ztc, d)
+        assert config["klt:first-order"].oracle == "first-order" and config["klt:first-order"].m <= d
+        multipass = config["klt:multi-pass"]
         assert multipass.oracle == "multi-pass" and multipass.m <= d
         assert multipass.steps <= exp.FULL.multipass_max_steps
 
@@ -38,10 +38,10 @@ def test_the_theorems_order_the_methods_as_the_papers_do():
     def n(method, d):
         return rates_report.theory_n(method, d=d, epsilon=2.0, alpha=0.1, beta=0.55, config=exp.FULL)
 
-    assert n("klt-multipass", 4) < n("klt-zo", 4) == n("klt-fo", 4) < n("ztc", 4) < n("ztc-naive", 4)
+    assert n("klt:multi-pass", 4) < n("klt", 4) == n("klt:first-order", 4) < n("zo-o2nc", 4) < n("zo-o2nc:naive", 4)
     growth = {m: math.log(n(m, 16) / n(m, 4)) / math.log(4) for m in rates.METHODS}
-    assert growth["ztc-naive"] > growth["ztc"] > growth["klt-zo"]
-    assert 2.5 < growth["ztc-naive"] <= 3 and 1 < growth["ztc"] <= 1.5 and 0.5 < growth["klt-zo"] <= 1
+    assert growth["zo-o2nc:naive"] > growth["zo-o2nc"] > growth["klt"]
+    assert 2.5 < growth["zo-o2nc:naive"] <= 3 and 1 < growth["zo-o2nc"] <= 1.5 and 0.5 < growth["klt"] <= 1
 
 
 def test_paired_log_ratio_keeps_censored_seeds_censored():
@@ -68,11 +68,12 @@ def rows_with(n_beta: dict, seeds: int, config):
 
 
 def test_comparison_claims_hold_fail_or_have_no_signal_on_constructed_rows():
-    config = dataclasses.replace(TINY, dims=(2,), methods=("ztc", "ztc-naive"), seeds=4, n_start=100, n_max=1600)
+    config = dataclasses.replace(TINY, dims=(2,), methods=("zo-o2nc", "zo-o2nc:naive"), seeds=4, n_start=100,
+                                 n_max=1600)
 
     def verdict(naive, ztc):
-        rows = rows_with({**{("ztc-naive", s): v for s, v in enumerate(naive)},
-                          **{("ztc", s): v for s, v in enumerate(ztc)}}, 4, config)
+        rows = rows_with({**{("zo-o2nc:naive", s): v for s, v in enumerate(naive)},
+                          **{("zo-o2nc", s): v for s, v in enumerate(ztc)}}, 4, config)
         claim, = (c for c in rates_report.comparison_claims(rows, config) if "naive oracle" in c.statement)
         return claim.holds
 
@@ -89,7 +90,7 @@ def test_tiny_run_of_every_method_writes_every_output(tmp_path):
     result = protocol.run_experiment(exp.EXPERIMENT, TINY, progress=False, workers=1)
     assert {r.method for r in result.rows} == set(rates.METHODS)
     for r in result.rows:
-        if r.method in ("ztc", "ztc-naive", "klt-zo"):   # the single-pass function-evaluation counts are the run's
+        if r.method in ("zo-o2nc", "zo-o2nc:naive", "klt"):   # the single-pass function-evaluation counts are the run's
             assert r.evaluations == rates.evaluations(rates.parameters(TINY, r.method, n=r.n, d=r.d, epsilon=r.epsilon,
                                                                        alpha=r.alpha), r.d)
         assert r.evaluations > 0
@@ -103,5 +104,5 @@ def test_tiny_run_of_every_method_writes_every_output(tmp_path):
 
 
 def test_full_is_every_method_over_a_d_sweep():
-    assert exp.FULL.methods == rates.METHODS and exp.FULL.seeds == 10
+    assert exp.FULL.methods == rates.NAMES and exp.FULL.seeds == 10
     assert len(exp.FULL.tasks()) == 10 * 5 * (3 + 2)     # radial d ∈ {4, 8, 16}, radial-nonconvex d ∈ {4, 8}

@@ -24,7 +24,7 @@ def test_crossing_interpolates_in_log_n_and_flags_the_ends():
 
 
 def _threshold(n_beta, censored=False):
-    return report.Threshold("radial", "ztc", 4, 2.0, 0.1, 0.8, 0, n_beta, censored)
+    return report.Threshold("radial", "zo-o2nc", 4, 2.0, 0.1, 0.8, 0, n_beta, censored)
 
 
 def test_censored_n_keeps_every_seed_with_its_range():
@@ -37,13 +37,13 @@ def test_censored_n_keeps_every_seed_with_its_range():
 def test_an_exponent_is_judged_one_sided_and_censored_seeds_count():
     xs, theory = [4.0, 8.0, 16.0], [x ** 1.5 for x in (4.0, 8.0, 16.0)]   # the theorem: n ∝ d^1.5
     slower = [[100 * x ** s for x in xs] for s in (0.9, 1.0, 1.1, 1.0, 0.95)]   # grows slower: consistent
-    e = report._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, slower, theory)
+    e = report._exponent("radial", "zo-o2nc", "d", 0.8, (4, 2.0, 0.1), xs, slower, theory)
     assert e.theory == pytest.approx(1.5) and e.verdict is True and e.reached == "5/5 seeds"
     faster = [[x ** s for x in xs] for s in (2.4, 2.5, 2.6, 2.5, 2.45)]
-    assert report._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, faster, theory).verdict is False
+    assert report._exponent("radial", "zo-o2nc", "d", 0.8, (4, 2.0, 0.1), xs, faster, theory).verdict is False
     # one seed never reached β at d = 16: kept, its slope open above, so "grows no faster" cannot hold
     censored = slower[:4] + [[100 * 4.0, 100 * 8.0, stats.Censored(400.0, math.inf)]]
-    c = report._exponent("radial", "ztc", "d", 0.8, (4, 2.0, 0.1), xs, censored, theory)
+    c = report._exponent("radial", "zo-o2nc", "d", 0.8, (4, 2.0, 0.1), xs, censored, theory)
     assert c.fitted.censored == 1 and c.fitted.high == math.inf and c.verdict is None and c.reached == "4/5 seeds"
     assert "censored" in report.reason(c, [], TINY)
 
@@ -57,7 +57,7 @@ def test_a_paired_ratio_with_one_side_censored_is_censored():
 
 def test_klt_gets_at_most_ztcs_evaluations_and_the_counts_are_exact():
     for n, d in ((2_000, 4), (8_000, 16)):
-        ztc, klt = (exp.parameters(TINY, m, n=n, d=d, epsilon=2.0, alpha=0.1) for m in ("ztc", "klt-zo"))
+        ztc, klt = (exp.parameters(TINY, m, n=n, d=d, epsilon=2.0, alpha=0.1) for m in ("zo-o2nc", "klt"))
         ours, theirs = exp.evaluations(klt, d), exp.evaluations(ztc, d)
         assert ours <= theirs < exp.evaluations(dataclasses.replace(klt, m=klt.m + 1), d)
         assert ztc.m == d
@@ -71,7 +71,7 @@ def test_the_doubling_stops_at_the_smallest_beta_in_the_objectives_unit(monkeypa
     norms = {200: 0.6, 400: 0.45, 800: 0.34, 1_600: 0.3}
     blank = {f.name: None for f in dataclasses.fields(exp.RateRow)}
     monkeypatch.setattr(exp, "run_at", lambda config, task, n: exp.RateRow(**{**blank, "expected_norm": norms[n]}))
-    rows = EXPERIMENT.run_one(config, (objective, 2, 4.0, 0.2, "ztc", 0))
+    rows = EXPERIMENT.run_one(config, (objective, 2, 4.0, 0.2, "zo-o2nc", 0))
     assert [r.expected_norm for r in rows] == [norms[n] for n in (200, 400, 800) if n <= stops_at]
 
 
@@ -112,18 +112,18 @@ def test_exponents_are_judged_in_their_variables_regime():
     def seeds(slope, xs=eps):
         return [[1000 * (1 + 0.02 * s) * x ** slope for x in xs] for s in range(6)]
 
-    steep = report._exponent("radial", "klt-zo", "epsilon", 0.55, (4, 2.0, 0.1), eps, seeds(-1.17), theory)
+    steep = report._exponent("radial", "klt", "epsilon", 0.55, (4, 2.0, 0.1), eps, seeds(-1.17), theory)
     assert steep.regime == stats.SHRINKS and steep.theory == pytest.approx(-0.37)
     assert steep.tolerance.value == pytest.approx(
-        -report.LOG_POWER["klt-zo"] * stats.loglog_fit(eps, [math.log(t) for t in theory]))
+        -report.LOG_POWER["klt"] * stats.loglog_fit(eps, [math.log(t) for t in theory]))
     assert steep.verdict is False                                   # the old rule (≤ bound + 0.1) said it holds
-    assert report._exponent("radial", "klt-zo", "epsilon", 0.55, (4, 2.0, 0.1), eps, seeds(-0.2), theory).verdict
+    assert report._exponent("radial", "klt", "epsilon", 0.55, (4, 2.0, 0.1), eps, seeds(-0.2), theory).verdict
     ds = [4, 8, 16]
     up = [100 * d ** 0.8 for d in ds]
-    grows = report._exponent("radial", "klt-zo", "d", 0.55, (4, 2.0, 0.1), ds,
+    grows = report._exponent("radial", "klt", "d", 0.55, (4, 2.0, 0.1), ds,
                              [[10 * (1 + 0.02 * s) * d ** 1.5 for d in ds] for s in range(6)], up)
     assert grows.regime == stats.GROWS and grows.verdict is False   # n(β) grows faster than N in d: fails
     alphas = [0.05, 0.1, 0.2]
-    alpha = report._exponent("radial", "ztc", "alpha", 0.55, (4, 2.0, 0.1), alphas, seeds(-1.63, alphas),
+    alpha = report._exponent("radial", "zo-o2nc", "alpha", 0.55, (4, 2.0, 0.1), alphas, seeds(-1.63, alphas),
                              [5000 * a ** -0.9 for a in alphas])
     assert alpha.verdict is None and alpha.rule is False            # not testable by slope here; the rule kept

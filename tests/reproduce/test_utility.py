@@ -15,11 +15,11 @@ from dpnc_reproduce.utility import report
 from dpnc_reproduce.utility import run as exp
 from dpnc_reproduce.utility.config import FULL, QUICK, UtilityConfig, instance
 from dpnc_reproduce.utility.experiment import EXPERIMENT
-from dpnc_reproduce.utility.methods import MATCHED, REFERENCE, compute, dpzero, matched_dpsgd, methods, opacus_runner
+from dpnc_reproduce.utility.methods import MATCHED, REFERENCE, compute, matched_dpsgd, methods, opacus_runner
 from dpnc.privacy import Budget
 from tests.reproduce.written import assert_written
 
-METHODS = ("dp-gd", "dp-sgd", "dp-sgd-tuned", "dpzero", "kl-adaptive", "klt-fo")
+METHODS = ("dp-gd", "dp-sgd", "dp-sgd-tuned", "dpzero", "adaptive-gd", "klt:first-order")
 TINY = UtilityConfig(problems=("logistic-cancer", "l1-regression"), methods=METHODS, epsilons=(4.0,),
                          samples=(20, 60), seeds=2, gd_steps=10, sgd_epochs=1.0, klt_mp_steps=5, reference_steps=20,
                          n_test=100, certificate_samples=8, rim=1)
@@ -34,14 +34,14 @@ def tiny():   # the slow tier only (the tests that use it are marked): one tiny 
 def test_tiny_run_writes_every_output(tiny, tmp_path):
     rows = tiny.rows
     tasks = EXPERIMENT.tasks(TINY)
-    matched = {"dpzero", "klt-fo"} | {"kl-adaptive"}   # one compute-matched DP-SGD per paper method that ran
+    matched = {"dpzero", "klt:first-order"} | {"adaptive-gd"}   # one compute-matched DP-SGD per paper method that ran
     assert len(tasks) == 2 * 2 * 2
-    assert len(rows) == len(tasks) * (1 + len(METHODS)) + 2 * 2 * 3 + 2 * 2 * 2   # kl-adaptive: logistic only
+    assert len(rows) == len(tasks) * (1 + len(METHODS)) + 2 * 2 * 3 + 2 * 2 * 2   # adaptive-gd: logistic only
     assert {r.method for r in rows if r.family == "matched"} == {MATCHED + m for m in matched}
     for r in rows:
         if r.method == REFERENCE:
             assert r.excess_risk == 0 and math.isinf(r.epsilon_spent) and not r.private
-        elif r.problem == "l1-regression" and r.method == "kl-adaptive":   # needs L1: not applicable
+        elif r.problem == "l1-regression" and r.method == "adaptive-gd":   # needs L1: not applicable
             assert r.status.startswith("n/a") and math.isnan(r.excess_risk)
         else:
             assert r.status == "ok" and r.private, r
@@ -52,11 +52,12 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
             assert (0 <= r.test_accuracy <= 1) if r.problem.startswith("logistic") else math.isnan(r.test_accuracy)
             assert r.start_gap > 0
             # the Goldstein certificate: the O2NC methods and their matched baselines on the nonsmooth problems only
-            certified = r.problem == "l1-regression" and r.method in ("klt-fo", MATCHED + "klt-fo")
+            certified = r.problem == "l1-regression" and r.method in ("klt:first-order", MATCHED + "klt:first-order")
             assert (r.certificate >= 0 and r.start_certificate > 0) if certified else math.isnan(r.certificate), r
     summary = assert_written(tiny, tmp_path, "dpnc reproduce utility (test)", {"fig_excess_vs_n.png"})
     for text in ("dpzero: within 1.5× of the hand-set baselines", "dpzero: within 1.5× of the privately tuned",
-                 "klt-fo: within 1.5× of its compute-matched DP-SGD", "klt-fo: its Goldstein certificate",
+                 "klt:first-order: within 1.5× of its compute-matched DP-SGD",
+                 "klt:first-order: its Goldstein certificate",
                  "dpzero: closes at least 50% of the start's gap", "spends at most the target ε",
                  "Declared before the run", "| problem | ε | n | method |", "Runs that did not run"):
         assert text in summary
@@ -68,21 +69,21 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
 def test_compute_matched_baseline_spends_the_methods_compute():
     """matched:<m> is DP-SGD whose expected gradient evaluations T·B equal the method's compute (gradients +
     evaluations / 2), B from √n up to n so that T <= matched_max_steps."""
-    config = dataclasses.replace(TINY, problems=("l1-regression",), methods=("dpzero", "klt-mp"))
+    config = dataclasses.replace(TINY, problems=("l1-regression",), methods=("dpzero", "klt:multi-pass"))
     rows = {r.method: r for r in EXPERIMENT.run_one(config, ("l1-regression", 4.0, 60, 0))}
-    for m in ("dpzero", "klt-mp"):
+    for m in ("dpzero", "klt:multi-pass"):
         cost = compute(rows[m].evaluations, rows[m].gradients)
         algorithm = matched_dpsgd(config, instance(config, "l1-regression", 60, 0), Budget(4.0, 1e-6), cost)
         assert algorithm.steps * algorithm.batch_size == pytest.approx(cost, rel=0.02) or algorithm.steps == 1
         assert algorithm.steps <= config.matched_max_steps or algorithm.batch_size == 60
         assert rows[MATCHED + m].status == "ok" and rows[MATCHED + m].epsilon_spent <= 4.0 * (1 + 1e-6)
-    assert rows["klt-mp"].evaluations == 2 * config.klt_mp_steps * 60 * 10   # multi-pass: T·n·2m, m = d = 10
+    assert rows["klt:multi-pass"].evaluations == 2 * config.klt_mp_steps * 60 * 10   # multi-pass: T·n·2m, m = d = 10
 
 
 def test_dpzero_takes_its_steps_from_its_theorem():
     inst = instance(QUICK, "logistic-cancer", 200, 0)
     d, budget = inst.train.dim, Budget(4.0, 1e-6)
-    algorithm = dpzero(QUICK)(inst, 200, d, budget)
+    algorithm = methods(QUICK)["dpzero"].factory(inst, 200, d, budget)
     lg = math.log(math.e + 4.0 / 1e-6)
     assert algorithm.steps == max(int(200 * (d + 2) * 4.0 / (4 * math.sqrt(d * lg))), 1)
 
@@ -218,11 +219,11 @@ def test_synthetic_problems_have_public_constants_and_exact_minimisers(name):
 
 def test_new_problems_run_every_applicable_method():
     config = dataclasses.replace(TINY, problems=("least-squares", "max-affine"),
-                                 methods=("dp-gd", "dp-gd-tuned", "kl-adaptive", "kl-proximal", "ztc", "klt-zo"))
+                                 methods=("dp-gd", "dp-gd-tuned", "adaptive-gd", "proximal-point", "zo-o2nc", "klt"))
     for problem in config.problems:
         rows = EXPERIMENT.run_one(config, (problem, 4.0, 60, 0))
         for r in rows[1:]:
-            if problem == "max-affine" and r.method.startswith("kl-"):     # need L1: not applicable
+            if problem == "max-affine" and r.method in ("adaptive-gd", "proximal-point"):   # need L1: not applicable
                 assert r.status.startswith("n/a"), r
             else:
                 assert r.status == "ok" and r.epsilon_spent <= 4.0 * (1 + 1e-6) and r.excess_risk >= -1e-9, r

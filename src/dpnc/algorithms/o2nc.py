@@ -165,21 +165,26 @@ def o2nc(oracle: Oracle, x0: torch.Tensor, *, D: float, eta: float, steps: int, 
 # --- practical settings (not a theorem's): the rules both families' ``practical`` share ------------
 
 
-def practical_travel(constants, travel: float | None) -> float:
+def practical_travel(constants, travel: float | None, gap: float | None = None) -> float:
     """How far the iterates may move in total, T·D: ``travel`` if given, else the radius of the region where
-    the public constants are declared (a run that starts inside it can reach any point of it).
+    the public constants are declared (a run that starts inside it can reach any point of it), else 2Φ/L0 with
+    Φ = ``gap`` ≥ F(x₀) − inf F (twice the distance Φ/L0 that a drop of Φ allows: where no region is declared, the
+    bound on the drop is the public length scale).
 
     Raises:
-        ValueError: if neither is given (the rule needs a public length scale).
+        ValueError: if none is given (the rule needs a public length scale).
     """
     if travel is not None:
         check_positive(travel=travel)
         return float(travel)
     region = getattr(constants, "region", None)
-    if region is None:
-        raise ValueError("travel must be given (the total distance T·D the iterates may move) when the constants "
-                         "declare no region; got travel=None and region=None")
-    return float(region.radius)
+    if region is not None:
+        return float(region.radius)
+    if gap is not None and getattr(constants, "L0", None) is not None:
+        check_positive(gap=gap)
+        return 2 * float(gap) / constants.L0
+    raise ValueError("travel must be given (the total distance T·D the iterates may move) when the constants "
+                     "declare no region and the setting no gap; got travel=None, region=None and gap=None")
 
 
 def practical_period(*, n: int, d: int, rho: float, noise_ratio: float = 0.5, min_periods: int = 4) -> int:

@@ -2,11 +2,11 @@
 
 The four methods of Kornowski–Liu–Talwar and Zhang–Tran–Cutkosky's two oracles,
 
-* ``ztc``: ZTC's O2NC with the private variance-reduced oracle and tree (Theorem 4.9);
-* ``ztc-naive``: ZTC's naive oracle (Algorithm 6, Appendix E), the baseline its Theorem 4.9 improves on;
-* ``klt-zo``: KLT's single-pass zeroth-order oracle (Algorithm 3, Theorem 3.1);
-* ``klt-fo``: KLT's single-pass first-order oracle (Algorithm 5, Theorem 6.1);
-* ``klt-multipass``: KLT's multi-pass (ERM) zeroth-order oracle (Algorithm 4, Theorem 4.1), T capped,
+* ``zo-o2nc``: ZTC's O2NC with the private variance-reduced oracle and tree (Theorem 4.9);
+* ``zo-o2nc:naive``: ZTC's naive oracle (Algorithm 6, Appendix E), the baseline its Theorem 4.9 improves on;
+* ``klt``: KLT's single-pass zeroth-order oracle (Algorithm 3, Theorem 3.1);
+* ``klt:first-order``: KLT's single-pass first-order oracle (Algorithm 5, Theorem 6.1);
+* ``klt:multi-pass``: KLT's multi-pass (ERM) zeroth-order oracle (Algorithm 4, Theorem 4.1), T capped,
 
 run on the radial objectives of :mod:`dpnc_reproduce.nonsmooth_rates` (per-example L = 1 exactly, the
 population Goldstein norm in closed form, seeds varying the data and the algorithm), with its measurement: per seed,

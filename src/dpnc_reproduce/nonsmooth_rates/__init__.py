@@ -10,8 +10,10 @@ for E‖∂F(x_out)‖_{2α} ≤ β. This experiment measures n(β) on an instan
 :class:`~dpnc.problems.radial.RadialDistance` (per-example L = 1 exactly in every d; the population Goldstein
 norm in closed form), ``radial`` (convex, q = 0) and ``radial-nonconvex`` (15 % of the examples repelling).
 The same measurement takes ZTC's naive oracle and KLT's first-order and multi-pass oracles too (their n in
-:func:`theory_n`, their settings in :func:`parameters`); :mod:`dpnc_reproduce.nonsmooth_compare` runs all five
-and judges the papers' comparisons between them (:data:`COMPARISONS`).
+:func:`theory_n`, their settings as data in :data:`~dpnc_reproduce.nonsmooth_rates.run.METHODS`, each named by its
+registry name: ``zo-o2nc``, ``klt``, ``zo-o2nc:naive``, ``klt:first-order``, ``klt:multi-pass``);
+:mod:`dpnc_reproduce.nonsmooth_compare` runs all five and judges the papers' comparisons between them
+(:data:`COMPARISONS`).
 
 Per run (a method, an objective, d, ε, α, a seed and a sample size n): the method's theorem parameters for n
 (KLT with the m that gives it ZTC's number of function evaluations: equal evaluations), one pass over n fresh

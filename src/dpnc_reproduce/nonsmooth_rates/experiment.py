@@ -11,7 +11,8 @@ from pathlib import Path
 import dpnc_reproduce.nonsmooth_rates.render as render
 import dpnc_reproduce.nonsmooth_rates.report as report
 import dpnc_reproduce.nonsmooth_rates.run as run
-from dpnc_reproduce.nonsmooth_rates.run import FULL, QUICK, RateRow, RatesConfig
+from dpnc_reproduce.method_table import rename
+from dpnc_reproduce.nonsmooth_rates.run import FULL, QUICK, RENAMED, RateRow, RatesConfig
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 
 
@@ -26,6 +27,11 @@ class NonsmoothRates(Experiment):
     claims_heading = "Claims (theorems' exponents, equal-evaluation comparison, certificate)"
     Config, QUICK, FULL, Row = RatesConfig, QUICK, FULL, RateRow
     runner = run
+
+    def upgrade(self, data: dict) -> dict:
+        """A result written before issue 43 names the methods the old way (``ztc``, ``klt-zo``): the registry's
+        names (:data:`~dpnc_reproduce.nonsmooth_rates.run.RENAMED`, :func:`~dpnc_reproduce.method_table.rename`)."""
+        return rename(data, RENAMED)
 
     def tasks(self, config: RatesConfig) -> list[tuple]:
         return config.tasks()

@@ -90,8 +90,8 @@ def evaluation_cost(rows: Sequence[RateRow], objective: str, cell: tuple, method
         return statistics.median(values) if values else None
 
     ms = sorted({r.m for r in mine if r.method == method and r.n == largest})
-    ours, ztc = median_evaluations(method), median_evaluations("ztc")
-    ratio = f" ({ours / ztc:.2f})" if ztc and method != "ztc" else ""
+    ours, ztc = median_evaluations(method), median_evaluations("zo-o2nc")
+    ratio = f" ({ours / ztc:.2f})" if ztc and method != "zo-o2nc" else ""
     return f"m = {'/'.join(map(str, ms))}; n = {largest}: {ours:,.0f}{ratio}"
 
 

@@ -12,30 +12,27 @@ from dataclasses import dataclass
 
 
 from dpnc.algorithms.base import Setting
-from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.ztc import ZhangTranCutkosky
+from dpnc.algorithms.registry import ALGORITHMS
 from dpnc.privacy.budget import Budget
 from dpnc.problems.base import Constants
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce import facts
 from dpnc_reproduce.common import privacy_claim
-from dpnc_reproduce.nonsmooth_rates.run import RateRow, RatesConfig, far_field
+from dpnc_reproduce.nonsmooth_rates.run import METHODS, RateRow, RatesConfig, far_field
 from dpnc_reproduce.protocol import Claim, Declared, Result
 
 
-LABEL = {"ztc": "ZTC variance-reduced (Thm 4.9)", "klt-zo": "KLT single-pass ZO (Thm 3.1, v2)",
-         "ztc-naive": "ZTC naive (Alg. 6, App. E)", "klt-fo": "KLT single-pass first-order (Thm 6.1)",
-         "klt-multipass": "KLT multi-pass ZO (Thm 4.1)"}
+LABEL = {name: entry.label for name, entry in METHODS.items()}
 
 
 # The terms of each theorem's n, as exponents of (d, ε, α, β) (ε: through ρ ∝ ε for ZTC); :func:`theory_n`.
-TERMS = {"ztc": "d/(αβ³) + d^{3/2}/(ραβ²)", "klt-zo": "√d/(αβ³) + d/(εαβ²)",
-         "ztc-naive": "(√d + 1 + d^{3/2}/ρ)²/(αβ³)", "klt-fo": "√d/(αβ³) + d/(εαβ²) (as Thm 3.1)",
-         "klt-multipass": "d^{3/4}/(ε√α·β^{3/2}) + d/β² (ERM + Prop 5.1's gap)"}
-SETTING = {"ztc": "m = d directions", "ztc-naive": "Appendix E's T and K with m = d directions (as ZTC's)",
-           "klt-zo": "m set for **equal function evaluations** (KLT's ≤ ZTC's at the same n)",
-           "klt-fo": "its variance-matching m capped at d",
-           "klt-multipass": "its variance-matching m capped at d, T ≤ {steps}"}
+TERMS = {"zo-o2nc": "d/(αβ³) + d^{3/2}/(ραβ²)", "klt": "√d/(αβ³) + d/(εαβ²)",
+         "zo-o2nc:naive": "(√d + 1 + d^{3/2}/ρ)²/(αβ³)", "klt:first-order": "√d/(αβ³) + d/(εαβ²) (as Thm 3.1)",
+         "klt:multi-pass": "d^{3/4}/(ε√α·β^{3/2}) + d/β² (ERM + Prop 5.1's gap)"}
+SETTING = {"zo-o2nc": "m = d directions", "zo-o2nc:naive": "Appendix E's T and K with m = d directions (as ZTC's)",
+           "klt": "m set for **equal function evaluations** (KLT's ≤ ZTC's at the same n)",
+           "klt:first-order": "its variance-matching m capped at d",
+           "klt:multi-pass": "its variance-matching m capped at d, T ≤ {steps}"}
 VARIABLES = ("d", "epsilon", "alpha", "beta")
 SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
 # Each variable's regime (issue 41): a sample complexity n ≤ C·N(d, ε, α, β) is a statement about large d and small
@@ -49,7 +46,7 @@ REGIME = {"d": stats.GROWS, "epsilon": stats.SHRINKS, "alpha": stats.SHRINKS, "b
 # the least-squares slope over that claim's grid (:func:`dpnc_reproduce.claims.dropped_log_tolerance`). Declared
 # here at issue 41, after the committed rows (2026-11-22 to 11-24) were measured; the RATE_TOL = 0.1 it replaces
 # was set on 11-26, also after them.
-LOG_POWER = {"ztc": 0.5, "ztc-naive": 1.0, "klt-zo": 1.0, "klt-fo": 1.0, "klt-multipass": 1.0}
+LOG_POWER = {"zo-o2nc": 0.5, "zo-o2nc:naive": 1.0, "klt": 1.0, "klt:first-order": 1.0, "klt:multi-pass": 1.0}
 NOT_TESTABLE = "not testable by slope here"
 # A variable the instance confounds: its slope does not test the theorem here, whatever the rule says.
 CONFOUNDED = {"alpha": "not testable by slope here: on this instance the target region ‖∂F‖_2α ≤ β grows with α "
@@ -109,13 +106,10 @@ def theory_n(method: str, *, d: int, epsilon: float, alpha: float, beta: float, 
     Prop 5.1's gap L√(d/n), hence its d/β² term."""
     setting = Setting(Constants(L0=1.0), 1, d, gap=config.start_distance)   # n unused: the rate gives it
     budget = Budget(epsilon, config.dp_delta)
-    if method in ("ztc", "ztc-naive"):
-        return ZhangTranCutkosky.samples_needed(setting, budget, beta, smoothing=alpha,
-                                                oracle="naive" if method == "ztc-naive" else "variance-reduced")
-    if method == "klt-multipass":
-        empirical = KornowskiLiuTalwar.samples_needed(setting, budget, beta, smoothing=alpha, oracle="multi-pass")
-        return empirical + d / beta**2
-    return KornowskiLiuTalwar.samples_needed(setting, budget, beta, smoothing=alpha)
+    entry = METHODS[method]
+    oracle = entry.options["oracle"]
+    n = ALGORITHMS[entry.algorithm].samples_needed(setting, budget, beta, smoothing=alpha, oracle=oracle)
+    return n + d / beta**2 if oracle == "multi-pass" else n   # the empirical norm's n + Prop 5.1's gap
 
 
 @dataclass(frozen=True)
@@ -265,14 +259,14 @@ def _rule_word(v: bool | None) -> str:
 
 # (fewer, more, claim): ``fewer`` reaches β with fewer samples than ``more``, judged paired per seed.
 COMPARISONS = (
-    ("klt-zo", "ztc", "at equal function evaluations KLT single-pass ZO reaches β = {beta:g} with fewer samples than "
+    ("klt", "zo-o2nc", "at equal function evaluations KLT single-pass ZO reaches β = {beta:g} with fewer samples than "
      "ZTC (KLT's √d improvement)"),
-    ("ztc", "ztc-naive", "at equal function evaluations ZTC's variance-reduced oracle reaches β = {beta:g} with fewer "
-     "samples than its naive oracle (Thm 4.9's improvement on App. E)"),
-    ("klt-fo", "klt-zo", "KLT first-order (exact gradients: no d-fold estimation variance) reaches β = {beta:g} with "
-     "fewer samples than KLT zeroth-order (Thm 6.1 promises the same n with Ω̃(d²) fewer oracle calls, so this is "
+    ("zo-o2nc", "zo-o2nc:naive", "at equal function evaluations ZTC's variance-reduced oracle reaches β = {beta:g} "
+     "with fewer samples than its naive oracle (Thm 4.9's improvement on App. E)"),
+    ("klt:first-order", "klt", "KLT first-order (exact gradients: no d-fold estimation variance) reaches β = {beta:g} "
+     "with fewer samples than KLT zeroth-order (Thm 6.1 promises the same n with Ω̃(d²) fewer oracle calls, so this is "
      "the gradients' own effect)"),
-    ("klt-multipass", "klt-zo", "KLT multi-pass (each example read T times) reaches β = {beta:g} with fewer samples "
+    ("klt:multi-pass", "klt", "KLT multi-pass (each example read T times) reaches β = {beta:g} with fewer samples "
      "than single-pass (Thm 4.1's d^{{3/4}}/β^{{3/2}} against Thm 3.1's √d/β³)"),
 )
 
@@ -328,7 +322,7 @@ def improvement_slope_claims(rows: Sequence[RateRow], config: RatesConfig) -> li
     side gives a censored ratio ([n_max/n_KLT, ∞) when only KLT reached β, (0, n_ZTC/n_max] when only ZTC did,
     (0, ∞) when neither), kept by :func:`dpnc_reproduce.claims.slope_interval`. The tolerance is what the two
     bounds' dropped logs ((ln N_ZTC)^½ over (ln N_KLT)^1) add to the ratio's slope over this grid, either sign."""
-    if not {"ztc", "klt-zo"} <= set(config.methods):
+    if not {"zo-o2nc", "klt"} <= set(config.methods):
         return []
     table = {(t.objective, t.method, t.d, t.epsilon, t.alpha, t.seed): t for t in thresholds(rows, config)
              if t.beta == config.main_beta}
@@ -337,16 +331,16 @@ def improvement_slope_claims(rows: Sequence[RateRow], config: RatesConfig) -> li
         dims = sorted(c[0] for c in config.cells(o) if c[1:] == (config.base_epsilon, config.base_alpha))
         if len(dims) < 3:
             continue
-        ratios = [[_ratio(table.get((o, "ztc", d, config.base_epsilon, config.base_alpha, s)),
-                          table.get((o, "klt-zo", d, config.base_epsilon, config.base_alpha, s)), config)
+        ratios = [[_ratio(table.get((o, "zo-o2nc", d, config.base_epsilon, config.base_alpha, s)),
+                          table.get((o, "klt", d, config.base_epsilon, config.base_alpha, s)), config)
                    for d in dims] for s in range(config.seeds)]
         fit = stats.slope_interval(dims, ratios)
         theory = {m: [theory_n(m, d=d, epsilon=config.base_epsilon, alpha=config.base_alpha, beta=config.main_beta,
-                               config=config) for d in dims] for m in ("ztc", "klt-zo")}
-        shift = (LOG_POWER["ztc"] * stats.loglog_fit(dims, [math.log(v) for v in theory["ztc"]])
-                 - LOG_POWER["klt-zo"] * stats.loglog_fit(dims, [math.log(v) for v in theory["klt-zo"]]))
+                               config=config) for d in dims] for m in ("zo-o2nc", "klt")}
+        shift = (LOG_POWER["zo-o2nc"] * stats.loglog_fit(dims, [math.log(v) for v in theory["zo-o2nc"]])
+                 - LOG_POWER["klt"] * stats.loglog_fit(dims, [math.log(v) for v in theory["klt"]]))
         tol = max(abs(shift), 1e-9)
-        bounds = stats.loglog_fit(dims, [a / b for a, b in zip(theory["ztc"], theory["klt-zo"])])
+        bounds = stats.loglog_fit(dims, [a / b for a, b in zip(theory["zo-o2nc"], theory["klt"])])
         grid = ", ".join(map(str, dims))
         out.append(Claim(f"{o}: KLT's √d improvement on ZTC (the papers' comparison of Thm 3.1 with Thm 4.9): the "
                          f"slope of ln(n_ZTC/n_KLT) at β = {config.main_beta:g} in ln d (d ∈ {{{grid}}}) is 0.5 within "

@@ -8,6 +8,7 @@ import dataclasses
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -21,11 +22,66 @@ from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.radial import RadialDistance
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc_reproduce.method_table import Entry, build, check_table
 
 
-METHODS = ("ztc", "klt-zo", "ztc-naive", "klt-fo", "klt-multipass")
+class At(NamedTuple):
+    """What the option rules of :data:`METHODS` read: the config and one run's public setting (n, d, L = 1,
+    Φ = the start distance), budget and smoothing radius α."""
+
+    config: RatesConfig
+    setting: Setting
+    budget: Budget
+    alpha: float
+
+
+def smoothing(at: At) -> float:
+    """α of the run (ZTC's δ): the output is certified at 2α."""
+    return at.alpha
+
+
+def dimension(at: At) -> int:
+    """d: ZTC's m (2d function evaluations per example, either oracle; the naive oracle's paper m = 1 would make it
+    d times cheaper and far noisier), and the cap on KLT's first-order and multi-pass variance-matching m (at most
+    ZTC's directions per example read)."""
+    return at.setting.d
+
+
+def multipass_cap(at: At) -> int:
+    """The cap on KLT multi-pass's steps T (``multipass_max_steps``)."""
+    return at.config.multipass_max_steps
+
+
+def equal_evaluations(at: At) -> int:
+    """KLT single-pass ZO's m: the largest that keeps its evaluations ≤ ZTC's (Theorem 4.9, m = d) at this n."""
+    ztc = ZhangTranCutkosky.from_theory(at.setting, at.budget, smoothing=at.alpha)
+    klt = KornowskiLiuTalwar.from_theory(at.setting, at.budget, smoothing=at.alpha, oracle="zeroth-order", m=1)
+    return equal_directions(ztc, klt, at.setting.d)
+
+
+# Every method with its theorem's parameters for n (``from_theory``), the directions m set for comparable cost
+# (:mod:`dpnc_reproduce.method_table`; the order is part of each run's public seed).
+METHODS: dict[str, Entry] = {
+    "zo-o2nc": Entry("zo-o2nc", "from_theory", {"oracle": "variance-reduced", "smoothing": smoothing,
+                                                "m": dimension}, "ZTC variance-reduced (Thm 4.9)"),
+    "klt": Entry("klt", "from_theory", {"oracle": "zeroth-order", "smoothing": smoothing, "m": equal_evaluations},
+                 "KLT single-pass ZO (Thm 3.1, v2)"),
+    "zo-o2nc:naive": Entry("zo-o2nc", "from_theory", {"oracle": "naive", "smoothing": smoothing, "m": dimension},
+                           "ZTC naive (Alg. 6, App. E)"),
+    "klt:first-order": Entry("klt", "from_theory", {"oracle": "first-order", "smoothing": smoothing,
+                                                    "max_directions": dimension},
+                             "KLT single-pass first-order (Thm 6.1)"),
+    "klt:multi-pass": Entry("klt", "from_theory", {"oracle": "multi-pass", "smoothing": smoothing,
+                                                   "max_steps": multipass_cap, "max_directions": dimension},
+                            "KLT multi-pass ZO (Thm 4.1)"),
+}
+check_table(METHODS)
+NAMES = tuple(METHODS)
+# The names of results written before issue 43 (:meth:`NonsmoothRates.upgrade
+# <dpnc_reproduce.nonsmooth_rates.NonsmoothRates.upgrade>`)
+RENAMED = {"ztc": "zo-o2nc", "klt-zo": "klt", "ztc-naive": "zo-o2nc:naive", "klt-fo": "klt:first-order",
+           "klt-multipass": "klt:multi-pass"}
 OBJECTIVES = ("radial", "radial-nonconvex")
-KLT_ORACLE = {"klt-zo": "zeroth-order", "klt-fo": "first-order", "klt-multipass": "multi-pass"}
 
 
 def _help(text: str) -> dict:
@@ -47,8 +103,7 @@ class RatesConfig:
     betas: tuple[float, ...] = field(default=(0.45, 0.55, 0.65, 0.75), metadata=_help(
         "Targets β of the expected population ‖∂F‖_2α, in units of the far-field slope 1 − 2q (each in (0, 1))."))
     main_beta: float = field(default=0.55, metadata=_help("The β whose exponents in d, ε, α are judged."))
-    methods: tuple[str, ...] = field(default=METHODS[:2], metadata=_help(
-        "Among ztc, klt-zo, ztc-naive, klt-fo, klt-multipass."))
+    methods: tuple[str, ...] = field(default=NAMES[:2], metadata=_help(f"Among {', '.join(NAMES)}."))
     objectives: tuple[str, ...] = field(default=OBJECTIVES, metadata=_help("Among radial, radial-nonconvex."))
     nonconvex_dims: tuple[int, ...] = field(default=(4, 8), metadata=_help(
         "The d sweep of radial-nonconvex (a subset of dims; its ε and α stay at base)."))
@@ -65,14 +120,14 @@ class RatesConfig:
     rim: int = field(default=4, metadata=_help("Antipodal rim pairs of the certificate (8 tilts each)."))
     certificate_samples: int = field(default=64, metadata=_help("Uniform ball points of the certificate."))
     multipass_max_steps: int = field(default=100, metadata=_help(
-        "Cap on klt-multipass's steps T (each reads all n examples; the cap raises its β to (Φ/(α·T))^{1/3})."))
+        "Cap on klt:multi-pass's steps T (each reads all n examples; the cap raises its β to (Φ/(α·T))^{1/3})."))
     seed: int = field(default=0, metadata=_help("Public seed; the noise is always secret."))
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
-        check_axis("methods", self.methods, one_of(METHODS))
+        check_axis("methods", self.methods, one_of(NAMES))
         check_axis("objectives", self.objectives, one_of(OBJECTIVES))
         check_axis("dims", self.dims, INTEGER)
         check_axis("epsilons", self.epsilons, POSITIVE)
@@ -142,7 +197,7 @@ class RateRow:
 
 def cost(config: RatesConfig, task: tuple) -> float:
     """d × the method's relative cost (KLT's two estimates per increment, multi-pass's T passes over n)."""
-    return task[1] * {"klt-zo": 2.0, "klt-fo": 2.0, "klt-multipass": 10.0}.get(task[4], 1.0)
+    return task[1] * {"klt": 2.0, "klt:first-order": 2.0, "klt:multi-pass": 10.0}.get(task[4], 1.0)
 
 
 def far_field(config: RatesConfig, objective: str) -> float:
@@ -176,29 +231,18 @@ def start(config: RatesConfig, d: int, seed: int) -> torch.Tensor:
 
 
 def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: float, alpha: float):
-    """The method's theorem parameters for n, with the directions m set for comparable cost:
+    """The method's theorem parameters for n (:data:`METHODS`), with the directions m set for comparable cost:
 
-    * ``ztc``: Theorem 4.9 (m = d directions, 2d function evaluations per example);
-    * ``ztc-naive``: Appendix E's T and K, with m = d directions (the paper's m = 1 would make it d times cheaper
-      and far noisier): 2d evaluations per example, as ``ztc``;
-    * ``klt-zo``: Theorem 3.1 with the largest m that keeps its evaluations ≤ ZTC's at this n (equal evaluations);
-    * ``klt-fo`` (gradients) and ``klt-multipass`` (T passes over n): their theorem's variance-matching m, capped at
-      d (at most ZTC's directions per example read); multi-pass's T capped at ``multipass_max_steps``.
+    * ``zo-o2nc``: Theorem 4.9 (m = d directions, 2d function evaluations per example);
+    * ``zo-o2nc:naive``: Appendix E's T and K, with m = d directions (the paper's m = 1 would make it d times
+      cheaper and far noisier): 2d evaluations per example, as ``zo-o2nc``;
+    * ``klt``: Theorem 3.1 with the largest m that keeps its evaluations ≤ ZTC's at this n (equal evaluations);
+    * ``klt:first-order`` (gradients) and ``klt:multi-pass`` (T passes over n): their theorem's variance-matching
+      m, capped at d (at most ZTC's directions per example read); multi-pass's T capped at ``multipass_max_steps``.
     """
     setting = Setting(Constants(L0=1.0), n, d, gap=config.start_distance)   # L = 1, Φ = the start distance
     budget = Budget(epsilon, config.dp_delta)
-    if method in ("ztc", "ztc-naive"):
-        return ZhangTranCutkosky.from_theory(setting, budget, smoothing=alpha, m=d,
-                                             oracle="naive" if method == "ztc-naive" else "variance-reduced")
-    ztc = ZhangTranCutkosky.from_theory(setting, budget, smoothing=alpha)
-    oracle = KLT_ORACLE[method]
-    common = dict(smoothing=alpha, oracle=oracle,
-                  **({"max_steps": config.multipass_max_steps} if oracle == "multi-pass" else {}))
-    if method == "klt-zo":
-        m = equal_directions(ztc, KornowskiLiuTalwar.from_theory(setting, budget, **common, m=1), d)
-    else:
-        m = min(KornowskiLiuTalwar.from_theory(setting, budget, **common).m, d)
-    return KornowskiLiuTalwar.from_theory(setting, budget, **common, m=m)   # η = D/(G₁√M) depends on m
+    return build(METHODS[method], setting, budget, At(config, setting, budget, alpha))
 
 
 def evaluations(config, d: int) -> int:
@@ -219,7 +263,7 @@ def run_at(config: RatesConfig, task: tuple, n: int) -> RateRow:
     pool = law(config, objective, d, seed, config.n_max, 0)
     test, axis = law(config, objective, d, seed, config.n_test, 1), law(config, objective, d, seed, config.n_axis, 2)
     algorithm = parameters(config, method, n=n, d=d, epsilon=epsilon, alpha=alpha)
-    gen = torch.Generator().manual_seed(104_729 * config.seed + 1_000 * seed + n % 997 + METHODS.index(method))
+    gen = torch.Generator().manual_seed(104_729 * config.seed + 1_000 * seed + n % 997 + NAMES.index(method))
     tic = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # KLT safe mode's clip-rate warning: its rate is expected

@@ -16,7 +16,8 @@ the loss, never read off the private data),
   (:class:`~dpnc.problems.nonsmooth.MaxOfAffine`, d = 10, 4 pieces, rows on the unit sphere: nonsmooth, convex,
   L0 = 1; start ‖x0‖ = 1, Φ = 2 from a declared ‖x*‖ ≤ 1; x̂ its exact minimiser, a linear program),
 
-every method of :data:`METHODS` (a registry: name → factory(instance, n, d, budget) → algorithm config) for
+every method of :data:`METHODS` (the baselines, and the paper methods under their registry names, with their
+constructors and options as data in :data:`~dpnc_reproduce.utility.methods.PAPER_METHODS`) for
 ε ∈ ``epsilons``, n ∈ ``samples`` (real data: capped at the training pool) and ``seeds`` seeds (the data split or
 draw and the noise change with the seed). Rows: the excess empirical risk F(x) − F(x̂) against the non-private
 optimum x̂ of the same training set (the ε = ∞ reference row; for the network, the best of a long non-private
@@ -26,8 +27,8 @@ the ε the accountant says was spent. Claims and tables: :mod:`dpnc_reproduce.ut
 **Parameters.** The baselines use hand-set, documented defaults (:func:`dpgd`, :func:`dpsgd`); ``dp-gd-tuned``
 and ``dp-sgd-tuned`` tune the baselines' step size privately (:func:`tuned`: random stopping, the tuning charged
 to the same ε); DPZero and the papers' methods use their families' ``practical(...)`` settings, untuned (the
-``*-theory`` methods: the theorems' ``from_theory``). Wrapping a factory in a private tuner (:func:`tuned`) is a
-one-line change in :func:`methods`.
+``*:theory`` methods, e.g. ``klt:theory``: the theorems' ``from_theory``). Wrapping a factory in a private
+tuner (:func:`tuned`) is a one-line change in :func:`methods`.
 
 **What ``--full`` trims to finish in about half an hour on 2 cores** (measured per task, one ε and seed, the 12
 methods: least squares ≈ 17 s at n = 10⁴ and ≈ 45–110 s at n = 2·10⁴; digits ≈ 95 s with m = d = 650 directions,

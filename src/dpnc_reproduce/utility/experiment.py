@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dpnc_reproduce.method_table import rename
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 import dpnc_reproduce.utility.report as report
 import dpnc_reproduce.utility.run as run
-from dpnc_reproduce.utility.config import FULL, QUICK, UtilityConfig
+from dpnc_reproduce.utility.config import FULL, QUICK, RENAMED, UtilityConfig
 from dpnc_reproduce.utility.methods import methods
 from dpnc_reproduce.utility.run import UtilityRow
 
@@ -28,6 +29,11 @@ class Utility(Experiment):
     claims_heading = "Claims (95 % intervals over seeds; 'no signal' where an interval straddles)"
     Config, QUICK, FULL, Row = UtilityConfig, QUICK, FULL, UtilityRow
     runner = run
+
+    def upgrade(self, data: dict) -> dict:
+        """A result written before issue 43 names the methods the old way (``klt-fo``): the registry's names
+        (:data:`~dpnc_reproduce.utility.config.RENAMED`, :func:`~dpnc_reproduce.method_table.rename`)."""
+        return rename(data, RENAMED)
 
     def claims(self, rows, config: UtilityConfig) -> list[Claim]:
         return report.claims(rows, config)

@@ -20,6 +20,7 @@ from dpnc.algorithms.base import Setting
 from dpnc.algorithms.dpzero import practical_step
 from dpnc.algorithms.dpzero.dpsgd import DPSGD
 from dpnc.algorithms.dpzero.theory import dpzero_from_theory
+from dpnc.algorithms.o2nc import O2NCAlgorithm
 from dpnc.algorithms.registry import ALGORITHMS
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.budget import Budget
@@ -27,6 +28,7 @@ from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
 from dpnc.privacy.release import mean_release
 from dpnc.problems import TwoLayerReLU
 from dpnc.problems.kl_objective import default_weak_convexity
+from dpnc_reproduce.method_table import Entry, build, check_table
 from dpnc_reproduce.utility.config import Instance, UtilityConfig
 
 
@@ -113,74 +115,103 @@ def dpzero_theory_steps(n: int, d: int, epsilon: float, delta: float) -> int:
     return dpzero_from_theory(n=n, d=d, r=d, L=1.0, ell=1.0, epsilon=epsilon, delta=delta).T   # T alone: L, ℓ moot
 
 
-def dpzero(config: UtilityConfig):
-    """DPZero (full batch): T from its own theorem for the problem's n and d (:func:`dpzero_theory_steps`; the
-    smooth problems' ℓ and the nonsmooth ones' lack of it leave T unchanged), the other parameters its family's
-    practical settings at that T (:meth:`DPZero.practical <dpnc.algorithms.dpzero.DPZero.practical>`: λ = 10⁻³,
-    C = L0, η = :func:`_eta` / (d + 2); σ calibrated by the accountant for the T releases)."""
+class Context(NamedTuple):
+    """What a paper method's option rules (:data:`PAPER_METHODS`) read: the config, the instance, the budget."""
+
+    config: UtilityConfig
+    inst: Instance
+    budget: Budget
+
+
+# --- the option rules of PAPER_METHODS: public (config, the instance's n, d and declared constants, the budget) --
+
+
+def theorem_steps(p: Context) -> int:
+    """DPZero's T from its own theorem for the problem's n and d (:func:`dpzero_theory_steps`; the smooth problems'
+    ℓ and the nonsmooth ones' lack of it leave T unchanged)."""
+    return dpzero_theory_steps(p.inst.train.n, p.inst.train.dim, p.budget.epsilon, p.budget.delta)
+
+
+def gd_steps(p: Context) -> int:
+    """DP-GD's number of steps (``gd_steps``): adaptive GD's norm queries are budgeted for as many."""
+    return p.config.gd_steps
+
+
+def zo_directions(p: Context) -> int:
+    """m = min(d, ``zo_directions``): the zeroth-order O2NC oracles' directions, trimmed for run time."""
+    return min(p.inst.train.dim, p.config.zo_directions)
+
+
+def multi_pass_steps(p: Context) -> int:
+    """KLT multi-pass T (``klt_mp_steps``; each step reads all n examples)."""
+    return p.config.klt_mp_steps
+
+
+def smoothing(p: Context) -> float:
+    """The theorems' O2NC smoothing radius (ZTC's δ, KLT's α): ``alpha``."""
+    return p.config.alpha
+
+
+def max_directions(p: Context) -> int:
+    """The cap on KLT's theorem directions m (``max_directions``; its variance-matching m can be huge)."""
+    return p.config.max_directions
+
+
+def convex_curvature(p: Context) -> float | None:
+    """The proximal point method's L̃1 on a convex problem (no weak convexity declared, so any L̃1 > 0 is valid): L1,
+    a gradient step's curvature (public); None where the constants declare one."""
+    c = p.inst.train.constants
+    return None if c.weak_convexity else c.L1
+
+
+def convex_curvature_theory(p: Context) -> float | None:
+    """As :func:`convex_curvature`, for Theorem 2's settings: the spec's default for a convex objective,
+    :func:`~dpnc.problems.kl_objective.default_weak_convexity` (tiny here: λ/16, prox steps overshoot)."""
+    c = p.inst.train.constants
+    return None if c.weak_convexity else default_weak_convexity(c.gamma, c.kappa, c.L0)
+
+
+_ZO, _FO, _MP = {"oracle": "zeroth-order"}, {"oracle": "first-order"}, {"oracle": "multi-pass"}
+_KL = ("L1", "gamma")   # KL-Spider and the proximal point method need L1 and the KL constant γ; adaptive GD L1
+_KLT, _ZTC, _MENART = "Kornowski–Liu–Talwar", "Zhang–Tran–Cutkosky", "Menart et al."
+
+# Each paper method: registry name, constructor and options (:mod:`dpnc_reproduce.method_table`). ``practical``: the
+# family's practical settings, untuned; ``:theory``: the theorem's (``from_theory``). Every one reads the public
+# setting of the instance (:func:`setting`: gap = Φ, so Menart's F0 = Φ, not the default (γL0)^κ ≫ Φ; the O2NC
+# practical rules' travel where no region is declared: 2Φ/L0).
+PAPER_METHODS: dict[str, Entry] = {
+    "dpzero": Entry("dpzero", "practical", {"steps": theorem_steps}, "DPZero (full batch, practical settings)"),
+    "adaptive-gd": Entry("adaptive-gd", "practical", {"horizon": gd_steps},
+                         f"{_MENART} adaptive noisy GD, practical settings", ("L1",)),
+    "kl-spider": Entry("kl-spider", "practical", {}, f"{_MENART} KL-Spider, practical settings", _KL),
+    "proximal-point": Entry("proximal-point", "practical", {"weak_convexity": convex_curvature},
+                            f"{_MENART} proximal point, practical settings", _KL),
+    "zo-o2nc": Entry("zo-o2nc", "practical", {"m": zo_directions}, f"{_ZTC} O2NC, practical settings"),
+    "klt": Entry("klt", "practical", {**_ZO, "m": zo_directions}, f"{_KLT} single-pass ZO, practical settings"),
+    "klt:first-order": Entry("klt", "practical", _FO, f"{_KLT} single-pass first-order, practical settings"),
+    "klt:multi-pass": Entry("klt", "practical", {**_MP, "m": zo_directions, "steps": multi_pass_steps},
+                            f"{_KLT} multi-pass ZO (Alg. 4, ERM), practical settings"),
+    "adaptive-gd:theory": Entry("adaptive-gd", "from_theory", {}, f"{_MENART} adaptive noisy GD (Thm 4)", ("L1",)),
+    "kl-spider:theory": Entry("kl-spider", "from_theory", {}, f"{_MENART} KL-Spider (Thm 1)", _KL),
+    "proximal-point:theory": Entry("proximal-point", "from_theory", {"weak_convexity": convex_curvature_theory},
+                                   f"{_MENART} proximal point (Thm 2)", _KL),
+    "zo-o2nc:theory": Entry("zo-o2nc", "from_theory", {"smoothing": smoothing}, f"{_ZTC} O2NC (Thm 4.9)"),
+    "klt:theory": Entry("klt", "from_theory", {**_ZO, "smoothing": smoothing, "max_directions": max_directions},
+                        f"{_KLT} single-pass ZO (Thm 3.1)"),
+    "klt:first-order:theory": Entry("klt", "from_theory", {**_FO, "smoothing": smoothing,
+                                                           "max_directions": max_directions},
+                                    f"{_KLT} single-pass first-order (Thm 6.1)"),
+}
+check_table(PAPER_METHODS)
+
+
+def paper_factory(config: UtilityConfig, entry: Entry) -> Factory:
+    """The factory of a paper method: its entry built on the instance's public setting (None where the problem's
+    constants lack what the method needs)."""
     def factory(inst, n, d, budget):
-        T = dpzero_theory_steps(n, d, budget.epsilon, budget.delta)
-        public = Setting.of(inst.train, gap=None if inst.smooth else inst.Phi)
-        return ALGORITHMS["dpzero"].practical(public, budget, steps=T)
-    return factory
-
-
-def _kl(config: UtilityConfig, kind: str, practical: bool = True):
-    """Menart et al.: their ``practical(...)`` settings (default) or Theorems 4, 1, 2's (``from_theory``), from the
-    objective's public constants, ρ of the budget and F0 = Φ ≥ F(x0) − F* (public). Needs L1 (and γ, κ for
-    KL-Spider and the proximal point method): smooth problems only."""
-    name = {"adaptive": "adaptive-gd", "spider": "kl-spider", "proximal": "proximal-point"}[kind]
-
-    def factory(inst, n, d, budget):
-        public = setting(inst)   # gap = Φ: F0 = Φ, not the default (γL0)^κ ≫ Φ
-        c = public.constants
-        if c.L1 is None or (kind != "adaptive" and c.gamma is None):
+        if not entry.applies(inst.train.constants):
             return None
-        if kind == "adaptive":   # practical: norm queries budgeted for DP-GD's number of steps
-            return (ALGORITHMS[name].practical(public, budget, horizon=config.gd_steps) if practical else
-                    ALGORITHMS[name].from_theory(public, budget))
-        if kind == "proximal" and not c.weak_convexity:
-            # convex, so any L̃1 > 0 is valid: L1 for the practical settings (a gradient step's curvature; public),
-            # the spec's default for a convex objective for the theorem's (tiny here: λ/16, prox steps overshoot)
-            public = dataclasses.replace(public, constants=dataclasses.replace(
-                c, weak_convexity=c.L1 if practical else default_weak_convexity(c.gamma, c.kappa, c.L0)))
-        return (ALGORITHMS[name].practical if practical else ALGORITHMS[name].from_theory)(public, budget)
-    return factory
-
-
-def _travel(inst: Instance) -> dict:
-    """The O2NC practical rules' public length scale where the constants declare no region: 2Φ/L0 (twice the
-    distance Φ/L0 that a drop of Φ allows; ℓ1 regression: twice ‖x0 − x*‖)."""
-    c = inst.train.constants
-    return {} if c.region is not None else {"travel": 2 * inst.Phi / c.L0}
-
-
-def ztc(config: UtilityConfig, practical: bool = True):
-    """Zhang–Tran–Cutkosky, variance-reduced oracle: ``practical`` settings (default; m = min(d, ``zo_directions``)
-    directions), or Theorem 4.9's with smoothing δ = ``alpha``."""
-    def factory(inst, n, d, budget):
-        if practical:
-            return ALGORITHMS["zo-o2nc"].practical(setting(inst), budget, m=min(d, config.zo_directions),
-                                                   **_travel(inst))
-        return ALGORITHMS["zo-o2nc"].from_theory(setting(inst), budget, smoothing=config.alpha)
-    return factory
-
-
-def klt(config: UtilityConfig, oracle: str, practical: bool = True):
-    """Kornowski–Liu–Talwar, zeroth-order single pass (Theorem 3.1), first-order (6.1) or multi-pass (4.1, ERM):
-    ``practical`` settings (default; zeroth order and multi-pass with m = min(d, ``zo_directions``) directions,
-    multi-pass T = ``klt_mp_steps``), or the theorem's with α = ``alpha`` and m ≤ ``max_directions``."""
-    def factory(inst, n, d, budget):
-        if practical:
-            zo = {"m": min(d, config.zo_directions)} if oracle != "first-order" else {}
-            if oracle == "multi-pass":
-                zo["steps"] = config.klt_mp_steps
-            return ALGORITHMS["klt"].practical(setting(inst), budget, oracle=oracle, **zo, **_travel(inst))
-        common = dict(smoothing=config.alpha, oracle=oracle)
-        algorithm = ALGORITHMS["klt"].from_theory(setting(inst), budget, **common)
-        if algorithm.m > config.max_directions:
-            algorithm = ALGORITHMS["klt"].from_theory(setting(inst), budget, **common, m=config.max_directions)
-        return algorithm
+        return build(entry, setting(inst), budget, Context(config, inst, budget))
     return factory
 
 
@@ -289,43 +320,30 @@ def tuned(factory: Factory, relation: str):
 
 
 def methods(config: UtilityConfig) -> dict[str, Method]:
-    """The registry. To use a ``practical`` constructor or a private tuner, change the method's factory here."""
-    return {m.name: m for m in (
+    """Every method by name: the baselines (hand-set, privately tuned, Opacus), then the paper methods of
+    :data:`PAPER_METHODS`, one comprehension over the table."""
+    baselines = (
         Method("dp-gd", "baseline", "DP-GD (full batch, hand-set)", dpgd(config)),
         Method("dp-sgd", "baseline", "DP-SGD (Poisson, B = √n, hand-set)", dpsgd(config), relation="add/remove"),
         Method("dp-gd-tuned", "baseline", "DP-GD, step size tuned privately (random stopping)",
                runner=tuned(dpgd(config), "replace-one"), timed=False),
         Method("dp-sgd-tuned", "baseline", "DP-SGD, step size tuned privately (random stopping)",
                runner=tuned(dpsgd(config), "add/remove"), timed=False),
-        Method("opacus", "baseline", "Opacus DP-SGD (torch model; network only)", runner=opacus_runner),
-        Method("dpzero", "dpnc", "DPZero (full batch, practical settings)", dpzero(config)),
-        Method("kl-adaptive", "dpnc", "Menart et al. adaptive noisy GD, practical settings", _kl(config, "adaptive")),
-        Method("kl-spider", "dpnc", "Menart et al. KL-Spider, practical settings", _kl(config, "spider")),
-        Method("kl-proximal", "dpnc", "Menart et al. proximal point, practical settings", _kl(config, "proximal")),
-        Method("ztc", "dpnc", "Zhang–Tran–Cutkosky O2NC, practical settings", ztc(config)),
-        Method("klt-zo", "dpnc", "Kornowski–Liu–Talwar single-pass ZO, practical settings",
-               klt(config, "zeroth-order")),
-        Method("klt-fo", "dpnc", "Kornowski–Liu–Talwar single-pass first-order, practical settings",
-               klt(config, "first-order")),
-        Method("klt-mp", "dpnc", "Kornowski–Liu–Talwar multi-pass ZO (Alg. 4, ERM), practical settings",
-               klt(config, "multi-pass")),
-        Method("kl-adaptive-theory", "dpnc", "Menart et al. adaptive noisy GD (Thm 4)",
-               _kl(config, "adaptive", practical=False)),
-        Method("kl-spider-theory", "dpnc", "Menart et al. KL-Spider (Thm 1)", _kl(config, "spider", practical=False)),
-        Method("kl-proximal-theory", "dpnc", "Menart et al. proximal point (Thm 2)",
-               _kl(config, "proximal", practical=False)),
-        Method("ztc-theory", "dpnc", "Zhang–Tran–Cutkosky O2NC (Thm 4.9)", ztc(config, practical=False)),
-        Method("klt-zo-theory", "dpnc", "Kornowski–Liu–Talwar single-pass ZO (Thm 3.1)",
-               klt(config, "zeroth-order", practical=False)),
-        Method("klt-fo-theory", "dpnc", "Kornowski–Liu–Talwar single-pass first-order (Thm 6.1)",
-               klt(config, "first-order", practical=False)),
-    )}
+        Method("opacus", "baseline", "Opacus DP-SGD (torch model; network only)", runner=opacus_runner))
+    return {**{m.name: m for m in baselines},
+            **{name: Method(name, "dpnc", entry.label, paper_factory(config, entry))
+               for name, entry in PAPER_METHODS.items()}}
+
+
+def targets_goldstein(name: str) -> bool:
+    """Whether the paper method ``name`` targets Goldstein stationarity (an O2NC method: ZTC, KLT), read off its
+    registry class."""
+    return name in PAPER_METHODS and issubclass(ALGORITHMS[PAPER_METHODS[name].algorithm], O2NCAlgorithm)
 
 
 REFERENCE = "non-private"
 MATCHED = "matched:"             # a compute-matched baseline's row: "matched:<paper method>"
 GRADIENT_COST = 2                # the compute conversion: one per-example gradient = 2 function evaluations
-O2NC = ("ztc", "klt-zo", "klt-fo", "klt-mp", "ztc-theory", "klt-zo-theory", "klt-fo-theory")   # Goldstein targets
 
 
 def compute(evaluations: int, gradients: int) -> float:

@@ -36,7 +36,7 @@ from pathlib import Path
 from dpnc_reproduce import facts
 from dpnc_reproduce.claims import Interval, all_hold, below, geometric_ratio_interval, mean_interval
 from dpnc_reproduce.protocol import Claim, Declared
-from dpnc_reproduce.utility.methods import O2NC, compute, methods
+from dpnc_reproduce.utility.methods import compute, methods, targets_goldstein
 
 RATIO = 1.5        # "within 1.5× of the baseline" (geometric mean of the paired ratio)
 PROGRESS = 0.5     # the progress margin: at least half of the start's gap closed in a cell
@@ -231,7 +231,8 @@ def privacy_claim(rows: Sequence) -> Claim:
 
 
 def _certified(config, method: str) -> bool:
-    return method in O2NC and any(p in ("relu-cancer", "l1-regression", "max-affine") for p in config.problems)
+    nonsmooth = ("relu-cancer", "l1-regression", "max-affine")
+    return targets_goldstein(method) and any(p in nonsmooth for p in config.problems)
 
 
 def claims(rows: Sequence, config) -> list[Claim]:

@@ -161,27 +161,27 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
 
     @classmethod
     def from_theory(cls, setting: Setting, budget: Budget, *, smoothing: float, oracle: str = "zeroth-order",
-                    paper: bool = False, m: int | None = None, schedule: str = "v2", calibration: str = "zcdp",
-                    beta: float | None = None, max_steps: int | None = None, common_directions: bool = False,
+                    paper: bool = False, m: int | None = None, max_directions: int | None = None,
+                    schedule: str = "v2", calibration: str = "zcdp", beta: float | None = None,
+                    max_steps: int | None = None, common_directions: bool = False,
                     theory_constants: theory.TheoryConstants = theory.TheoryConstants()) -> KornowskiLiuTalwar:
         """Theorem 3.1 (``"zeroth-order"``), 6.1 (``"first-order"``) or 4.1 (``"multi-pass"``) for the setting's n.
 
-        Reads d, L = constants.L0 and Φ = ``setting.gap`` (a bound on F(x₀) − inf F); ``smoothing`` is the radius α
-        (the output is (2α, β)-stationary); the budget is the paper's (ε, δ).
-        Single pass: :func:`~dpnc.algorithms.klt.theory.single_pass_schedule` (``schedule``,
-        ``calibration``); multi-pass: :func:`~dpnc.algorithms.klt.theory.multi_pass_schedule` (``beta``,
-        ``max_steps``). m: with ``paper=True`` the paper's m (a smaller one is refused); otherwise the
-        variance-matching m unless given. η = D/√(G₁²·M).
+        Reads d, L = constants.L0 and Φ = ``setting.gap`` (a bound on F(x₀) − inf F); ``smoothing`` is the radius α (the
+        output is (2α, β)-stationary); the budget is the paper's (ε, δ). Single pass:
+        :func:`~dpnc.algorithms.klt.theory.single_pass_schedule` (``schedule``, ``calibration``); multi-pass:
+        :func:`~dpnc.algorithms.klt.theory.multi_pass_schedule` (``beta``, ``max_steps``). m: with ``paper=True`` the
+        paper's m (a smaller one is refused); otherwise the variance-matching m unless given, at most ``max_directions``
+        (a cap on the work). η = D/√(G₁²·M), for that m.
         """
         budget = approximate(budget, "KLT")
         n, d, L, alpha = setting.n, setting.d, setting.constants.L0, smoothing
         Phi, epsilon, dp_delta = setting.require_gap("KLT's theorems"), budget.epsilon, budget.delta
-        constants = theory_constants
         theory.check_theory_inputs(oracle=oracle, schedule=schedule, n=n, d=d, epsilon=epsilon,
                                    dp_delta=dp_delta, L=L, Phi=Phi, smoothing=alpha)
         mechanism_delta = dp_delta / 2 if paper else dp_delta
         common = dict(n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon, mechanism_delta=mechanism_delta,
-                      constants=constants)
+                      constants=theory_constants)
         if oracle == "multi-pass":
             if schedule != "v2":
                 raise ValueError(f"the multi-pass schedule exists in v2 only; got schedule={schedule!r}")
@@ -191,7 +191,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         config = cls(smoothing=alpha, eta=0.0, m=1, budget=budget, oracle=oracle, L0=L,
                      common_directions=common_directions, schedule=schedule, paper=paper, **fields)
         needed = theory.paper_directions(oracle, d=d, alpha=alpha, D=config.D, B1=config.B1, B2=config.B2,
-                                         delta=dp_delta, T=config.steps, c=constants.c)
+                                         delta=dp_delta, T=config.steps, c=theory_constants.c)
         if paper:
             if m is not None and m < needed:
                 raise ValueError(f"paper=True needs m >= {needed} directions for its high-probability sensitivity "
@@ -200,6 +200,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         elif m is None:
             m = theory.variance_directions(oracle, d=d, L=L, Sigma=config.period, B1=config.B1, B2=config.B2,
                                            sigma_anchor=config.sigma_anchor, sigma_increment=config.sigma_increment)
+            m = m if max_directions is None else min(m, max_directions)
         check_integer(m=m)
         config = replace(config, m=m)
         return replace(config, eta=config.D / math.sqrt(theory.second_moment(config, d=d, L=L) * config.block))
@@ -238,8 +239,8 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         * multi-pass: T = ``steps`` (default 100; the cost is T·n·2m evaluations), Σ = ⌈√T⌉, half the zCDP
           budget on the ⌈T/Σ⌉ anchors (σ₁ = s_a√(A/ρ)), half on the increments (σ₂ = s_v√((T−A)/ρ)), B1 = B2 = n;
         * m = ``m`` (default d for zeroth order, as ZTC; 1 for first order);
-        * D = ``travel``/T, the total distance T·D the iterates may move being ``travel`` (default the radius
-          of ``constants.region``: see :func:`~dpnc.algorithms.o2nc.practical_travel`);
+        * D = ``travel``/T, the total distance T·D the iterates may move being ``travel`` (default the region's
+          radius, else 2Φ/L0 with Φ = ``setting.gap``: :func:`~dpnc.algorithms.o2nc.practical_travel`);
         * α = ``smoothing`` (default travel/20), block M = ⌊α/(4D)⌋ (the paper's relation, so each block average
           is within α/4 of its points), η = D/(G₁√M) with G₁² = C² + d·σ²·Lvl (single pass) or
           C² + d(σ₁² + Σσ₂²) (multi-pass), the released g̃'s second moment with constants 1;
@@ -267,7 +268,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         check_positive(clip=C)
         m = options.get("m", d if oracle != "first-order" else 1)
         check_integer(m=m)
-        travel = practical_travel(constants, options.get("travel"))
+        travel = practical_travel(constants, options.get("travel"), setting.gap)
         alpha = options.get("smoothing", travel / 20)
         check_positive(smoothing=alpha)
         r_a = C * math.sqrt(1 + (d - 1) / m) if oracle != "first-order" else C

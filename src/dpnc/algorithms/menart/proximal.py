@@ -196,10 +196,14 @@ class ProximalPoint(KLConfig):
 
     @classmethod
     def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False,
-                    max_inner_iters: int | None = None) -> ProximalPoint:
+                    max_inner_iters: int | None = None, weak_convexity: float | None = None) -> ProximalPoint:
         """Theorem 2's setting: the objective's public γ, κ, L0, L̃1 and F0 = ``setting.gap``, else (γL0)^κ
-        (spec §1.1); ρ the budget's zCDP ρ."""
-        return cls.of(setting, rho=budget_rho(budget), beta=beta, paper=paper, max_inner_iters=max_inner_iters)
+        (spec §1.1); ρ the budget's zCDP ρ. ``weak_convexity``: L̃1 instead of the constants' (a convex objective
+        declares none, and any L̃1 > 0 is valid for it, e.g.
+        :func:`~dpnc.problems.kl_objective.default_weak_convexity`)."""
+        chosen = {} if weak_convexity is None else {"weak_convexity": weak_convexity}
+        return cls.of(setting, rho=budget_rho(budget), beta=beta, paper=paper, max_inner_iters=max_inner_iters,
+                      **chosen)
 
     @classmethod
     def practical(cls, setting: Setting, budget, *, max_inner_iters: int = 200, **options) -> ProximalPoint:

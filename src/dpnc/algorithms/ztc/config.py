@@ -243,9 +243,10 @@ class ZhangTranCutkosky(O2NCAlgorithm):
           K = ⌊n/(2T − 1)⌋ epochs; σ = √(⌊log₂T⌋ + 1)·s/ρ (Cor 4.4's form with the exact node count), ρ = √(2ρ_z)
           with ρ_z fitted by :func:`~dpnc.privacy.calibrate.fit_rho` so that the accountant's ε(δ) is ≤ ε;
         * D = ``travel``/(K·T), the iterates moving at most ``travel`` in all (default the radius of
-          ``constants.region``, :func:`~dpnc.algorithms.o2nc.practical_travel`); δ = ``smoothing`` (default
-          travel/20); η = D/(G√M) with G² = C² + (⌊log₂T⌋ + 1)·d·σ² and M = ⌊δ/(4D)⌋ clamped to [1, T] (the
-          window of KLT's η; Theorem 4.9's √T makes η too small for Δ to reach D before the epoch's reset);
+          ``constants.region``, else 2Φ/L0 with Φ = ``setting.gap``: :func:`~dpnc.algorithms.o2nc.practical_travel`);
+          δ = ``smoothing`` (default travel/20); η = D/(G√M) with G² = C² + (⌊log₂T⌋ + 1)·d·σ² and M = ⌊δ/(4D)⌋
+          clamped to [1, T] (the window of KLT's η; Theorem 4.9's √T makes η too small for Δ to reach D before the
+          epoch's reset);
         * ``output_rule`` = ``"last"`` (default; public post-processing) or ``"random-block"`` (the paper's).
 
         Args:
@@ -267,7 +268,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         check_positive(clip=C)
         m = options.get("m", d)
         check_integer(m=m)
-        travel = practical_travel(constants, options.get("travel"))
+        travel = practical_travel(constants, options.get("travel"), setting.gap)
         smoothing = options.get("smoothing", travel / 20)
         rho_z = budget.to_zcdp().rho
         T = practical_period(n=n, d=d, rho=rho_z, noise_ratio=options.get("noise_ratio", 0.5))
