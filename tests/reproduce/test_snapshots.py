@@ -99,17 +99,17 @@ def _rate_rows(config: rates.RatesConfig, n_beta) -> list:
 
 
 def _nonsmooth_rates() -> protocol.Result:
-    config = dataclasses.replace(rates.QUICK, methods=("ztc", "klt-zo"), dims=(2, 4, 8), epsilons=(4.0,),
+    config = dataclasses.replace(rates.QUICK, methods=("zo-o2nc", "klt"), dims=(2, 4, 8), epsilons=(4.0,),
                                  alphas=(0.2,), base_d=2, base_epsilon=4.0, base_alpha=0.2, objectives=("radial",),
                                  nonconvex_dims=(), seeds=3, n_start=100, n_max=6400, betas=(0.6, 0.8), main_beta=0.8)
-    rows = _rate_rows(config, lambda m, d, s: (100 if m == "klt-zo" else 200) * d * (1 + s % 2))
+    rows = _rate_rows(config, lambda m, d, s: (100 if m == "klt" else 200) * d * (1 + s % 2))
     return _result(nonsmooth_rates.EXPERIMENT, config, rows)
 
 
 def _nonsmooth_compare() -> protocol.Result:
     config = dataclasses.replace(nonsmooth_compare.QUICK, dims=(2, 4), nonconvex_dims=(), base_d=2, seeds=2,
                                  n_start=100, n_max=3200)
-    cost = {"klt-multipass": 1, "klt-fo": 2, "klt-zo": 3, "ztc": 4, "ztc-naive": 8}
+    cost = {"klt:multi-pass": 1, "klt:first-order": 2, "klt": 3, "zo-o2nc": 4, "zo-o2nc:naive": 8}
     rows = _rate_rows(config, lambda m, d, s: 100 * cost[m] * d * (1 + s))
     return _result(nonsmooth_compare.EXPERIMENT, config, rows)
 
