@@ -243,8 +243,9 @@ def main() -> None:
     command = " ".join(["python benchmarks/first_order_step.py", *sys.argv[1:]])
     result = {"command": command, "steps": steps, "threads": 1, "loadavg_before": load,
               "loadavg_after": os.getloadavg(), "torch": torch.__version__, "rows": rows}
-    lines = [f"# First-order DP step: dpnc vs Opacus (MLP, CNN: medians of {steps} steps, 1 thread; MiniLM: "
-             f"{args.lm_threads} threads; load {load[0]:.2f} → {os.getloadavg()[0]:.2f})", "",
+    small = "" if args.lm_only else f"MLP, CNN: medians of {steps} steps, 1 thread; "
+    lines = [f"# First-order DP step: dpnc vs Opacus ({small}MiniLM: {args.lm_threads} threads; load {load[0]:.2f} → "
+             f"{os.getloadavg()[0]:.2f})", "",
              f"`{command}`", "",
              "| model | B | Opacus hooks ms | Opacus ghost ms | dpnc auto ms | dpnc vmap ms | auto / Opacus best | "
              "vmap / Opacus best |", "|---|---|---|---|---|---|---|---|"]
