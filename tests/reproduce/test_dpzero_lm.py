@@ -239,6 +239,8 @@ def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
     # the tasks without a comparison (SNLI, MNLI, RTE) are counted, the three run are judged
     assert got[CLAIMS[6]].facts["tasks_not_run"] == 3 and got[CLAIMS[6]].facts["parts"] == 3
     assert got[CLAIMS[6]].facts["parts_fail"] == 3 and got[CLAIMS[6]].facts["threshold"] == 2.6
+    judged = {key.rsplit("_", 1)[0] for key in got[CLAIMS[6]].facts if key.endswith("_estimate")}
+    assert judged == {"sst-2", "sst-5", "trec"}   # which three: the tasks run, each judged under its own name
 
 
 def test_one_seed_decides_no_claim():
