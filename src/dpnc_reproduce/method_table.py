@@ -64,6 +64,15 @@ def check_table(table: Mapping[str, Entry]) -> None:
             raise ValueError(f"method {name!r}: constructor must be one of {CONSTRUCTORS}; got {entry.constructor!r}")
 
 
+def refuse_old_names(methods, renamed: Mapping[str, str]) -> None:
+    """Raises ValueError naming the new name of any old method name in ``methods`` (a user's habit from before the
+    rename), before the generic "must be among" of the config's own check."""
+    old = [name for name in methods if name in renamed]
+    if old:
+        raise ValueError("methods take their names from dpnc's algorithm registry now: "
+                         + ", ".join(f"{name!r} is now {renamed[name]!r}" for name in old))
+
+
 def options(entry: Entry, context) -> dict:
     """The entry's options with every rule computed on ``context`` (a rule's None: the option is left out)."""
     values = {key: value(context) if callable(value) else value for key, value in entry.options.items()}

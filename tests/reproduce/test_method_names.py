@@ -149,3 +149,12 @@ def test_an_old_utility_record_gets_the_registry_names():
     assert up["machine"] == {"processor": "ztc"} and up["notes"] == [
         "Method names as in the registry since issue 43 (re-rendered from result.json, nothing re-run): "
         "kl-spider-theory → kl-spider:theory, klt-fo → klt:first-order."]
+
+
+@pytest.mark.parametrize("make, old, new", [
+    (lambda m: dataclasses.replace(utility_config.QUICK, methods=m), "kl-adaptive", "adaptive-gd"),
+    (lambda m: dataclasses.replace(rates.QUICK, methods=m), "klt-zo", "klt"),
+])
+def test_an_old_method_name_is_refused_with_its_new_name(make, old, new):
+    with pytest.raises(ValueError, match=f"'{old}' is now '{new}'"):
+        make((old,))

@@ -22,7 +22,7 @@ from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.radial import RadialDistance
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
-from dpnc_reproduce.method_table import Entry, build, check_table
+from dpnc_reproduce.method_table import Entry, build, check_table, refuse_old_names
 
 
 class At(NamedTuple):
@@ -127,6 +127,7 @@ class RatesConfig:
         self.validate()
 
     def validate(self) -> None:
+        refuse_old_names(self.methods, RENAMED)
         check_axis("methods", self.methods, one_of(NAMES))
         check_axis("objectives", self.objectives, one_of(OBJECTIVES))
         check_axis("dims", self.dims, INTEGER)

@@ -14,6 +14,7 @@ import torch
 from dpnc.privacy.budget import check_delta
 from dpnc.problems import L1Regression, LeastSquares, LogisticRegression, MaxOfAffine, TwoLayerReLU
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
+from dpnc_reproduce.method_table import refuse_old_names
 
 
 Task = tuple[str, float, int, int]   # (problem, ε, n, seed)
@@ -165,6 +166,7 @@ class UtilityConfig:
 
     def validate(self) -> None:
         check_axis("problems", self.problems, one_of(PROBLEMS))
+        refuse_old_names(self.methods, RENAMED)
         check_axis("methods", self.methods, one_of(METHODS))
         if self.largest_only:
             check_axis("largest_only", self.largest_only, one_of(PROBLEMS))
