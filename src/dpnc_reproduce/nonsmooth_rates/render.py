@@ -13,7 +13,7 @@ import torch
 from scipy.optimize import brentq
 
 from dpnc_reproduce import claims as stats
-from dpnc_reproduce.nonsmooth_rates.report import (CONFOUNDED, SYMBOL, TERMS, VARIABLES, Exponent, _rule_word,
+from dpnc_reproduce.nonsmooth_rates.report import (CONFOUNDED, SYMBOL, THEOREMS, VARIABLES, Exponent, _rule_word,
                                                     exponents, theory_n, thresholds)
 from dpnc_reproduce.nonsmooth_rates.run import RateRow, RatesConfig, law
 from dpnc_reproduce.protocol import Result
@@ -33,7 +33,8 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
         lines.append(f"| {e.objective} | {e.method} | {SYMBOL[e.variable]} | {e.regime} | "
                      f"{'all' if e.beta is None else f'{e.beta:g}'} | {', '.join(f'{x:g}' for x in e.over)} | "
                      f"{e.theory:+.2f} | {e.tolerance.value:.2f} | {e.fitted} | {_verdict(e)} | {e.reached} |")
-    lines += ["", "Theorems' n (constants 1): " + "; ".join(f"{m} {TERMS[m]}" for m in config.methods) + ". Pure "
+    terms = "; ".join(f"{m} {THEOREMS[m].terms}" for m in config.methods)
+    lines += ["", f"Theorems' n (constants 1): {terms}. Pure "
               "exponents: d 1…3/2 (ZTC), 1/2…1 (KLT single pass), 1…3 (naive), 3/4…1 (multi-pass); ε 0…−1 (naive "
               "0…−2); α −1 (ZTC: (Φ + α)/α); β −3…−2.", "", target_region(config), "",
               "## Median n(β) over seeds (— : not reached by n_max in most seeds)\n",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 from dpnc.algorithms.base import Setting
@@ -25,19 +26,16 @@ from dpnc_reproduce.protocol import Claim, Declared, Result
 LABEL = {name: entry.label for name, entry in METHODS.items()}
 
 
-# The terms of each theorem's n, as exponents of (d, ε, α, β) (ε: through ρ ∝ ε for ZTC); :func:`theory_n`.
-TERMS = {"zo-o2nc": "d/(αβ³) + d^{3/2}/(ραβ²)", "klt": "√d/(αβ³) + d/(εαβ²)",
-         "zo-o2nc:naive": "(√d + 1 + d^{3/2}/ρ)²/(αβ³)", "klt:first-order": "√d/(αβ³) + d/(εαβ²) (as Thm 3.1)",
-         "klt:multi-pass": "d^{3/4}/(ε√α·β^{3/2}) + d/β² (ERM + Prop 5.1's gap)"}
-SETTING = {"zo-o2nc": "m = d directions", "zo-o2nc:naive": "Appendix E's T and K with m = d directions (as ZTC's)",
-           "klt": "m set for **equal function evaluations** (KLT's ≤ ZTC's at the same n)",
-           "klt:first-order": "its variance-matching m capped at d",
-           "klt:multi-pass": "its variance-matching m capped at d, T ≤ {steps}"}
-VARIABLES = ("d", "epsilon", "alpha", "beta")
-SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
-# Each variable's regime (issue 41): a sample complexity n ≤ C·N(d, ε, α, β) is a statement about large d and small
-# ε, α, β, so for ε, α and β a slope *steeper* (more negative) than N's is the violating direction.
-REGIME = {"d": stats.GROWS, "epsilon": stats.SHRINKS, "alpha": stats.SHRINKS, "beta": stats.SHRINKS}
+class Theorem(NamedTuple):
+    """What the report says of one method's theorem: ``terms``, its n as a sum of terms in (d, ε, α, β) (ε through
+    ρ ∝ ε for ZTC; :func:`theory_n`); ``setting``, how its parameters are set here; ``log_power``, the power p of
+    the (ln N)^p its Õ drops (the tolerance of its exponent claims, :func:`tolerance`)."""
+
+    terms: str
+    setting: str
+    log_power: float
+
+
 # The polylog each theorem's n drops (its Õ), as a power p of ln N (N the theorem's n at the point; the logs'
 # arguments T, Σ are at most n), applied to all of N (an upper envelope: only the privacy term carries it). ZTC
 # (Thm 4.9): σ ∝ √ℓ_T with ℓ_T = ⌊log₂T⌋ + 1, its n ∝ σ: (ln N)^½; naive (App. E): n ∝ σ²: (ln N)^1; KLT single
@@ -46,7 +44,25 @@ REGIME = {"d": stats.GROWS, "epsilon": stats.SHRINKS, "alpha": stats.SHRINKS, "b
 # the least-squares slope over that claim's grid (:func:`dpnc_reproduce.claims.dropped_log_tolerance`). Declared
 # here at issue 41, after the committed rows (2026-11-22 to 11-24) were measured; the RATE_TOL = 0.1 it replaces
 # was set on 11-26, also after them.
-LOG_POWER = {"zo-o2nc": 0.5, "zo-o2nc:naive": 1.0, "klt": 1.0, "klt:first-order": 1.0, "klt:multi-pass": 1.0}
+THEOREMS: dict[str, Theorem] = {
+    "zo-o2nc": Theorem("d/(αβ³) + d^{3/2}/(ραβ²)", "m = d directions", 0.5),
+    "klt": Theorem("√d/(αβ³) + d/(εαβ²)", "m set for **equal function evaluations** (KLT's ≤ ZTC's at the same n)",
+                   1.0),
+    "zo-o2nc:naive": Theorem("(√d + 1 + d^{3/2}/ρ)²/(αβ³)",
+                             "Appendix E's T and K with m = d directions (as ZTC's)", 1.0),
+    "klt:first-order": Theorem("√d/(αβ³) + d/(εαβ²) (as Thm 3.1)", "its variance-matching m capped at d", 1.0),
+    "klt:multi-pass": Theorem("d^{3/4}/(ε√α·β^{3/2}) + d/β² (ERM + Prop 5.1's gap)",
+                              "its variance-matching m capped at d, T ≤ {steps}", 1.0),
+}
+assert set(THEOREMS) == set(METHODS), "every method of the table has its theorem's words here"
+LOG_POWER = {name: theorem.log_power for name, theorem in THEOREMS.items()}   # the name the declarations use
+
+
+VARIABLES = ("d", "epsilon", "alpha", "beta")
+SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
+# Each variable's regime (issue 41): a sample complexity n ≤ C·N(d, ε, α, β) is a statement about large d and small
+# ε, α, β, so for ε, α and β a slope *steeper* (more negative) than N's is the violating direction.
+REGIME = {"d": stats.GROWS, "epsilon": stats.SHRINKS, "alpha": stats.SHRINKS, "beta": stats.SHRINKS}
 NOT_TESTABLE = "not testable by slope here"
 # A variable the instance confounds: its slope does not test the theorem here, whatever the rule says.
 CONFOUNDED = {"alpha": "not testable by slope here: on this instance the target region ‖∂F‖_2α ≤ β grows with α "
@@ -229,10 +245,10 @@ def statement(e: Exponent, what: str) -> str:
     tol = f"{e.tolerance.value:.2f}"
     if e.regime == stats.GROWS:
         return (f"n(β) grows with {SYMBOL[e.variable]} no faster than the theorem's bound: the exponent in {what} is "
-                f"at most the bound's {e.theory:+.2f} + {tol} (its {TERMS[e.method]} over this grid; "
+                f"at most the bound's {e.theory:+.2f} + {tol} (its {THEOREMS[e.method].terms} over this grid; "
                 f"{SYMBOL[e.variable]} → ∞, one-sided)")
     return (f"n(β) grows no faster than the theorem's bound as {SYMBOL[e.variable]} shrinks: the exponent in {what} is "
-            f"at least the bound's {e.theory:+.2f} − {tol} (its {TERMS[e.method]} over this grid; "
+            f"at least the bound's {e.theory:+.2f} − {tol} (its {THEOREMS[e.method].terms} over this grid; "
             f"{SYMBOL[e.variable]} → 0, one-sided: a steeper slope violates it)")
 
 
@@ -404,7 +420,7 @@ def describe(result: Result) -> str:
             f"{c.repel_spread} (x* a local maximum, a sphere of minima). x₀ at distance {c.start_distance} from "
             f"x* in a seeded direction, Φ = {c.start_distance}. Every method with its theorem's parameters for n "
             f"(`from_theory`; KLT v2 in safe mode: clipped): "
-            + "; ".join(f"{m}: {SETTING[m]}".format(steps=c.multipass_max_steps) for m in c.methods)
+            + "; ".join(f"{m}: {THEOREMS[m].setting}".format(steps=c.multipass_max_steps) for m in c.methods)
             + f". (ε, δ_DP = {c.dp_delta:g}); {c.seeds} seeds per cell; "
             f"n doubling from {c.n_start} to at most {c.n_max}. Certificates on {c.n_test} held-out examples, "
             f"rim axis from {c.n_axis} others, {c.certificate_samples} uniform points + {c.rim} rim pairs; "
