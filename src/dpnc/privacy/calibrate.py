@@ -172,7 +172,7 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
                 return math.inf
         return spent_or_inf
 
-    fine, coarse = or_inf(spent), or_inf(coarse_spent)
+    fine, coarse = or_inf(spent), functools.cache(or_inf(coarse_spent))   # the slope below re-reads coarse(near)
     # Most of the search on the coarse grid, then a few steps on the accountant's own, from there: every candidate
     # returned was evaluated on the accountant's grid.
     near = _smallest_multiplier(coarse, epsilon, start)
