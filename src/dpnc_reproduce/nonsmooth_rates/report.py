@@ -298,7 +298,7 @@ def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Clai
         if not {fewer, more} <= set(config.methods):
             continue
         for o in config.objectives:
-            parts, verdicts = [], {}
+            parts, verdicts, intervals = [], {}, {}
             for cell in config.cells(o):
                 pairs = [(table.get((o, more, *cell, s)), table.get((o, fewer, *cell, s))) for s in range(config.seeds)]
                 pairs = [(a.n_beta, b.n_beta) for a, b in pairs if a and b]
@@ -308,13 +308,14 @@ def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Clai
                 only_more = sum(1 for a, b in pairs if math.isfinite(a) and not math.isfinite(b))
                 iv = (stats.censored_mean_interval(ratios, what="censored") if ratios
                       else stats.Interval(math.nan, -math.inf, math.inf, 0, "none"))
-                verdicts[cell] = stats.exceeds(iv, 0.0)
+                intervals[cell], verdicts[cell] = iv, stats.exceeds(iv, 0.0)
                 censored = (f", of which {only_fewer} where only {fewer} and {only_more} where only {more} reached β "
                             "(censored: counted at n_max, the open side unbounded)" if only_fewer or only_more else "")
                 parts.append(f"d={cell[0]}, ε={cell[1]:g}, α={cell[2]:g}: {iv} ({len(ratios)} seeds{censored})")
             out.append(Claim(f"{o}: {claim.format(beta=config.main_beta)}: log₂(n_{more}/n_{fewer}) > 0 in every cell",
                              stats.all_hold(list(verdicts.values())), stats.judged(verdicts) + "; " + "; ".join(parts),
-                             facts=facts.counts(verdicts.values()) | {"threshold": 0.0}
+                             facts=facts.parts({(f"d{d}", f"eps{e:g}", f"alpha{a:g}"): iv
+                                                for (d, e, a), iv in intervals.items()}, 0.0, verdicts)
                              | {facts.name(f"d{d}", f"eps{e:g}", f"alpha{a:g}", "holds"): facts.verdict(v)
                                 for (d, e, a), v in verdicts.items()}))
     return out
