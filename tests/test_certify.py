@@ -22,7 +22,12 @@ import torch
 from scipy.optimize import brentq, minimize
 
 import dpnc.certify as certify
-from dpnc.certify import Certificate, goldstein_certificate, min_norm_convex_combination, uniform_ball
+from dpnc.certify import (
+    Certificate,
+    goldstein_certificate,
+    min_norm_convex_combination,
+    uniform_ball,
+)
 
 DT = torch.float64
 
@@ -74,8 +79,14 @@ def check_certificate(c: Certificate, x: torch.Tensor) -> None:
 def test_norm_far_from_kink_tangent_points_give_exact_value(d, R, delta):
     x = R * random_unit(d, seed=d)
     exact = math.sqrt(1 - (delta / R) ** 2)
-    c = goldstein_certificate(norm_gradient, x, delta, points=tangent_points(x, delta), samples=200,
-                              generator=torch.Generator().manual_seed(1))
+    c = goldstein_certificate(
+        norm_gradient,
+        x,
+        delta,
+        points=tangent_points(x, delta),
+        samples=200,
+        generator=torch.Generator().manual_seed(1),
+    )
     check_certificate(c, x)
     assert c.bound == pytest.approx(exact, abs=1e-12)
 
@@ -106,7 +117,9 @@ def test_norm_far_from_kink_random_samples_bound_from_above():
 
     for seed in range(3):
         x = R * random_unit(2, seed=seed)
-        c = goldstein_certificate(norm_gradient, x, delta, samples=n, generator=torch.Generator().manual_seed(seed))
+        c = goldstein_certificate(
+            norm_gradient, x, delta, samples=n, generator=torch.Generator().manual_seed(seed)
+        )
         check_certificate(c, x)
         assert exact - 1e-12 <= c.bound <= exact + tol
 
@@ -120,7 +133,9 @@ def test_norm_near_kink_bound_is_zero(d):
     uniform directions in R^d all lie in a half-space with probability 2^{1−m} Σ_{j<d} C(m−1, j), tiny.
     """
     x = 0.3 * random_unit(d, seed=10 + d)
-    c = goldstein_certificate(norm_gradient, x, 0.5, samples=1000, generator=torch.Generator().manual_seed(d))
+    c = goldstein_certificate(
+        norm_gradient, x, 0.5, samples=1000, generator=torch.Generator().manual_seed(d)
+    )
     check_certificate(c, x)
     assert c.bound <= 1e-12
     assert float(c.gradients.mean(0).norm()) > 0.1  # the plain average would not certify anything
@@ -137,7 +152,9 @@ def test_abs_near_kink_bound_is_zero(x1):
     x = torch.zeros(d, dtype=DT)
     x[0] = x1 * delta
     x[1:] = torch.linspace(-1, 1, d - 1, dtype=DT)
-    c = goldstein_certificate(abs_first_gradient, x, delta, samples=64, generator=torch.Generator().manual_seed(0))
+    c = goldstein_certificate(
+        abs_first_gradient, x, delta, samples=64, generator=torch.Generator().manual_seed(0)
+    )
     check_certificate(c, x)
     assert c.bound <= 1e-15
 
@@ -147,7 +164,9 @@ def test_abs_far_from_kink_bound_is_exactly_one(x1):
     d = 10
     x = torch.zeros(d, dtype=DT)
     x[0] = x1
-    c = goldstein_certificate(abs_first_gradient, x, 1.0, samples=256, generator=torch.Generator().manual_seed(0))
+    c = goldstein_certificate(
+        abs_first_gradient, x, 1.0, samples=256, generator=torch.Generator().manual_seed(0)
+    )
     check_certificate(c, x)
     assert c.bound == pytest.approx(1.0, abs=1e-14)
 
@@ -201,7 +220,9 @@ def check_simplex(G, norm, w):
     G = np.asarray(G, dtype=np.float64)
     assert w.shape == (G.shape[0],) and w.dtype == np.float64
     assert (w >= 0).all() and abs(w.sum() - 1) < 1e-12
-    s = float(np.abs(G).max()) or 1.0  # scaled, so that tiny or huge G neither underflows nor overflows
+    s = (
+        float(np.abs(G).max()) or 1.0
+    )  # scaled, so that tiny or huge G neither underflows nor overflows
     assert norm == pytest.approx(s * float(np.linalg.norm((G / s).T @ w)), rel=1e-12, abs=1e-15 * s)
 
 
@@ -220,7 +241,9 @@ def test_segment_endpoint_and_interior():
     assert norm == pytest.approx(1.0, abs=1e-15) and w == pytest.approx([0.5, 0.5], abs=1e-15)
     # endpoint: [(1, 1), (2, 3)] is nearest 0 at (1, 1)
     norm, w = min_norm_convex_combination(np.array([[1.0, 1.0], [2.0, 3.0]]))
-    assert norm == pytest.approx(math.sqrt(2), abs=1e-15) and w == pytest.approx([1.0, 0.0], abs=1e-15)
+    assert norm == pytest.approx(math.sqrt(2), abs=1e-15) and w == pytest.approx(
+        [1.0, 0.0], abs=1e-15
+    )
 
 
 def test_duplicated_points_change_nothing():
@@ -264,7 +287,9 @@ def test_one_dimension():
 
 def test_torch_input_and_extreme_scales():
     rng = np.random.default_rng(7)
-    G = rng.standard_normal((20, 6)) + 3  # 0 is far outside the hull, so the norm is not rounding noise
+    G = (
+        rng.standard_normal((20, 6)) + 3
+    )  # 0 is far outside the hull, so the norm is not rounding noise
     norm, w = min_norm_convex_combination(G)
     assert norm > 1
     tnorm, tw = min_norm_convex_combination(torch.tensor(G))
@@ -278,9 +303,15 @@ def test_torch_input_and_extreme_scales():
 def slsqp_min_norm(G: np.ndarray) -> float:
     k = G.shape[0]
     Q = G @ G.T
-    res = minimize(lambda w: w @ Q @ w, np.full(k, 1 / k), jac=lambda w: 2 * Q @ w, method="SLSQP",
-                   bounds=[(0, 1)] * k, constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
-                   options={"ftol": 1e-15, "maxiter": 1000})
+    res = minimize(
+        lambda w: w @ Q @ w,
+        np.full(k, 1 / k),
+        jac=lambda w: 2 * Q @ w,
+        method="SLSQP",
+        bounds=[(0, 1)] * k,
+        constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
+        options={"ftol": 1e-15, "maxiter": 1000},
+    )
     w = np.maximum(res.x, 0)
     return float(np.linalg.norm(G.T @ (w / w.sum())))
 
@@ -297,7 +328,9 @@ def test_random_instances_match_slsqp(seed):
     assert norm >= ref - 1e-6  # SLSQP is not far off either: the two solve the same problem
 
 
-@pytest.mark.parametrize("k, d, shift", [(300, 80, 0.2), (120, 600, 0.0), (400, 400, 0.05), (250, 50, 2.0)])
+@pytest.mark.parametrize(
+    "k, d, shift", [(300, 80, 0.2), (120, 600, 0.0), (400, 400, 0.05), (250, 50, 2.0)]
+)
 def test_optimality_certified_by_kkt(k, d, shift):
     """Solver-independent: z = Gᵀw is the min-norm point iff ⟨g_i, z⟩ ≥ ‖z‖² for all i, and in any case
     ‖p‖ ≥ ⟨p, z⟩/‖z‖ ≥ min_i ⟨g_i, z⟩/‖z‖ for every p in the hull, a lower bound on the optimum."""
@@ -326,13 +359,16 @@ def test_nnls_failure_falls_back_to_a_valid_bound(monkeypatch):
 # --- validation --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("G, match", [
-    (np.ones(3), "shape"),
-    (np.ones((0, 3)), "shape"),
-    (np.ones((3, 0)), "shape"),
-    (np.array([[1.0, np.nan]]), "finite"),
-    (np.array([[1.0, np.inf]]), "finite"),
-])
+@pytest.mark.parametrize(
+    "G, match",
+    [
+        (np.ones(3), "shape"),
+        (np.ones((0, 3)), "shape"),
+        (np.ones((3, 0)), "shape"),
+        (np.array([[1.0, np.nan]]), "finite"),
+        (np.array([[1.0, np.inf]]), "finite"),
+    ],
+)
 def test_min_norm_rejects_bad_input(G, match):
     with pytest.raises(ValueError, match=match):
         min_norm_convex_combination(G)
@@ -341,28 +377,34 @@ def test_min_norm_rejects_bad_input(G, match):
 X = torch.tensor([1.0, 2.0], dtype=DT)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"radius": 0.0}, "radius"),
-    ({"radius": -1.0}, "radius"),
-    ({"radius": math.nan}, "radius"),
-    ({"radius": math.inf}, "radius"),
-    ({"radius": "1"}, "radius"),
-    ({"radius": True}, "radius"),
-    ({"samples": -1}, "samples"),
-    ({"samples": 1.5}, "samples"),
-    ({"samples": True}, "samples"),
-    ({"x": torch.ones(2, 2, dtype=DT)}, "x must be a vector"),
-    ({"x": torch.ones(0, dtype=DT)}, "x must be a vector"),
-    ({"x": torch.tensor([1.0, math.nan], dtype=DT)}, "x must be finite"),
-    ({"points": torch.ones(3, dtype=DT)}, "points must have shape"),
-    ({"points": torch.ones(2, 3, dtype=DT)}, "points must have shape"),
-    ({"points": torch.tensor([[math.nan, 1.0]], dtype=DT)}, "points must be finite"),
-    ({"points": torch.tensor([[1.0, 2.5], [1.0, 3.1]], dtype=DT)}, "within radius=1 of x; 1 do not"),
-    ({"gradient": lambda y: y[:, :1]}, "gradient must map"),
-    ({"gradient": lambda y: y.sum(-1)}, "gradient must map"),
-    ({"gradient": lambda y: torch.where(y > 1.9, math.inf, y)}, "non-finite"),
-    ({"gradient": lambda y: y / 0 * 0}, "non-finite"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"radius": 0.0}, "radius"),
+        ({"radius": -1.0}, "radius"),
+        ({"radius": math.nan}, "radius"),
+        ({"radius": math.inf}, "radius"),
+        ({"radius": "1"}, "radius"),
+        ({"radius": True}, "radius"),
+        ({"samples": -1}, "samples"),
+        ({"samples": 1.5}, "samples"),
+        ({"samples": True}, "samples"),
+        ({"x": torch.ones(2, 2, dtype=DT)}, "x must be a vector"),
+        ({"x": torch.ones(0, dtype=DT)}, "x must be a vector"),
+        ({"x": torch.tensor([1.0, math.nan], dtype=DT)}, "x must be finite"),
+        ({"points": torch.ones(3, dtype=DT)}, "points must have shape"),
+        ({"points": torch.ones(2, 3, dtype=DT)}, "points must have shape"),
+        ({"points": torch.tensor([[math.nan, 1.0]], dtype=DT)}, "points must be finite"),
+        (
+            {"points": torch.tensor([[1.0, 2.5], [1.0, 3.1]], dtype=DT)},
+            "within radius=1 of x; 1 do not",
+        ),
+        ({"gradient": lambda y: y[:, :1]}, "gradient must map"),
+        ({"gradient": lambda y: y.sum(-1)}, "gradient must map"),
+        ({"gradient": lambda y: torch.where(y > 1.9, math.inf, y)}, "non-finite"),
+        ({"gradient": lambda y: y / 0 * 0}, "non-finite"),
+    ],
+)
 def test_certificate_rejects_bad_input(kwargs, match):
     args = {"gradient": norm_gradient, "x": X, "radius": 1.0, "samples": 4} | kwargs
     gradient, x, radius = args.pop("gradient"), args.pop("x"), args.pop("radius")
@@ -373,8 +415,13 @@ def test_certificate_rejects_bad_input(kwargs, match):
 def test_integer_x_and_numpy_inputs_are_accepted():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        c = goldstein_certificate(lambda y: np.sign(y.numpy()), torch.tensor([3, 4]), np.float64(0.5),
-                                  points=np.array([[3.0, 4.4]]), samples=np.int64(3))
+        c = goldstein_certificate(
+            lambda y: np.sign(y.numpy()),
+            torch.tensor([3, 4]),
+            np.float64(0.5),
+            points=np.array([[3.0, 4.4]]),
+            samples=np.int64(3),
+        )
     assert c.points.dtype == DT and c.points.shape == (5, 2)
     assert c.bound == pytest.approx(math.sqrt(2), abs=1e-14)
 
@@ -382,21 +429,28 @@ def test_integer_x_and_numpy_inputs_are_accepted():
 def test_certify_run_uses_the_runs_points_at_twice_its_smoothing_radius():
     from dpnc.algorithms.base import Setting
     from dpnc.algorithms.ztc import ZhangTranCutkosky
-    from dpnc.privacy.budget import ZCDP
-    from dpnc.problems.base import Constants
     from dpnc.certify import certify_run
     from dpnc.privacy import Accountant, NoiseSource
+    from dpnc.privacy.budget import ZCDP
+    from dpnc.problems.base import Constants
     from dpnc.problems.nonsmooth import L1Regression
 
     data = L1Regression.synthetic(200, 3, seed=0)
-    config = ZhangTranCutkosky.from_theory(Setting(Constants(L0=1.0), 200, 3, gap=1.0), ZCDP.from_rdp_rho(1.0),
-                                           smoothing=0.2)
-    run = config.run(data, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
-                     accountant=Accountant(), generator=torch.Generator().manual_seed(0), keep_points=True)
+    config = ZhangTranCutkosky.from_theory(
+        Setting(Constants(L0=1.0), 200, 3, gap=1.0), ZCDP.from_rdp_rho(1.0), smoothing=0.2
+    )
+    run = config.run(
+        data,
+        torch.zeros(3, dtype=torch.float64),
+        noise=NoiseSource.for_testing(0),
+        accountant=Accountant(),
+        generator=torch.Generator().manual_seed(0),
+        keep_points=True,
+    )
     cert = certify_run(run, data, samples=4, generator=torch.Generator().manual_seed(1))
     assert cert.radius == 2 * config.smoothing
-    assert cert.points.shape[0] == 1 + config.period + 4          # x, the block's points, the samples
-    assert torch.equal(cert.points[1:1 + config.period], run.trace.output_points)
+    assert cert.points.shape[0] == 1 + config.period + 4  # x, the block's points, the samples
+    assert torch.equal(cert.points[1 : 1 + config.period], run.trace.output_points)
 
 
 # --- rim points and the held-out concentration term ------------------------------------------------------------
@@ -415,7 +469,9 @@ def test_rim_points_lie_in_the_ball_in_antipodal_pairs_about_the_axis():
     assert torch.allclose(tilt[:-1].reshape(8, 2 * pairs), -sines)
     assert float(tilt[-1]) == pytest.approx(-1.0)
     perp = (Y[:-1] - x) - ((Y[:-1] - x) @ axis)[:, None] * axis
-    assert torch.allclose(perp.reshape(8, 2, pairs, d).sum(1), torch.zeros(8, pairs, d, dtype=DT), atol=1e-12)
+    assert torch.allclose(
+        perp.reshape(8, 2, pairs, d).sum(1), torch.zeros(8, pairs, d, dtype=DT), atol=1e-12
+    )
     assert certify.rim_points(x, 0.3, torch.zeros(d, dtype=DT), pairs).shape == (0, d)
 
 
@@ -434,13 +490,21 @@ def test_rim_points_make_the_norm_certificate_nearly_exact(R):
 
 def test_concentration_term_and_its_checks():
     assert certify.concentration(L=2.0, m=400, points=10, failure=0.1) == pytest.approx(
-        2.0 / 20 * (1 + math.sqrt(2 * math.log(100))))
-    bad = (({"L": 0.0}, "L"), ({"m": 0}, "m"), ({"points": 1.5}, "points"), ({"failure": 1.0}, "failure"))
+        2.0 / 20 * (1 + math.sqrt(2 * math.log(100)))
+    )
+    bad = (
+        ({"L": 0.0}, "L"),
+        ({"m": 0}, "m"),
+        ({"points": 1.5}, "points"),
+        ({"failure": 1.0}, "failure"),
+    )
     for kwargs, match in bad:
         with pytest.raises(ValueError, match=match):
             certify.concentration(**{"L": 1.0, "m": 10, "points": 3, **kwargs})
     c = goldstein_certificate(norm_gradient, torch.ones(3, dtype=DT), 0.1, samples=5)
-    assert c.population_bound(L=1.0, m=100) == c.bound + certify.concentration(L=1.0, m=100, points=6)
+    assert c.population_bound(L=1.0, m=100) == c.bound + certify.concentration(
+        L=1.0, m=100, points=6
+    )
 
 
 @pytest.mark.parametrize("repel", [0.0, 0.25])
@@ -457,7 +521,9 @@ def test_held_out_certificate_bounds_the_population_norm_and_is_close(repel, rho
     axis_data = RadialDistance.synthetic(1_000, d, repel=repel, seed=12)
     x = rho * random_unit(d, 5)
     truth = float(test.goldstein_norm(x, delta))
-    c = goldstein_certificate(test.gradient, x, delta, samples=64, rim=4, axis=axis_data.gradient(x))
+    c = goldstein_certificate(
+        test.gradient, x, delta, samples=64, rim=4, axis=axis_data.gradient(x)
+    )
     slack = certify.concentration(L=1.0, m=m, points=c.points.shape[0])
     assert c.population_bound(L=1.0, m=m) >= truth
     assert abs(c.bound - truth) <= slack

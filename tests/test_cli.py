@@ -8,40 +8,84 @@ import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc_reproduce import dpzero_lm, nonsmooth_compare, protocol
 from dpnc.lm import train as lm_train
+from dpnc_reproduce import dpzero_lm, nonsmooth_compare, protocol
 
 runner = CliRunner(env={"COLUMNS": "250"})  # rich wraps errors at the terminal width
 
 
 def test_account_gives_epsilon_for_a_noise_multiplier():
-    result = runner.invoke(app, ["account", "-T", "10000", "-q", "0.0625", "--noise-multiplier", "13.5156",
-                                 "--delta", "1e-5", "--accountant", "both"])
+    result = runner.invoke(
+        app,
+        [
+            "account",
+            "-T",
+            "10000",
+            "-q",
+            "0.0625",
+            "--noise-multiplier",
+            "13.5156",
+            "--delta",
+            "1e-5",
+            "--accountant",
+            "both",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "1.9922" in result.output and "1.8320" in result.output  # RDP and PLD (anchor-bench.md)
 
 
 def test_account_gives_the_multiplier_for_a_target_epsilon_as_json():
-    result = runner.invoke(app, ["account", "-T", "10000", "-q", "0.0625", "--epsilon", "2",
-                                 "--accountant", "rdp", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "account",
+            "-T",
+            "10000",
+            "-q",
+            "0.0625",
+            "--epsilon",
+            "2",
+            "--accountant",
+            "rdp",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
     assert list(answer["accountants"]) == ["rdp"]
     row = answer["accountants"]["rdp"]
     assert abs(row["noise_multiplier"] - 13.468) < 1e-3
     assert row["epsilon"] <= 2.0
-    assert row["seconds"] >= 0   # reported (how long the accountant took), never asserted as a speed
+    assert row["seconds"] >= 0  # reported (how long the accountant took), never asserted as a speed
 
 
 def test_account_json_is_one_object_with_a_value_per_accountant():
     """The help says one JSON object; it used to be a list for --accountant both (issue 29)."""
-    result = runner.invoke(app, ["account", "-T", "100", "-q", "0.01", "--noise-multiplier", "1.5", "--accountant",
-                                 "both", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "account",
+            "-T",
+            "100",
+            "-q",
+            "0.01",
+            "--noise-multiplier",
+            "1.5",
+            "--accountant",
+            "both",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
     assert isinstance(answer, dict) and set(answer["accountants"]) == {"rdp", "pld"}
     assert {k: answer[k] for k in ("steps", "sampling_rate", "delta", "relation")} == {
-        "steps": 100, "sampling_rate": 0.01, "delta": 1e-5, "relation": "add/remove"}
+        "steps": 100,
+        "sampling_rate": 0.01,
+        "delta": 1e-5,
+        "relation": "add/remove",
+    }
     assert answer["given"] == {"noise_multiplier": 1.5, "epsilon": None}
     assert 0 < answer["accountants"]["pld"]["epsilon"] <= answer["accountants"]["rdp"]["epsilon"]
     assert "one JSON object" in runner.invoke(app, ["account", "--help"]).output
@@ -53,10 +97,14 @@ def test_one_default_accountant_everywhere_pld_as_make_private():
 
     from dpnc import engine
 
-    alone = json.loads(runner.invoke(app, ["account", "-T", "10", "--noise-multiplier", "2", "--json"]).output)
+    alone = json.loads(
+        runner.invoke(app, ["account", "-T", "10", "--noise-multiplier", "2", "--json"]).output
+    )
     assert list(alone["accountants"]) == ["pld"]
     assert lm_train.FinetuneConfig(method="mezo", steps=1).accountant == "pld"
-    assert lm_train.FinetuneConfig(method="mezo", steps=1, relation="replace-one").accountant == "rdp"
+    assert (
+        lm_train.FinetuneConfig(method="mezo", steps=1, relation="replace-one").accountant == "rdp"
+    )
     assert inspect.signature(engine.make_private).parameters["accountant"].default == "pld"
     help_text = runner.invoke(app, ["finetune", "--help"]).output
     assert "Default pld, as make_private" in " ".join(help_text.split())
@@ -67,24 +115,51 @@ def test_account_refuses_ambiguous_or_invalid_requests():
     assert both.exit_code != 0 and "exactly one of --noise-multiplier and --epsilon" in both.output
     bad_q = runner.invoke(app, ["account", "-T", "10", "-q", "2", "--epsilon", "1"])
     assert bad_q.exit_code != 0 and "sampling_rate must be in (0, 1]" in bad_q.output
-    rdp_replace = runner.invoke(app, ["account", "-T", "10", "-q", "0.1", "--epsilon", "1",
-                                      "--accountant", "rdp", "--relation", "replace-one"])
-    assert rdp_replace.exit_code != 0 and "cannot interpret Sampled(Poisson, Gaussian)" in rdp_replace.output
+    rdp_replace = runner.invoke(
+        app,
+        [
+            "account",
+            "-T",
+            "10",
+            "-q",
+            "0.1",
+            "--epsilon",
+            "1",
+            "--accountant",
+            "rdp",
+            "--relation",
+            "replace-one",
+        ],
+    )
+    assert (
+        rdp_replace.exit_code != 0
+        and "cannot interpret Sampled(Poisson, Gaussian)" in rdp_replace.output
+    )
 
 
 def test_account_help_explains_every_option():
     result = runner.invoke(app, ["account", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    for option in ("--steps", "--delta", "--sampling-rate", "--noise-multiplier", "--epsilon",
-                   "--accountant", "--relation", "--json"):
+    for option in (
+        "--steps",
+        "--delta",
+        "--sampling-rate",
+        "--noise-multiplier",
+        "--epsilon",
+        "--accountant",
+        "--relation",
+        "--json",
+    ):
         assert option in result.output
 
 
 # --- bad input: a usage error naming the option, before any work, never a traceback -----------------------------
 
+
 @pytest.fixture
 def no_work(monkeypatch):
     """Every run the CLI could start fails the test: bad input must be refused before any work."""
+
     def started(*args, **kwargs):
         raise AssertionError("the run started before the input was validated")
 
@@ -96,7 +171,9 @@ def no_work(monkeypatch):
 def assert_usage_error(result, option: str | None) -> None:
     """Exit code 2 (a usage error, as typer's own), the option named, the program exited on purpose."""
     assert result.exit_code == 2, (result.output, result.exception)
-    assert isinstance(result.exception, SystemExit), repr(result.exception)  # not an uncaught exception
+    assert isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )  # not an uncaught exception
     assert "Traceback" not in result.output
     if option is not None:
         assert option in result.output, result.output
@@ -178,8 +255,12 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize("args, option", BAD_INPUTS, ids=repr)
 def test_bad_input_is_a_usage_error_naming_the_option(args, option, no_work, tmp_path):
-    assert_usage_error(runner.invoke(app, [*args, "--out", str(tmp_path / "out")] if args[0] != "account"
-                                     else args), option)
+    assert_usage_error(
+        runner.invoke(
+            app, [*args, "--out", str(tmp_path / "out")] if args[0] != "account" else args
+        ),
+        option,
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -205,36 +286,63 @@ FINETUNE_BAD_INPUTS = [
 
 @pytest.mark.parametrize("args, option", LM_BAD_INPUTS, ids=repr)
 def test_dpzero_lm_bad_input_is_a_usage_error(args, option, no_work, tmp_path):
-    result = runner.invoke(app, ["reproduce", "dpzero-lm", "--data-dir", str(tmp_path), "--out",
-                                 str(tmp_path / "out"), *args])
+    result = runner.invoke(
+        app,
+        [
+            "reproduce",
+            "dpzero-lm",
+            "--data-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+            *args,
+        ],
+    )
     assert_usage_error(result, option)
 
 
 @pytest.mark.parametrize("args, option", FINETUNE_BAD_INPUTS, ids=repr)
 def test_finetune_bad_input_is_a_usage_error(args, option, no_work, tmp_path):
-    result = runner.invoke(app, ["finetune", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out"), *args])
+    result = runner.invoke(
+        app, ["finetune", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out"), *args]
+    )
     assert_usage_error(result, option)
 
 
 def test_finetune_refuses_an_unknown_task_before_loading_a_model(tmp_path):
     """The task is a choice of the command line: refused before anything runs, the choices listed."""
-    result = runner.invoke(app, ["finetune", "--task", "NOPE", "--data-dir", str(tmp_path), "--out",
-                                 str(tmp_path / "out")])
+    result = runner.invoke(
+        app,
+        ["finetune", "--task", "NOPE", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out")],
+    )
     assert_usage_error(result, "--task")
     assert "SST-2" in result.output and "MNLI" in result.output
 
 
 @pytest.mark.parametrize("command", [["finetune"], ["reproduce", "dpzero-lm"]])
 def test_a_missing_data_dir_is_a_usage_error(command, no_work, tmp_path):
-    result = runner.invoke(app, [*command, "--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
+    result = runner.invoke(
+        app, [*command, "--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "out")]
+    )
     assert_usage_error(result, "--data-dir")
 
 
 def test_the_installed_command_prints_no_traceback(tmp_path):
     """The real entry point (rich's error box, not the test runner) on the inputs of issue 13, finding 8."""
-    command = [sys.executable, "-m", "dpnc.cli", "reproduce", "dpzero-synthetic", "--stepsizes", "nan", "--out",
-               str(tmp_path / "out")]
-    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"})
+    command = [
+        sys.executable,
+        "-m",
+        "dpnc.cli",
+        "reproduce",
+        "dpzero-synthetic",
+        "--stepsizes",
+        "nan",
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"}
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "--stepsizes" in result.stderr and not (tmp_path / "out").exists()
 
@@ -242,25 +350,72 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
 def test_account_under_replace_one_answers_with_the_accountant_that_can():
     """RDP cannot interpret a Poisson-subsampled Gaussian under replace-one; the default (both) says so and
     still gives the PLD answer."""
-    result = runner.invoke(app, ["account", "-T", "100", "-q", "0.1", "--noise-multiplier", "2",
-                                 "--relation", "replace-one", "--accountant", "both"])
+    result = runner.invoke(
+        app,
+        [
+            "account",
+            "-T",
+            "100",
+            "-q",
+            "0.1",
+            "--noise-multiplier",
+            "2",
+            "--relation",
+            "replace-one",
+            "--accountant",
+            "both",
+        ],
+    )
     assert result.exit_code == 0, result.output
     rdp = next(line for line in result.output.splitlines() if line.startswith("rdp "))
     pld = next(line for line in result.output.splitlines() if line.startswith("pld "))
     assert "n/a" in rdp and "n/a" not in pld
     assert "cannot interpret Sampled(Poisson, Gaussian) under 'replace-one'" in result.output
-    as_json = runner.invoke(app, ["account", "-T", "100", "-q", "0.1", "--noise-multiplier", "2",
-                                  "--relation", "replace-one", "--accountant", "both", "--json"])
+    as_json = runner.invoke(
+        app,
+        [
+            "account",
+            "-T",
+            "100",
+            "-q",
+            "0.1",
+            "--noise-multiplier",
+            "2",
+            "--relation",
+            "replace-one",
+            "--accountant",
+            "both",
+            "--json",
+        ],
+    )
     rows = json.loads(as_json.output)["accountants"]
     assert rows["rdp"]["epsilon"] is None and "cannot interpret" in rows["rdp"]["unsupported"]
     assert rows["pld"]["epsilon"] > 0 and rows["pld"]["unsupported"] is None
     from dpnc.privacy.calibrate import epsilon_for
-    assert rows["pld"]["epsilon"] == epsilon_for(2.0, 0.1, 100, 1e-5, accountant="pld", relation="replace-one")
+
+    assert rows["pld"]["epsilon"] == epsilon_for(
+        2.0, 0.1, 100, 1e-5, accountant="pld", relation="replace-one"
+    )
 
 
 def test_account_under_replace_one_calibrates_with_the_accountant_that_can():
-    result = runner.invoke(app, ["account", "-T", "100", "-q", "0.1", "--epsilon", "2", "--relation", "replace-one",
-                                 "--accountant", "both", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "account",
+            "-T",
+            "100",
+            "-q",
+            "0.1",
+            "--epsilon",
+            "2",
+            "--relation",
+            "replace-one",
+            "--accountant",
+            "both",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)["accountants"]
     assert rows["rdp"]["noise_multiplier"] is None and rows["rdp"]["epsilon"] is None
@@ -271,49 +426,136 @@ def test_the_generated_dpzero_lm_command_keeps_every_documented_option():
     """The options of the hand-written command it replaced (README, docs/results/dpzero-lm*/summary.md)."""
     result = runner.invoke(app, ["reproduce", "dpzero-lm", "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
-    for option in ("--data-dir", "--full", "--quick", "--out", "--model", "--tasks", "--sphere-tasks", "--seeds",
-                   "--epsilons", "--fo-methods", "--steps", "--fo-steps", "--batch-size", "--lr", "--clip",
-                   "--eval-examples", "--workers", "--threads"):
+    for option in (
+        "--data-dir",
+        "--full",
+        "--quick",
+        "--out",
+        "--model",
+        "--tasks",
+        "--sphere-tasks",
+        "--seeds",
+        "--epsilons",
+        "--fo-methods",
+        "--steps",
+        "--fo-steps",
+        "--batch-size",
+        "--lr",
+        "--clip",
+        "--eval-examples",
+        "--workers",
+        "--threads",
+    ):
         assert f" {option} " in result.output, option
 
 
 def test_the_generated_dpzero_lm_command_builds_the_config(no_work, tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(protocol, "run_experiment", lambda experiment, config, **kw: seen.append((config, kw)) or 1 / 0)
-    runner.invoke(app, ["reproduce", "dpzero-lm", "--full", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o"),
-                        "--seeds", "13,21", "--sphere-tasks", "", "--steps", "7", "--workers", "3", "--no-isolate"])
-    (config, kw), = seen
-    assert config == dpzero_lm.LMConfig(data_dir=str(tmp_path), runs_dir=str(tmp_path / "o" / "runs"), seeds=(13, 21),
-                                        sphere_tasks=(), steps=7, isolate=False)
-    assert kw == {"workers": 3, "out": tmp_path / "o"}   # the claims are declared into out/ before the run
+    monkeypatch.setattr(
+        protocol,
+        "run_experiment",
+        lambda experiment, config, **kw: seen.append((config, kw)) or 1 / 0,
+    )
+    runner.invoke(
+        app,
+        [
+            "reproduce",
+            "dpzero-lm",
+            "--full",
+            "--data-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o"),
+            "--seeds",
+            "13,21",
+            "--sphere-tasks",
+            "",
+            "--steps",
+            "7",
+            "--workers",
+            "3",
+            "--no-isolate",
+        ],
+    )
+    ((config, kw),) = seen
+    assert config == dpzero_lm.LMConfig(
+        data_dir=str(tmp_path),
+        runs_dir=str(tmp_path / "o" / "runs"),
+        seeds=(13, 21),
+        sphere_tasks=(),
+        steps=7,
+        isolate=False,
+    )
+    assert kw == {
+        "workers": 3,
+        "out": tmp_path / "o",
+    }  # the claims are declared into out/ before the run
 
 
 def test_the_generated_nonsmooth_command_lists_its_options():
-    result = runner.invoke(app, ["reproduce", "nonsmooth-compare", "--help"], env={"COLUMNS": "250"})
+    result = runner.invoke(
+        app, ["reproduce", "nonsmooth-compare", "--help"], env={"COLUMNS": "250"}
+    )
     assert result.exit_code == 0
-    for option in ("--full", "--quick", "--out", "--dims", "--epsilons", "--alphas", "--betas", "--methods", "--seeds",
-                   "--seed", "--workers", "--n-start", "--n-max", "--multipass-max-steps"):
+    for option in (
+        "--full",
+        "--quick",
+        "--out",
+        "--dims",
+        "--epsilons",
+        "--alphas",
+        "--betas",
+        "--methods",
+        "--seeds",
+        "--seed",
+        "--workers",
+        "--n-start",
+        "--n-max",
+        "--multipass-max-steps",
+    ):
         assert f" {option} " in result.output, option
 
 
-@pytest.mark.parametrize("experiment, args, expected", [
-    (nonsmooth_compare.EXPERIMENT, ["--full"], nonsmooth_compare.FULL),      # docs/results/nonsmooth-compare's
-    (nonsmooth_compare.EXPERIMENT, [], nonsmooth_compare.QUICK),
-    (nonsmooth_compare.EXPERIMENT,
-     ["--multipass-max-steps", "7", "--methods", "zo-o2nc,klt:first-order", "--seed", "4"],
-     dataclasses.replace(nonsmooth_compare.QUICK, multipass_max_steps=7, methods=("zo-o2nc", "klt:first-order"),
-                         seed=4))],
-    ids=["full", "quick", "options"])   # ids the same in every process (pytest-xdist compares them)
-def test_the_generated_nonsmooth_commands_build_the_config(experiment, args, expected, no_work, tmp_path,
-                                                           monkeypatch):
+@pytest.mark.parametrize(
+    "experiment, args, expected",
+    [
+        (
+            nonsmooth_compare.EXPERIMENT,
+            ["--full"],
+            nonsmooth_compare.FULL,
+        ),  # docs/results/nonsmooth-compare's
+        (nonsmooth_compare.EXPERIMENT, [], nonsmooth_compare.QUICK),
+        (
+            nonsmooth_compare.EXPERIMENT,
+            ["--multipass-max-steps", "7", "--methods", "zo-o2nc,klt:first-order", "--seed", "4"],
+            dataclasses.replace(
+                nonsmooth_compare.QUICK,
+                multipass_max_steps=7,
+                methods=("zo-o2nc", "klt:first-order"),
+                seed=4,
+            ),
+        ),
+    ],
+    ids=["full", "quick", "options"],
+)  # ids the same in every process (pytest-xdist compares them)
+def test_the_generated_nonsmooth_commands_build_the_config(
+    experiment, args, expected, no_work, tmp_path, monkeypatch
+):
     seen = []
-    monkeypatch.setattr(protocol, "run_experiment", lambda exp, config, **kw: seen.append((exp, config, kw)) or 1 / 0)
-    runner.invoke(app, ["reproduce", experiment.name, *args, "--workers", "1", "--out", str(tmp_path / "o")])
-    (ran, config, kw), = seen
+    monkeypatch.setattr(
+        protocol,
+        "run_experiment",
+        lambda exp, config, **kw: seen.append((exp, config, kw)) or 1 / 0,
+    )
+    runner.invoke(
+        app, ["reproduce", experiment.name, *args, "--workers", "1", "--out", str(tmp_path / "o")]
+    )
+    ((ran, config, kw),) = seen
     assert ran is experiment and config == expected and kw == {"workers": 1, "out": tmp_path / "o"}
 
 
 # --- conventions (issue 29) ------------------------------------------------------------------------------------
+
 
 def test_version():
     from dpnc import __version__
@@ -326,9 +568,19 @@ def test_finetune_help_shows_choices_panels_and_no_bool_types():
     result = runner.invoke(app, ["finetune", "--help"])
     assert result.exit_code == 0
     out = result.output
-    assert "<bool>" not in out and "<zero-shot|mezo|dpzero|adamw|dp-adamw>" in out and "<rdp|pld>" in out
-    for panel in ("Data", "Model and what is trained", "Method and optimizer", "Privacy", "Output and logging",
-                  "Device"):
+    assert (
+        "<bool>" not in out
+        and "<zero-shot|mezo|dpzero|adamw|dp-adamw>" in out
+        and "<rdp|pld>" in out
+    )
+    for panel in (
+        "Data",
+        "Model and what is trained",
+        "Method and optimizer",
+        "Privacy",
+        "Output and logging",
+        "Device",
+    ):
         assert f"─ {panel} ─" in out, panel
     assert "--progress" in out and "--no-progress" in out
     assert "<bool>" not in runner.invoke(app, ["account", "--help"]).output
@@ -346,41 +598,86 @@ def test_the_help_states_the_true_step_and_lr_defaults():
     assert f"head {FIRST_ORDER_LR['head']:g}" in out
 
 
-@pytest.mark.parametrize("alias, values", [
-    ("Task", "TASKS"), ("Method", "METHODS"), ("TrainMode", "TRAIN_MODES"), ("Head", "HEADS"),
-    ("PromptMode", "PROMPT_MODES"), ("Relation", "RELATIONS"), ("Sampler", "SAMPLERS"), ("PerExample", "PER_EXAMPLE"),
-    ("Device", "DEVICES"), ("Dtype", "DTYPES"), ("ReportTo", "REPORT_TO"), ("Accountant", "ACCOUNTANTS")])
+@pytest.mark.parametrize(
+    "alias, values",
+    [
+        ("Task", "TASKS"),
+        ("Method", "METHODS"),
+        ("TrainMode", "TRAIN_MODES"),
+        ("Head", "HEADS"),
+        ("PromptMode", "PROMPT_MODES"),
+        ("Relation", "RELATIONS"),
+        ("Sampler", "SAMPLERS"),
+        ("PerExample", "PER_EXAMPLE"),
+        ("Device", "DEVICES"),
+        ("Dtype", "DTYPES"),
+        ("ReportTo", "REPORT_TO"),
+        ("Accountant", "ACCOUNTANTS"),
+    ],
+)
 def test_the_command_line_choices_are_the_librarys(alias, values):
     import typing
 
     from dpnc.cli import base as cli
     from dpnc.lm import config, data, heads, trainable
 
-    library = next(getattr(m, values) for m in (config, data, heads, trainable) if hasattr(m, values))
+    library = next(
+        getattr(m, values) for m in (config, data, heads, trainable) if hasattr(m, values)
+    )
     assert set(typing.get_args(getattr(cli, alias))) == set(library)
 
 
 def test_a_hub_model_id_is_refused_with_how_to_fetch_it(no_work, tmp_path):
-    result = runner.invoke(app, ["finetune", "--model", "sentence-transformers/all-mpnet-base-v2", "--data-dir",
-                                 str(tmp_path), "--out", str(tmp_path / "out")])
+    result = runner.invoke(
+        app,
+        [
+            "finetune",
+            "--model",
+            "sentence-transformers/all-mpnet-base-v2",
+            "--data-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert_usage_error(result, "--model")
     text = " ".join(result.output.split())
-    for words in ("offline-first", "looks like a Hugging Face Hub id", "all-MiniLM-L6-v2", "SmolLM2",
-                  "hf download sentence-transformers/all-mpnet-base-v2 --local-dir",
-                  "--model models/all-mpnet-base-v2"):
+    for words in (
+        "offline-first",
+        "looks like a Hugging Face Hub id",
+        "all-MiniLM-L6-v2",
+        "SmolLM2",
+        "hf download sentence-transformers/all-mpnet-base-v2 --local-dir",
+        "--model models/all-mpnet-base-v2",
+    ):
         assert words in text.replace("│ ", "").replace(" │", ""), words
 
 
-def test_delta_is_spelled_delta_everywhere_and_the_old_spelling_still_works(no_work, tmp_path, monkeypatch):
+def test_delta_is_spelled_delta_everywhere_and_the_old_spelling_still_works(
+    no_work, tmp_path, monkeypatch
+):
     from dpnc_reproduce import kl_rates
 
     help_text = runner.invoke(app, ["reproduce", kl_rates.EXPERIMENT.name, "--help"]).output
     assert " --delta " in help_text and "--dp-delta" not in help_text
     seen = []
-    monkeypatch.setattr(protocol, "run_experiment", lambda exp, config, **kw: seen.append(config) or 1 / 0)
+    monkeypatch.setattr(
+        protocol, "run_experiment", lambda exp, config, **kw: seen.append(config) or 1 / 0
+    )
     for flag in ("--delta", "--dp-delta"):
-        result = runner.invoke(app, ["reproduce", kl_rates.EXPERIMENT.name, flag, "0.001", "--workers", "1",
-                                     "--out", str(tmp_path / "o")])
+        result = runner.invoke(
+            app,
+            [
+                "reproduce",
+                kl_rates.EXPERIMENT.name,
+                flag,
+                "0.001",
+                "--workers",
+                "1",
+                "--out",
+                str(tmp_path / "o"),
+            ],
+        )
         assert ("deprecated" in result.output) == (flag == "--dp-delta")
     assert [c.dp_delta for c in seen] == [0.001, 0.001]
 
@@ -390,5 +687,8 @@ def test_a_bare_hub_id_gets_the_command_for_that_model_not_another():
     from dpnc.lm.classifiers import missing_model
 
     text = missing_model("bert-base-uncased")
-    assert "hf download bert-base-uncased --local-dir models/bert-base-uncased" in text and "mpnet" not in text
-    assert "all-mpnet-base-v2" in missing_model("./no/such/folder")   # no Hub id: an example
+    assert (
+        "hf download bert-base-uncased --local-dir models/bert-base-uncased" in text
+        and "mpnet" not in text
+    )
+    assert "all-mpnet-base-v2" in missing_model("./no/such/folder")  # no Hub id: an example

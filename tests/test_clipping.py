@@ -7,8 +7,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpnc.privacy.clipping import (clip_each, clip_scalars, clip_vectors, clip_weights, clipped_sum, per_run,
-                                   zero_nonfinite)
+from dpnc.privacy.clipping import (
+    clip_each,
+    clip_scalars,
+    clip_vectors,
+    clip_weights,
+    clipped_sum,
+    per_run,
+    zero_nonfinite,
+)
 
 EPS64 = torch.finfo(torch.float64).eps
 
@@ -23,16 +30,18 @@ def test_scalar_clip_properties(values, C):
     clipped, frac = clip_scalars(a, C)
     assert torch.all(clipped.abs() <= C)
     inside = a.abs() <= C
-    assert torch.equal(clipped[inside], a[inside])                          # identity below C
-    assert torch.equal(clipped[~inside], C * torch.sign(a[~inside]))        # ±C above C
-    assert torch.equal(torch.sign(clipped), torch.sign(a))                  # sign kept, 0 ↦ 0
+    assert torch.equal(clipped[inside], a[inside])  # identity below C
+    assert torch.equal(clipped[~inside], C * torch.sign(a[~inside]))  # ±C above C
+    assert torch.equal(torch.sign(clipped), torch.sign(a))  # sign kept, 0 ↦ 0
     assert float(frac) == pytest.approx(float((~inside).double().mean()), abs=1e-15)
 
 
 def test_scalar_clip_of_zero_and_extremes():
     a = torch.tensor([0.0, -0.0, 5e-324, -1e308, 1e308, math.inf, -math.inf], dtype=torch.float64)
     clipped, frac = clip_scalars(a, 2.0)
-    assert torch.equal(clipped, torch.tensor([0.0, 0.0, 5e-324, -2.0, 2.0, 2.0, -2.0], dtype=torch.float64))
+    assert torch.equal(
+        clipped, torch.tensor([0.0, 0.0, 5e-324, -2.0, 2.0, 2.0, -2.0], dtype=torch.float64)
+    )
     assert not torch.any(torch.isnan(clipped))
     assert float(frac) == pytest.approx(4 / 7)
 
@@ -44,16 +53,22 @@ def test_scalar_clip_inf_threshold_is_a_no_op():
 
 
 def test_nonfinite_become_zero_before_clipping_and_are_counted():
-    a = torch.tensor([[1.0, math.nan, 5.0, math.inf, -math.inf],
-                      [-4.0, 0.5, math.nan, 2.0, 3.0]], dtype=torch.float64)
+    a = torch.tensor(
+        [[1.0, math.nan, 5.0, math.inf, -math.inf], [-4.0, 0.5, math.nan, 2.0, 3.0]],
+        dtype=torch.float64,
+    )
     zeroed, count = zero_nonfinite(a)
     assert torch.equal(count, torch.tensor([3, 1]))
-    assert torch.equal(zeroed, torch.tensor([[1.0, 0.0, 5.0, 0.0, 0.0], [-4.0, 0.5, 0.0, 2.0, 3.0]],
-                                            dtype=torch.float64))
+    assert torch.equal(
+        zeroed,
+        torch.tensor([[1.0, 0.0, 5.0, 0.0, 0.0], [-4.0, 0.5, 0.0, 2.0, 3.0]], dtype=torch.float64),
+    )
     clipped, _ = clip_scalars(zeroed, 2.0)
     # A non-finite value contributes 0, not ±C (it is zeroed first), and nothing is NaN.
-    assert torch.equal(clipped, torch.tensor([[1.0, 0.0, 2.0, 0.0, 0.0], [-2.0, 0.5, 0.0, 2.0, 2.0]],
-                                             dtype=torch.float64))
+    assert torch.equal(
+        clipped,
+        torch.tensor([[1.0, 0.0, 2.0, 0.0, 0.0], [-2.0, 0.5, 0.0, 2.0, 2.0]], dtype=torch.float64),
+    )
     assert torch.equal(zero_nonfinite(torch.ones(3))[1], torch.tensor(0))
 
 
@@ -70,8 +85,11 @@ def test_scalar_clip_per_run_threshold():
     assert 0 < float(frac[0]) < 1 and float(frac[3]) == 0.0
 
 
-vectors = st.lists(st.lists(st.floats(min_value=-1e100, max_value=1e100), min_size=3, max_size=3),
-                   min_size=1, max_size=8)
+vectors = st.lists(
+    st.lists(st.floats(min_value=-1e100, max_value=1e100), min_size=3, max_size=3),
+    min_size=1,
+    max_size=8,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -99,14 +117,18 @@ def test_vector_clip_of_a_huge_but_finite_vector_has_norm_C():
     clipped, _ = clip_vectors(g, 1.0)
     norms = torch.linalg.vector_norm(clipped, dim=-1)
     assert torch.allclose(norms, torch.ones(2, dtype=torch.float64), rtol=4 * EPS64, atol=0)
-    assert torch.allclose(clipped[0], torch.tensor([1.0, -1.0, 0.0], dtype=torch.float64) / math.sqrt(2))
+    assert torch.allclose(
+        clipped[0], torch.tensor([1.0, -1.0, 0.0], dtype=torch.float64) / math.sqrt(2)
+    )
 
 
 def test_vector_clip_zero_vector_no_nan_and_inf_threshold():
     g = torch.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=torch.float64)
     clipped, frac = clip_vectors(g, 1.0)
     assert torch.equal(clipped[0], torch.zeros(2, dtype=torch.float64))
-    assert torch.allclose(clipped[1], torch.tensor([0.6, 0.8], dtype=torch.float64), rtol=0, atol=2 * EPS64)
+    assert torch.allclose(
+        clipped[1], torch.tensor([0.6, 0.8], dtype=torch.float64), rtol=0, atol=2 * EPS64
+    )
     assert float(frac) == 0.5
     same, frac = clip_vectors(g, math.inf)
     assert torch.equal(same, g) and float(frac) == 0.0

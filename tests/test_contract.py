@@ -46,8 +46,14 @@ IDS = [case.name for case in CASES]
 def _run(case, seed: int = 0) -> Run:
     problem = case.problem()
     accountant = Accountant(case.relation)
-    return case.run(case.build(), problem, case.x0(problem), NoiseSource.for_testing(seed), accountant,
-                    torch.Generator().manual_seed(seed))
+    return case.run(
+        case.build(),
+        problem,
+        case.x0(problem),
+        NoiseSource.for_testing(seed),
+        accountant,
+        torch.Generator().manual_seed(seed),
+    )
 
 
 def test_every_registered_algorithm_has_a_case():
@@ -99,7 +105,9 @@ def test_deterministic_given_public_seeds_and_seeded_noise(case):
     first, second, other = _run(case, 0), _run(case, 0), _run(case, 1)
     assert torch.equal(first.output, second.output) and torch.equal(first.last, second.last)
     assert first.stats == second.stats
-    assert not torch.equal(first.output, other.output), "the seeds must matter (else the test proves nothing)"
+    assert not torch.equal(first.output, other.output), (
+        "the seeds must matter (else the test proves nothing)"
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -109,7 +117,7 @@ def test_report_has_every_field_and_says_not_private_for_seeded_noise(case):
     assert report.delta == 1e-5 and report.releases == case.releases
     assert report.relation == case.relation
     assert report.epsilon > 0
-    assert report.private is False        # seeded noise (and batches): never private
+    assert report.private is False  # seeded noise (and batches): never private
     assert run.output.shape == run.last.shape
     # the claim's one source: the config's claim(), or "none" and why where the run is beyond the theorem
     expected = run.algorithm.claim() if run.beyond_theory is None else f"none: {run.beyond_theory}"
@@ -124,19 +132,29 @@ def test_run_refuses_a_problem_whose_constants_do_not_imply_the_configs(case):
     algorithm = case.build()
     built = algorithm.built_for()
     if not built:
-        pytest.skip(f"{case.name}: its fields are hyper-parameters only (C, η, σ); the run reads no constant")
+        pytest.skip(
+            f"{case.name}: its fields are hyper-parameters only (C, η, σ); the run reads no constant"
+        )
     problem = case.problem()
     assert built == {name: getattr(problem.constants, name) for name in built}
     for name, value in built.items():
         tighter = dataclasses.replace(algorithm, **{name: value / 1.001})
         accountant = Accountant(case.relation)
-        with pytest.raises(ValueError, match=f"other public constants than the problem declares: {name} = "):
-            case.run(tighter, problem, case.x0(problem), NoiseSource.for_testing(0), accountant,
-                     torch.Generator().manual_seed(0))
+        with pytest.raises(
+            ValueError, match=f"other public constants than the problem declares: {name} = "
+        ):
+            case.run(
+                tighter,
+                problem,
+                case.x0(problem),
+                NoiseSource.for_testing(0),
+                accountant,
+                torch.Generator().manual_seed(0),
+            )
         assert accountant.releases == 0
         looser = dataclasses.replace(algorithm, **{name: value * 1.001})
         if name in BOUNDS:
-            looser.check_problem(problem)   # an L-Lipschitz f is 1.001·L-Lipschitz
+            looser.check_problem(problem)  # an L-Lipschitz f is 1.001·L-Lipschitz
         else:
             with pytest.raises(ValueError, match=f"{name} = "):
                 looser.check_problem(problem)
@@ -164,7 +182,10 @@ def test_every_registered_class_has_the_one_signature(name):
         assert params[:2] == ["setting", "budget"], (method, params)
     run = inspect.signature(cls.run).parameters
     for arg in ("noise", "accountant", "generator"):
-        assert run[arg].kind is inspect.Parameter.KEYWORD_ONLY and run[arg].default is inspect.Parameter.empty
+        assert (
+            run[arg].kind is inspect.Parameter.KEYWORD_ONLY
+            and run[arg].default is inspect.Parameter.empty
+        )
     assert list(run)[1:3] == ["problem", "x0"]
 
 
@@ -193,8 +214,13 @@ def test_constructors_on_a_tiny_setting_spend_at_most_the_budget(name, construct
     assert cost.evaluations + cost.gradients > 0 and 0 < cost.samples <= setting.n
     assert isinstance(algorithm.claim(), str) and algorithm.claim()
     accountant = Accountant(made.relation)
-    run = algorithm.run(problem, case.x0(problem), noise=NoiseSource.for_testing(0), accountant=accountant,
-                        generator=torch.Generator().manual_seed(0))
+    run = algorithm.run(
+        problem,
+        case.x0(problem),
+        noise=NoiseSource.for_testing(0),
+        accountant=accountant,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert isinstance(run, Run) and run.output.shape == (setting.d,)
     if cls.private:
         _spent_within(made.budget, run)
@@ -206,13 +232,21 @@ def test_constructors_on_a_tiny_setting_spend_at_most_the_budget(name, construct
 def test_the_non_private_twin_says_not_private(case):
     twin = case.build().non_private()
     if twin is None:
-        pytest.skip(f"{case.name}: no σ = 0 twin (its σ is set from ρ > 0 inside the run: Menart et al.)")
+        pytest.skip(
+            f"{case.name}: no σ = 0 twin (its σ is set from ρ > 0 inside the run: Menart et al.)"
+        )
     for name in ("noise_multiplier", "C"):
         if name in {f.name for f in dataclasses.fields(twin)}:
             assert getattr(twin, name) == (0.0 if name == "noise_multiplier" else math.inf)
     problem = case.problem()
-    run = case.run(twin, problem, case.x0(problem), NoiseSource(), Accountant(case.relation),
-                   torch.Generator().manual_seed(0))
+    run = case.run(
+        twin,
+        problem,
+        case.x0(problem),
+        NoiseSource(),
+        Accountant(case.relation),
+        torch.Generator().manual_seed(0),
+    )
     report = run.report(1e-5)
     assert report.private is False and math.isinf(report.epsilon)
 
@@ -227,7 +261,9 @@ def test_sample_complexity_and_stationarity_radius_are_read_from_the_class(name)
     problem = (made.problem or _made(cls).problem)()
     setting = made.setting(problem)
     choices = {"smoothing": made.theory["smoothing"]} if "smoothing" in made.theory else {}
-    coarse, fine = (cls.samples_needed(setting, made.budget, beta, **choices) for beta in (0.2, 0.1))
+    coarse, fine = (
+        cls.samples_needed(setting, made.budget, beta, **choices) for beta in (0.2, 0.1)
+    )
     algorithm = cls.from_theory(setting, made.budget, **made.theory)
     if coarse is not None:
         assert 0 < coarse < fine

@@ -44,9 +44,9 @@ class Block:
     language: str
     flags: tuple[str, ...]
     code: str
-    line: int           # page line of the first line of code (1-based)
-    section: str        # the ## heading above it
-    skip: str | None    # the stated reason, from <!-- doc-test: skip: REASON --> just above the fence
+    line: int  # page line of the first line of code (1-based)
+    section: str  # the ## heading above it
+    skip: str | None  # the stated reason, from <!-- doc-test: skip: REASON --> just above the fence
 
     @property
     def where(self) -> str:
@@ -66,8 +66,17 @@ def _blocks(path: Path) -> list[Block]:
             info = fence.group(1).split()
             end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
             skip = SKIP.match(lines[i - 1]) if i else None
-            blocks.append(Block(path, info[0] if info else "", tuple(info[1:]), "\n".join(lines[i + 1:end]) + "\n",
-                                i + 2, section, skip.group(1).strip() if skip else None))
+            blocks.append(
+                Block(
+                    path,
+                    info[0] if info else "",
+                    tuple(info[1:]),
+                    "\n".join(lines[i + 1 : end]) + "\n",
+                    i + 2,
+                    section,
+                    skip.group(1).strip() if skip else None,
+                )
+            )
             i = end
         i += 1
     return blocks
@@ -93,28 +102,41 @@ def _id(page: Path) -> str:
 def test_every_fence_has_a_checked_language():
     assert BLOCKS and len(PAGES) >= 10, PAGES
     bad = [(b.where, b.language) for b in BLOCKS if b.language not in LANGUAGES]
-    assert not bad, f"fences with an unchecked language (where, language): {bad}; use one of {sorted(LANGUAGES)}"
-    assert not any(b.flags for b in BLOCKS if b.language == "python"), [b.where for b in BLOCKS if b.flags]
+    assert not bad, (
+        f"fences with an unchecked language (where, language): {bad}; use one of {sorted(LANGUAGES)}"
+    )
+    assert not any(b.flags for b in BLOCKS if b.language == "python"), [
+        b.where for b in BLOCKS if b.flags
+    ]
 
 
 def test_skips_state_a_reason_and_only_python_blocks_skip():
     for b in BLOCKS:
         if b.skip is not None:
             assert b.language == "python" and len(b.skip.split()) >= 3, (b.where, b.skip)
-    for page in PAGES:   # a skip marker must sit right above a fence, or it would silently do nothing
+    for (
+        page
+    ) in PAGES:  # a skip marker must sit right above a fence, or it would silently do nothing
         lines = page.read_text().splitlines()
         for i, line in enumerate(lines):
             if "doc-test:" in line:
-                assert SKIP.match(line) and i + 1 < len(lines) and lines[i + 1].startswith("```python"), \
+                assert (
+                    SKIP.match(line) and i + 1 < len(lines) and lines[i + 1].startswith("```python")
+                ), (
                     f"{_id(page)}:{i + 1}: write <!-- doc-test: skip: REASON --> on the line above a ```python fence"
+                )
 
 
 def test_the_readme_opens_with_the_quick_starts():
     blocks = _blocks(README)
-    assert any(b.language == "bash" and "make demo" in b.code and "make test" in b.code for b in blocks)
+    assert any(
+        b.language == "bash" and "make demo" in b.code and "make test" in b.code for b in blocks
+    )
     first = next(b for b in blocks if b.language == "python")
     assert "make_private" in first.section and "dpnc.make_private(" in first.code
-    assert len(README.read_text().splitlines()) <= 250, "README.md is the front door: at most 250 lines"
+    assert len(README.read_text().splitlines()) <= 250, (
+        "README.md is the front door: at most 250 lines"
+    )
     assert "../shared" not in README.read_text()
 
 
@@ -127,6 +149,7 @@ def test_links_between_pages_resolve():
 
 
 # --- python ------------------------------------------------------------------------------------
+
 
 # What a page's session must have produced, beyond running (the tutorial states its results).
 def _tutorial(ns: dict) -> None:
@@ -169,7 +192,11 @@ def _commands(block: Block) -> list[tuple[int, list[str]]]:
 
 def _make_targets() -> set[str]:
     text = (ROOT / "Makefile").read_text()
-    return {t for m in re.finditer(r"^([A-Za-z0-9_.\- ]+):(?!=)", text, re.M) for t in m.group(1).split()}
+    return {
+        t
+        for m in re.finditer(r"^([A-Za-z0-9_.\- ]+):(?!=)", text, re.M)
+        for t in m.group(1).split()
+    }
 
 
 def _parse_cli(argv: list[str]):
@@ -177,13 +204,17 @@ def _parse_cli(argv: list[str]):
     arguments, types, ranges, required options). Raises click's usage error on a bad line."""
     from dpnc.cli import app
 
-    command = typer.main.get_command(app)   # typer's click (vendored in typer ≥ 0.20): groups resolve_command
+    command = typer.main.get_command(
+        app
+    )  # typer's click (vendored in typer ≥ 0.20): groups resolve_command
     name, args = "dpnc", list(argv)
     while True:
         ctx = command.make_context(name, list(args))
         if not hasattr(command, "resolve_command"):
             return ctx
-        protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args  # click < 8.2
+        protected = (
+            ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
+        )  # click < 8.2
         rest = [*protected, *ctx.args]
         assert rest, f"dpnc {' '.join(argv)}: no subcommand"
         name, command, args = command.resolve_command(ctx, rest)
@@ -193,23 +224,36 @@ def _parse_cli(argv: list[str]):
 BASH_COMMANDS = [(b, line, argv) for b in BASH for line, argv in _commands(b)]
 
 
-@pytest.mark.parametrize("block,line,argv", BASH_COMMANDS,
-                         ids=[f"{_id(b.page)}:{line}-{' '.join(argv[:3])}" for b, line, argv in BASH_COMMANDS])
+@pytest.mark.parametrize(
+    "block,line,argv",
+    BASH_COMMANDS,
+    ids=[f"{_id(b.page)}:{line}-{' '.join(argv[:3])}" for b, line, argv in BASH_COMMANDS],
+)
 def test_bash_line_matches_the_code(block, line, argv, tmp_path, monkeypatch):
     where = f"{_id(block.page)}:{line}: {' '.join(argv)}"
-    while "=" in argv[0] and not argv[0].startswith("-"):   # OMP_NUM_THREADS=1 torchrun ...: the environment
+    while "=" in argv[0] and not argv[0].startswith(
+        "-"
+    ):  # OMP_NUM_THREADS=1 torchrun ...: the environment
         argv = argv[1:]
-    if argv[0] == "torchrun":   # torchrun [its options] -m dpnc.cli <command>: the dpnc command must parse
-        assert "-m" in argv and argv[argv.index("-m") + 1] == "dpnc.cli", f"{where}: torchrun runs -m dpnc.cli"
-        argv = ["dpnc", *argv[argv.index("-m") + 2:]]
+    if (
+        argv[0] == "torchrun"
+    ):  # torchrun [its options] -m dpnc.cli <command>: the dpnc command must parse
+        assert "-m" in argv and argv[argv.index("-m") + 1] == "dpnc.cli", (
+            f"{where}: torchrun runs -m dpnc.cli"
+        )
+        argv = ["dpnc", *argv[argv.index("-m") + 2 :]]
     program = argv[0]
     if program in ("dpnc", ".venv/bin/dpnc"):
         args = argv[1:]
         if "..." in args:  # "dpnc finetune ... --resume": the options of the command above it
-            earlier = [a for b2, l2, a in BASH_COMMANDS if b2 is block and l2 < line and a[0] == program]
-            assert earlier and earlier[-1][1] == args[0], f"{where}: '...' needs the same command just above"
+            earlier = [
+                a for b2, l2, a in BASH_COMMANDS if b2 is block and l2 < line and a[0] == program
+            ]
+            assert earlier and earlier[-1][1] == args[0], (
+                f"{where}: '...' needs the same command just above"
+            )
             i = args.index("...")
-            args = args[:i] + earlier[-1][2:] + args[i + 1:]
+            args = args[:i] + earlier[-1][2:] + args[i + 1 :]
         # Paths are relative to the repository root; the folder a --data-dir names is the user's (the LM-BFF
         # splits they generated), so make it, and options which must name an existing folder parse without data.
         repo = tmp_path / "repo"
@@ -221,7 +265,7 @@ def test_bash_line_matches_the_code(block, line, argv, tmp_path, monkeypatch):
         try:
             ctx = _parse_cli(args)
         except Exception as err:
-            if not hasattr(err, "format_message"):   # not a usage error: a bug, not a docs problem
+            if not hasattr(err, "format_message"):  # not a usage error: a bug, not a docs problem
                 raise
             pytest.fail(f"{where}\n  the CLI refuses it: {err.format_message()}")
         assert ctx.command.callback is not None, where
@@ -230,8 +274,12 @@ def test_bash_line_matches_the_code(block, line, argv, tmp_path, monkeypatch):
         missing = set(targets) - _make_targets()
         assert targets and not missing, f"{where}: no Makefile target {sorted(missing)}"
     else:
-        paths = [a for a in argv if ("/" in a or a.endswith((".py", ".toml", ".txt"))) and not a.startswith(
-            (".venv/", "-", "http"))]
+        paths = [
+            a
+            for a in argv
+            if ("/" in a or a.endswith((".py", ".toml", ".txt")))
+            and not a.startswith((".venv/", "-", "http"))
+        ]
         missing = [p for p in paths if not (ROOT / p).exists()]
         assert not missing, f"{where}: no such file in the repository: {missing}"
 

@@ -19,18 +19,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None,
-                    reason="mkdocs and mkdocstrings are not installed (pip install -e '.[docs]'; make test has them)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None,
+    reason="mkdocs and mkdocstrings are not installed (pip install -e '.[docs]'; make test has them)",
+)
 def test_the_site_builds_strictly(tmp_path):
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-8000:]
     site = tmp_path / "site"
     for page in ("index.html", "getting-started.html", "dpzero.html", "api/engine.html"):
         assert (site / page).is_file(), page
     api = (site / "api" / "engine.html").read_text()
-    assert "make_private" in api and "target_epsilon" in api   # the API page comes from the docstrings
+    assert (
+        "make_private" in api and "target_epsilon" in api
+    )  # the API page comes from the docstrings
     check_the_built_site(site)
 
 
@@ -45,7 +55,9 @@ def check_the_built_site(site: Path) -> None:
     between pages names a file (``page.html``), never a folder (opened from disk, a folder shows a directory
     listing), and the file exists; search works without a server (its index as a script); each paper page shows
     its committed figures."""
-    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")   # (a server's page: absolute links)
+    pages = sorted(
+        p for p in site.rglob("*.html") if p.name != "404.html"
+    )  # (a server's page: absolute links)
     assert len(pages) > 20
     roles, folders, missing = [], [], []
     for page in pages:
@@ -66,7 +78,13 @@ def check_the_built_site(site: Path) -> None:
     assert roles == [], f"literal reST roles or '::' in {roles}"
     assert folders == [], f"directory-style links: {folders[:10]}"
     assert missing == [], f"links to files that are not in the site: {missing[:10]}"
-    assert (site / "search" / "search_index.js").is_file()   # the offline plugin's index, loadable from file://
+    assert (
+        site / "search" / "search_index.js"
+    ).is_file()  # the offline plugin's index, loadable from file://
     for paper in ("dpzero", "ztc", "klt", "menart"):
-        images = [src for src in HREF.findall((site / f"{paper}.html").read_text()) if src.endswith(".png")]
+        images = [
+            src
+            for src in HREF.findall((site / f"{paper}.html").read_text())
+            if src.endswith(".png")
+        ]
         assert images and all((site / src).is_file() for src in images), (paper, images)

@@ -30,7 +30,7 @@ SCRIPT = ROOT / "docs" / "results" / "readme_verdicts.py"
 def _load():
     spec = importlib.util.spec_from_file_location("readme_verdicts", SCRIPT)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # dataclasses look their module up there
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -45,8 +45,10 @@ def _text(page: str, root: Path = ROOT) -> str:
 
 def test_the_pages_match_the_results():
     diff = rv.check()
-    assert not diff, ("the pages drifted from docs/results; run `.venv/bin/python docs/results/readme_verdicts.py "
-                      "--write`:\n" + "\n".join(diff[:80]))
+    assert not diff, (
+        "the pages drifted from docs/results; run `.venv/bin/python docs/results/readme_verdicts.py "
+        "--write`:\n" + "\n".join(diff[:80])
+    )
 
 
 def test_every_block_appears_once_on_its_page_and_nowhere_else():
@@ -63,8 +65,16 @@ def test_every_block_appears_once_on_its_page_and_nowhere_else():
 def test_every_result_json_is_in_a_block():
     """A new committed result.json must be placed on a page (or the check fails until someone decides where)."""
     results = {str(p.parent.relative_to(SCRIPT.parent)) for p in SCRIPT.parent.rglob("result.json")}
-    shown = {part.folder for block in rv.BLOCKS.values() for part in block.parts if isinstance(part, rv.Claims)}
-    assert results == shown, {"not on a page": sorted(results - shown), "gone": sorted(shown - results)}
+    shown = {
+        part.folder
+        for block in rv.BLOCKS.values()
+        for part in block.parts
+        if isinstance(part, rv.Claims)
+    }
+    assert results == shown, {
+        "not on a page": sorted(results - shown),
+        "gone": sorted(shown - results),
+    }
 
 
 def test_every_failing_claim_is_shown():
@@ -72,10 +82,15 @@ def test_every_failing_claim_is_shown():
         text = _text(rv.PAGES[name])
         for part in block.parts:
             if isinstance(part, rv.Claims) and part.show != "tally":
-                claims = json.loads((SCRIPT.parent / part.folder / "result.json").read_text())["claims"]
+                claims = json.loads((SCRIPT.parent / part.folder / "result.json").read_text())[
+                    "claims"
+                ]
                 for c in claims:
                     if c["holds"] is False:
-                        assert f"- **fails** — {rv._cell(c['statement'])}" in text, (part.folder, c["statement"])
+                        assert f"- **fails** — {rv._cell(c['statement'])}" in text, (
+                            part.folder,
+                            c["statement"],
+                        )
 
 
 def test_summary_links_exist():
@@ -97,7 +112,7 @@ def test_a_changed_number_is_drift_and_write_repairs_it(tmp_path):
     text = page.read_text()
     start = text.index("<!-- verdicts:begin dpzero-lm -->")
     m = re.compile(r"\d+\.\d").search(text, start)
-    page.write_text(text[:m.start()] + "9" + text[m.start() + 1:])   # one hand edit inside a block
+    page.write_text(text[: m.start()] + "9" + text[m.start() + 1 :])  # one hand edit inside a block
     assert rv.check(root)
     assert rv.main(["--root", str(root)]) == 1
     assert rv.main(["--root", str(root), "--write"]) == 0
@@ -110,8 +125,11 @@ def test_a_changed_verdict_is_drift(tmp_path, monkeypatch):
 
     def flipped(folder):
         result = original(folder)
-        if folder == "dpzero-lm":   # a copy: the original is cached
-            result = {**result, "claims": [{**result["claims"][0], "holds": False}, *result["claims"][1:]]}
+        if folder == "dpzero-lm":  # a copy: the original is cached
+            result = {
+                **result,
+                "claims": [{**result["claims"][0], "holds": False}, *result["claims"][1:]],
+            }
         return result
 
     monkeypatch.setattr(rv, "_result", flipped)
@@ -122,7 +140,9 @@ def test_a_missing_block_is_refused(tmp_path):
     root = _copy(tmp_path)
     page = root / rv.PAGES["audit"]
     text = page.read_text()
-    page.write_text(text.replace("<!-- verdicts:begin audit -->", "").replace("<!-- verdicts:end audit -->", ""))
+    page.write_text(
+        text.replace("<!-- verdicts:begin audit -->", "").replace("<!-- verdicts:end audit -->", "")
+    )
     with pytest.raises(SystemExit, match="missing"):
         rv.check(root)
 

@@ -17,7 +17,9 @@ from dpnc.engine import LoaderBatches, PoissonBatchSampler
 from dpnc.sampling import PoissonSampler
 
 N, FEATURES, B, STEPS, EPS, DELTA = 256, 4, 16, 40, 2.0, 1e-5
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "getting-started.md"   # its make_private section
+GUIDE = (
+    Path(__file__).resolve().parents[1] / "docs" / "getting-started.md"
+)  # its make_private section
 
 
 def dataset(n=N):
@@ -44,8 +46,18 @@ def per_example_loss(out, yb):
 
 def private(model, **kwargs):
     data = kwargs.pop("data", None) or dataset()
-    defaults = dict(data=data, n=len(data), optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS,
-                    batch_size=B, lr=0.05, clip=5.0, seed=1)
+    defaults = dict(
+        data=data,
+        n=len(data),
+        optimizer="dpzero",
+        target_epsilon=EPS,
+        delta=DELTA,
+        steps=STEPS,
+        batch_size=B,
+        lr=0.05,
+        clip=5.0,
+        seed=1,
+    )
     return dpnc.make_private(model, **{**defaults, **kwargs})
 
 
@@ -68,8 +80,10 @@ EPS32 = torch.finfo(torch.float32).eps
 
 def restored(a, b):
     """Equal up to the float32 rounding of moving x to x ± λu and back (a few ulps of max(|x|, 1))."""
-    return all(torch.allclose(x, y, rtol=0, atol=4 * EPS32 * max(1.0, float(x.abs().max())))
-               for x, y in zip(a, b))
+    return all(
+        torch.allclose(x, y, rtol=0, atol=4 * EPS32 * max(1.0, float(x.abs().max())))
+        for x, y in zip(a, b)
+    )
 
 
 def test_epsilon_at_most_the_target_and_close_to_it():
@@ -100,7 +114,9 @@ def test_loader_yields_exactly_steps_batches_matching_the_secret_sampler():
         count += 1
         assert len(loader) == STEPS - count  # what is left, never a realised size
     assert count == STEPS and acct.releases == STEPS
-    with pytest.raises(ValueError, match="yielded all steps=40 batches"):   # never a silent empty pass
+    with pytest.raises(
+        ValueError, match="yielded all steps=40 batches"
+    ):  # never a silent empty pass
         list(loader)  # the budget covers `steps` batches over the loader's lifetime
     assert not acct.report(DELTA).private  # seeded: marked NOT PRIVATE
 
@@ -146,7 +162,9 @@ def test_empty_batches_reach_the_loop_but_not_the_closure_and_release_noise_only
         else:
             opt.step(closure)
     assert empties >= 1  # fixed seed: the count is deterministic
-    assert calls == 2 * (steps - empties)  # two forward passes per non-empty step, none on empty ones
+    assert calls == 2 * (
+        steps - empties
+    )  # two forward passes per non-empty step, none on empty ones
     assert acct.releases == steps
 
 
@@ -158,18 +176,22 @@ def test_losses_that_are_not_one_per_example_of_the_batch_are_refused_and_the_ba
     opt, loader, acct = private(model, data=data, testing_seed=1)
     X, y = data.tensors
     it = iter(loader)
-    for wrong in (lambda xb, yb: per_example_loss(model(xb[1:]), yb[1:]),      # one example short
-                  lambda xb, yb: per_example_loss(model(X), y),                 # the whole dataset
-                  lambda xb, yb: per_example_loss(model(xb), yb).mean()):       # a reduced loss
+    for wrong in (
+        lambda xb, yb: per_example_loss(model(xb[1:]), yb[1:]),  # one example short
+        lambda xb, yb: per_example_loss(model(X), y),  # the whole dataset
+        lambda xb, yb: per_example_loss(model(xb), yb).mean(),
+    ):  # a reduced loss
         xb, yb = next(it)
-        while len(xb) < 2:  # a batch of >= 2 examples, so dropping one leaves a non-empty wrong batch
+        while (
+            len(xb) < 2
+        ):  # a batch of >= 2 examples, so dropping one leaves a non-empty wrong batch
             opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
             xb, yb = next(it)
         before, released = params(model), acct.releases
         with pytest.raises(ValueError, match="per-example losses of the batch"):
             opt.step(wrong)
         assert acct.releases == released + 1 and restored(before, params(model))
-        with pytest.raises(ValueError, match="no batch is pending"):   # spent: not retried
+        with pytest.raises(ValueError, match="no batch is pending"):  # spent: not retried
             opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     assert acct.releases == opt.sampler.drawn
 
@@ -226,8 +248,17 @@ def test_the_model_learns_an_easy_problem():
 def test_mezo_is_not_private_and_learns():
     model = make_model()
     data = dataset()
-    opt, loader, acct = dpnc.make_private(model, data=data, n=N, optimizer="mezo", steps=STEPS, batch_size=B,
-                                          lr=0.05, seed=1, testing_seed=5)
+    opt, loader, acct = dpnc.make_private(
+        model,
+        data=data,
+        n=N,
+        optimizer="mezo",
+        steps=STEPS,
+        batch_size=B,
+        lr=0.05,
+        seed=1,
+        testing_seed=5,
+    )
     start = full_loss(model, data)
     count = 0
     for xb, yb in loader:
@@ -242,8 +273,16 @@ def test_mezo_is_not_private_and_learns():
 
 def test_mezo_makes_no_update_on_an_empty_batch():
     model = make_model()
-    opt, loader, _ = dpnc.make_private(model, data=dataset(64), optimizer="mezo", steps=20, batch_size=1,
-                                       lr=0.05, seed=1, testing_seed=0)
+    opt, loader, _ = dpnc.make_private(
+        model,
+        data=dataset(64),
+        optimizer="mezo",
+        steps=20,
+        batch_size=1,
+        lr=0.05,
+        seed=1,
+        testing_seed=0,
+    )
     empties = 0
     for xb, yb in loader:
         before = params(model)
@@ -251,8 +290,9 @@ def test_mezo_makes_no_update_on_an_empty_batch():
         if len(xb) == 0:
             empties += 1
             # The ±λu perturbation is undone arithmetically: equal up to float32 rounding (a few ulps).
-            assert math.isnan(float(loss)) and all(torch.allclose(a, b, rtol=1e-6, atol=1e-7)
-                                                   for a, b in zip(before, params(model)))
+            assert math.isnan(float(loss)) and all(
+                torch.allclose(a, b, rtol=1e-6, atol=1e-7) for a, b in zip(before, params(model))
+            )
     assert empties >= 1
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
@@ -262,24 +302,45 @@ def test_a_user_collate_fn_is_used_and_empty_batches_keep_its_structure():
         return {"x": torch.stack([x for x, _ in items]), "y": torch.stack([y for _, y in items])}
 
     model = make_model()
-    opt, loader, acct = private(model, data=dataset(64), batch_size=1, steps=30, collate_fn=as_dict,
-                                testing_seed=0)
+    opt, loader, acct = private(
+        model, data=dataset(64), batch_size=1, steps=30, collate_fn=as_dict, testing_seed=0
+    )
     shapes = set()
     for batch in loader:
         assert set(batch) == {"x", "y"}
         shapes.add(len(batch["x"]) == 0)
-        opt.step(lambda batch: per_example_loss(model(batch["x"]), batch["y"]))   # a dict is one argument
+        opt.step(
+            lambda batch: per_example_loss(model(batch["x"]), batch["y"])
+        )  # a dict is one argument
     assert shapes == {True, False} and acct.releases == 30
 
 
-GOOD = dict(data=dataset(), n=N, optimizer="dpzero", target_epsilon=EPS, delta=DELTA, steps=STEPS, batch_size=B,
-            lr=0.05, clip=5.0)
+GOOD = dict(
+    data=dataset(),
+    n=N,
+    optimizer="dpzero",
+    target_epsilon=EPS,
+    delta=DELTA,
+    steps=STEPS,
+    batch_size=B,
+    lr=0.05,
+    clip=5.0,
+)
 BAD = [
-    (dict(optimizer="adamw"), r"optimizer must be one of \['dpzero', 'mezo', 'dp-adamw', 'dp-sgd'\] or a "
-                              r"torch.optim.Optimizer subclass; got 'adamw'"),
+    (
+        dict(optimizer="adamw"),
+        r"optimizer must be one of \['dpzero', 'mezo', 'dp-adamw', 'dp-sgd'\] or a "
+        r"torch.optim.Optimizer subclass; got 'adamw'",
+    ),
     (dict(optimizer=nn.Linear), r"optimizer must be one of"),
-    (dict(optimizer_kwargs={"weight_decay": 0.1}), r"optimizer_kwargs is for first-order optimizers only"),
-    (dict(noise_multiplier=-1.0, target_epsilon=None, delta=None), r"noise_multiplier must be >= 0 and finite"),
+    (
+        dict(optimizer_kwargs={"weight_decay": 0.1}),
+        r"optimizer_kwargs is for first-order optimizers only",
+    ),
+    (
+        dict(noise_multiplier=-1.0, target_epsilon=None, delta=None),
+        r"noise_multiplier must be >= 0 and finite",
+    ),
     (dict(noise_multiplier=1.0), r"target_epsilon must be None when noise_multiplier is given"),
     (dict(target_epsilon=0.0), r"target_epsilon must be a finite number > 0; got 0.0"),
     (dict(target_epsilon=math.inf), r"target_epsilon must be a finite number > 0; got inf"),
@@ -304,17 +365,22 @@ BAD = [
     (dict(n=0), r"n must be an integer >= 1; got 0"),
     (dict(n=8), r"batch_size must be an integer in \[1, 8\]"),
     (dict(data=object()), r"data must be a map-style torch Dataset"),
-    (dict(data=(torch.randn(N, FEATURES), torch.randn(N))),   # before: two "examples", X and y
-     r"data must be a Dataset of examples; got a tuple of tensors with one length, as \(X, y\). Wrap them"),
+    (
+        dict(data=(torch.randn(N, FEATURES), torch.randn(N))),  # before: two "examples", X and y
+        r"data must be a Dataset of examples; got a tuple of tensors with one length, as \(X, y\). Wrap them",
+    ),
     (dict(optimizer="mezo"), r"target_epsilon must be None for optimizer='mezo'"),
-    (dict(optimizer="mezo", target_epsilon=None, delta=None), r"clip must be None for optimizer='mezo'"),
+    (
+        dict(optimizer="mezo", target_epsilon=None, delta=None),
+        r"clip must be None for optimizer='mezo'",
+    ),
 ]
 
 
 def test_a_list_of_examples_is_a_dataset_and_a_tuple_x_y_is_not():
     from dpnc.engine import _check_data
 
-    assert _check_data([torch.zeros(FEATURES)] * 5) == 5   # one tensor per example: 5 examples
+    assert _check_data([torch.zeros(FEATURES)] * 5) == 5  # one tensor per example: 5 examples
     assert _check_data([(torch.zeros(FEATURES), torch.zeros(()))] * 3) == 3
     with pytest.raises(ValueError, match=r"as \(X, y\)"):
         _check_data((torch.zeros(5, FEATURES), torch.zeros(5)))
@@ -325,8 +391,13 @@ def test_numpy_scalars_are_taken_as_numbers():
     # batch_size and noise_multiplier=np.float32(1.0), while target_epsilon="4" was accepted.
     import numpy as np
 
-    kwargs = {**GOOD, "steps": np.int64(3), "n": np.int32(GOOD["n"]), "batch_size": np.int64(GOOD["batch_size"]),
-              "lr": np.float32(0.05)}
+    kwargs = {
+        **GOOD,
+        "steps": np.int64(3),
+        "n": np.int32(GOOD["n"]),
+        "batch_size": np.int64(GOOD["batch_size"]),
+        "lr": np.float32(0.05),
+    }
     model = make_model()
     opt, loader, accountant = dpnc.make_private(model, **kwargs)
     for _ in loader:
@@ -341,7 +412,9 @@ def test_bad_arguments_are_refused_by_name(kwargs, message):
 
 
 def test_a_model_not_ready_for_zeroth_order_steps_is_refused_listing_every_problem():
-    model = nn.Sequential(nn.Linear(FEATURES, 8), nn.Dropout(0.5), nn.BatchNorm1d(8), nn.Linear(8, 1)).train()
+    model = nn.Sequential(
+        nn.Linear(FEATURES, 8), nn.Dropout(0.5), nn.BatchNorm1d(8), nn.Linear(8, 1)
+    ).train()
     with pytest.raises(ValueError, match=r"(?s)dropout.*BatchNorm"):
         dpnc.make_private(model, **GOOD)
     with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
@@ -355,7 +428,9 @@ def test_the_step_needs_a_loss_function_that_takes_the_batch():
     with pytest.raises(ValueError, match="loss_fn must be a callable"):
         opt.step(None)
     with pytest.raises(ValueError, match="loss_fn must take the batch as arguments"):
-        opt.step(lambda: per_example_loss(model(xb), yb))   # a closure over the loop's batch: not handed one
+        opt.step(
+            lambda: per_example_loss(model(xb), yb)
+        )  # a closure over the loop's batch: not handed one
     assert acct.releases == 0
 
 
@@ -369,22 +444,36 @@ def test_the_getting_started_make_private_section_runs_as_written():
     accountant = namespace["accountant"]
     assert accountant.releases == 600 and accountant.epsilon(1e-5, "pld") <= 4.0
     namespace = {}
-    exec(compile(blocks[1], "docs/getting-started.md (make_private, first order)", "exec"), namespace)
+    exec(
+        compile(blocks[1], "docs/getting-started.md (make_private, first order)", "exec"), namespace
+    )
     accountant, model, X, y = (namespace[k] for k in ("accountant", "model", "X", "y"))
     assert namespace["optimizer"].__class__.__name__ == "DPOptimizer"
     assert accountant.releases == 600 and accountant.epsilon(1e-5, "pld") <= 4.0
     with torch.no_grad():
-        assert float(((model(X).squeeze(-1) - y) ** 2).mean()) < 0.1 * float((y ** 2).mean())   # it learned
+        assert float(((model(X).squeeze(-1) - y) ** 2).mean()) < 0.1 * float(
+            (y**2).mean()
+        )  # it learned
 
 
 def test_every_optimizer_takes_the_same_loop():
     # step(loss_fn, xb, yb): the zeroth-order optimizers accept the first-order call too.
     for optimizer in ("dpzero", "mezo", "dp-sgd"):
         model = make_model()
-        extra = {} if optimizer == "dpzero" else dict(target_epsilon=None, delta=None, clip=None) \
-            if optimizer == "mezo" else dict(target_epsilon=None, delta=None, noise_multiplier=1.0)
-        opt, loader, acct = private(model, optimizer=optimizer, steps=3, testing_seed=0,
-                                    **{"seed": None if optimizer == "dp-sgd" else 1, **extra})
+        extra = (
+            {}
+            if optimizer == "dpzero"
+            else dict(target_epsilon=None, delta=None, clip=None)
+            if optimizer == "mezo"
+            else dict(target_epsilon=None, delta=None, noise_multiplier=1.0)
+        )
+        opt, loader, acct = private(
+            model,
+            optimizer=optimizer,
+            steps=3,
+            testing_seed=0,
+            **{"seed": None if optimizer == "dp-sgd" else 1, **extra},
+        )
         for xb, yb in loader:
             opt.step(lambda xb, yb: per_example_loss(model(xb), yb), xb, yb)
         assert acct.releases == 3, optimizer
@@ -397,7 +486,9 @@ def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_t
     from dpnc.declared import DataWarning
 
     data = dataset(1400)
-    rdp = dict(accountant="rdp")   # the checks precede calibration; RDP calibrates in milliseconds, PLD in seconds
+    rdp = dict(
+        accountant="rdp"
+    )  # the checks precede calibration; RDP calibrates in milliseconds, PLD in seconds
     for n, said in ((100, "14.0× the batch size"), (10**6, "nearly empty")):
         with pytest.warns(DataWarning, match=said):
             private(make_model(), data=data, n=n, **rdp)
@@ -405,7 +496,9 @@ def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_t
         private(make_model(), data=data, n=1400, delta=0.01, **rdp)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DataWarning)
-        _, _, accountant = private(make_model(), data=data, n=1000, **rdp)   # within 2×, δ ≪ 1/n: nothing to say
+        _, _, accountant = private(
+            make_model(), data=data, n=1000, **rdp
+        )  # within 2×, δ ≪ 1/n: nothing to say
     assert "owner" not in repr(accountant.report(DELTA))
 
 
@@ -413,13 +506,17 @@ def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_t
 def test_the_opacus_habit_step_without_a_loss_function_explains_the_contract(optimizer):
     # Issue 44, item 8: `loss.backward(); optimizer.step()` got a bare "step() missing 1 required positional argument".
     model = make_model()
-    opt, loader, accountant = private(model, optimizer=optimizer, **({"seed": None} if optimizer == "dp-sgd" else {}))
+    opt, loader, accountant = private(
+        model, optimizer=optimizer, **({"seed": None} if optimizer == "dp-sgd" else {})
+    )
     xb, yb = next(iter(loader))
     if optimizer == "dp-sgd":
         per_example_loss(model(xb), yb).mean().backward()
     with pytest.raises(ValueError) as refused:
         opt.step()
     lines = str(refused.value).splitlines()
-    assert len(lines) == 3 and lines[0].startswith("loss_fn must be a callable: optimizer.step(loss_fn) draws")
+    assert len(lines) == 3 and lines[0].startswith(
+        "loss_fn must be a callable: optimizer.step(loss_fn) draws"
+    )
     assert "loss.backward()" in lines[1] and "optimizer.step(lambda xb, yb:" in lines[2]
     assert accountant.releases == 0

@@ -18,7 +18,9 @@ def problem():
 
 
 def start(problem, seed=0):
-    return torch.randn(problem.d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return torch.randn(
+        problem.d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -29,13 +31,16 @@ def test_central_difference_is_exact_on_a_quadratic(problem, direction, lam):
     seed = 42
     u = space.direction(seed)
     diff = two_point(space, lambda: problem.losses_at(space.x), seed, lam)
-    grads = problem.a * (x0 - problem.train)            # ∇ℓ_i(x₀) = A(x₀ − ξ_i), shape (n, d)
-    exact = grads @ u                                    # uᵀ∇ℓ_i(x₀)
+    grads = problem.a * (x0 - problem.train)  # ∇ℓ_i(x₀) = A(x₀ − ξ_i), shape (n, d)
+    exact = grads @ u  # uᵀ∇ℓ_i(x₀)
     # Rounding only: each loss has error ≤ (d+3)·ε·S with S the sum of its terms' magnitudes at x ± λu,
     # and a divides the difference of two losses by 2λ.
     x_far = x0.abs() + lam * u.abs()
-    S = 0.5 * (x_far**2 * problem.a).sum() + x_far @ (problem.train * problem.a).abs().T \
+    S = (
+        0.5 * (x_far**2 * problem.a).sum()
+        + x_far @ (problem.train * problem.a).abs().T
         + 0.5 * (problem.train**2 * problem.a).sum(-1)
+    )
     tol = 2 * (problem.d + 3) * EPS64 * S / (2 * lam)
     assert torch.all((diff.a - exact).abs() <= tol)
     # The two-point "loss" is the mean loss at x₀ plus exactly λ²/2·uᵀAu on a quadratic.
@@ -147,7 +152,9 @@ def test_functional_clipped_sum_matches_the_closed_form(big_problem):
         assert float(loss) == pytest.approx(float(loss_ref), rel=1e-12)
     # The thresholds cover all regimes: everything clipped, some, none (C = ∞ is the plain gradient).
     g_inf, frac_inf, _ = functional_clipped_sum(p.loss_one(p.a), x, p.train, math.inf)
-    assert float(frac_inf) == 0.0 and torch.allclose(g_inf / p.n, p.gradient(x), rtol=1e-12, atol=1e-14)
+    assert float(frac_inf) == 0.0 and torch.allclose(
+        g_inf / p.n, p.gradient(x), rtol=1e-12, atol=1e-14
+    )
 
 
 def test_functional_clipped_sum_per_run_threshold(big_problem):
@@ -192,7 +199,8 @@ def test_a_failing_closure_leaves_the_space_unperturbed(problem):
         if len(calls) == 2:
             raise RuntimeError("out of memory in the minus pass")
         return problem.losses_at(space.x)
+
     with pytest.raises(RuntimeError, match="minus pass"):
         two_point(space, closure, 5, 0.1)
     assert torch.equal(space.x, x0)
-    space.perturb_(6, 0.1)   # a new seed is accepted: nothing is left pending
+    space.perturb_(6, 0.1)  # a new seed is accepted: nothing is left pending

@@ -11,9 +11,9 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.tier.first_order import DPOptimizer, clipped_gradient_sum
-from dpnc.tier.base import StepInfo
 from dpnc.privacy.releases import Poisson, Sampled
+from dpnc.tier.base import StepInfo
+from dpnc.tier.first_order import DPOptimizer, clipped_gradient_sum
 
 N, FEATURES, B, STEPS, EPS, DELTA = 256, 4, 16, 40, 2.0, 1e-5
 
@@ -35,14 +35,25 @@ def loss_fn(model):
 
 def private(model, **kwargs):
     data = kwargs.pop("data", None) or dataset()
-    defaults = dict(data=data, n=len(data), optimizer="dp-adamw", target_epsilon=EPS, delta=DELTA, steps=STEPS,
-                    batch_size=B, lr=0.02, clip=1.0)
+    defaults = dict(
+        data=data,
+        n=len(data),
+        optimizer="dp-adamw",
+        target_epsilon=EPS,
+        delta=DELTA,
+        steps=STEPS,
+        batch_size=B,
+        lr=0.02,
+        clip=1.0,
+    )
     return dpnc.make_private(model, **{**defaults, **kwargs})
 
 
 def quick(model, **kwargs):
     """No calibration (it takes seconds): a given noise multiplier, for tests that do not check ε."""
-    return private(model, **{"target_epsilon": None, "delta": None, "noise_multiplier": 1.0, **kwargs})
+    return private(
+        model, **{"target_epsilon": None, "delta": None, "noise_multiplier": 1.0, **kwargs}
+    )
 
 
 def full_loss(model, data):
@@ -62,14 +73,18 @@ def test_epsilon_within_target_one_release_per_step_in_real_units(optimizer):
     assert isinstance(opt, DPOptimizer)
     for xb, yb in loader:
         opt.step(loss_fn(model), xb, yb)
-    assert acct.releases == STEPS and len(acct.ledger) == 1   # equal releases merged: one entry, 40 times
+    assert (
+        acct.releases == STEPS and len(acct.ledger) == 1
+    )  # equal releases merged: one entry, 40 times
     release = acct.ledger[0].release
     assert isinstance(release, Sampled) and release.sampling == Poisson(B / N) and release.secret
-    assert release.mechanism.sensitivity == pytest.approx(2.5 / B)   # Δ = C/B (add/remove, fixed denominator)
+    assert release.mechanism.sensitivity == pytest.approx(
+        2.5 / B
+    )  # Δ = C/B (add/remove, fixed denominator)
     assert release.mechanism.sigma == pytest.approx(opt.noise_multiplier * 2.5 / B)
     eps = acct.epsilon(DELTA, "pld")
     assert 0.9 * EPS < eps <= EPS * (1 + 1e-6)
-    assert opt.step_release() == release                      # what a trainer writes down before a step
+    assert opt.step_release() == release  # what a trainer writes down before a step
 
 
 @pytest.mark.parametrize("per_example", ["vmap", "loop"])
@@ -78,11 +93,13 @@ def test_per_example_gradients_equal_a_naive_loop(per_example):
     X, y = dataset(dtype=torch.float64).tensors
     X, y = X[:5], y[:5]
     named = {n: p for n, p in model.named_parameters()}
-    got = clipped_gradient_sum(model, loss_fn(model), (X, y), named, 1e12, per_example=per_example, microbatch=2)
-    naive = []   # the independent reference: one backward pass per example
+    got = clipped_gradient_sum(
+        model, loss_fn(model), (X, y), named, 1e12, per_example=per_example, microbatch=2
+    )
+    naive = []  # the independent reference: one backward pass per example
     for i in range(5):
         model.zero_grad()
-        loss_fn(model)(X[i:i + 1], y[i:i + 1]).sum().backward()
+        loss_fn(model)(X[i : i + 1], y[i : i + 1]).sum().backward()
         naive.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
     naive = torch.stack(naive)
     torch.testing.assert_close(got.total, naive.sum(0), rtol=1e-12, atol=1e-12)
@@ -98,29 +115,43 @@ def test_without_noise_the_update_is_clipped_mean_adamw_by_hand():
     data = dataset(dtype=torch.float64)
     reference = make_model(dtype=torch.float64)
     adamw = torch.optim.AdamW(reference.parameters(), lr=0.01, weight_decay=0.1)
-    opt, loader, acct = private(model, data=data, target_epsilon=None, delta=None, noise_multiplier=0.0,
-                                lr=0.01, clip=0.3, optimizer_kwargs={"weight_decay": 0.1}, testing_seed=5)
+    opt, loader, acct = private(
+        model,
+        data=data,
+        target_epsilon=None,
+        delta=None,
+        noise_multiplier=0.0,
+        lr=0.01,
+        clip=0.3,
+        optimizer_kwargs={"weight_decay": 0.1},
+        testing_seed=5,
+    )
     X, y = data.tensors
     for xb, yb in loader:
         rows = [i for i in range(N) if any(torch.equal(X[i], x) for x in xb)]
         assert len(rows) == len(xb)
         grads = []
-        for i in rows:   # by hand: each example's gradient, clipped to 0.3 over all parameters
+        for i in rows:  # by hand: each example's gradient, clipped to 0.3 over all parameters
             reference.zero_grad()
-            loss_fn(reference)(X[i:i + 1], y[i:i + 1]).sum().backward()
+            loss_fn(reference)(X[i : i + 1], y[i : i + 1]).sum().backward()
             g = torch.cat([p.grad.reshape(-1) for p in reference.parameters()])
             grads.append(g * min(1.0, 0.3 / float(g.norm())))
-        mean = torch.stack(grads).sum(0) / B if grads else torch.zeros(sum(p.numel() for p in model.parameters()),
-                                                                          dtype=torch.float64)
+        mean = (
+            torch.stack(grads).sum(0) / B
+            if grads
+            else torch.zeros(sum(p.numel() for p in model.parameters()), dtype=torch.float64)
+        )
         offset = 0
         for p in reference.parameters():
-            p.grad = mean[offset:offset + p.numel()].view_as(p).clone()
+            p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
         adamw.step()
         opt.step(loss_fn(model), xb, yb)
         for a, b in zip(model.parameters(), reference.parameters()):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
-    assert acct.releases == STEPS and acct.epsilon(DELTA, "pld") == math.inf   # no noise: not private
+    assert (
+        acct.releases == STEPS and acct.epsilon(DELTA, "pld") == math.inf
+    )  # no noise: not private
 
 
 def test_the_model_learns_a_small_regression():
@@ -157,23 +188,35 @@ def test_refusals_before_the_data_release_nothing_and_after_it_charge_the_batch(
     xb, yb = next(it)
     assert len(xb) > 1
     before = params(model)
-    bad = [((loss_fn(model), xb[:-1], yb[:-1]), "inputs must be the batch the loader just yielded"),   # another
-           ((lambda: loss_fn(model)(xb, yb),), "must take the batch as arguments"),        # not handed the batch
-           ((None, xb, yb), "loss_fn must be a callable")]
+    bad = [
+        (
+            (loss_fn(model), xb[:-1], yb[:-1]),
+            "inputs must be the batch the loader just yielded",
+        ),  # another
+        (
+            (lambda: loss_fn(model)(xb, yb),),
+            "must take the batch as arguments",
+        ),  # not handed the batch
+        ((None, xb, yb), "loss_fn must be a callable"),
+    ]
     for args, message in bad:
         with pytest.raises(ValueError, match=message):
             opt.step(*args)
-        assert acct.releases == 0 and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
-    opt.step(loss_fn(model), xb, yb)   # the corrected call takes the same pending batch
+        assert acct.releases == 0 and all(
+            torch.equal(a, b) for a, b in zip(before, model.parameters())
+        )
+    opt.step(loss_fn(model), xb, yb)  # the corrected call takes the same pending batch
     assert acct.releases == 1
     with pytest.raises(ValueError, match="no batch is pending"):
         opt.step(loss_fn(model), xb, yb)
     xb, yb = next(it)
     before = params(model)
-    with pytest.raises(ValueError, match="per-example losses"):   # reduced: the loss saw the batch
+    with pytest.raises(ValueError, match="per-example losses"):  # reduced: the loss saw the batch
         opt.step(lambda xb, yb: loss_fn(model)(xb, yb).mean(), xb, yb)
     assert acct.releases == 2 and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
-    with pytest.raises(ValueError, match="steps must be at most 2"):   # charged and spent: both steps are taken
+    with pytest.raises(
+        ValueError, match="steps must be at most 2"
+    ):  # charged and spent: both steps are taken
         opt.step(loss_fn(model), xb, yb)
 
 
@@ -194,7 +237,9 @@ def test_an_empty_batch_releases_noise_only():
         loss = opt.step(counted, xb, yb)
         if len(xb) == 0:
             assert math.isnan(float(loss))
-            assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))   # noise moved it
+            assert any(
+                not torch.equal(a, b) for a, b in zip(before, model.parameters())
+            )  # noise moved it
     assert 0 in sizes and 0 not in calls and acct.releases == 5
 
 
@@ -217,14 +262,19 @@ def test_schedulers_and_state_dict_work_on_the_wrapped_optimizer():
     for xb, yb in loader:
         opt.step(loss_fn(model), xb, yb)
         scheduler.step()
-    assert opt.param_groups[0]["lr"] == pytest.approx(0.02 / 16) == opt.optimizer.param_groups[0]["lr"]
+    assert (
+        opt.param_groups[0]["lr"] == pytest.approx(0.02 / 16) == opt.optimizer.param_groups[0]["lr"]
+    )
     state = opt.state_dict()
     assert state["dpnc"] == {"steps": 4} and "noise" not in str(state.keys())
     fresh_model = make_model()
     fresh, _, _ = quick(fresh_model, steps=4, testing_seed=2)
     fresh.load_state_dict(state)
-    assert fresh.steps == 4 and fresh.optimizer.state_dict()["state"].keys() == opt.optimizer.state_dict()[
-        "state"].keys()
+    assert (
+        fresh.steps == 4
+        and fresh.optimizer.state_dict()["state"].keys()
+        == opt.optimizer.state_dict()["state"].keys()
+    )
 
 
 def test_bad_first_order_arguments_are_refused_by_name():
@@ -237,7 +287,9 @@ def test_bad_first_order_arguments_are_refused_by_name():
         private(model, seed=3)
     with pytest.raises(ValueError, match="optimizer_kwargs must be arguments of AdamW"):
         private(model, optimizer_kwargs={"momentum": 0.9})
-    with pytest.raises(ValueError, match="target_epsilon must be None when noise_multiplier is given"):
+    with pytest.raises(
+        ValueError, match="target_epsilon must be None when noise_multiplier is given"
+    ):
         private(model, noise_multiplier=1.0)
     with pytest.raises(ValueError, match="per_example must be one of"):
         private(model, per_example="hooks")
@@ -247,7 +299,9 @@ def test_bad_first_order_arguments_are_refused_by_name():
     with pytest.raises(ValueError, match="BatchNorm in train mode mixes examples"):
         quick(bn)
     dropout = nn.Sequential(nn.Linear(FEATURES, 8), nn.Dropout(0.1), nn.Linear(8, 1)).train()
-    opt, loader, acct = quick(dropout, steps=1)   # dropout is fine for first-order steps (one pass each)
+    opt, loader, acct = quick(
+        dropout, steps=1
+    )  # dropout is fine for first-order steps (one pass each)
     for xb, yb in loader:
         opt.step(loss_fn(dropout), xb, yb)
     assert acct.releases == 1
@@ -268,28 +322,42 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_layer():
     X, y = torch.randn(40, 5, 2), torch.randn(40)
     for per_example in ("auto", "vmap"):
         model = _GRUNet()
-        opt, loader, accountant = dpnc.make_private(model, data=TensorDataset(X, y), n=40, optimizer="dp-sgd",
-                                                    noise_multiplier=1.0, clip=1.0, steps=2, batch_size=10, lr=0.1,
-                                                    per_example=per_example, testing_seed=0)
+        opt, loader, accountant = dpnc.make_private(
+            model,
+            data=TensorDataset(X, y),
+            n=40,
+            optimizer="dp-sgd",
+            noise_multiplier=1.0,
+            clip=1.0,
+            steps=2,
+            batch_size=10,
+            lr=0.1,
+            per_example=per_example,
+            testing_seed=0,
+        )
         batches = iter(loader)
         next(batches)
-        step = lambda xb, yb: (model(xb) - yb) ** 2   # noqa: E731
+        step = lambda xb, yb: (model(xb) - yb) ** 2  # noqa: E731
         if per_example == "vmap":
             with pytest.raises(ValueError, match="Use per_example='loop'") as refused:
                 opt.step(step)
-            assert accountant.releases == 1 and not any(c.isdigit() for c in str(refused.value))   # no shapes
-            assert refused.value.__cause__ is None and refused.value.__suppress_context__   # nor torch's, chained
+            assert accountant.releases == 1 and not any(
+                c.isdigit() for c in str(refused.value)
+            )  # no shapes
+            assert (
+                refused.value.__cause__ is None and refused.value.__suppress_context__
+            )  # nor torch's, chained
             continue
         opt.step(step)
         assert opt.per_example == "loop" and accountant.releases == 1
     xb, yb = X[:6], y[:6]
-    loss = lambda a, b: (model(a) - b) ** 2   # noqa: E731
+    loss = lambda a, b: (model(a) - b) ** 2  # noqa: E731
     params = dict(model.named_parameters())
     looped = clipped_gradient_sum(model, loss, (xb, yb), params, 0.5, per_example="loop")
     by_hand = torch.zeros_like(looped.total)
-    for i in range(6):   # each example's gradient, clipped to 0.5, summed
+    for i in range(6):  # each example's gradient, clipped to 0.5, summed
         model.zero_grad()
-        loss(xb[i:i + 1], yb[i:i + 1]).sum().backward()
+        loss(xb[i : i + 1], yb[i : i + 1]).sum().backward()
         g = torch.cat([p.grad.reshape(-1) for p in params.values()])
         by_hand += g * min(1.0, 0.5 / float(g.norm()))
     assert torch.allclose(looped.total, by_hand, atol=1e-6)
@@ -303,9 +371,18 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_frozen_layer():
     X, y = torch.randn(40, 5, 2), torch.randn(40)
     model = _GRUNet()
     model.gru.requires_grad_(False)
-    opt, loader, accountant = dpnc.make_private(model, data=TensorDataset(X, y), n=40, optimizer="dp-sgd",
-                                                noise_multiplier=1.0, clip=1.0, steps=2, batch_size=10, lr=0.1,
-                                                testing_seed=0)
+    opt, loader, accountant = dpnc.make_private(
+        model,
+        data=TensorDataset(X, y),
+        n=40,
+        optimizer="dp-sgd",
+        noise_multiplier=1.0,
+        clip=1.0,
+        steps=2,
+        batch_size=10,
+        lr=0.1,
+        testing_seed=0,
+    )
     assert opt.per_example == "layers"
     for _ in loader:
         opt.step(lambda xb, yb: (model(xb) - yb) ** 2)

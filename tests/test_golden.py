@@ -31,7 +31,9 @@ def test_every_case_is_recorded(golden):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_case_matches_golden(name, golden):
     expected, got = golden[name], compute(name)
-    assert sorted(got) == sorted(expected), f"{name}: keys differ: got {sorted(got)}, stored {sorted(expected)}"
+    assert sorted(got) == sorted(expected), (
+        f"{name}: keys differ: got {sorted(got)}, stored {sorted(expected)}"
+    )
     problems = []
     for key, want in expected.items():
         have = got[key]
@@ -39,8 +41,11 @@ def test_case_matches_golden(name, golden):
             if not isinstance(have, list) or len(have) != len(want):
                 problems.append(f"{key}: stored a list of {len(want)}, got {have!r}")
                 continue
-            problems += [f"{key}[{i}]: got {h!r}, stored {w!r}" for i, (h, w) in enumerate(zip(have, want))
-                         if not _same(float(h), float(w))]
+            problems += [
+                f"{key}[{i}]: got {h!r}, stored {w!r}"
+                for i, (h, w) in enumerate(zip(have, want))
+                if not _same(float(h), float(w))
+            ]
         elif isinstance(have, list) or not _same(float(have), float(want)):
             problems.append(f"{key}: got {have!r}, stored {want!r}")
     assert not problems, f"{name}: {len(problems)} mismatches:\n  " + "\n  ".join(problems[:20])

@@ -37,14 +37,18 @@ def abs_rows(n, d, seed=0):
 def test_directions_are_unit_and_counted():
     u = sphere_directions(7, 5, 9, gen())
     assert u.shape == (7, 5, 9)
-    assert torch.allclose(torch.linalg.vector_norm(u, dim=-1), torch.ones(7, 5, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(
+        torch.linalg.vector_norm(u, dim=-1), torch.ones(7, 5, dtype=torch.float64), atol=1e-12
+    )
     problem = Counting(torch.ones(6, dtype=torch.float64))
     x = torch.randn(6, dtype=torch.float64, generator=gen(1))
     Counting.calls = 0
     est = grad_estimate(problem, x, torch.zeros(4, dtype=torch.long), 0.1, generator=gen())
     assert est.per_example.shape == (4, 6) and est.evaluations == 2 * 4 * 6 == Counting.calls
     Counting.calls = 0
-    est = diff_estimate(problem, x, x + 0.01, torch.zeros(3, dtype=torch.long), 0.1, m=2, generator=gen())
+    est = diff_estimate(
+        problem, x, x + 0.01, torch.zeros(3, dtype=torch.long), 0.1, m=2, generator=gen()
+    )
     assert est.evaluations == 2 * 3 * 2 == Counting.calls
 
 
@@ -52,10 +56,14 @@ def test_grad_of_a_linear_function_is_unbiased():
     """f = ⟨a, x⟩ − b restricted to where it is positive behaves linearly: ∇f̂_δ = a exactly."""
     d, b, reps = 8, 50, 200
     a = sphere_directions(1, 1, d, gen(3))[0, 0]
-    problem = L1Regression(a.expand(b, d).clone(), torch.full((b,), -100.0, dtype=torch.float64))  # ⟨a,x⟩+100 > 0
+    problem = L1Regression(
+        a.expand(b, d).clone(), torch.full((b,), -100.0, dtype=torch.float64)
+    )  # ⟨a,x⟩+100 > 0
     x = torch.zeros(d, dtype=torch.float64)
     g = gen(4)
-    mean = torch.stack([grad_estimate(problem, x, torch.arange(b), 0.1, generator=g).mean for _ in range(reps)]).mean(0)
+    mean = torch.stack(
+        [grad_estimate(problem, x, torch.arange(b), 0.1, generator=g).mean for _ in range(reps)]
+    ).mean(0)
     V = 16 * d / (b * reps)  # Lemma 3.1 with L = 1
     assert torch.linalg.vector_norm(mean - a) <= 4 * math.sqrt(V)
 
@@ -68,12 +76,17 @@ def test_grad_and_diff_are_unbiased_for_the_smoothed_abs(d):
     y = x + 0.05 * torch.randn(d, generator=gen(d + 1), dtype=torch.float64)
     index, g = torch.zeros(b, dtype=torch.long), gen(7)
     exact_x, exact_y = problem.smoothed_gradient(x, delta), problem.smoothed_gradient(y, delta)
-    grads = torch.stack([grad_estimate(problem, x, index, delta, generator=g).mean for _ in range(reps)])
+    grads = torch.stack(
+        [grad_estimate(problem, x, index, delta, generator=g).mean for _ in range(reps)]
+    )
     assert torch.linalg.vector_norm(grads.mean(0) - exact_x) <= 4 * math.sqrt(16 * d / (b * reps))
-    diffs = torch.stack([diff_estimate(problem, x, y, index, delta, generator=g).mean for _ in range(reps)])
+    diffs = torch.stack(
+        [diff_estimate(problem, x, y, index, delta, generator=g).mean for _ in range(reps)]
+    )
     dist = float(torch.linalg.vector_norm(x - y))
     assert torch.linalg.vector_norm(diffs.mean(0) - (exact_x - exact_y)) <= 4 * math.sqrt(
-        16 * d * dist**2 / (b * reps * delta**2))
+        16 * d * dist**2 / (b * reps * delta**2)
+    )
 
 
 def test_empirical_variance_and_per_term_bounds():
@@ -82,8 +95,15 @@ def test_empirical_variance_and_per_term_bounds():
     x = torch.randn(d, generator=gen(5), dtype=torch.float64) * 0.2
     y = x + 0.02 * torch.randn(d, generator=gen(6), dtype=torch.float64)
     g = gen(8)
-    grads = torch.stack([grad_estimate(problem, x, torch.arange(b), delta, generator=g).mean for _ in range(reps)])
-    diffs = torch.stack([diff_estimate(problem, x, y, torch.arange(b), delta, generator=g).mean for _ in range(reps)])
+    grads = torch.stack(
+        [grad_estimate(problem, x, torch.arange(b), delta, generator=g).mean for _ in range(reps)]
+    )
+    diffs = torch.stack(
+        [
+            diff_estimate(problem, x, y, torch.arange(b), delta, generator=g).mean
+            for _ in range(reps)
+        ]
+    )
     dist = float(torch.linalg.vector_norm(x - y))
     var = lambda s: float((s - s.mean(0)).pow(2).sum(1).mean())
     assert var(grads) <= 16 * d / b
@@ -113,7 +133,10 @@ def test_sensitivity_under_adversarial_replacement(m):
     for trial in range(20):
         z = sphere_directions(1, 1, d, gen(100 + trial))[0, 0]
         other = replace_one(problem, 0, z, 0.0)
-        for est, bound, acc in ((grad_estimate, 2 * d / b, "g"), (diff_estimate, 2 * d * dist / (b * delta), "d")):
+        for est, bound, acc in (
+            (grad_estimate, 2 * d / b, "g"),
+            (diff_estimate, 2 * d * dist / (b * delta), "d"),
+        ):
             args = (x,) if est is grad_estimate else (x, y)
             one = est(problem, *args, torch.arange(b), delta, m=m, generator=gen(9)).mean
             two = est(other, *args, torch.arange(b), delta, m=m, generator=gen(9)).mean
@@ -132,12 +155,22 @@ def test_clipping_keeps_the_sensitivity_when_the_declared_lipschitz_is_wrong():
     steep = problem.subset(torch.arange(b))
     a = problem.data[0].clone()
     a[0] = 50 * torch.ones(d, dtype=torch.float64) / math.sqrt(d)
-    steep.data = (a, problem.data[1])  # example 0 is 50-Lipschitz: the declared L = 1 is wrong for it
+    steep.data = (
+        a,
+        problem.data[1],
+    )  # example 0 is 50-Lipschitz: the declared L = 1 is wrong for it
     x = torch.randn(d, generator=gen(1), dtype=torch.float64)
-    clipped = [grad_estimate(p, x, torch.arange(b), delta, generator=gen(2)) for p in (problem, steep)]
-    assert float(torch.linalg.vector_norm(clipped[0].mean - clipped[1].mean)) <= 2 * d / b * (1 + 1e-12)
+    clipped = [
+        grad_estimate(p, x, torch.arange(b), delta, generator=gen(2)) for p in (problem, steep)
+    ]
+    assert float(torch.linalg.vector_norm(clipped[0].mean - clipped[1].mean)) <= 2 * d / b * (
+        1 + 1e-12
+    )
     assert clipped[1].clipped > 0 and clipped[0].clipped == 0
-    raw = [grad_estimate(p, x, torch.arange(b), delta, generator=gen(2), clip=False).mean for p in (problem, steep)]
+    raw = [
+        grad_estimate(p, x, torch.arange(b), delta, generator=gen(2), clip=False).mean
+        for p in (problem, steep)
+    ]
     assert float(torch.linalg.vector_norm(raw[0] - raw[1])) > 2 * d / b
 
 
@@ -153,7 +186,9 @@ def test_one_point_identity_matches_the_two_point_mean():
     # Per-term second moments: one-point ≤ (d/δ)²·max h² ; a loose but valid bound for the tolerance.
     hmax = float(problem.lipschitz * (torch.linalg.vector_norm(x) + delta))
     assert torch.linalg.vector_norm(one_point - exact) <= 4 * (d / delta) * hmax / math.sqrt(n)
-    two = grad_estimate(problem, x, torch.zeros(1, dtype=torch.long), delta, m=20_000, generator=gen(13)).mean
+    two = grad_estimate(
+        problem, x, torch.zeros(1, dtype=torch.long), delta, m=20_000, generator=gen(13)
+    ).mean
     assert torch.linalg.vector_norm(two - exact) <= 4 * math.sqrt(16 * d / 20_000 + 1e-30) * 3
 
 

@@ -21,7 +21,7 @@ def dataset(n=N):
 
 
 def model(seed=0):
-    torch.manual_seed(seed)   # test-only: reproducible initialisation
+    torch.manual_seed(seed)  # test-only: reproducible initialisation
     return nn.Linear(FEATURES, 1).eval()
 
 
@@ -30,8 +30,17 @@ def loss(m):
 
 
 def run(m, **kwargs):
-    defaults = dict(data=dataset(), n=N, optimizer="dpzero", target_epsilon=3.0, delta=DELTA, batch_size=B,
-                    lr=0.05, clip=5.0, testing_seed=0)
+    defaults = dict(
+        data=dataset(),
+        n=N,
+        optimizer="dpzero",
+        target_epsilon=3.0,
+        delta=DELTA,
+        batch_size=B,
+        lr=0.05,
+        clip=5.0,
+        testing_seed=0,
+    )
     return dpnc.make_private(m, **{**defaults, **kwargs})
 
 
@@ -47,9 +56,9 @@ def test_epochs_calibrate_for_every_step_and_each_loop_is_one_epoch():
             seen += 1
         assert seen == per_epoch
     assert acct.releases == 3 * per_epoch
-    assert acct.epsilon(DELTA) <= 3.0   # calibrated for 3 epochs' steps, each one accounted
+    assert acct.epsilon(DELTA) <= 3.0  # calibrated for 3 epochs' steps, each one accounted
     with pytest.raises(ValueError, match="yielded all steps=12 batches"):
-        for _batch in loader:   # a fourth epoch: refused, never silently empty
+        for _batch in loader:  # a fourth epoch: refused, never silently empty
             pass
 
 
@@ -59,14 +68,17 @@ def test_epochs_match_steps_and_give_the_same_noise():
     assert a.defaults["noise_multiplier"] == b.defaults["noise_multiplier"]
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(), "give exactly one of steps and epochs"),
-    (dict(steps=4, epochs=1), "give exactly one of steps and epochs"),
-    (dict(epochs=0), r"epochs must be an integer >= 1; got 0"),
-    (dict(epochs=1.5), r"epochs must be an integer >= 1"),
-    (dict(steps=4, accountant="prv"), r"accountant must be one of \['pld', 'rdp'\]"),
-    (dict(steps=4, lr=None), "lr must be the step size"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(), "give exactly one of steps and epochs"),
+        (dict(steps=4, epochs=1), "give exactly one of steps and epochs"),
+        (dict(epochs=0), r"epochs must be an integer >= 1; got 0"),
+        (dict(epochs=1.5), r"epochs must be an integer >= 1"),
+        (dict(steps=4, accountant="prv"), r"accountant must be one of \['pld', 'rdp'\]"),
+        (dict(steps=4, lr=None), "lr must be the step size"),
+    ],
+)
 def test_bad_epochs_steps_and_accountants_are_refused_by_name(kwargs, message):
     with pytest.raises(ValueError, match=message):
         run(model(), **kwargs)
@@ -94,18 +106,22 @@ def test_epsilon_is_reported_by_the_accountant_that_calibrated(accountant):
     assert acct.epsilon(DELTA) == acct.get_epsilon(DELTA) == acct.epsilon(DELTA, accountant)
     assert 0.99 * 3.0 <= acct.get_epsilon(DELTA) <= 3.0
     report = acct.report(DELTA)
-    assert report.epsilon_rdp is not None and report.epsilon_pld is not None   # the others beside it
+    assert report.epsilon_rdp is not None and report.epsilon_pld is not None  # the others beside it
     restored = type(acct).from_json(acct.to_json())
     assert restored.method == accountant and restored.epsilon(DELTA) == acct.epsilon(DELTA)
 
 
-@pytest.mark.parametrize("build", [lambda p: torch.optim.SGD(p, lr=0.1),
-                                   lambda p: torch.optim.Adam(p, lr=0.01)], ids=["sgd", "adam"])
+@pytest.mark.parametrize(
+    "build",
+    [lambda p: torch.optim.SGD(p, lr=0.1), lambda p: torch.optim.Adam(p, lr=0.01)],
+    ids=["sgd", "adam"],
+)
 def test_an_optimizer_instance_on_the_model_is_wrapped_as_the_dp_step(build):
     m = model()
     inner = build(m.parameters())
-    opt, loader, acct = run(m, optimizer=inner, lr=None, steps=4, noise_multiplier=1.0, target_epsilon=None,
-                            delta=None)
+    opt, loader, acct = run(
+        m, optimizer=inner, lr=None, steps=4, noise_multiplier=1.0, target_epsilon=None, delta=None
+    )
     assert isinstance(opt, DPOptimizer) and opt.optimizer is inner
     before = [p.detach().clone() for p in m.parameters()]
     for _batch in loader:

@@ -13,21 +13,40 @@ from dpnc.optim import validate_model
 
 
 def cnn() -> nn.Module:
-    torch.manual_seed(0)   # test-only: reproducible initialisation
-    return nn.Sequential(nn.Conv2d(1, 48, 3), nn.BatchNorm2d(48), nn.ReLU(), nn.Flatten(), nn.Linear(48 * 4, 10),
-                         nn.BatchNorm1d(10), nn.InstanceNorm1d(1, affine=True, track_running_stats=True))
+    torch.manual_seed(0)  # test-only: reproducible initialisation
+    return nn.Sequential(
+        nn.Conv2d(1, 48, 3),
+        nn.BatchNorm2d(48),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(48 * 4, 10),
+        nn.BatchNorm1d(10),
+        nn.InstanceNorm1d(1, affine=True, track_running_stats=True),
+    )
 
 
 def test_batchnorm_becomes_groupnorm_and_the_input_model_is_left_alone():
     model = cnn()
     fixed = dpnc.fix_model(model)
     kinds = [type(m).__name__ for m in fixed]
-    assert kinds == ["Conv2d", "GroupNorm", "ReLU", "Flatten", "Linear", "GroupNorm", "InstanceNorm1d"]
-    assert (fixed[1].num_groups, fixed[1].num_channels, fixed[5].num_groups) == (16, 48, 2)   # gcd(32, C)
+    assert kinds == [
+        "Conv2d",
+        "GroupNorm",
+        "ReLU",
+        "Flatten",
+        "Linear",
+        "GroupNorm",
+        "InstanceNorm1d",
+    ]
+    assert (fixed[1].num_groups, fixed[1].num_channels, fixed[5].num_groups) == (
+        16,
+        48,
+        2,
+    )  # gcd(32, C)
     assert not fixed[6].track_running_stats and fixed[6].running_mean is None and fixed[6].affine
-    assert isinstance(model[1], nn.BatchNorm2d)   # a copy: the user's model is unchanged
+    assert isinstance(model[1], nn.BatchNorm2d)  # a copy: the user's model is unchanged
     assert torch.equal(fixed[0].weight, model[0].weight) and fixed[0].weight is not model[0].weight
-    assert isinstance(dpnc.fix_model(nn.BatchNorm1d(4)), nn.GroupNorm)   # a model that is one layer
+    assert isinstance(dpnc.fix_model(nn.BatchNorm1d(4)), nn.GroupNorm)  # a model that is one layer
     with pytest.raises(ValueError, match="has not been initialised"):
         dpnc.fix_model(nn.Sequential(nn.LazyBatchNorm1d()))
     with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
@@ -37,14 +56,29 @@ def test_batchnorm_becomes_groupnorm_and_the_input_model_is_left_alone():
 def test_the_batchnorm_refusal_names_fix_model_first_and_the_fixed_model_trains_privately():
     model = cnn()[:5].train()
     problems = validate_model(model, dropout=False)
-    assert len(problems) == 1 and "replace it with GroupNorm: model = dpnc.fix_model(model)" in problems[0]
+    assert (
+        len(problems) == 1
+        and "replace it with GroupNorm: model = dpnc.fix_model(model)" in problems[0]
+    )
     assert problems[0].index("fix_model") < problems[0].index("model.eval()")
     fixed = dpnc.fix_model(model)
     assert validate_model(fixed, dropout=False) == []
     gen = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.randn(64, 1, 4, 4, generator=gen), torch.randint(0, 10, (64,), generator=gen))
-    opt, loader, accountant = dpnc.make_private(fixed, data=data, n=64, optimizer="dp-sgd", target_epsilon=2.0,
-                                                delta=1e-5, steps=2, batch_size=16, lr=0.1, clip=1.0)
+    data = TensorDataset(
+        torch.randn(64, 1, 4, 4, generator=gen), torch.randint(0, 10, (64,), generator=gen)
+    )
+    opt, loader, accountant = dpnc.make_private(
+        fixed,
+        data=data,
+        n=64,
+        optimizer="dp-sgd",
+        target_epsilon=2.0,
+        delta=1e-5,
+        steps=2,
+        batch_size=16,
+        lr=0.1,
+        clip=1.0,
+    )
     before = [p.detach().clone() for p in fixed.parameters()]
     for _ in loader:
         opt.step(lambda x, y: nn.functional.cross_entropy(fixed(x), y, reduction="none"))

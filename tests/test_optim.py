@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from dpnc.tier.base import validate_model
-from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.releases import FixedSize, Sampled
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
+from dpnc.tier.base import validate_model
+from dpnc.tier.zeroth_order import DPZero, MeZO
 
 N, FEATURES = 128, 4
 
@@ -48,8 +48,18 @@ def params(model):
 
 
 def dpzero(net, **kwargs):
-    defaults = dict(lr=1e-2, clip=1.0, smoothing=1e-3, noise_multiplier=1.0, sampler=FullBatch(N),
-                    accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1, model=net, data=data())
+    defaults = dict(
+        lr=1e-2,
+        clip=1.0,
+        smoothing=1e-3,
+        noise_multiplier=1.0,
+        sampler=FullBatch(N),
+        accountant=Accountant(),
+        noise=NoiseSource.for_testing(0),
+        seed=1,
+        model=net,
+        data=data(),
+    )
     return DPZero(net.parameters(), **{**defaults, **kwargs})
 
 
@@ -70,7 +80,7 @@ def test_mezo_decreases_the_loss():
     assert final < 0.7 * initial
     # step() returns the loss at x (the mean of the ± evaluations), as torch.optim does.
     assert losses[0] == pytest.approx(initial, rel=1e-3)
-    assert opt.steps == 150 and len(opt.state) == 0   # no per-parameter optimizer state
+    assert opt.steps == 150 and len(opt.state) == 0  # no per-parameter optimizer state
 
 
 def test_dpzero_changes_the_parameters_and_records_one_release_per_step():
@@ -86,8 +96,8 @@ def test_dpzero_changes_the_parameters_and_records_one_release_per_step():
     assert any(not torch.equal(p, p0) for p, p0 in zip(model.parameters(), before))
     release = acct.ledger[0].release
     assert len(acct.ledger) == 1 and release.noise_multiplier == pytest.approx(1.0)
-    assert release.sensitivity == pytest.approx(2 * 1.0 / N)   # real units: Δ = 2C/B (C = 1)
-    assert not acct.secret                                  # the test noise says so
+    assert release.sensitivity == pytest.approx(2 * 1.0 / N)  # real units: Δ = 2C/B (C = 1)
+    assert not acct.secret  # the test noise says so
     report = acct.report(1e-5)
     assert report.releases == 5 and not report.private and math.isfinite(report.epsilon)
 
@@ -116,7 +126,7 @@ def test_frozen_parameters_are_left_alone():
 @pytest.mark.parametrize("make", [mezo, dpzero])
 def test_lr_is_read_from_param_groups_every_step(make):
     X, y = data()
-    closure = lambda m: (lambda xb, yb: per_example(m, xb, yb))
+    closure = lambda m: lambda xb, yb: per_example(m, xb, yb)
     kwargs = {} if make is mezo else {"noise_multiplier": 0.0, "clip": math.inf}
     a, b = make_model(), make_model()
     opt_a, opt_b = make(a, **kwargs), make(b, **kwargs)
@@ -126,7 +136,7 @@ def test_lr_is_read_from_param_groups_every_step(make):
     sched.step()
     assert opt_b.param_groups[0]["lr"] == pytest.approx(0.25 * opt_a.param_groups[0]["lr"])
     mid_a, mid_b = params(a), params(b)
-    assert all(torch.equal(p, q) for p, q in zip(mid_a, mid_b))   # same first step (same seeds, lr)
+    assert all(torch.equal(p, q) for p, q in zip(mid_a, mid_b))  # same first step (same seeds, lr)
     opt_a.step(closure(a))
     opt_b.step(closure(b))
     for pa, pb, m in zip(a.parameters(), b.parameters(), mid_a):
@@ -147,7 +157,7 @@ def test_a_warmup_schedule_starting_at_lr_zero_works(make):
     X, y = data()
     model = make_model()
     opt = make(model)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: t / 10)   # lr = 0 at the first step
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: t / 10)  # lr = 0 at the first step
     before = params(model)
     opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert all(torch.allclose(p, q, rtol=0, atol=1e-6) for p, q in zip(model.parameters(), before))
@@ -176,7 +186,7 @@ def test_state_dict_resumes_the_public_direction_seeds(make):
         opt.step(lambda xb, yb: per_example(model, xb, yb))
     saved_params = copy.deepcopy(model.state_dict())
     buffer = io.BytesIO()
-    torch.save(opt.state_dict(), buffer)        # a checkpoint can be written (nothing secret refuses)
+    torch.save(opt.state_dict(), buffer)  # a checkpoint can be written (nothing secret refuses)
     seeds_a = record_seeds(opt)
     for _ in range(4):
         opt.step(lambda xb, yb: per_example(model, xb, yb))
@@ -192,8 +202,10 @@ def test_state_dict_resumes_the_public_direction_seeds(make):
     for _ in range(4):
         resumed.step(lambda xb, yb: per_example(resumed_model, xb, yb))
     assert seeds_b == seeds_a and len(set(seeds_a)) == 4
-    if make is mezo:   # no noise: the resumed trajectory is the original one, bit for bit
-        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), resumed_model.parameters()))
+    if make is mezo:  # no noise: the resumed trajectory is the original one, bit for bit
+        assert all(
+            torch.equal(p, q) for p, q in zip(model.parameters(), resumed_model.parameters())
+        )
 
 
 def contains_noise_source(obj, seen=None):
@@ -204,7 +216,9 @@ def contains_noise_source(obj, seen=None):
     if isinstance(obj, NoiseSource):
         return True
     if isinstance(obj, dict):
-        return any(contains_noise_source(k, seen) or contains_noise_source(v, seen) for k, v in obj.items())
+        return any(
+            contains_noise_source(k, seen) or contains_noise_source(v, seen) for k, v in obj.items()
+        )
     if isinstance(obj, (list, tuple, set)):
         return any(contains_noise_source(v, seen) for v in obj)
     return False
@@ -217,12 +231,16 @@ def test_state_dict_holds_no_noise_source():
     opt.step(lambda xb, yb: per_example(model, xb, yb))
     state = opt.state_dict()
     assert not contains_noise_source(state)
-    pickle.dumps(state)   # a NoiseSource refuses to be pickled, so this would raise if one were inside
+    pickle.dumps(
+        state
+    )  # a NoiseSource refuses to be pickled, so this would raise if one were inside
     assert set(state["dpnc"]) == {"steps", "seed", "generator"}
 
 
 def test_validate_model_lists_every_problem():
-    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.BatchNorm1d(8), nn.Dropout(0.0), nn.Linear(8, 1))
+    model = nn.Sequential(
+        nn.Linear(4, 8), nn.Dropout(0.1), nn.BatchNorm1d(8), nn.Dropout(0.0), nn.Linear(8, 1)
+    )
     model.train()
     problems = validate_model(model)
     assert len(problems) == 2
@@ -251,6 +269,7 @@ def test_a_closure_with_nan_for_some_examples_does_not_crash():
         losses[[3, 17]] = math.nan
         losses[40] = math.inf
         return losses
+
     for _ in range(3):
         opt.step(closure)
         assert infos[-1].private_stats.nonfinite == 3
@@ -264,8 +283,16 @@ def test_bad_arguments():
         dpzero(model).step(None)
     groups = [{"params": [model[0].weight]}, {"params": [model[2].weight]}]
     with pytest.raises(ValueError, match="one parameter group"):
-        DPZero(groups, lr=1e-2, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(N), accountant=Accountant(),
-               model=model, data=data())
+        DPZero(
+            groups,
+            lr=1e-2,
+            clip=1.0,
+            noise_multiplier=1.0,
+            sampler=FullBatch(N),
+            accountant=Accountant(),
+            model=model,
+            data=data(),
+        )
     with pytest.raises(ValueError, match="model must be the torch.nn.Module"):
         dpzero(model, model=None)
     with pytest.raises(ValueError, match="direction must be one of"):
@@ -275,7 +302,7 @@ def test_bad_arguments():
 BAD_OPTIMIZER_ARGS = [
     (dpzero, {"lr": -1.0}, r"\blr\b"),
     (dpzero, {"clip": 0.0}, r"\bclip\b"),
-    (dpzero, {"clip": math.inf}, r"\bclip\b"),   # finite clip needed when noise_multiplier > 0
+    (dpzero, {"clip": math.inf}, r"\bclip\b"),  # finite clip needed when noise_multiplier > 0
     (dpzero, {"smoothing": 0.0}, r"\bsmoothing\b"),
     (dpzero, {"noise_multiplier": -1.0}, r"\bnoise_multiplier\b"),
     (mezo, {"lr": -1.0}, r"\blr\b"),
@@ -283,8 +310,11 @@ BAD_OPTIMIZER_ARGS = [
 ]
 
 
-@pytest.mark.parametrize("make, kwargs, name", BAD_OPTIMIZER_ARGS,
-                         ids=[f"{m.__name__}-{next(iter(k))}" for m, k, _ in BAD_OPTIMIZER_ARGS])
+@pytest.mark.parametrize(
+    "make, kwargs, name",
+    BAD_OPTIMIZER_ARGS,
+    ids=[f"{m.__name__}-{next(iter(k))}" for m, k, _ in BAD_OPTIMIZER_ARGS],
+)
 def test_bad_hyper_parameters_name_the_optimizer_argument(make, kwargs, name):
     """The message names the argument the user passed (``lr``, not the algorithm's ``eta``)."""
     with pytest.raises(ValueError, match=name):
@@ -295,15 +325,27 @@ def test_minibatch_optimizer_run():
     X, y = data()
     model = make_model()
     acct = Accountant()
-    opt = dpzero(model, sampler=ShuffleSampler(N, 16), accountant=acct, noise_multiplier=0.5, clip=2.0,
-                 noise=NoiseSource())
+    opt = dpzero(
+        model,
+        sampler=ShuffleSampler(N, 16),
+        accountant=acct,
+        noise_multiplier=0.5,
+        clip=2.0,
+        noise=NoiseSource(),
+    )
     seen = []
     for _ in range(4):
         opt.step(lambda xb, yb: seen.append(rows_of(xb)) or per_example(model, xb, yb))
     release = acct.ledger[0].release
-    assert acct.releases == 4 and isinstance(release, Sampled) and isinstance(release.sampling, FixedSize)
+    assert (
+        acct.releases == 4
+        and isinstance(release, Sampled)
+        and isinstance(release.sampling, FixedSize)
+    )
     # The optimizer drew the batches itself (both passes of a step see the same one), secretly.
-    assert [len(b) for b in seen] == [16] * 8 and all(torch.equal(seen[i], seen[i + 1]) for i in range(0, 8, 2))
+    assert [len(b) for b in seen] == [16] * 8 and all(
+        torch.equal(seen[i], seen[i + 1]) for i in range(0, 8, 2)
+    )
     assert acct.secret and acct.report(1e-5).private
 
 
@@ -317,9 +359,15 @@ def test_subsampled_batches_do_not_follow_any_public_seed():
     batches = []
     for _ in range(2):
         model, seen = make_model(), []
-        opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"), seed=1)
+        opt = dpzero(
+            model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"), seed=1
+        )
         for _ in range(3):
-            opt.step(lambda xb, yb, seen=seen, model=model: seen.append(rows_of(xb)) or per_example(model, xb, yb))
+            opt.step(
+                lambda xb, yb, seen=seen, model=model: (
+                    seen.append(rows_of(xb)) or per_example(model, xb, yb)
+                )
+            )
         batches.append(seen[::2])
     assert not all(torch.equal(a, b) for a, b in zip(*batches))
     # No public state of the optimizer holds the sampler's stream; the sampler cannot be checkpointed.
@@ -332,17 +380,28 @@ def test_seeded_batches_mark_the_report_not_private():
     X, y = data()
     model = make_model()
     acct = Accountant("add/remove")
-    opt = dpzero(model, sampler=PoissonSampler.for_testing(N, 8, seed=0), accountant=acct, noise=NoiseSource())
+    opt = dpzero(
+        model,
+        sampler=PoissonSampler.for_testing(N, 8, seed=0),
+        accountant=acct,
+        noise=NoiseSource(),
+    )
     opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert not acct.secret and not acct.report(1e-5).private
 
 
-@pytest.mark.parametrize("bad, message", [
-    (lambda xb, yb, X, y, model: per_example(model, X, y), "shape"),                  # the whole dataset
-    (lambda xb, yb, X, y, model: per_example(model, xb, yb).mean(), "shape"),        # a 0-d mean
-    (lambda xb, yb, X, y, model: per_example(model, X[:len(xb) + 1], y[:len(xb) + 1]), "shape"),  # another batch
-    (lambda xb, yb, X, y, model: float(per_example(model, xb, yb).sum()), "per-example losses"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (lambda xb, yb, X, y, model: per_example(model, X, y), "shape"),  # the whole dataset
+        (lambda xb, yb, X, y, model: per_example(model, xb, yb).mean(), "shape"),  # a 0-d mean
+        (
+            lambda xb, yb, X, y, model: per_example(model, X[: len(xb) + 1], y[: len(xb) + 1]),
+            "shape",
+        ),  # another batch
+        (lambda xb, yb, X, y, model: float(per_example(model, xb, yb).sum()), "per-example losses"),
+    ],
+)
 def test_the_closure_contract_is_checked_every_step(bad, message):
     """Finding 7: a closure returning the whole dataset's losses while the sampler says Poisson q = 0.01
     (true ε ≈ 92 against 1.21 recorded), or a 0-d mean, was accepted silently."""
@@ -352,9 +411,12 @@ def test_the_closure_contract_is_checked_every_step(bad, message):
     opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"))
     with pytest.raises(ValueError, match=message):
         opt.step(lambda xb, yb: bad(xb, yb, X, y, model))
-    assert opt.accountant.releases == 1   # the loss saw the drawn batch: charged, nothing published
+    assert opt.accountant.releases == 1  # the loss saw the drawn batch: charged, nothing published
     # Nothing moved: the perturbation x + λu is undone (exact up to float32 rounding, a few ulps).
-    assert all(torch.allclose(p, q, rtol=4 * EPS32, atol=4 * EPS32 * 1e-3 * 10) for p, q in zip(params(model), before))
+    assert all(
+        torch.allclose(p, q, rtol=4 * EPS32, atol=4 * EPS32 * 1e-3 * 10)
+        for p, q in zip(params(model), before)
+    )
 
 
 def test_a_sampler_the_accountant_cannot_interpret_is_refused_at_construction():

@@ -50,7 +50,7 @@ def test_mlp_with_a_non_finite_example_and_clipping():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)).to(F64)
     x, y = torch.randn(20, 6, dtype=F64), torch.randint(0, 3, (20,))
-    x[3, 0] = float("nan")   # its gradient is zeroed (counted), as clipped_sum does
+    x[3, 0] = float("nan")  # its gradient is zeroed (counted), as clipped_sum does
     exact, layers = both(model, cross_entropy(model), (x, y), 0.5)
     assert_same(exact, layers)
     assert layers.nonfinite == 1 and layers.clipped > 0 and torch.isfinite(layers.total).all()
@@ -58,8 +58,9 @@ def test_mlp_with_a_non_finite_example_and_clipping():
 
 def test_cnn():
     torch.manual_seed(1)
-    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, stride=2), nn.ReLU(), nn.Flatten(),
-                          nn.Linear(3 * 4 * 4, 4)).to(F64)
+    model = nn.Sequential(
+        nn.Conv2d(2, 3, 3, padding=1, stride=2), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 4 * 4, 4)
+    ).to(F64)
     x, y = torch.randn(10, 2, 8, 8, dtype=F64), torch.randint(0, 4, (10,))
     assert_same(*both(model, cross_entropy(model), (x, y), 1.0))
 
@@ -71,15 +72,35 @@ def _eval(module):
     return module.eval()
 
 
-NORMS = {   # the layers people put in small vision and audio models, each with its per-example products
-    "groupnorm": lambda: nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.GroupNorm(2, 4), nn.ReLU(), nn.Flatten(),
-                                       nn.Linear(4 * 6 * 6, 3)),
-    "instancenorm": lambda: nn.Sequential(nn.Conv2d(2, 4, 3), nn.InstanceNorm2d(4, affine=True), nn.Tanh(),
-                                          nn.Flatten(), nn.Linear(4 * 4 * 4, 3)),
-    "batchnorm-eval": lambda: nn.Sequential(nn.Conv2d(2, 4, 3), _eval(nn.BatchNorm2d(4)), nn.Tanh(), nn.Flatten(),
-                                            nn.Linear(4 * 4 * 4, 3)),
-    "conv1d": lambda: nn.Sequential(nn.Conv1d(2, 4, 3, padding=1, stride=2, dilation=2), nn.GroupNorm(1, 4),
-                                    nn.ReLU(), nn.Flatten(), nn.Linear(4 * 17, 3)),
+NORMS = {  # the layers people put in small vision and audio models, each with its per-example products
+    "groupnorm": lambda: nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1),
+        nn.GroupNorm(2, 4),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(4 * 6 * 6, 3),
+    ),
+    "instancenorm": lambda: nn.Sequential(
+        nn.Conv2d(2, 4, 3),
+        nn.InstanceNorm2d(4, affine=True),
+        nn.Tanh(),
+        nn.Flatten(),
+        nn.Linear(4 * 4 * 4, 3),
+    ),
+    "batchnorm-eval": lambda: nn.Sequential(
+        nn.Conv2d(2, 4, 3),
+        _eval(nn.BatchNorm2d(4)),
+        nn.Tanh(),
+        nn.Flatten(),
+        nn.Linear(4 * 4 * 4, 3),
+    ),
+    "conv1d": lambda: nn.Sequential(
+        nn.Conv1d(2, 4, 3, padding=1, stride=2, dilation=2),
+        nn.GroupNorm(1, 4),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(4 * 17, 3),
+    ),
 }
 
 
@@ -87,11 +108,13 @@ NORMS = {   # the layers people put in small vision and audio models, each with 
 def test_norm_layers_and_conv1d(kind):
     torch.manual_seed(4)
     model = NORMS[kind]().to(F64)
-    for p in model.parameters():   # non-trivial γ, β: the products must use x̂, not the output
+    for p in model.parameters():  # non-trivial γ, β: the products must use x̂, not the output
         p.data.add_(0.1 * torch.randn_like(p))
     shape = (2, 36) if kind == "conv1d" else (2, 6, 6)
     x, y = torch.randn(10, *shape, dtype=F64), torch.randint(0, 3, (10,))
-    assert set(supported(model, dict(model.named_parameters()))) == {m for m in model if list(m.parameters())}
+    assert set(supported(model, dict(model.named_parameters()))) == {
+        m for m in model if list(m.parameters())
+    }
     assert_same(*both(model, cross_entropy(model), (x, y), 0.5))
 
 
@@ -124,12 +147,24 @@ def test_unsupported_layers_and_tied_weights_fall_back():
 def _private(model, **kwargs):
     torch.manual_seed(3)
     data = TensorDataset(torch.randn(200, 6), torch.randint(0, 3, (200,)))
-    return dpnc.make_private(model, data=data, n=200, optimizer="dp-sgd", noise_multiplier=1.0, clip=1.0, steps=3,
-                             batch_size=32, lr=0.1, **kwargs)
+    return dpnc.make_private(
+        model,
+        data=data,
+        n=200,
+        optimizer="dp-sgd",
+        noise_multiplier=1.0,
+        clip=1.0,
+        steps=3,
+        batch_size=32,
+        lr=0.1,
+        **kwargs,
+    )
 
 
 def test_the_optimizer_chooses_the_per_layer_route_and_a_mixing_loss_is_per_example_by_construction():
-    model = nn.Sequential(nn.Linear(6, 5), nn.Dropout(0.2), nn.Linear(5, 3)).train()   # train-mode dropout is fine
+    model = nn.Sequential(
+        nn.Linear(6, 5), nn.Dropout(0.2), nn.Linear(5, 3)
+    ).train()  # train-mode dropout is fine
     optimizer, loader, accountant = _private(model)
     assert optimizer.per_example == "layers"
     next(iter(loader))
@@ -139,20 +174,25 @@ def test_the_optimizer_chooses_the_per_layer_route_and_a_mixing_loss_is_per_exam
     torch.manual_seed(5)
     mixing = nn.Sequential(nn.Linear(6, 3)).to(F64)
 
-    def centred(xb, yb):   # each score centred on "the batch's" mean: under the route's vmap, one example's mean
+    def centred(
+        xb, yb
+    ):  # each score centred on "the batch's" mean: under the route's vmap, one example's mean
         scores = mixing(xb)
         return nn.functional.cross_entropy(scores - scores.mean(0), yb, reduction="none")
+
     x, y = torch.randn(12, 6, dtype=F64), torch.randint(0, 3, (12,))
     exact, layers = both(mixing, centred, (x, y), 0.5)
     assert_same(exact, layers)
-    assert torch.allclose(layers.losses, torch.full((12,), float(torch.log(torch.tensor(3.0)))).to(F64))
+    assert torch.allclose(
+        layers.losses, torch.full((12,), float(torch.log(torch.tensor(3.0)))).to(F64)
+    )
 
 
 def test_vmap_stays_available_and_layers_is_refused_where_unsupported():
     assert _private(nn.Sequential(nn.Linear(6, 3)), per_example="vmap")[0].per_example == "vmap"
     with pytest.raises(ValueError, match="per_example='layers' needs every trainable parameter"):
         _private(nn.Sequential(nn.Linear(6, 3), nn.PReLU()), per_example="layers")
-    assert _private(nn.Sequential(nn.Linear(6, 3), nn.PReLU()))[0].per_example == "vmap"   # auto
+    assert _private(nn.Sequential(nn.Linear(6, 3), nn.PReLU()))[0].per_example == "vmap"  # auto
 
 
 def test_only_the_trained_parameters_of_a_layer_count_bitfit():
@@ -216,7 +256,9 @@ def test_auto_keeps_to_vmap_where_a_trained_layer_does_not_run():
     x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
     assert layer_clipped_sum(net, cross_entropy(net), (x, y), params, 1.0) is None
     optimizer, loader, accountant = _private(net)
-    assert optimizer.per_example == "layers"   # the layers are supported: only running them shows otherwise
+    assert (
+        optimizer.per_example == "layers"
+    )  # the layers are supported: only running them shows otherwise
     next(iter(loader))
     optimizer.step(cross_entropy(net))
     assert optimizer.per_example == "vmap" and accountant.releases == 1
@@ -235,8 +277,14 @@ def test_a_stock_hugging_face_encoder_takes_the_per_layer_route():
     from dpnc.first_order import route_clipped_sum
 
     torch.manual_seed(5)
-    config = transformers.BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=32, max_position_embeddings=16)
+    config = transformers.BertConfig(
+        vocab_size=30,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     encoder = transformers.AutoModel.from_config(config).to(F64).eval()
     head = nn.Linear(16, 2).to(F64)
     model = nn.ModuleDict({"encoder": encoder, "head": head})
@@ -245,13 +293,14 @@ def test_a_stock_hugging_face_encoder_takes_the_per_layer_route():
         h = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
         m = mask.unsqueeze(-1).to(h.dtype)
         return nn.functional.cross_entropy(head((h * m).sum(1) / m.sum(1)), y, reduction="none")
+
     ids, mask = torch.randint(1, 30, (6, 7)), torch.ones(6, 7, dtype=torch.long)
     mask[1, 4:] = 0
     y = torch.randint(0, 2, (6,))
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-    assert encoder.config._attn_implementation == "sdpa"   # AutoModel's default
+    assert encoder.config._attn_implementation == "sdpa"  # AutoModel's default
     layers, route = route_clipped_sum(model, loss_fn, (ids, mask, y), params, 0.5)
-    assert encoder.config._attn_implementation == "sdpa"   # eager within the route only
+    assert encoder.config._attn_implementation == "sdpa"  # eager within the route only
     exact, _ = route_clipped_sum(model, loss_fn, (ids, mask, y), params, 0.5, per_example="loop")
     assert route == "layers"
     assert_same(exact, layers)

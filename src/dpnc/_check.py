@@ -12,8 +12,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-__all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_at_least", "check_axis", "check_choice",
-           "check_integer", "check_per_run", "check_positive", "check_probability", "check_value", "one_of"]
+__all__ = [
+    "INTEGER",
+    "NATURAL",
+    "NONNEGATIVE",
+    "POSITIVE",
+    "Rule",
+    "check_at_least",
+    "check_axis",
+    "check_choice",
+    "check_integer",
+    "check_per_run",
+    "check_positive",
+    "check_probability",
+    "check_value",
+    "one_of",
+]
 
 
 # Rules for :func:`check_value` and :func:`check_axis`: (what a value must be, a predicate).
@@ -53,25 +67,35 @@ def check_positive(allow_zero: bool = False, allow_inf: bool = False, **values: 
     """Refuse a value that is not a finite number > 0 (or ≥ 0 / inf where allowed), naming it."""
     for name, v in values.items():
         number = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
-        ok = number and (math.isfinite(v) or (allow_inf and v > 0)) and (v > 0 or (allow_zero and v == 0))
+        ok = (
+            number
+            and (math.isfinite(v) or (allow_inf and v > 0))
+            and (v > 0 or (allow_zero and v == 0))
+        )
         if not ok:
             rule = (">= 0" if allow_zero else "> 0") + (" (or inf)" if allow_inf else "")
-            raise ValueError(f"{name} must be a {'' if allow_inf else 'finite '}number {rule}; got {v!r}")
+            raise ValueError(
+                f"{name} must be a {'' if allow_inf else 'finite '}number {rule}; got {v!r}"
+            )
 
 
 def check_per_run(name: str, value, *, allow_inf: bool = False, allow_zero: bool = False) -> None:
     """:func:`check_positive` for a value that may be one per run of a grid (a number or a tensor of shape (K,))."""
-    if _real(value):   # one number, the common case (a trainer checks its lr on every step): no tensor built
+    if _real(
+        value
+    ):  # one number, the common case (a trainer checks its lr on every step): no tensor built
         ok = (value > 0 or (allow_zero and value == 0)) and (math.isfinite(value) or allow_inf)
     else:
-        import torch   # only here: the rest of this module is plain Python
+        import torch  # only here: the rest of this module is plain Python
 
         v = torch.as_tensor(value, dtype=torch.float64)
         ok = (v > 0) | (v == 0) if allow_zero else v > 0
         ok = bool(torch.all(ok & (torch.isfinite(v) | (allow_inf & torch.isinf(v)))))
     if not ok:
         rule = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be {'' if allow_inf else 'finite and '}{rule}; got {value!r}")
+        raise ValueError(
+            f"{name} must be {'' if allow_inf else 'finite and '}{rule}; got {value!r}"
+        )
 
 
 def check_at_least(low: float, strict: bool = True, **values: float) -> None:
@@ -79,14 +103,16 @@ def check_at_least(low: float, strict: bool = True, **values: float) -> None:
     for name, v in values.items():
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         if not ok or v < low or (strict and v == low):
-            raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}; got {v!r}")
+            raise ValueError(
+                f"{name} must be a finite number {'>' if strict else '>='} {low:g}; got {v!r}"
+            )
 
 
 def check_probability(include_one: bool = False, **values: float) -> None:
     """Refuse a value that is not a number in the open interval (0, 1) (in (0, 1] with ``include_one``), naming it:
     δ, a failure probability, a confidence level, a sampling rate."""
     for name, v in values.items():
-        ok = _real(v) and 0 < v and (v <= 1 if include_one else v < 1)   # NaN fails every comparison
+        ok = _real(v) and 0 < v and (v <= 1 if include_one else v < 1)  # NaN fails every comparison
         if not ok:
             where = "(0, 1]" if include_one else "the open interval (0, 1)"
             raise ValueError(f"{name} must be in {where}; got {v!r}")

@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-
 from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
@@ -59,8 +58,10 @@ def batch_rows(inputs: tuple) -> int:
     """The common leading dimension of every tensor in ``inputs`` (ValueError if they differ or are not tensors)."""
     found = leaves(inputs)
     if not found or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in found):
-        raise ValueError("inputs must be tensors (or dicts, lists, tuples of tensors) with a leading batch "
-                         f"dimension; got {[type(t).__name__ for t in found]}")
+        raise ValueError(
+            "inputs must be tensors (or dicts, lists, tuples of tensors) with a leading batch "
+            f"dimension; got {[type(t).__name__ for t in found]}"
+        )
     rows = {int(t.shape[0]) for t in found}
     if len(rows) != 1:
         raise ValueError(f"inputs must share one leading (batch) dimension; got {sorted(rows)}")
@@ -82,14 +83,18 @@ def one_example(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
     whatever ``loss_fn`` does: a statistic "over the batch" inside it is over one example. ValueError unless
     ``loss_fn`` returns one loss, shape (1,).
     """
+
     def loss_one(*example: Any) -> torch.Tensor:
         out = loss_fn(*map_leaves(lambda t: t.unsqueeze(0), example))
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1,):
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"loss_fn must return the per-example losses of the inputs it is given, shape (b,) "
-                             f"(here (1,) for one example); got {got}. Compute the losses of exactly the batch "
-                             "passed to step, one per example, without reducing them")
+            raise ValueError(
+                f"loss_fn must return the per-example losses of the inputs it is given, shape (b,) "
+                f"(here (1,) for one example); got {got}. Compute the losses of exactly the batch "
+                "passed to step, one per example, without reducing them"
+            )
         return out.squeeze(0)
+
     return loss_one
 
 
@@ -108,17 +113,31 @@ def mappable(model: Any):
     Both are put back after. Nothing happens where transformers is not imported.
     """
     masks = sys.modules.get("transformers.masking_utils")
-    saved = {name: getattr(masks, name) for name in ("_ignore_bidirectional_mask_sdpa", "_ignore_causal_mask_sdpa")
-             if masks is not None and hasattr(masks, name)}
-    configs = [] if masks is None else list({id(c): c for c in (getattr(m, "config", None) for m in model.modules())
-                                             if getattr(c, "_attn_implementation", None) == "sdpa"}.values())
+    saved = {
+        name: getattr(masks, name)
+        for name in ("_ignore_bidirectional_mask_sdpa", "_ignore_causal_mask_sdpa")
+        if masks is not None and hasattr(masks, name)
+    }
+    configs = (
+        []
+        if masks is None
+        else list(
+            {
+                id(c): c
+                for c in (getattr(m, "config", None) for m in model.modules())
+                if getattr(c, "_attn_implementation", None) == "sdpa"
+            }.values()
+        )
+    )
     try:
         for name in saved:
             setattr(masks, name, _never_skip)
         for config in configs:
             config._attn_implementation = "eager"
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
+            warnings.filterwarnings(
+                "ignore", message="There is a performance drop because we have not yet"
+            )
             yield
     finally:
         for name, helper in saved.items():
@@ -130,10 +149,12 @@ def mappable(model: Any):
 def _never_skip(*args: Any, **kwargs: Any) -> bool:
     return False
 
+
 MISSING_LOSS_FN = (
     "loss_fn must be a callable: optimizer.step(loss_fn) draws each secret batch itself and hands it to loss_fn, so\n"
     "  a gradient from loss.backward() on a batch you chose (the Opacus habit) is not what the ledger describes. Fix:\n"
-    "  optimizer.step(lambda xb, yb: F.cross_entropy(model(xb), yb, reduction='none'))   # per-example losses, (B,)")
+    "  optimizer.step(lambda xb, yb: F.cross_entropy(model(xb), yb, reduction='none'))   # per-example losses, (B,)"
+)
 
 
 def check_loss_fn(loss_fn: Any) -> None:
@@ -144,26 +165,37 @@ def check_loss_fn(loss_fn: Any) -> None:
     if loss_fn is None:
         raise ValueError(MISSING_LOSS_FN)
     if not callable(loss_fn):
-        raise ValueError(f"loss_fn must be a callable loss_fn(*batch) returning the per-example losses of the "
-                         f"batch it is given; got {loss_fn!r}")
+        raise ValueError(
+            f"loss_fn must be a callable loss_fn(*batch) returning the per-example losses of the "
+            f"batch it is given; got {loss_fn!r}"
+        )
     try:
         parameters = inspect.signature(loss_fn).parameters.values()
-    except (TypeError, ValueError):   # a builtin or C callable without a signature: it will be called as is
+    except (
+        TypeError,
+        ValueError,
+    ):  # a builtin or C callable without a signature: it will be called as is
         return
-    if not any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters):
-        raise ValueError("loss_fn must take the batch as arguments, loss_fn(xb, yb) (the optimizer hands each step "
-                         "its batch); a closure without arguments would evaluate data the optimizer did not draw, "
-                         "so the ledger would not describe it")
+    if not any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters
+    ):
+        raise ValueError(
+            "loss_fn must take the batch as arguments, loss_fn(xb, yb) (the optimizer hands each step "
+            "its batch); a closure without arguments would evaluate data the optimizer did not draw, "
+            "so the ledger would not describe it"
+        )
 
 
 def check_same_objects(given: tuple, held: tuple) -> None:
     """Refuse ``given`` unless it is ``held`` itself: the same tensors (identity), not merely the same shapes."""
     a, b = leaves(given), leaves(held)
     if len(a) != len(b) or any(x is not y for x, y in zip(a, b)):
-        raise ValueError("inputs must be the batch the loader just yielded (the very objects, e.g. "
-                         "`for xb, yb in loader: optimizer.step(loss_fn, xb, yb)`), or leave them out: "
-                         "optimizer.step(loss_fn) hands loss_fn that batch. Another batch, a copy or a slice of "
-                         "one, or a batch a previous step used is refused")
+        raise ValueError(
+            "inputs must be the batch the loader just yielded (the very objects, e.g. "
+            "`for xb, yb in loader: optimizer.step(loss_fn, xb, yb)`), or leave them out: "
+            "optimizer.step(loss_fn) hands loss_fn that batch. Another batch, a copy or a slice of "
+            "one, or a batch a previous step used is refused"
+        )
 
 
 class DataRows:
@@ -178,24 +210,39 @@ class DataRows:
             e.g. the fine-tuning trainer's tokenised cache).
     """
 
-    def __init__(self, data: Any = None, *, collate_fn: Callable[[list], Any] | None = None,
-                 fetch: Callable[[torch.Tensor], Any] | None = None) -> None:
+    def __init__(
+        self,
+        data: Any = None,
+        *,
+        collate_fn: Callable[[list], Any] | None = None,
+        fetch: Callable[[torch.Tensor], Any] | None = None,
+    ) -> None:
         if (data is None) == (fetch is None):
-            raise ValueError("data must be given (a tuple of tensors or a map-style Dataset), or fetch; got "
-                             f"{'both' if fetch is not None else 'neither'}")
+            raise ValueError(
+                "data must be given (a tuple of tensors or a map-style Dataset), or fetch; got "
+                f"{'both' if fetch is not None else 'neither'}"
+            )
         if fetch is not None and not callable(fetch):
             raise ValueError(f"fetch must be callable as fetch(indices); got {fetch!r}")
         if collate_fn is not None and not callable(collate_fn):
             raise ValueError(f"collate_fn must be callable or None; got {collate_fn!r}")
         if isinstance(data, (tuple, list)):
             if not data or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in data):
-                raise ValueError("data must be a tuple of tensors with a leading example dimension, or a "
-                                 f"map-style Dataset; got {[type(t).__name__ for t in data]}")
+                raise ValueError(
+                    "data must be a tuple of tensors with a leading example dimension, or a "
+                    f"map-style Dataset; got {[type(t).__name__ for t in data]}"
+                )
             if len({len(t) for t in data}) != 1:
-                raise ValueError(f"data's tensors must have one row per example; got {[len(t) for t in data]} rows")
-        elif data is not None and (isinstance(data, torch.utils.data.IterableDataset)
-                                   or not (hasattr(data, "__len__") and hasattr(data, "__getitem__"))):
-            raise ValueError(f"data must be a tuple of tensors or a map-style Dataset; got {type(data).__name__}")
+                raise ValueError(
+                    f"data's tensors must have one row per example; got {[len(t) for t in data]} rows"
+                )
+        elif data is not None and (
+            isinstance(data, torch.utils.data.IterableDataset)
+            or not (hasattr(data, "__len__") and hasattr(data, "__getitem__"))
+        ):
+            raise ValueError(
+                f"data must be a tuple of tensors or a map-style Dataset; got {type(data).__name__}"
+            )
         self.data, self.fetch = data, fetch
         self.collate_fn = collate_fn if collate_fn is not None else default_collate
 
@@ -227,19 +274,31 @@ class LoaderBatches:
     again) and the loader yields this rank's part of it (:meth:`part`).
     """
 
-    def __init__(self, sampler, steps: int, group: distributed.Group | None = None, *,
-                 fetch: Callable[[torch.Tensor], Any] | None = None) -> None:
+    def __init__(
+        self,
+        sampler,
+        steps: int,
+        group: distributed.Group | None = None,
+        *,
+        fetch: Callable[[torch.Tensor], Any] | None = None,
+    ) -> None:
         self._sampler = sampler
         self.group = group
-        self.shared = group is not None   # every rank's sample() is the same batch already
+        self.shared = group is not None  # every rank's sample() is the same batch already
         self.steps = steps
         self.batch_size = sampler.batch_size
         self.fetch = fetch
-        self.drawn = 0   # batches the loader has drawn (public: one per loop iteration)
-        self.used = 0    # batches a step has taken (= steps taken)
-        self._pending: tuple[torch.Tensor, tuple | None] | None = None   # (indices, inputs) of the next step
-        self._taken: tuple[torch.Tensor, tuple | None] | None = None     # those of the step in progress
-        self._versions: list[int] = []   # the version counters of the pending inputs when the loader yielded them
+        self.drawn = 0  # batches the loader has drawn (public: one per loop iteration)
+        self.used = 0  # batches a step has taken (= steps taken)
+        self._pending: tuple[torch.Tensor, tuple | None] | None = (
+            None  # (indices, inputs) of the next step
+        )
+        self._taken: tuple[torch.Tensor, tuple | None] | None = (
+            None  # those of the step in progress
+        )
+        self._versions: list[
+            int
+        ] = []  # the version counters of the pending inputs when the loader yielded them
         # Set by the optimizer: charge() records a step's release for a drawn batch no step released for, and
         # guard.mark() notes the model's state when a batch is drawn (dpnc.tier.model_state.StateGuard).
         self.charge: Callable[[], None] | None = None
@@ -267,19 +326,27 @@ class LoaderBatches:
     def check_ready(self) -> None:
         """Refuse a step now if it could not take a batch (nothing pending, or all steps taken)."""
         if self.used >= self.steps:
-            raise ValueError(f"steps must be at most {self.steps} (the number the run was built and its noise "
-                             "calibrated for); all of them were taken. Build a new run with make_private for more")
+            raise ValueError(
+                f"steps must be at most {self.steps} (the number the run was built and its noise "
+                "calibrated for); all of them were taken. Build a new run with make_private for more"
+            )
         if self._pending is None:
-            raise ValueError("no batch is pending: call optimizer.step once per batch the loader yields "
-                             "(a second step on one batch would use data the privacy ledger describes once)")
+            raise ValueError(
+                "no batch is pending: call optimizer.step once per batch the loader yields "
+                "(a second step on one batch would use data the privacy ledger describes once)"
+            )
 
     def draw(self) -> torch.Tensor:
         """Draw the next secret batch and leave it pending for the optimizer (a batch not stepped on is dropped)."""
         if self.remaining <= 0:
-            raise ValueError(f"all steps={self.steps} batches have been drawn; the privacy budget was "
-                             f"calibrated for {self.steps} steps")
+            raise ValueError(
+                f"all steps={self.steps} batches have been drawn; the privacy budget was "
+                f"calibrated for {self.steps} steps"
+            )
         self.charge_dropped()
-        batch = self._sampler.sample() if self.group is None else self.group.take_batch(self._sampler)
+        batch = (
+            self._sampler.sample() if self.group is None else self.group.take_batch(self._sampler)
+        )
         self._pending = (batch, None)
         self.drawn += 1
         if self.guard is not None:
@@ -293,7 +360,9 @@ class LoaderBatches:
         if self._pending is None:
             raise ValueError("no batch is pending to hold inputs for (draw first)")
         self._pending = (self._pending[0], as_arguments(collated))
-        self._versions = [t._version for t in leaves(self._pending[1]) if isinstance(t, torch.Tensor)]
+        self._versions = [
+            t._version for t in leaves(self._pending[1]) if isinstance(t, torch.Tensor)
+        ]
         return collated
 
     def charge_dropped(self) -> None:
@@ -325,10 +394,12 @@ class LoaderBatches:
         now = [t._version for t in leaves(inputs) if isinstance(t, torch.Tensor)]
         if inputs and now != self._versions:
             self.charge_dropped()
-            raise ValueError("inputs must hold what the loader yielded: a tensor of the batch was written in place "
-                             "since (e.g. xb -= xb.mean(0), or xb.copy_(...)), so the batch the loss would see is not "
-                             "the one the ledger describes. Transform a batch inside loss_fn, out of place, per "
-                             "example; this batch is charged and dropped")
+            raise ValueError(
+                "inputs must hold what the loader yielded: a tensor of the batch was written in place "
+                "since (e.g. xb -= xb.mean(0), or xb.copy_(...)), so the batch the loss would see is not "
+                "the one the ledger describes. Transform a batch inside loss_fn, out of place, per "
+                "example; this batch is charged and dropped"
+            )
         self._taken, self._pending = self._pending, None
         self.used += 1
         return self._taken[0]
@@ -340,8 +411,10 @@ class LoaderBatches:
     def inputs(self) -> tuple:
         """The inputs of the batch the step in progress took (the objects the loader yielded for it)."""
         if self._taken is None or self._taken[1] is None:
-            raise ValueError("the batch has no inputs: iterate the loader make_private returned, and step once "
-                             "per batch it yields")
+            raise ValueError(
+                "the batch has no inputs: iterate the loader make_private returned, and step once "
+                "per batch it yields"
+            )
         return self._taken[1]
 
     def give_back(self) -> None:
@@ -362,4 +435,3 @@ class LoaderBatches:
 
     def __getstate__(self):
         raise TypeError("LoaderBatches holds secret batches and cannot be pickled or checkpointed")
-

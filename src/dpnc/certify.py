@@ -56,8 +56,14 @@ from scipy.optimize import nnls
 from dpnc._check import check_positive, check_probability
 from dpnc.estimators import uniform_ball
 
-__all__ = ["Certificate", "certify_run", "concentration", "goldstein_certificate", "min_norm_convex_combination",
-           "rim_points"]
+__all__ = [
+    "Certificate",
+    "certify_run",
+    "concentration",
+    "goldstein_certificate",
+    "min_norm_convex_combination",
+    "rim_points",
+]
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: the fields are arrays, whose == is elementwise
@@ -94,8 +100,10 @@ class Certificate:
 
     def __str__(self) -> str:
         k, d = self.points.shape
-        return (f"‖∂h(x)‖_δ ≤ {self.bound:.6g} with δ = {self.radius:.6g}: a convex combination of "
-                f"{len(self.support)} of {k} gradients in R^{d}")
+        return (
+            f"‖∂h(x)‖_δ ≤ {self.bound:.6g} with δ = {self.radius:.6g}: a convex combination of "
+            f"{len(self.support)} of {k} gradients in R^{d}"
+        )
 
 
 def min_norm_convex_combination(G: torch.Tensor | np.ndarray) -> tuple[float, np.ndarray]:
@@ -143,10 +151,17 @@ def min_norm_convex_combination(G: torch.Tensor | np.ndarray) -> tuple[float, np
     try:
         u, _ = nnls(E, target, maxiter=max(10 * k, 100))
         w, steps = _to_simplex(u), 50
-    except (RuntimeError, ValueError):  # no convergence, or an all-zero answer: start at the best vertex
+    except (
+        RuntimeError,
+        ValueError,
+    ):  # no convergence, or an all-zero answer: start at the best vertex
         w, steps = None, min(20 * k, 2000)
-        warnings.warn("min_norm_convex_combination: NNLS did not converge; the bound comes from Frank–Wolfe "
-                      "steps and is valid but may not be the minimum", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "min_norm_convex_combination: NNLS did not converge; the bound comes from Frank–Wolfe "
+            "steps and is valid but may not be the minimum",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if w is None:
         w = np.zeros(k)
         w[int(np.argmin(np.linalg.norm(A, axis=1)))] = 1.0
@@ -159,15 +174,22 @@ def concentration(*, L: float, m: int, points: int, failure: float = 0.05) -> fl
     F̂ the mean of m i.i.d. examples with per-example gradients of norm ≤ L (McDiarmid + a union bound; module
     docstring)."""
     check_positive(L=L)
-    for name, value in (("m", m), ("points", points)):   # numbers.Integral: numpy integers count
+    for name, value in (("m", m), ("points", points)):  # numbers.Integral: numpy integers count
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
     check_probability(failure=failure)
     return L / math.sqrt(m) * (1 + math.sqrt(2 * math.log(points / failure)))
 
 
-def rim_points(x: torch.Tensor, radius: float, axis: torch.Tensor, pairs: int, *, angles: int = 8,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+def rim_points(
+    x: torch.Tensor,
+    radius: float,
+    axis: torch.Tensor,
+    pairs: int,
+    *,
+    angles: int = 8,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Points near the sphere ‖y − x‖ = radius, tilted back against ``axis`` (module docstring), shape (k, d).
 
     y = x + δ′(−sin θ·a + cos θ·v) for sin θ = j/J (j = 0..J, J = ``angles``), v over ``pairs`` antipodal pairs
@@ -186,17 +208,27 @@ def rim_points(x: torch.Tensor, radius: float, axis: torch.Tensor, pairs: int, *
     if generator is None:
         generator = torch.Generator().manual_seed(0)
     v = torch.randn(pairs, d, generator=generator, dtype=x.dtype)
-    v = v - (v @ a)[:, None] * a                                   # ⊥ a
+    v = v - (v @ a)[:, None] * a  # ⊥ a
     v = v / torch.linalg.vector_norm(v, dim=-1, keepdim=True)
-    v = torch.cat([v, -v])                                         # antipodal pairs
-    sines = torch.arange(angles, dtype=x.dtype) / angles           # sin θ = j/J, j < J
+    v = torch.cat([v, -v])  # antipodal pairs
+    sines = torch.arange(angles, dtype=x.dtype) / angles  # sin θ = j/J, j < J
     cosines = torch.sqrt(1 - sines**2)
-    tilted = -sines[:, None, None] * a + cosines[:, None, None] * v[None]   # (J, 2·pairs, d), unit vectors
+    tilted = (
+        -sines[:, None, None] * a + cosines[:, None, None] * v[None]
+    )  # (J, 2·pairs, d), unit vectors
     return torch.cat([x + r * tilted.reshape(-1, d), (x - r * a)[None]])
 
 
-def certify_run(run, objective, *, radius: float | None = None, samples: int = 64, rim: int = 0,
-                axis: torch.Tensor | None = None, generator: torch.Generator | None = None) -> Certificate:
+def certify_run(
+    run,
+    objective,
+    *,
+    radius: float | None = None,
+    samples: int = 64,
+    rim: int = 0,
+    axis: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> Certificate:
     """The certificate of a run's output on ``objective`` (e.g. held-out data: then free of privacy cost).
 
     Exact gradients of ``objective`` at the output, at the points averaged into it when the run kept them
@@ -209,13 +241,29 @@ def certify_run(run, objective, *, radius: float | None = None, samples: int = 6
         radius = 2 * run.algorithm.smoothing
     trace = getattr(run, "trace", None)
     points = None if trace is None else trace.output_points
-    return goldstein_certificate(objective.gradient, run.output, radius, points=points, samples=samples, rim=rim,
-                                 axis=axis, generator=generator)
+    return goldstein_certificate(
+        objective.gradient,
+        run.output,
+        radius,
+        points=points,
+        samples=samples,
+        rim=rim,
+        axis=axis,
+        generator=generator,
+    )
 
 
-def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, radius: float, *,
-                          points: torch.Tensor | np.ndarray | None = None, samples: int = 64, rim: int = 0,
-                          axis: torch.Tensor | None = None, generator: torch.Generator | None = None) -> Certificate:
+def goldstein_certificate(
+    gradient: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    radius: float,
+    *,
+    points: torch.Tensor | np.ndarray | None = None,
+    samples: int = 64,
+    rim: int = 0,
+    axis: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> Certificate:
     """An upper bound on ‖∂h(x)‖_radius from the gradients at x, given points, random points of the ball and rim
     points.
 
@@ -257,7 +305,9 @@ def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: t
     if not x.is_floating_point():
         x = x.to(torch.float64)
     if x.ndim != 1 or x.shape[0] < 1:
-        raise ValueError(f"x must be a vector of shape (d,) with d >= 1; got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x must be a vector of shape (d,) with d >= 1; got shape {tuple(x.shape)}"
+        )
     if not bool(torch.isfinite(x).all()):
         raise ValueError("x must be finite")
     if isinstance(radius, bool) or not isinstance(radius, numbers.Real):
@@ -272,22 +322,32 @@ def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: t
         raise ValueError(f"rim must be an integer >= 0; got {rim!r}")
     d = x.shape[0]
     if axis is not None and tuple(torch.as_tensor(axis).shape) != (d,):
-        raise ValueError(f"axis must have shape ({d},) to match x; got {tuple(torch.as_tensor(axis).shape)}")
+        raise ValueError(
+            f"axis must have shape ({d},) to match x; got {tuple(torch.as_tensor(axis).shape)}"
+        )
 
     rows = [x.unsqueeze(0)]
     if points is not None:
         extra = torch.as_tensor(points).to(x.dtype)
         if extra.ndim != 2 or extra.shape[1] != d:
-            raise ValueError(f"points must have shape (m, {d}) to match x; got {tuple(extra.shape)}")
+            raise ValueError(
+                f"points must have shape (m, {d}) to match x; got {tuple(extra.shape)}"
+            )
         if not bool(torch.isfinite(extra).all()):
             raise ValueError("points must be finite")
         dist = torch.linalg.vector_norm((extra - x).to(torch.float64), dim=-1)
-        slack = 8 * torch.finfo(x.dtype).eps * (float(torch.linalg.vector_norm(x.to(torch.float64))) + radius)
+        slack = (
+            8
+            * torch.finfo(x.dtype).eps
+            * (float(torch.linalg.vector_norm(x.to(torch.float64))) + radius)
+        )
         outside = torch.nonzero(dist > radius + slack).flatten()
         if len(outside):
             i = int(outside[0])
-            raise ValueError(f"points must lie within radius={radius:g} of x; {len(outside)} do not, e.g. "
-                             f"row {i} at distance {float(dist[i]):.6g}")
+            raise ValueError(
+                f"points must lie within radius={radius:g} of x; {len(outside)} do not, e.g. "
+                f"row {i} at distance {float(dist[i]):.6g}"
+            )
         rows.append(extra)
     if samples:
         rows.append(x + radius * uniform_ball(samples, d, generator, dtype=x.dtype))
@@ -298,13 +358,17 @@ def goldstein_certificate(gradient: Callable[[torch.Tensor], torch.Tensor], x: t
 
     g = torch.as_tensor(gradient(Y))
     if tuple(g.shape) != tuple(Y.shape):
-        raise ValueError(f"gradient must map points of shape {tuple(Y.shape)} to the same shape; "
-                         f"got {tuple(g.shape)}")
+        raise ValueError(
+            f"gradient must map points of shape {tuple(Y.shape)} to the same shape; "
+            f"got {tuple(g.shape)}"
+        )
     bad = ~torch.isfinite(g).all(-1)
     if bool(bad.any()):
         i = int(torch.nonzero(bad)[0])
-        raise ValueError(f"gradient returned non-finite values at {int(bad.sum())} of {len(Y)} points "
-                         f"(e.g. row {i}); h must be Lipschitz on the ball")
+        raise ValueError(
+            f"gradient returned non-finite values at {int(bad.sum())} of {len(Y)} points "
+            f"(e.g. row {i}); h must be Lipschitz on the ball"
+        )
     bound, w = min_norm_convex_combination(g)
     return Certificate(bound=bound, weights=w, points=Y, gradients=g, radius=radius)
 
@@ -328,7 +392,9 @@ def _power_of_two_scale(G: np.ndarray) -> float:
     m = float(np.abs(G).max())
     if m == 0.0:
         return 0.0
-    pre = math.ldexp(1.0, math.frexp(m)[1])  # power of two ≥ m: dividing by it is exact and cannot overflow
+    pre = math.ldexp(
+        1.0, math.frexp(m)[1]
+    )  # power of two ≥ m: dividing by it is exact and cannot overflow
     norm = pre * float(np.linalg.norm(G / pre, axis=1).max())
     return math.ldexp(1.0, math.frexp(norm)[1])
 

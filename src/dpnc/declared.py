@@ -14,7 +14,7 @@ import warnings
 
 __all__ = ["DataWarning", "delta_note", "n_note", "tell_owner"]
 
-FAR = 2.0   # a declared n more than this factor away from the rows there are is remarked on
+FAR = 2.0  # a declared n more than this factor away from the rows there are is remarked on
 PREFIX = "owner check (reads the training data; not published): "
 
 
@@ -27,25 +27,33 @@ def n_note(n: int, rows: int) -> str | None:
     if rows and 1 / FAR <= n / rows <= FAR:
         return None
     if rows == 0 or n > rows:
-        effect = "most batches will be nearly empty (each row joins a batch with probability q = B/n)"
+        effect = (
+            "most batches will be nearly empty (each row joins a batch with probability q = B/n)"
+        )
         scale = "much larger than"
     else:
-        effect = (f"batches will hold about {rows / n:.1f}× the batch size B (each row joins a batch with "
-                  f"probability q = B/n), and a step's mean, divided by the fixed B, about {rows / n:.1f}× the "
-                  "planned size")
+        effect = (
+            f"batches will hold about {rows / n:.1f}× the batch size B (each row joins a batch with "
+            f"probability q = B/n), and a step's mean, divided by the fixed B, about {rows / n:.1f}× the "
+            "planned size"
+        )
         scale = "much smaller than"
-    return (f"the declared n = {n:,} is {scale} the {rows:,} rows there are: {effect}. n is public (never read off "
-            "the data), but a public bound far from the truth wastes the budget or the batches: declare the number "
-            "you would publish")
+    return (
+        f"the declared n = {n:,} is {scale} the {rows:,} rows there are: {effect}. n is public (never read off "
+        "the data), but a public bound far from the truth wastes the budget or the batches: declare the number "
+        "you would publish"
+    )
 
 
 def delta_note(delta: float, n: int) -> str | None:
     """A remark when δ ≥ 1/n: then a mechanism that publishes a random example verbatim meets (ε, δ)."""
     if delta * n < 1:
         return None
-    below = 10.0 ** -len(str(n))   # a power of ten at least 10× below 1/n
-    return (f"delta = {delta:g} is at least 1/n = {1 / n:.3g}: a mechanism that publishes a random example "
-            f"verbatim meets such an (ε, δ). Choose δ well below 1/n (e.g. {below:g})")
+    below = 10.0 ** -len(str(n))  # a power of ten at least 10× below 1/n
+    return (
+        f"delta = {delta:g} is at least 1/n = {1 / n:.3g}: a mechanism that publishes a random example "
+        f"verbatim meets such an (ε, δ). Choose δ well below 1/n (e.g. {below:g})"
+    )
 
 
 def tell_owner(note: str, *, stacklevel: int = 3) -> None:

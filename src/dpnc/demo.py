@@ -29,12 +29,11 @@ from torch import nn
 
 from dpnc._check import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
-from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.noise import NoiseSource
 from dpnc.progress import progress as progress_bar
 from dpnc.sampling import FullBatch
-
+from dpnc.tier.zeroth_order import DPZero, MeZO
 
 PRIVATE, REFERENCE = "DPZero", "MeZO"
 
@@ -49,19 +48,33 @@ class DemoConfig:
     smoothing: float = 1e-3
     test_fraction: float = 0.2
     eval_every: int = 10
-    seed: int = 0            # the public train/test split and the public direction seeds
-    reference_lr: float | None = None   # MeZO's step size; None: lr / 10 (module docstring)
+    seed: int = 0  # the public train/test split and the public direction seeds
+    reference_lr: float | None = None  # MeZO's step size; None: lr / 10 (module docstring)
 
     def __post_init__(self) -> None:
         """Checked at construction, before any data is read."""
         if self.reference_lr is not None:
             check_value("reference_lr", self.reference_lr, POSITIVE)
-        for name, rule in (("epsilon", POSITIVE), ("lr", POSITIVE), ("clip", POSITIVE), ("smoothing", POSITIVE),
-                           ("steps", INTEGER), ("eval_every", INTEGER), ("seed", NATURAL)):
+        for name, rule in (
+            ("epsilon", POSITIVE),
+            ("lr", POSITIVE),
+            ("clip", POSITIVE),
+            ("smoothing", POSITIVE),
+            ("steps", INTEGER),
+            ("eval_every", INTEGER),
+            ("seed", NATURAL),
+        ):
             check_value(name, getattr(self, name), rule)
-        check_value("delta", self.delta, ("a number in (0, 1)", lambda v: isinstance(v, float) and 0 < v < 1))
-        check_value("test_fraction", self.test_fraction,
-                    ("a number in (0, 1)", lambda v: isinstance(v, float) and 0 < v < 1))
+        check_value(
+            "delta",
+            self.delta,
+            ("a number in (0, 1)", lambda v: isinstance(v, float) and 0 < v < 1),
+        )
+        check_value(
+            "test_fraction",
+            self.test_fraction,
+            ("a number in (0, 1)", lambda v: isinstance(v, float) and 0 < v < 1),
+        )
 
     @property
     def mezo_lr(self) -> float:
@@ -81,7 +94,9 @@ def load_data(config: DemoConfig):
     return X[perm[n_test:]], y[perm[n_test:]], X[perm[:n_test]], y[perm[:n_test]]
 
 
-def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True, noise: NoiseSource | None = None) -> dict:
+def run_demo(
+    config: DemoConfig = DemoConfig(), progress: bool = True, noise: NoiseSource | None = None
+) -> dict:
     """Train with DPZero and with non-private MeZO; return their held-out loss curves, accuracies and the privacy
     report (of DPZero). ``noise``: DPZero's noise source (default a fresh secret one; tests pass a seeded one, and
     the report then says the run is not private)."""
@@ -95,25 +110,55 @@ def run_demo(config: DemoConfig = DemoConfig(), progress: bool = True, noise: No
         nn.init.zeros_(model.weight)
         nn.init.zeros_(model.bias)
         if method == PRIVATE:
-            opt = DPZero(model.parameters(), lr=config.lr, clip=config.clip, smoothing=config.smoothing,
-                         noise_multiplier=multiplier, sampler=FullBatch(n), accountant=accountant,
-                         noise=noise, direction="sphere", seed=config.seed, model=model, data=(X, y))
+            opt = DPZero(
+                model.parameters(),
+                lr=config.lr,
+                clip=config.clip,
+                smoothing=config.smoothing,
+                noise_multiplier=multiplier,
+                sampler=FullBatch(n),
+                accountant=accountant,
+                noise=noise,
+                direction="sphere",
+                seed=config.seed,
+                model=model,
+                data=(X, y),
+            )
         else:
-            opt = MeZO(model.parameters(), lr=config.mezo_lr, smoothing=config.smoothing, sampler=FullBatch(n),
-                       direction="sphere", seed=config.seed, model=model, data=(X, y))
+            opt = MeZO(
+                model.parameters(),
+                lr=config.mezo_lr,
+                smoothing=config.smoothing,
+                sampler=FullBatch(n),
+                direction="sphere",
+                seed=config.seed,
+                model=model,
+                data=(X, y),
+            )
         curve = []
         for t in progress_bar(range(config.steps), desc=method, disable=not progress):
             if t % config.eval_every == 0:
                 curve.append((t, _held_out_loss(model, X_test, y_test)))
-            opt.step(lambda xb, yb, m=model: nn.functional.cross_entropy(m(xb), yb, reduction="none"))
+            opt.step(
+                lambda xb, yb, m=model: nn.functional.cross_entropy(m(xb), yb, reduction="none")
+            )
         curve.append((config.steps, _held_out_loss(model, X_test, y_test)))
         with torch.no_grad():
             accuracy[method] = float((model(X_test).argmax(1) == y_test).float().mean())
         curves[method] = curve
     majority = float(max(y_test.float().mean(), 1 - y_test.float().mean()))
-    report = accountant.report(config.delta, paper_claim=paper_claim(multiplier, config.steps, config.delta))
-    return {"config": config, "n": n, "noise_multiplier": multiplier, "curves": curves,
-            "accuracy": accuracy, "majority": majority, "report": report}
+    report = accountant.report(
+        config.delta, paper_claim=paper_claim(multiplier, config.steps, config.delta)
+    )
+    return {
+        "config": config,
+        "n": n,
+        "noise_multiplier": multiplier,
+        "curves": curves,
+        "accuracy": accuracy,
+        "majority": majority,
+        "report": report,
+    }
 
 
 @torch.no_grad()
@@ -125,17 +170,20 @@ def _held_out_loss(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
 def summary(result: dict) -> str:
     c, r = result["config"], result["report"]
     assert isinstance(r, PrivacyReport)
-    return "\n".join([
-        f"DPZero demo: logistic regression on breast cancer (n = {result['n']} train), "
-        f"{c.steps} full-batch steps, target (ε, δ) = ({c.epsilon:g}, {c.delta:g})",
-        f"  test accuracy of the private model: DPZero {result['accuracy'][PRIVATE]:.3f} (majority class "
-        f"{result['majority']:.3f}); reference, NOT private: MeZO (lr {c.mezo_lr:g}) "
-        f"{result['accuracy'][REFERENCE]:.3f}",
-        f"  final test loss: DPZero {result['curves'][PRIVATE][-1][1]:.4f} | "
-        f"MeZO {result['curves'][REFERENCE][-1][1]:.4f}",
-        f"  noise: one scalar per step, σ/Δ = {result['noise_multiplier']:.5g} (Δ = 2C/n, calibrated by "
-        f"{'PLD' if r.epsilon_pld is not None else 'RDP: PLD cannot account this budget'})",
-        str(r)])
+    return "\n".join(
+        [
+            f"DPZero demo: logistic regression on breast cancer (n = {result['n']} train), "
+            f"{c.steps} full-batch steps, target (ε, δ) = ({c.epsilon:g}, {c.delta:g})",
+            f"  test accuracy of the private model: DPZero {result['accuracy'][PRIVATE]:.3f} (majority class "
+            f"{result['majority']:.3f}); reference, NOT private: MeZO (lr {c.mezo_lr:g}) "
+            f"{result['accuracy'][REFERENCE]:.3f}",
+            f"  final test loss: DPZero {result['curves'][PRIVATE][-1][1]:.4f} | "
+            f"MeZO {result['curves'][REFERENCE][-1][1]:.4f}",
+            f"  noise: one scalar per step, σ/Δ = {result['noise_multiplier']:.5g} (Δ = 2C/n, calibrated by "
+            f"{'PLD' if r.epsilon_pld is not None else 'RDP: PLD cannot account this budget'})",
+            str(r),
+        ]
+    )
 
 
 def write_plot(result: dict, path: Path) -> Path:
@@ -148,8 +196,12 @@ def write_plot(result: dict, path: Path) -> Path:
     for method, curve in result["curves"].items():
         ax.plot(*zip(*curve), label=f"{method} (test acc {result['accuracy'][method]:.3f})")
     c = result["config"]
-    ax.set(xlabel="step", ylabel="held-out test loss (cross-entropy)", yscale="log",
-           title=f"DPZero at (ε, δ) = ({c.epsilon:g}, {c.delta:g}) vs non-private MeZO")
+    ax.set(
+        xlabel="step",
+        ylabel="held-out test loss (cross-entropy)",
+        yscale="log",
+        title=f"DPZero at (ε, δ) = ({c.epsilon:g}, {c.delta:g}) vs non-private MeZO",
+    )
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

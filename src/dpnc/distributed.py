@@ -122,8 +122,14 @@ class Local:
         """``compute()``."""
         return compute()
 
-    def release_sum(self, part: torch.Tensor, *values: Any, release: Callable[[torch.Tensor], torch.Tensor],
-                    denominator: int, entry: Release) -> tuple:
+    def release_sum(
+        self,
+        part: torch.Tensor,
+        *values: Any,
+        release: Callable[[torch.Tensor], torch.Tensor],
+        denominator: int,
+        entry: Release,
+    ) -> tuple:
         """``(release(part), *values)``: alone, the partial sum is the whole sum (``denominator`` and ``entry``
         serve :meth:`Group.release_sum`)."""
         return (release(part), *values)
@@ -158,18 +164,28 @@ class Group:
 
     def __init__(self, process_group: dist.ProcessGroup | None = None) -> None:
         if not (dist.is_available() and dist.is_initialized()):
-            raise ValueError("group needs an initialised torch.distributed process group; call "
-                             "torch.distributed.init_process_group (e.g. under torchrun) first")
+            raise ValueError(
+                "group needs an initialised torch.distributed process group; call "
+                "torch.distributed.init_process_group (e.g. under torchrun) first"
+            )
         self.process_group = process_group
         self.rank = dist.get_rank(process_group)
         self.world_size = dist.get_world_size(process_group)
-        self.source = 0 if process_group is None else dist.get_global_rank(process_group, 0)   # rank 0's global rank
+        self.source = (
+            0 if process_group is None else dist.get_global_rank(process_group, 0)
+        )  # rank 0's global rank
         cuda = dist.get_backend(process_group) == "nccl"
-        self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        )
         self.sent: Counter[str] = Counter()
-        self._ahead: dict[int, _Ahead] = {}   # by sampler (its id): its next batch, known ahead of its draw
+        self._ahead: dict[
+            int, _Ahead
+        ] = {}  # by sampler (its id): its next batch, known ahead of its draw
         self._kept: list[Sampler] = []
-        self._carrying: Sampler | None = None   # the sampler whose next batch this step's all_reduce carries
+        self._carrying: Sampler | None = (
+            None  # the sampler whose next batch this step's all_reduce carries
+        )
 
     @property
     def is_source(self) -> bool:
@@ -251,7 +267,7 @@ class Group:
         sizes[self.rank] = len(data)
         self._all_reduce(sizes)
         rows = torch.zeros(self.world_size, int(sizes.max()), dtype=torch.uint8)
-        rows[self.rank, :len(data)] = _as_bytes(data)
+        rows[self.rank, : len(data)] = _as_bytes(data)
         self._all_reduce(rows)
         return [pickle.loads(rows[r, :n].numpy().tobytes()) for r, n in enumerate(sizes.tolist())]
 
@@ -298,8 +314,10 @@ class Group:
         return self._ahead[key]
 
     def __getstate__(self):
-        raise TypeError("a Group holds a process group and rank 0's secret batches drawn ahead; it cannot be pickled "
-                        "or checkpointed: build a new one in each process")
+        raise TypeError(
+            "a Group holds a process group and rank 0's secret batches drawn ahead; it cannot be pickled "
+            "or checkpointed: build a new one in each process"
+        )
 
     def _broadcast_batch(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
         """The batch rank 0 draws next, broadcast (a sampler's first, or one no step carried): its indices alone
@@ -308,7 +326,7 @@ class Group:
         it)."""
         fixed = _fixed_size(sampler)
         batch = self._next(sampler, ahead) if self.is_source else None
-        if fixed is not None:   # the size is public and the same on every rank: the indices alone
+        if fixed is not None:  # the size is public and the same on every rank: the indices alone
             size = fixed
         else:
             sizes = torch.zeros(2, dtype=torch.int64)
@@ -326,12 +344,17 @@ class Group:
         """Rank 0's next batch of ``sampler``: the one drawn ahead if any, else a fresh draw (checked against a fixed
         public size)."""
         batch, ahead.following = ahead.following, None
-        batch = batch if batch is not None else (sampler.slots() if isinstance(sampler, ShuffleSampler)
-                                                 else sampler.sample())
+        batch = (
+            batch
+            if batch is not None
+            else (sampler.slots() if isinstance(sampler, ShuffleSampler) else sampler.sample())
+        )
         fixed = _fixed_size(sampler)
         if fixed is not None and len(batch) != fixed:
-            raise RuntimeError(f"{type(sampler).__name__} drew {len(batch)} examples; it must draw exactly "
-                               f"batch_size = {fixed}")
+            raise RuntimeError(
+                f"{type(sampler).__name__} drew {len(batch)} examples; it must draw exactly "
+                f"batch_size = {fixed}"
+            )
         return batch
 
     def _carry(self) -> tuple[_Ahead, int, torch.Tensor] | None:
@@ -348,7 +371,9 @@ class Group:
         carried = torch.zeros(size + (fixed is None), dtype=torch.float64)
         if self.is_source:
             batch = self._next(sampler, ahead)
-            if len(batch) != size:   # its size was sent one step ahead (the sizes are secret: not in the message)
+            if (
+                len(batch) != size
+            ):  # its size was sent one step ahead (the sizes are secret: not in the message)
                 raise RuntimeError("the batch drawn ahead is not of the size announced for it")
             carried[:size] = batch
             if fixed is None:
@@ -366,14 +391,18 @@ class Group:
         if carry is not None:
             flat.append(carry[2].to(self.device))
         summed = self.all_reduce_(torch.cat(flat)).split([f.numel() for f in flat])
-        if carry is not None:   # the next batch (and the size after it), the same on every rank
+        if carry is not None:  # the next batch (and the size after it), the same on every rank
             ahead, size, _ = carry
             received = summed[-1].cpu()
             ahead.batch = received[:size].to(torch.int64)
             if len(received) > size:
                 ahead.size = int(received[size])
-        return tuple(part.reshape(v.shape).to(dtype=v.dtype, device=v.device) if isinstance(v, torch.Tensor)
-                     else type(v)(part.item()) for v, part in zip(values, summed))
+        return tuple(
+            part.reshape(v.shape).to(dtype=v.dtype, device=v.device)
+            if isinstance(v, torch.Tensor)
+            else type(v)(part.item())
+            for v, part in zip(values, summed)
+        )
 
     def on_source(self, compute: Callable[[], torch.Tensor], *, like: torch.Tensor) -> torch.Tensor:
         """Rank 0 alone calls ``compute()`` (e.g. the release, which draws noise and records it); every rank gets its
@@ -381,8 +410,14 @@ class Group:
         value = compute() if self.is_source else torch.empty_like(like)
         return self.broadcast_(value.reshape(like.shape).to(like.dtype))
 
-    def release_sum(self, part: torch.Tensor, *values: Any, release: Callable[[torch.Tensor], torch.Tensor],
-                    denominator: int, entry: Release) -> tuple:
+    def release_sum(
+        self,
+        part: torch.Tensor,
+        *values: Any,
+        release: Callable[[torch.Tensor], torch.Tensor],
+        denominator: int,
+        entry: Release,
+    ) -> tuple:
         """``release(Σ part)`` and each of ``values`` summed over the ranks (as :meth:`sum`), on every rank.
 
         ``release(s)`` is rank 0's release of a sum s: it draws the secret noise and records ``entry`` (built once by
@@ -399,7 +434,9 @@ class Group:
             return (self.on_source(lambda: release(total), like=total), *summed)
         mine = part.to(self.device, torch.float64) / denominator
         if self.is_source:
-            noise = release(torch.zeros_like(part))   # z alone: 0 / denominator + z; the release is recorded here
+            noise = release(
+                torch.zeros_like(part)
+            )  # z alone: 0 / denominator + z; the release is recorded here
             mine = mine + noise.to(self.device, torch.float64)
         released, *summed = self.sum(mine, *values)
         return (released.to(dtype=part.dtype, device=part.device), *summed)
@@ -425,7 +462,9 @@ def world_size() -> int:
     """This run's processes, without starting a group: an initialised group's size, else ``WORLD_SIZE`` (or 1)."""
     if not dist.is_available():
         return 1
-    return dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+    return (
+        dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+    )
 
 
 def from_environment() -> Group | None:
@@ -491,8 +530,12 @@ def shutdown(timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while any(_held_elsewhere(t) for t in _HANDED):
         if time.monotonic() > deadline:
-            warnings.warn(f"the process group still holds {sum(map(_held_elsewhere, _HANDED))} collective "
-                          f"tensor(s) after {timeout:g} s; destroying it anyway", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"the process group still holds {sum(map(_held_elsewhere, _HANDED))} collective "
+                f"tensor(s) after {timeout:g} s; destroying it anyway",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             break
         time.sleep(0.001)
     else:

@@ -92,13 +92,13 @@ from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
 from dpnc._check import check_integer
-from dpnc.self_audit import SelfAudit
 from dpnc.batches import LoaderBatches
 from dpnc.declared import delta_note, n_note, tell_owner
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, check_delta, check_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import PoissonSampler
+from dpnc.self_audit import SelfAudit
 from dpnc.tier.base import StepHooks, check_arguments, require_ready
 from dpnc.tier.first_order import PER_EXAMPLE, DPOptimizer
 from dpnc.tier.registry import OPTIMIZERS as REGISTRY
@@ -106,7 +106,7 @@ from dpnc.tier.registry import RELATIONS, Spec, names, private_first_order
 from dpnc.tier.wiring import wire
 from dpnc.tier.zeroth_order import DPZero, MeZO
 
-OPTIMIZERS = names("make_private")              # the registry's names make_private offers
+OPTIMIZERS = names("make_private")  # the registry's names make_private offers
 
 
 class PoissonBatchSampler(TorchSampler):
@@ -124,15 +124,17 @@ class PoissonBatchSampler(TorchSampler):
 
     def __iter__(self):
         if self.batches.remaining <= 0:
-            raise ValueError(f"the loader has yielded all steps={self.batches.steps} batches the noise was calibrated "
-                             "for: another pass would spend beyond the privacy budget. Build a new run with "
-                             "make_private for more steps (its ε adds to this one's), or ask for enough steps or "
-                             "epochs at the start")
+            raise ValueError(
+                f"the loader has yielded all steps={self.batches.steps} batches the noise was calibrated "
+                "for: another pass would spend beyond the privacy budget. Build a new run with "
+                "make_private for more steps (its ε adds to this one's), or ask for enough steps or "
+                "epochs at the start"
+            )
         count = 0
         while self.batches.remaining > 0 and (self.per_epoch is None or count < self.per_epoch):
             count += 1
             yield self.batches.part(self.batches.draw()).tolist()
-        self.batches.charge_dropped()   # the pass's last batch, if no step took it
+        self.batches.charge_dropped()  # the pass's last batch, if no step took it
 
     def __len__(self) -> int:
         remaining = self.batches.remaining
@@ -146,7 +148,9 @@ class _HoldingCollate:
     accepts ``[]`` itself).
     """
 
-    def __init__(self, collate_fn: Callable[[list], Any], template: Any, batches: LoaderBatches) -> None:
+    def __init__(
+        self, collate_fn: Callable[[list], Any], template: Any, batches: LoaderBatches
+    ) -> None:
         self.collate_fn, self.template, self.batches = collate_fn, template, batches
 
     def __call__(self, items: list) -> Any:
@@ -167,12 +171,16 @@ def _empty_like(batch: Any) -> Any:
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
         return type(batch)(*(_empty_like(v) for v in batch))
     if isinstance(batch, (list, tuple)):
-        if all(isinstance(v, (str, bytes, int, float)) for v in batch):  # a list of per-example scalars
+        if all(
+            isinstance(v, (str, bytes, int, float)) for v in batch
+        ):  # a list of per-example scalars
             return type(batch)()
         return type(batch)(_empty_like(v) for v in batch)
-    raise ValueError(f"cannot build an empty batch from a collated {type(batch).__name__}; pass a "
-                     "collate_fn that returns tensors, arrays, lists, tuples or dicts of them, or one that "
-                     "accepts an empty list")
+    raise ValueError(
+        f"cannot build an empty batch from a collated {type(batch).__name__}; pass a "
+        "collate_fn that returns tensors, arrays, lists, tuples or dicts of them, or one that "
+        "accepts an empty list"
+    )
 
 
 def _empty_template(data: Dataset, collate_fn: Callable[[list], Any]) -> Any:
@@ -184,15 +192,31 @@ def _empty_template(data: Dataset, collate_fn: Callable[[list], Any]) -> Any:
     return None
 
 
-def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
-                 optimizer: str | type[torch.optim.Optimizer] | torch.optim.Optimizer = "dpzero",
-                 target_epsilon: float | None = None, delta: float | None = None, steps: int | None = None,
-                 epochs: int | None = None, batch_size: int, lr: float | None = None, clip: float | None = None,
-                 noise_multiplier: float | None = None, accountant: str = "pld",
-                 smoothing: float = 1e-3, collate_fn: Callable[[list], Any] | None = None,
-                 direction: str = "gaussian", seed: int | None = None, optimizer_kwargs: dict | None = None,
-                 per_example: str = "auto", microbatch: int = 16, testing_seed: int | None = None,
-                 audit: SelfAudit | None = None) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
+def make_private(
+    model: nn.Module,
+    *,
+    data: Dataset,
+    n: int | None = None,
+    optimizer: str | type[torch.optim.Optimizer] | torch.optim.Optimizer = "dpzero",
+    target_epsilon: float | None = None,
+    delta: float | None = None,
+    steps: int | None = None,
+    epochs: int | None = None,
+    batch_size: int,
+    lr: float | None = None,
+    clip: float | None = None,
+    noise_multiplier: float | None = None,
+    accountant: str = "pld",
+    smoothing: float = 1e-3,
+    collate_fn: Callable[[list], Any] | None = None,
+    direction: str = "gaussian",
+    seed: int | None = None,
+    optimizer_kwargs: dict | None = None,
+    per_example: str = "auto",
+    microbatch: int = 16,
+    testing_seed: int | None = None,
+    audit: SelfAudit | None = None,
+) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
     Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick), or DP-SGD
@@ -267,29 +291,43 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     # numpy scalars (a config read with numpy, a grid from np.arange) as the Python numbers every check expects
     n, steps, epochs, batch_size, microbatch, seed, testing_seed = map(
-        _python_number, (n, steps, epochs, batch_size, microbatch, seed, testing_seed))
+        _python_number, (n, steps, epochs, batch_size, microbatch, seed, testing_seed)
+    )
     target_epsilon, delta, lr, clip, noise_multiplier, smoothing = map(
-        _python_number, (target_epsilon, delta, lr, clip, noise_multiplier, smoothing))
+        _python_number, (target_epsilon, delta, lr, clip, noise_multiplier, smoothing)
+    )
     first_order = _first_order_class(optimizer)
     instance = optimizer if isinstance(optimizer, torch.optim.Optimizer) else None
     _check_model(model, first_order is not None)
     rows = _check_data(data)
     name = optimizer.lower() if isinstance(optimizer, str) else "first-order"
-    private = REGISTRY[name].private if isinstance(optimizer, str) else True   # a wrapped torch optimizer: DP
+    private = (
+        REGISTRY[name].private if isinstance(optimizer, str) else True
+    )  # a wrapped torch optimizer: DP
     if n is None and private:
-        raise ValueError("n must be the public number of training examples (or a public bound on it): it sets "
-                         "q = batch_size / n and the noise, and dpnc never reads it off the private data; got None")
+        raise ValueError(
+            "n must be the public number of training examples (or a public bound on it): it sets "
+            "q = batch_size / n and the noise, and dpnc never reads it off the private data; got None"
+        )
     n = rows if n is None else n
     check_integer(n=n)
-    if audit is not None:   # the canaries drawn in join the data; the public n grows by m (docs/audit.md)
+    if (
+        audit is not None
+    ):  # the canaries drawn in join the data; the public n grows by m (docs/audit.md)
         data, n = _self_audited(audit, data, n, delta, name)
         rows = _check_data(data)
     if (steps is None) == (epochs is None):
-        raise ValueError(f"give exactly one of steps and epochs (T = epochs × ⌈n / batch_size⌉); got steps={steps!r}, "
-                         f"epochs={epochs!r}")
+        raise ValueError(
+            f"give exactly one of steps and epochs (T = epochs × ⌈n / batch_size⌉); got steps={steps!r}, "
+            f"epochs={epochs!r}"
+        )
     check_integer(**({"steps": steps} if epochs is None else {"epochs": epochs}))
-    if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and 1 <= batch_size <= n):
-        raise ValueError(f"batch_size must be an integer in [1, {n}] (n, the declared size); got {batch_size!r}")
+    if not (
+        isinstance(batch_size, int) and not isinstance(batch_size, bool) and 1 <= batch_size <= n
+    ):
+        raise ValueError(
+            f"batch_size must be an integer in [1, {n}] (n, the declared size); got {batch_size!r}"
+        )
     per_epoch = None if epochs is None else -(-n // batch_size)
     steps = steps if epochs is None else epochs * per_epoch
     if accountant not in ("pld", "rdp"):
@@ -297,45 +335,63 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
     if instance is not None:
         for key, value in (("lr", lr), ("optimizer_kwargs", optimizer_kwargs)):
             if value is not None:
-                raise ValueError(f"{key} must be None when optimizer is an instance ({type(instance).__name__}: its "
-                                 f"param_groups hold its own lr and arguments); got {value!r}")
+                raise ValueError(
+                    f"{key} must be None when optimizer is an instance ({type(instance).__name__}: its "
+                    f"param_groups hold its own lr and arguments); got {value!r}"
+                )
     elif lr is None:
-        raise ValueError("lr must be the step size, a number >= 0 (only an optimizer instance brings its own); "
-                         "got None")
+        raise ValueError(
+            "lr must be the step size, a number >= 0 (only an optimizer instance brings its own); "
+            "got None"
+        )
     else:
         check_arguments(lr=lr)
-    check_arguments(smoothing=smoothing)   # the optimizer's own rules, checked before calibrating
+    check_arguments(smoothing=smoothing)  # the optimizer's own rules, checked before calibrating
     if collate_fn is not None and not callable(collate_fn):
         raise ValueError(f"collate_fn must be callable or None; got {collate_fn!r}")
     if direction not in ("gaussian", "sphere"):
         raise ValueError(f"direction must be one of ['gaussian', 'sphere']; got {direction!r}")
     for key, value in (("seed", seed), ("testing_seed", testing_seed)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
             raise ValueError(f"{key} must be an integer >= 0 or None; got {value!r}")
     if not private:
-        for key, value in (("target_epsilon", target_epsilon), ("delta", delta), ("clip", clip),
-                           ("noise_multiplier", noise_multiplier)):
+        for key, value in (
+            ("target_epsilon", target_epsilon),
+            ("delta", delta),
+            ("clip", clip),
+            ("noise_multiplier", noise_multiplier),
+        ):
             if value is not None:
                 who = REGISTRY[name].help.partition(":")[0]
-                raise ValueError(f"{key} must be None for optimizer={name!r} ({who} is not private: no noise, "
-                                 f"no clipping, ε = ∞); got {value!r}")
+                raise ValueError(
+                    f"{key} must be None for optimizer={name!r} ({who} is not private: no noise, "
+                    f"no clipping, ε = ∞); got {value!r}"
+                )
     elif noise_multiplier is None:
         check_epsilon(target_epsilon, "target_epsilon")
         check_delta(delta)
-        check_arguments(clip=clip, noise_multiplier=1.0)   # noise will be added: clip must be finite
+        check_arguments(clip=clip, noise_multiplier=1.0)  # noise will be added: clip must be finite
     else:
         check_arguments(clip=clip, noise_multiplier=noise_multiplier)
         for key, value in (("target_epsilon", target_epsilon), ("delta", delta)):
             if value is not None:
-                raise ValueError(f"{key} must be None when noise_multiplier is given (it replaces calibrating "
-                                 f"to a target); got {value!r}")
+                raise ValueError(
+                    f"{key} must be None when noise_multiplier is given (it replaces calibrating "
+                    f"to a target); got {value!r}"
+                )
     if first_order is None:
         if optimizer_kwargs is not None:
-            raise ValueError(f"optimizer_kwargs is for first-order optimizers only; got {optimizer_kwargs!r}")
+            raise ValueError(
+                f"optimizer_kwargs is for first-order optimizers only; got {optimizer_kwargs!r}"
+            )
     else:
         if seed is not None or direction != "gaussian":
-            raise ValueError("seed and direction are for zeroth-order optimizers only (a first-order step has no "
-                             f"direction); got seed={seed!r}, direction={direction!r}")
+            raise ValueError(
+                "seed and direction are for zeroth-order optimizers only (a first-order step has no "
+                f"direction); got seed={seed!r}, direction={direction!r}"
+            )
         if per_example not in PER_EXAMPLE:
             raise ValueError(f"per_example must be one of {list(PER_EXAMPLE)}; got {per_example!r}")
         check_integer(microbatch=microbatch)
@@ -346,7 +402,7 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         if note is not None:
             tell_owner(note)
 
-    group = distributed.from_environment()   # a first-order method is refused there by wire()
+    group = distributed.from_environment()  # a first-order method is refused there by wire()
 
     collate = collate_fn if collate_fn is not None else default_collate
     template = _empty_template(data, collate)
@@ -358,65 +414,115 @@ def make_private(model: nn.Module, *, data: Dataset, n: int | None = None,
         noise = NoiseSource.for_testing(testing_seed + 1)
     batches = LoaderBatches(sampler, steps, group)
     entry = None
-    if not isinstance(optimizer, str):   # the user's torch optimizer (class or instance), wrapped as dp-adamw's is
+    if not isinstance(
+        optimizer, str
+    ):  # the user's torch optimizer (class or instance), wrapped as dp-adamw's is
         inner = type(instance) if instance is not None else optimizer
-        entry = Spec(DPOptimizer, True, 1, RELATIONS, f"DP-{inner.__name__}", private_first_order(inner))
+        entry = Spec(
+            DPOptimizer, True, 1, RELATIONS, f"DP-{inner.__name__}", private_first_order(inner)
+        )
         name = f"dp-{inner.__name__.lower()}"
-    options = {"lr": lr, "clip": clip, "smoothing": smoothing, "direction": direction, "seed": seed,
-               "optimizer_kwargs": optimizer_kwargs, "per_example": per_example, "microbatch": microbatch,
-               "instance": instance}
-    budget = None if not private or noise_multiplier is not None else Budget(float(target_epsilon), float(delta))
+    options = {
+        "lr": lr,
+        "clip": clip,
+        "smoothing": smoothing,
+        "direction": direction,
+        "seed": seed,
+        "optimizer_kwargs": optimizer_kwargs,
+        "per_example": per_example,
+        "microbatch": microbatch,
+        "instance": instance,
+    }
+    budget = (
+        None
+        if not private or noise_multiplier is not None
+        else Budget(float(target_epsilon), float(delta))
+    )
     ledger = Accountant("add/remove", method=accountant)
-    opt, wiring = wire(model, name, entry=entry, sampler=sampler, n=n, steps=steps, accountant=ledger, budget=budget,
-                       noise_multiplier_given=None if noise_multiplier is None else float(noise_multiplier),
-                       calibrate_by=accountant, noise=noise, group=group, batches=batches, options=options)
-    opt.wiring = wiring   # what the run's public outputs say about its privacy (dpnc.tier.wiring.Wiring)
+    opt, wiring = wire(
+        model,
+        name,
+        entry=entry,
+        sampler=sampler,
+        n=n,
+        steps=steps,
+        accountant=ledger,
+        budget=budget,
+        noise_multiplier_given=None if noise_multiplier is None else float(noise_multiplier),
+        calibrate_by=accountant,
+        noise=noise,
+        group=group,
+        batches=batches,
+        options=options,
+    )
+    opt.wiring = (
+        wiring  # what the run's public outputs say about its privacy (dpnc.tier.wiring.Wiring)
+    )
     if audit is not None:
         audit.watch(opt)
-    loader = DataLoader(data, batch_sampler=PoissonBatchSampler(batches, per_epoch),
-                        collate_fn=_HoldingCollate(collate, template, batches),
-                        num_workers=0)
+    loader = DataLoader(
+        data,
+        batch_sampler=PoissonBatchSampler(batches, per_epoch),
+        collate_fn=_HoldingCollate(collate, template, batches),
+        num_workers=0,
+    )
     return opt, loader, ledger
 
 
-def _self_audited(audit: Any, data: Dataset, n: int, delta: float | None, name: str) -> tuple[Dataset, int]:
+def _self_audited(
+    audit: Any, data: Dataset, n: int, delta: float | None, name: str
+) -> tuple[Dataset, int]:
     """The run's data and public n with the audit's canaries drawn in (refusals first: nothing drawn)."""
     if not isinstance(audit, SelfAudit):
-        raise ValueError("audit must be a dpnc.self_audit.SelfAudit(m, row=..., coordinates=...) (the canary "
-                         f"design is declared, dpnc cannot build a canary input for an arbitrary model); got {audit!r}")
-    parallel = distributed.world_size() > 1   # read without starting a group (make_private starts it later)
+        raise ValueError(
+            "audit must be a dpnc.self_audit.SelfAudit(m, row=..., coordinates=...) (the canary "
+            f"design is declared, dpnc cannot build a canary input for an arbitrary model); got {audit!r}"
+        )
+    parallel = (
+        distributed.world_size() > 1
+    )  # read without starting a group (make_private starts it later)
     if name == "mezo" or parallel:
-        raise ValueError("audit needs a private optimizer in one process (MeZO claims nothing; a data-parallel "
-                         f"self-audit is not built); got optimizer={name!r}, data parallel: {parallel}")
+        raise ValueError(
+            "audit needs a private optimizer in one process (MeZO claims nothing; a data-parallel "
+            f"self-audit is not built); got optimizer={name!r}, data parallel: {parallel}"
+        )
     return audit.attach(data, n, delta)
 
 
 def _first_order_class(optimizer: Any) -> type[torch.optim.Optimizer] | None:
     """The class that steps for a first-order choice (a registry name's, or the user's torch optimizer class or
     instance's); None for a zeroth-order one; ValueError otherwise."""
-    offered = list(names("make_private"))   # the registry as it is now
+    offered = list(names("make_private"))  # the registry as it is now
     if isinstance(optimizer, torch.optim.Optimizer):
         if isinstance(optimizer, StepHooks):
-            raise ValueError(f"optimizer must be a name {offered}, a torch.optim.Optimizer subclass, or an "
-                             "instance of one built on the model's parameters (wrapped by make_private); got a "
-                             f"{type(optimizer).__name__}, already private: pass the torch optimizer it would wrap")
+            raise ValueError(
+                f"optimizer must be a name {offered}, a torch.optim.Optimizer subclass, or an "
+                "instance of one built on the model's parameters (wrapped by make_private); got a "
+                f"{type(optimizer).__name__}, already private: pass the torch optimizer it would wrap"
+            )
         return type(optimizer)
     if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
         if issubclass(optimizer, StepHooks):
-            raise ValueError(f"optimizer must be a name {offered} or a non-private torch.optim.Optimizer "
-                             f"subclass to wrap; got {optimizer.__name__}")
+            raise ValueError(
+                f"optimizer must be a name {offered} or a non-private torch.optim.Optimizer "
+                f"subclass to wrap; got {optimizer.__name__}"
+            )
         return optimizer
     if not isinstance(optimizer, str) or optimizer.lower() not in offered:
-        raise ValueError(f"optimizer must be one of {offered} or a torch.optim.Optimizer subclass; "
-                         f"got {optimizer!r} (or an instance built on the model's parameters)")
+        raise ValueError(
+            f"optimizer must be one of {offered} or a torch.optim.Optimizer subclass; "
+            f"got {optimizer!r} (or an instance built on the model's parameters)"
+        )
     entry = REGISTRY[optimizer.lower()]
     return entry.cls if entry.order == 1 else None
 
 
 def _check_model(model: nn.Module, first_order: bool) -> None:
     if not any(p.requires_grad for p in model.parameters()):
-        raise ValueError("model must have at least one trainable parameter (requires_grad=True); got none")
-    require_ready(model, dropout=not first_order)   # and again before every step
+        raise ValueError(
+            "model must have at least one trainable parameter (requires_grad=True); got none"
+        )
+    require_ready(model, dropout=not first_order)  # and again before every step
 
 
 def _python_number(value):
@@ -429,16 +535,25 @@ def _python_number(value):
 
 
 def _check_data(data: Dataset) -> int:
-    if isinstance(data, tuple) and data and all(isinstance(t, torch.Tensor) and t.ndim for t in data) and \
-            len({len(t) for t in data}) == 1:
+    if (
+        isinstance(data, tuple)
+        and data
+        and all(isinstance(t, torch.Tensor) and t.ndim for t in data)
+        and len({len(t) for t in data}) == 1
+    ):
         # (X, y): len is the number of tensors, so it would be a dataset of two "examples", X and y. (A list of
         # per-example tensors is a dataset, and stays one.)
-        raise ValueError("data must be a Dataset of examples; got a tuple of tensors with one length, as (X, y). "
-                         "Wrap them: data=torch.utils.data.TensorDataset(X, y)")
+        raise ValueError(
+            "data must be a Dataset of examples; got a tuple of tensors with one length, as (X, y). "
+            "Wrap them: data=torch.utils.data.TensorDataset(X, y)"
+        )
     if isinstance(data, torch.utils.data.IterableDataset) or not (
-            hasattr(data, "__len__") and hasattr(data, "__getitem__")):
-        raise ValueError(f"data must be a map-style torch Dataset (with __len__ and __getitem__); "
-                         f"got {type(data).__name__}")
+        hasattr(data, "__len__") and hasattr(data, "__getitem__")
+    ):
+        raise ValueError(
+            f"data must be a map-style torch Dataset (with __len__ and __getitem__); "
+            f"got {type(data).__name__}"
+        )
     n = len(data)
     if n < 1:
         raise ValueError(f"data must hold at least one example; got {n} examples")

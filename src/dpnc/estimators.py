@@ -25,7 +25,6 @@ from dpnc.problems.base import Directional, Objective
 from dpnc.sampling import BatchClosure, Sampler, batch_losses
 from dpnc.space import ParameterSpace
 
-
 Closure = Callable[[], torch.Tensor]
 
 
@@ -86,8 +85,15 @@ def two_point(space: ParameterSpace, closure: Closure, seed: int, lam: float) ->
     return TwoPoint(plus, minus, lam)
 
 
-def two_point_on_batch(space: ParameterSpace, closure: BatchClosure, seed: int, lam: float,
-                       sampler: Sampler, *, group: Group | Local = LOCAL) -> TwoPoint:
+def two_point_on_batch(
+    space: ParameterSpace,
+    closure: BatchClosure,
+    seed: int,
+    lam: float,
+    sampler: Sampler,
+    *,
+    group: Group | Local = LOCAL,
+) -> TwoPoint:
     """:func:`two_point` on a batch the sampler draws (secretly when subsampled) and hands to the closure.
 
     ``closure(batch)`` must return one loss per example of ``batch`` (checked by
@@ -98,18 +104,32 @@ def two_point_on_batch(space: ParameterSpace, closure: BatchClosure, seed: int, 
     rank's partial sums agree in dtype (alone, an empty batch's are float64, as :func:`batch_losses` gives them).
     """
     batch = group.draw(sampler)
-    a = closure.differences(space.direction(seed), lam, batch) if isinstance(closure, ClosedForm) else None
+    a = (
+        closure.differences(space.direction(seed), lam, batch)
+        if isinstance(closure, ClosedForm)
+        else None
+    )
     if a is not None:
         if tuple(a.a.shape) != (*space.runs, len(batch)):
-            raise ValueError(f"two-point differences of shape {tuple(a.a.shape)}; expected "
-                             f"{(*space.runs, len(batch))}")
+            raise ValueError(
+                f"two-point differences of shape {tuple(a.a.shape)}; expected "
+                f"{(*space.runs, len(batch))}"
+            )
         return a
     dtype = torch.float64 if group is LOCAL else space.dtype
-    return two_point(space, lambda: batch_losses(closure, batch, space.runs, dtype=dtype), seed, lam)
+    return two_point(
+        space, lambda: batch_losses(closure, batch, space.runs, dtype=dtype), seed, lam
+    )
 
 
-def functional_clipped_sum(loss_one: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
-                           data: torch.Tensor, C, *, chunk: int = 1024):
+def functional_clipped_sum(
+    loss_one: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    data: torch.Tensor,
+    C,
+    *,
+    chunk: int = 1024,
+):
     """Σ_i clip_C(∇ℓ(x; ξ_i)), the fraction clipped, and the mean loss, by ``torch.func``.
 
     The caller divides the sum by its fixed (public) batch size, never by ``len(data)``.
@@ -121,13 +141,12 @@ def functional_clipped_sum(loss_one: Callable[[torch.Tensor, torch.Tensor], torc
     """
     from torch.func import grad_and_value, vmap
 
-
     per_example = vmap(grad_and_value(loss_one), in_dims=(None, 0))
-    for _ in range(x.ndim - 1):   # one more vmap per leading run dimension
+    for _ in range(x.ndim - 1):  # one more vmap per leading run dimension
         per_example = vmap(per_example, in_dims=(0, None))
     total, clipped, loss = 0.0, 0.0, 0.0
     for start in range(0, len(data), chunk):
-        g, values = per_example(x, data[start:start + chunk])
+        g, values = per_example(x, data[start : start + chunk])
         summed = clipped_sum(g, C, vector=True)
         total = total + summed.total
         clipped = clipped + summed.clipped.to(x.dtype)
@@ -150,17 +169,19 @@ def objective_clipped_sum(problem, x: torch.Tensor, C, index: torch.Tensor, *, c
     closed_form = problem.clipped_gradient_sum(x, C, index)
     if closed_form is not None:
         return closed_form
-    points = x.reshape(-1, x.shape[-1])                                         # (k, d): the runs
+    points = x.reshape(-1, x.shape[-1])  # (k, d): the runs
     total = torch.zeros_like(points)
     clipped = torch.zeros(points.shape[0], dtype=x.dtype)
     loss = torch.zeros(points.shape[0], dtype=x.dtype)
     for start in range(0, len(index), chunk):
-        part = index[start:start + chunk]
-        g = problem.gradients(points.expand(len(part), *points.shape), part).transpose(0, 1)  # (k, b, d)
+        part = index[start : start + chunk]
+        g = problem.gradients(points.expand(len(part), *points.shape), part).transpose(
+            0, 1
+        )  # (k, b, d)
         summed = clipped_sum(g, _per_run_flat(C, points), vector=True)
         total += summed.total
         clipped += summed.clipped
-        values = problem.losses_at(points, part)                                 # (k, b)
+        values = problem.losses_at(points, part)  # (k, b)
         loss += torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).sum(-1)
     n = max(len(index), 1)
     runs = x.shape[:-1]
@@ -195,27 +216,39 @@ class VectorEstimate:
         return self.per_example.mean(0)
 
 
-def sphere_directions(b: int, m: int, d: int, generator: torch.Generator, *,
-                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def sphere_directions(
+    b: int, m: int, d: int, generator: torch.Generator, *, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
     """u_ij ~ Uniform(S^{d−1}), i.i.d., shape (b, m, d), as g/‖g‖ with g ~ N(0, I_d) (public randomness)."""
     g = torch.randn(b, m, d, generator=generator, dtype=dtype)
     return g / torch.linalg.vector_norm(g, dim=-1, keepdim=True)
 
 
-def uniform_ball(n: int, d: int, generator: torch.Generator | None = None, *,
-                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def uniform_ball(
+    n: int, d: int, generator: torch.Generator | None = None, *, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
     """n points uniform in the open unit ball of R^d: a uniform direction times U^{1/d}, U ~ U[0, 1)."""
     if generator is None:
         generator = torch.Generator().manual_seed(0)
     v = torch.randn(n, d, generator=generator, dtype=dtype)
     norms = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
-    v = v / torch.where(norms > 0, norms, torch.ones_like(norms))  # a zero draw (probability 0) stays at 0
+    v = v / torch.where(
+        norms > 0, norms, torch.ones_like(norms)
+    )  # a zero draw (probability 0) stays at 0
     return v * torch.rand(n, 1, generator=generator, dtype=dtype) ** (1.0 / d)
 
 
-def grad_estimate(problem: Objective, x: torch.Tensor, index: torch.Tensor, delta: float, *,
-                  generator: torch.Generator, m: int | None = None, clip: bool = True,
-                  L: float | None = None) -> VectorEstimate:
+def grad_estimate(
+    problem: Objective,
+    x: torch.Tensor,
+    index: torch.Tensor,
+    delta: float,
+    *,
+    generator: torch.Generator,
+    m: int | None = None,
+    clip: bool = True,
+    L: float | None = None,
+) -> VectorEstimate:
     """GRAD_{f,δ}(x, z_{1:b}) (ZTC Algorithm 1), per example:
 
         g_i = (1/m) Σ_j (d/(2δ)) (f(x + δu_ij, z_i) − f(x − δu_ij, z_i)) u_ij,
@@ -228,12 +261,23 @@ def grad_estimate(problem: Objective, x: torch.Tensor, index: torch.Tensor, delt
     d, m = _check_zo(problem, x, delta, m)
     u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
     values = problem.losses(torch.cat([x + delta * u, x - delta * u], dim=1), index)
-    return _combine(values[:, :m] - values[:, m:], u, d / (2 * delta), 2 * _lipschitz(problem, L) * delta, clip)
+    return _combine(
+        values[:, :m] - values[:, m:], u, d / (2 * delta), 2 * _lipschitz(problem, L) * delta, clip
+    )
 
 
-def diff_estimate(problem: Objective, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, delta: float, *,
-                  generator: torch.Generator, m: int | None = None, clip: bool = True,
-                  L: float | None = None) -> VectorEstimate:
+def diff_estimate(
+    problem: Objective,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    index: torch.Tensor,
+    delta: float,
+    *,
+    generator: torch.Generator,
+    m: int | None = None,
+    clip: bool = True,
+    L: float | None = None,
+) -> VectorEstimate:
     """DIFF_{f,δ}(x, y, z_{1:b}) (ZTC Algorithm 2), per example:
 
         d_i = (1/m) Σ_j (d/δ) (f(x + δu_ij, z_i) − f(y + δu_ij, z_i)) u_ij,
@@ -244,16 +288,26 @@ def diff_estimate(problem: Objective, x: torch.Tensor, y: torch.Tensor, index: t
     """
     d, m = _check_zo(problem, x, delta, m)
     if y.shape != x.shape:
-        raise ValueError(f"x and y must have the same shape; got {tuple(x.shape)} and {tuple(y.shape)}")
+        raise ValueError(
+            f"x and y must have the same shape; got {tuple(x.shape)} and {tuple(y.shape)}"
+        )
     u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
     values = problem.losses(torch.cat([x + delta * u, y + delta * u], dim=1), index)
     bound = _lipschitz(problem, L) * float(torch.linalg.vector_norm(x - y))
     return _combine(values[:, :m] - values[:, m:], u, d / delta, bound, clip)
 
 
-def ball_gradient_estimate(problem: Objective, x: torch.Tensor, index: torch.Tensor, alpha: float, *,
-                           generator: torch.Generator, m: int = 1, clip: bool = True,
-                           L: float | None = None) -> VectorEstimate:
+def ball_gradient_estimate(
+    problem: Objective,
+    x: torch.Tensor,
+    index: torch.Tensor,
+    alpha: float,
+    *,
+    generator: torch.Generator,
+    m: int = 1,
+    clip: bool = True,
+    L: float | None = None,
+) -> VectorEstimate:
     """The first-order estimate of Kornowski–Liu–Talwar (Algorithm 5, eq. (10)), per example:
 
         g_i = (1/m) Σ_j ∇f(x + y_ij; z_i),   y_ij ~ Uniform(B_α) i.i.d.,
@@ -266,9 +320,15 @@ def ball_gradient_estimate(problem: Objective, x: torch.Tensor, index: torch.Ten
     d, m = _check_zo(problem, x, alpha, m)
     b = len(index)
     y = alpha * uniform_ball(b * m, d, generator, dtype=x.dtype).reshape(b, m, d)
-    g = clip_each(problem.gradients(x + y, index), _lipschitz(problem, L) if clip else math.inf, vector=True)
-    return VectorEstimate(g.values.mean(1), evaluations=b * m, clipped=int(g.clipped.sum()),
-                          nonfinite=int(g.nonfinite.sum()))
+    g = clip_each(
+        problem.gradients(x + y, index), _lipschitz(problem, L) if clip else math.inf, vector=True
+    )
+    return VectorEstimate(
+        g.values.mean(1),
+        evaluations=b * m,
+        clipped=int(g.clipped.sum()),
+        nonfinite=int(g.nonfinite.sum()),
+    )
 
 
 def _lipschitz(problem: Objective, L: float | None) -> float:
@@ -277,11 +337,19 @@ def _lipschitz(problem: Objective, L: float | None) -> float:
 
 
 def _combine(differences, u, factor, bound, clip) -> VectorEstimate:
-    each = clip_each(differences, bound if clip else math.inf)   # non-finite differences set to 0, then clipped
+    each = clip_each(
+        differences, bound if clip else math.inf
+    )  # non-finite differences set to 0, then clipped
     b, m, _ = u.shape
-    per_example = torch.bmm(each.values.unsqueeze(1), u).squeeze(1) * (factor / m)  # Σ_j diff_ij·u_ij
-    return VectorEstimate(per_example, evaluations=2 * b * m, clipped=int(each.clipped.sum()),
-                          nonfinite=int(each.nonfinite.sum()))
+    per_example = torch.bmm(each.values.unsqueeze(1), u).squeeze(1) * (
+        factor / m
+    )  # Σ_j diff_ij·u_ij
+    return VectorEstimate(
+        per_example,
+        evaluations=2 * b * m,
+        clipped=int(each.clipped.sum()),
+        nonfinite=int(each.nonfinite.sum()),
+    )
 
 
 def _check_zo(problem, x, delta, m) -> tuple[int, int]:

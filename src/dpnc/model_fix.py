@@ -17,7 +17,7 @@ from torch import nn
 
 __all__ = ["fix_model"]
 
-GROUPS = 32   # Opacus's choice (and Wu & He 2018's default), lowered to a divisor of the channels
+GROUPS = 32  # Opacus's choice (and Wu & He 2018's default), lowered to a divisor of the channels
 
 
 def fix_model(model: nn.Module) -> nn.Module:
@@ -42,12 +42,17 @@ def fix_model(model: nn.Module) -> nn.Module:
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-    for module in model.modules():   # (before copying: torch cannot copy an uninitialised parameter)
-        if isinstance(module, nn.modules.lazy.LazyModuleMixin) and module.has_uninitialized_params():
-            raise ValueError(f"{type(module).__name__} has not been initialised (its channels are unknown): run one "
-                             "forward pass on public or dummy data before dpnc.fix_model")
+    for module in model.modules():  # (before copying: torch cannot copy an uninitialised parameter)
+        if (
+            isinstance(module, nn.modules.lazy.LazyModuleMixin)
+            and module.has_uninitialized_params()
+        ):
+            raise ValueError(
+                f"{type(module).__name__} has not been initialised (its channels are unknown): run one "
+                "forward pass on public or dummy data before dpnc.fix_model"
+            )
     fixed = copy.deepcopy(model)
-    if (replacement := _replacement(fixed)) is not None:   # the model itself is a norm layer
+    if (replacement := _replacement(fixed)) is not None:  # the model itself is a norm layer
         return replacement
     for parent in list(fixed.modules()):
         for name, child in list(parent.named_children()):
@@ -59,13 +64,24 @@ def fix_model(model: nn.Module) -> nn.Module:
 def _replacement(module: nn.Module) -> nn.Module | None:
     if isinstance(module, nn.modules.batchnorm._BatchNorm):
         channels = module.num_features
-        norm = nn.GroupNorm(math.gcd(GROUPS, channels), channels, eps=module.eps, affine=module.affine)
+        norm = nn.GroupNorm(
+            math.gcd(GROUPS, channels), channels, eps=module.eps, affine=module.affine
+        )
         return norm.to(_device(module))
     if isinstance(module, nn.modules.instancenorm._InstanceNorm) and module.track_running_stats:
-        norm = type(module)(module.num_features, eps=module.eps, momentum=module.momentum, affine=module.affine,
-                            track_running_stats=False)
-        if module.affine:   # the same per-example normalisation: its learned scale and shift still apply
-            norm.load_state_dict({k: v for k, v in module.state_dict().items() if k in ("weight", "bias")})
+        norm = type(module)(
+            module.num_features,
+            eps=module.eps,
+            momentum=module.momentum,
+            affine=module.affine,
+            track_running_stats=False,
+        )
+        if (
+            module.affine
+        ):  # the same per-example normalisation: its learned scale and shift still apply
+            norm.load_state_dict(
+                {k: v for k, v in module.state_dict().items() if k in ("weight", "bias")}
+            )
         return norm.to(_device(module))
     return None
 

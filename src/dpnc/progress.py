@@ -14,10 +14,10 @@ import sys
 
 from tqdm.auto import tqdm
 
-BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}"   # no {rate}, {elapsed}, {remaining}
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}"  # no {rate}, {elapsed}, {remaining}
 
 
-LOG_LINES = 20   # the most lines a bar writes to a file or pipe (where each refresh is a new line, not a redraw)
+LOG_LINES = 20  # the most lines a bar writes to a file or pipe (where each refresh is a new line, not a redraw)
 
 
 def progress(iterable=None, **kwargs) -> tqdm:
@@ -27,11 +27,13 @@ def progress(iterable=None, **kwargs) -> tqdm:
     out = kwargs.get("file") or sys.stderr
     total = kwargs.get("total") or (len(iterable) if hasattr(iterable, "__len__") else None)
     every = 1 if _terminal(out) or not total else max(1, math.ceil(total / LOG_LINES))
-    return tqdm(iterable, **{"mininterval": 0, "miniters": every, **kwargs, "bar_format": BAR_FORMAT})
+    return tqdm(
+        iterable, **{"mininterval": 0, "miniters": every, **kwargs, "bar_format": BAR_FORMAT}
+    )
 
 
 def _terminal(out) -> bool:
     try:
         return out.isatty()
-    except (AttributeError, ValueError):   # no isatty, or a closed stream
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
         return False

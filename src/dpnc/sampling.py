@@ -28,8 +28,8 @@ from typing import Protocol
 import torch
 
 from dpnc._check import check_integer
-from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy import interpret
+from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.release import BatchSource
 from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled
 
@@ -39,10 +39,10 @@ class Sampler(BatchSource, Protocol):
     the make_private loader's :class:`~dpnc.batches.LoaderBatches`. Declared, so that no caller probes for a
     capability (``batch_size`` and ``release`` are :class:`~dpnc.privacy.release.BatchSource`'s)."""
 
-    n: int          # the public number of examples (or slots) the batches are drawn from
-    rate: float     # the sampling rate q of the release (1: the full batch)
-    secret: bool    # the batch is secret randomness (its own entropy stream), or nothing is sampled
-    shared: bool    # every rank's sample() is already the same batch: a data-parallel step sends no indices
+    n: int  # the public number of examples (or slots) the batches are drawn from
+    rate: float  # the sampling rate q of the release (1: the full batch)
+    secret: bool  # the batch is secret randomness (its own entropy stream), or nothing is sampled
+    shared: bool  # every rank's sample() is already the same batch: a data-parallel step sends no indices
 
     def sample(self) -> torch.Tensor:
         """The next batch's indices."""
@@ -59,7 +59,7 @@ class FullBatch:
     secret = True  # nothing is sampled, so nothing about the batch is hidden or needs to be
     shared = True  # every rank's sample() is the same batch (all n): a data-parallel step sends no indices
 
-    rate = 1.0     # no subsampling
+    rate = 1.0  # no subsampling
 
     def __init__(self, n: int) -> None:
         check_integer(n=n)
@@ -78,16 +78,19 @@ class FullBatch:
 class _Subsampled:
     """A sampler whose releases are amplified by subsampling: it draws every batch from a secret stream."""
 
-    shared = False   # each rank's draw is its own: a data-parallel group sends rank 0's
+    shared = False  # each rank's draw is its own: a data-parallel group sends rank 0's
 
-    def __init__(self, n: int, batch_size: int, *, rows: int | None = None,
-                 source: NoiseSource | None = None) -> None:
+    def __init__(
+        self, n: int, batch_size: int, *, rows: int | None = None, source: NoiseSource | None = None
+    ) -> None:
         check_integer(n=n)
         check_integer(batch_size=batch_size)
         if batch_size > n:
             raise ValueError(f"batch_size must be <= n={n}; got {batch_size}")
         if rows is not None:
-            check_integer(0, rows=rows)   # 0: every record dropped by a domain rule (no refusal decided by the data)
+            check_integer(
+                0, rows=rows
+            )  # 0: every record dropped by a domain rule (no refusal decided by the data)
         if source is not None and not isinstance(source, NoiseSource):
             raise TypeError(f"source must be a NoiseSource; got {type(source).__name__}")
         self.n, self.batch_size = n, batch_size
@@ -124,13 +127,17 @@ class _Subsampled:
         relation = Relation.parse(relation)
         allowed = interpret.relations(self._release(1.0, 1.0))
         if relation not in allowed:
-            raise ValueError(f"{type(self).__name__} releases are accounted under relation "
-                             f"{sorted(r.value for r in allowed)} only; got an accountant with "
-                             f"{relation.value!r}")
+            raise ValueError(
+                f"{type(self).__name__} releases are accounted under relation "
+                f"{sorted(r.value for r in allowed)} only; got an accountant with "
+                f"{relation.value!r}"
+            )
 
     def __getstate__(self):
-        raise TypeError(f"a {type(self).__name__} draws secret batches and cannot be pickled or checkpointed; "
-                        "create a fresh sampler when resuming")
+        raise TypeError(
+            f"a {type(self).__name__} draws secret batches and cannot be pickled or checkpointed; "
+            "create a fresh sampler when resuming"
+        )
 
 
 class PoissonSampler(_Subsampled):
@@ -168,8 +175,10 @@ class ShuffleSampler(_Subsampled):
         """The batch's batch_size slots of n, empty ones included: always the public size (what a data-parallel
         group sends, so that nothing it sends depends on which records were dropped)."""
         if self._rows > self.n:
-            raise ValueError(f"a ShuffleSampler draws from n={self.n} slots (replace-one keeps n fixed); it was given "
-                             f"rows={self._rows}, more than n")
+            raise ValueError(
+                f"a ShuffleSampler draws from n={self.n} slots (replace-one keeps n fixed); it was given "
+                f"rows={self._rows}, more than n"
+            )
         return self._source.permutation(self.n)[: self.batch_size]
 
     def fill(self, slots: torch.Tensor) -> torch.Tensor:
@@ -195,7 +204,9 @@ class SinglePass:
     def __init__(self, n: int, generator: torch.Generator | None = None) -> None:
         check_integer(n=n)
         self.n = n
-        self.order = torch.arange(n) if generator is None else torch.randperm(n, generator=generator)
+        self.order = (
+            torch.arange(n) if generator is None else torch.randperm(n, generator=generator)
+        )
         self.used = 0
 
     @property
@@ -206,9 +217,11 @@ class SinglePass:
         """The next ``size`` unused examples."""
         check_integer(size=size)
         if size > self.remaining:
-            raise ValueError(f"single pass exhausted: {size} more examples requested but only {self.remaining} "
-                             f"of n={self.n} are unused; use fewer steps or a larger dataset")
-        batch = self.order[self.used:self.used + size]
+            raise ValueError(
+                f"single pass exhausted: {size} more examples requested but only {self.remaining} "
+                f"of n={self.n} are unused; use fewer steps or a larger dataset"
+            )
+        batch = self.order[self.used : self.used + size]
         self.used += size
         return batch
 
@@ -216,8 +229,13 @@ class SinglePass:
 BatchClosure = Callable[[torch.Tensor], torch.Tensor]
 
 
-def batch_losses(closure: BatchClosure, batch: torch.Tensor, runs: tuple[int, ...] = (), *,
-                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def batch_losses(
+    closure: BatchClosure,
+    batch: torch.Tensor,
+    runs: tuple[int, ...] = (),
+    *,
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
     """``closure(batch)``, checked to be the per-example losses of exactly that batch.
 
     The ledger describes the batch the sampler drew; a closure that returns the whole dataset's
@@ -232,11 +250,13 @@ def batch_losses(closure: BatchClosure, batch: torch.Tensor, runs: tuple[int, ..
     losses = closure(batch)
     if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != expected:
         # The message names neither shape: the batch's size is secret (Poisson), and so is a shape built from it.
-        got = f"{losses.ndim}-d tensor" if isinstance(losses, torch.Tensor) else type(losses).__name__
-        raise ValueError(f"the closure must return the per-example losses of the batch it is given: a "
-                         f"{len(expected)}-d tensor with one loss per example of `batch` (len(batch) along the last "
-                         f"dimension); got a {got} of another shape. Compute the losses of exactly `batch` (the "
-                         "sampler's draw), one per example, without reducing them")
+        got = (
+            f"{losses.ndim}-d tensor" if isinstance(losses, torch.Tensor) else type(losses).__name__
+        )
+        raise ValueError(
+            f"the closure must return the per-example losses of the batch it is given: a "
+            f"{len(expected)}-d tensor with one loss per example of `batch` (len(batch) along the last "
+            f"dimension); got a {got} of another shape. Compute the losses of exactly `batch` (the "
+            "sampler's draw), one per example, without reducing them"
+        )
     return losses
-
-

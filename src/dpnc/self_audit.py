@@ -66,15 +66,23 @@ STATISTICS = ("llr", "llr-reversed", "sum")
 
 RESULT_FILE = "self_audit.json"
 
-DIFFERENT_RUN = ("self-audited: the training data held the canaries drawn in (each of m with probability 1/2), so "
-                 "this is a different run from a plain one (its model and accuracy differ); n in the ledger is the "
-                 "declared n plus m")
+DIFFERENT_RUN = (
+    "self-audited: the training data held the canaries drawn in (each of m with probability 1/2), so "
+    "this is a different run from a plain one (its model and accuracy differ); n in the ledger is the "
+    "declared n plus m"
+)
 
-NOT_MEASURED = ("not measured: no evaluation was passed (result(accuracy=..., canary_free_accuracy=...) records this "
-                "run's accuracy and a canary-free twin run's)")
-TWIN_NOT_RUN = "not measured: no canary-free twin run (same settings, no audit) was evaluated to compare with"
-ONE_PAIR = ("canary-free twin run's accuracy minus this run's, on the same evaluation data: one pair of runs, so the "
-            "difference holds both runs' noise (no interval: repeated pairs give one)")
+NOT_MEASURED = (
+    "not measured: no evaluation was passed (result(accuracy=..., canary_free_accuracy=...) records this "
+    "run's accuracy and a canary-free twin run's)"
+)
+TWIN_NOT_RUN = (
+    "not measured: no canary-free twin run (same settings, no audit) was evaluated to compare with"
+)
+ONE_PAIR = (
+    "canary-free twin run's accuracy minus this run's, on the same evaluation data: one pair of runs, so the "
+    "difference holds both runs' noise (no interval: repeated pairs give one)"
+)
 
 
 @dataclass(frozen=True)
@@ -105,11 +113,28 @@ class SelfAuditResult:
     accuracy_note: str = NOT_MEASURED
 
     @classmethod
-    def of(cls, bound: OneRunResult, claimed: float, private: bool, *, accuracy: float | None = None,
-           canary_free_accuracy: float | None = None) -> SelfAuditResult:
-        return cls(bound.epsilon_lower_bound, claimed, bound.epsilon_lower_bound > claimed, bound.best_possible,
-                   bound.m, bound.guesses, bound.correct, bound.delta, bound.confidence, private,
-                   **accuracy_cost(accuracy, canary_free_accuracy))
+    def of(
+        cls,
+        bound: OneRunResult,
+        claimed: float,
+        private: bool,
+        *,
+        accuracy: float | None = None,
+        canary_free_accuracy: float | None = None,
+    ) -> SelfAuditResult:
+        return cls(
+            bound.epsilon_lower_bound,
+            claimed,
+            bound.epsilon_lower_bound > claimed,
+            bound.best_possible,
+            bound.m,
+            bound.guesses,
+            bound.correct,
+            bound.delta,
+            bound.confidence,
+            private,
+            **accuracy_cost(accuracy, canary_free_accuracy),
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -127,24 +152,30 @@ class SelfAuditResult:
         """The result a run saved in ``folder`` (ValueError naming the file when there is none)."""
         path = Path(folder) / RESULT_FILE
         if not path.is_file():
-            raise ValueError(f"{path} does not exist: save a self-audited run's result with "
-                             "audit.result().save(folder)")
+            raise ValueError(
+                f"{path} does not exist: save a self-audited run's result with "
+                "audit.result().save(folder)"
+            )
         fields = json.loads(path.read_text())
         return cls(**fields)
 
     def __str__(self) -> str:
         verdict = "FLAGGED: the run broke its claim" if self.flagged else "no violation found"
         if self.accuracy_cost is not None:
-            cost = (f"accuracy {self.accuracy:.4f}, canary-free twin {self.canary_free_accuracy:.4f}: cost "
-                    f"{self.accuracy_cost:+.4f} ({self.accuracy_note})")
+            cost = (
+                f"accuracy {self.accuracy:.4f}, canary-free twin {self.canary_free_accuracy:.4f}: cost "
+                f"{self.accuracy_cost:+.4f} ({self.accuracy_note})"
+            )
         elif self.accuracy is not None:
             cost = f"accuracy {self.accuracy:.4f}; cost {self.accuracy_note}"
         else:
             cost = f"accuracy cost {self.accuracy_note}"
-        return (f"one-run audit ({self.m} canaries{'' if self.private else ', NOT PRIVATE: seeded'}): "
-                f"ε ≥ {self.epsilon_lower_bound:.3f} at {self.confidence:.0%} (claimed {self.claimed_epsilon:.3f}, "
-                f"δ = {self.delta:g}); {self.correct} of {self.guesses} guesses correct; the best bound {self.m} "
-                f"canaries could show: {self.best_possible:.3f}. {verdict}. {cost}. Note: {self.note}")
+        return (
+            f"one-run audit ({self.m} canaries{'' if self.private else ', NOT PRIVATE: seeded'}): "
+            f"ε ≥ {self.epsilon_lower_bound:.3f} at {self.confidence:.0%} (claimed {self.claimed_epsilon:.3f}, "
+            f"δ = {self.delta:g}); {self.correct} of {self.guesses} guesses correct; the best bound {self.m} "
+            f"canaries could show: {self.best_possible:.3f}. {verdict}. {cost}. Note: {self.note}"
+        )
 
 
 def accuracy_cost(accuracy: float | None, canary_free_accuracy: float | None) -> dict:
@@ -156,18 +187,25 @@ def accuracy_cost(accuracy: float | None, canary_free_accuracy: float | None) ->
     publish (a public test split); ValueError otherwise, or for a twin's accuracy without this run's.
     """
     for name, value in (("accuracy", accuracy), ("canary_free_accuracy", canary_free_accuracy)):
-        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                      and 0 <= value <= 1):
+        if value is not None and not (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+        ):
             raise ValueError(f"{name} must be an accuracy in [0, 1] or None; got {value!r}")
     if canary_free_accuracy is not None and accuracy is None:
-        raise ValueError("canary_free_accuracy needs accuracy, this run's on the same evaluation data: the cost is "
-                         "their difference")
+        raise ValueError(
+            "canary_free_accuracy needs accuracy, this run's on the same evaluation data: the cost is "
+            "their difference"
+        )
     if accuracy is None:
         return {}
     if canary_free_accuracy is None:
         return {"accuracy": float(accuracy), "accuracy_note": TWIN_NOT_RUN}
-    return {"accuracy": float(accuracy), "canary_free_accuracy": float(canary_free_accuracy),
-            "accuracy_cost": float(canary_free_accuracy) - float(accuracy), "accuracy_note": ONE_PAIR}
+    return {
+        "accuracy": float(accuracy),
+        "canary_free_accuracy": float(canary_free_accuracy),
+        "accuracy_cost": float(canary_free_accuracy) - float(accuracy),
+        "accuracy_note": ONE_PAIR,
+    }
 
 
 class SelfAudit:
@@ -183,16 +221,25 @@ class SelfAudit:
         testing_seed: tests only; seeds the inclusions, coordinates and signs, and marks the result not private.
     """
 
-    def __init__(self, m: int, *, row: Callable[[int, int], Any], coordinates: Sequence[int],
-                 confidence: float = 0.95, testing_seed: int | None = None) -> None:
+    def __init__(
+        self,
+        m: int,
+        *,
+        row: Callable[[int, int], Any],
+        coordinates: Sequence[int],
+        confidence: float = 0.95,
+        testing_seed: int | None = None,
+    ) -> None:
         if not isinstance(m, int) or isinstance(m, bool) or m < 2:
             raise ValueError(f"m must be an integer >= 2 (the number of canaries); got {m!r}")
         if not callable(row):
             raise ValueError(f"row must be callable as row(k, sign) -> example; got {row!r}")
         coordinates = [int(k) for k in coordinates]
         if len(set(coordinates)) < m or min(coordinates) < 0:
-            raise ValueError(f"coordinates must hold at least m = {m} distinct flat indices >= 0; got "
-                             f"{len(set(coordinates))} distinct")
+            raise ValueError(
+                f"coordinates must hold at least m = {m} distinct flat indices >= 0; got "
+                f"{len(set(coordinates))} distinct"
+            )
         if not 0 < confidence < 1:
             raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
         self.m, self.row, self.confidence = m, row, confidence
@@ -212,7 +259,11 @@ class SelfAudit:
         """The run's data (``data`` and the canaries drawn in, after it) and its public n (the declared n + m)."""
         if self._optimizer is not None:
             raise ValueError("this SelfAudit is already attached to a run; build one per run")
-        rows = [self.row(int(k), int(s)) for k, s, inside in zip(self._k, self._sign, self._included) if inside]
+        rows = [
+            self.row(int(k), int(s))
+            for k, s, inside in zip(self._k, self._sign, self._included)
+            if inside
+        ]
         self._delta = delta
         return (ConcatDataset([data, _Rows(rows)]) if rows else data), n + self.m
 
@@ -223,53 +274,80 @@ class SelfAudit:
         :class:`~dpnc.tier.DPOptimizer` whose declared step release is a Poisson-subsampled Gaussian (the scores
         read its q and σ/Δ), and unless the coordinates index its trainable parameters.
         """
-        if isinstance(optimizer, DPOptimizer):      # first order: the trainable parameters by name, in order
+        if isinstance(
+            optimizer, DPOptimizer
+        ):  # first order: the trainable parameters by name, in order
             trainable = list(optimizer.params.values())
-        elif isinstance(optimizer, DPZero):         # zeroth order: the parameters the directions span
+        elif isinstance(optimizer, DPZero):  # zeroth order: the parameters the directions span
             trainable = list(optimizer.space.params)
         else:
-            raise ValueError("a self-audit watches dpnc's DPZero or DPOptimizer (the optimizers whose release the "
-                             f"canary scores are written for); got a {type(optimizer).__name__}")
-        _poisson_gaussian(optimizer.step_release())   # refused here, not mid-run
+            raise ValueError(
+                "a self-audit watches dpnc's DPZero or DPOptimizer (the optimizers whose release the "
+                f"canary scores are written for); got a {type(optimizer).__name__}"
+            )
+        _poisson_gaussian(optimizer.step_release())  # refused here, not mid-run
         count = sum(p.numel() for p in trainable)
         if int(self._k.max()) >= count:
-            raise ValueError(f"coordinates must index the {count} trainable parameter entries; got "
-                             f"{int(self._k.max())}")
+            raise ValueError(
+                f"coordinates must index the {count} trainable parameter entries; got "
+                f"{int(self._k.max())}"
+            )
         self._optimizer = optimizer
         optimizer.register_step_hook(self._score)
 
     def _score(self, optimizer: DPZero | DPOptimizer, info) -> None:
         released = info.released.detach().double().cpu()
-        if isinstance(optimizer, DPOptimizer):       # first order: the noisy mean gradient, a flat vector
+        if isinstance(
+            optimizer, DPOptimizer
+        ):  # first order: the noisy mean gradient, a flat vector
             along = released.reshape(-1)[self._k]
-        else:                                        # zeroth order: c_t along the public u_t (its sign at k_j)
+        else:  # zeroth order: c_t along the public u_t (its sign at k_j)
             u = optimizer.space.direction(info.seed).double().cpu()
             along = torch.sign(u[self._k]) * released.reshape(-1)[0]
         q, unit, multiplier = _poisson_gaussian(info.release)
-        y = (self._sign * along / unit).numpy()      # the release along canary j, in units of the sensitivity
+        y = (
+            self._sign * along / unit
+        ).numpy()  # the release along canary j, in units of the sensitivity
         self._stats["sum"] += y
         for name, sign in (("llr", 1.0), ("llr-reversed", -1.0)):
             # the Poisson-Gaussian log-likelihood ratio of "in" at the public q and σ/Δ (per step)
-            self._stats[name] += np.logaddexp(np.log1p(-q), np.log(q) + (sign * y - 0.5) / multiplier ** 2)
+            self._stats[name] += np.logaddexp(
+                np.log1p(-q), np.log(q) + (sign * y - 0.5) / multiplier**2
+            )
 
     # -- the verdict ------------------------------------------------------------------------------------------
-    def result(self, *, delta: float | None = None, claimed_epsilon: float | None = None,
-               accuracy: float | None = None, canary_free_accuracy: float | None = None) -> SelfAuditResult:
+    def result(
+        self,
+        *,
+        delta: float | None = None,
+        claimed_epsilon: float | None = None,
+        accuracy: float | None = None,
+        canary_free_accuracy: float | None = None,
+    ) -> SelfAuditResult:
         """The one-run bound at ``delta`` (default make_private's) beside ``claimed_epsilon`` (default the ledger's
         ε at that δ), with the accuracy cost where the caller measured it (:func:`accuracy_cost`: this run's
         ``accuracy`` and a canary-free twin run's, on the same public evaluation data)."""
         if self._optimizer is None:
-            raise ValueError("this SelfAudit has not watched a run: pass it to make_private(..., audit=...)")
+            raise ValueError(
+                "this SelfAudit has not watched a run: pass it to make_private(..., audit=...)"
+            )
         delta = self._delta if delta is None else delta
         if delta is None or not 0 < delta < 1:
-            raise ValueError(f"delta must be in (0, 1) (make_private's delta, or given here); got {delta!r}")
+            raise ValueError(
+                f"delta must be in (0, 1) (make_private's delta, or given here); got {delta!r}"
+            )
         if claimed_epsilon is None:
             claimed_epsilon = float(self._optimizer.accountant.get_epsilon(delta))
         scores = {**self._stats, "sum-reversed": -self._stats["sum"]}
         bound = one_run_audit(scores, self._included, delta=delta, confidence=self.confidence)
         private = self.private and self._optimizer.accountant.secret
-        return SelfAuditResult.of(bound, claimed_epsilon, private, accuracy=accuracy,
-                                  canary_free_accuracy=canary_free_accuracy)
+        return SelfAuditResult.of(
+            bound,
+            claimed_epsilon,
+            private,
+            accuracy=accuracy,
+            canary_free_accuracy=canary_free_accuracy,
+        )
 
 
 class _Rows(Dataset):
@@ -288,9 +366,20 @@ class _Rows(Dataset):
 def _poisson_gaussian(release: Release) -> tuple[float, float, float]:
     """(q, Δ, σ/Δ) of a step's ledger entry: ``Sampled(Poisson(q), Gaussian(Δ, σ))`` with q < 1, the only release
     the scores are written for (ValueError naming the release otherwise)."""
-    if not (isinstance(release, Sampled) and isinstance(release.sampling, Poisson) and release.sampling.q < 1
-            and isinstance(release.mechanism, Gaussian) and release.mechanism.sigma > 0):
-        raise ValueError("a self-audit scores Poisson-subsampled Gaussian releases with noise, "
-                         f"Sampled(Poisson(q < 1), Gaussian(Δ, σ > 0)); got {release!r}")
+    if not (
+        isinstance(release, Sampled)
+        and isinstance(release.sampling, Poisson)
+        and release.sampling.q < 1
+        and isinstance(release.mechanism, Gaussian)
+        and release.mechanism.sigma > 0
+    ):
+        raise ValueError(
+            "a self-audit scores Poisson-subsampled Gaussian releases with noise, "
+            f"Sampled(Poisson(q < 1), Gaussian(Δ, σ > 0)); got {release!r}"
+        )
     gaussian = release.mechanism
-    return float(release.sampling.q), float(gaussian.sensitivity), float(gaussian.sigma / gaussian.sensitivity)
+    return (
+        float(release.sampling.q),
+        float(gaussian.sensitivity),
+        float(gaussian.sigma / gaussian.sensitivity),
+    )

@@ -54,11 +54,15 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 DIRECTIONS = ("gaussian", "sphere")
-GROUP = 1 << 20   # entries of u per generator (a multiple of CHUNK); part of the definition of u(seed)
+GROUP = (
+    1 << 20
+)  # entries of u per generator (a multiple of CHUNK); part of the definition of u(seed)
 # The definition of u(seed) where d > GROUP: 1, one generator over every tensor (dpnc before 26 Nov 2026); 2, groups.
 # A journal records it, and a resume that would replay steps drawn by another definition is refused.
 STREAM = 2
-CHUNK = 1 << 18   # entries of u drawn at a time on the CPU (a multiple of 16; 1 MB of float32: few Python calls)
+CHUNK = (
+    1 << 18
+)  # entries of u drawn at a time on the CPU (a multiple of 16; 1 MB of float32: few Python calls)
 
 Piece = Callable[[int, int, torch.Tensor], None]
 
@@ -66,8 +70,9 @@ Piece = Callable[[int, int, torch.Tensor], None]
 class ParameterSpace:
     """Base: seeded directions over a list of tensors and the bookkeeping of a pending perturbation."""
 
-    def __init__(self, shapes: list[torch.Size], dtype: torch.dtype, device: torch.device,
-                 direction: str) -> None:
+    def __init__(
+        self, shapes: list[torch.Size], dtype: torch.dtype, device: torch.device, direction: str
+    ) -> None:
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
         self.distribution = direction
@@ -92,7 +97,9 @@ class ParameterSpace:
         scale = self._scale(seed)
         us = [torch.empty(shape, dtype=self._dtype, device=self._device) for shape in self._shapes]
 
-        def scaled(g: int, i: int, start: int, z: torch.Tensor) -> None:   # z: u's own entries, drawn in place
+        def scaled(
+            g: int, i: int, start: int, z: torch.Tensor
+        ) -> None:  # z: u's own entries, drawn in place
             if scale != 1.0:
                 z.mul_(scale)
 
@@ -112,8 +119,12 @@ class ParameterSpace:
         scale = self._scale(seed)
         self._draw(seed, lambda g, i, start, z: fn(i, start, z if scale == 1.0 else z.mul_(scale)))
 
-    def _draw(self, seed: int, fn: Callable[[int, int, int, torch.Tensor], None],
-              into: list[torch.Tensor] | None = None) -> None:
+    def _draw(
+        self,
+        seed: int,
+        fn: Callable[[int, int, int, torch.Tensor], None],
+        into: list[torch.Tensor] | None = None,
+    ) -> None:
         """``fn(g, i, start, z)`` for the pieces of the unscaled Gaussian draw, g the group (each_piece's order).
         ``into``: flat tensors of u's shapes that the pieces are drawn into, in place (z is then their view: no
         buffer, no copy); the same numbers, as a piece's draw depends only on its length and the generator."""
@@ -125,9 +136,9 @@ class ParameterSpace:
             for i, start, stop in self._groups[g]:
                 for a, b in _spans(stop - start, CHUNK if cpu else None):
                     if into is not None:
-                        z = into[i][start + a:start + b]
+                        z = into[i][start + a : start + b]
                     elif buffer is not None:
-                        z = buffer[:b - a]
+                        z = buffer[: b - a]
                     else:
                         z = torch.empty(b - a, dtype=self._dtype, device=self._device)
                     fn(g, i, start + a, z.normal_(generator=gen))
@@ -171,8 +182,10 @@ class ParameterSpace:
 
     def _check_pending(self, seed: int) -> None:
         if self._seed is not None and self._seed != seed and _nonzero(self._offset):
-            raise RuntimeError(f"parameters are perturbed along seed {self._seed}; restore_() or "
-                               f"update_() it before moving along seed {seed}")
+            raise RuntimeError(
+                f"parameters are perturbed along seed {self._seed}; restore_() or "
+                f"update_() it before moving along seed {seed}"
+            )
 
     def _move(self, seed, scale):
         raise NotImplementedError
@@ -239,27 +252,35 @@ class ModuleSpace(ParameterSpace):
         dtypes = {p.dtype for p in self.params}
         if len(devices) > 1 or len(dtypes) > 1:
             raise ValueError(f"params must share one device and dtype; got {devices} and {dtypes}")
-        super().__init__([p.shape for p in self.params], self.params[0].dtype, self.params[0].device,
-                         direction)
+        super().__init__(
+            [p.shape for p in self.params], self.params[0].dtype, self.params[0].device, direction
+        )
         if self.dtype in (torch.float16, torch.bfloat16):
-            warnings.warn(f"parameters in {self.dtype}: moving them along u and back rounds at every pass, so they "
-                          "drift by rounding each step even at lr 0, and a perturbation below their resolution is "
-                          "lost. Keep the parameters in float32 and run the forward passes in half precision "
-                          "(torch.autocast)", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"parameters in {self.dtype}: moving them along u and back rounds at every pass, so they "
+                "drift by rounding each step even at lr 0, and a perturbation below their resolution is "
+                "lost. Keep the parameters in float32 and run the forward passes in half precision "
+                "(torch.autocast)",
+                UserWarning,
+                stacklevel=3,
+            )
 
     @torch.no_grad()
     def _move(self, seed, scale):
         alpha = float(scale)
         flat = [p.view(-1) if p.is_contiguous() else None for p in self.params]
         # A non-contiguous tensor has no flat view to add a piece into: its u is gathered whole first.
-        whole = {i: torch.empty(p.numel(), dtype=p.dtype, device=p.device)
-                 for i, p in enumerate(self.params) if flat[i] is None}
+        whole = {
+            i: torch.empty(p.numel(), dtype=p.dtype, device=p.device)
+            for i, p in enumerate(self.params)
+            if flat[i] is None
+        }
 
         def add(i: int, start: int, z: torch.Tensor) -> None:
             if flat[i] is not None:
-                flat[i][start:start + len(z)].add_(z, alpha=alpha)
+                flat[i][start : start + len(z)].add_(z, alpha=alpha)
             else:
-                whole[i][start:start + len(z)].copy_(z)
+                whole[i][start : start + len(z)].copy_(z)
 
         self.each_piece(seed, add)
         for i, u in whole.items():
@@ -308,7 +329,7 @@ def _group_seed(seed: int, g: int) -> int:
     z = (seed + g * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return (z ^ (z >> 31)) >> 1   # 63 bits: a non-negative seed
+    return (z ^ (z >> 31)) >> 1  # 63 bits: a non-negative seed
 
 
 _POOL: tuple[tuple[int, int], ThreadPoolExecutor] | None = None
@@ -324,21 +345,23 @@ def _run(work: Callable[[int], None], n: int, *, parallel: bool) -> None:
             work(g)
         return
     global _POOL
-    key = (threads, os.getpid())   # a forked child inherits the pool object but not its threads
+    key = (threads, os.getpid())  # a forked child inherits the pool object but not its threads
     with _POOL_LOCK:
         if _POOL is None or _POOL[0] != key:
             if _POOL is not None and _POOL[0][1] == key[1]:
                 _POOL[1].shutdown(wait=False)
             _POOL = (key, ThreadPoolExecutor(threads, thread_name_prefix="dpnc-directions"))
         pool = _POOL[1]
-    grad = torch.is_grad_enabled()   # grad mode is per thread: the workers take the caller's (no_grad)
+    grad = (
+        torch.is_grad_enabled()
+    )  # grad mode is per thread: the workers take the caller's (no_grad)
 
     def run(g: int) -> None:
         with torch.set_grad_enabled(grad):
             work(g)
 
     for future in [pool.submit(run, g) for g in range(n)]:
-        future.result()   # re-raises a worker's exception
+        future.result()  # re-raises a worker's exception
 
 
 def _spans(n: int, chunk: int | None) -> list[tuple[int, int]]:

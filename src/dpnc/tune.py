@@ -45,8 +45,8 @@ import torch
 
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.budget import check_delta, check_epsilon
-from dpnc.privacy.release import mean_release, private_mean
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.release import mean_release, private_mean
 from dpnc.privacy.releases import RandomStopping, Release, tnb_pmf
 from dpnc.sampling import FullBatch
 
@@ -78,8 +78,16 @@ class Tuned:
         return self.accountant.report(delta)
 
 
-def random_stopping(candidates: Sequence[Candidate], *, costs: Accountant | Sequence[Accountant], eta: float,
-                    gamma: float, noise: NoiseSource, accountant: Accountant, minimize: bool = True) -> Tuned:
+def random_stopping(
+    candidates: Sequence[Candidate],
+    *,
+    costs: Accountant | Sequence[Accountant],
+    eta: float,
+    gamma: float,
+    noise: NoiseSource,
+    accountant: Accountant,
+    minimize: bool = True,
+) -> Tuned:
     """Tune by random stopping: the best of K ~ D_{η,γ} runs of uniformly drawn candidates.
 
     Implements: Papernot & Steinke 2022, §3 (Theorem 2): K from the truncated negative binomial D_{η,γ}
@@ -106,22 +114,28 @@ def random_stopping(candidates: Sequence[Candidate], *, costs: Accountant | Sequ
     """
     candidates = list(candidates)
     if not candidates or not all(callable(c) for c in candidates):
-        raise ValueError(f"candidates must be a non-empty sequence of callables; got {candidates!r}")
+        raise ValueError(
+            f"candidates must be a non-empty sequence of callables; got {candidates!r}"
+        )
     if not isinstance(noise, NoiseSource):
         raise ValueError(f"noise must be a NoiseSource; got {type(noise).__name__}")
     declared = _declared(costs, len(candidates), accountant)
-    record = RandomStopping(tuple(_ledger(c) for c in declared), eta, gamma, secret=noise.secret)  # checks η, γ
+    record = RandomStopping(
+        tuple(_ledger(c) for c in declared), eta, gamma, secret=noise.secret
+    )  # checks η, γ
     secret, best = record.secret, None
     try:
-        for _ in range(draw_repetitions(eta, gamma, noise)):                       # K ~ D_{η,γ}
-            j = noise.categorical(torch.zeros(len(candidates), dtype=torch.float64))   # j ~ Unif{1..m}
+        for _ in range(draw_repetitions(eta, gamma, noise)):  # K ~ D_{η,γ}
+            j = noise.categorical(
+                torch.zeros(len(candidates), dtype=torch.float64)
+            )  # j ~ Unif{1..m}
             spent = Accountant(accountant.relation)
-            result, score = candidates[j](spent, noise)                             # a private run and score
+            result, score = candidates[j](spent, noise)  # a private run and score
             _check_spent(spent, declared[j], accountant)
             secret = secret and spent.secret
             score = float(score)
             key = math.inf if math.isnan(score) else (score if minimize else -score)
-            if best is None or key < best[0]:                                       # keep the best only
+            if best is None or key < best[0]:  # keep the best only
                 best = (key, j, result, score)
     finally:
         accountant.record(RandomStopping(record.candidates, eta, gamma, secret=secret))
@@ -148,8 +162,14 @@ def draw_repetitions(eta: float, gamma: float, noise: NoiseSource) -> int:
     return k
 
 
-def private_score(losses: torch.Tensor, *, bound: float, noise_multiplier: float, noise: NoiseSource,
-                  accountant: Accountant) -> float:
+def private_score(
+    losses: torch.Tensor,
+    *,
+    bound: float,
+    noise_multiplier: float,
+    noise: NoiseSource,
+    accountant: Accountant,
+) -> float:
     """A candidate's score: (1/n) Σ_i clip_bound(ℓ_i) + N(0, σ²) over all n examples, recorded.
 
     A full-batch :func:`~dpnc.privacy.release.private_mean` of per-example values (e.g. losses on the
@@ -157,17 +177,38 @@ def private_score(losses: torch.Tensor, *, bound: float, noise_multiplier: float
     noise_multiplier·Δ. Its cost is :func:`score_release`.
     """
     losses = torch.as_tensor(losses, dtype=torch.float64).reshape(-1)
-    return float(private_mean(losses, bound, sampler=FullBatch(losses.numel()), noise=noise,
-                              accountant=accountant, noise_multiplier=noise_multiplier).value)
+    return float(
+        private_mean(
+            losses,
+            bound,
+            sampler=FullBatch(losses.numel()),
+            noise=noise,
+            accountant=accountant,
+            noise_multiplier=noise_multiplier,
+        ).value
+    )
 
 
-def score_release(*, n: int, bound: float, noise_multiplier: float, accountant: Accountant) -> Release:
+def score_release(
+    *, n: int, bound: float, noise_multiplier: float, accountant: Accountant
+) -> Release:
     """The release :func:`private_score` records for n values (for declaring a candidate's cost)."""
-    return mean_release(bound, noise_multiplier, sampler=FullBatch(n), accountant=accountant, noise=NoiseSource())
+    return mean_release(
+        bound, noise_multiplier, sampler=FullBatch(n), accountant=accountant, noise=NoiseSource()
+    )
 
 
-def noise_multiplier(cost: Callable[[float], Accountant], *, candidates: int, eta: float, gamma: float,
-                     epsilon: float, delta: float, start: float = 1.0, rtol: float = 0.01) -> float:
+def noise_multiplier(
+    cost: Callable[[float], Accountant],
+    *,
+    candidates: int,
+    eta: float,
+    gamma: float,
+    epsilon: float,
+    delta: float,
+    start: float = 1.0,
+    rtol: float = 0.01,
+) -> float:
     """The smallest σ/Δ (to ``rtol``) at which the whole tuning is (ε, δ)-DP: random stopping over
     ``candidates`` settings that each spend ``cost(σ/Δ)`` (the ledger of one candidate run plus its score at that
     noise multiplier), accounted by :class:`~dpnc.privacy.releases.RandomStopping` in RDP. Use it to tune within
@@ -190,7 +231,7 @@ def noise_multiplier(cost: Callable[[float], Accountant], *, candidates: int, et
         tuning.record(RandomStopping((_ledger(one),) * candidates, eta, gamma))
         return tuning.epsilon(delta, "rdp") <= epsilon
 
-    lo, hi = start, start                 # bracket: private_at(hi), not private_at(lo)
+    lo, hi = start, start  # bracket: private_at(hi), not private_at(lo)
     while not private_at(hi):
         lo, hi = hi, 2 * hi
         if hi > 1e12:
@@ -217,8 +258,10 @@ def _declared(costs, m: int, accountant: Accountant) -> list[Accountant]:
         raise ValueError(f"costs must be one Accountant or one per candidate ({m}); got {costs!r}")
     for c in declared:
         if c.relation is not accountant.relation:
-            raise ValueError(f"costs must be under the accountant's relation {accountant.relation.value!r}; "
-                             f"got {c.relation.value!r}")
+            raise ValueError(
+                f"costs must be under the accountant's relation {accountant.relation.value!r}; "
+                f"got {c.relation.value!r}"
+            )
     return declared
 
 
@@ -236,6 +279,8 @@ def _check_spent(spent: Accountant, declared: Accountant, accountant: Accountant
     _, allowed = declared.rdp()
     if np.any(actual > allowed + 1e-9 * np.maximum(1.0, allowed)):
         accountant.extend(spent)
-        raise ValueError("a candidate spent more than its declared cost (RDP curve above its costs entry at some "
-                         "order); declare what one call records, score release included. Which candidate is not "
-                         "said: the candidates drawn are secret (check each candidate's cost outside the tuning)")
+        raise ValueError(
+            "a candidate spent more than its declared cost (RDP curve above its costs entry at some "
+            "order); declare what one call records, score release included. Which candidate is not "
+            "said: the candidates drawn are secret (check each candidate's cost outside the tuning)"
+        )

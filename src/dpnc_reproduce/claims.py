@@ -48,15 +48,20 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dpnc_reproduce.loglog import GROWS as GROWS
+from dpnc_reproduce.loglog import SHRINKS as SHRINKS
+from dpnc_reproduce.loglog import Tolerance as Tolerance
+from dpnc_reproduce.loglog import _weights
+from dpnc_reproduce.loglog import dropped_log_tolerance as dropped_log_tolerance
+from dpnc_reproduce.loglog import loglog_fit as loglog_fit
+from dpnc_reproduce.variance import UNDERPOWERED as UNDERPOWERED
+from dpnc_reproduce.variance import minimum_detectable_effect as minimum_detectable_effect
+from dpnc_reproduce.variance import powered as powered
+from dpnc_reproduce.variance import satterthwaite_df as satterthwaite_df
+from dpnc_reproduce.variance import t95 as t95
+from dpnc_reproduce.variance import two_way_mean_variance as two_way_mean_variance
 
-from dpnc_reproduce.loglog import (GROWS as GROWS, SHRINKS as SHRINKS, Tolerance as Tolerance, _weights,
-                                   dropped_log_tolerance as dropped_log_tolerance, loglog_fit as loglog_fit)
-from dpnc_reproduce.variance import (UNDERPOWERED as UNDERPOWERED, powered as powered, t95 as t95,
-                                     minimum_detectable_effect as minimum_detectable_effect,
-                                     satterthwaite_df as satterthwaite_df,
-                                     two_way_mean_variance as two_way_mean_variance)
-
-MAX_CENSORED = 0.2    # above this fraction of censored seeds an interval gives no verdict (declared)
+MAX_CENSORED = 0.2  # above this fraction of censored seeds an interval gives no verdict (declared)
 NO_VERDICT_ONE_SEED = "1 seed: no verdict"
 
 
@@ -124,15 +129,25 @@ class Interval:
         """c times the estimate (c > 0): e.g. half a squared norm's exponent for the norm."""
         if not c > 0:
             raise ValueError(f"c must be > 0; got {c!r}")
-        return Interval(c * self.estimate, c * self.low, c * self.high, self.seeds, self.note, self.df, self.censored,
-                        None if self.se is None else c * self.se)
+        return Interval(
+            c * self.estimate,
+            c * self.low,
+            c * self.high,
+            self.seeds,
+            self.note,
+            self.df,
+            self.censored,
+            None if self.se is None else c * self.se,
+        )
 
 
 def _no_interval(estimate: float, seeds: int, note: str, censored: int = 0) -> Interval:
     return Interval(estimate, -math.inf, math.inf, seeds, note, None, censored)
 
 
-def from_parts(estimate: float, parts: Sequence[tuple[float, float]], seeds: int, note: str = "") -> Interval:
+def from_parts(
+    estimate: float, parts: Sequence[tuple[float, float]], seeds: int, note: str = ""
+) -> Interval:
     """``estimate`` ± t95(Satterthwaite df of ``parts``)·√(Σ vᵢ): an interval whose variance is summed from parts
     (vᵢ, dfᵢ) (:func:`satterthwaite_df`)."""
     df = satterthwaite_df(parts)
@@ -159,7 +174,9 @@ def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
     """a − b over seeds paired by position (the same seed of two measurements): :func:`mean_interval` of the
     per-seed differences."""
     if len(a) != len(b) or not a:
-        raise ValueError(f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}")
+        raise ValueError(
+            f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}"
+        )
     return mean_interval([x - y for x, y in zip(a, b)])
 
 
@@ -200,7 +217,10 @@ def accuracy_difference(a: Sequence[float], b: Sequence[float], test_examples: i
     parts = []
     for v in (a, b):
         p = statistics.fmean(v) / 100
-        parts += [(statistics.variance(v) / len(v), len(v) - 1), (1e4 * p * (1 - p) / test_examples, test_examples - 1)]
+        parts += [
+            (statistics.variance(v) / len(v), len(v) - 1),
+            (1e4 * p * (1 - p) / test_examples, test_examples - 1),
+        ]
     return from_parts(diff, parts, min(len(a), len(b)), "unpaired")
 
 
@@ -227,20 +247,33 @@ def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[
     variance, df = two_way_mean_variance(per_seed)
     se = math.sqrt(variance)
     half = t95(df) * se
-    return Interval(diff, diff - half, diff + half, len(a), f"paired by test example and seed, two-way ANOVA, m = {m}",
-                    df, 0, se)
+    return Interval(
+        diff,
+        diff - half,
+        diff + half,
+        len(a),
+        f"paired by test example and seed, two-way ANOVA, m = {m}",
+        df,
+        0,
+        se,
+    )
 
 
-def _paired_length(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], names: tuple[str, str],
-                   what: str) -> int:
+def _paired_length(
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], names: tuple[str, str], what: str
+) -> int:
     """The common number m >= 2 of examples of two paired per-seed lists (ValueError naming the arguments)."""
     if len(a) != len(b) or not a:
-        raise ValueError(f"{names[0]} and {names[1]} must hold the same positive number of seeds; got {len(a)} and "
-                         f"{len(b)}")
+        raise ValueError(
+            f"{names[0]} and {names[1]} must hold the same positive number of seeds; got {len(a)} and "
+            f"{len(b)}"
+        )
     m = len(a[0])
     if m < 2 or any(len(v) != m for v in (*a, *b)):
-        raise ValueError(f"every {what} must have the same length m >= 2; got lengths "
-                         f"{sorted({len(v) for v in (*a, *b)})}")
+        raise ValueError(
+            f"every {what} must have the same length m >= 2; got lengths "
+            f"{sorted({len(v) for v in (*a, *b)})}"
+        )
     return m
 
 
@@ -267,7 +300,7 @@ def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> 
     estimate = xbar / ybar if ybar != 0 else math.nan
     if k < 2:
         return _no_interval(estimate, 1, NO_VERDICT_ONE_SEED)
-    xe = [statistics.fmean(col) for col in zip(*x)]   # per example, the mean over seeds
+    xe = [statistics.fmean(col) for col in zip(*x)]  # per example, the mean over seeds
     ye = [statistics.fmean(col) for col in zip(*y)]
     cov = statistics.covariance
     # seed part and test part of V(r): (s_xx − 2r s_xy + r² s_yy)/k and (t_xx − 2r t_xy + r² t_yy)/m
@@ -275,20 +308,34 @@ def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> 
     test = (cov(xe, xe) / m, cov(xe, ye) / m, cov(ye, ye) / m)
     a0, a1, a2 = (s + t for s, t in zip(seed, test))
     if math.isfinite(estimate):
-        at = [(max(p[0] - 2 * estimate * p[1] + estimate ** 2 * p[2], 0.0), df)
-              for p, df in ((seed, k - 1), (test, m - 1))]
+        at = [
+            (max(p[0] - 2 * estimate * p[1] + estimate**2 * p[2], 0.0), df)
+            for p, df in ((seed, k - 1), (test, m - 1))
+        ]
         df = satterthwaite_df(at)
     else:
         df = float(k - 1)
     t2 = t95(df) ** 2
-    qa, qb, qc = ybar ** 2 - t2 * a2, xbar * ybar - t2 * a1, xbar ** 2 - t2 * a0   # qa r² − 2 qb r + qc <= 0
+    qa, qb, qc = (
+        ybar**2 - t2 * a2,
+        xbar * ybar - t2 * a1,
+        xbar**2 - t2 * a0,
+    )  # qa r² − 2 qb r + qc <= 0
     note = f"Fieller, {k} seeds, paired by test example and seed"
     if not qa > 0:
-        return Interval(estimate, -math.inf, math.inf, k, note + "; the denominator's interval includes 0: no "
-                        "interval, no verdict", df)
+        return Interval(
+            estimate,
+            -math.inf,
+            math.inf,
+            k,
+            note + "; the denominator's interval includes 0: no interval, no verdict",
+            df,
+        )
     disc = qb * qb - qa * qc
     root = math.sqrt(max(disc, 0.0))
-    se = math.sqrt(max(a0 - 2 * estimate * a1 + estimate ** 2 * a2, 0.0)) / abs(ybar)   # delta method, for the MDE
+    se = math.sqrt(max(a0 - 2 * estimate * a1 + estimate**2 * a2, 0.0)) / abs(
+        ybar
+    )  # delta method, for the MDE
     return Interval(estimate, (qb - root) / qa, (qb + root) / qa, k, note, df, 0, se)
 
 
@@ -307,13 +354,21 @@ class Censored:
 
     def __post_init__(self) -> None:
         if not self.lower <= self.upper:
-            raise ValueError(f"a censored value needs lower <= upper; got [{self.lower}, {self.upper}]")
+            raise ValueError(
+                f"a censored value needs lower <= upper; got [{self.lower}, {self.upper}]"
+            )
 
     @property
     def at(self) -> float:
         if self.value is not None:
             return self.value
-        return self.upper if math.isfinite(self.upper) else self.lower if math.isfinite(self.lower) else math.nan
+        return (
+            self.upper
+            if math.isfinite(self.upper)
+            else self.lower
+            if math.isfinite(self.lower)
+            else math.nan
+        )
 
 
 Value = float | Censored
@@ -327,7 +382,9 @@ def _end(values: Sequence[float], side: int) -> float:
     """The low (side −1) or high (+1) end of the t interval of ``values`` (infinite values pass through)."""
     if any(math.isinf(v) and v * side > 0 for v in values):
         return side * math.inf
-    if any(math.isinf(v) for v in values):   # an infinite value on the other side leaves this end finite: bound it
+    if any(
+        math.isinf(v) for v in values
+    ):  # an infinite value on the other side leaves this end finite: bound it
         values = [v for v in values if math.isfinite(v)]
         if len(values) < 2:
             return side * math.inf
@@ -335,8 +392,9 @@ def _end(values: Sequence[float], side: int) -> float:
     return iv.high if side > 0 else iv.low
 
 
-def censored_mean_interval(values: Sequence[Value], *, max_censored: float = MAX_CENSORED,
-                           what: str = "censored") -> Interval:
+def censored_mean_interval(
+    values: Sequence[Value], *, max_censored: float = MAX_CENSORED, what: str = "censored"
+) -> Interval:
     """The mean over seeds of values some of which are :class:`Censored`, and a conservative 95 % interval.
 
     The estimate counts each censored value at its finite end (:attr:`Censored.at`); the interval's low end is
@@ -352,7 +410,9 @@ def censored_mean_interval(values: Sequence[Value], *, max_censored: float = MAX
     estimate = statistics.fmean(ats) if all(math.isfinite(a) for a in ats) else math.nan
     note = f"{censored} of {k} seeds {what}" if censored else ""
     if k == 1:
-        return _no_interval(estimate, 1, "; ".join(n for n in (note, NO_VERDICT_ONE_SEED) if n), censored)
+        return _no_interval(
+            estimate, 1, "; ".join(n for n in (note, NO_VERDICT_ONE_SEED) if n), censored
+        )
     if censored > max_censored * k:
         return _no_interval(estimate, k, f"{note}: over {max_censored:.0%}, no verdict", censored)
     if not censored:
@@ -373,18 +433,29 @@ def slope_range(xs: Sequence[float], ys: Sequence[Value]) -> Value:
     (0, ∞)), the slope's range over the box of its values, as a :class:`Censored` slope counted at the slope with
     every censored y at its finite end. The least-squares slope is linear in log y, so its extremes lie at the
     box's corners."""
-    ys = [y if isinstance(y, Censored) or (math.isfinite(y) and y > 0) else Censored(0.0, math.inf) for y in ys]
+    ys = [
+        y if isinstance(y, Censored) or (math.isfinite(y) and y > 0) else Censored(0.0, math.inf)
+        for y in ys
+    ]
     if not any(isinstance(y, Censored) for y in ys):
         return loglog_fit(xs, ys)
-    terms = [(w, *_range(y), y.at if isinstance(y, Censored) else y) for w, y in zip(_weights(xs), ys) if w != 0]
+    terms = [
+        (w, *_range(y), y.at if isinstance(y, Censored) else y)
+        for w, y in zip(_weights(xs), ys)
+        if w != 0
+    ]
     low = sum(w * _log(lo if w > 0 else hi) for w, lo, hi, _ in terms)
     high = sum(w * _log(hi if w > 0 else lo) for w, lo, hi, _ in terms)
     at = sum(w * math.log(a) for w, _, _, a in terms) if all(a > 0 for *_, a in terms) else math.nan
     return Censored(low, high, at)
 
 
-def slope_interval(xs: Sequence[float], ys_by_seed: Sequence[Sequence[Value]], *,
-                   max_censored: float = MAX_CENSORED) -> Interval:
+def slope_interval(
+    xs: Sequence[float],
+    ys_by_seed: Sequence[Sequence[Value]],
+    *,
+    max_censored: float = MAX_CENSORED,
+) -> Interval:
     """The log-log slope of y against x: fitted per seed (least squares), their mean and its t interval.
 
     Args:
@@ -401,8 +472,11 @@ def slope_interval(xs: Sequence[float], ys_by_seed: Sequence[Sequence[Value]], *
         raise ValueError("slope_interval needs at least one seed")
     if any(len(ys) != len(xs) for ys in ys_by_seed):
         raise ValueError("every seed needs one value per x")
-    return censored_mean_interval([slope_range(xs, ys) for ys in ys_by_seed], max_censored=max_censored,
-                                  what="with a censored value")
+    return censored_mean_interval(
+        [slope_range(xs, ys) for ys in ys_by_seed],
+        max_censored=max_censored,
+        what="with a censored value",
+    )
 
 
 # --- claims on an interval ------------------------------------------------------------------------------------
@@ -427,7 +501,9 @@ def within(interval: Interval, target: float, tol: float) -> bool | None:
     return all_hold([exceeds(interval, target - tol), below(interval, target + tol)])
 
 
-def rate_within_bound(slope: Interval, bound_slope: float, *, regime: str, tol: float) -> bool | None:
+def rate_within_bound(
+    slope: Interval, bound_slope: float, *, regime: str, tol: float
+) -> bool | None:
     """The one-sided claim of an upper bound C·g(x) in the regime ``regime``, on the fitted log-log slope.
 
     :data:`GROWS` (x → ∞): holds when all of the interval lies below ``bound_slope + tol`` (the cost grows no faster,
@@ -459,15 +535,18 @@ def tight(slope: Interval, bound_slope: float, tol: float) -> bool | None:
 def judged(verdicts: dict[str, bool | None]) -> str:
     """Counts of a conjunction's parts: "k hold, j fail, i no signal (of n)"."""
     values = list(verdicts.values())
-    return (f"{values.count(True)} hold, {values.count(False)} fail, {values.count(None)} no signal "
-            f"(of {len(values)})")
+    return (
+        f"{values.count(True)} hold, {values.count(False)} fail, {values.count(None)} no signal "
+        f"(of {len(values)})"
+    )
 
 
 # --- ratios of heavy-tailed outcomes: geometric means, paired by seed -----------------------------------------
 
 
-def geometric_ratio_interval(a: Sequence[float], b: Sequence[float], *,
-                             max_censored: float = MAX_CENSORED) -> Interval:
+def geometric_ratio_interval(
+    a: Sequence[float], b: Sequence[float], *, max_censored: float = MAX_CENSORED
+) -> Interval:
     """The geometric mean over seeds of the paired ratio a_s / b_s, and its 95 % interval, on the ratio scale.
 
     For outcomes that spread over orders of magnitude (an excess risk, a stationarity certificate) a ratio of means
@@ -478,16 +557,27 @@ def geometric_ratio_interval(a: Sequence[float], b: Sequence[float], *,
     the seeds, or with one seed, no verdict).
     """
     if len(a) != len(b) or not a:
-        raise ValueError(f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}")
+        raise ValueError(
+            f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}"
+        )
     logs: list[Value] = []
     for x, y in zip(a, b):
         x, y = float(x), float(y)
         ok = math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0
         logs.append(math.log(x / y) if ok else Censored(-math.inf, math.inf))
-    iv = censored_mean_interval(logs, max_censored=max_censored, what="with a ratio ≤ 0 or not finite")
+    iv = censored_mean_interval(
+        logs, max_censored=max_censored, what="with a ratio ≤ 0 or not finite"
+    )
 
     def exp(v: float) -> float:
         return math.exp(v) if v < 700 else math.inf
 
-    return Interval(exp(iv.estimate) if math.isfinite(iv.estimate) else math.nan, exp(iv.low), exp(iv.high),
-                    iv.seeds, iv.note, iv.df, iv.censored)
+    return Interval(
+        exp(iv.estimate) if math.isfinite(iv.estimate) else math.nan,
+        exp(iv.low),
+        exp(iv.high),
+        iv.seeds,
+        iv.note,
+        iv.df,
+        iv.censored,
+    )

@@ -9,12 +9,35 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from dpnc._check import INTEGER, NATURAL, NONNEGATIVE, POSITIVE, Rule, check_axis, check_value, one_of
+from dpnc._check import (
+    INTEGER,
+    NATURAL,
+    NONNEGATIVE,
+    POSITIVE,
+    Rule,
+    check_axis,
+    check_value,
+    one_of,
+)
 from dpnc.privacy.budget import check_delta
 from dpnc_reproduce.protocol import Claim
 
-__all__ = ["INTEGER", "NATURAL", "NONNEGATIVE", "POSITIVE", "Rule", "check_axis", "check_grid", "check_value",
-           "by_seed", "fmt_slope", "group_medians", "loglog_slope", "one_of", "privacy_claim"]
+__all__ = [
+    "INTEGER",
+    "NATURAL",
+    "NONNEGATIVE",
+    "POSITIVE",
+    "Rule",
+    "check_axis",
+    "check_grid",
+    "check_value",
+    "by_seed",
+    "fmt_slope",
+    "group_medians",
+    "loglog_slope",
+    "one_of",
+    "privacy_claim",
+]
 
 
 def check_grid(config, methods: Sequence[str]) -> None:
@@ -37,28 +60,41 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
 
-def group_medians(rows: Sequence[dict], metric: str, keys: Sequence[str], x: str
-                  ) -> dict[tuple, list[tuple[float, float]]]:
+def group_medians(
+    rows: Sequence[dict], metric: str, keys: Sequence[str], x: str
+) -> dict[tuple, list[tuple[float, float]]]:
     """(row[k] for k in ``keys``) → [(row[x], median over the group's rows of ``metric``)] sorted by x."""
     groups: dict[tuple, dict[float, list[float]]] = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in keys), {}).setdefault(r[x], []).append(r[metric])
-    return {key: sorted((v, statistics.median(ys)) for v, ys in by_x.items()) for key, by_x in groups.items()}
+    return {
+        key: sorted((v, statistics.median(ys)) for v, ys in by_x.items())
+        for key, by_x in groups.items()
+    }
 
 
-def by_seed(rows: Sequence, metric: str, keys: Sequence[str], x: str
-            ) -> dict[tuple, tuple[list[float], list[list[float]]]]:
+def by_seed(
+    rows: Sequence, metric: str, keys: Sequence[str], x: str
+) -> dict[tuple, tuple[list[float], list[list[float]]]]:
     """(row.k for k in ``keys``) → (the x values sorted, per seed the values of ``metric`` at them): the series of
     each seed, for slopes fitted per seed (:func:`dpnc_reproduce.claims.slope_interval`). A seed missing some x
     is left out."""
     groups: dict[tuple, dict[int, dict[float, float]]] = {}
     for r in rows:
-        groups.setdefault(tuple(getattr(r, k) for k in keys), {}).setdefault(r.seed, {})[getattr(r, x)] = \
-            getattr(r, metric)
+        groups.setdefault(tuple(getattr(r, k) for k in keys), {}).setdefault(r.seed, {})[
+            getattr(r, x)
+        ] = getattr(r, metric)
     out = {}
     for key, seeds in groups.items():
         xs = sorted({v for series in seeds.values() for v in series})
-        out[key] = (xs, [[series[v] for v in xs] for _, series in sorted(seeds.items()) if len(series) == len(xs)])
+        out[key] = (
+            xs,
+            [
+                [series[v] for v in xs]
+                for _, series in sorted(seeds.items())
+                if len(series) == len(xs)
+            ],
+        )
     return out
 
 
@@ -76,22 +112,47 @@ def privacy_claim(rows: Sequence) -> Claim:
     zCDP and at most its ε by the tight PLD; dp-accounting's RDP (discrete orders, looser) is shown, not judged."""
     rows = [r if isinstance(r, dict) else vars(r) for r in rows]
     keys = ("epsilon_zcdp", "epsilon_pld", "epsilon_rdp")
-    answered = [r for r in rows if all(r[k] is not None for k in keys)]   # PLD gives no ε at a huge ε (1e9)
+    answered = [
+        r for r in rows if all(r[k] is not None for k in keys)
+    ]  # PLD gives no ε at a huge ε (1e9)
     missing = len(rows) - len(answered)
-    statement = ("every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts back to the target ε "
-                 "and the tight PLD ε is ≤ the target")
+    statement = (
+        "every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts back to the target ε "
+        "and the tight PLD ε is ≤ the target"
+    )
     facts = {"runs": len(rows), "runs_unanswered": missing}
     if not answered:
-        return Claim(statement, None, f"none of the {len(rows)} run(s) has an ε from every accountant", facts=facts)
-    over = [r for r in answered
-            if abs(r["epsilon_zcdp"] / r["epsilon"] - 1) > 1e-6 or r["epsilon_pld"] > r["epsilon"] * (1 + 1e-6)]
+        return Claim(
+            statement,
+            None,
+            f"none of the {len(rows)} run(s) has an ε from every accountant",
+            facts=facts,
+        )
+    over = [
+        r
+        for r in answered
+        if abs(r["epsilon_zcdp"] / r["epsilon"] - 1) > 1e-6
+        or r["epsilon_pld"] > r["epsilon"] * (1 + 1e-6)
+    ]
     ratio = {k: max(r[k] / r["epsilon"] for r in answered) for k in keys}
-    facts |= {"max_zcdp_ratio": ratio["epsilon_zcdp"], "max_pld_ratio": ratio["epsilon_pld"],
-              "max_rdp_ratio": ratio["epsilon_rdp"], "runs_off": len(over)}
-    evidence = (f"max zCDP ε / target {ratio['epsilon_zcdp']:.6f}; max PLD ε / target {ratio['epsilon_pld']:.4f}; "
-                f"dp-accounting's RDP (discrete orders, looser): max {ratio['epsilon_rdp']:.5f}; "
-                f"{len(over)} run(s) off")
-    if missing:   # a run without every answer can only leave the claim without a signal, never make it hold
-        return Claim(statement, False if over else None,
-                     f"{evidence}; {missing} run(s) without an ε from every accountant", facts=facts)
+    facts |= {
+        "max_zcdp_ratio": ratio["epsilon_zcdp"],
+        "max_pld_ratio": ratio["epsilon_pld"],
+        "max_rdp_ratio": ratio["epsilon_rdp"],
+        "runs_off": len(over),
+    }
+    evidence = (
+        f"max zCDP ε / target {ratio['epsilon_zcdp']:.6f}; max PLD ε / target {ratio['epsilon_pld']:.4f}; "
+        f"dp-accounting's RDP (discrete orders, looser): max {ratio['epsilon_rdp']:.5f}; "
+        f"{len(over)} run(s) off"
+    )
+    if (
+        missing
+    ):  # a run without every answer can only leave the claim without a signal, never make it hold
+        return Claim(
+            statement,
+            False if over else None,
+            f"{evidence}; {missing} run(s) without an ε from every accountant",
+            facts=facts,
+        )
     return Claim(statement, not over, evidence, facts=facts)

@@ -31,10 +31,17 @@ def name(*words: object) -> str:
     return "_".join(s for s in slugs if s)
 
 
-def interval(iv: Interval, threshold: float | None = None, *, prefix: object = "") -> dict[str, float]:
+def interval(
+    iv: Interval, threshold: float | None = None, *, prefix: object = ""
+) -> dict[str, float]:
     """An interval's numbers (and the ``threshold`` it is judged against, if given), each name after ``prefix``."""
-    out: dict[str, float] = {"estimate": iv.estimate, "low": iv.low, "high": iv.high, "seeds": iv.seeds,
-                             "censored": iv.censored} | ({} if iv.df is None else {"df": iv.df})
+    out: dict[str, float] = {
+        "estimate": iv.estimate,
+        "low": iv.low,
+        "high": iv.high,
+        "seeds": iv.seeds,
+        "censored": iv.censored,
+    } | ({} if iv.df is None else {"df": iv.df})
     if threshold is not None:
         out["threshold"] = threshold
     return {name(prefix, k): v for k, v in out.items()}
@@ -48,12 +55,19 @@ def verdict(holds: bool | None) -> float:
 def counts(verdicts: Iterable[bool | None]) -> dict[str, int]:
     """How many parts of a conjunction hold, fail and have no signal, and how many there are."""
     values = list(verdicts)
-    return {"parts": len(values), "parts_hold": values.count(True), "parts_fail": values.count(False),
-            "parts_no_signal": values.count(None)}
+    return {
+        "parts": len(values),
+        "parts_hold": values.count(True),
+        "parts_fail": values.count(False),
+        "parts_no_signal": values.count(None),
+    }
 
 
-def parts(intervals: Mapping[object, Interval], threshold: float | None = None,
-          verdicts: Mapping[object, bool | None] | None = None) -> dict[str, float]:
+def parts(
+    intervals: Mapping[object, Interval],
+    threshold: float | None = None,
+    verdicts: Mapping[object, bool | None] | None = None,
+) -> dict[str, float]:
     """A conjunction's facts: each part's interval under its name (a key that is a tuple names it word by word),
     the ``threshold`` once, and with ``verdicts`` (part → verdict) their :func:`counts`."""
     out: dict[str, float] = {}

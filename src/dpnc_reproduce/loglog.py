@@ -9,15 +9,17 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-GROWS = "x → ∞"       # a rate claim's regime: the bound is about large x (d, n, n√ρ/√d)
-SHRINKS = "x → 0"     # ... about small x (ε, α, β, ρ in a sample complexity)
+GROWS = "x → ∞"  # a rate claim's regime: the bound is about large x (d, n, n√ρ/√d)
+SHRINKS = "x → 0"  # ... about small x (ε, α, β, ρ in a sample complexity)
 
 
 def loglog_fit(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Least-squares slope of log y against log x; every x and y must be finite and > 0, and the x not all
     equal."""
     if len(xs) != len(ys) or len(xs) < 2:
-        raise ValueError(f"a slope needs at least 2 points of equal count; got {len(xs)} x and {len(ys)} y")
+        raise ValueError(
+            f"a slope needs at least 2 points of equal count; got {len(xs)} x and {len(ys)} y"
+        )
     return sum(w * math.log(y) for w, y in zip(_weights(xs), ys))
 
 
@@ -42,8 +44,13 @@ class Tolerance:
         return f"{self.value:.3f} ({self.formula})"
 
 
-def dropped_log_tolerance(xs: Sequence[float], factors: Sequence[tuple[Sequence[float], float]], *, regime: str,
-                          formula: str) -> Tolerance:
+def dropped_log_tolerance(
+    xs: Sequence[float],
+    factors: Sequence[tuple[Sequence[float], float]],
+    *,
+    regime: str,
+    formula: str,
+) -> Tolerance:
     """What the polylog factors a bound drops add to its least-squares log-log slope over the grid ``xs``, in the
     violating direction of ``regime``.
 
@@ -60,11 +67,17 @@ def dropped_log_tolerance(xs: Sequence[float], factors: Sequence[tuple[Sequence[
     over d ∈ {4, …, 64}, 0.39.
     """
     if regime not in (GROWS, SHRINKS):
-        raise ValueError(f"regime must be GROWS ({GROWS!r}) or SHRINKS ({SHRINKS!r}); got {regime!r}")
+        raise ValueError(
+            f"regime must be GROWS ({GROWS!r}) or SHRINKS ({SHRINKS!r}); got {regime!r}"
+        )
     shift = 0.0
     for args, power in factors:
         if len(args) != len(xs) or not all(a > 1 for a in args):
-            raise ValueError(f"each dropped log needs an argument > 1 at every point of the grid; got {list(args)}")
+            raise ValueError(
+                f"each dropped log needs an argument > 1 at every point of the grid; got {list(args)}"
+            )
         shift += power * loglog_fit(xs, [math.log(a) for a in args])
-    return Tolerance(max(0.0, shift if regime == GROWS else -shift),
-                     f"{formula} over {min(xs):.3g}…{max(xs):.3g}: slope shift {shift:+.3f}")
+    return Tolerance(
+        max(0.0, shift if regime == GROWS else -shift),
+        f"{formula} over {min(xs):.3g}…{max(xs):.3g}: slope shift {shift:+.3f}",
+    )

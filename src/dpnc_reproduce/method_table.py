@@ -58,10 +58,14 @@ def check_table(table: Mapping[str, Entry]) -> None:
     constructor is one of :data:`CONSTRUCTORS`."""
     for name, entry in table.items():
         if entry.algorithm not in ALGORITHMS or algorithm_name(name) != entry.algorithm:
-            raise ValueError(f"method {name!r}: its name must start with its registry name {entry.algorithm!r}, a key "
-                             f"of ALGORITHMS ({', '.join(ALGORITHMS)})")
+            raise ValueError(
+                f"method {name!r}: its name must start with its registry name {entry.algorithm!r}, a key "
+                f"of ALGORITHMS ({', '.join(ALGORITHMS)})"
+            )
         if entry.constructor not in CONSTRUCTORS:
-            raise ValueError(f"method {name!r}: constructor must be one of {CONSTRUCTORS}; got {entry.constructor!r}")
+            raise ValueError(
+                f"method {name!r}: constructor must be one of {CONSTRUCTORS}; got {entry.constructor!r}"
+            )
 
 
 def refuse_old_names(methods, renamed: Mapping[str, str]) -> None:
@@ -69,13 +73,17 @@ def refuse_old_names(methods, renamed: Mapping[str, str]) -> None:
     rename), before the generic "must be among" of the config's own check."""
     old = [name for name in methods if name in renamed]
     if old:
-        raise ValueError("methods take their names from dpnc's algorithm registry now: "
-                         + ", ".join(f"{name!r} is now {renamed[name]!r}" for name in old))
+        raise ValueError(
+            "methods take their names from dpnc's algorithm registry now: "
+            + ", ".join(f"{name!r} is now {renamed[name]!r}" for name in old)
+        )
 
 
 def options(entry: Entry, context) -> dict:
     """The entry's options with every rule computed on ``context`` (a rule's None: the option is left out)."""
-    values = {key: value(context) if callable(value) else value for key, value in entry.options.items()}
+    values = {
+        key: value(context) if callable(value) else value for key, value in entry.options.items()
+    }
     return {key: value for key, value in values.items() if value is not None}
 
 
@@ -95,7 +103,9 @@ def rename_text(text: str, renamed: Mapping[str, str]) -> str:
     if not renamed:
         return text
     names = "|".join(re.escape(old) for old in sorted(renamed, key=len, reverse=True))
-    return re.sub(rf"(?<![A-Za-z0-9.-])({names})(?![A-Za-z0-9-])", lambda m: renamed[m.group(1)], text)
+    return re.sub(
+        rf"(?<![A-Za-z0-9.-])({names})(?![A-Za-z0-9-])", lambda m: renamed[m.group(1)], text
+    )
 
 
 def _rename(value, renamed: Mapping[str, str]):
@@ -112,14 +122,19 @@ def rename(data: dict, renamed: Mapping[str, str], *, issue: int = 43) -> dict:
     """A ``result.json`` record with the old method names of ``renamed`` (old → new) replaced by the new ones in
     every text it holds (config, rows, claims, declarations, re-judgings, notes, command; nothing else changes: no
     number, no verdict), and a note saying so. A record that names no old method comes back unchanged."""
-    methods = set(data.get("config", {}).get("methods", ())) | {r.get("method") for r in data.get("rows", ())}
+    methods = set(data.get("config", {}).get("methods", ())) | {
+        r.get("method") for r in data.get("rows", ())
+    }
     old = {name for name in renamed if name in methods or f"matched:{name}" in methods}
     if not old:
         return data
     used = {name: renamed[name] for name in sorted(old)}
     keep = {"machine", "seconds", "workers", "declared_commit"}
     out = {k: (v if k in keep else _rename(v, renamed)) for k, v in data.items()}
-    note = (f"Method names as in the registry since issue {issue} (re-rendered from result.json, nothing re-run): "
-            + ", ".join(f"{a} → {b}" for a, b in used.items()) + ".")
+    note = (
+        f"Method names as in the registry since issue {issue} (re-rendered from result.json, nothing re-run): "
+        + ", ".join(f"{a} → {b}" for a, b in used.items())
+        + "."
+    )
     out["notes"] = [*out.get("notes", ()), note]
     return out

@@ -33,11 +33,11 @@ import platform
 import time
 import types
 import typing
-from types import MappingProxyType
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import ClassVar, Generic, NamedTuple, TypeVar
 
 import torch
@@ -47,9 +47,9 @@ from dpnc_reproduce.provenance import declaring_commit as declaring_commit
 from dpnc_reproduce.provenance import precedes as precedes
 from dpnc_reproduce.provenance import rows_commit as rows_commit
 
-C = TypeVar("C")   # the experiment's Config
-T = TypeVar("T")   # its task
-R = TypeVar("R")   # its Row
+C = TypeVar("C")  # the experiment's Config
+T = TypeVar("T")  # its task
+R = TypeVar("R")  # its Row
 
 
 class Claim(NamedTuple):
@@ -78,7 +78,7 @@ class Declared(NamedTuple):
     threshold, by which test. Written into ``result.json`` when the run starts."""
 
     statement: str
-    direction: str     # e.g. "above", "at most", "one-sided: slope ≤ bound + tol", "every part holds"
+    direction: str  # e.g. "above", "at most", "one-sided: slope ≤ bound + tol", "every part holds"
     threshold: str
     test: str
 
@@ -173,24 +173,39 @@ class Result(Generic[C, R]):
     rows: tuple[R, ...]
     claims: tuple[Claim, ...]
     seconds: float
-    workers: int | None   # None: not recorded (an older result)
+    workers: int | None  # None: not recorded (an older result)
     machine: dict
     declared: tuple = ()  # the claims declared before the run (Declared); after it, if an older result lacked them
     rejudged: tuple = ()  # every re-judging, oldest first: {"date", "rule", "changes", "previous"} (:func:`rejudge`)
-    notes: tuple = ()     # lines under the summary's header (kept across re-judgings)
-    declared_commit: dict | None = None   # where the declarations were committed (:func:`declaring_commit`)
+    notes: tuple = ()  # lines under the summary's header (kept across re-judgings)
+    declared_commit: dict | None = (
+        None  # where the declarations were committed (:func:`declaring_commit`)
+    )
 
     def to_json(self) -> dict:
-        return {"experiment": self.experiment.name, "config": dataclasses.asdict(self.config),
-                "declared": [d._asdict() for d in self.declared], "declared_commit": self.declared_commit,
-                "rows": [dataclasses.asdict(r) for r in self.rows],
-                "claims": [c.to_json() for c in self.claims],
-                "rejudged": list(self.rejudged), "notes": list(self.notes),
-                "seconds": self.seconds, "workers": self.workers, "machine": self.machine}
+        return {
+            "experiment": self.experiment.name,
+            "config": dataclasses.asdict(self.config),
+            "declared": [d._asdict() for d in self.declared],
+            "declared_commit": self.declared_commit,
+            "rows": [dataclasses.asdict(r) for r in self.rows],
+            "claims": [c.to_json() for c in self.claims],
+            "rejudged": list(self.rejudged),
+            "notes": list(self.notes),
+            "seconds": self.seconds,
+            "workers": self.workers,
+            "machine": self.machine,
+        }
 
 
-def run_experiment(experiment: Experiment, config, *, progress: bool = True, workers: int = 2,
-                   out: Path | None = None) -> Result:
+def run_experiment(
+    experiment: Experiment,
+    config,
+    *,
+    progress: bool = True,
+    workers: int = 2,
+    out: Path | None = None,
+) -> Result:
     """Every task of ``config``, ``workers`` at a time (:func:`run_tasks`), and the claims on the rows.
 
     The tasks are listed (and ``config`` checked by the experiment) before any of them runs, and the claims are
@@ -204,33 +219,71 @@ def run_experiment(experiment: Experiment, config, *, progress: bool = True, wor
     commit = declaring_commit(experiment)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "result.json").write_text(json.dumps(
-            {"experiment": experiment.name, "status": "running", "config": dataclasses.asdict(config),
-             "declared": [d._asdict() for d in declared], "declared_commit": commit}, indent=1))
+        (Path(out) / "result.json").write_text(
+            json.dumps(
+                {
+                    "experiment": experiment.name,
+                    "status": "running",
+                    "config": dataclasses.asdict(config),
+                    "declared": [d._asdict() for d in declared],
+                    "declared_commit": commit,
+                },
+                indent=1,
+            )
+        )
     load_start = _load_average()
     start = time.perf_counter()
-    outputs = run_tasks(partial(experiment.run_one, config), [(t,) for t in tasks],
-                        cost=partial(experiment.cost, config), desc=experiment.name, progress=progress,
-                        workers=workers, fresh=experiment.isolated(config))
+    outputs = run_tasks(
+        partial(experiment.run_one, config),
+        [(t,) for t in tasks],
+        cost=partial(experiment.cost, config),
+        desc=experiment.name,
+        progress=progress,
+        workers=workers,
+        fresh=experiment.isolated(config),
+    )
     rows = [row for out in outputs for row in (out if isinstance(out, tuple) else (out,))]
     seconds = time.perf_counter() - start
-    return Result(experiment, config, tuple(rows), tuple(experiment.claims(rows, config)), seconds, workers,
-                  machine(load_start), declared, declared_commit=commit)
+    return Result(
+        experiment,
+        config,
+        tuple(rows),
+        tuple(experiment.claims(rows, config)),
+        seconds,
+        workers,
+        machine(load_start),
+        declared,
+        declared_commit=commit,
+    )
 
 
 def machine(load_average_start: float | None = None) -> dict:
     """Where a result was computed: CPU count, processor, platform, torch version and threads, load averages."""
-    return {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-            "platform": platform.platform(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "load_average_start": load_average_start, "load_average_end": _load_average()}
+    return {
+        "cpus": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_average_start": load_average_start,
+        "load_average_end": _load_average(),
+    }
 
 
 def _load_average() -> float | None:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
-def run_tasks(run, tasks: Sequence[tuple], *, cost, desc: str, progress: bool = True, workers: int = 2,
-              fresh: bool = False) -> list:
+def run_tasks(
+    run,
+    tasks: Sequence[tuple],
+    *,
+    cost,
+    desc: str,
+    progress: bool = True,
+    workers: int = 2,
+    fresh: bool = False,
+) -> list:
     """``[run(*task) for task in tasks]``, ``workers`` processes at a time (one torch thread each), the costliest
     (by ``cost(*task)``) submitted first, with a progress bar; results in the order of ``tasks``.
 
@@ -249,12 +302,18 @@ def run_tasks(run, tasks: Sequence[tuple], *, cost, desc: str, progress: bool = 
         if fresh:
             context, extra = multiprocessing.get_context("spawn"), {"max_tasks_per_child": 1}
         else:
-            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                                  else "spawn")
+            context = multiprocessing.get_context(
+                "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            )
             extra = {}
         order = sorted(range(len(tasks)), key=lambda i: -cost(*tasks[i]))
-        with ProcessPoolExecutor(max(workers, 1), mp_context=context, initializer=torch.set_num_threads,
-                                 initargs=(1,), **extra) as pool:
+        with ProcessPoolExecutor(
+            max(workers, 1),
+            mp_context=context,
+            initializer=torch.set_num_threads,
+            initargs=(1,),
+            **extra,
+        ) as pool:
             futures = {i: pool.submit(run, *tasks[i]) for i in order}
             for future in as_completed(futures.values()):
                 future.result()  # surface a failure at once
@@ -278,7 +337,9 @@ def write_csv(path: Path, rows: Sequence[dict]) -> Path:
 
 def csv_record(row) -> dict:
     """A typed row as a CSV record: its fields but those marked ``metadata={"csv": False}``."""
-    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.metadata.get("csv", True)}
+    return {
+        f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.metadata.get("csv", True)
+    }
 
 
 def verdict(holds: bool | None, status: str = "") -> str:
@@ -294,15 +355,20 @@ def claims_table(claims: Sequence[Claim], before: dict[str, str] | None = None) 
         return "No claim can be checked on these runs."
     before = before or {}
     lines = ["| claim | holds here | our numbers |", "|---|---|---|"]
-    lines += [f"| {c.statement} | {verdict(c.holds, c.status)}"
-              + (f" (was {before[c.statement]} before re-judging)" if c.statement in before else "")
-              + f" | {c.evidence} |" for c in claims]
+    lines += [
+        f"| {c.statement} | {verdict(c.holds, c.status)}"
+        + (f" (was {before[c.statement]} before re-judging)" if c.statement in before else "")
+        + f" | {c.evidence} |"
+        for c in claims
+    ]
     return "\n".join(lines)
 
 
 def declared_table(declared: Sequence[Declared]) -> str:
     lines = ["| claim | direction | threshold | test |", "|---|---|---|---|"]
-    return "\n".join(lines + [f"| {d.statement} | {d.direction} | {d.threshold} | {d.test} |" for d in declared])
+    return "\n".join(
+        lines + [f"| {d.statement} | {d.direction} | {d.threshold} | {d.test} |" for d in declared]
+    )
 
 
 def rejudged_section(rejudged: Sequence[dict]) -> str:
@@ -315,7 +381,9 @@ def rejudged_section(rejudged: Sequence[dict]) -> str:
             parts.append("No verdict changed.\n")
             continue
         parts += ["| claim | before | now | old numbers |", "|---|---|---|---|"]
-        parts += [f"| {c['statement']} | {c['old']} | {c['new']} | {c['old_evidence']} |" for c in changed]
+        parts += [
+            f"| {c['statement']} | {c['old']} | {c['new']} | {c['old_evidence']} |" for c in changed
+        ]
         parts.append("")
     return "\n".join(parts)
 
@@ -324,24 +392,49 @@ def summary(result: Result, command: str, note: str = "") -> str:
     """``summary.md``: heading, command, run time and machine, ``note`` if any, the setting, the claims, the
     tables."""
     m = result.machine
-    load = ("" if m.get("load_average_start") is None else
-            f"; load average {m['load_average_start']:.1f} at the start and {m['load_average_end']:.1f} at the end")
-    hardware = (f"{m['cpus']} CPU cores ({m['processor']}; {m['platform']}), torch {m['torch']}{load}" if m else
-                "not recorded (a result written before the machine was recorded)")
-    parts = [f"# {result.experiment.title}\n",
-             f"Command: `{command}`  ",
-             f"Run time: {result.seconds / 60:.1f} min, {len(result.rows)} runs"
-             + (f", {result.workers} at a time.  " if result.workers is not None else ".  "),
-             f"Hardware: {hardware}.  "]
+    load = (
+        ""
+        if m.get("load_average_start") is None
+        else f"; load average {m['load_average_start']:.1f} at the start and {m['load_average_end']:.1f} at the end"
+    )
+    hardware = (
+        f"{m['cpus']} CPU cores ({m['processor']}; {m['platform']}), torch {m['torch']}{load}"
+        if m
+        else "not recorded (a result written before the machine was recorded)"
+    )
+    parts = [
+        f"# {result.experiment.title}\n",
+        f"Command: `{command}`  ",
+        f"Run time: {result.seconds / 60:.1f} min, {len(result.rows)} runs"
+        + (f", {result.workers} at a time.  " if result.workers is not None else ".  "),
+        f"Hardware: {hardware}.  ",
+    ]
     parts += [f"{line}  " for line in (*result.notes, note) if line]
     describe = result.experiment.describe(result)
-    before = ({c["new_statement"]: c["old"] for c in result.rejudged[-1]["changes"]
-               if c["old"] != c["new"] and c["new_statement"]} if result.rejudged else {})
-    parts += [describe.rstrip("\n") + "\n" if describe else "", f"## {result.experiment.claims_heading}\n",
-              claims_table(result.claims, before), ""]
+    before = (
+        {
+            c["new_statement"]: c["old"]
+            for c in result.rejudged[-1]["changes"]
+            if c["old"] != c["new"] and c["new_statement"]
+        }
+        if result.rejudged
+        else {}
+    )
+    parts += [
+        describe.rstrip("\n") + "\n" if describe else "",
+        f"## {result.experiment.claims_heading}\n",
+        claims_table(result.claims, before),
+        "",
+    ]
     if result.declared:
-        parts += ["Declared before the run" if not any(r.get("declared_after") for r in result.rejudged)
-                  else "Declared (at re-judging, after the run)", "", declared_table(result.declared), ""]
+        parts += [
+            "Declared before the run"
+            if not any(r.get("declared_after") for r in result.rejudged)
+            else "Declared (at re-judging, after the run)",
+            "",
+            declared_table(result.declared),
+            "",
+        ]
     if result.rejudged:
         parts += [rejudged_section(result.rejudged), ""]
     parts.append(result.experiment.render(result))
@@ -352,7 +445,9 @@ def write(result: Result, out: Path, command: str, note: str = "") -> list[Path]
     """``rows.csv``, the experiment's extra tables, ``result.json``, its figures and ``summary.md`` (with ``note``
     under its header) under ``out``; their paths."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = [write_csv(out / "rows.csv", [csv_record(r) for r in result.rows])] if result.rows else []
+    paths = (
+        [write_csv(out / "rows.csv", [csv_record(r) for r in result.rows])] if result.rows else []
+    )
     for name, table in result.experiment.tables(result).items():
         if table:
             paths.append(write_csv(out / name, table))
@@ -374,15 +469,29 @@ def read(experiment: Experiment, path: Path) -> Result:
     data = experiment.upgrade(json.loads(Path(path).read_text()))
     if data.get("experiment", experiment.name) != experiment.name:
         raise ValueError(f"{path} holds a {data['experiment']!r} result, not {experiment.name!r}")
-    return Result(experiment, from_record(experiment.Config, data["config"]),
-                  tuple(from_record(experiment.Row, r) for r in data["rows"]),
-                  tuple(Claim(**c) for c in data.get("claims", ())), data["seconds"], data.get("workers"),
-                  data.get("machine", {}), tuple(Declared(**d) for d in data.get("declared", ())),
-                  tuple(data.get("rejudged", ())), tuple(data.get("notes", ())), data.get("declared_commit"))
+    return Result(
+        experiment,
+        from_record(experiment.Config, data["config"]),
+        tuple(from_record(experiment.Row, r) for r in data["rows"]),
+        tuple(Claim(**c) for c in data.get("claims", ())),
+        data["seconds"],
+        data.get("workers"),
+        data.get("machine", {}),
+        tuple(Declared(**d) for d in data.get("declared", ())),
+        tuple(data.get("rejudged", ())),
+        tuple(data.get("notes", ())),
+        data.get("declared_commit"),
+    )
 
 
-def rejudge(experiment: Experiment, folder: Path, rule: str, command: str | None = None,
-            date: str | None = None, redeclare: bool = False) -> tuple[list[Path], list[dict]]:
+def rejudge(
+    experiment: Experiment,
+    folder: Path,
+    rule: str,
+    command: str | None = None,
+    date: str | None = None,
+    redeclare: bool = False,
+) -> tuple[list[Path], list[dict]]:
     """Judge the claims of the result under ``folder`` again on its stored rows (nothing is re-run) and write the
     result back there (:func:`write`). The old verdicts stay: ``result.json`` gains a ``rejudged`` record (the date,
     ``rule`` — what changed in the judging —, each claim's old and new verdict and evidence, and the old claims),
@@ -396,20 +505,34 @@ def rejudge(experiment: Experiment, folder: Path, rule: str, command: str | None
     data = json.loads((folder / "result.json").read_text())
     old = read(experiment, folder / "result.json")
     new_claims = tuple(experiment.claims(old.rows, old.config))
-    record = _record(old.claims, new_claims, rule, date, declared_after=redeclare or not old.declared)
+    record = _record(
+        old.claims, new_claims, rule, date, declared_after=redeclare or not old.declared
+    )
     if redeclare:
-        record |= {"declared_commit": declaring_commit(experiment), "previous_declared": [d._asdict()
-                                                                                         for d in old.declared]}
+        record |= {
+            "declared_commit": declaring_commit(experiment),
+            "previous_declared": [d._asdict() for d in old.declared],
+        }
     changes = record["changes"]
     notes = old.notes or tuple(_summary_notes(folder / "summary.md", old))
-    declared = (tuple(experiment.declare(old.config)) if redeclare or not old.declared else old.declared)
-    result = dataclasses.replace(old, claims=new_claims, declared=declared, rejudged=(*old.rejudged, record),
-                                 notes=notes)
+    declared = (
+        tuple(experiment.declare(old.config)) if redeclare or not old.declared else old.declared
+    )
+    result = dataclasses.replace(
+        old, claims=new_claims, declared=declared, rejudged=(*old.rejudged, record), notes=notes
+    )
     return write(result, folder, data.get("command") or command or "(not recorded)"), changes
 
 
-def supersede(experiment: Experiment, folder: Path, previous: dict, rule: str, *, date: str | None = None,
-              notes: tuple = ()) -> list[Path]:
+def supersede(
+    experiment: Experiment,
+    folder: Path,
+    previous: dict,
+    rule: str,
+    *,
+    date: str | None = None,
+    notes: tuple = (),
+) -> list[Path]:
     """Keep the verdicts of the result a new run replaced: ``previous`` (the old ``result.json``, as a dict) gives a
     re-judging record in the new result under ``folder``, after the old result's own re-judgings. Only an old claim
     with the very same statement is paired with a new one (a re-run's claims may be new in kind); every other old
@@ -419,19 +542,34 @@ def supersede(experiment: Experiment, folder: Path, previous: dict, rule: str, *
     data = json.loads((folder / "result.json").read_text())
     result = read(experiment, folder / "result.json")
     old = tuple(Claim(**c) for c in previous.get("claims", ()))
-    record = {**_record(old, result.claims, rule, date, declared_after=False, similar=False),
-              "previous_command": previous.get("command"), "previous_seconds": previous.get("seconds")}
-    result = dataclasses.replace(result, rejudged=(*previous.get("rejudged", ()), record),
-                                 notes=(*result.notes, *notes))
+    record = {
+        **_record(old, result.claims, rule, date, declared_after=False, similar=False),
+        "previous_command": previous.get("command"),
+        "previous_seconds": previous.get("seconds"),
+    }
+    result = dataclasses.replace(
+        result, rejudged=(*previous.get("rejudged", ()), record), notes=(*result.notes, *notes)
+    )
     return write(result, folder, data["command"])
 
 
-def _record(old: Sequence[Claim], new: Sequence[Claim], rule: str, date: str | None, *, declared_after: bool,
-            similar: bool = True) -> dict:
+def _record(
+    old: Sequence[Claim],
+    new: Sequence[Claim],
+    rule: str,
+    date: str | None,
+    *,
+    declared_after: bool,
+    similar: bool = True,
+) -> dict:
     """One re-judging record: its date and rule, each old claim's pairing (:func:`match_claims`), the old claims."""
-    return {"date": date or datetime.date.today().isoformat(), "rule": rule,
-            "changes": match_claims(old, new, similar=similar), "declared_after": declared_after,
-            "previous": [c.to_json() for c in old]}
+    return {
+        "date": date or datetime.date.today().isoformat(),
+        "rule": rule,
+        "changes": match_claims(old, new, similar=similar),
+        "declared_after": declared_after,
+        "previous": [c.to_json() for c in old],
+    }
 
 
 def match_claims(old: Sequence[Claim], new: Sequence[Claim], *, similar: bool = True) -> list[dict]:
@@ -445,20 +583,45 @@ def match_claims(old: Sequence[Claim], new: Sequence[Claim], *, similar: bool = 
         if j is not None:
             pairs[i] = j
             left.remove(j)
-    scored = sorted(((difflib.SequenceMatcher(None, old[i].statement, new[j].statement).ratio(), i, j)
-                     for i in range(len(old)) if i not in pairs for j in left), reverse=True) if similar else []
+    scored = (
+        sorted(
+            (
+                (difflib.SequenceMatcher(None, old[i].statement, new[j].statement).ratio(), i, j)
+                for i in range(len(old))
+                if i not in pairs
+                for j in left
+            ),
+            reverse=True,
+        )
+        if similar
+        else []
+    )
     for ratio, i, j in scored:
         if ratio >= 0.5 and i not in pairs and j in left:
             pairs[i] = j
             left.remove(j)
-    out = [{"statement": o.statement, "new_statement": new[pairs[i]].statement if i in pairs else None,
-            "old": verdict(o.holds, o.status), "new": verdict(new[pairs[i]].holds, new[pairs[i]].status) if i in pairs
-            else "removed",
-            "old_evidence": o.evidence, "new_evidence": new[pairs[i]].evidence if i in pairs else ""}
-           for i, o in enumerate(old)]
-    return out + [{"statement": new[j].statement, "new_statement": new[j].statement, "old": "new claim",
-                   "new": verdict(new[j].holds, new[j].status), "old_evidence": "", "new_evidence": new[j].evidence}
-                  for j in left]
+    out = [
+        {
+            "statement": o.statement,
+            "new_statement": new[pairs[i]].statement if i in pairs else None,
+            "old": verdict(o.holds, o.status),
+            "new": verdict(new[pairs[i]].holds, new[pairs[i]].status) if i in pairs else "removed",
+            "old_evidence": o.evidence,
+            "new_evidence": new[pairs[i]].evidence if i in pairs else "",
+        }
+        for i, o in enumerate(old)
+    ]
+    return out + [
+        {
+            "statement": new[j].statement,
+            "new_statement": new[j].statement,
+            "old": "new claim",
+            "new": verdict(new[j].holds, new[j].status),
+            "old_evidence": "",
+            "new_evidence": new[j].evidence,
+        }
+        for j in left
+    ]
 
 
 def _summary_notes(path: Path, result: Result) -> list[str]:
@@ -469,9 +632,18 @@ def _summary_notes(path: Path, result: Result) -> list[str]:
     start = next((i + 1 for i, line in enumerate(lines) if line.startswith("Hardware:")), None)
     if start is None:
         return []
-    first = next((line for line in result.experiment.describe(result).splitlines() if line.strip()), None)
-    stop = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")
-                 or (first is not None and lines[i].strip() == first.strip())), len(lines))
+    first = next(
+        (line for line in result.experiment.describe(result).splitlines() if line.strip()), None
+    )
+    stop = next(
+        (
+            i
+            for i in range(start, len(lines))
+            if lines[i].startswith("## ")
+            or (first is not None and lines[i].strip() == first.strip())
+        ),
+        len(lines),
+    )
     return [line.rstrip() for line in lines[start:stop] if line.strip()]
 
 
@@ -481,8 +653,9 @@ def from_record(cls: type, record: dict):
     hints = typing.get_type_hints(cls)
     values = {}
     for f in dataclasses.fields(cls):
-        if f.name not in record and (f.default is not dataclasses.MISSING
-                                     or f.default_factory is not dataclasses.MISSING):
+        if f.name not in record and (
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        ):
             continue
         value = record[f.name]
         if isinstance(value, list) and tuple in _origins(hints[f.name]):
@@ -497,4 +670,3 @@ def _origins(hint) -> set:
     if origin in (typing.Union, types.UnionType):
         return {o for arg in typing.get_args(hint) for o in _origins(arg)}
     return {origin or hint}
-

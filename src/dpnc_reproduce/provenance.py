@@ -45,9 +45,13 @@ def precedes(declared: str, rows: str, repo: Path) -> bool:
     declarations were committed before the rows they judge (the same commit does not count)."""
     if declared == rows:
         return False
-    done = subprocess.run(["git", "merge-base", "--is-ancestor", declared, rows], cwd=repo, capture_output=True)
+    done = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", declared, rows], cwd=repo, capture_output=True
+    )
     if done.returncode not in (0, 1):
-        raise ValueError(f"git could not compare {declared!r} and {rows!r}: {done.stderr.decode().strip()}")
+        raise ValueError(
+            f"git could not compare {declared!r} and {rows!r}: {done.stderr.decode().strip()}"
+        )
     return done.returncode == 0
 
 

@@ -49,9 +49,12 @@ def two_way_mean_variance(d: Sequence[Sequence[float]]) -> tuple[float, float]:
     grand = statistics.fmean(seed_means)
     ms_s = m * sum((x - grand) ** 2 for x in seed_means) / (k - 1)
     ms_e = k * sum((x - grand) ** 2 for x in example_means) / (m - 1)
-    ms_r = sum((v - sm - em + grand) ** 2 for row, sm in zip(d, seed_means) for v, em in zip(row, example_means)) \
-        / ((k - 1) * (m - 1))
-    terms = [(ms_r, (k - 1) * (m - 1), -1.0)]   # (mean square, df, sign)
+    ms_r = sum(
+        (v - sm - em + grand) ** 2
+        for row, sm in zip(d, seed_means)
+        for v, em in zip(row, example_means)
+    ) / ((k - 1) * (m - 1))
+    terms = [(ms_r, (k - 1) * (m - 1), -1.0)]  # (mean square, df, sign)
     seed_kept, example_kept = ms_s >= ms_r, ms_e >= ms_r
     if seed_kept:
         terms.append((ms_s, k - 1, 1.0))
@@ -60,7 +63,7 @@ def two_way_mean_variance(d: Sequence[Sequence[float]]) -> tuple[float, float]:
     kept = seed_kept + example_kept
     if kept == 0:
         terms = [(ms_r, (k - 1) * (m - 1), 1.0)]
-    elif kept == 1:   # one component at 0: the other's mean square alone (MS_R cancels)
+    elif kept == 1:  # one component at 0: the other's mean square alone (MS_R cancels)
         terms = [t for t in terms if t[2] > 0]
     total = sum(sign * ms for ms, _, sign in terms)
     variance = total / (k * m)
@@ -84,16 +87,24 @@ def minimum_detectable_effect(interval, *, power: float = 0.8, one_sided: bool =
     """
     if not 0 < power < 1:
         raise ValueError(f"power must be in (0, 1); got {power!r}")
-    if interval.se is None or interval.df is None or not interval.df > 0 or not math.isfinite(interval.se):
+    if (
+        interval.se is None
+        or interval.df is None
+        or not interval.df > 0
+        or not math.isfinite(interval.se)
+    ):
         return math.inf
     q = 0.95 if one_sided else 0.975
     if math.isinf(interval.df):
         return (float(stats.norm.ppf(q)) + float(stats.norm.ppf(power))) * interval.se
-    return (float(stats.t.ppf(q, interval.df)) + float(stats.t.ppf(power, interval.df))) * interval.se
+    return (
+        float(stats.t.ppf(q, interval.df)) + float(stats.t.ppf(power, interval.df))
+    ) * interval.se
 
 
-def powered(interval, expected: float, threshold: float, *, power: float = 0.8,
-            one_sided: bool = False) -> tuple[bool, float]:
+def powered(
+    interval, expected: float, threshold: float, *, power: float = 0.8, one_sided: bool = False
+) -> tuple[bool, float]:
     """Whether the distance |expected − threshold| reaches this design's :func:`minimum_detectable_effect`; and
     the MDE."""
     mde = minimum_detectable_effect(interval, power=power, one_sided=one_sided)

@@ -11,8 +11,8 @@ import torch
 
 from dpnc.algorithms.base import Setting
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, practical_parameters
-from dpnc.privacy.budget import Budget
 from dpnc.privacy import Accountant, NoiseSource
+from dpnc.privacy.budget import Budget
 from dpnc.problems import LogisticRegression
 
 EPS, DELTA = 4.0, 1e-5
@@ -21,7 +21,9 @@ BUDGET = Budget(EPS, DELTA)
 
 @pytest.fixture(scope="module")
 def cancer():
-    train, _ = LogisticRegression.load("breast-cancer", seed=0)   # public per-example features, L0, L1 public
+    train, _ = LogisticRegression.load(
+        "breast-cancer", seed=0
+    )  # public per-example features, L0, L1 public
     return train, train.solve()
 
 
@@ -31,8 +33,13 @@ def _excess(problem, reference, algorithm, seeds=3):
     excess, spent = [], []
     for seed in range(seeds):
         acct = Accountant()
-        run = algorithm.run(problem, x0, noise=NoiseSource.for_testing(seed), accountant=acct,
-                            generator=torch.Generator().manual_seed(seed))
+        run = algorithm.run(
+            problem,
+            x0,
+            noise=NoiseSource.for_testing(seed),
+            accountant=acct,
+            generator=torch.Generator().manual_seed(seed),
+        )
         excess.append(float(problem.value(run.output) - problem.value(reference)))
         spent.append(acct.epsilon(DELTA, "rdp"))
     return sum(excess) / seeds, max(spent), float(problem.value(x0) - problem.value(reference))
@@ -66,9 +73,13 @@ def test_the_rule_reads_public_inputs_and_refuses_what_it_lacks(cancer):
     p = practical_parameters(Setting(c, problem.n, 31), BUDGET, steps=100, zeroth_order=True)
     assert p["C"] == c.L0 and p["eta"] == pytest.approx(1 / (c.L1 * 33)) and p["steps"] == 100
     nonsmooth = dataclasses.replace(c, L1=None)
-    p = practical_parameters(Setting(nonsmooth, problem.n, 31, gap=2.0), BUDGET, steps=100, zeroth_order=False)
+    p = practical_parameters(
+        Setting(nonsmooth, problem.n, 31, gap=2.0), BUDGET, steps=100, zeroth_order=False
+    )
     assert p["eta"] == pytest.approx(2.0 / (c.L0**2 * math.sqrt(100)))
-    assert DPGD0th.practical(Setting(c, problem.n, 31), BUDGET).C == pytest.approx(c.L0 * math.sqrt(33))
+    assert DPGD0th.practical(Setting(c, problem.n, 31), BUDGET).C == pytest.approx(
+        c.L0 * math.sqrt(33)
+    )
     with pytest.raises(ValueError, match=r"need constants.L1 \(smooth\) or gap"):
         DPZero.practical(Setting(nonsmooth, problem.n, 31), BUDGET)
     with pytest.raises(ValueError, match="L0"):

@@ -50,13 +50,16 @@ class RecordingNoise:
         return self.source.gaussian_scalar(sigma)
 
 
-def _run(config: type, f, *, w0=None, noise=None, accountant=None, relation="replace-one", **fields):
+def _run(
+    config: type, f, *, w0=None, noise=None, accountant=None, relation="replace-one", **fields
+):
     """``config.of(Setting.of(f), **fields).run(f, w0, noise=..., accountant=...)``: the objective's constants, a secret
     noise source and the accountant of ``relation`` unless given (``run`` itself requires both)."""
     noise = NoiseSource() if noise is None else noise
     accountant = Accountant(relation) if accountant is None else accountant
-    return config.of(Setting.of(f), **fields).run(f, w0, noise=noise, accountant=accountant,
-                                                  generator=torch.Generator())
+    return config.of(Setting.of(f), **fields).run(
+        f, w0, noise=noise, accountant=accountant, generator=torch.Generator()
+    )
 
 
 spider = functools.partial(_run, kl.KLSpider)
@@ -71,10 +74,18 @@ def start(objective, fraction: float = 0.9) -> torch.Tensor:
 
 
 def schedule_for(objective, rho=1.0, beta=0.05, paper=False):
-    return kl.spider_schedule(n=objective.n, d=objective.dim, rho=rho, beta=beta, gamma=objective.constants.gamma,
-                              kappa=objective.constants.kappa, L0=objective.constants.L0, L1=objective.constants.L1,
-                              F0=(objective.constants.gamma * objective.constants.L0) ** objective.constants.kappa,
-                              paper=paper)
+    return kl.spider_schedule(
+        n=objective.n,
+        d=objective.dim,
+        rho=rho,
+        beta=beta,
+        gamma=objective.constants.gamma,
+        kappa=objective.constants.kappa,
+        L0=objective.constants.L0,
+        L1=objective.constants.L1,
+        F0=(objective.constants.gamma * objective.constants.L0) ** objective.constants.kappa,
+        paper=paper,
+    )
 
 
 # --- Algorithm 1: KL-Spider ----------------------------------------------------------------------------
@@ -92,9 +103,14 @@ def test_spider_schedule_matches_the_spec_formulas(kappa):
     bracket = math.log(F0) + kappa * math.log(n * math.sqrt(rho) / (gamma * L0 * math.sqrt(D)))
     K = math.ceil((1 + 64 * gamma**2 * L1 / F0**a) * bracket)
     assert s.K == K
-    beta_p = (beta / K) * (gamma * L0 * math.sqrt(K * D) / (n * math.sqrt(rho) * F0 ** (1 / kappa))) ** (2 - kappa)
+    beta_p = (beta / K) * (
+        gamma * L0 * math.sqrt(K * D) / (n * math.sqrt(rho) * F0 ** (1 / kappa))
+    ) ** (2 - kappa)
     assert s.beta_prime == pytest.approx(beta_p, rel=1e-12)
-    floor = min((48 * gamma * L0 * math.sqrt(K * D * math.log(1 / beta_p)) / (n * math.sqrt(rho))) ** kappa, F0)
+    floor = min(
+        (48 * gamma * L0 * math.sqrt(K * D * math.log(1 / beta_p)) / (n * math.sqrt(rho))) ** kappa,
+        F0,
+    )
     assert s.Phi_floor == pytest.approx(floor, rel=1e-12)
     Phi = [r.Phi for r in s.rounds]
     assert all(x >= y for x, y in zip(Phi, Phi[1:]))  # nonincreasing
@@ -113,10 +129,14 @@ def test_spider_schedule_matches_the_spec_formulas(kappa):
         assert r.sigma_hat == pytest.approx((2 * L0 / n) / math.sqrt(2 * rho * share), rel=1e-12)
         if r.T > 1:
             delta_k = r.Phi ** (1 / kappa) / (2 * gamma * n)  # 2·L1·r_k/n
-            assert r.sigma == pytest.approx(delta_k / math.sqrt(2 * rho / (2 * K * (r.T - 1))), rel=1e-12)
+            assert r.sigma == pytest.approx(
+                delta_k / math.sqrt(2 * rho / (2 * K * (r.T - 1))), rel=1e-12
+            )
     # the calibrated budget adds up to exactly ρ over the schedule
-    total = sum(((2 * L0 / n) / r.sigma_hat) ** 2 / 2
-                + (r.T - 1) * ((2 * L1 * r.r / n) / r.sigma) ** 2 / 2 for r in s.rounds)
+    total = sum(
+        ((2 * L0 / n) / r.sigma_hat) ** 2 / 2 + (r.T - 1) * ((2 * L1 * r.r / n) / r.sigma) ** 2 / 2
+        for r in s.rounds
+    )
     assert total == pytest.approx(rho, rel=1e-12)
 
 
@@ -127,7 +147,9 @@ def test_spider_paper_noise_is_the_printed_formula():
     for r in s.rounds:
         assert r.sigma_hat == pytest.approx(f.constants.L0 * math.sqrt(s.K) / nsr)
         assert r.sigma == pytest.approx(r.Phi ** (1 / 1.5) * math.sqrt(r.T * s.K) / (gamma * nsr))
-    Cf32 = (32 * gamma * f.constants.L0 * math.sqrt(s.K * D * math.log(1 / s.beta_prime)) / nsr) ** 1.5
+    Cf32 = (
+        32 * gamma * f.constants.L0 * math.sqrt(s.K * D * math.log(1 / s.beta_prime)) / nsr
+    ) ** 1.5
     assert s.Phi_floor == pytest.approx(min(Cf32, (gamma * f.constants.L0) ** 1.5))
 
 
@@ -147,8 +169,9 @@ def test_spider_run_obeys_its_schedule(kappa):
     s = r.stats.schedule
     steps = r.stats.iterates[1:] - r.stats.iterates[:-1]
     lengths = steps.norm(dim=1)
-    expected = torch.tensor([rnd.r for rnd, t in zip(s.rounds, r.stats.updates) for _ in range(t)],
-                            dtype=torch.float64)
+    expected = torch.tensor(
+        [rnd.r for rnd, t in zip(s.rounds, r.stats.updates) for _ in range(t)], dtype=torch.float64
+    )
     assert torch.allclose(lengths, expected, rtol=1e-12)  # every step has length exactly r_k
     assert all(t <= rnd.T for rnd, t in zip(s.rounds, r.stats.updates))
     assert float((r.stats.iterates - start(f)).norm(dim=1).max()) <= s.radius * (1 + 1e-12)
@@ -169,7 +192,7 @@ def test_spider_estimate_error_is_the_sum_of_the_round_noise():
     k = next(k for k, t in enumerate(updates) if t >= 3)
     position = sum(updates[:k])  # index of the round's first iterate
     first_draw = sum(1 + min(t, rnd.T - 1) for rnd, t in zip(rounds[:k], updates[:k]))
-    draws = noise.draws[first_draw: first_draw + 1 + min(updates[k], rounds[k].T - 1)]
+    draws = noise.draws[first_draw : first_draw + 1 + min(updates[k], rounds[k].T - 1)]
     # the releases draw noise per unit of their bound (release_sum): the checkpoint's is L0, a difference's L1·r_k
     draws = [draws[0] * f.constants.L0] + [z * f.constants.L1 * rounds[k].r for z in draws[1:]]
     g = f.gradient(r.stats.iterates[position]) + draws[0]
@@ -204,18 +227,40 @@ def test_spider_without_example_gradients_relies_on_the_declared_region():
     r = spider(f, rho=1.0, w0=start(f), noise=NoiseSource.for_testing(0))
     assert r.stats.sensitivity == kl.DECLARED
     region = f.constants.region
-    assert float((r.stats.iterates - region.center).norm(dim=1).max()) <= region.radius * (1 + 1e-12)
+    assert float((r.stats.iterates - region.center).norm(dim=1).max()) <= region.radius * (
+        1 + 1e-12
+    )
 
 
 def test_spider_clipping_is_a_no_op_under_the_assumptions():
     f = LeastSquares.generate(3, 400, seed=0)
-    runs = [spider(f, rho=50.0, w0=f.w_star + 0.1, clip=clip, noise=NoiseSource.for_testing(4),
-                         L1=f.constants.L1, gamma=f.constants.gamma) for clip in (False, True)]
+    runs = [
+        spider(
+            f,
+            rho=50.0,
+            w0=f.w_star + 0.1,
+            clip=clip,
+            noise=NoiseSource.for_testing(4),
+            L1=f.constants.L1,
+            gamma=f.constants.gamma,
+        )
+        for clip in (False, True)
+    ]
     assert torch.allclose(runs[0].output, runs[1].output, atol=1e-10)
 
 
-@pytest.mark.parametrize("bad", [dict(rho=0.0), dict(rho=-1.0), dict(beta=1.0), dict(paper="exact"),
-                                 dict(w0=torch.zeros(3)), dict(gamma=-1.0), dict(kappa=2.5)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(rho=0.0),
+        dict(rho=-1.0),
+        dict(beta=1.0),
+        dict(paper="exact"),
+        dict(w0=torch.zeros(3)),
+        dict(gamma=-1.0),
+        dict(kappa=2.5),
+    ],
+)
 def test_spider_validates_its_arguments(bad):
     args = dict(rho=1.0) | bad
     with pytest.raises(ValueError):
@@ -226,8 +271,17 @@ def _median_excess(algorithm, make, nsrs, seeds=5, **kwargs):
     medians = []
     for nsr in nsrs:
         f = make(int(nsr))
-        excess = [float(f.value(algorithm(f, rho=1.0, w0=start(f), noise=NoiseSource.for_testing(s), **kwargs).output))
-                  - f.constants.F_star for s in range(seeds)]
+        excess = [
+            float(
+                f.value(
+                    algorithm(
+                        f, rho=1.0, w0=start(f), noise=NoiseSource.for_testing(s), **kwargs
+                    ).output
+                )
+            )
+            - f.constants.F_star
+            for s in range(seeds)
+        ]
         medians.append(statistics.median(excess))
     return medians
 
@@ -250,7 +304,14 @@ def test_spider_rate_and_bound(kappa):
         f = make(int(nsr))
         floor = schedule_for(f).Phi_floor
         for s in range(5):
-            assert float(f.value(spider(f, rho=1.0, w0=start(f), noise=NoiseSource.for_testing(s)).output)) <= floor
+            assert (
+                float(
+                    f.value(
+                        spider(f, rho=1.0, w0=start(f), noise=NoiseSource.for_testing(s)).output
+                    )
+                )
+                <= floor
+            )
     slope = _slope(nsrs, _median_excess(spider, make, nsrs))
     assert -kappa - 0.3 <= slope <= -kappa + 0.35
 
@@ -266,11 +327,20 @@ def test_proximal_point_splits_the_budget_and_stays_in_the_prox_ball():
         calls.append(kwargs)
         return kl.noisy_projected_gd(queries, center, **kwargs)
 
-    r = proximal(f, rho=1.0, beta=0.1, w0=start(f), inner=inner, max_inner_iters=50,
-                          noise=NoiseSource.for_testing(0))
+    r = proximal(
+        f,
+        rho=1.0,
+        beta=0.1,
+        w0=start(f),
+        inner=inner,
+        max_inner_iters=50,
+        noise=NoiseSource.for_testing(0),
+    )
     T = r.stats.rounds
     assert len(calls) == T
-    assert all(c["rho"] == pytest.approx(1.0 / T) and c["beta"] == pytest.approx(0.1 / T) for c in calls)
+    assert all(
+        c["rho"] == pytest.approx(1.0 / T) and c["beta"] == pytest.approx(0.1 / T) for c in calls
+    )
     assert r.stats.inner_max_distance <= r.stats.inner_radius + 1e-12
     assert r.accountant.rho() == pytest.approx(1.0, rel=1e-9)
 
@@ -280,8 +350,16 @@ def test_noisy_projected_gd_ledger_and_averaging():
     for paper, expected in ((False, 0.3), (True, None)):
         acc = Accountant()
         queries = kl.PrivateGradients(f, noise=NoiseSource.for_testing(1), accountant=acc)
-        out = kl.noisy_projected_gd(queries, f.w_star.clone(), rho=0.3, beta=0.1, L0=f.constants.L0,
-                                    weak_convexity=1.0, paper=paper, max_iters=40)
+        out = kl.noisy_projected_gd(
+            queries,
+            f.w_star.clone(),
+            rho=0.3,
+            beta=0.1,
+            L0=f.constants.L0,
+            weak_convexity=1.0,
+            paper=paper,
+            max_iters=40,
+        )
         T_A = out.steps + 1
         if expected is not None:
             assert acc.rho() == pytest.approx(expected, rel=1e-12)
@@ -292,8 +370,9 @@ def test_noisy_projected_gd_ledger_and_averaging():
     c = f.w_star + 0.3
     g = Quadratic(2, n=50, c=c)
     queries = kl.PrivateGradients(g, noise=ZeroNoise(), accountant=Accountant())
-    out = kl.noisy_projected_gd(queries, c.clone(), rho=0.3, beta=0.1, L0=g.constants.L0, weak_convexity=1.0,
-                                max_iters=25)
+    out = kl.noisy_projected_gd(
+        queries, c.clone(), rho=0.3, beta=0.1, L0=g.constants.L0, weak_convexity=1.0, max_iters=25
+    )
     assert torch.allclose(out.w, c, atol=1e-15)
 
 
@@ -313,16 +392,44 @@ def test_proximal_point_rate_kappa_3():
     excess, bounds = [], []
     for n in nsrs:
         f = PowerGrowth(3.0, 1, n=n)
-        excess.append([float(f.value(proximal(f, rho=1.0, w0=start(f), max_inner_iters=200,
-                                              noise=NoiseSource.for_testing(s)).output)) for s in range(seeds)])
+        excess.append(
+            [
+                float(
+                    f.value(
+                        proximal(
+                            f,
+                            rho=1.0,
+                            w0=start(f),
+                            max_inner_iters=200,
+                            noise=NoiseSource.for_testing(s),
+                        ).output
+                    )
+                )
+                for s in range(seeds)
+            ]
+        )
         c = f.constants
-        bounds.append(kl.proximal_point_bound(n=n, d=1, rho=1.0, beta=0.05, gamma=c.gamma, kappa=3.0, L0=c.L0,
-                                              weak_convexity=c.weak_convexity, F0=(c.gamma * c.L0) ** 3))
+        bounds.append(
+            kl.proximal_point_bound(
+                n=n,
+                d=1,
+                rho=1.0,
+                beta=0.05,
+                gamma=c.gamma,
+                kappa=3.0,
+                L0=c.L0,
+                weak_convexity=c.weak_convexity,
+                F0=(c.gamma * c.L0) ** 3,
+            )
+        )
     x = np.log(nsrs)
     slope = float(np.polyfit(x, np.log(np.mean(excess, axis=1)), 1)[0])
     predicted = float(np.polyfit(x, np.log(bounds), 1)[0])
     rng = np.random.default_rng(0)
-    boot = [np.polyfit(x, np.log([np.mean(rng.choice(e, seeds)) for e in excess]), 1)[0] for _ in range(2000)]
+    boot = [
+        np.polyfit(x, np.log([np.mean(rng.choice(e, seeds)) for e in excess]), 1)[0]
+        for _ in range(2000)
+    ]
     spread = float(np.std(boot))
     assert spread < 0.5, spread
     assert abs(slope - predicted) <= 3 * spread, (slope, predicted, spread)
@@ -341,7 +448,9 @@ def test_adaptive_gd_noise_charges_and_halting():
     f = SinePL.generate(D, 2000, seed=0, radius=3.0)  # the region holds w0
     noise = RecordingNoise(5)
     rho = 4.0
-    r = adaptive(f, rho=rho, w0=torch.full((D,), 0.8, dtype=torch.float64), noise=noise, strict=False)
+    r = adaptive(
+        f, rho=rho, w0=torch.full((D,), 0.8, dtype=torch.float64), noise=noise, strict=False
+    )
     st = r.stats
     n, d, ell = f.n, D, st.ell
     assert ell == pytest.approx(math.log(n * math.sqrt(rho) / 0.05))
@@ -360,9 +469,14 @@ def test_adaptive_gd_noise_charges_and_halting():
     norms = [float(f.gradient(w).norm()) for w in r.stats.iterates[:-1]]
     assert len(norms) == st.steps
     vector_draws = [z for z in noise.draws if z.ndim == 1]
-    ratios = [float(z.norm()) * f.constants.L0 / s for z, s in zip(vector_draws, st.sigmas)]  # per unit of L0
+    ratios = [
+        float(z.norm()) * f.constants.L0 / s for z, s in zip(vector_draws, st.sigmas)
+    ]  # per unit of L0
     # ‖g − ∇F‖/σ_t ~ χ_d: mean √d within 4 standard errors (sd of χ_d ≈ 1/√2)
-    assert abs(statistics.mean(ratios) - math.sqrt(d)) < 4 * (1 / math.sqrt(2)) / math.sqrt(len(ratios)) + 0.05
+    assert (
+        abs(statistics.mean(ratios) - math.sqrt(d))
+        < 4 * (1 / math.sqrt(2)) / math.sqrt(len(ratios)) + 0.05
+    )
 
 
 def test_adaptive_gd_strict_never_exceeds_rho_and_is_reproducible():
@@ -385,7 +499,9 @@ def test_adaptive_gd_paper_mode_doubles_the_true_cost_under_replace_one():
 def test_adaptive_gd_rate(kappa):
     """Spec §5.8: at fixed d the (1/(n√ρ))^{κ/2} term dominates; slope ≤ −κ/2 + 0.2 (measured −0.66 / −1.24)."""
     nsrs = [1e6, 1e7, 1e8, 1e9]
-    slope = _slope(nsrs, _median_excess(adaptive, lambda n: PowerGrowth(kappa, D, n=n), nsrs, seeds=7))
+    slope = _slope(
+        nsrs, _median_excess(adaptive, lambda n: PowerGrowth(kappa, D, n=n), nsrs, seeds=7)
+    )
     assert slope <= -kappa / 2 + 0.2
 
 
@@ -393,9 +509,14 @@ def test_adaptive_gd_rate(kappa):
 def test_excess_falls_with_the_budget():
     """Spec §5.9: excess risk is (stochastically) nonincreasing in ρ, here over medians of 7 seeds."""
     f = PowerGrowth(1.5, D, n=10**6)
-    medians = [statistics.median(float(f.value(alg(f, rho=rho, w0=start(f), noise=NoiseSource.for_testing(s)).output))
-                                 for s in range(7))
-               for alg in (spider, adaptive) for rho in (0.01, 1.0, 100.0)]
+    medians = [
+        statistics.median(
+            float(f.value(alg(f, rho=rho, w0=start(f), noise=NoiseSource.for_testing(s)).output))
+            for s in range(7)
+        )
+        for alg in (spider, adaptive)
+        for rho in (0.01, 1.0, 100.0)
+    ]
     for a in (medians[:3], medians[3:]):
         assert a[0] > a[1] > a[2]
 
@@ -406,12 +527,16 @@ def test_excess_falls_with_the_budget():
 def test_selection_frequencies_follow_the_exponential_mechanism():
     """Spec §5.5: frequencies of t* match softmax(−n√ρ‖∇F(w_t)‖/(2Δ)) (chi-square, 5000 draws)."""
     f = Quadratic(2, n=40)
-    iterates = torch.stack([f.w_star + t * torch.tensor([0.05, 0.0], dtype=torch.float64) for t in range(6)])
+    iterates = torch.stack(
+        [f.w_star + t * torch.tensor([0.05, 0.0], dtype=torch.float64) for t in range(6)]
+    )
     rho = 0.04
     noise = NoiseSource.for_testing(11)
     acc = Accountant()
-    draws = [kl.select_stationary(f, iterates, rho=rho, L0=f.constants.L0, noise=noise, accountant=acc)
-             for _ in range(5000)]
+    draws = [
+        kl.select_stationary(f, iterates, rho=rho, L0=f.constants.L0, noise=noise, accountant=acc)
+        for _ in range(5000)
+    ]
     norms = f.gradient(iterates).norm(dim=1)
     delta = 2 * f.constants.L0 / f.n  # replace-one
     p = torch.softmax(-math.sqrt(rho) * norms / (2 * delta), 0).numpy()
@@ -425,11 +550,22 @@ def test_selection_frequencies_follow_the_exponential_mechanism():
 
 def test_adaptive_gd_with_selection_releases_an_iterate():
     f = SinePL.generate(D, 500, seed=1, radius=2.0)  # the region holds w0
-    r = adaptive(f, rho=1.0, w0=torch.full((D,), 0.5, dtype=torch.float64), select=True,
-                       noise=NoiseSource.for_testing(0))
+    r = adaptive(
+        f,
+        rho=1.0,
+        w0=torch.full((D,), 0.5, dtype=torch.float64),
+        select=True,
+        noise=NoiseSource.for_testing(0),
+    )
     assert torch.equal(r.output, r.stats.iterates[r.stats.selected])
     assert r.accountant.rho() == pytest.approx(1.0 + 1.0 / 8)
-    paper = adaptive(f, rho=1.0, w0=torch.full((D,), 0.5, dtype=torch.float64), select=True,
-                           paper=True, noise=NoiseSource.for_testing(0))
+    paper = adaptive(
+        f,
+        rho=1.0,
+        w0=torch.full((D,), 0.5, dtype=torch.float64),
+        select=True,
+        paper=True,
+        noise=NoiseSource.for_testing(0),
+    )
     # paper: score sensitivity L0/n under replace-one really gives ε = 2√ρ, i.e. ρ = (2)²/8 on top of the filter's 2ρ
     assert paper.accountant.rho() == pytest.approx(2.0 + 4.0 / 8)

@@ -49,9 +49,21 @@ def runs(build, n: int, *, relation: str = "replace-one", sufficient: bool = Tru
     for seed in seeds:
         f = least_squares(n, seed, sufficient=sufficient)
         accountant = Accountant(relation)
-        run = build(Setting.of(f)).run(f, None, noise=NoiseSource.for_testing(1000 + seed), accountant=accountant,
-                                        generator=torch.Generator())
-        out.append((excess(f, torch.zeros(D, dtype=torch.float64)), excess(f, run.output), accountant.rho(), run))
+        run = build(Setting.of(f)).run(
+            f,
+            None,
+            noise=NoiseSource.for_testing(1000 + seed),
+            accountant=accountant,
+            generator=torch.Generator(),
+        )
+        out.append(
+            (
+                excess(f, torch.zeros(D, dtype=torch.float64)),
+                excess(f, run.output),
+                accountant.rho(),
+                run,
+            )
+        )
     return out
 
 
@@ -73,7 +85,9 @@ def spider_practical(setting):
 
 def test_spider_theory_makes_no_update_on_least_squares():
     """The diagnosis: Theorem 1's Φfloor is min(…, F0) = F0, so every round's threshold exceeds ‖∇F‖."""
-    (start, end, spent, run), = runs(lambda s: KLSpider.from_theory(s, ZCDP(RHO)), 20_000, seeds=(0,))
+    ((start, end, spent, run),) = runs(
+        lambda s: KLSpider.from_theory(s, ZCDP(RHO)), 20_000, seeds=(0,)
+    )
     assert run.stats.steps == 0 and end == start
     assert run.stats.schedule.Phi_floor == run.stats.F0
 
@@ -82,7 +96,9 @@ def test_spider_practical_cuts_the_excess_tenfold_and_improves_with_n():
     small, mid, large = (runs(spider_practical, n) for n in (2_000, 20_000, 200_000))
     for results in (small, mid, large):
         assert_within_budget(results)
-        assert all(spent >= RHO * (1 - 1e-8) for *_, spent, _ in results)  # it spends what it is given
+        assert all(
+            spent >= RHO * (1 - 1e-8) for *_, spent, _ in results
+        )  # it spends what it is given
     start = mean(r[0] for r in mid)
     assert mean(r[1] for r in mid) <= start / 10
     # the κ = 2 rate ∝ 1/n² predicts 100× from 2·10⁴ to 2·10⁵; asserted: 10×, and n = 2·10³ worse than 2·10⁴
@@ -92,7 +108,7 @@ def test_spider_practical_cuts_the_excess_tenfold_and_improves_with_n():
 
 
 def test_spider_practical_on_explicit_rows_is_clipped_and_cuts_tenfold():
-    (start, end, spent, run), = runs(spider_practical, 20_000, sufficient=False, seeds=(0,))
+    ((start, end, spent, run),) = runs(spider_practical, 20_000, sufficient=False, seeds=(0,))
     assert run.stats.sensitivity == CLIPPED and run.private
     assert spent <= RHO
     assert end <= start / 10
@@ -112,15 +128,21 @@ def test_practical_schedule_spends_rho_at_its_precision_and_no_round_more():
     assert sched.K == len(sched.rounds) > 0
     c = 1 + 1 / (PRACTICAL.descent * gamma**2 * L1)
     checkpoint = mean_sensitivity(L0, n, "replace-one")
-    spent = sum(checkpoint**2 / (2 * r.sigma_hat**2) for r in sched.rounds)  # κ = 2: T_k = 1, checkpoints only
+    spent = sum(
+        checkpoint**2 / (2 * r.sigma_hat**2) for r in sched.rounds
+    )  # κ = 2: T_k = 1, checkpoints only
     assert spent == pytest.approx(RHO * (1 - 1e-9), rel=1e-12)
     for k, r in enumerate(sched.rounds, start=1):
         assert r.T == 1 and r.Phi == pytest.approx(F0 * c**-k, rel=1e-9)
-        assert r.r == pytest.approx(r.Phi ** 0.5 / (PRACTICAL.step * gamma * L1), rel=1e-12)
-        assert math.sqrt(D) * r.sigma_hat <= r.Phi ** 0.5 / (PRACTICAL.precision * gamma) * (1 + 1e-12)
+        assert r.r == pytest.approx(r.Phi**0.5 / (PRACTICAL.step * gamma * L1), rel=1e-12)
+        assert math.sqrt(D) * r.sigma_hat <= r.Phi**0.5 / (PRACTICAL.precision * gamma) * (
+            1 + 1e-12
+        )
     # the least cost of round k at its precision e_k is d·Δc²/(2e_k²); K rounds fit in ρ, K + 1 do not
-    cost = [D * checkpoint**2 / (2 * (F0 * c**-k) / (PRACTICAL.precision * gamma) ** 2)
-            for k in range(1, sched.K + 2)]
+    cost = [
+        D * checkpoint**2 / (2 * (F0 * c**-k) / (PRACTICAL.precision * gamma) ** 2)
+        for k in range(1, sched.K + 2)
+    ]
     assert sum(cost[:-1]) <= RHO < sum(cost)
 
 
@@ -129,8 +151,9 @@ def test_spider_practical_with_differences_stays_within_budget_and_descends():
     f = PowerGrowth(1.5, 5, n=20_000)
     w0 = torch.full((5,), 0.4, dtype=torch.float64)
     accountant = Accountant()
-    run = KLSpider.practical(Setting.of(f), ZCDP(RHO)).run(f, w0, noise=NoiseSource.for_testing(7),
-                                                             accountant=accountant, generator=torch.Generator())
+    run = KLSpider.practical(Setting.of(f), ZCDP(RHO)).run(
+        f, w0, noise=NoiseSource.for_testing(7), accountant=accountant, generator=torch.Generator()
+    )
     assert max(r.T for r in run.stats.schedule.rounds) > 1
     assert RHO * (1 - 1e-8) <= accountant.rho() <= RHO
     assert excess(f, run.output) <= excess(f, w0) / 10
@@ -172,4 +195,6 @@ def test_proximal_practical_cuts_the_excess_hundredfold():
     results = runs(lambda s: ProximalPoint.practical(s, ZCDP(RHO)), 20_000)
     assert_within_budget(results)
     assert mean(r[1] for r in results) <= mean(r[0] for r in results) / 100
-    assert all(max(r[3].stats.inner_steps) <= 199 for r in results)  # T_A ≤ 200 inner points, T_A − 1 queries
+    assert all(
+        max(r[3].stats.inner_steps) <= 199 for r in results
+    )  # T_A ≤ 200 inner points, T_A − 1 queries

@@ -36,11 +36,21 @@ class Springs(KLObjective):
 
     name = "springs"
 
-    def __init__(self, x, s, *, explicit: bool = True, kappa: float = 2.0, weak_convexity: float = 0.1) -> None:
+    def __init__(
+        self, x, s, *, explicit: bool = True, kappa: float = 2.0, weak_convexity: float = 0.1
+    ) -> None:
         self.x, self.s, self._explicit = x, s, explicit
         self.n, self.dim = x.shape
-        self._declare(L0=2.0, L1=1.0, weak_convexity=weak_convexity, gamma=1.0, kappa=kappa,
-                      center=torch.zeros(self.dim, dtype=F64), radius=1.0, F_star=0.0)
+        self._declare(
+            L0=2.0,
+            L1=1.0,
+            weak_convexity=weak_convexity,
+            gamma=1.0,
+            kappa=kappa,
+            center=torch.zeros(self.dim, dtype=F64),
+            radius=1.0,
+            F_star=0.0,
+        )
         self.w_star = None
 
     def with_example(self, x0, s0) -> Springs:
@@ -48,7 +58,9 @@ class Springs(KLObjective):
         x, s = self.x.clone(), self.s.clone()
         x[0], s[0] = torch.as_tensor(x0, dtype=F64), s0
         c = self.constants
-        return Springs(x, s, explicit=self._explicit, kappa=c.kappa, weak_convexity=c.weak_convexity)
+        return Springs(
+            x, s, explicit=self._explicit, kappa=c.kappa, weak_convexity=c.weak_convexity
+        )
 
     def _value(self, points):
         return 0.5 * (self.s * ((points[:, None, :] - self.x) ** 2).sum(-1)).mean(-1)
@@ -90,7 +102,9 @@ class Audit:
 
     def __init__(self) -> None:
         self.neighbours: list[KLObjective] = []
-        self.records: list[tuple[str, float, float]] = []  # (query kind, realised change, claimed sensitivity)
+        self.records: list[
+            tuple[str, float, float]
+        ] = []  # (query kind, realised change, claimed sensitivity)
 
     def compare(self, queries, kind: str, query, value: torch.Tensor, bound: float) -> None:
         """``value`` is the query's pre-noise sum (released divided by n): the realised change of the mean is
@@ -113,7 +127,9 @@ class Audit:
         so the audit would catch a sensitivity understated by any factor, not only a gross one."""
         assert self.worst() <= 1 + 1e-9, self.worst()
         if sharp:
-            assert all(self.worst(kind) > 0.99 for kind in self.kinds()), {k: self.worst(k) for k in self.kinds()}
+            assert all(self.worst(kind) > 0.99 for kind in self.kinds()), {
+                k: self.worst(k) for k in self.kinds()
+            }
 
     def kinds(self) -> set[str]:
         return {kind for kind, _, _ in self.records}
@@ -137,7 +153,9 @@ def audit(monkeypatch) -> Audit:
 
         def difference_sum(self, w_new, w, bound):
             value = super().difference_sum(w_new, w, bound)
-            log.compare(self, "difference", lambda: Base.difference_sum(self, w_new, w, bound), value, bound)
+            log.compare(
+                self, "difference", lambda: Base.difference_sum(self, w_new, w, bound), value, bound
+            )
             return value
 
     monkeypatch.setattr(kl_common, "PrivateGradients", Audited)
@@ -145,7 +163,9 @@ def audit(monkeypatch) -> Audit:
 
 
 def gaussian_sensitivities(result) -> set[float]:
-    return {e.release.sensitivity for e in result.accountant.ledger if isinstance(e.release, Gaussian)}
+    return {
+        e.release.sensitivity for e in result.accountant.ledger if isinstance(e.release, Gaussian)
+    }
 
 
 START = torch.tensor([-0.5, 0.3], dtype=F64)
@@ -158,7 +178,10 @@ START = torch.tensor([-0.5, 0.3], dtype=F64)
 def test_kl_spider_realised_sensitivity_is_within_the_ledger(audit, explicit):
     f, audit.neighbours = adversarial(explicit=explicit, kappa=1.5)
     r = spider(f, rho=1e6, w0=START, noise=NoiseSource.for_testing(0))
-    assert audit.kinds() == {"gradient", "difference"}  # checkpoints and SPIDER differences both audited
+    assert audit.kinds() == {
+        "gradient",
+        "difference",
+    }  # checkpoints and SPIDER differences both audited
     audit.check(sharp=explicit)
     assert audit.claimed() <= gaussian_sensitivities(r)
     assert float(r.stats.iterates.norm(dim=1).max()) <= f.constants.region.radius * (1 + 1e-12)
@@ -168,7 +191,9 @@ def test_kl_spider_realised_sensitivity_is_within_the_ledger(audit, explicit):
 def test_proximal_point_realised_sensitivity_is_within_the_ledger(audit, explicit):
     f, audit.neighbours = adversarial(explicit=explicit)
     r = proximal(f, rho=1.0, w0=START, max_inner_iters=20, noise=NoiseSource.for_testing(1))
-    assert r.stats.inner_radius > 5 * f.constants.region.radius  # the prox ball L0/(2L̃1) alone would leave the region
+    assert (
+        r.stats.inner_radius > 5 * f.constants.region.radius
+    )  # the prox ball L0/(2L̃1) alone would leave the region
     audit.check(sharp=explicit)
     assert audit.claimed() <= gaussian_sensitivities(r)
     assert r.stats.inner_max_region_distance <= f.constants.region.radius * (1 + 1e-12)
@@ -190,6 +215,7 @@ def test_adaptive_gd_realised_sensitivity_is_within_the_filter(audit, explicit, 
 def test_queries_refuse_a_point_outside_the_region_when_they_cannot_clip():
     """Defence in depth for pluggable inner solvers: without clipping, a query outside the region (where the bound
     need not hold) is refused before anything is released; with clipping it is harmless and allowed."""
+
     def wandering(queries, center, **kwargs):
         queries.gradient(center + torch.tensor([5.0, 0.0], dtype=F64), kwargs["L0"])
         raise AssertionError("the query outside the region went through")
@@ -197,18 +223,34 @@ def test_queries_refuse_a_point_outside_the_region_when_they_cannot_clip():
     f, _ = adversarial(explicit=False)
     accountant = Accountant()
     with pytest.raises(RuntimeError, match="an inner solver must keep its iterates in the region"):
-        proximal(f, rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8),
-                          accountant=accountant)
+        proximal(
+            f,
+            rho=1.0,
+            w0=START,
+            inner=wandering,
+            noise=NoiseSource.for_testing(8),
+            accountant=accountant,
+        )
     assert accountant.releases == 0
     with pytest.raises(AssertionError, match="went through"):
-        proximal(adversarial()[0], rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8))
+        proximal(
+            adversarial()[0], rho=1.0, w0=START, inner=wandering, noise=NoiseSource.for_testing(8)
+        )
 
 
 def test_selection_clips_iterates_it_is_given_outside_the_region(audit):
     f, audit.neighbours = adversarial()
-    iterates = torch.tensor([[0.0, 0.0], [5.0, 0.0], [-8.0, 3.0]], dtype=F64)  # public, but outside the region
-    kl.select_stationary(f, iterates, rho=1.0, L0=f.constants.L0, noise=NoiseSource.for_testing(3),
-                          accountant=Accountant())
+    iterates = torch.tensor(
+        [[0.0, 0.0], [5.0, 0.0], [-8.0, 3.0]], dtype=F64
+    )  # public, but outside the region
+    kl.select_stationary(
+        f,
+        iterates,
+        rho=1.0,
+        L0=f.constants.L0,
+        noise=NoiseSource.for_testing(3),
+        accountant=Accountant(),
+    )
     assert len(audit.records) == 3 * len(iterates)
     audit.check(sharp=True)
 
@@ -217,9 +259,14 @@ def test_selection_refuses_iterates_outside_the_region_when_it_cannot_clip():
     f, _ = adversarial(explicit=False)
     noise = Untouchable()
     with pytest.raises(ValueError, match="iterates must lie in the region"):
-        kl.select_stationary(f, torch.tensor([[0.0, 0.0], [5.0, 0.0]], dtype=F64), rho=1.0, L0=f.constants.L0,
-                             noise=noise,
-                             accountant=Accountant())
+        kl.select_stationary(
+            f,
+            torch.tensor([[0.0, 0.0], [5.0, 0.0]], dtype=F64),
+            rho=1.0,
+            L0=f.constants.L0,
+            noise=noise,
+            accountant=Accountant(),
+        )
 
 
 def test_start_outside_the_region_is_refused_up_front():
@@ -266,12 +313,17 @@ def test_projection_onto_the_region_and_prox_ball_is_the_exact_projection():
     for _ in range(30):
         d = int(torch.randint(1, 4, (), generator=gen))
         c1, c2 = torch.randn(d, generator=gen, dtype=F64), torch.randn(d, generator=gen, dtype=F64)
-        r1, r2 = 0.5 + torch.rand((), generator=gen).item(), 0.5 + torch.rand((), generator=gen).item()
+        r1, r2 = (
+            0.5 + torch.rand((), generator=gen).item(),
+            0.5 + torch.rand((), generator=gen).item(),
+        )
         if float((c1 - c2).norm()) >= r1 + r2:
             continue
         p = 3 * torch.randn(d, generator=gen, dtype=F64)
         x = kl.project_two_balls(p, c1, r1, c2, r2)
-        assert float((x - c1).norm()) <= r1 * (1 + 1e-12) and float((x - c2).norm()) <= r2 * (1 + 1e-12)
+        assert float((x - c1).norm()) <= r1 * (1 + 1e-12) and float((x - c2).norm()) <= r2 * (
+            1 + 1e-12
+        )
         cloud = x + 0.3 * torch.randn(20_000, d, generator=gen, dtype=F64)
         feasible = cloud[((cloud - c1).norm(dim=1) <= r1) & ((cloud - c2).norm(dim=1) <= r2)]
         assert float((p - x).norm()) <= float((feasible - p).norm(dim=1).min()) + 1e-12
@@ -286,10 +338,15 @@ def test_neighbouring_least_squares_datasets_get_the_same_spider_schedule():
     """The audit's case: one replaced row used to move KL-Spider from 11,417 to 1,140,951 rounds."""
     base = LeastSquares.generate(4, 400, seed=1)
     A, b = base.A.clone(), base.b.clone()
-    A[0], b[0] = torch.linalg.eigh(base.H)[1][:, 0], -1.4  # the weakest direction, an extreme target
+    A[0], b[0] = (
+        torch.linalg.eigh(base.H)[1][:, 0],
+        -1.4,
+    )  # the weakest direction, an extreme target
     public = dict(row_bound=1.0, target_bound=1.4, radius=2.0, mu=0.2)
-    runs = [spider(LeastSquares(A_, b_, **public), rho=1.0, noise=NoiseSource.for_testing(6))
-            for A_, b_ in ((base.A, base.b), (A, b))]
+    runs = [
+        spider(LeastSquares(A_, b_, **public), rho=1.0, noise=NoiseSource.for_testing(6))
+        for A_, b_ in ((base.A, base.b), (A, b))
+    ]
     assert runs[0].stats.schedule == runs[1].stats.schedule
     assert runs[0].stats.schedule.K > 0
 
@@ -308,11 +365,21 @@ class Untouchable:
 
 def test_adaptive_gd_with_selection_refuses_an_unsupported_relation_before_the_run():
     f, _ = adversarial()
-    with pytest.raises(ValueError, match=r"relation must be one of \['replace-one'\] for select=True"):
+    with pytest.raises(
+        ValueError, match=r"relation must be one of \['replace-one'\] for select=True"
+    ):
         adaptive(f, rho=1.0, w0=START, select=True, relation="add/remove", noise=Untouchable())
-    with pytest.raises(ValueError, match=r"relation must be one of \['replace-one'\] for the selection"):
-        kl.select_stationary(f, START[None], rho=1.0, L0=f.constants.L0, noise=Untouchable(),
-                             accountant=Accountant("add/remove"))
+    with pytest.raises(
+        ValueError, match=r"relation must be one of \['replace-one'\] for the selection"
+    ):
+        kl.select_stationary(
+            f,
+            START[None],
+            rho=1.0,
+            L0=f.constants.L0,
+            noise=Untouchable(),
+            accountant=Accountant("add/remove"),
+        )
     # without selection, add/remove is supported (the filter is zCDP under either relation)
     r = adaptive(f, rho=1.0, w0=START, relation="add/remove", noise=NoiseSource.for_testing(7))
     assert r.accountant.rho() == pytest.approx(1.0)

@@ -16,9 +16,19 @@ def noisy_abs_gradient(seed):
 
 def run(reset, block=16, steps=160, D=0.01, eta=0.05, seed=0, **kw):
     trace = []
-    result = o2nc(noisy_abs_gradient(seed), torch.full((5,), 0.3, dtype=torch.float64), D=D, eta=eta, steps=steps,
-                  block=block, reset_each_block=reset, generator=torch.Generator().manual_seed(seed),
-                  keep_points=True, on_step=lambda t, w, g: trace.append(w.clone()), **kw)
+    result = o2nc(
+        noisy_abs_gradient(seed),
+        torch.full((5,), 0.3, dtype=torch.float64),
+        D=D,
+        eta=eta,
+        steps=steps,
+        block=block,
+        reset_each_block=reset,
+        generator=torch.Generator().manual_seed(seed),
+        keep_points=True,
+        on_step=lambda t, w, g: trace.append(w.clone()),
+        **kw,
+    )
     return result, torch.stack(trace)
 
 
@@ -71,8 +81,16 @@ def test_trailing_steps_are_not_averaged():
 def test_exact_gradient_on_a_smooth_function_descends():
     """Non-private O2NC with exact gradients of ½‖x‖²: the block gradients shrink toward 0."""
     x0 = torch.ones(3, dtype=torch.float64)
-    result = o2nc(lambda t, w: w, x0, D=0.01, eta=0.01, steps=400, block=20, reset_each_block=True,
-                  generator=torch.Generator().manual_seed(0))
+    result = o2nc(
+        lambda t, w: w,
+        x0,
+        D=0.01,
+        eta=0.01,
+        steps=400,
+        block=20,
+        reset_each_block=True,
+        generator=torch.Generator().manual_seed(0),
+    )
     norms = torch.linalg.vector_norm(result.block_averages, dim=1)
     assert norms[-1] < 0.05 < norms[0]
 
@@ -83,8 +101,24 @@ def test_learner_and_driver_validate():
     with pytest.raises(ValueError, match="eta must be"):
         ProjectedOGD(3, 1.0, -1.0)
     with pytest.raises(ValueError, match="block must be <= steps"):
-        o2nc(lambda t, w: w, torch.zeros(2), D=1, eta=1, steps=3, block=4, reset_each_block=True,
-             generator=torch.Generator())
+        o2nc(
+            lambda t, w: w,
+            torch.zeros(2),
+            D=1,
+            eta=1,
+            steps=3,
+            block=4,
+            reset_each_block=True,
+            generator=torch.Generator(),
+        )
     with pytest.raises(ValueError, match="x0 must be a vector"):
-        o2nc(lambda t, w: w, torch.zeros(2, 2), D=1, eta=1, steps=3, block=1, reset_each_block=True,
-             generator=torch.Generator())
+        o2nc(
+            lambda t, w: w,
+            torch.zeros(2, 2),
+            D=1,
+            eta=1,
+            steps=3,
+            block=1,
+            reset_each_block=True,
+            generator=torch.Generator(),
+        )

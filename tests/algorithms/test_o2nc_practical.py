@@ -20,29 +20,38 @@ import warnings
 import pytest
 import torch
 
-from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.base import Setting
+from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.o2nc import practical_travel
 from dpnc.algorithms.ztc import ZhangTranCutkosky
-from dpnc.privacy.budget import Budget
 from dpnc.privacy import Accountant, NoiseSource
+from dpnc.privacy.budget import Budget
 from dpnc.problems.base import Constants, Region
 from dpnc.problems.networks import TwoLayerReLU
 
 DELTA = 1e-5
 CLIP = 1.5
-SETTINGS = ("zo-o2nc", "klt", "klt:first-order")   # registry names, the oracle as a variant
+SETTINGS = ("zo-o2nc", "klt", "klt:first-order")  # registry names, the oracle as a variant
 
 
 @pytest.fixture(scope="module")
 def task():
     from sklearn.datasets import make_classification
 
-    X, y = make_classification(n_samples=4000, n_features=6, n_informative=4, n_redundant=1, flip_y=0.02,
-                               class_sep=1.0, random_state=0)
+    X, y = make_classification(
+        n_samples=4000,
+        n_features=6,
+        n_informative=4,
+        n_redundant=1,
+        flip_y=0.02,
+        class_sep=1.0,
+        random_state=0,
+    )
     z = torch.as_tensor(X, dtype=torch.float64)
     z = z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
-    problem = TwoLayerReLU(z, torch.as_tensor(2.0 * y - 1.0, dtype=torch.float64), hidden=4, radius=4.0)
+    problem = TwoLayerReLU(
+        z, torch.as_tensor(2.0 * y - 1.0, dtype=torch.float64), hidden=4, radius=4.0
+    )
     return problem, problem.init(torch.Generator().manual_seed(0))
 
 
@@ -51,22 +60,33 @@ def practical(setting: str, problem, epsilon: float, **options):
     common = dict(clip=CLIP, **options)
     if name == "zo-o2nc":
         return ZhangTranCutkosky.practical(Setting.of(problem), Budget(epsilon, DELTA), **common)
-    return KornowskiLiuTalwar.practical(Setting.of(problem), Budget(epsilon, DELTA), oracle=oracle or "zeroth-order",
-                                        **common)
+    return KornowskiLiuTalwar.practical(
+        Setting.of(problem), Budget(epsilon, DELTA), oracle=oracle or "zeroth-order", **common
+    )
 
 
 def run(config, problem, x0, seed: int = 0):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the clip-rate warning is tested on its own below
-        return config.run(problem, x0, noise=NoiseSource.for_testing(seed), accountant=Accountant(),
-                          generator=torch.Generator().manual_seed(seed))
+        warnings.simplefilter(
+            "ignore", RuntimeWarning
+        )  # the clip-rate warning is tested on its own below
+        return config.run(
+            problem,
+            x0,
+            noise=NoiseSource.for_testing(seed),
+            accountant=Accountant(),
+            generator=torch.Generator().manual_seed(seed),
+        )
 
 
 @pytest.fixture(scope="module")
 def runs(task):
     problem, x0 = task
-    return {(setting, eps): run(practical(setting, problem, eps), problem, x0)
-            for setting in SETTINGS for eps in (1.0, 8.0)}
+    return {
+        (setting, eps): run(practical(setting, problem, eps), problem, x0)
+        for setting in SETTINGS
+        for eps in (1.0, 8.0)
+    }
 
 
 @pytest.mark.slow
@@ -90,19 +110,25 @@ def test_practical_spends_at_most_the_target_and_reports(task, runs, setting, ep
     result = runs[(setting, epsilon)]
     spent = result.accountant.epsilon(DELTA)
     assert spent <= epsilon * (1 + 1e-9)
-    assert result.accountant.epsilon(DELTA, "pld") <= epsilon * (1 + 1e-3)  # PLD's discretisation, pessimistic
+    assert result.accountant.epsilon(DELTA, "pld") <= epsilon * (
+        1 + 1e-3
+    )  # PLD's discretisation, pessimistic
     assert result.stats.samples_used <= problem.n
     assert 0.0 <= result.stats.clip_rate <= 1.0 and result.stats.increments > 0
-    print(f"\n{setting} ε={epsilon:g}: F {float(problem.value(x0)):.3f} → {float(problem.value(result.output)):.3f}, "
-          f"accuracy {float(problem.accuracy(x0)):.3f} → {float(problem.accuracy(result.output)):.3f}, "
-          f"ledger ε {spent:.3f}, clip rate {result.stats.clip_rate:.2f}")
+    print(
+        f"\n{setting} ε={epsilon:g}: F {float(problem.value(x0)):.3f} → {float(problem.value(result.output)):.3f}, "
+        f"accuracy {float(problem.accuracy(x0)):.3f} → {float(problem.accuracy(result.output)):.3f}, "
+        f"ledger ε {spent:.3f}, clip rate {result.stats.clip_rate:.2f}"
+    )
 
 
 def test_from_theory_does_not_move_the_same_network(task):
     """The control that makes the margin above meaningful: Theorem 4.9's settings at ε = 8 leave F within 0.01
     (η ≈ 1e-9: the iterate moves far less than the smoothing radius)."""
     problem, x0 = task
-    config = ZhangTranCutkosky.from_theory(Setting.of(problem, gap=1.0), Budget(8.0, DELTA), smoothing=0.1)
+    config = ZhangTranCutkosky.from_theory(
+        Setting.of(problem, gap=1.0), Budget(8.0, DELTA), smoothing=0.1
+    )
     result = run(config, problem, x0)
     assert abs(float(problem.value(result.output)) - float(problem.value(x0))) < 0.01
 
@@ -112,11 +138,15 @@ def test_practical_settings_are_public_and_checked(task):
     a = practical("klt", problem, 8.0)
     b = KornowskiLiuTalwar.practical(Setting.of(problem), Budget(8.0, DELTA), clip=CLIP)
     assert a == b  # a function of the constants, n, d, ε, δ and the options: no data read
-    assert a.samples <= problem.n and a.anchor_radius * 2 / a.B1 == pytest.approx(a.increment_radius * 2 / a.B2)
+    assert a.samples <= problem.n and a.anchor_radius * 2 / a.B1 == pytest.approx(
+        a.increment_radius * 2 / a.B2
+    )
     with pytest.raises(ValueError, match="options must be among"):
         practical("zo-o2nc", problem, 8.0, step_size=1.0)
     with pytest.raises(ValueError, match="clip"):
-        KornowskiLiuTalwar.practical(Setting.of(problem), Budget(8.0, DELTA), oracle="first-order", clip=-1.0)
+        KornowskiLiuTalwar.practical(
+            Setting.of(problem), Budget(8.0, DELTA), oracle="first-order", clip=-1.0
+        )
 
 
 def test_safe_mode_reports_its_clip_rate_and_warns_above_half(task):
@@ -126,15 +156,29 @@ def test_safe_mode_reports_its_clip_rate_and_warns_above_half(task):
     small = problem.subset(slice(0, 1000))
     config = practical("klt", small, 8.0, common_directions=False, m=2)
     with pytest.warns(RuntimeWarning, match="of the per-example increments were clipped"):
-        result = config.run(small, x0, noise=NoiseSource.for_testing(0), accountant=Accountant(),
-                            generator=torch.Generator().manual_seed(0))
+        result = config.run(
+            small,
+            x0,
+            noise=NoiseSource.for_testing(0),
+            accountant=Accountant(),
+            generator=torch.Generator().manual_seed(0),
+        )
     assert result.stats.clip_rate > 0.9
-    assert result.stats.increments == config.steps - config.anchors  # B2 = 1 term per increment step
+    assert (
+        result.stats.increments == config.steps - config.anchors
+    )  # B2 = 1 term per increment step
     common = practical("klt:first-order", small, 8.0)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # common ball points: most increments vanish, no warning
-        quiet = common.run(small, x0, noise=NoiseSource.for_testing(0), accountant=Accountant(),
-                           generator=torch.Generator().manual_seed(0))
+        warnings.simplefilter(
+            "error", RuntimeWarning
+        )  # common ball points: most increments vanish, no warning
+        quiet = common.run(
+            small,
+            x0,
+            noise=NoiseSource.for_testing(0),
+            accountant=Accountant(),
+            generator=torch.Generator().manual_seed(0),
+        )
     assert quiet.stats.clip_rate < 0.5
 
 
@@ -142,13 +186,18 @@ def test_travel_falls_back_to_twice_the_gap_over_L0_where_no_region_is_declared(
     """The practical rules' length scale: the region's radius where declared, else 2Φ/L0 (issue 43: the rule the
     utility reproduction applied by hand), else a clear error."""
     assert practical_travel(Constants(L0=2.0), None, gap=3.0) == 3.0
-    assert practical_travel(Constants(L0=2.0, region=Region(torch.zeros(2), 5.0)), None, gap=3.0) == 5.0
+    assert (
+        practical_travel(Constants(L0=2.0, region=Region(torch.zeros(2), 5.0)), None, gap=3.0)
+        == 5.0
+    )
     assert practical_travel(Constants(L0=2.0), 0.5, gap=3.0) == 0.5
     with pytest.raises(ValueError, match="travel must be given"):
         practical_travel(Constants(L0=2.0), None)
     # both families read the gap from the setting
     open_ = Setting(Constants(L0=1.0), 1000, 5, gap=2.0)
     assert ZhangTranCutkosky.practical(open_, Budget(4.0, DELTA)).D == pytest.approx(
-        ZhangTranCutkosky.practical(open_, Budget(4.0, DELTA), travel=4.0).D)
+        ZhangTranCutkosky.practical(open_, Budget(4.0, DELTA), travel=4.0).D
+    )
     assert KornowskiLiuTalwar.practical(open_, Budget(4.0, DELTA)).D == pytest.approx(
-        KornowskiLiuTalwar.practical(open_, Budget(4.0, DELTA), travel=4.0).D)
+        KornowskiLiuTalwar.practical(open_, Budget(4.0, DELTA), travel=4.0).D
+    )

@@ -20,36 +20,50 @@ from dpnc.audit.mechanisms import BROKEN
 from dpnc.audit.model_tier import _ModelTier
 from dpnc.cli import app
 
-FLAT = 20000     # the flat grids are cheap: 20 000 runs per dataset in seconds
+FLAT = 20000  # the flat grids are cheap: 20 000 runs per dataset in seconds
 TREE = 1000
 OPTIMIZER = 2000  # one optimizer per run: ~11 ms a run of 5 steps
-BLATANT = 300    # holes far larger than σ/1.5 (a broken variant caught by orders of magnitude)
+BLATANT = 300  # holes far larger than σ/1.5 (a broken variant caught by orders of magnitude)
 
 # (mechanism, variant, runs, sigma_factor)
 CASES = [
-    ("dpzero", None, FLAT, 1.5), ("dpzero", "sigma", FLAT, 1.5),
-    ("dpgd0th", None, FLAT, 1.5), ("dpgd0th", "sigma", FLAT, 1.5),
-    ("dp-gd", None, FLAT, 1.5), ("dp-gd", "sigma", FLAT, 1.5),
-    ("dpzero-poisson", None, FLAT, 1.5), ("dpzero-poisson", "sigma", FLAT, 1.5),
-    ("dpzero-poisson", "realised-batch", 2000, 1.5), ("dpzero-poisson", "public-batches", 2000, 1.5),
-    ("ztc-tree", None, TREE, 10), ("ztc-tree", "sigma", TREE, 10),
-    ("klt-tree", None, TREE, 10), ("klt-tree", "sigma", TREE, 10),
-    ("kl-spider-checkpoint", None, 2000, 10), ("kl-spider-checkpoint", "sigma", 2000, 10),
-    ("dpzero-optimizer", None, OPTIMIZER, 1.5), ("dpzero-optimizer", "sigma", OPTIMIZER, 1.5),
-    ("dpzero-optimizer", "public-batches", BLATANT, 1.5), ("dpzero-optimizer", "other-batch", BLATANT, 1.5),
+    ("dpzero", None, FLAT, 1.5),
+    ("dpzero", "sigma", FLAT, 1.5),
+    ("dpgd0th", None, FLAT, 1.5),
+    ("dpgd0th", "sigma", FLAT, 1.5),
+    ("dp-gd", None, FLAT, 1.5),
+    ("dp-gd", "sigma", FLAT, 1.5),
+    ("dpzero-poisson", None, FLAT, 1.5),
+    ("dpzero-poisson", "sigma", FLAT, 1.5),
+    ("dpzero-poisson", "realised-batch", 2000, 1.5),
+    ("dpzero-poisson", "public-batches", 2000, 1.5),
+    ("ztc-tree", None, TREE, 10),
+    ("ztc-tree", "sigma", TREE, 10),
+    ("klt-tree", None, TREE, 10),
+    ("klt-tree", "sigma", TREE, 10),
+    ("kl-spider-checkpoint", None, 2000, 10),
+    ("kl-spider-checkpoint", "sigma", 2000, 10),
+    ("dpzero-optimizer", None, OPTIMIZER, 1.5),
+    ("dpzero-optimizer", "sigma", OPTIMIZER, 1.5),
+    ("dpzero-optimizer", "public-batches", BLATANT, 1.5),
+    ("dpzero-optimizer", "other-batch", BLATANT, 1.5),
     ("dpzero-optimizer", "train-batchnorm", BLATANT, 1.5),
-    ("make-private-dpzero", None, BLATANT, 1.5), ("make-private-dp-sgd", None, BLATANT, 1.5),
+    ("make-private-dpzero", None, BLATANT, 1.5),
+    ("make-private-dp-sgd", None, BLATANT, 1.5),
     # The replace-one optimizer's σ/1.5 at 1000 runs was detected in 3 of 6 trial audits (a CI run missed it on
     # 26 Nov 2026); at 3000 runs in 6 of 6.
-    ("dpzero-optimizer-replace-one", None, 1000, 1.5), ("dpzero-optimizer-replace-one", "sigma", 3000, 1.5),
+    ("dpzero-optimizer-replace-one", None, 1000, 1.5),
+    ("dpzero-optimizer-replace-one", "sigma", 3000, 1.5),
     # The data-parallel step and the trainer's step cost ~8 ms a run more than the optimizer's: σ/2 (true/claimed
     # ε 2.4) at 1000 runs, detected in 4 of 4 trial audits; σ/1.5 needs 2000 runs as for the optimizer (2 of 2).
-    ("dpzero-distributed", None, 1000, 2.0), ("dpzero-distributed", "sigma", 1000, 2.0),
-    ("dpzero-trainer-step", None, 1000, 2.0), ("dpzero-trainer-step", "sigma", 1000, 2.0),
+    ("dpzero-distributed", None, 1000, 2.0),
+    ("dpzero-distributed", "sigma", 1000, 2.0),
+    ("dpzero-trainer-step", None, 1000, 2.0),
+    ("dpzero-trainer-step", "sigma", 1000, 2.0),
 ]
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _case(name, broken, runs, factor):
@@ -57,16 +71,26 @@ def _case(name, broken, runs, factor):
     `make test-all` runs; CI (`make test`) keeps the rest: every flat, tree and blatant case and the σ/1.5 power of
     the real Poisson DPZero step (tests/audit/test_patched_code.py)."""
     slow = issubclass(MECHANISMS[name], _ModelTier) and runs >= 1000
-    return pytest.param(name, broken, runs, factor, marks=pytest.mark.slow if slow else (),
-                        id=f"{name}-{broken or 'correct'}")
+    return pytest.param(
+        name,
+        broken,
+        runs,
+        factor,
+        marks=pytest.mark.slow if slow else (),
+        id=f"{name}-{broken or 'correct'}",
+    )
 
 
 @pytest.mark.parametrize("name, broken, runs, factor", [_case(*c) for c in CASES])
 def test_audit_flags_exactly_the_broken_variants(name, broken, runs, factor):
     result = run_audit(name, runs, broken, sigma_factor=factor)
     target = MECHANISMS[name].default_epsilon
-    assert result.claimed_epsilon == pytest.approx(target, abs=0.1 * target)  # the ledger's claim for the target
-    assert result.claimed_epsilon_at_audit_delta == pytest.approx(result.profile[result.audit_delta])
+    assert result.claimed_epsilon == pytest.approx(
+        target, abs=0.1 * target
+    )  # the ledger's claim for the target
+    assert result.claimed_epsilon_at_audit_delta == pytest.approx(
+        result.profile[result.audit_delta]
+    )
     if broken is None:
         assert not result.violation, result
         assert all(t["epsilon_lower_bound"] <= t["claimed_epsilon"] for t in result.tests), result
@@ -84,26 +108,49 @@ def test_the_canary_moves_each_release_by_the_recorded_sensitivity(name):
     assert effect["shift"] == pytest.approx(effect["sensitivity"], rel=1e-5)
     if MECHANISMS[name].subsampled:
         assert effect["mu"] is None
-    else:   # the model tier runs in float32 (0.2 is stored as 0.20000000298): its μ to float32's rounding
+    else:  # the model tier runs in float32 (0.2 is stored as 0.20000000298): its μ to float32's rounding
         float32 = isinstance(MECHANISMS[name](), _ModelTier)
         assert effect["mu"] == pytest.approx(effect["claimed_mu"], rel=1e-7 if float32 else 1e-9)
 
 
 def test_every_mechanism_is_covered_and_listed_for_the_command_line():
     assert set(MECHANISM_NAMES) == set(MECHANISMS) and BROKEN_NAMES == BROKEN
-    assert {"dpzero", "dpzero-poisson", "dpgd0th", "dp-gd", "ztc-tree", "klt-tree", "kl-spider-checkpoint",
-            "dpzero-optimizer", "make-private-dpzero", "make-private-dp-sgd", "dpzero-optimizer-replace-one",
-            "dpzero-distributed", "dpzero-trainer-step"} <= set(MECHANISMS)
+    assert {
+        "dpzero",
+        "dpzero-poisson",
+        "dpgd0th",
+        "dp-gd",
+        "ztc-tree",
+        "klt-tree",
+        "kl-spider-checkpoint",
+        "dpzero-optimizer",
+        "make-private-dpzero",
+        "make-private-dp-sgd",
+        "dpzero-optimizer-replace-one",
+        "dpzero-distributed",
+        "dpzero-trainer-step",
+    } <= set(MECHANISMS)
     subsampled = {name for name, cls in MECHANISMS.items() if cls.subsampled}
-    assert subsampled == {"dpzero-poisson", "dpzero-optimizer", "make-private-dpzero", "make-private-dp-sgd",
-                          "dpzero-distributed", "dpzero-trainer-step"}
+    assert subsampled == {
+        "dpzero-poisson",
+        "dpzero-optimizer",
+        "make-private-dpzero",
+        "make-private-dp-sgd",
+        "dpzero-distributed",
+        "dpzero-trainer-step",
+    }
     covered = {(n, b) for n, b, _, _ in CASES}
     for name, cls in MECHANISMS.items():
         assert (name, None) in covered
         assert {b for n, b in covered if n == name and b} <= set(cls.variants)
-    required = {("dpzero", "sigma"), ("dpzero-poisson", "sigma"), ("dpzero-optimizer", "sigma"),
-                ("dpzero-poisson", "realised-batch"), ("dpzero-optimizer", "other-batch"),
-                ("dpzero-optimizer", "train-batchnorm")}
+    required = {
+        ("dpzero", "sigma"),
+        ("dpzero-poisson", "sigma"),
+        ("dpzero-optimizer", "sigma"),
+        ("dpzero-poisson", "realised-batch"),
+        ("dpzero-optimizer", "other-batch"),
+        ("dpzero-optimizer", "train-batchnorm"),
+    }
     assert required <= covered
     assert all(f == 1.5 for n, b, _, f in CASES if (n, b) in required and b == "sigma")
 
@@ -113,10 +160,12 @@ def test_the_claim_is_the_ledger_of_the_correct_configuration():
     report = mechanism.claim()
     assert report.private and report.releases == mechanism.T
     target = mechanism.default_epsilon
-    assert report.epsilon == report.epsilon_pld <= target + 1e-6 and report.epsilon_pld > 0.99 * target
+    assert (
+        report.epsilon == report.epsilon_pld <= target + 1e-6 and report.epsilon_pld > 0.99 * target
+    )
     profile = mechanism.claim_profile([1e-3, 0.1])
     assert list(profile) == [1e-5, 1e-3, 0.1] and profile[1e-5] == pytest.approx(report.epsilon)
-    assert profile[1e-5] > profile[1e-3] > profile[0.1] >= 0   # ε(δ) decreases in δ
+    assert profile[1e-5] > profile[1e-3] > profile[0.1] >= 0  # ε(δ) decreases in δ
 
 
 def test_public_batches_are_refused_for_a_mechanism_that_samples_none():
@@ -133,13 +182,33 @@ def test_public_batches_are_refused_for_a_mechanism_that_samples_none():
 def test_result_is_json_with_the_claim_beside_the_bound():
     result = run_audit("kl-spider-checkpoint", 200)
     data = json.loads(result.to_json())
-    for key in ("mechanism", "broken", "claimed_epsilon", "epsilon_lower_bound", "audit_delta",
-                "claimed_epsilon_at_audit_delta", "confidence", "runs", "tests", "profile", "statistic", "canary",
-                "claim", "parameters", "violation", "margin"):
+    for key in (
+        "mechanism",
+        "broken",
+        "claimed_epsilon",
+        "epsilon_lower_bound",
+        "audit_delta",
+        "claimed_epsilon_at_audit_delta",
+        "confidence",
+        "runs",
+        "tests",
+        "profile",
+        "statistic",
+        "canary",
+        "claim",
+        "parameters",
+        "violation",
+        "margin",
+    ):
         assert key in data
-    assert data["runs"] == 200 and all(t["test"]["positives"] == t["test"]["negatives"] == 100 for t in data["tests"])
+    assert data["runs"] == 200 and all(
+        t["test"]["positives"] == t["test"]["negatives"] == 100 for t in data["tests"]
+    )
     assert data["claim"]["epsilon_pld"] == pytest.approx(data["claimed_epsilon"])
-    assert all(t["test"]["confidence"] == pytest.approx(1 - 0.05 / len(data["tests"])) for t in data["tests"])
+    assert all(
+        t["test"]["confidence"] == pytest.approx(1 - 0.05 / len(data["tests"]))
+        for t in data["tests"]
+    )
     assert "claimed ε" in str(result) and data["canary_effect"]["shift"] > 0
 
 
@@ -148,25 +217,43 @@ runner = CliRunner(env={"COLUMNS": "250"})
 
 def test_command_prints_json(tmp_path):
     out = tmp_path / "audit.json"
-    result = runner.invoke(app, ["audit", "dpzero", "--runs", "200", "--json", "--no-progress", "--broken", "sigma",
-                                 "--sigma-factor", "10", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "audit",
+            "dpzero",
+            "--runs",
+            "200",
+            "--json",
+            "--no-progress",
+            "--broken",
+            "sigma",
+            "--sigma-factor",
+            "10",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["mechanism"] == "dpzero" and data["broken"] == "sigma" and data["violation"]
     assert json.loads(out.read_text()) == data
 
 
-@pytest.mark.parametrize("args, option", [
-    (["magic"], "MECHANISM"),
-    (["dpzero", "--runs", "0"], "--runs"),
-    (["dpzero", "--broken", "magic"], "--broken"),
-    (["dpzero", "--broken", "public-batches"], "--broken"),
-    (["dpzero", "--sigma-factor", "0"], "--sigma-factor"),
-    (["dpzero", "--epsilon", "0"], "--epsilon"),
-    (["dpzero", "--epsilon", "nan"], "--epsilon"),
-    (["dpzero", "--delta", "1"], "--delta"),
-    (["dpzero", "--confidence", "1.5"], "--confidence"),
-])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["magic"], "MECHANISM"),
+        (["dpzero", "--runs", "0"], "--runs"),
+        (["dpzero", "--broken", "magic"], "--broken"),
+        (["dpzero", "--broken", "public-batches"], "--broken"),
+        (["dpzero", "--sigma-factor", "0"], "--sigma-factor"),
+        (["dpzero", "--epsilon", "0"], "--epsilon"),
+        (["dpzero", "--epsilon", "nan"], "--epsilon"),
+        (["dpzero", "--delta", "1"], "--delta"),
+        (["dpzero", "--confidence", "1.5"], "--confidence"),
+    ],
+)
 def test_command_bad_input_is_a_usage_error(args, option, monkeypatch):
     import dpnc.audit.core
 

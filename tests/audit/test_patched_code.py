@@ -23,17 +23,25 @@ import torch
 import dpnc.audit.model_tier  # noqa: F401  (bound before the patches look for the names)
 import dpnc.privacy.release as release
 from dpnc.audit import MECHANISMS, run_audit
-from dpnc.audit.model_tier import DPZeroOptimizerPoisson, MakePrivateDPSGD, MakePrivateDPZero, _ModelTier
+from dpnc.audit.model_tier import (
+    DPZeroOptimizerPoisson,
+    MakePrivateDPSGD,
+    MakePrivateDPZero,
+    _ModelTier,
+)
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
 
-pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def patch_everywhere(monkeypatch, real, fake):
     """``fake`` wherever a dpnc module has bound ``real`` (``from ... import release_sum`` binds it by name)."""
-    bound = [m for name, m in sorted(sys.modules.items()) if name.startswith("dpnc") and m is not None
-             and any(v is real for v in vars(m).values())]
+    bound = [
+        m
+        for name, m in sorted(sys.modules.items())
+        if name.startswith("dpnc") and m is not None and any(v is real for v in vars(m).values())
+    ]
     assert bound, f"{real.__name__} is bound nowhere: the patch would test nothing"
     for module in bound:
         for key, value in list(vars(module).items()):
@@ -49,6 +57,7 @@ def patch_sigma(monkeypatch, factor=1.5):
 
     def weaker(self, shape, sigma, **kwargs):
         return real(self, shape, sigma / factor, **kwargs)
+
     monkeypatch.setattr(NoiseSource, "gaussian", weaker)
 
 
@@ -61,9 +70,14 @@ def patch_realised(monkeypatch):
         return self.last_batch
 
     def by_realised(total, bound, *, sampler, **kwargs):
-        inner = getattr(sampler, "_sampler", sampler)   # a make_private loader's batches, or the sampler itself
+        inner = getattr(
+            sampler, "_sampler", sampler
+        )  # a make_private loader's batches, or the sampler itself
         realised = max(1, len(inner.last_batch))
-        return real_release_sum(total * sampler.batch_size / realised, bound, sampler=sampler, **kwargs)
+        return real_release_sum(
+            total * sampler.batch_size / realised, bound, sampler=sampler, **kwargs
+        )
+
     monkeypatch.setattr(PoissonSampler, "sample", remembering)
     patch_everywhere(monkeypatch, real_release_sum, by_realised)
 
@@ -104,24 +118,40 @@ class MakePrivateDPSGDPair(_Pair, MakePrivateDPSGD):
 # denominator moves a release by 5-10 Δ on the pair designs: 300 runs, the unpatched pair beside it. The unpatched
 # dpzero-poisson, dpzero-optimizer and make-private-dp-sgd run in tests/audit/test_audit.py.
 CASES = [
-    ("dpzero-poisson", "sigma", 1.5, 20000), ("dpzero-optimizer", "sigma", 2.0, 1000),
+    ("dpzero-poisson", "sigma", 1.5, 20000),
+    ("dpzero-optimizer", "sigma", 2.0, 1000),
     ("make-private-dp-sgd", "sigma", 2.0, 1000),
-    (OptimizerPair, None, None, 300), (OptimizerPair, "realised", None, 300),
-    (MakePrivateDPZeroPair, None, None, 300), (MakePrivateDPZeroPair, "realised", None, 300),
-    (MakePrivateDPSGDPair, None, None, 300), (MakePrivateDPSGDPair, "realised", None, 300),
+    (OptimizerPair, None, None, 300),
+    (OptimizerPair, "realised", None, 300),
+    (MakePrivateDPZeroPair, None, None, 300),
+    (MakePrivateDPZeroPair, "realised", None, 300),
+    (MakePrivateDPSGDPair, None, None, 300),
+    (MakePrivateDPSGDPair, "realised", None, 300),
 ]
 
 
 def _case(mechanism, patch, factor, runs):
     """The σ patches of the optimizer and make_private (1000 runs of a model-tier step: 1-1.5 minutes each) are in
     the slow tier (`make test-all`); CI keeps the real Poisson step's σ/1.5 and every pair."""
-    slow = isinstance(mechanism, str) and issubclass(MECHANISMS[mechanism], _ModelTier) and runs >= 1000
-    return pytest.param(mechanism, patch, factor, runs, marks=pytest.mark.slow if slow else (),
-                        id=f"{mechanism if isinstance(mechanism, str) else mechanism.__name__}-{patch or 'unpatched'}")
+    slow = (
+        isinstance(mechanism, str)
+        and issubclass(MECHANISMS[mechanism], _ModelTier)
+        and runs >= 1000
+    )
+    return pytest.param(
+        mechanism,
+        patch,
+        factor,
+        runs,
+        marks=pytest.mark.slow if slow else (),
+        id=f"{mechanism if isinstance(mechanism, str) else mechanism.__name__}-{patch or 'unpatched'}",
+    )
 
 
 @pytest.mark.parametrize("mechanism, patch, factor, runs", [_case(*c) for c in CASES])
-def test_the_audit_flags_the_patched_release_and_passes_the_real_one(monkeypatch, mechanism, patch, factor, runs):
+def test_the_audit_flags_the_patched_release_and_passes_the_real_one(
+    monkeypatch, mechanism, patch, factor, runs
+):
     if patch == "sigma":
         patch_sigma(monkeypatch, factor)
     elif patch == "realised":
@@ -129,4 +159,7 @@ def test_the_audit_flags_the_patched_release_and_passes_the_real_one(monkeypatch
     result = run_audit(mechanism if isinstance(mechanism, str) else mechanism(), runs)
     assert np.isfinite(result.claimed_epsilon)
     flagged = result.epsilon_lower_bound > result.claimed_epsilon_at_audit_delta
-    assert flagged == (patch is not None), (result.epsilon_lower_bound, result.claimed_epsilon_at_audit_delta)
+    assert flagged == (patch is not None), (
+        result.epsilon_lower_bound,
+        result.claimed_epsilon_at_audit_delta,
+    )

@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpnc.audit.stats import (clopper_pearson_interval, clopper_pearson_upper, epsilon_lower_bound,
-                              evaluate_threshold, select_threshold, split_threshold_test)
+from dpnc.audit.stats import (
+    clopper_pearson_interval,
+    clopper_pearson_upper,
+    epsilon_lower_bound,
+    evaluate_threshold,
+    select_threshold,
+    split_threshold_test,
+)
 
 
 def test_clopper_pearson_upper_hand_values():
@@ -22,7 +28,9 @@ def test_clopper_pearson_upper_hand_values():
 
 def test_clopper_pearson_upper_agrees_with_scipy_binomtest():
     for k, n in [(0, 7), (3, 100), (50, 100), (99, 100), (12, 5000)]:
-        exact = stats.binomtest(k, n, alternative="less").proportion_ci(confidence_level=0.975, method="exact")
+        exact = stats.binomtest(k, n, alternative="less").proportion_ci(
+            confidence_level=0.975, method="exact"
+        )
         assert clopper_pearson_upper(k, n, 0.975) == pytest.approx(exact.high, rel=1e-10)
     vector = clopper_pearson_upper(np.array([0, 3]), np.array([7, 100]), 0.975)
     assert vector.shape == (2,) and vector[1] == pytest.approx(clopper_pearson_upper(3, 100, 0.975))
@@ -83,30 +91,39 @@ def test_lower_bound_covers_the_true_epsilon_of_randomized_response():
     eps, runs, repeats = 2.0, 2000, 400
     p = 1 / (1 + math.exp(eps))
     rng = np.random.default_rng(2)
-    bounds = np.array([split_threshold_test((rng.random(runs) >= p).astype(float),
-                                            (rng.random(runs) < p).astype(float), 0.0).epsilon_lower_bound
-                       for _ in range(repeats)])
+    bounds = np.array(
+        [
+            split_threshold_test(
+                (rng.random(runs) >= p).astype(float), (rng.random(runs) < p).astype(float), 0.0
+            ).epsilon_lower_bound
+            for _ in range(repeats)
+        ]
+    )
     assert np.mean(bounds > eps) <= 0.05
     assert np.median(bounds) > 0.7 * eps  # and it has power: the bound is near the truth
 
 
 def test_a_perfectly_separating_test_is_limited_by_the_number_of_runs():
     # no errors on 1000 held-out runs each: ᾱ = β̄ = 1 − 0.025^(1/1000), ε ≥ log((1 − δ − β̄)/ᾱ) ≈ 5.6
-    t = split_threshold_test(np.full(2000, 1.0) + np.arange(2000) * 1e-9, np.zeros(2000) - np.arange(2000) * 1e-9,
-                             1e-5)
+    t = split_threshold_test(
+        np.full(2000, 1.0) + np.arange(2000) * 1e-9, np.zeros(2000) - np.arange(2000) * 1e-9, 1e-5
+    )
     bound = 1 - 0.025 ** (1 / 1000)
     assert t.epsilon_lower_bound == pytest.approx(math.log((1 - 1e-5 - bound) / bound))
     assert t.epsilon_estimate is None  # no errors: the point estimate is infinite
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: clopper_pearson_upper(1, 10, 1.0), "confidence must be in"),
-    (lambda: clopper_pearson_upper(11, 10, 0.9), "0 <= k <= n"),
-    (lambda: epsilon_lower_bound(0.1, 0.1, 1.0), "delta must be in"),
-    (lambda: split_threshold_test([1.0], [0.0, 1.0], 1e-5), "at least 2 runs"),
-    (lambda: split_threshold_test([1.0, float("nan")], [0.0, 1.0], 1e-5), "finite"),
-    (lambda: split_threshold_test([], [0.0, 1.0], 1e-5), "non-empty"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: clopper_pearson_upper(1, 10, 1.0), "confidence must be in"),
+        (lambda: clopper_pearson_upper(11, 10, 0.9), "0 <= k <= n"),
+        (lambda: epsilon_lower_bound(0.1, 0.1, 1.0), "delta must be in"),
+        (lambda: split_threshold_test([1.0], [0.0, 1.0], 1e-5), "at least 2 runs"),
+        (lambda: split_threshold_test([1.0, float("nan")], [0.0, 1.0], 1e-5), "finite"),
+        (lambda: split_threshold_test([], [0.0, 1.0], 1e-5), "non-empty"),
+    ],
+)
 def test_bad_input_is_refused(call, message):
     with pytest.raises(ValueError, match=message):
         call()

@@ -7,13 +7,13 @@ import dataclasses
 
 import torch
 
+from dpnc.algorithms.base import Setting
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.ztc import ZhangTranCutkosky, sensitivities
-from dpnc.problems.nonsmooth import L1Regression
-from dpnc.algorithms.base import Setting
 from dpnc.privacy.budget import ZCDP, Budget
 from dpnc.problems.base import Constants
-from tests.contract import ContractCase, Constructors
+from dpnc.problems.nonsmooth import L1Regression
+from tests.contract import Constructors, ContractCase
 
 D = 3
 
@@ -31,12 +31,21 @@ def _run(algorithm, problem, x0, noise, accountant, generator):
 
 
 def _builder(config):
-    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}   # shallow: a Budget stays one
+    fields = {
+        f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+    }  # shallow: a Budget stays one
     return lambda **override: type(config)(**{**fields, **override})
 
 
-COMMON_INVALID = [{"steps": 0}, {"D": -1.0}, {"eta": float("nan")}, {"m": 0}, {"B1": 1.5}, {"oracle": "other"},
-                  {"period": 10**6}]
+COMMON_INVALID = [
+    {"steps": 0},
+    {"D": -1.0},
+    {"eta": float("nan")},
+    {"m": 0},
+    {"B1": 1.5},
+    {"oracle": "other"},
+    {"period": 10**6},
+]
 
 # --- Zhang–Tran–Cutkosky -------------------------------------------------------------------------------------
 
@@ -46,12 +55,28 @@ ZTC_NAIVE = ZhangTranCutkosky.from_theory(ZTC_SETTING, ZTC_BUDGET, smoothing=0.2
 
 # --- Kornowski–Liu–Talwar ------------------------------------------------------------------------------------
 
-KLT = {oracle: KornowskiLiuTalwar.from_theory(Setting(Constants(L0=1.0), n, D, gap=1.0), Budget(2.0, 1e-6),
-                                              smoothing=0.1, oracle=oracle, m=2, **options)
-       for oracle, n, options in (("zeroth-order", 200, {}), ("first-order", 200, {}),
-                                  ("multi-pass", 40, {"max_steps": 6}))}
-KLT_INVALID = COMMON_INVALID + [{"smoothing": 0.0}, {"sigma_anchor": -1.0}, {"sigma_increment": float("nan")},
-                                {"schedule": "v3"}, {"block": 10**6}]
+KLT = {
+    oracle: KornowskiLiuTalwar.from_theory(
+        Setting(Constants(L0=1.0), n, D, gap=1.0),
+        Budget(2.0, 1e-6),
+        smoothing=0.1,
+        oracle=oracle,
+        m=2,
+        **options,
+    )
+    for oracle, n, options in (
+        ("zeroth-order", 200, {}),
+        ("first-order", 200, {}),
+        ("multi-pass", 40, {"max_steps": 6}),
+    )
+}
+KLT_INVALID = COMMON_INVALID + [
+    {"smoothing": 0.0},
+    {"sigma_anchor": -1.0},
+    {"sigma_increment": float("nan")},
+    {"schedule": "v3"},
+    {"block": 10**6},
+]
 
 
 def _ztc_case(name, config):
@@ -61,28 +86,68 @@ def _ztc_case(name, config):
     else:
         releases, delta = config.steps, 2 * D * 1.0 / config.B1
     invalid = COMMON_INVALID + [{"smoothing": 0.0}, {"rho": float("inf")}, {"sigma": -1.0}]
-    invalid += [{"B1": 1, "B2": 4}] if config.oracle == "variance-reduced" else [{"B2": config.B1 + 1}]
-    made = Constructors(Budget(2.0, 1e-6), gap=1.0, theory={"smoothing": 0.2, "oracle": config.oracle},
-                        practical={"travel": 1.0, "m": 2}) if config.oracle == "variance-reduced" else None
-    return ContractCase(name=name, build=_builder(config), invalid=invalid, problem=_problem(config.samples),
-                        x0=_x0, run=_run, releases=releases, sensitivities=[delta], constructors=made)
+    invalid += (
+        [{"B1": 1, "B2": 4}] if config.oracle == "variance-reduced" else [{"B2": config.B1 + 1}]
+    )
+    made = (
+        Constructors(
+            Budget(2.0, 1e-6),
+            gap=1.0,
+            theory={"smoothing": 0.2, "oracle": config.oracle},
+            practical={"travel": 1.0, "m": 2},
+        )
+        if config.oracle == "variance-reduced"
+        else None
+    )
+    return ContractCase(
+        name=name,
+        build=_builder(config),
+        invalid=invalid,
+        problem=_problem(config.samples),
+        x0=_x0,
+        run=_run,
+        releases=releases,
+        sensitivities=[delta],
+        constructors=made,
+    )
 
 
 def _klt_case(oracle, config):
     n = config.samples
     if oracle == "multi-pass":
         releases = config.steps
-        entries = [config.s_anchor if (t - 1) % config.period == 0 else config.s_increment
-                   for t in range(1, config.steps + 1)]
-        ledger = [s for i, s in enumerate(entries) if i == 0 or s != entries[i - 1]]  # equal neighbours merge
+        entries = [
+            config.s_anchor if (t - 1) % config.period == 0 else config.s_increment
+            for t in range(1, config.steps + 1)
+        ]
+        ledger = [
+            s for i, s in enumerate(entries) if i == 0 or s != entries[i - 1]
+        ]  # equal neighbours merge
         invalid = KLT_INVALID + [{"B2": config.B1 + 1}]
     else:
         releases, ledger = config.anchors, [max(config.s_anchor, config.s_increment)]
         invalid = KLT_INVALID
-    made = Constructors(Budget(2.0, 1e-6), gap=1.0, theory={"smoothing": 0.1, "m": 2},
-                        practical={"travel": 1.0, "m": 2}) if oracle == "zeroth-order" else None
-    return ContractCase(name=f"klt-{oracle}", build=_builder(config), invalid=invalid, problem=_problem(n), x0=_x0,
-                        run=_run, releases=releases, sensitivities=ledger, constructors=made)
+    made = (
+        Constructors(
+            Budget(2.0, 1e-6),
+            gap=1.0,
+            theory={"smoothing": 0.1, "m": 2},
+            practical={"travel": 1.0, "m": 2},
+        )
+        if oracle == "zeroth-order"
+        else None
+    )
+    return ContractCase(
+        name=f"klt-{oracle}",
+        build=_builder(config),
+        invalid=invalid,
+        problem=_problem(n),
+        x0=_x0,
+        run=_run,
+        releases=releases,
+        sensitivities=ledger,
+        constructors=made,
+    )
 
 
 CASES = [_ztc_case("zo-o2nc-variance-reduced", ZTC_VR), _ztc_case("zo-o2nc-naive", ZTC_NAIVE)]

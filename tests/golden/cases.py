@@ -30,12 +30,11 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.tier import zeroth_order as optim
 from dpnc.algorithms import menart as kl
-from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.algorithms.base import Setting
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, MeZO
+from dpnc.algorithms.klt import KornowskiLiuTalwar
+from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.budget import ZCDP, Budget
 from dpnc.problems import Quadratic
@@ -43,6 +42,7 @@ from dpnc.problems import kl as klp
 from dpnc.problems.base import Constants
 from dpnc.problems.nonsmooth import L1Regression
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
+from dpnc.tier import zeroth_order as optim
 
 DELTA = 1e-5
 OUTPUTS = Path(__file__).with_name("outputs.json")
@@ -61,8 +61,11 @@ def _gen(seed: int) -> torch.Generator:
 
 
 def _privacy(acct: Accountant) -> dict[str, Value]:
-    return {"epsilon_rdp": float(acct.epsilon(DELTA, "rdp")), "releases": float(acct.releases),
-            "secret": float(acct.secret)}
+    return {
+        "epsilon_rdp": float(acct.epsilon(DELTA, "rdp")),
+        "releases": float(acct.releases),
+        "secret": float(acct.secret),
+    }
 
 
 def _quadratic() -> Quadratic:
@@ -75,11 +78,16 @@ def _x0(d: int, K: int | None = None) -> torch.Tensor:
 
 def _dpzero_result(run, logs, problem: Quadratic) -> dict[str, Value]:
     """The output point, per-step logs (collected by the run's callback), final train loss and the ledger."""
-    out = {"x": _floats(run.output), "seeds": [float(s) for s in run.stats.seeds],
-           "loss": _floats(torch.stack([log.loss.mean(-1) if log.loss.ndim else log.loss for log in logs])),
-           "released": _floats(torch.stack([log.released for log in logs])),
-           "clipped_fraction": _floats(torch.stack([log.clipped_fraction for log in logs])),
-           "final_train_loss": _floats(problem.value(run.output))}
+    out = {
+        "x": _floats(run.output),
+        "seeds": [float(s) for s in run.stats.seeds],
+        "loss": _floats(
+            torch.stack([log.loss.mean(-1) if log.loss.ndim else log.loss for log in logs])
+        ),
+        "released": _floats(torch.stack([log.released for log in logs])),
+        "clipped_fraction": _floats(torch.stack([log.clipped_fraction for log in logs])),
+        "final_train_loss": _floats(problem.value(run.output)),
+    }
     return {**out, **_privacy(run.accountant)}
 
 
@@ -89,8 +97,15 @@ def _dpzero_result(run, logs, problem: Quadratic) -> dict[str, Value]:
 def _run(algorithm, sampler, *, T=8, K=None, relation="replace-one", direction="gaussian"):
     problem, logs = _quadratic(), []
     algorithm = dataclasses.replace(algorithm, steps=T, direction=direction)
-    run = algorithm.run(problem, _x0(problem.d, K), noise=NoiseSource.for_testing(1), accountant=Accountant(relation),
-                        generator=_gen(3), sampler=sampler, callback=lambda t, log: logs.append(log))
+    run = algorithm.run(
+        problem,
+        _x0(problem.d, K),
+        noise=NoiseSource.for_testing(1),
+        accountant=Accountant(relation),
+        generator=_gen(3),
+        sampler=sampler,
+        callback=lambda t, log: logs.append(log),
+    )
     return _dpzero_result(run, logs, problem)
 
 
@@ -99,26 +114,40 @@ def case_dpzero_fullbatch():
 
 
 def case_dpzero_fullbatch_sphere():
-    return _run(DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0), FullBatch(40), direction="sphere")
+    return _run(
+        DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0), FullBatch(40), direction="sphere"
+    )
 
 
 def case_dpzero_discrete():
-    return _run(DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0, discrete=True), FullBatch(40))
+    return _run(
+        DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0, discrete=True), FullBatch(40)
+    )
 
 
 def case_dpzero_poisson():
-    return _run(DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0), PoissonSampler.for_testing(40, 8, seed=2),
-                relation="add/remove")
+    return _run(
+        DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0),
+        PoissonSampler.for_testing(40, 8, seed=2),
+        relation="add/remove",
+    )
 
 
 def case_dpzero_shuffle():
-    return _run(DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0), ShuffleSampler.for_testing(40, 8, seed=2))
+    return _run(
+        DPZero(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0),
+        ShuffleSampler.for_testing(40, 8, seed=2),
+    )
 
 
 def case_dpzero_grid():
     """K = 2 runs sharing their directions: per-run step size and clipping threshold."""
-    algorithm = DPZero(eta=torch.tensor([0.1, 0.05], dtype=torch.float64), lam=1e-3,
-                       C=torch.tensor([0.5, 2.0], dtype=torch.float64), noise_multiplier=1.0)
+    algorithm = DPZero(
+        eta=torch.tensor([0.1, 0.05], dtype=torch.float64),
+        lam=1e-3,
+        C=torch.tensor([0.5, 2.0], dtype=torch.float64),
+        noise_multiplier=1.0,
+    )
     return _run(algorithm, FullBatch(40), K=2)
 
 
@@ -127,7 +156,9 @@ def case_mezo_fullbatch():
 
 
 def case_mezo_poisson():
-    return _run(MeZO(eta=0.1, lam=1e-3), PoissonSampler.for_testing(40, 8, seed=2), relation="add/remove")
+    return _run(
+        MeZO(eta=0.1, lam=1e-3), PoissonSampler.for_testing(40, 8, seed=2), relation="add/remove"
+    )
 
 
 def case_dpgd0th_fullbatch():
@@ -135,8 +166,11 @@ def case_dpgd0th_fullbatch():
 
 
 def case_dpgd0th_poisson():
-    return _run(DPGD0th(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0), PoissonSampler.for_testing(40, 8, seed=2),
-                relation="add/remove")
+    return _run(
+        DPGD0th(eta=0.1, lam=1e-3, C=1.0, noise_multiplier=1.0),
+        PoissonSampler.for_testing(40, 8, seed=2),
+        relation="add/remove",
+    )
 
 
 def case_dpgd_fullbatch():
@@ -144,8 +178,11 @@ def case_dpgd_fullbatch():
 
 
 def case_dpgd_poisson():
-    return _run(DPGD(eta=0.1, C=1.0, noise_multiplier=1.0), PoissonSampler.for_testing(40, 8, seed=2),
-                relation="add/remove")
+    return _run(
+        DPGD(eta=0.1, C=1.0, noise_multiplier=1.0),
+        PoissonSampler.for_testing(40, 8, seed=2),
+        relation="add/remove",
+    )
 
 
 # --- optim.py and engine.py: the optimizers on a tiny float64 nn.Linear ------------------------------------
@@ -169,16 +206,29 @@ def _per_example(out, y):
 
 
 def _model_result(model, losses, acct) -> dict[str, Value]:
-    return {"params": _floats(torch.cat([p.detach().flatten() for p in model.parameters()])),
-            "losses": [float(v) for v in losses], **_privacy(acct)}
+    return {
+        "params": _floats(torch.cat([p.detach().flatten() for p in model.parameters()])),
+        "losses": [float(v) for v in losses],
+        **_privacy(acct),
+    }
 
 
 def case_optim_dpzero_poisson():
     X, y = _linear_data(32)
     model, acct = _linear_model(), Accountant("add/remove")
-    opt = optim.DPZero(model.parameters(), lr=0.05, clip=2.0, smoothing=1e-3, noise_multiplier=1.0,
-                       sampler=PoissonSampler.for_testing(32, 8, seed=2), accountant=acct,
-                       noise=NoiseSource.for_testing(1), seed=3, model=model, data=(X, y))
+    opt = optim.DPZero(
+        model.parameters(),
+        lr=0.05,
+        clip=2.0,
+        smoothing=1e-3,
+        noise_multiplier=1.0,
+        sampler=PoissonSampler.for_testing(32, 8, seed=2),
+        accountant=acct,
+        noise=NoiseSource.for_testing(1),
+        seed=3,
+        model=model,
+        data=(X, y),
+    )
     losses = [opt.step(lambda xb, yb: _per_example(model(xb), yb)) for _ in range(6)]
     return _model_result(model, losses, acct)
 
@@ -186,9 +236,20 @@ def case_optim_dpzero_poisson():
 def case_optim_dpzero_fullbatch():
     X, y = _linear_data(32)
     model, acct = _linear_model(), Accountant()
-    opt = optim.DPZero(model.parameters(), lr=0.05, clip=2.0, smoothing=1e-3, noise_multiplier=1.0,
-                       sampler=FullBatch(32), accountant=acct, noise=NoiseSource.for_testing(1), seed=3,
-                       direction="sphere", model=model, data=(X, y))
+    opt = optim.DPZero(
+        model.parameters(),
+        lr=0.05,
+        clip=2.0,
+        smoothing=1e-3,
+        noise_multiplier=1.0,
+        sampler=FullBatch(32),
+        accountant=acct,
+        noise=NoiseSource.for_testing(1),
+        seed=3,
+        direction="sphere",
+        model=model,
+        data=(X, y),
+    )
     losses = [opt.step(lambda xb, yb: _per_example(model(xb), yb)) for _ in range(6)]
     return _model_result(model, losses, acct)
 
@@ -196,8 +257,16 @@ def case_optim_dpzero_fullbatch():
 def case_optim_mezo_shuffle():
     X, y = _linear_data(32)
     model, acct = _linear_model(), Accountant()
-    opt = optim.MeZO(model.parameters(), lr=0.05, smoothing=1e-3, sampler=ShuffleSampler.for_testing(32, 8, seed=2),
-                     accountant=acct, seed=3, model=model, data=(X, y))
+    opt = optim.MeZO(
+        model.parameters(),
+        lr=0.05,
+        smoothing=1e-3,
+        sampler=ShuffleSampler.for_testing(32, 8, seed=2),
+        accountant=acct,
+        seed=3,
+        model=model,
+        data=(X, y),
+    )
     losses = [opt.step(lambda xb, yb: _per_example(model(xb), yb)) for _ in range(6)]
     return _model_result(model, losses, acct)
 
@@ -206,8 +275,18 @@ def _make_private(optimizer: str, **kwargs):
     X, y = _linear_data(16)
     model = _linear_model()
     # batch_size = n (rate 1) and a small ε: calibrating by PLD at q < 1 or larger ε takes 1-10 s
-    opt, loader, acct = dpnc.make_private(model, data=TensorDataset(X, y), n=16, optimizer=optimizer, steps=6,
-                                          batch_size=16, lr=0.05, seed=3, testing_seed=4, **kwargs)
+    opt, loader, acct = dpnc.make_private(
+        model,
+        data=TensorDataset(X, y),
+        n=16,
+        optimizer=optimizer,
+        steps=6,
+        batch_size=16,
+        lr=0.05,
+        seed=3,
+        testing_seed=4,
+        **kwargs,
+    )
     losses = []
     for _ in loader:
         losses.append(opt.step(lambda xb, yb: _per_example(model(xb), yb)))
@@ -229,22 +308,44 @@ def case_make_private_mezo():
 
 def _o2nc_result(run) -> dict[str, Value]:
     stats = run.stats
-    return {"output": _floats(run.output), "x_last": _floats(run.last),
-            "block_averages": _floats(run.trace.block_averages),
-            "output_block": float(stats.output_block), "steps": float(stats.steps),
-            "max_increment": float(stats.max_increment), "max_move": float(stats.max_move),
-            "samples_used": float(stats.samples_used), "evaluations": float(stats.evaluations),
-            "clipped": float(stats.clipped), "beyond_radius": float(stats.beyond_radius), **_privacy(run.accountant)}
+    return {
+        "output": _floats(run.output),
+        "x_last": _floats(run.last),
+        "block_averages": _floats(run.trace.block_averages),
+        "output_block": float(stats.output_block),
+        "steps": float(stats.steps),
+        "max_increment": float(stats.max_increment),
+        "max_move": float(stats.max_move),
+        "samples_used": float(stats.samples_used),
+        "evaluations": float(stats.evaluations),
+        "clipped": float(stats.clipped),
+        "beyond_radius": float(stats.beyond_radius),
+        **_privacy(run.accountant),
+    }
 
 
 def _zo_o2nc(oracle: str):
     problem = L1Regression.synthetic(200, 3, seed=0)
-    config = ZhangTranCutkosky.from_theory(Setting(Constants(L0=1.0), 200, 3, gap=1.0), ZCDP.from_rdp_rho(1.0),
-                                           smoothing=0.2, oracle=oracle)
-    run = config.run(problem, torch.zeros(3, dtype=torch.float64), noise=NoiseSource.for_testing(0),
-                     accountant=Accountant(), generator=_gen(0))
-    return {**_o2nc_result(run), "T": float(config.period), "K": float(config.epochs), "sigma": config.sigma,
-            "eta": config.eta}
+    config = ZhangTranCutkosky.from_theory(
+        Setting(Constants(L0=1.0), 200, 3, gap=1.0),
+        ZCDP.from_rdp_rho(1.0),
+        smoothing=0.2,
+        oracle=oracle,
+    )
+    run = config.run(
+        problem,
+        torch.zeros(3, dtype=torch.float64),
+        noise=NoiseSource.for_testing(0),
+        accountant=Accountant(),
+        generator=_gen(0),
+    )
+    return {
+        **_o2nc_result(run),
+        "T": float(config.period),
+        "K": float(config.epochs),
+        "sigma": config.sigma,
+        "eta": config.eta,
+    }
 
 
 def case_zo_o2nc_variance_reduced():
@@ -260,12 +361,28 @@ def case_zo_o2nc_naive():
 
 def _klt(oracle: str, n: int, **kwargs):
     problem = L1Regression.synthetic(n, 3, seed=0)
-    config = KornowskiLiuTalwar.from_theory(Setting(Constants(L0=1.0), n, 3, gap=1.0), Budget(2.0, 1e-6),
-                                            smoothing=0.1, oracle=oracle, **kwargs)
-    run = config.run(problem, torch.ones(3, dtype=torch.float64), noise=NoiseSource.for_testing(1),
-                     accountant=Accountant("replace-one"), generator=_gen(5))
-    return {**_o2nc_result(run), "T": float(config.steps), "M": float(config.block),
-            "sigma_anchor": config.sigma_anchor, "sigma_increment": config.sigma_increment, "eta": config.eta}
+    config = KornowskiLiuTalwar.from_theory(
+        Setting(Constants(L0=1.0), n, 3, gap=1.0),
+        Budget(2.0, 1e-6),
+        smoothing=0.1,
+        oracle=oracle,
+        **kwargs,
+    )
+    run = config.run(
+        problem,
+        torch.ones(3, dtype=torch.float64),
+        noise=NoiseSource.for_testing(1),
+        accountant=Accountant("replace-one"),
+        generator=_gen(5),
+    )
+    return {
+        **_o2nc_result(run),
+        "T": float(config.steps),
+        "M": float(config.block),
+        "sigma_anchor": config.sigma_anchor,
+        "sigma_increment": config.sigma_increment,
+        "eta": config.eta,
+    }
 
 
 def case_klt_zeroth_order():
@@ -285,9 +402,13 @@ def case_klt_multi_pass():
 
 def _kl_result(run, *keys: str) -> dict[str, Value]:
     iterates = run.stats.iterates
-    out = {"w": _floats(run.output), "iterates_count": float(iterates.shape[0]),
-           "iterates_last": _floats(iterates[-3:]), "rho_spent": float(run.accountant.rho()),
-           **_privacy(run.accountant)}
+    out = {
+        "w": _floats(run.output),
+        "iterates_count": float(iterates.shape[0]),
+        "iterates_last": _floats(iterates[-3:]),
+        "rho_spent": float(run.accountant.rho()),
+        **_privacy(run.accountant),
+    }
     for key in keys:
         v = getattr(run.stats, {"T": "rounds"}.get(key, key))
         out[key] = [float(x) for x in v] if isinstance(v, (list, tuple)) else float(v)
@@ -296,54 +417,83 @@ def _kl_result(run, *keys: str) -> dict[str, Value]:
 
 def case_kl_spider_least_squares():
     f = klp.LeastSquares.generate(3, 200, seed=0)
-    run = kl.KLSpider.of(Setting.of(f), rho=1.0).run(f, None, noise=NoiseSource.for_testing(0), accountant=Accountant(),
-        generator=torch.Generator())
+    run = kl.KLSpider.of(Setting.of(f), rho=1.0).run(
+        f,
+        None,
+        noise=NoiseSource.for_testing(0),
+        accountant=Accountant(),
+        generator=torch.Generator(),
+    )
     return _kl_result(run, "updates", "rounds_stopped_early", "F0", "bound", "queries")
 
 
 def case_kl_spider_power_growth():
     """Data-free, so n = 10⁶ is cheap; the run takes 76 steps (the least-squares case above stops every round)."""
     f = klp.PowerGrowth(1.5, 2, n=10**6)
-    run = kl.KLSpider.of(Setting.of(f), rho=1.0).run(f, f.w_star + 0.6, noise=NoiseSource.for_testing(0),
-                                                     accountant=Accountant(), generator=torch.Generator())
+    run = kl.KLSpider.of(Setting.of(f), rho=1.0).run(
+        f,
+        f.w_star + 0.6,
+        noise=NoiseSource.for_testing(0),
+        accountant=Accountant(),
+        generator=torch.Generator(),
+    )
     return _kl_result(run, "updates", "rounds_stopped_early", "F0", "bound", "queries")
 
 
 def case_kl_proximal_point():
     f = klp.PowerGrowth(3.0, 2, n=200, radius=1.0)
     run = kl.ProximalPoint.of(Setting.of(f), rho=1.0, beta=0.1, max_inner_iters=30).run(
-        f, torch.tensor([0.5, -0.3], dtype=torch.float64), noise=NoiseSource.for_testing(0), accountant=Accountant(),
-        generator=torch.Generator())
+        f,
+        torch.tensor([0.5, -0.3], dtype=torch.float64),
+        noise=NoiseSource.for_testing(0),
+        accountant=Accountant(),
+        generator=torch.Generator(),
+    )
     return _kl_result(run, "T", "inner_steps", "inner_max_distance", "queries")
 
 
 def case_kl_adaptive_gd():
     f = klp.SinePL.generate(4, 500, seed=1, radius=2.0)
-    run = kl.AdaptiveGD.of(Setting.of(f), rho=1.0).run(f, torch.full((4,), 0.5, dtype=torch.float64),
-                                                       noise=NoiseSource.for_testing(0), accountant=Accountant(),
-        generator=torch.Generator())
+    run = kl.AdaptiveGD.of(Setting.of(f), rho=1.0).run(
+        f,
+        torch.full((4,), 0.5, dtype=torch.float64),
+        noise=NoiseSource.for_testing(0),
+        accountant=Accountant(),
+        generator=torch.Generator(),
+    )
     return _kl_result(run, "ell", "sigma_hat", "sigmas", "charges", "filter", "steps", "queries")
 
 
 def case_kl_adaptive_gd_select():
     f = klp.SinePL.generate(4, 500, seed=1, radius=2.0)
-    run = kl.AdaptiveGD.of(Setting.of(f), rho=1.0, select=True).run(f, torch.full((4,), 0.5, dtype=torch.float64),
-                                                  noise=NoiseSource.for_testing(0), accountant=Accountant(),
-        generator=torch.Generator())
+    run = kl.AdaptiveGD.of(Setting.of(f), rho=1.0, select=True).run(
+        f,
+        torch.full((4,), 0.5, dtype=torch.float64),
+        noise=NoiseSource.for_testing(0),
+        accountant=Accountant(),
+        generator=torch.Generator(),
+    )
     return _kl_result(run, "sigmas", "charges", "steps", "selected")
 
 
 def case_kl_select_stationary():
     f = klp.Quadratic(2, n=40)
-    iterates = torch.stack([f.w_star + t * torch.tensor([0.05, 0.0], dtype=torch.float64) for t in range(6)])
+    iterates = torch.stack(
+        [f.w_star + t * torch.tensor([0.05, 0.0], dtype=torch.float64) for t in range(6)]
+    )
     noise, acct = NoiseSource.for_testing(11), Accountant()
-    draws = [kl.select_stationary(f, iterates, rho=0.04, L0=f.constants.L0, noise=noise, accountant=acct)
-             for _ in range(20)]
+    draws = [
+        kl.select_stationary(f, iterates, rho=0.04, L0=f.constants.L0, noise=noise, accountant=acct)
+        for _ in range(20)
+    ]
     return {"selected": [float(i) for i in draws], "rho": float(acct.rho()), **_privacy(acct)}
 
 
-CASES = {name.removeprefix("case_"): fn for name, fn in sorted(globals().items())
-         if name.startswith("case_") and callable(fn)}
+CASES = {
+    name.removeprefix("case_"): fn
+    for name, fn in sorted(globals().items())
+    if name.startswith("case_") and callable(fn)
+}
 
 
 def compute(name: str) -> dict[str, Value]:

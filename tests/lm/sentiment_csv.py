@@ -18,7 +18,12 @@ import csv
 import random
 from pathlib import Path
 
-SST5_TO_SENTIMENT = {"0": "negative", "1": "negative", "3": "positive", "4": "positive"}  # "2" (neutral) dropped
+SST5_TO_SENTIMENT = {
+    "0": "negative",
+    "1": "negative",
+    "3": "positive",
+    "4": "positive",
+}  # "2" (neutral) dropped
 COLUMNS = ("review", "sentiment")
 
 
@@ -35,8 +40,9 @@ def read_sst5_sentiment(path: str | Path) -> list[tuple[str, str]]:
     return rows
 
 
-def write_sentiment_csv(sst5_original_dir: str | Path, out_dir: str | Path, *, train_rows: int = 1000,
-                        seed: int = 0) -> tuple[Path, Path]:
+def write_sentiment_csv(
+    sst5_original_dir: str | Path, out_dir: str | Path, *, train_rows: int = 1000, seed: int = 0
+) -> tuple[Path, Path]:
     """Write ``sentiment_train.csv`` (a seeded class-balanced sample) and ``sentiment_test.csv`` (every binary row).
 
     Args:
@@ -52,9 +58,16 @@ def write_sentiment_csv(sst5_original_dir: str | Path, out_dir: str | Path, *, t
     train = read_sst5_sentiment(src / "train.tsv")
     by_class = {s: [r for r in train if r[1] == s] for s in ("negative", "positive")}
     smallest = min(len(rows) for rows in by_class.values())
-    if isinstance(train_rows, bool) or not isinstance(train_rows, int) or train_rows < 2 or train_rows % 2 \
-            or train_rows > 2 * smallest:
-        raise ValueError(f"train_rows must be an even int in [2, {2 * smallest}] (half per class); got {train_rows!r}")
+    if (
+        isinstance(train_rows, bool)
+        or not isinstance(train_rows, int)
+        or train_rows < 2
+        or train_rows % 2
+        or train_rows > 2 * smallest
+    ):
+        raise ValueError(
+            f"train_rows must be an even int in [2, {2 * smallest}] (half per class); got {train_rows!r}"
+        )
     rng = random.Random(seed)
     sample = [r for rows in by_class.values() for r in rng.sample(rows, train_rows // 2)]
     rng.shuffle(sample)
@@ -76,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train-rows", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    for path in write_sentiment_csv(args.sst5_original_dir, args.out_dir, train_rows=args.train_rows, seed=args.seed):
+    for path in write_sentiment_csv(
+        args.sst5_original_dir, args.out_dir, train_rows=args.train_rows, seed=args.seed
+    ):
         print(path)
 
 

@@ -9,10 +9,9 @@ import pytest
 import torch
 
 from dpnc.lm.data import TASKS, Task, TextDataset, get_task
-from dpnc.lm.lmbff import load_task
 from dpnc.lm.files import load_file
+from dpnc.lm.lmbff import load_task
 from tests.shared_data import DATA, needs_data
-
 
 SEEDS = (13, 21, 42, 87, 100)
 
@@ -40,12 +39,25 @@ COUNTS = {
     ("MNLI", "test_mismatched"): [350, 316, 334],
 }
 TOTALS = {
-    ("SST-2", "train"): 1024, ("SST-2", "dev"): 1024, ("SST-2", "test"): 872,
-    ("SST-5", "train"): 2560, ("SST-5", "dev"): 2560, ("SST-5", "test"): 1000,
-    ("TREC", "train"): 2646, ("TREC", "dev"): 2243, ("TREC", "test"): 500,
-    ("RTE", "train"): 1024, ("RTE", "dev"): 1024, ("RTE", "test"): 277,
-    ("SNLI", "train"): 1536, ("SNLI", "dev"): 1536, ("SNLI", "test"): 1000,
-    ("MNLI", "train"): 1536, ("MNLI", "dev"): 1536, ("MNLI", "test"): 1000, ("MNLI", "test_mismatched"): 1000,
+    ("SST-2", "train"): 1024,
+    ("SST-2", "dev"): 1024,
+    ("SST-2", "test"): 872,
+    ("SST-5", "train"): 2560,
+    ("SST-5", "dev"): 2560,
+    ("SST-5", "test"): 1000,
+    ("TREC", "train"): 2646,
+    ("TREC", "dev"): 2243,
+    ("TREC", "test"): 500,
+    ("RTE", "train"): 1024,
+    ("RTE", "dev"): 1024,
+    ("RTE", "test"): 277,
+    ("SNLI", "train"): 1536,
+    ("SNLI", "dev"): 1536,
+    ("SNLI", "test"): 1000,
+    ("MNLI", "train"): 1536,
+    ("MNLI", "dev"): 1536,
+    ("MNLI", "test"): 1000,
+    ("MNLI", "test_mismatched"): 1000,
 }
 CASES = [
     (task, split, seed)
@@ -90,7 +102,10 @@ def test_test_file_shared_across_seeds_and_train_differs(task):
     for seed in SEEDS[1:]:
         test = load_task(task, DATA, "test", seed=seed)
         assert test.texts == test0.texts and torch.equal(test.labels, test0.labels)
-    assert load_task(task, DATA, "train", seed=13).texts != load_task(task, DATA, "train", seed=42).texts
+    assert (
+        load_task(task, DATA, "train", seed=13).texts
+        != load_task(task, DATA, "train", seed=42).texts
+    )
 
 
 @needs_data
@@ -103,20 +118,30 @@ def test_train_dev_disjoint(seed):
     for task, path in (("SST-5", "sst-5/original/train.tsv"), ("TREC", "trec/original/train.csv")):
         source = load_file(DATA / path, text_column=1, label_column=0).texts
         source = Counter(t.replace("-lrb-", "(").replace("-rrb-", ")") for t in source)
-        used = Counter(load_task(task, DATA, "train", seed=seed).texts + load_task(task, DATA, "dev", seed=seed).texts)
+        used = Counter(
+            load_task(task, DATA, "train", seed=seed).texts
+            + load_task(task, DATA, "dev", seed=seed).texts
+        )
         assert all(source[t] >= c for t, c in used.items())
 
 
 @needs_data
 def test_texts_are_stripped_and_pairs_are_tuples():
     sst2 = load_task("SST-2", DATA, "train")
-    raw = (DATA / "SST-2/k-shot-1k-test/512-42/train.tsv").read_text(encoding="utf-8").split("\n")[1]
-    assert raw.split("\t")[0].endswith(" ")  # the file has the trailing space the README warns about
+    raw = (
+        (DATA / "SST-2/k-shot-1k-test/512-42/train.tsv").read_text(encoding="utf-8").split("\n")[1]
+    )
+    assert raw.split("\t")[0].endswith(
+        " "
+    )  # the file has the trailing space the README warns about
     assert sst2.texts[0] == raw.split("\t")[0].rstrip()
     assert all(t == t.strip() and isinstance(t, str) for t in sst2.texts)
     for name in ("RTE", "SNLI", "MNLI"):
         ds = load_task(name, DATA, "train")
-        assert all(isinstance(t, tuple) and len(t) == 2 and t == (t[0].strip(), t[1].strip()) for t in ds.texts)
+        assert all(
+            isinstance(t, tuple) and len(t) == 2 and t == (t[0].strip(), t[1].strip())
+            for t in ds.texts
+        )
     mnli = load_task("MNLI", DATA, "train")
     assert mnli.texts[0] == ("That's all right.", "That's fine.")
 
@@ -131,8 +156,13 @@ def test_snli_variable_columns_read_by_header_position_and_last_field():
     for row, text, label in zip(lines, ds.texts, ds.labels.tolist()):
         assert text == (row[7].strip(), row[8].strip())
         assert ds.task.label_names[label] == row[-1]
-    same = load_file(path, text_column="sentence1", text_pair_column="sentence2", label_column="gold_label",
-                     label_names=TASKS["SNLI"].label_names)
+    same = load_file(
+        path,
+        text_column="sentence1",
+        text_pair_column="sentence2",
+        label_column="gold_label",
+        label_names=TASKS["SNLI"].label_names,
+    )
     assert same.texts == ds.texts and torch.equal(same.labels, ds.labels)
 
 
@@ -188,7 +218,14 @@ def test_task_table_matches_the_papers():
     assert list(TASKS) == ["SST-2", "SST-5", "TREC", "RTE", "SNLI", "MNLI"]
     assert TASKS["SST-2"].label_words == ("terrible", "great")
     assert TASKS["SST-5"].label_words == ("terrible", "bad", "okay", "good", "great")
-    assert TASKS["TREC"].label_words == ("Description", "Entity", "Expression", "Human", "Location", "Number")
+    assert TASKS["TREC"].label_words == (
+        "Description",
+        "Entity",
+        "Expression",
+        "Human",
+        "Location",
+        "Number",
+    )
     assert TASKS["RTE"].label_names == ("entailment", "not_entailment")
     assert TASKS["RTE"].label_words == ("Yes", "No")
     for name in ("SNLI", "MNLI"):
@@ -200,11 +237,18 @@ def test_task_table_matches_the_papers():
 def test_prompts_input_text_and_parts():
     sst2, trec, rte = TASKS["SST-2"], TASKS["TREC"], TASKS["RTE"]
     assert sst2.prompt("a gorgeous film", 1) == "a gorgeous film It was great."
-    assert TASKS["SST-5"].prompts("ok") == [f"ok It was {w}." for w in ("terrible", "bad", "okay", "good", "great")]
+    assert TASKS["SST-5"].prompts("ok") == [
+        f"ok It was {w}." for w in ("terrible", "bad", "okay", "good", "great")
+    ]
     assert trec.prompt("Who wrote Hamlet ?", 3) == "Human: Who wrote Hamlet ?"
-    assert rte.prompt(("It rained.", "The ground is wet."), 1) == "It rained? No, the ground is wet."
+    assert (
+        rte.prompt(("It rained.", "The ground is wet."), 1) == "It rained? No, the ground is wet."
+    )
     assert sst2.parts("a film") == ("a film It was ", ".")
-    assert rte.parts(("It rained.", "The ground is wet.")) == ("It rained? ", ", the ground is wet.")
+    assert rte.parts(("It rained.", "The ground is wet.")) == (
+        "It rained? ",
+        ", the ground is wet.",
+    )
     assert sst2.input_text("a film , really") == "a film , really It was."
     assert trec.input_text("Who wrote Hamlet ?") == "Who wrote Hamlet ?"
     assert rte.input_text(("It rained.", "The ground is wet.")) == "It rained? the ground is wet."
@@ -212,17 +256,33 @@ def test_prompts_input_text_and_parts():
     assert trec.input_text("Who ?", mask="<mask>") == "<mask>: Who ?"
     for task, text in ((sst2, "x y"), (trec, "Who ?"), (rte, ("A b.", "C d."))):
         before, after = task.parts(text)
-        assert all(task.prompt(text, c) == before + w + after for c, w in enumerate(task.label_words))
+        assert all(
+            task.prompt(text, c) == before + w + after for c, w in enumerate(task.label_words)
+        )
 
 
 def test_premise_filters():
     """drop_punct (default) drops only punctuation; drop_last is LM-BFF's unconditional *sent-_0*."""
     rte = TASKS["RTE"]
-    assert rte.prompt(("That's all right", "That's fine."), 0) == "That's all right? Yes, that's fine."
+    assert (
+        rte.prompt(("That's all right", "That's fine."), 0) == "That's all right? Yes, that's fine."
+    )
     assert rte.prompt(("Is it?", "Yes."), 0) == "Is it? Yes, yes."
-    lmbff = Task("x", ("a", "b"), ("Yes", "No"), True, "{sentence1|drop_last}? {label_word}, {sentence2|lower_first}")
-    assert lmbff.prompt(("That's all right", "That's fine."), 0) == "That's all righ? Yes, that's fine."
-    assert lmbff.prompt(("That's all right.", "That's fine."), 1) == "That's all right? No, that's fine."
+    lmbff = Task(
+        "x",
+        ("a", "b"),
+        ("Yes", "No"),
+        True,
+        "{sentence1|drop_last}? {label_word}, {sentence2|lower_first}",
+    )
+    assert (
+        lmbff.prompt(("That's all right", "That's fine."), 0)
+        == "That's all righ? Yes, that's fine."
+    )
+    assert (
+        lmbff.prompt(("That's all right.", "That's fine."), 1)
+        == "That's all right? No, that's fine."
+    )
 
 
 def test_prompt_rejects_bad_input():
@@ -249,8 +309,13 @@ def test_prompt_rejects_bad_input():
     ],
 )
 def test_task_validation(kwargs, message):
-    args = {"name": "t", "label_names": ("a", "b"), "label_words": ("x", "y"), "pair": False,
-            "template": "{sentence} {label_word}"} | kwargs
+    args = {
+        "name": "t",
+        "label_names": ("a", "b"),
+        "label_words": ("x", "y"),
+        "pair": False,
+        "template": "{sentence} {label_word}",
+    } | kwargs
     with pytest.raises(ValueError, match=message):
         Task(**args)
 
@@ -260,7 +325,9 @@ def test_get_task_is_case_insensitive():
         assert get_task(alias) is TASKS["SST-2"]
     assert get_task("sst-5") is TASKS["SST-5"] and get_task("trec") is TASKS["TREC"]
     assert get_task("mnli") is TASKS["MNLI"]
-    with pytest.raises(ValueError, match=r"task must be one of \['SST-2', 'SST-5', 'TREC', 'RTE', 'SNLI', 'MNLI'\]"):
+    with pytest.raises(
+        ValueError, match=r"task must be one of \['SST-2', 'SST-5', 'TREC', 'RTE', 'SNLI', 'MNLI'\]"
+    ):
         get_task("CoLA")
 
 
@@ -268,11 +335,15 @@ def test_get_task_is_case_insensitive():
 def test_load_task_errors_name_what_exists(tmp_path):
     with pytest.raises(ValueError, match="task must be one of"):
         load_task("QQP", DATA)
-    with pytest.raises(ValueError, match=r"split must be one of \['train', 'dev', 'test'\] for SST-2; got 'valid'"):
+    with pytest.raises(
+        ValueError, match=r"split must be one of \['train', 'dev', 'test'\] for SST-2; got 'valid'"
+    ):
         load_task("SST-2", DATA, "valid")
     with pytest.raises(ValueError, match="'test_mismatched'"):
         load_task("MNLI", DATA, "validation")
-    with pytest.raises(FileNotFoundError, match=r"seeds available for k=512: \['13', '21', '42', '87', '100'\]"):
+    with pytest.raises(
+        FileNotFoundError, match=r"seeds available for k=512: \['13', '21', '42', '87', '100'\]"
+    ):
         load_task("SST-2", DATA, seed=7)
     with pytest.raises(FileNotFoundError, match=r"seeds available for k=512: \['42'\]"):
         load_task("SNLI", DATA, seed=13)
@@ -283,7 +354,9 @@ def test_load_task_errors_name_what_exists(tmp_path):
     (tmp_path / "SST-2" / "k-shot-1k-test" / "512-42").mkdir(parents=True)
     with pytest.raises(FileNotFoundError, match=r"task folders there: \['SST-2'\]"):
         load_task("RTE", tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"no 'dev' file dev.tsv for SST-2 .*files there: \[\]"):
+    with pytest.raises(
+        FileNotFoundError, match=r"no 'dev' file dev.tsv for SST-2 .*files there: \[\]"
+    ):
         load_task("SST-2", tmp_path, "dev")
 
 
@@ -292,7 +365,12 @@ def test_dataset_subset_and_counts():
     assert len(ds) == 4 and ds[1] == ("b", 1)
     assert ds.class_counts() == {"0": 1, "1": 3}
     sub = ds.subset([3, 0])
-    assert sub.texts == ["d", "a"] and sub.labels.tolist() == [1, 0] and sub.source == "mem" and sub.task is ds.task
+    assert (
+        sub.texts == ["d", "a"]
+        and sub.labels.tolist() == [1, 0]
+        and sub.source == "mem"
+        and sub.task is ds.task
+    )
     assert ds.subset(slice(1, 3)).texts == ["b", "c"]
     assert ds.subset(torch.tensor([True, False, False, True])).texts == ["a", "d"]
     assert ds.subset(torch.tensor([2])).class_counts() == {"0": 0, "1": 1}
@@ -308,14 +386,14 @@ def test_a_private_read_of_a_task_split_drops_rows_outside_it(tmp_path):
     # stopped the run, and the message printed that row's label. lenient applies the domain rule (dpnc.lm.files).
     folder = tmp_path / "SST-2" / "k-shot-1k-test" / "512-42"
     folder.mkdir(parents=True)
-    (folder / "train.tsv").write_text("sentence\tlabel\ngood\t1\nsecret diagnosis\tHIV-positive\n\nbad\t0\n"
-                                     "lonely\n")
+    (folder / "train.tsv").write_text(
+        "sentence\tlabel\ngood\t1\nsecret diagnosis\tHIV-positive\n\nbad\t0\nlonely\n"
+    )
     with pytest.raises(ValueError, match="HIV-positive"):
-        load_task("SST-2", tmp_path, "train")   # a plain read still refuses, naming the label
+        load_task("SST-2", tmp_path, "train")  # a plain read still refuses, naming the label
     kept = load_task("SST-2", tmp_path, "train", lenient=True)
     # the blank line is a record too (replace-one counts records): 3 dropped, 2 kept
     assert (kept.texts, kept.labels.tolist(), kept.dropped) == (["good", "bad"], [1, 0], 3)
-
 
 
 @needs_data
@@ -323,5 +401,9 @@ def test_a_private_read_of_a_task_split_drops_rows_outside_it(tmp_path):
 def test_a_private_read_of_the_shipped_training_splits_keeps_every_row(task):
     # The domain rule (dpnc.lm.files.read_private) reads the LM-BFF training files as the plain read does.
     plain, private = load_task(task, DATA, "train"), load_task(task, DATA, "train", lenient=True)
-    assert private.texts == plain.texts and torch.equal(private.labels, plain.labels) and private.dropped == 0
+    assert (
+        private.texts == plain.texts
+        and torch.equal(private.labels, plain.labels)
+        and private.dropped == 0
+    )
     assert (private.source, private.origin) == (plain.source, plain.origin)

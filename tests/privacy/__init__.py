@@ -1,5 +1,13 @@
-from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, FixedSize, Gaussian, Sampled,
-                          TreeAggregated, ZCDPMechanism)
+from dpnc.privacy import (
+    Accountant,
+    DiscreteGaussian,
+    ExponentialMechanism,
+    FixedSize,
+    Gaussian,
+    Sampled,
+    TreeAggregated,
+    ZCDPMechanism,
+)
 
 
 def mixed_ledger(relation: str = "replace-one") -> Accountant:

@@ -6,9 +6,24 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from dpnc.privacy import (Accountant, DiscreteGaussian, ExponentialMechanism, FixedSize, Gaussian, NonPrivate, Poisson,
-                          Relation, Release, Sampled, TreeAggregated, UnsupportedRelease, ZCDPMechanism,
-                          mean_sensitivity, new_partition, rho_to_epsilon)
+from dpnc.privacy import (
+    Accountant,
+    DiscreteGaussian,
+    ExponentialMechanism,
+    FixedSize,
+    Gaussian,
+    NonPrivate,
+    Poisson,
+    Relation,
+    Release,
+    Sampled,
+    TreeAggregated,
+    UnsupportedRelease,
+    ZCDPMechanism,
+    mean_sensitivity,
+    new_partition,
+    rho_to_epsilon,
+)
 from tests.privacy import mixed_ledger
 
 DELTA = 1e-5
@@ -44,8 +59,11 @@ def test_rdp_matches_dp_accounting_directly():
     acct.record(Sampled(Poisson(0.0625), Gaussian(2.0, 27.0)), 10_000)
     acct.record(Gaussian(0.5, 3.0), 3)
     ref = rdp_lib.RdpAccountant()
-    ref.compose(dp_event.SelfComposedDpEvent(
-        dp_event.PoissonSampledDpEvent(0.0625, dp_event.GaussianDpEvent(13.5)), 10_000))
+    ref.compose(
+        dp_event.SelfComposedDpEvent(
+            dp_event.PoissonSampledDpEvent(0.0625, dp_event.GaussianDpEvent(13.5)), 10_000
+        )
+    )
     ref.compose(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(6.0), 3))
     assert acct.epsilon(DELTA, "rdp") == pytest.approx(ref.get_epsilon(DELTA), rel=1e-12)
 
@@ -54,10 +72,15 @@ def test_pld_matches_dp_accounting_directly():
     acct = Accountant("add/remove")
     acct.record(Sampled(Poisson(0.0625), Gaussian(1.0, 13.5156)), 10_000)
     ref = pld_privacy_accountant.PLDAccountant()
-    ref.compose(dp_event.SelfComposedDpEvent(
-        dp_event.PoissonSampledDpEvent(0.0625, dp_event.GaussianDpEvent(13.5156)), 10_000))
+    ref.compose(
+        dp_event.SelfComposedDpEvent(
+            dp_event.PoissonSampledDpEvent(0.0625, dp_event.GaussianDpEvent(13.5156)), 10_000
+        )
+    )
     assert acct.epsilon(DELTA, "pld") == pytest.approx(ref.get_epsilon(DELTA), abs=2e-3)
-    assert acct.epsilon(DELTA, "pld") == pytest.approx(1.832, abs=2e-3)  # shared/notes/anchor-bench.md
+    assert acct.epsilon(DELTA, "pld") == pytest.approx(
+        1.832, abs=2e-3
+    )  # shared/notes/anchor-bench.md
     assert acct.epsilon(DELTA, "pld") < acct.epsilon(DELTA, "rdp")
 
 
@@ -95,7 +118,9 @@ def test_json_round_trip_keeps_every_release():
     acct = mixed_ledger()
     back = Accountant.from_json(acct.to_json())
     assert back.relation is Relation.REPLACE_ONE
-    assert [(e.release, e.count) for e in back.ledger] == [(e.release, e.count) for e in acct.ledger]
+    assert [(e.release, e.count) for e in back.ledger] == [
+        (e.release, e.count) for e in acct.ledger
+    ]
     assert back.epsilon(DELTA) == acct.epsilon(DELTA)
     with pytest.raises(ValueError, match="unknown release kind 'Laplace'"):
         Release.from_dict({"kind": "Laplace"})
@@ -110,32 +135,42 @@ def test_tree_release_counts_exact_leaf_participation():
         composed = Accountant()
         composed.record(Gaussian(1.5, 3.0), nodes)
         assert acct.epsilon(DELTA) == pytest.approx(composed.epsilon(DELTA), rel=1e-12)
-        assert acct.epsilon(DELTA, "pld") == pytest.approx(composed.epsilon(DELTA, "pld"), rel=1e-12)
+        assert acct.epsilon(DELTA, "pld") == pytest.approx(
+            composed.epsilon(DELTA, "pld"), rel=1e-12
+        )
 
 
 def test_mean_sensitivity_follows_the_relation():
     assert mean_sensitivity(3.0, 100, "replace-one") == pytest.approx(0.06)
     assert mean_sensitivity(3.0, 100, "add/remove") == pytest.approx(0.03)
-    with pytest.raises(ValueError, match=r"relation must be one of \['replace-one', 'add/remove'\]; got 'swap'"):
+    with pytest.raises(
+        ValueError, match=r"relation must be one of \['replace-one', 'add/remove'\]; got 'swap'"
+    ):
         mean_sensitivity(1.0, 10, "swap")
 
 
 def test_unsupported_releases_are_refused_with_a_way_out():
-    with pytest.raises(UnsupportedRelease, match=r"Sampled\(FixedSize, Gaussian\) cannot be accounted under "
-                       r"relation 'add/remove'; use an Accountant with relation \['replace-one'\]"):
+    with pytest.raises(
+        UnsupportedRelease,
+        match=r"Sampled\(FixedSize, Gaussian\) cannot be accounted under "
+        r"relation 'add/remove'; use an Accountant with relation \['replace-one'\]",
+    ):
         Accountant("add/remove").record(Sampled(FixedSize(100, 10), Gaussian(1.0, 2.0)))
     acct = Accountant("replace-one")
     acct.record(Sampled(Poisson(0.1), Gaussian(2.0, 20.0)), 100)
-    with pytest.raises(UnsupportedRelease,
-                       match=r"RDP accountant cannot interpret Sampled\(Poisson, Gaussian\).*use method='pld'"):
+    with pytest.raises(
+        UnsupportedRelease,
+        match=r"RDP accountant cannot interpret Sampled\(Poisson, Gaussian\).*use method='pld'",
+    ):
         acct.epsilon(DELTA, "rdp")
     assert 0 < acct.epsilon(DELTA, "pld") < math.inf
     with pytest.raises(UnsupportedRelease, match="not zCDP"):
         acct.rho()
     zc = Accountant()
     zc.record(ZCDPMechanism(0.1))
-    with pytest.raises(UnsupportedRelease,
-                       match="PLD accounting does not support ZCDPMechanism.*use method='rdp'"):
+    with pytest.raises(
+        UnsupportedRelease, match="PLD accounting does not support ZCDPMechanism.*use method='rdp'"
+    ):
         zc.epsilon(DELTA, "pld")
     report = zc.report(DELTA)
     assert report.epsilon_pld is None and report.epsilon_rdp is not None and report.rho == 0.1
@@ -180,17 +215,23 @@ def test_report_marks_seeded_noise_as_not_private():
     assert acct2.report(DELTA).private
 
 
-@pytest.mark.parametrize("factory,message", [
-    (lambda: Gaussian(0.0, 1.0), r"sensitivity must be a finite number > 0; got 0.0"),
-    (lambda: Gaussian(1.0, -1.0), r"sigma must be a finite number >= 0; got -1.0"),
-    (lambda: Gaussian(1.0, float("nan")), r"sigma must be a finite number >= 0; got nan"),
-    (lambda: Sampled(Poisson(1.5), Gaussian(1.0, 1.0)), r"q must be in \(0, 1\]; got 1.5"),
-    (lambda: Sampled(FixedSize(10, 11), Gaussian(1.0, 1.0)), r"B must be <= n=10; got 11"),
-    (lambda: TreeAggregated(Gaussian(1.0, 1.0), leaves=0), r"leaves must be an integer >= 1; got 0"),
-    (lambda: ZCDPMechanism(-1.0), r"rho must be a finite number >= 0; got -1.0"),
-    (lambda: ExponentialMechanism(0.0), r"epsilon must be a finite number > 0; got 0.0"),
-    (lambda: DiscreteGaussian(1.5, 1.0), r"sensitivity must be an integer >= 1; got 1.5"),
-])
+@pytest.mark.parametrize(
+    "factory,message",
+    [
+        (lambda: Gaussian(0.0, 1.0), r"sensitivity must be a finite number > 0; got 0.0"),
+        (lambda: Gaussian(1.0, -1.0), r"sigma must be a finite number >= 0; got -1.0"),
+        (lambda: Gaussian(1.0, float("nan")), r"sigma must be a finite number >= 0; got nan"),
+        (lambda: Sampled(Poisson(1.5), Gaussian(1.0, 1.0)), r"q must be in \(0, 1\]; got 1.5"),
+        (lambda: Sampled(FixedSize(10, 11), Gaussian(1.0, 1.0)), r"B must be <= n=10; got 11"),
+        (
+            lambda: TreeAggregated(Gaussian(1.0, 1.0), leaves=0),
+            r"leaves must be an integer >= 1; got 0",
+        ),
+        (lambda: ZCDPMechanism(-1.0), r"rho must be a finite number >= 0; got -1.0"),
+        (lambda: ExponentialMechanism(0.0), r"epsilon must be a finite number > 0; got 0.0"),
+        (lambda: DiscreteGaussian(1.5, 1.0), r"sensitivity must be an integer >= 1; got 1.5"),
+    ],
+)
 def test_releases_validate_when_built(factory, message):
     with pytest.raises(ValueError, match=message):
         factory()
@@ -246,7 +287,11 @@ def test_pld_refuses_nearly_noiseless_releases_instead_of_exhausting_memory():
     with pytest.raises(UnsupportedRelease, match="use method='rdp'"):
         acct.epsilon(DELTA, "pld")
     report = acct.report(DELTA)
-    assert report.epsilon_pld is None and report.epsilon_rdp > 1e5 and any("pld" in n for n in report.notes)
+    assert (
+        report.epsilon_pld is None
+        and report.epsilon_rdp > 1e5
+        and any("pld" in n for n in report.notes)
+    )
 
 
 def test_distinct_gaussians_compose_by_pld_to_the_exact_gaussian_epsilon():
@@ -254,7 +299,6 @@ def test_distinct_gaussians_compose_by_pld_to_the_exact_gaussian_epsilon():
     the PLD ε must equal the analytic ε of that Gaussian (Balle & Wang 2018, Thm 8), computed here with scipy."""
     from scipy.optimize import brentq
     from scipy.stats import norm
-
 
     acct = Accountant("add/remove")
     multipliers = [3.0 + 0.01 * i for i in range(300)]

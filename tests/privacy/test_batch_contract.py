@@ -12,9 +12,9 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.tier.zeroth_order import DPZero, MeZO
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch, PoissonSampler
+from dpnc.tier.zeroth_order import DPZero, MeZO
 
 N, FEATURES, B, STEPS = 128, 4, 16, 6
 ZEROTH, FIRST = ("dpzero", "mezo"), ("dp-sgd",)
@@ -33,8 +33,16 @@ def loss(model):
 def private(model, optimizer, data=None, **kwargs):
     data = data if data is not None else dataset()
     extra = dict(target_epsilon=2.0, delta=1e-5, clip=5.0) if optimizer != "mezo" else {}
-    return dpnc.make_private(model, data=data, n=N, optimizer=optimizer, steps=STEPS, batch_size=B, lr=0.05,
-                             **{**extra, **kwargs})
+    return dpnc.make_private(
+        model,
+        data=data,
+        n=N,
+        optimizer=optimizer,
+        steps=STEPS,
+        batch_size=B,
+        lr=0.05,
+        **{**extra, **kwargs},
+    )
 
 
 def snapshot(model):
@@ -64,13 +72,15 @@ def test_another_batch_of_the_pending_batchs_size_is_refused(optimizer):
     X, y = data.tensors
     _, xb, yb = non_empty_batch(opt, loader, model)
     before, released = snapshot(model), acct.releases
-    for other in ((X[:len(xb)], y[:len(xb)]),            # the review's attack: the first rows, same size
-                  (xb.clone(), yb.clone()),              # a copy: equal values, not the batch the loader yielded
-                  (xb[:], yb)):                          # a view
+    for other in (
+        (X[: len(xb)], y[: len(xb)]),  # the review's attack: the first rows, same size
+        (xb.clone(), yb.clone()),  # a copy: equal values, not the batch the loader yielded
+        (xb[:], yb),
+    ):  # a view
         with pytest.raises(ValueError, match="inputs must be the batch the loader just yielded"):
             opt.step(loss(model), *other)
         assert acct.releases == released and unchanged(before, model)
-    opt.step(loss(model), xb, yb)   # the very objects the loader yielded are accepted
+    opt.step(loss(model), xb, yb)  # the very objects the loader yielded are accepted
     assert acct.releases == released + 1
 
 
@@ -81,11 +91,13 @@ def test_a_stale_or_spent_batch_is_refused(optimizer):
     it, xb, yb = non_empty_batch(opt, loader, model)
     opt.step(loss(model), xb, yb)
     released = acct.releases
-    with pytest.raises(ValueError, match="no batch is pending"):    # spent: a second step on it
+    with pytest.raises(ValueError, match="no batch is pending"):  # spent: a second step on it
         opt.step(loss(model), xb, yb)
-    next(it)                                                       # the next batch is drawn and pending
+    next(it)  # the next batch is drawn and pending
     before = snapshot(model)
-    with pytest.raises(ValueError, match="inputs must be the batch the loader just yielded"):   # stale
+    with pytest.raises(
+        ValueError, match="inputs must be the batch the loader just yielded"
+    ):  # stale
         opt.step(loss(model), xb, yb)
     assert acct.releases == released and unchanged(before, model)
 
@@ -93,7 +105,9 @@ def test_a_stale_or_spent_batch_is_refused(optimizer):
 @pytest.mark.parametrize("optimizer", ZEROTH + FIRST)
 def test_the_loss_function_is_handed_exactly_the_batch_the_loader_yielded(optimizer):
     model = nn.Linear(FEATURES, 1).eval()
-    extra = {"per_example": "loop"} if optimizer in FIRST else {}   # real tensors to record (not vmap's)
+    extra = (
+        {"per_example": "loop"} if optimizer in FIRST else {}
+    )  # real tensors to record (not vmap's)
     opt, loader, acct = private(model, optimizer, testing_seed=3, **extra)
     for xb, yb in loader:
         handed = []
@@ -104,10 +118,14 @@ def test_the_loss_function_is_handed_exactly_the_batch_the_loader_yielded(optimi
 
         opt.step(recording)
         if len(xb) == 0:
-            assert handed == []   # an empty batch releases noise only, without calling the loss function
+            assert (
+                handed == []
+            )  # an empty batch releases noise only, without calling the loss function
         elif optimizer in ZEROTH:
-            assert all(x is xb and y is yb for x, y in handed) and len(handed) == 2   # the two forward passes
-        else:   # per-example gradients: one example at a time, sliced from the yielded batch
+            assert (
+                all(x is xb and y is yb for x, y in handed) and len(handed) == 2
+            )  # the two forward passes
+        else:  # per-example gradients: one example at a time, sliced from the yielded batch
             assert torch.equal(torch.cat([x for x, _ in handed]), xb)
     assert acct.releases == STEPS
 
@@ -115,8 +133,16 @@ def test_the_loss_function_is_handed_exactly_the_batch_the_loader_yielded(optimi
 def test_the_direct_optimizer_fetches_its_rows_from_the_data_it_was_given():
     X, y = dataset().tensors
     model = nn.Linear(FEATURES, 1).eval()
-    opt = DPZero(model.parameters(), lr=0.05, clip=5.0, noise_multiplier=1.0, model=model, data=(X, y),
-                 sampler=PoissonSampler.for_testing(N, B, seed=4), accountant=Accountant("add/remove"))
+    opt = DPZero(
+        model.parameters(),
+        lr=0.05,
+        clip=5.0,
+        noise_multiplier=1.0,
+        model=model,
+        data=(X, y),
+        sampler=PoissonSampler.for_testing(N, B, seed=4),
+        accountant=Accountant("add/remove"),
+    )
     twin = PoissonSampler.for_testing(N, B, seed=4)
     for _ in range(3):
         handed = []
@@ -128,15 +154,24 @@ def test_the_direct_optimizer_fetches_its_rows_from_the_data_it_was_given():
     with pytest.raises(ValueError, match="loss_fn must take the batch as arguments"):
         opt.step(lambda: loss(model)(X[:B], y[:B]))
     with pytest.raises(ValueError, match="data must be the training data"):
-        DPZero(model.parameters(), lr=0.05, clip=5.0, noise_multiplier=1.0, model=model,
-               sampler=FullBatch(N), accountant=Accountant())
+        DPZero(
+            model.parameters(),
+            lr=0.05,
+            clip=5.0,
+            noise_multiplier=1.0,
+            model=model,
+            sampler=FullBatch(N),
+            accountant=Accountant(),
+        )
 
 
 BATCH_STATISTICS = {
-    "train-mode BatchNorm": lambda: nn.Sequential(nn.Linear(FEATURES, 4), nn.BatchNorm1d(4), nn.Linear(4, 1)),
-    "BatchNorm without running statistics, in eval mode":
-        lambda: nn.Sequential(nn.Linear(FEATURES, 4), nn.BatchNorm1d(4, track_running_stats=False),
-                              nn.Linear(4, 1)).eval(),
+    "train-mode BatchNorm": lambda: nn.Sequential(
+        nn.Linear(FEATURES, 4), nn.BatchNorm1d(4), nn.Linear(4, 1)
+    ),
+    "BatchNorm without running statistics, in eval mode": lambda: nn.Sequential(
+        nn.Linear(FEATURES, 4), nn.BatchNorm1d(4, track_running_stats=False), nn.Linear(4, 1)
+    ).eval(),
 }
 
 
@@ -154,15 +189,15 @@ def test_model_train_after_construction_is_refused_at_the_next_step(optimizer):
     _, xb, yb = non_empty_batch(opt, loader, model)
     opt.step(loss(model))
     next(iter(loader))
-    model.train()   # BatchNorm would now normalise with the batch and write its mean into running_mean
+    model.train()  # BatchNorm would now normalise with the batch and write its mean into running_mean
     norm = model[1]
     before, running, released = snapshot(model), norm.running_mean.clone(), acct.releases
     with pytest.raises(ValueError, match="BatchNorm in train mode"):
         opt.step(loss(model))
     assert acct.releases == released and unchanged(before, model)
-    assert torch.equal(norm.running_mean, running)   # no batch statistic reached the saved state
+    assert torch.equal(norm.running_mean, running)  # no batch statistic reached the saved state
     model.eval()
-    opt.step(loss(model))   # the batch stayed pending: the corrected model may take it
+    opt.step(loss(model))  # the batch stayed pending: the corrected model may take it
     assert acct.releases == released + 1
 
 
@@ -195,11 +230,18 @@ def test_data_rows_from_a_dataset_collate_the_drawn_items():
     data = dataset()
     X, y = data.tensors
     rows = torch.tensor([5, 0, 17])
-    xb, yb = DataRows(data).rows(rows)   # a TensorDataset's items, collated by torch's default_collate
+    xb, yb = DataRows(data).rows(
+        rows
+    )  # a TensorDataset's items, collated by torch's default_collate
     assert torch.equal(xb, X[rows]) and torch.equal(yb, y[rows])
-    as_dict = DataRows(data, collate_fn=lambda items: {"x": torch.stack([x for x, _ in items])}).rows(rows)
-    assert len(as_dict) == 1 and torch.equal(as_dict[0]["x"], X[rows])   # a dict is one argument
-    for bad, message in (((X, y[:-1]), "one row per example"), (object(), "map-style Dataset"),
-                         (None, "data must be given")):
+    as_dict = DataRows(
+        data, collate_fn=lambda items: {"x": torch.stack([x for x, _ in items])}
+    ).rows(rows)
+    assert len(as_dict) == 1 and torch.equal(as_dict[0]["x"], X[rows])  # a dict is one argument
+    for bad, message in (
+        ((X, y[:-1]), "one row per example"),
+        (object(), "map-style Dataset"),
+        (None, "data must be given"),
+    ):
         with pytest.raises(ValueError, match=message):
             DataRows(bad)

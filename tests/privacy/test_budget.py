@@ -47,7 +47,10 @@ def test_conversions_are_monotone(rho, delta, factor):
     # Strictly increasing wherever ε > 0 (for large δ and small ρ the optimal ε is exactly 0).
     for method in ("optimal", "bun-steinke"):
         base = rho_to_epsilon(rho, delta, method)
-        for bigger in (rho_to_epsilon(rho * factor, delta, method), rho_to_epsilon(rho, delta / factor, method)):
+        for bigger in (
+            rho_to_epsilon(rho * factor, delta, method),
+            rho_to_epsilon(rho, delta / factor, method),
+        ):
             assert bigger > base if base > 0 else bigger >= base
 
 
@@ -64,8 +67,12 @@ def test_inverse_round_trips(epsilon, delta):
 def test_bun_steinke_inverse_closed_form():
     eps, delta = 2.0, 1e-5
     L = math.log(1 / delta)
-    assert epsilon_to_rho(eps, delta, "bun-steinke") == pytest.approx((math.sqrt(L + eps) - math.sqrt(L)) ** 2)
-    assert Budget(eps, delta).to_zcdp("bun-steinke").rho == pytest.approx((math.sqrt(L + eps) - math.sqrt(L)) ** 2)
+    assert epsilon_to_rho(eps, delta, "bun-steinke") == pytest.approx(
+        (math.sqrt(L + eps) - math.sqrt(L)) ** 2
+    )
+    assert Budget(eps, delta).to_zcdp("bun-steinke").rho == pytest.approx(
+        (math.sqrt(L + eps) - math.sqrt(L)) ** 2
+    )
 
 
 def test_iclr_rdp_convention():
@@ -86,17 +93,23 @@ def test_rdp_to_epsilon_matches_dp_accounting():
     assert ours == pytest.approx(theirs, rel=1e-12) and order == their_order
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"epsilon": 0, "delta": 1e-5}, r"epsilon must be a finite number > 0; got 0"),
-    ({"epsilon": -1.0, "delta": 1e-5}, r"epsilon must be a finite number > 0; got -1.0"),
-    ({"epsilon": float("nan"), "delta": 1e-5}, r"epsilon must be a finite number > 0; got nan"),
-    ({"epsilon": float("inf"), "delta": 1e-5}, r"epsilon must be a finite number > 0"),
-    ({"epsilon": 1.0, "delta": 0}, r"delta must be in the open interval \(0, 1\); got 0"),
-    ({"epsilon": 1.0, "delta": 1.0}, r"delta must be in the open interval \(0, 1\); got 1.0"),
-    ({"epsilon": 1.0, "delta": float("nan")}, r"delta must be in the open interval \(0, 1\); got nan"),
-    ({"epsilon": "two", "delta": 1e-5}, r"epsilon must be a number; got 'two'"),
-    ({"epsilon": True, "delta": 1e-5}, r"epsilon must be a number; got True"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"epsilon": 0, "delta": 1e-5}, r"epsilon must be a finite number > 0; got 0"),
+        ({"epsilon": -1.0, "delta": 1e-5}, r"epsilon must be a finite number > 0; got -1.0"),
+        ({"epsilon": float("nan"), "delta": 1e-5}, r"epsilon must be a finite number > 0; got nan"),
+        ({"epsilon": float("inf"), "delta": 1e-5}, r"epsilon must be a finite number > 0"),
+        ({"epsilon": 1.0, "delta": 0}, r"delta must be in the open interval \(0, 1\); got 0"),
+        ({"epsilon": 1.0, "delta": 1.0}, r"delta must be in the open interval \(0, 1\); got 1.0"),
+        (
+            {"epsilon": 1.0, "delta": float("nan")},
+            r"delta must be in the open interval \(0, 1\); got nan",
+        ),
+        ({"epsilon": "two", "delta": 1e-5}, r"epsilon must be a number; got 'two'"),
+        ({"epsilon": True, "delta": 1e-5}, r"epsilon must be a number; got True"),
+    ],
+)
 def test_budget_rejects_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Budget(**kwargs)
@@ -105,7 +118,9 @@ def test_budget_rejects_bad_input(kwargs, message):
 def test_zcdp_and_conversions_reject_bad_input():
     with pytest.raises(ValueError, match=r"rho must be a finite number >= 0; got -0.1"):
         ZCDP(-0.1)
-    with pytest.raises(ValueError, match=r"method must be one of \('optimal', 'bun-steinke'\); got 'mironov'"):
+    with pytest.raises(
+        ValueError, match=r"method must be one of \('optimal', 'bun-steinke'\); got 'mironov'"
+    ):
         rho_to_epsilon(1.0, 1e-5, "mironov")
     with pytest.raises(ValueError, match=r"rdp values must be >= 0"):
         rdp_to_epsilon([2.0], [-1.0], 1e-5)

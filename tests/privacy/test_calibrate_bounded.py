@@ -16,8 +16,16 @@ from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from dpnc.privacy import Accountant, Gaussian, Poisson, Sampled, UnsupportedRelease, epsilon_for, noise_multiplier
-from dpnc.privacy import calibrate
+from dpnc.privacy import (
+    Accountant,
+    Gaussian,
+    Poisson,
+    Sampled,
+    UnsupportedRelease,
+    calibrate,
+    epsilon_for,
+    noise_multiplier,
+)
 
 DELTA = 1e-5
 SECONDS = 10.0
@@ -25,7 +33,9 @@ SECONDS = 10.0
 
 def _event(m: float, q: float, steps: int) -> dp_event.DpEvent:
     gaussian = dp_event.GaussianDpEvent(m)
-    return dp_event.SelfComposedDpEvent(gaussian if q == 1 else dp_event.PoissonSampledDpEvent(q, gaussian), steps)
+    return dp_event.SelfComposedDpEvent(
+        gaussian if q == 1 else dp_event.PoissonSampledDpEvent(q, gaussian), steps
+    )
 
 
 def _reference_rdp(m: float, q: float, steps: int) -> float:
@@ -44,8 +54,9 @@ def _reference_pld(m: float, q: float, steps: int, interval: float) -> float:
 @pytest.mark.parametrize("q,steps", [(1.0, 1), (0.01, 1000)])
 @pytest.mark.parametrize("epsilon", [100.0, 1e3, 1e6, 1e9])
 def test_calibration_is_fast_and_its_multiplier_meets_the_target_by_an_independent_accountant(
-        epsilon, q, steps, accountant, monkeypatch):
-    monkeypatch.setenv("DPNC_CACHE_DIR", "off")   # time the search itself, not a stored answer
+    epsilon, q, steps, accountant, monkeypatch
+):
+    monkeypatch.setenv("DPNC_CACHE_DIR", "off")  # time the search itself, not a stored answer
     calibrate._noise_multiplier.cache_clear()
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -64,7 +75,9 @@ def test_calibration_is_fast_and_its_multiplier_meets_the_target_by_an_independe
         reference = _reference_pld(m, q, steps, max(1e-3, 1e-5 * epsilon))
         assert reference <= epsilon * (1 + 1e-3)
         assert epsilon_for(m, q, steps, DELTA, accountant="pld") <= epsilon
-        assert m < noise_multiplier(epsilon, DELTA, q, steps, accountant="rdp")   # PLD still the tighter
+        assert m < noise_multiplier(
+            epsilon, DELTA, q, steps, accountant="rdp"
+        )  # PLD still the tighter
 
 
 def test_pld_falls_back_to_rdp_with_a_warning_where_it_cannot_answer():
@@ -95,13 +108,13 @@ def test_a_large_epsilon_is_accounted_on_a_coarser_grid_that_stays_an_upper_boun
     from dpnc.privacy.accountant import PLD_INTERVAL, pld_interval
 
     acct = Accountant("add/remove")
-    acct.record(Sampled(Poisson(0.01), Gaussian(1.0, 0.27)), 1000)   # ε ≈ 97 (PLD), 108 (RDP)
+    acct.record(Sampled(Poisson(0.01), Gaussian(1.0, 0.27)), 1000)  # ε ≈ 97 (PLD), 108 (RDP)
     interval = pld_interval(acct._key(), acct.relation, DELTA)
     assert interval > 10 * PLD_INTERVAL
     start = time.perf_counter()
     eps = acct.epsilon(DELTA, "pld")
     assert time.perf_counter() - start < SECONDS
-    fine = _reference_pld(0.27, 0.01, 1000, 1e-3)   # dp-accounting at a 10× finer grid
+    fine = _reference_pld(0.27, 0.01, 1000, 1e-3)  # dp-accounting at a 10× finer grid
     assert fine <= eps <= fine * (1 + 1e-4)
 
 

@@ -38,10 +38,17 @@ def test_an_answer_is_stored_and_another_process_uses_it_without_searching(cache
     entry = json.loads(stored.read_text())
     assert entry["multiplier"] == m and entry["question"][:5] == [2.0, DELTA, 1 / 64, 4, "pld"]
     # Another process (a resumed run, another rank) finds it: the same multiplier, no search.
-    code = ("import sys; from dpnc.privacy import calibrate as c; c._search = lambda *a: sys.exit(3); "
-            f"print(repr(c.noise_multiplier(2.0, {DELTA}, 1 / 64, 4, accountant='pld')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "DPNC_CACHE_DIR": str(cache.parent)})
+    code = (
+        "import sys; from dpnc.privacy import calibrate as c; c._search = lambda *a: sys.exit(3); "
+        f"print(repr(c.noise_multiplier(2.0, {DELTA}, 1 / 64, 4, accountant='pld')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DPNC_CACHE_DIR": str(cache.parent)},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout) == m
     calibrate._noise_multiplier.cache_clear()
@@ -53,11 +60,11 @@ def test_an_edited_answer_that_misses_the_target_is_ignored(cache):
     m = noise_multiplier(**QUESTION)
     [stored] = cache.glob("*.json")
     entry = json.loads(stored.read_text())
-    stored.write_text(json.dumps({**entry, "multiplier": m / 2}))   # half the noise: ε far above 2
+    stored.write_text(json.dumps({**entry, "multiplier": m / 2}))  # half the noise: ε far above 2
     assert epsilon_for(m / 2, 1 / 64, 4, DELTA, accountant="pld") > 2.0
     calibrate._noise_multiplier.cache_clear()
-    assert noise_multiplier(**QUESTION) == m   # searched again
-    assert json.loads(stored.read_text())["multiplier"] == m   # and the file mended
+    assert noise_multiplier(**QUESTION) == m  # searched again
+    assert json.loads(stored.read_text())["multiplier"] == m  # and the file mended
 
 
 def test_an_edited_answer_with_more_noise_than_the_minimum_is_ignored(cache):
@@ -66,9 +73,9 @@ def test_an_edited_answer_with_more_noise_than_the_minimum_is_ignored(cache):
     [stored] = cache.glob("*.json")
     entry = json.loads(stored.read_text())
     stored.write_text(json.dumps({**entry, "multiplier": 2 * m}))
-    assert epsilon_for(2 * m, 1 / 64, 4, DELTA, accountant="pld") <= 2.0   # it meets the target
+    assert epsilon_for(2 * m, 1 / 64, 4, DELTA, accountant="pld") <= 2.0  # it meets the target
     calibrate._noise_multiplier.cache_clear()
-    assert noise_multiplier(**QUESTION) == m   # searched again
+    assert noise_multiplier(**QUESTION) == m  # searched again
     assert json.loads(stored.read_text())["multiplier"] == m
 
 

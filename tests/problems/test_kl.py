@@ -34,7 +34,9 @@ TOL = 1e-9  # rounding slack where an inequality is tight
 @functools.cache
 def make(name: str) -> KLObjective:
     return {
-        "quadratic": lambda: Quadratic(3, n=10, c=[1.0, -2.0, 0.5], center=[0.5, -1.5, 0.0], radius=2.0),
+        "quadratic": lambda: Quadratic(
+            3, n=10, c=[1.0, -2.0, 0.5], center=[0.5, -1.5, 0.0], radius=2.0
+        ),
         "power-1.5": lambda: PowerGrowth(1.5, 3, radius=2.0),
         "power-2": lambda: PowerGrowth(2.0, 2, n=100, w_star=[1.0, 1.0], radius=1.5),
         "power-3": lambda: PowerGrowth(3.0, 3, radius=2.0),
@@ -50,11 +52,34 @@ def make(name: str) -> KLObjective:
     }[name]()
 
 
-NAMES = ["quadratic", "power-1.5", "power-2", "power-3", "pseudo-huber", "sine", "sine-mean", "ls",
-         "ls-sufficient", "thm7", "thm7-paper", "thm8-2", "thm8-3"]
+NAMES = [
+    "quadratic",
+    "power-1.5",
+    "power-2",
+    "power-3",
+    "pseudo-huber",
+    "sine",
+    "sine-mean",
+    "ls",
+    "ls-sufficient",
+    "thm7",
+    "thm7-paper",
+    "thm8-2",
+    "thm8-3",
+]
 EXPLICIT = ["sine", "ls", "thm7", "thm7-paper", "thm8-2", "thm8-3"]
-LS_PUBLIC = dict(row_bound=1.0, target_bound=1.0, radius=2.0, mu=0.1)  # public inputs of LeastSquares
-TIGHT = ["quadratic", "power-1.5", "power-2", "power-3", "pseudo-huber", "thm7", "thm8-2"]  # γ attained in the region
+LS_PUBLIC = dict(
+    row_bound=1.0, target_bound=1.0, radius=2.0, mu=0.1
+)  # public inputs of LeastSquares
+TIGHT = [
+    "quadratic",
+    "power-1.5",
+    "power-2",
+    "power-3",
+    "pseudo-huber",
+    "thm7",
+    "thm8-2",
+]  # γ attained in the region
 
 
 def per_example_losses(obj: KLObjective, w: torch.Tensor) -> torch.Tensor:
@@ -96,7 +121,11 @@ def test_shapes_and_dtypes(name):
     torch.testing.assert_close(obj.gradient(w)[2], obj.gradient(w[2]), rtol=1e-14, atol=1e-14)
     region = obj.constants.region
     assert region.center.shape == (obj.dim,) and region.center.dtype == F64 and region.radius > 0
-    assert obj.w_star.shape == (obj.dim,) and math.isfinite(obj.constants.F_star) and isinstance(obj.n, int)
+    assert (
+        obj.w_star.shape == (obj.dim,)
+        and math.isfinite(obj.constants.F_star)
+        and isinstance(obj.n, int)
+    )
     g = obj.example_gradients(w[0])
     if name in EXPLICIT:
         assert g.shape == (obj.n, obj.dim) and obj.example_gradients(w).shape == (5, obj.n, obj.dim)
@@ -115,7 +144,10 @@ def test_gradient_matches_autograd_and_central_differences(name):
     torch.testing.assert_close(obj.gradient(w), auto, rtol=1e-10, atol=1e-12)
     h, d = 1e-6, obj.dim
     steps = h * torch.eye(d, dtype=F64)
-    fd = (obj.value((w[:, None] + steps).reshape(-1, d)) - obj.value((w[:, None] - steps).reshape(-1, d))) / (2 * h)
+    fd = (
+        obj.value((w[:, None] + steps).reshape(-1, d))
+        - obj.value((w[:, None] - steps).reshape(-1, d))
+    ) / (2 * h)
     torch.testing.assert_close(obj.gradient(w), fd.reshape(16, d), rtol=1e-6, atol=1e-6)
 
 
@@ -125,8 +157,12 @@ def test_example_gradients_are_the_per_example_losses_gradients_and_average_to_t
     for w in sample_ball(obj, 4, seed=2):
         jac = torch.autograd.functional.jacobian(lambda v, obj=obj: per_example_losses(obj, v), w)
         torch.testing.assert_close(obj.example_gradients(w), jac, rtol=1e-10, atol=1e-12)
-        torch.testing.assert_close(obj.example_gradients(w).mean(0), obj.gradient(w), rtol=1e-10, atol=1e-12)
-        torch.testing.assert_close(per_example_losses(obj, w).mean(), obj.value(w), rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(
+            obj.example_gradients(w).mean(0), obj.gradient(w), rtol=1e-10, atol=1e-12
+        )
+        torch.testing.assert_close(
+            per_example_losses(obj, w).mean(), obj.value(w), rtol=1e-10, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -137,13 +173,17 @@ def test_the_objective_protocol_per_example_methods(name):
     x = sample_ball(obj, 6, seed=21).reshape(2, 3, obj.dim)
     index = torch.tensor([0, obj.n - 1])
     if name in EXPLICIT:
-        want = torch.stack([per_example_losses(obj, p)[int(i)] for row, i in zip(x, index) for p in row]).reshape(2, 3)
+        want = torch.stack(
+            [per_example_losses(obj, p)[int(i)] for row, i in zip(x, index) for p in row]
+        ).reshape(2, 3)
         torch.testing.assert_close(obj.losses(x, index), want, rtol=1e-12, atol=1e-14)
         grads = torch.stack([obj.example_gradients(row)[:, int(i)] for row, i in zip(x, index)])
         torch.testing.assert_close(obj.gradients(x, index), grads)
     elif isinstance(obj, kl.DataFree):
         torch.testing.assert_close(obj.losses(x, index), obj.value(x.reshape(6, -1)).reshape(2, 3))
-        torch.testing.assert_close(obj.gradients(x, index), obj.gradient(x.reshape(6, -1)).reshape(2, 3, -1))
+        torch.testing.assert_close(
+            obj.gradients(x, index), obj.gradient(x.reshape(6, -1)).reshape(2, 3, -1)
+        )
     else:
         with pytest.raises(NotImplementedError, match="per-example"):
             obj.losses(x, index)
@@ -185,8 +225,12 @@ def test_per_example_lipschitz_smoothness_and_weak_convexity_bounds_hold(name):
     diff = w - v
     dist = torch.linalg.vector_norm(diff, dim=-1)[:, None]
     if obj.constants.L1 is not None:
-        assert (torch.linalg.vector_norm(gw - gv, dim=-1) <= obj.constants.L1 * dist * (1 + TOL) + 1e-12).all()
-    if obj.constants.weak_convexity is not None:  # ⟨∇f(w) − ∇f(v), w − v⟩ ≥ −L̃1‖w − v‖²  ⟺  f + (L̃1/2)‖·‖² convex
+        assert (
+            torch.linalg.vector_norm(gw - gv, dim=-1) <= obj.constants.L1 * dist * (1 + TOL) + 1e-12
+        ).all()
+    if (
+        obj.constants.weak_convexity is not None
+    ):  # ⟨∇f(w) − ∇f(v), w − v⟩ ≥ −L̃1‖w − v‖²  ⟺  f + (L̃1/2)‖·‖² convex
         inner = ((gw - gv) * diff[:, None, :]).sum(-1)
         assert (inner >= -obj.constants.weak_convexity * dist**2 - 1e-10).all()
         assert obj.constants.weak_convexity > 0
@@ -204,13 +248,17 @@ def test_sine_is_not_convex_so_its_weak_convexity_constant_is_needed():
     w = torch.full((1, 2), math.pi / 2, dtype=F64)  # g″ = 2 + 6cos 2w = −4 here
     v = w + 1e-3
     inner = float(((obj.gradient(w) - obj.gradient(v)) * (w - v)).sum())
-    assert inner < 0 and inner >= -obj.constants.weak_convexity * float(((w - v) ** 2).sum()) * 1.001
+    assert (
+        inner < 0 and inner >= -obj.constants.weak_convexity * float(((w - v) ** 2).sum()) * 1.001
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_w_star_is_a_minimiser_with_value_F_star(name):
     obj = make(name)
-    assert abs(float(obj.value(obj.w_star)) - obj.constants.F_star) <= 1e-12 * max(1.0, abs(obj.constants.F_star))
+    assert abs(float(obj.value(obj.w_star)) - obj.constants.F_star) <= 1e-12 * max(
+        1.0, abs(obj.constants.F_star)
+    )
     if name not in ("thm8-2", "thm8-3"):  # the thm8 minimiser sits at a kink
         assert float(torch.linalg.vector_norm(obj.gradient(obj.w_star))) <= 1e-10
     assert float(obj.value(sample_ball(obj, 2000, seed=8)).min()) >= obj.constants.F_star - 1e-12
@@ -243,20 +291,28 @@ def test_sine_constant_2_849():
     t = np.linspace(1e-4, 50, 500_001)
     ratio = (t**2 + 3 * np.sin(t) ** 2) / (2 * t + 3 * np.sin(2 * t)) ** 2
     t0 = t[ratio.argmax()]
-    best = minimize_scalar(lambda s: -(s**2 + 3 * np.sin(s) ** 2) / (2 * s + 3 * np.sin(2 * s)) ** 2,
-                           bounds=(t0 - 1e-3, t0 + 1e-3), method="bounded", options={"xatol": 1e-12})
+    best = minimize_scalar(
+        lambda s: -(s**2 + 3 * np.sin(s) ** 2) / (2 * s + 3 * np.sin(2 * s)) ** 2,
+        bounds=(t0 - 1e-3, t0 + 1e-3),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
     assert -best.fun == pytest.approx(2.8485, abs=1e-4)  # the spec rounds it to 2.849
     assert kl.SINE_PL_RATIO >= -best.fun and kl.SINE_PL_RATIO - (-best.fun) < 1e-9
     assert math.sqrt(kl.SINE_PL_RATIO) == pytest.approx(1.69, abs=5e-3)  # γ for x̄ = 1
     # The declared γ is attained: d = 1 on a grid through the argmax (x̄ = 1).
     obj = SinePL.from_mean(1.0, 1, 1, radius=3.0)
-    assert check_kl(obj, torch.linspace(-3, 3, 60_001, dtype=F64)[:, None]) == pytest.approx(1.0, abs=1e-6)
+    assert check_kl(obj, torch.linspace(-3, 3, 60_001, dtype=F64)[:, None]) == pytest.approx(
+        1.0, abs=1e-6
+    )
 
 
 def test_sine_gamma_comes_from_the_domain_not_the_data():
     """γ² = s/x_low (x_low the domain's lower bound), valid for every dataset of the domain: F/‖∇F‖² ≤ s/x̄."""
     obj = make("sine")
-    assert obj.constants.gamma**2 == pytest.approx(kl.SINE_PL_RATIO / 0.1, rel=1e-14)  # generate's domain [0.1, 1]
+    assert obj.constants.gamma**2 == pytest.approx(
+        kl.SINE_PL_RATIO / 0.1, rel=1e-14
+    )  # generate's domain [0.1, 1]
     assert obj.constants.gamma**2 >= kl.SINE_PL_RATIO / float(obj.x.mean())
     assert obj.constants.L1 == 8.0 and obj.constants.weak_convexity == 4.0  # x_bound = 1
 
@@ -266,17 +322,28 @@ def test_pseudo_huber_gamma_matches_the_spec(R, gamma):
     obj = PseudoHuber(2, radius=float(R))
     assert obj.constants.gamma == pytest.approx(gamma, abs=0.005)
     assert kl.pseudo_huber_gamma(R) == obj.constants.gamma
-    boundary = sample_ball(obj, 200, seed=9) / torch.linalg.vector_norm(sample_ball(obj, 200, seed=9), dim=-1,
-                                                                          keepdim=True) * R
-    assert check_kl(obj, boundary) == pytest.approx(1.0, rel=1e-12)  # attained on the sphere ‖w‖ = R
+    boundary = (
+        sample_ball(obj, 200, seed=9)
+        / torch.linalg.vector_norm(sample_ball(obj, 200, seed=9), dim=-1, keepdim=True)
+        * R
+    )
+    assert check_kl(obj, boundary) == pytest.approx(
+        1.0, rel=1e-12
+    )  # attained on the sphere ‖w‖ = R
 
 
 @pytest.mark.parametrize("kappa, tau", [(1.5, 3.0), (2.0, 2.0), (3.0, 1.5)])
 def test_power_growth_constants(kappa, tau):
     R = 2.0
     obj = PowerGrowth(kappa, 2, radius=R)
-    assert obj.tau == tau and obj.constants.gamma == 1 / tau and obj.constants.L0 == pytest.approx(tau * R ** (tau - 1))
-    assert obj.constants.L1 == (pytest.approx(tau * (tau - 1) * R ** (tau - 2)) if tau >= 2 else None)
+    assert (
+        obj.tau == tau
+        and obj.constants.gamma == 1 / tau
+        and obj.constants.L0 == pytest.approx(tau * R ** (tau - 1))
+    )
+    assert obj.constants.L1 == (
+        pytest.approx(tau * (tau - 1) * R ** (tau - 2)) if tau >= 2 else None
+    )
     w = sample_ball(obj, 500, seed=10)
     gap = obj.value(w)
     bound = (obj.constants.gamma * torch.linalg.vector_norm(obj.gradient(w), dim=-1)) ** kappa
@@ -299,7 +366,9 @@ def test_thm7_data_and_constants(n, d, epsilon):
     assert obj.lam == pytest.approx(N * L0 / (2 * n * D))
     assert float(torch.linalg.vector_norm(obj.w_star)) <= D
     assert float(torch.linalg.vector_norm(obj.w_star)) >= 0.2 * D  # biased columns: not ~D/√N
-    assert obj.constants.L0 <= 5 * L0 and obj.constants.L1 <= math.sqrt(d) * L0 / (n * epsilon * D) * (1 + 1e-12)
+    assert obj.constants.L0 <= 5 * L0 and obj.constants.L1 <= math.sqrt(d) * L0 / (
+        n * epsilon * D
+    ) * (1 + 1e-12)
 
 
 def test_thm7_huber_correction_is_c1_and_the_paper_version_is_not():
@@ -317,14 +386,18 @@ def test_thm7_huber_correction_is_c1_and_the_paper_version_is_not():
     assert (ours.value(far) > paper.value(far)).all()
 
 
-@pytest.mark.parametrize("n, epsilon, kappa, sign", [(101, 0.2, 2.0, 1), (400, 0.05, 3.0, -1), (50, 0.5, 4.0, 1)])
+@pytest.mark.parametrize(
+    "n, epsilon, kappa, sign", [(101, 0.2, 2.0, 1), (400, 0.05, 3.0, -1), (50, 0.5, 4.0, 1)]
+)
 def test_thm8_minimisers_and_growth(n, epsilon, kappa, sign):
     obj = thm8_instance(n, epsilon, kappa, sign=sign)
     tau, p = kappa / (kappa - 1), 1 / (n * epsilon)
     a = p ** (1 / (tau - 1)) / 2
     assert obj.a == pytest.approx(a, rel=1e-12) and obj.p_hat * sign >= p
     assert float(obj.w_star) == sign * obj.a
-    grid = torch.linspace(-obj.constants.region.radius, obj.constants.region.radius, 20_001, dtype=F64)[:, None]
+    grid = torch.linspace(
+        -obj.constants.region.radius, obj.constants.region.radius, 20_001, dtype=F64
+    )[:, None]
     values = obj.value(grid)
     assert abs(float(grid[values.argmin()]) - sign * a) <= 2 * obj.constants.region.radius / 20_000
     assert float(values.min()) >= obj.constants.F_star - 1e-15
@@ -339,10 +412,13 @@ def test_lower_bound_values():
     assert lower_bound_thm7(100, 16, 0.5, 2.0, 3.0) == pytest.approx(3.0 * 2.0 * 4 / 50)
     assert lower_bound_thm7(1, 10_000, 0.5, 2.0, 3.0) == 6.0  # min{·, 1}
     assert lower_bound_thm8(100, 0.5, 3.0) == pytest.approx(0.25 / 50**3)
-    assert lower_bound_cor1(1000, 25, 0.04, 2.0, 3.0, 1.5) == pytest.approx((2.0 * 3.0 * 5 / (1000 * 0.2)) ** 1.5)
+    assert lower_bound_cor1(1000, 25, 0.04, 2.0, 3.0, 1.5) == pytest.approx(
+        (2.0 * 3.0 * 5 / (1000 * 0.2)) ** 1.5
+    )
     # the rate: multiplying n by 10 divides the bound by 10^κ
     assert lower_bound_cor1(10_000, 25, 0.04, 2.0, 3.0, 1.5) == pytest.approx(
-        lower_bound_cor1(1000, 25, 0.04, 2.0, 3.0, 1.5) / 10**1.5)
+        lower_bound_cor1(1000, 25, 0.04, 2.0, 3.0, 1.5) / 10**1.5
+    )
 
 
 # --- least squares: explicit and sufficient-statistics forms ------------------------------------
@@ -350,10 +426,20 @@ def test_lower_bound_values():
 
 def test_sufficient_statistics_equal_the_explicit_data():
     explicit = make("ls")
-    for suff in (explicit.sufficient(), explicit.sufficient(explicit.n * 1000),
-                 LeastSquares.from_statistics(explicit.H, explicit.q, explicit.s, explicit.n,
-                                              row_bound=1.0, target_bound=explicit.target_bound,
-                                              radius=explicit.constants.region.radius, mu=explicit.mu)):
+    for suff in (
+        explicit.sufficient(),
+        explicit.sufficient(explicit.n * 1000),
+        LeastSquares.from_statistics(
+            explicit.H,
+            explicit.q,
+            explicit.s,
+            explicit.n,
+            row_bound=1.0,
+            target_bound=explicit.target_bound,
+            radius=explicit.constants.region.radius,
+            mu=explicit.mu,
+        ),
+    ):
         assert suff.example_gradients(explicit.w_star) is None
         w = sample_ball(explicit, 50, seed=14)
         torch.testing.assert_close(suff.gradient(w), explicit.gradient(w), rtol=1e-12, atol=1e-14)
@@ -361,7 +447,9 @@ def test_sufficient_statistics_equal_the_explicit_data():
         mine, theirs = suff.constants, explicit.constants
         assert (mine.gamma, mine.L0, mine.L1) == pytest.approx((theirs.gamma, theirs.L0, theirs.L1))
     # ... and the gradient from statistics equals the mean of the explicit per-example gradients
-    torch.testing.assert_close(explicit.sufficient().gradient(w), explicit.example_gradients(w).mean(1))
+    torch.testing.assert_close(
+        explicit.sufficient().gradient(w), explicit.example_gradients(w).mean(1)
+    )
     assert explicit.sufficient(explicit.n * 1000).n == explicit.n * 1000
 
 
@@ -378,33 +466,56 @@ def test_generated_sufficient_statistics_are_a_replicated_sample():
 # --- validation ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: Quadratic(0), "dim must be an integer >= 1"),
-    (lambda: Quadratic(2, n=0), "n must be an integer >= 1"),
-    (lambda: Quadratic(2, radius=-1.0), "radius must be a finite number > 0"),
-    (lambda: Quadratic(2, c=[1.0]), r"c must be a finite vector of shape \(2,\)"),
-    (lambda: PowerGrowth(1.0, 2), "kappa must be a finite number > 1"),
-    (lambda: PowerGrowth(2.0, 2, weak_convexity=-1.0), "weak_convexity must be a finite number >= 0"),
-    (lambda: PseudoHuber(2, center=[0.0]), "center must be a finite vector"),
-    (lambda: SinePL(torch.tensor([0.5, 1.5]), 2, x_low=0.1), r"x must be a non-empty vector with values in \[x_low"),
-    (lambda: SinePL(torch.tensor([0.05]), 2, x_low=0.1), "x must be"),
-    (lambda: SinePL(torch.tensor([0.5]), 2, x_low=2.0), "x_low must be"),
-    (lambda: SinePL.from_mean(2.0, 2, 10), "x_mean must be in"),
-    (lambda: LeastSquares(torch.ones(3, 2), torch.ones(2), **LS_PUBLIC), "A must be"),
-    (lambda: LeastSquares(torch.ones(3, 2), torch.ones(3), **LS_PUBLIC), "the data must lie in the domain"),
-    (lambda: LeastSquares(torch.ones(3, 2) / 2, torch.ones(3), **(LS_PUBLIC | dict(mu=0.0))),
-     "mu must be a finite number > 0"),
-    (lambda: LeastSquares.from_statistics(torch.eye(2), torch.zeros(2), 0.5, 10, **LS_PUBLIC), "tr H <= row_bound"),
-    (lambda: LeastSquares.from_statistics(-torch.eye(2), torch.zeros(2), 0.5, 10, **(LS_PUBLIC | dict(row_bound=9.0))),
-     "positive semidefinite"),
-    (lambda: LeastSquares.generate(5, 60).sufficient(61), "multiple"),
-    (lambda: LeastSquares.generate(50, 10**9 + 7, sufficient=True), "sample must divide"),
-    (lambda: thm7_instance(10, 4, 0.0), "epsilon must be a finite number > 0"),
-    (lambda: thm8_instance(10, 0.05, 2.0), "p = 1/"),
-    (lambda: thm8_instance(100, 0.5, 2.0, sign=0), "sign must be"),
-    (lambda: lower_bound_cor1(10, 2, 0.0, 1.0, 1.0, 2.0), "rho must be"),
-    (lambda: sample_ball(Quadratic(2), 5, radial="edge"), "radial must be"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: Quadratic(0), "dim must be an integer >= 1"),
+        (lambda: Quadratic(2, n=0), "n must be an integer >= 1"),
+        (lambda: Quadratic(2, radius=-1.0), "radius must be a finite number > 0"),
+        (lambda: Quadratic(2, c=[1.0]), r"c must be a finite vector of shape \(2,\)"),
+        (lambda: PowerGrowth(1.0, 2), "kappa must be a finite number > 1"),
+        (
+            lambda: PowerGrowth(2.0, 2, weak_convexity=-1.0),
+            "weak_convexity must be a finite number >= 0",
+        ),
+        (lambda: PseudoHuber(2, center=[0.0]), "center must be a finite vector"),
+        (
+            lambda: SinePL(torch.tensor([0.5, 1.5]), 2, x_low=0.1),
+            r"x must be a non-empty vector with values in \[x_low",
+        ),
+        (lambda: SinePL(torch.tensor([0.05]), 2, x_low=0.1), "x must be"),
+        (lambda: SinePL(torch.tensor([0.5]), 2, x_low=2.0), "x_low must be"),
+        (lambda: SinePL.from_mean(2.0, 2, 10), "x_mean must be in"),
+        (lambda: LeastSquares(torch.ones(3, 2), torch.ones(2), **LS_PUBLIC), "A must be"),
+        (
+            lambda: LeastSquares(torch.ones(3, 2), torch.ones(3), **LS_PUBLIC),
+            "the data must lie in the domain",
+        ),
+        (
+            lambda: LeastSquares(torch.ones(3, 2) / 2, torch.ones(3), **(LS_PUBLIC | dict(mu=0.0))),
+            "mu must be a finite number > 0",
+        ),
+        (
+            lambda: LeastSquares.from_statistics(
+                torch.eye(2), torch.zeros(2), 0.5, 10, **LS_PUBLIC
+            ),
+            "tr H <= row_bound",
+        ),
+        (
+            lambda: LeastSquares.from_statistics(
+                -torch.eye(2), torch.zeros(2), 0.5, 10, **(LS_PUBLIC | dict(row_bound=9.0))
+            ),
+            "positive semidefinite",
+        ),
+        (lambda: LeastSquares.generate(5, 60).sufficient(61), "multiple"),
+        (lambda: LeastSquares.generate(50, 10**9 + 7, sufficient=True), "sample must divide"),
+        (lambda: thm7_instance(10, 4, 0.0), "epsilon must be a finite number > 0"),
+        (lambda: thm8_instance(10, 0.05, 2.0), "p = 1/"),
+        (lambda: thm8_instance(100, 0.5, 2.0, sign=0), "sign must be"),
+        (lambda: lower_bound_cor1(10, 2, 0.0, 1.0, 1.0, 2.0), "rho must be"),
+        (lambda: sample_ball(Quadratic(2), 5, radial="edge"), "radial must be"),
+    ],
+)
 def test_bad_arguments_raise_clear_errors(build, message):
     with pytest.raises(ValueError, match=message):
         build()
@@ -423,8 +534,13 @@ def test_least_squares_refuses_to_read_its_constants_off_the_data():
         with pytest.raises(ValueError, match=f"{name} must be"):
             LeastSquares(A, b, **{k: v for k, v in LS_PUBLIC.items() if k != name})
         with pytest.raises(ValueError, match=f"{name} must be"):
-            LeastSquares.from_statistics(A.T @ A / 30, A.T @ b / 30, float(b @ b) / 30, 30,
-                                         **{k: v for k, v in LS_PUBLIC.items() if k != name})
+            LeastSquares.from_statistics(
+                A.T @ A / 30,
+                A.T @ b / 30,
+                float(b @ b) / 30,
+                30,
+                **{k: v for k, v in LS_PUBLIC.items() if k != name},
+            )
 
 
 def test_sine_refuses_to_read_its_constants_off_the_data():
@@ -439,7 +555,9 @@ def _neighbours(name: str) -> tuple[KLObjective, KLObjective]:
     if name == "ls":
         base = LeastSquares.generate(4, 40, seed=5)
         A, b = base.A.clone(), base.b.clone()
-        v = torch.linalg.eigh(base.H)[1][:, 0]  # add mass along the weakest direction, with an extreme target
+        v = torch.linalg.eigh(base.H)[1][
+            :, 0
+        ]  # add mass along the weakest direction, with an extreme target
         A[0], b[0] = v, 1.4
         public = dict(row_bound=1.0, target_bound=1.4, radius=2.0, mu=0.05)
         return LeastSquares(base.A, base.b, **public), LeastSquares(A, b, **public)
@@ -472,12 +590,16 @@ PUBLIC = ("L0", "L1", "weak_convexity", "gamma", "kappa")
 def test_neighbouring_datasets_declare_identical_public_constants(name):
     one, two = _neighbours(name)
     assert (one.n, one.dim) == (two.n, two.dim)
-    assert [getattr(one.constants, k) for k in PUBLIC] == [getattr(two.constants, k) for k in PUBLIC]
+    assert [getattr(one.constants, k) for k in PUBLIC] == [
+        getattr(two.constants, k) for k in PUBLIC
+    ]
     assert one.constants.region.radius == two.constants.region.radius
     assert torch.equal(one.constants.region.center, two.constants.region.center)
     # ... while the data did change (the gradient inside the region)
     region = one.constants.region
-    probe = region.center + 0.5 * region.radius * torch.ones(one.dim, dtype=F64) / math.sqrt(one.dim)
+    probe = region.center + 0.5 * region.radius * torch.ones(one.dim, dtype=F64) / math.sqrt(
+        one.dim
+    )
     assert not torch.allclose(one.gradient(probe), two.gradient(probe))
 
 
@@ -501,7 +623,7 @@ def test_least_squares_per_example_values_read_only_the_rows_asked_for():
     index = torch.randperm(f.n, generator=torch.Generator().manual_seed(1))[:50]
     x = torch.randn(50, 3, 7, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     for mine, generic in ((f.losses, KLObjective.losses), (f.gradients, KLObjective.gradients)):
-        f._example_losses = lambda p: 0.5 * (p @ f.A.T - f.b) ** 2     # the all-rows reference
+        f._example_losses = lambda p: 0.5 * (p @ f.A.T - f.b) ** 2  # the all-rows reference
         torch.testing.assert_close(mine(x, index), generic(f, x, index), rtol=1e-12, atol=1e-14)
     with pytest.raises(ValueError, match="index must lie in"):
         f.losses(x[:1], torch.tensor([f.n]))

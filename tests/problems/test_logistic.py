@@ -22,7 +22,7 @@ def ball_points(problem, k: int, seed: int) -> torch.Tensor:
     u = torch.randn(k, problem.dim, generator=gen, dtype=F64)
     u /= torch.linalg.vector_norm(u, dim=-1, keepdim=True)
     r = torch.rand(k, 1, generator=gen, dtype=F64) * problem.radius
-    r[-k // 4:] = problem.radius
+    r[-k // 4 :] = problem.radius
     return u * r
 
 
@@ -36,14 +36,20 @@ def test_features_unit_norm_and_constants_hold(dataset):
     assert c.L0 == pytest.approx(G + train.l2 * train.radius)
     assert c.L1 == pytest.approx((0.25 if train.classes == 2 else 0.5) + train.l2)
     assert c.kappa == 2 and c.gamma == pytest.approx(1 / math.sqrt(2 * train.l2))
-    assert (test.constants.L0, test.constants.L1, test.constants.region.radius) == (c.L0, c.L1, c.region.radius)
+    assert (test.constants.L0, test.constants.L1, test.constants.region.radius) == (
+        c.L0,
+        c.L1,
+        c.region.radius,
+    )
     # ‖∇f(x; z_i)‖ ≤ L0 for every example at points of the region, on its sphere included
     points = ball_points(train, 16, seed=1)
     index = torch.arange(train.n)
     g = train.gradients(points.expand(train.n, *points.shape), index)
     norms = torch.linalg.vector_norm(g, dim=-1)
     assert float(norms.max()) <= c.L0 * (1 + 1e-12)
-    assert float(norms.max()) >= 0.5 * c.L0     # not a vacuous bound: large scores make it nearly tight
+    assert (
+        float(norms.max()) >= 0.5 * c.L0
+    )  # not a vacuous bound: large scores make it nearly tight
     # ∇f(·; z) is L1-Lipschitz: pairs of nearby and far points
     x, y = points[:8], points[8:]
     gx = train.gradients(x.expand(train.n, *x.shape), index)
@@ -64,7 +70,9 @@ def test_closed_form_gradients_match_autograd(classes):
     points = x[0]
     shared = problem.gradients(points.expand(30, *points.shape), torch.arange(30))
     assert torch.allclose(problem.gradient(points), shared.mean(0), atol=1e-12)  # closed-form sum
-    assert torch.allclose(problem.value(points), problem.losses_at(points, torch.arange(30)).mean(-1))
+    assert torch.allclose(
+        problem.value(points), problem.losses_at(points, torch.arange(30)).mean(-1)
+    )
 
 
 def test_multiclass_bound_is_sqrt2_and_attained():
@@ -72,7 +80,7 @@ def test_multiclass_bound_is_sqrt2_and_attained():
     a = unit_features(torch.tensor([[1.0, 0.0]]))
     problem = LogisticRegression(a, torch.tensor([0]), classes=3)
     x = torch.zeros(problem.dim, dtype=F64)
-    x[problem.features:2 * problem.features] = 100 * a[0]   # class 1 scores ≫ class 0
+    x[problem.features : 2 * problem.features] = 100 * a[0]  # class 1 scores ≫ class 0
     g = problem.gradients(x[None, None], torch.tensor([0]))
     assert float(torch.linalg.vector_norm(g)) == pytest.approx(math.sqrt(2), rel=1e-9)
     assert problem.constants.L0 == pytest.approx(math.sqrt(2)) and problem.constants.region is None

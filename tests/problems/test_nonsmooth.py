@@ -6,7 +6,14 @@ import math
 import pytest
 import torch
 
-from dpnc.problems import AbsLinear, L1Regression, MaxOfAffine, Problem, RobustRegression, TwoLayerReLU
+from dpnc.problems import (
+    AbsLinear,
+    L1Regression,
+    MaxOfAffine,
+    Problem,
+    RobustRegression,
+    TwoLayerReLU,
+)
 from dpnc.problems.logistic import unit_features
 
 F64 = torch.float64
@@ -19,8 +26,12 @@ def make(name: str) -> Problem:
         "l1": lambda: L1Regression.synthetic(60, 7, noise=0.1, seed=2),
         "robust": lambda: RobustRegression.synthetic(60, 7, outliers=0.2, seed=3),
         "max-affine": lambda: MaxOfAffine.synthetic(60, 7, 4, seed=4),
-        "relu-hinge": lambda: TwoLayerReLU.breast_cancer(hidden=4, loss="hinge", radius=5.0, seed=0),
-        "relu-absolute": lambda: TwoLayerReLU.breast_cancer(hidden=4, loss="absolute", radius=5.0, seed=0),
+        "relu-hinge": lambda: TwoLayerReLU.breast_cancer(
+            hidden=4, loss="hinge", radius=5.0, seed=0
+        ),
+        "relu-absolute": lambda: TwoLayerReLU.breast_cancer(
+            hidden=4, loss="absolute", radius=5.0, seed=0
+        ),
     }[name]()
 
 
@@ -59,7 +70,9 @@ def test_batched_losses_equal_a_loop_over_points(name):
     assert batched.shape == (4, 3) and batched.dtype == F64
     for i in range(len(index)):
         for j in range(3):
-            one = problem.loss(x[i:i + 1, j:j + 1], *(t[index[i:i + 1]] for t in problem.data))
+            one = problem.loss(
+                x[i : i + 1, j : j + 1], *(t[index[i : i + 1]] for t in problem.data)
+            )
             assert one.shape == (1, 1)
             torch.testing.assert_close(batched[i, j], one[0, 0], rtol=1e-13, atol=1e-13)
 
@@ -74,7 +87,9 @@ def test_gradients_match_central_differences_and_autograd(name):
     # Central differences along every coordinate, all in one batched call: (b, k·d·2, d).
     h, d = 1e-6, problem.dim
     steps = h * torch.eye(d, dtype=F64)
-    shifted = torch.cat([x[:, :, None, :] + steps, x[:, :, None, :] - steps], dim=2)  # (b, k, 2d, d)
+    shifted = torch.cat(
+        [x[:, :, None, :] + steps, x[:, :, None, :] - steps], dim=2
+    )  # (b, k, 2d, d)
     values = problem.losses(shifted.reshape(2, -1, d), index).reshape(2, 2, 2 * d)
     fd = (values[..., :d] - values[..., d:]) / (2 * h)
     torch.testing.assert_close(g, fd, rtol=1e-6, atol=1e-6)
@@ -92,7 +107,9 @@ def test_value_and_gradient_are_means_and_do_not_depend_on_chunk(name):
     mean_grad = problem.gradients(expanded, all_examples).mean(0)
     for chunk in (1, 7, problem.n + 10):
         torch.testing.assert_close(problem.value(P, chunk=chunk), mean_loss, rtol=1e-12, atol=1e-13)
-        torch.testing.assert_close(problem.gradient(P, chunk=chunk), mean_grad, rtol=1e-12, atol=1e-13)
+        torch.testing.assert_close(
+            problem.gradient(P, chunk=chunk), mean_grad, rtol=1e-12, atol=1e-13
+        )
     assert problem.value(P[0]).shape == () and problem.gradient(P[0]).shape == (problem.dim,)
     torch.testing.assert_close(problem.value(P[0]), mean_loss[0], rtol=1e-12, atol=1e-13)
 
@@ -107,7 +124,9 @@ def test_declared_lipschitz_bounds_differences_and_gradients(name):
     far = points(problem, problem.n, k, seed=5)
     near = x + 1e-3 * torch.randn(x.shape, generator=gen(6), dtype=F64)
     if isinstance(problem, TwoLayerReLU):  # the pair must stay in the ball where L is declared
-        near *= (problem.radius / torch.linalg.vector_norm(near, dim=-1, keepdim=True)).clamp_max(1.0)
+        near *= (problem.radius / torch.linalg.vector_norm(near, dim=-1, keepdim=True)).clamp_max(
+            1.0
+        )
     fx = problem.losses(x, index)
     for y in (far, near):
         gap = (fx - problem.losses(y, index)).abs()
@@ -128,7 +147,9 @@ def test_subset_keeps_the_objective_on_the_selected_data(name):
     mask = torch.zeros(problem.n, dtype=torch.bool)
     mask[[1, 3, 4]] = True
     torch.testing.assert_close(problem.subset(mask).value(P), problem.subset([1, 3, 4]).value(P))
-    torch.testing.assert_close(problem.subset(slice(1, 5, 2)).value(P), problem.subset([1, 3]).value(P))
+    torch.testing.assert_close(
+        problem.subset(slice(1, 5, 2)).value(P), problem.subset([1, 3]).value(P)
+    )
     assert problem.n == make(name).n  # the original is untouched
 
 
@@ -171,7 +192,9 @@ def test_abs_linear_special_cases(d):
     x = _at(a, C_GRID, delta)
     c = C_GRID.clamp(-1, 1)
     slope = c if d == 1 else (3 * c - c**3) / 2
-    torch.testing.assert_close(problem.smoothed_gradient(x, delta), slope[:, None] * a, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(
+        problem.smoothed_gradient(x, delta), slope[:, None] * a, rtol=1e-12, atol=1e-14
+    )
     if d == 1:  # E|c + s| for s ∼ U[−1, 1] is (1 + c²)/2 inside, |c| outside
         value = torch.where(C_GRID.abs() < 1, (1 + C_GRID**2) / 2, C_GRID.abs()) * a.abs() * delta
         torch.testing.assert_close(problem.smoothed_value(x, delta), value, rtol=1e-12, atol=1e-14)
@@ -190,7 +213,9 @@ def test_abs_linear_smoothing_matches_monte_carlo(d):
     y = x[:, None, :] + delta * v  # (9, N, d): each x at the same N ball points
     grads = problem.gradients(y.reshape(1, -1, d), torch.tensor([0])).reshape(len(x), N, d).mean(1)
     slope = problem.smoothed_gradient(x, delta) @ a / (a @ a)
-    torch.testing.assert_close(problem.smoothed_gradient(x, delta), slope[:, None] * a, rtol=0, atol=1e-14)
+    torch.testing.assert_close(
+        problem.smoothed_gradient(x, delta), slope[:, None] * a, rtol=0, atol=1e-14
+    )
     mc_slope = grads @ a / (a @ a)
     tol = 5 * torch.sqrt((1 - slope**2).clamp_min(0) / N) + 1e-12
     assert torch.all((mc_slope - slope).abs() <= tol), (mc_slope, slope)
@@ -204,13 +229,19 @@ def test_abs_linear_smoothing_is_consistent_and_obeys_lemma_2_2():
     problem, delta, h = AbsLinear.random(6, seed=9), 0.2, 1e-6
     x = _at(problem.a, torch.linspace(-1.4, 1.4, 15, dtype=F64), delta)
     steps = h * torch.eye(6, dtype=F64)
-    fd = (problem.smoothed_value((x[:, None] + steps).reshape(-1, 6), delta)
-          - problem.smoothed_value((x[:, None] - steps).reshape(-1, 6), delta)).reshape(15, 6) / (2 * h)
+    fd = (
+        problem.smoothed_value((x[:, None] + steps).reshape(-1, 6), delta)
+        - problem.smoothed_value((x[:, None] - steps).reshape(-1, 6), delta)
+    ).reshape(15, 6) / (2 * h)
     g = problem.smoothed_gradient(x, delta)
     torch.testing.assert_close(g, fd, rtol=1e-6, atol=1e-7)
     assert torch.linalg.vector_norm(g, dim=-1).max() <= problem.lipschitz * (1 + 1e-12)
-    assert torch.all((problem.smoothed_value(x, delta) - problem.value(x)).abs() <= problem.lipschitz * delta)
-    assert torch.all(problem.smoothed_value(x, delta) >= problem.value(x) - 1e-15)  # Jensen: h is convex
+    assert torch.all(
+        (problem.smoothed_value(x, delta) - problem.value(x)).abs() <= problem.lipschitz * delta
+    )
+    assert torch.all(
+        problem.smoothed_value(x, delta) >= problem.value(x) - 1e-15
+    )  # Jensen: h is convex
 
 
 # --- L1Regression --------------------------------------------------------------------------------
@@ -228,8 +259,12 @@ def test_l1_smoothing_is_the_mean_of_shifted_abs_linear_smoothings():
         expected_g += one.smoothed_gradient(shifted, delta) / 5
         expected_v += one.smoothed_value(shifted, delta) / 5
     for chunk in (1, 2, 10):
-        torch.testing.assert_close(problem.smoothed_gradient(x, delta, chunk=chunk), expected_g, rtol=1e-12, atol=1e-14)
-        torch.testing.assert_close(problem.smoothed_value(x, delta, chunk=chunk), expected_v, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(
+            problem.smoothed_gradient(x, delta, chunk=chunk), expected_g, rtol=1e-12, atol=1e-14
+        )
+        torch.testing.assert_close(
+            problem.smoothed_value(x, delta, chunk=chunk), expected_v, rtol=1e-12, atol=1e-14
+        )
 
 
 def test_l1_planted_solution_without_noise_is_the_exact_minimum():
@@ -248,7 +283,9 @@ def test_linear_programming_minimum_is_not_beaten_nearby(name):
     scales = torch.logspace(-4, 0, 200, dtype=F64)[:, None]
     nearby = solution.x + scales * torch.randn(200, problem.dim, generator=gen(15), dtype=F64)
     assert problem.value(nearby).min() >= solution.value - 1e-7
-    if isinstance(problem, L1Regression):  # the planted x* is feasible, so no better than the minimum
+    if isinstance(
+        problem, L1Regression
+    ):  # the planted x* is feasible, so no better than the minimum
         assert problem.value(problem.x_star) >= solution.value - 1e-7
 
 
@@ -256,7 +293,9 @@ def test_linear_programming_minimum_is_not_beaten_nearby(name):
 
 
 def test_robust_regression_outliers_and_planted_fit():
-    problem = RobustRegression.synthetic(50, 6, outliers=0.2, noise=0.0, outlier_scale=10.0, seed=16)
+    problem = RobustRegression.synthetic(
+        50, 6, outliers=0.2, noise=0.0, outlier_scale=10.0, seed=16
+    )
     a, b = problem.data
     assert int(problem.outlier_mask.sum()) == 10
     residual = a @ problem.x_star - b
@@ -358,25 +397,28 @@ def test_relu_init_is_seeded_and_inside_the_ball():
 # --- validation ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: AbsLinear(torch.zeros(3)), "nonzero"),
-    (lambda: AbsLinear(torch.ones(2, 2)), "shape"),
-    (lambda: AbsLinear.random(0), "d must be an integer >= 1"),
-    (lambda: L1Regression.synthetic(0, 3), "n must be an integer >= 1"),
-    (lambda: L1Regression.synthetic(5, 3, noise=-0.1), "noise must be"),
-    (lambda: L1Regression.synthetic(5, 3, seed=1.5), "seed must be an integer"),
-    (lambda: L1Regression(2 * torch.ones(3, 2), torch.zeros(3)), "norm <= 1"),
-    (lambda: L1Regression(torch.zeros(3, 2), torch.zeros(4)), r"a must be \(n, d\)"),
-    (lambda: RobustRegression.synthetic(5, 3, outliers=1.0), r"outliers .* \[0, 1\)"),
-    (lambda: RobustRegression.synthetic(5, 3, outlier_scale=math.inf), "outlier_scale"),
-    (lambda: MaxOfAffine.synthetic(5, 3, 1), "pieces must be an integer >= 2"),
-    (lambda: MaxOfAffine(torch.zeros(2, 3), torch.zeros(2)), "pieces, d"),
-    (lambda: TwoLayerReLU.breast_cancer(hidden=0), "hidden must be an integer >= 1"),
-    (lambda: TwoLayerReLU.breast_cancer(loss="squared"), "loss must be one of"),
-    (lambda: TwoLayerReLU.breast_cancer(radius=0.0), "radius must be a finite number > 0"),
-    (lambda: TwoLayerReLU(torch.ones(3, 2), torch.ones(3), hidden=2), "norm <= 1"),
-    (lambda: TwoLayerReLU(torch.zeros(3, 2), torch.zeros(3), hidden=2), r"\+1 or -1"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: AbsLinear(torch.zeros(3)), "nonzero"),
+        (lambda: AbsLinear(torch.ones(2, 2)), "shape"),
+        (lambda: AbsLinear.random(0), "d must be an integer >= 1"),
+        (lambda: L1Regression.synthetic(0, 3), "n must be an integer >= 1"),
+        (lambda: L1Regression.synthetic(5, 3, noise=-0.1), "noise must be"),
+        (lambda: L1Regression.synthetic(5, 3, seed=1.5), "seed must be an integer"),
+        (lambda: L1Regression(2 * torch.ones(3, 2), torch.zeros(3)), "norm <= 1"),
+        (lambda: L1Regression(torch.zeros(3, 2), torch.zeros(4)), r"a must be \(n, d\)"),
+        (lambda: RobustRegression.synthetic(5, 3, outliers=1.0), r"outliers .* \[0, 1\)"),
+        (lambda: RobustRegression.synthetic(5, 3, outlier_scale=math.inf), "outlier_scale"),
+        (lambda: MaxOfAffine.synthetic(5, 3, 1), "pieces must be an integer >= 2"),
+        (lambda: MaxOfAffine(torch.zeros(2, 3), torch.zeros(2)), "pieces, d"),
+        (lambda: TwoLayerReLU.breast_cancer(hidden=0), "hidden must be an integer >= 1"),
+        (lambda: TwoLayerReLU.breast_cancer(loss="squared"), "loss must be one of"),
+        (lambda: TwoLayerReLU.breast_cancer(radius=0.0), "radius must be a finite number > 0"),
+        (lambda: TwoLayerReLU(torch.ones(3, 2), torch.ones(3), hidden=2), "norm <= 1"),
+        (lambda: TwoLayerReLU(torch.zeros(3, 2), torch.zeros(3), hidden=2), r"\+1 or -1"),
+    ],
+)
 def test_bad_arguments_are_refused(build, message):
     with pytest.raises(ValueError, match=message):
         build()

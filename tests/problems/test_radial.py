@@ -25,7 +25,9 @@ def test_every_example_is_exactly_1_lipschitz(repel):
     assert p.constants.L0 == 1.0 and p.lipschitz == 1.0
     x = torch.randn(50, 7, 9, generator=torch.Generator().manual_seed(0), dtype=F64)
     g = p.gradients(x, torch.arange(50))
-    assert torch.allclose(torch.linalg.vector_norm(g, dim=-1), torch.ones(50, 7, dtype=F64), atol=1e-12)
+    assert torch.allclose(
+        torch.linalg.vector_norm(g, dim=-1), torch.ones(50, 7, dtype=F64), atol=1e-12
+    )
     y = x + 0.3 * torch.randn(x.shape, generator=torch.Generator().manual_seed(1), dtype=F64)
     gap = (p.losses(x, torch.arange(50)) - p.losses(y, torch.arange(50))).abs()
     assert (gap <= torch.linalg.vector_norm(x - y, dim=-1) * (1 + 1e-12)).all()
@@ -38,7 +40,9 @@ def test_every_example_is_exactly_1_lipschitz(repel):
 def test_closed_form_gradient_and_batched_values_match_the_generic_paths():
     p = RadialDistance.synthetic(300, 6, repel=0.25, seed=4)
     X = torch.randn(5, 6, generator=torch.Generator().manual_seed(2), dtype=F64)
-    generic = torch.stack([torch.autograd.functional.jacobian(lambda x: p.value(x[None])[0], x) for x in X])
+    generic = torch.stack(
+        [torch.autograd.functional.jacobian(lambda x: p.value(x[None])[0], x) for x in X]
+    )
     assert torch.allclose(p.gradient(X, chunk=64), generic, atol=1e-12)
     per = p.losses(X.expand(300, 5, 6), torch.arange(300)).mean(0)
     assert torch.allclose(p.value(X, chunk=64), per, atol=1e-12)
@@ -50,29 +54,34 @@ def test_population_slope_matches_monte_carlo(d):
     for r in (0.05, 0.3, 0.9):
         v = -0.5 * g / math.sqrt(d)
         v[:, 0] += r
-        samples = v[:, 0] / np.linalg.norm(v, axis=1)       # ⟨e, ∇‖y − p‖⟩ at y = x* + r·e
+        samples = v[:, 0] / np.linalg.norm(v, axis=1)  # ⟨e, ∇‖y − p‖⟩ at y = x* + r·e
         se = samples.std() / math.sqrt(len(samples))
         assert abs(radial_slope(r, d, 0.5) - samples.mean()) < 4 * se
 
 
 def test_population_slope_limits():
-    assert np.allclose(radial_slope([40.0, 400.0], 16, 0.5), 1.0, atol=1e-3)       # far: a cone, slope 1
-    assert radial_slope(0.0, 16, 0.5) == 0.0                                          # smooth at x*
+    assert np.allclose(radial_slope([40.0, 400.0], 16, 0.5), 1.0, atol=1e-3)  # far: a cone, slope 1
+    assert radial_slope(0.0, 16, 0.5) == 0.0  # smooth at x*
     nonconvex = RadialDistance.synthetic(10, 8, spread=0.5, repel=0.25, repel_spread=0.1)
-    assert nonconvex.slope(0.05) < 0 < nonconvex.slope(0.5)      # x* a local maximum, a sphere of minima around
-    assert abs(float(nonconvex.slope(1e3)) - 0.5) < 1e-3         # (1 − q) − q far away
+    assert (
+        nonconvex.slope(0.05) < 0 < nonconvex.slope(0.5)
+    )  # x* a local maximum, a sphere of minima around
+    assert abs(float(nonconvex.slope(1e3)) - 0.5) < 1e-3  # (1 − q) − q far away
 
 
 def test_population_gradient_matches_a_large_sample():
     law = RadialDistance.synthetic(200_000, 8, repel=0.25, seed=5)
     x = 0.4 * unit(8, 2)
     se = 1 / math.sqrt(law.n)
-    assert float(torch.linalg.vector_norm(law.gradient(x) - law.population_gradient(x))) < 4 * math.sqrt(8) * se
+    assert (
+        float(torch.linalg.vector_norm(law.gradient(x) - law.population_gradient(x)))
+        < 4 * math.sqrt(8) * se
+    )
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.2, 0.15, 0.1, 0.03])
 def test_goldstein_norm_of_a_cone_is_the_cap_formula(rho):
-    cone = RadialDistance.synthetic(2, 8, spread=1e-9)            # F ≈ ‖x − x*‖
+    cone = RadialDistance.synthetic(2, 8, spread=1e-9)  # F ≈ ‖x − x*‖
     expected = math.sqrt(1 - (0.1 / rho) ** 2) if rho > 0.1 else 0.0
     assert float(cone.goldstein_norm(rho * unit(8), 0.1)) == pytest.approx(expected, abs=1e-6)
 
@@ -89,12 +98,15 @@ def test_goldstein_norm_is_pinned_by_duality_below_and_a_certificate_above(repel
     value = float(p.goldstein_norm(x, delta))
     # points of the ball in the plane of e and e₂ (a polar grid), where the infimum is attained by symmetry
     r, psi = np.meshgrid(np.linspace(0, delta, 200), np.linspace(0, 2 * math.pi, 400))
-    Y = x + torch.as_tensor((r * np.cos(psi)).ravel())[:, None] * unit(d) \
+    Y = (
+        x
+        + torch.as_tensor((r * np.cos(psi)).ravel())[:, None] * unit(d)
         + torch.as_tensor((r * np.sin(psi)).ravel())[:, None] * unit(d, 1)
+    )
     along = p.population_gradient(Y) @ unit(d)
     if value > 0:
         assert float(along.min()) >= value - 1e-6
-    else:   # the value 0 claims the infimum is <= 0 (then the symmetric hull holds 0)
+    else:  # the value 0 claims the infimum is <= 0 (then the symmetric hull holds 0)
         assert float(along.min()) <= 1e-6
     certificate = goldstein_certificate(p.population_gradient, x, delta, samples=256, rim=4)
     assert value - 1e-9 <= certificate.bound <= value + 1e-3
@@ -110,7 +122,9 @@ def test_synthetic_validates_and_subset_keeps_the_law():
     p = RadialDistance.synthetic(40, 5, repel=0.25, seed=1)
     assert 0 < int((p.data[1] < 0).sum()) < 40
     half = p.subset(torch.arange(20))
-    assert half.n == 20 and float(half.goldstein_norm(unit(5), 0.1)) == float(p.goldstein_norm(unit(5), 0.1))
+    assert half.n == 20 and float(half.goldstein_norm(unit(5), 0.1)) == float(
+        p.goldstein_norm(unit(5), 0.1)
+    )
     with pytest.raises(ValueError, match="law"):
         RadialDistance(p.data[0], p.data[1]).goldstein_norm(unit(5), 0.1)
     # seeds vary the data

@@ -13,7 +13,7 @@ from dpnc_reproduce import claims
 
 def test_verdict_needs_the_whole_interval_past_the_threshold():
     assert claims.verdict(5.1, 9.0, 5.0) is True
-    assert claims.verdict(1.0, 5.0, 5.0) is False   # at the threshold is not past it
+    assert claims.verdict(1.0, 5.0, 5.0) is False  # at the threshold is not past it
     assert claims.verdict(4.0, 6.0, 5.0) is None
     with pytest.raises(ValueError, match="low <= high"):
         claims.verdict(2.0, 1.0, 0.0)
@@ -36,7 +36,9 @@ def test_unpaired_accuracy_difference_is_a_satterthwaite_t_interval():
     d = claims.accuracy_difference(a, b, m)
     assert d.estimate == pytest.approx(np.mean(a) - np.mean(b)) and d.df == pytest.approx(df)
     assert (d.low, d.high) == (pytest.approx(d.estimate - half), pytest.approx(d.estimate + half))
-    assert 2 < df < m - 1 and half > 1.96 * math.sqrt(sum(v for v, _ in parts))   # wider than the normal interval
+    assert 2 < df < m - 1 and half > 1.96 * math.sqrt(
+        sum(v for v, _ in parts)
+    )  # wider than the normal interval
 
 
 def test_paired_difference_matches_a_numpy_scipy_reference():
@@ -44,8 +46,8 @@ def test_paired_difference_matches_a_numpy_scipy_reference():
     m, seeds = 500, 3
     b = rng.random((seeds, m)) < 0.6
     a = b.copy()
-    flip = rng.random((seeds, m)) < 0.1                 # a disagrees with b on about 10 % of the examples,
-    a[flip] = rng.random(flip.sum()) < 0.75             # and is right on 75 % of those
+    flip = rng.random((seeds, m)) < 0.1  # a disagrees with b on about 10 % of the examples,
+    a[flip] = rng.random(flip.sum()) < 0.75  # and is right on 75 % of those
     d = claims.paired_accuracy_difference(a.astype(int).tolist(), b.astype(int).tolist())
     diff = 100 * (a.astype(float) - b.astype(float))
     per_seed = diff.mean(axis=1)
@@ -53,7 +55,7 @@ def test_paired_difference_matches_a_numpy_scipy_reference():
     half = stats.t.ppf(0.975, df) * math.sqrt(var)
     assert d.estimate == pytest.approx(per_seed.mean()) and d.df == pytest.approx(df)
     assert d.high - d.estimate == pytest.approx(half) and d.estimate - d.low == pytest.approx(half)
-    assert seeds - 1 <= d.df <= seeds * m                   # within its mean squares' degrees of freedom
+    assert seeds - 1 <= d.df <= seeds * m  # within its mean squares' degrees of freedom
     # the two-part sum of issue 27 counted the seed × example interaction twice: never narrower than this
     old = per_seed.var(ddof=1) / seeds + diff.mean(axis=0).var(ddof=1) / m
     assert var <= old
@@ -72,7 +74,7 @@ def _anova_truncated(d):
     ms_s = m * d.mean(axis=1).var(ddof=1)
     ms_e = k * d.mean(axis=0).var(ddof=1)
     resid = d - d.mean(axis=1, keepdims=True) - d.mean(axis=0, keepdims=True) + d.mean()
-    ms_r = (resid ** 2).sum() / ((k - 1) * (m - 1))
+    ms_r = (resid**2).sum() / ((k - 1) * (m - 1))
     if ms_s >= ms_r and ms_e >= ms_r:
         terms = [(ms_s, k - 1), (ms_e, m - 1), (-ms_r, (k - 1) * (m - 1))]
     elif ms_s >= ms_r:
@@ -82,12 +84,12 @@ def _anova_truncated(d):
     else:
         terms = [(ms_r, (k - 1) * (m - 1))]
     total = sum(t for t, _ in terms)
-    return total / (k * m), total ** 2 / sum(t * t / df for t, df in terms)
+    return total / (k * m), total**2 / sum(t * t / df for t, df in terms)
 
 
 def test_one_seed_gives_no_verdict_never_a_zero_seed_variance():
     rng = np.random.default_rng(2)
-    a, b = (rng.random((1, 400)) < p for p in (0.9, 0.5))   # a 40-point gap on one seed
+    a, b = (rng.random((1, 400)) < p for p in (0.9, 0.5))  # a 40-point gap on one seed
     one = claims.paired_accuracy_difference(a.astype(int).tolist(), b.astype(int).tolist())
     assert one.estimate == pytest.approx(100 * (a.mean() - b.mean()))
     assert (one.low, one.high) == (-math.inf, math.inf) and "1 seed: no verdict" in one.note
@@ -112,22 +114,32 @@ def test_paired_difference_refuses_mismatched_vectors():
         claims.mean_se([])
 
 
-T95 = {1: 12.7062047, 2: 4.30265273, 4: 2.77644511}   # Student t, 97.5 % quantiles (tables)
+T95 = {1: 12.7062047, 2: 4.30265273, 4: 2.77644511}  # Student t, 97.5 % quantiles (tables)
 
 
 def test_slope_interval_matches_per_seed_numpy_fits():
     rng = np.random.default_rng(1)
     xs = np.array([1e2, 1e3, 1e4, 1e5])
-    ys = [xs ** (-0.5 + 0.1 * rng.standard_normal()) * np.exp(0.2 * rng.standard_normal(4)) for _ in range(5)]
+    ys = [
+        xs ** (-0.5 + 0.1 * rng.standard_normal()) * np.exp(0.2 * rng.standard_normal(4))
+        for _ in range(5)
+    ]
     slopes = np.array([np.polyfit(np.log(xs), np.log(y), 1)[0] for y in ys])
     half = T95[4] * slopes.std(ddof=1) / math.sqrt(5)
     s = claims.slope_interval(xs.tolist(), [y.tolist() for y in ys])
     assert s.seeds == 5 and s.estimate == pytest.approx(slopes.mean())
-    assert (s.low, s.high) == (pytest.approx(slopes.mean() - half), pytest.approx(slopes.mean() + half))
+    assert (s.low, s.high) == (
+        pytest.approx(slopes.mean() - half),
+        pytest.approx(slopes.mean() + half),
+    )
     # one seed: an estimate without an interval, so no claim on it holds or fails
     one = claims.slope_interval(xs.tolist(), [ys[0].tolist()])
     assert one.estimate == pytest.approx(slopes[0]) and (one.low, one.high) == (-math.inf, math.inf)
-    assert claims.below(one, 0.0) is None and claims.within(one, -0.5, 10.0) is None and "1 seed" in str(one)
+    assert (
+        claims.below(one, 0.0) is None
+        and claims.within(one, -0.5, 10.0) is None
+        and "1 seed" in str(one)
+    )
     # a seed with a value <= 0 is kept, censored in (0, ∞): counted, and its slope can be anything
     bad = claims.slope_interval(xs.tolist(), [y.tolist() for y in ys[:4]] + [[1.0, 0.0, 1.0, 1.0]])
     assert bad.seeds == 5 and bad.censored == 1 and "1 of 5 seeds" in bad.note
@@ -138,13 +150,15 @@ def test_slope_interval_matches_per_seed_numpy_fits():
 
 def test_slope_claims_hold_fail_or_have_no_signal():
     xs = [1.0, 10.0, 100.0]
-    steep = [[x ** s for x in xs] for s in (-1.02, -0.98, -1.01, -0.99)]   # slope −1 ± 0.02
+    steep = [[x**s for x in xs] for s in (-1.02, -0.98, -1.01, -0.99)]  # slope −1 ± 0.02
     s = claims.slope_interval(xs, steep)
     assert claims.below(s, 0.0) is True and claims.exceeds(s, 0.0) is False
-    assert claims.within(s, -1.0, 0.1) is True      # inside (−1.1, −0.9)
-    assert claims.within(s, -0.5, 0.1) is False     # all of it below −0.6
-    assert claims.within(s, -1.1, 0.1) is None      # straddles −1.0
-    noisy = claims.slope_interval(xs, [[x ** s for x in xs] for s in (-2.0, 1.5)])   # two seeds, far apart
+    assert claims.within(s, -1.0, 0.1) is True  # inside (−1.1, −0.9)
+    assert claims.within(s, -0.5, 0.1) is False  # all of it below −0.6
+    assert claims.within(s, -1.1, 0.1) is None  # straddles −1.0
+    noisy = claims.slope_interval(
+        xs, [[x**s for x in xs] for s in (-2.0, 1.5)]
+    )  # two seeds, far apart
     assert claims.below(noisy, 0.0) is None
     half = T95[1] * np.std([-2.0, 1.5], ddof=1) / math.sqrt(2)
     assert noisy.high - noisy.estimate == pytest.approx(half)
@@ -157,28 +171,38 @@ def test_difference_intervals_against_numpy_and_scipy_welch():
     a, b = np.array([0.30, 0.32, 0.29]), np.array([0.10, 0.20, 0.15, 0.12, 0.18])
     d = claims.difference_interval(a.tolist(), b.tolist())
     va, vb = a.var(ddof=1) / 3, b.var(ddof=1) / 5
-    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 4)                   # Welch's degrees of freedom
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 4)  # Welch's degrees of freedom
     half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
-    assert d.estimate == pytest.approx(a.mean() - b.mean()) and d.high - d.estimate == pytest.approx(half)
+    assert d.estimate == pytest.approx(
+        a.mean() - b.mean()
+    ) and d.high - d.estimate == pytest.approx(half)
     assert d.df == pytest.approx(df)
-    welch = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)   # scipy's own Welch interval
+    welch = stats.ttest_ind(a, b, equal_var=False).confidence_interval(
+        0.95
+    )  # scipy's own Welch interval
     assert (d.low, d.high) == (pytest.approx(welch.low), pytest.approx(welch.high))
     assert claims.exceeds(d, 0.0) is True
     p = claims.paired_interval([1.0, 2.0, 3.0], [0.5, 1.0, 2.9])
     diffs = np.array([0.5, 1.0, 0.1])
     assert p.estimate == pytest.approx(diffs.mean())
     assert p.high - p.estimate == pytest.approx(T95[2] * diffs.std(ddof=1) / math.sqrt(3))
-    assert claims.difference_interval([1.0], [0.0, 0.1]).low == -math.inf   # one seed on a side: no interval
+    assert (
+        claims.difference_interval([1.0], [0.0, 0.1]).low == -math.inf
+    )  # one seed on a side: no interval
     m = claims.mean_interval([2.0, 2.0])
-    assert (m.low, m.high) == (2.0, 2.0) and claims.exceeds(m, 2.0) is False   # at the threshold is not past it
+    assert (m.low, m.high) == (2.0, 2.0) and claims.exceeds(
+        m, 2.0
+    ) is False  # at the threshold is not past it
     assert claims.judged({"a": True, "b": None, "c": False}) == "1 hold, 1 fail, 1 no signal (of 3)"
 
 
 def test_satterthwaite_df_against_hand_formula():
     parts = [(4.0, 2), (1.0, 9), (0.5, 999)]
-    assert claims.satterthwaite_df(parts) == pytest.approx(5.5 ** 2 / (16 / 2 + 1 / 9 + 0.25 / 999))
-    assert claims.satterthwaite_df([(2.0, 3)]) == pytest.approx(3)            # one part: its own df
-    assert claims.satterthwaite_df([(0.0, 2), (1.0, 7)]) == pytest.approx(7)  # a zero part adds nothing
+    assert claims.satterthwaite_df(parts) == pytest.approx(5.5**2 / (16 / 2 + 1 / 9 + 0.25 / 999))
+    assert claims.satterthwaite_df([(2.0, 3)]) == pytest.approx(3)  # one part: its own df
+    assert claims.satterthwaite_df([(0.0, 2), (1.0, 7)]) == pytest.approx(
+        7
+    )  # a zero part adds nothing
     assert claims.satterthwaite_df([(1.0, math.inf)]) == math.inf
     assert claims.t95(math.inf) == pytest.approx(stats.norm.ppf(0.975))
     assert claims.t95(3.9) == pytest.approx(stats.t.ppf(0.975, 3.9))
@@ -187,7 +211,7 @@ def test_satterthwaite_df_against_hand_formula():
 
 
 def _seeds(xs, slopes):
-    return [[x ** s for x in xs] for s in slopes]
+    return [[x**s for x in xs] for s in slopes]
 
 
 def test_upper_bound_rates_are_judged_one_sided():
@@ -197,18 +221,26 @@ def test_upper_bound_rates_are_judged_one_sided():
     def judge(iv, t=tol):
         return claims.rate_within_bound(iv, bound, regime=claims.GROWS, tol=t)
 
-    slower = claims.slope_interval(xs, _seeds(xs, (-0.65, -0.61, -0.63, -0.64, -0.62)))   # −0.63 [−0.65, −0.61]
-    assert slower.high < bound + 0.2 and slower.low > bound + tol   # its interval excludes bound + tol
+    slower = claims.slope_interval(
+        xs, _seeds(xs, (-0.65, -0.61, -0.63, -0.64, -0.62))
+    )  # −0.63 [−0.65, −0.61]
+    assert (
+        slower.high < bound + 0.2 and slower.low > bound + tol
+    )  # its interval excludes bound + tol
     assert judge(slower) is False
-    faster = claims.slope_interval(xs, _seeds(xs, (-1.2, -1.1, -1.3, -1.25)))   # faster than the bound: consistent
+    faster = claims.slope_interval(
+        xs, _seeds(xs, (-1.2, -1.1, -1.3, -1.25))
+    )  # faster than the bound: consistent
     assert judge(faster) is True
-    assert claims.tight(faster, bound, tol) is False                 # but not tight: a separate claim
+    assert claims.tight(faster, bound, tol) is False  # but not tight: a separate claim
     straddles = claims.slope_interval(xs, _seeds(xs, (-0.9, -0.5, -0.7)))
     assert judge(straddles) is None
-    near = claims.slope_interval(xs, _seeds(xs, (-0.70, -0.71, -0.69, -0.70)))   # 0.05 slower: inside the tolerance
+    near = claims.slope_interval(
+        xs, _seeds(xs, (-0.70, -0.71, -0.69, -0.70))
+    )  # 0.05 slower: inside the tolerance
     assert judge(near) is True and judge(near, 0.0) is False
     assert claims.tight(near, bound, tol) is True
-    one = claims.slope_interval(xs, _seeds(xs, (-0.2,)))         # one seed, far slower: still no verdict
+    one = claims.slope_interval(xs, _seeds(xs, (-0.2,)))  # one seed, far slower: still no verdict
     assert judge(one) is None
     with pytest.raises(ValueError, match="regime"):
         claims.rate_within_bound(near, bound, regime="up", tol=tol)
@@ -225,12 +257,16 @@ def test_rates_in_a_shrinking_variable_fail_on_the_steep_side():
 
     steep = claims.slope_interval(eps, _seeds(eps, (-1.10, -1.20, -1.15, -1.25, -1.17)))
     assert steep.high < bound - tol
-    assert judge(steep) is False                                 # the old rule (slope ≤ bound + tol) said True
+    assert judge(steep) is False  # the old rule (slope ≤ bound + tol) said True
     assert claims.below(steep, bound + tol) is True
-    shallow = claims.slope_interval(eps, _seeds(eps, (-0.10, -0.20, -0.15, -0.12)))   # grows slower as ε shrinks
-    assert judge(shallow) is True                                 # the old rule said False
+    shallow = claims.slope_interval(
+        eps, _seeds(eps, (-0.10, -0.20, -0.15, -0.12))
+    )  # grows slower as ε shrinks
+    assert judge(shallow) is True  # the old rule said False
     assert claims.below(shallow, bound + tol) is False
-    near = claims.slope_interval(eps, _seeds(eps, (-0.40, -0.41, -0.39, -0.40)))   # 0.03 steeper: within tol
+    near = claims.slope_interval(
+        eps, _seeds(eps, (-0.40, -0.41, -0.39, -0.40))
+    )  # 0.03 steeper: within tol
     assert judge(near) is True
     assert claims.rate_within_bound(near, bound, regime=claims.SHRINKS, tol=0.0) is False
     straddles = claims.slope_interval(eps, _seeds(eps, (-0.9, -0.1, -0.5)))
@@ -238,31 +274,42 @@ def test_rates_in_a_shrinking_variable_fail_on_the_steep_side():
     # ZTC's β exponent (issue 41): measured −1.86 [−2.06, −1.66] against the bound's −2.27 holds as β → 0
     ztc_beta = claims.Interval(-1.86, -2.06, -1.66, 10)
     assert claims.rate_within_bound(ztc_beta, -2.27, regime=claims.SHRINKS, tol=0.0) is True
-    assert claims.rate_within_bound(ztc_beta, -2.27, regime=claims.GROWS, tol=0.1) is False   # the reversed rule
+    assert (
+        claims.rate_within_bound(ztc_beta, -2.27, regime=claims.GROWS, tol=0.1) is False
+    )  # the reversed rule
     assert claims.rate_limit(-2.27, regime=claims.SHRINKS, tol=0.1) == pytest.approx(-2.37)
 
 
 def test_tolerance_is_what_the_dropped_logs_add_to_the_slope_over_the_grid():
-    ns = [10.0 ** k for k in range(3, 10)]
+    ns = [10.0**k for k in range(3, 10)]
     tol = claims.dropped_log_tolerance(ns, [(ns, 1.0)], regime=claims.GROWS, formula="ln n")
-    ref = np.polyfit(np.log(ns), np.log(np.log(ns)), 1)[0]       # least-squares slope of ln ln n on ln n
+    ref = np.polyfit(np.log(ns), np.log(np.log(ns)), 1)[0]  # least-squares slope of ln ln n on ln n
     assert tol.value == pytest.approx(ref) and 0.05 < tol.value < 0.14 and "ln n" in tol.formula
     # exactly the shift the dropped factor makes in a fitted slope: y = n^-1 (ln n)^2 fits at −1 + 2·tol
-    ys = [n ** -1.0 * math.log(n) ** 2 for n in ns]
+    ys = [n**-1.0 * math.log(n) ** 2 for n in ns]
     assert claims.loglog_fit(ns, ys) == pytest.approx(-1.0 + 2 * tol.value)
-    assert claims.dropped_log_tolerance(ns, [(ns, 2.0)], regime=claims.GROWS, formula="").value == \
-        pytest.approx(2 * ref)
+    assert claims.dropped_log_tolerance(
+        ns, [(ns, 2.0)], regime=claims.GROWS, formula=""
+    ).value == pytest.approx(2 * ref)
     # the grid decides: ln d over d ∈ {4..64} adds far more than ln n over 10³..10⁹
     ds = [4.0, 8.0, 16.0, 32.0, 64.0]
-    assert claims.dropped_log_tolerance(ds, [(ds, 1.0)], regime=claims.GROWS, formula="").value == \
-        pytest.approx(np.polyfit(np.log(ds), np.log(np.log(ds)), 1)[0]) == pytest.approx(0.3907, abs=1e-4)
+    assert (
+        claims.dropped_log_tolerance(ds, [(ds, 1.0)], regime=claims.GROWS, formula="").value
+        == pytest.approx(np.polyfit(np.log(ds), np.log(np.log(ds)), 1)[0])
+        == pytest.approx(0.3907, abs=1e-4)
+    )
     # x → 0: a log of N(ε) ∝ 1/ε grows as ε shrinks, a steeper slope: a tolerance on the steep side
     eps = [0.5, 2.0, 8.0]
     N = [1000 / e for e in eps]
     shrink = claims.dropped_log_tolerance(eps, [(N, 1.0)], regime=claims.SHRINKS, formula="ln N")
-    assert shrink.value == pytest.approx(-np.polyfit(np.log(eps), np.log(np.log(N)), 1)[0]) and shrink.value > 0
+    assert (
+        shrink.value == pytest.approx(-np.polyfit(np.log(eps), np.log(np.log(N)), 1)[0])
+        and shrink.value > 0
+    )
     # a dropped factor pointing away from the violating side makes no tolerance
-    assert claims.dropped_log_tolerance(eps, [(N, 1.0)], regime=claims.GROWS, formula="").value == 0.0
+    assert (
+        claims.dropped_log_tolerance(eps, [(N, 1.0)], regime=claims.GROWS, formula="").value == 0.0
+    )
     with pytest.raises(ValueError, match="> 1"):
         claims.dropped_log_tolerance(eps, [([0.5, 2.0, 3.0], 1.0)], regime=claims.GROWS, formula="")
 
@@ -270,42 +317,58 @@ def test_tolerance_is_what_the_dropped_logs_add_to_the_slope_over_the_grid():
 def test_censored_seed_is_kept_counted_and_conservative():
     xs = [4.0, 8.0, 16.0, 32.0]
     n_max = 1000.0
-    reached = [[10 * x ** s for x in xs] for s in (1.0, 1.1, 0.9, 1.05, 0.95)]
-    slow = [10 * x ** 1.6 for x in xs[:3]] + [claims.Censored(n_max, math.inf)]   # 10·32^1.6 > n_max: not reached
+    reached = [[10 * x**s for x in xs] for s in (1.0, 1.1, 0.9, 1.05, 0.95)]
+    slow = [10 * x**1.6 for x in xs[:3]] + [
+        claims.Censored(n_max, math.inf)
+    ]  # 10·32^1.6 > n_max: not reached
     fit = claims.slope_interval(xs, reached + [slow], max_censored=0.2)
-    dropped = claims.slope_interval(xs, reached)                 # what dropping the slow seed would report
+    dropped = claims.slope_interval(xs, reached)  # what dropping the slow seed would report
     assert fit.censored == 1 and fit.seeds == 6 and "1 of 6 seeds" in fit.note
     per_seed = [np.polyfit(np.log(xs), np.log(y), 1)[0] for y in reached]
-    per_seed.append(np.polyfit(np.log(xs), np.log([10 * x ** 1.6 for x in xs[:3]] + [n_max]), 1)[0])   # at n_max
+    per_seed.append(
+        np.polyfit(np.log(xs), np.log([10 * x**1.6 for x in xs[:3]] + [n_max]), 1)[0]
+    )  # at n_max
     assert fit.estimate == pytest.approx(np.mean(per_seed)) and fit.estimate > dropped.estimate
     low = stats.t.interval(0.95, 5, loc=np.mean(per_seed), scale=stats.sem(per_seed))[0]
-    assert fit.low == pytest.approx(low) and fit.high == math.inf   # at n_max for the low end; the high end opens
+    assert (
+        fit.low == pytest.approx(low) and fit.high == math.inf
+    )  # at n_max for the low end; the high end opens
     # an upper-bound claim "slope ≤ 1.1 + tol" holds when the slow seed is dropped, but not once it is kept
     assert claims.rate_within_bound(dropped, 1.1, regime=claims.GROWS, tol=0.1) is True
     assert claims.rate_within_bound(fit, 1.1, regime=claims.GROWS, tol=0.1) is None
     # no verdict above the declared fraction
     many = claims.slope_interval(xs, reached[:3] + [slow, slow], max_censored=0.2)
-    assert many.censored == 2 and (many.low, many.high) == (-math.inf, math.inf) and "no verdict" in many.note
+    assert (
+        many.censored == 2
+        and (many.low, many.high) == (-math.inf, math.inf)
+        and "no verdict" in many.note
+    )
 
 
 def test_censored_mean_counts_at_the_bound_and_opens_one_end():
     values = [1.0, 1.5, 0.5, 2.0, claims.Censored(0.8, math.inf)]
     iv = claims.censored_mean_interval(values, max_censored=0.2)
     assert iv.estimate == pytest.approx(np.mean([1.0, 1.5, 0.5, 2.0, 0.8]))
-    ref = stats.t.interval(0.95, 4, loc=np.mean([1.0, 1.5, 0.5, 2.0, 0.8]),
-                           scale=stats.sem([1.0, 1.5, 0.5, 2.0, 0.8]))
+    ref = stats.t.interval(
+        0.95, 4, loc=np.mean([1.0, 1.5, 0.5, 2.0, 0.8]), scale=stats.sem([1.0, 1.5, 0.5, 2.0, 0.8])
+    )
     assert iv.low == pytest.approx(ref[0]) and iv.high == math.inf
-    assert claims.exceeds(iv, 0.0) is True and claims.below(iv, 5.0) is None   # it can hold above, never fail
+    assert (
+        claims.exceeds(iv, 0.0) is True and claims.below(iv, 5.0) is None
+    )  # it can hold above, never fail
     plain = claims.censored_mean_interval([1.0, 1.5, 0.5, 2.0, 0.8])
-    assert (plain.low, plain.high) == (pytest.approx(ref[0]), pytest.approx(ref[1])) and plain.censored == 0
+    assert (plain.low, plain.high) == (
+        pytest.approx(ref[0]),
+        pytest.approx(ref[1]),
+    ) and plain.censored == 0
     with pytest.raises(ValueError, match="lower <= upper"):
         claims.Censored(2.0, 1.0)
 
 
 def test_geometric_ratio_interval_matches_scipy_paired_t_on_logs():
     rng = np.random.default_rng(7)
-    b = np.exp(rng.normal(-5, 2, 10))              # heavy-tailed outcomes spanning orders of magnitude
-    a = b * np.exp(rng.normal(0.4, 0.5, 10))       # paired: the same seed's data
+    b = np.exp(rng.normal(-5, 2, 10))  # heavy-tailed outcomes spanning orders of magnitude
+    a = b * np.exp(rng.normal(0.4, 0.5, 10))  # paired: the same seed's data
     iv = claims.geometric_ratio_interval(a.tolist(), b.tolist())
     ref = stats.ttest_rel(np.log(a), np.log(b)).confidence_interval(0.95)
     assert iv.estimate == pytest.approx(math.exp(np.mean(np.log(a / b))), rel=1e-12)
@@ -317,7 +380,11 @@ def test_geometric_ratio_interval_matches_scipy_paired_t_on_logs():
 
 def test_geometric_ratio_one_seed_and_nonpositive_values_give_no_verdict():
     one = claims.geometric_ratio_interval([2.0], [1.0])
-    assert one.estimate == pytest.approx(2.0) and math.isinf(one.high) and claims.below(one, 1.5) is None
+    assert (
+        one.estimate == pytest.approx(2.0)
+        and math.isinf(one.high)
+        and claims.below(one, 1.5) is None
+    )
     assert claims.NO_VERDICT_ONE_SEED in one.note
     # one censored pair of ten (≤ MAX_CENSORED): kept, counted, the interval opens at both ends
     a, b = [1.0] * 9 + [0.0], [1.0] * 10
@@ -362,10 +429,14 @@ def test_paired_ratio_is_fieller_against_a_direct_computation():
         assert abs(w.mean()) == pytest.approx(t * se, rel=1e-9)
     # a direct inversion on a grid: r is inside iff |mean(x − r y)| <= t·se(x − r y)
     grid = np.linspace(iv.low - 0.2, iv.high + 0.2, 801)
-    inside = [abs((x - r * y).mean()) <= t * math.sqrt(sum(v for v, _ in _two_part_variance(x - r * y)))
-              for r in grid]
+    inside = [
+        abs((x - r * y).mean()) <= t * math.sqrt(sum(v for v, _ in _two_part_variance(x - r * y)))
+        for r in grid
+    ]
     covered = grid[np.array(inside)]
-    assert covered.min() == pytest.approx(iv.low, abs=2e-3) and covered.max() == pytest.approx(iv.high, abs=2e-3)
+    assert covered.min() == pytest.approx(iv.low, abs=2e-3) and covered.max() == pytest.approx(
+        iv.high, abs=2e-3
+    )
     # the delta method at the same t agrees to first order (a sanity check of scale)
     se_delta = math.sqrt(sum(v for v, _ in _two_part_variance(x - iv.estimate * y))) / abs(y.mean())
     assert (iv.high - iv.low) / 2 == pytest.approx(t * se_delta, rel=0.1)
@@ -374,10 +445,12 @@ def test_paired_ratio_is_fieller_against_a_direct_computation():
 def test_paired_ratio_no_verdict_when_the_denominator_includes_zero_or_one_seed():
     x, y = _gain_share_data()
     rng = np.random.default_rng(3)
-    y0 = rng.choice([-100.0, 0.0, 100.0], size=y.shape, p=[0.05, 0.9, 0.05])   # a gain of about 0
+    y0 = rng.choice([-100.0, 0.0, 100.0], size=y.shape, p=[0.05, 0.9, 0.05])  # a gain of about 0
     iv = claims.paired_ratio(x.tolist(), y0.tolist())
-    dy = claims.paired_accuracy_difference(((y0 > 0).astype(int)).tolist(), ((y0 < 0).astype(int)).tolist())
-    assert dy.low < 0 < dy.high                                             # the denominator's interval has 0
+    dy = claims.paired_accuracy_difference(
+        ((y0 > 0).astype(int)).tolist(), ((y0 < 0).astype(int)).tolist()
+    )
+    assert dy.low < 0 < dy.high  # the denominator's interval has 0
     assert math.isinf(iv.low) and math.isinf(iv.high) and "no verdict" in iv.note
     assert claims.exceeds(iv, 0.9) is None
     one = claims.paired_ratio(x[:1].tolist(), y[:1].tolist())
@@ -391,8 +464,14 @@ def test_declarations_must_precede_the_rows_they_judge(tmp_path):
 
     def git(*args):
         import subprocess
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
-                              capture_output=True, text=True).stdout.strip()
+
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
 
     git("init", "-q")
     (tmp_path / "claims.py").write_text("TOL = 0.2\n")
@@ -411,7 +490,7 @@ def test_declarations_must_precede_the_rows_they_judge(tmp_path):
     git("commit", "-q", "-am", "loosen after the data")
     later = git("rev-parse", "HEAD")
     assert protocol.precedes(later, rows, tmp_path) is False
-    assert protocol.precedes(rows, rows, tmp_path) is False      # the same commit is not "before"
+    assert protocol.precedes(rows, rows, tmp_path) is False  # the same commit is not "before"
 
 
 def test_a_run_records_the_commit_of_its_declarations():
@@ -431,14 +510,20 @@ def test_minimum_detectable_effect_detects_its_effect_with_the_stated_power():
     rng = np.random.default_rng(7)
     k, sigma, sims = 10, 1.0, 4000
     sample = rng.normal(0.0, sigma, k)
-    design = claims.mean_interval(list(sample))   # an interval records the standard error it was built from
+    design = claims.mean_interval(
+        list(sample)
+    )  # an interval records the standard error it was built from
     assert design.se == pytest.approx(np.std(sample, ddof=1) / math.sqrt(k)) and design.df == k - 1
     template = claims.Interval(0.0, -1.0, 1.0, k, df=k - 1, se=sigma / math.sqrt(k))
     mde = claims.minimum_detectable_effect(template, one_sided=True)
-    assert mde == pytest.approx((stats.t.ppf(0.95, k - 1) + stats.t.ppf(0.8, k - 1)) * sigma / math.sqrt(k))
-    exact = stats.nct.sf(stats.t.ppf(0.95, k - 1), k - 1, mde / (sigma / math.sqrt(k)))   # the test's true power
+    assert mde == pytest.approx(
+        (stats.t.ppf(0.95, k - 1) + stats.t.ppf(0.8, k - 1)) * sigma / math.sqrt(k)
+    )
+    exact = stats.nct.sf(
+        stats.t.ppf(0.95, k - 1), k - 1, mde / (sigma / math.sqrt(k))
+    )  # the test's true power
 
-    def rate(effect):   # a one-sided test at 5 %: the 90 % two-sided interval's low end above 0
+    def rate(effect):  # a one-sided test at 5 %: the 90 % two-sided interval's low end above 0
         hits = 0
         for _ in range(sims):
             x = rng.normal(effect, sigma, k)
@@ -451,7 +536,9 @@ def test_minimum_detectable_effect_detects_its_effect_with_the_stated_power():
     # powered(): the paper's distance to the threshold against the design's MDE
     assert claims.powered(template, 0.9, 0.0, one_sided=True) == (True, pytest.approx(mde))
     assert claims.powered(template, 0.1, 0.0, one_sided=True)[0] is False
-    assert claims.minimum_detectable_effect(claims.mean_interval([1.0])) == math.inf   # one seed: no design
+    assert (
+        claims.minimum_detectable_effect(claims.mean_interval([1.0])) == math.inf
+    )  # one seed: no design
 
 
 def _anova_reference(d):
@@ -471,20 +558,28 @@ def test_two_way_variance_against_known_components_and_numpy():
     independent numpy computation, and its t interval covers the true mean about 95 % of the time."""
     rng = np.random.default_rng(3)
     k, m, sd_s, sd_e, sd_r = 5, 40, 0.5, 1.0, 3.0
-    truth = sd_s ** 2 / k + sd_e ** 2 / m + sd_r ** 2 / (k * m)
+    truth = sd_s**2 / k + sd_e**2 / m + sd_r**2 / (k * m)
     estimates, old, covered, sims = [], [], 0, 3000
     for _ in range(sims):
-        d = (rng.normal(0, sd_s, (k, 1)) + rng.normal(0, sd_e, (1, m)) + rng.normal(0, sd_r, (k, m))) + 2.0
+        d = (
+            rng.normal(0, sd_s, (k, 1)) + rng.normal(0, sd_e, (1, m)) + rng.normal(0, sd_r, (k, m))
+        ) + 2.0
         var, df = claims.two_way_mean_variance(d.tolist())
         estimates.append(var)
         old.append(d.mean(axis=1).var(ddof=1) / k + d.mean(axis=0).var(ddof=1) / m)
         covered += abs(d.mean() - 2.0) <= claims.t95(df) * math.sqrt(var)
     se_of_mean = np.std(estimates) / math.sqrt(sims)
-    assert abs(np.mean(estimates) - truth) < 4 * se_of_mean + 0.02 * truth   # truncation at 0 adds a little
-    assert np.mean(old) - truth == pytest.approx(sd_r ** 2 / (k * m), rel=0.1)   # the interaction counted twice
+    assert (
+        abs(np.mean(estimates) - truth) < 4 * se_of_mean + 0.02 * truth
+    )  # truncation at 0 adds a little
+    assert np.mean(old) - truth == pytest.approx(
+        sd_r**2 / (k * m), rel=0.1
+    )  # the interaction counted twice
     assert abs(covered / sims - 0.95) < 4 * math.sqrt(0.95 * 0.05 / sims)
     # no component truncated: exactly the numpy reference
-    d = (rng.normal(0, 2.0, (4, 1)) + rng.normal(0, 2.0, (1, 30)) + rng.normal(0, 0.5, (4, 30))).tolist()
+    d = (
+        rng.normal(0, 2.0, (4, 1)) + rng.normal(0, 2.0, (1, 30)) + rng.normal(0, 0.5, (4, 30))
+    ).tolist()
     assert claims.two_way_mean_variance(d)[0] == pytest.approx(_anova_reference(d))
     # the paired accuracy difference uses it (0/1 correctness, in points)
     a = (rng.random((3, 200)) < 0.7).astype(int).tolist()
@@ -514,12 +609,21 @@ def test_committed_results_say_whether_their_declarations_came_before_their_rows
             continue
         data = json.loads(path.read_text())
         records = [(data["declared_commit"], False)] if data.get("declared_commit") else []
-        records += [(r["declared_commit"], r["declared_after"]) for r in data.get("rejudged", ())
-                    if r.get("declared_commit")]
+        records += [
+            (r["declared_commit"], r["declared_after"])
+            for r in data.get("rejudged", ())
+            if r.get("declared_commit")
+        ]
         for declared, after in records:
-            known = subprocess.run(["git", "cat-file", "-e", f"{declared['commit']}^{{commit}}"], cwd=root,
-                                   capture_output=True).returncode == 0
-            if not known:   # a shallow clone: the history is not here
+            known = (
+                subprocess.run(
+                    ["git", "cat-file", "-e", f"{declared['commit']}^{{commit}}"],
+                    cwd=root,
+                    capture_output=True,
+                ).returncode
+                == 0
+            )
+            if not known:  # a shallow clone: the history is not here
                 continue
             before = protocol.precedes(declared["commit"], rows, root)
             assert after == (not before), (path, declared, rows)

@@ -17,8 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from dpnc_reproduce import (dpzero_dimension, dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare,
-                            nonsmooth_rates, protocol, utility)
+from dpnc_reproduce import (
+    dpzero_dimension,
+    dpzero_lm,
+    dpzero_synthetic,
+    kl_rates,
+    nonsmooth_compare,
+    nonsmooth_rates,
+    protocol,
+    utility,
+)
 from dpnc_reproduce.dpzero_synthetic import run as synthetic
 from dpnc_reproduce.nonsmooth_rates import run as rates
 from tests.reproduce import test_dpzero_dimension as dimension_tests
@@ -28,22 +36,54 @@ from tests.reproduce import test_utility as utility_tests
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("DPNC_UPDATE_SNAPSHOTS") == "1"
-MACHINE = {"cpus": 2, "processor": "x86_64", "platform": "Linux-snapshot", "torch": "2.13.0", "threads": 1,
-           "load_average_start": 0.5, "load_average_end": 0.75}
+MACHINE = {
+    "cpus": 2,
+    "processor": "x86_64",
+    "platform": "Linux-snapshot",
+    "torch": "2.13.0",
+    "threads": 1,
+    "load_average_start": 0.5,
+    "load_average_end": 0.75,
+}
 
 
 def _result(experiment: protocol.Experiment, config, rows: list) -> protocol.Result:
     """A result as a run would make it, with a fixed run time and machine."""
-    return protocol.Result(experiment, config, tuple(rows), tuple(experiment.claims(rows, config)), 754.0, 2,
-                           MACHINE, tuple(experiment.declare(config)))
+    return protocol.Result(
+        experiment,
+        config,
+        tuple(rows),
+        tuple(experiment.claims(rows, config)),
+        754.0,
+        2,
+        MACHINE,
+        tuple(experiment.declare(config)),
+    )
 
 
 def _dpzero_lm() -> protocol.Result:
-    acc = {("SST-2", "zero-shot"): 71.0, ("SST-2", "mezo"): 80.0, ("SST-2", "dp6"): 79.0, ("SST-2", "dp2"): 77.0,
-           ("SST-5", "zero-shot"): 30.0, ("SST-5", "mezo"): 40.0, ("SST-5", "dp6"): 39.0, ("SST-5", "dp2"): 35.0,
-           ("TREC", "zero-shot"): 40.0, ("TREC", "mezo"): 70.0, ("TREC", "dp6"): 69.0, ("TREC", "dp2"): 60.0}
-    config = dataclasses.replace(lm_tests.FULL_SET, tasks=("SST-2", "SST-5", "TREC"), data_dir="data")
-    return _result(dpzero_lm.EXPERIMENT, config, lm_tests._with_correct(lm_tests._rows(acc, spread=0.3), agree=0.9))
+    acc = {
+        ("SST-2", "zero-shot"): 71.0,
+        ("SST-2", "mezo"): 80.0,
+        ("SST-2", "dp6"): 79.0,
+        ("SST-2", "dp2"): 77.0,
+        ("SST-5", "zero-shot"): 30.0,
+        ("SST-5", "mezo"): 40.0,
+        ("SST-5", "dp6"): 39.0,
+        ("SST-5", "dp2"): 35.0,
+        ("TREC", "zero-shot"): 40.0,
+        ("TREC", "mezo"): 70.0,
+        ("TREC", "dp6"): 69.0,
+        ("TREC", "dp2"): 60.0,
+    }
+    config = dataclasses.replace(
+        lm_tests.FULL_SET, tasks=("SST-2", "SST-5", "TREC"), data_dir="data"
+    )
+    return _result(
+        dpzero_lm.EXPERIMENT,
+        config,
+        lm_tests._with_correct(lm_tests._rows(acc, spread=0.3), agree=0.9),
+    )
 
 
 def _dpzero_dimension() -> protocol.Result:
@@ -54,9 +94,18 @@ def _dpzero_dimension() -> protocol.Result:
 def _dpzero_synthetic() -> protocol.Result:
     """Two seeds of every method on every Hessian at d = 20, 60, 200, on a 2 × 2 × 2 grid of (T, step size, C):
     DP-GD best, DPGD-0th worst, the norm growing with d and with the rank."""
-    config = dataclasses.replace(synthetic.QUICK, dims=(20, 60, 200), steps=(40, 160), stepsizes=(0.1, 0.3),
-                                 clips=(1.0, 3.0), seeds=2)
-    scale, rank = {"DPZero": 1.0, "DPGD-0th": 3.0, "DP-GD": 0.8}, {"identity": 1.0, "sqrt": 0.5, "inverse": 0.25}
+    config = dataclasses.replace(
+        synthetic.QUICK,
+        dims=(20, 60, 200),
+        steps=(40, 160),
+        stepsizes=(0.1, 0.3),
+        clips=(1.0, 3.0),
+        seeds=2,
+    )
+    scale, rank = (
+        {"DPZero": 1.0, "DPGD-0th": 3.0, "DP-GD": 0.8},
+        {"identity": 1.0, "sqrt": 0.5, "inverse": 0.25},
+    )
     rows = []
     for h in ("identity", "sqrt", "inverse"):
         for d in config.dims:
@@ -64,26 +113,53 @@ def _dpzero_synthetic() -> protocol.Result:
                 for T in (40, 160):
                     for i, (step, C) in enumerate(((0.1, 1.0), (0.1, 3.0), (0.3, 1.0), (0.3, 3.0))):
                         for s in range(config.seeds):
-                            norm = scale[m] * rank[h] * d ** (0.5 if h == "identity" else 0.05) * (1 + 0.02 * s) \
-                                * (1 + 0.1 * i) * (1.2 if T == 40 else 1.0)
-                            rows.append(synthetic.SyntheticRow(h, rank[h] * d, d, m, T, step, C, 1.1 * norm, norm,
-                                                               norm ** 2 / 2, 1.1 * norm ** 2 / 2, 1.5, 2.0, 1.9, 1.8,
-                                                               True, s))
+                            norm = (
+                                scale[m]
+                                * rank[h]
+                                * d ** (0.5 if h == "identity" else 0.05)
+                                * (1 + 0.02 * s)
+                                * (1 + 0.1 * i)
+                                * (1.2 if T == 40 else 1.0)
+                            )
+                            rows.append(
+                                synthetic.SyntheticRow(
+                                    h,
+                                    rank[h] * d,
+                                    d,
+                                    m,
+                                    T,
+                                    step,
+                                    C,
+                                    1.1 * norm,
+                                    norm,
+                                    norm**2 / 2,
+                                    1.1 * norm**2 / 2,
+                                    1.5,
+                                    2.0,
+                                    1.9,
+                                    1.8,
+                                    True,
+                                    s,
+                                )
+                            )
     return _result(dpzero_synthetic.EXPERIMENT, config, rows)
 
 
 def _kl_rates() -> protocol.Result:
     """KL-Spider's and the proximal point method's n sweeps (power-1.5, d = 1) and the proximal point's inner
     check."""
-    rows = (kl_tests.spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -1.45, algorithm="kl-spider")
-            + kl_tests.spider_rows(lambda x, s: (1 + 0.05 * s) * x ** -2.0) + kl_tests.check_rows(1.0, seeds=3))
+    rows = (
+        kl_tests.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-1.45, algorithm="kl-spider")
+        + kl_tests.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-2.0)
+        + kl_tests.check_rows(1.0, seeds=3)
+    )
     return _result(kl_rates.EXPERIMENT, kl_tests.TINY, rows)
 
 
 def _rate_rows(config: rates.RatesConfig, n_beta) -> list:
     """Rows whose expected norm crosses the main β at ``n_beta(method, d, seed)`` on the config's doubling grid, at
     every d of the d sweep."""
-    grid = [config.n_start * 2 ** k for k in range(int(math.log2(config.n_max / config.n_start)) + 1)]
+    grid = [config.n_start * 2**k for k in range(int(math.log2(config.n_max / config.n_start)) + 1)]
     beta = config.main_beta * rates.far_field(config, "radial")
     out = []
     for method in config.methods:
@@ -91,24 +167,67 @@ def _rate_rows(config: rates.RatesConfig, n_beta) -> list:
             for seed in range(config.seeds):
                 for n in grid:
                     norm = beta / 2 if n >= n_beta(method, d, seed) else 2 * beta
-                    out.append(rates.RateRow("radial", method, d, config.base_epsilon, config.base_alpha, seed, n, n,
-                                             2 * d * n, d, n // 4, 1, norm, norm, 0.5, norm, norm, norm + 0.05,
-                                             config.base_epsilon, 0.99 * config.base_epsilon,
-                                             0.9 * config.base_epsilon, 0.0))
+                    out.append(
+                        rates.RateRow(
+                            "radial",
+                            method,
+                            d,
+                            config.base_epsilon,
+                            config.base_alpha,
+                            seed,
+                            n,
+                            n,
+                            2 * d * n,
+                            d,
+                            n // 4,
+                            1,
+                            norm,
+                            norm,
+                            0.5,
+                            norm,
+                            norm,
+                            norm + 0.05,
+                            config.base_epsilon,
+                            0.99 * config.base_epsilon,
+                            0.9 * config.base_epsilon,
+                            0.0,
+                        )
+                    )
     return out
 
 
 def _nonsmooth_rates() -> protocol.Result:
-    config = dataclasses.replace(rates.QUICK, methods=("zo-o2nc", "klt"), dims=(2, 4, 8), epsilons=(4.0,),
-                                 alphas=(0.2,), base_d=2, base_epsilon=4.0, base_alpha=0.2, objectives=("radial",),
-                                 nonconvex_dims=(), seeds=3, n_start=100, n_max=6400, betas=(0.6, 0.8), main_beta=0.8)
+    config = dataclasses.replace(
+        rates.QUICK,
+        methods=("zo-o2nc", "klt"),
+        dims=(2, 4, 8),
+        epsilons=(4.0,),
+        alphas=(0.2,),
+        base_d=2,
+        base_epsilon=4.0,
+        base_alpha=0.2,
+        objectives=("radial",),
+        nonconvex_dims=(),
+        seeds=3,
+        n_start=100,
+        n_max=6400,
+        betas=(0.6, 0.8),
+        main_beta=0.8,
+    )
     rows = _rate_rows(config, lambda m, d, s: (100 if m == "klt" else 200) * d * (1 + s % 2))
     return _result(nonsmooth_rates.EXPERIMENT, config, rows)
 
 
 def _nonsmooth_compare() -> protocol.Result:
-    config = dataclasses.replace(nonsmooth_compare.QUICK, dims=(2, 4), nonconvex_dims=(), base_d=2, seeds=2,
-                                 n_start=100, n_max=3200)
+    config = dataclasses.replace(
+        nonsmooth_compare.QUICK,
+        dims=(2, 4),
+        nonconvex_dims=(),
+        base_d=2,
+        seeds=2,
+        n_start=100,
+        n_max=3200,
+    )
     cost = {"klt:multi-pass": 1, "klt:first-order": 2, "klt": 3, "zo-o2nc": 4, "zo-o2nc:naive": 8}
     rows = _rate_rows(config, lambda m, d, s: 100 * cost[m] * d * (1 + s))
     return _result(nonsmooth_compare.EXPERIMENT, config, rows)
@@ -116,15 +235,23 @@ def _nonsmooth_compare() -> protocol.Result:
 
 def _utility() -> protocol.Result:
     """DPZero 1.2× the hand-set baselines' excess risk, ten seeds, one least-squares cell."""
-    rows = utility_tests.baselines() + [utility_tests.row("dpzero", "dpnc", s, 1.2 * (1 + utility_tests.jitter(s)))
-                                        for s in range(10)]
+    rows = utility_tests.baselines() + [
+        utility_tests.row("dpzero", "dpnc", s, 1.2 * (1 + utility_tests.jitter(s)))
+        for s in range(10)
+    ]
     rows = [dataclasses.replace(r, problem="least-squares") for r in rows]
     return _result(utility.EXPERIMENT, utility_tests.CONFIG, rows)
 
 
-RESULTS = {"dpzero-lm": _dpzero_lm, "dpzero-dimension": _dpzero_dimension, "dpzero-synthetic": _dpzero_synthetic,
-           "kl-rates": _kl_rates, "nonsmooth-rates": _nonsmooth_rates, "nonsmooth-compare": _nonsmooth_compare,
-           "utility": _utility}
+RESULTS = {
+    "dpzero-lm": _dpzero_lm,
+    "dpzero-dimension": _dpzero_dimension,
+    "dpzero-synthetic": _dpzero_synthetic,
+    "kl-rates": _kl_rates,
+    "nonsmooth-rates": _nonsmooth_rates,
+    "nonsmooth-compare": _nonsmooth_compare,
+    "utility": _utility,
+}
 
 
 def assert_snapshot(name: str, text: str) -> None:
@@ -135,13 +262,24 @@ def assert_snapshot(name: str, text: str) -> None:
         path.write_text(text)
         return
     if not path.exists():
-        pytest.fail(f"no snapshot {path}: write it with DPNC_UPDATE_SNAPSHOTS=1 pytest {Path(__file__).name}")
+        pytest.fail(
+            f"no snapshot {path}: write it with DPNC_UPDATE_SNAPSHOTS=1 pytest {Path(__file__).name}"
+        )
     expected = path.read_text()
     if text != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(keepends=True), text.splitlines(keepends=True),
-                                            f"{path.name} (committed)", f"{path.name} (rendered now)"))
-        pytest.fail(f"the {name} summary differs from its snapshot; if the change is meant, rewrite it with "
-                    f"DPNC_UPDATE_SNAPSHOTS=1 pytest tests/reproduce/test_snapshots.py\n{diff}", pytrace=False)
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                f"{path.name} (committed)",
+                f"{path.name} (rendered now)",
+            )
+        )
+        pytest.fail(
+            f"the {name} summary differs from its snapshot; if the change is meant, rewrite it with "
+            f"DPNC_UPDATE_SNAPSHOTS=1 pytest tests/reproduce/test_snapshots.py\n{diff}",
+            pytrace=False,
+        )
 
 
 @pytest.mark.parametrize("name", list(RESULTS))

@@ -17,12 +17,17 @@ def assert_written(result: protocol.Result, out: Path, command: str, files: set[
     paths = protocol.write(result, out, command)
     assert {p.name for p in paths} == {"rows.csv", "result.json", "summary.md", *files}
     with (out / "rows.csv").open() as f:
-        assert list(csv.DictReader(f)) == [{k: "" if v is None else str(v) for k, v in dataclasses.asdict(r).items()}
-                                           for r in result.rows]
+        assert list(csv.DictReader(f)) == [
+            {k: "" if v is None else str(v) for k, v in dataclasses.asdict(r).items()}
+            for r in result.rows
+        ]
     assert json.dumps(json.loads((out / "result.json").read_text())) == json.dumps(
-        {**result.to_json(), "command": command})
+        {**result.to_json(), "command": command}
+    )
     again = protocol.read(result.experiment, out / "result.json")
-    assert again.config == result.config and json.dumps(again.to_json()) == json.dumps(result.to_json())
+    assert again.config == result.config and json.dumps(again.to_json()) == json.dumps(
+        result.to_json()
+    )
     summary = (out / "summary.md").read_text()
     assert f"Command: `{command}`" in summary
     return summary

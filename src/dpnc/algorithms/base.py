@@ -205,7 +205,7 @@ class Algorithm(ABC):
     private: ClassVar[bool] = True
     # The fields that hold public constants (named as in Constants): the values the config was built for.
     constant_fields: ClassVar[tuple[str, ...]] = ()
-    paper = False   # a config with a printed form that differs from the corrected one declares a field instead
+    paper = False  # a config with a printed form that differs from the corrected one declares a field instead
 
     @classmethod
     @abstractmethod
@@ -218,8 +218,16 @@ class Algorithm(ABC):
         """Documented practical settings for ``setting`` and ``budget`` (privacy exact, no theorem attached)."""
 
     @abstractmethod
-    def run(self, problem, x0: torch.Tensor, *, noise, accountant: Accountant, generator: torch.Generator,
-            **options) -> Run:
+    def run(
+        self,
+        problem,
+        x0: torch.Tensor,
+        *,
+        noise,
+        accountant: Accountant,
+        generator: torch.Generator,
+        **options,
+    ) -> Run:
         """One run from ``x0``; every release goes to ``accountant``. It first calls :meth:`check_problem`."""
 
     @abstractmethod
@@ -240,17 +248,26 @@ class Algorithm(ABC):
         A bound (:data:`BOUNDS`: L0, L1, weak_convexity, γ) may be looser than the declared one (an L-Lipschitz f
         is L′-Lipschitz for every L′ ≥ L), never tighter; any other constant (κ) must be the declared one."""
         built = self.built_for()
-        if not built:   # built for no constant (DPZero's family: hyper-parameters only): nothing to imply
+        if (
+            not built
+        ):  # built for no constant (DPZero's family: hyper-parameters only): nothing to imply
             return
         declared = problem.constants
-        wrong = {name: (value, getattr(declared, name, None)) for name, value in built.items()
-                 if not _implied(name, value, getattr(declared, name, None))}
+        wrong = {
+            name: (value, getattr(declared, name, None))
+            for name, value in built.items()
+            if not _implied(name, value, getattr(declared, name, None))
+        }
         if wrong:
-            pairs = ", ".join(f"{name} = {built!r} (the problem declares {own!r})"
-                              for name, (built, own) in wrong.items())
-            raise ValueError(f"{self.name} was built for other public constants than the problem declares: {pairs}; "
-                             "a bound may be looser than the declared one, never tighter, and κ must match: build the "
-                             "config from Setting.of(problem)")
+            pairs = ", ".join(
+                f"{name} = {built!r} (the problem declares {own!r})"
+                for name, (built, own) in wrong.items()
+            )
+            raise ValueError(
+                f"{self.name} was built for other public constants than the problem declares: {pairs}; "
+                "a bound may be looser than the declared one, never tighter, and κ must match: build the "
+                "config from Setting.of(problem)"
+            )
 
     @property
     def stationarity_radius(self) -> float | None:
@@ -259,7 +276,9 @@ class Algorithm(ABC):
         return None
 
     @classmethod
-    def samples_needed(cls, setting: Setting, budget: Budget | ZCDP, beta: float, **choices) -> float | None:
+    def samples_needed(
+        cls, setting: Setting, budget: Budget | ZCDP, beta: float, **choices
+    ) -> float | None:
         """The n at which the paper's theorem reaches accuracy ``beta`` on ``setting`` (constants 1, logs dropped),
         the budget converted in the paper's language; None where the family states no such rate."""
         return None

@@ -27,12 +27,11 @@ certificates: :func:`dpnc.certify.certify_run`).
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
-
-import math
-import warnings
 
 import torch
 
@@ -112,10 +111,20 @@ class O2NCResult:
         return None if self.points is None else self.points[self.output_block]
 
 
-def o2nc(oracle: Oracle, x0: torch.Tensor, *, D: float, eta: float, steps: int, block: int,
-         reset_each_block: bool, generator: torch.Generator, keep_points: bool = False,
-         progress: bool = False, on_step: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
-         ) -> O2NCResult:
+def o2nc(
+    oracle: Oracle,
+    x0: torch.Tensor,
+    *,
+    D: float,
+    eta: float,
+    steps: int,
+    block: int,
+    reset_each_block: bool,
+    generator: torch.Generator,
+    keep_points: bool = False,
+    progress: bool = False,
+    on_step: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
+) -> O2NCResult:
     """Run O2NC with projected OGD for ``steps`` oracle queries (ZTC Algorithm 3 / KLT Algorithm 2).
 
     Per step t: w_t = x_t + s_t·Δ_t with s_t ~ U[0, 1]; x_{t+1} = x_t + Δ_t; g̃_t = oracle(t, w_t);
@@ -128,7 +137,9 @@ def o2nc(oracle: Oracle, x0: torch.Tensor, *, D: float, eta: float, steps: int, 
         raise ValueError(f"x0 must be a vector (d,); got shape {tuple(x0.shape)}")
     check_integer(steps=steps, block=block)
     if block > steps:
-        raise ValueError(f"block must be <= steps={steps} so that at least one block completes; got {block}")
+        raise ValueError(
+            f"block must be <= steps={steps} so that at least one block completes; got {block}"
+        )
     learner = ProjectedOGD(x0.shape[0], D, eta, dtype=x0.dtype)
     x = x0.clone()
     blocks = steps // block
@@ -158,8 +169,16 @@ def o2nc(oracle: Oracle, x0: torch.Tensor, *, D: float, eta: float, steps: int, 
         if on_step is not None:
             on_step(t, w, g)
     chosen = int(torch.randint(blocks, (), generator=generator))
-    return O2NCResult(output=averages[chosen].clone(), output_block=chosen, block_averages=averages, x=x,
-                      steps=steps, points=points, max_increment=max_increment, max_move=max_move)
+    return O2NCResult(
+        output=averages[chosen].clone(),
+        output_block=chosen,
+        block_averages=averages,
+        x=x,
+        steps=steps,
+        points=points,
+        max_increment=max_increment,
+        max_move=max_move,
+    )
 
 
 # --- practical settings (not a theorem's): the rules both families' ``practical`` share ------------
@@ -183,11 +202,15 @@ def practical_travel(constants, travel: float | None, gap: float | None = None) 
     if gap is not None and getattr(constants, "L0", None) is not None:
         check_positive(gap=gap)
         return 2 * float(gap) / constants.L0
-    raise ValueError("travel must be given (the total distance T·D the iterates may move) when the constants "
-                     "declare no region and the setting no gap; got travel=None, region=None and gap=None")
+    raise ValueError(
+        "travel must be given (the total distance T·D the iterates may move) when the constants "
+        "declare no region and the setting no gap; got travel=None, region=None and gap=None"
+    )
 
 
-def practical_period(*, n: int, d: int, rho: float, noise_ratio: float = 0.5, min_periods: int = 4) -> int:
+def practical_period(
+    *, n: int, d: int, rho: float, noise_ratio: float = 0.5, min_periods: int = 4
+) -> int:
     """Σ (KLT; ZTC's epoch T) for a tree whose anchors use B1 = Σ examples and whose two radii are balanced.
 
     With every per-example term clipped to r (anchor) and r/Σ (increment), each tree node has σ = (2r/Σ)·
@@ -256,13 +279,19 @@ class O2NCAlgorithm(Algorithm):
         return self.B1 * self.anchors + self.B2 * (self.steps - self.anchors)
 
     def _check_counts(self) -> None:
-        check_integer(steps=self.steps, period=self.period, block=self.block, B1=self.B1, B2=self.B2, m=self.m)
+        check_integer(
+            steps=self.steps, period=self.period, block=self.block, B1=self.B1, B2=self.B2, m=self.m
+        )
         if self.block > self.steps:
-            raise ValueError(f"block must be <= steps={self.steps} so that one block completes; got {self.block}")
+            raise ValueError(
+                f"block must be <= steps={self.steps} so that one block completes; got {self.block}"
+            )
         if self.period > self.steps:
             raise ValueError(f"period must be <= steps={self.steps}; got {self.period}")
 
-    def make_oracle(self, problem, *, noise: NoiseSource, accountant: Accountant, generator: torch.Generator):
+    def make_oracle(
+        self, problem, *, noise: NoiseSource, accountant: Accountant, generator: torch.Generator
+    ):
         """The family's private oracle for ``problem``: a callable (t, w_t) → g̃_t with ``stats`` and
         ``samples_used``, recording every release in ``accountant``."""
         raise NotImplementedError
@@ -273,11 +302,28 @@ class O2NCAlgorithm(Algorithm):
 
     def summary(self) -> dict[str, float]:
         """The public schedule, for tables: counting words, D, η, m and the noise of anchors and increments."""
-        return {"steps": self.steps, "period": self.period, "block": self.block, "B1": self.B1, "B2": self.B2,
-                "m": self.m, "D": self.D, "eta": self.eta}
+        return {
+            "steps": self.steps,
+            "period": self.period,
+            "block": self.block,
+            "B1": self.B1,
+            "B2": self.B2,
+            "m": self.m,
+            "D": self.D,
+            "eta": self.eta,
+        }
 
-    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
-            generator: torch.Generator, keep_points: bool = False, progress: bool = False) -> Run:
+    def run(
+        self,
+        problem,
+        x0: torch.Tensor,
+        *,
+        noise: NoiseSource,
+        accountant: Accountant,
+        generator: torch.Generator,
+        keep_points: bool = False,
+        progress: bool = False,
+    ) -> Run:
         """O2NC for ``steps`` queries of the family's private oracle on ``problem``'s data, from ``x0``.
 
         ``generator`` is the public stream (directions, ball points, s_t, the output block); privacy noise
@@ -286,26 +332,48 @@ class O2NCAlgorithm(Algorithm):
         """
         self.check_problem(problem)
         oracle = self.make_oracle(problem, noise=noise, accountant=accountant, generator=generator)
-        trace = o2nc(oracle, x0.to(torch.float64), D=self.D, eta=self.eta, steps=self.steps, block=self.block,
-                     reset_each_block=self.reset_each_block, generator=generator, keep_points=keep_points,
-                     progress=progress)
+        trace = o2nc(
+            oracle,
+            x0.to(torch.float64),
+            D=self.D,
+            eta=self.eta,
+            steps=self.steps,
+            block=self.block,
+            reset_each_block=self.reset_each_block,
+            generator=generator,
+            keep_points=keep_points,
+            progress=progress,
+        )
         spent = oracle.stats
-        stats = O2NCStats(steps=trace.steps, evaluations=spent.evaluations, gradients=spent.gradients,
-                          clipped=spent.clipped, nonfinite=spent.nonfinite, beyond_radius=spent.beyond_radius,
-                          increments=spent.increments, increments_clipped=spent.increments_clipped,
-                          output_block=trace.output_block, max_increment=trace.max_increment,
-                          max_move=trace.max_move, samples_used=oracle.samples_used)
+        stats = O2NCStats(
+            steps=trace.steps,
+            evaluations=spent.evaluations,
+            gradients=spent.gradients,
+            clipped=spent.clipped,
+            nonfinite=spent.nonfinite,
+            beyond_radius=spent.beyond_radius,
+            increments=spent.increments,
+            increments_clipped=spent.increments_clipped,
+            output_block=trace.output_block,
+            max_increment=trace.max_increment,
+            max_move=trace.max_move,
+            samples_used=oracle.samples_used,
+        )
         self._warn_clip_rate(stats)
         output = trace.x if getattr(self, "output_rule", "random-block") == "last" else trace.output
-        return Run(self, output, trace.x, accountant, stats, notes=self.privacy_notes(), trace=trace)
+        return Run(
+            self, output, trace.x, accountant, stats, notes=self.privacy_notes(), trace=trace
+        )
 
     def _warn_clip_rate(self, stats: O2NCStats) -> None:
         """Warn (``warnings.warn``, never a public log: the rate is a statistic of the private data) when an
         oracle that clips its increments clipped more than half of them: the running sum then tracks the
         gradient poorly (the increments' radius is too small for the step D, or m too small)."""
         if not self.paper and stats.increments_clipped and stats.clip_rate > CLIP_RATE_WARNING:
-            warnings.warn(f"{stats.clip_rate:.0%} of the per-example increments were clipped (more than "
-                          f"{CLIP_RATE_WARNING:.0%}): the variance-reduced gradient is biased towards the period's "
-                          "anchor; use a smaller D, a longer smoothing radius, common directions or more of them (m)",
-                          RuntimeWarning, stacklevel=3)
-
+            warnings.warn(
+                f"{stats.clip_rate:.0%} of the per-example increments were clipped (more than "
+                f"{CLIP_RATE_WARNING:.0%}): the variance-reduced gradient is biased towards the period's "
+                "anchor; use a smaller D, a longer smoothing radius, common directions or more of them (m)",
+                RuntimeWarning,
+                stacklevel=3,
+            )

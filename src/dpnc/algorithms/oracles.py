@@ -66,12 +66,27 @@ class OracleStats(Stats):
 class SinglePassOracle:
     """An oracle that reads each example of ``problem`` at most once, in a fixed public order."""
 
-    def __init__(self, problem: Objective, *, samples: int, noise: NoiseSource, accountant: Accountant,
-                 generator: torch.Generator, data: SinglePass | None = None) -> None:
-        self.problem, self.noise, self.accountant, self.generator = problem, noise, accountant, generator
+    def __init__(
+        self,
+        problem: Objective,
+        *,
+        samples: int,
+        noise: NoiseSource,
+        accountant: Accountant,
+        generator: torch.Generator,
+        data: SinglePass | None = None,
+    ) -> None:
+        self.problem, self.noise, self.accountant, self.generator = (
+            problem,
+            noise,
+            accountant,
+            generator,
+        )
         self.data = SinglePass(problem.n) if data is None else data
         if self.data.remaining < samples:
-            raise ValueError(f"the run needs {samples} examples once each; only {self.data.remaining} are left")
+            raise ValueError(
+                f"the run needs {samples} examples once each; only {self.data.remaining} are left"
+            )
         self.stats = OracleStats()
 
     @property
@@ -85,8 +100,10 @@ def check_move(w: torch.Tensor, w_prev: torch.Tensor, max_move: float) -> None:
     that broke it would silently break the privacy calibration."""
     move = float(torch.linalg.vector_norm(w - w_prev))
     if move > max_move * (1 + 1e-9):
-        raise RuntimeError(f"‖w_t − w_(t−1)‖ = {move:.3g} exceeds {max_move:.3g}; the increment's "
-                           "sensitivity (and hence the privacy calibration) would not hold")
+        raise RuntimeError(
+            f"‖w_t − w_(t−1)‖ = {move:.3g} exceeds {max_move:.3g}; the increment's "
+            "sensitivity (and hence the privacy calibration) would not hold"
+        )
 
 
 class TreeOracle(SinglePassOracle):
@@ -104,11 +121,24 @@ class TreeOracle(SinglePassOracle):
         label: names the accountant's partition.
     """
 
-    def __init__(self, problem: Objective, *, period: int, B1: int, B2: int, sensitivity: float, sigma: float,
-                 max_move: float, label: str, **kwargs) -> None:
+    def __init__(
+        self,
+        problem: Objective,
+        *,
+        period: int,
+        B1: int,
+        B2: int,
+        sensitivity: float,
+        sigma: float,
+        max_move: float,
+        label: str,
+        **kwargs,
+    ) -> None:
         super().__init__(problem, **kwargs)
         self.period, self.B1, self.B2, self.max_move = period, B1, B2, max_move
-        self.tree = TreeMechanism(problem.dim, leaves=period, sensitivity=sensitivity, sigma=sigma, noise=self.noise)
+        self.tree = TreeMechanism(
+            problem.dim, leaves=period, sensitivity=sensitivity, sigma=sigma, noise=self.noise
+        )
         self.partition = new_partition(label)
         self.g = self.w_prev = None
 

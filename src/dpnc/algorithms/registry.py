@@ -7,17 +7,26 @@ folder under :mod:`dpnc.algorithms`, one line here and one contract case (``test
 from __future__ import annotations
 
 from dpnc.algorithms.base import Algorithm
-from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPSGD, DPZero, MeZO
+from dpnc.algorithms.dpzero import DPGD, DPSGD, DPGD0th, DPZero, MeZO
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.menart import AdaptiveGD, KLSpider, ProximalPoint
 from dpnc.algorithms.ztc import ZhangTranCutkosky
 
-ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
-    DPZero, DPGD0th, DPGD, MeZO, DPSGD,                  # Zhang et al. (DPZero) and the first-order baseline
-    ZhangTranCutkosky,                                    # Zhang–Tran–Cutkosky (both oracles)
-    KornowskiLiuTalwar,                                   # Kornowski–Liu–Talwar (three oracles, both schedules)
-    KLSpider, ProximalPoint, AdaptiveGD,                  # Menart et al.
-)}
+ALGORITHMS: dict[str, type[Algorithm]] = {
+    cls.name: cls
+    for cls in (
+        DPZero,
+        DPGD0th,
+        DPGD,
+        MeZO,
+        DPSGD,  # Zhang et al. (DPZero) and the first-order baseline
+        ZhangTranCutkosky,  # Zhang–Tran–Cutkosky (both oracles)
+        KornowskiLiuTalwar,  # Kornowski–Liu–Talwar (three oracles, both schedules)
+        KLSpider,
+        ProximalPoint,
+        AdaptiveGD,  # Menart et al.
+    )
+}
 
 FAMILIES: dict[str, list[str]] = {}
 for _name, _cls in ALGORITHMS.items():

@@ -70,10 +70,20 @@ class Mechanism(ABC):
     variants: ClassVar[tuple[str, ...]] = ("sigma",)
     default_epsilon: ClassVar[float] = 1.0
 
-    def __init__(self, *, epsilon: float | None = None, delta: float = 1e-5, seed: int = 0,
-                 sigma_factor: float = SIGMA_FACTOR) -> None:
+    def __init__(
+        self,
+        *,
+        epsilon: float | None = None,
+        delta: float = 1e-5,
+        seed: int = 0,
+        sigma_factor: float = SIGMA_FACTOR,
+    ) -> None:
         epsilon = self.default_epsilon if epsilon is None else epsilon
-        if not (isinstance(sigma_factor, (int, float)) and math.isfinite(sigma_factor) and sigma_factor > 0):
+        if not (
+            isinstance(sigma_factor, (int, float))
+            and math.isfinite(sigma_factor)
+            and sigma_factor > 0
+        ):
             raise ValueError(f"sigma_factor must be a finite number > 0; got {sigma_factor!r}")
         self.sigma_factor = float(sigma_factor)
         if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
@@ -92,8 +102,10 @@ class Mechanism(ABC):
         if broken not in BROKEN:
             raise ValueError(f"broken must be one of {BROKEN} or None; got {broken!r}")
         if broken not in self.variants:
-            raise ValueError(f"broken={broken!r} does not apply to {self.name!r}; its variants are "
-                             f"{', '.join(self.variants)}")
+            raise ValueError(
+                f"broken={broken!r} does not apply to {self.name!r}; its variants are "
+                f"{', '.join(self.variants)}"
+            )
 
     def for_variant(self, broken: str | None) -> Mechanism:
         """The configuration audited for ``broken`` (self by default; a mechanism may pick, for a variant, the
@@ -117,11 +129,15 @@ class Mechanism(ABC):
         """The ledger's tightest ε at each δ of ``deltas`` and at ``delta`` (the correct configuration)."""
         if "_claim_accountant" not in self.__dict__:
             self._claim_accountant = self.claim_accountant()
-        return {float(d): self._claim_accountant.report(float(d)).epsilon for d in sorted({self.delta, *deltas})}
+        return {
+            float(d): self._claim_accountant.report(float(d)).epsilon
+            for d in sorted({self.delta, *deltas})
+        }
 
     @abstractmethod
-    def scores(self, runs: int, broken: str | None = None, *, progress: bool = False
-               ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def scores(
+        self, runs: int, broken: str | None = None, *, progress: bool = False
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Each statistic's scores (name → (``runs`` runs on D, canary in; ``runs`` runs on D′, out))."""
 
     @abstractmethod
@@ -136,8 +152,12 @@ class Mechanism(ABC):
 
     def parameters(self) -> dict:
         """The public settings of the audited configuration (for the report)."""
-        return {"epsilon_target": self.epsilon, "delta": self.delta, "seed": self.seed,
-                "sigma_factor": self.sigma_factor}
+        return {
+            "epsilon_target": self.epsilon,
+            "delta": self.delta,
+            "seed": self.seed,
+            "sigma_factor": self.sigma_factor,
+        }
 
 
 def ledger_sensitivity(accountant: Accountant) -> float:
@@ -152,7 +172,11 @@ def ledger_mu(accountant: Accountant) -> float | None:
         release = entry.release
         if isinstance(release, TreeAggregated) and type(release.mechanism) is Gaussian:
             node = release.mechanism
-            total += entry.composed_count * leaf_participation(release.leaves) * (node.sensitivity / node.sigma) ** 2
+            total += (
+                entry.composed_count
+                * leaf_participation(release.leaves)
+                * (node.sensitivity / node.sigma) ** 2
+            )
         elif type(release) is Gaussian:
             total += entry.composed_count * (release.sensitivity / release.sigma) ** 2
         else:
@@ -178,7 +202,9 @@ def poisson_llr(y, q: float, multiplier: float, known=None):
     """
     lib = torch if isinstance(y, torch.Tensor) else np
     if known is None:
-        per_step = lib.logaddexp(lib.full_like(y, math.log1p(-q)), math.log(q) + (y - 0.5) / multiplier**2)
+        per_step = lib.logaddexp(
+            lib.full_like(y, math.log1p(-q)), math.log(q) + (y - 0.5) / multiplier**2
+        )
     else:
         per_step = known.reshape(-1, *([1] * (y.ndim - 1))) * (y - 0.5) / multiplier**2
     return per_step.sum(0)
@@ -189,8 +215,9 @@ def chunks(total: int, size: int) -> list[int]:
     return [min(size, total - start) for start in range(0, total, size)]
 
 
-def release_statistics(y: torch.Tensor, multiplier: float, *, q: float | None = None,
-                       known: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+def release_statistics(
+    y: torch.Tensor, multiplier: float, *, q: float | None = None, known: torch.Tensor | None = None
+) -> dict[str, np.ndarray]:
     """The statistics of runs whose releases, projected on the canary's sign in units of Δ, are y (T, runs).
 
     Full batch (``q`` None; a release is N(±½, m²) under replace-one, or N(1, m²) vs N(0, m²)):
@@ -210,22 +237,29 @@ def release_statistics(y: torch.Tensor, multiplier: float, *, q: float | None = 
     stats["max"] = y.abs().amax(0)
     if known is not None:
         stats["replayed"] = poisson_llr(y, q, multiplier, known.double())
-    return {k: v.numpy() if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in stats.items()}
+    return {
+        k: v.numpy() if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in stats.items()
+    }
 
 
 STATISTICS_FULL_BATCH = {
     "llr": "Σ_t y_t, y_t the release along the canary's sign in units of Δ: the log-likelihood ratio (up to "
-           "scale), the most powerful test at every σ",
-    "max": "max_t |y_t|: the largest release (a release scaled up in some steps)"}
+    "scale), the most powerful test at every σ",
+    "max": "max_t |y_t|: the largest release (a release scaled up in some steps)",
+}
 STATISTICS_POISSON = {
     "llr": "Σ_t log(1 − q + q·exp((y_t − ½)/m²)): the exact log-likelihood ratio at the claimed m = σ/Δ",
     "llr-small-sigma": "the same at m/2: the best test when σ is too small",
     "sum": "Σ_t y_t: the log-likelihood ratio if the canary entered every step (lost amplification: a fixed "
-           "batch, batch statistics)",
+    "batch, batch statistics)",
     "max": "max_t |y_t|: the largest release (a mean divided by a small realised batch, batch statistics)",
-    "replayed": "Σ_(t: replay of the public seed's sampler includes the canary) (y_t − ½)/m²: public batches"}
+    "replayed": "Σ_(t: replay of the public seed's sampler includes the canary) (y_t − ½)/m²: public batches",
+}
 
 
 def merge_scores(parts: list[dict[str, tuple]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Concatenate chunks of {statistic: (in, out)} scores."""
-    return {k: tuple(np.concatenate([np.asarray(p[k][i]) for p in parts]) for i in (0, 1)) for k in parts[0]}
+    return {
+        k: tuple(np.concatenate([np.asarray(p[k][i]) for p in parts]) for i in (0, 1))
+        for k in parts[0]
+    }

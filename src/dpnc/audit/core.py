@@ -77,8 +77,11 @@ class AuditResult:
 
     def __str__(self) -> str:
         variant = "correct" if self.broken is None else f"broken: {self.broken}"
-        verdict = ("VIOLATION: a lower bound exceeds the claim" if self.violation
-                   else "consistent: no lower bound exceeds the claim")
+        verdict = (
+            "VIOLATION: a lower bound exceeds the claim"
+            if self.violation
+            else "consistent: no lower bound exceeds the claim"
+        )
         lines = [
             f"audit {self.mechanism} ({variant}), {self.runs} runs per dataset, {self.relation}",
             f"  claimed ε = {self.claimed_epsilon:.4f} at δ = {self.delta:g}  (ledger: RDP "
@@ -87,23 +90,42 @@ class AuditResult:
             f"against the claimed ε(δ) = {self.claimed_epsilon_at_audit_delta:.4f} ({self.confidence:.0%} "
             f"confidence, Bonferroni over {len(self.tests)} statistics)",
             f"  {verdict}",
-            "  statistic            δ        claimed ε(δ)  ε ≥      held-out FPR     held-out FNR"]
+            "  statistic            δ        claimed ε(δ)  ε ≥      held-out FPR     held-out FNR",
+        ]
         for t in self.tests:
             h = t["test"]
-            lines.append(f"  {t['statistic']:<20} {t['delta']:<8g} {t['claimed_epsilon']:<13.4f} "
-                         f"{t['epsilon_lower_bound']:<8.4f} {h['false_positives']}/{h['negatives']:<10} "
-                         f"{h['false_negatives']}/{h['positives']}")
+            lines.append(
+                f"  {t['statistic']:<20} {t['delta']:<8g} {t['claimed_epsilon']:<13.4f} "
+                f"{t['epsilon_lower_bound']:<8.4f} {h['false_positives']}/{h['negatives']:<10} "
+                f"{h['false_negatives']}/{h['positives']}"
+            )
         effect = self.canary_effect
-        lines.append(f"  canary: moves a release by {effect['shift']:.4g} (ledger sensitivity "
-                     f"{effect['sensitivity']:.4g})" + ("" if effect.get("mu") is None else
-                                                        f", μ {effect['mu']:.4f} (ledger {effect['claimed_mu']:.4f})"))
+        lines.append(
+            f"  canary: moves a release by {effect['shift']:.4g} (ledger sensitivity "
+            f"{effect['sensitivity']:.4g})"
+            + (
+                ""
+                if effect.get("mu") is None
+                else f", μ {effect['mu']:.4f} (ledger {effect['claimed_mu']:.4f})"
+            )
+        )
         lines.append(f"  {self.seconds:.1f} s")
         return "\n".join(lines)
 
 
-def run_audit(mechanism: str | Mechanism, runs: int, broken: str | None = None, *, confidence: float = 0.95,
-              epsilon: float | None = None, delta: float = 1e-5, seed: int = 0, sigma_factor: float = SIGMA_FACTOR,
-              deltas=PROFILE_DELTAS, progress: bool = False) -> AuditResult:
+def run_audit(
+    mechanism: str | Mechanism,
+    runs: int,
+    broken: str | None = None,
+    *,
+    confidence: float = 0.95,
+    epsilon: float | None = None,
+    delta: float = 1e-5,
+    seed: int = 0,
+    sigma_factor: float = SIGMA_FACTOR,
+    deltas=PROFILE_DELTAS,
+    progress: bool = False,
+) -> AuditResult:
     """Audit ``mechanism``: ``runs`` runs on D and on D′, several statistics' split tests against the claim.
 
     Args:
@@ -128,7 +150,9 @@ def run_audit(mechanism: str | Mechanism, runs: int, broken: str | None = None, 
     if isinstance(mechanism, str):
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {sorted(MECHANISMS)}; got {mechanism!r}")
-        mechanism = MECHANISMS[mechanism](epsilon=epsilon, delta=delta, seed=seed, sigma_factor=sigma_factor)
+        mechanism = MECHANISMS[mechanism](
+            epsilon=epsilon, delta=delta, seed=seed, sigma_factor=sigma_factor
+        )
     mechanism.check_broken(broken)
     mechanism = mechanism.for_variant(broken)
     start = time.perf_counter()
@@ -137,29 +161,48 @@ def run_audit(mechanism: str | Mechanism, runs: int, broken: str | None = None, 
     scores = mechanism.scores(runs, broken, progress=progress)
     tests = multi_statistic_test(scores, profile, confidence)
     best = max(tests, key=lambda t: t.margin)
-    return AuditResult(mechanism=mechanism.name, broken=broken, claimed_epsilon=report.epsilon,
-                       epsilon_lower_bound=best.epsilon_lower_bound, audit_delta=best.delta,
-                       claimed_epsilon_at_audit_delta=best.claimed_epsilon, statistic=best.statistic,
-                       delta=mechanism.delta, confidence=confidence, runs=runs, relation=mechanism.relation,
-                       tests=[t.to_dict() for t in tests], profile=profile, claim=asdict(report),
-                       canary=mechanism.canary, summary=mechanism.summary, statistics=dict(mechanism.statistics),
-                       canary_effect=mechanism.canary_effect(), parameters=mechanism.parameters(),
-                       seconds=time.perf_counter() - start)
+    return AuditResult(
+        mechanism=mechanism.name,
+        broken=broken,
+        claimed_epsilon=report.epsilon,
+        epsilon_lower_bound=best.epsilon_lower_bound,
+        audit_delta=best.delta,
+        claimed_epsilon_at_audit_delta=best.claimed_epsilon,
+        statistic=best.statistic,
+        delta=mechanism.delta,
+        confidence=confidence,
+        runs=runs,
+        relation=mechanism.relation,
+        tests=[t.to_dict() for t in tests],
+        profile=profile,
+        claim=asdict(report),
+        canary=mechanism.canary,
+        summary=mechanism.summary,
+        statistics=dict(mechanism.statistics),
+        canary_effect=mechanism.canary_effect(),
+        parameters=mechanism.parameters(),
+        seconds=time.perf_counter() - start,
+    )
 
 
 def summary_markdown(results) -> str:
     """A markdown table of audits (:class:`AuditResult` or their ``to_dict()``): the claim beside the bound."""
-    lines = ["| mechanism | variant | runs per dataset | claimed ε (δ = nominal) | decisive statistic | δ | "
-             "claimed ε(δ) | empirical ε(δ) ≥ | verdict | seconds |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| mechanism | variant | runs per dataset | claimed ε (δ = nominal) | decisive statistic | δ | "
+        "claimed ε(δ) | empirical ε(δ) ≥ | verdict | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         r = r if isinstance(r, dict) else r.to_dict()
         variant = r["broken"] or "correct"
         if r["broken"] == "sigma":
             variant = f"sigma/{r['parameters']['sigma_factor']:g}"
-        lines.append(f"| {r['mechanism']} | {variant} | {r['runs']} | {r['claimed_epsilon']:.3f} | {r['statistic']} | "
-                     f"{r['audit_delta']:g} | {r['claimed_epsilon_at_audit_delta']:.3f} | "
-                     f"{r['epsilon_lower_bound']:.3f} | "
-                     f"{'**violation**' if r['violation'] else 'consistent'} | {r['seconds']:.1f} |")
+        lines.append(
+            f"| {r['mechanism']} | {variant} | {r['runs']} | {r['claimed_epsilon']:.3f} | {r['statistic']} | "
+            f"{r['audit_delta']:g} | {r['claimed_epsilon_at_audit_delta']:.3f} | "
+            f"{r['epsilon_lower_bound']:.3f} | "
+            f"{'**violation**' if r['violation'] else 'consistent'} | {r['seconds']:.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -21,8 +21,8 @@ from tqdm.auto import tqdm
 from dpnc.algorithms import klt, ztc
 from dpnc.algorithms.base import Setting
 from dpnc.algorithms.klt import KornowskiLiuTalwar
-from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.algorithms.menart import PrivateGradients, spider_schedule
+from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.audit.base import BIG, Mechanism, ledger_mu, ledger_sensitivity
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, epsilon_to_rho
@@ -62,10 +62,13 @@ class _TreeOracle(Mechanism):
     """
 
     statistics = {
-        "llr": ("Σ_b ⟨ΔN_b, N_b − M̄_b⟩ in node space: N = A⁻¹Y recovers the i.i.d. node values from the Σ prefix "
-                "releases Y (A[t, b] = 1 for the nodes of NODE(t)), ΔN and M̄ are the same map of the replayed "
-                "noiseless sums' difference and midpoint: the exact log-likelihood ratio (up to σ²)"),
-        "max": "max_b |⟨ΔN_b, N_b − M̄_b⟩|/‖ΔN_b‖ over the nodes the canary moves: the largest node release"}
+        "llr": (
+            "Σ_b ⟨ΔN_b, N_b − M̄_b⟩ in node space: N = A⁻¹Y recovers the i.i.d. node values from the Σ prefix "
+            "releases Y (A[t, b] = 1 for the nodes of NODE(t)), ΔN and M̄ are the same map of the replayed "
+            "noiseless sums' difference and midpoint: the exact log-likelihood ratio (up to σ²)"
+        ),
+        "max": "max_b |⟨ΔN_b, N_b − M̄_b⟩|/‖ΔN_b‖ over the nodes the canary moves: the largest node release",
+    }
     relation = "replace-one"
     d: ClassVar[int] = 2
 
@@ -80,25 +83,21 @@ class _TreeOracle(Mechanism):
         return self._cache[broken]
 
     @abstractmethod
-    def _parameters(self, broken: str | None):
-        ...
+    def _parameters(self, broken: str | None): ...
 
     @abstractmethod
-    def _oracle(self, problem: Problem, p, accountant: Accountant):
-        ...
+    def _oracle(self, problem: Problem, p, accountant: Accountant): ...
 
     @abstractmethod
     def canary_index(self) -> tuple[int, int]:
         """(data index of the canary, its leaf in the period)."""
 
     @abstractmethod
-    def _sigma(self, p) -> float:
-        ...
+    def _sigma(self, p) -> float: ...
 
     @property
     @abstractmethod
-    def period(self) -> int:
-        ...
+    def period(self) -> int: ...
 
     def _problem(self, sign: float, p) -> Problem:
         z = torch.zeros(p.samples, dtype=torch.float64)
@@ -121,7 +120,12 @@ class _TreeOracle(Mechanism):
         problems = {True: self._problem(1.0, p), False: self._problem(-1.0, p)}
         means = {k: self._run(problem, p)[1] for k, problem in problems.items()}
         A_inv = torch.linalg.inv(node_matrix(self.period))
-        return A_inv, A_inv @ (means[True] - means[False]), A_inv @ (means[True] + means[False]) / 2, problems
+        return (
+            A_inv,
+            A_inv @ (means[True] - means[False]),
+            A_inv @ (means[True] + means[False]) / 2,
+            problems,
+        )
 
     def claim_accountant(self) -> Accountant:
         p = self.parameters_for(None)
@@ -139,7 +143,9 @@ class _TreeOracle(Mechanism):
                 for present, problem in problems.items():
                     per_node = (shift * (A_inv @ self._run(problem, p)[0] - mid)).sum(1)
                     scores["llr"][present].append(float(per_node.sum()))
-                    scores["max"][present].append(float((per_node[moved] / norms[moved]).abs().max()))
+                    scores["max"][present].append(
+                        float((per_node[moved] / norms[moved]).abs().max())
+                    )
                     bar.update(1)
         return {key: (np.array(v[True]), np.array(v[False])) for key, v in scores.items()}
 
@@ -147,17 +153,25 @@ class _TreeOracle(Mechanism):
         p = self.parameters_for(None)
         _, shift, _, _ = self._node_shift(p)
         claim = self.claim_accountant()
-        return {"shift": float(shift.norm(dim=1).max()), "sensitivity": ledger_sensitivity(claim),
-                "mu": float(shift.norm()) / self._sigma(p), "claimed_mu": ledger_mu(claim)}
+        return {
+            "shift": float(shift.norm(dim=1).max()),
+            "sensitivity": ledger_sensitivity(claim),
+            "mu": float(shift.norm()) / self._sigma(p),
+            "claimed_mu": ledger_mu(claim),
+        }
 
 
 class ZTCTree(_TreeOracle):
     name = "ztc-tree"
-    summary = ("Zhang–Tran–Cutkosky's private variance-reduced oracle (Algorithms 4–5): ztc.VarianceReducedOracle, "
-               "GRAD anchor on B1, DIFF increments on B2, tree noise, one period of T steps, replace-one")
-    canary = ("the first anchor example has f = +BIG·x₀ on D and −BIG·x₀ on D′ (every other example f = 0); GRAD "
-              "clips its difference to 2Lδ, so with m = 1 direction its term is ±dL·u and the anchor moves by "
-              "s₁ = 2dL/B1 (= s₂ with B1 = T·B2/2) in all ⌊log₂T⌋ + 1 nodes of leaf 1")
+    summary = (
+        "Zhang–Tran–Cutkosky's private variance-reduced oracle (Algorithms 4–5): ztc.VarianceReducedOracle, "
+        "GRAD anchor on B1, DIFF increments on B2, tree noise, one period of T steps, replace-one"
+    )
+    canary = (
+        "the first anchor example has f = +BIG·x₀ on D and −BIG·x₀ on D′ (every other example f = 0); GRAD "
+        "clips its difference to 2Lδ, so with m = 1 direction its term is ±dL·u and the anchor moves by "
+        "s₁ = 2dL/B1 (= s₂ with B1 = T·B2/2) in all ⌊log₂T⌋ + 1 nodes of leaf 1"
+    )
     T, B1, B2, smoothing = 4, 2, 1, 0.1
 
     @property
@@ -165,45 +179,78 @@ class ZTCTree(_TreeOracle):
         return self.T
 
     def _parameters(self, broken):
-        p = ZhangTranCutkosky.variance_reduced(d=self.d, L=1.0, smoothing=self.smoothing,
-                                               rho=ztc.paper_rho(self.epsilon, self.delta), period=self.T,
-                                               epochs=1, B1=self.B1, B2=self.B2, m=1)
+        p = ZhangTranCutkosky.variance_reduced(
+            d=self.d,
+            L=1.0,
+            smoothing=self.smoothing,
+            rho=ztc.paper_rho(self.epsilon, self.delta),
+            period=self.T,
+            epochs=1,
+            B1=self.B1,
+            B2=self.B2,
+            m=1,
+        )
         return dataclasses.replace(p, sigma=p.sigma / self.sigma_factor) if broken == "sigma" else p
 
     def _sigma(self, p) -> float:
         return p.sigma
 
     def _oracle(self, problem, p, accountant):
-        return ztc.VarianceReducedOracle(problem, p, noise=self.noise, accountant=accountant,
-                                             generator=torch.Generator().manual_seed(self.seed))
+        return ztc.VarianceReducedOracle(
+            problem,
+            p,
+            noise=self.noise,
+            accountant=accountant,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
 
     def canary_index(self):
         return 0, 1
 
     def parameters(self):
         p = self.parameters_for(None)
-        return {**super().parameters(), "d": self.d, "L": 1.0, "T": p.period, "B1": p.B1, "B2": p.B2, "m": p.m,
-                "smoothing_delta": p.smoothing, "sigma": p.sigma,
-                "sensitivity": max(ztc.sensitivities(self.d, 1.0, p.period, p.B1, p.B2))}
+        return {
+            **super().parameters(),
+            "d": self.d,
+            "L": 1.0,
+            "T": p.period,
+            "B1": p.B1,
+            "B2": p.B2,
+            "m": p.m,
+            "smoothing_delta": p.smoothing,
+            "sigma": p.sigma,
+            "sensitivity": max(ztc.sensitivities(self.d, 1.0, p.period, p.B1, p.B2)),
+        }
 
 
 class KLTTree(_TreeOracle):
     name = "klt-tree"
-    summary = ("Kornowski–Liu–Talwar's single-pass zeroth-order oracle (Algorithm 3, safe mode): klt.ZerothOrderOracle "
-               "with per-example clipping and tree noise, parameters from KornowskiLiuTalwar.from_theory (Thm 3.1), "
-               "one period of Σ steps, replace-one")
-    canary = ("the example of the term with the largest participation × sensitivity² (here the first anchor example, "
-              "as s_a ≥ s_v) has f = +BIG·x₀ on D and −BIG·x₀ on D′, every other f = 0; its estimate is clipped to the "
-              "safe-mode radius, so the term moves by exactly the recorded sensitivity")
+    summary = (
+        "Kornowski–Liu–Talwar's single-pass zeroth-order oracle (Algorithm 3, safe mode): klt.ZerothOrderOracle "
+        "with per-example clipping and tree noise, parameters from KornowskiLiuTalwar.from_theory (Thm 3.1), "
+        "one period of Σ steps, replace-one"
+    )
+    canary = (
+        "the example of the term with the largest participation × sensitivity² (here the first anchor example, "
+        "as s_a ≥ s_v) has f = +BIG·x₀ on D and −BIG·x₀ on D′, every other f = 0; its estimate is clipped to the "
+        "safe-mode radius, so the term moves by exactly the recorded sensitivity"
+    )
     n_data, L, Phi, alpha = 20, 1.0, 0.1, 0.5
 
     def _parameters(self, broken):
-        p = KornowskiLiuTalwar.from_theory(Setting(Constants(L0=self.L), self.n_data, self.d, gap=self.Phi),
-                                           Budget(self.epsilon, self.delta), smoothing=self.alpha,
-                                           oracle="zeroth-order", m=1)
+        p = KornowskiLiuTalwar.from_theory(
+            Setting(Constants(L0=self.L), self.n_data, self.d, gap=self.Phi),
+            Budget(self.epsilon, self.delta),
+            smoothing=self.alpha,
+            oracle="zeroth-order",
+            m=1,
+        )
         if broken == "sigma":
-            p = dataclasses.replace(p, sigma_anchor=p.sigma_anchor / self.sigma_factor,
-                                    sigma_increment=p.sigma_increment / self.sigma_factor)
+            p = dataclasses.replace(
+                p,
+                sigma_anchor=p.sigma_anchor / self.sigma_factor,
+                sigma_increment=p.sigma_increment / self.sigma_factor,
+            )
         return p
 
     def _sigma(self, p) -> float:
@@ -214,8 +261,13 @@ class KLTTree(_TreeOracle):
         return self.parameters_for(None).period
 
     def _oracle(self, problem, p, accountant):
-        return klt.ZerothOrderOracle(problem, p, noise=self.noise, accountant=accountant,
-                                     generator=torch.Generator().manual_seed(self.seed))
+        return klt.ZerothOrderOracle(
+            problem,
+            p,
+            noise=self.noise,
+            accountant=accountant,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
 
     def canary_index(self):
         p = self.parameters_for(None)
@@ -225,9 +277,22 @@ class KLTTree(_TreeOracle):
 
     def parameters(self):
         p = self.parameters_for(None)
-        return {**super().parameters(), "n": self.n_data, "d": self.d, "L": self.L, "Phi": self.Phi,
-                "alpha": self.alpha, "Sigma": p.period, "B1": p.B1, "B2": p.B2, "m": p.m, "sigma": p.sigma_anchor,
-                "s_anchor": p.s_anchor, "s_increment": p.s_increment, "canary_leaf": self.canary_index()[1]}
+        return {
+            **super().parameters(),
+            "n": self.n_data,
+            "d": self.d,
+            "L": self.L,
+            "Phi": self.Phi,
+            "alpha": self.alpha,
+            "Sigma": p.period,
+            "B1": p.B1,
+            "B2": p.B2,
+            "m": p.m,
+            "sigma": p.sigma_anchor,
+            "s_anchor": p.s_anchor,
+            "s_increment": p.s_increment,
+            "canary_leaf": self.canary_index()[1],
+        }
 
 
 class _CanaryObjective:
@@ -252,19 +317,35 @@ class _CanaryObjective:
 
 class KLSpiderCheckpoint(Mechanism):
     name = "kl-spider-checkpoint"
-    summary = ("KL-Spider's checkpoint (Menart et al., Algorithm 1, first round) as kl_spider issues it: the "
-               "full-batch gradient query of kl.PrivateGradients (per-example clipping to L0, the default) released "
-               "with the first round's σ̂ of kl.spider_schedule, replace-one; all runs are rows of one release call")
-    canary = ("example 0 has gradient +BIG·e₀ on D and −BIG·e₀ on D′ (every other example 0), clipped to ±L0·e₀: "
-              "the mean moves by the full 2L0/n")
-    statistics = {"llr": "⟨μ_D − μ_D′, y − (μ_D + μ_D′)/2⟩ for the release y and the deterministic noiseless means μ: "
-                         "the log-likelihood ratio of the one Gaussian release (the most powerful test at every σ)"}
+    summary = (
+        "KL-Spider's checkpoint (Menart et al., Algorithm 1, first round) as kl_spider issues it: the "
+        "full-batch gradient query of kl.PrivateGradients (per-example clipping to L0, the default) released "
+        "with the first round's σ̂ of kl.spider_schedule, replace-one; all runs are rows of one release call"
+    )
+    canary = (
+        "example 0 has gradient +BIG·e₀ on D and −BIG·e₀ on D′ (every other example 0), clipped to ±L0·e₀: "
+        "the mean moves by the full 2L0/n"
+    )
+    statistics = {
+        "llr": "⟨μ_D − μ_D′, y − (μ_D + μ_D′)/2⟩ for the release y and the deterministic noiseless means μ: "
+        "the log-likelihood ratio of the one Gaussian release (the most powerful test at every σ)"
+    }
     relation = "replace-one"
     n, d, L0, L1, gamma, kappa, beta = 100, 2, 1.0, 1.0, 1.0, 1.5, 0.05
 
     def _schedule(self, rho: float):
-        return spider_schedule(n=self.n, d=self.d, rho=rho, beta=self.beta, gamma=self.gamma, kappa=self.kappa,
-                               L0=self.L0, L1=self.L1, F0=(self.gamma * self.L0) ** self.kappa, relation=self.relation)
+        return spider_schedule(
+            n=self.n,
+            d=self.d,
+            rho=rho,
+            beta=self.beta,
+            gamma=self.gamma,
+            kappa=self.kappa,
+            L0=self.L0,
+            L1=self.L1,
+            F0=(self.gamma * self.L0) ** self.kappa,
+            relation=self.relation,
+        )
 
     def rho(self) -> float:
         """The run's total ρ, set so that the first checkpoint's share (ρ/(2K), or ρ/K without differences) is the
@@ -283,7 +364,9 @@ class KLSpiderCheckpoint(Mechanism):
         return self._schedule(self.rho()).rounds[0].sigma_hat
 
     def _release(self, sign: float, runs: int, sigma: float, accountant: Accountant):
-        queries = PrivateGradients(_CanaryObjective(self.n, self.d, sign), noise=self.noise, accountant=accountant)
+        queries = PrivateGradients(
+            _CanaryObjective(self.n, self.d, sign), noise=self.noise, accountant=accountant
+        )
         total = queries.gradient_sum(torch.zeros(self.d, dtype=torch.float64), self.L0)
         return queries.release(total.expand(runs, self.d).clone(), self.L0, sigma), total / self.n
 
@@ -295,22 +378,41 @@ class KLSpiderCheckpoint(Mechanism):
     def scores(self, runs, broken=None, *, progress=False):
         self.check_broken(broken)
         sigma = self.sigma_hat() / self.noise_factor(broken)
-        (y_in, mean_in), (y_out, mean_out) = (self._release(s, runs, sigma, Accountant(self.relation))
-                                              for s in (1.0, -1.0))
+        (y_in, mean_in), (y_out, mean_out) = (
+            self._release(s, runs, sigma, Accountant(self.relation)) for s in (1.0, -1.0)
+        )
         shift, mid = mean_in - mean_out, (mean_in + mean_out) / 2
         return {"llr": (((y_in - mid) @ shift).numpy(), ((y_out - mid) @ shift).numpy())}
 
     def canary_effect(self) -> dict:
         claim = self.claim_accountant()
-        (_, mean_in), (_, mean_out) = (self._release(s, 1, self.sigma_hat(), Accountant(self.relation))
-                                       for s in (1.0, -1.0))
+        (_, mean_in), (_, mean_out) = (
+            self._release(s, 1, self.sigma_hat(), Accountant(self.relation)) for s in (1.0, -1.0)
+        )
         shift = float((mean_in - mean_out).norm())
-        return {"shift": shift, "sensitivity": ledger_sensitivity(claim), "mu": shift / self.sigma_hat(),
-                "claimed_mu": ledger_mu(claim)}
+        return {
+            "shift": shift,
+            "sensitivity": ledger_sensitivity(claim),
+            "mu": shift / self.sigma_hat(),
+            "claimed_mu": ledger_mu(claim),
+        }
 
     def parameters(self):
         sched = self._schedule(self.rho())
-        return {**super().parameters(), "n": self.n, "d": self.d, "L0": self.L0, "L1": self.L1, "gamma": self.gamma,
-                "kappa": self.kappa, "rho_total": self.rho(), "rounds": sched.K, "sigma_hat": sched.rounds[0].sigma_hat,
-                "clips": PrivateGradients(_CanaryObjective(self.n, self.d, 1.0), noise=self.noise,
-                                          accountant=Accountant(self.relation)).clips}
+        return {
+            **super().parameters(),
+            "n": self.n,
+            "d": self.d,
+            "L0": self.L0,
+            "L1": self.L1,
+            "gamma": self.gamma,
+            "kappa": self.kappa,
+            "rho_total": self.rho(),
+            "rounds": sched.K,
+            "sigma_hat": sched.rounds[0].sigma_hat,
+            "clips": PrivateGradients(
+                _CanaryObjective(self.n, self.d, 1.0),
+                noise=self.noise,
+                accountant=Accountant(self.relation),
+            ).clips,
+        }

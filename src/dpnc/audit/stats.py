@@ -51,7 +51,9 @@ def clopper_pearson_upper(k, n, confidence: float):
 def clopper_pearson_interval(k: int, n: int, confidence: float) -> tuple[float, float]:
     """The two-sided Clopper–Pearson interval at ``confidence`` (for reports)."""
     check_probability(confidence=confidence)
-    result = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="exact")
+    result = stats.binomtest(int(k), int(n)).proportion_ci(
+        confidence_level=confidence, method="exact"
+    )
     return float(result.low), float(result.high)
 
 
@@ -60,7 +62,9 @@ def epsilon_lower_bound(fpr_upper, fnr_upper, delta: float):
     if not 0 <= delta < 1:
         raise ValueError(f"delta must be in [0, 1); got {delta!r}")
     a, b = np.asarray(fpr_upper, dtype=np.float64), np.asarray(fnr_upper, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):  # a zero bound gives inf, 0/0 gives NaN (ignored)
+    with np.errstate(
+        divide="ignore", invalid="ignore"
+    ):  # a zero bound gives inf, 0/0 gives NaN (ignored)
         one = np.log(np.maximum(1 - delta - b, 0.0) / a)
         two = np.log(np.maximum(1 - delta - a, 0.0) / b)
     bound = np.fmax(np.fmax(one, two), 0.0)  # fmax ignores the NaN of 0/0
@@ -101,13 +105,15 @@ class ThresholdTest:
         return asdict(self)
 
 
-def _errors(scores_in: np.ndarray, scores_out: np.ndarray, thresholds: np.ndarray, orientation: int):
+def _errors(
+    scores_in: np.ndarray, scores_out: np.ndarray, thresholds: np.ndarray, orientation: int
+):
     """(false positives, false negatives) of "in if orientation·score > orientation·t" for every t."""
     s_in, s_out, t = orientation * scores_in, orientation * scores_out, orientation * thresholds
     s_in.sort()
     s_out.sort()
-    false_pos = len(s_out) - np.searchsorted(s_out, t, side="right")   # out-runs with score > t
-    false_neg = np.searchsorted(s_in, t, side="right")                 # in-runs with score <= t
+    false_pos = len(s_out) - np.searchsorted(s_out, t, side="right")  # out-runs with score > t
+    false_neg = np.searchsorted(s_in, t, side="right")  # in-runs with score <= t
     return false_pos, false_neg
 
 
@@ -128,28 +134,44 @@ def select_threshold(scores_in, scores_out, delta: float, confidence: float) -> 
     bound stays valid whatever the selection does, since it is computed on other runs. The one-δ case of
     :func:`select_profile_threshold` (a claim of ε = 0 at ``delta``).
     """
-    threshold, orientation, _ = select_profile_threshold(scores_in, scores_out, {delta: 0.0}, confidence)
+    threshold, orientation, _ = select_profile_threshold(
+        scores_in, scores_out, {delta: 0.0}, confidence
+    )
     return threshold, orientation
 
 
-def evaluate_threshold(scores_in, scores_out, threshold: float, orientation: int, delta: float,
-                       confidence: float) -> ThresholdTest:
+def evaluate_threshold(
+    scores_in, scores_out, threshold: float, orientation: int, delta: float, confidence: float
+) -> ThresholdTest:
     """The rule's errors on held-out scores and the ε lower bound they give."""
     scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
     t = np.array([threshold])
     false_pos, false_neg = (int(v[0]) for v in _errors(scores_in, scores_out, t, orientation))
     neg, pos = len(scores_out), len(scores_in)
     fpr_upper, fnr_upper, bound = _bounds(false_pos, neg, false_neg, pos, delta, confidence)
-    estimate = epsilon_lower_bound(false_pos / neg, false_neg / pos, delta)  # inf when an error count is 0
-    return ThresholdTest(threshold=float(threshold), orientation=orientation, false_positives=false_pos,
-                         negatives=neg, false_negatives=false_neg, positives=pos, fpr_upper=float(fpr_upper),
-                         fnr_upper=float(fnr_upper), fpr_interval=clopper_pearson_interval(false_pos, neg, confidence),
-                         fnr_interval=clopper_pearson_interval(false_neg, pos, confidence),
-                         epsilon_lower_bound=float(bound),
-                         epsilon_estimate=float(estimate) if math.isfinite(estimate) else None, confidence=confidence)
+    estimate = epsilon_lower_bound(
+        false_pos / neg, false_neg / pos, delta
+    )  # inf when an error count is 0
+    return ThresholdTest(
+        threshold=float(threshold),
+        orientation=orientation,
+        false_positives=false_pos,
+        negatives=neg,
+        false_negatives=false_neg,
+        positives=pos,
+        fpr_upper=float(fpr_upper),
+        fnr_upper=float(fnr_upper),
+        fpr_interval=clopper_pearson_interval(false_pos, neg, confidence),
+        fnr_interval=clopper_pearson_interval(false_neg, pos, confidence),
+        epsilon_lower_bound=float(bound),
+        epsilon_estimate=float(estimate) if math.isfinite(estimate) else None,
+        confidence=confidence,
+    )
 
 
-def split_threshold_test(scores_in, scores_out, delta: float, confidence: float = 0.95) -> ThresholdTest:
+def split_threshold_test(
+    scores_in, scores_out, delta: float, confidence: float = 0.95
+) -> ThresholdTest:
     """Choose the threshold on the first half of each population's runs, bound ε at ``delta`` on the second half.
 
     The runs of a population are i.i.d., so their order carries no information and "first half" is a
@@ -171,7 +193,10 @@ def _scores(values, name: str) -> np.ndarray:
 #: (ε(δ), δ)-DP for *every* δ (its RDP/PLD/zCDP answers are upper bounds at each δ); a test at a larger δ
 #: estimates error rates around 10⁻³–0.3, which a few thousand runs measure well, where δ = 10⁻⁵ needs rates
 #: near 10⁻⁵ that no affordable run count can bound (docs/audit.md, "Power").
-SELECTION_STRICTNESS, SELECTION_PAD = 50, 1   # see select_threshold; measured in docs/audit.md ("Power")
+SELECTION_STRICTNESS, SELECTION_PAD = (
+    50,
+    1,
+)  # see select_threshold; measured in docs/audit.md ("Power")
 PROFILE_DELTAS = (1e-4, 1e-3, 1e-2, 0.03, 0.1, 0.2, 0.3)
 
 
@@ -206,9 +231,15 @@ class StatisticTest:
         return self.margin > 0
 
     def to_dict(self) -> dict:
-        return {"statistic": self.statistic, "delta": self.delta, "claimed_epsilon": self.claimed_epsilon,
-                "epsilon_lower_bound": self.epsilon_lower_bound, "margin": self.margin,
-                "violation": self.violation, "test": self.test.to_dict()}
+        return {
+            "statistic": self.statistic,
+            "delta": self.delta,
+            "claimed_epsilon": self.claimed_epsilon,
+            "epsilon_lower_bound": self.epsilon_lower_bound,
+            "margin": self.margin,
+            "violation": self.violation,
+            "test": self.test.to_dict(),
+        }
 
 
 def _check_claims(claims) -> dict[float, float]:
@@ -218,7 +249,9 @@ def _check_claims(claims) -> dict[float, float]:
     return claims
 
 
-def select_profile_threshold(scores_in, scores_out, claims, confidence: float) -> tuple[float, int, float]:
+def select_profile_threshold(
+    scores_in, scores_out, claims, confidence: float
+) -> tuple[float, int, float]:
     """The (threshold, orientation, δ) whose bound exceeds the claim ε(δ) by the most on these (selection) scores.
 
     ``claims`` maps each candidate δ to the ledger's ε(δ). Ranked as :func:`select_threshold` ranks (each error
@@ -244,16 +277,23 @@ def select_profile_threshold(scores_in, scores_out, claims, confidence: float) -
     return best[1], best[2], best[3]
 
 
-def profile_test(name: str, scores_in, scores_out, claims, confidence: float = 0.95) -> StatisticTest:
+def profile_test(
+    name: str, scores_in, scores_out, claims, confidence: float = 0.95
+) -> StatisticTest:
     """Choose threshold, side and δ on the first half of each population's runs; bound ε(δ) on the second half."""
     scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
     if len(scores_in) < 2 or len(scores_out) < 2:
-        raise ValueError(f"need at least 2 runs per population; got {len(scores_in)} and {len(scores_out)}")
+        raise ValueError(
+            f"need at least 2 runs per population; got {len(scores_in)} and {len(scores_out)}"
+        )
     claims = _check_claims(claims)
     half_in, half_out = len(scores_in) // 2, len(scores_out) // 2
-    threshold, orientation, delta = select_profile_threshold(scores_in[:half_in], scores_out[:half_out], claims,
-                                                             confidence)
-    test = evaluate_threshold(scores_in[half_in:], scores_out[half_out:], threshold, orientation, delta, confidence)
+    threshold, orientation, delta = select_profile_threshold(
+        scores_in[:half_in], scores_out[:half_out], claims, confidence
+    )
+    test = evaluate_threshold(
+        scores_in[half_in:], scores_out[half_out:], threshold, orientation, delta, confidence
+    )
     return StatisticTest(statistic=name, delta=delta, claimed_epsilon=claims[delta], test=test)
 
 
@@ -270,4 +310,6 @@ def multi_statistic_test(statistics, claims, confidence: float = 0.95) -> list[S
     if not statistics:
         raise ValueError("statistics must name at least one statistic")
     each = 1 - (1 - confidence) / len(statistics)
-    return [profile_test(name, s_in, s_out, claims, each) for name, (s_in, s_out) in statistics.items()]
+    return [
+        profile_test(name, s_in, s_out, claims, each) for name, (s_in, s_out) in statistics.items()
+    ]

@@ -13,12 +13,21 @@ import torch
 from tqdm.auto import tqdm
 
 from dpnc.algorithms import dpzero as dz
-
-from dpnc.audit.base import (BIG, STATISTICS_FULL_BATCH, STATISTICS_POISSON, Mechanism, chunks, ledger_mu,
-                             ledger_sensitivity, merge_scores, release_statistics, replay_inclusions)
-from dpnc.privacy.clipping import clipped_sum, per_run
+from dpnc.audit.base import (
+    BIG,
+    STATISTICS_FULL_BATCH,
+    STATISTICS_POISSON,
+    Mechanism,
+    chunks,
+    ledger_mu,
+    ledger_sensitivity,
+    merge_scores,
+    release_statistics,
+    replay_inclusions,
+)
 from dpnc.estimators import two_point_on_batch
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.clipping import clipped_sum, per_run
 from dpnc.privacy.release import release_sum
 from dpnc.problems.base import Constants, Objective
 from dpnc.sampling import FullBatch, PoissonSampler
@@ -41,22 +50,28 @@ class _CanaryGrid(Objective):
         self.constants = Constants(L0=BIG)
 
     def _mine(self, index: torch.Tensor, dtype) -> torch.Tensor:
-        return (index.unsqueeze(0) == self.canary.unsqueeze(1)).to(dtype)             # (rows, |batch|)
+        return (index.unsqueeze(0) == self.canary.unsqueeze(1)).to(dtype)  # (rows, |batch|)
 
     def losses_at(self, points: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return self._mine(index, points.dtype) * (self.sign * BIG * points[:, 0]).unsqueeze(1)
 
     def clipped_gradient_sum(self, x: torch.Tensor, C, index: torch.Tensor):
-        mine = self._mine(index, x.dtype).sum(1) * (self.sign != 0)                       # (rows,) canary sampled
+        mine = self._mine(index, x.dtype).sum(1) * (self.sign != 0)  # (rows,) canary sampled
         total = torch.zeros_like(x)
         total[:, 0] = mine * self.sign * torch.as_tensor(C, dtype=x.dtype)
-        return total, mine / max(len(index), 1), self.losses_at(x, index).sum(1) / max(len(index), 1)
+        return (
+            total,
+            mine / max(len(index), 1),
+            self.losses_at(x, index).sum(1) / max(len(index), 1),
+        )
 
     def realised(self, index: torch.Tensor) -> torch.Tensor:
         return self._mine(index, torch.float64).sum(1) * (self.sign != 0)
 
     def value(self, points):
-        raise NotImplementedError("the audit's canary grid holds one dataset per row: no mean objective")
+        raise NotImplementedError(
+            "the audit's canary grid holds one dataset per row: no mean objective"
+        )
 
     gradient = value
 
@@ -91,10 +106,16 @@ class RealisedBatchDPZero(dz.DPZero):
     def step(self, space, closure, seed, *, sampler, noise, accountant):
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
         s = clipped_sum(diffs.a, self.C)
-        realised = self.grid.realised(sampler.last).clamp(min=1)                       # |batch_r|, per run
-        total = s.total * sampler.batch_size / realised                                # release_sum divides by B
-        c = release_sum(total, self.C, sampler=sampler, noise=noise, accountant=accountant,
-                        noise_multiplier=self.noise_multiplier)
+        realised = self.grid.realised(sampler.last).clamp(min=1)  # |batch_r|, per run
+        total = s.total * sampler.batch_size / realised  # release_sum divides by B
+        c = release_sum(
+            total,
+            self.C,
+            sampler=sampler,
+            noise=noise,
+            accountant=accountant,
+            noise_multiplier=self.noise_multiplier,
+        )
         space.update_(seed, -per_run(self.eta, c) * c)
         return dz.StepLog(diffs.loss, s.fraction, c, s.nonfinite, diffs.examples)
 
@@ -125,8 +146,14 @@ class _FlatGrid(Mechanism):
     def multiplier(self) -> float:
         """σ/Δ calibrated by the tight PLD accountant for the target (ε, δ) over T steps (computed once)."""
         if "_multiplier" not in self.__dict__:
-            self._multiplier = dz.calibrate_noise("pld", self.epsilon, self.delta, self.T, self.n,
-                                                  None if self.B == self.n else self.B)
+            self._multiplier = dz.calibrate_noise(
+                "pld",
+                self.epsilon,
+                self.delta,
+                self.T,
+                self.n,
+                None if self.B == self.n else self.B,
+            )
         return self._multiplier
 
     def _sampler(self, broken: str | None):
@@ -140,22 +167,40 @@ class _FlatGrid(Mechanism):
         if self.algorithm is dz.DPGD:
             return dz.DPGD(self.eta, self.C, multiplier, steps=self.T)
         if broken == "realised-batch":
-            return RealisedBatchDPZero(self.eta, self.lam, self.C, multiplier, steps=self.T, grid=grid)
+            return RealisedBatchDPZero(
+                self.eta, self.lam, self.C, multiplier, steps=self.T, grid=grid
+            )
         return self.algorithm(self.eta, self.lam, self.C, multiplier, steps=self.T)
 
-    def _run(self, canary: torch.Tensor, sign: torch.Tensor, multiplier: float, sampler, bar: tqdm | None = None,
-             broken: str | None = None) -> tuple[torch.Tensor, list[int], Accountant]:
+    def _run(
+        self,
+        canary: torch.Tensor,
+        sign: torch.Tensor,
+        multiplier: float,
+        sampler,
+        bar: tqdm | None = None,
+        broken: str | None = None,
+    ) -> tuple[torch.Tensor, list[int], Accountant]:
         """One grid: row r's data has the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0."""
         accountant, logs = Accountant(self.relation), []
         grid = _CanaryGrid(self.n, self.d, canary, sign)
         if broken == "realised-batch":
             sampler = _Remembering(sampler)
         algorithm = self._algorithm(multiplier, broken, grid)
-        result = algorithm.run(grid, torch.zeros(len(sign), self.d, dtype=torch.float64), noise=self.noise,
-                               accountant=accountant, generator=torch.Generator().manual_seed(self.seed),
-                               sampler=sampler,
-                               callback=lambda t, log: (logs.append(log), bar is None or bar.update(1)))
-        return torch.stack([log.released for log in logs]), result.stats.seeds, accountant  # (T, rows[, d])
+        result = algorithm.run(
+            grid,
+            torch.zeros(len(sign), self.d, dtype=torch.float64),
+            noise=self.noise,
+            accountant=accountant,
+            generator=torch.Generator().manual_seed(self.seed),
+            sampler=sampler,
+            callback=lambda t, log: (logs.append(log), bar is None or bar.update(1)),
+        )
+        return (
+            torch.stack([log.released for log in logs]),
+            result.stats.seeds,
+            accountant,
+        )  # (T, rows[, d])
 
     def _directions(self, seeds: list[int]) -> torch.Tensor:
         """u_t of every public seed (T, d), replayed as the adversary does."""
@@ -167,20 +212,37 @@ class _FlatGrid(Mechanism):
         return torch.sign(self._directions(seeds)[:, :1]) * released / self.unit
 
     def claim_accountant(self) -> Accountant:
-        return self._run(torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.float64), self.multiplier(),
-                         self._sampler(None))[2]
+        return self._run(
+            torch.zeros(1, dtype=torch.long),
+            torch.ones(1, dtype=torch.float64),
+            self.multiplier(),
+            self._sampler(None),
+        )[2]
 
     def parameters(self) -> dict:
-        return {**super().parameters(), "n": self.n, "B": self.B, "T": self.T, "d": self.d, "C": self.C,
-                "lam": self.lam, "eta": self.eta, "noise_multiplier": self.multiplier()}
+        return {
+            **super().parameters(),
+            "n": self.n,
+            "B": self.B,
+            "T": self.T,
+            "d": self.d,
+            "C": self.C,
+            "lam": self.lam,
+            "eta": self.eta,
+            "noise_multiplier": self.multiplier(),
+        }
 
 
 class DPZeroFullBatch(_FlatGrid):
     name = "dpzero"
-    summary = ("DPZero, full batch (Algorithm 2): dpnc.algorithms.dpzero DPZero.run with FullBatch on a "
-               "FlatSpace grid of runs, replace-one")
-    canary = ("example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′ (replace-one), every other example loss 0: its "
-              "clipped difference is ±C·sign(u_t,0), so every released mean moves by the full 2C/n")
+    summary = (
+        "DPZero, full batch (Algorithm 2): dpnc.algorithms.dpzero DPZero.run with FullBatch on a "
+        "FlatSpace grid of runs, replace-one"
+    )
+    canary = (
+        "example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′ (replace-one), every other example loss 0: its "
+        "clipped difference is ±C·sign(u_t,0), so every released mean moves by the full 2C/n"
+    )
     statistics = STATISTICS_FULL_BATCH
     relation = "replace-one"
     n, B, T = 10, 10, 5
@@ -190,7 +252,9 @@ class DPZeroFullBatch(_FlatGrid):
         m = self.multiplier() / self.noise_factor(broken)
         parts = []
         sizes = chunks(runs, self.rows // 2)
-        with tqdm(total=len(sizes) * self.T, desc=f"audit {self.name}", disable=not progress) as bar:
+        with tqdm(
+            total=len(sizes) * self.T, desc=f"audit {self.name}", disable=not progress
+        ) as bar:
             for k in sizes:
                 sign = torch.cat([torch.ones(k), -torch.ones(k)]).double()
                 canary = torch.zeros(2 * k, dtype=torch.long)
@@ -200,40 +264,61 @@ class DPZeroFullBatch(_FlatGrid):
         return merge_scores(parts)
 
     def canary_effect(self) -> dict:
-        released, _, _ = self._run(torch.zeros(2, dtype=torch.long), torch.tensor([1.0, -1.0], dtype=torch.float64),
-                                   0.0, self._sampler(None))                           # noiseless: the means
+        released, _, _ = self._run(
+            torch.zeros(2, dtype=torch.long),
+            torch.tensor([1.0, -1.0], dtype=torch.float64),
+            0.0,
+            self._sampler(None),
+        )  # noiseless: the means
         shift = (released[:, 0] - released[:, 1]).reshape(self.T, -1)
         claim = self.claim_accountant()
         sigma = self.multiplier() * self.unit
-        return {"shift": float(shift.norm(dim=1).max()), "sensitivity": ledger_sensitivity(claim),
-                "mu": float(shift.norm()) / sigma, "claimed_mu": ledger_mu(claim)}
+        return {
+            "shift": float(shift.norm(dim=1).max()),
+            "sensitivity": ledger_sensitivity(claim),
+            "mu": float(shift.norm()) / sigma,
+            "claimed_mu": ledger_mu(claim),
+        }
 
 
 class DPGD0thFullBatch(DPZeroFullBatch):
     name = "dpgd0th"
-    summary = ("DPGD-0th, full batch (Algorithm 1): dpnc.algorithms.dpzero DPGD0th.run (vector clipping, "
-               "d-dimensional noise) and FullBatch on a FlatSpace grid of runs, replace-one")
-    canary = ("example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′, every other example loss 0: its clipped vector "
-              "is ±C·sign(u_t,0)·u_t/‖u_t‖, so every released mean moves by the full 2C/n")
-    statistics = {"llr": "Σ_t ⟨sign(u_t,0)·u_t/‖u_t‖, g_t⟩/Δ: the log-likelihood ratio (up to scale)",
-                  "max": STATISTICS_FULL_BATCH["max"]}
+    summary = (
+        "DPGD-0th, full batch (Algorithm 1): dpnc.algorithms.dpzero DPGD0th.run (vector clipping, "
+        "d-dimensional noise) and FullBatch on a FlatSpace grid of runs, replace-one"
+    )
+    canary = (
+        "example 0 has loss +BIG·x₀ on D and −BIG·x₀ on D′, every other example loss 0: its clipped vector "
+        "is ±C·sign(u_t,0)·u_t/‖u_t‖, so every released mean moves by the full 2C/n"
+    )
+    statistics = {
+        "llr": "Σ_t ⟨sign(u_t,0)·u_t/‖u_t‖, g_t⟩/Δ: the log-likelihood ratio (up to scale)",
+        "max": STATISTICS_FULL_BATCH["max"],
+    }
     algorithm = dz.DPGD0th
     d = 4
 
     def _project(self, released, seeds):
         u = self._directions(seeds)
-        e = torch.sign(u[:, :1]) * u / torch.linalg.vector_norm(u, dim=1, keepdim=True)   # (T, d)
+        e = torch.sign(u[:, :1]) * u / torch.linalg.vector_norm(u, dim=1, keepdim=True)  # (T, d)
         return torch.einsum("td,trd->tr", e, released) / self.unit
 
 
 class DPGDFullBatch(DPZeroFullBatch):
     name = "dp-gd"
-    summary = ("DP-GD, first order, full batch (spec §2.2): dpnc.algorithms.dpzero DPGD.run (per-example gradient "
-               "clipping, d-dimensional noise, the objective's clipped_gradient_sum) and FullBatch on a FlatSpace "
-               "grid of runs, replace-one")
-    canary = ("example 0 has gradient +BIG·e₀ on D and −BIG·e₀ on D′ (every other example 0): clipped to ±C·e₀, so "
-              "every released mean moves by the full 2C/n along e₀")
-    statistics = {"llr": "Σ_t g_t,0/Δ: the log-likelihood ratio (up to scale)", "max": STATISTICS_FULL_BATCH["max"]}
+    summary = (
+        "DP-GD, first order, full batch (spec §2.2): dpnc.algorithms.dpzero DPGD.run (per-example gradient "
+        "clipping, d-dimensional noise, the objective's clipped_gradient_sum) and FullBatch on a FlatSpace "
+        "grid of runs, replace-one"
+    )
+    canary = (
+        "example 0 has gradient +BIG·e₀ on D and −BIG·e₀ on D′ (every other example 0): clipped to ±C·e₀, so "
+        "every released mean moves by the full 2C/n along e₀"
+    )
+    statistics = {
+        "llr": "Σ_t g_t,0/Δ: the log-likelihood ratio (up to scale)",
+        "max": STATISTICS_FULL_BATCH["max"],
+    }
     algorithm = dz.DPGD
     d = 3
 
@@ -243,14 +328,18 @@ class DPGDFullBatch(DPZeroFullBatch):
 
 class DPZeroPoisson(_FlatGrid):
     name = "dpzero-poisson"
-    summary = ("DPZero with secret Poisson batches (q = B/n, n the public bound): dpnc.algorithms.dpzero DPZero.run "
-               "with the real PoissonSampler on a FlatSpace grid of runs, add/remove")
-    canary = ("in-run r's dataset is the canary alone, loss BIG·x₀ at its own index r; its out-run's dataset is "
-              "empty (n stays the public bound: the worst case of add/remove, where a realised batch holds the canary "
-              "or nothing). One PoissonSampler draw per step includes each index independently with probability q, "
-              "so each run's canary is sampled independently of the others', as with separate samplers: the grid's "
-              "runs are independent runs of the real mechanism. public-batches: every canary sits at the index the "
-              "replayed seeded sampler includes most often")
+    summary = (
+        "DPZero with secret Poisson batches (q = B/n, n the public bound): dpnc.algorithms.dpzero DPZero.run "
+        "with the real PoissonSampler on a FlatSpace grid of runs, add/remove"
+    )
+    canary = (
+        "in-run r's dataset is the canary alone, loss BIG·x₀ at its own index r; its out-run's dataset is "
+        "empty (n stays the public bound: the worst case of add/remove, where a realised batch holds the canary "
+        "or nothing). One PoissonSampler draw per step includes each index independently with probability q, "
+        "so each run's canary is sampled independently of the others', as with separate samplers: the grid's "
+        "runs are independent runs of the real mechanism. public-batches: every canary sits at the index the "
+        "replayed seeded sampler includes most often"
+    )
     statistics = STATISTICS_POISSON
     relation = "add/remove"
     subsampled = True
@@ -264,22 +353,38 @@ class DPZeroPoisson(_FlatGrid):
         known = replay_inclusions(self.n, self.B, self.T, self.seed)
         where = int(known.sum(0).argmax())
         parts = []
-        sizes = chunks(runs, min(self.n, self.rows // 2))  # secret batches: distinct canary indices in a grid
-        with tqdm(total=len(sizes) * self.T, desc=f"audit {self.name}", disable=not progress) as bar:
+        sizes = chunks(
+            runs, min(self.n, self.rows // 2)
+        )  # secret batches: distinct canary indices in a grid
+        with tqdm(
+            total=len(sizes) * self.T, desc=f"audit {self.name}", disable=not progress
+        ) as bar:
             for k in sizes:
-                canary = torch.cat([torch.arange(k) if broken != "public-batches" else torch.full((k,), where),
-                                    torch.full((k,), -1)])
+                canary = torch.cat(
+                    [
+                        torch.arange(k) if broken != "public-batches" else torch.full((k,), where),
+                        torch.full((k,), -1),
+                    ]
+                )
                 sign = torch.cat([torch.ones(k), torch.zeros(k)]).double()
                 released, seeds, _ = self._run(canary, sign, m, self._sampler(broken), bar, broken)
-                y = self._project(released, seeds)                                         # (T, 2k)
+                y = self._project(released, seeds)  # (T, 2k)
                 stats = release_statistics(y, m_claim, q=self.q, known=known[:, where])
                 parts.append({key: (v[:k], v[k:]) for key, v in stats.items()})
         return merge_scores(parts)
 
     def canary_effect(self) -> dict:
         where = int(replay_inclusions(self.n, self.B, self.T, self.seed).sum(0).argmax())
-        released, _, _ = self._run(torch.tensor([where, -1]), torch.tensor([1.0, 0.0], dtype=torch.float64), 0.0,
-                                   self._sampler("public-batches"))                    # noiseless, seeded batches
+        released, _, _ = self._run(
+            torch.tensor([where, -1]),
+            torch.tensor([1.0, 0.0], dtype=torch.float64),
+            0.0,
+            self._sampler("public-batches"),
+        )  # noiseless, seeded batches
         shift = released[:, 0] - released[:, 1]
-        return {"shift": float(shift.abs().max()), "sensitivity": ledger_sensitivity(self.claim_accountant()),
-                "mu": None, "claimed_mu": None}
+        return {
+            "shift": float(shift.abs().max()),
+            "sensitivity": ledger_sensitivity(self.claim_accountant()),
+            "mu": None,
+            "claimed_mu": None,
+        }

@@ -5,6 +5,8 @@ from dpnc.cli import account, demo, finetune, predict, reproduce  # noqa: F401  
 from dpnc.cli.base import _Typer, app
 from dpnc.cli.reproduce import add_reproduction
 
-app.command("audit")(__import__("dpnc.audit.command", fromlist=["audit"]).audit)  # dpnc audit (torch loaded on use)
+app.command("audit")(
+    __import__("dpnc.audit.command", fromlist=["audit"]).audit
+)  # dpnc audit (torch loaded on use)
 
 __all__ = ["_Typer", "add_reproduction", "app"]

@@ -25,11 +25,17 @@ Direction = Literal["gaussian", "sphere"]
 Device = Literal["auto", "cpu", "cuda"]
 Dtype = Literal["fp32", "bf16", "fp16"]
 ReportTo = Literal["none", "tensorboard"]
-DEFAULT_ACCOUNTANT = "pld"   # make_private's, finetune's (under add/remove) and account's
+DEFAULT_ACCOUNTANT = "pld"  # make_private's, finetune's (under add/remove) and account's
 
 # --help panels of dpnc finetune
-DATA, MODEL, OPTIMIZER, PRIVACY, OUTPUT, DEVICE = ("Data", "Model and what is trained", "Method and optimizer",
-                                                   "Privacy", "Output and logging", "Device")
+DATA, MODEL, OPTIMIZER, PRIVACY, OUTPUT, DEVICE = (
+    "Data",
+    "Model and what is trained",
+    "Method and optimizer",
+    "Privacy",
+    "Output and logging",
+    "Device",
+)
 
 
 def _without_flag_types(params: list) -> list:
@@ -66,7 +72,9 @@ class _Command(TyperCommand):
 
     def _option_of(self, message: str):
         """The option whose library argument ``message`` starts with ("noise multiplier must …", "lr must …")."""
-        return next((p for p in self.params if re.match(p.name.replace("_", "[_ ]") + r"\b", message)), None)
+        return next(
+            (p for p in self.params if re.match(p.name.replace("_", "[_ ]") + r"\b", message)), None
+        )
 
 
 class _Typer(typer.Typer):
@@ -77,8 +85,12 @@ class _Typer(typer.Typer):
         return super().command(*args, **kwargs)
 
 
-app = _Typer(cls=_Group, add_completion=False, no_args_is_help=True,
-             help="Differentially private optimization of nonconvex and nonsmooth objectives.")
+app = _Typer(
+    cls=_Group,
+    add_completion=False,
+    no_args_is_help=True,
+    help="Differentially private optimization of nonconvex and nonsmooth objectives.",
+)
 
 
 def _show_version(value: bool) -> None:
@@ -90,8 +102,13 @@ def _show_version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
-                                       help="Print dpnc's version and exit.")) -> None:
+def _main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_show_version,
+        is_eager=True,
+        help="Print dpnc's version and exit.",
+    ),
+) -> None:
     """Differentially private optimization of nonconvex and nonsmooth objectives."""
-
-

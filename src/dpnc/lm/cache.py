@@ -47,7 +47,10 @@ def cacheable_prefix(classifier) -> int:
     inputs that do not depend on the class (the prompt head's ``"filled"`` mode embeds one prompt per class).
     """
     encoder = getattr(classifier, "encoder", None)
-    if not isinstance(classifier, EncoderClassifier) or getattr(classifier, "mode", "label") == "filled":
+    if (
+        not isinstance(classifier, EncoderClassifier)
+        or getattr(classifier, "mode", "label") == "filled"
+    ):
         return 0
     if not (hasattr(encoder, "embeddings") and hasattr(getattr(encoder, "encoder", None), "layer")):
         return 0
@@ -89,11 +92,15 @@ class PrefixCache:
         missing = [i for i in dict.fromkeys(index) if self.rows[i] is None]
         chunks = range(0, len(missing), self.batch_size)
         if progress:
-            chunks = tqdm(chunks, desc=f"caching {self.layers} frozen layers", unit="batch", leave=False)
+            chunks = tqdm(
+                chunks, desc=f"caching {self.layers} frozen layers", unit="batch", leave=False
+            )
         clf = self.classifier
         for start in chunks:
-            part = missing[start:start + self.batch_size]
-            for i, row in zip(part, self._rows(clf.tokenize([clf.input_text(self.texts[i]) for i in part]))):
+            part = missing[start : start + self.batch_size]
+            for i, row in zip(
+                part, self._rows(clf.tokenize([clf.input_text(self.texts[i]) for i in part]))
+            ):
                 self.rows[i] = row
 
     def attach(self, classifier) -> PrefixCache:
@@ -101,12 +108,14 @@ class PrefixCache:
         cached ``hidden`` resumes at layer ``layers``. ``classifier`` must have the frozen weights the cache was
         computed with (e.g. a fresh copy of the same model, for a sweep over settings that share the cache)."""
         if cacheable_prefix(classifier) < self.layers:
-            raise ValueError(f"the classifier's first {self.layers} layers must be frozen to read this cache; "
-                             f"cacheable prefix: {cacheable_prefix(classifier)} layers")
+            raise ValueError(
+                f"the classifier's first {self.layers} layers must be frozen to read this cache; "
+                f"cacheable prefix: {cacheable_prefix(classifier)} layers"
+            )
         self.classifier = classifier
         if hasattr(classifier, "label_inputs") and "input_ids" in classifier.label_inputs:
             classifier.label_inputs = self._stack(self._rows(classifier.label_inputs))
-        classifier.cached_layers = self.layers   # where the classifier resumes on a cached "hidden"
+        classifier.cached_layers = self.layers  # where the classifier resumes on a cached "hidden"
         return self
 
     def __len__(self) -> int:
@@ -116,7 +125,7 @@ class PrefixCache:
     def _rows(self, inputs: dict) -> list[torch.Tensor]:
         """One cached row per example: its embedding, or its hidden states trimmed to its real tokens."""
         clf = self.classifier
-        inputs = clf.on_device(inputs)   # tokenized on the CPU; the rows live where the model runs
+        inputs = clf.on_device(inputs)  # tokenized on the CPU; the rows live where the model runs
         mask = inputs["attention_mask"]
         if self.whole:
             return list(clf.embed(inputs))
@@ -126,7 +135,9 @@ class PrefixCache:
     def _stack(self, rows: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         if self.whole:
             return {"embedding": torch.stack(rows)}
-        hidden = pad_sequence(rows, batch_first=True)   # zeros after each row's end: masked out below
+        hidden = pad_sequence(
+            rows, batch_first=True
+        )  # zeros after each row's end: masked out below
         lengths = torch.tensor([len(r) for r in rows], device=hidden.device)
         mask = (torch.arange(hidden.shape[1], device=hidden.device) < lengths[:, None]).long()
         return {"hidden": hidden, "attention_mask": mask}
@@ -137,9 +148,14 @@ class PrefixCache:
         index = torch.as_tensor(index, dtype=torch.long).reshape(-1).tolist()
         labels = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
         if len(labels) != len(index):
-            raise ValueError(f"labels must have one entry per index ({len(index)}); got {len(labels)}")
+            raise ValueError(
+                f"labels must have one entry per index ({len(index)}); got {len(labels)}"
+            )
         self._ensure(index)
         if not index:
-            return {"input_ids": torch.zeros(0, 1, dtype=torch.long), "attention_mask": torch.zeros(0, 1,
-                    dtype=torch.long), "labels": labels}
+            return {
+                "input_ids": torch.zeros(0, 1, dtype=torch.long),
+                "attention_mask": torch.zeros(0, 1, dtype=torch.long),
+                "labels": labels,
+            }
         return {**self._stack([self.rows[i] for i in index]), "labels": labels}

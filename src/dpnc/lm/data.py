@@ -134,14 +134,18 @@ class Task:
                     f"got {{{field}|{filt}}} in {self.template!r}"
                 )
         if names.count("label_word") != 1:
-            raise ValueError(f"template must contain exactly one {{label_word}}; got {self.template!r}")
+            raise ValueError(
+                f"template must contain exactly one {{label_word}}; got {self.template!r}"
+            )
         missing = [f for f in fields if f not in names]
         if missing:
             shown = ", ".join("{" + f + "}" for f in missing)
             raise ValueError(f"template must contain {shown}; got {self.template!r}")
         leftover = _PLACEHOLDER.sub("", self.template)
         if "{" in leftover or "}" in leftover:
-            raise ValueError(f"template has a malformed placeholder (stray brace); got {self.template!r}")
+            raise ValueError(
+                f"template has a malformed placeholder (stray brace); got {self.template!r}"
+            )
 
     @property
     def num_classes(self) -> int:
@@ -155,7 +159,10 @@ class Task:
         """
         values = self._values(text)
         before, _, after = _PLACEHOLDER.sub(
-            lambda m: "\0" if m.group(1) == "label_word" else _apply(values[m.group(1)], m.group(2)), self.template
+            lambda m: (
+                "\0" if m.group(1) == "label_word" else _apply(values[m.group(1)], m.group(2))
+            ),
+            self.template,
         ).partition("\0")
         return before, after
 
@@ -169,7 +176,9 @@ class Task:
         """
         label = int(label)
         if not 0 <= label < self.num_classes:
-            raise ValueError(f"label must be a class id in [0, {self.num_classes - 1}] for {self.name}; got {label}")
+            raise ValueError(
+                f"label must be a class id in [0, {self.num_classes - 1}] for {self.name}; got {label}"
+            )
         before, after = self.parts(text)
         return before + self.label_words[label] + after
 
@@ -191,11 +200,19 @@ class Task:
 
     def _values(self, text: str | tuple[str, str]) -> dict[str, str]:
         if self.pair:
-            if not (isinstance(text, tuple | list) and len(text) == 2 and all(isinstance(t, str) for t in text)):
-                raise ValueError(f"{self.name} is a sentence-pair task: text must be a (str, str) pair; got {text!r}")
+            if not (
+                isinstance(text, tuple | list)
+                and len(text) == 2
+                and all(isinstance(t, str) for t in text)
+            ):
+                raise ValueError(
+                    f"{self.name} is a sentence-pair task: text must be a (str, str) pair; got {text!r}"
+                )
             return {"sentence1": text[0], "sentence2": text[1]}
         if not isinstance(text, str):
-            raise ValueError(f"{self.name} is a single-sentence task: text must be a str; got {text!r}")
+            raise ValueError(
+                f"{self.name} is a single-sentence task: text must be a str; got {text!r}"
+            )
         return {"sentence": text}
 
 
@@ -206,14 +223,35 @@ def _apply(value: str, filt: str | None) -> str:
 _NLI_TEMPLATE = DEFAULT_PAIR_TEMPLATE
 TASKS: dict[str, Task] = {
     "SST-2": Task("SST-2", ("0", "1"), ("terrible", "great"), False, DEFAULT_TEMPLATE),
-    "SST-5": Task("SST-5", ("0", "1", "2", "3", "4"), ("terrible", "bad", "okay", "good", "great"), False,
-                  DEFAULT_TEMPLATE),
-    "TREC": Task("TREC", ("0", "1", "2", "3", "4", "5"),
-                 ("Description", "Entity", "Expression", "Human", "Location", "Number"), False,
-                 "{label_word}: {sentence}"),
+    "SST-5": Task(
+        "SST-5",
+        ("0", "1", "2", "3", "4"),
+        ("terrible", "bad", "okay", "good", "great"),
+        False,
+        DEFAULT_TEMPLATE,
+    ),
+    "TREC": Task(
+        "TREC",
+        ("0", "1", "2", "3", "4", "5"),
+        ("Description", "Entity", "Expression", "Human", "Location", "Number"),
+        False,
+        "{label_word}: {sentence}",
+    ),
     "RTE": Task("RTE", ("entailment", "not_entailment"), ("Yes", "No"), True, _NLI_TEMPLATE),
-    "SNLI": Task("SNLI", ("entailment", "neutral", "contradiction"), ("Yes", "Maybe", "No"), True, _NLI_TEMPLATE),
-    "MNLI": Task("MNLI", ("entailment", "neutral", "contradiction"), ("Yes", "Maybe", "No"), True, _NLI_TEMPLATE),
+    "SNLI": Task(
+        "SNLI",
+        ("entailment", "neutral", "contradiction"),
+        ("Yes", "Maybe", "No"),
+        True,
+        _NLI_TEMPLATE,
+    ),
+    "MNLI": Task(
+        "MNLI",
+        ("entailment", "neutral", "contradiction"),
+        ("Yes", "Maybe", "No"),
+        True,
+        _NLI_TEMPLATE,
+    ),
 }
 
 
@@ -277,11 +315,15 @@ class TextDataset:
     def subset(self, index) -> TextDataset:
         """The examples at ``index``: a slice, a sequence or tensor of ints, or a boolean mask."""
         if isinstance(index, slice):
-            return TextDataset(self.task, self.texts[index], self.labels[index], self.source, self.origin)
+            return TextDataset(
+                self.task, self.texts[index], self.labels[index], self.source, self.origin
+            )
         idx = torch.as_tensor(index)
         if idx.dtype == torch.bool:
             if idx.shape != (len(self),):
-                raise ValueError(f"a boolean index must have shape ({len(self)},); got {tuple(idx.shape)}")
+                raise ValueError(
+                    f"a boolean index must have shape ({len(self)},); got {tuple(idx.shape)}"
+                )
             idx = idx.nonzero().reshape(-1)
         idx = idx.to(torch.long).reshape(-1)
         if len(idx) and not (-len(self) <= int(idx.min()) and int(idx.max()) < len(self)):

@@ -54,10 +54,19 @@ import torch
 from dpnc.lm.data import DEFAULT_PAIR_TEMPLATE, DEFAULT_TEMPLATE, Task, TextDataset
 from dpnc.lm.rows import read_field, read_rows
 
-__all__ = ["canonical_label", "describe_data", "load_file", "load_user_data", "parse_label_words", "parse_labels"]
+__all__ = [
+    "canonical_label",
+    "describe_data",
+    "load_file",
+    "load_user_data",
+    "parse_label_words",
+    "parse_labels",
+]
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_EXACT = Decimal(10) ** 30  # integers below this are written out exactly; larger ones as floats ("1e+40")
+_EXACT = (
+    Decimal(10) ** 30
+)  # integers below this are written out exactly; larger ones as floats ("1e+40")
 _SHOWN = 10  # unknown labels listed in a message
 
 Column = str | int
@@ -77,12 +86,16 @@ def canonical_label(value) -> str:
         number = Decimal(text)
         if number == number.to_integral_value() and abs(number) < _EXACT:
             return str(int(number))
-    except ArithmeticError:   # an exponent beyond Decimal's context (e.g. "0e-99999999999999999999"): kept as text
+    except (
+        ArithmeticError
+    ):  # an exponent beyond Decimal's context (e.g. "0e-99999999999999999999"): kept as text
         return text
     as_float = float(number)
     if not math.isfinite(as_float):
         return text
-    return str(int(as_float)) if as_float.is_integer() and abs(as_float) < _EXACT else repr(as_float)
+    return (
+        str(int(as_float)) if as_float.is_integer() and abs(as_float) < _EXACT else repr(as_float)
+    )
 
 
 def parse_label_words(label_words: str | Mapping | None) -> dict[str, str] | None:
@@ -119,14 +132,20 @@ def parse_label_words(label_words: str | Mapping | None) -> dict[str, str] | Non
     for label, word in items:
         key, word = canonical_label(label), str(word).strip()
         if not key or not word:
-            raise ValueError(f"label_words needs a label and a word in every pair; got {label!r}={word!r}")
+            raise ValueError(
+                f"label_words needs a label and a word in every pair; got {label!r}={word!r}"
+            )
         if key in words:
-            raise ValueError(f"label_words gives label {key!r} twice (labels are compared as numbers where they are)")
+            raise ValueError(
+                f"label_words gives label {key!r} twice (labels are compared as numbers where they are)"
+            )
         words[key] = word
     seen: dict[str, str] = {}
     for key, word in words.items():
         if word in seen:
-            raise ValueError(f"label_words must be distinct; labels {seen[word]!r} and {key!r} both get {word!r}")
+            raise ValueError(
+                f"label_words must be distinct; labels {seen[word]!r} and {key!r} both get {word!r}"
+            )
         seen[word] = key
     return words
 
@@ -142,8 +161,10 @@ def parse_labels(labels: str | Sequence | None) -> tuple[str, ...] | None:
     items = labels.split(",") if isinstance(labels, str) else list(labels)
     names = tuple(canonical_label(x) for x in items)
     if len(names) < 2 or not all(names) or len(set(names)) != len(names):
-        raise ValueError(f"labels must be at least 2 distinct non-empty labels, comma-separated in class order "
-                         f"(e.g. 'negative,positive'); got {labels!r}")
+        raise ValueError(
+            f"labels must be at least 2 distinct non-empty labels, comma-separated in class order "
+            f"(e.g. 'negative,positive'); got {labels!r}"
+        )
     return names
 
 
@@ -194,8 +215,10 @@ def load_user_data(
     words = parse_label_words(label_words)
     names = parse_labels(labels)
     if words is not None and names is not None and tuple(words) != names:
-        raise ValueError(f"labels must name the classes of label_words, in the same order; got labels {list(names)} "
-                         f"and label_words for {list(words)}")
+        raise ValueError(
+            f"labels must name the classes of label_words, in the same order; got labels {list(names)} "
+            f"and label_words for {list(words)}"
+        )
     train_path, test_path = _file(train_file), _file(test_file)
     columns = (text_column, text_pair_column, label_column)
     pair = text_pair_column is not None
@@ -205,8 +228,10 @@ def load_user_data(
         if words is None:
             classes = names if names is not None else tuple(_sorted_labels(set(test_rows.labels)))
             if len(classes) < 2:
-                raise ValueError(f"labels must be declared (label_words or labels) when the test file "
-                                 f"{test_path.name} holds fewer than 2 labels ({list(classes)})")
+                raise ValueError(
+                    f"labels must be declared (label_words or labels) when the test file "
+                    f"{test_path.name} holds fewer than 2 labels ({list(classes)})"
+                )
             words = {name: name for name in classes}
         task = _task(train_path.name, tuple(words), tuple(words.values()), pair, template)
         return read_private(train_path, task, *columns), test_rows.dataset(task, classes_of=given)
@@ -275,7 +300,9 @@ def load_file(
             row, fewer than 2 labels, or a label not among ``label_names`` (the message lists the unknown labels).
     """
     path = _file(path)
-    rows = _Rows.read(path, text_column, text_pair_column, label_column, delimiter=delimiter, header=header)
+    rows = _Rows.read(
+        path, text_column, text_pair_column, label_column, delimiter=delimiter, header=header
+    )
     if label_names is None:
         label_names = _sorted_labels(set(rows.labels))
         if len(label_names) < 2:
@@ -288,13 +315,22 @@ def load_file(
     return rows.dataset(_task(path.name, names, words, text_pair_column is not None, template))
 
 
-def read_private(path: Path, task: Task, text_column: Column, text_pair_column: Column | None, label_column: Column,
-                 *, header: bool | None = None) -> TextDataset:
+def read_private(
+    path: Path,
+    task: Task,
+    text_column: Column,
+    text_pair_column: Column | None,
+    label_column: Column,
+    *,
+    header: bool | None = None,
+) -> TextDataset:
     """A private run's training file as a dataset of ``task`` (its classes declared), read by the domain rule of
     the module docstring: a row outside it is dropped and counted (``dropped``), never refused. The one reading of
     private training rows: a user's file (:func:`load_user_data`) and a built-in task's split
     (:func:`dpnc.lm.lmbff.load_task` with ``lenient``)."""
-    rows = _Rows.read(path, text_column, text_pair_column, label_column, header=header, lenient=True)
+    rows = _Rows.read(
+        path, text_column, text_pair_column, label_column, header=header, lenient=True
+    )
     return rows.dataset(task, drop_unknown=True)
 
 
@@ -312,7 +348,9 @@ def describe_data(train: TextDataset, test: TextDataset) -> dict:
         ValueError: ``train`` and ``test`` of different tasks (their class ids would not mean the same).
     """
     if train.task != test.task:
-        raise ValueError(f"train and test must share one task; got {train.task.name!r} and {test.task.name!r}")
+        raise ValueError(
+            f"train and test must share one task; got {train.task.name!r} and {test.task.name!r}"
+        )
     task, origin = train.task, train.origin
     return {
         "train_file": train.source,
@@ -337,30 +375,49 @@ def describe_data(train: TextDataset, test: TextDataset) -> dict:
 class _Rows:
     """A file's rows read and checked: texts, canonical labels and the line each row starts on."""
 
-    def __init__(self, path: Path, texts: list, labels: list[str], lines: list[int], origin: dict) -> None:
-        self.path, self.texts, self.labels, self.lines, self.origin = path, texts, labels, lines, origin
+    def __init__(
+        self, path: Path, texts: list, labels: list[str], lines: list[int], origin: dict
+    ) -> None:
+        self.path, self.texts, self.labels, self.lines, self.origin = (
+            path,
+            texts,
+            labels,
+            lines,
+            origin,
+        )
 
-    dropped = 0   # rows left out by the domain rule (lenient reading only)
+    dropped = 0  # rows left out by the domain rule (lenient reading only)
 
     @classmethod
     def read(
-        cls, path: Path, text_column: Column, pair_column: Column | None, label_column: Column,
-        *, delimiter: str | None = None, header: bool | None = None, lenient: bool = False,
+        cls,
+        path: Path,
+        text_column: Column,
+        pair_column: Column | None,
+        label_column: Column,
+        *,
+        delimiter: str | None = None,
+        header: bool | None = None,
+        lenient: bool = False,
     ) -> _Rows:
         """The file's rows; ``lenient`` (a private training file): drop each row outside the domain (module
         docstring) instead of refusing it. The columns are checked against the header first either way."""
         given = [c for c in (text_column, pair_column, label_column) if c is not None]
         for c in given:
             if not isinstance(c, str | int) or isinstance(c, bool):
-                raise ValueError(f"columns must be header names (str) or field positions (int); got {c!r}")
+                raise ValueError(
+                    f"columns must be header names (str) or field positions (int); got {c!r}"
+                )
         fmt = _format(path, delimiter)
         if header is None:
             header = any(isinstance(c, str) for c in given)
         rows, columns, width = read_rows(path, fmt, delimiter, header, lenient=lenient)
-        if lenient and fmt != "jsonl":   # the file's structure decides a refusal, never one row
+        if lenient and fmt != "jsonl":  # the file's structure decides a refusal, never one row
             for c in given:
                 if isinstance(c, str) and c not in columns:
-                    raise ValueError(f"column {c!r} is not in the header of {path.name}; columns: {list(columns)}")
+                    raise ValueError(
+                        f"column {c!r} is not in the header of {path.name}; columns: {list(columns)}"
+                    )
         # The width every row is held to: the header's; without one, the first row's, except in a private file,
         # where no row may set the rule for the others (each row then only needs the fields its columns name).
         first = rows[0][1] if rows and not lenient and width is None else None
@@ -372,8 +429,13 @@ class _Rows:
                     check_width(row, width, first_width, fmt, path, line)
                 text = _nonempty(row, columns, text_column, path, line, "text column")
                 if pair_column is not None:
-                    text = (text, _nonempty(row, columns, pair_column, path, line, "text pair column"))
-                label = canonical_label(_nonempty(row, columns, label_column, path, line, "label column"))
+                    text = (
+                        text,
+                        _nonempty(row, columns, pair_column, path, line, "text pair column"),
+                    )
+                label = canonical_label(
+                    _nonempty(row, columns, label_column, path, line, "label column")
+                )
             except ValueError:
                 if not lenient:
                     raise
@@ -382,28 +444,45 @@ class _Rows:
             texts.append(text)
             labels.append(label)
             lines.append(line)
-        origin = {"format": fmt, "text_column": text_column, "text_pair_column": pair_column,
-                  "label_column": label_column}
+        origin = {
+            "format": fmt,
+            "text_column": text_column,
+            "text_pair_column": pair_column,
+            "label_column": label_column,
+        }
         read = cls(path, texts, labels, lines, origin)
         read.dropped = dropped
         return read
 
-    def dataset(self, task: Task, classes_of: str | None = None, *, drop_unknown: bool = False) -> TextDataset:
+    def dataset(
+        self, task: Task, classes_of: str | None = None, *, drop_unknown: bool = False
+    ) -> TextDataset:
         """The rows as a dataset of ``task``; every label must be a class (``classes_of``: where they come from),
         or with ``drop_unknown`` (the domain rule) a row whose label is not a class is dropped and counted."""
         index = {name: i for i, name in enumerate(task.label_names)}
         if drop_unknown:
             keep = [i for i, label in enumerate(self.labels) if label in index]
             labels = torch.tensor([index[self.labels[i]] for i in keep], dtype=torch.long)
-            unknown = Counter(label for label in self.labels if label not in index)   # for the owner's checks only
-            return TextDataset(task, [self.texts[i] for i in keep], labels, str(self.path), dict(self.origin),
-                               dropped=self.dropped + len(self.labels) - len(keep), dropped_labels=dict(unknown))
+            unknown = Counter(
+                label for label in self.labels if label not in index
+            )  # for the owner's checks only
+            return TextDataset(
+                task,
+                [self.texts[i] for i in keep],
+                labels,
+                str(self.path),
+                dict(self.origin),
+                dropped=self.dropped + len(self.labels) - len(keep),
+                dropped_labels=dict(unknown),
+            )
         unknown: dict[str, int] = {}
         for label, line in zip(self.labels, self.lines):
             if label not in index:
                 unknown.setdefault(label, line)
         if unknown:
-            shown = ", ".join(f"{lab!r} (first at line {line})" for lab, line in list(unknown.items())[:_SHOWN])
+            shown = ", ".join(
+                f"{lab!r} (first at line {line})" for lab, line in list(unknown.items())[:_SHOWN]
+            )
             more = f" and {len(unknown) - _SHOWN} more" if len(unknown) > _SHOWN else ""
             source = f" (the classes of {classes_of})" if classes_of else ""
             raise ValueError(
@@ -428,18 +507,29 @@ def _format(path: Path, delimiter: str | None) -> str:
         return "csv"
     if ext == "tsv" or delimiter is not None:
         return "tsv"
-    raise ValueError(f"path must end in .csv, .tsv, .jsonl or .json, or give a delimiter; got {path.name!r}")
+    raise ValueError(
+        f"path must end in .csv, .tsv, .jsonl or .json, or give a delimiter; got {path.name!r}"
+    )
 
 
-def check_width(row: list, header_width: int | None, first_width: int | None, fmt: str, path: Path,
-                 line: int) -> None:
+def check_width(
+    row: list, header_width: int | None, first_width: int | None, fmt: str, path: Path, line: int
+) -> None:
     """A row with fewer fields than the header lacks a value (a label read from it would be another field), and a
     CSV row with more has a comma outside quotes (its fields are shifted). TSV rows may have more (GLUE's NLI files
     add annotator labels; the header's last column is read as each row's last field). Without a header, the
     first row sets the width (not in a private training file: :meth:`_Rows.read`)."""
-    width, against = (header_width, "the header's") if header_width is not None else (first_width, "the first row's")
+    width, against = (
+        (header_width, "the header's")
+        if header_width is not None
+        else (first_width, "the first row's")
+    )
     if len(row) < width:
-        raise ValueError(f"{path.name} line {line} has {len(row)} fields, fewer than {against} {width}: {row!r}"[:300])
+        raise ValueError(
+            f"{path.name} line {line} has {len(row)} fields, fewer than {against} {width}: {row!r}"[
+                :300
+            ]
+        )
     if fmt == "csv" and len(row) > width:
         raise ValueError(
             f"{path.name} line {line} has {len(row)} fields, more than {against} {width} (quote a field that "
@@ -464,5 +554,10 @@ def _sorted_labels(labels) -> list[str]:
 
 def _task(name: str, names: tuple, words: tuple, pair: bool, template: str | None) -> Task:
     default = DEFAULT_PAIR_TEMPLATE if pair else DEFAULT_TEMPLATE
-    return Task(name=name, label_names=names, label_words=words, pair=pair,
-                template=template if template is not None else default)
+    return Task(
+        name=name,
+        label_names=names,
+        label_words=words,
+        pair=pair,
+        template=template if template is not None else default,
+    )

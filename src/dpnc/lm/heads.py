@@ -40,13 +40,27 @@ from torch import nn
 
 from dpnc.lm.data import Task
 
-__all__ = ["HEADS", "PROMPT_MODES", "EncoderClassifier", "LinearHead", "PromptHead", "label_prompts", "read_head"]
+__all__ = [
+    "HEADS",
+    "PROMPT_MODES",
+    "EncoderClassifier",
+    "LinearHead",
+    "PromptHead",
+    "label_prompts",
+    "read_head",
+]
 
-HEADS = ("prompt", "linear", "causal")   # causal: a causal LM scoring the label words (dpnc.lm.causal)
+HEADS = (
+    "prompt",
+    "linear",
+    "causal",
+)  # causal: a causal LM scoring the label words (dpnc.lm.causal)
 PROMPT_MODES = ("label", "filled")
-HEAD_FILE = "dpnc_head.safetensors"   # the head's tensors; its configuration is HEAD_CONFIG
+HEAD_FILE = "dpnc_head.safetensors"  # the head's tensors; its configuration is HEAD_CONFIG
 HEAD_CONFIG = "dpnc_head.json"
-LEGACY_HEAD_FILE = "dpnc_head.pt"      # config and tensors in one torch file (folders saved before safetensors)
+LEGACY_HEAD_FILE = (
+    "dpnc_head.pt"  # config and tensors in one torch file (folders saved before safetensors)
+)
 INITIAL_SCALE = 20.0  # sentence-transformers' similarity scale (MultipleNegativesRankingLoss)
 
 
@@ -79,12 +93,21 @@ class EncoderClassifier(nn.Module):
         super().__init__()
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 8:
             raise ValueError(f"max_length must be an integer >= 8; got {max_length!r}")
-        self.encoder, self.tokenizer, self.task, self.max_length = encoder, tokenizer, task, max_length
+        self.encoder, self.tokenizer, self.task, self.max_length = (
+            encoder,
+            tokenizer,
+            task,
+            max_length,
+        )
         # Set by per-example gradient code: pass a 4-D additive mask, which vmap can batch (HF's 2-D mask
         # handling branches on the mask's values).
         self.additive_mask = False
-        self.cached_layers = 0   # set by a dpnc.lm.cache.PrefixCache: the layers its "hidden" inputs have passed
-        self.base_model: str | None = None   # the folder (or .gguf file) the encoder was loaded from, when known
+        self.cached_layers = (
+            0  # set by a dpnc.lm.cache.PrefixCache: the layers its "hidden" inputs have passed
+        )
+        self.base_model: str | None = (
+            None  # the folder (or .gguf file) the encoder was loaded from, when known
+        )
 
     @property
     def device(self) -> torch.device:
@@ -99,30 +122,49 @@ class EncoderClassifier(nn.Module):
         """``batch`` with its tensors on :attr:`device` (those already there unchanged): ``encode`` and
         ``tokenize`` build batches on the CPU, while the model may be on a GPU."""
         device = self.device
-        return {k: v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v
-                for k, v in batch.items()}
+        return {
+            k: v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v
+            for k, v in batch.items()
+        }
 
     # --- text → tensors ------------------------------------------------------------------------
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
-                             return_tensors="pt")
+        enc = self.tokenizer(
+            list(texts),
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
     def encode(self, texts: list, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The batch of ``texts`` (str, or (str, str) pairs) with their class ids (default all 0)."""
         texts = list(texts)
         labels = self.labels_for(texts, labels)
-        inputs = self.tokenize([self.input_text(t) for t in texts]) if texts else {
-            "input_ids": torch.zeros(0, 1, dtype=torch.long), "attention_mask": torch.zeros(0, 1, dtype=torch.long)}
+        inputs = (
+            self.tokenize([self.input_text(t) for t in texts])
+            if texts
+            else {
+                "input_ids": torch.zeros(0, 1, dtype=torch.long),
+                "attention_mask": torch.zeros(0, 1, dtype=torch.long),
+            }
+        )
         return {**inputs, "labels": labels}
 
     @staticmethod
     def labels_for(texts: list, labels) -> torch.Tensor:
         """``labels`` as class ids, one per text (all 0 when None): every head's ``encode`` checks them here."""
-        labels = torch.zeros(len(texts), dtype=torch.long) if labels is None else torch.as_tensor(labels).long()
+        labels = (
+            torch.zeros(len(texts), dtype=torch.long)
+            if labels is None
+            else torch.as_tensor(labels).long()
+        )
         if len(labels) != len(texts):
-            raise ValueError(f"labels must have one entry per text ({len(texts)}); got {len(labels)}")
+            raise ValueError(
+                f"labels must have one entry per text ({len(texts)}); got {len(labels)}"
+            )
         return labels
 
     def input_text(self, text) -> str:
@@ -138,7 +180,7 @@ class EncoderClassifier(nn.Module):
         output (:mod:`dpnc.lm.cache`): ``hidden`` after the first ``start`` layers with its ``attention_mask``
         (only the layers above run), or the finished ``embedding``.
         """
-        inputs = self.on_device(inputs)   # e.g. the label prompts, tokenized on the CPU
+        inputs = self.on_device(inputs)  # e.g. the label prompts, tokenized on the CPU
         if "embedding" in inputs:
             return inputs["embedding"]
         mask = inputs["attention_mask"]
@@ -153,16 +195,25 @@ class EncoderClassifier(nn.Module):
                 # embedding one row shared by every example, which the per-layer route cannot split (same values)
                 embeddings = getattr(self.encoder, "embeddings", None)
                 if hasattr(embeddings, "position_embeddings"):
-                    extra["position_ids"] = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape)
+                    extra["position_ids"] = torch.arange(ids.shape[1], device=ids.device).expand(
+                        ids.shape
+                    )
                 if hasattr(embeddings, "token_type_embeddings"):
                     extra["token_type_ids"] = torch.zeros_like(ids)
-            hidden = self.encoder(input_ids=ids, attention_mask=encoder_mask, **extra).last_hidden_state
+            hidden = self.encoder(
+                input_ids=ids, attention_mask=encoder_mask, **extra
+            ).last_hidden_state
         weights = mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
         return F.normalize(pooled, dim=-1)
 
-    def run_layers(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int,
-                   stop: int | None = None) -> torch.Tensor:
+    def run_layers(
+        self,
+        hidden: torch.Tensor,
+        attention_mask: torch.Tensor,
+        start: int,
+        stop: int | None = None,
+    ) -> torch.Tensor:
         """The encoder's layers ``start``..``stop`` (default: to the last) on ``hidden``; ``start=0`` begins with the
         embeddings of ``hidden`` = token ids. Mirrors ``BertModel.forward`` (BERT-family encoders: ``.embeddings``,
         ``.encoder.layer``); the tests check it against the encoder's own forward."""
@@ -170,13 +221,17 @@ class EncoderClassifier(nn.Module):
 
         enc = self.encoder
         if not (hasattr(enc, "embeddings") and hasattr(getattr(enc, "encoder", None), "layer")):
-            raise ValueError(f"running part of the encoder needs a BERT-family encoder (.embeddings, .encoder.layer); "
-                             f"got a {type(enc).__name__}")
+            raise ValueError(
+                f"running part of the encoder needs a BERT-family encoder (.embeddings, .encoder.layer); "
+                f"got a {type(enc).__name__}"
+            )
         device = self.device
         hidden, attention_mask = hidden.to(device), attention_mask.to(device)
         if start == 0 and not hidden.is_floating_point():
             hidden = enc.embeddings(input_ids=hidden)
-        mask = create_bidirectional_mask(config=enc.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        mask = create_bidirectional_mask(
+            config=enc.config, inputs_embeds=hidden, attention_mask=attention_mask
+        )
         for layer in enc.encoder.layer[start:stop]:
             hidden = layer(hidden, mask)
         return hidden
@@ -202,22 +257,33 @@ class EncoderClassifier(nn.Module):
         """The class probabilities of each text (softmax of the logits), shape (len(texts), classes)."""
         probs = []
         for start in range(0, len(texts), batch_size):
-            batch = self.on_device(self.encode(texts[start:start + batch_size]))
+            batch = self.on_device(self.encode(texts[start : start + batch_size]))
             probs.append(self.logits(batch).float().softmax(-1).cpu())
         return torch.cat(probs) if probs else torch.zeros(0, self.task.num_classes)
 
     @torch.no_grad()
-    def evaluate(self, texts: list, labels: torch.Tensor | None, *, batch_size: int = 64, cache=None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, texts: list, labels: torch.Tensor | None, *, batch_size: int = 64, cache=None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(predictions, per-example losses) on ``texts``; the losses are against ``labels`` (0 if None).
 
         ``cache``: a :class:`dpnc.lm.cache.PrefixCache` of ``texts`` (the frozen layers already computed)."""
         preds, losses = [], []
         for start in range(0, len(texts), batch_size):
             stop = min(start + batch_size, len(texts))
-            lab = torch.zeros(stop - start, dtype=torch.long) if labels is None else labels[start:stop]
-            batch = self.encode(texts[start:stop], lab) if cache is None else cache.batch(range(start, stop), lab)
-            batch = self.on_device(batch)   # encode() and the cache give the labels (and tokens) on the CPU
+            lab = (
+                torch.zeros(stop - start, dtype=torch.long)
+                if labels is None
+                else labels[start:stop]
+            )
+            batch = (
+                self.encode(texts[start:stop], lab)
+                if cache is None
+                else cache.batch(range(start, stop), lab)
+            )
+            batch = self.on_device(
+                batch
+            )  # encode() and the cache give the labels (and tokens) on the CPU
             logits = self.logits(batch)
             preds.append(logits.argmax(-1))
             losses.append(F.cross_entropy(logits, batch["labels"], reduction="none"))
@@ -228,10 +294,17 @@ class EncoderClassifier(nn.Module):
     # --- saving ----------------------------------------------------------------------------------
 
     def head_config(self) -> dict:
-        return {"kind": self.kind, "max_length": self.max_length,
-                "task": {"name": self.task.name, "label_names": list(self.task.label_names),
-                         "label_words": list(self.task.label_words), "pair": self.task.pair,
-                         "template": self.task.template}}
+        return {
+            "kind": self.kind,
+            "max_length": self.max_length,
+            "task": {
+                "name": self.task.name,
+                "label_names": list(self.task.label_names),
+                "label_words": list(self.task.label_words),
+                "pair": self.task.pair,
+                "template": self.task.template,
+            },
+        }
 
     def encoder_saved_as(self) -> str:
         """How :meth:`save_pretrained` writes the encoder: ``"base"`` (untrained, and the folder or file it was
@@ -240,7 +313,9 @@ class EncoderClassifier(nn.Module):
         encoder and its tokenizer)."""
         if hasattr(self.encoder, "peft_config") and self.base_model is not None:
             return "peft"
-        if self.base_model is not None and not any(p.requires_grad for p in self.encoder.parameters()):
+        if self.base_model is not None and not any(
+            p.requires_grad for p in self.encoder.parameters()
+        ):
             return "base"
         return "full"
 
@@ -259,17 +334,25 @@ class EncoderClassifier(nn.Module):
         path.mkdir(parents=True, exist_ok=True)
         saved_as = self.encoder_saved_as()
         encoder = self.encoder
-        if saved_as == "full" and hasattr(encoder, "merge_and_unload"):   # adapters on an unknown base: merged
+        if saved_as == "full" and hasattr(
+            encoder, "merge_and_unload"
+        ):  # adapters on an unknown base: merged
             encoder = copy.deepcopy(encoder).merge_and_unload()
         if saved_as != "base":
-            encoder.save_pretrained(path)   # peft: the adapters only
+            encoder.save_pretrained(path)  # peft: the adapters only
         if saved_as == "full":
             self.tokenizer.save_pretrained(path)
-        head_state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()
-                      if not k.startswith("encoder.")}
+        head_state = {
+            k: v.detach().contiguous().cpu()
+            for k, v in self.state_dict().items()
+            if not k.startswith("encoder.")
+        }
         save_file(head_state, str(path / HEAD_FILE))
-        config = {**self.head_config(), "encoder": saved_as,
-                  "base_model": None if saved_as == "full" else self.base_model}
+        config = {
+            **self.head_config(),
+            "encoder": saved_as,
+            "base_model": None if saved_as == "full" else self.base_model,
+        }
         (path / HEAD_CONFIG).write_text(json.dumps(config, indent=2))
         return path
 
@@ -285,8 +368,10 @@ def read_head(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
     if (path / LEGACY_HEAD_FILE).is_file():
         saved = torch.load(path / LEGACY_HEAD_FILE, weights_only=True)
         return {**saved["config"], "encoder": "full", "base_model": None}, saved["state"]
-    raise FileNotFoundError(f"model must be a folder saved by dpnc (a run's model/ folder, holding {HEAD_CONFIG} "
-                            f"and {HEAD_FILE}); {str(path)!r} holds neither")
+    raise FileNotFoundError(
+        f"model must be a folder saved by dpnc (a run's model/ folder, holding {HEAD_CONFIG} "
+        f"and {HEAD_FILE}); {str(path)!r} holds neither"
+    )
 
 
 class PromptHead(EncoderClassifier):
@@ -300,8 +385,16 @@ class PromptHead(EncoderClassifier):
 
     kind = "prompt"
 
-    def __init__(self, encoder, tokenizer, task: Task, *, mode: str | None = None, scale: float = INITIAL_SCALE,
-                 max_length: int = 128) -> None:
+    def __init__(
+        self,
+        encoder,
+        tokenizer,
+        task: Task,
+        *,
+        mode: str | None = None,
+        scale: float = INITIAL_SCALE,
+        max_length: int = 128,
+    ) -> None:
         super().__init__(encoder, tokenizer, task, max_length=max_length)
         mode = mode if mode is not None else ("filled" if task.pair else "label")
         if mode not in PROMPT_MODES:
@@ -314,8 +407,11 @@ class PromptHead(EncoderClassifier):
         self.label_inputs = self.tokenize(label_prompts(task))
 
     def input_text(self, text) -> str:
-        return self.task.input_text(text) if self.mode == "filled" else (
-            text if isinstance(text, str) else " ".join(text))
+        return (
+            self.task.input_text(text)
+            if self.mode == "filled"
+            else (text if isinstance(text, str) else " ".join(text))
+        )
 
     def encode(self, texts, labels=None):
         batch = super().encode(texts, labels)
@@ -327,14 +423,18 @@ class PromptHead(EncoderClassifier):
         return batch
 
     def logits(self, batch):
-        x = self.embed(batch)                                                              # (b, h)
+        x = self.embed(batch)  # (b, h)
         if self.mode == "label":
-            e = self.embed(self.label_inputs)                                                  # (K, h)
+            e = self.embed(self.label_inputs)  # (K, h)
             cos = x @ e.T
         else:
             b, K, L = batch["prompt_ids"].shape
-            e = self.embed({"input_ids": batch["prompt_ids"].reshape(b * K, L),
-                            "attention_mask": batch["prompt_mask"].reshape(b * K, L)})
+            e = self.embed(
+                {
+                    "input_ids": batch["prompt_ids"].reshape(b * K, L),
+                    "attention_mask": batch["prompt_mask"].reshape(b * K, L),
+                }
+            )
             cos = (e.reshape(b, K, -1) * x.unsqueeze(1)).sum(-1)
         return self.log_scale.exp() * cos
 
@@ -353,8 +453,17 @@ class LinearHead(EncoderClassifier):
 
     kind = "linear"
 
-    def __init__(self, encoder, tokenizer, task: Task, *, init: str = "prompts", scale: float = INITIAL_SCALE,
-                 max_length: int = 128, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        encoder,
+        tokenizer,
+        task: Task,
+        *,
+        init: str = "prompts",
+        scale: float = INITIAL_SCALE,
+        max_length: int = 128,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__(encoder, tokenizer, task, max_length=max_length)
         if init not in ("prompts", "random"):
             raise ValueError(f"init must be 'prompts' or 'random'; got {init!r}")
@@ -367,9 +476,12 @@ class LinearHead(EncoderClassifier):
             else:
                 bound = 1 / math.sqrt(hidden)
                 gen = generator if generator is not None else torch.Generator().manual_seed(0)
-                self.linear.weight.copy_(torch.rand(self.linear.weight.shape, generator=gen) * 2 * bound - bound)
-                self.linear.bias.copy_(torch.rand(self.linear.bias.shape, generator=gen) * 2 * bound - bound)
+                self.linear.weight.copy_(
+                    torch.rand(self.linear.weight.shape, generator=gen) * 2 * bound - bound
+                )
+                self.linear.bias.copy_(
+                    torch.rand(self.linear.bias.shape, generator=gen) * 2 * bound - bound
+                )
 
     def logits(self, batch):
         return self.linear(self.embed(batch))
-

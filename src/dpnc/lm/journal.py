@@ -28,11 +28,19 @@ from pathlib import Path
 
 import torch
 
-from dpnc.space import STREAM
-from dpnc.lm.config import CHECKPOINT, JOURNAL, KILL_ENV, KILL_PHASES, METRICS, PRIVATE_STATS, \
-    PRIVATE_STATS_WARNING, FinetuneConfig
+from dpnc.lm.config import (
+    CHECKPOINT,
+    JOURNAL,
+    KILL_ENV,
+    KILL_PHASES,
+    METRICS,
+    PRIVATE_STATS,
+    PRIVATE_STATS_WARNING,
+    FinetuneConfig,
+)
 from dpnc.lm.report import TensorBoard
 from dpnc.privacy.releases import Release
+from dpnc.space import STREAM
 
 
 class RunFiles:
@@ -40,13 +48,19 @@ class RunFiles:
 
     def __init__(self, config: FinetuneConfig, *, writer: bool = True) -> None:
         self.config = config
-        self.writer = writer   # False on the ranks other than 0 of a data-parallel run: they write nothing
-        self._journal_sound = False   # checked once per process that the journal ends with a whole line
+        self.writer = (
+            writer  # False on the ranks other than 0 of a data-parallel run: they write nothing
+        )
+        self._journal_sound = (
+            False  # checked once per process that the journal ends with a whole line
+        )
         self._kill_at = kill_point_from_env()
-        self.rows: list[dict] = []    # this process's metrics rows (public), for the plot
+        self.rows: list[dict] = []  # this process's metrics rows (public), for the plot
         self.tensorboard = None
         if config.report_to == "tensorboard" and writer:
-            self.tensorboard = TensorBoard(Path(config.out or ".") / "tensorboard", hparams=config.hyperparameters())
+            self.tensorboard = TensorBoard(
+                Path(config.out or ".") / "tensorboard", hparams=config.hyperparameters()
+            )
 
     def kill_point(self, phase: str, step: int) -> None:
         """Test-only: SIGKILL this process at ``DPNC_TEST_KILL_AT=phase:step`` (nothing otherwise)."""
@@ -88,7 +102,9 @@ class RunFiles:
         path = folder / JOURNAL
         folder.mkdir(parents=True, exist_ok=True)
         with path.open("a") as f:
-            if f.tell() > 0 and not self._journal_sound:   # a kill may have torn the last line: end it first
+            if (
+                f.tell() > 0 and not self._journal_sound
+            ):  # a kill may have torn the last line: end it first
                 with path.open("rb") as g:
                     g.seek(-1, os.SEEK_END)
                     if g.read(1) != b"\n":
@@ -102,7 +118,7 @@ class RunFiles:
 
     def save_checkpoint(self, state: dict, step: int) -> Path:
         """Write ``checkpoint.pt`` atomically, then restart the journal (its steps are in the checkpoint now)."""
-        folder = self.config.run_dir   # checkpoint_dir, else out
+        folder = self.config.run_dir  # checkpoint_dir, else out
         if not self.writer:
             return folder / CHECKPOINT
         folder.mkdir(parents=True, exist_ok=True)
@@ -111,7 +127,9 @@ class RunFiles:
         self.kill_point("checkpoint", step)
         os.replace(tmp, folder / CHECKPOINT)
         self.kill_point("replaced", step)
-        journal_tmp = folder / (JOURNAL + ".tmp")   # a journal holding only the header, swapped in atomically
+        journal_tmp = folder / (
+            JOURNAL + ".tmp"
+        )  # a journal holding only the header, swapped in atomically
         with journal_tmp.open("w") as f:
             f.write(json.dumps(self.header()) + "\n")
             f.flush()
@@ -124,16 +142,20 @@ class RunFiles:
         that drew the journal's directions: 1 for a journal that does not say), for resume."""
         folder = self.config.run_dir
         if folder is None:
-            raise ValueError("cannot resume: checkpoint_dir (or out) must be given: the run folder with the journal")
+            raise ValueError(
+                "cannot resume: checkpoint_dir (or out) must be given: the run folder with the journal"
+            )
         header, rows = read_journal(folder / JOURNAL)
         stream = (header or {}).get("directions", 1)
         if (folder / CHECKPOINT).exists():
             state = torch.load(folder / CHECKPOINT, weights_only=False)
             return state, state["config"], rows, stream
-        if header is not None:   # killed before the first checkpoint: start from the initial model
+        if header is not None:  # killed before the first checkpoint: start from the initial model
             return None, header["config"], rows, stream
-        raise ValueError(f"cannot resume: no {CHECKPOINT} and no {JOURNAL} with a run header in run folder "
-                         f"{str(folder)!r}")
+        raise ValueError(
+            f"cannot resume: no {CHECKPOINT} and no {JOURNAL} with a run header in run folder "
+            f"{str(folder)!r}"
+        )
 
     def check_fresh_start(self) -> None:
         """Refuse to start a second ledger over a run folder that holds one (unless ``new_run``)."""
@@ -143,10 +165,12 @@ class RunFiles:
             return
         found = [name for name in (CHECKPOINT, JOURNAL) if (folder / name).exists()]
         if found:
-            raise ValueError(f"run folder {str(folder)!r} already holds an earlier run ({', '.join(found)}): its "
-                             "releases are in that ledger, and a fresh start would begin a second one over the same "
-                             "data. Resume it (--resume), pass --new-run to supersede it (the old files are moved "
-                             "aside), or choose another folder")
+            raise ValueError(
+                f"run folder {str(folder)!r} already holds an earlier run ({', '.join(found)}): its "
+                "releases are in that ledger, and a fresh start would begin a second one over the same "
+                "data. Resume it (--resume), pass --new-run to supersede it (the old files are moved "
+                "aside), or choose another folder"
+            )
 
     def supersede(self) -> list[str]:
         """``new_run``: move an earlier run's journal, checkpoint and outputs into ``<folder>.superseded-<time>/``
@@ -170,8 +194,14 @@ class RunFiles:
         return moved
 
 
-def replay_rows(rows: list[dict], step: int, *, zeroth_order: bool, replay: Callable[[int, float], None],
-                record: Callable[[Release], None]) -> tuple[int, int]:
+def replay_rows(
+    rows: list[dict],
+    step: int,
+    *,
+    zeroth_order: bool,
+    replay: Callable[[int, float], None],
+    record: Callable[[Release], None],
+) -> tuple[int, int]:
     """Replay finished zeroth-order steps at and after ``step``; count every other begun step. (replayed, lost).
 
     The rows are read in order. A 'begin' followed by its 'end' is a finished step: a zeroth-order one is replayed
@@ -192,7 +222,7 @@ def replay_rows(rows: list[dict], step: int, *, zeroth_order: bool, replay: Call
 
     for row in rows:
         if row.get("t", -1) < step and pending is None:
-            continue   # before the checkpoint: already in its ledger
+            continue  # before the checkpoint: already in its ledger
         if row["event"] == "begin":
             if pending is not None:
                 lose(pending)
@@ -238,7 +268,9 @@ def kill_point_from_env() -> tuple[str, int] | None:
         return None
     phase, _, step = value.partition(":")
     if phase not in KILL_PHASES or not step.isdigit():
-        raise ValueError(f"{KILL_ENV} must be 'phase:step' with phase in {KILL_PHASES}; got {value!r}")
+        raise ValueError(
+            f"{KILL_ENV} must be 'phase:step' with phase in {KILL_PHASES}; got {value!r}"
+        )
     return phase, int(step)
 
 

@@ -37,15 +37,32 @@ _LAYOUTS = {
     "RTE": _Layout("RTE", "tsv", "sentence1", -1, "sentence2"),
     "SNLI": _Layout("SNLI", "tsv", "sentence1", -1, "sentence2"),
     "MNLI": _Layout(
-        "MNLI", "tsv", "sentence1", -1, "sentence2",
-        splits=(("train", "train"), ("dev", "dev_matched"), ("dev_matched", "dev_matched"), ("test", "test_matched"),
-                ("test_matched", "test_matched"), ("test_mismatched", "test_mismatched")),
+        "MNLI",
+        "tsv",
+        "sentence1",
+        -1,
+        "sentence2",
+        splits=(
+            ("train", "train"),
+            ("dev", "dev_matched"),
+            ("dev_matched", "dev_matched"),
+            ("test", "test_matched"),
+            ("test_matched", "test_matched"),
+            ("test_mismatched", "test_mismatched"),
+        ),
     ),
 }
 
 
-def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: int = 42, k: int = 512,
-              lenient: bool = False) -> TextDataset:
+def load_task(
+    name: str,
+    data_dir: str | Path,
+    split: str = "train",
+    *,
+    seed: int = 42,
+    k: int = 512,
+    lenient: bool = False,
+) -> TextDataset:
     """One split of an LM-BFF ``k-shot-1k-test`` folder: ``<data_dir>/<TASK>/k-shot-1k-test/<k>-<seed>/<split>``.
 
     The layout MeZO and DPZero read (``--data_dir data/k-shot-1k-test/$TASK/$K-$SEED``): ``train`` is K examples per
@@ -100,10 +117,20 @@ def load_task(name: str, data_dir: str | Path, split: str = "train", *, seed: in
         )
     header = layout.ext == "tsv"
     fmt = "tsv" if header else "csv"
-    origin = {"format": fmt, "text_column": layout.text, "text_pair_column": layout.text_pair,
-              "label_column": layout.label, "task": task.name, "split": split, "seed": seed, "k": k}
+    origin = {
+        "format": fmt,
+        "text_column": layout.text,
+        "text_pair_column": layout.text_pair,
+        "label_column": layout.label,
+        "task": task.name,
+        "split": split,
+        "seed": seed,
+        "k": k,
+    }
     if lenient:
-        private = read_private(path, task, layout.text, layout.text_pair, layout.label, header=header)
+        private = read_private(
+            path, task, layout.text, layout.text_pair, layout.label, header=header
+        )
         return dataclasses.replace(private, source=str(path), origin=origin)
     rows, columns, _ = read_rows(path, fmt, None, header)
     return _build(task, path, rows, columns, layout.text, layout.text_pair, layout.label, origin)
@@ -113,18 +140,28 @@ def _folder_order(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in name.split("-"))
 
 
-def _build(task: Task, path: Path, rows, columns, text_col, pair_col, label_col, origin: dict) -> TextDataset:
+def _build(
+    task: Task, path: Path, rows, columns, text_col, pair_col, label_col, origin: dict
+) -> TextDataset:
     index = {name: i for i, name in enumerate(task.label_names)}
     texts, labels, unknown = [], [], {}
     for line, row in rows:
         first = read_field(row, columns, text_col, path, line)
-        texts.append((first, read_field(row, columns, pair_col, path, line)) if pair_col is not None else first)
+        texts.append(
+            (first, read_field(row, columns, pair_col, path, line))
+            if pair_col is not None
+            else first
+        )
         label = read_field(row, columns, label_col, path, line)
         if label in index:
             labels.append(index[label])
         else:
             unknown.setdefault(label, line)
     if unknown:
-        shown = ", ".join(f"{lab!r} (first at line {line})" for lab, line in list(unknown.items())[:10])
-        raise ValueError(f"labels of {path.name} must be among {list(task.label_names)}; found {shown}")
+        shown = ", ".join(
+            f"{lab!r} (first at line {line})" for lab, line in list(unknown.items())[:10]
+        )
+        raise ValueError(
+            f"labels of {path.name} must be among {list(task.label_names)}; found {shown}"
+        )
     return TextDataset(task, texts, torch.tensor(labels, dtype=torch.long), str(path), origin)

@@ -26,8 +26,14 @@ __all__ = ["DataWarning", "check_training_data"]
 _SHOWN = 10  # labels listed in a message
 
 
-def check_training_data(train: TextDataset, *, n: int, delta: float | None, allow_empty_train: bool = False,
-                        allow_missing_classes: bool = False) -> list[str]:
+def check_training_data(
+    train: TextDataset,
+    *,
+    n: int,
+    delta: float | None,
+    allow_empty_train: bool = False,
+    allow_missing_classes: bool = False,
+) -> list[str]:
     """Check the training set a private run will draw from; warn the owner and return what was found.
 
     Args:
@@ -50,12 +56,21 @@ def check_training_data(train: TextDataset, *, n: int, delta: float | None, allo
     if train.dropped_labels:
         notes.append(_unknown_labels(train.dropped_labels, task.label_names))
     if kept == 0:
-        why = (f"all {rows:,} rows of {_name(train)} were dropped by the domain rule" if rows else
-               f"{_name(train)} holds no data row (a header only?)")
+        why = (
+            f"all {rows:,} rows of {_name(train)} were dropped by the domain rule"
+            if rows
+            else f"{_name(train)} holds no data row (a header only?)"
+        )
         (notes if allow_empty_train else refusals).append(
             f"no training row is left: {why}, so the run would spend its ε and train nothing. Fix the file or "
-            "the declared classes" + ("" if allow_empty_train else ", or pass --allow-empty-train "
-                                      "(allow_empty_train=True) where the start must not depend on the data"))
+            "the declared classes"
+            + (
+                ""
+                if allow_empty_train
+                else ", or pass --allow-empty-train "
+                "(allow_empty_train=True) where the start must not depend on the data"
+            )
+        )
     else:
         counts = train.class_counts()
         missing = [name for name, count in counts.items() if count == 0]
@@ -63,17 +78,24 @@ def check_training_data(train: TextDataset, *, n: int, delta: float | None, allo
             (notes if allow_missing_classes else refusals).append(
                 f"classes with no training row: {missing} of the declared {list(task.label_names)}: the head gets a "
                 f"class nothing trains. Declare the classes (--labels or --label-words; by default a private run "
-                f"takes the test file's labels)" + ("" if allow_missing_classes else
-                                                    ", or pass --allow-missing-classes (allow_missing_classes=True)"))
-    if rows and (note := n_note(n, rows)) is not None:   # (no rows: said above)
+                f"takes the test file's labels)"
+                + (
+                    ""
+                    if allow_missing_classes
+                    else ", or pass --allow-missing-classes (allow_missing_classes=True)"
+                )
+            )
+    if rows and (note := n_note(n, rows)) is not None:  # (no rows: said above)
         notes.append(note)
     if delta is not None and (note := delta_note(delta, n)) is not None:
         notes.append(note)
     for note in notes:
         tell_owner(note, stacklevel=3)
     if refusals:
-        raise ValueError("refused before any release (owner check: this message reads the training data; keep it "
-                         "out of published files): " + "; ".join(refusals))
+        raise ValueError(
+            "refused before any release (owner check: this message reads the training data; keep it "
+            "out of published files): " + "; ".join(refusals)
+        )
     return notes
 
 
@@ -86,8 +108,10 @@ def _unknown_labels(counts: Mapping[str, int], classes) -> str:
         shown.append(f"{label!r} ({_rows(count)}" + (f"; did you mean {near!r}?)" if near else ")"))
     more = f" and {len(counts) - _SHOWN} more" if len(counts) > _SHOWN else ""
     total = sum(counts.values())
-    return (f"{_rows(total)} of the training file {'has a label' if total == 1 else 'have labels'} outside the "
-            f"declared classes {list(classes)}, dropped by the domain rule: {', '.join(shown)}{more}")
+    return (
+        f"{_rows(total)} of the training file {'has a label' if total == 1 else 'have labels'} outside the "
+        f"declared classes {list(classes)}, dropped by the domain rule: {', '.join(shown)}{more}"
+    )
 
 
 def _rows(count: int) -> str:
@@ -96,4 +120,3 @@ def _rows(count: int) -> str:
 
 def _name(train: TextDataset) -> str:
     return train.source.rsplit("/", 1)[-1] or "the training file"
-

@@ -28,7 +28,10 @@ def plot_training(rows: list[dict], path: str | Path, *, title: str = "") -> Pat
     evals = sorted((r for r in rows if r.get("event") == "eval"), key=lambda r: r["step"])
     steps = [r for r in rows if r.get("event") == "step"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for ax, key, label in ((axes[0], "loss", "test loss (cross-entropy)"), (axes[1], "accuracy", "test accuracy")):
+    for ax, key, label in (
+        (axes[0], "loss", "test loss (cross-entropy)"),
+        (axes[1], "accuracy", "test accuracy"),
+    ):
         ax.plot([r["step"] for r in evals], [r[key] for r in evals], marker="o", ms=3)
         if evals and evals[0]["step"] == 0:
             ax.axhline(evals[0][key], ls="--", color="grey", lw=1, label="untrained (zero-shot)")
@@ -39,8 +42,14 @@ def plot_training(rows: list[dict], path: str | Path, *, title: str = "") -> Pat
     if finite:
         axes[2].plot(*zip(*finite))
     else:
-        axes[2].text(0.5, 0.5, "ε = ∞ (not private)" if eps else "no steps", ha="center", va="center",
-                     transform=axes[2].transAxes)
+        axes[2].text(
+            0.5,
+            0.5,
+            "ε = ∞ (not private)" if eps else "no steps",
+            ha="center",
+            va="center",
+            transform=axes[2].transAxes,
+        )
     axes[2].set(xlabel="step", ylabel="ε spent")
     if title:
         fig.suptitle(title, fontsize=10)
@@ -60,7 +69,9 @@ class TensorBoard:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
-            raise ValueError("report_to='tensorboard' needs the tensorboard package: pip install tensorboard") from None
+            raise ValueError(
+                "report_to='tensorboard' needs the tensorboard package: pip install tensorboard"
+            ) from None
         self.writer = SummaryWriter(str(folder))
         self.start = time.time()
         self.hparams = {} if hparams is None else hparams_of(hparams)
@@ -71,20 +82,35 @@ class TensorBoard:
             self.last_eval = row
         for key, value in row.items():
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if number and key not in ("event", "step", "seed"):   # every event at the opening time (module doc)
-                self.writer.add_scalar(f"{row['event']}/{key}", value, global_step=row.get("step", 0),
-                                       walltime=self.start)
+            if number and key not in (
+                "event",
+                "step",
+                "seed",
+            ):  # every event at the opening time (module doc)
+                self.writer.add_scalar(
+                    f"{row['event']}/{key}",
+                    value,
+                    global_step=row.get("step", 0),
+                    walltime=self.start,
+                )
 
     def close(self) -> None:
-        if self.hparams:   # SummaryWriter.add_hparams, at the opening time and into this run's own event file
+        if (
+            self.hparams
+        ):  # SummaryWriter.add_hparams, at the opening time and into this run's own event file
             from torch.utils.tensorboard.summary import hparams
 
-            metrics = {f"hparam/{k}": float(self.last_eval[k]) for k in ("accuracy", "loss")
-                       if isinstance(self.last_eval.get(k), (int, float))}
+            metrics = {
+                f"hparam/{k}": float(self.last_eval[k])
+                for k in ("accuracy", "loss")
+                if isinstance(self.last_eval.get(k), (int, float))
+            }
             for summary in hparams(self.hparams, metrics):
                 self.writer.file_writer.add_summary(summary, walltime=self.start)
             for tag, value in metrics.items():
-                self.writer.add_scalar(tag, value, global_step=self.last_eval.get("step", 0), walltime=self.start)
+                self.writer.add_scalar(
+                    tag, value, global_step=self.last_eval.get("step", 0), walltime=self.start
+                )
         self.writer.close()
 
 

@@ -48,11 +48,20 @@ class ResumeMixin:
         """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise source or sampler."""
         # The trained parameters only: the rest is the base model the config names, rebuilt on resume (a head-only
         # checkpoint held the whole 90 MB encoder).
-        trained = {name: p.detach() for name, p in self.classifier.named_parameters() if p.requires_grad}
-        state = {"version": 2, "config": self.config.to_dict(), "step": self.step,
-                 "model": trained, "model_trained_only": True,
-                 "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
-                 "ledger": self.accountant.to_json(), "lost_releases": self.lost_releases, "notes": self.notes}
+        trained = {
+            name: p.detach() for name, p in self.classifier.named_parameters() if p.requires_grad
+        }
+        state = {
+            "version": 2,
+            "config": self.config.to_dict(),
+            "step": self.step,
+            "model": trained,
+            "model_trained_only": True,
+            "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
+            "ledger": self.accountant.to_json(),
+            "lost_releases": self.lost_releases,
+            "notes": self.notes,
+        }
         return self.files.save_checkpoint(state, self.step)
 
     def _resume(self) -> None:
@@ -63,7 +72,11 @@ class ResumeMixin:
         if not self.group.is_source:
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
-            self.step, self.lost_releases, self.notes = state["step"], state["lost_releases"], state["notes"]
+            self.step, self.lost_releases, self.notes = (
+                state["step"],
+                state["lost_releases"],
+                state["notes"],
+            )
         # The classifier as rank 0 resumed it (checkpoint, then replayed steps): d numbers, once.
         self.group.broadcast_parameters_(self.classifier.state_dict().values())
 
@@ -71,57 +84,94 @@ class ResumeMixin:
         """Load the checkpoint and replay the journal; the public state the other ranks need."""
         c = self.config
         state, saved, rows, stream = self.files.load()
-        differ = [f"{k}: {saved.get(k)!r} → {v!r}" for k, v in c.to_dict().items()
-                  if k not in _FREE_FIELDS and saved.get(k) != v]
+        differ = [
+            f"{k}: {saved.get(k)!r} → {v!r}"
+            for k, v in c.to_dict().items()
+            if k not in _FREE_FIELDS and saved.get(k) != v
+        ]
         if differ:
-            raise ValueError("cannot resume with a different config (it would change the run or its privacy "
-                             "accounting): " + "; ".join(differ))
-        if (stream != STREAM and c.zeroth_order and rows and self.optimizer.space.d > GROUP):
-            raise ValueError(f"cannot resume: the journal's steps moved the model along directions drawn the way "
-                             f"dpnc did before (direction stream {stream}), and this dpnc draws them otherwise for "
-                             f"models of more than {GROUP:,} trained parameters (stream {STREAM}): replaying them "
-                             "would move the model along other directions. Finish the run with the dpnc that began "
-                             "it, or start a new one (new_run / --new-run).")
+            raise ValueError(
+                "cannot resume with a different config (it would change the run or its privacy "
+                "accounting): " + "; ".join(differ)
+            )
+        if stream != STREAM and c.zeroth_order and rows and self.optimizer.space.d > GROUP:
+            raise ValueError(
+                f"cannot resume: the journal's steps moved the model along directions drawn the way "
+                f"dpnc did before (direction stream {stream}), and this dpnc draws them otherwise for "
+                f"models of more than {GROUP:,} trained parameters (stream {STREAM}): replaying them "
+                "would move the model along other directions. Finish the run with the dpnc that began "
+                "it, or start a new one (new_run / --new-run)."
+            )
         if state is not None:
-            partial = state.get("model_trained_only", False)   # (older checkpoints hold the whole state_dict)
-            missing, unexpected = self.classifier.load_state_dict(state["model"], strict=not partial)
+            partial = state.get(
+                "model_trained_only", False
+            )  # (older checkpoints hold the whole state_dict)
+            missing, unexpected = self.classifier.load_state_dict(
+                state["model"], strict=not partial
+            )
             frozen = {name for name, p in self.classifier.named_parameters() if not p.requires_grad}
             buffers = {name for name, _ in self.classifier.named_buffers()}
             if unexpected or not set(missing) <= frozen | buffers:
-                raise ValueError(f"cannot resume: the checkpoint's trained parameters do not match this model's "
-                                 f"(missing {sorted(set(missing) - frozen - buffers)[:5]}, unexpected "
-                                 f"{sorted(unexpected)[:5]})")
+                raise ValueError(
+                    f"cannot resume: the checkpoint's trained parameters do not match this model's "
+                    f"(missing {sorted(set(missing) - frozen - buffers)[:5]}, unexpected "
+                    f"{sorted(unexpected)[:5]})"
+                )
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(state["optimizer"])
             self.accountant = Accountant.from_json(state["ledger"])
-            if isinstance(self.optimizer, StepHooks):   # dpnc's optimizers record in the ledger themselves
+            if isinstance(
+                self.optimizer, StepHooks
+            ):  # dpnc's optimizers record in the ledger themselves
                 self.optimizer.accountant = self.accountant
             self.steps.accountant = self.accountant
             self.step = state["step"]
             self.lost_releases, self.notes = state["lost_releases"], list(state["notes"])
         start = self.step
-        replayed, lost = replay_rows(rows, self.step, zeroth_order=c.zeroth_order, replay=self._replay,
-                                     record=self.accountant.record)
+        replayed, lost = replay_rows(
+            rows,
+            self.step,
+            zeroth_order=c.zeroth_order,
+            replay=self._replay,
+            record=self.accountant.record,
+        )
         self.lost_releases += lost
         if replayed or lost:
-            self.notes.append(f"resumed at step {start}{'' if state is not None else ' (no checkpoint)'}: "
-                              f"{replayed} step(s) replayed from the journal, {lost} begun step(s) counted as "
-                              "releases")
-        self.files.metric({"event": "resume", "step": self.step, "replayed": replayed, "lost_releases": lost,
-                           "releases": self.accountant.releases})
+            self.notes.append(
+                f"resumed at step {start}{'' if state is not None else ' (no checkpoint)'}: "
+                f"{replayed} step(s) replayed from the journal, {lost} begun step(s) counted as "
+                "releases"
+            )
+        self.files.metric(
+            {
+                "event": "resume",
+                "step": self.step,
+                "replayed": replayed,
+                "lost_releases": lost,
+                "releases": self.accountant.releases,
+            }
+        )
         # A run killed after its last step (before its final checkpoint) is resumed to be finished: evaluated and
         # saved, with no step left to take. One with nothing to replay has nothing to resume.
         if self.step_budget == 0 and not (replayed or lost):
             if c.private:
-                raise ValueError(f"the privacy budget is already spent: the ledger holds {self.accountant.releases} "
-                                 f"releases (ε = {self.epsilon():.4g} by {c.accountant}, target {c.epsilon:g}) of "
-                                 f"the {self.total_steps} that (ε, δ) affords; nothing left to train")
-            raise ValueError(f"the run has already finished: {self.step} of {self.total_steps} steps done and "
-                             f"{self.lost_releases} lost; nothing to resume")
+                raise ValueError(
+                    f"the privacy budget is already spent: the ledger holds {self.accountant.releases} "
+                    f"releases (ε = {self.epsilon():.4g} by {c.accountant}, target {c.epsilon:g}) of "
+                    f"the {self.total_steps} that (ε, δ) affords; nothing left to train"
+                )
+            raise ValueError(
+                f"the run has already finished: {self.step} of {self.total_steps} steps done and "
+                f"{self.lost_releases} lost; nothing to resume"
+            )
         if c.checkpointing:
             self.save_checkpoint()  # fold the journal into the checkpoint
-        return {"optimizer": None if self.optimizer is None else self.optimizer.state_dict(), "step": self.step,
-                "lost_releases": self.lost_releases, "notes": list(self.notes)}
+        return {
+            "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
+            "step": self.step,
+            "lost_releases": self.lost_releases,
+            "notes": list(self.notes),
+        }
 
     @torch.no_grad()
     def _replay(self, seed: int, released: float) -> None:
@@ -129,5 +179,7 @@ class ResumeMixin:
         try:
             self.optimizer.replay_(seed, released)
         except ValueError as error:
-            raise ValueError(f"journal does not match the checkpoint at step {self.step}: {error}") from None
+            raise ValueError(
+                f"journal does not match the checkpoint at step {self.step}: {error}"
+            ) from None
         self.step += 1

@@ -15,7 +15,6 @@ from pathlib import Path
 __all__ = ["read_field", "read_rows"]
 
 
-
 def read_rows(
     path: Path, fmt: str, delimiter: str | None, header: bool, *, lenient: bool = False
 ) -> tuple[list[tuple[int, list]], dict, int | None]:
@@ -43,14 +42,17 @@ def read_rows(
         for line, text in enumerate(_lines(raw), start=1):
             if not text.strip():
                 if lenient:
-                    rows.append((line, None))   # a blank record: counted as a row outside the domain
+                    rows.append((line, None))  # a blank record: counted as a row outside the domain
                 continue
             try:
                 rows.append((line, json.loads(text)))
-            except (ValueError, RecursionError) as err:   # not JSON, a number over 4300 digits, or nested too deep
+            except (
+                ValueError,
+                RecursionError,
+            ) as err:  # not JSON, a number over 4300 digits, or nested too deep
                 if not lenient:
                     raise ValueError(f"{path.name} line {line} is not valid JSON: {err}") from None
-                rows.append((line, None))   # outside the domain: the caller drops and counts it
+                rows.append((line, None))  # outside the domain: the caller drops and counts it
         if not rows and not lenient:
             raise ValueError(f"{str(path)!r} holds no data rows")
         return rows, {}, None
@@ -60,28 +62,36 @@ def read_rows(
         sep = delimiter or "\t"
         rows = [(i, t.rstrip("\r").split(sep)) for i, t in enumerate(_lines(raw), start=1)]
     blank = [r is not None and not any(f.strip() for f in r) for _, r in rows]
-    if header:   # the first row that is not blank
+    if header:  # the first row that is not blank
         start = blank.index(False) if False in blank else len(rows)
         rows, blank = rows[start:], blank[start:]
     # A blank record is skipped, or in a private file kept as None: one of the file's records, outside the domain.
-    rows = [(line, None) if b else (line, r) for (line, r), b in zip(rows, blank) if lenient or not b]
+    rows = [
+        (line, None) if b else (line, r) for (line, r), b in zip(rows, blank) if lenient or not b
+    ]
     columns, width = {}, None
     if header:
         if not rows:
             raise ValueError(f"{str(path)!r} is empty (no header row)")
-        if rows[0][1] is None:   # the file's structure, not a data row: refused even in a private file
+        if (
+            rows[0][1] is None
+        ):  # the file's structure, not a data row: refused even in a private file
             raise ValueError(f"{path.name}'s header row (line {rows[0][0]}) cannot be read as CSV")
         names = [f.strip() for f in rows[0][1]]
         width = len(names)
         columns = {name: i for i, name in enumerate(names)}
-        columns[names[-1]] = -1  # the header's last column is each row's last field (GLUE NLI files)
+        columns[
+            names[-1]
+        ] = -1  # the header's last column is each row's last field (GLUE NLI files)
         rows = rows[1:]
     if not rows and not lenient:
         raise ValueError(f"{str(path)!r} holds no data rows")
     return rows, columns, width
 
 
-def _csv_records(raw: str, delimiter: str, path: Path, lenient: bool) -> list[tuple[int, list | None]]:
+def _csv_records(
+    raw: str, delimiter: str, path: Path, lenient: bool
+) -> list[tuple[int, list | None]]:
     """The CSV records of ``raw`` with the line each starts on. No field is too long: csv's size limit is lifted to
     the file's length while it reads (a field over the limit would stop the reader inside it, and the rest of the
     field would be read as records of its own). A record csv still refuses is None (``lenient``) or refused."""
@@ -97,8 +107,10 @@ def _csv_records(raw: str, delimiter: str, path: Path, lenient: bool) -> list[tu
                 break
             except csv.Error as err:
                 if not lenient:
-                    raise ValueError(f"{path.name} line {start} cannot be read as CSV: {err}") from None
-                record = None   # outside the domain: the caller drops and counts it
+                    raise ValueError(
+                        f"{path.name} line {start} cannot be read as CSV: {err}"
+                    ) from None
+                record = None  # outside the domain: the caller drops and counts it
             rows.append((start, record))
             start = reader.line_num + 1
         return rows
@@ -126,7 +138,7 @@ def _decode(path: Path) -> str:
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError as err:
-                near = line[max(err.start - 20, 0): err.end + 20]
+                near = line[max(err.start - 20, 0) : err.end + 20]
                 raise ValueError(
                     f"{path.name} line {number} is not valid UTF-8: {err.reason} at byte {err.start + 1} of the "
                     f"line, near {near!r}; save the file as UTF-8"
@@ -134,7 +146,9 @@ def _decode(path: Path) -> str:
         raise ValueError(f"{path.name} is not valid UTF-8: {whole}") from None
 
 
-def read_field(row, columns: dict, column: str | int, path: Path, line: int, what: str = "column") -> str:
+def read_field(
+    row, columns: dict, column: str | int, path: Path, line: int, what: str = "column"
+) -> str:
     """The value of ``column`` in one row, as stripped text (numbers as ``str``); ``what`` names the column's role.
 
     Raises:
@@ -143,28 +157,40 @@ def read_field(row, columns: dict, column: str | int, path: Path, line: int, wha
     """
     if isinstance(row, dict):
         if isinstance(column, int):
-            raise ValueError(f"{path.name} has JSON objects: columns must be key names; got {column!r}")
+            raise ValueError(
+                f"{path.name} has JSON objects: columns must be key names; got {column!r}"
+            )
         if column not in row:
-            raise ValueError(f"{what} {column!r} is missing in {path.name} line {line}; keys there: {list(row)}")
+            raise ValueError(
+                f"{what} {column!r} is missing in {path.name} line {line}; keys there: {list(row)}"
+            )
         value = row[column]
     elif isinstance(row, list):
         if isinstance(column, str):
             if not columns:
                 raise ValueError(f"column {column!r} is a name, but {path.name} has no header row")
             if column not in columns:
-                raise ValueError(f"column {column!r} is not in the header of {path.name}; columns: {list(columns)}")
+                raise ValueError(
+                    f"column {column!r} is not in the header of {path.name}; columns: {list(columns)}"
+                )
             pos = columns[column]
         else:
             pos = column
         if not -len(row) <= pos < len(row):
             raise ValueError(
-                f"{path.name} line {line} has {len(row)} fields, too few for {what} {column!r}: {row!r}"[:300]
+                f"{path.name} line {line} has {len(row)} fields, too few for {what} {column!r}: {row!r}"[
+                    :300
+                ]
             )
         value = row[pos]
     else:
-        raise ValueError(f"{path.name} line {line} must be a JSON object or array; got {row!r}"[:300])
+        raise ValueError(
+            f"{path.name} line {line} must be a JSON object or array; got {row!r}"[:300]
+        )
     if value is None:
         raise ValueError(f"{what} {column!r} is empty (JSON null) in {path.name} line {line}")
     if isinstance(value, dict | list):
-        raise ValueError(f"{what} {column!r} in {path.name} line {line} must be text or a number; got {value!r}")
+        raise ValueError(
+            f"{what} {column!r} in {path.name} line {line} must be text or a number; got {value!r}"
+        )
     return str(value).strip()

@@ -56,8 +56,10 @@ class Staging:
     config: FinetuneConfig
     final: Path
     partial: Path
-    keep_on_failure: bool   # the journal lives in a checkpoint_dir outside out, or the partial folder held an
-                            # earlier run's ledger: the run stays resumable (and it does once it holds its own)
+    keep_on_failure: (
+        bool  # the journal lives in a checkpoint_dir outside out, or the partial folder held an
+    )
+    # earlier run's ledger: the run stays resumable (and it does once it holds its own)
 
     @classmethod
     def plan(cls, config: FinetuneConfig, *, resume: bool) -> Staging | None:
@@ -76,15 +78,23 @@ class Staging:
         final_used = final.exists() and (not final.is_dir() or any(final.iterdir()))
         if final_used:
             if resume or config.new_run or _holds_ledger(config.run_dir):
-                return None   # as before: continued, superseded in place, or refused by the run folder
-            raise ValueError(f"out must be a new or empty folder: {str(final)!r} already holds files (a finished "
-                             "run's outputs?), which the new run's would mix with; choose another --out or remove it")
+                return (
+                    None  # as before: continued, superseded in place, or refused by the run folder
+                )
+            raise ValueError(
+                f"out must be a new or empty folder: {str(final)!r} already holds files (a finished "
+                "run's outputs?), which the new run's would mix with; choose another --out or remove it"
+            )
         staged_checkpoints = config.checkpoint_dir
         if inside:
-            staged_checkpoints = str(partial / checkpoint_dir.resolve().relative_to(final.resolve()))
+            staged_checkpoints = str(
+                partial / checkpoint_dir.resolve().relative_to(final.resolve())
+            )
         staged = dataclasses.replace(config, out=str(partial), checkpoint_dir=staged_checkpoints)
         if not resume and partial.exists() and not _holds_ledger(staged.run_dir):
-            shutil.rmtree(partial)   # a run killed before its first step: no ledger, nothing to resume
+            shutil.rmtree(
+                partial
+            )  # a run killed before its first step: no ledger, nothing to resume
         # An earlier run's ledger (a killed run's partial folder, a separate checkpoint_dir) is never removed: only
         # what this run wrote, and only where it holds this run's journal alone.
         keep = (checkpoint_dir is not None and not inside) or partial.exists()
@@ -100,14 +110,22 @@ class Staging:
     def discard(self, error: BaseException) -> None:
         """After a failure: remove the unfinished folder if it holds no ledger (no step began); otherwise keep it,
         resumable, and say so."""
-        if not self.partial.exists() or self.keep_on_failure:   # an earlier run's ledger, or a checkpoint_dir: kept
+        if (
+            not self.partial.exists() or self.keep_on_failure
+        ):  # an earlier run's ledger, or a checkpoint_dir: kept
             return
         if _holds_ledger(self.config.run_dir):
-            print(f"dpnc: the run stopped ({type(error).__name__}) after releasing values; its ledger is kept in "
-                  f"{str(self.partial)!r}. `--resume` continues it; `--new-run` starts over in its place, and the "
-                  "two runs' privacy costs then add up.", file=sys.stderr)
+            print(
+                f"dpnc: the run stopped ({type(error).__name__}) after releasing values; its ledger is kept in "
+                f"{str(self.partial)!r}. `--resume` continues it; `--new-run` starts over in its place, and the "
+                "two runs' privacy costs then add up.",
+                file=sys.stderr,
+            )
             return
         shutil.rmtree(self.partial, ignore_errors=True)
-        print(f"dpnc: the run stopped ({type(error).__name__}); its unfinished folder {str(self.partial)!r} was "
-              f"removed (no step had begun) and nothing was written to {str(self.final)!r}. A re-run starts "
-              "afresh.", file=sys.stderr)
+        print(
+            f"dpnc: the run stopped ({type(error).__name__}); its unfinished folder {str(self.partial)!r} was "
+            f"removed (no step had begun) and nothing was written to {str(self.final)!r}. A re-run starts "
+            "afresh.",
+            file=sys.stderr,
+        )

@@ -24,13 +24,13 @@ import torch
 
 from dpnc.batches import DataRows
 from dpnc.distributed import Group
-from dpnc.tier.first_order import ClippedSum, route_clipped_sum
 from dpnc.lm.config import FinetuneConfig
 from dpnc.lm.heads import EncoderClassifier
-from dpnc.tier.base import StepHooks, StepInfo
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release
+from dpnc.tier.base import StepHooks, StepInfo
+from dpnc.tier.first_order import ClippedSum, route_clipped_sum
 from dpnc.tier.registry import OPTIMIZERS
 from dpnc.tier.wiring import wire
 
@@ -55,8 +55,14 @@ class StepRecord:
     seconds: float | None = None
 
 
-def per_example_clipped_sum(model: EncoderClassifier, batch: dict[str, torch.Tensor], C: float, *,
-                            per_example: str = "auto", microbatch: int = 4) -> ClippedSum:
+def per_example_clipped_sum(
+    model: EncoderClassifier,
+    batch: dict[str, torch.Tensor],
+    C: float,
+    *,
+    per_example: str = "auto",
+    microbatch: int = 4,
+) -> ClippedSum:
     """Σ_i clip_C(∇_θ ℓ_i(θ)) over the trainable parameters θ (flattened in ``named_parameters`` order).
 
     The routes of :class:`dpnc.tier.DPOptimizer` (:func:`dpnc.tier.first_order.route_clipped_sum`) with the
@@ -66,8 +72,9 @@ def per_example_clipped_sum(model: EncoderClassifier, batch: dict[str, torch.Ten
     """
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     with _mask_for(model, per_example):
-        return route_clipped_sum(model, model, (batch,), params, C, per_example=per_example,
-                                 microbatch=microbatch)[0]
+        return route_clipped_sum(
+            model, model, (batch,), params, C, per_example=per_example, microbatch=microbatch
+        )[0]
 
 
 class _mask_for:
@@ -78,15 +85,27 @@ class _mask_for:
         self.model, self.on = model, per_example != "loop"
 
     def __enter__(self):
-        self.before, self.model.additive_mask = self.model.additive_mask, self.on or self.model.additive_mask
+        self.before, self.model.additive_mask = (
+            self.model.additive_mask,
+            self.on or self.model.additive_mask,
+        )
 
     def __exit__(self, *exc):
         self.model.additive_mask = self.before
 
 
-def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampler, *, encode: Encode,
-                    accountant: Accountant, noise: NoiseSource, multiplier: float | None, n: int,
-                    group: Group | None = None):
+def build_optimizer(
+    config: FinetuneConfig,
+    classifier: EncoderClassifier,
+    sampler,
+    *,
+    encode: Encode,
+    accountant: Accountant,
+    noise: NoiseSource,
+    multiplier: float | None,
+    n: int,
+    group: Group | None = None,
+):
     """The method's optimizer over the classifier's trainable parameters (None for zero-shot), wired by
     :func:`dpnc.tier.wiring.wire` (the trainer's :class:`~dpnc.tier.wiring.Wiring` is ``optimizer.wiring``).
 
@@ -97,33 +116,68 @@ def build_optimizer(config: FinetuneConfig, classifier: EncoderClassifier, sampl
     c = config
     if c.method == "zero-shot":
         return None
-    options = {"lr": c.lr, "clip": c.clip, "smoothing": c.smoothing, "direction": c.direction,
-               "seed": (c.seed * 2654435761 + 1) % 2**62,   # the public direction seed
-               "cache_directions": c.cache_directions, "optimizer_kwargs": {"weight_decay": c.weight_decay},
-               "per_example": c.per_example, "microbatch": c.microbatch}
-    optimizer, wiring = wire(classifier, c.method, sampler=sampler, n=n, steps=c.steps, accountant=accountant,
-                             noise_multiplier_given=multiplier, calibrate_by=c.accountant, noise=noise, group=group,
-                             data=DataRows(fetch=encode), options=options)
+    options = {
+        "lr": c.lr,
+        "clip": c.clip,
+        "smoothing": c.smoothing,
+        "direction": c.direction,
+        "seed": (c.seed * 2654435761 + 1) % 2**62,  # the public direction seed
+        "cache_directions": c.cache_directions,
+        "optimizer_kwargs": {"weight_decay": c.weight_decay},
+        "per_example": c.per_example,
+        "microbatch": c.microbatch,
+    }
+    optimizer, wiring = wire(
+        classifier,
+        c.method,
+        sampler=sampler,
+        n=n,
+        steps=c.steps,
+        accountant=accountant,
+        noise_multiplier_given=multiplier,
+        calibrate_by=c.accountant,
+        noise=noise,
+        group=group,
+        data=DataRows(fetch=encode),
+        options=options,
+    )
     optimizer.wiring = wiring
     return optimizer
 
 
 def step_release(optimizer) -> Release:
     """The ledger entry one step makes (written to the journal before the step: what a lost step counts as)."""
-    return optimizer.step_release() if isinstance(optimizer, StepHooks) else NonPrivate()   # AdamW: ε = ∞
+    return (
+        optimizer.step_release() if isinstance(optimizer, StepHooks) else NonPrivate()
+    )  # AdamW: ε = ∞
 
 
 class Steps:
     """Runs one step of the trainer's method and fills its :class:`StepRecord` (from the optimizer's step hook)."""
 
-    def __init__(self, config: FinetuneConfig, classifier: EncoderClassifier, optimizer, sampler,
-                 accountant: Accountant, encode: Encode, kill_point: Callable[[str], None],
-                 note: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        config: FinetuneConfig,
+        classifier: EncoderClassifier,
+        optimizer,
+        sampler,
+        accountant: Accountant,
+        encode: Encode,
+        kill_point: Callable[[str], None],
+        note: Callable[[str], None],
+    ) -> None:
         self.config, self.classifier, self.optimizer = config, classifier, optimizer
-        self.sampler, self.accountant, self.encode, self.kill_point = sampler, accountant, encode, kill_point
-        self.note = note   # a private-statistics note (written only with log_private_stats)
+        self.sampler, self.accountant, self.encode, self.kill_point = (
+            sampler,
+            accountant,
+            encode,
+            kill_point,
+        )
+        self.note = note  # a private-statistics note (written only with log_private_stats)
         self.info: StepInfo | None = None
-        if isinstance(optimizer, StepHooks):   # dpnc's optimizers report their steps (not the AdamW baseline)
+        if isinstance(
+            optimizer, StepHooks
+        ):  # dpnc's optimizers report their steps (not the AdamW baseline)
             optimizer.register_step_hook(self._on_step)
 
     def _on_step(self, optimizer, info: StepInfo) -> None:
@@ -133,9 +187,9 @@ class Steps:
         self.info = None
         if OPTIMIZERS[self.config.method].order == 0:
             self._zeroth_order(record)
-        elif isinstance(self.optimizer, StepHooks):   # a private first-order step (DPOptimizer)
+        elif isinstance(self.optimizer, StepHooks):  # a private first-order step (DPOptimizer)
             self._dp_adamw(record)
-        else:   # the non-private AdamW baseline
+        else:  # the non-private AdamW baseline
             self._adamw(self.encode(self.sampler.sample()), record)
         return record
 
@@ -143,9 +197,11 @@ class Steps:
         stats = self.config.log_private_stats
         seen: list[torch.Tensor] = []
 
-        def loss_fn(batch: dict[str, torch.Tensor]) -> torch.Tensor:   # handed the drawn batch, encoded
+        def loss_fn(
+            batch: dict[str, torch.Tensor],
+        ) -> torch.Tensor:  # handed the drawn batch, encoded
             if passes:
-                self.kill_point("between")   # the second forward pass of this step
+                self.kill_point("between")  # the second forward pass of this step
             passes.append(1)
             losses = self.classifier(batch)
             if stats:
@@ -156,8 +212,8 @@ class Steps:
         self.optimizer.step(loss_fn)
         info = self.info
         record.seed, record.released = info.seed, float(info.released)
-        if stats and self.optimizer.group is not None:   # this rank saw its shard only:
-            private = info.private_stats                                     # the whole batch's, all-reduced
+        if stats and self.optimizer.group is not None:  # this rank saw its shard only:
+            private = info.private_stats  # the whole batch's, all-reduced
             record.loss, record.nonfinite = private.loss, private.nonfinite
             record.clipped_fraction = private.clipped_fraction
         elif stats:
@@ -169,9 +225,11 @@ class Steps:
 
     def _dp_adamw(self, record: StepRecord) -> None:
         c = self.config
-        self.optimizer.batches.draw()   # the secret Poisson batch, encoded and left pending
+        self.optimizer.batches.draw()  # the secret Poisson batch, encoded and left pending
         with _mask_for(self.classifier, c.per_example):
-            self.optimizer.step(self.classifier)   # handed that batch; the classifier gives the per-example losses
+            self.optimizer.step(
+                self.classifier
+            )  # handed that batch; the classifier gives the per-example losses
         if c.log_private_stats:
             private = self.info.private_stats
             record.loss, record.nonfinite = private.loss, private.nonfinite
@@ -182,17 +240,23 @@ class Steps:
         with torch.enable_grad():
             losses = self.classifier(batch)
             finite = torch.isfinite(losses)
-            if losses.numel():   # non-finite losses count as 0; the fixed denominator B
-                (torch.where(finite, losses, torch.zeros_like(losses)).sum() / self.config.batch_size).backward()
-        grads_ok = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in self.classifier.parameters())
+            if losses.numel():  # non-finite losses count as 0; the fixed denominator B
+                (
+                    torch.where(finite, losses, torch.zeros_like(losses)).sum()
+                    / self.config.batch_size
+                ).backward()
+        grads_ok = all(
+            p.grad is None or bool(torch.isfinite(p.grad).all())
+            for p in self.classifier.parameters()
+        )
         if grads_ok:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.accountant.record(NonPrivate())   # a data-dependent release without noise (ε = ∞)
+        self.accountant.record(NonPrivate())  # a data-dependent release without noise (ε = ∞)
         if self.config.log_private_stats:
             losses = losses.detach()
             finite = torch.isfinite(losses)
             record.loss = float(losses[finite].mean()) if finite.any() else math.nan
             record.nonfinite = int((~finite).sum())
-            if not grads_ok:   # a non-finite loss poisoned the backward pass: the update was skipped
+            if not grads_ok:  # a non-finite loss poisoned the backward pass: the update was skipped
                 self.note("non-finite gradient, update skipped")

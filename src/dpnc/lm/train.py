@@ -71,19 +71,34 @@ from pathlib import Path
 import torch
 
 from dpnc import distributed
-# The run folder's and the config's names are re-exported here for callers of this module (experiments, tests).
-from dpnc.lm.config import (CHECKPOINT, DTYPES, JOURNAL, KILL_ENV, KILL_PHASES, METHODS, METRICS, PRIVATE,  # noqa: F401
-                            PRIVATE_STATS, PRIVATE_STATS_WARNING, SAMPLERS, ZEROTH_ORDER, ZO_RECIPES, FinetuneConfig,
-                            default_model_path)
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.canaries import for_run
 from dpnc.lm.classifiers import build_classifier
+
+# The run folder's and the config's names are re-exported here for callers of this module (experiments, tests).
+from dpnc.lm.config import (  # noqa: F401
+    CHECKPOINT,
+    DTYPES,
+    JOURNAL,
+    KILL_ENV,
+    KILL_PHASES,
+    METHODS,
+    METRICS,
+    PRIVATE,
+    PRIVATE_STATS,
+    PRIVATE_STATS_WARNING,
+    SAMPLERS,
+    ZEROTH_ORDER,
+    ZO_RECIPES,
+    FinetuneConfig,
+    default_model_path,
+)
 from dpnc.lm.data import TextDataset
-from dpnc.lm.lmbff import load_task
 from dpnc.lm.evaluation import Evaluation, EvaluationMixin, Summary
 from dpnc.lm.files import load_user_data
 from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles
+from dpnc.lm.lmbff import load_task
 from dpnc.lm.owner_checks import check_training_data
 from dpnc.lm.report import plot_training
 from dpnc.lm.resume import ResumeMixin
@@ -95,13 +110,22 @@ from dpnc.privacy.budget import Budget
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release, UnsupportedRelease
 from dpnc.progress import progress
-from dpnc.self_audit import SelfAuditResult
 from dpnc.sampling import PoissonSampler, ShuffleSampler
+from dpnc.self_audit import SelfAuditResult
 from dpnc.tier.registry import OPTIMIZERS
 from dpnc.tier.wiring import calibrate
 
-__all__ = ["Evaluation", "FinetuneConfig", "METHODS", "StepRecord", "Summary", "Trainer", "default_model_path",
-           "finetune", "per_example_clipped_sum"]
+__all__ = [
+    "Evaluation",
+    "FinetuneConfig",
+    "METHODS",
+    "StepRecord",
+    "Summary",
+    "Trainer",
+    "default_model_path",
+    "finetune",
+    "per_example_clipped_sum",
+]
 
 # The most step rows of metrics.jsonl that carry ε (plus the last and the evaluations'). ε by PLD costs 0.1-2 s a call
 # on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run (issue 44). 10, as many as the default
@@ -135,35 +159,61 @@ class Trainer(EvaluationMixin, ResumeMixin):
             that does not match the config, or a refused resume or fresh start (the message says why).
     """
 
-    def __init__(self, config: FinetuneConfig, *, noise: NoiseSource | None = None,
-                 classifier: EncoderClassifier | None = None, train: TextDataset | None = None,
-                 test: TextDataset | None = None, resume: bool = False,
-                 sampler: PoissonSampler | ShuffleSampler | None = None,
-                 caches: tuple[PrefixCache, PrefixCache] | None = None) -> None:
+    def __init__(
+        self,
+        config: FinetuneConfig,
+        *,
+        noise: NoiseSource | None = None,
+        classifier: EncoderClassifier | None = None,
+        train: TextDataset | None = None,
+        test: TextDataset | None = None,
+        resume: bool = False,
+        sampler: PoissonSampler | ShuffleSampler | None = None,
+        caches: tuple[PrefixCache, PrefixCache] | None = None,
+    ) -> None:
         self.config = c = config
         if resume and c.new_run:
-            raise ValueError("resume and new_run exclude each other: resume continues the run in the folder, "
-                             "new_run supersedes it; got both")
+            raise ValueError(
+                "resume and new_run exclude each other: resume continues the run in the folder, "
+                "new_run supersedes it; got both"
+            )
         self.group = distributed.from_environment()
         if self.group is not None and not (c.zeroth_order or c.method == "zero-shot"):
-            raise ValueError(f"method must be one of {[*ZEROTH_ORDER, 'zero-shot']} in a data-parallel run "
-                             f"({self.group.world_size} processes): a {c.method} step would all-reduce every "
-                             "gradient entry; run it in one process")
+            raise ValueError(
+                f"method must be one of {[*ZEROTH_ORDER, 'zero-shot']} in a data-parallel run "
+                f"({self.group.world_size} processes): a {c.method} step would all-reduce every "
+                "gradient entry; run it in one process"
+            )
         self.files = RunFiles(c, writer=self.group is None or self.group.is_source)
         self.train_set, self.test_set = self._data(train, test)
         self.n = self._public_n()
         # The owner's checks (they read the data: the terminal and the private statistics only), before any release.
-        self.owner_notes = [] if c.method == "zero-shot" else check_training_data(
-            self.train_set, n=self.n, delta=c.delta if c.private else None, allow_empty_train=c.allow_empty_train,
-            allow_missing_classes=c.allow_missing_classes)
+        self.owner_notes = (
+            []
+            if c.method == "zero-shot"
+            else check_training_data(
+                self.train_set,
+                n=self.n,
+                delta=c.delta if c.private else None,
+                allow_empty_train=c.allow_empty_train,
+                allow_missing_classes=c.allow_missing_classes,
+            )
+        )
         # --self-audit M: the canaries drawn in join the data after the owner's checks; the public n grows by M
-        self.canaries = for_run(c, self.train_set.task, secret=noise is None or noise.secret, resume=resume,
-                                parallel=self.group is not None)
+        self.canaries = for_run(
+            c,
+            self.train_set.task,
+            secret=noise is None or noise.secret,
+            resume=resume,
+            parallel=self.group is not None,
+        )
         if self.canaries is not None:
             self.train_set, self.n = self.canaries.join(self.train_set), self.n + c.self_audit
         if c.method != "zero-shot" and c.batch_size > self.n:
-            raise ValueError(f"batch_size must be <= n = {self.n} (the public number of training examples); got "
-                             f"{c.batch_size}")
+            raise ValueError(
+                f"batch_size must be <= n = {self.n} (the public number of training examples); got "
+                f"{c.batch_size}"
+            )
         self.noise = noise if noise is not None else NoiseSource()
         self.relation = c.relation
         self.accountant = Accountant(self.relation)
@@ -174,43 +224,91 @@ class Trainer(EvaluationMixin, ResumeMixin):
             self.sampler.check_relation(self.relation)
             self.multiplier = self._calibrate() if c.private else None
         elif sampler is not None:
-            raise ValueError("sampler must be None for method='zero-shot' (it draws no batches); got "
-                             f"{type(sampler).__name__}")
+            raise ValueError(
+                "sampler must be None for method='zero-shot' (it draws no batches); got "
+                f"{type(sampler).__name__}"
+            )
         if not resume:
             self._on_rank_0(self.files.check_fresh_start)
         for note in self.owner_notes:
             self.files.private_stat({"event": "owner_check", "note": note})
         self.device = self._device()
-        self.classifier = classifier if classifier is not None else build_classifier(
-            c.model, self.train_set.task, head=c.head, mode=c.prompt_mode, max_length=c.max_length,
-            init="prompts")
+        self.classifier = (
+            classifier
+            if classifier is not None
+            else build_classifier(
+                c.model,
+                self.train_set.task,
+                head=c.head,
+                mode=c.prompt_mode,
+                max_length=c.max_length,
+                init="prompts",
+            )
+        )
         self.trainable: Trainable = select_trainable(
-            self.classifier, c.train, top_k=c.top_k, lora_rank=c.lora_rank, lora_alpha=c.lora_alpha,
-            lora_targets=c.lora_modules, seed=c.seed, freeze_embeddings=c.freeze_embeddings)
+            self.classifier,
+            c.train,
+            top_k=c.top_k,
+            lora_rank=c.lora_rank,
+            lora_alpha=c.lora_alpha,
+            lora_targets=c.lora_modules,
+            seed=c.seed,
+            freeze_embeddings=c.freeze_embeddings,
+        )
         self.classifier.to(self.device, getattr(torch, DTYPES[c.dtype])).eval()
         self.train_cache = self.test_cache = None
-        self.eval_part = self.eval_set()   # the evaluation examples this rank evaluates (all, or its shard)
+        self.eval_part = (
+            self.eval_set()
+        )  # the evaluation examples this rank evaluates (all, or its shard)
         if self.group is not None:
-            self.eval_part = self.eval_part.subset(self.group.shard(torch.arange(len(self.eval_part))))
-        if caches is not None:   # computed for another trainer of the same model, frozen prefix and data
-            if c.self_audit:   # this run's training rows hold its own secret canaries, which no other run shares
+            self.eval_part = self.eval_part.subset(
+                self.group.shard(torch.arange(len(self.eval_part)))
+            )
+        if (
+            caches is not None
+        ):  # computed for another trainer of the same model, frozen prefix and data
+            if (
+                c.self_audit
+            ):  # this run's training rows hold its own secret canaries, which no other run shares
                 raise ValueError("caches cannot be shared with a self-audited run (--self-audit)")
             self.train_cache, self.test_cache = (cache.attach(self.classifier) for cache in caches)
         elif c.cache and (layers := cacheable_prefix(self.classifier)):
             # Filled as batches need rows; the evaluation set's in one go (it is read whole at every evaluation).
             if c.method != "zero-shot":
-                self.train_cache = PrefixCache(self.classifier, self.train_set.texts, layers,
-                                               batch_size=c.eval_batch_size)
-            self.test_cache = PrefixCache(self.classifier, self.eval_part.texts, layers,
-                                          batch_size=c.eval_batch_size).fill(progress=c.progress and self.files.writer)
-        self.optimizer = build_optimizer(c, self.classifier, self.sampler, encode=self._encode,
-                                         accountant=self.accountant, noise=self.noise, multiplier=self.multiplier,
-                                         n=self.n, group=self.group)
-        self.steps = Steps(c, self.classifier, self.optimizer, self.sampler, self.accountant, self._encode,
-                           lambda phase: self.files.kill_point(phase, self.step), self._note)
+                self.train_cache = PrefixCache(
+                    self.classifier, self.train_set.texts, layers, batch_size=c.eval_batch_size
+                )
+            self.test_cache = PrefixCache(
+                self.classifier, self.eval_part.texts, layers, batch_size=c.eval_batch_size
+            ).fill(progress=c.progress and self.files.writer)
+        self.optimizer = build_optimizer(
+            c,
+            self.classifier,
+            self.sampler,
+            encode=self._encode,
+            accountant=self.accountant,
+            noise=self.noise,
+            multiplier=self.multiplier,
+            n=self.n,
+            group=self.group,
+        )
+        self.steps = Steps(
+            c,
+            self.classifier,
+            self.optimizer,
+            self.sampler,
+            self.accountant,
+            self._encode,
+            lambda phase: self.files.kill_point(phase, self.step),
+            self._note,
+        )
         self.step = 0
-        self.zero_shot = self.evaluate()   # the initial model, before any step (and before a resume loads one)
-        self.nonfinite = 0   # non-finite per-example values (private: reported only with log_private_stats)
+        self.zero_shot = (
+            self.evaluate()
+        )  # the initial model, before any step (and before a resume loads one)
+        self.nonfinite = (
+            0  # non-finite per-example values (private: reported only with log_private_stats)
+        )
         self.lost_releases = 0
         self.history: list[StepRecord] = []
         self.notes: list[str] = []
@@ -227,24 +325,42 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if train is not None and test is not None:
             return train, test
         if c.train_file is not None:
-            return load_user_data(c.train_file, c.test_file, text_column=c.text_column, label_column=c.label_column,
-                                  text_pair_column=c.text_pair_column, label_words=c.label_words, labels=c.labels,
-                                  template=c.template, declared=c.private)
+            return load_user_data(
+                c.train_file,
+                c.test_file,
+                text_column=c.text_column,
+                label_column=c.label_column,
+                text_pair_column=c.text_pair_column,
+                label_words=c.label_words,
+                labels=c.labels,
+                template=c.template,
+                declared=c.private,
+            )
         if c.data_dir is None:
-            raise ValueError("data_dir must be given (the folder with the LM-BFF k-shot folders), or train_file and "
-                             "test_file (a user's own data)")
-        return (load_task(c.task, c.data_dir, "train", seed=c.data_seed, k=c.k, lenient=c.private),
-                load_task(c.task, c.data_dir, "test", seed=c.data_seed, k=c.k))
+            raise ValueError(
+                "data_dir must be given (the folder with the LM-BFF k-shot folders), or train_file and "
+                "test_file (a user's own data)"
+            )
+        return (
+            load_task(c.task, c.data_dir, "train", seed=c.data_seed, k=c.k, lenient=c.private),
+            load_task(c.task, c.data_dir, "test", seed=c.data_seed, k=c.k),
+        )
 
     def _device(self) -> torch.device:
         c = self.config
         cuda = torch.cuda.is_available()
         if c.device == "cuda" and not cuda:
-            raise ValueError("device 'cuda' was asked for but torch sees no CUDA device; use device='cpu' or 'auto'")
-        device = torch.device("cuda" if c.device == "cuda" or (c.device == "auto" and cuda) else "cpu")
+            raise ValueError(
+                "device 'cuda' was asked for but torch sees no CUDA device; use device='cpu' or 'auto'"
+            )
+        device = torch.device(
+            "cuda" if c.device == "cuda" or (c.device == "auto" and cuda) else "cpu"
+        )
         if device.type == "cpu" and c.dtype != "fp32":
-            raise ValueError(f"dtype {c.dtype!r} is for CUDA forward passes (the paper's fp16 option); on the CPU "
-                             "use dtype='fp32'")
+            raise ValueError(
+                f"dtype {c.dtype!r} is for CUDA forward passes (the paper's fp16 option); on the CPU "
+                "use dtype='fp32'"
+            )
         return device
 
     def _public_n(self) -> int:
@@ -254,31 +370,53 @@ class Trainer(EvaluationMixin, ResumeMixin):
         # empty slot, and records beyond n are never drawn (the sampler's rows stop at n; the owner is told).
         c, rows = self.config, len(self.train_set) + self.train_set.dropped
         if c.n is not None and c.relation == "replace-one" and len(self.train_set) > c.n:
-            warnings.warn(f"the training file holds more examples than the declared n = {c.n}: under replace-one "
-                          f"only the first {c.n} are drawn (this message reads the data: keep it out of published "
-                          "files)", stacklevel=2)
+            warnings.warn(
+                f"the training file holds more examples than the declared n = {c.n}: under replace-one "
+                f"only the first {c.n} are drawn (this message reads the data: keep it out of published "
+                "files)",
+                stacklevel=2,
+            )
         return c.n if c.n is not None else rows
 
     def _check_sampler(self, sampler):
         c = self.config
         kind = PoissonSampler if c.sampler == "poisson" else ShuffleSampler
-        if sampler is None:   # secret: its own operating-system entropy stream; n public, rows only say what exists
-            rows = len(self.train_set) if kind is PoissonSampler else min(len(self.train_set), self.n)   # n slots
+        if (
+            sampler is None
+        ):  # secret: its own operating-system entropy stream; n public, rows only say what exists
+            rows = (
+                len(self.train_set) if kind is PoissonSampler else min(len(self.train_set), self.n)
+            )  # n slots
             return kind(self.n, c.batch_size, rows=rows)
         if type(sampler) is not kind or sampler.n != self.n or sampler.batch_size != c.batch_size:
-            raise ValueError(f"sampler must be a {kind.__name__} with n={self.n} (the public n) and batch_size="
-                             f"{c.batch_size} (the config's {c.sampler!r} sampling); got {type(sampler).__name__}"
-                             + (f"(n={sampler.n}, batch_size={sampler.batch_size})"
-                                if isinstance(sampler, PoissonSampler | ShuffleSampler) else ""))
+            raise ValueError(
+                f"sampler must be a {kind.__name__} with n={self.n} (the public n) and batch_size="
+                f"{c.batch_size} (the config's {c.sampler!r} sampling); got {type(sampler).__name__}"
+                + (
+                    f"(n={sampler.n}, batch_size={sampler.batch_size})"
+                    if isinstance(sampler, PoissonSampler | ShuffleSampler)
+                    else ""
+                )
+            )
         return sampler
 
     def _calibrate(self) -> float:
         """σ/Δ for the config's budget (:func:`dpnc.tier.wiring.calibrate`, the rule make_private uses too)."""
         c = self.config
-        fixed = self.n if c.sampler == "shuffle" else None   # fixed-size batches: their own event (replace-one)
-        return calibrate(OPTIMIZERS[c.method], n=self.n, batch_size=c.batch_size, steps=c.steps,
-                         budget=Budget(c.epsilon, c.delta), noise_multiplier_given=c.noise_multiplier,
-                         accountant=c.accountant, relation=self.relation, fixed_size_of=fixed)
+        fixed = (
+            self.n if c.sampler == "shuffle" else None
+        )  # fixed-size batches: their own event (replace-one)
+        return calibrate(
+            OPTIMIZERS[c.method],
+            n=self.n,
+            batch_size=c.batch_size,
+            steps=c.steps,
+            budget=Budget(c.epsilon, c.delta),
+            noise_multiplier_given=c.noise_multiplier,
+            accountant=c.accountant,
+            relation=self.relation,
+            fixed_size_of=fixed,
+        )
 
     def step_release(self) -> Release:
         """The release one training step makes (what a lost step is counted as): the optimizer's own."""
@@ -298,8 +436,12 @@ class Trainer(EvaluationMixin, ResumeMixin):
     @property
     def private(self) -> bool:
         """True when the run's ε holds: a private method with secret noise and secret batches."""
-        return self.config.private and self.noise.secret and self.sampler is not None and self.sampler.secret
-
+        return (
+            self.config.private
+            and self.noise.secret
+            and self.sampler is not None
+            and self.sampler.secret
+        )
 
     # --- one step ------------------------------------------------------------------------------
 
@@ -309,7 +451,9 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if self.train_cache is not None:
             batch = self.train_cache.batch(index, labels)
         else:
-            batch = self.classifier.encode([self.train_set.texts[i] for i in index.tolist()], labels)
+            batch = self.classifier.encode(
+                [self.train_set.texts[i] for i in index.tolist()], labels
+            )
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def _note(self, note: str) -> None:
@@ -319,14 +463,18 @@ class Trainer(EvaluationMixin, ResumeMixin):
         """One step of the configured method on a batch drawn in secret by the sampler."""
         stats = self.config.log_private_stats
         start = time.perf_counter()
-        self.files.journal({"t": self.step, "event": "begin", "release": self.step_release().to_dict()})
+        self.files.journal(
+            {"t": self.step, "event": "begin", "release": self.step_release().to_dict()}
+        )
         self.files.kill_point("begin", self.step)
         record = self.steps.run(StepRecord(self.step))
         self.files.kill_point("released", self.step)
-        self.files.journal({"t": self.step, "event": "end", "seed": record.seed, "released": record.released})
+        self.files.journal(
+            {"t": self.step, "event": "end", "seed": record.seed, "released": record.released}
+        )
         self.files.kill_point("end", self.step)
         self.step += 1
-        if stats:   # private statistics only: a step's time depends on its secret batch
+        if stats:  # private statistics only: a step's time depends on its secret batch
             self.nonfinite += record.nonfinite
             record.seconds = time.perf_counter() - start
         self.history.append(record)
@@ -348,14 +496,27 @@ class Trainer(EvaluationMixin, ResumeMixin):
         c = self.config
         todo = self.step_budget if max_steps is None else min(self.step_budget, max_steps)
         records = []
-        shown = c.progress and self.files.writer and todo > 0   # one bar, rank 0's, in a data-parallel run
-        if shown:   # before a long run (LoRA on a CPU: hours), say so: timed on public test examples only
-            print(f"estimated time: {_duration(self.estimate_seconds(todo))} for {todo} steps on {self.device} (timed "
-                  "on public test examples; the bar shows steps and ε only, no rate: a step's time depends on its "
-                  "secret batch)", flush=True)
+        shown = (
+            c.progress and self.files.writer and todo > 0
+        )  # one bar, rank 0's, in a data-parallel run
+        if (
+            shown
+        ):  # before a long run (LoRA on a CPU: hours), say so: timed on public test examples only
+            print(
+                f"estimated time: {_duration(self.estimate_seconds(todo))} for {todo} steps on {self.device} (timed "
+                "on public test examples; the bar shows steps and ε only, no rate: a step's time depends on its "
+                "secret batch)",
+                flush=True,
+            )
         # Steps done and ε (the postfix), no timing: dpnc.progress.
-        bar = progress(total=self.step + self.step_budget, initial=self.step, disable=not shown, desc=c.method,
-                       unit="step", dynamic_ncols=True)
+        bar = progress(
+            total=self.step + self.step_budget,
+            initial=self.step,
+            disable=not shown,
+            desc=c.method,
+            unit="step",
+            dynamic_ncols=True,
+        )
         start = time.perf_counter()
         # ε by PLD takes ~60-130 ms a call (a step of a head: ~2 ms), so it is computed at most ~20 times a run: every
         # `every` steps (public: the run's length decides), at the last step and with each evaluation.
@@ -364,21 +525,46 @@ class Trainer(EvaluationMixin, ResumeMixin):
             for _ in range(todo):
                 record = self.train_step()
                 records.append(record)
-                evaluating = bool(c.eval_every) and self.step % c.eval_every == 0 and self.step < self.total_steps
-                row = {"event": "step", "step": self.step, "released": record.released, "seed": record.seed}
-                if self.step % every == 0 or self.step_budget == 0 or evaluating:   # step_budget 0: the run's last
+                evaluating = (
+                    bool(c.eval_every)
+                    and self.step % c.eval_every == 0
+                    and self.step < self.total_steps
+                )
+                row = {
+                    "event": "step",
+                    "step": self.step,
+                    "released": record.released,
+                    "seed": record.seed,
+                }
+                if (
+                    self.step % every == 0 or self.step_budget == 0 or evaluating
+                ):  # step_budget 0: the run's last
                     row["epsilon"] = eps = self.epsilon()
-                    bar.set_postfix(eps=f"{eps:.3g}")   # public only: no training loss
+                    bar.set_postfix(eps=f"{eps:.3g}")  # public only: no training loss
                 bar.update(1)
                 self.files.metric(row)
                 if c.log_private_stats:
-                    self.files.private_stat({"event": "step", "step": self.step, "loss": record.loss,
-                                        "nonfinite": record.nonfinite, "clipped_fraction": record.clipped_fraction,
-                                        "seconds": record.seconds})
+                    self.files.private_stat(
+                        {
+                            "event": "step",
+                            "step": self.step,
+                            "loss": record.loss,
+                            "nonfinite": record.nonfinite,
+                            "clipped_fraction": record.clipped_fraction,
+                            "seconds": record.seconds,
+                        }
+                    )
                 if evaluating:
                     acc, loss, _ = self.evaluate()
-                    self.files.metric({"event": "eval", "step": self.step, "accuracy": acc, "loss": loss,
-                                       "epsilon": eps})
+                    self.files.metric(
+                        {
+                            "event": "eval",
+                            "step": self.step,
+                            "accuracy": acc,
+                            "loss": loss,
+                            "epsilon": eps,
+                        }
+                    )
                 if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                     self.save_checkpoint()
         finally:
@@ -400,17 +586,21 @@ class Trainer(EvaluationMixin, ResumeMixin):
         if m == 0 or steps == 0:
             return 0.0
         labels = ds.labels[:m]
-        batch = self.classifier.on_device(self.test_cache.batch(range(m), labels) if self.test_cache is not None
-                                          else self.classifier.encode(ds.texts[:m], labels))
+        batch = self.classifier.on_device(
+            self.test_cache.batch(range(m), labels)
+            if self.test_cache is not None
+            else self.classifier.encode(ds.texts[:m], labels)
+        )
         start = time.perf_counter()
         if c.zeroth_order:
             with torch.no_grad():
                 self.classifier(batch)
                 self.classifier(batch)
             per_step = (time.perf_counter() - start) * c.batch_size / m
-        elif c.method == "dp-adamw":   # a clipped sum of public examples' gradients, thrown away
-            per_example_clipped_sum(self.classifier, batch, c.clip, per_example=c.per_example,
-                                    microbatch=c.microbatch)
+        elif c.method == "dp-adamw":  # a clipped sum of public examples' gradients, thrown away
+            per_example_clipped_sum(
+                self.classifier, batch, c.clip, per_example=c.per_example, microbatch=c.microbatch
+            )
             per_step = (time.perf_counter() - start) * c.batch_size / m
         else:
             self.classifier(batch).sum().backward()
@@ -447,22 +637,41 @@ class Trainer(EvaluationMixin, ResumeMixin):
         c = self.config
         start = time.perf_counter()
         if self.step == 0:
-            self.files.metric({"event": "eval", "step": 0, "accuracy": self.zero_shot.accuracy,
-                               "loss": self.zero_shot.loss, "epsilon": 0.0})
+            self.files.metric(
+                {
+                    "event": "eval",
+                    "step": 0,
+                    "accuracy": self.zero_shot.accuracy,
+                    "loss": self.zero_shot.loss,
+                    "epsilon": 0.0,
+                }
+            )
         self.train()
         result = self.evaluate()
-        self.files.metric({"event": "eval", "step": self.step, "accuracy": result.accuracy, "loss": result.loss,
-                           "epsilon": self.epsilon(), "final": True})
-        summary = self._on_rank_0(lambda: self.summary(result))   # rank 0's ledger
+        self.files.metric(
+            {
+                "event": "eval",
+                "step": self.step,
+                "accuracy": result.accuracy,
+                "loss": result.loss,
+                "epsilon": self.epsilon(),
+                "final": True,
+            }
+        )
+        summary = self._on_rank_0(lambda: self.summary(result))  # rank 0's ledger
         self.files.private_stat(self.private_run_stats(time.perf_counter() - start))
         if c.out and self.files.writer:
             out = Path(c.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / "summary.json").write_text(summary.to_json())
-            if summary.self_audit is not None:   # `dpnc audit --one-run out` prints it
+            if summary.self_audit is not None:  # `dpnc audit --one-run out` prints it
                 SelfAuditResult(**summary.self_audit).save(out)
-            plot_training(self.files.rows, out / "training.png", title=f"{c.method} on {summary.task}, train="
-                          f"{c.train}: {summary.zero_shot_accuracy:.3f} → {result.accuracy:.3f}")
+            plot_training(
+                self.files.rows,
+                out / "training.png",
+                title=f"{c.method} on {summary.task}, train="
+                f"{c.train}: {summary.zero_shot_accuracy:.3f} → {result.accuracy:.3f}",
+            )
             if c.method != "zero-shot":
                 self.save_model(out / "model")
         if self.files.tensorboard is not None:
@@ -477,7 +686,9 @@ def _duration(seconds: float) -> str:
     return f"~{seconds / 60:.0f} min" if seconds < 3600 else f"~{seconds / 3600:.1f} h"
 
 
-def finetune(config: FinetuneConfig, *, resume: bool = False, noise: NoiseSource | None = None) -> Summary:
+def finetune(
+    config: FinetuneConfig, *, resume: bool = False, noise: NoiseSource | None = None
+) -> Summary:
     """Build a :class:`Trainer` for ``config`` (resuming if asked) and run it.
 
     The run writes into ``<out>.partial``, renamed to ``out`` when it has finished: a failure before the first step
@@ -487,10 +698,10 @@ def finetune(config: FinetuneConfig, *, resume: bool = False, noise: NoiseSource
     if staging is None:
         return Trainer(config, noise=noise, resume=resume).run()
     group = distributed.from_environment()
-    writer = group is None or group.is_source   # rank 0 alone writes the run folder
+    writer = group is None or group.is_source  # rank 0 alone writes the run folder
     try:
         summary = Trainer(staging.config, noise=noise, resume=resume).run()
-    except BaseException as error:   # KeyboardInterrupt too: nothing half-written stays behind
+    except BaseException as error:  # KeyboardInterrupt too: nothing half-written stays behind
         if writer:
             staging.discard(error)
         raise

@@ -30,7 +30,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["TRAIN_MODES", "Trainable", "backbone_layers", "frozen_prefix_layers", "select_trainable"]
+__all__ = [
+    "TRAIN_MODES",
+    "Trainable",
+    "backbone_layers",
+    "frozen_prefix_layers",
+    "select_trainable",
+]
 
 TRAIN_MODES = ("all", "bias", "top-k", "head", "lora")
 
@@ -51,9 +57,14 @@ class Trainable:
     lora_targets: tuple[str, ...] | None = None
 
     def describe(self) -> str:
-        extra = {"top-k": f" (k = {self.top_k})", "lora": f" (rank {self.lora_rank}, {self.lora_targets})"}
-        return (f"training {self.trained:,} of {self.total:,} parameters ({100 * self.trained / self.total:.3g} %): "
-                f"{self.mode}{extra.get(self.mode, '')}")
+        extra = {
+            "top-k": f" (k = {self.top_k})",
+            "lora": f" (rank {self.lora_rank}, {self.lora_targets})",
+        }
+        return (
+            f"training {self.trained:,} of {self.total:,} parameters ({100 * self.trained / self.total:.3g} %): "
+            f"{self.mode}{extra.get(self.mode, '')}"
+        )
 
 
 def backbone_layers(backbone: nn.Module) -> nn.ModuleList:
@@ -61,8 +72,10 @@ def backbone_layers(backbone: nn.Module) -> nn.ModuleList:
     for name, module in backbone.named_modules():
         if isinstance(module, nn.ModuleList) and name.rsplit(".", 1)[-1] in ("layer", "layers"):
             return module
-    raise ValueError(f"cannot find the layer stack of a {type(backbone).__name__} (no ModuleList named 'layer' or "
-                     "'layers'); train='top-k' needs one")
+    raise ValueError(
+        f"cannot find the layer stack of a {type(backbone).__name__} (no ModuleList named 'layer' or "
+        "'layers'); train='top-k' needs one"
+    )
 
 
 def frozen_prefix_layers(classifier: nn.Module) -> int | None:
@@ -74,13 +87,23 @@ def frozen_prefix_layers(classifier: nn.Module) -> int | None:
     first_of = {id(p): i for i, layer in enumerate(layers) for p in layer.parameters()}
     for p in backbone.parameters():
         if p.requires_grad:
-            return first_of.get(id(p))   # a trained parameter before the layers (embeddings): no prefix
+            return first_of.get(
+                id(p)
+            )  # a trained parameter before the layers (embeddings): no prefix
     return len(layers)
 
 
-def select_trainable(classifier: nn.Module, mode: str, *, top_k: int = 1, lora_rank: int = 8,
-                     lora_alpha: float = 16.0, lora_targets: tuple[str, ...] | None = None, seed: int = 0,
-                     freeze_embeddings: bool = False) -> Trainable:
+def select_trainable(
+    classifier: nn.Module,
+    mode: str,
+    *,
+    top_k: int = 1,
+    lora_rank: int = 8,
+    lora_alpha: float = 16.0,
+    lora_targets: tuple[str, ...] | None = None,
+    seed: int = 0,
+    freeze_embeddings: bool = False,
+) -> Trainable:
     """Set ``requires_grad`` of ``classifier``'s parameters for ``mode`` (and wrap its backbone in LoRA adapters
     for ``"lora"``); return what is trained.
 
@@ -100,13 +123,19 @@ def select_trainable(classifier: nn.Module, mode: str, *, top_k: int = 1, lora_r
         raise ValueError(f"train must be one of {TRAIN_MODES}; got {mode!r}")
     backbone = classifier.encoder
     n_layers = len(backbone_layers(backbone))
-    if mode == "top-k" and not (isinstance(top_k, int) and not isinstance(top_k, bool) and 1 <= top_k <= n_layers):
-        raise ValueError(f"top_k must be an integer in [1, {n_layers}] (the backbone's layers); got {top_k!r}")
+    if mode == "top-k" and not (
+        isinstance(top_k, int) and not isinstance(top_k, bool) and 1 <= top_k <= n_layers
+    ):
+        raise ValueError(
+            f"top_k must be an integer in [1, {n_layers}] (the backbone's layers); got {top_k!r}"
+        )
     if mode == "lora":
-        classifier.encoder = backbone = _add_lora(backbone, lora_rank, lora_alpha, lora_targets, seed)
+        classifier.encoder = backbone = _add_lora(
+            backbone, lora_rank, lora_alpha, lora_targets, seed
+        )
     in_backbone = {id(p) for p in backbone.parameters()}
     for p in classifier.parameters():
-        p.requires_grad_(id(p) not in in_backbone)   # the head: trained in every mode
+        p.requires_grad_(id(p) not in in_backbone)  # the head: trained in every mode
     if mode == "all":
         backbone.requires_grad_(True)
         if freeze_embeddings:
@@ -115,24 +144,34 @@ def select_trainable(classifier: nn.Module, mode: str, *, top_k: int = 1, lora_r
         for name, p in backbone.named_parameters():
             p.requires_grad_(name.rsplit(".", 1)[-1] == "bias")
     elif mode == "top-k":
-        top = {id(p) for layer in backbone_layers(backbone)[n_layers - top_k:] for p in layer.parameters()}
+        top = {
+            id(p)
+            for layer in backbone_layers(backbone)[n_layers - top_k :]
+            for p in layer.parameters()
+        }
         params = list(backbone.parameters())
         first = next(i for i, p in enumerate(params) if id(p) in top)
         for i, p in enumerate(params):
-            p.requires_grad_(i >= first)   # the top k layers and whatever follows them
+            p.requires_grad_(i >= first)  # the top k layers and whatever follows them
     elif mode == "lora":
         for name, p in backbone.named_parameters():
             p.requires_grad_("lora_" in name)
     trained = [p for p in classifier.parameters() if p.requires_grad]
     if not trained:
-        raise ValueError(f"train={mode!r} leaves no parameter to train in a {type(classifier).__name__}")
+        raise ValueError(
+            f"train={mode!r} leaves no parameter to train in a {type(classifier).__name__}"
+        )
     targets = None
     if mode == "lora":
         targets = tuple(sorted(next(iter(backbone.peft_config.values())).target_modules))
-    return Trainable(mode=mode, trained=sum(p.numel() for p in trained),
-                     total=sum(p.numel() for p in classifier.parameters()),
-                     top_k=top_k if mode == "top-k" else None, lora_rank=lora_rank if mode == "lora" else None,
-                     lora_targets=targets)
+    return Trainable(
+        mode=mode,
+        trained=sum(p.numel() for p in trained),
+        total=sum(p.numel() for p in classifier.parameters()),
+        top_k=top_k if mode == "top-k" else None,
+        lora_rank=lora_rank if mode == "lora" else None,
+        lora_targets=targets,
+    )
 
 
 def _add_lora(backbone: nn.Module, rank: int, alpha: float, targets, seed: int) -> nn.Module:
@@ -142,11 +181,20 @@ def _add_lora(backbone: nn.Module, rank: int, alpha: float, targets, seed: int) 
         raise ValueError("train='lora' needs the peft library: pip install peft") from None
     if not (isinstance(rank, int) and not isinstance(rank, bool) and rank >= 1):
         raise ValueError(f"lora_rank must be an integer >= 1; got {rank!r}")
-    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none",
-                        target_modules=list(targets) if targets else None)
-    with torch.random.fork_rng(devices=[]):   # peft draws lora_A from the global generator: make it public
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=0.0,
+        bias="none",
+        target_modules=list(targets) if targets else None,
+    )
+    with torch.random.fork_rng(
+        devices=[]
+    ):  # peft draws lora_A from the global generator: make it public
         torch.manual_seed(seed)
         try:
             return get_peft_model(backbone, config)
         except ValueError as error:
-            raise ValueError(f"cannot add LoRA adapters to a {type(backbone).__name__}: {error}") from None
+            raise ValueError(
+                f"cannot add LoRA adapters to a {type(backbone).__name__}: {error}"
+            ) from None

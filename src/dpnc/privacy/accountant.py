@@ -37,10 +37,16 @@ from dpnc.privacy.releases import Gaussian, Relation, Release, UnsupportedReleas
 
 Method = Literal["rdp", "pld"]
 METHODS: tuple[str, ...] = ("rdp", "pld")
-PLD_INTERVAL = 1e-4  # dp-accounting's default value-discretisation interval (ε resolution), the finest used
-PLD_FINE_UP_TO = 10.0   # up to this ε (estimated by RDP) every PLD uses PLD_INTERVAL; above, ...
-PLD_RELATIVE = 1e-4     # ... the interval is this fraction of the estimate (the ε error stays ≲ 2e-5·ε)
-PLD_MAX_POINTS = 1_000_000   # ... and coarse enough that no release's grid holds more points than this
+PLD_INTERVAL = (
+    1e-4  # dp-accounting's default value-discretisation interval (ε resolution), the finest used
+)
+PLD_FINE_UP_TO = 10.0  # up to this ε (estimated by RDP) every PLD uses PLD_INTERVAL; above, ...
+PLD_RELATIVE = (
+    1e-4  # ... the interval is this fraction of the estimate (the ε error stays ≲ 2e-5·ε)
+)
+PLD_MAX_POINTS = (
+    1_000_000  # ... and coarse enough that no release's grid holds more points than this
+)
 
 
 @dataclass
@@ -68,7 +74,9 @@ class Accountant:
             (:func:`dpnc.make_private` sets it to its calibrating accountant); :meth:`report` gives every answer.
     """
 
-    def __init__(self, relation: Relation | str = Relation.REPLACE_ONE, method: Method = "rdp") -> None:
+    def __init__(
+        self, relation: Relation | str = Relation.REPLACE_ONE, method: Method = "rdp"
+    ) -> None:
         self.relation = Relation.parse(relation)
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {method!r}")
@@ -97,7 +105,9 @@ class Accountant:
             raise ValueError(f"count must be an integer >= 0; got {count!r}")
         last = self.ledger[-1] if self.ledger else None
         if last is not None and last.release == release and last.partition == partition:
-            last.count += count   # checked when first recorded (the checks below read only these three)
+            last.count += (
+                count  # checked when first recorded (the checks below read only these three)
+            )
             return
         allowed = interpret.relations(release)
         if self.relation not in allowed:
@@ -106,19 +116,22 @@ class Accountant:
             raise UnsupportedRelease(
                 f"{interpret.describe(release)} cannot be accounted under relation "
                 f"{self.relation.value!r}; use an Accountant with relation "
-                f"{sorted(r.value for r in allowed)}")
+                f"{sorted(r.value for r in allowed)}"
+            )
         if partition is not None and self.relation is not Relation.REPLACE_ONE:
             raise UnsupportedRelease(
                 "disjoint (parallel-composition) releases need a data-independent partition that one "
-                "neighbouring change cannot shift; that holds under replace-one, not add/remove")
+                "neighbouring change cannot shift; that holds under replace-one, not add/remove"
+            )
         if count:
             self.ledger.append(Entry(release, count, partition))
 
     def extend(self, other: Accountant) -> None:
         """Record every entry of ``other`` (same relation) after this ledger's."""
         if other.relation is not self.relation:
-            raise ValueError(f"cannot merge a {other.relation.value!r} ledger into a "
-                             f"{self.relation.value!r} one")
+            raise ValueError(
+                f"cannot merge a {other.relation.value!r} ledger into a {self.relation.value!r} one"
+            )
         for entry in other.ledger:
             self.record(entry.release, entry.count, partition=entry.partition)
 
@@ -171,59 +184,84 @@ class Accountant:
             if rho is None:
                 raise UnsupportedRelease(
                     f"{interpret.describe(e.release)} is not zCDP, so the ledger has no ρ; "
-                    "ask epsilon(delta, 'rdp') or epsilon(delta, 'pld') instead")
+                    "ask epsilon(delta, 'rdp') or epsilon(delta, 'pld') instead"
+                )
             total += e.composed_count * rho
         return total
 
-    def report(self, delta: float, *, conversion: Conversion = "optimal",
-               paper_claim: str | None = None) -> PrivacyReport:
+    def report(
+        self, delta: float, *, conversion: Conversion = "optimal", paper_claim: str | None = None
+    ) -> PrivacyReport:
         """Every answer this ledger supports at ``delta``; unsupported ones are None with a note."""
         delta = check_delta(delta)
         answers: dict[str, float | None] = {}
         notes: list[str] = []
-        for name, fn in (("rdp", lambda: self.epsilon(delta, "rdp")),
-                         ("pld", lambda: self.epsilon(delta, "pld")),
-                         ("rho", self.rho)):
+        for name, fn in (
+            ("rdp", lambda: self.epsilon(delta, "rdp")),
+            ("pld", lambda: self.epsilon(delta, "pld")),
+            ("rho", self.rho),
+        ):
             try:
                 answers[name] = fn()
             except UnsupportedRelease as err:
                 answers[name] = None
                 notes.append(f"{name}: {err}")
         rho = answers["rho"]
-        eps_zcdp = None if rho is None else (
-            math.inf if math.isinf(rho) else rho_to_epsilon(rho, delta, conversion))
+        eps_zcdp = (
+            None
+            if rho is None
+            else (math.inf if math.isinf(rho) else rho_to_epsilon(rho, delta, conversion))
+        )
         if not self.secret:
             notes.append("NOT PRIVATE: some noise came from a seeded test NoiseSource")
         noiseless = any(interpret.non_private(e.release) for e in self.ledger)
         if noiseless:
             notes.append("NOT PRIVATE: some release carried no noise (ε = ∞)")
-        return PrivacyReport(relation=self.relation.value, delta=delta, releases=self.releases,
-                             epsilon_rdp=answers["rdp"], epsilon_pld=answers["pld"], rho=rho,
-                             epsilon_zcdp=eps_zcdp, private=self.secret and not noiseless, paper_claim=paper_claim,
-                             notes=notes)
+        return PrivacyReport(
+            relation=self.relation.value,
+            delta=delta,
+            releases=self.releases,
+            epsilon_rdp=answers["rdp"],
+            epsilon_pld=answers["pld"],
+            rho=rho,
+            epsilon_zcdp=eps_zcdp,
+            private=self.secret and not noiseless,
+            paper_claim=paper_claim,
+            notes=notes,
+        )
 
     # --- persistence -----------------------------------------------------------------------
 
     def to_json(self) -> str:
-        return json.dumps({"relation": self.relation.value, "method": self.method,
-                           "ledger": [{"count": e.count, "partition": e.partition,
-                                       "release": e.release.to_dict()} for e in self.ledger]})
+        return json.dumps(
+            {
+                "relation": self.relation.value,
+                "method": self.method,
+                "ledger": [
+                    {"count": e.count, "partition": e.partition, "release": e.release.to_dict()}
+                    for e in self.ledger
+                ],
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Accountant:
         data = json.loads(text)
         acct = cls(data["relation"], data.get("method", "rdp"))
         for item in data["ledger"]:
-            acct.record(Release.from_dict(item["release"]), item["count"],
-                        partition=item.get("partition"))
+            acct.record(
+                Release.from_dict(item["release"]), item["count"], partition=item.get("partition")
+            )
         return acct
 
     def _key(self) -> tuple[tuple[Release, int], ...]:
         return tuple((e.release, e.composed_count) for e in self.ledger if e.composed_count)
 
     def __repr__(self) -> str:
-        return (f"Accountant(relation={self.relation.value!r}, method={self.method!r}, entries={len(self.ledger)}, "
-                f"releases={self.releases})")
+        return (
+            f"Accountant(relation={self.relation.value!r}, method={self.method!r}, entries={len(self.ledger)}, "
+            f"releases={self.releases})"
+        )
 
 
 def new_partition(label: str) -> str:
@@ -252,17 +290,22 @@ class PrivacyReport:
     @property
     def epsilon(self) -> float:
         """The tightest ε available (smallest of the valid upper bounds)."""
-        values = [v for v in (self.epsilon_rdp, self.epsilon_pld, self.epsilon_zcdp) if v is not None]
+        values = [
+            v for v in (self.epsilon_rdp, self.epsilon_pld, self.epsilon_zcdp) if v is not None
+        ]
         return min(values) if values else math.inf
 
     def __str__(self) -> str:
         def fmt(v):
             return "n/a" if v is None else f"{v:.6g}"
-        lines = [f"privacy ({self.relation}, {self.releases} releases, δ={self.delta:g})"
-                 + ("" if self.private else "  ** NOT PRIVATE **"),
-                 f"  ε (RDP)  = {fmt(self.epsilon_rdp)}",
-                 f"  ε (PLD)  = {fmt(self.epsilon_pld)}",
-                 f"  ρ (zCDP) = {fmt(self.rho)}  → ε = {fmt(self.epsilon_zcdp)}"]
+
+        lines = [
+            f"privacy ({self.relation}, {self.releases} releases, δ={self.delta:g})"
+            + ("" if self.private else "  ** NOT PRIVATE **"),
+            f"  ε (RDP)  = {fmt(self.epsilon_rdp)}",
+            f"  ε (PLD)  = {fmt(self.epsilon_pld)}",
+            f"  ρ (zCDP) = {fmt(self.rho)}  → ε = {fmt(self.epsilon_zcdp)}",
+        ]
         if self.paper_claim:
             lines.append(f"  paper's claim: {self.paper_claim}")
         lines += [f"  note: {n}" for n in self.notes]
@@ -295,8 +338,10 @@ def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
         if relation not in interpret.rdp_relations(release):
             raise UnsupportedRelease(
                 f"the RDP accountant cannot interpret {interpret.describe(release)} under "
-                f"{relation.value!r}; use method='pld'" if relation in interpret.pld_relations(release) else
-                f"the RDP accountant cannot interpret {interpret.describe(release)} under {relation.value!r}")
+                f"{relation.value!r}; use method='pld'"
+                if relation in interpret.pld_relations(release)
+                else f"the RDP accountant cannot interpret {interpret.describe(release)} under {relation.value!r}"
+            )
     # RDP adds up over releases: Σ count·RDP(release), each release's curve computed once (a trainer asks for ε after
     # every step, and the Poisson-subsampled curve costs ~0.1 s), exactly what composing the ledger's event gives.
     orders, total = None, 0.0
@@ -328,7 +373,8 @@ def _pld_epsilon(ledger, relation: Relation, delta: float, coarseness: float = 1
         if relation not in interpret.pld_relations(release):
             raise UnsupportedRelease(
                 f"PLD accounting does not support {interpret.describe(release)} under "
-                f"{relation.value!r}; use method='rdp'")
+                f"{relation.value!r}; use method='rdp'"
+            )
         if interpret.non_private(release):
             return math.inf
     parts = []
@@ -351,12 +397,20 @@ def _pld_epsilon(ledger, relation: Relation, delta: float, coarseness: float = 1
                 pld = interpret.pld(release, relation, count, interval)
                 composed = pld if composed is None else composed.compose(pld)
             epsilon = float(composed.get_epsilon_for_delta(delta))
-    except (OverflowError, FloatingPointError, MemoryError) as err:   # privacy losses beyond exp's range
-        raise UnsupportedRelease(f"PLD accounting cannot represent this ledger's privacy loss ({err!r} at "
-                                 f"discretisation interval {interval:.3g}); use method='rdp'") from None
+    except (
+        OverflowError,
+        FloatingPointError,
+        MemoryError,
+    ) as err:  # privacy losses beyond exp's range
+        raise UnsupportedRelease(
+            f"PLD accounting cannot represent this ledger's privacy loss ({err!r} at "
+            f"discretisation interval {interval:.3g}); use method='rdp'"
+        ) from None
     if math.isnan(epsilon):
-        raise UnsupportedRelease(f"PLD accounting failed numerically on this ledger (ε = nan at discretisation "
-                                 f"interval {interval:.3g}); use method='rdp'")
+        raise UnsupportedRelease(
+            f"PLD accounting failed numerically on this ledger (ε = nan at discretisation "
+            f"interval {interval:.3g}); use method='rdp'"
+        )
     return epsilon
 
 
@@ -380,5 +434,7 @@ def pld_interval(ledger, relation: Relation, delta: float, parts=None) -> float:
     if PLD_FINE_UP_TO < scale < math.inf:
         interval = PLD_RELATIVE * scale
     for release, count in ledger if parts is None else parts:
-        interval = max(interval, interpret.pld_loss_range(release, relation, count) / PLD_MAX_POINTS)
+        interval = max(
+            interval, interpret.pld_loss_range(release, relation, count) / PLD_MAX_POINTS
+        )
     return interval

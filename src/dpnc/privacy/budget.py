@@ -25,9 +25,9 @@ References:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
-from collections.abc import Sequence
 
 import numpy as np
 from scipy import optimize
@@ -147,8 +147,11 @@ def rho_to_epsilon(rho: float, delta: float, method: Conversion = "optimal") -> 
     # Bun–Steinke's optimum α* = 1 + √(ln(1/δ)/ρ) brackets the improved optimum from above.
     alpha_star = 1 + math.sqrt(log_inv_delta / rho)
     res = optimize.minimize_scalar(
-        improved, bounds=(1 + 1e-9, 4 * alpha_star + 10), method="bounded",
-        options={"xatol": 1e-10 * alpha_star})
+        improved,
+        bounds=(1 + 1e-9, 4 * alpha_star + 10),
+        method="bounded",
+        options={"xatol": 1e-10 * alpha_star},
+    )
     return max(0.0, min(float(res.fun), improved(alpha_star), bun_steinke))
 
 
@@ -167,11 +170,14 @@ def epsilon_to_rho(epsilon: float, delta: float, method: Conversion = "optimal")
     hi = rho_bs
     while rho_to_epsilon(hi, delta, method) <= epsilon:
         hi *= 2
-    return optimize.brentq(lambda r: rho_to_epsilon(r, delta, method) - epsilon,
-                           rho_bs, hi, xtol=1e-300, rtol=1e-12)
+    return optimize.brentq(
+        lambda r: rho_to_epsilon(r, delta, method) - epsilon, rho_bs, hi, xtol=1e-300, rtol=1e-12
+    )
 
 
-def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: float) -> tuple[float, float]:
+def rdp_to_epsilon(
+    orders: Sequence[float], rdp: Sequence[float], delta: float
+) -> tuple[float, float]:
     """ε(δ) from an RDP curve sampled at ``orders``, by the CKS 2020 conversion at the best order.
 
     Returns:
@@ -181,7 +187,9 @@ def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: float) 
     a = np.asarray(orders, dtype=float)
     r = np.asarray(rdp, dtype=float)
     if a.shape != r.shape or a.ndim != 1 or a.size == 0:
-        raise ValueError(f"orders and rdp must be 1-d and of equal length; got {a.shape} and {r.shape}")
+        raise ValueError(
+            f"orders and rdp must be 1-d and of equal length; got {a.shape} and {r.shape}"
+        )
     if np.any(r < 0) or np.any(np.isnan(r)):
         raise ValueError("rdp values must be >= 0 and not NaN")
     keep = a > 1

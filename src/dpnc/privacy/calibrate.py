@@ -39,7 +39,15 @@ from scipy import optimize
 from dpnc._check import check_integer, check_positive, check_probability
 from dpnc.privacy.accountant import METHODS, Accountant, coarse_pld_epsilon, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho, epsilon_to_rho
-from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled, UnsupportedRelease
+from dpnc.privacy.releases import (
+    FixedSize,
+    Gaussian,
+    Poisson,
+    Relation,
+    Release,
+    Sampled,
+    UnsupportedRelease,
+)
 from dpnc.privacy.tree import leaf_participation
 
 # Opacus ≤ 1.4's RDP orders and tolerance (opacus/accountants/utils.py, rdp.py).
@@ -63,9 +71,16 @@ def _event(multiplier: float, q: float, steps: int) -> dp_event.DpEvent:
     return dp_event.SelfComposedDpEvent(inner, steps)
 
 
-def epsilon_for(multiplier: float, sampling_rate: float, steps: int, delta: float, *,
-                accountant: str = "rdp", relation: Relation | str = Relation.ADD_OR_REMOVE_ONE,
-                fixed_size_of: int | None = None) -> float:
+def epsilon_for(
+    multiplier: float,
+    sampling_rate: float,
+    steps: int,
+    delta: float,
+    *,
+    accountant: str = "rdp",
+    relation: Relation | str = Relation.ADD_OR_REMOVE_ONE,
+    fixed_size_of: int | None = None,
+) -> float:
     """ε(δ) of ``steps`` Gaussian releases with noise multiplier σ/Δ, each on a Poisson sample of rate q.
 
     ``sampling_rate=1`` means full batch (no subsampling). ``fixed_size_of=n``: each batch is instead exactly
@@ -81,15 +96,18 @@ def epsilon_for(multiplier: float, sampling_rate: float, steps: int, delta: floa
     return _ledger(multiplier, q, steps, relation, fixed_size_of).epsilon(delta, accountant)
 
 
-def _ledger(multiplier: float, q: float, steps: int, relation: Relation | str,
-            fixed_size_of: int | None) -> Accountant:
+def _ledger(
+    multiplier: float, q: float, steps: int, relation: Relation | str, fixed_size_of: int | None
+) -> Accountant:
     """The ledger of :func:`epsilon_for`'s question: ``steps`` Gaussian releases of σ/Δ = ``multiplier``."""
     acct = Accountant(relation)
     gaussian = Gaussian(1.0, float(multiplier))
     if fixed_size_of is not None:
         batch = round(q * fixed_size_of)
         if not (isinstance(fixed_size_of, int) and 1 <= batch <= fixed_size_of):
-            raise ValueError(f"fixed_size_of must be the integer n with 1 <= q·n <= n; got {fixed_size_of!r}")
+            raise ValueError(
+                f"fixed_size_of must be the integer n with 1 <= q·n <= n; got {fixed_size_of!r}"
+            )
         release = Sampled(FixedSize(fixed_size_of, batch), gaussian)
     else:
         release = gaussian if q == 1 else Sampled(Poisson(q), gaussian)
@@ -97,9 +115,16 @@ def _ledger(multiplier: float, q: float, steps: int, relation: Relation | str,
     return acct
 
 
-def noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: int, *,
-                     accountant: str = "rdp", relation: Relation | str = Relation.ADD_OR_REMOVE_ONE,
-                     fixed_size_of: int | None = None) -> float:
+def noise_multiplier(
+    epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    steps: int,
+    *,
+    accountant: str = "rdp",
+    relation: Relation | str = Relation.ADD_OR_REMOVE_ONE,
+    fixed_size_of: int | None = None,
+) -> float:
     """The smallest σ/Δ (to a relative 1e-6) whose ``steps`` Gaussian releases are (ε, δ)-DP.
 
     Root-finding on :func:`epsilon_for` (``fixed_size_of`` as there); the multiplier returned always satisfies
@@ -109,15 +134,18 @@ def noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: 
     q, steps = _check_rate(sampling_rate), _check_steps(steps)
     if accountant not in METHODS:
         raise ValueError(f"accountant must be one of {METHODS}; got {accountant!r}")
-    multiplier, fallback = _noise_multiplier(epsilon, delta, q, steps, accountant, Relation.parse(relation),
-                                             fixed_size_of)
+    multiplier, fallback = _noise_multiplier(
+        epsilon, delta, q, steps, accountant, Relation.parse(relation), fixed_size_of
+    )
     if fallback:
         warnings.warn(fallback, stacklevel=2)
     return multiplier
 
 
 @functools.lru_cache(maxsize=512)
-def _noise_multiplier(epsilon, delta, q, steps, accountant, relation, fixed_size_of=None) -> tuple[float, str]:
+def _noise_multiplier(
+    epsilon, delta, q, steps, accountant, relation, fixed_size_of=None
+) -> tuple[float, str]:
     """(the multiplier, "" or why PLD fell back to RDP): from the disk cache where it meets the target, else
     searched (:func:`_search`) and stored."""
     question = (epsilon, delta, q, steps, accountant, relation.value, fixed_size_of)
@@ -126,13 +154,22 @@ def _noise_multiplier(epsilon, delta, q, steps, accountant, relation, fixed_size
         """The multiplier spends at most ε, and no less than ε·e^(−STORED_TOLERANCE): the smallest one, up to the
         tolerance (a stored σ twice too large meets the target, but would cost the run accuracy for nothing)."""
         try:
-            spent = epsilon_for(multiplier, q, steps, delta, accountant=method, relation=relation,
-                                fixed_size_of=fixed_size_of)
+            spent = epsilon_for(
+                multiplier,
+                q,
+                steps,
+                delta,
+                accountant=method,
+                relation=relation,
+                fixed_size_of=fixed_size_of,
+            )
         except (UnsupportedRelease, ValueError):
             return False
         return epsilon * math.exp(-STORED_TOLERANCE) <= spent <= epsilon
 
-    path = _cache_file(question) if accountant == "pld" else None   # RDP answers in a fraction of a second
+    path = (
+        _cache_file(question) if accountant == "pld" else None
+    )  # RDP answers in a fraction of a second
     stored = _read(path, question)
     if stored is not None and meets(stored[0], "rdp" if stored[1] else accountant):
         return stored
@@ -143,36 +180,57 @@ def _noise_multiplier(epsilon, delta, q, steps, accountant, relation, fixed_size
 
 def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tuple[float, str]:
     def spent(m: float) -> float:
-        return epsilon_for(m, q, steps, delta, accountant=accountant, relation=relation, fixed_size_of=fixed_size_of)
+        return epsilon_for(
+            m,
+            q,
+            steps,
+            delta,
+            accountant=accountant,
+            relation=relation,
+            fixed_size_of=fixed_size_of,
+        )
 
     if accountant == "rdp":
         return _smallest_multiplier(spent, epsilon, 1.0), ""
     # PLD is tighter than RDP (under add/remove): start from the RDP answer, which PLD usually meets already.
     start, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", Relation.ADD_OR_REMOVE_ONE)
     start *= 2 if relation is Relation.REPLACE_ONE else 1
-    def coarse_spent(m: float) -> float:   # ε on a PLD grid COARSENESS× coarser: ~1/COARSENESS of the cost
+
+    def coarse_spent(
+        m: float,
+    ) -> float:  # ε on a PLD grid COARSENESS× coarser: ~1/COARSENESS of the cost
         return coarse_pld_epsilon(_ledger(m, q, steps, relation, fixed_size_of), delta, COARSENESS)
 
     try:
         coarse_spent(start)
-    except UnsupportedRelease as err:   # e.g. a Gaussian with σ/Δ below PLD_MIN_MULTIPLIER: fall back to RDP
+    except (
+        UnsupportedRelease
+    ) as err:  # e.g. a Gaussian with σ/Δ below PLD_MIN_MULTIPLIER: fall back to RDP
         try:
-            fallback, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", relation, fixed_size_of)
+            fallback, _ = _noise_multiplier(
+                epsilon, delta, q, steps, "rdp", relation, fixed_size_of
+            )
         except UnsupportedRelease:
             raise err from None
-        return fallback, (f"PLD accounting cannot answer for (ε = {epsilon:g}, δ = {delta:g}, q = {q:g}, T = "
-                          f"{steps}) ({err}); the noise multiplier σ/Δ = {fallback:.4g} is calibrated by RDP instead "
-                          "(a valid, looser upper bound)")
+        return fallback, (
+            f"PLD accounting cannot answer for (ε = {epsilon:g}, δ = {delta:g}, q = {q:g}, T = "
+            f"{steps}) ({err}); the noise multiplier σ/Δ = {fallback:.4g} is calibrated by RDP instead "
+            "(a valid, looser upper bound)"
+        )
 
     def or_inf(epsilon_of: Callable[[float], float]) -> Callable[[float], float]:
-        def spent_or_inf(m: float) -> float:   # too little noise for PLD on a grid: not a candidate
+        def spent_or_inf(m: float) -> float:  # too little noise for PLD on a grid: not a candidate
             try:
                 return epsilon_of(m)
             except UnsupportedRelease:
                 return math.inf
+
         return spent_or_inf
 
-    fine, coarse = or_inf(spent), functools.cache(or_inf(coarse_spent))   # the slope below re-reads coarse(near)
+    fine, coarse = (
+        or_inf(spent),
+        functools.cache(or_inf(coarse_spent)),
+    )  # the slope below re-reads coarse(near)
     # Most of the search on the coarse grid, then a few steps on the accountant's own, from there: every candidate
     # returned was evaluated on the accountant's grid.
     near = _smallest_multiplier(coarse, epsilon, start)
@@ -216,7 +274,9 @@ def _cache_file(question: tuple) -> Path | None:
 def _dp_accounting_version() -> str:
     try:
         return metadata.version("dp-accounting")
-    except metadata.PackageNotFoundError:   # an unpacked copy (the GPU payload installs it as a wheel, so rarely)
+    except (
+        metadata.PackageNotFoundError
+    ):  # an unpacked copy (the GPU payload installs it as a wheel, so rarely)
         return "unknown"
 
 
@@ -225,7 +285,7 @@ def _read(path: Path | None, question: tuple) -> tuple[float, str] | None:
         entry = json.loads(path.read_text()) if path is not None else None
         if entry["question"] == list(question) and entry["version"] == CACHE_VERSION:
             return float(entry["multiplier"]), str(entry["fallback"])
-    except (OSError, ValueError, KeyError, TypeError):   # absent, unreadable or not ours: search
+    except (OSError, ValueError, KeyError, TypeError):  # absent, unreadable or not ours: search
         pass
     return None
 
@@ -233,19 +293,30 @@ def _read(path: Path | None, question: tuple) -> tuple[float, str] | None:
 def _write(path: Path | None, question: tuple, answer: tuple[float, str]) -> None:
     if path is None:
         return
-    entry = {"version": CACHE_VERSION, "dp_accounting": _dp_accounting_version(), "question": list(question),
-             "multiplier": answer[0], "fallback": answer[1]}
-    try:   # write then rename: a reader sees a whole file or none (processes share the folder)
+    entry = {
+        "version": CACHE_VERSION,
+        "dp_accounting": _dp_accounting_version(),
+        "question": list(question),
+        "multiplier": answer[0],
+        "fallback": answer[1],
+    }
+    try:  # write then rename: a reader sees a whole file or none (processes share the folder)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(json.dumps(entry))
         os.replace(partial, path)
-    except OSError:   # a read-only or full disk: the cache is an optimisation, never a requirement
+    except OSError:  # a read-only or full disk: the cache is an optimisation, never a requirement
         pass
 
 
-def _smallest_multiplier(spent: Callable[[float], float], epsilon: float, start: float, *,
-                         tolerance: float = 1e-5, slope: float | None = None) -> float:
+def _smallest_multiplier(
+    spent: Callable[[float], float],
+    epsilon: float,
+    start: float,
+    *,
+    tolerance: float = 1e-5,
+    slope: float | None = None,
+) -> float:
     """The smallest m (up to ``tolerance``) with ``spent(m)`` ≤ ε, for ``spent`` decreasing in m.
 
     Root-finding on f(log m) = log(spent(m)/ε), nearly linear: a bracket [lo, hi] (lo from the guess ε·m
@@ -254,22 +325,27 @@ def _smallest_multiplier(spent: Callable[[float], float], epsilon: float, start:
     spent(m) ≥ ε·e^(−tolerance) unless the bracket shrank below a relative 1e-12 first. ``slope``: d log ε / d log m
     near ``start`` (negative), known from a cheaper search: one secant step along it comes first, aimed at −tolerance/2.
     """
+
     def f(m: float) -> float:
         e = spent(m)
         return math.inf if e == math.inf else (-math.inf if e <= 0 else math.log(e / epsilon))
 
     lo, f_lo = None, math.inf
     hi, f_hi = start, f(start)
-    if slope is not None and slope < 0 and math.isfinite(f_hi) and not -tolerance < f_hi <= 0:   # a secant step
+    if (
+        slope is not None and slope < 0 and math.isfinite(f_hi) and not -tolerance < f_hi <= 0
+    ):  # a secant step
         m = start * math.exp((-tolerance / 2 - f_hi) / slope)
         (lower, f_lower), (upper, f_upper) = sorted([(start, f_hi), (m, f(m))])
-        if f_upper <= 0 < f_lower:   # a bracket
+        if f_upper <= 0 < f_lower:  # a bracket
             lo, f_lo, hi, f_hi = lower, f_lower, upper, f_upper
-        else:   # both meet ε (the smaller is the better upper end) or neither (search up from the larger)
+        else:  # both meet ε (the smaller is the better upper end) or neither (search up from the larger)
             hi, f_hi = (lower, f_lower) if f_lower <= 0 else (upper, f_upper)
     while f_hi > 0:
         if hi > 1e12:
-            raise ValueError(f"epsilon={epsilon:g} cannot be met by any noise multiplier up to 1e12")
+            raise ValueError(
+                f"epsilon={epsilon:g} cannot be met by any noise multiplier up to 1e12"
+            )
         lo, f_lo = hi, f_hi
         hi = hi * 2 if math.isinf(f_hi) else hi * max(2.0, math.exp(f_hi))
         f_hi = f(hi)
@@ -278,7 +354,7 @@ def _smallest_multiplier(spent: Callable[[float], float], epsilon: float, start:
     if lo is None:
         lo = hi * min(math.exp(f_hi), 0.999) if math.isfinite(f_hi) else hi / 2
         f_lo = f(lo)
-        while f_lo <= 0:   # still enough noise: a new upper end
+        while f_lo <= 0:  # still enough noise: a new upper end
             hi, f_hi = lo, f_lo
             if f_hi > -tolerance or hi < 1e-12:
                 return hi
@@ -291,7 +367,7 @@ def _smallest_multiplier(spent: Callable[[float], float], epsilon: float, start:
             break
         if math.isfinite(fa) and math.isfinite(fb):
             x = b - fb * (b - a) / (fb - fa)
-            x = min(max(x, a + 1e-3 * (b - a)), b - 1e-3 * (b - a))   # strictly inside the bracket
+            x = min(max(x, a + 1e-3 * (b - a)), b - 1e-3 * (b - a))  # strictly inside the bracket
         else:
             x = (a + b) / 2
         fx = f(math.exp(x))
@@ -308,8 +384,14 @@ def _smallest_multiplier(spent: Callable[[float], float], epsilon: float, start:
     return m
 
 
-def opacus_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: int, *,
-                            epsilon_tolerance: float = OPACUS_EPSILON_TOLERANCE) -> float:
+def opacus_noise_multiplier(
+    epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    steps: int,
+    *,
+    epsilon_tolerance: float = OPACUS_EPSILON_TOLERANCE,
+) -> float:
     """The noise multiplier of opacus 1.4.0 ``get_noise_multiplier(accountant="rdp")``.
 
     Implements the published DPZero code's accounting (spec seed001 §1.5): RDP of the
@@ -378,8 +460,9 @@ def advanced_composition_epsilon(noise_multiplier: float, steps: int, delta: flo
     return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-13))
 
 
-def ztc_tree_sigma(d: int, L: float, rho: float, T: int, B1: int, B2: int = 1, *,
-                   paper: bool = False) -> float:
+def ztc_tree_sigma(
+    d: int, L: float, rho: float, T: int, B1: int, B2: int = 1, *, paper: bool = False
+) -> float:
     """Tree-node noise σ of Zhang–Tran–Cutkosky Cor 4.4 for (α, αρ²/2)-RDP (ρ²/2-zCDP).
 
     Sensitivities: s₁ = 2dL/B1 (the GRAD anchor) and s₂ = 4dL/(B2·T) (a DIFF with ‖w_t − w_{t−1}‖ ≤
@@ -400,8 +483,9 @@ def ztc_tree_sigma(d: int, L: float, rho: float, T: int, B1: int, B2: int = 1, *
     return math.sqrt(leaf_participation(T)) * max(s1, s2) / rho
 
 
-def klt_tree_sigma(sensitivity: float, num_leaves: int, epsilon: float, delta: float, *,
-                   paper: bool = False) -> float:
+def klt_tree_sigma(
+    sensitivity: float, num_leaves: int, epsilon: float, delta: float, *, paper: bool = False
+) -> float:
     """Tree-node noise σ = 4s·√(Lvl·ln(1/δ))/ε of Kornowski–Liu–Talwar Prop 2.5.
 
     Corrected (default): Lvl = ⌊log₂Σ⌋ + 1 = ⌈log₂(Σ + 1)⌉, the exact per-leaf node count (spec
@@ -427,7 +511,9 @@ def zcdp_gaussian_sigma(sensitivity: float, rho: float) -> float:
     return sensitivity / math.sqrt(2 * rho)
 
 
-def fit_rho(releases: Callable[[float], list[tuple[Release, int]]], *, epsilon: float, delta: float) -> float:
+def fit_rho(
+    releases: Callable[[float], list[tuple[Release, int]]], *, epsilon: float, delta: float
+) -> float:
     """The zCDP budget ρ to calibrate for, so that the accountant's own ε(δ) of ``releases(ρ)`` is ≤ ε.
 
     Starts from ρ(ε, δ) of the optimal zCDP conversion and shrinks it while the accountant (RDP over a finite

@@ -22,9 +22,9 @@ Number = float | torch.Tensor
 class Clipped(NamedTuple):
     """Per-example values after :func:`clip_each`, and what it did (counts per run; private: do not log)."""
 
-    values: torch.Tensor      # clip_C(v_i), non-finite v_i set to 0 first; the shape of the input
-    clipped: torch.Tensor     # how many v_i the clip changed, per run (int64)
-    nonfinite: torch.Tensor   # how many v_i were set to 0 before clipping, per run (int64)
+    values: torch.Tensor  # clip_C(v_i), non-finite v_i set to 0 first; the shape of the input
+    clipped: torch.Tensor  # how many v_i the clip changed, per run (int64)
+    nonfinite: torch.Tensor  # how many v_i were set to 0 before clipping, per run (int64)
 
 
 class ClippedTotal(NamedTuple):
@@ -32,10 +32,10 @@ class ClippedTotal(NamedTuple):
     partial totals of disjoint shards add up to the whole batch's. All of it is a statistic of the private
     batch: only a noisy release of ``total`` may be published."""
 
-    total: torch.Tensor       # Σ_i clip_C(v_i): (...,) for scalars, (..., d) for vectors
-    clipped: torch.Tensor     # how many v_i the clip changed, per run (int64)
-    nonfinite: torch.Tensor   # how many v_i were set to 0 before clipping, per run (int64)
-    examples: int             # how many v_i (the realised batch size)
+    total: torch.Tensor  # Σ_i clip_C(v_i): (...,) for scalars, (..., d) for vectors
+    clipped: torch.Tensor  # how many v_i the clip changed, per run (int64)
+    nonfinite: torch.Tensor  # how many v_i were set to 0 before clipping, per run (int64)
+    examples: int  # how many v_i (the realised batch size)
 
     @property
     def fraction(self) -> torch.Tensor:
@@ -64,8 +64,12 @@ def clipped_sum(values: torch.Tensor, bound: Number, *, vector: bool = False) ->
     ``examples``), after adding the partial totals of every rank where the batch is sharded.
     """
     each = clip_each(values, bound, vector=vector)
-    return ClippedTotal(each.values.sum(-2 if vector else -1), each.clipped, each.nonfinite,
-                        values.shape[-2 if vector else -1])
+    return ClippedTotal(
+        each.values.sum(-2 if vector else -1),
+        each.clipped,
+        each.nonfinite,
+        values.shape[-2 if vector else -1],
+    )
 
 
 def zero_nonfinite(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

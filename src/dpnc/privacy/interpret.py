@@ -65,16 +65,36 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from dpnc.privacy.releases import (DiscreteGaussian, ExponentialMechanism, FixedSize, Gaussian, Mechanism,
-                                   NonPrivate, Poisson, RandomStopping, Relation, Release, Sampled,
-                                   TreeAggregated, UnsupportedRelease, ZCDPMechanism, tnb_mean)
+from dpnc.privacy.releases import (
+    DiscreteGaussian,
+    ExponentialMechanism,
+    FixedSize,
+    Gaussian,
+    Mechanism,
+    NonPrivate,
+    Poisson,
+    RandomStopping,
+    Relation,
+    Release,
+    Sampled,
+    TreeAggregated,
+    UnsupportedRelease,
+    ZCDPMechanism,
+    tnb_mean,
+)
 from dpnc.privacy.tree import leaf_participation
 
-PLD_MIN_MULTIPLIER = 0.1  # below this σ/Δ a Gaussian's PLD grid has millions of points (and ε ≳ 100)
-PLD_TAIL_SDS = 10.0       # dp-accounting truncates a Gaussian's tails at mass e^-50: about 10 standard deviations
-ORDERS = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=float)   # the RDP orders λ of every curve
+PLD_MIN_MULTIPLIER = (
+    0.1  # below this σ/Δ a Gaussian's PLD grid has millions of points (and ε ≳ 100)
+)
+PLD_TAIL_SDS = (
+    10.0  # dp-accounting truncates a Gaussian's tails at mass e^-50: about 10 standard deviations
+)
+ORDERS = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=float)  # the RDP orders λ of every curve
 PLD = pld_lib.PrivacyLossDistribution
-PldOf = Callable[[int, float], PLD]   # (count, value-discretisation interval) → PLD of count releases
+PldOf = Callable[
+    [int, float], PLD
+]  # (count, value-discretisation interval) → PLD of count releases
 
 BOTH = frozenset(Relation)
 REPLACE = frozenset({Relation.REPLACE_ONE})
@@ -154,10 +174,14 @@ def dp_event(release: Release, relation: Relation) -> dpe.DpEvent:
         case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
             return dpe.SelfComposedDpEvent(dp_event(m, relation), leaf_participation(leaves))
         case RandomStopping():
-            raise UnsupportedRelease("dp-accounting has no event for RandomStopping: the RDP accountant "
-                                     "interprets it through rdp_curve (Papernot & Steinke 2022, Theorem 2)")
-    raise UnsupportedRelease(f"the RDP accountant cannot interpret {describe(release)}: dpnc has no "
-                             "interpretation of that combination")
+            raise UnsupportedRelease(
+                "dp-accounting has no event for RandomStopping: the RDP accountant "
+                "interprets it through rdp_curve (Papernot & Steinke 2022, Theorem 2)"
+            )
+    raise UnsupportedRelease(
+        f"the RDP accountant cannot interpret {describe(release)}: dpnc has no "
+        "interpretation of that combination"
+    )
 
 
 def rdp_curve(release: Release, relation: Relation) -> np.ndarray:
@@ -175,9 +199,15 @@ def _rdp_curve(release: Release, relation: Relation) -> np.ndarray:
         base = np.max([ledger_rdp(ledger, relation) for ledger in release.candidates], axis=0)
         curve = random_stopping_rdp(base, release.eta, release.gamma)
     else:
-        acct = rdp_lib.RdpAccountant(orders=list(ORDERS), neighboring_relation=relation.dp_accounting)
-        acct.compose(dp_event(release, relation))   # (dp-accounting warns per dropped order; callers quiet it)
-        curve = np.asarray(acct._rdp, dtype=float).copy()   # the curve get_epsilon converts (no public getter)
+        acct = rdp_lib.RdpAccountant(
+            orders=list(ORDERS), neighboring_relation=relation.dp_accounting
+        )
+        acct.compose(
+            dp_event(release, relation)
+        )  # (dp-accounting warns per dropped order; callers quiet it)
+        curve = np.asarray(
+            acct._rdp, dtype=float
+        ).copy()  # the curve get_epsilon converts (no public getter)
     curve.flags.writeable = False
     return curve
 
@@ -202,7 +232,7 @@ def random_stopping_rdp(base: np.ndarray, eta: float, gamma: float) -> np.ndarra
         hat = (1 + eta) * ((1 - 1 / ORDERS) * base + log_inv_gamma / ORDERS)
     options = list(hat[np.isfinite(hat)])
     if np.isfinite(base).any():
-        options.append((1 + eta) * log_inv_gamma)          # λ̂ = 1
+        options.append((1 + eta) * log_inv_gamma)  # λ̂ = 1
     extra = min(options) if options else math.inf
     return base + extra + math.log(tnb_mean(eta, gamma)) / (ORDERS - 1)
 
@@ -229,32 +259,46 @@ def _pld_of(release: Release, relation: Relation) -> PldOf:
     """How to build the PLD of ``count`` releases (built lazily, so support is checked for free)."""
     match release:
         case Gaussian() | NonPrivate() if non_private(release):
+
             def none(count, interval):
-                raise UnsupportedRelease(f"{describe(release)} releases without noise: ε = ∞, no PLD")
+                raise UnsupportedRelease(
+                    f"{describe(release)} releases without noise: ε = ∞, no PLD"
+                )
+
             return none
         case Gaussian(sensitivity=d, sigma=s):
             return lambda count, interval: _gaussian_pld(s / d, count, interval)
         case DiscreteGaussian(sensitivity=d, sigma=s):
             return lambda count, interval: pld_lib.from_discrete_gaussian_mechanism(
-                s, sensitivity=d, value_discretization_interval=interval).self_compose(count)
+                s, sensitivity=d, value_discretization_interval=interval
+            ).self_compose(count)
         case ExponentialMechanism(epsilon=e):
             _require(relation, REPLACE, release, "PLD accounting")
             rr = _randomized_response(e)
             return lambda count, interval: pld_lib.from_randomized_response(
-                rr.noise_parameter, rr.num_buckets, value_discretization_interval=interval,
-                neighboring_relation=relation.dp_accounting).self_compose(count)
+                rr.noise_parameter,
+                rr.num_buckets,
+                value_discretization_interval=interval,
+                neighboring_relation=relation.dp_accounting,
+            ).self_compose(count)
         case Sampled(sampling=Poisson(q=q), mechanism=Gaussian(sensitivity=d, sigma=s)):
-            bound = d / (2 if relation is Relation.REPLACE_ONE else 1)   # one point's contribution
-            return lambda count, interval: _sampled_gaussian_pld(s / bound, q, interval, relation).self_compose(count)
+            bound = d / (2 if relation is Relation.REPLACE_ONE else 1)  # one point's contribution
+            return lambda count, interval: _sampled_gaussian_pld(
+                s / bound, q, interval, relation
+            ).self_compose(count)
         case TreeAggregated(mechanism=Mechanism() as m, leaves=leaves):
             nodes, node_pld = leaf_participation(leaves), _pld_of(m, relation)
             return lambda count, interval: node_pld(count * nodes, interval)
         case RandomStopping():
-            raise UnsupportedRelease("PLD accounting does not support RandomStopping (tuning by random stopping "
-                                     "is analysed in Rényi DP: Papernot & Steinke 2022, Theorem 2); "
-                                     "use method='rdp', the RDP accountant")
-    raise UnsupportedRelease(f"PLD accounting does not support {describe(release)} under "
-                             f"{relation.value!r}; use method='rdp'")
+            raise UnsupportedRelease(
+                "PLD accounting does not support RandomStopping (tuning by random stopping "
+                "is analysed in Rényi DP: Papernot & Steinke 2022, Theorem 2); "
+                "use method='rdp', the RDP accountant"
+            )
+    raise UnsupportedRelease(
+        f"PLD accounting does not support {describe(release)} under "
+        f"{relation.value!r}; use method='rdp'"
+    )
 
 
 def pld_loss_range(release: Release, relation: Relation, count: int) -> float:
@@ -289,8 +333,12 @@ def _sampled_gaussian_pld(multiplier: float, q: float, interval: float, relation
     """One Poisson-subsampled Gaussian's PLD, cached: building it costs up to a second (dp-accounting evaluates ~10⁶
     grid points in Python), and a trainer asks for ε after every step of the same release; composing is cheap.
     (dp-accounting's PLDs are immutable: compose and self_compose return new objects.)"""
-    return pld_lib.from_gaussian_mechanism(multiplier, sampling_prob=q, value_discretization_interval=interval,
-                                           neighboring_relation=relation.dp_accounting)
+    return pld_lib.from_gaussian_mechanism(
+        multiplier,
+        sampling_prob=q,
+        value_discretization_interval=interval,
+        neighboring_relation=relation.dp_accounting,
+    )
 
 
 def _gaussian_pld(multiplier: float, count: int, interval: float) -> PLD:
@@ -301,9 +349,13 @@ def _gaussian_pld(multiplier: float, count: int, interval: float) -> PLD:
         # time and memory grow as 1/m² (and dp-accounting overflows to ε = ∞ near m = 0.03).
         raise UnsupportedRelease(
             f"the noise multiplier σ/Δ = {multiplier:.3g} (after {count} compositions) is below "
-            f"{PLD_MIN_MULTIPLIER}: too little noise for PLD accounting on a grid; use method='rdp'")
-    return pld_lib.from_gaussian_mechanism(multiplier, value_discretization_interval=interval,
-                                           neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+            f"{PLD_MIN_MULTIPLIER}: too little noise for PLD accounting on a grid; use method='rdp'"
+        )
+    return pld_lib.from_gaussian_mechanism(
+        multiplier,
+        value_discretization_interval=interval,
+        neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+    )
 
 
 # --- which relations -------------------------------------------------------------------------------
@@ -311,10 +363,14 @@ def _gaussian_pld(multiplier: float, count: int, interval: float) -> PLD:
 
 def _require(relation: Relation, allowed: frozenset[Relation], release: Release, who: str) -> None:
     if relation not in allowed:
-        raise UnsupportedRelease(f"{who} cannot interpret {describe(release)} under {relation.value!r}")
+        raise UnsupportedRelease(
+            f"{who} cannot interpret {describe(release)} under {relation.value!r}"
+        )
 
 
-def _supported(build: Callable[[Release, Relation], object], release: Release, relation: Relation) -> bool:
+def _supported(
+    build: Callable[[Release, Relation], object], release: Release, relation: Relation
+) -> bool:
     try:
         build(release, relation)
     except UnsupportedRelease:

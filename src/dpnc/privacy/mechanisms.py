@@ -14,11 +14,23 @@ import torch
 
 from dpnc.privacy.interpret import describe
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import DiscreteGaussian, ExponentialMechanism, Gaussian, Release, Sampled, TreeAggregated
+from dpnc.privacy.releases import (
+    DiscreteGaussian,
+    ExponentialMechanism,
+    Gaussian,
+    Release,
+    Sampled,
+    TreeAggregated,
+)
 
 
-def gaussian_mechanism(value: torch.Tensor | float, release: Release, noise: NoiseSource, *,
-                       scale: torch.Tensor | None = None) -> tuple[torch.Tensor | float, Release]:
+def gaussian_mechanism(
+    value: torch.Tensor | float,
+    release: Release,
+    noise: NoiseSource,
+    *,
+    scale: torch.Tensor | None = None,
+) -> tuple[torch.Tensor | float, Release]:
     """``value + N(0, σ² I)`` with σ of the release's Gaussian; the release describes the query.
 
     ``release`` is a :class:`~dpnc.privacy.releases.Gaussian`, or one wrapped by sampling
@@ -36,10 +48,14 @@ def gaussian_mechanism(value: torch.Tensor | float, release: Release, noise: Noi
         part = part.mechanism
     if not isinstance(part, Gaussian):
         hint = "; use privacy.tree.TreeMechanism" if isinstance(part, TreeAggregated) else ""
-        raise TypeError(f"release must describe a Gaussian mechanism (possibly sampled); got "
-                        f"{describe(release)}{hint}")
+        raise TypeError(
+            f"release must describe a Gaussian mechanism (possibly sampled); got "
+            f"{describe(release)}{hint}"
+        )
     sigma = part.sigma
-    release = dataclasses.replace(release, secret=release.secret and noise.secret)  # seeded noise or batches
+    release = dataclasses.replace(
+        release, secret=release.secret and noise.secret
+    )  # seeded noise or batches
     if isinstance(value, torch.Tensor):
         z = noise.gaussian(value.shape, sigma, dtype=value.dtype, device=value.device)
         if scale is not None:
@@ -50,8 +66,9 @@ def gaussian_mechanism(value: torch.Tensor | float, release: Release, noise: Noi
     return float(value) + noise.gaussian_scalar(sigma), release
 
 
-def discrete_gaussian_mechanism(value: float, *, sensitivity: float, sigma: float, noise: NoiseSource,
-                                resolution: int = 1000) -> tuple[float, DiscreteGaussian]:
+def discrete_gaussian_mechanism(
+    value: float, *, sensitivity: float, sigma: float, noise: NoiseSource, resolution: int = 1000
+) -> tuple[float, DiscreteGaussian]:
     """A real scalar released with exact discrete Gaussian noise on a grid.
 
     The value is rounded to the grid g = Δ/``resolution``, so its integer sensitivity becomes
@@ -59,15 +76,18 @@ def discrete_gaussian_mechanism(value: float, *, sensitivity: float, sigma: floa
     g·(round(value/g) + Y), Y ~ N_ℤ(0, (σ/g)²), is released: k²/(2(σ/g)²)-zCDP, i.e. the
     continuous mechanism's cost times ((resolution + 1)/resolution)².
     """
-    release = discrete_gaussian_release(sensitivity, sigma, resolution=resolution, secret=noise.secret)
+    release = discrete_gaussian_release(
+        sensitivity, sigma, resolution=resolution, secret=noise.secret
+    )
     if not math.isfinite(value):
         raise ValueError(f"value must be finite; got {value!r}")
     g = sensitivity / resolution
     return g * (round(value / g) + noise.discrete_gaussian(release.sigma)), release
 
 
-def discrete_gaussian_release(sensitivity: float, sigma: float, *, resolution: int = 1000,
-                              secret: bool = True) -> DiscreteGaussian:
+def discrete_gaussian_release(
+    sensitivity: float, sigma: float, *, resolution: int = 1000, secret: bool = True
+) -> DiscreteGaussian:
     """The release :func:`discrete_gaussian_mechanism` makes for a real query of sensitivity Δ and noise σ: integer
     sensitivity ``resolution`` + 1 on the grid g = Δ/``resolution``, noise σ/g grid steps."""
     if not (isinstance(resolution, int) and resolution >= 1):
@@ -78,8 +98,9 @@ def discrete_gaussian_release(sensitivity: float, sigma: float, *, resolution: i
     return DiscreteGaussian(sensitivity=resolution + 1, sigma=sigma / g, secret=secret)
 
 
-def exponential_mechanism(utilities: torch.Tensor, *, sensitivity: float, epsilon: float,
-                          noise: NoiseSource) -> tuple[int, ExponentialMechanism]:
+def exponential_mechanism(
+    utilities: torch.Tensor, *, sensitivity: float, epsilon: float, noise: NoiseSource
+) -> tuple[int, ExponentialMechanism]:
     """Index i with probability ∝ exp(ε·u_i/(2Δ)) for utilities u of sensitivity Δ: ε-DP (McSherry–Talwar).
 
     The release is accounted as ε-bounded-range (ρ = ε²/8 zCDP, see :mod:`dpnc.privacy.interpret`).

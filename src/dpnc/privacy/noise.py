@@ -68,8 +68,14 @@ class NoiseSource:
             self._generators[device] = gen
         return gen
 
-    def gaussian(self, shape: int | tuple[int, ...] | torch.Size, sigma: float, *,
-                 dtype: torch.dtype = torch.float64, device: str | torch.device = "cpu") -> torch.Tensor:
+    def gaussian(
+        self,
+        shape: int | tuple[int, ...] | torch.Size,
+        sigma: float,
+        *,
+        dtype: torch.dtype = torch.float64,
+        device: str | torch.device = "cpu",
+    ) -> torch.Tensor:
         """A tensor of i.i.d. N(0, σ²) entries."""
         sigma = _check_sigma(sigma)
         device = torch.device(device)
@@ -80,7 +86,9 @@ class NoiseSource:
     def uniform(self, shape: int | tuple[int, ...]) -> torch.Tensor:
         """A float64 tensor of i.i.d. U[0, 1) entries (secret batch choices: Poisson sampling)."""
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        return torch.rand(shape, generator=self._generator(torch.device("cpu")), dtype=torch.float64)
+        return torch.rand(
+            shape, generator=self._generator(torch.device("cpu")), dtype=torch.float64
+        )
 
     def permutation(self, n: int) -> torch.Tensor:
         """A uniformly random permutation of 0..n−1 (secret batch choices: sampling without replacement)."""
@@ -100,8 +108,10 @@ class NoiseSource:
             raise ValueError("log_weights must be non-empty, free of NaN and not all -inf")
         cdf = torch.softmax(logits, 0).cumsum(0)
         u = self._rng.random() * float(cdf[-1])
-        return min(int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True)),
-                   logits.numel() - 1)
+        return min(
+            int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True)),
+            logits.numel() - 1,
+        )
 
     def discrete_gaussian(self, sigma: float) -> int:
         """One exact draw from the discrete Gaussian N_ℤ(0, σ²): P(y) ∝ exp(−y²/(2σ²)), y ∈ ℤ.
@@ -156,8 +166,10 @@ class NoiseSource:
             return -magnitude if negative else magnitude
 
     def __getstate__(self):
-        raise TypeError("a NoiseSource holds secret state and cannot be pickled or checkpointed; "
-                        "create a fresh NoiseSource() when resuming")
+        raise TypeError(
+            "a NoiseSource holds secret state and cannot be pickled or checkpointed; "
+            "create a fresh NoiseSource() when resuming"
+        )
 
     def __repr__(self) -> str:
         return f"NoiseSource(secret={self.secret})"

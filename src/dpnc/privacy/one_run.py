@@ -45,8 +45,8 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
         raise ValueError(f"epsilon must be a finite number >= 0; got {epsilon!r}")
     if not 0 <= delta <= 1:
         raise ValueError(f"delta must be in [0, 1]; got {delta!r}")
-    p = float(expit(epsilon))                          # accuracy of ε-DP randomized response
-    beta = float(stats.binom.sf(v - 1, r, p))          # P[Binomial(r, p) ≥ v]
+    p = float(expit(epsilon))  # accuracy of ε-DP randomized response
+    beta = float(stats.binom.sf(v - 1, r, p))  # P[Binomial(r, p) ≥ v]
     if delta == 0 or v == 0:
         return min(beta, 1.0)
     # P[v − i ≤ Binomial(r, p) < v] for i = 1..v: cumulative pmf below v
@@ -67,10 +67,16 @@ def epsilon_lower_bound(m: int, r: int, v: int, delta: float, significance: floa
     hi = 1.0
     while p_value(m, r, v, hi, delta) < significance:
         hi *= 2
-        if hi > 1e4:   # p → 1 as ε grows, so the p-value reaches any significance < 1 long before
+        if hi > 1e4:  # p → 1 as ε grows, so the p-value reaches any significance < 1 long before
             raise RuntimeError("the p-value never reached the significance; check the inputs")
-    return float(optimize.brentq(lambda eps: p_value(m, r, v, eps, delta) - significance, hi / 2 if hi > 1 else 0.0,
-                                 hi, xtol=1e-9))
+    return float(
+        optimize.brentq(
+            lambda eps: p_value(m, r, v, eps, delta) - significance,
+            hi / 2 if hi > 1 else 0.0,
+            hi,
+            xtol=1e-9,
+        )
+    )
 
 
 def guesses(scores: np.ndarray, k_in: int, k_out: int) -> np.ndarray:
@@ -81,11 +87,13 @@ def guesses(scores: np.ndarray, k_in: int, k_out: int) -> np.ndarray:
     scores = np.asarray(scores, dtype=np.float64)
     m = len(scores)
     if not (0 <= k_in and 0 <= k_out and k_in + k_out <= m):
-        raise ValueError(f"k_in and k_out must be >= 0 with k_in + k_out <= m = {m}; got {k_in}, {k_out}")
+        raise ValueError(
+            f"k_in and k_out must be >= 0 with k_in + k_out <= m = {m}; got {k_in}, {k_out}"
+        )
     order = np.argsort(scores, kind="stable")
     t = np.zeros(m, dtype=np.int64)
     if k_in:
-        t[order[m - k_in:]] = 1
+        t[order[m - k_in :]] = 1
     t[order[:k_out]] = -1
     return t
 
@@ -104,23 +112,29 @@ class OneRunResult:
     """
 
     epsilon_lower_bound: float
-    best_possible: float          # the bound these tries would show with every guess correct
+    best_possible: float  # the bound these tries would show with every guess correct
     m: int
-    guesses: int                  # r of the best try
-    correct: int                  # v of the best try
+    guesses: int  # r of the best try
+    correct: int  # v of the best try
     k_in: int
     k_out: int
-    statistic: str                # the score of the best try (high means "in")
+    statistic: str  # the score of the best try (high means "in")
     delta: float
     confidence: float
-    tries: int                    # tests the confidence was shared over (Bonferroni)
+    tries: int  # tests the confidence was shared over (Bonferroni)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def one_run_audit(scores, included, *, delta: float, confidence: float = 0.95,
-                  grid: tuple[tuple[int, int], ...] | None = None) -> OneRunResult:
+def one_run_audit(
+    scores,
+    included,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    grid: tuple[tuple[int, int], ...] | None = None,
+) -> OneRunResult:
     """The one-run lower bound from canary scores and the true inclusions (known only to the data owner).
 
     ``scores``: one vector (high means "in"; its reverse is tried too, as a defect may push an included canary's
@@ -134,10 +148,16 @@ def one_run_audit(scores, included, *, delta: float, confidence: float = 0.95,
         scores = {"score": vector, "reversed": -vector}
     scores = {name: np.asarray(v, dtype=np.float64) for name, v in scores.items()}
     included = np.asarray(included, dtype=bool)
-    if not scores or any(v.shape != included.shape for v in scores.values()) or included.ndim != 1 or \
-            len(included) < 2:
-        raise ValueError(f"scores and included must be 1-d of one length m >= 2; got "
-                         f"{[v.shape for v in scores.values()]}, {included.shape}")
+    if (
+        not scores
+        or any(v.shape != included.shape for v in scores.values())
+        or included.ndim != 1
+        or len(included) < 2
+    ):
+        raise ValueError(
+            f"scores and included must be 1-d of one length m >= 2; got "
+            f"{[v.shape for v in scores.values()]}, {included.shape}"
+        )
     check_probability(confidence=confidence)
     m = len(included)
     grid = default_grid(m) if grid is None else tuple(grid)
@@ -152,7 +172,10 @@ def one_run_audit(scores, included, *, delta: float, confidence: float = 0.95,
             bound = epsilon_lower_bound(m, r, v, delta, significance)
             if best is None or bound > best[0]:
                 best = (bound, r, v, k_in, k_out, name)
-    possible = max(epsilon_lower_bound(m, k_in + k_out, k_in + k_out, delta, significance) for k_in, k_out in grid)
+    possible = max(
+        epsilon_lower_bound(m, k_in + k_out, k_in + k_out, delta, significance)
+        for k_in, k_out in grid
+    )
     bound, r, v, k_in, k_out, name = best
     return OneRunResult(bound, possible, m, r, v, k_in, k_out, name, delta, confidence, tries)
 

@@ -46,13 +46,22 @@ class PrivateMean(NamedTuple):
     """The released mean and two private diagnostics (one entry per run)."""
 
     value: torch.Tensor
-    clipped: torch.Tensor     # fraction of the batch clipped (private: do not log publicly)
-    nonfinite: torch.Tensor   # values replaced by 0 before clipping (private: do not log publicly)
+    clipped: torch.Tensor  # fraction of the batch clipped (private: do not log publicly)
+    nonfinite: torch.Tensor  # values replaced by 0 before clipping (private: do not log publicly)
 
 
-def private_mean(values: torch.Tensor, bound: Number, *, sampler: BatchSource, noise: NoiseSource,
-                 accountant: Accountant, noise_multiplier: float, vector: bool = False,
-                 discrete: bool = False, partition: str | None = None) -> PrivateMean:
+def private_mean(
+    values: torch.Tensor,
+    bound: Number,
+    *,
+    sampler: BatchSource,
+    noise: NoiseSource,
+    accountant: Accountant,
+    noise_multiplier: float,
+    vector: bool = False,
+    discrete: bool = False,
+    partition: str | None = None,
+) -> PrivateMean:
     """(1/B) Σ_i clip_bound(v_i) + N(0, σ²), σ = noise_multiplier·Δ, recorded in ``accountant``.
 
     Args:
@@ -67,14 +76,31 @@ def private_mean(values: torch.Tensor, bound: Number, *, sampler: BatchSource, n
             e.g. the steps of one single pass, compose in parallel).
     """
     summed = clipped_sum(values, bound, vector=vector)
-    value = release_sum(summed.total, bound, sampler=sampler, noise=noise, accountant=accountant,
-                        noise_multiplier=noise_multiplier, discrete=discrete, partition=partition)
+    value = release_sum(
+        summed.total,
+        bound,
+        sampler=sampler,
+        noise=noise,
+        accountant=accountant,
+        noise_multiplier=noise_multiplier,
+        discrete=discrete,
+        partition=partition,
+    )
     return PrivateMean(value, summed.fraction, summed.nonfinite)
 
 
-def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noise: NoiseSource,
-                accountant: Accountant, noise_multiplier: float, discrete: bool = False,
-                partition: str | None = None, release: Release | None = None) -> torch.Tensor:
+def release_sum(
+    total: torch.Tensor,
+    bound: Number,
+    *,
+    sampler: BatchSource,
+    noise: NoiseSource,
+    accountant: Accountant,
+    noise_multiplier: float,
+    discrete: bool = False,
+    partition: str | None = None,
+    release: Release | None = None,
+) -> torch.Tensor:
     """Σ_i clip_bound(v_i) / B + noise, for a sum the caller clipped itself; recorded in ``accountant``.
 
     ``total`` has shape ``(..., *value_shape)`` with one leading entry per run when ``bound`` is one per
@@ -88,29 +114,49 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
     """
     if not (isinstance(noise_multiplier, (int, float)) and noise_multiplier >= 0):
         raise ValueError(f"noise_multiplier must be a number >= 0; got {noise_multiplier!r}")
-    if isinstance(bound, (int, float)):   # one bound (the common case, every step of a trainer): no tensor built
+    if isinstance(
+        bound, (int, float)
+    ):  # one bound (the common case, every step of a trainer): no tensor built
         largest, positive, one = float(bound), bound > 0, True
     else:
         bounds = torch.as_tensor(bound, dtype=torch.float64)
-        largest, positive, one = float(bounds.max()), bool(torch.all(bounds > 0)), bounds.numel() == 1
+        largest, positive, one = (
+            float(bounds.max()),
+            bool(torch.all(bounds > 0)),
+            bounds.numel() == 1,
+        )
     if not positive:
         raise ValueError(f"bound must be > 0; got {bound!r}")
-    built = mean_release(largest, noise_multiplier, sampler=sampler, accountant=accountant, noise=noise,
-                         discrete=discrete)
+    built = mean_release(
+        largest,
+        noise_multiplier,
+        sampler=sampler,
+        accountant=accountant,
+        noise=noise,
+        discrete=discrete,
+    )
     if release is None:
         release = built
-    elif release != built:   # the ledger must hold the release the noise below is drawn for, never another
+    elif (
+        release != built
+    ):  # the ledger must hold the release the noise below is drawn for, never another
         raise ValueError(f"release {release!r} is not the one these arguments make: {built!r}")
-    mean = total / sampler.batch_size                                          # the fixed denominator B
-    if noise_multiplier == 0:   # a data-dependent value without noise (NonPrivate): ε = ∞
+    mean = total / sampler.batch_size  # the fixed denominator B
+    if noise_multiplier == 0:  # a data-dependent value without noise (NonPrivate): ε = ∞
         accountant.record(release, partition=partition)
         return mean
-    unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)   # Δ per unit of bound
+    unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)  # Δ per unit of bound
     if discrete:
         if not one or mean.numel() != 1 or sampler.rate != 1.0:
-            raise ValueError("discrete=True supports one full-batch scalar run (no subsampled accounting)")
-        released, _ = discrete_gaussian_mechanism(float(mean), sensitivity=unit * largest,  # draws on the grid of
-                                                  sigma=noise_multiplier * unit * largest, noise=noise)  # ``release``
+            raise ValueError(
+                "discrete=True supports one full-batch scalar run (no subsampled accounting)"
+            )
+        released, _ = discrete_gaussian_mechanism(
+            float(mean),
+            sensitivity=unit * largest,  # draws on the grid of
+            sigma=noise_multiplier * unit * largest,
+            noise=noise,
+        )  # ``release``
         accountant.record(release, partition=partition)
         return torch.tensor(released, dtype=mean.dtype, device=mean.device).reshape(mean.shape)
     # The Gaussian of ``release`` (σ = noise_multiplier·unit·largest), drawn per unit of bound and scaled by each
@@ -120,8 +166,15 @@ def release_sum(total: torch.Tensor, bound: Number, *, sampler: BatchSource, noi
     return mean + z * per_run(bound, mean)
 
 
-def mean_release(bound: float, noise_multiplier: float, *, sampler: BatchSource, accountant: Accountant,
-                 noise: NoiseSource, discrete: bool = False) -> Release:
+def mean_release(
+    bound: float,
+    noise_multiplier: float,
+    *,
+    sampler: BatchSource,
+    accountant: Accountant,
+    noise: NoiseSource,
+    discrete: bool = False,
+) -> Release:
     """The ledger entry :func:`release_sum` records for a mean of ``bound``-clipped terms: the one builder.
 
     Δ = (2 or 1)·bound/B by the accountant's relation, σ = noise_multiplier·Δ, as the sampler's event (with
@@ -132,9 +185,13 @@ def mean_release(bound: float, noise_multiplier: float, *, sampler: BatchSource,
     if noise_multiplier == 0:
         return NonPrivate()
     if not math.isfinite(bound):
-        raise ValueError("bound must be finite when noise_multiplier > 0 (the sensitivity is bound/B)")
+        raise ValueError(
+            "bound must be finite when noise_multiplier > 0 (the sensitivity is bound/B)"
+        )
     unit = mean_sensitivity(1.0, sampler.batch_size, accountant.relation)
     if discrete:
-        return discrete_gaussian_release(unit * bound, noise_multiplier * unit * bound, secret=noise.secret)
+        return discrete_gaussian_release(
+            unit * bound, noise_multiplier * unit * bound, secret=noise.secret
+        )
     release = sampler.release(unit * bound, noise_multiplier * unit * bound)
     return release if noise.secret else dataclasses.replace(release, secret=False)

@@ -52,15 +52,19 @@ class Relation(str, enum.Enum):
 
     @property
     def dp_accounting(self) -> NeighboringRelation:
-        return {Relation.REPLACE_ONE: NeighboringRelation.REPLACE_ONE,
-                Relation.ADD_OR_REMOVE_ONE: NeighboringRelation.ADD_OR_REMOVE_ONE}[self]
+        return {
+            Relation.REPLACE_ONE: NeighboringRelation.REPLACE_ONE,
+            Relation.ADD_OR_REMOVE_ONE: NeighboringRelation.ADD_OR_REMOVE_ONE,
+        }[self]
 
     @classmethod
     def parse(cls, value: Relation | str) -> Relation:
         try:
             return cls(value)
         except ValueError:
-            raise ValueError(f"relation must be one of {[r.value for r in cls]}; got {value!r}") from None
+            raise ValueError(
+                f"relation must be one of {[r.value for r in cls]}; got {value!r}"
+            ) from None
 
 
 def mean_sensitivity(bound: float, n: int, relation: Relation | str) -> float:
@@ -100,8 +104,11 @@ class _Record:
         return out
 
     def __repr__(self) -> str:  # fields in order; secret only when False
-        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)  # type: ignore[arg-type]
-                 if f.name != "secret"]
+        shown = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)  # type: ignore[arg-type]
+            if f.name != "secret"
+        ]
         if getattr(self, "secret", True) is not True:
             shown.append(f"secret={self.secret!r}")  # type: ignore[attr-defined]
         return f"{type(self).__name__}({', '.join(shown)})"
@@ -117,8 +124,9 @@ def _from_dict(data: dict) -> Any:
         raise ValueError(f"unknown release kind {kind!r}; known: {known}")
     cls = _KINDS[kind]
     names = {f.name for f in fields(cls)}
-    return cls(**{k: _from_dict(v) if isinstance(v, dict) else v
-                  for k, v in data.items() if k in names})
+    return cls(
+        **{k: _from_dict(v) if isinstance(v, dict) else v for k, v in data.items() if k in names}
+    )
 
 
 @dataclass(frozen=True, repr=False)
@@ -279,11 +287,16 @@ class _Wrapper:
 
     def _check_part(self) -> None:
         if not isinstance(self.mechanism, Release):
-            raise ValueError(f"mechanism must be a dpnc Release; got {type(self.mechanism).__name__}")
+            raise ValueError(
+                f"mechanism must be a dpnc Release; got {type(self.mechanism).__name__}"
+            )
         if isinstance(self.mechanism, NonPrivate) or (
-                isinstance(self.mechanism, Gaussian) and self.mechanism.sigma == 0):
-            raise ValueError(f"sigma must be a finite number > 0; got {getattr(self.mechanism, 'sigma', 0.0)!r} "
-                             f"({type(self).__name__} wraps a noisy mechanism)")
+            isinstance(self.mechanism, Gaussian) and self.mechanism.sigma == 0
+        ):
+            raise ValueError(
+                f"sigma must be a finite number > 0; got {getattr(self.mechanism, 'sigma', 0.0)!r} "
+                f"({type(self).__name__} wraps a noisy mechanism)"
+            )
         if not self.mechanism.secret:
             object.__setattr__(self, "secret", False)
             object.__setattr__(self, "mechanism", dataclasses.replace(self.mechanism, secret=True))
@@ -308,7 +321,9 @@ def innermost(release: Release) -> Release:
 def _innermost_gaussian(release: Release) -> Gaussian:
     inner = innermost(release)
     if not isinstance(inner, Gaussian):
-        raise AttributeError(f"{type(release).__name__} wraps a {type(inner).__name__}, not a Gaussian")
+        raise AttributeError(
+            f"{type(release).__name__} wraps a {type(inner).__name__}, not a Gaussian"
+        )
     return inner
 
 
@@ -327,7 +342,9 @@ class Sampled(_Wrapper, Release):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.sampling, Sampling):
-            raise ValueError(f"sampling must be Poisson(q) or FixedSize(n, B); got {self.sampling!r}")
+            raise ValueError(
+                f"sampling must be Poisson(q) or FixedSize(n, B); got {self.sampling!r}"
+            )
         self._check_part()
 
     @property
@@ -363,7 +380,7 @@ class TreeAggregated(_Wrapper, Release):
 # --- selection among candidates -------------------------------------------------------------------
 
 
-Ledger = tuple[tuple[Release, int], ...]   # (release, how many times it composes), in order
+Ledger = tuple[tuple[Release, int], ...]  # (release, how many times it composes), in order
 
 
 @dataclass(frozen=True, repr=False)
@@ -396,21 +413,34 @@ class RandomStopping(Release):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (isinstance(self.eta, (int, float)) and not isinstance(self.eta, bool)
-                and math.isfinite(self.eta) and self.eta > -1):
+        if not (
+            isinstance(self.eta, (int, float))
+            and not isinstance(self.eta, bool)
+            and math.isfinite(self.eta)
+            and self.eta > -1
+        ):
             raise ValueError(f"eta must be a finite number > -1; got {self.eta!r}")
         check_probability(gamma=self.gamma)
         if not isinstance(self.candidates, (tuple, list)) or not self.candidates:
-            raise ValueError(f"candidates must be a non-empty sequence of ledgers; got {self.candidates!r}")
+            raise ValueError(
+                f"candidates must be a non-empty sequence of ledgers; got {self.candidates!r}"
+            )
         candidates, secret = [], self.secret
         for ledger in self.candidates:
             if not isinstance(ledger, (tuple, list)):
-                raise ValueError(f"each candidate must be a sequence of (release, count) pairs; got {ledger!r}")
+                raise ValueError(
+                    f"each candidate must be a sequence of (release, count) pairs; got {ledger!r}"
+                )
             entries = []
             for entry in ledger:
                 release, count = _ledger_entry(entry)
-                secret = secret and release.secret   # the composite's flag covers its parts
-                entries.append((release if release.secret else dataclasses.replace(release, secret=True), count))
+                secret = secret and release.secret  # the composite's flag covers its parts
+                entries.append(
+                    (
+                        release if release.secret else dataclasses.replace(release, secret=True),
+                        count,
+                    )
+                )
             candidates.append(tuple(entries))
         object.__setattr__(self, "candidates", tuple(candidates))
         object.__setattr__(self, "secret", secret)
@@ -421,13 +451,20 @@ class RandomStopping(Release):
         return tnb_mean(self.eta, self.gamma)
 
     def to_dict(self) -> dict:
-        return {"kind": type(self).__name__,
-                "candidates": [[{"release": r.to_dict(), "count": c} for r, c in ledger] for ledger in self.candidates],
-                "eta": self.eta, "gamma": self.gamma, "secret": self.secret}
+        return {
+            "kind": type(self).__name__,
+            "candidates": [
+                [{"release": r.to_dict(), "count": c} for r, c in ledger]
+                for ledger in self.candidates
+            ],
+            "eta": self.eta,
+            "gamma": self.gamma,
+            "secret": self.secret,
+        }
 
 
 def _ledger_entry(entry: Any) -> tuple[Release, int]:
-    if isinstance(entry, dict):   # as to_dict wrote it
+    if isinstance(entry, dict):  # as to_dict wrote it
         release, count = Release.from_dict(entry["release"]), entry["count"]
     elif isinstance(entry, (tuple, list)) and len(entry) == 2:
         release, count = entry
@@ -471,12 +508,17 @@ def _old_gaussian(data: dict) -> Gaussian:
 
 
 _OLD_KINDS: dict[str, Any] = {  # kinds written by journals of earlier versions → the records above
-    "PoissonSampledGaussian": lambda d: Sampled(Poisson(d["sampling_rate"]), _old_gaussian(d),
-                                                secret=d.get("secret", True)),
-    "FixedSizeSampledGaussian": lambda d: Sampled(FixedSize(d["dataset_size"], d["batch_size"]),
-                                                  _old_gaussian(d), secret=d.get("secret", True)),
-    "TreeAggregatedGaussian": lambda d: TreeAggregated(_old_gaussian(d), leaves=d["num_leaves"],
-                                                       secret=d.get("secret", True)),
+    "PoissonSampledGaussian": lambda d: Sampled(
+        Poisson(d["sampling_rate"]), _old_gaussian(d), secret=d.get("secret", True)
+    ),
+    "FixedSizeSampledGaussian": lambda d: Sampled(
+        FixedSize(d["dataset_size"], d["batch_size"]),
+        _old_gaussian(d),
+        secret=d.get("secret", True),
+    ),
+    "TreeAggregatedGaussian": lambda d: TreeAggregated(
+        _old_gaussian(d), leaves=d["num_leaves"], secret=d.get("secret", True)
+    ),
 }
 
 

@@ -71,8 +71,15 @@ class TreeNoise:
     Steps must be queried in increasing order t = 1, 2, … within a period.
     """
 
-    def __init__(self, dim: int, sigma: float, noise: NoiseSource, *,
-                 dtype: torch.dtype | None = None, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        dim: int,
+        sigma: float,
+        noise: NoiseSource,
+        *,
+        dtype: torch.dtype | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
         import torch
 
         if not isinstance(dim, int) or dim < 1:
@@ -91,7 +98,9 @@ class TreeNoise:
     def __call__(self, t: int) -> torch.Tensor:
         """TREE(t) = Σ_{(a, b) ∈ NODE(t)} ξ_b."""
         if t != self.t + 1 and t != self.t:
-            raise ValueError(f"tree steps must be queried in order; expected t={self.t + 1}, got {t}")
+            raise ValueError(
+                f"tree steps must be queried in order; expected t={self.t + 1}, got {t}"
+            )
         self.t = t
         import torch
 
@@ -99,8 +108,9 @@ class TreeNoise:
         total = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
         for _, b in intervals:
             if b not in self._nodes:
-                self._nodes[b] = self.noise.gaussian(self.dim, self.sigma, dtype=self.dtype,
-                                                     device=self.device)
+                self._nodes[b] = self.noise.gaussian(
+                    self.dim, self.sigma, dtype=self.dtype, device=self.device
+                )
             total += self._nodes[b]
         # A node not in NODE(t) is never in NODE(t') for t' > t (see module docstring).
         self._nodes = {b: self._nodes[b] for _, b in intervals}
@@ -132,13 +142,25 @@ class TreeMechanism:
     Draws exactly what :class:`TreeNoise` draws, in the same order.
     """
 
-    def __init__(self, dim: int, *, leaves: int, sensitivity: float, sigma: float, noise: NoiseSource,
-                 dtype: torch.dtype | None = None, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        leaves: int,
+        sensitivity: float,
+        sigma: float,
+        noise: NoiseSource,
+        dtype: torch.dtype | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
         # Checks Δ > 0, σ ≥ 0 and Σ >= 1; seeded noise makes the release not secret; σ = 0 (an algorithm's
         # non-private twin) releases the sums without noise, which the ledger records as such (ε = ∞).
         node = Gaussian(sensitivity, sigma)
-        self.release = (TreeAggregated(node, leaves=leaves, secret=noise.secret) if sigma > 0
-                        else NonPrivate(secret=noise.secret))
+        self.release = (
+            TreeAggregated(node, leaves=leaves, secret=noise.secret)
+            if sigma > 0
+            else NonPrivate(secret=noise.secret)
+        )
         self.leaves, self.sensitivity, self.sigma = leaves, float(sensitivity), float(sigma)
         self._noise = TreeNoise(dim, sigma, noise, dtype=dtype, device=device)
         self._open = False
@@ -152,7 +174,9 @@ class TreeMechanism:
     def __call__(self, value: torch.Tensor, k: int) -> torch.Tensor:
         """``value + TREE(k)``: the k-th prefix sum of this period (k = 1, 2, …, Σ in order) released."""
         if not self._open:
-            raise ValueError("call reset() at the start of each period and record the release it returns")
+            raise ValueError(
+                "call reset() at the start of each period and record the release it returns"
+            )
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= self.leaves:
             raise ValueError(f"k must be an integer in [1, leaves={self.leaves}]; got {k!r}")
         return value + self._noise(k)

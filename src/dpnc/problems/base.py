@@ -78,8 +78,13 @@ class Constants:
             value = getattr(self, name)
             if value is None:
                 continue
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                    and value >= 0 and (value > 0 or name == "weak_convexity")):
+            if not (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value >= 0
+                and (value > 0 or name == "weak_convexity")
+            ):
                 raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
 
 
@@ -127,14 +132,16 @@ class Objective(ABC):
 
     # Optional capabilities: an objective with a closed form overrides these; None means "evaluate instead".
 
-    def two_point(self, x: torch.Tensor, u: torch.Tensor, lam: float,
-                  index: torch.Tensor | None = None) -> Directional | None:
+    def two_point(
+        self, x: torch.Tensor, u: torch.Tensor, lam: float, index: torch.Tensor | None = None
+    ) -> Directional | None:
         """The two-point differences at points x (..., d) along u in closed form, or None (the default): the
         zeroth-order steps then evaluate :meth:`losses_at` at x ± λu."""
         return None
 
-    def clipped_gradient_sum(self, x: torch.Tensor, C,
-                             index: torch.Tensor | None = None) -> tuple[torch.Tensor, ...] | None:
+    def clipped_gradient_sum(
+        self, x: torch.Tensor, C, index: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, ...] | None:
         """Σ_{i in index} clip_C(∇f(x; z_i)), the fraction clipped and the mean loss in closed form, or None (the
         default): DP-GD then clips the per-example :meth:`gradients`."""
         return None
@@ -151,7 +158,7 @@ class Objective(ABC):
         What a step at one iterate (or one per run of a grid) needs: DPZero's x ± λu, DP-GD's x_t.
         """
         flat = points.reshape(-1, points.shape[-1])
-        values = self.losses(flat.expand(len(index), *flat.shape), index)          # (b, k)
+        values = self.losses(flat.expand(len(index), *flat.shape), index)  # (b, k)
         return values.T.reshape(*points.shape[:-1], len(index))
 
     def _as_points(self, points, name: str = "points") -> tuple[torch.Tensor, bool]:
@@ -160,7 +167,9 @@ class Objective(ABC):
         single = points.ndim == 1
         points = points.unsqueeze(0) if single else points
         if points.ndim != 2 or points.shape[1] != self.dim:
-            raise ValueError(f"{name} must have shape (k, {self.dim}) or ({self.dim},); got {tuple(points.shape)}")
+            raise ValueError(
+                f"{name} must have shape (k, {self.dim}) or ({self.dim},); got {tuple(points.shape)}"
+            )
         return points, single
 
     @abstractmethod
@@ -186,16 +195,22 @@ class Problem(Objective):
     """
 
     name: str = "problem"
-    _per_example: tuple[str, ...] = ()  # attributes with one entry per example, subset with the data
+    _per_example: tuple[
+        str, ...
+    ] = ()  # attributes with one entry per example, subset with the data
 
     def __init__(self, data: Sequence[torch.Tensor], dim: int, lipschitz: float) -> None:
         data = tuple(data)
         if not data or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in data):
-            raise ValueError("data must be a non-empty sequence of tensors with a leading dimension n")
+            raise ValueError(
+                "data must be a non-empty sequence of tensors with a leading dimension n"
+            )
         n = data[0].shape[0]
         if n < 1 or any(t.shape[0] != n for t in data):
             shapes = [tuple(t.shape) for t in data]
-            raise ValueError(f"data tensors must share a leading dimension n >= 1; got shapes {shapes}")
+            raise ValueError(
+                f"data tensors must share a leading dimension n >= 1; got shapes {shapes}"
+            )
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
             raise ValueError(f"dim must be an integer >= 1; got {dim!r}")
         if not (isinstance(lipschitz, (int, float)) and math.isfinite(lipschitz) and lipschitz > 0):
@@ -291,7 +306,9 @@ class Problem(Objective):
         index = torch.as_tensor(index)
         if index.dtype == torch.bool:
             if index.shape != (self.n,):
-                raise ValueError(f"a boolean index must have shape ({self.n},); got {tuple(index.shape)}")
+                raise ValueError(
+                    f"a boolean index must have shape ({self.n},); got {tuple(index.shape)}"
+                )
             index = index.nonzero().flatten()
         index = self._check_index(index)
         if len(index) == 0:
@@ -304,22 +321,33 @@ class Problem(Objective):
 
     def _chunks(self, chunk: int):
         for start in range(0, self.n, chunk):
-            yield tuple(t[start:start + chunk] for t in self.data)
+            yield tuple(t[start : start + chunk] for t in self.data)
 
     # --- checks ---------------------------------------------------------------------------------
 
     def _check_index(self, index) -> torch.Tensor:
         index = torch.as_tensor(index)
-        if index.ndim != 1 or index.dtype.is_floating_point or index.dtype.is_complex or index.dtype == torch.bool:
-            raise ValueError(f"index must be a 1-D integer tensor; got shape {tuple(index.shape)}, {index.dtype}")
+        if (
+            index.ndim != 1
+            or index.dtype.is_floating_point
+            or index.dtype.is_complex
+            or index.dtype == torch.bool
+        ):
+            raise ValueError(
+                f"index must be a 1-D integer tensor; got shape {tuple(index.shape)}, {index.dtype}"
+            )
         index = index.long()
         if len(index) and (int(index.min()) < 0 or int(index.max()) >= self.n):
-            raise ValueError(f"index must lie in [0, {self.n}); got values in [{int(index.min())}, {int(index.max())}]")
+            raise ValueError(
+                f"index must lie in [0, {self.n}); got values in [{int(index.min())}, {int(index.max())}]"
+            )
         return index
 
     def _check_points(self, x: torch.Tensor, b: int) -> None:
         if x.ndim != 3 or x.shape[0] != b or x.shape[2] != self.dim:
-            raise ValueError(f"x must have shape (b, k, d) = ({b}, k, {self.dim}); got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have shape (b, k, d) = ({b}, k, {self.dim}); got {tuple(x.shape)}"
+            )
 
     def _check_eval(self, points, chunk) -> tuple[torch.Tensor, bool]:
         if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:

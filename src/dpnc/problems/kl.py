@@ -37,22 +37,56 @@ References:
     Polyak-Łojasiewicz Condition", ECML-PKDD 2016 (the sine test function).
 """
 
-
 from __future__ import annotations
 
 import math
 
 import torch
 
-from dpnc.problems.kl_objective import (F64, DataFree, KLObjective, _integer, _positive, _sphere, _vector, _weak,
-                                        check_kl, default_weak_convexity, sample_ball)
-from dpnc.problems.kl_instances import (HuberLinear, TwoSidedPower, lower_bound_cor1, lower_bound_thm7,
-                                        lower_bound_thm8, thm7_instance, thm8_instance)
+from dpnc.problems.kl_instances import (
+    HuberLinear,
+    TwoSidedPower,
+    lower_bound_cor1,
+    lower_bound_thm7,
+    lower_bound_thm8,
+    thm7_instance,
+    thm8_instance,
+)
+from dpnc.problems.kl_objective import (
+    F64,
+    DataFree,
+    KLObjective,
+    _integer,
+    _positive,
+    _sphere,
+    _vector,
+    _weak,
+    check_kl,
+    default_weak_convexity,
+    sample_ball,
+)
 
-__all__ = ["SINE_PL_RATIO", "DataFree", "HuberLinear", "KLObjective", "LeastSquares", "PowerGrowth", "PseudoHuber",
-           "Quadratic", "SinePL", "TwoSidedPower", "check_kl", "default_weak_convexity", "lower_bound_cor1",
-           "lower_bound_thm7", "lower_bound_thm8", "pseudo_huber_gamma", "sample_ball", "thm7_instance",
-           "thm8_instance"]
+__all__ = [
+    "SINE_PL_RATIO",
+    "DataFree",
+    "HuberLinear",
+    "KLObjective",
+    "LeastSquares",
+    "PowerGrowth",
+    "PseudoHuber",
+    "Quadratic",
+    "SinePL",
+    "TwoSidedPower",
+    "check_kl",
+    "default_weak_convexity",
+    "lower_bound_cor1",
+    "lower_bound_thm7",
+    "lower_bound_thm8",
+    "pseudo_huber_gamma",
+    "sample_ball",
+    "thm7_instance",
+    "thm8_instance",
+]
 
 # sup_t (t² + 3 sin² t)/(2t + 3 sin 2t)², attained at t ≈ 2.20171 (recomputed in the tests), rounded up.
 SINE_PL_RATIO = 2.8484999244
@@ -78,15 +112,31 @@ class Quadratic(DataFree):
 
     name = "quadratic"
 
-    def __init__(self, dim: int, n: int = 1, *, c=None, center=None, radius: float = 1.0,
-                 weak_convexity: float | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        n: int = 1,
+        *,
+        c=None,
+        center=None,
+        radius: float = 1.0,
+        weak_convexity: float | None = None,
+    ) -> None:
         self.dim, self.n = _integer("dim", dim, 1), _integer("n", n, 1)
         self.w_star = torch.zeros(self.dim, dtype=F64) if c is None else _vector("c", c, self.dim)
         center, radius = self._region(center, radius, self.w_star)
         gamma, kappa = 1 / math.sqrt(2), 2.0
         L0 = float(torch.linalg.vector_norm(center - self.w_star)) + radius
-        self._declare(L0=L0, L1=1.0, weak_convexity=_weak(weak_convexity, gamma, kappa, L0), gamma=gamma,
-                      kappa=kappa, center=center, radius=radius, F_star=0.0)
+        self._declare(
+            L0=L0,
+            L1=1.0,
+            weak_convexity=_weak(weak_convexity, gamma, kappa, L0),
+            gamma=gamma,
+            kappa=kappa,
+            center=center,
+            radius=radius,
+            F_star=0.0,
+        )
 
     def _value(self, points):
         return 0.5 * ((points - self.w_star) ** 2).sum(-1)
@@ -121,19 +171,40 @@ class PowerGrowth(DataFree):
 
     name = "power-growth"
 
-    def __init__(self, kappa: float, dim: int, n: int = 1, *, w_star=None, center=None, radius: float = 1.0,
-                 weak_convexity: float | None = None) -> None:
+    def __init__(
+        self,
+        kappa: float,
+        dim: int,
+        n: int = 1,
+        *,
+        w_star=None,
+        center=None,
+        radius: float = 1.0,
+        weak_convexity: float | None = None,
+    ) -> None:
         kappa = _positive("kappa", kappa, low=1.0)
         self.tau = tau = kappa / (kappa - 1)
         self.dim, self.n = _integer("dim", dim, 1), _integer("n", n, 1)
-        self.w_star = torch.zeros(self.dim, dtype=F64) if w_star is None else _vector("w_star", w_star, self.dim)
+        self.w_star = (
+            torch.zeros(self.dim, dtype=F64)
+            if w_star is None
+            else _vector("w_star", w_star, self.dim)
+        )
         center, radius = self._region(center, radius, self.w_star)
         gamma = 1 / tau
         r_max = float(torch.linalg.vector_norm(center - self.w_star)) + radius
         L0 = tau * r_max ** (tau - 1)
         L1 = tau * (tau - 1) * r_max ** (tau - 2) if tau >= 2 else None
-        self._declare(L0=L0, L1=L1, weak_convexity=_weak(weak_convexity, gamma, kappa, L0), gamma=gamma, kappa=kappa,
-                      center=center, radius=radius, F_star=0.0)
+        self._declare(
+            L0=L0,
+            L1=L1,
+            weak_convexity=_weak(weak_convexity, gamma, kappa, L0),
+            gamma=gamma,
+            kappa=kappa,
+            center=center,
+            radius=radius,
+            F_star=0.0,
+        )
         self.name = f"power-growth-kappa{kappa:g}"
 
     def _value(self, points):
@@ -142,7 +213,9 @@ class PowerGrowth(DataFree):
     def _gradient(self, points):
         e = points - self.w_star
         r = torch.linalg.vector_norm(e, dim=-1, keepdim=True)
-        scale = torch.where(r > 0, self.tau * r.clamp_min(1e-300) ** (self.tau - 2), torch.zeros_like(r))
+        scale = torch.where(
+            r > 0, self.tau * r.clamp_min(1e-300) ** (self.tau - 2), torch.zeros_like(r)
+        )
         return scale * e
 
 
@@ -165,15 +238,30 @@ class PseudoHuber(DataFree):
 
     name = "pseudo-huber"
 
-    def __init__(self, dim: int, n: int = 1, *, radius: float = 1.0, center=None,
-                 weak_convexity: float | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        n: int = 1,
+        *,
+        radius: float = 1.0,
+        center=None,
+        weak_convexity: float | None = None,
+    ) -> None:
         self.dim, self.n = _integer("dim", dim, 1), _integer("n", n, 1)
         self.w_star = torch.zeros(self.dim, dtype=F64)
         center, radius = self._region(center, radius, self.w_star)
         r_max = float(torch.linalg.vector_norm(center)) + radius
         gamma, L0 = pseudo_huber_gamma(r_max), r_max / math.sqrt(1 + r_max**2)
-        self._declare(L0=L0, L1=1.0, weak_convexity=_weak(weak_convexity, gamma, 1.0, L0), gamma=gamma, kappa=1.0,
-                      center=center, radius=radius, F_star=0.0)
+        self._declare(
+            L0=L0,
+            L1=1.0,
+            weak_convexity=_weak(weak_convexity, gamma, 1.0, L0),
+            gamma=gamma,
+            kappa=1.0,
+            center=center,
+            radius=radius,
+            F_star=0.0,
+        )
 
     def _value(self, points):
         sq = (points**2).sum(-1)
@@ -224,15 +312,25 @@ class SinePL(KLObjective):
 
     name = "sine-pl"
 
-    def __init__(self, x, dim: int, *, x_low: float | None = None, x_bound: float = 1.0, center=None,
-                 radius: float = 1.0) -> None:
+    def __init__(
+        self,
+        x,
+        dim: int,
+        *,
+        x_low: float | None = None,
+        x_bound: float = 1.0,
+        center=None,
+        radius: float = 1.0,
+    ) -> None:
         self.dim = _integer("dim", dim, 1)
         self._domain(x_low, x_bound)
         x = torch.as_tensor(x, dtype=F64)
         outside = (x < self.x_low).any() or (x > self.x_bound).any()
         if x.ndim != 1 or len(x) < 1 or not torch.isfinite(x).all() or outside:
-            raise ValueError(f"x must be a non-empty vector with values in [x_low, x_bound] = "
-                             f"[{self.x_low}, {self.x_bound}]; got {x!r}")
+            raise ValueError(
+                f"x must be a non-empty vector with values in [x_low, x_bound] = "
+                f"[{self.x_low}, {self.x_bound}]; got {x!r}"
+            )
         self.x, self.n = x, len(x)
         self._explicit = True
         self._setup(float(x.mean()), center, radius)
@@ -244,12 +342,26 @@ class SinePL(KLObjective):
             raise ValueError(f"low must be in (0, 1]; got {low!r}")
         gen = torch.Generator().manual_seed(seed)
         n = _integer("n", n, 1)
-        return cls(low + (1 - low) * torch.rand(n, generator=gen, dtype=F64), dim, x_low=low, x_bound=1.0,
-                   **kwargs)
+        return cls(
+            low + (1 - low) * torch.rand(n, generator=gen, dtype=F64),
+            dim,
+            x_low=low,
+            x_bound=1.0,
+            **kwargs,
+        )
 
     @classmethod
-    def from_mean(cls, x_mean: float, dim: int, n: int, *, x_low: float | None = None, x_bound: float = 1.0,
-                  center=None, radius: float = 1.0) -> SinePL:
+    def from_mean(
+        cls,
+        x_mean: float,
+        dim: int,
+        n: int,
+        *,
+        x_low: float | None = None,
+        x_bound: float = 1.0,
+        center=None,
+        radius: float = 1.0,
+    ) -> SinePL:
         """The data-free dataset of n copies of x_mean ∈ [x_low, x_bound] (F = x_mean·g), without storing it.
 
         x_mean is a public choice here (the experiments' fixture), so the domain's lower bound defaults to it;
@@ -261,7 +373,9 @@ class SinePL(KLObjective):
             raise ValueError(f"x_mean must be in (0, x_bound={x_bound}]; got {x_mean!r}")
         self._domain(x_mean if x_low is None else x_low, x_bound)
         if x_mean < self.x_low:
-            raise ValueError(f"x_mean must be in [x_low, x_bound] = [{self.x_low}, {self.x_bound}]; got {x_mean!r}")
+            raise ValueError(
+                f"x_mean must be in [x_low, x_bound] = [{self.x_low}, {self.x_bound}]; got {x_mean!r}"
+            )
         self.x = None
         self._setup(float(x_mean), center, radius)
         return self
@@ -269,20 +383,31 @@ class SinePL(KLObjective):
     def _domain(self, x_low, x_bound) -> None:
         self.x_bound = _positive("x_bound", x_bound)
         if x_low is None:
-            raise ValueError("x_low must be a public lower bound > 0 on the data (the domain [x_low, x_bound]; "
-                             "γ = √(2.8485/x_low) is read from it, not from the data's mean); got None")
+            raise ValueError(
+                "x_low must be a public lower bound > 0 on the data (the domain [x_low, x_bound]; "
+                "γ = √(2.8485/x_low) is read from it, not from the data's mean); got None"
+            )
         self.x_low = _positive("x_low", x_low)
         if self.x_low > self.x_bound:
             raise ValueError(f"x_low must be <= x_bound = {self.x_bound}; got {x_low!r}")
 
     def _setup(self, x_mean, center, radius):
-        self.x_mean = x_mean  # the data's mean: F = x̄·g is evaluated with it; no constant is read from it
+        self.x_mean = (
+            x_mean  # the data's mean: F = x̄·g is evaluated with it; no constant is read from it
+        )
         self.w_star = torch.zeros(self.dim, dtype=F64)
         center, radius = self._region(center, radius, self.w_star)
         rho = float(torch.linalg.vector_norm(center)) + radius
-        self._declare(L0=self.x_bound * (2 * rho + 3 * min(2 * rho, math.sqrt(self.dim))), L1=8 * self.x_bound,
-                      weak_convexity=4 * self.x_bound, gamma=math.sqrt(SINE_PL_RATIO / self.x_low), kappa=2.0,
-                      center=center, radius=radius, F_star=0.0)
+        self._declare(
+            L0=self.x_bound * (2 * rho + 3 * min(2 * rho, math.sqrt(self.dim))),
+            L1=8 * self.x_bound,
+            weak_convexity=4 * self.x_bound,
+            gamma=math.sqrt(SINE_PL_RATIO / self.x_low),
+            kappa=2.0,
+            center=center,
+            radius=radius,
+            F_star=0.0,
+        )
 
     def _value(self, points):
         return self.x_mean * (points**2 + 3 * torch.sin(points) ** 2).sum(-1)
@@ -343,28 +468,58 @@ class LeastSquares(KLObjective):
 
     name = "least-squares"
 
-    def __init__(self, A, b, *, row_bound: float | None = None, target_bound: float | None = None,
-                 radius: float | None = None, mu: float | None = None, center=None,
-                 weak_convexity: float | None = None) -> None:
+    def __init__(
+        self,
+        A,
+        b,
+        *,
+        row_bound: float | None = None,
+        target_bound: float | None = None,
+        radius: float | None = None,
+        mu: float | None = None,
+        center=None,
+        weak_convexity: float | None = None,
+    ) -> None:
         public = _least_squares_public(row_bound, target_bound, radius, mu)
         A, b = torch.as_tensor(A, dtype=F64), torch.as_tensor(b, dtype=F64)
-        if A.ndim != 2 or b.ndim != 1 or A.shape[0] != b.shape[0] or A.shape[0] < 1 or A.shape[1] < 1:
-            raise ValueError(f"A must be (n, d) and b (n,) with n, d >= 1; got {tuple(A.shape)} and {tuple(b.shape)}")
+        if (
+            A.ndim != 2
+            or b.ndim != 1
+            or A.shape[0] != b.shape[0]
+            or A.shape[0] < 1
+            or A.shape[1] < 1
+        ):
+            raise ValueError(
+                f"A must be (n, d) and b (n,) with n, d >= 1; got {tuple(A.shape)} and {tuple(b.shape)}"
+            )
         if not (torch.isfinite(A).all() and torch.isfinite(b).all()):
             raise ValueError("A and b must be finite")
         row_max, b_max = float(torch.linalg.vector_norm(A, dim=1).max()), float(b.abs().max())
         row_bound, target_bound = public[:2]
         if row_max > row_bound * (1 + 1e-12) or b_max > target_bound * (1 + 1e-12):
-            raise ValueError(f"the data must lie in the domain ‖a‖ <= row_bound={row_bound}, |b| <= target_bound="
-                             f"{target_bound}; got max ‖a‖ = {row_max}, max |b| = {b_max}")
+            raise ValueError(
+                f"the data must lie in the domain ‖a‖ <= row_bound={row_bound}, |b| <= target_bound="
+                f"{target_bound}; got max ‖a‖ = {row_max}, max |b| = {b_max}"
+            )
         self.A, self.b, self._explicit = A, b, True
         n = A.shape[0]
         self._setup(A.T @ A / n, A.T @ b / n, float(b @ b) / n, n, *public, center, weak_convexity)
 
     @classmethod
-    def from_statistics(cls, H, q, s: float, n: int, *, row_bound: float | None = None,
-                        target_bound: float | None = None, radius: float | None = None, mu: float | None = None,
-                        center=None, weak_convexity: float | None = None) -> LeastSquares:
+    def from_statistics(
+        cls,
+        H,
+        q,
+        s: float,
+        n: int,
+        *,
+        row_bound: float | None = None,
+        target_bound: float | None = None,
+        radius: float | None = None,
+        mu: float | None = None,
+        center=None,
+        weak_convexity: float | None = None,
+    ) -> LeastSquares:
         """Sufficient statistics H = AᵀA/n, q = Aᵀb/n, s = bᵀb/n of a dataset of declared size n.
 
         The public inputs are those of the constructor. Checks what the domain implies (H symmetric PSD,
@@ -375,12 +530,21 @@ class LeastSquares(KLObjective):
         row_bound, target_bound = public[:2]
         H, q = torch.as_tensor(H, dtype=F64), torch.as_tensor(q, dtype=F64)
         if H.ndim != 2 or H.shape[0] != H.shape[1] or q.shape != (H.shape[0],):
-            raise ValueError(f"H must be (d, d) and q (d,); got {tuple(H.shape)} and {tuple(q.shape)}")
-        if not torch.allclose(H, H.T, rtol=1e-12, atol=1e-15) or float(torch.linalg.eigvalsh(H)[0]) < -1e-12:
+            raise ValueError(
+                f"H must be (d, d) and q (d,); got {tuple(H.shape)} and {tuple(q.shape)}"
+            )
+        if (
+            not torch.allclose(H, H.T, rtol=1e-12, atol=1e-15)
+            or float(torch.linalg.eigvalsh(H)[0]) < -1e-12
+        ):
             raise ValueError("H must be symmetric positive semidefinite")
-        if float(H.trace()) > row_bound**2 * (1 + 1e-12) or not (0 <= s <= target_bound**2 * (1 + 1e-12)):
-            raise ValueError(f"need tr H <= row_bound² = {row_bound**2} and 0 <= s <= target_bound² = "
-                             f"{target_bound**2}; got tr H = {float(H.trace())}, s = {s}")
+        if float(H.trace()) > row_bound**2 * (1 + 1e-12) or not (
+            0 <= s <= target_bound**2 * (1 + 1e-12)
+        ):
+            raise ValueError(
+                f"need tr H <= row_bound² = {row_bound**2} and 0 <= s <= target_bound² = "
+                f"{target_bound**2}; got tr H = {float(H.trace())}, s = {s}"
+            )
         self = cls.__new__(cls)
         self.A = self.b = None
         self._setup(H, q, float(s), _integer("n", n, 1), *public, center, weak_convexity)
@@ -390,7 +554,9 @@ class LeastSquares(KLObjective):
         """This objective in sufficient-statistics form, for the dataset repeated n/self.n times (n a multiple)."""
         n = self.n if n is None else _integer("n", n, 1)
         if n % self.n:
-            raise ValueError(f"n must be a multiple of the current n={self.n} (each example repeated); got {n}")
+            raise ValueError(
+                f"n must be a multiple of the current n={self.n} (each example repeated); got {n}"
+            )
         new = LeastSquares.__new__(LeastSquares)
         new.__dict__.update(self.__dict__)
         new.A = new.b = None
@@ -398,8 +564,18 @@ class LeastSquares(KLObjective):
         return new
 
     @classmethod
-    def generate(cls, dim: int, n: int, seed: int = 0, *, noise: float = 0.1, sufficient: bool = False,
-                 sample: int | None = None, radius: float = 2.0, **kwargs) -> LeastSquares:
+    def generate(
+        cls,
+        dim: int,
+        n: int,
+        seed: int = 0,
+        *,
+        noise: float = 0.1,
+        sufficient: bool = False,
+        sample: int | None = None,
+        radius: float = 2.0,
+        **kwargs,
+    ) -> LeastSquares:
         """A balanced design from ``seed``: row i is ±q_{i mod d} for a random orthonormal basis q_1..q_d,
         b = a·w_true + noise·N(0, 1) clipped to [−1 − 4·noise, 1 + 4·noise], w_true uniform on the unit sphere.
 
@@ -415,7 +591,11 @@ class LeastSquares(KLObjective):
         noise = _positive("noise", noise, low=0.0, strict=False)
         m = n
         if sufficient:
-            m = next(k for k in range(min(n, 1000), 0, -1) if n % k == 0) if sample is None else sample
+            m = (
+                next(k for k in range(min(n, 1000), 0, -1) if n % k == 0)
+                if sample is None
+                else sample
+            )
             m = _integer("sample", m, 1)
             if n % m or m < dim:
                 raise ValueError(f"sample must divide n={n} and be >= dim={dim}; got {m}")
@@ -426,7 +606,15 @@ class LeastSquares(KLObjective):
         w_true = _sphere(1, dim, gen)[0]
         bound = 1 + 4 * noise
         b = (A @ w_true + noise * torch.randn(m, generator=gen, dtype=F64)).clamp(-bound, bound)
-        obj = cls(A, b, row_bound=1.0, target_bound=bound, radius=radius, mu=max(m // dim, 1) / m, **kwargs)
+        obj = cls(
+            A,
+            b,
+            row_bound=1.0,
+            target_bound=bound,
+            radius=radius,
+            mu=max(m // dim, 1) / m,
+            **kwargs,
+        )
         obj.w_true = w_true
         return obj.sufficient(n) if sufficient else obj
 
@@ -444,9 +632,19 @@ class LeastSquares(KLObjective):
             F_star = max(0.5 * (s - float(q @ self.w_star)), 0.0)
         center, radius = self._region(center, radius, torch.zeros(self.dim, dtype=F64))
         gamma = 1 / math.sqrt(2 * mu)
-        L0 = row_bound * (row_bound * (float(torch.linalg.vector_norm(center)) + radius) + target_bound)
-        self._declare(L0=L0, L1=row_bound**2, weak_convexity=_weak(weak_convexity, gamma, 2.0, L0), gamma=gamma,
-                      kappa=2.0, center=center, radius=radius, F_star=F_star)
+        L0 = row_bound * (
+            row_bound * (float(torch.linalg.vector_norm(center)) + radius) + target_bound
+        )
+        self._declare(
+            L0=L0,
+            L1=row_bound**2,
+            weak_convexity=_weak(weak_convexity, gamma, 2.0, L0),
+            gamma=gamma,
+            kappa=2.0,
+            center=center,
+            radius=radius,
+            F_star=F_star,
+        )
 
     def _value(self, points):
         e = points - self.w_star
@@ -455,7 +653,9 @@ class LeastSquares(KLObjective):
     def _gradient(self, points):
         return points @ self.H - self.q
 
-    def _example_gradients(self, points):   # every example's gradient at each point (the KL algorithms' queries)
+    def _example_gradients(
+        self, points
+    ):  # every example's gradient at each point (the KL algorithms' queries)
         r = points @ self.A.T - self.b  # (k, n)
         return r[..., None] * self.A
 
@@ -475,15 +675,19 @@ class LeastSquares(KLObjective):
 
 def _least_squares_public(row_bound, target_bound, radius, mu) -> tuple[float, float, float, float]:
     """LeastSquares' public inputs, each required (none may be read off the data), validated."""
-    rules = {"row_bound": "a public bound > 0 on the rows' norms ‖a_i‖ (the data domain)",
-             "target_bound": "a public bound >= 0 on the targets |b_i| (the data domain)",
-             "radius": "the region's radius > 0, a public choice",
-             "mu": "a public lower bound > 0 on the smallest nonzero eigenvalue of AᵀA/n (γ = 1/√(2μ))"}
+    rules = {
+        "row_bound": "a public bound > 0 on the rows' norms ‖a_i‖ (the data domain)",
+        "target_bound": "a public bound >= 0 on the targets |b_i| (the data domain)",
+        "radius": "the region's radius > 0, a public choice",
+        "mu": "a public lower bound > 0 on the smallest nonzero eigenvalue of AᵀA/n (γ = 1/√(2μ))",
+    }
     values = {"row_bound": row_bound, "target_bound": target_bound, "radius": radius, "mu": mu}
     for name, value in values.items():
         if value is None:
             raise ValueError(f"{name} must be {rules[name]}; got None")
-    return (_positive("row_bound", row_bound), _positive("target_bound", target_bound, strict=False),
-            _positive("radius", radius), _positive("mu", mu))
-
-
+    return (
+        _positive("row_bound", row_bound),
+        _positive("target_bound", target_bound, strict=False),
+        _positive("radius", radius),
+        _positive("mu", mu),
+    )

@@ -13,7 +13,6 @@ import torch
 from dpnc.problems.kl_objective import F64, KLObjective, _integer, _positive, default_weak_convexity
 
 
-
 class HuberLinear(KLObjective):
     """Theorem 7's instance: f(w; x) = ⟨w, x⟩ + λH(w), F(w) = ⟨w, x̄⟩ + λH(w). Build with :func:`thm7_instance`.
 
@@ -33,17 +32,25 @@ class HuberLinear(KLObjective):
 
     name = "thm7-huber"
 
-    def __init__(self, X, lam: float, D: float, L0_data: float, N: int, *, paper: bool = False) -> None:
+    def __init__(
+        self, X, lam: float, D: float, L0_data: float, N: int, *, paper: bool = False
+    ) -> None:
         self.X, self.lam, self.D, self.L0_data, self.N, self.paper = X, lam, D, L0_data, N, paper
         self.n, self.dim = X.shape
         self._explicit = True
         self.x_mean = X.mean(0)
         self.w_star = -self.x_mean / (2 * lam)
         gamma, L0 = 1 / (2 * math.sqrt(lam)), L0_data + 8 * lam * D
-        self._declare(L0=L0, L1=None if paper else 2 * lam,
-                      weak_convexity=None if paper else default_weak_convexity(gamma, 2.0, L0), gamma=gamma,
-                      kappa=2.0, center=torch.zeros(self.dim, dtype=F64), radius=4 * D,
-                      F_star=-lam * float(self.w_star @ self.w_star))
+        self._declare(
+            L0=L0,
+            L1=None if paper else 2 * lam,
+            weak_convexity=None if paper else default_weak_convexity(gamma, 2.0, L0),
+            gamma=gamma,
+            kappa=2.0,
+            center=torch.zeros(self.dim, dtype=F64),
+            radius=4 * D,
+            F_star=-lam * float(self.w_star @ self.w_star),
+        )
 
     def _H(self, points):
         r = torch.linalg.vector_norm(points, dim=-1)
@@ -70,8 +77,16 @@ class HuberLinear(KLObjective):
         return points @ self.X.T + self.lam * self._H(points)[:, None]
 
 
-def thm7_instance(n: int, d: int, epsilon: float, D: float = 1.0, L0: float = 1.0, seed: int = 0, *,
-                  paper: bool = False) -> HuberLinear:
+def thm7_instance(
+    n: int,
+    d: int,
+    epsilon: float,
+    D: float = 1.0,
+    L0: float = 1.0,
+    seed: int = 0,
+    *,
+    paper: bool = False,
+) -> HuberLinear:
     """Theorem 7's hard instance (spec §3): N = min(⌊√d/ε⌋, n) points in {±L0/√d}^d, the rest 0.
 
     The theorem needs a fingerprinting code for the nonzero points; here each column j has a bias
@@ -85,7 +100,9 @@ def thm7_instance(n: int, d: int, epsilon: float, D: float = 1.0, L0: float = 1.
     gen = torch.Generator().manual_seed(seed)
     t = 1 / (300 * N)
     theta = t + (math.pi / 2 - 2 * t) * torch.rand(d, generator=gen, dtype=F64)
-    signs = torch.where(torch.rand(N, d, generator=gen, dtype=F64) < torch.sin(theta) ** 2, 1.0, -1.0)
+    signs = torch.where(
+        torch.rand(N, d, generator=gen, dtype=F64) < torch.sin(theta) ** 2, 1.0, -1.0
+    )
     X = torch.zeros(n, d, dtype=F64)
     X[:N] = signs.to(F64) * (L0 / math.sqrt(d))
     return HuberLinear(X, N * L0 / (2 * n * D), D, L0, N, paper=paper)
@@ -126,9 +143,19 @@ class TwoSidedPower(KLObjective):
         sign = 1.0 if self.p_hat > 0 else -1.0
         self.w_star = torch.tensor([sign * a], dtype=F64)
         r_right = math.inf if self.tau * (1 + p) >= 2 else kappa ** (-(kappa - 1))
-        r0 = min(self.tau ** (-(kappa - 1)), r_right, ((1 + p) / 2) ** (kappa - 1) - p ** (kappa - 1))
-        self._declare(L0=1.0, L1=None, weak_convexity=default_weak_convexity(1.0, kappa, 1.0), gamma=1.0, kappa=kappa,
-                      center=torch.zeros(1, dtype=F64), radius=a + r0, F_star=a * (1 - abs(self.p_hat)))
+        r0 = min(
+            self.tau ** (-(kappa - 1)), r_right, ((1 + p) / 2) ** (kappa - 1) - p ** (kappa - 1)
+        )
+        self._declare(
+            L0=1.0,
+            L1=None,
+            weak_convexity=default_weak_convexity(1.0, kappa, 1.0),
+            gamma=1.0,
+            kappa=kappa,
+            center=torch.zeros(1, dtype=F64),
+            radius=a + r0,
+            F_star=a * (1 - abs(self.p_hat)),
+        )
 
     def _example_losses(self, points):  # (k, 1) → (k, n)
         w, a, tau = points, self.a, self.tau
@@ -161,8 +188,10 @@ def thm8_instance(n: int, epsilon: float, kappa: float, *, sign: int = 1) -> Two
     p = 1 / (n * epsilon)
     n_major = math.ceil(n * (1 + p) / 2 - 1e-9)
     if not p < 1 or n_major >= n:
-        raise ValueError(f"n*epsilon must be large enough that p = 1/(n*epsilon) < 1 leaves both labels; "
-                         f"got n={n}, epsilon={epsilon}")
+        raise ValueError(
+            f"n*epsilon must be large enough that p = 1/(n*epsilon) < 1 leaves both labels; "
+            f"got n={n}, epsilon={epsilon}"
+        )
     y = torch.full((n,), -float(sign), dtype=F64)
     y[:n_major] = float(sign)
     return TwoSidedPower(y, p ** (kappa - 1) / 2, float(kappa), p)
@@ -191,5 +220,3 @@ def lower_bound_cor1(n: int, d: int, rho: float, gamma: float, L0: float, kappa:
     rho, gamma, L0 = _positive("rho", rho), _positive("gamma", gamma), _positive("L0", L0)
     kappa = _positive("kappa", kappa, low=1.0, strict=False)
     return (gamma * L0 * math.sqrt(d) / (n * math.sqrt(rho))) ** kappa
-
-

@@ -20,6 +20,7 @@ from dpnc.problems.base import Constants, Objective, Region
 
 F64 = torch.float64
 
+
 def default_weak_convexity(gamma: float, kappa: float, L0: float) -> float:
     """The L̃1 declared for a *convex* objective: L̃1 = (γL0)^{2−κ}/(32γ²).
 
@@ -30,7 +31,6 @@ def default_weak_convexity(gamma: float, kappa: float, L0: float) -> float:
     the largest L̃1 that costs at most that factor.
     """
     return (gamma * L0) ** (2 - kappa) / (32 * gamma**2)
-
 
 
 # --- the interface --------------------------------------------------------------------------------
@@ -120,22 +120,45 @@ class KLObjective(Objective):
     def _checked(self, x, index, what: str) -> tuple[torch.Tensor, torch.Tensor]:
         """(x as float64 (b, k, d), index as long (b,)), refused unless the data are per-example and in range."""
         if not self._explicit:
-            raise NotImplementedError(f"{self.name} keeps no per-example data (data-free or sufficient "
-                                      f"statistics): per-example {what} are not available; use value/gradient")
+            raise NotImplementedError(
+                f"{self.name} keeps no per-example data (data-free or sufficient "
+                f"statistics): per-example {what} are not available; use value/gradient"
+            )
         x = torch.as_tensor(x, dtype=F64)
         index = torch.as_tensor(index).long()
         if x.ndim != 3 or x.shape[0] != len(index) or x.shape[2] != self.dim:
-            raise ValueError(f"x must have shape (b, k, d) = ({len(index)}, k, {self.dim}); got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have shape (b, k, d) = ({len(index)}, k, {self.dim}); got {tuple(x.shape)}"
+            )
         if len(index) and (int(index.min()) < 0 or int(index.max()) >= self.n):
-            raise ValueError(f"index must lie in [0, {self.n}); got values in [{int(index.min())}, "
-                             f"{int(index.max())}]")
+            raise ValueError(
+                f"index must lie in [0, {self.n}); got values in [{int(index.min())}, "
+                f"{int(index.max())}]"
+            )
         return x, index
 
-    def _declare(self, *, L0: float, gamma: float, kappa: float, center: torch.Tensor, radius: float,
-                 F_star: float, L1: float | None = None, weak_convexity: float | None = None) -> None:
+    def _declare(
+        self,
+        *,
+        L0: float,
+        gamma: float,
+        kappa: float,
+        center: torch.Tensor,
+        radius: float,
+        F_star: float,
+        L1: float | None = None,
+        weak_convexity: float | None = None,
+    ) -> None:
         """Set the public constants (their proofs are in each class's docstring)."""
-        self.constants = Constants(L0=L0, L1=L1, weak_convexity=weak_convexity, gamma=gamma, kappa=kappa,
-                                   region=Region(center, radius), F_star=F_star)
+        self.constants = Constants(
+            L0=L0,
+            L1=L1,
+            weak_convexity=weak_convexity,
+            gamma=gamma,
+            kappa=kappa,
+            region=Region(center, radius),
+            F_star=F_star,
+        )
 
     def _region(self, center, radius, default_center: torch.Tensor) -> tuple[torch.Tensor, float]:
         """The region's centre (float64, default ``default_center``) and radius, checked."""
@@ -148,8 +171,10 @@ class KLObjective(Objective):
     def __repr__(self) -> str:
         c = self.constants
         L1 = "None" if c.L1 is None else f"{c.L1:.4g}"
-        return (f"{type(self).__name__}(n={self.n}, d={self.dim}, gamma={c.gamma:.4g}, kappa={c.kappa:.4g}, "
-                f"L0={c.L0:.4g}, L1={L1}, radius={c.region.radius:.4g})")
+        return (
+            f"{type(self).__name__}(n={self.n}, d={self.dim}, gamma={c.gamma:.4g}, kappa={c.kappa:.4g}, "
+            f"L0={c.L0:.4g}, L1={L1}, radius={c.region.radius:.4g})"
+        )
 
 
 class DataFree(KLObjective):
@@ -184,7 +209,9 @@ def check_kl(objective: KLObjective, points: torch.Tensor) -> float:
     return float(ratio.max())
 
 
-def sample_ball(objective: KLObjective, k: int, seed: int = 0, *, radial: str = "volume") -> torch.Tensor:
+def sample_ball(
+    objective: KLObjective, k: int, seed: int = 0, *, radial: str = "volume"
+) -> torch.Tensor:
     """k points (k, d) in the objective's region B_radius(center), from ``seed``.
 
     radial="volume": uniform in the ball (in high d, near its boundary); "uniform": distance from the

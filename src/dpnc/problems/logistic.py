@@ -30,7 +30,9 @@ __all__ = ["DATASETS", "LogisticRegression", "unit_features"]
 DATASETS = ("breast-cancer", "digits")
 
 
-def unit_features(raw: torch.Tensor, transform: str = "identity", *, intercept: bool = True) -> torch.Tensor:
+def unit_features(
+    raw: torch.Tensor, transform: str = "identity", *, intercept: bool = True
+) -> torch.Tensor:
     """a = (u/√2, 1/√2) with u = φ(z)/‖φ(z)‖ (u = 0 if φ(z) = 0): a public map applied to each row alone.
     Without ``intercept``, a = u (for models that carry their own biases).
 
@@ -51,7 +53,9 @@ def unit_features(raw: torch.Tensor, transform: str = "identity", *, intercept: 
     elif transform == "identity":
         phi = raw
     else:
-        raise ValueError(f"transform must be one of ('identity', 'log', 'pixel'); got {transform!r}")
+        raise ValueError(
+            f"transform must be one of ('identity', 'log', 'pixel'); got {transform!r}"
+        )
     u = phi / torch.linalg.vector_norm(phi, dim=-1, keepdim=True).clamp_min(1e-300)
     if not intercept:
         return u
@@ -74,33 +78,55 @@ class LogisticRegression(Problem):
 
     name = "logistic"
 
-    def __init__(self, a: torch.Tensor, y: torch.Tensor, *, classes: int = 2, l2: float = 0.0,
-                 radius: float | None = None) -> None:
+    def __init__(
+        self,
+        a: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        classes: int = 2,
+        l2: float = 0.0,
+        radius: float | None = None,
+    ) -> None:
         a = torch.as_tensor(a, dtype=torch.float64)
         y = torch.as_tensor(y)
         if not isinstance(classes, int) or isinstance(classes, bool) or classes < 2:
             raise ValueError(f"classes must be an integer >= 2; got {classes!r}")
         if a.ndim != 2 or y.shape != (a.shape[0],):
             raise ValueError(f"a must be (n, p) and y (n,); got {tuple(a.shape)}, {tuple(y.shape)}")
-        if not bool(torch.isfinite(a).all()) or float(torch.linalg.vector_norm(a, dim=-1).max()) > 1 + 1e-12:
-            raise ValueError("every feature row a must be finite with norm <= 1 (the declared L0 relies on it)")
+        if (
+            not bool(torch.isfinite(a).all())
+            or float(torch.linalg.vector_norm(a, dim=-1).max()) > 1 + 1e-12
+        ):
+            raise ValueError(
+                "every feature row a must be finite with norm <= 1 (the declared L0 relies on it)"
+            )
         if y.dtype.is_floating_point or bool(((y < 0) | (y >= classes)).any()):
             raise ValueError(f"labels y must be integers in [0, {classes})")
-        if not (isinstance(l2, (int, float)) and not isinstance(l2, bool) and math.isfinite(l2) and l2 >= 0):
+        if not (
+            isinstance(l2, (int, float))
+            and not isinstance(l2, bool)
+            and math.isfinite(l2)
+            and l2 >= 0
+        ):
             raise ValueError(f"l2 must be a finite number >= 0; got {l2!r}")
         if radius is None and l2 > 0:
             radius = math.sqrt(2 * math.log(classes) / l2)
-        if radius is not None and not (isinstance(radius, (int, float)) and math.isfinite(radius) and radius > 0):
+        if radius is not None and not (
+            isinstance(radius, (int, float)) and math.isfinite(radius) and radius > 0
+        ):
             raise ValueError(f"radius must be a finite number > 0; got {radius!r}")
         self.classes, self.features, self.l2 = classes, a.shape[1], float(l2)
         self.radius = None if radius is None else float(radius)
         G = 1.0 if classes == 2 else math.sqrt(2.0)
         lipschitz = G + self.l2 * (self.radius or 0.0)
-        super().__init__((a, y.long()), dim=a.shape[1] * (1 if classes == 2 else classes), lipschitz=lipschitz)
+        super().__init__(
+            (a, y.long()), dim=a.shape[1] * (1 if classes == 2 else classes), lipschitz=lipschitz
+        )
 
     @classmethod
-    def load(cls, dataset: str, *, l2: float = 1e-4, seed: int = 0, test_fraction: float = 0.2
-             ) -> tuple[LogisticRegression, LogisticRegression]:
+    def load(
+        cls, dataset: str, *, l2: float = 1e-4, seed: int = 0, test_fraction: float = 0.2
+    ) -> tuple[LogisticRegression, LogisticRegression]:
         """(train, test) on a scikit-learn dataset shipped with the package, rows shuffled by ``seed``.
 
         ``"breast-cancer"``: 569 × 30, binary (1 = benign), φ = log(z + 10⁻³); ``"digits"``: 1797 × 64, 10 classes,
@@ -127,10 +153,19 @@ class LogisticRegression(Problem):
     @property
     def constants(self) -> Constants:
         """L0, L1, weak convexity 0, the region, and with λ > 0 the PL constants κ = 2, γ = 1/√(2λ)."""
-        region = None if self.radius is None else Region(torch.zeros(self.dim, dtype=torch.float64), self.radius)
+        region = (
+            None
+            if self.radius is None
+            else Region(torch.zeros(self.dim, dtype=torch.float64), self.radius)
+        )
         kl = {"gamma": 1 / math.sqrt(2 * self.l2), "kappa": 2.0} if self.l2 > 0 else {}
-        return Constants(L0=self.lipschitz, L1=(0.25 if self.classes == 2 else 0.5) + self.l2, weak_convexity=0.0,
-                         region=region, **kl)
+        return Constants(
+            L0=self.lipschitz,
+            L1=(0.25 if self.classes == 2 else 0.5) + self.l2,
+            weak_convexity=0.0,
+            region=region,
+            **kl,
+        )
 
     # --- losses and gradients ------------------------------------------------------------------
 
@@ -147,7 +182,9 @@ class LogisticRegression(Problem):
             sign = (2 * y - 1).to(s.dtype)[:, None]
             value = torch.nn.functional.softplus(-sign * s)
         else:
-            value = torch.logsumexp(s, -1) - s.gather(-1, y[:, None, None].expand(*s.shape[:2], 1)).squeeze(-1)
+            value = torch.logsumexp(s, -1) - s.gather(
+                -1, y[:, None, None].expand(*s.shape[:2], 1)
+            ).squeeze(-1)
         if self.l2:
             value = value + 0.5 * self.l2 * (x * x).sum(-1)
         return value
@@ -164,7 +201,10 @@ class LogisticRegression(Problem):
         if self.classes == 2:
             sign = (2 * y - 1).to(s.dtype)[:, None]
             return -sign * torch.sigmoid(-sign * s)
-        return torch.softmax(s, -1) - torch.nn.functional.one_hot(y, self.classes).to(s.dtype)[:, None, :]
+        return (
+            torch.softmax(s, -1)
+            - torch.nn.functional.one_hot(y, self.classes).to(s.dtype)[:, None, :]
+        )
 
     def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """∇f(x[i, j]; z_index[i]) in closed form → (b, k, d)."""
@@ -172,19 +212,29 @@ class LogisticRegression(Problem):
         self._check_points(x, len(index))
         a, y = self.data[0][index], self.data[1][index]
         r = self._residual(x, a, y, shared=False)
-        g = r[..., None] * a[:, None, :] if self.classes == 2 else (r[..., None] * a[:, None, None, :]).flatten(-2)
+        g = (
+            r[..., None] * a[:, None, :]
+            if self.classes == 2
+            else (r[..., None] * a[:, None, None, :]).flatten(-2)
+        )
         return g + self.l2 * x if self.l2 else g
 
     def example_gradients(self, w: torch.Tensor) -> torch.Tensor:
         """∇f(w; z_i) for every example, as the KL algorithms ask: (d,) → (n, d), (k, d) → (k, n, d)."""
         points, single = self._as_points(w, "w")
-        g = self.gradients(points.expand(self.n, *points.shape), torch.arange(self.n)).transpose(0, 1)
+        g = self.gradients(points.expand(self.n, *points.shape), torch.arange(self.n)).transpose(
+            0, 1
+        )
         return g[0] if single else g
 
     def _gradient_sum(self, points: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         a, y = batch
         r = self._residual(points, a, y, shared=True)
-        g = torch.einsum("bk,bp->kp", r, a) if self.classes == 2 else torch.einsum("bkc,bp->kcp", r, a).flatten(-2)
+        g = (
+            torch.einsum("bk,bp->kp", r, a)
+            if self.classes == 2
+            else torch.einsum("bkc,bp->kcp", r, a).flatten(-2)
+        )
         return g + len(y) * self.l2 * points if self.l2 else g
 
     # --- evaluation ------------------------------------------------------------------------------
@@ -205,8 +255,14 @@ class LogisticRegression(Problem):
 
         Not private: for evaluating private runs only (excess risk F(x) − F(x̂))."""
         x = torch.zeros(self.dim, dtype=torch.float64, requires_grad=True)
-        optimizer = torch.optim.LBFGS([x], lr=1, max_iter=iterations, tolerance_grad=1e-12, tolerance_change=1e-14,
-                                      line_search_fn="strong_wolfe")
+        optimizer = torch.optim.LBFGS(
+            [x],
+            lr=1,
+            max_iter=iterations,
+            tolerance_grad=1e-12,
+            tolerance_change=1e-14,
+            line_search_fn="strong_wolfe",
+        )
 
         def closure():
             optimizer.zero_grad()
@@ -221,5 +277,7 @@ class LogisticRegression(Problem):
         return x if region is None else region.project(x)
 
     def __repr__(self) -> str:
-        return (f"LogisticRegression(n={self.n}, p={self.features}, classes={self.classes}, l2={self.l2:g}, "
-                f"d={self.dim}, L0={self.lipschitz:.4g})")
+        return (
+            f"LogisticRegression(n={self.n}, p={self.features}, classes={self.classes}, l2={self.l2:g}, "
+            f"d={self.dim}, L0={self.lipschitz:.4g})"
+        )

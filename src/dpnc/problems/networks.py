@@ -43,27 +43,55 @@ class TwoLayerReLU(Problem):
 
     name = "two-layer-relu"
 
-    def __init__(self, z: torch.Tensor, y: torch.Tensor, *, hidden: int, loss: str = "hinge",
-                 radius: float = 10.0) -> None:
+    def __init__(
+        self,
+        z: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        hidden: int,
+        loss: str = "hinge",
+        radius: float = 10.0,
+    ) -> None:
         z, y = torch.as_tensor(z, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64)
         if z.ndim != 2 or y.shape != (z.shape[0],):
             raise ValueError(f"z must be (n, p) and y (n,); got {tuple(z.shape)}, {tuple(y.shape)}")
         if not torch.isfinite(z).all() or torch.linalg.vector_norm(z, dim=-1).max() > 1 + 1e-12:
-            raise ValueError("every feature row z must be finite with norm <= 1 (the declared L relies on it)")
+            raise ValueError(
+                "every feature row z must be finite with norm <= 1 (the declared L relies on it)"
+            )
         if not ((y == 1) | (y == -1)).all():
             raise ValueError("labels y must be +1 or -1")
-        _refuse_unless(isinstance(hidden, int) and not isinstance(hidden, bool) and hidden >= 1, "hidden",
-                       "an integer >= 1", hidden)
+        _refuse_unless(
+            isinstance(hidden, int) and not isinstance(hidden, bool) and hidden >= 1,
+            "hidden",
+            "an integer >= 1",
+            hidden,
+        )
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
-        _refuse_unless(isinstance(radius, (int, float)) and not isinstance(radius, bool) and math.isfinite(radius)
-                       and radius > 0, "radius", "a finite number > 0", radius)
-        self.hidden, self.features, self.loss_name, self.radius = hidden, z.shape[1], loss, float(radius)
-        super().__init__((z, y), dim=hidden * z.shape[1] + 2 * hidden + 1, lipschitz=math.sqrt(1 + 2 * radius**2))
+        _refuse_unless(
+            isinstance(radius, (int, float))
+            and not isinstance(radius, bool)
+            and math.isfinite(radius)
+            and radius > 0,
+            "radius",
+            "a finite number > 0",
+            radius,
+        )
+        self.hidden, self.features, self.loss_name, self.radius = (
+            hidden,
+            z.shape[1],
+            loss,
+            float(radius),
+        )
+        super().__init__(
+            (z, y), dim=hidden * z.shape[1] + 2 * hidden + 1, lipschitz=math.sqrt(1 + 2 * radius**2)
+        )
 
     @classmethod
-    def breast_cancer(cls, hidden: int = 16, loss: str = "hinge", radius: float = 10.0,
-                      seed: int | None = 0) -> TwoLayerReLU:
+    def breast_cancer(
+        cls, hidden: int = 16, loss: str = "hinge", radius: float = 10.0, seed: int | None = 0
+    ) -> TwoLayerReLU:
         """The breast-cancer instance; ``seed`` shuffles the rows (None keeps scikit-learn's order)."""
         from sklearn.datasets import load_breast_cancer
 
@@ -71,7 +99,9 @@ class TwoLayerReLU(Problem):
         z = unit_features(raw.data, "log", intercept=False)
         y = torch.as_tensor(2.0 * raw.target - 1.0, dtype=torch.float64)
         if seed is not None:
-            _refuse_unless(isinstance(seed, int) and not isinstance(seed, bool), "seed", "an integer", seed)
+            _refuse_unless(
+                isinstance(seed, int) and not isinstance(seed, bool), "seed", "an integer", seed
+            )
             order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
             z, y = z[order], y[order]
         return cls(z, y, hidden=hidden, loss=loss, radius=radius)
@@ -79,13 +109,22 @@ class TwoLayerReLU(Problem):
     @property
     def constants(self) -> Constants:
         """L0 = √(1 + 2R²), valid on the region ‖x‖ ≤ R only (see the class docstring)."""
-        return Constants(L0=self.lipschitz, region=Region(torch.zeros(self.dim, dtype=torch.float64), self.radius))
+        return Constants(
+            L0=self.lipschitz,
+            region=Region(torch.zeros(self.dim, dtype=torch.float64), self.radius),
+        )
 
-    def unpack(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def unpack(
+        self, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Views (W (..., h, p), c (..., h), v (..., h), b0 (...)) of parameters x (..., d)."""
         h, p = self.hidden, self.features
-        return (x[..., :h * p].unflatten(-1, (h, p)), x[..., h * p:h * p + h], x[..., h * p + h:h * p + 2 * h],
-                x[..., -1])
+        return (
+            x[..., : h * p].unflatten(-1, (h, p)),
+            x[..., h * p : h * p + h],
+            x[..., h * p + h : h * p + 2 * h],
+            x[..., -1],
+        )
 
     def init(self, generator: torch.Generator) -> torch.Tensor:
         """A standard random start (torch.nn.Linear's): W, c ∼ U(±1/√p), v, b0 ∼ U(±1/√h); ‖x‖² ≈ h/3.
@@ -93,12 +132,18 @@ class TwoLayerReLU(Problem):
         Raises ValueError if the point falls outside the ball ‖x‖ ≤ radius, where L is declared.
         """
         h, p = self.hidden, self.features
-        scale = torch.cat([torch.full((h * p + h,), p**-0.5, dtype=torch.float64),
-                           torch.full((h + 1,), h**-0.5, dtype=torch.float64)])
+        scale = torch.cat(
+            [
+                torch.full((h * p + h,), p**-0.5, dtype=torch.float64),
+                torch.full((h + 1,), h**-0.5, dtype=torch.float64),
+            ]
+        )
         x = scale * (2 * torch.rand(self.dim, generator=generator, dtype=torch.float64) - 1)
         if torch.linalg.vector_norm(x) > self.radius:
-            raise ValueError(f"the initial point has norm {float(torch.linalg.vector_norm(x)):.3g} > radius "
-                             f"{self.radius}; construct the problem with a larger radius")
+            raise ValueError(
+                f"the initial point has norm {float(torch.linalg.vector_norm(x)):.3g} > radius "
+                f"{self.radius}; construct the problem with a larger radius"
+            )
         return x
 
     def _predict(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -132,8 +177,10 @@ class TwoLayerReLU(Problem):
         return correct[0] if single else correct
 
     def __repr__(self) -> str:
-        return (f"TwoLayerReLU(n={self.n}, p={self.features}, hidden={self.hidden}, loss={self.loss_name!r}, "
-                f"radius={self.radius:.4g}, d={self.dim}, L={self.lipschitz:.4g})")
+        return (
+            f"TwoLayerReLU(n={self.n}, p={self.features}, hidden={self.hidden}, loss={self.loss_name!r}, "
+            f"radius={self.radius:.4g}, d={self.dim}, L={self.lipschitz:.4g})"
+        )
 
 
 def _refuse_unless(ok: bool, name: str, rule: str, value) -> None:

@@ -33,7 +33,15 @@ from dpnc._check import check_integer, check_positive
 from dpnc.problems.base import Constants, Problem
 from dpnc.problems.networks import LOSSES, TwoLayerReLU
 
-__all__ = ["LOSSES", "AbsLinear", "L1Regression", "MaxOfAffine", "RobustRegression", "Solution", "TwoLayerReLU"]
+__all__ = [
+    "LOSSES",
+    "AbsLinear",
+    "L1Regression",
+    "MaxOfAffine",
+    "RobustRegression",
+    "Solution",
+    "TwoLayerReLU",
+]
 
 
 class Solution(NamedTuple):
@@ -57,7 +65,9 @@ class _Linear(Problem):
 
     @staticmethod
     def _residual(x: torch.Tensor, a: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
-        r = torch.bmm(x, a.unsqueeze(-1)).squeeze(-1)  # ⟨x[i, j], a_i⟩ (bmm: einsum's parsing costs more here)
+        r = torch.bmm(x, a.unsqueeze(-1)).squeeze(
+            -1
+        )  # ⟨x[i, j], a_i⟩ (bmm: einsum's parsing costs more here)
         return r - b[0][:, None] if b else r
 
     @staticmethod
@@ -91,7 +101,9 @@ class _AbsResidual(_Linear):
     def _dphi(self, r):
         return r.sign()  # 0 at the kink, an element of the subdifferential [−1, 1]
 
-    def smoothed_gradient(self, points: torch.Tensor, delta: float, chunk: int = 1024) -> torch.Tensor:
+    def smoothed_gradient(
+        self, points: torch.Tensor, delta: float, chunk: int = 1024
+    ) -> torch.Tensor:
         """∇F̂_δ(x), F̂_δ(x) = E_{v∼U_B} F(x + δv), exactly, at points (k, d) → (k, d) (or (d,) → (d,)).
 
         Per example, ∇f̂_δ = a·(2·I_{(1+c)/2}((d+1)/2, (d+1)/2) − 1) with c = (⟨a, x⟩ − b)/(δ‖a‖) clipped
@@ -104,14 +116,27 @@ class _AbsResidual(_Linear):
         return self._smoothed(points, delta, chunk, gradient=False)
 
     def _smoothed(self, points, delta, chunk, gradient):
-        if not (isinstance(delta, (int, float)) and not isinstance(delta, bool) and math.isfinite(delta) and delta > 0):
+        if not (
+            isinstance(delta, (int, float))
+            and not isinstance(delta, bool)
+            and math.isfinite(delta)
+            and delta > 0
+        ):
             raise ValueError(f"delta must be a finite number > 0; got {delta!r}")
         points, single = self._check_eval(points, chunk)
-        total = torch.zeros_like(points) if gradient else torch.zeros(points.shape[0], dtype=points.dtype)
+        total = (
+            torch.zeros_like(points)
+            if gradient
+            else torch.zeros(points.shape[0], dtype=points.dtype)
+        )
         for batch in self._chunks(chunk):
             a = batch[0]
-            slope, value = _abs_smoothing(self._shared_residual(points, *batch),
-                                          torch.linalg.vector_norm(a, dim=-1)[:, None], self.dim, float(delta))
+            slope, value = _abs_smoothing(
+                self._shared_residual(points, *batch),
+                torch.linalg.vector_norm(a, dim=-1)[:, None],
+                self.dim,
+                float(delta),
+            )
             total += slope.T @ a if gradient else value.sum(0)
         total /= self.n
         return total[0] if single else total
@@ -147,10 +172,14 @@ class AbsLinear(_AbsResidual):
     def __init__(self, a: torch.Tensor) -> None:
         a = torch.as_tensor(a, dtype=torch.float64)
         if a.ndim != 1 or a.shape[0] < 1:
-            raise ValueError(f"a must be a vector of shape (d,) with d >= 1; got shape {tuple(a.shape)}")
+            raise ValueError(
+                f"a must be a vector of shape (d,) with d >= 1; got shape {tuple(a.shape)}"
+            )
         if not torch.isfinite(a).all() or not (a != 0).any():
             raise ValueError("a must be finite and nonzero (L = ‖a‖ must be > 0)")
-        super().__init__((a[None, :],), dim=a.shape[0], lipschitz=float(torch.linalg.vector_norm(a)))
+        super().__init__(
+            (a[None, :],), dim=a.shape[0], lipschitz=float(torch.linalg.vector_norm(a))
+        )
 
     @classmethod
     def random(cls, d: int, *, seed: int = 0) -> AbsLinear:
@@ -191,8 +220,14 @@ class L1Regression(_AbsResidual):
 
     name = "l1-regression"
 
-    def __init__(self, a: torch.Tensor, b: torch.Tensor, *, x_star: torch.Tensor | None = None,
-                 noise: float | None = None) -> None:
+    def __init__(
+        self,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        x_star: torch.Tensor | None = None,
+        noise: float | None = None,
+    ) -> None:
         a, b = _check_rows(a, b)
         super().__init__((a, b), dim=a.shape[1], lipschitz=1.0)
         self.x_star, self.noise = x_star, noise
@@ -238,27 +273,47 @@ class RobustRegression(_Linear):
     name = "robust-regression"
     _per_example = ("outlier_mask",)
 
-    def __init__(self, a: torch.Tensor, b: torch.Tensor, *, x_star: torch.Tensor | None = None,
-                 outlier_mask: torch.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        x_star: torch.Tensor | None = None,
+        outlier_mask: torch.Tensor | None = None,
+    ) -> None:
         a, b = _check_rows(a, b)
         super().__init__((a, b), dim=a.shape[1], lipschitz=1.0)
         self.x_star = x_star
-        self.outlier_mask = torch.zeros(len(b), dtype=torch.bool) if outlier_mask is None else outlier_mask
+        self.outlier_mask = (
+            torch.zeros(len(b), dtype=torch.bool) if outlier_mask is None else outlier_mask
+        )
 
     @classmethod
-    def synthetic(cls, n: int, d: int, *, outliers: float = 0.1, noise: float = 0.1, outlier_scale: float = 10.0,
-                  seed: int = 0) -> RobustRegression:
+    def synthetic(
+        cls,
+        n: int,
+        d: int,
+        *,
+        outliers: float = 0.1,
+        noise: float = 0.1,
+        outlier_scale: float = 10.0,
+        seed: int = 0,
+    ) -> RobustRegression:
         check_integer(n=n)
         check_integer(d=d)
         check_positive(allow_zero=True, noise=noise)
         check_positive(allow_zero=True, outlier_scale=outlier_scale)
-        if not (isinstance(outliers, (int, float)) and not isinstance(outliers, bool) and 0 <= outliers < 1):
+        if not (
+            isinstance(outliers, (int, float))
+            and not isinstance(outliers, bool)
+            and 0 <= outliers < 1
+        ):
             raise ValueError(f"outliers (a fraction of n) must be in [0, 1); got {outliers!r}")
         gen = _generator(seed)
         a = _sphere(n, d, gen)
         x_star = torch.randn(d, generator=gen, dtype=torch.float64)
         b = a @ x_star + noise * torch.randn(n, generator=gen, dtype=torch.float64)
-        chosen = torch.randperm(n, generator=gen)[:round(outliers * n)]
+        chosen = torch.randperm(n, generator=gen)[: round(outliers * n)]
         b[chosen] = outlier_scale * torch.randn(len(chosen), generator=gen, dtype=torch.float64)
         mask = torch.zeros(n, dtype=torch.bool)
         mask[chosen] = True
@@ -271,8 +326,10 @@ class RobustRegression(_Linear):
         return r.sign() / (1 + r.abs())
 
     def __repr__(self) -> str:
-        return (f"RobustRegression(n={self.n}, d={self.dim}, outliers={int(self.outlier_mask.sum())}, "
-                f"L={self.lipschitz:.4g})")
+        return (
+            f"RobustRegression(n={self.n}, d={self.dim}, outliers={int(self.outlier_mask.sum())}, "
+            f"L={self.lipschitz:.4g})"
+        )
 
 
 class MaxOfAffine(Problem):
@@ -295,7 +352,9 @@ class MaxOfAffine(Problem):
     def __init__(self, A: torch.Tensor, c: torch.Tensor) -> None:
         A, c = torch.as_tensor(A, dtype=torch.float64), torch.as_tensor(c, dtype=torch.float64)
         if A.ndim != 3 or c.shape != A.shape[:2] or A.shape[0] < 1 or A.shape[1] < 1:
-            raise ValueError(f"A must be (n, pieces, d) and c (n, pieces); got {tuple(A.shape)}, {tuple(c.shape)}")
+            raise ValueError(
+                f"A must be (n, pieces, d) and c (n, pieces); got {tuple(A.shape)}, {tuple(c.shape)}"
+            )
         if not (torch.isfinite(A).all() and torch.isfinite(c).all()):
             raise ValueError("A and c must be finite")
         if torch.linalg.vector_norm(A, dim=-1).max() > 1 + 1e-12:
@@ -307,7 +366,9 @@ class MaxOfAffine(Problem):
         check_integer(n=n)
         check_integer(d=d)
         if not isinstance(pieces, int) or isinstance(pieces, bool) or pieces < 2:
-            raise ValueError(f"pieces must be an integer >= 2 (one piece is linear, unbounded below); got {pieces!r}")
+            raise ValueError(
+                f"pieces must be an integer >= 2 (one piece is linear, unbounded below); got {pieces!r}"
+            )
         gen = _generator(seed)
         A = _sphere(n * pieces, d, gen).reshape(n, pieces, d)
         return cls(A, torch.randn(n, pieces, generator=gen, dtype=torch.float64))
@@ -340,13 +401,17 @@ class MaxOfAffine(Problem):
         return _solve_max_affine(self, *self.data)
 
     def __repr__(self) -> str:
-        return f"MaxOfAffine(n={self.n}, d={self.dim}, pieces={self.pieces}, L={self.lipschitz:.4g})"
+        return (
+            f"MaxOfAffine(n={self.n}, d={self.dim}, pieces={self.pieces}, L={self.lipschitz:.4g})"
+        )
 
 
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def _abs_smoothing(r: torch.Tensor, scale: torch.Tensor, d: int, delta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _abs_smoothing(
+    r: torch.Tensor, scale: torch.Tensor, d: int, delta: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """For h = |⟨a, x⟩ − b| with r = ⟨a, x⟩ − b and scale = ‖a‖: the slope s (∇ĥ_δ = s·a) and ĥ_δ.
 
     See :class:`AbsLinear` for the derivation. An example with a = 0 has h = |b| constant: slope 0.
@@ -368,11 +433,25 @@ def _solve_max_affine(problem: Problem, A: torch.Tensor, c: torch.Tensor) -> Sol
     Interior point with crossover: ~20 s for n = 10⁴, pieces = 5, d = 20 on 2 cores (simplex: minutes).
     """
     n, P, d = A.shape
-    A_ub = sparse.hstack([sparse.csr_matrix(A.reshape(n * P, d).numpy()),
-                          -sparse.kron(sparse.eye(n), np.ones((P, 1)))], format="csr")
+    A_ub = sparse.hstack(
+        [
+            sparse.csr_matrix(A.reshape(n * P, d).numpy()),
+            -sparse.kron(sparse.eye(n), np.ones((P, 1))),
+        ],
+        format="csr",
+    )
     objective = np.concatenate([np.zeros(d), np.full(n, 1.0 / n)])
-    return _finish(problem, linprog(objective, A_ub=A_ub, b_ub=-c.reshape(-1).numpy(), bounds=(None, None),
-                                    method="highs-ipm"), d)
+    return _finish(
+        problem,
+        linprog(
+            objective,
+            A_ub=A_ub,
+            b_ub=-c.reshape(-1).numpy(),
+            bounds=(None, None),
+            method="highs-ipm",
+        ),
+        d,
+    )
 
 
 def _solve_lad(problem: Problem, a: torch.Tensor, b: torch.Tensor) -> Solution:
@@ -381,10 +460,14 @@ def _solve_lad(problem: Problem, a: torch.Tensor, b: torch.Tensor) -> Solution:
     n equality rows (half of the max-of-two-pieces form): 5–15 s for n = 4·10⁴, d = 10 on 2 cores.
     """
     n, d = a.shape
-    A_eq = sparse.hstack([sparse.csr_matrix(a.numpy()), sparse.eye(n), -sparse.eye(n)], format="csr")
+    A_eq = sparse.hstack(
+        [sparse.csr_matrix(a.numpy()), sparse.eye(n), -sparse.eye(n)], format="csr"
+    )
     objective = np.concatenate([np.zeros(d), np.full(2 * n, 1.0 / n)])
     bounds = [(None, None)] * d + [(0, None)] * (2 * n)
-    return _finish(problem, linprog(objective, A_eq=A_eq, b_eq=b.numpy(), bounds=bounds, method="highs-ipm"), d)
+    return _finish(
+        problem, linprog(objective, A_eq=A_eq, b_eq=b.numpy(), bounds=bounds, method="highs-ipm"), d
+    )
 
 
 def _finish(problem: Problem, result, d: int) -> Solution:
@@ -416,5 +499,3 @@ def _generator(seed) -> torch.Generator:
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"seed must be an integer; got {seed!r}")
     return torch.Generator().manual_seed(seed)
-
-

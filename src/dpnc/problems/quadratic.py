@@ -37,16 +37,31 @@ class Quadratic(Objective):
     name = "dpzero-quadratic"
 
     def __init__(self, a: torch.Tensor, train: torch.Tensor, test: torch.Tensor) -> None:
-        if a.ndim != 1 or train.ndim != 2 or train.shape[1] != a.shape[0] or test.shape[1] != a.shape[0]:
+        if (
+            a.ndim != 1
+            or train.ndim != 2
+            or train.shape[1] != a.shape[0]
+            or test.shape[1] != a.shape[0]
+        ):
             raise ValueError("a must be (d,), train (n, d) and test (m, d)")
         self.a, self.train, self.test = a, train, test
         self.d, self.n = a.shape[0], train.shape[0]
         self.dim = self.d
-        self._stats = {name: self._split_stats(data) for name, data in (("train", train), ("test", test))}
+        self._stats = {
+            name: self._split_stats(data) for name, data in (("train", train), ("test", test))
+        }
 
     @classmethod
-    def synthetic(cls, d: int, hessian: str, n: int = 10_000, n_test: int | None = None, *,
-                  seed: int = 0, dtype: torch.dtype = torch.float64) -> Quadratic:
+    def synthetic(
+        cls,
+        d: int,
+        hessian: str,
+        n: int = 10_000,
+        n_test: int | None = None,
+        *,
+        seed: int = 0,
+        dtype: torch.dtype = torch.float64,
+    ) -> Quadratic:
         """The paper's instance: ξ ~ N(1, I_d), A by ``hessian`` in {"identity", "sqrt", "inverse"}."""
         if hessian not in HESSIANS:
             raise ValueError(f"hessian must be one of {HESSIANS}; got {hessian!r}")
@@ -68,9 +83,14 @@ class Quadratic(Objective):
         return float(self.a.sum() / self.a.max())
 
     def _split_stats(self, xi: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"a_xi": xi * self.a, "a2_xi": xi * self.a**2,
-                "c": 0.5 * (xi**2 * self.a).sum(-1), "c2": (xi**2 * self.a**2).sum(-1),
-                "mean": xi.mean(0), "mean_c": 0.5 * (xi**2 * self.a).sum(-1).mean()}
+        return {
+            "a_xi": xi * self.a,
+            "a2_xi": xi * self.a**2,
+            "c": 0.5 * (xi**2 * self.a).sum(-1),
+            "c2": (xi**2 * self.a**2).sum(-1),
+            "mean": xi.mean(0),
+            "mean_c": 0.5 * (xi**2 * self.a).sum(-1).mean(),
+        }
 
     # --- per-example values (what the algorithms see) -------------------------------------------
 
@@ -82,7 +102,9 @@ class Quadratic(Objective):
         a_xi, c = self._rows(index, "a_xi", "c")
         return 0.5 * (points**2 * self.a).sum(-1, keepdim=True) - points @ a_xi.T + c
 
-    def two_point(self, x: torch.Tensor, u: torch.Tensor, lam: float, index: torch.Tensor | None = None):
+    def two_point(
+        self, x: torch.Tensor, u: torch.Tensor, lam: float, index: torch.Tensor | None = None
+    ):
         """The two-point differences at points x (..., d) along u, in closed form: a :class:`~dpnc.problems.base.
         Directional` with a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) = (Au)ᵀx − (Au)ᵀξ_i (exact on a quadratic, for
         every λ) → (..., |index|), and the mean loss over both points, F_batch(x) + ½λ²uᵀAu, as
@@ -100,7 +122,9 @@ class Quadratic(Objective):
 
     def _full(self, index: torch.Tensor | None) -> bool:
         """Is ``index`` the whole training set in order (None, or what a full-batch sampler draws)?"""
-        return index is None or (len(index) == self.n and bool((index == torch.arange(self.n)).all()))
+        return index is None or (
+            len(index) == self.n and bool((index == torch.arange(self.n)).all())
+        )
 
     def _rows(self, index: torch.Tensor | None, *names: str) -> tuple[torch.Tensor, ...]:
         """The training statistics ``names`` ("xi" the data) of the examples ``index``; the full batch (None, or
@@ -111,8 +135,11 @@ class Quadratic(Objective):
     def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """f(x[i, j], ξ_index[i]) for x (b, k, d) → (b, k)."""
         s = self._stats["train"]
-        return (0.5 * (x**2 * self.a).sum(-1) - (x * s["a_xi"][index].unsqueeze(1)).sum(-1)
-                + s["c"][index].unsqueeze(1))
+        return (
+            0.5 * (x**2 * self.a).sum(-1)
+            - (x * s["a_xi"][index].unsqueeze(1)).sum(-1)
+            + s["c"][index].unsqueeze(1)
+        )
 
     def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """∇f(x[i, j], ξ_index[i]) = A(x[i, j] − ξ_index[i]) for x (b, k, d) → (b, k, d)."""
@@ -144,7 +171,9 @@ class Quadratic(Objective):
     def value(self, points: torch.Tensor, split: str = "train") -> torch.Tensor:
         """F(x) on a split: ½xᵀAx − xᵀAξ̄ + mean_i ½ξ_iᵀAξ_i, for points (..., d) → (...)."""
         s = self._stats[split]
-        return 0.5 * (points**2 * self.a).sum(-1) - (points * self.a * s["mean"]).sum(-1) + s["mean_c"]
+        return (
+            0.5 * (points**2 * self.a).sum(-1) - (points * self.a * s["mean"]).sum(-1) + s["mean_c"]
+        )
 
     def gradient(self, points: torch.Tensor, split: str = "train") -> torch.Tensor:
         """∇F(x) = A(x − ξ̄)."""

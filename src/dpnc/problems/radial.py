@@ -54,7 +54,7 @@ from dpnc.problems.base import Constants, Problem
 
 __all__ = ["RadialDistance", "radial_slope"]
 
-GRID = 2049   # radii of the one-dimensional minimum in goldstein_norm
+GRID = 2049  # radii of the one-dimensional minimum in goldstein_norm
 
 
 def radial_slope(r, d: int, spread: float) -> np.ndarray:
@@ -62,7 +62,7 @@ def radial_slope(r, d: int, spread: float) -> np.ndarray:
     r = np.asarray(r, dtype=np.float64)
     lam = r * math.sqrt(d) / spread
     c = math.sqrt(2) * math.exp(gammaln((d + 1) / 2) - gammaln(d / 2)) / d
-    return c * lam * hyp1f1(0.5, d / 2 + 1, -lam**2 / 2)
+    return c * lam * hyp1f1(0.5, d / 2 + 1, -(lam**2) / 2)
 
 
 class RadialDistance(Problem):
@@ -77,18 +77,33 @@ class RadialDistance(Problem):
 
     name = "radial"
 
-    def __init__(self, points: torch.Tensor, signs: torch.Tensor, *, center: torch.Tensor | None = None,
-                 spread: float | None = None, repel: float = 0.0, repel_spread: float | None = None) -> None:
+    def __init__(
+        self,
+        points: torch.Tensor,
+        signs: torch.Tensor,
+        *,
+        center: torch.Tensor | None = None,
+        spread: float | None = None,
+        repel: float = 0.0,
+        repel_spread: float | None = None,
+    ) -> None:
         points = torch.as_tensor(points, dtype=torch.float64)
         signs = torch.as_tensor(signs, dtype=torch.float64)
         if points.ndim != 2 or signs.shape != (points.shape[0],):
-            raise ValueError(f"points must be (n, d) and signs (n,); got {tuple(points.shape)}, {tuple(signs.shape)}")
+            raise ValueError(
+                f"points must be (n, d) and signs (n,); got {tuple(points.shape)}, {tuple(signs.shape)}"
+            )
         if not bool(torch.isfinite(points).all()):
             raise ValueError("points must be finite")
         if not bool(((signs == 1) | (signs == -1)).all()):
             raise ValueError("every sign must be +1 or -1 (L = 1 relies on |σ| = 1)")
         super().__init__((points, signs), dim=points.shape[1], lipschitz=1.0)
-        self.center, self.spread, self.repel, self.repel_spread = center, spread, repel, repel_spread
+        self.center, self.spread, self.repel, self.repel_spread = (
+            center,
+            spread,
+            repel,
+            repel_spread,
+        )
 
     @property
     def constants(self) -> Constants:
@@ -96,8 +111,17 @@ class RadialDistance(Problem):
         return Constants(L0=1.0)
 
     @classmethod
-    def synthetic(cls, n: int, d: int, *, spread: float = 0.5, repel: float = 0.0, repel_spread: float = 0.1,
-                  center: torch.Tensor | None = None, seed: int = 0) -> RadialDistance:
+    def synthetic(
+        cls,
+        n: int,
+        d: int,
+        *,
+        spread: float = 0.5,
+        repel: float = 0.0,
+        repel_spread: float = 0.1,
+        center: torch.Tensor | None = None,
+        seed: int = 0,
+    ) -> RadialDistance:
         """n examples from the law of the module docstring (x* = 0 unless ``center``), drawn from ``seed``."""
         for name, value, low in (("n", n, 1), ("d", d, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -106,16 +130,28 @@ class RadialDistance(Problem):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
         if not (isinstance(repel, (int, float)) and 0 <= repel < 0.5):
-            raise ValueError(f"repel (the fraction q of repelling examples) must be in [0, 0.5) so that F is bounded "
-                             f"below; got {repel!r}")
+            raise ValueError(
+                f"repel (the fraction q of repelling examples) must be in [0, 0.5) so that F is bounded "
+                f"below; got {repel!r}"
+            )
         gen = torch.Generator().manual_seed(seed)
-        center = torch.zeros(d, dtype=torch.float64) if center is None else torch.as_tensor(center, dtype=torch.float64)
+        center = (
+            torch.zeros(d, dtype=torch.float64)
+            if center is None
+            else torch.as_tensor(center, dtype=torch.float64)
+        )
         repelling = torch.rand(n, generator=gen, dtype=torch.float64) < repel
         scale = torch.where(repelling, repel_spread, spread)[:, None] / math.sqrt(d)
         points = center + scale * torch.randn(n, d, generator=gen, dtype=torch.float64)
         signs = torch.where(repelling, -1.0, 1.0).to(torch.float64)
-        return cls(points, signs, center=center, spread=float(spread), repel=float(repel),
-                   repel_spread=float(repel_spread))
+        return cls(
+            points,
+            signs,
+            center=center,
+            spread=float(spread),
+            repel=float(repel),
+            repel_spread=float(repel_spread),
+        )
 
     # --- per-example values ----------------------------------------------------------------------
 
@@ -136,9 +172,9 @@ class RadialDistance(Problem):
 
     def _gradient_sum(self, points: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         p, s = batch
-        dist = torch.cdist(p, points)                                   # (c, k)
+        dist = torch.cdist(p, points)  # (c, k)
         weight = s[:, None] / torch.where(dist > 0, dist, torch.ones_like(dist))
-        return weight.sum(0)[:, None] * points - weight.T @ p           # Σ_i σ_i(x − p_i)/‖x − p_i‖
+        return weight.sum(0)[:, None] * points - weight.T @ p  # Σ_i σ_i(x − p_i)/‖x − p_i‖
 
     # --- the population (the law's closed forms) -----------------------------------------------------
 
@@ -146,7 +182,9 @@ class RadialDistance(Problem):
         """φ′(r): the population F's radial derivative at distance r from x* (d F(x* + r·e)/dr)."""
         self._check_law()
         out = (1 - self.repel) * radial_slope(r, self.dim, self.spread)
-        return out - self.repel * radial_slope(r, self.dim, self.repel_spread) if self.repel else out
+        return (
+            out - self.repel * radial_slope(r, self.dim, self.repel_spread) if self.repel else out
+        )
 
     def population_gradient(self, points: torch.Tensor) -> torch.Tensor:
         """∇F(x) = φ′(‖x − x*‖)·(x − x*)/‖x − x*‖ of the population F, at points (k, d) → (k, d) (or (d,) → (d,))."""
@@ -154,7 +192,11 @@ class RadialDistance(Problem):
         points, single = self._as_points(points)
         offset = points - self.center
         r = torch.linalg.vector_norm(offset, dim=-1)
-        g = torch.as_tensor(self.slope(r.numpy()))[:, None] * offset / torch.where(r > 0, r, 1.0)[:, None]
+        g = (
+            torch.as_tensor(self.slope(r.numpy()))[:, None]
+            * offset
+            / torch.where(r > 0, r, 1.0)[:, None]
+        )
         return g[0] if single else g
 
     def goldstein_norm(self, points: torch.Tensor, radius: float) -> torch.Tensor:
@@ -164,9 +206,11 @@ class RadialDistance(Problem):
             raise ValueError(f"radius must be a finite number > 0; got {radius!r}")
         self._check_law()
         points, single = self._as_points(points)
-        rho = torch.linalg.vector_norm(points - self.center, dim=-1).numpy()[:, None]       # (k, 1)
+        rho = torch.linalg.vector_norm(points - self.center, dim=-1).numpy()[:, None]  # (k, 1)
         t = np.linspace(0.0, 1.0, GRID)[None, :]
-        r = np.maximum(rho - radius, 0.0) + t * (rho + radius - np.maximum(rho - radius, 0.0))   # (k, GRID)
+        r = np.maximum(rho - radius, 0.0) + t * (
+            rho + radius - np.maximum(rho - radius, 0.0)
+        )  # (k, GRID)
         with np.errstate(divide="ignore", invalid="ignore"):
             cos = np.where(r < radius - rho, -1.0, (r**2 + rho**2 - radius**2) / (2 * r * rho))
         cos = np.clip(np.nan_to_num(cos, nan=-1.0), -1.0, 1.0)
@@ -177,8 +221,10 @@ class RadialDistance(Problem):
 
     def _check_law(self) -> None:
         if self.center is None or self.spread is None or (self.repel and self.repel_spread is None):
-            raise ValueError("the population closed forms need the law (center, spread, repel, repel_spread): "
-                             "build the problem with RadialDistance.synthetic")
+            raise ValueError(
+                "the population closed forms need the law (center, spread, repel, repel_spread): "
+                "build the problem with RadialDistance.synthetic"
+            )
 
     def __repr__(self) -> str:
         return f"RadialDistance(n={self.n}, d={self.dim}, spread={self.spread}, repel={self.repel}, L=1)"

@@ -10,5 +10,13 @@ from dpnc.tier.base import PrivateStats, StepInfo, check_arguments, require_read
 from dpnc.tier.first_order import DPOptimizer
 from dpnc.tier.zeroth_order import DPZero, MeZO
 
-__all__ = ["DPOptimizer", "DPZero", "MeZO", "PrivateStats", "StepInfo", "check_arguments", "require_ready",
-           "validate_model"]
+__all__ = [
+    "DPOptimizer",
+    "DPZero",
+    "MeZO",
+    "PrivateStats",
+    "StepInfo",
+    "check_arguments",
+    "require_ready",
+    "validate_model",
+]

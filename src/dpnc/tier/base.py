@@ -59,7 +59,9 @@ class StepHooks:
     charge of a drawn batch that no step released for (``_charge``)."""
 
     accountant: Accountant
-    group: Group | None = None   # a data-parallel run's process group (only its source rank keeps the ledger)
+    group: Group | None = (
+        None  # a data-parallel run's process group (only its source rank keeps the ledger)
+    )
 
     def step_release(self) -> Release:
         """The ledger entry one step makes."""
@@ -113,15 +115,25 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
     problems = []
     for name, module in model.named_modules():
         where = name or "model"
-        if dropout and isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
+        if (
+            dropout
+            and isinstance(module, nn.modules.dropout._DropoutNd)
+            and module.training
+            and module.p > 0
+        ):
             problems.append(f"{where}: dropout (p={module.p}) is active; call model.eval()")
-        if isinstance(module, nn.modules.batchnorm._BatchNorm) and not module.training and (
-                not module.track_running_stats or module.running_mean is None):
-            problems.append(f"{where}: BatchNorm without running statistics normalises with the batch's "
-                            "statistics even in eval mode (examples mix); replace it with GroupNorm: model = "
-                            "dpnc.fix_model(model)")
+        if (
+            isinstance(module, nn.modules.batchnorm._BatchNorm)
+            and not module.training
+            and (not module.track_running_stats or module.running_mean is None)
+        ):
+            problems.append(
+                f"{where}: BatchNorm without running statistics normalises with the batch's "
+                "statistics even in eval mode (examples mix); replace it with GroupNorm: model = "
+                "dpnc.fix_model(model)"
+            )
     problems += static_problems(model)
-    if len(problems) > 1:   # in the model's order of modules
+    if len(problems) > 1:  # in the model's order of modules
         order = {name or "model": i for i, (name, _) in enumerate(model.named_modules())}
         problems.sort(key=lambda p: order.get(p.partition(":")[0], 0))
     return problems
@@ -139,13 +151,17 @@ def check_arguments(**kwargs: float) -> None:
 
     Public so that a caller (e.g. :func:`dpnc.make_private`) can check them before slow work such as calibration.
     """
-    rules = {"lr": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v)),
-             "smoothing": ("> 0 and finite", lambda v: v > 0 and math.isfinite(v)),
-             "clip": ("> 0 (inf only without noise)", lambda v: v > 0 and not math.isnan(v)),
-             "noise_multiplier": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v))}
+    rules = {
+        "lr": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v)),
+        "smoothing": ("> 0 and finite", lambda v: v > 0 and math.isfinite(v)),
+        "clip": ("> 0 (inf only without noise)", lambda v: v > 0 and not math.isnan(v)),
+        "noise_multiplier": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v)),
+    }
     for name, value in kwargs.items():
         rule, ok = rules[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(float(value)):
             raise ValueError(f"{name} must be {rule}; got {value!r}")
     if math.isinf(kwargs.get("clip", 1.0)) and kwargs.get("noise_multiplier", 0.0) > 0:
-        raise ValueError("clip must be finite when noise_multiplier > 0 (the sensitivity is 2·clip/B)")
+        raise ValueError(
+            "clip must be finite when noise_multiplier > 0 (the sensitivity is 2·clip/B)"
+        )

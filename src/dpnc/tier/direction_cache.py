@@ -43,7 +43,9 @@ class CachedModuleSpace(ModuleSpace):
 
     def __init__(self, params: Iterable[torch.Tensor], direction: str = "gaussian") -> None:
         super().__init__(params, direction)
-        self._kept: list[torch.Tensor] | None = None   # u(self._cached), one tensor per parameter tensor
+        self._kept: list[torch.Tensor] | None = (
+            None  # u(self._cached), one tensor per parameter tensor
+        )
         self._cached: int | None = None
         self.generated = 0
 
@@ -53,7 +55,10 @@ class CachedModuleSpace(ModuleSpace):
         The tensors are the cache's own: read them, do not change them in place.
         """
         if self._cached != seed:
-            self._kept, self._cached = None, None   # let the last seed's go first; a failure leaves nothing stale
+            self._kept, self._cached = (
+                None,
+                None,
+            )  # let the last seed's go first; a failure leaves nothing stale
             self._kept = list(super().directions(seed))
             self._cached = seed
             self.generated += 1

@@ -37,21 +37,23 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from dpnc.tier import per_layer
 from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, mappable, one_example
-from dpnc.privacy.clipping import clipped_sum
-from dpnc.tier.model_state import StateGuard
-from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.release import mean_release, release_sum
+from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.releases import Release
+from dpnc.tier import per_layer
+from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
+from dpnc.tier.model_state import StateGuard
 
 PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
-_LAYER_NOT_ONCE = ("per_example='layers': a trained parameter is not in a supported layer (Linear, Embedding, "
-                   "LayerNorm, Conv2d; not tied), or a trained layer did not run, or vmap could not run the forward, "
-                   "so the per-example gradients are not products of per-example rows; use per_example='vmap' (or "
-                   "'auto', which then keeps to vmap)")
+_LAYER_NOT_ONCE = (
+    "per_example='layers': a trained parameter is not in a supported layer (Linear, Embedding, "
+    "LayerNorm, Conv2d; not tied), or a trained layer did not run, or vmap could not run the forward, "
+    "so the per-example gradients are not products of per-example rows; use per_example='vmap' (or "
+    "'auto', which then keeps to vmap)"
+)
 
 
 class ClippedSum(NamedTuple):
@@ -72,15 +74,24 @@ class _Bound(nn.Module):
     def __init__(self, model: nn.Module, loss_fn: Callable[..., torch.Tensor]) -> None:
         super().__init__()
         self.model = model
-        object.__setattr__(self, "_loss_fn", loss_fn)   # not registered, even when it is the model itself
+        object.__setattr__(
+            self, "_loss_fn", loss_fn
+        )  # not registered, even when it is the model itself
 
     def forward(self, *inputs: Any) -> torch.Tensor:
         return self._loss_fn(*inputs)
 
 
-def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
-                         params: dict[str, torch.Tensor], C: float, *, per_example: str = "vmap",
-                         microbatch: int = 16) -> ClippedSum:
+def clipped_gradient_sum(
+    model: nn.Module,
+    loss_fn: Callable[..., torch.Tensor],
+    inputs: tuple,
+    params: dict[str, torch.Tensor],
+    C: float,
+    *,
+    per_example: str = "vmap",
+    microbatch: int = 16,
+) -> ClippedSum:
     """Σ_i clip_C(∇_θ ℓ_i) over the batch ``inputs``, θ = ``params`` (names of ``model.named_parameters``).
 
     ``loss_fn(*inputs)`` returns the per-example losses of a batch, shape (b,); it is evaluated one example at a
@@ -104,13 +115,15 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
         return functional_call(one, (p, fixed), example)
 
     chunk = microbatch if per_example == "vmap" else 1
-    per_chunk = vmap(grad_and_value(loss_one), in_dims=(None, *([0] * len(inputs))), randomness="different")
+    per_chunk = vmap(
+        grad_and_value(loss_one), in_dims=(None, *([0] * len(inputs))), randomness="different"
+    )
     d = sum(p.numel() for p in params.values())
     first = next(iter(params.values()))
     total = torch.zeros(d, dtype=first.dtype, device=first.device)
     losses, clipped, nonfinite = [], 0, 0
     for start in range(0, b, chunk):
-        part = map_leaves(lambda t, start=start: t[start:start + chunk], inputs)
+        part = map_leaves(lambda t, start=start: t[start : start + chunk], inputs)
         if per_example == "vmap":
             grads, values = per_chunk(swapped, *part)
         else:
@@ -119,7 +132,9 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
         m = int(values.shape[0])
         flat = torch.cat([grads[f"model.{n}"].reshape(m, -1).to(total.dtype) for n in names], 1)
         del grads
-        summed = clipped_sum(flat, C, vector=True)   # non-finite rows set to 0, each clipped to C, summed
+        summed = clipped_sum(
+            flat, C, vector=True
+        )  # non-finite rows set to 0, each clipped to C, summed
         del flat
         total += summed.total
         clipped, nonfinite = clipped + int(summed.clipped), nonfinite + int(summed.nonfinite)
@@ -127,9 +142,16 @@ def clipped_gradient_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     return ClippedSum(total, torch.cat(losses) if losses else torch.zeros(0), clipped, nonfinite)
 
 
-def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
-                      params: dict[str, torch.Tensor], C: float, *, per_example: str = "auto",
-                      microbatch: int = 16) -> tuple[ClippedSum, str]:
+def route_clipped_sum(
+    model: nn.Module,
+    loss_fn: Callable[..., torch.Tensor],
+    inputs: tuple,
+    params: dict[str, torch.Tensor],
+    C: float,
+    *,
+    per_example: str = "auto",
+    microbatch: int = 16,
+) -> tuple[ClippedSum, str]:
     """Σ_i clip_C(∇_θ ℓ_i) by the route ``per_example`` names, and the route that formed it.
 
     ``"layers"``: :func:`dpnc.tier.per_layer.layer_clipped_sum` (refused where a layer runs more than once per forward);
@@ -139,7 +161,7 @@ def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     """
     if per_example not in PER_EXAMPLE:
         raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
-    with torch.enable_grad(), mappable(model):   # a stock Hugging Face model maps over the examples
+    with torch.enable_grad(), mappable(model):  # a stock Hugging Face model maps over the examples
         if per_example in ("auto", "layers"):
             fields = per_layer.layer_clipped_sum(model, loss_fn, inputs, params, C)
             if fields is not None:
@@ -148,17 +170,20 @@ def route_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
                 raise ValueError(_LAYER_NOT_ONCE)
             per_example = "vmap"
         try:
-            return clipped_gradient_sum(model, loss_fn, inputs, params, C, per_example=per_example,
-                                        microbatch=microbatch), per_example
+            return clipped_gradient_sum(
+                model, loss_fn, inputs, params, C, per_example=per_example, microbatch=microbatch
+            ), per_example
         except torch.OutOfMemoryError:
             raise
         except RuntimeError:
             if per_example != "vmap":
                 raise
             # torch's own message is not shown: it names shapes, which hold the (secret) size of the batch
-            raise VmapUnsupported("per_example='vmap' failed on this model: some layers (e.g. nn.GRU, nn.LSTM) have "
-                                  "no batching rule under torch.func.vmap. Use per_example='loop' (or 'auto', which "
-                                  "then takes it)") from None
+            raise VmapUnsupported(
+                "per_example='vmap' failed on this model: some layers (e.g. nn.GRU, nn.LSTM) have "
+                "no batching rule under torch.func.vmap. Use per_example='loop' (or 'auto', which "
+                "then takes it)"
+            ) from None
 
 
 class VmapUnsupported(ValueError):
@@ -193,11 +218,23 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, *, model: nn.Module, clip: float, noise_multiplier: float,
-                 batches, accountant: Accountant, noise: NoiseSource | None = None, per_example: str = "auto",
-                 microbatch: int = 16) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        *,
+        model: nn.Module,
+        clip: float,
+        noise_multiplier: float,
+        batches,
+        accountant: Accountant,
+        noise: NoiseSource | None = None,
+        per_example: str = "auto",
+        microbatch: int = 16,
+    ) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer) or isinstance(optimizer, DPOptimizer):
-            raise ValueError(f"optimizer must be a torch.optim.Optimizer (not yet private); got {optimizer!r}")
+            raise ValueError(
+                f"optimizer must be a torch.optim.Optimizer (not yet private); got {optimizer!r}"
+            )
         if not isinstance(model, nn.Module):
             raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
         check_arguments(clip=clip, noise_multiplier=noise_multiplier)
@@ -207,30 +244,49 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
         if isinstance(microbatch, bool) or not isinstance(microbatch, int) or microbatch < 1:
             raise ValueError(f"microbatch must be an integer >= 1; got {microbatch!r}")
-        require_ready(model, dropout=False)   # and again before every step
+        require_ready(model, dropout=False)  # and again before every step
         if not isinstance(batches, LoaderBatches):
-            raise ValueError(f"batches must be a dpnc.batches.LoaderBatches (the loader's pending batch); got "
-                             f"{type(batches).__name__}")
+            raise ValueError(
+                f"batches must be a dpnc.batches.LoaderBatches (the loader's pending batch); got "
+                f"{type(batches).__name__}"
+            )
         names = {id(p): n for n, p in model.named_parameters()}
-        trainable = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+        trainable = [
+            p for group in optimizer.param_groups for p in group["params"] if p.requires_grad
+        ]
         if not trainable or any(id(p) not in names for p in trainable):
-            raise ValueError("optimizer must hold trainable parameters of model (loss_fn is differentiated with "
-                             "respect to them through the model); got "
-                             f"{sum(id(p) not in names for p in trainable)} that are not and {len(trainable)} in all")
+            raise ValueError(
+                "optimizer must hold trainable parameters of model (loss_fn is differentiated with "
+                "respect to them through the model); got "
+                f"{sum(id(p) not in names for p in trainable)} that are not and {len(trainable)} in all"
+            )
         batches.check_relation(accountant.relation)
-        super().__init__(optimizer.param_groups, optimizer.defaults)   # torch's hooks and step patching
-        self.param_groups, self.state, self.defaults = optimizer.param_groups, optimizer.state, optimizer.defaults
+        super().__init__(
+            optimizer.param_groups, optimizer.defaults
+        )  # torch's hooks and step patching
+        self.param_groups, self.state, self.defaults = (
+            optimizer.param_groups,
+            optimizer.state,
+            optimizer.defaults,
+        )
         self.optimizer, self.model = optimizer, model
         self.params = {names[id(p)]: p for p in trainable}
         self.clip, self.noise_multiplier = float(clip), float(noise_multiplier)
         self.batches, self.accountant = batches, accountant
         self.noise = noise if noise is not None else NoiseSource()
         self.microbatch = microbatch
-        layers = per_example in ("auto", "layers") and per_layer.supported(model, self.params) is not None
+        layers = (
+            per_example in ("auto", "layers")
+            and per_layer.supported(model, self.params) is not None
+        )
         if per_example == "layers" and not layers:
-            raise ValueError(f"per_example='layers' needs every trainable parameter in one of "
-                             f"{[c.__name__ for c in per_layer.SUPPORTED]} (not tied); use 'vmap'")
-        self.per_example = "layers" if layers else ("vmap" if per_example == "auto" else per_example)
+            raise ValueError(
+                f"per_example='layers' needs every trainable parameter in one of "
+                f"{[c.__name__ for c in per_layer.SUPPORTED]} (not tied); use 'vmap'"
+            )
+        self.per_example = (
+            "layers" if layers else ("vmap" if per_example == "auto" else per_example)
+        )
         # "auto" keeps to vmap where a supported layer turns out to run twice in a forward (e.g. a prompt head that
         # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
         self._fallback = "vmap" if per_example == "auto" else None
@@ -240,11 +296,19 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
 
     def step_release(self) -> Release:
         """The ledger entry each step makes (public; what a trainer counts for a step that may have happened)."""
-        return mean_release(self.clip, self.noise_multiplier, sampler=self.batches, accountant=self.accountant,
-                            noise=self.noise)
+        return mean_release(
+            self.clip,
+            self.noise_multiplier,
+            sampler=self.batches,
+            accountant=self.accountant,
+            noise=self.noise,
+        )
 
-    def step(self, loss_fn: Callable[..., torch.Tensor] | None = None,  # type: ignore[override]
-             *inputs: Any) -> torch.Tensor:
+    def step(
+        self,
+        loss_fn: Callable[..., torch.Tensor] | None = None,  # type: ignore[override]
+        *inputs: Any,
+    ) -> torch.Tensor:
         """One DP step on the pending batch: ``loss_fn(*batch)`` gives its per-example losses, shape (b,).
 
         The optimizer hands ``loss_fn`` the batch the loader just yielded (tensors, or dicts/lists/tuples of them,
@@ -254,30 +318,53 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         the step's :class:`StepInfo`.
         """
         check_loss_fn(loss_fn)
-        require_ready(self.model, dropout=False)   # at every step: model.train() after construction is refused
+        require_ready(
+            self.model, dropout=False
+        )  # at every step: model.train() after construction is refused
         batches, before = self.batches, self.accountant.releases
-        batches.check_ready()   # nothing pending, or all steps taken: refused before anything runs
+        batches.check_ready()  # nothing pending, or all steps taken: refused before anything runs
         if inputs:
             batches.check_inputs(inputs)
         batch = batches.sample()
-        touched = [True]   # the user's code has run since the draw: a change of state there is charged
+        touched = [
+            True
+        ]  # the user's code has run since the draw: a change of state there is charged
 
         def seen(*args):
             touched[0] = True
             return loss_fn(*args)
+
         try:
-            self.guard.check()   # the model as the draw found it
+            self.guard.check()  # the model as the draw found it
             touched[0] = False
             inputs = batches.inputs()
             rows = batch_rows(inputs)
             if rows != len(batch):
-                raise ValueError(f"the batch's inputs must have one row per example drawn ({len(batch)}); got {rows}")
-            summed = self._clipped_sum(seen, inputs) if rows else ClippedSum(
-                torch.zeros(sum(p.numel() for p in self.params.values()),
-                            dtype=next(iter(self.params.values())).dtype), torch.zeros(0), 0, 0)
-            self.guard.check()   # no forward wrote the model's state
-            noisy = release_sum(summed.total, self.clip, sampler=batches, noise=self.noise,
-                                accountant=self.accountant, noise_multiplier=self.noise_multiplier)
+                raise ValueError(
+                    f"the batch's inputs must have one row per example drawn ({len(batch)}); got {rows}"
+                )
+            summed = (
+                self._clipped_sum(seen, inputs)
+                if rows
+                else ClippedSum(
+                    torch.zeros(
+                        sum(p.numel() for p in self.params.values()),
+                        dtype=next(iter(self.params.values())).dtype,
+                    ),
+                    torch.zeros(0),
+                    0,
+                    0,
+                )
+            )
+            self.guard.check()  # no forward wrote the model's state
+            noisy = release_sum(
+                summed.total,
+                self.clip,
+                sampler=batches,
+                noise=self.noise,
+                accountant=self.accountant,
+                noise_multiplier=self.noise_multiplier,
+            )
         except BaseException:
             self._after_refusal(batches, touched[0], before)
             raise
@@ -286,29 +373,48 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         self.steps += 1
         losses = summed.losses
         finite = torch.isfinite(losses)
-        stats = PrivateStats(float(losses[finite].mean()) if finite.any() else math.nan,
-                             summed.clipped / max(rows, 1), summed.nonfinite)
-        self._report_step(StepInfo(self.steps - 1, None, noisy, self.accountant.ledger[-1].release, stats))
+        stats = PrivateStats(
+            float(losses[finite].mean()) if finite.any() else math.nan,
+            summed.clipped / max(rows, 1),
+            summed.nonfinite,
+        )
+        self._report_step(
+            StepInfo(self.steps - 1, None, noisy, self.accountant.ledger[-1].release, stats)
+        )
         return losses.mean() if rows else torch.tensor(math.nan)
 
     def _clipped_sum(self, loss_fn, inputs) -> ClippedSum:
         route = "auto" if self.per_example == "layers" and self._fallback else self.per_example
         try:
-            summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
-                                                         per_example=route, microbatch=self.microbatch)
+            summed, self.per_example = route_clipped_sum(
+                self.model,
+                loss_fn,
+                inputs,
+                self.params,
+                self.clip,
+                per_example=route,
+                microbatch=self.microbatch,
+            )
         except VmapUnsupported:
-            if self._fallback is None:   # the user asked for vmap
+            if self._fallback is None:  # the user asked for vmap
                 raise
             # "auto": a layer vmap cannot batch (e.g. nn.GRU), so one example at a time, as exact (nothing released)
-            summed, self.per_example = route_clipped_sum(self.model, loss_fn, inputs, self.params, self.clip,
-                                                         per_example="loop", microbatch=self.microbatch)
+            summed, self.per_example = route_clipped_sum(
+                self.model,
+                loss_fn,
+                inputs,
+                self.params,
+                self.clip,
+                per_example="loop",
+                microbatch=self.microbatch,
+            )
         return summed
 
     def _apply(self, noisy: torch.Tensor) -> None:
         """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""
         offset = 0
         for p in self.params.values():
-            p.grad = noisy[offset:offset + p.numel()].view_as(p).to(p.dtype).clone()
+            p.grad = noisy[offset : offset + p.numel()].view_as(p).to(p.dtype).clone()
             offset += p.numel()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -324,6 +430,9 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         state_dict = dict(state_dict)
         extra = state_dict.pop("dpnc", None)
         self.optimizer.load_state_dict(state_dict)
-        self.param_groups, self.state = self.optimizer.param_groups, self.optimizer.state   # torch built new ones
+        self.param_groups, self.state = (
+            self.optimizer.param_groups,
+            self.optimizer.state,
+        )  # torch built new ones
         if extra is not None:
             self.steps = extra["steps"]

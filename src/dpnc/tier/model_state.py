@@ -26,26 +26,40 @@ from itertools import chain
 import torch
 from torch import nn
 
-_NORM = nn.modules.batchnorm._NormBase   # BatchNorm*, InstanceNorm*, SyncBatchNorm, LazyBatchNorm*
+_NORM = nn.modules.batchnorm._NormBase  # BatchNorm*, InstanceNorm*, SyncBatchNorm, LazyBatchNorm*
 
 
 def _norm_message(module: nn.Module) -> str:
     if isinstance(module, nn.modules.batchnorm._BatchNorm):
-        return ("BatchNorm in train mode mixes examples and stores the batch's mean in running_mean; replace it with "
-                "GroupNorm: model = dpnc.fix_model(model) (as Opacus's ModuleValidator.fix). model.eval() only if its "
-                "running statistics were learned on public data (from scratch it freezes the initial ones)")
-    return ("InstanceNorm with running statistics in train mode stores a statistic of the batch in running_mean/"
-            "running_var; set track_running_stats=False (each example is then normalised by its own statistics) "
-            "or call .eval() on it")
+        return (
+            "BatchNorm in train mode mixes examples and stores the batch's mean in running_mean; replace it with "
+            "GroupNorm: model = dpnc.fix_model(model) (as Opacus's ModuleValidator.fix). model.eval() only if its "
+            "running statistics were learned on public data (from scratch it freezes the initial ones)"
+        )
+    return (
+        "InstanceNorm with running statistics in train mode stores a statistic of the batch in running_mean/"
+        "running_var; set track_running_stats=False (each example is then normalised by its own statistics) "
+        "or call .eval() on it"
+    )
 
 
 # How the refusal is worded for a module of a known type (the first match); any other module gets the default.
 MESSAGES: tuple[tuple[type[nn.Module], Callable[[nn.Module], str]], ...] = (
     (_NORM, _norm_message),
-    (nn.Embedding, lambda m: "Embedding(max_norm=...) renormalises the rows it looks up in place, so the weights "
-                             "show which tokens were in the batch; set max_norm=None"),
-    (nn.EmbeddingBag, lambda m: "EmbeddingBag(max_norm=...) renormalises the rows it looks up in place; set "
-                                "max_norm=None"),
+    (
+        nn.Embedding,
+        lambda m: (
+            "Embedding(max_norm=...) renormalises the rows it looks up in place, so the weights "
+            "show which tokens were in the batch; set max_norm=None"
+        ),
+    ),
+    (
+        nn.EmbeddingBag,
+        lambda m: (
+            "EmbeddingBag(max_norm=...) renormalises the rows it looks up in place; set "
+            "max_norm=None"
+        ),
+    ),
 )
 
 
@@ -53,9 +67,11 @@ def describe(module: nn.Module) -> str:
     for kind, message in MESSAGES:
         if isinstance(module, kind):
             return message(module)
-    return (f"{type(module).__name__} writes its parameters or buffers during the forward (in place or by "
-            "assigning new tensors), so they hold a statistic of the batch; keep such state out of the model, or "
-            "update it from released values only")
+    return (
+        f"{type(module).__name__} writes its parameters or buffers during the forward (in place or by "
+        "assigning new tensors), so they hold a statistic of the batch; keep such state out of the model, or "
+        "update it from released values only"
+    )
 
 
 def static_problems(model: nn.Module) -> list[str]:
@@ -63,8 +79,11 @@ def static_problems(model: nn.Module) -> list[str]:
     problems = []
     for name, module in model.named_modules():
         train_stats = isinstance(module, _NORM) and module.training and module.track_running_stats
-        if train_stats or getattr(module, "max_norm", None) is not None and isinstance(
-                module, (nn.Embedding, nn.EmbeddingBag)):
+        if (
+            train_stats
+            or getattr(module, "max_norm", None) is not None
+            and isinstance(module, (nn.Embedding, nn.EmbeddingBag))
+        ):
             problems.append(f"{name or 'model'}: {describe(module)}")
     return problems
 
@@ -88,14 +107,22 @@ class StateGuard:
         self._buffers: dict[str, torch.Tensor] = {}
 
     def _tensors(self):
-        return chain(((n, t, False) for n, t in self.model.named_parameters(remove_duplicate=False)),
-                     ((n, t, True) for n, t in self.model.named_buffers(remove_duplicate=False) if t is not None))
+        return chain(
+            ((n, t, False) for n, t in self.model.named_parameters(remove_duplicate=False)),
+            (
+                (n, t, True)
+                for n, t in self.model.named_buffers(remove_duplicate=False)
+                if t is not None
+            ),
+        )
 
     @staticmethod
     def _state(t: torch.Tensor) -> tuple:
         try:
             storage = t.data_ptr()
-        except RuntimeError:   # a tensor without storage (one a torch.func transform let escape into the module)
+        except (
+            RuntimeError
+        ):  # a tensor without storage (one a torch.func transform let escape into the module)
             storage = None
         return id(t), storage, t._version, tuple(t.shape)
 
@@ -110,36 +137,49 @@ class StateGuard:
         if self._marks is None:
             return
         now = {name: (self._state(t), t, is_buffer) for name, t, is_buffer in self._tensors()}
-        changed = sorted(set(self._marks) ^ set(now) |
-                         {n for n, (state, _, _) in now.items() if self._marks.get(n, state) != state})
+        changed = sorted(
+            set(self._marks) ^ set(now)
+            | {n for n, (state, _, _) in now.items() if self._marks.get(n, state) != state}
+        )
         if not changed:
             return
         written = False
         for name in changed:
             if name in now and name in self._buffers:
                 self._restore(name, now[name][1])
-            elif name in self._buffers:   # a buffer removed
+            elif name in self._buffers:  # a buffer removed
                 self._restore(name, None)
             elif name in now:
-                written = True   # a parameter: no copy is kept (it would double the model's memory)
+                written = True  # a parameter: no copy is kept (it would double the model's memory)
         modules = dict(self.model.named_modules())
         owners = dict.fromkeys(name.rpartition(".")[0] for name in changed)
-        lines = [f"{owner or 'model'} ({', '.join(n for n in changed if n.rpartition('.')[0] == owner)}): "
-                 f"{describe(modules[owner]) if owner in modules else 'a tensor was added or removed'}"
-                 for owner in owners]
-        after = (" Its parameters were written with the batch in hand: do not save or publish this model; rebuild it"
-                 if written else " Its buffers were put back as they were before the batch.")
+        lines = [
+            f"{owner or 'model'} ({', '.join(n for n in changed if n.rpartition('.')[0] == owner)}): "
+            f"{describe(modules[owner]) if owner in modules else 'a tensor was added or removed'}"
+            for owner in owners
+        ]
+        after = (
+            " Its parameters were written with the batch in hand: do not save or publish this model; rebuild it"
+            if written
+            else " Its buffers were put back as they were before the batch."
+        )
         self._marks = None
-        raise ModelStateChanged("model state changed during a private step, not by the optimizer (no parameter or "
-                                "buffer may change between the draw of a batch and its release):\n  "
-                                + "\n  ".join(lines) + "\n" + after.strip())
+        raise ModelStateChanged(
+            "model state changed during a private step, not by the optimizer (no parameter or "
+            "buffer may change between the draw of a batch and its release):\n  "
+            + "\n  ".join(lines)
+            + "\n"
+            + after.strip()
+        )
 
     def _restore(self, name: str, tensor: torch.Tensor) -> None:
         owner, _, local = name.rpartition(".")
         module = self.model.get_submodule(owner) if owner else self.model
         saved = self._buffers[name]
-        if id(tensor) == self._marks[name][0] and tensor.shape == saved.shape:   # written in place: write it back
+        if (
+            id(tensor) == self._marks[name][0] and tensor.shape == saved.shape
+        ):  # written in place: write it back
             with torch.no_grad():
                 tensor.copy_(saved)
-        else:   # assigned anew: the saved copy takes its place
+        else:  # assigned anew: the saved copy takes its place
             module._buffers[local] = saved

@@ -42,7 +42,10 @@ from torch import nn
 from dpnc.batches import batch_rows, one_example
 from dpnc.privacy.clipping import clip_weights
 
-def supported(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[nn.Module, dict[str, str]] | None:
+
+def supported(
+    model: nn.Module, params: dict[str, torch.Tensor]
+) -> dict[nn.Module, dict[str, str]] | None:
     """The layers owning ``params`` (name → tensor of ``model.named_parameters``), each with its local → full
     parameter names, or None where a parameter belongs to a layer this route cannot handle."""
     owners: dict[nn.Module, dict[str, str]] = {}
@@ -53,19 +56,24 @@ def supported(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[nn.Modu
         for local, p in module.named_parameters(recurse=False):
             if id(p) in seen:
                 if id(p) in trained:
-                    return None   # tied weights: one parameter in two layers, its gradient is not one product
-                continue   # a frozen tied weight (a causal LM's embeddings and output layer under LoRA): no gradient
+                    return None  # tied weights: one parameter in two layers, its gradient is not one product
+                continue  # a frozen tied weight (a causal LM's embeddings and output layer under LoRA): no gradient
             seen.add(id(p))
             if id(p) not in wanted:
                 continue
             if _kind(module) is None:
                 return None
             owners.setdefault(module, {})[local] = wanted.pop(id(p))
-    return owners if not wanted else None   # a parameter outside the model: unsupported
+    return owners if not wanted else None  # a parameter outside the model: unsupported
 
 
-def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple,
-                      params: dict[str, torch.Tensor], C: float):
+def layer_clipped_sum(
+    model: nn.Module,
+    loss_fn: Callable[..., torch.Tensor],
+    inputs: tuple,
+    params: dict[str, torch.Tensor],
+    C: float,
+):
     """Σ_i clip_C(∇_θ ℓ_i) over the batch by the per-layer route: the fields of a
     :class:`~dpnc.tier.first_order.ClippedSum` (the flat sum in ``params``' order, the per-example losses, how many
     were clipped, how many non-finite), or None where a parameter's layer is unsupported, or runs on rows that
@@ -87,9 +95,11 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
 
     def keep(module, args, output):
         a, out = _beneath_vmap(args[0]), _beneath_vmap(output)
-        if a is None and out is None:   # a row shared by every example (BERT's (1, L) position ids)
+        if a is None and out is None:  # a row shared by every example (BERT's (1, L) position ids)
             shared = _per_example_copies(args[0], output, b)
-            if shared is not None:   # each example gets its own copy, so the gradient into it is that example's
+            if (
+                shared is not None
+            ):  # each example gets its own copy, so the gradient into it is that example's
                 records[module].append(shared[:2])
                 return shared[2]
         records[module].append((a, out))
@@ -97,20 +107,27 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
     handles = [m.register_forward_hook(keep) for m in owners]
     try:
         losses = vmap(one_example(loss_fn), randomness="different")(*inputs)
-    except RuntimeError:   # no batching rule for some layer: the caller's vmap route says so, or takes the loop
+    except (
+        RuntimeError
+    ):  # no batching rule for some layer: the caller's vmap route says so, or takes the loop
         return None
     finally:
         for h in handles:
             h.remove()
     if any(not r or any(a is None or out is None for a, out in r) for r in records.values()):
-        return None   # a layer unused, or run on rows shared by the examples: not one product per example
+        return None  # a layer unused, or run on rows shared by the examples: not one product per example
     layers = list(owners)
     outputs = [out for m in layers for _, out in records[m]]
     flat = iter(torch.autograd.grad(losses.sum(), outputs, allow_unused=True))
-    grads = {m: [next(flat) for _ in records[m]] for m in layers}   # each layer's calls, in order
-    calls = {m: [(a, torch.zeros_like(out) if g is None else g.detach()) for (a, out), g in zip(records[m], grads[m])]
-             for m in layers}
-    grams: dict = {}   # one per pass, shared by every layer of it: the Gram matrix of an input several layers read
+    grads = {m: [next(flat) for _ in records[m]] for m in layers}  # each layer's calls, in order
+    calls = {
+        m: [
+            (a, torch.zeros_like(out) if g is None else g.detach())
+            for (a, out), g in zip(records[m], grads[m])
+        ]
+        for m in layers
+    }
+    grams: dict = {}  # one per pass, shared by every layer of it: the Gram matrix of an input several layers read
     parts = [_Layer.of(m, calls[m], set(owners[m]), scaled=False, shared=grams) for m in layers]
     norms = sum(part.norms2() for part in parts).sqrt()
     if not bool(torch.isfinite(norms).all()):
@@ -121,10 +138,10 @@ def layer_clipped_sum(model: nn.Module, loss_fn: Callable[..., torch.Tensor], in
         norms = sum(part.norms2() for part in parts).sqrt()
     finite = torch.isfinite(norms)
     all_finite = bool(finite.all())
-    if all_finite:   # the common case, in fewer ops
+    if all_finite:  # the common case, in fewer ops
         w, over = clip_weights(norms, C)
         clipped, nonfinite = int(over.sum()), 0
-    else:   # a non-finite example's gradient is zeroed and counted, as clipped_sum does
+    else:  # a non-finite example's gradient is zeroed and counted, as clipped_sum does
         w, over = clip_weights(torch.where(finite, norms, torch.zeros_like(norms)), C)
         w = torch.where(finite, w, torch.zeros_like(w))
         clipped, nonfinite = int((over & finite).sum()), int((~finite).sum())
@@ -158,7 +175,9 @@ def _per_example_copies(a, output, b: int):
     from torch._C._functorch import _add_batch_dim, is_batchedtensor, maybe_current_level
 
     level = maybe_current_level()
-    if level is None or not all(isinstance(t, torch.Tensor) and not is_batchedtensor(t) for t in (a, output)):
+    if level is None or not all(
+        isinstance(t, torch.Tensor) and not is_batchedtensor(t) for t in (a, output)
+    ):
         return None
     copies = output.unsqueeze(0).expand(b, *output.shape)
     return a.unsqueeze(0).expand(b, *a.shape), copies, _add_batch_dim(copies, 0, level)
@@ -168,7 +187,9 @@ def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``t`` divided per example by its largest magnitude, and those magnitudes (float64, one per example): norms
     formed from the scaled rows cannot overflow, whatever one row holds (an example of 1e20 in float32 has a
     finite gradient norm, as torch.func's route finds). A non-finite row stays non-finite (its weight is 0)."""
-    peak = torch.linalg.vector_norm(t.detach().flatten(1), ord=math.inf, dim=1).clamp_min(torch.finfo(t.dtype).tiny)
+    peak = torch.linalg.vector_norm(t.detach().flatten(1), ord=math.inf, dim=1).clamp_min(
+        torch.finfo(t.dtype).tiny
+    )
     return t / peak.reshape(-1, *[1] * (t.ndim - 1)), peak.to(torch.float64)
 
 
@@ -182,7 +203,7 @@ def _product(*scales: torch.Tensor | None) -> torch.Tensor | None:
 
 def _times(x: torch.Tensor, scale: torch.Tensor | None, power: int = 1) -> torch.Tensor:
     """x · scale^power per example, or x itself for unscaled rows (scale None)."""
-    return x if scale is None else x * scale ** power
+    return x if scale is None else x * scale**power
 
 
 class _Layer:
@@ -198,12 +219,16 @@ class _Layer:
     norm comes out non-finite (:func:`layer_clipped_sum`).
     """
 
-    axis = 1   # the dimension along which an example's rows (and a layer's calls) lie
-    scale_inputs = True   # False: the layer scales what it forms from a (Conv2d: its per-example gradients)
+    axis = 1  # the dimension along which an example's rows (and a layer's calls) lie
+    scale_inputs = (
+        True  # False: the layer scales what it forms from a (Conv2d: its per-example gradients)
+    )
 
-    def __init__(self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str], scaled: bool) -> None:
+    def __init__(
+        self, module: nn.Module, a: torch.Tensor, g: torch.Tensor, trained: set[str], scaled: bool
+    ) -> None:
         self.module, self.trained, self.zeroed = module, trained, False
-        if not scaled:   # the rows as they are (s, t None)
+        if not scaled:  # the rows as they are (s, t None)
             self.a, self.g, self.s, self.t = a, g, None, None
             return
         if a.is_floating_point() and self.scale_inputs:
@@ -218,8 +243,13 @@ class _Layer:
         return True
 
     @staticmethod
-    def of(module: nn.Module, calls: list[tuple[torch.Tensor, torch.Tensor]], trained: set[str],
-           scaled: bool, shared: dict) -> _Layer:
+    def of(
+        module: nn.Module,
+        calls: list[tuple[torch.Tensor, torch.Tensor]],
+        trained: set[str],
+        scaled: bool,
+        shared: dict,
+    ) -> _Layer:
         """The layer's rows over its ``calls``; ``shared``: products the step's layers share (a Linear's Gram
         matrices of an input several layers read)."""
         cls = _kind(module)
@@ -227,13 +257,20 @@ class _Layer:
         if len(rows) == 1:
             layer = cls(module, *rows[0], trained, scaled)
         else:
-            layer = cls(module, torch.cat([a for a, _ in rows], cls.axis), torch.cat([g for _, g in rows], cls.axis),
-                        trained, scaled)
+            layer = cls(
+                module,
+                torch.cat([a for a, _ in rows], cls.axis),
+                torch.cat([g for _, g in rows], cls.axis),
+                trained,
+                scaled,
+            )
         layer.shared = shared
         return layer
 
     @staticmethod
-    def rows(module: nn.Module, a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rows(
+        module: nn.Module, a: torch.Tensor, g: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One call's (a, g) as (b, rows, width): every position of an example is a row."""
         b = a.shape[0]
         return a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1])
@@ -243,11 +280,17 @@ class _Layer:
         of weight 0 (non-finite) has its rows of a and g zeroed first, since 0·inf = nan."""
         if not finite and not self.zeroed:
             keep = w > 0
-            self.g = torch.where(keep.reshape(-1, *[1] * (self.g.ndim - 1)), self.g, torch.zeros_like(self.g))
+            self.g = torch.where(
+                keep.reshape(-1, *[1] * (self.g.ndim - 1)), self.g, torch.zeros_like(self.g)
+            )
             if self.a.is_floating_point():
-                self.a = torch.where(keep.reshape(-1, *[1] * (self.a.ndim - 1)), self.a, torch.zeros_like(self.a))
+                self.a = torch.where(
+                    keep.reshape(-1, *[1] * (self.a.ndim - 1)), self.a, torch.zeros_like(self.a)
+                )
             self.zeroed = True
-        if scale is None:   # unscaled rows (exact in float64): w is 0 for a non-finite example already
+        if (
+            scale is None
+        ):  # unscaled rows (exact in float64): w is 0 for a non-finite example already
             scaled = w
         else:
             scaled = w * scale if finite else torch.where(w > 0, w * scale, torch.zeros_like(scale))
@@ -271,9 +314,12 @@ class _Linear(_Layer):
         return self._g_sums
 
     def _gram(self, a: torch.Tensor) -> torch.Tensor:
-        key = (a.data_ptr(), a.shape, a.stride())   # the same rows: the same (b, T, T) products
+        key = (a.data_ptr(), a.shape, a.stride())  # the same rows: the same (b, T, T) products
         if key not in self.shared:
-            self.shared[key] = (a, torch.bmm(a, a.transpose(1, 2)))   # a kept alive: its address stays its own
+            self.shared[key] = (
+                a,
+                torch.bmm(a, a.transpose(1, 2)),
+            )  # a kept alive: its address stays its own
         return self.shared[key][1]
 
     def norms2(self) -> torch.Tensor:
@@ -281,9 +327,11 @@ class _Linear(_Layer):
         T, d_in, d_out = a.shape[1], a.shape[2], g.shape[2]
         total = torch.zeros(a.shape[0], dtype=torch.float64, device=g.device)
         if "weight" in self.trained:
-            if T == 1:   # ‖g aᵀ‖² = ‖a‖²‖g‖²
+            if T == 1:  # ‖g aᵀ‖² = ‖a‖²‖g‖²
                 hat = a.square().sum((1, 2)) * g.square().sum((1, 2))
-            elif T * (d_in + d_out) < d_in * d_out:   # ghost norm: (B, T, T) Gram matrices, no (B, out, in) product
+            elif (
+                T * (d_in + d_out) < d_in * d_out
+            ):  # ghost norm: (B, T, T) Gram matrices, no (B, out, in) product
                 hat = (self._gram(a) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
             else:
                 hat = (torch.bmm(g.transpose(1, 2), a) ** 2).sum((1, 2))
@@ -295,16 +343,24 @@ class _Linear(_Layer):
     def weighted_sums(self, w, finite):
         sums = {}
         if "weight" in self.trained:
-            ws = self._weights(w, _product(self.s, self.t), finite)   # first: it zeroes a non-finite example's rows
+            ws = self._weights(
+                w, _product(self.s, self.t), finite
+            )  # first: it zeroes a non-finite example's rows
             g, a = self.g, self.a
-            if a.shape[-1] < g.shape[-1]:   # the weights onto the narrower rows: fewer multiplications
+            if (
+                a.shape[-1] < g.shape[-1]
+            ):  # the weights onto the narrower rows: fewer multiplications
                 a = a * ws.to(a.dtype)
             else:
                 g = g * ws
-            sums["weight"] = g.reshape(-1, g.shape[-1]).T @ a.reshape(-1, a.shape[-1])   # Σ_{i,t} w_i g_it a_itᵀ
+            sums["weight"] = g.reshape(-1, g.shape[-1]).T @ a.reshape(
+                -1, a.shape[-1]
+            )  # Σ_{i,t} w_i g_it a_itᵀ
         if "bias" in self.trained:
             wt = self._weights(w, self.t, finite).reshape(1, -1)
-            g_sums = self.g_sums() if finite else self.g.sum(1)   # rows of a non-finite example zeroed by _weights
+            g_sums = (
+                self.g_sums() if finite else self.g.sum(1)
+            )  # rows of a non-finite example zeroed by _weights
             sums["bias"] = (wt @ g_sums).reshape(-1)
         return sums
 
@@ -314,13 +370,19 @@ class _Embedding(_Layer):
     def rows(module, a, g):
         b = a.shape[0]
         ids, g = a.reshape(b, -1), g.reshape(b, -1, g.shape[-1])
-        if module.padding_idx is not None:   # the padding row gets no gradient: its positions count for nothing
+        if (
+            module.padding_idx is not None
+        ):  # the padding row gets no gradient: its positions count for nothing
             g = torch.where((ids == module.padding_idx).unsqueeze(-1), torch.zeros_like(g), g)
         return ids, g
 
     def norms2(self):
         same = (self.a.unsqueeze(2) == self.a.unsqueeze(1)).to(self.g.dtype)
-        return _times((same * torch.bmm(self.g, self.g.transpose(1, 2))).sum((1, 2)).to(torch.float64), self.t, 2)
+        return _times(
+            (same * torch.bmm(self.g, self.g.transpose(1, 2))).sum((1, 2)).to(torch.float64),
+            self.t,
+            2,
+        )
 
     def weighted_sums(self, w, finite):
         wg = (self.g * self._weights(w, self.t, finite)).reshape(-1, self.g.shape[-1])
@@ -333,7 +395,9 @@ class _LayerNorm(_Layer):
     def rows(module, a, g):
         b, shape = a.shape[0], module.normalized_shape
         width = int(torch.Size(shape).numel())
-        normed = F.layer_norm(a, shape, eps=module.eps)   # x̂: its entries are at most √width in magnitude
+        normed = F.layer_norm(
+            a, shape, eps=module.eps
+        )  # x̂: its entries are at most √width in magnitude
         return normed.reshape(b, -1, width), g.reshape(b, -1, width)
 
     def _per_example(self):
@@ -345,15 +409,20 @@ class _LayerNorm(_Layer):
         return out
 
     def norms2(self):
-        both = _product(self.s, self.t)   # s is x̂'s own peak, at most √width
-        return sum(_times((v ** 2).sum(-1).to(torch.float64), both if k == "weight" else self.t, 2)
-                   for k, v in self._per_example().items())
+        both = _product(self.s, self.t)  # s is x̂'s own peak, at most √width
+        return sum(
+            _times((v**2).sum(-1).to(torch.float64), both if k == "weight" else self.t, 2)
+            for k, v in self._per_example().items()
+        )
 
     def weighted_sums(self, w, finite):
         shape = next(p for p in (self.module.weight, self.module.bias) if p is not None).shape
         ws = self._weights(w, _product(self.s, self.t), finite).reshape(-1, 1)
         wt = self._weights(w, self.t, finite).reshape(-1, 1)
-        return {k: (v * (ws if k == "weight" else wt)).sum(0).reshape(shape) for k, v in self._per_example().items()}
+        return {
+            k: (v * (ws if k == "weight" else wt)).sum(0).reshape(shape)
+            for k, v in self._per_example().items()
+        }
 
 
 class _ChannelNorm(_LayerNorm):
@@ -367,69 +436,105 @@ class _ChannelNorm(_LayerNorm):
 
     @staticmethod
     def handles(module):
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):   # in train mode it normalises by the batch
-            return not module.training and module.track_running_stats and module.running_mean is not None
+        if isinstance(
+            module, nn.modules.batchnorm._BatchNorm
+        ):  # in train mode it normalises by the batch
+            return (
+                not module.training
+                and module.track_running_stats
+                and module.running_mean is not None
+            )
         return True
 
     @staticmethod
     def rows(module, a, g):
         b = a.shape[0]
         channels = module.num_channels if isinstance(module, nn.GroupNorm) else module.num_features
-        unbatched = isinstance(module, nn.modules.instancenorm._InstanceNorm) and \
-            a.ndim - 1 == module._get_no_batch_dim()
-        axis = 1 if unbatched else 2   # the channel axis beneath vmap: (b, [samples,] C, *positions)
-        positions = math.prod(a.shape[axis + 1:])
-        x, g = a.reshape(-1, channels, positions), g.reshape(-1, channels, positions)   # (b·k, C, L)
+        unbatched = (
+            isinstance(module, nn.modules.instancenorm._InstanceNorm)
+            and a.ndim - 1 == module._get_no_batch_dim()
+        )
+        axis = 1 if unbatched else 2  # the channel axis beneath vmap: (b, [samples,] C, *positions)
+        positions = math.prod(a.shape[axis + 1 :])
+        x, g = a.reshape(-1, channels, positions), g.reshape(-1, channels, positions)  # (b·k, C, L)
         if isinstance(module, nn.GroupNorm):
             normed = F.group_norm(x, module.num_groups, eps=module.eps)
-        elif getattr(module, "running_mean", None) is not None and not module.training:   # the running statistics
-            normed = (x - module.running_mean[:, None]) / (module.running_var[:, None] + module.eps).sqrt()
+        elif (
+            getattr(module, "running_mean", None) is not None and not module.training
+        ):  # the running statistics
+            normed = (x - module.running_mean[:, None]) / (
+                module.running_var[:, None] + module.eps
+            ).sqrt()
         else:
             normed = F.instance_norm(x, eps=module.eps)
-        def rows(t):   # (b·k, C, L) → (b, C, k·L): a view when k = 1
+
+        def rows(t):  # (b·k, C, L) → (b, C, k·L): a view when k = 1
             return t.reshape(b, -1, channels, positions).transpose(1, 2).reshape(b, channels, -1)
+
         return rows(normed), rows(g)
 
 
 class _Conv(_Layer):
     """Conv1d and Conv2d (a 1-D convolution as a 2-D one of height 1)."""
 
-    axis = 2   # (b, ·, L): an example's k images and a layer's calls side by side along L
+    axis = 2  # (b, ·, L): an example's k images and a layer's calls side by side along L
 
     @staticmethod
     def handles(module):
-        return module.groups == 1 and module.padding_mode == "zeros" and not isinstance(module.padding, str)
+        return (
+            module.groups == 1
+            and module.padding_mode == "zeros"
+            and not isinstance(module.padding, str)
+        )
 
     @staticmethod
     def rows(module, a, g):
         """(b, in·k·k, k'·L) unfolded inputs and (b, out, k'·L) output gradients: an example's k' images side by
         side."""
-        b, dims = a.shape[0], module.weight.ndim - 2   # 1 or 2 spatial dimensions
-        x = a.reshape(-1, *a.shape[a.ndim - dims - 1:])                                     # (b·k', in, *spatial)
-        kernel, dilation, padding, stride = module.kernel_size, module.dilation, module.padding, module.stride
-        if dims == 1:   # height 1
+        b, dims = a.shape[0], module.weight.ndim - 2  # 1 or 2 spatial dimensions
+        x = a.reshape(-1, *a.shape[a.ndim - dims - 1 :])  # (b·k', in, *spatial)
+        kernel, dilation, padding, stride = (
+            module.kernel_size,
+            module.dilation,
+            module.padding,
+            module.stride,
+        )
+        if dims == 1:  # height 1
             x = x.unsqueeze(-2)
-            kernel, dilation, padding, stride = (1, *kernel), (1, *dilation), (0, *padding), (1, *stride)
-        cols = F.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)       # (b·k', in·k·k, L)
-        g = g.reshape(-1, g.shape[g.ndim - dims - 1], math.prod(g.shape[g.ndim - dims:]))    # (b·k', out, L)
+            kernel, dilation, padding, stride = (
+                (1, *kernel),
+                (1, *dilation),
+                (0, *padding),
+                (1, *stride),
+            )
+        cols = F.unfold(
+            x, kernel, dilation=dilation, padding=padding, stride=stride
+        )  # (b·k', in·k·k, L)
+        g = g.reshape(
+            -1, g.shape[g.ndim - dims - 1], math.prod(g.shape[g.ndim - dims :])
+        )  # (b·k', out, L)
         if cols.shape[0] == b:
             return cols, g
-        return (cols.reshape(b, -1, *cols.shape[1:]).transpose(1, 2).flatten(2),
-                g.reshape(b, -1, *g.shape[1:]).transpose(1, 2).flatten(2))
+        return (
+            cols.reshape(b, -1, *cols.shape[1:]).transpose(1, 2).flatten(2),
+            g.reshape(b, -1, *g.shape[1:]).transpose(1, 2).flatten(2),
+        )
 
-    scale_inputs = False   # the unfolded inputs are large: scale the (B, out, in·k·k) gradients formed from them
+    scale_inputs = False  # the unfolded inputs are large: scale the (B, out, in·k·k) gradients formed from them
 
     def __init__(self, module, a, g, trained, scaled):
         super().__init__(module, a, g, trained, scaled)
         self._grads = None
-        if "weight" in trained:   # ∇W_i = t_i·ĝ_i a_iᵀ = t_i·s_i·(scaled), s_i its own peak
+        if "weight" in trained:  # ∇W_i = t_i·ĝ_i a_iᵀ = t_i·s_i·(scaled), s_i its own peak
             grads = torch.bmm(self.g, self.a.transpose(1, 2))
             self._grads, self.s = (grads, None) if self.t is None else _scale(grads)
 
     def norms2(self):
         total = torch.zeros(self.g.shape[0], dtype=torch.float64, device=self.g.device)
         if "weight" in self.trained:
-            total += _times((self._grads ** 2).sum((1, 2)).to(torch.float64), _product(self.s, self.t), 2)
+            total += _times(
+                (self._grads**2).sum((1, 2)).to(torch.float64), _product(self.s, self.t), 2
+            )
         if "bias" in self.trained:
             total += _times((self.g.sum(2) ** 2).sum(-1).to(torch.float64), self.t, 2)
         return total
@@ -437,8 +542,13 @@ class _Conv(_Layer):
     def weighted_sums(self, w, finite):
         sums = {}
         if "weight" in self.trained:
-            grads = self._grads if finite else torch.where((w > 0).reshape(-1, 1, 1), self._grads,
-                                                           torch.zeros_like(self._grads))
+            grads = (
+                self._grads
+                if finite
+                else torch.where(
+                    (w > 0).reshape(-1, 1, 1), self._grads, torch.zeros_like(self._grads)
+                )
+            )
             ws = self._weights(w, _product(self.s, self.t), finite).reshape(-1)
             sums["weight"] = torch.einsum("b,boi->oi", ws, grads).reshape(self.module.weight.shape)
         if "bias" in self.trained:
@@ -447,9 +557,15 @@ class _Conv(_Layer):
 
 
 KINDS: dict[type, type[_Layer]] = {
-    nn.Linear: _Linear, nn.Embedding: _Embedding, nn.LayerNorm: _LayerNorm, nn.Conv1d: _Conv, nn.Conv2d: _Conv,
-    nn.GroupNorm: _ChannelNorm, nn.modules.instancenorm._InstanceNorm: _ChannelNorm,
-    nn.modules.batchnorm._BatchNorm: _ChannelNorm}
+    nn.Linear: _Linear,
+    nn.Embedding: _Embedding,
+    nn.LayerNorm: _LayerNorm,
+    nn.Conv1d: _Conv,
+    nn.Conv2d: _Conv,
+    nn.GroupNorm: _ChannelNorm,
+    nn.modules.instancenorm._InstanceNorm: _ChannelNorm,
+    nn.modules.batchnorm._BatchNorm: _ChannelNorm,
+}
 SUPPORTED = tuple(KINDS)
 
 

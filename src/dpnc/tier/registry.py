@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 FrontDoor = Literal["make_private", "trainer"]
 BOTH: tuple[FrontDoor, ...] = ("make_private", "trainer")
-RELATIONS = tuple(r.value for r in Relation)   # every private entry's ledger supports both
+RELATIONS = tuple(r.value for r in Relation)  # every private entry's ledger supports both
 
 
 @dataclass
@@ -98,19 +98,35 @@ _FO = ("per_example", "microbatch", "optimizer_kwargs")
 
 def zeroth_order(cls: type[DPZero] | type[MeZO]) -> Callable[[Parts], torch.optim.Optimizer]:
     """The build of a zeroth-order optimizer with DPZero's (private: lr, clip, smoothing, σ) or MeZO's arguments."""
+
     def build(p: Parts) -> torch.optim.Optimizer:
         o = p.options
-        private = {"clip": o["clip"], "noise_multiplier": p.noise_multiplier, "noise": p.noise} \
-            if p.noise_multiplier is not None else {}
-        return cls(p.params, lr=o["lr"], smoothing=o["smoothing"], accountant=p.accountant, direction=o["direction"],
-                   seed=o["seed"], model=p.model, group=p.group, cache_directions=o.get("cache_directions", False),
-                   **private, **p.zeroth_order_source())
+        private = (
+            {"clip": o["clip"], "noise_multiplier": p.noise_multiplier, "noise": p.noise}
+            if p.noise_multiplier is not None
+            else {}
+        )
+        return cls(
+            p.params,
+            lr=o["lr"],
+            smoothing=o["smoothing"],
+            accountant=p.accountant,
+            direction=o["direction"],
+            seed=o["seed"],
+            model=p.model,
+            group=p.group,
+            cache_directions=o.get("cache_directions", False),
+            **private,
+            **p.zeroth_order_source(),
+        )
+
     return build
 
 
 def private_first_order(inner: type[torch.optim.Optimizer]) -> Callable[[Parts], DPOptimizer]:
     """The build of a :class:`DPOptimizer` around ``inner`` (an instance in ``options["instance"]`` is wrapped as it
     is: its lr and state are its own)."""
+
     def build(p: Parts) -> DPOptimizer:
         o = p.options
         wrapped = o.get("instance")
@@ -118,36 +134,93 @@ def private_first_order(inner: type[torch.optim.Optimizer]) -> Callable[[Parts],
             try:
                 wrapped = inner(p.params, lr=o["lr"], **dict(o.get("optimizer_kwargs") or {}))
             except TypeError as error:
-                raise ValueError(f"optimizer_kwargs must be arguments of {inner.__name__}; got "
-                                 f"{o.get('optimizer_kwargs')!r} ({error})") from None
-        return DPOptimizer(wrapped, model=p.model, clip=o["clip"], noise_multiplier=p.noise_multiplier,
-                           batches=p.loader_batches(), accountant=p.accountant, noise=p.noise,
-                           per_example=o["per_example"], microbatch=o["microbatch"])
+                raise ValueError(
+                    f"optimizer_kwargs must be arguments of {inner.__name__}; got "
+                    f"{o.get('optimizer_kwargs')!r} ({error})"
+                ) from None
+        return DPOptimizer(
+            wrapped,
+            model=p.model,
+            clip=o["clip"],
+            noise_multiplier=p.noise_multiplier,
+            batches=p.loader_batches(),
+            accountant=p.accountant,
+            noise=p.noise,
+            per_example=o["per_example"],
+            microbatch=o["microbatch"],
+        )
+
     return build
 
 
 def _adamw(p: Parts) -> torch.optim.AdamW:
-    return torch.optim.AdamW(p.params, lr=p.options["lr"], **dict(p.options.get("optimizer_kwargs") or {}))
+    return torch.optim.AdamW(
+        p.params, lr=p.options["lr"], **dict(p.options.get("optimizer_kwargs") or {})
+    )
 
 
 OPTIMIZERS: dict[str, Spec] = {
-    "dpzero": Spec(DPZero, True, 0, RELATIONS, "DPZero: private zeroth order (forward passes only)",
-                   zeroth_order(DPZero), options=_ZO),
-    "mezo": Spec(MeZO, False, 0, RELATIONS, "MeZO: zeroth order, not private", zeroth_order(MeZO),
-                 options=_ZO),
-    "dp-adamw": Spec(DPOptimizer, True, 1, RELATIONS, "DP-AdamW: per-example clipped gradients, AdamW's update",
-                     private_first_order(torch.optim.AdamW), options=_FO),
-    "dp-sgd": Spec(DPOptimizer, True, 1, RELATIONS, "DP-SGD: per-example clipped gradients, SGD's update",
-                   private_first_order(torch.optim.SGD), doors=("make_private",), options=_FO),
-    "adamw": Spec(torch.optim.AdamW, False, 1, RELATIONS, "AdamW: first order, not private", _adamw,
-                  doors=("trainer",), options=("optimizer_kwargs",)),
+    "dpzero": Spec(
+        DPZero,
+        True,
+        0,
+        RELATIONS,
+        "DPZero: private zeroth order (forward passes only)",
+        zeroth_order(DPZero),
+        options=_ZO,
+    ),
+    "mezo": Spec(
+        MeZO,
+        False,
+        0,
+        RELATIONS,
+        "MeZO: zeroth order, not private",
+        zeroth_order(MeZO),
+        options=_ZO,
+    ),
+    "dp-adamw": Spec(
+        DPOptimizer,
+        True,
+        1,
+        RELATIONS,
+        "DP-AdamW: per-example clipped gradients, AdamW's update",
+        private_first_order(torch.optim.AdamW),
+        options=_FO,
+    ),
+    "dp-sgd": Spec(
+        DPOptimizer,
+        True,
+        1,
+        RELATIONS,
+        "DP-SGD: per-example clipped gradients, SGD's update",
+        private_first_order(torch.optim.SGD),
+        doors=("make_private",),
+        options=_FO,
+    ),
+    "adamw": Spec(
+        torch.optim.AdamW,
+        False,
+        1,
+        RELATIONS,
+        "AdamW: first order, not private",
+        _adamw,
+        doors=("trainer",),
+        options=("optimizer_kwargs",),
+    ),
 }
 
 
-def names(door: FrontDoor, *, private: bool | None = None, order: int | None = None) -> tuple[str, ...]:
+def names(
+    door: FrontDoor, *, private: bool | None = None, order: int | None = None
+) -> tuple[str, ...]:
     """The registry's names a front door offers (in registry order), optionally only the private ones or one order."""
-    return tuple(name for name, spec in OPTIMIZERS.items() if door in spec.doors
-                 and (private is None or spec.private == private) and (order is None or spec.order == order))
+    return tuple(
+        name
+        for name, spec in OPTIMIZERS.items()
+        if door in spec.doors
+        and (private is None or spec.private == private)
+        and (order is None or spec.order == order)
+    )
 
 
 def spec(name: str, door: FrontDoor | None = None) -> Spec:

@@ -62,9 +62,18 @@ class Wiring:
         return asdict(self)
 
 
-def calibrate(spec: Spec, *, n: int, batch_size: int, steps: int, budget: Budget | None,
-              noise_multiplier_given: float | None, accountant: str, relation: str,
-              fixed_size_of: int | None = None) -> float | None:
+def calibrate(
+    spec: Spec,
+    *,
+    n: int,
+    batch_size: int,
+    steps: int,
+    budget: Budget | None,
+    noise_multiplier_given: float | None,
+    accountant: str,
+    relation: str,
+    fixed_size_of: int | None = None,
+) -> float | None:
     """σ/Δ for ``steps`` releases at q = B/n: calibrated to ``budget`` by ``accountant``, or the given one (checked
     against ``budget`` when both are given: a budget it cannot afford is refused); None for a non-private entry.
 
@@ -74,23 +83,53 @@ def calibrate(spec: Spec, *, n: int, batch_size: int, steps: int, budget: Budget
         return None
     q = batch_size / n
     if noise_multiplier_given is None:
-        return noise_multiplier(budget.epsilon, budget.delta, q, steps, accountant=accountant, relation=relation,
-                                fixed_size_of=fixed_size_of)
+        return noise_multiplier(
+            budget.epsilon,
+            budget.delta,
+            q,
+            steps,
+            accountant=accountant,
+            relation=relation,
+            fixed_size_of=fixed_size_of,
+        )
     if budget is not None:
-        spent = epsilon_for(noise_multiplier_given, q, steps, budget.delta, accountant=accountant,
-                            relation=relation, fixed_size_of=fixed_size_of)
+        spent = epsilon_for(
+            noise_multiplier_given,
+            q,
+            steps,
+            budget.delta,
+            accountant=accountant,
+            relation=relation,
+            fixed_size_of=fixed_size_of,
+        )
         if spent > budget.epsilon:
-            raise ValueError(f"epsilon={budget.epsilon:g} cannot afford steps={steps} at noise_multiplier="
-                             f"{noise_multiplier_given:g} (q={q:.4g}): they spend ε={spent:.4g} by {accountant}; "
-                             "raise epsilon or noise_multiplier, or lower steps")
+            raise ValueError(
+                f"epsilon={budget.epsilon:g} cannot afford steps={steps} at noise_multiplier="
+                f"{noise_multiplier_given:g} (q={q:.4g}): they spend ε={spent:.4g} by {accountant}; "
+                "raise epsilon or noise_multiplier, or lower steps"
+            )
     return float(noise_multiplier_given)
 
 
-def wire(model: nn.Module, method: str, *, sampler, n: int, steps: int, accountant: Accountant,
-         budget: Budget | None = None, noise_multiplier_given: float | None = None, calibrate_by: str = "pld",
-         noise: NoiseSource | None = None, group: Group | None = None, batches: LoaderBatches | None = None,
-         data: DataRows | None = None, options: dict | None = None, fixed_size_of: int | None = None,
-         entry: Spec | None = None) -> tuple[torch.optim.Optimizer, Wiring]:
+def wire(
+    model: nn.Module,
+    method: str,
+    *,
+    sampler,
+    n: int,
+    steps: int,
+    accountant: Accountant,
+    budget: Budget | None = None,
+    noise_multiplier_given: float | None = None,
+    calibrate_by: str = "pld",
+    noise: NoiseSource | None = None,
+    group: Group | None = None,
+    batches: LoaderBatches | None = None,
+    data: DataRows | None = None,
+    options: dict | None = None,
+    fixed_size_of: int | None = None,
+    entry: Spec | None = None,
+) -> tuple[torch.optim.Optimizer, Wiring]:
     """The optimizer of registry entry ``method`` over ``model``'s trainable parameters, and its :class:`Wiring`.
 
     Args:
@@ -120,15 +159,47 @@ def wire(model: nn.Module, method: str, *, sampler, n: int, steps: int, accounta
     if entry is None:
         raise ValueError(f"method must be one of {list(OPTIMIZERS)}; got {method!r}")
     if group is not None and entry.order != 0:
-        raise ValueError(f"method must be zeroth order ({[k for k, s in OPTIMIZERS.items() if s.order == 0]}) in a "
-                         f"data-parallel run ({group.world_size} processes): a first-order step would all-reduce "
-                         f"every gradient entry (use DistributedDataParallel for that); got {method!r}")
-    sigma = calibrate(entry, n=n, batch_size=sampler.batch_size, steps=steps, budget=budget,
-                      noise_multiplier_given=noise_multiplier_given, accountant=calibrate_by,
-                      relation=accountant.relation.value, fixed_size_of=fixed_size_of)
+        raise ValueError(
+            f"method must be zeroth order ({[k for k, s in OPTIMIZERS.items() if s.order == 0]}) in a "
+            f"data-parallel run ({group.world_size} processes): a first-order step would all-reduce "
+            f"every gradient entry (use DistributedDataParallel for that); got {method!r}"
+        )
+    sigma = calibrate(
+        entry,
+        n=n,
+        batch_size=sampler.batch_size,
+        steps=steps,
+        budget=budget,
+        noise_multiplier_given=noise_multiplier_given,
+        accountant=calibrate_by,
+        relation=accountant.relation.value,
+        fixed_size_of=fixed_size_of,
+    )
     params = [p for p in model.parameters() if p.requires_grad]
-    parts = Parts(model, params, sampler, steps, sigma, accountant, noise, group, batches, data, dict(options or {}))
+    parts = Parts(
+        model,
+        params,
+        sampler,
+        steps,
+        sigma,
+        accountant,
+        noise,
+        group,
+        batches,
+        data,
+        dict(options or {}),
+    )
     optimizer = entry.build(parts)
-    record = Wiring(method, entry.private, n, sampler.batch_size, sampler.batch_size / n, steps, sigma, calibrate_by,
-                    accountant.relation.value, 1 if group is None else group.world_size)
+    record = Wiring(
+        method,
+        entry.private,
+        n,
+        sampler.batch_size,
+        sampler.batch_size / n,
+        steps,
+        sigma,
+        calibrate_by,
+        accountant.relation.value,
+        1 if group is None else group.world_size,
+    )
     return optimizer, record

@@ -44,45 +44,67 @@ from torch import nn
 from dpnc import distributed
 from dpnc.algorithms import dpzero as alg
 from dpnc.batches import DataRows, LoaderBatches, check_loss_fn
-from dpnc.tier.model_state import StateGuard
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.release import mean_release
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.release import mean_release
 from dpnc.privacy.releases import NonPrivate, Release
 from dpnc.sampling import BatchClosure, Sampler
-from dpnc.tier.direction_cache import CachedModuleSpace
 from dpnc.space import ModuleSpace
 from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
+from dpnc.tier.direction_cache import CachedModuleSpace
+from dpnc.tier.model_state import StateGuard
 
 
 class _ZerothOrder(StepHooks, torch.optim.Optimizer):
     """Shared machinery: one parameter group, public seeds, the accountant, the secret noise and the batch source."""
 
-    def __init__(self, params: Iterable[torch.Tensor], defaults: dict, *, sampler: Sampler,
-                 accountant: Accountant, noise: NoiseSource | None, direction: str, seed: int | None,
-                 model: nn.Module, data=None, collate_fn=None,
-                 group: distributed.Group | None = None, cache_directions: bool = False) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        defaults: dict,
+        *,
+        sampler: Sampler,
+        accountant: Accountant,
+        noise: NoiseSource | None,
+        direction: str,
+        seed: int | None,
+        model: nn.Module,
+        data=None,
+        collate_fn=None,
+        group: distributed.Group | None = None,
+        cache_directions: bool = False,
+    ) -> None:
         super().__init__(params, defaults)
         if not isinstance(cache_directions, bool):
             raise ValueError(f"cache_directions must be a bool; got {cache_directions!r}")
         if len(self.param_groups) != 1:
-            raise ValueError("zeroth-order optimizers support one parameter group (the direction spans all)")
+            raise ValueError(
+                "zeroth-order optimizers support one parameter group (the direction spans all)"
+            )
         if not isinstance(model, nn.Module):
-            raise ValueError(f"model must be the torch.nn.Module whose parameters are optimized (checked before "
-                             f"every step); got {model!r}")
+            raise ValueError(
+                f"model must be the torch.nn.Module whose parameters are optimized (checked before "
+                f"every step); got {model!r}"
+            )
         require_ready(model)
         sampler.check_relation(accountant.relation)
         # Where each step's inputs come from: the make_private loader's pending batch, or rows of `data`.
         self.rows: DataRows | LoaderBatches
         if isinstance(sampler, LoaderBatches):
             if data is not None:
-                raise ValueError("data must be None with a make_private loader (the loader yields the batches)")
+                raise ValueError(
+                    "data must be None with a make_private loader (the loader yields the batches)"
+                )
             self.rows = sampler
         elif data is None:
-            raise ValueError("data must be the training data (a tuple of tensors or a map-style Dataset): the "
-                             "optimizer draws each batch from it and hands the batch to the loss function")
+            raise ValueError(
+                "data must be the training data (a tuple of tensors or a map-style Dataset): the "
+                "optimizer draws each batch from it and hands the batch to the loss function"
+            )
         else:
-            self.rows = data if isinstance(data, DataRows) else DataRows(data, collate_fn=collate_fn)
+            self.rows = (
+                data if isinstance(data, DataRows) else DataRows(data, collate_fn=collate_fn)
+            )
         self.model = model
         # The cached space generates each step's direction once instead of three times (d more numbers of memory).
         space = CachedModuleSpace if cache_directions else ModuleSpace
@@ -94,7 +116,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         if group is not None and not isinstance(group, distributed.Group):
             raise ValueError(f"group must be a dpnc.distributed.Group or None; got {group!r}")
         self.group = group
-        if group is not None:   # every rank starts from rank 0's public seed and parameters
+        if group is not None:  # every rank starts from rank 0's public seed and parameters
             self.seed = group.broadcast_seed(self.seed)
             group.broadcast_parameters_(self.space.params)
         self.generator = torch.Generator().manual_seed(self.seed)
@@ -108,8 +130,9 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         """The group a step's sums are aggregated over: the process group, or this process alone."""
         return distributed.LOCAL if self.group is None else self.group
 
-    def _step(self, group: dict, seed: int,
-              closure: BatchClosure) -> tuple[torch.Tensor, torch.Tensor, PrivateStats]:
+    def _step(
+        self, group: dict, seed: int, closure: BatchClosure
+    ) -> tuple[torch.Tensor, torch.Tensor, PrivateStats]:
         """One step along ``seed``: (the released scalar, the batch's mean loss, the step's private statistics)."""
         raise NotImplementedError
 
@@ -118,8 +141,11 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         raise NotImplementedError
 
     @torch.no_grad()
-    def step(self, loss_fn: Callable[..., torch.Tensor] | None = None,  # type: ignore[override]
-             *inputs: Any) -> torch.Tensor:
+    def step(
+        self,
+        loss_fn: Callable[..., torch.Tensor] | None = None,  # type: ignore[override]
+        *inputs: Any,
+    ) -> torch.Tensor:
         """One step on the batch the optimizer draws: ``loss_fn(*batch)`` returns its per-example losses.
 
         The optimizer hands ``loss_fn`` the inputs of the batch it drew (rows of ``data``, or the batch a
@@ -134,23 +160,25 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         steps were taken.
         """
         check_loss_fn(loss_fn)
-        require_ready(self.model)   # at every step: model.train() after construction is refused here
+        require_ready(self.model)  # at every step: model.train() after construction is refused here
         loader = self.sampler if isinstance(self.sampler, LoaderBatches) else None
         if loader is not None:
             loader.check_ready()
             if inputs:
                 loader.check_inputs(inputs)
         elif inputs:
-            raise ValueError("inputs must be left out: this optimizer draws each batch from its data and hands it "
-                             "to loss_fn; call optimizer.step(loss_fn)")
-        fetched: list = [None, None]   # (indices, inputs): the step's forward passes share one fetch
-        touched = [False]   # whether loss_fn (or the user's code since the draw) has seen the batch
+            raise ValueError(
+                "inputs must be left out: this optimizer draws each batch from its data and hands it "
+                "to loss_fn; call optimizer.step(loss_fn)"
+            )
+        fetched: list = [None, None]  # (indices, inputs): the step's forward passes share one fetch
+        touched = [False]  # whether loss_fn (or the user's code since the draw) has seen the batch
 
         def closure(indices: torch.Tensor) -> torch.Tensor:
             if fetched[0] is not indices:
                 fetched[:] = [indices, self.rows.rows(indices)]
             touched[0] = True
-            self.guard.mark()      # the step's own moves (x ± λu) happen between passes, never within one
+            self.guard.mark()  # the step's own moves (x ± λu) happen between passes, never within one
             losses = loss_fn(*fetched[1])
             self.guard.check()
             return losses
@@ -159,7 +187,9 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         seed = alg.public_seeds(self.generator, 1)[0]
         try:
             if loader is not None:
-                touched[0] = True   # the state the draw marked must be intact (the user's code ran since)
+                touched[0] = (
+                    True  # the state the draw marked must be intact (the user's code ran since)
+                )
                 self.guard.check()
                 touched[0] = False
             released, loss, stats = self._step(group, seed, closure)
@@ -184,16 +214,21 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         """
         drawn = alg.public_seeds(self.generator, 1)[0]
         if drawn != seed:
-            raise ValueError(f"seed must be the next public direction seed of this optimizer ({drawn}) to replay "
-                             f"step {self.steps}; got {seed}")
+            raise ValueError(
+                f"seed must be the next public direction seed of this optimizer ({drawn}) to replay "
+                f"step {self.steps}; got {seed}"
+            )
         self.space.update_(seed, -self.param_groups[0]["lr"] * released)
         self.steps += 1
 
     def state_dict(self) -> dict:
         state = super().state_dict()
         # Public state only; the NoiseSource is secret and never saved.
-        state["dpnc"] = {"steps": self.steps, "seed": self.seed,
-                         "generator": self.generator.get_state()}
+        state["dpnc"] = {
+            "steps": self.steps,
+            "seed": self.seed,
+            "generator": self.generator.get_state(),
+        }
         return state
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -240,31 +275,81 @@ class DPZero(_ZerothOrder):
             inference-level memory.
     """
 
-    def __init__(self, params, *, lr: float, clip: float, smoothing: float = 1e-3, noise_multiplier: float,
-                 sampler: Sampler, accountant: Accountant, noise: NoiseSource | None = None,
-                 direction: str = "gaussian", seed: int | None = None, discrete: bool = False,
-                 model: nn.Module, data=None, collate_fn=None, group: distributed.Group | None = None,
-                 cache_directions: bool = False) -> None:
+    def __init__(
+        self,
+        params,
+        *,
+        lr: float,
+        clip: float,
+        smoothing: float = 1e-3,
+        noise_multiplier: float,
+        sampler: Sampler,
+        accountant: Accountant,
+        noise: NoiseSource | None = None,
+        direction: str = "gaussian",
+        seed: int | None = None,
+        discrete: bool = False,
+        model: nn.Module,
+        data=None,
+        collate_fn=None,
+        group: distributed.Group | None = None,
+        cache_directions: bool = False,
+    ) -> None:
         check_arguments(lr=lr, clip=clip, smoothing=smoothing, noise_multiplier=noise_multiplier)
-        super().__init__(params, {"lr": lr, "clip": clip, "smoothing": smoothing,
-                                  "noise_multiplier": noise_multiplier, "discrete": discrete},
-                         sampler=sampler, accountant=accountant, noise=noise, direction=direction, seed=seed,
-                         model=model, data=data, collate_fn=collate_fn, group=group,
-                         cache_directions=cache_directions)
+        super().__init__(
+            params,
+            {
+                "lr": lr,
+                "clip": clip,
+                "smoothing": smoothing,
+                "noise_multiplier": noise_multiplier,
+                "discrete": discrete,
+            },
+            sampler=sampler,
+            accountant=accountant,
+            noise=noise,
+            direction=direction,
+            seed=seed,
+            model=model,
+            data=data,
+            collate_fn=collate_fn,
+            group=group,
+            cache_directions=cache_directions,
+        )
 
     def _step(self, group, seed, closure):
         # The model tier runs the algorithm's own step (one step, two tiers): private_mean of the clipped a_i.
-        config = alg.DPZero(eta=group["lr"], lam=group["smoothing"], C=group["clip"],
-                            noise_multiplier=group["noise_multiplier"], discrete=group["discrete"])
-        log = config.step(self.space, closure, seed, sampler=self.sampler, noise=self.noise,
-                          accountant=self.accountant, group=self._aggregation)
-        return log.released, log.loss, PrivateStats(float(log.loss), float(log.clipped_fraction),
-                                                    int(log.nonfinite))
+        config = alg.DPZero(
+            eta=group["lr"],
+            lam=group["smoothing"],
+            C=group["clip"],
+            noise_multiplier=group["noise_multiplier"],
+            discrete=group["discrete"],
+        )
+        log = config.step(
+            self.space,
+            closure,
+            seed,
+            sampler=self.sampler,
+            noise=self.noise,
+            accountant=self.accountant,
+            group=self._aggregation,
+        )
+        return (
+            log.released,
+            log.loss,
+            PrivateStats(float(log.loss), float(log.clipped_fraction), int(log.nonfinite)),
+        )
 
     def step_release(self) -> Release:
         group = self.param_groups[0]
-        return mean_release(group["clip"], group["noise_multiplier"], sampler=self.sampler,
-                            accountant=self.accountant, noise=self.noise)
+        return mean_release(
+            group["clip"],
+            group["noise_multiplier"],
+            sampler=self.sampler,
+            accountant=self.accountant,
+            noise=self.noise,
+        )
 
 
 class MeZO(_ZerothOrder):
@@ -276,21 +361,54 @@ class MeZO(_ZerothOrder):
     rank forms c_t from one all_reduce of 4 numbers).
     """
 
-    def __init__(self, params, *, lr: float, smoothing: float = 1e-3, sampler: Sampler,
-                 accountant: Accountant | None = None, direction: str = "gaussian", seed: int | None = None,
-                 model: nn.Module, data=None, collate_fn=None, group: distributed.Group | None = None,
-                 cache_directions: bool = False) -> None:
+    def __init__(
+        self,
+        params,
+        *,
+        lr: float,
+        smoothing: float = 1e-3,
+        sampler: Sampler,
+        accountant: Accountant | None = None,
+        direction: str = "gaussian",
+        seed: int | None = None,
+        model: nn.Module,
+        data=None,
+        collate_fn=None,
+        group: distributed.Group | None = None,
+        cache_directions: bool = False,
+    ) -> None:
         check_arguments(lr=lr, smoothing=smoothing)
-        super().__init__(params, {"lr": lr, "smoothing": smoothing}, sampler=sampler,
-                         accountant=accountant or Accountant(), noise=None, direction=direction, seed=seed,
-                         model=model, data=data, collate_fn=collate_fn, group=group,
-                         cache_directions=cache_directions)
+        super().__init__(
+            params,
+            {"lr": lr, "smoothing": smoothing},
+            sampler=sampler,
+            accountant=accountant or Accountant(),
+            noise=None,
+            direction=direction,
+            seed=seed,
+            model=model,
+            data=data,
+            collate_fn=collate_fn,
+            group=group,
+            cache_directions=cache_directions,
+        )
 
     def _step(self, group, seed, closure):
-        config = alg.MeZO(group["lr"], group["smoothing"])   # non-finite examples: a_i = 0, counted there
-        log = config.step(self.space, closure, seed, sampler=self.sampler, noise=self.noise,
-                          accountant=self.accountant, group=self._aggregation)
+        config = alg.MeZO(
+            group["lr"], group["smoothing"]
+        )  # non-finite examples: a_i = 0, counted there
+        log = config.step(
+            self.space,
+            closure,
+            seed,
+            sampler=self.sampler,
+            noise=self.noise,
+            accountant=self.accountant,
+            group=self._aggregation,
+        )
         return log.released, log.loss, PrivateStats(float(log.loss), 0.0, int(log.nonfinite))
 
     def step_release(self) -> Release:
-        return NonPrivate(secret=self.sampler.secret)   # a data-dependent release with no noise (ε = ∞)
+        return NonPrivate(
+            secret=self.sampler.secret
+        )  # a data-dependent release with no noise (ε = ∞)

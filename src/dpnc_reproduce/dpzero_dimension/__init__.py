@@ -21,6 +21,24 @@ The trainer runs are dpzero-lm's (:func:`dpnc_reproduce.dpzero_lm.run.run_traine
 """
 
 from dpnc_reproduce.dpzero_dimension.experiment import EXPERIMENT, DPZeroDimension
-from dpnc_reproduce.dpzero_dimension.run import FULL, GRIDS, MODES, QUICK, DimConfig, DimRow, DimTask
+from dpnc_reproduce.dpzero_dimension.run import (
+    FULL,
+    GRIDS,
+    MODES,
+    QUICK,
+    DimConfig,
+    DimRow,
+    DimTask,
+)
 
-__all__ = ["EXPERIMENT", "DPZeroDimension", "FULL", "GRIDS", "MODES", "QUICK", "DimConfig", "DimRow", "DimTask"]
+__all__ = [
+    "EXPERIMENT",
+    "DPZeroDimension",
+    "FULL",
+    "GRIDS",
+    "MODES",
+    "QUICK",
+    "DimConfig",
+    "DimRow",
+    "DimTask",
+]

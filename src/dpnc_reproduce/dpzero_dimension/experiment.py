@@ -22,14 +22,18 @@ class DPZeroDimension(Experiment[DimConfig, DimTask, DimRow]):
 
     name = "dpzero-dimension"
     title = "DPZero paper, the share of MeZO's gain kept against the trained dimension d"
-    sizes = ("--quick (default): SST-2, head and top-1, seed 42, ε = 6, T = 30, B = 8, 48 test examples (a smoke "
-             "run, minutes); --full: SST-2 and TREC × seeds 42, 13, 21 × head, bias, LoRA, top-1, top-2, all × "
-             "zero-shot, MeZO, DPZero ε = 6 and 2, T = 1000, B = 16, each (task, mode) with its recipe chosen on "
-             "held-out training rows.")
+    sizes = (
+        "--quick (default): SST-2, head and top-1, seed 42, ε = 6, T = 30, B = 8, 48 test examples (a smoke "
+        "run, minutes); --full: SST-2 and TREC × seeds 42, 13, 21 × head, bias, LoRA, top-1, top-2, all × "
+        "zero-shot, MeZO, DPZero ε = 6 and 2, T = 1000, B = 16, each (task, mode) with its recipe chosen on "
+        "held-out training rows."
+    )
     Config, QUICK, FULL, Row = DimConfig, QUICK, FULL, DimRow
     runner = run
 
-    bind_output = DPZeroLM.bind_output   # the same rule: runs go under the output folder unless runs_dir is given
+    bind_output = (
+        DPZeroLM.bind_output
+    )  # the same rule: runs go under the output folder unless runs_dir is given
 
     def claims(self, rows: Sequence[DimRow], config: DimConfig) -> list[Claim]:
         return report.check_claims(rows, config)

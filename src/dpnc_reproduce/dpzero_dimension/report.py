@@ -22,34 +22,66 @@ import statistics
 from collections.abc import Sequence
 
 from dpnc_reproduce import facts
-from dpnc_reproduce.claims import (NO_VERDICT_ONE_SEED, Interval, all_hold, exceeds, from_bits, from_parts,
-                                   paired_accuracy_difference, paired_ratio)
+from dpnc_reproduce.claims import (
+    NO_VERDICT_ONE_SEED,
+    Interval,
+    all_hold,
+    exceeds,
+    from_bits,
+    from_parts,
+    paired_accuracy_difference,
+    paired_ratio,
+)
 from dpnc_reproduce.protocol import Claim, Declared
 
-SLOPE_MARGIN = 1.0     # points of DPZero − MeZO per decade of d: a fall steeper than this fails the claim
-MIN_SHARE = 0.90       # the paper's smallest Table 2 share at ε = 6 (dpzero-lm's threshold)
+SLOPE_MARGIN = (
+    1.0  # points of DPZero − MeZO per decade of d: a fall steeper than this fails the claim
+)
+MIN_SHARE = 0.90  # the paper's smallest Table 2 share at ε = 6 (dpzero-lm's threshold)
 
 
 def declare(config) -> list[Declared]:
-    paired = ("95 % t interval, paired by test example and seed, Welch–Satterthwaite df of the seed part (k − 1) "
-              "and the test-example part (m − 1); one seed: no verdict")
+    paired = (
+        "95 % t interval, paired by test example and seed, Welch–Satterthwaite df of the seed part (k − 1) "
+        "and the test-example part (m − 1); one seed: no verdict"
+    )
     eps = max(config.epsilons)
-    out = [Declared("every private run is (ε, δ)-DP by its own ledger", "at most", "the target ε (RDP and PLD)",
-                    "every run"),
-           Declared("per task and mode: MeZO − zero-shot (does the mode learn in T steps)", "above", "0 points",
-                    paired)]
+    out = [
+        Declared(
+            "every private run is (ε, δ)-DP by its own ledger",
+            "at most",
+            "the target ε (RDP and PLD)",
+            "every run",
+        ),
+        Declared(
+            "per task and mode: MeZO − zero-shot (does the mode learn in T steps)",
+            "above",
+            "0 points",
+            paired,
+        ),
+    ]
     for e in config.epsilons:
-        out.append(Declared(
-            f"the project's own claim (the paper never varies d), per task and on every task: the slope of DPZero "
-            f"ε = {e:g} − MeZO (points) against "
-            "log10 d, over the modes in which MeZO learns (the claim above holds)", "above",
-            f"−{SLOPE_MARGIN:g} points per decade of d",
-            paired + "; the slope a fixed least-squares combination of the modes; fewer than two such modes: no "
-            "verdict"))
-    out.append(Declared(f"per task and mode: (DPZero ε = {eps:g} − zero-shot) / (MeZO − zero-shot)", "above",
-                        f"{MIN_SHARE:.2f} (the paper's smallest Table 2 share)",
-                        "Fieller's 95 % interval of the ratio of paired mean gains; no verdict where MeZO's gain "
-                        "interval includes 0, or with one seed"))
+        out.append(
+            Declared(
+                f"the project's own claim (the paper never varies d), per task and on every task: the slope of DPZero "
+                f"ε = {e:g} − MeZO (points) against "
+                "log10 d, over the modes in which MeZO learns (the claim above holds)",
+                "above",
+                f"−{SLOPE_MARGIN:g} points per decade of d",
+                paired
+                + "; the slope a fixed least-squares combination of the modes; fewer than two such modes: no "
+                "verdict",
+            )
+        )
+    out.append(
+        Declared(
+            f"per task and mode: (DPZero ε = {eps:g} − zero-shot) / (MeZO − zero-shot)",
+            "above",
+            f"{MIN_SHARE:.2f} (the paper's smallest Table 2 share)",
+            "Fieller's 95 % interval of the ratio of paired mean gains; no verdict where MeZO's gain "
+            "interval includes 0, or with one seed",
+        )
+    )
     return out
 
 
@@ -64,28 +96,45 @@ def test_rows(rows: Sequence) -> list:
     return [r for r in rows if r.phase == "test"]
 
 
-def by_seed(rows: Sequence, task: str, mode: str, method: str, epsilon: float | None = None) -> dict[int, object]:
-    return {r.seed: r for r in test_rows(rows) if (r.task, r.mode, r.method) == (task, mode, method)
-            and (epsilon is None or r.epsilon == epsilon)}
+def by_seed(
+    rows: Sequence, task: str, mode: str, method: str, epsilon: float | None = None
+) -> dict[int, object]:
+    return {
+        r.seed: r
+        for r in test_rows(rows)
+        if (r.task, r.mode, r.method) == (task, mode, method)
+        and (epsilon is None or r.epsilon == epsilon)
+    }
 
 
 def modes_of(rows: Sequence, task: str) -> list[str]:
     """The task's modes in order of d."""
-    d = {r.mode: r.parameters_trained for r in test_rows(rows) if r.task == task and r.method != "zero-shot"}
+    d = {
+        r.mode: r.parameters_trained
+        for r in test_rows(rows)
+        if r.task == task and r.method != "zero-shot"
+    }
     return sorted(d, key=d.get)
 
 
 def dimension(rows: Sequence, task: str, mode: str) -> int:
-    return next(r.parameters_trained for r in test_rows(rows)
-                if (r.task, r.mode) == (task, mode) and r.method != "zero-shot")
+    return next(
+        r.parameters_trained
+        for r in test_rows(rows)
+        if (r.task, r.mode) == (task, mode) and r.method != "zero-shot"
+    )
 
 
-def _bits(rows: Sequence, task: str, mode: str, method: str, epsilon: float | None, seeds: Sequence[int]):
+def _bits(
+    rows: Sequence, task: str, mode: str, method: str, epsilon: float | None, seeds: Sequence[int]
+):
     of = by_seed(rows, task, mode, method, epsilon)
     return [from_bits(of[s].correct) for s in seeds]
 
 
-def common_seeds(rows: Sequence, task: str, modes: Sequence[str], methods: Sequence[tuple[str, float | None]]):
+def common_seeds(
+    rows: Sequence, task: str, modes: Sequence[str], methods: Sequence[tuple[str, float | None]]
+):
     sets = [set(by_seed(rows, task, m, a, e)) for m in modes for a, e in methods]
     return sorted(set.intersection(*sets)) if sets else []
 
@@ -98,7 +147,9 @@ def difference(rows: Sequence, task: str, mode: str, a: tuple, b: tuple) -> Inte
     seeds = common_seeds(rows, task, [mode], [a, b])
     if not seeds:
         return None
-    return paired_accuracy_difference(_bits(rows, task, mode, *a, seeds), _bits(rows, task, mode, *b, seeds))
+    return paired_accuracy_difference(
+        _bits(rows, task, mode, *a, seeds), _bits(rows, task, mode, *b, seeds)
+    )
 
 
 def share(rows: Sequence, task: str, mode: str, epsilon: float) -> Interval | None:
@@ -130,7 +181,9 @@ def slope(rows: Sequence, task: str, modes: Sequence[str], epsilon: float) -> In
         return None
     z = None
     for wi, mode in zip(w, modes):
-        dp, mezo = (_bits(rows, task, mode, *x, seeds) for x in (("dpzero", epsilon), ("mezo", None)))
+        dp, mezo = (
+            _bits(rows, task, mode, *x, seeds) for x in (("dpzero", epsilon), ("mezo", None))
+        )
         part = [[100 * wi * (a - b) for a, b in zip(u, v)] for u, v in zip(dp, mezo)]
         z = part if z is None else [[p + q for p, q in zip(u, v)] for u, v in zip(z, part)]
     per_seed = [statistics.fmean(v) for v in z]
@@ -139,14 +192,22 @@ def slope(rows: Sequence, task: str, modes: Sequence[str], epsilon: float) -> In
     if k < 2:
         return Interval(estimate, -math.inf, math.inf, k, NO_VERDICT_ONE_SEED)
     per_example = [statistics.fmean(col) for col in zip(*z)]
-    parts = [(statistics.variance(per_seed) / k, k - 1), (statistics.variance(per_example) / m, m - 1)]
-    return from_parts(estimate, parts, k, f"points per decade of d, {k} seeds, paired by test example and seed")
+    parts = [
+        (statistics.variance(per_seed) / k, k - 1),
+        (statistics.variance(per_example) / m, m - 1),
+    ]
+    return from_parts(
+        estimate, parts, k, f"points per decade of d, {k} seeds, paired by test example and seed"
+    )
 
 
 def learns(rows: Sequence, task: str) -> dict[str, Interval]:
     """Mode → MeZO − zero-shot (points), paired."""
-    return {m: iv for m in modes_of(rows, task)
-            if (iv := difference(rows, task, m, ("mezo", None), ("zero-shot", None))) is not None}
+    return {
+        m: iv
+        for m in modes_of(rows, task)
+        if (iv := difference(rows, task, m, ("mezo", None), ("zero-shot", None))) is not None
+    }
 
 
 # --- the claims ---------------------------------------------------------------------------------------------------
@@ -157,11 +218,21 @@ def check_claims(rows: Sequence, config) -> list[Claim]:
     claims: list[Claim] = []
     private = [r for r in test_rows(rows) if r.private]
     if private:
-        over = [p for p in private if not (p.epsilon_rdp <= p.epsilon * (1 + 1e-9)
-                                           and p.epsilon_pld <= p.epsilon * (1 + 1e-9))]
-        claims.append(Claim("every private run is (ε, δ)-DP: ε by RDP and by PLD from its own ledger ≤ the target",
-                            not over, f"{len(private) - len(over)} of {len(private)} runs",
-                            facts={"runs": len(private), "runs_over": len(over)}))
+        over = [
+            p
+            for p in private
+            if not (
+                p.epsilon_rdp <= p.epsilon * (1 + 1e-9) and p.epsilon_pld <= p.epsilon * (1 + 1e-9)
+            )
+        ]
+        claims.append(
+            Claim(
+                "every private run is (ε, δ)-DP: ε by RDP and by PLD from its own ledger ≤ the target",
+                not over,
+                f"{len(private) - len(over)} of {len(private)} runs",
+                facts={"runs": len(private), "runs_over": len(over)},
+            )
+        )
     tasks = list(dict.fromkeys(r.task for r in test_rows(rows)))
     eps = max(config.epsilons)
     per_mode: list[Claim] = []
@@ -169,44 +240,76 @@ def check_claims(rows: Sequence, config) -> list[Claim]:
     for task in tasks:
         gains = learns(rows, task)
         for mode, iv in gains.items():
-            per_mode.append(Claim(f"{task}, {mode} (d = {dimension(rows, task, mode):,}): MeZO beats zero-shot in "
-                                  f"T = {config.steps} steps", exceeds(iv, 0.0), f"{iv} points (MeZO − zero-shot)",
-                                  facts=facts.interval(iv, 0.0)))
+            per_mode.append(
+                Claim(
+                    f"{task}, {mode} (d = {dimension(rows, task, mode):,}): MeZO beats zero-shot in "
+                    f"T = {config.steps} steps",
+                    exceeds(iv, 0.0),
+                    f"{iv} points (MeZO − zero-shot)",
+                    facts=facts.interval(iv, 0.0),
+                )
+            )
         learned = [m for m, iv in gains.items() if exceeds(iv, 0.0)]
         for e in config.epsilons:
             iv = slope(rows, task, learned, e) if len(learned) >= 2 else None
             read = {"modes_learned": len(learned), "threshold": -SLOPE_MARGIN}
             if iv is None:
-                holds, evidence = None, (f"no signal: MeZO learns in {len(learned)} mode(s) ({', '.join(learned)}); "
-                                         "a slope needs two")
+                holds, evidence = (
+                    None,
+                    (
+                        f"no signal: MeZO learns in {len(learned)} mode(s) ({', '.join(learned)}); "
+                        "a slope needs two"
+                    ),
+                )
             else:
                 holds = exceeds(iv, -SLOPE_MARGIN)
                 evidence = f"{iv} over {', '.join(learned)} (DPZero ε={e:g} − MeZO)"
                 read |= facts.interval(iv)
             slopes[e][task] = holds
-            claims.append(Claim(f"{task}: DPZero ε = {e:g} − MeZO does not fall faster than {SLOPE_MARGIN:g} point "
-                                "per decade of d (the share of MeZO's gain kept does not fall with d; the project's "
-                                "own claim: the paper never varies d)", holds,
-                                evidence, facts=read))
+            claims.append(
+                Claim(
+                    f"{task}: DPZero ε = {e:g} − MeZO does not fall faster than {SLOPE_MARGIN:g} point "
+                    "per decade of d (the share of MeZO's gain kept does not fall with d; the project's "
+                    "own claim: the paper never varies d)",
+                    holds,
+                    evidence,
+                    facts=read,
+                )
+            )
         for mode in modes_of(rows, task):
             iv = share(rows, task, mode, eps)
             if iv is None:
                 continue
             gained = gains.get(mode) is not None and exceeds(gains[mode], 0.0)
             holds = exceeds(iv, MIN_SHARE) if gained else None
-            note = "" if gained or not math.isfinite(iv.low) else "; MeZO's gain is not above 0: no verdict"
-            per_mode.append(Claim(f"{task}, {mode}: DPZero ε = {eps:g} keeps at least {MIN_SHARE:.2f} of MeZO's gain",
-                                  holds, f"{iv}{note}",
-                                  facts=facts.interval(iv, MIN_SHARE) | {"mezo_gain_holds": facts.verdict(gained)}))
+            note = (
+                ""
+                if gained or not math.isfinite(iv.low)
+                else "; MeZO's gain is not above 0: no verdict"
+            )
+            per_mode.append(
+                Claim(
+                    f"{task}, {mode}: DPZero ε = {eps:g} keeps at least {MIN_SHARE:.2f} of MeZO's gain",
+                    holds,
+                    f"{iv}{note}",
+                    facts=facts.interval(iv, MIN_SHARE)
+                    | {"mezo_gain_holds": facts.verdict(gained)},
+                )
+            )
     for e, per_task in slopes.items():
         if per_task:
             evidence = "; ".join(f"{t}: {_word(v)}" for t, v in per_task.items())
-            claims.append(Claim(f"on every task: the share of MeZO's gain that DPZero ε = {e:g} keeps does not fall "
-                                f"with d (slope above −{SLOPE_MARGIN:g} point per decade; the project's own claim: "
-                                "the paper never varies d)",
-                                all_hold(list(per_task.values())), evidence,
-                                facts=facts.counts(per_task.values())
-                                | {facts.name(t, "holds"): facts.verdict(v) for t, v in per_task.items()}))
+            claims.append(
+                Claim(
+                    f"on every task: the share of MeZO's gain that DPZero ε = {e:g} keeps does not fall "
+                    f"with d (slope above −{SLOPE_MARGIN:g} point per decade; the project's own claim: "
+                    "the paper never varies d)",
+                    all_hold(list(per_task.values())),
+                    evidence,
+                    facts=facts.counts(per_task.values())
+                    | {facts.name(t, "holds"): facts.verdict(v) for t, v in per_task.items()},
+                )
+            )
     return claims + per_mode
 
 
@@ -218,8 +321,12 @@ def _word(holds: bool | None) -> str:
 
 
 def methods(config) -> list[tuple[str, float | None]]:
-    return [("zero-shot", None), ("mezo", None), *(("dpzero", e) for e in config.epsilons),
-            *([("dp-adamw", max(config.epsilons))] if config.fo_modes else [])]
+    return [
+        ("zero-shot", None),
+        ("mezo", None),
+        *(("dpzero", e) for e in config.epsilons),
+        *([("dp-adamw", max(config.epsilons))] if config.fo_modes else []),
+    ]
 
 
 def accuracy_table(rows: Sequence, config) -> list[dict]:
@@ -232,10 +339,20 @@ def accuracy_table(rows: Sequence, config) -> list[dict]:
                 if not of:
                     continue
                 acc = [of[s].accuracy for s in sorted(of)]
-                out.append({"task": task, "mode": mode, "d": dimension(rows, task, mode),
-                            "method": label(method, e), "seeds": len(acc), "accuracy": statistics.fmean(acc),
-                            "se": statistics.stdev(acc) / math.sqrt(len(acc)) if len(acc) > 1 else math.nan,
-                            "per_seed": " ".join(f"{a:.1f}" for a in acc)})
+                out.append(
+                    {
+                        "task": task,
+                        "mode": mode,
+                        "d": dimension(rows, task, mode),
+                        "method": label(method, e),
+                        "seeds": len(acc),
+                        "accuracy": statistics.fmean(acc),
+                        "se": statistics.stdev(acc) / math.sqrt(len(acc))
+                        if len(acc) > 1
+                        else math.nan,
+                        "per_seed": " ".join(f"{a:.1f}" for a in acc),
+                    }
+                )
     return out
 
 
@@ -250,10 +367,24 @@ def share_table(rows: Sequence, config) -> list[dict]:
                 gap = difference(rows, task, mode, ("dpzero", e), ("mezo", None))
                 if sh is None or gap is None:
                     continue
-                out.append({"task": task, "mode": mode, "d": dimension(rows, task, mode), "epsilon": e,
-                            "mezo_gain": gain.estimate, "mezo_gain_low": gain.low, "mezo_gain_high": gain.high,
-                            "dpzero_minus_mezo": gap.estimate, "gap_low": gap.low, "gap_high": gap.high,
-                            "share": sh.estimate, "share_low": sh.low, "share_high": sh.high, "seeds": sh.seeds})
+                out.append(
+                    {
+                        "task": task,
+                        "mode": mode,
+                        "d": dimension(rows, task, mode),
+                        "epsilon": e,
+                        "mezo_gain": gain.estimate,
+                        "mezo_gain_low": gain.low,
+                        "mezo_gain_high": gain.high,
+                        "dpzero_minus_mezo": gap.estimate,
+                        "gap_low": gap.low,
+                        "gap_high": gap.high,
+                        "share": sh.estimate,
+                        "share_low": sh.low,
+                        "share_high": sh.high,
+                        "seeds": sh.seeds,
+                    }
+                )
     return out
 
 
@@ -277,15 +408,30 @@ def diagnostics(rows: Sequence, config) -> list[dict]:
             noise = statistics.fmean(r.noise_std for r in dp.values()) if dp else math.nan
             lr = next(iter(mezo.values())).lr
             drop = statistics.fmean(_drop(r.train_losses) for r in mezo.values() if r.train_losses)
-            out.append({"task": task, "mode": mode, "d": dimension(rows, task, mode), "mezo_lr": lr,
-                        "dpzero_lr": next(iter(dp.values())).lr if dp else math.nan,
-                        "dpzero_clip": next(iter(dp.values())).clip if dp else math.nan, "steps": config.steps,
-                        "mezo_signal_rms": signal, "dpzero_noise_std": noise,
-                        "noise_over_signal": noise / signal if signal > 0 else math.inf,
-                        "dpzero_clipped_fraction": (statistics.fmean(r.clipped_fraction for r in dp.values())
-                                                    if dp else math.nan),
-                        "mezo_train_loss_drop": drop, "first_order_drop": lr * signal ** 2 * config.steps,
-                        "mezo_seconds_per_step": statistics.fmean(r.median_seconds_per_step for r in mezo.values())})
+            out.append(
+                {
+                    "task": task,
+                    "mode": mode,
+                    "d": dimension(rows, task, mode),
+                    "mezo_lr": lr,
+                    "dpzero_lr": next(iter(dp.values())).lr if dp else math.nan,
+                    "dpzero_clip": next(iter(dp.values())).clip if dp else math.nan,
+                    "steps": config.steps,
+                    "mezo_signal_rms": signal,
+                    "dpzero_noise_std": noise,
+                    "noise_over_signal": noise / signal if signal > 0 else math.inf,
+                    "dpzero_clipped_fraction": (
+                        statistics.fmean(r.clipped_fraction for r in dp.values())
+                        if dp
+                        else math.nan
+                    ),
+                    "mezo_train_loss_drop": drop,
+                    "first_order_drop": lr * signal**2 * config.steps,
+                    "mezo_seconds_per_step": statistics.fmean(
+                        r.median_seconds_per_step for r in mezo.values()
+                    ),
+                }
+            )
     return out
 
 
@@ -297,10 +443,23 @@ def _drop(losses: Sequence[float]) -> float:
 
 def recipe_table(rows: Sequence) -> list[dict]:
     """Every selection candidate: its held-out accuracy (NOT private: training rows) and whether it was kept."""
-    return [{"task": r.task, "mode": r.mode, "method": label(r.method, r.epsilon), "lr": r.lr, "clip": r.clip,
-             "steps": r.steps, "held_out_accuracy": r.accuracy, "held_out_loss": r.test_loss,
-             "held_out_examples": r.test_examples, "train_rows": r.n, "chosen": r.chosen}
-            for r in rows if r.phase == "select"]
+    return [
+        {
+            "task": r.task,
+            "mode": r.mode,
+            "method": label(r.method, r.epsilon),
+            "lr": r.lr,
+            "clip": r.clip,
+            "steps": r.steps,
+            "held_out_accuracy": r.accuracy,
+            "held_out_loss": r.test_loss,
+            "held_out_examples": r.test_examples,
+            "train_rows": r.n,
+            "chosen": r.chosen,
+        }
+        for r in rows
+        if r.phase == "select"
+    ]
 
 
 def cost_table(rows: Sequence) -> list[dict]:
@@ -310,15 +469,29 @@ def cost_table(rows: Sequence) -> list[dict]:
     for r in test_rows(rows):
         if r.method not in ("dpzero", "dp-adamw"):
             continue
-        out.append({"task": r.task, "mode": r.mode, "seed": r.seed, "method": label(r.method, r.epsilon),
-                    "d": r.parameters_trained, "median_seconds_per_step": r.median_seconds_per_step,
-                    "run_peak_rss_mib": r.run_peak_rss_mib, "run_peak_gpu_mib": r.run_peak_gpu_mib,
-                    "accuracy": r.accuracy})
-    dp = {(c["task"], c["mode"], c["seed"], c["method"].split(" ")[-1]): c for c in out
-          if c["method"].startswith("dpzero")}
+        out.append(
+            {
+                "task": r.task,
+                "mode": r.mode,
+                "seed": r.seed,
+                "method": label(r.method, r.epsilon),
+                "d": r.parameters_trained,
+                "median_seconds_per_step": r.median_seconds_per_step,
+                "run_peak_rss_mib": r.run_peak_rss_mib,
+                "run_peak_gpu_mib": r.run_peak_gpu_mib,
+                "accuracy": r.accuracy,
+            }
+        )
+    dp = {
+        (c["task"], c["mode"], c["seed"], c["method"].split(" ")[-1]): c
+        for c in out
+        if c["method"].startswith("dpzero")
+    }
     for c in out:
         base = dp.get((c["task"], c["mode"], c["seed"], c["method"].split(" ")[-1]))
-        c["time_vs_dpzero"] = c["median_seconds_per_step"] / base["median_seconds_per_step"] if base else math.nan
+        c["time_vs_dpzero"] = (
+            c["median_seconds_per_step"] / base["median_seconds_per_step"] if base else math.nan
+        )
         memory = "run_peak_gpu_mib" if math.isfinite(c["run_peak_gpu_mib"]) else "run_peak_rss_mib"
         c["memory_vs_dpzero"] = c[memory] / base[memory] if base else math.nan
     return out

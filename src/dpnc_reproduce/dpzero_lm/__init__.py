@@ -45,4 +45,14 @@ Run it with :func:`dpnc_reproduce.protocol.run_experiment` (``EXPERIMENT``, a co
 from dpnc_reproduce.dpzero_lm.experiment import EXPERIMENT, DPZeroLM
 from dpnc_reproduce.dpzero_lm.run import FULL, QUICK, TASK_RECIPES, LMConfig, LMGroup, LMRow, LMTask
 
-__all__ = ["EXPERIMENT", "DPZeroLM", "FULL", "QUICK", "TASK_RECIPES", "LMConfig", "LMGroup", "LMRow", "LMTask"]
+__all__ = [
+    "EXPERIMENT",
+    "DPZeroLM",
+    "FULL",
+    "QUICK",
+    "TASK_RECIPES",
+    "LMConfig",
+    "LMGroup",
+    "LMRow",
+    "LMTask",
+]

@@ -23,11 +23,13 @@ class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
 
     name = "dpzero-lm"
     title = "DPZero paper, language-model fine-tuning (Tables 2, 3 and 5)"
-    sizes = ("--quick (default): SST-2, seed 42, zero-shot, MeZO and DPZero at ε = 6 and 2, 300 steps (a smoke run, "
-             "minutes); --full: SST-2, SST-5, SNLI, MNLI, RTE, TREC × seeds 42, 13, 21 (SNLI and MNLI: the three "
-             "training seeds on their one k-shot folder, 42) with each task's recipe (TASK_RECIPES, chosen "
-             "non-privately on held-out training rows), Table 2 only. Tables 3 and 5 run with --fo-methods "
-             "adamw,dp-adamw and --sphere-tasks SST-2,SST-5.")
+    sizes = (
+        "--quick (default): SST-2, seed 42, zero-shot, MeZO and DPZero at ε = 6 and 2, 300 steps (a smoke run, "
+        "minutes); --full: SST-2, SST-5, SNLI, MNLI, RTE, TREC × seeds 42, 13, 21 (SNLI and MNLI: the three "
+        "training seeds on their one k-shot folder, 42) with each task's recipe (TASK_RECIPES, chosen "
+        "non-privately on held-out training rows), Table 2 only. Tables 3 and 5 run with --fo-methods "
+        "adamw,dp-adamw and --sphere-tasks SST-2,SST-5."
+    )
     Config, QUICK, FULL, Row = LMConfig, QUICK, FULL, LMRow
     runner = run
 
@@ -35,7 +37,11 @@ class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
         return config.isolate
 
     def bind_output(self, config: LMConfig, out: Path) -> LMConfig:
-        return config if config.runs_dir is not None else dataclasses.replace(config, runs_dir=str(out / "runs"))
+        return (
+            config
+            if config.runs_dir is not None
+            else dataclasses.replace(config, runs_dir=str(out / "runs"))
+        )
 
     def claims(self, rows: Sequence[LMRow], config: LMConfig) -> list[Claim]:
         return report.check_claims(rows, config)

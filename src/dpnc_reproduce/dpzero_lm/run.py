@@ -23,18 +23,26 @@ import torch
 from dpnc.lm.config import ZO_RECIPES
 from dpnc.lm.lmbff import load_task
 from dpnc.lm.train import JOURNAL, METRICS, PRIVATE_STATS, FinetuneConfig, Trainer
-from dpnc.privacy.accountant import METHODS as ACCOUNTANTS, quiet_dp_accounting
+from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
+from dpnc.privacy.accountant import quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 
-
-TASKS = ("SST-2", "SST-5", "SNLI", "MNLI", "RTE", "TREC")   # the paper's column order
+TASKS = ("SST-2", "SST-5", "SNLI", "MNLI", "RTE", "TREC")  # the paper's column order
 PAPER_SEEDS = (42, 13, 21)
 PRIVATE = ("dpzero", "dp-adamw")
 FO_METHODS = ("adamw", "dp-adamw")
 METHOD_ORDER = ("zero-shot", "mezo", "dpzero", "adamw", "dp-adamw")
-TRAIN_MODES = ("all", "bias", "top-k", "head", "lora")   # = dpnc.lm.trainable.TRAIN_MODES (a test checks they agree)
-LOSS_POINTS = 200         # per-step training losses kept per run, as means over equal windows (result.json, figure)
+TRAIN_MODES = (
+    "all",
+    "bias",
+    "top-k",
+    "head",
+    "lora",
+)  # = dpnc.lm.trainable.TRAIN_MODES (a test checks they agree)
+LOSS_POINTS = (
+    200  # per-step training losses kept per run, as means over equal windows (result.json, figure)
+)
 
 
 # Per-task zeroth-order recipes for --train head (``recipes="per-task"``, the default): for each task, MeZO's and
@@ -48,7 +56,10 @@ RECIPE_CHOICE = "recipe chosen non-privately on held-out training rows; ε exclu
 RECIPE_SOURCES = ("per-task", "trainer")
 TASK_RECIPES: dict[str, dict[str, dict[str, float]]] = {
     # task: {"mezo": {lr, steps}, "dpzero": {lr, clip, steps}}   (recipe-choice/choice-<task>.json)
-    "SST-2": {"mezo": {"lr": 0.1, "steps": 2000}, "dpzero": {"lr": 0.3, "clip": 0.5, "steps": 2000}},
+    "SST-2": {
+        "mezo": {"lr": 0.1, "steps": 2000},
+        "dpzero": {"lr": 0.3, "clip": 0.5, "steps": 2000},
+    },
     "SST-5": {"mezo": {"lr": 0.03, "steps": 5000}, "dpzero": {"lr": 0.1, "clip": 2, "steps": 5000}},
     "SNLI": {"mezo": {"lr": 0.03, "steps": 5000}, "dpzero": {"lr": 0.3, "clip": 2, "steps": 5000}},
     "MNLI": {"mezo": {"lr": 0.1, "steps": 5000}, "dpzero": {"lr": 0.3, "clip": 0.5, "steps": 5000}},
@@ -62,8 +73,10 @@ def _help(text: str, **more) -> dict:
 
 
 def _recipe(what: str) -> dict:
-    return _help(f"{what} (default: the trainer's, i.e. `dpnc finetune`'s, for --train: "
-                 "dpnc.lm.config.ZO_RECIPES for MeZO/DPZero).")
+    return _help(
+        f"{what} (default: the trainer's, i.e. `dpnc finetune`'s, for --train: "
+        "dpnc.lm.config.ZO_RECIPES for MeZO/DPZero)."
+    )
 
 
 @dataclass(frozen=True)
@@ -74,65 +87,143 @@ class LMConfig:
     Each field's ``help`` says what it is; a field left None takes the trainer's default.
     """
 
-    data_dir: str | None = field(default=None, metadata=_help(
-        "Folder with the LM-BFF <TASK>/k-shot-1k-test folders (required to run).", required=True, folder=True))
-    model: str | None = field(default=None, metadata=_help(
-        "Local Hugging Face encoder folder (default: the offline all-MiniLM-L6-v2).", folder=True))
-    runs_dir: str | None = field(default=None, metadata=_help(
-        "Folder for each run's metrics.jsonl and summary.json (default: <out>/runs; in the library a temporary "
-        "folder, removed)."))
-    train: str = field(default="head", metadata=_help(
-        "Which parameters are trained (dpnc finetune --train): " + ", ".join(TRAIN_MODES) + "."))
-    top_k: int = field(default=1, metadata=_help("Layers trained by --train top-k (dpnc finetune --top-k)."))
-    tasks: tuple[str, ...] = field(default=TASKS, metadata=_help(
-        "Table 2's tasks (zero-shot, MeZO, DPZero at every ε, Gaussian directions), among " + ", ".join(TASKS)
-        + "."))
-    recipes: str = field(default="per-task", metadata=_help(
-        "per-task: each task's MeZO/DPZero lr, C and T from TASK_RECIPES (chosen non-privately on held-out training "
-        "rows; ε excludes the choice); trainer: the trainer's recipe for --train. --lr, --clip, --steps override "
-        "either."))
-    shared_data: bool = field(default=True, metadata=_help(
-        "A seed without a k-shot folder for a task (SNLI and MNLI ship seed 42 only) trains with that seed on the "
-        "task's first available folder, so its seed spread is training randomness only; --no-shared-data skips "
-        "it."))
-    sphere_tasks: tuple[str, ...] = field(default=(), metadata=_help(
-        "Table 5's tasks (DPZero with sphere directions at every ε; the Gaussian runs are Table 2's), e.g. "
-        "SST-2,SST-5; empty: no Table 5."))
-    seeds: tuple[int, ...] = field(default=PAPER_SEEDS, metadata=_help(
-        "k-shot data seeds (also the training seeds); a seed without a folder for a task trains on the task's "
-        "first folder (--shared-data) or is skipped, and said so (SNLI and MNLI ship seed 42 only)."))
-    epsilons: tuple[float, ...] = field(default=(6.0, 2.0), metadata=_help("DPZero's budgets ε (δ = --delta)."))
-    fo_methods: tuple[str, ...] = field(default=(), metadata=_help(
-        "Table 3's first-order methods (adamw, dp-adamw), run on SST-2 with the first seed beside MeZO and DPZero, "
-        "each run in a group (process) of its own for its peak memory; empty: no Table 3."))
+    data_dir: str | None = field(
+        default=None,
+        metadata=_help(
+            "Folder with the LM-BFF <TASK>/k-shot-1k-test folders (required to run).",
+            required=True,
+            folder=True,
+        ),
+    )
+    model: str | None = field(
+        default=None,
+        metadata=_help(
+            "Local Hugging Face encoder folder (default: the offline all-MiniLM-L6-v2).",
+            folder=True,
+        ),
+    )
+    runs_dir: str | None = field(
+        default=None,
+        metadata=_help(
+            "Folder for each run's metrics.jsonl and summary.json (default: <out>/runs; in the library a temporary "
+            "folder, removed)."
+        ),
+    )
+    train: str = field(
+        default="head",
+        metadata=_help(
+            "Which parameters are trained (dpnc finetune --train): " + ", ".join(TRAIN_MODES) + "."
+        ),
+    )
+    top_k: int = field(
+        default=1, metadata=_help("Layers trained by --train top-k (dpnc finetune --top-k).")
+    )
+    tasks: tuple[str, ...] = field(
+        default=TASKS,
+        metadata=_help(
+            "Table 2's tasks (zero-shot, MeZO, DPZero at every ε, Gaussian directions), among "
+            + ", ".join(TASKS)
+            + "."
+        ),
+    )
+    recipes: str = field(
+        default="per-task",
+        metadata=_help(
+            "per-task: each task's MeZO/DPZero lr, C and T from TASK_RECIPES (chosen non-privately "
+            "on held-out training rows; ε excludes the choice); trainer: the trainer's recipe for "
+            "--train. --lr, --clip, --steps override "
+            "either."
+        ),
+    )
+    shared_data: bool = field(
+        default=True,
+        metadata=_help(
+            "A seed without a k-shot folder for a task (SNLI and MNLI ship seed 42 only) trains with that seed on the "
+            "task's first available folder, so its seed spread is training randomness only; --no-shared-data skips "
+            "it."
+        ),
+    )
+    sphere_tasks: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "Table 5's tasks (DPZero with sphere directions at every ε; the Gaussian runs are Table 2's), e.g. "
+            "SST-2,SST-5; empty: no Table 5."
+        ),
+    )
+    seeds: tuple[int, ...] = field(
+        default=PAPER_SEEDS,
+        metadata=_help(
+            "k-shot data seeds (also the training seeds); a seed without a folder for a task trains on the task's "
+            "first folder (--shared-data) or is skipped, and said so (SNLI and MNLI ship seed 42 only)."
+        ),
+    )
+    epsilons: tuple[float, ...] = field(
+        default=(6.0, 2.0), metadata=_help("DPZero's budgets ε (δ = --delta).")
+    )
+    fo_methods: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "Table 3's first-order methods (adamw, dp-adamw), run on SST-2 with the first seed beside MeZO and DPZero, "
+            "each run in a group (process) of its own for its peak memory; empty: no Table 3."
+        ),
+    )
     table3_epsilon: float = field(default=2.0, metadata=_help("ε of Table 3's private methods."))
-    steps: int | None = field(default=None, metadata=_recipe("Zeroth-order steps T (the paper: 10000)"))
-    fo_steps: int | None = field(default=None, metadata=_help(
-        "AdamW / DP-AdamW steps (default: the trainer's, 1000 as the paper)."))
-    batch_size: int | None = field(default=None, metadata=_recipe(
-        "Expected batch size B of the Poisson batches, every method (the paper: 64)"))
+    steps: int | None = field(
+        default=None, metadata=_recipe("Zeroth-order steps T (the paper: 10000)")
+    )
+    fo_steps: int | None = field(
+        default=None,
+        metadata=_help("AdamW / DP-AdamW steps (default: the trainer's, 1000 as the paper)."),
+    )
+    batch_size: int | None = field(
+        default=None,
+        metadata=_recipe(
+            "Expected batch size B of the Poisson batches, every method (the paper: 64)"
+        ),
+    )
     lr: float | None = field(default=None, metadata=_recipe("MeZO / DPZero step size"))
-    smoothing: float | None = field(default=None, metadata=_recipe("λ of the zeroth-order difference"))
+    smoothing: float | None = field(
+        default=None, metadata=_recipe("λ of the zeroth-order difference")
+    )
     clip: float | None = field(default=None, metadata=_recipe("DPZero's clipping threshold C"))
-    fo_lr: float | None = field(default=None, metadata=_help("AdamW / DP-AdamW step size (default: the trainer's)."))
-    fo_clip: float | None = field(default=None, metadata=_help(
-        "DP-AdamW's clipping threshold C (default: the trainer's)."))
-    delta: float = field(default=1e-5, metadata=_help("Target δ of the private methods, in (0, 1)."))
+    fo_lr: float | None = field(
+        default=None, metadata=_help("AdamW / DP-AdamW step size (default: the trainer's).")
+    )
+    fo_clip: float | None = field(
+        default=None, metadata=_help("DP-AdamW's clipping threshold C (default: the trainer's).")
+    )
+    delta: float = field(
+        default=1e-5, metadata=_help("Target δ of the private methods, in (0, 1).")
+    )
     accountant: str = field(default="rdp", metadata=_help("rdp or pld: calibrates the noise."))
-    freeze_embeddings: bool = field(default=False, metadata=_help(
-        "Leave the word embeddings untrained (every method alike; --train head never trains them)."))
+    freeze_embeddings: bool = field(
+        default=False,
+        metadata=_help(
+            "Leave the word embeddings untrained (every method alike; --train head never trains them)."
+        ),
+    )
     max_length: int = field(default=128, metadata=_help("Tokens per sequence (>= 8)."))
     microbatch: int = field(default=4, metadata=_help("Examples per vmapped chunk (DP-AdamW)."))
-    eval_examples: int | None = field(default=None, metadata=_help(
-        "Test examples evaluated (a fixed seeded subset; default: the whole test split: 872 SST-2, 1000 SST-5, "
-        "500 TREC)."))
+    eval_examples: int | None = field(
+        default=None,
+        metadata=_help(
+            "Test examples evaluated (a fixed seeded subset; default: the whole test split: 872 SST-2, 1000 SST-5, "
+            "500 TREC)."
+        ),
+    )
     threads: int = field(default=1, metadata=_help("Torch threads per group's process."))
-    device: str = field(default="cpu", metadata=_help(
-        "Where every run computes: cpu or cuda (dpnc finetune --device)."))
-    isolate: bool = field(default=True, metadata=_help(
-        "Each k-shot folder's group of runs in a fresh subprocess (its own peak memory); --no-isolate: groups "
-        "share processes (with --workers 1, this one: faster for smoke tests; the peak memory is then the "
-        "process's running maximum)."))
+    device: str = field(
+        default="cpu",
+        metadata=_help("Where every run computes: cpu or cuda (dpnc finetune --device)."),
+    )
+    isolate: bool = field(
+        default=True,
+        metadata=_help(
+            "Each k-shot folder's group of runs in a fresh subprocess (its own peak memory); --no-isolate: groups "
+            "share processes (with --workers 1, this one: faster for smoke tests; the peak memory is then the "
+            "process's running maximum)."
+        ),
+    )
 
     def __post_init__(self) -> None:
         self.validate()
@@ -163,7 +254,9 @@ class LMConfig:
                 check_value(name, getattr(self, name), INTEGER)
         for name in ("threads", "microbatch"):
             check_value(name, getattr(self, name), INTEGER)
-        check_value("max_length", self.max_length, ("an integer >= 8", lambda v: INTEGER[1](v) and v >= 8))
+        check_value(
+            "max_length", self.max_length, ("an integer >= 8", lambda v: INTEGER[1](v) and v >= 8)
+        )
 
 
 FULL = LMConfig()
@@ -179,7 +272,9 @@ class LMTask:
     method: str
     epsilon: float | None = None
     direction: str = "gaussian"
-    data_seed: int | None = None   # the k-shot folder's seed, where it is not ``seed`` (--shared-data)
+    data_seed: int | None = (
+        None  # the k-shot folder's seed, where it is not ``seed`` (--shared-data)
+    )
 
     @property
     def run(self) -> str:
@@ -211,29 +306,31 @@ class LMRow:
     """One run's results; statistics marked "not private" are un-noised training-data statistics."""
 
     run: str
-    group: str                 # the LMGroup (process) it ran in: peak memory is that process's running maximum
+    group: str  # the LMGroup (process) it ran in: peak memory is that process's running maximum
     task: str
     seed: int
     method: str
     epsilon: float | None
     direction: str
-    train: str                 # which parameters were trained (dpnc.lm.trainable)
+    train: str  # which parameters were trained (dpnc.lm.trainable)
     parameters_trained: int
     n: int
     steps: int
     batch_size: int
-    lr: float | None           # the values the run used (None where the method has none)
+    lr: float | None  # the values the run used (None where the method has none)
     clip: float | None
     smoothing: float | None
-    accuracy: float            # % on the test examples
+    accuracy: float  # % on the test examples
     zero_shot_accuracy: float  # % of this run's own untrained model on the same examples
     test_loss: float
     test_examples: int
-    seconds_per_step: float    # not private, as the two below
+    seconds_per_step: float  # not private, as the two below
     median_seconds_per_step: float
     min_seconds_per_step: float
     peak_rss_mib: float
-    wall_seconds: float        # the trainer built (caches filled, when this run filled them), trained, evaluated
+    wall_seconds: (
+        float  # the trainer built (caches filled, when this run filled them), trained, evaluated
+    )
     delta: float
     sampling_rate: float
     noise_multiplier: float
@@ -242,21 +339,27 @@ class LMRow:
     releases: int
     private: bool
     nonfinite: int
-    final_train_loss: float    # not private
-    clipped_fraction: float    # not private
-    loss_every: int = 1        # steps per point of train_losses
-    train_losses: tuple[float, ...] = field(default=(), metadata={"csv": False})   # window means, not private
+    final_train_loss: float  # not private
+    clipped_fraction: float  # not private
+    loss_every: int = 1  # steps per point of train_losses
+    train_losses: tuple[float, ...] = field(
+        default=(), metadata={"csv": False}
+    )  # window means, not private
     # per test example, "1" right / "0" wrong (the trainer's evaluation order): for paired claims; "" in old results
     correct: str = field(default="", metadata={"csv": False})
-    data_seed: int | None = None   # the k-shot folder's seed (None in old results: ``seed``)
+    data_seed: int | None = None  # the k-shot folder's seed (None in old results: ``seed``)
 
 
 def seeds_available(config: LMConfig) -> dict[str, list[int]]:
     """Task → the config's seeds with a k-shot folder, for every task the config needs."""
     if config.data_dir is None:
-        raise ValueError("data_dir must be given (the folder with the LM-BFF <TASK>/k-shot-1k-test folders)")
+        raise ValueError(
+            "data_dir must be given (the folder with the LM-BFF <TASK>/k-shot-1k-test folders)"
+        )
     seeds_of: dict[str, list[int]] = {}
-    for task in dict.fromkeys([*config.tasks, *config.sphere_tasks, *(["SST-2"] if config.fo_methods else [])]):
+    for task in dict.fromkeys(
+        [*config.tasks, *config.sphere_tasks, *(["SST-2"] if config.fo_methods else [])]
+    ):
         seeds_of[task] = []
         for seed in config.seeds:
             try:
@@ -265,7 +368,9 @@ def seeds_available(config: LMConfig) -> dict[str, list[int]]:
                 continue
             seeds_of[task].append(seed)
         if not seeds_of[task]:
-            raise ValueError(f"{task}: none of the seeds {config.seeds} has a k-shot folder in {config.data_dir!r}")
+            raise ValueError(
+                f"{task}: none of the seeds {config.seeds} has a k-shot folder in {config.data_dir!r}"
+            )
     return seeds_of
 
 
@@ -273,8 +378,14 @@ def folders(config: LMConfig) -> dict[str, list[tuple[int, int]]]:
     """Task → (seed, k-shot folder seed) for every seed of the config the task runs: the seed's own folder, else
     (``shared_data``) the task's first available folder, else none (skipped)."""
     of = seeds_available(config)
-    return {task: [(s, s if s in have else have[0]) for s in config.seeds if s in have or config.shared_data]
-            for task, have in of.items()}
+    return {
+        task: [
+            (s, s if s in have else have[0])
+            for s in config.seeds
+            if s in have or config.shared_data
+        ]
+        for task, have in of.items()
+    }
 
 
 def recipe(config: LMConfig, task: str, method: str) -> dict[str, float | None]:
@@ -282,7 +393,10 @@ def recipe(config: LMConfig, task: str, method: str) -> dict[str, float | None]:
     :data:`TASK_RECIPES` entry for the method (``recipes="per-task"``; DPZero's at every ε), else None (the
     trainer's default). MeZO has no clip."""
     table = _recipe_table(config, task, method)
-    out = {k: getattr(config, k) if getattr(config, k) is not None else table.get(k) for k in ("lr", "clip", "steps")}
+    out = {
+        k: getattr(config, k) if getattr(config, k) is not None else table.get(k)
+        for k in ("lr", "clip", "steps")
+    }
     if out["steps"] is not None:
         out["steps"] = int(out["steps"])
     return out
@@ -302,20 +416,37 @@ def _recipe_table(config: LMConfig, task: str, method: str) -> dict[str, float]:
 def finetune_config(config: LMConfig, task: LMTask, out: str | None):
     """The :class:`~dpnc.lm.train.FinetuneConfig` of one run (None fields: the trainer's defaults)."""
     first_order = task.method in FO_METHODS
-    kwargs = dict(task=task.task, data_dir=config.data_dir, method=task.method, model=config.model, seed=task.seed,
-                  data_seed=task.folder_seed,
-                  train=config.train, top_k=config.top_k, max_length=config.max_length,
-                  freeze_embeddings=config.freeze_embeddings,
-                  eval_examples=config.eval_examples, delta=config.delta, accountant=config.accountant,
-                  out=out, progress=False, device=config.device,
-                  # Time per step and the training-loss curve are training-data statistics: NOT private, labelled
-                  # so in every output. Each run is a new run: an earlier one's leftovers are moved aside.
-                  log_private_stats=True, new_run=True)
+    kwargs = dict(
+        task=task.task,
+        data_dir=config.data_dir,
+        method=task.method,
+        model=config.model,
+        seed=task.seed,
+        data_seed=task.folder_seed,
+        train=config.train,
+        top_k=config.top_k,
+        max_length=config.max_length,
+        freeze_embeddings=config.freeze_embeddings,
+        eval_examples=config.eval_examples,
+        delta=config.delta,
+        accountant=config.accountant,
+        out=out,
+        progress=False,
+        device=config.device,
+        # Time per step and the training-loss curve are training-data statistics: NOT private, labelled
+        # so in every output. Each run is a new run: an earlier one's leftovers are moved aside.
+        log_private_stats=True,
+        new_run=True,
+    )
     zo = recipe(config, task.task, task.method) if task.method in ("mezo", "dpzero") else {}
     if task.method != "zero-shot":
-        kwargs.update(steps=config.fo_steps if first_order else zo["steps"], batch_size=config.batch_size,
-                      lr=config.fo_lr if first_order else zo["lr"], direction=task.direction,
-                      microbatch=config.microbatch)
+        kwargs.update(
+            steps=config.fo_steps if first_order else zo["steps"],
+            batch_size=config.batch_size,
+            lr=config.fo_lr if first_order else zo["lr"],
+            direction=task.direction,
+            microbatch=config.microbatch,
+        )
         if not first_order:
             kwargs.update(smoothing=config.smoothing)
         if not first_order and per_task_recipe(config, task.task, task.method):
@@ -334,29 +465,42 @@ def tasks(config: LMConfig) -> list[LMGroup]:
     table3: set[LMTask] = set()
     if config.fo_methods:
         (seed, data), eps = seeds_of["SST-2"][0], config.table3_epsilon
-        table3 = {LMTask("SST-2", seed, m, eps if m in PRIVATE else None, data_seed=_data(seed, data))
-                  for m in ("mezo", "dpzero", *config.fo_methods)}
+        table3 = {
+            LMTask("SST-2", seed, m, eps if m in PRIVATE else None, data_seed=_data(seed, data))
+            for m in ("mezo", "dpzero", *config.fo_methods)
+        }
     groups_of: dict[tuple[str, int], set[LMTask]] = {}
     for task in config.tasks:
         for seed, data in seeds_of[task]:
             runs = groups_of.setdefault((task, data), set())
             d = _data(seed, data)
-            runs.update({LMTask(task, seed, "zero-shot", data_seed=d), LMTask(task, seed, "mezo", data_seed=d)})
+            runs.update(
+                {
+                    LMTask(task, seed, "zero-shot", data_seed=d),
+                    LMTask(task, seed, "mezo", data_seed=d),
+                }
+            )
             runs.update(LMTask(task, seed, "dpzero", eps, data_seed=d) for eps in config.epsilons)
     for task in config.sphere_tasks:
         for seed, data in seeds_of[task]:
             for eps in config.epsilons:
                 d = _data(seed, data)
                 groups_of.setdefault((task, data), set()).update(
-                    {LMTask(task, seed, "dpzero", eps, data_seed=d),
-                     LMTask(task, seed, "dpzero", eps, "sphere", data_seed=d)})
+                    {
+                        LMTask(task, seed, "dpzero", eps, data_seed=d),
+                        LMTask(task, seed, "dpzero", eps, "sphere", data_seed=d),
+                    }
+                )
     order = sorted(groups_of, key=lambda f: (TASKS.index(f[0]), config.seeds.index(f[1])))
 
     def within_group(t: LMTask) -> tuple:
         return (config.seeds.index(t.seed), *_run_order(t))
 
-    groups = [LMGroup(t, s, tuple(sorted(groups_of[t, s] - table3, key=within_group))) for t, s in order
-              if groups_of[t, s] - table3]
+    groups = [
+        LMGroup(t, s, tuple(sorted(groups_of[t, s] - table3, key=within_group)))
+        for t, s in order
+        if groups_of[t, s] - table3
+    ]
     return groups + [LMGroup(t.task, t.folder_seed, (t,)) for t in sorted(table3, key=_run_order)]
 
 
@@ -383,18 +527,19 @@ def run_group(config: LMConfig, group: LMGroup, runs_dir: Path) -> tuple[LMRow, 
     torch.set_num_threads(config.threads)
     rows: dict[LMTask, LMRow] = {}
     caches = None
-    try:   # a training run first: a zero-shot trainer computes no train cache
+    try:  # a training run first: a zero-shot trainer computes no train cache
         for task in sorted(group.runs, key=lambda t: t.method == "zero-shot"):
             rows[task], made = train(config, task, group, runs_dir / task.run, caches)
             caches = caches or made
-            gc.collect()   # the finished trainer (its model: a reference cycle) before the next one is built
+            gc.collect()  # the finished trainer (its model: a reference cycle) before the next one is built
     finally:
         torch.set_num_threads(threads)
     return tuple(rows[t] for t in group.runs)
 
 
-def train(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None,
-          data=None) -> tuple[LMRow, tuple | None]:
+def train(
+    config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None, data=None
+) -> tuple[LMRow, tuple | None]:
     """One run in this process: build the trainer (on ``caches``, if given), train, evaluate, and what it cost;
     also the trainer's (train, test) caches, for the group's next runs (None if it has none). ``data``: a
     (train, test) pair of datasets to use instead of the task's k-shot folder (e.g. a held-out part of the train
@@ -403,17 +548,24 @@ def train(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=
     return row, None if trainer.train_cache is None else (trainer.train_cache, trainer.test_cache)
 
 
-def run_trainer(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None,
-                data=None) -> tuple[LMRow, Trainer]:
+def run_trainer(
+    config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None, data=None
+) -> tuple[LMRow, Trainer]:
     """:func:`train`, returning the finished trainer itself (its step history) instead of its caches."""
-    for name in (METRICS, PRIVATE_STATS, "summary.json"):   # fresh output files (the trainer appends)
+    for name in (
+        METRICS,
+        PRIVATE_STATS,
+        "summary.json",
+    ):  # fresh output files (the trainer appends)
         (run_dir / name).unlink(missing_ok=True)
     start = time.perf_counter()
     try:
         fc = finetune_config(config, task, str(run_dir))
         if data is not None:
             fc = dataclasses.replace(fc, n=len(data[0]))
-        trainer = Trainer(fc, caches=caches, **({} if data is None else {"train": data[0], "test": data[1]}))
+        trainer = Trainer(
+            fc, caches=caches, **({} if data is None else {"train": data[0], "test": data[1]})
+        )
         summary = trainer.run()
     finally:
         # The fine-tuned weights and the journal (its ledger is in the row) are not results.
@@ -427,24 +579,47 @@ def run_trainer(config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, c
     trained = summary.steps > 0
     every, losses = _windows(_losses(run_dir / PRIVATE_STATS))
     row = LMRow(
-        run=task.run, group=group.name, task=task.task, seed=task.seed, method=task.method, epsilon=task.epsilon,
-        direction=task.direction, train=summary.train, parameters_trained=summary.trained_parameters, n=summary.n,
-        steps=summary.steps, batch_size=summary.batch_size if trained else 0,
-        lr=c.lr if trained else None, clip=c.clip if task.method in PRIVATE else None,
+        run=task.run,
+        group=group.name,
+        task=task.task,
+        seed=task.seed,
+        method=task.method,
+        epsilon=task.epsilon,
+        direction=task.direction,
+        train=summary.train,
+        parameters_trained=summary.trained_parameters,
+        n=summary.n,
+        steps=summary.steps,
+        batch_size=summary.batch_size if trained else 0,
+        lr=c.lr if trained else None,
+        clip=c.clip if task.method in PRIVATE else None,
         smoothing=c.smoothing if task.method in ("mezo", "dpzero") else None,
-        accuracy=100 * summary.test_accuracy, zero_shot_accuracy=100 * summary.zero_shot_accuracy,
-        test_loss=summary.test_loss, test_examples=summary.test_examples,
+        accuracy=100 * summary.test_accuracy,
+        zero_shot_accuracy=100 * summary.zero_shot_accuracy,
+        test_loss=summary.test_loss,
+        test_examples=summary.test_examples,
         seconds_per_step=statistics.mean(step_seconds) if step_seconds else 0.0,
         median_seconds_per_step=statistics.median(step_seconds) if step_seconds else 0.0,
         min_seconds_per_step=min(step_seconds) if step_seconds else 0.0,
-        peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, wall_seconds=wall,
-        delta=summary.delta, sampling_rate=summary.batch_size / summary.n if trained else 0.0,
+        peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        wall_seconds=wall,
+        delta=summary.delta,
+        sampling_rate=summary.batch_size / summary.n if trained else 0.0,
         noise_multiplier=summary.noise_multiplier if summary.noise_multiplier is not None else 0.0,
-        epsilon_rdp=_finite(summary.epsilon_rdp), epsilon_pld=_finite(summary.epsilon_pld),
-        releases=summary.releases, private=summary.private, nonfinite=trainer.nonfinite or 0,
+        epsilon_rdp=_finite(summary.epsilon_rdp),
+        epsilon_pld=_finite(summary.epsilon_pld),
+        releases=summary.releases,
+        private=summary.private,
+        nonfinite=trainer.nonfinite or 0,
         final_train_loss=_tail_mean([r.loss for r in trainer.history]),
-        clipped_fraction=_tail_mean([r.clipped_fraction for r in trainer.history if r.clipped_fraction is not None]),
-        loss_every=every, train_losses=losses, correct=summary.test_correct, data_seed=task.folder_seed)
+        clipped_fraction=_tail_mean(
+            [r.clipped_fraction for r in trainer.history if r.clipped_fraction is not None]
+        ),
+        loss_every=every,
+        train_losses=losses,
+        correct=summary.test_correct,
+        data_seed=task.folder_seed,
+    )
     return row, trainer
 
 
@@ -462,7 +637,9 @@ def _steps(config: LMConfig, task: LMTask) -> int:
     if task.method == "zero-shot":
         return 0
     if task.method in FO_METHODS:
-        return config.fo_steps if config.fo_steps is not None else 1000   # FinetuneConfig's first-order default
+        return (
+            config.fo_steps if config.fo_steps is not None else 1000
+        )  # FinetuneConfig's first-order default
     steps = recipe(config, task.task, task.method)["steps"]
     return steps if steps is not None else ZO_RECIPES[config.train]["steps"]
 
@@ -479,7 +656,7 @@ def _windows(values: list[float], points: int = LOSS_POINTS) -> tuple[int, tuple
     """(k, means of ``values`` over consecutive windows of k) with k the smallest giving at most ``points`` means
     (the last window may be shorter): a 5000-step curve kept in result.json at 200 points."""
     k = max(math.ceil(len(values) / points), 1)
-    return k, tuple(statistics.fmean(values[i:i + k]) for i in range(0, len(values), k))
+    return k, tuple(statistics.fmean(values[i : i + k]) for i in range(0, len(values), k))
 
 
 def _finite(v) -> float:

@@ -19,6 +19,20 @@ Run it with :func:`dpnc_reproduce.protocol.run_experiment` (``EXPERIMENT``, a co
 """
 
 from dpnc_reproduce.dpzero_synthetic.experiment import EXPERIMENT, DPZeroSynthetic
-from dpnc_reproduce.dpzero_synthetic.run import FULL, QUICK, SyntheticConfig, SyntheticRow, SyntheticTask
+from dpnc_reproduce.dpzero_synthetic.run import (
+    FULL,
+    QUICK,
+    SyntheticConfig,
+    SyntheticRow,
+    SyntheticTask,
+)
 
-__all__ = ["EXPERIMENT", "DPZeroSynthetic", "FULL", "QUICK", "SyntheticConfig", "SyntheticRow", "SyntheticTask"]
+__all__ = [
+    "EXPERIMENT",
+    "DPZeroSynthetic",
+    "FULL",
+    "QUICK",
+    "SyntheticConfig",
+    "SyntheticRow",
+    "SyntheticTask",
+]

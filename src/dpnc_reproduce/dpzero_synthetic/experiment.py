@@ -9,7 +9,13 @@ from pathlib import Path
 
 import dpnc_reproduce.dpzero_synthetic.report as report
 import dpnc_reproduce.dpzero_synthetic.run as run
-from dpnc_reproduce.dpzero_synthetic.run import FULL, QUICK, SyntheticConfig, SyntheticRow, SyntheticTask
+from dpnc_reproduce.dpzero_synthetic.run import (
+    FULL,
+    QUICK,
+    SyntheticConfig,
+    SyntheticRow,
+    SyntheticTask,
+)
 from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 
 
@@ -18,8 +24,10 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
 
     name = "dpzero-synthetic"
     title = "DPZero synthetic experiment (Figures 1–3)"
-    sizes = ("--quick (default): a subset of the grid, minutes on 2 cores; --full: the paper's Table 4 grid "
-             "(many hours on 2 cores).")
+    sizes = (
+        "--quick (default): a subset of the grid, minutes on 2 cores; --full: the paper's Table 4 grid "
+        "(many hours on 2 cores)."
+    )
     Config, QUICK, FULL, Row = SyntheticConfig, QUICK, FULL, SyntheticRow
     runner = run
 
@@ -28,11 +36,16 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
         if "privacy" not in data:
             return data
         by_T = {p["T"]: {k: v for k, v in p.items() if k != "T"} for p in data["privacy"]}
-        return {**{k: v for k, v in data.items() if k != "privacy"},
-                "rows": [{**by_T[r["T"]], **r} for r in data["rows"]]}
+        return {
+            **{k: v for k, v in data.items() if k != "privacy"},
+            "rows": [{**by_T[r["T"]], **r} for r in data["rows"]],
+        }
 
     def claims(self, rows: Sequence[SyntheticRow], config: SyntheticConfig) -> list[Claim]:
-        return [*report.paper_claims(report.selected(rows), report.edges(rows)), report.privacy_claim(rows, config)]
+        return [
+            *report.paper_claims(report.selected(rows), report.edges(rows)),
+            report.privacy_claim(rows, config),
+        ]
 
     def declare(self, config: SyntheticConfig) -> list[Declared]:
         return report.declare(config)

@@ -15,17 +15,25 @@ from dpnc.problems.quadratic import HESSIANS
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce import facts
 from dpnc_reproduce.common import loglog_slope
-from dpnc_reproduce.dpzero_synthetic.run import (FULL, METHODS, RATE_REGIME, RATE_TOL, SyntheticConfig,
-                                                SyntheticRow)
+from dpnc_reproduce.dpzero_synthetic.run import (
+    FULL,
+    METHODS,
+    RATE_REGIME,
+    RATE_TOL,
+    SyntheticConfig,
+    SyntheticRow,
+)
 from dpnc_reproduce.protocol import Claim, Declared, Result
-
 
 RANK_LABEL = {"identity": "r = d", "sqrt": "r = O(√d)", "inverse": "r = O(log d)"}
 
 
 # Table 1 (with A3.5): the d- and r-dependent factor of each method's bound on E‖∇F_S‖²; r = Tr A (‖A‖ = 1).
-TABLE1 = {"DPGD-0th": lambda d, r: d * math.sqrt(r), "DPZero": lambda d, r: math.log(d) * math.sqrt(r),
-          "DP-GD": lambda d, r: math.sqrt(r)}
+TABLE1 = {
+    "DPGD-0th": lambda d, r: d * math.sqrt(r),
+    "DPZero": lambda d, r: math.log(d) * math.sqrt(r),
+    "DP-GD": lambda d, r: math.sqrt(r),
+}
 VERDICT = {True: "holds", False: "fails", None: "no signal"}
 
 
@@ -40,9 +48,13 @@ def selected(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str, int], di
     for key, group in _groups(rows).items():
         by_norm = min(group, key=lambda r: r.train_grad_norm)
         by_loss = min(group, key=lambda r: r.train_loss)
-        out[key] = {"train_grad_norm": by_norm.train_grad_norm, "test_grad_norm": by_norm.test_grad_norm,
-                    "train_loss": by_loss.train_loss, "test_loss": by_loss.test_loss,
-                    "test_floor": min(r.test_grad_norm for r in group)}
+        out[key] = {
+            "train_grad_norm": by_norm.train_grad_norm,
+            "test_grad_norm": by_norm.test_grad_norm,
+            "train_loss": by_loss.train_loss,
+            "test_loss": by_loss.test_loss,
+            "test_floor": min(r.test_grad_norm for r in group),
+        }
     return out
 
 
@@ -57,15 +69,22 @@ def _groups(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str, int], lis
 EDGES = ("largest T", "smallest C", "largest C", "smallest step", "largest step")
 
 
-def edges(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]]:
+def edges(
+    rows: Sequence[SyntheticRow],
+) -> dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]]:
     """(hessian, d, method, seed) → the train-chosen row (least train ‖∇F‖) and the edges of that method's grid it
     sits on (:data:`EDGES`): a choice on an edge says the grid may be too small in that direction."""
     out = {}
     for key, group in _groups(rows).items():
         chosen = min(group, key=lambda r: r.train_grad_norm)
         axes = {name: sorted({getattr(r, name) for r in group}) for name in ("T", "C", "stepsize")}
-        at = [chosen.T == axes["T"][-1], chosen.C == axes["C"][0], chosen.C == axes["C"][-1],
-              chosen.stepsize == axes["stepsize"][0], chosen.stepsize == axes["stepsize"][-1]]
+        at = [
+            chosen.T == axes["T"][-1],
+            chosen.C == axes["C"][0],
+            chosen.C == axes["C"][-1],
+            chosen.stepsize == axes["stepsize"][0],
+            chosen.stepsize == axes["stepsize"][-1],
+        ]
         out[key] = (chosen, [e for e, hit in zip(EDGES, at) if hit])
     return out
 
@@ -75,13 +94,19 @@ def best_over_grid(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str], d
     per_seed: dict = {}
     for (h, d, m, _), metrics in selected(rows).items():
         per_seed.setdefault((h, d, m), []).append(metrics)
-    return {k: {name: sum(v[name] for v in seeds) / len(seeds) for name in seeds[0]} for k, seeds in per_seed.items()}
+    return {
+        k: {name: sum(v[name] for v in seeds) / len(seeds) for name in seeds[0]}
+        for k, seeds in per_seed.items()
+    }
 
 
 def _axes(best: dict) -> tuple[list[str], list[int], list[str]]:
     """The Hessians, dimensions and methods of ``best``, in the paper's order."""
-    return ([h for h in HESSIANS if any(k[0] == h for k in best)], sorted({k[1] for k in best}),
-            [m for m in METHODS if any(k[2] == m for k in best)])
+    return (
+        [h for h in HESSIANS if any(k[0] == h for k in best)],
+        sorted({k[1] for k in best}),
+        [m for m in METHODS if any(k[2] == m for k in best)],
+    )
 
 
 def _cells_claim(statement: str, intervals: dict[tuple[str, tuple], stats.Interval]) -> Claim:
@@ -91,20 +116,36 @@ def _cells_claim(statement: str, intervals: dict[tuple[str, tuple], stats.Interv
     read = facts.parts({words: iv for (_, words), iv in intervals.items()}, 0.0, verdicts)
     if not any(math.isfinite(iv.high - iv.low) for iv in intervals.values()):
         points = [iv.estimate for iv in intervals.values()]
-        return Claim(statement, stats.all_hold(list(verdicts.values())),
-                     f"no interval in any of {len(points)} cells; point log-ratios from {min(points):.2f} to "
-                     f"{max(points):.2f}, {sum(p > 0 for p in points)} of {len(points)} > 0", facts=read)
+        return Claim(
+            statement,
+            stats.all_hold(list(verdicts.values())),
+            f"no interval in any of {len(points)} cells; point log-ratios from {min(points):.2f} to "
+            f"{max(points):.2f}, {sum(p > 0 for p in points)} of {len(points)} > 0",
+            facts=read,
+        )
     shown = [f"{cell[0]}: {iv}" for cell, iv in intervals.items() if verdicts[cell] is not True]
-    return Claim(statement, stats.all_hold(list(verdicts.values())),
-                 stats.judged(verdicts) + " cells, on log-ratio intervals over seeds"
-                 + (("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else "")) if shown else ""),
-                 facts=read)
+    return Claim(
+        statement,
+        stats.all_hold(list(verdicts.values())),
+        stats.judged(verdicts)
+        + " cells, on log-ratio intervals over seeds"
+        + (
+            ("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else ""))
+            if shown
+            else ""
+        ),
+        facts=read,
+    )
 
 
 def trace(hessian: str, d: int, power: int = 1) -> float:
     """r = Tr A of the synthetic Hessian (Σ a_j with a_j = 1, 1/√j, 1/j); Tr A^power with ``power``."""
-    return float(sum({"identity": 1.0, "sqrt": j ** -0.5, "inverse": 1 / j}[hessian] ** power
-                     for j in range(1, d + 1)))
+    return float(
+        sum(
+            {"identity": 1.0, "sqrt": j**-0.5, "inverse": 1 / j}[hessian] ** power
+            for j in range(1, d + 1)
+        )
+    )
 
 
 def instance_factor(hessian: str, d: int) -> float:
@@ -119,8 +160,10 @@ def _log(v: float) -> float:
     return math.log(v) if v > 0 else -math.inf
 
 
-def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
-                 chosen: dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]] | None = None) -> list[Claim]:
+def paper_claims(
+    values: dict[tuple[str, int, str, int], dict[str, float]],
+    chosen: dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]] | None = None,
+) -> list[Claim]:
     """The paper's qualitative claims (§4.1), judged on the test gradient norm at the train-chosen point of each
     seed (:func:`selected`): comparisons on the per-seed log-ratios (paired by seed), trends on per-seed log-log
     slopes against d, each a 95 % t interval over the seeds (one seed: no interval, no signal). A (Hessian, d) cell
@@ -145,130 +188,258 @@ def paper_claims(values: dict[tuple[str, int, str, int], dict[str, float]],
 
     cells = [(h, d) for h in hessians for d in dims_of(h)]
     if {"DPZero", "DPGD-0th", "DP-GD"} <= set(methods):
-        cell = {(h, d): (f"{RANK_LABEL[h]}, d={d}", (h, f"d{d}")) for h, d in cells}   # label, facts' words
-        worst = {cell[h, d]: log_ratio(g[(h, d, "DPGD-0th")],
-                                       [max(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DP-GD")])])
-                 for h, d in cells}
-        claims.append(_cells_claim("DPGD-0th is always worst (test gradient norm at the train-chosen point): "
-                                   "log(DPGD-0th / the larger other) > 0 in every (Hessian, d) cell", worst))
-        best = {cell[h, d]: log_ratio([min(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DPGD-0th")])],
-                                      g[(h, d, "DP-GD")])
-                for h, d in cells}
-        claims.append(_cells_claim("DP-GD is always best: log(the smaller other / DP-GD) > 0 in every cell", best))
+        cell = {
+            (h, d): (f"{RANK_LABEL[h]}, d={d}", (h, f"d{d}")) for h, d in cells
+        }  # label, facts' words
+        worst = {
+            cell[h, d]: log_ratio(
+                g[(h, d, "DPGD-0th")],
+                [max(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DP-GD")])],
+            )
+            for h, d in cells
+        }
+        claims.append(
+            _cells_claim(
+                "DPGD-0th is always worst (test gradient norm at the train-chosen point): "
+                "log(DPGD-0th / the larger other) > 0 in every (Hessian, d) cell",
+                worst,
+            )
+        )
+        best = {
+            cell[h, d]: log_ratio(
+                [min(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DPGD-0th")])],
+                g[(h, d, "DP-GD")],
+            )
+            for h, d in cells
+        }
+        claims.append(
+            _cells_claim(
+                "DP-GD is always best: log(the smaller other / DP-GD) > 0 in every cell", best
+            )
+        )
     if "identity" in hessians and len(dims_of("identity")) > 1:
         slopes = {m: slope("identity", m) for m in methods}
         verdicts = {m: stats.exceeds(iv, 0.0) for m, iv in slopes.items()}
-        claims.append(Claim(f"with r = d, every method gets worse as d grows: log-log slope against d > 0 (d ∈ "
-                            f"{dims_of('identity')})", stats.all_hold(list(verdicts.values())),
-                            "; ".join(f"{m}: slope {slopes[m]}" for m in methods),
-                            facts=facts.parts(slopes, 0.0, verdicts)))
+        claims.append(
+            Claim(
+                f"with r = d, every method gets worse as d grows: log-log slope against d > 0 (d ∈ "
+                f"{dims_of('identity')})",
+                stats.all_hold(list(verdicts.values())),
+                "; ".join(f"{m}: slope {slopes[m]}" for m in methods),
+                facts=facts.parts(slopes, 0.0, verdicts),
+            )
+        )
     dims = dims_of("inverse") if "inverse" in hessians else []
     if len(dims) > 1 and "DPZero" in methods:
         # Table 1 bounds E‖∇F‖² by O((log d)·√r) (times d-free factors); with r = Tr A = Σ 1/j that is
         # polylogarithmic and still rises over these d. The norm, not its square, is measured: it may rise with half
         # the bound's slope. "Nearly flat" = no faster than that.
-        bound = loglog_slope(dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims])
+        bound = loglog_slope(
+            dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims]
+        )
         z = slope("inverse", "DPZero")
         others = "; ".join(f"{m} {slope('inverse', m)}" for m in methods if m != "DPZero")
-        claims.append(Claim(f"with r = log d, DPZero is nearly flat in d: the log-log slope of ‖∇F‖ is below "
-                            f"{bound / 2:.2f}, half the slope {bound:.2f} of Table 1's bound (log d)·√r on "
-                            f"‖∇F‖² over d ∈ {dims}", stats.below(z, bound / 2),
-                            f"DPZero: slope {z}; " + ", ".join(
-                                f"d={d}: {statistics.fmean(g[('inverse', d, 'DPZero')]):.3g}" for d in dims)
-                            + f"; train ‖∇F‖ slope {slope('inverse', 'DPZero', train)}: " + ", ".join(
-                                f"d={d}: {statistics.fmean(train[('inverse', d, 'DPZero')]):.3g}" for d in dims)
-                            + (f"; test slopes of the others: {others}" if others else ""),
-                            facts=facts.interval(z, bound / 2) | {"bound_slope": bound}
-                            | facts.interval(slope("inverse", "DPZero", train), prefix="train")))
+        claims.append(
+            Claim(
+                f"with r = log d, DPZero is nearly flat in d: the log-log slope of ‖∇F‖ is below "
+                f"{bound / 2:.2f}, half the slope {bound:.2f} of Table 1's bound (log d)·√r on "
+                f"‖∇F‖² over d ∈ {dims}",
+                stats.below(z, bound / 2),
+                f"DPZero: slope {z}; "
+                + ", ".join(
+                    f"d={d}: {statistics.fmean(g[('inverse', d, 'DPZero')]):.3g}" for d in dims
+                )
+                + f"; train ‖∇F‖ slope {slope('inverse', 'DPZero', train)}: "
+                + ", ".join(
+                    f"d={d}: {statistics.fmean(train[('inverse', d, 'DPZero')]):.3g}" for d in dims
+                )
+                + (f"; test slopes of the others: {others}" if others else ""),
+                facts=facts.interval(z, bound / 2)
+                | {"bound_slope": bound}
+                | facts.interval(slope("inverse", "DPZero", train), prefix="train"),
+            )
+        )
         if "DP-GD" in methods:
-            ratios = list(zip(*[[a / b for a, b in zip(g[("inverse", d, "DPZero")], g[("inverse", d, "DP-GD")])]
-                                for d in dims]))
+            ratios = list(
+                zip(
+                    *[
+                        [
+                            a / b
+                            for a, b in zip(g[("inverse", d, "DPZero")], g[("inverse", d, "DP-GD")])
+                        ]
+                        for d in dims
+                    ]
+                )
+            )
             ratio = stats.slope_interval(dims, ratios)
             log_slope = loglog_slope(dims, [math.log(d) for d in dims])
-            claims.append(Claim(f"with r = log d, DPZero stays close to DP-GD: the slope of the ratio of their "
-                                f"‖∇F‖ is below {log_slope / 2:.2f}, half the slope {log_slope:.2f} of the log d "
-                                "factor by which Table 1's bounds on ‖∇F‖² differ", stats.below(ratio, log_slope / 2),
-                                f"ratio slope {ratio}; DPZero / DP-GD: " + ", ".join(
-                                    f"d={d}: {statistics.fmean(r):.2f}" for d, r in zip(dims, zip(*ratios))),
-                                facts=facts.interval(ratio, log_slope / 2) | {"log_slope": log_slope}))
-    for h in hessians:   # Table 1's exponents: its bounds are on the training objective's E‖∇F_S‖², so on train
+            claims.append(
+                Claim(
+                    f"with r = log d, DPZero stays close to DP-GD: the slope of the ratio of their "
+                    f"‖∇F‖ is below {log_slope / 2:.2f}, half the slope {log_slope:.2f} of the log d "
+                    "factor by which Table 1's bounds on ‖∇F‖² differ",
+                    stats.below(ratio, log_slope / 2),
+                    f"ratio slope {ratio}; DPZero / DP-GD: "
+                    + ", ".join(
+                        f"d={d}: {statistics.fmean(r):.2f}" for d, r in zip(dims, zip(*ratios))
+                    ),
+                    facts=facts.interval(ratio, log_slope / 2) | {"log_slope": log_slope},
+                )
+            )
+    for h in (
+        hessians
+    ):  # Table 1's exponents: its bounds are on the training objective's E‖∇F_S‖², so on train
         if len(dims_of(h)) < 2:
             continue
-        target = {m: loglog_slope(dims_of(h), [TABLE1[m](d, trace(h, d)) for d in dims_of(h)]) / 2 for m in methods}
+        target = {
+            m: loglog_slope(dims_of(h), [TABLE1[m](d, trace(h, d)) for d in dims_of(h)]) / 2
+            for m in methods
+        }
         fitted = {m: slope(h, m, train) for m in methods}
-        verdicts = {m: stats.rate_within_bound(fitted[m], target[m], regime=RATE_REGIME,
-                                                   tol=RATE_TOL.value) for m in methods}
+        verdicts = {
+            m: stats.rate_within_bound(fitted[m], target[m], regime=RATE_REGIME, tol=RATE_TOL.value)
+            for m in methods
+        }
         # the same bound with this instance's ℓΔ + L², which Table 1 takes as free of d: a measured part of the reason
-        here = {m: loglog_slope(dims_of(h), [TABLE1[m](d, trace(h, d)) * instance_factor(h, d) for d in dims_of(h)])
-                / 2 for m in methods}
-        on_instance = {m: stats.rate_within_bound(fitted[m], here[m], regime=RATE_REGIME,
-                                                       tol=RATE_TOL.value) for m in methods}
-        claims.append(Claim(f"with {RANK_LABEL[h]}, the train ‖∇F_S‖ grows with d no faster than Table 1's bounds "
-                            f"allow: slope ≤ half the slope of its bound on ‖∇F_S‖² over d ∈ {dims_of(h)} + "
-                            f"{RATE_TOL.value:g} (upper bounds as d → ∞, one-sided; tolerance: {RATE_TOL.formula})",
-                            stats.all_hold(list(verdicts.values())),
-                            "; ".join(f"{m}: slope {fitted[m]} vs {target[m]:.2f} + {RATE_TOL.value:g} "
-                                      f"({VERDICT[verdicts[m]]}"
-                                      + ("" if verdicts[m] else
-                                         f"; with this instance's ℓΔ + L² (growing with d) the bound's exponent is "
-                                         f"{here[m]:.2f}: {VERDICT[on_instance[m]]}"
-                                         + ("" if chosen is None else
-                                            f"; {t_grid_note(chosen, h, m, dims_of(h), fitted[m].estimate, here[m])}"))
-                                      + ")" for m in methods),
-                            facts=facts.parts(fitted, verdicts=verdicts) | {"tolerance": RATE_TOL.value}
-                            | {facts.name(m, "limit"): target[m] + RATE_TOL.value for m in methods}
-                            | {facts.name(m, "instance_limit"): here[m] + RATE_TOL.value for m in methods}
-                            | ({} if chosen is None else  # train-chosen points at the grid's largest T (the reason)
-                               {facts.name(m, "largest_t_runs"): sum("largest T" in at for (hh, _, mm, _), (_, at)
-                                                                      in chosen.items() if (hh, mm) == (h, m))
-                                for m in methods})))
+        here = {
+            m: loglog_slope(
+                dims_of(h), [TABLE1[m](d, trace(h, d)) * instance_factor(h, d) for d in dims_of(h)]
+            )
+            / 2
+            for m in methods
+        }
+        on_instance = {
+            m: stats.rate_within_bound(fitted[m], here[m], regime=RATE_REGIME, tol=RATE_TOL.value)
+            for m in methods
+        }
+        claims.append(
+            Claim(
+                f"with {RANK_LABEL[h]}, the train ‖∇F_S‖ grows with d no faster than Table 1's bounds "
+                f"allow: slope ≤ half the slope of its bound on ‖∇F_S‖² over d ∈ {dims_of(h)} + "
+                f"{RATE_TOL.value:g} (upper bounds as d → ∞, one-sided; tolerance: {RATE_TOL.formula})",
+                stats.all_hold(list(verdicts.values())),
+                "; ".join(
+                    f"{m}: slope {fitted[m]} vs {target[m]:.2f} + {RATE_TOL.value:g} "
+                    f"({VERDICT[verdicts[m]]}"
+                    + (
+                        ""
+                        if verdicts[m]
+                        else f"; with this instance's ℓΔ + L² (growing with d) the bound's exponent is "
+                        f"{here[m]:.2f}: {VERDICT[on_instance[m]]}"
+                        + (
+                            ""
+                            if chosen is None
+                            else f"; {t_grid_note(chosen, h, m, dims_of(h), fitted[m].estimate, here[m])}"
+                        )
+                    )
+                    + ")"
+                    for m in methods
+                ),
+                facts=facts.parts(fitted, verdicts=verdicts)
+                | {"tolerance": RATE_TOL.value}
+                | {facts.name(m, "limit"): target[m] + RATE_TOL.value for m in methods}
+                | {facts.name(m, "instance_limit"): here[m] + RATE_TOL.value for m in methods}
+                | (
+                    {}
+                    if chosen is None
+                    # train-chosen points at the grid's largest T (the reason)
+                    else {
+                        facts.name(m, "largest_t_runs"): sum(
+                            "largest T" in at
+                            for (hh, _, mm, _), (_, at) in chosen.items()
+                            if (hh, mm) == (h, m)
+                        )
+                        for m in methods
+                    }
+                ),
+            )
+        )
     if len(hessians) > 1:
-        better = {(f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}",
-                   (f"d{d}", m, hessians[i])):
-                  log_ratio(g[(hessians[i], d, m)], g[(hessians[i + 1], d, m)])
-                  for i in range(len(hessians) - 1) for d in dims_of(hessians[i]) if d in dims_of(hessians[i + 1])
-                  for m in methods}
-        claims.append(_cells_claim("every method improves as r gets smaller (d, √d, log d): log(norm at the larger "
-                                   "r / norm at the next smaller) > 0 for every (d, method)", better))
+        better = {
+            (
+                f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}",
+                (f"d{d}", m, hessians[i]),
+            ): log_ratio(g[(hessians[i], d, m)], g[(hessians[i + 1], d, m)])
+            for i in range(len(hessians) - 1)
+            for d in dims_of(hessians[i])
+            if d in dims_of(hessians[i + 1])
+            for m in methods
+        }
+        claims.append(
+            _cells_claim(
+                "every method improves as r gets smaller (d, √d, log d): log(norm at the larger "
+                "r / norm at the next smaller) > 0 for every (d, method)",
+                better,
+            )
+        )
     if len(seeds) < 2:
-        claims = [c._replace(evidence=c.evidence + " (one seed: no interval, so no signal)") for c in claims]
+        claims = [
+            c._replace(evidence=c.evidence + " (one seed: no interval, so no signal)")
+            for c in claims
+        ]
     return claims
 
 
-def t_grid_note(chosen: dict, hessian: str, method: str, dims: Sequence[int], fitted: float, theory: float) -> str:
+def t_grid_note(
+    chosen: dict, hessian: str, method: str, dims: Sequence[int], fitted: float, theory: float
+) -> str:
     """What was measured about a rate that does not hold: at each d, how many seeds' train-chosen points sit at the
     grid's largest T. Table 1 bounds the norm at each d's own tuned T; a norm chosen at the largest T may still fall
     with more steps (a longer-T probe tells), more so at larger d, which steepens the slope."""
-    at_edge = {d: [("largest T" in at) for (h, dd, m, _), (_, at) in chosen.items()
-                   if (h, dd, m) == (hessian, d, method)] for d in dims}
+    at_edge = {
+        d: [
+            ("largest T" in at)
+            for (h, dd, m, _), (_, at) in chosen.items()
+            if (h, dd, m) == (hessian, d, method)
+        ]
+        for d in dims
+    }
     counts = ", ".join(f"d={d}: {sum(v)}/{len(v)}" for d, v in at_edge.items())
     direction = "faster" if abs(fitted) > abs(theory) else "slower"
     at_largest = [d for d, v in at_edge.items() if v and sum(v) > len(v) / 2]
     if len(at_largest) == len(dims):
-        return (f"measured: the train-chosen T is the grid's largest ({counts}), so these norms may still fall with "
-                "more steps while Table 1 bounds them at each d's tuned T")
+        return (
+            f"measured: the train-chosen T is the grid's largest ({counts}), so these norms may still fall with "
+            "more steps while Table 1 bounds them at each d's tuned T"
+        )
     if at_largest:
-        return (f"measured: the norm grows {direction} with d than the bound's factor; at d = "
-                f"{', '.join(map(str, at_largest))} most chosen points sit at the grid's largest T ({counts}), where "
-                "more steps may still lower it")
-    return (f"measured: the norm grows {direction} with d than the bound's factor, at points inside the T grid (at its "
-            f"largest T: {counts})")
+        return (
+            f"measured: the norm grows {direction} with d than the bound's factor; at d = "
+            f"{', '.join(map(str, at_largest))} most chosen points sit at the grid's largest T ({counts}), where "
+            "more steps may still lower it"
+        )
+    return (
+        f"measured: the norm grows {direction} with d than the bound's factor, at points inside the T grid (at its "
+        f"largest T: {counts})"
+    )
 
 
 def privacy_claim(rows: Sequence[SyntheticRow], config: SyntheticConfig) -> Claim:
     """Every run is (ε, δ)-DP as the paper states: its σ certifies the target ε by advanced composition, and
     dpnc's accountant finds at most that on the run's own ledger (RDP, and the tight PLD below it)."""
     eps = config.epsilon
-    off = [r for r in rows if not (r.private and abs(r.epsilon_paper / eps - 1) <= 1e-6
-                                   and r.epsilon_rdp <= eps * (1 + 1e-6)
-                                   and r.epsilon_pld <= r.epsilon_rdp * (1 + 1e-6))]
-    worst = {k: max(getattr(r, k) for r in rows) for k in ("epsilon_paper", "epsilon_rdp", "epsilon_pld")}
-    return Claim(f"every run is (ε, δ) = ({eps:g}, {config.delta:g})-DP: the paper's σ certifies ε by advanced "
-                 "composition, and the accountant's ε of the run's releases (RDP, PLD ≤ RDP) is ≤ ε", not off,
-                 f"max ε: paper {worst['epsilon_paper']:.6g}, RDP {worst['epsilon_rdp']:.4g}, "
-                 f"PLD {worst['epsilon_pld']:.4g}; {len(off)} run(s) off",
-                 facts={"epsilon": eps, "runs": len(rows), "runs_off": len(off)}
-                 | {f"max_{k}": v for k, v in worst.items()})
+    off = [
+        r
+        for r in rows
+        if not (
+            r.private
+            and abs(r.epsilon_paper / eps - 1) <= 1e-6
+            and r.epsilon_rdp <= eps * (1 + 1e-6)
+            and r.epsilon_pld <= r.epsilon_rdp * (1 + 1e-6)
+        )
+    ]
+    worst = {
+        k: max(getattr(r, k) for r in rows) for k in ("epsilon_paper", "epsilon_rdp", "epsilon_pld")
+    }
+    return Claim(
+        f"every run is (ε, δ) = ({eps:g}, {config.delta:g})-DP: the paper's σ certifies ε by advanced "
+        "composition, and the accountant's ε of the run's releases (RDP, PLD ≤ RDP) is ≤ ε",
+        not off,
+        f"max ε: paper {worst['epsilon_paper']:.6g}, RDP {worst['epsilon_rdp']:.4g}, "
+        f"PLD {worst['epsilon_pld']:.4g}; {len(off)} run(s) off",
+        facts={"epsilon": eps, "runs": len(rows), "runs_off": len(off)}
+        | {f"max_{k}": v for k, v in worst.items()},
+    )
 
 
 def privacy_rows(rows: Sequence[SyntheticRow]) -> list[dict]:
@@ -281,73 +452,142 @@ def privacy_rows(rows: Sequence[SyntheticRow]) -> list[dict]:
 def declare(config: SyntheticConfig) -> list[Declared]:
     ratio = "95 % t interval over seeds of the paired log-ratio; one seed: no verdict"
     slope = "95 % t interval over the per-seed log-log slopes in d; one seed: no verdict"
-    return [Declared("DPGD-0th is worst in every (Hessian, d) cell", "above", "0 (log DPGD-0th / larger other)",
-                     ratio + "; every cell"),
-            Declared("DP-GD is best in every cell", "above", "0 (log smaller other / DP-GD)",
-                     ratio + "; every cell"),
-            Declared("with r = d every method worsens with d", "above", "slope 0", slope),
-            Declared("with r = log d DPZero is nearly flat in d", "below",
-                     "half the slope of Table 1's (log d)·√r bound on ‖∇F‖²", slope),
-            Declared("with r = log d DPZero stays close to DP-GD", "below",
-                     "half the slope of log d (the bounds' ratio)", slope + " of the ratio"),
-            Declared("Table 1's bounds in d on the train ‖∇F_S‖, per rank", "at most (one-sided: upper bounds)",
-                     f"half the bound's slope on ‖∇F_S‖² over the same d + {RATE_TOL.value:g} ({RATE_TOL.formula})",
-                     slope),
-            Declared("every method improves as r gets smaller", "above", "0 (log-ratio, larger r / smaller r)",
-                     ratio + "; every (d, method)"),
-            Declared("every private run is (ε, δ)-DP", "at most", "the target ε", "every run")]
+    return [
+        Declared(
+            "DPGD-0th is worst in every (Hessian, d) cell",
+            "above",
+            "0 (log DPGD-0th / larger other)",
+            ratio + "; every cell",
+        ),
+        Declared(
+            "DP-GD is best in every cell",
+            "above",
+            "0 (log smaller other / DP-GD)",
+            ratio + "; every cell",
+        ),
+        Declared("with r = d every method worsens with d", "above", "slope 0", slope),
+        Declared(
+            "with r = log d DPZero is nearly flat in d",
+            "below",
+            "half the slope of Table 1's (log d)·√r bound on ‖∇F‖²",
+            slope,
+        ),
+        Declared(
+            "with r = log d DPZero stays close to DP-GD",
+            "below",
+            "half the slope of log d (the bounds' ratio)",
+            slope + " of the ratio",
+        ),
+        Declared(
+            "Table 1's bounds in d on the train ‖∇F_S‖, per rank",
+            "at most (one-sided: upper bounds)",
+            f"half the bound's slope on ‖∇F_S‖² over the same d + {RATE_TOL.value:g} ({RATE_TOL.formula})",
+            slope,
+        ),
+        Declared(
+            "every method improves as r gets smaller",
+            "above",
+            "0 (log-ratio, larger r / smaller r)",
+            ratio + "; every (d, method)",
+        ),
+        Declared("every private run is (ε, δ)-DP", "at most", "the target ε", "every run"),
+    ]
 
 
 def describe(result: Result) -> str:
     cfg = result.config
     steps, stepsizes = cfg.grid("DP-GD")
-    own = (f" (DP-GD: T ∈ {list(steps)}, step size ∈ {list(stepsizes)})"
-           if (steps, stepsizes) != (cfg.steps, cfg.stepsizes) else "")
-    high = (f"; the r = d and r = √d Hessians only at d ≤ {cfg.high_rank_max_d} and T ≤ {cfg.high_rank_max_T}"
-            if any(d > cfg.high_rank_max_d for d in cfg.dims)
-            or any(T > cfg.high_rank_max_T for m in cfg.methods for T in cfg.grid(m)[0]) else "")
-    return (f"Grid: d ∈ {list(cfg.dims)}{high}, T ∈ {list(cfg.steps)}, step size ∈ {list(cfg.stepsizes)}, "
-            f"C ∈ {list(cfg.clips)}{own}; n = {cfg.n} train and test, λ = {cfg.lam}, directions: {cfg.direction}, "
-            f"x₀ = 0, last iterate, public seed {cfg.seed}, {cfg.seeds} repeat(s) of the grid. Each (Hessian, d, "
-            "method, T) runs its (step size × C) grid as one batched computation; a point is chosen over T, "
-            "step size and C on the training metric, and the test metric is reported there (mean over repeats)."
-            + (" The paper's Table 4 grid is T ∈ {10, …, 5120} (doubling), step size ∈ {10⁻⁵, …, 1}, C ∈ {0.1, …, "
-               "300}; where this grid differs, the table of edges below shows whether the chosen points press "
-               "against it." if (cfg.steps, cfg.stepsizes, cfg.clips) != (FULL.steps, FULL.stepsizes, FULL.clips)
-               else "")
-            + (" DP-GD's grid is smaller than the others' (its per-example clipping costs O(Knd) a step, theirs "
-               "O(nd + Kn)): its best is over fewer points, which can only raise its norms — it favours \"DPZero "
-               "stays close to DP-GD\" and works against \"DP-GD is always best\"." if own else ""))
+    own = (
+        f" (DP-GD: T ∈ {list(steps)}, step size ∈ {list(stepsizes)})"
+        if (steps, stepsizes) != (cfg.steps, cfg.stepsizes)
+        else ""
+    )
+    high = (
+        f"; the r = d and r = √d Hessians only at d ≤ {cfg.high_rank_max_d} and T ≤ {cfg.high_rank_max_T}"
+        if any(d > cfg.high_rank_max_d for d in cfg.dims)
+        or any(T > cfg.high_rank_max_T for m in cfg.methods for T in cfg.grid(m)[0])
+        else ""
+    )
+    return (
+        f"Grid: d ∈ {list(cfg.dims)}{high}, T ∈ {list(cfg.steps)}, step size ∈ {list(cfg.stepsizes)}, "
+        f"C ∈ {list(cfg.clips)}{own}; n = {cfg.n} train and test, λ = {cfg.lam}, directions: {cfg.direction}, "
+        f"x₀ = 0, last iterate, public seed {cfg.seed}, {cfg.seeds} repeat(s) of the grid. Each (Hessian, d, "
+        "method, T) runs its (step size × C) grid as one batched computation; a point is chosen over T, "
+        "step size and C on the training metric, and the test metric is reported there (mean over repeats)."
+        + (
+            " The paper's Table 4 grid is T ∈ {10, …, 5120} (doubling), step size ∈ {10⁻⁵, …, 1}, C ∈ {0.1, …, "
+            "300}; where this grid differs, the table of edges below shows whether the chosen points press "
+            "against it."
+            if (cfg.steps, cfg.stepsizes, cfg.clips) != (FULL.steps, FULL.stepsizes, FULL.clips)
+            else ""
+        )
+        + (
+            " DP-GD's grid is smaller than the others' (its per-example clipping costs O(Knd) a step, theirs "
+            'O(nd + Kn)): its best is over fewer points, which can only raise its norms — it favours "DPZero '
+            'stays close to DP-GD" and works against "DP-GD is always best".'
+            if own
+            else ""
+        )
+    )
 
 
 def render(result: Result) -> str:
     best = best_over_grid(result.rows)
     hessians, dims, methods = _axes(best)
-    lines = ["## Test gradient norm at the train-chosen point (Figure 1)\n",
-             "The grid point (T, step size, C) of least train ‖∇F‖; in parentheses the test floor, the least "
-             "test ‖∇F‖ over the grid (what choosing on the test set would report). Means over the repeats.\n",
-             "| Hessian | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
-    lines += [f"| {RANK_LABEL[h]} | {d} | " + " | ".join(f"{best[(h, d, m)]['test_grad_norm']:.4g} "
-                                                         f"({best[(h, d, m)]['test_floor']:.4g})"
-                                                         for m in methods) + " |"
-              for h in hessians for d in dims if (h, d, methods[0]) in best]
-    lines += ["", "## Best train gradient norm (Figure 2)\n",
-              "The least train ‖∇F‖ over the grid, mean over the repeats (the optimisation error; the test norm "
-              "adds the sampling gap ‖A(ξ̄_train − ξ̄_test)‖, about √(2 Σ a_j² / n)).\n",
-              "| Hessian | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
-    lines += [f"| {RANK_LABEL[h]} | {d} | " + " | ".join(f"{best[(h, d, m)]['train_grad_norm']:.4g}"
-                                                         for m in methods) + " |"
-              for h in hessians for d in dims if (h, d, methods[0]) in best]
+    lines = [
+        "## Test gradient norm at the train-chosen point (Figure 1)\n",
+        "The grid point (T, step size, C) of least train ‖∇F‖; in parentheses the test floor, the least "
+        "test ‖∇F‖ over the grid (what choosing on the test set would report). Means over the repeats.\n",
+        "| Hessian | d | " + " | ".join(methods) + " |",
+        "|---|---|" + "---|" * len(methods),
+    ]
+    lines += [
+        f"| {RANK_LABEL[h]} | {d} | "
+        + " | ".join(
+            f"{best[(h, d, m)]['test_grad_norm']:.4g} ({best[(h, d, m)]['test_floor']:.4g})"
+            for m in methods
+        )
+        + " |"
+        for h in hessians
+        for d in dims
+        if (h, d, methods[0]) in best
+    ]
+    lines += [
+        "",
+        "## Best train gradient norm (Figure 2)\n",
+        "The least train ‖∇F‖ over the grid, mean over the repeats (the optimisation error; the test norm "
+        "adds the sampling gap ‖A(ξ̄_train − ξ̄_test)‖, about √(2 Σ a_j² / n)).\n",
+        "| Hessian | d | " + " | ".join(methods) + " |",
+        "|---|---|" + "---|" * len(methods),
+    ]
+    lines += [
+        f"| {RANK_LABEL[h]} | {d} | "
+        + " | ".join(f"{best[(h, d, m)]['train_grad_norm']:.4g}" for m in methods)
+        + " |"
+        for h in hessians
+        for d in dims
+        if (h, d, methods[0]) in best
+    ]
     lines += ["", _render_edges(result)]
-    lines += ["", "## Privacy of every run (per T; the same for every method and grid point)\n",
-              "Each run releases T Gaussians of multiplier σ/Δ = 2√(2T log(e+ε/δ))/ε "
-              "(Δ = 2C/n, replace-one). The paper certifies ε by advanced composition; "
-              "dpnc's accountant gives the true cost of the same releases.\n",
-              "| T | σ/Δ | ε (paper, advanced composition) | ε (RDP) | ε (PLD) |", "|---|---|---|---|---|"]
-    lines += [f"| {p['T']} | {p['noise_multiplier']:.4g} | {p['epsilon_paper']:.4g} | {p['epsilon_rdp']:.4g} | "
-              f"{p['epsilon_pld']:.4g} |" for p in privacy_rows(result.rows)]
-    lines += ["", "Figures: `fig1_test_grad_norm.png`, `fig2_train_grad_norm.png`, `fig3_loss.png`; "
-              "every run: `rows.csv`; the privacy per T: `privacy.csv`; everything: `result.json`."]
+    lines += [
+        "",
+        "## Privacy of every run (per T; the same for every method and grid point)\n",
+        "Each run releases T Gaussians of multiplier σ/Δ = 2√(2T log(e+ε/δ))/ε "
+        "(Δ = 2C/n, replace-one). The paper certifies ε by advanced composition; "
+        "dpnc's accountant gives the true cost of the same releases.\n",
+        "| T | σ/Δ | ε (paper, advanced composition) | ε (RDP) | ε (PLD) |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {p['T']} | {p['noise_multiplier']:.4g} | {p['epsilon_paper']:.4g} | {p['epsilon_rdp']:.4g} | "
+        f"{p['epsilon_pld']:.4g} |"
+        for p in privacy_rows(result.rows)
+    ]
+    lines += [
+        "",
+        "Figures: `fig1_test_grad_norm.png`, `fig2_train_grad_norm.png`, `fig3_loss.png`; "
+        "every run: `rows.csv`; the privacy per T: `privacy.csv`; everything: `result.json`.",
+    ]
     return "\n".join(lines)
 
 
@@ -356,20 +596,39 @@ def _render_edges(result: Result) -> str:
     """Where the train-chosen points sit in each method's grid: counts on each edge, and every choice."""
     at = edges(result.rows)
     methods = [m for m in METHODS if any(k[2] == m for k in at)]
-    lines = ["## Where the train-chosen point sits in the grid\n",
-             "Per method, how many of the (Hessian, d, repeat) choices sit on each edge of its grid; then each "
-             "cell's choices (T, step size, C), one per repeat.\n",
-             "| method | choices | " + " | ".join(EDGES) + " |", "|---|---|" + "---|" * len(EDGES)]
+    lines = [
+        "## Where the train-chosen point sits in the grid\n",
+        "Per method, how many of the (Hessian, d, repeat) choices sit on each edge of its grid; then each "
+        "cell's choices (T, step size, C), one per repeat.\n",
+        "| method | choices | " + " | ".join(EDGES) + " |",
+        "|---|---|" + "---|" * len(EDGES),
+    ]
     for m in methods:
         mine = [hit for k, (_, hit) in at.items() if k[2] == m]
-        lines.append(f"| {m} | {len(mine)} | " + " | ".join(str(sum(e in hit for hit in mine)) for e in EDGES)
-                     + " |")
+        lines.append(
+            f"| {m} | {len(mine)} | "
+            + " | ".join(str(sum(e in hit for hit in mine)) for e in EDGES)
+            + " |"
+        )
     cells = sorted({k[:2] for k in at}, key=lambda c: (HESSIANS.index(c[0]), c[1]))
-    lines += ["", "| Hessian | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+    lines += [
+        "",
+        "| Hessian | d | " + " | ".join(methods) + " |",
+        "|---|---|" + "---|" * len(methods),
+    ]
     for h, d in cells:
-        lines.append(f"| {RANK_LABEL[h]} | {d} | " + " | ".join(
-            " · ".join(f"{r.T}, {r.stepsize:g}, {r.C:g}" for (hh, dd, mm, _), (r, _) in sorted(at.items())
-                       if (hh, dd, mm) == (h, d, m)) for m in methods) + " |")
+        lines.append(
+            f"| {RANK_LABEL[h]} | {d} | "
+            + " | ".join(
+                " · ".join(
+                    f"{r.T}, {r.stepsize:g}, {r.C:g}"
+                    for (hh, dd, mm, _), (r, _) in sorted(at.items())
+                    if (hh, dd, mm) == (h, d, m)
+                )
+                for m in methods
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -383,22 +642,32 @@ def plot(result: Result, out: Path) -> list[Path]:
 
     cfg, best = result.config, best_over_grid(result.rows)
     hessians, dims, methods = _axes(best)
-    figures = [("fig1_test_grad_norm.png", ["test_grad_norm"], "test ‖∇F‖ (train-chosen)"),
-               ("fig2_train_grad_norm.png", ["train_grad_norm"], "best train ‖∇F‖"),
-               ("fig3_loss.png", ["train_loss", "test_loss"], "loss (train-chosen)")]
+    figures = [
+        ("fig1_test_grad_norm.png", ["test_grad_norm"], "test ‖∇F‖ (train-chosen)"),
+        ("fig2_train_grad_norm.png", ["train_grad_norm"], "best train ‖∇F‖"),
+        ("fig3_loss.png", ["train_loss", "test_loss"], "loss (train-chosen)"),
+    ]
     paths = []
     for name, metrics, ylabel in figures:
-        fig, axes = plt.subplots(len(metrics), len(hessians),
-                                 figsize=(4.2 * len(hessians), 3.4 * len(metrics)), squeeze=False)
+        fig, axes = plt.subplots(
+            len(metrics),
+            len(hessians),
+            figsize=(4.2 * len(hessians), 3.4 * len(metrics)),
+            squeeze=False,
+        )
         for i, metric in enumerate(metrics):
             for j, h in enumerate(hessians):
                 ax = axes[i][j]
                 for m, marker in zip(methods, "os^"):
                     shown = [d for d in dims if (h, d, m) in best]
                     ax.plot(shown, [best[(h, d, m)][metric] for d in shown], marker=marker, label=m)
-                ax.set(xscale="log", yscale="log", xlabel="d",
-                       title=f"({'abcdef'[i * len(hessians) + j]}) {RANK_LABEL[h]}",
-                       ylabel=f"{ylabel} ({metric.split('_')[0]})" if len(metrics) > 1 else ylabel)
+                ax.set(
+                    xscale="log",
+                    yscale="log",
+                    xlabel="d",
+                    title=f"({'abcdef'[i * len(hessians) + j]}) {RANK_LABEL[h]}",
+                    ylabel=f"{ylabel} ({metric.split('_')[0]})" if len(metrics) > 1 else ylabel,
+                )
                 ax.set_xticks(dims, [str(d) for d in dims])
                 ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
                 ax.grid(alpha=0.3)

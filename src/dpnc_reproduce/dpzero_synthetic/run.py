@@ -19,8 +19,15 @@ from dpnc.problems.quadratic import HESSIANS, Quadratic
 from dpnc.sampling import FullBatch
 from dpnc.space import DIRECTIONS
 from dpnc_reproduce import claims as stats
-from dpnc_reproduce.common import INTEGER, NATURAL, NONNEGATIVE, POSITIVE, check_axis, check_value, one_of
-
+from dpnc_reproduce.common import (
+    INTEGER,
+    NATURAL,
+    NONNEGATIVE,
+    POSITIVE,
+    check_axis,
+    check_value,
+    one_of,
+)
 
 METHODS = ("DPZero", "DPGD-0th", "DP-GD")
 METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
@@ -32,7 +39,9 @@ METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
 # log(e + ε/δ) and log(1/δ) do not move with d; so nothing in d is dropped and the tolerance is 0 over every grid
 # (issue 41; until then one RATE_TOL = 0.1, set after these rows were measured).
 RATE_REGIME = stats.GROWS
-RATE_TOL = stats.Tolerance(0.0, "none dropped in d: Table 1 keeps DPZero's log d; log(e + ε/δ) is free of d")
+RATE_TOL = stats.Tolerance(
+    0.0, "none dropped in d: Table 1 keeps DPZero's log d; log(e + ε/δ) is free of d"
+)
 
 
 def _help(text: str) -> dict:
@@ -43,37 +52,75 @@ def _help(text: str) -> dict:
 class SyntheticConfig:
     """The grid. Defaults are the paper's Table 4 (:data:`FULL`, ``--full``); :data:`QUICK` is a subset."""
 
-    hessians: tuple[str, ...] = field(default=HESSIANS, metadata=_help(
-        "Hessian spectra: identity (r = d), sqrt (r = O(√d)), inverse (r = O(log d))."))
-    dims: tuple[int, ...] = field(default=(20, 50, 100, 200, 500, 1000, 2000), metadata=_help(
-        "Dimensions d, e.g. 20,200,2000."))
-    steps: tuple[int, ...] = field(default=(10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120), metadata=_help(
-        "The T grid, e.g. 10,40,160,640 (the noise is calibrated to each T)."))
-    stepsizes: tuple[float, ...] = field(default=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0),
-                                         metadata=_help("The step-size grid, e.g. 0.01,0.1,1."))
-    clips: tuple[float, ...] = field(default=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0), metadata=_help(
-        "The clipping grid C, e.g. 0.3,1,3,10."))
-    methods: tuple[str, ...] = field(default=METHODS, metadata=_help("Among " + ", ".join(METHODS) + "."))
-    n: int = field(default=10_000, metadata=_help("Training examples n (and as many test examples)."))
-    epsilon: float = field(default=2.0, metadata=_help(
-        "Target ε: the paper's σ certifies it by advanced composition."))
+    hessians: tuple[str, ...] = field(
+        default=HESSIANS,
+        metadata=_help(
+            "Hessian spectra: identity (r = d), sqrt (r = O(√d)), inverse (r = O(log d))."
+        ),
+    )
+    dims: tuple[int, ...] = field(
+        default=(20, 50, 100, 200, 500, 1000, 2000),
+        metadata=_help("Dimensions d, e.g. 20,200,2000."),
+    )
+    steps: tuple[int, ...] = field(
+        default=(10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120),
+        metadata=_help("The T grid, e.g. 10,40,160,640 (the noise is calibrated to each T)."),
+    )
+    stepsizes: tuple[float, ...] = field(
+        default=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0),
+        metadata=_help("The step-size grid, e.g. 0.01,0.1,1."),
+    )
+    clips: tuple[float, ...] = field(
+        default=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0),
+        metadata=_help("The clipping grid C, e.g. 0.3,1,3,10."),
+    )
+    methods: tuple[str, ...] = field(
+        default=METHODS, metadata=_help("Among " + ", ".join(METHODS) + ".")
+    )
+    n: int = field(
+        default=10_000, metadata=_help("Training examples n (and as many test examples).")
+    )
+    epsilon: float = field(
+        default=2.0, metadata=_help("Target ε: the paper's σ certifies it by advanced composition.")
+    )
     delta: float = field(default=1e-6, metadata=_help("Target δ, in (0, 1)."))
     lam: float = field(default=1e-4, metadata=_help("λ of the zeroth-order difference."))
-    direction: str = field(default="sphere", metadata=_help("Directions: " + " or ".join(DIRECTIONS) + "."))
-    seed: int = field(default=0, metadata=_help("Public seed (data and directions); the noise is always secret."))
-    seeds: int = field(default=1, metadata=_help(
-        "Repeats of the whole grid (data and directions seeded by seed + 10000·s, fresh secret noise): the "
-        "claims' intervals are over these; one gives no interval."))
-    high_rank_max_d: int = field(default=2000, metadata=_help(
-        "The largest d run with the r = d and r = √d Hessians (r = log d runs every d): their claims show at "
-        "small d, the flatness claim needs r = log d at the largest."))
-    high_rank_max_T: int = field(default=5120, metadata=_help(
-        "The largest T run with the r = d and r = √d Hessians (r = log d runs every T)."))
-    first_order_stepsizes: tuple[float, ...] = field(default=(), metadata=_help(
-        "DP-GD's step-size grid (empty: the same as --stepsizes). DP-GD costs O(Knd) a step, the zeroth-order "
-        "methods O(nd + Kn)."))
-    first_order_steps: tuple[int, ...] = field(default=(), metadata=_help(
-        "DP-GD's T grid (empty: the same as --steps)."))
+    direction: str = field(
+        default="sphere", metadata=_help("Directions: " + " or ".join(DIRECTIONS) + ".")
+    )
+    seed: int = field(
+        default=0, metadata=_help("Public seed (data and directions); the noise is always secret.")
+    )
+    seeds: int = field(
+        default=1,
+        metadata=_help(
+            "Repeats of the whole grid (data and directions seeded by seed + 10000·s, fresh secret noise): the "
+            "claims' intervals are over these; one gives no interval."
+        ),
+    )
+    high_rank_max_d: int = field(
+        default=2000,
+        metadata=_help(
+            "The largest d run with the r = d and r = √d Hessians (r = log d runs every d): their claims show at "
+            "small d, the flatness claim needs r = log d at the largest."
+        ),
+    )
+    high_rank_max_T: int = field(
+        default=5120,
+        metadata=_help(
+            "The largest T run with the r = d and r = √d Hessians (r = log d runs every T)."
+        ),
+    )
+    first_order_stepsizes: tuple[float, ...] = field(
+        default=(),
+        metadata=_help(
+            "DP-GD's step-size grid (empty: the same as --stepsizes). DP-GD costs O(Knd) a step, the zeroth-order "
+            "methods O(nd + Kn)."
+        ),
+    )
+    first_order_steps: tuple[int, ...] = field(
+        default=(), metadata=_help("DP-GD's T grid (empty: the same as --steps).")
+    )
 
     def __post_init__(self) -> None:
         self.validate()
@@ -103,7 +150,10 @@ class SyntheticConfig:
     def grid(self, method: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
         """The method's T grid and step-size grid (DP-GD's may be its own; C is common)."""
         if method == "DP-GD":
-            return self.first_order_steps or self.steps, self.first_order_stepsizes or self.stepsizes
+            return (
+                self.first_order_steps or self.steps,
+                self.first_order_stepsizes or self.stepsizes,
+            )
         return self.steps, self.stepsizes
 
     def runs(self, hessian: str, d: int, T: int = 1) -> bool:
@@ -112,8 +162,12 @@ class SyntheticConfig:
 
 
 FULL = SyntheticConfig()
-QUICK = SyntheticConfig(dims=(20, 60, 200), steps=(40, 160, 640), stepsizes=(0.01, 0.03, 0.1, 0.3, 1.0),
-                        clips=(0.3, 1.0, 3.0, 10.0))
+QUICK = SyntheticConfig(
+    dims=(20, 60, 200),
+    steps=(40, 160, 640),
+    stepsizes=(0.01, 0.03, 0.1, 0.3, 1.0),
+    clips=(0.3, 1.0, 3.0, 10.0),
+)
 
 
 @dataclass(frozen=True)
@@ -143,7 +197,7 @@ class SyntheticRow:
     T: int
     stepsize: float
     C: float
-    test_grad_norm: float      # inf where the run diverged (large step sizes are part of the grid)
+    test_grad_norm: float  # inf where the run diverged (large step sizes are part of the grid)
     train_grad_norm: float
     train_loss: float
     test_loss: float
@@ -152,13 +206,19 @@ class SyntheticRow:
     epsilon_rdp: float = field(metadata=_private("ε of the run's ledger by RDP"))
     epsilon_pld: float = field(metadata=_private("ε of the run's ledger by the tight PLD"))
     private: bool = field(metadata=_private("the report's verdict: private"))
-    seed: int = field(default=0, metadata={"help": "which repeat of the grid (0 ≤ seed < config.seeds)"})
+    seed: int = field(
+        default=0, metadata={"help": "which repeat of the grid (0 ≤ seed < config.seeds)"}
+    )
 
 
 def tasks(config: SyntheticConfig) -> list[SyntheticTask]:
-    return [SyntheticTask(h, d, m, T, s) for h, d, m in itertools.product(config.hessians, config.dims,
-                                                                            config.methods)
-            for T in config.grid(m)[0] if config.runs(h, d, T) for s in range(config.seeds)]
+    return [
+        SyntheticTask(h, d, m, T, s)
+        for h, d, m in itertools.product(config.hessians, config.dims, config.methods)
+        for T in config.grid(m)[0]
+        if config.runs(h, d, T)
+        for s in range(config.seeds)
+    ]
 
 
 def cost(config: SyntheticConfig, task: SyntheticTask) -> float:
@@ -170,40 +230,81 @@ def cost(config: SyntheticConfig, task: SyntheticTask) -> float:
 
 def run_one(config: SyntheticConfig, task: SyntheticTask) -> tuple[SyntheticRow, ...]:
     """The task's (step size × C) grid: one row per grid point, in the order of the grid."""
-    problem = Quadratic.synthetic(task.d, task.hessian, n=config.n, seed=config.seed + 10_000 * task.seed)
-    return run_grid(problem, task.method, task.T, config, NoiseSource(), hessian=task.hessian, seed=task.seed)
+    problem = Quadratic.synthetic(
+        task.d, task.hessian, n=config.n, seed=config.seed + 10_000 * task.seed
+    )
+    return run_grid(
+        problem, task.method, task.T, config, NoiseSource(), hessian=task.hessian, seed=task.seed
+    )
 
 
-def run_grid(problem: Quadratic, method: str, T: int, config: SyntheticConfig, noise: NoiseSource, *,
-             hessian: str, seed: int = 0) -> tuple[SyntheticRow, ...]:
+def run_grid(
+    problem: Quadratic,
+    method: str,
+    T: int,
+    config: SyntheticConfig,
+    noise: NoiseSource,
+    *,
+    hessian: str,
+    seed: int = 0,
+) -> tuple[SyntheticRow, ...]:
     """One method at one T over the whole (step size × C) grid, as one batched run; a row per grid point.
     ``seed``: the repeat (its directions are seeded by config.seed + 10000·seed, as its data are)."""
     grid = list(itertools.product(config.grid(method)[1], config.clips))
     eta = torch.tensor([g[0] for g in grid], dtype=torch.float64)
     C = torch.tensor([g[1] for g in grid], dtype=torch.float64)
     multiplier = calibrate_noise("paper", config.epsilon, config.delta, T, problem.n)
-    common = {"eta": eta, "C": C, "noise_multiplier": multiplier, "steps": T, "direction": config.direction}
-    algorithm = {"DPZero": lambda: DPZero(lam=config.lam, **common),
-                 "DPGD-0th": lambda: DPGD0th(lam=config.lam, **common),
-                 "DP-GD": lambda: DPGD(**common)}[method]()
+    common = {
+        "eta": eta,
+        "C": C,
+        "noise_multiplier": multiplier,
+        "steps": T,
+        "direction": config.direction,
+    }
+    algorithm = {
+        "DPZero": lambda: DPZero(lam=config.lam, **common),
+        "DPGD-0th": lambda: DPGD0th(lam=config.lam, **common),
+        "DP-GD": lambda: DPGD(**common),
+    }[method]()
     with torch.no_grad():  # large step sizes diverge on purpose: they are part of the grid
-        run = algorithm.run(problem, torch.zeros(len(grid), problem.d, dtype=torch.float64), noise=noise,
-                            accountant=Accountant("replace-one"),
-                            generator=torch.Generator().manual_seed(config.seed + 10_000 * seed),
-                            sampler=FullBatch(problem.n))
+        run = algorithm.run(
+            problem,
+            torch.zeros(len(grid), problem.d, dtype=torch.float64),
+            noise=noise,
+            accountant=Accountant("replace-one"),
+            generator=torch.Generator().manual_seed(config.seed + 10_000 * seed),
+            sampler=FullBatch(problem.n),
+        )
         x = run.output
-        metrics = {"test_grad_norm": problem.gradient_norm(x, "test"),
-                   "train_grad_norm": problem.gradient_norm(x, "train"),
-                   "train_loss": problem.value(x, "train"), "test_loss": problem.value(x, "test")}
+        metrics = {
+            "test_grad_norm": problem.gradient_norm(x, "test"),
+            "train_grad_norm": problem.gradient_norm(x, "train"),
+            "train_loss": problem.value(x, "train"),
+            "test_loss": problem.value(x, "test"),
+        }
     report = run.report(config.delta)
-    privacy = dict(noise_multiplier=multiplier,
-                   epsilon_paper=advanced_composition_epsilon(multiplier, T, config.delta),
-                   epsilon_rdp=report.epsilon_rdp, epsilon_pld=report.epsilon_pld, private=report.private)
-    return tuple(SyntheticRow(hessian=hessian, effective_rank=problem.effective_rank, d=problem.d, method=method,
-                              T=T, stepsize=step, C=clip,
-                              **{name: _finite_or_inf(float(v[k])) for name, v in metrics.items()}, **privacy,
-                              seed=seed)
-                 for k, (step, clip) in enumerate(grid))
+    privacy = dict(
+        noise_multiplier=multiplier,
+        epsilon_paper=advanced_composition_epsilon(multiplier, T, config.delta),
+        epsilon_rdp=report.epsilon_rdp,
+        epsilon_pld=report.epsilon_pld,
+        private=report.private,
+    )
+    return tuple(
+        SyntheticRow(
+            hessian=hessian,
+            effective_rank=problem.effective_rank,
+            d=problem.d,
+            method=method,
+            T=T,
+            stepsize=step,
+            C=clip,
+            **{name: _finite_or_inf(float(v[k])) for name, v in metrics.items()},
+            **privacy,
+            seed=seed,
+        )
+        for k, (step, clip) in enumerate(grid)
+    )
 
 
 def _finite_or_inf(v: float) -> float:

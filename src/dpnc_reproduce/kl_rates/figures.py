@@ -22,8 +22,12 @@ def plot(result: Result, out: Path) -> list[Path]:
     paths = []
     algorithms = [a for a in ALGORITHMS if any(r.algorithm == a for r in rows)]
     names = [o for o in OBJECTIVES if any(r.objective == o for r in rows)]
-    fig, axes = plt.subplots(len(algorithms), len(names), figsize=(4.3 * len(names), 3.5 * len(algorithms)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(algorithms),
+        len(names),
+        figsize=(4.3 * len(names), 3.5 * len(algorithms)),
+        squeeze=False,
+    )
     for i, a in enumerate(algorithms):
         for j, o in enumerate(names):
             ax = axes[i][j]
@@ -38,12 +42,20 @@ def plot(result: Result, out: Path) -> list[Path]:
             if swept:
                 xs, ys = zip(*medians(swept, "excess", ("algorithm",), "x")[(a,)])
                 ax.plot(xs, ys, "kx", markersize=8, label=f"ρ sweep, d = {swept[0].d}")
-            ax.set(xscale="log", yscale="log", xlabel="n√ρ/√d", ylabel="F(w) − F*",
-                   title=f"{a}: {o} (κ = {OBJECTIVES[o][0]:g})")
+            ax.set(
+                xscale="log",
+                yscale="log",
+                xlabel="n√ρ/√d",
+                ylabel="F(w) − F*",
+                title=f"{a}: {o} (κ = {OBJECTIVES[o][0]:g})",
+            )
             ax.grid(alpha=0.3)
             ax.legend(fontsize=6)
-    fig.suptitle(f"median excess over {cfg.seeds} seeds (band: quartiles); dashed: the theorem's bound; "
-                 "dotted: the class lower bound (constants and logs dropped)", fontsize=10)
+    fig.suptitle(
+        f"median excess over {cfg.seeds} seeds (band: quartiles); dashed: the theorem's bound; "
+        "dotted: the class lower bound (constants and logs dropped)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(out / "fig_excess.png", dpi=100)
     plt.close(fig)
@@ -55,16 +67,28 @@ def plot(result: Result, out: Path) -> list[Path]:
         for ax, o in zip(axes[0], names):
             for c, d in enumerate(sorted({r.d for r in adaptive if r.objective == o})):
                 for a, style in zip(ADAPTIVE, ("-", "--")):
-                    series = medians([r for r in adaptive if r.objective == o and r.d == d and r.algorithm == a],
-                                     "grad_norm", ("d",), "x").get((d,))
+                    series = medians(
+                        [r for r in adaptive if r.objective == o and r.d == d and r.algorithm == a],
+                        "grad_norm",
+                        ("d",),
+                        "x",
+                    ).get((d,))
                     if series:
-                        ax.plot(*zip(*series), color=f"C{c}", linestyle=style, marker="o", markersize=3,
-                                label=f"{a}, d = {d}")
+                        ax.plot(
+                            *zip(*series),
+                            color=f"C{c}",
+                            linestyle=style,
+                            marker="o",
+                            markersize=3,
+                            label=f"{a}, d = {d}",
+                        )
             ax.set(xscale="log", yscale="log", xlabel="n√ρ/√d", ylabel="‖∇F(w_out)‖", title=f"{o}")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=6)
-        fig.suptitle("median gradient norm of the output: last iterate (solid) vs privately selected (dashed)",
-                     fontsize=10)
+        fig.suptitle(
+            "median gradient norm of the output: last iterate (solid) vs privately selected (dashed)",
+            fontsize=10,
+        )
         fig.tight_layout()
         fig.savefig(out / "fig_grad_norm.png", dpi=100)
         plt.close(fig)

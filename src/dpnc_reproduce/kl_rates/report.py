@@ -18,7 +18,6 @@ from dpnc_reproduce.common import by_seed, group_medians, loglog_slope
 from dpnc_reproduce.kl_rates.run import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
 from dpnc_reproduce.protocol import Claim, Result
 
-
 # How every rate claim is judged (issue 27; its tolerance, issue 41): the theorems are upper bounds on the excess
 # as x = n√ρ/√d → ∞, so a rate holds when the per-seed slopes' 95 % t interval lies below the bound's own slope over
 # the same points plus the tolerance of the logs that bound drops (:func:`tolerance`), fails when all of it lies
@@ -27,20 +26,26 @@ from dpnc_reproduce.protocol import Claim, Result
 # low-n points may be optimisation-limited. The tolerance replaced a single RATE_TOL = 0.1 (set on 11-26, after the
 # rows it judged); it is derived per grid but was itself declared after the committed rows.
 REGIME = stats.GROWS
-BETA = 0.05   # the theorems' failure probability β in ℓ = ln(n√ρ/β): every committed run's (KLRatesConfig's default)
+BETA = 0.05  # the theorems' failure probability β in ℓ = ln(n√ρ/β): every committed run's (KLRatesConfig's default)
 WORDS = {True: "holds", False: "fails", None: "no signal"}
 # A theorem with explicit constants is tested on its bound, measured / bound ≤ 1 in every run, not on a slope (issue
 # 41): KL-Spider's Φfloor (Thm 1, Cf = 48, its K and log(1/β′) computed); its slope claims stay, reported unjudged.
-EXPLICIT = {"kl-spider": "judged on its explicit bound instead (excess ≤ Φfloor in every run, below)"}
-FLOOR = 0.25   # a median excess above this share of F(w0) − F* at the lowest x: the start caps the excess there
+EXPLICIT = {
+    "kl-spider": "judged on its explicit bound instead (excess ≤ Φfloor in every run, below)"
+}
+FLOOR = 0.25  # a median excess above this share of F(w0) − F* at the lowest x: the start caps the excess there
 
 
-def medians(rows: Sequence[KLRow], metric: str, keys: Sequence[str], x: str) -> dict[tuple, list[tuple]]:
+def medians(
+    rows: Sequence[KLRow], metric: str, keys: Sequence[str], x: str
+) -> dict[tuple, list[tuple]]:
     """:func:`~dpnc_reproduce.common.group_medians` of typed rows."""
     return group_medians([vars(r) for r in rows], metric, keys, x)
 
 
-def tolerance(algorithm: str, regime: str, kappa: float, d: int, xs: Sequence[float]) -> stats.Tolerance:
+def tolerance(
+    algorithm: str, regime: str, kappa: float, d: int, xs: Sequence[float]
+) -> stats.Tolerance:
     """The logs a rate's bound drops, as a slope over its grid x = n√ρ/√d (n√ρ = x√d).
 
     KL-Spider's Φfloor and the proximal point's bound are computed with their log factors (K, log(1/β′), T,
@@ -71,7 +76,9 @@ def _fmt(value: float) -> str:
 def _interval(s: dict, part: str = "") -> stats.Interval:
     """The per-seed slope interval of a :func:`slopes` record (``part`` "upper": over the upper half of x)."""
     name = "seed_slope_upper" if part == "upper" else "seed_slope"
-    note = "fewer than 3 points" if part and not math.isfinite(s[name]) else s.get(f"{name}_note", "")
+    note = (
+        "fewer than 3 points" if part and not math.isfinite(s[name]) else s.get(f"{name}_note", "")
+    )
     return stats.Interval(s[name], s[f"{name}_low"], s[f"{name}_high"], s["seeds"], note or "")
 
 
@@ -85,7 +92,9 @@ def slopes(rows: Sequence[KLRow]) -> list[dict]:
     keys = ("algorithm", "objective", "d", "regime")
     med, mean_rows = medians(main, "excess", keys, "x"), {}
     for r in main:
-        mean_rows.setdefault(tuple(getattr(r, k) for k in keys), {}).setdefault(r.x, []).append(r.excess)
+        mean_rows.setdefault(tuple(getattr(r, k) for k in keys), {}).setdefault(r.x, []).append(
+            r.excess
+        )
     bound = medians(main, "bound", keys, "x")
     grad = medians(main, "grad_norm", keys, "x")
     grad_bound = medians([r for r in main if r.grad_bound is not None], "grad_bound", keys, "x")
@@ -101,24 +110,51 @@ def slopes(rows: Sequence[KLRow]) -> list[dict]:
         xs, ys = zip(*med[key])
         kappa = OBJECTIVES[key[1]][0]
         means = [statistics.fmean(mean_rows[key][x]) for x in xs]
-        upper = len(xs) // 2  # the upper half of the range (≥ 3 points), where the asymptotic term rules
+        upper = (
+            len(xs) // 2
+        )  # the upper half of the range (≥ 3 points), where the asymptotic term rules
         seed_xs, seed_ys = seeds[key]
         whole = stats.slope_interval(seed_xs, seed_ys)
-        top = (stats.slope_interval(seed_xs[upper:], [ys[upper:] for ys in seed_ys]) if len(xs) - upper >= 3
-               else stats.Interval(math.nan, -math.inf, math.inf, 0, "fewer than 3 points"))
+        top = (
+            stats.slope_interval(seed_xs[upper:], [ys[upper:] for ys in seed_ys])
+            if len(xs) - upper >= 3
+            else stats.Interval(math.nan, -math.inf, math.inf, 0, "fewer than 3 points")
+        )
         tol = tolerance(key[0], key[3], kappa, key[2], xs)
-        out.append({"algorithm": key[0], "objective": key[1], "kappa": kappa, "d": key[2], "regime": key[3],
-                    "tol": tol.value, "tol_formula": tol.formula,
-                    "points": len(xs), "x_min": min(xs), "x_max": max(xs),
-                    "slope": loglog_slope(xs, ys), "slope_mean": loglog_slope(xs, means),
-                    "slope_upper": loglog_slope(xs[upper:], ys[upper:]) if len(xs) - upper >= 3 else math.nan,
-                    "predicted": predicted(key[3], kappa), "bound_slope": loglog_slope(*zip(*bound[key])),
-                    "grad_slope": loglog_slope(*zip(*grad[key])),
-                    "grad_bound_slope": (loglog_slope(*zip(*grad_bound[key])) if key in grad_bound else None),
-                    "seeds": whole.seeds, "seed_slope": whole.estimate, "seed_slope_low": whole.low,
-                    "seed_slope_high": whole.high, "seed_slope_note": whole.note, "seed_slope_upper": top.estimate,
-                    "seed_slope_upper_low": top.low, "seed_slope_upper_high": top.high,
-                    **_diagnostics(groups[key], xs)})
+        out.append(
+            {
+                "algorithm": key[0],
+                "objective": key[1],
+                "kappa": kappa,
+                "d": key[2],
+                "regime": key[3],
+                "tol": tol.value,
+                "tol_formula": tol.formula,
+                "points": len(xs),
+                "x_min": min(xs),
+                "x_max": max(xs),
+                "slope": loglog_slope(xs, ys),
+                "slope_mean": loglog_slope(xs, means),
+                "slope_upper": loglog_slope(xs[upper:], ys[upper:])
+                if len(xs) - upper >= 3
+                else math.nan,
+                "predicted": predicted(key[3], kappa),
+                "bound_slope": loglog_slope(*zip(*bound[key])),
+                "grad_slope": loglog_slope(*zip(*grad[key])),
+                "grad_bound_slope": (
+                    loglog_slope(*zip(*grad_bound[key])) if key in grad_bound else None
+                ),
+                "seeds": whole.seeds,
+                "seed_slope": whole.estimate,
+                "seed_slope_low": whole.low,
+                "seed_slope_high": whole.high,
+                "seed_slope_note": whole.note,
+                "seed_slope_upper": top.estimate,
+                "seed_slope_upper_low": top.low,
+                "seed_slope_upper_high": top.high,
+                **_diagnostics(groups[key], xs),
+            }
+        )
     return out
 
 
@@ -126,21 +162,29 @@ def _diagnostics(by_x: dict[float, list[KLRow]], xs: Sequence[float]) -> dict:
     """What the reasons for a slope are read from: at the lowest and highest x, the median excess over F(w0) − F*
     and over the bound; at the lowest x, adaptive GD's 2κ/(4−κ) term over its κ/2 term; the median over the points
     of the standard deviation of log excess between seeds; the runs whose inner steps were capped below the rule."""
+
     def med(x, f):
         return statistics.median(f(r) for r in by_x[x])
 
     low, high = xs[0], xs[-1]
     logs = [[math.log(r.excess) for r in by_x[x] if r.excess > 0] for x in xs]
     first = by_x[low][0]
-    return {"start_ratio_low": med(low, lambda r: r.excess / r.start_excess),
-            "bound_ratio_low": med(low, lambda r: r.excess / r.bound),
-            "bound_ratio_high": med(high, lambda r: r.excess / r.bound),
-            "terms_ratio_low": (first.bound_dim_term / first.bound_noise_term
-                                if first.bound_dim_term is not None and first.bound_noise_term else None),
-            "log_sd": statistics.median(statistics.stdev(v) if len(v) > 1 else math.nan for v in logs),
-            "capped": sum(r.inner_steps is not None and r.inner_steps < r.inner_rule
-                          for x in xs for r in by_x[x]),
-            "inner_low": first.inner_steps, "inner_high": by_x[high][0].inner_steps}
+    return {
+        "start_ratio_low": med(low, lambda r: r.excess / r.start_excess),
+        "bound_ratio_low": med(low, lambda r: r.excess / r.bound),
+        "bound_ratio_high": med(high, lambda r: r.excess / r.bound),
+        "terms_ratio_low": (
+            first.bound_dim_term / first.bound_noise_term
+            if first.bound_dim_term is not None and first.bound_noise_term
+            else None
+        ),
+        "log_sd": statistics.median(statistics.stdev(v) if len(v) > 1 else math.nan for v in logs),
+        "capped": sum(
+            r.inner_steps is not None and r.inner_steps < r.inner_rule for x in xs for r in by_x[x]
+        ),
+        "inner_low": first.inner_steps,
+        "inner_high": by_x[high][0].inner_steps,
+    }
 
 
 def observed(s: dict, part: str = "") -> bool | None:
@@ -165,18 +209,25 @@ def reason(s: dict) -> str:
     fit, limit = _interval(s), s["bound_slope"] + _tol(s)
     if not (math.isfinite(fit.low) and math.isfinite(fit.high)):
         return f"no interval ({fit.note or 'fewer than 2 seeds with a slope'})"
-    out = [f"all of the interval lies above the bound's slope + {_tol(s):.3f} = {limit:.2f}: the excess falls slower "
-           "than the bound" if fit.low > limit else
-           f"the interval straddles {limit:.2f} (±{(fit.high - fit.low) / 2:.2f} wide; log excess spreads by "
-           f"{s['log_sd']:.2g} between seeds at a point, {s['seeds']} seeds, {s['points']} points)"]
+    out = [
+        f"all of the interval lies above the bound's slope + {_tol(s):.3f} = {limit:.2f}: the excess falls slower "
+        "than the bound"
+        if fit.low > limit
+        else f"the interval straddles {limit:.2f} (±{(fit.high - fit.low) / 2:.2f} wide; log excess spreads by "
+        f"{s['log_sd']:.2g} between seeds at a point, {s['seeds']} seeds, {s['points']} points)"
+    ]
     if s["capped"]:
         out.append(f"the inner cap bound in {s['capped']} runs")
     if s["start_ratio_low"] > FLOOR:
-        out.append(f"a floor from the excess at x0: at the lowest x the median excess is already "
-                   f"{s['start_ratio_low']:.2g} of F(w0) − F*")
+        out.append(
+            f"a floor from the excess at x0: at the lowest x the median excess is already "
+            f"{s['start_ratio_low']:.2g} of F(w0) − F*"
+        )
     if s["regime"] == "κ/2" and (s["terms_ratio_low"] or 0) > 0.3:
-        out.append(f"next to the crossover: the 2κ/(4−κ) term is {s['terms_ratio_low']:.2g}× the κ/2 term at the "
-                   "lowest x")
+        out.append(
+            f"next to the crossover: the 2κ/(4−κ) term is {s['terms_ratio_low']:.2g}× the κ/2 term at the "
+            "lowest x"
+        )
     upper = _interval(s, "upper")
     if math.isfinite(upper.estimate):
         out.append(f"over the upper half of x: {WORDS[observed(s, 'upper')]} ({upper})")
@@ -188,132 +239,217 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
     claims, slope_rows = [], slopes(rows)
     over = [r for r in rows if r.rho_spent > r.rho * (1 + 1e-9)]
     ratio = max(r.rho_spent / r.rho for r in rows)
-    eps = "; ".join(f"ρ = {rho:g}: ε ≤ {max(r.epsilon for r in rows if r.rho == rho):.3g}"
-                    for rho in sorted({r.rho for r in rows}))
-    claims.append(Claim(
-        "every run spends at most its zCDP budget ρ (the accountant's ρ; adaptive GD + selection: "
-        "ρ' = 8ρ/9 by the filter plus ρ'/8 for the exponential mechanism)", not over,
-        f"max ρ spent / ρ = {ratio:.6f} over {len(rows)} runs; {len(over)} run(s) over; "
-        f"ε at δ (zCDP conversion): {eps}",
-        facts={"max_rho_ratio": ratio, "runs": len(rows), "runs_over": len(over)}
-        | {facts.name("max_epsilon_rho", f"{rho:g}"): max(r.epsilon for r in rows if r.rho == rho)
-           for rho in sorted({r.rho for r in rows})}))
+    eps = "; ".join(
+        f"ρ = {rho:g}: ε ≤ {max(r.epsilon for r in rows if r.rho == rho):.3g}"
+        for rho in sorted({r.rho for r in rows})
+    )
+    claims.append(
+        Claim(
+            "every run spends at most its zCDP budget ρ (the accountant's ρ; adaptive GD + selection: "
+            "ρ' = 8ρ/9 by the filter plus ρ'/8 for the exponential mechanism)",
+            not over,
+            f"max ρ spent / ρ = {ratio:.6f} over {len(rows)} runs; {len(over)} run(s) over; "
+            f"ε at δ (zCDP conversion): {eps}",
+            facts={"max_rho_ratio": ratio, "runs": len(rows), "runs_over": len(over)}
+            | {
+                facts.name("max_epsilon_rho", f"{rho:g}"): max(
+                    r.epsilon for r in rows if r.rho == rho
+                )
+                for rho in sorted({r.rho for r in rows})
+            },
+        )
+    )
     far = [r for r in rows if r.region_distance > r.radius * (1 + 1e-12)]
     distance = max(r.region_distance / r.radius for r in rows)
-    claims.append(Claim(
-        "every iterate (the proximal point method's inner iterates included) stays in the region where L0 "
-        "is declared, so the sensitivity the ledger charges holds (issue 13, finding 4)", not far,
-        f"max distance from the centre / radius = {distance:.6f} over "
-        f"{len(rows)} runs; sensitivity: {', '.join(sorted({r.sensitivity for r in rows}))}",
-        facts={"max_distance_ratio": distance, "runs": len(rows), "runs_outside": len(far)}))
-    spider = [r for r in rows if r.algorithm == "kl-spider"]   # the n sweep and the ρ sweep
+    claims.append(
+        Claim(
+            "every iterate (the proximal point method's inner iterates included) stays in the region where L0 "
+            "is declared, so the sensitivity the ledger charges holds (issue 13, finding 4)",
+            not far,
+            f"max distance from the centre / radius = {distance:.6f} over "
+            f"{len(rows)} runs; sensitivity: {', '.join(sorted({r.sensitivity for r in rows}))}",
+            facts={"max_distance_ratio": distance, "runs": len(rows), "runs_outside": len(far)},
+        )
+    )
+    spider = [r for r in rows if r.algorithm == "kl-spider"]  # the n sweep and the ρ sweep
     if spider:
         above = [r for r in spider if r.excess > r.bound]
         worst = max(r.excess / r.bound for r in spider)
-        claims.append(Claim("KL-Spider: F(w_out) − F* ≤ Φfloor in every run (Theorem 1, w.p. ≥ 1 − β each)",
-                            not above, f"{len(spider) - len(above)} of {len(spider)} runs; max excess / Φfloor "
-                            f"{worst:.3g}", facts={"runs": len(spider), "runs_above": len(above),
-                                                   "max_excess_ratio": worst}))
+        claims.append(
+            Claim(
+                "KL-Spider: F(w_out) − F* ≤ Φfloor in every run (Theorem 1, w.p. ≥ 1 − β each)",
+                not above,
+                f"{len(spider) - len(above)} of {len(spider)} runs; max excess / Φfloor "
+                f"{worst:.3g}",
+                facts={"runs": len(spider), "runs_above": len(above), "max_excess_ratio": worst},
+            )
+        )
     check, inner, inner_claims = [r for r in rows if r.sweep == "inner"], {}, []
     for o in dict.fromkeys(r.objective for r in check):
         mine = [r for r in check if r.objective == o]
         more = max(r.inner_factor for r in mine)
-        logs = {f: [math.log(r.excess) for r in mine if r.inner_factor == f and r.excess > 0] for f in (1.0, more)}
+        logs = {
+            f: [math.log(r.excess) for r in mine if r.inner_factor == f and r.excess > 0]
+            for f in (1.0, more)
+        }
         iv = stats.difference_interval(logs[more], logs[1.0])
         # were the optimisation error to rule, the excess (∝ error^(κ/2)) would fall by more^(κ/2): judged against
         # half that fall in log, the midpoint between "no change" and "optimisation-limited"
         kappa = mine[0].kappa
         midpoint = -kappa / 4 * math.log(more)
         inner[o] = stats.exceeds(iv, midpoint)
-        inner_claims.append(Claim(
-            f"proximal point on {o} (κ = {kappa:g}): the inner steps do not limit the excess — at n = {mine[0].n}, "
-            f"{more:g}× the rule's inner steps lowers the excess by less than {math.exp(-midpoint):.3g}×, half (in "
-            f"log) of the {more ** (kappa / 2):.3g}× an optimisation-limited excess would fall "
-            "(mean log ratio, interval over seeds)", stats.exceeds(iv, midpoint),
-            f"log(excess at {more:g}×) − log(excess at 1×): {iv} (threshold {midpoint:.2f}), {len(logs[more])} and "
-            f"{len(logs[1.0])} seeds; inner steps per round {min(r.inner_steps for r in mine)} and "
-            f"{max(r.inner_steps for r in mine)}",
-            facts=facts.interval(iv, midpoint) | {"factor": more, "seeds_more": len(logs[more]),
-                                                  "seeds_base": len(logs[1.0]),
-                                                  "inner_steps_min": min(r.inner_steps for r in mine), "kappa": kappa,
-                                                  "inner_steps_max": max(r.inner_steps for r in mine)}))
+        inner_claims.append(
+            Claim(
+                f"proximal point on {o} (κ = {kappa:g}): the inner steps do not limit the excess — at n = {mine[0].n}, "
+                f"{more:g}× the rule's inner steps lowers the excess by less than {math.exp(-midpoint):.3g}×, half (in "
+                f"log) of the {more ** (kappa / 2):.3g}× an optimisation-limited excess would fall "
+                "(mean log ratio, interval over seeds)",
+                stats.exceeds(iv, midpoint),
+                f"log(excess at {more:g}×) − log(excess at 1×): {iv} (threshold {midpoint:.2f}), {len(logs[more])} and "
+                f"{len(logs[1.0])} seeds; inner steps per round {min(r.inner_steps for r in mine)} and "
+                f"{max(r.inner_steps for r in mine)}",
+                facts=facts.interval(iv, midpoint)
+                | {
+                    "factor": more,
+                    "seeds_more": len(logs[more]),
+                    "seeds_base": len(logs[1.0]),
+                    "inner_steps_min": min(r.inner_steps for r in mine),
+                    "kappa": kappa,
+                    "inner_steps_max": max(r.inner_steps for r in mine),
+                },
+            )
+        )
     for s in slope_rows:
         if s["points"] < 3:
             continue  # two points make a slope but not a check
         label = f"{LABEL[s['algorithm']]} on {s['objective']} (κ = {s['kappa']:g}), d = {s['d']}"
         fit, ok = _interval(s), observed(s)
-        evidence = (f"per-seed slopes {fit} over {s['points']} points, x ∈ [{s['x_min']:.3g}, {s['x_max']:.3g}] "
-                    f"(upper half: {_interval(s, 'upper')}); bound's own slope {_fmt(s['bound_slope'])} (+ "
-                    f"{_tol(s):.3f} = {_fmt(s['bound_slope'] + _tol(s))}; tolerance: {s['tol_formula']}); the "
-                    f"theorem's exponent {s['predicted']:.2f}")
-        if s["inner_low"] is not None:   # few inner steps at the low end can leave those points optimisation-limited
+        evidence = (
+            f"per-seed slopes {fit} over {s['points']} points, x ∈ [{s['x_min']:.3g}, {s['x_max']:.3g}] "
+            f"(upper half: {_interval(s, 'upper')}); bound's own slope {_fmt(s['bound_slope'])} (+ "
+            f"{_tol(s):.3f} = {_fmt(s['bound_slope'] + _tol(s))}; tolerance: {s['tol_formula']}); the "
+            f"theorem's exponent {s['predicted']:.2f}"
+        )
+        if (
+            s["inner_low"] is not None
+        ):  # few inner steps at the low end can leave those points optimisation-limited
             evidence += f"; inner steps per round {s['inner_low']} at the lowest x, {s['inner_high']} at the highest"
         if s["algorithm"] == "proximal-point" and s["objective"] in inner:
             evidence += f"; its inner-steps check (below): {WORDS[inner[s['objective']]]}"
             ok = stats.all_hold([ok, inner[s["objective"]]])
         status = ""
-        if s["algorithm"] in EXPLICIT:   # explicit constants: the bound itself is tested, not its slope (issue 41)
+        if (
+            s["algorithm"] in EXPLICIT
+        ):  # explicit constants: the bound itself is tested, not its slope (issue 41)
             evidence += f"; the slope rule alone: {WORDS[ok]}"
             ok, status = None, EXPLICIT[s["algorithm"]]
         elif ok is not True:
             evidence += f". Reason: {reason(s)}"
-        read = {"slope": fit.estimate, "slope_low": fit.low, "slope_high": fit.high, "tolerance": _tol(s),
-                "limit": s["bound_slope"] + _tol(s), "points": s["points"], "seeds": s["seeds"],
-                "capped_runs": s["capped"], "start_share_low": s["start_ratio_low"],
-                "slope_rule": facts.verdict(observed(s))}   # what the reasons read; the slope rule alone
+        read = {
+            "slope": fit.estimate,
+            "slope_low": fit.low,
+            "slope_high": fit.high,
+            "tolerance": _tol(s),
+            "limit": s["bound_slope"] + _tol(s),
+            "points": s["points"],
+            "seeds": s["seeds"],
+            "capped_runs": s["capped"],
+            "start_share_low": s["start_ratio_low"],
+            "slope_rule": facts.verdict(observed(s)),
+        }  # what the reasons read; the slope rule alone
         if s["algorithm"] == "proximal-point" and s["objective"] in inner:
             read["inner_check"] = facts.verdict(inner[s["objective"]])
-        claims.append(Claim(f"{label}, {s['regime']} regime: the excess falls no slower than the theorem's upper "
-                            f"bound — slope against n√ρ/√d ≤ the bound's own slope over these points + "
-                            f"{_tol(s):.2f} (its dropped logs over these points; x → ∞, one-sided)", ok, evidence,
-                            status, read))
+        claims.append(
+            Claim(
+                f"{label}, {s['regime']} regime: the excess falls no slower than the theorem's upper "
+                f"bound — slope against n√ρ/√d ≤ the bound's own slope over these points + "
+                f"{_tol(s):.2f} (its dropped logs over these points; x → ∞, one-sided)",
+                ok,
+                evidence,
+                status,
+                read,
+            )
+        )
     claims += inner_claims
     sweep = [r for r in rows if r.sweep == "rho"]
     if sweep:
-        main = medians([r for r in rows if r.sweep == "n"], "excess", ("algorithm", "objective", "d"), "nsr")
+        main = medians(
+            [r for r in rows if r.sweep == "n"], "excess", ("algorithm", "objective", "d"), "nsr"
+        )
         swept = medians(sweep, "excess", ("algorithm", "objective", "d"), "nsr")
         pairs = {}
         for key, points in swept.items():
             reference = dict(main.get(key, []))
             for nsr, _ in points:
                 if nsr in reference:
+
                     def logs(rs, key=key, nsr=nsr):
-                        return [math.log(r.excess) if r.excess > 0 else -math.inf for r in rs
-                                if (r.algorithm, r.objective, r.d, r.nsr) == (*key, nsr)]
-                    pairs[(key[0], nsr)] = stats.difference_interval(logs(sweep), logs([r for r in rows
-                                                                                        if r.sweep == "n"]))
+                        return [
+                            math.log(r.excess) if r.excess > 0 else -math.inf
+                            for r in rs
+                            if (r.algorithm, r.objective, r.d, r.nsr) == (*key, nsr)
+                        ]
+
+                    pairs[(key[0], nsr)] = stats.difference_interval(
+                        logs(sweep), logs([r for r in rows if r.sweep == "n"])
+                    )
         if pairs:
             verdicts = {k: stats.within(iv, 0.0, math.log(3)) for k, iv in pairs.items()}
-            claims.append(Claim(
-                "the runs depend on n and ρ only through n√ρ: at the same n√ρ, the ρ-sweep runs (n fixed) and the "
-                "n-sweep runs (ρ = 1) differ by less than 3× (mean log excess, interval over seeds)",
-                stats.all_hold(list(verdicts.values())),
-                stats.judged(verdicts) + "; log ratio: " + "; ".join(f"{a} at n√ρ = {nsr:.0e}: {iv}"
-                                                                     for (a, nsr), iv in pairs.items()),
-                facts=facts.parts({(a, f"{nsr:.0e}"): iv for (a, nsr), iv in pairs.items()}, verdicts=verdicts)
-                | {"tolerance": math.log(3)}))
-    with_lb = [r for r in rows if r.lower_bound is not None and r.sweep == "n" and r.regime != TRIVIAL]
+            claims.append(
+                Claim(
+                    "the runs depend on n and ρ only through n√ρ: at the same n√ρ, the ρ-sweep runs (n fixed) and the "
+                    "n-sweep runs (ρ = 1) differ by less than 3× (mean log excess, interval over seeds)",
+                    stats.all_hold(list(verdicts.values())),
+                    stats.judged(verdicts)
+                    + "; log ratio: "
+                    + "; ".join(f"{a} at n√ρ = {nsr:.0e}: {iv}" for (a, nsr), iv in pairs.items()),
+                    facts=facts.parts(
+                        {(a, f"{nsr:.0e}"): iv for (a, nsr), iv in pairs.items()}, verdicts=verdicts
+                    )
+                    | {"tolerance": math.log(3)},
+                )
+            )
+    with_lb = [
+        r for r in rows if r.lower_bound is not None and r.sweep == "n" and r.regime != TRIVIAL
+    ]
     if with_lb:
         points: dict[tuple, list[float]] = {}
         for r in with_lb:
             points.setdefault((r.algorithm, r.objective, r.d, r.x), []).append(
-                math.log(r.excess / r.lower_bound) if r.excess > 0 else -math.inf)
+                math.log(r.excess / r.lower_bound) if r.excess > 0 else -math.inf
+            )
         fits = {k: stats.mean_interval(v) for k, v in points.items()}
         verdicts = {k: stats.exceeds(iv, 0.0) for k, iv in fits.items()}
         estimates = [iv.estimate for iv in fits.values() if math.isfinite(iv.estimate)]
-        claims.append(Claim(
-            "(information) the excess is above the class lower bound at every non-trivial point: mean log(excess / "
-            "lower bound) over seeds > 0 (constants and logs dropped; the lower bound is a worst case over the "
-            "class, a fixed instance may go below it)", stats.all_hold(list(verdicts.values())),
-            stats.judged(verdicts) + (f"; mean log ratio from {min(estimates):.2f} to {max(estimates):.2f}"
-                                      if estimates else ""),
-            facts=facts.counts(verdicts.values()) | {"threshold": 0.0, "min_estimate": min(estimates, default=math.nan),
-                                                     "max_estimate": max(estimates, default=math.nan)}))
+        claims.append(
+            Claim(
+                "(information) the excess is above the class lower bound at every non-trivial point: mean log(excess / "
+                "lower bound) over seeds > 0 (constants and logs dropped; the lower bound is a worst case over the "
+                "class, a fixed instance may go below it)",
+                stats.all_hold(list(verdicts.values())),
+                stats.judged(verdicts)
+                + (
+                    f"; mean log ratio from {min(estimates):.2f} to {max(estimates):.2f}"
+                    if estimates
+                    else ""
+                ),
+                facts=facts.counts(verdicts.values())
+                | {
+                    "threshold": 0.0,
+                    "min_estimate": min(estimates, default=math.nan),
+                    "max_estimate": max(estimates, default=math.nan),
+                },
+            )
+        )
     return claims
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
-    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
+    q = (
+        statistics.quantiles(values, n=4, method="inclusive")
+        if len(values) > 1
+        else [values[0]] * 3
+    )
     return q[0], q[1], q[2]
 
 
@@ -326,145 +462,193 @@ def describe(result: Result) -> str:
     rows, cfg = result.rows, result.config
     private = all(r.private for r in rows)
     kinds = sorted({r.objective for r in rows}, key=list(OBJECTIVES).index)
-    lines = [("Privacy noise: secret (operating-system entropy); every run is private." if private else
-              "Privacy noise: **NOT PRIVATE** — seeded test sources (`--reproducible`), for replaying the numbers."),
-             "",
-             "Objectives (data-free: n copies of one example, so n enters only through the noise), each on the ball "
-             f"of radius 1 around w*, started at w0 = w* + {cfg.start_fraction:g}·(1, …, 1)/√d, F0 = (γL0)^κ (the "
-             "algorithms' default). Every iterate, the proximal point method's inner iterates included, is projected "
-             "onto that ball, the region where L0 is declared (sensitivity: "
-             f"{', '.join(sorted({r.sensitivity for r in rows}))}; see `dpnc.algorithms.menart.common`):",
-             ""]
+    lines = [
+        (
+            "Privacy noise: secret (operating-system entropy); every run is private."
+            if private
+            else "Privacy noise: **NOT PRIVATE** — seeded test sources (`--reproducible`), for replaying the numbers."
+        ),
+        "",
+        "Objectives (data-free: n copies of one example, so n enters only through the noise), each on the ball "
+        f"of radius 1 around w*, started at w0 = w* + {cfg.start_fraction:g}·(1, …, 1)/√d, F0 = (γL0)^κ (the "
+        "algorithms' default). Every iterate, the proximal point method's inner iterates included, is projected "
+        "onto that ball, the region where L0 is declared (sensitivity: "
+        f"{', '.join(sorted({r.sensitivity for r in rows}))}; see `dpnc.algorithms.menart.common`):",
+        "",
+    ]
     for o in kinds:
         r = next(r for r in rows if r.objective == o)
-        lines.append(f"- `{o}`: {OBJECTIVES[o][1]}, κ = {OBJECTIVES[o][0]:g}, γ = {r.gamma:.4g}, "
-                     f"L0 = {r.L0:.4g} (at d = {r.d}), F0 = {r.F0:.4g}")
-    lines += ["",
-              f"Budget ρ = 1 (ρ-zCDP, replace-one) in the n sweep, n = n√ρ; ρ sweep ρ ∈ {list(cfg.rhos)} at "
-              f"n = {cfg.rho_sweep_n:.0e}, d = {cfg.rho_sweep_dim}, `{cfg.rho_sweep_objective}`. "
-              f"β = {cfg.beta}, ε reported at δ = {cfg.dp_delta:g} (zCDP conversion), {cfg.seeds} seeds. "
-              f"Calibrated noise (paper=False, spec §1.2). Proximal point: d = 1; its inner noisy projected GD runs "
-              f"{cfg.inner_scale:g}× the steps at which its optimisation error meets Theorem 9's statistical term, "
-              "⌈n²ρ_A/(d·ℓ)⌉ with ρ_A = ρ/T, ℓ = log(n²log²(2/β_A)/(dβ_A)) (`kl_proximal.statistical_inner_steps`: "
-              "it grows like (n√ρ)², so the inner error stays below the statistical term at every n√ρ), capped at "
-              f"{cfg.max_inner_iters} (the cap bound in {_capped(rows)} runs); check at n = {cfg.inner_check_n} "
-              f"with {cfg.inner_check_factor:g}× those steps, {cfg.inner_check_seeds} seeds per arm.",
-              "",
-              "Bounds drawn and fitted, at each run's constants: Spider — Φfloor of its schedule (Theorem 1, exact "
-              "constants, Cf = 48); proximal point — Theorem 2's (γL0√(T·d·log(…))/(n√ρ))^κ with the O-constant 1; "
-              "adaptive GD — Theorem 4 with the O-constant 1 and its log factors ℓ, p_max dropped: "
-              "(γL0√d/(n√ρ))^{2κ/(4−κ)} + (max{γ²,1}L0²/(min{L1,1}n√ρ))^{κ/2} + (1/(n√ρ))^{κ/(2−κ)}; a point is in "
-              "the 2κ/(4−κ) regime when the first term is the larger. Lower bounds: Corollary 1's (γL0√d/(n√ρ))^κ "
-              "for κ ∈ (1, 2]; for κ > 2 at d = 1, Theorem 8's ¼(γL0/(nε))^κ at ε = √ρ — both with constants and "
-              "log factors dropped (Ω̃), and both worst cases over the class of (γ, κ)-KL, L0-Lipschitz functions, "
-              "not bounds for the fixed instance. Slopes are fitted over the points where the bound is below F0 "
-              "(\"trivial\" points, where the theorem promises nothing, are drawn but not fitted)."]
+        lines.append(
+            f"- `{o}`: {OBJECTIVES[o][1]}, κ = {OBJECTIVES[o][0]:g}, γ = {r.gamma:.4g}, "
+            f"L0 = {r.L0:.4g} (at d = {r.d}), F0 = {r.F0:.4g}"
+        )
+    lines += [
+        "",
+        f"Budget ρ = 1 (ρ-zCDP, replace-one) in the n sweep, n = n√ρ; ρ sweep ρ ∈ {list(cfg.rhos)} at "
+        f"n = {cfg.rho_sweep_n:.0e}, d = {cfg.rho_sweep_dim}, `{cfg.rho_sweep_objective}`. "
+        f"β = {cfg.beta}, ε reported at δ = {cfg.dp_delta:g} (zCDP conversion), {cfg.seeds} seeds. "
+        f"Calibrated noise (paper=False, spec §1.2). Proximal point: d = 1; its inner noisy projected GD runs "
+        f"{cfg.inner_scale:g}× the steps at which its optimisation error meets Theorem 9's statistical term, "
+        "⌈n²ρ_A/(d·ℓ)⌉ with ρ_A = ρ/T, ℓ = log(n²log²(2/β_A)/(dβ_A)) (`kl_proximal.statistical_inner_steps`: "
+        "it grows like (n√ρ)², so the inner error stays below the statistical term at every n√ρ), capped at "
+        f"{cfg.max_inner_iters} (the cap bound in {_capped(rows)} runs); check at n = {cfg.inner_check_n} "
+        f"with {cfg.inner_check_factor:g}× those steps, {cfg.inner_check_seeds} seeds per arm.",
+        "",
+        "Bounds drawn and fitted, at each run's constants: Spider — Φfloor of its schedule (Theorem 1, exact "
+        "constants, Cf = 48); proximal point — Theorem 2's (γL0√(T·d·log(…))/(n√ρ))^κ with the O-constant 1; "
+        "adaptive GD — Theorem 4 with the O-constant 1 and its log factors ℓ, p_max dropped: "
+        "(γL0√d/(n√ρ))^{2κ/(4−κ)} + (max{γ²,1}L0²/(min{L1,1}n√ρ))^{κ/2} + (1/(n√ρ))^{κ/(2−κ)}; a point is in "
+        "the 2κ/(4−κ) regime when the first term is the larger. Lower bounds: Corollary 1's (γL0√d/(n√ρ))^κ "
+        "for κ ∈ (1, 2]; for κ > 2 at d = 1, Theorem 8's ¼(γL0/(nε))^κ at ε = √ρ — both with constants and "
+        "log factors dropped (Ω̃), and both worst cases over the class of (γ, κ)-KL, L0-Lipschitz functions, "
+        "not bounds for the fixed instance. Slopes are fitted over the points where the bound is below F0 "
+        '("trivial" points, where the theorem promises nothing, are drawn but not fitted).',
+    ]
     return "\n".join(lines)
 
 
 def render(result: Result) -> str:
     """The fitted slopes beside the predictions, the gradient norms, the medians over seeds, the cost, notes."""
     rows, slope_rows = result.rows, slopes(result.rows)
-    lines = ["## Fitted log-log slopes of the excess against n√ρ/√d\n",
-             "Median (and mean) over seeds at each point; \"bound\": the slope of the drawn bound over the same "
-             "points (log factors make finite-range slopes shallower than the exponent). Adaptive GD + selection: "
-             "the selected point is one of Algorithm 3's iterates, and Theorem 5 bounds only its ‖∇F‖; its "
-             "\"predicted\" is Algorithm 3's exponent.\n",
-             "Per seed: the slopes fitted on each seed's excess, their mean and 95 % t interval over the seeds "
-             "(the claims are judged on it: \"observed\", with 3 points or more, as in the claims table).\n",
-             "| algorithm | objective (κ) | d | regime | points | x range | per seed [95 %] | per seed, upper half "
-             "[95 %] | fitted (median) | fitted (mean) | fitted (median, upper half of x) | predicted | bound | "
-             "observed |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Fitted log-log slopes of the excess against n√ρ/√d\n",
+        'Median (and mean) over seeds at each point; "bound": the slope of the drawn bound over the same '
+        "points (log factors make finite-range slopes shallower than the exponent). Adaptive GD + selection: "
+        "the selected point is one of Algorithm 3's iterates, and Theorem 5 bounds only its ‖∇F‖; its "
+        '"predicted" is Algorithm 3\'s exponent.\n',
+        "Per seed: the slopes fitted on each seed's excess, their mean and 95 % t interval over the seeds "
+        '(the claims are judged on it: "observed", with 3 points or more, as in the claims table).\n',
+        "| algorithm | objective (κ) | d | regime | points | x range | per seed [95 %] | per seed, upper half "
+        "[95 %] | fitted (median) | fitted (mean) | fitted (median, upper half of x) | predicted | bound | "
+        "observed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for s in slope_rows:
-        lines.append(f"| {s['algorithm']} | {s['objective']} ({s['kappa']:g}) | {s['d']} | {s['regime']} | "
-                     f"{s['points']} | {s['x_min']:.2g} – {s['x_max']:.2g} | {_interval(s)} | "
-                     f"{_interval(s, 'upper')} | {_fmt(s['slope'])} | "
-                     f"{_fmt(s['slope_mean'])} | {_fmt(s['slope_upper'])} | {s['predicted']:.2f} | "
-                     f"{_fmt(s['bound_slope'])} | {_observed_text(s)} |")
+        lines.append(
+            f"| {s['algorithm']} | {s['objective']} ({s['kappa']:g}) | {s['d']} | {s['regime']} | "
+            f"{s['points']} | {s['x_min']:.2g} – {s['x_max']:.2g} | {_interval(s)} | "
+            f"{_interval(s, 'upper')} | {_fmt(s['slope'])} | "
+            f"{_fmt(s['slope_mean'])} | {_fmt(s['slope_upper'])} | {s['predicted']:.2f} | "
+            f"{_fmt(s['bound_slope'])} | {_observed_text(s)} |"
+        )
     grad = [s for s in slope_rows if s["algorithm"] in ADAPTIVE]
     if grad:
-        lines += ["", "## Gradient norm of the output: last iterate vs private selection\n",
-                  "Slopes of the median ‖∇F(w_out)‖ against n√ρ/√d. Theorem 5 (selection) bounds it by "
-                  "Õ(√d/(n√ρ) + 1/(√n·ρ^{1/4})) in the best case: slope −1/2 once the second term rules; "
-                  "\"Thm 5 bound\" is its slope (O-constant 1) over the same points.\n",
-                  "| objective (κ) | d | regime | adaptive GD (last iterate) | + selection | Thm 5 bound |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Gradient norm of the output: last iterate vs private selection\n",
+            "Slopes of the median ‖∇F(w_out)‖ against n√ρ/√d. Theorem 5 (selection) bounds it by "
+            "Õ(√d/(n√ρ) + 1/(√n·ρ^{1/4})) in the best case: slope −1/2 once the second term rules; "
+            '"Thm 5 bound" is its slope (O-constant 1) over the same points.\n',
+            "| objective (κ) | d | regime | adaptive GD (last iterate) | + selection | Thm 5 bound |",
+            "|---|---|---|---|---|---|",
+        ]
         table = {(s["objective"], s["d"], s["regime"], s["algorithm"]): s for s in grad}
         for o, d, regime in dict.fromkeys((s["objective"], s["d"], s["regime"]) for s in grad):
-            last, sel = table.get((o, d, regime, "adaptive-gd")), table.get((o, d, regime, "adaptive-gd+select"))
-            lines.append(f"| {o} ({OBJECTIVES[o][0]:g}) | {d} | {regime} | "
-                         f"{_fmt(last['grad_slope']) if last else '—'} | {_fmt(sel['grad_slope']) if sel else '—'} | "
-                         f"{_fmt(sel['grad_bound_slope']) if sel and sel['grad_bound_slope'] is not None else '—'} |")
-    lines += ["", "## Medians over seeds\n",
-              "Sweep: n (ρ = 1), ρ, or the proximal point method's inner check (× its factor of inner steps).\n",
-              "| algorithm | objective | d | n√ρ | ρ | sweep | regime | excess: median [quartiles] | bound | "
-              "lower bound | ‖∇F(w_out)‖ | updates | queries | max ρ spent | ε at δ | seconds |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            last, sel = (
+                table.get((o, d, regime, "adaptive-gd")),
+                table.get((o, d, regime, "adaptive-gd+select")),
+            )
+            lines.append(
+                f"| {o} ({OBJECTIVES[o][0]:g}) | {d} | {regime} | "
+                f"{_fmt(last['grad_slope']) if last else '—'} | {_fmt(sel['grad_slope']) if sel else '—'} | "
+                f"{_fmt(sel['grad_bound_slope']) if sel and sel['grad_bound_slope'] is not None else '—'} |"
+            )
+    lines += [
+        "",
+        "## Medians over seeds\n",
+        "Sweep: n (ρ = 1), ρ, or the proximal point method's inner check (× its factor of inner steps).\n",
+        "| algorithm | objective | d | n√ρ | ρ | sweep | regime | excess: median [quartiles] | bound | "
+        "lower bound | ‖∇F(w_out)‖ | updates | queries | max ρ spent | ε at δ | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     groups: dict[tuple, list[KLRow]] = {}
-    for r in rows:   # the inner check's runs apart, one group per factor
-        groups.setdefault((r.algorithm, r.objective, r.d, r.nsr, r.rho, r.sweep,
-                           r.inner_factor if r.sweep == "inner" else None), []).append(r)
+    for r in rows:  # the inner check's runs apart, one group per factor
+        groups.setdefault(
+            (
+                r.algorithm,
+                r.objective,
+                r.d,
+                r.nsr,
+                r.rho,
+                r.sweep,
+                r.inner_factor if r.sweep == "inner" else None,
+            ),
+            [],
+        ).append(r)
     order = {a: i for i, a in enumerate(ALGORITHMS)}
-    for key in sorted(groups, key=lambda k: (order[k[0]], k[1], k[2], k[5], k[4] != 1.0, k[6] or 0, k[3])):
+    for key in sorted(
+        groups, key=lambda k: (order[k[0]], k[1], k[2], k[5], k[4] != 1.0, k[6] or 0, k[3])
+    ):
         g = groups[key]
         lo, m, hi = _quartiles([r.excess for r in g])
         lb = g[0].lower_bound
         sweep = f"inner ×{key[6]:g}" if key[5] == "inner" else key[5]
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:.3g} | {key[4]:g} | {sweep} | {g[0].regime} | "
-                     f"{m:.3g} [{lo:.2g}, {hi:.2g}] | {g[0].bound:.3g} | {'—' if lb is None else f'{lb:.3g}'} | "
-                     f"{statistics.median(r.grad_norm for r in g):.3g} | "
-                     f"{statistics.median(r.steps for r in g):g} | {statistics.median(r.queries for r in g):g} | "
-                     f"{max(r.rho_spent for r in g):.4g} | {max(r.epsilon for r in g):.3g} | "
-                     f"{statistics.median(r.seconds for r in g):.2f} |")
-    lines += ["", "## Cost per algorithm (totals over the grid)\n",
-              "| algorithm | runs | updates | gradient queries | wall time (s) |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:.3g} | {key[4]:g} | {sweep} | {g[0].regime} | "
+            f"{m:.3g} [{lo:.2g}, {hi:.2g}] | {g[0].bound:.3g} | {'—' if lb is None else f'{lb:.3g}'} | "
+            f"{statistics.median(r.grad_norm for r in g):.3g} | "
+            f"{statistics.median(r.steps for r in g):g} | {statistics.median(r.queries for r in g):g} | "
+            f"{max(r.rho_spent for r in g):.4g} | {max(r.epsilon for r in g):.3g} | "
+            f"{statistics.median(r.seconds for r in g):.2f} |"
+        )
+    lines += [
+        "",
+        "## Cost per algorithm (totals over the grid)\n",
+        "| algorithm | runs | updates | gradient queries | wall time (s) |",
+        "|---|---|---|---|---|",
+    ]
     for a in ALGORITHMS:
         mine = [r for r in rows if r.algorithm == a]
         if mine:
-            lines.append(f"| {a} | {len(mine)} | {sum(r.steps for r in mine):.3g} | "
-                         f"{sum(r.queries for r in mine):.3g} | {sum(r.seconds for r in mine):.1f} |")
-    lines += ["", "## Notes\n",
-              "- Every rate claim is judged one-sided on the per-seed slopes' 95 % t interval over the seeds (the "
-              "theorems are upper bounds): it holds when the interval lies below the bound's own slope over the same "
-              "points + the tolerance of the logs that bound drops over those points (0 for KL-Spider and the proximal "
-              "point, whose bounds keep their logs; adaptive GD's ℓ and p_max otherwise; until issue 41 one 0.1 for "
-              "every grid, set after these rows), fails when all of it lies above, no signal otherwise — with the "
-              "reason measured "
-              "on the rows (the inner cap, a floor from the excess at x0, a regime crossover, noise). A slope steeper "
-              "than the bound's is consistent with it; no tightness is claimed. The proximal point's rate also needs "
-              "its inner-steps check to hold. One rule for every algorithm and regime.",
-              "- n and ρ enter all four algorithms only through n√ρ on these data-free objectives (every noise scale "
-              "and every schedule is a function of n√ρ), so the ρ sweep checks the implementation, not the theory.",
-              "- `pseudo-huber` is (γ, 1)-KL on the ball, but near its minimum it is ½‖w‖² to second order, i.e. "
-              "locally PL (κ = 2, γ ≈ 1/√2): once an algorithm is close to w*, it converges at the κ = 2 rate. "
-              "A slope steeper than −κ there is the instance being easier than the worst case, not a contradiction "
-              "(Theorem 1 is an upper bound). Corollary 1's lower bound needs κ = 1 + Ω(1): none is drawn for κ = 1.",
-              "- Spider's Φfloor carries √(K·log(1/β′)) with K growing like log(n√ρ), and the proximal point "
-              "bound √(T·log(…)) likewise: their slopes over a finite range are shallower than −κ; compare the "
-              "fitted slope with the bound's slope as well as with −κ.",
-              "- Adaptive GD stops once its noisy gradient norm N_t (noise σ̂ = L0/(√n·ρ^{1/4})) stops being "
-              "informative; its κ/2 term is that noise floor. The 2κ/(4−κ) term rules only while d ≳ n√ρ, hence "
-              "the runs at d ≥ 10⁴ (adaptive GD only). At small d its excess can sit decades below its bound at "
-              "the low end of the range and plateau there before it falls, which makes a fit over the whole range "
-              "shallower than the asymptotic slope: the \"upper half\" column fits only the larger half of x.",
-              "- Seeds: at d ≤ 10 adaptive GD's final error is a few Gaussian coordinates, so its excess spreads over "
-              "about a decade between seeds (the noise is secret and fresh each run), hence the intervals over "
-              "seeds. Spider's spread is tiny (its schedule, not the noise, sets the excess).",
-              "- The proximal point method's inner solves run the steps at which their optimisation error meets "
-              "Theorem 9's statistical term (about n²ρ_A/(d·ℓ), growing like (n√ρ)²), far below the theorem's "
-              "n²ρ_A·log²(2/β_A)/d (never a privacy cost: σ is set for the steps actually run). A fixed cap (issue "
-              "#12: 300 steps) let the optimisation error stop shrinking with n and flattened the slope; the inner "
-              "check claim measures whether more steps would still lower the excess. Its cost, about (n√ρ)²/ℓ "
-              "noisy gradient steps per run, bounds the n range. The rule balances the two errors' asymptotic "
-              "terms only: at the low end of n it gives a few steps per round (3–5 at n ≤ 50), where the weighted "
-              "average still carries the prox centre's weight, so those points can be optimisation-limited (their "
-              "excess too high, the fitted slope too steep); the evidence prints the steps at both ends. Its excess "
-              "spreads over about two decades between seeds (≈ |Z|^κ for a near-Gaussian final error Z), so its "
-              "slope intervals are wide.",
-              "- The regime of an adaptive-GD point is read off the simplified bound (constants 1), which need not "
-              "place the crossover where the data do; fits over a few points next to a crossover, or next to the "
-              "trivial region (where the excess saturates near F(w0)), mix the two behaviours.",
-              "", "Figures: `fig_excess.png` (rows: algorithms; columns: objectives), `fig_grad_norm.png`; every run: "
-              "`rows.csv`; the fits: `slopes.csv`; everything: `result.json`."]
+            lines.append(
+                f"| {a} | {len(mine)} | {sum(r.steps for r in mine):.3g} | "
+                f"{sum(r.queries for r in mine):.3g} | {sum(r.seconds for r in mine):.1f} |"
+            )
+    lines += [
+        "",
+        "## Notes\n",
+        "- Every rate claim is judged one-sided on the per-seed slopes' 95 % t interval over the seeds (the "
+        "theorems are upper bounds): it holds when the interval lies below the bound's own slope over the same "
+        "points + the tolerance of the logs that bound drops over those points (0 for KL-Spider and the proximal "
+        "point, whose bounds keep their logs; adaptive GD's ℓ and p_max otherwise; until issue 41 one 0.1 for "
+        "every grid, set after these rows), fails when all of it lies above, no signal otherwise — with the "
+        "reason measured "
+        "on the rows (the inner cap, a floor from the excess at x0, a regime crossover, noise). A slope steeper "
+        "than the bound's is consistent with it; no tightness is claimed. The proximal point's rate also needs "
+        "its inner-steps check to hold. One rule for every algorithm and regime.",
+        "- n and ρ enter all four algorithms only through n√ρ on these data-free objectives (every noise scale "
+        "and every schedule is a function of n√ρ), so the ρ sweep checks the implementation, not the theory.",
+        "- `pseudo-huber` is (γ, 1)-KL on the ball, but near its minimum it is ½‖w‖² to second order, i.e. "
+        "locally PL (κ = 2, γ ≈ 1/√2): once an algorithm is close to w*, it converges at the κ = 2 rate. "
+        "A slope steeper than −κ there is the instance being easier than the worst case, not a contradiction "
+        "(Theorem 1 is an upper bound). Corollary 1's lower bound needs κ = 1 + Ω(1): none is drawn for κ = 1.",
+        "- Spider's Φfloor carries √(K·log(1/β′)) with K growing like log(n√ρ), and the proximal point "
+        "bound √(T·log(…)) likewise: their slopes over a finite range are shallower than −κ; compare the "
+        "fitted slope with the bound's slope as well as with −κ.",
+        "- Adaptive GD stops once its noisy gradient norm N_t (noise σ̂ = L0/(√n·ρ^{1/4})) stops being "
+        "informative; its κ/2 term is that noise floor. The 2κ/(4−κ) term rules only while d ≳ n√ρ, hence "
+        "the runs at d ≥ 10⁴ (adaptive GD only). At small d its excess can sit decades below its bound at "
+        "the low end of the range and plateau there before it falls, which makes a fit over the whole range "
+        'shallower than the asymptotic slope: the "upper half" column fits only the larger half of x.',
+        "- Seeds: at d ≤ 10 adaptive GD's final error is a few Gaussian coordinates, so its excess spreads over "
+        "about a decade between seeds (the noise is secret and fresh each run), hence the intervals over "
+        "seeds. Spider's spread is tiny (its schedule, not the noise, sets the excess).",
+        "- The proximal point method's inner solves run the steps at which their optimisation error meets "
+        "Theorem 9's statistical term (about n²ρ_A/(d·ℓ), growing like (n√ρ)²), far below the theorem's "
+        "n²ρ_A·log²(2/β_A)/d (never a privacy cost: σ is set for the steps actually run). A fixed cap (issue "
+        "#12: 300 steps) let the optimisation error stop shrinking with n and flattened the slope; the inner "
+        "check claim measures whether more steps would still lower the excess. Its cost, about (n√ρ)²/ℓ "
+        "noisy gradient steps per run, bounds the n range. The rule balances the two errors' asymptotic "
+        "terms only: at the low end of n it gives a few steps per round (3–5 at n ≤ 50), where the weighted "
+        "average still carries the prox centre's weight, so those points can be optimisation-limited (their "
+        "excess too high, the fitted slope too steep); the evidence prints the steps at both ends. Its excess "
+        "spreads over about two decades between seeds (≈ |Z|^κ for a near-Gaussian final error Z), so its "
+        "slope intervals are wide.",
+        "- The regime of an adaptive-GD point is read off the simplified bound (constants 1), which need not "
+        "place the crossover where the data do; fits over a few points next to a crossover, or next to the "
+        "trivial region (where the excess saturates near F(w0)), mix the two behaviours.",
+        "",
+        "Figures: `fig_excess.png` (rows: algorithms; columns: objectives), `fig_grad_norm.png`; every run: "
+        "`rows.csv`; the fits: `slopes.csv`; everything: `result.json`.",
+    ]
     return "\n".join(lines)

@@ -22,8 +22,10 @@ class NonsmoothRates(Experiment):
 
     name = "nonsmooth-rates"
     title = "Private nonsmooth optimization: measured sample complexity n(β) against d, ε, α, β (ZTC, KLT)"
-    sizes = ("--quick (default): d ∈ {4, 8}, n ≤ 8 000, 3 seeds, minutes; --full: d up to 64, n ≤ 16 000, 10 seeds, "
-             "radial and radial-nonconvex (about 40 min on 2 cores).")
+    sizes = (
+        "--quick (default): d ∈ {4, 8}, n ≤ 8 000, 3 seeds, minutes; --full: d up to 64, n ≤ 16 000, 10 seeds, "
+        "radial and radial-nonconvex (about 40 min on 2 cores)."
+    )
     claims_heading = "Claims (theorems' exponents, equal-evaluation comparison, certificate)"
     Config, QUICK, FULL, Row = RatesConfig, QUICK, FULL, RateRow
     runner = run
@@ -49,7 +51,11 @@ class NonsmoothRates(Experiment):
         return render.render(result.rows, result.config)
 
     def tables(self, result: Result) -> dict[str, list[dict]]:
-        return {"thresholds.csv": [dataclasses.asdict(t) for t in report.thresholds(result.rows, result.config)]}
+        return {
+            "thresholds.csv": [
+                dataclasses.asdict(t) for t in report.thresholds(result.rows, result.config)
+            ]
+        }
 
     def plot(self, result: Result, out: Path) -> list[Path]:
         return [render.plot(result, out / "fig_sample_complexity.png")]

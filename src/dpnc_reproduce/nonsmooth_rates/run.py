@@ -12,14 +12,14 @@ from typing import NamedTuple
 
 import torch
 
-from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.base import Setting
+from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.ztc import ZhangTranCutkosky
-from dpnc.privacy.budget import Budget
-from dpnc.problems.base import Constants
 from dpnc.certify import goldstein_certificate
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import Budget
 from dpnc.privacy.noise import NoiseSource
+from dpnc.problems.base import Constants
 from dpnc.problems.radial import RadialDistance
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc_reproduce.method_table import Entry, build, check_table, refuse_old_names
@@ -55,32 +55,62 @@ def multipass_cap(at: At) -> int:
 def equal_evaluations(at: At) -> int:
     """KLT single-pass ZO's m: the largest that keeps its evaluations ≤ ZTC's (Theorem 4.9, m = d) at this n."""
     ztc = ZhangTranCutkosky.from_theory(at.setting, at.budget, smoothing=at.alpha)
-    klt = KornowskiLiuTalwar.from_theory(at.setting, at.budget, smoothing=at.alpha, oracle="zeroth-order", m=1)
+    klt = KornowskiLiuTalwar.from_theory(
+        at.setting, at.budget, smoothing=at.alpha, oracle="zeroth-order", m=1
+    )
     return equal_directions(ztc, klt, at.setting.d)
 
 
 # Every method with its theorem's parameters for n (``from_theory``), the directions m set for comparable cost
 # (:mod:`dpnc_reproduce.method_table`; the order is part of each run's public seed).
 METHODS: dict[str, Entry] = {
-    "zo-o2nc": Entry("zo-o2nc", "from_theory", {"oracle": "variance-reduced", "smoothing": smoothing,
-                                                "m": dimension}, "ZTC variance-reduced (Thm 4.9)"),
-    "klt": Entry("klt", "from_theory", {"oracle": "zeroth-order", "smoothing": smoothing, "m": equal_evaluations},
-                 "KLT single-pass ZO (Thm 3.1, v2)"),
-    "zo-o2nc:naive": Entry("zo-o2nc", "from_theory", {"oracle": "naive", "smoothing": smoothing, "m": dimension},
-                           "ZTC naive (Alg. 6, App. E)"),
-    "klt:first-order": Entry("klt", "from_theory", {"oracle": "first-order", "smoothing": smoothing,
-                                                    "max_directions": dimension},
-                             "KLT single-pass first-order (Thm 6.1)"),
-    "klt:multi-pass": Entry("klt", "from_theory", {"oracle": "multi-pass", "smoothing": smoothing,
-                                                   "max_steps": multipass_cap, "max_directions": dimension},
-                            "KLT multi-pass ZO (Thm 4.1)"),
+    "zo-o2nc": Entry(
+        "zo-o2nc",
+        "from_theory",
+        {"oracle": "variance-reduced", "smoothing": smoothing, "m": dimension},
+        "ZTC variance-reduced (Thm 4.9)",
+    ),
+    "klt": Entry(
+        "klt",
+        "from_theory",
+        {"oracle": "zeroth-order", "smoothing": smoothing, "m": equal_evaluations},
+        "KLT single-pass ZO (Thm 3.1, v2)",
+    ),
+    "zo-o2nc:naive": Entry(
+        "zo-o2nc",
+        "from_theory",
+        {"oracle": "naive", "smoothing": smoothing, "m": dimension},
+        "ZTC naive (Alg. 6, App. E)",
+    ),
+    "klt:first-order": Entry(
+        "klt",
+        "from_theory",
+        {"oracle": "first-order", "smoothing": smoothing, "max_directions": dimension},
+        "KLT single-pass first-order (Thm 6.1)",
+    ),
+    "klt:multi-pass": Entry(
+        "klt",
+        "from_theory",
+        {
+            "oracle": "multi-pass",
+            "smoothing": smoothing,
+            "max_steps": multipass_cap,
+            "max_directions": dimension,
+        },
+        "KLT multi-pass ZO (Thm 4.1)",
+    ),
 }
 check_table(METHODS)
 NAMES = tuple(METHODS)
 # The names of results written before issue 43 (:meth:`NonsmoothRates.upgrade
 # <dpnc_reproduce.nonsmooth_rates.NonsmoothRates.upgrade>`)
-RENAMED = {"ztc": "zo-o2nc", "klt-zo": "klt", "ztc-naive": "zo-o2nc:naive", "klt-fo": "klt:first-order",
-           "klt-multipass": "klt:multi-pass"}
+RENAMED = {
+    "ztc": "zo-o2nc",
+    "klt-zo": "klt",
+    "ztc-naive": "zo-o2nc:naive",
+    "klt-fo": "klt:first-order",
+    "klt-multipass": "klt:multi-pass",
+}
 OBJECTIVES = ("radial", "radial-nonconvex")
 
 
@@ -93,34 +123,68 @@ class RatesConfig:
     """One-at-a-time sweeps around a base cell: d over ``dims``, ε over ``epsilons``, α over ``alphas``; every β of
     ``betas`` read from the same runs. Defaults are ``--full`` (:data:`FULL`); :data:`QUICK` is CI-sized."""
 
-    dims: tuple[int, ...] = field(default=(4, 8, 16, 32, 64), metadata=_help("Dimensions d (at base ε, α)."))
-    epsilons: tuple[float, ...] = field(default=(0.5, 2.0, 8.0), metadata=_help("Privacy levels ε (at base d, α)."))
-    alphas: tuple[float, ...] = field(default=(0.05, 0.1, 0.2), metadata=_help(
-        "Smoothing radii α (ZTC's δ; certified at 2α), at base d, ε."))
+    dims: tuple[int, ...] = field(
+        default=(4, 8, 16, 32, 64), metadata=_help("Dimensions d (at base ε, α).")
+    )
+    epsilons: tuple[float, ...] = field(
+        default=(0.5, 2.0, 8.0), metadata=_help("Privacy levels ε (at base d, α).")
+    )
+    alphas: tuple[float, ...] = field(
+        default=(0.05, 0.1, 0.2),
+        metadata=_help("Smoothing radii α (ZTC's δ; certified at 2α), at base d, ε."),
+    )
     base_d: int = field(default=4, metadata=_help("d of the ε and α sweeps."))
     base_epsilon: float = field(default=2.0, metadata=_help("ε of the d and α sweeps."))
     base_alpha: float = field(default=0.1, metadata=_help("α of the d and ε sweeps."))
-    betas: tuple[float, ...] = field(default=(0.45, 0.55, 0.65, 0.75), metadata=_help(
-        "Targets β of the expected population ‖∂F‖_2α, in units of the far-field slope 1 − 2q (each in (0, 1))."))
-    main_beta: float = field(default=0.55, metadata=_help("The β whose exponents in d, ε, α are judged."))
-    methods: tuple[str, ...] = field(default=NAMES[:2], metadata=_help(f"Among {', '.join(NAMES)}."))
-    objectives: tuple[str, ...] = field(default=OBJECTIVES, metadata=_help("Among radial, radial-nonconvex."))
-    nonconvex_dims: tuple[int, ...] = field(default=(4, 8), metadata=_help(
-        "The d sweep of radial-nonconvex (a subset of dims; its ε and α stay at base)."))
+    betas: tuple[float, ...] = field(
+        default=(0.45, 0.55, 0.65, 0.75),
+        metadata=_help(
+            "Targets β of the expected population ‖∂F‖_2α, in units of the far-field slope 1 − 2q (each in (0, 1))."
+        ),
+    )
+    main_beta: float = field(
+        default=0.55, metadata=_help("The β whose exponents in d, ε, α are judged.")
+    )
+    methods: tuple[str, ...] = field(
+        default=NAMES[:2], metadata=_help(f"Among {', '.join(NAMES)}.")
+    )
+    objectives: tuple[str, ...] = field(
+        default=OBJECTIVES, metadata=_help("Among radial, radial-nonconvex.")
+    )
+    nonconvex_dims: tuple[int, ...] = field(
+        default=(4, 8),
+        metadata=_help(
+            "The d sweep of radial-nonconvex (a subset of dims; its ε and α stay at base)."
+        ),
+    )
     seeds: int = field(default=10, metadata=_help("Seeds (data and algorithm) per cell."))
     n_start: int = field(default=250, metadata=_help("First sample size of each seed's doubling."))
     n_max: int = field(default=16_000, metadata=_help("Largest sample size tried."))
     dp_delta: float = field(default=1e-6, metadata=_help("δ of (ε, δ)-DP."))
     start_distance: float = field(default=1.0, metadata=_help("‖x₀ − x*‖ (Φ = L·‖x₀ − x*‖)."))
     spread: float = field(default=0.5, metadata=_help("s: attracting points at ‖p − x*‖ ≈ s."))
-    repel: float = field(default=0.15, metadata=_help("q of radial-nonconvex: the fraction of repelling examples."))
-    repel_spread: float = field(default=0.05, metadata=_help("s_r of radial-nonconvex's repelling points."))
+    repel: float = field(
+        default=0.15, metadata=_help("q of radial-nonconvex: the fraction of repelling examples.")
+    )
+    repel_spread: float = field(
+        default=0.05, metadata=_help("s_r of radial-nonconvex's repelling points.")
+    )
     n_test: int = field(default=20_000, metadata=_help("Held-out examples of the certificate."))
-    n_axis: int = field(default=1_000, metadata=_help("Other held-out examples giving the rim points' axis."))
-    rim: int = field(default=4, metadata=_help("Antipodal rim pairs of the certificate (8 tilts each)."))
-    certificate_samples: int = field(default=64, metadata=_help("Uniform ball points of the certificate."))
-    multipass_max_steps: int = field(default=100, metadata=_help(
-        "Cap on klt:multi-pass's steps T (each reads all n examples; the cap raises its β to (Φ/(α·T))^{1/3})."))
+    n_axis: int = field(
+        default=1_000, metadata=_help("Other held-out examples giving the rim points' axis.")
+    )
+    rim: int = field(
+        default=4, metadata=_help("Antipodal rim pairs of the certificate (8 tilts each).")
+    )
+    certificate_samples: int = field(
+        default=64, metadata=_help("Uniform ball points of the certificate.")
+    )
+    multipass_max_steps: int = field(
+        default=100,
+        metadata=_help(
+            "Cap on klt:multi-pass's steps T (each reads all n examples; the cap raises its β to (Φ/(α·T))^{1/3})."
+        ),
+    )
     seed: int = field(default=0, metadata=_help("Public seed; the noise is always secret."))
 
     def __post_init__(self) -> None:
@@ -134,7 +198,16 @@ class RatesConfig:
         check_axis("epsilons", self.epsilons, POSITIVE)
         check_axis("alphas", self.alphas, POSITIVE)
         check_axis("betas", self.betas, ("in (0, 1)", lambda b: POSITIVE[1](b) and b < 1))
-        for name in ("base_d", "seeds", "n_start", "n_max", "n_test", "n_axis", "rim", "multipass_max_steps"):
+        for name in (
+            "base_d",
+            "seeds",
+            "n_start",
+            "n_max",
+            "n_test",
+            "n_axis",
+            "rim",
+            "multipass_max_steps",
+        ):
             check_value(name, getattr(self, name), INTEGER)
         check_value("certificate_samples", self.certificate_samples, NATURAL)
         check_value("seed", self.seed, NATURAL)
@@ -142,9 +215,15 @@ class RatesConfig:
             check_value(name, getattr(self, name), POSITIVE)
         check_value("main_beta", self.main_beta, one_of(self.betas))
         check_value("repel", self.repel, ("in [0, 0.5)", lambda q: 0 <= q < 0.5))
-        check_value("n_max", self.n_max, (f"an integer >= n_start = {self.n_start}", lambda n: n >= self.n_start))
+        check_value(
+            "n_max",
+            self.n_max,
+            (f"an integer >= n_start = {self.n_start}", lambda n: n >= self.n_start),
+        )
         if not set(self.nonconvex_dims) <= set(self.dims):
-            raise ValueError(f"nonconvex_dims must be a subset of dims {self.dims}; got {self.nonconvex_dims}")
+            raise ValueError(
+                f"nonconvex_dims must be a subset of dims {self.dims}; got {self.nonconvex_dims}"
+            )
 
     def cells(self, objective: str) -> list[tuple[int, float, float]]:
         """The (d, ε, α) of ``objective``'s sweeps, base cell once, in a fixed order."""
@@ -156,13 +235,29 @@ class RatesConfig:
         return list(dict.fromkeys(out))
 
     def tasks(self) -> list[tuple]:
-        return [(o, d, e, a, method, s) for o in self.objectives for d, e, a in self.cells(o)
-                for method in self.methods for s in range(self.seeds)]
+        return [
+            (o, d, e, a, method, s)
+            for o in self.objectives
+            for d, e, a in self.cells(o)
+            for method in self.methods
+            for s in range(self.seeds)
+        ]
 
 
 FULL = RatesConfig()
-QUICK = RatesConfig(dims=(4, 8), epsilons=(2.0, 8.0), alphas=(0.1, 0.2), objectives=("radial",), nonconvex_dims=(4,),
-                    seeds=3, n_start=250, n_max=8_000, betas=(0.55, 0.75), main_beta=0.55, n_test=4_000)
+QUICK = RatesConfig(
+    dims=(4, 8),
+    epsilons=(2.0, 8.0),
+    alphas=(0.1, 0.2),
+    objectives=("radial",),
+    nonconvex_dims=(4,),
+    seeds=3,
+    n_start=250,
+    n_max=8_000,
+    betas=(0.55, 0.75),
+    main_beta=0.55,
+    n_test=4_000,
+)
 
 
 @dataclass(frozen=True)
@@ -221,13 +316,26 @@ def run_one(config: RatesConfig, task: tuple) -> tuple[RateRow, ...]:
 def law(config: RatesConfig, objective: str, d: int, seed: int, n: int, stream: int):
     """Data of (objective, d, seed): the training pool (stream 0), the held-out set (1), the axis set (2)."""
     repel = config.repel if objective == "radial-nonconvex" else 0.0
-    return RadialDistance.synthetic(n, d, spread=config.spread, repel=repel, repel_spread=config.repel_spread,
-                                    seed=1_000_003 * config.seed + 1009 * seed + 17 * d + 5 * stream
-                                    + (7 if objective == "radial-nonconvex" else 0))
+    return RadialDistance.synthetic(
+        n,
+        d,
+        spread=config.spread,
+        repel=repel,
+        repel_spread=config.repel_spread,
+        seed=1_000_003 * config.seed
+        + 1009 * seed
+        + 17 * d
+        + 5 * stream
+        + (7 if objective == "radial-nonconvex" else 0),
+    )
 
 
 def start(config: RatesConfig, d: int, seed: int) -> torch.Tensor:
-    u = torch.randn(d, generator=torch.Generator().manual_seed(31 * config.seed + 7919 * seed + d), dtype=torch.float64)
+    u = torch.randn(
+        d,
+        generator=torch.Generator().manual_seed(31 * config.seed + 7919 * seed + d),
+        dtype=torch.float64,
+    )
     return config.start_distance * u / torch.linalg.vector_norm(u)
 
 
@@ -241,7 +349,9 @@ def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: flo
     * ``klt:first-order`` (gradients) and ``klt:multi-pass`` (T passes over n): their theorem's variance-matching
       m, capped at d (at most ZTC's directions per example read); multi-pass's T capped at ``multipass_max_steps``.
     """
-    setting = Setting(Constants(L0=1.0), n, d, gap=config.start_distance)   # L = 1, Φ = the start distance
+    setting = Setting(
+        Constants(L0=1.0), n, d, gap=config.start_distance
+    )  # L = 1, Φ = the start distance
     budget = Budget(epsilon, config.dp_delta)
     return build(METHODS[method], setting, budget, At(config, setting, budget, alpha))
 
@@ -262,31 +372,68 @@ def equal_directions(ztc, klt, d: int) -> int:
 def run_at(config: RatesConfig, task: tuple, n: int) -> RateRow:
     objective, d, epsilon, alpha, method, seed = task
     pool = law(config, objective, d, seed, config.n_max, 0)
-    test, axis = law(config, objective, d, seed, config.n_test, 1), law(config, objective, d, seed, config.n_axis, 2)
+    test, axis = (
+        law(config, objective, d, seed, config.n_test, 1),
+        law(config, objective, d, seed, config.n_axis, 2),
+    )
     algorithm = parameters(config, method, n=n, d=d, epsilon=epsilon, alpha=alpha)
-    gen = torch.Generator().manual_seed(104_729 * config.seed + 1_000 * seed + n % 997 + NAMES.index(method))
+    gen = torch.Generator().manual_seed(
+        104_729 * config.seed + 1_000 * seed + n % 997 + NAMES.index(method)
+    )
     tic = time.perf_counter()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)   # KLT safe mode's clip-rate warning: its rate is expected
-        run = algorithm.run(pool.subset(torch.arange(n)), start(config, d, seed), noise=NoiseSource(),
-                            accountant=Accountant("replace-one"), generator=gen, keep_points=False)
+        warnings.simplefilter(
+            "ignore", RuntimeWarning
+        )  # KLT safe mode's clip-rate warning: its rate is expected
+        run = algorithm.run(
+            pool.subset(torch.arange(n)),
+            start(config, d, seed),
+            noise=NoiseSource(),
+            accountant=Accountant("replace-one"),
+            generator=gen,
+            keep_points=False,
+        )
     seconds = time.perf_counter() - tic
     radius = 2 * alpha
     norms = pool.goldstein_norm(run.trace.block_averages, radius)
     x = run.output
-    certificate = goldstein_certificate(test.gradient, x, radius, samples=config.certificate_samples, rim=config.rim,
-                                        axis=axis.gradient(x), generator=gen)
-    uniform = goldstein_certificate(test.gradient, x, radius, samples=config.certificate_samples, generator=gen)
+    certificate = goldstein_certificate(
+        test.gradient,
+        x,
+        radius,
+        samples=config.certificate_samples,
+        rim=config.rim,
+        axis=axis.gradient(x),
+        generator=gen,
+    )
+    uniform = goldstein_certificate(
+        test.gradient, x, radius, samples=config.certificate_samples, generator=gen
+    )
     report = privacy(algorithm, run, config.dp_delta)
-    return RateRow(objective=objective, method=method, d=d, epsilon=epsilon, alpha=alpha, seed=seed, n=n,
-                   samples_used=run.stats.samples_used, evaluations=run.stats.evaluations, m=algorithm.m,
-                   steps=algorithm.steps, blocks=len(norms), expected_norm=float(norms.mean()),
-                   output_norm=float(pool.goldstein_norm(x, radius)),
-                   distance=float(torch.linalg.vector_norm(x - pool.center)), certified=certificate.bound,
-                   certified_uniform=uniform.bound,
-                   population_bound=certificate.population_bound(L=1.0, m=config.n_test),
-                   epsilon_zcdp=report.epsilon_zcdp, epsilon_rdp=report.epsilon_rdp, epsilon_pld=report.epsilon_pld,
-                   seconds=seconds)
+    return RateRow(
+        objective=objective,
+        method=method,
+        d=d,
+        epsilon=epsilon,
+        alpha=alpha,
+        seed=seed,
+        n=n,
+        samples_used=run.stats.samples_used,
+        evaluations=run.stats.evaluations,
+        m=algorithm.m,
+        steps=algorithm.steps,
+        blocks=len(norms),
+        expected_norm=float(norms.mean()),
+        output_norm=float(pool.goldstein_norm(x, radius)),
+        distance=float(torch.linalg.vector_norm(x - pool.center)),
+        certified=certificate.bound,
+        certified_uniform=uniform.bound,
+        population_bound=certificate.population_bound(L=1.0, m=config.n_test),
+        epsilon_zcdp=report.epsilon_zcdp,
+        epsilon_rdp=report.epsilon_rdp,
+        epsilon_pld=report.epsilon_pld,
+        seconds=seconds,
+    )
 
 
 _REPORTS: dict = {}

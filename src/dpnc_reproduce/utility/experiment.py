@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpnc_reproduce.method_table import rename
-from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 import dpnc_reproduce.utility.report as report
 import dpnc_reproduce.utility.run as run
+from dpnc_reproduce.method_table import rename
+from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 from dpnc_reproduce.utility.config import FULL, QUICK, RENAMED, UtilityConfig
 from dpnc_reproduce.utility.methods import methods
 from dpnc_reproduce.utility.run import UtilityRow
@@ -21,11 +21,13 @@ class Utility(Experiment):
 
     name = "utility"
     title = "Utility on problems with public constants: each paper's method against DP-GD / DP-SGD"
-    sizes = ("--quick (default): breast-cancer logistic and ℓ1 regression, ε = 4, n ∈ {40, 200}, 3 seeds, 6 "
-             "methods and their compute-matched DP-SGD (about 1 min); --full: 6 problems × ε ∈ {1, 4} × n = 1000 "
-             "(real data capped at its pool: cancer 455; digits at ε = 1 only) × 5 seeds × 13 methods "
-             "and 8 compute-matched DP-SGD, ZTC/KLT zeroth order with m ≤ 128 directions (about an hour with 1 "
-             "worker on a 2-core machine shared with other runs).")
+    sizes = (
+        "--quick (default): breast-cancer logistic and ℓ1 regression, ε = 4, n ∈ {40, 200}, 3 seeds, 6 "
+        "methods and their compute-matched DP-SGD (about 1 min); --full: 6 problems × ε ∈ {1, 4} × n = 1000 "
+        "(real data capped at its pool: cancer 455; digits at ε = 1 only) × 5 seeds × 13 methods "
+        "and 8 compute-matched DP-SGD, ZTC/KLT zeroth order with m ≤ 128 directions (about an hour with 1 "
+        "worker on a 2-core machine shared with other runs)."
+    )
     claims_heading = "Claims (95 % intervals over seeds; 'no signal' where an interval straddles)"
     Config, QUICK, FULL, Row = UtilityConfig, QUICK, FULL, UtilityRow
     runner = run

@@ -2,10 +2,29 @@
 :mod:`.family`), their theorems (:mod:`.theory`), and the first-order baseline DP-SGD (:mod:`.dpsgd`)."""
 
 from dpnc.algorithms.dpzero.configs import DPGD, DPGD0th, DPZero, MeZO
-from dpnc.algorithms.dpzero.family import (StepLog, ZerothOrderStats, finite_pairs, practical_parameters,
-                                           practical_step, public_seeds)
 from dpnc.algorithms.dpzero.dpsgd import DPSGD
+from dpnc.algorithms.dpzero.family import (
+    StepLog,
+    ZerothOrderStats,
+    finite_pairs,
+    practical_parameters,
+    practical_step,
+    public_seeds,
+)
 from dpnc.algorithms.dpzero.theory import calibrate_noise, paper_claim
 
-__all__ = ["DPGD", "DPGD0th", "DPSGD", "DPZero", "MeZO", "StepLog", "ZerothOrderStats", "calibrate_noise",
-           "finite_pairs", "paper_claim", "practical_parameters", "practical_step", "public_seeds"]
+__all__ = [
+    "DPGD",
+    "DPGD0th",
+    "DPSGD",
+    "DPZero",
+    "MeZO",
+    "StepLog",
+    "ZerothOrderStats",
+    "calibrate_noise",
+    "finite_pairs",
+    "paper_claim",
+    "practical_parameters",
+    "practical_step",
+    "public_seeds",
+]

@@ -32,17 +32,23 @@ import torch
 
 from dpnc._check import check_integer, check_per_run, check_positive
 from dpnc.algorithms.base import Setting, approximate
-from dpnc.algorithms.dpzero.theory import (calibrate_noise, dpgd0th_from_theory,
-                                           dpzero_from_theory)
-from dpnc.algorithms.dpzero.family import (Number, StepLog, ZerothOrderFamily,
-                                           finite_pairs, practical_parameters, practical_step, theory_inputs)
+from dpnc.algorithms.dpzero.family import (
+    Number,
+    StepLog,
+    ZerothOrderFamily,
+    finite_pairs,
+    practical_parameters,
+    practical_step,
+    theory_inputs,
+)
+from dpnc.algorithms.dpzero.theory import calibrate_noise, dpgd0th_from_theory, dpzero_from_theory
 from dpnc.distributed import LOCAL, Group, Local
-from dpnc.privacy.clipping import clipped_sum, per_run
 from dpnc.estimators import objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
-from dpnc.privacy.release import mean_release, release_sum
+from dpnc.privacy.clipping import clipped_sum, per_run
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.releases import NonPrivate
 from dpnc.sampling import BatchClosure, Sampler
 from dpnc.space import FlatSpace, ParameterSpace
@@ -94,50 +100,94 @@ class DPZero(ZerothOrderFamily):
         check_per_run("lam", self.lam)
         check_per_run("C", self.C, allow_inf=True)
         check_per_run("noise_multiplier", self.noise_multiplier, allow_zero=True)
-        if self.noise_multiplier > 0 and not bool(torch.all(torch.isfinite(torch.as_tensor(self.C)))):
+        if self.noise_multiplier > 0 and not bool(
+            torch.all(torch.isfinite(torch.as_tensor(self.C)))
+        ):
             raise ValueError("C must be finite when noise_multiplier > 0 (the sensitivity is 2C/B)")
         if not isinstance(self.discrete, bool):
             raise ValueError(f"discrete must be a bool; got {self.discrete!r}")
         self._check_common()
 
     @classmethod
-    def from_theory(cls, setting: Setting, budget: Budget, *, r: float, kappa: float | None = None,
-                    **options) -> DPZero:
+    def from_theory(
+        cls, setting: Setting, budget: Budget, *, r: float, kappa: float | None = None, **options
+    ) -> DPZero:
         """Theorem 3 (A3.5) for the effective rank ``r`` or, with the PL condition number κ = ℓ/μ (``kappa``, not
         the KL exponent of the constants), Corollary F.4; see :func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`
         (L = constants.L0, ℓ = constants.L1, (ε, δ) = the budget). ``options``: other fields (direction …)."""
         p = dpzero_from_theory(**theory_inputs(setting, budget, "DPZero"), r=r, kappa=kappa)
-        return cls(eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options)
+        return cls(
+            eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options
+        )
 
     @classmethod
-    def practical(cls, setting: Setting, budget: Budget, *, steps: int = 1000, lam: float = 1e-3,
-                  **options) -> DPZero:
+    def practical(
+        cls, setting: Setting, budget: Budget, *, steps: int = 1000, lam: float = 1e-3, **options
+    ) -> DPZero:
         """Practical settings (:func:`practical_parameters`, zeroth order; λ = ``lam``): privacy exact (σ by the
         accountant for the T releases), no theorem's utility guarantee (Theorem 3's η, C, T are not used)."""
-        return cls(lam=lam, **practical_parameters(setting, budget, steps=steps, zeroth_order=True), **options)
+        return cls(
+            lam=lam,
+            **practical_parameters(setting, budget, steps=steps, zeroth_order=True),
+            **options,
+        )
 
-    def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
-             noise: NoiseSource, accountant: Accountant, group: Group | Local = LOCAL) -> StepLog:
+    def step(
+        self,
+        space: ParameterSpace,
+        closure: BatchClosure,
+        seed: int,
+        *,
+        sampler: Sampler,
+        noise: NoiseSource,
+        accountant: Accountant,
+        group: Group | Local = LOCAL,
+    ) -> StepLog:
         """One step along the public ``seed``; ``group``: the processes whose parts of the batch are summed
         (:data:`~dpnc.distributed.LOCAL`: this one; a :class:`~dpnc.distributed.Group`: rank 0 draws the batch
         and the noise and records, and one all_reduce of 5 numbers, rank 0's noise added to its part, gives every
         rank c_t, carrying the next step's batch too). The log is the whole batch's."""
-        diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)   # ℓ_i(x_t ± λu_t)
+        diffs = two_point_on_batch(
+            space, closure, seed, self.lam, sampler, group=group
+        )  # ℓ_i(x_t ± λu_t)
         try:
-            part = clipped_sum(diffs.a, self.C)                             # Σ_i clip_C(a_i) over this part
-            losses = diffs.loss * diffs.examples if diffs.examples else torch.zeros_like(diffs.loss)   # Σ of the mean
-            entry = mean_release(float(torch.as_tensor(self.C, dtype=torch.float64).max()), self.noise_multiplier,
-                                 sampler=sampler, accountant=accountant, noise=noise, discrete=self.discrete)
-            c, clipped, nonfinite, examples, loss = group.release_sum(      # (1/B) Σ_i clip_C(a_i) + z_t, recorded;
-                part.total, part.clipped, part.nonfinite, part.examples, losses,   # the sums over the whole batch
-                release=lambda total: release_sum(
-                    total, self.C, sampler=sampler, noise=noise, accountant=accountant,
-                    noise_multiplier=self.noise_multiplier, discrete=self.discrete, release=entry),
-                denominator=sampler.batch_size, entry=entry)   # the group reads its additivity (discrete: rounds)
+            part = clipped_sum(diffs.a, self.C)  # Σ_i clip_C(a_i) over this part
+            losses = (
+                diffs.loss * diffs.examples if diffs.examples else torch.zeros_like(diffs.loss)
+            )  # Σ of the mean
+            entry = mean_release(
+                float(torch.as_tensor(self.C, dtype=torch.float64).max()),
+                self.noise_multiplier,
+                sampler=sampler,
+                accountant=accountant,
+                noise=noise,
+                discrete=self.discrete,
+            )
+            c, clipped, nonfinite, examples, loss = (
+                group.release_sum(  # (1/B) Σ_i clip_C(a_i) + z_t, recorded;
+                    part.total,
+                    part.clipped,
+                    part.nonfinite,
+                    part.examples,
+                    losses,  # the sums over the whole batch
+                    release=lambda total: release_sum(
+                        total,
+                        self.C,
+                        sampler=sampler,
+                        noise=noise,
+                        accountant=accountant,
+                        noise_multiplier=self.noise_multiplier,
+                        discrete=self.discrete,
+                        release=entry,
+                    ),
+                    denominator=sampler.batch_size,
+                    entry=entry,
+                )
+            )  # the group reads its additivity (discrete: rounds)
         except BaseException:
-            space.restore_()   # never leave the parameters perturbed
+            space.restore_()  # never leave the parameters perturbed
             raise
-        space.update_(seed, -per_run(self.eta, c) * c)                     # x_{t+1} = x_t − α c_t u_t
+        space.update_(seed, -per_run(self.eta, c) * c)  # x_{t+1} = x_t − α c_t u_t
         fraction = clipped.to(c.dtype) / examples
         return StepLog(loss / examples, fraction, c, nonfinite, examples)
 
@@ -174,21 +224,29 @@ class MeZO(ZerothOrderFamily):
     private: ClassVar[bool] = False
 
     @classmethod
-    def from_theory(cls, setting: Setting | None = None, budget=None, *, steps: int = 10_000, **options) -> MeZO:
+    def from_theory(
+        cls, setting: Setting | None = None, budget=None, *, steps: int = 10_000, **options
+    ) -> MeZO:
         """MeZO has no theorem in these papers; this is the DPZero paper's MeZO baseline (spec §2.6):
         λ = 10⁻³, α = 10⁻⁶ (its best learning rate), T = 10 000 steps (B = 64 is the sampler's). Not private:
         ``setting`` and ``budget`` are not read (None allowed)."""
         return cls(**{"eta": 1e-6, "lam": 1e-3, "steps": steps, **options})
 
     @classmethod
-    def practical(cls, setting: Setting, budget=None, *, steps: int = 1000, lam: float = 1e-3, **options) -> MeZO:
+    def practical(
+        cls, setting: Setting, budget=None, *, steps: int = 1000, lam: float = 1e-3, **options
+    ) -> MeZO:
         """DPZero's practical step and λ without noise (:func:`practical_parameters`' η, zeroth order); the budget
         is not read (None allowed): MeZO spends no budget and its report says not private."""
         c = setting.constants
         if c.L0 is None and c.L1 is None:
-            raise ValueError("practical settings need constants.L1 (smooth) or L0 and gap (nonsmooth)")
+            raise ValueError(
+                "practical settings need constants.L1 (smooth) or L0 and gap (nonsmooth)"
+            )
         if c.L1 is None and setting.gap is None:
-            raise ValueError("practical settings need constants.L1 (smooth) or gap ≥ F(x0) − inf F (nonsmooth)")
+            raise ValueError(
+                "practical settings need constants.L1 (smooth) or gap ≥ F(x0) − inf F (nonsmooth)"
+            )
         check_integer(steps=steps)
         eta = practical_step(c, steps=steps, gap=setting.gap) / (setting.d + 2)
         return cls(**{"eta": eta, "lam": lam, "steps": steps, **options})
@@ -196,8 +254,17 @@ class MeZO(ZerothOrderFamily):
     def claim(self) -> str:
         return "not private (MeZO releases its two-point difference without noise)"
 
-    def step(self, space: ParameterSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
-             noise: NoiseSource, accountant: Accountant, group: Group | Local = LOCAL) -> StepLog:
+    def step(
+        self,
+        space: ParameterSpace,
+        closure: BatchClosure,
+        seed: int,
+        *,
+        sampler: Sampler,
+        noise: NoiseSource,
+        accountant: Accountant,
+        group: Group | Local = LOCAL,
+    ) -> StepLog:
         """One step along the public ``seed``; ``group`` as in :meth:`DPZero.step` (one all_reduce of 4 numbers, from
         which every rank forms c_t, and the next step's batch)."""
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)
@@ -206,8 +273,9 @@ class MeZO(ZerothOrderFamily):
         # moves nothing.
         try:
             diffs, bad = finite_pairs(diffs)
-            plus, minus, examples, nonfinite = group.sum(diffs.plus.sum(-1), diffs.minus.sum(-1), diffs.examples,
-                                                         bad)
+            plus, minus, examples, nonfinite = group.sum(
+                diffs.plus.sum(-1), diffs.minus.sum(-1), diffs.examples, bad
+            )
 
             # c_t is a function of the sums every rank now holds: each forms it (no broadcast); rank 0 records it.
             if group.is_source:
@@ -217,7 +285,9 @@ class MeZO(ZerothOrderFamily):
             space.restore_()
             raise
         space.update_(seed, -per_run(self.eta, c) * c)
-        return StepLog((plus / examples + minus / examples) / 2, torch.zeros_like(c), c, nonfinite, examples)
+        return StepLog(
+            (plus / examples + minus / examples) / 2, torch.zeros_like(c), c, nonfinite, examples
+        )
 
 
 @dataclass(frozen=True)
@@ -245,35 +315,63 @@ class DPGD0th(ZerothOrderFamily):
         self._check_common()
 
     @classmethod
-    def from_theory(cls, setting: Setting, budget: Budget, *, r: float | None = None, kappa: float | None = None,
-                    **options) -> DPGD0th:
+    def from_theory(
+        cls,
+        setting: Setting,
+        budget: Budget,
+        *,
+        r: float | None = None,
+        kappa: float | None = None,
+        **options,
+    ) -> DPGD0th:
         """Theorem 1 (A3.1), Theorem 2 (effective rank r), Corollaries F.2/F.3 (PL condition number κ); see
         :func:`~dpnc.algorithms.dpzero.theory.dpgd0th_from_theory` (C = Ld: clipping never happens)."""
         p = dpgd0th_from_theory(**theory_inputs(setting, budget, "DPGD-0th"), r=r, kappa=kappa)
-        return cls(eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options)
+        return cls(
+            eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options
+        )
 
     @classmethod
-    def practical(cls, setting: Setting, budget: Budget, *, steps: int = 1000, lam: float = 1e-3,
-                  **options) -> DPGD0th:
+    def practical(
+        cls, setting: Setting, budget: Budget, *, steps: int = 1000, lam: float = 1e-3, **options
+    ) -> DPGD0th:
         """Practical settings as :meth:`DPZero.practical`, but C = L0·√(d + 2): the clipped vector is g_i = a_i·u,
         whose typical norm is √(E‖a_i u‖²) = √(d + 2)·‖∇f_i‖ for Gaussian u (Theorem 1 takes the worst case, L·d)."""
         p = practical_parameters(setting, budget, steps=steps, zeroth_order=True)
         return cls(lam=lam, **{**p, "C": p["C"] * math.sqrt(setting.d + 2)}, **options)
 
-    def step(self, space: FlatSpace, closure: BatchClosure, seed: int, *, sampler: Sampler,
-             noise: NoiseSource, accountant: Accountant) -> StepLog:
+    def step(
+        self,
+        space: FlatSpace,
+        closure: BatchClosure,
+        seed: int,
+        *,
+        sampler: Sampler,
+        noise: NoiseSource,
+        accountant: Accountant,
+    ) -> StepLog:
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
         u = space.direction(seed)
-        s = clipped_sum(diffs.a, per_run(self.C, diffs.a) / torch.linalg.vector_norm(u))   # Σ_i clip_{C/‖u‖}(a_i)
-        total = s.total.unsqueeze(-1) * u                                 # Σ_i clip_C(g_i)
-        g = release_sum(total, self.C, sampler=sampler, noise=noise, accountant=accountant,
-                        noise_multiplier=self.noise_multiplier)            # (1/B) Σ_i clip_C(g_i) + z_t
+        s = clipped_sum(
+            diffs.a, per_run(self.C, diffs.a) / torch.linalg.vector_norm(u)
+        )  # Σ_i clip_{C/‖u‖}(a_i)
+        total = s.total.unsqueeze(-1) * u  # Σ_i clip_C(g_i)
+        g = release_sum(
+            total,
+            self.C,
+            sampler=sampler,
+            noise=noise,
+            accountant=accountant,
+            noise_multiplier=self.noise_multiplier,
+        )  # (1/B) Σ_i clip_C(g_i) + z_t
         space.restore_()
         space.add_(-per_run(self.eta, g) * g)
         return StepLog(diffs.loss, s.fraction, g, s.nonfinite, diffs.examples)
 
 
-ClippedSum = Callable[[torch.Tensor, Number, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+ClippedSum = Callable[
+    [torch.Tensor, Number, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+]
 
 
 @dataclass(frozen=True)
@@ -314,14 +412,23 @@ class DPGD(ZerothOrderFamily):
         L = setting.constants.L0
         check_positive(L0=L)
         multiplier = calibrate_noise("paper", budget.epsilon, budget.delta, steps, setting.n)
-        return cls(**{"eta": 1 / steps**0.5, "C": float(L), "noise_multiplier": multiplier, "steps": steps,
-                      **options})
+        return cls(
+            **{
+                "eta": 1 / steps**0.5,
+                "C": float(L),
+                "noise_multiplier": multiplier,
+                "steps": steps,
+                **options,
+            }
+        )
 
     @classmethod
     def practical(cls, setting: Setting, budget: Budget, *, steps: int = 100, **options) -> DPGD:
         """Practical settings (:func:`practical_parameters`, first order: η = 1/L1, or Φ/(L0²√T) if nonsmooth with
         Φ = ``setting.gap``; C = L0; σ by the accountant): privacy exact, no theorem attached."""
-        return cls(**practical_parameters(setting, budget, steps=steps, zeroth_order=False), **options)
+        return cls(
+            **practical_parameters(setting, budget, steps=steps, zeroth_order=False), **options
+        )
 
     def _closure(self, problem, space):
         return lambda x, C, batch: objective_clipped_sum(problem, x, C, batch)
@@ -329,11 +436,24 @@ class DPGD(ZerothOrderFamily):
     def _step(self, space, closure, seed, **kwargs) -> StepLog:
         return self.step(space, closure, **kwargs)
 
-    def step(self, space: FlatSpace, clipped_sum: ClippedSum, *, sampler: Sampler, noise: NoiseSource,
-             accountant: Accountant) -> StepLog:
-        batch = sampler.sample()                                             # secret batch when subsampled
-        total, frac, loss = clipped_sum(space.x, self.C, batch)              # Σ_i clip_C(∇f(x_t; ξ_i))
-        g = release_sum(total, self.C, sampler=sampler, noise=noise, accountant=accountant,
-                        noise_multiplier=self.noise_multiplier)              # (1/B)·Σ + z_t
+    def step(
+        self,
+        space: FlatSpace,
+        clipped_sum: ClippedSum,
+        *,
+        sampler: Sampler,
+        noise: NoiseSource,
+        accountant: Accountant,
+    ) -> StepLog:
+        batch = sampler.sample()  # secret batch when subsampled
+        total, frac, loss = clipped_sum(space.x, self.C, batch)  # Σ_i clip_C(∇f(x_t; ξ_i))
+        g = release_sum(
+            total,
+            self.C,
+            sampler=sampler,
+            noise=noise,
+            accountant=accountant,
+            noise_multiplier=self.noise_multiplier,
+        )  # (1/B)·Σ + z_t
         space.add_(-per_run(self.eta, g) * g)
         return StepLog(loss, frac, g, torch.zeros_like(frac), len(batch))

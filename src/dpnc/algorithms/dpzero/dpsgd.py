@@ -88,8 +88,16 @@ class DPSGD(Algorithm):
             raise ValueError(f"project must be a bool; got {self.project!r}")
 
     @classmethod
-    def from_theory(cls, setting: Setting, budget: Budget, *, batch_size: int | None = None, epochs: float = 5.0,
-                    eta: float | None = None, **options) -> DPSGD:
+    def from_theory(
+        cls,
+        setting: Setting,
+        budget: Budget,
+        *,
+        batch_size: int | None = None,
+        epochs: float = 5.0,
+        eta: float | None = None,
+        **options,
+    ) -> DPSGD:
         """The usual practice, stated: C = L0 (clipping never binds where the constants hold), B = √n
         (or ``batch_size``), T = ⌈epochs·n/B⌉ steps, η = 1/L1 if the objective is smooth else 1/(L0·√T), and the
         smallest noise multiplier the accountant (RDP, add/remove) finds (ε, δ)-DP for T Poisson steps of
@@ -104,7 +112,9 @@ class DPSGD(Algorithm):
         L0, L1 = constants.L0, constants.L1
         if eta is None:
             eta = 1 / L1 if L1 else 1 / (L0 * math.sqrt(T))
-        return cls(eta=eta, C=float(L0), noise_multiplier=multiplier, steps=T, batch_size=B, **options)
+        return cls(
+            eta=eta, C=float(L0), noise_multiplier=multiplier, steps=T, batch_size=B, **options
+        )
 
     @classmethod
     def practical(cls, setting: Setting, budget: Budget, **options) -> DPSGD:
@@ -112,9 +122,12 @@ class DPSGD(Algorithm):
         return cls.from_theory(setting, budget, **options)
 
     def claim(self) -> str:
-        return (f"(ε, δ) from the accountant for T = {self.steps} Poisson-subsampled Gaussian steps of expected "
-                f"batch B = {self.batch_size}, σ/Δ = {self.noise_multiplier:.4g}" if self.noise_multiplier > 0 else
-                "not private (noise_multiplier = 0: exact gradients are released)")
+        return (
+            f"(ε, δ) from the accountant for T = {self.steps} Poisson-subsampled Gaussian steps of expected "
+            f"batch B = {self.batch_size}, σ/Δ = {self.noise_multiplier:.4g}"
+            if self.noise_multiplier > 0
+            else "not private (noise_multiplier = 0: exact gradients are released)"
+        )
 
     def cost(self, setting: Setting) -> Cost:
         """T steps of B expected per-example gradients (B = n: the full batch)."""
@@ -130,9 +143,17 @@ class DPSGD(Algorithm):
             raise ValueError(f"batch_size must be <= n = {n}; got {self.batch_size}")
         return FullBatch(n) if self.batch_size == n else PoissonSampler(n, self.batch_size)
 
-    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
-            generator: torch.Generator, sampler=None,
-            callback: Callable[[int, torch.Tensor], None] | None = None) -> Run:
+    def run(
+        self,
+        problem,
+        x0: torch.Tensor,
+        *,
+        noise: NoiseSource,
+        accountant: Accountant,
+        generator: torch.Generator,
+        sampler=None,
+        callback: Callable[[int, torch.Tensor], None] | None = None,
+    ) -> Run:
         """T steps from x0 (d,). ``sampler`` defaults to :meth:`sampler` (secret); a seeded one
         (``PoissonSampler.for_testing``) marks every release not private. No public randomness
         (``generator`` unused). ``callback(t, x_{t+1})`` after each step."""
@@ -145,12 +166,18 @@ class DPSGD(Algorithm):
             raise ValueError(f"x0 must have shape ({problem.dim},); got {tuple(x.shape)}")
         space = FlatSpace(x)
         space.project_(region)
-        dpgd = DPGD(eta=self.eta, C=self.C, noise_multiplier=self.noise_multiplier)   # the step, on S_t
-        clipped_sum = functools.partial(objective_clipped_sum, problem)               # Σ_{i∈S_t} clip_C(∇f(x_t; z_i))
+        dpgd = DPGD(
+            eta=self.eta, C=self.C, noise_multiplier=self.noise_multiplier
+        )  # the step, on S_t
+        clipped_sum = functools.partial(
+            objective_clipped_sum, problem
+        )  # Σ_{i∈S_t} clip_C(∇f(x_t; z_i))
         stats = Stats()
         for t in range(self.steps):
-            log = dpgd.step(space, clipped_sum, sampler=sampler, noise=noise, accountant=accountant)  # S_t secret
-            space.project_(region)                                             # x_{t+1} = Π(x_t − η g_t)
+            log = dpgd.step(
+                space, clipped_sum, sampler=sampler, noise=noise, accountant=accountant
+            )  # S_t secret
+            space.project_(region)  # x_{t+1} = Π(x_t − η g_t)
             stats.steps += 1
             stats.gradients += log.examples
             stats.clipped += int(round(float(log.clipped_fraction) * log.examples))
@@ -158,5 +185,9 @@ class DPSGD(Algorithm):
                 callback(t, space.x)
         x = space.x
         private = self.noise_multiplier > 0
-        notes = [] if private else ["dp-sgd with noise_multiplier = 0 releases exact gradients: not private"]
+        notes = (
+            []
+            if private
+            else ["dp-sgd with noise_multiplier = 0 releases exact gradients: not private"]
+        )
         return Run(self, x, x, accountant, stats, private=private, notes=notes)

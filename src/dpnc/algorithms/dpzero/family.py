@@ -59,7 +59,7 @@ class ZerothOrderStats(Stats):
 
     def add(self, log: StepLog, runs: int, per_example: str) -> None:
         self.steps += 1
-        if not log.examples:   # an empty batch: noise only
+        if not log.examples:  # an empty batch: noise only
             return
         count = log.examples * runs
         if per_example == "evaluations":
@@ -83,7 +83,9 @@ class ZerothOrderFamily(Algorithm):
 
     family: ClassVar[str] = "dpzero"
     per_example: ClassVar[str] = "evaluations"
-    closed_form: ClassVar[bool] = True   # the step needs only a_i and the mean loss (MeZO: the losses themselves)
+    closed_form: ClassVar[bool] = (
+        True  # the step needs only a_i and the mean loss (MeZO: the losses themselves)
+    )
     steps: int
     paper: bool
     direction: str
@@ -111,15 +113,20 @@ class ZerothOrderFamily(Algorithm):
         m = self.noise_multiplier
         if m == 0:
             return "not private (noise_multiplier = 0: the clipped mean is released exactly)"
-        return (f"(ε, δ)-DP for every ε, δ with 2√(2T·log(e + ε/δ))/ε ≤ σ/Δ = {m:.4g}, T = {self.steps} "
-                "(Lemma 2.2, advanced composition; full batch, replace-one)")
+        return (
+            f"(ε, δ)-DP for every ε, δ with 2√(2T·log(e + ε/δ))/ε ≤ σ/Δ = {m:.4g}, T = {self.steps} "
+            "(Lemma 2.2, advanced composition; full batch, replace-one)"
+        )
 
     def cost(self, setting: Setting) -> Cost:
         """T full-batch steps on n examples: 2n function evaluations a step (zeroth order) or n gradients (DP-GD);
         a subsampled sampler reads fewer."""
         per_step = setting.n * (2 if self.per_example == "evaluations" else 1)
-        return Cost(evaluations=per_step * self.steps if self.per_example == "evaluations" else 0,
-                    gradients=per_step * self.steps if self.per_example == "gradients" else 0, samples=setting.n)
+        return Cost(
+            evaluations=per_step * self.steps if self.per_example == "evaluations" else 0,
+            gradients=per_step * self.steps if self.per_example == "gradients" else 0,
+            samples=setting.n,
+        )
 
     def non_private(self) -> ZerothOrderFamily:
         """The σ = 0, C = ∞ twin (its releases carry no noise: the report says not private)."""
@@ -127,9 +134,17 @@ class ZerothOrderFamily(Algorithm):
         twin = {"noise_multiplier": 0.0, "C": math.inf}
         return dataclasses.replace(self, **{k: v for k, v in twin.items() if k in names})
 
-    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
-            generator: torch.Generator, sampler: Sampler | None = None,
-            callback: Callable[[int, StepLog], None] | None = None) -> Run:
+    def run(
+        self,
+        problem,
+        x0: torch.Tensor,
+        *,
+        noise: NoiseSource,
+        accountant: Accountant,
+        generator: torch.Generator,
+        sampler: Sampler | None = None,
+        callback: Callable[[int, StepLog], None] | None = None,
+    ) -> Run:
         """``steps`` steps on ``problem`` (an :class:`~dpnc.problems.base.Objective`) from ``x0``.
 
         Args:
@@ -160,29 +175,54 @@ class ZerothOrderFamily(Algorithm):
         for t, seed in enumerate(seeds):
             if t == tau:
                 output = space.x.clone()
-            log = self._step(space, closure, seed, sampler=sampler, noise=noise, accountant=accountant)
+            log = self._step(
+                space, closure, seed, sampler=sampler, noise=noise, accountant=accountant
+            )
             stats.add(log, runs, self.per_example)
             if callback is not None:
                 callback(t, log)
         last = space.x
         private = getattr(self, "noise_multiplier", 0.0) > 0
-        notes = [] if private else [f"{self.name} releases a data-dependent value without noise: not private"]
-        if private and runs > 1:   # the ledger holds one run's releases (release_sum): say what ε then covers
-            notes.append(f"a grid of {runs} runs on the same data: ε is each run's; publishing more than one run's "
-                         f"output composes their releases ({runs} runs: the ledger's steps × {runs})")
-        beyond = None if isinstance(sampler, FullBatch) or not private else \
-            "the paper's theory is full batch (spec §7.1); the ledger accounts the sampler's amplification"
-        return Run(self, output if output is not None else last, last, accountant, stats, beyond_theory=beyond,
-                   private=private, notes=notes)
+        notes = (
+            []
+            if private
+            else [f"{self.name} releases a data-dependent value without noise: not private"]
+        )
+        if (
+            private and runs > 1
+        ):  # the ledger holds one run's releases (release_sum): say what ε then covers
+            notes.append(
+                f"a grid of {runs} runs on the same data: ε is each run's; publishing more than one run's "
+                f"output composes their releases ({runs} runs: the ledger's steps × {runs})"
+            )
+        beyond = (
+            None
+            if isinstance(sampler, FullBatch) or not private
+            else "the paper's theory is full batch (spec §7.1); the ledger accounts the sampler's amplification"
+        )
+        return Run(
+            self,
+            output if output is not None else last,
+            last,
+            accountant,
+            stats,
+            beyond_theory=beyond,
+            private=private,
+            notes=notes,
+        )
 
 
 def practical_step(constants, *, steps: int, gap: float | None) -> float:
     """The practical first-order step: 1/L1 on a smooth objective, else Φ/(L0²√T) (the distance Φ/L0 that a drop of
     Φ allows, spread over √T steps); Φ = ``gap`` ≥ F(x0) − inf F is public."""
-    return 1 / constants.L1 if constants.L1 is not None else gap / (constants.L0**2 * math.sqrt(steps))
+    return (
+        1 / constants.L1 if constants.L1 is not None else gap / (constants.L0**2 * math.sqrt(steps))
+    )
 
 
-def practical_parameters(setting: Setting, budget: Budget, *, steps: int, zeroth_order: bool) -> dict:
+def practical_parameters(
+    setting: Setting, budget: Budget, *, steps: int, zeroth_order: bool
+) -> dict:
     """The practical settings of the DPZero family (full batch): a documented rule, no theorem attached.
 
     C = L0 (a per-example gradient, or the scalar uᵀ∇f ~ N(0, ‖∇f‖²), is of size L0 at most where the public
@@ -198,12 +238,20 @@ def practical_parameters(setting: Setting, budget: Budget, *, steps: int, zeroth
     check_integer(steps=steps)
     L0, L1 = constants.L0, constants.L1
     if L0 is None:
-        raise ValueError("practical settings need the public per-example Lipschitz constant constants.L0")
+        raise ValueError(
+            "practical settings need the public per-example Lipschitz constant constants.L0"
+        )
     if L1 is None and gap is None:
-        raise ValueError("practical settings need constants.L1 (smooth) or gap ≥ F(x0) − inf F (nonsmooth)")
+        raise ValueError(
+            "practical settings need constants.L1 (smooth) or gap ≥ F(x0) − inf F (nonsmooth)"
+        )
     eta = practical_step(constants, steps=steps, gap=gap)
-    return {"eta": eta / (d + 2 if zeroth_order else 1), "C": float(L0), "steps": steps,
-            "noise_multiplier": noise_multiplier(budget.epsilon, budget.delta, 1.0, steps)}
+    return {
+        "eta": eta / (d + 2 if zeroth_order else 1),
+        "C": float(L0),
+        "steps": steps,
+        "noise_multiplier": noise_multiplier(budget.epsilon, budget.delta, 1.0, steps),
+    }
 
 
 def theory_inputs(setting: Setting, budget: Budget, who: str) -> dict:
@@ -211,10 +259,18 @@ def theory_inputs(setting: Setting, budget: Budget, who: str) -> dict:
     budget = approximate(budget, who)
     c = setting.constants
     if c.L0 is None or c.L1 is None:
-        raise ValueError(f"{who}'s theorem needs constants.L0 (Lipschitz, its L) and constants.L1 (smoothness, its "
-                         f"ℓ); got L0={c.L0!r}, L1={c.L1!r}")
-    return {"n": setting.n, "d": setting.d, "L": c.L0, "ell": c.L1, "epsilon": budget.epsilon,
-            "delta": budget.delta}
+        raise ValueError(
+            f"{who}'s theorem needs constants.L0 (Lipschitz, its L) and constants.L1 (smoothness, its "
+            f"ℓ); got L0={c.L0!r}, L1={c.L1!r}"
+        )
+    return {
+        "n": setting.n,
+        "d": setting.d,
+        "L": c.L0,
+        "ell": c.L1,
+        "epsilon": budget.epsilon,
+        "delta": budget.delta,
+    }
 
 
 def finite_pairs(diffs: TwoPoint) -> tuple[TwoPoint, torch.Tensor]:
@@ -223,7 +279,9 @@ def finite_pairs(diffs: TwoPoint) -> tuple[TwoPoint, torch.Tensor]:
     Where every a_i is finite the losses are returned unchanged (bit for bit)."""
     ok = torch.isfinite(diffs.a)
     zero = torch.zeros((), dtype=diffs.plus.dtype, device=diffs.plus.device)
-    return TwoPoint(torch.where(ok, diffs.plus, zero), torch.where(ok, diffs.minus, zero), diffs.lam), (~ok).sum(-1)
+    return TwoPoint(
+        torch.where(ok, diffs.plus, zero), torch.where(ok, diffs.minus, zero), diffs.lam
+    ), (~ok).sum(-1)
 
 
 # --- the algorithms ---------------------------------------------------------------------------------------

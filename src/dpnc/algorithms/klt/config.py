@@ -42,18 +42,18 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from dpnc.algorithms.klt import theory
 from dpnc._check import check_choice, check_integer, check_positive
 from dpnc.algorithms.base import Cost, Setting, approximate
+from dpnc.algorithms.klt import theory
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
-from dpnc.privacy.clipping import clip_each, clipped_sum
 from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate, uniform_ball
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import fit_rho, zcdp_gaussian_sigma
-from dpnc.privacy.release import release_sum
+from dpnc.privacy.clipping import clip_each, clipped_sum
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.release import release_sum
 from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
 from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import FullBatch
@@ -125,15 +125,23 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         check_choice("oracle", self.oracle, ORACLES)
         check_choice("schedule", self.schedule, theory.SCHEDULES)
         check_choice("output_rule", self.output_rule, OUTPUT_RULES)
-        check_positive(smoothing=self.smoothing, D=self.D, s_anchor=self.s_anchor, s_increment=self.s_increment)
-        check_positive(allow_zero=True, eta=self.eta, sigma_anchor=self.sigma_anchor,   # σ = 0: the non-private twin
-                       sigma_increment=self.sigma_increment)
+        check_positive(
+            smoothing=self.smoothing, D=self.D, s_anchor=self.s_anchor, s_increment=self.s_increment
+        )
+        check_positive(
+            allow_zero=True,
+            eta=self.eta,
+            sigma_anchor=self.sigma_anchor,  # σ = 0: the non-private twin
+            sigma_increment=self.sigma_increment,
+        )
         if not isinstance(self.budget, Budget):
             raise TypeError(f"budget must be an (ε, δ) Budget; got {self.budget!r}")
         self._check_counts()
         if self.oracle == "multi-pass" and self.B1 != self.B2:
-            raise ValueError(f"the multi-pass oracle reads all n examples at every step: B1 = B2 = n; "
-                             f"got B1={self.B1}, B2={self.B2}")
+            raise ValueError(
+                f"the multi-pass oracle reads all n examples at every step: B1 = B2 = n; "
+                f"got B1={self.B1}, B2={self.B2}"
+            )
 
     def non_private(self) -> KornowskiLiuTalwar:
         """The σ = 0 twin (its releases carry no noise: the report says not private)."""
@@ -160,11 +168,23 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         return self.s_increment * self.B2 / 2
 
     @classmethod
-    def from_theory(cls, setting: Setting, budget: Budget, *, smoothing: float, oracle: str = "zeroth-order",
-                    paper: bool = False, m: int | None = None, max_directions: int | None = None,
-                    schedule: str = "v2", calibration: str = "zcdp", beta: float | None = None,
-                    max_steps: int | None = None, common_directions: bool = False,
-                    theory_constants: theory.TheoryConstants = theory.TheoryConstants()) -> KornowskiLiuTalwar:
+    def from_theory(
+        cls,
+        setting: Setting,
+        budget: Budget,
+        *,
+        smoothing: float,
+        oracle: str = "zeroth-order",
+        paper: bool = False,
+        m: int | None = None,
+        max_directions: int | None = None,
+        schedule: str = "v2",
+        calibration: str = "zcdp",
+        beta: float | None = None,
+        max_steps: int | None = None,
+        common_directions: bool = False,
+        theory_constants: theory.TheoryConstants = theory.TheoryConstants(),
+    ) -> KornowskiLiuTalwar:
         """Theorem 3.1 (``"zeroth-order"``), 6.1 (``"first-order"``) or 4.1 (``"multi-pass"``) for the setting's n.
 
         Reads d, L = constants.L0 and Φ = ``setting.gap`` (a bound on F(x₀) − inf F); ``smoothing`` is the radius α (the
@@ -177,33 +197,85 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         budget = approximate(budget, "KLT")
         n, d, L, alpha = setting.n, setting.d, setting.constants.L0, smoothing
         Phi, epsilon, dp_delta = setting.require_gap("KLT's theorems"), budget.epsilon, budget.delta
-        theory.check_theory_inputs(oracle=oracle, schedule=schedule, n=n, d=d, epsilon=epsilon,
-                                   dp_delta=dp_delta, L=L, Phi=Phi, smoothing=alpha)
+        theory.check_theory_inputs(
+            oracle=oracle,
+            schedule=schedule,
+            n=n,
+            d=d,
+            epsilon=epsilon,
+            dp_delta=dp_delta,
+            L=L,
+            Phi=Phi,
+            smoothing=alpha,
+        )
         mechanism_delta = dp_delta / 2 if paper else dp_delta
-        common = dict(n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon, mechanism_delta=mechanism_delta,
-                      constants=theory_constants)
+        common = dict(
+            n=n,
+            d=d,
+            L=L,
+            Phi=Phi,
+            alpha=alpha,
+            epsilon=epsilon,
+            mechanism_delta=mechanism_delta,
+            constants=theory_constants,
+        )
         if oracle == "multi-pass":
             if schedule != "v2":
-                raise ValueError(f"the multi-pass schedule exists in v2 only; got schedule={schedule!r}")
+                raise ValueError(
+                    f"the multi-pass schedule exists in v2 only; got schedule={schedule!r}"
+                )
             fields = theory.multi_pass_schedule(beta=beta, max_steps=max_steps, **common)
         else:
-            fields = theory.single_pass_schedule(oracle, schedule=schedule, calibration=calibration, **common)
-        config = cls(smoothing=alpha, eta=0.0, m=1, budget=budget, oracle=oracle, L0=L,
-                     common_directions=common_directions, schedule=schedule, paper=paper, **fields)
-        needed = theory.paper_directions(oracle, d=d, alpha=alpha, D=config.D, B1=config.B1, B2=config.B2,
-                                         delta=dp_delta, T=config.steps, c=theory_constants.c)
+            fields = theory.single_pass_schedule(
+                oracle, schedule=schedule, calibration=calibration, **common
+            )
+        config = cls(
+            smoothing=alpha,
+            eta=0.0,
+            m=1,
+            budget=budget,
+            oracle=oracle,
+            L0=L,
+            common_directions=common_directions,
+            schedule=schedule,
+            paper=paper,
+            **fields,
+        )
+        needed = theory.paper_directions(
+            oracle,
+            d=d,
+            alpha=alpha,
+            D=config.D,
+            B1=config.B1,
+            B2=config.B2,
+            delta=dp_delta,
+            T=config.steps,
+            c=theory_constants.c,
+        )
         if paper:
             if m is not None and m < needed:
-                raise ValueError(f"paper=True needs m >= {needed} directions for its high-probability sensitivity "
-                                 f"(got m={m}); use paper=False (per-example clipping) with a smaller m")
+                raise ValueError(
+                    f"paper=True needs m >= {needed} directions for its high-probability sensitivity "
+                    f"(got m={m}); use paper=False (per-example clipping) with a smaller m"
+                )
             m = needed if m is None else m
         elif m is None:
-            m = theory.variance_directions(oracle, d=d, L=L, Sigma=config.period, B1=config.B1, B2=config.B2,
-                                           sigma_anchor=config.sigma_anchor, sigma_increment=config.sigma_increment)
+            m = theory.variance_directions(
+                oracle,
+                d=d,
+                L=L,
+                Sigma=config.period,
+                B1=config.B1,
+                B2=config.B2,
+                sigma_anchor=config.sigma_anchor,
+                sigma_increment=config.sigma_increment,
+            )
             m = m if max_directions is None else min(m, max_directions)
         check_integer(m=m)
         config = replace(config, m=m)
-        return replace(config, eta=config.D / math.sqrt(theory.second_moment(config, d=d, L=L) * config.block))
+        return replace(
+            config, eta=config.D / math.sqrt(theory.second_moment(config, d=d, L=L) * config.block)
+        )
 
     @classmethod
     def practical(cls, setting: Setting, budget: Budget, **options) -> KornowskiLiuTalwar:
@@ -255,15 +327,30 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         Raises:
             ValueError: naming an unknown option or one outside its range.
         """
-        allowed = {"oracle", "clip", "m", "travel", "smoothing", "noise_ratio", "steps", "common_directions",
-                   "output_rule"}
+        allowed = {
+            "oracle",
+            "clip",
+            "m",
+            "travel",
+            "smoothing",
+            "noise_ratio",
+            "steps",
+            "common_directions",
+            "output_rule",
+        }
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise ValueError(f"options must be among {sorted(allowed)}; got {unknown}")
         oracle = options.get("oracle", "zeroth-order")
         check_choice("oracle", oracle, ORACLES)
         budget = approximate(budget, "KLT")
-        constants, n, d, epsilon, delta = setting.constants, setting.n, setting.d, budget.epsilon, budget.delta
+        constants, n, d, epsilon, delta = (
+            setting.constants,
+            setting.n,
+            setting.d,
+            budget.epsilon,
+            budget.delta,
+        )
         C = options.get("clip", constants.L0)
         check_positive(clip=C)
         m = options.get("m", d if oracle != "first-order" else 1)
@@ -282,8 +369,10 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
 
             def noise(rho: float) -> tuple[float, float]:
                 share = rho / 2 if T > anchors else rho
-                return (zcdp_gaussian_sigma(s_a, share / anchors),
-                        zcdp_gaussian_sigma(s_v, share / max(T - anchors, 1)))
+                return (
+                    zcdp_gaussian_sigma(s_a, share / anchors),
+                    zcdp_gaussian_sigma(s_v, share / max(T - anchors, 1)),
+                )
 
             def releases(rho: float) -> list:
                 sa, sv = noise(rho)
@@ -292,34 +381,73 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
             sigma_anchor, sigma_increment = noise(fit_rho(releases, epsilon=epsilon, delta=delta))
             noise2 = d * (sigma_anchor**2 + Sigma * sigma_increment**2)
         else:
-            Sigma = practical_period(n=n, d=d, rho=budget.to_zcdp().rho,
-                                     noise_ratio=options.get("noise_ratio", 0.5))
+            Sigma = practical_period(
+                n=n, d=d, rho=budget.to_zcdp().rho, noise_ratio=options.get("noise_ratio", 0.5)
+            )
             T = max(1, (n - Sigma) // 2)
             Sigma = min(Sigma, T)
             B1, B2 = Sigma, 1
             s_a = s_v = 2 * r_a / B1
             lvl = leaf_participation(Sigma)
-            rho = fit_rho(lambda rho: [(TreeAggregated(Gaussian(s_a, zcdp_gaussian_sigma(s_a, rho / lvl)),
-                                                       leaves=Sigma), 1)], epsilon=epsilon, delta=delta)
+            rho = fit_rho(
+                lambda rho: [
+                    (
+                        TreeAggregated(
+                            Gaussian(s_a, zcdp_gaussian_sigma(s_a, rho / lvl)), leaves=Sigma
+                        ),
+                        1,
+                    )
+                ],
+                epsilon=epsilon,
+                delta=delta,
+            )
             sigma_anchor = sigma_increment = zcdp_gaussian_sigma(s_a, rho / lvl)
             noise2 = d * sigma_anchor**2 * lvl
         D = travel / T
         block = theory.block_length(alpha, D, T)
         eta = D / math.sqrt((C**2 + noise2) * block)
-        return cls(smoothing=alpha, D=D, eta=eta, steps=T, block=block, period=Sigma, B1=B1, B2=B2, m=m,
-                   sigma_anchor=sigma_anchor, sigma_increment=sigma_increment, s_anchor=s_a, s_increment=s_v,
-                   budget=budget, oracle=oracle, L0=constants.L0,
-                   common_directions=options.get("common_directions", True),
-                   output_rule=options.get("output_rule", "last"))
+        return cls(
+            smoothing=alpha,
+            D=D,
+            eta=eta,
+            steps=T,
+            block=block,
+            period=Sigma,
+            B1=B1,
+            B2=B2,
+            m=m,
+            sigma_anchor=sigma_anchor,
+            sigma_increment=sigma_increment,
+            s_anchor=s_a,
+            s_increment=s_v,
+            budget=budget,
+            oracle=oracle,
+            L0=constants.L0,
+            common_directions=options.get("common_directions", True),
+            output_rule=options.get("output_rule", "last"),
+        )
 
     @classmethod
-    def samples_needed(cls, setting: Setting, budget: Budget, beta: float, *, smoothing: float,
-                       oracle: str = "zeroth-order") -> float:
+    def samples_needed(
+        cls,
+        setting: Setting,
+        budget: Budget,
+        beta: float,
+        *,
+        smoothing: float,
+        oracle: str = "zeroth-order",
+    ) -> float:
         """:func:`~dpnc.algorithms.klt.theory.samples_needed` for ``setting`` (d, L = constants.L0, Φ = gap) and the
         budget's ε: the n at which Theorem 3.1 (6.1; multi-pass: 4.1, empirical norm) reaches β."""
-        return theory.samples_needed(oracle, beta=beta, d=setting.d, L=setting.constants.L0,
-                                     Phi=setting.require_gap("KLT's sample complexity"), alpha=smoothing,
-                                     epsilon=approximate(budget, "KLT").epsilon)
+        return theory.samples_needed(
+            oracle,
+            beta=beta,
+            d=setting.d,
+            L=setting.constants.L0,
+            Phi=setting.require_gap("KLT's sample complexity"),
+            alpha=smoothing,
+            epsilon=approximate(budget, "KLT").epsilon,
+        )
 
     def cost(self, setting: Setting) -> Cost:
         """Examples read (:attr:`samples`) and the estimates' work: zeroth order (and multi-pass) 2m function
@@ -330,37 +458,56 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         per_increment = 2 * self.m if self.common_directions else 4 * self.m
         if self.oracle == "first-order":
             return Cost(gradients=anchors + 2 * self.m * increments, samples=self.samples)
-        return Cost(evaluations=2 * self.m * anchors + per_increment * increments, samples=self.samples)
+        return Cost(
+            evaluations=2 * self.m * anchors + per_increment * increments, samples=self.samples
+        )
 
     # --- the run --------------------------------------------------------------------------------
 
-    def make_oracle(self, problem, *, noise: NoiseSource, accountant: Accountant, generator: torch.Generator):
+    def make_oracle(
+        self, problem, *, noise: NoiseSource, accountant: Accountant, generator: torch.Generator
+    ):
         """The oracle ``self.oracle`` names, on ``problem``'s data."""
-        oracle_class = {"zeroth-order": ZerothOrderOracle, "first-order": FirstOrderOracle,
-                        "multi-pass": MultiPassOracle}[self.oracle]
+        oracle_class = {
+            "zeroth-order": ZerothOrderOracle,
+            "first-order": FirstOrderOracle,
+            "multi-pass": MultiPassOracle,
+        }[self.oracle]
         return oracle_class(problem, self, noise=noise, accountant=accountant, generator=generator)
 
     def claim(self) -> str:
         target = f"(ε, δ) = ({self.budget.epsilon:g}, {self.budget.delta:g})"
         if not self.paper:
-            return (f"{target} with the sensitivities enforced by per-example clipping (the corrected form): no "
-                    "high-probability event")
-        return (f"{target} *conditional* on the sensitivity bounds holding, an event of probability ≥ 1 − δ/2 over "
-                f"the directions (m = {self.m}); the mechanism was calibrated for δ/2 = {self.mechanism_delta:g}")
+            return (
+                f"{target} with the sensitivities enforced by per-example clipping (the corrected form): no "
+                "high-probability event"
+            )
+        return (
+            f"{target} *conditional* on the sensitivity bounds holding, an event of probability ≥ 1 − δ/2 over "
+            f"the directions (m = {self.m}); the mechanism was calibrated for δ/2 = {self.mechanism_delta:g}"
+        )
 
     def privacy_notes(self) -> list[str]:
         notes = []
         if self.paper:
-            notes.append(f"paper=True: the ledger's ε(δ) is the mechanism's alone; the paper's (ε, δ) adds the "
-                         f"failure probability δ/2 = {self.mechanism_delta:g} of the unenforced sensitivities, so "
-                         f"report({self.mechanism_delta:g}) is the paper's accounting; the run's stats count the "
-                         "per-example terms beyond the assumed radius (beyond_radius)")
+            notes.append(
+                f"paper=True: the ledger's ε(δ) is the mechanism's alone; the paper's (ε, δ) adds the "
+                f"failure probability δ/2 = {self.mechanism_delta:g} of the unenforced sensitivities, so "
+                f"report({self.mechanism_delta:g}) is the paper's accounting; the run's stats count the "
+                "per-example terms beyond the assumed radius (beyond_radius)"
+            )
         if self.schedule == "v1-legacy":
-            notes.append("schedule v1-legacy: v1's Σ and D, whose guarantee the authors withdrew (reproduction only)")
+            notes.append(
+                "schedule v1-legacy: v1's Σ and D, whose guarantee the authors withdrew (reproduction only)"
+            )
         return notes
 
     def summary(self) -> dict[str, float]:
-        return {**super().summary(), "sigma_anchor": self.sigma_anchor, "sigma_increment": self.sigma_increment}
+        return {
+            **super().summary(),
+            "sigma_anchor": self.sigma_anchor,
+            "sigma_increment": self.sigma_increment,
+        }
 
 
 # --- the oracles -------------------------------------------------------------------------------------
@@ -378,19 +525,34 @@ class _Terms:
         """Per-example estimates of ∇f_α(w; ξ_i), shape (b, d): eq. (4) (zeroth order) or eq. (10)."""
         c = self.config
         estimator = ball_gradient_estimate if c.oracle == "first-order" else grad_estimate
-        return self.stats.add(estimator(self.problem, w, index, c.smoothing, m=m, generator=self.generator,
-                                        L=c.L0)).per_example
+        return self.stats.add(
+            estimator(self.problem, w, index, c.smoothing, m=m, generator=self.generator, L=c.L0)
+        ).per_example
 
-    def _difference(self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    def _difference(
+        self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor
+    ) -> torch.Tensor:
         c = self.config
         if c.common_directions and c.oracle == "first-order":
             return self._common_ball_difference(w, w_prev, index)
         if c.common_directions:
-            return self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.smoothing, m=c.m,
-                                                generator=self.generator, L=c.L0)).per_example
+            return self.stats.add(
+                diff_estimate(
+                    self.problem,
+                    w,
+                    w_prev,
+                    index,
+                    c.smoothing,
+                    m=c.m,
+                    generator=self.generator,
+                    L=c.L0,
+                )
+            ).per_example
         return self._estimate(w, index, c.m) - self._estimate(w_prev, index, c.m)
 
-    def _common_ball_difference(self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    def _common_ball_difference(
+        self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor
+    ) -> torch.Tensor:
         """(1/m) Σ_j [∇f(w + y_j; ξ) − ∇f(w_prev + y_j; ξ)], the same y_j ~ Unif(B_α) at both points (common
         random numbers, the first-order analogue of DIFF; spec §7 A14, unanalysed by the paper). Unbiased for
         ∇f_α(w; ξ) − ∇f_α(w_prev; ξ); for a piecewise-linear f most terms vanish or are small, so far fewer
@@ -404,9 +566,11 @@ class _Terms:
         self.stats.gradients += 2 * b * c.m
         self.stats.clipped += int(each.clipped.sum())
         self.stats.nonfinite += int(each.nonfinite.sum())
-        return grads[:, :c.m].mean(1) - grads[:, c.m:].mean(1)
+        return grads[:, : c.m].mean(1) - grads[:, c.m :].mean(1)
 
-    def _sum(self, per_example, index: torch.Tensor, radius: float, *, increment: bool = False) -> torch.Tensor:
+    def _sum(
+        self, per_example, index: torch.Tensor, radius: float, *, increment: bool = False
+    ) -> torch.Tensor:
         """Σ_i of ``per_example(chunk)``, each clipped to ``radius`` unless ``paper``, in chunks; terms beyond
         the radius are counted either way (and, for ``increment`` terms, in the clip rate's counters)."""
         size = max(1, self.CHUNK // (2 * self.config.m * self.problem.dim))
@@ -418,7 +582,9 @@ class _Terms:
             if increment:
                 self.stats.increments += len(chunk)
                 self.stats.increments_clipped += beyond
-            total = total + (terms.sum(0) if self.config.paper else clipped_sum(terms, radius, vector=True).total)
+            total = total + (
+                terms.sum(0) if self.config.paper else clipped_sum(terms, radius, vector=True).total
+            )
         return total
 
 
@@ -431,17 +597,33 @@ class ZerothOrderOracle(_Terms, TreeOracle):
         if config.oracle != self.KIND:
             raise ValueError(f"the config is for the {config.oracle!r} oracle, not {self.KIND!r}")
         self.config = config
-        super().__init__(problem, period=config.period, B1=config.B1, B2=config.B2,
-                         sensitivity=max(config.s_anchor, config.s_increment), sigma=config.sigma_anchor,
-                         max_move=2 * config.D, label=f"klt-{self.KIND}-periods", samples=config.samples, **kwargs)
+        super().__init__(
+            problem,
+            period=config.period,
+            B1=config.B1,
+            B2=config.B2,
+            sensitivity=max(config.s_anchor, config.s_increment),
+            sigma=config.sigma_anchor,
+            max_move=2 * config.D,
+            label=f"klt-{self.KIND}-periods",
+            samples=config.samples,
+            **kwargs,
+        )
 
     def anchor(self, w, index):
-        return self._sum(lambda chunk: self._estimate(w, chunk, self._anchor_points), index,
-                         self.config.anchor_radius) / len(index)
+        return self._sum(
+            lambda chunk: self._estimate(w, chunk, self._anchor_points),
+            index,
+            self.config.anchor_radius,
+        ) / len(index)
 
     def increment(self, w, w_prev, index):
-        return self._sum(lambda chunk: self._difference(w, w_prev, chunk), index,
-                         self.config.increment_radius, increment=True) / len(index)
+        return self._sum(
+            lambda chunk: self._difference(w, w_prev, chunk),
+            index,
+            self.config.increment_radius,
+            increment=True,
+        ) / len(index)
 
     @property
     def _anchor_points(self) -> int:
@@ -464,14 +646,28 @@ class MultiPassOracle(_Terms):
     terms over the whole dataset, released by :func:`~dpnc.privacy.release.release_sum` with Δ = s_a or s_v
     (replace-one); the releases compose."""
 
-    def __init__(self, problem, config: KornowskiLiuTalwar, *, noise: NoiseSource, accountant: Accountant,
-                 generator: torch.Generator) -> None:
+    def __init__(
+        self,
+        problem,
+        config: KornowskiLiuTalwar,
+        *,
+        noise: NoiseSource,
+        accountant: Accountant,
+        generator: torch.Generator,
+    ) -> None:
         if config.oracle != "multi-pass":
             raise ValueError(f"the config is for the {config.oracle!r} oracle, not 'multi-pass'")
         if problem.n != config.B1:
-            raise ValueError(f"the config was made for n={config.B1} examples; the problem has {problem.n}")
-        self.problem, self.config, self.noise, self.accountant, self.generator = (problem, config, noise, accountant,
-                                                                                  generator)
+            raise ValueError(
+                f"the config was made for n={config.B1} examples; the problem has {problem.n}"
+            )
+        self.problem, self.config, self.noise, self.accountant, self.generator = (
+            problem,
+            config,
+            noise,
+            accountant,
+            generator,
+        )
         self.index, self.data = torch.arange(problem.n), FullBatch(problem.n)
         self.stats = OracleStats()
         self.g = self.w_prev = None
@@ -483,12 +679,18 @@ class MultiPassOracle(_Terms):
     def __call__(self, t: int, w: torch.Tensor) -> torch.Tensor:
         c = self.config
         if (t - 1) % c.period == 0:
-            total = self._sum(lambda chunk: self._estimate(w, chunk, c.m), self.index, c.anchor_radius)
+            total = self._sum(
+                lambda chunk: self._estimate(w, chunk, c.m), self.index, c.anchor_radius
+            )
             self.g = self._release(total, c.anchor_radius, c.sigma_anchor)
         else:
             check_move(w, self.w_prev, 2 * c.D)
-            total = self._sum(lambda chunk: self._difference(w, self.w_prev, chunk), self.index, c.increment_radius,
-                              increment=True)
+            total = self._sum(
+                lambda chunk: self._difference(w, self.w_prev, chunk),
+                self.index,
+                c.increment_radius,
+                increment=True,
+            )
             self.g = self.g + self._release(total, c.increment_radius, c.sigma_increment)
         self.w_prev = w
         return self.g
@@ -496,5 +698,11 @@ class MultiPassOracle(_Terms):
     def _release(self, total: torch.Tensor, radius: float, sigma: float) -> torch.Tensor:
         """Σ/n + N(0, σ²I), recorded with Δ = mean_sensitivity(radius, n) (= s_a or s_v replace-one)."""
         sensitivity = mean_sensitivity(radius, self.data.batch_size, self.accountant.relation)
-        return release_sum(total, radius, sampler=self.data, noise=self.noise, accountant=self.accountant,
-                           noise_multiplier=sigma / sensitivity)
+        return release_sum(
+            total,
+            radius,
+            sampler=self.data,
+            noise=self.noise,
+            accountant=self.accountant,
+            noise_multiplier=sigma / sensitivity,
+        )

@@ -46,14 +46,25 @@ class TheoryConstants:
     c_T: float = 1.0
 
 
-def sensitivities(*, d: int, L: float, alpha: float, D: float, B1: int, B2: int, c_H: float = 1.0
-                  ) -> tuple[float, float]:
+def sensitivities(
+    *, d: int, L: float, alpha: float, D: float, B1: int, B2: int, c_H: float = 1.0
+) -> tuple[float, float]:
     """(s_a, s_v) = (3L/B1, (4c_H + 1)·L√d·D/(α·B2)), spec §2.6."""
     return 3 * L / B1, (4 * c_H + 1) * L * math.sqrt(d) * D / (alpha * B2)
 
 
-def paper_directions(oracle: str, *, d: int, alpha: float, D: float, B1: int, B2: int, delta: float,
-                     T: int | None = None, c: float = 1.0) -> int:
+def paper_directions(
+    oracle: str,
+    *,
+    d: int,
+    alpha: float,
+    D: float,
+    B1: int,
+    B2: int,
+    delta: float,
+    T: int | None = None,
+    c: float = 1.0,
+) -> int:
     """The m for which the paper's high-probability sensitivities hold (spec §2.6 steps 4 and multi-pass).
 
     Zeroth-order: c²·ln(8d·max(B1, B2)/δ)·max(d²B1², dα²B2²/D²) (Lemma 3.5); first-order:
@@ -61,13 +72,26 @@ def paper_directions(oracle: str, *, d: int, alpha: float, D: float, B1: int, B2
     union bound over the T steps a sample is reused in, ln(8dnT/δ) (§7 A10).
     """
     if oracle == "first-order":
-        return max(1, math.ceil(c**2 * math.log(8 * d * B2 / delta) * alpha**2 * B2**2 / (D**2 * d)))
+        return max(
+            1, math.ceil(c**2 * math.log(8 * d * B2 / delta) * alpha**2 * B2**2 / (D**2 * d))
+        )
     union = 8 * d * max(B1, B2) * (T if oracle == "multi-pass" else 1)
-    return math.ceil(c**2 * math.log(union / delta) * max(d**2 * B1**2, d * alpha**2 * B2**2 / D**2))
+    return math.ceil(
+        c**2 * math.log(union / delta) * max(d**2 * B1**2, d * alpha**2 * B2**2 / D**2)
+    )
 
 
-def variance_directions(oracle: str, *, d: int, L: float, Sigma: int, B1: int, B2: int,
-                        sigma_anchor: float, sigma_increment: float) -> int:
+def variance_directions(
+    oracle: str,
+    *,
+    d: int,
+    L: float,
+    Sigma: int,
+    B1: int,
+    B2: int,
+    sigma_anchor: float,
+    sigma_increment: float,
+) -> int:
     """The fewest m whose estimation variance is at most the privacy noise's (the corrected form's default).
 
     Single pass (Lemma 3.6 / 6.5): L²d²(1/B1 + Σ/B2)/m ≤ σ²·d·Lvl for zeroth order, without the d² for
@@ -86,28 +110,58 @@ def second_moment(config, *, d: int, L: float) -> float:
     constants 1, spec §2.6 step 5)."""
     c = config
     if c.oracle == "multi-pass":
-        return (L**2 + L**2 * d**2 * c.period / (c.m * c.B1) + c.sigma_anchor**2 * d
-                + c.sigma_increment**2 * d * c.period)
+        return (
+            L**2
+            + L**2 * d**2 * c.period / (c.m * c.B1)
+            + c.sigma_anchor**2 * d
+            + c.sigma_increment**2 * d * c.period
+        )
     dims = d**2 if c.oracle == "zeroth-order" else 1
-    return (L**2 + L**2 * dims / (c.B1 * c.m) + L**2 * d * c.D**2 * c.period / (c.smoothing**2 * c.B2)
-            + c.sigma_anchor**2 * d * leaf_participation(c.period) + L**2 * dims * c.period / (c.m * c.B2))
+    return (
+        L**2
+        + L**2 * dims / (c.B1 * c.m)
+        + L**2 * d * c.D**2 * c.period / (c.smoothing**2 * c.B2)
+        + c.sigma_anchor**2 * d * leaf_participation(c.period)
+        + L**2 * dims * c.period / (c.m * c.B2)
+    )
 
 
-def single_pass_radius(*, n_steps: int, d: int, L: float, Phi: float, alpha: float, epsilon: float,
-                       schedule: str = "v2") -> float:
+def single_pass_radius(
+    *,
+    n_steps: int,
+    d: int,
+    L: float,
+    Phi: float,
+    alpha: float,
+    epsilon: float,
+    schedule: str = "v2",
+) -> float:
     """D of Theorem 3.1 with constants 1 (v2: the min of four terms; v1: of the first three)."""
     T = n_steps
-    terms = [(Phi**2 * alpha / (L**2 * T**2)) ** (1 / 3),
-             (Phi * alpha * epsilon / (d * L * T)) ** 0.5,
-             (Phi**3 * alpha**2 * epsilon / (d**1.5 * L**3 * T**3)) ** 0.2]
+    terms = [
+        (Phi**2 * alpha / (L**2 * T**2)) ** (1 / 3),
+        (Phi * alpha * epsilon / (d * L * T)) ** 0.5,
+        (Phi**3 * alpha**2 * epsilon / (d**1.5 * L**3 * T**3)) ** 0.2,
+    ]
     if schedule == "v2":
         terms.append((Phi**2 * alpha / (L**2 * T**2 * math.sqrt(d))) ** (1 / 3))
     return min(terms)
 
 
-def single_pass_schedule(oracle: str, *, n: int, d: int, L: float, Phi: float, alpha: float, epsilon: float,
-                         mechanism_delta: float, schedule: str = "v2", calibration: str = "zcdp",
-                         constants: TheoryConstants = TheoryConstants()) -> dict:
+def single_pass_schedule(
+    oracle: str,
+    *,
+    n: int,
+    d: int,
+    L: float,
+    Phi: float,
+    alpha: float,
+    epsilon: float,
+    mechanism_delta: float,
+    schedule: str = "v2",
+    calibration: str = "zcdp",
+    constants: TheoryConstants = TheoryConstants(),
+) -> dict:
     """Theorem 3.1 (zeroth order) or 6.1 (first order) for n examples, spec §2.6 steps 1–4: the fields
     steps, block, period, B1, B2, D, the sensitivities and σ (η and m are set afterwards).
 
@@ -119,8 +173,12 @@ def single_pass_schedule(oracle: str, *, n: int, d: int, L: float, Phi: float, a
     if n < 3:
         raise ValueError(f"a single pass needs n >= 3 examples (2T + Σ <= n); got {n}")
     T = n // 2
-    D = single_pass_radius(n_steps=T, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon, schedule=schedule)
-    spread = (alpha / (epsilon * D)) ** (2 / 3) + (alpha / (D * math.sqrt(d)) if schedule == "v2" else 0.0)
+    D = single_pass_radius(
+        n_steps=T, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon, schedule=schedule
+    )
+    spread = (alpha / (epsilon * D)) ** (2 / 3) + (
+        alpha / (D * math.sqrt(d)) if schedule == "v2" else 0.0
+    )
     Sigma = min(T, max(1, math.ceil(spread)))
     T = max(1, (n - Sigma) // 2)
     Sigma = min(Sigma, T)
@@ -128,9 +186,21 @@ def single_pass_schedule(oracle: str, *, n: int, d: int, L: float, Phi: float, a
     if calibration == "prop-2.5":
         sigma = klt_tree_sigma(max(s_a, s_v), Sigma, epsilon, mechanism_delta)
     else:
-        sigma = zcdp_gaussian_sigma(max(s_a, s_v), epsilon_to_rho(epsilon, mechanism_delta) / leaf_participation(Sigma))
-    return dict(steps=T, block=block_length(alpha, D, T), period=Sigma, B1=Sigma, B2=1, D=D, sigma_anchor=sigma,
-                sigma_increment=sigma, s_anchor=s_a, s_increment=s_v)
+        sigma = zcdp_gaussian_sigma(
+            max(s_a, s_v), epsilon_to_rho(epsilon, mechanism_delta) / leaf_participation(Sigma)
+        )
+    return dict(
+        steps=T,
+        block=block_length(alpha, D, T),
+        period=Sigma,
+        B1=Sigma,
+        B2=1,
+        D=D,
+        sigma_anchor=sigma,
+        sigma_increment=sigma,
+        s_anchor=s_a,
+        s_increment=s_v,
+    )
 
 
 def implied_beta(*, n: int, d: int, L: float, Phi: float, alpha: float, epsilon: float) -> float:
@@ -138,9 +208,19 @@ def implied_beta(*, n: int, d: int, L: float, Phi: float, alpha: float, epsilon:
     return (L * d**0.75 * math.sqrt(Phi) / (epsilon * math.sqrt(alpha) * n)) ** (2 / 3)
 
 
-def multi_pass_schedule(*, n: int, d: int, L: float, Phi: float, alpha: float, epsilon: float,
-                        mechanism_delta: float, beta: float | None = None, max_steps: int | None = None,
-                        constants: TheoryConstants = TheoryConstants()) -> dict:
+def multi_pass_schedule(
+    *,
+    n: int,
+    d: int,
+    L: float,
+    Phi: float,
+    alpha: float,
+    epsilon: float,
+    mechanism_delta: float,
+    beta: float | None = None,
+    max_steps: int | None = None,
+    constants: TheoryConstants = TheoryConstants(),
+) -> dict:
     """Theorem 4.1 with the spec's dimensionally consistent D = c_D·αβ²/L², T = c_T·ΦL²/(αβ³) (§7 A9).
 
     β defaults to :func:`implied_beta`, but never below L·√(d/n), the population gap of Prop 5.1 that
@@ -150,7 +230,9 @@ def multi_pass_schedule(*, n: int, d: int, L: float, Phi: float, alpha: float, e
     anchors when Σ = 1 leaves no increments).
     """
     if beta is None:
-        beta = max(implied_beta(n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon), L * math.sqrt(d / n))
+        beta = max(
+            implied_beta(n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon), L * math.sqrt(d / n)
+        )
     if max_steps is not None:
         check_positive(max_steps=max_steps)
         beta = max(beta, (constants.c_T * Phi * L**2 / (alpha * max_steps)) ** (1 / 3))
@@ -161,15 +243,34 @@ def multi_pass_schedule(*, n: int, d: int, L: float, Phi: float, alpha: float, e
     s_a, s_v = sensitivities(d=d, L=L, alpha=alpha, D=D, B1=n, B2=n, c_H=constants.c_H)
     anchors = -(-T // Sigma)
     rho = epsilon_to_rho(epsilon, mechanism_delta)
-    share = rho / 2 if T > anchors else rho  # Σ = 1: every step is an anchor and takes the whole budget
-    return dict(steps=T, block=block_length(alpha, D, T), period=Sigma, B1=n, B2=n, D=D,
-                sigma_anchor=zcdp_gaussian_sigma(s_a, share / anchors),
-                sigma_increment=zcdp_gaussian_sigma(s_v, share / max(T - anchors, 1)), s_anchor=s_a,
-                s_increment=s_v, beta=beta)
+    share = (
+        rho / 2 if T > anchors else rho
+    )  # Σ = 1: every step is an anchor and takes the whole budget
+    return dict(
+        steps=T,
+        block=block_length(alpha, D, T),
+        period=Sigma,
+        B1=n,
+        B2=n,
+        D=D,
+        sigma_anchor=zcdp_gaussian_sigma(s_a, share / anchors),
+        sigma_increment=zcdp_gaussian_sigma(s_v, share / max(T - anchors, 1)),
+        s_anchor=s_a,
+        s_increment=s_v,
+        beta=beta,
+    )
 
 
-def check_theory_inputs(*, oracle: str, schedule: str, n: int, d: int, epsilon: float, dp_delta: float,
-                        **positive: float) -> None:
+def check_theory_inputs(
+    *,
+    oracle: str,
+    schedule: str,
+    n: int,
+    d: int,
+    epsilon: float,
+    dp_delta: float,
+    **positive: float,
+) -> None:
     """Refuse theorem inputs outside their ranges, naming them."""
     check_choice("oracle", oracle, ORACLES)
     check_choice("schedule", schedule, SCHEDULES)
@@ -179,8 +280,17 @@ def check_theory_inputs(*, oracle: str, schedule: str, n: int, d: int, epsilon: 
     check_positive(**positive)
 
 
-def rate(oracle: str, *, n: int, d: int, L: float, Phi: float, alpha: float, epsilon: float,
-         schedule: str = "v2") -> float:
+def rate(
+    oracle: str,
+    *,
+    n: int,
+    d: int,
+    L: float,
+    Phi: float,
+    alpha: float,
+    epsilon: float,
+    schedule: str = "v2",
+) -> float:
     """The theorems' bound on E‖∂F(x_out)‖_2α with constants 1 (Õ(·) without logs).
 
     Single pass (Thm 3.1/6.1, v2): (ΦL²√d/(nα))^{1/3} + (ΦdL/(nαε))^{1/2} + (Φ²L³d^{3/2}/(n²α²ε))^{1/5};
@@ -189,11 +299,16 @@ def rate(oracle: str, *, n: int, d: int, L: float, Phi: float, alpha: float, eps
     if oracle == "multi-pass":
         return implied_beta(n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon)
     root_d = math.sqrt(d) if schedule == "v2" else 1.0
-    return ((Phi * L**2 * root_d / (n * alpha)) ** (1 / 3) + (Phi * d * L / (n * alpha * epsilon)) ** 0.5
-            + (Phi**2 * L**3 * d**1.5 / (n**2 * alpha**2 * epsilon)) ** 0.2)
+    return (
+        (Phi * L**2 * root_d / (n * alpha)) ** (1 / 3)
+        + (Phi * d * L / (n * alpha * epsilon)) ** 0.5
+        + (Phi**2 * L**3 * d**1.5 / (n**2 * alpha**2 * epsilon)) ** 0.2
+    )
 
 
-def samples_needed(oracle: str, *, beta: float, d: int, L: float, Phi: float, alpha: float, epsilon: float) -> float:
+def samples_needed(
+    oracle: str, *, beta: float, d: int, L: float, Phi: float, alpha: float, epsilon: float
+) -> float:
     """n for E‖∂F‖_2α ≤ β up to constants: ΦL²√d/(αβ³) + ΦLd/(εαβ²) (single pass, v2; the abstract's
     rate) or √Φ·L·d^{3/4}/(ε·√α·β^{3/2}) (multi-pass, empirical)."""
     if oracle == "multi-pass":
@@ -201,7 +316,9 @@ def samples_needed(oracle: str, *, beta: float, d: int, L: float, Phi: float, al
     return Phi * L**2 * math.sqrt(d) / (alpha * beta**3) + Phi * L * d / (epsilon * alpha * beta**2)
 
 
-def population_gap(*, n: int, d: int, L: float, diameter: float, zeta: float = 0.05, C: float = 1.0) -> float:
+def population_gap(
+    *, n: int, d: int, L: float, diameter: float, zeta: float = 0.05, C: float = 1.0
+) -> float:
     """Prop 5.1's ‖∂F‖ − ‖∂F̂‖ ≤ C·L·√(d·ln(R/ζ)/n) with probability 1 − ζ, R the diameter of the outputs'
     set (2DT for O2NC). C is unknown ("up to constants/logs", spec §5): a label, not a certificate."""
     return C * L * math.sqrt(d * math.log(max(math.e, diameter / zeta)) / n)

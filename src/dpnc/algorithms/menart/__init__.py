@@ -39,15 +39,64 @@ Example::
     run.output, run.stats.updates, run.report(1e-6).epsilon
 """
 
-from dpnc.algorithms.menart.adaptive import AdaptiveGD, AdaptiveStats, check_selection, select_stationary
-from dpnc.algorithms.menart.common import (CLIPPED, DECLARED, NOT_GUARANTEED, AnalysisConstants, KLStats,
-                                       PrivateGradients, project_two_balls)
-from dpnc.algorithms.menart.proximal import (InnerResult, InnerSolver, ProximalPoint, ProximalStats, noisy_projected_gd,
-                                         proximal_point_bound, proximal_point_rounds)
-from dpnc.algorithms.menart.spider import (PRACTICAL, KLSpider, Round, SpiderSchedule, SpiderStats, practical_schedule,
-                                       spider_schedule)
+from dpnc.algorithms.menart.adaptive import (
+    AdaptiveGD,
+    AdaptiveStats,
+    check_selection,
+    select_stationary,
+)
+from dpnc.algorithms.menart.common import (
+    CLIPPED,
+    DECLARED,
+    NOT_GUARANTEED,
+    AnalysisConstants,
+    KLStats,
+    PrivateGradients,
+    project_two_balls,
+)
+from dpnc.algorithms.menart.proximal import (
+    InnerResult,
+    InnerSolver,
+    ProximalPoint,
+    ProximalStats,
+    noisy_projected_gd,
+    proximal_point_bound,
+    proximal_point_rounds,
+)
+from dpnc.algorithms.menart.spider import (
+    PRACTICAL,
+    KLSpider,
+    Round,
+    SpiderSchedule,
+    SpiderStats,
+    practical_schedule,
+    spider_schedule,
+)
 
-__all__ = ["CLIPPED", "DECLARED", "NOT_GUARANTEED", "PRACTICAL", "AdaptiveGD", "AdaptiveStats", "AnalysisConstants",
-           "InnerResult", "InnerSolver", "KLSpider", "KLStats", "PrivateGradients", "ProximalPoint", "ProximalStats",
-           "Round", "SpiderSchedule", "SpiderStats", "check_selection", "noisy_projected_gd", "practical_schedule",
-           "project_two_balls", "proximal_point_bound", "proximal_point_rounds", "select_stationary", "spider_schedule"]
+__all__ = [
+    "CLIPPED",
+    "DECLARED",
+    "NOT_GUARANTEED",
+    "PRACTICAL",
+    "AdaptiveGD",
+    "AdaptiveStats",
+    "AnalysisConstants",
+    "InnerResult",
+    "InnerSolver",
+    "KLSpider",
+    "KLStats",
+    "PrivateGradients",
+    "ProximalPoint",
+    "ProximalStats",
+    "Round",
+    "SpiderSchedule",
+    "SpiderStats",
+    "check_selection",
+    "noisy_projected_gd",
+    "practical_schedule",
+    "project_two_balls",
+    "proximal_point_bound",
+    "proximal_point_rounds",
+    "select_stationary",
+    "spider_schedule",
+]

@@ -21,8 +21,19 @@ import torch
 
 from dpnc._check import check_integer, check_positive
 from dpnc.algorithms.base import Cost, Run, Setting
-from dpnc.algorithms.menart.common import (KLConfig, KLStats, budget_rho, check_config, finish, guarantee,
-                                           open_queries, region_of, require, setting, step)
+from dpnc.algorithms.menart.common import (
+    KLConfig,
+    KLStats,
+    budget_rho,
+    check_config,
+    finish,
+    guarantee,
+    open_queries,
+    region_of,
+    require,
+    setting,
+    step,
+)
 from dpnc.privacy import interpret
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import check_rho
@@ -48,7 +59,9 @@ class AdaptiveStats(KLStats):
     selected: int | None = None
 
 
-SELECT_SHARE = 8 / 9   # with select, the filter gets ρ' = 8ρ/9: the √ρ'-DP selection (bounded range) costs ρ'/8
+SELECT_SHARE = (
+    8 / 9
+)  # with select, the filter gets ρ' = 8ρ/9: the √ρ'-DP selection (bounded range) costs ρ'/8
 
 
 def filter_rho(budget, select: bool) -> float:
@@ -103,18 +116,31 @@ class AdaptiveGD(KLConfig):
     def __post_init__(self) -> None:
         check_config(self, "eta", "ell", "rho_norm")
         if self.rho_norm is not None and self.rho_norm > self.rho / 2:
-            raise ValueError(f"rho_norm must be <= rho/2 = {self.rho / 2:g} (one step's norm query within the "
-                             f"filter's half of the budget); got {self.rho_norm!r}")
+            raise ValueError(
+                f"rho_norm must be <= rho/2 = {self.rho / 2:g} (one step's norm query within the "
+                f"filter's half of the budget); got {self.rho_norm!r}"
+            )
 
     @classmethod
-    def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, select: bool = False,
-                    paper: bool = False) -> AdaptiveGD:
+    def from_theory(
+        cls,
+        setting: Setting,
+        budget,
+        *,
+        beta: float = 0.05,
+        select: bool = False,
+        paper: bool = False,
+    ) -> AdaptiveGD:
         """Theorem 4's (Theorem 5's with ``select``) setting: the objective's public L0 and L1 (γ, κ unknown); ρ the
         budget's zCDP ρ, of which the selection takes 1/9 (:func:`filter_rho`)."""
-        return cls.of(setting, rho=filter_rho(budget, select), beta=beta, select=select, paper=paper)
+        return cls.of(
+            setting, rho=filter_rho(budget, select), beta=beta, select=select, paper=paper
+        )
 
     @classmethod
-    def practical(cls, setting: Setting, budget, *, horizon: int | None = None, **options) -> AdaptiveGD:
+    def practical(
+        cls, setting: Setting, budget, *, horizon: int | None = None, **options
+    ) -> AdaptiveGD:
         """A practical variant of Algorithm 3 (Algorithm 3+ with ``select=True``): a longer step, less relative
         noise, and norm queries budgeted for the steps the run needs rather than for n√ρ/2 of them.
 
@@ -147,18 +173,39 @@ class AdaptiveGD(KLConfig):
         Raises:
             ValueError: a field out of range.
         """
-        constants, n, rho = setting.constants, setting.n, filter_rho(budget, options.get("select", False))
+        constants, n, rho = (
+            setting.constants,
+            setting.n,
+            filter_rho(budget, options.get("select", False)),
+        )
         require(constants, "L0", "L1")
         if horizon is None:
-            horizon = (100 if constants.gamma is None else
-                       max(1, math.ceil((1 + 2 * constants.gamma**2 * constants.L1) * math.log(max(n**2 * rho, 2)))))
+            horizon = (
+                100
+                if constants.gamma is None
+                else max(
+                    1,
+                    math.ceil(
+                        (1 + 2 * constants.gamma**2 * constants.L1) * math.log(max(n**2 * rho, 2))
+                    ),
+                )
+            )
         check_integer(1, horizon=horizon)
-        return cls.of(setting, **{"rho": rho, "eta": 1 / constants.L1, "ell": 4.0, "rho_norm": rho / (2 * horizon),
-                                  **options})
+        return cls.of(
+            setting,
+            **{
+                "rho": rho,
+                "eta": 1 / constants.L1,
+                "ell": 4.0,
+                "rho_norm": rho / (2 * horizon),
+                **options,
+            },
+        )
 
     def claim_basis(self) -> str:
-        return "by the privacy filter (Theorem 4)" + (", plus the selection's √ρ-DP exponential mechanism (Theorem 5)"
-                                                      if self.select else "")
+        return "by the privacy filter (Theorem 4)" + (
+            ", plus the selection's √ρ-DP exponential mechanism (Theorem 5)" if self.select else ""
+        )
 
     def cost(self, setting: Setting) -> Cost:
         """At most: the filter's most steps, ⌊(ρ/2)/ρ_norm⌋ (ρ_norm = √ρ/n unless set), each n gradients, and with
@@ -166,70 +213,131 @@ class AdaptiveGD(KLConfig):
         n = setting.n
         rho_norm = math.sqrt(self.rho) / n if self.rho_norm is None else self.rho_norm
         steps = max(1, math.floor(self.rho / 2 / rho_norm))
-        return Cost(gradients=n * steps * (2 if self.select else 1) + (n if self.select else 0), samples=n)
+        return Cost(
+            gradients=n * steps * (2 if self.select else 1) + (n if self.select else 0), samples=n
+        )
 
-    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
-            generator: torch.Generator) -> Run:
+    def run(
+        self,
+        problem,
+        x0: torch.Tensor,
+        *,
+        noise: NoiseSource,
+        accountant: Accountant,
+        generator: torch.Generator,
+    ) -> Run:
         """One run from x0 (default 0). Every argument, the selection's included, is checked before the first
         query. No public randomness: ``generator`` is not used."""
         f = problem
         s = setting(self, f, x0)
         # every step's releases go to a ledger of their own: the filter's bound is recorded once, after the loop
         steps_ledger = Accountant(accountant.relation)
-        queries = open_queries(f, noise=noise, accountant=steps_ledger, clip=self.clip, region=s.region)
+        queries = open_queries(
+            f, noise=noise, accountant=steps_ledger, clip=self.clip, region=s.region
+        )
         if self.select:
             check_selection(accountant.relation, "select=True")
             if s.region is None and not queries.clips:
-                raise ValueError("project must be True for select=True without clipping: the selection's scores "
-                                 "are bounded only on the region, so it would refuse the iterates after the run; "
-                                 "got False")
+                raise ValueError(
+                    "project must be True for select=True without clipping: the selection's scores "
+                    "are bounded only on the region, so it would refuse the iterates after the run; "
+                    "got False"
+                )
         L1 = self.L1
         n, d, rho = s.n, s.d, self.rho
         ell = math.log(n * math.sqrt(rho) / self.beta) if self.ell is None else self.ell
         if ell <= 0:
             raise ValueError(f"adaptive GD needs n·√ρ > β (ℓ = log(n√ρ/β) > 0); got ℓ = {ell:.3g}")
         eta = 1 / (2 * L1) if self.eta is None else self.eta
-        rho_norm = math.sqrt(rho) / n if self.rho_norm is None else self.rho_norm  # each norm query's charge
+        rho_norm = (
+            math.sqrt(rho) / n if self.rho_norm is None else self.rho_norm
+        )  # each norm query's charge
         paper_delta = math.sqrt(2) * s.L0 / n  # the sensitivity the paper's charges assume
         true_delta = mean_sensitivity(s.L0, n, accountant.relation)
         scale = 1.0 if self.paper else true_delta / paper_delta
         cost_ratio = (true_delta / (paper_delta * scale)) ** 2  # true cost / charge, per release
-        sigma_hat = scale * s.L0 / (math.sqrt(n) * rho**0.25 if self.rho_norm is None else n * math.sqrt(rho_norm))
+        sigma_hat = (
+            scale
+            * s.L0
+            / (math.sqrt(n) * rho**0.25 if self.rho_norm is None else n * math.sqrt(rho_norm))
+        )
         sigma_min = 2 * s.L0 / (n * math.sqrt(rho))
         limit = rho / 2 - (rho_norm if self.strict else 0.0)
         if limit < 0:
-            raise ValueError(f"strict mode needs ρ/2 ≥ √ρ/n, i.e. n·√ρ ≥ 2; got n·√ρ = {n * math.sqrt(rho):.3g}")
+            raise ValueError(
+                f"strict mode needs ρ/2 ≥ √ρ/n, i.e. n·√ρ ≥ 2; got n·√ρ = {n * math.sqrt(rho):.3g}"
+            )
         sensitivity, note = guarantee(queries, s, self.clip, L0=s.L0)
-        stats = AdaptiveStats(sensitivity=sensitivity, eta=eta, ell=ell, sigma_hat=sigma_hat,
-                              sigma_min=scale * sigma_min)
+        stats = AdaptiveStats(
+            sensitivity=sensitivity,
+            eta=eta,
+            ell=ell,
+            sigma_hat=sigma_hat,
+            sigma_min=scale * sigma_min,
+        )
         w, iterates, floored = s.w0.clone(), [s.w0.clone()], False
         while sum(stats.charges) <= limit:
-            total = queries.gradient_sum(w, s.L0)                                    # n·∇F(w), clipped
-            N = float(queries.release(torch.linalg.vector_norm(total), s.L0, sigma_hat))  # ‖∇F(w)‖ + N(0, σ̂²)
+            total = queries.gradient_sum(w, s.L0)  # n·∇F(w), clipped
+            N = float(
+                queries.release(torch.linalg.vector_norm(total), s.L0, sigma_hat)
+            )  # ‖∇F(w)‖ + N(0, σ̂²)
             sigma_paper = max(N / math.sqrt(d * ell), sigma_min) if N > 0 else sigma_min
             floored = sigma_paper <= sigma_min
-            g = queries.release(total, s.L0, scale * sigma_paper)                     # ∇F(w) + N(0, σ_t²I)
-            w = step(w - eta * g, s.region)                                           # w ← w − g/(2L1)
+            g = queries.release(total, s.L0, scale * sigma_paper)  # ∇F(w) + N(0, σ_t²I)
+            w = step(w - eta * g, s.region)  # w ← w − g/(2L1)
             iterates.append(w.clone())
             stats.sigmas.append(scale * sigma_paper)
-            stats.charges.append(rho_norm + (rho / 2 if floored else s.L0**2 * d * ell / (n**2 * N**2)))
+            stats.charges.append(
+                rho_norm + (rho / 2 if floored else s.L0**2 * d * ell / (n**2 * N**2))
+            )
         stats.filter = cost_ratio * (rho if self.strict else rho + rho_norm)
         accountant.record(ZCDPMechanism(stats.filter, secret=noise.secret))
-        stats.steps, stats.charged, stats.last_floored = len(stats.charges), sum(stats.charges), floored
-        notes = [f"adaptive noise: accounted by a zCDP privacy filter of {stats.filter:.6g} "
-                 f"(fully adaptive composition; {stats.steps} steps; PLD does not apply)", note]
+        stats.steps, stats.charged, stats.last_floored = (
+            len(stats.charges),
+            sum(stats.charges),
+            floored,
+        )
+        notes = [
+            f"adaptive noise: accounted by a zCDP privacy filter of {stats.filter:.6g} "
+            f"(fully adaptive composition; {stats.steps} steps; PLD does not apply)",
+            note,
+        ]
         output = w
         if self.select:
             iterates_t = torch.stack(iterates)
-            stats.selected = select_stationary(f, iterates_t, rho=rho, L0=s.L0, paper=self.paper, clip=self.clip,
-                                               noise=noise, accountant=accountant)
+            stats.selected = select_stationary(
+                f,
+                iterates_t,
+                rho=rho,
+                L0=s.L0,
+                paper=self.paper,
+                clip=self.clip,
+                noise=noise,
+                accountant=accountant,
+            )
             output = iterates_t[stats.selected].clone()
-        return finish(self, output=output, iterates=iterates, accountant=accountant, stats=stats, queries=queries,
-                      notes=notes)
+        return finish(
+            self,
+            output=output,
+            iterates=iterates,
+            accountant=accountant,
+            stats=stats,
+            queries=queries,
+            notes=notes,
+        )
 
 
-def select_stationary(objective, iterates: torch.Tensor, *, rho: float, L0: float, paper: bool = False,
-                      clip: bool = True, noise: NoiseSource | None = None, accountant: Accountant) -> int:
+def select_stationary(
+    objective,
+    iterates: torch.Tensor,
+    *,
+    rho: float,
+    L0: float,
+    paper: bool = False,
+    clip: bool = True,
+    noise: NoiseSource | None = None,
+    accountant: Accountant,
+) -> int:
     """Theorem 5's private selection: t* with P(t) ∝ exp(−ε‖∇F(w_t)‖/(2Δ)), ε = √ρ; recorded in ``accountant``.
 
     Δ is the utility's sensitivity: in the corrected form, the relation's (2L0/n replace-one, L0/n add/remove),
@@ -250,14 +358,18 @@ def select_stationary(objective, iterates: torch.Tensor, *, rho: float, L0: floa
         region = region_of(objective)
         outside = [t for t, w in enumerate(iterates) if not region.contains(w)]
         if outside:
-            raise ValueError(f"iterates must lie in the region (radius {region.radius:.6g}) when their gradients "
-                             f"cannot be clipped; got {len(outside)} outside, the first at index {outside[0]}")
+            raise ValueError(
+                f"iterates must lie in the region (radius {region.radius:.6g}) when their gradients "
+                f"cannot be clipped; got {len(outside)} outside, the first at index {outside[0]}"
+            )
         queries.region = region
     norms = torch.stack([queries.gradient(w, L0).norm() for w in iterates])
     true_delta = queries.sensitivity(L0)
     used_delta = L0 / queries.n if paper else true_delta
     epsilon = math.sqrt(check_rho(rho))
-    index, release = exponential_mechanism(-norms, sensitivity=used_delta, epsilon=epsilon, noise=noise)
+    index, release = exponential_mechanism(
+        -norms, sensitivity=used_delta, epsilon=epsilon, noise=noise
+    )
     accountant.record(dataclasses.replace(release, epsilon=epsilon * true_delta / used_delta))
     return index
 
@@ -271,5 +383,7 @@ def check_selection(relation: Relation, what: str) -> None:
     """
     supported = interpret.relations(ExponentialMechanism(epsilon=1.0))
     if relation not in supported:
-        raise ValueError(f"relation must be one of {sorted(r.value for r in supported)} for {what}: the accountant "
-                         f"interprets the exponential mechanism only there; got {relation.value!r}")
+        raise ValueError(
+            f"relation must be one of {sorted(r.value for r in supported)} for {what}: the accountant "
+            f"interprets the exponential mechanism only there; got {relation.value!r}"
+        )

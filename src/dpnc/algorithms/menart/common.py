@@ -41,18 +41,18 @@ levels; the accountant then reports their true cost.
 
 from __future__ import annotations
 
-import math
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import torch
 
 from dpnc._check import check_positive, check_probability
 from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, zcdp
-from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.release import mean_release, release_sum
+from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.noise import NoiseSource
+from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.releases import mean_sensitivity
 from dpnc.problems.base import Region
 from dpnc.sampling import FullBatch
@@ -85,8 +85,13 @@ class AnalysisConstants:
     precision: float = 8.0
 
     def __post_init__(self) -> None:
-        check_positive(descent=self.descent, step=self.step, stop=self.stop, prox=self.prox,
-                       precision=self.precision)
+        check_positive(
+            descent=self.descent,
+            step=self.step,
+            stop=self.stop,
+            prox=self.prox,
+            precision=self.precision,
+        )
         if self.floor is not None:
             check_positive(floor=self.floor)
 
@@ -132,11 +137,26 @@ class PrivateGradients:
     unbounded). :meth:`release` adds the noise through :func:`~dpnc.privacy.release.release_sum`.
     """
 
-    def __init__(self, objective, *, noise: NoiseSource, accountant: Accountant, clip: bool = True,
-                 region: Region | None = None) -> None:
-        self.objective, self.noise, self.accountant, self.region = objective, noise, accountant, region
-        self.clips = bool(clip) and objective.example_gradients(torch.zeros(objective.dim,
-                                                                            dtype=torch.float64)) is not None
+    def __init__(
+        self,
+        objective,
+        *,
+        noise: NoiseSource,
+        accountant: Accountant,
+        clip: bool = True,
+        region: Region | None = None,
+    ) -> None:
+        self.objective, self.noise, self.accountant, self.region = (
+            objective,
+            noise,
+            accountant,
+            region,
+        )
+        self.clips = (
+            bool(clip)
+            and objective.example_gradients(torch.zeros(objective.dim, dtype=torch.float64))
+            is not None
+        )
         self.n = int(objective.n)
         self.sampler = FullBatch(self.n)  # the fixed denominator n and the plain Gaussian release
         self.nonfinite = self.clipped = self.queries = self.gradients = 0
@@ -158,37 +178,59 @@ class PrivateGradients:
         self._check(w)
         f = self.objective
         self.gradients += 2 * self.n
-        return self._sum(lambda: f.example_gradients(w_new) - f.example_gradients(w),
-                         lambda: f.gradient(w_new) - f.gradient(w), bound)
+        return self._sum(
+            lambda: f.example_gradients(w_new) - f.example_gradients(w),
+            lambda: f.gradient(w_new) - f.gradient(w),
+            bound,
+        )
 
     def gradient(self, w: torch.Tensor, bound: float) -> torch.Tensor:
         """The exact clipped mean (1/n)·:meth:`gradient_sum` (not released: for scores and checks)."""
         return self.gradient_sum(w, bound) / self.n
 
-    def release(self, total: torch.Tensor, bound: float, sigma: float, *, accountant: Accountant | None = None,
-                noise=None) -> torch.Tensor:
+    def release(
+        self,
+        total: torch.Tensor,
+        bound: float,
+        sigma: float,
+        *,
+        accountant: Accountant | None = None,
+        noise=None,
+    ) -> torch.Tensor:
         """total/n + N(0, σ²I) for a sum of per-example terms bounded by ``bound`` (a vector or a 0-d tensor),
         through :func:`~dpnc.privacy.release.release_sum`, recorded in ``accountant`` (default: the queries' own);
         ``noise`` overrides the queries' source (rows of one bulk draw of it: Algorithm 4)."""
         self.queries += 1
-        return release_sum(total, bound, sampler=self.sampler, noise=self.noise if noise is None else noise,
-                           accountant=self.accountant if accountant is None else accountant,
-                           noise_multiplier=sigma / self.sensitivity(bound))
+        return release_sum(
+            total,
+            bound,
+            sampler=self.sampler,
+            noise=self.noise if noise is None else noise,
+            accountant=self.accountant if accountant is None else accountant,
+            noise_multiplier=sigma / self.sensitivity(bound),
+        )
 
     def charge(self, bound: float, sigma: float, count: int) -> None:
         """Record ``count`` releases that were scheduled but not issued (nothing is drawn), because a data-dependent
         stopping rule skipped them: the stopping time is a function of the released values, so the guarantee is
         the full schedule's, and the ledger states that data-independent bound rather than the realised count.
         The record is the one :meth:`release` would make (Δ in real units, σ)."""
-        release = mean_release(bound, sigma / self.sensitivity(bound), sampler=self.sampler, accountant=self.accountant,
-                               noise=self.noise)   # the one builder of a mean's ledger entry (release_sum's)
+        release = mean_release(
+            bound,
+            sigma / self.sensitivity(bound),
+            sampler=self.sampler,
+            accountant=self.accountant,
+            noise=self.noise,
+        )  # the one builder of a mean's ledger entry (release_sum's)
         self.accountant.record(release, count)
 
     def _check(self, w: torch.Tensor) -> None:
         if not self.clips and self.region is not None and not self.region.contains(w):
-            raise RuntimeError(f"a query at distance {self.region.distance(w):.6g} from the region's centre "
-                               f"(radius {self.region.radius:.6g}), where the declared bounds need not hold: "
-                               "an inner solver must keep its iterates in the region it is given")
+            raise RuntimeError(
+                f"a query at distance {self.region.distance(w):.6g} from the region's centre "
+                f"(radius {self.region.radius:.6g}), where the declared bounds need not hold: "
+                "an inner solver must keep its iterates in the region it is given"
+            )
 
     def _sum(self, per_example, full, bound: float) -> torch.Tensor:
         if self.clips:
@@ -197,14 +239,22 @@ class PrivateGradients:
             self.clipped += int(summed.clipped)
             return summed.total
         mean = full()
-        if not bool(torch.isfinite(mean).all()):  # only reachable when the assumptions fail; counted
+        if not bool(
+            torch.isfinite(mean).all()
+        ):  # only reachable when the assumptions fail; counted
             self.nonfinite += 1
             mean = torch.zeros_like(mean)
         return mean * self.n
 
 
-def open_queries(objective, *, noise: NoiseSource, accountant: Accountant, clip: bool,
-                 region: Region | None = None) -> PrivateGradients:
+def open_queries(
+    objective,
+    *,
+    noise: NoiseSource,
+    accountant: Accountant,
+    clip: bool,
+    region: Region | None = None,
+) -> PrivateGradients:
     """The queries every algorithm of the family releases through (one place, so that audits can wrap them)."""
     return PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip, region=region)
 
@@ -217,7 +267,9 @@ def project_ball(p: torch.Tensor, c: torch.Tensor, r: float) -> torch.Tensor:
     return Region(c, r).project(p)
 
 
-def project_two_balls(p: torch.Tensor, c1: torch.Tensor, r1: float, c2: torch.Tensor, r2: float) -> torch.Tensor:
+def project_two_balls(
+    p: torch.Tensor, c1: torch.Tensor, r1: float, c2: torch.Tensor, r2: float
+) -> torch.Tensor:
     """The Euclidean projection of p onto B_r1(c1) ∩ B_r2(c2), assumed non-empty (exact, in closed form).
 
     If the projection onto one ball lies in the other, it is the answer (it is optimal for a superset).
@@ -282,14 +334,20 @@ class KLConfig(Algorithm):
     def of(cls, setting: Setting, **fields) -> KLConfig:
         """The config of ``fields``, each public constant it holds (:attr:`constant_fields`) read from ``setting``
         unless given, and F0 (where the class has it) from ``setting.gap``, else (γL0)^κ (spec §1.1)."""
-        resolved = {name: getattr(setting.constants, name) for name in cls.constant_fields if name not in fields}
+        resolved = {
+            name: getattr(setting.constants, name)
+            for name in cls.constant_fields
+            if name not in fields
+        }
         if "F0" in {f.name for f in dataclasses.fields(cls)} and "F0" not in fields:
             given = {**resolved, **fields}
-            resolved["F0"] = gap_or_default(setting, given.get("gamma"), given.get("kappa"), given.get("L0"))
+            resolved["F0"] = gap_or_default(
+                setting, given.get("gamma"), given.get("kappa"), given.get("L0")
+            )
         return cls(**resolved, **fields)
 
     def claim(self) -> str:
-        """"ρ-zCDP" and what gives it (:meth:`claim_basis`): the family's one form of the statement."""
+        """ "ρ-zCDP" and what gives it (:meth:`claim_basis`): the family's one form of the statement."""
         return f"ρ = {self.rho:g}-zCDP {self.claim_basis()}"
 
     def claim_basis(self) -> str:
@@ -303,20 +361,23 @@ def budget_rho(budget) -> float:
     return zcdp(budget).rho
 
 
-def gap_or_default(setting: Setting, gamma: float | None, kappa: float | None, L0: float | None) -> float | None:
+def gap_or_default(
+    setting: Setting, gamma: float | None, kappa: float | None, L0: float | None
+) -> float | None:
     """F0: the setting's gap where given, else (γL0)^κ (spec §1.1) where the constants give it."""
     if setting.gap is not None:
         return float(setting.gap)
     return None if None in (gamma, kappa, L0) else (gamma * L0) ** kappa
 
 
-
 def check_config(config, *optional: str, required: tuple[str, ...] = ()) -> None:
     """The fields every config of the family has (rho, beta, its flags), its public constants
     (:attr:`~KLConfig.constant_fields`) and ``required`` fields (each a finite number > 0) and its ``optional``
     fields (the same unless None: the paper's value)."""
-    check_positive(rho=config.rho, **config.built_for(), **{name: getattr(config, name) for name in required})
-    check_probability(beta=config.beta)   # the failure probability
+    check_positive(
+        rho=config.rho, **config.built_for(), **{name: getattr(config, name) for name in required}
+    )
+    check_probability(beta=config.beta)  # the failure probability
     for name in ("paper", "clip", "project", "strict", "select"):
         if not isinstance(getattr(config, name, False), bool):
             raise ValueError(f"{name} must be True or False; got {getattr(config, name)!r}")
@@ -344,16 +405,20 @@ def require(constants, *names: str) -> None:
     for name in names:
         value = getattr(constants, name, None)
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"constants.{name} must be a finite number > 0 (a public constant the practical "
-                             f"rules read); got {value!r}")
+            raise ValueError(
+                f"constants.{name} must be a finite number > 0 (a public constant the practical "
+                f"rules read); got {value!r}"
+            )
 
 
 def region_of(objective) -> Region:
     """The objective's region, where its constants hold (refused when it declares none)."""
     region = objective.constants.region
     if region is None:
-        raise ValueError(f"project must be False for an objective without a region, where its constants hold; "
-                         f"got project=True for {getattr(objective, 'name', objective)!r}")
+        raise ValueError(
+            f"project must be False for an objective without a region, where its constants hold; "
+            f"got project=True for {getattr(objective, 'name', objective)!r}"
+        )
     return Region(torch.as_tensor(region.center, dtype=torch.float64), float(region.radius))
 
 
@@ -362,17 +427,25 @@ def setting(config, objective, x0) -> RunSetting:
     is checked to declare the constants the config holds (before any query)."""
     config.check_problem(objective)
     d = int(objective.dim)
-    w0 = torch.zeros(d, dtype=torch.float64) if x0 is None else torch.as_tensor(x0, dtype=torch.float64).clone()
+    w0 = (
+        torch.zeros(d, dtype=torch.float64)
+        if x0 is None
+        else torch.as_tensor(x0, dtype=torch.float64).clone()
+    )
     if w0.shape != (d,):
         raise ValueError(f"x0 must have shape ({d},); got {tuple(w0.shape)}")
     region = region_of(objective) if config.project else None
     if region is not None and not region.contains(w0):
-        raise ValueError(f"x0 must lie in the region where the constants hold (distance <= radius = "
-                         f"{region.radius:.6g} from its centre); got distance {region.distance(w0):.6g}")
+        raise ValueError(
+            f"x0 must lie in the region where the constants hold (distance <= radius = "
+            f"{region.radius:.6g} from its centre); got distance {region.distance(w0):.6g}"
+        )
     return RunSetting(int(objective.n), d, w0, float(config.L0), region)
 
 
-def guarantee(queries: PrivateGradients, s: RunSetting, clip: bool, **used: float) -> tuple[str, str]:
+def guarantee(
+    queries: PrivateGradients, s: RunSetting, clip: bool, **used: float
+) -> tuple[str, str]:
     """Which guard bounds the per-example quantities (module docstring), and the report's note saying so.
 
     ``used`` are the bounds the ledger was charged for (L0, and L1 for KL-Spider's differences): the objective's
@@ -380,7 +453,10 @@ def guarantee(queries: PrivateGradients, s: RunSetting, clip: bool, **used: floa
     """
     bounds = ", ".join(f"{k} = {v:.6g}" for k, v in used.items())
     if queries.clips:
-        return CLIPPED, f"sensitivity: per-example gradients (and differences) clipped to the declared {bounds}"
+        return (
+            CLIPPED,
+            f"sensitivity: per-example gradients (and differences) clipped to the declared {bounds}",
+        )
     if not clip:
         reason = "clip=False"
     elif s.region is None:
@@ -388,19 +464,42 @@ def guarantee(queries: PrivateGradients, s: RunSetting, clip: bool, **used: floa
     else:
         reason = ""
     if reason:
-        return NOT_GUARANTEED, (f"the sensitivity is not guaranteed ({reason}): the ledger's ε holds only if every "
-                                f"per-example gradient is within {bounds} wherever the iterates went")
-    return DECLARED, (f"sensitivity: no per-example gradients to clip; it rests on the objective's declared {bounds}, "
-                      f"valid for its data domain on its region (radius {s.region.radius:.6g}), onto which every "
-                      "iterate is projected")
+        return NOT_GUARANTEED, (
+            f"the sensitivity is not guaranteed ({reason}): the ledger's ε holds only if every "
+            f"per-example gradient is within {bounds} wherever the iterates went"
+        )
+    return DECLARED, (
+        f"sensitivity: no per-example gradients to clip; it rests on the objective's declared {bounds}, "
+        f"valid for its data domain on its region (radius {s.region.radius:.6g}), onto which every "
+        "iterate is projected"
+    )
 
 
-def finish(config, *, output: torch.Tensor, iterates: list[torch.Tensor] | torch.Tensor, accountant: Accountant,
-           stats: KLStats, queries: PrivateGradients, notes: list[str]) -> Run:
+def finish(
+    config,
+    *,
+    output: torch.Tensor,
+    iterates: list[torch.Tensor] | torch.Tensor,
+    accountant: Accountant,
+    stats: KLStats,
+    queries: PrivateGradients,
+    notes: list[str],
+) -> Run:
     """The :class:`~dpnc.algorithms.base.Run`: stats completed from the queries; not private when the
     sensitivity is not guaranteed."""
     stats.iterates = iterates if isinstance(iterates, torch.Tensor) else torch.stack(iterates)
-    stats.queries, stats.nonfinite, stats.clipped = queries.queries, queries.nonfinite, queries.clipped
+    stats.queries, stats.nonfinite, stats.clipped = (
+        queries.queries,
+        queries.nonfinite,
+        queries.clipped,
+    )
     stats.gradients = queries.gradients
-    return Run(config, output, stats.iterates[-1].clone(), accountant, stats,
-               private=stats.sensitivity != NOT_GUARANTEED, notes=notes)
+    return Run(
+        config,
+        output,
+        stats.iterates[-1].clone(),
+        accountant,
+        stats,
+        private=stats.sensitivity != NOT_GUARANTEED,
+        notes=notes,
+    )

@@ -18,9 +18,21 @@ import torch
 
 from dpnc._check import check_integer
 from dpnc.algorithms.base import Cost, Run, Setting
-from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, PrivateGradients, budget_rho,
-                                           check_config, finish, guarantee, open_queries, project_ball,
-                                           project_two_balls, require, setting)
+from dpnc.algorithms.menart.common import (
+    AnalysisConstants,
+    KLConfig,
+    KLStats,
+    PrivateGradients,
+    budget_rho,
+    check_config,
+    finish,
+    guarantee,
+    open_queries,
+    project_ball,
+    project_two_balls,
+    require,
+    setting,
+)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource
@@ -54,15 +66,26 @@ class _RowsOfOneDraw:
 
     def gaussian(self, shape, sigma: float, *, dtype=torch.float64, device="cpu") -> torch.Tensor:
         if self._next >= len(self._z) or tuple(shape) != tuple(self._z.shape[1:]):
-            raise RuntimeError(f"rows of one draw: asked for row {self._next} of shape {tuple(shape)}; "
-                               f"drawn {len(self._z)} rows of shape {tuple(self._z.shape[1:])}")
+            raise RuntimeError(
+                f"rows of one draw: asked for row {self._next} of shape {tuple(shape)}; "
+                f"drawn {len(self._z)} rows of shape {tuple(self._z.shape[1:])}"
+            )
         z = self._z[self._next].to(dtype=dtype, device=device) * sigma
         self._next += 1
         return z
 
 
-def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: float, beta: float, L0: float,
-                       weak_convexity: float, paper: bool = False, max_iters: int | None = None) -> InnerResult:
+def noisy_projected_gd(
+    queries: PrivateGradients,
+    center: torch.Tensor,
+    *,
+    rho: float,
+    beta: float,
+    L0: float,
+    weak_convexity: float,
+    paper: bool = False,
+    max_iters: int | None = None,
+) -> InnerResult:
     """Algorithm 4 (Theorem 9): noisy projected GD with averaging on F̃(u) = F(u) + L̃1‖u − c‖², ρ-zCDP.
 
     T_A = max(2, ⌈n²ρ log²(2/β)/d⌉) (capped by ``max_iters``, which costs utility, never privacy: σ is set
@@ -86,7 +109,9 @@ def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: 
     R = L0 / (2 * weak_convexity)
     region = queries.region
 
-    def project(v: torch.Tensor) -> torch.Tensor:  # onto B_R(c), intersected with the region if there is one
+    def project(
+        v: torch.Tensor,
+    ) -> torch.Tensor:  # onto B_R(c), intersected with the region if there is one
         if region is None:
             return project_ball(v, center, R)
         return project_two_balls(v, region.center, region.radius, center, R)
@@ -96,8 +121,10 @@ def noisy_projected_gd(queries: PrivateGradients, center: torch.Tensor, *, rho: 
     max_region_distance = None if region is None else region.distance(u)
     rows = _RowsOfOneDraw(queries.noise, T_A - 1, (d,))
     for s in range(1, T_A):
-        g = queries.release(queries.gradient_sum(u, L0), L0, sigma, noise=rows)  # ∇F(u_s) + N(0, σ²I)
-        g = g + 2 * weak_convexity * (u - center)                                  # + ∇ of the prox term
+        g = queries.release(
+            queries.gradient_sum(u, L0), L0, sigma, noise=rows
+        )  # ∇F(u_s) + N(0, σ²I)
+        g = g + 2 * weak_convexity * (u - center)  # + ∇ of the prox term
         u = project(u - g / (weak_convexity * s))
         max_distance = max(max_distance, float((u - center).norm()))
         if region is not None:
@@ -123,19 +150,49 @@ def statistical_inner_steps(*, n: int, d: int, rho: float, beta: float, scale: f
     return max(2, math.ceil(scale * n**2 * rho / (d * ell)))
 
 
-def proximal_point_rounds(*, n: int, d: int, rho: float, gamma: float, kappa: float, L0: float,
-                          weak_convexity: float, F0: float, constants: AnalysisConstants = AnalysisConstants()) -> int:
+def proximal_point_rounds(
+    *,
+    n: int,
+    d: int,
+    rho: float,
+    gamma: float,
+    kappa: float,
+    L0: float,
+    weak_convexity: float,
+    F0: float,
+    constants: AnalysisConstants = AnalysisConstants(),
+) -> int:
     """Algorithm 2's T = max(1, ⌈(1 + 32γ²L̃1F0^{(κ−2)/κ})·(log F0 + κ log(n√ρ/(γL0√d)))⌉)."""
     bracket = math.log(F0) + kappa * math.log(n * math.sqrt(rho) / (gamma * L0 * math.sqrt(d)))
     factor = 1 + constants.prox * gamma**2 * weak_convexity * F0 ** ((kappa - 2) / kappa)
     return max(1, math.ceil(factor * bracket))
 
 
-def proximal_point_bound(*, n: int, d: int, rho: float, beta: float, gamma: float, kappa: float, L0: float,
-                         weak_convexity: float, F0: float, constants: AnalysisConstants = AnalysisConstants()) -> float:
+def proximal_point_bound(
+    *,
+    n: int,
+    d: int,
+    rho: float,
+    beta: float,
+    gamma: float,
+    kappa: float,
+    L0: float,
+    weak_convexity: float,
+    F0: float,
+    constants: AnalysisConstants = AnalysisConstants(),
+) -> float:
     """Theorem 2's bound (γL0√(T·d·log(n²log²(1/β′)/(dβ′)))/(n√ρ))^κ, β′ = β/T, with its O-constant set to 1."""
-    T = proximal_point_rounds(n=n, d=d, rho=rho, gamma=gamma, kappa=kappa, L0=L0, weak_convexity=weak_convexity,
-                              F0=F0, constants=constants)
+    T = proximal_point_rounds(
+        n=n,
+        d=d,
+        rho=rho,
+        gamma=gamma,
+        kappa=kappa,
+        L0=L0,
+        weak_convexity=weak_convexity,
+        F0=F0,
+        constants=constants,
+    )
     beta_p = beta / T
     log_term = math.log(n**2 * math.log(1 / beta_p) ** 2 / (d * beta_p))
     return (gamma * L0 * math.sqrt(T * d * log_term) / (n * math.sqrt(rho))) ** kappa
@@ -188,25 +245,43 @@ class ProximalPoint(KLConfig):
     def __post_init__(self) -> None:
         check_config(self, required=("F0",))
         if self.kappa < 2:
-            raise ValueError(f"the proximal point method is analysed for kappa >= 2; got {self.kappa}")
+            raise ValueError(
+                f"the proximal point method is analysed for kappa >= 2; got {self.kappa}"
+            )
         if self.max_inner_iters is not None:
             check_integer(2, max_inner_iters=self.max_inner_iters)
         if not callable(self.inner):
             raise ValueError(f"inner must be an inner solver (callable); got {self.inner!r}")
 
     @classmethod
-    def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False,
-                    max_inner_iters: int | None = None, weak_convexity: float | None = None) -> ProximalPoint:
+    def from_theory(
+        cls,
+        setting: Setting,
+        budget,
+        *,
+        beta: float = 0.05,
+        paper: bool = False,
+        max_inner_iters: int | None = None,
+        weak_convexity: float | None = None,
+    ) -> ProximalPoint:
         """Theorem 2's setting: the objective's public γ, κ, L0, L̃1 and F0 = ``setting.gap``, else (γL0)^κ
         (spec §1.1); ρ the budget's zCDP ρ. ``weak_convexity``: L̃1 instead of the constants' (a convex objective
         declares none, and any L̃1 > 0 is valid for it, e.g.
         :func:`~dpnc.problems.kl_objective.default_weak_convexity`)."""
         chosen = {} if weak_convexity is None else {"weak_convexity": weak_convexity}
-        return cls.of(setting, rho=budget_rho(budget), beta=beta, paper=paper, max_inner_iters=max_inner_iters,
-                      **chosen)
+        return cls.of(
+            setting,
+            rho=budget_rho(budget),
+            beta=beta,
+            paper=paper,
+            max_inner_iters=max_inner_iters,
+            **chosen,
+        )
 
     @classmethod
-    def practical(cls, setting: Setting, budget, *, max_inner_iters: int = 200, **options) -> ProximalPoint:
+    def practical(
+        cls, setting: Setting, budget, *, max_inner_iters: int = 200, **options
+    ) -> ProximalPoint:
         """A practical variant of Algorithm 2: fewer proximal rounds, and inner solves of bounded length.
 
         Theorem 2's setting asks T_A = ⌈n²ρ_A·log²(2/β_A)/d⌉ inner steps in each of its rounds (for least
@@ -238,12 +313,31 @@ class ProximalPoint(KLConfig):
         constants, n, d, rho = setting.constants, setting.n, setting.d, budget_rho(budget)
         check_integer(2, max_inner_iters=max_inner_iters)
         require(constants, "gamma", "kappa", "L0")
-        config = cls.of(setting, **{"rho": rho, "constants": AnalysisConstants(prox=4.0),
-                                    "max_inner_iters": max_inner_iters, **options})
+        config = cls.of(
+            setting,
+            **{
+                "rho": rho,
+                "constants": AnalysisConstants(prox=4.0),
+                "max_inner_iters": max_inner_iters,
+                **options,
+            },
+        )
         if constants.region is not None:
-            T = proximal_point_rounds(n=n, d=d, rho=rho, gamma=config.gamma, kappa=config.kappa, L0=config.L0,
-                                      weak_convexity=config.weak_convexity, F0=config.F0, constants=config.constants)
-            config = replace(config, max_inner_iters=min(max_inner_iters, max(2, math.ceil(n**2 * (rho / T) / d))))
+            T = proximal_point_rounds(
+                n=n,
+                d=d,
+                rho=rho,
+                gamma=config.gamma,
+                kappa=config.kappa,
+                L0=config.L0,
+                weak_convexity=config.weak_convexity,
+                F0=config.F0,
+                constants=config.constants,
+            )
+            config = replace(
+                config,
+                max_inner_iters=min(max_inner_iters, max(2, math.ceil(n**2 * (rho / T) / d))),
+            )
         return config
 
     def claim_basis(self) -> str:
@@ -253,29 +347,66 @@ class ProximalPoint(KLConfig):
         """T proximal rounds of T_A − 1 full-batch gradient queries each (n gradients a query; Algorithm 4's T_A at
         ρ/T, β/T, capped by ``max_inner_iters``)."""
         n, d = setting.n, setting.d
-        T = proximal_point_rounds(n=n, d=d, rho=self.rho, gamma=self.gamma, kappa=self.kappa, L0=self.L0,
-                                  weak_convexity=self.weak_convexity, F0=self.F0, constants=self.constants)
+        T = proximal_point_rounds(
+            n=n,
+            d=d,
+            rho=self.rho,
+            gamma=self.gamma,
+            kappa=self.kappa,
+            L0=self.L0,
+            weak_convexity=self.weak_convexity,
+            F0=self.F0,
+            constants=self.constants,
+        )
         rho_A, beta_A = self.rho / T, self.beta / T
         T_A = max(2, math.ceil(n**2 * rho_A * math.log(2 / beta_A) ** 2 / d))
         if self.max_inner_iters is not None:
             T_A = min(T_A, max(2, int(self.max_inner_iters)))
         return Cost(gradients=T * (T_A - 1) * n, samples=n)
 
-    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
-            generator: torch.Generator) -> Run:
+    def run(
+        self,
+        problem,
+        x0: torch.Tensor,
+        *,
+        noise: NoiseSource,
+        accountant: Accountant,
+        generator: torch.Generator,
+    ) -> Run:
         """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
         f = problem
         s = setting(self, f, x0)
         gamma, kappa, F0, weak_convexity = self.gamma, self.kappa, self.F0, self.weak_convexity
-        T = proximal_point_rounds(n=s.n, d=s.d, rho=self.rho, gamma=gamma, kappa=kappa, L0=s.L0,
-                                  weak_convexity=weak_convexity, F0=F0, constants=self.constants)
-        queries = open_queries(f, noise=noise, accountant=accountant, clip=self.clip, region=s.region)
+        T = proximal_point_rounds(
+            n=s.n,
+            d=s.d,
+            rho=self.rho,
+            gamma=gamma,
+            kappa=kappa,
+            L0=s.L0,
+            weak_convexity=weak_convexity,
+            F0=F0,
+            constants=self.constants,
+        )
+        queries = open_queries(
+            f, noise=noise, accountant=accountant, clip=self.clip, region=s.region
+        )
         sensitivity, note = guarantee(queries, s, self.clip, L0=s.L0)
-        stats = ProximalStats(rounds=T, sensitivity=sensitivity, F0=F0, inner_radius=s.L0 / (2 * weak_convexity))
+        stats = ProximalStats(
+            rounds=T, sensitivity=sensitivity, F0=F0, inner_radius=s.L0 / (2 * weak_convexity)
+        )
         w, iterates, region_distances = s.w0.clone(), [s.w0.clone()], []
         for _ in range(T):
-            out = self.inner(queries, w, rho=self.rho / T, beta=self.beta / T, L0=s.L0,
-                             weak_convexity=weak_convexity, paper=self.paper, max_iters=self.max_inner_iters)
+            out = self.inner(
+                queries,
+                w,
+                rho=self.rho / T,
+                beta=self.beta / T,
+                L0=s.L0,
+                weak_convexity=weak_convexity,
+                paper=self.paper,
+                max_iters=self.max_inner_iters,
+            )
             w = out.w
             iterates.append(w.clone())
             stats.inner_steps.append(out.steps)
@@ -284,5 +415,12 @@ class ProximalPoint(KLConfig):
                 region_distances.append(out.max_region_distance)
         stats.steps = sum(stats.inner_steps)
         stats.inner_max_region_distance = max(region_distances) if region_distances else None
-        return finish(self, output=w, iterates=iterates, accountant=accountant, stats=stats, queries=queries,
-                      notes=[note])
+        return finish(
+            self,
+            output=w,
+            iterates=iterates,
+            accountant=accountant,
+            stats=stats,
+            queries=queries,
+            notes=[note],
+        )

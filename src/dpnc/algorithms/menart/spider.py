@@ -19,8 +19,19 @@ import torch
 
 from dpnc._check import check_choice
 from dpnc.algorithms.base import Cost, Run, Setting
-from dpnc.algorithms.menart.common import (AnalysisConstants, KLConfig, KLStats, budget_rho, check_config, finish,
-                                           guarantee, open_queries, require, setting, step)
+from dpnc.algorithms.menart.common import (
+    AnalysisConstants,
+    KLConfig,
+    KLStats,
+    budget_rho,
+    check_config,
+    finish,
+    guarantee,
+    open_queries,
+    require,
+    setting,
+    step,
+)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource
@@ -56,9 +67,21 @@ class SpiderSchedule:
         return sum(r.T * r.r for r in self.rounds)
 
 
-def spider_schedule(*, n: int, d: int, rho: float, beta: float, gamma: float, kappa: float, L0: float,
-                    L1: float, F0: float, paper: bool = False, relation: Relation | str = "replace-one",
-                    constants: AnalysisConstants = AnalysisConstants()) -> SpiderSchedule:
+def spider_schedule(
+    *,
+    n: int,
+    d: int,
+    rho: float,
+    beta: float,
+    gamma: float,
+    kappa: float,
+    L0: float,
+    L1: float,
+    F0: float,
+    paper: bool = False,
+    relation: Relation | str = "replace-one",
+    constants: AnalysisConstants = AnalysisConstants(),
+) -> SpiderSchedule:
     """Algorithm 1's schedule (spec §2.1): c, K, β′, Φfloor and (Φ̂_k, T_k, r_k, σ̂_k, σ_k) for every round.
 
     Corrected (default): each round spends ρ/K, ρ/(2K) on its checkpoint (the mean of L0-bounded gradients) and
@@ -77,9 +100,13 @@ def spider_schedule(*, n: int, d: int, rho: float, beta: float, gamma: float, ka
     if bracket <= 0:
         return SpiderSchedule(a, c, bracket, 0, beta, F0, ())
     K = math.ceil((1 + constants.descent * gamma**2 * L1 / F0**a) * bracket)
-    beta_prime = (beta / K) * (gamma * L0 * math.sqrt(K * d) / (nsr * F0 ** (1 / kappa))) ** (2 - kappa)
+    beta_prime = (beta / K) * (gamma * L0 * math.sqrt(K * d) / (nsr * F0 ** (1 / kappa))) ** (
+        2 - kappa
+    )
     Cf = constants.floor_constant(paper)
-    Phi_floor = min((Cf * gamma * L0 * math.sqrt(K * d * math.log(1 / beta_prime)) / nsr) ** kappa, F0)
+    Phi_floor = min(
+        (Cf * gamma * L0 * math.sqrt(K * d * math.log(1 / beta_prime)) / nsr) ** kappa, F0
+    )
     rounds, Phi = [], F0
     for _ in range(K):
         Phi = max(Phi / c, Phi_floor)
@@ -87,9 +114,14 @@ def spider_schedule(*, n: int, d: int, rho: float, beta: float, gamma: float, ka
         r = Phi ** (1 / kappa) / (constants.step * gamma * L1)
         if not paper:
             checkpoint_share = 1 / (2 * K) if T > 1 else 1 / K
-            sigma_hat = zcdp_gaussian_sigma(mean_sensitivity(L0, n, relation), rho * checkpoint_share)
-            sigma = (zcdp_gaussian_sigma(mean_sensitivity(L1 * r, n, relation), rho / (2 * K * (T - 1)))
-                     if T > 1 else math.inf)
+            sigma_hat = zcdp_gaussian_sigma(
+                mean_sensitivity(L0, n, relation), rho * checkpoint_share
+            )
+            sigma = (
+                zcdp_gaussian_sigma(mean_sensitivity(L1 * r, n, relation), rho / (2 * K * (T - 1)))
+                if T > 1
+                else math.inf
+            )
         else:
             sigma_hat = L0 * math.sqrt(K) / nsr
             sigma = Phi ** (1 / kappa) * math.sqrt(T * K) / (gamma * nsr)
@@ -103,9 +135,20 @@ def spider_schedule(*, n: int, d: int, rho: float, beta: float, gamma: float, ka
 PRACTICAL = AnalysisConstants(descent=8.0, step=2.0, stop=3 / 4, precision=4.0)
 
 
-def practical_schedule(*, n: int, d: int, rho: float, gamma: float, kappa: float, L0: float, L1: float, F0: float,
-                       relation: Relation | str = "replace-one", constants: AnalysisConstants = PRACTICAL,
-                       max_rounds: int = 100_000) -> SpiderSchedule:
+def practical_schedule(
+    *,
+    n: int,
+    d: int,
+    rho: float,
+    gamma: float,
+    kappa: float,
+    L0: float,
+    L1: float,
+    F0: float,
+    relation: Relation | str = "replace-one",
+    constants: AnalysisConstants = PRACTICAL,
+    max_rounds: int = 100_000,
+) -> SpiderSchedule:
     """KL-Spider's practical schedule: the theory's rounds, with the number of rounds and every σ set by the noise.
 
     Theorem 1 sets K from its bound, Φfloor = (Cf·γL0√(Kd·log(1/β′))/(n√ρ))^κ, and gives every round ρ/K.
@@ -149,11 +192,22 @@ def practical_schedule(*, n: int, d: int, rho: float, gamma: float, kappa: float
         plan.append((Phi, T, r, difference, e, B))
     if not plan:
         return SpiderSchedule(a, c, 0.0, 0, math.nan, F0, ())
-    scale = math.sqrt(total / (rho * (1 - 1e-9)))  # the ledger's float sum of the costs then stays ≤ ρ
-    rounds = tuple(Round(Phi, T, r, scale * e * math.sqrt(checkpoint / (B * d)),
-                         scale * e * math.sqrt(difference / (B * d)) if T > 1 else math.inf)
-                   for Phi, T, r, difference, e, B in plan)
-    return SpiderSchedule(a, c, math.log(F0 / rounds[-1].Phi), len(rounds), math.nan, rounds[-1].Phi, rounds)
+    scale = math.sqrt(
+        total / (rho * (1 - 1e-9))
+    )  # the ledger's float sum of the costs then stays ≤ ρ
+    rounds = tuple(
+        Round(
+            Phi,
+            T,
+            r,
+            scale * e * math.sqrt(checkpoint / (B * d)),
+            scale * e * math.sqrt(difference / (B * d)) if T > 1 else math.inf,
+        )
+        for Phi, T, r, difference, e, B in plan
+    )
+    return SpiderSchedule(
+        a, c, math.log(F0 / rounds[-1].Phi), len(rounds), math.nan, rounds[-1].Phi, rounds
+    )
 
 
 @dataclass
@@ -212,12 +266,16 @@ class KLSpider(KLConfig):
         check_config(self, required=("F0",))
         check_choice("variant", self.variant, ("theory", "practical"))
         if self.variant == "practical" and self.paper:
-            raise ValueError("paper must be False for variant='practical' (it has no printed noise levels); got True")
+            raise ValueError(
+                "paper must be False for variant='practical' (it has no printed noise levels); got True"
+            )
         if not 1 <= self.kappa <= 2:
             raise ValueError(f"kappa must be in [1, 2] for KL-Spider; got {self.kappa!r}")
 
     @classmethod
-    def from_theory(cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False) -> KLSpider:
+    def from_theory(
+        cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False
+    ) -> KLSpider:
         """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = ``setting.gap``, else (γL0)^κ
         (spec §1.1); ρ the budget's zCDP ρ."""
         return cls.of(setting, rho=budget_rho(budget), beta=beta, paper=paper)
@@ -266,54 +324,119 @@ class KLSpider(KLConfig):
         """
         constants, n, rho = setting.constants, setting.n, budget_rho(budget)
         require(constants, "gamma", "kappa", "L0", "L1")
-        config = cls.of(setting, **{"rho": rho, "constants": PRACTICAL, "variant": "practical", **options})
+        config = cls.of(
+            setting, **{"rho": rho, "constants": PRACTICAL, "variant": "practical", **options}
+        )
         if constants.region is not None:
-            sched = practical_schedule(n=n, d=setting.d, rho=rho, gamma=config.gamma, kappa=config.kappa, L0=config.L0,
-                                       L1=config.L1, F0=config.F0, relation="add/remove", constants=config.constants)
+            sched = practical_schedule(
+                n=n,
+                d=setting.d,
+                rho=rho,
+                gamma=config.gamma,
+                kappa=config.kappa,
+                L0=config.L0,
+                L1=config.L1,
+                F0=config.F0,
+                relation="add/remove",
+                constants=config.constants,
+            )
             if sched.K == 0:
-                raise ValueError(f"n must be large enough for one round of the practical schedule (a gradient "
-                                 f"error of F0^(1/κ)/(ζγ) within ρ = {rho:g}); got n = {n}")
+                raise ValueError(
+                    f"n must be large enough for one round of the practical schedule (a gradient "
+                    f"error of F0^(1/κ)/(ζγ) within ρ = {rho:g}); got n = {n}"
+                )
         return config
 
     def claim_basis(self) -> str:
         if self.variant == "practical":
             return "(the practical schedule's releases, each recorded)"
-        return "(Lemma 8)" + (" with the printed noise; the ledger shows its true cost" if self.paper else "")
+        return "(Lemma 8)" + (
+            " with the printed noise; the ledger shows its true cost" if self.paper else ""
+        )
 
     def cost(self, setting: Setting) -> Cost:
         """The full schedule's gradients under replace-one (rounds stopped by the norm test compute fewer): n per
         checkpoint and 2n per difference, T_k − 1 differences in round k; every round reads all n examples."""
-        common = dict(n=setting.n, d=setting.d, rho=self.rho, gamma=self.gamma, kappa=self.kappa, L0=self.L0,
-                      L1=self.L1, F0=self.F0, relation="replace-one", constants=self.constants)
-        sched = (practical_schedule(**common) if self.variant == "practical" else
-                 spider_schedule(beta=self.beta, paper=self.paper, **common))
-        return Cost(gradients=sum(setting.n * (1 + 2 * (r.T - 1)) for r in sched.rounds), samples=setting.n)
+        common = dict(
+            n=setting.n,
+            d=setting.d,
+            rho=self.rho,
+            gamma=self.gamma,
+            kappa=self.kappa,
+            L0=self.L0,
+            L1=self.L1,
+            F0=self.F0,
+            relation="replace-one",
+            constants=self.constants,
+        )
+        sched = (
+            practical_schedule(**common)
+            if self.variant == "practical"
+            else spider_schedule(beta=self.beta, paper=self.paper, **common)
+        )
+        return Cost(
+            gradients=sum(setting.n * (1 + 2 * (r.T - 1)) for r in sched.rounds), samples=setting.n
+        )
 
-    def run(self, problem, x0: torch.Tensor, *, noise: NoiseSource, accountant: Accountant,
-            generator: torch.Generator) -> Run:
+    def run(
+        self,
+        problem,
+        x0: torch.Tensor,
+        *,
+        noise: NoiseSource,
+        accountant: Accountant,
+        generator: torch.Generator,
+    ) -> Run:
         """One run from x0 (default 0). No public randomness: ``generator`` is not used."""
         f = problem
         s = setting(self, f, x0)
         gamma, kappa, F0, L1 = self.gamma, self.kappa, self.F0, self.L1
         if self.variant == "practical":
-            sched = practical_schedule(n=s.n, d=s.d, rho=self.rho, gamma=gamma, kappa=kappa, L0=s.L0, L1=L1,
-                                       F0=F0, relation=accountant.relation, constants=self.constants)
+            sched = practical_schedule(
+                n=s.n,
+                d=s.d,
+                rho=self.rho,
+                gamma=gamma,
+                kappa=kappa,
+                L0=s.L0,
+                L1=L1,
+                F0=F0,
+                relation=accountant.relation,
+                constants=self.constants,
+            )
         else:
-            sched = spider_schedule(n=s.n, d=s.d, rho=self.rho, beta=self.beta, gamma=gamma, kappa=kappa, L0=s.L0,
-                                    L1=L1, F0=F0, paper=self.paper, relation=accountant.relation,
-                                    constants=self.constants)
-        queries = open_queries(f, noise=noise, accountant=accountant, clip=self.clip, region=s.region)
+            sched = spider_schedule(
+                n=s.n,
+                d=s.d,
+                rho=self.rho,
+                beta=self.beta,
+                gamma=gamma,
+                kappa=kappa,
+                L0=s.L0,
+                L1=L1,
+                F0=F0,
+                paper=self.paper,
+                relation=accountant.relation,
+                constants=self.constants,
+            )
+        queries = open_queries(
+            f, noise=noise, accountant=accountant, clip=self.clip, region=s.region
+        )
         sensitivity, note = guarantee(queries, s, self.clip, L0=s.L0, L1=L1)
         w, iterates, updates, stopped_by_norm = s.w0.clone(), [s.w0.clone()], [], 0
         for rnd in sched.rounds:
-            g = queries.release(queries.gradient_sum(w, s.L0), s.L0, rnd.sigma_hat)   # the checkpoint
+            g = queries.release(
+                queries.gradient_sum(w, s.L0), s.L0, rnd.sigma_hat
+            )  # the checkpoint
             threshold = self.constants.stop / gamma * rnd.Phi ** (1 / kappa)
             t = 0
             while t < rnd.T and float(g.norm()) >= threshold:
-                w_new = step(w - rnd.r * g / g.norm(), s.region)                      # w ← w − r_k·g/‖g‖
+                w_new = step(w - rnd.r * g / g.norm(), s.region)  # w ← w − r_k·g/‖g‖
                 if t + 1 < rnd.T:
                     bound = L1 * rnd.r  # per-example ‖∇f(w_new) − ∇f(w)‖ ≤ L1‖w_new − w‖ ≤ L1·r_k
-                    g = g + queries.release(queries.difference_sum(w_new, w, bound), bound, rnd.sigma)
+                    g = g + queries.release(
+                        queries.difference_sum(w_new, w, bound), bound, rnd.sigma
+                    )
                 w, t = w_new, t + 1
                 iterates.append(w.clone())
             if t < rnd.T:  # stopped by the norm test after t differences of the scheduled T_k − 1
@@ -321,11 +444,28 @@ class KLSpider(KLConfig):
                 if rnd.T - 1 - t > 0:
                     queries.charge(L1 * rnd.r, rnd.sigma, rnd.T - 1 - t)
             updates.append(t)
-        stats = SpiderStats(steps=sum(updates), rounds=sched.K, sensitivity=sensitivity, F0=F0, schedule=sched,
-                            updates=updates, rounds_stopped_early=stopped_by_norm, bound=sched.Phi_floor)
+        stats = SpiderStats(
+            steps=sum(updates),
+            rounds=sched.K,
+            sensitivity=sensitivity,
+            F0=F0,
+            schedule=sched,
+            updates=updates,
+            rounds_stopped_early=stopped_by_norm,
+            bound=sched.Phi_floor,
+        )
         notes = [note]
         if self.variant == "practical":
-            notes.append("practical schedule: Theorem 1's utility bound does not apply (gradient errors are "
-                         "bounded in expectation only); stats.bound is the last round's potential, a target")
-        return finish(self, output=w, iterates=iterates, accountant=accountant, stats=stats, queries=queries,
-                      notes=notes)
+            notes.append(
+                "practical schedule: Theorem 1's utility bound does not apply (gradient errors are "
+                "bounded in expectation only); stats.bound is the last round's potential, a target"
+            )
+        return finish(
+            self,
+            output=w,
+            iterates=iterates,
+            accountant=accountant,
+            stats=stats,
+            queries=queries,
+            notes=notes,
+        )

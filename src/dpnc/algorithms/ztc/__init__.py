@@ -2,8 +2,23 @@
 complexity and cost (:mod:`.theory`)."""
 
 from dpnc.algorithms.ztc.config import NaiveOracle, VarianceReducedOracle, ZhangTranCutkosky
-from dpnc.algorithms.ztc.theory import (evaluations, guarantee, paper_rho, samples_needed, sensitivities,
-                                        variance_bound)
+from dpnc.algorithms.ztc.theory import (
+    evaluations,
+    guarantee,
+    paper_rho,
+    samples_needed,
+    sensitivities,
+    variance_bound,
+)
 
-__all__ = ["NaiveOracle", "VarianceReducedOracle", "ZhangTranCutkosky", "evaluations", "guarantee", "paper_rho",
-           "samples_needed", "sensitivities", "variance_bound"]
+__all__ = [
+    "NaiveOracle",
+    "VarianceReducedOracle",
+    "ZhangTranCutkosky",
+    "evaluations",
+    "guarantee",
+    "paper_rho",
+    "samples_needed",
+    "sensitivities",
+    "variance_bound",
+]

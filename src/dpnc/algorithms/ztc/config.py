@@ -42,17 +42,17 @@ from dpnc._check import check_choice, check_integer, check_positive
 from dpnc.algorithms.base import Cost, Setting, approximate, zcdp
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, practical_period, practical_travel
 from dpnc.algorithms.oracles import SinglePassOracle, TreeOracle
-from dpnc.privacy.clipping import clipped_sum
+from dpnc.algorithms.ztc.theory import clamp_steps, evaluations, moments, sensitivities
+from dpnc.algorithms.ztc.theory import samples_needed as theory_samples_needed
 from dpnc.estimators import diff_estimate, grad_estimate
-from dpnc.privacy.calibrate import fit_rho, ztc_tree_sigma
 from dpnc.privacy.accountant import new_partition
 from dpnc.privacy.budget import ZCDP, Budget
+from dpnc.privacy.calibrate import fit_rho, ztc_tree_sigma
+from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.release import private_mean
 from dpnc.privacy.releases import Gaussian, TreeAggregated, mean_sensitivity
 from dpnc.privacy.tree import leaf_participation
 from dpnc.sampling import FullBatch
-from dpnc.algorithms.ztc.theory import clamp_steps, evaluations, moments, sensitivities
-from dpnc.algorithms.ztc.theory import samples_needed as theory_samples_needed
 
 ORACLES = ("variance-reduced", "naive")
 
@@ -118,24 +118,36 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         if self.L0 is not None:
             check_positive(L0=self.L0)
         elif self.radius_anchor is None or self.clip:
-            raise ValueError("L0 must be a finite number > 0 (the public Lipschitz constant of the sensitivities dL "
-                             "and of the clip 2Lδ) unless per-example radii are given and clip=False; got None")
+            raise ValueError(
+                "L0 must be a finite number > 0 (the public Lipschitz constant of the sensitivities dL "
+                "and of the clip 2Lδ) unless per-example radii are given and clip=False; got None"
+            )
         check_choice("output_rule", self.output_rule, OUTPUT_RULES)
         check_positive(smoothing=self.smoothing, D=self.D, rho=self.rho)
-        check_positive(allow_zero=True, eta=self.eta, sigma=self.sigma)   # σ = 0: the non-private twin
+        check_positive(
+            allow_zero=True, eta=self.eta, sigma=self.sigma
+        )  # σ = 0: the non-private twin
         self._check_counts()
         if (self.radius_anchor is None) != (self.radius_increment is None):
-            raise ValueError(f"radius_anchor and radius_increment must be given together (per-example clipping) or "
-                             f"both None; got {self.radius_anchor!r}, {self.radius_increment!r}")
+            raise ValueError(
+                f"radius_anchor and radius_increment must be given together (per-example clipping) or "
+                f"both None; got {self.radius_anchor!r}, {self.radius_increment!r}"
+            )
         if self.radius_anchor is not None:
             check_positive(radius_anchor=self.radius_anchor, radius_increment=self.radius_increment)
             if self.oracle != "variance-reduced":
-                raise ValueError(f"per-example radii apply to the 'variance-reduced' oracle only; got {self.oracle!r}")
+                raise ValueError(
+                    f"per-example radii apply to the 'variance-reduced' oracle only; got {self.oracle!r}"
+                )
         elif self.oracle == "variance-reduced" and self.B1 < self.period * self.B2 / 2:
-            raise ValueError(f"B1 must be >= T·B2/2 = {self.period * self.B2 / 2:g} (Cor 4.4: the anchor must "
-                             f"not be more sensitive than a DIFF step); got B1={self.B1}")
+            raise ValueError(
+                f"B1 must be >= T·B2/2 = {self.period * self.B2 / 2:g} (Cor 4.4: the anchor must "
+                f"not be more sensitive than a DIFF step); got B1={self.B1}"
+            )
         if self.oracle == "naive" and self.B1 != self.B2:
-            raise ValueError(f"the naive oracle uses one batch size B = B1 = B2; got B1={self.B1}, B2={self.B2}")
+            raise ValueError(
+                f"the naive oracle uses one batch size B = B1 = B2; got B1={self.B1}, B2={self.B2}"
+            )
 
     def non_private(self) -> ZhangTranCutkosky:
         """The σ = 0 twin (its tree releases carry no noise: the report says not private)."""
@@ -154,9 +166,20 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     # --- the theorems ---------------------------------------------------------------------------
 
     @classmethod
-    def variance_reduced(cls, *, d: int, L: float, smoothing: float, rho: float, period: int, epochs: int,
-                         B1: int | None = None, B2: int = 1, m: int | None = None,
-                         paper: bool = False) -> ZhangTranCutkosky:
+    def variance_reduced(
+        cls,
+        *,
+        d: int,
+        L: float,
+        smoothing: float,
+        rho: float,
+        period: int,
+        epochs: int,
+        B1: int | None = None,
+        B2: int = 1,
+        m: int | None = None,
+        paper: bool = False,
+    ) -> ZhangTranCutkosky:
         """Algorithms 3–5 at a given (T, K): B1 = T + 1 unless given, D = δ/T (δ = ``smoothing``), σ by Cor 4.4,
         η = D/(G√T); ``rho`` is the paper's ρ."""
         delta = smoothing
@@ -165,27 +188,73 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         B1 = period + 1 if B1 is None else B1
         check_integer(B1=B1)
         if B1 < period * B2 / 2:
-            raise ValueError(f"B1 must be >= T·B2/2 = {period * B2 / 2:g} (Cor 4.4: the anchor must not be more "
-                             f"sensitive than a DIFF step); got B1={B1}")
+            raise ValueError(
+                f"B1 must be >= T·B2/2 = {period * B2 / 2:g} (Cor 4.4: the anchor must not be more "
+                f"sensitive than a DIFF step); got B1={B1}"
+            )
         sigma = ztc_tree_sigma(d, L, rho, period, B1, B2, paper=paper)
-        config = cls(delta, delta / period, 0.0, period * epochs, period, B1, B2, d if m is None else m, sigma, rho,
-                     "variance-reduced", paper=paper, L0=L)
+        config = cls(
+            delta,
+            delta / period,
+            0.0,
+            period * epochs,
+            period,
+            B1,
+            B2,
+            d if m is None else m,
+            sigma,
+            rho,
+            "variance-reduced",
+            paper=paper,
+            L0=L,
+        )
         return config._with_eta(d, L)
 
     @classmethod
-    def naive(cls, *, d: int, L: float, smoothing: float, rho: float, period: int, epochs: int, B: int = 1,
-              m: int = 1) -> ZhangTranCutkosky:
+    def naive(
+        cls,
+        *,
+        d: int,
+        L: float,
+        smoothing: float,
+        rho: float,
+        period: int,
+        epochs: int,
+        B: int = 1,
+        m: int = 1,
+    ) -> ZhangTranCutkosky:
         """Algorithm 3 with the naive oracle (Algorithm 6): σ = 2dL/(Bρ), D = δ/T (δ = ``smoothing``), η = D/(G√T)."""
         delta = smoothing
         check_integer(d=d, period=period, epochs=epochs, B=B, m=m)
         check_positive(L=L, smoothing=delta, rho=rho)
-        config = cls(delta, delta / period, 0.0, period * epochs, period, B, B, m, 2 * d * L / (B * rho), rho, "naive",
-                     L0=L)
+        config = cls(
+            delta,
+            delta / period,
+            0.0,
+            period * epochs,
+            period,
+            B,
+            B,
+            m,
+            2 * d * L / (B * rho),
+            rho,
+            "naive",
+            L0=L,
+        )
         return config._with_eta(d, L)
 
     @classmethod
-    def from_theory(cls, setting: Setting, budget: Budget | ZCDP, *, smoothing: float, samples: int | None = None,
-                    oracle: str = "variance-reduced", paper: bool = False, m: int | None = None) -> ZhangTranCutkosky:
+    def from_theory(
+        cls,
+        setting: Setting,
+        budget: Budget | ZCDP,
+        *,
+        smoothing: float,
+        samples: int | None = None,
+        oracle: str = "variance-reduced",
+        paper: bool = False,
+        m: int | None = None,
+    ) -> ZhangTranCutkosky:
         """Theorem 4.9 (variance-reduced) or Appendix E (naive) for M = ``samples`` examples (default: the setting's
         n), smoothing radius δ = ``smoothing``, with m directions per example (default: d for the variance-reduced
         oracle, the paper's 1 for the naive one; T and K do not depend on m). Reads d, L = constants.L0 and
@@ -199,7 +268,12 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         T is rounded and clamped to [2, M/2] so that K ≥ 1.
         """
         M = setting.n if samples is None else samples
-        d, L, F_star, delta = setting.d, setting.constants.L0, setting.require_gap("ZTC's theorem"), smoothing
+        d, L, F_star, delta = (
+            setting.d,
+            setting.constants.L0,
+            setting.require_gap("ZTC's theorem"),
+            smoothing,
+        )
         rho = zcdp(budget).rdp_rho
         check_integer(samples=M)
         check_positive(L0=L, smoothing=delta, rho=rho)
@@ -209,11 +283,14 @@ class ZhangTranCutkosky(O2NCAlgorithm):
             T1 = (math.sqrt(d) * L / scale) ** (2 / 3)
             T2 = (d**1.5 * L / (scale * rho)) ** 0.5
             T = clamp_steps(max(T1, T2), M // 2)
-            return cls.variance_reduced(d=d, L=L, smoothing=delta, rho=rho, period=T, epochs=M // (2 * T), m=m,
-                                        paper=paper)
+            return cls.variance_reduced(
+                d=d, L=L, smoothing=delta, rho=rho, period=T, epochs=M // (2 * T), m=m, paper=paper
+            )
         b = L * (math.sqrt(d) + 1 + d**1.5 / rho)
         T = clamp_steps((b / (2 * scale)) ** (2 / 3), M // 2)
-        return cls.naive(d=d, L=L, smoothing=delta, rho=rho, period=T, epochs=M // T, m=1 if m is None else m)
+        return cls.naive(
+            d=d, L=L, smoothing=delta, rho=rho, period=T, epochs=M // T, m=1 if m is None else m
+        )
 
     @classmethod
     def practical(cls, setting: Setting, budget: Budget, **options) -> ZhangTranCutkosky:
@@ -263,7 +340,13 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         if unknown:
             raise ValueError(f"options must be among {sorted(allowed)}; got {unknown}")
         budget = approximate(budget, "ZTC's practical rules (fitted to the accountant's ε(δ))")
-        constants, n, d, epsilon, delta = setting.constants, setting.n, setting.d, budget.epsilon, budget.delta
+        constants, n, d, epsilon, delta = (
+            setting.constants,
+            setting.n,
+            setting.d,
+            budget.epsilon,
+            budget.delta,
+        )
         C = options.get("clip", constants.L0)
         check_positive(clip=C)
         m = options.get("m", d)
@@ -273,29 +356,66 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         rho_z = budget.to_zcdp().rho
         T = practical_period(n=n, d=d, rho=rho_z, noise_ratio=options.get("noise_ratio", 0.5))
         if n < 2 * T - 1 or T < 2:
-            raise ValueError(f"n must be >= 3 for one epoch of T >= 2 steps (2T − 1 examples); got n={n}")
+            raise ValueError(
+                f"n must be >= 3 for one epoch of T >= 2 steps (2T − 1 examples); got n={n}"
+            )
         K = n // (2 * T - 1)
         r1 = C * math.sqrt(1 + (d - 1) / m)
         r2 = r1 / T
         ell, s = leaf_participation(T), 2 * r1 / T
-        rho_z = fit_rho(lambda rho: [(TreeAggregated(Gaussian(s, math.sqrt(ell / (2 * rho)) * s), leaves=T), 1)],
-                        epsilon=epsilon, delta=delta)
+        rho_z = fit_rho(
+            lambda rho: [
+                (TreeAggregated(Gaussian(s, math.sqrt(ell / (2 * rho)) * s), leaves=T), 1)
+            ],
+            epsilon=epsilon,
+            delta=delta,
+        )
         rho = math.sqrt(2 * rho_z)
         sigma = math.sqrt(ell) * s / rho
         D = travel / (K * T)
-        window = min(T, max(1, math.floor(smoothing / (4 * D))))  # KLT's M = ⌊α/(4D)⌋, here with α = δ
+        window = min(
+            T, max(1, math.floor(smoothing / (4 * D)))
+        )  # KLT's M = ⌊α/(4D)⌋, here with α = δ
         eta = D / (math.sqrt(C**2 + ell * d * sigma**2) * math.sqrt(window))
-        return cls(smoothing, D, eta, K * T, T, T, 1, m, sigma, rho, "variance-reduced", radius_anchor=r1,
-                   radius_increment=r2, output_rule=options.get("output_rule", "last"), L0=constants.L0)
+        return cls(
+            smoothing,
+            D,
+            eta,
+            K * T,
+            T,
+            T,
+            1,
+            m,
+            sigma,
+            rho,
+            "variance-reduced",
+            radius_anchor=r1,
+            radius_increment=r2,
+            output_rule=options.get("output_rule", "last"),
+            L0=constants.L0,
+        )
 
     @classmethod
-    def samples_needed(cls, setting: Setting, budget: Budget | ZCDP, beta: float, *, smoothing: float,
-                       oracle: str = "variance-reduced") -> float:
+    def samples_needed(
+        cls,
+        setting: Setting,
+        budget: Budget | ZCDP,
+        beta: float,
+        *,
+        smoothing: float,
+        oracle: str = "variance-reduced",
+    ) -> float:
         """:func:`~dpnc.algorithms.ztc.theory.samples_needed` for ``setting`` (d, L = constants.L0, F* = gap) and the
         budget's paper ρ (``to_zcdp().rdp_rho``): the n at which Theorem 4.9 (App. E) reaches β."""
-        return theory_samples_needed(oracle, beta=beta, d=setting.d, L=setting.constants.L0,
-                                     gap=setting.require_gap("ZTC's sample complexity"), smoothing=smoothing,
-                                     rho=zcdp(budget).rdp_rho)
+        return theory_samples_needed(
+            oracle,
+            beta=beta,
+            d=setting.d,
+            L=setting.constants.L0,
+            gap=setting.require_gap("ZTC's sample complexity"),
+            smoothing=smoothing,
+            rho=zcdp(budget).rdp_rho,
+        )
 
     def _with_eta(self, d: int, L: float) -> ZhangTranCutkosky:
         _, G, _ = moments(self, d, L)
@@ -314,18 +434,24 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         return Cost(evaluations=evaluations(self), samples=self.samples)
 
     def claim(self) -> str:
-        source = "Theorem 4.9 / Cor 4.4" if self.oracle == "variance-reduced" else "App. E, corrected σ = 2dL/(Bρ)"
+        source = (
+            "Theorem 4.9 / Cor 4.4"
+            if self.oracle == "variance-reduced"
+            else "App. E, corrected σ = 2dL/(Bρ)"
+        )
         return f"(α, αρ²/2)-RDP with ρ = {self.rho:.4g}, i.e. {self.rho**2 / 2:.4g}-zCDP ({source})"
 
     def privacy_notes(self) -> list[str]:
-        return ["every example is read once; epochs (naive: steps) are on disjoint data, accounted by parallel "
-                "composition; each finite difference is clipped to what an L-Lipschitz f allows"
-                if self.clip else "every example is read once; finite differences are NOT clipped: the "
-                "sensitivity holds only if the declared L does"]
+        return [
+            "every example is read once; epochs (naive: steps) are on disjoint data, accounted by parallel "
+            "composition; each finite difference is clipped to what an L-Lipschitz f allows"
+            if self.clip
+            else "every example is read once; finite differences are NOT clipped: the "
+            "sensitivity holds only if the declared L does"
+        ]
 
     def summary(self) -> dict[str, float]:
         return {**super().summary(), "sigma_anchor": self.sigma, "sigma_increment": self.sigma}
-
 
 
 # --- the oracles -----------------------------------------------------------------------------------
@@ -338,32 +464,71 @@ class VarianceReducedOracle(TreeOracle):
 
     def __init__(self, problem, config: ZhangTranCutkosky, **kwargs) -> None:
         if config.oracle != "variance-reduced":
-            raise ValueError(f"the config is for the {config.oracle!r} oracle, not 'variance-reduced'")
+            raise ValueError(
+                f"the config is for the {config.oracle!r} oracle, not 'variance-reduced'"
+            )
         self.config = config
-        d, L = problem.dim, config.L0   # the L the config was built for (run checked the problem declares it)
+        d, L = (
+            problem.dim,
+            config.L0,
+        )  # the L the config was built for (run checked the problem declares it)
         if config.radius_anchor is None:
             sensitivity = max(sensitivities(d, L, config.period, config.B1, config.B2))
         else:  # per-example clipping: replace-one moves a mean of B terms of norm ≤ r by at most 2r/B
-            sensitivity = max(2 * config.radius_anchor / config.B1, 2 * config.radius_increment / config.B2)
-        super().__init__(problem, period=config.period, B1=config.B1, B2=config.B2, sensitivity=sensitivity,
-                         sigma=config.sigma, max_move=2 * config.D, label="zo-o2nc-epochs",
-                         samples=config.samples, **kwargs)
+            sensitivity = max(
+                2 * config.radius_anchor / config.B1, 2 * config.radius_increment / config.B2
+            )
+        super().__init__(
+            problem,
+            period=config.period,
+            B1=config.B1,
+            B2=config.B2,
+            sensitivity=sensitivity,
+            sigma=config.sigma,
+            max_move=2 * config.D,
+            label="zo-o2nc-epochs",
+            samples=config.samples,
+            **kwargs,
+        )
 
     def anchor(self, w, index):
         c = self.config
-        estimate = self.stats.add(grad_estimate(self.problem, w, index, c.smoothing, m=c.m, generator=self.generator,
-                                                clip=c.clip, L=c.L0))
+        estimate = self.stats.add(
+            grad_estimate(
+                self.problem,
+                w,
+                index,
+                c.smoothing,
+                m=c.m,
+                generator=self.generator,
+                clip=c.clip,
+                L=c.L0,
+            )
+        )
         return self._clipped_mean(estimate.per_example, c.radius_anchor)
 
     def increment(self, w, w_prev, index):
         # The DIFF sensitivity 4dL/(B2·T) holds because TreeOracle refuses ‖w_t − w_{t−1}‖ > 2D (or, with
         # per-example radii, because every term is clipped to radius_increment).
         c = self.config
-        estimate = self.stats.add(diff_estimate(self.problem, w, w_prev, index, c.smoothing, m=c.m,
-                                                generator=self.generator, clip=c.clip, L=c.L0))
+        estimate = self.stats.add(
+            diff_estimate(
+                self.problem,
+                w,
+                w_prev,
+                index,
+                c.smoothing,
+                m=c.m,
+                generator=self.generator,
+                clip=c.clip,
+                L=c.L0,
+            )
+        )
         return self._clipped_mean(estimate.per_example, c.radius_increment, increment=True)
 
-    def _clipped_mean(self, terms: torch.Tensor, radius: float | None, *, increment: bool = False) -> torch.Tensor:
+    def _clipped_mean(
+        self, terms: torch.Tensor, radius: float | None, *, increment: bool = False
+    ) -> torch.Tensor:
         """The mean of the per-example terms, each clipped to ``radius`` (None: the paper's, no clipping),
         counting those beyond it (and, for increments, the clip rate's counters)."""
         if radius is None:
@@ -392,13 +557,32 @@ class NaiveOracle(SinglePassOracle):
         self.config = config
         self.bound = problem.dim * config.L0
         self.batches = FullBatch(config.B1)
-        self.partition = new_partition("zo-o2nc-naive-steps")  # each step on its own slice of one pass
+        self.partition = new_partition(
+            "zo-o2nc-naive-steps"
+        )  # each step on its own slice of one pass
 
     def __call__(self, t: int, w: torch.Tensor) -> torch.Tensor:
         c = self.config
-        estimate = self.stats.add(grad_estimate(self.problem, w, self.data.take(c.B1), c.smoothing, m=c.m,
-                                                generator=self.generator, clip=c.clip, L=c.L0))
+        estimate = self.stats.add(
+            grad_estimate(
+                self.problem,
+                w,
+                self.data.take(c.B1),
+                c.smoothing,
+                m=c.m,
+                generator=self.generator,
+                clip=c.clip,
+                L=c.L0,
+            )
+        )
         sensitivity = mean_sensitivity(self.bound, c.B1, self.accountant.relation)
-        return private_mean(estimate.per_example, self.bound, sampler=self.batches, noise=self.noise,
-                            accountant=self.accountant, noise_multiplier=c.sigma / sensitivity, vector=True,
-                            partition=self.partition).value
+        return private_mean(
+            estimate.per_example,
+            self.bound,
+            sampler=self.batches,
+            noise=self.noise,
+            accountant=self.accountant,
+            noise_multiplier=c.sigma / sensitivity,
+            vector=True,
+            partition=self.partition,
+        ).value

@@ -13,6 +13,7 @@ import math
 from dpnc.privacy.budget import epsilon_to_rho
 from dpnc.privacy.tree import leaf_participation
 
+
 def paper_rho(epsilon: float, dp_delta: float) -> float:
     """The paper's ρ whose ρ²/2-zCDP gives exactly (ε, δ)-DP (optimal conversion)."""
     return math.sqrt(2 * epsilon_to_rho(epsilon, dp_delta))
@@ -57,7 +58,11 @@ def guarantee(config, *, d: int, L: float, gap: float) -> float:
         cross = math.sqrt((V + d * sigma**2) / T)
     else:
         cross = 2 * (math.sqrt(V) + math.sqrt(ell * d) * sigma)
-    return (gap + 2 * L * config.smoothing) / (config.smoothing * config.epochs) + G / math.sqrt(T) + cross
+    return (
+        (gap + 2 * L * config.smoothing) / (config.smoothing * config.epochs)
+        + G / math.sqrt(T)
+        + cross
+    )
 
 
 def moments(config, d: int, L: float) -> tuple[float, float, int]:
@@ -75,7 +80,9 @@ def clamp_steps(T: float, most: int) -> int:
     return int(min(max(round(T), 2), most))
 
 
-def samples_needed(oracle: str, *, beta: float, d: int, L: float, gap: float, smoothing: float, rho: float) -> float:
+def samples_needed(
+    oracle: str, *, beta: float, d: int, L: float, gap: float, smoothing: float, rho: float
+) -> float:
     """The n at which the theorem's bound on E‖∂F(w̄)‖_{2δ} reaches β, constants 1 and logs dropped (ρ the paper's).
 
     * ``"variance-reduced"`` (Theorem 4.9): n ≍ (F* + Lδ)·d/(δβ³) + (F* + Lδ)·d^{3/2}/(ρδβ²) (L = 1 in the terms'
