@@ -81,9 +81,11 @@ def minimum_detectable_effect(interval, *, power: float = 0.8, one_sided: bool =
     (t_{0.95} one-sided) + t_{power}) at the interval's degrees of freedom, times its standard error. inf where the
     interval has no standard error (one seed, censored ends, none).
 
-    A design (seeds, test size, variance components from a run) whose MDE exceeds the distance between the value
-    a claim expects (the paper's) and its threshold cannot decide the claim: it is "underpowered for this design"
-    (:func:`powered`), whatever its interval shows.
+    A design (seeds, test size, variance components) whose MDE exceeds the distance between the value a claim
+    expects (the paper's) and its threshold is unlikely to decide the claim (:func:`powered`). The interval decides
+    first: one that lies beyond the threshold holds or fails whatever the power; "underpowered for this design" is
+    only for an interval that straddles the threshold, of a design declared so (its MDE computed by the variance
+    model that judges) before the data.
     """
     if not 0 < power < 1:
         raise ValueError(f"power must be in (0, 1); got {power!r}")

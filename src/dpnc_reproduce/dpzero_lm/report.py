@@ -371,14 +371,16 @@ def powered_claim(
     evidence: str,
     *,
     unit: str = " points",
+    declared_mde: float | None = None,
 ) -> Claim:
-    """A claim judged only where its design can decide it (issue 41): the distance between the paper's value
-    (``expected``) and ``threshold`` must reach the minimum detectable effect of this design (80 % power, one-sided
-    at 5 %; :func:`~dpnc_reproduce.claims.minimum_detectable_effect`), computed from the run's own variance parts
-    (its seeds, its test examples: no prior run of the same design exists for the committed results, so this is
-    declared at re-judging, after the rows). Otherwise the claim reads "underpowered for this design", not judged;
-    its interval and what the interval alone says stay in the evidence."""
-    ok, mde = powered(iv, expected, threshold, one_sided=True)
+    """A claim read from its interval first: an interval that lies beyond the threshold decides it (holds or
+    fails) whatever the design's power; a rejection at the 5 % level stands. Only an interval that straddles the
+    threshold can read "underpowered for this design", and only where the design was declared so before the data:
+    ``declared_mde``, the minimum detectable effect (80 % power, one-sided at 5 %) that the declaration computed by
+    the same variance model that judges, exceeds the distance between the paper's value (``expected``) and
+    ``threshold``. Without a declaration a straddling interval reads no signal; the MDE computed from the run's own
+    spread (:func:`~dpnc_reproduce.claims.minimum_detectable_effect`, post hoc) is shown as information only."""
+    _, mde = powered(iv, expected, threshold, one_sided=True)
     distance = abs(expected - threshold)
     read = facts.interval(iv, threshold) | {
         "paper": expected,
@@ -386,27 +388,27 @@ def powered_claim(
         "mde": mde,
         "interval_holds": facts.verdict(holds),
     }
-    if ok or not math.isfinite(mde):
+    if declared_mde is not None:
+        read["declared_mde"] = declared_mde
+    if holds is None and declared_mde is not None and declared_mde > distance:
         return Claim(
             statement,
-            holds,
-            evidence
-            + (
-                f"; detectable here: {mde:.2f}{unit} (80 % power) ≤ the paper's "
-                f"distance to the threshold, {distance:.2f}{unit}"
-                if math.isfinite(mde)
-                else ""
-            ),
-            facts=read,
+            None,
+            evidence + f"; underpowered (declared before the data): the design detects "
+            f"{declared_mde:.2f}{unit} (80 % power), the paper's value lies {distance:.2f}{unit} from the "
+            "threshold, and the interval straddles it",
+            UNDERPOWERED,
+            read,
         )
-    word = {True: "holds", False: "fails", None: "no signal"}[holds]
+    if not math.isfinite(mde):
+        return Claim(statement, holds, evidence, facts=read)
     return Claim(
         statement,
-        None,
-        evidence + f"; underpowered: this design detects {mde:.2f}{unit} (80 % power), the "
-        f"paper's value lies {distance:.2f}{unit} from the threshold (the interval alone: {word})",
-        UNDERPOWERED,
-        read,
+        holds,
+        evidence
+        + f"; post-hoc MDE {mde:.2f}{unit} (80 % power, this run's spread; information only), the "
+        f"paper's distance to the threshold {distance:.2f}{unit}",
+        facts=read,
     )
 
 
