@@ -549,9 +549,16 @@ def train(
 
 
 def run_trainer(
-    config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None, data=None
+    config: LMConfig,
+    task: LMTask,
+    group: LMGroup,
+    run_dir: Path,
+    caches=None,
+    data=None,
+    noise=None,
 ) -> tuple[LMRow, Trainer]:
-    """:func:`train`, returning the finished trainer itself (its step history) instead of its caches."""
+    """:func:`train`, returning the finished trainer itself (its step history) instead of its caches. ``noise``:
+    the trainer's noise source (default: a secret one); a non-secret source marks the run not private."""
     for name in (
         METRICS,
         PRIVATE_STATS,
@@ -564,7 +571,10 @@ def run_trainer(
         if data is not None:
             fc = dataclasses.replace(fc, n=len(data[0]))
         trainer = Trainer(
-            fc, caches=caches, **({} if data is None else {"train": data[0], "test": data[1]})
+            fc,
+            caches=caches,
+            noise=noise,
+            **({} if data is None else {"train": data[0], "test": data[1]}),
         )
         summary = trainer.run()
     finally:
