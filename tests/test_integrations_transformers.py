@@ -326,3 +326,27 @@ def test_the_self_audit_runs_through_make_privates_code(tmp_path, loss):
         1.0, rel=1e-2
     )
     assert result.flagged == (loss == "reads-dataset") and not result.private
+
+
+@pytest.mark.parametrize("method,clip", [("dp-adamw", 1.0), ("dpzero", 5.0)])
+def test_a_batch_encoding_from_the_collator_trains(tmp_path, method, clip):
+    """Hugging Face's collators return a ``BatchEncoding`` (a Mapping, not a dict), which torch.func cannot map
+    over: dpnc's loader yields it as a plain dict."""
+    from transformers import BatchEncoding, default_data_collator
+
+    model = tiny_bert()
+    trainer = DPTrainer(
+        model if method == "dpzero" else model.train(),
+        arguments(tmp_path, per_device_train_batch_size=8),
+        train_dataset=Rows(N),
+        data_collator=lambda rows: BatchEncoding(default_data_collator(rows)),
+        n=N,
+        optimizer=method,
+        target_epsilon=3.0,
+        delta=DELTA,
+        clip=clip,
+    )
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer.train()
+    assert trainer.accountant.releases == STEPS
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))

@@ -155,7 +155,13 @@ class _HoldingCollate:
 
     def __call__(self, items: list) -> Any:
         empty = len(items) == 0 and self.template is not None
-        return self.batches.hold(_empty_like(self.template) if empty else self.collate_fn(items))
+        batch = _empty_like(self.template) if empty else self.collate_fn(items)
+        return self.batches.hold(_plain(batch))
+
+
+def _plain(batch: Any) -> Any:
+    """A ``Mapping`` subclass (transformers' ``BatchEncoding``) as a plain dict: torch.func maps over dicts."""
+    return dict(batch) if isinstance(batch, Mapping) and type(batch) is not dict else batch
 
 
 def _empty_like(batch: Any) -> Any:

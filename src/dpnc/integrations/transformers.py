@@ -22,15 +22,22 @@ How the Trainer's parts map onto dpnc's contracts:
   ``optimizer.step()`` that follows is a no-op that checks one dpnc step was taken (:class:`_ReleasedInTrainingStep`);
   its learning-rate scheduler edits the ``lr`` that dpnc's step reads; its batch-level gradient clipping is turned
   off (``max_grad_norm = 0``: dpnc clips each example at ``clip``).
-* **Logs are public.** Every log gets ``epsilon`` (``accountant.epsilon(delta)``, the ledger's; ∞ for MeZO) and
-  ``delta``, and keeps only released or declared values (:data:`PUBLIC_LOGS`: ε, δ, learning rate, epoch, step). The
-  training loss, gradient norms, evaluation metrics and run times are statistics of the data or of the batch sizes:
-  they go to :attr:`DPTrainer.private_log_history`, the owner's, which no callback, reporter or checkpoint sees.
-  The Trainer's floating-point-operation count is 0 (it would count the realised batch sizes).
+* **One output boundary.** What the Trainer hands out (logs, callbacks, reporters, ``train()``'s return value,
+  ``trainer_state.json``, checkpoints) passes :meth:`DPTrainer.public`, an allow-list: ε (the ledger's; ∞ for
+  MeZO), δ, learning rate, epoch and step (:data:`PUBLIC_LOGS`), and the evaluation metrics when the evaluation set
+  is declared public (``eval_public=True``), never a run time. The training loss, gradient norms, private
+  evaluations and run times are statistics of the data or of the batch sizes: they go to
+  :attr:`DPTrainer.private_log_history`, the owner's. ``train()`` returns ``training_loss`` NaN (the loss is in
+  the private history). The Trainer's log counts the declared n, not ``len(train_dataset)``; its
+  floating-point-operation count is 0 (it would count the realised batch sizes). A step's own randomness
+  (dropout) comes from a secret seed in a forked generator, so torch's global generator is not advanced by the
+  secret batch's size; checkpoints save no ``rng_state.pth``.
 * **Self-audit.** ``audit=SelfAudit(m, row=..., coordinates=...)`` is make_private's (:mod:`dpnc.self_audit`): its
   canaries join ``train_dataset`` (n becomes n + m), and after :meth:`~DPTrainer.train` the one-run bound is in
   :meth:`~DPTrainer.self_audit` and in ``output_dir/self_audit.json`` (``dpnc audit --one-run output_dir``).
-* **Refusals** (``ValueError`` at construction): gradient accumulation (several batches per release), a
+* **Refusals** (``ValueError`` at construction): model selection or a plateau schedule on a private evaluation
+  set (``load_best_model_at_end``, ``metric_for_best_model``, ``reduce_lr_on_plateau`` need ``eval_public=True``),
+  gradient accumulation (several batches per release), a
   DataParallel or distributed setup, fp16/bf16 mixed precision (loss scaling), DeepSpeed or FSDP, a batch size
   searched at run time, ``max_steps`` unset, a token count in the logs, an optimizer or ``model_init`` of the
   user's; and at :meth:`~DPTrainer.train`, resuming from a checkpoint (the ledger is not in it).
@@ -38,8 +45,10 @@ How the Trainer's parts map onto dpnc's contracts:
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,13 +57,17 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainingArguments
+from transformers.trainer_utils import TrainOutput
 
 from dpnc.engine import make_private
+from dpnc.privacy.noise import NoiseSource
 from dpnc.self_audit import SelfAudit, SelfAuditResult
 from dpnc.tier.registry import names, spec
 
 PUBLIC_LOGS = frozenset({"epsilon", "delta", "learning_rate", "epoch", "step"})
 _LABELS = ("labels", "label", "label_ids")  # the names data collators give the targets
+# Metric names the Trainer gives run times and speeds: never public, whatever the data.
+_TIMING = ("_runtime", "_per_second", "_preparation_time", "_compilation_time")
 
 
 def per_example_cross_entropy(outputs: Any, labels: torch.Tensor) -> torch.Tensor:
@@ -141,6 +154,9 @@ class DPTrainer(Trainer):
         clip: the clipping threshold C (per-example scalar difference for DPZero, gradient norm for first order).
         per_example_loss: ``fn(outputs, labels) -> losses`` of shape (b,); :func:`per_example_cross_entropy` if None.
         accountant, smoothing, direction, per_example, testing_seed, audit: as in :func:`dpnc.make_private`.
+        eval_public: the evaluation set is public (declared by its owner): its metrics may reach logs,
+            callbacks, reporters, ``trainer_state.json`` and model selection. Otherwise they stay in
+            :attr:`private_log_history` (and in what :meth:`evaluate` returns to its caller).
         **kwargs: the Trainer's other arguments (``eval_dataset``, ``data_collator``, ``processing_class``,
             ``callbacks``, ``compute_metrics``, …).
 
@@ -168,9 +184,10 @@ class DPTrainer(Trainer):
         per_example: str = "auto",
         testing_seed: int | None = None,
         audit: SelfAudit | None = None,
+        eval_public: bool = False,
         **kwargs: Any,
     ) -> None:
-        _refuse_unsupported(args, kwargs)
+        _refuse_unsupported(args, kwargs, eval_public)
         if not isinstance(optimizer, str):
             raise ValueError(
                 f"optimizer must be a name of dpnc's registry {list(names('make_private'))}; got "
@@ -178,9 +195,8 @@ class DPTrainer(Trainer):
             )
         name = optimizer.lower()
         entry = spec(name, "make_private")  # ValueError naming the registry's choices
-        args.max_grad_norm = (
-            0.0  # the Trainer's batch-level clipping: dpnc clips each example at `clip`
-        )
+        args = copy.copy(args)  # the caller's arguments stay as they were
+        args.max_grad_norm = 0.0  # the Trainer's batch-level clipping: dpnc clips each example
         super().__init__(model=model, args=args, train_dataset=train_dataset, **kwargs)
         if entry.order == 1:  # the TrainingArguments of the torch optimizer dpnc wraps
             adam = (
@@ -212,7 +228,11 @@ class DPTrainer(Trainer):
             audit=audit,
             **order_options,
         )
-        self.delta, self.audit = delta, audit
+        self.delta, self.audit, self.eval_public = delta, audit, eval_public
+        # The step's own randomness (dropout): secret seeds, reproducible only under testing_seed
+        self._step_seeds = (
+            NoiseSource() if testing_seed is None else NoiseSource.for_testing(testing_seed + 2)
+        )
         self.per_example_loss = per_example_loss or per_example_cross_entropy
         self.private_log_history: list[dict] = []
         forward = inspect.signature(self.model.forward).parameters
@@ -258,7 +278,26 @@ class DPTrainer(Trainer):
             features = {k: v.to(device) for k, v in batch.items() if self._accepts(k)}
             return self.per_example_loss(self.model(**features), labels.to(device))
 
-        loss = self.dp_optimizer.step(loss_fn, inputs)
+        # torch's global generator would advance by the secret batch's size (dropout draws one number per
+        # element): the step draws from a secret seed in a fork, and the global generator stays where it was
+        devices = [device.index or 0] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(int(self._step_seeds.uniform(1).item() * 2**53))
+            try:
+                loss = self.dp_optimizer.step(loss_fn, inputs)
+            except Exception as error:
+                if not getattr(error, "dpnc_released", False):
+                    raise
+                # The step released and moved the model as any step does; stopping here would show in
+                # the outputs which batch held the row. The owner is told on the terminal only.
+                print(
+                    f"dpnc (owner only): step {self.state.global_step + 1}: {error!r}",
+                    file=sys.stderr,
+                )
+                self.private_log_history.append(
+                    {"step": self.state.global_step + 1, "error": repr(error)}
+                )
+                loss = math.nan
         self.optimizer_facing().released += 1
         return torch.as_tensor(float(loss), device=device)
 
@@ -266,14 +305,67 @@ class DPTrainer(Trainer):
         """0: the Trainer's count grows with the realised (secret) batch sizes, and it is saved with checkpoints."""
         return 0
 
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        """Log ε (the ledger's) and the public values; the rest goes to :attr:`private_log_history` only."""
-        self.private_log_history.append({**logs, "step": self.state.global_step})
-        public = {k: v for k, v in logs.items() if k in PUBLIC_LOGS}
+    def public(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """The run's output boundary: the allow-listed part of ``metrics``, with ε and δ of the ledger.
+
+        Public: :data:`PUBLIC_LOGS` (released or declared values) and, with ``eval_public``, the evaluation
+        metrics (``eval_*``: functions of the released model and a public set), never a run time.
+        """
+
+        def allowed(key: str) -> bool:
+            evaluation = self.eval_public and key.startswith("eval_") and not key.endswith(_TIMING)
+            return key in PUBLIC_LOGS or evaluation
+
+        public = {k: v for k, v in metrics.items() if allowed(k)}
         public["epsilon"] = self.epsilon()
         if self.delta is not None:
             public["delta"] = self.delta
-        super().log(public)  # no start_time: no speed metrics
+        return public
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Log the public part of ``logs`` (:meth:`public`); all of it goes to :attr:`private_log_history`."""
+        self.private_log_history.append({**logs, "step": self.state.global_step})
+        super().log(self.public(logs))  # no start_time: no speed metrics
+
+    def num_examples(self, dataloader: DataLoader) -> int:
+        """The declared n for dpnc's loader (the Trainer logs it); an evaluation set's own length otherwise."""
+        if dataloader is self._loader:
+            return self.dp_optimizer.wiring.n
+        return super().num_examples(dataloader)
+
+    def evaluate(
+        self,
+        eval_dataset: Dataset | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """The Trainer's evaluation; its metrics reach logs and callbacks only through :meth:`public`.
+
+        Returns every metric to the caller (the data owner). Without ``eval_public`` the logs and callbacks
+        get ε and δ only, and the training loop's model selection sees nothing.
+        """
+        output = self.evaluation_loop(
+            self.get_eval_dataloader(eval_dataset),
+            description="Evaluation",
+            prediction_loss_only=True if self.compute_metrics is None else None,
+            ignore_keys=ignore_keys,
+            metric_key_prefix=metric_key_prefix,
+        )
+        self.log(output.metrics)
+        public = self.public(output.metrics)
+        self.control = self.callback_handler.on_evaluate(
+            self.args, self.state, self.control, public
+        )
+        return output.metrics
+
+    def _evaluate(
+        self, trial: Any, ignore_keys_for_eval: list[str] | None, *args: Any, **kwargs: Any
+    ):
+        # the training loop's evaluation: what it returns picks the best model and feeds HP search
+        return self.public(super()._evaluate(trial, ignore_keys_for_eval, *args, **kwargs))
+
+    def _save_rng_state(self, output_dir: str) -> None:
+        """Saves nothing: a resumed run is refused, and the generators' states are no output of the run."""
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
         """The Trainer's ``train``; resuming is refused: a checkpoint does not hold the ledger, so ε would restart."""
@@ -287,7 +379,8 @@ class DPTrainer(Trainer):
             self.audit is not None and self.is_world_process_zero()
         ):  # `dpnc audit --one-run output_dir` prints it
             self.self_audit().save(self.args.output_dir)
-        return output
+        self.private_log_history.append({"train_output": output})
+        return TrainOutput(output.global_step, math.nan, self.public(output.metrics))
 
     def self_audit(self, **measured: float) -> SelfAuditResult:
         """The run's one-run audit (``audit=``): ``audit.result(**measured)`` (``accuracy``, ``canary_free_accuracy``:
@@ -318,13 +411,21 @@ class DPTrainer(Trainer):
         return facing
 
 
-def _refuse_unsupported(args: TrainingArguments, kwargs: dict) -> None:
+def _refuse_unsupported(args: TrainingArguments, kwargs: dict, eval_public: bool) -> None:
     """ValueError, naming the setting and why, for what would break dpnc's contract."""
     if not isinstance(args, TrainingArguments):
         raise ValueError(
             f"args must be a transformers.TrainingArguments; got {type(args).__name__}"
         )
+    selects = args.load_best_model_at_end or args.metric_for_best_model is not None
+    plateau = str(args.lr_scheduler_type).endswith("reduce_lr_on_plateau")
     rules = [
+        (
+            (selects or plateau) and not eval_public,
+            "load_best_model_at_end, metric_for_best_model and a reduce_lr_on_plateau schedule read the "
+            "evaluation metrics into the published model or its learning rate: pass eval_public=True if "
+            "the evaluation set is public, or leave them unset",
+        ),
         (
             args.max_steps is None or args.max_steps <= 0,
             "max_steps must be set (> 0): the noise is calibrated for that many steps",
