@@ -1,12 +1,13 @@
 """DPZero, DPGD-0th and DP-GD audited through ``Algorithm.run`` (:mod:`dpnc.algorithms.dpzero`) on the flat tier.
 
 All runs are the rows of one :class:`~dpnc.space.FlatSpace` grid (one call of ``Algorithm.run``: the real step,
-sampler, privatisation and noise source, one noise draw per row). The model tier is in :mod:`dpnc.audit.model_tier`.
+sampler, privatisation and noise source, one noise draw per row). Under Poisson sampling each run must step on its own
+realised batch, so ``dpzero-poisson`` calls the real step once per step and realised batch (:meth:`DPZeroPoisson._run`).
+The model tier is in :mod:`dpnc.audit.model_tier`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
@@ -39,8 +40,7 @@ class _CanaryGrid(Objective):
 
     Only the per-example losses at the rows' points (:meth:`losses_at`, what DPZero and DPGD-0th query) and the
     clipped gradient sum (:meth:`clipped_gradient_sum`, what DP-GD queries: the canary's gradient sign·BIG·e₀
-    clipped to C·sign·e₀) are defined. ``realised(index)``: how many of the batch's examples belong to each row's
-    dataset, when row r's dataset is the canary alone (what a mean over the realised batch would divide by).
+    clipped to C·sign·e₀) are defined.
     """
 
     name = "audit-canary-grid"
@@ -65,9 +65,6 @@ class _CanaryGrid(Objective):
             self.losses_at(x, index).sum(1) / max(len(index), 1),
         )
 
-    def realised(self, index: torch.Tensor) -> torch.Tensor:
-        return self._mine(index, torch.float64).sum(1) * (self.sign != 0)
-
     def value(self, points):
         raise NotImplementedError(
             "the audit's canary grid holds one dataset per row: no mean objective"
@@ -76,40 +73,37 @@ class _CanaryGrid(Objective):
     gradient = value
 
 
-class _Remembering:
-    """A sampler that remembers its last batch (for the broken realised-batch step); otherwise the sampler itself."""
+class _OwnBatch:
+    """The grid's sampler as some of its runs see it: its draw restricted to their own datasets, ``batch`` (the same
+    for each of them). Everything else (B, q, its secrecy, the release it accounts) is the sampler's."""
 
-    def __init__(self, sampler) -> None:
-        self.inner, self.last = sampler, None
+    def __init__(self, sampler, batch: torch.Tensor) -> None:
+        self.inner, self.batch = sampler, batch
 
     def sample(self) -> torch.Tensor:
-        self.last = self.inner.sample()
-        return self.last
+        return self.batch
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
 
-@dataclass(frozen=True)
 class RealisedBatchDPZero(dz.DPZero):
-    """BROKEN ON PURPOSE (``broken='realised-batch'``): DPZero whose mean divides by the realised batch size.
+    """BROKEN ON PURPOSE (``broken='realised-batch'``): the real step with the fixed B replaced by len(batch).
 
-    The previous round's hole: c_t = Σ_i clip_C(a_i)/|batch_r| + z_t with z_t ~ N(0, (m·C/B)²) and the ledger entry
-    of the correct mechanism. Under Poisson sampling |batch| is random and depends on the data, so one example
-    moves the release by C/|batch| (up to C) instead of the recorded C/B. Bypasses ``private_mean`` (which always
-    divides by B); ``grid`` is the run's objective (its ``realised``), and ``run`` must be given a
-    :class:`_Remembering` sampler.
+    c_t = Σ_i clip_C(a_i)/max(|batch|, 1) + z_t with z_t ~ N(0, (m·C/B)²) and the ledger entry of the correct step:
+    ``DPZero.step`` (alone, no process group) patched as a naive fix would, dividing by the number of examples the
+    step received. It reads only what the real step has (the sampler and its batch's differences). Under Poisson
+    sampling |batch| is random and depends on the data: on a dataset of one example it is 0 or 1, so that example
+    moves the release by C instead of the recorded C/B.
     """
-
-    grid: _CanaryGrid | None = None
 
     def step(self, space, closure, seed, *, sampler, noise, accountant):
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
         s = clipped_sum(diffs.a, self.C)
-        realised = self.grid.realised(sampler.last).clamp(min=1)  # |batch_r|, per run
-        total = s.total * sampler.batch_size / realised  # release_sum divides by B
+        # len(batch), at least 1: an empty batch releases noise only either way
+        realised = max(diffs.examples, 1)
         c = release_sum(
-            total,
+            s.total * sampler.batch_size / realised,  # release_sum divides by B
             self.C,
             sampler=sampler,
             noise=noise,
@@ -163,13 +157,11 @@ class _FlatGrid(Mechanism):
             return PoissonSampler.for_testing(self.n, self.B, seed=self.seed)
         return PoissonSampler(self.n, self.B)
 
-    def _algorithm(self, multiplier: float, broken: str | None, grid: _CanaryGrid):
+    def _algorithm(self, multiplier: float, broken: str | None):
         if self.algorithm is dz.DPGD:
             return dz.DPGD(self.eta, self.C, multiplier, steps=self.T)
         if broken == "realised-batch":
-            return RealisedBatchDPZero(
-                self.eta, self.lam, self.C, multiplier, steps=self.T, grid=grid
-            )
+            return RealisedBatchDPZero(self.eta, self.lam, self.C, multiplier, steps=self.T)
         return self.algorithm(self.eta, self.lam, self.C, multiplier, steps=self.T)
 
     def _run(
@@ -183,12 +175,9 @@ class _FlatGrid(Mechanism):
     ) -> tuple[torch.Tensor, list[int], Accountant]:
         """One grid: row r's data has the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0."""
         accountant, logs = Accountant(self.relation), []
-        grid = _CanaryGrid(self.n, self.d, canary, sign)
-        if broken == "realised-batch":
-            sampler = _Remembering(sampler)
-        algorithm = self._algorithm(multiplier, broken, grid)
+        algorithm = self._algorithm(multiplier, broken)
         result = algorithm.run(
-            grid,
+            _CanaryGrid(self.n, self.d, canary, sign),
             torch.zeros(len(sign), self.d, dtype=torch.float64),
             noise=self.noise,
             accountant=accountant,
@@ -329,15 +318,16 @@ class DPGDFullBatch(DPZeroFullBatch):
 class DPZeroPoisson(_FlatGrid):
     name = "dpzero-poisson"
     summary = (
-        "DPZero with secret Poisson batches (q = B/n, n the public bound): dpnc.algorithms.dpzero DPZero.run "
-        "with the real PoissonSampler on a FlatSpace grid of runs, add/remove"
+        "DPZero with secret Poisson batches (q = B/n, n the public bound): dpnc.algorithms.dpzero DPZero.step "
+        "with the real PoissonSampler on a FlatSpace grid of runs, each on its own realised batch, add/remove"
     )
     canary = (
         "in-run r's dataset is the canary alone, loss BIG·x₀ at its own index r; its out-run's dataset is "
         "empty (n stays the public bound: the worst case of add/remove, where a realised batch holds the canary "
         "or nothing). One PoissonSampler draw per step includes each index independently with probability q, "
         "so each run's canary is sampled independently of the others', as with separate samplers: the grid's "
-        "runs are independent runs of the real mechanism. public-batches: every canary sits at the index the "
+        "runs are independent runs of the real mechanism. Each run steps on its own realised batch (its canary "
+        "or nothing), never on the draw's ~B indices. public-batches: every canary sits at the index the "
         "replayed seeded sampler includes most often"
     )
     statistics = STATISTICS_POISSON
@@ -345,6 +335,46 @@ class DPZeroPoisson(_FlatGrid):
     subsampled = True
     variants = ("sigma", "public-batches", "realised-batch")
     n, B, T = 1000, 10, 50
+
+    def _run(self, canary, sign, multiplier, sampler, bar=None, broken=None):
+        """One grid whose runs each step on their own realised batch, as a run on its own dataset would.
+
+        Run r's dataset is the canary alone (sign[r] = 1) at index canary[r] of the sampler's numbering, or empty
+        (sign[r] = 0): its batch at step t is the sampler's draw ∩ {canary[r]}, its one example or nothing. Handing
+        every run the whole draw (~B indices, the other runs' canaries at loss 0) would hide whatever the step
+        computes from its batch, len(batch) first. So each step calls the real ``step`` once on the runs whose
+        batch holds their example (batch [0] of their one-example datasets) and once on the rest (an empty batch),
+        with the public seeds ``Algorithm.run`` draws. The ledger is read from a one-run grid (one call a step).
+        """
+        algorithm = self._algorithm(multiplier, broken)
+        accountant = Accountant(self.relation)
+        sampler.check_relation(accountant.relation)
+        seeds = dz.public_seeds(torch.Generator().manual_seed(self.seed), self.T)
+        x = torch.zeros(len(sign), self.d, dtype=torch.float64)
+        # A run's example is example 0 of its own dataset: its batch is [0] or [].
+        first, empty = torch.zeros(1, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+        released = []
+        for seed in seeds:
+            holds = torch.isin(canary, sampler.sample()) & (sign != 0)
+            c = torch.zeros(len(sign), dtype=torch.float64)
+            for rows, batch in ((holds, first), (~holds, empty)):
+                if rows.any():
+                    space = FlatSpace(x[rows])
+                    own = torch.zeros(int(rows.sum()), dtype=torch.long)
+                    problem = _CanaryGrid(self.n, self.d, own, sign[rows])
+                    log = algorithm.step(
+                        space,
+                        algorithm._closure(problem, space),  # the closure Algorithm.run builds
+                        seed,
+                        sampler=_OwnBatch(sampler, batch),
+                        noise=self.noise,
+                        accountant=accountant,
+                    )
+                    x[rows], c[rows] = space.x, log.released
+            released.append(c)
+            if bar is not None:
+                bar.update(1)
+        return torch.stack(released), seeds, accountant  # (T, rows)
 
     def scores(self, runs, broken=None, *, progress=False):
         self.check_broken(broken)
