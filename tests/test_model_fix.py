@@ -38,11 +38,8 @@ def test_batchnorm_becomes_groupnorm_and_the_input_model_is_left_alone():
         "GroupNorm",
         "InstanceNorm1d",
     ]
-    assert (fixed[1].num_groups, fixed[1].num_channels, fixed[5].num_groups) == (
-        16,
-        48,
-        2,
-    )  # gcd(32, C)
+    # gcd(32, C) groups for BatchNorm2d; one group for BatchNorm1d (LayerNorm over its channels)
+    assert (fixed[1].num_groups, fixed[1].num_channels, fixed[5].num_groups) == (16, 48, 1)
     assert not fixed[6].track_running_stats and fixed[6].running_mean is None and fixed[6].affine
     assert isinstance(model[1], nn.BatchNorm2d)  # a copy: the user's model is unchanged
     assert torch.equal(fixed[0].weight, model[0].weight) and fixed[0].weight is not model[0].weight
@@ -84,3 +81,41 @@ def test_the_batchnorm_refusal_names_fix_model_first_and_the_fixed_model_trains_
         opt.step(lambda x, y: nn.functional.cross_entropy(fixed(x), y, reduction="none"))
     assert accountant.releases == 2
     assert any(not torch.equal(a, b) for a, b in zip(before, fixed.parameters()))
+
+
+def test_a_batchnorm1d_mlp_becomes_the_layernorm_mlp_and_learns_as_it_does():
+    """BatchNorm1d on (N, C) input: GroupNorm(C, C) would normalise one value per group to a constant output
+    (std 1e-5). The fix is LayerNorm(C) to float precision, and trains privately on real data as it does."""
+    from sklearn.datasets import load_breast_cancer
+
+    def mlp(norm: nn.Module) -> nn.Module:
+        torch.manual_seed(0)  # test-only: reproducible initialisation
+        return nn.Sequential(nn.Linear(30, 16), norm, nn.ReLU(), nn.Linear(16, 2))
+
+    fixed, layer = dpnc.fix_model(mlp(nn.BatchNorm1d(16))), mlp(nn.LayerNorm(16))
+    x = torch.randn(8, 16)
+    assert torch.allclose(fixed[1](x), layer[1](x), atol=1e-6) and fixed[1](x).std(0).min() > 0.1
+    X, y = load_breast_cancer(return_X_y=True)
+    X = torch.tensor((X - X.mean(0)) / X.std(0), dtype=torch.float32)  # public: the features' scale
+    y = torch.tensor(y)
+    accuracies = []
+    for model in (fixed, layer):
+        opt, loader, _ = dpnc.make_private(
+            model,
+            data=TensorDataset(X, y),
+            n=len(y),
+            optimizer="dp-sgd",
+            target_epsilon=4.0,
+            delta=1e-5,
+            steps=150,
+            batch_size=64,
+            lr=0.5,
+            clip=1.0,
+            accountant="rdp",
+            testing_seed=0,
+        )
+        for _ in loader:
+            opt.step(lambda xb, yb: nn.functional.cross_entropy(model(xb), yb, reduction="none"))
+        with torch.no_grad():
+            accuracies.append(float((model(X).argmax(1) == y).float().mean()))
+    assert accuracies[0] == pytest.approx(accuracies[1], abs=0.01) and accuracies[0] > 0.9

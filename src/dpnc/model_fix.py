@@ -21,8 +21,10 @@ GROUPS = 32  # Opacus's choice (and Wu & He 2018's default), lowered to a diviso
 
 
 def fix_model(model: nn.Module) -> nn.Module:
-    """A deep copy of ``model`` with every BatchNorm (1d/2d/3d, SyncBatchNorm, lazy ones once initialised) replaced
-    by ``GroupNorm(gcd(32, C), C)`` with the same affine setting, and every InstanceNorm that tracks running
+    """A deep copy of ``model`` with every BatchNorm (2d/3d, SyncBatchNorm, lazy ones once initialised) replaced
+    by ``GroupNorm(gcd(32, C), C)`` with the same affine setting, every BatchNorm1d by ``GroupNorm(1, C)`` (on
+    (N, C) input it is LayerNorm(C): a group per channel would normalise a single value to a constant), and
+    every InstanceNorm that tracks running
     statistics replaced by one that does not (it then normalises each example by its own statistics, in train and
     eval mode alike). The input model is left as it is.
 
@@ -64,9 +66,10 @@ def fix_model(model: nn.Module) -> nn.Module:
 def _replacement(module: nn.Module) -> nn.Module | None:
     if isinstance(module, nn.modules.batchnorm._BatchNorm):
         channels = module.num_features
-        norm = nn.GroupNorm(
-            math.gcd(GROUPS, channels), channels, eps=module.eps, affine=module.affine
-        )
+        # BatchNorm1d mostly sees (N, C): a group per channel would hold one value and output a constant, so
+        # one group normalises each example over all its channels, as LayerNorm(C) does
+        groups = 1 if isinstance(module, nn.BatchNorm1d) else math.gcd(GROUPS, channels)
+        norm = nn.GroupNorm(groups, channels, eps=module.eps, affine=module.affine)
         return norm.to(_device(module))
     if isinstance(module, nn.modules.instancenorm._InstanceNorm) and module.track_running_stats:
         norm = type(module)(
