@@ -222,6 +222,7 @@ def make_private(
     microbatch: int = 16,
     testing_seed: int | None = None,
     audit: SelfAudit | None = None,
+    **unknown: Any,
 ) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
@@ -293,6 +294,8 @@ def make_private(
             optimizer under a data-parallel group, or a model not ready for the optimizer's steps; all before any
             example is touched by a step.
     """
+    if unknown:
+        raise TypeError(_unknown_arguments(unknown))
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     # numpy scalars (a config read with numpy, a grid from np.arange) as the Python numbers every check expects
@@ -540,7 +543,37 @@ def _python_number(value):
     return value
 
 
+# Opacus's names for what make_private takes under another name (or does always).
+OPACUS_NAMES = {
+    "target_delta": "delta=",
+    "max_grad_norm": "clip=",
+    "module": "model (the first argument)",
+    "data_loader": "data=loader.dataset, batch_size= (dpnc draws the secret Poisson batches itself)",
+    "sample_rate": "batch_size= (the expected batch size; q = batch_size / n)",
+    "poisson_sampling": "nothing: the loader always draws secret Poisson batches",
+    "noise_generator": "nothing: the noise comes from a secret source (testing_seed= in tests only)",
+    "secure_mode": "nothing: the noise source is seeded from operating-system entropy",
+    "grad_sample_mode": "per_example= ('auto', 'layers', 'vmap' or 'loop')",
+}
+
+
+def _unknown_arguments(unknown: dict) -> str:
+    hints = [f"{k} -> {OPACUS_NAMES[k]}" for k in unknown if k in OPACUS_NAMES]
+    message = f"make_private() got unexpected keyword arguments {sorted(unknown)}"
+    if hints:
+        message += "; Opacus's names, in dpnc: " + "; ".join(hints)
+    return (
+        message
+        + ". It returns (optimizer, loader, accountant), not Opacus's (model, optimizer, loader)"
+    )
+
+
 def _check_data(data: Dataset) -> int:
+    if isinstance(data, DataLoader):
+        raise ValueError(
+            "data must be a Dataset, not a DataLoader: pass data=loader.dataset and batch_size= "
+            "(make_private builds the loader of secret Poisson batches itself)"
+        )
     if (
         isinstance(data, tuple)
         and data

@@ -74,6 +74,13 @@ class Accountant:
             (:func:`dpnc.make_private` sets it to its calibrating accountant); :meth:`report` gives every answer.
     """
 
+    def __iter__(self):
+        # `model, optimizer, loader = make_private(...)` (Opacus's order) makes this the loader
+        raise TypeError(
+            "an Accountant is not iterable: dpnc.make_private returns (optimizer, loader, accountant), "
+            "in that order (Opacus returns (model, optimizer, loader))"
+        )
+
     def __init__(
         self, relation: Relation | str = Relation.REPLACE_ONE, method: Method = "rdp"
     ) -> None:
