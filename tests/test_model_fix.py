@@ -115,7 +115,9 @@ def test_a_batchnorm1d_mlp_becomes_the_layernorm_mlp_and_learns_as_it_does():
             testing_seed=0,
         )
         for _ in loader:
-            opt.step(lambda xb, yb: nn.functional.cross_entropy(model(xb), yb, reduction="none"))
+            opt.step(
+                lambda xb, yb, m=model: nn.functional.cross_entropy(m(xb), yb, reduction="none")
+            )
         with torch.no_grad():
             accuracies.append(float((model(X).argmax(1) == y).float().mean()))
     assert accuracies[0] == pytest.approx(accuracies[1], abs=0.01) and accuracies[0] > 0.9

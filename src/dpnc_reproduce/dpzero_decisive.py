@@ -44,6 +44,7 @@ from dpnc_reproduce.claims import (
     paired_accuracy_difference,
     paired_ratio,
 )
+from dpnc_reproduce.dpzero_lm.report import powered_claim
 from dpnc_reproduce.dpzero_lm.run import LMConfig, LMGroup, LMTask, run_trainer
 
 TASK = "TREC"
@@ -301,8 +302,6 @@ def _points(iv) -> str:
 
 def judge(out: Path) -> dict:
     """The declared claims on the rows so far (seeds with every method only), interval first."""
-    from dpnc_reproduce.dpzero_lm.report import powered_claim
-
     dec = json.loads((out / "declaration.json").read_text())
     rows = [json.loads(line) for line in (out / ROWS).read_text().splitlines() if line.strip()]
     by = {(r["seed"], r["label"]): r for r in rows}

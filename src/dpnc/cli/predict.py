@@ -44,12 +44,20 @@ def predict(
         "label column) and each class's probability.",
     ),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Texts per forward pass."),
+    base_model: Path = typer.Option(
+        None,
+        "--base-model",
+        help="The base model's folder (or .gguf file), for a head-only or LoRA model whose base is "
+        "not an installed model package (its dpnc_head.json names the base by package name or "
+        "folder name only).",
+    ),
 ) -> None:
     """Label texts with a fine-tuned model: one row per text with its predicted label and every class's probability.
 
     CSV out: the text column(s), label, then p_<label> for each class (in the model's class order). JSON lines
     out: {"text": ..., "label": ..., "probabilities": {label: p, ...}}. The model is read offline by
-    dpnc.lm.load_classifier (a head-only run loads the base model it refers to; a LoRA run its peft adapters).
+    dpnc.lm.load_classifier (a head-only run loads the base model it refers to: an installed model package by
+    its name, or the folder --base-model gives; a LoRA run its peft adapters on that base).
     Example: dpnc predict --model runs/sst2 --file reviews.csv --text-column review --out predictions.csv
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -77,7 +85,7 @@ def predict(
             if text_pair_column is None
             else (text, read_field(row, columns, text_pair_column, file, line, "text pair column"))
         )
-    classifier = load_classifier(model)
+    classifier = load_classifier(model, base_model=base_model)
     names = list(classifier.task.label_names)
     probs = classifier.predict_proba(texts, batch_size=batch_size)
     labels = [names[i] for i in probs.argmax(-1).tolist()] if len(texts) else []

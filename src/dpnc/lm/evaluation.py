@@ -20,10 +20,11 @@ from typing import NamedTuple
 import torch
 
 from dpnc.lm.canaries import canary_free_accuracy
-from dpnc.lm.config import ZO_RECIPES, public_model, public_name
+from dpnc.lm.config import ZO_RECIPES
 from dpnc.lm.data import TextDataset, recipe_size
 from dpnc.lm.files import describe_data
 from dpnc.lm.journal import jsonable
+from dpnc.lm.paths import public_path
 
 __all__ = ["Evaluation", "EvaluationMixin", "Summary"]
 
@@ -158,11 +159,11 @@ class EvaluationMixin:
         """Which data the run read (files, rows, classes, label words, template): public facts for summary.json."""
         c = self.config
         where = (
-            {"train_file": public_name(c.train_file), "test_file": public_name(c.test_file)}
+            {"train_file": public_path(c.train_file), "test_file": public_path(c.test_file)}
             if c.train_file is not None
             else {
                 "task": c.task,
-                "data_dir": public_name(c.data_dir),
+                "data_dir": public_path(c.data_dir),
                 "data_seed": c.data_seed,
                 "k": c.k,
             }
@@ -262,7 +263,7 @@ class EvaluationMixin:
         return Summary(
             task=self.train_set.task.name,
             method=c.method,
-            model=public_model(c.model),
+            model=public_path(c.model),
             head=c.head,
             train=c.train,
             trained_parameters=self.trainable.trained,

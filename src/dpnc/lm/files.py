@@ -52,6 +52,7 @@ from pathlib import Path
 import torch
 
 from dpnc.lm.data import DEFAULT_PAIR_TEMPLATE, DEFAULT_TEMPLATE, Task, TextDataset
+from dpnc.lm.paths import public_path
 from dpnc.lm.rows import read_field, read_rows
 
 __all__ = [
@@ -353,8 +354,8 @@ def describe_data(train: TextDataset, test: TextDataset) -> dict:
         )
     task, origin = train.task, train.origin
     return {
-        "train_file": train.source,
-        "test_file": test.source,
+        "train_file": public_path(train.source),
+        "test_file": public_path(test.source),
         "format": origin.get("format"),
         "test_rows": len(test),
         "test_class_counts": test.class_counts(),

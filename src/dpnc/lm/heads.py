@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpnc.lm.data import Task
+from dpnc.lm.paths import public_path
 
 __all__ = [
     "HEADS",
@@ -322,7 +323,8 @@ class EncoderClassifier(nn.Module):
     def save_pretrained(self, path: str | Path) -> Path:
         """The head and what of the encoder differs from its base, in the ecosystem's formats.
 
-        Always ``dpnc_head.json`` (the head's configuration, the base model's path and how the encoder is saved)
+        Always ``dpnc_head.json`` (the head's configuration, the base model's public name —
+        :func:`~dpnc.lm.paths.public_path` — and how the encoder is saved)
         and ``dpnc_head.safetensors`` (the head's tensors). The encoder (:meth:`encoder_saved_as`): nothing for a
         head-only run (the base is referenced), peft adapter files for LoRA (``PeftModel.save_pretrained``), else
         the encoder and tokenizer by ``save_pretrained``. :func:`dpnc.lm.classifiers.load_classifier` reads any of
@@ -351,7 +353,9 @@ class EncoderClassifier(nn.Module):
         config = {
             **self.head_config(),
             "encoder": saved_as,
-            "base_model": None if saved_as == "full" else self.base_model,
+            # the base by its public name (an installed package's name, or a folder's base name): a full path would
+            # tie the model to this machine and environment, and tell whose they are
+            "base_model": None if saved_as == "full" else public_path(self.base_model),
         }
         (path / HEAD_CONFIG).write_text(json.dumps(config, indent=2))
         return path

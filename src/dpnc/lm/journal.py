@@ -92,7 +92,13 @@ class RunFiles:
             f.write(json.dumps(jsonable(row)) + "\n")
 
     def header(self) -> dict:
-        return {"event": "run", "version": 2, "directions": STREAM, "config": self.config.to_dict()}
+        # The config by its public names: the journal travels with the run folder (resume compares public names)
+        return {
+            "event": "run",
+            "version": 2,
+            "directions": STREAM,
+            "config": self.config.public_dict(),
+        }
 
     def journal(self, row: dict) -> None:
         """Append a line to the journal (its first line: the run's config), flushed to disk before going on."""
@@ -190,7 +196,8 @@ class RunFiles:
                     archive = folder.parent / f"{folder.name}.superseded-{stamp}"
                     archive.mkdir(exist_ok=True)
                     os.replace(folder / name, archive / name)
-                    moved.append(str(archive / name))
+                    # named beside the run folder, not by its full path: the notes go to summary.json
+                    moved.append(f"{archive.name}/{name}")
         return moved
 
 

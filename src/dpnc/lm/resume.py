@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from dpnc.lm.config import FREE_FIELDS as _FREE_FIELDS
+from dpnc.lm.config import public_fields
 from dpnc.lm.journal import replay_rows
 from dpnc.privacy.accountant import Accountant
 from dpnc.space import GROUP, STREAM
@@ -53,7 +54,7 @@ class ResumeMixin:
         }
         state = {
             "version": 2,
-            "config": self.config.to_dict(),
+            "config": self.config.public_dict(),  # as the journal's header: no full path
             "step": self.step,
             "model": trained,
             "model_trained_only": True,
@@ -84,9 +85,12 @@ class ResumeMixin:
         """Load the checkpoint and replay the journal; the public state the other ranks need."""
         c = self.config
         state, saved, rows, stream = self.files.load()
+        # Compared by public names (the journal holds no full path; an older one's full paths are named alike): a
+        # moved data file, or the model package installed elsewhere, is the same run.
+        saved = public_fields(saved)
         differ = [
             f"{k}: {saved.get(k)!r} → {v!r}"
-            for k, v in c.to_dict().items()
+            for k, v in c.public_dict().items()
             if k not in _FREE_FIELDS and saved.get(k) != v
         ]
         if differ:
