@@ -74,7 +74,10 @@ def ratios_of(name: str, data: dict) -> list[tuple[str, float, str]]:
         size = f", B = {c.get('batch', '?')}, seq {c.get('seq', '?')}"
         return [("dpnc DPZero / 2 forwards" + size, _median_ratio(t, "dpnc DPZero", "2 forwards"), ""),
                 ("dpnc DPZero / reference MeZO" + size, _median_ratio(t, "dpnc DPZero", "reference MeZO"), ""),
-                ("dpnc MeZO / reference MeZO" + size, _median_ratio(t, "dpnc MeZO", "reference MeZO"), "")]
+                ("dpnc MeZO / reference MeZO" + size, _median_ratio(t, "dpnc MeZO", "reference MeZO"), ""),
+                *([("dpnc DPZero / without the model-state check" + size,
+                    _median_ratio(t, "dpnc DPZero", "dpnc DPZero (no state check)"), "≤ 1.05")]
+                  if "dpnc DPZero (no state check)" in t else [])]
     if name == "lm_step":
         r = data["ratios"]["time (medians)"]
         size = f", B = {data.get('config', {}).get('batch', '?')}, seq {data.get('data', {}).get('seq_len', '?')}"

@@ -16,7 +16,8 @@ least-disturbed sample; another busy process slows the 2-thread matmuls far more
   (c) reference MeZO written out as the MeZO paper's code does it: 4 passes regenerating z per
       tensor from a seeded generator (+λ, eval, −2λ, eval, +λ, then −lr·g);
   (d) ``dpnc.tier.MeZO`` and (e) ``dpnc.tier.DPZero`` (PoissonSampler + add/remove Accountant);
-  (f) one z pass alone: randn for every parameter tensor + add_ (the unit of (c)−(b)).
+  (f) one z pass alone: randn for every parameter tensor + add_ (the unit of (c)−(b));
+  (g) (e) with the model-state check off (its guard a no-op): (e)/(g) is the check's cost (target ≤ 1.05).
 dpnc's ModuleSpace restores and updates in one pass, so (d)/(e) make 3 z passes, (c) makes 4.
 
 Peak memory: each of inference, DPZero, MeZO and AdamW (fwd + bwd + step) runs in its own
@@ -36,6 +37,7 @@ eval mode under no_grad, PyTorch uses its fused encoder "fast path" for (a)-(e) 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -77,6 +79,18 @@ def setup(args):
     return model, lambda: F.cross_entropy(model(ids), y, reduction="none")
 
 
+class NoStateCheck:
+    """The state guard of dpnc.tier.model_state as a no-op: what a DPZero step costs without the check."""
+
+    poisoned = None
+
+    def mark(self): pass
+    def check(self): pass
+    def hold(self, inputs): pass
+    def refuse_if_poisoned(self, what): pass
+    def watching(self): return contextlib.nullcontext()
+
+
 def make_steps(model, losses, batch):
     """name -> a function doing one step of that mode."""
     params = [p for p in model.parameters() if p.requires_grad]
@@ -109,12 +123,16 @@ def make_steps(model, losses, batch):
     mezo = MeZO(model.parameters(), lr=LR, smoothing=LAM, sampler=sampler, seed=1, model=model, data=rows)
     dpzero = DPZero(model.parameters(), lr=LR, clip=CLIP, smoothing=LAM, noise_multiplier=SIGMA,
                     sampler=sampler, accountant=Accountant("add/remove"), seed=2, model=model, data=rows)
+    unchecked = DPZero(model.parameters(), lr=LR, clip=CLIP, smoothing=LAM, noise_multiplier=SIGMA,
+                       sampler=sampler, accountant=Accountant("add/remove"), seed=3, model=model, data=rows)
+    unchecked.guard = NoStateCheck()
     return {
         "inference": lambda: forwards(1),
         "2 forwards": lambda: forwards(2),
         "reference MeZO": reference_mezo,
         "dpnc MeZO": lambda: mezo.step(lambda *whole_dataset: losses()),
         "dpnc DPZero": lambda: dpzero.step(lambda *whole_dataset: losses()),
+        "dpnc DPZero (no state check)": lambda: unchecked.step(lambda *whole_dataset: losses()),
         "1 z pass": torch.no_grad()(lambda: perturb(0.0, next(seeds))),
     }
 
@@ -184,10 +202,11 @@ def table(args, t, mem, n_params, load):
     for name, r in t.items():
         lines.append(f"| {name} | {r['median']:.1f} | {r['min']:.1f} | {r['max']:.1f} | {r['median'] / base:.2f} "
                      f"| {r['min'] / t['inference']['min']:.2f} |")
-    dp = t["dpnc DPZero"]["median"]
+    dp, unchecked = t["dpnc DPZero"]["median"], t["dpnc DPZero (no state check)"]["median"]
     lines += ["", "| ratio (medians) | value |", "|---|---|",
               f"| DPZero / 2 forwards | {dp / two:.2f} |", f"| DPZero / dpnc MeZO | {dp / mezo:.2f} |",
-              f"| DPZero / reference MeZO | {dp / ref:.2f} |", f"| dpnc MeZO / reference MeZO | {mezo / ref:.2f} |",
+              f"| DPZero / reference MeZO | {dp / ref:.2f} |",
+              f"| DPZero / DPZero without the state check | {dp / unchecked:.3f} |", f"| dpnc MeZO / reference MeZO | {mezo / ref:.2f} |",
               f"| (reference MeZO - 2 forwards) / 1 z pass | {(ref - two) / t['1 z pass']['median']:.2f} |"]
     if mem:
         inf = mem["inference"]["peak_mb"]

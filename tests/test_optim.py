@@ -411,12 +411,10 @@ def test_the_closure_contract_is_checked_every_step(bad, message):
     opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"))
     with pytest.raises(ValueError, match=message):
         opt.step(lambda xb, yb: bad(xb, yb, X, y, model))
-    assert opt.accountant.releases == 1  # the loss saw the drawn batch: charged, nothing published
-    # Nothing moved: the perturbation x + λu is undone (exact up to float32 rounding, a few ulps).
-    assert all(
-        torch.allclose(p, q, rtol=4 * EPS32, atol=4 * EPS32 * 1e-3 * 10)
-        for p, q in zip(params(model), before)
-    )
+    # The loss saw the drawn batch: the step released all the same (each example alone, every one refused, so
+    # noise only) and moved the model as any step does, so the model does not tell which steps failed.
+    assert opt.accountant.releases == 1
+    assert not all(torch.equal(p, q) for p, q in zip(params(model), before))
 
 
 def test_a_sampler_the_accountant_cannot_interpret_is_refused_at_construction():

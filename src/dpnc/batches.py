@@ -363,6 +363,10 @@ class LoaderBatches:
         self._versions = [
             t._version for t in leaves(self._pending[1]) if isinstance(t, torch.Tensor)
         ]
+        if (
+            self.guard is not None
+        ):  # it also watches the batch's values (a .data write moves no version)
+            self.guard.hold(collated)
         return collated
 
     def charge_dropped(self) -> None:

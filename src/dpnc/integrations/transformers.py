@@ -29,9 +29,9 @@ How the Trainer's parts map onto dpnc's contracts:
   evaluations and run times are statistics of the data or of the batch sizes: they go to
   :attr:`DPTrainer.private_log_history`, the owner's. ``train()`` returns ``training_loss`` NaN (the loss is in
   the private history). The Trainer's log counts the declared n, not ``len(train_dataset)``; its
-  floating-point-operation count is 0 (it would count the realised batch sizes). A step's own randomness
-  (dropout) comes from a secret seed in a forked generator, so torch's global generator is not advanced by the
-  secret batch's size; checkpoints save no ``rng_state.pth``.
+  floating-point-operation count is 0 (it would count the realised batch sizes). Checkpoints save no
+  ``rng_state.pth`` (a first-order step's dropout draws from a fork of torch's generator, so the global one
+  is not advanced by the secret batch's size).
 * **Self-audit.** ``audit=SelfAudit(m, row=..., coordinates=...)`` is make_private's (:mod:`dpnc.self_audit`): its
   canaries join ``train_dataset`` (n becomes n + m), and after :meth:`~DPTrainer.train` the one-run bound is in
   :meth:`~DPTrainer.self_audit` and in ``output_dir/self_audit.json`` (``dpnc audit --one-run output_dir``).
@@ -60,7 +60,6 @@ from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import TrainOutput
 
 from dpnc.engine import make_private
-from dpnc.privacy.noise import NoiseSource
 from dpnc.self_audit import SelfAudit, SelfAuditResult
 from dpnc.tier.registry import names, spec
 
@@ -229,10 +228,6 @@ class DPTrainer(Trainer):
             **order_options,
         )
         self.delta, self.audit, self.eval_public = delta, audit, eval_public
-        # The step's own randomness (dropout): secret seeds, reproducible only under testing_seed
-        self._step_seeds = (
-            NoiseSource() if testing_seed is None else NoiseSource.for_testing(testing_seed + 2)
-        )
         self.per_example_loss = per_example_loss or per_example_cross_entropy
         self.private_log_history: list[dict] = []
         forward = inspect.signature(self.model.forward).parameters
@@ -278,26 +273,20 @@ class DPTrainer(Trainer):
             features = {k: v.to(device) for k, v in batch.items() if self._accepts(k)}
             return self.per_example_loss(self.model(**features), labels.to(device))
 
-        # torch's global generator would advance by the secret batch's size (dropout draws one number per
-        # element): the step draws from a secret seed in a fork, and the global generator stays where it was
-        devices = [device.index or 0] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(int(self._step_seeds.uniform(1).item() * 2**53))
-            try:
-                loss = self.dp_optimizer.step(loss_fn, inputs)
-            except Exception as error:
-                if not getattr(error, "dpnc_released", False):
-                    raise
-                # The step released and moved the model as any step does; stopping here would show in
-                # the outputs which batch held the row. The owner is told on the terminal only.
-                print(
-                    f"dpnc (owner only): step {self.state.global_step + 1}: {error!r}",
-                    file=sys.stderr,
-                )
-                self.private_log_history.append(
-                    {"step": self.state.global_step + 1, "error": repr(error)}
-                )
-                loss = math.nan
+        try:
+            loss = self.dp_optimizer.step(loss_fn, inputs)
+        except Exception as error:
+            if not getattr(error, "dpnc_released", False):
+                raise
+            # The step released and moved the model as any step does; stopping here would show in the
+            # outputs which batch held the row. The owner is told on the terminal only.
+            print(
+                f"dpnc (owner only): step {self.state.global_step + 1}: {error!r}", file=sys.stderr
+            )
+            self.private_log_history.append(
+                {"step": self.state.global_step + 1, "error": repr(error)}
+            )
+            loss = math.nan
         self.optimizer_facing().released += 1
         return torch.as_tensor(float(loss), device=device)
 

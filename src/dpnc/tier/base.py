@@ -4,9 +4,11 @@ refused step, the model checks every private step runs (:func:`require_ready`; t
 
 from __future__ import annotations
 
+import contextlib
 import math
+import secrets
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -68,9 +70,9 @@ class StepHooks:
         raise NotImplementedError
 
     def _charge(self) -> None:
-        """Record the release a step makes, for a drawn batch whose step raised after touching it or that no step
-        took: nothing is published for it, but the ledger's length is then a function of the number of draws
-        alone (a loss that raises on one bad row, or a loop that skips it, would otherwise show in it)."""
+        """Record the release a step makes, for a drawn batch whose step was refused after touching it (a state
+        change) or that no step took: nothing is published for it, but the ledger's length is then a function of
+        the number of draws alone (a loop that skips a batch would otherwise show in it)."""
         if self.group is None or self.group.is_source:
             self.accountant.record(self.step_release())
 
@@ -98,6 +100,30 @@ class StepHooks:
     def _report_step(self, info: StepInfo) -> None:
         for hook in list(self.__dict__.get("_dpnc_step_hooks", {}).values()):
             hook(self, info)
+
+
+def raise_after_release(error: Exception) -> None:
+    """Raise what a step's loss raised, once the step has released and moved the model as any step does.
+
+    One noisy release per drawn batch, whatever the loss does: a step that released nothing would leave the model
+    where it was, and the published model would tell which steps raised (docs/privacy.md)."""
+    error.add_note(
+        "dpnc: this step still released: the examples whose loss raised counted 0, the noise was added "
+        "and the update applied"
+    )
+    error.dpnc_released = True  # a trainer may go on: the step is as complete as any other
+    raise error
+
+
+@contextlib.contextmanager
+def step_randomness(secret: bool, step: int, device: torch.device) -> Iterator[None]:
+    """torch's global generator forked for a step's own draws (dropout), from a secret seed: unforked, it would
+    advance by the secret batch's size, and its state (saved by checkpoints, read by later code) would tell it.
+    A testing run (``secret`` False) seeds by the step's index, so that it reproduces."""
+    seed = secrets.randbits(63) if secret else step
+    with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
 
 
 def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:

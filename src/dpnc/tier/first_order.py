@@ -21,11 +21,13 @@ user never calls ``backward``. The same call works for the zeroth-order optimize
 Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a model that is
 not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a ``loss_fn`` that takes no arguments,
 explicit ``inputs`` that are not the very objects the loader yielded (another batch, a copy, a stale batch), a
-second step on one batch, a step beyond ``steps``. After it is touched (a loss function that raises or does not
-return one loss per example, a model whose state changed: :class:`dpnc.tier.model_state.StateGuard`; a batch written in
-place since the loader yielded it) the step is refused and charged: its release recorded, nothing published, the
-batch spent. An empty Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to
-avoid: a ``loss_fn`` that reads other data besides its arguments (e.g. the loop's whole batch, to centre scores).
+second step on one batch, a step beyond ``steps``. After it is touched, a model whose state changed
+(:class:`dpnc.tier.model_state.StateGuard`, which poisons the run) or a batch written since the loader yielded it is
+refused and charged: its release recorded, nothing published, the batch spent. A loss function that raises (or
+does not return one loss per example) still releases: the batch is evaluated one example at a time, the examples
+whose loss raises count 0, the noise is added and the update applied, and then the exception is raised. An
+empty Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to avoid: a
+``loss_fn`` that reads other data besides its arguments (e.g. the loop's whole batch, to centre scores).
 """
 
 from __future__ import annotations
@@ -44,8 +46,17 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.release import mean_release, release_sum
 from dpnc.privacy.releases import Release
 from dpnc.tier import per_layer
-from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
-from dpnc.tier.model_state import StateGuard
+from dpnc.tier.base import (
+    PrivateStats,
+    StepHooks,
+    StepInfo,
+    check_arguments,
+    raise_after_release,
+    require_ready,
+    step_randomness,
+    validate_model,
+)
+from dpnc.tier.model_state import ModelStateChanged, ModuleNotReady, StateGuard
 
 PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
 _LAYER_NOT_ONCE = (
@@ -291,8 +302,9 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
         self._fallback = "vmap" if per_example == "auto" else None
         self.steps = 0
-        self.guard = StateGuard(model)
-        batches.charge, batches.guard = self._charge, self.guard
+        self.guard = StateGuard(model, ready=lambda module: validate_model(module, dropout=False))
+        batches.charge = self._charge
+        self.guard.attach(batches)
 
     def step_release(self) -> Release:
         """The ledger entry each step makes (public; what a trainer counts for a step that may have happened)."""
@@ -317,6 +329,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         statistic of the training data; ``nan`` on an empty batch). Hooks of :meth:`register_step_hook` then get
         the step's :class:`StepInfo`.
         """
+        self.guard.refuse_if_poisoned("this step")
         check_loss_fn(loss_fn)
         require_ready(
             self.model, dropout=False
@@ -325,6 +338,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         batches.check_ready()  # nothing pending, or all steps taken: refused before anything runs
         if inputs:
             batches.check_inputs(inputs)
+        self.guard.refuse_written_batch(batches)
         batch = batches.sample()
         touched = [
             True
@@ -343,20 +357,22 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                 raise ValueError(
                     f"the batch's inputs must have one row per example drawn ({len(batch)}); got {rows}"
                 )
-            summed = (
-                self._clipped_sum(seen, inputs)
-                if rows
-                else ClippedSum(
-                    torch.zeros(
-                        sum(p.numel() for p in self.params.values()),
-                        dtype=next(iter(self.params.values())).dtype,
-                    ),
-                    torch.zeros(0),
-                    0,
-                    0,
-                )
-            )
-            self.guard.check()  # no forward wrote the model's state
+            failure = None
+            # every module the loss runs is watched (on leaving, no forward wrote any state), and its
+            # random draws (dropout) come from a fork of torch's generator
+            first = next(iter(self.params.values()))
+            with (
+                self.guard.watching(),
+                step_randomness(self.noise.secret, self.steps, first.device),
+            ):
+                try:
+                    summed = self._clipped_sum(seen, inputs) if rows else self._zero_sum()
+                except (ModelStateChanged, ModuleNotReady):
+                    raise
+                except Exception as error:
+                    # One noisy release per drawn batch all the same: the examples whose loss raises count 0
+                    failure = error
+                    summed = self._tolerant_sum(seen, inputs)
             noisy = release_sum(
                 summed.total,
                 self.clip,
@@ -381,7 +397,39 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         self._report_step(
             StepInfo(self.steps - 1, None, noisy, self.accountant.ledger[-1].release, stats)
         )
+        if failure is not None:
+            raise_after_release(failure)
         return losses.mean() if rows else torch.tensor(math.nan)
+
+    def _zero_sum(self) -> ClippedSum:
+        first = next(iter(self.params.values()))
+        d = sum(p.numel() for p in self.params.values())
+        return ClippedSum(
+            torch.zeros(d, dtype=first.dtype, device=first.device), torch.zeros(0), 0, 0
+        )
+
+    def _tolerant_sum(self, loss_fn, inputs) -> ClippedSum:
+        """The clipped sum one example at a time, an example whose loss (or gradient) raises counting 0 (and as
+        non-finite): each example's part is a function of that example alone, so the sensitivity stays C."""
+        total, losses, clipped, nonfinite = self._zero_sum()
+        losses = []
+        with torch.enable_grad():
+            for i in range(batch_rows(inputs)):
+                one = map_leaves(lambda t, i=i: t[i : i + 1], inputs)
+                try:
+                    part = clipped_gradient_sum(
+                        self.model, loss_fn, one, self.params, self.clip, per_example="loop"
+                    )
+                except (ModelStateChanged, ModuleNotReady):
+                    raise
+                except Exception:
+                    losses.append(torch.full((1,), math.nan))
+                    nonfinite += 1
+                    continue
+                total += part.total
+                clipped, nonfinite = clipped + part.clipped, nonfinite + part.nonfinite
+                losses.append(part.losses.detach().cpu().to(torch.float32))
+        return ClippedSum(total, torch.cat(losses), clipped, nonfinite)
 
     def _clipped_sum(self, loss_fn, inputs) -> ClippedSum:
         route = "auto" if self.per_example == "layers" and self._fallback else self.per_example
@@ -424,6 +472,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
 
     def state_dict(self) -> dict:
         """The wrapped optimizer's state and the step count (public); never the noise source or the batches."""
+        self.guard.refuse_if_poisoned("saving the optimizer's state")
         return {**self.optimizer.state_dict(), "dpnc": {"steps": self.steps}}
 
     def load_state_dict(self, state_dict: dict) -> None:

@@ -5,13 +5,16 @@ except by the optimizer's own moves (a zeroth-order step's x ± λu and its upda
 after the release). Anything else that writes them while the batch is in hand writes the batch into the model:
 BatchNorm's or InstanceNorm's running statistics in train mode, ``Embedding(max_norm=...)`` renormalising the rows
 it looked up, a custom layer that keeps a buffer of what it saw. ``state_dict()`` would then publish a statistic
-of the secret batch without noise.
+of the secret batch without noise. The same holds for every module the loss runs, part of the model or not (a
+frozen backbone called by ``loss_fn``), and for the tensors of the batch itself.
 
-:class:`StateGuard` enforces the rule by construction, whatever the module: it reads the version counter (which
-every in-place write bumps), the identity and the storage of every parameter and buffer when the batch is drawn
-and before every forward pass, and compares them after the pass and before the release. A change is refused with
-a message naming the module, and the buffers are put back as they were (a parameter written in place cannot be:
-the message says so). :data:`MESSAGES` words the refusal by module type; it is not the guard.
+:class:`StateGuard` enforces the rule by construction, whatever the module and whatever the write path: it reads
+the version counter (which every in-place write bumps), the identity and the storage of every parameter and buffer,
+and their values (a copy of each buffer, a :func:`fingerprint` of each parameter: a write through ``.data`` bumps no
+counter), when the batch is drawn and before every forward pass, and compares them after the pass and before the
+release. A change is refused with a message naming the module, the buffers are put back as they were (a parameter
+written in place cannot be: the message says so), and the run is poisoned: every later step and every save is
+refused. :data:`MESSAGES` words the refusal by module type; it is not the guard.
 
 :func:`static_problems` finds the offenders that can be seen without running the model (train-mode running
 statistics, ``max_norm``), so that they are refused before any batch is touched: a refusal that happens only
@@ -20,11 +23,15 @@ when a row is large (``max_norm``) would itself tell something of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from itertools import chain
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn.modules.module import register_module_forward_pre_hook
+
+from dpnc.batches import leaves
 
 _NORM = nn.modules.batchnorm._NormBase  # BatchNorm*, InstanceNorm*, SyncBatchNorm, LazyBatchNorm*
 
@@ -89,97 +96,282 @@ def static_problems(model: nn.Module) -> list[str]:
 
 
 class ModelStateChanged(ValueError):
-    """A parameter or buffer of the model changed between a step's draw and its release, not by the optimizer."""
+    """A parameter or buffer of the model (or of a module its loss ran), or a tensor of the batch, changed between
+    a step's draw and its release, not by the optimizer. The run is poisoned from then on (:class:`RunPoisoned`)."""
+
+
+class RunPoisoned(ModelStateChanged):
+    """A step or a save refused because an earlier check of the run found a write (the first offence is quoted)."""
+
+
+class ModuleNotReady(ValueError):
+    """A module outside ``model`` ran in a step and fails the model's checks; refused before its forward ran."""
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s bit patterns as integers (no copy): compared exactly, NaNs and signed zeros included."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if t.dtype == torch.bool:
+        return t.view(torch.uint8)
+    return t.view(_BITS[t.element_size()]) if t.is_floating_point() else t
+
+
+def fingerprint(t: torch.Tensor) -> torch.Tensor | None:
+    """An exact fingerprint of ``t``'s values: the int64 sums of its bit patterns along the last dimension.
+
+    One read of ``t`` and one number per row kept (a copy would double a model's memory); any write of other values
+    changes it but one that keeps every row's sum of bit patterns (a permutation within a row). None for a tensor
+    without storage (one a torch.func transform let escape into a module: its identity already tells)."""
+    try:
+        bits = _bits(t)
+    except RuntimeError:
+        return None
+    if bits.ndim == 0:
+        return bits.reshape(1).long()
+    try:  # whole 8-byte words: summed natively, ~15x faster than widening each narrower element
+        bits = bits.view(torch.int64)
+    except RuntimeError:  # a row that is not a whole number of aligned words
+        pass
+    return bits.sum(-1, dtype=torch.int64)
+
+
+def _differ(pairs: list[tuple[torch.Tensor | None, torch.Tensor | None]]) -> list[bool]:
+    """Whether each pair of tensors differs bit for bit, with one device synchronisation per device (not per pair)."""
+    flags: dict[torch.device, list[torch.Tensor]] = {}
+    where = []
+    for a, b in pairs:
+        if a is None or b is None or a.shape != b.shape or a.device != b.device:
+            where.append(a is not b)
+            continue
+        on = flags.setdefault(a.device, [])
+        where.append((a.device, len(on)))
+        on.append((_bits(a) != _bits(b)).any())
+    read = {device: torch.stack(f).tolist() for device, f in flags.items()}
+    return [w if isinstance(w, bool) else read[w[0]][w[1]] for w in where]
+
+
+@dataclass
+class _Tensor:
+    """A tensor the guard watches: its owner (None: the batch), the owner's name in messages and the local name."""
+
+    owner: nn.Module
+    where: str  # "" for the model itself
+    local: str
+    tensor: torch.Tensor
+    buffer: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.where}.{self.local}" if self.where else self.local
+
+
+def _module_tensors(module: nn.Module, where: str) -> Iterator[_Tensor]:
+    for local, t in module._parameters.items():
+        if t is not None:
+            yield _Tensor(module, where, local, t, False)
+    for local, t in module._buffers.items():
+        if t is not None:
+            yield _Tensor(module, where, local, t, True)
 
 
 class StateGuard:
     """Marks the state of every parameter and buffer of ``model`` and refuses any change since the mark.
 
-    ``mark()`` records, per tensor, its identity, storage and version counter (and keeps a copy of each buffer, to
-    put back); ``check()`` raises :class:`ModelStateChanged` naming each module whose tensors changed, after putting
-    the buffers back. The optimizer marks at the draw and before each forward pass it runs, and checks after each
-    pass and at the step's start: its own moves happen between a check and the next mark.
+    ``mark()`` records, per tensor, its identity, storage and version counter, and its values: a copy of each buffer
+    (to compare and put back) and a :func:`fingerprint` of each parameter, so a write through ``.data`` (which no
+    version counter sees) is caught too. ``check()`` raises :class:`ModelStateChanged` naming each module whose
+    tensors changed, after putting the buffers back, and poisons the run: :meth:`refuse_if_poisoned` then refuses
+    every later step and save, quoting the first offence (a later step would publish the written state).
+
+    ``watching()`` wraps a step's loss evaluation: every module whose forward runs within it, inside ``model`` or
+    not (a frozen backbone the loss calls), is held to the same rule, marked at first sight by a global forward
+    pre-hook (before its forward can write) and refused there if ``ready(module)`` lists problems (the model's own
+    checks); leaving it checks. ``hold(inputs)`` watches the batch's tensors the same way.
+
+    The optimizer marks at the draw and before each forward pass it runs, and checks after each pass and at the
+    step's start: its own moves happen between a check and the next mark.
     """
 
-    def __init__(self, model: nn.Module) -> None:
-        self.model = model
+    def __init__(
+        self, model: nn.Module, ready: Callable[[nn.Module], list[str]] | None = None
+    ) -> None:
+        self.model, self.ready = model, ready
+        self.poisoned: str | None = None  # the first offence's message
         self._marks: dict[str, tuple] | None = None
-        self._buffers: dict[str, torch.Tensor] = {}
+        self._outside: list[
+            tuple[nn.Module, str]
+        ] = []  # modules outside the model seen since the mark
+        self._seen: set[int] = set()
+        self._batch: list[tuple[torch.Tensor, int, torch.Tensor | None]] = []
 
-    def _tensors(self):
-        return chain(
-            ((n, t, False) for n, t in self.model.named_parameters(remove_duplicate=False)),
-            (
-                (n, t, True)
-                for n, t in self.model.named_buffers(remove_duplicate=False)
-                if t is not None
-            ),
-        )
+    def _tensors(self) -> Iterator[_Tensor]:
+        for name, module in self.model.named_modules(remove_duplicate=False):
+            yield from _module_tensors(module, name)
+        for module, where in self._outside:
+            yield from _module_tensors(module, where)
 
     @staticmethod
     def _state(t: torch.Tensor) -> tuple:
         try:
             storage = t.data_ptr()
-        except (
-            RuntimeError
-        ):  # a tensor without storage (one a torch.func transform let escape into the module)
+        except RuntimeError:  # a tensor without storage (one a torch.func transform let escape)
             storage = None
         return id(t), storage, t._version, tuple(t.shape)
 
+    def _measure(self, entry: _Tensor) -> tuple:
+        t = entry.tensor
+        value = t.detach().clone() if entry.buffer else fingerprint(t)
+        return self._state(t), value, entry
+
     def mark(self) -> None:
-        self._marks, self._buffers = {}, {}
-        for name, t, is_buffer in self._tensors():
-            self._marks[name] = self._state(t)
-            if is_buffer:
-                self._buffers[name] = t.detach().clone()
+        self._outside, self._seen = [], set()
+        self._marks = {e.label: self._measure(e) for e in self._tensors()}
+
+    def hold(self, inputs) -> None:
+        """Watch the tensors of a batch (as the loader yields it, or as the step fetched it) from now on."""
+        self._batch = [
+            (t, t._version, fingerprint(t)) for t in leaves(inputs) if isinstance(t, torch.Tensor)
+        ]
+
+    def attach(self, batches) -> None:
+        """Be the guard of a make_private loader's :class:`~dpnc.batches.LoaderBatches`: marked at each draw, and
+        holding each batch it yields (its tensors' values, which a write through ``.data`` changes unseen by the
+        version counters the loader reads)."""
+        batches.guard = self
+
+    def refuse_written_batch(self, batches) -> None:
+        """Before a step takes the pending batch: one written since the loader yielded it is charged and dropped."""
+        if self._batch and self.batch_written():
+            batches.charge_dropped()
+            raise ValueError(
+                "inputs must hold what the loader yielded: a tensor of the batch was written in place since "
+                "(e.g. xb -= xb.mean(0), xb.copy_(...) or xb.data.copy_(...)), so the batch the loss would see "
+                "is not the one the ledger describes. Transform a batch inside loss_fn, out of place, per "
+                "example; this batch is charged and dropped"
+            )
+
+    def batch_written(self) -> bool:
+        """Whether a tensor of the held batch was written since :meth:`hold` (in place, or through ``.data``)."""
+        versions = any(t._version != v for t, v, _ in self._batch)
+        return versions or any(_differ([(fingerprint(t), f) for t, _, f in self._batch]))
+
+    def refuse_if_poisoned(self, what: str) -> None:
+        if self.poisoned is not None:
+            raise RunPoisoned(
+                f"this run is poisoned: {what} is refused, because a step found a write it may not hold "
+                "(the model, or what its loss ran, holds or held state written with a secret batch in hand, "
+                "and a later step or save would publish it). Rebuild the model and the run. The first "
+                f"offence:\n{self.poisoned}"
+            )
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """Within: every module whose forward runs is watched from its first sight; on leaving, :meth:`check`."""
+        self._seen = {id(m) for m in self.model.modules()}
+        handle = register_module_forward_pre_hook(self._first_sight)
+        try:
+            yield
+        finally:
+            handle.remove()
+            self.check()  # also when the body raised: a write it left is the graver news
+
+    def _first_sight(self, module: nn.Module, args) -> None:
+        if id(module) in self._seen or self._marks is None:
+            return
+        where = f"outside:{type(module).__name__}"
+        where += f"#{len(self._outside)}" if any(w == where for _, w in self._outside) else ""
+        for name, m in module.named_modules():
+            if id(m) not in self._seen:
+                self._seen.add(id(m))
+                self._outside.append((m, f"{where}.{name}" if name else where))
+                for entry in _module_tensors(m, self._outside[-1][1]):
+                    self._marks[entry.label] = self._measure(entry)
+        problems = self.ready(module) if self.ready is not None else []
+        if problems:  # the checks name the module they are given "model": here it is not the model
+            problems = [p.replace("model:", f"{type(module).__name__}:", 1) for p in problems]
+            raise ModuleNotReady(
+                f"loss_fn ran a {type(module).__name__} that is not part of the model given to the "
+                "optimizer, and every module a private step runs is held to the model's rules; refused "
+                "before its forward (nothing was written):\n  " + "\n  ".join(problems)
+            )
 
     def check(self) -> None:
         if self._marks is None:
             return
-        now = {name: (self._state(t), t, is_buffer) for name, t, is_buffer in self._tensors()}
-        changed = sorted(
-            set(self._marks) ^ set(now)
-            | {n for n, (state, _, _) in now.items() if self._marks.get(n, state) != state}
-        )
-        if not changed:
-            return
-        written = False
-        for name in changed:
-            if name in now and name in self._buffers:
-                self._restore(name, now[name][1])
-            elif name in self._buffers:  # a buffer removed
-                self._restore(name, None)
-            elif name in now:
-                written = True  # a parameter: no copy is kept (it would double the model's memory)
-        modules = dict(self.model.named_modules())
-        owners = dict.fromkeys(name.rpartition(".")[0] for name in changed)
-        lines = [
-            f"{owner or 'model'} ({', '.join(n for n in changed if n.rpartition('.')[0] == owner)}): "
-            f"{describe(modules[owner]) if owner in modules else 'a tensor was added or removed'}"
-            for owner in owners
+        now = {e.label: e for e in self._tensors()}
+        changed = set(self._marks) ^ set(now)
+        same = []
+        for label, entry in now.items():
+            if label in self._marks:
+                state, value, _ = self._marks[label]
+                if state != self._state(entry.tensor):
+                    changed.add(label)
+                else:
+                    same.append((label, entry))
+        pairs = [
+            (e.tensor if e.buffer else fingerprint(e.tensor), self._marks[label][1])
+            for label, e in same
         ]
+        changed |= {label for (label, _), differ in zip(same, _differ(pairs)) if differ}
+        batch = self.batch_written()
+        if not changed and not batch:
+            return
+        marks, self._marks, self._batch = self._marks, None, []
+        written = any(not marks[n][2].buffer for n in changed if n in marks and n in now)
+        for label in sorted(changed):
+            mark = marks.get(label)
+            if mark is not None and mark[2].buffer:
+                _restore(mark, now.get(label))
+        owners: dict[str, list[str]] = {}
+        for label in sorted(changed):
+            entry = now.get(label) or marks[label][2]
+            owners.setdefault(entry.where, []).append(label)
+        modules = {**{w: m for m, w in self._outside}, **dict(self.model.named_modules())}
+        lines = [
+            f"{where or 'model'} ({', '.join(labels)}): "
+            + (describe(modules[where]) if where in modules else "a tensor was added or removed")
+            for where, labels in owners.items()
+        ]
+        if batch:
+            lines.append(
+                "the batch handed to loss_fn: written during the step (in place or through .data)"
+            )
+        if any(w.startswith("outside:") for w in owners):
+            lines.append(
+                "(outside:... names a module loss_fn ran that is not part of the model given to the "
+                "optimizer: its state is held to the same rule)"
+            )
         after = (
-            " Its parameters were written with the batch in hand: do not save or publish this model; rebuild it"
+            "Its parameters were written with the batch in hand: do not save or publish this model; rebuild it"
             if written
-            else " Its buffers were put back as they were before the batch."
+            else "Its buffers were put back as they were before the batch."
         )
-        self._marks = None
-        raise ModelStateChanged(
+        message = (
             "model state changed during a private step, not by the optimizer (no parameter or "
             "buffer may change between the draw of a batch and its release):\n  "
             + "\n  ".join(lines)
             + "\n"
-            + after.strip()
+            + after
         )
+        if self.poisoned is None:
+            self.poisoned = message
+            # the model itself is what a user saves: its state_dict() (torch.save, save_pretrained) is refused too
+            self.model.register_state_dict_pre_hook(
+                lambda *_: self.refuse_if_poisoned("saving the model (state_dict)")
+            )
+        raise ModelStateChanged(message)
 
-    def _restore(self, name: str, tensor: torch.Tensor) -> None:
-        owner, _, local = name.rpartition(".")
-        module = self.model.get_submodule(owner) if owner else self.model
-        saved = self._buffers[name]
-        if (
-            id(tensor) == self._marks[name][0] and tensor.shape == saved.shape
-        ):  # written in place: write it back
-            with torch.no_grad():
-                tensor.copy_(saved)
-        else:  # assigned anew: the saved copy takes its place
-            module._buffers[local] = saved
+
+def _restore(mark: tuple, tensor: torch.Tensor | None) -> None:
+    """Put a buffer back as the mark found it: its values written back, or the saved copy in its place."""
+    (ident, _, _, shape), saved, entry = mark
+    if tensor is not None and id(tensor) == ident and tuple(tensor.shape) == shape:
+        with torch.no_grad():
+            tensor.copy_(saved)
+    else:
+        entry.owner._buffers[entry.local] = saved

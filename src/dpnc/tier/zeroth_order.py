@@ -43,16 +43,24 @@ from torch import nn
 
 from dpnc import distributed
 from dpnc.algorithms import dpzero as alg
-from dpnc.batches import DataRows, LoaderBatches, check_loss_fn
+from dpnc.batches import DataRows, LoaderBatches, check_loss_fn, map_leaves, one_example
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.release import mean_release
 from dpnc.privacy.releases import NonPrivate, Release
-from dpnc.sampling import BatchClosure, Sampler
+from dpnc.sampling import BatchClosure, Sampler, batch_losses
 from dpnc.space import ModuleSpace
-from dpnc.tier.base import PrivateStats, StepHooks, StepInfo, check_arguments, require_ready
+from dpnc.tier.base import (
+    PrivateStats,
+    StepHooks,
+    StepInfo,
+    check_arguments,
+    raise_after_release,
+    require_ready,
+    validate_model,
+)
 from dpnc.tier.direction_cache import CachedModuleSpace
-from dpnc.tier.model_state import StateGuard
+from dpnc.tier.model_state import ModelStateChanged, ModuleNotReady, StateGuard
 
 
 class _ZerothOrder(StepHooks, torch.optim.Optimizer):
@@ -121,9 +129,10 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
             group.broadcast_parameters_(self.space.params)
         self.generator = torch.Generator().manual_seed(self.seed)
         self.steps = 0
-        self.guard = StateGuard(model)
+        self.guard = StateGuard(model, ready=validate_model)
         if isinstance(sampler, LoaderBatches):
-            sampler.charge, sampler.guard = self._charge, self.guard
+            sampler.charge = self._charge
+            self.guard.attach(sampler)
 
     @property
     def _aggregation(self) -> distributed.Group | distributed.Local:
@@ -156,9 +165,12 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
 
         Raises ``ValueError``, releasing nothing and leaving the parameters as they were, when the model is not
         ready (:func:`validate_model`, checked at every step), ``loss_fn`` takes no batch, ``inputs`` are not the
-        pending batch, the losses are not one per example of it, or (a make_private run) no batch is pending or all
-        steps were taken.
+        pending batch, or (a make_private run) no batch is pending or all steps were taken. A state change
+        (:class:`~dpnc.tier.model_state.ModelStateChanged`) is charged, releases nothing and poisons the run. A
+        ``loss_fn`` that raises, or whose losses are not one per example, still releases (each example alone, those
+        that raise counting 0) and moves the parameters; its exception is raised after.
         """
+        self.guard.refuse_if_poisoned("this step")
         check_loss_fn(loss_fn)
         require_ready(self.model)  # at every step: model.train() after construction is refused here
         loader = self.sampler if isinstance(self.sampler, LoaderBatches) else None
@@ -173,15 +185,16 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
             )
         fetched: list = [None, None]  # (indices, inputs): the step's forward passes share one fetch
         touched = [False]  # whether loss_fn (or the user's code since the draw) has seen the batch
+        failure: list[Exception | None] = [None]  # the first exception loss_fn raised in this step
 
         def closure(indices: torch.Tensor) -> torch.Tensor:
             if fetched[0] is not indices:
                 fetched[:] = [indices, self.rows.rows(indices)]
+                self.guard.hold(fetched[1])
             touched[0] = True
             self.guard.mark()  # the step's own moves (x ± λu) happen between passes, never within one
-            losses = loss_fn(*fetched[1])
-            self.guard.check()
-            return losses
+            with self.guard.watching():  # every module the loss runs, and checked after
+                return self._losses(loss_fn, indices, fetched[1], failure)
 
         group, before = self.param_groups[0], self.accountant.releases
         seed = alg.public_seeds(self.generator, 1)[0]
@@ -190,6 +203,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
                 touched[0] = (
                     True  # the state the draw marked must be intact (the user's code ran since)
                 )
+                self.guard.refuse_written_batch(loader)
                 self.guard.check()
                 touched[0] = False
             released, loss, stats = self._step(group, seed, closure)
@@ -203,7 +217,30 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         recorded = self.group is None or self.group.is_source
         release = self.accountant.ledger[-1].release if recorded else self.step_release()
         self._report_step(StepInfo(self.steps - 1, seed, released, release, stats))
+        if failure[0] is not None:
+            raise_after_release(failure[0])
         return loss
+
+    def _losses(self, loss_fn, indices: torch.Tensor, inputs: tuple, failure: list) -> torch.Tensor:
+        """The batch's per-example losses; where ``loss_fn`` raises (or returns another shape), each example's alone,
+        NaN where it raises: its a_i then counts 0, and the step releases and moves as any step does (a step that
+        released nothing would show in the published model which steps raised). The first exception is kept in
+        ``failure`` for the step to raise after its release."""
+        try:
+            return batch_losses(lambda _: loss_fn(*inputs), indices)
+        except (ModelStateChanged, ModuleNotReady):
+            raise
+        except Exception as error:
+            failure[0] = failure[0] or error
+        one, values, device = one_example(loss_fn), [], self.space.params[0].device
+        for i in range(len(indices)):
+            try:
+                values.append(float(one(*map_leaves(lambda t, i=i: t[i], inputs))))
+            except (ModelStateChanged, ModuleNotReady):
+                raise
+            except Exception:
+                values.append(float("nan"))
+        return torch.tensor(values, dtype=torch.float64, device=device)
 
     @torch.no_grad()
     def replay_(self, seed: int, released: float) -> None:
@@ -222,6 +259,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         self.steps += 1
 
     def state_dict(self) -> dict:
+        self.guard.refuse_if_poisoned("saving the optimizer's state")
         state = super().state_dict()
         # Public state only; the NoiseSource is secret and never saved.
         state["dpnc"] = {
