@@ -54,6 +54,7 @@ from dpnc_reproduce.loglog import Tolerance as Tolerance
 from dpnc_reproduce.loglog import _weights
 from dpnc_reproduce.loglog import dropped_log_tolerance as dropped_log_tolerance
 from dpnc_reproduce.loglog import loglog_fit as loglog_fit
+from dpnc_reproduce.loglog import term_slopes as term_slopes
 from dpnc_reproduce.variance import UNDERPOWERED as UNDERPOWERED
 from dpnc_reproduce.variance import minimum_detectable_effect as minimum_detectable_effect
 from dpnc_reproduce.variance import powered as powered
@@ -524,6 +525,36 @@ def rate_within_bound(
 def rate_limit(bound_slope: float, *, regime: str, tol: float) -> float:
     """The slope at which :func:`rate_within_bound` changes verdict: bound + tol (x → ∞) or bound − tol (x → 0)."""
     return bound_slope + tol if regime == GROWS else bound_slope - tol
+
+
+DEPENDS = "depends on the constants"  # a rate verdict that differs between the two ends of the bound's slope
+WORDS = {True: "holds", False: "fails", None: "no signal"}
+
+
+def rate_at_ends(
+    slope: Interval, ends: tuple[float, float], *, regime: str, tol: float
+) -> tuple[bool | None, str, tuple[bool | None, bool | None]]:
+    """:func:`rate_within_bound` at both ends of the range the bound's slope can take over the grid when its terms'
+    O-constants are unknown (``ends``: :func:`dpnc_reproduce.loglog.term_slopes`). Returns (verdict,
+    status, (verdict at the low end, at the high end)): the common verdict where both ends agree, else None with
+    the status :data:`DEPENDS` (neither end is the theorem's: it fixes no ratio of its constants)."""
+    at = tuple(rate_within_bound(slope, e, regime=regime, tol=tol) for e in ends)
+    return (at[0], "", at) if at[0] == at[1] else (None, DEPENDS, at)
+
+
+def ends_text(
+    ends: tuple[float, float], at: tuple[bool | None, bool | None], *, regime: str, tol: float
+) -> str:
+    """Both ends of :func:`rate_at_ends` in words: each end's bound slope, its limit and its verdict."""
+    return (
+        "the bound's slope over this grid lies in [{:+.2f}, {:+.2f}] by its terms' unknown constants: ".format(
+            *ends
+        )
+        + ", ".join(
+            f"at {e:+.2f} (limit {rate_limit(e, regime=regime, tol=tol):+.2f}) {WORDS[v]}"
+            for e, v in zip(ends, at)
+        )
+    )
 
 
 def tight(slope: Interval, bound_slope: float, tol: float) -> bool | None:

@@ -81,3 +81,18 @@ def dropped_log_tolerance(
         max(0.0, shift if regime == GROWS else -shift),
         f"{formula} over {min(xs):.3g}…{max(xs):.3g}: slope shift {shift:+.3f}",
     )
+
+
+def term_slopes(xs: Sequence[float], terms: Sequence[Sequence[float]]) -> tuple[float, float]:
+    """The range of a sum-of-terms bound's least-squares log-log slope over the grid ``xs`` when the terms'
+    O-constants are unknown: (the smallest, the largest) of the terms' own slopes.
+
+    A bound Σ c_k·t_k(x) with unknown c_k > 0 has, at every point, a local log-log slope that is a weighted mean of
+    the terms' local slopes (weights their shares c_k·t_k / Σ); the least-squares slope of such a curve lies in the
+    range of the terms' own least-squares slopes for power-law terms, and reaches either end as one term's constant
+    dominates (c_j/c_k → ∞). Setting every constant to 1 picks one point inside that range, which the theorem does
+    not fix. ``terms``: each term's value at every point of ``xs`` (every value > 0)."""
+    slopes = [loglog_fit(xs, t) for t in terms if all(v > 0 for v in t)]
+    if not slopes:
+        raise ValueError("term_slopes needs at least one term positive at every point of the grid")
+    return min(slopes), max(slopes)

@@ -186,6 +186,14 @@ def slope(rows: Sequence, task: str, modes: Sequence[str], epsilon: float) -> In
         )
         part = [[100 * wi * (a - b) for a, b in zip(u, v)] for u, v in zip(dp, mezo)]
         z = part if z is None else [[p + q for p, q in zip(u, v)] for u, v in zip(z, part)]
+    return seed_example_interval(z, "points per decade of d")
+
+
+def seed_example_interval(z: Sequence[Sequence[float]], unit: str) -> Interval:
+    """The declared variance model of this experiment's paired quantities: the mean of z_se (seed s, test example
+    e) and its 95 % t interval from the per-seed means' part (k − 1 df) and the per-example means over seeds' part
+    (m − 1 df), Welch–Satterthwaite df; one seed: no verdict. The slope and the selection of the modes it is
+    fitted over are judged by this one model."""
     per_seed = [statistics.fmean(v) for v in z]
     estimate = statistics.fmean(per_seed)
     k, m = len(per_seed), len(z[0])
@@ -196,18 +204,23 @@ def slope(rows: Sequence, task: str, modes: Sequence[str], epsilon: float) -> In
         (statistics.variance(per_seed) / k, k - 1),
         (statistics.variance(per_example) / m, m - 1),
     ]
-    return from_parts(
-        estimate, parts, k, f"points per decade of d, {k} seeds, paired by test example and seed"
-    )
+    return from_parts(estimate, parts, k, f"{unit}, {k} seeds, paired by test example and seed")
 
 
 def learns(rows: Sequence, task: str) -> dict[str, Interval]:
-    """Mode → MeZO − zero-shot (points), paired."""
-    return {
-        m: iv
-        for m in modes_of(rows, task)
-        if (iv := difference(rows, task, m, ("mezo", None), ("zero-shot", None))) is not None
-    }
+    """Mode → MeZO − zero-shot (points), paired, by the declared model that judges the slope
+    (:func:`seed_example_interval`; the two-way ANOVA of :func:`difference` selected the modes by another
+    model)."""
+    out = {}
+    for m in modes_of(rows, task):
+        seeds = common_seeds(rows, task, [m], [("mezo", None), ("zero-shot", None)])
+        if seeds:
+            mezo, zero = (
+                _bits(rows, task, m, *x, seeds) for x in (("mezo", None), ("zero-shot", None))
+            )
+            z = [[100 * (a - b) for a, b in zip(u, v)] for u, v in zip(mezo, zero)]
+            out[m] = seed_example_interval(z, "points")
+    return out
 
 
 # --- the claims ---------------------------------------------------------------------------------------------------

@@ -43,11 +43,13 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
             Declared("KL-Spider: F(w_out) − F* ≤ Φfloor", "at most", "Φfloor", "every run"),
             Declared(
                 "each (algorithm, objective, d, regime): slope of the excess against n√ρ/√d",
-                "at most (one-sided: an upper bound)",
-                "the bound's own slope over the same points + the "
+                "at most (one-sided: an upper bound), at both ends of the range its terms' unknown "
+                "constants allow",
+                "the bound's own slope over the same points (each end: one term's own slope) + the "
                 "tolerance of its dropped logs over them (report.tolerance)",
                 "95 % t interval over the per-seed slopes (≥ 3 points); one seed: no verdict; the proximal "
-                "point also needs its inner-steps check",
+                "point also needs its inner-steps check; a verdict only where both ends agree, else "
+                "'depends on the constants' with both shown",
             ),
             Declared(
                 "proximal point: more inner steps lower the excess by less than half (in log) the "

@@ -36,15 +36,20 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
         "some point of a sweep are kept: the estimate counts them at n_max (n_start), the interval takes the "
         "range of their slopes (conservative), the note counts them; above "
         f"{stats.MAX_CENSORED:.0%} of the seeds, no verdict. Every sweep point is kept.\n",
-        "| objective | method | exponent in | regime | β | over | theorem | tolerance | fitted | verdict | "
+        "The theorem's exponent over a finite grid depends on the unknown ratio of its terms' constants: it "
+        "lies between the terms' own slopes (column 'theorem: ends'), and a verdict is given only where both "
+        "ends agree (else: depends on the constants).\n",
+        "| objective | method | exponent in | regime | β | over | theorem (constants 1) | theorem: ends | "
+        "tolerance | fitted | verdict | "
         "complete seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in exponents(rows, config):
         lines.append(
             f"| {e.objective} | {e.method} | {SYMBOL[e.variable]} | {e.regime} | "
             f"{'all' if e.beta is None else f'{e.beta:g}'} | {', '.join(f'{x:g}' for x in e.over)} | "
-            f"{e.theory:+.2f} | {e.tolerance.value:.2f} | {e.fitted} | {_verdict(e)} | {e.reached} |"
+            f"{e.theory:+.2f} | {e.ends[0]:+.2f} … {e.ends[1]:+.2f} | {e.tolerance.value:.2f} | "
+            f"{e.fitted} | {_verdict(e)} | {e.reached} |"
         )
     terms = "; ".join(f"{m} {THEOREMS[m].terms}" for m in config.methods)
     lines += [
@@ -170,6 +175,8 @@ def target_region(config: RatesConfig) -> str:
 def _verdict(e: Exponent) -> str:
     if e.variable in CONFOUNDED:
         return f"not testable by slope here (rule alone: {_rule_word(e.rule)})"
+    if e.status:
+        return f"{e.status} (ends: {_rule_word(e.at_ends[0])}, {_rule_word(e.at_ends[1])})"
     return "no signal" if e.verdict is None else "holds" if e.verdict else "**fails**"
 
 
