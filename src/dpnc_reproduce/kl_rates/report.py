@@ -177,10 +177,10 @@ def _term_medians(rows: Sequence[KLRow], keys: Sequence[str]) -> dict[str, dict]
 def _ends(xs: Sequence[float], terms: Sequence[dict], bound: Sequence[tuple]) -> dict:
     """The range of the bound's slope over ``xs`` that its terms' unknown O-constants allow
     (:func:`dpnc_reproduce.claims.term_slopes`): each term's own slope, a term counted where it is more than
-    1e-9 of the bound at every point (a rounding remainder is not a term). A bound of one term (or computed with
+    1e-9 of the bound at some point (a rounding remainder is not a term). A bound of one term (or computed with
     its constants): its own slope at both ends."""
     total = dict(bound)
-    kept = [[t[x] for x in xs] for t in terms if all(t.get(x, 0.0) > 1e-9 * total[x] for x in xs)]
+    kept = [[t[x] for x in xs] for t in terms if any(t.get(x, 0.0) > 1e-9 * total[x] for x in xs)]
     low, high = stats.term_slopes(xs, kept) if kept else (loglog_slope(*zip(*bound)),) * 2
     return {"bound_slope_low": low, "bound_slope_high": high}
 
