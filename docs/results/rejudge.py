@@ -3,10 +3,14 @@ section of REJUDGED.md: every verdict that changed, old → new, with the rule t
 sections are kept below it). Each result.json keeps its old verdicts and declarations (``rejudged``) and each
 summary.md shows them (:func:`dpnc_reproduce.protocol.rejudge`).
 
-This re-judging (interval first) touches only the claims dpzero_lm judges: :data:`RESULTS` lists every result it
-judges (issue 41's re-judging of every result, with its rules, is in git history and REJUDGED.md). Not here:
-``dpzero-headroom/result.json`` (written by ``dpzero-headroom/verdicts.py``, its "underpowered" declared before its
-runs, for intervals that straddle), ``audit/`` and ``finetune-defaults/`` (other owners).
+This re-judging (issue 52, rates robust to the constants) touches the rate claims that fit a slope against a bound of
+several terms whose O-constants the theorems leave unknown (nonsmooth-rates, nonsmooth-compare, kl-rates: judged at
+both ends of the range the terms' constants allow, a verdict only where both agree), KLT's √d improvement (judged as
+the papers state it) and dpzero-dimension's slope (its modes selected by the variance model that judges it):
+:data:`RESULTS` lists every result it judges. The earlier re-judgings (issue 52's interval first over dpzero_lm's
+results; issue 41's of every result), with their rules, are in git history and REJUDGED.md. Not here:
+``dpzero-headroom/result.json`` (written by ``dpzero-headroom/verdicts.py``), ``audit/`` and ``finetune-defaults/``
+(other owners), ``dpzero-synthetic`` and ``utility`` (their rate claims judge one-term bounds: no ratio of constants).
 
 Run from the repository root, once per re-judging (each run adds a record to every result):
 ``.venv/bin/python docs/results/rejudge.py [--date YYYY-MM-DD]``.
@@ -16,28 +20,40 @@ import argparse
 import re
 from pathlib import Path
 
-from dpnc_reproduce import dpzero_lm, protocol
+from dpnc_reproduce import dpzero_dimension, kl_rates, nonsmooth_compare, nonsmooth_rates, protocol
 
 HERE = Path(__file__).parent
 ISSUE = 52
+SECTION = f"## Issue {ISSUE}: rate verdicts robust to the constants"  # this re-judging's own heading
 HEADER = ("Newest first; each section lists the verdicts its re-judging changed, old → new. Methods are named as in "
           "the registry since issue 43 (`ztc` → `zo-o2nc`, `ztc-naive` → `zo-o2nc:naive`, `klt-zo` → `klt`, `klt-fo` "
           "→\n`klt:first-order`, `klt-multipass` → `klt:multi-pass`; each result's notes list its renaming), here "
           "too.")
-INTERVAL_FIRST = ("the interval decides first: a claim whose 95 % interval lies beyond its threshold holds or fails "
-                  "whatever the design's power (a rejection at the 5 % level stands); 'underpowered for this design' "
-                  "only for an interval that straddles the threshold AND a design declared so before the data (its "
-                  "MDE by the judging variance model); the post-hoc MDE of issue 41 (computed after the run from its "
-                  "own spread) stays in the evidence as information; the thresholds and declarations are unchanged")
-RULES = {"lm": f"issue {ISSUE}: " + INTERVAL_FIRST}
-RESULTS = [  # folder, experiment, rule: every result judged by dpzero_lm's claims (the only ones the rule touches)
-    ("dpzero-lm", dpzero_lm.EXPERIMENT, "lm"), ("dpzero-lm-sst5", dpzero_lm.EXPERIMENT, "lm"),
-    ("dpzero-lm-quick", dpzero_lm.EXPERIMENT, "lm"), ("dpzero-lm-tasks", dpzero_lm.EXPERIMENT, "lm"),
-    ("dpzero-lm-tasks/table-5-sst5", dpzero_lm.EXPERIMENT, "lm"),
-    ("dpzero-lm-tasks/tables-3-5", dpzero_lm.EXPERIMENT, "lm"),
-    ("dpzero-headroom/table2-trec-top2", dpzero_lm.EXPERIMENT, "lm"),
+ENDS = ("a rate claim's bound is a sum of terms whose O-constants the theorem leaves unknown, and over a finite grid "
+        "its log-log slope lies anywhere between the terms' own slopes; each such claim is judged at both ends of that "
+        "range (until now: at one point of it, every constant 1) and gets a verdict only where both ends agree, else "
+        "'depends on the constants' with both ends shown")
+RULES = {
+    "rates": f"issue {ISSUE}: " + ENDS,
+    "nonsmooth": f"issue {ISSUE}: " + ENDS + "; KLT's √d improvement judged as the papers state it (an upper bound "
+    "Ω(√d) times smaller, not tightness): n_ZTC/n_KLT above 1 in every cell of the d sweep and the slope of "
+    "ln(n_ZTC/n_KLT) in ln d ≥ 0 − tol (one-sided), no longer 0.5 ± tol",
+    "dimension": f"issue {ISSUE}: the d-slope's modes (those where MeZO learns) selected by the variance model that "
+    "judges the slope and that both were declared with (the seed part, k − 1 df, and the test-example part, m − 1 "
+    "df); since issue 41 the selection used the two-way ANOVA, which dropped TREC's bias mode",
+}
+RESULTS = [  # folder, experiment, rule, the declarations changed (redeclare: marked declared after the rows)
+    ("nonsmooth-rates", nonsmooth_rates.EXPERIMENT, "nonsmooth", True),
+    ("nonsmooth-rates/nonconvex-rerun", nonsmooth_rates.EXPERIMENT, "nonsmooth", True),
+    ("nonsmooth-compare", nonsmooth_compare.EXPERIMENT, "nonsmooth", True),
+    ("nonsmooth-compare/larger-n", nonsmooth_compare.EXPERIMENT, "nonsmooth", True),
+    ("kl-rates", kl_rates.EXPERIMENT, "rates", True),
+    ("kl-rates-full", kl_rates.EXPERIMENT, "rates", True),
+    ("kl-rates-full/inner-scale-4", kl_rates.EXPERIMENT, "rates", True),
+    *((f"dpzero-dimension/{f}", dpzero_dimension.EXPERIMENT, "dimension", False)
+      for f in ("cached-modes", "full-forward-modes", "gpu-all-modes", "gpu-clip-grid-T120", "gpu-clip-grid-T90",
+                "probe-clip-trec-top2")),
 ]
-REDECLARE = False  # issue 41 changed thresholds and declarations (redeclare=True); this rule changes neither
 
 
 def main() -> None:
@@ -45,28 +61,29 @@ def main() -> None:
     parser.add_argument("--date", default=None)
     parser.add_argument("--only", nargs="*", default=None, help="re-judge only these folders (a test run)")
     args = parser.parse_args()
-    lines = [f"## Issue {ISSUE}\n",
-             f"Every result that dpzero_lm's claims judge, re-judged from its own rows by `{Path(__file__).name}` "
-             "(nothing re-run). Each "
+    lines = [f"{SECTION}\n",
+             f"Every result whose rate claims judge a bound of several terms, KLT's √d improvement or the d-slope, "
+             f"re-judged from its own rows by `{Path(__file__).name}` (nothing re-run). Each "
              "result.json keeps the old verdicts and declarations under `rejudged`; each summary.md shows them. "
              "Rules:\n"]
     lines += [f"- **{k}**: {v}" for k, v in RULES.items()]
     lines += ["", "| result | claim | old | new | rule | new numbers |", "|---|---|---|---|---|---|"]
-    unchanged, underpowered = [], []
-    for folder, experiment, rule in RESULTS:
+    unchanged, depends = [], []
+    for folder, experiment, rule, redeclare in RESULTS:
         if args.only is not None and folder not in args.only:
             continue
         _, changes = protocol.rejudge(experiment, HERE / folder, RULES[rule], date=args.date,
-                                      redeclare=REDECLARE)
+                                      redeclare=redeclare)
         changed = [c for c in changes if c["old"] != c["new"]]
         unchanged.append(f"{folder}: {len(changes) - len(changed)} unchanged")
         lines += [f"| {folder} | {c['new_statement'] or c['statement']} | {c['old']} | {c['new']} | {rule} | "
                   f"{_short(c['new_evidence'])} |" for c in changed]
-        underpowered += [f"{folder}: {c['new_statement']}" for c in changes
-                         if c["new"] == "underpowered for this design"]
+        depends += [f"{folder}: {c['new_statement']}" for c in changes
+                         if c["new"] == "depends on the constants"]
         print(f"{folder}: {len(changed)} changed of {len(changes)}")
     lines += ["", "Unchanged: " + "; ".join(unchanged) + ".", "",
-              "Declared underpowered for this design (not judged): " + ("; ".join(underpowered) or "none") + "."]
+              "Depending on the constants (both ends shown in each claim's evidence): "
+              + ("; ".join(depends) or "none") + "."]
     path = HERE / "REJUDGED.md"
     earlier = _earlier_sections(path.read_text() if path.exists() else "")
     path.write_text("# Re-judged verdicts\n\n" + HEADER + "\n\n" + "\n".join(lines) + "\n\n" + earlier)
@@ -77,8 +94,8 @@ def _earlier_sections(text: str) -> str:
     "# Re-judged verdicts (issue N)" becomes its section "## Issue N"."""
     text = re.sub(r"^# Re-judged verdicts \(issue (\d+)\)\n", r"## Issue \1\n", text)
     text = re.sub(r"^# Re-judged verdicts\n\n.*?\n\n(?=## )", "", text, flags=re.S)
-    sections = re.split(r"(?m)^(?=## Issue \d+\n)", text)
-    return "".join(sec for sec in sections if sec.strip() and not sec.startswith(f"## Issue {ISSUE}\n")).rstrip() \
+    sections = re.split(r"(?m)^(?=## Issue \d+)", text)
+    return "".join(sec for sec in sections if sec.strip() and not sec.startswith(SECTION + "\n")).rstrip() \
         + "\n"
 
 
