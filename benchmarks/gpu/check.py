@@ -567,7 +567,10 @@ def environment(device: torch.device) -> dict:
         except md.PackageNotFoundError:
             version = None
         spec = importlib.util.find_spec(module)
-        packages[name] = {"version": version, "path": None if spec is None else spec.origin}
+        # the package's place relative to its site folder: no absolute path of the machine in a published file
+        origin = None if spec is None else Path(spec.origin)
+        packages[name] = {"version": version,
+                          "path": None if origin is None else f"site-packages/{origin.parent.name}/{origin.name}"}
     env = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
            "packages": packages, "host": platform.node(), "cpus": os.cpu_count()}
     if device.type == "cuda":

@@ -5,6 +5,10 @@ Each result is read through its experiment's ``upgrade`` (:func:`dpnc_reproduce.
 stored claims, declarations, re-judging records and notes are kept as they are (an upgrade may rename what they name
 and adds a note saying so). Used for issue 43's method names (the registry's): the reproductions below.
 
+``--facts`` (issue 52): each stored claim without ``facts`` takes them from the same claim judged again on the stored
+rows (same statement, same verdict and status; the verdicts are not touched: a claim whose fresh judging differs
+keeps no facts and is listed), for the results in :data:`FACTS`.
+
 Run from the repository root: ``.venv/bin/python docs/results/rerender.py [--only FOLDER ...]``.
 """
 
@@ -12,7 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
-from dpnc_reproduce import nonsmooth_compare, nonsmooth_rates, protocol, utility
+import dataclasses
+
+from dpnc_reproduce import dpzero_lm, dpzero_synthetic, nonsmooth_compare, nonsmooth_rates, protocol, utility
 
 HERE = Path(__file__).parent
 RESULTS = [("nonsmooth-rates", nonsmooth_rates.EXPERIMENT),
@@ -20,6 +26,30 @@ RESULTS = [("nonsmooth-rates", nonsmooth_rates.EXPERIMENT),
            ("nonsmooth-compare", nonsmooth_compare.EXPERIMENT),
            ("nonsmooth-compare/larger-n", nonsmooth_compare.EXPERIMENT),
            ("utility", utility.EXPERIMENT)]
+FACTS = [("utility", utility.EXPERIMENT), ("dpzero-synthetic", dpzero_synthetic.EXPERIMENT),
+         ("dpzero-synthetic/probe-T10240", dpzero_synthetic.EXPERIMENT),
+         ("dpzero-synthetic/probe-high-rank", dpzero_synthetic.EXPERIMENT),
+         ("dpzero-synthetic/probe-longer", dpzero_synthetic.EXPERIMENT),
+         ("dpzero-lm-tasks/tables-3-5", dpzero_lm.EXPERIMENT)]
+
+
+def add_facts(experiment, folder: Path) -> tuple[int, list[str]]:
+    """Give each stored claim without facts those of its fresh judging on the stored rows (same statement, verdict
+    and status); the result written back. Returns how many claims gained facts and the statements left without."""
+    data = experiment.upgrade(json.loads((folder / "result.json").read_text()))
+    result = protocol.read(experiment, folder / "result.json")
+    fresh = {c.statement: c for c in experiment.claims(result.rows, result.config)}
+    claims, added, left = [], 0, []
+    for c in result.claims:
+        f = fresh.get(c.statement)
+        if not c.facts and f is not None and (f.holds, f.status) == (c.holds, c.status) and f.facts:
+            c, added = c._replace(facts=f.facts), added + 1
+        elif not c.facts:
+            left.append(c.statement)
+        claims.append(c)
+    result = dataclasses.replace(result, claims=tuple(claims))
+    protocol.write(result, folder, data.get("command") or "(not recorded)")
+    return added, left
 
 
 def rerender(experiment, folder: Path) -> list[Path]:
@@ -32,7 +62,14 @@ def rerender(experiment, folder: Path) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", nargs="*", default=None, help="re-render only these folders")
+    parser.add_argument("--facts", action="store_true", help="add the claims' facts (FACTS), verdicts untouched")
     args = parser.parse_args()
+    if args.facts:
+        for folder, experiment in FACTS:
+            if args.only is None or folder in args.only:
+                added, left = add_facts(experiment, HERE / folder)
+                print(f"{folder}: {added} claims gained facts; without: {left}")
+        return
     for folder, experiment in RESULTS:
         if args.only is None or folder in args.only:
             paths = rerender(experiment, HERE / folder)
