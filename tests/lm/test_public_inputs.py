@@ -257,11 +257,11 @@ def test_neighbouring_training_sets_give_the_same_ledger_and_public_files(folder
     assert stats["wall_seconds"] > 0 and private[0]["warning"].startswith("NOT PRIVATE")
 
 
-def test_without_label_words_the_classes_are_the_test_files_not_the_training_files(folder):
+def test_without_label_words_the_classes_are_a_public_test_files_not_the_training_files(folder):
     # Before: the classes were the training file's labels, so one "neutral" row made three classes (a 3×384 head).
     rows, kept = NEIGHBOURS["one row with a new label"]
-    first, out_a = run(folder, "from-test-file-base", BASE, N)
-    second, out_b = run(folder, "from-test-file-neighbour", rows, kept)
+    first, out_a = run(folder, "from-test-file-base", BASE, N, test_public=True)
+    second, out_b = run(folder, "from-test-file-neighbour", rows, kept, test_public=True)
     assert first.accountant.to_json() == second.accountant.to_json()
     assert differences(public_files(out_a), public_files(out_b)) == []
     inputs = json.loads((out_b / "summary.json").read_text())["public_inputs"]
@@ -335,6 +335,7 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
         test_file=str(tmp_path / "te.csv"),
         text_column="review",
         label_column="sentiment",
+        labels="negative,positive",
     )
     # A private run on a user's file must declare n: the file's size differs between neighbours (add/remove).
     with pytest.raises(
@@ -371,9 +372,8 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
         ValueError, match=r"labels must name the classes of label_words, in the same order"
     ):
         FinetuneConfig(
-            **files,
+            **{**files, "labels": "positive,negative"},
             n=500,
-            labels="positive,negative",
             label_words="negative=terrible,positive=great",
         )
 
@@ -397,6 +397,10 @@ def test_the_cli_names_n_when_a_private_run_on_a_file_lacks_it(tmp_path):
             "review",
             "--label-column",
             "sentiment",
+            "--labels",
+            "negative,positive",
+            "--epsilon",
+            "4",
             "--out",
             str(tmp_path / "out"),
         ],

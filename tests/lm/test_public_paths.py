@@ -49,6 +49,7 @@ def finetune(out: Path, data: Path, *extra: str) -> str:
     """A private head-only run on the user's files in ``data`` into ``out``; its terminal output."""
     args = ["finetune", "--train-file", str(data / "notes.csv"), "--test-file"]
     args += [str(data / "test.csv"), "--text-column", "review", "--label-column", "sentiment"]
+    args += ["--labels", "negative,positive"]
     args += ["--n", "16", "--method", "dpzero", "--train", "head", "--steps", "2"]
     args += ["--batch-size", "4", "--max-length", "32", "--epsilon", "8", "--out", str(out)]
     args += ["--checkpoint-every", "1", "--report-to", "tensorboard", "--no-progress"]

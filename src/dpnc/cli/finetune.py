@@ -60,17 +60,18 @@ def finetune(
         "--test-file",
         dir_okay=False,
         rich_help_panel=DATA,
-        help="Your own test data, in the same columns and labels as --train-file. Taken "
-        "as private unless --test-file-public: summary.json then holds aggregate "
-        "accuracy and loss only (no per-example results, no class counts). Its "
-        "labels declare the classes when --labels/--label-words do not.",
+        help="Your own test data, in the same columns and labels as --train-file (optional: "
+        "without it the run trains and evaluates nothing). Taken as private unless "
+        "--test-file-public: summary.json then holds aggregate accuracy and loss only (no "
+        "per-example results, no class counts).",
     ),
     test_file_public: bool = typer.Option(
         False,
         "--test-file-public",
         rich_help_panel=DATA,
         help="Declare --test-file public data: summary.json may then publish "
-        "each test example's right/wrong and the test class counts.",
+        "each test example's right/wrong and the test class counts, and a private run may "
+        "take its classes from its labels.",
     ),
     text_column: str = typer.Option(
         None, "--text-column", rich_help_panel=DATA, help="Column (or JSON key) of the text."
@@ -97,9 +98,10 @@ def finetune(
         "--labels",
         rich_help_panel=DATA,
         help='The classes of --train-file data, in class order, e.g. "negative,positive". '
-        "A private method takes them from --label-words, else --labels, else the test "
-        "file, never from the training file; training rows with another label or an "
-        "empty text are dropped (counted only in the private statistics).",
+        "A private method needs them (or --label-words, or a --test-file-public), never "
+        "reading them off the training file or a private test file; training rows with "
+        "another label or an empty text are dropped (counted only in the private "
+        "statistics). A non-private method defaults to the training file's labels.",
     ),
     allow_empty_train: bool = typer.Option(
         False,
@@ -114,6 +116,27 @@ def finetune(
         rich_help_panel=DATA,
         help="Run even when a declared class has no training row (else "
         "refused before any release).",
+    ),
+    allow_label_mismatch: bool = typer.Option(
+        False,
+        "--allow-label-mismatch",
+        rich_help_panel=DATA,
+        help='Run even when training labels differ from a declared class only in case ("Positive" '
+        'for "positive"; those rows are dropped). Else refused before any release.',
+    ),
+    allow_n_mismatch: bool = typer.Option(
+        False,
+        "--allow-n-mismatch",
+        rich_help_panel=DATA,
+        help="Run even when --n is more than 2× away from the training file's rows. Else "
+        "refused before any release.",
+    ),
+    allow_replacement_chars: bool = typer.Option(
+        False,
+        "--allow-replacement-chars",
+        rich_help_panel=DATA,
+        help="Run on a training file that is not UTF-8, its other bytes read as U+FFFD. Else "
+        "refused before any release (re-save the file as UTF-8).",
     ),
     template: str = typer.Option(
         None,
@@ -217,7 +240,8 @@ def finetune(
         min=0,
         rich_help_panel=OPTIMIZER,
         help="Steps T (default: zeroth-order, the --train mode's recipe: head 5000, all 10000, "
-        "top-k, bias and lora 2000; first-order 1000; zero-shot 0).",
+        "top-k, bias and lora 2000; first-order 1000; zero-shot 0; below n = 1024 scaled by "
+        "n/1024, the recipe's passes over the data: 80 rows get 391 head steps).",
     ),
     batch_size: int = typer.Option(
         None,
@@ -285,7 +309,10 @@ def finetune(
         help="Public seed of the zeroth-order directions; batches and noise are secret.",
     ),
     epsilon: float = typer.Option(
-        6.0, "--epsilon", rich_help_panel=PRIVACY, help="Target ε of the private methods."
+        None,
+        "--epsilon",
+        rich_help_panel=PRIVACY,
+        help="Target ε: required by the private methods (dpzero, dp-adamw); no default.",
     ),
     delta: float = typer.Option(
         1e-5, "--delta", rich_help_panel=PRIVACY, help="Target δ, in (0, 1)."
@@ -444,6 +471,12 @@ def finetune(
 
     if model is not None and not model.exists():
         raise ValueError(missing_model(model))
+    if epsilon is None and method in lm_train.PRIVATE:
+        raise typer.BadParameter(
+            f"{method} is private: give the privacy budget it may spend, e.g. --epsilon 4 (there is no "
+            "default); --method mezo or adamw trains without privacy",
+            param_hint="--epsilon",
+        )
     if threads is not None:
         torch.set_num_threads(threads)
 
@@ -475,7 +508,7 @@ def finetune(
         lr=lr,
         smoothing=smoothing,
         clip=clip,
-        epsilon=epsilon,
+        **({} if epsilon is None else {"epsilon": epsilon}),
         delta=delta,
         noise_multiplier=noise_multiplier,
         accountant=accountant,
@@ -506,6 +539,9 @@ def finetune(
         new_run=new_run,
         allow_empty_train=allow_empty_train,
         allow_missing_classes=allow_missing_classes,
+        allow_label_mismatch=allow_label_mismatch,
+        allow_n_mismatch=allow_n_mismatch,
+        allow_replacement_chars=allow_replacement_chars,
         test_public=True if test_file_public else None,
         self_audit=self_audit,
         canary_free_run=path(canary_free_run),
@@ -548,11 +584,14 @@ def finetune(
     typer.echo(
         f"test accuracy {summary.test_accuracy:.4f} after {summary.steps} steps (zero-shot, the same model "
         f"untrained: {summary.zero_shot_accuracy:.4f}; {summary.test_examples} test examples){eps}"
+        if config.evaluated
+        else f"trained {summary.steps} steps, not evaluated (no --test-file){eps}"
     )
     typer.echo(f"recipe: {summary.recipe_selection}")
     for note in summary.notes:
         typer.echo(f"note: {note}")
-    typer.echo(f"test split: {summary.public_inputs['test_split']}")
+    if config.evaluated:
+        typer.echo(f"test split: {summary.public_inputs['test_split']}")
     if summary.self_audit is not None:
         typer.echo(str(SelfAuditResult(**summary.self_audit)))
     typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")

@@ -8,6 +8,7 @@ test-only kill hook's phases are defined here too, so that every module of the t
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,22 @@ ZO_RECIPES = {
 # 770 scalars of the default linear head Adam moves each by ~lr a step, so 1000 steps at 1e-5 leave the head where it
 # started (SST-2 0.72 → 0.72); 1e-2 learns it (0.72 → 0.89, issue 29). Other modes keep the paper's value.
 FIRST_ORDER_LR = {"all": 1e-5, "bias": 1e-5, "top-k": 1e-5, "head": 1e-2, "lora": 1e-5}
+FIRST_ORDER_STEPS = 1000
+# The n the recipes' steps were set for: SST-2's 512-shot training folders, 512 × 2 classes. A smaller n keeps the
+# recipe's passes over the data (T·B/n) instead of its T: 80 rows get ceil(T · 80 / 1024) steps (391 for the
+# zeroth-order head, 79 first-order), not 5000; a larger n keeps T.
+RECIPE_N = 1024
+
+
+def default_steps(method: str, train: str, n: int | None) -> int:
+    """T when none is given: the recipe's (:data:`ZO_RECIPES`, :data:`FIRST_ORDER_STEPS`), scaled by n/RECIPE_N
+    below RECIPE_N (the recipe's number of passes over the data at its batch size); 0 for zero-shot."""
+    if method == "zero-shot":
+        return 0
+    steps = ZO_RECIPES[train]["steps"] if method in ZEROTH_ORDER else FIRST_ORDER_STEPS
+    return steps if n is None or n >= RECIPE_N else max(1, math.ceil(steps * n / RECIPE_N))
+
+
 CHECKPOINT, JOURNAL = "checkpoint.pt", "journal.jsonl"
 METRICS, PRIVATE_STATS = "metrics.jsonl", "private_train_stats.jsonl"
 PRIVATE_STATS_WARNING = (
@@ -79,6 +96,9 @@ FREE_FIELDS = (
     "cache_directions",
     "allow_empty_train",
     "allow_missing_classes",
+    "allow_label_mismatch",
+    "allow_n_mismatch",
+    "allow_replacement_chars",
     "test_public",
 )
 # Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
@@ -118,14 +138,15 @@ class FinetuneConfig:
         data_dir: folder holding the LM-BFF ``<TASK>/k-shot-1k-test`` folders.
         method: one of :data:`METHODS`.
         model: local folder of a Hugging Face encoder (default: the offline MiniLM).
-        train_file, test_file: a user's own labelled files (CSV, TSV or JSON lines) instead of ``task``/``data_dir``;
+        train_file, test_file: a user's own labelled files (CSV, TSV or JSON lines) instead of ``task``/``data_dir``
+            (``test_file`` optional: without it nothing is evaluated);
             with ``text_column``, ``label_column``, optional ``text_pair_column``, ``label_words`` (e.g.
             ``"negative=terrible,positive=great"``) and ``template`` (see :mod:`dpnc.lm.files`).
         labels: the class set of a user's own data, comma-separated in class order (e.g. ``"negative,positive"``);
             also given by ``label_words`` (which must then name the same labels in the same order). A private
-            method never takes its classes from the training file: from ``label_words``, else ``labels``, else the
-            (public) test file's labels. Training rows outside the declared classes or domain are dropped by the
-            rule of :mod:`dpnc.lm.files`, never refused.
+            method never takes its classes from the training file: from ``label_words``, else ``labels``, else a
+            test file declared public (``test_public``), else it is refused. Training rows outside the declared
+            classes or domain are dropped by the rule of :mod:`dpnc.lm.files`, never refused.
         n: the **public** number of training examples, or a public bound on it: it sets q = B/n, σ and the ledger,
             and ``summary.json`` reports it. Under add/remove two neighbouring data sets differ in size, so n must
             not be read off the data: the default for a built-in task is its public recipe, k examples per class ×
@@ -140,13 +161,16 @@ class FinetuneConfig:
             ``"lora"`` (the default for ``head="causal"``) (:mod:`dpnc.lm.trainable`); ``top_k``: layers of
             ``"top-k"``; ``lora_rank``, ``lora_alpha``, ``lora_targets`` (comma-separated module names, default
             peft's for the architecture): the peft ``LoraConfig`` of ``"lora"``.
-        steps: T (zeroth-order: :data:`ZO_RECIPES` of the train mode; 1000 first-order; 0 zero-shot).
+        steps: T (default :func:`default_steps`: zeroth-order, :data:`ZO_RECIPES` of the train mode; 1000
+            first-order; 0 zero-shot; scaled down by n / :data:`RECIPE_N` below n = 1024, so that a small data set
+            gets the recipe's passes over the data, not its T).
         batch_size: B, the (expected) batch size (64).
         lr: step size (zeroth-order: :data:`ZO_RECIPES`; first-order: :data:`FIRST_ORDER_LR`, 1e-2 for the head,
             the paper's 1e-5 for the other modes).
         smoothing: λ of the zeroth-order difference (:data:`ZO_RECIPES`).
         clip: C (zeroth-order: :data:`ZO_RECIPES`, 200 for ``"all"`` as the published code; 10 for DP-AdamW).
-        epsilon, delta: the target budget (ε = 6, δ = 1e-5).
+        epsilon, delta: the target budget (ε = 6, δ = 1e-5; ``dpnc finetune`` has no default ε: a private method
+            needs ``--epsilon``).
         noise_multiplier: σ/Δ to use instead of calibrating it (refused if it cannot afford ``steps``).
         accountant: ``"rdp"`` or ``"pld"``: calibrates the noise and is shown during training. Default ``"pld"``,
             as :func:`dpnc.make_private` (``"rdp"`` under replace-one, the only accountant for its batches).
@@ -191,10 +215,11 @@ class FinetuneConfig:
         new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint, moving them
             (and that run's metrics) beside each folder, into ``<folder>.superseded-<time>/`` (outside ``out``);
             without it such a folder is refused.
-        allow_empty_train, allow_missing_classes: before the first step the owner's checks
-            (`dpnc.lm.owner_checks`) refuse a training set the domain rule left empty, or one in which a declared
-            class has no row; these turn each refusal into a warning (for a pipeline whose start must not depend on
-            the data).
+        allow_empty_train, allow_missing_classes, allow_label_mismatch, allow_n_mismatch, allow_replacement_chars:
+            before the first step the owner's checks (:mod:`dpnc.lm.owner_checks`) refuse a training set the domain
+            rule left empty, one in which a declared class has no row, labels that differ from a declared class
+            only in case, a declared n more than 2× away from the file's rows, and a training file that is not
+            UTF-8; these turn each refusal into a note (for a pipeline whose start must not depend on the data).
         test_public: whether the test split is public data, so that ``summary.json`` may publish each test
             example's right/wrong and the test class counts. Default: True for a built-in task (its test split is
             public), False for a ``test_file`` (it may be the owner's private data): then only aggregate accuracy
@@ -262,6 +287,9 @@ class FinetuneConfig:
     new_run: bool = False
     allow_empty_train: bool = False
     allow_missing_classes: bool = False
+    allow_label_mismatch: bool = False
+    allow_n_mismatch: bool = False
+    allow_replacement_chars: bool = False
     test_public: bool | None = None
     self_audit: int = 0
     canary_free_run: str | None = None
@@ -282,9 +310,6 @@ class FinetuneConfig:
         check_choice("relation", self.relation, RELATIONS)
         recipe = ZO_RECIPES[self.train]
         defaults = {
-            "steps": 0
-            if self.method == "zero-shot"
-            else (1000 if first_order else recipe["steps"]),
             "lr": FIRST_ORDER_LR[self.train] if first_order else recipe["lr"],
             "clip": 10.0 if first_order else recipe["clip"],
             "smoothing": recipe["smoothing"],
@@ -300,10 +325,6 @@ class FinetuneConfig:
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        if self.eval_every is None:
-            object.__setattr__(
-                self, "eval_every", max(self.steps // 10, 1) if isinstance(self.steps, int) else 0
-            )
         object.__setattr__(self, "model", str(self.model))
         check_choice("head", self.head, HEADS)
         if self.prompt_mode is not None:
@@ -328,13 +349,12 @@ class FinetuneConfig:
                 f"lora_targets must be comma-separated module names (e.g. 'query,value'); got "
                 f"{self.lora_targets!r}"
             )
-        user_files = (self.train_file, self.test_file)
-        if any(f is not None for f in user_files):
-            if None in user_files or self.text_column is None or self.label_column is None:
+        if self.train_file is not None or self.test_file is not None:
+            if self.train_file is None or self.text_column is None or self.label_column is None:
                 raise ValueError(
-                    "a user's own data needs train_file, test_file, text_column and label_column; got "
-                    f"train_file={self.train_file!r}, test_file={self.test_file!r}, text_column="
-                    f"{self.text_column!r}, label_column={self.label_column!r}"
+                    "a user's own data needs train_file, text_column and label_column (test_file is "
+                    f"optional); got train_file={self.train_file!r}, test_file={self.test_file!r}, "
+                    f"text_column={self.text_column!r}, label_column={self.label_column!r}"
                 )
         elif any(
             v is not None
@@ -349,13 +369,24 @@ class FinetuneConfig:
         ):
             raise ValueError(
                 "text_column, text_pair_column, label_column, label_words, labels and template "
-                "describe a user's own files: give train_file and test_file too"
+                "describe a user's own files: give train_file too"
             )
         self._check_labels()
         if (
             self.test_public is None
         ):  # a built-in task's test split is public; a user's test file is not assumed so
-            object.__setattr__(self, "test_public", self.test_file is None)
+            object.__setattr__(self, "test_public", self.train_file is None)
+        self._declared_classes()
+        check_integer(1, batch_size=self.batch_size)
+        self._public_n()
+        if self.steps is None:
+            object.__setattr__(self, "steps", default_steps(self.method, self.train, self.n))
+        if self.eval_every is None:  # 10 evaluations; none without a test split
+            object.__setattr__(
+                self,
+                "eval_every",
+                max(self.steps // 10, 1) if isinstance(self.steps, int) and self.evaluated else 0,
+            )
         check_integer(0 if self.method == "zero-shot" else 1, steps=self.steps)
         if self.method == "zero-shot" and self.steps != 0:
             raise ValueError(f"steps must be 0 for method='zero-shot'; got {self.steps!r}")
@@ -397,6 +428,9 @@ class FinetuneConfig:
             "cache",
             "allow_empty_train",
             "allow_missing_classes",
+            "allow_label_mismatch",
+            "allow_n_mismatch",
+            "allow_replacement_chars",
             "test_public",
         ):
             if not isinstance(getattr(self, name), bool):
@@ -412,7 +446,6 @@ class FinetuneConfig:
             raise ValueError(
                 f"recipe_selection must be None or a non-empty statement; got {self.recipe_selection!r}"
             )
-        self._public_n()
         self._check_self_audit()
 
     def _check_self_audit(self) -> None:
@@ -441,6 +474,24 @@ class FinetuneConfig:
                 f"labels must name the classes of label_words, in the same order; got labels "
                 f"{list(names)} and label_words for {list(words)}"
             )
+
+    def _declared_classes(self) -> None:
+        """A private run on a user's file declares its classes: the training file's labels differ between
+        neighbouring data sets, and a private test file's are not public (a public test file's may serve)."""
+        declared = self.labels is not None or self.label_words is not None
+        if self.private and self.train_file is not None and not declared:
+            if self.test_file is None or not self.test_public:
+                raise ValueError(
+                    f"the classes must be declared for the private method {self.method!r} on a train_file: "
+                    "--labels 'negative,positive' (labels=...) or --label-words; never read off the training "
+                    "file (its label set differs between neighbouring data sets) nor off a test file not "
+                    "declared public (--test-file-public)"
+                )
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether the run has a test split to evaluate on (a user's train-only run has none)."""
+        return self.train_file is None or self.test_file is not None
 
     def _public_n(self) -> None:
         """n: declared, or the built-in task's public recipe (k per class); decided from the config alone."""

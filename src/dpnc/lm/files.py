@@ -1,11 +1,12 @@
 """A user's own labelled text files: CSV, TSV or JSON lines, read into ``TextDataset``s for fine-tuning.
 
 ``load_user_data(train_file, test_file, ...)`` is what ``dpnc finetune --train-file ... --test-file ...`` reads:
-both files become datasets of ONE task, so a class id means the same in training and in evaluation. Its classes
-are **declared** for a private run (``declared=True``): ``label_words``, else ``labels``, else the (public) test
-file's labels — never the private training file's, whose label set differs between neighbouring data sets (one
-row with a new label would change the head's shape and the published label names). Without ``declared`` (a
-non-private run) they are the training file's labels. ``load_file`` reads a single file (its own labels, or
+both files become datasets of ONE task, so a class id means the same in training and in evaluation (without a test
+file, the test set is empty). Its classes are **declared** for a private run (``declared=True``): ``label_words``,
+else ``labels``, else the labels of a test file declared public (``test_public``) — never the private training
+file's, whose label set differs between neighbouring data sets (one row with a new label would change the head's
+shape and the published label names), nor a private test file's. Without ``declared`` (a non-private run) they
+are the training file's labels. ``load_file`` reads a single file (its own labels, or
 ``label_names`` given). ``describe_data`` is the record of which data a run used, for its ``summary.json``.
 
 Formats, from the extension:
@@ -171,7 +172,7 @@ def parse_labels(labels: str | Sequence | None) -> tuple[str, ...] | None:
 
 def load_user_data(
     train_file: str | Path,
-    test_file: str | Path,
+    test_file: str | Path | None,
     *,
     text_column: Column,
     label_column: Column,
@@ -180,18 +181,19 @@ def load_user_data(
     labels: str | Sequence | None = None,
     template: str | None = None,
     declared: bool = False,
+    test_public: bool = False,
 ) -> tuple[TextDataset, TextDataset]:
     """A training file and a test file of one's own, read as one task.
 
     ``declared=False``: the training file's labels are the classes; the test file's labels must be among them (a
     test file may lack a class). ``declared=True`` (a private run): the classes are ``label_words``'s, else
-    ``labels``, else the test file's labels (sorted); the training file is read by the domain rule of the module
-    docstring (rows outside it dropped and counted in ``train.dropped``, never refused). Both files have the same
-    columns and format rules; the test file (public) is always read strictly.
+    ``labels``, else the labels of a test file declared public (``test_public``; sorted); the training file is
+    read by the domain rule of the module docstring (rows outside it dropped and counted in ``train.dropped``, never
+    refused). Both files have the same columns and format rules; the test file is always read strictly.
 
     Args:
         train_file: the training rows (their number is not the accountant's n: that is declared).
-        test_file: the evaluation rows.
+        test_file: the evaluation rows, or None (a train-only run: the test set is empty).
         text_column: the sentence (pair tasks: the first sentence).
         label_column: the label.
         text_pair_column: the second sentence of a pair task, or None for single sentences.
@@ -211,7 +213,8 @@ def load_user_data(
         ValueError: a refused row (module docstring), a training set with fewer than 2 classes, label words that
             miss a training label or name a label it does not hold, a test label that is not a class (naming each
             with the first line it occurs on), or a bad template. With ``declared``, none of these depends on a
-            training row: only the test file and the declared classes are checked.
+            training row: only the test file and the declared classes are checked; classes not declared, and no
+            test file declared public to take them from.
     """
     words = parse_label_words(label_words)
     names = parse_labels(labels)
@@ -220,12 +223,18 @@ def load_user_data(
             f"labels must name the classes of label_words, in the same order; got labels {list(names)} "
             f"and label_words for {list(words)}"
         )
-    train_path, test_path = _file(train_file), _file(test_file)
+    train_path = _file(train_file)
+    test_path = None if test_file is None else _file(test_file)
     columns = (text_column, text_pair_column, label_column)
     pair = text_pair_column is not None
     if declared or names is not None:
-        test_rows = _Rows.read(test_path, *columns)
+        test_rows = None if test_path is None else _Rows.read(test_path, *columns)
         given = "label_words" if words is not None else "labels" if names is not None else None
+        if given is None and (test_rows is None or not test_public):
+            raise ValueError(
+                "the classes of a private run must be declared (labels or label_words): never the training "
+                "file's labels, nor those of a test file not declared public"
+            )
         if words is None:
             classes = names if names is not None else tuple(_sorted_labels(set(test_rows.labels)))
             if len(classes) < 2:
@@ -235,7 +244,7 @@ def load_user_data(
                 )
             words = {name: name for name in classes}
         task = _task(train_path.name, tuple(words), tuple(words.values()), pair, template)
-        return read_private(train_path, task, *columns), test_rows.dataset(task, classes_of=given)
+        return read_private(train_path, task, *columns), _test_set(test_rows, task, given)
     train_rows = _Rows.read(train_path, *columns)
     counts = Counter(train_rows.labels)
     if len(counts) < 2:
@@ -260,8 +269,15 @@ def load_user_data(
                 f"{_sorted_labels(counts)}"
             )
     task = _task(train_path.name, tuple(words), tuple(words.values()), pair, template)
-    test_rows = _Rows.read(test_path, *columns)
-    return train_rows.dataset(task), test_rows.dataset(task, classes_of=train_path.name)
+    test_rows = None if test_path is None else _Rows.read(test_path, *columns)
+    return train_rows.dataset(task), _test_set(test_rows, task, train_path.name)
+
+
+def _test_set(rows: _Rows | None, task: Task, classes_of: str | None) -> TextDataset:
+    """The test rows as a dataset of ``task``; none (a train-only run): an empty one."""
+    if rows is None:
+        return TextDataset(task, [], torch.zeros(0, dtype=torch.long), "", {})
+    return rows.dataset(task, classes_of=classes_of)
 
 
 def load_file(
@@ -355,7 +371,7 @@ def describe_data(train: TextDataset, test: TextDataset) -> dict:
     task, origin = train.task, train.origin
     return {
         "train_file": public_path(train.source),
-        "test_file": public_path(test.source),
+        "test_file": public_path(test.source) if test.source else None,
         "format": origin.get("format"),
         "test_rows": len(test),
         "test_class_counts": test.class_counts(),

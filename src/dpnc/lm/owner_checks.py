@@ -7,21 +7,29 @@ drops every row outside the declared classes (never refusing one, since a refusa
 itself be a release), the run spends its ε and reports an untrained model.
 
 These checks read the training data, so what they say is a statistic of it, outside the run's (ε, δ). They speak
-to the owner alone: a :class:`DataWarning` on the terminal (and, with ``--log-private-stats``, a line of the private
-statistics file), never a line of ``summary.json``, ``metrics.jsonl``, TensorBoard or the model folder. A refusal
-stops the run before the first step, so it writes nothing and spends nothing; whoever sees only the published
-files sees no run. Where the start of a run must not depend on the data (a pipeline whose runs are themselves
-observed), the ``allow_*`` settings turn each refusal into a warning. See docs/privacy.md, "The owner's checks".
+to the owner alone: plain lines on the terminal's standard error, repeated at the end of the run (and, with
+``--log-private-stats``, lines of the private statistics file), never a line of ``summary.json``, ``metrics.jsonl``,
+TensorBoard or the model folder. A refusal stops the run before the first step, so it writes nothing and spends
+nothing; whoever sees only the published files sees no run.
+
+Refused unless allowed: no training row left (``allow_empty_train``), a declared class without a row
+(``allow_missing_classes``), a label that differs from a declared class only in case, "did you mean"
+(``allow_label_mismatch``), a declared n more than 2× away from the file's rows (``allow_n_mismatch``; a built-in
+task's recipe n is only remarked on) and bytes that are not UTF-8 in the training file, read as U+FFFD
+(``allow_replacement_chars``). Where the start of a run must not depend on the data (a pipeline whose runs are
+themselves observed), these settings turn each refusal into a note. See docs/privacy.md, "The owner's checks".
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 
-from dpnc.declared import DataWarning, delta_note, n_note, tell_owner
+from dpnc.declared import PREFIX, DataWarning, delta_note, n_note
 from dpnc.lm.data import TextDataset
 
-__all__ = ["DataWarning", "check_training_data"]
+__all__ = ["DataWarning", "check_training_data", "tell_owner"]
 
 _SHOWN = 10  # labels listed in a message
 
@@ -31,66 +39,87 @@ def check_training_data(
     *,
     n: int,
     delta: float | None,
+    n_declared: bool = True,
     allow_empty_train: bool = False,
     allow_missing_classes: bool = False,
+    allow_label_mismatch: bool = False,
+    allow_n_mismatch: bool = False,
+    allow_replacement_chars: bool = False,
 ) -> list[str]:
-    """Check the training set a private run will draw from; warn the owner and return what was found.
+    """Check the training set a run will draw from; tell the owner and return what was found.
 
     Args:
         train: the training set as the domain rule left it (``dropped`` and ``dropped_labels`` say what it left out).
-        n: the declared n.
+        n: the n of the ledger.
         delta: the run's δ (None: no privacy claim).
-        allow_empty_train: warn instead of refusing when no training row is left.
-        allow_missing_classes: warn instead of refusing when a declared class has no training row.
+        n_declared: whether the owner declared n (``--n``); a built-in task's recipe n is only remarked on.
+        allow_*: tell instead of refusing (module docstring).
 
     Returns:
-        The messages, each also issued as a :class:`DataWarning` (the owner's terminal).
+        The notes told to the owner (:func:`tell_owner`), refusals allowed included.
 
     Raises:
-        ValueError: nothing would be trained on (no row left), or a class with no training row, unless allowed.
-            The message reads the data: it is for the owner, raised before anything is written or released.
+        ValueError: a check failed and is not allowed. The message reads the data: it is for the owner, raised
+            before anything is written or released.
     """
     task, kept = train.task, len(train)
     rows = kept + train.dropped
     notes, refusals = [], []
+
+    def found(note: str, allowed: bool, flag: str) -> None:
+        if allowed:
+            notes.append(note)
+        else:
+            refusals.append(f"{note}, or pass {flag} ({flag[2:].replace('-', '_')}=True)")
+
+    if (line := _first_bad_line(train.source)) is not None:
+        found(
+            f"{_name(train)} is not UTF-8 (line {line} has other bytes, read as U+FFFD, so the run would "
+            "train on damaged text). Re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+            allow_replacement_chars,
+            "--allow-replacement-chars",
+        )
     if train.dropped_labels:
-        notes.append(_unknown_labels(train.dropped_labels, task.label_names))
+        note, near = _unknown_labels(train.dropped_labels, task.label_names)
+        if near:
+            found(
+                note + ". Fix the labels or declare the classes as the file spells them",
+                allow_label_mismatch,
+                "--allow-label-mismatch",
+            )
+        else:
+            notes.append(note)
     if kept == 0:
         why = (
             f"all {rows:,} rows of {_name(train)} were dropped by the domain rule"
             if rows
             else f"{_name(train)} holds no data row (a header only?)"
         )
-        (notes if allow_empty_train else refusals).append(
+        found(
             f"no training row is left: {why}, so the run would spend its ε and train nothing. Fix the file or "
-            "the declared classes"
-            + (
-                ""
-                if allow_empty_train
-                else ", or pass --allow-empty-train "
-                "(allow_empty_train=True) where the start must not depend on the data"
-            )
+            "the declared classes",
+            allow_empty_train,
+            "--allow-empty-train",
         )
     else:
         counts = train.class_counts()
         missing = [name for name, count in counts.items() if count == 0]
         if missing:
-            (notes if allow_missing_classes else refusals).append(
-                f"classes with no training row: {missing} of the declared {list(task.label_names)}: the head gets a "
-                f"class nothing trains. Declare the classes (--labels or --label-words; by default a private run "
-                f"takes the test file's labels)"
-                + (
-                    ""
-                    if allow_missing_classes
-                    else ", or pass --allow-missing-classes (allow_missing_classes=True)"
-                )
+            found(
+                f"classes with no training row: {missing} of the declared {list(task.label_names)}: the head gets "
+                "a class nothing trains. Declare the classes (--labels or --label-words)",
+                allow_missing_classes,
+                "--allow-missing-classes",
             )
     if rows and (note := n_note(n, rows)) is not None:  # (no rows: said above)
-        notes.append(note)
+        if n_declared:
+            found(note, allow_n_mismatch, "--allow-n-mismatch")
+        else:
+            notes.append(note)
     if delta is not None and (note := delta_note(delta, n)) is not None:
         notes.append(note)
     for note in notes:
-        tell_owner(note, stacklevel=3)
+        tell_owner(note)
     if refusals:
         raise ValueError(
             "refused before any release (owner check: this message reads the training data; keep it "
@@ -99,9 +128,29 @@ def check_training_data(
     return notes
 
 
-def _unknown_labels(counts: Mapping[str, int], classes) -> str:
-    """Labels outside the declared classes, with their rows and a case-insensitive near match where one exists."""
+def tell_owner(note: str) -> None:
+    """``note`` on the owner's terminal (standard error): one plain line, no source line of dpnc."""
+    print(PREFIX + note, file=sys.stderr, flush=True)
+
+
+def _first_bad_line(source: str) -> int | None:
+    """The first line of the file ``source`` holding bytes that are not UTF-8 (None: all UTF-8, or no file)."""
+    path = Path(source)
+    if not path.is_file():
+        return None
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return number
+    return None
+
+
+def _unknown_labels(counts: Mapping[str, int], classes) -> tuple[str, bool]:
+    """Labels outside the declared classes, with their rows and a case-insensitive near match where one exists;
+    and whether any label has one."""
     folded = {name.casefold(): name for name in classes}
+    near_any = any(label.casefold() in folded for label in counts)
     shown = []
     for label, count in sorted(counts.items(), key=lambda kv: -kv[1])[:_SHOWN]:
         near = folded.get(label.casefold())
@@ -110,7 +159,8 @@ def _unknown_labels(counts: Mapping[str, int], classes) -> str:
     total = sum(counts.values())
     return (
         f"{_rows(total)} of the training file {'has a label' if total == 1 else 'have labels'} outside the "
-        f"declared classes {list(classes)}, dropped by the domain rule: {', '.join(shown)}{more}"
+        f"declared classes {list(classes)}, dropped by the domain rule: {', '.join(shown)}{more}",
+        near_any,
     )
 
 

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -99,7 +98,7 @@ from dpnc.lm.files import load_user_data
 from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles
 from dpnc.lm.lmbff import load_task
-from dpnc.lm.owner_checks import check_training_data
+from dpnc.lm.owner_checks import check_training_data, tell_owner
 from dpnc.lm.report import plot_training
 from dpnc.lm.resume import ResumeMixin
 from dpnc.lm.staging import Staging
@@ -186,19 +185,23 @@ class Trainer(EvaluationMixin, ResumeMixin):
             )
         self.files = RunFiles(c, writer=self.group is None or self.group.is_source)
         self.train_set, self.test_set = self._data(train, test)
+        self.owner_notes: list[
+            str
+        ] = []  # the owner's checks' notes: the terminal and the private statistics only
         self.n = self._public_n()
-        # The owner's checks (they read the data: the terminal and the private statistics only), before any release.
-        self.owner_notes = (
-            []
-            if c.method == "zero-shot"
-            else check_training_data(
+        # The owner's checks (they read the data), before any release.
+        if c.method != "zero-shot":
+            self.owner_notes += check_training_data(
                 self.train_set,
                 n=self.n,
                 delta=c.delta if c.private else None,
+                n_declared=c.train_file is not None,
                 allow_empty_train=c.allow_empty_train,
                 allow_missing_classes=c.allow_missing_classes,
+                allow_label_mismatch=c.allow_label_mismatch,
+                allow_n_mismatch=c.allow_n_mismatch,
+                allow_replacement_chars=c.allow_replacement_chars,
             )
-        )
         # --self-audit M: the canaries drawn in join the data after the owner's checks; the public n grows by M
         self.canaries = for_run(
             c,
@@ -335,6 +338,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
                 labels=c.labels,
                 template=c.template,
                 declared=c.private,
+                test_public=c.test_public,
             )
         if c.data_dir is None:
             raise ValueError(
@@ -370,12 +374,12 @@ class Trainer(EvaluationMixin, ResumeMixin):
         # empty slot, and records beyond n are never drawn (the sampler's rows stop at n; the owner is told).
         c, rows = self.config, len(self.train_set) + self.train_set.dropped
         if c.n is not None and c.relation == "replace-one" and len(self.train_set) > c.n:
-            warnings.warn(
+            note = (
                 f"the training file holds more examples than the declared n = {c.n}: under replace-one "
-                f"only the first {c.n} are drawn (this message reads the data: keep it out of published "
-                "files)",
-                stacklevel=2,
+                f"only the first {c.n} are drawn"
             )
+            tell_owner(note)
+            self.owner_notes.append(note)
         return c.n if c.n is not None else rows
 
     def _check_sampler(self, sampler):
@@ -505,7 +509,9 @@ class Trainer(EvaluationMixin, ResumeMixin):
             print(
                 f"estimated time: {_duration(self.estimate_seconds(todo))} for {todo} steps on {self.device} (timed "
                 "on public test examples; the bar shows steps and ε only, no rate: a step's time depends on its "
-                "secret batch)",
+                "secret batch)"
+                if len(self.eval_part)
+                else f"{todo} steps on {self.device} (no time estimate: no test examples to time it on)",
                 flush=True,
             )
         # Steps done and ε (the postfix), no timing: dpnc.progress.
@@ -527,6 +533,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
                 records.append(record)
                 evaluating = (
                     bool(c.eval_every)
+                    and c.evaluated
                     and self.step % c.eval_every == 0
                     and self.step < self.total_steps
                 )
@@ -636,7 +643,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         """Train, evaluate on the test split, write ``summary.json`` and the model to ``out``; return the summary."""
         c = self.config
         start = time.perf_counter()
-        if self.step == 0:
+        if self.step == 0 and c.evaluated:
             self.files.metric(
                 {
                     "event": "eval",
@@ -648,16 +655,17 @@ class Trainer(EvaluationMixin, ResumeMixin):
             )
         self.train()
         result = self.evaluate()
-        self.files.metric(
-            {
-                "event": "eval",
-                "step": self.step,
-                "accuracy": result.accuracy,
-                "loss": result.loss,
-                "epsilon": self.epsilon(),
-                "final": True,
-            }
-        )
+        if c.evaluated:  # (a train-only run: its last step's row holds the ε spent)
+            self.files.metric(
+                {
+                    "event": "eval",
+                    "step": self.step,
+                    "accuracy": result.accuracy,
+                    "loss": result.loss,
+                    "epsilon": self.epsilon(),
+                    "final": True,
+                }
+            )
         summary = self._on_rank_0(lambda: self.summary(result))  # rank 0's ledger
         self.files.private_stat(self.private_run_stats(time.perf_counter() - start))
         if c.out and self.files.writer:
@@ -676,6 +684,9 @@ class Trainer(EvaluationMixin, ResumeMixin):
                 self.save_model(out / "model")
         if self.files.tensorboard is not None:
             self.files.tensorboard.close()
+        if self.files.writer:  # said before the first step; said again where the owner looks last
+            for note in self.owner_notes:
+                tell_owner(note)
         return summary
 
 
