@@ -30,10 +30,15 @@ def predict(
         "per line).",
     ),
     text_column: str = typer.Option(
-        "text", "--text-column", help="Column (or JSON key) of the text."
+        None,
+        "--text-column",
+        help="Column (or JSON key) of the text (default: the run's own, from its summary.json; "
+        'else "text").',
     ),
     text_pair_column: str = typer.Option(
-        None, "--text-pair-column", help="Column of the second text, for a sentence-pair model."
+        None,
+        "--text-pair-column",
+        help="Column of the second text, for a sentence-pair model (default: the run's own).",
     ),
     out: Path = typer.Option(
         None,
@@ -58,7 +63,8 @@ def predict(
     out: {"text": ..., "label": ..., "probabilities": {label: p, ...}}. The model is read offline by
     dpnc.lm.load_classifier (a head-only run loads the base model it refers to: an installed model package by
     its name, or the folder --base-model gives; a LoRA run its peft adapters on that base).
-    Example: dpnc predict --model runs/sst2 --file reviews.csv --text-column review --out predictions.csv
+    The text column(s) default to those the run trained on (its summary.json, beside model/), the classes are the
+    model's own. Example: dpnc predict --model runs/tickets --file new_tickets.csv --out predictions.csv
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from dpnc.lm.classifiers import load_classifier
@@ -72,6 +78,9 @@ def predict(
         raise ValueError(f"file must end in .csv, .tsv, .jsonl or .json; got {file.name!r}")
     if out is not None and out.suffix.lower() not in (".csv", ".jsonl"):
         raise ValueError(f"out must end in .csv or .jsonl; got {out.name!r}")
+    if text_column is None:
+        text_column, run_pair = _run_columns(model)
+        text_pair_column = text_pair_column if text_pair_column is not None else run_pair
     rows, columns, width = read_rows(file, fmt, None, True)
     texts = []
     for line, row in rows:
@@ -126,3 +135,15 @@ def predict(
             out.write_text(buffer.getvalue())
     if out is not None:
         typer.echo(f"wrote {len(texts)} predictions ({', '.join(names)}) to {out}", err=True)
+
+
+def _run_columns(model: Path) -> tuple[str, str | None]:
+    """The text column (and pair column) of the run whose model this is: its summary.json's, in the run folder or
+    beside model/; ``("text", None)`` where there is none (or it names columns by position)."""
+    for summary in (model / "summary.json", model.parent / "summary.json"):
+        if summary.is_file():
+            data = json.loads(summary.read_text()).get("data") or {}
+            text, pair = data.get("text_column"), data.get("text_pair_column")
+            if isinstance(text, str):
+                return text, pair if isinstance(pair, str) else None
+    return "text", None
