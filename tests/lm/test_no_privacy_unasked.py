@@ -80,6 +80,10 @@ def test_a_train_only_run_trains_says_what_it_wrote_and_evaluates_nothing(tmp_pa
     assert any(
         line.startswith("trained 118 steps, not evaluated (no --test-file)") for line in lines
     )
+    assert (
+        lines[-1]
+        == f"wrote {out}/: summary.json, metrics.jsonl, training.png, model/, journal.jsonl"
+    )
     for name in ("summary.json", "metrics.jsonl", "training.png", "model", "journal.jsonl"):
         assert (out / name).exists(), name
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -594,7 +594,17 @@ def finetune(
         typer.echo(f"test split: {summary.public_inputs['test_split']}")
     if summary.self_audit is not None:
         typer.echo(str(SelfAuditResult(**summary.self_audit)))
-    typer.echo(f"wrote {out / 'summary.json'} and {out / 'training.png'}")
+    typer.echo(_written(out, config))
+
+
+def _written(out: Path, config) -> str:
+    """The run's last line: every file it wrote into ``out``."""
+    names = ["summary.json", "metrics.jsonl", "training.png"]
+    if config.method != "zero-shot":
+        names.append("model/")
+    if config.run_dir == out:  # (else the journal is in --checkpoint-dir)
+        names.append("journal.jsonl")
+    return f"wrote {out}/: {', '.join(names)}"
 
 
 def _header(config, lr_given: bool) -> str:
