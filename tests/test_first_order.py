@@ -390,3 +390,31 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_frozen_layer():
     for _ in loader:
         opt.step(lambda xb, yb: (model(xb) - yb) ** 2)
     assert opt.per_example == "loop" and accountant.releases == 2
+
+
+@pytest.mark.parametrize("per_example", ["layers", "vmap"])
+def test_a_loss_that_couples_the_examples_is_refused_at_the_first_step_before_any_release(
+    per_example,
+):
+    """An in-batch contrastive loss: each example's loss alone is 0 (log 1), so every route, which forms each
+    example's gradient from that example alone, would train on noise. Refused at the first step, charged."""
+    model = make_model()
+    opt, loader, acct = private(model, per_example=per_example, testing_seed=2)
+
+    def contrastive(
+        xb, yb
+    ):  # BROKEN ON PURPOSE: example i's loss reads every other example's score
+        scores = model(xb).squeeze(-1)
+        return torch.logsumexp(scores.unsqueeze(0) - scores.unsqueeze(1), dim=1)
+
+    before = [p.detach().clone() for p in model.parameters()]
+    for xb, _ in loader:
+        if len(xb) >= 2:
+            break
+        opt.step(loss_fn(model))  # batches of one or none: nothing to compare
+    released = acct.releases
+    with pytest.raises(ValueError, match="loss_fn couples the examples of a batch"):
+        opt.step(contrastive)
+    assert acct.releases == released + 1  # charged: the loss saw the batch, nothing published
+    if released == 0:
+        assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))

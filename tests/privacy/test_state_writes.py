@@ -147,8 +147,9 @@ def test_a_parameter_initialised_from_the_batch_through_data_is_caught_and_poiso
     opt, loader, accountant = private(model, optimizer)
     batches = iter(loader)
     next(batches)
-    with pytest.raises(ModelStateChanged, match=r"(?s)model \(loc\).*do not save or publish"):
+    with pytest.raises(ModelStateChanged, match=r"(?s)model \(loc\).*set to NaN"):
         opt.step(squared(model))
+    assert model.loc.isnan().all()  # read directly, it tells nothing of the batch
     next(batches)
     with pytest.raises(RunPoisoned, match="poisoned"):
         opt.step(squared(model))

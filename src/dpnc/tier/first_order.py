@@ -197,6 +197,36 @@ def route_clipped_sum(
             ) from None
 
 
+def refuse_coupled_loss(
+    model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple
+) -> None:
+    """ValueError where ``loss_fn`` couples the examples: the loss of an example in the batch differs from its loss
+    alone (an in-batch contrastive loss, a loss centred over the batch). Every route forms an example's gradient
+    from that example alone (the sensitivity bound needs it), so such a loss would silently train on almost
+    nothing. Two examples are compared, the model in eval mode for the comparison (no dropout draws)."""
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        with torch.no_grad():
+            together = loss_fn(*inputs)
+            alone = [one_example(loss_fn)(*map_leaves(lambda t, i=i: t[i], inputs)) for i in (0, 1)]
+    except Exception:
+        return  # inputs that cannot be taken one example at a time here: the route itself checks them
+    finally:
+        for m, training in modes.items():
+            m.training = training
+    if not isinstance(together, torch.Tensor) or together.ndim != 1 or len(together) < 2:
+        return  # not one loss per example: refused by the shape check
+    if not torch.allclose(together[:2], torch.stack(alone), rtol=1e-4, atol=1e-6, equal_nan=True):
+        raise ValueError(
+            "loss_fn couples the examples of a batch: an example's loss in the batch differs from its "
+            "loss alone (an in-batch contrastive loss, or one centred over the batch). dpnc forms each "
+            "example's gradient from that example alone, so this loss would train on almost nothing; "
+            "compute each example's loss from its own inputs (for a contrastive loss, put the pairs or "
+            "negatives into one dataset row). This batch is charged, nothing was released"
+        )
+
+
 class VmapUnsupported(ValueError):
     """torch.func.vmap could not form this model's per-example gradients (a layer without a batching rule)."""
 
@@ -302,6 +332,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
         self._fallback = "vmap" if per_example == "auto" else None
         self.steps = 0
+        self._coupling_checked = False  # at the first batch of two or more examples
         self.guard = StateGuard(model, ready=lambda module: validate_model(module, dropout=False))
         batches.charge = self._charge
         self.guard.attach(batches)
@@ -373,6 +404,9 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                     # One noisy release per drawn batch all the same: the examples whose loss raises count 0
                     failure = error
                     summed = self._tolerant_sum(seen, inputs)
+                if failure is None and rows >= 2 and not self._coupling_checked:
+                    self._coupling_checked = True
+                    refuse_coupled_loss(self.model, seen, inputs)
             noisy = release_sum(
                 summed.total,
                 self.clip,

@@ -24,6 +24,7 @@ when a row is large (``max_norm``) would itself tell something of the batch.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -327,6 +328,11 @@ class StateGuard:
             mark = marks.get(label)
             if mark is not None and mark[2].buffer:
                 _restore(mark, now.get(label))
+            elif label in now and not now[label].buffer and now[label].tensor.is_floating_point():
+                # no copy of a parameter is kept to put it back, and its values would publish the batch
+                # to any reader (named_parameters, parameters_to_vector): they become NaN
+                with torch.no_grad():
+                    now[label].tensor.fill_(math.nan)
         owners: dict[str, list[str]] = {}
         for label in sorted(changed):
             entry = now.get(label) or marks[label][2]
@@ -347,7 +353,8 @@ class StateGuard:
                 "optimizer: its state is held to the same rule)"
             )
         after = (
-            "Its parameters were written with the batch in hand: do not save or publish this model; rebuild it"
+            "Its parameters were written with the batch in hand: they are set to NaN (nothing can put them "
+            "back); rebuild the model"
             if written
             else "Its buffers were put back as they were before the batch."
         )
