@@ -4,15 +4,19 @@
 # `make docs` builds the documentation site into site/ (mkdocs build --strict; tests/test_docs_build.py does it in CI).
 # torch==2.13.0 is installed first, on its own, CPU only: from PyPI where PyPI's wheel is the CPU build (macOS,
 # Windows, Linux on aarch64), else (Linux x86_64, where PyPI's wheel is the CUDA build, several GB) from PyTorch's
-# CPU wheel index. Override: `make setup TORCH_INDEX=https://download.pytorch.org/whl/cu126` (a CUDA build), or
+# CPU wheel index where the machine reaches it (PyPI's otherwise). Override: `make setup TORCH_INDEX=https://download.pytorch.org/whl/cu126` (a CUDA build), or
 # `make setup TORCH_INDEX=` (PyPI's).
 # `make demo` installs the base package only (.venv/.base); `make setup` (test, docs, lint, bench) every extra.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check --quiet
+CPU_INDEX := https://download.pytorch.org/whl/cpu
+# where the machine reaches it (a mirror of PyPI alone serves the CI machines: PyPI's wheel there)
+CPU_INDEX_REACHED = $(shell $(PYTHON) -c "import urllib.request as u; u.urlopen('$(CPU_INDEX)/', timeout=10)" \
+	2>/dev/null && echo yes)
 ifeq ($(shell uname -s)-$(shell uname -m),Linux-x86_64)
-TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(if $(CPU_INDEX_REACHED),$(CPU_INDEX))
 else
 TORCH_INDEX ?=
 endif

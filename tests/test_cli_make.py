@@ -1,6 +1,7 @@
 """``make setup`` and ``make demo`` as a new user's machine runs them (``make -n``: printed, never run).
 
-torch comes from PyPI where PyPI's wheel is the CPU build, else from PyTorch's CPU index (``TORCH_INDEX`` overrides);
+torch comes from PyPI where PyPI's wheel is the CPU build, else from PyTorch's CPU index where the machine reaches
+it (``CPU_INDEX_REACHED``; CI's machines reach PyPI's mirror alone), else PyPI (``TORCH_INDEX`` overrides);
 ``make demo`` installs the base package only; ``make setup`` (test, docs, lint) every extra.
 """
 
@@ -44,18 +45,19 @@ def torch_line(lines: list[str]) -> str:
 
 
 @pytest.mark.parametrize(
-    "system, machine, index",
+    "system, machine, reached, index",
     [
-        ("Linux", "x86_64", CPU_INDEX),  # PyPI's wheel is the CUDA build: several GB
-        ("Linux", "aarch64", None),  # PyPI's wheels are CPU-only here
-        ("Darwin", "arm64", None),
-        ("MINGW64_NT-10.0", "x86_64", None),  # Windows (Git Bash)
+        ("Linux", "x86_64", "yes", CPU_INDEX),  # PyPI's wheel is the CUDA build: several GB
+        ("Linux", "x86_64", "", None),  # the CPU index out of reach (a mirror of PyPI alone)
+        ("Linux", "aarch64", "yes", None),  # PyPI's wheels are CPU-only here
+        ("Darwin", "arm64", "yes", None),
+        ("MINGW64_NT-10.0", "x86_64", "yes", None),  # Windows (Git Bash)
     ],
 )
 def test_torch_comes_from_pypi_where_it_is_cpu_only_else_from_the_cpu_index(
-    tmp_path, system, machine, index
+    tmp_path, system, machine, reached, index
 ):
-    line = torch_line(dry_run(tmp_path, "setup", system, machine))
+    line = torch_line(dry_run(tmp_path, "setup", system, machine, f"CPU_INDEX_REACHED={reached}"))
     assert (f"--index-url {index}" in line) if index else ("--index-url" not in line)
 
 
