@@ -76,6 +76,7 @@ NEIGHBOURS = {  # name: (the training rows, the rows the trainer keeps after the
     ),
     "one row with a new label": (BASE + [("the plot is neither good nor bad .", "neutral")], N),
     "one row 20x longer": ([(" ".join([BASE[0][0]] * 20), BASE[0][1])] + BASE[1:], N),
+    "an outlier row": ([("zzqx " * 40 + "!!! ☠ 𝕏 ０１２", "positive")] + BASE[1:], N),
 }
 
 
