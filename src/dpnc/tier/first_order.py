@@ -4,7 +4,8 @@ One step (Abadi et al. 2016, Algorithm 1, with the fixed denominator of a Poisso
 
 1. per-example gradients g_i = ∇_θ ℓ_i(θ) of the batch the loader just yielded, by ``torch.func``
    (``vmap(grad_and_value)`` over ``functional_call``, ``microbatch`` examples at a time; or one example at a
-   time with ``per_example="loop"``), over all trainable parameters the optimizer holds;
+   time by plain autograd with ``per_example="loop"``, which takes what torch.func cannot, e.g. packed
+   sequences), over all trainable parameters the optimizer holds;
 2. each g_i with a non-finite entry set to 0 (counted), then clipped to ‖g_i‖ ≤ C over all parameters;
 3. the clipped sum released by :func:`dpnc.privacy.release.release_sum`: divided by the fixed B, plus secret noise
    of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B under add/remove);
@@ -19,7 +20,8 @@ batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time, and f
 user never calls ``backward``. The same call works for the zeroth-order optimizers of :func:`dpnc.make_private`.
 
 Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a model that is
-not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a ``loss_fn`` that takes no arguments,
+not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a layer no route can differentiate
+(:func:`refuse_no_route`, when the optimizer is made), a ``loss_fn`` that takes no arguments,
 explicit ``inputs`` that are not the very objects the loader yielded (another batch, a copy, a stale batch), a
 second step on one batch, a step beyond ``steps``. After it is touched, a model whose state changed
 (:class:`dpnc.tier.model_state.StateGuard`, which poisons the run) or a batch written since the loader yielded it is
@@ -106,51 +108,72 @@ def clipped_gradient_sum(
     """Σ_i clip_C(∇_θ ℓ_i) over the batch ``inputs``, θ = ``params`` (names of ``model.named_parameters``).
 
     ``loss_fn(*inputs)`` returns the per-example losses of a batch, shape (b,); it is evaluated one example at a
-    time (inputs sliced to a leading dimension of 1) with ``params`` swapped into ``model`` by
-    ``torch.func.functional_call``, under ``vmap(grad_and_value)`` (``microbatch`` examples at a time; memory
-    microbatch × #parameters) or ``grad_and_value`` alone (``per_example="loop"``). A gradient with a non-finite
-    entry counts as 0 (before clipping) and is counted. The caller divides by its fixed B (:func:`release_sum`).
+    time (inputs sliced to a leading dimension of 1). ``per_example="vmap"``: ``params`` swapped into ``model`` by
+    ``torch.func.functional_call`` under ``vmap(grad_and_value)``, ``microbatch`` examples at a time (memory
+    microbatch × #parameters). ``"loop"``: plain autograd, one example's forward and ``torch.autograd.grad`` at a
+    time, which runs whatever torch can differentiate (packed sequences into an RNN, which ``torch.func`` cannot
+    take: their tensors have no storage beneath its transforms). A gradient with a non-finite entry counts as 0
+    (before clipping) and is counted. The caller divides by its fixed B (:func:`release_sum`).
     """
-    from torch.func import functional_call, grad_and_value, vmap
-
     if per_example not in ("vmap", "loop"):
         raise ValueError(f"per_example must be 'vmap' or 'loop'; got {per_example!r}")
-    b = batch_rows(inputs)
-    names = list(params)
-    swapped = {f"model.{n}": p.detach() for n, p in params.items()}
-    fixed = {f"model.{n}": p.detach() for n, p in model.named_parameters() if n not in params}
-
-    one = _Bound(model, one_example(loss_fn))
-
-    def loss_one(p, *example):
-        return functional_call(one, (p, fixed), example)
-
-    chunk = microbatch if per_example == "vmap" else 1
-    per_chunk = vmap(
-        grad_and_value(loss_one), in_dims=(None, *([0] * len(inputs))), randomness="different"
-    )
     d = sum(p.numel() for p in params.values())
     first = next(iter(params.values()))
     total = torch.zeros(d, dtype=first.dtype, device=first.device)
+    chunks = (_vmapped if per_example == "vmap" else _looped)(
+        model, loss_fn, inputs, params, microbatch
+    )
     losses, clipped, nonfinite = [], 0, 0
-    for start in range(0, b, chunk):
-        part = map_leaves(lambda t, start=start: t[start : start + chunk], inputs)
-        if per_example == "vmap":
-            grads, values = per_chunk(swapped, *part)
-        else:
-            grads, values = grad_and_value(loss_one)(swapped, *map_leaves(lambda t: t[0], part))
-            grads, values = {n: g.unsqueeze(0) for n, g in grads.items()}, values.unsqueeze(0)
-        m = int(values.shape[0])
-        flat = torch.cat([grads[f"model.{n}"].reshape(m, -1).to(total.dtype) for n in names], 1)
-        del grads
+    for flat, values in chunks:
         summed = clipped_sum(
-            flat, C, vector=True
+            flat.to(total.dtype), C, vector=True
         )  # non-finite rows set to 0, each clipped to C, summed
         del flat
         total += summed.total
         clipped, nonfinite = clipped + int(summed.clipped), nonfinite + int(summed.nonfinite)
         losses.append(values.detach().reshape(-1))
     return ClippedSum(total, torch.cat(losses) if losses else torch.zeros(0), clipped, nonfinite)
+
+
+def _vmapped(model, loss_fn, inputs, params, microbatch):
+    """(per-example gradients (m, d), losses (m,)) by ``vmap(grad_and_value)``, ``microbatch`` at a time."""
+    from torch.func import functional_call, grad_and_value, vmap
+
+    names = list(params)
+    swapped = {f"model.{n}": p.detach() for n, p in params.items()}
+    fixed = {f"model.{n}": p.detach() for n, p in model.named_parameters() if n not in params}
+    one = _Bound(model, one_example(loss_fn))
+
+    def loss_one(p, *example):
+        return functional_call(one, (p, fixed), example)
+
+    per_chunk = vmap(
+        grad_and_value(loss_one), in_dims=(None, *([0] * len(inputs))), randomness="different"
+    )
+    for start in range(0, batch_rows(inputs), microbatch):
+        grads, values = per_chunk(
+            swapped, *map_leaves(lambda t, start=start: t[start : start + microbatch], inputs)
+        )
+        m = int(values.shape[0])
+        yield torch.cat([grads[f"model.{n}"].reshape(m, -1) for n in names], 1), values
+
+
+def _looped(model, loss_fn, inputs, params, microbatch):
+    """(one example's gradient (1, d), its loss (1,)), example by example, by plain autograd: the model's own
+    forward on that example alone, so its gradient is a function of it alone (the sensitivity is C)."""
+    one, tensors = one_example(loss_fn), list(params.values())
+    for i in range(batch_rows(inputs)):
+        loss = one(*map_leaves(lambda t, i=i: t[i], inputs))
+        grads = (
+            torch.autograd.grad(loss, tensors, allow_unused=True)
+            if loss.requires_grad
+            else [None] * len(tensors)  # no trained parameter reached: a zero gradient
+        )
+        parts = [
+            torch.zeros_like(p) if g is None else (g.to_dense() if g.layout != torch.strided else g)
+            for p, g in zip(tensors, grads)
+        ]  # a sparse embedding's gradient is dense here: flattened with the others
+        yield torch.cat([g.reshape(1, -1) for g in parts], 1), loss.detach().reshape(1)
 
 
 def route_clipped_sum(
@@ -172,6 +195,7 @@ def route_clipped_sum(
     """
     if per_example not in PER_EXAMPLE:
         raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
+    refuse_no_route(model, params)
     with torch.enable_grad(), mappable(model):  # a stock Hugging Face model maps over the examples
         if per_example in ("auto", "layers"):
             fields = per_layer.layer_clipped_sum(model, loss_fn, inputs, params, C)
@@ -195,6 +219,33 @@ def route_clipped_sum(
                 "no batching rule under torch.func.vmap. Use per_example='loop' (or 'auto', which "
                 "then takes it)"
             ) from None
+
+
+def refuse_no_route(model: nn.Module, params: dict[str, torch.Tensor]) -> None:
+    """ValueError naming each layer whose trained parameters no route can differentiate per example: a lazy layer
+    not yet initialised (no shape, so no gradient to form) or parameters on the meta device (no values). Checked
+    when the optimizer is made and before a route runs the loss, so the refusal costs no privacy; whatever else
+    torch can differentiate, the loop takes."""
+    found: dict[str, list[str]] = {}  # one line per layer, its parameters named
+    for name, p in params.items():
+        owner = name.rpartition(".")[0]
+        layer = f"{owner or 'model'} ({type(model.get_submodule(owner)).__name__})"
+        if isinstance(p, nn.parameter.UninitializedParameter):
+            why = (
+                "not initialised yet (a lazy layer); run one forward on public inputs of the "
+                "right shape before making the optimizer private"
+            )
+        elif p.is_meta:
+            why = "on the meta device (no values); load the weights"
+        else:
+            continue
+        found.setdefault(f"{layer}, {{}}: {why}", []).append(name)
+    problems = [line.format(", ".join(names)) for line, names in found.items()]
+    if problems:
+        raise ValueError(
+            "no per-example route can take this model (nothing was drawn or charged):\n  "
+            + "\n  ".join(problems)
+        )
 
 
 def refuse_coupled_loss(
@@ -312,6 +363,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         )
         self.optimizer, self.model = optimizer, model
         self.params = {names[id(p)]: p for p in trainable}
+        refuse_no_route(model, self.params)
         self.clip, self.noise_multiplier = float(clip), float(noise_multiplier)
         self.batches, self.accountant = batches, accountant
         self.noise = noise if noise is not None else NoiseSource()
