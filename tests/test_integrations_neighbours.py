@@ -6,7 +6,8 @@ follows from them (the parameters, hence the saved weights and the optimizer's m
 ``output_dir`` (checkpoints with their ``trainer_state.json``, the final model, the metrics files that
 transformers' example scripts write with ``save_metrics``), every INFO line of the transformers logger, every
 callback event and ``train()``'s return value. The neighbours: a long padded row, a row that changes the
-dataset's length (n is declared), an outlier, and a row whose loss raises.
+dataset's length (n is declared), an outlier, and a row whose loss raises. With a self-audit, the canaries
+join both sets alike; its result (``self_audit.json``) is a function of released values and may differ.
 """
 
 from __future__ import annotations
@@ -19,14 +20,54 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
+from torch import nn  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
-from dpnc.integrations.transformers import DPTrainer  # noqa: E402
+from dpnc.integrations.transformers import DPTrainer, per_example_cross_entropy  # noqa: E402
+from dpnc.self_audit import SelfAudit  # noqa: E402
 from tests.test_integrations_transformers import arguments, tiny_bert  # noqa: E402
 
-N, SHORT, LONG, STEPS, DELTA = 24, 3, 8, 4, 1e-5
-# What may differ: the released values' consequences (the weights, and Adam's moments of released gradients).
-RELEASED_FILES = ("model.safetensors", "optimizer.pt")
+N, SHORT, LONG, STEPS, DELTA, M, BIG = 24, 3, 8, 4, 1e-5, 4, 1e3
+# What may differ: the released values' consequences (the weights, Adam's moments of released gradients, the
+# self-audit's scores of the released values).
+RELEASED_FILES = ("model.safetensors", "optimizer.pt", "self_audit.json")
+
+
+class Canaried(nn.Module):
+    """The tiny BERT and a canary score w·x: a canary row (pad tokens, x = ±e_k) has the loss ±BIG·w_k plus
+    terms free of w (what the self-audit needs); the real rows have x = 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bert = tiny_bert()
+        self.w = nn.Linear(M, 1, bias=False)
+        nn.init.zeros_(self.w.weight)
+
+    def forward(self, input_ids, attention_mask, x, labels=None):
+        logits = self.bert(input_ids=input_ids, attention_mask=attention_mask).logits
+        out = {"logits": logits, "score": self.w(x).squeeze(-1)}
+        if labels is not None:  # the Trainer's evaluation reads a mean loss
+            out["loss"] = nn.functional.cross_entropy(logits, labels)
+        return out
+
+
+def canaried_loss(outputs, labels):
+    return per_example_cross_entropy(outputs["logits"], labels) + BIG * outputs["score"]
+
+
+def audit() -> SelfAudit:
+    offset = sum(p.numel() for p in Canaried().bert.parameters())  # w's place in parameters()
+    return SelfAudit(
+        M,
+        row=lambda k, sign: {
+            "input_ids": [0] * SHORT,
+            "label": 0,
+            "x": sign
+            * nn.functional.one_hot(torch.tensor(k - offset), M).float(),  # k: w's flat index
+        },
+        coordinates=range(offset, offset + M),
+        testing_seed=4,
+    )
 
 
 def rows(neighbour: str | None) -> list[dict]:
@@ -58,6 +99,7 @@ def pad(examples: list[dict]) -> dict:
         "input_ids": torch.tensor(ids, dtype=torch.long).reshape(len(examples), width),
         "attention_mask": torch.tensor(mask, dtype=torch.long).reshape(len(examples), width),
         "labels": torch.tensor([e["label"] for e in examples], dtype=torch.long),
+        "x": torch.stack([e.get("x", torch.zeros(M)) for e in examples]).reshape(len(examples), M),
     }
 
 
@@ -89,10 +131,10 @@ class InfoLines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def run(root, method: str, neighbour: str | None) -> dict:
+def run(root, method: str, neighbour: str | None, audited: bool = False) -> dict:
     """Train on ``rows(neighbour)`` into ``root/run`` (the same folder for every run); every output channel."""
     out = root / "run"
-    model = tiny_bert()
+    model = Canaried() if audited else tiny_bert()
     if method != "dpzero":
         model.train()  # first order: dropout is active, drawn from the step's secret seed
     events, info = Events(), InfoLines()
@@ -123,6 +165,7 @@ def run(root, method: str, neighbour: str | None) -> dict:
             delta=DELTA,
             clip=1.0,
             testing_seed=3,
+            **({"audit": audit(), "per_example_loss": canaried_loss} if audited else {}),
         )
         output = trainer.train()
         trainer.save_model()
@@ -162,18 +205,27 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("neighbours")
 
 
+SETUPS = {
+    "dpzero": ("dpzero", False),
+    "dp-adamw": ("dp-adamw", False),
+    "audited": ("dp-adamw", True),
+}
+
+
 @pytest.fixture(scope="module")
 def base(root):
-    return {method: run(root, method, None) for method in ("dpzero", "dp-adamw")}
+    return {name: run(root, *setup[:1], None, setup[1]) for name, setup in SETUPS.items()}
 
 
 @pytest.mark.parametrize("neighbour", ["long", "added", "outlier", "raises"])
-@pytest.mark.parametrize("method", ["dpzero", "dp-adamw"])
+@pytest.mark.parametrize("setup", list(SETUPS))
 def test_neighbouring_training_sets_give_equal_outputs_but_the_released_values(
-    root, base, method, neighbour
+    root, base, setup, neighbour
 ):
-    other = run(root, method, neighbour)
-    assert differences(base[method], other) == []
+    method, audited = SETUPS[setup]
+    other = run(root, method, neighbour, audited)
+    assert differences(base[setup], other) == []
+    assert ("self_audit.json" in other["files"]) == audited
     assert "rng_state.pth" not in " ".join(other["files"])
     assert any(f.endswith("model.safetensors") for f in other["files"])
     assert math.isnan(
