@@ -1,0 +1,72 @@
+"""Each layer kind of the per-layer route (dpnc.tier.layer_kinds.KINDS), in the configurations people train, takes
+the fast route and equals a float64 loop over the examples (each example's gradient by autograd on it alone,
+clipped, summed) to rounding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from dpnc.tier.first_order import route_clipped_sum
+from dpnc.tier.per_layer import supported
+
+F64 = torch.float64
+
+
+class Head(nn.Module):
+    """``layer`` then a fixed-size read-out: whatever shape the layer returns, two scores per example."""
+
+    def __init__(self, layer: nn.Module, width: int):
+        super().__init__()
+        self.layer, self.out = layer, nn.Linear(width, 2)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.layer(x)).flatten(1))
+
+
+def case(layer, shape, n=7, seed=0):
+    torch.manual_seed(seed)
+    x = torch.randn(n, *shape, dtype=F64)
+    width = layer.to(F64)(x[:1]).numel()
+    model = Head(layer, width).to(F64)
+    for p in model.parameters():  # non-trivial γ, β and biases
+        p.data.add_(0.1 * torch.randn_like(p))
+    return model, x, torch.randint(0, 2, (n,))
+
+
+def loop_reference(model, x, y, C):
+    """Σ_i clip_C(∇ℓ_i), ℓ_i by autograd on example i alone, float64."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    total = torch.zeros(sum(p.numel() for p in params), dtype=F64)
+    for i in range(len(x)):
+        loss = nn.functional.cross_entropy(model(x[i : i + 1]), y[i : i + 1])
+        g = torch.cat([t.reshape(-1) for t in torch.autograd.grad(loss, params)])
+        total += g.detach() * min(1.0, C / float(g.norm()))
+    return total
+
+
+def fast_route_error(model, x, y, C=0.5):
+    """(the route taken, the relative error of its clipped sum against the loop)."""
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert supported(model, params) is not None
+
+    def loss_fn(xb, yb):
+        return nn.functional.cross_entropy(model(xb), yb, reduction="none")
+
+    summed, route = route_clipped_sum(model, loss_fn, (x, y), params, C)
+    want = loop_reference(model, x, y, C)
+    return route, float((summed.total - want).norm() / want.norm())
+
+
+ZOO = {
+    "rmsnorm": (lambda: nn.RMSNorm(6), (3, 6)),
+    "rmsnorm-eps-2d": (lambda: nn.RMSNorm((3, 6), eps=1e-3), (3, 6)),
+}
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_the_layer_takes_the_fast_route_and_equals_the_loop(name):
+    layer, shape = ZOO[name]
+    route, error = fast_route_error(*case(layer(), shape))
+    assert route == "layers" and error < 1e-12, (route, error)
