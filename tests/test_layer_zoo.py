@@ -42,7 +42,8 @@ def loop_reference(model, x, y, C):
     for i in range(len(x)):
         loss = nn.functional.cross_entropy(model(x[i : i + 1]), y[i : i + 1])
         g = torch.cat([t.reshape(-1) for t in torch.autograd.grad(loss, params)])
-        total += g.detach() * min(1.0, C / float(g.norm()))
+        norm = float(g.norm())
+        total += g.detach() * (min(1.0, C / norm) if norm > 0 else 0.0)
     return total
 
 
@@ -62,6 +63,33 @@ def fast_route_error(model, x, y, C=0.5):
 ZOO = {
     "rmsnorm": (lambda: nn.RMSNorm(6), (3, 6)),
     "rmsnorm-eps-2d": (lambda: nn.RMSNorm((3, 6), eps=1e-3), (3, 6)),
+    "conv1d-same-reflect": (
+        lambda: nn.Conv1d(2, 4, 4, padding="same", padding_mode="reflect"),
+        (2, 9),
+    ),
+    "conv1d-valid-dilated": (lambda: nn.Conv1d(2, 4, 3, padding="valid", dilation=2), (2, 11)),
+    "conv2d-same": (lambda: nn.Conv2d(2, 3, (3, 4), padding="same"), (2, 6, 5)),
+    "conv2d-same-dilated-circular": (
+        lambda: nn.Conv2d(2, 3, 3, padding="same", dilation=2, padding_mode="circular"),
+        (2, 6, 6),
+    ),
+    "conv2d-reflect": (lambda: nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect"), (2, 5, 5)),
+    "conv2d-replicate-stride": (
+        lambda: nn.Conv2d(2, 3, 3, padding=2, stride=2, padding_mode="replicate"),
+        (2, 7, 6),
+    ),
+    "conv2d-groups": (lambda: nn.Conv2d(4, 6, 3, padding=1, groups=2), (4, 5, 5)),
+    "conv2d-depthwise": (lambda: nn.Conv2d(3, 6, 3, groups=3, bias=False), (3, 6, 6)),
+    "conv1d-groups-same": (lambda: nn.Conv1d(4, 4, 3, padding="same", groups=4), (4, 8)),
+    "conv3d": (lambda: nn.Conv3d(2, 3, 3, padding=1), (2, 4, 5, 4)),
+    "conv3d-strided-dilated-groups": (
+        lambda: nn.Conv3d(4, 2, (2, 3, 2), stride=(1, 2, 2), dilation=(2, 1, 2), groups=2),
+        (4, 5, 6, 6),
+    ),
+    "conv3d-same-replicate": (
+        lambda: nn.Conv3d(2, 2, 3, padding="same", padding_mode="replicate"),
+        (2, 3, 4, 4),
+    ),
 }
 
 
@@ -70,3 +98,21 @@ def test_the_layer_takes_the_fast_route_and_equals_the_loop(name):
     layer, shape = ZOO[name]
     route, error = fast_route_error(*case(layer(), shape))
     assert route == "layers" and error < 1e-12, (route, error)
+
+
+def test_a_grouped_conv_whose_norms_overflow_in_float32_is_scaled_per_example():
+    """An example of 1e20 in float32 (no saturating activation, so its gradient is of that size): its squared norm
+    overflows, the rows are scaled per example, and the clipped sum still equals the float64 loop."""
+    torch.manual_seed(3)
+    conv = nn.Conv2d(4, 4, 3, padding="same", groups=2, padding_mode="reflect")
+    model = nn.Sequential(conv, nn.Flatten(), nn.Linear(4 * 5 * 5, 2))
+    x, y = torch.randn(6, 4, 5, 5), torch.randint(0, 2, (6,))
+    x[2] *= 1e20
+
+    def loss_fn(xb, yb):
+        return nn.functional.cross_entropy(model(xb), yb, reduction="none")
+
+    summed, route = route_clipped_sum(model, loss_fn, (x, y), dict(model.named_parameters()), 0.5)
+    assert route == "layers" and torch.isfinite(summed.total).all()
+    want = loop_reference(model.double(), x.double(), y, 0.5)
+    assert float((summed.total.double() - want).norm() / want.norm()) < 1e-5

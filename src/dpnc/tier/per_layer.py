@@ -11,7 +11,8 @@ batch give every example's gradient norm and, once the clip factors are known, t
 * ``nn.Embedding``: ∇E_i = Σ_t e_{id_t} g_{i,t}ᵀ, squared norm Σ_{t,s} [id_t = id_s] g_t·g_s.
 * ``nn.LayerNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, ∇β_i = Σ_t g_{i,t} (x̂ the normalised input).
 * ``nn.RMSNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, x̂ = x / √(mean(x²) + eps).
-* ``nn.Conv2d``, ``nn.Conv1d``: ∇W_i = g_i · unfold(a_i)ᵀ, materialised per example (small kernels).
+* ``nn.Conv1d``, ``nn.Conv2d``, ``nn.Conv3d``: ∇W_i = g_i · unfold(a_i)ᵀ per group, materialised per example
+  (small kernels); the input padded as the module's forward pads it ('same', 'valid', any ``padding_mode``).
 * ``nn.GroupNorm``, ``nn.InstanceNorm*d``, ``nn.BatchNorm*d`` with running statistics (eval mode): LayerNorm's
   products per channel, x̂ the module's own normalisation.
 
