@@ -1,10 +1,10 @@
 """dpnc.integrations.transformers: the Hugging Face Trainer trains a tiny BERT privately on dpnc's contracts.
 
 A tiny ``BertForSequenceClassification`` (random weights, from a ``BertConfig``) and a map-style dataset of dict rows,
-as a tokenised ``datasets.Dataset`` hands them out (the ``datasets`` package is not installed here; the Trainer takes
-any map-style dataset of dicts). Each run asserts: the batches came from dpnc's loader (a secret Poisson sampler
-wired by make_private), the ledger holds one release per step, ε in the Trainer's logs is the ledger's, the logs hold
-only public values, and the parameters moved.
+as a tokenised ``datasets.Dataset`` hands them out (the Trainer takes any map-style dataset of dicts; a real
+``datasets.Dataset`` of SST-2 text is tests/test_integrations_datasets.py's). Each run asserts: the batches came
+from dpnc's loader (a secret Poisson sampler wired by make_private), the ledger holds one release per step, ε in
+the Trainer's logs is the ledger's, the logs hold only public values, and the parameters moved.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ How the Trainer's parts map onto dpnc's contracts:
 
 * **Batches.** :meth:`DPTrainer.get_train_dataloader` returns make_private's loader: ``max_steps`` secret Poisson
   batches of expected size ``per_device_train_batch_size`` out of the declared ``n`` (never ``len`` of the data),
-  collated by the Trainer's ``data_collator``. No sampler of the Trainer's, no ``accelerate`` re-sharding.
+  collated by the Trainer's ``data_collator``. No sampler of the Trainer's, no ``accelerate`` re-sharding. The
+  columns the model's forward does not take (a ``datasets.Dataset``'s text, ``idx``) are left out as the
+  Trainer's own loader leaves them (``remove_unused_columns``), by the dataset's column names, never its rows.
 * **The step.** :meth:`DPTrainer.training_step` calls ``optimizer.step(loss_fn, inputs)`` of dpnc's optimizer with
   the batch the loader just yielded (dpnc refuses any other) and a per-example loss over it (the model's forward,
   then :func:`per_example_cross_entropy`, or ``per_example_loss``). There is no ``loss.backward()``: a zeroth-order
@@ -23,7 +25,8 @@ How the Trainer's parts map onto dpnc's contracts:
   its learning-rate scheduler edits the ``lr`` that dpnc's step reads; its batch-level gradient clipping is turned
   off (``max_grad_norm = 0``: dpnc clips each example at ``clip``).
 * **One output boundary.** What the Trainer hands out (logs, callbacks, reporters, ``train()``'s return value,
-  ``trainer_state.json``, checkpoints) passes :meth:`DPTrainer.public`, an allow-list: ε (the ledger's; ∞ for
+  ``trainer_state.json``, checkpoints, the callbacks' ``on_predict`` after :meth:`~DPTrainer.predict`) passes
+  :meth:`DPTrainer.public`, an allow-list: ε (the ledger's; ∞ for
   MeZO), δ, learning rate, epoch and step (:data:`PUBLIC_LOGS`), and the evaluation metrics when the evaluation set
   is declared public (``eval_public=True``), never a run time. The training loss, gradient norms, private
   evaluations and run times are statistics of the data or of the batch sizes: they go to
@@ -57,7 +60,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainingArguments
-from transformers.trainer_utils import TrainOutput
+from transformers.trainer_utils import PredictionOutput, TrainOutput
 
 from dpnc.engine import make_private
 from dpnc.self_audit import SelfAudit, SelfAuditResult
@@ -209,6 +212,7 @@ class DPTrainer(Trainer):
             }
         else:
             order_options = {"direction": direction}
+        train_dataset, collate = self._model_columns(train_dataset)
         self.dp_optimizer, self._loader, self.accountant = make_private(
             self.model,
             data=train_dataset,
@@ -222,7 +226,7 @@ class DPTrainer(Trainer):
             clip=clip,
             accountant=accountant,
             smoothing=smoothing,
-            collate_fn=self.data_collator,
+            collate_fn=collate,
             testing_seed=testing_seed,
             audit=audit,
             **order_options,
@@ -243,6 +247,22 @@ class DPTrainer(Trainer):
             -1,
             math.inf,
         )  # (releases, ε) of the last answer: the ledger is asked once per new release
+
+    def _model_columns(self, train_dataset: Dataset) -> tuple[Dataset, Callable[[list], Any]]:
+        """The training set and collator with the columns the model does not take left out, as the Trainer's own
+        loader has them (``remove_unused_columns``): a text column would otherwise reach a padding collator.
+
+        A ``datasets.Dataset`` loses the columns by name (its schema: no row is read). The collator drops them
+        from each row it is handed: the rows of any other dataset, and a self-audit's canaries, which join the
+        data inside make_private.
+        """
+        # imported already wherever such a dataset was built; dpnc does not need the package
+        hf_datasets = sys.modules.get("datasets")
+        if hf_datasets is not None and isinstance(train_dataset, hf_datasets.Dataset):
+            train_dataset = self._remove_unused_columns(train_dataset, "training")
+        return train_dataset, self._get_collator_with_removed_columns(
+            self.data_collator, "training"
+        )
 
     # --- the Trainer's hooks -------------------------------------------------------------------------------------
 
@@ -346,6 +366,26 @@ class DPTrainer(Trainer):
             self.args, self.state, self.control, public
         )
         return output.metrics
+
+    def predict(
+        self,
+        test_dataset: Dataset,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "test",
+    ) -> PredictionOutput:
+        """The Trainer's prediction; the callbacks' ``on_predict`` (reporters such as W&B log it) gets the
+        metrics through :meth:`public` only, so a predicted set's loss and accuracy reach them under the
+        ``eval`` prefix with ``eval_public`` alone. Returns every metric (no run times) to the caller."""
+        output = self.evaluation_loop(
+            self.get_test_dataloader(test_dataset),
+            description="Prediction",
+            ignore_keys=ignore_keys,
+            metric_key_prefix=metric_key_prefix,
+        )
+        self.control = self.callback_handler.on_predict(
+            self.args, self.state, self.control, self.public(output.metrics)
+        )
+        return PredictionOutput(output.predictions, output.label_ids, output.metrics)
 
     def _evaluate(
         self, trial: Any, ignore_keys_for_eval: list[str] | None, *args: Any, **kwargs: Any
