@@ -4,11 +4,15 @@ clipped, summed) to rounding."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
-from dpnc.tier.first_order import route_clipped_sum
+from dpnc.tier.base import validate_model
+from dpnc.tier.first_order import refuse_no_route, route_clipped_sum
+from dpnc.tier.layer_kinds import kind
 from dpnc.tier.per_layer import supported
 
 F64 = torch.float64
@@ -116,3 +120,74 @@ def test_a_grouped_conv_whose_norms_overflow_in_float32_is_scaled_per_example():
     assert route == "layers" and torch.isfinite(summed.total).all()
     want = loop_reference(model.double(), x.double(), y, 0.5)
     assert float((summed.total.double() - want).norm() / want.norm()) < 1e-5
+
+
+# The layers the per-layer route does not take, with the route each takes and why: rows of the docs' table. Each
+# constructor is checked to have no kind (or to be refused), so the table cannot claim a slow route for a layer that
+# became fast.
+OTHERS = {
+    "MultiheadAttention, TransformerEncoderLayer, TransformerDecoderLayer": (
+        lambda: nn.MultiheadAttention(4, 2),
+        "vmap",
+        "in_proj_weight belongs to the attention module, not to a Linear whose rows the route reads",
+    ),
+    "RNN, GRU, LSTM": (
+        lambda: nn.LSTM(3, 4),
+        "loop",
+        "their fused kernels have no vmap batching rule; packed sequences run by the loop's plain autograd",
+    ),
+    "EmbeddingBag": (
+        lambda: nn.EmbeddingBag(10, 4),
+        "vmap (sparse=True: loop)",
+        "not yet a kind of the per-layer route",
+    ),
+    "ConvTranspose1d/2d/3d": (
+        lambda: nn.ConvTranspose2d(2, 3, 3),
+        "vmap",
+        "not yet a kind of the per-layer route",
+    ),
+    "BatchNorm*d in train mode": (
+        lambda: nn.BatchNorm1d(4),
+        "refused",
+        "it normalises by the batch's statistics: no example's loss is its own",
+    ),
+    "Lazy layers (LazyLinear, LazyConv2d, ...) before their first forward": (
+        lambda: nn.LazyLinear(3),
+        "refused",
+        "no shape yet: run one forward on public inputs first",
+    ),
+}
+
+
+def layer_table() -> str:
+    """docs/layers.md's table, from the kinds table (KINDS) and OTHERS."""
+    from dpnc.tier.layer_kinds import layer_rows
+
+    lines = ["| layer | route | per-example gradient, or why not fast |", "|---|---|---|"]
+    lines += [f"| {name} | per-layer | {product} |" for name, product in layer_rows()]
+    lines += [f"| {name} | {route} | {why} |" for name, (_, route, why) in OTHERS.items()]
+    return "\n".join(lines) + "\n"
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "layers.md"
+
+
+def test_the_docs_table_is_generated_from_the_kinds_table():
+    for make, route, _ in OTHERS.values():
+        module = make()
+        if route == "refused":  # by the model checks or the no-route check, before any batch
+            try:
+                refuse_no_route(module, dict(module.named_parameters()))
+            except ValueError:
+                continue
+            assert validate_model(module, dropout=False)
+        else:
+            assert kind(module) is None
+    assert layer_table() in DOC.read_text(), "regenerate: python tests/test_layer_zoo.py"
+
+
+if __name__ == "__main__":  # rewrite the table in docs/layers.md between its markers
+    text = DOC.read_text()
+    start, end = "<!-- layer table: generated -->\n", "<!-- end of the layer table -->"
+    head, rest = text.split(start)
+    DOC.write_text(head + start + layer_table() + end + rest.split(end)[1])

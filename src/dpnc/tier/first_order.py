@@ -58,12 +58,14 @@ from dpnc.tier.base import (
     step_randomness,
     validate_model,
 )
+from dpnc.tier.layer_kinds import layer_names
 from dpnc.tier.model_state import ModelStateChanged, ModuleNotReady, StateGuard
 
 PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
 _LAYER_NOT_ONCE = (
-    "per_example='layers': a trained parameter is not in a supported layer (Linear, Embedding, "
-    "LayerNorm, Conv2d; not tied), or a trained layer did not run, or vmap could not run the forward, "
+    "per_example='layers': a trained parameter is not in a supported layer ("
+    + ", ".join(layer_names())
+    + "; not tied), or a trained layer did not run, or vmap could not run the forward, "
     "so the per-example gradients are not products of per-example rows; use per_example='vmap' (or "
     "'auto', which then keeps to vmap)"
 )
@@ -302,9 +304,11 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         accountant: records every release.
         noise: the secret noise source (a fresh one by default).
         per_example: how the per-example gradients' clipped sum is formed: ``"layers"`` (from each layer's
-            activations and output gradients, :mod:`dpnc.tier.per_layer`: Linear, Embedding, LayerNorm and Conv2d
-            layers; the loss vmapped over the examples, per example by construction), ``"vmap"`` (``microbatch``
-            examples per vectorised ``torch.func`` pass; any model), ``"loop"`` (one at a time), or ``"auto"`` (the
+            activations and output gradients, :mod:`dpnc.tier.per_layer`: the layer types of
+            :data:`dpnc.tier.layer_kinds.KINDS`, listed in the docs' layer table; the loss vmapped over the
+            examples, per example by construction), ``"vmap"`` (``microbatch``
+            examples per vectorised ``torch.func`` pass), ``"loop"`` (one at a time by autograd; any model torch
+            can differentiate, packed sequences too), or ``"auto"`` (the
             default: ``"layers"`` where every trainable parameter's layer is supported and its rows belong to the
             examples, else ``"vmap"``, else ``"loop"`` where vmap cannot batch a layer).
         microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
@@ -374,8 +378,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         )
         if per_example == "layers" and not layers:
             raise ValueError(
-                f"per_example='layers' needs every trainable parameter in one of "
-                f"{[c.__name__ for c in per_layer.SUPPORTED]} (not tied); use 'vmap'"
+                "per_example='layers' needs every trainable parameter in one of: "
+                f"{', '.join(layer_names())} (not tied); use 'vmap'"
             )
         self.per_example = (
             "layers" if layers else ("vmap" if per_example == "auto" else per_example)

@@ -48,6 +48,7 @@ class Layer:
     norm comes out non-finite (:func:`layer_clipped_sum`).
     """
 
+    product = ""  # ∇θ_i in words, for the docs' layer table
     axis = 1  # the dimension along which an example's rows (and a layer's calls) lie
     scale_inputs = (
         True  # False: the layer scales what it forms from a (Conv2d: its per-example gradients)
@@ -132,6 +133,10 @@ class _Linear(Layer):
     T²·(in + out) multiplications, where that is below the T·in·out of the materialised (out, in) product. A Gram
     matrix of inputs is shared by the layers that read the same tensor (an attention's query, key and value)."""
 
+    product = (
+        "Σ_t g_t a_tᵀ, its norm by the ghost norm where that costs less"  # the docs' layer table
+    )
+
     def __init__(self, module, a, g, trained, scaled) -> None:
         super().__init__(module, a, g, trained, scaled)
         self._g_sums = None
@@ -195,6 +200,8 @@ class _Linear(Layer):
 
 
 class _Embedding(Layer):
+    product = "Σ_t e_{id_t} g_tᵀ; the padding_idx row gets nothing"  # the docs' layer table
+
     @staticmethod
     def rows(module, a, g):
         b = a.shape[0]
@@ -220,6 +227,8 @@ class _Embedding(Layer):
 
 
 class _LayerNorm(Layer):
+    product = "γ: Σ_t g_t ⊙ x̂_t; β: Σ_t g_t"  # the docs' layer table
+
     @staticmethod
     def rows(module, a, g):
         b, shape = a.shape[0], module.normalized_shape
@@ -257,6 +266,8 @@ class _LayerNorm(Layer):
 class _RMSNorm(_LayerNorm):
     """γ ⊙ x̂, x̂ = x / √(mean(x²) + eps): LayerNorm's products, x̂ the module's own normalisation, no bias."""
 
+    product = "Σ_t g_t ⊙ x̂_t, x̂ = x / √(mean(x²) + eps)"  # the docs' layer table
+
     @staticmethod
     def rows(module, a, g):
         b, shape = a.shape[0], module.normalized_shape
@@ -273,6 +284,8 @@ class _ChannelNorm(_LayerNorm):
     every sample as a row (kept channels first, (b, C, rows), so that no copy is made). x̂ is the module's own
     normalisation: over each sample's group (GroupNorm), over each sample's positions (InstanceNorm from its input),
     or by the running statistics (fixed, not the batch's)."""
+
+    product = "Σ g ⊙ x̂ per channel, x̂ the module's own normalisation"  # the docs' layer table
 
     axis = 2
 
@@ -337,6 +350,8 @@ def _unfold(x, kernel, dilation, padding, stride) -> torch.Tensor:
 class _Conv(Layer):
     """Conv1d, Conv2d and Conv3d, every padding (a number, 'same', 'valid', any padding_mode), stride, dilation
     and groups: ∇W_i = g_i · unfold(a_i)ᵀ per group."""
+
+    product = "g · unfold(a)ᵀ per group; any padding, padding_mode, stride, dilation"  # the docs' layer table
 
     axis = 2  # (b, ·, L): an example's k images and a layer's calls side by side along L
 
@@ -425,3 +440,26 @@ def kind(module: nn.Module) -> type[Layer] | None:
     """The products that give ``module``'s per-example gradients, or None where none do."""
     cls = next((cls for base, cls in KINDS.items() if isinstance(module, base)), None)
     return cls if cls is not None and cls.handles(module) else None
+
+
+# What a user must know beyond the type: the configurations a kind takes only in part
+_CONDITIONS = {nn.modules.batchnorm._BatchNorm: "(eval mode, running statistics)"}
+
+
+def layer_rows() -> list[tuple[str, str]]:
+    """(layer name as :func:`layer_names` writes it, its per-example gradient in words), one per entry of
+    :data:`KINDS`: the docs' layer table."""
+    return list(zip(layer_names(), (cls.product for cls in KINDS.values())))
+
+
+def layer_names() -> list[str]:
+    """The layer types of :data:`KINDS` as a user writes them, each with its condition where it has one
+    ("BatchNorm*d (eval mode, ...)"): the refusals and the docs table are generated from it, so they list what
+    the route takes."""
+    names = []
+    for base in KINDS:
+        name = base.__name__
+        if name.startswith("_"):  # a private base class: every one of its 1d, 2d, 3d layers
+            name = name[1:] + "*d"
+        names.append(f"{name} {_CONDITIONS[base]}" if base in _CONDITIONS else name)
+    return names
