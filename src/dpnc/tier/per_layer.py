@@ -125,9 +125,10 @@ def layer_clipped_sum(
     outputs = [out for m in layers for _, out in records[m]]
     flat = iter(torch.autograd.grad(losses.sum(), outputs, allow_unused=True))
     grads = {m: [next(flat) for _ in records[m]] for m in layers}  # each layer's calls, in order
+    # the rows as values: the sums formed from them are statistics, not a graph back into the model
     calls = {
         m: [
-            (a, torch.zeros_like(out) if g is None else g.detach())
+            (a.detach(), torch.zeros_like(out) if g is None else g.detach())
             for (a, out), g in zip(records[m], grads[m])
         ]
         for m in layers
