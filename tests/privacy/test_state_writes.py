@@ -16,38 +16,8 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-import dpnc
 from dpnc.tier.model_state import ModelStateChanged, ModuleNotReady, RunPoisoned, StateGuard
-
-N, FEATURES, B = 64, 4, 8
-ZEROTH, FIRST = "dpzero", "dp-sgd"
-
-
-def dataset(n=N, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    X = torch.randn(n, FEATURES, generator=gen)
-    return TensorDataset(X, X @ torch.tensor([1.0, -2.0, 0.5, 1.5]))
-
-
-def private(model, optimizer, data=None, steps=4, **kwargs):
-    return dpnc.make_private(
-        model,
-        data=data if data is not None else dataset(),
-        n=N,
-        optimizer=optimizer,
-        steps=steps,
-        batch_size=B,
-        lr=0.05,
-        target_epsilon=2.0,
-        delta=1e-5,
-        clip=5.0,
-        **kwargs,
-    )
-
-
-def squared(model):
-    return lambda xb, yb: (model(xb).squeeze(-1) - yb) ** 2
-
+from tests.privacy.test_model_state import FEATURES, FIRST, ZEROTH, dataset, private, squared
 
 # -- (a) a module the loss runs that is not the model ----------------------------------------------------------
 
