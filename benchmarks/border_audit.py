@@ -46,9 +46,9 @@ from dpnc.tier.model_state import ModuleNotReady, RunPoisoned
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMED, DELTA, CONFIDENCE = 1.0, 1e-5, 0.95
-REFUSED = (
-    -1.0e6
-)  # the scalar an adversary reads from a refused or absent channel: one symbol for every run
+# The scalars an adversary reads from a refused or absent channel, and from a NaN value (a written parameter
+# the guard set to NaN): one symbol each, the same on every run.
+REFUSED, NOT_A_NUMBER = -1.0e6, -2.0e6
 FEATURES, BASE, OUTLIER = 4, 16, 30.0
 WRITE_ERRORS = (
     RuntimeError,
@@ -178,10 +178,15 @@ CHANNEL_NOTES = {
     "torch.save(model)": "torch.save(model) fails on a poisoned model with a pickling error (the guard's hook "
     "is a lambda), not with RunPoisoned: refused by accident",
     ATTRIBUTE: "the parameters read without state_dict (as torch.nn.utils.parameters_to_vector or a dict of "
-    "named_parameters() does) after the loop, whose step raised ModelStateChanged ('do not save or "
-    "publish'): a parameter written in place cannot be put back, so poisoning refuses state_dict-based "
-    "saves (state_dict, deepcopy(model).state_dict(), save_pretrained) only",
+    "named_parameters() does) after the loop, whose step raised ModelStateChanged: a parameter written in "
+    "place cannot be put back, so the guard sets it to NaN (read as one symbol on every run)",
 }
+
+
+def _symbol(value: float | None) -> float:
+    if value is None:
+        return REFUSED
+    return value if math.isfinite(value) else NOT_A_NUMBER
 
 
 def channel_rows(row: str, what: str, got_in: list, got_out: list, note: str = "") -> list[dict]:
@@ -191,8 +196,8 @@ def channel_rows(row: str, what: str, got_in: list, got_out: list, note: str = "
         s_in = [g["published"][channel] for g in got_in]
         s_out = [g["published"][channel] for g in got_out]
         refused = (sum(v is None for v in s_in), sum(v is None for v in s_out))
-        s_in = [REFUSED if v is None else v for v in s_in]
-        s_out = [REFUSED if v is None else v for v in s_out]
+        s_in = [_symbol(v) for v in s_in]
+        s_out = [_symbol(v) for v in s_out]
         words = note
         if channel in CHANNEL_NOTES and (channel == ATTRIBUTE or any(refused)):
             words = f"{note}; {CHANNEL_NOTES[channel]}"
