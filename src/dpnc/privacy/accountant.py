@@ -311,8 +311,9 @@ class PrivacyReport:
             + ("" if self.private else "  ** NOT PRIVATE **"),
             f"  ε (RDP)  = {fmt(self.epsilon_rdp)}",
             f"  ε (PLD)  = {fmt(self.epsilon_pld)}",
-            f"  ρ (zCDP) = {fmt(self.rho)}  → ε = {fmt(self.epsilon_zcdp)}",
         ]
+        if self.rho is not None:  # otherwise a note says why the ledger has none
+            lines.append(f"  ρ (zCDP) = {fmt(self.rho)}  → ε = {fmt(self.epsilon_zcdp)}")
         if self.paper_claim:
             lines.append(f"  paper's claim: {self.paper_claim}")
         lines += [f"  note: {n}" for n in self.notes]
