@@ -109,6 +109,7 @@ def test_the_loss_function_is_handed_exactly_the_batch_the_loader_yielded(optimi
         {"per_example": "loop"} if optimizer in FIRST else {}
     )  # real tensors to record (not vmap's)
     opt, loader, acct = private(model, optimizer, testing_seed=3, **extra)
+    coupling_checked = False
     for xb, yb in loader:
         handed = []
 
@@ -126,8 +127,16 @@ def test_the_loss_function_is_handed_exactly_the_batch_the_loader_yielded(optimi
                 all(x is xb and y is yb for x, y in handed) and len(handed) == 2
             )  # the two forward passes
         else:  # per-example gradients: one example at a time, sliced from the yielded batch
-            assert torch.equal(torch.cat([x for x, _ in handed]), xb)
+            rows = [x for x, _ in handed]
+            if (
+                len(xb) >= 2 and not coupling_checked
+            ):  # then the coupled-loss check, once: the whole
+                rows, check = rows[:-3], rows[-3:]  # batch, and its first two examples alone
+                assert torch.equal(check[0], xb) and torch.equal(torch.cat(check[1:]), xb[:2])
+                coupling_checked = True
+            assert torch.equal(torch.cat(rows), xb)
     assert acct.releases == STEPS
+    assert coupling_checked or optimizer in ZEROTH
 
 
 def test_the_direct_optimizer_fetches_its_rows_from_the_data_it_was_given():
