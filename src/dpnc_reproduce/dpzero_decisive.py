@@ -46,6 +46,7 @@ from dpnc_reproduce.claims import (
 )
 from dpnc_reproduce.dpzero_lm.report import powered_claim
 from dpnc_reproduce.dpzero_lm.run import LMConfig, LMGroup, LMTask, run_trainer
+from dpnc_reproduce.variance import two_way_components
 
 TASK = "TREC"
 FOLDERS = (13, 21, 42, 87, 100)
@@ -166,21 +167,6 @@ def run(data_dir: str, out: Path, runs_dir: Path, *, limit: int | None = None) -
 # --- the declaration: MDEs by the judging variance model ---------------------------------------------------------
 
 
-def _components(d: list[list[float]]) -> tuple[float, float, float]:
-    """(σ²_S, σ²_E, σ²_e) of a seeds × examples table by the mean squares of
-    :func:`~dpnc_reproduce.claims.two_way_mean_variance` (a negative component taken as 0)."""
-    k, m = len(d), len(d[0])
-    sm = [statistics.fmean(r) for r in d]
-    em = [statistics.fmean(c) for c in zip(*d)]
-    g = statistics.fmean(sm)
-    ms_s = m * sum((x - g) ** 2 for x in sm) / (k - 1)
-    ms_e = k * sum((x - g) ** 2 for x in em) / (m - 1)
-    ms_r = sum((v - a - b + g) ** 2 for r, a in zip(d, sm) for v, b in zip(r, em)) / (
-        (k - 1) * (m - 1)
-    )
-    return max((ms_s - ms_r) / m, 0.0), max((ms_e - ms_r) / k, 0.0), ms_r
-
-
 def _expected_table(comp: tuple[float, float, float], k: int, m: int) -> tuple[float, float]:
     """Var(d̄) and its Welch–Satterthwaite df under :func:`two_way_mean_variance` for a k × m design whose mean
     squares take their expectations under the components ``comp``."""
@@ -216,7 +202,7 @@ def mdes(headroom: Path = HEADROOM, k: int = 20, m: int = TEST_M) -> dict:
 
     zs, mz, d6 = bits("zero-shot"), bits("mezo"), bits("dpzero", 6.0)
     drop = [[100.0 * (a - b) for a, b in zip(u, v)] for u, v in zip(mz, d6)]
-    var, df = _expected_table(_components(drop), k, m)
+    var, df = _expected_table(two_way_components(drop), k, m)
     out = {
         "drop": {
             "se": math.sqrt(var),
@@ -228,7 +214,7 @@ def mdes(headroom: Path = HEADROOM, k: int = 20, m: int = TEST_M) -> dict:
     x = [[100.0 * (a - z) for a, z in zip(u, v)] for u, v in zip(d6, zs)]
     y = [[100.0 * (a - z) for a, z in zip(u, v)] for u, v in zip(mz, zs)]
     w = [[a - MIN_SHARE * b for a, b in zip(u, v)] for u, v in zip(x, y)]
-    s2s, s2e, s2r = _components(w)
+    s2s, s2e, s2r = two_way_components(w)
     seed_part, example_part = (s2s + s2r / m) / k, (s2e + s2r / k) / m
     v = seed_part + example_part
     df_r = v**2 / (seed_part**2 / (k - 1) + example_part**2 / (m - 1))

@@ -31,16 +31,9 @@ def satterthwaite_df(parts: Sequence[tuple[float, float]]) -> float:
     return math.inf if denominator == 0 or total == 0 else total * total / denominator
 
 
-def two_way_mean_variance(d: Sequence[Sequence[float]]) -> tuple[float, float]:
-    """The variance of the grand mean of a k × m table d (seeds × test examples, k, m ≥ 2) under the two-way
-    random-effects model d_si = μ + seed_s + example_i + e_si, and its Welch–Satterthwaite degrees of freedom.
-
-    With the mean squares MS_S = m·Σ_s(d̄_s − d̄)²/(k − 1), MS_E = k·Σ_i(d̄_i − d̄)²/(m − 1) and the residual
-    MS_R = Σ(d_si − d̄_s − d̄_i + d̄)²/((k − 1)(m − 1)), whose expectations are σ²_e + mσ²_S, σ²_e + kσ²_E and σ²_e,
-    Var(d̄) = σ²_S/k + σ²_E/m + σ²_e/(km) is estimated without bias by (MS_S + MS_E − MS_R)/(km). A component whose
-    estimate is negative (MS_S or MS_E below MS_R) is taken as 0 and its mean square dropped from the sum (then
-    MS_R stands for it). The df: (Σ c_j MS_j)² / Σ (c_j MS_j)²/df_j over the mean squares used (c_j = ±1/(km)).
-    """
+def two_way_mean_squares(d: Sequence[Sequence[float]]) -> tuple[float, float, float]:
+    """(MS_S, MS_E, MS_R) of a k × m table d (seeds × test examples, k, m ≥ 2): the seeds', the examples' and the
+    residual mean squares of the two-way model (:func:`two_way_mean_variance` says what they estimate)."""
     k, m = len(d), len(d[0])
     if k < 2 or m < 2 or any(len(row) != m for row in d):
         raise ValueError(f"a two-way table needs k >= 2 rows of one length m >= 2; got {k} rows")
@@ -54,6 +47,28 @@ def two_way_mean_variance(d: Sequence[Sequence[float]]) -> tuple[float, float]:
         for row, sm in zip(d, seed_means)
         for v, em in zip(row, example_means)
     ) / ((k - 1) * (m - 1))
+    return ms_s, ms_e, ms_r
+
+
+def two_way_components(d: Sequence[Sequence[float]]) -> tuple[float, float, float]:
+    """(σ²_S, σ²_E, σ²_e) of a k × m table by its mean squares, a negative component taken as 0."""
+    k, m = len(d), len(d[0])
+    ms_s, ms_e, ms_r = two_way_mean_squares(d)
+    return max((ms_s - ms_r) / m, 0.0), max((ms_e - ms_r) / k, 0.0), ms_r
+
+
+def two_way_mean_variance(d: Sequence[Sequence[float]]) -> tuple[float, float]:
+    """The variance of the grand mean of a k × m table d (seeds × test examples, k, m ≥ 2) under the two-way
+    random-effects model d_si = μ + seed_s + example_i + e_si, and its Welch–Satterthwaite degrees of freedom.
+
+    With the mean squares MS_S = m·Σ_s(d̄_s − d̄)²/(k − 1), MS_E = k·Σ_i(d̄_i − d̄)²/(m − 1) and the residual
+    MS_R = Σ(d_si − d̄_s − d̄_i + d̄)²/((k − 1)(m − 1)), whose expectations are σ²_e + mσ²_S, σ²_e + kσ²_E and σ²_e,
+    Var(d̄) = σ²_S/k + σ²_E/m + σ²_e/(km) is estimated without bias by (MS_S + MS_E − MS_R)/(km). A component whose
+    estimate is negative (MS_S or MS_E below MS_R) is taken as 0 and its mean square dropped from the sum (then
+    MS_R stands for it). The df: (Σ c_j MS_j)² / Σ (c_j MS_j)²/df_j over the mean squares used (c_j = ±1/(km)).
+    """
+    k, m = len(d), len(d[0])
+    ms_s, ms_e, ms_r = two_way_mean_squares(d)
     terms = [(ms_r, (k - 1) * (m - 1), -1.0)]  # (mean square, df, sign)
     seed_kept, example_kept = ms_s >= ms_r, ms_e >= ms_r
     if seed_kept:

@@ -20,23 +20,13 @@ import statistics
 
 from scipy import stats
 
+from dpnc_reproduce.variance import two_way_components
+
 MODELS = {   # name: (result, mode, DPZero ε = 2 clip)
     "top-2, T = 120 (GPU, gpu-clip-grid-T120)": ("docs/results/dpzero-dimension/gpu-clip-grid-T120", "top-2", 200.0),
     "all, T = 120 (GPU, gpu-clip-grid-T120)": ("docs/results/dpzero-dimension/gpu-clip-grid-T120", "all", 200.0),
     "head, T = 1000 (CPU, dpzero-lm-tasks)": ("docs/results/dpzero-lm-tasks", "head", 0.5),
 }
-
-
-def components(d):
-    """σ²_S, σ²_E, σ²_e (points²) of a k × m table under the two-way random-effects model (negatives → 0)."""
-    k, m = len(d), len(d[0])
-    sm = [statistics.fmean(r) for r in d]
-    em = [statistics.fmean(c) for c in zip(*d)]
-    g = statistics.fmean(sm)
-    ms_s = m * sum((x - g) ** 2 for x in sm) / (k - 1)
-    ms_e = k * sum((x - g) ** 2 for x in em) / (m - 1)
-    ms_r = sum((v - a - b + g) ** 2 for r, a in zip(d, sm) for v, b in zip(r, em)) / ((k - 1) * (m - 1))
-    return max(0.0, (ms_s - ms_r) / m), max(0.0, (ms_e - ms_r) / k), ms_r
 
 
 def design(s2, e2, r2, k, m):
@@ -62,7 +52,7 @@ for name, (folder, mode, clip) in MODELS.items():
 
     mz, d2 = bits("mezo"), bits("dpzero", 2.0, clip)
     d = [[100.0 * (u - v) for u, v in zip(a, b)] for a, b in zip(mz, d2)]
-    s2, e2, r2 = components(d)
+    s2, e2, r2 = two_way_components(d)
     entry = {"estimate": statistics.fmean(statistics.fmean(r) for r in d), "sigma2_seed": s2,
              "sigma2_example": e2, "sigma2_residual": r2, "designs": {}}
     for k, m in ((3, 872), (10, 872)):
