@@ -350,3 +350,21 @@ def test_a_batch_encoding_from_the_collator_trains(tmp_path, method, clip):
     trainer.train()
     assert trainer.accountant.releases == STEPS
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_a_dict_of_evaluation_sets_is_evaluated_set_by_set_and_stays_private(tmp_path):
+    trainer = DPTrainer(
+        tiny_bert(),
+        arguments(tmp_path),
+        train_dataset=Rows(N),
+        eval_dataset={"a": Rows(8), "b": Rows(16)},
+        n=N,
+        optimizer="dpzero",
+        target_epsilon=3.0,
+        delta=DELTA,
+        clip=5.0,
+    )
+    metrics = trainer.evaluate()
+    assert {"eval_a_loss", "eval_b_loss"} <= set(metrics)  # the caller's
+    for entry in trainer.state.log_history:  # without eval_public, no evaluation metric is logged
+        assert set(entry) <= PUBLIC_LOGS, entry

@@ -351,8 +351,18 @@ class DPTrainer(Trainer):
         """The Trainer's evaluation; its metrics reach logs and callbacks only through :meth:`public`.
 
         Returns every metric to the caller (the data owner). Without ``eval_public`` the logs and callbacks
-        get ε and δ only, and the training loop's model selection sees nothing.
+        get ε and δ only, and the training loop's model selection sees nothing. A dict of evaluation sets is
+        evaluated set by set, each metric prefixed by its name, as the Trainer does.
         """
+        sets = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if isinstance(sets, dict):
+            return {
+                key: value
+                for name, data in sets.items()
+                for key, value in self.evaluate(
+                    data, ignore_keys, f"{metric_key_prefix}_{name}"
+                ).items()
+            }
         output = self.evaluation_loop(
             self.get_eval_dataloader(eval_dataset),
             description="Evaluation",
