@@ -340,6 +340,44 @@ def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> 
     return Interval(estimate, (qb - root) / qa, (qb + root) / qa, k, note, df, 0, se)
 
 
+def paired_ratio_difference(
+    x1: Sequence[Sequence[float]],
+    y1: Sequence[Sequence[float]],
+    x2: Sequence[Sequence[float]],
+    y2: Sequence[Sequence[float]],
+) -> Interval:
+    """mean(x1)/mean(y1) − mean(x2)/mean(y2): two :func:`paired_ratio` shares on the same seeds and test examples
+    (e.g. DPZero's share of MeZO's gain at T = 600 minus at T = 200), and its 95 % interval by the delta method.
+
+    Each ratio r = X̄/Ȳ is linearised per seed and example as (x − r·y)/Ȳ; the difference's linearised values have
+    the two parts of :func:`paired_ratio`'s V(r), the per-seed means' (k − 1 df) and the per-example means over
+    seeds' (m − 1 df), and the t quantile at their Welch–Satterthwaite df. No interval where either denominator's
+    interval includes 0 (that ratio has none) or with one seed.
+    """
+    m = _paired_length(x1, x2, ("x1", "x2"), "per-example vector")
+    ratios = (paired_ratio(x1, y1), paired_ratio(x2, y2))
+    estimate = ratios[0].estimate - ratios[1].estimate
+    if len(x1) < 2:
+        return _no_interval(estimate, 1, NO_VERDICT_ONE_SEED)
+    if not all(math.isfinite(r.low) for r in ratios):
+        return _no_interval(estimate, len(x1), "a denominator's interval includes 0: no interval")
+    linear = []
+    for seed in range(len(x1)):
+        row = [0.0] * m
+        for (x, y), r, sign in zip(((x1, y1), (x2, y2)), ratios, (1.0, -1.0)):
+            ybar = statistics.fmean(statistics.fmean(v) for v in y)
+            for i, (a, b) in enumerate(zip(x[seed], y[seed])):
+                row[i] += sign * (a - r.estimate * b) / ybar
+        linear.append(row)
+    k = len(linear)
+    seed_part = statistics.variance([statistics.fmean(v) for v in linear]) / k
+    test_part = statistics.variance([statistics.fmean(c) for c in zip(*linear)]) / m
+    df = satterthwaite_df([(seed_part, k - 1), (test_part, m - 1)])
+    se = math.sqrt(seed_part + test_part)
+    note = f"delta method, {k} seeds, paired by test example and seed"
+    return Interval(estimate, estimate - t95(df) * se, estimate + t95(df) * se, k, note, df, 0, se)
+
+
 # --- censored values ------------------------------------------------------------------------------------------
 
 

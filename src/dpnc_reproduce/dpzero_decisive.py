@@ -12,7 +12,11 @@ The runs reuse the dpzero-lm reproduction's trainer run (:func:`dpnc_reproduce.d
 code as ``dpnc finetune``). The runner is resumable: each finished (seed, method) appends one JSON line to
 ``rows.jsonl`` under ``--out``; a restart skips every (seed, method) already there.
 
-Commands (from the repository root)::
+A second declared design, ``--design trend`` (:data:`TREND`): MeZO and DPZero at ε = 6 (and zero-shot) at T = 600
+on the first 5 of those seeds (one per folder), judged against the decisive run's T = 200 rows of the same seeds:
+whether DPZero keeps more of MeZO's gain as T grows toward the paper's regime (:func:`judge_trend`).
+
+Commands (from the repository root; ``--design trend --out docs/results/dpzero-trend`` for the second)::
 
     python -m dpnc_reproduce.dpzero_decisive --declare --out docs/results/dpzero-decisive
     OMP_NUM_THREADS=1 python -m dpnc_reproduce.dpzero_decisive --run --data-dir ../shared/data \\
@@ -43,6 +47,7 @@ from dpnc_reproduce.claims import (
     exceeds,
     paired_accuracy_difference,
     paired_ratio,
+    paired_ratio_difference,
 )
 from dpnc_reproduce.dpzero_lm.report import powered_claim
 from dpnc_reproduce.dpzero_lm.run import LMConfig, LMGroup, LMTask, run_trainer
@@ -57,14 +62,15 @@ MAX_DROP = 2.6  # the paper's largest drop MeZO − DPZero at ε = 6 (SNLI)
 MIN_SHARE = 0.90  # the paper's smallest share (SST-5)
 PAPER_DROP, PAPER_SHARE = 1.3, 0.98  # the paper's TREC values
 TEST_M = 500
+TREND_STEPS, TREND_SEEDS, TREND_METHODS = 600, 5, ("zero-shot", "mezo", "dpzero-eps6")
 HEADROOM = Path("docs/results/dpzero-headroom/table2-trec-top2/result.json")
 ROWS = "rows.jsonl"
 
 
-def seeds() -> list[tuple[int, int]]:
-    """(training seed, k-shot folder) of the 20 seeds, in run order: training seed j over every folder, then j + 1
-    (a run stopped early holds balanced seeds)."""
-    return [(10 * f + j, f) for j in range(TRAINING_SEEDS) for f in FOLDERS]
+def seeds(count: int = 20) -> list[tuple[int, int]]:
+    """(training seed, k-shot folder) of the first ``count`` of the 20 seeds, in run order: training seed j over
+    every folder, then j + 1 (a run stopped early holds balanced seeds)."""
+    return [(10 * f + j, f) for j in range(TRAINING_SEEDS) for f in FOLDERS][:count]
 
 
 def _task(seed: int, folder: int, method: str) -> LMTask:
@@ -101,9 +107,14 @@ def _done(out: Path) -> set[tuple[int, str]]:
     return {(r["seed"], r["label"]) for r in rows}
 
 
-def run(data_dir: str, out: Path, runs_dir: Path, *, limit: int | None = None) -> int:
+def run(
+    data_dir: str, out: Path, runs_dir: Path, *, limit: int | None = None, trend: bool = False
+) -> int:
     """Run every (seed, method) not yet in ``out/rows.jsonl``, appending one line each; ``limit``: stop after this
-    many new rows. Returns the number of rows written."""
+    many new rows; ``trend``: the T = 600 design's seeds and methods. Returns the number of rows written."""
+    steps, methods, count = (
+        (TREND_STEPS, TREND_METHODS, TREND_SEEDS) if trend else (RECIPE["steps"], METHODS, 20)
+    )
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     done, written = _done(out), 0
@@ -115,10 +126,10 @@ def run(data_dir: str, out: Path, runs_dir: Path, *, limit: int | None = None) -
         epsilons=(6.0, 2.0),
         threads=1,
         runs_dir=str(runs_dir),
-        **RECIPE,
+        **(RECIPE | {"steps": steps}),
     )
-    for seed, folder in seeds():
-        todo = [m for m in METHODS if (seed, m) not in done]
+    for seed, folder in seeds(count):
+        todo = [m for m in methods if (seed, m) not in done]
         if not todo:
             continue
         dev = load_task(TASK, data_dir, "dev", seed=folder)
@@ -282,6 +293,59 @@ def declaration(headroom: Path = HEADROOM) -> dict:
     }
 
 
+def trend_declaration(headroom: Path = HEADROOM) -> dict:
+    """The T = 600 design (``--design trend``), declared before its first run: its claims, thresholds and MDEs.
+
+    The MDEs take the headroom run's T = 200 variance components for T = 600 too (no T = 600 run existed), at 5
+    seeds; the difference of the two shares is taken as the sum of two such independent shares' variances (seeds
+    and questions shared by both T make them positively correlated, so this MDE is conservative)."""
+    power = mdes(headroom, k=TREND_SEEDS)
+    share, drop = power["share"], power["drop"]
+    return {
+        "design": {
+            "task": TASK,
+            **(RECIPE | {"steps": TREND_STEPS}),
+            "seeds": [s for s, _ in seeds(TREND_SEEDS)],
+            "methods": list(TREND_METHODS),
+            "compared_with": "the decisive run's T = 200 rows of the same seeds "
+            "(docs/results/dpzero-decisive/rows.jsonl)",
+            "primary_test": f"TREC test split (m = {TEST_M})",
+        },
+        "rule": "interval first, as the decisive run's declaration",
+        "claims": [
+            {
+                "name": "share-600",
+                "statement": "TREC, top-2, T = 600: DPZero at ε = 6 keeps at least 0.90 of MeZO's gain",
+                "direction": "at least",
+                "threshold": MIN_SHARE,
+                "paper": PAPER_SHARE,
+                "statistic": "paired_ratio (Fieller), 5 seeds × 500 questions",
+                "declared_mde": share["mde"],
+            },
+            {
+                "name": "share-grows",
+                "statement": "DPZero at ε = 6 keeps more of MeZO's gain at T = 600 than at T = 200",
+                "direction": "at least",
+                "threshold": 0.0,
+                "paper": PAPER_SHARE - share["headroom_estimate"],
+                "paper_note": "the paper's TREC share (0.98) minus the headroom run's at T = 200",
+                "statistic": "paired_ratio_difference (delta method), the same 5 seeds × 500 questions",
+                "declared_mde": math.sqrt(2) * share["mde"],
+            },
+            {
+                "name": "drop-600",
+                "statement": "TREC, top-2, T = 600: DPZero at ε = 6 loses at most 2.6 points to MeZO",
+                "direction": "at most",
+                "threshold": MAX_DROP,
+                "paper": PAPER_DROP,
+                "statistic": "paired_accuracy_difference, 5 seeds × 500 questions",
+                "declared_mde": drop["mde"],
+            },
+        ],
+        "variance_model": {"source": str(headroom), **power},
+    }
+
+
 def _points(iv) -> str:
     return f"{iv.estimate:+.1f} [{iv.low:+.1f}, {iv.high:+.1f}] points (df {iv.df:.1f}, {iv.seeds} seeds)"
 
@@ -342,6 +406,69 @@ def judge(out: Path) -> dict:
     return result
 
 
+def _bits(rows: list[dict], seeds_: list[int], method: str) -> list[list[int]]:
+    by = {(r["seed"], r["label"]): r for r in rows}
+    return [[int(c) for c in by[s, method]["correct"]] for s in seeds_]
+
+
+def _gains(rows: list[dict], seeds_: list[int]) -> tuple[list, list]:
+    """x = DPZero ε=6 − zero-shot and y = MeZO − zero-shot, per seed and question (points)."""
+    zs, mz, d6 = (_bits(rows, seeds_, m) for m in ("zero-shot", "mezo", "dpzero-eps6"))
+    x = [[100.0 * (a - z) for a, z in zip(u, v)] for u, v in zip(d6, zs)]
+    y = [[100.0 * (a - z) for a, z in zip(u, v)] for u, v in zip(mz, zs)]
+    return x, y
+
+
+def _rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / ROWS).read_text().splitlines() if line.strip()]
+
+
+def judge_trend(out: Path, decisive: Path = Path("docs/results/dpzero-decisive")) -> dict:
+    """The T = 600 design's declared claims on the seeds complete at both T, interval first."""
+    dec = json.loads((out / "declaration.json").read_text())
+    long, short = _rows(out), _rows(decisive)
+    have = {(r["seed"], r["label"]) for r in long} | {
+        ("T200", r["seed"], r["label"]) for r in short
+    }
+    full = [
+        s
+        for s in dec["design"]["seeds"]
+        if all((s, m) in have and ("T200", s, m) in have for m in TREND_METHODS)
+    ]
+    result: dict = {"seeds_complete": len(full), "claims": [], "measurements": {}}
+    if len(full) < 2:
+        return result
+    x6, y6 = _gains(long, full)
+    x2, y2 = _gains(short, full)
+    share6, share2 = paired_ratio(x6, y6), paired_ratio(x2, y2)
+    grows = paired_ratio_difference(x6, y6, x2, y2)
+    drop = paired_accuracy_difference(_bits(long, full, "mezo"), _bits(long, full, "dpzero-eps6"))
+    result["measurements"] = {
+        "share at T = 200 (same seeds)": str(share2),
+        "MeZO − zero-shot at T = 600": _points(
+            paired_accuracy_difference(_bits(long, full, "mezo"), _bits(long, full, "zero-shot"))
+        ),
+        "MeZO − zero-shot at T = 200": _points(
+            paired_accuracy_difference(_bits(short, full, "mezo"), _bits(short, full, "zero-shot"))
+        ),
+    }
+    verdicts = (exceeds(share6, MIN_SHARE), exceeds(grows, 0.0), below(drop, MAX_DROP))
+    for c, iv, holds in zip(dec["claims"], (share6, grows, drop), verdicts):
+        unit = " points" if c["name"] == "drop-600" else ""
+        claim = powered_claim(
+            c["statement"],
+            iv,
+            holds,
+            c["paper"],
+            c["threshold"],
+            str(iv),
+            unit=unit,
+            declared_mde=c["declared_mde"],
+        )
+        result["claims"].append(claim.to_json())
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -353,20 +480,32 @@ def main() -> None:
     parser.add_argument(
         "--judge", action="store_true", help="judge the declared claims on the rows so far"
     )
+    parser.add_argument(
+        "--design",
+        choices=("decisive", "trend"),
+        default="decisive",
+        help="trend: T = 600, 5 seeds",
+    )
     parser.add_argument("--data-dir", default="../shared/data")
-    parser.add_argument("--out", type=Path, default=Path("docs/results/dpzero-decisive"))
-    parser.add_argument("--runs-dir", type=Path, default=Path("/tmp/dpzero-decisive-runs"))
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default docs/results/dpzero-<design>"
+    )
+    parser.add_argument(
+        "--runs-dir", type=Path, default=None, help="default /tmp/dpzero-<design>-runs"
+    )
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new rows")
     args = parser.parse_args()
+    trend = args.design == "trend"
+    out = args.out or Path(f"docs/results/dpzero-{args.design}")
+    runs_dir = args.runs_dir or Path(f"/tmp/dpzero-{args.design}-runs")
     if args.declare:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "declaration.json").write_text(
-            json.dumps(declaration(), indent=1, ensure_ascii=False)
-        )
+        out.mkdir(parents=True, exist_ok=True)
+        declared = trend_declaration() if trend else declaration()
+        (out / "declaration.json").write_text(json.dumps(declared, indent=1, ensure_ascii=False))
     if args.run:
-        run(args.data_dir, args.out, args.runs_dir, limit=args.limit)
+        run(args.data_dir, out, runs_dir, limit=args.limit, trend=trend)
     if args.judge:
-        print(json.dumps(judge(args.out), indent=1, ensure_ascii=False))
+        print(json.dumps((judge_trend if trend else judge)(out), indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

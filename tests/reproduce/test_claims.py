@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import random
+import statistics
 
 import numpy as np
 import pytest
@@ -630,3 +632,29 @@ def test_committed_results_say_whether_their_declarations_came_before_their_rows
             checked += 1
     if checked == 0:
         pytest.skip("no declaring commit with its history in this checkout")
+
+
+def test_ratio_difference_with_a_constant_denominator_is_a_paired_mean():
+    # y constant: each ratio is mean(x)/c, so the difference is the mean of (x1 − x2)/c, whose variance has the
+    # same seed and question parts, computed here directly
+    rng = random.Random(3)
+    k, m, c = 6, 40, 20.0
+    x1 = [[rng.gauss(10, 5) + s for _ in range(m)] for s in range(k)]
+    x2 = [[rng.gauss(8, 5) for _ in range(m)] for _ in range(k)]
+    y = [[c] * m for _ in range(k)]
+    iv = claims.paired_ratio_difference(x1, y, x2, y)
+    d = [[(a - b) / c for a, b in zip(u, v)] for u, v in zip(x1, x2)]
+    seed = statistics.variance([statistics.fmean(r) for r in d]) / k
+    test = statistics.variance([statistics.fmean(col) for col in zip(*d)]) / m
+    mean = statistics.fmean(statistics.fmean(r) for r in d)
+    assert iv.estimate == pytest.approx(mean)
+    assert iv.se == pytest.approx(math.sqrt(seed + test))
+    assert iv.high - iv.estimate == pytest.approx(claims.t95(iv.df) * iv.se)
+
+
+def test_ratio_difference_of_a_share_with_itself_is_zero_and_needs_two_seeds():
+    x = [[1.0, 2.0, 0.0], [2.0, 1.0, 1.0]]
+    y = [[2.0, 3.0, 1.0], [3.0, 2.0, 2.0]]
+    assert claims.paired_ratio_difference(x, y, x, y).estimate == 0.0
+    one = claims.paired_ratio_difference(x[:1], y[:1], x[:1], y[:1])
+    assert math.isinf(one.high)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import torch
 
@@ -36,3 +37,12 @@ def test_the_declaration_matches_the_judging_models():
         power["drop"]["mde"],
         power["share"]["mde"],
     ]
+
+
+def test_the_trend_declaration_matches_the_judging_models():
+    dec = json.loads((dd.HEADROOM.parents[2] / "dpzero-trend" / "declaration.json").read_text())
+    assert dec["design"]["steps"] == 600 and dec["design"]["seeds"] == [130, 210, 420, 870, 1000]
+    power = dd.mdes(k=dd.TREND_SEEDS)
+    share, grows, drop = (c["declared_mde"] for c in dec["claims"])
+    assert share == power["share"]["mde"] and drop == power["drop"]["mde"]
+    assert grows == math.sqrt(2) * share
