@@ -64,7 +64,86 @@ def fast_route_error(model, x, y, C=0.5):
     return route, float((summed.total - want).norm() / want.norm())
 
 
+class Attend(nn.Module):
+    """An attention layer on x (n, L, E) as its tests call it: self-attention, or with a query, key and value
+    formed from x (``how``), masks built from x, its output alone."""
+
+    def __init__(self, mha: nn.Module, how: str = "self", **call):
+        super().__init__()
+        self.mha, self.how, self.call = mha, how, call
+
+    def forward(self, x):
+        batch_first = getattr(self.mha, "batch_first", True)
+        q = k = v = x if batch_first else x.transpose(0, 1)
+        if self.how == "cross":  # the query from two positions, key and value one tensor
+            q = q[:, :2] if batch_first else q[:2]
+        if (
+            self.how == "three"
+        ):  # query, key and value three tensors: three slices of the packed weight
+            k, v = 2 * q, torch.tanh(q)
+        call = dict(self.call)
+        if call.pop("padding", False):  # a key padding mask read off the example itself
+            call["key_padding_mask"] = (torch.arange(x.shape[1]) >= 3).expand(x.shape[:2])
+        out = self.mha(q, k, v, **call)[0]
+        return out if batch_first else out.transpose(0, 1)
+
+
+class Layers(nn.Module):
+    """A Transformer layer on x (n, L, E); the decoder's memory is x itself."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        if isinstance(self.layer, nn.TransformerDecoderLayer):
+            return self.layer(x, torch.tanh(x))
+        return self.layer(x)
+
+
 ZOO = {
+    "mha-self": (
+        lambda: Attend(nn.MultiheadAttention(8, 2, batch_first=True), need_weights=False),
+        (5, 8),
+    ),
+    "mha-self-weights-seq-first": (lambda: Attend(nn.MultiheadAttention(8, 2)), (5, 8)),
+    "mha-cross-no-bias": (
+        lambda: Attend(nn.MultiheadAttention(8, 4, bias=False, batch_first=True), "cross"),
+        (5, 8),
+    ),
+    "mha-three-inputs-zero-attn": (
+        lambda: Attend(nn.MultiheadAttention(8, 2, add_zero_attn=True, batch_first=True), "three"),
+        (4, 8),
+    ),
+    "mha-padding-mask": (
+        lambda: Attend(
+            nn.MultiheadAttention(6, 3, batch_first=True), padding=True, need_weights=False
+        ),
+        (5, 6),
+    ),
+    "mha-causal": (
+        lambda: Attend(
+            nn.MultiheadAttention(6, 2, batch_first=True),
+            attn_mask=nn.Transformer.generate_square_subsequent_mask(4, dtype=F64),
+            is_causal=True,
+            need_weights=False,
+        ),
+        (4, 6),
+    ),
+    "transformer-encoder-layer": (
+        lambda: Layers(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)),
+        (4, 8),
+    ),
+    "transformer-encoder-layer-norm-first": (
+        lambda: Layers(
+            nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=True)
+        ),
+        (4, 8),
+    ),
+    "transformer-decoder-layer": (
+        lambda: Layers(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True)),
+        (3, 8),
+    ),
     "rmsnorm": (lambda: nn.RMSNorm(6), (3, 6)),
     "rmsnorm-eps-2d": (lambda: nn.RMSNorm((3, 6), eps=1e-3), (3, 6)),
     "conv1d-same-reflect": (
@@ -126,10 +205,11 @@ def test_a_grouped_conv_whose_norms_overflow_in_float32_is_scaled_per_example():
 # constructor is checked to have no kind (or to be refused), so the table cannot claim a slow route for a layer that
 # became fast.
 OTHERS = {
-    "MultiheadAttention, TransformerEncoderLayer, TransformerDecoderLayer": (
-        lambda: nn.MultiheadAttention(4, 2),
+    "MultiheadAttention with kdim/vdim ≠ embed_dim, or add_bias_kv": (
+        lambda: nn.MultiheadAttention(4, 2, kdim=3),
         "vmap",
-        "in_proj_weight belongs to the attention module, not to a Linear whose rows the route reads",
+        "separate q, k, v weights of different widths, and bias_k/bias_v appended after the projection: "
+        "not yet a kind of the per-layer route",
     ),
     "RNN, GRU, LSTM": (
         lambda: nn.LSTM(3, 4),

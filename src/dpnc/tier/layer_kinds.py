@@ -199,6 +199,29 @@ class _Linear(Layer):
         return sums
 
 
+class _InProjection(_Linear):
+    """MultiheadAttention's packed q, k, v projection (``in_proj_weight`` (3E, E), ``in_proj_bias``): a Linear
+    whose calls :mod:`dpnc.tier.attention` records, each call's output gradient placed at the rows of the weight it
+    used, so Σ_t g_t a_tᵀ is the whole packed gradient. Separate q/k/v weights (kdim or vdim ≠ E) and bias_k/bias_v
+    are not taken (the vmap route runs them)."""
+
+    product = (
+        "the q, k, v projections as one Linear product over the packed weight"  # the docs' table
+    )
+    names = {"in_proj_weight": "weight", "in_proj_bias": "bias"}
+
+    def __init__(self, module, a, g, trained, scaled) -> None:
+        super().__init__(module, a, g, {self.names[n] for n in trained}, scaled)
+
+    @staticmethod
+    def handles(module):
+        return module._qkv_same_embed_dim and module.bias_k is None and module.bias_v is None
+
+    def weighted_sums(self, w, finite):
+        local = {v: k for k, v in self.names.items()}
+        return {local[k]: s for k, s in super().weighted_sums(w, finite).items()}
+
+
 class _Embedding(Layer):
     product = "Σ_t e_{id_t} g_tᵀ; the padding_idx row gets nothing"  # the docs' layer table
 
@@ -429,6 +452,7 @@ KINDS: dict[type, type[Layer]] = {
     nn.Conv2d: _Conv,
     nn.Conv3d: _Conv,
     nn.RMSNorm: _RMSNorm,
+    nn.MultiheadAttention: _InProjection,
     nn.GroupNorm: _ChannelNorm,
     nn.modules.instancenorm._InstanceNorm: _ChannelNorm,
     nn.modules.batchnorm._BatchNorm: _ChannelNorm,

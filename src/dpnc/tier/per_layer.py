@@ -15,6 +15,9 @@ batch give every example's gradient norm and, once the clip factors are known, t
   (small kernels); the input padded as the module's forward pads it ('same', 'valid', any ``padding_mode``).
 * ``nn.GroupNorm``, ``nn.InstanceNorm*d``, ``nn.BatchNorm*d`` with running statistics (eval mode): LayerNorm's
   products per channel, x̂ the module's own normalisation.
+* ``nn.MultiheadAttention`` (and so the Transformer layers): its q, k, v projections as one Linear product over the
+  packed ``in_proj_weight``, its ``out_proj`` a Linear, both read from the functional calls torch makes
+  (:mod:`dpnc.tier.attention`).
 
 The kinds and their products are in :mod:`dpnc.tier.layer_kinds` (:data:`KINDS`: layer type → kind).
 
@@ -43,6 +46,7 @@ from torch import nn
 
 from dpnc.batches import batch_rows, one_example
 from dpnc.privacy.clipping import clip_weights
+from dpnc.tier.attention import place, recording, watched
 from dpnc.tier.layer_kinds import KINDS, SUPPORTED, Layer, kind
 
 __all__ = ["KINDS", "SUPPORTED", "layer_clipped_sum", "supported"]
@@ -105,13 +109,19 @@ def layer_clipped_sum(
             if (
                 shared is not None
             ):  # each example gets its own copy, so the gradient into it is that example's
-                records[module].append(shared[:2])
+                records[module].append((*shared[:2], None))
                 return shared[2]
-        records[module].append((a, out))
+        records[module].append((a, out, None))
 
-    handles = [m.register_forward_hook(keep) for m in owners]
+    def linear_call(module, a, out, rows):  # an attention's projection (dpnc.tier.attention)
+        records[module].append((_beneath_vmap(a), _beneath_vmap(out), rows))
+
+    weights = watched(model, owners)
+    by_linear = {module for module, _ in weights.values()}
+    handles = [m.register_forward_hook(keep) for m in owners if m not in by_linear]
     try:
-        losses = vmap(one_example(loss_fn), randomness="different")(*inputs)
+        with recording(weights, linear_call):
+            losses = vmap(one_example(loss_fn), randomness="different")(*inputs)
     except (
         RuntimeError
     ):  # no batching rule for some layer: the caller's vmap route says so, or takes the loop
@@ -119,17 +129,17 @@ def layer_clipped_sum(
     finally:
         for h in handles:
             h.remove()
-    if any(not r or any(a is None or out is None for a, out in r) for r in records.values()):
+    if any(not r or any(a is None or out is None for a, out, _ in r) for r in records.values()):
         return None  # a layer unused, or run on rows shared by the examples: not one product per example
     layers = list(owners)
-    outputs = [out for m in layers for _, out in records[m]]
+    outputs = [out for m in layers for _, out, _ in records[m]]
     flat = iter(torch.autograd.grad(losses.sum(), outputs, allow_unused=True))
     grads = {m: [next(flat) for _ in records[m]] for m in layers}  # each layer's calls, in order
     # the rows as values: the sums formed from them are statistics, not a graph back into the model
     calls = {
         m: [
-            (a.detach(), torch.zeros_like(out) if g is None else g.detach())
-            for (a, out), g in zip(records[m], grads[m])
+            (a.detach(), place(torch.zeros_like(out) if g is None else g.detach(), rows))
+            for (a, out, rows), g in zip(records[m], grads[m])
         ]
         for m in layers
     }
