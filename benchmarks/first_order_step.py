@@ -12,7 +12,10 @@ rounds, then the median over ``--steps`` rounds; one torch thread. Ratios are of
 Opacus's two modes on that model ("Opacus best").
 
 Models: a 64-64-10 MLP on 64 features (B = 64), a small CNN (two 3×3 convolutions with 8 and 16 channels, max
-pooling, a 10-way linear layer; 1×28×28 inputs; B = 64), and the same CNN with a GroupNorm after each convolution.
+pooling, a 10-way linear layer; 1×28×28 inputs; B = 64), the same CNN with a GroupNorm after each convolution, and on
+(16, 32) sequences (B = 64), mean-pooled under a 10-way linear layer: a self-attention block (nn.MultiheadAttention,
+4 heads) and a TransformerEncoderLayer (4 heads, feed-forward 64). Opacus runs the model its ``ModuleValidator.fix``
+makes (its DPMultiheadAttention for nn.MultiheadAttention; the others unchanged).
 
 MiniLM row (``--no-lm`` skips it): DP-AdamW on the real all-MiniLM-L6-v2 with a linear head, every parameter
 trained, on one fixed SST-2 batch of B = 64 sentences padded to the batch's longest (benchmarks/lm_step.py's model,
@@ -68,16 +71,49 @@ def cnn_groupnorm() -> nn.Module:
                          nn.GroupNorm(4, 16), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 10))
 
 
+class Pooled(nn.Module):
+    """A sequence layer on (B, 16, 32) inputs, mean-pooled over the positions, then a 10-way linear layer."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer, self.out = layer, nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = self.layer(x)
+        return self.out((y[0] if isinstance(y, tuple) else y).mean(1))
+
+
+class SelfAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def attention_block() -> nn.Module:
+    return Pooled(SelfAttention())
+
+
+def encoder_layer() -> nn.Module:
+    return Pooled(nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True))
+
+
 MODELS = {"mlp 64-64-10": (mlp, (64,)), "cnn 2 conv + linear": (cnn, (1, 28, 28)),
-          "cnn + groupnorm": (cnn_groupnorm, (1, 28, 28))}
+          "cnn + groupnorm": (cnn_groupnorm, (1, 28, 28)),
+          "attention block (MHA 32, 4 heads)": (attention_block, (16, 32)),
+          "TransformerEncoderLayer 32": (encoder_layer, (16, 32))}
 OPACUS_MODES = ("opacus", "opacus ghost")   # hooks (per-sample gradients) and ghost clipping: dpnc against the faster
 
 
 def opacus_step(build, data: TensorDataset, B: int, mode: str = "hooks"):
     from opacus import PrivacyEngine
 
+    from opacus.validators import ModuleValidator
+
     torch.manual_seed(0)
-    model = build()
+    model = ModuleValidator.fix(build())  # Opacus's own attention (DPMultiheadAttention); others unchanged
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     criterion = nn.CrossEntropyLoss()
     made = PrivacyEngine().make_private(
