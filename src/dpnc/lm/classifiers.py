@@ -58,6 +58,18 @@ def _load_encoder(model: str | Path):
     return encoder.eval(), tokenizer
 
 
+def _exported_encoder(path: Path):
+    """The encoder and tokenizer of a classifier saved as a Hugging Face model (:mod:`dpnc.lm.modeling_dpnc`),
+    read with dpnc's own copy of that code (not the folder's)."""
+    from transformers import AutoTokenizer
+
+    from dpnc.lm.modeling_dpnc import DpncForSequenceClassification
+
+    model = DpncForSequenceClassification.from_pretrained(path, attn_implementation="eager")
+    # the encoder's configuration given, so the tokenizer does not read the folder's (the classifier's own code)
+    return model.encoder.eval(), AutoTokenizer.from_pretrained(path, config=model.encoder.config)
+
+
 def build_classifier(
     model: str | Path,
     task: Task,
@@ -121,7 +133,12 @@ def load_classifier(path: str | Path, *, base_model: str | Path | None = None) -
         config["task"]["template"],
     )
     base = saved_base(path, config, base_model)
-    encoder, tokenizer = _load_encoder(path if base is None else base)
+    if config.get("encoder") == "export":
+        encoder, tokenizer = _exported_encoder(path)
+    elif base is None and (path / "encoder").is_dir():  # under a head that is not one linear layer
+        encoder, tokenizer = _load_encoder(path / "encoder")
+    else:
+        encoder, tokenizer = _load_encoder(path if base is None else base)
     if config.get("encoder") == "peft":
         from peft import PeftModel
 

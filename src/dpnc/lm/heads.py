@@ -310,15 +310,20 @@ class EncoderClassifier(nn.Module):
     def encoder_saved_as(self) -> str:
         """How :meth:`save_pretrained` writes the encoder: ``"base"`` (untrained, and the folder or file it was
         loaded from is known: only a reference to it), ``"peft"`` (peft LoRA adapters: ``adapter_config.json`` and
-        ``adapter_model.safetensors``, on the referenced base) or ``"full"`` (``save_pretrained``: the whole
-        encoder and its tokenizer)."""
+        ``adapter_model.safetensors``, on the referenced base), ``"export"`` (the whole classifier as a Hugging Face
+        model, :mod:`dpnc.lm.modeling_dpnc`, where the head is one linear layer: :meth:`classifier_weights`) or
+        ``"full"`` (the encoder and its tokenizer in ``encoder/``, a head that is not one linear layer)."""
         if hasattr(self.encoder, "peft_config") and self.base_model is not None:
             return "peft"
         if self.base_model is not None and not any(
             p.requires_grad for p in self.encoder.parameters()
         ):
             return "base"
-        return "full"
+        return "export" if self.classifier_weights() is not None else "full"
+
+    def classifier_weights(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(W, b) with logits = W·e(x) + b, or None where the head is not one linear layer on e(x)."""
+        return None
 
     def save_pretrained(self, path: str | Path) -> Path:
         """The head and what of the encoder differs from its base, in the ecosystem's formats.
@@ -326,9 +331,12 @@ class EncoderClassifier(nn.Module):
         Always ``dpnc_head.json`` (the head's configuration, the base model's public name —
         :func:`~dpnc.lm.paths.public_path` — and how the encoder is saved)
         and ``dpnc_head.safetensors`` (the head's tensors). The encoder (:meth:`encoder_saved_as`): nothing for a
-        head-only run (the base is referenced), peft adapter files for LoRA (``PeftModel.save_pretrained``), else
-        the encoder and tokenizer by ``save_pretrained``. :func:`dpnc.lm.classifiers.load_classifier` reads any of
-        them back.
+        head-only run (the base is referenced), peft adapter files for LoRA (``PeftModel.save_pretrained``); a
+        trained encoder under a linear head (or a prompt head folded into one) as a Hugging Face model of the whole
+        classifier with its code (:mod:`dpnc.lm.modeling_dpnc`), which
+        ``AutoModelForSequenceClassification.from_pretrained(path, trust_remote_code=True)`` loads; under another
+        head, in ``encoder/``, so that the folder does not look like a Hugging Face classifier it is not.
+        :func:`dpnc.lm.classifiers.load_classifier` reads any of them back.
         """
         from safetensors.torch import save_file
 
@@ -340,9 +348,13 @@ class EncoderClassifier(nn.Module):
             encoder, "merge_and_unload"
         ):  # adapters on an unknown base: merged
             encoder = copy.deepcopy(encoder).merge_and_unload()
-        if saved_as != "base":
-            encoder.save_pretrained(path)  # peft: the adapters only
+        if saved_as == "peft":
+            encoder.save_pretrained(path)  # the adapters only
         if saved_as == "full":
+            encoder.save_pretrained(path / "encoder")
+            self.tokenizer.save_pretrained(path / "encoder")
+        if saved_as == "export":
+            self._export(encoder, path)
             self.tokenizer.save_pretrained(path)
         head_state = {
             k: v.detach().contiguous().cpu()
@@ -359,6 +371,29 @@ class EncoderClassifier(nn.Module):
         }
         (path / HEAD_CONFIG).write_text(json.dumps(config, indent=2))
         return path
+
+    def _export(self, encoder, path: Path) -> None:
+        """The classifier as :class:`~dpnc.lm.modeling_dpnc.DpncForSequenceClassification`, saved with its code."""
+        from dpnc.lm.modeling_dpnc import DpncClassifierConfig, DpncForSequenceClassification
+
+        DpncClassifierConfig.register_for_auto_class()
+        DpncForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+        names = list(self.task.label_names)
+        # the encoder's configuration without the folder it was read from (a machine's path; public_path says why)
+        encoder_config = {k: v for k, v in encoder.config.to_dict().items() if k != "_name_or_path"}
+        config = DpncClassifierConfig(
+            encoder=encoder_config,
+            num_labels=len(names),
+            id2label=dict(enumerate(names)),
+            label2id={n: i for i, n in enumerate(names)},
+        )
+        model = DpncForSequenceClassification(config)
+        weight, bias = self.classifier_weights()
+        with torch.no_grad():
+            model.encoder.load_state_dict(encoder.state_dict())
+            model.classifier.weight.copy_(weight)
+            model.classifier.bias.copy_(bias)
+        model.save_pretrained(path)
 
 
 def read_head(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -445,6 +480,13 @@ class PromptHead(EncoderClassifier):
     def head_config(self):
         return {**super().head_config(), "mode": self.mode}
 
+    @torch.no_grad()
+    def classifier_weights(self):
+        if self.mode != "label":  # the class vectors depend on the input: not one linear layer
+            return None
+        e = self.embed(self.label_inputs)
+        return self.log_scale.exp() * e, torch.zeros(len(e))
+
 
 class LinearHead(EncoderClassifier):
     """logits = W·e(x) + b on the normalised embedding.
@@ -489,3 +531,6 @@ class LinearHead(EncoderClassifier):
 
     def logits(self, batch):
         return self.linear(self.embed(batch))
+
+    def classifier_weights(self):
+        return self.linear.weight.detach(), self.linear.bias.detach()
