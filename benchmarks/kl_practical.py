@@ -1,4 +1,4 @@
-"""Menart et al.'s practical settings against their theory settings, on the least squares of issue #11.
+"""Menart et al.'s practical settings against their theory settings, on least squares.
 
 Least squares with d = 7 (``LeastSquares.generate(7, n, seed, noise=0.05, sufficient=True)``: 1000 rows ±q_j on the
 unit sphere, each repeated n/1000 times), its public constants (γ² = 3.5, L0 = 3.2, L1 = 1, region radius 2),

@@ -61,7 +61,7 @@ def test_account_gives_the_multiplier_for_a_target_epsilon_as_json():
 
 
 def test_account_json_is_one_object_with_a_value_per_accountant():
-    """The help says one JSON object; it used to be a list for --accountant both (issue 29)."""
+    """The help says one JSON object; it used to be a list for --accountant both."""
     result = runner.invoke(
         app,
         [
@@ -347,7 +347,7 @@ def test_a_missing_data_dir_is_a_usage_error(command, no_work, tmp_path):
 
 
 def test_the_installed_command_prints_no_traceback(tmp_path):
-    """The real entry point (rich's error box, not the test runner) on the inputs of issue 13, finding 8."""
+    """The real entry point (rich's error box, not the test runner) on a NaN step size."""
     command = [
         sys.executable,
         "-m",
@@ -573,7 +573,7 @@ def test_the_generated_nonsmooth_commands_build_the_config(
     assert ran is experiment and config == expected and kw == {"workers": 1, "out": tmp_path / "o"}
 
 
-# --- conventions (issue 29) ------------------------------------------------------------------------------------
+# --- conventions --------------------------------------------------------------------------------------------------
 
 
 def test_version():
@@ -702,7 +702,7 @@ def test_delta_is_spelled_delta_everywhere_and_the_old_spelling_still_works(
 
 
 def test_a_bare_hub_id_gets_the_command_for_that_model_not_another():
-    # Issue 44, item 9: "bert-base-uncased" was told to download sentence-transformers/all-mpnet-base-v2.
+    # "bert-base-uncased" used to be told to download sentence-transformers/all-mpnet-base-v2.
     from dpnc.lm.classifiers import missing_model
 
     text = missing_model("bert-base-uncased")

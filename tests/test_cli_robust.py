@@ -1,4 +1,4 @@
-"""The command line neither hangs nor half-writes on extreme input (issue 29)."""
+"""The command line neither hangs nor half-writes on extreme input."""
 
 import time
 

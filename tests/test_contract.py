@@ -1,4 +1,4 @@
-"""The contract every algorithm keeps (issue 14), checked the same way for each one.
+"""The contract every algorithm keeps, checked the same way for each one.
 
 For every algorithm of every family (cases in ``tests/contract/``): a config is a frozen ``Algorithm``
 with ``from_theory``; invalid configurations are refused at construction, before any data is touched;
@@ -7,7 +7,7 @@ that declares other public constants than the config was built for, and states t
 deterministic given the public seeds, seeded (test) noise and seeded batches; ``report(delta)`` has every
 field, and says "not private" for seeded noise.
 
-The constructors' contract (issue 28): every registered class builds by ``from_theory(setting, budget, **choices)``
+The constructors' contract: every registered class builds by ``from_theory(setting, budget, **choices)``
 and ``practical(setting, budget, **options)`` on a tiny :class:`~dpnc.algorithms.base.Setting`, runs by
 ``run(problem, x0, *, noise, accountant, generator)`` (no defaults), spends at most its budget (the accountant's ε
 at the budget's δ, or its ρ for a zCDP budget), states ``claim()`` and a ``cost(setting)``; and its σ = 0, C = ∞
@@ -160,7 +160,7 @@ def test_run_refuses_a_problem_whose_constants_do_not_imply_the_configs(case):
                 looser.check_problem(problem)
 
 
-# --- the constructors' contract (issue 28) ---------------------------------------------------------------------
+# --- the constructors' contract ---------------------------------------------------------------------------------
 
 
 def _made(cls):

@@ -1,4 +1,4 @@
-"""The demo shows only private quantities (issue #8, finding 5)."""
+"""The demo shows only private quantities."""
 
 import dataclasses
 import math
@@ -39,7 +39,7 @@ def test_the_demo_curves_do_not_move_when_one_training_row_is_replaced(monkeypat
 
 def test_the_non_private_reference_is_not_worse_than_the_private_run():
     """MeZO used to run at DPZero's step size without DPZero's clipping: its held-out loss spiked to ~30 and it
-    ended worse than private DPZero in 3 of 3 runs (issue 29). At its own step size (lr / 10) it converges: its
+    ended worse than private DPZero in 3 of 3 runs. At its own step size (lr / 10) it converges: its
     curve never spikes and it ends as good as a typical private run (measured: test loss 0.286, accuracy 0.895 at
     the defaults).
 

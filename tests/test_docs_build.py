@@ -1,4 +1,4 @@
-"""The documentation site builds with ``mkdocs build --strict`` (issue 29): CI runs ``make test``, so this test is
+"""The documentation site builds with ``mkdocs build --strict``: CI runs ``make test``, so this test is
 CI's docs build. Strict mode turns every warning into a failure: a broken link between pages, a missing anchor, a
 docstring cross-reference mkdocstrings cannot resolve, a page missing from the nav that the nav names.
 
@@ -49,7 +49,7 @@ HREF = re.compile(r'(?:href|src)="([^"]*)"')
 
 
 def check_the_built_site(site: Path) -> None:
-    """Issue 44, item 3: the site as a person opens it, from disk or over HTTP.
+    """The site as a person opens it, from disk or over HTTP.
 
     No literal Sphinx role (``:class:`X```) or literal-block marker (``loop::``) in any page's text; every link
     between pages names a file (``page.html``), never a folder (opened from disk, a folder shows a directory

@@ -1,4 +1,4 @@
-"""The documentation pages state verdicts, not hand-copied numbers (issues 27, 29): their generated blocks match
+"""The documentation pages state verdicts, not hand-copied numbers: their generated blocks match
 docs/results.
 
 Every measured number or verdict of a reproduction on a page under docs/ (the per-paper pages, the fine-tuning guide,
@@ -160,7 +160,7 @@ def test_a_pick_matching_no_claim_is_an_error(monkeypatch):
 
 
 def test_readme_states_the_headroom_tally():
-    """README's DPZero line says "run" with the declared claims' tally of docs/results/dpzero-headroom (issue 42)."""
+    """README's DPZero line says "run" with the declared claims' tally of docs/results/dpzero-headroom."""
     tally = rv._tally(rv._result("dpzero-headroom")["claims"])
     readme = " ".join(_text("README.md").split())
     assert f"were run, not reproduced: {tally}" in readme

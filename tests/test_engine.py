@@ -481,7 +481,7 @@ def test_every_optimizer_takes_the_same_loop():
 
 
 def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_the_owner():
-    # Issue 44, item 7: n = 100 on 1,400 rows (batches 14× B) or n = 10⁶ (almost every batch empty) went unremarked.
+    # n = 100 on 1,400 rows (batches 14× B) or n = 10⁶ (almost every batch empty) went unremarked.
     import warnings
 
     from dpnc.declared import DataWarning
@@ -505,7 +505,7 @@ def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_t
 
 @pytest.mark.parametrize("optimizer", ["dpzero", "dp-sgd"])
 def test_the_opacus_habit_step_without_a_loss_function_explains_the_contract(optimizer):
-    # Issue 44, item 8: `loss.backward(); optimizer.step()` got a bare "step() missing 1 required positional argument".
+    # `loss.backward(); optimizer.step()` used to get a bare "step() missing 1 required positional argument".
     model = make_model()
     opt, loader, accountant = private(
         model, optimizer=optimizer, **({"seed": None} if optimizer == "dp-sgd" else {})

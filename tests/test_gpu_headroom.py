@@ -1,4 +1,4 @@
-"""benchmarks/gpu/headroom.py (issue 42: DPZero's Table 2 claims with every parameter trained, and Table 3 at the 1B
+"""benchmarks/gpu/headroom.py (DPZero's Table 2 claims with every parameter trained, and Table 3 at the 1B
 scale, on one GPU) in its tiny CPU configuration, so the prepared command cannot rot before a GPU runs it: Table 3
 through check.py's measurement on a random decoder built from its config, one (task, mode, seed) part in a process
 of its own with its recipe fixed from the committed selections, the rows judged by dpzero-lm's claims."""

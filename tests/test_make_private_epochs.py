@@ -1,4 +1,4 @@
-"""make_private for Opacus habits (issue 29): epochs, a loader that refuses a pass beyond the budget, optimizer
+"""make_private for Opacus habits: epochs, a loader that refuses a pass beyond the budget, optimizer
 instances, and ε reported by the accountant that calibrated."""
 
 import math

@@ -1,4 +1,4 @@
-"""``dpnc.fix_model`` (issue 44, item 6): BatchNorm → GroupNorm, as Opacus's ``ModuleValidator.fix``, so that a model
+"""``dpnc.fix_model``: BatchNorm → GroupNorm, as Opacus's ``ModuleValidator.fix``, so that a model
 dpnc refused for its BatchNorm trains privately; the refusal names it first."""
 
 from __future__ import annotations

@@ -349,7 +349,7 @@ def test_minibatch_optimizer_run():
     assert acct.secret and acct.report(1e-5).private
 
 
-# --- issue #8: the batch is the sampler's, secret, and the closure must answer for exactly it ---------
+# --- the batch is the sampler's, secret, and the closure must answer for exactly it ---------
 
 
 def test_subsampled_batches_do_not_follow_any_public_seed():

@@ -18,7 +18,7 @@ def test_the_bar_prints_no_rate_and_no_time():
 
 
 def test_a_bar_written_to_a_file_prints_a_line_every_twentieth_of_the_run_not_every_step():
-    # Issue 44, item 10: not on a terminal, every refresh is a new line: 5000 steps wrote 5000 lines to a log.
+    # Not on a terminal, every refresh used to be a new line: 5000 steps wrote 5000 lines to a log.
     out = io.StringIO()  # not a terminal
     for _ in progress(range(1000), desc="DPZero", file=out):
         pass

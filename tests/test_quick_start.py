@@ -1,4 +1,4 @@
-"""README's quick start 2, run as written (issue 44, item 4): the block writes its data, the command trains on it,
+"""README's quick start 2, run as written: the block writes its data, the command trains on it,
 and the trained model beats the untrained one visibly. Its time is printed, not asserted: a timed unit test fails on
 a loaded machine (CI measured 60 s of CPU where a quiet run takes 33-43 s); README states what was measured.
 

@@ -1,4 +1,4 @@
-"""Samplers: secret batches whenever the accounting claims amplification (issue #8, finding 1)."""
+"""Samplers: secret batches whenever the accounting claims amplification."""
 
 import math
 import pickle

@@ -1,4 +1,4 @@
-"""Issue 42 on one GPU: the DPZero paper's Table 2 claims where the model has room to learn (every parameter trained,
+"""On one GPU: the DPZero paper's Table 2 claims where the model has room to learn (every parameter trained,
 T in the thousands), and Table 3 at the 1B scale, within about 8 minutes.
 
 Parts (``--parts``), in this order:

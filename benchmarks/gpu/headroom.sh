@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 42 on one GPU (benchmarks/gpu/README.md, "Where the model has room to learn"): store the part this call
-# carried, unpack the payload (setup.sh), run headroom.py: Table 3 on a random 1.1B decoder, then the Table 2 claims
+# On one GPU (benchmarks/gpu/README.md, "Where the model has room to learn"): store the part this call carried,
+# unpack the payload (setup.sh), run headroom.py: Table 3 on a random 1.1B decoder, then DPZero's Table 2 claims
 # with every MiniLM parameter trained. Results (headroom.md, headroom.json, table3-1b/, head/, all/, memory.csv,
 # parts/) go to $OUT.
 #

@@ -9,7 +9,7 @@ be a release the accountant does not see.
 The reference is non-private MeZO at a step size at which it converges: a tenth of DPZero's (``reference_lr``).
 MeZO does not clip: its step is lr·c_t·u with c_t the batch's directional derivative, unbounded, where DPZero's
 per-example clip C bounds every term. At DPZero's lr (0.2) MeZO's held-out loss spiked to 14–60 and it ended below
-private DPZero in some runs (issue 29); at lr/10 it converged with direction seeds 1, 2 and 3 (final test loss
+private DPZero in some runs; at lr/10 it converged with direction seeds 1, 2 and 3 (final test loss
 0.28–0.30 against DPZero's 0.31–0.51; the σ = 0 twin of DPZero at lr 0.2, the other candidate, was not reliably
 better than DPZero: 0.35–0.37). Both runs draw their public directions from ``seed``, so the demo repeats exactly
 but for DPZero's secret noise.

@@ -5,7 +5,7 @@ sensitivity bound fails) and writes them into ``running_mean``/``running_var`` (
 published with the model). dpnc refuses it (`dpnc.model_state`). The usual fix, and Opacus's, is GroupNorm:
 each example is normalised by its own statistics over groups of channels, so nothing mixes and nothing is stored.
 ``model.eval()`` is a fix only for running statistics learned on public data: from scratch it freezes the initial
-ones (measured in issue 44: 0.494 accuracy against GroupNorm's 0.874 on the same CNN).
+ones (measured: 0.494 accuracy against GroupNorm's 0.874 on the same CNN).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 42's CPU pilot: where does MeZO have room to learn? (DPZero paper, Table 2's regime: the model trained.)
+"""The CPU pilot: where does MeZO have room to learn? (DPZero paper, Table 2's regime: the model trained.)
 
 For one task and ``--train`` mode (MiniLM, prompt head, ``all`` or ``top-k``), runs zero-shot, MeZO and non-private
 AdamW (the ceiling) with the trainer (:class:`dpnc.lm.train.Trainer`, the same code as ``dpnc finetune``) and records,

@@ -14,7 +14,7 @@ of the reproduction's context (its config, the problem, the task) computed when 
 value depends on them (``m = min(d, zo_directions)``). Building every method is then one comprehension over the
 table (:func:`build`).
 
-**Old names.** Results written before the rename (issue 43) name the methods the old way; :func:`rename` brings a
+**Old names.** Results written before the rename (28 Nov 2026) name the methods the old way; :func:`rename` brings a
 ``result.json`` record to the current names (each experiment's ``upgrade`` calls it), and says so in its notes.
 """
 

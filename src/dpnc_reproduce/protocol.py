@@ -57,7 +57,7 @@ class Claim(NamedTuple):
 
     ``holds``: True, False, or None when the data give no signal either way (an effect inside its interval).
     ``status``: with ``holds`` None, why a claim is not judged at all, when that is not "no signal": e.g. "not
-    testable by slope here" (the instance confounds the variable) or "underpowered for this design" (issue 41).
+    testable by slope here" (the instance confounds the variable) or "underpowered for this design".
     ``facts``: the numbers the verdict and evidence were read from, by name (``{"capped_runs": 15, …}``), which
     tests assert instead of the evidence's prose; never mutated (a claim is a value), empty where none is recorded.
     """

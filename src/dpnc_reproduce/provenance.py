@@ -1,5 +1,5 @@
 """Where a result's declarations come from: the commit of the code that declares its claims, thresholds and
-tolerances, and whether it precedes the commit of the rows it judges (issue 41: a declaration made after the data is
+tolerances, and whether it precedes the commit of the rows it judges (a declaration made after the data is
 recorded as such, and only a re-run tests a claim whose tolerance changed)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The variance arithmetic under the claims engine (:mod:`dpnc_reproduce.claims` re-exports every name): t quantiles,
 Welch–Satterthwaite degrees of freedom, the two-way random-effects variance of a seeds × examples mean, and the
-minimum detectable effect of a design (issue 41: power before a claim is declared)."""
+minimum detectable effect of a design (its power, computed before a claim is declared)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Menart et al.'s practical settings (issue #11): progress on least squares at realistic n, privacy within ρ.
+"""Menart et al.'s practical settings: progress on least squares at realistic n, privacy within ρ.
 
 The problem is the one an independent review measured: least squares with d = 7 (rows ±q_j of a random orthonormal
 basis, on the unit sphere; label noise 0.05), its public constants (row and target bounds, region radius 2, μ from

@@ -1,4 +1,4 @@
-"""Menart et al.'s algorithms under adversarial data: realised sensitivity ≤ the ledger's (issue 13, findings 3, 4, 8).
+"""Menart et al.'s algorithms under adversarial data: realised sensitivity ≤ the ledger's.
 
 The paper assumes that f is L0-Lipschitz (and L1-smooth) wherever the iterates go; an adversary does not oblige.
 Here the data break the declared constants on purpose — examples far outside the declared domain that pull the

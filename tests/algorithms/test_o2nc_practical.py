@@ -1,4 +1,4 @@
-"""Practical settings of the O2NC families (issue #11): ``ZhangTranCutkosky.practical`` and
+"""Practical settings of the O2NC families: ``ZhangTranCutkosky.practical`` and
 ``KornowskiLiuTalwar.practical`` move a small 2-layer ReLU network where ``from_theory`` does not, within the
 target budget by the accountant; KLT's safe mode reports its clip rate and warns above 50 %.
 
@@ -183,8 +183,8 @@ def test_safe_mode_reports_its_clip_rate_and_warns_above_half(task):
 
 
 def test_travel_falls_back_to_twice_the_gap_over_L0_where_no_region_is_declared():
-    """The practical rules' length scale: the region's radius where declared, else 2Φ/L0 (issue 43: the rule the
-    utility reproduction applied by hand), else a clear error."""
+    """The practical rules' length scale: the region's radius where declared, else 2Φ/L0 (the rule the utility
+    reproduction applied by hand), else a clear error."""
     assert practical_travel(Constants(L0=2.0), None, gap=3.0) == 3.0
     assert (
         practical_travel(Constants(L0=2.0, region=Region(torch.zeros(2), 5.0)), None, gap=3.0)

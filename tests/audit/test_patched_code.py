@@ -2,7 +2,7 @@
 
 The variants of tests/audit/test_audit.py break a mechanism by its configuration (σ/1.5 passed as the noise
 multiplier) or by a hand-written broken algorithm. Here the real code runs as a user calls it, calibrated to the
-target ε by the public path, and one line of the library is patched underneath (issue 40, item 9):
+target ε by the public path, and one line of the library is patched underneath:
 
 * ``sigma``: the Gaussian noise drawn at σ/1.5 (or σ/2, below) inside :func:`dpnc.privacy.release.release_sum` (its
   draw from the :class:`~dpnc.privacy.NoiseSource`), the ledger entry unchanged, as a bug in the release would leave

@@ -1,4 +1,4 @@
-"""Calibration answers in bounded time for any budget, and its answer is never optimistic (issue 29).
+"""Calibration answers in bounded time for any budget, and its answer is never optimistic.
 
 Before: ``noise_multiplier(30, 1e-5, 1.0, 1, "pld")`` took ~14 s, ``dpnc account --epsilon 1000`` over 100 s and
 ``dpnc finetune --epsilon 1e9`` died with ``MemoryError: 3.31 TiB`` in the PLD report (dp-accounting's grid, at a

@@ -68,7 +68,7 @@ def test_an_edited_answer_that_misses_the_target_is_ignored(cache):
 
 
 def test_an_edited_answer_with_more_noise_than_the_minimum_is_ignored(cache):
-    """Issue 40: a stored σ twice the minimum meets the target, and was used: a run got twice the noise it needed."""
+    """A stored σ twice the minimum meets the target and was once used: a run got twice the noise it needed."""
     m = noise_multiplier(**QUESTION)
     [stored] = cache.glob("*.json")
     entry = json.loads(stored.read_text())

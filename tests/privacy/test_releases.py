@@ -1,4 +1,4 @@
-"""Releases are data, the accountant interprets them (issue 14): numbers, relations, serialisation, secrecy."""
+"""Releases are data, the accountant interprets them: numbers, relations, serialisation, secrecy."""
 
 import dataclasses
 import math
@@ -384,7 +384,7 @@ def test_every_record_round_trips_through_its_dict(name):
 
 
 def test_from_dict_reads_the_kinds_that_earlier_journals_wrote():
-    # Exactly what the product classes' to_dict() wrote before issue 14.
+    # Exactly what the product classes' to_dict() wrote before releases became data.
     old = [
         (
             {

@@ -58,7 +58,7 @@ def test_paired_difference_matches_a_numpy_scipy_reference():
     assert d.estimate == pytest.approx(per_seed.mean()) and d.df == pytest.approx(df)
     assert d.high - d.estimate == pytest.approx(half) and d.estimate - d.low == pytest.approx(half)
     assert seeds - 1 <= d.df <= seeds * m  # within its mean squares' degrees of freedom
-    # the two-part sum of issue 27 counted the seed × example interaction twice: never narrower than this
+    # the earlier two-part sum counted the seed × example interaction twice: never narrower than this
     old = per_seed.var(ddof=1) / seeds + diff.mean(axis=0).var(ddof=1) / m
     assert var <= old
     # identical models: no difference and no width; a paired interval is narrower than the unpaired one here
@@ -250,7 +250,7 @@ def test_upper_bound_rates_are_judged_one_sided():
 
 def test_rates_in_a_shrinking_variable_fail_on_the_steep_side():
     # n ≤ C·N(ε) is about small ε: with N ∝ ε^−0.37 over the grid, a measured n(ε) ∝ ε^−1.17 grows faster than the
-    # bound as ε shrinks (issue 41's KLT ε exponent): that is the violating side, whatever the old rule said
+    # bound as ε shrinks (KLT's measured ε exponent): that is the violating side, whatever the old rule said
     eps = [0.5, 2.0, 8.0]
     bound, tol = -0.37, 0.05
 
@@ -273,7 +273,7 @@ def test_rates_in_a_shrinking_variable_fail_on_the_steep_side():
     assert claims.rate_within_bound(near, bound, regime=claims.SHRINKS, tol=0.0) is False
     straddles = claims.slope_interval(eps, _seeds(eps, (-0.9, -0.1, -0.5)))
     assert judge(straddles) is None
-    # ZTC's β exponent (issue 41): measured −1.86 [−2.06, −1.66] against the bound's −2.27 holds as β → 0
+    # ZTC's β exponent: measured −1.86 [−2.06, −1.66] against the bound's −2.27 holds as β → 0
     ztc_beta = claims.Interval(-1.86, -2.06, -1.66, 10)
     assert claims.rate_within_bound(ztc_beta, -2.27, regime=claims.SHRINKS, tol=0.0) is True
     assert (
@@ -595,7 +595,7 @@ def test_two_way_variance_against_known_components_and_numpy():
 def test_committed_results_say_whether_their_declarations_came_before_their_rows():
     """Every committed result whose declarations carry a commit (a run's ``declared_commit``, a re-judging's record)
     says truly whether that commit precedes the commit that first added its rows: a run must (its declarations
-    precede its rows), a re-judging records ``declared_after`` exactly when they do not (issue 41)."""
+    precede its rows), a re-judging records ``declared_after`` exactly when they do not."""
     import json
     import subprocess
     from pathlib import Path

@@ -453,7 +453,7 @@ def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
         rows[-1], wall_seconds=31 * 60.0, epsilon_pld=2.1
     )  # TREC-21 DPZero ε=2
     holds = _claims(rows)
-    # Table 2's lower bounds are "> 0" (issue 41): SST-2's +2 points at ε = 6 hold (the old "> 5" failed them)
+    # Table 2's lower bounds are "> 0": SST-2's +2 points at ε = 6 hold (the old "> 5" failed them)
     yes = {CLAIMS[1], CLAIMS[5], _per_task("SST-2")[2], _per_task("TREC")[2]}
     # the caption's interval (MeZO − DPZero ε=2 = 4 points) lies beyond ±1: it fails, whatever the power
     assert holds == {

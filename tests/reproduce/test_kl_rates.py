@@ -310,7 +310,7 @@ def test_config_and_cli_validate(tmp_path):
         "--out",
         "--rhos",
         "--delta",
-    ):  # --dp-delta: hidden, deprecated (issue 29)
+    ):  # --dp-delta: hidden, deprecated
         assert option in result.output, option
 
 
@@ -466,7 +466,7 @@ def rate_verdict(rows) -> bool | None:
 
 def test_rate_claims_are_judged_one_sided_against_the_bound():
     # the bound falls as x^-1.4 over these points: a slope ≤ −1.4 + tol holds, one wholly above it fails; the proximal
-    # point's bound keeps its log factors, so its tolerance is 0 (issue 41; the old single RATE_TOL = 0.1 let −1.35
+    # point's bound keeps its log factors, so its tolerance is 0 (the old single RATE_TOL = 0.1 let −1.35
     # hold)
     xs = [1e4, 1e5, 1e6, 1e7, 1e8]
     assert report.tolerance("proximal-point", "κ", 1.0, 1, xs).value == 0.0

@@ -1,4 +1,4 @@
-"""The reproductions name their paper methods by registry name (issue 43), keep their options as data, and read
+"""The reproductions name their paper methods by registry name, keep their options as data, and read
 results written under the old names."""
 
 import dataclasses
@@ -120,7 +120,8 @@ def test_rename_replaces_whole_names_only():
 
 
 def _old_nonsmooth_record() -> tuple[dict, protocol.Result]:
-    """A nonsmooth-rates result under the current names, and the same record as written before issue 43."""
+    """A nonsmooth-rates result under the current names, and the same record as written before the rename
+    (28 Nov 2026)."""
     config = dataclasses.replace(
         rates.QUICK, methods=("zo-o2nc", "klt"), seeds=2, n_start=100, n_max=800
     )

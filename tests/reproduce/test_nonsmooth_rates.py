@@ -150,7 +150,7 @@ def test_config_validates():
 
 def test_exponents_are_judged_in_their_variables_regime():
     """n ≤ C·N(d, ε, α, β): for ε (x → 0) a slope steeper than N's fails and a shallower one holds — the reverse of
-    the rule for d (x → ∞); α is not judged on this instance (issue 41)."""
+    the rule for d (x → ∞); α is not judged on this instance."""
     eps = [0.5, 2.0, 8.0]
     theory = [5000 * e**-0.37 for e in eps]
 

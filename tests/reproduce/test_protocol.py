@@ -516,7 +516,7 @@ def test_claim_is_a_plain_record():
     assert Claim("s", True, "e", facts={"runs": 15}).to_json()["facts"] == {"runs": 15}
     assert protocol.verdict(True) == "yes" and protocol.verdict(False) == "**no**"
     assert protocol.verdict(None) == "no signal"
-    # a claim not judged for another reason than no signal says so (issue 41)
+    # a claim not judged for another reason than no signal says so
     assert protocol.verdict(None, "not testable by slope here") == "not testable by slope here"
     assert (
         protocol.verdict(False, "not testable by slope here") == "**no**"

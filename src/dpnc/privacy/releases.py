@@ -167,8 +167,8 @@ class Mechanism(Release):
 class Gaussian(Mechanism):
     """q(S) + N(0, σ² I) for a query of L2 sensitivity Δ: (Δ²/2σ²)-zCDP, noise multiplier σ/Δ.
 
-    σ = 0 is the old spelling of :class:`NonPrivate` (still written by algorithms/ and lm/ until
-    issue 14 ports them): it is interpreted as a release without noise (ε = ∞).
+    σ = 0 is the old spelling of :class:`NonPrivate` (what algorithms/ and lm/ wrote before they recorded
+    NonPrivate): it is interpreted as a release without noise (ε = ∞).
     """
 
     sensitivity: float
@@ -301,7 +301,7 @@ class _Wrapper:
             object.__setattr__(self, "secret", False)
             object.__setattr__(self, "mechanism", dataclasses.replace(self.mechanism, secret=True))
 
-    # Old attribute reads (call sites outside privacy/ until issue 14): Δ and σ of the innermost Gaussian.
+    # Old attribute reads (call sites outside privacy/ that read a release's Δ and σ): the innermost Gaussian's.
     @property
     def sensitivity(self) -> float:
         return _innermost_gaussian(self).sensitivity

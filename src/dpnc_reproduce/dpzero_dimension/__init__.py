@@ -1,4 +1,4 @@
-"""DPZero's central claim against the trained dimension (issue 30, item 1): private zeroth-order fine-tuning keeps
+"""DPZero's central claim against the trained dimension: private zeroth-order fine-tuning keeps
 almost all of non-private MeZO's gain while training every parameter, because its noise does not grow with d.
 
 On all-MiniLM-L6-v2 (the head of :mod:`dpnc.lm.heads`, zero-shot capable), for the trained modes of

@@ -37,7 +37,7 @@ METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
 # the same points plus the tolerance of the logs in d that the bound drops (claims.rate_within_bound, GROWS; the
 # convention of kl-rates and nonsmooth-rates). Table 1 keeps its only d-dependent log (DPZero's log d, from L̃²);
 # log(e + ε/δ) and log(1/δ) do not move with d; so nothing in d is dropped and the tolerance is 0 over every grid
-# (issue 41; until then one RATE_TOL = 0.1, set after these rows were measured).
+# (until 27 Nov 2026 one RATE_TOL = 0.1, set after these rows were measured).
 RATE_REGIME = stats.GROWS
 RATE_TOL = stats.Tolerance(
     0.0, "none dropped in d: Table 1 keeps DPZero's log d; log(e + ε/δ) is free of d"

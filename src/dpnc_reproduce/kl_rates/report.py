@@ -18,7 +18,7 @@ from dpnc_reproduce.common import by_seed, group_medians, loglog_slope
 from dpnc_reproduce.kl_rates.run import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
 from dpnc_reproduce.protocol import Claim, Result
 
-# How every rate claim is judged (issue 27; its tolerance, issue 41): the theorems are upper bounds on the excess
+# How every rate claim is judged: the theorems are upper bounds on the excess
 # as x = n√ρ/√d → ∞, so a rate holds when the per-seed slopes' 95 % t interval lies below the bound's own slope over
 # the same points plus the tolerance of the logs that bound drops (:func:`tolerance`), fails when all of it lies
 # above, and has no signal otherwise (:func:`dpnc_reproduce.claims.rate_within_bound`, regime GROWS); the reason is
@@ -28,8 +28,8 @@ from dpnc_reproduce.protocol import Claim, Result
 REGIME = stats.GROWS
 BETA = 0.05  # the theorems' failure probability β in ℓ = ln(n√ρ/β): every committed run's (KLRatesConfig's default)
 WORDS = {True: "holds", False: "fails", None: "no signal"}
-# A theorem with explicit constants is tested on its bound, measured / bound ≤ 1 in every run, not on a slope (issue
-# 41): KL-Spider's Φfloor (Thm 1, Cf = 48, its K and log(1/β′) computed); its slope claims stay, reported unjudged.
+# A theorem with explicit constants is tested on its bound, measured / bound ≤ 1 in every run, not on a slope:
+# KL-Spider's Φfloor (Thm 1, Cf = 48, its K and log(1/β′) computed); its slope claims stay, reported unjudged.
 EXPLICIT = {
     "kl-spider": "judged on its explicit bound instead (excess ≤ Φfloor in every run, below)"
 }
@@ -380,7 +380,7 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
         status = depends
         if (
             s["algorithm"] in EXPLICIT
-        ):  # explicit constants: the bound itself is tested, not its slope (issue 41)
+        ):  # explicit constants: the bound itself is tested, not its slope
             evidence += f"; the slope rule alone: {WORDS[ok]}"
             ok, status = None, EXPLICIT[s["algorithm"]]
         elif ok is not True:

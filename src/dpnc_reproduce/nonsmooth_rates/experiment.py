@@ -31,7 +31,7 @@ class NonsmoothRates(Experiment):
     runner = run
 
     def upgrade(self, data: dict) -> dict:
-        """A result written before issue 43 names the methods the old way (``ztc``, ``klt-zo``): the registry's
+        """A result written before 28 Nov 2026 names the methods the old way (``ztc``, ``klt-zo``): the registry's
         names (:data:`~dpnc_reproduce.nonsmooth_rates.run.RENAMED`, :func:`~dpnc_reproduce.method_table.rename`)."""
         return rename(data, RENAMED)
 

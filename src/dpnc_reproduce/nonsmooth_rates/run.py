@@ -102,7 +102,7 @@ METHODS: dict[str, Entry] = {
 }
 check_table(METHODS)
 NAMES = tuple(METHODS)
-# The names of results written before issue 43 (:meth:`NonsmoothRates.upgrade
+# The names of results written before 28 Nov 2026 (:meth:`NonsmoothRates.upgrade
 # <dpnc_reproduce.nonsmooth_rates.NonsmoothRates.upgrade>`)
 RENAMED = {
     "ztc": "zo-o2nc",

@@ -151,7 +151,7 @@ METHODS = (
     "klt:first-order:theory",
 )
 DEFAULT_METHODS = METHODS[:13]  # --full: the theorem-settings variants only on request (--methods)
-# The names of results written before issue 43 (:meth:`Utility.upgrade <dpnc_reproduce.utility.Utility.upgrade>`)
+# The names of results written before 28 Nov 2026 (:meth:`Utility.upgrade <dpnc_reproduce.utility.Utility.upgrade>`)
 RENAMED = {
     "kl-adaptive": "adaptive-gd",
     "kl-proximal": "proximal-point",

@@ -33,7 +33,7 @@ class Utility(Experiment):
     runner = run
 
     def upgrade(self, data: dict) -> dict:
-        """A result written before issue 43 names the methods the old way (``klt-fo``): the registry's names
+        """A result written before 28 Nov 2026 names the methods the old way (``klt-fo``): the registry's names
         (:data:`~dpnc_reproduce.utility.config.RENAMED`, :func:`~dpnc_reproduce.method_table.rename`)."""
         return rename(data, RENAMED)
 
