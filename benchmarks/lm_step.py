@@ -12,7 +12,7 @@ Data: ``--batch`` SST-2 sentences drawn (seed ``--batch-seed``) from ``--data`` 
 with ``sentence``/``label``), tokenized and padded to the longest sentence of that batch (dynamic
 padding, truncation at ``--max-len``). The same fixed batch is used in every step and mode; the
 sampler is a FullBatch over it. Losses: per-example cross-entropy (reduction="none").
-Hyper-parameters follow the paper (spec seed001 §2.5-2.7, §4.2): B = 64, λ = 1e-3, lr = 1e-6,
+Hyper-parameters follow the paper (docs/papers.md, DPZero §2.5–2.7, §4.2): B = 64, λ = 1e-3, lr = 1e-6,
 C = 200 for the zeroth-order steps; lr = 1e-5, C = 10 for (DP-)AdamW. Noise multipliers do not
 change the cost.
 
@@ -32,7 +32,7 @@ hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps``
                  each now ~0.45 of this on 2 cores: benchmarks/zo_pass.py);
   AdamW          train mode (dropout), zero_grad + mean-loss backward + ``torch.optim.AdamW`` step;
   DP-AdamW (Opacus)      Opacus ``make_private`` (hooks) on a copy of the model, train mode, with
-                 the position_ids fix (explicit batch-shaped ``position_ids``; notes/anchor-bench.md);
+                 the position_ids fix (explicit batch-shaped ``position_ids``; without it Opacus fails here);
   DP-AdamW (dpnc per layer)  :mod:`dpnc.tier.per_layer` (the route ``make_private`` picks for these layers), eval mode;
   DP-AdamW (torch.func)  ``vmap(grad)`` per-example gradients over ``functional_call``, eval mode,
                  ``--microbatch`` examples at a time (memory), each clipped to C, summed, Gaussian
@@ -89,7 +89,7 @@ warnings.filterwarnings("ignore", message="Full backward hook is firing")
 warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented")
 
 DEFAULT_DATA = "/work/shared/data/SST-2/k-shot-1k-test/512-42/train.tsv"
-LAM, ZO_LR, ZO_CLIP, ZO_SIGMA = 1e-3, 1e-6, 200.0, 13.5156   # paper §4.2; mult for eps=2, q=1/16
+LAM, ZO_LR, ZO_CLIP, ZO_SIGMA = 1e-3, 1e-6, 200.0, 13.5156   # DPZero §4.2; mult for eps=2, q=1/16
 FO_LR, FO_CLIP, FO_SIGMA = 1e-5, 10.0, 1.0                  # Table 3 (DP-)AdamW
 QUICK = dict(batch=8, max_len=16, steps=2, warmup=1, mem_steps=1, mem_repeats=1, microbatch=8)
 FLOOR = "2 forwards + 3 u passes"
@@ -103,7 +103,7 @@ class Classifier(nn.Module):
     """Encoder + linear head on the mask-weighted mean of the last hidden states.
 
     ``position_ids`` and ``token_type_ids`` are passed batch-shaped: BERT's default (1, L) buffer
-    gives Opacus a batch-1 per-sample gradient (the fix in notes/anchor-bench.md).
+    gives Opacus a batch-1 per-sample gradient (out of the box it fails on BERT in all three modes).
     """
 
     def __init__(self, encoder: nn.Module, labels: int = 2) -> None:

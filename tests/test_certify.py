@@ -1,4 +1,4 @@
-"""Goldstein-stationarity certificate (spec seed000 §1): closed forms, an independent solver, validation.
+"""Goldstein-stationarity certificate (docs/papers.md, ZTC §1): closed forms, an independent solver, validation.
 
 Facts used:
 - h(x) = ‖x‖ with ‖x‖ = R > δ: the gradients y/‖y‖, y ∈ B(x, δ), fill the open spherical cap of unit
@@ -68,7 +68,7 @@ def check_certificate(c: Certificate, x: torch.Tensor) -> None:
     assert float(dist.max()) <= c.radius * (1 + 1e-12)
     combo = torch.as_tensor(c.weights) @ c.gradients
     assert c.bound == pytest.approx(float(combo.norm()), rel=1e-12, abs=1e-15)
-    # never worse than the spec's practical certificate, the plain average
+    # never worse than ZTC §1's practical certificate, the plain average
     assert c.bound <= float(c.gradients.mean(0).norm()) + 1e-12
 
 

@@ -1,4 +1,4 @@
-"""Spec seed001 §5.3: clipping, and non-finite values zeroed before clipping (DESIGN.md)."""
+"""docs/papers.md, DPZero §5.3: clipping, and non-finite values zeroed before clipping (DESIGN.md)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Spec seed001 §5.9: the two-point estimator; per-example clipped gradients by torch.func."""
+"""docs/papers.md, DPZero §5.9: the two-point estimator; per-example clipped gradients by torch.func."""
 
 import math
 
@@ -60,7 +60,7 @@ def test_two_point_rejects_bad_lam(problem):
 
 
 def test_finite_difference_tends_to_the_directional_derivative():
-    """§5.12: λ → 0 on a smooth non-quadratic f gives uᵀ∇f(x), with error O(λ²)."""
+    """DPZero §5.12: λ → 0 on a smooth non-quadratic f gives uᵀ∇f(x), with error O(λ²)."""
     x0 = torch.linspace(-1.5, 2.0, 6, dtype=torch.float64)
     space = FlatSpace(x0)
     u = space.direction(7)

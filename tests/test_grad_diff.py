@@ -1,4 +1,4 @@
-"""GRAD and DIFF (Zhang–Tran–Cutkosky Algorithms 1–2): spec seed000 §5 properties 1–5.
+"""GRAD and DIFF (Zhang–Tran–Cutkosky Algorithms 1–2): docs/papers.md, ZTC §5 properties 1–5.
 
 Monte Carlo tolerances come from the lemmas' variance bounds: a mean of n i.i.d. estimates with
 E‖g − E g‖² ≤ V lies within 4√(V/n) of its expectation (in norm) except with probability ≤ 1/16 by

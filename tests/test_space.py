@@ -1,4 +1,4 @@
-"""Spec seed001 §5.7 (seed regeneration) and §5.8 (direction distribution) for dpnc.space."""
+"""DPZero §5.7 (seed regeneration) and §5.8 (direction distribution), docs/papers.md, for dpnc.space."""
 
 import math
 import warnings
@@ -49,7 +49,7 @@ def record_directions(space):
     return calls
 
 
-# --- §5.7 seed regeneration ---------------------------------------------------------------------------
+# --- DPZero §5.7 seed regeneration --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -291,7 +291,7 @@ def test_flat_space_perturb_and_restore_are_bit_exact(lam, direction):
     assert torch.equal(space.x, x0 - lam * u)
     space.update_(seed, 0.0)
     assert torch.equal(space.x, x0) and torch.equal(space.anchor, x0)
-    # The spec's sequence +λ, −2λ, +λ also returns exactly to x₀.
+    # §5.7's sequence +λ, −2λ, +λ also returns exactly to x₀.
     space.perturb_(seed, lam)
     space.perturb_(seed, -2 * lam)
     space.perturb_(seed, lam)
@@ -394,7 +394,7 @@ def test_flat_space_keeps_only_the_point():
     assert all(t is space.anchor for t in held)
 
 
-# --- §5.8 direction distribution ------------------------------------------------------------------
+# --- DPZero §5.8 direction distribution -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("d", [1, 2, 17, 1000])

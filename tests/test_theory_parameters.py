@@ -1,4 +1,4 @@
-"""Spec seed001 §5.14: the theorem parameter helpers match the closed forms."""
+"""docs/papers.md, DPZero §5.14: the theorem parameter helpers match the closed forms."""
 
 import math
 
@@ -104,7 +104,7 @@ def test_calibrate_noise_modes():
         calibrate_noise("pld", 2.0, 1e-5, 1000, 1024),
     )
     assert pld < rdp < paper
-    # Minibatch RDP mode is the published code's recipe (spec §1.5 table).
+    # Minibatch RDP mode is the published code's recipe (DPZero §1.5's table).
     assert calibrate_noise("rdp", 2.0, 1e-5, 10_000, 1024, batch_size=64) == pytest.approx(
         13.5156, abs=5e-5
     )
@@ -149,7 +149,7 @@ def test_from_theory_builds_the_configs_the_theorems_prescribe():
         1e-6,
         1e-3,
         10_000,
-    )  # the paper's MeZO baseline (spec §2.6)
+    )  # the paper's MeZO baseline (DPZero §2.6)
     with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         DPGD.from_theory(SETTING, BUDGET, steps=0)
 

@@ -1,14 +1,14 @@
 """A certificate of Goldstein (δ, ε)-stationarity: the min-norm convex combination of gradients in a ball.
 
-The Goldstein δ-subdifferential of a Lipschitz h is ∂_δh(x) = conv ∪_{y ∈ B(x,δ)} ∇h(y) (spec seed000 §1,
-Def 2.1), and x is (δ, ε)-stationary if ‖∂h(x)‖_δ = min{‖g‖ : g ∈ ∂_δh(x)} ≤ ε. The papers' guarantees
+The Goldstein δ-subdifferential of a Lipschitz h is ∂_δh(x) = conv ∪_{y ∈ B(x,δ)} ∇h(y) (the paper's Def 2.1;
+docs/papers.md, ZTC §1), and x is (δ, ε)-stationary if ‖∂h(x)‖_δ = min{‖g‖ : g ∈ ∂_δh(x)} ≤ ε. The papers' guarantees
 are about this quantity, but it cannot be computed: the union runs over a whole ball. What *can* be
 computed is an upper bound. For any finite set of points y_1..y_k in the ball with gradients g_1..g_k,
 every convex combination Σ w_i g_i lies in ∂_δh(x), so
 
     ‖∂h(x)‖_δ ≤ min_{w ∈ Δ_k} ‖Σ_i w_i g_i‖      (Δ_k the probability simplex),
 
-a quadratic programme in the weights. The spec's "practical certificate" ‖(1/k)Σ_i g_i‖ is the value at
+a quadratic programme in the weights. ZTC §1's "practical certificate" ‖(1/k)Σ_i g_i‖ is the value at
 the uniform weights, so the bound here is never worse and is often far better: at a kink of h the
 average of gradients on both sides need not be small, while their best combination is 0.
 
@@ -276,7 +276,7 @@ def goldstein_certificate(
 
     ``gradient`` must return a gradient of h at each point. For a Lipschitz h the random points are points
     of differentiability with probability 1; at x and at the given points, a value that is not a Clarke
-    subgradient (autograd at a kink may return one) would make the bound meaningless. The spec's ball is
+    subgradient (autograd at a kink may return one) would make the bound meaningless. ZTC §1's ball is
     open; given points may also lie on the sphere ‖y − x‖ = radius (up to the rounding of x + radius·u,
     a slack of 8 units in the last place of ‖x‖ + radius). With such points the bound holds for Goldstein's
     original closed ball, and for the open ball of any radius > ``radius``.

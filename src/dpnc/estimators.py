@@ -253,10 +253,11 @@ def grad_estimate(
 
         g_i = (1/m) Σ_j (d/(2δ)) (f(x + δu_ij, z_i) − f(x − δu_ij, z_i)) u_ij,
 
-    unbiased for ∇f̂_δ(x, z_i); m = d directions per point in the paper. ‖g_ij‖ ≤ dL, so one example
-    moves the mean by at most 2dL/b. With ``clip`` each difference is clipped to 2Lδ, the most an
-    L-Lipschitz f allows (spec §6.14): a no-op for a correct L, and the bound holds when L is wrong. ``L`` is the
-    Lipschitz bound (default: the problem's declared ``constants.L0``; an algorithm passes the one its config holds).
+    unbiased for ∇f̂_δ(x, z_i); m = d directions per point in the paper. ‖g_ij‖ ≤ dL, so one example moves the mean
+    by at most 2dL/b. With ``clip`` each difference is clipped to 2Lδ, the most an L-Lipschitz f allows
+    (docs/papers.md, ZTC §6.14): a no-op for a correct L, and the bound holds when L is wrong. ``L`` is the
+    Lipschitz bound (default: the problem's declared ``constants.L0``; an algorithm passes the one its config
+    holds).
     """
     d, m = _check_zo(problem, x, delta, m)
     u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)

@@ -195,8 +195,8 @@ class SinglePass:
     """Consecutive slices of one fixed order of the n examples: each example is used at most once.
 
     The single-pass algorithms (Zhang–Tran–Cutkosky Algorithm 4, Kornowski–Liu–Talwar Algorithms
-    3 and 5) need batches that are disjoint and chosen independently of the data (spec seed000
-    §6.16): the order is 0..n−1, or a permutation drawn once from a public generator. The order may
+    3 and 5) need batches that are disjoint and chosen independently of the data (docs/papers.md,
+    ZTC §6.16): the order is 0..n−1, or a permutation drawn once from a public generator. The order may
     be public because the accounting claims no amplification: releases on different slices are
     accounted by parallel composition (one accountant ``partition``), which holds for any fixed order.
     """

@@ -3,9 +3,9 @@
 For one ``--train`` mode, runs DPZero (and MeZO, the non-private ceiling) on SST-2's 512-shot train split over a
 grid of step size, clipping threshold and steps, evaluates every cell on the full test split (872 sentences) and
 writes ``rows.csv`` and ``summary.md``. All cells of one mode share the frozen-prefix cache (same model, data and
-prefix), so a cell costs only its steps. The test split chooses the defaults here, as in the DPZero paper's own
-grid search over hyper-parameters (spec §4.2); the accuracy of a chosen default is therefore optimistic by the
-selection, and the reproduction (``dpnc reproduce dpzero-lm``) re-measures it on other seeds.
+prefix), so a cell costs only its steps. The test split chooses the defaults here, as in the DPZero paper's own grid
+search over hyper-parameters (docs/papers.md, DPZero §4.2); the accuracy of a chosen default is therefore optimistic
+by the selection, and the reproduction (``dpnc reproduce dpzero-lm``) re-measures it on other seeds.
 
 Recipe selection is not private. The sweep chooses on the test split, beside non-private MeZO runs on the same
 training data, and ``--validate`` evaluates un-noised on rows of the training split: neither choice is covered by

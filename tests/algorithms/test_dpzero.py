@@ -1,4 +1,4 @@
-"""Spec seed001 §5.1, 5.2, 5.4, 5.10, 5.12 for DPZero, DPGD-0th, DP-GD and MeZO (flat tier)."""
+"""docs/papers.md, DPZero §5.1, 5.2, 5.4, 5.10, 5.12 for DPZero, DPGD-0th, DP-GD and MeZO (flat tier)."""
 
 import dataclasses
 import math
@@ -89,7 +89,7 @@ def step(
     return space, log
 
 
-# --- §5.1 scalar release ---------------------------------------------------------------------------
+# --- DPZero §5.1 scalar release --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("relation, factor", [("replace-one", 2.0), ("add/remove", 1.0)])
@@ -144,7 +144,7 @@ def test_per_run_clipping_thresholds_get_per_run_noise(problem):
         assert abs(z[:, k].std() - sigma) <= 6 * sigma / math.sqrt(2 * M)
 
 
-# --- §5.2 update direction -------------------------------------------------------------------------
+# --- DPZero §5.2 update direction ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -211,7 +211,7 @@ def test_dpgd0th_noise_is_isotropic_around_the_clipped_mean_step():
     assert abs(off.mean()) <= 6 / math.sqrt(M * d * (d - 1) / 2)
 
 
-# --- §5.4 sensitivity ------------------------------------------------------------------------------
+# --- DPZero §5.4 sensitivity -----------------------------------------------------------------------
 
 
 ADVERSARIES = [
@@ -312,7 +312,7 @@ def test_minibatch_sensitivity_uses_the_batch_size(problem):
 
 
 def test_dpgd_poisson_sensitivity_uses_the_fixed_batch_size():
-    """Finding 2 of issue #8: DP-GD with Poisson batches divided by the realised batch size, so adding
+    """DP-GD with Poisson batches used to divide by the realised batch size, so adding
     one example moved the pre-noise mean by 0.25 against a recorded C/B = 0.1. Real add/remove here:
     the neighbour's clipped sum runs over the same draw without the canary (index n)."""
     n, B, C = 40, 10, 1.0
@@ -414,7 +414,7 @@ def test_dpgd0th_sensitivity_is_2C_over_n_in_l2(problem):
         assert float(torch.linalg.vector_norm(g - base)) <= 2 * C / problem.n * (1 + 1e-9)
 
 
-# --- §5.10 noise independence ----------------------------------------------------------------------
+# --- DPZero §5.10 noise independence ---------------------------------------------------------------
 
 
 def test_noise_varies_under_a_fixed_public_seed(problem):
@@ -493,7 +493,7 @@ def test_seeded_test_noise_is_marked_not_private_and_global_rng_untouched(proble
     assert not report.private and any("NOT PRIVATE" in n for n in report.notes)
 
 
-# --- §5.12 degenerate cases ------------------------------------------------------------------------
+# --- DPZero §5.12 degenerate cases -----------------------------------------------------------------
 
 
 def zo_sgd_reference(losses, x0, T, seed, eta, lam, sampler, direction):

@@ -1,4 +1,5 @@
-"""Menart et al. (spec seed004 §5): privacy sums, noise scales, round counts, descent, radii, selection, rates."""
+"""Menart et al. (docs/papers.md, Menart et al. §5): privacy sums, noise scales, round counts, descent, radii,
+selection, rates."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ D = 10
 
 
 class ZeroNoise:
-    """A noise source that adds nothing (the spec's "noise disabled" test hook); marks results not private."""
+    """A noise source that adds nothing (Menart et al. §5.2's "noise disabled" hook); marks results not private."""
 
     secret = False
 
@@ -184,7 +185,7 @@ def test_spider_run_obeys_its_schedule(kappa):
 
 
 def test_spider_estimate_error_is_the_sum_of_the_round_noise():
-    """Spec §5.2: g_{k,t} − ∇F(w_{k,t}) = Σ_{j≤t} b_{k,j}, checked along the first round with ≥ 3 updates."""
+    """Menart et al. §5.2: g_{k,t} − ∇F(w_{k,t}) = Σ_{j≤t} b_{k,j}, checked along the first round with ≥ 3 updates."""
     f = PowerGrowth(1.5, D, n=10**8)
     noise = RecordingNoise(2)
     r = spider(f, rho=1.0, w0=start(f), noise=noise)
@@ -215,7 +216,7 @@ def test_spider_without_noise_descends_monotonically():
 def test_spider_paper_mode_reports_its_true_cost():
     f = PowerGrowth(1.5, D, n=10**7)
     r = spider(f, rho=1.0, w0=start(f), paper=True, noise=NoiseSource.for_testing(3))
-    # paper: checkpoint 2ρ/K each and differences ρ/(8KT_k) each under replace-one (spec §2.1)
+    # paper: checkpoint 2ρ/K each and differences ρ/(8KT_k) each under replace-one (Menart et al. §2.1)
     s = r.stats.schedule
     upper = 2.0 + sum((rnd.T - 1) / (8 * s.K * rnd.T) for rnd in s.rounds)
     assert 1.5 < r.accountant.rho() <= upper + 1e-9 <= 2.125
@@ -293,7 +294,7 @@ def _slope(nsrs, medians, d=D):
 @pytest.mark.slow
 @pytest.mark.parametrize("kappa", [1.5, 2.0])
 def test_spider_rate_and_bound(kappa):
-    """Spec §5.7: excess ≤ Φfloor on every seed, slope of the median vs n√ρ/√d in [−κ−0.3, −κ+0.35].
+    """Menart et al. §5.7: excess ≤ Φfloor on every seed, slope of the median vs n√ρ/√d in [−κ−0.3, −κ+0.35].
 
     The seeds' spread is tiny here (Φfloor's log factors dominate the noise): five seeds give the median
     within a few per cent, far inside the tolerance, which is for the log factors' drift over three decades.
@@ -378,7 +379,7 @@ def test_noisy_projected_gd_ledger_and_averaging():
 
 @pytest.mark.slow
 def test_proximal_point_rate_kappa_3():
-    """Spec §5.10: κ = 3 (τ = 1.5), d = 1: the median excess falls like Theorem 2's bound.
+    """Menart et al. §5.10: κ = 3 (τ = 1.5), d = 1: the median excess falls like Theorem 2's bound.
 
     The bound (γL0√(T·d·log(…))/(n√ρ))^κ has slope −3 only asymptotically; its log factors (T grows with
     log n) make it ≈ −2.5 over n√ρ ∈ [100, 1000], so the measured slope is compared with the bound's own.
@@ -497,7 +498,8 @@ def test_adaptive_gd_paper_mode_doubles_the_true_cost_under_replace_one():
 
 @pytest.mark.parametrize("kappa", [1.5, 2.0])
 def test_adaptive_gd_rate(kappa):
-    """Spec §5.8: at fixed d the (1/(n√ρ))^{κ/2} term dominates; slope ≤ −κ/2 + 0.2 (measured −0.66 / −1.24)."""
+    """Menart et al. §5.8: at fixed d the (1/(n√ρ))^{κ/2} term dominates; slope ≤ −κ/2 + 0.2 (measured −0.66 /
+    −1.24)."""
     nsrs = [1e6, 1e7, 1e8, 1e9]
     slope = _slope(
         nsrs, _median_excess(adaptive, lambda n: PowerGrowth(kappa, D, n=n), nsrs, seeds=7)
@@ -507,7 +509,7 @@ def test_adaptive_gd_rate(kappa):
 
 @pytest.mark.slow
 def test_excess_falls_with_the_budget():
-    """Spec §5.9: excess risk is (stochastically) nonincreasing in ρ, here over medians of 7 seeds."""
+    """Menart et al. §5.9: excess risk is (stochastically) nonincreasing in ρ, here over medians of 7 seeds."""
     f = PowerGrowth(1.5, D, n=10**6)
     medians = [
         statistics.median(
@@ -525,7 +527,7 @@ def test_excess_falls_with_the_budget():
 
 
 def test_selection_frequencies_follow_the_exponential_mechanism():
-    """Spec §5.5: frequencies of t* match softmax(−n√ρ‖∇F(w_t)‖/(2Δ)) (chi-square, 5000 draws)."""
+    """Menart et al. §5.5: frequencies of t* match softmax(−n√ρ‖∇F(w_t)‖/(2Δ)) (chi-square, 5000 draws)."""
     f = Quadratic(2, n=40)
     iterates = torch.stack(
         [f.w_star + t * torch.tensor([0.05, 0.0], dtype=torch.float64) for t in range(6)]

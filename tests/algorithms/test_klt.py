@@ -1,4 +1,4 @@
-"""Kornowski–Liu–Talwar (spec seed002_003 §6): schedules, sample accounting, sensitivity audits, privacy."""
+"""Kornowski–Liu–Talwar (docs/papers.md, KLT §6): schedules, sample accounting, sensitivity audits, privacy."""
 
 import dataclasses
 import itertools
@@ -83,7 +83,7 @@ def test_schedules_are_unit_free(oracle, paper):
 
 
 def test_literal_multi_pass_radius_is_not_unit_free():
-    """Why §7 A9 replaces Thm 4.1's D = α²β²/L²: under x → c·x it scales by c², not by c."""
+    """Why KLT §7 A9 replaces Thm 4.1's D = α²β²/L²: under x → c·x it scales by c², not by c."""
     alpha, beta, L, c = 0.1, 0.05, 1.0, 7.0
     literal = lambda a, b, lip: a**2 * b**2 / lip**2  # noqa: E731
     assert literal(c * alpha, beta / c, L / c) == pytest.approx(c**2 * literal(alpha, beta, L))
@@ -135,7 +135,7 @@ def test_paper_mode_takes_the_papers_directions_and_refuses_fewer():
     assert p.m == klt_theory.paper_directions(
         "zeroth-order", d=5, alpha=p.smoothing, D=p.D, B1=p.B1, B2=p.B2, delta=1e-6
     )
-    assert p.m > 5**2 * p.B1**2  # d²B1²·log: astronomically many (§7 A18)
+    assert p.m > 5**2 * p.B1**2  # d²B1²·log: astronomically many (KLT §7 A18)
     assert p.mechanism_delta == 1e-6 / 2
     with pytest.raises(ValueError, match="paper=True needs m >="):
         params("zeroth-order", paper=True, m=10)
@@ -307,7 +307,7 @@ def test_o2nc_invariants_and_determinism():
     assert trace.block_averages.shape[0] == p.steps // p.block
 
 
-# --- sensitivity audit (privacy smoke test, spec §6) ------------------------------------------------------
+# --- sensitivity audit (privacy smoke test, KLT §6) -------------------------------------------------------
 
 
 def neighbours(n, d, index, *, kink):

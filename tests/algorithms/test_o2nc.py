@@ -1,4 +1,4 @@
-"""O2NC invariants (spec seed000 §5 properties 12–14; seed002_003 §2.2 deterministic facts)."""
+"""O2NC invariants (docs/papers.md: ZTC §5 properties 12–14; KLT §2.2's deterministic facts)."""
 
 import pytest
 import torch

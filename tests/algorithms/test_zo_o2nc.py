@@ -1,4 +1,5 @@
-"""Zhang–Tran–Cutkosky: parameters, oracles, privacy records, behaviour (spec seed000 §5, 9–11 and 15–18)."""
+"""Zhang–Tran–Cutkosky: parameters, oracles, privacy records, behaviour (docs/papers.md, ZTC §5, properties 9–11
+and 15–18)."""
 
 import dataclasses
 import math

@@ -21,7 +21,7 @@ from dpnc.privacy import (
     ztc_tree_sigma,
 )
 
-# seed001_dpzero.md §1.5: opacus 1.4.0 multipliers, δ = 1e-5, T = 10 000, B = 64.
+# docs/papers.md, DPZero §1.5: opacus 1.4.0 multipliers, δ = 1e-5, T = 10 000, B = 64.
 DPZERO_TABLE = [
     (1024, 13.5156, 5.1562),
     (1536, 9.0234, 3.4814),
@@ -115,7 +115,7 @@ def test_full_batch_rdp_is_alpha_over_two_sigma_squared():
     assert epsilon_for(sigma, 1.0, steps, delta) == pytest.approx(expected, rel=1e-12)
 
 
-# --- DPZero (seed001 §1.4) ---------------------------------------------------------------
+# --- DPZero §1.4 -------------------------------------------------------------------------
 
 
 def test_dpzero_sigma_reference_values():
@@ -147,7 +147,7 @@ def test_dpzero_sigma_is_private_by_the_accountant(T, eps, delta):
     assert acct.epsilon(delta, "pld") <= acct.epsilon(delta, "rdp")
 
 
-# --- Zhang–Tran–Cutkosky tree noise (seed000 Cor 4.4 and §6.2–6.3) -------------------------
+# --- Zhang–Tran–Cutkosky tree noise (Cor 4.4; ZTC §6.2–6.3) --------------------------------
 
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 7, 8, 100, 1024])
@@ -176,7 +176,7 @@ def test_ztc_paper_sigma_formula_and_its_undercount():
         ztc_tree_sigma(d, L, rho, 100, 10, paper=True)
 
 
-# --- Kornowski–Liu–Talwar tree noise (seed002_003 §2.1, Prop 2.5) ---------------------------
+# --- Kornowski–Liu–Talwar tree noise (KLT §2.1, Prop 2.5) -----------------------------------
 
 
 @pytest.mark.parametrize("leaves", [1, 2, 5, 64, 1000])
@@ -196,7 +196,7 @@ def test_klt_paper_depth_is_zero_for_one_leaf():
     assert klt_tree_sigma(1.0, 8, 1.0, 1e-5, paper=True) < klt_tree_sigma(1.0, 8, 1.0, 1e-5)
 
 
-# --- Menart et al. (seed004 §1.2) -------------------------------------------------------------
+# --- Menart et al. §1.2 -----------------------------------------------------------------------
 
 
 def test_zcdp_gaussian_sigma_spends_rho():

@@ -1,4 +1,5 @@
-"""KL objectives: gradients, shapes, declared constants (KL, L0, L1, L̃1, F*), hard instances (spec seed004 §3, §5)."""
+"""KL objectives: gradients, shapes, declared constants (KL, L0, L1, L̃1, F*), hard instances (docs/papers.md,
+Menart et al. §3, §5)."""
 
 import copy
 import dataclasses
@@ -287,7 +288,7 @@ def test_least_squares_kl_is_tight_along_the_smallest_eigenvector():
 
 
 def test_sine_constant_2_849():
-    """sup_t (t² + 3sin²t)/(2t + 3sin 2t)² ≈ 2.849 (spec §5): a grid over [0, 50], then a bounded search."""
+    """sup_t (t² + 3sin²t)/(2t + 3sin 2t)² ≈ 2.849 (Menart et al. §5): a grid over [0, 50], then a bounded search."""
     t = np.linspace(1e-4, 50, 500_001)
     ratio = (t**2 + 3 * np.sin(t) ** 2) / (2 * t + 3 * np.sin(2 * t)) ** 2
     t0 = t[ratio.argmax()]
@@ -297,7 +298,7 @@ def test_sine_constant_2_849():
         method="bounded",
         options={"xatol": 1e-12},
     )
-    assert -best.fun == pytest.approx(2.8485, abs=1e-4)  # the spec rounds it to 2.849
+    assert -best.fun == pytest.approx(2.8485, abs=1e-4)  # Menart et al. §5 rounds it to 2.849
     assert kl.SINE_PL_RATIO >= -best.fun and kl.SINE_PL_RATIO - (-best.fun) < 1e-9
     assert math.sqrt(kl.SINE_PL_RATIO) == pytest.approx(1.69, abs=5e-3)  # γ for x̄ = 1
     # The declared γ is attained: d = 1 on a grid through the argmax (x̄ = 1).
@@ -521,7 +522,7 @@ def test_bad_arguments_raise_clear_errors(build, message):
         build()
 
 
-# --- public constants (issue 13, finding 3) -----------------------------------------------------------
+# --- public constants ----------------------------------------------------------------------------------
 #
 # The algorithms read γ, κ, L0, L1, L̃1 and the region as *public* inputs: their schedules and noise are built from
 # them. An objective built from private data must therefore declare them from the data domain and the user's

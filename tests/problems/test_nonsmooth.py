@@ -1,4 +1,5 @@
-"""The nonsmooth objectives: batching, gradients, chunking, Lipschitz declarations, closed forms (spec seed000 §5)."""
+"""The nonsmooth objectives: batching, gradients, chunking, Lipschitz declarations, closed forms (docs/papers.md,
+ZTC §5)."""
 
 import functools
 import math
@@ -170,7 +171,7 @@ def test_data_are_float64_and_names_print():
         assert type(problem).__name__ in repr(problem) and problem.name
 
 
-# --- AbsLinear: the closed-form smoothing (spec §5, property 2) ---------------------------------
+# --- AbsLinear: the closed-form smoothing (ZTC §5, property 2) ----------------------------------
 
 
 def _at(a: torch.Tensor, c: torch.Tensor, delta: float) -> torch.Tensor:

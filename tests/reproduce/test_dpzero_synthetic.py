@@ -136,7 +136,7 @@ def test_grid_runs_are_independent_of_batching():
 
 @pytest.mark.slow
 def test_effective_rank_not_dimension_drives_dpzero():
-    """Spec §5.13 on a small instance: DPGD-0th grows with d in all three modes, and DPZero's growth
+    """DPZero §5.13 (docs/papers.md) on a small instance: DPGD-0th grows with d in all three modes, and DPZero's growth
     in d is much smaller with r = log d than with r = d."""
     config = exp.SyntheticConfig(
         dims=(20, 200),

@@ -17,8 +17,8 @@ touched), plus
   (``constant_fields``, named as in :class:`~dpnc.problems.base.Constants`), and ``run`` never reads them off
   the objective: it refuses an objective whose declared constants do not imply them (:meth:`Algorithm.check_problem`),
   so σ, ρ, the claim and the ledger all refer to one L, valid for the objective;
-* ``paper: bool``: ``False`` (the default) runs the spec's corrected form, ``True`` the printed one where
-  they differ (the specs' "Ambiguities" list each difference);
+* ``paper: bool``: ``False`` (the default) runs the corrected form, ``True`` the printed one where
+  they differ (docs/papers.md gives each correction, in its paper's spec sections);
 * ``run(problem, x0, *, noise, accountant, generator, ...) -> Run``: one run on an objective of
   :mod:`dpnc.problems` from the start point ``x0``, with privacy noise from ``noise`` (secret unless a
   test seeds it), every release recorded in ``accountant``, and public randomness (directions, O2NC's

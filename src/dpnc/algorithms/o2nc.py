@@ -8,7 +8,7 @@ output is the average of the w_t over a uniformly chosen block of consecutive st
 block of length M lies within M·D of the block average, so small gradients along a block certify
 Goldstein stationarity of its average.
 
-One driver serves both papers (spec seed000 §2 A3; seed002_003 §2.2):
+One driver serves both papers (docs/papers.md, ZTC §2 A3 and KLT §2.2):
 
 * Zhang–Tran–Cutkosky: ``block=T`` and ``reset_each_block=True`` (K epochs of T steps, the learner
   restarts with Δ = 0 each epoch, D = δ/T);

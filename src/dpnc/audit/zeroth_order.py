@@ -296,9 +296,9 @@ class DPGD0thFullBatch(DPZeroFullBatch):
 class DPGDFullBatch(DPZeroFullBatch):
     name = "dp-gd"
     summary = (
-        "DP-GD, first order, full batch (spec §2.2): dpnc.algorithms.dpzero DPGD.run (per-example gradient "
-        "clipping, d-dimensional noise, the objective's clipped_gradient_sum) and FullBatch on a FlatSpace "
-        "grid of runs, replace-one"
+        "DP-GD, first order, full batch (docs/papers.md, DPZero §2.2): dpnc.algorithms.dpzero DPGD.run "
+        "(per-example gradient clipping, d-dimensional noise, the objective's clipped_gradient_sum) and FullBatch "
+        "on a FlatSpace grid of runs, replace-one"
     )
     canary = (
         "example 0 has gradient +BIG·e₀ on D and −BIG·e₀ on D′ (every other example 0): clipped to ±C·e₀, so "

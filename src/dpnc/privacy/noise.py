@@ -8,7 +8,7 @@ cannot leak its state. The samplers of :mod:`dpnc.sampling` draw each batch from
 own whenever the accounting claims amplification by subsampling: if an adversary could replay which
 examples were sampled, the amplified ε would be false. (The published DPZero code draws its noise right
 after seeding the public direction generator, so anyone who knows the seeds can subtract the noise; see
-``seed001_dpzero.md`` §7.2.)
+docs/papers.md, DPZero §7.2.)
 
 Scalars can be drawn from the *exact* discrete Gaussian of Canonne, Kamath & Steinke (2020),
 driven by :mod:`secrets` with rational arithmetic only, so that the one scalar a zeroth-order step

@@ -7,7 +7,7 @@ decomposition of [1, t] given by the binary expansion of t and ξ_b ~ N(0, σ² 
 the node whose right end is b. Nodes are shared between steps, so each data point (which enters one
 M_i) is seen through at most ⌊log₂Σ⌋ + 1 Gaussian node releases over a period of Σ steps.
 
-Corrections taken from the specs (seed000 §6.3, seed002_003 §2.1): the papers' literal NODE misses
+Corrections taken from the specs (docs/papers.md, ZTC §6.3 and KLT §2.1): the papers' literal NODE misses
 the root for Σ a power of two and returns ∅ for Σ = 1, and they bound the per-leaf node count by
 2 ln Σ, which is false for Σ ∈ {1, 2, 4}. Here NODE(t) is the binary decomposition and the count is
 exactly ⌊log₂Σ⌋ + 1.

@@ -1,12 +1,12 @@
 """The interface every objective gives the algorithms: per-example losses over a dataset, batched.
 
 A problem is F(x) = (1/n) Σ_i f(x, z_i) with data z_1..z_n and, for every z, f(·, z) L-Lipschitz
-(ZTC spec §1). The zeroth-order estimators evaluate each example at many points at once (x ± δu_ij for
+(docs/papers.md, ZTC §1). The zeroth-order estimators evaluate each example at many points at once (x ± δu_ij for
 m directions), so the one primitive is :meth:`Problem.loss` on points of shape (b, k, d): example i
 at its own k points. Everything else (values, gradients, subsets) is built from it here.
 
 The declared ``lipschitz`` is what the algorithms use to bound sensitivities and to clip finite
-differences (spec §6.14), so privacy never rests on it being tight, but utility does, and the
+differences (ZTC §6.14), so privacy never rests on it being tight, but utility does, and the
 estimators' unbiasedness needs it to be *true*. Each problem states its constant and the proof. It is
 a bound for every z in the problem's data domain (e.g. ‖a‖ ≤ 1), not only for the data at hand,
 because a neighbouring dataset may hold any such z.

@@ -1,6 +1,6 @@
 """Objectives satisfying the (γ,κ)-KL condition, with proven constants, for Menart et al.'s algorithms.
 
-Spec seed004 §5 ("Utility" test functions) and §3 (hard instances). Every objective here is an
+docs/papers.md, Menart et al. §5 ("Utility" test functions) and §3 (hard instances). Every objective here is an
 empirical loss F(w) = (1/n) Σ_i f(w; x_i) on w ∈ R^d and declares, with the proof in its docstring,
 
 its public :class:`~dpnc.problems.base.Constants` (``objective.constants``):
@@ -26,7 +26,7 @@ refuses to run without one. ``w_star``, ``F_star`` (and a least-squares objectiv
 data, for *evaluating* results only; no algorithm reads them.
 
 Symbols: gamma=γ, kappa=κ, tau=τ=κ/(κ−1) (growth exponent), L0, L1, weak_convexity=L̃1, D, epsilon=ε,
-rho=ρ. Lemma numbers are the paper's (spec §1.1). The interface and the checks are in
+rho=ρ. Lemma numbers are the paper's (Menart et al. §1.1). The interface and the checks are in
 :mod:`dpnc.problems.kl_objective`, Theorems 7 and 8's instances and the lower bounds in
 :mod:`dpnc.problems.kl_instances`; all are importable from here.
 
@@ -96,9 +96,9 @@ SINE_PL_RATIO = 2.8484999244
 
 
 class Quadratic(DataFree):
-    """F(w) = f(w) = ½‖w − c‖², data-free (every example is the same), PL. Spec §5, first test function.
+    """F(w) = f(w) = ½‖w − c‖², data-free (every example is the same), PL. Menart et al. §5, first test function.
 
-    Constants (r_max = ‖center − c‖ + radius, the largest distance to c in the region; the spec's
+    Constants (r_max = ‖center − c‖ + radius, the largest distance to c in the region; §5's
     ball of radius R around w* = c has r_max = R):
     - KL: ∇F = w − c, so F − F* = ½‖∇F‖² = γ²‖∇F‖² with γ = 1/√2, κ = 2 (equality everywhere; μ = 1).
     - L0 = r_max (‖∇f‖ = ‖w − c‖); L1 = 1 (∇²f = I); F* = 0, w* = c.
@@ -146,14 +146,14 @@ class Quadratic(DataFree):
 
 
 class PowerGrowth(DataFree):
-    """F(w) = f(w) = ‖w − w*‖^τ with τ = κ/(κ−1), data-free; exactly (1/τ, κ)-KL. Spec §5.
+    """F(w) = f(w) = ‖w − w*‖^τ with τ = κ/(κ−1), data-free; exactly (1/τ, κ)-KL. Menart et al. §5.
 
     Proof of the KL constant: with r = ‖w − w*‖, ∇F = τr^{τ−2}(w − w*), ‖∇F‖ = τr^{τ−1}, so
     γ^κ‖∇F‖^κ = (γτ)^κ r^{κ(τ−1)} = (γτ)^κ r^τ, because κ(τ−1) = κ/(κ−1) = τ. With γ = 1/τ this is
     r^τ = F − F*: equality at every w, so no smaller γ works. (Lemma 6, from convexity and the
     (1, τ)-growth F − F* = r^τ, gives only γ = 1.)
 
-    Other constants (r_max = ‖center − w*‖ + radius; the spec's ball around w* has r_max = R):
+    Other constants (r_max = ‖center − w*‖ + radius; §5's ball around w* has r_max = R):
     - L0 = τ r_max^{τ−1}, the largest ‖∇f‖ on the region.
     - L1 = τ(τ−1) r_max^{τ−2} if τ ≥ 2 (κ ≤ 2): ∇²f = τr^{τ−2}(I + (τ−2)uuᵀ) has eigenvalues τr^{τ−2} and
       τ(τ−1)r^{τ−2}, increasing in r for τ ≥ 2. For τ < 2 (κ > 2) the Hessian blows up at w*: L1 = None,
@@ -220,13 +220,13 @@ class PowerGrowth(DataFree):
 
 
 class PseudoHuber(DataFree):
-    """F(w) = f(w) = √(1 + ‖w‖²) − 1, data-free, (γ(R), 1)-KL on a ball. Spec §5.
+    """F(w) = f(w) = √(1 + ‖w‖²) − 1, data-free, (γ(R), 1)-KL on a ball. Menart et al. §5.
 
     Proof: with r = ‖w‖ and s = √(1 + r²), ‖∇F‖ = r/s and F − F* = s − 1, so the κ = 1 inequality
     s − 1 ≤ γ r/s needs γ ≥ h(r) = s(s − 1)/r = s√(s−1)/√(s+1), which increases with s (hence with r).
     On a region within distance r_max = ‖center‖ + radius of 0 the best γ is therefore
     γ = h(r_max) = (1 + r_max² − √(1 + r_max²))/r_max: 0.5858, 4.1802, 9.0950 for r_max = 1, 5, 10
-    (the spec's 0.59 / 4.18 / 9.10). As r → ∞, γ ~ r: no global KL with κ = 1.
+    (§5's 0.59 / 4.18 / 9.10). As r → ∞, γ ~ r: no global KL with κ = 1.
 
     Other constants: L0 = r_max/√(1 + r_max²) (< 1 everywhere); L1 = 1 (∇²F = (I − wwᵀ/s²)/s, largest
     eigenvalue 1/s ≤ 1); convex, weak_convexity defaults to :func:`default_weak_convexity`; F* = 0 at 0.
@@ -282,7 +282,7 @@ def pseudo_huber_gamma(R: float) -> float:
 
 
 class SinePL(KLObjective):
-    """f(w; x) = x·g(w), g(w) = Σ_j (w_j² + 3 sin² w_j), x ∈ [x_low, x_bound]: nonconvex PL. Spec §5.
+    """f(w; x) = x·g(w), g(w) = Σ_j (w_j² + 3 sin² w_j), x ∈ [x_low, x_bound]: nonconvex PL. Menart et al. §5.
 
     F = x̄·g with x̄ the mean of the data. Constants (all from the domain [x_low, x_bound], 0 < x_low, so they hold
     for every dataset of the domain, neighbours included):
@@ -295,7 +295,7 @@ class SinePL(KLObjective):
       and |2t| > 3 beyond 1.5), F* = 0, w* = 0.
     - L1 = 8·x_bound: φ″(t) = 2 + 6cos 2t ∈ [−4, 8], ∇²f diagonal.
     - weak_convexity = 4·x_bound (φ″ ≥ −4). Not convex.
-    - L0: the spec's 2R + 3 is per coordinate on [−R, R]^d (ℓ∞: |φ′(t)| ≤ 2|t| + 3); in ℓ2 on that cube
+    - L0: §5's 2R + 3 is per coordinate on [−R, R]^d (ℓ∞: |φ′(t)| ≤ 2|t| + 3); in ℓ2 on that cube
       it is √d(2R + 3). On the region, a ball within distance ρ = ‖center‖ + radius of 0:
       ‖∇g‖ ≤ 2‖w‖ + 3‖sin 2w‖ ≤ 2ρ + 3min(2ρ, √d) (|sin 2t| ≤ min(2|t|, 1)), so
       L0 = x_bound·(2ρ + 3·min(2ρ, √d)) (≤ 8ρ·x_bound, the smoothness bound).

@@ -1,4 +1,5 @@
-"""The lower-bound instances of Menart et al. (spec seed004 §3: Theorems 7 and 8) and the lower bounds themselves.
+"""The lower-bound instances of Menart et al. (Theorems 7 and 8; docs/papers.md, Menart et al. §3) and the lower
+bounds themselves.
 
 Each instance is a :class:`~dpnc.problems.kl_objective.KLObjective` with explicit data (per-example gradients),
 declaring its constants with their proofs; the bounds drop their constants and log factors.
@@ -16,7 +17,7 @@ from dpnc.problems.kl_objective import F64, KLObjective, _integer, _positive, de
 class HuberLinear(KLObjective):
     """Theorem 7's instance: f(w; x) = ⟨w, x⟩ + λH(w), F(w) = ⟨w, x̄⟩ + λH(w). Build with :func:`thm7_instance`.
 
-    Correction (spec §3): the paper prints H(w) = ‖w‖² for ‖w‖ ≤ 4D and 4D‖w‖ otherwise, whose gradient
+    Correction (Menart et al. §3): the paper prints H(w) = ‖w‖² for ‖w‖ ≤ 4D and 4D‖w‖ otherwise, whose gradient
     jumps from 8Dw/‖w‖ to 4Dw/‖w‖ at ‖w‖ = 4D (a concave kink: not convex, not smooth, contradicting
     the theorem's "convex, smooth"). Default: the Huber function H(w) = 8D‖w‖ − 16D² outside, C¹,
     convex and 2-smooth; ``paper=True`` restores the printed one. Inside ‖w‖ ≤ 4D both are ‖w‖².
@@ -87,7 +88,7 @@ def thm7_instance(
     *,
     paper: bool = False,
 ) -> HuberLinear:
-    """Theorem 7's hard instance (spec §3): N = min(⌊√d/ε⌋, n) points in {±L0/√d}^d, the rest 0.
+    """Theorem 7's hard instance (Menart et al. §3): N = min(⌊√d/ε⌋, n) points in {±L0/√d}^d, the rest 0.
 
     The theorem needs a fingerprinting code for the nonzero points; here each column j has a bias
     p_j = sin²θ_j, θ_j uniform on [t, π/2 − t] with t = 1/(300N) (Tardos' law) and entries +L0/√d with
@@ -177,7 +178,7 @@ class TwoSidedPower(KLObjective):
 
 
 def thm8_instance(n: int, epsilon: float, kappa: float, *, sign: int = 1) -> TwoSidedPower:
-    """Theorem 8's instance (spec §3): d = 1, ⌈n(1+p)/2⌉ labels ``sign`` (the rest −sign), p = 1/(nε).
+    """Theorem 8's instance (Menart et al. §3): d = 1, ⌈n(1+p)/2⌉ labels ``sign`` (the rest −sign), p = 1/(nε).
 
     Requires p < 1 with at least one label of each kind (nε > 1). w* = sign·a, a = p^{κ−1}/2.
     """

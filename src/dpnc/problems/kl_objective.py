@@ -1,11 +1,11 @@
-"""The interface of the KL objectives (Menart et al., spec seed004 §1.1, §5) and what every one of them shares.
+"""The interface of the KL objectives (docs/papers.md, Menart et al. §1.1, §5) and what every one of them shares.
 
 A :class:`KLObjective` is an :class:`~dpnc.problems.base.Objective` whose public
 :class:`~dpnc.problems.base.Constants` carry the (γ, κ)-KL inequality F(w) − F* ≤ γ^κ‖∇F(w)‖^κ, L0, L1, the weak
 convexity L̃1, F* and the region (a :class:`~dpnc.problems.base.Region`, the ball where they hold); the
 objectives themselves are in :mod:`dpnc.problems.kl` (test functions) and :mod:`dpnc.problems.kl_instances`
 (the lower-bound instances). Here: the interface, the default L̃1 of a convex objective, the KL check of spec
-§5.6, sampling in the region, and argument checks.
+Menart et al. §5.6, sampling in the region, and argument checks.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def default_weak_convexity(gamma: float, kappa: float, L0: float) -> float:
     For convex f every L̃1 ≥ 0 is a valid weak-convexity constant, but Algorithm 2 needs L̃1 > 0 and
     trades it off: its round count T ∝ 1 + 32γ²L̃1F0^{(κ−2)/κ} grows with L̃1, while the inner
     problems' error O(L0²d/(L̃1n²ρ)) and the prox radius L0/(2L̃1) grow as L̃1 → 0. This value makes
-    32γ²L̃1F0^{(κ−2)/κ} = 1 with the default F0 = (γL0)^κ (spec §1.1): T is twice its L̃1 → 0 limit,
+    32γ²L̃1F0^{(κ−2)/κ} = 1 with the default F0 = (γL0)^κ (Menart et al. §1.1): T is twice its L̃1 → 0 limit,
     the largest L̃1 that costs at most that factor.
     """
     return (gamma * L0) ** (2 - kappa) / (32 * gamma**2)
@@ -195,7 +195,7 @@ class DataFree(KLObjective):
 
 
 def check_kl(objective: KLObjective, points: torch.Tensor) -> float:
-    """max over points of (F(w) − F*)/(γ^κ‖∇F(w)‖^κ); ≤ 1 means the KL inequality holds there (spec §5.6).
+    """max over points of (F(w) − F*)/(γ^κ‖∇F(w)‖^κ); ≤ 1 means the KL inequality holds there (Menart et al. §5.6).
 
     A point with ∇F = 0 counts 0 if F(w) ≤ F* and +∞ otherwise. Rounding can put a point where the
     inequality is tight (e.g. every point of a quadratic) a few ulps above 1.

@@ -1,9 +1,9 @@
 """Nonsmooth (and mostly nonconvex) Lipschitz objectives with known facts, for the zeroth-order methods.
 
-The ZTC and KLT analyses (spec seed000 §1) assume only that every f(·, z) is L-Lipschitz, so these are
+The ZTC and KLT analyses (docs/papers.md, ZTC §1) assume only that every f(·, z) is L-Lipschitz, so these are
 the objectives their guarantees are about, each with an L proven in its docstring:
 
-- :class:`AbsLinear`: |⟨a, x⟩|, whose uniform-ball smoothing has a closed form (spec §5, property 2);
+- :class:`AbsLinear`: |⟨a, x⟩|, whose uniform-ball smoothing has a closed form (ZTC §5, property 2);
 - :class:`L1Regression`: |⟨a_i, x⟩ − b_i| with a planted x*, smoothing in closed form, exact minimum
   by linear programming (property 18's smoke test);
 - :class:`RobustRegression`: log(1 + |⟨a_i, x⟩ − b_i|), nonconvex and nonsmooth, with gross outliers;
@@ -143,10 +143,10 @@ class _AbsResidual(_Linear):
 
 
 class AbsLinear(_AbsResidual):
-    """f(x) = |⟨a, x⟩|: one data point (the vector a), the spec's closed-form nonsmooth test (§5, property 2).
+    """f(x) = |⟨a, x⟩|: one data point (the vector a), the closed-form nonsmooth test of ZTC §5, property 2.
 
     Lipschitz: L = ‖a‖, since ||⟨a, x⟩| − |⟨a, y⟩|| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖ (Cauchy–Schwarz), with
-    equality along a; this is also the worst case of the sensitivity tests (§5, property 4).
+    equality along a; this is also the worst case of the sensitivity tests (ZTC §5, property 4).
 
     Uniform-ball smoothing ĥ_δ(x) = E_{v∼U_B}|⟨a, x + δv⟩|, in closed form (the reason this problem
     exists): write t = ⟨a, x⟩/‖a‖ and s = ⟨a, v⟩/‖a‖. The marginal of U_B along a unit direction
@@ -196,7 +196,7 @@ class AbsLinear(_AbsResidual):
 
 
 class L1Regression(_AbsResidual):
-    """f(x, (a, b)) = |⟨a, x⟩ − b|, least absolute deviations, with a planted x* (spec §5, property 18).
+    """f(x, (a, b)) = |⟨a, x⟩ − b|, least absolute deviations, with a planted x* (ZTC §5, property 18).
 
     Data (:meth:`synthetic`): a_i uniform on the unit sphere, x* ∼ N(0, I_d) (so ⟨a_i, x*⟩ has variance
     ‖x*‖²/d ≈ 1), b_i = ⟨a_i, x*⟩ + ε_i with ε_i ∼ N(0, noise²).

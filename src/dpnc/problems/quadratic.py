@@ -1,4 +1,4 @@
-"""The DPZero paper's synthetic quadratic with a chosen effective rank (spec seed001 §4.1).
+"""The DPZero paper's synthetic quadratic with a chosen effective rank (docs/papers.md, DPZero §4.1).
 
 f(x; ξ) = ½(x − ξ)ᵀA(x − ξ) with A = diag(a), ‖A‖₂ = 1, so the effective rank is r = Tr A:
 (a) ``"identity"``: a_j = 1, r = d; (b) ``"sqrt"``: a_j = 1/√j, r = O(√d); (c) ``"inverse"``:
@@ -26,7 +26,7 @@ class Quadratic(Objective):
 
     Constants: ∇f(·; ξ) is ‖A‖₂-Lipschitz, so L1 = max_j a_j (= 1). f(·; ξ) is *not* globally Lipschitz
     (‖∇f(x; ξ)‖ = ‖A(x − ξ)‖ grows with ‖x‖ and with the unbounded Gaussian data), so no L0 is declared:
-    the quadratic is DPZero's smoothness test (A3.5 holds only locally, spec §7.8), and the algorithms'
+    the quadratic is DPZero's smoothness test (A3.5 holds only locally, DPZero §7.8), and the algorithms'
     privacy rests on their clipping threshold C, never on an L0.
 
     Args:

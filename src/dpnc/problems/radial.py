@@ -26,7 +26,7 @@ With q = 0 the objective is convex with its minimum at x*; with q > 0 it is a di
 nonconvex once the repelling examples win near x* (x* is a local maximum when (1 − q)/s < q/s_r), and a sphere of minima
 surrounds it.
 
-**The population Goldstein norm** ‖∂F(x)‖_δ = min{‖g‖ : g ∈ conv ∪_{y∈B(x,δ)} ∇F(y)} (spec seed000 §1) of a
+**The population Goldstein norm** ‖∂F(x)‖_δ = min{‖g‖ : g ∈ conv ∪_{y∈B(x,δ)} ∇F(y)} (docs/papers.md, ZTC §1) of a
 radial F, by duality and symmetry: for any set S, dist(0, conv S) = max(0, sup_{‖v‖=1} inf_{g∈S} ⟨v, g⟩); S is
 invariant under the rotations that fix e = (x − x*)/‖x − x*‖, and inf_{g∈S} ⟨v, g⟩ is concave and positively
 homogeneous in v, so averaging an optimal v over those rotations shows v = e is optimal. Hence

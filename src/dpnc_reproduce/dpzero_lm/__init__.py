@@ -1,4 +1,4 @@
-"""DPZero paper, language-model fine-tuning: Tables 2, 3 and 5 (spec seed001 §4.2) on a sentence encoder.
+"""DPZero paper, language-model fine-tuning: Tables 2, 3 and 5 (docs/papers.md, DPZero §4.2) on a sentence encoder.
 
 The runs are what ``dpnc finetune`` runs by default: ``--train head`` (a linear head on the frozen
 all-MiniLM-L6-v2 sentence embeddings, initialised from the label prompts, so that it starts as the zero-shot

@@ -1,5 +1,5 @@
-"""The dpzero-lm experiment's claims: the paper's (§4.2) as they should read for this model and recipe, judged on
-the rows, and their declaration before the run.
+"""The dpzero-lm experiment's claims: the paper's (docs/papers.md, DPZero §4.2) as they should read for this model
+and recipe, judged on the rows, and their declaration before the run.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dpnc_reproduce.dpzero_lm.run import PRIVATE, TASKS, LMConfig, LMRow
 from dpnc_reproduce.dpzero_lm.tables import PAPER_TABLE2
 from dpnc_reproduce.protocol import Claim, Declared
 
-# The paper's "close to MeZO" (§4.2): its largest drop MeZO − DPZero at ε = 6 over its Table 2 tasks.
+# The paper's "close to MeZO" (DPZero §4.2): its largest drop MeZO − DPZero at ε = 6 over its Table 2 tasks.
 PAPER_MAX_DROP_TASK, PAPER_MAX_DROP = max(
     (
         (t, round(PAPER_TABLE2["mezo"][t][0] - PAPER_TABLE2["dpzero ε=6"][t][0], 1))
@@ -44,8 +44,8 @@ PAPER_SHARES = {
     for t in PAPER_TABLE2["mezo"]
 }
 MIN_SHARE = 0.90
-# Table 2's lower bounds as the paper's data give them: DPZero beats zero-shot, "> 0" (issue 41; the "> 5" and "> 3"
-# points declared before were chosen after SST-2 had been measured, and no paper number gives them); the paper's own
+# Table 2's lower bounds as the paper's data give them: DPZero beats zero-shot, "> 0" (the "> 5" and "> 3" points
+# declared until 27 Nov 2026 were chosen after SST-2 had been measured, and no paper number gives them); the paper's own
 # gains are shown beside.
 PAPER_GAIN = {
     (t, e): PAPER_TABLE2[f"dpzero ε={e}"][t][0] - PAPER_TABLE2["zero-shot"][t][0]
@@ -133,7 +133,7 @@ def declare(config: LMConfig) -> list[Declared]:
 
 
 def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
-    """The paper's claims (§4.2) as they should read for this model and recipe, each with our numbers.
+    """The paper's claims (DPZero §4.2) as they should read for this model and recipe, each with our numbers.
 
     An accuracy claim "a − b exceeds θ" holds only when the whole 95 % interval of a − b lies above θ, fails when
     all of it lies at or below θ, and has no signal (None) otherwise (:func:`~dpnc_reproduce.claims.verdict`).
@@ -598,7 +598,7 @@ def _table5_claims(rows: Sequence[LMRow], cfg: LMConfig, test_of: dict[str, int]
     up to 1.3) could show no equivalence margin, so the claim is reported as a difference test: a difference is
     detected (the claim fails) where the interval excludes 0; otherwise "no difference detectable at this
     resolution", with the resolution (the interval's half-width). Paired by seed and test example where every
-    seed kept its per-example results (issue 41), else unpaired."""
+    seed kept its per-example results, else unpaired."""
     t5 = tables.table5(rows, cfg)
     pairs = [
         (task, eps)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dpnc_reproduce.claims import mean_se
 from dpnc_reproduce.dpzero_lm.run import PRIVATE, TASKS, LMConfig, LMRow
 
-# The paper's numbers (spec seed001 §4.2), test accuracy in %, (mean, standard error) over seeds 42, 13, 21.
+# The paper's numbers (docs/papers.md, DPZero §4.2), test accuracy in %, (mean, standard error) over seeds 42, 13, 21.
 PAPER_TABLE2 = {
     "zero-shot": {
         "SST-2": (79.0, None),

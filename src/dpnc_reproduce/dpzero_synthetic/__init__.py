@@ -1,4 +1,4 @@
-"""DPZero paper, synthetic experiment: Figures 1–3 and Table 4 (spec seed001 §4.1).
+"""DPZero paper, synthetic experiment: Figures 1–3 and Table 4 (docs/papers.md, DPZero §4.1).
 
 Quadratics with Hessians of effective rank d, √d and log d; DPZero, DPGD-0th and DP-GD, full batch,
 (ε, δ) = (2, 10⁻⁶) with the paper's advanced-composition noise σ = 4C√(2T log(e + ε/δ))/(nε); each
@@ -12,7 +12,7 @@ own secret noise, and yields K rows. The zeroth-order methods step on the quadra
 derivatives (one pass over the data per step, shared by the K runs); DP-GD's per-example clipping costs two
 (K × d)·(d × n) products a step, so it may have a grid of its own (``first_order_*``), and the r = d and r = √d
 Hessians may stop at a smaller d (``high_rank_max_d``) than r = log d. The output of a run is its
-last iterate (the paper does not say which iterate it evaluates; spec §7.7).
+last iterate (the paper does not say which iterate it evaluates; DPZero §7.7).
 
 Run it with :func:`dpnc_reproduce.protocol.run_experiment` (``EXPERIMENT``, a config) and write it with
 :func:`dpnc_reproduce.protocol.write`.

@@ -164,11 +164,12 @@ def paper_claims(
     values: dict[tuple[str, int, str, int], dict[str, float]],
     chosen: dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]] | None = None,
 ) -> list[Claim]:
-    """The paper's qualitative claims (§4.1), judged on the test gradient norm at the train-chosen point of each
-    seed (:func:`selected`): comparisons on the per-seed log-ratios (paired by seed), trends on per-seed log-log
-    slopes against d, each a 95 % t interval over the seeds (one seed: no interval, no signal). A (Hessian, d) cell
-    not in the grid (``high_rank_max_d``) is left out of every claim. ``chosen`` (:func:`edges`) adds to an
-    rate that does not hold the measured reason: how many train-chosen points sit at the grid's largest T."""
+    """The paper's qualitative claims (docs/papers.md, DPZero §4.1), judged on the test gradient norm at the
+    train-chosen point of each seed (:func:`selected`): comparisons on the per-seed log-ratios (paired by seed),
+    trends on per-seed log-log slopes against d, each a 95 % t interval over the seeds (one seed: no interval, no
+    signal). A (Hessian, d) cell not in the grid (``high_rank_max_d``) is left out of every claim. ``chosen``
+    (:func:`edges`) adds to an rate that does not hold the measured reason: how many train-chosen points sit at the
+    grid's largest T."""
     claims = []
     hessians, _, methods = _axes(values)
     seeds = sorted({k[3] for k in values})

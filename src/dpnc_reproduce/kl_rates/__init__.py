@@ -1,6 +1,6 @@
 """Menart et al. under the KL condition: excess risk against n√ρ/√d for every algorithm and several κ.
 
-The paper is theory only (spec seed004 §4); this is its first experiment. On objectives with a known
+The paper is theory only (docs/papers.md, Menart et al. §4); this is its first experiment. On objectives with a known
 (γ, κ)-KL constant (:mod:`dpnc.problems.kl`) it runs, for a grid of n√ρ and d, several seeds each,
 
 * ``kl-spider``: Algorithm 1 (Theorem 1), κ ∈ [1, 2], predicted excess ∝ (n√ρ/√d)^{−κ};

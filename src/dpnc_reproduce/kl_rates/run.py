@@ -402,7 +402,8 @@ def run_one(config: KLRatesConfig, task: KLTask) -> KLRow:
     f = objective(task.objective, d, n)
     c = f.constants
     gamma, kappa, L0 = c.gamma, c.kappa, c.L0
-    F0 = (gamma * L0) ** kappa  # the algorithms' default (KL at w0 plus Lipschitz, spec §1.1)
+    # the algorithms' default F0 (KL at w0 plus Lipschitz: docs/papers.md, Menart et al. §1.1)
+    F0 = (gamma * L0) ** kappa
     noise = (
         NoiseSource.for_testing(1_000_003 * config.seed + task.index)
         if config.reproducible

@@ -1,7 +1,7 @@
 """Sample complexity of private nonsmooth optimization, measured: the n that ZTC and KLT need to reach β.
 
-Neither paper has experiments; their theorems are sample complexities (spec seed000 §3, Thm 4.9; seed002_003
-§3, v2 Thm 3.1), with ρ the paper's ρ(ε, δ_DP) and Φ = F(x₀) − inf F:
+Neither paper has experiments; their theorems are sample complexities (docs/papers.md, ZTC §3,
+Thm 4.9; KLT §3, v2 Thm 3.1), with ρ the paper's ρ(ε, δ_DP) and Φ = F(x₀) − inf F:
 
     ZTC (variance-reduced, Thm 4.9):  n ≍ (Φ + Lα)·d·L²/(αβ³) + (Φ + Lα)·d^{3/2}·L/(ραβ²)
     KLT (single-pass ZO, Thm 3.1):    n ≍ Φ·L²·√d/(αβ³) + Φ·L·d/(εαβ²)

@@ -40,7 +40,7 @@ class Theorem(NamedTuple):
 # pass (Thm 3.1, 6.1): σ ∝ √(log Σ·log(1/δ)) and E‖TREE‖ ∝ σ√(d log Σ), n ∝ that: (ln N)^1; multi-pass (Thm 4.1 +
 # Prop 5.1): its m's and the gap's logs, (ln N)^1. The tolerance of each exponent claim is what this factor adds to
 # the least-squares slope over that claim's grid (:func:`dpnc_reproduce.claims.dropped_log_tolerance`). Declared
-# here at issue 41, after the committed rows (2026-11-22 to 11-24) were measured; the RATE_TOL = 0.1 it replaces
+# here on 2026-11-27, after the committed rows (2026-11-22 to 11-24) were measured; the RATE_TOL = 0.1 it replaces
 # was set on 11-26, also after them.
 THEOREMS: dict[str, Theorem] = {
     "zo-o2nc": Theorem("d/(αβ³) + d^{3/2}/(ραβ²)", "m = d directions", 0.5),
@@ -69,7 +69,7 @@ LOG_POWER = {
 
 VARIABLES = ("d", "epsilon", "alpha", "beta")
 SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
-# Each variable's regime (issue 41): a sample complexity n ≤ C·N(d, ε, α, β) is a statement about large d and small
+# Each variable's regime: a sample complexity n ≤ C·N(d, ε, α, β) is a statement about large d and small
 # ε, α, β, so for ε, α and β a slope *steeper* (more negative) than N's is the violating direction.
 REGIME = {"d": stats.GROWS, "epsilon": stats.SHRINKS, "alpha": stats.SHRINKS, "beta": stats.SHRINKS}
 NOT_TESTABLE = "not testable by slope here"
@@ -133,8 +133,8 @@ def theory_n(
 
     Naive (App. E): its bound (Φ + α)T/(αn) + (√d + 1 + d^{3/2}/ρ)/√T at its best T is
     ≍ ((Φ + α)/(αn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³). Thm 6.1 (first
-    order) has Thm 3.1's n (spec §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the population's adds
-    Prop 5.1's gap L√(d/n), hence its d/β² term."""
+    order) has Thm 3.1's n (docs/papers.md, KLT §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the
+    population's adds Prop 5.1's gap L√(d/n), hence its d/β² term."""
     setting = Setting(
         Constants(L0=1.0), 1, d, gap=config.start_distance
     )  # n unused: the rate gives it

@@ -196,7 +196,7 @@ def convex_curvature(p: Context) -> float | None:
 
 
 def convex_curvature_theory(p: Context) -> float | None:
-    """As :func:`convex_curvature`, for Theorem 2's settings: the spec's default for a convex objective,
+    """As :func:`convex_curvature`, for Theorem 2's settings: the default for a convex objective,
     :func:`~dpnc.problems.kl_objective.default_weak_convexity` (tiny here: λ/16, prox steps overshoot)."""
     c = p.inst.train.constants
     return None if c.weak_convexity else default_weak_convexity(c.gamma, c.kappa, c.L0)

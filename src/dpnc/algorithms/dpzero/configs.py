@@ -2,7 +2,7 @@
 
 Zhang, Li, Thekumparampil, Oh, He. "DPZero: Private fine-tuning of language models without
 backpropagation", ICML 2024 (arXiv:2310.09639); Malladi et al. "Fine-tuning language models with just
-forward passes" (MeZO), NeurIPS 2023 (arXiv:2305.17333). Spec: ``seed001_dpzero.md``.
+forward passes" (MeZO), NeurIPS 2023 (arXiv:2305.17333). Spec: docs/papers.md, DPZero.
 
 Each step is written once against a :class:`~dpnc.space.ParameterSpace` and a closure returning
 per-example losses, so the same code serves a flat vector x ∈ R^d (float64, with optional leading
@@ -14,8 +14,8 @@ ledger entry in real units). ``run`` steps on an :class:`~dpnc.problems.base.Obj
 per-example ``losses_at`` (DP-GD: ``clipped_gradient_sum`` where the objective has a closed form, else
 its per-example ``gradients``).
 
-Output rule: the last iterate by default (the experiments, spec §2.8); ``paper=True`` returns the random
-iterate x_τ, τ ~ Unif{0..T−1}, that Algorithms 1 and 2 and §2.2 print (τ drawn from the public generator).
+Output rule: the last iterate by default (the experiments, DPZero §2.8); ``paper=True`` returns the random
+iterate x_τ, τ ~ Unif{0..T−1}, that Algorithms 1 and 2 and DPZero §2.2 print (τ drawn from the public generator).
 
 Symbols: eta = α (step size), lam = λ (smoothing), C (clipping threshold), steps = T, noise_multiplier = σ/Δ
 where Δ = 2C/B is the replace-one sensitivity of a mean of B clipped terms (C/B under add/remove).
@@ -66,12 +66,12 @@ class DPZero(ZerothOrderFamily):
         c_t = (1/B) Σ_i clip_C(a_i) + z_t,   z_t ~ N(0, σ²), σ = noise_multiplier·Δ
         x_{t+1} = x_t − α·c_t·u_t
 
-    Implements: Zhang et al. 2024, Algorithm 2 (full batch), and its minibatch form (spec §2.5) with the
+    Implements: Zhang et al. 2024, Algorithm 2 (full batch), and its minibatch form (DPZero §2.5) with the
     sampler's own privacy event. ``discrete=True`` draws z_t from the exact discrete Gaussian (full batch
     only; the released scalar then lies on a grid of Δ/1000).
 
     Correction: the noise comes from the secret ``NoiseSource``, never from the direction seed as in the
-    published code (spec §7.2); ``paper=True`` only restores the printed output rule x_τ.
+    published code (DPZero §7.2); ``paper=True`` only restores the printed output rule x_τ.
 
     Args:
         eta: step size α ≥ 0 (or one per run, shape (K,)).
@@ -194,7 +194,7 @@ class DPZero(ZerothOrderFamily):
 
 @dataclass(frozen=True)
 class MeZO(ZerothOrderFamily):
-    """MeZO / ZO-SGD (Malladi et al. 2023; spec §2.6): c_t = (L(x + λu) − L(x − λu))/(2λ) of the batch mean.
+    """MeZO / ZO-SGD (Malladi et al. 2023; DPZero §2.6): c_t = (L(x + λu) − L(x − λu))/(2λ) of the batch mean.
 
     Not private: each step's c_t is recorded as a :class:`~dpnc.privacy.releases.NonPrivate` release, so
     the report says ε = ∞ and "not private". The mean is over the realised batch (nothing to protect);
@@ -227,7 +227,7 @@ class MeZO(ZerothOrderFamily):
     def from_theory(
         cls, setting: Setting | None = None, budget=None, *, steps: int = 10_000, **options
     ) -> MeZO:
-        """MeZO has no theorem in these papers; this is the DPZero paper's MeZO baseline (spec §2.6):
+        """MeZO has no theorem in these papers; this is the DPZero paper's MeZO baseline (DPZero §2.6):
         λ = 10⁻³, α = 10⁻⁶ (its best learning rate), T = 10 000 steps (B = 64 is the sampler's). Not private:
         ``setting`` and ``budget`` are not read (None allowed)."""
         return cls(**{"eta": 1e-6, "lam": 1e-3, "steps": steps, **options})
@@ -376,7 +376,7 @@ ClippedSum = Callable[
 
 @dataclass(frozen=True)
 class DPGD(ZerothOrderFamily):
-    """DP-GD (spec §2.2): x_{t+1} = x_t − α((1/B) Σ_i clip_C(∇f(x_t; ξ_i)) + z_t), z_t ~ N(0, σ² I_d).
+    """DP-GD (DPZero §2.2): x_{t+1} = x_t − α((1/B) Σ_i clip_C(∇f(x_t; ξ_i)) + z_t), z_t ~ N(0, σ² I_d).
 
     ``step`` takes ``clipped_sum(x, C, batch) -> (Σ_i clip_C(∇f_i), clipped fraction, mean loss)`` over the
     batch the sampler drew; ``run`` builds it from the objective
@@ -404,7 +404,7 @@ class DPGD(ZerothOrderFamily):
 
     @classmethod
     def from_theory(cls, setting: Setting, budget: Budget, *, steps: int, **options) -> DPGD:
-        """The spec gives DP-GD no theorem of its own (§2.2): C = L = constants.L0 (then clipping never happens,
+        """DPZero §2.2 gives DP-GD no theorem of its own: C = L = constants.L0 (then clipping never happens,
         since ‖∇f‖ ≤ L) and the paper's noise for (ε, δ) after ``steps`` full-batch steps (Lemma 2.2); the step
         size is the user's (``eta`` in ``options``, default 1/√steps)."""
         budget = approximate(budget, "DP-GD")

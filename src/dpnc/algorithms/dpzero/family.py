@@ -198,7 +198,8 @@ class ZerothOrderFamily(Algorithm):
         beyond = (
             None
             if isinstance(sampler, FullBatch) or not private
-            else "the paper's theory is full batch (spec §7.1); the ledger accounts the sampler's amplification"
+            else "the paper's theory is full batch (docs/papers.md, DPZero §7.1); the ledger accounts the "
+            "sampler's amplification"
         )
         return Run(
             self,

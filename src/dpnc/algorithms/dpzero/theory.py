@@ -1,4 +1,4 @@
-"""The DPZero paper's theorem calculators and its noise calibration (spec seed001 §1.4, §3).
+"""The DPZero paper's theorem calculators and its noise calibration (docs/papers.md, DPZero §1.4, §3).
 
 Zhang, Li, Thekumparampil, Oh, He. "DPZero: Private fine-tuning of language models without
 backpropagation", ICML 2024 (arXiv:2310.09639). Theorem 1 (A3.1) and Theorem 2 (A3.5) for DPGD-0th,

@@ -14,14 +14,14 @@ points are (2α, β)-stationary for F, Lemma 2.4), chosen by :class:`KornowskiLi
   a noisy anchor (σ₁) every Σ steps and a noisy increment (σ₂) at the others, added to the previous *noisy*
   estimate; the Gaussian releases compose (zCDP split evenly between the two kinds).
 
-Privacy (spec seed002_003 §2.6, §7 A18), the ``paper`` switch:
+Privacy (docs/papers.md, KLT §2.6 and §7 A18), the ``paper`` switch:
 
-* ``paper=False`` (default; the spec's correction, not in the paper): every example's anchor term is clipped
+* ``paper=False`` (default; KLT §2.6's safe mode, not in the paper): every example's anchor term is clipped
   to s_a·B1/2 and every increment to s_v·B2/2, so the replace-one sensitivities s_a, s_v hold
   deterministically and the run is (ε, δ)-DP with no high-probability event. m defaults to the fewest
   directions whose estimation variance does not exceed the privacy noise's; any m is private.
 * ``paper=True``: no clipping. The sensitivities hold with probability ≥ 1 − δ/2 over the directions *if* m
-  is at least the paper's m (Lemmas 3.4–3.5, 4.3, 6.3–6.4; with the spec's §7 A10 union bound for
+  is at least the paper's m (Lemmas 3.4–3.5, 4.3, 6.3–6.4; with KLT §7 A10's union bound for
   multi-pass), which is astronomically large for the zeroth-order oracles; a smaller m is refused. The
   mechanism gets δ/2 (:attr:`KornowskiLiuTalwar.mechanism_delta`), the concentration event the other δ/2.
 
@@ -67,7 +67,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
     oracle.
 
     Implements: Kornowski–Liu–Talwar 2024 (v2), Algorithms 2–5; Theorems 3.1, 4.1, 6.1 (:meth:`from_theory`).
-    Correction: per-example clipping to the sensitivities' radii (spec §7 A18); ``paper=True`` restores the
+    Correction: per-example clipping to the sensitivities' radii (KLT §7 A18); ``paper=True`` restores the
     paper's unclipped oracles with the high-probability sensitivity (the mechanism then gets δ/2).
 
     Args:
@@ -83,7 +83,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         oracle: one of :data:`ORACLES`.
         beta: multi-pass only: the β the schedule targets (None: not set by a theorem).
         common_directions: increments use the same directions at z_t and z_{t−1} (DIFF, ZTC Algorithm 2)
-            instead of the paper's independent ones (spec §7 A14; unanalysed by the paper).
+            instead of the paper's independent ones (KLT §7 A14; unanalysed by the paper).
         schedule: ``"v2"`` or ``"v1-legacy"`` (which version's theorem set the schedule).
         paper: the paper's unclipped oracles (see the module docstring).
         L0: the per-example Lipschitz constant L the config was built for (keyword): the estimators clip each
@@ -154,7 +154,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
 
     @property
     def mechanism_delta(self) -> float:
-        """The δ the noise is calibrated for: all of the budget's δ, or half with ``paper=True`` (§7 A7)."""
+        """The δ the noise is calibrated for: all of the budget's δ, or half with ``paper=True`` (KLT §7 A7)."""
         return self.budget.delta / 2 if self.paper else self.budget.delta
 
     @property
@@ -300,7 +300,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
           anchor term is clipped to r_a = C·√(1 + (d−1)/m) (the typical norm of an m-direction estimate of a
           gradient of norm C), a first-order one to r_a = C;
         * increments use **common** directions (zeroth order: DIFF) or common ball points (first order) at z_t
-          and z_{t−1} (``common_directions``, default True; spec §7 A14), and are clipped to r_v = r_a·B2/B1, which
+          and z_{t−1} (``common_directions``, default True; KLT §7 A14), and are clipped to r_v = r_a·B2/B1, which
           makes the anchor's and the increments' sensitivities equal (s = 2r_a/B1 = 2r_v/B2; the tree's σ is set
           by the larger, so a larger r_v would only add noise). :attr:`~dpnc.algorithms.oracles.OracleStats.clip_rate`
           reports the fraction of increments clipped, and the run warns above 50 %;
@@ -554,7 +554,7 @@ class _Terms:
         self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor
     ) -> torch.Tensor:
         """(1/m) Σ_j [∇f(w + y_j; ξ) − ∇f(w_prev + y_j; ξ)], the same y_j ~ Unif(B_α) at both points (common
-        random numbers, the first-order analogue of DIFF; spec §7 A14, unanalysed by the paper). Unbiased for
+        random numbers, the first-order analogue of DIFF; KLT §7 A14, unanalysed by the paper). Unbiased for
         ∇f_α(w; ξ) − ∇f_α(w_prev; ξ); for a piecewise-linear f most terms vanish or are small, so far fewer
         increments reach their radius than with independent points. Each gradient is clipped to L (a no-op for
         a correct L)."""

@@ -1,4 +1,4 @@
-"""Kornowski–Liu–Talwar's theorems as parameter calculators (spec seed002_003 §2.6, constants exposed).
+"""Kornowski–Liu–Talwar's theorems as parameter calculators (docs/papers.md, KLT §2.6, constants exposed).
 
 The schedules of Theorem 3.1 (single-pass zeroth order), 6.1 (single-pass first order) and 4.1 (multi-pass
 ERM), the sensitivities, the directions m the paper's high-probability bounds need, the second moment G₁²
@@ -32,7 +32,7 @@ CALIBRATIONS = ("zcdp", "prop-2.5")
 
 @dataclass(frozen=True)
 class TheoryConstants:
-    """What the paper leaves inside Θ̃/Õ (spec §7 A5), with the spec's §2.6 defaults.
+    """What the paper leaves inside Θ̃/Õ (KLT §7 A5), with KLT §2.6's defaults.
 
     Attributes:
         c_H: f_α is c_H·L√d/α-smooth (Fact 2.3(iii)).
@@ -49,7 +49,7 @@ class TheoryConstants:
 def sensitivities(
     *, d: int, L: float, alpha: float, D: float, B1: int, B2: int, c_H: float = 1.0
 ) -> tuple[float, float]:
-    """(s_a, s_v) = (3L/B1, (4c_H + 1)·L√d·D/(α·B2)), spec §2.6."""
+    """(s_a, s_v) = (3L/B1, (4c_H + 1)·L√d·D/(α·B2)), KLT §2.6."""
     return 3 * L / B1, (4 * c_H + 1) * L * math.sqrt(d) * D / (alpha * B2)
 
 
@@ -65,11 +65,11 @@ def paper_directions(
     T: int | None = None,
     c: float = 1.0,
 ) -> int:
-    """The m for which the paper's high-probability sensitivities hold (spec §2.6 steps 4 and multi-pass).
+    """The m for which the paper's high-probability sensitivities hold (KLT §2.6 step 4 and multi-pass).
 
     Zeroth-order: c²·ln(8d·max(B1, B2)/δ)·max(d²B1², dα²B2²/D²) (Lemma 3.5); first-order:
     c²·ln(8dB2/δ)·α²B2²/(D²d) (Lemma 6.4); multi-pass (B1 = B2 = n): the zeroth-order form with the
-    union bound over the T steps a sample is reused in, ln(8dnT/δ) (§7 A10).
+    union bound over the T steps a sample is reused in, ln(8dnT/δ) (KLT §7 A10).
     """
     if oracle == "first-order":
         return max(
@@ -107,7 +107,7 @@ def variance_directions(
 
 def second_moment(config, *, d: int, L: float) -> float:
     """G₁² ≥ E‖g̃_t‖² of a :class:`~dpnc.algorithms.klt.KornowskiLiuTalwar` config (Lemmas 3.6, 4.4, 6.5 with
-    constants 1, spec §2.6 step 5)."""
+    constants 1, KLT §2.6 step 5)."""
     c = config
     if c.oracle == "multi-pass":
         return (
@@ -162,7 +162,7 @@ def single_pass_schedule(
     calibration: str = "zcdp",
     constants: TheoryConstants = TheoryConstants(),
 ) -> dict:
-    """Theorem 3.1 (zeroth order) or 6.1 (first order) for n examples, spec §2.6 steps 1–4: the fields
+    """Theorem 3.1 (zeroth order) or 6.1 (first order) for n examples, KLT §2.6 steps 1–4: the fields
     steps, block, period, B1, B2, D, the sensitivities and σ (η and m are set afterwards).
 
     ``calibration="zcdp"`` (default) sets the tree's σ so that its Lvl node releases spend exactly the
@@ -221,7 +221,7 @@ def multi_pass_schedule(
     max_steps: int | None = None,
     constants: TheoryConstants = TheoryConstants(),
 ) -> dict:
-    """Theorem 4.1 with the spec's dimensionally consistent D = c_D·αβ²/L², T = c_T·ΦL²/(αβ³) (§7 A9).
+    """Theorem 4.1 with KLT §7 A9's dimensionally consistent D = c_D·αβ²/L², T = c_T·ΦL²/(αβ³).
 
     β defaults to :func:`implied_beta`, but never below L·√(d/n), the population gap of Prop 5.1 that
     no ERM accuracy can beat. ``max_steps`` caps T (the cost is T·n·2m evaluations) by raising β to
@@ -320,7 +320,7 @@ def population_gap(
     *, n: int, d: int, L: float, diameter: float, zeta: float = 0.05, C: float = 1.0
 ) -> float:
     """Prop 5.1's ‖∂F‖ − ‖∂F̂‖ ≤ C·L·√(d·ln(R/ζ)/n) with probability 1 − ζ, R the diameter of the outputs'
-    set (2DT for O2NC). C is unknown ("up to constants/logs", spec §5): a label, not a certificate."""
+    set (2DT for O2NC). C is unknown ("up to constants/logs", KLT §5): a label, not a certificate."""
     return C * L * math.sqrt(d * math.log(max(math.e, diameter / zeta)) / n)
 
 

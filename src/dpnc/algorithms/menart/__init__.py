@@ -1,5 +1,5 @@
 """Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL condition
-with optimal rates" (spec seed004): the family ``"menart"``.
+with optimal rates" (docs/papers.md, Menart et al.): the family ``"menart"``.
 
 Four algorithms for F(w) = (1/n) Σ_i f(w; x_i) under the (γ, κ)-Kurdyka–Łojasiewicz condition
 F(w) − F* ≤ γ^κ ‖∇F(w)‖^κ, all ρ-zCDP through the :class:`~dpnc.privacy.accountant.Accountant`, each a frozen

@@ -77,10 +77,11 @@ class AdaptiveGD(KLConfig):
 
     Each step releases N_t = ‖∇F(w)‖ + N(0, σ̂²) (a scalar), then g = ∇F(w) + N(0, σ_t²I) with
     σ_t = max(N_t/√(dℓ), σmin), and steps w ← w − g/(2L1); ℓ = log(n√ρ/β), σ̂ = L0/(√n·ρ^{1/4}),
-    σmin = 2L0/(n√ρ). The step is charged ρ_t = √ρ/n + (L0²dℓ/(n²N_t²) if σ_t > σmin else ρ/2) (spec §2.3's
-    safe form) and the loop runs while the charges so far are ≤ ρ/2 (``strict``: ≤ ρ/2 − √ρ/n), so a floored
-    step is the last one. These charges are the paper's convention (Δ = √2·L0/n); the corrected form scales
-    every σ by the relation's Δ·n/(√2L0) (√2 under replace-one) so that the charges are the true costs.
+    σmin = 2L0/(n√ρ). The step is charged ρ_t = √ρ/n + (L0²dℓ/(n²N_t²) if σ_t > σmin else ρ/2) (docs/papers.md,
+    Menart et al. §2.3's safe form) and the loop runs while the charges so far are ≤ ρ/2 (``strict``: ≤ ρ/2 −
+    √ρ/n), so a floored step is the last one. These charges are the paper's convention (Δ = √2·L0/n); the
+    corrected form scales every σ by the relation's Δ·n/(√2L0) (√2 under replace-one) so that the charges are
+    the true costs.
 
     The σ's depend on earlier outputs, so the run is accounted by a privacy filter (fully adaptive
     composition, Whitehouse–Ramdas–Rogers–Wu 2022): the ledger holds one zCDP entry of the filter's bound

@@ -1,9 +1,10 @@
 """What Menart et al.'s algorithms share: the private gradient queries, the guards, the run's setting and stats.
 
-Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL condition
-with optimal rates" (spec seed004). The algorithms are in :mod:`~dpnc.algorithms.menart.spider` (Algorithm 1),
-:mod:`~dpnc.algorithms.menart.proximal` (Algorithms 2 and 4) and :mod:`~dpnc.algorithms.menart.adaptive` (Algorithm 3
-and the selection of Theorem 5); :mod:`dpnc.algorithms.menart` gathers them.
+Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL condition with
+optimal rates" (spec: docs/papers.md, Menart et al.). The algorithms are in :mod:`~dpnc.algorithms.menart.spider`
+(Algorithm 1), :mod:`~dpnc.algorithms.menart.proximal` (Algorithms 2 and 4) and
+:mod:`~dpnc.algorithms.menart.adaptive` (Algorithm 3 and the selection of Theorem 5); :mod:`dpnc.algorithms.menart`
+gathers them.
 
 **Releases.** Every noisy gradient is a clipped mean over the full batch, released by
 :func:`~dpnc.privacy.release.release_sum` (the one private-mean step of dpnc: the fixed denominator n, secret
@@ -34,7 +35,7 @@ declared constants do not imply them (a tighter bound, another κ:
 :meth:`~dpnc.algorithms.base.Algorithm.check_problem`), so the ledger's sensitivities, the schedule and the claim
 rest on bounds the objective gives.
 
-**paper** (spec §1.2). ``False`` (default): every release's σ is calibrated from its true sensitivity under the
+**paper** (Menart et al. §1.2). ``False`` (default): every release's σ is calibrated from its true sensitivity under the
 accountant's neighbouring relation and its share of ρ, so the run spends exactly ρ. ``True``: the printed noise
 levels; the accountant then reports their true cost.
 """
@@ -63,7 +64,7 @@ CLIPPED, DECLARED, NOT_GUARANTEED = "clipped", "declared", "not guaranteed"  # s
 
 @dataclass(frozen=True)
 class AnalysisConstants:
-    """The analysis' numerical constants (spec §2, §6.11), overridable for practice; theory uses the defaults.
+    """The analysis' numerical constants (Menart et al. §2, §6.11), overridable for practice; theory uses the defaults.
 
     Attributes:
         descent: 64 in c = 1 + F0^a/(64γ²L1) and K (Lemma 9's descent per step is Φ̂^{2/κ}/(64γ²L1)).
@@ -333,7 +334,7 @@ class KLConfig(Algorithm):
     @classmethod
     def of(cls, setting: Setting, **fields) -> KLConfig:
         """The config of ``fields``, each public constant it holds (:attr:`constant_fields`) read from ``setting``
-        unless given, and F0 (where the class has it) from ``setting.gap``, else (γL0)^κ (spec §1.1)."""
+        unless given, and F0 (where the class has it) from ``setting.gap``, else (γL0)^κ (Menart et al. §1.1)."""
         resolved = {
             name: getattr(setting.constants, name)
             for name in cls.constant_fields
@@ -364,7 +365,7 @@ def budget_rho(budget) -> float:
 def gap_or_default(
     setting: Setting, gamma: float | None, kappa: float | None, L0: float | None
 ) -> float | None:
-    """F0: the setting's gap where given, else (γL0)^κ (spec §1.1) where the constants give it."""
+    """F0: the setting's gap where given, else (γL0)^κ (Menart et al. §1.1) where the constants give it."""
     if setting.gap is not None:
         return float(setting.gap)
     return None if None in (gamma, kappa, L0) else (gamma * L0) ** kappa

@@ -93,7 +93,7 @@ def noisy_projected_gd(
     ball of radius R = L0/(2L̃1) around c (which holds the minimiser of F̃), output Σ_s s·u_s / Σ_s s.
     Calibrated σ spends ρ over the T_A − 1 queries exactly; the paper's σ² = 4L0²T_A/(n²ρ) spends ≤ ρ/2.
 
-    Correction (issue 13): R is typically far larger than the region where L0 is declared (10.7 against 1 for
+    Correction (not in the paper): R is typically far larger than the region where L0 is declared (10.7 against 1 for
     ‖w‖^1.5 at the default L̃1), so with ``queries.region`` set the projection is onto the region ∩ B_R(c)
     (:func:`~dpnc.algorithms.menart.common.project_two_balls`; c lies in the region). Algorithm 4's analysis holds
     on any convex feasible set containing c; the minimiser of F̃ over it replaces the unconstrained one.
@@ -265,8 +265,8 @@ class ProximalPoint(KLConfig):
         weak_convexity: float | None = None,
     ) -> ProximalPoint:
         """Theorem 2's setting: the objective's public γ, κ, L0, L̃1 and F0 = ``setting.gap``, else (γL0)^κ
-        (spec §1.1); ρ the budget's zCDP ρ. ``weak_convexity``: L̃1 instead of the constants' (a convex objective
-        declares none, and any L̃1 > 0 is valid for it, e.g.
+        (docs/papers.md, Menart et al. §1.1); ρ the budget's zCDP ρ. ``weak_convexity``: L̃1 instead of the
+        constants' (a convex objective declares none, and any L̃1 > 0 is valid for it, e.g.
         :func:`~dpnc.problems.kl_objective.default_weak_convexity`)."""
         chosen = {} if weak_convexity is None else {"weak_convexity": weak_convexity}
         return cls.of(

@@ -1,9 +1,10 @@
 """KL-Spider: Menart et al., Algorithm 1 (Theorem 1), for (γ, κ)-KL objectives with κ ∈ [1, 2], smooth.
 
 Rounds that open with a noisy checkpoint gradient and follow it with variance-reduced noisy differences (SPIDER),
-normalised steps of a fixed length r_k, and an adaptive stop once the estimate is small. Corrections taken from
-the spec ([R]): ceil'd K and T_k, the loop bound t < T_k, restart from the last iterate, Cf = 48 when
-calibrated, the exponent (2−κ)/κ in T_k. Guards, releases and ``paper``: :mod:`dpnc.algorithms.menart.common`.
+normalised steps of a fixed length r_k, and an adaptive stop once the estimate is small. Corrections taken from the
+spec (docs/papers.md, Menart et al. §2.1): ceil'd K and T_k, the loop bound t < T_k, restart from the last iterate,
+Cf = 48 when calibrated, the exponent (2−κ)/κ in T_k. Guards, releases and ``paper``:
+:mod:`dpnc.algorithms.menart.common`.
 
 References:
     Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
@@ -82,12 +83,12 @@ def spider_schedule(
     relation: Relation | str = "replace-one",
     constants: AnalysisConstants = AnalysisConstants(),
 ) -> SpiderSchedule:
-    """Algorithm 1's schedule (spec §2.1): c, K, β′, Φfloor and (Φ̂_k, T_k, r_k, σ̂_k, σ_k) for every round.
+    """Algorithm 1's schedule (Menart et al. §2.1): c, K, β′, Φfloor and (Φ̂_k, T_k, r_k, σ̂_k, σ_k) for every round.
 
     Corrected (default): each round spends ρ/K, ρ/(2K) on its checkpoint (the mean of L0-bounded gradients) and
     ρ/(2K) on its at most T_k − 1 differences (per-example norm ≤ L1·r_k; the round's last step issues none),
     and a round without differences (T_k = 1, always when κ = 2) gives its checkpoint all of ρ/K. This
-    tightens the spec's ρ/(2K·T_k) per difference (which leaves ρ/2 unused when κ = 2); every σ is no larger,
+    tightens §2.1's ρ/(2K·T_k) per difference (which leaves ρ/2 unused when κ = 2); every σ is no larger,
     so Lemma 2 still holds with Cf = 48. ``paper=True``: the printed σ̂ = L0√K/(n√ρ) and
     σ_k = Φ̂_k^{1/κ}√(T_kK)/(γn√ρ). A bracket ≤ 0 means the target accuracy is already ≥ F0: K = 0, no round.
     """
@@ -153,7 +154,7 @@ def practical_schedule(
 
     Theorem 1 sets K from its bound, Φfloor = (Cf·γL0√(Kd·log(1/β′))/(n√ρ))^κ, and gives every round ρ/K.
     The bound's constants (descent 64, Cf = 48, the union bound's log(1/β′)) put Φfloor above F0 unless n√ρ is
-    huge (spec §6.11): then every round has Φ̂_k = F0, its stopping threshold (7/8γ)·F0^{1/κ} exceeds the
+    huge (Menart et al. §6.11): then every round has Φ̂_k = F0, its stopping threshold (7/8γ)·F0^{1/κ} exceeds the
     gradient, and the run makes no update. Here, with ``constants`` (default :data:`PRACTICAL`):
 
     * Φ̂_k = F0·c^{−k}, c = 1 + F0^a/(descent·γ²L1), T_k = ⌈(F0/Φ̂_k)^a⌉, r_k = Φ̂_k^{1/κ}/(step·γL1), as in
@@ -232,7 +233,7 @@ class KLSpider(KLConfig):
     the full schedule (exactly ρ when calibrated) whether or not a round stops early: a realised, data-dependent
     count of releases would not be a guarantee.
 
-    Correction (issue 13): the paper's iterates may wander up to Σ_k T_k·r_k from w0, beyond the region where
+    Correction (not in the paper): the iterates may wander up to Σ_k T_k·r_k from w0, beyond the region where
     L0 and L1 are declared; ``project`` puts every step back onto the region (projection is non-expansive, so a
     step stays ≤ r_k and a difference's per-example bound L1·r_k still holds) and ``clip`` clips the checkpoint's
     per-example gradients to L0 and the differences' to L1·r_k.
@@ -277,7 +278,7 @@ class KLSpider(KLConfig):
         cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False
     ) -> KLSpider:
         """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = ``setting.gap``, else (γL0)^κ
-        (spec §1.1); ρ the budget's zCDP ρ."""
+        (Menart et al. §1.1); ρ the budget's zCDP ρ."""
         return cls.of(setting, rho=budget_rho(budget), beta=beta, paper=paper)
 
     @classmethod
@@ -312,9 +313,9 @@ class KLSpider(KLConfig):
 
         Args:
             setting: the objective's public constants (γ, κ ∈ [1, 2], L0, L1; with a region, n is checked), n, d
-                and ``gap``, the public bound F0 on F(w0) − F* (default (γL0)^κ, spec §1.1; a loose F0 costs rounds
-                that make no update, at little privacy cost). With a region, n is checked to afford at least one
-                round of the schedule under add/remove (the cheaper relation); the schedule itself is computed
+                and ``gap``, the public bound F0 on F(w0) − F* (default (γL0)^κ, Menart et al. §1.1; a loose F0
+                costs rounds that make no update, at little privacy cost). With a region, n is checked to afford at
+                least one round of the schedule under add/remove (the cheaper relation); the schedule itself is computed
                 by :meth:`run` from the objective's n and the accountant's relation.
             budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted once).
             **options: other fields (beta, clip, project, constants to override :data:`PRACTICAL`, …).

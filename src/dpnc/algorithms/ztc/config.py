@@ -23,7 +23,7 @@ radii, larger D, last-iterate output; no theorem attached).
 Symbols: ``period`` = T (steps per epoch = the tree's leaves = the O2NC block), ``steps`` = K·T, ``smoothing`` = δ
 (the smoothing radius), D = δ/T, eta = η, B1, B2, m, sigma = σ (every tree node's std), rho = ρ.
 
-Corrections taken from spec seed000 §6 (``paper=True`` gives the printed version where it differs): T uses
+Corrections taken from docs/papers.md, ZTC §6 (``paper=True`` gives the printed version where it differs): T uses
 max, not min (§6.1); σ uses the exact per-leaf node count ⌊log₂T⌋ + 1 and max(s₁, s₂) (§6.2–3); the
 guarantee is (2δ, ε)-stationarity of F in expectation (§6.4).
 
@@ -65,7 +65,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     """O2NC (Algorithm 3) with the private variance-reduced (Algorithms 4–5) or naive (Algorithm 6) oracle.
 
     Implements: Zhang–Tran–Cutkosky 2024, Algorithms 3–6; Theorem 4.9 and App. E (:meth:`from_theory`).
-    Correction: spec seed000 §6.1–6.4 (see the module docstring); ``paper=True`` records that σ and T were
+    Correction: ZTC §6.1–6.4 in docs/papers.md (see the module docstring); ``paper=True`` records that σ and T were
     set by the printed formulas.
 
     Args:
@@ -79,7 +79,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         sigma: the noise std ≥ 0 of every tree node (or of every naive release); 0 only in the non-private twin.
         rho: the paper's ρ > 0 the noise was set for: the run is (α, αρ²/2)-RDP.
         oracle: ``"variance-reduced"`` or ``"naive"``.
-        clip: clip each finite difference to what an L-Lipschitz f allows (spec §6.14).
+        clip: clip each finite difference to what an L-Lipschitz f allows (ZTC §6.14).
         paper: σ and T from the printed formulas (set by :meth:`from_theory`).
         L0: the per-example Lipschitz constant L the config was built for (keyword; None only for an objective that
             declares none, with per-example radii and ``clip=False``): the sensitivities dL and the clip 2Lδ;
@@ -261,7 +261,7 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         F* = ``setting.gap`` (a bound on F(x₀) − inf F); the budget is converted once to the paper's ρ
         (``to_zcdp().rdp_rho``: "(α, αρ²/2)-RDP", i.e. ρ²/2-zCDP).
 
-        Variance-reduced: T = max{(√d·LδM/(F*+Lδ))^{2/3}, (d^{3/2}LδM/((F*+Lδ)ρ))^{1/2}} (spec §6.1: max,
+        Variance-reduced: T = max{(√d·LδM/(F*+Lδ))^{2/3}, (d^{3/2}LδM/((F*+Lδ)ρ))^{1/2}} (ZTC §6.1: max,
         not the printed min, and √d in the first term), B1 = T+1, B2 = 1, K = ⌊M/(2T)⌋.
         Naive: B = 1 and T balancing the App. E bound (F*+Lδ)BT/(δM) + (L/√T)(√(d/B) + 1 + d^{3/2}/(Bρ)),
         i.e. T = (b/(2a))^{2/3}; K = ⌊M/T⌋.

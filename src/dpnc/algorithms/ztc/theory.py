@@ -3,7 +3,7 @@ the sample complexity of Theorem 4.9 and Appendix E, and the cost of a run (pure
 the configs are read by duck typing, so this module imports no config).
 
 References: X. Zhang, H. Tran, A. Cutkosky, "Private zeroth-order nonsmooth nonconvex optimization",
-ICLR 2024 (arXiv:2406.19579); spec seed000 §3, §6.
+ICLR 2024 (arXiv:2406.19579); docs/papers.md, ZTC §3, §6.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def variance_bound(d: int, L: float, T: int, B1: int, B2: int, m: int | None = N
     """V ≥ E‖∇F̂_δ(w_t) − g_t‖² for the noiseless running sum (Lemma 4.8, any t ≤ T).
 
     m = d (the paper): V = 16dL²/B1 + 64dL²/(B2·T). Other m: GRAD's (2(d+1)²/m + 8)L²/B1 plus T−1
-    DIFFs of (4(d²+d)/m + 8d)L²(2D)²/(B2δ²) each (spec §3, generalisation to m directions).
+    DIFFs of (4(d²+d)/m + 8d)L²(2D)²/(B2δ²) each (ZTC §3, generalisation to m directions).
     """
     m = d if m is None else m
     if m == d:
@@ -43,7 +43,7 @@ def variance_bound(d: int, L: float, T: int, B1: int, B2: int, m: int | None = N
 
 
 def guarantee(config, *, d: int, L: float, gap: float) -> float:
-    """A bound on E‖∂F(w̄)‖_{2δ} with explicit constants (Lemma 4.6/Cor 4.7 with D = δ/T; spec §3):
+    """A bound on E‖∂F(w̄)‖_{2δ} with explicit constants (Lemma 4.6/Cor 4.7 with D = δ/T; ZTC §3):
 
         (F* + 2Lδ)/(δK) + G/√T + cross,   G² ≥ sup E‖g̃_t‖²,   F* = ``gap`` ≥ F(x₀) − inf F.
 
