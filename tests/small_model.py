@@ -12,7 +12,9 @@ atomically, so the xdist workers share one copy.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,14 @@ def one_layer_minilm() -> str:
         partial = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + "."))
         AutoModel.from_pretrained(source, num_hidden_layers=LAYERS).save_pretrained(partial)
         AutoTokenizer.from_pretrained(source).save_pretrained(partial)
+        if not (partial / "config.json").exists():
+            # under torch.distributed transformers writes a model on rank 0 only: wait for that rank's copy
+            shutil.rmtree(partial)
+            for _ in range(600):
+                if (folder / "config.json").exists():
+                    break
+                time.sleep(0.1)
+            return str(folder)
         try:
             partial.rename(folder)
         except OSError:  # another test process renamed its copy first: use that one

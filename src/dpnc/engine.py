@@ -56,10 +56,11 @@ How the pieces hold together:
 initialised) the same script runs data parallel (:mod:`dpnc.distributed`): each rank builds the same run; at
 each iteration rank 0's secret sampler alone draws the batch, which reaches every rank inside the previous step's
 ``all_reduce`` (the first one is broadcast), and each rank's loader yields its own contiguous part of it (the other
-ranks' samplers draw nothing); a step exchanges a few numbers (one ``all_reduce`` of the partial sums with rank 0's
-noise in its part, and the next batch's indices) and every rank applies the same update.
+ranks' samplers draw nothing); a step exchanges its partial sums (one ``all_reduce`` with rank 0's noise in its
+part, and the next batch's indices: a few numbers for a zeroth-order step, the d clipped-gradient entries for a
+first-order one, whose ranks each clip their own examples) and every rank applies the same update.
 Rank 0 adds the noise and keeps the ledger: read ``accountant.report`` there (the other ranks' stay empty).
-Zeroth-order optimizers only (a first-order step would all-reduce every gradient entry: that is DDP's job).
+Pass the module itself, not a ``DistributedDataParallel`` wrapper (refused: the step sums the ranks' gradients).
 
 ``optimizer="mezo"`` gives MeZO (not private: the report says ε = ∞; no calibration, no clip).
 
@@ -290,14 +291,20 @@ def make_private(
         calls ``loss_fn(*batch)`` for its per-example losses, and returns their mean.
 
     Raises:
-        ValueError: an argument out of range (named, with the rule), an unsupported optimizer, a first-order
-            optimizer under a data-parallel group, or a model not ready for the optimizer's steps; all before any
+        ValueError: an argument out of range (named, with the rule), an unsupported optimizer, a
+            DistributedDataParallel wrapper, or a model not ready for the optimizer's steps; all before any
             example is touched by a step.
     """
     if unknown:
         raise TypeError(_unknown_arguments(unknown))
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        raise ValueError(
+            "model must be the module itself, not a DistributedDataParallel wrapper: under torchrun dpnc's "
+            "step sums the ranks' clipped gradients itself (one noisy release per batch), which DDP's "
+            "all-reduce of the gradients would repeat; pass model.module and call it in loss_fn"
+        )
     # numpy scalars (a config read with numpy, a grid from np.arange) as the Python numbers every check expects
     n, steps, epochs, batch_size, microbatch, seed, testing_seed = map(
         _python_number, (n, steps, epochs, batch_size, microbatch, seed, testing_seed)
@@ -411,7 +418,7 @@ def make_private(
         if note is not None:
             tell_owner(note)
 
-    group = distributed.from_environment()  # a first-order method is refused there by wire()
+    group = distributed.from_environment()
 
     collate = collate_fn if collate_fn is not None else default_collate
     template = _empty_template(data, collate)

@@ -52,6 +52,7 @@ def config(folder: Path, name: str, **kwargs) -> FinetuneConfig:
         task="SST-2",
         data_dir=str(DATA),
         method="dpzero",
+        epsilon=6.0,
         train="head",
         steps=STEPS,
         batch_size=B,
@@ -201,26 +202,23 @@ def facade_case(rank: int) -> dict:
 
 
 def refusals(folder: Path) -> list[str]:
-    """First-order methods under a group: refused on every rank, before any work (their steps would all-reduce d)."""
-    messages = []
-    for attempt in (
-        lambda: Trainer(config(folder, "first-order", method="dp-adamw")),
-        lambda: dpnc.make_private(
-            nn.Linear(2, 1),
-            data=TensorDataset(torch.zeros(4, 2)),
-            n=4,
-            steps=1,
-            batch_size=2,
-            lr=0.1,
-            clip=1.0,
-            noise_multiplier=1.0,
-            optimizer="dp-sgd",
-        ),
-    ):
-        with pytest.raises(ValueError, match="data-parallel run") as error:
-            attempt()
-        messages.append(str(error.value))
-    return messages
+    """The non-private AdamW baseline under a group: refused on every rank, before any work."""
+    with pytest.raises(ValueError, match="data-parallel run") as error:
+        Trainer(config(folder, "adamw", method="adamw"))
+    return [str(error.value)]
+
+
+def first_order_case(folder: Path, rank: int) -> dict:
+    """DP-AdamW on the head, data parallel: each rank clips its part of rank 0's batch, one all_reduce with rank
+    0's noise in it; rank 1's streams are of other seeds, never used."""
+    sampler, noise = streams(rank)
+    trainer = Trainer(
+        config(folder, "first-order", method="dp-adamw", lr=1e-2, eval_every=0, clip=1.0),
+        sampler=sampler,
+        noise=noise,
+    )
+    start = trained(trainer)
+    return outcome(trainer, start, trainer.run())
 
 
 def _worker(rank: int, init_file: str, folder: str, out: str) -> None:
@@ -237,6 +235,7 @@ def _worker(rank: int, init_file: str, folder: str, out: str) -> None:
         results = {
             "refused": refusals(Path(folder)),
             "full": full_case(Path(folder), rank),
+            "first-order": first_order_case(Path(folder), rank),
             "resumed": killed_case(Path(folder), rank),
             "facade": facade_case(rank),
             **{mode: mode_case(Path(folder), rank, mode) for mode in MODES},
@@ -260,6 +259,7 @@ def runs():
         try:
             single = {
                 "full": full_case(tmp / "single", 0),
+                "first-order": first_order_case(tmp / "single", 0),
                 "facade": facade_case(0),
                 **{mode: mode_case(tmp / "single", 0, mode) for mode in MODES},
             }
@@ -327,17 +327,32 @@ def test_one_ledger_entry_per_step_on_rank_0_only(runs):
     assert ranks[1]["resumed"]["releases"] == 0
 
 
-def test_first_order_methods_are_refused_on_every_rank(runs):
+def test_the_non_private_baseline_is_refused_on_every_rank(runs):
     ranks, _, files = runs
-    assert all(len(rank["refused"]) == 2 for rank in ranks)
-    assert not any(name.startswith("first-order/") for name in files["dist"])
+    assert all(len(rank["refused"]) == 1 for rank in ranks)
+    assert not any(name.startswith("adamw/") for name in files["dist"])
+
+
+def test_dp_adamw_on_two_processes_trains_as_one_with_one_ledger(runs):
+    ranks, single, _ = runs
+    ref = single["first-order"]
+    assert any(not torch.equal(p, q) for p, q in zip(ref["params"], ref["start"]))
+    for rank in ranks:
+        for p, q in zip(rank["first-order"]["params"], ref["params"], strict=True):
+            torch.testing.assert_close(p, q, **TOL)
+    zero, one = ranks[0]["first-order"], ranks[1]["first-order"]
+    assert all(torch.equal(p, q) for p, q in zip(zero["params"], one["params"]))
+    assert zero["releases"] == STEPS and one["releases"] == 0 and zero["ledger"] == ref["ledger"]
 
 
 def test_only_rank_0_writes_the_run_folder(runs):
     _, _, files = runs
     dist_files, single_files = files["dist"], files["single"]
     # the files of one process's run (summary, plot, model, metrics, journal, checkpoint), and no others
-    assert {n for n in dist_files if n.startswith("full/")} == set(single_files)
+    for run in ("full/", "first-order/"):
+        assert {n for n in dist_files if n.startswith(run)} == {
+            n for n in single_files if n.startswith(run)
+        }
     metrics = [json.loads(line) for line in dist_files["full/out/metrics.jsonl"].splitlines()]
     assert [r["step"] for r in metrics if r["event"] == "step"] == list(
         range(1, STEPS + 1)

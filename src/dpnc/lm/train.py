@@ -47,13 +47,14 @@ Journal, checkpoints and resume: a run journals every step before and after it t
 the public state (never the noise source or the sampler), and on resume never under-counts ε (:mod:`dpnc.lm.resume`).
 
 Data parallel. Under ``torchrun --nproc-per-node N`` (:func:`dpnc.distributed.from_environment` finds a group)
-the zeroth-order methods run data parallel: every rank builds the same classifier; rank 0's secret sampler draws
-each batch, each rank evaluates its part of it (caching the frozen layers of the rows it evaluates: the caches
-are per rank), and a step exchanges a few numbers (:mod:`dpnc.distributed`); rank 0 adds the noise and keeps the
-ledger. The evaluation set is split across the ranks and the results gathered. Rank 0 alone writes the run
-folder (journal, checkpoints, metrics, TensorBoard, summary, plot, model); on resume it reads it and hands the
-public state (model, optimizer, step) to the other ranks, and a refusal stops every rank alike. The summary is
-rank 0's, on every rank. First-order methods are refused (their steps would all-reduce every gradient entry).
+the private and zeroth-order methods run data parallel: every rank builds the same classifier; rank 0's secret
+sampler draws each batch, each rank evaluates its part of it (caching the frozen layers of the rows it evaluates:
+the caches are per rank), and a step exchanges its partial sums (:mod:`dpnc.distributed`: a few numbers for a
+zeroth-order step, the clipped gradient sum for DP-AdamW); rank 0 adds the noise and keeps the ledger. The
+evaluation set is split across the ranks and the results gathered. Rank 0 alone writes the run folder (journal,
+checkpoints, metrics, TensorBoard, summary, plot, model); on resume it reads it and hands the public state (model,
+optimizer, step) to the other ranks, and a refusal stops every rank alike. The summary is rank 0's, on every rank.
+The non-private AdamW baseline is refused (it runs in one process).
 
 Modules: :mod:`dpnc.lm.config` (the settings), :mod:`dpnc.lm.steps` (one step per method, on the optimizers of
 :mod:`dpnc.tier`, whose step hooks say what each step did), :mod:`dpnc.lm.journal`
@@ -177,11 +178,10 @@ class Trainer(EvaluationMixin, ResumeMixin):
                 "new_run supersedes it; got both"
             )
         self.group = distributed.from_environment()
-        if self.group is not None and not (c.zeroth_order or c.method == "zero-shot"):
+        if self.group is not None and c.method == "adamw":
             raise ValueError(
-                f"method must be one of {[*ZEROTH_ORDER, 'zero-shot']} in a data-parallel run "
-                f"({self.group.world_size} processes): a {c.method} step would all-reduce every "
-                "gradient entry; run it in one process"
+                f"method must be private or zeroth order in a data-parallel run ({self.group.world_size} "
+                "processes): the non-private AdamW baseline runs in one process; got 'adamw'"
             )
         self.files = RunFiles(c, writer=self.group is None or self.group.is_source)
         self.train_set, self.test_set = self._data(train, test)
@@ -415,7 +415,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
             n=self.n,
             batch_size=c.batch_size,
             steps=c.steps,
-            budget=Budget(c.epsilon, c.delta),
+            budget=None if c.epsilon is None else Budget(c.epsilon, c.delta),
             noise_multiplier_given=c.noise_multiplier,
             accountant=c.accountant,
             relation=self.relation,

@@ -367,6 +367,9 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         )
         self.optimizer, self.model = optimizer, model
         self.params = {names[id(p)]: p for p in trainable}
+        self.group = batches.group  # data parallel: every rank starts from rank 0's parameters
+        if self.group is not None:
+            self.group.broadcast_parameters_(trainable)
         refuse_no_route(model, self.params)
         self.clip, self.noise_multiplier = float(clip), float(noise_multiplier)
         self.batches, self.accountant = batches, accountant
@@ -413,8 +416,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         The optimizer hands ``loss_fn`` the batch the loader just yielded (tensors, or dicts/lists/tuples of them,
         all with leading dimension b) and maps it over the examples; ``step(loss_fn, *inputs)`` is accepted only
         when ``inputs`` are that batch's very objects. Returns the mean of the per-example losses (not private: a
-        statistic of the training data; ``nan`` on an empty batch). Hooks of :meth:`register_step_hook` then get
-        the step's :class:`StepInfo`.
+        statistic of the training data; ``nan`` on an empty batch; under a process group, this rank's examples').
+        Hooks of :meth:`register_step_hook` then get the step's :class:`StepInfo`.
         """
         self.guard.refuse_if_poisoned("this step")
         check_loss_fn(loss_fn)
@@ -439,10 +442,10 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
             self.guard.check()  # the model as the draw found it
             touched[0] = False
             inputs = batches.inputs()
-            rows = batch_rows(inputs)
-            if rows != len(batch):
+            rows, drawn = batch_rows(inputs), len(batches.part(batch))  # this rank's part
+            if rows != drawn:
                 raise ValueError(
-                    f"the batch's inputs must have one row per example drawn ({len(batch)}); got {rows}"
+                    f"the batch's inputs must have one row per example drawn ({drawn}); got {rows}"
                 )
             failure = None
             # every module the loss runs is watched (on leaving, no forward wrote any state), and its
@@ -463,33 +466,55 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                 if failure is None and rows >= 2 and not self._coupling_checked:
                     self._coupling_checked = True
                     refuse_coupled_loss(self.model, seen, inputs)
-            noisy = release_sum(
-                summed.total,
-                self.clip,
-                sampler=batches,
-                noise=self.noise,
-                accountant=self.accountant,
-                noise_multiplier=self.noise_multiplier,
-            )
+            noisy, stats, entry = self._release(summed)
         except BaseException:
             self._after_refusal(batches, touched[0], before)
             raise
         batches.finish()
         self._apply(noisy)
         self.steps += 1
-        losses = summed.losses
-        finite = torch.isfinite(losses)
-        stats = PrivateStats(
-            float(losses[finite].mean()) if finite.any() else math.nan,
-            summed.clipped / max(rows, 1),
-            summed.nonfinite,
-        )
-        self._report_step(
-            StepInfo(self.steps - 1, None, noisy, self.accountant.ledger[-1].release, stats)
-        )
+        self._report_step(StepInfo(self.steps - 1, None, noisy, entry, stats))
         if failure is not None:
             raise_after_release(failure)
-        return losses.mean() if rows else torch.tensor(math.nan)
+        return summed.losses.mean() if rows else torch.tensor(math.nan)
+
+    def _release(self, summed: ClippedSum) -> tuple[torch.Tensor, PrivateStats, Release]:
+        """The noisy mean of the clipped sum (the whole batch's under a group: each rank's part summed in one
+        all_reduce that carries rank 0's noise, :meth:`~dpnc.distributed.Group.release_sum`, the same value on
+        every rank; rank 0 alone records), the step's private statistics and its ledger entry."""
+        entry = self.step_release()
+
+        def release(total: torch.Tensor) -> torch.Tensor:
+            return release_sum(
+                total,
+                self.clip,
+                sampler=self.batches,
+                noise=self.noise,
+                accountant=self.accountant,
+                noise_multiplier=self.noise_multiplier,
+                release=entry,
+            )
+
+        losses = summed.losses
+        finite = torch.isfinite(losses)
+        parts = (float(losses[finite].sum()), int(finite.sum()), summed.clipped, summed.nonfinite)
+        rows = len(losses)
+        if self.group is None:
+            noisy = release(summed.total)
+        else:
+            noisy, *parts, rows = self.group.release_sum(
+                summed.total,
+                *parts,
+                rows,
+                release=release,
+                denominator=self.batches.batch_size,
+                entry=entry,
+            )
+        loss, counted, clipped, nonfinite = parts
+        stats = PrivateStats(
+            loss / counted if counted else math.nan, clipped / max(rows, 1), nonfinite
+        )
+        return noisy, stats, entry
 
     def _zero_sum(self) -> ClippedSum:
         first = next(iter(self.params.values()))

@@ -58,7 +58,7 @@ class Parts:
         that fetches rows through ``data`` (the trainer draws each batch before the step)."""
         if self.batches is not None:
             return self.batches
-        return LoaderBatches(self.sampler, self.steps, fetch=self.data.rows)
+        return LoaderBatches(self.sampler, self.steps, self.group, fetch=self.data.rows)
 
     def zeroth_order_source(self) -> dict:
         """A zeroth-order optimizer's batch source: the loader's pending batch, or the sampler and the rows."""

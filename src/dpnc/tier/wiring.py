@@ -143,7 +143,7 @@ def wire(
         noise_multiplier_given: σ/Δ to use instead of calibrating (checked against ``budget`` if both are given).
         calibrate_by: ``"pld"`` or ``"rdp"``: the accountant that calibrates σ.
         noise: the secret noise source (a fresh one by default).
-        group: a data-parallel run's process group (zeroth-order entries only).
+        group: a data-parallel run's process group (zeroth-order and private first-order entries).
         batches: the make_private loader's pending batch; None when the optimizer draws from ``sampler`` and
             reads the rows through ``data``.
         data: the rows (:class:`~dpnc.batches.DataRows`) when ``batches`` is None.
@@ -153,16 +153,16 @@ def wire(
             optimizer class or instance).
 
     Raises:
-        ValueError: an unknown method, a first-order method with a process group, or what the optimizer refuses.
+        ValueError: an unknown method, the non-private first-order baseline with a process group, or what the
+            optimizer refuses.
     """
     entry = entry if entry is not None else OPTIMIZERS.get(method)
     if entry is None:
         raise ValueError(f"method must be one of {list(OPTIMIZERS)}; got {method!r}")
-    if group is not None and entry.order != 0:
+    if group is not None and not (entry.order == 0 or entry.private):
         raise ValueError(
-            f"method must be zeroth order ({[k for k, s in OPTIMIZERS.items() if s.order == 0]}) in a "
-            f"data-parallel run ({group.world_size} processes): a first-order step would all-reduce "
-            f"every gradient entry (use DistributedDataParallel for that); got {method!r}"
+            f"method must be private or zeroth order in a data-parallel run ({group.world_size} "
+            f"processes): the non-private first-order baseline runs in one process; got {method!r}"
         )
     sigma = calibrate(
         entry,
