@@ -224,6 +224,7 @@ def test_the_text_trainer_trains_with_a_new_registry_entry(monkeypatch, tmp_path
         task="SST-2",
         data_dir=str(DATA),
         method="half-dpzero",
+        epsilon=6.0,
         steps=2,
         batch_size=8,
         eval_examples=8,

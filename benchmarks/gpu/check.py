@@ -180,6 +180,7 @@ class Context:
 
         train, test = self.data()
         fields = dict(task="SST-2", data_dir=str(self.args.data_dir), method=method, model=self.model_path(),
+                      epsilon=6.0,   # timing and the private runs' default (options may set another)
                       head="causal", train="all", batch_size=batch_size, steps=steps, device=self.device.type,
                       dtype=dtype, max_length=self.args.max_length, eval_every=0, progress=False)
         extra = {}

@@ -46,6 +46,7 @@ def write_csv(path: Path, rows) -> str:
 
 def config(tmp_path: Path, train_rows, test_rows, **kwargs) -> FinetuneConfig:
     options = dict(
+        epsilon=6.0,
         text_column="review",
         label_column="sentiment",
         method="dpzero",

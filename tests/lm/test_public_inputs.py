@@ -107,7 +107,7 @@ def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tup
         out=str(out),
         report_to="tensorboard",
         log_private_stats=True,
-        **kwargs,
+        **{"epsilon": 6.0, **kwargs},
     )
     if batches is None and not config.self_audit:
         batches = PoissonSampler.for_testing(N, B, seed=SEED, rows=kept)
@@ -332,6 +332,7 @@ def test_the_comparison_sees_a_changed_public_value():
 
 def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
     files = dict(
+        epsilon=6.0,
         train_file=str(tmp_path / "tr.csv"),
         test_file=str(tmp_path / "te.csv"),
         text_column="review",
@@ -360,13 +361,13 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
     assert FinetuneConfig(**files, relation="replace-one", accountant="rdp", n=400).n == 400
     # A built-in task's n is its public recipe, k per class × classes, also where a class has fewer rows (TREC).
     assert (
-        FinetuneConfig(task="TREC", k=512).n == 3072
-        and FinetuneConfig(task="SST-2", k=16, batch_size=8).n == 32
+        FinetuneConfig(task="TREC", epsilon=6.0, k=512).n == 3072
+        and FinetuneConfig(task="SST-2", epsilon=6.0, k=16, batch_size=8).n == 32
     )
     with pytest.raises(
         ValueError, match=r"batch_size must be <= n = 32 \(the public number of training examples\)"
     ):
-        FinetuneConfig(task="SST-2", k=16, batch_size=64)
+        FinetuneConfig(task="SST-2", epsilon=6.0, k=16, batch_size=64)
     with pytest.raises(ValueError, match="n must be an integer >= 1; got 0"):
         FinetuneConfig(**files, n=0)
     with pytest.raises(

@@ -40,6 +40,7 @@ def rows():
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(
+        epsilon=6.0,
         task="SST-2",
         data_dir=str(DATA),
         method="dpzero",

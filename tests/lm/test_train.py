@@ -36,6 +36,7 @@ minilm = pytest.importorskip(
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(
+        epsilon=6.0,
         task="SST-2",
         data_dir=str(DATA),
         method="dpzero",

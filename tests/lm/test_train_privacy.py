@@ -29,6 +29,7 @@ STEP_KEYS = {"event", "step", "epsilon", "released", "seed"}
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(
+        epsilon=6.0,
         task="SST-2",
         data_dir=str(DATA),
         method="dpzero",

@@ -31,6 +31,7 @@ def sst2():
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     defaults = dict(
+        epsilon=6.0,
         task="SST-2",
         data_dir=str(DATA),
         method="mezo",
@@ -136,10 +137,12 @@ def test_mode_and_option_refusals(sst2):
     with pytest.raises(ValueError, match=r"top_k must be an integer in \[1, 6\]"):
         select_trainable(clf, "top-k", top_k=7)
     with pytest.raises(ValueError, match="lora_targets must be comma-separated"):
-        FinetuneConfig(data_dir=str(DATA), lora_targets=" ,")
+        FinetuneConfig(data_dir=str(DATA), epsilon=6.0, lora_targets=" ,")
     with pytest.raises(ValueError, match="dtype 'fp16' is for CUDA"):
         Trainer(
-            FinetuneConfig(data_dir=str(DATA), device="cpu", dtype="fp16", steps=1, progress=False)
+            FinetuneConfig(
+                data_dir=str(DATA), epsilon=6.0, device="cpu", dtype="fp16", steps=1, progress=False
+            )
         )
 
 
@@ -158,7 +161,7 @@ def test_replace_one_runs_fixed_size_batches_and_accounts_them_by_rdp(tmp_path):
         summary.epsilon_rdp <= 3.0 and summary.epsilon_pld is None
     )  # no PLD for fixed-size sampling
     with pytest.raises(ValueError, match="accountant must be 'rdp' under relation 'replace-one'"):
-        FinetuneConfig(data_dir=str(DATA), relation="replace-one", accountant="pld")
+        FinetuneConfig(data_dir=str(DATA), epsilon=6.0, relation="replace-one", accountant="pld")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")

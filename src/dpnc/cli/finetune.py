@@ -618,11 +618,14 @@ def _header(config, lr_given: bool) -> str:
             parts.append(f"C={c.clip:g}")
         if zeroth:
             parts.append(f"λ={c.smoothing:g}")
-    privacy = (
-        f", target (ε, δ) = ({c.epsilon:g}, {c.delta:g}) by {c.accountant} ({c.relation})"
-        if c.private
-        else ", not private"
-    )
+    privacy = ", not private"
+    if c.private:
+        budget = (
+            f"σ/Δ = {c.noise_multiplier:g}, δ = {c.delta:g}"
+            if c.epsilon is None
+            else f"target (ε, δ) = ({c.epsilon:g}, {c.delta:g})"
+        )
+        privacy = f", {budget} by {c.accountant} ({c.relation})"
     lr_rule = "--lr" if lr_given else f"the default lr of {c.method} with --train {c.train}"
     return (
         f"dpnc finetune: {c.method} on {c.task if c.train_file is None else c.train_file}, train={c.train}, "

@@ -169,8 +169,8 @@ class FinetuneConfig:
             the paper's 1e-5 for the other modes).
         smoothing: λ of the zeroth-order difference (:data:`ZO_RECIPES`).
         clip: C (zeroth-order: :data:`ZO_RECIPES`, 200 for ``"all"`` as the published code; 10 for DP-AdamW).
-        epsilon, delta: the target budget (ε = 6, δ = 1e-5; ``dpnc finetune`` has no default ε: a private method
-            needs ``--epsilon``).
+        epsilon, delta: the target budget (δ = 1e-5; no default ε: a private method needs ``epsilon``, or a
+            ``noise_multiplier`` whose ε is reported after the run, as ``dpnc finetune`` needs ``--epsilon``).
         noise_multiplier: σ/Δ to use instead of calibrating it (refused if it cannot afford ``steps``).
         accountant: ``"rdp"`` or ``"pld"``: calibrates the noise and is shown during training. Default ``"pld"``,
             as :func:`dpnc.make_private` (``"rdp"`` under replace-one, the only accountant for its batches).
@@ -254,7 +254,7 @@ class FinetuneConfig:
     lr: float | None = None
     smoothing: float | None = None
     clip: float | None = None
-    epsilon: float = 6.0
+    epsilon: float | None = None
     delta: float = 1e-5
     noise_multiplier: float | None = None
     accountant: str | None = None
@@ -400,7 +400,14 @@ class FinetuneConfig:
         check_at_least(0.0, False, lr=self.lr)
         check_positive(smoothing=self.smoothing)
         check_positive(clip=self.clip)
-        check_positive(epsilon=self.epsilon)
+        if self.epsilon is not None:
+            check_positive(epsilon=self.epsilon)
+        elif self.private and self.noise_multiplier is None:
+            raise ValueError(
+                f"epsilon: {self.method} is private: give the privacy budget it may spend, e.g. "
+                "epsilon=4 (there is no default), or a noise_multiplier; method='mezo' or 'adamw' trains "
+                "without privacy"
+            )
         check_at_least(0.0, False, weight_decay=self.weight_decay)
         if not (isinstance(self.delta, (int, float)) and 0 < self.delta < 1):
             raise ValueError(f"delta must be in the open interval (0, 1); got {self.delta!r}")
