@@ -162,7 +162,13 @@ def judge(out: Path, decisive: Path = DECISIVE) -> dict:
             "peak_rss_mib": timing["peak_rss_mib"][name],
             "epsilon": max(by[s, name]["epsilon_pld"] for s in full) if full else None,
         }
-    return {"seeds": full, "table": table}
+    zero = [r for r in map(json.loads, (decisive / "rows.jsonl").read_text().splitlines())]
+    zero = {r["seed"]: r["accuracy"] for r in zero if r["label"] == "zero-shot"}
+    return {
+        "seeds": full,
+        "zero_shot": sum(zero[s] for s in full) / max(len(full), 1),
+        "table": table,
+    }
 
 
 def main() -> None:
