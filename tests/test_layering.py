@@ -40,8 +40,6 @@ LAYERS = (
     ("dpnc.batches", "dpnc.estimators", "dpnc.certify", "dpnc.tune"),  # estimators, batch sources
     ("dpnc.algorithms",),  # the paper families
     (
-        "dpnc.optim",
-        "dpnc.first_order",
         "dpnc.tier",
         "dpnc.engine",  # the model tier, make_private,
         "dpnc.model_fix",

@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.optim import validate_model
+from dpnc.tier.base import validate_model
 
 
 def cnn() -> nn.Module:

@@ -274,7 +274,7 @@ def test_a_stock_hugging_face_encoder_takes_the_per_layer_route():
     the data, is off within the route, and its attention eager) and equals the per-example loop; the model's own
     attention setting is put back."""
     transformers = pytest.importorskip("transformers")
-    from dpnc.first_order import route_clipped_sum
+    from dpnc.tier.first_order import route_clipped_sum
 
     torch.manual_seed(5)
     config = transformers.BertConfig(
