@@ -121,8 +121,13 @@ def step_randomness(secret: bool, step: int, device: torch.device) -> Iterator[N
     advance by the secret batch's size, and its state (saved by checkpoints, read by later code) would tell it.
     A testing run (``secret`` False) seeds by the step's index, so that it reproduces."""
     seed = secrets.randbits(63) if secret else step
-    with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        # the forked generators alone (torch.manual_seed would also queue every CUDA device's seeding, with
+        # a stack trace each time: a millisecond a step)
+        torch.default_generator.manual_seed(seed)
+        for index in devices:
+            torch.cuda.default_generators[index].manual_seed(seed)
         yield
 
 
