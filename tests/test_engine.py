@@ -521,3 +521,20 @@ def test_the_opacus_habit_step_without_a_loss_function_explains_the_contract(opt
     )
     assert "loss.backward()" in lines[1] and "optimizer.step(lambda xb, yb:" in lines[2]
     assert accountant.releases == 0
+
+
+def test_a_run_continued_in_one_call_reports_both_runs_epsilon():
+    model = make_model()
+    opt, loader, first = private(model, steps=3)
+    for xb, yb in loader:
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
+    with pytest.raises(ValueError, match="continue_from=accountant"):
+        iter(loader).__next__()  # the calibrated steps are spent: the message says how to go on
+    opt, loader, both = private(model, steps=2, continue_from=first)
+    for xb, yb in loader:
+        opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
+    assert both.releases == first.releases + 2 == 5  # the earlier releases, then this run's
+    assert both.ledger[0].release == first.ledger[0].release
+    assert both.epsilon(DELTA) > first.epsilon(DELTA)
+    with pytest.raises(ValueError, match="continue_from must be the earlier run's Accountant"):
+        private(make_model(), continue_from=first.to_json())

@@ -128,8 +128,8 @@ class PoissonBatchSampler(TorchSampler):
             raise ValueError(
                 f"the loader has yielded all steps={self.batches.steps} batches the noise was calibrated "
                 "for: another pass would spend beyond the privacy budget. Build a new run with "
-                "make_private for more steps (its ε adds to this one's), or ask for enough steps or "
-                "epochs at the start"
+                "make_private(..., continue_from=accountant) for more steps (its ε adds to this one's, "
+                "in the accountant it returns), or ask for enough steps or epochs at the start"
             )
         count = 0
         while self.batches.remaining > 0 and (self.per_epoch is None or count < self.per_epoch):
@@ -223,6 +223,7 @@ def make_private(
     microbatch: int = 16,
     testing_seed: int | None = None,
     audit: SelfAudit | None = None,
+    continue_from: Accountant | None = None,
     **unknown: Any,
 ) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
@@ -282,6 +283,9 @@ def make_private(
         audit: a :class:`dpnc.self_audit.SelfAudit` (private optimizers, one process): its canaries join
             ``data``, each with probability ½ (secret), n becomes n + m, and ``audit.result()`` gives the run's
             one-run ε lower bound after training (docs/audit.md). The run trains on other data than a plain one.
+        continue_from: the accountant of an earlier run on the same data (or ``Accountant.from_json`` of its saved
+            ledger): the returned accountant starts with its entries, so its ε is the two runs' together;
+            ``target_epsilon`` calibrates this run's steps alone.
 
     Under ``torchrun`` (:func:`dpnc.distributed.from_environment` finds a group) the run is data parallel: see the
     module docstring; the loader yields this rank's part of each batch and rank 0's accountant holds the ledger.
@@ -455,6 +459,13 @@ def make_private(
         else Budget(float(target_epsilon), float(delta))
     )
     ledger = Accountant("add/remove", method=accountant)
+    if continue_from is not None:  # the earlier run's releases first: the report composes both
+        if not isinstance(continue_from, Accountant):
+            raise ValueError(
+                "continue_from must be the earlier run's Accountant (Accountant.from_json of its saved "
+                f"ledger); got {type(continue_from).__name__}"
+            )
+        ledger.extend(continue_from)
     opt, wiring = wire(
         model,
         name,
