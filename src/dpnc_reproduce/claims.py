@@ -28,10 +28,10 @@ log-log slope that violates it depends on that regime:
   below the bound's own slope − tol.
 
 The tolerance is not one number for every grid: it is what the log factors the bound drops (its Õ) add to a
-least-squares slope over *that claim's grid* (:func:`dropped_log_tolerance`), declared with its formula in the code
-before the rows it judges. That the slope *equals* the bound's (tightness) is a separate claim, :func:`tight`, made
-only where a paper claims it. (Until issue 41 every rate claim used RATE_TOL = 0.1 in the x → ∞ direction; that
-number was chosen after the synthetic, KL and nonsmooth rows it judged had been measured.)
+least-squares slope over *that claim's grid* (:func:`~dpnc_reproduce.loglog.dropped_log_tolerance`), declared with its
+formula in the code before the rows it judges. That the slope *equals* the bound's (tightness) is a separate claim,
+:func:`tight`, made only where a paper claims it. (Until issue 41 every rate claim used RATE_TOL = 0.1 in the x → ∞
+direction; that number was chosen after the synthetic, KL and nonsmooth rows it judged had been measured.)
 
 **Censored values stay censored** (:class:`Censored`): a value known only to lie in [lower, upper] (a seed that
 never reached its target by n_max: [n_max, ∞)) is counted at its finite end in the estimate, enters the interval
@@ -48,19 +48,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dpnc_reproduce.loglog import GROWS as GROWS
-from dpnc_reproduce.loglog import SHRINKS as SHRINKS
-from dpnc_reproduce.loglog import Tolerance as Tolerance
-from dpnc_reproduce.loglog import _weights
-from dpnc_reproduce.loglog import dropped_log_tolerance as dropped_log_tolerance
-from dpnc_reproduce.loglog import loglog_fit as loglog_fit
-from dpnc_reproduce.loglog import term_slopes as term_slopes
-from dpnc_reproduce.variance import UNDERPOWERED as UNDERPOWERED
-from dpnc_reproduce.variance import minimum_detectable_effect as minimum_detectable_effect
-from dpnc_reproduce.variance import powered as powered
-from dpnc_reproduce.variance import satterthwaite_df as satterthwaite_df
+from dpnc_reproduce.loglog import GROWS, SHRINKS, _weights, loglog_fit
+from dpnc_reproduce.variance import satterthwaite_df, two_way_mean_variance
+
+# Re-exported, not only used here: docs/results/dpzero-headroom/mde.py (a committed result script, kept as it
+# ran) imports t95 from this module.
 from dpnc_reproduce.variance import t95 as t95
-from dpnc_reproduce.variance import two_way_mean_variance as two_way_mean_variance
 
 MAX_CENSORED = 0.2  # above this fraction of censored seeds an interval gives no verdict (declared)
 NO_VERDICT_ONE_SEED = "1 seed: no verdict"
@@ -106,7 +99,7 @@ class Interval:
     ``seeds``: how many seeds it rests on; ``note``: why it has no interval, or what it counts; ``df``: the t
     degrees of freedom used (None: not a t interval); ``censored``: how many of the seeds are censored; ``se``: the
     standard error the interval was built from (None where it is not one: censored ends, none), for
-    :func:`minimum_detectable_effect`.
+    :func:`~dpnc_reproduce.variance.minimum_detectable_effect`.
     """
 
     estimate: float
@@ -549,7 +542,8 @@ def rate_within_bound(
     or falls no slower, than the bound), fails when all of it lies at or above.
     :data:`SHRINKS` (x → 0): holds when all of the interval lies above ``bound_slope − tol`` (as x shrinks the cost
     grows no faster than the bound), fails when all of it lies at or below: a steeper, more negative slope than the
-    bound's is the violating direction. No signal otherwise. ``tol`` comes from :func:`dropped_log_tolerance`.
+    bound's is the violating direction. No signal otherwise. ``tol`` comes from
+    :func:`~dpnc_reproduce.loglog.dropped_log_tolerance`.
     """
     if not tol >= 0:
         raise ValueError(f"tol must be >= 0; got {tol!r}")

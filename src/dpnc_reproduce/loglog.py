@@ -1,6 +1,6 @@
-"""Log-log slopes and the tolerance of a rate claim (:mod:`dpnc_reproduce.claims` re-exports every name): the
+"""Log-log slopes and the tolerance of a rate claim, under the claims engine (:mod:`dpnc_reproduce.claims`): the
 least-squares slope, a claim's regime (x → ∞ or x → 0), and the tolerance derived from the log factors a bound drops
-over the claim's own grid."""
+over the claim's own grid. Import these names from here."""
 
 from __future__ import annotations
 

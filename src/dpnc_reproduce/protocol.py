@@ -43,9 +43,7 @@ from typing import ClassVar, Generic, NamedTuple, TypeVar
 import torch
 from tqdm.auto import tqdm
 
-from dpnc_reproduce.provenance import declaring_commit as declaring_commit
-from dpnc_reproduce.provenance import precedes as precedes
-from dpnc_reproduce.provenance import rows_commit as rows_commit
+from dpnc_reproduce.provenance import declaring_commit
 
 C = TypeVar("C")  # the experiment's Config
 T = TypeVar("T")  # its task

@@ -1,6 +1,7 @@
-"""The variance arithmetic under the claims engine (:mod:`dpnc_reproduce.claims` re-exports every name): t quantiles,
+"""The variance arithmetic under the claims engine (:mod:`dpnc_reproduce.claims`): t quantiles,
 Welch–Satterthwaite degrees of freedom, the two-way random-effects variance of a seeds × examples mean, and the
-minimum detectable effect of a design (its power, computed before a claim is declared)."""
+minimum detectable effect of a design (its power, computed before a claim is declared). Import these names from
+here."""
 
 from __future__ import annotations
 

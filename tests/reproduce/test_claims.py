@@ -11,6 +11,15 @@ import pytest
 from scipy import stats
 
 from dpnc_reproduce import claims
+from dpnc_reproduce.loglog import GROWS, SHRINKS, dropped_log_tolerance, loglog_fit
+from dpnc_reproduce.provenance import declaring_commit, precedes, rows_commit
+from dpnc_reproduce.variance import (
+    minimum_detectable_effect,
+    powered,
+    satterthwaite_df,
+    t95,
+    two_way_mean_variance,
+)
 
 
 def test_verdict_needs_the_whole_interval_past_the_threshold():
@@ -200,16 +209,14 @@ def test_difference_intervals_against_numpy_and_scipy_welch():
 
 def test_satterthwaite_df_against_hand_formula():
     parts = [(4.0, 2), (1.0, 9), (0.5, 999)]
-    assert claims.satterthwaite_df(parts) == pytest.approx(5.5**2 / (16 / 2 + 1 / 9 + 0.25 / 999))
-    assert claims.satterthwaite_df([(2.0, 3)]) == pytest.approx(3)  # one part: its own df
-    assert claims.satterthwaite_df([(0.0, 2), (1.0, 7)]) == pytest.approx(
-        7
-    )  # a zero part adds nothing
-    assert claims.satterthwaite_df([(1.0, math.inf)]) == math.inf
-    assert claims.t95(math.inf) == pytest.approx(stats.norm.ppf(0.975))
-    assert claims.t95(3.9) == pytest.approx(stats.t.ppf(0.975, 3.9))
+    assert satterthwaite_df(parts) == pytest.approx(5.5**2 / (16 / 2 + 1 / 9 + 0.25 / 999))
+    assert satterthwaite_df([(2.0, 3)]) == pytest.approx(3)  # one part: its own df
+    assert satterthwaite_df([(0.0, 2), (1.0, 7)]) == pytest.approx(7)  # a zero part adds nothing
+    assert satterthwaite_df([(1.0, math.inf)]) == math.inf
+    assert t95(math.inf) == pytest.approx(stats.norm.ppf(0.975))
+    assert t95(3.9) == pytest.approx(stats.t.ppf(0.975, 3.9))
     with pytest.raises(ValueError, match="df > 0"):
-        claims.satterthwaite_df([(1.0, 0)])
+        satterthwaite_df([(1.0, 0)])
 
 
 def _seeds(xs, slopes):
@@ -221,7 +228,7 @@ def test_upper_bound_rates_are_judged_one_sided():
     bound, tol = -0.75, 0.1
 
     def judge(iv, t=tol):
-        return claims.rate_within_bound(iv, bound, regime=claims.GROWS, tol=t)
+        return claims.rate_within_bound(iv, bound, regime=GROWS, tol=t)
 
     slower = claims.slope_interval(
         xs, _seeds(xs, (-0.65, -0.61, -0.63, -0.64, -0.62))
@@ -255,7 +262,7 @@ def test_rates_in_a_shrinking_variable_fail_on_the_steep_side():
     bound, tol = -0.37, 0.05
 
     def judge(iv):
-        return claims.rate_within_bound(iv, bound, regime=claims.SHRINKS, tol=tol)
+        return claims.rate_within_bound(iv, bound, regime=SHRINKS, tol=tol)
 
     steep = claims.slope_interval(eps, _seeds(eps, (-1.10, -1.20, -1.15, -1.25, -1.17)))
     assert steep.high < bound - tol
@@ -270,50 +277,48 @@ def test_rates_in_a_shrinking_variable_fail_on_the_steep_side():
         eps, _seeds(eps, (-0.40, -0.41, -0.39, -0.40))
     )  # 0.03 steeper: within tol
     assert judge(near) is True
-    assert claims.rate_within_bound(near, bound, regime=claims.SHRINKS, tol=0.0) is False
+    assert claims.rate_within_bound(near, bound, regime=SHRINKS, tol=0.0) is False
     straddles = claims.slope_interval(eps, _seeds(eps, (-0.9, -0.1, -0.5)))
     assert judge(straddles) is None
     # ZTC's β exponent: measured −1.86 [−2.06, −1.66] against the bound's −2.27 holds as β → 0
     ztc_beta = claims.Interval(-1.86, -2.06, -1.66, 10)
-    assert claims.rate_within_bound(ztc_beta, -2.27, regime=claims.SHRINKS, tol=0.0) is True
+    assert claims.rate_within_bound(ztc_beta, -2.27, regime=SHRINKS, tol=0.0) is True
     assert (
-        claims.rate_within_bound(ztc_beta, -2.27, regime=claims.GROWS, tol=0.1) is False
+        claims.rate_within_bound(ztc_beta, -2.27, regime=GROWS, tol=0.1) is False
     )  # the reversed rule
-    assert claims.rate_limit(-2.27, regime=claims.SHRINKS, tol=0.1) == pytest.approx(-2.37)
+    assert claims.rate_limit(-2.27, regime=SHRINKS, tol=0.1) == pytest.approx(-2.37)
 
 
 def test_tolerance_is_what_the_dropped_logs_add_to_the_slope_over_the_grid():
     ns = [10.0**k for k in range(3, 10)]
-    tol = claims.dropped_log_tolerance(ns, [(ns, 1.0)], regime=claims.GROWS, formula="ln n")
+    tol = dropped_log_tolerance(ns, [(ns, 1.0)], regime=GROWS, formula="ln n")
     ref = np.polyfit(np.log(ns), np.log(np.log(ns)), 1)[0]  # least-squares slope of ln ln n on ln n
     assert tol.value == pytest.approx(ref) and 0.05 < tol.value < 0.14 and "ln n" in tol.formula
     # exactly the shift the dropped factor makes in a fitted slope: y = n^-1 (ln n)^2 fits at −1 + 2·tol
     ys = [n**-1.0 * math.log(n) ** 2 for n in ns]
-    assert claims.loglog_fit(ns, ys) == pytest.approx(-1.0 + 2 * tol.value)
-    assert claims.dropped_log_tolerance(
-        ns, [(ns, 2.0)], regime=claims.GROWS, formula=""
-    ).value == pytest.approx(2 * ref)
+    assert loglog_fit(ns, ys) == pytest.approx(-1.0 + 2 * tol.value)
+    assert dropped_log_tolerance(ns, [(ns, 2.0)], regime=GROWS, formula="").value == pytest.approx(
+        2 * ref
+    )
     # the grid decides: ln d over d ∈ {4..64} adds far more than ln n over 10³..10⁹
     ds = [4.0, 8.0, 16.0, 32.0, 64.0]
     assert (
-        claims.dropped_log_tolerance(ds, [(ds, 1.0)], regime=claims.GROWS, formula="").value
+        dropped_log_tolerance(ds, [(ds, 1.0)], regime=GROWS, formula="").value
         == pytest.approx(np.polyfit(np.log(ds), np.log(np.log(ds)), 1)[0])
         == pytest.approx(0.3907, abs=1e-4)
     )
     # x → 0: a log of N(ε) ∝ 1/ε grows as ε shrinks, a steeper slope: a tolerance on the steep side
     eps = [0.5, 2.0, 8.0]
     N = [1000 / e for e in eps]
-    shrink = claims.dropped_log_tolerance(eps, [(N, 1.0)], regime=claims.SHRINKS, formula="ln N")
+    shrink = dropped_log_tolerance(eps, [(N, 1.0)], regime=SHRINKS, formula="ln N")
     assert (
         shrink.value == pytest.approx(-np.polyfit(np.log(eps), np.log(np.log(N)), 1)[0])
         and shrink.value > 0
     )
     # a dropped factor pointing away from the violating side makes no tolerance
-    assert (
-        claims.dropped_log_tolerance(eps, [(N, 1.0)], regime=claims.GROWS, formula="").value == 0.0
-    )
+    assert dropped_log_tolerance(eps, [(N, 1.0)], regime=GROWS, formula="").value == 0.0
     with pytest.raises(ValueError, match="> 1"):
-        claims.dropped_log_tolerance(eps, [([0.5, 2.0, 3.0], 1.0)], regime=claims.GROWS, formula="")
+        dropped_log_tolerance(eps, [([0.5, 2.0, 3.0], 1.0)], regime=GROWS, formula="")
 
 
 def test_censored_seed_is_kept_counted_and_conservative():
@@ -336,8 +341,8 @@ def test_censored_seed_is_kept_counted_and_conservative():
         fit.low == pytest.approx(low) and fit.high == math.inf
     )  # at n_max for the low end; the high end opens
     # an upper-bound claim "slope ≤ 1.1 + tol" holds when the slow seed is dropped, but not once it is kept
-    assert claims.rate_within_bound(dropped, 1.1, regime=claims.GROWS, tol=0.1) is True
-    assert claims.rate_within_bound(fit, 1.1, regime=claims.GROWS, tol=0.1) is None
+    assert claims.rate_within_bound(dropped, 1.1, regime=GROWS, tol=0.1) is True
+    assert claims.rate_within_bound(fit, 1.1, regime=GROWS, tol=0.1) is None
     # no verdict above the declared fraction
     many = claims.slope_interval(xs, reached[:3] + [slow, slow], max_censored=0.2)
     assert (
@@ -462,7 +467,6 @@ def test_paired_ratio_no_verdict_when_the_denominator_includes_zero_or_one_seed(
 
 
 def test_declarations_must_precede_the_rows_they_judge(tmp_path):
-    from dpnc_reproduce import protocol
 
     def git(*args):
         import subprocess
@@ -484,21 +488,21 @@ def test_declarations_must_precede_the_rows_they_judge(tmp_path):
     (tmp_path / "res" / "rows.csv").write_text("x,y\n1,2\n")
     git("add", "res/rows.csv")
     git("commit", "-q", "-m", "rows")
-    rows = protocol.rows_commit(tmp_path / "res")
+    rows = rows_commit(tmp_path / "res")
     assert rows == git("rev-parse", "HEAD")
-    assert protocol.precedes(declared, rows, tmp_path) is True
+    assert precedes(declared, rows, tmp_path) is True
     # a tolerance changed after the rows (as RATE_TOL was): its commit does not precede them
     (tmp_path / "claims.py").write_text("TOL = 0.1\n")
     git("commit", "-q", "-am", "loosen after the data")
     later = git("rev-parse", "HEAD")
-    assert protocol.precedes(later, rows, tmp_path) is False
-    assert protocol.precedes(rows, rows, tmp_path) is False  # the same commit is not "before"
+    assert precedes(later, rows, tmp_path) is False
+    assert precedes(rows, rows, tmp_path) is False  # the same commit is not "before"
 
 
 def test_a_run_records_the_commit_of_its_declarations():
-    from dpnc_reproduce import nonsmooth_rates, protocol
+    from dpnc_reproduce import nonsmooth_rates
 
-    record = protocol.declaring_commit(nonsmooth_rates.EXPERIMENT)
+    record = declaring_commit(nonsmooth_rates.EXPERIMENT)
     if record is None:
         pytest.skip("not a git work tree")
     assert record["paths"] == ["src/dpnc_reproduce/claims.py", "src/dpnc_reproduce/nonsmooth_rates"]
@@ -517,7 +521,7 @@ def test_minimum_detectable_effect_detects_its_effect_with_the_stated_power():
     )  # an interval records the standard error it was built from
     assert design.se == pytest.approx(np.std(sample, ddof=1) / math.sqrt(k)) and design.df == k - 1
     template = claims.Interval(0.0, -1.0, 1.0, k, df=k - 1, se=sigma / math.sqrt(k))
-    mde = claims.minimum_detectable_effect(template, one_sided=True)
+    mde = minimum_detectable_effect(template, one_sided=True)
     assert mde == pytest.approx(
         (stats.t.ppf(0.95, k - 1) + stats.t.ppf(0.8, k - 1)) * sigma / math.sqrt(k)
     )
@@ -536,11 +540,9 @@ def test_minimum_detectable_effect_detects_its_effect_with_the_stated_power():
     assert abs(at_mde - exact) < 4 * math.sqrt(exact * (1 - exact) / sims) and 0.75 < exact < 0.85
     assert rate(mde / 4) < 0.3
     # powered(): the paper's distance to the threshold against the design's MDE
-    assert claims.powered(template, 0.9, 0.0, one_sided=True) == (True, pytest.approx(mde))
-    assert claims.powered(template, 0.1, 0.0, one_sided=True)[0] is False
-    assert (
-        claims.minimum_detectable_effect(claims.mean_interval([1.0])) == math.inf
-    )  # one seed: no design
+    assert powered(template, 0.9, 0.0, one_sided=True) == (True, pytest.approx(mde))
+    assert powered(template, 0.1, 0.0, one_sided=True)[0] is False
+    assert minimum_detectable_effect(claims.mean_interval([1.0])) == math.inf  # one seed: no design
 
 
 def _anova_reference(d):
@@ -566,10 +568,10 @@ def test_two_way_variance_against_known_components_and_numpy():
         d = (
             rng.normal(0, sd_s, (k, 1)) + rng.normal(0, sd_e, (1, m)) + rng.normal(0, sd_r, (k, m))
         ) + 2.0
-        var, df = claims.two_way_mean_variance(d.tolist())
+        var, df = two_way_mean_variance(d.tolist())
         estimates.append(var)
         old.append(d.mean(axis=1).var(ddof=1) / k + d.mean(axis=0).var(ddof=1) / m)
-        covered += abs(d.mean() - 2.0) <= claims.t95(df) * math.sqrt(var)
+        covered += abs(d.mean() - 2.0) <= t95(df) * math.sqrt(var)
     se_of_mean = np.std(estimates) / math.sqrt(sims)
     assert (
         abs(np.mean(estimates) - truth) < 4 * se_of_mean + 0.02 * truth
@@ -582,12 +584,12 @@ def test_two_way_variance_against_known_components_and_numpy():
     d = (
         rng.normal(0, 2.0, (4, 1)) + rng.normal(0, 2.0, (1, 30)) + rng.normal(0, 0.5, (4, 30))
     ).tolist()
-    assert claims.two_way_mean_variance(d)[0] == pytest.approx(_anova_reference(d))
+    assert two_way_mean_variance(d)[0] == pytest.approx(_anova_reference(d))
     # the paired accuracy difference uses it (0/1 correctness, in points)
     a = (rng.random((3, 200)) < 0.7).astype(int).tolist()
     b = (rng.random((3, 200)) < 0.6).astype(int).tolist()
     iv = claims.paired_accuracy_difference(a, b)
-    var, df = claims.two_way_mean_variance((100 * (np.array(a) - np.array(b))).tolist())
+    var, df = two_way_mean_variance((100 * (np.array(a) - np.array(b))).tolist())
     assert iv.se == pytest.approx(math.sqrt(var)) and iv.df == pytest.approx(df)
     assert iv.estimate == pytest.approx(100 * (np.mean(a) - np.mean(b)))
 
@@ -600,13 +602,11 @@ def test_committed_results_say_whether_their_declarations_came_before_their_rows
     import subprocess
     from pathlib import Path
 
-    from dpnc_reproduce import protocol
-
     root = Path(__file__).resolve().parents[2]
     results = sorted((root / "docs" / "results").rglob("result.json"))
     checked = 0
     for path in results:
-        rows = protocol.rows_commit(path.parent)
+        rows = rows_commit(path.parent)
         if rows is None:
             continue
         data = json.loads(path.read_text())
@@ -627,7 +627,7 @@ def test_committed_results_say_whether_their_declarations_came_before_their_rows
             )
             if not known:  # a shallow clone: the history is not here
                 continue
-            before = protocol.precedes(declared["commit"], rows, root)
+            before = precedes(declared["commit"], rows, root)
             assert after == (not before), (path, declared, rows)
             checked += 1
     if checked == 0:
@@ -649,7 +649,7 @@ def test_ratio_difference_with_a_constant_denominator_is_a_paired_mean():
     mean = statistics.fmean(statistics.fmean(r) for r in d)
     assert iv.estimate == pytest.approx(mean)
     assert iv.se == pytest.approx(math.sqrt(seed + test))
-    assert iv.high - iv.estimate == pytest.approx(claims.t95(iv.df) * iv.se)
+    assert iv.high - iv.estimate == pytest.approx(t95(iv.df) * iv.se)
 
 
 def test_ratio_difference_of_a_share_with_itself_is_zero_and_needs_two_seeds():

@@ -12,6 +12,7 @@ import pytest
 
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce.dpzero_dimension import report as dimension
+from dpnc_reproduce.loglog import GROWS, loglog_fit, term_slopes
 from dpnc_reproduce.nonsmooth_rates import report as nonsmooth
 from dpnc_reproduce.nonsmooth_rates.run import RatesConfig
 
@@ -20,24 +21,24 @@ RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 def test_the_slope_of_a_sum_of_power_terms_lies_between_the_terms_slopes():
     xs = [4.0, 8.0, 16.0, 32.0]
-    low, high = stats.term_slopes(xs, [[x**0.5 for x in xs], [x**1.0 for x in xs]])
+    low, high = term_slopes(xs, [[x**0.5 for x in xs], [x**1.0 for x in xs]])
     assert (low, high) == pytest.approx((0.5, 1.0))
     for ratio in (1e-6, 0.01, 1.0, 100.0, 1e6):
-        fit = stats.loglog_fit(xs, [x**0.5 + ratio * x for x in xs])
+        fit = loglog_fit(xs, [x**0.5 + ratio * x for x in xs])
         assert low - 1e-9 <= fit <= high + 1e-9
     # either end is reached as one constant dominates
-    assert stats.loglog_fit(xs, [x**0.5 + 1e-9 * x for x in xs]) == pytest.approx(0.5, abs=1e-6)
-    assert stats.loglog_fit(xs, [1e-9 * x**0.5 + x for x in xs]) == pytest.approx(1.0, abs=1e-6)
+    assert loglog_fit(xs, [x**0.5 + 1e-9 * x for x in xs]) == pytest.approx(0.5, abs=1e-6)
+    assert loglog_fit(xs, [1e-9 * x**0.5 + x for x in xs]) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_a_rate_gets_a_verdict_only_where_both_ends_agree():
     slope = stats.Interval(0.85, 0.66, 1.05, 10)
-    verdict, status, at = stats.rate_at_ends(slope, (0.5, 1.0), regime=stats.GROWS, tol=0.1)
+    verdict, status, at = stats.rate_at_ends(slope, (0.5, 1.0), regime=GROWS, tol=0.1)
     assert (verdict, status, at) == (None, stats.DEPENDS, (False, True))
-    text = stats.ends_text((0.5, 1.0), at, regime=stats.GROWS, tol=0.1)
+    text = stats.ends_text((0.5, 1.0), at, regime=GROWS, tol=0.1)
     assert "+0.50 (limit +0.60) fails" in text and "+1.00 (limit +1.10) holds" in text
-    assert stats.rate_at_ends(slope, (1.2, 1.5), regime=stats.GROWS, tol=0.0)[:2] == (True, "")
-    assert stats.rate_at_ends(slope, (0.2, 0.4), regime=stats.GROWS, tol=0.0)[:2] == (False, "")
+    assert stats.rate_at_ends(slope, (1.2, 1.5), regime=GROWS, tol=0.0)[:2] == (True, "")
+    assert stats.rate_at_ends(slope, (0.2, 0.4), regime=GROWS, tol=0.0)[:2] == (False, "")
 
 
 @pytest.mark.parametrize("method", ["zo-o2nc", "klt", "klt:first-order", "klt:multi-pass"])

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 import dpnc_reproduce.dpzero_lm.tables as tables
 from dpnc_reproduce import facts
 from dpnc_reproduce.claims import (
-    UNDERPOWERED,
     Interval,
     accuracy_difference,
     all_hold,
@@ -19,12 +18,12 @@ from dpnc_reproduce.claims import (
     from_bits,
     paired_accuracy_difference,
     paired_ratio,
-    powered,
     within,
 )
 from dpnc_reproduce.dpzero_lm.run import PRIVATE, TASKS, LMConfig, LMRow
 from dpnc_reproduce.dpzero_lm.tables import PAPER_TABLE2
 from dpnc_reproduce.protocol import Claim, Declared
+from dpnc_reproduce.variance import UNDERPOWERED, powered
 
 # The paper's "close to MeZO" (DPZero §4.2): its largest drop MeZO − DPZero at ε = 6 over its Table 2 tasks.
 PAPER_MAX_DROP_TASK, PAPER_MAX_DROP = max(
@@ -379,7 +378,7 @@ def powered_claim(
     ``declared_mde``, the minimum detectable effect (80 % power, one-sided at 5 %) that the declaration computed by
     the same variance model that judges, exceeds the distance between the paper's value (``expected``) and
     ``threshold``. Without a declaration a straddling interval reads no signal; the MDE computed from the run's own
-    spread (:func:`~dpnc_reproduce.claims.minimum_detectable_effect`, post hoc) is shown as information only."""
+    spread (:func:`~dpnc_reproduce.variance.minimum_detectable_effect`, post hoc) is shown as information only."""
     _, mde = powered(iv, expected, threshold, one_sided=True)
     distance = abs(expected - threshold)
     read = facts.interval(iv, threshold) | {

@@ -18,7 +18,6 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.problems.quadratic import HESSIANS, Quadratic
 from dpnc.sampling import FullBatch
 from dpnc.space import DIRECTIONS
-from dpnc_reproduce import claims as stats
 from dpnc_reproduce.common import (
     INTEGER,
     NATURAL,
@@ -28,6 +27,7 @@ from dpnc_reproduce.common import (
     check_value,
     one_of,
 )
+from dpnc_reproduce.loglog import GROWS, Tolerance
 
 METHODS = ("DPZero", "DPGD-0th", "DP-GD")
 METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
@@ -38,8 +38,8 @@ METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
 # convention of kl-rates and nonsmooth-rates). Table 1 keeps its only d-dependent log (DPZero's log d, from L̃²);
 # log(e + ε/δ) and log(1/δ) do not move with d; so nothing in d is dropped and the tolerance is 0 over every grid
 # (until 27 Nov 2026 one RATE_TOL = 0.1, set after these rows were measured).
-RATE_REGIME = stats.GROWS
-RATE_TOL = stats.Tolerance(
+RATE_REGIME = GROWS
+RATE_TOL = Tolerance(
     0.0, "none dropped in d: Table 1 keeps DPZero's log d; log(e + ε/δ) is free of d"
 )
 

@@ -16,6 +16,7 @@ from dpnc_reproduce import claims as stats
 from dpnc_reproduce import facts
 from dpnc_reproduce.common import by_seed, group_medians, loglog_slope
 from dpnc_reproduce.kl_rates.run import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
+from dpnc_reproduce.loglog import GROWS, Tolerance, dropped_log_tolerance, term_slopes
 from dpnc_reproduce.protocol import Claim, Result
 
 # How every rate claim is judged: the theorems are upper bounds on the excess
@@ -25,7 +26,7 @@ from dpnc_reproduce.protocol import Claim, Result
 # measured on the rows. The proximal point's rate also needs its inner-steps check (same rows) to hold: otherwise its
 # low-n points may be optimisation-limited. The tolerance replaced a single RATE_TOL = 0.1 (set on 11-26, after the
 # rows it judged); it is derived per grid but was itself declared after the committed rows.
-REGIME = stats.GROWS
+REGIME = GROWS
 BETA = 0.05  # the theorems' failure probability β in ℓ = ln(n√ρ/β): every committed run's (KLRatesConfig's default)
 WORDS = {True: "holds", False: "fails", None: "no signal"}
 # A theorem with explicit constants is tested on its bound, measured / bound ≤ 1 in every run, not on a slope:
@@ -43,9 +44,7 @@ def medians(
     return group_medians([vars(r) for r in rows], metric, keys, x)
 
 
-def tolerance(
-    algorithm: str, regime: str, kappa: float, d: int, xs: Sequence[float]
-) -> stats.Tolerance:
+def tolerance(algorithm: str, regime: str, kappa: float, d: int, xs: Sequence[float]) -> Tolerance:
     """The logs a rate's bound drops, as a slope over its grid x = n√ρ/√d (n√ρ = x√d).
 
     KL-Spider's Φfloor and the proximal point's bound are computed with their log factors (K, log(1/β′), T,
@@ -53,7 +52,7 @@ def tolerance(
     ℓ = ln(n√ρ/β) and p_max ∝ ln(n√ρ) (its constants (1 + 8γ²L1) and log F0 also dropped): in the κ/2 regime its
     term carries ℓ^{κ/2}, in the 2κ/(4−κ) regime (ℓ·p_max)^{κ/(4−κ)}."""
     if algorithm not in ADAPTIVE:
-        return stats.Tolerance(0.0, "none dropped: the bound is computed with its log factors")
+        return Tolerance(0.0, "none dropped: the bound is computed with its log factors")
     nsr = [x * math.sqrt(d) for x in xs]
     ell = [v / BETA for v in nsr]
     if regime == "κ/2":
@@ -61,7 +60,7 @@ def tolerance(
     else:
         p = kappa / (4 - kappa)
         factors, formula = [(ell, p), ([max(v, math.e) for v in nsr], p)], f"(ℓ·ln n√ρ)^{p:.3g}"
-    return stats.dropped_log_tolerance(xs, factors, regime=REGIME, formula=formula)
+    return dropped_log_tolerance(xs, factors, regime=REGIME, formula=formula)
 
 
 def predicted(regime: str, kappa: float) -> float:
@@ -176,12 +175,12 @@ def _term_medians(rows: Sequence[KLRow], keys: Sequence[str]) -> dict[str, dict]
 
 def _ends(xs: Sequence[float], terms: Sequence[dict], bound: Sequence[tuple]) -> dict:
     """The range of the bound's slope over ``xs`` that its terms' unknown O-constants allow
-    (:func:`dpnc_reproduce.claims.term_slopes`): each term's own slope, a term counted where it is more than
+    (:func:`dpnc_reproduce.loglog.term_slopes`): each term's own slope, a term counted where it is more than
     1e-9 of the bound at some point (a rounding remainder is not a term). A bound of one term (or computed with
     its constants): its own slope at both ends."""
     total = dict(bound)
     kept = [[t[x] for x in xs] for t in terms if any(t.get(x, 0.0) > 1e-9 * total[x] for x in xs)]
-    low, high = stats.term_slopes(xs, kept) if kept else (loglog_slope(*zip(*bound)),) * 2
+    low, high = term_slopes(xs, kept) if kept else (loglog_slope(*zip(*bound)),) * 2
     return {"bound_slope_low": low, "bound_slope_high": high}
 
 

@@ -18,6 +18,14 @@ from dpnc.problems.base import Constants
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce import facts
 from dpnc_reproduce.common import privacy_claim
+from dpnc_reproduce.loglog import (
+    GROWS,
+    SHRINKS,
+    Tolerance,
+    dropped_log_tolerance,
+    loglog_fit,
+    term_slopes,
+)
 from dpnc_reproduce.nonsmooth_rates.run import METHODS, RateRow, RatesConfig, far_field
 from dpnc_reproduce.protocol import Claim, Declared, Result
 
@@ -39,7 +47,7 @@ class Theorem(NamedTuple):
 # (Thm 4.9): σ ∝ √ℓ_T with ℓ_T = ⌊log₂T⌋ + 1, its n ∝ σ: (ln N)^½; naive (App. E): n ∝ σ²: (ln N)^1; KLT single
 # pass (Thm 3.1, 6.1): σ ∝ √(log Σ·log(1/δ)) and E‖TREE‖ ∝ σ√(d log Σ), n ∝ that: (ln N)^1; multi-pass (Thm 4.1 +
 # Prop 5.1): its m's and the gap's logs, (ln N)^1. The tolerance of each exponent claim is what this factor adds to
-# the least-squares slope over that claim's grid (:func:`dpnc_reproduce.claims.dropped_log_tolerance`). Declared
+# the least-squares slope over that claim's grid (:func:`dpnc_reproduce.loglog.dropped_log_tolerance`). Declared
 # here on 2026-11-27, after the committed rows (2026-11-22 to 11-24) were measured; the RATE_TOL = 0.1 it replaces
 # was set on 11-26, also after them.
 THEOREMS: dict[str, Theorem] = {
@@ -71,7 +79,7 @@ VARIABLES = ("d", "epsilon", "alpha", "beta")
 SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
 # Each variable's regime: a sample complexity n ≤ C·N(d, ε, α, β) is a statement about large d and small
 # ε, α, β, so for ε, α and β a slope *steeper* (more negative) than N's is the violating direction.
-REGIME = {"d": stats.GROWS, "epsilon": stats.SHRINKS, "alpha": stats.SHRINKS, "beta": stats.SHRINKS}
+REGIME = {"d": GROWS, "epsilon": SHRINKS, "alpha": SHRINKS, "beta": SHRINKS}
 NOT_TESTABLE = "not testable by slope here"
 # A variable the instance confounds: its slope does not test the theorem here, whatever the rule says.
 CONFOUNDED = {
@@ -163,7 +171,7 @@ class Exponent:
     )  # the regime's one-sided rule (None for a confounded variable: see ``rule``)
     reached: str  # e.g. "9/10 seeds"
     over: tuple  # the values of the variable fitted over (the whole sweep)
-    tolerance: stats.Tolerance | None = None
+    tolerance: Tolerance | None = None
     rule: bool | None = None  # the one-sided rule's own verdict (also for a confounded variable)
     ends: tuple[float, float] | None = (
         None  # the bound's slope range by its terms' unknown constants
@@ -254,9 +262,9 @@ def censored_n(t: Threshold | None, config: RatesConfig) -> stats.Value:
 
 def tolerance(
     method: str, variable: str, xs: Sequence[float], theory: Sequence[float]
-) -> stats.Tolerance:
+) -> Tolerance:
     """The exponent claim's tolerance over its grid: what (ln N)^p (:data:`LOG_POWER`) adds to the slope."""
-    return stats.dropped_log_tolerance(
+    return dropped_log_tolerance(
         xs,
         [(list(theory), LOG_POWER[method])],
         regime=REGIME[variable],
@@ -276,9 +284,9 @@ def _exponent(o, m, variable, beta, cell, xs, ys, theory, terms=None) -> Exponen
     xs_, ys_ = [xs[i] for i in order], [[y[i] for i in order] for y in ys]
     theory_ = [theory[i] for i in order]
     fitted = stats.slope_interval(xs_, ys_)
-    bound = stats.loglog_fit(xs_, theory_)
+    bound = loglog_fit(xs_, theory_)
     tol = tolerance(m, variable, xs_, theory_)
-    ends = stats.term_slopes(
+    ends = term_slopes(
         xs_, [[t[k] for t in (terms[i] for i in order)] for k in range(len(terms[0]))]
     )
     rule, status, at = stats.rate_at_ends(fitted, ends, regime=REGIME[variable], tol=tol.value)
@@ -358,7 +366,7 @@ def statement(e: Exponent, what: str) -> str:
         f"the bound's ({THEOREMS[e.method].terms}: between {e.ends[0]:+.2f} and {e.ends[1]:+.2f} over this "
         f"grid by its terms' unknown constants, {e.theory:+.2f} at constants 1)"
     )
-    if e.regime == stats.GROWS:
+    if e.regime == GROWS:
         return (
             f"n(β) grows with {SYMBOL[e.variable]} no faster than the theorem's bound: the exponent in {what} is "
             f"at most {bound} + {tol} at both ends ({SYMBOL[e.variable]} → ∞, one-sided)"
@@ -382,22 +390,17 @@ def reason(e: Exponent, rows: Sequence[RateRow], config: RatesConfig) -> str:
     if e.status == stats.DEPENDS:
         return "the verdict depends on the ratio of the theorem's constants (its two ends above disagree)"
     if e.verdict is False:
-        side = "above" if e.regime == stats.GROWS else "below"
+        side = "above" if e.regime == GROWS else "below"
         limit = stats.rate_limit(
-            max(e.ends) if e.regime == stats.GROWS else min(e.ends),
+            max(e.ends) if e.regime == GROWS else min(e.ends),
             regime=e.regime,
             tol=e.tolerance.value,
         )
         return (
-            f"measured n(β) grows faster with {'' if e.regime == stats.GROWS else '1/'}{SYMBOL[e.variable]} than "
+            f"measured n(β) grows faster with {'' if e.regime == GROWS else '1/'}{SYMBOL[e.variable]} than "
             f"the theorem's bound allows over these points (all of the interval {side} {limit:+.2f})"
         )
-    if (
-        f.high == math.inf
-        and e.regime == stats.GROWS
-        or f.low == -math.inf
-        and e.regime == stats.SHRINKS
-    ):
+    if f.high == math.inf and e.regime == GROWS or f.low == -math.inf and e.regime == SHRINKS:
         return f"censored seeds leave the interval open on the violating side ({f.note}): it cannot clear {limit:+.2f}"
     return f"the interval straddles {limit:+.2f}"
 
@@ -575,11 +578,11 @@ def improvement_slope_claims(rows: Sequence[RateRow], config: RatesConfig) -> li
             ]
             for m in ("zo-o2nc", "klt")
         }
-        shift = LOG_POWER["zo-o2nc"] * stats.loglog_fit(
+        shift = LOG_POWER["zo-o2nc"] * loglog_fit(
             dims, [math.log(v) for v in theory["zo-o2nc"]]
-        ) - LOG_POWER["klt"] * stats.loglog_fit(dims, [math.log(v) for v in theory["klt"]])
+        ) - LOG_POWER["klt"] * loglog_fit(dims, [math.log(v) for v in theory["klt"]])
         tol = max(abs(shift), 1e-9)
-        bounds = stats.loglog_fit(dims, [a / b for a, b in zip(theory["zo-o2nc"], theory["klt"])])
+        bounds = loglog_fit(dims, [a / b for a, b in zip(theory["zo-o2nc"], theory["klt"])])
         grid = ", ".join(map(str, dims))
         sloped = stats.exceeds(fit, -tol)
         out.append(
