@@ -352,6 +352,9 @@ class CausalLMClassifier(EncoderClassifier):
             "calibrate": self.calibrate,
         }
 
+    # a fine-tuned causal LM is saved as the folder itself: it is the whole scorer
+    full_folder = "."
+
     # save_pretrained: the base class's (LoRA: the peft adapter files on the referenced base LM; the head config and
     # the prior in dpnc_head.json and dpnc_head.safetensors), loadable by load_causal_classifier.
 

@@ -307,6 +307,10 @@ class EncoderClassifier(nn.Module):
             },
         }
 
+    # where a whole encoder under a head that is no linear layer is saved: not the folder itself, which would then
+    # look like a Hugging Face model of the encoder alone (a causal LM, the whole of its classifier, overrides it)
+    full_folder = "encoder"
+
     def encoder_saved_as(self) -> str:
         """How :meth:`save_pretrained` writes the encoder: ``"base"`` (untrained, and the folder or file it was
         loaded from is known: only a reference to it), ``"peft"`` (peft LoRA adapters: ``adapter_config.json`` and
@@ -351,8 +355,8 @@ class EncoderClassifier(nn.Module):
         if saved_as == "peft":
             encoder.save_pretrained(path)  # the adapters only
         if saved_as == "full":
-            encoder.save_pretrained(path / "encoder")
-            self.tokenizer.save_pretrained(path / "encoder")
+            encoder.save_pretrained(path / self.full_folder)
+            self.tokenizer.save_pretrained(path / self.full_folder)
         if saved_as == "export":
             self._export(encoder, path)
             self.tokenizer.save_pretrained(path)
@@ -367,7 +371,7 @@ class EncoderClassifier(nn.Module):
             "encoder": saved_as,
             # the base by its public name (an installed package's name, or a folder's base name): a full path would
             # tie the model to this machine and environment, and tell whose they are
-            "base_model": None if saved_as == "full" else public_path(self.base_model),
+            "base_model": None if saved_as in ("full", "export") else public_path(self.base_model),
         }
         (path / HEAD_CONFIG).write_text(json.dumps(config, indent=2))
         return path
