@@ -30,7 +30,7 @@ log-log slope that violates it depends on that regime:
 The tolerance is not one number for every grid: it is what the log factors the bound drops (its Õ) add to a
 least-squares slope over *that claim's grid* (:func:`~dpnc_reproduce.loglog.dropped_log_tolerance`), declared with its
 formula in the code before the rows it judges. That the slope *equals* the bound's (tightness) is a separate claim,
-:func:`tight`, made only where a paper claims it. (Until issue 41 every rate claim used RATE_TOL = 0.1 in the x → ∞
+:func:`tight`, made only where a paper claims it. (Until 2 Dec 2026 every rate claim used RATE_TOL = 0.1 in the x → ∞
 direction; that number was chosen after the synthetic, KL and nonsmooth rows it judged had been measured.)
 
 **Censored values stay censored** (:class:`Censored`): a value known only to lie in [lower, upper] (a seed that
@@ -229,7 +229,7 @@ def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[
     a two-way random-effects model d_si = μ + seed_s + example_i + e_si (:func:`two_way_mean_variance`): the seed
     part (k − 1 df), the test-example part (m − 1 df: the examples are a sample from the task's distribution,
     shared by every seed, so their part does not shrink with more seeds), the interaction counted once; the t
-    quantile at the Welch–Satterthwaite degrees of freedom of that combination. (Until issue 41 the seed part
+    quantile at the Welch–Satterthwaite degrees of freedom of that combination. (Until 27 Nov 2026 the seed part
     var(D_s)/k and the example part var_i(mean_s d_si)/m were summed, which counts the seed × example interaction
     twice: 10–60 % wider on the committed LM results, no verdict changed by it.) One seed: no verdict.
     """

@@ -280,7 +280,7 @@ def test_an_allowed_run_keeps_the_owners_message_out_of_its_published_files(tmp_
     assert "classes with no training row: ['neutral']" in said[1] and "n = 400" in said[2]
     assert told(capsys) == said  # said again at the end of the run
     out = Path(c.out)
-    # A user's test file not declared public (issue 44, item 2): aggregate accuracy and loss only, and why.
+    # A user's test file not declared public: aggregate accuracy and loss only, and why.
     summary = json.loads((out / "summary.json").read_text())
     assert (
         c.test_public is False

@@ -1,4 +1,4 @@
-"""Public inputs and public outputs of the trainer (issue 26, items 4–6, 8): neighbouring training sets give the same
+"""Public inputs and public outputs of the trainer: neighbouring training sets give the same
 ledger and the same public files, except the noisy released values and what derives from them.
 
 Before: n was len(train) (q, σ, the ledger and summary.json's ``n``/``noise_multiplier`` moved with one added row),
@@ -350,7 +350,7 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
     assert (
         FinetuneConfig(**files, method="mezo").n is None
     )  # not private: the rows' number, no claim
-    # Replace-one too (issue 40, item 7): one row with an unclosed quote swallowed the lines after it, so the file's
+    # Replace-one too: one row with an unclosed quote swallowed the lines after it, so the file's
     # record count, then n and σ, told the neighbours apart (37 against 41 records).
     with pytest.raises(
         ValueError,
@@ -412,7 +412,7 @@ def test_the_cli_names_n_when_a_private_run_on_a_file_lacks_it(tmp_path):
 
 
 def test_under_replace_one_an_unclosed_quote_sets_no_public_quantity(folder, monkeypatch):
-    """Issue 40, item 7: one row with an unclosed quote swallows the lines after it, so at 9619a0d the file's record
+    """One row with an unclosed quote swallows the lines after it, so at 9619a0d the file's record
     count (37 against 41 in the attack) became the public n and σ under replace-one. n is now declared: the two
     neighbours publish the same n, σ and ledger, and differ only in released values."""
     from dpnc.lm.rows import read_rows

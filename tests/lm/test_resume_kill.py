@@ -1,4 +1,4 @@
-"""Resume after a real SIGKILL at every phase of a step (issue 13, finding 6): the ledger never under-counts.
+"""Resume after a real SIGKILL at every phase of a step: the ledger never under-counts.
 
 Each case runs a private DPZero fine-tuning (secret batches and noise) in a subprocess that SIGKILLs itself at a
 chosen phase (``DPNC_TEST_KILL_AT=phase:step``, a test-only hook of the trainer), then resumes it in this process
@@ -207,7 +207,7 @@ def test_new_run_moves_the_earlier_run_aside(tmp_path):
     trainer = Trainer(FinetuneConfig(**{**cfg, "new_run": True}))
     archived = list(tmp_path.glob("ckpt.superseded-*/journal.jsonl"))
     assert len(archived) == 1 and not (tmp_path / "ckpt" / "journal.jsonl").exists()
-    # Beside out/, never in it (issue 40, item 6): at 9619a0d the old run's released values were published inside
+    # Beside out/, never in it: at 9619a0d the old run's released values were published inside
     # out/superseded-*/ beside a summary ε of the new run alone (2.0 against 2.19 spent in all).
     assert list(tmp_path.glob("out.superseded-*/metrics.jsonl"))
     assert not [

@@ -1,4 +1,4 @@
-"""A fine-tuning run's folder appears whole or not at all (issue 29: ``--epsilon 1e9`` died after training and left a
+"""A fine-tuning run's folder appears whole or not at all (``--epsilon 1e9`` died after training and left a
 half-written folder that refused a re-run)."""
 
 from __future__ import annotations

@@ -288,7 +288,7 @@ def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips
         trainer.optimizer.per_example == "layers"
     )  # and its first batch passed the check against vmap
     # The time estimate runs the step's own route on public test examples (a plain backward under-estimated LoRA
-    # DP-AdamW about 4x, issue 44), and touches neither the ledger nor the model.
+    # DP-AdamW about 4x), and touches neither the ledger nor the model.
     timed, releases = [], trainer.accountant.releases
     before = [p.detach().clone() for p in trainer.classifier.parameters()]
 
@@ -389,7 +389,7 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["releases"] == 1 and summary["epsilon_pld"] <= 2.0 and summary["private"]
-    # The header, flushed before any work, states the lr the run chose (issue 29).
+    # The header, flushed before any work, states the lr the run chose.
     assert result.output.startswith(
         "dpnc finetune: dpzero on SST-2, train=head, lr=0.1 B=4 T=1 C=0.5 λ=0.001 "
         "(the default lr of dpzero with --train head), target (ε, δ) = (2, 1e-05) by pld"
@@ -632,7 +632,7 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
 
     rows = list(csv.DictReader(predictions.open()))
     names = list(loaded.task.label_names)
-    # Every input column is kept (issue 44: an id column was dropped), then the label and the probabilities.
+    # Every input column is kept (an id column was dropped once), then the label and the probabilities.
     assert list(rows[0]) == ["id", "review", "label", *(f"p_{n}" for n in names)] and len(rows) == 4
     assert [r["id"] for r in rows] == ["0", "1", "2", "3"]
     expected = loaded.predict([r["review"] for r in rows])
@@ -674,7 +674,7 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
 @pytest.mark.slow
 def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):
     """The first-order default lr was the paper's full fine-tuning 1e-5 in every mode: on the 770 scalars of the
-    head, AdamW then learned nothing (SST-2 0.72 → 0.72, issue 29). The head's default (1e-2) learns.
+    head, AdamW then learned nothing (SST-2 0.72 → 0.72). The head's default (1e-2) learns.
 
     The batches are seeded so that the test decides the same way every run: with secret batches the loss fell by
     0.029-0.062 over 40 seeds (median 0.045), and once in CI by only 0.021, under the 0.03 this asserts."""
@@ -788,7 +788,7 @@ def test_cached_directions_give_the_same_run_bit_for_bit(tmp_path, method):
 
 
 def test_a_head_only_checkpoint_holds_the_trained_parameters_and_resumes_from_them(tmp_path):
-    # Issue 44, item 10: a head-only checkpoint held the whole 90 MB encoder; the rest is the base model the config
+    # A head-only checkpoint held the whole 90 MB encoder; the rest is the base model the config
     # names, rebuilt on resume.
     c = config(
         tmp_path,
@@ -813,7 +813,7 @@ def test_a_head_only_checkpoint_holds_the_trained_parameters_and_resumes_from_th
 
 
 def test_checkpoint_every_without_a_checkpoint_dir_checkpoints_into_the_run_folder(tmp_path):
-    # Issue 44, item 10: --checkpoint-every refused to run without --checkpoint-dir; the checkpoints now go beside the
+    # --checkpoint-every refused to run without --checkpoint-dir; the checkpoints now go beside the
     # journal in --out, and --resume finds them there.
     c = config(tmp_path, train="head", steps=3, batch_size=4, checkpoint_every=1, accountant="rdp")
     first = Trainer(c, noise=NoiseSource.for_testing(0))

@@ -1,4 +1,4 @@
-"""The trainer's privacy contract (issue 13): secret batches, public outputs, the closure contract, checks at
+"""The trainer's privacy contract: secret batches, public outputs, the closure contract, checks at
 construction. Real SST-2 data and the real MiniLM, a few steps at small batches."""
 
 from __future__ import annotations

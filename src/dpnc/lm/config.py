@@ -47,7 +47,7 @@ ZO_RECIPES = {
 }
 # First-order (adamw, dp-adamw) step sizes per --train mode. The paper's 1e-5 is a full fine-tuning value: on the
 # 770 scalars of the default linear head Adam moves each by ~lr a step, so 1000 steps at 1e-5 leave the head where it
-# started (SST-2 0.72 → 0.72); 1e-2 learns it (0.72 → 0.89, issue 29). Other modes keep the paper's value.
+# started (SST-2 0.72 → 0.72); 1e-2 learns it (0.72 → 0.89). Other modes keep the paper's value.
 FIRST_ORDER_LR = {"all": 1e-5, "bias": 1e-5, "top-k": 1e-5, "head": 1e-2, "lora": 1e-5}
 FIRST_ORDER_STEPS = 1000
 # The n the recipes' steps were set for: SST-2's 512-shot training folders, 512 × 2 classes. A smaller n keeps the

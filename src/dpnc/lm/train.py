@@ -128,7 +128,7 @@ __all__ = [
 ]
 
 # The most step rows of metrics.jsonl that carry ε (plus the last and the evaluations'). ε by PLD costs 0.1-2 s a call
-# on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run (issue 44). 10, as many as the default
+# on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run. 10, as many as the default
 # evaluations (every steps // 10), fall on the evaluations' steps, which carry ε anyway: quick start 2's 50 steps
 # computed ε 23 times with 20 points, 10 times with 10 (0.23 s of CPU each, measured on a busy machine).
 EPSILON_POINTS = 10
@@ -587,7 +587,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
 
         Zeroth-order: two forward passes; AdamW: a forward and a backward; DP-AdamW: its own per-example route
         (:func:`~dpnc.lm.steps.per_example_clipped_sum`, the route the step takes: per layer, vmap or the loop), since
-        a plain backward under-estimated it about 4× on LoRA (issue 44)."""
+        a plain backward under-estimated it about 4× on LoRA."""
         c, ds = self.config, self.eval_part
         m = min(c.batch_size, len(ds))
         if m == 0 or steps == 0:
