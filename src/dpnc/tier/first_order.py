@@ -17,7 +17,8 @@ reduced loss, only per-layer hooks can recover per-example gradients (Opacus's `
 grad sampler for every layer type, cost 16–19× an inference pass on MiniLM and fail on Hugging Face BERT
 unpatched (Opacus reads BERT's (1, L) ``position_ids`` buffer as one example). So the step hands ``loss_fn`` the
 batch the loader yielded (the pending batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time,
-and forms the gradients itself; the user never calls ``backward``. The same call works for the zeroth-order optimizers of :func:`dpnc.make_private`.
+and forms the gradients itself; the user never calls ``backward``. The same call works for the zeroth-order
+optimizers of :func:`dpnc.make_private`.
 
 Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a model that is
 not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a layer no route can differentiate
