@@ -183,6 +183,37 @@ def test_the_layer_takes_the_fast_route_and_equals_the_loop(name):
     assert route == "layers" and error < 1e-12, (route, error)
 
 
+class Bags(nn.Module):
+    """An EmbeddingBag on integer ids (n, L), a bag per row, with per-sample weights read off the ids if asked."""
+
+    def __init__(self, bag: nn.EmbeddingBag, weighted: bool = False):
+        super().__init__()
+        self.bag, self.weighted, self.out = bag, weighted, nn.Linear(bag.embedding_dim, 2)
+
+    def forward(self, ids):
+        weights = (ids % 3 + 1).to(torch.float64) / 3 if self.weighted else None
+        return self.out(torch.tanh(self.bag(ids, per_sample_weights=weights)))
+
+
+BAGS = {
+    "sum": lambda: Bags(nn.EmbeddingBag(12, 4, mode="sum")),
+    "mean-padding": lambda: Bags(nn.EmbeddingBag(12, 4, mode="mean", padding_idx=0)),
+    "sum-weighted-padding": lambda: Bags(nn.EmbeddingBag(12, 4, mode="sum", padding_idx=3), True),
+}
+
+
+@pytest.mark.parametrize("name", BAGS)
+def test_an_embedding_bag_takes_the_fast_route_and_equals_the_loop(name):
+    """Repeated ids in a bag, padding ids (left out, and out of a mean's count), per-sample weights."""
+    torch.manual_seed(0)
+    model = BAGS[name]().to(F64)
+    ids = torch.randint(0, 12, (7, 6))
+    ids[2] = 0  # a bag of padding alone (mean-padding): an empty bag
+    ids[3, :3] = 5  # one id three times in a bag
+    route, error = fast_route_error(model, ids, torch.randint(0, 2, (7,)))
+    assert route == "layers" and error < 1e-12, (route, error)
+
+
 def test_a_grouped_conv_whose_norms_overflow_in_float32_is_scaled_per_example():
     """An example of 1e20 in float32 (no saturating activation, so its gradient is of that size): its squared norm
     overflows, the rows are scaled per example, and the clipped sum still equals the float64 loop."""
@@ -216,10 +247,10 @@ OTHERS = {
         "loop",
         "their fused kernels have no vmap batching rule; packed sequences run by the loop's plain autograd",
     ),
-    "EmbeddingBag": (
-        lambda: nn.EmbeddingBag(10, 4),
+    "EmbeddingBag mode='max', or 1-D input with offsets": (
+        lambda: nn.EmbeddingBag(10, 4, mode="max"),
         "vmap (sparse=True: loop)",
-        "not yet a kind of the per-layer route",
+        "max sends each dimension's gradient to one id; offsets: not yet read by the per-layer route",
     ),
     "ConvTranspose1d/2d/3d": (
         lambda: nn.ConvTranspose2d(2, 3, 3),
@@ -271,3 +302,25 @@ if __name__ == "__main__":  # rewrite the table in docs/layers.md between its ma
     start, end = "<!-- layer table: generated -->\n", "<!-- end of the layer table -->"
     head, rest = text.split(start)
     DOC.write_text(head + start + layer_table() + end + rest.split(end)[1])
+
+
+def test_an_embedding_bag_called_with_offsets_is_left_to_vmap_and_exact():
+    class Offsets(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bag, self.out = nn.EmbeddingBag(12, 4, mode="sum"), nn.Linear(4, 2)
+
+        def forward(self, ids):  # each example's ids as one flat bag
+            return self.out(self.bag(ids.reshape(-1), torch.tensor([0])))
+
+    torch.manual_seed(0)
+    model = Offsets().to(F64)
+    params = dict(model.named_parameters())
+    ids, y = torch.randint(0, 12, (5, 4)), torch.randint(0, 2, (5,))
+
+    def loss_fn(xb, yb):
+        return nn.functional.cross_entropy(model(xb), yb, reduction="none")
+
+    summed, route = route_clipped_sum(model, loss_fn, (ids, y), params, 0.5)
+    want = loop_reference(model, ids, y, 0.5)
+    assert route != "layers" and float((summed.total - want).norm() / want.norm()) < 1e-12

@@ -73,6 +73,12 @@ class Layer:
         return True
 
     @staticmethod
+    def inputs(module: nn.Module, args: tuple, kwargs: dict):
+        """What of a call the products read: its first argument (a kind that reads more returns a tuple), or None
+        for a call they do not hold for (the route then falls back)."""
+        return args[0]
+
+    @staticmethod
     def of(
         module: nn.Module,
         calls: list[tuple[torch.Tensor, torch.Tensor]],
@@ -247,6 +253,45 @@ class _Embedding(Layer):
         wg = (self.g * self._weights(w, self.t, finite)).reshape(-1, self.g.shape[-1])
         weight = torch.zeros_like(self.module.weight)
         return {"weight": weight.index_add_(0, self.a.reshape(-1), wg.to(weight.dtype))}
+
+
+class _EmbeddingBag(_Embedding):
+    """EmbeddingBag on 2-D input (a bag per row), mode 'sum' or 'mean': each id of a bag gets the bag's output
+    gradient times its weight c_t (1; 1/(ids in the bag but padding_idx) for 'mean'; the per_sample_weight), so
+    Embedding's products hold over those rows. 1-D input with offsets is left to the vmap route."""
+
+    product = (
+        "Σ_t c_t e_{id_t} g_bagᵀ, c_t 1, 1/(bag size) or the per-sample weight"  # the docs' table
+    )
+
+    @staticmethod
+    def handles(module):
+        return module.mode in ("sum", "mean") and module.max_norm is None
+
+    @staticmethod
+    def inputs(module, args, kwargs):
+        offsets = args[1] if len(args) > 1 else kwargs.get("offsets")
+        weights = args[2] if len(args) > 2 else kwargs.get("per_sample_weights")
+        return None if offsets is not None else (args[0], weights)
+
+    @staticmethod
+    def rows(module, a, g):
+        ids, weights = a
+        b = ids.shape[0]
+        ids, g = (
+            ids.reshape(b, -1, ids.shape[-1]),
+            g.reshape(b, -1, g.shape[-1]),
+        )  # (b, bags, L), (b, bags, D)
+        c = torch.ones(ids.shape, dtype=g.dtype, device=g.device)
+        if (
+            module.padding_idx is not None
+        ):  # padding ids are left out of the bag: no gradient, not counted
+            c = (ids != module.padding_idx).to(g.dtype)
+        if weights is not None:
+            c = c * weights.reshape(ids.shape).to(g.dtype)
+        elif module.mode == "mean":
+            c = c / c.sum(-1, keepdim=True).clamp_min(1.0)
+        return ids.reshape(b, -1), (g.unsqueeze(2) * c.unsqueeze(-1)).reshape(b, -1, g.shape[-1])
 
 
 class _LayerNorm(Layer):
@@ -447,6 +492,7 @@ class _Conv(Layer):
 KINDS: dict[type, type[Layer]] = {
     nn.Linear: _Linear,
     nn.Embedding: _Embedding,
+    nn.EmbeddingBag: _EmbeddingBag,
     nn.LayerNorm: _LayerNorm,
     nn.Conv1d: _Conv,
     nn.Conv2d: _Conv,

@@ -9,6 +9,8 @@ batch give every example's gradient norm and, once the clip factors are known, t
   Σ_{t,s} (a_t·a_s)(g_t·g_s) (the ghost norm, when T·(in + out) < in·out) or the norm of the materialised
   (out, in) product; ∇b_i = Σ_t g_{i,t}.
 * ``nn.Embedding``: ∇E_i = Σ_t e_{id_t} g_{i,t}ᵀ, squared norm Σ_{t,s} [id_t = id_s] g_t·g_s.
+* ``nn.EmbeddingBag`` (2-D input, 'sum' or 'mean', per-sample weights): Embedding's products, each id of a bag
+  taking the bag's output gradient times its weight in the bag.
 * ``nn.LayerNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, ∇β_i = Σ_t g_{i,t} (x̂ the normalised input).
 * ``nn.RMSNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, x̂ = x / √(mean(x²) + eps).
 * ``nn.Conv1d``, ``nn.Conv2d``, ``nn.Conv3d``: ∇W_i = g_i · unfold(a_i)ᵀ per group, materialised per example
@@ -102,23 +104,36 @@ def layer_clipped_sum(
 
     b = batch_rows(inputs)
 
-    def keep(module, args, output):
-        a, out = _beneath_vmap(args[0]), _beneath_vmap(output)
+    def keep(module, args, kwargs, output):
+        read = kind(module).inputs(module, args, kwargs)
+        if read is None:  # a call the kind's products do not hold for: the route falls back
+            records[module].append((None, None, None))
+            return None
+        if isinstance(read, tuple):
+            # several inputs (EmbeddingBag's ids and weights), each of them per example
+            rows = tuple(None if t is None else _beneath_vmap(t) for t in read)
+            whole = all((t is None) == (r is None) for t, r in zip(read, rows))
+            records[module].append((rows if whole else None, _beneath_vmap(output), None))
+            return None
+        a, out = _beneath_vmap(read), _beneath_vmap(output)
         if a is None and out is None:  # a row shared by every example (BERT's (1, L) position ids)
-            shared = _per_example_copies(args[0], output, b)
+            shared = _per_example_copies(read, output, b)
             if (
                 shared is not None
             ):  # each example gets its own copy, so the gradient into it is that example's
                 records[module].append((*shared[:2], None))
                 return shared[2]
         records[module].append((a, out, None))
+        return None
 
     def linear_call(module, a, out, rows):  # an attention's projection (dpnc.tier.attention)
         records[module].append((_beneath_vmap(a), _beneath_vmap(out), rows))
 
     weights = watched(model, owners)
     by_linear = {module for module, _ in weights.values()}
-    handles = [m.register_forward_hook(keep) for m in owners if m not in by_linear]
+    handles = [
+        m.register_forward_hook(keep, with_kwargs=True) for m in owners if m not in by_linear
+    ]
     try:
         with recording(weights, linear_call):
             losses = vmap(one_example(loss_fn), randomness="different")(*inputs)
@@ -138,7 +153,7 @@ def layer_clipped_sum(
     # the rows as values: the sums formed from them are statistics, not a graph back into the model
     calls = {
         m: [
-            (a.detach(), place(torch.zeros_like(out) if g is None else g.detach(), rows))
+            (_detached(a), place(torch.zeros_like(out) if g is None else g.detach(), rows))
             for (a, out, rows), g in zip(records[m], grads[m])
         ]
         for m in layers
@@ -168,6 +183,13 @@ def layer_clipped_sum(
     first = next(iter(params.values()))
     total = torch.cat([sums[name].reshape(-1).to(first.dtype) for name in params])
     return total, losses.detach(), clipped, nonfinite
+
+
+def _detached(a):
+    """A call's input rows as values (each of several)."""
+    if isinstance(a, tuple):
+        return tuple(None if t is None else t.detach() for t in a)
+    return a.detach()
 
 
 def _beneath_vmap(t) -> torch.Tensor | None:
