@@ -167,6 +167,7 @@ BLOCKS: dict[str, Block] = {
     "dpzero-headroom": Block((Pilot("dpzero-headroom"), Claims("dpzero-headroom", limit=600),
                               LMAccuracy("dpzero-headroom/table2-trec-top2"),
                               Claims("dpzero-headroom/table2-trec-top2", show="tally"))),
+    "dpzero-decisive": Block((Claims("dpzero-decisive"),)),
     "head-sweep": Block((HeadSweep(),)),
     "dpzero-lm-sst5": Block((LMAccuracy("dpzero-lm-sst5"), Claims("dpzero-lm-sst5"))),
     "utility": Block((
@@ -186,6 +187,7 @@ PAGES: dict[str, str] = {
     "dpzero-lm-sst5": "docs/dpzero.md",
     "dpzero-dimension": "docs/dpzero.md",
     "dpzero-headroom": "docs/dpzero.md",
+    "dpzero-decisive": "docs/dpzero.md",
     "nonsmooth-rates": "docs/ztc.md",
     "nonsmooth-compare": "docs/klt.md",
     "kl-rates": "docs/menart.md",

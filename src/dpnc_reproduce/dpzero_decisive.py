@@ -505,7 +505,16 @@ def main() -> None:
     if args.run:
         run(args.data_dir, out, runs_dir, limit=args.limit, trend=trend)
     if args.judge:
-        print(json.dumps((judge_trend if trend else judge)(out), indent=1, ensure_ascii=False))
+        result = (judge_trend if trend else judge)(out)
+        rows = _rows(out)
+        result |= {
+            "command": f"python -m dpnc_reproduce.dpzero_decisive --run --design {args.design} "
+            f"--data-dir ../shared/data (then --judge)",
+            "seconds": sum(r["cell_seconds"] for r in rows),  # the cells' own wall time, summed
+        }
+        text = json.dumps(result, indent=1, ensure_ascii=False)
+        (out / "result.json").write_text(text + "\n")
+        print(text)
 
 
 if __name__ == "__main__":

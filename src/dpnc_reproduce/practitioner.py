@@ -18,7 +18,7 @@ Commands (from the repository root)::
     python -m dpnc_reproduce.practitioner --declare
     python benchmarks/practitioner_time.py
     OMP_NUM_THREADS=1 python -m dpnc_reproduce.practitioner --run --data-dir ../shared/data
-    python -m dpnc_reproduce.practitioner --judge
+    python -m dpnc_reproduce.practitioner --judge > docs/results/practitioner/table.json
 """
 
 from __future__ import annotations
