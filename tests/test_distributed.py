@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import timedelta
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from dpnc import distributed
@@ -26,6 +24,7 @@ from dpnc.distributed import LOCAL, Group, shutdown
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 from dpnc.tier.zeroth_order import DPZero, MeZO
+from tests.spawned import run_ranks
 
 N, FEATURES, B, STEPS, WORLD = 96, 4, 24, 6, 2
 C, LR, NOISE = 0.5, 0.05, 2.0
@@ -330,31 +329,18 @@ def objects(group, rank):
     }
 
 
-def _worker(rank, init_file, out_dir):
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"file://{init_file}",
-        rank=rank,
-        world_size=WORLD,
-        timeout=timedelta(seconds=120),
-    )  # a rank that fails fails the test, not hangs it
-    try:
-        group = Group()
-        checkpoint = os.path.join(out_dir, "checkpoint.pt")
-        results = {case: run(case, rank=rank, group=group, checkpoint=checkpoint) for case in CASES}
-        results["objects"] = objects(group, rank)
-        results["interleaved"] = interleaved(group, rank)
-        torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        shutdown()
+def every_case(rank: int, folder: str) -> dict:
+    group = Group()
+    checkpoint = os.path.join(folder, "checkpoint.pt")  # rank 0's, read by every rank
+    results = {case: run(case, rank=rank, group=group, checkpoint=checkpoint) for case in CASES}
+    results["objects"] = objects(group, rank)
+    results["interleaved"] = interleaved(group, rank)
+    return results
 
 
 @pytest.fixture(scope="module")
 def ranks():
-    with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_worker, args=(os.path.join(tmp, "init"), tmp), nprocs=WORLD, join=True)
-        return [torch.load(os.path.join(tmp, f"rank{r}.pt")) for r in range(WORLD)]
+    return run_ranks(every_case, WORLD)
 
 
 @pytest.fixture(scope="module")

@@ -10,19 +10,13 @@ noise, same ledger entry), so its privacy is that run's, which the neighbour tes
 
 from __future__ import annotations
 
-import os
-import tempfile
-from datetime import timedelta
-
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-from dpnc.distributed import shutdown
+from tests.spawned import run_ranks
 
 N, STEPS, WORLD = 40, 5, 2
 CASES = {  # name: (optimizer, per_example, expected batch size)
@@ -68,27 +62,13 @@ def run(case: str) -> dict:
     }
 
 
-def _worker(rank, init_file, out_dir):
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"file://{init_file}",
-        rank=rank,
-        world_size=WORLD,
-        timeout=timedelta(seconds=120),
-    )
-    try:
-        results = {case: run(case) for case in CASES}
-        torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        shutdown()
+def every_case(rank: int, folder: str) -> dict:
+    return {case: run(case) for case in CASES}
 
 
 @pytest.fixture(scope="module")
 def ranks():
-    with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_worker, args=(os.path.join(tmp, "init"), tmp), nprocs=WORLD, join=True)
-        return [torch.load(os.path.join(tmp, f"rank{r}.pt")) for r in range(WORLD)]
+    return run_ranks(every_case, WORLD)
 
 
 @pytest.fixture(scope="module")

@@ -385,25 +385,26 @@ def judge(out: Path) -> dict:
         )
     c_drop, c_share = dec["claims"]
     drop = paired_accuracy_difference(mz, d6)
-    x = [[100.0 * (a - z) for a, z in zip(u, v)] for u, v in zip(d6, zs)]
-    y = [[100.0 * (a - z) for a, z in zip(u, v)] for u, v in zip(mz, zs)]
-    share = paired_ratio(x, y)
-    for c, iv, holds, unit in (
-        (c_drop, drop, below(drop, MAX_DROP), " points"),
-        (c_share, share, exceeds(share, MIN_SHARE), ""),
-    ):
-        claim = powered_claim(
-            c["statement"],
-            iv,
-            holds,
-            c["paper"],
-            c["threshold"],
-            str(iv),
-            unit=unit,
-            declared_mde=c["declared_mde"],
-        )
-        result["claims"].append(claim.to_json())
+    share = paired_ratio(*_gains(rows, full))
+    result["claims"] = [
+        _judged(c_drop, drop, below(drop, MAX_DROP), " points"),
+        _judged(c_share, share, exceeds(share, MIN_SHARE), ""),
+    ]
     return result
+
+
+def _judged(claim: dict, iv, holds: bool | None, unit: str) -> dict:
+    """A declared claim read from its interval, interval first, with the declaration's MDE (as JSON)."""
+    return powered_claim(
+        claim["statement"],
+        iv,
+        holds,
+        claim["paper"],
+        claim["threshold"],
+        str(iv),
+        unit=unit,
+        declared_mde=claim["declared_mde"],
+    ).to_json()
 
 
 def _bits(rows: list[dict], seeds_: list[int], method: str) -> list[list[int]]:
@@ -453,19 +454,10 @@ def judge_trend(out: Path, decisive: Path = Path("docs/results/dpzero-decisive")
         ),
     }
     verdicts = (exceeds(share6, MIN_SHARE), exceeds(grows, 0.0), below(drop, MAX_DROP))
-    for c, iv, holds in zip(dec["claims"], (share6, grows, drop), verdicts):
-        unit = " points" if c["name"] == "drop-600" else ""
-        claim = powered_claim(
-            c["statement"],
-            iv,
-            holds,
-            c["paper"],
-            c["threshold"],
-            str(iv),
-            unit=unit,
-            declared_mde=c["declared_mde"],
-        )
-        result["claims"].append(claim.to_json())
+    result["claims"] = [
+        _judged(c, iv, holds, " points" if c["name"] == "drop-600" else "")
+        for c, iv, holds in zip(dec["claims"], (share6, grows, drop), verdicts)
+    ]
     return result
 
 
