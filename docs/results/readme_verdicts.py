@@ -168,6 +168,7 @@ BLOCKS: dict[str, Block] = {
                               LMAccuracy("dpzero-headroom/table2-trec-top2"),
                               Claims("dpzero-headroom/table2-trec-top2", show="tally"))),
     "dpzero-decisive": Block((Claims("dpzero-decisive"),)),
+    "dpzero-trend": Block((Claims("dpzero-trend"),)),
     "head-sweep": Block((HeadSweep(),)),
     "dpzero-lm-sst5": Block((LMAccuracy("dpzero-lm-sst5"), Claims("dpzero-lm-sst5"))),
     "utility": Block((
@@ -188,6 +189,7 @@ PAGES: dict[str, str] = {
     "dpzero-dimension": "docs/dpzero.md",
     "dpzero-headroom": "docs/dpzero.md",
     "dpzero-decisive": "docs/dpzero.md",
+    "dpzero-trend": "docs/dpzero.md",
     "nonsmooth-rates": "docs/ztc.md",
     "nonsmooth-compare": "docs/klt.md",
     "kl-rates": "docs/menart.md",
