@@ -49,6 +49,8 @@ RELEASED = (
     "tensorboard/hparam.accuracy@*",
     "tensorboard/hparam.loss@*",  # the HPARAMS tab's metrics: the final eval's
 )
+# A run that trains the encoder too: its exported Hugging Face folder is a public output as well.
+TOP_K = {"train": "top-k", "top_k": 1}
 # The batches' seed: one whose first batch holds row 0, the row the "20x longer" neighbour lengthens.
 SEED = next(s for s in range(100) if 0 in PoissonSampler.for_testing(N, B, seed=s, rows=N).sample())
 TIMING = re.compile(r"time|second|wall|duration|elapsed|rate", re.IGNORECASE)
@@ -82,7 +84,7 @@ NEIGHBOURS = {  # name: (the training rows, the rows the trainer keeps after the
 
 
 def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tuple[Trainer, Path]:
-    """One private run (dpzero, head) on ``rows``, written to the same path each time (the path is a public input,
+    """One private run (dpzero, head unless told) on ``rows``, written to the same path each time (the path is a public input,
     as the test file is), with its outputs in ``folder/name``."""
     data = folder / "data"
     data.mkdir(exist_ok=True)
@@ -96,7 +98,6 @@ def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tup
         text_column="review",
         label_column="sentiment",
         method="dpzero",
-        train="head",
         n=N,
         steps=STEPS,
         batch_size=B,
@@ -107,7 +108,7 @@ def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tup
         out=str(out),
         report_to="tensorboard",
         log_private_stats=True,
-        **{"epsilon": 6.0, **kwargs},
+        **{"epsilon": 6.0, "train": "head", **kwargs},
     )
     if batches is None and not config.self_audit:
         batches = PoissonSampler.for_testing(N, B, seed=SEED, rows=kept)
@@ -157,27 +158,24 @@ def tensorboard_events(folder: Path) -> dict[str, float]:
 
 
 def model_record(folder: Path) -> dict:
-    """The saved model's files, its configs, and the shape of every tensor (not their values: they are released)."""
+    """Every file of the saved model, nested folders too: a tensor file as its tensors' names and shapes (not
+    their values: they are released), a JSON file as its content, any other file as its text or bytes."""
     from safetensors import safe_open
 
-    def shapes(name):
-        if not (folder / name).exists():
-            return {}
-        with safe_open(str(folder / name), "pt") as f:
-            return {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+    def content(path: Path):
+        if path.suffix == ".safetensors":
+            with safe_open(str(path), "pt") as f:
+                return {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+        if path.suffix == ".json":
+            return json.loads(path.read_text())
+        data = path.read_bytes()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data.hex()
 
-    configs = {
-        name: json.loads((folder / name).read_text())
-        for name in ("config.json", "adapter_config.json", "dpnc_head.json")
-        if (folder / name).exists()
-    }
-    return {
-        "files": sorted(p.name for p in folder.iterdir()),
-        **configs,
-        "head_shapes": shapes("dpnc_head.safetensors"),
-        "encoder_shapes": shapes("model.safetensors"),
-        "adapter_shapes": shapes("adapter_model.safetensors"),
-    }
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return {str(p.relative_to(folder)): content(p) for p in files}
 
 
 def public_files(out: Path) -> dict[str, object]:
@@ -256,6 +254,20 @@ def test_neighbouring_training_sets_give_the_same_ledger_and_public_files(folder
     (stats,) = [r for r in private if r["event"] == "run"]
     assert (stats["train_rows"], stats["dropped_rows"]) == (kept, len(rows) - kept)
     assert stats["wall_seconds"] > 0 and private[0]["warning"].startswith("NOT PRIVATE")
+
+
+def test_a_top_k_runs_exported_model_differs_only_in_released_values(folder):
+    rows, kept = NEIGHBOURS["one row added"]
+    words = {"label_words": "negative=terrible,positive=great"}
+    first, out_a = run(folder, "top-k-base", BASE, N, **TOP_K, **words)
+    second, out_b = run(folder, "top-k-neighbour", rows, kept, **TOP_K, **words)
+    assert first.accountant.to_json() == second.accountant.to_json()
+    a, b = public_files(out_a), public_files(out_b)
+    assert "model/config.json/auto_map/AutoModelForSequenceClassification" in a
+    assert differences(a, b) == []
+    theirs = second.classifier.state_dict()
+    moved = [k for k, v in first.classifier.state_dict().items() if not torch.equal(v, theirs[k])]
+    assert any("encoder" in k for k in moved), "the neighbour released the same encoder values"
 
 
 def test_without_label_words_the_classes_are_a_public_test_files_not_the_training_files(folder):
