@@ -8,6 +8,7 @@ Skipped only where mkdocs is not installed (the ``docs`` extra; ``make test`` in
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -46,6 +47,7 @@ def test_the_site_builds_strictly(tmp_path):
 
 ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc|obj):`")
 HREF = re.compile(r'(?:href|src)="([^"]*)"')
+SCRIPT = re.compile(r'<script[^>]*\bsrc="([^"]*)"')
 
 
 def check_the_built_site(site: Path) -> None:
@@ -53,15 +55,21 @@ def check_the_built_site(site: Path) -> None:
 
     No literal Sphinx role (``:class:`X```) or literal-block marker (``loop::``) in any page's text; every link
     between pages names a file (``page.html``), never a folder (opened from disk, a folder shows a directory
-    listing), and the file exists; search works without a server (its index as a script); each paper page shows
-    its committed figures."""
+    listing), and the file exists; search works without a server or network (its index as a script, the Worker
+    shim for file:// from the site, no script from elsewhere); each paper page shows its committed figures."""
     pages = sorted(
         p for p in site.rglob("*.html") if p.name != "404.html"
     )  # (a server's page: absolute links)
     assert len(pages) > 20
-    roles, folders, missing = [], [], []
+    roles, folders, missing, external, no_shim = [], [], [], [], []
     for page in pages:
         html = page.read_text()
+        scripts = SCRIPT.findall(html)
+        external += [
+            f"{page.relative_to(site)} → {s}" for s in scripts if re.match(r"^(?:[a-z]+:)?//", s)
+        ]
+        if not any(s.endswith("javascripts/iframe-worker/shim.js") for s in scripts):
+            no_shim.append(str(page.relative_to(site)))
         text = re.sub(r"<[^>]+>", "", html)
         if ROLE.search(text) or re.search(r"\w::\s*$", text, re.MULTILINE):
             roles.append(str(page.relative_to(site)))
@@ -78,9 +86,14 @@ def check_the_built_site(site: Path) -> None:
     assert roles == [], f"literal reST roles or '::' in {roles}"
     assert folders == [], f"directory-style links: {folders[:10]}"
     assert missing == [], f"links to files that are not in the site: {missing[:10]}"
-    assert (
-        site / "search" / "search_index.js"
-    ).is_file()  # the offline plugin's index, loadable from file://
+    # offline: a CDN's script (the offline plugin's own default for the shim) fails without network, and
+    # without the shim search from disk never starts
+    assert external == [], f"scripts from elsewhere: {external[:10]}"
+    assert no_shim == [], f"pages without the file:// Worker shim: {no_shim[:10]}"
+    # the offline plugin's index as a script, loadable from file:// (a fetch of the JSON is refused there)
+    index = (site / "search" / "search_index.js").read_text()
+    assert index.startswith("var __index = ")
+    assert len(json.loads(index.removeprefix("var __index = "))["docs"]) > 100
     for paper in ("dpzero", "ztc", "klt", "menart"):
         images = [
             src
