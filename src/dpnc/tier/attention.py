@@ -6,7 +6,7 @@ module hook sees those products. While the route's forward runs, :func:`recordin
 that records each call on a watched weight, its input rows and output (beneath vmap), and where its rows lie in the
 weight; an in-projection's output gradient is then placed in the rows of the whole (3E, E) weight
 (:func:`place`), so that Σ_t g_t a_tᵀ is the packed gradient, q's, k's and v's blocks in one product. The kind of
-the in-projection is :class:`~dpnc.tier.layer_kinds._InProjection`; ``out_proj`` is a Linear.
+the in-projection is :class:`_InProjection`; ``out_proj`` is a Linear.
 
 ``scaled_dot_product_attention`` has no vmap batching rule on the CPU (torch runs it example by example), so during
 the same forward it is computed in its math form, softmax(q kᵀ · scale + mask) v (torch's documented reference),
@@ -23,6 +23,8 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from dpnc.tier.layer_base import _Linear
 
 
 def watched(model: nn.Module, owners) -> dict[int, tuple[nn.Module, torch.Tensor]]:
@@ -106,3 +108,26 @@ def math_attention(
     if dropout_p > 0:
         weights = F.dropout(weights, dropout_p)
     return weights @ value
+
+
+class _InProjection(_Linear):
+    """MultiheadAttention's packed q, k, v projection (``in_proj_weight`` (3E, E), ``in_proj_bias``): a Linear
+    whose calls :mod:`dpnc.tier.attention` records, each call's output gradient placed at the rows of the weight it
+    used, so Σ_t g_t a_tᵀ is the whole packed gradient. Separate q/k/v weights (kdim or vdim ≠ E) and bias_k/bias_v
+    are not taken (the vmap route runs them)."""
+
+    product = (
+        "the q, k, v projections as one Linear product over the packed weight"  # the docs' table
+    )
+    names = {"in_proj_weight": "weight", "in_proj_bias": "bias"}
+
+    def __init__(self, module, a, g, trained, scaled) -> None:
+        super().__init__(module, a, g, {self.names[n] for n in trained}, scaled)
+
+    @staticmethod
+    def handles(module):
+        return module._qkv_same_embed_dim and module.bias_k is None and module.bias_v is None
+
+    def weighted_sums(self, w, finite):
+        local = {v: k for k, v in self.names.items()}
+        return {local[k]: s for k, s in super().weighted_sums(w, finite).items()}

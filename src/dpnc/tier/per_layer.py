@@ -49,7 +49,7 @@ from torch import nn
 from dpnc.batches import batch_rows, one_example
 from dpnc.privacy.clipping import clip_weights
 from dpnc.tier.attention import place, recording, watched
-from dpnc.tier.layer_kinds import KINDS, SUPPORTED, Layer, kind
+from dpnc.tier.layer_kinds import KINDS, SUPPORTED, kind
 
 __all__ = ["KINDS", "SUPPORTED", "layer_clipped_sum", "supported"]
 
@@ -159,13 +159,13 @@ def layer_clipped_sum(
         for m in layers
     }
     grams: dict = {}  # one per pass, shared by every layer of it: the Gram matrix of an input several layers read
-    parts = [Layer.of(m, calls[m], set(owners[m]), scaled=False, shared=grams) for m in layers]
+    parts = [kind(m).of(m, calls[m], set(owners[m]), scaled=False, shared=grams) for m in layers]
     norms = sum(part.norms2() for part in parts).sqrt()
     if not bool(torch.isfinite(norms).all()):
         # An overflow in the rows' own dtype (x = 1e20 in float32: a squared norm of 1e40), or a non-finite example:
         # rows scaled per example by their largest entries tell the two apart (vmap's gradient of the first is finite).
         grams = {}
-        parts = [Layer.of(m, calls[m], set(owners[m]), scaled=True, shared=grams) for m in layers]
+        parts = [kind(m).of(m, calls[m], set(owners[m]), scaled=True, shared=grams) for m in layers]
         norms = sum(part.norms2() for part in parts).sqrt()
     finite = torch.isfinite(norms)
     all_finite = bool(finite.all())
