@@ -173,6 +173,50 @@ ZOO = {
         lambda: nn.Conv3d(2, 2, 3, padding="same", padding_mode="replicate"),
         (2, 3, 4, 4),
     ),
+    "conv-transpose1d-stride-output-padding": (
+        lambda: nn.ConvTranspose1d(2, 4, 3, stride=2, padding=1, output_padding=1),
+        (2, 5),
+    ),
+    "conv-transpose1d-dilated-output-padding": (  # output_padding ≥ stride: a column no input reads
+        lambda: nn.ConvTranspose1d(2, 3, 3, dilation=2, output_padding=1),
+        (2, 5),
+    ),
+    "conv-transpose2d": (lambda: nn.ConvTranspose2d(2, 3, 3), (2, 4, 4)),
+    "conv-transpose2d-stride-past-kernel-groups": (  # gaps that only the bias reaches
+        lambda: nn.ConvTranspose2d(4, 6, 2, stride=3, groups=2),
+        (4, 3, 3),
+    ),
+    "conv-transpose2d-everything": (
+        lambda: nn.ConvTranspose2d(
+            4,
+            6,
+            (3, 2),
+            stride=(2, 3),
+            padding=(1, 0),
+            output_padding=(1, 2),
+            groups=2,
+            dilation=(1, 2),
+        ),
+        (4, 4, 3),
+    ),
+    "conv-transpose2d-depthwise-no-bias": (
+        lambda: nn.ConvTranspose2d(3, 3, 3, stride=2, padding=1, groups=3, bias=False),
+        (3, 4, 4),
+    ),
+    "conv-transpose3d": (lambda: nn.ConvTranspose3d(2, 2, 2, stride=2), (2, 2, 3, 2)),
+    "conv-transpose3d-everything": (
+        lambda: nn.ConvTranspose3d(
+            4,
+            2,
+            (2, 3, 2),
+            stride=(3, 1, 2),
+            padding=(1, 1, 0),
+            output_padding=(2, 0, 1),
+            groups=2,
+            dilation=(1, 2, 1),
+        ),
+        (4, 3, 3, 2),
+    ),
 }
 
 
@@ -180,6 +224,29 @@ ZOO = {
 def test_the_layer_takes_the_fast_route_and_equals_the_loop(name):
     layer, shape = ZOO[name]
     route, error = fast_route_error(*case(layer(), shape))
+    assert route == "layers" and error < 1e-12, (route, error)
+
+
+class Decoder(nn.Module):
+    """A ConvTranspose2d run twice in one forward: on the example's image with an output size asked for, and on
+    two images made from it (an example's rows are two calls and three images)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.out = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1), nn.LazyLinear(2)
+
+    def forward(self, x):  # x (n, 2, 4, 4)
+        one = self.up(x, output_size=(8, 8))  # output_padding 1 in both dimensions
+        two = self.up(torch.cat([x, x.flip(-1)], 1).reshape(-1, 2, 4, 4))
+        return self.out(torch.cat([one.flatten(1), two.reshape(x.shape[0], -1)], 1).tanh())
+
+
+def test_a_conv_transpose_run_twice_on_several_images_takes_the_fast_route_and_equals_the_loop():
+    torch.manual_seed(0)
+    model = Decoder().to(F64)
+    x = torch.randn(6, 2, 4, 4, dtype=F64)
+    model(x)  # the lazy read-out's shape, before the parameters are listed
+    route, error = fast_route_error(model, x, torch.randint(0, 2, (6,)))
     assert route == "layers" and error < 1e-12, (route, error)
 
 
@@ -251,11 +318,6 @@ OTHERS = {
         lambda: nn.EmbeddingBag(10, 4, mode="max"),
         "vmap (sparse=True: loop)",
         "max sends each dimension's gradient to one id; offsets: not yet read by the per-layer route",
-    ),
-    "ConvTranspose1d/2d/3d": (
-        lambda: nn.ConvTranspose2d(2, 3, 3),
-        "vmap",
-        "not yet a kind of the per-layer route",
     ),
     "BatchNorm*d in train mode": (
         lambda: nn.BatchNorm1d(4),

@@ -1,5 +1,6 @@
 """The convolution kinds of the per-layer route (:mod:`dpnc.tier.layer_kinds`): Conv1d/2d/3d, whose per-example
-weight gradient is g · unfold(a)ᵀ per group."""
+weight gradient is g · unfold(a)ᵀ per group, and ConvTranspose1d/2d/3d, the same product with the roles of the
+input and the output gradient exchanged (a transposed convolution is the adjoint of a convolution)."""
 
 from __future__ import annotations
 
@@ -69,11 +70,11 @@ class _Conv(Layer):
         if "weight" in trained:  # ∇W_i = t_i·ĝ_i a_iᵀ = t_i·s_i·(scaled), s_i its own peak
             n, groups, rows = self.g.shape[0], module.groups, self.g.shape[-1]
             # group j's outputs read only its inputs: one (out/G, in/G·∏k) product per group, stacked along the
-            # outputs as the weight (out, in/G, *k) is
+            # outputs as the weight (out, in/G, *k) is (ConvTranspose's (in, out/G, *k): a and g exchanged)
             grads = torch.bmm(
                 self.g.reshape(n * groups, -1, rows),
                 self.a.reshape(n * groups, -1, rows).transpose(1, 2),
-            ).reshape(n, module.out_channels, -1)
+            ).reshape(n, module.weight.shape[0], -1)
             self._grads, self.s = (grads, None) if self.t is None else _scale(grads)
 
     def norms2(self):
@@ -83,8 +84,13 @@ class _Conv(Layer):
                 (self._grads**2).sum((1, 2)).to(torch.float64), _product(self.s, self.t), 2
             )
         if "bias" in self.trained:
-            total += _times((self.g.sum(2) ** 2).sum(-1).to(torch.float64), self.t, 2)
+            sums, scale = self.bias_rows()
+            total += _times((sums**2).sum(-1).to(torch.float64), scale, 2)
         return total
+
+    def bias_rows(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Each example's bias gradient, (b, out), and its scale (None: unscaled)."""
+        return self.g.sum(2), self.t
 
     def weighted_sums(self, w, finite):
         sums = {}
@@ -99,5 +105,54 @@ class _Conv(Layer):
             ws = self._weights(w, _product(self.s, self.t), finite).reshape(-1)
             sums["weight"] = torch.einsum("b,boi->oi", ws, grads).reshape(self.module.weight.shape)
         if "bias" in self.trained:
-            sums["bias"] = (self.g.sum(2) * self._weights(w, self.t, finite).reshape(-1, 1)).sum(0)
+            rows, scale = self.bias_rows()
+            ws = self._weights(w, scale, finite).reshape(-1, 1)
+            if not finite:  # 0·inf = nan: a non-finite example's sums are left out
+                rows = torch.where(ws > 0, rows, torch.zeros_like(rows))
+            sums["bias"] = (rows * ws).sum(0)
         return sums
+
+
+class _ConvTranspose(_Conv):
+    """ConvTranspose1d, ConvTranspose2d and ConvTranspose3d, every stride, padding, output_padding, dilation and
+    groups. y = conv_transpose(a, W) is the adjoint of a convolution by W with the layer's kernel, stride, padding
+    and dilation, so ∇W_i[c, o, k] = Σ_p a_i[c, p] · unfold(g_i)[o, k, p] per group: Conv's product with the
+    unfolded output gradient in place of the input. The bias reads every output position, also those no weight
+    reaches (output_padding's last rows, the gaps of a stride wider than the kernel): its gradient is Σ g."""
+
+    product = "a · unfold(g)ᵀ per group, W (in, out/G, *k); bias: Σ g over every output position"
+
+    @staticmethod
+    def rows(module, a, g):
+        """((b, out·∏k, k'·L) unfolded output gradients, (b, out, k') their sums) and (b, in, k'·L) inputs: an
+        example's k' images side by side."""
+        b, dims = a.shape[0], module.weight.ndim - 2
+        x = a.reshape(-1, *a.shape[a.ndim - dims - 1 :])  # (b·k', in, *spatial)
+        y = g.reshape(-1, *g.shape[g.ndim - dims - 1 :])  # (b·k', out, *spatial out)
+        kernel, dilation, padding, stride = (
+            module.kernel_size,
+            module.dilation,
+            module.padding,
+            module.stride,
+        )
+        cols = _unfold(y, kernel, dilation, padding, stride)
+        # a column per input position, and one more per dimension where output_padding ≥ stride: no input reads it
+        spans = zip(y.shape[2:], kernel, dilation, padding, stride)
+        sizes = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, d, p, s in spans]
+        cols = cols.reshape(*cols.shape[:2], *sizes)[(..., *(slice(n) for n in x.shape[2:]))]
+        cols, x, sums = cols.flatten(2), x.flatten(2), y.flatten(2).sum(2)
+        if x.shape[0] == b:
+            return (cols, sums.unsqueeze(-1)), x
+        return (
+            cols.reshape(b, -1, *cols.shape[1:]).transpose(1, 2).flatten(2),
+            sums.reshape(b, -1, sums.shape[-1]).transpose(1, 2),
+        ), x.reshape(b, -1, *x.shape[1:]).transpose(1, 2).flatten(2)
+
+    def __init__(self, module, a, g, trained, scaled):
+        cols, sums = a
+        super().__init__(module, cols, g, trained, scaled)
+        sums = sums.sum(2)  # an example's images and the layer's calls
+        self._bias = (sums, None) if not scaled else _scale(sums)
+
+    def bias_rows(self):
+        return self._bias

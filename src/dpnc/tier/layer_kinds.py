@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpnc.tier.attention import _InProjection
-from dpnc.tier.conv_kinds import _Conv
+from dpnc.tier.conv_kinds import _Conv, _ConvTranspose
 from dpnc.tier.layer_base import Layer, _Linear, _product, _times
 
 
@@ -195,6 +195,9 @@ KINDS: dict[type, type[Layer]] = {
     nn.Conv1d: _Conv,
     nn.Conv2d: _Conv,
     nn.Conv3d: _Conv,
+    nn.ConvTranspose1d: _ConvTranspose,
+    nn.ConvTranspose2d: _ConvTranspose,
+    nn.ConvTranspose3d: _ConvTranspose,
     nn.RMSNorm: _RMSNorm,
     nn.MultiheadAttention: _InProjection,
     nn.GroupNorm: _ChannelNorm,

@@ -15,6 +15,9 @@ batch give every example's gradient norm and, once the clip factors are known, t
 * ``nn.RMSNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, x̂ = x / √(mean(x²) + eps).
 * ``nn.Conv1d``, ``nn.Conv2d``, ``nn.Conv3d``: ∇W_i = g_i · unfold(a_i)ᵀ per group, materialised per example
   (small kernels); the input padded as the module's forward pads it ('same', 'valid', any ``padding_mode``).
+* ``nn.ConvTranspose1d``, ``nn.ConvTranspose2d``, ``nn.ConvTranspose3d``: the adjoint of a convolution, so
+  ∇W_i = a_i · unfold(g_i)ᵀ per group (the output gradient unfolded by the layer's kernel, stride, padding and
+  dilation); ∇b_i = Σ g_i over every output position, those no weight reaches (output_padding) included.
 * ``nn.GroupNorm``, ``nn.InstanceNorm*d``, ``nn.BatchNorm*d`` with running statistics (eval mode): LayerNorm's
   products per channel, x̂ the module's own normalisation.
 * ``nn.MultiheadAttention`` (and so the Transformer layers): its q, k, v projections as one Linear product over the
