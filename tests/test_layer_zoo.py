@@ -81,6 +81,10 @@ class Attend(nn.Module):
             self.how == "three"
         ):  # query, key and value three tensors: three slices of the packed weight
             k, v = 2 * q, torch.tanh(q)
+        if self.how == "widths":  # a key and a value of the widths kdim, vdim: x's first features
+            k, v = torch.tanh(q[..., : self.mha.kdim]), 2 * q[..., : self.mha.vdim]
+        if self.how == "memory":  # key and value one tensor of width kdim = vdim
+            k = v = torch.tanh(q[..., : self.mha.kdim])
         call = dict(self.call)
         if call.pop("padding", False):  # a key padding mask read off the example itself
             call["key_padding_mask"] = (torch.arange(x.shape[1]) >= 3).expand(x.shape[:2])
@@ -129,6 +133,45 @@ ZOO = {
             need_weights=False,
         ),
         (4, 6),
+    ),
+    "mha-kdim-vdim": (
+        lambda: Attend(nn.MultiheadAttention(8, 2, kdim=5, vdim=3, batch_first=True), "widths"),
+        (5, 8),
+    ),
+    "mha-kdim-memory-no-bias-seq-first": (
+        lambda: Attend(nn.MultiheadAttention(6, 3, bias=False, kdim=4, vdim=4), "memory"),
+        (4, 6),
+    ),
+    "mha-kdim-padding-zero-attn": (
+        lambda: Attend(
+            nn.MultiheadAttention(6, 2, kdim=4, vdim=5, add_zero_attn=True, batch_first=True),
+            "widths",
+            padding=True,
+            need_weights=False,
+        ),
+        (5, 6),
+    ),
+    "mha-bias-kv": (
+        lambda: Attend(nn.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True)),
+        (5, 8),
+    ),
+    "mha-bias-kv-cross-mask-seq-first": (
+        lambda: Attend(
+            nn.MultiheadAttention(6, 2, add_bias_kv=True),
+            "cross",
+            attn_mask=torch.linspace(-1, 0, 8, dtype=F64).reshape(2, 4),
+        ),
+        (4, 6),
+    ),
+    "mha-bias-kv-kdim-vdim-padding-zero-attn": (
+        lambda: Attend(
+            nn.MultiheadAttention(
+                8, 4, kdim=3, vdim=5, add_bias_kv=True, add_zero_attn=True, batch_first=True
+            ),
+            "widths",
+            padding=True,
+        ),
+        (5, 8),
     ),
     "transformer-encoder-layer": (
         lambda: Layers(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)),
@@ -250,6 +293,21 @@ def test_a_conv_transpose_run_twice_on_several_images_takes_the_fast_route_and_e
     assert route == "layers" and error < 1e-12, (route, error)
 
 
+def test_an_attention_with_some_of_its_parameters_frozen_takes_the_fast_route_and_equals_the_loop():
+    """Separate q, k, v weights and bias_k, bias_v, q's weight and bias_v frozen: each part counts its own."""
+    model, x, y = case(
+        Attend(
+            nn.MultiheadAttention(8, 2, kdim=5, vdim=3, add_bias_kv=True, batch_first=True),
+            "widths",
+        ),
+        (5, 8),
+    )
+    model.layer.mha.q_proj_weight.requires_grad_(False)
+    model.layer.mha.bias_v.requires_grad_(False)
+    route, error = fast_route_error(model, x, y)
+    assert route == "layers" and error < 1e-12, (route, error)
+
+
 class Bags(nn.Module):
     """An EmbeddingBag on integer ids (n, L), a bag per row, with per-sample weights read off the ids if asked."""
 
@@ -303,12 +361,6 @@ def test_a_grouped_conv_whose_norms_overflow_in_float32_is_scaled_per_example():
 # constructor is checked to have no kind (or to be refused), so the table cannot claim a slow route for a layer that
 # became fast.
 OTHERS = {
-    "MultiheadAttention with kdim/vdim ≠ embed_dim, or add_bias_kv": (
-        lambda: nn.MultiheadAttention(4, 2, kdim=3),
-        "vmap",
-        "separate q, k, v weights of different widths, and bias_k/bias_v appended after the projection: "
-        "not yet a kind of the per-layer route",
-    ),
     "RNN, GRU, LSTM": (
         lambda: nn.LSTM(3, 4),
         "loop",

@@ -1,16 +1,21 @@
-"""``nn.MultiheadAttention`` on the per-layer route: its projections read as Linear products.
+"""``nn.MultiheadAttention`` on the per-layer route: its projections read as Linear products, its bias_k and
+bias_v as gradients into each example's own copy.
 
 torch's attention projects inside ``F.multi_head_attention_forward`` by calling the functional ``linear`` on its own
-``in_proj_weight`` (whole for self-attention, in slices for q and k/v otherwise) and on ``out_proj``'s weight, so no
-module hook sees those products. While the route's forward runs, :func:`recording` puts a ``linear`` in their place
-that records each call on a watched weight, its input rows and output (beneath vmap), and where its rows lie in the
-weight; an in-projection's output gradient is then placed in the rows of the whole (3E, E) weight
-(:func:`place`), so that Σ_t g_t a_tᵀ is the packed gradient, q's, k's and v's blocks in one product. The kind of
-the in-projection is :class:`_InProjection`; ``out_proj`` is a Linear.
+``in_proj_weight`` (whole for self-attention, in slices for q and k/v otherwise), or once on each of
+``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` where kdim or vdim differ from embed_dim, and on
+``out_proj``'s weight, so no module hook sees those products. While the route's forward runs, :func:`recording`
+puts a ``linear`` in their place that records each call on a watched weight, its input rows and output (beneath
+vmap), and where its rows lie in the weight; a packed in-projection's output gradient is then placed in the rows
+of the whole (3E, E) weight (:func:`place`), so that Σ_t g_t a_tᵀ is the packed gradient, q's, k's and v's blocks
+in one product; a separate weight's calls are a Linear product of their own. bias_k and bias_v (appended to the
+projected keys and values) are handed to the attention as one copy per example, batched at the route's vmap
+level, so the gradient into example i's copy is its own: the gradient flowing into its appended key and value
+rows. The kind of the attention's own parameters is :class:`_Attention`; ``out_proj`` is a Linear.
 
 ``scaled_dot_product_attention`` has no vmap batching rule on the CPU (torch runs it example by example), so during
 the same forward it is computed in its math form, softmax(q kᵀ · scale + mask) v (torch's documented reference),
-which vmap batches. Both replacements are the functions ``torch.nn.functional`` looks up at call time, restored when
+which vmap batches. The replacements are the functions ``torch.nn.functional`` looks up at call time, restored when
 the forward ends; they change no value but the attention's rounding.
 """
 
@@ -24,23 +29,40 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpnc.tier.layer_base import _Linear
+from dpnc.tier.layer_base import Layer, _Linear
+
+# The parts of an attention's own parameters: by its calls' tag (see ``place``), its parameters' names → the
+# part's. Packed: each call placed in 3E rows; separate weights: in_proj_bias's thirds; bias_k, bias_v: the
+# gradient into the example's copy, a Linear's bias over its calls.
+PARTS = {
+    "in": {"in_proj_weight": "weight", "in_proj_bias": "bias"},
+    "q": {"q_proj_weight": "weight", "in_proj_bias": "bias"},
+    "k": {"k_proj_weight": "weight", "in_proj_bias": "bias"},
+    "v": {"v_proj_weight": "weight", "in_proj_bias": "bias"},
+    "bias_k": {"bias_k": "bias"},
+    "bias_v": {"bias_v": "bias"},
+}
+SEPARATE = {"q_proj_weight": "q", "k_proj_weight": "k", "v_proj_weight": "v"}
+TAGS = {"in_proj_weight": "in", **SEPARATE, "bias_k": "bias_k", "bias_v": "bias_v"}
 
 
 def watched(model: nn.Module, owners) -> dict[int, tuple[nn.Module, torch.Tensor]]:
-    """The weights whose ``linear`` calls are recorded, by storage address → (the module the records belong to,
-    the whole weight): the ``in_proj_weight`` of each MultiheadAttention among ``owners`` (the route's layers) and
-    the weight of each attention's ``out_proj`` among them (the attention calls its weight, not the module)."""
+    """The weights whose calls are recorded, by storage address → (the module the records belong to, the whole
+    weight): each MultiheadAttention's own projection weights among ``owners`` (the route's layers: its packed
+    ``in_proj_weight``, or its ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight``), its bias_k and bias_v,
+    and the weight of each attention's ``out_proj`` among them (the attention calls its weight, not the
+    module)."""
     out = {}
     for attention in model.modules():
         if isinstance(attention, nn.MultiheadAttention):
-            for module, weight in (
-                (attention, attention.in_proj_weight),
-                (attention.out_proj, None),
-            ):
-                if module in owners:
-                    weight = module.weight if weight is None else weight
-                    out[_address(weight)] = (module, weight)
+            trained = owners.get(attention, ())
+            for name, tag in TAGS.items():  # a call read where its part has a trained parameter
+                weight = getattr(attention, name)
+                if weight is not None and any(n in trained for n in PARTS[tag]):
+                    out[_address(weight)] = (attention, weight)
+            if attention.out_proj in owners:
+                weight = attention.out_proj.weight
+                out[_address(weight)] = (attention.out_proj, weight)
     return out
 
 
@@ -51,9 +73,12 @@ def _address(t: torch.Tensor) -> int:
 @contextmanager
 def recording(weights: dict, record: Callable) -> Iterator[None]:
     """While open, a ``linear`` call on one of ``weights`` (see :func:`watched`) calls ``record(module, input,
-    output, rows)`` (``rows``: the (first row, rows in all) of the slice it used, None for the whole weight), and
-    scaled dot-product attention is computed in its math form."""
+    output, rows)`` (``rows``: the (first row, rows in all) of the packed weight's slice it used, "q", "k" or "v"
+    for a separate projection's weight, None for any other whole weight); an attention's bias_k and bias_v are
+    handed to it as one copy per example, recorded as ``record(module, copies, copies, "bias_k")``; and scaled
+    dot-product attention is computed in its math form."""
     linear, attention = F.linear, F.scaled_dot_product_attention
+    forward = F.multi_head_attention_forward
 
     def recorded_linear(input, weight, bias=None):
         output = linear(input, weight, bias)
@@ -61,7 +86,9 @@ def recording(weights: dict, record: Callable) -> Iterator[None]:
         if entry is not None:
             module, whole = entry
             rows = None
-            if (
+            if isinstance(module, nn.MultiheadAttention) and not module._qkv_same_embed_dim:
+                rows = next(t for n, t in SEPARATE.items() if getattr(module, n) is whole)
+            elif (
                 weight.shape != whole.shape
             ):  # a slice of the packed weight: q's, k/v's, or one of the three
                 first = (weight.data_ptr() - whole.data_ptr()) // (
@@ -71,17 +98,58 @@ def recording(weights: dict, record: Callable) -> Iterator[None]:
             record(module, input, output, rows)
         return output
 
+    def recorded_forward(*args, **kwargs):
+        args, query = list(args), args[0] if args else kwargs.get("query")
+        for i, name in ((7, "bias_k"), (8, "bias_v")):  # their places in torch's signature
+            value = args[i] if len(args) > i else kwargs.get(name)
+            entry = None if value is None else weights.get(_address(value))
+            if entry is not None:
+                value = _per_example(value, query)
+                record(entry[0], value, value, name)
+                if len(args) > i:
+                    args[i] = value
+                else:
+                    kwargs[name] = value
+        return forward(*args, **kwargs)
+
     F.linear, F.scaled_dot_product_attention = recorded_linear, math_attention
+    F.multi_head_attention_forward = recorded_forward
     try:
         yield
     finally:
         F.linear, F.scaled_dot_product_attention = linear, attention
+        F.multi_head_attention_forward = forward
 
 
-def place(g: torch.Tensor, rows: tuple[int, int] | None) -> torch.Tensor:
-    """An output gradient of a slice's product placed at its rows of the whole weight's outputs (zeros elsewhere)."""
+def _per_example(param: torch.Tensor, like) -> torch.Tensor:
+    """``param`` as one copy per example, batched at the vmap level of ``like`` (the attention's query), so that
+    the gradient into each copy is its example's; ``param`` itself where ``like`` is not batched by exactly one
+    vmap (the route then finds no rows of its own and falls back)."""
+    from torch._C._functorch import (
+        _add_batch_dim,
+        get_unwrapped,
+        is_batchedtensor,
+        maybe_current_level,
+        maybe_get_bdim,
+    )
+
+    level = maybe_current_level()
+    if not isinstance(like, torch.Tensor) or level is None or not is_batchedtensor(like):
+        return param
+    inner = get_unwrapped(like)
+    if is_batchedtensor(inner):
+        return param
+    b = inner.shape[maybe_get_bdim(like)]
+    return _add_batch_dim(param.unsqueeze(0).expand(b, *param.shape), 0, level)
+
+
+def place(g: torch.Tensor, rows) -> torch.Tensor | tuple[str, torch.Tensor]:
+    """An output gradient where its kind reads it: a packed slice's at its rows of the whole weight's outputs
+    (zeros elsewhere), a separate projection's or a bias copy's with its tag, (tag, g), any other as it is."""
     if rows is None:
         return g
+    if isinstance(rows, str):
+        return rows, g
     first, total = rows
     return F.pad(g, (first, total - first - g.shape[-1]))
 
@@ -110,24 +178,41 @@ def math_attention(
     return weights @ value
 
 
-class _InProjection(_Linear):
-    """MultiheadAttention's packed q, k, v projection (``in_proj_weight`` (3E, E), ``in_proj_bias``): a Linear
-    whose calls :mod:`dpnc.tier.attention` records, each call's output gradient placed at the rows of the weight it
-    used, so Σ_t g_t a_tᵀ is the whole packed gradient. Separate q/k/v weights (kdim or vdim ≠ E) and bias_k/bias_v
-    are not taken (the vmap route runs them)."""
+class _Attention(Layer):
+    """MultiheadAttention's own parameters, from the calls :func:`recording` records, as Linear products: the
+    packed q, k, v projection (``in_proj_weight`` (3E, E), each call's output gradient placed at the rows of the
+    weight it used, so Σ_t g_t a_tᵀ is the whole packed gradient); or, where kdim or vdim ≠ E, each of
+    ``q_proj_weight`` (E, E), ``k_proj_weight`` (E, kdim), ``v_proj_weight`` (E, vdim) a Linear over its own
+    calls, ``in_proj_bias`` their three biases; and bias_k, bias_v (1, 1, E) the bias of a Linear whose rows
+    are the gradients into the example's copies, one per call. The squared norm is the parts' sum."""
 
     product = (
-        "the q, k, v projections as one Linear product over the packed weight"  # the docs' table
+        "q, k, v projections as Linear products, packed or not; bias_k, bias_v: Σ g of their rows"
     )
-    names = {"in_proj_weight": "weight", "in_proj_bias": "bias"}
 
-    def __init__(self, module, a, g, trained, scaled) -> None:
-        super().__init__(module, a, g, {self.names[n] for n in trained}, scaled)
+    @classmethod
+    def of(cls, module, calls, trained, scaled, shared):
+        tagged: dict[str, list] = {}
+        for a, g in calls:
+            tag, g = g if isinstance(g, tuple) else ("in", g)
+            tagged.setdefault(tag, []).append((a, g))
+        layer = cls.__new__(cls)
+        layer.module, layer.parts = module, []
+        for tag, names in PARTS.items():  # q, k, v in the order of in_proj_bias's thirds
+            own = {names[n] for n in trained if n in names}
+            if tag in tagged and own:
+                layer.parts.append((names, _Linear.of(module, tagged[tag], own, scaled, shared)))
+        return layer
 
-    @staticmethod
-    def handles(module):
-        return module._qkv_same_embed_dim and module.bias_k is None and module.bias_v is None
+    def norms2(self):
+        return sum(part.norms2() for _, part in self.parts)
 
     def weighted_sums(self, w, finite):
-        local = {v: k for k, v in self.names.items()}
-        return {local[k]: s for k, s in super().weighted_sums(w, finite).items()}
+        pieces: dict[str, list] = {}
+        for names, part in self.parts:
+            sums = part.weighted_sums(w, finite)
+            for name, local in names.items():
+                if local in sums:
+                    pieces.setdefault(name, []).append(sums[local])
+        shape = {name: getattr(self.module, name).shape for name in pieces}
+        return {name: torch.cat(p).reshape(shape[name]) for name, p in pieces.items()}

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpnc.tier.attention import _InProjection
+from dpnc.tier.attention import _Attention
 from dpnc.tier.conv_kinds import _Conv, _ConvTranspose
 from dpnc.tier.layer_base import Layer, _Linear, _product, _times
 
@@ -199,7 +199,7 @@ KINDS: dict[type, type[Layer]] = {
     nn.ConvTranspose2d: _ConvTranspose,
     nn.ConvTranspose3d: _ConvTranspose,
     nn.RMSNorm: _RMSNorm,
-    nn.MultiheadAttention: _InProjection,
+    nn.MultiheadAttention: _Attention,
     nn.GroupNorm: _ChannelNorm,
     nn.modules.instancenorm._InstanceNorm: _ChannelNorm,
     nn.modules.batchnorm._BatchNorm: _ChannelNorm,

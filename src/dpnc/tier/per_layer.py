@@ -21,7 +21,8 @@ batch give every example's gradient norm and, once the clip factors are known, t
 * ``nn.GroupNorm``, ``nn.InstanceNorm*d``, ``nn.BatchNorm*d`` with running statistics (eval mode): LayerNorm's
   products per channel, x̂ the module's own normalisation.
 * ``nn.MultiheadAttention`` (and so the Transformer layers): its q, k, v projections as one Linear product over the
-  packed ``in_proj_weight``, its ``out_proj`` a Linear, both read from the functional calls torch makes
+  packed ``in_proj_weight``, or one each where kdim or vdim ≠ embed_dim, its ``out_proj`` a Linear, all read from
+  the functional calls torch makes; ``add_bias_kv``'s bias_k, bias_v the gradient into each example's own copy
   (:mod:`dpnc.tier.attention`).
 
 The kinds and their products are in :mod:`dpnc.tier.layer_kinds` (:data:`KINDS`: layer type → kind).
