@@ -357,6 +357,49 @@ def test_a_grouped_conv_whose_norms_overflow_in_float32_is_scaled_per_example():
     assert float((summed.total.double() - want).norm() / want.norm()) < 1e-5
 
 
+def test_a_conv_transpose_whose_norms_overflow_in_float32_is_scaled_per_example():
+    """The overflow test above for ConvTranspose2d, whose scaled rows are the input and the per-example gradients,
+    its bias's sums scaled on their own."""
+    torch.manual_seed(3)
+    up = nn.ConvTranspose2d(4, 4, 3, stride=2, output_padding=1, groups=2)
+    model = nn.Sequential(up, nn.Flatten(), nn.Linear(4 * 12 * 12, 2))
+    x, y = torch.randn(6, 4, 5, 5), torch.randint(0, 2, (6,))
+    x[2] *= 1e20
+
+    def loss_fn(xb, yb):
+        return nn.functional.cross_entropy(model(xb), yb, reduction="none")
+
+    summed, route = route_clipped_sum(model, loss_fn, (x, y), dict(model.named_parameters()), 0.5)
+    assert route == "layers" and torch.isfinite(summed.total).all()
+    want = loop_reference(model.double(), x.double(), y, 0.5)
+    assert float((summed.total.double() - want).norm() / want.norm()) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: nn.Conv2d(4, 4, 3, groups=2), lambda: nn.ConvTranspose2d(4, 4, 3)]
+)
+def test_a_conv_whose_bias_alone_is_trained_leaves_a_non_finite_example_out(make):
+    """Weight frozen, bias trained, one example non-finite: it gets weight 0 and the others' clipped sum is the
+    loop's over them (its bias sums were once multiplied by that 0, giving nan)."""
+    torch.manual_seed(3)
+    conv = make()
+    model = nn.Sequential(conv, nn.Flatten(), nn.LazyLinear(2))
+    model(torch.randn(1, 4, 5, 5))
+    conv.weight.requires_grad_(False)
+    x, y = torch.randn(6, 4, 5, 5), torch.randint(0, 2, (6,))
+    x[1, 0, 0, 0] = float("nan")
+
+    def loss_fn(xb, yb):
+        return nn.functional.cross_entropy(model(xb), yb, reduction="none")
+
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    summed, route = route_clipped_sum(model, loss_fn, (x, y), params, 0.5)
+    assert route == "layers" and summed.nonfinite == 1
+    keep = torch.tensor([0, 2, 3, 4, 5])
+    want = loop_reference(model.double(), x[keep].double(), y[keep], 0.5)
+    assert float((summed.total.double() - want).norm() / want.norm()) < 1e-5
+
+
 # The layers the per-layer route does not take, with the route each takes and why: rows of the docs' table. Each
 # constructor is checked to have no kind (or to be refused), so the table cannot claim a slow route for a layer that
 # became fast.
