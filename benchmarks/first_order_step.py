@@ -14,8 +14,10 @@ Opacus's two modes on that model ("Opacus best").
 Models: a 64-64-10 MLP on 64 features (B = 64), a small CNN (two 3×3 convolutions with 8 and 16 channels, max
 pooling, a 10-way linear layer; 1×28×28 inputs; B = 64), the same CNN with a GroupNorm after each convolution, and on
 (16, 32) sequences (B = 64), mean-pooled under a 10-way linear layer: a self-attention block (nn.MultiheadAttention,
-4 heads) and a TransformerEncoderLayer (4 heads, feed-forward 64). Opacus runs the model its ``ModuleValidator.fix``
-makes (its DPMultiheadAttention for nn.MultiheadAttention; the others unchanged).
+4 heads) and a TransformerEncoderLayer (4 heads, feed-forward 64); a decoder (two ConvTranspose2d upsampling a
+16×7×7 code to 4×28×28, a 10-way linear layer; B = 64). Opacus runs the model its ``ModuleValidator.fix``
+makes (its DPMultiheadAttention for nn.MultiheadAttention; the others unchanged); it has no per-sample-gradient
+rule of its own for ConvTranspose and computes that layer's by functorch (vmap) in both modes.
 
 MiniLM row (``--no-lm`` skips it): DP-AdamW on the real all-MiniLM-L6-v2 with a linear head, every parameter
 trained, on one fixed SST-2 batch of B = 64 sentences padded to the batch's longest (benchmarks/lm_step.py's model,
@@ -100,10 +102,19 @@ def encoder_layer() -> nn.Module:
     return Pooled(nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True))
 
 
+def decoder() -> nn.Module:
+    """A transposed-convolution decoder: a (16, 7, 7) code upsampled twice (ConvTranspose2d 16 -> 8 -> 4, kernel
+    4, stride 2, padding 1) to 4×28×28, under a 10-way linear layer."""
+    return nn.Sequential(nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1), nn.ReLU(),
+                         nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * 28 * 28, 10))
+
+
 MODELS = {"mlp 64-64-10": (mlp, (64,)), "cnn 2 conv + linear": (cnn, (1, 28, 28)),
           "cnn + groupnorm": (cnn_groupnorm, (1, 28, 28)),
           "attention block (MHA 32, 4 heads)": (attention_block, (16, 32)),
-          "TransformerEncoderLayer 32": (encoder_layer, (16, 32))}
+          "TransformerEncoderLayer 32": (encoder_layer, (16, 32)),
+          "decoder 2 ConvTranspose2d + linear": (decoder, (16, 7, 7))}
 OPACUS_MODES = ("opacus", "opacus ghost")   # hooks (per-sample gradients) and ghost clipping: dpnc against the faster
 
 
@@ -264,6 +275,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="JSON output, the markdown beside it (default: "
                         "benchmarks/results/first_order_step.json; --quick writes only where --out says)")
     parser.add_argument("--no-lm", action="store_true", help="skip the MiniLM row")
+    parser.add_argument("--models", help="only the rows whose names contain this text (e.g. decoder)")
     parser.add_argument("--lm-only", action="store_true", help="the MiniLM row alone (repeated runs for verdict.py)")
     parser.add_argument("--lm-steps", type=int, default=5, help="timed MiniLM rounds after one warm-up round")
     parser.add_argument("--lm-threads", type=int, default=2)
@@ -273,7 +285,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     steps = 5 if args.quick else args.steps
     load = os.getloadavg()
-    rows = [] if args.lm_only else [measure(name, steps, 64, 64 * (steps + 8)) for name in MODELS]
+    names = [name for name in MODELS if args.models is None or args.models in name]
+    rows = [] if args.lm_only else [measure(name, steps, 64, 64 * (steps + 8)) for name in names]
     if not args.no_lm:
         rows.append(measure_lm(2 if args.quick else args.lm_steps, args.quick, args.lm_threads, args.lm_data))
     command = " ".join(["python benchmarks/first_order_step.py", *sys.argv[1:]])
