@@ -84,8 +84,8 @@ NEIGHBOURS = {  # name: (the training rows, the rows the trainer keeps after the
 
 
 def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tuple[Trainer, Path]:
-    """One private run (dpzero, head unless told) on ``rows``, written to the same path each time (the path is a public input,
-    as the test file is), with its outputs in ``folder/name``."""
+    """One private run (dpzero, head unless told) on ``rows``, written to the same path each time
+    (the path is a public input, as the test file is), with its outputs in ``folder/name``."""
     data = folder / "data"
     data.mkdir(exist_ok=True)
     write_csv(data / "train.csv", rows)
