@@ -310,10 +310,18 @@ def test_bad_first_order_arguments_are_refused_by_name():
     assert acct.releases == 1
 
 
+class _OwnGRU(nn.GRU):
+    """A GRU with a forward of its own, which the per-layer route does not unroll: its fused kernel runs, which
+    vmap cannot batch."""
+
+    def forward(self, x, hx=None):
+        return super().forward(x, hx)
+
+
 class _GRUNet(nn.Module):
     def __init__(self):
         super().__init__()
-        self.gru, self.out = nn.GRU(2, 4, batch_first=True), nn.Linear(4, 1)
+        self.gru, self.out = _OwnGRU(2, 4, batch_first=True), nn.Linear(4, 1)
 
     def forward(self, x):
         return self.out(self.gru(x)[0][:, -1]).squeeze(-1)
@@ -367,9 +375,9 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_layer():
 
 
 def test_auto_takes_the_loop_where_vmap_cannot_batch_a_frozen_layer():
-    # A frozen nn.GRU encoder under trained Linear layers: the per-layer route maps the loss over the examples with
-    # vmap, which cannot batch the GRU, so "auto" takes the loop (one example at a time) instead of raising torch's
-    # RuntimeError (a review's repro).
+    # A frozen GRU encoder (one the route does not unroll) under trained Linear layers: the per-layer route maps
+    # the loss over the examples with vmap, which cannot batch the GRU, so "auto" takes the loop (one example at a
+    # time) instead of raising torch's RuntimeError (a review's repro).
     torch.manual_seed(0)
     X, y = torch.randn(40, 5, 2), torch.randn(40)
     model = _GRUNet()

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from dpnc.tier.base import validate_model
 from dpnc.tier.first_order import refuse_no_route, route_clipped_sum
 from dpnc.tier.layer_kinds import kind
-from dpnc.tier.per_layer import supported
+from dpnc.tier.per_layer import layer_clipped_sum, supported
 
 F64 = torch.float64
 
@@ -40,11 +41,12 @@ def case(layer, shape, n=7, seed=0):
 
 
 def loop_reference(model, x, y, C):
-    """Σ_i clip_C(∇ℓ_i), ℓ_i by autograd on example i alone, float64."""
+    """Σ_i clip_C(∇ℓ_i), ℓ_i by autograd on example i alone, float64; ``x`` one input or a tuple of them."""
     params = [p for p in model.parameters() if p.requires_grad]
     total = torch.zeros(sum(p.numel() for p in params), dtype=F64)
-    for i in range(len(x)):
-        loss = nn.functional.cross_entropy(model(x[i : i + 1]), y[i : i + 1])
+    xs = _inputs(x)
+    for i in range(len(y)):
+        loss = nn.functional.cross_entropy(model(*(t[i : i + 1] for t in xs)), y[i : i + 1])
         g = torch.cat([t.reshape(-1) for t in torch.autograd.grad(loss, params)])
         norm = float(g.norm())
         total += g.detach() * (min(1.0, C / norm) if norm > 0 else 0.0)
@@ -56,12 +58,16 @@ def fast_route_error(model, x, y, C=0.5):
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     assert supported(model, params) is not None
 
-    def loss_fn(xb, yb):
-        return nn.functional.cross_entropy(model(xb), yb, reduction="none")
+    def loss_fn(*batch):
+        return nn.functional.cross_entropy(model(*batch[:-1]), batch[-1], reduction="none")
 
-    summed, route = route_clipped_sum(model, loss_fn, (x, y), params, C)
+    summed, route = route_clipped_sum(model, loss_fn, (*_inputs(x), y), params, C)
     want = loop_reference(model, x, y, C)
     return route, float((summed.total - want).norm() / want.norm())
+
+
+def _inputs(x) -> tuple:
+    return x if isinstance(x, tuple) else (x,)
 
 
 class Attend(nn.Module):
@@ -404,10 +410,10 @@ def test_a_conv_whose_bias_alone_is_trained_leaves_a_non_finite_example_out(make
 # constructor is checked to have no kind (or to be refused), so the table cannot claim a slow route for a layer that
 # became fast.
 OTHERS = {
-    "RNN, GRU, LSTM": (
-        lambda: nn.LSTM(3, 4),
+    "RNN, GRU, LSTM with dropout between layers in train mode, or a subclass's own forward": (
+        lambda: nn.LSTM(3, 4, num_layers=2, dropout=0.5),
         "loop",
-        "their fused kernels have no vmap batching rule; packed sequences run by the loop's plain autograd",
+        "the unrolled forward draws no dropout; the fused kernel has no vmap batching rule",
     ),
     "EmbeddingBag mode='max', or 1-D input with offsets": (
         lambda: nn.EmbeddingBag(10, 4, mode="max"),
@@ -481,3 +487,214 @@ def test_an_embedding_bag_called_with_offsets_is_left_to_vmap_and_exact():
     summed, route = route_clipped_sum(model, loss_fn, (ids, y), params, 0.5)
     want = loop_reference(model, ids, y, 0.5)
     assert route != "layers" and float((summed.total - want).norm() / want.norm()) < 1e-12
+
+
+class Recurrent(nn.Module):
+    """A recurrent layer on x (n, T, in), transposed for a layer that is not batch-first, under a linear head.
+    Unpacked, the head reads the last step's output (``read="out"``) or the last layer's h_n (``"h"``). Given
+    lengths, x is packed (``sort``: enforce_sorted) and the head reads h_n, or (``"pad"``) the mean of the
+    output over each sequence's own steps from ``pad_packed_sequence(total_length=T)``. ``state``: an initial
+    state of the example's own (tanh of its first step's features)."""
+
+    def __init__(self, rnn: nn.Module, read: str = "h", sort: bool = True, state: bool = False):
+        super().__init__()
+        width = (getattr(rnn, "proj_size", 0) or rnn.hidden_size) * (1 + rnn.bidirectional)
+        self.rnn, self.read, self.sort, self.state = rnn, read, sort, state
+        self.out = nn.Linear(width if read != "h" else width // (1 + rnn.bidirectional), 2)
+
+    def forward(self, x, lengths=None):
+        rnn, first = self.rnn, self.rnn.batch_first
+        seq = x if first else x.transpose(0, 1)
+        if lengths is not None:
+            seq = pack_padded_sequence(seq, lengths, batch_first=first, enforce_sorted=self.sort)
+        hx = None
+        if self.state:
+            layers = rnn.num_layers * (1 + rnn.bidirectional)
+            h0 = torch.tanh(x[:, 0, : rnn.hidden_size]).expand(layers, -1, -1)
+            hx = (h0, 2 * h0) if isinstance(rnn, nn.LSTM) else h0
+        out, h = rnn(seq, hx)
+        h = h[0] if isinstance(h, tuple) else h
+        if self.read == "h":
+            return self.out(torch.tanh(h[-1]))
+        if self.read == "pad":
+            padded, own = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+            return self.out(padded.sum(1) / own.unsqueeze(1).to(padded.dtype))
+        return self.out(torch.tanh(out[:, -1] if first else out[-1]))
+
+
+class Classifier(nn.Module):
+    """Embedding, an LSTM on the packed ids (unsorted lengths), a linear head on the last hidden state."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(20, 6, padding_idx=0)
+        self.lstm, self.head = nn.LSTM(6, 5, batch_first=True), nn.Linear(5, 2)
+
+    def forward(self, ids, lengths):
+        packed = pack_padded_sequence(
+            self.embed(ids), lengths, batch_first=True, enforce_sorted=False
+        )
+        return self.head(self.lstm(packed)[1][0][-1])
+
+
+LENGTHS = torch.tensor([5, 2, 4, 1, 5, 3, 4])  # unequal, unsorted; sorted for enforce_sorted
+RECURRENT = {
+    "rnn-tanh": (lambda: Recurrent(nn.RNN(3, 4, batch_first=True), "out"), None),
+    "rnn-relu-seq-first-no-bias": (
+        lambda: Recurrent(nn.RNN(3, 4, nonlinearity="relu", bias=False), "out"),
+        None,
+    ),
+    "gru": (lambda: Recurrent(nn.GRU(3, 4, batch_first=True), "out"), None),
+    "gru-2-layers-bidirectional-seq-first": (
+        lambda: Recurrent(nn.GRU(3, 4, num_layers=2, bidirectional=True)),
+        None,
+    ),
+    # hidden 8: W_hh's norm by the ghost norm (5 steps · (8 + 32) < 8 · 32)
+    "lstm-seq-first-ghost-norm": (lambda: Recurrent(nn.LSTM(3, 8), "out"), None),
+    "lstm-2-layers-bidirectional-state": (
+        lambda: Recurrent(
+            nn.LSTM(3, 3, num_layers=2, bidirectional=True, batch_first=True), "out", state=True
+        ),
+        None,
+    ),
+    "lstm-proj-bidirectional": (
+        lambda: Recurrent(nn.LSTM(3, 5, proj_size=2, bidirectional=True, batch_first=True), "out"),
+        None,
+    ),
+    "lstm-packed-sorted": (lambda: Recurrent(nn.LSTM(3, 4, batch_first=True)), "sorted"),
+    "lstm-packed-unsorted-2-layers-bidirectional-seq-first": (
+        lambda: Recurrent(nn.LSTM(3, 4, num_layers=2, bidirectional=True), sort=False),
+        "unsorted",
+    ),
+    "gru-packed-unsorted-bidirectional-pad": (
+        lambda: Recurrent(nn.GRU(3, 4, bidirectional=True, batch_first=True), "pad", sort=False),
+        "unsorted",
+    ),
+    "rnn-relu-packed-sorted-2-layers-state-pad": (
+        lambda: Recurrent(
+            nn.RNN(3, 3, num_layers=2, nonlinearity="relu"), "pad", sort=True, state=True
+        ),
+        "sorted",
+    ),
+    "lstm-packed-unsorted-bidirectional-state-no-bias": (
+        lambda: Recurrent(
+            nn.LSTM(3, 3, bidirectional=True, bias=False, batch_first=True), sort=False, state=True
+        ),
+        "unsorted",
+    ),
+    "lstm-proj-packed-unsorted-pad": (
+        lambda: Recurrent(nn.LSTM(3, 5, proj_size=3, batch_first=True), "pad", sort=False),
+        "unsorted",
+    ),
+}
+
+
+def _recurrent_case(make, lengths, seed=0):
+    torch.manual_seed(seed)
+    model = make().to(F64)
+    for p in model.parameters():  # non-trivial biases
+        p.data.add_(0.1 * torch.randn_like(p))
+    x, y = torch.randn(len(LENGTHS), 5, 3, dtype=F64), torch.randint(0, 2, (len(LENGTHS),))
+    if lengths is None:
+        return model, x, y
+    if lengths == "sorted":  # enforce_sorted: the batch longest first
+        order = LENGTHS.argsort(descending=True, stable=True)
+        return model, (x, LENGTHS[order]), y
+    return model, (x, LENGTHS), y
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_a_recurrent_layer_takes_the_fast_route_and_equals_the_loop(name):
+    """RNN (tanh, relu), GRU and LSTM, batch-first or not, 1 or 2 layers, one or two directions, with or without
+    bias, proj_size, an initial state, packed with unequal lengths (sorted or not) and read by h_n or by
+    pad_packed_sequence: each weight's calls over the time steps summed before the norm."""
+    model, x, y = _recurrent_case(*RECURRENT[name])
+    route, error = fast_route_error(model, x, y)
+    assert route == "layers" and error < 1e-12, (route, error)
+
+
+@pytest.mark.parametrize("rnn", ["DPRNN", "DPGRU", "DPLSTM"])
+def test_an_opacus_recurrent_layer_in_a_model_takes_the_fast_route_and_equals_the_loop(rnn):
+    """Opacus's DPRNN, DPGRU, DPLSTM: their cells' Linear layers are called once per step (several calls of one
+    Linear, summed), their parameters listed again under nn.LSTM's names (an alias, not a tied weight)."""
+    layers = pytest.importorskip("opacus.layers")
+    cls = getattr(layers, rnn)
+    model, x, y = _recurrent_case(
+        lambda: Recurrent(cls(3, 4, num_layers=2, bidirectional=True, batch_first=True), "out"),
+        None,
+    )
+    route, error = fast_route_error(model, x, y)
+    assert route == "layers" and error < 1e-12, (route, error)
+
+
+def test_an_embedding_lstm_classifier_on_packed_ids_takes_the_fast_route_and_equals_the_loop():
+    torch.manual_seed(0)
+    model = Classifier().to(F64)
+    ids = torch.randint(1, 20, (len(LENGTHS), 5))
+    ids[torch.arange(5) >= LENGTHS.unsqueeze(1)] = 0  # padding past each length
+    route, error = fast_route_error(model, (ids, LENGTHS), torch.randint(0, 2, (len(LENGTHS),)))
+    assert route == "layers" and error < 1e-12, (route, error)
+
+
+class Unpadded(Recurrent):
+    """Reads the packed output where the route cannot follow: ``pad_packed_sequence`` without total_length (torch
+    cuts each example to its own length) or with one shorter than the padded input, or the packed ``data``."""
+
+    def __init__(self, how: str):
+        super().__init__(nn.LSTM(3, 4, batch_first=True), sort=False)
+        self.how = how
+
+    def forward(self, x, lengths):
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out = self.rnn(packed)[0]
+        if self.how == "data":
+            return self.out(out.data.sum(0, keepdim=True))
+        total = (
+            4 if self.how == "short-total-length" else None
+        )  # shorter than x, not than a sequence
+        return self.out(pad_packed_sequence(out, batch_first=True, total_length=total)[0].amax(1))
+
+
+@pytest.mark.parametrize("how", ["no-total-length", "short-total-length", "data"])
+def test_a_packed_output_read_where_the_route_cannot_follow_takes_the_loop_and_inference_is_unchanged(
+    how,
+):
+    """The route gives way (nothing recorded, everything put back), DPOptimizer's "auto" then takes the loop,
+    exact; the layer's own fused forward runs outside the route, as before."""
+    torch.manual_seed(0)
+    model, lengths = Unpadded(how).to(F64), LENGTHS.clamp(max=4)
+    x, y = torch.randn(len(LENGTHS), 5, 3, dtype=F64), torch.randint(0, 2, (len(LENGTHS),))
+    before = model(x, lengths)
+    params = dict(model.named_parameters())
+
+    def loss_fn(xb, lb, yb):
+        return nn.functional.cross_entropy(model(xb, lb), yb, reduction="none")
+
+    assert layer_clipped_sum(model, loss_fn, (x, lengths, y), params, 0.5) is None
+    assert "forward" not in vars(model.rnn) and "_pack_padded_sequence" not in vars(torch._VF)
+    assert torch.equal(model(x, lengths), before)
+    summed, route = route_clipped_sum(
+        model, loss_fn, (x, lengths, y), params, 0.5, per_example="loop"
+    )
+    want = loop_reference(model, (x, lengths), y, 0.5)
+    assert route == "loop" and float((summed.total - want).norm() / want.norm()) < 1e-12
+
+
+def test_a_recurrent_layer_with_dropout_between_layers_in_train_mode_is_not_on_the_route():
+    lstm = nn.LSTM(3, 4, num_layers=2, dropout=0.5)
+    assert kind(lstm) is None and supported(lstm, dict(lstm.named_parameters())) is None
+    assert kind(lstm.eval()) is not None
+
+
+@pytest.mark.parametrize("trained", ["head only", "biases"])
+def test_a_frozen_or_bias_only_recurrent_layer_keeps_the_fast_route(trained):
+    """A frozen LSTM under a trained head still runs unrolled (its fused kernel has no vmap rule); with its
+    biases alone trained (BitFit), each Linear view's bias is its products' Σ_t g_t."""
+    model, x, y = _recurrent_case(
+        lambda: Recurrent(nn.LSTM(3, 4, bidirectional=True, batch_first=True), sort=False),
+        "unsorted",
+    )
+    for name, p in model.rnn.named_parameters():
+        p.requires_grad_(trained == "biases" and name.startswith("bias"))
+    route, error = fast_route_error(model, x, y)
+    assert route == "layers" and error < 1e-12, (route, error)

@@ -16,6 +16,7 @@ from torch import nn
 from dpnc.tier.attention import _Attention
 from dpnc.tier.conv_kinds import _Conv, _ConvTranspose
 from dpnc.tier.layer_base import Layer, _Linear, _product, _times
+from dpnc.tier.recurrent import takes
 
 
 class _Embedding(Layer):
@@ -187,6 +188,17 @@ class _ChannelNorm(_LayerNorm):
         return rows(normed), rows(g)
 
 
+class _Recurrent(_Linear):
+    """nn.RNN, nn.GRU, nn.LSTM, never formed as one layer: on the route each weight matrix with its bias is a
+    Linear of its own (:class:`dpnc.tier.recurrent.Part`) over the calls of the layer's unrolled forward."""
+
+    product = (  # the docs' layer table
+        "each weight matrix a Linear over the unrolled steps, Σ_t g_t a_tᵀ, bias Σ_t g_t; packed: masked "
+        "past each length"
+    )
+    handles = staticmethod(takes)
+
+
 KINDS: dict[type, type[Layer]] = {
     nn.Linear: _Linear,
     nn.Embedding: _Embedding,
@@ -203,6 +215,9 @@ KINDS: dict[type, type[Layer]] = {
     nn.GroupNorm: _ChannelNorm,
     nn.modules.instancenorm._InstanceNorm: _ChannelNorm,
     nn.modules.batchnorm._BatchNorm: _ChannelNorm,
+    nn.RNN: _Recurrent,
+    nn.GRU: _Recurrent,
+    nn.LSTM: _Recurrent,
 }
 SUPPORTED = tuple(KINDS)
 
@@ -214,7 +229,11 @@ def kind(module: nn.Module) -> type[Layer] | None:
 
 
 # What a user must know beyond the type: the configurations a kind takes only in part
-_CONDITIONS = {nn.modules.batchnorm._BatchNorm: "(eval mode, running statistics)"}
+_RECURRENT = "(no dropout between layers in train mode)"
+_CONDITIONS = {
+    nn.modules.batchnorm._BatchNorm: "(eval mode, running statistics)",
+    **{layer: _RECURRENT for layer in (nn.RNN, nn.GRU, nn.LSTM)},
+}
 
 
 def layer_rows() -> list[tuple[str, str]]:

@@ -24,6 +24,9 @@ batch give every example's gradient norm and, once the clip factors are known, t
   packed ``in_proj_weight``, or one each where kdim or vdim ≠ embed_dim, its ``out_proj`` a Linear, all read from
   the functional calls torch makes; ``add_bias_kv``'s bias_k, bias_v the gradient into each example's own copy
   (:mod:`dpnc.tier.attention`).
+* ``nn.RNN``, ``nn.GRU``, ``nn.LSTM``: each weight matrix with its bias a Linear over the calls of the layer's
+  forward unrolled over the time steps (W_ih once over all steps, W_hh once per step), packed sequences masked
+  past each length (:mod:`dpnc.tier.recurrent`); Opacus's DPRNN, DPGRU, DPLSTM are Linear layers called per step.
 
 The kinds and their products are in :mod:`dpnc.tier.layer_kinds` (:data:`KINDS`: layer type → kind).
 
@@ -54,6 +57,7 @@ from dpnc.batches import batch_rows, one_example
 from dpnc.privacy.clipping import clip_weights
 from dpnc.tier.attention import place, recording, watched
 from dpnc.tier.layer_kinds import KINDS, SUPPORTED, kind
+from dpnc.tier.recurrent import held, unrolled
 
 __all__ = ["KINDS", "SUPPORTED", "layer_clipped_sum", "supported"]
 
@@ -68,7 +72,7 @@ def supported(
     trained = set(wanted)
     seen: set[int] = set()
     for module in model.modules():
-        for local, p in module.named_parameters(recurse=False):
+        for holder, local, p in held(module):  # a recurrent layer's weights: its Linear parts
             if id(p) in seen:
                 if id(p) in trained:
                     return None  # tied weights: one parameter in two layers, its gradient is not one product
@@ -76,9 +80,9 @@ def supported(
             seen.add(id(p))
             if id(p) not in wanted:
                 continue
-            if kind(module) is None:
+            if kind(holder) is None:
                 return None
-            owners.setdefault(module, {})[local] = wanted.pop(id(p))
+            owners.setdefault(holder, {})[local] = wanted.pop(id(p))
     return owners if not wanted else None  # a parameter outside the model: unsupported
 
 
@@ -130,7 +134,7 @@ def layer_clipped_sum(
         records[module].append((a, out, None))
         return None
 
-    def linear_call(module, a, out, rows):  # an attention's projection (dpnc.tier.attention)
+    def linear_call(module, a, out, rows):  # an attention's projection, a recurrent layer's weight
         records[module].append((_beneath_vmap(a), _beneath_vmap(out), rows))
 
     weights = watched(model, owners)
@@ -139,7 +143,7 @@ def layer_clipped_sum(
         m.register_forward_hook(keep, with_kwargs=True) for m in owners if m not in by_linear
     ]
     try:
-        with recording(weights, linear_call):
+        with recording(weights, linear_call), unrolled(model, owners, linear_call):
             losses = vmap(one_example(loss_fn), randomness="different")(*inputs)
     except (
         RuntimeError
