@@ -110,11 +110,37 @@ def decoder() -> nn.Module:
                          nn.Linear(4 * 28 * 28, 10))
 
 
+class PackedClassifier(nn.Module):
+    """Token ids (B, 20) padded past their lengths: an Embedding 1000 x 32, an LSTM 32 -> 32 on the packed
+    sequence (unsorted lengths), a 10-way linear layer on the last hidden state."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed, self.lstm = nn.Embedding(1000, 32), nn.LSTM(32, 32, batch_first=True)
+        self.out = nn.Linear(32, 10)
+
+    def forward(self, ids, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(
+            self.embed(ids), lengths, batch_first=True, enforce_sorted=False
+        )
+        return self.out(self.lstm(packed)[1][0][-1])
+
+
+def sequences(n: int, g: torch.Generator) -> TensorDataset:
+    """n token sequences of lengths 5..20 padded to 20 (id 0 past the length), lengths, 10-way labels."""
+    lengths = torch.randint(5, 21, (n,), generator=g)
+    ids = torch.randint(1, 1000, (n, 20), generator=g) * (torch.arange(20) < lengths[:, None])
+    return TensorDataset(ids, lengths, torch.randint(0, 10, (n,), generator=g))
+
+
 MODELS = {"mlp 64-64-10": (mlp, (64,)), "cnn 2 conv + linear": (cnn, (1, 28, 28)),
           "cnn + groupnorm": (cnn_groupnorm, (1, 28, 28)),
           "attention block (MHA 32, 4 heads)": (attention_block, (16, 32)),
           "TransformerEncoderLayer 32": (encoder_layer, (16, 32)),
-          "decoder 2 ConvTranspose2d + linear": (decoder, (16, 7, 7))}
+          "decoder 2 ConvTranspose2d + linear": (decoder, (16, 7, 7)),
+          "packed LSTM classifier (emb 1000x32, LSTM 32)": (PackedClassifier, sequences)}
+BATCH = {"packed LSTM classifier (emb 1000x32, LSTM 32)": 32}   # B per row where not 64
+NO_VMAP = {"packed LSTM classifier (emb 1000x32, LSTM 32)"}   # vmap cannot batch the fused LSTM
 OPACUS_MODES = ("opacus", "opacus ghost")   # hooks (per-sample gradients) and ghost clipping: dpnc against the faster
 
 
@@ -124,7 +150,7 @@ def opacus_step(build, data: TensorDataset, B: int, mode: str = "hooks"):
     from opacus.validators import ModuleValidator
 
     torch.manual_seed(0)
-    model = ModuleValidator.fix(build())  # Opacus's own attention (DPMultiheadAttention); others unchanged
+    model = ModuleValidator.fix(build())  # Opacus's own attention and LSTM (DPMultiheadAttention, DPLSTM)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     criterion = nn.CrossEntropyLoss()
     made = PrivacyEngine().make_private(
@@ -140,12 +166,12 @@ def opacus_step(build, data: TensorDataset, B: int, mode: str = "hooks"):
     def step():
         nonlocal batches
         try:
-            xb, yb = next(batches)
+            *xb, yb = next(batches)
         except StopIteration:
             batches = iter(loader)
-            xb, yb = next(batches)
+            *xb, yb = next(batches)
         optimizer.zero_grad()
-        criterion(model(xb), yb).backward()
+        criterion(model(*xb), yb).backward()
         optimizer.step()
     return step
 
@@ -156,13 +182,14 @@ def dpnc_step(build, data: TensorDataset, B: int, per_example: str, steps: int):
     optimizer, loader, _ = dpnc.make_private(model, data=data, n=len(data), optimizer="dp-sgd", noise_multiplier=1.0,
                                              clip=1.0, steps=steps, batch_size=B, lr=0.05, per_example=per_example)
 
-    def loss_fn(xb, yb):
-        return nn.functional.cross_entropy(model(xb), yb, reduction="none")
+    def loss_fn(*batch):
+        return nn.functional.cross_entropy(model(*batch[:-1]), batch[-1], reduction="none")
     batches = iter(loader)
 
     def step():
         next(batches)
         optimizer.step(loss_fn)
+    step.optimizer = optimizer   # its route, read after the run
     return step
 
 
@@ -182,15 +209,20 @@ def round_robin(modes: dict, steps: int, *, warmup: int) -> dict[str, list[float
 def measure(model_name: str, steps: int, B: int, n: int) -> dict:
     build, shape = MODELS[model_name]
     g = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.randn(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g))
+    if callable(shape):
+        data = shape(n, g)
+    else:
+        data = TensorDataset(torch.randn(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g))
     total = steps + 4
     modes = {"opacus": opacus_step(build, data, B), "opacus ghost": opacus_step(build, data, B, "ghost"),
-             "dpnc auto (per layer)": dpnc_step(build, data, B, "auto", total),
-             "dpnc vmap (torch.func)": dpnc_step(build, data, B, "vmap", total)}
+             "dpnc auto (per layer)": dpnc_step(build, data, B, "auto", total)}
+    if model_name not in NO_VMAP:
+        modes["dpnc vmap (torch.func)"] = dpnc_step(build, data, B, "vmap", total)
     times = round_robin(modes, steps, warmup=3)
     median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     best = min(median[mode] for mode in OPACUS_MODES)   # Opacus's faster mode on this model
     return {"model": model_name, "batch": B, "median_ms": median,
+            "auto_route": modes["dpnc auto (per layer)"].optimizer.per_example,
             "ratio_to_opacus": {name: median[name] / best for name in median}}
 
 
@@ -275,7 +307,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="JSON output, the markdown beside it (default: "
                         "benchmarks/results/first_order_step.json; --quick writes only where --out says)")
     parser.add_argument("--no-lm", action="store_true", help="skip the MiniLM row")
-    parser.add_argument("--models", help="only the rows whose names contain this text (e.g. decoder)")
+    parser.add_argument("--models", help="only the rows whose names contain this text (e.g. LSTM)")
     parser.add_argument("--lm-only", action="store_true", help="the MiniLM row alone (repeated runs for verdict.py)")
     parser.add_argument("--lm-steps", type=int, default=5, help="timed MiniLM rounds after one warm-up round")
     parser.add_argument("--lm-threads", type=int, default=2)
@@ -286,7 +318,8 @@ def main() -> None:
     steps = 5 if args.quick else args.steps
     load = os.getloadavg()
     names = [name for name in MODELS if args.models is None or args.models in name]
-    rows = [] if args.lm_only else [measure(name, steps, 64, 64 * (steps + 8)) for name in names]
+    rows = [] if args.lm_only else [measure(name, steps, BATCH.get(name, 64), BATCH.get(name, 64) * (steps + 8))
+                                    for name in names]
     if not args.no_lm:
         rows.append(measure_lm(2 if args.quick else args.lm_steps, args.quick, args.lm_threads, args.lm_data))
     command = " ".join(["python benchmarks/first_order_step.py", *sys.argv[1:]])
@@ -305,6 +338,9 @@ def main() -> None:
         ghost = f"{m['opacus ghost']:.2f}" if "opacus ghost" in m else "-"
         lines.append(f"| {r['model']} | {r['batch']} | {m['opacus']:.2f} | {ghost} | {m['dpnc auto (per layer)']:.2f} "
                      f"| {vm} | {q['dpnc auto (per layer)']:.2f} | {vq} |")
+    routes = [f"{r['model']}: {r['auto_route']!r}" for r in rows if "auto_route" in r]
+    if routes:
+        lines += ["", "dpnc auto's route: " + "; ".join(routes) + "."]
     for r in rows:
         if "route" in r:
             m, q = r["median_ms"], r["ratio_to_opacus"]
