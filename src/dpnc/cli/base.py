@@ -3,6 +3,7 @@ naming its option) and the ``app`` every command module registers on."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Literal
 
@@ -10,7 +11,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 # The choices of the options, as click choices (shown in --help, checked before any work). They are the library's:
-# tests/test_cli.py checks each against its tuple in dpnc.lm.config (not imported here: it imports torch).
+# tests/test_cli.py checks each against its tuple in dpnc.lm.config (not imported here: it imports torch). The
+# optimizer options' flags take theirs from dpnc.options (dpnc.cli.finetune generates them).
 Task = Literal["SST-2", "SST-5", "TREC", "RTE", "SNLI", "MNLI"]
 Method = Literal["zero-shot", "mezo", "dpzero", "adamw", "dp-adamw"]
 TrainMode = Literal["head", "top-k", "bias", "lora", "all"]
@@ -20,8 +22,6 @@ Accountant = Literal["rdp", "pld"]
 AccountantOrBoth = Literal["pld", "rdp", "both"]
 Relation = Literal["add/remove", "replace-one"]
 Sampler = Literal["poisson", "shuffle"]
-PerExample = Literal["auto", "layers", "vmap", "loop"]
-Direction = Literal["gaussian", "sphere"]
 Device = Literal["auto", "cpu", "cuda"]
 Dtype = Literal["fp32", "bf16", "fp16"]
 ReportTo = Literal["none", "tensorboard"]
@@ -47,8 +47,21 @@ def _without_flag_types(params: list) -> list:
     return params
 
 
+def _one_line_paragraphs(help_text: str | None) -> str | None:
+    """``help_text`` with each paragraph on one line. Rich ``--help`` keeps a docstring's single line breaks, so a
+    terminal narrower than the source lines broke each of them again, leaving ragged half-empty lines."""
+    if not help_text:
+        return help_text
+    paragraphs = inspect.cleandoc(help_text).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
 class _Group(TyperGroup):
-    """A group whose flags show no ``<bool>`` type."""
+    """A group whose flags show no ``<bool>`` type and whose help flows in paragraphs."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _one_line_paragraphs(self.help)
 
     def get_params(self, ctx):
         return _without_flag_types(super().get_params(ctx))
@@ -58,8 +71,13 @@ class _Command(TyperCommand):
     """A command whose bad input is a usage error (exit 2, no traceback), as typer's own checks are.
 
     The library validates its arguments when objects are built, raising ``ValueError("name must be …; got …")``
-    (or FileNotFoundError for a missing data file); the usage error names the option of that argument.
+    (or FileNotFoundError for a missing data file); the usage error names the option of that argument. Its help
+    flows in paragraphs (:func:`_one_line_paragraphs`).
     """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _one_line_paragraphs(self.help)
 
     def get_params(self, ctx):
         return _without_flag_types(super().get_params(ctx))
