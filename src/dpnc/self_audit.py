@@ -44,6 +44,7 @@ References:
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,6 +66,7 @@ from dpnc.tier.zeroth_order import DPZero
 STATISTICS = ("llr", "llr-reversed", "sum")
 
 RESULT_FILE = "self_audit.json"
+_WIDTH = 100  # columns of the printed result (dpnc audit --one-run, dpnc finetune --self-audit)
 
 DIFFERENT_RUN = (
     "self-audited: the training data held the canaries drawn in (each of m with probability 1/2), so "
@@ -170,11 +172,18 @@ class SelfAuditResult:
             cost = f"accuracy {self.accuracy:.4f}; cost {self.accuracy_note}"
         else:
             cost = f"accuracy cost {self.accuracy_note}"
-        return (
+        lines = [
             f"one-run audit ({self.m} canaries{'' if self.private else ', NOT PRIVATE: seeded'}): "
             f"ε ≥ {self.epsilon_lower_bound:.3f} at {self.confidence:.0%} (claimed {self.claimed_epsilon:.3f}, "
-            f"δ = {self.delta:g}); {self.correct} of {self.guesses} guesses correct; the best bound {self.m} "
-            f"canaries could show: {self.best_possible:.3f}. {verdict}. {cost}. Note: {self.note}"
+            f"δ = {self.delta:g}): {verdict}",
+            f"{self.correct} of {self.guesses} guesses correct; the best bound {self.m} canaries could show: "
+            f"{self.best_possible:.3f}",
+            cost,
+            f"note: {self.note}",
+        ]
+        # one item a line, each wrapped for a terminal (it was one line of some 600 characters)
+        return "\n".join(
+            "\n".join(textwrap.wrap(line, _WIDTH, subsequent_indent="    ")) for line in lines
         )
 
 

@@ -162,6 +162,14 @@ def test_the_cli_prints_a_saved_self_audit(tmp_path):
     assert SelfAuditResult.load(tmp_path) == result
     out = CliRunner().invoke(app, ["audit", "--one-run", str(tmp_path)])
     assert out.exit_code == 0 and out.output.strip() == str(result)
+    # one item a line, wrapped for a terminal (before: a single line of some 600 characters)
+    lines = out.output.strip().splitlines()
+    assert max(map(len, lines)) <= 100, lines
+    items = " ".join(line.strip() if line.startswith("    ") else "\n" + line for line in lines)
+    bound, counts, cost, note = items.strip().split("\n")
+    assert bound.startswith("one-run audit (500 canaries") and "ε ≥" in bound
+    assert bound.strip().endswith(("no violation found", "FLAGGED: the run broke its claim"))
+    assert "guesses correct" in counts and "accuracy" in cost and note.startswith("note: ")
     as_json = CliRunner().invoke(app, ["audit", "--one-run", str(tmp_path), "--json"])
     assert json.loads(as_json.output) == result.to_dict()
     missing = CliRunner().invoke(app, ["audit", "--one-run", str(tmp_path / "none")])
