@@ -131,6 +131,24 @@ def test_the_schedulers_lr_is_the_one_dpnc_steps_with(tmp_path, method, clip):
     assert seen == pytest.approx([1e-2, 7.5e-3, 5e-3, 2.5e-3])
 
 
+def test_the_callers_training_arguments_are_left_as_they_were(tmp_path):
+    """The Trainer's batch-level clipping is off in DPTrainer's own copy (dpnc clips each example); before, it
+    wrote max_grad_norm = 0 into the caller's TrainingArguments, which a plain Trainer built next then used."""
+    args = arguments(tmp_path, max_grad_norm=1.0)
+    trainer = DPTrainer(
+        tiny_bert(),
+        args,
+        train_dataset=Rows(N),
+        n=N,
+        optimizer="dp-adamw",
+        target_epsilon=3.0,
+        delta=DELTA,
+        clip=1.0,
+    )
+    assert args.max_grad_norm == 1.0 and trainer.args.max_grad_norm == 0.0
+    assert trainer.args is not args
+
+
 def test_mezo_logs_infinite_epsilon(tmp_path):
     trainer = DPTrainer(
         tiny_bert(), arguments(tmp_path, max_steps=2), train_dataset=Rows(N), n=N, optimizer="mezo"

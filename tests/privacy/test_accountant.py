@@ -215,6 +215,18 @@ def test_report_marks_seeded_noise_as_not_private():
     assert acct2.report(DELTA).private
 
 
+def test_a_subsampled_ledgers_report_has_no_rho_line_and_a_note_says_why():
+    # make_private's first printout (quick start 1) read "ρ (zCDP) = n/a  → ε = n/a"
+    acct = Accountant("add/remove")  # make_private's relation
+    acct.record(Sampled(Poisson(0.032), Gaussian(1.0, 1.0)), 600)
+    text = str(acct.report(DELTA))
+    assert "n/a" not in text and "ρ (zCDP)" not in text and "ε (PLD)" in text
+    assert "is not zCDP, so the ledger has no ρ" in text
+    plain = Accountant()
+    plain.record(Gaussian(1.0, 10.0), 100)  # a zCDP ledger keeps its line
+    assert "ρ (zCDP) = 0.5  → ε = " in str(plain.report(DELTA))
+
+
 @pytest.mark.parametrize(
     "factory,message",
     [
