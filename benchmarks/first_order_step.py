@@ -12,7 +12,8 @@ rounds, then the median over ``--steps`` rounds; one torch thread. Ratios are of
 Opacus's two modes on that model ("Opacus best").
 
 Models: a 64-64-10 MLP on 64 features (B = 64), a small CNN (two 3×3 convolutions with 8 and 16 channels, max
-pooling, a 10-way linear layer; 1×28×28 inputs; B = 64), the same CNN with a GroupNorm after each convolution, and on
+pooling, a 10-way linear layer; 1×28×28 inputs; B = 64), the same CNN with a GroupNorm after each convolution,
+the same CNN with ``padding='same'`` convolutions (16×7×7 into the linear layer), and on
 (16, 32) sequences (B = 64), mean-pooled under a 10-way linear layer: a self-attention block (nn.MultiheadAttention,
 4 heads) and a TransformerEncoderLayer (4 heads, feed-forward 64); a decoder (two ConvTranspose2d upsampling a
 16×7×7 code to 4×28×28, a 10-way linear layer; B = 64). Opacus runs the model its ``ModuleValidator.fix``
@@ -91,6 +92,20 @@ def cnn_groupnorm() -> nn.Module:
     )
 
 
+def cnn_same() -> nn.Module:
+    """The CNN with ``padding='same'`` convolutions (each keeps 28×28 or 14×14; 16×7×7 into the linear layer)."""
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding="same"),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding="same"),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 7 * 7, 10),
+    )
+
+
 class Pooled(nn.Module):
     """A sequence layer on (B, 16, 32) inputs, mean-pooled over the positions, then a 10-way linear layer."""
 
@@ -160,6 +175,7 @@ MODELS = {
     "mlp 64-64-10": (mlp, (64,)),
     "cnn 2 conv + linear": (cnn, (1, 28, 28)),
     "cnn + groupnorm": (cnn_groupnorm, (1, 28, 28)),
+    "cnn padding='same'": (cnn_same, (1, 28, 28)),
     "attention block (MHA 32, 4 heads)": (attention_block, (16, 32)),
     "TransformerEncoderLayer 32": (encoder_layer, (16, 32)),
     "decoder 2 ConvTranspose2d + linear": (decoder, (16, 7, 7)),
