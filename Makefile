@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` (set up, run the main job) and `make test` (set up, run the tests);
-# `make bench` runs the benchmarks (full sizes, fewer steps: under 10 minutes on 2 cores; FULL=1 the full forms)
+# `make bench` runs the benchmarks (full sizes, fewer steps: about 15 minutes on 2 cores; FULL=1 the full forms)
 # and writes one table of ratios, benchmarks/results/bench.md (+ .json); run it alone on the machine.
 # `make docs` builds the documentation site into site/ (mkdocs build --strict; tests/test_docs_build.py does it in CI).
 # torch==2.13.0 is installed first, on its own, CPU only: from PyPI where PyPI's wheel is the CPU build (macOS,
