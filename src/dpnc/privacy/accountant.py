@@ -1,21 +1,8 @@
 """The privacy accountant: a ledger of releases, interpreted by dp-accounting.
 
-Algorithms never compute ε themselves. They tell the accountant what they released
-(:mod:`dpnc.privacy.releases`: plain records) and the accountant interprets it
-(:mod:`dpnc.privacy.interpret`), answering ε(δ) by Rényi DP (dp-accounting's ``RdpAccountant``) and by
-privacy-loss distributions (dp-accounting's PLD library, tight up to its pessimistic discretisation), and
-ρ when every release is zCDP; :meth:`Accountant.rdp` gives the ledger's RDP curve itself. Consecutive
-equal releases are merged, so T identical steps cost O(1) to store and to account. Releases made on
-pairwise disjoint parts of the data (the single-pass algorithms' epochs or batches) are recorded under
-one ``partition`` name and cost one release by parallel composition. The ledger round-trips through JSON,
-so a resumed run continues the same ledger and never under-counts.
-
-Example:
-    >>> acct = Accountant("replace-one")
-    >>> acct.record(Gaussian(sensitivity=1.0, sigma=10.0), count=100)
-    >>> round(acct.rho(), 6)
-    0.5
-"""
+Algorithms never compute ε themselves: they record what they released (:mod:`dpnc.privacy.releases`)
+and the accountant answers ε(δ) by RDP and by PLD, and ρ when every release is zCDP.
+See docs/privacy.md."""
 
 from __future__ import annotations
 
@@ -66,12 +53,26 @@ class Entry:
 class Accountant:
     """A ledger of privacy releases under one neighbouring relation.
 
+    The releases are interpreted by :mod:`dpnc.privacy.interpret`: ε(δ) by Rényi DP (dp-accounting's
+    ``RdpAccountant``) and by privacy-loss distributions (dp-accounting's PLD library, tight up to its
+    pessimistic discretisation), ρ when every release is zCDP; :meth:`rdp` gives the ledger's RDP curve.
+    Consecutive equal releases are merged, so T identical steps cost O(1) to store and to account.
+    Releases made on pairwise disjoint parts of the data (the single-pass algorithms' epochs or batches)
+    are recorded under one ``partition`` name and cost one release by parallel composition. The ledger
+    round-trips through JSON, so a resumed run continues the same ledger and never under-counts.
+
     Args:
         relation: ``"replace-one"`` (the papers' default: n fixed, one point replaced) or
             ``"add/remove"``. Every recorded release must state its sensitivity under it.
         method: the accountant :meth:`epsilon` and :meth:`get_epsilon` answer by when not told: ``"rdp"`` (the
             default) or ``"pld"``. A run whose noise was calibrated by one accountant reports by the same one
             (:func:`dpnc.make_private` sets it to its calibrating accountant); :meth:`report` gives every answer.
+
+    Example:
+        >>> acct = Accountant("replace-one")
+        >>> acct.record(Gaussian(sensitivity=1.0, sigma=10.0), count=100)
+        >>> round(acct.rho(), 6)
+        0.5
     """
 
     def __iter__(self):

@@ -1,26 +1,8 @@
 """Privacy budgets and exact conversions between them.
 
-Three languages of privacy appear in the papers dpnc implements:
-
-* approximate DP, a pair ``(ε, δ)`` (DPZero, Kornowski–Liu–Talwar);
-* zero-concentrated DP, ``ρ``-zCDP: ``D_α(M(S) ‖ M(S′)) ≤ αρ`` for every α > 1 (Menart et al.);
-* Rényi DP curves ``α ↦ ε_α``; Zhang–Tran–Cutkosky state "(α, αρ²/2)-RDP for all α > 1",
-  which is ``ρ²/2``-zCDP in the usual convention (:meth:`ZCDP.from_rdp_rho`).
-
-Conversions from zCDP or RDP to ``(ε, δ)``:
-
-* ``"bun-steinke"``: ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3; equal to Mironov's
-  basic RDP conversion minimised over α);
-* ``"optimal"``: the improved RDP conversion of Canonne, Kamath & Steinke 2020 (Prop. 12) /
-  Asoodeh et al. 2020, ε = min_α ε_α + ln(1 − 1/α) − ln(δα)/(α − 1), minimised over continuous α
-  for a zCDP curve. It is never larger than Bun–Steinke.
-
-References:
-    Bun, Steinke. Concentrated differential privacy: simplifications, extensions, and lower bounds.
-    arXiv:1605.02065, 2016.
-    Canonne, Kamath, Steinke. The discrete Gaussian for differential privacy. arXiv:2004.00010, 2020.
-    Mironov. Rényi differential privacy. arXiv:1702.07476, 2017.
-"""
+The papers speak three languages: (ε, δ) (DPZero, Kornowski–Liu–Talwar), ρ-zCDP (Menart et al.)
+and RDP curves α ↦ ε_α (Zhang–Tran–Cutkosky's "(α, αρ²/2)-RDP", :meth:`ZCDP.from_rdp_rho`);
+:func:`rho_to_epsilon` and :func:`rdp_to_epsilon` convert to (ε, δ). See docs/privacy.md."""
 
 from __future__ import annotations
 
@@ -129,8 +111,16 @@ class ZCDP:
 def rho_to_epsilon(rho: float, delta: float, method: Conversion = "optimal") -> float:
     """ε(δ) implied by ρ-zCDP.
 
-    ``"bun-steinke"`` gives ρ + 2√(ρ ln(1/δ)); ``"optimal"`` minimises the CKS 2020 conversion
-    αρ + ln(1 − 1/α) − ln(δα)/(α − 1) over α > 1.
+    ``"bun-steinke"``: ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3; equal to Mironov's basic
+    RDP conversion minimised over α). ``"optimal"``: the improved RDP conversion of Canonne, Kamath &
+    Steinke 2020 (Prop. 12) / Asoodeh et al. 2020, αρ + ln(1 − 1/α) − ln(δα)/(α − 1) minimised over
+    continuous α > 1; never larger than Bun–Steinke.
+
+    References:
+        Bun, Steinke. Concentrated differential privacy: simplifications, extensions, and lower bounds.
+        arXiv:1605.02065, 2016.
+        Canonne, Kamath, Steinke. The discrete Gaussian for differential privacy. arXiv:2004.00010, 2020.
+        Mironov. Rényi differential privacy. arXiv:1702.07476, 2017.
     """
     rho, delta = check_rho(rho), check_delta(delta)
     _check_conversion(method)

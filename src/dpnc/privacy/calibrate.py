@@ -1,24 +1,8 @@
 """Noise for a target budget: numerical calibration and the papers' closed forms.
 
-Numerical calibration (:func:`noise_multiplier`) finds the smallest noise multiplier σ/Δ whose
-T-fold (optionally Poisson-subsampled) Gaussian meets a target (ε, δ) under RDP or PLD accounting,
-asking the same :class:`~dpnc.privacy.accountant.Accountant` that runs use. A calibration takes a handful
-of accountant calls (regula falsi on log ε against log σ), each bounded in time for any budget (the PLD grid's
-interval grows with ε: :func:`dpnc.privacy.accountant.pld_interval`), and is cached; where PLD cannot answer
-(a Gaussian with too little noise for a grid) it falls back to RDP with a warning.
-
-A PLD calibration costs seconds (each accountant call builds a grid of ~10⁶ points), so its answer is also kept on
-disk, one small JSON file per question, and shared between processes (a resumed run, the ranks of a data-parallel
-one, the next run of the same config): in ``$DPNC_CACHE_DIR`` (``off`` disables it), else ``$XDG_CACHE_HOME/dpnc``
-or ``~/.cache/dpnc``. The file holds only public parameters and the multiplier. A stored multiplier is never
-trusted: it is used only after one accountant call shows it meets the target and is the smallest multiplier that does
-(up to a tolerance; else the search runs again), so a stale or edited file can neither weaken the guarantee nor add
-noise the target does not need, only cost that one call.
-:func:`opacus_noise_multiplier` reproduces the recipe of the published DPZero code (opacus 1.4.0's
-``get_noise_multiplier``), whose multipliers DPZero §1.5 (docs/papers.md) records.
-
-Every closed form cites its source and is cross-checked against the accountant in the tests.
-"""
+:func:`noise_multiplier` asks the same :class:`~dpnc.privacy.accountant.Accountant` that runs use;
+:func:`opacus_noise_multiplier` reproduces the published DPZero code's recipe. Every closed form
+cites its source and is cross-checked against the accountant in the tests. See docs/privacy.md."""
 
 from __future__ import annotations
 
@@ -128,7 +112,16 @@ def noise_multiplier(
     """The smallest σ/Δ (to a relative 1e-6) whose ``steps`` Gaussian releases are (ε, δ)-DP.
 
     Root-finding on :func:`epsilon_for` (``fixed_size_of`` as there); the multiplier returned always satisfies
-    the budget. Results are cached (a PLD calibration takes seconds).
+    the budget. A handful of accountant calls (regula falsi on log ε against log σ), each bounded in time for
+    any budget (the PLD grid's interval grows with ε: :func:`dpnc.privacy.accountant.pld_interval`); where PLD
+    cannot answer (a Gaussian with too little noise for a grid) it falls back to RDP with a warning.
+
+    Results are cached in the process and, since a PLD calibration takes seconds, on disk too: one small
+    JSON file per question in :func:`cache_dir`, shared between processes (a resumed run, the ranks of a
+    data-parallel one, the next run of the same config), holding only public parameters and the multiplier.
+    A stored multiplier is never trusted: it is used only after one accountant call shows it meets the
+    target and is the smallest that does (up to a tolerance; else the search runs again), so a stale or
+    edited file can neither weaken the guarantee nor add noise the target does not need.
     """
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     q, steps = _check_rate(sampling_rate), _check_steps(steps)

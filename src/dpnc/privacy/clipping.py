@@ -1,14 +1,8 @@
 """Clipping that keeps sensitivity bounds even on bad input, and the one clipped sum of dpnc.
 
 Non-finite values are replaced by 0 *before* clipping (DESIGN.md), so a NaN or infinite loss neither
-crashes a run nor breaks the bound |clip_C(a)| ≤ C; the count is reported.
-
-:func:`clipped_sum` is the only place that forms Σ_i clip_C(v_i) from per-example values (zero the
-non-finite, clip, sum): every algorithm's private sum goes through it, and its counts add up across the
-ranks of a data-parallel group. :func:`clip_each` is the same without the sum, for estimators that combine
-the clipped values otherwise (a weighted sum over directions, a mean per example); :func:`clip_weights` gives
-the clip factors from norms alone, for sums formed in closed form.
-"""
+crashes a run nor breaks the bound |clip_C(a)| ≤ C; the count is reported. :func:`clipped_sum` is
+the only place that forms Σ_i clip_C(v_i): every private sum goes through it."""
 
 from __future__ import annotations
 
@@ -46,7 +40,8 @@ class ClippedTotal(NamedTuple):
 def clip_each(values: torch.Tensor, bound: Number, *, vector: bool = False) -> Clipped:
     """Zero the non-finite values, then clip each to ``bound``: scalars ``(..., B)`` by :func:`clip_scalars`,
     or with ``vector=True`` vectors ``(..., B, d)`` by :func:`clip_vectors` (a vector with any non-finite entry
-    becomes 0). ``bound`` is C, or one per run; ``math.inf`` only zeroes."""
+    becomes 0). ``bound`` is C, or one per run; ``math.inf`` only zeroes. For estimators that combine the
+    clipped values otherwise than by a sum (a weighted sum over directions, a mean per example)."""
     if vector:
         values, nonfinite = zero_nonfinite_rows(values)
         clipped, over = _clip_vectors(values, bound)

@@ -1,57 +1,8 @@
 """The accountant's interpreter: what a release (:mod:`dpnc.privacy.releases`) costs.
 
 Releases are data; this module alone gives them meaning, by their type, recursing through the
-wrappers (as dp-accounting's accountants interpret a ``DpEvent`` tree):
-
-* :func:`dp_event` — the dp-accounting ``DpEvent`` of one release, for the RDP accountant;
-* :func:`rdp_curve` — the RDP curve of one release on :data:`ORDERS` (through :func:`dp_event`, or
-  Theorem 2 of Papernot & Steinke for :class:`~dpnc.privacy.releases.RandomStopping`);
-* :func:`pld` — the privacy-loss distribution of ``count`` such releases;
-* :func:`rho` — ρ when the release is ρ-zCDP, else None;
-* :func:`rdp_relations`, :func:`pld_relations`, :func:`relations` — the neighbouring relations under
-  which each interpretation exists (a dry run of the two above: nothing is computed).
-
-The choices, one per kind:
-
-* ``Gaussian(Δ, σ)``: ``GaussianDpEvent(σ/Δ)`` under either relation (dpnc's Δ is already the
-  sensitivity under the accountant's relation). Its PLD is dp-accounting's add/remove Gaussian with
-  sensitivity 1 at multiplier σ/Δ under either relation (neighbouring outputs differ by at most Δ;
-  dp-accounting's replace-one model would shift both sides, a distance of 2), and ``count`` copies
-  compose exactly into one of multiplier (σ/Δ)/√count, refused below :data:`PLD_MIN_MULTIPLIER`.
-  σ = 0 (old spelling) is :class:`NonPrivate`.
-* ``NonPrivate()``: ``NonPrivateDpEvent``; ε = ∞ by RDP and PLD, ρ = ∞.
-* ``DiscreteGaussian(Δ, σ)``: ``ZCDpEvent(Δ²/2σ²)`` for RDP; dp-accounting's exact discrete PLD.
-* ``ZCDPMechanism(ρ)``: ``ZCDpEvent(ρ)``; no PLD.
-* ``ExponentialMechanism(ε)``: binary randomized response with the same ε, which dominates every
-  ε-DP mechanism under replace-one (Kairouz, Oh & Viswanath 2015), RDP and PLD under replace-one
-  only; ρ = ε²/8, since the exponential mechanism is ε-bounded-range (Cesar & Rogers 2021; Menart et
-  al. charge ε²/2).
-* ``Sampled(Poisson(q), Gaussian(Δ, σ))``: RDP ``PoissonSampledDpEvent`` under add/remove only.
-  PLD under both: add/remove with per-point bound Δ; replace-one with dp-accounting's replace model
-  and per-point bound Δ/2 (Δ is then the distance between two points' contributions). Not zCDP.
-* ``Sampled(FixedSize(n, B), Gaussian(Δ, σ))``: RDP ``SampledWithoutReplacementDpEvent`` under
-  replace-one only (Wang, Balle & Kasiviswanathan 2019); no PLD. Not zCDP.
-* ``TreeAggregated(m, leaves=Σ)``: a point is seen through ⌊log₂Σ⌋ + 1 node releases
-  (:func:`~dpnc.privacy.tree.leaf_participation`), so one period is that many composed copies of the
-  node mechanism m, under m's relations.
-
-* ``RandomStopping(candidates, η, γ)``: RDP only (no dp-accounting event, no PLD, not zCDP). The base
-  mechanism Q (draw a candidate uniformly, run it, score it) is (λ, ε(λ))-RDP with ε(λ) the largest over
-  the candidates of their ledgers' RDP (Rényi divergence is jointly quasi-convex, so a uniform mixture
-  costs at most its worst part). Papernot & Steinke 2022, Theorem 2: if Q is (λ, ε)- and (λ̂, ε̂)-RDP,
-  the best of K ~ D_{η,γ} runs is (λ, ε')-RDP with
-
-      ε' = ε + (1 + η)(1 − 1/λ̂)·ε̂ + (1 + η)·log(1/γ)/λ̂ + log(E[K])/(λ − 1),
-
-  minimised over λ̂ ∈ {1} ∪ :data:`ORDERS` (λ̂ = 1, where ε̂ is the KL divergence, is finite whenever ε
-  is finite at some order, and leaves (1 + η)·log(1/γ)); for λ the orders of :data:`ORDERS`. η = 1 gives
-  their geometric bound ε + 2(1 − 1/λ̂)ε̂ + (2/λ̂ + 1/(λ − 1))·log(1/γ) exactly; for η = 0 the theorem's
-  form is used (the authors' figure code states a logarithmic bound with log(1/γ − 1)/λ̂, tighter by
-  |log(1 − γ)|/λ̂, which is not taken here). Valid under the candidates' relations.
-
-Anything else (a sampled discrete Gaussian, a tree of sampled releases …) is refused with
-:class:`~dpnc.privacy.releases.UnsupportedRelease` naming the part that has no interpretation.
-"""
+wrappers (as dp-accounting's accountants interpret a ``DpEvent`` tree): an RDP curve, a PLD, a ρ.
+The choice for each kind: docs/privacy.md ("How each release is accounted")."""
 
 from __future__ import annotations
 

@@ -1,24 +1,8 @@
-"""Secret randomness: privacy noise and the choice of subsampled batches.
+"""Secret randomness: privacy noise and the choice of subsampled batches (:class:`NoiseSource`).
 
-dpnc keeps two randomness streams apart (DESIGN.md). *Public* randomness (directions, data order)
-comes from seeded ``torch.Generator``s that may be logged and replayed. *Privacy noise* comes from a
-:class:`NoiseSource`, seeded from operating-system entropy: it never reads a public seed, never
-touches torch's, numpy's or Python's global generators, and refuses to be pickled, so a checkpoint
-cannot leak its state. The samplers of :mod:`dpnc.sampling` draw each batch from a NoiseSource of their
-own whenever the accounting claims amplification by subsampling: if an adversary could replay which
-examples were sampled, the amplified ε would be false. (The published DPZero code draws its noise right
-after seeding the public direction generator, so anyone who knows the seeds can subtract the noise; see
-docs/papers.md, DPZero §7.2.)
-
-Scalars can be drawn from the *exact* discrete Gaussian of Canonne, Kamath & Steinke (2020),
-driven by :mod:`secrets` with rational arithmetic only, so that the one scalar a zeroth-order step
-releases carries none of the floating-point artefacts that make textbook samplers attackable
-(Mironov 2012).
-
-References:
-    Canonne, Kamath, Steinke. The discrete Gaussian for differential privacy. arXiv:2004.00010, 2020.
-    Mironov. On significance of the least significant bits for differential privacy. CCS 2012.
-"""
+Kept apart from the public, seeded randomness (directions, data order; DESIGN.md). Scalars can be
+drawn from the exact discrete Gaussian of Canonne, Kamath & Steinke (2020), free of the
+floating-point artefacts that make textbook samplers attackable. See docs/privacy.md."""
 
 from __future__ import annotations
 
@@ -35,9 +19,22 @@ from dpnc._check import check_positive
 class NoiseSource:
     """The only source of secret randomness in dpnc: privacy noise and subsampled batches.
 
-    ``NoiseSource()`` is seeded from operating-system entropy and is private.
-    ``NoiseSource.for_testing(seed)`` is reproducible and therefore *not* private: every
-    release drawn from it carries ``secret=False`` and every report built on it says so.
+    ``NoiseSource()`` is seeded from operating-system entropy and is private: it never reads a public
+    seed, never touches torch's, numpy's or Python's global generators, and refuses to be pickled, so a
+    checkpoint cannot leak its state. ``NoiseSource.for_testing(seed)`` is reproducible and therefore
+    *not* private: every release drawn from it carries ``secret=False`` and every report built on it
+    says so.
+
+    The samplers of :mod:`dpnc.sampling` draw each batch from a NoiseSource of their own whenever the
+    accounting claims amplification by subsampling: if an adversary could replay which examples were
+    sampled, the amplified ε would be false. (The published DPZero code draws its noise right after
+    seeding the public direction generator, so anyone who knows the seeds can subtract the noise:
+    docs/papers.md, DPZero §7.2.) :meth:`discrete_gaussian` is driven by :mod:`secrets` with rational
+    arithmetic only, so the one scalar a zeroth-order step releases carries no floating-point artefact.
+
+    References:
+        Canonne, Kamath, Steinke. The discrete Gaussian for differential privacy. arXiv:2004.00010, 2020.
+        Mironov. On significance of the least significant bits for differential privacy. CCS 2012.
     """
 
     def __init__(self) -> None:

@@ -1,27 +1,6 @@
-"""The one-run audit's statistic: an ε lower bound from m canaries, each in the training data with probability ½.
-
-Steinke, Nasr and Jagielski (2023) bound ε from below with a single training run. Each of m canaries is
-included independently with probability ½ (S ∈ {−1, +1}^m); after training the adversary scores every
-canary and guesses T ∈ {−1, 0, +1}^m: "in" for the k₊ highest scores, "out" for the k₋ lowest, and abstains on
-the rest (r = k₊ + k₋ guesses). W counts the correct guesses. For an (ε, δ)-DP mechanism (their Theorem 3 and
-Proposition 5.2, with the p-value of their Algorithm 2 listing):
-
-    P[W ≥ v] ≤ β + α·2m·δ,   β = P[Binomial(r, p) ≥ v],   p = e^ε / (1 + e^ε),
-                             α = max_{1 ≤ i ≤ v} P[v − i ≤ Binomial(r, p) < v] / i.
-
-So if the observed v has p-value below 1 − confidence at ε, the mechanism is not (ε, δ)-DP, with that
-confidence; the lower bound is the largest such ε (the p-value rises with ε, so bisection finds it).
-At δ = 0 the bound is the binomial tail alone (their Theorem 3.1: W is dominated by Binomial(r, p)).
-
-**Choosing k after seeing the scores** would spend the confidence more than once. :func:`one_run_audit` takes a
-fixed grid of (k₊, k₋) and a fixed set of scores declared before the run (e.g. both orientations: a defect may
-push a canary's score *down*, as a loss that centres over the batch does), and spends the significance equally
-over all of them (Bonferroni), so the maximum over the tries holds at the stated confidence.
-
-References:
-    Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023 (arXiv:2305.08846):
-    Theorem 3.1 (pure DP), Proposition 5.2 / Theorem 3 ((ε, δ)), the appendix's p-value listing (Algorithm 2).
-"""
+"""The one-run audit's statistic: an ε lower bound from m canaries, each in the training data with
+probability ½ (Steinke, Nasr & Jagielski 2023): :func:`p_value` states the test,
+:func:`one_run_audit` spends the confidence over the tries. See docs/audit.md."""
 
 from __future__ import annotations
 
@@ -38,7 +17,22 @@ from dpnc._check import check_probability
 def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     """P-value of v correct guesses out of r (m canaries) under the null "the mechanism is (ε, δ)-DP".
 
-    β + 2mδ·α (module docstring), capped at 1. Raises ValueError unless 0 ≤ v ≤ r ≤ m, ε ≥ 0, δ ∈ [0, 1].
+    Each of m canaries is included independently with probability ½ (S ∈ {−1, +1}^m); after training the
+    adversary guesses T ∈ {−1, 0, +1}^m ("in", "out" or abstain: r = k₊ + k₋ guesses, :func:`guesses`) and W
+    counts the correct guesses. For an (ε, δ)-DP mechanism (Steinke, Nasr & Jagielski 2023, Theorem 3 and
+    Proposition 5.2, with the p-value of their Algorithm 2 listing):
+
+        P[W ≥ v] ≤ β + α·2m·δ,   β = P[Binomial(r, p) ≥ v],   p = e^ε / (1 + e^ε),
+                                 α = max_{1 ≤ i ≤ v} P[v − i ≤ Binomial(r, p) < v] / i,
+
+    capped at 1. So if the observed v has p-value below 1 − confidence at ε, the mechanism is not (ε, δ)-DP,
+    with that confidence. At δ = 0 it is the binomial tail alone (their Theorem 3.1: W is dominated by
+    Binomial(r, p)). Raises ValueError unless 0 ≤ v ≤ r ≤ m, ε ≥ 0, δ ∈ [0, 1].
+
+    References:
+        Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023
+        (arXiv:2305.08846): Theorem 3.1 (pure DP), Proposition 5.2 / Theorem 3 ((ε, δ)), the appendix's
+        p-value listing (Algorithm 2).
     """
     _check_counts(m, r, v)
     if not (epsilon >= 0 and math.isfinite(epsilon)):
@@ -142,6 +136,10 @@ def one_run_audit(
     ``grid`` (default :func:`default_grid`) is tried with every score, each at significance (1 − confidence)/(number
     of tries); the largest bound is returned with its counts. ``best_possible`` is the largest bound over the same
     tries with v = r.
+
+    Choosing k after seeing the scores would spend the confidence more than once: hence a fixed grid and a
+    fixed set of scores declared before the run, with the significance spent equally over all of them
+    (Bonferroni), so that the maximum over the tries holds at the stated confidence.
     """
     if not isinstance(scores, dict):
         vector = np.asarray(scores, dtype=np.float64)

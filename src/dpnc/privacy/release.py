@@ -2,21 +2,7 @@
 
 Every algorithm that releases an average of per-example quantities (DPZero's scalar differences,
 DP-GD's gradients, the KL algorithms' gradients, the trainer's DP-AdamW) goes through
-:func:`private_mean` (or, when it forms the clipped sum itself, e.g. chunk by chunk with ``torch.func``,
-through :func:`release_sum`). One place therefore decides the three things that copies got wrong:
-
-1. non-finite values become 0 *before* clipping (so the bound holds on bad input) and are counted
-   (:func:`~dpnc.privacy.clipping.clipped_sum`, the one clipped sum, which callers forming their sum use too);
-2. the sum is divided by the sampler's **fixed** batch size B, never by the realised |batch|: under
-   Poisson sampling |batch| is random and data-dependent, and dividing by it would let one example move
-   the mean by more than the recorded Δ;
-3. the noise comes from the secret :class:`~dpnc.privacy.noise.NoiseSource`, and the release is
-   recorded in real units: Δ = (2 or 1)·bound/B by the accountant's neighbouring relation
-   (:func:`~dpnc.privacy.releases.mean_sensitivity`), σ = noise_multiplier·Δ, as the sampler's event.
-
-The fraction clipped and the non-finite count are returned for diagnostics: they are statistics of the
-private data, not released, and must not be logged publicly.
-"""
+:func:`private_mean`, or :func:`release_sum` when it forms the clipped sum itself."""
 
 from __future__ import annotations
 
@@ -63,6 +49,20 @@ def private_mean(
     partition: str | None = None,
 ) -> PrivateMean:
     """(1/B) Σ_i clip_bound(v_i) + N(0, σ²), σ = noise_multiplier·Δ, recorded in ``accountant``.
+
+    The one place that decides the three things copies got wrong:
+
+    1. non-finite values become 0 *before* clipping (so the bound holds on bad input) and are counted
+       (:func:`~dpnc.privacy.clipping.clipped_sum`, which callers forming their sum use too);
+    2. the sum is divided by the sampler's **fixed** batch size B, never by the realised |batch|: under
+       Poisson sampling |batch| is random and data-dependent, and dividing by it would let one example
+       move the mean by more than the recorded Δ;
+    3. the noise comes from the secret :class:`~dpnc.privacy.noise.NoiseSource`, and the release is
+       recorded in real units: Δ = (2 or 1)·bound/B by the accountant's neighbouring relation
+       (:func:`~dpnc.privacy.releases.mean_sensitivity`), σ = noise_multiplier·Δ, as the sampler's event.
+
+    The fraction clipped and the non-finite count are returned for diagnostics: they are statistics of
+    the private data, not released, and must not be logged publicly.
 
     Args:
         values: per-example values of the batch the sampler drew: scalars ``(..., |batch|)`` or, with

@@ -1,35 +1,9 @@
 """What a private algorithm released: plain frozen records, in exactly the terms accounting needs.
 
-A release is data, checked when it is built (never mid-composition); it knows nothing about ε. The
-accountant interprets it (:mod:`dpnc.privacy.interpret`: a dp-accounting ``DpEvent`` for RDP, a
-privacy-loss distribution for PLD, ρ where it is zCDP). As in dp-accounting's ``dp_event``, a
-combination is built by wrapping, not by a new class:
-
-* mechanisms: :class:`Gaussian` (Δ, σ), :class:`DiscreteGaussian`, :class:`ZCDPMechanism` (ρ),
-  :class:`ExponentialMechanism` (ε) and :class:`NonPrivate` (a data-dependent value with no noise);
-* wrappers: :class:`Sampled` (``Sampled(Poisson(q), Gaussian(Δ, σ))``, ``Sampled(FixedSize(n, B), …)``)
-  and :class:`TreeAggregated` (``TreeAggregated(Gaussian(Δ, σ), leaves=Σ)``: one period of the tree
-  mechanism);
-* selection: :class:`RandomStopping` (private hyper-parameter tuning: the best of K runs of a grid's
-  candidates, K secret and truncated-negative-binomial; Papernot & Steinke 2022).
-
-Sensitivities are L2 sensitivities under the neighbouring relation of the
-:class:`~dpnc.privacy.accountant.Accountant` that records the release (use :func:`mean_sensitivity`
-to get them right). ``secret=False`` marks a release whose noise or batches came from a seeded test
-source; reports built on it say "not private". The flag of a composite lives on its outer record: a
-wrapper built from a non-secret part is itself not secret (the part is stored with ``secret=True``),
-so no secret composite can hide a non-secret part.
-
-Meanings never change; a new field is optional; ``from_dict`` refuses unknown kinds and still reads the
-kinds of earlier versions (``PoissonSampledGaussian`` …), which it maps to the records above.
-
-Symbols: Δ = ``sensitivity``, σ = ``sigma`` (noise standard deviation), q (Poisson sampling rate),
-n, B (dataset and batch size of fixed-size sampling), Σ = ``leaves``.
-
-Example:
-    >>> Sampled(Poisson(0.01), Gaussian(sensitivity=0.1, sigma=0.2))
-    Sampled(sampling=Poisson(q=0.01), mechanism=Gaussian(sensitivity=0.1, sigma=0.2))
-"""
+A release is data, checked when it is built; :mod:`dpnc.privacy.interpret` gives its cost. As in
+dp-accounting's ``dp_event``, a combination wraps: ``Sampled(Poisson(q), Gaussian(Δ, σ))``.
+Meanings never change; a new field is optional; ``from_dict`` refuses unknown kinds and still reads
+the kinds of earlier versions (``PoissonSampledGaussian`` …), mapped to the records here."""
 
 from __future__ import annotations
 
@@ -133,7 +107,15 @@ def _from_dict(data: dict) -> Any:
 class Release(_Record):
     """Base class: one noisy output (``count`` equal releases are recorded as one ledger entry).
 
-    ``secret`` (keyword-only): False when the noise or the batch came from a seeded test source.
+    Sensitivities are L2 sensitivities under the neighbouring relation of the
+    :class:`~dpnc.privacy.accountant.Accountant` that records the release (use :func:`mean_sensitivity`
+    to get them right). ``secret`` (keyword-only): False when the noise or the batch came from a seeded
+    test source; reports built on it say "not private". The flag of a composite lives on its outer
+    record: a wrapper built from a non-secret part is itself not secret (the part is stored with
+    ``secret=True``), so no secret composite can hide a non-secret part.
+
+    Symbols: Δ = ``sensitivity``, σ = ``sigma`` (noise standard deviation), q (Poisson sampling rate),
+    n, B (dataset and batch size of fixed-size sampling), Σ = ``leaves``.
     """
 
     secret: bool = field(default=True, kw_only=True)
@@ -334,6 +316,10 @@ class Sampled(_Wrapper, Release):
     Under add/remove the mechanism's Δ bounds one point's contribution. Under replace-one Δ is the
     distance between two points' contributions (each assumed bounded by Δ/2, true for the sums and
     means of clipped terms that :func:`mean_sensitivity` describes).
+
+    Example:
+        >>> Sampled(Poisson(0.01), Gaussian(sensitivity=0.1, sigma=0.2))
+        Sampled(sampling=Poisson(q=0.01), mechanism=Gaussian(sensitivity=0.1, sigma=0.2))
     """
 
     sampling: Sampling

@@ -1,17 +1,9 @@
 """Binary-tree aggregation of noisy prefix sums (the "tree mechanism").
 
 Used by Zhang–Tran–Cutkosky (Algorithm 5) and Kornowski–Liu–Talwar (Algorithm 1), through
-:class:`TreeMechanism` (noise and the period's release together) or :class:`TreeNoise` (noise only). Step t releases
-a prefix sum Σ_{j ≤ t} M_j plus ``TREE(t) = Σ_{(a, b) ∈ NODE(t)} ξ_b``, where NODE(t) is the dyadic
-decomposition of [1, t] given by the binary expansion of t and ξ_b ~ N(0, σ² I_d) is the noise of
-the node whose right end is b. Nodes are shared between steps, so each data point (which enters one
-M_i) is seen through at most ⌊log₂Σ⌋ + 1 Gaussian node releases over a period of Σ steps.
-
-Corrections taken from the specs (docs/papers.md, ZTC §6.3 and KLT §2.1): the papers' literal NODE misses
-the root for Σ a power of two and returns ∅ for Σ = 1, and they bound the per-leaf node count by
-2 ln Σ, which is false for Σ ∈ {1, 2, 4}. Here NODE(t) is the binary decomposition and the count is
-exactly ⌊log₂Σ⌋ + 1.
-"""
+:class:`TreeMechanism` (noise and the period's release together) or :class:`TreeNoise` (noise only).
+NODE(t) is the exact binary decomposition and the per-leaf count ⌊log₂Σ⌋ + 1, not the papers'
+(docs/papers.md, ZTC §6.3 and KLT §2.1)."""
 
 from __future__ import annotations
 
@@ -60,6 +52,12 @@ def nodes_covering(leaf: int, num_leaves: int) -> set[tuple[int, int]]:
 
 class TreeNoise:
     """Lazily drawn tree noise TREE(t) for one period of Σ steps; :meth:`reset` starts a new period.
+
+    Step t releases a prefix sum Σ_{j ≤ t} M_j plus TREE(t) = Σ_{(a, b) ∈ NODE(t)} ξ_b, where NODE(t)
+    (:func:`node`) is the dyadic decomposition of [1, t] given by the binary expansion of t and
+    ξ_b ~ N(0, σ² I_d) is the noise of the node whose right end is b. Nodes are shared between steps, so
+    each data point (which enters one M_i) is seen through at most ⌊log₂Σ⌋ + 1 Gaussian node releases
+    over a period of Σ steps (:func:`leaf_participation`).
 
     Args:
         dim: dimension d of each node's noise.
