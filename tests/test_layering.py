@@ -29,7 +29,7 @@ MAX_STATEMENTS = 350
 # The layers, bottom first: a module may import its own layer or one below, never one above. A unit is a top-level
 # module or subpackage of dpnc (``dpnc.lm`` with all its modules), or the client ``dpnc_reproduce``.
 LAYERS = (
-    ("dpnc._check", "dpnc.progress", "dpnc.declared"),  # plain helpers
+    ("dpnc._check", "dpnc.progress", "dpnc.declared", "dpnc.options"),  # plain helpers, options
     ("dpnc.privacy",),  # budgets, accountant, calibration
     (
         "dpnc.sampling",

@@ -53,7 +53,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-DIRECTIONS = ("gaussian", "sphere")
+from dpnc.options import DIRECTIONS  # one home with the optimizers' option choices
+
 GROUP = (
     1 << 20
 )  # entries of u per generator (a multiple of CHUNK); part of the definition of u(seed)

@@ -15,8 +15,10 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from dpnc._check import check_value
 from dpnc.batches import LoaderBatches
 from dpnc.distributed import Group
+from dpnc.options import CLIP, LR, NOISED_CLIP, SMOOTHING
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.releases import Release
 from dpnc.tier.model_state import static_problems
@@ -177,22 +179,22 @@ def require_ready(model: nn.Module, *, dropout: bool = True) -> None:
         raise ValueError(f"model is not ready for {kind}:\n  " + "\n  ".join(problems))
 
 
+NOISE_MULTIPLIER = (
+    ">= 0 and finite",
+    lambda v: (
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and math.isfinite(v)
+    ),
+)
+
+
 def check_arguments(**kwargs: float) -> None:
-    """Validate optimizer arguments (lr, smoothing, clip, noise_multiplier), named as the user wrote them.
+    """Validate optimizer arguments (lr, smoothing, clip, noise_multiplier), named as the user wrote them, by the
+    rules of :mod:`dpnc.options`.
 
     Public so that a caller (e.g. :func:`dpnc.make_private`) can check them before slow work such as calibration.
     """
-    rules = {
-        "lr": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v)),
-        "smoothing": ("> 0 and finite", lambda v: v > 0 and math.isfinite(v)),
-        "clip": ("> 0 (inf only without noise)", lambda v: v > 0 and not math.isnan(v)),
-        "noise_multiplier": (">= 0 and finite", lambda v: v >= 0 and math.isfinite(v)),
-    }
+    rules = {"lr": LR, "smoothing": SMOOTHING, "clip": CLIP, "noise_multiplier": NOISE_MULTIPLIER}
     for name, value in kwargs.items():
-        rule, ok = rules[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(float(value)):
-            raise ValueError(f"{name} must be {rule}; got {value!r}")
+        check_value(name, value, rules[name])  # the options' rules (dpnc.options), one home
     if math.isinf(kwargs.get("clip", 1.0)) and kwargs.get("noise_multiplier", 0.0) > 0:
-        raise ValueError(
-            "clip must be finite when noise_multiplier > 0 (the sensitivity is 2·clip/B)"
-        )
+        raise ValueError(NOISED_CLIP)

@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, mappable, one_example
+from dpnc.options import PER_EXAMPLE  # the routes' names, one home with the options' choices
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.noise import NoiseSource
@@ -62,7 +63,6 @@ from dpnc.tier.base import (
 from dpnc.tier.layer_kinds import layer_names
 from dpnc.tier.model_state import ModelStateChanged, ModuleNotReady, StateGuard
 
-PER_EXAMPLE = ("auto", "layers", "vmap", "loop")
 _LAYER_NOT_ONCE = (
     "per_example='layers': a trained parameter is not in a supported layer ("
     + ", ".join(layer_names())
