@@ -63,9 +63,15 @@ from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import PredictionOutput, TrainOutput
 
 from dpnc.engine import make_private
+from dpnc.options import option_names
 from dpnc.self_audit import SelfAudit, SelfAuditResult
 from dpnc.tier.registry import names, spec
 
+# The optimizer options DPTrainer reads from the TrainingArguments instead of an argument of their name.
+SPELLED = {
+    "lr": "args.learning_rate (the Trainer's scheduler edits it)",
+    "optimizer_kwargs": "args.weight_decay (and for dp-adamw adam_beta1, adam_beta2, adam_epsilon)",
+}
 PUBLIC_LOGS = frozenset({"epsilon", "delta", "learning_rate", "epoch", "step"})
 _LABELS = ("labels", "label", "label_ids")  # the names data collators give the targets
 # Metric names the Trainer gives run times and speeds: never public, whatever the data.
@@ -153,14 +159,16 @@ class DPTrainer(Trainer):
         optimizer: a name of ``dpnc.make_private``'s registry: ``"dpzero"``, ``"mezo"`` (not private: leave
             ``target_epsilon``, ``delta`` and ``clip`` unset), ``"dp-adamw"``, ``"dp-sgd"``.
         target_epsilon, delta: the (ε, δ) to spend in ``max_steps`` steps (private optimizers).
-        clip: the clipping threshold C (per-example scalar difference for DPZero, gradient norm for first order).
         per_example_loss: ``fn(outputs, labels) -> losses`` of shape (b,); :func:`per_example_cross_entropy` if None.
-        accountant, smoothing, direction, per_example, testing_seed, audit: as in :func:`dpnc.make_private`.
+        accountant, testing_seed, audit: as in :func:`dpnc.make_private`.
         eval_public: the evaluation set is public (declared by its owner): its metrics may reach logs,
             callbacks, reporters, ``trainer_state.json`` and model selection. Otherwise they stay in
             :attr:`private_log_history` (and in what :meth:`evaluate` returns to its caller).
-        **kwargs: the Trainer's other arguments (``eval_dataset``, ``data_collator``, ``processing_class``,
-            ``callbacks``, ``compute_metrics``, …).
+        **kwargs: the optimizer's options by name, as :func:`dpnc.make_private` takes them (``clip``, the
+            clipping threshold C of the private optimizers; ``smoothing``, ``direction``, ``seed``,
+            ``cache_directions``; ``per_example``, ``microbatch``: :mod:`dpnc.options`), but ``lr`` and
+            ``optimizer_kwargs``, read from ``args`` (:data:`SPELLED`); and the Trainer's other arguments
+            (``eval_dataset``, ``data_collator``, ``processing_class``, ``callbacks``, ``compute_metrics``, …).
 
     Attributes:
         accountant: the run's ledger (:class:`dpnc.privacy.accountant.Accountant`).
@@ -178,17 +186,17 @@ class DPTrainer(Trainer):
         optimizer: str = "dpzero",
         target_epsilon: float | None = None,
         delta: float | None = None,
-        clip: float | None = None,
         per_example_loss: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
         accountant: str = "pld",
-        smoothing: float = 1e-3,
-        direction: str = "gaussian",
-        per_example: str = "auto",
         testing_seed: int | None = None,
         audit: SelfAudit | None = None,
         eval_public: bool = False,
         **kwargs: Any,
     ) -> None:
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in option_names()}  # make_private's
+        for key, where in SPELLED.items():
+            if key in options:
+                raise ValueError(f"{key} must be left out: DPTrainer reads it from {where}")
         _refuse_unsupported(args, kwargs, eval_public)
         if not isinstance(optimizer, str):
             raise ValueError(
@@ -206,12 +214,7 @@ class DPTrainer(Trainer):
                 if name == "dp-adamw"
                 else {}
             )
-            order_options = {
-                "optimizer_kwargs": {"weight_decay": args.weight_decay, **adam},
-                "per_example": per_example,
-            }
-        else:
-            order_options = {"direction": direction}
+            options["optimizer_kwargs"] = {"weight_decay": args.weight_decay, **adam}
         train_dataset, collate = self._model_columns(train_dataset)
         self.dp_optimizer, self._loader, self.accountant = make_private(
             self.model,
@@ -223,13 +226,11 @@ class DPTrainer(Trainer):
             steps=args.max_steps,
             batch_size=args.per_device_train_batch_size,
             lr=args.learning_rate,
-            clip=clip,
             accountant=accountant,
-            smoothing=smoothing,
             collate_fn=collate,
             testing_seed=testing_seed,
             audit=audit,
-            **order_options,
+            **options,
         )
         self.delta, self.audit, self.eval_public = delta, audit, eval_public
         self.per_example_loss = per_example_loss or per_example_cross_entropy
