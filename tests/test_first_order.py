@@ -286,8 +286,12 @@ def test_bad_first_order_arguments_are_refused_by_name():
         private(model, optimizer="adamw")
     with pytest.raises(ValueError, match="optimizer must be a name"):
         private(model, optimizer=DPOptimizer)
-    with pytest.raises(ValueError, match="seed and direction are for zeroth-order"):
+    with pytest.raises(ValueError, match="seed must be None for .* zeroth-order optimizers only"):
         private(model, seed=3)
+    with pytest.raises(
+        ValueError, match="direction must be None for .* zeroth-order optimizers only"
+    ):
+        private(model, direction="sphere")
     with pytest.raises(ValueError, match="optimizer_kwargs must be arguments of AdamW"):
         private(model, optimizer_kwargs={"momentum": 0.9})
     with pytest.raises(

@@ -6,6 +6,7 @@ line, one case (``test_a_new_optimizer_is_one_class_one_line_and_one_case``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -15,6 +16,7 @@ from torch.utils.data import TensorDataset
 
 import dpnc
 from dpnc.batches import DataRows
+from dpnc.options import ALL, DPZeroOptions, WrappedOptions
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
 from dpnc.sampling import PoissonSampler, ShuffleSampler
@@ -162,6 +164,49 @@ def test_the_front_doors_read_the_registry():
     assert set(config.PRIVATE) == set(names("trainer", private=True))
 
 
+# --- the options of each entry --------------------------------------------------------------------------------------
+
+
+def test_every_options_class_is_an_entry_s_and_checks_every_field_with_help():
+    used = {entry.options for entry in OPTIMIZERS.values()} | {WrappedOptions}
+    assert used == set(ALL)
+    for cls in ALL:
+        assert cls.__dataclass_params__.frozen
+        for f in dataclasses.fields(cls):
+            assert f.metadata["help"].strip() and "rule" in f.metadata, (cls.__name__, f.name)
+
+
+def test_options_are_refused_by_their_rule_and_where_the_entry_does_not_take_them():
+    with pytest.raises(
+        ValueError, match=r"direction must be one of \('gaussian', 'sphere'\); got 'cube'"
+    ):
+        DPZeroOptions(lr=0.1, clip=1.0, direction="cube")
+    with pytest.raises(ValueError, match=r"lr must be the step size"):
+        DPZeroOptions(clip=1.0)
+    for name, key, value, message in [
+        ("mezo", "clip", 1.0, r"clip must be None for optimizer='mezo': clip is for private"),
+        ("dp-adamw", "smoothing", 0.1, r"smoothing must be None .* for zeroth-order optimizers"),
+        (
+            "dpzero",
+            "per_example",
+            "loop",
+            r"per_example must be None .* for first-order optimizers",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            dpnc.make_private(
+                model(),
+                data=TensorDataset(*data()),
+                n=N,
+                optimizer=name,
+                steps=T,
+                batch_size=B,
+                lr=0.1,
+                **({"noise_multiplier": 1.0, "clip": 1.0} if name != "mezo" else {}),
+                **{key: value},
+            )
+
+
 # --- adding an optimizer -----------------------------------------------------------------------------------------
 
 
@@ -180,7 +225,7 @@ TOY = Spec(
     RELATIONS,
     "DPZero with half steps (a toy)",
     zeroth_order(HalfStepDPZero),
-    options=("smoothing", "direction", "seed"),
+    DPZeroOptions,
 )  # one registry line
 
 

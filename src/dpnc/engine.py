@@ -95,15 +95,16 @@ from dpnc import distributed
 from dpnc._check import check_integer
 from dpnc.batches import LoaderBatches
 from dpnc.declared import delta_note, n_note, tell_owner
+from dpnc.options import option_names, options_of
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget, check_delta, check_epsilon
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import PoissonSampler
 from dpnc.self_audit import SelfAudit
 from dpnc.tier.base import StepHooks, check_arguments, require_ready
-from dpnc.tier.first_order import PER_EXAMPLE, DPOptimizer
+from dpnc.tier.first_order import DPOptimizer
 from dpnc.tier.registry import OPTIMIZERS as REGISTRY
-from dpnc.tier.registry import RELATIONS, Spec, names, private_first_order
+from dpnc.tier.registry import names, refuse_others, wrapping
 from dpnc.tier.wiring import wire
 from dpnc.tier.zeroth_order import DPZero, MeZO
 
@@ -214,13 +215,14 @@ def make_private(
     clip: float | None = None,
     noise_multiplier: float | None = None,
     accountant: str = "pld",
-    smoothing: float = 1e-3,
+    smoothing: float | None = None,
     collate_fn: Callable[[list], Any] | None = None,
-    direction: str = "gaussian",
+    direction: str | None = None,
     seed: int | None = None,
+    cache_directions: bool | None = None,
     optimizer_kwargs: dict | None = None,
-    per_example: str = "auto",
-    microbatch: int = 16,
+    per_example: str | None = None,
+    microbatch: int | None = None,
     testing_seed: int | None = None,
     audit: SelfAudit | None = None,
     continue_from: Accountant | None = None,
@@ -234,6 +236,11 @@ def make_private(
     T = ``steps``, or ``epochs`` × ⌈n / batch_size⌉ (Opacus's ``make_private_with_epsilon``). The returned
     accountant answers ``epsilon(delta)`` / ``get_epsilon(delta)`` by that same accountant (its ``report`` gives
     RDP, PLD and zCDP side by side). See the module docstring for the rules.
+
+    The optimizer's options (``lr``, ``clip``, ``smoothing``, ``direction``, ``seed``, ``cache_directions``,
+    ``optimizer_kwargs``, ``per_example``, ``microbatch``) build its registry entry's :mod:`dpnc.options` class,
+    whose defaults and rules are the only ones: None leaves an option's default, and one the optimizer does not
+    take is refused unless None.
 
     Args:
         model: the ``nn.Module`` to train; its trainable parameters are optimized. Zeroth order: in eval mode
@@ -266,13 +273,14 @@ def make_private(
         accountant: ``"pld"`` (default; the tighter) or ``"rdp"``: calibrates the noise, and is the default
             answer of the returned accountant's ``epsilon(delta)``.
         clip: clipping threshold C > 0: of each per-example scalar difference (DPZero) or gradient norm (first
-            order).
+            order); required by the private optimizers.
         noise_multiplier: σ/Δ >= 0 to use instead of calibrating to ``target_epsilon`` (then leave that and
             ``delta`` unset); 0 adds no noise (not private: ε = ∞; for baselines and tests).
         smoothing: λ > 0 of the central difference (zeroth order).
         collate_fn: how the loader collates a batch (torch's default if None).
         direction: ``"gaussian"`` or ``"sphere"`` directions (zeroth order).
         seed: seed of the public direction generator (zeroth order; random by default; safe to log).
+        cache_directions: draw each step's direction once and keep it for x ± λu and the update (zeroth order).
         optimizer_kwargs: further arguments of the first-order torch optimizer (e.g. ``weight_decay``).
         per_example: how the first-order per-example clipped sum is formed: ``"auto"`` (per layer where every
             trainable layer is supported, else ``torch.func``), ``"layers"``, ``"vmap"`` or ``"loop"``
@@ -299,6 +307,8 @@ def make_private(
             DistributedDataParallel wrapper, or a model not ready for the optimizer's steps; all before any
             example is touched by a step.
     """
+    # the optimizer's options, by the names of dpnc.options (numpy scalars as Python numbers)
+    chosen = {k: _python_number(v) for k, v in locals().items() if k in option_names()}
     if unknown:
         raise TypeError(_unknown_arguments(unknown))
     if not isinstance(model, nn.Module):
@@ -310,11 +320,11 @@ def make_private(
             "all-reduce of the gradients would repeat; pass model.module and call it in loss_fn"
         )
     # numpy scalars (a config read with numpy, a grid from np.arange) as the Python numbers every check expects
-    n, steps, epochs, batch_size, microbatch, seed, testing_seed = map(
-        _python_number, (n, steps, epochs, batch_size, microbatch, seed, testing_seed)
+    n, steps, epochs, batch_size, testing_seed = map(
+        _python_number, (n, steps, epochs, batch_size, testing_seed)
     )
-    target_epsilon, delta, lr, clip, noise_multiplier, smoothing = map(
-        _python_number, (target_epsilon, delta, lr, clip, noise_multiplier, smoothing)
+    target_epsilon, delta, noise_multiplier = map(
+        _python_number, (target_epsilon, delta, noise_multiplier)
     )
     first_order = _first_order_class(optimizer)
     instance = optimizer if isinstance(optimizer, torch.optim.Optimizer) else None
@@ -359,28 +369,16 @@ def make_private(
                     f"{key} must be None when optimizer is an instance ({type(instance).__name__}: its "
                     f"param_groups hold its own lr and arguments); got {value!r}"
                 )
-    elif lr is None:
-        raise ValueError(
-            "lr must be the step size, a number >= 0 (only an optimizer instance brings its own); "
-            "got None"
-        )
-    else:
-        check_arguments(lr=lr)
-    check_arguments(smoothing=smoothing)  # the optimizer's own rules, checked before calibrating
     if collate_fn is not None and not callable(collate_fn):
         raise ValueError(f"collate_fn must be callable or None; got {collate_fn!r}")
-    if direction not in ("gaussian", "sphere"):
-        raise ValueError(f"direction must be one of ['gaussian', 'sphere']; got {direction!r}")
-    for key, value in (("seed", seed), ("testing_seed", testing_seed)):
-        if value is not None and (
-            not isinstance(value, int) or isinstance(value, bool) or value < 0
-        ):
-            raise ValueError(f"{key} must be an integer >= 0 or None; got {value!r}")
+    if testing_seed is not None and (
+        not isinstance(testing_seed, int) or isinstance(testing_seed, bool) or testing_seed < 0
+    ):
+        raise ValueError(f"testing_seed must be an integer >= 0 or None; got {testing_seed!r}")
     if not private:
         for key, value in (
             ("target_epsilon", target_epsilon),
             ("delta", delta),
-            ("clip", clip),
             ("noise_multiplier", noise_multiplier),
         ):
             if value is not None:
@@ -392,31 +390,23 @@ def make_private(
     elif noise_multiplier is None:
         check_epsilon(target_epsilon, "target_epsilon")
         check_delta(delta)
-        check_arguments(clip=clip, noise_multiplier=1.0)  # noise will be added: clip must be finite
     else:
-        check_arguments(clip=clip, noise_multiplier=noise_multiplier)
+        check_arguments(noise_multiplier=noise_multiplier)
         for key, value in (("target_epsilon", target_epsilon), ("delta", delta)):
             if value is not None:
                 raise ValueError(
                     f"{key} must be None when noise_multiplier is given (it replaces calibrating "
                     f"to a target); got {value!r}"
                 )
-    if first_order is None:
-        if optimizer_kwargs is not None:
-            raise ValueError(
-                f"optimizer_kwargs is for first-order optimizers only; got {optimizer_kwargs!r}"
-            )
-    else:
-        if seed is not None or direction != "gaussian":
-            raise ValueError(
-                "seed and direction are for zeroth-order optimizers only (a first-order step has no "
-                f"direction); got seed={seed!r}, direction={direction!r}"
-            )
-        if per_example not in PER_EXAMPLE:
-            raise ValueError(f"per_example must be one of {list(PER_EXAMPLE)}; got {per_example!r}")
-        check_integer(microbatch=microbatch)
-        if optimizer_kwargs is not None and not isinstance(optimizer_kwargs, Mapping):
-            raise ValueError(f"optimizer_kwargs must be a dict or None; got {optimizer_kwargs!r}")
+    # The user's torch optimizer (class or instance) is wrapped as dp-adamw's is.
+    entry = REGISTRY[name] if isinstance(optimizer, str) else wrapping(first_order, instance)
+    if not isinstance(optimizer, str):
+        name = f"dp-{first_order.__name__.lower()}"
+    refuse_others(name, entry, chosen)
+    # the optimizer's own rules, checked before calibrating (noise will be added: clip must be finite)
+    options = options_of(
+        entry.options, chosen, noised=private and (noise_multiplier is None or noise_multiplier > 0)
+    )
     # The owner's view (n against len(data) reads the data): a DataWarning on the terminal, never in the ledger.
     for note in (n_note(n, rows), None if delta is None else delta_note(delta, n)):
         if note is not None:
@@ -433,26 +423,6 @@ def make_private(
         sampler = PoissonSampler.for_testing(n, batch_size, seed=testing_seed, rows=rows)
         noise = NoiseSource.for_testing(testing_seed + 1)
     batches = LoaderBatches(sampler, steps, group)
-    entry = None
-    if not isinstance(
-        optimizer, str
-    ):  # the user's torch optimizer (class or instance), wrapped as dp-adamw's is
-        inner = type(instance) if instance is not None else optimizer
-        entry = Spec(
-            DPOptimizer, True, 1, RELATIONS, f"DP-{inner.__name__}", private_first_order(inner)
-        )
-        name = f"dp-{inner.__name__.lower()}"
-    options = {
-        "lr": lr,
-        "clip": clip,
-        "smoothing": smoothing,
-        "direction": direction,
-        "seed": seed,
-        "optimizer_kwargs": optimizer_kwargs,
-        "per_example": per_example,
-        "microbatch": microbatch,
-        "instance": instance,
-    }
     budget = (
         None
         if not private or noise_multiplier is not None

@@ -18,9 +18,9 @@ from dpnc.lm.files import parse_label_words, parse_labels
 from dpnc.lm.heads import HEADS, PROMPT_MODES
 from dpnc.lm.paths import default_causal_model, default_model_path, public_path
 from dpnc.lm.trainable import TRAIN_MODES
+from dpnc.options import Options, check_options, option_names, options_of
 from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
-from dpnc.tier.first_order import PER_EXAMPLE  # how DP-AdamW forms per-example gradients
-from dpnc.tier.registry import names
+from dpnc.tier.registry import OPTIMIZERS, names
 
 __all__ = ["FinetuneConfig", "METHODS", "default_model_path"]
 
@@ -331,10 +331,6 @@ class FinetuneConfig:
             check_choice("prompt_mode", self.prompt_mode, PROMPT_MODES)
         check_choice("accountant", self.accountant, ACCOUNTANTS)
         check_choice("sampler", self.sampler, SAMPLERS)
-        check_choice("direction", self.direction, ("gaussian", "sphere"))
-        check_choice("per_example", self.per_example, PER_EXAMPLE)
-        if not isinstance(self.cache_directions, bool):
-            raise ValueError(f"cache_directions must be a bool; got {self.cache_directions!r}")
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, tuple(DTYPES))
         check_choice("report_to", self.report_to, REPORT_TO)
@@ -390,16 +386,16 @@ class FinetuneConfig:
         check_integer(0 if self.method == "zero-shot" else 1, steps=self.steps)
         if self.method == "zero-shot" and self.steps != 0:
             raise ValueError(f"steps must be 0 for method='zero-shot'; got {self.steps!r}")
-        for name in ("batch_size", "k", "microbatch", "eval_batch_size"):
+        for name in ("batch_size", "k", "eval_batch_size"):
             check_integer(1, **{name: getattr(self, name)})
         check_integer(8, max_length=self.max_length)
         for name in ("eval_every", "checkpoint_every", "seed", "data_seed"):
             check_integer(0, **{name: getattr(self, name)})
         if self.eval_examples is not None:
             check_integer(1, eval_examples=self.eval_examples)
-        check_at_least(0.0, False, lr=self.lr)
-        check_positive(smoothing=self.smoothing)
-        check_positive(clip=self.clip)
+        # the optimizers' options, by their rules (dpnc.options): every method's values, then the method's own
+        check_options(self.optimizer_values())
+        self.optimizer_options()
         if self.epsilon is not None:
             check_positive(epsilon=self.epsilon)
         elif self.private and self.noise_multiplier is None:
@@ -522,6 +518,25 @@ class FinetuneConfig:
                     f"got {self.batch_size}"
                 )
 
+    def optimizer_values(self) -> dict:
+        """The config's value of each optimizer option (:mod:`dpnc.options`), by the option's name: the field of
+        that name, or its trainer spelling (:data:`SPELLED`); every method's, whether it takes them or not."""
+        values = {name: getattr(self, name) for name in option_names() if name in _FIELDS}
+        # the public direction seed, derived from the run's seed
+        values["seed"] = (self.seed * 2654435761 + 1) % 2**62
+        values["optimizer_kwargs"] = {"weight_decay": self.weight_decay}
+        return values
+
+    def optimizer_options(self) -> Options | None:
+        """The method's options (its registry entry's class, None for zero-shot), built from
+        :meth:`optimizer_values` by :func:`dpnc.options.options_of`: its defaults and rules, and a finite clip for
+        a private method (its releases are noised)."""
+        if self.method == "zero-shot":
+            return None
+        return options_of(
+            OPTIMIZERS[self.method].options, self.optimizer_values(), noised=self.private
+        )
+
     @property
     def lora_modules(self) -> tuple[str, ...] | None:
         return (
@@ -571,3 +586,9 @@ class FinetuneConfig:
         ):  # a user's files: the built-in task's name would be misread as the data
             public["task"] = None
         return public
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(FinetuneConfig))
+# The optimizer options the config takes under another name (:meth:`FinetuneConfig.optimizer_values`); the others
+# are fields of their own name. (``seed`` is the run's seed, from which the public direction seed is derived.)
+SPELLED = {"optimizer_kwargs": "weight_decay"}

@@ -116,17 +116,6 @@ def build_optimizer(
     c = config
     if c.method == "zero-shot":
         return None
-    options = {
-        "lr": c.lr,
-        "clip": c.clip,
-        "smoothing": c.smoothing,
-        "direction": c.direction,
-        "seed": (c.seed * 2654435761 + 1) % 2**62,  # the public direction seed
-        "cache_directions": c.cache_directions,
-        "optimizer_kwargs": {"weight_decay": c.weight_decay},
-        "per_example": c.per_example,
-        "microbatch": c.microbatch,
-    }
     optimizer, wiring = wire(
         classifier,
         c.method,
@@ -139,7 +128,7 @@ def build_optimizer(
         noise=noise,
         group=group,
         data=DataRows(fetch=encode),
-        options=options,
+        options=c.optimizer_options(),  # the method's options (dpnc.options), from the config
     )
     optimizer.wiring = wiring
     return optimizer

@@ -2,21 +2,30 @@
 
 ``make_private`` (its ``optimizer=`` names), the text trainer (``FinetuneConfig.method``, :mod:`dpnc.lm.steps`), the
 command line's ``--method`` (choices and help) and the audit's model-tier mechanisms read :data:`OPTIMIZERS`; each
-builds an optimizer through :func:`dpnc.tier.wiring.wire`, which calls the entry's ``build``. Adding an optimizer is
-one class, one line here and one case in ``tests/contract/test_tier_contract.py`` (which fails for an entry without
-one).
+builds an optimizer through :func:`dpnc.tier.wiring.wire`, which calls the entry's ``build`` with the entry's options
+(its :mod:`dpnc.options` class, built by the door with :func:`dpnc.options.options_of`). Adding an optimizer is one
+class, one line here and one case in ``tests/test_tier_contract.py`` (which fails for an entry without one, and for an
+option some door that offers the entry does not reach).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from dpnc.batches import DataRows, LoaderBatches
 from dpnc.distributed import Group
+from dpnc.options import (
+    AdamWOptions,
+    DPFirstOrderOptions,
+    DPZeroOptions,
+    MeZOOptions,
+    Options,
+    WrappedOptions,
+)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Relation
@@ -37,8 +46,8 @@ class Parts:
     the noise multiplier (None: not private), the ledger, the secret noise, the process group and the options.
 
     ``batches`` is the make_private loader's pending batch (:class:`~dpnc.batches.LoaderBatches`), or None when the
-    optimizer draws from ``sampler`` itself and reads the rows through ``data`` (the trainer); ``options`` holds the
-    entry's own arguments under their names (``lr``, ``clip``, ``smoothing``, …), already checked by the door.
+    optimizer draws from ``sampler`` itself and reads the rows through ``data`` (the trainer); ``options`` is the
+    entry's options object (:attr:`Spec.options`), checked when it was built.
     """
 
     model: nn.Module
@@ -51,7 +60,7 @@ class Parts:
     group: Group | None = None
     batches: LoaderBatches | None = None
     data: DataRows | None = None
-    options: dict = None  # type: ignore[assignment]
+    options: Options = None  # type: ignore[assignment]
 
     def loader_batches(self) -> LoaderBatches:
         """The pending-batch source a first-order step takes its batch from: the loader's, or one over the sampler
@@ -77,9 +86,10 @@ class Spec:
         order: 0 for zeroth order (forward passes only), 1 for first order (per-example gradients).
         relations: the neighbouring relations its ledger supports.
         help: one line for ``--help`` and the docs.
-        build: ``build(parts) -> optimizer``.
+        build: ``build(parts) -> optimizer``, reading ``parts.options`` (an instance of ``options``).
+        options: the class of its options (:mod:`dpnc.options`): fields with defaults, rules and help. Every front
+            door that offers the entry reaches each field (``tests/test_tier_contract.py``).
         doors: the front doors that offer it (the non-private AdamW baseline is the trainer's only).
-        options: the names of its own options in :class:`Parts` ``.options``, beside the common ones.
     """
 
     cls: type
@@ -88,34 +98,31 @@ class Spec:
     relations: tuple[str, ...]
     help: str
     build: Callable[[Parts], torch.optim.Optimizer]
+    options: type[Options]
     doors: tuple[FrontDoor, ...] = BOTH
-    options: tuple[str, ...] = ()
-
-
-_ZO = ("smoothing", "direction", "seed", "cache_directions")
-_FO = ("per_example", "microbatch", "optimizer_kwargs")
 
 
 def zeroth_order(cls: type[DPZero] | type[MeZO]) -> Callable[[Parts], torch.optim.Optimizer]:
-    """The build of a zeroth-order optimizer with DPZero's (private: lr, clip, smoothing, σ) or MeZO's arguments."""
+    """The build of a zeroth-order optimizer from :class:`~dpnc.options.DPZeroOptions` (private: with clip and σ)
+    or :class:`~dpnc.options.MeZOOptions`."""
 
     def build(p: Parts) -> torch.optim.Optimizer:
         o = p.options
         private = (
-            {"clip": o["clip"], "noise_multiplier": p.noise_multiplier, "noise": p.noise}
+            {"clip": o.clip, "noise_multiplier": p.noise_multiplier, "noise": p.noise}
             if p.noise_multiplier is not None
             else {}
         )
         return cls(
             p.params,
-            lr=o["lr"],
-            smoothing=o["smoothing"],
+            lr=o.lr,
+            smoothing=o.smoothing,
             accountant=p.accountant,
-            direction=o["direction"],
-            seed=o["seed"],
+            direction=o.direction,
+            seed=o.seed,
             model=p.model,
             group=p.group,
-            cache_directions=o.get("cache_directions", False),
+            cache_directions=o.cache_directions,
             **private,
             **p.zeroth_order_source(),
         )
@@ -123,40 +130,41 @@ def zeroth_order(cls: type[DPZero] | type[MeZO]) -> Callable[[Parts], torch.opti
     return build
 
 
-def private_first_order(inner: type[torch.optim.Optimizer]) -> Callable[[Parts], DPOptimizer]:
-    """The build of a :class:`DPOptimizer` around ``inner`` (an instance in ``options["instance"]`` is wrapped as it
-    is: its lr and state are its own)."""
+def private_first_order(
+    inner: type[torch.optim.Optimizer], instance: torch.optim.Optimizer | None = None
+) -> Callable[[Parts], DPOptimizer]:
+    """The build of a :class:`DPOptimizer` around ``inner``, from :class:`~dpnc.options.DPFirstOrderOptions`; or
+    around ``instance``, wrapped as it is (its lr and state are its own), from :class:`~dpnc.options.WrappedOptions`.
+    """
 
     def build(p: Parts) -> DPOptimizer:
         o = p.options
-        wrapped = o.get("instance")
+        wrapped = instance
         if wrapped is None:
             try:
-                wrapped = inner(p.params, lr=o["lr"], **dict(o.get("optimizer_kwargs") or {}))
+                wrapped = inner(p.params, lr=o.lr, **dict(o.optimizer_kwargs or {}))
             except TypeError as error:
                 raise ValueError(
                     f"optimizer_kwargs must be arguments of {inner.__name__}; got "
-                    f"{o.get('optimizer_kwargs')!r} ({error})"
+                    f"{o.optimizer_kwargs!r} ({error})"
                 ) from None
         return DPOptimizer(
             wrapped,
             model=p.model,
-            clip=o["clip"],
+            clip=o.clip,
             noise_multiplier=p.noise_multiplier,
             batches=p.loader_batches(),
             accountant=p.accountant,
             noise=p.noise,
-            per_example=o["per_example"],
-            microbatch=o["microbatch"],
+            per_example=o.per_example,
+            microbatch=o.microbatch,
         )
 
     return build
 
 
 def _adamw(p: Parts) -> torch.optim.AdamW:
-    return torch.optim.AdamW(
-        p.params, lr=p.options["lr"], **dict(p.options.get("optimizer_kwargs") or {})
-    )
+    return torch.optim.AdamW(p.params, lr=p.options.lr, **dict(p.options.optimizer_kwargs or {}))
 
 
 OPTIMIZERS: dict[str, Spec] = {
@@ -167,7 +175,7 @@ OPTIMIZERS: dict[str, Spec] = {
         RELATIONS,
         "DPZero: private zeroth order (forward passes only)",
         zeroth_order(DPZero),
-        options=_ZO,
+        DPZeroOptions,
     ),
     "mezo": Spec(
         MeZO,
@@ -176,7 +184,7 @@ OPTIMIZERS: dict[str, Spec] = {
         RELATIONS,
         "MeZO: zeroth order, not private",
         zeroth_order(MeZO),
-        options=_ZO,
+        MeZOOptions,
     ),
     "dp-adamw": Spec(
         DPOptimizer,
@@ -185,7 +193,7 @@ OPTIMIZERS: dict[str, Spec] = {
         RELATIONS,
         "DP-AdamW: per-example clipped gradients, AdamW's update",
         private_first_order(torch.optim.AdamW),
-        options=_FO,
+        DPFirstOrderOptions,
     ),
     "dp-sgd": Spec(
         DPOptimizer,
@@ -194,8 +202,8 @@ OPTIMIZERS: dict[str, Spec] = {
         RELATIONS,
         "DP-SGD: per-example clipped gradients, SGD's update",
         private_first_order(torch.optim.SGD),
+        DPFirstOrderOptions,
         doors=("make_private",),
-        options=_FO,
     ),
     "adamw": Spec(
         torch.optim.AdamW,
@@ -204,8 +212,8 @@ OPTIMIZERS: dict[str, Spec] = {
         RELATIONS,
         "AdamW: first order, not private",
         _adamw,
+        AdamWOptions,
         doors=("trainer",),
-        options=("optimizer_kwargs",),
     ),
 }
 
@@ -229,3 +237,47 @@ def spec(name: str, door: FrontDoor | None = None) -> Spec:
     if name not in offered:
         raise ValueError(f"optimizer must be one of {list(offered)}; got {name!r}")
     return OPTIMIZERS[name]
+
+
+def wrapping(
+    inner: type[torch.optim.Optimizer], instance: torch.optim.Optimizer | None = None
+) -> Spec:
+    """The entry of a user's torch optimizer class (or ``instance``) that make_private wraps as dp-adamw's is."""
+    options = WrappedOptions if instance is not None else DPFirstOrderOptions
+    return Spec(
+        DPOptimizer,
+        True,
+        1,
+        RELATIONS,
+        f"DP-{inner.__name__}",
+        private_first_order(inner, instance),
+        options,
+        doors=("make_private",),
+    )
+
+
+def refuse_others(name: str, entry: Spec, values: Mapping[str, object]) -> None:
+    """At a door whose every option argument may be set (make_private): a value (not None) of an option that the entry
+    does not take is refused, naming the entries that take it, instead of being dropped unread."""
+    for key, value in values.items():
+        if value is None or key in _fields(entry):
+            continue
+        takers = [n for n in names("make_private") if key in _fields(OPTIMIZERS[n])]
+        orders = {OPTIMIZERS[n].order for n in takers}
+        kind = (
+            "zeroth-order"
+            if orders == {0}
+            else "first-order"
+            if orders == {1}
+            else "private"
+            if all(OPTIMIZERS[n].private for n in takers)
+            else "some"
+        )
+        raise ValueError(
+            f"{key} must be None for optimizer={name!r}: {key} is for {kind} optimizers only "
+            f"({', '.join(takers)}); got {value!r}"
+        )
+
+
+def _fields(entry: Spec) -> set[str]:
+    return {f.name for f in fields(entry.options)}

@@ -10,11 +10,12 @@ Example (the trainer's use, with batches drawn by the optimizer from a secret sa
 
     optimizer, wiring = wire(model, "dpzero", sampler=PoissonSampler(n, B, rows=len(rows)), n=n, steps=T,
                              budget=Budget(6.0, 1e-5), accountant=Accountant("add/remove"),
-                             data=DataRows(fetch=encode), options={"lr": 1e-6, "clip": 200.0, ...})
+                             data=DataRows(fetch=encode), options=DPZeroOptions(lr=1e-6, clip=200.0))
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import torch
@@ -22,6 +23,7 @@ from torch import nn
 
 from dpnc.batches import DataRows, LoaderBatches
 from dpnc.distributed import Group
+from dpnc.options import Options, options_of
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
 from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
@@ -126,7 +128,7 @@ def wire(
     group: Group | None = None,
     batches: LoaderBatches | None = None,
     data: DataRows | None = None,
-    options: dict | None = None,
+    options: Options | Mapping | None = None,
     fixed_size_of: int | None = None,
     entry: Spec | None = None,
 ) -> tuple[torch.optim.Optimizer, Wiring]:
@@ -147,7 +149,8 @@ def wire(
         batches: the make_private loader's pending batch; None when the optimizer draws from ``sampler`` and
             reads the rows through ``data``.
         data: the rows (:class:`~dpnc.batches.DataRows`) when ``batches`` is None.
-        options: the entry's own arguments (``lr``, ``clip``, ``smoothing``, ``direction``, ``seed``, …).
+        options: the entry's options, an instance of its class (``Spec.options``, :mod:`dpnc.options`), or a
+            mapping of their values by name, built into one by :func:`dpnc.options.options_of`.
         fixed_size_of: see :func:`calibrate`.
         entry: an entry outside the registry, called ``method`` (make_private's wrapping of a user's torch
             optimizer class or instance).
@@ -175,6 +178,13 @@ def wire(
         relation=accountant.relation.value,
         fixed_size_of=fixed_size_of,
     )
+    if not isinstance(options, entry.options):
+        if not isinstance(options, Mapping | None):
+            raise ValueError(
+                f"options must be a {entry.options.__name__} (the options of {method!r}) or a mapping of "
+                f"their values; got {type(options).__name__}"
+            )
+        options = options_of(entry.options, options or {}, noised=bool(sigma))
     params = [p for p in model.parameters() if p.requires_grad]
     parts = Parts(
         model,
@@ -187,7 +197,7 @@ def wire(
         group,
         batches,
         data,
-        dict(options or {}),
+        options,
     )
     optimizer = entry.build(parts)
     record = Wiring(
