@@ -647,7 +647,6 @@ def test_the_help_states_the_true_step_and_lr_defaults():
         ("PromptMode", "PROMPT_MODES"),
         ("Relation", "RELATIONS"),
         ("Sampler", "SAMPLERS"),
-        ("PerExample", "PER_EXAMPLE"),
         ("Device", "DEVICES"),
         ("Dtype", "DTYPES"),
         ("ReportTo", "REPORT_TO"),

@@ -11,7 +11,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 # The choices of the options, as click choices (shown in --help, checked before any work). They are the library's:
-# tests/test_cli.py checks each against its tuple in dpnc.lm.config (not imported here: it imports torch).
+# tests/test_cli.py checks each against its tuple in dpnc.lm.config (not imported here: it imports torch). The
+# optimizer options' flags take theirs from dpnc.options (dpnc.cli.finetune generates them).
 Task = Literal["SST-2", "SST-5", "TREC", "RTE", "SNLI", "MNLI"]
 Method = Literal["zero-shot", "mezo", "dpzero", "adamw", "dp-adamw"]
 TrainMode = Literal["head", "top-k", "bias", "lora", "all"]
@@ -21,8 +22,6 @@ Accountant = Literal["rdp", "pld"]
 AccountantOrBoth = Literal["pld", "rdp", "both"]
 Relation = Literal["add/remove", "replace-one"]
 Sampler = Literal["poisson", "shuffle"]
-PerExample = Literal["auto", "layers", "vmap", "loop"]
-Direction = Literal["gaussian", "sphere"]
 Device = Literal["auto", "cpu", "cuda"]
 Dtype = Literal["fp32", "bf16", "fp16"]
 ReportTo = Literal["none", "tensorboard"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import typing
 from pathlib import Path
 
 import typer
@@ -16,11 +18,9 @@ from dpnc.cli.base import (
     PRIVACY,
     Accountant,
     Device,
-    Direction,
     Dtype,
     Head,
     Method,
-    PerExample,
     PromptMode,
     Relation,
     ReportTo,
@@ -29,9 +29,9 @@ from dpnc.cli.base import (
     TrainMode,
     app,
 )
+from dpnc.options import option_field, option_names
 
 
-@app.command()
 def finetune(
     task: Task = typer.Option(
         "SST-2",
@@ -252,62 +252,8 @@ def finetune(
         rich_help_panel=OPTIMIZER,
         help="(Expected) batch size B (default 64).",
     ),
-    lr: float = typer.Option(
-        None,
-        "--lr",
-        rich_help_panel=OPTIMIZER,
-        help="Step size (default, printed at the start: zeroth-order, the --train mode's recipe: "
-        "head 0.1, all 1e-6, top-k, bias 1e-4, lora 1e-3; first-order (adamw, dp-adamw): "
-        "head 0.01, other modes 1e-5, the paper's full fine-tuning value).",
-    ),
-    smoothing: float = typer.Option(
-        None,
-        "--smoothing",
-        rich_help_panel=OPTIMIZER,
-        help="λ of the zeroth-order difference (recipe: 1e-3).",
-    ),
-    clip: float = typer.Option(
-        None,
-        "--clip",
-        "-C",
-        rich_help_panel=OPTIMIZER,
-        help="Clipping threshold C (default: the recipe; 10 DP-AdamW).",
-    ),
     weight_decay: float = typer.Option(
         0.0, "--weight-decay", rich_help_panel=OPTIMIZER, help="AdamW weight decay."
-    ),
-    per_example: PerExample = typer.Option(
-        "auto",
-        "--per-example",
-        rich_help_panel=OPTIMIZER,
-        help="DP-AdamW per-example gradients: auto (per layer where every trained layer is a kind of "
-        "the per-layer route, docs/layers.md; else vmap, else the loop where vmap cannot batch a "
-        "layer), layers, vmap (torch.func), or loop (one example at a time).",
-    ),
-    microbatch: int = typer.Option(
-        4,
-        "--microbatch",
-        min=1,
-        rich_help_panel=OPTIMIZER,
-        help="Examples per vmapped chunk (--per-example vmap, or auto's vmap).",
-    ),
-    direction: Direction = typer.Option(
-        "gaussian", "--direction", rich_help_panel=OPTIMIZER, help="Zeroth-order directions."
-    ),
-    cache_directions: bool = typer.Option(
-        False,
-        "--cache-directions",
-        rich_help_panel=OPTIMIZER,
-        help="MeZO/DPZero: draw each step's direction once and keep it (the same "
-        "numbers, one generator pass a step instead of three; d more numbers "
-        "of memory). Pays most with torchrun (data parallel).",
-    ),
-    seed: int = typer.Option(
-        42,
-        "--seed",
-        min=0,
-        rich_help_panel=OPTIMIZER,
-        help="Public seed of the zeroth-order directions; batches and noise are secret.",
     ),
     epsilon: float = typer.Option(
         None,
@@ -448,6 +394,7 @@ def finetune(
         rich_help_panel=DEVICE,
         help="torch CPU threads (default: torch's choice).",
     ),
+    **options,
 ) -> None:
     """Fine-tune a Hugging Face encoder for text classification, privately (DPZero, DP-AdamW) or not.
 
@@ -511,9 +458,6 @@ def finetune(
         prompt_mode=prompt_mode,
         steps=steps,
         batch_size=batch_size,
-        lr=lr,
-        smoothing=smoothing,
-        clip=clip,
         **({} if epsilon is None else {"epsilon": epsilon}),
         delta=delta,
         noise_multiplier=noise_multiplier,
@@ -524,17 +468,14 @@ def finetune(
         device=device,
         dtype=dtype,
         report_to=report_to,
-        seed=seed,
         data_seed=data_seed,
         k=k,
         n=n,
         max_length=max_length,
         freeze_embeddings=freeze_embeddings,
         weight_decay=weight_decay,
-        per_example=per_example,
-        microbatch=microbatch,
-        direction=direction,
-        cache_directions=cache_directions,
+        # the optimizer options' flags (generated): those given, else the config's defaults
+        **{name: value for name, value in options.items() if value is not None},
         eval_every=eval_every,
         eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
@@ -554,7 +495,7 @@ def finetune(
     )
     if distributed.from_environment() is None or os.environ.get("RANK", "0") == "0":
         # Before any work, flushed: kept when stdout is a file and the run is stopped.
-        print(_header(config, lr is not None), flush=True)
+        print(_header(config, options.get("lr") is not None), flush=True)
     try:
         summary = lm_train.finetune(config, resume=resume)
     except (
@@ -601,6 +542,79 @@ def finetune(
     if summary.self_audit is not None:
         typer.echo(str(SelfAuditResult(**summary.self_audit)))
     typer.echo(_written(out, config))
+
+
+# The trainer's side of an optimizer option's flag; its help, choices and minimum are the option's (dpnc.options, the
+# one place). ``default``: FinetuneConfig's (None: the recipe's), ``short``: short names, ``more``: what the trainer
+# adds to the help. An option not listed gets its flag with the option's own default.
+TRAINER_FLAGS = {
+    "lr": {
+        "default": None,
+        "more": "Default, printed at the start: zeroth-order, the --train mode's recipe: head 0.1, all 1e-6, "
+        "top-k, bias 1e-4, lora 1e-3; first-order (adamw, dp-adamw): head 0.01, other modes 1e-5, the "
+        "paper's full fine-tuning value.",
+    },
+    "smoothing": {"default": None, "more": "Recipe: 1e-3."},
+    "clip": {"default": None, "short": ("-C",), "more": "Default: the recipe; 10 DP-AdamW."},
+    "per_example": {"default": "auto", "more": "DP-AdamW."},
+    "microbatch": {"default": 4},
+    "direction": {"default": "gaussian"},
+    "cache_directions": {
+        "default": False,
+        "more": "MeZO/DPZero; pays most with torchrun (data parallel).",
+    },
+    "seed": {"default": 42, "more": "Batches and noise are secret."},
+}
+
+
+def _optimizer_flags() -> list[inspect.Parameter]:
+    """One flag per optimizer option (:mod:`dpnc.options`) of a command-line type, generated from its field as
+    ``dpnc reproduce`` generates its options from config fields (``optimizer_kwargs``, a dict, is the trainer's
+    ``--weight-decay``)."""
+    flags = []
+    for name in sorted(
+        option_names(), key=lambda n: list(TRAINER_FLAGS).index(n) if n in TRAINER_FLAGS else 99
+    ):
+        f = option_field(name)
+        kind = _flag_type(f)
+        if kind is None:
+            continue
+        trainer = TRAINER_FLAGS.get(name, {})
+        option = typer.Option(
+            trainer.get("default", f.default),
+            "--" + name.replace("_", "-"),
+            *trainer.get("short", ()),
+            rich_help_panel=OPTIMIZER,
+            help=" ".join(filter(None, [f.metadata["help"], trainer.get("more")])),
+            **({"min": f.metadata["minimum"]} if "minimum" in f.metadata else {}),
+        )
+        flags.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=option)
+        )
+    return flags
+
+
+def _flag_type(f):
+    """A field's command-line type: its choices as a Literal, else its type without None; None for another type."""
+    if "choices" in f.metadata:
+        return typing.Literal[f.metadata["choices"]]
+    kinds = [k for k in typing.get_args(f.type) or (f.type,) if k is not type(None)]
+    return kinds[0] if len(kinds) == 1 and kinds[0] in (bool, int, float, str) else None
+
+
+def _with_optimizer_flags(command):
+    """``command``'s signature with the generated optimizer flags after ``--batch-size`` (its ``**options``)."""
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(command).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    at = [p.name for p in own].index("batch_size") + 1
+    command.__signature__ = inspect.Signature(own[:at] + _optimizer_flags() + own[at:])
+    return command
+
+
+app.command()(_with_optimizer_flags(finetune))
 
 
 def _written(out: Path, config) -> str:
