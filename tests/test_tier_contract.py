@@ -1,13 +1,16 @@
 """The model tier's contract: every optimizer of :data:`dpnc.tier.registry.OPTIMIZERS` has a case here (an entry
 without one fails), is built by the one wiring (:func:`dpnc.tier.wiring.wire`) under each relation it declares, is
 the class it declares, spends what its budget allows (private) or says ε = ∞ (not private), and trains through
-``make_private`` where it is offered there. A toy optimizer shows what adding one takes: one class, one registry
-line, one case (``test_a_new_optimizer_is_one_class_one_line_and_one_case``)."""
+``make_private`` where it is offered there. Every field of every entry's options (:mod:`dpnc.options`) is reached by
+every front door that offers the entry. A toy optimizer shows what adding one takes: one class, one registry line,
+one case (``test_a_new_optimizer_is_one_class_one_line_and_one_case``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+import tempfile
 
 import pytest
 import torch
@@ -164,7 +167,91 @@ def test_the_front_doors_read_the_registry():
     assert set(config.PRIVATE) == set(names("trainer", private=True))
 
 
-# --- the options of each entry --------------------------------------------------------------------------------------
+# --- every option reaches every door that offers its entry ------------------------------------------------------
+
+
+def _make_private():
+    return set(inspect.signature(dpnc.make_private).parameters)
+
+
+def _finetune_config():
+    from dpnc.lm.config import SPELLED, FinetuneConfig
+
+    return {f.name for f in dataclasses.fields(FinetuneConfig)} | set(SPELLED)
+
+
+def _dpnc_finetune():
+    import typer
+
+    from dpnc.cli import app
+    from dpnc.lm.config import SPELLED
+
+    flags = {p.name for p in typer.main.get_command(app).commands["finetune"].params}
+    flags |= {option for option, field in SPELLED.items() if field in flags}
+    return flags & _finetune_config()  # a flag reaches the run through the config's field
+
+
+def _dp_trainer():
+    """The options DPTrainer hands make_private (replaced by a recorder) that make_private takes: each given by name,
+    and lr and optimizer_kwargs from the TrainingArguments (a first-order entry's call)."""
+    pytest.importorskip("transformers")
+    from transformers import TrainingArguments
+
+    from dpnc.integrations import transformers as hf
+
+    class Recorded(Exception):
+        pass
+
+    handed = {}
+
+    def recorder(model, **kwargs):
+        handed.update(kwargs)
+        raise Recorded
+
+    given = {name: object() for name in dpnc.options.option_names() if name not in hf.SPELLED}
+    with tempfile.TemporaryDirectory() as out, pytest.MonkeyPatch.context() as patch:
+        args = TrainingArguments(output_dir=out, max_steps=T, learning_rate=0.125, report_to="none")
+        patch.setattr(hf, "make_private", recorder)
+        with pytest.raises(Recorded):
+            hf.DPTrainer(model(), args, TensorDataset(*data()), n=N, optimizer="dp-adamw", **given)
+    # through make_private's keywords
+    reached = {name for name, value in given.items() if handed.get(name) is value} & _make_private()
+    if handed["lr"] == args.learning_rate:
+        reached.add("lr")
+    if handed["optimizer_kwargs"]["weight_decay"] == args.weight_decay:
+        reached.add("optimizer_kwargs")
+    return reached
+
+
+# Each front door, the registry's door whose entries it offers, and the option names it reaches.
+DOORS = {
+    "make_private": ("make_private", _make_private),
+    "FinetuneConfig": ("trainer", _finetune_config),
+    "dpnc finetune": ("trainer", _dpnc_finetune),
+    "DPTrainer": ("make_private", _dp_trainer),
+}
+
+
+def unreached(door: str, entries=None) -> dict[str, list[str]]:
+    """The options of each entry the door offers that the door does not reach (entry name → option names)."""
+    offers, reached = DOORS[door]
+    names_reached = reached()
+    entries = entries if entries is not None else dict(OPTIMIZERS)
+    missing = {
+        name: [f.name for f in dataclasses.fields(entry.options) if f.name not in names_reached]
+        for name, entry in entries.items()
+        if offers in entry.doors
+    }
+    if door == "make_private":  # a user's torch optimizer instance, wrapped
+        missing["<instance>"] = [
+            f.name for f in dataclasses.fields(WrappedOptions) if f.name not in names_reached
+        ]
+    return {name: fields for name, fields in missing.items() if fields}
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_every_option_of_every_entry_reaches_every_door_that_offers_it(door):
+    assert unreached(door) == {}
 
 
 def test_every_options_class_is_an_entry_s_and_checks_every_field_with_help():
@@ -174,6 +261,18 @@ def test_every_options_class_is_an_entry_s_and_checks_every_field_with_help():
         assert cls.__dataclass_params__.frozen
         for f in dataclasses.fields(cls):
             assert f.metadata["help"].strip() and "rule" in f.metadata, (cls.__name__, f.name)
+
+
+def test_an_option_no_door_reaches_is_found():
+    """The test above fails for a new field that a door does not take: here one no door knows."""
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class WithAKnob(DPZeroOptions):
+        knob: float = dataclasses.field(default=1.0, metadata={"help": "a new knob", "rule": None})
+
+    entries = {"dpzero": dataclasses.replace(OPTIMIZERS["dpzero"], options=WithAKnob)}
+    for door in ("make_private", "FinetuneConfig", "dpnc finetune"):
+        assert unreached(door, entries) == {"dpzero": ["knob"]}, door
 
 
 def test_options_are_refused_by_their_rule_and_where_the_entry_does_not_take_them():
