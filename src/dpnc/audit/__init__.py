@@ -1,15 +1,9 @@
 """A built-in privacy audit: empirical ε lower bounds of dpnc's own mechanisms, beside their claims.
 
-``run_audit(mechanism, runs, broken=None)`` runs a mechanism (:mod:`dpnc.audit.mechanisms`) many times on two
-neighbouring datasets that differ in an adversarial canary, scores every run with what an adversary who
-knows all public randomness can compute, and turns a threshold test into an ε lower bound with
-Clopper–Pearson intervals (:mod:`dpnc.audit.stats`). ``dpnc audit <mechanism>`` is the command.
-
-``SelfAudit`` (:mod:`dpnc.self_audit`) is the other kind: one training run audits itself with canaries and
-the one-run bound of :mod:`dpnc.privacy.one_run` (``make_private(..., audit=SelfAudit(...))``).
-
-Names are loaded on first use (PEP 562), so the command line does not import torch until it runs an audit.
-"""
+:func:`run_audit` (``dpnc audit <mechanism>``) runs a mechanism many times on two neighbouring
+datasets; ``SelfAudit`` (:mod:`dpnc.self_audit`) lets one training run audit itself.
+See docs/audit.md. Names are loaded on first use (PEP 562), so the command line does not import
+torch until it runs an audit."""
 
 import importlib
 

@@ -1,33 +1,8 @@
-"""What every audited mechanism provides: its claim, the adversary's scores, and how hard its canary hits.
+"""What every audited mechanism provides: its claim, the adversary's scores, its canary's effect.
 
-A mechanism runs dpnc's real code path many times on a dataset D that holds a canary and on its neighbour D′
-(the canary replaced by its mirror image under replace-one, removed under add/remove), with the secret
-:class:`~dpnc.privacy.noise.NoiseSource`. The adversary knows all public randomness (direction seeds, the
-public generator of the single-pass oracles, the batches of a seeded sampler) and every other example; it
-sees every released value and scores each run with the log-likelihood ratio of "in" against "out" (or a
-monotone function of it).
-
-Canary design: every other example has loss 0, and the canary's loss is linear with a huge slope
-(:data:`BIG`), so each of its finite differences is clipped to exactly the bound the sensitivity assumes,
-with a sign the adversary computes from the public randomness. The released values are then "canary term
-+ noise", the canary moves each release it enters by the recorded sensitivity (:meth:`Mechanism.canary_effect`
-measures it), and for the unsampled Gaussian mechanisms its privacy loss is exactly the claimed one.
-
-The claim is what the library's own ledger says for the *correct* configuration (one run of it, the
-tightest of its RDP, PLD and zCDP answers), as a whole privacy profile ε(δ): the audit compares its bound with
-ε(δ) at the nominal δ and at :data:`~dpnc.audit.stats.PROFILE_DELTAS`, the δ chosen on the selection half.
-
-Several statistics per mechanism (``statistics``: name → what it computes), each aimed at a known hole, are
-tested together with a Bonferroni correction (:func:`~dpnc.audit.stats.multi_statistic_test`). Broken variants
-the audit must catch (``variants``: which apply): ``"sigma"`` runs with σ/``sigma_factor`` (default 1.5) while the
-claim stays the correct one; ``"public-batches"`` (subsampled mechanisms) draws the batches with
-``PoissonSampler.for_testing(n, B, seed=s)`` and the adversary, who knows s, replays the sampler;
-``"realised-batch"`` divides the clipped sum by the realised batch size instead of the fixed B;
-``"other-batch"`` evaluates a fixed other batch of the drawn batch's size (rows 0..|batch|−1);
-``"train-batchnorm"`` puts a BatchNorm layer in training mode (it normalises with the batch's statistics).
-Each broken variant bypasses the public API's checks (a subclass or a direct call of the algorithm tier): the
-public API refuses them.
-"""
+:class:`Mechanism` is the contract; the statistics of released values that mechanisms share
+(:func:`poisson_llr`, :func:`release_statistics`) live here too.
+See docs/audit.md ("What is run", "The statistics")."""
 
 from __future__ import annotations
 
@@ -51,6 +26,14 @@ SIGMA_FACTOR = 1.5  # "sigma" (default): the noise std divided by this, the clai
 
 class Mechanism(ABC):
     """One auditable mechanism: its claim, and the adversary's score of many runs on D and on D′.
+
+    A mechanism runs dpnc's real code path on a dataset D that holds a canary and on its neighbour D′
+    (the canary replaced by its mirror image under replace-one, removed under add/remove), with the
+    secret :class:`~dpnc.privacy.noise.NoiseSource`. The adversary knows all public randomness and every
+    other example, sees every release, and scores each run by ``statistics`` (name → what it computes,
+    each aimed at a known hole). The claim is the ledger's privacy profile ε(δ) for one run of the
+    *correct* configuration; ``variants`` lists the broken variants (:data:`BROKEN`) that apply. Canary
+    design, statistics and variants: docs/audit.md.
 
     Subclasses set the class attributes and implement :meth:`claim_accountant`, :meth:`scores` and
     :meth:`canary_effect`.

@@ -1,20 +1,6 @@
-"""The model tier audited: ``dpnc.tier.DPZero``, ``dpnc.make_private`` (zeroth and first order, the latter being
-:class:`dpnc.tier.DPOptimizer`), and the broken variants the public API refuses or cannot see.
-
-Every run is its own optimizer on its own copy of one tiny public model, with its own secret sampler and the
-audit's secret noise source. The model is ``Sequential(BatchNorm1d(1, affine=False), Linear(1, 1, bias=False))``
-in eval mode (running mean 0, variance 1: the BatchNorm is the identity up to 1/√(1 + 10⁻⁵)), and the per-example
-loss is ``BIG·model(x)``: linear in the one trainable weight w, so each example's two-point difference is
-BIG·u·z (z its normalised feature) and its gradient BIG·z, at any w.
-
-Canary (add/remove): D holds n rows (the public n), the canary's feature 1 and every other feature 0 (loss 0 and
-gradient 0 at every w); D′ is D without the canary's row (n − 1 rows). The canary's clipped difference is
-C·sign(u_t), its clipped gradient +C: each release it enters moves by exactly the ledger's sensitivity C/B, in a
-direction the adversary computes from the public direction seed. The same model in *training* mode is the
-worst case of the ``train-batchnorm`` hole: normalising with the batch's statistics gives every one of the b − 1
-other examples of a batch that holds the canary the feature −1/√(b − 1) (and 0 without the canary), so all of them
-are clipped to ∓C and the release moves by (b − 2)·C/B instead of C/B.
-"""
+"""The model tier audited: ``dpnc.tier.DPZero``, ``dpnc.make_private`` (zeroth and first order, the
+latter being :class:`dpnc.tier.DPOptimizer`), and the broken variants the public API refuses or
+cannot see. The tiny public model and its canary: docs/audit.md ("What is run")."""
 
 from __future__ import annotations
 
@@ -66,7 +52,18 @@ def per_example_loss(model: nn.Module, xb: torch.Tensor) -> torch.Tensor:
 
 
 class _ModelTier(Mechanism):
-    """Shared: the data, the public model, the adversary's signs and statistics; subclasses run one training."""
+    """Shared: the data, the public model, the adversary's signs and statistics; subclasses run one training.
+
+    Every run is its own optimizer on its own copy of :func:`canary_model`, with its own secret sampler
+    and the audit's secret noise source. Canary (add/remove): D holds n rows (the public n), the canary's
+    feature 1 and every other feature 0 (loss and gradient 0 at every w); D′ is D without the canary's
+    row. The canary's clipped difference is C·sign(u_t), its clipped gradient +C: each release it enters
+    moves by exactly the ledger's sensitivity C/B, in a direction the adversary computes from the public
+    direction seed. The same model in *training* mode is the worst case of the ``train-batchnorm`` hole:
+    normalising with the batch's statistics gives each of the b − 1 other examples of a batch that holds
+    the canary the feature −1/√(b − 1) (0 without the canary), so all are clipped to ∓C and the release
+    moves by (b − 2)·C/B instead of C/B.
+    """
 
     relation = "add/remove"
     subsampled = True

@@ -1,11 +1,7 @@
-"""The tree oracles of Zhang–Tran–Cutkosky and Kornowski–Liu–Talwar, and KL-Spider's checkpoint, audited.
+"""The audited tree oracles (Zhang–Tran–Cutkosky, Kornowski–Liu–Talwar) and KL-Spider's checkpoint.
 
-Each run of a tree oracle is one period of the library's own oracle object (the real estimators, clipping,
-:class:`~dpnc.privacy.tree.TreeMechanism` and ledger), queried at a fixed point w₀: a legal query sequence (no
-move exceeds 2D), and the adversary's choice. KL-Spider's checkpoint is the real
-:class:`~dpnc.algorithms.menart.PrivateGradients` query and release with the σ̂ of the real schedule; its runs are
-the rows of one release call (the query is deterministic; the release adds independent noise to every row).
-"""
+Each runs the library's own oracle object or query (the real estimators, clipping, tree mechanism
+and ledger); see docs/audit.md ("What is run")."""
 
 from __future__ import annotations
 
@@ -54,6 +50,10 @@ def node_matrix(period: int) -> torch.Tensor:
 
 class _TreeOracle(Mechanism):
     """One period of a tree oracle at w₀; the canary in the term of largest participation × sensitivity².
+
+    Each run is one period of the library's own oracle object (the real estimators, clipping,
+    :class:`~dpnc.privacy.tree.TreeMechanism` and ledger), queried at the fixed point w₀: a legal query
+    sequence (no move exceeds 2D), and the adversary's choice.
 
     The adversary learns the noiseless running sums on D and D′ by replaying the oracle with the public
     generator (reading the oracle's running sum g of a replay run: what anyone with the public seed computes),
@@ -316,6 +316,10 @@ class _CanaryObjective:
 
 
 class KLSpiderCheckpoint(Mechanism):
+    """The real :class:`~dpnc.algorithms.menart.PrivateGradients` query and release with the σ̂ of the real
+    schedule; the runs are the rows of one release call (the query is deterministic; the release adds
+    independent noise to every row)."""
+
     name = "kl-spider-checkpoint"
     summary = (
         "KL-Spider's checkpoint (Menart et al., Algorithm 1, first round) as kl_spider issues it: the "

@@ -1,11 +1,8 @@
-"""Measure the audit's power: which σ/k it detects at CI's run counts, and the CI cases' bounds and times.
+"""The audit's power: which σ/k it detects at CI's run counts; the CI cases' bounds and times.
 
-    nice python -m dpnc.audit.power --out docs/results/audit        # writes power.json and summary.md
-
-For each k, the true ε at the nominal δ of the σ/k mechanism is its own ledger's (the ledger of the correct
-mechanism with σ/k), so the ratio true/claimed is exact; "detected" means some statistic's held-out lower bound
-exceeds the claimed ε(δ) at its δ (95 % family-wise confidence).
-"""
+``nice python -m dpnc.audit.power --out docs/results/audit`` writes power.json and summary.md. The
+true ε of σ/k is its own ledger's, so true/claimed is exact; "detected": some statistic's held-out
+lower bound exceeds the claimed ε(δ) at its δ (95 % family-wise confidence). See docs/audit.md."""
 
 from __future__ import annotations
 

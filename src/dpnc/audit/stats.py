@@ -1,28 +1,7 @@
-"""The statistics of a privacy audit: a threshold test on the adversary's scores, turned into an ε lower bound.
-
-An (ε, δ)-DP mechanism M and any test that says "the canary was in" (a run on D) or "out" (a run on the
-neighbour D′) satisfy, with FPR α = P(test says in | D′) and FNR β = P(test says out | D):
-
-    α + e^ε·β ≥ 1 − δ   and   β + e^ε·α ≥ 1 − δ
-
-(Kairouz, Oh & Viswanath 2015, Thm 2.1). So with ᾱ, β̄ one-sided Clopper–Pearson upper bounds on α and β,
-
-    ε ≥ max( log((1 − δ − β̄)/ᾱ), log((1 − δ − ᾱ)/β̄) )
-
-holds with the joint confidence of the two bounds (each at 1 − (1 − confidence)/2, a union bound, so the
-two populations' runs may even share randomness). The threshold is chosen on one half of each population's
-runs (maximising the same bound there) and the bound is computed on the other half, so the choice does not
-bias it (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021).
-
-References:
-    Kairouz, Oh, Viswanath. The composition theorem for differential privacy. ICML 2015 (arXiv:1311.0776).
-    Jagielski, Ullman, Oprea. Auditing differentially private machine learning: how private is private SGD?
-    NeurIPS 2020 (arXiv:2006.07709).
-    Nasr, Song, Thakurta, Papernot, Carlini. Adversary instantiation: lower bounds for differentially
-    private machine learning. IEEE S&P 2021 (arXiv:2101.04535).
-    Clopper, Pearson. The use of confidence or fiducial limits illustrated in the case of the binomial.
-    Biometrika 1934.
-"""
+"""The statistics of a privacy audit: a threshold test on the adversary's scores, turned into an ε
+lower bound (:func:`epsilon_lower_bound`) with Clopper–Pearson intervals, the threshold chosen on
+one half of the runs and the bound computed on the other (:func:`split_threshold_test`), several
+statistics at once by Bonferroni (:func:`multi_statistic_test`). See docs/audit.md."""
 
 from __future__ import annotations
 
@@ -58,7 +37,21 @@ def clopper_pearson_interval(k: int, n: int, confidence: float) -> tuple[float, 
 
 
 def epsilon_lower_bound(fpr_upper, fnr_upper, delta: float):
-    """max(log((1 − δ − β̄)/ᾱ), log((1 − δ − ᾱ)/β̄), 0) for upper bounds ᾱ on the FPR and β̄ on the FNR."""
+    """max(log((1 − δ − β̄)/ᾱ), log((1 − δ − ᾱ)/β̄), 0) for upper bounds ᾱ on the FPR and β̄ on the FNR.
+
+    An (ε, δ)-DP mechanism and any test that says "the canary was in" (a run on D) or "out" (a run on
+    the neighbour D′) satisfy, with FPR α = P(in | D′) and FNR β = P(out | D),
+    α + e^ε·β ≥ 1 − δ and β + e^ε·α ≥ 1 − δ (Kairouz, Oh & Viswanath 2015, Thm 2.1). With one-sided
+    Clopper–Pearson upper bounds ᾱ, β̄ (:func:`clopper_pearson_upper`), each at 1 − (1 − confidence)/2,
+    the bound holds with the joint confidence of the two (a union bound, so the two populations' runs
+    may even share randomness).
+
+    References:
+        Kairouz, Oh, Viswanath. The composition theorem for differential privacy. ICML 2015
+        (arXiv:1311.0776).
+        Clopper, Pearson. The use of confidence or fiducial limits illustrated in the case of the
+        binomial. Biometrika 1934.
+    """
     if not 0 <= delta < 1:
         raise ValueError(f"delta must be in [0, 1); got {delta!r}")
     a, b = np.asarray(fpr_upper, dtype=np.float64), np.asarray(fnr_upper, dtype=np.float64)
@@ -176,6 +169,14 @@ def split_threshold_test(
 
     The runs of a population are i.i.d., so their order carries no information and "first half" is a
     fair split. Each population needs at least 2 runs. The one-δ case of :func:`profile_test`.
+    Choosing the threshold on other runs than those that bound ε keeps the choice from biasing the bound
+    (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021).
+
+    References:
+        Jagielski, Ullman, Oprea. Auditing differentially private machine learning: how private is
+        private SGD? NeurIPS 2020 (arXiv:2006.07709).
+        Nasr, Song, Thakurta, Papernot, Carlini. Adversary instantiation: lower bounds for
+        differentially private machine learning. IEEE S&P 2021 (arXiv:2101.04535).
     """
     return profile_test("score", scores_in, scores_out, {delta: 0.0}, confidence).test
 
