@@ -1,21 +1,9 @@
 """The interface every objective gives the algorithms: per-example losses over a dataset, batched.
 
-A problem is F(x) = (1/n) Σ_i f(x, z_i) with data z_1..z_n and, for every z, f(·, z) L-Lipschitz
-(docs/papers.md, ZTC §1). The zeroth-order estimators evaluate each example at many points at once (x ± δu_ij for
-m directions), so the one primitive is :meth:`Problem.loss` on points of shape (b, k, d): example i
-at its own k points. Everything else (values, gradients, subsets) is built from it here.
-
-The declared ``lipschitz`` is what the algorithms use to bound sensitivities and to clip finite
-differences (ZTC §6.14), so privacy never rests on it being tight, but utility does, and the
-estimators' unbiasedness needs it to be *true*. Each problem states its constant and the proof. It is
-a bound for every z in the problem's data domain (e.g. ‖a‖ ≤ 1), not only for the data at hand,
-because a neighbouring dataset may hold any such z.
-
-**One protocol for every objective** (:class:`Objective`): per-example losses, batched; optional
-per-example gradients; the mean F and ∇F; and a :class:`Constants` record of the public constants
-(L0, L1, weak convexity, γ, κ, the region, F*) that the algorithms read. :class:`Problem` implements it
-for objectives backed by data tensors; the KL objectives and the DPZero quadratic implement it too.
-"""
+One protocol for every objective (:class:`Objective`): per-example losses, optional per-example
+gradients, the mean F and ∇F, and the public :class:`Constants` the algorithms read.
+:class:`Problem` implements it for objectives backed by data tensors; the KL objectives and the
+DPZero quadratic implement it too."""
 
 from __future__ import annotations
 
@@ -183,6 +171,17 @@ class Objective(ABC):
 
 class Problem(Objective):
     """Per-example losses f(x, z_i) over a dataset, evaluated for many points at once.
+
+    F(x) = (1/n) Σ_i f(x, z_i) with, for every z, f(·, z) L-Lipschitz (docs/papers.md, ZTC §1). The
+    zeroth-order estimators evaluate each example at many points at once (x ± δu_ij for m directions), so
+    the one primitive is :meth:`loss` on points of shape (b, k, d): example i at its own k points.
+    Everything else (values, gradients, subsets) is built from it here.
+
+    The declared ``lipschitz`` is what the algorithms use to bound sensitivities and to clip finite
+    differences (ZTC §6.14), so privacy never rests on it being tight, but utility does, and the
+    estimators' unbiasedness needs it to be *true*. Each problem states its constant and the proof. It is
+    a bound for every z in the problem's data domain (e.g. ‖a‖ ≤ 1), not only for the data at hand,
+    because a neighbouring dataset may hold any such z.
 
     Attributes:
         data: tensors with leading dimension n (the dataset), float64 (integer labels excepted).

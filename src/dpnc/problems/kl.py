@@ -1,41 +1,9 @@
-"""Objectives satisfying the (γ,κ)-KL condition, with proven constants, for Menart et al.'s algorithms.
+"""Objectives satisfying the (γ,κ)-KL condition, with proven constants, for Menart et al.
 
-docs/papers.md, Menart et al. §5 ("Utility" test functions) and §3 (hard instances). Every objective here is an
-empirical loss F(w) = (1/n) Σ_i f(w; x_i) on w ∈ R^d and declares, with the proof in its docstring,
-
-its public :class:`~dpnc.problems.base.Constants` (``objective.constants``):
-
-- ``gamma``, ``kappa``: the (γ,κ)-KL inequality F(w) − F* ≤ γ^κ‖∇F(w)‖^κ for every w in the region;
-- ``L0``: ‖∇f(w; x)‖ ≤ L0 for w in the region and *every admissible* data point x (a neighbouring
-  dataset may hold any of them), not only the data at hand;
-- ``L1``: ∇f(·; x) is L1-Lipschitz on the region (None when f is not smooth there);
-- ``weak_convexity``: L̃1 with f(·; x) + (L̃1/2)‖·‖² convex (None if unknown or false);
-- ``F_star = min F`` (and, as an attribute, ``w_star``, a minimiser: the one Menart et al. call w*);
-- ``region``: the ball of radius ``radius`` around ``center`` (float64) where all of them hold.
-
-n enters the algorithms only through their noise, so several objectives are *data-free* (all examples
-identical: F = f, any declared n is an honest dataset of n copies of one example) or hold *sufficient
-statistics* of a dataset of declared size n; then :meth:`KLObjective.example_gradients` returns None.
-
-**Constants are public.** The algorithms build their schedules and noise from γ, κ, L0, L1, L̃1 and the
-region, and release them implicitly (a schedule of 10⁴ or 10⁶ rounds is visible), so an objective built from
-private data declares them from its data *domain* (bounds the user gives, e.g. ‖a‖ ≤ row_bound) and from the
-user's choices (the region), never from the data: replacing one example changes none of them. An objective
-that would need a data statistic (a smallest eigenvalue, a mean) asks for a public bound on it instead and
-refuses to run without one. ``w_star``, ``F_star`` (and a least-squares objective's H, q, s) are read off the
-data, for *evaluating* results only; no algorithm reads them.
-
-Symbols: gamma=γ, kappa=κ, tau=τ=κ/(κ−1) (growth exponent), L0, L1, weak_convexity=L̃1, D, epsilon=ε,
-rho=ρ. Lemma numbers are the paper's (Menart et al. §1.1). The interface and the checks are in
-:mod:`dpnc.problems.kl_objective`, Theorems 7 and 8's instances and the lower bounds in
-:mod:`dpnc.problems.kl_instances`; all are importable from here.
-
-References:
-    Menart, Ullah, Arora, Bassily, Guzmán, "Differentially Private Non-Convex Optimization under the
-    KL Condition with Optimal Rates", 2024.
-    Karimi, Nutini, Schmidt, "Linear Convergence of Gradient and Proximal-Gradient Methods under the
-    Polyak-Łojasiewicz Condition", ECML-PKDD 2016 (the sine test function).
-"""
+Menart et al. §5's test functions, each an empirical loss F(w) = (1/n) Σ_i f(w; x_i) whose public
+constants are proven in its docstring (their meaning:
+:class:`~dpnc.problems.kl_objective.KLObjective`); §3's hard instances come from
+:mod:`dpnc.problems.kl_instances`. See docs/menart.md."""
 
 from __future__ import annotations
 
@@ -306,6 +274,10 @@ class SinePL(KLObjective):
         dim: d ≥ 1.  x_low: the domain's lower bound, > 0, required (a public bound, not the data's minimum).
         x_bound: the domain's upper bound (default 1).  center: default 0.  radius: > 0.
 
+    References:
+        Karimi, Nutini, Schmidt, "Linear Convergence of Gradient and Proximal-Gradient Methods under the
+        Polyak-Łojasiewicz Condition", ECML-PKDD 2016 (the sine test function).
+
     Raises:
         ValueError: x_low missing or not in (0, x_bound], or data outside [x_low, x_bound].
     """
@@ -429,8 +401,9 @@ def _sine_grad(points):
 class LeastSquares(KLObjective):
     """F(w) = (1/2n)‖Aw − b‖², f(w; (a, b)) = ½(a·w − b)², with data domain ‖a‖ ≤ row_bound, |b| ≤ target_bound.
 
-    Every constant comes from public inputs (module docstring): the domain (row_bound, target_bound), the
-    region (center, radius) and mu, a public lower bound on the smallest nonzero eigenvalue of H = AᵀA/n.
+    Every constant comes from public inputs (:class:`~dpnc.problems.kl_objective.KLObjective`): the
+    domain (row_bound, target_bound), the region (center, radius) and mu, a public lower bound on the
+    smallest nonzero eigenvalue of H = AᵀA/n.
     Nothing is read off the data: the data's own smallest eigenvalue, minimiser or largest row would make γ,
     the region and L0 (hence every schedule and noise level of the algorithms) functions of the private
     data — replacing one row once moved KL-Spider's schedule from 11,417 to 1,140,951 rounds.

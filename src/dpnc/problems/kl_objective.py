@@ -1,12 +1,7 @@
-"""The interface of the KL objectives (docs/papers.md, Menart et al. §1.1, §5) and what every one of them shares.
-
-A :class:`KLObjective` is an :class:`~dpnc.problems.base.Objective` whose public
-:class:`~dpnc.problems.base.Constants` carry the (γ, κ)-KL inequality F(w) − F* ≤ γ^κ‖∇F(w)‖^κ, L0, L1, the weak
-convexity L̃1, F* and the region (a :class:`~dpnc.problems.base.Region`, the ball where they hold); the
-objectives themselves are in :mod:`dpnc.problems.kl` (test functions) and :mod:`dpnc.problems.kl_instances`
-(the lower-bound instances). Here: the interface, the default L̃1 of a convex objective, the KL check of spec
-Menart et al. §5.6, sampling in the region, and argument checks.
-"""
+"""The interface of the KL objectives (docs/papers.md, Menart et al. §1.1, §5) and what they share:
+:class:`KLObjective`, whose public constants carry the (γ, κ)-KL inequality; the default L̃1 of a
+convex objective; the KL check of Menart et al. §5.6; sampling in the region; argument checks.
+The objectives are in :mod:`dpnc.problems.kl` and :mod:`dpnc.problems.kl_instances`."""
 
 from __future__ import annotations
 
@@ -51,6 +46,25 @@ class KLObjective(Objective):
     :meth:`example_gradients` gives every example's gradient at one point, (d,) → (n, d), or None when the
     objective keeps no per-example data (data-free or sufficient statistics); the protocol's batched
     :meth:`losses`/:meth:`gradients` are built from the same per-example closed forms.
+
+    Each objective declares, with the proof in its docstring, its constants: the (γ,κ)-KL inequality
+    F(w) − F* ≤ γ^κ‖∇F(w)‖^κ for every w in the region; ‖∇f(w; x)‖ ≤ L0 for w in the region and *every
+    admissible* data point x (a neighbouring dataset may hold any of them), not only the data at hand;
+    ∇f(·; x) L1-Lipschitz on the region (None when f is not smooth there); f(·; x) + (L̃1/2)‖·‖² convex
+    (None if unknown or false). n enters the algorithms only through their noise, so several objectives
+    are *data-free* (all examples identical: F = f, any declared n an honest dataset of n copies of one
+    example) or hold *sufficient statistics* of a dataset of declared size n.
+
+    **Constants are public.** The algorithms build their schedules and noise from γ, κ, L0, L1, L̃1 and the
+    region, and release them implicitly (a schedule of 10⁴ or 10⁶ rounds is visible), so an objective built
+    from private data declares them from its data *domain* (bounds the user gives, e.g. ‖a‖ ≤ row_bound)
+    and from the user's choices (the region), never from the data: replacing one example changes none of
+    them. An objective that would need a data statistic (a smallest eigenvalue, a mean) asks for a public
+    bound on it instead and refuses to run without one. ``w_star``, ``F_star`` (and a least-squares
+    objective's H, q, s) are read off the data, for *evaluating* results only; no algorithm reads them.
+
+    Symbols: gamma=γ, kappa=κ, tau=τ=κ/(κ−1) (growth exponent), L0, L1, weak_convexity=L̃1, D, epsilon=ε,
+    rho=ρ. Lemma numbers are the paper's (Menart et al. §1.1).
     """
 
     name: str = "kl-objective"

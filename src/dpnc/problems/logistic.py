@@ -1,21 +1,8 @@
-"""Logistic regression on real data with public constants: breast cancer (binary) and digits (10 classes).
+"""Logistic regression with public constants on breast cancer (binary) and digits (10 classes).
 
-Features are built by a **public, per-example** map (:func:`unit_features`): a fixed transform of the raw row
-(no mean, standard deviation or range of the private data: those are cross-example statistics and would leak),
-the row scaled to unit norm, and an intercept, so that ‖a‖ ≤ 1 for *every* admissible example, whatever the
-data. The Lipschitz and smoothness constants then follow from the loss alone and are public:
-
-* binary (``classes=2``), y ∈ {0, 1}, s = 2y − 1: f(x; a, y) = log(1 + exp(−s⟨x, a⟩)) + (λ/2)‖x‖²,
-  ∇f = −s·σ(−s⟨x, a⟩)·a + λx, so ‖∇f‖ ≤ ‖a‖ + λ‖x‖ ≤ 1 + λR and ∇²f ⪯ (‖a‖²/4 + λ)I: L0 = 1 + λR, L1 = 1/4 + λ.
-* multinomial (``classes=K``), x = vec(W), W ∈ R^{K×p}: f = logsumexp(Wa) − (Wa)_y + (λ/2)‖x‖²,
-  ∇f = (π − e_y) ⊗ a + λx with π = softmax(Wa); ‖π − e_y‖² = (1 − π_y)² + Σ_{k≠y} π_k² ≤ 2(1 − π_y)² ≤ 2,
-  so L0 = √2 + λR; ∇²f = (diag π − ππᵀ) ⊗ aaᵀ + λI and λ_max(diag π − ππᵀ) ≤ 1/2: L1 = 1/2 + λ.
-
-Both losses are convex (weak convexity 0). With λ > 0, F is λ-strongly convex, hence PL:
-F(x) − F* ≤ ‖∇F(x)‖²/(2λ), the (γ, κ)-KL inequality with κ = 2, γ = 1/√(2λ). The region is the ball ‖x‖ ≤ R
-with R = √(2·log K/λ) by default: λ/2‖x*‖² ≤ F(x*) ≤ F(0) = log K, so the minimiser lies in it (public).
-With λ = 0 there is no region (L0 = 1 or √2 on all of R^d) and no KL constants (the minimum may not be attained).
-"""
+Features come from a **public, per-example** map (:func:`unit_features`): no mean, deviation or
+range of the private data (cross-example statistics would leak), each row scaled to unit norm, so
+‖a‖ ≤ 1 for every admissible example and the constants (:class:`LogisticRegression`) are public."""
 
 from __future__ import annotations
 
@@ -72,8 +59,20 @@ class LogisticRegression(Problem):
         l2: λ ≥ 0, the ridge term (λ/2)‖x‖² of every per-example loss.
         radius: R of the region ‖x‖ ≤ R (default √(2 log K/λ) when λ > 0, none when λ = 0).
 
-    Constants (module docstring): L0 = G + λR with G = 1 (binary) or √2, L1 = G²/4·… (1/4 or 1/2) + λ,
-    weak convexity 0; with λ > 0 also κ = 2, γ = 1/√(2λ). Closed-form per-example gradients.
+    Constants (public: they follow from the loss alone, given ‖a‖ ≤ 1 for *every* admissible example):
+
+    * binary (``classes=2``), y ∈ {0, 1}, s = 2y − 1: f(x; a, y) = log(1 + exp(−s⟨x, a⟩)) + (λ/2)‖x‖²,
+      ∇f = −s·σ(−s⟨x, a⟩)·a + λx, so ‖∇f‖ ≤ ‖a‖ + λ‖x‖ ≤ 1 + λR and ∇²f ⪯ (‖a‖²/4 + λ)I: L0 = 1 + λR,
+      L1 = 1/4 + λ.
+    * multinomial (``classes=K``), x = vec(W), W ∈ R^{K×p}: f = logsumexp(Wa) − (Wa)_y + (λ/2)‖x‖²,
+      ∇f = (π − e_y) ⊗ a + λx with π = softmax(Wa); ‖π − e_y‖² = (1 − π_y)² + Σ_{k≠y} π_k² ≤ 2(1 − π_y)² ≤ 2,
+      so L0 = √2 + λR; ∇²f = (diag π − ππᵀ) ⊗ aaᵀ + λI and λ_max(diag π − ππᵀ) ≤ 1/2: L1 = 1/2 + λ.
+
+    Both losses are convex (weak convexity 0). With λ > 0, F is λ-strongly convex, hence PL:
+    F(x) − F* ≤ ‖∇F(x)‖²/(2λ), the (γ, κ)-KL inequality with κ = 2, γ = 1/√(2λ). The default region
+    R = √(2·log K/λ) holds the minimiser: λ/2‖x*‖² ≤ F(x*) ≤ F(0) = log K (public). With λ = 0 there is no
+    region (L0 = 1 or √2 on all of R^d) and no KL constants (the minimum may not be attained).
+    Closed-form per-example gradients.
     """
 
     name = "logistic"

@@ -1,22 +1,9 @@
-"""Nonsmooth (and mostly nonconvex) Lipschitz objectives with known facts, for the zeroth-order methods.
+"""Nonsmooth, mostly nonconvex Lipschitz objectives with known facts, for the zeroth-order methods.
 
-The ZTC and KLT analyses (docs/papers.md, ZTC §1) assume only that every f(·, z) is L-Lipschitz, so these are
-the objectives their guarantees are about, each with an L proven in its docstring:
-
-- :class:`AbsLinear`: |⟨a, x⟩|, whose uniform-ball smoothing has a closed form (ZTC §5, property 2);
-- :class:`L1Regression`: |⟨a_i, x⟩ − b_i| with a planted x*, smoothing in closed form, exact minimum
-  by linear programming (property 18's smoke test);
-- :class:`RobustRegression`: log(1 + |⟨a_i, x⟩ − b_i|), nonconvex and nonsmooth, with gross outliers;
-- :class:`MaxOfAffine`: max_j (⟨A_ij, x⟩ + c_ij), piecewise linear, exact minimum by linear programming;
-- :class:`~dpnc.problems.networks.TwoLayerReLU` (in :mod:`dpnc.problems.networks`, re-exported here): a
-  one-hidden-layer ReLU network on scikit-learn's breast-cancer data, Lipschitz on a ball of parameters only.
-
-Each declares its public :class:`~dpnc.problems.base.Constants`: L0 = the proven Lipschitz constant, the
-region where it holds (the ReLU network's ball), and F* where it is known in closed form (AbsLinear: 0).
-
-Synthetic rows a_i (and A_ij) are uniform on the unit sphere, so the data domain is ‖a‖ ≤ 1 and
-L = 1 holds for any neighbouring dataset drawn from it, not just for the rows at hand.
-"""
+The ZTC and KLT analyses (docs/papers.md, ZTC §1) assume only that every f(·, z) is L-Lipschitz;
+each objective here proves its L in its docstring. Synthetic rows are uniform on the unit sphere,
+so L = 1 holds for any neighbouring dataset from the domain ‖a‖ ≤ 1, not just the rows at hand.
+``TwoLayerReLU`` is re-exported from :mod:`dpnc.problems.networks`."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The DPZero paper's synthetic quadratic with a chosen effective rank (docs/papers.md, DPZero §4.1).
+"""The DPZero paper's synthetic quadratic of chosen effective rank (docs/papers.md, DPZero §4.1).
 
-f(x; ξ) = ½(x − ξ)ᵀA(x − ξ) with A = diag(a), ‖A‖₂ = 1, so the effective rank is r = Tr A:
-(a) ``"identity"``: a_j = 1, r = d; (b) ``"sqrt"``: a_j = 1/√j, r = O(√d); (c) ``"inverse"``:
-a_j = 1/j, r = O(log d). Data: every coordinate of every ξ_i i.i.d. N(1, 1); a test set of the same
-size from the same law. Everything is evaluated for a batch of points x of shape (..., d) at once, in
-closed form from per-example sufficient statistics (Aξ_i, ½ξ_iᵀAξ_i, …).
-"""
+f(x; ξ) = ½(x − ξ)ᵀA(x − ξ) with A = diag(a), evaluated for a batch of points (..., d) at once, in
+closed form from per-example sufficient statistics (Aξ_i, ½ξ_iᵀAξ_i, …)."""
 
 from __future__ import annotations
 
@@ -62,7 +58,11 @@ class Quadratic(Objective):
         seed: int = 0,
         dtype: torch.dtype = torch.float64,
     ) -> Quadratic:
-        """The paper's instance: ξ ~ N(1, I_d), A by ``hessian`` in {"identity", "sqrt", "inverse"}."""
+        """The paper's instance: ξ ~ N(1, I_d), A by ``hessian`` in {"identity", "sqrt", "inverse"}.
+
+        A = diag(a), ‖A‖₂ = 1, so the effective rank is r = Tr A: ``"identity"``, a_j = 1, r = d;
+        ``"sqrt"``, a_j = 1/√j, r = O(√d); ``"inverse"``, a_j = 1/j, r = O(log d). Every coordinate of
+        every ξ_i is i.i.d. N(1, 1); the test set (``n_test`` rows, default n) has the same law."""
         if hessian not in HESSIANS:
             raise ValueError(f"hessian must be one of {HESSIANS}; got {hessian!r}")
         if not isinstance(d, int) or d < 1:
