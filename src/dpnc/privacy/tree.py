@@ -110,7 +110,7 @@ class TreeNoise:
                     self.dim, self.sigma, dtype=self.dtype, device=self.device
                 )
             total += self._nodes[b]
-        # A node not in NODE(t) is never in NODE(t') for t' > t (see module docstring).
+        # A node not in NODE(t) is never in NODE(t') for t' > t (see the class docstring).
         self._nodes = {b: self._nodes[b] for _, b in intervals}
         return total
 
