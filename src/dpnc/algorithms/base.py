@@ -1,39 +1,9 @@
 """The contract every dpnc algorithm keeps, whichever paper it comes from.
 
-An algorithm is a **frozen config**: its hyper-parameters, checked when it is built (before any data is
-touched), plus
-
-* ``from_theory(setting, budget, **choices)``: a classmethod that sets the parameters from the paper's theorem
-  for a :class:`Setting` (the public constants, n, d, the gap bound) and a budget
-  (:class:`~dpnc.privacy.budget.Budget` (ε, δ) or :class:`~dpnc.privacy.budget.ZCDP` ρ), converted once, in the
-  paper's own language (DPZero, KLT: (ε, δ); ZTC: its ρ = ``to_zcdp().rdp_rho``; Menart: zCDP ρ). The privacy δ
-  exists only inside a budget (KLT's config keeps its :class:`~dpnc.privacy.budget.Budget` as one field);
-  smoothing radii are called ``smoothing``; F(x0) − inf F is bounded by ``gap``;
-* ``practical(setting, budget, **options)``: documented practical settings (no theorem attached), same budget;
-* ``cost(setting) -> Cost``: the work of one run (function evaluations, gradients, examples read), known from
-  the config and the setting before running; ``claim() -> str``: the paper's privacy statement, the one source
-  of :attr:`Run.paper_claim`;
-* resolved constants: a config holds the values of the public constants it was built for as fields
-  (``constant_fields``, named as in :class:`~dpnc.problems.base.Constants`), and ``run`` never reads them off
-  the objective: it refuses an objective whose declared constants do not imply them (:meth:`Algorithm.check_problem`),
-  so σ, ρ, the claim and the ledger all refer to one L, valid for the objective;
-* ``paper: bool``: ``False`` (the default) runs the corrected form, ``True`` the printed one where
-  they differ (docs/papers.md gives each correction, in its paper's spec sections);
-* ``run(problem, x0, *, noise, accountant, generator, ...) -> Run``: one run on an objective of
-  :mod:`dpnc.problems` from the start point ``x0``, with privacy noise from ``noise`` (secret unless a
-  test seeds it), every release recorded in ``accountant``, and public randomness (directions, O2NC's
-  interpolation scalars, output choices) from ``generator``.
-
-Counting words mean the same in every family:
-
-* ``steps``: queries of the private oracle or gradient steps, in total;
-* ``period``: steps between resets of the tree mechanism (ZTC's epoch T, KLT's Σ);
-* ``block``: steps averaged into one O2NC output candidate (ZTC: the period; KLT: M);
-* ``rounds``: outer iterations of a multi-stage method (KL-Spider's rounds, proximal point's prox steps).
-
-A :class:`Run` is what every algorithm returns: the output point, the ledger, the privacy claim of the
-paper, and :class:`Stats` typed per family, so that experiments never branch on the family.
-"""
+:class:`Algorithm` is a frozen config with ``from_theory``, ``practical``, ``cost``, ``claim``
+and ``run`` (its docstring states the contract and the counting words shared by all families);
+:class:`Setting` is what is public about a problem; :class:`Run` is what every run returns: the
+output, the ledger, the paper's claim and typed :class:`Stats`."""
 
 from __future__ import annotations
 
@@ -131,7 +101,7 @@ class Stats:
 
 @dataclass
 class Run:
-    """One run of an algorithm.
+    """One run of an algorithm: what every algorithm returns, so that experiments never branch on the family.
 
     Attributes:
         algorithm: the config that ran (a frozen :class:`Algorithm`).
@@ -189,6 +159,35 @@ def _implied(name: str, built: float | None, declared: float | None) -> bool:
 
 class Algorithm(ABC):
     """Base of every algorithm config (subclasses are frozen dataclasses).
+
+    An algorithm is a **frozen config**: its hyper-parameters, checked when it is built (before any data is
+    touched), plus
+
+    * ``from_theory(setting, budget, **choices)``: a classmethod that sets the parameters from the paper's
+      theorem for a :class:`Setting` (the public constants, n, d, the gap bound) and a budget
+      (:class:`~dpnc.privacy.budget.Budget` (ε, δ) or :class:`~dpnc.privacy.budget.ZCDP` ρ), converted once, in
+      the paper's own language (DPZero, KLT: (ε, δ); ZTC: its ρ = ``to_zcdp().rdp_rho``; Menart: zCDP ρ). The
+      privacy δ exists only inside a budget (KLT's config keeps its :class:`~dpnc.privacy.budget.Budget` as one
+      field); smoothing radii are called ``smoothing``; F(x0) − inf F is bounded by ``gap``;
+    * ``practical(setting, budget, **options)``: documented practical settings (no theorem attached), same budget;
+    * ``cost(setting) -> Cost``: the work of one run (function evaluations, gradients, examples read), known
+      from the config and the setting before running; ``claim() -> str``: the paper's privacy statement, the
+      one source of :attr:`Run.paper_claim`;
+    * resolved constants: a config holds the values of the public constants it was built for as fields
+      (``constant_fields``, named as in :class:`~dpnc.problems.base.Constants`), and ``run`` never reads them off
+      the objective: it refuses an objective whose declared constants do not imply them (:meth:`check_problem`),
+      so σ, ρ, the claim and the ledger all refer to one L, valid for the objective;
+    * ``paper: bool``: ``False`` (the default) runs the corrected form, ``True`` the printed one where they
+      differ (docs/papers.md gives each correction, in its paper's spec sections);
+    * ``run(problem, x0, *, noise, accountant, generator, ...) -> Run``: one run on an objective of
+      :mod:`dpnc.problems` from the start point ``x0``, with privacy noise from ``noise`` (secret unless a test
+      seeds it), every release recorded in ``accountant``, and public randomness (directions, O2NC's
+      interpolation scalars, output choices) from ``generator``.
+
+    Counting words mean the same in every family: ``steps``, queries of the private oracle or gradient steps,
+    in total; ``period``, steps between resets of the tree mechanism (ZTC's epoch T, KLT's Σ); ``block``, steps
+    averaged into one O2NC output candidate (ZTC: the period; KLT: M); ``rounds``, outer iterations of a
+    multi-stage method (KL-Spider's rounds, proximal point's prox steps).
 
     Subclasses set ``name`` and ``family``, validate their fields in ``__post_init__`` with
     :func:`dpnc._check.check_positive`/:func:`~dpnc._check.check_integer` (so invalid configurations fail at

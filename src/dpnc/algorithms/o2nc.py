@@ -1,29 +1,8 @@
 """Online-to-nonconvex conversion (O2NC; Cutkosky, Mehta & Orabona 2023) with projected OGD.
 
-The form used by Zhang–Tran–Cutkosky (Algorithm 3) and Kornowski–Liu–Talwar (Algorithm 2). An online
-learner plays increments Δ_t in the ball ‖Δ‖ ≤ D; the iterate moves by Δ_t, and the oracle is queried
-at a uniformly random point of the segment, w_t = x_t + s_t·Δ_t, so that F(x_{t+1}) − F(x_t) =
-E_s⟨∇F(w_t), Δ_t⟩ and the learner's regret on the linear losses ⟨g̃_t, ·⟩ bounds the progress. The
-output is the average of the w_t over a uniformly chosen block of consecutive steps: every w_t of a
-block of length M lies within M·D of the block average, so small gradients along a block certify
-Goldstein stationarity of its average.
-
-One driver serves both papers (docs/papers.md, ZTC §2 A3 and KLT §2.2):
-
-* Zhang–Tran–Cutkosky: ``block=T`` and ``reset_each_block=True`` (K epochs of T steps, the learner
-  restarts with Δ = 0 each epoch, D = δ/T);
-* Kornowski–Liu–Talwar: ``block=M`` and ``reset_each_block=False`` (the learner never resets; the
-  trailing steps that do not fill a block are not averaged).
-
-The driver is public post-processing: it sees only the oracle's (already private) outputs, and its
-randomness (s_t, the output block) comes from a public generator.
-
-:class:`O2NCAlgorithm` is the one config shape of both families (the contract of
-:mod:`dpnc.algorithms.base`): a frozen config with ``D``, ``eta``, ``steps``, ``period``, ``block``, ``B1``,
-``B2``, ``m`` and ``paper``, whose :meth:`~O2NCAlgorithm.run` builds the family's private oracle, runs the
-driver and returns a :class:`~dpnc.algorithms.base.Run` whose ``trace`` keeps the driver's trace, for
-certificates: :func:`dpnc.certify.certify_run`).
-"""
+One driver (:func:`o2nc`) for Zhang–Tran–Cutkosky (Algorithm 3) and Kornowski–Liu–Talwar
+(Algorithm 2), and :class:`O2NCAlgorithm`, the one config shape of both families, whose ``run``
+builds the family's private oracle and drives it (docs/papers.md, ZTC §2 A3 and KLT §2.2)."""
 
 from __future__ import annotations
 
@@ -130,6 +109,16 @@ def o2nc(
     Per step t: w_t = x_t + s_t·Δ_t with s_t ~ U[0, 1]; x_{t+1} = x_t + Δ_t; g̃_t = oracle(t, w_t);
     Δ_{t+1} = Π_D(Δ_t − η·g̃_t). With ``reset_each_block`` the learner restarts (Δ = 0) at the first
     step of each block. Returns the average of w over a uniformly chosen completed block.
+
+    The learner plays increments Δ_t in the ball ‖Δ‖ ≤ D and the oracle is queried at a uniformly random
+    point of the segment, so that F(x_{t+1}) − F(x_t) = E_s⟨∇F(w_t), Δ_t⟩ and the learner's regret on the
+    linear losses ⟨g̃_t, ·⟩ bounds the progress. Every w_t of a block of length M lies within M·D of the
+    block average, so small gradients along a block certify Goldstein stationarity of its average.
+    Zhang–Tran–Cutkosky: ``block=T``, ``reset_each_block=True`` (K epochs of T steps, the learner restarts
+    with Δ = 0 each epoch, D = δ/T); Kornowski–Liu–Talwar: ``block=M``, ``reset_each_block=False`` (the
+    learner never resets; the trailing steps that do not fill a block are not averaged). The driver is
+    public post-processing: it sees only the oracle's (already private) outputs, and its randomness (s_t,
+    the output block) comes from a public generator.
 
     ``on_step(t, w_t, g̃_t)`` is called after every query (logging; it must not change its arguments).
     """

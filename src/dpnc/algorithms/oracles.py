@@ -1,22 +1,8 @@
 """What the private O2NC oracles of Zhang–Tran–Cutkosky and Kornowski–Liu–Talwar share.
 
-* :class:`SinglePassOracle`: a problem, one pass over its data (each example used once), the secret
-  noise, the accountant and the counters of evaluations and corrections.
-* :class:`TreeOracle`: the variance-reduced oracle with tree-aggregated noise that both papers use
-  (ZTC Algorithms 4–5, KLT Algorithms 3 and 5). Time is cut into periods of Σ steps; a period opens
-  with an *anchor* estimate on B1 fresh examples, then adds an *increment* estimate between
-  consecutive query points on B2 fresh examples at every step:
-
-      g_t = anchor(w_first) + Σ increment(w_j, w_{j−1}),   released as g̃_t = g_t + TREE(k),
-
-  k the position in the period. The running sum g_t stays noiseless, so noise never accumulates, and
-  the tree privatises all Σ prefix sums at once (Prop 2.5 / Thm 4.3): a data point enters one term,
-  hence ⌊log₂Σ⌋ + 1 node releases. Periods use disjoint data, so they are accounted by parallel
-  composition: one tree-aggregated Gaussian release under one partition.
-
-The papers differ only in the two estimators and in the sensitivity they prove for them; subclasses
-supply :meth:`TreeOracle.anchor` and :meth:`TreeOracle.increment`.
-"""
+:class:`SinglePassOracle`: a problem read once (each example used once), the secret noise, the
+accountant and the counters; :class:`TreeOracle`: the variance-reduced oracle with
+tree-aggregated noise that both papers use, whose subclasses supply the two estimators."""
 
 from __future__ import annotations
 
@@ -108,6 +94,19 @@ def check_move(w: torch.Tensor, w_prev: torch.Tensor, max_move: float) -> None:
 
 class TreeOracle(SinglePassOracle):
     """Anchor + running sum of increments, released with tree noise reset every ``period`` steps.
+
+    The variance-reduced oracle both papers use (ZTC Algorithms 4–5, KLT Algorithms 3 and 5). Time is cut
+    into periods of Σ steps; a period opens with an *anchor* estimate on B1 fresh examples, then adds an
+    *increment* estimate between consecutive query points on B2 fresh examples at every step:
+
+        g_t = anchor(w_first) + Σ increment(w_j, w_{j−1}),   released as g̃_t = g_t + TREE(k),
+
+    k the position in the period. The running sum g_t stays noiseless, so noise never accumulates, and the
+    tree privatises all Σ prefix sums at once (Prop 2.5 / Thm 4.3): a data point enters one term, hence
+    ⌊log₂Σ⌋ + 1 node releases. Periods use disjoint data, so they are accounted by parallel composition:
+    one tree-aggregated Gaussian release under one partition. The papers differ only in the two
+    estimators and in the sensitivity they prove for them: subclasses supply :meth:`anchor` and
+    :meth:`increment`.
 
     Args:
         period: Σ, the steps of one tree (ZTC: the epoch T).

@@ -1,25 +1,9 @@
 """DPZero, DPGD-0th, DP-GD and MeZO: frozen configs on the algorithm contract (family "dpzero").
 
-Zhang, Li, Thekumparampil, Oh, He. "DPZero: Private fine-tuning of language models without
-backpropagation", ICML 2024 (arXiv:2310.09639); Malladi et al. "Fine-tuning language models with just
-forward passes" (MeZO), NeurIPS 2023 (arXiv:2305.17333). Spec: docs/papers.md, DPZero.
-
 Each step is written once against a :class:`~dpnc.space.ParameterSpace` and a closure returning
-per-example losses, so the same code serves a flat vector x ∈ R^d (float64, with optional leading
-dimensions for a grid of runs sharing their public directions: ``run`` with x0 of shape (K, d) and
-``eta``/``C`` of shape (K,)) and a model's parameters (``dpnc.tier.zeroth_order``). Every clipped mean is released
-through :func:`dpnc.privacy.release.private_mean` or :func:`~dpnc.privacy.release.release_sum` (non-finite
-values set to 0 before clipping, the sampler's fixed batch size B as denominator, secret noise, one
-ledger entry in real units). ``run`` steps on an :class:`~dpnc.problems.base.Objective` through its
-per-example ``losses_at`` (DP-GD: ``clipped_gradient_sum`` where the objective has a closed form, else
-its per-example ``gradients``).
-
-Output rule: the last iterate by default (the experiments, DPZero §2.8); ``paper=True`` returns the random
-iterate x_τ, τ ~ Unif{0..T−1}, that Algorithms 1 and 2 and DPZero §2.2 print (τ drawn from the public generator).
-
-Symbols: eta = α (step size), lam = λ (smoothing), C (clipping threshold), steps = T, noise_multiplier = σ/Δ
-where Δ = 2C/B is the replace-one sensitivity of a mean of B clipped terms (C/B under add/remove).
-"""
+per-example losses, so the same code serves a flat vector (float64, optionally a grid of runs
+sharing their public directions: x0 (K, d), ``eta``/``C`` (K,)) and a model's parameters
+(``dpnc.tier.zeroth_order``). Spec: docs/papers.md, DPZero; see docs/dpzero.md."""
 
 from __future__ import annotations
 
@@ -82,6 +66,14 @@ class DPZero(ZerothOrderFamily):
         discrete: use the exact discrete Gaussian for z_t.
         paper: output x_τ, τ ~ Unif{0..T−1}, instead of the last iterate.
         direction: ``"gaussian"`` (the experiments) or ``"sphere"`` (the theory's √d·S^{d−1}).
+
+    Symbols: eta = α (step size), lam = λ (smoothing), C (clipping threshold), steps = T,
+    noise_multiplier = σ/Δ where Δ = 2C/B is the replace-one sensitivity of a mean of B clipped terms
+    (C/B under add/remove). The output is the last iterate by default (the experiments, DPZero §2.8).
+
+    References:
+        Zhang, Li, Thekumparampil, Oh, He. "DPZero: Private fine-tuning of language models without
+        backpropagation", ICML 2024 (arXiv:2310.09639).
     """
 
     name: ClassVar[str] = "dpzero"
@@ -204,6 +196,10 @@ class MeZO(ZerothOrderFamily):
         eta: step size α ≥ 0 (or one per run); lam: smoothing λ > 0; steps: T ≥ 1 (``run`` only);
         paper: output x_τ instead of the last iterate (MeZO itself prints no other rule);
         direction: ``"gaussian"`` or ``"sphere"``.
+
+    References:
+        Malladi et al. "Fine-tuning language models with just forward passes", NeurIPS 2023
+        (arXiv:2305.17333).
     """
 
     name: ClassVar[str] = "mezo"

@@ -1,28 +1,8 @@
-"""DP-SGD on the functional tier: Poisson-subsampled clipped per-example gradients, noise, a projected step.
+"""DP-SGD on the functional tier: Poisson-subsampled clipped gradients, noise, a projected step.
 
 The practitioner's baseline (Abadi et al. 2016; Bassily, Smith, Thakurta 2014) on an
-:class:`~dpnc.problems.base.Objective`, with dpnc's pieces only: the batch is drawn by a
-:class:`~dpnc.sampling.PoissonSampler` from **secret** randomness (never a public seed: the amplified ε holds
-only if nobody can replay the batches), the clipped sum is formed by
-:func:`dpnc.estimators.objective_clipped_sum` and released by :func:`dpnc.privacy.release.release_sum` (fixed
-denominator B = qn, secret noise, one ``Sampled(Poisson(q), Gaussian)`` release per step in the ledger), and
-the accountant, never this module, answers ε.
-
-    for t = 0..T−1:
-        S_t ~ Poisson(q)                          each example joins independently, q = B/n (secret)
-        g_t = (1/B) Σ_{i∈S_t} clip_C(∇f(x_t; z_i)) + N(0, σ²I),  σ = noise_multiplier·C/B (add/remove)
-        x_{t+1} = Π_region(x_t − η g_t)           projection onto the objective's region, if it has one
-
-Symbols: eta = η, C (clipping threshold), B = batch_size (expected batch size), steps = T,
-noise_multiplier = σ/Δ with Δ = C/B, the add/remove sensitivity of the mean (2C/B under replace-one: the
-accountant's relation decides; :meth:`DPSGD.from_theory` calibrates under add/remove, the relation of Poisson
-amplification in the literature, so run it with an ``Accountant("add/remove")`` to spend exactly its target).
-
-Each step *is* DP-GD's (:meth:`dpnc.algorithms.dpzero.DPGD.step`, on the sampler's batch); this class adds the
-secret Poisson sampler of rate B/n, the projection and a stated-practice :meth:`DPSGD.from_theory`. With
-``batch_size = n`` (q = 1) the sampler is :class:`~dpnc.sampling.FullBatch`: DP-GD with the projection, under any
-relation.
-"""
+:class:`~dpnc.problems.base.Objective`, built from dpnc's pieces only (secret sampler, one
+clipped sum, one release step, the accountant): :class:`DPSGD`."""
 
 from __future__ import annotations
 
@@ -51,10 +31,27 @@ __all__ = ["DPSGD"]
 
 @dataclass(frozen=True)
 class DPSGD(Algorithm):
-    """DP-SGD: T steps of Poisson-subsampled, clipped, noised gradient descent (module docstring).
+    """DP-SGD: T steps of Poisson-subsampled, clipped, noised gradient descent.
+
+        for t = 0..T−1:
+            S_t ~ Poisson(q)                          each example joins independently, q = B/n (secret)
+            g_t = (1/B) Σ_{i∈S_t} clip_C(∇f(x_t; z_i)) + N(0, σ²I),  σ = noise_multiplier·C/B (add/remove)
+            x_{t+1} = Π_region(x_t − η g_t)           projection onto the objective's region, if it has one
 
     Implements: Abadi et al. 2016, Algorithm 1, with Poisson sampling (the sampling its moments accountant
-    analyses) and the fixed denominator B; the last iterate is the output.
+    analyses) and the fixed denominator B; the last iterate is the output. The batch is drawn by a
+    :class:`~dpnc.sampling.PoissonSampler` from **secret** randomness (never a public seed: the amplified ε
+    holds only if nobody can replay the batches); the clipped sum is formed by
+    :func:`dpnc.estimators.objective_clipped_sum` and released by :func:`dpnc.privacy.release.release_sum`
+    (one ``Sampled(Poisson(q), Gaussian)`` release per step); the accountant, never this class, answers ε.
+    Each step *is* DP-GD's (:meth:`dpnc.algorithms.dpzero.DPGD.step`, on the sampler's batch); this class adds
+    the secret sampler, the projection and a stated-practice :meth:`from_theory`. With ``batch_size = n``
+    (q = 1) the sampler is :class:`~dpnc.sampling.FullBatch`: DP-GD with the projection, under any relation.
+
+    Symbols: eta = η, C, B = batch_size (expected batch size), steps = T, noise_multiplier = σ/Δ with
+    Δ = C/B, the add/remove sensitivity of the mean (2C/B under replace-one: the accountant's relation
+    decides; :meth:`from_theory` calibrates under add/remove, the relation of Poisson amplification in the
+    literature, so run it with an ``Accountant("add/remove")`` to spend exactly its target).
 
     Args:
         eta: step size η > 0.
@@ -67,6 +64,8 @@ class DPSGD(Algorithm):
     References:
         Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar, Zhang, "Deep learning with differential privacy",
         CCS 2016 (arXiv:1607.00133).
+        Bassily, Smith, Thakurta, "Private empirical risk minimization: efficient algorithms and tight
+        error bounds", FOCS 2014.
     """
 
     name: ClassVar[str] = "dp-sgd"

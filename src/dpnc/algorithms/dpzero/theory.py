@@ -1,13 +1,9 @@
-"""The DPZero paper's theorem calculators and its noise calibration (docs/papers.md, DPZero §1.4, §3).
+"""The DPZero paper's theorem calculators and noise calibration (docs/papers.md, DPZero §1.4, §3).
 
-Zhang, Li, Thekumparampil, Oh, He. "DPZero: Private fine-tuning of language models without
-backpropagation", ICML 2024 (arXiv:2310.09639). Theorem 1 (A3.1) and Theorem 2 (A3.5) for DPGD-0th,
-Theorem 3 for DPZero, Corollaries F.2–F.4 under PL; Lemma 2.2 (advanced composition) for the noise.
-The algorithm configs' ``from_theory`` constructors (:mod:`dpnc.algorithms.dpzero`) call these.
-
-Symbols: eta = α, T = steps, C, lam = λ, L (per-example Lipschitz), ell = ℓ (smoothness), r (effective
-rank), kappa = κ = ℓ/μ (PL condition number), noise_multiplier = σ/Δ with Δ = 2C/n.
-"""
+Theorems 1 (A3.1) and 2 (A3.5) for DPGD-0th, Theorem 3 for DPZero, Corollaries F.2–F.4 under PL;
+Lemma 2.2 (advanced composition) for the noise; the configs' ``from_theory`` call these. Symbols:
+eta = α, T = steps, C, lam = λ, L (Lipschitz), ell = ℓ (smoothness), r (effective rank), kappa =
+κ = ℓ/μ (PL condition number), noise_multiplier = σ/Δ with Δ = 2C/n."""
 
 from __future__ import annotations
 

@@ -1,39 +1,8 @@
-"""Kornowski–Liu–Talwar, "Improved sample complexity for private nonsmooth nonconvex optimization" (v2).
+"""Kornowski–Liu–Talwar (v2): improved private nonsmooth nonconvex optimization, one config.
 
-Private O2NC (Algorithm 2) is :class:`~dpnc.algorithms.o2nc.O2NCAlgorithm`'s run with ``block=M`` and no
-reset, driven by one of three private oracles for the uniform-ball smoothing F_α (its (α, β)-stationary
-points are (2α, β)-stationary for F, Lemma 2.4), chosen by :class:`KornowskiLiuTalwar`'s ``oracle``:
-
-* ``"zeroth-order"`` (:class:`ZerothOrderOracle`, Algorithm 3, Theorem 3.1): one pass over the data; periods
-  of Σ steps, each opening with an anchor estimate (eq. (4), m sphere directions per example) on B1 = Σ fresh
-  examples, then adding on B2 = 1 fresh example per step the difference of two estimates at z_t and z_{t−1}
-  with independent directions; tree noise per period (:class:`~dpnc.algorithms.oracles.TreeOracle`).
-* ``"first-order"`` (:class:`FirstOrderOracle`, Algorithm 5, Theorem 6.1): the same with gradients at uniform
-  points of the α-ball (one per example at the anchor, m at the increments).
-* ``"multi-pass"`` (:class:`MultiPassOracle`, Algorithm 4, Theorem 4.1): ERM; every step reads all n examples;
-  a noisy anchor (σ₁) every Σ steps and a noisy increment (σ₂) at the others, added to the previous *noisy*
-  estimate; the Gaussian releases compose (zCDP split evenly between the two kinds).
-
-Privacy (docs/papers.md, KLT §2.6 and §7 A18), the ``paper`` switch:
-
-* ``paper=False`` (default; KLT §2.6's safe mode, not in the paper): every example's anchor term is clipped
-  to s_a·B1/2 and every increment to s_v·B2/2, so the replace-one sensitivities s_a, s_v hold
-  deterministically and the run is (ε, δ)-DP with no high-probability event. m defaults to the fewest
-  directions whose estimation variance does not exceed the privacy noise's; any m is private.
-* ``paper=True``: no clipping. The sensitivities hold with probability ≥ 1 − δ/2 over the directions *if* m
-  is at least the paper's m (Lemmas 3.4–3.5, 4.3, 6.3–6.4; with KLT §7 A10's union bound for
-  multi-pass), which is astronomically large for the zeroth-order oracles; a smaller m is refused. The
-  mechanism gets δ/2 (:attr:`KornowskiLiuTalwar.mechanism_delta`), the concentration event the other δ/2.
-
-The schedules and sensitivities are in :mod:`dpnc.algorithms.klt.theory`; :meth:`KornowskiLiuTalwar.practical`
-gives documented practical settings instead (no theorem attached). Safe mode reports the fraction of clipped
-increments (``Run.stats.clip_rate``, a private statistic) and warns above 50 %. Schedules are v2's (seed 003);
-``schedule="v1-legacy"`` gives v1's Σ and D, whose guarantee rested on a miscalculation the authors withdrew:
-reproduction only, no guarantee attached.
-
-Symbols: ``steps`` = T, ``block`` = M, ``period`` = Σ, ``smoothing`` = α, D, eta = η, B1, B2, m, sigma_anchor = σ₁,
-sigma_increment = σ₂ (single pass: both the tree node's σ), s_anchor = s_a, s_increment = s_v.
-"""
+Private O2NC (Algorithm 2) driven by one of three private oracles (zeroth-order single pass,
+first-order single pass, multi-pass ERM): :class:`KornowskiLiuTalwar`, whose docstring states the
+oracles and the ``paper`` switch. Schedules: :mod:`dpnc.algorithms.klt.theory`. See docs/klt.md."""
 
 from __future__ import annotations
 
@@ -70,6 +39,35 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
     Correction: per-example clipping to the sensitivities' radii (KLT §7 A18); ``paper=True`` restores the
     paper's unclipped oracles with the high-probability sensitivity (the mechanism then gets δ/2).
 
+    Private O2NC is :class:`~dpnc.algorithms.o2nc.O2NCAlgorithm`'s run with ``block=M`` and no reset, driven
+    by a private oracle for the uniform-ball smoothing F_α (its (α, β)-stationary points are (2α, β)-stationary
+    for F, Lemma 2.4): :class:`ZerothOrderOracle` (one pass; periods of Σ steps, each opening with an anchor
+    estimate (eq. (4), m sphere directions per example) on B1 = Σ fresh examples, then adding on B2 = 1 fresh
+    example per step the difference of two estimates at z_t and z_{t−1} with independent directions; tree
+    noise per period), :class:`FirstOrderOracle` (the same with gradients at uniform points of the α-ball) or
+    :class:`MultiPassOracle` (ERM: every step reads all n examples; a noisy anchor σ₁ every Σ steps and a
+    noisy increment σ₂ at the others, added to the previous *noisy* estimate; the Gaussian releases compose,
+    zCDP split evenly between the two kinds).
+
+    Privacy (docs/papers.md, KLT §2.6 and §7 A18). ``paper=False`` (default; KLT §2.6's safe mode, not in
+    the paper): every example's anchor term is clipped to s_a·B1/2 and every increment to s_v·B2/2, so the
+    replace-one sensitivities hold deterministically and the run is (ε, δ)-DP with no high-probability
+    event; m defaults to the fewest directions whose estimation variance does not exceed the privacy
+    noise's, and any m is private. Safe mode reports the fraction of clipped increments
+    (``Run.stats.clip_rate``, a private statistic) and warns above 50 %. ``paper=True``: no clipping; the
+    sensitivities hold with probability ≥ 1 − δ/2 over the directions *if* m is at least the paper's m
+    (Lemmas 3.4–3.5, 4.3, 6.3–6.4; with KLT §7 A10's union bound for multi-pass), which is astronomically
+    large for the zeroth-order oracles; a smaller m is refused. The mechanism gets δ/2
+    (:attr:`mechanism_delta`), the concentration event the other δ/2.
+
+    Schedules are v2's (seed 003) and come from :mod:`dpnc.algorithms.klt.theory`; ``schedule="v1-legacy"``
+    gives v1's Σ and D, whose guarantee rested on a miscalculation the authors withdrew: reproduction only,
+    no guarantee attached. :meth:`practical` gives documented practical settings (no theorem attached).
+
+    Symbols: ``steps`` = T, ``block`` = M, ``period`` = Σ, ``smoothing`` = α, D, eta = η, B1, B2, m,
+    sigma_anchor = σ₁, sigma_increment = σ₂ (single pass: both the tree node's σ), s_anchor = s_a,
+    s_increment = s_v.
+
     Args:
         smoothing: the smoothing radius α > 0 (the output targets (2α, β)-stationarity).
         D: the learner's ball radius > 0; eta: its step ≥ 0, D/(G₁√M).
@@ -85,7 +83,7 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         common_directions: increments use the same directions at z_t and z_{t−1} (DIFF, ZTC Algorithm 2)
             instead of the paper's independent ones (KLT §7 A14; unanalysed by the paper).
         schedule: ``"v2"`` or ``"v1-legacy"`` (which version's theorem set the schedule).
-        paper: the paper's unclipped oracles (see the module docstring).
+        paper: the paper's unclipped oracles (Privacy, above).
         L0: the per-example Lipschitz constant L the config was built for (keyword): the estimators clip each
             difference (gradient) to what it allows; :meth:`run` refuses an objective that declares a larger one.
 

@@ -1,19 +1,9 @@
-"""Kornowski–Liu–Talwar's theorems as parameter calculators (docs/papers.md, KLT §2.6, constants exposed).
+"""Kornowski–Liu–Talwar's theorems as parameter calculators (docs/papers.md, KLT §2.6).
 
-The schedules of Theorem 3.1 (single-pass zeroth order), 6.1 (single-pass first order) and 4.1 (multi-pass
-ERM), the sensitivities, the directions m the paper's high-probability bounds need, the second moment G₁²
-that sets η, and the rates. :meth:`dpnc.algorithms.klt.KornowskiLiuTalwar.from_theory` turns a schedule into
-a config; nothing here touches data.
-
-Sensitivities (replace-one): s_a = 3L/B (2L/B, plus L/B for the estimation error) and s_v =
-(4c_H + 1)·L√d·D/(α·B), because f_α is c_H·L√d/α-smooth and ‖z_t − z_{t−1}‖ ≤ 2D. Noise: single pass,
-σ = s·√(Lvl/(2ρ*)) (zCDP, default) or Prop 2.5's σ = 4·max(s_a, s_v)·√(Lvl·ln(1/δ'))/ε, Lvl = ⌊log₂Σ⌋ + 1,
-δ' the mechanism's δ; multi-pass, σ₁ = s_a√(A/ρ*), σ₂ = s_v√((T−A)/ρ*) with A anchors and ρ* the zCDP
-budget of (ε, δ').
-
-References: G. Kornowski, D. Liu, K. Talwar, "Improved sample complexity for private nonsmooth nonconvex
-optimization" (arXiv:2410.05880, v1 and v2, 2024).
-"""
+The schedules of Theorems 3.1, 6.1 (single pass) and 4.1 (multi-pass ERM), the sensitivities, the
+directions m the paper's high-probability bounds need, the second moment G₁² that sets η, and the
+rates, every constant exposed; nothing here touches data. Kornowski, Liu, Talwar,
+arXiv:2410.05880 (v1 and v2, 2024)."""
 
 from __future__ import annotations
 
@@ -49,7 +39,10 @@ class TheoryConstants:
 def sensitivities(
     *, d: int, L: float, alpha: float, D: float, B1: int, B2: int, c_H: float = 1.0
 ) -> tuple[float, float]:
-    """(s_a, s_v) = (3L/B1, (4c_H + 1)·L√d·D/(α·B2)), KLT §2.6."""
+    """(s_a, s_v) = (3L/B1, (4c_H + 1)·L√d·D/(α·B2)), KLT §2.6: the replace-one sensitivities.
+
+    s_a: 2L/B1, plus L/B1 for the estimation error; s_v: f_α is c_H·L√d/α-smooth and ‖z_t − z_{t−1}‖ ≤ 2D.
+    """
     return 3 * L / B1, (4 * c_H + 1) * L * math.sqrt(d) * D / (alpha * B2)
 
 

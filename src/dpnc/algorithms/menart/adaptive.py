@@ -1,15 +1,8 @@
-"""Adaptive noisy GD: Menart et al., Algorithm 3 (Theorem 4), and Algorithm 3+'s private selection (Theorem 5).
+"""Adaptive noisy GD (Menart et al., Algorithm 3, Theorem 4) and Algorithm 3+'s private selection.
 
-Gradient descent whose noise is proportional to a noisy gradient norm, for γ and κ unknown to it, halted by a
-privacy filter (fully adaptive composition); with ``select=True`` the output is an iterate chosen by the
-exponential mechanism on −‖∇F(w_t)‖ (:func:`select_stationary`). Guards, releases and ``paper``:
-:mod:`dpnc.algorithms.menart.common`.
-
-References:
-    Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
-    condition with optimal rates", 2024.
-    Whitehouse, Ramdas, Rogers, Wu, "Fully adaptive composition in differential privacy", 2022 (the filter).
-"""
+Gradient descent whose noise is proportional to a noisy gradient norm, for γ and κ unknown to it,
+halted by a privacy filter (fully adaptive composition); with ``select=True`` the output is an
+iterate chosen by the exponential mechanism on −‖∇F(w_t)‖ (:func:`select_stationary`, Theorem 5)."""
 
 from __future__ import annotations
 
@@ -96,12 +89,18 @@ class AdaptiveGD(KLConfig):
         paper: the printed σ's (and the selection's sensitivity L0/n); the ledger records their true cost.
         strict: stop while the charges stay ≤ ρ/2 − √ρ/n (the filter's bound is then ρ).
         select: Algorithm 3+: output a privately selected iterate instead of the last.
-        clip, project: the guards (:mod:`dpnc.algorithms.menart.common`).
+        clip, project: the guards (:class:`~dpnc.algorithms.menart.common.KLConfig`).
         eta: the step size (None: the paper's 1/(2L1)).
         ell: ℓ in σ_t = N_t/√(dℓ) and its charge L0²dℓ/(n²N_t²) (None: the paper's log(n√ρ/β)).
         rho_norm: each norm query's charge, in (0, ρ/2] (None: the paper's √ρ/n); σ̂ = L0/(n·√rho_norm) in the
             paper's convention, and the filter allows at most ⌊(ρ/2)/rho_norm⌋ steps. Any eta, ell and rho_norm
             keep the filter's bound (the charges are the releases' costs); Theorem 4 needs the paper's values.
+
+    References:
+        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
+        condition with optimal rates", 2024.
+        Whitehouse, Ramdas, Rogers, Wu, "Fully adaptive composition in differential privacy", 2022 (the
+        filter).
     """
 
     name = "adaptive-gd"

@@ -1,44 +1,8 @@
-"""What Menart et al.'s algorithms share: the private gradient queries, the guards, the run's setting and stats.
+"""What Menart et al.'s algorithms share: gradient queries, guards, the run's setting and stats.
 
-Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL condition with
-optimal rates" (spec: docs/papers.md, Menart et al.). The algorithms are in :mod:`~dpnc.algorithms.menart.spider`
-(Algorithm 1), :mod:`~dpnc.algorithms.menart.proximal` (Algorithms 2 and 4) and
-:mod:`~dpnc.algorithms.menart.adaptive` (Algorithm 3 and the selection of Theorem 5); :mod:`dpnc.algorithms.menart`
-gathers them.
-
-**Releases.** Every noisy gradient is a clipped mean over the full batch, released by
-:func:`~dpnc.privacy.release.release_sum` (the one private-mean step of dpnc: the fixed denominator n, secret
-noise, the release recorded in real units as the :class:`~dpnc.sampling.FullBatch` sampler's Gaussian) from the
-sum that :class:`PrivateGradients` forms: the per-example gradients (or differences) with non-finite ones zeroed
-and each clipped to the query's bound, or, for an objective without per-example gradients, n·∇F.
-
-**Guards** (on by default; the paper has neither, it assumes the constants hold wherever the iterates go). The
-ledger charges every query for a sensitivity computed from the declared L0 (and L1), so those bounds must hold
-for every example at every query point, whatever the data:
-
-* ``clip=True`` clips per-example gradients to L0 and KL-Spider's per-example differences to L1·r_k ≥
-  L1‖w_{t+1} − w_t‖ (non-finite ones zeroed first): the sensitivity then holds for any data. A no-op under the
-  assumptions.
-* ``project=True`` keeps every iterate (and every inner iterate of Algorithm 4) in the objective's region
-  (``objective.constants.region``), where its constants are declared; x0 must lie there.
-
-An objective without per-example gradients (data-free, sufficient statistics) cannot be clipped; its bounds
-then rest on its own constants, declared for every example of its data domain on its region, which is why the
-iterates are projected there. A run says which holds in ``stats.sensitivity``: :data:`CLIPPED`,
-:data:`DECLARED` (no per-example gradients; projected onto the region) or :data:`NOT_GUARANTEED` (``clip=False``,
-or neither guard applies); in the last case the run is marked not private (``Run.private``) and its report says
-why.
-
-**Constants** are resolved when a config is built (:meth:`KLConfig.of` reads them from a
-:class:`~dpnc.algorithms.base.Setting`): a run never reads them off the objective, and refuses an objective whose
-declared constants do not imply them (a tighter bound, another κ:
-:meth:`~dpnc.algorithms.base.Algorithm.check_problem`), so the ledger's sensitivities, the schedule and the claim
-rest on bounds the objective gives.
-
-**paper** (Menart et al. §1.2). ``False`` (default): every release's σ is calibrated from its true sensitivity under the
-accountant's neighbouring relation and its share of ρ, so the run spends exactly ρ. ``True``: the printed noise
-levels; the accountant then reports their true cost.
-"""
+Every noisy gradient is a clipped full-batch mean released through :class:`PrivateGradients`; the
+guards (``clip``, ``project``), the resolved constants and ``paper`` are stated on
+:class:`KLConfig`. See docs/menart.md."""
 
 from __future__ import annotations
 
@@ -317,8 +281,32 @@ class KLConfig(Algorithm):
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
         L0: the per-example Lipschitz bound the releases are charged for: the objective's declared L0 (keyword;
             each config also holds the other public constants it reads, :attr:`constant_fields`).
-        paper: the paper's printed noise levels instead of the calibrated ones (module docstring).
-        clip, project: the guards (module docstring).
+        paper: the paper's printed noise levels instead of the calibrated ones (below).
+        clip, project: the guards (below).
+
+    **Guards** (on by default; the paper has neither, it assumes the constants hold wherever the iterates
+    go). The ledger charges every query for a sensitivity computed from the declared L0 (and L1), so those
+    bounds must hold for every example at every query point, whatever the data. ``clip=True`` clips
+    per-example gradients to L0 and KL-Spider's per-example differences to L1·r_k ≥ L1‖w_{t+1} − w_t‖
+    (non-finite ones zeroed first): the sensitivity then holds for any data, a no-op under the assumptions.
+    ``project=True`` keeps every iterate (and every inner iterate of Algorithm 4) in the objective's region
+    (``objective.constants.region``), where its constants are declared; x0 must lie there. An objective
+    without per-example gradients (data-free, sufficient statistics) cannot be clipped; its bounds then
+    rest on its own constants, declared for every example of its data domain on its region, which is why
+    the iterates are projected there. A run says which holds in ``stats.sensitivity``: :data:`CLIPPED`,
+    :data:`DECLARED` (no per-example gradients; projected onto the region) or :data:`NOT_GUARANTEED`
+    (``clip=False``, or neither guard applies); in the last case the run is marked not private
+    (``Run.private``) and its report says why.
+
+    **Constants** are resolved when a config is built (:meth:`of` reads them from a
+    :class:`~dpnc.algorithms.base.Setting`): a run never reads them off the objective, and refuses an
+    objective whose declared constants do not imply them (a tighter bound, another κ:
+    :meth:`~dpnc.algorithms.base.Algorithm.check_problem`), so the ledger's sensitivities, the schedule and
+    the claim rest on bounds the objective gives.
+
+    **paper** (Menart et al. §1.2). ``False`` (default): every release's σ is calibrated from its true
+    sensitivity under the accountant's neighbouring relation and its share of ρ, so the run spends exactly
+    ρ. ``True``: the printed noise levels; the accountant then reports their true cost.
     """
 
     family = FAMILY
@@ -447,7 +435,7 @@ def setting(config, objective, x0) -> RunSetting:
 def guarantee(
     queries: PrivateGradients, s: RunSetting, clip: bool, **used: float
 ) -> tuple[str, str]:
-    """Which guard bounds the per-example quantities (module docstring), and the report's note saying so.
+    """Which guard bounds the per-example quantities (:class:`KLConfig`), and the report's note saying so.
 
     ``used`` are the bounds the ledger was charged for (L0, and L1 for KL-Spider's differences): the objective's
     declared constants (:func:`setting` checked it); without clipping they hold on its region only.

@@ -1,12 +1,6 @@
-"""Private proximal point: Menart et al., Algorithm 2 (Theorem 2), with noisy projected GD (Algorithm 4) inside.
-
-For (γ, κ)-KL objectives with κ ≥ 2 that are L̃1-weakly convex but need not be smooth. Guards, releases and
-``paper``: :mod:`dpnc.algorithms.menart.common`.
-
-References:
-    Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
-    condition with optimal rates", 2024.
-"""
+"""Private proximal point: Menart et al., Algorithm 2 (Theorem 2), with noisy projected GD
+(Algorithm 4) inside, for (γ, κ)-KL objectives with κ ≥ 2 that are L̃1-weakly convex but need not
+be smooth. Guards, releases and ``paper``: :class:`~dpnc.algorithms.menart.common.KLConfig`."""
 
 from __future__ import annotations
 
@@ -226,9 +220,13 @@ class ProximalPoint(KLConfig):
             F(w0) − F* (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from a Setting, F0
             from its gap, else (γL0)^κ).
         paper: Algorithm 4's printed σ² = 4L0²T_A/(n²ρ) instead of the calibrated σ.
-        clip, project: the guards (:mod:`dpnc.algorithms.menart.common`).
+        clip, project: the guards (:class:`~dpnc.algorithms.menart.common.KLConfig`).
         inner: the inner solver.  max_inner_iters: a cap (≥ 2) on its steps T_A, or None.
         constants: the analysis' numerical constants.
+
+    References:
+        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
+        condition with optimal rates", 2024.
     """
 
     name = "proximal-point"

@@ -1,15 +1,9 @@
-"""KL-Spider: Menart et al., Algorithm 1 (Theorem 1), for (γ, κ)-KL objectives with κ ∈ [1, 2], smooth.
+"""KL-Spider (Menart et al., Algorithm 1, Theorem 1) for smooth (γ, κ)-KL objectives, κ ∈ [1, 2].
 
-Rounds that open with a noisy checkpoint gradient and follow it with variance-reduced noisy differences (SPIDER),
-normalised steps of a fixed length r_k, and an adaptive stop once the estimate is small. Corrections taken from the
-spec (docs/papers.md, Menart et al. §2.1): ceil'd K and T_k, the loop bound t < T_k, restart from the last iterate,
-Cf = 48 when calibrated, the exponent (2−κ)/κ in T_k. Guards, releases and ``paper``:
-:mod:`dpnc.algorithms.menart.common`.
-
-References:
-    Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
-    condition with optimal rates", 2024.
-"""
+Rounds that open with a noisy checkpoint gradient and follow it with variance-reduced noisy
+differences (SPIDER), normalised steps of a fixed length r_k, and an adaptive stop once the
+estimate is small. The corrected schedule: docs/papers.md, Menart et al. §2.1. Guards, releases
+and ``paper``: :class:`~dpnc.algorithms.menart.common.KLConfig`."""
 
 from __future__ import annotations
 
@@ -244,13 +238,17 @@ class KLSpider(KLConfig):
             (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from a Setting, F0 from its gap,
             else (γL0)^κ).
         paper: the printed noise levels and Cf = 32 (:func:`spider_schedule`) instead of the calibrated ones.
-        clip, project: the guards (:mod:`dpnc.algorithms.menart.common`).
+        clip, project: the guards (:class:`~dpnc.algorithms.menart.common.KLConfig`).
         constants: the analysis' numerical constants.
         variant: "theory" (:func:`spider_schedule`, Theorem 1) or "practical" (:func:`practical_schedule`,
             :meth:`practical`; not with ``paper``).
 
     Raises:
         ValueError: at construction, for a value out of range.
+
+    References:
+        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
+        condition with optimal rates", 2024.
     """
 
     name = "kl-spider"

@@ -1,35 +1,8 @@
 """Private zeroth-order nonsmooth nonconvex optimization (Zhang, Tran & Cutkosky, ICLR 2024).
 
-O2NC (:mod:`dpnc.algorithms.o2nc`) driven by a private oracle on the uniform smoothing F̂_δ, one config
-:class:`ZhangTranCutkosky` with ``oracle=``
-
-* ``"variance-reduced"`` (:class:`VarianceReducedOracle`, Algorithm 4 + the tree mechanism, Algorithm 5): at
-  the first step of each epoch GRAD on a fresh batch of B1 examples; then the running sum g_t = g_{t−1} +
-  DIFF(w_t, w_{t−1}) on fresh batches of B2; released as g_t + TREE(t), the tree noise reset each epoch. The
-  running sum stays noiseless; noise never feeds back.
-* ``"naive"`` (:class:`NaiveOracle`, Algorithm 6, the baseline): GRAD with m (paper: 1) directions per
-  example on a fresh batch of B, released through :func:`~dpnc.privacy.release.private_mean` with σ = 2dL/(Bρ)
-  (the paper prints dL/(Bρ), off by 2).
-
-Every example is used once (:class:`~dpnc.sampling.SinglePass`), so epochs (and the naive oracle's steps)
-are on disjoint data and are accounted by parallel composition: the whole run costs one epoch.
-
-Privacy is stated as in the paper: "(α, αρ²/2)-RDP for all α > 1", i.e. ρ²/2-zCDP. ``rho`` is always the
-paper's ρ; the accountant reports zCDP ρ_zCDP = ρ²/2 and ε(δ) by RDP and PLD.
-
-:meth:`ZhangTranCutkosky.practical` gives documented practical settings (per-example clipping at realistic
-radii, larger D, last-iterate output; no theorem attached).
-
-Symbols: ``period`` = T (steps per epoch = the tree's leaves = the O2NC block), ``steps`` = K·T, ``smoothing`` = δ
-(the smoothing radius), D = δ/T, eta = η, B1, B2, m, sigma = σ (every tree node's std), rho = ρ.
-
-Corrections taken from docs/papers.md, ZTC §6 (``paper=True`` gives the printed version where it differs): T uses
-max, not min (§6.1); σ uses the exact per-leaf node count ⌊log₂T⌋ + 1 and max(s₁, s₂) (§6.2–3); the
-guarantee is (2δ, ε)-stationarity of F in expectation (§6.4).
-
-References: X. Zhang, H. Tran, A. Cutkosky, "Private zeroth-order nonsmooth nonconvex optimization",
-ICLR 2024 (arXiv:2406.19579).
-"""
+O2NC (:mod:`dpnc.algorithms.o2nc`) driven by a private variance-reduced or naive oracle on the
+uniform smoothing F̂_δ, one config: :class:`ZhangTranCutkosky`, whose docstring states the
+oracles, the privacy statement and the corrections. See docs/ztc.md."""
 
 from __future__ import annotations
 
@@ -65,8 +38,32 @@ class ZhangTranCutkosky(O2NCAlgorithm):
     """O2NC (Algorithm 3) with the private variance-reduced (Algorithms 4–5) or naive (Algorithm 6) oracle.
 
     Implements: Zhang–Tran–Cutkosky 2024, Algorithms 3–6; Theorem 4.9 and App. E (:meth:`from_theory`).
-    Correction: ZTC §6.1–6.4 in docs/papers.md (see the module docstring); ``paper=True`` records that σ and T were
-    set by the printed formulas.
+    Correction: ZTC §6.1–6.4 in docs/papers.md: T uses max, not min (§6.1); σ uses the exact per-leaf node
+    count ⌊log₂T⌋ + 1 and max(s₁, s₂) (§6.2–3); the guarantee is (2δ, ε)-stationarity of F in expectation
+    (§6.4). ``paper=True`` records that σ and T were set by the printed formulas.
+
+    Oracles: ``"variance-reduced"`` (:class:`VarianceReducedOracle`, Algorithm 4 + the tree mechanism,
+    Algorithm 5): at the first step of each epoch GRAD on a fresh batch of B1 examples; then the running sum
+    g_t = g_{t−1} + DIFF(w_t, w_{t−1}) on fresh batches of B2; released as g_t + TREE(t), the tree noise
+    reset each epoch; the running sum stays noiseless, so noise never feeds back. ``"naive"``
+    (:class:`NaiveOracle`, Algorithm 6, the baseline): GRAD with m (paper: 1) directions per example on a
+    fresh batch of B, released through :func:`~dpnc.privacy.release.private_mean` with σ = 2dL/(Bρ) (the
+    paper prints dL/(Bρ), off by 2). Every example is used once (:class:`~dpnc.sampling.SinglePass`), so
+    epochs (and the naive oracle's steps) are on disjoint data and are accounted by parallel composition:
+    the whole run costs one epoch.
+
+    Privacy is stated as in the paper: "(α, αρ²/2)-RDP for all α > 1", i.e. ρ²/2-zCDP. ``rho`` is always the
+    paper's ρ; the accountant reports zCDP ρ_zCDP = ρ²/2 and ε(δ) by RDP and PLD. :meth:`practical` gives
+    documented practical settings (per-example clipping at realistic radii, larger D, last-iterate output;
+    no theorem attached).
+
+    Symbols: ``period`` = T (steps per epoch = the tree's leaves = the O2NC block), ``steps`` = K·T,
+    ``smoothing`` = δ (the smoothing radius), D = δ/T, eta = η, B1, B2, m, sigma = σ (every tree node's std),
+    rho = ρ.
+
+    References:
+        X. Zhang, H. Tran, A. Cutkosky, "Private zeroth-order nonsmooth nonconvex optimization", ICLR 2024
+        (arXiv:2406.19579).
 
     Args:
         smoothing: the smoothing radius δ > 0 (the output is (2δ, ·)-stationary for F).
