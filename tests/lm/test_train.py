@@ -287,18 +287,21 @@ def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips
     assert (
         trainer.optimizer.per_example == "layers"
     )  # and its first batch passed the check against vmap
-    # The time estimate runs the step's own route on public test examples (a plain backward under-estimated LoRA
-    # DP-AdamW about 4x), and touches neither the ledger nor the model.
+    # The time estimate rehearses the step's own optimizer, route included (a plain backward under-estimated LoRA
+    # DP-AdamW about 4x), on public test examples, and touches neither the ledger nor the model.
     timed, releases = [], trainer.accountant.releases
     before = [p.detach().clone() for p in trainer.classifier.parameters()]
+    step = DPOptimizer.step
 
-    def spy(model, batch, C, **kw):
-        timed.append((len(batch["labels"]), C, kw["per_example"]))
-        return per_example_clipped_sum(model, batch, C, **kw)
+    def spy(optimizer, *args, **kwargs):
+        loss = step(optimizer, *args, **kwargs)
+        timed.append((optimizer is trainer.optimizer, optimizer.clip, optimizer.per_example))
+        return loss
 
-    monkeypatch.setattr(lm_train, "per_example_clipped_sum", spy)
+    monkeypatch.setattr(DPOptimizer, "step", spy)
     assert trainer.estimate_seconds(10) > 0
-    assert timed == [(4, trainer.config.clip, "auto")] and trainer.accountant.releases == releases
+    assert timed == [(False, trainer.config.clip, "layers")] * 2  # a cold step and a warm one
+    assert trainer.accountant.releases == releases
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
     # In float64 the routes agree to rounding (in float32 this model's own rounding is ~1e-3 relative).
     clf = trainer.classifier.double()

@@ -46,7 +46,9 @@ from dpnc.space import STREAM
 class RunFiles:
     """The files of one run of ``config``: each method writes one kind, and only what that file may hold."""
 
-    def __init__(self, config: FinetuneConfig, *, writer: bool = True) -> None:
+    def __init__(
+        self, config: FinetuneConfig, *, writer: bool = True, kill_points: bool = True
+    ) -> None:
         self.config = config
         self.writer = (
             writer  # False on the ranks other than 0 of a data-parallel run: they write nothing
@@ -54,7 +56,8 @@ class RunFiles:
         self._journal_sound = (
             False  # checked once per process that the journal ends with a whole line
         )
-        self._kill_at = kill_point_from_env()
+        # a test's kill point is the run's: the time estimate's rehearsal (kill_points=False) has none
+        self._kill_at = kill_point_from_env() if kill_points else None
         self.rows: list[dict] = []  # this process's metrics rows (public), for the plot
         self.tensorboard = None
         if config.report_to == "tensorboard" and writer:

@@ -18,13 +18,19 @@ from pathlib import Path
 __all__ = ["TensorBoard", "hparams_of", "plot_training"]
 
 
-def plot_training(rows: list[dict], path: str | Path, *, title: str = "") -> Path:
-    """Test loss, test accuracy (the step-0 value dashed: the untrained model) and ε against steps, in one figure."""
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files, no display), imported on first use (a second or two)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_training(rows: list[dict], path: str | Path, *, title: str = "") -> Path:
+    """Test loss, test accuracy (the step-0 value dashed: the untrained model) and ε against steps, in one figure."""
+    plt = pyplot()
     evals = sorted((r for r in rows if r.get("event") == "eval"), key=lambda r: r["step"])
     steps = [r for r in rows if r.get("event") == "step"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))

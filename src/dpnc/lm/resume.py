@@ -47,12 +47,16 @@ class ResumeMixin:
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise source or sampler."""
+        return self.files.save_checkpoint(self.checkpoint_state(), self.step)
+
+    def checkpoint_state(self) -> dict:
+        """What ``checkpoint.pt`` holds: the run's public state."""
         # The trained parameters only: the rest is the base model the config names, rebuilt on resume (a head-only
         # checkpoint held the whole 90 MB encoder).
         trained = {
             name: p.detach() for name, p in self.classifier.named_parameters() if p.requires_grad
         }
-        state = {
+        return {
             "version": 2,
             "config": self.config.public_dict(),  # as the journal's header: no full path
             "step": self.step,
@@ -63,7 +67,6 @@ class ResumeMixin:
             "lost_releases": self.lost_releases,
             "notes": self.notes,
         }
-        return self.files.save_checkpoint(state, self.step)
 
     def _resume(self) -> None:
         """Rank 0 resumes from the run folder; under a group the other ranks take its public state."""

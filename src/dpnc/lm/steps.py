@@ -24,8 +24,11 @@ import torch
 
 from dpnc.batches import DataRows
 from dpnc.distributed import Group
+from dpnc.lm.cache import PrefixCache
 from dpnc.lm.config import FinetuneConfig
+from dpnc.lm.data import TextDataset
 from dpnc.lm.heads import EncoderClassifier
+from dpnc.lm.journal import RunFiles
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release
@@ -53,6 +56,23 @@ class StepRecord:
     nonfinite: int | None = None
     clipped_fraction: float | None = None
     seconds: float | None = None
+
+
+def encode_rows(
+    classifier: EncoderClassifier,
+    dataset: TextDataset,
+    cache: PrefixCache | None,
+    device: torch.device,
+    index: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """The classifier's input for the examples ``index`` of ``dataset``, through ``cache`` (its frozen layers) when
+    there is one: a batch of training rows the sampler drew, or the time estimate's public rows."""
+    labels = dataset.labels[index]
+    if cache is not None:
+        batch = cache.batch(index, labels)
+    else:
+        batch = classifier.encode([dataset.texts[i] for i in index.tolist()], labels)
+    return {k: v.to(device) for k, v in batch.items()}
 
 
 def per_example_clipped_sum(
@@ -171,6 +191,17 @@ class Steps:
 
     def _on_step(self, optimizer, info: StepInfo) -> None:
         self.info = info
+
+    def journaled(self, files: RunFiles, t: int) -> StepRecord:
+        """Step ``t``, journaled in ``files`` before and after it touches the data (what a resume reads): the
+        trainer's step, and the time estimate's rehearsal of it (on public rows, in a folder of its own)."""
+        files.journal({"t": t, "event": "begin", "release": step_release(self.optimizer).to_dict()})
+        files.kill_point("begin", t)
+        record = self.run(StepRecord(t))
+        files.kill_point("released", t)
+        files.journal({"t": t, "event": "end", "seed": record.seed, "released": record.released})
+        files.kill_point("end", t)
+        return record
 
     def run(self, record: StepRecord) -> StepRecord:
         self.info = None

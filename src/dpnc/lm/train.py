@@ -94,6 +94,7 @@ from dpnc.lm.config import (  # noqa: F401
     default_model_path,
 )
 from dpnc.lm.data import TextDataset
+from dpnc.lm.estimate import EstimateMixin
 from dpnc.lm.evaluation import Evaluation, EvaluationMixin, Summary
 from dpnc.lm.files import load_user_data
 from dpnc.lm.heads import EncoderClassifier
@@ -103,7 +104,14 @@ from dpnc.lm.owner_checks import check_training_data, tell_owner
 from dpnc.lm.report import plot_training
 from dpnc.lm.resume import ResumeMixin
 from dpnc.lm.staging import Staging
-from dpnc.lm.steps import StepRecord, Steps, build_optimizer, per_example_clipped_sum, step_release
+from dpnc.lm.steps import (
+    StepRecord,
+    Steps,
+    build_optimizer,
+    encode_rows,
+    per_example_clipped_sum,
+    step_release,
+)
 from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
@@ -134,7 +142,7 @@ __all__ = [
 EPSILON_POINTS = 10
 
 
-class Trainer(EvaluationMixin, ResumeMixin):
+class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
     """Runs one :class:`FinetuneConfig`: builds (or resumes) the classifier, trains, evaluates, saves.
 
     Args:
@@ -260,6 +268,8 @@ class Trainer(EvaluationMixin, ResumeMixin):
         )
         self.classifier.to(self.device, getattr(torch, DTYPES[c.dtype])).eval()
         self.train_cache = self.test_cache = None
+        # test examples timed at setup, for the time estimate (dpnc.lm.estimate)
+        self.setup_seconds: dict[str, float] = {}
         self.eval_part = (
             self.eval_set()
         )  # the evaluation examples this rank evaluates (all, or its shard)
@@ -281,9 +291,12 @@ class Trainer(EvaluationMixin, ResumeMixin):
                 self.train_cache = PrefixCache(
                     self.classifier, self.train_set.texts, layers, batch_size=c.eval_batch_size
                 )
+            start = time.perf_counter()
             self.test_cache = PrefixCache(
                 self.classifier, self.eval_part.texts, layers, batch_size=c.eval_batch_size
             ).fill(progress=c.progress and self.files.writer)
+            if rows := len(self.eval_part):
+                self.setup_seconds["frozen_row"] = (time.perf_counter() - start) / rows
         self.optimizer = build_optimizer(
             c,
             self.classifier,
@@ -306,9 +319,10 @@ class Trainer(EvaluationMixin, ResumeMixin):
             self._note,
         )
         self.step = 0
-        self.zero_shot = (
-            self.evaluate()
-        )  # the initial model, before any step (and before a resume loads one)
+        start = time.perf_counter()
+        # the initial model, before any step (and before a resume loads one)
+        self.zero_shot = self.evaluate()
+        self.setup_seconds["evaluation"] = time.perf_counter() - start
         self.nonfinite = (
             0  # non-finite per-example values (private: reported only with log_private_stats)
         )
@@ -451,14 +465,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
 
     def _encode(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """The classifier's input for the examples ``index`` of the train set (a batch the sampler drew)."""
-        labels = self.train_set.labels[index]
-        if self.train_cache is not None:
-            batch = self.train_cache.batch(index, labels)
-        else:
-            batch = self.classifier.encode(
-                [self.train_set.texts[i] for i in index.tolist()], labels
-            )
-        return {k: v.to(self.device) for k, v in batch.items()}
+        return encode_rows(self.classifier, self.train_set, self.train_cache, self.device, index)
 
     def _note(self, note: str) -> None:
         self.files.private_stat({"event": "note", "step": self.step, "note": note})
@@ -467,16 +474,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
         """One step of the configured method on a batch drawn in secret by the sampler."""
         stats = self.config.log_private_stats
         start = time.perf_counter()
-        self.files.journal(
-            {"t": self.step, "event": "begin", "release": self.step_release().to_dict()}
-        )
-        self.files.kill_point("begin", self.step)
-        record = self.steps.run(StepRecord(self.step))
-        self.files.kill_point("released", self.step)
-        self.files.journal(
-            {"t": self.step, "event": "end", "seed": record.seed, "released": record.released}
-        )
-        self.files.kill_point("end", self.step)
+        record = self.steps.journaled(self.files, self.step)
         self.step += 1
         if stats:  # private statistics only: a step's time depends on its secret batch
             self.nonfinite += record.nonfinite
@@ -503,17 +501,8 @@ class Trainer(EvaluationMixin, ResumeMixin):
         shown = (
             c.progress and self.files.writer and todo > 0
         )  # one bar, rank 0's, in a data-parallel run
-        if (
-            shown
-        ):  # before a long run (LoRA on a CPU: hours), say so: timed on public test examples only
-            print(
-                f"estimated time: {_duration(self.estimate_seconds(todo))} for {todo} steps on {self.device} (timed "
-                "on public test examples; the bar shows steps and ε only, no rate: a step's time depends on its "
-                "secret batch)"
-                if len(self.eval_part)
-                else f"{todo} steps on {self.device} (no time estimate: no test examples to time it on)",
-                flush=True,
-            )
+        if shown:  # before a long run (LoRA on a CPU: hours), say so: timed on test examples only
+            print(self.estimate_line(todo), flush=True)
         # Steps done and ε (the postfix), no timing: dpnc.progress.
         bar = progress(
             total=self.step + self.step_budget,
@@ -524,28 +513,18 @@ class Trainer(EvaluationMixin, ResumeMixin):
             dynamic_ncols=True,
         )
         start = time.perf_counter()
-        # ε by PLD takes ~60-130 ms a call (a step of a head: ~2 ms), so it is computed at most ~20 times a run: every
-        # `every` steps (public: the run's length decides), at the last step and with each evaluation.
-        every = max(1, math.ceil(self.total_steps / EPSILON_POINTS))
         try:
             for _ in range(todo):
                 record = self.train_step()
                 records.append(record)
-                evaluating = (
-                    bool(c.eval_every)
-                    and c.evaluated
-                    and self.step % c.eval_every == 0
-                    and self.step < self.total_steps
-                )
+                epsilon, evaluating, checkpoint = self.marks(self.step)
                 row = {
                     "event": "step",
                     "step": self.step,
                     "released": record.released,
                     "seed": record.seed,
                 }
-                if (
-                    self.step % every == 0 or self.step_budget == 0 or evaluating
-                ):  # step_budget 0: the run's last
+                if epsilon:
                     row["epsilon"] = eps = self.epsilon()
                     bar.set_postfix(eps=f"{eps:.3g}")  # public only: no training loss
                 bar.update(1)
@@ -572,7 +551,7 @@ class Trainer(EvaluationMixin, ResumeMixin):
                             "epsilon": eps,
                         }
                     )
-                if c.checkpoint_every and self.step % c.checkpoint_every == 0:
+                if checkpoint:
                     self.save_checkpoint()
         finally:
             bar.close()
@@ -581,54 +560,44 @@ class Trainer(EvaluationMixin, ResumeMixin):
             self.save_checkpoint()
         return records
 
-    def estimate_seconds(self, steps: int) -> float:
-        """A rough time for ``steps`` training steps, from the same computations timed once on a batch of public
-        test examples (never on the training data: a step's time is a statistic of its secret batch).
-
-        Zeroth-order: two forward passes; AdamW: a forward and a backward; DP-AdamW: its own per-example route
-        (:func:`~dpnc.lm.steps.per_example_clipped_sum`, the route the step takes: per layer, vmap or the loop), since
-        a plain backward under-estimated it about 4× on LoRA."""
-        c, ds = self.config, self.eval_part
-        m = min(c.batch_size, len(ds))
-        if m == 0 or steps == 0:
-            return 0.0
-        labels = ds.labels[:m]
-        batch = self.classifier.on_device(
-            self.test_cache.batch(range(m), labels)
-            if self.test_cache is not None
-            else self.classifier.encode(ds.texts[:m], labels)
+    def marks(self, step: int) -> tuple[bool, bool, bool]:
+        """What the loop does after step ``step`` besides it: compute ε, evaluate, checkpoint (public: the settings
+        decide)."""
+        c = self.config
+        evaluating = (
+            bool(c.eval_every)
+            and c.evaluated
+            and step % c.eval_every == 0
+            and step < self.total_steps
         )
-        start = time.perf_counter()
-        if c.zeroth_order:
-            with torch.no_grad():
-                self.classifier(batch)
-                self.classifier(batch)
-            per_step = (time.perf_counter() - start) * c.batch_size / m
-        elif c.method == "dp-adamw":  # a clipped sum of public examples' gradients, thrown away
-            per_example_clipped_sum(
-                self.classifier, batch, c.clip, per_example=c.per_example, microbatch=c.microbatch
-            )
-            per_step = (time.perf_counter() - start) * c.batch_size / m
-        else:
-            self.classifier(batch).sum().backward()
-            per_step = (time.perf_counter() - start) * c.batch_size / m
-            for p in self.classifier.parameters():
-                p.grad = None
-        return per_step * steps
+        # ε by PLD takes ~60-130 ms a call (a step of a head: ~2 ms), so it is computed at most ~20 times a run: every
+        # `every` steps (public: the run's length decides), at the last step and with each evaluation.
+        every = max(1, math.ceil(self.total_steps / EPSILON_POINTS))
+        last = step >= self.total_steps - self.lost_releases  # no step budget left
+        checkpoint = bool(c.checkpoint_every) and step % c.checkpoint_every == 0
+        return step % every == 0 or last or evaluating, evaluating, checkpoint
 
-    def epsilon(self, method: str | None = None) -> float:
-        """ε spent so far at the config's δ (0 before any release, ∞ for non-private methods)."""
-        if not self.accountant.releases:
+    def estimate_seconds(self, steps: int) -> float:
+        """A rough time for ``steps`` more steps and the run's end (:mod:`dpnc.lm.estimate`): never timed on the
+        training data (a step's time is a statistic of its secret batch); 0 without test examples to time."""
+        estimate = self.estimate(steps)
+        return 0.0 if estimate is None else estimate.total
+
+    def epsilon(self, method: str | None = None, *, accountant: Accountant | None = None) -> float:
+        """ε spent so far at the config's δ (0 before any release, ∞ for non-private methods); of
+        ``accountant``'s ledger if given (the time estimate's copy)."""
+        accountant = self.accountant if accountant is None else accountant
+        if not accountant.releases:
             return 0.0
         method = method or self.config.accountant
         try:
-            return self.accountant.epsilon(self.config.delta, method)
+            return accountant.epsilon(self.config.delta, method)
         except UnsupportedRelease:
             if method != "pld":
                 raise
             # PLD cannot represent the loss of a huge budget (calibration fell back to RDP and said so): RDP's ε,
             # also an upper bound; summary.json's report shows PLD as n/a with the reason
-            return self.accountant.epsilon(self.config.delta, "rdp")
+            return accountant.epsilon(self.config.delta, "rdp")
 
     def _on_rank_0(self, compute):
         """``compute()`` on rank 0 (or this process alone), its value (or ValueError) on every rank."""
@@ -688,13 +657,6 @@ class Trainer(EvaluationMixin, ResumeMixin):
             for note in self.owner_notes:
                 tell_owner(note)
         return summary
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` as a rough duration ("~40 s", "~12 min", "~2.1 h")."""
-    if seconds < 60:
-        return f"~{seconds:.0f} s"
-    return f"~{seconds / 60:.0f} min" if seconds < 3600 else f"~{seconds / 3600:.1f} h"
 
 
 def finetune(
