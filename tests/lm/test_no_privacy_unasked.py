@@ -37,6 +37,25 @@ def test_default_steps_keep_the_recipes_passes_over_a_small_data_set():
     assert FinetuneConfig(**FILES, method="mezo", n=80, steps=7).steps == 7  # given: kept
 
 
+def test_a_users_file_defaults_to_the_recipe_chosen_for_one_a_task_to_the_papers():
+    # docs/results/default-recipe: DP-AdamW on the head with C = 0.1, chosen on SST-5 and TREC
+    mine = FinetuneConfig(**FILES, epsilon=4, n=1500, labels="a,b")
+    assert (mine.method, mine.train, mine.clip, mine.lr, mine.steps) == (
+        "dp-adamw",
+        "head",
+        0.1,
+        1e-2,
+        1000,
+    )
+    paper = FinetuneConfig(epsilon=4)
+    assert (paper.method, paper.clip) == ("dpzero", 0.5)
+    assert FinetuneConfig(**FILES, epsilon=4, n=1500, labels="a,b", train="top-k").clip == 10.0
+    result = CliRunner().invoke(
+        app, ["finetune", "--train-file", "tr.csv", "--text-column", "review"]
+    )
+    assert result.exit_code != 0 and "dp-adamw is private" in result.output
+
+
 def test_classes_are_declared_never_read_off_a_private_test_file():
     private = dict(FILES, method="dpzero", epsilon=4, n=80, test_file="te.csv")
     with pytest.raises(ValueError, match="classes must be declared.*--labels"):

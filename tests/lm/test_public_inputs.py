@@ -354,7 +354,7 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
     # A private run on a user's file must declare n: the file's size differs between neighbours (add/remove).
     with pytest.raises(
         ValueError,
-        match=r"n must be given \(--n\) for the private method 'dpzero' on a train_file "
+        match=r"n must be given \(--n\) for the private method 'dp-adamw' on a train_file "
         r"under add/remove: the public number of training examples",
     ):
         FinetuneConfig(**files)
@@ -366,7 +366,7 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
     # record count, then n and σ, told the neighbours apart (37 against 41 records).
     with pytest.raises(
         ValueError,
-        match=r"n must be given \(--n\) for the private method 'dpzero' on a train_file "
+        match=r"n must be given \(--n\) for the private method 'dp-adamw' on a train_file "
         r"under replace-one",
     ):
         FinetuneConfig(**files, relation="replace-one", accountant="rdp")

@@ -228,11 +228,13 @@ def finetune(
         help="Compute the frozen lower layers once per example (--train top-k, head).",
     ),
     method: Method = typer.Option(
-        "dpzero",
+        None,
         "--method",
+        show_default=False,
         rich_help_panel=OPTIMIZER,
         help="dpzero and dp-adamw are private; mezo and adamw are their non-private "
-        "counterparts; zero-shot trains nothing.",
+        "counterparts; zero-shot trains nothing. Default: dp-adamw on your own file (the recipe "
+        "chosen for one), dpzero on a paper's --task.",
     ),
     steps: int = typer.Option(
         None,
@@ -420,10 +422,12 @@ def finetune(
     from dpnc import distributed
     from dpnc.lm import train as lm_train
     from dpnc.lm.classifiers import missing_model
+    from dpnc.lm.config import default_method
     from dpnc.self_audit import SelfAuditResult
 
     if model is not None and not model.exists():
         raise ValueError(missing_model(model))
+    method = method or default_method(train_file)
     if epsilon is None and method in lm_train.PRIVATE:
         raise typer.BadParameter(
             f"{method} is private: give the privacy budget it may spend, e.g. --epsilon 4 (there is no "
@@ -555,7 +559,11 @@ TRAINER_FLAGS = {
         "paper's full fine-tuning value.",
     },
     "smoothing": {"default": None, "more": "Recipe: 1e-3."},
-    "clip": {"default": None, "short": ("-C",), "more": "Default: the recipe; 10 DP-AdamW."},
+    "clip": {
+        "default": None,
+        "short": ("-C",),
+        "more": "Default: the recipe; DP-AdamW 0.1 on the head, else 10.",
+    },
     "per_example": {"default": "auto", "more": "DP-AdamW."},
     "microbatch": {"default": 4},
     "direction": {"default": "gaussian"},
