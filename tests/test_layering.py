@@ -48,7 +48,7 @@ LAYERS = (
     ("dpnc.lm", "dpnc.demo", "dpnc.integrations"),  # the text trainer, the demo
     ("dpnc.audit",),  # reads both registries
     ("dpnc_reproduce",),  # the reproductions: a client
-    ("dpnc", "dpnc.cli", "dpnc._cli_docs", "dpnc._api_docs"),  # the front doors, the docs build
+    ("dpnc", "dpnc.cli", "dpnc._api_docs"),  # the front doors, the docs build
 )
 LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 

@@ -1,0 +1,36 @@
+"""docs/cli-reference.md is typer's own Markdown of the CLI (``typer dpnc.cli utils docs``): every command's
+options, types, choices and defaults from the code. Run this file to regenerate it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli-reference.md"
+TITLE = "# CLI reference\n\nEvery command and option, generated from the CLI itself.\n\n"
+
+
+def generated() -> str:
+    command = [sys.executable, "-m", "typer", "dpnc.cli", "utils", "docs", "--name", "dpnc"]
+    text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    # one page title: typer's top heading becomes the first section
+    return TITLE + text.replace("# `dpnc`", "## `dpnc`", 1).replace("\n## `dpnc ", "\n### `dpnc ")
+
+
+def test_the_cli_reference_is_the_clis_own():
+    assert PAGE.read_text() == generated(), (
+        "docs/cli-reference.md is stale: python tests/test_cli_reference.py"
+    )
+
+
+def test_every_option_of_finetune_is_listed():
+    page = PAGE.read_text()
+    finetune = page[page.index("### `dpnc finetune`") : page.index("### `dpnc predict`")]
+    assert (
+        finetune.count("\n* `--") > 40
+        and "`-C, --clip <float>`" in finetune
+        and "* `--epsilon" in finetune
+    )
+
+
+if __name__ == "__main__":
+    PAGE.write_text(generated())
