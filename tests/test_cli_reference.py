@@ -13,7 +13,19 @@ def generated() -> str:
     command = [sys.executable, "-m", "typer", "dpnc.cli", "utils", "docs", "--name", "dpnc"]
     text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     # one page title: typer's top heading becomes the first section
-    return TITLE + text.replace("# `dpnc`", "## `dpnc`", 1).replace("\n## `dpnc ", "\n### `dpnc ")
+    text = text.replace("# `dpnc`", "## `dpnc`", 1).replace("\n## `dpnc ", "\n### `dpnc ")
+    return TITLE + "\n".join(escaped(text.split("\n")))
+
+
+def escaped(lines):
+    """Angle brackets in prose as entities (``p_<label>`` would be read as an HTML tag), code left as it is."""
+    fenced = False
+    for line in lines:
+        fenced ^= line.startswith("```")
+        parts = line.split("`")
+        if not fenced and not line.startswith("```"):
+            parts[::2] = [t.replace("<", "&lt;").replace(">", "&gt;") for t in parts[::2]]
+        yield "`".join(parts)
 
 
 def test_the_cli_reference_is_the_clis_own():
