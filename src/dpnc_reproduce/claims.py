@@ -1,45 +1,9 @@
-"""The statistics behind every claims table: a claim holds only when its effect is beyond its 95 % interval.
+"""The statistics behind every claims table: a claim holds only when beyond its 95 % interval.
 
-A claim "the quantity exceeds θ" is judged on an interval [low, high] (:func:`verdict`): it holds when all of the
-interval lies above θ, fails when all of it lies at or below θ, and has **no signal** (None) otherwise.
-
-Every interval is Student's t with the right degrees of freedom (:class:`Interval` records them):
-
-* over k seeds, k − 1 (:func:`mean_interval`, :func:`paired_interval`, :func:`slope_interval`);
-* a variance summed from parts estimated with different degrees of freedom (two sets of seeds; a seed part and a
-  test-set part) takes the **Welch–Satterthwaite** degrees of freedom of the sum, (Σ vᵢ)² / Σ (vᵢ² / dfᵢ)
-  (:func:`satterthwaite_df`): :func:`difference_interval` (Welch), :func:`accuracy_difference` (two accuracies, each
-  with its seed and binomial test-set parts) and :func:`paired_accuracy_difference` (both methods on the same test
-  examples: a two-way random-effects ANOVA of seeds × examples, :func:`two_way_mean_variance`);
-* a ratio of two paired means (:func:`paired_ratio`): Fieller's interval, from the same two parts of x − r·y at the
-  Welch–Satterthwaite df at the estimate; none (no verdict) when the denominator's interval includes 0.
-
-**One seed decides nothing**: wherever a part would have to be estimated from one seed the interval is infinite
-and its note says "1 seed: no verdict" (never that part taken as 0).
-
-**Upper-bound rates are one-sided, in the direction of the variable's regime** (:func:`rate_within_bound`). A
-theorem bounds a cost (excess risk, a gradient norm, a sample complexity) by C·g(x) *in a regime* of x, and the
-log-log slope that violates it depends on that regime:
-
-* x → ∞ (:data:`GROWS`: d, n, n√ρ/√d): the cost may not grow faster (or fall slower) than g, so the measured slope
-  fails when it lies above the bound's own slope over the same points + tol;
-* x → 0 (:data:`SHRINKS`: ε, α, β, ρ in a sample complexity n ≤ C·N(ε, α, β, d)): the cost may not grow faster than
-  g as x *shrinks*, so a slope steeper (more negative) than the bound's is the violating one: it fails when it lies
-  below the bound's own slope − tol.
-
-The tolerance is not one number for every grid: it is what the log factors the bound drops (its Õ) add to a
-least-squares slope over *that claim's grid* (:func:`~dpnc_reproduce.loglog.dropped_log_tolerance`), declared with its
-formula in the code before the rows it judges. That the slope *equals* the bound's (tightness) is a separate claim,
-:func:`tight`, made only where a paper claims it. (Until 2 Dec 2026 every rate claim used RATE_TOL = 0.1 in the x → ∞
-direction; that number was chosen after the synthetic, KL and nonsmooth rows it judged had been measured.)
-
-**Censored values stay censored** (:class:`Censored`): a value known only to lie in [lower, upper] (a seed that
-never reached its target by n_max: [n_max, ∞)) is counted at its finite end in the estimate, enters the interval
-conservatively (the low end from every censored value at its lower end, the high end from every one at its upper
-end; a per-seed slope ranges over the corners of its values' box, :func:`slope_range`), is counted in the note,
-and above a declared fraction (:data:`MAX_CENSORED`) leaves no verdict. A plain value that is not finite and > 0
-where a logarithm is taken is censored in (0, ∞): kept and counted, never dropped.
-"""
+Student's t intervals with Welch–Satterthwaite degrees of freedom where parts differ, Fieller's
+interval for ratios, rate claims one-sided in the direction of the variable's regime, censored
+values kept censored, one seed deciding nothing. See docs/reproducing.md ("How a claim is
+judged")."""
 
 from __future__ import annotations
 

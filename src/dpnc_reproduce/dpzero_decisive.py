@@ -1,28 +1,9 @@
-"""DPZero's headline decided: a declared 20-seed run on TREC where MeZO learns (the headroom recipe).
+"""DPZero's headline decided: a declared 20-seed run on TREC where MeZO learns (headroom recipe).
 
-Design (declared before any run: :func:`declaration`, written by ``--declare``): TREC, MiniLM's top 2 layers trained
-(``--train top-k --top-k 2``), the trainer's recipe with lr 2e-4, C = 50, B = 64, T = 200; 20 seeds = the five
-k-shot folders (13, 21, 42, 87, 100) × 4 training seeds each (training seed ``10·folder + j``, j = 0..3, unique so
-that runs pair by seed); methods zero-shot, MeZO, DPZero at ε = 6 and ε = 2, and the clipped step without noise
-(DPZero's step with σ = 0: what clipping alone costs; not private). Each run is scored on the test split (primary,
-m = 500, the same questions in every folder) and on its folder's ``dev`` questions (secondary: another 512 per class
-drawn from TREC's training set, a training-distribution set, not the paper's test set).
-
-The runs reuse the dpzero-lm reproduction's trainer run (:func:`dpnc_reproduce.dpzero_lm.run.run_trainer`, the same
-code as ``dpnc finetune``). The runner is resumable: each finished (seed, method) appends one JSON line to
-``rows.jsonl`` under ``--out``; a restart skips every (seed, method) already there.
-
-A second declared design, ``--design trend`` (:data:`TREND`): MeZO and DPZero at ε = 6 (and zero-shot) at T = 600
-on the first 5 of those seeds (one per folder), judged against the decisive run's T = 200 rows of the same seeds:
-whether DPZero keeps more of MeZO's gain as T grows toward the paper's regime (:func:`judge_trend`).
-
-Commands (from the repository root; ``--design trend --out docs/results/dpzero-trend`` for the second)::
-
-    python -m dpnc_reproduce.dpzero_decisive --declare --out docs/results/dpzero-decisive
-    OMP_NUM_THREADS=1 python -m dpnc_reproduce.dpzero_decisive --run --data-dir ../shared/data \\
-        --out docs/results/dpzero-decisive --runs-dir /tmp/dpzero-decisive-runs
-    python -m dpnc_reproduce.dpzero_decisive --judge --out docs/results/dpzero-decisive
-"""
+``--declare`` writes the design (:func:`declaration`) before any run; ``--run`` (:func:`run`,
+resumable, on dpzero-lm's trainer runs) and ``--judge`` follow; ``--design trend`` is the
+declared T = 600 follow-up. See docs/dpzero.md ("The decisive run") and
+docs/results/dpzero-decisive/README.md."""
 
 from __future__ import annotations
 

@@ -1,25 +1,8 @@
-"""The CPU pilot: where does MeZO have room to learn? (DPZero paper, Table 2's regime: the model trained.)
+"""The CPU pilot: where does MeZO have room to learn, with the model trained (the paper's regime)?
 
-For one task and ``--train`` mode (MiniLM, prompt head, ``all`` or ``top-k``), runs zero-shot, MeZO and non-private
-AdamW (the ceiling) with the trainer (:class:`dpnc.lm.train.Trainer`, the same code as ``dpnc finetune``) and records,
-per run, the accuracy along the run (``eval_every``), the gain over zero-shot and the time per step.
-
-Evaluation set: the task's k-shot ``dev`` split (another K examples per class sampled from the original *training*
-set, disjoint from ``train``: held-out training rows). The test split is never read, so a configuration chosen here
-can be judged on the test split afterwards without selection on it. TREC's ``dev`` has no ABBR example (the class
-has only 86 training rows); SST-2's has 1024 rows (512 per class).
-
-Nothing here is private or claims privacy: MeZO and AdamW are non-private, the evaluations are un-noised statistics
-of training rows (NOT PRIVATE), and the per-step times come from the trainer's ``log_private_stats`` (a statistic of
-the batches; the pilot's runs are non-private anyway). Each ``(task, train)`` group shares its frozen-prefix caches.
-
-Command (docs/results/dpzero-headroom/summary.md has the ones that were run)::
-
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python -m dpnc_reproduce.dpzero_headroom --data-dir ../shared/data \\
-        --task SST-2 --train top-k --top-k 2 --runs mezo:lr=1e-4,steps=2000 adamw:lr=1e-4,steps=300 \\
-        --eval-every 250 --out docs/results/dpzero-headroom --runs-dir /tmp/headroom-runs
-    python -m dpnc_reproduce.dpzero_headroom --summarize --out docs/results/dpzero-headroom
-"""
+For one task and ``--train`` mode, zero-shot, MeZO and non-private AdamW (the ceiling) with the
+trainer, on held-out training rows (:func:`pilot`; nothing here is private). See docs/dpzero.md
+("Where the model has room to learn"); the commands run: docs/results/dpzero-headroom/summary.md."""
 
 from __future__ import annotations
 
@@ -67,6 +50,18 @@ def pilot(
     model: str | None = None,
     max_length: int = 128,
 ) -> list[dict]:
+    """Run ``runs`` (zero-shot, MeZO, non-private AdamW) on ``task`` with the trainer; one row per run.
+
+    Each run records its accuracy along the run (``eval_every``), its gain over zero-shot and its time per
+    step. Evaluation set: the task's k-shot ``dev`` split (another K examples per class sampled from the
+    original *training* set, disjoint from ``train``: held-out training rows; TREC's has no ABBR example, the
+    class having only 86 training rows; SST-2's has 1024 rows). The test split is never read, so a
+    configuration chosen here can be judged on the test split afterwards without selection on it.
+
+    Nothing here is private or claims privacy: MeZO and AdamW are non-private, the evaluations are un-noised
+    statistics of training rows (NOT PRIVATE), and the per-step times come from the trainer's
+    ``log_private_stats``. The runs of one ``(task, train)`` share their frozen-prefix caches.
+    """
     torch.set_num_threads(1)
     train_set = load_task(task, data_dir, "train", seed=seed)
     held_out = load_task(task, data_dir, "dev", seed=seed)

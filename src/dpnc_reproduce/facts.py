@@ -1,18 +1,7 @@
-"""The numbers a claim is read from (:attr:`~dpnc_reproduce.protocol.Claim.facts`), named the same way everywhere.
+"""The numbers a claim is read from (``Claim.facts``), named the same way everywhere.
 
-Tests assert a claim's facts, not its evidence's prose: ``claim.facts["low"] > claim.facts["threshold"]`` stays
-true when a sentence is reworded, and fails when a number moves. The names are short snake_case:
-
-* an interval (:func:`interval`): ``estimate``, ``low``, ``high`` (±inf where it has none), ``seeds``, ``censored``,
-  ``df`` (only for a t interval), and the ``threshold`` it is judged against;
-* a conjunction of parts (:func:`parts`): each part's interval under the part's name (``sst-2_low``,
-  ``radial_d4_eps2_alpha0.1_estimate``; :func:`name`), one ``threshold``, and the counts of its verdicts
-  (:func:`counts`: ``parts``, ``parts_hold``, ``parts_fail``, ``parts_no_signal``);
-* a verdict as a number (:func:`verdict`): 1 holds, 0 fails, NaN no signal.
-
-Facts are JSON numbers (int or float; NaN and ±inf as elsewhere in ``result.json``). A NaN fact is not equal to
-itself: compare claims read back from JSON by their JSON text (``json.dumps(claim.to_json())``).
-"""
+Tests assert a claim's facts, not its evidence's prose, so a reworded sentence keeps a test true
+and a moved number fails it. The names: docs/reproducing.md ("The numbers a claim is read from")."""
 
 from __future__ import annotations
 

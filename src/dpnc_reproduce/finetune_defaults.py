@@ -1,43 +1,9 @@
 """The sweep behind ``dpnc finetune``'s zeroth-order defaults (:data:`dpnc.lm.config.ZO_RECIPES`).
 
-For one ``--train`` mode, runs DPZero (and MeZO, the non-private ceiling) on SST-2's 512-shot train split over a
-grid of step size, clipping threshold and steps, evaluates every cell on the full test split (872 sentences) and
-writes ``rows.csv`` and ``summary.md``. All cells of one mode share the frozen-prefix cache (same model, data and
-prefix), so a cell costs only its steps. The test split chooses the defaults here, as in the DPZero paper's own grid
-search over hyper-parameters (docs/papers.md, DPZero §4.2); the accuracy of a chosen default is therefore optimistic
-by the selection, and the reproduction (``dpnc reproduce dpzero-lm``) re-measures it on other seeds.
-
-Recipe selection is not private. The sweep chooses on the test split, beside non-private MeZO runs on the same
-training data, and ``--validate`` evaluates un-noised on rows of the training split: neither choice is covered by
-the ε of the runs that use the chosen recipe. So ``summary.md`` says so next to its ε column, a trainer run whose
-settings are the chosen head recipe on SST-2 says so in its ``summary.json`` (``recipe_selection``), and
-``--validate`` writes only to files labelled NOT PRIVATE (``private_validation/`` run folders,
-``private_curves.csv``, a ``summary.md`` whose first line says so).
-
-The private route (not run here, and no result in docs/results comes from it) is Papernot & Steinke's random
-stopping, :func:`dpnc.tune.random_stopping`: each candidate of the grid is a callable ``(accountant, noise)`` that
-runs a :class:`~dpnc.lm.train.Trainer` with ``noise=noise`` on the training part (``out=None``: nothing written),
-extends ``accountant`` with the trainer's ledger, and returns its score released by
-:func:`dpnc.tune.private_score` on the held-out part's per-example losses (``classifier.evaluate``); each
-candidate's declared cost is T steps at its noise multiplier plus that score release, and
-:func:`dpnc.tune.noise_multiplier` finds the multiplier at which the whole tuning meets (ε, δ). The ε of that ledger
-covers the choice. (Under add/remove the score's mean needs a public held-out size, as the trainer's n does.)
-
-Command (the numbers in docs/results/finetune-defaults)::
-
-    python -m dpnc_reproduce.finetune_defaults --data-dir ../shared/data --train head \
-        --out docs/results/finetune-defaults/head
-    python -m dpnc_reproduce.finetune_defaults --data-dir ../shared/data --train head --ceiling \
-        --out docs/results/finetune-defaults/head     # the head's ceiling: logistic regression on the features
-    python -m dpnc_reproduce.finetune_defaults --data-dir ../shared/data --train head --validate --task SST-5 \
-        --out docs/results/finetune-defaults/head-SST-5-validation   # a task's recipe, chosen on its train split
-
-``--validate`` chooses on the training data only: it holds out a fifth of the 512-shot train split (a fixed
-permutation) as a validation split, trains on the rest, and records every evaluation of the validation split
-along the run (``private_curves.csv``), so the steps T can be read off where MeZO's validation loss stops falling.
-The test split is never read. These evaluations are un-noised statistics of training rows: NOT PRIVATE, and
-labelled so.
-"""
+:func:`sweep` chooses on SST-2's test split (not private, and said so beside ε); :func:`choose` and
+:func:`validate` choose on held-out training rows only (NOT PRIVATE files); :func:`feature_ceiling`
+bounds what a head can reach. The private route (random stopping, not run here): docs/practical.md,
+"Private hyper-parameter tuning". Commands run: docs/results/finetune-defaults/*/summary.md."""
 
 from __future__ import annotations
 
@@ -84,6 +50,18 @@ def sweep(
     methods: tuple[str, ...] = ("dpzero", "mezo"),
     eval_examples: int | None = None,
 ) -> list[dict]:
+    """DPZero (and MeZO, the non-private ceiling) for one ``train`` mode on SST-2's 512-shot train split over
+    ``grid`` (step size, clipping threshold, steps), every cell evaluated on the full test split (872
+    sentences); ``rows.csv`` and ``summary.md``. The cells share the frozen-prefix cache, so a cell costs only
+    its steps.
+
+    The test split chooses the defaults here, as in the DPZero paper's own grid search (docs/papers.md,
+    DPZero §4.2): a chosen default's accuracy is optimistic by the selection, and ``dpnc reproduce
+    dpzero-lm`` re-measures it on other seeds. The choice is not private and not covered by the ε of the
+    runs that use the recipe: ``summary.md`` says so next to its ε column, and a trainer run with the chosen
+    head recipe on SST-2 says so in its ``summary.json`` (``recipe_selection``). The private route is
+    random stopping: docs/practical.md ("Private hyper-parameter tuning").
+    """
     grid = grid or GRIDS[train]
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -150,7 +128,9 @@ def validate(
     ten times along the run on the remaining fifth; ``private_curves.csv`` has one row per evaluation. Each run's
     folder (its metrics.jsonl) goes to ``runs_dir`` (default ``out/private_validation``), which holds a
     ``NOT_PRIVATE.txt``: every file there is an un-noised statistic of training rows. n is the training part's
-    size, public here: a fixed fifth of the public k-shot recipe (and these runs publish nothing private)."""
+    size, public here: a fixed fifth of the public k-shot recipe (and these runs publish nothing private).
+    The curves show where MeZO's validation loss stops falling, so T can be read off without the test split.
+    """
     full = load_task(task, data_dir, "train", seed=seed)
     order = torch.randperm(len(full), generator=torch.Generator().manual_seed(1))
     held_out = len(full) // 5

@@ -1,22 +1,9 @@
 """The reproductions' paper methods by registry name: a method is a row of data, not a factory.
 
-**Names.** A paper method is named by its key in :data:`dpnc.algorithms.registry.ALGORITHMS`, with a variant
-suffix ``:<variant>`` only where one registry entry runs in more than one way in a reproduction: ``klt`` (its
-default oracle, zeroth-order single pass), ``klt:first-order``, ``klt:multi-pass``, ``zo-o2nc`` and
-``zo-o2nc:naive`` (the oracle), ``adaptive-gd:theory`` (the theorem's settings where the default is
-``practical``), ``klt:first-order:theory`` (both). :func:`algorithm_name` is the part before the first ``:``.
-Baselines that are not registry entries (Opacus, the privately tuned runners, the compute-matched rows) keep names of
-their own.
-
-**Options as data.** A reproduction's table maps each name to an :class:`Entry`: the registry name, the constructor
-(``"practical"`` or ``"from_theory"``) and its keyword options. An option is a value, or a *rule*: a named function
-of the reproduction's context (its config, the problem, the task) computed when the method is built, where the
-value depends on them (``m = min(d, zo_directions)``). Building every method is then one comprehension over the
-table (:func:`build`).
-
-**Old names.** Results written before the rename (28 Nov 2026) name the methods the old way; :func:`rename` brings a
-``result.json`` record to the current names (each experiment's ``upgrade`` calls it), and says so in its notes.
-"""
+A name is a key of :data:`dpnc.algorithms.registry.ALGORITHMS`, with a ``:<variant>`` suffix only
+where one entry runs in more than one way; each maps to an :class:`Entry` (constructor and
+options, a value or a rule of the context), built by :func:`build`; :func:`rename` upgrades old
+results. See docs/reproducing.md ("Methods by registry name")."""
 
 from __future__ import annotations
 

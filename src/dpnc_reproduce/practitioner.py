@@ -1,25 +1,9 @@
-"""The practitioner's answer: on TREC at ε = 6, with equal wall time on this machine, which private method learns most?
+"""The practitioner's answer: which private method learns most on TREC at ε = 6, at equal wall time?
 
-Design (declared before any run: :func:`declaration`, written by ``--declare``): the decisive run's task, folders
-and first 5 seeds (one per k-shot folder), ε = 6, δ = 1e-5, B = 64, Poisson batches; the methods of :data:`CONFIGS`:
-
-* DPZero on the top 2 layers at the decisive recipe (T = 200): its rows are the decisive run's;
-* DP-AdamW on the top 2 layers, with LoRA (rank 8), and on the head alone (the trainer's first-order method; DP-SGD
-  is ``make_private``'s, without a trainer recipe).
-
-The first-order step sizes and clipping threshold are declared from the literature, not tuned on TREC (a choice
-made on the private data would cost privacy): lr 5e-4 and C = 0.1 for the layers and LoRA (Li et al. 2022's
-recipe for DP-Adam: small C, so every example is clipped), the trainer's 1e-2 for the head. Equal wall time: each
-first-order method takes T = 200 · (DPZero's seconds per step) / (its own), measured by
-``benchmarks/practitioner_time.py`` on an otherwise idle machine (``timing.json``), peak memory with them.
-
-Commands (from the repository root)::
-
-    python -m dpnc_reproduce.practitioner --declare
-    python benchmarks/practitioner_time.py
-    OMP_NUM_THREADS=1 python -m dpnc_reproduce.practitioner --run --data-dir ../shared/data
-    python -m dpnc_reproduce.practitioner --judge > docs/results/practitioner/table.json
-"""
+DPZero on the top 2 layers (the decisive run's rows) against DP-AdamW on the top 2 layers, with
+LoRA and on the head, each given T = 200 × DPZero's seconds per step ÷ its own; lr and C declared
+from the literature, not tuned on TREC. ``--declare``, ``benchmarks/practitioner_time.py``,
+``--run``, ``--judge``: docs/results/practitioner/README.md."""
 
 from __future__ import annotations
 

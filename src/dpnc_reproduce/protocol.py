@@ -1,24 +1,8 @@
-"""The protocol every reproduction follows: tasks, one typed row per task, claims from the rows, a rendering.
+"""The protocol of every reproduction: tasks, a typed row each, claims from the rows, a rendering.
 
-An experiment is a small class (:class:`Experiment`) over three frozen dataclasses of its own:
-
-* ``Config``: the grid and the settings, checked by ``validate()`` (called from ``__post_init__``, so a bad value
-  fails at construction, before any work), with a ``QUICK`` and a ``FULL`` instance;
-* a task: one independent unit of work (hashable and picklable: a frozen dataclass or a tuple of plain values);
-* ``Row``: what one task measured, typed; turned into a dict only when it is written. A task that measures
-  several points at once (e.g. a batched grid) returns a tuple of rows, which the runner flattens in order.
-
-One runner, :func:`run_experiment`, turns a config into a :class:`Result` (the rows in task order, the claims
-computed from them, the wall time and the machine); one writer, :func:`write`, puts every result on disk the same
-way: ``rows.csv``, the experiment's extra tables, ``result.json`` (everything, for re-analysis; :func:`read` loads
-it back), its figures and ``summary.md`` (a common header, the experiment's setting, the claims table, the
-experiment's tables). The command line is generated from the same classes (:func:`dpnc.cli.add_reproduction`):
-one option per config field, its help text from the field's ``metadata["help"]``.
-
-Field metadata read here and by the command line: ``help`` (str), ``required`` (the command line needs a
-value), ``folder`` (an existing folder, given as a path), ``csv`` (False: a row field kept out of ``rows.csv``,
-e.g. a per-step curve; it is still in ``result.json``).
-"""
+An experiment (:class:`Experiment`) has a ``Config``, a task type and a ``Row``; one runner
+(:func:`run_experiment`) and one writer (:func:`write`) serve all, and the command line is
+generated from the same classes. See docs/reproducing.md ("One protocol")."""
 
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
-"""The dpzero-dimension claims, declared before the run and judged on its rows, and the numbers behind them.
+"""The dpzero-dimension claims, declared before the run and judged on its rows, and their numbers.
 
-The project's own claim (the paper never varies d: it fine-tunes every parameter of one model), "the share of MeZO's
-gain that DPZero keeps does not fall with the trained dimension d", is judged
-as a one-sided slope: per task, the least-squares slope of DPZero − MeZO (test accuracy, points) against
-log10 d, over the modes in which MeZO learns (its paired gain over zero-shot has its whole 95 % interval above 0;
-where MeZO gains nothing the share is undefined, and DPZero − MeZO is then trivially flat). It holds when the whole
-interval of the slope lies above −:data:`SLOPE_MARGIN` points per decade of d, fails when all of it lies at or
-below, and has no signal otherwise (and with one seed, or fewer than two such modes). The interval is the
-Welch–Satterthwaite t interval of a paired quantity (as
-:func:`~dpnc_reproduce.claims.paired_accuracy_difference`): the slope is a fixed linear combination of per-mode
-per-example differences, so it has a per-seed part (k − 1 df) and a per-example part (m − 1 df). A points slope is
-used rather than a slope of the share itself because the share is a ratio whose per-seed values explode where a
-seed's MeZO gain is near 0; the per-mode shares are reported with Fieller's intervals
-(:func:`~dpnc_reproduce.claims.paired_ratio`) and judged against the paper's 0.90 mode by mode.
-"""
+The project's own claim (the paper never varies d), that DPZero keeps MeZO's gain whatever the
+trained dimension d: a one-sided slope of DPZero − MeZO against log10 d (:func:`slope`) over the
+modes where MeZO learns (:func:`learns`), above −:data:`SLOPE_MARGIN` points per decade. See
+docs/dpzero.md."""
 
 from __future__ import annotations
 
@@ -169,7 +159,9 @@ def slope(rows: Sequence, task: str, modes: Sequence[str], epsilon: float) -> In
     interval: with weights wᵢ = (log10 dᵢ − mean)/Sxx, per seed s and test example e the value
     z_se = Σᵢ wᵢ·100·(DPZero_sie − MeZO_sie); the slope is the mean of z; its variance has the per-seed means'
     part (k − 1 df) and the per-example means over seeds' part (m − 1 df), Welch–Satterthwaite df. None where
-    fewer than two distinct d."""
+    fewer than two distinct d. A slope in points rather than a slope of the share itself: the share is a ratio
+    whose per-seed values explode where a seed's MeZO gain is near 0 (the per-mode shares are reported with
+    Fieller's intervals instead, :func:`share`)."""
     xs = [math.log10(dimension(rows, task, m)) for m in modes]
     if len(set(xs)) < 2:
         return None

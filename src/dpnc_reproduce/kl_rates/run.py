@@ -60,10 +60,14 @@ class KLRatesConfig:
 
     Spider and adaptive GD run on ``objectives`` (κ ≤ 2) at ``dims`` × ``nsrs``; adaptive GD also at
     ``high_dims`` × ``high_nsrs`` (d ≥ n√ρ, where its 2κ/(4−κ) term rules); the proximal point method on
-    ``prox_objectives`` (κ ≥ 2) at d = 1 and n ∈ ``prox_samples``. n√ρ is varied through n at ρ = 1; the ρ sweep
-    runs Spider and adaptive GD at n = ``rho_sweep_n``, d = ``rho_sweep_dim`` on ``rho_sweep_objective`` for each
-    ρ in ``rhos``. ``reproducible`` draws the privacy noise from seeded test sources: the results are then
-    marked not private. Each field's ``help`` says what it is.
+    ``prox_objectives`` (κ ≥ 2) at d = 1 and n ∈ ``prox_samples``. n and ρ enter these algorithms only through
+    n√ρ (the objectives are data-free: n copies of one example), so n√ρ is varied through n at ρ = 1, and the ρ
+    sweep checks that the runs depend on n√ρ alone: Spider and adaptive GD at n = ``rho_sweep_n``,
+    d = ``rho_sweep_dim`` on ``rho_sweep_objective`` for each ρ in ``rhos``. The proximal point method's inner
+    steps grow like (n√ρ)² (:func:`~dpnc.algorithms.menart.proximal.statistical_inner_steps`); the check at
+    ``inner_check_n`` runs ``inner_check_factor`` times as many: if the excess does not move, the inner steps
+    are not what limits the rate. ``reproducible`` draws the privacy noise from seeded test sources: the results
+    are then marked not private. Each field's ``help`` says what it is.
     """
 
     algorithms: tuple[str, ...] = field(

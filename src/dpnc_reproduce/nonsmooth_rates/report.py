@@ -139,6 +139,12 @@ def theory_n(
 ) -> float:
     """The theorem's n for (d, ε, α, β) with constants 1 (L = 1, Φ = start distance); logs dropped.
 
+    For E‖∂F(x_out)‖_{2α} ≤ β, with ρ the paper's ρ(ε, δ_DP) and Φ = F(x₀) − inf F (docs/papers.md, ZTC §3,
+    Thm 4.9; KLT §3, v2 Thm 3.1):
+
+        ZTC (variance-reduced, Thm 4.9):  n ≍ (Φ + Lα)·d·L²/(αβ³) + (Φ + Lα)·d^{3/2}·L/(ραβ²)
+        KLT (single-pass ZO, Thm 3.1):    n ≍ Φ·L²·√d/(αβ³) + Φ·L·d/(εαβ²)
+
     Naive (App. E): its bound (Φ + α)T/(αn) + (√d + 1 + d^{3/2}/ρ)/√T at its best T is
     ≍ ((Φ + α)/(αn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³). Thm 6.1 (first
     order) has Thm 3.1's n (docs/papers.md, KLT §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the

@@ -465,7 +465,10 @@ def tuned(factory: Factory, relation: str):
 
 def methods(config: UtilityConfig) -> dict[str, Method]:
     """Every method by name: the baselines (hand-set, privately tuned, Opacus), then the paper methods of
-    :data:`PAPER_METHODS`, one comprehension over the table."""
+    :data:`PAPER_METHODS`, one comprehension over the table. The baselines use hand-set, documented defaults
+    (:func:`dpgd`, :func:`dpsgd`), the paper methods their families' ``practical(...)`` settings, untuned (the
+    ``:theory`` variants the theorems' ``from_theory``); wrapping a factory in :func:`tuned` is a one-line
+    change here."""
     baselines = (
         Method("dp-gd", "baseline", "DP-GD (full batch, hand-set)", dpgd(config)),
         Method(

@@ -1,30 +1,9 @@
 """Claims, tables and the figure of :mod:`dpnc_reproduce.utility`, computed from its rows alone.
 
-**Each paper method is judged on its own** (no best-of-several picked after the fact), against yardsticks declared
-before the run (:func:`declare`):
-
-* the **hand-set** baselines (DP-GD and DP-SGD with their documented defaults), the **privately tuned** ones (their
-  step size tuned by random stopping inside the same ε), and the **compute-matched** DP-SGD of that method
-  (``matched:<method>``: the same gradient evaluations, one gradient = 2 function evaluations,
-  :func:`dpnc_reproduce.utility.methods.compute`);
-* outcomes are summarised by **geometric means of paired ratios** (:func:`~dpnc_reproduce.claims.
-  geometric_ratio_interval`: Student's t on the per-seed log ratios, k − 1 df; every method of a (problem, ε, n)
-  runs on the same data for each seed). The ratio is of excess risks F(x) − F(x̂), x̂ the exact non-private
-  minimiser; on the network (:data:`LOSS_SCALE`), whose x̂ is only the best of a non-private run, of training
-  losses;
-* **a progress margin first**: in each cell a method must close at least :data:`PROGRESS` of the start's gap
-  F(x0) − F(x̂) (the 95 % t interval of its remaining fraction below 1 − PROGRESS) before "within 1.5×" can hold
-  there: a cell whose ratio holds but whose progress fails or has no signal gives no verdict (a method at chance is
-  not "as good as" a baseline at chance); a ratio that fails fails whatever the progress;
-* for the nonsmooth problems the O2NC methods (ZTC, KLT) are also scored on what they guarantee, the **Goldstein
-  certificate** (an upper bound on ‖∂F_test(x)‖_{2δ}, held-out data) against their compute-matched baseline's at the
-  same radius, gated in the same way by the certificate's progress over the start's (geometric mean of
-  certificate / start certificate below 1 − PROGRESS).
-
-A claim runs over every problem and ε where the method ran (at each problem's largest n): it holds when every cell
-holds, fails when any fails, and has no signal otherwise (:func:`~dpnc_reproduce.claims.all_hold`); its evidence
-counts the cells and lists the failing ones. The per-cell intervals are in the summary's tables.
-"""
+Each paper method is judged on its own against yardsticks declared before the run (:func:`declare`):
+a progress margin first (:data:`PROGRESS`), then paired geometric ratios against the hand-set,
+privately tuned and compute-matched baselines, and for the O2NC methods the Goldstein certificate; a
+claim holds when every (problem, ε) cell holds. See docs/practical.md."""
 
 from __future__ import annotations
 
