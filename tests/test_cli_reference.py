@@ -14,6 +14,7 @@ def generated() -> str:
     text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     # one page title: typer's top heading becomes the first section
     text = text.replace("# `dpnc`", "## `dpnc`", 1).replace("\n## `dpnc ", "\n### `dpnc ")
+    text = text.replace("```console", "```text")  # usage lines, not commands to run
     return TITLE + "\n".join(escaped(text.split("\n")))
 
 
