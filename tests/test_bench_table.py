@@ -1,4 +1,5 @@
-"""benchmarks/bench.py's table (make bench) from fixture JSONs shaped like each benchmark's output; nothing is timed."""
+"""benchmarks/bench.py's table (make bench) from fixture JSONs shaped like each benchmark's output;
+nothing is timed."""
 
 from __future__ import annotations
 
@@ -149,7 +150,8 @@ def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(benc
         "packed LSTM classifier (emb 1000x32, LSTM 32), B = 32 | 0.54 | ≤ 1.2 | yes |" in line
         for line in lines
     )
-    # MiniLM against Opacus: shown without a target; the stock model against its non-private step: <= 1.3
+    # MiniLM against Opacus: shown without a target; the stock model against its non-private step:
+    # <= 1.3
     assert any(
         "dpnc auto / Opacus, MiniLM-L6 + linear head (DP-AdamW), B = 64 | 0.21 |  |  |" in line
         for line in lines
@@ -169,7 +171,8 @@ def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(benc
         in line
         for line in lines
     )  # the floor, shown without a target
-    # 0.07 / 0.04 = 1.75 with cached directions, against the forward passes' 0.05 / 0.025 = 2: a ratio of 0.875
+    # 0.07 / 0.04 = 1.75 with cached directions, against the forward passes' 0.05 / 0.025 = 2: a
+    # ratio of 0.875
     assert any(
         "| distributed_zo B=64 | speed-up, 2 processes (cached directions)" in line
         and "| 1.75 |" in line
@@ -184,7 +187,8 @@ def test_the_table_has_one_line_per_ratio_with_targets_load_date_and_commit(benc
         "| the step's speed-up / the forward passes' own | 0.88 | ≥ 0.9 | NO |" in line
         for line in lines
     )
-    # 11 / 6.5 = 1.69 for the DP-AdamW step against 8 / 4.2 = 1.90 for the forward and backward: 0.89
+    # 11 / 6.5 = 1.69 for the DP-AdamW step against 8 / 4.2 = 1.90 for the forward and backward:
+    # 0.89
     fo = [line for line in lines if line.startswith("| distributed_fo |")]
     assert (
         "| speed-up, 2 processes over 1: DP-AdamW step (make_private), MiniLM top 2 layers, "

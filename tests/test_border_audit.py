@@ -1,8 +1,8 @@
-"""benchmarks/border_audit.py: its verdicts follow the audit statistics, and a refused row is refused on both sides.
+"""benchmarks/border_audit.py: its verdicts follow the audit statistics, and a refused row is
+refused on both sides.
 
-Small: the verdict logic on scores of known shape (a constant channel, a separating one), and row 3 (a train-mode
-BatchNorm outside the model) with a few runs a side.
-"""
+Small: the verdict logic on scores of known shape (a constant channel, a separating one), and row 3
+(a train-mode BatchNorm outside the model) with a few runs a side."""
 
 from __future__ import annotations
 

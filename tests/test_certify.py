@@ -1,4 +1,5 @@
-"""Goldstein-stationarity certificate (docs/papers.md, ZTC §1): closed forms, an independent solver, validation.
+"""Goldstein-stationarity certificate (docs/papers.md, ZTC §1): closed forms, an independent solver,
+validation.
 
 Facts used:
 - h(x) = ‖x‖ with ‖x‖ = R > δ: the gradients y/‖y‖, y ∈ B(x, δ), fill the open spherical cap of unit
@@ -6,8 +7,8 @@ Facts used:
   combination p has ‖p‖ ≥ ⟨p, x̂⟩ ≥ cos θ; the centroid of the cap's rim circle is cos θ·x̂. Hence
   ‖∂h(x)‖_δ = cos θ = √(1 − (δ/R)²) (d ≥ 2). The rim is the gradients at the tangent points
   y = √(R² − δ²)(cos θ x̂ ± sin θ e), e ⊥ x̂, which lie on the sphere ‖y − x‖ = δ.
-- h(x) = ‖x‖ with ‖x‖ < δ: the ball contains a ball around 0, so the gradients cover every direction and
-  their hull contains 0.
+- h(x) = ‖x‖ with ‖x‖ < δ: the ball contains a ball around 0, so the gradients cover every direction
+  and their hull contains 0.
 - h(x) = |x_1|: gradients ±e_1; the value is 0 if the ball meets both sides of {x_1 = 0}, else 1.
 """
 
@@ -48,7 +49,8 @@ def random_unit(d: int, seed: int) -> torch.Tensor:
 
 
 def tangent_points(x: torch.Tensor, delta: float) -> torch.Tensor:
-    """The 2(d−1) tangent points of the cone from 0 to the sphere ‖y − x‖ = δ along an orthonormal basis of x̂^⊥."""
+    """The 2(d−1) tangent points of the cone from 0 to the sphere ‖y − x‖ = δ along an orthonormal
+    basis of x̂^⊥."""
     R, d = float(x.norm()), x.shape[0]
     xhat = x / R
     Q, _ = torch.linalg.qr(torch.cat([xhat[:, None], torch.eye(d, dtype=DT)], dim=1))
@@ -59,7 +61,8 @@ def tangent_points(x: torch.Tensor, delta: float) -> torch.Tensor:
 
 
 def check_certificate(c: Certificate, x: torch.Tensor) -> None:
-    """The invariants every certificate has: weights on the simplex, points in the ball, bound = ‖Σ w_i g_i‖."""
+    """The invariants every certificate has: weights on the simplex, points in the ball, bound = ‖Σ
+    w_i g_i‖."""
     k = c.points.shape[0]
     assert c.weights.shape == (k,) and c.gradients.shape == c.points.shape
     assert (c.weights >= 0).all() and abs(c.weights.sum() - 1) < 1e-12
@@ -72,7 +75,7 @@ def check_certificate(c: Certificate, x: torch.Tensor) -> None:
     assert c.bound <= float(c.gradients.mean(0).norm()) + 1e-12
 
 
-# --- h(x) = ‖x‖ --------------------------------------------------------------------------------------
+# --- h(x) = ‖x‖ -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("d, R, delta", [(2, 1.0, 0.5), (5, 2.0, 0.7), (12, 1.0, 0.99)])
@@ -94,13 +97,12 @@ def test_norm_far_from_kink_tangent_points_give_exact_value(d, R, delta):
 def test_norm_far_from_kink_random_samples_bound_from_above():
     """d = 2, R = 1, δ = ½ (θ = 30°), only x and n uniform samples.
 
-    Tolerance: a sample y has gradient angle ≥ θ − α iff it lies beyond the line through 0 at angle θ − α,
-    a circular segment of the disc of height h = δ − R sin(θ − α), i.e. with probability
-    p(α) = [δ² acos(1 − h/δ) − (δ − h)√(2δh − h²)] / (πδ²). If some sample lies beyond each of the two
-    lines (angles ±(θ − α)), the hull holds a chord between unit vectors at angles a, −b with
-    (a + b)/2 ≥ θ − α, whose midpoint has norm ≤ cos(θ − α). That fails with probability ≤ 2(1 − p)^n;
-    we take α with 2(1 − p(α))^n = 1e-9. The lower side is exact: the bound is an upper bound.
-    """
+    Tolerance: a sample y has gradient angle ≥ θ − α iff it lies beyond the line through 0 at angle
+    θ − α, a circular segment of the disc of height h = δ − R sin(θ − α), i.e. with probability p(α)
+    = [δ² acos(1 − h/δ) − (δ − h)√(2δh − h²)] / (πδ²). If some sample lies beyond each of the two
+    lines (angles ±(θ − α)), the hull holds a chord between unit vectors at angles a, −b with (a +
+    b)/2 ≥ θ − α, whose midpoint has norm ≤ cos(θ − α). That fails with probability ≤ 2(1 − p)^n; we
+    take α with 2(1 − p(α))^n = 1e-9. The lower side is exact: the bound is an upper bound."""
     R, delta, n = 1.0, 0.5, 4000
     theta = math.asin(delta / R)
     exact = math.cos(theta)
@@ -130,8 +132,8 @@ def test_norm_near_kink_bound_is_zero(d):
 
     Justification in d = 3 (the others are easier or similar): B(x, δ) ⊃ B(0, 0.2), which receives
     on average n(0.2/0.5)^d = 64 of n = 1000 samples, with uniform directions; by Wendel's theorem m
-    uniform directions in R^d all lie in a half-space with probability 2^{1−m} Σ_{j<d} C(m−1, j), tiny.
-    """
+    uniform directions in R^d all lie in a half-space with probability 2^{1−m} Σ_{j<d} C(m−1, j),
+    tiny."""
     x = 0.3 * random_unit(d, seed=10 + d)
     c = goldstein_certificate(
         norm_gradient, x, 0.5, samples=1000, generator=torch.Generator().manual_seed(d)
@@ -141,7 +143,7 @@ def test_norm_near_kink_bound_is_zero(d):
     assert float(c.gradients.mean(0).norm()) > 0.1  # the plain average would not certify anything
 
 
-# --- h(x) = |x_1| -------------------------------------------------------------------------------------
+# --- h(x) = |x_1| ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("x1", [0.2, -0.2, 0.0])
@@ -207,7 +209,7 @@ def test_uniform_ball_is_uniform():
     assert float((u / r[:, None]).mean(0).norm()) < 5 * math.sqrt(1 / n)
 
 
-# --- min_norm_convex_combination ------------------------------------------------------------------------
+# --- min_norm_convex_combination ------------------------------------------------------------------
 
 
 def segment_distance(a: np.ndarray, b: np.ndarray) -> float:
@@ -257,7 +259,8 @@ def test_duplicated_points_change_nothing():
 
 @pytest.mark.parametrize("d", [1, 2, 5, 30])
 def test_simplex_containing_zero(d):
-    """v_1..v_d random and v_{d+1} = −cΣv_i: 0 = Σ w_i v_i with w = (c, …, c, 1)/(1 + dc), unique."""
+    """v_1..v_d random and v_{d+1} = −cΣv_i: 0 = Σ w_i v_i with w = (c, …, c, 1)/(1 + dc),
+    unique."""
     rng = np.random.default_rng(d)
     V = rng.standard_normal((d, d))
     c = 0.7
@@ -332,8 +335,9 @@ def test_random_instances_match_slsqp(seed):
     "k, d, shift", [(300, 80, 0.2), (120, 600, 0.0), (400, 400, 0.05), (250, 50, 2.0)]
 )
 def test_optimality_certified_by_kkt(k, d, shift):
-    """Solver-independent: z = Gᵀw is the min-norm point iff ⟨g_i, z⟩ ≥ ‖z‖² for all i, and in any case
-    ‖p‖ ≥ ⟨p, z⟩/‖z‖ ≥ min_i ⟨g_i, z⟩/‖z‖ for every p in the hull, a lower bound on the optimum."""
+    """Solver-independent: z = Gᵀw is the min-norm point iff ⟨g_i, z⟩ ≥ ‖z‖² for all i, and in any
+    case ‖p‖ ≥ ⟨p, z⟩/‖z‖ ≥ min_i ⟨g_i, z⟩/‖z‖ for every p in the hull, a lower bound on the
+    optimum."""
     rng = np.random.default_rng(k + d)
     G = rng.standard_normal((k, d)) + shift
     norm, w = min_norm_convex_combination(G)
@@ -356,7 +360,7 @@ def test_nnls_failure_falls_back_to_a_valid_bound(monkeypatch):
     assert norm == pytest.approx(1.0, abs=1e-12)
 
 
-# --- validation --------------------------------------------------------------------------------------
+# --- validation -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -453,7 +457,7 @@ def test_certify_run_uses_the_runs_points_at_twice_its_smoothing_radius():
     assert torch.equal(cert.points[1 : 1 + config.period], run.trace.output_points)
 
 
-# --- rim points and the held-out concentration term ------------------------------------------------------------
+# --- rim points and the held-out concentration term -----------------------------------------------
 
 
 def test_rim_points_lie_in_the_ball_in_antipodal_pairs_about_the_axis():
@@ -477,8 +481,8 @@ def test_rim_points_lie_in_the_ball_in_antipodal_pairs_about_the_axis():
 
 @pytest.mark.parametrize("R", [0.11, 0.15, 0.3, 1.0])
 def test_rim_points_make_the_norm_certificate_nearly_exact(R):
-    """h = ‖x‖: with one antipodal pair per tilt the bound is within 1e-2 of √(1 − δ²/R²) (uniform samples of a
-    d = 32 ball stay far above it near the kink)."""
+    """h = ‖x‖: with one antipodal pair per tilt the bound is within 1e-2 of √(1 − δ²/R²) (uniform
+    samples of a d = 32 ball stay far above it near the kink)."""
     d, delta = 32, 0.1
     x = R * random_unit(d, 3)
     exact = math.sqrt(1 - (delta / R) ** 2)
@@ -510,10 +514,10 @@ def test_concentration_term_and_its_checks():
 @pytest.mark.parametrize("repel", [0.0, 0.25])
 @pytest.mark.parametrize("rho", [0.05, 0.25, 0.3, 1.0])
 def test_held_out_certificate_bounds_the_population_norm_and_is_close(repel, rho):
-    """On the radial problem the held-out certificate plus its concentration term is >= the closed-form population
-    norm (an upper bound), near stationarity (ρ ≤ 1.5δ) and far from it, and the empirical bound is within the
-    concentration term of it (tight up to the sampling error the term accounts for). The rim's axis comes from
-    other data than the certifying sample."""
+    """On the radial problem the held-out certificate plus its concentration term is >= the
+    closed-form population norm (an upper bound), near stationarity (ρ ≤ 1.5δ) and far from it, and
+    the empirical bound is within the concentration term of it (tight up to the sampling error the
+    term accounts for). The rim's axis comes from other data than the certifying sample."""
     from dpnc.problems.radial import RadialDistance
 
     d, delta, m = 16, 0.2, 20_000

@@ -92,7 +92,8 @@ def test_account_json_is_one_object_with_a_value_per_accountant():
 
 
 def test_one_default_accountant_everywhere_pld_as_make_private():
-    """account, finetune (FinetuneConfig) and make_private all calibrate with PLD unless told otherwise."""
+    """account, finetune (FinetuneConfig) and make_private all calibrate with PLD unless told
+    otherwise."""
     import inspect
 
     from dpnc import engine
@@ -153,7 +154,7 @@ def test_account_help_explains_every_option():
         assert option in result.output
 
 
-# --- bad input: a usage error naming the option, before any work, never a traceback -----------------------------
+# --- bad input: a usage error naming the option, before any work, never a traceback ---------------
 
 
 @pytest.fixture
@@ -169,7 +170,8 @@ def no_work(monkeypatch):
 
 
 def assert_usage_error(result, option: str | None) -> None:
-    """Exit code 2 (a usage error, as typer's own), the option named, the program exited on purpose."""
+    """Exit code 2 (a usage error, as typer's own), the option named, the program exited on
+    purpose."""
     assert result.exit_code == 2, (result.output, result.exception)
     assert isinstance(result.exception, SystemExit), repr(
         result.exception
@@ -329,7 +331,8 @@ def test_a_non_private_finetune_needs_no_epsilon(no_work, tmp_path):
 
 
 def test_finetune_refuses_an_unknown_task_before_loading_a_model(tmp_path):
-    """The task is a choice of the command line: refused before anything runs, the choices listed."""
+    """The task is a choice of the command line: refused before anything runs, the choices
+    listed."""
     result = runner.invoke(
         app,
         ["finetune", "--task", "NOPE", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out")],
@@ -367,8 +370,8 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
 
 
 def test_account_under_replace_one_answers_with_the_accountant_that_can():
-    """RDP cannot interpret a Poisson-subsampled Gaussian under replace-one; the default (both) says so and
-    still gives the PLD answer."""
+    """RDP cannot interpret a Poisson-subsampled Gaussian under replace-one; the default (both) says
+    so and still gives the PLD answer."""
     result = runner.invoke(
         app,
         [
@@ -442,7 +445,8 @@ def test_account_under_replace_one_calibrates_with_the_accountant_that_can():
 
 
 def test_the_generated_dpzero_lm_command_keeps_every_documented_option():
-    """The options of the hand-written command it replaced (README, docs/results/dpzero-lm*/summary.md)."""
+    """The options of the hand-written command it replaced (README,
+    docs/results/dpzero-lm*/summary.md)."""
     result = runner.invoke(app, ["reproduce", "dpzero-lm", "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
     for option in (
@@ -573,7 +577,7 @@ def test_the_generated_nonsmooth_commands_build_the_config(
     assert ran is experiment and config == expected and kw == {"workers": 1, "out": tmp_path / "o"}
 
 
-# --- conventions --------------------------------------------------------------------------------------------------
+# --- conventions ----------------------------------------------------------------------------------
 
 
 def test_version():
@@ -607,8 +611,9 @@ def test_finetune_help_shows_choices_panels_and_no_bool_types():
 
 @pytest.mark.parametrize("command", ["finetune", "predict", "account", "audit"])
 def test_a_commands_description_flows_in_paragraphs_on_an_80_column_terminal(command):
-    """Rich --help kept the docstring's line breaks: on 80 columns each source line wrapped again, leaving
-    half-empty lines ("the public direction seed and the released" / "scalar; ...") in mid-paragraph."""
+    """Rich --help kept the docstring's line breaks: on 80 columns each source line wrapped again,
+    leaving half-empty lines ("the public direction seed and the released" / "scalar; ...") in
+    mid-paragraph."""
     out = CliRunner(env={"COLUMNS": "80"}).invoke(app, [command, "--help"]).output
     description = out.split("Usage:", 1)[1].split("╭", 1)[0].splitlines()[1:]
     paragraphs = "\n".join(line.strip() for line in description).strip().split("\n\n")

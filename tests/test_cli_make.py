@@ -1,9 +1,10 @@
-"""``make setup`` and ``make demo`` as a new user's machine runs them (``make -n``: printed, never run).
+"""``make setup`` and ``make demo`` as a new user's machine runs them (``make -n``: printed, never
+run).
 
-torch comes from PyPI where PyPI's wheel is the CPU build, else from PyTorch's CPU index where the machine reaches
-it (``CPU_INDEX_REACHED``; CI's machines reach PyPI's mirror alone), else PyPI (``TORCH_INDEX`` overrides);
-``make demo`` installs the base package only; ``make setup`` (test, docs, lint) every extra.
-"""
+torch comes from PyPI where PyPI's wheel is the CPU build, else from PyTorch's CPU index where the
+machine reaches it (``CPU_INDEX_REACHED``; CI's machines reach PyPI's mirror alone), else PyPI
+(``TORCH_INDEX`` overrides); ``make demo`` installs the base package only; ``make setup`` (test,
+docs, lint) every extra."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make
 
 
 def dry_run(tmp_path: Path, target: str, system: str = "Linux", machine: str = "x86_64", *args):
-    """The commands ``make -n target`` prints on a machine whose ``uname`` says ``system`` and ``machine``."""
+    """The commands ``make -n target`` prints on a machine whose ``uname`` says ``system`` and
+    ``machine``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     uname = bin_dir / "uname"

@@ -1,5 +1,5 @@
-"""docs/cli-reference.md is typer's own Markdown of the CLI (``typer dpnc.cli utils docs``): every command's
-options, types, choices and defaults from the code. Run this file to regenerate it."""
+"""docs/cli-reference.md is typer's own Markdown of the CLI (``typer dpnc.cli utils docs``): every
+command's options, types, choices and defaults from the code. Run this file to regenerate it."""
 
 import subprocess
 import sys
@@ -19,7 +19,8 @@ def generated() -> str:
 
 
 def escaped(lines):
-    """Angle brackets in prose as entities (``p_<label>`` would be read as an HTML tag), code left as it is."""
+    """Angle brackets in prose as entities (``p_<label>`` would be read as an HTML tag), code left
+    as it is."""
     fenced = False
     for line in lines:
         fenced ^= line.startswith("```")

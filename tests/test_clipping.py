@@ -1,4 +1,5 @@
-"""docs/papers.md, DPZero §5.3: clipping, and non-finite values zeroed before clipping (DESIGN.md)."""
+"""docs/papers.md, DPZero §5.3: clipping, and non-finite values zeroed before clipping
+(DESIGN.md)."""
 
 import math
 

@@ -1,18 +1,19 @@
 """The contract every algorithm keeps, checked the same way for each one.
 
-For every algorithm of every family (cases in ``tests/contract/``): a config is a frozen ``Algorithm``
-with ``from_theory``; invalid configurations are refused at construction, before any data is touched;
-a run returns a ``Run`` whose ledger has one entry per release with sensitivities in real units, refuses an objective
-that declares other public constants than the config was built for, and states the config's ``claim()``; the run is
-deterministic given the public seeds, seeded (test) noise and seeded batches; ``report(delta)`` has every
-field, and says "not private" for seeded noise.
+For every algorithm of every family (cases in ``tests/contract/``): a config is a frozen
+``Algorithm`` with ``from_theory``; invalid configurations are refused at construction, before any
+data is touched; a run returns a ``Run`` whose ledger has one entry per release with sensitivities
+in real units, refuses an objective that declares other public constants than the config was built
+for, and states the config's ``claim()``; the run is deterministic given the public seeds, seeded
+(test) noise and seeded batches; ``report(delta)`` has every field, and says "not private" for
+seeded noise.
 
-The constructors' contract: every registered class builds by ``from_theory(setting, budget, **choices)``
-and ``practical(setting, budget, **options)`` on a tiny :class:`~dpnc.algorithms.base.Setting`, runs by
-``run(problem, x0, *, noise, accountant, generator)`` (no defaults), spends at most its budget (the accountant's ε
-at the budget's δ, or its ρ for a zCDP budget), states ``claim()`` and a ``cost(setting)``; and its σ = 0, C = ∞
-twin (where the class has those fields) reports "not private".
-"""
+The constructors' contract: every registered class builds by ``from_theory(setting, budget,
+**choices)`` and ``practical(setting, budget, **options)`` on a tiny
+:class:`~dpnc.algorithms.base.Setting`, runs by ``run(problem, x0, *, noise, accountant,
+generator)`` (no defaults), spends at most its budget (the accountant's ε at the budget's δ, or its
+ρ for a zCDP budget), states ``claim()`` and a ``cost(setting)``; and its σ = 0, C = ∞ twin (where
+the class has those fields) reports "not private"."""
 
 from __future__ import annotations
 
@@ -119,16 +120,18 @@ def test_report_has_every_field_and_says_not_private_for_seeded_noise(case):
     assert report.epsilon > 0
     assert report.private is False  # seeded noise (and batches): never private
     assert run.output.shape == run.last.shape
-    # the claim's one source: the config's claim(), or "none" and why where the run is beyond the theorem
+    # the claim's one source: the config's claim(), or "none" and why where the run is beyond the
+    # theorem
     expected = run.algorithm.claim() if run.beyond_theory is None else f"none: {run.beyond_theory}"
     assert report.paper_claim == run.paper_claim == expected
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_run_refuses_a_problem_whose_constants_do_not_imply_the_configs(case):
-    """A config holds the public constants it was built for; a run on an objective whose declared constants do not
-    imply them (a tighter bound, another κ) is refused before any release: its σ, sensitivities and claim would
-    rest on a bound the objective does not give. A looser bound is implied."""
+    """A config holds the public constants it was built for; a run on an objective whose declared
+    constants do not imply them (a tighter bound, another κ) is refused before any release: its σ,
+    sensitivities and claim would rest on a bound the objective does not give. A looser bound is
+    implied."""
     algorithm = case.build()
     built = algorithm.built_for()
     if not built:
@@ -160,7 +163,7 @@ def test_run_refuses_a_problem_whose_constants_do_not_imply_the_configs(case):
                 looser.check_problem(problem)
 
 
-# --- the constructors' contract ---------------------------------------------------------------------------------
+# --- the constructors' contract -------------------------------------------------------------------
 
 
 def _made(cls):
@@ -190,8 +193,8 @@ def test_every_registered_class_has_the_one_signature(name):
 
 
 def _spent_within(budget, run: Run) -> None:
-    """ρ of the ledger for a zCDP budget; else ε at the budget's δ by the best accountant that applies (the
-    report's)."""
+    """ρ of the ledger for a zCDP budget; else ε at the budget's δ by the best accountant that
+    applies (the report's)."""
     if isinstance(budget, ZCDP):
         assert run.accountant.rho() <= budget.rho * (1 + 1e-9)
     else:
@@ -253,9 +256,10 @@ def test_the_non_private_twin_says_not_private(case):
 
 @pytest.mark.parametrize("name", REGISTERED)
 def test_sample_complexity_and_stationarity_radius_are_read_from_the_class(name):
-    """``samples_needed(setting, budget, beta)`` (None where the family states no rate) and ``stationarity_radius``
-    (None where the output targets no Goldstein radius) are part of the contract: consumers read them instead of
-    branching on names. A rate needs more examples for a smaller β; O2NC's radius is twice its smoothing."""
+    """``samples_needed(setting, budget, beta)`` (None where the family states no rate) and
+    ``stationarity_radius`` (None where the output targets no Goldstein radius) are part of the
+    contract: consumers read them instead of branching on names. A rate needs more examples for a
+    smaller β; O2NC's radius is twice its smoothing."""
     cls = ALGORITHMS[name]
     made = _made(cls).constructors
     problem = (made.problem or _made(cls).problem)()

@@ -9,10 +9,10 @@ from dpnc.privacy import NoiseSource
 
 
 def test_the_demo_curves_do_not_move_when_one_training_row_is_replaced(monkeypatch):
-    """The demo used to print and plot the training loss: replacing one training row moved its first point
-    from 0.6932 to 0.70–0.78 (perfectly separable) while the report said ε = 2. Its curves are now the
-    held-out loss, so the first point (before any private step) is the same for neighbouring datasets, and
-    the summary never mentions a training loss."""
+    """The demo used to print and plot the training loss: replacing one training row moved its first
+    point from 0.6932 to 0.70–0.78 (perfectly separable) while the report said ε = 2. Its curves are
+    now the held-out loss, so the first point (before any private step) is the same for neighbouring
+    datasets, and the summary never mentions a training loss."""
     config = dataclasses.replace(demo.DemoConfig(), steps=20, eval_every=10)
     original = demo.load_data
     firsts, texts = [], []
@@ -38,14 +38,15 @@ def test_the_demo_curves_do_not_move_when_one_training_row_is_replaced(monkeypat
 
 
 def test_the_non_private_reference_is_not_worse_than_the_private_run():
-    """MeZO used to run at DPZero's step size without DPZero's clipping: its held-out loss spiked to ~30 and it
-    ended worse than private DPZero in 3 of 3 runs. At its own step size (lr / 10) it converges: its
-    curve never spikes and it ends as good as a typical private run (measured: test loss 0.286, accuracy 0.895 at
-    the defaults).
+    """MeZO used to run at DPZero's step size without DPZero's clipping: its held-out loss spiked to
+    ~30 and it ended worse than private DPZero in 3 of 3 runs. At its own step size (lr / 10) it
+    converges: its curve never spikes and it ends as good as a typical private run (measured: test
+    loss 0.286, accuracy 0.895 at the defaults).
 
-    DPZero's noise varies the private run a lot (over 20 seeded noise streams, test loss 0.26–1.16 with median 0.42,
-    accuracy 0.63–0.89 with median 0.84; one secret draw in CI gave 0.240 and 0.912), so MeZO is compared with the
-    median of five runs on seeded noise, not with one secret draw, which it cannot beat every time."""
+    DPZero's noise varies the private run a lot (over 20 seeded noise streams, test loss 0.26–1.16
+    with median 0.42, accuracy 0.63–0.89 with median 0.84; one secret draw in CI gave 0.240 and
+    0.912), so MeZO is compared with the median of five runs on seeded noise, not with one secret
+    draw, which it cannot beat every time."""
     config = demo.DemoConfig()
     assert config.mezo_lr == config.lr / 10
     runs = [

@@ -1,7 +1,8 @@
-"""dpnc.tier.direction_cache: the cached space draws the very directions ModuleSpace draws, once per seed.
+"""dpnc.tier.direction_cache: the cached space draws the very directions ModuleSpace draws, once per
+seed.
 
-Equality is bit for bit (no tolerance): the cache fills its buffers from the same generator in the same order, and
-every move adds the same tensors with the same coefficients as the uncached space.
+Equality is bit for bit (no tolerance): the cache fills its buffers from the same generator in the
+same order, and every move adds the same tensors with the same coefficients as the uncached space.
 """
 
 import pytest
@@ -117,8 +118,8 @@ def test_cache_directions_must_be_a_bool():
 
 
 def test_a_model_of_more_than_a_million_entries_moves_alike():
-    """Above 2^20 entries (where dpnc.space may draw u from several generators) the cache still adds what the
-    uncached space adds, bit for bit."""
+    """Above 2^20 entries (where dpnc.space may draw u from several generators) the cache still adds
+    what the uncached space adds, bit for bit."""
 
     def model():
         torch.manual_seed(0)  # test-only: initialise the model reproducibly

@@ -1,13 +1,14 @@
-"""Data-parallel DPZero and MeZO (dpnc.distributed) on 2 gloo processes against the single-process optimizers.
+"""Data-parallel DPZero and MeZO (dpnc.distributed) on 2 gloo processes against the single-process
+optimizers.
 
-One ``torch.multiprocessing.spawn`` of 2 CPU processes runs every case (a few seconds); the parent runs the same
-cases in one process with the same public seed, seeded batches and seeded noise, and compares. Tolerances: the
-distributed sum of the clipped a_i is formed shard by shard in float64 (the single process sums in one go), so
-the released c_t may differ in its last bits: float64 models agree to 1e-12, float32 ones to 1e-5 (rtol). The
-same holds for rank 0's noise, which the distributed step adds to rank 0's part of the sum (c_t = Σ_r part_r/B + z,
-one float64 addition in another order than (Σ part)/B + z). The cached-direction cases (``cache_directions=True``)
-draw the very same directions and must equal the uncached distributed run bit for bit.
-"""
+One ``torch.multiprocessing.spawn`` of 2 CPU processes runs every case (a few seconds); the parent
+runs the same cases in one process with the same public seed, seeded batches and seeded noise, and
+compares. Tolerances: the distributed sum of the clipped a_i is formed shard by shard in float64
+(the single process sums in one go), so the released c_t may differ in its last bits: float64 models
+agree to 1e-12, float32 ones to 1e-5 (rtol). The same holds for rank 0's noise, which the
+distributed step adds to rank 0's part of the sum (c_t = Σ_r part_r/B + z, one float64 addition in
+another order than (Σ part)/B + z). The cached-direction cases (``cache_directions=True``) draw the
+very same directions and must equal the uncached distributed run bit for bit."""
 
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ def make_model(width, dtype, seed):
 
 
 class NoBatches:
-    """A rank other than 0 must never draw a batch: its sampler refuses (mixed into the sampler's class)."""
+    """A rank other than 0 must never draw a batch: its sampler refuses (mixed into the sampler's
+    class)."""
 
     def sample(self):
         raise AssertionError("only rank 0 draws batches")
@@ -196,7 +198,8 @@ def build(case, model, *, rank=0, group=None, accountant=None):
 
 
 def resume(case, model, opt, accountant, *, rank, group, checkpoint):
-    """Rank 0 alone saves model, optimizer and ledger; every rank builds afresh and loads that one checkpoint."""
+    """Rank 0 alone saves model, optimizer and ledger; every rank builds afresh and loads that one
+    checkpoint."""
     if rank == 0:
         torch.save(
             {
@@ -220,7 +223,8 @@ def resume(case, model, opt, accountant, *, rank, group, checkpoint):
 
 
 def run(case, *, rank=0, group=None, checkpoint=None):
-    """STEPS steps of ``case``; what the test compares (parameters, released values, ledger, bytes per step).
+    """STEPS steps of ``case``; what the test compares (parameters, released values, ledger, bytes
+    per step).
 
     ``*_resume`` cases save a checkpoint at ``checkpoint`` half-way and continue from it.
     """
@@ -276,9 +280,10 @@ def run(case, *, rank=0, group=None, checkpoint=None):
 
 
 def interleaved(group, rank):
-    """Batches of two samplers taken in an order no optimizer uses: a Poisson batch taken with no step after it, a
-    shuffled one in between, a step (sum) carrying the shuffled sampler's next batch rather than the Poisson one's.
-    What each rank took, and the collectives it took them with."""
+    """Batches of two samplers taken in an order no optimizer uses: a Poisson batch taken with no
+    step after it, a shuffled one in between, a step (sum) carrying the shuffled sampler's next
+    batch rather than the Poisson one's. What each rank took, and the collectives it took them
+    with."""
     poisson = PoissonSampler.for_testing(N, 4, seed=5) if rank == 0 else NoPoisson(N, 4)
     shuffle = ShuffleSampler.for_testing(N, 4, seed=6) if rank == 0 else NoShuffle(N, 4)
     took, collectives = [], []
@@ -302,8 +307,8 @@ def interleaved(group, rank):
 
 
 def objects(group, rank):
-    """The object collectives: rank 0's value shared (its compute runs there only), a refusal raised on every rank,
-    and every rank's value of a different size gathered in rank order."""
+    """The object collectives: rank 0's value shared (its compute runs there only), a refusal raised
+    on every rank, and every rank's value of a different size gathered in rank order."""
 
     def only_on_rank_0(value):
         def compute():
@@ -418,17 +423,20 @@ def test_communication_per_step_is_independent_of_model_size(ranks, single):
         small["sent"] == large["sent"]
     )  # same batches, same numbers: the model's size plays no part
     first, *rest = small["sent"]
-    # The first step: the sizes of its batch and the next (2), the batch's indices, then the all_reduce.
+    # The first step: the sizes of its batch and the next (2), the batch's indices, then the
+    # all_reduce.
     assert first["collectives"] == 3 and 2 < first["broadcast"] <= 2 + 2 * B
     for step in small["sent"]:
-        # ONE all_reduce of Σ clip(a)/B + z (rank 0's noise added to its part: the released c_t itself), count,
-        # loss, clipped, non-finite, and the next batch's indices and the size of the one after (Poisson)
+        # ONE all_reduce of Σ clip(a)/B + z (rank 0's noise added to its part: the released c_t
+        # itself), count, loss, clipped, non-finite, and the next batch's indices and the size of
+        # the one after (Poisson)
         assert 6 <= step["all_reduce"] <= 6 + 2 * B
         assert step["bytes"] == 8 * (step["all_reduce"] + step["broadcast"])
     assert all(
         step["collectives"] == 1 and step["broadcast"] == 0 for step in rest
     )  # no broadcast of c_t either
-    # what each all_reduce carried beyond the 5 sums and one size is the next step's batch (one process's sizes)
+    # what each all_reduce carried beyond the 5 sums and one size is the next step's batch (one
+    # process's sizes)
     assert [step["all_reduce"] - 6 for step in small["sent"][:-1]] == single["dpzero"]["sizes"][1:]
     shards = zip(ranks[0]["dpzero"]["sizes"], ranks[1]["dpzero"]["sizes"])
     assert [a + b for a, b in shards] == single["dpzero"]["sizes"]
@@ -444,9 +452,9 @@ def test_communication_per_step_is_independent_of_model_size(ranks, single):
 
 
 def test_empty_slots_of_fixed_size_batches_change_nothing_that_is_sent(ranks, single):
-    # Records a domain rule dropped are empty slots (replace-one): the batches are smaller, but the group sends the
-    # batch_size slots as for a full file (before: it switched to the variable-size protocol, so its collectives
-    # told whether any record had been dropped).
+    # Records a domain rule dropped are empty slots (replace-one): the batches are smaller, but the
+    # group sends the batch_size slots as for a full file (before: it switched to the variable-size
+    # protocol, so its collectives told whether any record had been dropped).
     dropped, full = ranks[0]["dpzero_shuffle_dropped"], ranks[0]["dpzero_shuffle"]
     assert (
         dropped["sent"] == full["sent"]
@@ -458,8 +466,9 @@ def test_empty_slots_of_fixed_size_batches_change_nothing_that_is_sent(ranks, si
 
 
 def test_a_fixed_size_batch_sends_its_indices_in_the_all_reduce_and_a_full_batch_none(ranks):
-    """A shuffled batch has a public size: after the first (broadcast), each step's one all_reduce carries the next
-    batch's B indices beside its sums. A full batch is every example: no indices, the all_reduce alone."""
+    """A shuffled batch has a public size: after the first (broadcast), each step's one all_reduce
+    carries the next batch's B indices beside its sums. A full batch is every example: no indices,
+    the all_reduce alone."""
     first, *rest = ranks[0]["dpzero_shuffle"]["sent"]
     assert first == {
         "collectives": 2,
@@ -471,10 +480,12 @@ def test_a_fixed_size_batch_sends_its_indices_in_the_all_reduce_and_a_full_batch
         assert step == {"collectives": 1, "broadcast": 0, "all_reduce": 5 + B, "bytes": 8 * (B + 5)}
     for step in ranks[0]["dpzero_full"]["sent"]:
         assert step == {"collectives": 1, "broadcast": 0, "all_reduce": 5, "bytes": 8 * 5}
-    # The discrete Gaussian rounds the sum before its noise, so it is not added to a part: sums, release, broadcast.
+    # The discrete Gaussian rounds the sum before its noise, so it is not added to a part: sums,
+    # release, broadcast.
     for step in ranks[0]["dpzero_discrete"]["sent"]:
         assert step == {"collectives": 2, "broadcast": 1, "all_reduce": 5, "bytes": 8 * 6}
-    # (It is full-batch only: release_sum refuses subsampled accounting, so it never carries a batch.)
+    # (It is full-batch only: release_sum refuses subsampled accounting, so it never carries a
+    # batch.)
 
 
 @pytest.mark.parametrize("case", list(UNCACHED))
@@ -520,9 +531,10 @@ def test_the_local_group_is_a_no_op():
 
 
 def test_collective_buffers_are_kept_until_the_backend_lets_go_and_shutdown_waits_for_it(tmp_path):
-    """A gloo worker thread that is the last to hold a collective's tensor frees its Python object, taking the GIL,
-    which aborts a process whose interpreter is shutting down (dpnc.distributed._HANDED says how this was found).
-    Group hands collectives copies of its own, kept from Python until gloo lets go; shutdown() waits for that."""
+    """A gloo worker thread that is the last to hold a collective's tensor frees its Python object,
+    taking the GIL, which aborts a process whose interpreter is shutting down
+    (dpnc.distributed._HANDED says how this was found). Group hands collectives copies of its own,
+    kept from Python until gloo lets go; shutdown() waits for that."""
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
     try:
         group = Group()
@@ -552,8 +564,9 @@ def test_object_collectives_share_rank_0s_value_and_gather_every_ranks(ranks):
 
 
 def test_each_rank_takes_rank_0s_batches_in_order_however_steps_and_samplers_interleave(ranks):
-    """The next batch rides in a step's all_reduce, and a batch drawn ahead whose step never came is the next one
-    taken all the same: each sampler's batches are its own stream's, in order, on every rank."""
+    """The next batch rides in a step's all_reduce, and a batch drawn ahead whose step never came is
+    the next one taken all the same: each sampler's batches are its own stream's, in order, on every
+    rank."""
     poisson, shuffle = (
         PoissonSampler.for_testing(N, 4, seed=5),
         ShuffleSampler.for_testing(N, 4, seed=6),

@@ -1,12 +1,14 @@
-"""First-order DP across processes: make_private's dp-sgd and dp-adamw on 2 gloo processes against one process.
+"""First-order DP across processes: make_private's dp-sgd and dp-adamw on 2 gloo processes against
+one process.
 
-One ``torch.multiprocessing.spawn`` of 2 CPU processes runs every case; the parent runs the same cases alone with
-the same testing seed (so the same Poisson batches and the same noise). Each rank clips its own part of the batch,
-one all_reduce sums the parts with rank 0's noise in it, and every rank applies the same released mean: the ranks
-end bit for bit equal, equal to the one-process run up to the order of float64 additions (1e-12), and rank 0 alone
-keeps the ledger, with the one-process run's entries. The release is the one-process release (same sum, same
-noise, same ledger entry), so its privacy is that run's, which the neighbour tests and the audit check.
-The neighbour tests are below; the audit, on 2 ranks with the group path's broken variants, is
+One ``torch.multiprocessing.spawn`` of 2 CPU processes runs every case; the parent runs the same
+cases alone with the same testing seed (so the same Poisson batches and the same noise). Each rank
+clips its own part of the batch, one all_reduce sums the parts with rank 0's noise in it, and every
+rank applies the same released mean: the ranks end bit for bit equal, equal to the one-process run
+up to the order of float64 additions (1e-12), and rank 0 alone keeps the ledger, with the
+one-process run's entries. The release is the one-process release (same sum, same noise, same ledger
+entry), so its privacy is that run's, which the neighbour tests and the audit check. The neighbour
+tests are below; the audit, on 2 ranks with the group path's broken variants, is
 tests/audit/test_distributed_first_order.py.
 
 Neighbours on 2 ranks: tests/test_make_private_neighbours.py's user loop (a padding collate, a

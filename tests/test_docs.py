@@ -1,18 +1,19 @@
 """Every code block of README.md and of the documentation pages (docs/**/*.md) works as written.
 
-* ```python blocks run: each page top to bottom in one namespace (a page is read as one session), in a temporary
-  working directory with one torch thread. A block may be skipped only with a stated reason, written on the line
-  just above its fence as ``<!-- doc-test: skip: REASON -->`` (e.g. it needs a GPU or a file of the user's); prefer
-  making it runnable with tiny settings.
-* ```bash blocks: ``dpnc …`` lines are parsed by the real CLI (click's ``make_context``: options, arguments,
-  types, ranges and required options are checked; nothing runs); ``make X`` lines name a Makefile target; any
-  other line's file arguments exist in the repository.
-* ```text blocks (sample output) are not checked. Any other fence fails, so a typo cannot skip a block.
+* ```python blocks run: each page top to bottom in one namespace (a page is read as one session), in
+  a temporary working directory with one torch thread. A block may be skipped only with a stated
+  reason, written on the line just above its fence as ``<!-- doc-test: skip: REASON -->`` (e.g. it
+  needs a GPU or a file of the user's); prefer making it runnable with tiny settings.
+* ```bash blocks: ``dpnc …`` lines are parsed by the real CLI (click's ``make_context``: options,
+  arguments, types, ranges and required options are checked; nothing runs); ``make X`` lines name a
+  Makefile target; any other line's file arguments exist in the repository.
+* ```text blocks (sample output) are not checked. Any other fence fails, so a typo cannot skip a
+  block.
 
-Not collected: ``docs/results/``, the committed records that the reproductions wrote (their summaries and notes
-stay as the runs left them; the one python fragment there, in ``lm-zero-shot/README.md``, records a measurement
-that needs the SmolLM2 model and SST-2's test split).
-"""
+Not collected: ``docs/results/``, the committed records that the reproductions wrote (their
+summaries and notes stay as the runs left them; the one python fragment there, in
+``lm-zero-shot/README.md``, records a measurement that needs the SmolLM2 model and SST-2's test
+split)."""
 
 from __future__ import annotations
 
@@ -141,7 +142,8 @@ def test_the_readme_opens_with_the_quick_starts():
 
 
 def test_links_between_pages_resolve():
-    """Relative links of README.md and docs/ point at files that exist (mkdocs --strict checks the site's too)."""
+    """Relative links of README.md and docs/ point at files that exist (mkdocs --strict checks the
+    site's too)."""
     for page in PAGES:
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
             if not target.startswith(("http://", "https://", "mailto:")):
@@ -200,8 +202,9 @@ def _make_targets() -> set[str]:
 
 
 def _parse_cli(argv: list[str]):
-    """Parse ``dpnc argv`` down to the leaf command without running it (its click ``make_context``: options,
-    arguments, types, ranges, required options). Raises click's usage error on a bad line."""
+    """Parse ``dpnc argv`` down to the leaf command without running it (its click ``make_context``:
+    options, arguments, types, ranges, required options). Raises click's usage error on a bad
+    line."""
     from dpnc.cli import app
 
     command = typer.main.get_command(
@@ -254,8 +257,9 @@ def test_bash_line_matches_the_code(block, line, argv, tmp_path, monkeypatch):
             )
             i = args.index("...")
             args = args[:i] + earlier[-1][2:] + args[i + 1 :]
-        # Paths are relative to the repository root; the folder a --data-dir names is the user's (the LM-BFF
-        # splits they generated), so make it, and options which must name an existing folder parse without data.
+        # Paths are relative to the repository root; the folder a --data-dir names is the user's
+        # (the LM-BFF splits they generated), so make it, and options which must name an existing
+        # folder parse without data.
         repo = tmp_path / "repo"
         repo.mkdir()
         for i, a in enumerate(args[:-1]):

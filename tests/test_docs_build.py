@@ -1,6 +1,7 @@
-"""The documentation site builds with ``mkdocs build --strict``: CI runs ``make test``, so this test is
-CI's docs build. Strict mode turns every warning into a failure: a broken link between pages, a missing anchor, a
-docstring cross-reference mkdocstrings cannot resolve, a page missing from the nav that the nav names.
+"""The documentation site builds with ``mkdocs build --strict``: CI runs ``make test``, so this test
+is CI's docs build. Strict mode turns every warning into a failure: a broken link between pages, a
+missing anchor, a docstring cross-reference mkdocstrings cannot resolve, a page missing from the nav
+that the nav names.
 
 Skipped only where mkdocs is not installed (the ``docs`` extra; ``make test`` installs it).
 """
@@ -53,10 +54,11 @@ SCRIPT = re.compile(r'<script[^>]*\bsrc="([^"]*)"')
 def check_the_built_site(site: Path) -> None:
     """The site as a person opens it, from disk or over HTTP.
 
-    No literal Sphinx role (``:class:`X```) or literal-block marker (``loop::``) in any page's text; every link
-    between pages names a file (``page.html``), never a folder (opened from disk, a folder shows a directory
-    listing), and the file exists; search works without a server or network (its index as a script, the Worker
-    shim for file:// from the site, no script from elsewhere); each paper page shows its committed figures."""
+    No literal Sphinx role (``:class:`X```) or literal-block marker (``loop::``) in any page's text;
+    every link between pages names a file (``page.html``), never a folder (opened from disk, a
+    folder shows a directory listing), and the file exists; search works without a server or network
+    (its index as a script, the Worker shim for file:// from the site, no script from elsewhere);
+    each paper page shows its committed figures."""
     pages = sorted(
         p for p in site.rglob("*.html") if p.name != "404.html"
     )  # (a server's page: absolute links)
@@ -86,11 +88,12 @@ def check_the_built_site(site: Path) -> None:
     assert roles == [], f"literal reST roles or '::' in {roles}"
     assert folders == [], f"directory-style links: {folders[:10]}"
     assert missing == [], f"links to files that are not in the site: {missing[:10]}"
-    # offline: a CDN's script (the offline plugin's own default for the shim) fails without network, and
-    # without the shim search from disk never starts
+    # offline: a CDN's script (the offline plugin's own default for the shim) fails without network,
+    # and without the shim search from disk never starts
     assert external == [], f"scripts from elsewhere: {external[:10]}"
     assert no_shim == [], f"pages without the file:// Worker shim: {no_shim[:10]}"
-    # the offline plugin's index as a script, loadable from file:// (a fetch of the JSON is refused there)
+    # the offline plugin's index as a script, loadable from file:// (a fetch of the JSON is refused
+    # there)
     index = (site / "search" / "search_index.js").read_text()
     assert index.startswith("var __index = ")
     assert len(json.loads(index.removeprefix("var __index = "))["docs"]) > 100

@@ -1,14 +1,15 @@
-"""No absolute path of a machine in the published documentation: docs/ (pages, results, their commands) and the
-README name files relative to the repository (../shared/data, docs/results/...), an installed model by its package
-and the GPU machine's output folder as $OUT. Temporary folders (/tmp/...), the scratch arguments a user types in an
-example, are the one exception."""
+"""No absolute path of a machine in the published documentation: docs/ (pages, results, their
+commands) and the README name files relative to the repository (../shared/data, docs/results/...),
+an installed model by its package and the GPU machine's output folder as $OUT. Temporary folders
+(/tmp/...), the scratch arguments a user types in an example, are the one exception."""
 
 import re
 import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# an absolute path under a machine's own folders, not part of a URL or of a relative path (…/x/work/…)
+# an absolute path under a machine's own folders, not part of a URL or of a relative path
+# (…/x/work/…)
 MACHINE = re.compile(
     r"(?<![\w.:/~$-])/(?:work|home|root|Users|mnt|opt|srv|scratch|private|var/folders)/\S*"
 )

@@ -1,16 +1,16 @@
 """The documentation pages state verdicts, not hand-copied numbers: their generated blocks match
 docs/results.
 
-Every measured number or verdict of a reproduction on a page under docs/ (the per-paper pages, the fine-tuning guide,
-the practical settings, the audit) sits between ``<!-- verdicts:begin NAME -->`` and ``<!-- verdicts:end NAME -->``
-and is written by ``docs/results/readme_verdicts.py`` from the committed result files (``PAGES`` says which page
-holds which block). A result re-judged or re-run without regenerating the pages fails here; fix it with
+Every measured number or verdict of a reproduction on a page under docs/ (the per-paper pages, the
+fine-tuning guide, the practical settings, the audit) sits between ``<!-- verdicts:begin NAME -->``
+and ``<!-- verdicts:end NAME -->`` and is written by ``docs/results/readme_verdicts.py`` from the
+committed result files (``PAGES`` says which page holds which block). A result re-judged or re-run
+without regenerating the pages fails here; fix it with
 
     .venv/bin/python docs/results/readme_verdicts.py --write
 
-The generator uses the standard library only (no torch, no dpnc import, nothing from ../shared): this file runs in
-well under a second.
-"""
+The generator uses the standard library only (no torch, no dpnc import, nothing from ../shared):
+this file runs in well under a second."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def test_every_block_appears_once_on_its_page_and_nowhere_else():
 
 
 def test_every_result_json_is_in_a_block():
-    """A new committed result.json must be placed on a page (or the check fails until someone decides where)."""
+    """A new committed result.json must be placed on a page (or the check fails until someone
+    decides where)."""
     results = {str(p.parent.relative_to(SCRIPT.parent)) for p in SCRIPT.parent.rglob("result.json")}
     shown = {
         part.folder
@@ -120,7 +121,8 @@ def test_a_changed_number_is_drift_and_write_repairs_it(tmp_path):
 
 
 def test_a_changed_verdict_is_drift(tmp_path, monkeypatch):
-    """A result re-judged (one claim's verdict flipped in result.json) no longer matches its page."""
+    """A result re-judged (one claim's verdict flipped in result.json) no longer matches its
+    page."""
     original = rv._result
 
     def flipped(folder):

@@ -1,4 +1,5 @@
-"""dpnc.make_private: optimizer, loader of secret Poisson batches and accountant, on a small real model."""
+"""dpnc.make_private: optimizer, loader of secret Poisson batches and accountant, on a small real
+model."""
 
 # Some refusal tests build closures over the loop's variables on purpose (what the optimizer must refuse).
 # ruff: noqa: B023
@@ -79,7 +80,8 @@ EPS32 = torch.finfo(torch.float32).eps
 
 
 def restored(a, b):
-    """Equal up to the float32 rounding of moving x to x ± λu and back (a few ulps of max(|x|, 1))."""
+    """Equal up to the float32 rounding of moving x to x ± λu and back (a few ulps of max(|x|,
+    1))."""
     return all(
         torch.allclose(x, y, rtol=0, atol=4 * EPS32 * max(1.0, float(x.abs().max())))
         for x, y in zip(a, b)
@@ -169,9 +171,9 @@ def test_empty_batches_reach_the_loop_but_not_the_closure_and_release_noise_only
 
 
 def test_losses_that_are_not_one_per_example_of_the_batch_are_refused_and_the_batch_is_charged():
-    """The loss function saw the batch, so the step releases all the same (every example counting 0: noise only,
-    the parameters moved as by any step), the batch is spent and the error raised after: the ledger counts every
-    drawn batch, and the model does not tell which steps failed."""
+    """The loss function saw the batch, so the step releases all the same (every example counting 0:
+    noise only, the parameters moved as by any step), the batch is spent and the error raised after:
+    the ledger counts every drawn batch, and the model does not tell which steps failed."""
     model = make_model()
     data = dataset()
     opt, loader, acct = private(model, data=data, testing_seed=1)
@@ -235,8 +237,8 @@ def test_the_batch_sampler_draws_no_more_than_steps():
 
 
 def test_the_model_learns_an_easy_problem():
-    # Deterministic given testing_seed (batches, noise) and seed (directions); at ε = 2 the full-data
-    # loss falls from ~7 to ~1e-2 on this run. The assertion asks for a 10x decrease.
+    # Deterministic given testing_seed (batches, noise) and seed (directions); at ε = 2 the
+    # full-data loss falls from ~7 to ~1e-2 on this run. The assertion asks for a 10x decrease.
     model = make_model()
     data = dataset()
     opt, loader, _ = private(model, data=data, testing_seed=5)
@@ -290,7 +292,8 @@ def test_mezo_makes_no_update_on_an_empty_batch():
         loss = opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
         if len(xb) == 0:
             empties += 1
-            # The ±λu perturbation is undone arithmetically: equal up to float32 rounding (a few ulps).
+            # The ±λu perturbation is undone arithmetically: equal up to float32 rounding (a few
+            # ulps).
             assert math.isnan(float(loss)) and all(
                 torch.allclose(a, b, rtol=1e-6, atol=1e-7) for a, b in zip(before, params(model))
             )
@@ -388,8 +391,9 @@ def test_a_list_of_examples_is_a_dataset_and_a_tuple_x_y_is_not():
 
 
 def test_numpy_scalars_are_taken_as_numbers():
-    # Before: steps=np.int64(3) was refused ("steps must be an integer >= 1; got np.int64(3)"), and so were n,
-    # batch_size and noise_multiplier=np.float32(1.0), while target_epsilon="4" was accepted.
+    # Before: steps=np.int64(3) was refused ("steps must be an integer >= 1; got np.int64(3)"), and
+    # so were n, batch_size and noise_multiplier=np.float32(1.0), while target_epsilon="4" was
+    # accepted.
     import numpy as np
 
     kwargs = {
@@ -505,7 +509,8 @@ def test_a_declared_n_far_from_len_data_and_a_delta_above_1_over_n_are_told_to_t
 
 @pytest.mark.parametrize("optimizer", ["dpzero", "dp-sgd"])
 def test_the_opacus_habit_step_without_a_loss_function_explains_the_contract(optimizer):
-    # `loss.backward(); optimizer.step()` used to get a bare "step() missing 1 required positional argument".
+    # `loss.backward(); optimizer.step()` used to get a bare "step() missing 1 required positional
+    # argument".
     model = make_model()
     opt, loader, accountant = private(
         model, optimizer=optimizer, **({"seed": None} if optimizer == "dp-sgd" else {})

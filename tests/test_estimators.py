@@ -1,4 +1,5 @@
-"""docs/papers.md, DPZero §5.9: the two-point estimator; per-example clipped gradients by torch.func."""
+"""docs/papers.md, DPZero §5.9: the two-point estimator; per-example clipped gradients by
+torch.func."""
 
 import math
 
@@ -33,8 +34,8 @@ def test_central_difference_is_exact_on_a_quadratic(problem, direction, lam):
     diff = two_point(space, lambda: problem.losses_at(space.x), seed, lam)
     grads = problem.a * (x0 - problem.train)  # ∇ℓ_i(x₀) = A(x₀ − ξ_i), shape (n, d)
     exact = grads @ u  # uᵀ∇ℓ_i(x₀)
-    # Rounding only: each loss has error ≤ (d+3)·ε·S with S the sum of its terms' magnitudes at x ± λu,
-    # and a divides the difference of two losses by 2λ.
+    # Rounding only: each loss has error ≤ (d+3)·ε·S with S the sum of its terms' magnitudes at x ±
+    # λu, and a divides the difference of two losses by 2λ.
     x_far = x0.abs() + lam * u.abs()
     S = (
         0.5 * (x_far**2 * problem.a).sum()
@@ -95,7 +96,8 @@ def test_estimator_is_unbiased_on_a_quadratic(problem, direction):
     G = monte_carlo_g(space, lambda: problem.losses_at(space.x), 0.1, N_MC)
     grad = problem.gradient(x0)
     d, g2 = problem.d, float(grad @ grad)
-    # Var(g_j) = E[(uᵀ∇f)² u_j²] − ∇f_j²: Gaussian ‖∇f‖² + ∇f_j², sphere d/(d+2)(2∇f_j² + ‖∇f‖²) − ∇f_j².
+    # Var(g_j) = E[(uᵀ∇f)² u_j²] − ∇f_j²: Gaussian ‖∇f‖² + ∇f_j², sphere d/(d+2)(2∇f_j² + ‖∇f‖²) −
+    # ∇f_j².
     var = g2 + grad**2 if direction == "gaussian" else d / (d + 2) * (2 * grad**2 + g2) - grad**2
     se = (var / N_MC).sqrt()
     assert torch.all((G.mean(0) - grad).abs() <= 6 * se)
@@ -119,7 +121,8 @@ def test_estimator_second_moment_bound_on_a_smooth_non_quadratic():
         # Even 6 standard errors above the estimate stay under the bound.
         assert mean + 6 * se <= 2 * d * grad2 + ell**2 * lam**2 * d**3 / 2
         if lam == 1e-3:
-            # At small λ, E‖g‖² = d·E(uᵀ∇f)² = d‖∇f‖² (‖u‖² = d): the bound's factor 2 is slack, not error.
+            # At small λ, E‖g‖² = d·E(uᵀ∇f)² = d‖∇f‖² (‖u‖² = d): the bound's factor 2 is slack, not
+            # error.
             assert abs(mean - d * grad2) <= 6 * se
 
 
@@ -150,7 +153,8 @@ def test_functional_clipped_sum_matches_the_closed_form(big_problem):
         assert float(frac) == pytest.approx(float(frac_ref), abs=1e-15)
         assert float(frac) == pytest.approx(float((norms > C).double().mean()), abs=1e-15)
         assert float(loss) == pytest.approx(float(loss_ref), rel=1e-12)
-    # The thresholds cover all regimes: everything clipped, some, none (C = ∞ is the plain gradient).
+    # The thresholds cover all regimes: everything clipped, some, none (C = ∞ is the plain
+    # gradient).
     g_inf, frac_inf, _ = functional_clipped_sum(p.loss_one(p.a), x, p.train, math.inf)
     assert float(frac_inf) == 0.0 and torch.allclose(
         g_inf / p.n, p.gradient(x), rtol=1e-12, atol=1e-14
@@ -178,8 +182,8 @@ def test_functional_clipped_sum_per_run_threshold(big_problem):
 
 
 def test_functional_clipped_sum_zeroes_a_nonfinite_gradient():
-    """DESIGN.md: a non-finite per-example value is replaced by 0 before clipping, so it cannot break
-    the sensitivity bound: the sum stays finite with norm ≤ n·C."""
+    """DESIGN.md: a non-finite per-example value is replaced by 0 before clipping, so it cannot
+    break the sensitivity bound: the sum stays finite with norm ≤ n·C."""
     data = torch.tensor([[1.0, 2.0], [-1.0, 0.5], [-3.0, 1.0]], dtype=torch.float64)
     # sqrt(x₀ − ξ₀) is NaN (value and gradient) where x₀ < ξ₀: example 0 only, at x = (0, 0).
     loss_one = lambda x, xi: ((x - xi) ** 2).sum() + torch.sqrt(x[0] - xi[0])

@@ -1,4 +1,5 @@
-"""First-order DP in the façade: dpnc.make_private(optimizer="dp-adamw" | "dp-sgd" | a torch optimizer class)."""
+"""First-order DP in the façade: dpnc.make_private(optimizer="dp-adamw" | "dp-sgd" | a torch
+optimizer class)."""
 
 # The façade's loop binds the loop variables late on purpose (each closure runs in its own iteration).
 # ruff: noqa: B023
@@ -50,7 +51,8 @@ def private(model, **kwargs):
 
 
 def quick(model, **kwargs):
-    """No calibration (it takes seconds): a given noise multiplier, for tests that do not check ε."""
+    """No calibration (it takes seconds): a given noise multiplier, for tests that do not check
+    ε."""
     return private(
         model, **{"target_epsilon": None, "delta": None, "noise_multiplier": 1.0, **kwargs}
     )
@@ -315,8 +317,8 @@ def test_bad_first_order_arguments_are_refused_by_name():
 
 
 class _OwnGRU(nn.GRU):
-    """A GRU with a forward of its own, which the per-layer route does not unroll: its fused kernel runs, which
-    vmap cannot batch."""
+    """A GRU with a forward of its own, which the per-layer route does not unroll: its fused kernel
+    runs, which vmap cannot batch."""
 
     def forward(self, x, hx=None):
         return super().forward(x, hx)
@@ -332,7 +334,8 @@ class _GRUNet(nn.Module):
 
 
 def test_auto_takes_the_loop_where_vmap_cannot_batch_a_layer():
-    # Before: nn.GRU's fused kernel has no vmap batching rule, and "auto" surfaced torch's RuntimeError at step one.
+    # Before: nn.GRU's fused kernel has no vmap batching rule, and "auto" surfaced torch's
+    #     RuntimeError at step one.
     torch.manual_seed(0)
     X, y = torch.randn(40, 5, 2), torch.randn(40)
     for per_example in ("auto", "vmap"):
@@ -379,9 +382,10 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_layer():
 
 
 def test_auto_takes_the_loop_where_vmap_cannot_batch_a_frozen_layer():
-    # A frozen GRU encoder (one the route does not unroll) under trained Linear layers: the per-layer route maps
-    # the loss over the examples with vmap, which cannot batch the GRU, so "auto" takes the loop (one example at a
-    # time) instead of raising torch's RuntimeError (a review's repro).
+    # A frozen GRU encoder (one the route does not unroll) under trained Linear layers: the
+    # per-layer route maps the loss over the examples with vmap, which cannot batch the GRU, so
+    # "auto" takes the loop (one example at a time) instead of raising torch's RuntimeError (a
+    # review's repro).
     torch.manual_seed(0)
     X, y = torch.randn(40, 5, 2), torch.randn(40)
     model = _GRUNet()
@@ -408,8 +412,9 @@ def test_auto_takes_the_loop_where_vmap_cannot_batch_a_frozen_layer():
 def test_a_loss_that_couples_the_examples_is_refused_at_the_first_step_before_any_release(
     per_example,
 ):
-    """An in-batch contrastive loss: each example's loss alone is 0 (log 1), so every route, which forms each
-    example's gradient from that example alone, would train on noise. Refused at the first step, charged."""
+    """An in-batch contrastive loss: each example's loss alone is 0 (log 1), so every route, which
+    forms each example's gradient from that example alone, would train on noise. Refused at the
+    first step, charged."""
     model = make_model()
     opt, loader, acct = private(model, per_example=per_example, testing_seed=2)
 

@@ -1,6 +1,7 @@
-"""The GPU check (benchmarks/gpu/) runs here in its tiny CPU configuration, so that it cannot rot between the rare
-runs on a GPU: check.py writes its JSON and markdown with every part, and the payload's parts go through
-prepare.sh → receive.sh → check.sh (with stand-in model files, no download) and come back whole."""
+"""The GPU check (benchmarks/gpu/) runs here in its tiny CPU configuration, so that it cannot rot
+between the rare runs on a GPU: check.py writes its JSON and markdown with every part, and the
+payload's parts go through prepare.sh → receive.sh → check.sh (with stand-in model files, no
+download) and come back whole."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def _check_module():
 
 
 def _sst2_folder(root: Path, train: int = 1024, test: int = 64) -> Path:
-    """A stand-in for SST-2's LM-BFF folder 512-42 (where the real data is not present): short labelled phrases."""
+    """A stand-in for SST-2's LM-BFF folder 512-42 (where the real data is not present): short
+    labelled phrases."""
     rng = random.Random(0)
     words = {0: ["dull", "awful", "boring", "flat"], 1: ["warm", "funny", "moving", "sharp"]}
     folder = root / "SST-2" / "k-shot-1k-test" / "512-42"
@@ -73,7 +75,8 @@ def test_the_tiny_cpu_check_writes_every_part_to_json_and_markdown(tmp_path, dat
         "test_a_cuda_run_regenerates_directions_on_the_parameters_device",
     }
     assert all(t["outcome"] in ("skipped", "passed") for t in tests)
-    # Table 3: every method and the inference baseline at each B, with times and ratios (no CUDA memory on a CPU).
+    # Table 3: every method and the inference baseline at each B, with times and ratios (no CUDA
+    # memory on a CPU).
     rows = result["parts"]["table3"]["rows"]
     assert {(r["batch_size"], r["method"]) for r in rows} == {
         (B, m) for B in (2, 4) for m in ("inference (2 forwards)", "mezo", "dpzero", "dp-adamw")
@@ -85,7 +88,8 @@ def test_the_tiny_cpu_check_writes_every_part_to_json_and_markdown(tmp_path, dat
         assert r["peak_mib"] is None and r["memory_x_inference"] is None
     trained = {r["trained_parameters"] for r in rows if r["method"] != "inference (2 forwards)"}
     assert trained == {result["model"]["parameters"]}  # --train all: every parameter
-    # Fine-tuning: zero-shot, DPZero at ε = 6 and MeZO with the same steps, on the same test examples.
+    # Fine-tuning: zero-shot, DPZero at ε = 6 and MeZO with the same steps, on the same test
+    # examples.
     ft = result["parts"]["finetune"]
     assert ft["zero_shot"]["test_examples"] == 16 and 0 <= ft["zero_shot"]["test_accuracy"] <= 1
     dp, mezo = ft["dpzero"], ft["mezo"]
@@ -93,7 +97,8 @@ def test_the_tiny_cpu_check_writes_every_part_to_json_and_markdown(tmp_path, dat
         dp["status"] == mezo["status"] == "ok"
         and dp["steps"] == mezo["steps"] == ft["steps_planned"] == 3
     )
-    # calibrated by PLD (finetune's default accountant), so PLD's ε meets the target and RDP's lies above it
+    # calibrated by PLD (finetune's default accountant), so PLD's ε meets the target and RDP's lies
+    # above it
     assert (
         dp["private"]
         and 0 < dp["epsilon_pld"] <= 6.0 + 1e-6 <= dp["epsilon_rdp"]
@@ -103,7 +108,8 @@ def test_the_tiny_cpu_check_writes_every_part_to_json_and_markdown(tmp_path, dat
     assert (
         dp["zero_shot_accuracy"] == mezo["zero_shot_accuracy"] == ft["zero_shot"]["test_accuracy"]
     )
-    # The markdown: titled with the device, one section per part, Table 3's rows and the fine-tuning table.
+    # The markdown: titled with the device, one section per part, Table 3's rows and the fine-tuning
+    # table.
     assert md.startswith(f"# dpnc GPU check: {result['device']['name']}")
     for text in (
         "## tests: ok",
@@ -246,8 +252,9 @@ def _dimension(out: Path, data_dir: Path, *args: str) -> subprocess.CompletedPro
 def test_the_dimension_sweep_runs_each_part_in_its_own_process_and_judges_them_together(
     tmp_path, data_dir
 ):
-    """benchmarks/gpu/dimension.py in its tiny CPU configuration: the part's process runs the reproduction, and the
-    merged result holds its rows, the claims declared and judged, and the device in the summary."""
+    """benchmarks/gpu/dimension.py in its tiny CPU configuration: the part's process runs the
+    reproduction, and the merged result holds its rows, the claims declared and judged, and the
+    device in the summary."""
     pytest.importorskip("transformers")
     out = tmp_path / "dim"
     proc = _dimension(out, data_dir)

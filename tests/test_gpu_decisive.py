@@ -1,6 +1,7 @@
-"""benchmarks/gpu/decisive.py (the declared decisive DPZero run on one GPU) stays prepared without a GPU: its design
-is the declaration's, its cells go through the project's runner one at a time on the device asked for, it stops
-before a cell the budget cannot hold and resumes from an earlier call's rows."""
+"""benchmarks/gpu/decisive.py (the declared decisive DPZero run on one GPU) stays prepared without a
+GPU: its design is the declaration's, its cells go through the project's runner one at a time on the
+device asked for, it stops before a cell the budget cannot hold and resumes from an earlier call's
+rows."""
 
 from __future__ import annotations
 

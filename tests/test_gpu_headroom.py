@@ -1,7 +1,8 @@
-"""benchmarks/gpu/headroom.py (DPZero's Table 2 claims with every parameter trained, and Table 3 at the 1B
-scale, on one GPU) in its tiny CPU configuration, so the prepared command cannot rot before a GPU runs it: Table 3
-through check.py's measurement on a random decoder built from its config, one (task, mode, seed) part in a process
-of its own with its recipe fixed from the committed selections, the rows judged by dpzero-lm's claims."""
+"""benchmarks/gpu/headroom.py (DPZero's Table 2 claims with every parameter trained, and Table 3 at
+the 1B scale, on one GPU) in its tiny CPU configuration, so the prepared command cannot rot before a
+GPU runs it: Table 3 through check.py's measurement on a random decoder built from its config, one
+(task, mode, seed) part in a process of its own with its recipe fixed from the committed selections,
+the rows judged by dpzero-lm's claims."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_the_tiny_cpu_run_measures_table3_and_judges_the_claims(tmp_path, data_d
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     log = json.loads((out / "headroom.json").read_text())
-    # Table 3: inference, MeZO, DPZero and DP-AdamW on the decoder, every parameter trained, with the ratios.
+    # Table 3: inference, MeZO, DPZero and DP-AdamW on the decoder, every parameter trained, with
+    # the ratios.
     t3 = log["table3"]
     assert t3["status"] == "ok" and t3["model"]["class"] == "LlamaForCausalLM"
     assert {r["method"] for r in t3["rows"]} == {
@@ -65,7 +67,8 @@ def test_the_tiny_cpu_run_measures_table3_and_judges_the_claims(tmp_path, data_d
     assert t3["ratios"]["dpzero_time_over_mezo"]["value"] > 0
     assert t3["ratios"]["dpzero_memory_over_inference"] is None  # no CUDA memory on a CPU
     assert (out / "table3-1b" / "check.md").is_file()
-    # The claims: one part, T as asked, the recipe from TASK_RECIPES, judged and written as a dpzero-lm result.
+    # The claims: one part, T as asked, the recipe from TASK_RECIPES, judged and written as a
+    # dpzero-lm result.
     claims = log["claims"]
     assert (
         claims["finished"] == ["SST-2-head-42"]
@@ -106,7 +109,8 @@ def test_the_recipes_are_the_committed_selections():
             "clip": TASK_RECIPES["TREC"]["dpzero"]["clip"],
         },
     }
-    # the clip-grid sweep's held-out choice (docs/results/dpzero-dimension/gpu-clip-grid-T120/recipes.csv)
+    # the clip-grid sweep's held-out choice
+    # (docs/results/dpzero-dimension/gpu-clip-grid-T120/recipes.csv)
     assert headroom.recipes("TREC", "all") == {
         "mezo": {"lr": 3e-5, "clip": None},
         "dpzero": {"lr": 3e-5, "clip": 200.0},

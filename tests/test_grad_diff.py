@@ -183,7 +183,8 @@ def test_one_point_identity_matches_the_two_point_mean():
     h = lambda p: problem.loss(p.unsqueeze(0), *problem.data)[0]
     one_point = (d / delta * h(x + delta * u)[:, None] * u).mean(0)
     exact = problem.smoothed_gradient(x, delta)
-    # Per-term second moments: one-point ≤ (d/δ)²·max h² ; a loose but valid bound for the tolerance.
+    # Per-term second moments: one-point ≤ (d/δ)²·max h² ; a loose but valid bound for the
+    # tolerance.
     hmax = float(problem.lipschitz * (torch.linalg.vector_norm(x) + delta))
     assert torch.linalg.vector_norm(one_point - exact) <= 4 * (d / delta) * hmax / math.sqrt(n)
     two = grad_estimate(

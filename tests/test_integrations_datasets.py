@@ -1,13 +1,14 @@
-"""DPTrainer as a Hugging Face user drives it: a ``datasets.Dataset`` of real text, tokenised with ``Dataset.map``.
+"""DPTrainer as a Hugging Face user drives it: a ``datasets.Dataset`` of real text, tokenised with
+``Dataset.map``.
 
-Rows of SST-2 (the few-shot split in ``../shared/data``) with the columns ``datasets`` gives them (``sentence``,
-``label``, ``idx`` and the tokenizer's), padded per batch by ``DataCollatorWithPadding`` (or by the Trainer's
-default for ``processing_class=tokenizer``), trained with DP-AdamW and evaluated on a declared-public set with
-``compute_metrics``. Each run asserts: the text columns never reach the collator; ``eval_loss`` and
-``eval_accuracy`` curves are in ``trainer.state.log_history`` and in the TensorBoard event files with
-``eval_public=True``, and in neither without it (the private history keeps them); ``save_model`` then
-``from_pretrained`` gives back the trained model's predictions.
-"""
+Rows of SST-2 (the few-shot split in ``../shared/data``) with the columns ``datasets`` gives them
+(``sentence``, ``label``, ``idx`` and the tokenizer's), padded per batch by
+``DataCollatorWithPadding`` (or by the Trainer's default for ``processing_class=tokenizer``),
+trained with DP-AdamW and evaluated on a declared-public set with ``compute_metrics``. Each run
+asserts: the text columns never reach the collator; ``eval_loss`` and ``eval_accuracy`` curves are
+in ``trainer.state.log_history`` and in the TensorBoard event files with ``eval_public=True``, and
+in neither without it (the private history keeps them); ``save_model`` then ``from_pretrained``
+gives back the trained model's predictions."""
 
 from __future__ import annotations
 
@@ -53,8 +54,8 @@ def tokenizer():
 
 
 def rows(split: str, count: int, tokenizer) -> datasets.Dataset:
-    """``count`` rows of the split, half of each label (the files list one label's rows first), tokenised by
-    ``Dataset.map`` as the Hugging Face course does it."""
+    """``count`` rows of the split, half of each label (the files list one label's rows first),
+    tokenised by ``Dataset.map`` as the Hugging Face course does it."""
     task = load_task("sst-2", DATA, split, seed=13, k=512)
     by_label = [[i for i, y in enumerate(task.labels.tolist()) if y == label] for label in (0, 1)]
     chosen = [i for pair in zip(by_label[0], by_label[1]) for i in pair][:count]
@@ -259,8 +260,8 @@ def test_without_eval_public_the_metrics_stay_private(tmp_path, data, tokenizer)
 
 
 def test_a_list_of_rows_with_a_text_column_is_padded_without_it(tmp_path, data, tokenizer):
-    """Not a datasets.Dataset (a list of the same dict rows): the Trainer's column-removing collator drops the text
-    from each row it is handed, as the Trainer's own loader does."""
+    """Not a datasets.Dataset (a list of the same dict rows): the Trainer's column-removing collator
+    drops the text from each row it is handed, as the Trainer's own loader does."""
     padding = Padding(tokenizer)
     padding.seen = set()
     train, evaluation = data

@@ -1,14 +1,15 @@
-"""DPTrainer's output boundary, tested by neighbouring training sets (the rule, not a list of leaks).
+"""DPTrainer's output boundary, tested by neighbouring training sets (the rule, not a list of
+leaks).
 
-Two training sets that differ in one row, trained with the same testing seeds (batches, noise, the step's
-dropout), must give equal outputs in every channel the Trainer has, except the released values and what
-follows from them (the parameters, hence the saved weights and the optimizer's moments): every file under
-``output_dir`` (checkpoints with their ``trainer_state.json``, the final model, the metrics files that
-transformers' example scripts write with ``save_metrics``), every INFO line of the transformers logger, every
-callback event and ``train()``'s return value. The neighbours: a long padded row, a row that changes the
-dataset's length (n is declared), an outlier, and a row whose loss raises. With a self-audit, the canaries
-join both sets alike; its result (``self_audit.json``) is a function of released values and may differ.
-"""
+Two training sets that differ in one row, trained with the same testing seeds (batches, noise, the
+step's dropout), must give equal outputs in every channel the Trainer has, except the released
+values and what follows from them (the parameters, hence the saved weights and the optimizer's
+moments): every file under ``output_dir`` (checkpoints with their ``trainer_state.json``, the final
+model, the metrics files that transformers' example scripts write with ``save_metrics``), every INFO
+line of the transformers logger, every callback event and ``train()``'s return value. The
+neighbours: a long padded row, a row that changes the dataset's length (n is declared), an outlier,
+and a row whose loss raises. With a self-audit, the canaries join both sets alike; its result
+(``self_audit.json``) is a function of released values and may differ."""
 
 from __future__ import annotations
 
@@ -28,14 +29,14 @@ from dpnc.self_audit import SelfAudit  # noqa: E402
 from tests.test_integrations_transformers import arguments, tiny_bert  # noqa: E402
 
 N, SHORT, LONG, STEPS, DELTA, M, BIG = 24, 3, 8, 4, 1e-5, 4, 1e3
-# What may differ: the released values' consequences (the weights, Adam's moments of released gradients, the
-# self-audit's scores of the released values).
+# What may differ: the released values' consequences (the weights, Adam's moments of released
+# gradients, the self-audit's scores of the released values).
 RELEASED_FILES = ("model.safetensors", "optimizer.pt", "self_audit.json")
 
 
 class Canaried(nn.Module):
-    """The tiny BERT and a canary score w·x: a canary row (pad tokens, x = ±e_k) has the loss ±BIG·w_k plus
-    terms free of w (what the self-audit needs); the real rows have x = 0."""
+    """The tiny BERT and a canary score w·x: a canary row (pad tokens, x = ±e_k) has the loss
+    ±BIG·w_k plus terms free of w (what the self-audit needs); the real rows have x = 0."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -132,7 +133,8 @@ class InfoLines(logging.Handler):
 
 
 def run(root, method: str, neighbour: str | None, audited: bool = False) -> dict:
-    """Train on ``rows(neighbour)`` into ``root/run`` (the same folder for every run); every output channel."""
+    """Train on ``rows(neighbour)`` into ``root/run`` (the same folder for every run); every output
+    channel."""
     out = root / "run"
     model = Canaried() if audited else tiny_bert()
     if method != "dpzero":

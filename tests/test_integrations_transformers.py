@@ -1,11 +1,12 @@
-"""dpnc.integrations.transformers: the Hugging Face Trainer trains a tiny BERT privately on dpnc's contracts.
+"""dpnc.integrations.transformers: the Hugging Face Trainer trains a tiny BERT privately on dpnc's
+contracts.
 
-A tiny ``BertForSequenceClassification`` (random weights, from a ``BertConfig``) and a map-style dataset of dict rows,
-as a tokenised ``datasets.Dataset`` hands them out (the Trainer takes any map-style dataset of dicts; a real
-``datasets.Dataset`` of SST-2 text is tests/test_integrations_datasets.py's). Each run asserts: the batches came
-from dpnc's loader (a secret Poisson sampler wired by make_private), the ledger holds one release per step, ε in
-the Trainer's logs is the ledger's, the logs hold only public values, and the parameters moved.
-"""
+A tiny ``BertForSequenceClassification`` (random weights, from a ``BertConfig``) and a map-style
+dataset of dict rows, as a tokenised ``datasets.Dataset`` hands them out (the Trainer takes any
+map-style dataset of dicts; a real ``datasets.Dataset`` of SST-2 text is
+tests/test_integrations_datasets.py's). Each run asserts: the batches came from dpnc's loader (a
+secret Poisson sampler wired by make_private), the ledger holds one release per step, ε in the
+Trainer's logs is the ledger's, the logs hold only public values, and the parameters moved."""
 
 from __future__ import annotations
 
@@ -20,11 +21,13 @@ from transformers import BertConfig, BertForSequenceClassification, TrainingArgu
 from dpnc.integrations.transformers import PUBLIC_LOGS, DPTrainer  # noqa: E402
 
 N, LENGTH, STEPS, DELTA = 48, 8, 4, 1e-5
-B = 1  # a batch is empty with probability (1 - 1/N)^N ≈ 0.36; every private test shares one calibration (ε, δ, q, T)
+# a batch is empty with probability (1 - 1/N)^N ≈ 0.36; every private test shares one calibration (ε, δ, q, T)
+B = 1
 
 
 class Rows(torch.utils.data.Dataset):
-    """Tokenised rows as ``datasets`` gives them: lists of token ids, a mask, an integer label, a text column."""
+    """Tokenised rows as ``datasets`` gives them: lists of token ids, a mask, an integer label, a
+    text column."""
 
     def __init__(self, n: int) -> None:
         g = torch.Generator().manual_seed(0)
@@ -132,8 +135,9 @@ def test_the_schedulers_lr_is_the_one_dpnc_steps_with(tmp_path, method, clip):
 
 
 def test_the_callers_training_arguments_are_left_as_they_were(tmp_path):
-    """The Trainer's batch-level clipping is off in DPTrainer's own copy (dpnc clips each example); before, it
-    wrote max_grad_norm = 0 into the caller's TrainingArguments, which a plain Trainer built next then used."""
+    """The Trainer's batch-level clipping is off in DPTrainer's own copy (dpnc clips each example);
+    before, it wrote max_grad_norm = 0 into the caller's TrainingArguments, which a plain Trainer
+    built next then used."""
     args = arguments(tmp_path, max_grad_norm=1.0)
     trainer = DPTrainer(
         tiny_bert(),
@@ -276,8 +280,9 @@ def test_a_batch_not_drawn_by_dpnc_is_refused(tmp_path):
 
 
 class _Canaried(torch.nn.Module):
-    """A linear model on a feature column "x" whose m weights are the canaries' own coordinates (as in
-    tests/audit/test_self_audit.py): the real rows have x = 0, so each release is noise plus the canaries drawn in."""
+    """A linear model on a feature column "x" whose m weights are the canaries' own coordinates (as
+    in tests/audit/test_self_audit.py): the real rows have x = 0, so each release is noise plus the
+    canaries drawn in."""
 
     def __init__(self, m: int) -> None:
         super().__init__()
@@ -290,8 +295,8 @@ class _Canaried(torch.nn.Module):
 
 @pytest.mark.parametrize("loss", ["correct", "reads-dataset"])
 def test_the_self_audit_runs_through_make_privates_code(tmp_path, loss):
-    """A correct run stays below its claim; a per-example loss that reads the whole dataset is flagged in one run
-    (seeded noise, batches and canaries: tests only)."""
+    """A correct run stays below its claim; a per-example loss that reads the whole dataset is
+    flagged in one run (seeded noise, batches and canaries: tests only)."""
     from dpnc.self_audit import SelfAudit, SelfAuditResult
 
     m, n, steps, batch, big = 500, 100, 30, 50, 1e4
@@ -348,8 +353,8 @@ def test_the_self_audit_runs_through_make_privates_code(tmp_path, loss):
 
 @pytest.mark.parametrize("method,clip", [("dp-adamw", 1.0), ("dpzero", 5.0)])
 def test_a_batch_encoding_from_the_collator_trains(tmp_path, method, clip):
-    """Hugging Face's collators return a ``BatchEncoding`` (a Mapping, not a dict), which torch.func cannot map
-    over: dpnc's loader yields it as a plain dict."""
+    """Hugging Face's collators return a ``BatchEncoding`` (a Mapping, not a dict), which torch.func
+    cannot map over: dpnc's loader yields it as a plain dict."""
     from transformers import BatchEncoding, default_data_collator
 
     model = tiny_bert()

@@ -1,8 +1,8 @@
-"""The loop route forms each example's gradient by plain autograd, so models torch.func cannot take train:
-packed sequences into nn.RNN/GRU/LSTM (their tensors have no storage beneath torch.func; "auto" takes the
-per-layer route, which unrolls them) and sparse embedding gradients. Each is equal to a float64 reference
-formed another way; a model no route can take is refused before a batch is drawn, naming the layer, and nothing
-is charged."""
+"""The loop route forms each example's gradient by plain autograd, so models torch.func cannot take
+train: packed sequences into nn.RNN/GRU/LSTM (their tensors have no storage beneath torch.func;
+"auto" takes the per-layer route, which unrolls them) and sparse embedding gradients. Each is equal
+to a float64 reference formed another way; a model no route can take is refused before a batch is
+drawn, naming the layer, and nothing is charged."""
 
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ def test_packed_sequences_train_by_the_loop_and_equal_each_sequence_run_alone_un
 
 
 def test_auto_trains_a_packed_lstm_by_the_per_layer_route_without_a_failed_step():
-    """The route unrolls the LSTM over the padded steps (dpnc.tier.recurrent); its equality with the loop is
-    tests/test_layer_zoo.py's."""
+    """The route unrolls the LSTM over the padded steps (dpnc.tier.recurrent); its equality with the
+    loop is tests/test_layer_zoo.py's."""
     torch.manual_seed(1)
     model = Packed(nn.LSTM)
     x, lengths = torch.randn(40, 5, 3), torch.randint(1, 6, (40,))

@@ -1,11 +1,11 @@
 """make_private's outputs, tested by neighbouring training sets, with and without the self-audit.
 
-An ordinary user loop (a padding collate, a skip-on-error ``try``) trains on two training sets that differ in one
-row, with the same testing seeds. Everything the run hands out must be equal but the released values and what
-follows from them (the parameters, Adam's moments, the self-audit's scores): the ledger, the optimizer's
-``state_dict`` (its tensors aside), every step hook's public fields, every log line at INFO, the loader's length,
-the number of steps the loop took, and torch's global generator (which dropout draws from).
-"""
+An ordinary user loop (a padding collate, a skip-on-error ``try``) trains on two training sets that
+differ in one row, with the same testing seeds. Everything the run hands out must be equal but the
+released values and what follows from them (the parameters, Adam's moments, the self-audit's
+scores): the ledger, the optimizer's ``state_dict`` (its tensors aside), every step hook's public
+fields, every log line at INFO, the loader's length, the number of steps the loop took, and torch's
+global generator (which dropout draws from)."""
 
 from __future__ import annotations
 
@@ -136,7 +136,8 @@ def run(method: str, neighbour: str | None, audited: bool) -> dict:
 
 
 def _untensored(tree):
-    """The state with every tensor replaced by its shape and dtype (the values follow from released ones)."""
+    """The state with every tensor replaced by its shape and dtype (the values follow from released
+    ones)."""
     if isinstance(tree, dict):
         return {k: _untensored(v) for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):

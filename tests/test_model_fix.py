@@ -84,8 +84,9 @@ def test_the_batchnorm_refusal_names_fix_model_first_and_the_fixed_model_trains_
 
 
 def test_a_batchnorm1d_mlp_becomes_the_layernorm_mlp_and_learns_as_it_does():
-    """BatchNorm1d on (N, C) input: GroupNorm(C, C) would normalise one value per group to a constant output
-    (std 1e-5). The fix is LayerNorm(C) to float precision, and trains privately on real data as it does."""
+    """BatchNorm1d on (N, C) input: GroupNorm(C, C) would normalise one value per group to a
+    constant output (std 1e-5). The fix is LayerNorm(C) to float precision, and trains privately on
+    real data as it does."""
     from sklearn.datasets import load_breast_cancer
 
     def mlp(norm: nn.Module) -> nn.Module:

@@ -141,7 +141,8 @@ def test_lr_is_read_from_param_groups_every_step(make):
     opt_b.step(closure(b))
     for pa, pb, m in zip(a.parameters(), b.parameters(), mid_a):
         da, db = pa.detach() - m, pb.detach() - m
-        # Same x, same direction seed: the second move is exactly a quarter (up to float32 rounding).
+        # Same x, same direction seed: the second move is exactly a quarter (up to float32
+        # rounding).
         assert torch.allclose(db, 0.25 * da, rtol=0, atol=1e-6 * (1 + float(m.abs().max())))
         assert float(da.abs().max()) > 1e-4
     # Setting the group's lr by hand takes effect too.
@@ -353,8 +354,9 @@ def test_minibatch_optimizer_run():
 
 
 def test_subsampled_batches_do_not_follow_any_public_seed():
-    """Finding 1: batches came from a public generator, so an adversary knew when a target was sampled.
-    Two optimizers with the same public seed (and the same test noise) now draw different batches."""
+    """Finding 1: batches came from a public generator, so an adversary knew when a target was
+    sampled. Two optimizers with the same public seed (and the same test noise) now draw different
+    batches."""
     X, y = data()
     batches = []
     for _ in range(2):
@@ -370,7 +372,8 @@ def test_subsampled_batches_do_not_follow_any_public_seed():
             )
         batches.append(seen[::2])
     assert not all(torch.equal(a, b) for a, b in zip(*batches))
-    # No public state of the optimizer holds the sampler's stream; the sampler cannot be checkpointed.
+    # No public state of the optimizer holds the sampler's stream; the sampler cannot be
+    # checkpointed.
     assert "sampler" not in str(opt.state_dict()["dpnc"])
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(opt.sampler)
@@ -403,16 +406,17 @@ def test_seeded_batches_mark_the_report_not_private():
     ],
 )
 def test_the_closure_contract_is_checked_every_step(bad, message):
-    """Finding 7: a closure returning the whole dataset's losses while the sampler says Poisson q = 0.01
-    (true ε ≈ 92 against 1.21 recorded), or a 0-d mean, was accepted silently."""
+    """Finding 7: a closure returning the whole dataset's losses while the sampler says Poisson q =
+    0.01 (true ε ≈ 92 against 1.21 recorded), or a 0-d mean, was accepted silently."""
     X, y = data()
     model = make_model()
     before = params(model)
     opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"))
     with pytest.raises(ValueError, match=message):
         opt.step(lambda xb, yb: bad(xb, yb, X, y, model))
-    # The loss saw the drawn batch: the step released all the same (each example alone, every one refused, so
-    # noise only) and moved the model as any step does, so the model does not tell which steps failed.
+    # The loss saw the drawn batch: the step released all the same (each example alone, every one
+    # refused, so noise only) and moved the model as any step does, so the model does not tell which
+    # steps failed.
     assert opt.accountant.releases == 1
     assert not all(torch.equal(p, q) for p, q in zip(params(model), before))
 

@@ -1,6 +1,6 @@
-"""The per-layer route (dpnc.tier.per_layer) forms the same clipped sum as torch.func, one example at a time, for every
-layer kind it supports, and for a loss that mixes examples (per example by construction: the losses are vmapped over
-the examples); DPOptimizer chooses it automatically."""
+"""The per-layer route (dpnc.tier.per_layer) forms the same clipped sum as torch.func, one example
+at a time, for every layer kind it supports, and for a loss that mixes examples (per example by
+construction: the losses are vmapped over the examples); DPOptimizer chooses it automatically."""
 
 from __future__ import annotations
 
@@ -66,13 +66,15 @@ def test_cnn():
 
 
 def _eval(module):
-    """A BatchNorm with non-trivial running statistics, in eval mode (it normalises by them, not by the batch)."""
+    """A BatchNorm with non-trivial running statistics, in eval mode (it normalises by them, not by
+    the batch)."""
     module.running_mean.uniform_(-1, 1)
     module.running_var.uniform_(0.5, 2)
     return module.eval()
 
 
-NORMS = {  # the layers people put in small vision and audio models, each with its per-example products
+# the layers people put in small vision and audio models, each with its per-example products
+NORMS = {
     "groupnorm": lambda: nn.Sequential(
         nn.Conv2d(2, 4, 3, padding=1),
         nn.GroupNorm(2, 4),
@@ -125,8 +127,8 @@ def test_batchnorm_in_train_mode_is_not_taken_by_the_per_layer_route():
 
 @pytest.mark.parametrize("positions, hidden, frozen", [(3, 8, False), (9, 3, True)])
 def test_sequences_by_ghost_norms_and_by_materialised_products(positions, hidden, frozen):
-    """T·(in + out) < in·out: ghost norms (3·16 < 8·8); else the (out, in) product per example (9·11 ≥ 8·3); the
-    padding row gets nothing."""
+    """T·(in + out) < in·out: ghost norms (3·16 < 8·8); else the (out, in) product per example (9·11
+    ≥ 8·3); the padding row gets nothing."""
     torch.manual_seed(2)
     model = Sequence(hidden=hidden).to(F64)
     model.embed.weight.requires_grad_(not frozen)
@@ -196,7 +198,8 @@ def test_vmap_stays_available_and_layers_is_refused_where_unsupported():
 
 
 def test_only_the_trained_parameters_of_a_layer_count_bitfit():
-    """A frozen weight beside a trained bias (BitFit) adds nothing to the norm: the same clipped sum as torch.func."""
+    """A frozen weight beside a trained bias (BitFit) adds nothing to the norm: the same clipped sum
+    as torch.func."""
     torch.manual_seed(4)
     model = Sequence(hidden=6).to(F64)
     conv = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Flatten(), nn.Linear(3 * 4 * 4, 2)).to(F64)
@@ -210,7 +213,8 @@ def test_only_the_trained_parameters_of_a_layer_count_bitfit():
 
 
 class Twice(nn.Module):
-    """One Linear run twice per forward (as a prompt head runs its encoder on the input and the label prompts)."""
+    """One Linear run twice per forward (as a prompt head runs its encoder on the input and the
+    label prompts)."""
 
     def __init__(self):
         super().__init__()
@@ -221,7 +225,8 @@ class Twice(nn.Module):
 
 
 class SharedRow(nn.Module):
-    """A position-embedding-like layer whose output is one row shared by every example (BERT's (1, L) ids)."""
+    """A position-embedding-like layer whose output is one row shared by every example (BERT's (1,
+    L) ids)."""
 
     def __init__(self):
         super().__init__()
@@ -232,7 +237,8 @@ class SharedRow(nn.Module):
 
 
 class Unused(nn.Module):
-    """A trained layer the forward never runs: its gradient is not a product of rows, so the route does not apply."""
+    """A trained layer the forward never runs: its gradient is not a product of rows, so the route
+    does not apply."""
 
     def __init__(self):
         super().__init__()
@@ -246,7 +252,8 @@ def test_a_layer_run_twice_sums_its_calls_and_a_row_shared_by_the_examples_gets_
     torch.manual_seed(6)
     x, y = torch.randn(7, 6, dtype=F64), torch.randint(0, 3, (7,))
     for net in (Twice().to(F64), SharedRow().to(F64)):
-        # two calls: their products summed; a shared (1, L) row: expanded beneath vmap, one copy per example
+        # two calls: their products summed; a shared (1, L) row: expanded beneath vmap, one copy per
+        # example
         assert_same(*both(net, cross_entropy(net), (x, y), 0.4))
 
 
@@ -269,10 +276,10 @@ def test_auto_keeps_to_vmap_where_a_trained_layer_does_not_run():
 
 
 def test_a_stock_hugging_face_encoder_takes_the_per_layer_route():
-    """A BERT as AutoModel builds it (2-D padding mask, position and token-type ids shared by the batch, SDPA
-    attention), mean-pooled under a linear head: the per-layer route runs it (transformers' mask skip, a branch on
-    the data, is off within the route, and its attention eager) and equals the per-example loop; the model's own
-    attention setting is put back."""
+    """A BERT as AutoModel builds it (2-D padding mask, position and token-type ids shared by the
+    batch, SDPA attention), mean-pooled under a linear head: the per-layer route runs it
+    (transformers' mask skip, a branch on the data, is off within the route, and its attention
+    eager) and equals the per-example loop; the model's own attention setting is put back."""
     transformers = pytest.importorskip("transformers")
     from dpnc.tier.first_order import route_clipped_sum
 

@@ -1,4 +1,5 @@
-"""Progress bars of private runs print counts, never a rate or a time (step times reveal the secret batches)."""
+"""Progress bars of private runs print counts, never a rate or a time (step times reveal the secret
+batches)."""
 
 import io
 import re

@@ -1,10 +1,11 @@
-"""README's quick start 2, run as written: the block writes its data, the command trains on it,
-and the trained model beats the untrained one visibly. Its time is printed, not asserted: a timed unit test fails on
-a loaded machine (CI measured 60 s of CPU where a quiet run takes 33-43 s); README states what was measured.
+"""README's quick start 2, run as written: the block writes its data, the command trains on it, and
+the trained model beats the untrained one visibly. Its time is printed, not asserted: a timed unit
+test fails on a loaded machine (CI measured 60 s of CPU where a quiet run takes 33-43 s); README
+states what was measured.
 
-Before: 5000 default steps on 200 toy rows took 5 minutes and showed accuracy 1.000 untrained, 1.000 trained.
-tests/test_docs.py runs the page's python blocks and parses its bash lines; this test runs the command too.
-"""
+Before: 5000 default steps on 200 toy rows took 5 minutes and showed accuracy 1.000 untrained, 1.000
+trained. tests/test_docs.py runs the page's python blocks and parses its bash lines; this test runs
+the command too."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def test_quick_start_2_shows_a_visible_gain(tmp_path, monkeypatch, one_thread):
         f"quick start 2: {summary['zero_shot_accuracy']:.2f} → {summary['test_accuracy']:.2f}, "
         f"{cpu:.0f} s CPU, {wall:.0f} s wall"
     )
-    # Measured 0.23 → 0.92, 0.93 (and 0.58 with 400 rows, B = 64): a gain of 0.3 leaves room for the secret noise.
+    # Measured 0.23 → 0.92, 0.93 (and 0.58 with 400 rows, B = 64): a gain of 0.3 leaves room for the
+    # secret noise.
     assert summary["test_accuracy"] >= summary["zero_shot_accuracy"] + 0.3
     assert summary["private"] and summary["epsilon_pld"] <= 4.0

@@ -59,8 +59,9 @@ def test_poisson_inclusion_rate_and_shuffle_size():
 
 
 def test_shuffle_slots_beyond_the_rows_are_empty():
-    # replace-one keeps n, the records; rows < n of them hold an example (a domain rule dropped the others). A batch
-    # draws B slots uniformly and keeps those that hold one: a row is in a batch with probability B/n, as before.
+    # replace-one keeps n, the records; rows < n of them hold an example (a domain rule dropped the
+    # others). A batch draws B slots uniformly and keeps those that hold one: a row is in a batch
+    # with probability B/n, as before.
     n, B, rows, M = 20, 5, 16, 4000
     sampler = ShuffleSampler.for_testing(n, B, seed=2, rows=rows)
     counts, sizes = torch.zeros(n), []

@@ -1,4 +1,5 @@
-"""DPZero §5.7 (seed regeneration) and §5.8 (direction distribution), docs/papers.md, for dpnc.space."""
+"""DPZero §5.7 (seed regeneration) and §5.8 (direction distribution), docs/papers.md, for
+dpnc.space."""
 
 import math
 import warnings
@@ -30,8 +31,8 @@ def snapshot(params):
 
 
 def record_directions(space):
-    """Wrap ``space.each_piece`` (what every pass draws u from) so that every regeneration of u is recorded
-    (seed, flat copy)."""
+    """Wrap ``space.each_piece`` (what every pass draws u from) so that every regeneration of u is
+    recorded (seed, flat copy)."""
     calls, original = [], space.each_piece
 
     def spy(seed, fn):
@@ -49,7 +50,7 @@ def record_directions(space):
     return calls
 
 
-# --- DPZero §5.7 seed regeneration --------------------------------------------------------------------
+# --- DPZero §5.7 seed regeneration ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -61,7 +62,8 @@ def test_direction_is_bit_identical_across_uses_and_spaces(direction):
     assert not torch.equal(first, other)
     for _ in range(4):
         assert torch.equal(space.direction(123), first)
-    # A different space of the same shape and dtype regenerates the same u (only the seed is needed).
+    # A different space of the same shape and dtype regenerates the same u (only the seed is
+    # needed).
     assert torch.equal(flat(d=33, direction=direction, seed=99).direction(123), first)
 
 
@@ -80,8 +82,9 @@ def test_module_space_regenerates_u_identically_in_every_pass_of_a_step(directio
     assert torch.equal(calls[0][1], space.direction(seed))
 
 
-# Tensors around every edge of the CPU pieces: shorter than 16, a multiple of 16, one more than a multiple
-# of CHUNK (the last piece of 5 joins the one before), CHUNK + 16 (a last piece of exactly 16), and larger.
+# Tensors around every edge of the CPU pieces: shorter than 16, a multiple of 16, one more than a
+# multiple of CHUNK (the last piece of 5 joins the one before), CHUNK + 16 (a last piece of exactly
+# 16), and larger.
 EDGE_SIZES = (
     3,
     16,
@@ -109,8 +112,8 @@ def edge_params(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_pieces_are_bit_identical_to_one_draw_per_tensor(monkeypatch, dtype, direction):
-    """The pieces a ModuleSpace draws on the CPU are the values of one ``torch.randn`` per tensor from one
-    generator (the seed trick's stream, unchanged by drawing it piece by piece)."""
+    """The pieces a ModuleSpace draws on the CPU are the values of one ``torch.randn`` per tensor
+    from one generator (the seed trick's stream, unchanged by drawing it piece by piece)."""
     monkeypatch.setattr(
         space_module, "GROUP", 1 << 24
     )  # one group: one generator over all the tensors
@@ -149,8 +152,9 @@ def test_piecewise_move_equals_adding_the_whole_direction(monkeypatch, dtype):
 
 
 def layout_reference(space, seed, dtype):
-    """u(seed) by the rule of the module docstring, drawn whole: group g is one generator (the seed itself for
-    g = 0), drawing one torch.randn per segment (a tensor, or a GROUP-long part of a larger one), in order."""
+    """u(seed) by the rule of the module docstring, drawn whole: group g is one generator (the seed
+    itself for g = 0), drawing one torch.randn per segment (a tensor, or a GROUP-long part of a
+    larger one), in order."""
     groups, current, filled = [], [], 0
     for i, p in enumerate(space.params):
         n = p.numel()
@@ -175,7 +179,8 @@ def layout_reference(space, seed, dtype):
 
 @pytest.fixture
 def small_groups(monkeypatch):
-    """Groups of 1024 entries and pieces of 64, so that small tensors exercise every case of the layout."""
+    """Groups of 1024 entries and pieces of 64, so that small tensors exercise every case of the
+    layout."""
     monkeypatch.setattr(space_module, "GROUP", 1024)
     monkeypatch.setattr(space_module, "CHUNK", 64)
 
@@ -261,8 +266,8 @@ def _direction_in_child(queue, params, seed):
     "fork" not in __import__("multiprocessing").get_all_start_methods(), reason="needs fork"
 )
 def test_a_forked_child_draws_with_threads_of_its_own(small_groups):
-    """A child forked after the parent drew in parallel inherits the thread pool object but not its threads: it
-    must make its own (with the inherited pool it would wait forever)."""
+    """A child forked after the parent drew in parallel inherits the thread pool object but not its
+    threads: it must make its own (with the inherited pool it would wait forever)."""
     import multiprocessing
 
     params = group_params()
@@ -476,7 +481,8 @@ def test_sphere_fourth_moment(sphere):
     # u = √d·x, x uniform on S^{d−1}: E x₁^{2k} = (2k−1)!!/(d(d+2)…(d+2k−2)).
     m4 = 3 * d / (d + 2)
     m8 = 105 * d**4 / (d * (d + 2) * (d + 4) * (d + 6))
-    # The mean over coordinates has variance at most Var(u₁⁴) (an average of identically distributed terms).
+    # The mean over coordinates has variance at most Var(u₁⁴) (an average of identically distributed
+    # terms).
     se = math.sqrt((m8 - m4**2) / len(U))
     assert abs(float((U**4).mean()) - m4) <= 6 * se
     # The Gaussian's 3 is far outside this tolerance: the test tells the samplers apart.
@@ -494,7 +500,7 @@ def test_sphere_projected_outer_moment(sphere):
     assert torch.all((terms.mean(0) - expected).abs() <= 6 * se)
 
 
-# --- batched runs -------------------------------------------------------------------------------------
+# --- batched runs ---------------------------------------------------------------------------------
 
 
 def test_batched_flat_space_shares_u_with_per_run_coefficients():
@@ -592,8 +598,8 @@ def test_regeneration_on_gpu_is_bit_identical(direction):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_parameters_are_warned_about(dtype):
-    # x + λu − 2λu + λu is x only up to rounding: in half precision the parameters drift each step at lr 0 (a
-    # new-user review measured 0.02-0.035 over 50 steps on weights of ~2).
+    # x + λu − 2λu + λu is x only up to rounding: in half precision the parameters drift each step
+    # at lr 0 (a new-user review measured 0.02-0.035 over 50 steps on weights of ~2).
     with pytest.warns(
         UserWarning, match=f"parameters in torch.{str(dtype).split('.')[-1]}: moving them"
     ):

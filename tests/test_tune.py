@@ -1,4 +1,5 @@
-"""dpnc.tune: private tuning by random stopping (Papernot & Steinke 2022) on a toy problem and its contract."""
+"""dpnc.tune: private tuning by random stopping (Papernot & Steinke 2022) on a toy problem and its
+contract."""
 
 import dataclasses
 import math
@@ -151,7 +152,8 @@ def test_secret_draws_differ_between_tunings_with_the_same_public_seed():
             accountant=Accountant(),
         )
         sequences.append(tuple(calls))
-    # Equal K has probability Σ P[K=k]² = γ/(2 − γ) ≈ 0.05, and equal draws then 4^{−K}: three equal ≈ 1e-4.
+    # Equal K has probability Σ P[K=k]² = γ/(2 − γ) ≈ 0.05, and equal draws then 4^{−K}: three equal
+    # ≈ 1e-4.
     assert len(set(sequences)) > 1
 
 
@@ -255,10 +257,10 @@ def test_bad_arguments_fail_before_anything_runs(kwargs, message):
 
 
 def test_noise_multiplier_puts_the_whole_tuning_within_the_budget():
-    """tune.noise_multiplier: the returned σ/Δ makes random stopping over 3 candidates (each T DP-GD steps and a
-    score at that σ/Δ) (ε, δ)-DP by the accountant, and 2 % less noise would not (the search's 1 % bracket); it
-    needs more noise than a single run at the same ε, and more candidates need no more (Theorem 2 is
-    independent of the grid size)."""
+    """tune.noise_multiplier: the returned σ/Δ makes random stopping over 3 candidates (each T DP-GD
+    steps and a score at that σ/Δ) (ε, δ)-DP by the accountant, and 2 % less noise would not (the
+    search's 1 % bracket); it needs more noise than a single run at the same ε, and more candidates
+    need no more (Theorem 2 is independent of the grid size)."""
 
     def cost(m):
         acct = Accountant()

@@ -1,5 +1,6 @@
-"""benchmarks/verdict.py judges the performance targets over repeated runs: fixture JSONs shaped like lm_step.py's
-and distributed_zo.py's output, values chosen so that each verdict is known; nothing is timed."""
+"""benchmarks/verdict.py judges the performance targets over repeated runs: fixture JSONs shaped
+like lm_step.py's and distributed_zo.py's output, values chosen so that each verdict is known;
+nothing is timed."""
 
 from __future__ import annotations
 
@@ -95,7 +96,8 @@ def test_the_seed_tricks_floor_is_judged_as_declared(verdict, tmp_path):
 
 
 def test_an_interval_across_the_threshold_and_one_run_have_no_signal(verdict, tmp_path):
-    # ratios (speed-up 2.0 / forwards' split 2.0) = 1.0 and (1.6 / 2.0) = 0.8: mean 0.9 ± a wide interval
+    # ratios (speed-up 2.0 / forwards' split 2.0) = 1.0 and (1.6 / 2.0) = 0.8: mean 0.9 ± a wide
+    # interval
     runs = [
         distributed(tmp_path / "a.json", 64, 10.0, 5.0, 8.0, 4.0),
         distributed(tmp_path / "b.json", 64, 10.0, 6.25, 8.0, 4.0),
@@ -110,7 +112,8 @@ def test_an_interval_across_the_threshold_and_one_run_have_no_signal(verdict, tm
 
 
 def test_the_data_parallel_ratio_is_the_scripts_own_by_batch(verdict, tmp_path):
-    # median plain 10 → cached speed-up 10 / 5 = 2; forwards 8 / 4.2 + 0.1 i; ratio 2 / (8 / (4.2 + 0.1 i))
+    # median plain 10 → cached speed-up 10 / 5 = 2; forwards 8 / 4.2 + 0.1 i; ratio 2 / (8 / (4.2 +
+    # 0.1 i))
     runs = [
         distributed(tmp_path / f"{b}_{i}.json", b, 10.0, 5.0, 8.0, 4.2 + 0.1 * i)
         for b in (64, 256)

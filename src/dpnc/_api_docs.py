@@ -1,12 +1,13 @@
-"""The API reference's docstrings as the site renders them: a griffe extension that mkdocstrings loads (mkdocs.yml).
+"""The API reference's docstrings as the site renders them: a griffe extension that mkdocstrings
+loads (mkdocs.yml).
 
 The docstrings are written for readers of the code, in Google style with Sphinx's inline roles
-(``:class:`~dpnc.privacy.noise.NoiseSource```) and literal-block markers (``loop::``). mkdocstrings renders Markdown,
-where those print as they are typed. This extension rewrites each docstring once, when griffe loads it: a role
-becomes a code span of its target (the last component where Sphinx's ``~`` asks for it), and a paragraph ending in
-``::`` ends in ``:`` (the indented block after it is a Markdown code block already). The source stays as it is, so
-no module changes for the site's sake. Not imported by the library (griffe is in the ``docs`` extra).
-"""
+(``:class:`~dpnc.privacy.noise.NoiseSource```) and literal-block markers (``loop::``). mkdocstrings
+renders Markdown, where those print as they are typed. This extension rewrites each docstring once,
+when griffe loads it: a role becomes a code span of its target (the last component where Sphinx's
+``~`` asks for it), and a paragraph ending in ``::`` ends in ``:`` (the indented block after it is a
+Markdown code block already). The source stays as it is, so no module changes for the site's sake.
+Not imported by the library (griffe is in the ``docs`` extra)."""
 
 from __future__ import annotations
 

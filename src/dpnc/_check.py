@@ -1,11 +1,12 @@
-"""Value rules for arguments and configs: what a value must be, and the ValueError naming it when it is not.
+"""Value rules for arguments and configs: what a value must be, and the ValueError naming it when it
+is not.
 
-The one home of dpnc's validators: :func:`check_positive`, :func:`check_at_least`, :func:`check_integer`,
-:func:`check_probability`, :func:`check_per_run` and :func:`check_choice` for keyword arguments (algorithm configs,
-problems, samplers, privacy releases, the LM config), :func:`check_value` / :func:`check_axis` with a rule for
-configs and grids. Used across the library (privacy/ included: it imports nothing else of dpnc) and by the
-reproductions' configs (:mod:`dpnc_reproduce.common` re-exports them).
-"""
+The one home of dpnc's validators: :func:`check_positive`, :func:`check_at_least`,
+:func:`check_integer`, :func:`check_probability`, :func:`check_per_run` and :func:`check_choice` for
+keyword arguments (algorithm configs, problems, samplers, privacy releases, the LM config),
+:func:`check_value` / :func:`check_axis` with a rule for configs and grids. Used across the library
+(privacy/ included: it imports nothing else of dpnc) and by the reproductions' configs
+(:mod:`dpnc_reproduce.common` re-exports them)."""
 
 from __future__ import annotations
 
@@ -48,15 +49,16 @@ def _real(v) -> bool:
 
 
 def check_value(name: str, value, rule: Rule) -> None:
-    """``value`` obeys ``rule`` (:data:`INTEGER`, :data:`NATURAL`, :data:`POSITIVE`, :data:`NONNEGATIVE`,
-    :func:`one_of` or any (description, predicate) pair), else ValueError naming ``name`` and the rule."""
+    """``value`` obeys ``rule`` (:data:`INTEGER`, :data:`NATURAL`, :data:`POSITIVE`,
+    :data:`NONNEGATIVE`, :func:`one_of` or any (description, predicate) pair), else ValueError
+    naming ``name`` and the rule."""
     if not rule[1](value):
         raise ValueError(f"{name} must be {rule[0]}; got {value!r}")
 
 
 def check_axis(name: str, values: Sequence, rule: Rule) -> None:
-    """A grid axis ``name`` is non-empty and each of its values obeys ``rule``, else ValueError naming the axis
-    and the first offending value."""
+    """A grid axis ``name`` is non-empty and each of its values obeys ``rule``, else ValueError
+    naming the axis and the first offending value."""
     if not values:
         raise ValueError(f"{name} must be non-empty; got {tuple(values)!r}")
     for v in values:
@@ -80,7 +82,8 @@ def check_positive(allow_zero: bool = False, allow_inf: bool = False, **values: 
 
 
 def check_per_run(name: str, value, *, allow_inf: bool = False, allow_zero: bool = False) -> None:
-    """:func:`check_positive` for a value that may be one per run of a grid (a number or a tensor of shape (K,))."""
+    """:func:`check_positive` for a value that may be one per run of a grid (a number or a tensor of
+    shape (K,))."""
     if _real(
         value
     ):  # one number, the common case (a trainer checks its lr on every step): no tensor built
@@ -99,7 +102,8 @@ def check_per_run(name: str, value, *, allow_inf: bool = False, allow_zero: bool
 
 
 def check_at_least(low: float, strict: bool = True, **values: float) -> None:
-    """Refuse a value that is not a finite number > ``low`` (≥ ``low`` with ``strict=False``), naming it."""
+    """Refuse a value that is not a finite number > ``low`` (≥ ``low`` with ``strict=False``),
+    naming it."""
     for name, v in values.items():
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         if not ok or v < low or (strict and v == low):
@@ -109,8 +113,8 @@ def check_at_least(low: float, strict: bool = True, **values: float) -> None:
 
 
 def check_probability(include_one: bool = False, **values: float) -> None:
-    """Refuse a value that is not a number in the open interval (0, 1) (in (0, 1] with ``include_one``), naming it:
-    δ, a failure probability, a confidence level, a sampling rate."""
+    """Refuse a value that is not a number in the open interval (0, 1) (in (0, 1] with
+    ``include_one``), naming it: δ, a failure probability, a confidence level, a sampling rate."""
     for name, v in values.items():
         ok = _real(v) and 0 < v and (v <= 1 if include_one else v < 1)  # NaN fails every comparison
         if not ok:

@@ -1,22 +1,23 @@
 """Where a model-tier step's batch comes from: the optimizer hands the loss function its batch.
 
-The ledger describes one mechanism: the losses of the examples the sampler drew, each counted once. That holds
-by construction only if the loss function is *given* its batch instead of reaching for one, so every dpnc
-optimizer calls ``loss_fn(*inputs)`` with the inputs of the batch it drew, from the data it was given:
+The ledger describes one mechanism: the losses of the examples the sampler drew, each counted once.
+That holds by construction only if the loss function is *given* its batch instead of reaching for
+one, so every dpnc optimizer calls ``loss_fn(*inputs)`` with the inputs of the batch it drew, from
+the data it was given:
 
-* :class:`DataRows`: the optimizer was given the training data (a tuple of tensors, a map-style ``Dataset``, or
-  a function of the indices); a step's inputs are the rows its sampler drew, fetched once and shared by every
-  forward pass of the step.
-* :class:`LoaderBatches`: a :func:`dpnc.make_private` run, whose ``DataLoader`` draws the secret batch and
-  yields it to the user's loop; the optimizer's step takes that pending batch, as the very objects the loader
-  yielded. ``step(loss_fn, *inputs)`` is accepted only when ``inputs`` *are* those objects (identity, not
-  shape): an other batch of the same size, a stale batch after the next draw, or a batch spent by an earlier
-  step is refused before anything runs.
+* :class:`DataRows`: the optimizer was given the training data (a tuple of tensors, a map-style
+  ``Dataset``, or a function of the indices); a step's inputs are the rows its sampler drew, fetched
+  once and shared by every forward pass of the step.
+* :class:`LoaderBatches`: a :func:`dpnc.make_private` run, whose ``DataLoader`` draws the secret
+  batch and yields it to the user's loop; the optimizer's step takes that pending batch, as the very
+  objects the loader yielded. ``step(loss_fn, *inputs)`` is accepted only when ``inputs`` *are*
+  those objects (identity, not shape): an other batch of the same size, a stale batch after the next
+  draw, or a batch spent by an earlier step is refused before anything runs.
 
-What no library can detect: a loss function that ignores its arguments, or reads other data besides them (a
-global dataset, the loop's variables, statistics of other examples). Its losses would not be those of the
-batch the ledger describes. dpnc does not claim to refuse it; the contract is the user's (docs/privacy.md).
-"""
+What no library can detect: a loss function that ignores its arguments, or reads other data besides
+them (a global dataset, the loop's variables, statistics of other examples). Its losses would not be
+those of the batch the ledger describes. dpnc does not claim to refuse it; the contract is the
+user's (docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def map_leaves(fn: Callable[[Any], Any], tree: Any) -> Any:
 
 
 def batch_rows(inputs: tuple) -> int:
-    """The common leading dimension of every tensor in ``inputs`` (ValueError if they differ or are not tensors)."""
+    """The common leading dimension of every tensor in ``inputs`` (ValueError if they differ or are
+    not tensors)."""
     found = leaves(inputs)
     if not found or not all(isinstance(t, torch.Tensor) and t.ndim >= 1 for t in found):
         raise ValueError(
@@ -70,19 +72,20 @@ def batch_rows(inputs: tuple) -> int:
 
 def as_arguments(batch: Any) -> tuple:
     """A collated batch as the positional arguments of a loss function: a list or tuple is unpacked
-    (``TensorDataset`` batches are ``[xb, yb]``), anything else (a dict, a tensor, a namedtuple) is one argument."""
+    (``TensorDataset`` batches are ``[xb, yb]``), anything else (a dict, a tensor, a namedtuple) is
+    one argument."""
     if isinstance(batch, (list, tuple)) and not hasattr(batch, "_fields"):
         return tuple(batch)
     return (batch,)
 
 
 def one_example(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """``loss_fn`` on one example: its inputs as a batch of one (a leading dimension of 1), its loss a scalar.
+    """``loss_fn`` on one example: its inputs as a batch of one (a leading dimension of 1), its loss
+    a scalar.
 
-    Mapped over a batch (``torch.func.vmap``, or a loop), each example's loss is computed from that example alone,
-    whatever ``loss_fn`` does: a statistic "over the batch" inside it is over one example. ValueError unless
-    ``loss_fn`` returns one loss, shape (1,).
-    """
+    Mapped over a batch (``torch.func.vmap``, or a loop), each example's loss is computed from that
+    example alone, whatever ``loss_fn`` does: a statistic "over the batch" inside it is over one
+    example. ValueError unless ``loss_fn`` returns one loss, shape (1,)."""
 
     def loss_one(*example: Any) -> torch.Tensor:
         out = loss_fn(*map_leaves(lambda t: t.unsqueeze(0), example))
@@ -100,15 +103,16 @@ def one_example(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
 
 @contextlib.contextmanager
 def mappable(model: Any):
-    """Within: a Hugging Face ``model`` as ``AutoModel`` loads it maps over the examples (torch.func.vmap), fast.
+    """Within: a Hugging Face ``model`` as ``AutoModel`` loads it maps over the examples
+    (torch.func.vmap), fast.
 
-    * transformers skips building the attention mask when no token is padded, deciding by ``mask.all()``: a branch on
-      the data, which vmap cannot take. Here that skip is off (its two private helpers in
-      ``transformers.masking_utils`` answer "do not skip"), so the mask is always built: the same attention, the skip
-      only saves work.
-    * SDPA attention, the default, has no batching rule on CPU: vmap runs it example by example (4-8x slower on
-      MiniLM at B = 32). Here every config of the model that names "sdpa" names "eager" instead: the same
-      softmax(QKᵀ/√d + mask)·V in plain operations, which vmap batches.
+    * transformers skips building the attention mask when no token is padded, deciding by
+      ``mask.all()``: a branch on the data, which vmap cannot take. Here that skip is off (its two
+      private helpers in ``transformers.masking_utils`` answer "do not skip"), so the mask is always
+      built: the same attention, the skip only saves work.
+    * SDPA attention, the default, has no batching rule on CPU: vmap runs it example by example
+      (4-8x slower on MiniLM at B = 32). Here every config of the model that names "sdpa" names
+      "eager" instead: the same softmax(QKᵀ/√d + mask)·V in plain operations, which vmap batches.
 
     Both are put back after. Nothing happens where transformers is not imported.
     """
@@ -158,7 +162,8 @@ MISSING_LOSS_FN = (
 
 
 def check_loss_fn(loss_fn: Any) -> None:
-    """Refuse what cannot be handed a batch: a non-callable, or a callable that takes no positional argument.
+    """Refuse what cannot be handed a batch: a non-callable, or a callable that takes no positional
+    argument.
 
     ``optimizer.step()`` with no loss function (the Opacus and torch.optim habit ``loss.backward();
     optimizer.step()``) gets the contract and the fix in three lines."""
@@ -187,7 +192,8 @@ def check_loss_fn(loss_fn: Any) -> None:
 
 
 def check_same_objects(given: tuple, held: tuple) -> None:
-    """Refuse ``given`` unless it is ``held`` itself: the same tensors (identity), not merely the same shapes."""
+    """Refuse ``given`` unless it is ``held`` itself: the same tensors (identity), not merely the
+    same shapes."""
     a, b = leaves(given), leaves(held)
     if len(a) != len(b) or any(x is not y for x, y in zip(a, b)):
         raise ValueError(
@@ -199,15 +205,16 @@ def check_same_objects(given: tuple, held: tuple) -> None:
 
 
 class DataRows:
-    """The training data an optimizer fetches its batches from: ``rows(indices)`` gives a batch's inputs.
+    """The training data an optimizer fetches its batches from: ``rows(indices)`` gives a batch's
+    inputs.
 
     Args:
-        data: a tuple or list of tensors with one row per example (``X[idx], y[idx]``); a map-style torch
-            ``Dataset`` (its items collated by ``collate_fn``, torch's ``default_collate`` by default); or None
-            with ``fetch``.
+        data: a tuple or list of tensors with one row per example (``X[idx], y[idx]``); a map-style
+            torch ``Dataset`` (its items collated by ``collate_fn``, torch's ``default_collate`` by
+            default); or None with ``fetch``.
         collate_fn: how a ``Dataset``'s items form a batch.
-        fetch: a function of the indices returning the batch (library code that reads its own data by index,
-            e.g. the fine-tuning trainer's tokenised cache).
+        fetch: a function of the indices returning the batch (library code that reads its own data
+            by index, e.g. the fine-tuning trainer's tokenised cache).
     """
 
     def __init__(
@@ -256,23 +263,24 @@ class DataRows:
 
 
 class LoaderBatches:
-    """The optimizer's sampler in a :func:`make_private` run: it hands out the loader's pending batch.
+    """The optimizer's sampler in a :func:`make_private` run: it hands out the loader's pending
+    batch.
 
-    The loader's batch sampler calls :meth:`draw` (a fresh secret Poisson batch, left pending) and its collate
-    function :meth:`hold` s the collated batch the loader is about to yield; the optimizer's step calls
-    :meth:`sample`, which takes the pending batch, and :meth:`inputs`, which gives its inputs for the loss
-    function. Releases and the relation check are delegated to the :class:`~dpnc.sampling.PoissonSampler`, so
-    each step is accounted as a Poisson-subsampled Gaussian at q = batch_size / n. Secret: never log what
-    :meth:`sample` returns.
+    The loader's batch sampler calls :meth:`draw` (a fresh secret Poisson batch, left pending) and
+    its collate function :meth:`hold` s the collated batch the loader is about to yield; the
+    optimizer's step calls :meth:`sample`, which takes the pending batch, and :meth:`inputs`, which
+    gives its inputs for the loss function. Releases and the relation check are delegated to the
+    :class:`~dpnc.sampling.PoissonSampler`, so each step is accounted as a Poisson-subsampled
+    Gaussian at q = batch_size / n. Secret: never log what :meth:`sample` returns.
 
-    ``fetch`` (library code such as the trainer): a function of the indices that gives the batch's inputs at
-    :meth:`draw`, instead of a loader's collate.
+    ``fetch`` (library code such as the trainer): a function of the indices that gives the batch's
+    inputs at :meth:`draw`, instead of a loader's collate.
 
     With a :class:`~dpnc.distributed.Group`, :meth:`draw` is rank 0's draw taken by every rank
-    (:meth:`~dpnc.distributed.Group.take_batch`, carried by the last step's all_reduce; the other ranks' samplers
-    are never used), so every rank holds the same pending batch (``shared``: the optimizer's step does not send it
-    again) and the loader yields this rank's part of it (:meth:`part`).
-    """
+    (:meth:`~dpnc.distributed.Group.take_batch`, carried by the last step's all_reduce; the other
+    ranks' samplers are never used), so every rank holds the same pending batch (``shared``: the
+    optimizer's step does not send it again) and the loader yields this rank's part of it
+    (:meth:`part`)."""
 
     def __init__(
         self,
@@ -299,8 +307,9 @@ class LoaderBatches:
         self._versions: list[
             int
         ] = []  # the version counters of the pending inputs when the loader yielded them
-        # Set by the optimizer: charge() records a step's release for a drawn batch no step released for, and
-        # guard.mark() notes the model's state when a batch is drawn (dpnc.tier.model_state.StateGuard).
+        # Set by the optimizer: charge() records a step's release for a drawn batch no step released
+        # for, and guard.mark() notes the model's state when a batch is drawn
+        # (dpnc.tier.model_state.StateGuard).
         self.charge: Callable[[], None] | None = None
         self.guard = None
 
@@ -337,7 +346,8 @@ class LoaderBatches:
             )
 
     def draw(self) -> torch.Tensor:
-        """Draw the next secret batch and leave it pending for the optimizer (a batch not stepped on is dropped)."""
+        """Draw the next secret batch and leave it pending for the optimizer (a batch not stepped on
+        is dropped)."""
         if self.remaining <= 0:
             raise ValueError(
                 f"all steps={self.steps} batches have been drawn; the privacy budget was "
@@ -356,7 +366,8 @@ class LoaderBatches:
         return batch
 
     def hold(self, collated: Any) -> Any:
-        """Record ``collated`` as the inputs of the pending batch (what the loader yields for it); returns it."""
+        """Record ``collated`` as the inputs of the pending batch (what the loader yields for it);
+        returns it."""
         if self._pending is None:
             raise ValueError("no batch is pending to hold inputs for (draw first)")
         self._pending = (self._pending[0], as_arguments(collated))
@@ -370,29 +381,31 @@ class LoaderBatches:
         return collated
 
     def charge_dropped(self) -> None:
-        """Charge the pending batch, if one was drawn and no step took it (a loop that skipped it, or ended): its
-        release is recorded though nothing is published, so that the ledger counts every drawn batch and its
-        length tells nothing of which batches a user's code skipped."""
+        """Charge the pending batch, if one was drawn and no step took it (a loop that skipped it,
+        or ended): its release is recorded though nothing is published, so that the ledger counts
+        every drawn batch and its length tells nothing of which batches a user's code skipped."""
         if self._pending is not None and self.charge is not None:
             self._pending = None
             self.used += 1
             self.charge()
 
     def part(self, batch: torch.Tensor) -> torch.Tensor:
-        """The examples of ``batch`` this process evaluates: all of them, or this rank's shard under a group."""
+        """The examples of ``batch`` this process evaluates: all of them, or this rank's shard under
+        a group."""
         return batch if self.group is None else self.group.shard(batch)
 
     def check_inputs(self, given: tuple) -> None:
-        """Refuse, before a step, ``given`` inputs that are not the pending batch's (see :func:`check_same_objects`)."""
+        """Refuse, before a step, ``given`` inputs that are not the pending batch's (see
+        :func:`check_same_objects`)."""
         self.check_ready()
         check_same_objects(given, self._pending[1] or ())
 
     def sample(self) -> torch.Tensor:
         """Take the pending batch (the one the loader yielded last) for one step.
 
-        Its inputs must hold what the loader yielded: a tensor written in place since (``xb -= xb.mean(0)``,
-        ``xb.copy_(other)``) is refused, and the batch is charged (the user's code has read it) and spent.
-        """
+        Its inputs must hold what the loader yielded: a tensor written in place since (``xb -=
+        xb.mean(0)``, ``xb.copy_(other)``) is refused, and the batch is charged (the user's code has
+        read it) and spent."""
         self.check_ready()
         inputs = self._pending[1] or ()
         now = [t._version for t in leaves(inputs) if isinstance(t, torch.Tensor)]
@@ -409,11 +422,13 @@ class LoaderBatches:
         return self._taken[0]
 
     def rows(self, indices: torch.Tensor) -> tuple:
-        """The inputs of the batch the step in progress took, ``indices`` (those the loader collated already)."""
+        """The inputs of the batch the step in progress took, ``indices`` (those the loader collated
+        already)."""
         return self.inputs()
 
     def inputs(self) -> tuple:
-        """The inputs of the batch the step in progress took (the objects the loader yielded for it)."""
+        """The inputs of the batch the step in progress took (the objects the loader yielded for
+        it)."""
         if self._taken is None or self._taken[1] is None:
             raise ValueError(
                 "the batch has no inputs: iterate the loader make_private returned, and step once "
@@ -422,13 +437,15 @@ class LoaderBatches:
         return self._taken[1]
 
     def give_back(self) -> None:
-        """Undo :meth:`sample` after a step refused before it touched the data: its batch is pending again."""
+        """Undo :meth:`sample` after a step refused before it touched the data: its batch is pending
+        again."""
         if self._taken is not None and self._pending is None:
             self._pending, self._taken = self._taken, None
             self.used -= 1
 
     def finish(self) -> None:
-        """The step in progress released: its batch is spent (its inputs are never handed out again)."""
+        """The step in progress released: its batch is spent (its inputs are never handed out
+        again)."""
         self._taken = None
 
     def release(self, sensitivity: float, sigma: float) -> Release:

@@ -1,45 +1,45 @@
-"""A certificate of Goldstein (δ, ε)-stationarity: the min-norm convex combination of gradients in a ball.
+"""A certificate of Goldstein (δ, ε)-stationarity: the min-norm convex combination of gradients in a
+ball.
 
-The Goldstein δ-subdifferential of a Lipschitz h is ∂_δh(x) = conv ∪_{y ∈ B(x,δ)} ∇h(y) (the paper's Def 2.1;
-docs/papers.md, ZTC §1), and x is (δ, ε)-stationary if ‖∂h(x)‖_δ = min{‖g‖ : g ∈ ∂_δh(x)} ≤ ε. The papers' guarantees
-are about this quantity, but it cannot be computed: the union runs over a whole ball. What *can* be
-computed is an upper bound. For any finite set of points y_1..y_k in the ball with gradients g_1..g_k,
-every convex combination Σ w_i g_i lies in ∂_δh(x), so
+The Goldstein δ-subdifferential of a Lipschitz h is ∂_δh(x) = conv ∪_{y ∈ B(x,δ)} ∇h(y) (the paper's
+Def 2.1; docs/papers.md, ZTC §1), and x is (δ, ε)-stationary if ‖∂h(x)‖_δ = min{‖g‖ : g ∈ ∂_δh(x)} ≤
+ε. The papers' guarantees are about this quantity, but it cannot be computed: the union runs over a
+whole ball. What *can* be computed is an upper bound. For any finite set of points y_1..y_k in the
+ball with gradients g_1..g_k, every convex combination Σ w_i g_i lies in ∂_δh(x), so
 
     ‖∂h(x)‖_δ ≤ min_{w ∈ Δ_k} ‖Σ_i w_i g_i‖      (Δ_k the probability simplex),
 
-a quadratic programme in the weights. ZTC §1's "practical certificate" ‖(1/k)Σ_i g_i‖ is the value at
-the uniform weights, so the bound here is never worse and is often far better: at a kink of h the
+a quadratic programme in the weights. ZTC §1's "practical certificate" ‖(1/k)Σ_i g_i‖ is the value
+at the uniform weights, so the bound here is never worse and is often far better: at a kink of h the
 average of gradients on both sides need not be small, while their best combination is 0.
 
-The bound is only ever an *upper* bound, whatever the sampling: more points can only lower it. Points
-drawn uniformly from the ball rarely land where the gradients that matter are (the ball's rim, for
-‖x‖), so pass such points explicitly when the geometry is known, or ask for **rim points**
-(``rim=k``): points near the ball's sphere, tilted back from x against an axis a (by default ∇h(x)) by the
-angles θ with sin θ = j/J, j = 0..J, in k *antipodal* pairs of directions v ⊥ a:
+The bound is only ever an *upper* bound, whatever the sampling: more points can only lower it.
+Points drawn uniformly from the ball rarely land where the gradients that matter are (the ball's
+rim, for ‖x‖), so pass such points explicitly when the geometry is known, or ask for **rim points**
+(``rim=k``): points near the ball's sphere, tilted back from x against an axis a (by default ∇h(x))
+by the angles θ with sin θ = j/J, j = 0..J, in k *antipodal* pairs of directions v ⊥ a:
 
     y = x + δ′(−sin θ·a + cos θ·v),   v and −v,   δ′ = δ(1 − 1e-9) (inside the open ball).
 
 For a function radial about a minimiser c (h = ‖x − c‖, or the population of
-:class:`~dpnc.problems.radial.RadialDistance`), the minimum-norm element of ∂_δh(x) is made of the gradients
-at the points of the sphere ‖y − x‖ = δ tangent to the sphere about c (sin θ = δ/‖x − c‖), on opposite sides
-of the axis: one such pair already averages to it, while uniform points of the ball land near the rim with
-probability → 0 as d grows. Inside, near stationarity (‖x − c‖ < δ), the point x − δ′a (θ = 90°) lies beyond c
-and its gradient opposes ∇h(x): the pair certifies ≈ 0.
+:class:`~dpnc.problems.radial.RadialDistance`), the minimum-norm element of ∂_δh(x) is made of the
+gradients at the points of the sphere ‖y − x‖ = δ tangent to the sphere about c (sin θ = δ/‖x − c‖),
+on opposite sides of the axis: one such pair already averages to it, while uniform points of the
+ball land near the rim with probability → 0 as d grows. Inside, near stationarity (‖x − c‖ < δ), the
+point x − δ′a (θ = 90°) lies beyond c and its gradient opposes ∇h(x): the pair certifies ≈ 0.
 
-**From a held-out sample to the population.** A certificate on the empirical F̂ of m held-out examples bounds
-‖∂F̂(x)‖_δ, not the population's. :meth:`Certificate.population_bound` adds a stated concentration term: if the
-m examples are i.i.d. from the law, independent of the points y_1..y_k (and of x), and every ‖∇f(y; ξ)‖ ≤ L,
-then with probability ≥ 1 − γ, for all i at once,
+**From a held-out sample to the population.** A certificate on the empirical F̂ of m held-out
+examples bounds ‖∂F̂(x)‖_δ, not the population's. :meth:`Certificate.population_bound` adds a stated
+concentration term: if the m examples are i.i.d. from the law, independent of the points y_1..y_k
+(and of x), and every ‖∇f(y; ξ)‖ ≤ L, then with probability ≥ 1 − γ, for all i at once,
 
     ‖∇F̂(y_i) − ∇F(y_i)‖ ≤ (L/√m)·(1 + √(2 ln(k/γ)))                    (:func:`concentration`)
 
-(per point: E‖∇F̂ − ∇F‖ ≤ √(E‖∇f − ∇F‖²/m) ≤ L/√m; replacing one example moves ‖∇F̂ − ∇F‖ by ≤ 2L/m, so
-McDiarmid's inequality gives P(‖∇F̂ − ∇F‖ ≥ L/√m + t) ≤ exp(−mt²/(2L²)); a union bound over the k points). The
-same convex weights then give ‖∂F(x)‖_δ ≤ ‖Σ w_i ∇F(y_i)‖ ≤ bound + that term, whatever weights the data chose.
-The independence is the caller's to keep: rim points read the axis, so take the axis from other data
-(``axis=``) than the certifying sample, or the statement does not hold.
-"""
+(per point: E‖∇F̂ − ∇F‖ ≤ √(E‖∇f − ∇F‖²/m) ≤ L/√m; replacing one example moves ‖∇F̂ − ∇F‖ by ≤ 2L/m,
+so McDiarmid's inequality gives P(‖∇F̂ − ∇F‖ ≥ L/√m + t) ≤ exp(−mt²/(2L²)); a union bound over the k
+points). The same convex weights then give ‖∂F(x)‖_δ ≤ ‖Σ w_i ∇F(y_i)‖ ≤ bound + that term, whatever
+weights the data chose. The independence is the caller's to keep: rim points read the axis, so take
+the axis from other data (``axis=``) than the certifying sample, or the statement does not hold."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ class Certificate:
     """An upper bound on ‖∂h(x)‖_radius, with the evidence for it.
 
     Attributes:
-        bound: ‖Σ_i w_i g_i‖, an upper bound on ‖∂h(x)‖_radius (the norm of an actual convex combination).
+        bound: ‖Σ_i w_i g_i‖, an upper bound on ‖∂h(x)‖_radius (the norm of an actual convex
+            combination).
         weights: w, shape (k,), on the probability simplex (non-negative, summing to 1).
         points: the points y_i used, shape (k, d), all within ``radius`` of x; x itself is row 0.
         gradients: g_i = ∇h(y_i), shape (k, d).
@@ -85,12 +86,13 @@ class Certificate:
     radius: float
 
     def population_bound(self, *, L: float, m: int, failure: float = 0.05) -> float:
-        """An upper bound on the *population* ‖∂F(x)‖_radius with probability ≥ 1 − ``failure``, for a certificate
-        computed on the empirical F̂ of m held-out examples: ``bound`` + :func:`concentration` (L, m, k points).
+        """An upper bound on the *population* ‖∂F(x)‖_radius with probability ≥ 1 − ``failure``, for
+        a certificate computed on the empirical F̂ of m held-out examples: ``bound`` +
+        :func:`concentration` (L, m, k points).
 
-        Holds when the m examples are i.i.d. from the law, independent of x and of every point y_i (module
-        docstring), and every per-example gradient has norm ≤ L (the public Lipschitz constant).
-        """
+        Holds when the m examples are i.i.d. from the law, independent of x and of every point y_i
+        (module docstring), and every per-example gradient has norm ≤ L (the public Lipschitz
+        constant)."""
         return self.bound + concentration(L=L, m=m, points=self.points.shape[0], failure=failure)
 
     @property
@@ -113,25 +115,27 @@ def min_norm_convex_combination(G: torch.Tensor | np.ndarray) -> tuple[float, np
 
     Solver: non-negative least squares (Lawson–Hanson active set, ``scipy.optimize.nnls``) on
 
-        min_{u ≥ 0} ‖Gᵀu‖² + (1 − Σu)²,   i.e. NNLS with matrix [Gᵀ; 1ᵀ] (d+1, k) and target e_{d+1}.
+        min_{u ≥ 0} ‖Gᵀu‖² + (1 − Σu)²,   i.e. NNLS with matrix [Gᵀ; 1ᵀ] (d+1, k) and target
+        e_{d+1}.
 
-    Writing u = s·w with w on the simplex and s ≥ 0, the objective is s²‖Gᵀw‖² + (1 − s)², minimised by
-    the min-norm w* and s = 1/(1 + ν²), ν = ‖Gᵀw*‖. So w* = u*/Σu*: the reformulation is exact, not a
-    penalty (it is the least-distance-programming reduction of Lawson & Hanson, ch. 23). We prefer it to
-    a generic QP on the Gram matrix GGᵀ because (i) NNLS works with the residual Gᵀu itself, so small
-    bounds are resolved to ~1e-16·max‖g_i‖, while any method that forms GGᵀ squares the condition and
-    resolves ‖Gᵀw‖ only to ~1e-8·max‖g_i‖ (and ε-certificates are about small norms); (ii) GGᵀ is
-    singular whenever k > d or points repeat, which strictly convex QP solvers (quadprog, DAQP) refuse or
-    regularise; (iii) an active-set method terminates with an exact solution (up to rounding), unlike
-    interior-point or splitting solvers; (iv) it adds no dependency. Cost: one least-squares update per
-    point entering the support; k = 1000, d = 2000 with a dense support of ~900 points takes ~3 s on
-    2 cores, and ~0.1 s when the support is small, the common case for certificates.
+    Writing u = s·w with w on the simplex and s ≥ 0, the objective is s²‖Gᵀw‖² + (1 − s)², minimised
+    by the min-norm w* and s = 1/(1 + ν²), ν = ‖Gᵀw*‖. So w* = u*/Σu*: the reformulation is exact,
+    not a penalty (it is the least-distance-programming reduction of Lawson & Hanson, ch. 23). We
+    prefer it to a generic QP on the Gram matrix GGᵀ because (i) NNLS works with the residual Gᵀu
+    itself, so small bounds are resolved to ~1e-16·max‖g_i‖, while any method that forms GGᵀ squares
+    the condition and resolves ‖Gᵀw‖ only to ~1e-8·max‖g_i‖ (and ε-certificates are about small
+    norms); (ii) GGᵀ is singular whenever k > d or points repeat, which strictly convex QP solvers
+    (quadprog, DAQP) refuse or regularise; (iii) an active-set method terminates with an exact
+    solution (up to rounding), unlike interior-point or splitting solvers; (iv) it adds no
+    dependency. Cost: one least-squares update per point entering the support; k = 1000, d = 2000
+    with a dense support of ~900 points takes ~3 s on 2 cores, and ~0.1 s when the support is small,
+    the common case for certificates.
 
-    G is first divided by a power of two (exact in floating point) so that max‖g_i‖ ≤ 1; then s ≥ 1/2 and
-    the ones-row and the gradient rows are on the same scale. The NNLS answer is polished by pairwise
-    Frank–Wolfe steps with exact line search (each can only lower the norm), and w is projected to the
-    simplex; the returned norm is ‖Gᵀw‖ for that very w, so it is a valid upper bound on the hull's
-    distance to 0 even if the solver were off.
+    G is first divided by a power of two (exact in floating point) so that max‖g_i‖ ≤ 1; then s ≥
+    1/2 and the ones-row and the gradient rows are on the same scale. The NNLS answer is polished by
+    pairwise Frank–Wolfe steps with exact line search (each can only lower the norm), and w is
+    projected to the simplex; the returned norm is ‖Gᵀw‖ for that very w, so it is a valid upper
+    bound on the hull's distance to 0 even if the solver were off.
 
     Args:
         G: the points, shape (k, d) with k ≥ 1, d ≥ 1, finite; a torch tensor or numpy array.
@@ -170,9 +174,9 @@ def min_norm_convex_combination(G: torch.Tensor | np.ndarray) -> tuple[float, np
 
 
 def concentration(*, L: float, m: int, points: int, failure: float = 0.05) -> float:
-    """(L/√m)·(1 + √(2 ln(k/γ))): with probability ≥ 1 − γ, every one of k fixed points has ‖∇F̂ − ∇F‖ at most this,
-    F̂ the mean of m i.i.d. examples with per-example gradients of norm ≤ L (McDiarmid + a union bound; module
-    docstring)."""
+    """(L/√m)·(1 + √(2 ln(k/γ))): with probability ≥ 1 − γ, every one of k fixed points has ‖∇F̂ −
+    ∇F‖ at most this, F̂ the mean of m i.i.d. examples with per-example gradients of norm ≤ L
+    (McDiarmid + a union bound; module docstring)."""
     check_positive(L=L)
     for name, value in (("m", m), ("points", points)):  # numbers.Integral: numpy integers count
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -190,12 +194,13 @@ def rim_points(
     angles: int = 8,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Points near the sphere ‖y − x‖ = radius, tilted back against ``axis`` (module docstring), shape (k, d).
+    """Points near the sphere ‖y − x‖ = radius, tilted back against ``axis`` (module docstring),
+    shape (k, d).
 
-    y = x + δ′(−sin θ·a + cos θ·v) for sin θ = j/J (j = 0..J, J = ``angles``), v over ``pairs`` antipodal pairs
-    ±v of random unit directions ⊥ a (public ``generator``), δ′ = radius·(1 − 1e-9); θ = 90° gives the one point
-    x − δ′a. k = 2·pairs·J + 1 (no points when the axis is 0 or d = 1: then only x − δ′a and x + δ′a).
-    """
+    y = x + δ′(−sin θ·a + cos θ·v) for sin θ = j/J (j = 0..J, J = ``angles``), v over ``pairs``
+    antipodal pairs ±v of random unit directions ⊥ a (public ``generator``), δ′ = radius·(1 − 1e-9);
+    θ = 90° gives the one point x − δ′a. k = 2·pairs·J + 1 (no points when the axis is 0 or d = 1:
+    then only x − δ′a and x + δ′a)."""
     d = x.shape[0]
     a = torch.as_tensor(axis).to(x.dtype)
     norm = float(torch.linalg.vector_norm(a))
@@ -229,14 +234,14 @@ def certify_run(
     axis: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
 ) -> Certificate:
-    """The certificate of a run's output on ``objective`` (e.g. held-out data: then free of privacy cost).
+    """The certificate of a run's output on ``objective`` (e.g. held-out data: then free of privacy
+    cost).
 
-    Exact gradients of ``objective`` at the output, at the points averaged into it when the run kept them
-    (``run.trace.output_points`` of an O2NC run with ``keep_points=True``: each within block·D of the output),
-    and at ``samples`` uniform points of the ball. ``radius`` defaults to twice the run's smoothing radius
-    (``run.algorithm.smoothing``: ZTC's δ, KLT's α), the radius of the O2NC guarantees ((2δ, ε)-stationarity,
-    ZTC Theorem 4.9; (2α, β), KLT Lemma 2.4).
-    """
+    Exact gradients of ``objective`` at the output, at the points averaged into it when the run kept
+    them (``run.trace.output_points`` of an O2NC run with ``keep_points=True``: each within block·D
+    of the output), and at ``samples`` uniform points of the ball. ``radius`` defaults to twice the
+    run's smoothing radius (``run.algorithm.smoothing``: ZTC's δ, KLT's α), the radius of the O2NC
+    guarantees ((2δ, ε)-stationarity, ZTC Theorem 4.9; (2α, β), KLT Lemma 2.4)."""
     if radius is None:
         radius = 2 * run.algorithm.smoothing
     trace = getattr(run, "trace", None)
@@ -264,22 +269,23 @@ def goldstein_certificate(
     axis: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
 ) -> Certificate:
-    """An upper bound on ‖∂h(x)‖_radius from the gradients at x, given points, random points of the ball and rim
-    points.
+    """An upper bound on ‖∂h(x)‖_radius from the gradients at x, given points, random points of the
+    ball and rim points.
 
-    The points used are, in this order: x itself, the rows of ``points`` (each must lie within ``radius``
-    of x), ``samples`` points drawn uniformly from the ball B(x, radius) with the public ``generator``, and
-    with ``rim`` > 0 the :func:`rim_points` about ``axis`` (default: ``gradient(x)``; pass an axis from other
-    data than ``gradient``'s when the certificate is to be turned into a population bound).
-    ``gradient`` is called once on all of them, and the bound is the min-norm convex combination of the
-    gradients (:func:`min_norm_convex_combination`).
+    The points used are, in this order: x itself, the rows of ``points`` (each must lie within
+    ``radius`` of x), ``samples`` points drawn uniformly from the ball B(x, radius) with the public
+    ``generator``, and with ``rim`` > 0 the :func:`rim_points` about ``axis`` (default:
+    ``gradient(x)``; pass an axis from other data than ``gradient``'s when the certificate is to be
+    turned into a population bound). ``gradient`` is called once on all of them, and the bound is
+    the min-norm convex combination of the gradients (:func:`min_norm_convex_combination`).
 
-    ``gradient`` must return a gradient of h at each point. For a Lipschitz h the random points are points
-    of differentiability with probability 1; at x and at the given points, a value that is not a Clarke
-    subgradient (autograd at a kink may return one) would make the bound meaningless. ZTC §1's ball is
-    open; given points may also lie on the sphere ‖y − x‖ = radius (up to the rounding of x + radius·u,
-    a slack of 8 units in the last place of ‖x‖ + radius). With such points the bound holds for Goldstein's
-    original closed ball, and for the open ball of any radius > ``radius``.
+    ``gradient`` must return a gradient of h at each point. For a Lipschitz h the random points are
+    points of differentiability with probability 1; at x and at the given points, a value that is
+    not a Clarke subgradient (autograd at a kink may return one) would make the bound meaningless.
+    ZTC §1's ball is open; given points may also lie on the sphere ‖y − x‖ = radius (up to the
+    rounding of x + radius·u, a slack of 8 units in the last place of ‖x‖ + radius). With such
+    points the bound holds for Goldstein's original closed ball, and for the open ball of any radius
+    > ``radius``.
 
     Args:
         gradient: callable mapping points (k, d) to gradients (k, d), e.g. a problem's ``gradient``.
@@ -290,8 +296,8 @@ def goldstein_certificate(
         samples: how many points to draw uniformly from the ball (≥ 0).
         rim: antipodal pairs of rim directions (≥ 0; 0: no rim points), 8 tilt angles each.
         axis: the rim's axis, shape (d,); None: the gradient at x.
-        generator: public randomness for the samples; None uses a fresh generator seeded with 0, so the
-            same call gives the same certificate.
+        generator: public randomness for the samples; None uses a fresh generator seeded with 0, so
+            the same call gives the same certificate.
 
     Returns:
         A :class:`Certificate`.
@@ -373,7 +379,7 @@ def goldstein_certificate(
     return Certificate(bound=bound, weights=w, points=Y, gradients=g, radius=radius)
 
 
-# --- helpers ------------------------------------------------------------------------------------------
+# --- helpers --------------------------------------------------------------------------------------
 
 
 def _as_points(G: torch.Tensor | np.ndarray, name: str) -> np.ndarray:
@@ -408,12 +414,13 @@ def _to_simplex(u: np.ndarray) -> np.ndarray:
 
 
 def _pairwise_frank_wolfe(A: np.ndarray, w: np.ndarray, steps: int) -> np.ndarray:
-    """Up to ``steps`` pairwise Frank–Wolfe steps on ½‖Aᵀw‖² over the simplex, each with exact line search.
+    """Up to ``steps`` pairwise Frank–Wolfe steps on ½‖Aᵀw‖² over the simplex, each with exact line
+    search.
 
-    A step moves weight from the support point with the largest ⟨a_i, z⟩ to the point with the smallest
-    (z = Aᵀw). It stops once the duality gap max_{supp} ⟨a_i, z⟩ − min_i ⟨a_i, z⟩ is at rounding level:
-    then z satisfies the optimality condition ⟨a_i, z⟩ ≥ ‖z‖² for all i up to rounding.
-    """
+    A step moves weight from the support point with the largest ⟨a_i, z⟩ to the point with the
+    smallest (z = Aᵀw). It stops once the duality gap max_{supp} ⟨a_i, z⟩ − min_i ⟨a_i, z⟩ is at
+    rounding level: then z satisfies the optimality condition ⟨a_i, z⟩ ≥ ‖z‖² for all i up to
+    rounding."""
     z = A.T @ w
     for _ in range(steps):
         scores = A @ z

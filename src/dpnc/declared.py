@@ -1,12 +1,12 @@
 """The owner's view of declared public inputs beside the data: remarks, never published.
 
-n and δ are public inputs, declared by whoever runs a private training (never read off the private data: under
-add/remove the data's size differs between neighbours). A declared n far from the rows there are is still a mistake
-worth telling its owner: n = 100 on 1,400 rows makes each batch 14× the batch size; n = 10⁶ leaves almost every
-batch empty. Comparing n with the data reads the data, so these remarks go to the owner's terminal as a
-:class:`DataWarning`, never into a published file. (δ ≥ 1/n reads nothing private, but is said the same way.)
-Used by :func:`dpnc.make_private` and by the text trainer's checks (:mod:`dpnc.lm.owner_checks`).
-"""
+n and δ are public inputs, declared by whoever runs a private training (never read off the private
+data: under add/remove the data's size differs between neighbours). A declared n far from the rows
+there are is still a mistake worth telling its owner: n = 100 on 1,400 rows makes each batch 14× the
+batch size; n = 10⁶ leaves almost every batch empty. Comparing n with the data reads the data, so
+these remarks go to the owner's terminal as a :class:`DataWarning`, never into a published file. (δ
+≥ 1/n reads nothing private, but is said the same way.) Used by :func:`dpnc.make_private` and by the
+text trainer's checks (:mod:`dpnc.lm.owner_checks`)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,13 @@ PREFIX = "owner check (reads the training data; not published): "
 
 
 class DataWarning(UserWarning):
-    """What a check found in the training data (a statistic of it: keep it out of published files)."""
+    """What a check found in the training data (a statistic of it: keep it out of published
+    files)."""
 
 
 def n_note(n: int, rows: int) -> str | None:
-    """A remark when the declared ``n`` is more than 2× away from the ``rows`` there are, else None."""
+    """A remark when the declared ``n`` is more than 2× away from the ``rows`` there are, else
+    None."""
     if rows and 1 / FAR <= n / rows <= FAR:
         return None
     if rows == 0 or n > rows:
@@ -46,7 +48,8 @@ def n_note(n: int, rows: int) -> str | None:
 
 
 def delta_note(delta: float, n: int) -> str | None:
-    """A remark when δ ≥ 1/n: then a mechanism that publishes a random example verbatim meets (ε, δ)."""
+    """A remark when δ ≥ 1/n: then a mechanism that publishes a random example verbatim meets (ε,
+    δ)."""
     if delta * n < 1:
         return None
     below = 10.0 ** -len(str(n))  # a power of ten at least 10× below 1/n

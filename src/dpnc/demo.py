@@ -6,13 +6,14 @@ Logistic regression (a ``torch.nn.Linear`` model) on scikit-learn's breast-cance
 data-independent transform (log1p, then −2): standardising with the training data's statistics would
 be a release the accountant does not see.
 
-The reference is non-private MeZO at a step size at which it converges: a tenth of DPZero's (``reference_lr``).
-MeZO does not clip: its step is lr·c_t·u with c_t the batch's directional derivative, unbounded, where DPZero's
-per-example clip C bounds every term. At DPZero's lr (0.2) MeZO's held-out loss spiked to 14–60 and it ended below
-private DPZero in some runs; at lr/10 it converged with direction seeds 1, 2 and 3 (final test loss
-0.28–0.30 against DPZero's 0.31–0.51; the σ = 0 twin of DPZero at lr 0.2, the other candidate, was not reliably
-better than DPZero: 0.35–0.37). Both runs draw their public directions from ``seed``, so the demo repeats exactly
-but for DPZero's secret noise.
+The reference is non-private MeZO at a step size at which it converges: a tenth of DPZero's
+(``reference_lr``). MeZO does not clip: its step is lr·c_t·u with c_t the batch's directional
+derivative, unbounded, where DPZero's per-example clip C bounds every term. At DPZero's lr (0.2)
+MeZO's held-out loss spiked to 14–60 and it ended below private DPZero in some runs; at lr/10 it
+converged with direction seeds 1, 2 and 3 (final test loss 0.28–0.30 against DPZero's 0.31–0.51; the
+σ = 0 twin of DPZero at lr 0.2, the other candidate, was not reliably better than DPZero:
+0.35–0.37). Both runs draw their public directions from ``seed``, so the demo repeats exactly but
+for DPZero's secret noise.
 
 Everything the demo prints or plots about DPZero is private: the curves are the loss on the held-out
 test split (public here), never the training loss, which is an un-noised statistic of the training
@@ -83,7 +84,8 @@ class DemoConfig:
 
 
 def load_data(config: DemoConfig):
-    """Breast-cancer features after a public transform, split into train and test by a public seed."""
+    """Breast-cancer features after a public transform, split into train and test by a public
+    seed."""
     from sklearn.datasets import load_breast_cancer
 
     X, y = load_breast_cancer(return_X_y=True)
@@ -97,9 +99,9 @@ def load_data(config: DemoConfig):
 def run_demo(
     config: DemoConfig = DemoConfig(), progress: bool = True, noise: NoiseSource | None = None
 ) -> dict:
-    """Train with DPZero and with non-private MeZO; return their held-out loss curves, accuracies and the privacy
-    report (of DPZero). ``noise``: DPZero's noise source (default a fresh secret one; tests pass a seeded one, and
-    the report then says the run is not private)."""
+    """Train with DPZero and with non-private MeZO; return their held-out loss curves, accuracies
+    and the privacy report (of DPZero). ``noise``: DPZero's noise source (default a fresh secret
+    one; tests pass a seeded one, and the report then says the run is not private)."""
     X, y, X_test, y_test = load_data(config)
     n = len(y)
     multiplier = calibrate_noise("pld", config.epsilon, config.delta, config.steps, n)

@@ -1,82 +1,91 @@
-"""The group a step's sums are aggregated over: :data:`LOCAL` (this process alone, a no-op) or a :class:`Group` of
-``torch.distributed`` ranks (data-parallel DPZero and MeZO: a few numbers per step, whatever the model's size).
+"""The group a step's sums are aggregated over: :data:`LOCAL` (this process alone, a no-op) or a
+:class:`Group` of ``torch.distributed`` ranks (data-parallel DPZero and MeZO: a few numbers per
+step, whatever the model's size).
 
-A step names its group (``DPZero.step(..., group=LOCAL)``, :class:`~dpnc.algorithms.dpzero.MeZO` alike) and
-asks these things of it: :meth:`~Group.draw` (the part of the sampler's batch this process evaluates),
-:meth:`~Group.sum` (its partial sums added over the group), :meth:`~Group.on_source` (a value made once, seen by
-all) and :meth:`~Group.release_sum` (the noisy release of a sum, made once, with the other sums, seen by all).
-:data:`LOCAL` answers with the sampler's batch, the sums as they are and the release itself, so the one-process
-step and the data-parallel step are one code path.
+A step names its group (``DPZero.step(..., group=LOCAL)``, :class:`~dpnc.algorithms.dpzero.MeZO`
+alike) and asks these things of it: :meth:`~Group.draw` (the part of the sampler's batch this
+process evaluates), :meth:`~Group.sum` (its partial sums added over the group),
+:meth:`~Group.on_source` (a value made once, seen by all) and :meth:`~Group.release_sum` (the noisy
+release of a sum, made once, with the other sums, seen by all). :data:`LOCAL` answers with the
+sampler's batch, the sums as they are and the release itself, so the one-process step and the
+data-parallel step are one code path.
 
-A zeroth-order step's only data-dependent quantity is one scalar per direction, so workers that share
-the public direction seed need to exchange only their partial sums. Every rank holds the model; a step
+A zeroth-order step's only data-dependent quantity is one scalar per direction, so workers that
+share the public direction seed need to exchange only their partial sums. Every rank holds the
+model; a step
 
-1. takes the batch rank 0 drew from its **secret** sampler, which reached it as indices inside the previous step's
-   all_reduce (step 3; the first step of a sampler broadcasts it instead: a batch of fixed public size,
-   :class:`~dpnc.sampling.ShuffleSampler`, its B indices; a Poisson batch, its size and the next one's, then its
-   indices; :class:`~dpnc.sampling.FullBatch`, all n examples, is never sent: every rank takes it), and
-   evaluates its own contiguous shard at x ± λu, u regenerated from the step's public seed (the same on every
-   rank);
-2. forms its partial sums — Σ clip_C(a_i) over its shard by :func:`~dpnc.privacy.clipping.clipped_sum`
-   (non-finite a_i set to 0 first), its example count and the private diagnostics;
-3. rank 0 draws the step's secret noise z_t from its :class:`~dpnc.privacy.noise.NoiseSource` through
-   :func:`~dpnc.privacy.release.release_sum` applied to a zero sum (which records the step's one ledger entry in
-   its :class:`~dpnc.privacy.accountant.Accountant`) and adds it to its own part: rank 0 contributes
-   Σ_shard clip_C(a_i)/B + z_t, every other rank Σ_shard clip_C(a_i)/B, and **one** ``all_reduce`` of 5
-   numbers (MeZO: 4) gives every rank the released c_t = (1/B) Σ_i clip_C(a_i) + z_t itself, with the sums
-   of the diagnostics (:meth:`Group.release_sum`), and the next step's batch: rank 0 draws it now and adds its
-   indices where the other ranks add zeros (a Poisson batch's size, which the others need to size their part, went
-   one step ahead: rank 0 also draws the batch after it and sends its size);
+1. takes the batch rank 0 drew from its **secret** sampler, which reached it as indices inside the
+   previous step's all_reduce (step 3; the first step of a sampler broadcasts it instead: a batch of
+   fixed public size, :class:`~dpnc.sampling.ShuffleSampler`, its B indices; a Poisson batch, its
+   size and the next one's, then its indices; :class:`~dpnc.sampling.FullBatch`, all n examples, is
+   never sent: every rank takes it), and evaluates its own contiguous shard at x ± λu, u regenerated
+   from the step's public seed (the same on every rank);
+2. forms its partial sums — Σ clip_C(a_i) over its shard by
+   :func:`~dpnc.privacy.clipping.clipped_sum` (non-finite a_i set to 0 first), its example count and
+   the private diagnostics;
+3. rank 0 draws the step's secret noise z_t from its :class:`~dpnc.privacy.noise.NoiseSource`
+   through :func:`~dpnc.privacy.release.release_sum` applied to a zero sum (which records the step's
+   one ledger entry in its :class:`~dpnc.privacy.accountant.Accountant`) and adds it to its own
+   part: rank 0 contributes Σ_shard clip_C(a_i)/B + z_t, every other rank Σ_shard clip_C(a_i)/B, and
+   **one** ``all_reduce`` of 5 numbers (MeZO: 4) gives every rank the released c_t = (1/B) Σ_i
+   clip_C(a_i) + z_t itself, with the sums of the diagnostics (:meth:`Group.release_sum`), and the
+   next step's batch: rank 0 draws it now and adds its indices where the other ranks add zeros (a
+   Poisson batch's size, which the others need to size their part, went one step ahead: rank 0 also
+   draws the batch after it and sends its size);
 4. every rank applies the same in-place update x ← x − α·c_t·u_t.
 
-Per step after a sampler's first that is one collective, the all_reduce, the step's one synchronisation: of
+Per step after a sampler's first that is one collective, the all_reduce, the step's one
+synchronisation: of
 |next batch| + 6 numbers (Poisson), B + 5 (shuffled) or 5 (full batch), against the d gradient entries a first-order
-data-parallel step all-reduces (the discrete Gaussian, below, adds the broadcast of its release). Drawing a batch
-one or two steps early changes nothing of its distribution or of the ledger: rank 0's sampler draws the same
-independent batches in the same order, only sooner (a run that stops leaves one or two drawn and never used), and
-the indices reach the same ranks as before, inside the group. :class:`Group` wraps the process group and counts
-the collectives, elements and bytes of every tensor it hands to a collective (``Group.sent``), so the claim is
-measured, not assumed.
+data-parallel step all-reduces (the discrete Gaussian, below, adds the broadcast of its release).
+Drawing a batch one or two steps early changes nothing of its distribution or of the ledger: rank
+0's sampler draws the same independent batches in the same order, only sooner (a run that stops
+leaves one or two drawn and never used), and the indices reach the same ranks as before, inside the
+group. :class:`Group` wraps the process group and counts the collectives, elements and bytes of
+every tensor it hands to a collective (``Group.sent``), so the claim is measured, not assumed.
 
-What changed (26 Nov 2026), and why privacy did not. Before, the all_reduce summed the un-noised parts, rank 0
-released the sum (noise added, ledger entry) and broadcast c_t (a fourth collective), and the size of every
-batch was broadcast. Now the noise rides in the all_reduce: the Gaussian mechanism's output s/B + z with z
-drawn independently of s has the same distribution whether z is added before or after the other ranks' parts,
-z is drawn by rank 0's noise source alone, exactly once a step, and the ledger entry is the same one, made once a
-step by rank 0 (now just before the all_reduce, so a failure of the collective leaves an entry for a release that
-never happened: the accounting errs on the safe side). The release is the same value up to the order of one
-float64 addition. The discrete Gaussian (``discrete=True``) rounds the sum to its grid before adding noise, so it
-is not additive: it keeps the sums, then rank 0's release and broadcast. MeZO's c_t, noiseless, is formed by every
-rank from the summed numbers (rank 0 records the non-private release). Rank 1 now receives rank 0's part with the
-noise in it rather than without: the trust boundary below is unchanged. The direction work (u over all d entries,
-three times a step on every rank, the part of a step no split divides) is cut to one generator pass by the opt-in
-:class:`~dpnc.tier.direction_cache.CachedModuleSpace` (``cache_directions=True``; d more numbers of memory).
+What changed (26 Nov 2026), and why privacy did not. Before, the all_reduce summed the un-noised
+parts, rank 0 released the sum (noise added, ledger entry) and broadcast c_t (a fourth collective),
+and the size of every batch was broadcast. Now the noise rides in the all_reduce: the Gaussian
+mechanism's output s/B + z with z drawn independently of s has the same distribution whether z is
+added before or after the other ranks' parts, z is drawn by rank 0's noise source alone, exactly
+once a step, and the ledger entry is the same one, made once a step by rank 0 (now just before the
+all_reduce, so a failure of the collective leaves an entry for a release that never happened: the
+accounting errs on the safe side). The release is the same value up to the order of one float64
+addition. The discrete Gaussian (``discrete=True``) rounds the sum to its grid before adding noise,
+so it is not additive: it keeps the sums, then rank 0's release and broadcast. MeZO's c_t,
+noiseless, is formed by every rank from the summed numbers (rank 0 records the non-private release).
+Rank 1 now receives rank 0's part with the noise in it rather than without: the trust boundary below
+is unchanged. The direction work (u over all d entries, three times a step on every rank, the part
+of a step no split divides) is cut to one generator pass by the opt-in
+:class:`~dpnc.tier.direction_cache.CachedModuleSpace` (``cache_directions=True``; d more numbers of
+memory).
 
-The optimizers of :mod:`dpnc.tier.zeroth_order` take ``group=Group()``; construction broadcasts rank 0's public
-direction seed and parameters (as ``DistributedDataParallel`` does), so every rank starts equal.
-Launch with ``torchrun`` (or ``torch.multiprocessing``) after ``torch.distributed.init_process_group``
-(gloo on CPU, nccl on GPU: tensors then go through ``cuda:current_device()``).
+The optimizers of :mod:`dpnc.tier.zeroth_order` take ``group=Group()``; construction broadcasts rank
+0's public direction seed and parameters (as ``DistributedDataParallel`` does), so every rank starts
+equal. Launch with ``torchrun`` (or ``torch.multiprocessing``) after
+``torch.distributed.init_process_group`` (gloo on CPU, nccl on GPU: tensors then go through
+``cuda:current_device()``).
 
-Trust boundary. The collectives carry the secret batch indices and the partial sums (rank 0's with its noise,
-the others' without): every rank is part of the curator, and the process group must not cross an untrusted
-network. Only rank 0's sampler draws secret batches and only rank 0's noise source draws noise; the other ranks'
-are never used (a full batch, which samples nothing, every rank takes itself).
-Rank 0's accountant is the ledger (one entry per step); the other ranks' stay empty.
+Trust boundary. The collectives carry the secret batch indices and the partial sums (rank 0's with
+its noise, the others' without): every rank is part of the curator, and the process group must not
+cross an untrusted network. Only rank 0's sampler draws secret batches and only rank 0's noise
+source draws noise; the other ranks' are never used (a full batch, which samples nothing, every rank
+takes itself). Rank 0's accountant is the ledger (one entry per step); the other ranks' stay empty.
 
 Checkpoints. Save ``optimizer.state_dict()`` (and the model) from rank 0 only: every rank holds the
 same public state (step count, direction seed and generator). To resume, every rank loads that one
-checkpoint into a freshly built optimizer (samplers and noise sources are secret and never saved), and
-rank 0 restores its accountant's ledger; or rank 0 alone reads it and hands the public state to the other
-ranks (:meth:`Group.share`, :meth:`Group.broadcast_parameters_`: no shared file system needed), as
-``dpnc finetune`` does.
+checkpoint into a freshly built optimizer (samplers and noise sources are secret and never saved),
+and rank 0 restores its accountant's ledger; or rank 0 alone reads it and hands the public state to
+the other ranks (:meth:`Group.share`, :meth:`Group.broadcast_parameters_`: no shared file system
+needed), as ``dpnc finetune`` does.
 
-Under ``torchrun``. :func:`from_environment` is how ``dpnc finetune`` and :func:`dpnc.make_private` find their
-group: None in a single process; under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1 in the environment)
-it initialises the default process group if the script has not (nccl when CUDA is available, else gloo) and
-returns the world's :class:`Group`. A batch that is already the same on every rank (the façade's loader takes it
-through :meth:`Group.take_batch` when it yields it) is marked by its sampler's ``shared = True`` and is not sent
-again.
-"""
+Under ``torchrun``. :func:`from_environment` is how ``dpnc finetune`` and :func:`dpnc.make_private`
+find their group: None in a single process; under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` >
+1 in the environment) it initialises the default process group if the script has not (nccl when CUDA
+is available, else gloo) and returns the world's :class:`Group`. A batch that is already the same on
+every rank (the façade's loader takes it through :meth:`Group.take_batch` when it yields it) is
+marked by its sampler's ``shared = True`` and is not sent again."""
 
 from __future__ import annotations
 
@@ -104,8 +113,8 @@ T = TypeVar("T")
 class Local:
     """This process alone: the group a step aggregates over by default, a no-op.
 
-    :meth:`draw` is the sampler's own draw, :meth:`sum` returns its arguments as they are and :meth:`on_source`
-    calls the release; nothing is communicated. Use the instance :data:`LOCAL`.
+    :meth:`draw` is the sampler's own draw, :meth:`sum` returns its arguments as they are and
+    :meth:`on_source` calls the release; nothing is communicated. Use the instance :data:`LOCAL`.
     """
 
     rank, world_size, is_source = 0, 1, True
@@ -130,8 +139,8 @@ class Local:
         denominator: int,
         entry: Release,
     ) -> tuple:
-        """``(release(part), *values)``: alone, the partial sum is the whole sum (``denominator`` and ``entry``
-        serve :meth:`Group.release_sum`)."""
+        """``(release(part), *values)``: alone, the partial sum is the whole sum (``denominator``
+        and ``entry`` serve :meth:`Group.release_sum`)."""
         return (release(part), *values)
 
     def __repr__(self) -> str:
@@ -142,7 +151,8 @@ LOCAL = Local()
 
 
 class Group:
-    """The process group of a data-parallel zeroth-order run, with a count of what its collectives carry.
+    """The process group of a data-parallel zeroth-order run, with a count of what its collectives
+    carry.
 
     Args:
         process_group: a ``torch.distributed`` group (default: the world). The process group must be
@@ -151,12 +161,13 @@ class Group:
     Attributes:
         rank, world_size: this process's rank in the group and the group's size.
         device: where collective tensors live (``cuda:current_device()`` under nccl, else the CPU).
-        sent: elements passed to collectives so far, by kind (``"all_reduce"``, ``"broadcast"``), their total
-            in bytes (``"bytes"``) and the number of collective calls (``"collectives"``), e.g. to measure the
-            communication per step. **Secret where batches vary in size** (Poisson): a step's all_reduce carries
-            the next batch, so the counts follow the batch sizes; publish them only for fixed-size batches. The
-            object collectives (:meth:`share`, :meth:`gather_object`: setup, resume and evaluation, never
-            a step's) are counted apart, as calls (``"objects"``).
+        sent: elements passed to collectives so far, by kind (``"all_reduce"``, ``"broadcast"``),
+            their total in bytes (``"bytes"``) and the number of collective calls
+            (``"collectives"``), e.g. to measure the communication per step. **Secret where batches
+            vary in size** (Poisson): a step's all_reduce carries the next batch, so the counts
+            follow the batch sizes; publish them only for fixed-size batches. The object collectives
+            (:meth:`share`, :meth:`gather_object`: setup, resume and evaluation, never a step's) are
+            counted apart, as calls (``"objects"``).
 
     Raises:
         ValueError: if ``torch.distributed`` is unavailable or not initialised.
@@ -198,17 +209,20 @@ class Group:
         self.sent["bytes"] += tensor.numel() * tensor.element_size()
 
     def all_reduce_(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Sum ``tensor`` over the ranks, in place (through a copy on :attr:`device`); returns it."""
+        """Sum ``tensor`` over the ranks, in place (through a copy on :attr:`device`); returns
+        it."""
         self._count("all_reduce", tensor)
         return self._all_reduce(tensor)
 
     def broadcast_(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Rank 0's ``tensor`` on every rank, in place (its shape and dtype must agree on every rank)."""
+        """Rank 0's ``tensor`` on every rank, in place (its shape and dtype must agree on every
+        rank)."""
         self._count("broadcast", tensor)
         return self._broadcast(tensor)
 
-    # Uncounted (the object collectives are counted as calls). Every collective goes through one of these two, with
-    # a copy of the group's own that it keeps until the backend lets go of it (_handed).
+    # Uncounted (the object collectives are counted as calls). Every collective goes through one of
+    # these two, with a copy of the group's own that it keeps until the backend lets go of it
+    # (_handed).
 
     def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         buffer = _handed(tensor.to(self.device, copy=True))
@@ -221,24 +235,26 @@ class Group:
         return tensor.copy_(buffer)
 
     def broadcast_seed(self, seed: int) -> int:
-        """Rank 0's public direction seed (once, at construction), so every rank draws the same directions."""
+        """Rank 0's public direction seed (once, at construction), so every rank draws the same
+        directions."""
         return int(self.broadcast_(torch.tensor([seed], dtype=torch.int64)))
 
     @torch.no_grad()
     def broadcast_parameters_(self, params: Iterable[torch.Tensor]) -> None:
-        """Copy rank 0's parameters to every rank (d numbers, once, as DistributedDataParallel does)."""
+        """Copy rank 0's parameters to every rank (d numbers, once, as DistributedDataParallel
+        does)."""
         for p in params:
             self.broadcast_(p.data)
 
     def share(self, compute: Callable[[], T]) -> T:
-        """Rank 0's ``compute()`` on every rank: a small picklable public value (e.g. a resumed run's state).
+        """Rank 0's ``compute()`` on every rank: a small picklable public value (e.g. a resumed
+        run's state).
 
-        Only rank 0 runs ``compute``. A ``ValueError`` it raises (a refusal) is raised on every rank with the
-        same message, so the whole run stops alike rather than the other ranks waiting at the next collective.
-        Pickled into bytes and broadcast through the group's own kept tensors (its size, then its bytes), not
-        ``torch.distributed.broadcast_object_list``, whose tensors a gloo thread may free as the process exits
-        (:data:`_HANDED`).
-        """
+        Only rank 0 runs ``compute``. A ``ValueError`` it raises (a refusal) is raised on every rank
+        with the same message, so the whole run stops alike rather than the other ranks waiting at
+        the next collective. Pickled into bytes and broadcast through the group's own kept tensors
+        (its size, then its bytes), not ``torch.distributed.broadcast_object_list``, whose tensors a
+        gloo thread may free as the process exits (:data:`_HANDED`)."""
         box = None
         if self.is_source:
             try:
@@ -255,12 +271,13 @@ class Group:
         return value
 
     def gather_object(self, value: T) -> list[T]:
-        """Every rank's ``value`` (picklable), in rank order, on every rank (e.g. evaluation shards' results).
+        """Every rank's ``value`` (picklable), in rank order, on every rank (e.g. evaluation shards'
+        results).
 
-        Each rank's pickled bytes fill its own row of a (ranks × longest) byte tensor, zero elsewhere, and one
-        ``all_reduce`` of the rows (after one of the sizes) hands every rank every row: the group's own kept tensors,
-        not ``torch.distributed.all_gather_object``'s (:data:`_HANDED`).
-        """
+        Each rank's pickled bytes fill its own row of a (ranks × longest) byte tensor, zero
+        elsewhere, and one ``all_reduce`` of the rows (after one of the sizes) hands every rank
+        every row: the group's own kept tensors, not ``torch.distributed.all_gather_object``'s
+        (:data:`_HANDED`)."""
         self.sent["objects"] += 1
         data = pickle.dumps(value)
         sizes = torch.zeros(self.world_size, dtype=torch.int64)
@@ -272,7 +289,8 @@ class Group:
         return [pickle.loads(rows[r, :n].numpy().tobytes()) for r, n in enumerate(sizes.tolist())]
 
     def shard(self, batch: torch.Tensor) -> torch.Tensor:
-        """This rank's contiguous part of ``batch`` (sizes differ by at most one; some may be empty)."""
+        """This rank's contiguous part of ``batch`` (sizes differ by at most one; some may be
+        empty)."""
         return torch.tensor_split(batch, self.world_size)[self.rank]
 
     def draw(self, sampler: Sampler) -> torch.Tensor:
@@ -283,27 +301,28 @@ class Group:
     def take_batch(self, sampler: Sampler) -> torch.Tensor:
         """The next batch rank 0 draws from its secret ``sampler``, whole, on every rank.
 
-        It reached every rank inside the previous step's all_reduce (the first :meth:`sum` after this call carries
-        the batch after it), so a step's one all_reduce is its only collective. The first batch of a sampler has
-        no previous step: rank 0 broadcasts it (its indices; for batches of varying size, its size and the next
-        one's first). Secret: the indices and their number never leave the group; the other ranks' samplers are
-        not used. A sampler marked ``shared`` already hands every rank the same batch
-        (:class:`~dpnc.sampling.FullBatch`, and the façade's loader, which took it here when it yielded it): each
-        rank takes its own, unsent.
-        """
+        It reached every rank inside the previous step's all_reduce (the first :meth:`sum` after
+        this call carries the batch after it), so a step's one all_reduce is its only collective.
+        The first batch of a sampler has no previous step: rank 0 broadcasts it (its indices; for
+        batches of varying size, its size and the next one's first). Secret: the indices and their
+        number never leave the group; the other ranks' samplers are not used. A sampler marked
+        ``shared`` already hands every rank the same batch (:class:`~dpnc.sampling.FullBatch`, and
+        the façade's loader, which took it here when it yielded it): each rank takes its own,
+        unsent."""
         if sampler.shared:
             return sampler.sample()
         ahead = self._state(sampler)
         self._carrying = sampler
         batch = ahead.batch if ahead.batch is not None else self._broadcast_batch(sampler, ahead)
         ahead.batch = None
-        # a fixed-size sampler's batch travels as its slots, empty ones included (their number is public); each rank
-        # keeps the examples among them
+        # a fixed-size sampler's batch travels as its slots, empty ones included (their number is
+        # public); each rank keeps the examples among them
         return sampler.fill(batch) if isinstance(sampler, ShuffleSampler) else batch
 
     def _state(self, sampler: Sampler) -> _Ahead:
-        """What the group knows ahead of ``sampler``'s batches, kept by the sampler's id and forgotten with the
-        sampler (an id can be reused once its object is gone); a sampler without weak references is kept alive."""
+        """What the group knows ahead of ``sampler``'s batches, kept by the sampler's id and
+        forgotten with the sampler (an id can be reused once its object is gone); a sampler without
+        weak references is kept alive."""
         key = id(sampler)
         if key not in self._ahead:
             self._ahead[key] = _Ahead()
@@ -320,10 +339,10 @@ class Group:
         )
 
     def _broadcast_batch(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
-        """The batch rank 0 draws next, broadcast (a sampler's first, or one no step carried): its indices alone
-        where every batch has one public size (:class:`~dpnc.sampling.ShuffleSampler`: ``batch_size``), else its
-        size and the following batch's, then its indices (the following one's size lets the next all_reduce carry
-        it)."""
+        """The batch rank 0 draws next, broadcast (a sampler's first, or one no step carried): its
+        indices alone where every batch has one public size (:class:`~dpnc.sampling.ShuffleSampler`:
+        ``batch_size``), else its size and the following batch's, then its indices (the following
+        one's size lets the next all_reduce carry it)."""
         fixed = _fixed_size(sampler)
         batch = self._next(sampler, ahead) if self.is_source else None
         if fixed is not None:  # the size is public and the same on every rank: the indices alone
@@ -341,8 +360,8 @@ class Group:
         return batch
 
     def _next(self, sampler: Sampler, ahead: _Ahead) -> torch.Tensor:
-        """Rank 0's next batch of ``sampler``: the one drawn ahead if any, else a fresh draw (checked against a fixed
-        public size)."""
+        """Rank 0's next batch of ``sampler``: the one drawn ahead if any, else a fresh draw
+        (checked against a fixed public size)."""
         batch, ahead.following = ahead.following, None
         batch = (
             batch
@@ -358,10 +377,11 @@ class Group:
         return batch
 
     def _carry(self) -> tuple[_Ahead, int, torch.Tensor] | None:
-        """What this step's all_reduce carries besides the sums, if a :meth:`take_batch` came before it: the next
-        batch of the same sampler, rank 0's (zeros elsewhere, so the sum is rank 0's exactly), and for batches of
-        varying size the size of the one after it, which rank 0 draws now. Indices are integers < 2⁵³: exact in
-        float64. Returns (the sampler's state, the batch's size, the numbers to add), or None."""
+        """What this step's all_reduce carries besides the sums, if a :meth:`take_batch` came before
+        it: the next batch of the same sampler, rank 0's (zeros elsewhere, so the sum is rank 0's
+        exactly), and for batches of varying size the size of the one after it, which rank 0 draws
+        now. Indices are integers < 2⁵³: exact in float64. Returns (the sampler's state, the batch's
+        size, the numbers to add), or None."""
         sampler, self._carrying = self._carrying, None
         if sampler is None:
             return None
@@ -382,10 +402,11 @@ class Group:
         return ahead, size, carried
 
     def sum(self, *values: Any) -> tuple:
-        """Each of ``values`` (Python numbers or tensors of any shape: a step's partial sums) added over the ranks,
-        in **one** ``all_reduce`` of their elements in float64; returned as given (an int stays an int, a tensor
-        keeps its shape, dtype and device). Every rank must pass the same shapes in the same order.
-        After a :meth:`take_batch`, the same all_reduce also carries that sampler's next batch."""
+        """Each of ``values`` (Python numbers or tensors of any shape: a step's partial sums) added
+        over the ranks, in **one** ``all_reduce`` of their elements in float64; returned as given
+        (an int stays an int, a tensor keeps its shape, dtype and device). Every rank must pass the
+        same shapes in the same order. After a :meth:`take_batch`, the same all_reduce also carries
+        that sampler's next batch."""
         flat = [torch.as_tensor(v).to(self.device, torch.float64).reshape(-1) for v in values]
         carry = self._carry()
         if carry is not None:
@@ -405,8 +426,8 @@ class Group:
         )
 
     def on_source(self, compute: Callable[[], torch.Tensor], *, like: torch.Tensor) -> torch.Tensor:
-        """Rank 0 alone calls ``compute()`` (e.g. the release, which draws noise and records it); every rank gets its
-        value, shaped and typed as ``like`` (which must agree on every rank)."""
+        """Rank 0 alone calls ``compute()`` (e.g. the release, which draws noise and records it);
+        every rank gets its value, shaped and typed as ``like`` (which must agree on every rank)."""
         value = compute() if self.is_source else torch.empty_like(like)
         return self.broadcast_(value.reshape(like.shape).to(like.dtype))
 
@@ -418,17 +439,19 @@ class Group:
         denominator: int,
         entry: Release,
     ) -> tuple:
-        """``release(Σ part)`` and each of ``values`` summed over the ranks (as :meth:`sum`), on every rank.
+        """``release(Σ part)`` and each of ``values`` summed over the ranks (as :meth:`sum`), on
+        every rank.
 
-        ``release(s)`` is rank 0's release of a sum s: it draws the secret noise and records ``entry`` (built once by
-        :func:`~dpnc.privacy.release.mean_release`), whose :attr:`~dpnc.privacy.releases.Release.additive` picks the
-        path. Additive, ``release(s) = s / denominator + z`` with z drawn independently of s (the Gaussian mechanism
-        of :func:`~dpnc.privacy.release.release_sum`), rank 0 calls ``release(0) = z`` before the sum and adds z to
-        its own part, every other rank contributes part/denominator, and the **one** ``all_reduce`` of the values
-        yields the released value, Σ part/denominator + z, bit for bit the same on every rank: same release (its
-        distribution, ledger entry, noise from rank 0's source alone), no broadcast. Not additive (the discrete
-        Gaussian rounds the sum to its grid first): :meth:`sum`, then rank 0 releases and broadcasts.
-        """
+        ``release(s)`` is rank 0's release of a sum s: it draws the secret noise and records
+        ``entry`` (built once by :func:`~dpnc.privacy.release.mean_release`), whose
+        :attr:`~dpnc.privacy.releases.Release.additive` picks the path. Additive, ``release(s) = s /
+        denominator + z`` with z drawn independently of s (the Gaussian mechanism of
+        :func:`~dpnc.privacy.release.release_sum`), rank 0 calls ``release(0) = z`` before the sum
+        and adds z to its own part, every other rank contributes part/denominator, and the **one**
+        ``all_reduce`` of the values yields the released value, Σ part/denominator + z, bit for bit
+        the same on every rank: same release (its distribution, ledger entry, noise from rank 0's
+        source alone), no broadcast. Not additive (the discrete Gaussian rounds the sum to its grid
+        first): :meth:`sum`, then rank 0 releases and broadcasts."""
         if not entry.additive:
             total, *summed = self.sum(part, *values)
             return (self.on_source(lambda: release(total), like=total), *summed)
@@ -444,9 +467,10 @@ class Group:
 
 @dataclasses.dataclass
 class _Ahead:
-    """What a :class:`Group` knows of a sampler's batches before they are taken. ``batch``: the next one, on every
-    rank (carried by the last step's all_reduce); for samplers whose batches vary in size, ``size``: the size of the
-    one after it, on every rank, and ``following``: that batch, on rank 0 (secret, like every batch)."""
+    """What a :class:`Group` knows of a sampler's batches before they are taken. ``batch``: the next
+    one, on every rank (carried by the last step's all_reduce); for samplers whose batches vary in
+    size, ``size``: the size of the one after it, on every rank, and ``following``: that batch, on
+    rank 0 (secret, like every batch)."""
 
     batch: torch.Tensor | None = None
     size: int = 0
@@ -454,12 +478,14 @@ class _Ahead:
 
 
 def _fixed_size(sampler: Sampler) -> int | None:
-    """The size every batch of ``sampler`` has, public, or None where it varies (Poisson) or is not known."""
+    """The size every batch of ``sampler`` has, public, or None where it varies (Poisson) or is not
+    known."""
     return sampler.batch_size if isinstance(sampler, ShuffleSampler) else None
 
 
 def world_size() -> int:
-    """This run's processes, without starting a group: an initialised group's size, else ``WORLD_SIZE`` (or 1)."""
+    """This run's processes, without starting a group: an initialised group's size, else
+    ``WORLD_SIZE`` (or 1)."""
     if not dist.is_available():
         return 1
     return (
@@ -468,13 +494,14 @@ def world_size() -> int:
 
 
 def from_environment() -> Group | None:
-    """This process's data-parallel :class:`Group`: None when it runs alone, the world's under ``torchrun``.
+    """This process's data-parallel :class:`Group`: None when it runs alone, the world's under
+    ``torchrun``.
 
     A process group already initialised (by the user's script) is used as it is. Otherwise, when the
-    environment says ``WORLD_SIZE`` > 1 (``torchrun --nproc-per-node N``, or several nodes with the usual
-    rendezvous flags), the default group is initialised from that environment: nccl on CUDA machines (each
-    process on ``cuda:LOCAL_RANK``), gloo on the CPU. A world of one process needs no group: None.
-    """
+    environment says ``WORLD_SIZE`` > 1 (``torchrun --nproc-per-node N``, or several nodes with the
+    usual rendezvous flags), the default group is initialised from that environment: nccl on CUDA
+    machines (each process on ``cuda:LOCAL_RANK``), gloo on the CPU. A world of one process needs no
+    group: None."""
     if world_size() <= 1:
         return None
     if not dist.is_initialized():
@@ -485,14 +512,15 @@ def from_environment() -> Group | None:
     return Group() if dist.get_world_size() > 1 else None
 
 
-# The tensors this process handed to collectives that the backend may still hold. Why they are kept: a gloo worker
-# thread lets go of a collective's tensors after the collective has completed, so it can be the last to hold one.
-# Then it frees the tensor's Python object, which takes the GIL, and if the process is exiting by then (its last
-# collective just done) taking the GIL ends the thread by a forced unwind through C++ that cannot unwind:
-# std::terminate, SIGABRT, "terminate called without an active exception". A core dump of it (26 Nov 2026, one
-# 2-process run in 66 on 2 cores): ~AsyncWork → TensorImpl::decref_pyobject → take_gil → PyThread_exit_thread,
-# with the main thread in Py_FinalizeEx. While Python holds a reference too, the worker's release is a count
-# decrement, and the last reference goes in the main thread, alive.
+# The tensors this process handed to collectives that the backend may still hold. Why they are kept:
+# a gloo worker thread lets go of a collective's tensors after the collective has completed, so it
+# can be the last to hold one. Then it frees the tensor's Python object, which takes the GIL, and if
+# the process is exiting by then (its last collective just done) taking the GIL ends the thread by a
+# forced unwind through C++ that cannot unwind: std::terminate, SIGABRT, "terminate called without
+# an active exception". A core dump of it (26 Nov 2026, one 2-process run in 66 on 2 cores):
+# ~AsyncWork → TensorImpl::decref_pyobject → take_gil → PyThread_exit_thread, with the main thread
+# in Py_FinalizeEx. While Python holds a reference too, the worker's release is a count decrement,
+# and the last reference goes in the main thread, alive.
 _HANDED: list[torch.Tensor] = []
 
 
@@ -502,28 +530,28 @@ def _as_bytes(data: bytes) -> torch.Tensor:
 
 
 def _held_elsewhere(tensor: torch.Tensor) -> bool:
-    """Whether anything but Python holds ``tensor`` (a buffer of :data:`_HANDED`, which no other Python code sees):
-    the backend's work, until it lets go."""
+    """Whether anything but Python holds ``tensor`` (a buffer of :data:`_HANDED`, which no other
+    Python code sees): the backend's work, until it lets go."""
     return tensor._use_count() > 1
 
 
 def _handed(buffer: torch.Tensor) -> torch.Tensor:
-    """``buffer``, a fresh tensor about to go to a collective, kept until the backend lets go of it (and the ones it
-    has let go of, released)."""
+    """``buffer``, a fresh tensor about to go to a collective, kept until the backend lets go of it
+    (and the ones it has let go of, released)."""
     _HANDED[:] = [t for t in _HANDED if _held_elsewhere(t)]
     _HANDED.append(buffer)
     return buffer
 
 
 def shutdown(timeout: float = 60.0) -> None:
-    """End this process's part of the data-parallel run: wait for every rank, wait until the backend has let go of
-    every tensor this process handed to a collective (:data:`_HANDED`), then destroy the process group. No-op
-    without a group.
+    """End this process's part of the data-parallel run: wait for every rank, wait until the backend
+    has let go of every tensor this process handed to a collective (:data:`_HANDED`), then destroy
+    the process group. No-op without a group.
 
-    Call it before the process exits: the wait is what keeps a gloo worker thread from freeing a tensor while the
-    interpreter shuts down, which aborts the process (SIGABRT). It covers every collective of :class:`Group`, the
-    object ones included; not collectives a script makes through ``torch.distributed`` itself.
-    """
+    Call it before the process exits: the wait is what keeps a gloo worker thread from freeing a
+    tensor while the interpreter shuts down, which aborts the process (SIGABRT). It covers every
+    collective of :class:`Group`, the object ones included; not collectives a script makes through
+    ``torch.distributed`` itself."""
     if not (dist.is_available() and dist.is_initialized()):
         return
     dist.barrier()

@@ -1,10 +1,11 @@
-"""``make_private``: a model, a dataset and a privacy target in; optimizer, loader and accountant out.
+"""``make_private``: a model, a dataset and a privacy target in; optimizer, loader and accountant
+out.
 
 The façade wires what a user would otherwise wire by hand (Opacus's ``PrivacyEngine.make_private``
-is the model): a secret Poisson sampler, the noise multiplier calibrated to the target (by PLD unless
-``accountant="rdp"``), an ``Accountant("add/remove")`` that answers ``epsilon(delta)`` by that same accountant,
-and a zeroth-order optimizer of :mod:`dpnc.tier.zeroth_order` that records every release in it. The user keeps a plain
-torch loop::
+is the model): a secret Poisson sampler, the noise multiplier calibrated to the target (by PLD
+unless ``accountant="rdp"``), an ``Accountant("add/remove")`` that answers ``epsilon(delta)`` by
+that same accountant, and a zeroth-order optimizer of :mod:`dpnc.tier.zeroth_order` that records
+every release in it. The user keeps a plain torch loop::
 
     optimizer, loader, accountant = dpnc.make_private(
         model, data=dataset, n=1000, optimizer="dpzero", target_epsilon=4.0, delta=1e-5,
@@ -14,30 +15,34 @@ torch loop::
     print(accountant.get_epsilon(1e-5))          # by PLD, the accountant that calibrated: at most 4
     print(accountant.report(1e-5))               # RDP, PLD and zCDP side by side
 
-or, as with Opacus's ``make_private_with_epsilon``, epochs: ``epochs=3`` instead of ``steps`` calibrates for
-3 × ⌈n / batch_size⌉ steps, and each ``for batch in loader`` is one epoch of ⌈n / batch_size⌉ batches.
+or, as with Opacus's ``make_private_with_epsilon``, epochs: ``epochs=3`` instead of ``steps``
+calibrates for 3 × ⌈n / batch_size⌉ steps, and each ``for batch in loader`` is one epoch of ⌈n /
+batch_size⌉ batches.
 
 How the pieces hold together:
 
 * **The optimizer hands the loss function its batch.** The loader is a real
-  :class:`torch.utils.data.DataLoader` whose ``batch_sampler`` (:class:`PoissonBatchSampler`) draws each batch
-  from the secret :class:`~dpnc.sampling.PoissonSampler` and whose collate function holds the collated batch
-  as *pending* in a :class:`~dpnc.batches.LoaderBatches`, the optimizer's sampler. ``optimizer.step(loss_fn)``
-  takes the pending batch and calls ``loss_fn(*batch)`` (a list or tuple batch is unpacked, a dict is one
-  argument), so the batch the loss function evaluates is the batch the ledger describes.
-  ``optimizer.step(loss_fn, xb, yb)`` is accepted only when ``xb, yb`` are the very objects the loader
-  yielded; the losses must have one entry per example (checked by :func:`dpnc.sampling.batch_losses`).
-* **Public n.** q = batch_size / ``n`` with ``n`` declared by the user (the number of examples, or a public
-  bound): ``len(data)`` differs between add/remove neighbours, so it sets nothing the run publishes.
+  :class:`torch.utils.data.DataLoader` whose ``batch_sampler`` (:class:`PoissonBatchSampler`) draws
+  each batch from the secret :class:`~dpnc.sampling.PoissonSampler` and whose collate function holds
+  the collated batch as *pending* in a :class:`~dpnc.batches.LoaderBatches`, the optimizer's
+  sampler. ``optimizer.step(loss_fn)`` takes the pending batch and calls ``loss_fn(*batch)`` (a list
+  or tuple batch is unpacked, a dict is one argument), so the batch the loss function evaluates is
+  the batch the ledger describes. ``optimizer.step(loss_fn, xb, yb)`` is accepted only when ``xb,
+  yb`` are the very objects the loader yielded; the losses must have one entry per example (checked
+  by :func:`dpnc.sampling.batch_losses`).
+* **Public n.** q = batch_size / ``n`` with ``n`` declared by the user (the number of examples, or a
+  public bound): ``len(data)`` differs between add/remove neighbours, so it sets nothing the run
+  publishes.
 * **Refusals.** ``step`` raises ``ValueError`` — with nothing released and the parameters as they
-  were — when the model is not ready (checked at every step: ``model.train()`` after ``make_private`` is
-  refused at the next step), ``loss_fn`` takes no arguments, the inputs are not the pending batch's objects
-  (another batch of the same size, a slice or copy, a stale batch after the next draw), the losses do not match
-  the batch, no batch is pending (a second step on one batch would use data the ledger describes once), and
-  after ``steps`` steps. A refused step leaves its batch pending, so a corrected call may retry it.
-* **What no code can detect.** A ``loss_fn`` that ignores its arguments or reads other data besides them (a
-  global tensor, the loop's variables, another example's output). Its losses are not those of the batch the
-  ledger describes, and no library can tell (docs/privacy.md).
+  were — when the model is not ready (checked at every step: ``model.train()`` after
+  ``make_private`` is refused at the next step), ``loss_fn`` takes no arguments, the inputs are not
+  the pending batch's objects (another batch of the same size, a slice or copy, a stale batch after
+  the next draw), the losses do not match the batch, no batch is pending (a second step on one batch
+  would use data the ledger describes once), and after ``steps`` steps. A refused step leaves its
+  batch pending, so a corrected call may retry it.
+* **What no code can detect.** A ``loss_fn`` that ignores its arguments or reads other data besides
+  them (a global tensor, the loop's variables, another example's output). Its losses are not those
+  of the batch the ledger describes, and no library can tell (docs/privacy.md).
 * **Empty batches.** Poisson sampling may draw no example at all. The loader then yields an *empty
   batch of the dataset's structure* (every tensor with 0 rows, built once at construction from the
   collated structure of the first example, holding none of its values), so the user's loop body
@@ -45,28 +50,31 @@ How the pieces hold together:
   noise only (its mean over the fixed denominator B is 0), which the ledger records like any other
   step. The returned loss is then ``nan`` (the mean of no losses). MeZO makes no update on an empty
   batch. A user ``collate_fn`` that accepts ``[]`` builds the empty batch itself.
-* **Exactly ``steps`` batches.** The loader yields ``steps`` batches over its lifetime (a loop broken
-  off early resumes where it stopped); ``len(loader)`` is the number left, never a realised size. With
-  ``epochs``, each pass yields one epoch's batches (``len(loader)``). A pass begun once all are drawn raises
-  ``ValueError`` (another would spend beyond the budget), never a silent empty loop.
-  ``num_workers`` is 0: worker processes prefetch batches, so "the batch the loader just yielded" would
-  no longer be the pending one.
+* **Exactly ``steps`` batches.** The loader yields ``steps`` batches over its lifetime (a loop
+  broken off early resumes where it stopped); ``len(loader)`` is the number left, never a realised
+  size. With ``epochs``, each pass yields one epoch's batches (``len(loader)``). A pass begun once
+  all are drawn raises ``ValueError`` (another would spend beyond the budget), never a silent empty
+  loop. ``num_workers`` is 0: worker processes prefetch batches, so "the batch the loader just
+  yielded" would no longer be the pending one.
 
-**Data parallel.** Under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1, or a process group the script
-initialised) the same script runs data parallel (:mod:`dpnc.distributed`): each rank builds the same run; at
-each iteration rank 0's secret sampler alone draws the batch, which reaches every rank inside the previous step's
-``all_reduce`` (the first one is broadcast), and each rank's loader yields its own contiguous part of it (the other
-ranks' samplers draw nothing); a step exchanges its partial sums (one ``all_reduce`` with rank 0's noise in its
-part, and the next batch's indices: a few numbers for a zeroth-order step, the d clipped-gradient entries for a
-first-order one, whose ranks each clip their own examples) and every rank applies the same update.
-Rank 0 adds the noise and keeps the ledger: read ``accountant.report`` there (the other ranks' stay empty).
-Pass the module itself, not a ``DistributedDataParallel`` wrapper (refused: the step sums the ranks' gradients).
+**Data parallel.** Under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1, or a process group the
+script initialised) the same script runs data parallel (:mod:`dpnc.distributed`): each rank builds
+the same run; at each iteration rank 0's secret sampler alone draws the batch, which reaches every
+rank inside the previous step's ``all_reduce`` (the first one is broadcast), and each rank's loader
+yields its own contiguous part of it (the other ranks' samplers draw nothing); a step exchanges its
+partial sums (one ``all_reduce`` with rank 0's noise in its part, and the next batch's indices: a
+few numbers for a zeroth-order step, the d clipped-gradient entries for a first-order one, whose
+ranks each clip their own examples) and every rank applies the same update. Rank 0 adds the noise
+and keeps the ledger: read ``accountant.report`` there (the other ranks' stay empty). Pass the
+module itself, not a ``DistributedDataParallel`` wrapper (refused: the step sums the ranks'
+gradients).
 
 ``optimizer="mezo"`` gives MeZO (not private: the report says ε = ∞; no calibration, no clip).
 
-**First order.** ``optimizer="dp-adamw"``, ``"dp-sgd"`` or any ``torch.optim.Optimizer`` subclass gives a
-:class:`~dpnc.tier.DPOptimizer` wrapping that optimizer: per-example gradients by ``torch.func``, each
-clipped to ``clip`` over all parameters, one noisy release of their mean per step (fixed denominator B)::
+**First order.** ``optimizer="dp-adamw"``, ``"dp-sgd"`` or any ``torch.optim.Optimizer`` subclass
+gives a :class:`~dpnc.tier.DPOptimizer` wrapping that optimizer: per-example gradients by
+``torch.func``, each clipped to ``clip`` over all parameters, one noisy release of their mean per
+step (fixed denominator B)::
 
     optimizer, loader, accountant = dpnc.make_private(
         model, data=dataset, n=1000, optimizer="dp-adamw", target_epsilon=4.0, delta=1e-5,
@@ -74,10 +82,9 @@ clipped to ``clip`` over all parameters, one noisy release of their mean per ste
     for batch in loader:
         optimizer.step(lambda xb, yb: per_example_loss(model(xb), yb))
 
-The same call as the zeroth-order optimizers, so one loop serves all: the step maps ``loss_fn`` over the
-examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports each step
-(:class:`dpnc.tier.base.StepInfo`).
-"""
+The same call as the zeroth-order optimizers, so one loop serves all: the step maps ``loss_fn`` over
+the examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports each step
+(:class:`dpnc.tier.base.StepInfo`)."""
 
 from __future__ import annotations
 
@@ -112,12 +119,13 @@ OPTIMIZERS = names("make_private")  # the registry's names make_private offers
 
 
 class PoissonBatchSampler(TorchSampler):
-    """The loader's ``batch_sampler``: yields the indices of the secret Poisson batches, ``steps`` in all.
+    """The loader's ``batch_sampler``: yields the indices of the secret Poisson batches, ``steps``
+    in all.
 
-    Each pass (``iter``) yields up to ``per_epoch`` batches (all that remain when None), each a fresh secret Poisson
-    draw. A pass begun after all ``steps`` batches were drawn raises ValueError: the budget was calibrated for them,
-    and a loop that silently yielded nothing would look like training.
-    """
+    Each pass (``iter``) yields up to ``per_epoch`` batches (all that remain when None), each a
+    fresh secret Poisson draw. A pass begun after all ``steps`` batches were drawn raises
+    ValueError: the budget was calibrated for them, and a loop that silently yielded nothing would
+    look like training."""
 
     def __init__(self, batches: LoaderBatches, per_epoch: int | None = None) -> None:
         super().__init__()
@@ -146,9 +154,8 @@ class PoissonBatchSampler(TorchSampler):
 class _HoldingCollate:
     """The user's (or torch's default) collate, whose batch is held as the pending batch's inputs.
 
-    An empty Poisson batch becomes a 0-row batch of the dataset's structure (``template``; None when the collate
-    accepts ``[]`` itself).
-    """
+    An empty Poisson batch becomes a 0-row batch of the dataset's structure (``template``; None when
+    the collate accepts ``[]`` itself)."""
 
     def __init__(
         self, collate_fn: Callable[[list], Any], template: Any, batches: LoaderBatches
@@ -162,7 +169,8 @@ class _HoldingCollate:
 
 
 def _plain(batch: Any) -> Any:
-    """A ``Mapping`` subclass (transformers' ``BatchEncoding``) as a plain dict: torch.func maps over dicts."""
+    """A ``Mapping`` subclass (transformers' ``BatchEncoding``) as a plain dict: torch.func maps
+    over dicts."""
     return dict(batch) if isinstance(batch, Mapping) and type(batch) is not dict else batch
 
 
@@ -230,82 +238,93 @@ def make_private(
 ) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
-    Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick), or DP-SGD
-    (Abadi et al. 2016) with any torch optimizer's update, with the noise multiplier calibrated by ``accountant``
-    (PLD by default) to (target_epsilon, delta) after T steps under add/remove, at sampling rate q = batch_size / n:
-    T = ``steps``, or ``epochs`` × ⌈n / batch_size⌉ (Opacus's ``make_private_with_epsilon``). The returned
-    accountant answers ``epsilon(delta)`` / ``get_epsilon(delta)`` by that same accountant (its ``report`` gives
-    RDP, PLD and zCDP side by side). See the module docstring for the rules.
+    Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick),
+    or DP-SGD (Abadi et al. 2016) with any torch optimizer's update, with the noise multiplier
+    calibrated by ``accountant`` (PLD by default) to (target_epsilon, delta) after T steps under
+    add/remove, at sampling rate q = batch_size / n: T = ``steps``, or ``epochs`` × ⌈n / batch_size⌉
+    (Opacus's ``make_private_with_epsilon``). The returned accountant answers ``epsilon(delta)`` /
+    ``get_epsilon(delta)`` by that same accountant (its ``report`` gives RDP, PLD and zCDP side by
+    side). See the module docstring for the rules.
 
-    The optimizer's options (``lr``, ``clip``, ``smoothing``, ``direction``, ``seed``, ``cache_directions``,
-    ``optimizer_kwargs``, ``per_example``, ``microbatch``) build its registry entry's :mod:`dpnc.options` class,
-    whose defaults and rules are the only ones: None leaves an option's default, and one the optimizer does not
-    take is refused unless None.
+    The optimizer's options (``lr``, ``clip``, ``smoothing``, ``direction``, ``seed``,
+    ``cache_directions``, ``optimizer_kwargs``, ``per_example``, ``microbatch``) build its registry
+    entry's :mod:`dpnc.options` class, whose defaults and rules are the only ones: None leaves an
+    option's default, and one the optimizer does not take is refused unless None.
 
     Args:
-        model: the ``nn.Module`` to train; its trainable parameters are optimized. Zeroth order: in eval mode
-            (no active dropout, no train-mode BatchNorm); first order: no train-mode BatchNorm.
+        model: the ``nn.Module`` to train; its trainable parameters are optimized. Zeroth order: in
+            eval mode (no active dropout, no train-mode BatchNorm); first order: no train-mode
+            BatchNorm.
         data: a map-style torch ``Dataset`` (``len`` and ``__getitem__``) of at least one example.
-        n: the **public** number of training examples, or a public bound on it (required for private optimizers).
-            It sets q = batch_size / n, the noise and the ledger; ``len(data)`` never does, because under
-            add/remove it differs between neighbouring datasets (the ledger would tell them apart). Every row of
-            ``data`` joins each batch with probability q, whatever their number. MeZO: ``len(data)`` by default.
-            An n more than 2× away from ``len(data)``, and δ ≥ 1/n, are remarked on to the data's owner as a
+        n: the **public** number of training examples, or a public bound on it (required for private
+            optimizers). It sets q = batch_size / n, the noise and the ledger; ``len(data)`` never
+            does, because under add/remove it differs between neighbouring datasets (the ledger
+            would tell them apart). Every row of ``data`` joins each batch with probability q,
+            whatever their number. MeZO: ``len(data)`` by default. An n more than 2× away from
+            ``len(data)``, and δ ≥ 1/n, are remarked on to the data's owner as a
             ``dpnc.declared.DataWarning`` (it reads the data: keep it out of published files).
-        optimizer: ``"dpzero"`` (private), ``"mezo"`` (not private; then leave ``target_epsilon``, ``delta``,
-            ``clip`` and ``noise_multiplier`` unset), or first order: ``"dp-adamw"``, ``"dp-sgd"``, a
-            ``torch.optim.Optimizer`` subclass, built as ``cls(params, lr=lr, **optimizer_kwargs)``, or (as Opacus
-            takes it) an instance built on the model's trainable parameters, e.g.
-            ``torch.optim.SGD(model.parameters(), lr=0.1)``, wrapped as it is (its ``lr`` and state are its own:
-            leave ``lr`` and ``optimizer_kwargs`` unset). A dpnc optimizer (already private) is refused.
+        optimizer: ``"dpzero"`` (private), ``"mezo"`` (not private; then leave ``target_epsilon``,
+            ``delta``, ``clip`` and ``noise_multiplier`` unset), or first order: ``"dp-adamw"``,
+            ``"dp-sgd"``, a ``torch.optim.Optimizer`` subclass, built as ``cls(params, lr=lr,
+            **optimizer_kwargs)``, or (as Opacus takes it) an instance built on the model's
+            trainable parameters, e.g. ``torch.optim.SGD(model.parameters(), lr=0.1)``, wrapped as
+            it is (its ``lr`` and state are its own: leave ``lr`` and ``optimizer_kwargs`` unset). A
+            dpnc optimizer (already private) is refused.
         target_epsilon: ε > 0 to spend in T steps (private optimizers, unless ``noise_multiplier``).
         delta: δ in (0, 1) (with ``target_epsilon``).
-        steps: number of steps T >= 1: the loader yields exactly that many batches over its lifetime (one ``for``
-            loop yields them all; a loop broken off early resumes where it stopped). Give ``steps`` or ``epochs``.
-        epochs: number of epochs E >= 1, instead of ``steps``: T = E × ⌈n / batch_size⌉, and each ``for batch in
-            loader`` is one epoch of ⌈n / batch_size⌉ fresh secret Poisson batches (each example joins each batch
-            with probability q, so an epoch sees it about once), as a DataLoader's epochs; ``len(loader)`` is the
-            epoch's length.
-            Either way a pass begun after all T batches were drawn raises ValueError (never a silent empty epoch).
+        steps: number of steps T >= 1: the loader yields exactly that many batches over its lifetime
+            (one ``for`` loop yields them all; a loop broken off early resumes where it stopped).
+            Give ``steps`` or ``epochs``.
+        epochs: number of epochs E >= 1, instead of ``steps``: T = E × ⌈n / batch_size⌉, and each
+            ``for batch in loader`` is one epoch of ⌈n / batch_size⌉ fresh secret Poisson batches
+            (each example joins each batch with probability q, so an epoch sees it about once), as a
+            DataLoader's epochs; ``len(loader)`` is the epoch's length. Either way a pass begun
+            after all T batches were drawn raises ValueError (never a silent empty epoch).
         batch_size: expected batch size B, 1 <= B <= n (the fixed denominator of each mean).
-        lr: step size >= 0 (in ``optimizer.param_groups``, so schedulers work); required unless ``optimizer`` is an
-            instance.
-        accountant: ``"pld"`` (default; the tighter) or ``"rdp"``: calibrates the noise, and is the default
-            answer of the returned accountant's ``epsilon(delta)``.
-        clip: clipping threshold C > 0: of each per-example scalar difference (DPZero) or gradient norm (first
-            order); required by the private optimizers.
-        noise_multiplier: σ/Δ >= 0 to use instead of calibrating to ``target_epsilon`` (then leave that and
-            ``delta`` unset); 0 adds no noise (not private: ε = ∞; for baselines and tests).
+        lr: step size >= 0 (in ``optimizer.param_groups``, so schedulers work); required unless
+            ``optimizer`` is an instance.
+        accountant: ``"pld"`` (default; the tighter) or ``"rdp"``: calibrates the noise, and is the
+            default answer of the returned accountant's ``epsilon(delta)``.
+        clip: clipping threshold C > 0: of each per-example scalar difference (DPZero) or gradient
+            norm (first order); required by the private optimizers.
+        noise_multiplier: σ/Δ >= 0 to use instead of calibrating to ``target_epsilon`` (then leave
+            that and ``delta`` unset); 0 adds no noise (not private: ε = ∞; for baselines and
+            tests).
         smoothing: λ > 0 of the central difference (zeroth order).
         collate_fn: how the loader collates a batch (torch's default if None).
         direction: ``"gaussian"`` or ``"sphere"`` directions (zeroth order).
         seed: seed of the public direction generator (zeroth order; random by default; safe to log).
-        cache_directions: draw each step's direction once and keep it for x ± λu and the update (zeroth order).
-        optimizer_kwargs: further arguments of the first-order torch optimizer (e.g. ``weight_decay``).
-        per_example: how the first-order per-example clipped sum is formed: ``"auto"`` (per layer where every
-            trainable layer is supported, else ``torch.func``), ``"layers"``, ``"vmap"`` or ``"loop"``
-            (:class:`~dpnc.tier.DPOptimizer`).
+        cache_directions: draw each step's direction once and keep it for x ± λu and the update
+            (zeroth order).
+        optimizer_kwargs: further arguments of the first-order torch optimizer (e.g.
+            ``weight_decay``).
+        per_example: how the first-order per-example clipped sum is formed: ``"auto"`` (per layer
+            where every trainable layer is supported, else ``torch.func``), ``"layers"``, ``"vmap"``
+            or ``"loop"`` (:class:`~dpnc.tier.DPOptimizer`).
         microbatch: examples per vmapped chunk (first order).
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.
-        audit: a :class:`dpnc.self_audit.SelfAudit` (private optimizers, one process): its canaries join
-            ``data``, each with probability ½ (secret), n becomes n + m, and ``audit.result()`` gives the run's
-            one-run ε lower bound after training (docs/audit.md). The run trains on other data than a plain one.
-        continue_from: the accountant of an earlier run on the same data (or ``Accountant.from_json`` of its saved
-            ledger): the returned accountant starts with its entries, so its ε is the two runs' together;
-            ``target_epsilon`` calibrates this run's steps alone.
+        audit: a :class:`dpnc.self_audit.SelfAudit` (private optimizers, one process): its canaries
+            join ``data``, each with probability ½ (secret), n becomes n + m, and ``audit.result()``
+            gives the run's one-run ε lower bound after training (docs/audit.md). The run trains on
+            other data than a plain one.
+        continue_from: the accountant of an earlier run on the same data (or
+            ``Accountant.from_json`` of its saved ledger): the returned accountant starts with its
+            entries, so its ε is the two runs' together; ``target_epsilon`` calibrates this run's
+            steps alone.
 
-    Under ``torchrun`` (:func:`dpnc.distributed.from_environment` finds a group) the run is data parallel: see the
-    module docstring; the loader yields this rank's part of each batch and rank 0's accountant holds the ledger.
+    Under ``torchrun`` (:func:`dpnc.distributed.from_environment` finds a group) the run is data
+    parallel: see the module docstring; the loader yields this rank's part of each batch and rank
+    0's accountant holds the ledger.
 
     Returns:
-        ``(optimizer, loader, accountant)``. ``optimizer.step(loss_fn)`` takes the batch the loader just yielded,
-        calls ``loss_fn(*batch)`` for its per-example losses, and returns their mean.
+        ``(optimizer, loader, accountant)``. ``optimizer.step(loss_fn)`` takes the batch the loader
+        just yielded, calls ``loss_fn(*batch)`` for its per-example losses, and returns their mean.
 
     Raises:
         ValueError: an argument out of range (named, with the rule), an unsupported optimizer, a
-            DistributedDataParallel wrapper, or a model not ready for the optimizer's steps; all before any
-            example is touched by a step.
+            DistributedDataParallel wrapper, or a model not ready for the optimizer's steps; all
+            before any example is touched by a step.
     """
     # the optimizer's options, by the names of dpnc.options (numpy scalars as Python numbers)
     chosen = {k: _python_number(v) for k, v in locals().items() if k in option_names()}
@@ -319,7 +338,8 @@ def make_private(
             "step sums the ranks' clipped gradients itself (one noisy release per batch), which DDP's "
             "all-reduce of the gradients would repeat; pass model.module and call it in loss_fn"
         )
-    # numpy scalars (a config read with numpy, a grid from np.arange) as the Python numbers every check expects
+    # numpy scalars (a config read with numpy, a grid from np.arange) as the Python numbers every
+    # check expects
     n, steps, epochs, batch_size, testing_seed = map(
         _python_number, (n, steps, epochs, batch_size, testing_seed)
     )
@@ -403,11 +423,13 @@ def make_private(
     if not isinstance(optimizer, str):
         name = f"dp-{first_order.__name__.lower()}"
     refuse_others(name, entry, chosen)
-    # the optimizer's own rules, checked before calibrating (noise will be added: clip must be finite)
+    # the optimizer's own rules, checked before calibrating (noise will be added: clip must be
+    # finite)
     options = options_of(
         entry.options, chosen, noised=private and (noise_multiplier is None or noise_multiplier > 0)
     )
-    # The owner's view (n against len(data) reads the data): a DataWarning on the terminal, never in the ledger.
+    # The owner's view (n against len(data) reads the data): a DataWarning on the terminal, never in
+    # the ledger.
     for note in (n_note(n, rows), None if delta is None else delta_note(delta, n)):
         if note is not None:
             tell_owner(note)
@@ -469,7 +491,8 @@ def make_private(
 def _self_audited(
     audit: Any, data: Dataset, n: int, delta: float | None, name: str
 ) -> tuple[Dataset, int]:
-    """The run's data and public n with the audit's canaries drawn in (refusals first: nothing drawn)."""
+    """The run's data and public n with the audit's canaries drawn in (refusals first: nothing
+    drawn)."""
     if not isinstance(audit, SelfAudit):
         raise ValueError(
             "audit must be a dpnc.self_audit.SelfAudit(m, row=..., coordinates=...) (the canary "
@@ -487,8 +510,8 @@ def _self_audited(
 
 
 def _first_order_class(optimizer: Any) -> type[torch.optim.Optimizer] | None:
-    """The class that steps for a first-order choice (a registry name's, or the user's torch optimizer class or
-    instance's); None for a zeroth-order one; ValueError otherwise."""
+    """The class that steps for a first-order choice (a registry name's, or the user's torch
+    optimizer class or instance's); None for a zeroth-order one; ValueError otherwise."""
     offered = list(names("make_private"))  # the registry as it is now
     if isinstance(optimizer, torch.optim.Optimizer):
         if isinstance(optimizer, StepHooks):
@@ -523,7 +546,8 @@ def _check_model(model: nn.Module, first_order: bool) -> None:
 
 
 def _python_number(value):
-    """A numpy integer or float scalar as Python's int or float; anything else as it is (checked later)."""
+    """A numpy integer or float scalar as Python's int or float; anything else as it is (checked
+    later)."""
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):
@@ -568,8 +592,8 @@ def _check_data(data: Dataset) -> int:
         and all(isinstance(t, torch.Tensor) and t.ndim for t in data)
         and len({len(t) for t in data}) == 1
     ):
-        # (X, y): len is the number of tensors, so it would be a dataset of two "examples", X and y. (A list of
-        # per-example tensors is a dataset, and stays one.)
+        # (X, y): len is the number of tensors, so it would be a dataset of two "examples", X and y.
+        # (A list of per-example tensors is a dataset, and stays one.)
         raise ValueError(
             "data must be a Dataset of examples; got a tuple of tensors with one length, as (X, y). "
             "Wrap them: data=torch.utils.data.TensorDataset(X, y)"

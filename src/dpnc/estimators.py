@@ -53,10 +53,11 @@ class TwoPoint:
 
 @dataclass(frozen=True)
 class ClosedForm:
-    """A batch closure (per-example losses at the space's point) that also carries the objective's closed-form
-    two-point differences, ``differences(u, lam, batch) -> Directional | None``: :func:`two_point_on_batch` then
-    need not evaluate the losses at x ± λu (on a quadratic: one product of the batch's data with Au, shared by
-    every run of a grid, instead of two per run); None (an objective without them): it evaluates them."""
+    """A batch closure (per-example losses at the space's point) that also carries the objective's
+    closed-form two-point differences, ``differences(u, lam, batch) -> Directional | None``:
+    :func:`two_point_on_batch` then need not evaluate the losses at x ± λu (on a quadratic: one
+    product of the batch's data with Au, shared by every run of a grid, instead of two per run);
+    None (an objective without them): it evaluates them."""
 
     losses: BatchClosure
     differences: Callable[[torch.Tensor, float, torch.Tensor], Directional | None]
@@ -94,15 +95,16 @@ def two_point_on_batch(
     *,
     group: Group | Local = LOCAL,
 ) -> TwoPoint:
-    """:func:`two_point` on a batch the sampler draws (secretly when subsampled) and hands to the closure.
+    """:func:`two_point` on a batch the sampler draws (secretly when subsampled) and hands to the
+    closure.
 
     ``closure(batch)`` must return one loss per example of ``batch`` (checked by
-    :func:`~dpnc.sampling.batch_losses`); the batch is not returned, so it cannot leak through a log. A
-    :class:`ClosedForm` closure gives the differences exactly, as a :class:`Directional` (the space is not moved).
-    With a process ``group`` the batch is rank 0's draw and the closure gets this rank's part of it
-    (:meth:`~dpnc.distributed.Group.draw`); an empty part's losses are then in the space's dtype, so that every
-    rank's partial sums agree in dtype (alone, an empty batch's are float64, as :func:`batch_losses` gives them).
-    """
+    :func:`~dpnc.sampling.batch_losses`); the batch is not returned, so it cannot leak through a
+    log. A :class:`ClosedForm` closure gives the differences exactly, as a :class:`Directional` (the
+    space is not moved). With a process ``group`` the batch is rank 0's draw and the closure gets
+    this rank's part of it (:meth:`~dpnc.distributed.Group.draw`); an empty part's losses are then
+    in the space's dtype, so that every rank's partial sums agree in dtype (alone, an empty batch's
+    are float64, as :func:`batch_losses` gives them)."""
     batch = group.draw(sampler)
     a = (
         closure.differences(space.direction(seed), lam, batch)
@@ -136,9 +138,8 @@ def functional_clipped_sum(
 
     ``loss_one(x, xi)`` is one example's loss for x of shape (d,). Per-example gradients are formed
     ``chunk`` examples at a time, so memory is chunk·d, not n·d. x may carry leading run dimensions.
-    A gradient with a non-finite entry counts as 0 (before clipping: :func:`~dpnc.privacy.clipping.clipped_sum`)
-    and its loss as 0 in the mean loss.
-    """
+    A gradient with a non-finite entry counts as 0 (before clipping:
+    :func:`~dpnc.privacy.clipping.clipped_sum`) and its loss as 0 in the mean loss."""
     from torch.func import grad_and_value, vmap
 
     per_example = vmap(grad_and_value(loss_one), in_dims=(None, 0))
@@ -161,10 +162,10 @@ def objective_clipped_sum(problem, x: torch.Tensor, C, index: torch.Tensor, *, c
     """Σ_{i in index} clip_C(∇f(x; z_i)), the fraction clipped, and the mean loss, for an Objective.
 
     What DP-GD needs of an objective (:class:`~dpnc.problems.base.Objective`): its closed form
-    ``problem.clipped_gradient_sum(x, C, index)`` where it has one (e.g. the DPZero quadratic), else its
-    per-example ``gradients`` at the point(s) x (..., d) shared by the batch, ``chunk`` examples at a time.
-    A gradient with a non-finite entry counts as 0 (before clipping) and a non-finite loss as 0. The caller
-    divides the sum by its fixed (public) batch size, never by ``len(index)``.
+    ``problem.clipped_gradient_sum(x, C, index)`` where it has one (e.g. the DPZero quadratic), else
+    its per-example ``gradients`` at the point(s) x (..., d) shared by the batch, ``chunk`` examples
+    at a time. A gradient with a non-finite entry counts as 0 (before clipping) and a non-finite
+    loss as 0. The caller divides the sum by its fixed (public) batch size, never by ``len(index)``.
     """
     closed_form = problem.clipped_gradient_sum(x, C, index)
     if closed_form is not None:
@@ -194,7 +195,7 @@ def _per_run_flat(C, points: torch.Tensor) -> torch.Tensor:
     return C.reshape(-1) if C.ndim else C
 
 
-# --- GRAD and DIFF (Zhang–Tran–Cutkosky, Algorithms 1 and 2) ----------------------------------------
+# --- GRAD and DIFF (Zhang–Tran–Cutkosky, Algorithms 1 and 2) --------------------------------------
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,8 @@ class VectorEstimate:
 def sphere_directions(
     b: int, m: int, d: int, generator: torch.Generator, *, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
-    """u_ij ~ Uniform(S^{d−1}), i.i.d., shape (b, m, d), as g/‖g‖ with g ~ N(0, I_d) (public randomness)."""
+    """u_ij ~ Uniform(S^{d−1}), i.i.d., shape (b, m, d), as g/‖g‖ with g ~ N(0, I_d) (public
+    randomness)."""
     g = torch.randn(b, m, d, generator=generator, dtype=dtype)
     return g / torch.linalg.vector_norm(g, dim=-1, keepdim=True)
 
@@ -227,7 +229,8 @@ def sphere_directions(
 def uniform_ball(
     n: int, d: int, generator: torch.Generator | None = None, *, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
-    """n points uniform in the open unit ball of R^d: a uniform direction times U^{1/d}, U ~ U[0, 1)."""
+    """n points uniform in the open unit ball of R^d: a uniform direction times U^{1/d}, U ~ U[0,
+    1)."""
     if generator is None:
         generator = torch.Generator().manual_seed(0)
     v = torch.randn(n, d, generator=generator, dtype=dtype)
@@ -253,12 +256,11 @@ def grad_estimate(
 
         g_i = (1/m) Σ_j (d/(2δ)) (f(x + δu_ij, z_i) − f(x − δu_ij, z_i)) u_ij,
 
-    unbiased for ∇f̂_δ(x, z_i); m = d directions per point in the paper. ‖g_ij‖ ≤ dL, so one example moves the mean
-    by at most 2dL/b. With ``clip`` each difference is clipped to 2Lδ, the most an L-Lipschitz f allows
-    (docs/papers.md, ZTC §6.14): a no-op for a correct L, and the bound holds when L is wrong. ``L`` is the
-    Lipschitz bound (default: the problem's declared ``constants.L0``; an algorithm passes the one its config
-    holds).
-    """
+    unbiased for ∇f̂_δ(x, z_i); m = d directions per point in the paper. ‖g_ij‖ ≤ dL, so one example
+    moves the mean by at most 2dL/b. With ``clip`` each difference is clipped to 2Lδ, the most an
+    L-Lipschitz f allows (docs/papers.md, ZTC §6.14): a no-op for a correct L, and the bound holds
+    when L is wrong. ``L`` is the Lipschitz bound (default: the problem's declared ``constants.L0``;
+    an algorithm passes the one its config holds)."""
     d, m = _check_zo(problem, x, delta, m)
     u = sphere_directions(len(index), m, d, generator, dtype=x.dtype)
     values = problem.losses(torch.cat([x + delta * u, x - delta * u], dim=1), index)
@@ -333,7 +335,8 @@ def ball_gradient_estimate(
 
 
 def _lipschitz(problem: Objective, L: float | None) -> float:
-    """The clip's Lipschitz bound: ``L`` where the caller holds it, else the problem's declared L0."""
+    """The clip's Lipschitz bound: ``L`` where the caller holds it, else the problem's declared
+    L0."""
     return problem.constants.L0 if L is None else L
 
 

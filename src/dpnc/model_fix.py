@@ -1,12 +1,13 @@
-"""``fix_model``: a copy of a model whose normalisation layers are private-safe (Opacus's ``ModuleValidator.fix``).
+"""``fix_model``: a copy of a model whose normalisation layers are private-safe (Opacus's
+``ModuleValidator.fix``).
 
-BatchNorm in train mode normalises each example with its batch's statistics (examples mix, so a per-example
-sensitivity bound fails) and writes them into ``running_mean``/``running_var`` (a statistic of the secret batch,
-published with the model). dpnc refuses it (`dpnc.model_state`). The usual fix, and Opacus's, is GroupNorm:
-each example is normalised by its own statistics over groups of channels, so nothing mixes and nothing is stored.
-``model.eval()`` is a fix only for running statistics learned on public data: from scratch it freezes the initial
-ones (measured: 0.494 accuracy against GroupNorm's 0.874 on the same CNN).
-"""
+BatchNorm in train mode normalises each example with its batch's statistics (examples mix, so a
+per-example sensitivity bound fails) and writes them into ``running_mean``/``running_var`` (a
+statistic of the secret batch, published with the model). dpnc refuses it (`dpnc.model_state`). The
+usual fix, and Opacus's, is GroupNorm: each example is normalised by its own statistics over groups
+of channels, so nothing mixes and nothing is stored. ``model.eval()`` is a fix only for running
+statistics learned on public data: from scratch it freezes the initial ones (measured: 0.494
+accuracy against GroupNorm's 0.874 on the same CNN)."""
 
 from __future__ import annotations
 
@@ -21,16 +22,16 @@ GROUPS = 32  # Opacus's choice (and Wu & He 2018's default), lowered to a diviso
 
 
 def fix_model(model: nn.Module) -> nn.Module:
-    """A deep copy of ``model`` with every BatchNorm (2d/3d, SyncBatchNorm, lazy ones once initialised) replaced
-    by ``GroupNorm(gcd(32, C), C)`` with the same affine setting, every BatchNorm1d by ``GroupNorm(1, C)`` (on
-    (N, C) input it is LayerNorm(C): a group per channel would normalise a single value to a constant), and
-    every InstanceNorm that tracks running
-    statistics replaced by one that does not (it then normalises each example by its own statistics, in train and
-    eval mode alike). The input model is left as it is.
+    """A deep copy of ``model`` with every BatchNorm (2d/3d, SyncBatchNorm, lazy ones once
+    initialised) replaced by ``GroupNorm(gcd(32, C), C)`` with the same affine setting, every
+    BatchNorm1d by ``GroupNorm(1, C)`` (on (N, C) input it is LayerNorm(C): a group per channel
+    would normalise a single value to a constant), and every InstanceNorm that tracks running
+    statistics replaced by one that does not (it then normalises each example by its own statistics,
+    in train and eval mode alike). The input model is left as it is.
 
-    The new layers start from GroupNorm's initialisation (weight 1, bias 0); the BatchNorm's learned affine
-    parameters are not carried over (they scaled batch-normalised values, not group-normalised ones), so a
-    pretrained model needs fine-tuning after the swap, as with Opacus.
+    The new layers start from GroupNorm's initialisation (weight 1, bias 0); the BatchNorm's learned
+    affine parameters are not carried over (they scaled batch-normalised values, not
+    group-normalised ones), so a pretrained model needs fine-tuning after the swap, as with Opacus.
 
     Example:
         >>> import torch.nn as nn, dpnc
@@ -39,8 +40,8 @@ def fix_model(model: nn.Module) -> nn.Module:
         GroupNorm(16, 48, eps=1e-05, affine=True)
 
     Raises:
-        ValueError: ``model`` is not an ``nn.Module``, or holds a lazy module not yet initialised (a lazy
-            BatchNorm's channels are unknown until a forward pass).
+        ValueError: ``model`` is not an ``nn.Module``, or holds a lazy module not yet initialised (a
+            lazy BatchNorm's channels are unknown until a forward pass).
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
@@ -66,8 +67,8 @@ def fix_model(model: nn.Module) -> nn.Module:
 def _replacement(module: nn.Module) -> nn.Module | None:
     if isinstance(module, nn.modules.batchnorm._BatchNorm):
         channels = module.num_features
-        # BatchNorm1d mostly sees (N, C): a group per channel would hold one value and output a constant, so
-        # one group normalises each example over all its channels, as LayerNorm(C) does
+        # BatchNorm1d mostly sees (N, C): a group per channel would hold one value and output a
+        # constant, so one group normalises each example over all its channels, as LayerNorm(C) does
         groups = 1 if isinstance(module, nn.BatchNorm1d) else math.gcd(GROUPS, channels)
         norm = nn.GroupNorm(groups, channels, eps=module.eps, affine=module.affine)
         return norm.to(_device(module))

@@ -1,12 +1,14 @@
-"""The hyper-parameters of the model tier's optimizers: one frozen dataclass per registry entry (peft's ``Config``).
+"""The hyper-parameters of the model tier's optimizers: one frozen dataclass per registry entry
+(peft's ``Config``).
 
-Each field has its default, its rule and one line of help (``metadata["help"]``); ``__post_init__`` checks every
-field by its rule, the one place these rules live. :data:`dpnc.tier.registry.OPTIMIZERS` names each entry's class
-(``Spec.options``), and its build reads the object's attributes. The front doors keep only the run's shape (budget, n,
-steps, batch size) and build the entry's options with :func:`options_of` from the arguments named like its fields:
-``make_private``'s keywords, ``FinetuneConfig``'s fields (so ``dpnc finetune``'s flags), ``DPTrainer``'s arguments.
-A new knob is one field here and its door arguments; ``tests/test_tier_contract.py`` fails until every door that
-offers the entry reaches it.
+Each field has its default, its rule and one line of help (``metadata["help"]``); ``__post_init__``
+checks every field by its rule, the one place these rules live.
+:data:`dpnc.tier.registry.OPTIMIZERS` names each entry's class (``Spec.options``), and its build
+reads the object's attributes. The front doors keep only the run's shape (budget, n, steps, batch
+size) and build the entry's options with :func:`options_of` from the arguments named like its
+fields: ``make_private``'s keywords, ``FinetuneConfig``'s fields (so ``dpnc finetune``'s flags),
+``DPTrainer``'s arguments. A new knob is one field here and its door arguments;
+``tests/test_tier_contract.py`` fails until every door that offers the entry reaches it.
 
 Plain Python (no torch): the command line reads the help and the choices for ``--help``.
 """
@@ -52,7 +54,8 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-# The rules (what a value must be, a predicate), in the words of dpnc.tier.base.check_arguments, which reads them.
+# The rules (what a value must be, a predicate), in the words of dpnc.tier.base.check_arguments,
+# which reads them.
 LR: Rule = (">= 0 and finite", lambda v: _number(v) and v >= 0 and math.isfinite(v))
 SMOOTHING: Rule = ("> 0 and finite", lambda v: _number(v) and v > 0 and math.isfinite(v))
 CLIP: Rule = ("> 0 (inf only without noise)", lambda v: _number(v) and v > 0 and not math.isnan(v))
@@ -64,8 +67,8 @@ def _choice(choices: tuple[str, ...]) -> Rule:
 
 
 def _option(default, help: str, rule: Rule, **more) -> Field:
-    """A field with its default, its rule and its help; ``more``: ``missing`` (the rule's words when the value is
-    None), ``choices``, ``minimum`` (for the command line)."""
+    """A field with its default, its rule and its help; ``more``: ``missing`` (the rule's words when
+    the value is None), ``choices``, ``minimum`` (for the command line)."""
     return field(default=default, metadata={"help": help, "rule": rule, **more})
 
 
@@ -135,8 +138,8 @@ class DPZeroOptions(MeZOOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class WrappedOptions(Options):
-    """The options of a private first-order step around an optimizer instance of the user's (``make_private``):
-    the instance brings its own lr and arguments."""
+    """The options of a private first-order step around an optimizer instance of the user's
+    (``make_private``): the instance brings its own lr and arguments."""
 
     clip: float | None = _clip()
     per_example: str = _option(
@@ -194,7 +197,8 @@ def _check(f: Field, value) -> None:
 
 @functools.cache
 def _fields() -> dict[str, Field]:
-    """Every option's field by name (the first class's where several declare it), its ``type`` resolved."""
+    """Every option's field by name (the first class's where several declare it), its ``type``
+    resolved."""
     found: dict[str, Field] = {}
     for cls in ALL:
         hints = typing.get_type_hints(cls)
@@ -211,22 +215,23 @@ def option_names() -> tuple[str, ...]:
 
 
 def option_field(name: str) -> Field:
-    """The field of option ``name``: its default, its type, and in ``metadata`` its help, rule, and where they apply
-    ``choices`` and ``minimum`` (what a command line's option needs)."""
+    """The field of option ``name``: its default, its type, and in ``metadata`` its help, rule, and
+    where they apply ``choices`` and ``minimum`` (what a command line's option needs)."""
     return _fields()[name]
 
 
 def check_options(values: Mapping[str, object]) -> None:
-    """Each value by the rule of the option of its name (a config that holds every method's values checks those its
-    method does not take as well)."""
+    """Each value by the rule of the option of its name (a config that holds every method's values
+    checks those its method does not take as well)."""
     known = _fields()
     for name, value in values.items():
         _check(known[name], value)
 
 
 def options_of(cls: type[Options], values: Mapping[str, object], *, noised: bool) -> Options:
-    """``cls`` built from the values of its fields in ``values`` (a value None leaves the field's default; other
-    names are not read), checked by its rules and :func:`check_noised`: the one way a front door builds options."""
+    """``cls`` built from the values of its fields in ``values`` (a value None leaves the field's
+    default; other names are not read), checked by its rules and :func:`check_noised`: the one way a
+    front door builds options."""
     given = {f.name: values[f.name] for f in fields(cls) if values.get(f.name) is not None}
     options = cls(**given)
     check_noised(options, noised)

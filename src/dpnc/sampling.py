@@ -10,11 +10,12 @@ false: with the batches known, a claimed ε = 1 of Poisson DPZero (n = 100, B = 
 ε ≈ 4. ``for_testing(..., seed=...)`` gives reproducible batches for tests; every release accounted
 through such a sampler carries ``secret=False`` and every report built on it says "not private".
 
-The optimizer or algorithm draws the batch and hands it to the closure (the model tier hands the user's loss
-function the batch's rows: :mod:`dpnc.batches`), so the ordinary path evaluates no batch the ledger does not
-describe; :func:`batch_losses` checks that it returned one loss per example of that batch. Means are taken with
-the fixed denominator ``batch_size`` (the expected size under Poisson sampling), so one example moves a mean by at
-most C/batch_size whatever the realised batch, and an empty batch releases noise only.
+The optimizer or algorithm draws the batch and hands it to the closure (the model tier hands the
+user's loss function the batch's rows: :mod:`dpnc.batches`), so the ordinary path evaluates no batch
+the ledger does not describe; :func:`batch_losses` checks that it returned one loss per example of
+that batch. Means are taken with the fixed denominator ``batch_size`` (the expected size under
+Poisson sampling), so one example moves a mean by at most C/batch_size whatever the realised batch,
+and an empty batch releases noise only.
 
 :class:`FullBatch` and :class:`SinglePass` claim no amplification: their data order is public.
 """
@@ -35,14 +36,16 @@ from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Releas
 
 
 class Sampler(BatchSource, Protocol):
-    """What every batch source implements: :class:`FullBatch`, :class:`PoissonSampler`, :class:`ShuffleSampler` and
-    the make_private loader's :class:`~dpnc.batches.LoaderBatches`. Declared, so that no caller probes for a
-    capability (``batch_size`` and ``release`` are :class:`~dpnc.privacy.release.BatchSource`'s)."""
+    """What every batch source implements: :class:`FullBatch`, :class:`PoissonSampler`,
+    :class:`ShuffleSampler` and the make_private loader's :class:`~dpnc.batches.LoaderBatches`.
+    Declared, so that no caller probes for a capability (``batch_size`` and ``release`` are
+    :class:`~dpnc.privacy.release.BatchSource`'s)."""
 
     n: int  # the public number of examples (or slots) the batches are drawn from
     rate: float  # the sampling rate q of the release (1: the full batch)
     secret: bool  # the batch is secret randomness (its own entropy stream), or nothing is sampled
-    shared: bool  # every rank's sample() is already the same batch: a data-parallel step sends no indices
+    # every rank's sample() is already the same batch: a data-parallel step sends no indices
+    shared: bool
 
     def sample(self) -> torch.Tensor:
         """The next batch's indices."""
@@ -57,7 +60,8 @@ class FullBatch:
     """Every step uses all n examples (the DPZero theorems). Release: a plain Gaussian."""
 
     secret = True  # nothing is sampled, so nothing about the batch is hidden or needs to be
-    shared = True  # every rank's sample() is the same batch (all n): a data-parallel step sends no indices
+    # every rank's sample() is the same batch (all n): a data-parallel step sends no indices
+    shared = True
 
     rate = 1.0  # no subsampling
 
@@ -76,7 +80,8 @@ class FullBatch:
 
 
 class _Subsampled:
-    """A sampler whose releases are amplified by subsampling: it draws every batch from a secret stream."""
+    """A sampler whose releases are amplified by subsampling: it draws every batch from a secret
+    stream."""
 
     shared = False  # each rank's draw is its own: a data-parallel group sends rank 0's
 
@@ -95,8 +100,8 @@ class _Subsampled:
             raise TypeError(f"source must be a NoiseSource; got {type(source).__name__}")
         self.n, self.batch_size = n, batch_size
         self.rate = batch_size / n
-        # Which rows exist is private (under add/remove their number differs between neighbours): it decides
-        # only which indices can be drawn, never the rate, the denominator B or the ledger.
+        # Which rows exist is private (under add/remove their number differs between neighbours): it
+        # decides only which indices can be drawn, never the rate, the denominator B or the ledger.
         self._rows = n if rows is None else rows
         self._source = source if source is not None else NoiseSource()  # its own secret stream
 
@@ -118,7 +123,8 @@ class _Subsampled:
         raise NotImplementedError
 
     def release(self, sensitivity: float, sigma: float) -> Release:
-        """The release of a Gaussian mechanism on such a batch (not secret if the batches are seeded)."""
+        """The release of a Gaussian mechanism on such a batch (not secret if the batches are
+        seeded)."""
         release = self._release(sensitivity, sigma)
         return release if self.secret else dataclasses.replace(release, secret=False)
 
@@ -141,13 +147,14 @@ class _Subsampled:
 
 
 class PoissonSampler(_Subsampled):
-    """Each example joins each step's batch independently with probability q = batch_size / n (add/remove).
+    """Each example joins each step's batch independently with probability q = batch_size / n
+    (add/remove).
 
-    ``n`` is a **public** input: the declared number of training examples, or a public bound on it. Under
-    add/remove the number of rows a dataset holds differs between neighbours, so it must not set q (nor σ, nor
-    the ledger): ``rows`` (default n) says how many rows there are to draw from, and each of them joins with the
-    same public q whatever their number. Release: ``Sampled(Poisson(q), Gaussian(Δ, σ))``.
-    """
+    ``n`` is a **public** input: the declared number of training examples, or a public bound on it.
+    Under add/remove the number of rows a dataset holds differs between neighbours, so it must not
+    set q (nor σ, nor the ledger): ``rows`` (default n) says how many rows there are to draw from,
+    and each of them joins with the same public q whatever their number. Release:
+    ``Sampled(Poisson(q), Gaussian(Δ, σ))``."""
 
     def sample(self) -> torch.Tensor:
         return torch.nonzero(self._source.uniform(self._rows) < self.rate).flatten()
@@ -157,23 +164,26 @@ class PoissonSampler(_Subsampled):
 
 
 class ShuffleSampler(_Subsampled):
-    """Each step draws a fresh uniformly random batch of exactly batch_size slots of n (no replacement).
+    """Each step draws a fresh uniformly random batch of exactly batch_size slots of n (no
+    replacement).
 
-    ``rows`` (default n) ≤ n: the slots holding an example; a drawn slot beyond them is empty and leaves the batch
-    (a record dropped by a domain rule: replace-one keeps the n records, one of which may hold nothing usable). The
-    batch then has fewer than batch_size examples; the step's mean still divides by batch_size.
+    ``rows`` (default n) ≤ n: the slots holding an example; a drawn slot beyond them is empty and
+    leaves the batch (a record dropped by a domain rule: replace-one keeps the n records, one of
+    which may hold nothing usable). The batch then has fewer than batch_size examples; the step's
+    mean still divides by batch_size.
 
     Release: ``Sampled(FixedSize(n, batch_size), Gaussian(Δ, σ))``, accounted by Wang, Balle &
-    Kasiviswanathan (2019) under replace-one (RDP only). Note: shuffled *epochs* (each example once per
-    epoch, as Hugging Face's Trainer does) are a different scheme that this event does not describe.
-    """
+    Kasiviswanathan (2019) under replace-one (RDP only). Note: shuffled *epochs* (each example once
+    per epoch, as Hugging Face's Trainer does) are a different scheme that this event does not
+    describe."""
 
     def sample(self) -> torch.Tensor:
         return self.fill(self.slots())
 
     def slots(self) -> torch.Tensor:
-        """The batch's batch_size slots of n, empty ones included: always the public size (what a data-parallel
-        group sends, so that nothing it sends depends on which records were dropped)."""
+        """The batch's batch_size slots of n, empty ones included: always the public size (what a
+        data-parallel group sends, so that nothing it sends depends on which records were
+        dropped)."""
         if self._rows > self.n:
             raise ValueError(
                 f"a ShuffleSampler draws from n={self.n} slots (replace-one keeps n fixed); it was given "
@@ -182,9 +192,9 @@ class ShuffleSampler(_Subsampled):
         return self._source.permutation(self.n)[: self.batch_size]
 
     def fill(self, slots: torch.Tensor) -> torch.Tensor:
-        """The examples of ``slots``: those below rows. Under replace-one n is the same for both neighbours, the
-        number of slots; rows < n leaves slots rows..n−1 empty (records a domain rule dropped), drawn like any
-        other and adding nothing to the sum over B."""
+        """The examples of ``slots``: those below rows. Under replace-one n is the same for both
+        neighbours, the number of slots; rows < n leaves slots rows..n−1 empty (records a domain
+        rule dropped), drawn like any other and adding nothing to the sum over B."""
         return slots[slots < self._rows] if self._rows < self.n else slots
 
     def _release(self, sensitivity: float, sigma: float) -> Release:
@@ -194,12 +204,12 @@ class ShuffleSampler(_Subsampled):
 class SinglePass:
     """Consecutive slices of one fixed order of the n examples: each example is used at most once.
 
-    The single-pass algorithms (Zhang–Tran–Cutkosky Algorithm 4, Kornowski–Liu–Talwar Algorithms
-    3 and 5) need batches that are disjoint and chosen independently of the data (docs/papers.md,
-    ZTC §6.16): the order is 0..n−1, or a permutation drawn once from a public generator. The order may
+    The single-pass algorithms (Zhang–Tran–Cutkosky Algorithm 4, Kornowski–Liu–Talwar Algorithms 3
+    and 5) need batches that are disjoint and chosen independently of the data (docs/papers.md, ZTC
+    §6.16): the order is 0..n−1, or a permutation drawn once from a public generator. The order may
     be public because the accounting claims no amplification: releases on different slices are
-    accounted by parallel composition (one accountant ``partition``), which holds for any fixed order.
-    """
+    accounted by parallel composition (one accountant ``partition``), which holds for any fixed
+    order."""
 
     def __init__(self, n: int, generator: torch.Generator | None = None) -> None:
         check_integer(n=n)
@@ -249,7 +259,8 @@ def batch_losses(
         return torch.zeros(expected, dtype=dtype)
     losses = closure(batch)
     if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != expected:
-        # The message names neither shape: the batch's size is secret (Poisson), and so is a shape built from it.
+        # The message names neither shape: the batch's size is secret (Poisson), and so is a shape
+        # built from it.
         got = (
             f"{losses.ndim}-d tensor" if isinstance(losses, torch.Tensor) else type(losses).__name__
         )

@@ -1,10 +1,11 @@
-"""Every run can audit itself: m canaries in the training data, each in with probability ½, and the one-run bound.
+"""Every run can audit itself: m canaries in the training data, each in with probability ½, and the
+one-run bound.
 
-``make_private(..., audit=SelfAudit(m, row=..., coordinates=...))`` adds canaries to the run's data and scores
-them from the values the run releases; after training ``audit.result()`` gives the one-run ε lower bound of
-Steinke, Nasr and Jagielski (2023) (:mod:`dpnc.privacy.one_run`) beside the ledger's ε. A bound above the claim
-proves, at the stated confidence, that this run (the mechanism *and the user's code*: loss, collate, model) did
-not keep its privacy claim::
+``make_private(..., audit=SelfAudit(m, row=..., coordinates=...))`` adds canaries to the run's data
+and scores them from the values the run releases; after training ``audit.result()`` gives the
+one-run ε lower bound of Steinke, Nasr and Jagielski (2023) (:mod:`dpnc.privacy.one_run`) beside the
+ledger's ε. A bound above the claim proves, at the stated confidence, that this run (the mechanism
+*and the user's code*: loss, collate, model) did not keep its privacy claim::
 
     audit = SelfAudit(200, row=lambda k, sign: (sign * BIG * one_hot(k), 0), coordinates=range(d, d + 200))
     optimizer, loader, accountant = dpnc.make_private(model, data=train, n=n, ..., audit=audit)
@@ -14,31 +15,36 @@ not keep its privacy claim::
     audit.result(accuracy=test_accuracy(model), canary_free_accuracy=twin_test_accuracy)   # + the accuracy cost
     audit.result().save("run/")    # run/self_audit.json; `dpnc audit --one-run run/` prints it
 
-**The canary (white box, Dirac).** Canary j owns one flat coordinate k_j of the trainable parameters (in
-``model.parameters()`` order) and a sign s_j. ``row(k, sign)`` is the user's declaration of an example whose
-per-example loss is ``sign · L · θ[k]`` plus terms that do not depend on θ[k], with a slope L far above the clip
-(dpnc cannot build such an input for an arbitrary model; a linear input feature reserved for canaries is the
-usual way). It enters the user's data like any example, so the loss function, collate and model the run really
-uses carry it. Its clipped contribution to a release is then known from public values alone:
+**The canary (white box, Dirac).** Canary j owns one flat coordinate k_j of the trainable parameters
+(in ``model.parameters()`` order) and a sign s_j. ``row(k, sign)`` is the user's declaration of an
+example whose per-example loss is ``sign · L · θ[k]`` plus terms that do not depend on θ[k], with a
+slope L far above the clip (dpnc cannot build such an input for an arbitrary model; a linear input
+feature reserved for canaries is the usual way). It enters the user's data like any example, so the
+loss function, collate and model the run really uses carry it. Its clipped contribution to a release
+is then known from public values alone:
 
-* zeroth order: its clipped difference is C·s_j·sign(u_t[k_j]) (a direction of its own, read off the public
-  direction seed), so y_jt = s_j·sign(u_t[k_j])·c_t / Δ over the released scalars c_t;
-* first order: its clipped gradient is C·s_j·e_{k_j} (a Dirac gradient canary through the per-example path),
-  so y_jt = s_j·g_t[k_j] / Δ over the released noisy mean gradients g_t.
+* zeroth order: its clipped difference is C·s_j·sign(u_t[k_j]) (a direction of its own, read off the
+  public direction seed), so y_jt = s_j·sign(u_t[k_j])·c_t / Δ over the released scalars c_t;
+* first order: its clipped gradient is C·s_j·e_{k_j} (a Dirac gradient canary through the
+  per-example path), so y_jt = s_j·g_t[k_j] / Δ over the released noisy mean gradients g_t.
 
-Δ = C/B is the ledger's sensitivity. The scores (:data:`STATISTICS`) are the Poisson-Gaussian log-likelihood ratio
-Σ_t log(1 − q + q·exp((y_jt − ½)/(σ/Δ)²)) at the public q and σ, its reverse, and the sums ±Σ_t y_jt.
+Δ = C/B is the ledger's sensitivity. The scores (:data:`STATISTICS`) are the Poisson-Gaussian
+log-likelihood ratio Σ_t log(1 − q + q·exp((y_jt − ½)/(σ/Δ)²)) at the public q and σ, its reverse,
+and the sums ±Σ_t y_jt.
 
-**Secret and public.** Inclusions, coordinates and signs come from a secret :class:`~dpnc.privacy.noise.NoiseSource`
-(``testing_seed`` only in tests: every result then says NOT PRIVATE) and are never published; the ledger's n is
-the declared n plus m (a public bound on the rows, since n plus the number of canaries in would publish that
-number). The summary holds the bound and its counts only. A self-audited run trains on other data than a plain
-run: its model and its accuracy differ, and its summary says so. The cost in accuracy is recorded only as measured:
-this run's accuracy and a canary-free twin run's, both evaluated by the caller on public data (one pair, no
-interval); without a twin the summary says the cost was not measured (the benchmark measures the mean cost).
+**Secret and public.** Inclusions, coordinates and signs come from a secret
+:class:`~dpnc.privacy.noise.NoiseSource` (``testing_seed`` only in tests: every result then says NOT
+PRIVATE) and are never published; the ledger's n is the declared n plus m (a public bound on the
+rows, since n plus the number of canaries in would publish that number). The summary holds the bound
+and its counts only. A self-audited run trains on other data than a plain run: its model and its
+accuracy differ, and its summary says so. The cost in accuracy is recorded only as measured: this
+run's accuracy and a canary-free twin run's, both evaluated by the caller on public data (one pair,
+no interval); without a twin the summary says the cost was not measured (the benchmark measures the
+mean cost).
 
 References:
-    Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023 (arXiv:2305.08846).
+    Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023
+    (arXiv:2305.08846).
 """
 
 from __future__ import annotations
@@ -60,9 +66,10 @@ from dpnc.privacy.releases import Gaussian, Poisson, Release, Sampled
 from dpnc.tier.first_order import DPOptimizer
 from dpnc.tier.zeroth_order import DPZero
 
-#: the scores, declared before any run (one-run confidence is shared over them and the k grid): the exact LLR of
-#: the claimed Poisson-Gaussian release and its reverse, the plain sum (a canary that enters every step, as through
-#: a loss that reads the whole dataset) and its reverse (a loss that centres over the batch pushes it down)
+#: the scores, declared before any run (one-run confidence is shared over them and the k grid): the
+#: exact LLR of the claimed Poisson-Gaussian release and its reverse, the plain sum (a canary that
+#: enters every step, as through a loss that reads the whole dataset) and its reverse (a loss that
+#: centres over the batch pushes it down)
 STATISTICS = ("llr", "llr-reversed", "sum")
 
 RESULT_FILE = "self_audit.json"
@@ -89,14 +96,16 @@ ONE_PAIR = (
 
 @dataclass(frozen=True)
 class SelfAuditResult:
-    """What a self-audit publishes: the one-run bound, its counts, the claim, the accuracy cost and the note on the run.
+    """What a self-audit publishes: the one-run bound, its counts, the claim, the accuracy cost and
+    the note on the run.
 
-    ``flagged`` is ``epsilon_lower_bound > claimed_epsilon``: the run broke its claim, at ``confidence``.
+    ``flagged`` is ``epsilon_lower_bound > claimed_epsilon``: the run broke its claim, at
+    ``confidence``.
 
-    The accuracy fields are measured only when the caller measured them (:func:`accuracy_cost`): ``accuracy`` is this
-    run's on the caller's evaluation data, ``canary_free_accuracy`` a canary-free twin run's (same settings, no
-    audit) on the same data, and ``accuracy_cost`` their difference; ``accuracy_note`` says which were measured.
-    """
+    The accuracy fields are measured only when the caller measured them (:func:`accuracy_cost`):
+    ``accuracy`` is this run's on the caller's evaluation data, ``canary_free_accuracy`` a
+    canary-free twin run's (same settings, no audit) on the same data, and ``accuracy_cost`` their
+    difference; ``accuracy_note`` says which were measured."""
 
     epsilon_lower_bound: float
     claimed_epsilon: float
@@ -142,8 +151,8 @@ class SelfAuditResult:
         return asdict(self)
 
     def save(self, folder: str | Path) -> Path:
-        """Write ``folder/self_audit.json`` (public fields only: docs/privacy.md); ``dpnc audit --one-run folder``
-        prints it."""
+        """Write ``folder/self_audit.json`` (public fields only: docs/privacy.md); ``dpnc audit
+        --one-run folder`` prints it."""
         path = Path(folder) / RESULT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
@@ -188,13 +197,14 @@ class SelfAuditResult:
 
 
 def accuracy_cost(accuracy: float | None, canary_free_accuracy: float | None) -> dict:
-    """The accuracy fields of a :class:`SelfAuditResult`, from what the caller measured (nothing is estimated).
+    """The accuracy fields of a :class:`SelfAuditResult`, from what the caller measured (nothing is
+    estimated).
 
-    The cost is ``canary_free_accuracy − accuracy`` only when a canary-free twin run (same settings, no audit) was
-    evaluated on the same data: one pair of runs, so it holds both runs' noise and has no interval (repeated pairs give
-    one, as make_private's benchmark in docs/audit.md does). Both are accuracies in [0, 1] of data the caller may
-    publish (a public test split); ValueError otherwise, or for a twin's accuracy without this run's.
-    """
+    The cost is ``canary_free_accuracy − accuracy`` only when a canary-free twin run (same settings,
+    no audit) was evaluated on the same data: one pair of runs, so it holds both runs' noise and has
+    no interval (repeated pairs give one, as make_private's benchmark in docs/audit.md does). Both
+    are accuracies in [0, 1] of data the caller may publish (a public test split); ValueError
+    otherwise, or for a twin's accuracy without this run's."""
     for name, value in (("accuracy", accuracy), ("canary_free_accuracy", canary_free_accuracy)):
         if value is not None and not (
             isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
@@ -218,16 +228,20 @@ def accuracy_cost(accuracy: float | None, canary_free_accuracy: float | None) ->
 
 
 class SelfAudit:
-    """A run's own one-run audit (module docstring): build it, pass it as ``make_private(..., audit=...)``.
+    """A run's own one-run audit (module docstring): build it, pass it as ``make_private(...,
+    audit=...)``.
 
     Args:
         m: number of canaries, >= 2.
-        row: ``row(k, sign) -> example``: a dataset example whose per-example loss is sign·L·θ[k] (+ terms free
-            of θ[k]) with L far above the clip, in the structure of the run's other examples (a public design).
-        coordinates: at least m flat indices into the trainable parameters (``model.parameters()`` order) that
-            the canaries may own; the other examples should not move them (a reserved input feature).
+        row: ``row(k, sign) -> example``: a dataset example whose per-example loss is sign·L·θ[k] (+
+            terms free of θ[k]) with L far above the clip, in the structure of the run's other
+            examples (a public design).
+        coordinates: at least m flat indices into the trainable parameters (``model.parameters()``
+            order) that the canaries may own; the other examples should not move them (a reserved
+            input feature).
         confidence: of the bound, in (0, 1).
-        testing_seed: tests only; seeds the inclusions, coordinates and signs, and marks the result not private.
+        testing_seed: tests only; seeds the inclusions, coordinates and signs, and marks the result
+            not private.
     """
 
     def __init__(
@@ -263,9 +277,10 @@ class SelfAudit:
         self._optimizer = None
         self._delta: float | None = None
 
-    # -- wiring (called by make_private) --------------------------------------------------------------------
+    # -- wiring (called by make_private) -----------------------------------------------------------
     def attach(self, data: Dataset, n: int, delta: float | None) -> tuple[Dataset, int]:
-        """The run's data (``data`` and the canaries drawn in, after it) and its public n (the declared n + m)."""
+        """The run's data (``data`` and the canaries drawn in, after it) and its public n (the
+        declared n + m)."""
         if self._optimizer is not None:
             raise ValueError("this SelfAudit is already attached to a run; build one per run")
         rows = [
@@ -279,10 +294,10 @@ class SelfAudit:
     def watch(self, optimizer: DPZero | DPOptimizer) -> None:
         """Score every canary from each step's public release (a step hook of ``optimizer``).
 
-        Raises ValueError, before any step, unless ``optimizer`` is dpnc's :class:`~dpnc.tier.DPZero` or
-        :class:`~dpnc.tier.DPOptimizer` whose declared step release is a Poisson-subsampled Gaussian (the scores
-        read its q and σ/Δ), and unless the coordinates index its trainable parameters.
-        """
+        Raises ValueError, before any step, unless ``optimizer`` is dpnc's
+        :class:`~dpnc.tier.DPZero` or :class:`~dpnc.tier.DPOptimizer` whose declared step release is
+        a Poisson-subsampled Gaussian (the scores read its q and σ/Δ), and unless the coordinates
+        index its trainable parameters."""
         if isinstance(
             optimizer, DPOptimizer
         ):  # first order: the trainable parameters by name, in order
@@ -324,7 +339,7 @@ class SelfAudit:
                 np.log1p(-q), np.log(q) + (sign * y - 0.5) / multiplier**2
             )
 
-    # -- the verdict ------------------------------------------------------------------------------------------
+    # -- the verdict -------------------------------------------------------------------------------
     def result(
         self,
         *,
@@ -333,9 +348,10 @@ class SelfAudit:
         accuracy: float | None = None,
         canary_free_accuracy: float | None = None,
     ) -> SelfAuditResult:
-        """The one-run bound at ``delta`` (default make_private's) beside ``claimed_epsilon`` (default the ledger's
-        ε at that δ), with the accuracy cost where the caller measured it (:func:`accuracy_cost`: this run's
-        ``accuracy`` and a canary-free twin run's, on the same public evaluation data)."""
+        """The one-run bound at ``delta`` (default make_private's) beside ``claimed_epsilon``
+        (default the ledger's ε at that δ), with the accuracy cost where the caller measured it
+        (:func:`accuracy_cost`: this run's ``accuracy`` and a canary-free twin run's, on the same
+        public evaluation data)."""
         if self._optimizer is None:
             raise ValueError(
                 "this SelfAudit has not watched a run: pass it to make_private(..., audit=...)"
@@ -373,8 +389,8 @@ class _Rows(Dataset):
 
 
 def _poisson_gaussian(release: Release) -> tuple[float, float, float]:
-    """(q, Δ, σ/Δ) of a step's ledger entry: ``Sampled(Poisson(q), Gaussian(Δ, σ))`` with q < 1, the only release
-    the scores are written for (ValueError naming the release otherwise)."""
+    """(q, Δ, σ/Δ) of a step's ledger entry: ``Sampled(Poisson(q), Gaussian(Δ, σ))`` with q < 1, the
+    only release the scores are written for (ValueError naming the release otherwise)."""
     if not (
         isinstance(release, Sampled)
         and isinstance(release.sampling, Poisson)

@@ -1,46 +1,47 @@
 """Parameters moved along seeded random directions, with the direction never stored.
 
-Zeroth-order methods move the parameters x along a random direction u and back:
-``perturb_(seed, s)`` moves x by s·u(seed); ``update_(seed, c)`` leaves x at x₀ + c·u(seed), where x₀
-is the unperturbed point, undoing any pending perturbation along the same seed in the same pass
-(so a step costs three passes over the parameters, not MeZO's four). u is regenerated from its seed,
-tensor by tensor, each time it is needed (MeZO's seed trick, Malladi et al. 2023): the memory of a
-step is that of inference.
+Zeroth-order methods move the parameters x along a random direction u and back: ``perturb_(seed,
+s)`` moves x by s·u(seed); ``update_(seed, c)`` leaves x at x₀ + c·u(seed), where x₀ is the
+unperturbed point, undoing any pending perturbation along the same seed in the same pass (so a step
+costs three passes over the parameters, not MeZO's four). u is regenerated from its seed, tensor by
+tensor, each time it is needed (MeZO's seed trick, Malladi et al. 2023): the memory of a step is
+that of inference.
 
 Two tiers share this interface:
 
 * :class:`FlatSpace`: a float64 vector x ∈ R^d, optionally with leading batch dimensions (K, d) for
-  K runs that share their directions (a hyper-parameter grid run as one tensor computation). It keeps
-  the unperturbed anchor, so perturbed points are computed as x₀ + s·u from it: perturb/restore is
-  bit-exact and a trajectory equals a plain reference that evaluates at x ± λu.
+  K runs that share their directions (a hyper-parameter grid run as one tensor computation). It
+  keeps the unperturbed anchor, so perturbed points are computed as x₀ + s·u from it:
+  perturb/restore is bit-exact and a trajectory equals a plain reference that evaluates at x ± λu.
 * :class:`ModuleSpace`: the trainable parameters of an ``nn.Module``, changed in place; restore is
   exact up to floating-point rounding (a few ulps).
 
 Directions: ``"gaussian"`` (u ~ N(0, I_d), the experiments) or ``"sphere"`` (u uniform on the sphere
 of radius √d, the theory), which needs ‖z‖ first: one extra seeded pass, cached per seed.
 
-How u(seed) is drawn. The d entries, tensor after tensor, are cut into *groups* of at most :data:`GROUP`
-entries: consecutive tensors share a group while they fit, and a tensor larger than a group is cut into
-groups of its own. Group g draws its tensors (or its part of one) in order, as one ``torch.randn`` of
-each, from a generator seeded with ``seed`` for g = 0 and a hash of (seed, g) otherwise. So where d ≤
-GROUP (flat problems of up to 2²⁰ coordinates, small models) u is exactly one generator's stream over the
-tensors, as it was before groups existed; a large model's groups are independent streams that the CPU
-draws in parallel, one per thread (:func:`torch.get_num_threads`; u does not depend on how many).
-Drawing dominates a pass over the parameters (MiniLM, 22.6M entries: ~80 ms of randn, ~5 ms of adding)
-and one generator is sequential, hence the groups (benchmarks/results/lm_step_zo.md). torch's CPU
-generator keeps 32 bits of its seed, so two groups (of any steps) share a stream with probability about
-(groups drawn)² / 2³³, as two steps did when each step was one stream.
+How u(seed) is drawn. The d entries, tensor after tensor, are cut into *groups* of at most
+:data:`GROUP` entries: consecutive tensors share a group while they fit, and a tensor larger than a
+group is cut into groups of its own. Group g draws its tensors (or its part of one) in order, as one
+``torch.randn`` of each, from a generator seeded with ``seed`` for g = 0 and a hash of (seed, g)
+otherwise. So where d ≤ GROUP (flat problems of up to 2²⁰ coordinates, small models) u is exactly
+one generator's stream over the tensors, as it was before groups existed; a large model's groups are
+independent streams that the CPU draws in parallel, one per thread (:func:`torch.get_num_threads`; u
+does not depend on how many). Drawing dominates a pass over the parameters (MiniLM, 22.6M entries:
+~80 ms of randn, ~5 ms of adding) and one generator is sequential, hence the groups
+(benchmarks/results/lm_step_zo.md). torch's CPU generator keeps 32 bits of its seed, so two groups
+(of any steps) share a stream with probability about (groups drawn)² / 2³³, as two steps did when
+each step was one stream.
 
 On the CPU each group's u is drawn in pieces of :data:`CHUNK` entries into one small buffer and each
 piece is added while it is in cache, instead of materialising a tensor's whole u (a word-embedding
-matrix's is 47 MB in float32); :meth:`ParameterSpace.directions`, which returns u whole, draws the same pieces
-straight into its tensors. The pieces are bit-identical to one ``torch.randn`` of the whole tensor:
-torch fills a tensor of ≥ 16 entries with uniforms in order and transforms them 16 at a time, redrawing
-the last 16 when the size is not a multiple of 16, so pieces whose sizes are multiples of 16 (the last
-one at least 16 long) consume the generator exactly as one call does (checked in tests/test_space.py for
-every floating dtype). The sphere's ‖z‖² is summed piece by piece in float64, so for a tensor of more than
-CHUNK entries its last bits may differ from one sum over the tensor.
-"""
+matrix's is 47 MB in float32); :meth:`ParameterSpace.directions`, which returns u whole, draws the
+same pieces straight into its tensors. The pieces are bit-identical to one ``torch.randn`` of the
+whole tensor: torch fills a tensor of ≥ 16 entries with uniforms in order and transforms them 16 at
+a time, redrawing the last 16 when the size is not a multiple of 16, so pieces whose sizes are
+multiples of 16 (the last one at least 16 long) consume the generator exactly as one call does
+(checked in tests/test_space.py for every floating dtype). The sphere's ‖z‖² is summed piece by
+piece in float64, so for a tensor of more than CHUNK entries its last bits may differ from one sum
+over the tensor."""
 
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ from dpnc.options import DIRECTIONS  # one home with the optimizers' option choi
 GROUP = (
     1 << 20
 )  # entries of u per generator (a multiple of CHUNK); part of the definition of u(seed)
-# The definition of u(seed) where d > GROUP: 1, one generator over every tensor (dpnc before 26 Nov 2026); 2, groups.
-# A journal records it, and a resume that would replay steps drawn by another definition is refused.
+# The definition of u(seed) where d > GROUP: 1, one generator over every tensor (dpnc before 26 Nov
+# 2026); 2, groups. A journal records it, and a resume that would replay steps drawn by another
+# definition is refused.
 STREAM = 2
 CHUNK = (
     1 << 18
@@ -69,7 +71,8 @@ Piece = Callable[[int, int, torch.Tensor], None]
 
 
 class ParameterSpace:
-    """Base: seeded directions over a list of tensors and the bookkeeping of a pending perturbation."""
+    """Base: seeded directions over a list of tensors and the bookkeeping of a pending
+    perturbation."""
 
     def __init__(
         self, shapes: list[torch.Size], dtype: torch.dtype, device: torch.device, direction: str
@@ -93,7 +96,8 @@ class ParameterSpace:
     # --- directions ---------------------------------------------------------------------------
 
     def directions(self, seed: int) -> Iterator[torch.Tensor]:
-        """u(seed), one tensor per parameter tensor (all of them drawn before the first is yielded)."""
+        """u(seed), one tensor per parameter tensor (all of them drawn before the first is
+        yielded)."""
         _check_seed(seed)
         scale = self._scale(seed)
         us = [torch.empty(shape, dtype=self._dtype, device=self._device) for shape in self._shapes]
@@ -112,10 +116,11 @@ class ParameterSpace:
         return torch.cat([u.reshape(-1) for u in self.directions(seed)])
 
     def each_piece(self, seed: int, fn: Piece) -> None:
-        """Call ``fn(i, start, z)`` for pieces of u(seed) covering it once: z holds entries start, start + 1, …
-        of tensor i's flat u. On the CPU, pieces are at most :data:`CHUNK` (+ 15) long, share their group's
-        buffer (z is valid only during the call) and come from several threads at once: ``fn`` may only touch
-        its piece's entries. Elsewhere each piece is a whole group segment, in order."""
+        """Call ``fn(i, start, z)`` for pieces of u(seed) covering it once: z holds entries start,
+        start + 1, … of tensor i's flat u. On the CPU, pieces are at most :data:`CHUNK` (+ 15) long,
+        share their group's buffer (z is valid only during the call) and come from several threads
+        at once: ``fn`` may only touch its piece's entries. Elsewhere each piece is a whole group
+        segment, in order."""
         _check_seed(seed)
         scale = self._scale(seed)
         self._draw(seed, lambda g, i, start, z: fn(i, start, z if scale == 1.0 else z.mul_(scale)))
@@ -126,9 +131,10 @@ class ParameterSpace:
         fn: Callable[[int, int, int, torch.Tensor], None],
         into: list[torch.Tensor] | None = None,
     ) -> None:
-        """``fn(g, i, start, z)`` for the pieces of the unscaled Gaussian draw, g the group (each_piece's order).
-        ``into``: flat tensors of u's shapes that the pieces are drawn into, in place (z is then their view: no
-        buffer, no copy); the same numbers, as a piece's draw depends only on its length and the generator."""
+        """``fn(g, i, start, z)`` for the pieces of the unscaled Gaussian draw, g the group
+        (each_piece's order). ``into``: flat tensors of u's shapes that the pieces are drawn into,
+        in place (z is then their view: no buffer, no copy); the same numbers, as a piece's draw
+        depends only on its length and the generator."""
         cpu = self._device.type == "cpu"
 
         def draw(g: int) -> None:
@@ -150,8 +156,9 @@ class ParameterSpace:
         if self.distribution == "gaussian":
             return 1.0
         if self._sphere_scale is None or self._sphere_scale[0] != seed:
-            # The same draws as each_piece(), in the parameters' dtype, squared and summed in float64: per
-            # group in order, then over the groups in order, so the sum does not depend on the threads.
+            # The same draws as each_piece(), in the parameters' dtype, squared and summed in
+            # float64: per group in order, then over the groups in order, so the sum does not depend
+            # on the threads.
             squares = [0.0] * len(self._groups)
 
             def square(g: int, i: int, start: int, z: torch.Tensor) -> None:
@@ -164,14 +171,16 @@ class ParameterSpace:
     # --- moves ----------------------------------------------------------------------------------
 
     def perturb_(self, seed: int, scale: float | torch.Tensor) -> None:
-        """Move x by scale·u(seed) (temporarily: the next :meth:`update_` along ``seed`` undoes it)."""
+        """Move x by scale·u(seed) (temporarily: the next :meth:`update_` along ``seed`` undoes
+        it)."""
         self._check_pending(seed)
         self._seed = seed
         self._offset = self._offset + scale
         self._move(seed, scale)
 
     def update_(self, seed: int, coeff: float | torch.Tensor) -> None:
-        """Set x ← x₀ + coeff·u(seed), x₀ the unperturbed point (one pass, undoing any perturbation)."""
+        """Set x ← x₀ + coeff·u(seed), x₀ the unperturbed point (one pass, undoing any
+        perturbation)."""
         self._check_pending(seed)
         self._commit(seed, coeff)
         self._offset, self._seed = 0.0, None
@@ -228,7 +237,8 @@ class FlatSpace(ParameterSpace):
         self.x = self.anchor
 
     def project_(self, region) -> None:
-        """x ← Π_region(x), the nearest point of a :class:`~dpnc.problems.base.Region` (None: unchanged)."""
+        """x ← Π_region(x), the nearest point of a :class:`~dpnc.problems.base.Region` (None:
+        unchanged)."""
         if region is not None:
             if self._seed is not None and _nonzero(self._offset):
                 raise RuntimeError("restore_() the pending perturbation before project_()")
@@ -270,7 +280,8 @@ class ModuleSpace(ParameterSpace):
     def _move(self, seed, scale):
         alpha = float(scale)
         flat = [p.view(-1) if p.is_contiguous() else None for p in self.params]
-        # A non-contiguous tensor has no flat view to add a piece into: its u is gathered whole first.
+        # A non-contiguous tensor has no flat view to add a piece into: its u is gathered whole
+        # first.
         whole = {
             i: torch.empty(p.numel(), dtype=p.dtype, device=p.device)
             for i, p in enumerate(self.params)
@@ -306,8 +317,9 @@ def _column(value, like: torch.Tensor):
 
 
 def _groups(sizes: list[int]) -> list[list[tuple[int, int, int]]]:
-    """The generator groups of tensors of these sizes: lists of (tensor, start, stop), at most GROUP entries
-    each; consecutive tensors share a group while they fit, a tensor larger than GROUP is cut into its own."""
+    """The generator groups of tensors of these sizes: lists of (tensor, start, stop), at most GROUP
+    entries each; consecutive tensors share a group while they fit, a tensor larger than GROUP is
+    cut into its own."""
     groups: list[list[tuple[int, int, int]]] = []
     current: list[tuple[int, int, int]] = []
     filled = 0
@@ -324,7 +336,8 @@ def _groups(sizes: list[int]) -> list[list[tuple[int, int, int]]]:
 
 
 def _group_seed(seed: int, g: int) -> int:
-    """Group g's generator seed: the step's seed for group 0, else a splitmix64 hash of (seed, g)."""
+    """Group g's generator seed: the step's seed for group 0, else a splitmix64 hash of (seed,
+    g)."""
     if g == 0:
         return seed
     z = (seed + g * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
@@ -338,8 +351,8 @@ _POOL_LOCK = threading.Lock()
 
 
 def _run(work: Callable[[int], None], n: int, *, parallel: bool) -> None:
-    """work(0), …, work(n − 1): in order here, or (``parallel``, n > 1) over torch.get_num_threads() threads
-    (torch releases the GIL while it draws and adds)."""
+    """work(0), …, work(n − 1): in order here, or (``parallel``, n > 1) over torch.get_num_threads()
+    threads (torch releases the GIL while it draws and adds)."""
     threads = torch.get_num_threads() if parallel and n > 1 else 1
     if threads == 1:
         for g in range(n):
@@ -366,8 +379,9 @@ def _run(work: Callable[[int], None], n: int, *, parallel: bool) -> None:
 
 
 def _spans(n: int, chunk: int | None) -> list[tuple[int, int]]:
-    """[start, stop) pieces of n entries, ``chunk`` long (None: one piece); a last piece shorter than 16
-    joins the one before, so that torch draws exactly what one call of n would (module docstring)."""
+    """[start, stop) pieces of n entries, ``chunk`` long (None: one piece); a last piece shorter
+    than 16 joins the one before, so that torch draws exactly what one call of n would (module
+    docstring)."""
     if chunk is None:
         return [(0, n)]
     spans, start = [], 0

@@ -1,7 +1,9 @@
-"""Private hyper-parameter tuning: choose among a grid of settings on the private data, and pay for it.
+"""Private hyper-parameter tuning: choose among a grid of settings on the private data, and pay for
+it.
 
-Tuning on the private data leaks (Papernot & Steinke 2022, §2: the chosen learning rate alone can reveal
-a point), and running every candidate then reporting the best costs m runs. Random stopping costs a few:
+Tuning on the private data leaks (Papernot & Steinke 2022, §2: the chosen learning rate alone can
+reveal a point), and running every candidate then reporting the best costs m runs. Random stopping
+costs a few:
 
     K ~ D_{η,γ}                          (truncated negative binomial, drawn in secret)
     for k = 1..K:
@@ -19,18 +21,19 @@ candidate run plus its score is (λ, ε(λ))-RDP, the tuning is (λ, ε')-RDP wi
 an overhead that does not grow with the grid size m (running all m candidates composes m-fold).
 PLD accounting and zCDP refuse it.
 
-What stays secret: K, the candidates drawn, every score but the winner's, the runs not chosen. None of
-them is returned or logged. (The running time still grows with K: a caller who publishes timings
+What stays secret: K, the candidates drawn, every score but the winner's, the runs not chosen. None
+of them is returned or logged. (The running time still grows with K: a caller who publishes timings
 publishes K.)
 
-Costs are declared, not measured: the record must hold the cost of *every* candidate, tried or not (which
-were tried is secret), so each candidate states its ledger up front (public: it follows from its
-hyper-parameters, e.g. T Gaussian releases plus one score release). After each run the tuner checks that
-the run spent no more than declared (RDP curve, at every order) and refuses otherwise.
+Costs are declared, not measured: the record must hold the cost of *every* candidate, tried or not
+(which were tried is secret), so each candidate states its ledger up front (public: it follows from
+its hyper-parameters, e.g. T Gaussian releases plus one score release). After each run the tuner
+checks that the run spent no more than declared (RDP curve, at every order) and refuses otherwise.
 
 References:
-    Papernot, Steinke. Hyperparameter tuning with Renyi differential privacy. ICLR 2022, arXiv:2110.03620.
-    Liu, Talwar. Private selection from private candidates. STOC 2019, arXiv:1811.07971.
+    Papernot, Steinke. Hyperparameter tuning with Renyi differential privacy. ICLR 2022,
+    arXiv:2110.03620. Liu, Talwar. Private selection from private candidates. STOC 2019,
+    arXiv:1811.07971.
 """
 
 from __future__ import annotations
@@ -90,27 +93,30 @@ def random_stopping(
 ) -> Tuned:
     """Tune by random stopping: the best of K ~ D_{η,γ} runs of uniformly drawn candidates.
 
-    Implements: Papernot & Steinke 2022, §3 (Theorem 2): K from the truncated negative binomial D_{η,γ}
-    (η = 0 logarithmic, η = 1 geometric), each repetition a uniformly random candidate, output the best.
-    Both draws come from ``noise`` (secret; a seeded test source marks the record not private).
+    Implements: Papernot & Steinke 2022, §3 (Theorem 2): K from the truncated negative binomial
+    D_{η,γ} (η = 0 logarithmic, η = 1 geometric), each repetition a uniformly random candidate,
+    output the best. Both draws come from ``noise`` (secret; a seeded test source marks the record
+    not private).
 
     Args:
-        candidates: the grid, m ≥ 1 callables ``(accountant, noise) -> (result, score)``; each runs with a
-            fresh accountant of the caller's relation and must release its score privately (e.g.
-            :func:`private_score`). A NaN score counts as the worst.
-        costs: each candidate's ledger (a public declaration, one Accountant per candidate, or one for all):
-            what one call records, score included.
-        eta: η ∈ (−1, ∞). gamma: γ ∈ (0, 1); E[K] = η(1 − γ)/(γ(1 − γ^η)), (1/γ − 1)/log(1/γ) at η = 0.
+        candidates: the grid, m ≥ 1 callables ``(accountant, noise) -> (result, score)``; each runs
+            with a fresh accountant of the caller's relation and must release its score privately
+            (e.g. :func:`private_score`). A NaN score counts as the worst.
+        costs: each candidate's ledger (a public declaration, one Accountant per candidate, or one
+            for all): what one call records, score included.
+        eta: η ∈ (−1, ∞). gamma: γ ∈ (0, 1); E[K] = η(1 − γ)/(γ(1 − γ^η)), (1/γ − 1)/log(1/γ) at η =
+            0.
         noise: the secret randomness for K, the draws and (passed on) the candidates' noise.
-        accountant: receives one :class:`~dpnc.privacy.releases.RandomStopping` entry (also on error).
+        accountant: receives one :class:`~dpnc.privacy.releases.RandomStopping` entry (also on
+            error).
         minimize: True when a lower score is better (a loss), False for higher (an accuracy).
 
     Returns:
         :class:`Tuned`: the winner's index, result, noisy score, and ``accountant``.
 
     Raises:
-        ValueError: on a bad argument (before anything runs), or when a run spent more than its declared
-            cost (its ledger is then recorded in ``accountant`` too).
+        ValueError: on a bad argument (before anything runs), or when a run spent more than its
+            declared cost (its ledger is then recorded in ``accountant`` too).
     """
     candidates = list(candidates)
     if not candidates or not all(callable(c) for c in candidates):
@@ -146,10 +152,9 @@ def random_stopping(
 def draw_repetitions(eta: float, gamma: float, noise: NoiseSource) -> int:
     """K ~ D_{η,γ} by inversion of its CDF on one secret uniform.
 
-    P[K = 1] = (1 − γ)·η/(γ^{−η} − 1) (1/log(1/γ) in place of η/(γ^{−η} − 1) at η = 0), and
-    P[K = k + 1] = P[K = k]·(1 − γ)(k + η)/(k + 1). The walk stops where the float64 CDF stops growing
-    (a tail below 2⁻⁵³). Its cost is O(K).
-    """
+    P[K = 1] = (1 − γ)·η/(γ^{−η} − 1) (1/log(1/γ) in place of η/(γ^{−η} − 1) at η = 0), and P[K = k
+    + 1] = P[K = k]·(1 − γ)(k + η)/(k + 1). The walk stops where the float64 CDF stops growing (a
+    tail below 2⁻⁵³). Its cost is O(K)."""
     u = float(noise.uniform(()))
     p = tnb_pmf(eta, gamma, 1)[0]
     k, cdf = 1, p
@@ -172,10 +177,9 @@ def private_score(
 ) -> float:
     """A candidate's score: (1/n) Σ_i clip_bound(ℓ_i) + N(0, σ²) over all n examples, recorded.
 
-    A full-batch :func:`~dpnc.privacy.release.private_mean` of per-example values (e.g. losses on the
-    private validation data) clipped to [−bound, bound]: Δ = 2·bound/n (replace-one) or bound/n, σ =
-    noise_multiplier·Δ. Its cost is :func:`score_release`.
-    """
+    A full-batch :func:`~dpnc.privacy.release.private_mean` of per-example values (e.g. losses on
+    the private validation data) clipped to [−bound, bound]: Δ = 2·bound/n (replace-one) or bound/n,
+    σ = noise_multiplier·Δ. Its cost is :func:`score_release`."""
     losses = torch.as_tensor(losses, dtype=torch.float64).reshape(-1)
     return float(
         private_mean(
@@ -210,13 +214,13 @@ def noise_multiplier(
     rtol: float = 0.01,
 ) -> float:
     """The smallest σ/Δ (to ``rtol``) at which the whole tuning is (ε, δ)-DP: random stopping over
-    ``candidates`` settings that each spend ``cost(σ/Δ)`` (the ledger of one candidate run plus its score at that
-    noise multiplier), accounted by :class:`~dpnc.privacy.releases.RandomStopping` in RDP. Use it to tune within
-    a budget: run every candidate at the returned multiplier and declare ``costs=cost(multiplier)``.
+    ``candidates`` settings that each spend ``cost(σ/Δ)`` (the ledger of one candidate run plus its
+    score at that noise multiplier), accounted by :class:`~dpnc.privacy.releases.RandomStopping` in
+    RDP. Use it to tune within a budget: run every candidate at the returned multiplier and declare
+    ``costs=cost(multiplier)``.
 
-    ``cost`` must grow less private as σ/Δ shrinks (as Gaussian releases do); the search brackets from ``start``
-    by doubling or halving, then bisects geometrically.
-    """
+    ``cost`` must grow less private as σ/Δ shrinks (as Gaussian releases do); the search brackets
+    from ``start`` by doubling or halving, then bisects geometrically."""
     if not (isinstance(candidates, int) and candidates >= 1):
         raise ValueError(f"candidates must be an integer >= 1; got {candidates!r}")
     check_epsilon(epsilon)
@@ -270,11 +274,12 @@ def _ledger(cost: Accountant) -> tuple[tuple[Release, int], ...]:
 
 
 def _check_spent(spent: Accountant, declared: Accountant, accountant: Accountant) -> None:
-    """Refuse a run whose RDP curve exceeds its declared cost at some order (then count what it spent).
+    """Refuse a run whose RDP curve exceeds its declared cost at some order (then count what it
+    spent).
 
-    The message does not say which candidate it was: the candidates drawn are secret, and an error message is
-    output like any other (check each candidate's cost alone, outside the tuning, to find the one that is wrong).
-    """
+    The message does not say which candidate it was: the candidates drawn are secret, and an error
+    message is output like any other (check each candidate's cost alone, outside the tuning, to find
+    the one that is wrong)."""
     _, actual = spent.rdp()
     _, allowed = declared.rdp()
     if np.any(actual > allowed + 1e-9 * np.maximum(1.0, allowed)):

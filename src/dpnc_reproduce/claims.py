@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from dpnc_reproduce.loglog import GROWS, SHRINKS, _weights, loglog_fit
 from dpnc_reproduce.variance import satterthwaite_df, two_way_mean_variance
 
-# Re-exported, not only used here: docs/results/dpzero-headroom/mde.py (a committed result script, kept as it
-# ran) imports t95 from this module.
+# Re-exported, not only used here: docs/results/dpzero-headroom/mde.py (a committed result script,
+# kept as it ran) imports t95 from this module.
 from dpnc_reproduce.variance import t95 as t95
 
 MAX_CENSORED = 0.2  # above this fraction of censored seeds an interval gives no verdict (declared)
@@ -34,8 +34,9 @@ def mean_se(values: Sequence[float]) -> tuple[float, float | None]:
 
 
 def verdict(low: float, high: float, threshold: float) -> bool | None:
-    """The claim "the quantity exceeds ``threshold``" for a 95 % interval [low, high]: True if all of the
-    interval does, False if none of it does, None ("no signal") if the interval straddles the threshold."""
+    """The claim "the quantity exceeds ``threshold``" for a 95 % interval [low, high]: True if all
+    of the interval does, False if none of it does, None ("no signal") if the interval straddles the
+    threshold."""
     if low > high:
         raise ValueError(f"the interval must have low <= high; got [{low}, {high}]")
     return True if low > threshold else False if high <= threshold else None
@@ -47,24 +48,24 @@ def all_hold(verdicts: Sequence[bool | None]) -> bool | None:
 
 
 def from_bits(text: str) -> list[int]:
-    """Per-example correctness from its public string (one "1" or "0" per test example, in order)."""
+    """Per-example correctness from its public string (one "1" or "0" per test example, in
+    order)."""
     if set(text) - {"0", "1"}:
         raise ValueError("a correctness string holds only the characters 0 and 1")
     return [int(c) for c in text]
 
 
-# --- t intervals ----------------------------------------------------------------------------------------------
+# --- t intervals ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Interval:
     """An estimate and its 95 % interval [low, high] (infinite when it has no interval).
 
-    ``seeds``: how many seeds it rests on; ``note``: why it has no interval, or what it counts; ``df``: the t
-    degrees of freedom used (None: not a t interval); ``censored``: how many of the seeds are censored; ``se``: the
-    standard error the interval was built from (None where it is not one: censored ends, none), for
-    :func:`~dpnc_reproduce.variance.minimum_detectable_effect`.
-    """
+    ``seeds``: how many seeds it rests on; ``note``: why it has no interval, or what it counts;
+    ``df``: the t degrees of freedom used (None: not a t interval); ``censored``: how many of the
+    seeds are censored; ``se``: the standard error the interval was built from (None where it is not
+    one: censored ends, none), for :func:`~dpnc_reproduce.variance.minimum_detectable_effect`."""
 
     estimate: float
     low: float
@@ -106,8 +107,8 @@ def _no_interval(estimate: float, seeds: int, note: str, censored: int = 0) -> I
 def from_parts(
     estimate: float, parts: Sequence[tuple[float, float]], seeds: int, note: str = ""
 ) -> Interval:
-    """``estimate`` ± t95(Satterthwaite df of ``parts``)·√(Σ vᵢ): an interval whose variance is summed from parts
-    (vᵢ, dfᵢ) (:func:`satterthwaite_df`)."""
+    """``estimate`` ± t95(Satterthwaite df of ``parts``)·√(Σ vᵢ): an interval whose variance is
+    summed from parts (vᵢ, dfᵢ) (:func:`satterthwaite_df`)."""
     df = satterthwaite_df(parts)
     se = math.sqrt(sum(v for v, _ in parts))
     half = t95(df) * se
@@ -115,8 +116,8 @@ def from_parts(
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
-    """The mean of per-seed values and its t interval (k − 1 degrees of freedom; none for one seed, none with a
-    value that is not finite)."""
+    """The mean of per-seed values and its t interval (k − 1 degrees of freedom; none for one seed,
+    none with a value that is not finite)."""
     values = [float(v) for v in values]
     if not values:
         raise ValueError("mean_interval needs at least one value")
@@ -129,8 +130,8 @@ def mean_interval(values: Sequence[float]) -> Interval:
 
 
 def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
-    """a − b over seeds paired by position (the same seed of two measurements): :func:`mean_interval` of the
-    per-seed differences."""
+    """a − b over seeds paired by position (the same seed of two measurements):
+    :func:`mean_interval` of the per-seed differences."""
     if len(a) != len(b) or not a:
         raise ValueError(
             f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}"
@@ -139,8 +140,9 @@ def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
 
 
 def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
-    """mean(a) − mean(b) of two independent sets of seeds and Welch's 95 % interval: variance s_a²/k_a + s_b²/k_b,
-    Welch–Satterthwaite degrees of freedom. No interval when either side has one seed."""
+    """mean(a) − mean(b) of two independent sets of seeds and Welch's 95 % interval: variance
+    s_a²/k_a + s_b²/k_b, Welch–Satterthwaite degrees of freedom. No interval when either side has
+    one seed."""
     a, b = [float(v) for v in a], [float(v) for v in b]
     if not a or not b:
         raise ValueError(f"a and b must each hold at least one value; got {len(a)} and {len(b)}")
@@ -154,16 +156,17 @@ def difference_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
     return from_parts(diff, parts, k)
 
 
-# --- accuracy differences: a seed part and a test-set part ----------------------------------------------------
+# --- accuracy differences: a seed part and a test-set part ----------------------------------------
 
 
 def accuracy_difference(a: Sequence[float], b: Sequence[float], test_examples: int) -> Interval:
-    """mean(a) − mean(b) (percentage points) of two methods' per-seed test accuracies (%), and its 95 % interval.
+    """mean(a) − mean(b) (percentage points) of two methods' per-seed test accuracies (%), and its
+    95 % interval.
 
-    Four variance parts, each with its degrees of freedom: per side the seed part s²/k (k − 1) and the binomial
-    test-set part p(1 − p)/m (m − 1; as if the two were scored on independent test sets: conservative when they
-    share one); Welch–Satterthwaite degrees of freedom of the sum. One seed on either side: no verdict.
-    """
+    Four variance parts, each with its degrees of freedom: per side the seed part s²/k (k − 1) and
+    the binomial test-set part p(1 − p)/m (m − 1; as if the two were scored on independent test
+    sets: conservative when they share one); Welch–Satterthwaite degrees of freedom of the sum. One
+    seed on either side: no verdict."""
     if test_examples < 2:
         raise ValueError(f"test_examples must be >= 2; got {test_examples}")
     a, b = [float(v) for v in a], [float(v) for v in b]
@@ -183,20 +186,22 @@ def accuracy_difference(a: Sequence[float], b: Sequence[float], test_examples: i
 
 
 def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> Interval:
-    """a − b (percentage points) of two methods scored on the same test examples, and its 95 % interval.
+    """a − b (percentage points) of two methods scored on the same test examples, and its 95 %
+    interval.
 
     Args:
-        a, b: per seed (paired by position), the per-example correctness (0/1, in the same example order) of
-            each method. Every vector has the same length m.
+        a, b: per seed (paired by position), the per-example correctness (0/1, in the same example
+            order) of each method. Every vector has the same length m.
 
-    With d_si = a_si − b_si: the difference is the grand mean of d over seeds and examples. Its variance is that of
-    a two-way random-effects model d_si = μ + seed_s + example_i + e_si (:func:`two_way_mean_variance`): the seed
-    part (k − 1 df), the test-example part (m − 1 df: the examples are a sample from the task's distribution,
-    shared by every seed, so their part does not shrink with more seeds), the interaction counted once; the t
-    quantile at the Welch–Satterthwaite degrees of freedom of that combination. (Until 27 Nov 2026 the seed part
-    var(D_s)/k and the example part var_i(mean_s d_si)/m were summed, which counts the seed × example interaction
-    twice: 10–60 % wider on the committed LM results, no verdict changed by it.) One seed: no verdict.
-    """
+    With d_si = a_si − b_si: the difference is the grand mean of d over seeds and examples. Its
+    variance is that of a two-way random-effects model d_si = μ + seed_s + example_i + e_si
+    (:func:`two_way_mean_variance`): the seed part (k − 1 df), the test-example part (m − 1 df: the
+    examples are a sample from the task's distribution, shared by every seed, so their part does not
+    shrink with more seeds), the interaction counted once; the t quantile at the Welch–Satterthwaite
+    degrees of freedom of that combination. (Until 27 Nov 2026 the seed part var(D_s)/k and the
+    example part var_i(mean_s d_si)/m were summed, which counts the seed × example interaction
+    twice: 10–60 % wider on the committed LM results, no verdict changed by it.) One seed: no
+    verdict."""
     m = _paired_length(a, b, ("a", "b"), "correctness vector")
     per_seed = [[100.0 * (x - y) for x, y in zip(u, v)] for u, v in zip(a, b)]
     diff = statistics.fmean(statistics.fmean(d) for d in per_seed)
@@ -220,7 +225,8 @@ def paired_accuracy_difference(a: Sequence[Sequence[int]], b: Sequence[Sequence[
 def _paired_length(
     a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], names: tuple[str, str], what: str
 ) -> int:
-    """The common number m >= 2 of examples of two paired per-seed lists (ValueError naming the arguments)."""
+    """The common number m >= 2 of examples of two paired per-seed lists (ValueError naming the
+    arguments)."""
     if len(a) != len(b) or not a:
         raise ValueError(
             f"{names[0]} and {names[1]} must hold the same positive number of seeds; got {len(a)} and "
@@ -239,18 +245,18 @@ def paired_ratio(x: Sequence[Sequence[float]], y: Sequence[Sequence[float]]) -> 
     """mean(x) / mean(y) of two paired per-example quantities and Fieller's 95 % interval for it.
 
     Args:
-        x, y: per seed (paired by position), per test example (the same examples in the same order, m >= 2 of
-            them), the numerator's and denominator's values: e.g. x = DPZero's correctness − zero-shot's and
-            y = MeZO's − zero-shot's (in points), whose ratio is the share of MeZO's gain over zero-shot that
-            DPZero keeps.
+        x, y: per seed (paired by position), per test example (the same examples in the same order,
+            m >= 2 of them), the numerator's and denominator's values: e.g. x = DPZero's correctness
+            − zero-shot's and y = MeZO's − zero-shot's (in points), whose ratio is the share of
+            MeZO's gain over zero-shot that DPZero keeps.
 
-    For a candidate ratio r the difference w = x − r·y is a paired quantity whose mean's variance has the two
-    parts of :func:`paired_accuracy_difference`: the per-seed means' (k − 1 df) and the per-example means over
-    seeds' (m − 1 df); both are quadratic in r, V(r) = a₀ − 2r·a₁ + r²·a₂. Fieller's interval is the set of r with
-    (X̄ − r·Ȳ)² ≤ t²·V(r), t the 95 % t quantile at the Welch–Satterthwaite df of the two parts at r̂ = X̄/Ȳ. It is
-    a bounded interval only when Ȳ² > t²·a₂, i.e. the denominator's own interval (same t) excludes 0; otherwise
-    (the set is unbounded) there is no interval and no verdict. One seed: no verdict.
-    """
+    For a candidate ratio r the difference w = x − r·y is a paired quantity whose mean's variance
+    has the two parts of :func:`paired_accuracy_difference`: the per-seed means' (k − 1 df) and the
+    per-example means over seeds' (m − 1 df); both are quadratic in r, V(r) = a₀ − 2r·a₁ + r²·a₂.
+    Fieller's interval is the set of r with (X̄ − r·Ȳ)² ≤ t²·V(r), t the 95 % t quantile at the
+    Welch–Satterthwaite df of the two parts at r̂ = X̄/Ȳ. It is a bounded interval only when Ȳ² >
+    t²·a₂, i.e. the denominator's own interval (same t) excludes 0; otherwise (the set is unbounded)
+    there is no interval and no verdict. One seed: no verdict."""
     m = _paired_length(x, y, ("x", "y"), "per-example vector")
     k = len(x)
     xs, ys = [statistics.fmean(v) for v in x], [statistics.fmean(v) for v in y]
@@ -303,14 +309,15 @@ def paired_ratio_difference(
     x2: Sequence[Sequence[float]],
     y2: Sequence[Sequence[float]],
 ) -> Interval:
-    """mean(x1)/mean(y1) − mean(x2)/mean(y2): two :func:`paired_ratio` shares on the same seeds and test examples
-    (e.g. DPZero's share of MeZO's gain at T = 600 minus at T = 200), and its 95 % interval by the delta method.
+    """mean(x1)/mean(y1) − mean(x2)/mean(y2): two :func:`paired_ratio` shares on the same seeds and
+    test examples (e.g. DPZero's share of MeZO's gain at T = 600 minus at T = 200), and its 95 %
+    interval by the delta method.
 
-    Each ratio r = X̄/Ȳ is linearised per seed and example as (x − r·y)/Ȳ; the difference's linearised values have
-    the two parts of :func:`paired_ratio`'s V(r), the per-seed means' (k − 1 df) and the per-example means over
-    seeds' (m − 1 df), and the t quantile at their Welch–Satterthwaite df. No interval where either denominator's
-    interval includes 0 (that ratio has none) or with one seed.
-    """
+    Each ratio r = X̄/Ȳ is linearised per seed and example as (x − r·y)/Ȳ; the difference's
+    linearised values have the two parts of :func:`paired_ratio`'s V(r), the per-seed means' (k − 1
+    df) and the per-example means over seeds' (m − 1 df), and the t quantile at their
+    Welch–Satterthwaite df. No interval where either denominator's interval includes 0 (that ratio
+    has none) or with one seed."""
     m = _paired_length(x1, x2, ("x1", "x2"), "per-example vector")
     ratios = (paired_ratio(x1, y1), paired_ratio(x2, y2))
     estimate = ratios[0].estimate - ratios[1].estimate
@@ -335,14 +342,14 @@ def paired_ratio_difference(
     return Interval(estimate, estimate - t95(df) * se, estimate + t95(df) * se, k, note, df, 0, se)
 
 
-# --- censored values ------------------------------------------------------------------------------------------
+# --- censored values ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Censored:
-    """A value known only to lie in [lower, upper] (one end may be infinite: a seed that never reached its target
-    by n_max is ``Censored(n_max, math.inf)``). It is counted in an estimate at ``value`` if given, else at its
-    finite end (:attr:`at`; nan if it has none)."""
+    """A value known only to lie in [lower, upper] (one end may be infinite: a seed that never
+    reached its target by n_max is ``Censored(n_max, math.inf)``). It is counted in an estimate at
+    ``value`` if given, else at its finite end (:attr:`at`; nan if it has none)."""
 
     lower: float
     upper: float
@@ -375,7 +382,8 @@ def _range(v: Value) -> tuple[float, float]:
 
 
 def _end(values: Sequence[float], side: int) -> float:
-    """The low (side −1) or high (+1) end of the t interval of ``values`` (infinite values pass through)."""
+    """The low (side −1) or high (+1) end of the t interval of ``values`` (infinite values pass
+    through)."""
     if any(math.isinf(v) and v * side > 0 for v in values):
         return side * math.inf
     if any(
@@ -391,13 +399,13 @@ def _end(values: Sequence[float], side: int) -> float:
 def censored_mean_interval(
     values: Sequence[Value], *, max_censored: float = MAX_CENSORED, what: str = "censored"
 ) -> Interval:
-    """The mean over seeds of values some of which are :class:`Censored`, and a conservative 95 % interval.
+    """The mean over seeds of values some of which are :class:`Censored`, and a conservative 95 %
+    interval.
 
-    The estimate counts each censored value at its finite end (:attr:`Censored.at`); the interval's low end is
-    the t interval's (k − 1 df) over every value at its lower end, the high end over every value at its upper end
-    (an infinite end stays infinite). The note counts the censored seeds; with more than ``max_censored`` of them
-    (a fraction) or one seed, no verdict.
-    """
+    The estimate counts each censored value at its finite end (:attr:`Censored.at`); the interval's
+    low end is the t interval's (k − 1 df) over every value at its lower end, the high end over
+    every value at its upper end (an infinite end stays infinite). The note counts the censored
+    seeds; with more than ``max_censored`` of them (a fraction) or one seed, no verdict."""
     values = list(values)
     if not values:
         raise ValueError("censored_mean_interval needs at least one value")
@@ -417,7 +425,7 @@ def censored_mean_interval(
     return Interval(estimate, _end(lows, -1), _end(highs, +1), k, note, k - 1, censored)
 
 
-# --- rates: log-log slopes ------------------------------------------------------------------------------------
+# --- rates: log-log slopes ------------------------------------------------------------------------
 
 
 def _log(v: float) -> float:
@@ -425,10 +433,10 @@ def _log(v: float) -> float:
 
 
 def slope_range(xs: Sequence[float], ys: Sequence[Value]) -> Value:
-    """One seed's log-log slope; where some y is :class:`Censored` (or a plain y is not finite and > 0: censored in
-    (0, ∞)), the slope's range over the box of its values, as a :class:`Censored` slope counted at the slope with
-    every censored y at its finite end. The least-squares slope is linear in log y, so its extremes lie at the
-    box's corners."""
+    """One seed's log-log slope; where some y is :class:`Censored` (or a plain y is not finite and >
+    0: censored in (0, ∞)), the slope's range over the box of its values, as a :class:`Censored`
+    slope counted at the slope with every censored y at its finite end. The least-squares slope is
+    linear in log y, so its extremes lie at the box's corners."""
     ys = [
         y if isinstance(y, Censored) or (math.isfinite(y) and y > 0) else Censored(0.0, math.inf)
         for y in ys
@@ -452,16 +460,18 @@ def slope_interval(
     *,
     max_censored: float = MAX_CENSORED,
 ) -> Interval:
-    """The log-log slope of y against x: fitted per seed (least squares), their mean and its t interval.
+    """The log-log slope of y against x: fitted per seed (least squares), their mean and its t
+    interval.
 
     Args:
         xs: the points (finite, > 0, at least two distinct).
-        ys_by_seed: per seed, the values at ``xs`` (in the same order): numbers, or :class:`Censored` values.
+        ys_by_seed: per seed, the values at ``xs`` (in the same order): numbers, or
+            :class:`Censored` values.
         max_censored: above this fraction of seeds with a censored value, no verdict.
 
-    A seed with a censored value (or a value not finite and > 0) is kept: its slope ranges over its values' box
-    (:func:`slope_range`) and enters :func:`censored_mean_interval`; one seed has no interval.
-    """
+    A seed with a censored value (or a value not finite and > 0) is kept: its slope ranges over its
+    values' box (:func:`slope_range`) and enters :func:`censored_mean_interval`; one seed has no
+    interval."""
     if not all(math.isfinite(x) and x > 0 for x in xs):
         raise ValueError(f"every x must be finite and > 0; got {list(xs)}")
     if not ys_by_seed:
@@ -475,23 +485,25 @@ def slope_interval(
     )
 
 
-# --- claims on an interval ------------------------------------------------------------------------------------
+# --- claims on an interval ------------------------------------------------------------------------
 
 
 def exceeds(interval: Interval, threshold: float) -> bool | None:
-    """The claim "the quantity is above ``threshold``", judged by :func:`verdict` on its interval."""
+    """The claim "the quantity is above ``threshold``", judged by :func:`verdict` on its
+    interval."""
     return verdict(interval.low, interval.high, threshold)
 
 
 def below(interval: Interval, threshold: float) -> bool | None:
-    """The claim "the quantity is below ``threshold``": holds if all of the interval lies below it, fails if none
-    of it does, no signal otherwise."""
+    """The claim "the quantity is below ``threshold``": holds if all of the interval lies below it,
+    fails if none of it does, no signal otherwise."""
     return verdict(-interval.high, -interval.low, -threshold)
 
 
 def within(interval: Interval, target: float, tol: float) -> bool | None:
-    """The claim "the quantity is within ±``tol`` of ``target``": holds if all of the interval lies strictly
-    inside (target − tol, target + tol), fails if all of it lies beyond one end, no signal otherwise."""
+    """The claim "the quantity is within ±``tol`` of ``target``": holds if all of the interval lies
+    strictly inside (target − tol, target + tol), fails if all of it lies beyond one end, no signal
+    otherwise."""
     if not tol > 0:
         raise ValueError(f"tol must be > 0; got {tol!r}")
     return all_hold([exceeds(interval, target - tol), below(interval, target + tol)])
@@ -500,15 +512,15 @@ def within(interval: Interval, target: float, tol: float) -> bool | None:
 def rate_within_bound(
     slope: Interval, bound_slope: float, *, regime: str, tol: float
 ) -> bool | None:
-    """The one-sided claim of an upper bound C·g(x) in the regime ``regime``, on the fitted log-log slope.
+    """The one-sided claim of an upper bound C·g(x) in the regime ``regime``, on the fitted log-log
+    slope.
 
-    :data:`GROWS` (x → ∞): holds when all of the interval lies below ``bound_slope + tol`` (the cost grows no faster,
-    or falls no slower, than the bound), fails when all of it lies at or above.
-    :data:`SHRINKS` (x → 0): holds when all of the interval lies above ``bound_slope − tol`` (as x shrinks the cost
-    grows no faster than the bound), fails when all of it lies at or below: a steeper, more negative slope than the
-    bound's is the violating direction. No signal otherwise. ``tol`` comes from
-    :func:`~dpnc_reproduce.loglog.dropped_log_tolerance`.
-    """
+    :data:`GROWS` (x → ∞): holds when all of the interval lies below ``bound_slope + tol`` (the cost
+    grows no faster, or falls no slower, than the bound), fails when all of it lies at or above.
+    :data:`SHRINKS` (x → 0): holds when all of the interval lies above ``bound_slope − tol`` (as x
+    shrinks the cost grows no faster than the bound), fails when all of it lies at or below: a
+    steeper, more negative slope than the bound's is the violating direction. No signal otherwise.
+    ``tol`` comes from :func:`~dpnc_reproduce.loglog.dropped_log_tolerance`."""
     if not tol >= 0:
         raise ValueError(f"tol must be >= 0; got {tol!r}")
     if regime == GROWS:
@@ -519,21 +531,24 @@ def rate_within_bound(
 
 
 def rate_limit(bound_slope: float, *, regime: str, tol: float) -> float:
-    """The slope at which :func:`rate_within_bound` changes verdict: bound + tol (x → ∞) or bound − tol (x → 0)."""
+    """The slope at which :func:`rate_within_bound` changes verdict: bound + tol (x → ∞) or bound −
+    tol (x → 0)."""
     return bound_slope + tol if regime == GROWS else bound_slope - tol
 
 
-DEPENDS = "depends on the constants"  # a rate verdict that differs between the two ends of the bound's slope
+# a rate verdict that differs between the two ends of the bound's slope
+DEPENDS = "depends on the constants"
 WORDS = {True: "holds", False: "fails", None: "no signal"}
 
 
 def rate_at_ends(
     slope: Interval, ends: tuple[float, float], *, regime: str, tol: float
 ) -> tuple[bool | None, str, tuple[bool | None, bool | None]]:
-    """:func:`rate_within_bound` at both ends of the range the bound's slope can take over the grid when its terms'
-    O-constants are unknown (``ends``: :func:`dpnc_reproduce.loglog.term_slopes`). Returns (verdict,
-    status, (verdict at the low end, at the high end)): the common verdict where both ends agree, else None with
-    the status :data:`DEPENDS` (neither end is the theorem's: it fixes no ratio of its constants)."""
+    """:func:`rate_within_bound` at both ends of the range the bound's slope can take over the grid
+    when its terms' O-constants are unknown (``ends``: :func:`dpnc_reproduce.loglog.term_slopes`).
+    Returns (verdict, status, (verdict at the low end, at the high end)): the common verdict where
+    both ends agree, else None with the status :data:`DEPENDS` (neither end is the theorem's: it
+    fixes no ratio of its constants)."""
     at = tuple(rate_within_bound(slope, e, regime=regime, tol=tol) for e in ends)
     return (at[0], "", at) if at[0] == at[1] else (None, DEPENDS, at)
 
@@ -541,7 +556,8 @@ def rate_at_ends(
 def ends_text(
     ends: tuple[float, float], at: tuple[bool | None, bool | None], *, regime: str, tol: float
 ) -> str:
-    """Both ends of :func:`rate_at_ends` in words: each end's bound slope, its limit and its verdict."""
+    """Both ends of :func:`rate_at_ends` in words: each end's bound slope, its limit and its
+    verdict."""
     return (
         "the bound's slope over this grid lies in [{:+.2f}, {:+.2f}] by its terms' unknown constants: ".format(
             *ends
@@ -568,21 +584,22 @@ def judged(verdicts: dict[str, bool | None]) -> str:
     )
 
 
-# --- ratios of heavy-tailed outcomes: geometric means, paired by seed -----------------------------------------
+# --- ratios of heavy-tailed outcomes: geometric means, paired by seed -----------------------------
 
 
 def geometric_ratio_interval(
     a: Sequence[float], b: Sequence[float], *, max_censored: float = MAX_CENSORED
 ) -> Interval:
-    """The geometric mean over seeds of the paired ratio a_s / b_s, and its 95 % interval, on the ratio scale.
+    """The geometric mean over seeds of the paired ratio a_s / b_s, and its 95 % interval, on the
+    ratio scale.
 
-    For outcomes that spread over orders of magnitude (an excess risk, a stationarity certificate) a ratio of means
-    is ruled by one seed; the mean of log(a_s / b_s) is not. The interval is :func:`mean_interval` of the per-seed
-    log ratios (Student's t, k − 1 df: both values of a seed come from the same data and seed) mapped back with exp;
-    the estimate is exp(mean log ratio). A pair whose ratio has no finite logarithm (a value ≤ 0 or not finite) is
-    kept as censored in (0, ∞) (:func:`censored_mean_interval`: counted in the note; above ``max_censored`` of
-    the seeds, or with one seed, no verdict).
-    """
+    For outcomes that spread over orders of magnitude (an excess risk, a stationarity certificate) a
+    ratio of means is ruled by one seed; the mean of log(a_s / b_s) is not. The interval is
+    :func:`mean_interval` of the per-seed log ratios (Student's t, k − 1 df: both values of a seed
+    come from the same data and seed) mapped back with exp; the estimate is exp(mean log ratio). A
+    pair whose ratio has no finite logarithm (a value ≤ 0 or not finite) is kept as censored in (0,
+    ∞) (:func:`censored_mean_interval`: counted in the note; above ``max_censored`` of the seeds, or
+    with one seed, no verdict)."""
     if len(a) != len(b) or not a:
         raise ValueError(
             f"a and b must hold the same positive number of seeds; got {len(a)} and {len(b)}"

@@ -1,7 +1,6 @@
-"""What experiments check and compute the same way: value rules for configs (:mod:`dpnc._check`, re-exported),
-medians over seeds, log-log slopes, the privacy claim. (The runner and the writer are in
-:mod:`dpnc_reproduce.protocol`.)
-"""
+"""What experiments check and compute the same way: value rules for configs (:mod:`dpnc._check`,
+re-exported), medians over seeds, log-log slopes, the privacy claim. (The runner and the writer are
+in :mod:`dpnc_reproduce.protocol`.)"""
 
 from __future__ import annotations
 
@@ -41,8 +40,8 @@ __all__ = [
 
 
 def check_grid(config, methods: Sequence[str]) -> None:
-    """Validate a nonsmooth experiment's grid: known methods, dims >= 1, sample sizes >= 4, finite ε > 0,
-    seeds >= 1, δ in (0, 1)."""
+    """Validate a nonsmooth experiment's grid: known methods, dims >= 1, sample sizes >= 4, finite ε
+    > 0, seeds >= 1, δ in (0, 1)."""
     check_axis("methods", config.methods, one_of(methods))
     check_axis("dims", config.dims, INTEGER)
     check_axis("samples", config.samples, ("an integer >= 4", lambda n: INTEGER[1](n) and n >= 4))
@@ -63,7 +62,8 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 def group_medians(
     rows: Sequence[dict], metric: str, keys: Sequence[str], x: str
 ) -> dict[tuple, list[tuple[float, float]]]:
-    """(row[k] for k in ``keys``) → [(row[x], median over the group's rows of ``metric``)] sorted by x."""
+    """(row[k] for k in ``keys``) → [(row[x], median over the group's rows of ``metric``)] sorted by
+    x."""
     groups: dict[tuple, dict[float, list[float]]] = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in keys), {}).setdefault(r[x], []).append(r[metric])
@@ -76,9 +76,9 @@ def group_medians(
 def by_seed(
     rows: Sequence, metric: str, keys: Sequence[str], x: str
 ) -> dict[tuple, tuple[list[float], list[list[float]]]]:
-    """(row.k for k in ``keys``) → (the x values sorted, per seed the values of ``metric`` at them): the series of
-    each seed, for slopes fitted per seed (:func:`dpnc_reproduce.claims.slope_interval`). A seed missing some x
-    is left out."""
+    """(row.k for k in ``keys``) → (the x values sorted, per seed the values of ``metric`` at them):
+    the series of each seed, for slopes fitted per seed
+    (:func:`dpnc_reproduce.claims.slope_interval`). A seed missing some x is left out."""
     groups: dict[tuple, dict[int, dict[float, float]]] = {}
     for r in rows:
         groups.setdefault(tuple(getattr(r, k) for k in keys), {}).setdefault(r.seed, {})[
@@ -99,17 +99,18 @@ def by_seed(
 
 
 def fmt_slope(slope: float, values: Sequence[float]) -> str:
-    """A fitted slope, or why there is none (a certificate of ~0: a stationary point within the radius,
-    whose rounding-level value would make the log-log fit meaningless)."""
+    """A fitted slope, or why there is none (a certificate of ~0: a stationary point within the
+    radius, whose rounding-level value would make the log-log fit meaningless)."""
     if min(values) < 1e-9:
         return f"reaches ~0 ({min(values):.1e})"
     return f"{slope:.2f}"
 
 
 def privacy_claim(rows: Sequence) -> Claim:
-    """The claim every private experiment checks on its rows (dicts or typed rows; ``epsilon`` the target;
-    ``epsilon_zcdp``, ``epsilon_pld``, ``epsilon_rdp`` the accountant's answers): each run spends exactly its ε by
-    zCDP and at most its ε by the tight PLD; dp-accounting's RDP (discrete orders, looser) is shown, not judged."""
+    """The claim every private experiment checks on its rows (dicts or typed rows; ``epsilon`` the
+    target; ``epsilon_zcdp``, ``epsilon_pld``, ``epsilon_rdp`` the accountant's answers): each run
+    spends exactly its ε by zCDP and at most its ε by the tight PLD; dp-accounting's RDP (discrete
+    orders, looser) is shown, not judged."""
     rows = [r if isinstance(r, dict) else vars(r) for r in rows]
     keys = ("epsilon_zcdp", "epsilon_pld", "epsilon_rdp")
     answered = [

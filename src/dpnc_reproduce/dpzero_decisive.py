@@ -49,8 +49,8 @@ ROWS = "rows.jsonl"
 
 
 def seeds(count: int = 20) -> list[tuple[int, int]]:
-    """(training seed, k-shot folder) of the first ``count`` of the 20 seeds, in run order: training seed j over
-    every folder, then j + 1 (a run stopped early holds balanced seeds)."""
+    """(training seed, k-shot folder) of the first ``count`` of the 20 seeds, in run order: training
+    seed j over every folder, then j + 1 (a run stopped early holds balanced seeds)."""
     return [(10 * f + j, f) for j in range(TRAINING_SEEDS) for f in FOLDERS][:count]
 
 
@@ -69,8 +69,8 @@ def _task(seed: int, folder: int, method: str) -> LMTask:
 
 
 class NoNoise(NoiseSource):
-    """A non-secret noise source whose Gaussian draws are 0: DPZero's clipped step with σ = 0 (batches and
-    directions still drawn; the run is marked not private)."""
+    """A non-secret noise source whose Gaussian draws are 0: DPZero's clipped step with σ = 0
+    (batches and directions still drawn; the run is marked not private)."""
 
     def gaussian(self, shape, sigma, *, dtype=torch.float64, device="cpu") -> torch.Tensor:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -91,8 +91,9 @@ def _done(out: Path) -> set[tuple[int, str]]:
 def run(
     data_dir: str, out: Path, runs_dir: Path, *, limit: int | None = None, trend: bool = False
 ) -> int:
-    """Run every (seed, method) not yet in ``out/rows.jsonl``, appending one line each; ``limit``: stop after this
-    many new rows; ``trend``: the T = 600 design's seeds and methods. Returns the number of rows written."""
+    """Run every (seed, method) not yet in ``out/rows.jsonl``, appending one line each; ``limit``:
+    stop after this many new rows; ``trend``: the T = 600 design's seeds and methods. Returns the
+    number of rows written."""
     steps, methods, count = (
         (TREND_STEPS, TREND_METHODS, TREND_SEEDS) if trend else (RECIPE["steps"], METHODS, 20)
     )
@@ -156,12 +157,12 @@ def run(
     return written
 
 
-# --- the declaration: MDEs by the judging variance model ---------------------------------------------------------
+# --- the declaration: MDEs by the judging variance model ------------------------------------------
 
 
 def _expected_table(comp: tuple[float, float, float], k: int, m: int) -> tuple[float, float]:
-    """Var(d̄) and its Welch–Satterthwaite df under :func:`two_way_mean_variance` for a k × m design whose mean
-    squares take their expectations under the components ``comp``."""
+    """Var(d̄) and its Welch–Satterthwaite df under :func:`two_way_mean_variance` for a k × m design
+    whose mean squares take their expectations under the components ``comp``."""
     s2s, s2e, s2r = comp
     terms = [
         (s2r + m * s2s, k - 1, 1.0),
@@ -178,10 +179,11 @@ def _mde(se: float, df: float) -> float:
 
 
 def mdes(headroom: Path = HEADROOM, k: int = 20, m: int = TEST_M) -> dict:
-    """The MDEs (80 % power, one-sided 5 %) of the design, from the headroom run's variance components (TREC,
-    top-2, T = 200, 3 seeds, m = 500): the drop by the two-way model of
-    :func:`~dpnc_reproduce.claims.paired_accuracy_difference`; the share by the seed and example parts of
-    :func:`~dpnc_reproduce.claims.paired_ratio` at r = 0.90 (delta method at the headroom's MeZO gain)."""
+    """The MDEs (80 % power, one-sided 5 %) of the design, from the headroom run's variance
+    components (TREC, top-2, T = 200, 3 seeds, m = 500): the drop by the two-way model of
+    :func:`~dpnc_reproduce.claims.paired_accuracy_difference`; the share by the seed and example
+    parts of :func:`~dpnc_reproduce.claims.paired_ratio` at r = 0.90 (delta method at the headroom's
+    MeZO gain)."""
     rows = json.loads(Path(headroom).read_text())["rows"]
 
     def bits(method, eps=None):
@@ -223,7 +225,8 @@ def mdes(headroom: Path = HEADROOM, k: int = 20, m: int = TEST_M) -> dict:
 
 
 def declaration(headroom: Path = HEADROOM) -> dict:
-    """The declared design, rule, thresholds, statistics and MDEs (``declaration.json``; the judge reads it)."""
+    """The declared design, rule, thresholds, statistics and MDEs (``declaration.json``; the judge
+    reads it)."""
     power = mdes(headroom)
     return {
         "design": {
@@ -275,11 +278,13 @@ def declaration(headroom: Path = HEADROOM) -> dict:
 
 
 def trend_declaration(headroom: Path = HEADROOM) -> dict:
-    """The T = 600 design (``--design trend``), declared before its first run: its claims, thresholds and MDEs.
+    """The T = 600 design (``--design trend``), declared before its first run: its claims,
+    thresholds and MDEs.
 
-    The MDEs take the headroom run's T = 200 variance components for T = 600 too (no T = 600 run existed), at 5
-    seeds; the difference of the two shares is taken as the sum of two such independent shares' variances (seeds
-    and questions shared by both T make them positively correlated, so this MDE is conservative)."""
+    The MDEs take the headroom run's T = 200 variance components for T = 600 too (no T = 600 run
+    existed), at 5 seeds; the difference of the two shares is taken as the sum of two such
+    independent shares' variances (seeds and questions shared by both T make them positively
+    correlated, so this MDE is conservative)."""
     power = mdes(headroom, k=TREND_SEEDS)
     share, drop = power["share"], power["drop"]
     return {
@@ -355,7 +360,8 @@ def judge(out: Path) -> dict:
     result["measurements"]["test"] = {
         k: _points(paired_accuracy_difference(bits(a), bits(b))) for k, (a, b) in pairs.items()
     }
-    # dev (secondary): each folder's own questions, so a t interval over the seeds' accuracy differences
+    # dev (secondary): each folder's own questions, so a t interval over the seeds' accuracy
+    #     differences
     result["measurements"]["dev"] = {}
     for k, (a, b) in pairs.items():
         d = [by[s, a]["dev_accuracy"] - by[s, b]["dev_accuracy"] for s in full]
@@ -375,7 +381,8 @@ def judge(out: Path) -> dict:
 
 
 def _judged(claim: dict, iv, holds: bool | None, unit: str) -> dict:
-    """A declared claim read from its interval, interval first, with the declaration's MDE (as JSON)."""
+    """A declared claim read from its interval, interval first, with the declaration's MDE (as
+    JSON)."""
     return powered_claim(
         claim["statement"],
         iv,

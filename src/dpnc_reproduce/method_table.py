@@ -17,12 +17,14 @@ CONSTRUCTORS = ("practical", "from_theory")
 
 
 class Entry(NamedTuple):
-    """One paper method of a reproduction: ``ALGORITHMS[algorithm].<constructor>(setting, budget, **options)``.
+    """One paper method of a reproduction: ``ALGORITHMS[algorithm].<constructor>(setting, budget,
+    **options)``.
 
-    ``options``: keyword arguments; a callable value is a rule, called with the reproduction's context when the
-    method is built (a rule that returns None leaves the constructor's own default). ``label``: what the method is,
-    in words. ``needs``: the public constants (fields of :class:`~dpnc.problems.base.Constants`) the method needs
-    declared; a problem that lacks one is not one the method applies to."""
+    ``options``: keyword arguments; a callable value is a rule, called with the reproduction's
+    context when the method is built (a rule that returns None leaves the constructor's own
+    default). ``label``: what the method is, in words. ``needs``: the public constants (fields of
+    :class:`~dpnc.problems.base.Constants`) the method needs declared; a problem that lacks one is
+    not one the method applies to."""
 
     algorithm: str
     constructor: str
@@ -36,13 +38,14 @@ class Entry(NamedTuple):
 
 
 def algorithm_name(name: str) -> str:
-    """The registry name of a method name: the part before its variant suffix (``klt:first-order`` → ``klt``)."""
+    """The registry name of a method name: the part before its variant suffix (``klt:first-order`` →
+    ``klt``)."""
     return name.split(":", 1)[0]
 
 
 def check_table(table: Mapping[str, Entry]) -> None:
-    """Raises ValueError unless every name's registry part is its entry's algorithm, a key of ALGORITHMS, and every
-    constructor is one of :data:`CONSTRUCTORS`."""
+    """Raises ValueError unless every name's registry part is its entry's algorithm, a key of
+    ALGORITHMS, and every constructor is one of :data:`CONSTRUCTORS`."""
     for name, entry in table.items():
         if entry.algorithm not in ALGORITHMS or algorithm_name(name) != entry.algorithm:
             raise ValueError(
@@ -56,8 +59,8 @@ def check_table(table: Mapping[str, Entry]) -> None:
 
 
 def refuse_old_names(methods, renamed: Mapping[str, str]) -> None:
-    """Raises ValueError naming the new name of any old method name in ``methods`` (a user's habit from before the
-    rename), before the generic "must be among" of the config's own check."""
+    """Raises ValueError naming the new name of any old method name in ``methods`` (a user's habit
+    from before the rename), before the generic "must be among" of the config's own check."""
     old = [name for name in methods if name in renamed]
     if old:
         raise ValueError(
@@ -67,7 +70,8 @@ def refuse_old_names(methods, renamed: Mapping[str, str]) -> None:
 
 
 def options(entry: Entry, context) -> dict:
-    """The entry's options with every rule computed on ``context`` (a rule's None: the option is left out)."""
+    """The entry's options with every rule computed on ``context`` (a rule's None: the option is
+    left out)."""
     values = {
         key: value(context) if callable(value) else value for key, value in entry.options.items()
     }
@@ -75,18 +79,19 @@ def options(entry: Entry, context) -> dict:
 
 
 def build(entry: Entry, setting, budget, context):
-    """The algorithm of ``entry`` on the public ``setting`` and ``budget``, its rules computed on ``context``."""
+    """The algorithm of ``entry`` on the public ``setting`` and ``budget``, its rules computed on
+    ``context``."""
     constructor: Callable = getattr(ALGORITHMS[entry.algorithm], entry.constructor)
     return constructor(setting, budget, **options(entry, context))
 
 
-# --- older results ------------------------------------------------------------------------------------------
+# --- older results --------------------------------------------------------------------------------
 
 
 def rename_text(text: str, renamed: Mapping[str, str]) -> str:
-    """``text`` with every whole old method name (not part of a longer name: no letter, digit or ``-`` either side,
-    nor a module path's ``.`` before it) replaced by its new one; longer names first, so ``ztc-naive`` is not read
-    as ``ztc``."""
+    """``text`` with every whole old method name (not part of a longer name: no letter, digit or
+    ``-`` either side, nor a module path's ``.`` before it) replaced by its new one; longer names
+    first, so ``ztc-naive`` is not read as ``ztc``."""
     if not renamed:
         return text
     names = "|".join(re.escape(old) for old in sorted(renamed, key=len, reverse=True))
@@ -106,9 +111,10 @@ def _rename(value, renamed: Mapping[str, str]):
 
 
 def rename(data: dict, renamed: Mapping[str, str], *, issue: int = 43) -> dict:
-    """A ``result.json`` record with the old method names of ``renamed`` (old → new) replaced by the new ones in
-    every text it holds (config, rows, claims, declarations, re-judgings, notes, command; nothing else changes: no
-    number, no verdict), and a note saying so. A record that names no old method comes back unchanged."""
+    """A ``result.json`` record with the old method names of ``renamed`` (old → new) replaced by the
+    new ones in every text it holds (config, rows, claims, declarations, re-judgings, notes,
+    command; nothing else changes: no number, no verdict), and a note saying so. A record that names
+    no old method comes back unchanged."""
     methods = set(data.get("config", {}).get("methods", ())) | {
         r.get("method") for r in data.get("rows", ())
     }

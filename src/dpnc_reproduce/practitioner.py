@@ -57,7 +57,8 @@ def lm_config(name: str, steps: int, data_dir: str, runs_dir: Path) -> LMConfig:
 
 
 def train(name: str, steps: int, seed: int, folder: int, data_dir: str, runs_dir: Path):
-    """One run of ``name`` (ε = 6) on ``folder`` with training seed ``seed``: (its LMRow, the trainer)."""
+    """One run of ``name`` (ε = 6) on ``folder`` with training seed ``seed``: (its LMRow, the
+    trainer)."""
     task = LMTask(TASK, seed, CONFIGS[name]["method"], EPSILON, data_seed=folder)
     config = lm_config(name, steps, data_dir, runs_dir)
     with warnings.catch_warnings(), quiet_dp_accounting():
@@ -120,7 +121,8 @@ def run(data_dir: str, out: Path, runs_dir: Path) -> None:
 
 
 def judge(out: Path, decisive: Path = DECISIVE) -> dict:
-    """Each method's accuracy and its difference to DPZero top-2 on the seeds every method has, with the timing."""
+    """Each method's accuracy and its difference to DPZero top-2 on the seeds every method has, with
+    the timing."""
     rows = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines() if x.strip()]
     rows += [
         r | {"label": DPZERO}

@@ -37,12 +37,12 @@ R = TypeVar("R")  # its Row
 class Claim(NamedTuple):
     """One claim of a paper (or of a theory) checked on our rows.
 
-    ``holds``: True, False, or None when the data give no signal either way (an effect inside its interval).
-    ``status``: with ``holds`` None, why a claim is not judged at all, when that is not "no signal": e.g. "not
-    testable by slope here" (the instance confounds the variable) or "underpowered for this design".
-    ``facts``: the numbers the verdict and evidence were read from, by name (``{"capped_runs": 15, …}``), which
-    tests assert instead of the evidence's prose; never mutated (a claim is a value), empty where none is recorded.
-    """
+    ``holds``: True, False, or None when the data give no signal either way (an effect inside its
+    interval). ``status``: with ``holds`` None, why a claim is not judged at all, when that is not
+    "no signal": e.g. "not testable by slope here" (the instance confounds the variable) or
+    "underpowered for this design". ``facts``: the numbers the verdict and evidence were read from,
+    by name (``{"capped_runs": 15, …}``), which tests assert instead of the evidence's prose; never
+    mutated (a claim is a value), empty where none is recorded."""
 
     statement: str
     holds: bool | None
@@ -56,8 +56,8 @@ class Claim(NamedTuple):
 
 
 class Declared(NamedTuple):
-    """A claim as declared before a run (:meth:`Experiment.declare`): what is claimed, which way, against what
-    threshold, by which test. Written into ``result.json`` when the run starts."""
+    """A claim as declared before a run (:meth:`Experiment.declare`): what is claimed, which way,
+    against what threshold, by which test. Written into ``result.json`` when the run starts."""
 
     statement: str
     direction: str  # e.g. "above", "at most", "one-sided: slope ≤ bound + tol", "every part holds"
@@ -66,7 +66,8 @@ class Declared(NamedTuple):
 
 
 class Experiment(Generic[C, T, R]):
-    """A reproduction. Subclass it, set the class attributes and implement the methods; one instance per module.
+    """A reproduction. Subclass it, set the class attributes and implement the methods; one instance
+    per module.
 
     Class attributes:
         name: the command (``dpnc reproduce <name>``) and the default output folder ``runs/<name>``.
@@ -76,7 +77,8 @@ class Experiment(Generic[C, T, R]):
         Config: the frozen config dataclass; ``QUICK`` (the default) and ``FULL`` its two instances.
         Row: the frozen row dataclass.
         runner: the experiment's run module, whose ``tasks(config)``, ``cost(config, task)`` and
-            ``run_one(config, task)`` the methods of the same names call unless a subclass overrides them.
+            ``run_one(config, task)`` the methods of the same names call unless a subclass overrides
+            them.
     The command's help is the class docstring.
     """
 
@@ -91,7 +93,8 @@ class Experiment(Generic[C, T, R]):
     runner: ClassVar[types.ModuleType | None] = None
 
     def tasks(self, config: C) -> list[T]:
-        """Every task of ``config``, in the order the rows should have; raises ValueError if ``config`` cannot run."""
+        """Every task of ``config``, in the order the rows should have; raises ValueError if
+        ``config`` cannot run."""
         if self.runner is None:
             raise NotImplementedError
         return self.runner.tasks(config)
@@ -101,17 +104,19 @@ class Experiment(Generic[C, T, R]):
         return 1.0 if self.runner is None else self.runner.cost(config, task)
 
     def isolated(self, config: C) -> bool:
-        """Whether each task needs a fresh process of its own (e.g. to measure its own peak memory)."""
+        """Whether each task needs a fresh process of its own (e.g. to measure its own peak
+        memory)."""
         return False
 
     def bind_output(self, config: C, out: Path) -> C:
-        """``config`` for a run whose outputs go to ``out`` (e.g. a folder for per-task files); the command line
-        calls it before running."""
+        """``config`` for a run whose outputs go to ``out`` (e.g. a folder for per-task files); the
+        command line calls it before running."""
         return config
 
     def run_one(self, config: C, task: T) -> R | tuple[R, ...]:
-        """Run one task: a module-level class's method, so that it pickles into a worker process. A row, or a
-        tuple of rows for a task that measures several points at once (the runner flattens them in order)."""
+        """Run one task: a module-level class's method, so that it pickles into a worker process. A
+        row, or a tuple of rows for a task that measures several points at once (the runner flattens
+        them in order)."""
         if self.runner is None:
             raise NotImplementedError
         return self.runner.run_one(config, task)
@@ -121,11 +126,13 @@ class Experiment(Generic[C, T, R]):
         return []
 
     def declare(self, config: C) -> list[Declared]:
-        """The claims :meth:`claims` will judge, declared before any task runs (one per family of claims)."""
+        """The claims :meth:`claims` will judge, declared before any task runs (one per family of
+        claims)."""
         return []
 
     def describe(self, result: Result) -> str:
-        """Markdown before the claims table: the setting (model, data, constants, privacy, caveats)."""
+        """Markdown before the claims table: the setting (model, data, constants, privacy,
+        caveats)."""
         return ""
 
     def render(self, result: Result) -> str:
@@ -141,14 +148,15 @@ class Experiment(Generic[C, T, R]):
         return []
 
     def upgrade(self, data: dict) -> dict:
-        """A ``result.json`` record written by an older version, in the current format (:func:`read` calls it);
-        the default returns it unchanged."""
+        """A ``result.json`` record written by an older version, in the current format (:func:`read`
+        calls it); the default returns it unchanged."""
         return data
 
 
 @dataclasses.dataclass(frozen=True)
 class Result(Generic[C, R]):
-    """One run of an experiment: its config, the rows in task order, the claims on them, time and machine."""
+    """One run of an experiment: its config, the rows in task order, the claims on them, time and
+    machine."""
 
     experiment: Experiment
     config: C
@@ -157,8 +165,10 @@ class Result(Generic[C, R]):
     seconds: float
     workers: int | None  # None: not recorded (an older result)
     machine: dict
-    declared: tuple = ()  # the claims declared before the run (Declared); after it, if an older result lacked them
-    rejudged: tuple = ()  # every re-judging, oldest first: {"date", "rule", "changes", "previous"} (:func:`rejudge`)
+    # the claims declared before the run (Declared); after it, if an older result lacked them
+    declared: tuple = ()
+    # every re-judging, oldest first: {"date", "rule", "changes", "previous"} (:func:`rejudge`)
+    rejudged: tuple = ()
     notes: tuple = ()  # lines under the summary's header (kept across re-judgings)
     declared_commit: dict | None = (
         None  # where the declarations were committed (:func:`declaring_commit`)
@@ -188,13 +198,13 @@ def run_experiment(
     workers: int = 2,
     out: Path | None = None,
 ) -> Result:
-    """Every task of ``config``, ``workers`` at a time (:func:`run_tasks`), and the claims on the rows.
+    """Every task of ``config``, ``workers`` at a time (:func:`run_tasks`), and the claims on the
+    rows.
 
-    The tasks are listed (and ``config`` checked by the experiment) before any of them runs, and the claims are
-    declared (:meth:`Experiment.declare`): with ``out``, ``out/result.json`` holds the config and the declared claims
-    (``"status": "running"``) before the first task starts. The rows are in task order, a task's tuple of rows
-    flattened in place.
-    """
+    The tasks are listed (and ``config`` checked by the experiment) before any of them runs, and the
+    claims are declared (:meth:`Experiment.declare`): with ``out``, ``out/result.json`` holds the
+    config and the declared claims (``"status": "running"``) before the first task starts. The rows
+    are in task order, a task's tuple of rows flattened in place."""
     config.validate()
     tasks = experiment.tasks(config)
     declared = tuple(experiment.declare(config))
@@ -240,7 +250,8 @@ def run_experiment(
 
 
 def machine(load_average_start: float | None = None) -> dict:
-    """Where a result was computed: CPU count, processor, platform, torch version and threads, load averages."""
+    """Where a result was computed: CPU count, processor, platform, torch version and threads, load
+    averages."""
     return {
         "cpus": os.cpu_count(),
         "processor": platform.processor() or platform.machine(),
@@ -266,13 +277,14 @@ def run_tasks(
     workers: int = 2,
     fresh: bool = False,
 ) -> list:
-    """``[run(*task) for task in tasks]``, ``workers`` processes at a time (one torch thread each), the costliest
-    (by ``cost(*task)``) submitted first, with a progress bar; results in the order of ``tasks``.
+    """``[run(*task) for task in tasks]``, ``workers`` processes at a time (one torch thread each),
+    the costliest (by ``cost(*task)``) submitted first, with a progress bar; results in the order of
+    ``tasks``.
 
-    ``fresh``: each task in a freshly spawned process of its own (nothing inherited, its own peak memory), even
-    with one worker. Otherwise ``workers`` <= 1 runs the tasks in this process.
-    ``run`` and ``cost`` must be picklable (module-level functions, or ``functools.partial`` of them).
-    """
+    ``fresh``: each task in a freshly spawned process of its own (nothing inherited, its own peak
+    memory), even with one worker. Otherwise ``workers`` <= 1 runs the tasks in this process.
+    ``run`` and ``cost`` must be picklable (module-level functions, or ``functools.partial`` of
+    them)."""
     bar = tqdm(total=len(tasks), desc=desc, disable=not progress)
     try:
         if workers <= 1 and not fresh:
@@ -305,7 +317,7 @@ def run_tasks(
         bar.close()
 
 
-# --- files ----------------------------------------------------------------------------------------------------
+# --- files ----------------------------------------------------------------------------------------
 
 
 def write_csv(path: Path, rows: Sequence[dict]) -> Path:
@@ -331,8 +343,9 @@ def verdict(holds: bool | None, status: str = "") -> str:
 
 
 def claims_table(claims: Sequence[Claim], before: dict[str, str] | None = None) -> str:
-    """The claims as the markdown table every summary shows (a sentence saying so when there are none).
-    ``before``: statement → the verdict before the last re-judging, shown beside a verdict that changed."""
+    """The claims as the markdown table every summary shows (a sentence saying so when there are
+    none). ``before``: statement → the verdict before the last re-judging, shown beside a verdict
+    that changed."""
     if not claims:
         return "No claim can be checked on these runs."
     before = before or {}
@@ -354,7 +367,8 @@ def declared_table(declared: Sequence[Declared]) -> str:
 
 
 def rejudged_section(rejudged: Sequence[dict]) -> str:
-    """Every re-judging: its date and rule, and each verdict it changed, old → new (nothing silently replaced)."""
+    """Every re-judging: its date and rule, and each verdict it changed, old → new (nothing silently
+    replaced)."""
     parts = ["## Re-judged (old verdicts kept in result.json)\n"]
     for r in rejudged:
         parts.append(f"{r['date']}: {r['rule']}\n")
@@ -371,8 +385,8 @@ def rejudged_section(rejudged: Sequence[dict]) -> str:
 
 
 def summary(result: Result, command: str, note: str = "") -> str:
-    """``summary.md``: heading, command, run time and machine, ``note`` if any, the setting, the claims, the
-    tables."""
+    """``summary.md``: heading, command, run time and machine, ``note`` if any, the setting, the
+    claims, the tables."""
     m = result.machine
     load = (
         ""
@@ -424,8 +438,8 @@ def summary(result: Result, command: str, note: str = "") -> str:
 
 
 def write(result: Result, out: Path, command: str, note: str = "") -> list[Path]:
-    """``rows.csv``, the experiment's extra tables, ``result.json``, its figures and ``summary.md`` (with ``note``
-    under its header) under ``out``; their paths."""
+    """``rows.csv``, the experiment's extra tables, ``result.json``, its figures and ``summary.md``
+    (with ``note`` under its header) under ``out``; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = (
         [write_csv(out / "rows.csv", [csv_record(r) for r in result.rows])] if result.rows else []
@@ -441,13 +455,13 @@ def write(result: Result, out: Path, command: str, note: str = "") -> list[Path]
 
 
 def read(experiment: Experiment, path: Path) -> Result:
-    """A :class:`Result` back from the ``result.json`` that :func:`write` wrote (lists back to tuples).
+    """A :class:`Result` back from the ``result.json`` that :func:`write` wrote (lists back to
+    tuples).
 
-    Older files load too: a file written before this protocol (no ``experiment``, ``claims``, ``workers`` or
-    ``machine``: those come back as the experiment's name, no claims, None and {}), and rows or configs without a
-    field added since with a default (:func:`from_record`); the experiment's :meth:`Experiment.upgrade` brings
-    anything else to the current format first.
-    """
+    Older files load too: a file written before this protocol (no ``experiment``, ``claims``,
+    ``workers`` or ``machine``: those come back as the experiment's name, no claims, None and {}),
+    and rows or configs without a field added since with a default (:func:`from_record`); the
+    experiment's :meth:`Experiment.upgrade` brings anything else to the current format first."""
     data = experiment.upgrade(json.loads(Path(path).read_text()))
     if data.get("experiment", experiment.name) != experiment.name:
         raise ValueError(f"{path} holds a {data['experiment']!r} result, not {experiment.name!r}")
@@ -474,15 +488,17 @@ def rejudge(
     date: str | None = None,
     redeclare: bool = False,
 ) -> tuple[list[Path], list[dict]]:
-    """Judge the claims of the result under ``folder`` again on its stored rows (nothing is re-run) and write the
-    result back there (:func:`write`). The old verdicts stay: ``result.json`` gains a ``rejudged`` record (the date,
-    ``rule`` — what changed in the judging —, each claim's old and new verdict and evidence, and the old claims),
-    and ``summary.md`` shows each changed verdict beside its old one and a table of every change. A result without
-    declared claims gets them from :meth:`Experiment.declare`, marked as declared after the run. The summary's
-    note lines are kept (read from an older summary.md where result.json lacks them). ``command``: the run's
-    command when the file lacks it. ``redeclare``: the judging's declarations changed (thresholds, tolerances,
-    regimes): the result takes the experiment's current ones, marked as declared after the run, and the record
-    keeps the declaring commit and the old declarations. Returns the paths written and the changes."""
+    """Judge the claims of the result under ``folder`` again on its stored rows (nothing is re-run)
+    and write the result back there (:func:`write`). The old verdicts stay: ``result.json`` gains a
+    ``rejudged`` record (the date, ``rule`` — what changed in the judging —, each claim's old and
+    new verdict and evidence, and the old claims), and ``summary.md`` shows each changed verdict
+    beside its old one and a table of every change. A result without declared claims gets them from
+    :meth:`Experiment.declare`, marked as declared after the run. The summary's note lines are kept
+    (read from an older summary.md where result.json lacks them). ``command``: the run's command
+    when the file lacks it. ``redeclare``: the judging's declarations changed (thresholds,
+    tolerances, regimes): the result takes the experiment's current ones, marked as declared after
+    the run, and the record keeps the declaring commit and the old declarations. Returns the paths
+    written and the changes."""
     folder = Path(folder)
     data = json.loads((folder / "result.json").read_text())
     old = read(experiment, folder / "result.json")
@@ -515,11 +531,12 @@ def supersede(
     date: str | None = None,
     notes: tuple = (),
 ) -> list[Path]:
-    """Keep the verdicts of the result a new run replaced: ``previous`` (the old ``result.json``, as a dict) gives a
-    re-judging record in the new result under ``folder``, after the old result's own re-judgings. Only an old claim
-    with the very same statement is paired with a new one (a re-run's claims may be new in kind); every other old
-    claim reads "removed", with its old verdict and evidence, and the new claims that pair with none read "new
-    claim". ``notes``: lines added under the summary's header (e.g. how the grid was trimmed)."""
+    """Keep the verdicts of the result a new run replaced: ``previous`` (the old ``result.json``, as
+    a dict) gives a re-judging record in the new result under ``folder``, after the old result's own
+    re-judgings. Only an old claim with the very same statement is paired with a new one (a re-run's
+    claims may be new in kind); every other old claim reads "removed", with its old verdict and
+    evidence, and the new claims that pair with none read "new claim". ``notes``: lines added under
+    the summary's header (e.g. how the grid was trimmed)."""
     folder = Path(folder)
     data = json.loads((folder / "result.json").read_text())
     result = read(experiment, folder / "result.json")
@@ -544,7 +561,8 @@ def _record(
     declared_after: bool,
     similar: bool = True,
 ) -> dict:
-    """One re-judging record: its date and rule, each old claim's pairing (:func:`match_claims`), the old claims."""
+    """One re-judging record: its date and rule, each old claim's pairing (:func:`match_claims`),
+    the old claims."""
     return {
         "date": date or datetime.date.today().isoformat(),
         "rule": rule,
@@ -555,10 +573,10 @@ def _record(
 
 
 def match_claims(old: Sequence[Claim], new: Sequence[Claim], *, similar: bool = True) -> list[dict]:
-    """Pair old and new claims (same statement first, then, with ``similar``, the most similar statement, at least
-    half alike);
-    each pair as {statement (the old one), new_statement, old, new, old_evidence, new_evidence}; an old claim
-    without a new one reads "removed", a new one without an old one "new claim"."""
+    """Pair old and new claims (same statement first, then, with ``similar``, the most similar
+    statement, at least half alike); each pair as {statement (the old one), new_statement, old, new,
+    old_evidence, new_evidence}; an old claim without a new one reads "removed", a new one without
+    an old one "new claim"."""
     pairs, left = {}, list(range(len(new)))
     for i, o in enumerate(old):
         j = next((j for j in left if new[j].statement == o.statement), None)
@@ -607,7 +625,8 @@ def match_claims(old: Sequence[Claim], new: Sequence[Claim], *, similar: bool = 
 
 
 def _summary_notes(path: Path, result: Result) -> list[str]:
-    """The note lines of an older summary.md: between its "Hardware:" line and the experiment's setting."""
+    """The note lines of an older summary.md: between its "Hardware:" line and the experiment's
+    setting."""
     if not path.exists():
         return []
     lines = path.read_text().splitlines()
@@ -630,8 +649,8 @@ def _summary_notes(path: Path, result: Result) -> list[str]:
 
 
 def from_record(cls: type, record: dict):
-    """An instance of the dataclass ``cls`` from a JSON record: tuple-typed fields from lists; a field the record
-    lacks takes its default (a field added since the record was written)."""
+    """An instance of the dataclass ``cls`` from a JSON record: tuple-typed fields from lists; a
+    field the record lacks takes its default (a field added since the record was written)."""
     hints = typing.get_type_hints(cls)
     values = {}
     for f in dataclasses.fields(cls):
@@ -647,7 +666,8 @@ def from_record(cls: type, record: dict):
 
 
 def _origins(hint) -> set:
-    """The outer types of a hint: {tuple} for ``tuple[int, ...]``, {tuple, NoneType} for ``tuple[...] | None``."""
+    """The outer types of a hint: {tuple} for ``tuple[int, ...]``, {tuple, NoneType} for
+    ``tuple[...] | None``."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return {o for arg in typing.get_args(hint) for o in _origins(arg)}

@@ -1,6 +1,7 @@
-"""Where a result's declarations come from: the commit of the code that declares its claims, thresholds and
-tolerances, and whether it precedes the commit of the rows it judges (a declaration made after the data is
-recorded as such, and only a re-run tests a claim whose tolerance changed)."""
+"""Where a result's declarations come from: the commit of the code that declares its claims,
+thresholds and tolerances, and whether it precedes the commit of the rows it judges (a declaration
+made after the data is recorded as such, and only a re-run tests a claim whose tolerance
+changed)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 
 
 def declaring_paths(experiment: object) -> list[Path]:
-    """The code that declares an experiment's claims, thresholds and tolerances: the claims engine and the
-    experiment's own package."""
+    """The code that declares an experiment's claims, thresholds and tolerances: the claims engine
+    and the experiment's own package."""
     package = Path(sys.modules[type(experiment).__module__.rpartition(".")[0]].__file__).parent
     return [Path(__file__).with_name("claims.py"), package]
 
@@ -26,9 +27,10 @@ def _git(args: Sequence[str], cwd: Path) -> str | None:
 
 
 def declaring_commit(experiment: object) -> dict | None:
-    """The last commit that touched the declaring code (:func:`declaring_paths`) and whether that code has changes
-    not yet committed (``dirty``: then the declarations are not the committed ones); None outside a git work tree.
-    Recorded in ``result.json`` so a test can check that the declarations precede the rows (:func:`precedes`)."""
+    """The last commit that touched the declaring code (:func:`declaring_paths`) and whether that
+    code has changes not yet committed (``dirty``: then the declarations are not the committed
+    ones); None outside a git work tree. Recorded in ``result.json`` so a test can check that the
+    declarations precede the rows (:func:`precedes`)."""
     paths = declaring_paths(experiment)
     cwd = paths[0].parent
     root = _git(["rev-parse", "--show-toplevel"], cwd)
@@ -41,8 +43,9 @@ def declaring_commit(experiment: object) -> dict | None:
 
 
 def precedes(declared: str, rows: str, repo: Path) -> bool:
-    """Whether commit ``declared`` is a strict ancestor of commit ``rows`` in the repository at ``repo``: the
-    declarations were committed before the rows they judge (the same commit does not count)."""
+    """Whether commit ``declared`` is a strict ancestor of commit ``rows`` in the repository at
+    ``repo``: the declarations were committed before the rows they judge (the same commit does not
+    count)."""
     if declared == rows:
         return False
     done = subprocess.run(

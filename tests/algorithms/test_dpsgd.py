@@ -1,4 +1,5 @@
-"""DP-SGD on the functional tier: one Poisson-sampled release per step, ε within the target, secret batches."""
+"""DP-SGD on the functional tier: one Poisson-sampled release per step, ε within the target, secret
+batches."""
 
 import math
 

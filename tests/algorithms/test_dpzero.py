@@ -1,4 +1,5 @@
-"""docs/papers.md, DPZero §5.1, 5.2, 5.4, 5.10, 5.12 for DPZero, DPGD-0th, DP-GD and MeZO (flat tier)."""
+"""docs/papers.md, DPZero §5.1, 5.2, 5.4, 5.10, 5.12 for DPZero, DPGD-0th, DP-GD and MeZO (flat
+tier)."""
 
 import dataclasses
 import math
@@ -48,7 +49,8 @@ def exact_a(problem, x, u, batch=None):
 
 
 def run(algorithm, problem, x0, T, *, seed, direction="gaussian", callback=None, **kwargs) -> Run:
-    """``algorithm.run`` for T steps from the public seed ``seed``; the step logs are kept as ``.logs``."""
+    """``algorithm.run`` for T steps from the public seed ``seed``; the step logs are kept as
+    ``.logs``."""
     logs = []
 
     def record(t, log):
@@ -89,7 +91,7 @@ def step(
     return space, log
 
 
-# --- DPZero §5.1 scalar release --------------------------------------------------------------------
+# --- DPZero §5.1 scalar release -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("relation, factor", [("replace-one", 2.0), ("add/remove", 1.0)])
@@ -144,7 +146,7 @@ def test_per_run_clipping_thresholds_get_per_run_noise(problem):
         assert abs(z[:, k].std() - sigma) <= 6 * sigma / math.sqrt(2 * M)
 
 
-# --- DPZero §5.2 update direction ------------------------------------------------------------------
+# --- DPZero §5.2 update direction -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -201,17 +203,19 @@ def test_dpgd0th_noise_is_isotropic_around_the_clipped_mean_step():
             for _ in range(M)
         ]
     ) / (eta * sigma)
-    # Every coordinate is N(0, 1) after scaling by ασ; so is the component along u (no extra noise there).
+    # Every coordinate is N(0, 1) after scaling by ασ; so is the component along u (no extra noise
+    # there).
     assert stats.kstest(R.flatten().numpy(), "norm").pvalue > 1e-3
     along = (R @ u / torch.linalg.vector_norm(u)).numpy()
     assert stats.kstest(along, "norm").pvalue > 1e-3
-    # Coordinates are uncorrelated: the empirical covariance of the M draws is ≈ I (off-diagonal SE 1/√M).
+    # Coordinates are uncorrelated: the empirical covariance of the M draws is ≈ I (off-diagonal SE
+    # 1/√M).
     cov = (R.T @ R / M).numpy()
     off = cov[~np.eye(d, dtype=bool)]
     assert abs(off.mean()) <= 6 / math.sqrt(M * d * (d - 1) / 2)
 
 
-# --- DPZero §5.4 sensitivity -----------------------------------------------------------------------
+# --- DPZero §5.4 sensitivity ----------------------------------------------------------------------
 
 
 ADVERSARIES = [
@@ -291,8 +295,8 @@ def test_minibatch_sensitivity_uses_the_batch_size(problem):
             )[1]
             worst = max(worst, abs(float(log.released) - base))
     assert 2 * C / B * (1 - 1e-9) <= worst <= 2 * C / B * (1 + 1e-12)
-    # Add/remove on a Poisson batch: ≤ C/B. With the fixed denominator B, an absent example is exactly
-    # an example whose difference a_j is 0, so the neighbour without example j is "a_j = 0".
+    # Add/remove on a Poisson batch: ≤ C/B. With the fixed denominator B, an absent example is
+    # exactly an example whose difference a_j is 0, so the neighbour without example j is "a_j = 0".
     poisson = lambda: PoissonSampler.for_testing(problem.n, B, seed=2)
     batch = poisson().sample()
     j = int(batch[0])
@@ -356,8 +360,9 @@ def test_mezo_skips_an_empty_batch(problem):
 
 
 def test_mezo_counts_an_example_non_finite_at_one_point_as_zero_at_both(problem):
-    """Example 0's loss is NaN at x + λu only (and example 1's +inf at x − λu only): each counts as a_i = 0, so c_t is
-    the sum of the other examples' a_i over the whole batch, finite, and both are counted as non-finite."""
+    """Example 0's loss is NaN at x + λu only (and example 1's +inf at x − λu only): each counts as
+    a_i = 0, so c_t is the sum of the other examples' a_i over the whole batch, finite, and both are
+    counted as non-finite."""
     x0 = start(problem.d)
     calls = []
 
@@ -414,7 +419,7 @@ def test_dpgd0th_sensitivity_is_2C_over_n_in_l2(problem):
         assert float(torch.linalg.vector_norm(g - base)) <= 2 * C / problem.n * (1 + 1e-9)
 
 
-# --- DPZero §5.10 noise independence ---------------------------------------------------------------
+# --- DPZero §5.10 noise independence --------------------------------------------------------------
 
 
 def test_noise_varies_under_a_fixed_public_seed(problem):
@@ -444,8 +449,9 @@ def test_noise_varies_under_a_fixed_public_seed(problem):
 
 
 def test_noise_is_not_a_function_of_the_public_seed(problem):
-    """With the same test NoiseSource, z_t is the same whatever the direction seed: it depends on the
-    noise stream only (the published code's z_t is torch.manual_seed(s_t); torch.randn(1), a function of s_t)."""
+    """With the same test NoiseSource, z_t is the same whatever the direction seed: it depends on
+    the noise stream only (the published code's z_t is torch.manual_seed(s_t); torch.randn(1), a
+    function of s_t)."""
     x0, C, mult = start(problem.d), 0.5, 1.0
     algorithm = DPZero(eta=0.1, lam=1e-2, C=C, noise_multiplier=mult)
     sigma = mult * 2 * C / problem.n
@@ -493,7 +499,7 @@ def test_seeded_test_noise_is_marked_not_private_and_global_rng_untouched(proble
     assert not report.private and any("NOT PRIVATE" in n for n in report.notes)
 
 
-# --- DPZero §5.12 degenerate cases -----------------------------------------------------------------
+# --- DPZero §5.12 degenerate cases ----------------------------------------------------------------
 
 
 def zo_sgd_reference(losses, x0, T, seed, eta, lam, sampler, direction):
@@ -615,8 +621,8 @@ def test_a_grid_of_runs_equals_the_runs_alone(problem):
 
 
 def test_a_private_grids_report_says_its_epsilon_is_each_runs(problem):
-    # The ledger of a grid holds one run's releases (the K runs share σ): its ε covers one run's output, and the
-    # report says so, since the returned output holds all K.
+    # The ledger of a grid holds one run's releases (the K runs share σ): its ε covers one run's
+    # output, and the report says so, since the returned output holds all K.
     K, x0 = 3, start(problem.d, seed=12)
     kwargs = dict(
         seed=5,
@@ -641,7 +647,7 @@ def test_a_private_grids_report_says_its_epsilon_is_each_runs(problem):
     assert not any("grid" in note for note in alone.report(1e-5).notes)
 
 
-# --- accounting, non-finite values, bad hyper-parameters ---------------------------------------------
+# --- accounting, non-finite values, bad hyper-parameters ------------------------------------------
 
 
 def algorithms(problem):
@@ -861,7 +867,8 @@ def test_bad_run_arguments(problem):
 
 
 def test_discrete_noise_is_on_the_grid_with_the_calibrated_spread(problem):
-    """discrete=True: c_t − round(mean) is an exact discrete Gaussian on the grid Δ/1000, std ≈ σ."""
+    """discrete=True: c_t − round(mean) is an exact discrete Gaussian on the grid Δ/1000, std ≈
+    σ."""
     x0 = start(problem.d)
     C, mult, M = 1.0, 2.0, 1500
     delta_s = 2 * C / problem.n  # replace-one sensitivity of the mean
@@ -885,11 +892,12 @@ def test_discrete_noise_is_on_the_grid_with_the_calibrated_spread(problem):
     assert stats.kstest(z, "norm").pvalue > 1e-3
 
 
-# --- the contract: output rule, the objective protocol ------------------------------------------------------
+# --- the contract: output rule, the objective protocol --------------------------------------------
 
 
 def test_paper_output_is_the_random_iterate_x_tau(problem):
-    """paper=True returns x_τ, τ ~ Unif{0..T−1} from the public generator (Algorithms 1–2); last is x_T."""
+    """paper=True returns x_τ, τ ~ Unif{0..T−1} from the public generator (Algorithms 1–2); last is
+    x_T."""
     T, eta, lam, x0 = 12, 0.05, 1e-3, start(problem.d, seed=13)
     result = run(
         MeZO(eta=eta, lam=lam, paper=True),
@@ -931,7 +939,8 @@ def test_paper_output_is_the_random_iterate_x_tau(problem):
 
 
 class _NoClosedForm(Objective):
-    """The quadratic seen through the Objective interface only (its optional closed forms left at None)."""
+    """The quadratic seen through the Objective interface only (its optional closed forms left at
+    None)."""
 
     def __init__(self, quadratic):
         self.q, self.n, self.dim = quadratic, quadratic.n, quadratic.dim

@@ -1,5 +1,6 @@
-"""Practical settings of the DPZero family (DPZero, DPGD-0th, DP-GD): they move the iterate on a real problem with
-public constants where the theorems' settings do not, at exactly the ε asked for."""
+"""Practical settings of the DPZero family (DPZero, DPGD-0th, DP-GD): they move the iterate on a
+real problem with public constants where the theorems' settings do not, at exactly the ε asked
+for."""
 
 from __future__ import annotations
 
@@ -47,11 +48,12 @@ def _excess(problem, reference, algorithm, seeds=3):
 
 @pytest.mark.slow
 def test_practical_settings_make_progress_at_the_target_epsilon(cancer):
-    """Breast cancer (n = 455, d = 31, ridge 10⁻⁴: the optimum lies far out, so progress is slow), ε = 4, start
-    excess 0.432. Measured (3 seeded-noise runs, deterministic): DP-GD (T = 100) 0.167, DPZero and DPGD-0th
-    (T = 1000) 0.316 and 0.310, DP-GD with the theorem's setting (η = 1/√T, advanced-composition noise, which
-    spends only ε = 1.66 of the 4) 0.388. Asserted: DP-GD cuts the excess ≥ 2×, the zeroth-order ones ≥ 1.25×,
-    DP-GD beats DPZero (d + 2 times less variance) and the theorem's setting; every ε ≤ the target."""
+    """Breast cancer (n = 455, d = 31, ridge 10⁻⁴: the optimum lies far out, so progress is slow), ε
+    = 4, start excess 0.432. Measured (3 seeded-noise runs, deterministic): DP-GD (T = 100) 0.167,
+    DPZero and DPGD-0th (T = 1000) 0.316 and 0.310, DP-GD with the theorem's setting (η = 1/√T,
+    advanced-composition noise, which spends only ε = 1.66 of the 4) 0.388. Asserted: DP-GD cuts the
+    excess ≥ 2×, the zeroth-order ones ≥ 1.25×, DP-GD beats DPZero (d + 2 times less variance) and
+    the theorem's setting; every ε ≤ the target."""
     problem, ref = cancer
     setting = Setting.of(problem)
     dpgd = DPGD.practical(setting, BUDGET, steps=100)

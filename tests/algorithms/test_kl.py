@@ -1,5 +1,5 @@
-"""Menart et al. (docs/papers.md, Menart et al. §5): privacy sums, noise scales, round counts, descent, radii,
-selection, rates."""
+"""Menart et al. (docs/papers.md, Menart et al. §5): privacy sums, noise scales, round counts,
+descent, radii, selection, rates."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ D = 10
 
 
 class ZeroNoise:
-    """A noise source that adds nothing (Menart et al. §5.2's "noise disabled" hook); marks results not private."""
+    """A noise source that adds nothing (Menart et al. §5.2's "noise disabled" hook); marks results
+    not private."""
 
     secret = False
 
@@ -54,8 +55,9 @@ class RecordingNoise:
 def _run(
     config: type, f, *, w0=None, noise=None, accountant=None, relation="replace-one", **fields
 ):
-    """``config.of(Setting.of(f), **fields).run(f, w0, noise=..., accountant=...)``: the objective's constants, a secret
-    noise source and the accountant of ``relation`` unless given (``run`` itself requires both)."""
+    """``config.of(Setting.of(f), **fields).run(f, w0, noise=..., accountant=...)``: the objective's
+    constants, a secret noise source and the accountant of ``relation`` unless given (``run`` itself
+    requires both)."""
     noise = NoiseSource() if noise is None else noise
     accountant = Accountant(relation) if accountant is None else accountant
     return config.of(Setting.of(f), **fields).run(
@@ -89,7 +91,7 @@ def schedule_for(objective, rho=1.0, beta=0.05, paper=False):
     )
 
 
-# --- Algorithm 1: KL-Spider ----------------------------------------------------------------------------
+# --- Algorithm 1: KL-Spider -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kappa", [1.5, 2.0])
@@ -125,7 +127,8 @@ def test_spider_schedule_matches_the_spec_formulas(kappa):
         assert T[-1] > 1
     for r in s.rounds:
         assert r.r == pytest.approx(r.Phi ** (1 / kappa) / (4 * gamma * L1), rel=1e-14)
-        # calibrated noise: checkpoint ρ/(2K) (ρ/K without differences), differences ρ/(2K(T−1)) each
+        # calibrated noise: checkpoint ρ/(2K) (ρ/K without differences), differences ρ/(2K(T−1))
+        # each
         share = 1 / (2 * K) if r.T > 1 else 1 / K
         assert r.sigma_hat == pytest.approx((2 * L0 / n) / math.sqrt(2 * rho * share), rel=1e-12)
         if r.T > 1:
@@ -176,8 +179,9 @@ def test_spider_run_obeys_its_schedule(kappa):
     assert torch.allclose(lengths, expected, rtol=1e-12)  # every step has length exactly r_k
     assert all(t <= rnd.T for rnd, t in zip(s.rounds, r.stats.updates))
     assert float((r.stats.iterates - start(f)).norm(dim=1).max()) <= s.radius * (1 + 1e-12)
-    # the ledger charges the full schedule, exactly ρ, even though rounds stop early (the stopping time is a
-    # function of the releases); it holds only Gaussians, and every drawn noise vector is one query
+    # the ledger charges the full schedule, exactly ρ, even though rounds stop early (the stopping
+    # time is a function of the releases); it holds only Gaussians, and every drawn noise vector is
+    # one query
     assert r.stats.rounds_stopped_early > 0
     assert r.accountant.rho() == pytest.approx(1.0, rel=1e-9)
     assert all(isinstance(e.release, Gaussian) for e in r.accountant.ledger)
@@ -185,7 +189,8 @@ def test_spider_run_obeys_its_schedule(kappa):
 
 
 def test_spider_estimate_error_is_the_sum_of_the_round_noise():
-    """Menart et al. §5.2: g_{k,t} − ∇F(w_{k,t}) = Σ_{j≤t} b_{k,j}, checked along the first round with ≥ 3 updates."""
+    """Menart et al. §5.2: g_{k,t} − ∇F(w_{k,t}) = Σ_{j≤t} b_{k,j}, checked along the first round
+    with ≥ 3 updates."""
     f = PowerGrowth(1.5, D, n=10**8)
     noise = RecordingNoise(2)
     r = spider(f, rho=1.0, w0=start(f), noise=noise)
@@ -194,7 +199,8 @@ def test_spider_estimate_error_is_the_sum_of_the_round_noise():
     position = sum(updates[:k])  # index of the round's first iterate
     first_draw = sum(1 + min(t, rnd.T - 1) for rnd, t in zip(rounds[:k], updates[:k]))
     draws = noise.draws[first_draw : first_draw + 1 + min(updates[k], rounds[k].T - 1)]
-    # the releases draw noise per unit of their bound (release_sum): the checkpoint's is L0, a difference's L1·r_k
+    # the releases draw noise per unit of their bound (release_sum): the checkpoint's is L0, a
+    # difference's L1·r_k
     draws = [draws[0] * f.constants.L0] + [z * f.constants.L1 * rounds[k].r for z in draws[1:]]
     g = f.gradient(r.stats.iterates[position]) + draws[0]
     for j in range(1, len(draws)):
@@ -216,14 +222,16 @@ def test_spider_without_noise_descends_monotonically():
 def test_spider_paper_mode_reports_its_true_cost():
     f = PowerGrowth(1.5, D, n=10**7)
     r = spider(f, rho=1.0, w0=start(f), paper=True, noise=NoiseSource.for_testing(3))
-    # paper: checkpoint 2ρ/K each and differences ρ/(8KT_k) each under replace-one (Menart et al. §2.1)
+    # paper: checkpoint 2ρ/K each and differences ρ/(8KT_k) each under replace-one (Menart et al.
+    #     §2.1)
     s = r.stats.schedule
     upper = 2.0 + sum((rnd.T - 1) / (8 * s.K * rnd.T) for rnd in s.rounds)
     assert 1.5 < r.accountant.rho() <= upper + 1e-9 <= 2.125
 
 
 def test_spider_without_example_gradients_relies_on_the_declared_region():
-    """Nothing to clip (data-free): the bounds are the objective's own on its region, where w stays projected."""
+    """Nothing to clip (data-free): the bounds are the objective's own on its region, where w stays
+    projected."""
     f = Quadratic(D, n=10**6)
     r = spider(f, rho=1.0, w0=start(f), noise=NoiseSource.for_testing(0))
     assert r.stats.sensitivity == kl.DECLARED
@@ -294,11 +302,12 @@ def _slope(nsrs, medians, d=D):
 @pytest.mark.slow
 @pytest.mark.parametrize("kappa", [1.5, 2.0])
 def test_spider_rate_and_bound(kappa):
-    """Menart et al. §5.7: excess ≤ Φfloor on every seed, slope of the median vs n√ρ/√d in [−κ−0.3, −κ+0.35].
+    """Menart et al. §5.7: excess ≤ Φfloor on every seed, slope of the median vs n√ρ/√d in [−κ−0.3,
+    −κ+0.35].
 
-    The seeds' spread is tiny here (Φfloor's log factors dominate the noise): five seeds give the median
-    within a few per cent, far inside the tolerance, which is for the log factors' drift over three decades.
-    """
+    The seeds' spread is tiny here (Φfloor's log factors dominate the noise): five seeds give the
+    median within a few per cent, far inside the tolerance, which is for the log factors' drift over
+    three decades."""
     nsrs = [1e6, 1e7, 1e8, 1e9]
     make = lambda n: PowerGrowth(kappa, D, n=n)
     for nsr in (nsrs[0], nsrs[-1]):
@@ -317,7 +326,7 @@ def test_spider_rate_and_bound(kappa):
     assert -kappa - 0.3 <= slope <= -kappa + 0.35
 
 
-# --- Algorithm 2 + 4: proximal point ----------------------------------------------------------------
+# --- Algorithm 2 + 4: proximal point --------------------------------------------------------------
 
 
 def test_proximal_point_splits_the_budget_and_stays_in_the_prox_ball():
@@ -366,7 +375,8 @@ def test_noisy_projected_gd_ledger_and_averaging():
             assert acc.rho() == pytest.approx(expected, rel=1e-12)
         else:  # the paper's σ² = 4L0²T_A/(n²ρ): ρ/(2T_A) per query, T_A − 1 queries
             assert acc.rho() == pytest.approx(0.3 * (T_A - 1) / (2 * T_A), rel=1e-12)
-    # averaging weights sum to 1: without noise and starting at the minimiser every u_s is c, so ū = c
+    # averaging weights sum to 1: without noise and starting at the minimiser every u_s is c, so ū =
+    # c
     queries = kl.PrivateGradients(f, noise=ZeroNoise(), accountant=Accountant())
     c = f.w_star + 0.3
     g = Quadratic(2, n=50, c=c)
@@ -381,14 +391,14 @@ def test_noisy_projected_gd_ledger_and_averaging():
 def test_proximal_point_rate_kappa_3():
     """Menart et al. §5.10: κ = 3 (τ = 1.5), d = 1: the median excess falls like Theorem 2's bound.
 
-    The bound (γL0√(T·d·log(…))/(n√ρ))^κ has slope −3 only asymptotically; its log factors (T grows with
-    log n) make it ≈ −2.5 over n√ρ ∈ [100, 1000], so the measured slope is compared with the bound's own.
-    The excess is ≈ |Z|^1.5 for a near-Gaussian final error Z, which spreads over two decades between seeds,
-    so the mean over seeds is fitted (a median of five is erratic: bootstrap SD 0.87 against the mean's 0.42).
-    The tolerance is three bootstrap standard deviations of the fitted slope, and that deviation must stay
-    below 0.5 so the test still tells −2.6 from −1. Inner solver capped at 200 steps (the theory's n²ρlog² is
-    out of reach). Measured: slope −2.40, bound −2.58, bootstrap SD 0.42.
-    """
+    The bound (γL0√(T·d·log(…))/(n√ρ))^κ has slope −3 only asymptotically; its log factors (T grows
+    with log n) make it ≈ −2.5 over n√ρ ∈ [100, 1000], so the measured slope is compared with the
+    bound's own. The excess is ≈ |Z|^1.5 for a near-Gaussian final error Z, which spreads over two
+    decades between seeds, so the mean over seeds is fitted (a median of five is erratic: bootstrap
+    SD 0.87 against the mean's 0.42). The tolerance is three bootstrap standard deviations of the
+    fitted slope, and that deviation must stay below 0.5 so the test still tells −2.6 from −1. Inner
+    solver capped at 200 steps (the theory's n²ρlog² is out of reach). Measured: slope −2.40, bound
+    −2.58, bootstrap SD 0.42."""
     nsrs, seeds = [100, 300, 1000], 5
     excess, bounds = [], []
     for n in nsrs:
@@ -442,7 +452,7 @@ def test_proximal_point_refuses_kappa_below_2():
         proximal(Quadratic(D, n=100), rho=1.0, kappa=1.5)
 
 
-# --- Algorithm 3: adaptive noisy GD -----------------------------------------------------------------
+# --- Algorithm 3: adaptive noisy GD ---------------------------------------------------------------
 
 
 def test_adaptive_gd_noise_charges_and_halting():
@@ -498,8 +508,8 @@ def test_adaptive_gd_paper_mode_doubles_the_true_cost_under_replace_one():
 
 @pytest.mark.parametrize("kappa", [1.5, 2.0])
 def test_adaptive_gd_rate(kappa):
-    """Menart et al. §5.8: at fixed d the (1/(n√ρ))^{κ/2} term dominates; slope ≤ −κ/2 + 0.2 (measured −0.66 /
-    −1.24)."""
+    """Menart et al. §5.8: at fixed d the (1/(n√ρ))^{κ/2} term dominates; slope ≤ −κ/2 + 0.2
+    (measured −0.66 / −1.24)."""
     nsrs = [1e6, 1e7, 1e8, 1e9]
     slope = _slope(
         nsrs, _median_excess(adaptive, lambda n: PowerGrowth(kappa, D, n=n), nsrs, seeds=7)
@@ -509,7 +519,8 @@ def test_adaptive_gd_rate(kappa):
 
 @pytest.mark.slow
 def test_excess_falls_with_the_budget():
-    """Menart et al. §5.9: excess risk is (stochastically) nonincreasing in ρ, here over medians of 7 seeds."""
+    """Menart et al. §5.9: excess risk is (stochastically) nonincreasing in ρ, here over medians of
+    7 seeds."""
     f = PowerGrowth(1.5, D, n=10**6)
     medians = [
         statistics.median(
@@ -523,11 +534,12 @@ def test_excess_falls_with_the_budget():
         assert a[0] > a[1] > a[2]
 
 
-# --- Algorithm 3+: selection -------------------------------------------------------------------------
+# --- Algorithm 3+: selection ----------------------------------------------------------------------
 
 
 def test_selection_frequencies_follow_the_exponential_mechanism():
-    """Menart et al. §5.5: frequencies of t* match softmax(−n√ρ‖∇F(w_t)‖/(2Δ)) (chi-square, 5000 draws)."""
+    """Menart et al. §5.5: frequencies of t* match softmax(−n√ρ‖∇F(w_t)‖/(2Δ)) (chi-square, 5000
+    draws)."""
     f = Quadratic(2, n=40)
     iterates = torch.stack(
         [f.w_star + t * torch.tensor([0.05, 0.0], dtype=torch.float64) for t in range(6)]
@@ -569,5 +581,6 @@ def test_adaptive_gd_with_selection_releases_an_iterate():
         paper=True,
         noise=NoiseSource.for_testing(0),
     )
-    # paper: score sensitivity L0/n under replace-one really gives ε = 2√ρ, i.e. ρ = (2)²/8 on top of the filter's 2ρ
+    # paper: score sensitivity L0/n under replace-one really gives ε = 2√ρ, i.e. ρ = (2)²/8 on top
+    #     of the filter's 2ρ
     assert paper.accountant.rho() == pytest.approx(2.0 + 4.0 / 8)

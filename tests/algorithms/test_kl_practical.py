@@ -1,18 +1,19 @@
 """Menart et al.'s practical settings: progress on least squares at realistic n, privacy within ρ.
 
-The problem is the one an independent review measured: least squares with d = 7 (rows ±q_j of a random orthonormal
-basis, on the unit sphere; label noise 0.05), its public constants (row and target bounds, region radius 2, μ from
-the design: γ² = 3.5, L0 = 3.2, L1 = 1), ρ = 0.5 zCDP, start w0 = 0 (excess ≈ 0.0715). There, Theorem 1's
-KL-Spider makes no update at all. The sufficient-statistics form (1000 rows, each repeated n/1000 times: an honest
-dataset of size n whose empirical loss is the sample's) keeps the runs cheap; one run uses the explicit rows, whose
-per-example gradients are clipped. Seeds are fixed (data seed s, test noise ``NoiseSource.for_testing(1000 + s)``)
-and every assertion averages over three of them. The margins are measured: mean final excesses 4.0e-4
-(n = 2·10⁴; asserted ≤ start/10 = 7.1e-3) and 4.4e-6 (n = 2·10⁵; asserted ≤ a tenth of 2·10⁴'s) for KL-Spider,
-1.3e-4 for adaptive GD and 5.2e-5 for the proximal point method at 2·10⁴ (asserted ≤ start/100 = 7.1e-4).
+The problem is the one an independent review measured: least squares with d = 7 (rows ±q_j of a
+random orthonormal basis, on the unit sphere; label noise 0.05), its public constants (row and
+target bounds, region radius 2, μ from the design: γ² = 3.5, L0 = 3.2, L1 = 1), ρ = 0.5 zCDP, start
+w0 = 0 (excess ≈ 0.0715). There, Theorem 1's KL-Spider makes no update at all. The
+sufficient-statistics form (1000 rows, each repeated n/1000 times: an honest dataset of size n whose
+empirical loss is the sample's) keeps the runs cheap; one run uses the explicit rows, whose
+per-example gradients are clipped. Seeds are fixed (data seed s, test noise
+``NoiseSource.for_testing(1000 + s)``) and every assertion averages over three of them. The margins
+are measured: mean final excesses 4.0e-4 (n = 2·10⁴; asserted ≤ start/10 = 7.1e-3) and 4.4e-6 (n =
+2·10⁵; asserted ≤ a tenth of 2·10⁴'s) for KL-Spider, 1.3e-4 for adaptive GD and 5.2e-5 for the
+proximal point method at 2·10⁴ (asserted ≤ start/100 = 7.1e-4).
 
-Ledger: each practical run's zCDP total must be ≤ ρ, exactly (KL-Spider's schedule keeps a 10⁻⁹ρ margin for the
-floating-point sum of its costs; the others' ledgers come to ρ here).
-"""
+Ledger: each practical run's zCDP total must be ≤ ρ, exactly (KL-Spider's schedule keeps a 10⁻⁹ρ
+margin for the floating-point sum of its costs; the others' ledgers come to ρ here)."""
 
 from __future__ import annotations
 
@@ -80,11 +81,12 @@ def spider_practical(setting):
     return KLSpider.practical(setting, ZCDP(RHO))
 
 
-# --- KL-Spider ---------------------------------------------------------------------------------------------------
+# --- KL-Spider ------------------------------------------------------------------------------------
 
 
 def test_spider_theory_makes_no_update_on_least_squares():
-    """The diagnosis: Theorem 1's Φfloor is min(…, F0) = F0, so every round's threshold exceeds ‖∇F‖."""
+    """The diagnosis: Theorem 1's Φfloor is min(…, F0) = F0, so every round's threshold exceeds
+    ‖∇F‖."""
     ((start, end, spent, run),) = runs(
         lambda s: KLSpider.from_theory(s, ZCDP(RHO)), 20_000, seeds=(0,)
     )
@@ -101,7 +103,8 @@ def test_spider_practical_cuts_the_excess_tenfold_and_improves_with_n():
         )  # it spends what it is given
     start = mean(r[0] for r in mid)
     assert mean(r[1] for r in mid) <= start / 10
-    # the κ = 2 rate ∝ 1/n² predicts 100× from 2·10⁴ to 2·10⁵; asserted: 10×, and n = 2·10³ worse than 2·10⁴
+    # the κ = 2 rate ∝ 1/n² predicts 100× from 2·10⁴ to 2·10⁵; asserted: 10×, and n = 2·10³ worse
+    # than 2·10⁴
     assert mean(r[1] for r in large) <= mean(r[1] for r in mid) / 10
     assert mean(r[1] for r in small) > mean(r[1] for r in mid)
     assert all(r[3].stats.steps > 0 for r in mid + large)
@@ -121,7 +124,8 @@ def test_spider_practical_within_budget_under_add_remove():
 
 
 def test_practical_schedule_spends_rho_at_its_precision_and_no_round_more():
-    """Σ Δ²/(2σ²) = ρ; each round's expected error ≤ Φ̂_k^{1/κ}/(ζγ); one more round would not be affordable."""
+    """Σ Δ²/(2σ²) = ρ; each round's expected error ≤ Φ̂_k^{1/κ}/(ζγ); one more round would not be
+    affordable."""
     gamma, kappa, L0, L1, n = math.sqrt(3.5), 2.0, 3.2, 1.0, 20_000
     F0 = (gamma * L0) ** kappa
     sched = practical_schedule(n=n, d=D, rho=RHO, gamma=gamma, kappa=kappa, L0=L0, L1=L1, F0=F0)
@@ -138,7 +142,8 @@ def test_practical_schedule_spends_rho_at_its_precision_and_no_round_more():
         assert math.sqrt(D) * r.sigma_hat <= r.Phi**0.5 / (PRACTICAL.precision * gamma) * (
             1 + 1e-12
         )
-    # the least cost of round k at its precision e_k is d·Δc²/(2e_k²); K rounds fit in ρ, K + 1 do not
+    # the least cost of round k at its precision e_k is d·Δc²/(2e_k²); K rounds fit in ρ, K + 1 do
+    # not
     cost = [
         D * checkpoint**2 / (2 * (F0 * c**-k) / (PRACTICAL.precision * gamma) ** 2)
         for k in range(1, sched.K + 2)
@@ -170,7 +175,7 @@ def test_spider_practical_refuses_what_it_cannot_run():
     assert KLSpider.from_theory(Setting(c, 2_000, D), ZCDP(RHO)).variant == "theory"
 
 
-# --- adaptive GD and the proximal point method ------------------------------------------------------------------
+# --- adaptive GD and the proximal point method ----------------------------------------------------
 
 
 def test_adaptive_practical_cuts_the_excess_hundredfold_and_beats_theory():

@@ -1,12 +1,12 @@
 """Menart et al.'s algorithms under adversarial data: realised sensitivity ≤ the ledger's.
 
-The paper assumes that f is L0-Lipschitz (and L1-smooth) wherever the iterates go; an adversary does not oblige.
-Here the data break the declared constants on purpose — examples far outside the declared domain that pull the
-iterates out of the region, and a neighbour whose gradient or curvature exceeds the declared bound inside it —
-and every private query is recomputed on the neighbouring datasets at the same inputs (the same history of
-released values, as in the composition argument). The change of the pre-noise value must never exceed the
-sensitivity that the ledger was charged for.
-"""
+The paper assumes that f is L0-Lipschitz (and L1-smooth) wherever the iterates go; an adversary does
+not oblige. Here the data break the declared constants on purpose — examples far outside the
+declared domain that pull the iterates out of the region, and a neighbour whose gradient or
+curvature exceeds the declared bound inside it — and every private query is recomputed on the
+neighbouring datasets at the same inputs (the same history of released values, as in the composition
+argument). The change of the pre-noise value must never exceed the sensitivity that the ledger was
+charged for."""
 
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ N, DIM = 40, 2
 
 
 class Springs(KLObjective):
-    """f(w; (x, s)) = (s/2)‖w − x‖² with constants *declared* for the domain ‖x‖ ≤ 1, s ∈ (0, 1] on the unit ball:
-    L0 = 2 (‖s(w − x)‖ ≤ ‖w‖ + ‖x‖), L1 = 1. The data given may break the domain (the adversary's examples).
-    ``explicit=False`` hides the per-example gradients, like a sufficient-statistics objective: nothing can be
-    clipped, and the bounds then rest on the domain and the region alone.
-    """
+    """f(w; (x, s)) = (s/2)‖w − x‖² with constants *declared* for the domain ‖x‖ ≤ 1, s ∈ (0, 1] on
+    the unit ball: L0 = 2 (‖s(w − x)‖ ≤ ‖w‖ + ‖x‖), L1 = 1. The data given may break the domain (the
+    adversary's examples). ``explicit=False`` hides the per-example gradients, like a
+    sufficient-statistics objective: nothing can be clipped, and the bounds then rest on the domain
+    and the region alone."""
 
     name = "springs"
 
@@ -73,16 +73,16 @@ class Springs(KLObjective):
 
 
 def adversarial(*, explicit: bool = True, **declared) -> tuple[Springs, list[Springs]]:
-    """A dataset whose examples 1..n−1 sit at 10·e1, far outside the domain (they pull any unprojected iterate out
-    of the region, where even in-domain examples have gradients ‖w‖ > L0), and its neighbours, example 0 replaced.
+    """A dataset whose examples 1..n−1 sit at 10·e1, far outside the domain (they pull any
+    unprojected iterate out of the region, where even in-domain examples have gradients ‖w‖ > L0),
+    and its neighbours, example 0 replaced.
 
-    With per-example gradients (``explicit``), example 0 sits at 30·e1 and its replacements are the worst the
-    clipping must absorb: a point at −30·e1 (gradients ≈ 30 ≫ L0 and opposite: the clipped change is ≈ 2L0, the
-    replace-one bound itself), an anti-spring s = −100 (differences −100(w′ − w), opposite to every step and
-    ≫ L1‖w′ − w‖) and an in-domain example. Without them (nothing can be clipped, so the bound rests on the
-    domain), example 0 is the in-domain (0, s = 0.1) and its replacement (0, s = 1): their gradients differ by
-    0.9‖w‖, within 2L0 only inside the region.
-    """
+    With per-example gradients (``explicit``), example 0 sits at 30·e1 and its replacements are the
+    worst the clipping must absorb: a point at −30·e1 (gradients ≈ 30 ≫ L0 and opposite: the clipped
+    change is ≈ 2L0, the replace-one bound itself), an anti-spring s = −100 (differences −100(w′ −
+    w), opposite to every step and ≫ L1‖w′ − w‖) and an in-domain example. Without them (nothing can
+    be clipped, so the bound rests on the domain), example 0 is the in-domain (0, s = 0.1) and its
+    replacement (0, s = 1): their gradients differ by 0.9‖w‖, within 2L0 only inside the region."""
     x = torch.zeros(N, DIM, dtype=F64)
     x[1:, 0] = 10.0
     s = torch.ones(N, dtype=F64)
@@ -107,8 +107,8 @@ class Audit:
         ] = []  # (query kind, realised change, claimed sensitivity)
 
     def compare(self, queries, kind: str, query, value: torch.Tensor, bound: float) -> None:
-        """``value`` is the query's pre-noise sum (released divided by n): the realised change of the mean is
-        ‖Δsum‖/n."""
+        """``value`` is the query's pre-noise sum (released divided by n): the realised change of
+        the mean is ‖Δsum‖/n."""
         original = queries.objective
         try:
             for other in self.neighbours:
@@ -123,8 +123,9 @@ class Audit:
         return max(realised / claimed for k, realised, claimed in self.records if kind in (None, k))
 
     def check(self, *, sharp: bool) -> None:
-        """Realised ≤ claimed for every query; ``sharp``: the claim is attained (≥ 99 %) for every kind of query,
-        so the audit would catch a sensitivity understated by any factor, not only a gross one."""
+        """Realised ≤ claimed for every query; ``sharp``: the claim is attained (≥ 99 %) for every
+        kind of query, so the audit would catch a sensitivity understated by any factor, not only a
+        gross one."""
         assert self.worst() <= 1 + 1e-9, self.worst()
         if sharp:
             assert all(self.worst(kind) > 0.99 for kind in self.kinds()), {
@@ -171,7 +172,7 @@ def gaussian_sensitivities(result) -> set[float]:
 START = torch.tensor([-0.5, 0.3], dtype=F64)
 
 
-# --- finding 4: every algorithm keeps its declared bounds, by default -----------------------------------
+# --- finding 4: every algorithm keeps its declared bounds, by default -----------------------------
 
 
 @pytest.mark.parametrize("explicit", [True, False], ids=["clipped", "projected"])
@@ -202,8 +203,8 @@ def test_proximal_point_realised_sensitivity_is_within_the_ledger(audit, explici
 @pytest.mark.parametrize("explicit", [True, False], ids=["clipped", "projected"])
 @pytest.mark.parametrize("select", [False, True], ids=["last", "select"])
 def test_adaptive_gd_realised_sensitivity_is_within_the_filter(audit, explicit, select):
-    """Adaptive GD's filter charges ρ_t = √ρ/n + L0²dℓ/(n²N_t²), i.e. Δ = 2L0/n per release (calibrated,
-    replace-one), and the selection's score −‖∇F(w_t)‖ has Δ = 2L0/n as well."""
+    """Adaptive GD's filter charges ρ_t = √ρ/n + L0²dℓ/(n²N_t²), i.e. Δ = 2L0/n per release
+    (calibrated, replace-one), and the selection's score −‖∇F(w_t)‖ has Δ = 2L0/n as well."""
     f, audit.neighbours = adversarial(explicit=explicit)
     r = adaptive(f, rho=1.0, w0=START, select=select, noise=NoiseSource.for_testing(2))
     assert r.stats.steps >= 3
@@ -213,8 +214,9 @@ def test_adaptive_gd_realised_sensitivity_is_within_the_filter(audit, explicit, 
 
 
 def test_queries_refuse_a_point_outside_the_region_when_they_cannot_clip():
-    """Defence in depth for pluggable inner solvers: without clipping, a query outside the region (where the bound
-    need not hold) is refused before anything is released; with clipping it is harmless and allowed."""
+    """Defence in depth for pluggable inner solvers: without clipping, a query outside the region
+    (where the bound need not hold) is refused before anything is released; with clipping it is
+    harmless and allowed."""
 
     def wandering(queries, center, **kwargs):
         queries.gradient(center + torch.tensor([5.0, 0.0], dtype=F64), kwargs["L0"])
@@ -295,8 +297,9 @@ def test_turning_the_guards_off_is_reported_as_not_guaranteed(run):
 
 
 def test_without_per_example_gradients_the_bounds_rest_on_the_declared_region():
-    """No per-example gradients, nothing to clip: the objective's own constants on its region, with every iterate
-    projected there, are the guarantee; a config built for other constants is refused before any release."""
+    """No per-example gradients, nothing to clip: the objective's own constants on its region, with
+    every iterate projected there, are the guarantee; a config built for other constants is refused
+    before any release."""
     f, _ = adversarial(explicit=False)
     r = adaptive(f, rho=1.0, w0=START, noise=NoiseSource.for_testing(5))
     assert r.stats.sensitivity == "declared"
@@ -307,8 +310,9 @@ def test_without_per_example_gradients_the_bounds_rest_on_the_declared_region():
 
 
 def test_projection_onto_the_region_and_prox_ball_is_the_exact_projection():
-    """Algorithm 4's feasible set here is the region ∩ B_R(c): the projection lands in both balls, moves nothing
-    already inside, and is at least as close as every one of 20000 feasible points sampled near it."""
+    """Algorithm 4's feasible set here is the region ∩ B_R(c): the projection lands in both balls,
+    moves nothing already inside, and is at least as close as every one of 20000 feasible points
+    sampled near it."""
     gen = torch.Generator().manual_seed(0)
     for _ in range(30):
         d = int(torch.randint(1, 4, (), generator=gen))
@@ -331,7 +335,7 @@ def test_projection_onto_the_region_and_prox_ball_is_the_exact_projection():
         assert torch.allclose(inside, x, atol=1e-15)
 
 
-# --- finding 3: public constants give the same schedule on neighbouring datasets ---------------------
+# --- finding 3: public constants give the same schedule on neighbouring datasets ------------------
 
 
 def test_neighbouring_least_squares_datasets_get_the_same_spider_schedule():
@@ -351,11 +355,12 @@ def test_neighbouring_least_squares_datasets_get_the_same_spider_schedule():
     assert runs[0].stats.schedule.K > 0
 
 
-# --- finding 8 (adaptive GD part): checks before the run ------------------------------------------------
+# --- finding 8 (adaptive GD part): checks before the run ------------------------------------------
 
 
 class Untouchable:
-    """A noise source that fails the test if anything draws from it: a refusal must come before any release."""
+    """A noise source that fails the test if anything draws from it: a refusal must come before any
+    release."""
 
     secret = False
 

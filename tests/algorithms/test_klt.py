@@ -1,4 +1,5 @@
-"""Kornowski–Liu–Talwar (docs/papers.md, KLT §6): schedules, sample accounting, sensitivity audits, privacy."""
+"""Kornowski–Liu–Talwar (docs/papers.md, KLT §6): schedules, sample accounting, sensitivity audits,
+privacy."""
 
 import dataclasses
 import itertools
@@ -46,7 +47,7 @@ def params(oracle, n=4000, **overrides):
     return klt_from_theory(oracle, n=n, **kwargs)
 
 
-# --- schedules ----------------------------------------------------------------------------------------
+# --- schedules ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("oracle", SINGLE)
@@ -114,7 +115,8 @@ def test_v2_bound_is_at_least_v1s_and_the_sample_bound_inverts(d):
     assert klt_theory.rate("zeroth-order", n=5000, **kw) >= v1
     for beta in (0.01, 0.1, 1.0):
         n = klt_theory.samples_needed("zeroth-order", beta=beta, **kw)
-        # Each of the two terms of n caps its own term of the rate at β; AM-GM caps the third at 4^{-1/5}β.
+        # Each of the two terms of n caps its own term of the rate at β; AM-GM caps the third at
+        # 4^{-1/5}β.
         assert 0.7 * beta <= klt_theory.rate("zeroth-order", n=n, **kw) <= 3 * beta
         n = klt_theory.samples_needed("multi-pass", beta=beta, **kw)
         assert klt_theory.rate("multi-pass", n=n, **kw) == pytest.approx(beta)
@@ -185,12 +187,13 @@ def test_validation(bad, match):
         klt_from_theory(kwargs.pop("oracle"), **kwargs)
 
 
-# --- estimator ------------------------------------------------------------------------------------------
+# --- estimator ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("x1", (0.0, 0.05, 0.3))
 def test_first_order_estimate_is_unbiased_for_the_smoothed_gradient_of_abs_x1(x1):
-    """∇f_α(x) for f = |x₁| is (P(x₁ + y₁ > 0) − P(x₁ + y₁ < 0))·e₁ (closed form, incomplete beta)."""
+    """∇f_α(x) for f = |x₁| is (P(x₁ + y₁ > 0) − P(x₁ + y₁ < 0))·e₁ (closed form, incomplete
+    beta)."""
     d, alpha, m = 3, 0.2, 200_000
     problem = AbsLinear(torch.eye(d, dtype=torch.float64)[0])
     x = torch.tensor([x1, 0.4, -0.2], dtype=torch.float64)
@@ -202,7 +205,7 @@ def test_first_order_estimate_is_unbiased_for_the_smoothed_gradient_of_abs_x1(x1
     )  # each summand ‖·‖ ≤ L = 1
 
 
-# --- running ------------------------------------------------------------------------------------------
+# --- running --------------------------------------------------------------------------------------
 
 
 class Recording(L1Regression):
@@ -242,7 +245,8 @@ def test_single_pass_reads_each_example_in_one_step_only(oracle):
         for i in index.tolist():
             calls.setdefault(i, []).append(call)
     assert result.stats.samples_used == p.samples == len(calls) <= prob.n
-    # an anchor reads its examples in one call; an increment reads its example at z_t, then at z_(t−1)
+    # an anchor reads its examples in one call; an increment reads its example at z_t, then at
+    # z_(t−1)
     assert all(len(c) <= 2 and c[-1] - c[0] <= 1 for c in calls.values())
     assert result.report(p.mechanism_delta).epsilon_zcdp == pytest.approx(
         p.budget.epsilon, rel=1e-9
@@ -307,13 +311,14 @@ def test_o2nc_invariants_and_determinism():
     assert trace.block_averages.shape[0] == p.steps // p.block
 
 
-# --- sensitivity audit (privacy smoke test, KLT §6) -------------------------------------------------------
+# --- sensitivity audit (privacy smoke test, KLT §6) -----------------------------------------------
 
 
 def neighbours(n, d, index, *, kink):
-    """Two datasets that differ in example ``index`` only, replaced adversarially: near 0 its gradient
-    −sign(b)·a is turned into +sign(b)·a (the largest change an L-Lipschitz example can make), or with
-    ``kink`` its kink is put at 0, where the audit's walk starts (the largest change of an increment)."""
+    """Two datasets that differ in example ``index`` only, replaced adversarially: near 0 its
+    gradient −sign(b)·a is turned into +sign(b)·a (the largest change an L-Lipschitz example can
+    make), or with ``kink`` its kink is put at 0, where the audit's walk starts (the largest change
+    of an increment)."""
     data = L1Regression.synthetic(n, d, seed=3)
     a, b = data.data[0].clone(), data.data[1].clone()
     b2 = b.clone()
@@ -372,15 +377,16 @@ def test_safe_mode_sensitivity_holds_under_adversarial_replacement(oracle, where
     steps = min(p.steps, p.period + 3)
     seeds = range(8)  # coupled public randomness: directions / ball points
     assert max(audit(p, first, second, steps, d, seed) for seed in seeds) <= 1 + 1e-9
-    # The audit can fail: without the clipping (the paper's unclipped terms with too few directions),
-    # the same replacement breaks the bound the noise was calibrated for. (A first-order anchor term
-    # is within its bound even unclipped: one gradient per example, ‖∇f‖ ≤ L.)
+    # The audit can fail: without the clipping (the paper's unclipped terms with too few
+    # directions), the same replacement breaks the bound the noise was calibrated for. (A
+    # first-order anchor term is within its bound even unclipped: one gradient per example, ‖∇f‖ ≤
+    # L.)
     if not (oracle == "first-order" and where == "anchor"):
         literal = dataclasses.replace(p, paper=True)
         assert max(audit(literal, first, second, steps, d, seed) for seed in seeds) > 1
 
 
-# --- end to end -----------------------------------------------------------------------------------------
+# --- end to end -----------------------------------------------------------------------------------
 
 
 def test_more_privacy_budget_certifies_closer_to_stationary():

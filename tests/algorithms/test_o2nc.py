@@ -54,11 +54,13 @@ def test_increments_moves_and_block_radius(reset):
 
 
 def test_reset_restarts_the_learner_each_block():
-    """ZTC: Δ₁ᵏ = 0, so w₁ᵏ = x₁ᵏ = the end point of the previous epoch; and the learner really restarts."""
+    """ZTC: Δ₁ᵏ = 0, so w₁ᵏ = x₁ᵏ = the end point of the previous epoch; and the learner really
+    restarts."""
     D, block = 0.01, 16
     result, w = run(True, block=block, D=D)
     first = w[::block]
-    # With Δ = 0 at an epoch's start, x stops moving for one step: w_1^{k+1} − w_T^k = (1 − s_T)Δ_T only.
+    # With Δ = 0 at an epoch's start, x stops moving for one step: w_1^{k+1} − w_T^k = (1 − s_T)Δ_T
+    # only.
     for k in range(1, first.shape[0]):
         assert torch.linalg.vector_norm(first[k] - w[k * block - 1]) <= D * (1 + TOL)
     no_reset, _ = run(False, block=block, D=D)

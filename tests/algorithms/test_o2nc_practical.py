@@ -1,17 +1,19 @@
 """Practical settings of the O2NC families: ``ZhangTranCutkosky.practical`` and
-``KornowskiLiuTalwar.practical`` move a small 2-layer ReLU network where ``from_theory`` does not, within the
-target budget by the accountant; KLT's safe mode reports its clip rate and warns above 50 %.
+``KornowskiLiuTalwar.practical`` move a small 2-layer ReLU network where ``from_theory`` does not,
+within the target budget by the accountant; KLT's safe mode reports its clip rate and warns above 50
+%.
 
-The task: scikit-learn's ``make_classification`` (n = 4000, 6 features), each row scaled to unit norm (a
-per-example map: no statistic across examples), a TwoLayerReLU with 4 hidden units (d = 33) on the ball
-‖x‖ ≤ 4 (L0 = √33 ≈ 5.7), hinge loss. From the seeded start F(x₀) ≈ 1.01 and accuracy 0.50 (the
-network predicts one class); non-private full-batch GD (lr 0.5, 300 steps) reaches F ≈ 0.25, accuracy 0.90.
+The task: scikit-learn's ``make_classification`` (n = 4000, 6 features), each row scaled to unit
+norm (a per-example map: no statistic across examples), a TwoLayerReLU with 4 hidden units (d = 33)
+on the ball ‖x‖ ≤ 4 (L0 = √33 ≈ 5.7), hinge loss. From the seeded start F(x₀) ≈ 1.01 and accuracy
+0.50 (the network predicts one class); non-private full-batch GD (lr 0.5, 300 steps) reaches F ≈
+0.25, accuracy 0.90.
 
-The runs use the documented ``clip=1.5`` option (the per-example clip radius, a public choice; the default
-is L0) and fixed seeds (test noise, public generator), so each number is deterministic; the margins are what
-the measured runs clear with room (their values are in the comments). ε = 1 runs are reported (printed,
-``pytest -s``) and checked for their ledger only: n = 4000 is too little data for a margin there.
-"""
+The runs use the documented ``clip=1.5`` option (the per-example clip radius, a public choice; the
+default is L0) and fixed seeds (test noise, public generator), so each number is deterministic; the
+margins are what the measured runs clear with room (their values are in the comments). ε = 1 runs
+are reported (printed, ``pytest -s``) and checked for their ledger only: n = 4000 is too little data
+for a margin there."""
 
 from __future__ import annotations
 
@@ -92,8 +94,9 @@ def runs(task):
 @pytest.mark.slow
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_practical_moves_the_network_at_epsilon_8(task, runs, setting):
-    """Measured (seed 0): F 1.009 → 0.823 (ZTC), 0.808 (KLT zeroth order), 0.706 (KLT first order); accuracy
-    0.500 → 0.555, 0.676, 0.724. Required: F drops by ≥ 0.1 and accuracy rises by ≥ 0.03."""
+    """Measured (seed 0): F 1.009 → 0.823 (ZTC), 0.808 (KLT zeroth order), 0.706 (KLT first order);
+    accuracy 0.500 → 0.555, 0.676, 0.724. Required: F drops by ≥ 0.1 and accuracy rises by ≥
+    0.03."""
     problem, x0 = task
     result = runs[(setting, 8.0)]
     F0, acc0 = float(problem.value(x0)), float(problem.accuracy(x0))
@@ -123,8 +126,8 @@ def test_practical_spends_at_most_the_target_and_reports(task, runs, setting, ep
 
 
 def test_from_theory_does_not_move_the_same_network(task):
-    """The control that makes the margin above meaningful: Theorem 4.9's settings at ε = 8 leave F within 0.01
-    (η ≈ 1e-9: the iterate moves far less than the smoothing radius)."""
+    """The control that makes the margin above meaningful: Theorem 4.9's settings at ε = 8 leave F
+    within 0.01 (η ≈ 1e-9: the iterate moves far less than the smoothing radius)."""
     problem, x0 = task
     config = ZhangTranCutkosky.from_theory(
         Setting.of(problem, gap=1.0), Budget(8.0, DELTA), smoothing=0.1
@@ -150,8 +153,9 @@ def test_practical_settings_are_public_and_checked(task):
 
 
 def test_safe_mode_reports_its_clip_rate_and_warns_above_half(task):
-    """Independent directions at z_t and z_{t−1} (the paper's increments) with few of them: each increment is
-    the difference of two whole gradient estimates, far beyond the radius r_a/Σ, so nearly all are clipped."""
+    """Independent directions at z_t and z_{t−1} (the paper's increments) with few of them: each
+    increment is the difference of two whole gradient estimates, far beyond the radius r_a/Σ, so
+    nearly all are clipped."""
     problem, x0 = task
     small = problem.subset(slice(0, 1000))
     config = practical("klt", small, 8.0, common_directions=False, m=2)
@@ -183,8 +187,8 @@ def test_safe_mode_reports_its_clip_rate_and_warns_above_half(task):
 
 
 def test_travel_falls_back_to_twice_the_gap_over_L0_where_no_region_is_declared():
-    """The practical rules' length scale: the region's radius where declared, else 2Φ/L0 (the rule the utility
-    reproduction applied by hand), else a clear error."""
+    """The practical rules' length scale: the region's radius where declared, else 2Φ/L0 (the rule
+    the utility reproduction applied by hand), else a clear error."""
     assert practical_travel(Constants(L0=2.0), None, gap=3.0) == 3.0
     assert (
         practical_travel(Constants(L0=2.0, region=Region(torch.zeros(2), 5.0)), None, gap=3.0)

@@ -1,5 +1,5 @@
-"""Zhang–Tran–Cutkosky: parameters, oracles, privacy records, behaviour (docs/papers.md, ZTC §5, properties 9–11
-and 15–18)."""
+"""Zhang–Tran–Cutkosky: parameters, oracles, privacy records, behaviour (docs/papers.md, ZTC §5,
+properties 9–11 and 15–18)."""
 
 import dataclasses
 import math
@@ -30,7 +30,8 @@ def gen(seed=0):
 
 
 def from_theory(*, M, d, L, delta, rho, F_star, **choices):
-    """Theorem 4.9 / App. E in the paper's symbols: M samples (the setting's n), smoothing δ, the paper's ρ, F*."""
+    """Theorem 4.9 / App. E in the paper's symbols: M samples (the setting's n), smoothing δ, the
+    paper's ρ, F*."""
     return ZhangTranCutkosky.from_theory(
         Setting(Constants(L0=L), M, d, gap=F_star),
         ZCDP.from_rdp_rho(rho),
@@ -43,7 +44,7 @@ variance_reduced = ZhangTranCutkosky.variance_reduced
 naive = ZhangTranCutkosky.naive
 
 
-# --- the parameter calculator (property 15) ----------------------------------------------------------
+# --- the parameter calculator (property 15) -------------------------------------------------------
 
 
 @pytest.mark.parametrize("M", [100, 10_000, 1_000_000])
@@ -144,7 +145,7 @@ def test_per_step_noise_energy_ratio_is_log_squared_over_T_squared():
         assert 1 <= ratio / (math.log(T) ** 2 / T**2) <= 16
 
 
-# --- the oracles: data and privacy (properties 9, 11) -------------------------------------------------
+# --- the oracles: data and privacy (properties 9, 11) ---------------------------------------------
 
 
 def small_run(oracle="variance-reduced", M=600, d=3, seed=0, **kw):
@@ -244,15 +245,14 @@ def test_oracles_refuse_mismatched_parameters_and_too_little_data():
         from_theory(M=100, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0, oracle="other")
 
 
-# --- behaviour (properties 16–18) ---------------------------------------------------------------------
+# --- behaviour (properties 16–18) -----------------------------------------------------------------
 
 
 def test_variance_reduction_keeps_the_running_sum_close_to_the_smoothed_gradient():
     """Property 16: ‖g_t − ∇F̂_δ(w_t)‖² stays O(V) along an epoch, it does not grow with t.
 
-    The single pass estimates the population's smoothed gradient; 4000 fresh examples stand in for it
-    exactly (L1Regression's smoothing is closed form), their own error being ≪ V.
-    """
+    The single pass estimates the population's smoothed gradient; 4000 fresh examples stand in for
+    it exactly (L1Regression's smoothing is closed form), their own error being ≪ V."""
     d, T = 4, 64
     data = L1Regression.synthetic(4_256, d, seed=1)
     population = data.subset(torch.arange(256, 4_256))
@@ -287,9 +287,10 @@ def test_variance_reduction_keeps_the_running_sum_close_to_the_smoothed_gradient
 
 @pytest.mark.slow
 def test_variance_reduced_beats_naive_and_improves_with_samples():
-    """Properties 17–18 on ℓ1 regression from 1 away from x*, ε = 2, d = 3, medians over three (seeded) runs:
-    the certified ‖∂F‖_2δ falls as M grows, and at equal M and ρ the variance-reduced oracle ends far closer
-    to stationarity than the naive one (whose per-step noise is Θ(T²/ln²T) times larger)."""
+    """Properties 17–18 on ℓ1 regression from 1 away from x*, ε = 2, d = 3, medians over three
+    (seeded) runs: the certified ‖∂F‖_2δ falls as M grows, and at equal M and ρ the variance-reduced
+    oracle ends far closer to stationarity than the naive one (whose per-step noise is Θ(T²/ln²T)
+    times larger)."""
     d, delta, rho = 3, 0.2, paper_rho(2.0, 1e-6)
     data = L1Regression.synthetic(14_000, d, seed=2)
     test = data.subset(torch.arange(8_000, 14_000))

@@ -1,13 +1,13 @@
 """dpnc audit: every mechanism's real code path is audited in both directions, with power.
 
-For each mechanism the correct configuration must not be flagged (no statistic's empirical ε(δ) lower bound above
-the ledger's ε(δ)) and every deliberately broken variant must be: σ/1.5 with the claim unchanged (full-batch
-DPZero, DPGD-0th, DP-GD, Poisson DPZero and the dpnc.tier.DPZero optimizer; σ/10 for the tree oracles and
-KL-Spider's checkpoint, audited at ε = 1 with fewer runs), public batches, the realised-batch denominator, a
-loss_fn on a fixed other batch, and train-mode BatchNorm. The run counts are those of docs/audit.md ("Power"):
-derived from simulations of the same tests on Gaussian releases (python -m dpnc.audit.power) and measured; the noise
-is secret, so every CI run is a fresh draw.
-"""
+For each mechanism the correct configuration must not be flagged (no statistic's empirical ε(δ)
+lower bound above the ledger's ε(δ)) and every deliberately broken variant must be: σ/1.5 with the
+claim unchanged (full-batch DPZero, DPGD-0th, DP-GD, Poisson DPZero and the dpnc.tier.DPZero
+optimizer; σ/10 for the tree oracles and KL-Spider's checkpoint, audited at ε = 1 with fewer runs),
+public batches, the realised-batch denominator, a loss_fn on a fixed other batch, and train-mode
+BatchNorm. The run counts are those of docs/audit.md ("Power"): derived from simulations of the same
+tests on Gaussian releases (python -m dpnc.audit.power) and measured; the noise is secret, so every
+CI run is a fresh draw."""
 
 import json
 
@@ -50,12 +50,13 @@ CASES = [
     ("dpzero-optimizer", "train-batchnorm", BLATANT, 1.5),
     ("make-private-dpzero", None, BLATANT, 1.5),
     ("make-private-dp-sgd", None, BLATANT, 1.5),
-    # The replace-one optimizer's σ/1.5 at 1000 runs was detected in 3 of 6 trial audits (a CI run missed it on
-    # 26 Nov 2026); at 3000 runs in 6 of 6.
+    # The replace-one optimizer's σ/1.5 at 1000 runs was detected in 3 of 6 trial audits (a CI run
+    # missed it on 26 Nov 2026); at 3000 runs in 6 of 6.
     ("dpzero-optimizer-replace-one", None, 1000, 1.5),
     ("dpzero-optimizer-replace-one", "sigma", 3000, 1.5),
-    # The data-parallel step and the trainer's step cost ~8 ms a run more than the optimizer's: σ/2 (true/claimed
-    # ε 2.4) at 1000 runs, detected in 4 of 4 trial audits; σ/1.5 needs 2000 runs as for the optimizer (2 of 2).
+    # The data-parallel step and the trainer's step cost ~8 ms a run more than the optimizer's: σ/2
+    # (true/claimed ε 2.4) at 1000 runs, detected in 4 of 4 trial audits; σ/1.5 needs 2000 runs as
+    # for the optimizer (2 of 2).
     ("dpzero-distributed", None, 1000, 2.0),
     ("dpzero-distributed", "sigma", 1000, 2.0),
     ("dpzero-trainer-step", None, 1000, 2.0),
@@ -67,9 +68,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _case(name, broken, runs, factor):
-    """A model-tier case of 1000 runs or more (one optimizer per run: 1-3 minutes) is in the slow tier, which
-    `make test-all` runs; CI (`make test`) keeps the rest: every flat, tree and blatant case and the σ/1.5 power of
-    the real Poisson DPZero step (tests/audit/test_patched_code.py)."""
+    """A model-tier case of 1000 runs or more (one optimizer per run: 1-3 minutes) is in the slow
+    tier, which `make test-all` runs; CI (`make test`) keeps the rest: every flat, tree and blatant
+    case and the σ/1.5 power of the real Poisson DPZero step (tests/audit/test_patched_code.py)."""
     slow = issubclass(MECHANISMS[name], _ModelTier) and runs >= 1000
     return pytest.param(
         name,
@@ -101,14 +102,16 @@ def test_audit_flags_exactly_the_broken_variants(name, broken, runs, factor):
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_the_canary_moves_each_release_by_the_recorded_sensitivity(name):
-    """Noiseless replays of D and D′: the canary's effect on a release is the ledger's sensitivity (so the audit
-    tests the claim at its worst case), and for unsampled Gaussian mechanisms its Gaussian-DP μ over all releases
-    is the ledger's μ: the canary's privacy loss is exactly the claimed one."""
+    """Noiseless replays of D and D′: the canary's effect on a release is the ledger's sensitivity
+    (so the audit tests the claim at its worst case), and for unsampled Gaussian mechanisms its
+    Gaussian-DP μ over all releases is the ledger's μ: the canary's privacy loss is exactly the
+    claimed one."""
     effect = MECHANISMS[name]().canary_effect()
     assert effect["shift"] == pytest.approx(effect["sensitivity"], rel=1e-5)
     if MECHANISMS[name].subsampled:
         assert effect["mu"] is None
-    else:  # the model tier runs in float32 (0.2 is stored as 0.20000000298): its μ to float32's rounding
+    # the model tier runs in float32 (0.2 is stored as 0.20000000298): its μ to float32's rounding
+    else:
         float32 = isinstance(MECHANISMS[name](), _ModelTier)
         assert effect["mu"] == pytest.approx(effect["claimed_mu"], rel=1e-7 if float32 else 1e-9)
 

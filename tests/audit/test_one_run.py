@@ -1,5 +1,6 @@
-"""The one-run statistic (Steinke–Nasr–Jagielski 2023) against independent computations: exact rational
-arithmetic, closed forms, and an exact enumeration of randomized response with m canaries."""
+"""The one-run statistic (Steinke–Nasr–Jagielski 2023) against independent computations: exact
+rational arithmetic, closed forms, and an exact enumeration of randomized response with m
+canaries."""
 
 import itertools
 import math
@@ -17,7 +18,8 @@ def _binom_tail(r: int, v: int, p: Fraction) -> Fraction:
 
 
 def _p_value_exact(m: int, r: int, v: int, epsilon: float, delta: Fraction) -> Fraction:
-    """The paper's p-value from its definition, in rational arithmetic (p rounded once to a Fraction)."""
+    """The paper's p-value from its definition, in rational arithmetic (p rounded once to a
+    Fraction)."""
     p = Fraction(math.exp(epsilon) / (1 + math.exp(epsilon)))
     beta = _binom_tail(r, v, p)
     alpha = (
@@ -59,9 +61,9 @@ def test_bound_is_where_the_p_value_crosses_the_significance():
 
 
 def _randomized_response_tail(m: int, eps: float, leak: float, v: int) -> float:
-    """P[W ≥ v] for m independent canaries released by (ε, δ)-DP randomized response (each bit revealed with
-    probability ``leak`` = δ, else ε-randomized response), all m guessed by the released bit: exact enumeration
-    over every inclusion vector and every outcome."""
+    """P[W ≥ v] for m independent canaries released by (ε, δ)-DP randomized response (each bit
+    revealed with probability ``leak`` = δ, else ε-randomized response), all m guessed by the
+    released bit: exact enumeration over every inclusion vector and every outcome."""
     keep = math.exp(eps) / (1 + math.exp(eps))
     correct_one = (
         leak + (1 - leak) * keep
@@ -79,8 +81,9 @@ def _randomized_response_tail(m: int, eps: float, leak: float, v: int) -> float:
 
 @pytest.mark.parametrize("m,eps,delta", [(6, 1.0, 0.0), (6, 0.5, 0.01), (8, 2.0, 0.02)])
 def test_tail_bound_holds_for_randomized_response_by_brute_force(m, eps, delta):
-    # Randomized response that leaks each bit with probability δ is (ε, δ)-DP per canary; its exact tail
-    # P[W ≥ v] must lie below the theorem's bound at every v, and equal it at δ = 0 (the bound is tight there).
+    # Randomized response that leaks each bit with probability δ is (ε, δ)-DP per canary; its exact
+    # tail P[W ≥ v] must lie below the theorem's bound at every v, and equal it at δ = 0 (the bound
+    # is tight there).
     for v in range(m + 1):
         tail = _randomized_response_tail(m, eps, delta, v)
         bound = p_value(m, m, v, eps, delta)

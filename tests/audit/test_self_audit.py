@@ -1,5 +1,6 @@
-"""make_private's one-run self-audit: a correct run stays below its claim; σ/4 and a loss that reads the whole
-dataset are flagged in one run. Seeded noise, batches and canaries (tests only: every result says not private)."""
+"""make_private's one-run self-audit: a correct run stays below its claim; σ/4 and a loss that reads
+the whole dataset are flagged in one run. Seeded noise, batches and canaries (tests only: every
+result says not private)."""
 
 import dataclasses
 import json
@@ -13,13 +14,15 @@ import dpnc
 from dpnc.privacy.calibrate import noise_multiplier
 from dpnc.self_audit import SelfAudit, SelfAuditResult, accuracy_cost
 
-BIG = 1e4  # the canary's slope: far above the clip, so its clipped contribution is exactly ±C along its own axis
+# the canary's slope: far above the clip, so its clipped contribution is exactly ±C along its own axis
+BIG = 1e4
 DELTA = 1e-5
 
 
 def _run(optimizer, *, m, n, B, T, epsilon=1.0, factor=1.0, loss="correct", seed=0, **measured):
-    """One self-audited run of a linear model whose m weights are the canaries' own coordinates; the n other
-    examples have feature 0 (loss 0), so each release is noise plus the canaries drawn in."""
+    """One self-audited run of a linear model whose m weights are the canaries' own coordinates; the
+    n other examples have feature 0 (loss 0), so each release is noise plus the canaries drawn
+    in."""
     model = nn.Linear(m, 1, bias=False)
     nn.init.zeros_(model.weight)
     X, y = torch.zeros(n, m), torch.zeros(n, dtype=torch.long)
@@ -89,8 +92,9 @@ def test_sigma_over_four_is_flagged_in_one_run():
     assert result.flagged and result.epsilon_lower_bound > 1.0
 
 
-# dpzero at T = 800: flagged at each of seeds 0-3 (bounds 1.45-1.84); at T = 300 only at 2 of 4 (0.63-1.25): one scalar
-# per step carries every canary, so the zeroth-order audit needs more steps (docs/audit.md)
+# dpzero at T = 800: flagged at each of seeds 0-3 (bounds 1.45-1.84); at T = 300 only at 2 of 4
+# (0.63-1.25): one scalar per step carries every canary, so the zeroth-order audit needs more steps
+# (docs/audit.md)
 @pytest.mark.parametrize(
     "setting", [dict(FIRST, n=100, T=30), dict(ZEROTH, T=800)], ids=["dp-sgd", "dpzero"]
 )
@@ -204,7 +208,8 @@ def test_watch_reads_the_declared_optimizer_and_release_and_refuses_the_rest():
 
 
 def test_the_accuracy_cost_is_recorded_only_as_measured(tmp_path):
-    """No twin run: the cost is None and the note says it was not measured; a twin's accuracy: their difference."""
+    """No twin run: the cost is None and the note says it was not measured; a twin's accuracy: their
+    difference."""
     result, _ = _run(**dict(FIRST, T=2))
     assert result.accuracy is result.accuracy_cost is None and result.accuracy_note.startswith(
         "not measured"

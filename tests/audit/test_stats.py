@@ -86,8 +86,9 @@ def test_low_scores_meaning_in_are_found_by_the_other_orientation():
 
 
 def test_lower_bound_covers_the_true_epsilon_of_randomized_response():
-    """Randomized response with ε = 2: the ideal test's point estimate *is* ε, so the bound is as close to the
-    truth as an audit gets. It may exceed ε only when a Clopper–Pearson bound fails: at most 5% of repeats."""
+    """Randomized response with ε = 2: the ideal test's point estimate *is* ε, so the bound is as
+    close to the truth as an audit gets. It may exceed ε only when a Clopper–Pearson bound fails: at
+    most 5% of repeats."""
     eps, runs, repeats = 2.0, 2000, 400
     p = 1 / (1 + math.exp(eps))
     rng = np.random.default_rng(2)
@@ -104,7 +105,8 @@ def test_lower_bound_covers_the_true_epsilon_of_randomized_response():
 
 
 def test_a_perfectly_separating_test_is_limited_by_the_number_of_runs():
-    # no errors on 1000 held-out runs each: ᾱ = β̄ = 1 − 0.025^(1/1000), ε ≥ log((1 − δ − β̄)/ᾱ) ≈ 5.6
+    # no errors on 1000 held-out runs each: ᾱ = β̄ = 1 − 0.025^(1/1000), ε ≥ log((1 − δ − β̄)/ᾱ) ≈
+    # 5.6
     t = split_threshold_test(
         np.full(2000, 1.0) + np.arange(2000) * 1e-9, np.zeros(2000) - np.arange(2000) * 1e-9, 1e-5
     )

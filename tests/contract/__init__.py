@@ -1,5 +1,5 @@
-"""Contract cases: one module per algorithm family (``dpzero.py``, ``nonsmooth.py``, ``kl.py``), each with
-``CASES: list[ContractCase]``, collected by ``tests/test_contract.py``."""
+"""Contract cases: one module per algorithm family (``dpzero.py``, ``nonsmooth.py``, ``kl.py``),
+each with ``CASES: list[ContractCase]``, collected by ``tests/test_contract.py``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ class Constructors:
         theory: ``from_theory``'s choices (e.g. DPZero's effective rank, ZTC's smoothing).
         practical: ``practical``'s options.
         relation: the accountant's neighbouring relation for these runs.
-        problem: the objective for these runs (None: the case's), one whose constants the constructors read.
+        problem: the objective for these runs (None: the case's), one whose constants the
+            constructors read.
     """
 
     budget: Budget | ZCDP
@@ -44,19 +45,21 @@ class ContractCase:
     Attributes:
         name: the algorithm's name (the test id).
         make: builds a valid config (``Algorithm``), e.g. ``lambda: DPZero(eta=0.1, ...)``.
-        invalid: keyword overrides each of which must make construction raise ``ValueError``, applied as
-            ``build(**override)``; ``build`` is ``make``'s keyword form.
+        invalid: keyword overrides each of which must make construction raise ``ValueError``,
+            applied as ``build(**override)``; ``build`` is ``make``'s keyword form.
         build: ``build(**fields)`` → config; ``make()`` must equal ``build()``.
         problem: builds the objective.
         x0: the start point for the problem.
-        run: ``run(algorithm, problem, x0, noise, accountant, generator)`` → ``Run``: the call with every other
-            argument the family needs (samplers seeded with ``for_testing``), so that the test holds them fixed.
-        releases: the number of releases the ledger must count for this run (entries × their counts).
-        sensitivities: the Δ each ledger entry must carry, in real units, in ledger order (None: not checked,
-            e.g. a non-private baseline).
+        run: ``run(algorithm, problem, x0, noise, accountant, generator)`` → ``Run``: the call with
+            every other argument the family needs (samplers seeded with ``for_testing``), so that
+            the test holds them fixed.
+        releases: the number of releases the ledger must count for this run (entries × their
+            counts).
+        sensitivities: the Δ each ledger entry must carry, in real units, in ledger order (None: not
+            checked, e.g. a non-private baseline).
         relation: the accountant's neighbouring relation.
-        constructors: how to build the class by ``from_theory`` and ``practical`` on this case's problem (one case
-            per registered class has it).
+        constructors: how to build the class by ``from_theory`` and ``practical`` on this case's
+            problem (one case per registered class has it).
     """
 
     name: str

@@ -1,5 +1,6 @@
-"""Contract cases of the DPZero family (Zhang et al. 2024): DPZero, DPGD-0th, DP-GD, the MeZO and DP-SGD
-baselines, each on a tiny synthetic quadratic, full batch (the theorems' setting) and one Poisson case (add/remove)."""
+"""Contract cases of the DPZero family (Zhang et al. 2024): DPZero, DPGD-0th, DP-GD, the MeZO and
+DP-SGD baselines, each on a tiny synthetic quadratic, full batch (the theorems' setting) and one
+Poisson case (add/remove)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ BUDGET = Budget(1.0, 1e-5)
 
 
 def _logistic():
-    """A tiny problem with public L0 and L1 (the constructors read them; the quadratic declares no L0)."""
+    """A tiny problem with public L0 and L1 (the constructors read them; the quadratic declares no
+    L0)."""
     gen = torch.Generator().manual_seed(0)
     a = unit_features(torch.randn(N, D, generator=gen, dtype=torch.float64))
     return LogisticRegression(a, (a[:, 0] > 0).long(), classes=2, l2=0.01)

@@ -1,10 +1,10 @@
-"""Contract cases of Menart et al.'s KL family ("menart"): KL-Spider, the proximal point method, adaptive GD with
-and without selection, each on a tiny objective with public constants.
+"""Contract cases of Menart et al.'s KL family ("menart"): KL-Spider, the proximal point method,
+adaptive GD with and without selection, each on a tiny objective with public constants.
 
-Ledgers: KL-Spider charges its full schedule (Σ_k T_k releases; here κ-rounds of T_k = 1, one checkpoint each,
-Δ = 2L0/n); the proximal point method T·(T_A − 1) gradient releases of Δ = 2L0/n; adaptive GD one privacy-filter
-entry (a zCDP bound, no Δ), plus the selection's exponential mechanism.
-"""
+Ledgers: KL-Spider charges its full schedule (Σ_k T_k releases; here κ-rounds of T_k = 1, one
+checkpoint each, Δ = 2L0/n); the proximal point method T·(T_A − 1) gradient releases of Δ = 2L0/n;
+adaptive GD one privacy-filter entry (a zCDP bound, no Δ), plus the selection's exponential
+mechanism."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ COMMON_INVALID = [
     {"clip": 1},
 ]
 
-# KL-Spider on ‖w‖³ (κ = 1.5), n = 3000, ρ = 0.01 (descent constant 4 instead of 64: 30 rounds, not 500)
+# KL-Spider on ‖w‖³ (κ = 1.5), n = 3000, ρ = 0.01 (descent constant 4 instead of 64: 30 rounds, not
+# 500)
 SPIDER_N = 3000
 SPIDER_PROBLEM = PowerGrowth(1.5, 2, n=SPIDER_N)
 SPIDER = KLSpider.of(Setting.of(SPIDER_PROBLEM), rho=0.01, constants=AnalysisConstants(descent=4.0))

@@ -47,13 +47,13 @@ COMMON_INVALID = [
     {"period": 10**6},
 ]
 
-# --- Zhang–Tran–Cutkosky -------------------------------------------------------------------------------------
+# --- Zhang–Tran–Cutkosky --------------------------------------------------------------------------
 
 ZTC_SETTING, ZTC_BUDGET = Setting(Constants(L0=1.0), 120, D, gap=1.0), ZCDP.from_rdp_rho(1.0)
 ZTC_VR = ZhangTranCutkosky.from_theory(ZTC_SETTING, ZTC_BUDGET, smoothing=0.2)
 ZTC_NAIVE = ZhangTranCutkosky.from_theory(ZTC_SETTING, ZTC_BUDGET, smoothing=0.2, oracle="naive")
 
-# --- Kornowski–Liu–Talwar ------------------------------------------------------------------------------------
+# --- Kornowski–Liu–Talwar -------------------------------------------------------------------------
 
 KLT = {
     oracle: KornowskiLiuTalwar.from_theory(

@@ -1,21 +1,25 @@
-"""Golden outputs of every algorithm family, recorded before the API refactor (one contract per algorithm).
+"""Golden outputs of every algorithm family, recorded before the API refactor (one contract per
+algorithm).
 
-Each ``case_<name>()`` is a short *call* of the public API on a tiny seeded configuration and returns a flat
-``dict[str, float | list[float]]``. After a refactor, rewrite the calls (new signatures); the numbers stored
-in ``outputs.json`` must not change (``tests/test_golden.py`` compares them to abs 1e-12 + rel 1e-12).
+Each ``case_<name>()`` is a short *call* of the public API on a tiny seeded configuration and
+returns a flat ``dict[str, float | list[float]]``. After a refactor, rewrite the calls (new
+signatures); the numbers stored in ``outputs.json`` must not change (``tests/test_golden.py``
+compares them to abs 1e-12 + rel 1e-12).
 
 Determinism: privacy noise from ``NoiseSource.for_testing(seed)``, subsampled batches from
 ``PoissonSampler.for_testing`` / ``ShuffleSampler.for_testing``, public randomness from fixed
-``torch.Generator().manual_seed(...)``, float64, one torch thread. Every case is therefore "not private"
-(``secret`` = 0.0) by construction. ε is the accountant's RDP ε at δ = 1e-5 (inf where no noise).
+``torch.Generator().manual_seed(...)``, float64, one torch thread. Every case is therefore "not
+private" (``secret`` = 0.0) by construction. ε is the accountant's RDP ε at δ = 1e-5 (inf where no
+noise).
 
-Regenerate (only on purpose, on the code the goldens describe): ``python -m tests.golden.cases --write``.
+Regenerate (only on purpose, on the code the goldens describe): ``python -m tests.golden.cases
+    --write``.
 
 Findings while recording (current code, before the refactor): every algorithm family could be made
-deterministic through its public API. ``make_private`` seeds both its Poisson sampler and its noise from the
-one ``testing_seed`` (noise = ``testing_seed + 1``), and ``kl.adaptive_gd(select=True)`` passes its own
-``noise`` on to ``select_stationary``; neither creates a secret ``NoiseSource`` when a seeded one is given.
-"""
+deterministic through its public API. ``make_private`` seeds both its Poisson sampler and its noise
+from the one ``testing_seed`` (noise = ``testing_seed + 1``), and ``kl.adaptive_gd(select=True)``
+passes its own ``noise`` on to ``select_stationary``; neither creates a secret ``NoiseSource`` when
+a seeded one is given."""
 
 from __future__ import annotations
 
@@ -49,7 +53,7 @@ OUTPUTS = Path(__file__).with_name("outputs.json")
 Value = float | list[float]
 
 
-# --- helpers (flatten results; no algorithm logic here) ---------------------------------------------------
+# --- helpers (flatten results; no algorithm logic here) -------------------------------------------
 
 
 def _floats(t) -> list[float]:
@@ -77,7 +81,8 @@ def _x0(d: int, K: int | None = None) -> torch.Tensor:
 
 
 def _dpzero_result(run, logs, problem: Quadratic) -> dict[str, Value]:
-    """The output point, per-step logs (collected by the run's callback), final train loss and the ledger."""
+    """The output point, per-step logs (collected by the run's callback), final train loss and the
+    ledger."""
     out = {
         "x": _floats(run.output),
         "seeds": [float(s) for s in run.stats.seeds],
@@ -91,7 +96,7 @@ def _dpzero_result(run, logs, problem: Quadratic) -> dict[str, Value]:
     return {**out, **_privacy(run.accountant)}
 
 
-# --- algorithms/dpzero.py: Algorithm.run(...) on the synthetic quadratic ----------------------------------
+# --- algorithms/dpzero.py: Algorithm.run(...) on the synthetic quadratic --------------------------
 
 
 def _run(algorithm, sampler, *, T=8, K=None, relation="replace-one", direction="gaussian"):
@@ -185,7 +190,7 @@ def case_dpgd_poisson():
     )
 
 
-# --- optim.py and engine.py: the optimizers on a tiny float64 nn.Linear ------------------------------------
+# --- optim.py and engine.py: the optimizers on a tiny float64 nn.Linear ---------------------------
 
 
 def _linear_data(n: int):
@@ -303,7 +308,7 @@ def case_make_private_mezo():
     return _make_private("mezo")
 
 
-# --- algorithms/zo_o2nc.py: Zhang–Tran–Cutkosky on L1 regression -----------------------------------------
+# --- algorithms/zo_o2nc.py: Zhang–Tran–Cutkosky on L1 regression ----------------------------------
 
 
 def _o2nc_result(run) -> dict[str, Value]:
@@ -356,7 +361,7 @@ def case_zo_o2nc_naive():
     return _zo_o2nc("naive")
 
 
-# --- algorithms/klt.py: Kornowski–Liu–Talwar oracles -------------------------------------------------------
+# --- algorithms/klt.py: Kornowski–Liu–Talwar oracles ----------------------------------------------
 
 
 def _klt(oracle: str, n: int, **kwargs):
@@ -397,7 +402,7 @@ def case_klt_multi_pass():
     return _klt("multi-pass", 200, max_steps=20, m=2)
 
 
-# --- algorithms/kl.py: Menart et al. on KL objectives -------------------------------------------------------
+# --- algorithms/kl.py: Menart et al. on KL objectives ---------------------------------------------
 
 
 def _kl_result(run, *keys: str) -> dict[str, Value]:
@@ -428,7 +433,8 @@ def case_kl_spider_least_squares():
 
 
 def case_kl_spider_power_growth():
-    """Data-free, so n = 10⁶ is cheap; the run takes 76 steps (the least-squares case above stops every round)."""
+    """Data-free, so n = 10⁶ is cheap; the run takes 76 steps (the least-squares case above stops
+    every round)."""
     f = klp.PowerGrowth(1.5, 2, n=10**6)
     run = kl.KLSpider.of(Setting.of(f), rho=1.0).run(
         f,

@@ -1,12 +1,14 @@
 """A binary sentiment CSV the project has never seen, built from the original SST-5 files.
 
-An acceptance check for ``dpnc finetune --train-file ... --test-file ...``: a file with the user's own column names
-(``review``, ``sentiment``) and string labels (``negative``/``positive``), in the CSV quoting a spreadsheet writes,
-unlike any LM-BFF folder the code was built on. SST-5 classes 0, 1 become ``negative``, 3, 4 ``positive``; 2
-(neutral) is dropped, which is how SST-2 was made from SST (its test set is the same 1821 sentences). PTB bracket
-tokens (``-lrb-``, ``-rrb-``) become ``(`` and ``)``, as in the LM-BFF files.
+An acceptance check for ``dpnc finetune --train-file ... --test-file ...``: a file with the user's
+own column names (``review``, ``sentiment``) and string labels (``negative``/``positive``), in the
+CSV quoting a spreadsheet writes, unlike any LM-BFF folder the code was built on. SST-5 classes 0, 1
+become ``negative``, 3, 4 ``positive``; 2 (neutral) is dropped, which is how SST-2 was made from SST
+(its test set is the same 1821 sentences). PTB bracket tokens (``-lrb-``, ``-rrb-``) become ``(``
+and ``)``, as in the LM-BFF files.
 
-Lives with the tests, not in ``dpnc``: the library never knows where the project's data lies. Also a script:
+Lives with the tests, not in ``dpnc``: the library never knows where the project's data lies. Also a
+script:
 
     python -m tests.lm.sentiment_csv ../shared/data/sst-5/original /tmp/sentiment --train-rows 1000 --seed 0
 """
@@ -28,7 +30,8 @@ COLUMNS = ("review", "sentiment")
 
 
 def read_sst5_sentiment(path: str | Path) -> list[tuple[str, str]]:
-    """``(review, sentiment)`` rows of an SST-5 original TSV (no header, label first), neutral rows dropped."""
+    """``(review, sentiment)`` rows of an SST-5 original TSV (no header, label first), neutral rows
+    dropped."""
     rows = []
     for line in Path(path).read_text(encoding="utf-8").split("\n"):
         if not line.strip():
@@ -43,12 +46,15 @@ def read_sst5_sentiment(path: str | Path) -> list[tuple[str, str]]:
 def write_sentiment_csv(
     sst5_original_dir: str | Path, out_dir: str | Path, *, train_rows: int = 1000, seed: int = 0
 ) -> tuple[Path, Path]:
-    """Write ``sentiment_train.csv`` (a seeded class-balanced sample) and ``sentiment_test.csv`` (every binary row).
+    """Write ``sentiment_train.csv`` (a seeded class-balanced sample) and ``sentiment_test.csv``
+    (every binary row).
 
     Args:
-        sst5_original_dir: the folder with SST-5's ``train.tsv`` and ``test.tsv`` (``../shared/data/sst-5/original``).
+        sst5_original_dir: the folder with SST-5's ``train.tsv`` and ``test.tsv``
+            (``../shared/data/sst-5/original``).
         out_dir: where to write the two files (created if missing).
-        train_rows: rows of the training file, half per class; an even number ≥ 2, at most twice the smaller class.
+        train_rows: rows of the training file, half per class; an even number ≥ 2, at most twice the
+            smaller class.
         seed: the sample's seed (the same seed writes the same bytes).
 
     Returns:

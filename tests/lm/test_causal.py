@@ -1,4 +1,5 @@
-"""The causal-LM classifier (dpnc.lm.causal) on the real SmolLM2-135M-Instruct GGUF model and real SST-2 data."""
+"""The causal-LM classifier (dpnc.lm.causal) on the real SmolLM2-135M-Instruct GGUF model and real
+SST-2 data."""
 
 from __future__ import annotations
 
@@ -83,9 +84,9 @@ def test_per_example_losses_are_the_cross_entropy_of_the_logits(sst2, sst2_test)
 def test_logits_are_the_label_words_log_probabilities_under_the_plain_lm(
     lm_and_tokenizer, sst2_test
 ):
-    # Reference: the whole prompt "before + label word" tokenized as one string and run alone through the
-    # LM's own forward; class c's logit + prior_c is the sum of the label word's token log-probabilities
-    # (measured difference: at most 1.6e-5, float rounding of logits of size ~15).
+    # Reference: the whole prompt "before + label word" tokenized as one string and run alone
+    # through the LM's own forward; class c's logit + prior_c is the sum of the label word's token
+    # log-probabilities (measured difference: at most 1.6e-5, float rounding of logits of size ~15).
     lm, tokenizer = lm_and_tokenizer
     task = Task(
         "multi", ("0", "1"), ("abysmal", "superb"), False, "{sentence} It was {label_word}."
@@ -119,8 +120,9 @@ def test_logits_are_the_label_words_log_probabilities_under_the_plain_lm(
 @needs_data
 def test_zero_shot_accuracy_on_sst2_test_is_above_chance(sst2, sst2_test):
     # The first 200 test examples. Chance is 0.5; the binomial 95 % margin at n = 200 is
-    # 1.96·sqrt(0.25/200) = 0.069. Measured: 0.685 (68.0 % on all 872). Without the calibration prior the same
-    # model says " great" for ~98 % of the sentences and scores 0.505: both classes must be predicted.
+    # 1.96·sqrt(0.25/200) = 0.069. Measured: 0.685 (68.0 % on all 872). Without the calibration
+    # prior the same model says " great" for ~98 % of the sentences and scores 0.505: both classes
+    # must be predicted.
     part = sst2_test.subset(slice(0, 200))
     preds = sst2.predict(part.texts, batch_size=50)
     accuracy = float((preds == part.labels).float().mean())
@@ -131,8 +133,9 @@ def test_zero_shot_accuracy_on_sst2_test_is_above_chance(sst2, sst2_test):
 @needs_model
 @needs_data
 def test_an_examples_logits_do_not_depend_on_the_padding(sst2, sst2_test):
-    # Right padding under causal attention: the real positions never see the pads; only float rounding differs
-    # between the two matrix shapes (measured: at most 1.8e-5 over 32 examples, logits of size ~10).
+    # Right padding under causal attention: the real positions never see the pads; only float
+    # rounding differs between the two matrix shapes (measured: at most 1.8e-5 over 32 examples,
+    # logits of size ~10).
     short, long = min(sst2_test.texts[:20], key=len), max(sst2_test.texts[:20], key=len)
     with torch.no_grad():
         alone = sst2.logits(sst2.encode([short]))
@@ -152,8 +155,9 @@ def test_lora_wrapped_model_starts_with_identical_logits_and_saves_merged(
     peft = pytest.importorskip("peft", reason="LoRA needs the peft library")
     lm, tokenizer = lm_and_tokenizer
     clf = CausalLMClassifier(copy.deepcopy(lm), tokenizer, get_task("SST-2"), max_length=64).eval()
-    # The same calibration prior as the fixture's: both were computed from the same weights, but under whatever
-    # torch thread count the process had at the time (other tests change it), which moves the last bit of a sum.
+    # The same calibration prior as the fixture's: both were computed from the same weights, but
+    # under whatever torch thread count the process had at the time (other tests change it), which
+    # moves the last bit of a sum.
     clf.prior.copy_(sst2.prior)
     config = peft.LoraConfig(
         r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], lora_dropout=0.0
@@ -171,7 +175,8 @@ def test_lora_wrapped_model_starts_with_identical_logits_and_saves_merged(
     clf(batch).sum().backward()  # the adapters are on the path: B (initially 0) gets a gradient
     assert any(float(p.grad.abs().max()) > 0 for n, p in clf.named_parameters() if "lora_B" in n)
 
-    # A moved adapter changes the logits, and save_pretrained keeps the change (merged into the saved weights).
+    # A moved adapter changes the logits, and save_pretrained keeps the change (merged into the
+    # saved weights).
     with torch.no_grad():
         for n, p in clf.named_parameters():
             if "lora_B" in n:
@@ -247,11 +252,12 @@ def test_the_trainer_runs_lora_on_the_causal_head_and_trains_only_the_adapters(t
 
 @needs_data
 def test_per_example_default_on_a_tiny_random_llama_equals_the_loop(tmp_path):
-    """The causal head on a tiny random Llama (RMSNorm, tied embeddings). Under LoRA every trained parameter is in
-    an adapter's Linear (the tied embeddings are frozen): "auto" takes the per-layer route, with one-token label
-    words (one row per example) and with label words of several tokens (K rows per example: beneath the route's
-    vmap they are rows of their example); training all of it (RMSNorm, the tied embeddings) takes vmap, which
-    batches the mask-free forward. Every case gives the loop's clipped sum (float64: rounding only)."""
+    """The causal head on a tiny random Llama (RMSNorm, tied embeddings). Under LoRA every trained
+    parameter is in an adapter's Linear (the tied embeddings are frozen): "auto" takes the per-layer
+    route, with one-token label words (one row per example) and with label words of several tokens
+    (K rows per example: beneath the route's vmap they are rows of their example); training all of
+    it (RMSNorm, the tied embeddings) takes vmap, which batches the mask-free forward. Every case
+    gives the loop's clipped sum (float64: rounding only)."""
     import dataclasses
     import importlib.util
     from pathlib import Path

@@ -1,4 +1,5 @@
-"""Tests of dpnc.lm.data on the real LM-BFF k-shot files (data README, "Integrity checks") and on small files."""
+"""Tests of dpnc.lm.data on the real LM-BFF k-shot files (data README, "Integrity checks") and on
+small files."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from tests.shared_data import DATA, needs_data
 
 SEEDS = (13, 21, 42, 87, 100)
 
-# (task, split) -> class counts in class order; the README's integrity checks (TREC dev and the MNLI test splits'
-# per-class counts are not in the README: measured from the files, and they sum to the README's totals).
+# (task, split) -> class counts in class order; the README's integrity checks (TREC dev and the MNLI
+# test splits' per-class counts are not in the README: measured from the files, and they sum to the
+# README's totals).
 COUNTS = {
     ("SST-2", "train"): [512, 512],
     ("SST-2", "dev"): [512, 512],
@@ -111,8 +113,9 @@ def test_test_file_shared_across_seeds_and_train_differs(task):
 @needs_data
 @pytest.mark.parametrize("seed", SEEDS)
 def test_train_dev_disjoint(seed):
-    """SST-2 train/dev share no sentence (README). SST-5/TREC share a few sentences, but only ones the original
-    train set holds several times: no text is used more often across train + dev than it occurs in the source."""
+    """SST-2 train/dev share no sentence (README). SST-5/TREC share a few sentences, but only ones
+    the original train set holds several times: no text is used more often across train + dev than
+    it occurs in the source."""
     sst2 = [load_task("SST-2", DATA, split, seed=seed).texts for split in ("train", "dev")]
     assert not set(sst2[0]) & set(sst2[1])
     for task, path in (("SST-5", "sst-5/original/train.tsv"), ("TREC", "trec/original/train.csv")):
@@ -148,7 +151,8 @@ def test_texts_are_stripped_and_pairs_are_tuples():
 
 @needs_data
 def test_snli_variable_columns_read_by_header_position_and_last_field():
-    """SNLI rows have 11, 14 or 15 fields; sentence1/2 are header columns 8/9 and the label is the last field."""
+    """SNLI rows have 11, 14 or 15 fields; sentence1/2 are header columns 8/9 and the label is the
+    last field."""
     path = DATA / "SNLI/k-shot-1k-test/512-42/dev.tsv"
     lines = [line.split("\t") for line in path.read_text(encoding="utf-8").split("\n")[1:] if line]
     assert {len(r) for r in lines} == {11, 14, 15}
@@ -262,7 +266,8 @@ def test_prompts_input_text_and_parts():
 
 
 def test_premise_filters():
-    """drop_punct (default) drops only punctuation; drop_last is LM-BFF's unconditional *sent-_0*."""
+    """drop_punct (default) drops only punctuation; drop_last is LM-BFF's unconditional
+    *sent-_0*."""
     rte = TASKS["RTE"]
     assert (
         rte.prompt(("That's all right", "That's fine."), 0) == "That's all right? Yes, that's fine."
@@ -382,8 +387,9 @@ def test_dataset_subset_and_counts():
 
 
 def test_a_private_read_of_a_task_split_drops_rows_outside_it(tmp_path):
-    # Before: a private run read a built-in task's training split strictly, so one row with a label outside the task
-    # stopped the run, and the message printed that row's label. lenient applies the domain rule (dpnc.lm.files).
+    # Before: a private run read a built-in task's training split strictly, so one row with a label
+    # outside the task stopped the run, and the message printed that row's label. lenient applies
+    # the domain rule (dpnc.lm.files).
     folder = tmp_path / "SST-2" / "k-shot-1k-test" / "512-42"
     folder.mkdir(parents=True)
     (folder / "train.tsv").write_text(
@@ -399,7 +405,8 @@ def test_a_private_read_of_a_task_split_drops_rows_outside_it(tmp_path):
 @needs_data
 @pytest.mark.parametrize("task", list(TASKS))
 def test_a_private_read_of_the_shipped_training_splits_keeps_every_row(task):
-    # The domain rule (dpnc.lm.files.read_private) reads the LM-BFF training files as the plain read does.
+    # The domain rule (dpnc.lm.files.read_private) reads the LM-BFF training files as the plain read
+    # does.
     plain, private = load_task(task, DATA, "train"), load_task(task, DATA, "train", lenient=True)
     assert (
         private.texts == plain.texts

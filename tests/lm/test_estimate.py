@@ -1,7 +1,8 @@
-"""The time estimate (dpnc.lm.estimate): it rehearses the run's own step on public rows and counts the rest of the
-run on the loop's own schedule; it never touches the training data nor the run's ledger, noise, sampler, model or
-folder. Its accuracy against measured runs is a benchmark (benchmarks/finetune_estimate.py and its committed
-result), not a test: a timed assertion fails on a loaded machine.
+"""The time estimate (dpnc.lm.estimate): it rehearses the run's own step on public rows and counts
+the rest of the run on the loop's own schedule; it never touches the training data nor the run's
+ledger, noise, sampler, model or folder. Its accuracy against measured runs is a benchmark
+(benchmarks/finetune_estimate.py and its committed result), not a test: a timed assertion fails on a
+loaded machine.
 
 The data is the docs' own-data example (docs/finetuning.md, "Your own data"): no shared data needed.
 """
@@ -113,7 +114,8 @@ def test_the_estimate_rehearses_the_runs_own_step_on_test_rows_and_leaves_the_ru
 
     estimate = t.estimate(40)
 
-    # 1 cold step and 2 warm ones (one per 20 steps of the run), of the run's own optimizer class, throwaway
+    # 1 cold step and 2 warm ones (one per 20 steps of the run), of the run's own optimizer class,
+    # throwaway
     assert estimate.rehearsed == 3 and estimate.examples == 20
     assert rehearsed == [(type(t.optimizer), False, False)] * 3
     # each batch B rows of the test split (20 rows, cycled), never a training row
@@ -143,7 +145,8 @@ def test_a_run_that_estimated_its_time_ends_bit_for_bit_where_one_that_did_not_e
 def test_the_estimate_counts_the_evaluations_epsilons_and_checkpoints_the_run_makes(
     tmp_path, monkeypatch
 ):
-    # Every part timed as 1 s: each part is then the number of times the run does it, read off the run itself.
+    # Every part timed as 1 s: each part is then the number of times the run does it, read off the
+    # run itself.
     t = trainer(tmp_path, steps=25, eval_every=4, checkpoint_every=3)
     monkeypatch.setattr(lm_estimate, "_seconds", one_second)
     t.setup_seconds["evaluation"] = 1.0
@@ -157,8 +160,9 @@ def test_the_estimate_counts_the_evaluations_epsilons_and_checkpoints_the_run_ma
     rows = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").open()]
     evaluations = [r for r in rows if r["event"] == "eval" and r["step"] > 0]
     epsilons = {r["step"] for r in rows if r["event"] == "step" and "epsilon" in r}
-    # 6 evaluations (every 4 steps before the last) and the final one; ε after steps 3, 6, …, 24 (every ⌈25/10⌉),
-    # 4, 8, 16, 20 (the other evaluations') and 25 (the last): the estimate computed the first and the last
+    # 6 evaluations (every 4 steps before the last) and the final one; ε after steps 3, 6, …, 24
+    # (every ⌈25/10⌉), 4, 8, 16, 20 (the other evaluations') and 25 (the last): the estimate
+    # computed the first and the last
     assert estimate.evaluations == len(evaluations) == 7
     assert estimate.epsilon == len(epsilons) - 2 == 13 - 2
     assert estimate.checkpoints == len(saved) == 25 // 3 + 1

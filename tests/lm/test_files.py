@@ -1,5 +1,6 @@
-"""Tests of dpnc.lm.files: a user's own CSV / TSV / JSONL files, each refusal, label canonicalisation, label words,
-and a sentiment CSV built from the real SST-5 files (tests/lm/sentiment_csv.py) counted against the source."""
+"""Tests of dpnc.lm.files: a user's own CSV / TSV / JSONL files, each refusal, label
+canonicalisation, label words, and a sentiment CSV built from the real SST-5 files
+(tests/lm/sentiment_csv.py) counted against the source."""
 
 from __future__ import annotations
 
@@ -153,7 +154,8 @@ def test_load_file_errors(tmp_path):
 
 @needs_data
 def test_load_file_reads_the_full_source_files():
-    """README: GLUE SST-2 train (label first, CRLF) holds every k-shot train/dev row; SST-5 and TREC original sizes."""
+    """README: GLUE SST-2 train (label first, CRLF) holds every k-shot train/dev row; SST-5 and TREC
+    original sizes."""
     glue = load_file(DATA / "SST-2/glue/train.tsv", text_column="sentence", label_column="label")
     assert len(glue) == 67349 and glue.class_counts() == {"0": 29780, "1": 37569}
     assert not any(t.endswith("\r") for t in glue.texts)
@@ -204,7 +206,8 @@ def _jsonl(path: Path, records: list) -> Path:
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl"])
 def test_round_trip_each_format(tmp_path, fmt):
-    """The same rows written in each format read back as the same texts and labels (texts stripped)."""
+    """The same rows written in each format read back as the same texts and labels (texts
+    stripped)."""
     paths = []
     for split in ("train", "test"):
         path = tmp_path / f"{split}.{fmt}"
@@ -347,7 +350,8 @@ def test_equal_numbers_merge_into_one_label(tmp_path):
     tr, _ = load_user_data(train, train, text_column="text", label_column="label")
     assert tr.task.label_names == ("0", "1") and tr.labels.tolist() == [1, 1, 1, 0, 0, 1]
     assert tr.class_counts() == {"0": 2, "1": 4}
-    # the JSON test file against a CSV train file: JSON numbers and strings merge with the CSV's text labels
+    # the JSON test file against a CSV train file: JSON numbers and strings merge with the CSV's
+    # text labels
     jtrain = _jsonl(tmp_path / "tr.jsonl", [{"t": "a", "y": "1.0"}, {"t": "b", "y": 0}])
     tr, te = load_user_data(jtrain, test, text_column="t", label_column="y")
     assert tr.task.label_names == ("0", "1") and te.labels.tolist() == [1, 1, 0, 0]
@@ -697,8 +701,9 @@ def test_sentiment_csv_from_sst5(tmp_path):
 
 
 def test_declared_classes_never_come_from_the_training_file(tmp_path):
-    # Before: the classes were the training file's labels (one "neutral" row made a third class), and label_words
-    # that did not cover a training label refused the file: both decided by one private row.
+    # Before: the classes were the training file's labels (one "neutral" row made a third class),
+    # and label_words that did not cover a training label refused the file: both decided by one
+    # private row.
     train = _write(tmp_path / "tr.csv", "text,label\ngood,pos\nbad,neg\nso-so,neutral\n")
     test = _write(tmp_path / "te.csv", "text,label\nfine,pos\nawful,neg\n")
     kwargs = dict(text_column="text", label_column="label", declared=True, test_public=True)
@@ -740,8 +745,9 @@ def test_declared_classes_never_come_from_the_training_file(tmp_path):
 
 
 def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
-    # Each of these rows is refused (ValueError naming its line) when the file is read for a non-private run; a
-    # private run's training file drops them instead, so no refusal depends on one row.
+    # Each of these rows is refused (ValueError naming its line) when the file is read for a
+    # non-private run; a private run's training file drops them instead, so no refusal depends on
+    # one row.
     bad_rows = {
         "empty text": ",pos\n",
         "empty label": "meh,\n",
@@ -759,8 +765,9 @@ def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
             train, test, text_column="text", label_column="label", declared=True, test_public=True
         )
         assert (tr.texts, tr.labels.tolist(), tr.dropped) == (["good", "bad"], [1, 0], 1), what
-    # JSON lines: a line that is not JSON, a missing key, a null and a nested value are dropped; bytes that are not
-    # UTF-8 become U+FFFD (the row is kept); a file left with no row gives an empty training set, not a refusal.
+    # JSON lines: a line that is not JSON, a missing key, a null and a nested value are dropped;
+    # bytes that are not UTF-8 become U+FFFD (the row is kept); a file left with no row gives an
+    # empty training set, not a refusal.
     jsonl = tmp_path / "tr.jsonl"
     jsonl.write_bytes(
         b'{"text": "good", "label": "pos"}\nnot json\n{"text": "x"}\n{"text": null, "label": "neg"}\n'
@@ -778,7 +785,8 @@ def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
         empty, test, text_column="text", label_column="label", declared=True, test_public=True
     )
     assert len(tr) == 0 and tr.dropped == 0
-    # What is decided by the file's structure, not by a row, is still refused: a header without the column.
+    # What is decided by the file's structure, not by a row, is still refused: a header without the
+    # column.
     reviews = _write(tmp_path / "reviews.csv", "review,label\nfine,pos\nawful,neg\n")
     with pytest.raises(ValueError, match=r"column 'review' is not in the header of tr.csv"):
         load_user_data(
@@ -792,8 +800,9 @@ def test_the_domain_rule_drops_rows_a_plain_read_refuses(tmp_path):
 
 
 def test_without_a_header_no_row_sets_the_rule_for_the_others(tmp_path):
-    # Before: rows were held to the first row's width, so one odd first row dropped every other row (or, as a first
-    # line that is not JSON, raised TypeError): one row decided the rest. Now each row is judged alone.
+    # Before: rows were held to the first row's width, so one odd first row dropped every other row
+    # (or, as a first line that is not JSON, raised TypeError): one row decided the rest. Now each
+    # row is judged alone.
     body = "".join(f"sentence {i},{i % 2}\n" for i in range(6))
     test = _write(tmp_path / "te.csv", "fine,1\nawful,0\n")
     for first, kept in (("", 6), ("a canary,1,x\n", 7), ("lonely\n", 6)):
@@ -824,11 +833,12 @@ def test_without_a_header_no_row_sets_the_rule_for_the_others(tmp_path):
 
 
 def test_a_row_that_cannot_be_read_is_dropped_not_refused_and_a_long_field_is_one_record(tmp_path):
-    # Each of these raised past the domain rule before (csv.Error, a JSON integer over Python's 4300 digits, JSON
-    # nested past Python's recursion limit, decimal.InvalidOperation from a label's exponent): a refusal decided by
-    # one row. A field over csv's size limit is read whole now: catching csv's error instead had left the reader
-    # inside a quoted field that spans lines, so the rest of that field became records of its own (a review found
-    # one replaced record turning into 3 records, 1 of them kept).
+    # Each of these raised past the domain rule before (csv.Error, a JSON integer over Python's 4300
+    # digits, JSON nested past Python's recursion limit, decimal.InvalidOperation from a label's
+    # exponent): a refusal decided by one row. A field over csv's size limit is read whole now:
+    # catching csv's error instead had left the reader inside a quoted field that spans lines, so
+    # the rest of that field became records of its own (a review found one replaced record turning
+    # into 3 records, 1 of them kept).
     test = _write(tmp_path / "te.csv", "text,label\nfine,1\nawful,0\n")
     body = "".join(f"sentence {i},{i % 2}\n" for i in range(4))
     long_field = (

@@ -1,4 +1,5 @@
-"""Heads on the real offline MiniLM encoder (dpnc.lm.heads): zero-shot accuracy, per-example losses, saving."""
+"""Heads on the real offline MiniLM encoder (dpnc.lm.heads): zero-shot accuracy, per-example losses,
+saving."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def test_label_prompts_are_the_papers_templates_around_an_empty_input():
 
 @needs_data
 def test_zero_shot_accuracy_on_sst2_test_is_clearly_above_chance(model_path, sst2_test_subset):
-    # Chance is 0.5; the binomial SE at n = 200 is 0.035, so 0.6 is ~3 SE above chance. Measured: 0.725 for
-    # the prompt head ("It was great." / "It was terrible."), 71.2 % on the full split (872).
+    # Chance is 0.5; the binomial SE at n = 200 is 0.035, so 0.6 is ~3 SE above chance. Measured:
+    # 0.725 for the prompt head ("It was great." / "It was terrible."), 71.2 % on the full split
+    # (872).
     prompt = build_classifier(model_path, sst2_test_subset.task, head="prompt")
     preds = prompt.predict(sst2_test_subset.texts, batch_size=50)
     accuracy = float((preds == sst2_test_subset.labels).float().mean())
@@ -123,9 +125,9 @@ def test_bad_arguments_are_refused(model_path):
 def test_a_trained_classifier_loads_as_a_hugging_face_classifier(
     model_path, sst2_test_subset, tmp_path, head
 ):
-    """The saved folder is the whole classifier for AutoModelForSequenceClassification (its own code, so
-    trust_remote_code): the same logits as dpnc's, a prompt head folded into the linear layer; without
-    trust_remote_code it is refused, never loaded with an untrained classifier."""
+    """The saved folder is the whole classifier for AutoModelForSequenceClassification (its own
+    code, so trust_remote_code): the same logits as dpnc's, a prompt head folded into the linear
+    layer; without trust_remote_code it is refused, never loaded with an untrained classifier."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     clf = build_classifier(model_path, sst2_test_subset.task, head=head)
@@ -149,8 +151,9 @@ def test_a_trained_classifier_loads_as_a_hugging_face_classifier(
 
 @needs_data
 def test_a_head_that_is_not_one_linear_layer_does_not_look_loadable(model_path, tmp_path):
-    """A pair task's prompt head compares the input with prompts written around it: not one linear layer, so
-    the encoder is saved in encoder/ and the folder holds no config.json; dpnc reads it back."""
+    """A pair task's prompt head compares the input with prompts written around it: not one linear
+    layer, so the encoder is saved in encoder/ and the folder holds no config.json; dpnc reads it
+    back."""
     rte = load_task("RTE", DATA, "test", seed=42)
     clf = build_classifier(model_path, rte.task, head="prompt")
     clf.save_pretrained(tmp_path / "model")

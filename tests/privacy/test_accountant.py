@@ -85,7 +85,8 @@ def test_pld_matches_dp_accounting_directly():
 
 
 def test_gaussian_pld_under_replace_one_is_the_shift_by_the_sensitivity():
-    # Replace-one sensitivity Δ: neighbouring outputs differ by Δ; the same pair as add/remove with Δ.
+    # Replace-one sensitivity Δ: neighbouring outputs differ by Δ; the same pair as add/remove with
+    # Δ.
     a, b = Accountant("replace-one"), Accountant("add/remove")
     for acct in (a, b):
         acct.record(Gaussian(2.0, 4.0), 50)
@@ -307,8 +308,9 @@ def test_pld_refuses_nearly_noiseless_releases_instead_of_exhausting_memory():
 
 
 def test_distinct_gaussians_compose_by_pld_to_the_exact_gaussian_epsilon():
-    """A ledger of Gaussians with many distinct σ (KL-Spider's) composes to one Gaussian with μ² = Σ (Δ_i/σ_i)²;
-    the PLD ε must equal the analytic ε of that Gaussian (Balle & Wang 2018, Thm 8), computed here with scipy."""
+    """A ledger of Gaussians with many distinct σ (KL-Spider's) composes to one Gaussian with μ² = Σ
+    (Δ_i/σ_i)²; the PLD ε must equal the analytic ε of that Gaussian (Balle & Wang 2018, Thm 8),
+    computed here with scipy."""
     from scipy.optimize import brentq
     from scipy.stats import norm
 

@@ -1,10 +1,10 @@
-"""The batch contract by construction: the optimizer hands the loss function its batch, and refuses the rest.
+"""The batch contract by construction: the optimizer hands the loss function its batch, and refuses
+the rest.
 
-Each refusal here was accepted by main at 2d9212e (an adversarial review measured the holes: a closure on
-`X[:len(xb)]` accepted in 40 of 40 steps, a stale batch in 119 of 199, BatchNorm without running statistics and
-`model.train()` after construction accepted at every step). Every refused step must release nothing and leave
-the parameters as they were.
-"""
+Each refusal here was accepted by main at 2d9212e (an adversarial review measured the holes: a
+closure on `X[:len(xb)]` accepted in 40 of 40 steps, a stale batch in 119 of 199, BatchNorm without
+running statistics and `model.train()` after construction accepted at every step). Every refused
+step must release nothing and leave the parameters as they were."""
 
 import pytest
 import torch
@@ -50,12 +50,14 @@ def snapshot(model):
 
 
 def unchanged(before, model):
-    # The ±λu perturbation of a refused zeroth-order step is undone arithmetically: equal to float32 rounding.
+    # The ±λu perturbation of a refused zeroth-order step is undone arithmetically: equal to float32
+    # rounding.
     return all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(before, model.parameters()))
 
 
 def non_empty_batch(opt, loader, model):
-    """The loader's first batch with >= 2 rows (stepping on the ones before it); returns (iterator, xb, yb)."""
+    """The loader's first batch with >= 2 rows (stepping on the ones before it); returns (iterator,
+    xb, yb)."""
     it = iter(loader)
     xb, yb = next(it)
     while len(xb) < 2:
@@ -198,7 +200,8 @@ def test_model_train_after_construction_is_refused_at_the_next_step(optimizer):
     _, xb, yb = non_empty_batch(opt, loader, model)
     opt.step(loss(model))
     next(iter(loader))
-    model.train()  # BatchNorm would now normalise with the batch and write its mean into running_mean
+    # BatchNorm would now normalise with the batch and write its mean into running_mean
+    model.train()
     norm = model[1]
     before, running, released = snapshot(model), norm.running_mean.clone(), acct.releases
     with pytest.raises(ValueError, match="BatchNorm in train mode"):

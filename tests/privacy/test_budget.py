@@ -76,7 +76,8 @@ def test_bun_steinke_inverse_closed_form():
 
 
 def test_iclr_rdp_convention():
-    # (α, αρ²/2)-RDP for all α is (ρ²/2)-zCDP; ε(δ) = ρ²/2 + ρ√(2 ln 1/δ) (docs/papers.md, ZTC §1, §5 property 10).
+    # (α, αρ²/2)-RDP for all α is (ρ²/2)-zCDP; ε(δ) = ρ²/2 + ρ√(2 ln 1/δ) (docs/papers.md, ZTC §1,
+    # §5 property 10).
     z = ZCDP.from_rdp_rho(1.0)
     assert z.rho == 0.5 and z.rdp_rho == pytest.approx(1.0)
     eps = rho_to_epsilon(z.rho, math.exp(-1), "bun-steinke")

@@ -81,9 +81,10 @@ def test_pld_calibration_is_cached(monkeypatch):
 
 
 def test_a_fresh_pld_calibration_decides_in_a_few_calls_on_the_accountants_grid(monkeypatch):
-    """The search runs on a 10× coarser grid first, then one secant step along the coarse slope: at most 3 calls on the
-    accountant's own grid (it took 11 before, 44 s of CPU at this q), and the answer is still the smallest multiplier
-    to the tolerance, as the accountant itself measures it."""
+    """The search runs on a 10× coarser grid first, then one secant step along the coarse slope: at
+    most 3 calls on the accountant's own grid (it took 11 before, 44 s of CPU at this q), and the
+    answer is still the smallest multiplier to the tolerance, as the accountant itself measures
+    it."""
     from dpnc.privacy import calibrate
 
     fine = []

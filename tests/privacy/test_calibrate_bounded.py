@@ -1,11 +1,12 @@
 """Calibration answers in bounded time for any budget, and its answer is never optimistic.
 
-Before: ``noise_multiplier(30, 1e-5, 1.0, 1, "pld")`` took ~14 s, ``dpnc account --epsilon 1000`` over 100 s and
-``dpnc finetune --epsilon 1e9`` died with ``MemoryError: 3.31 TiB`` in the PLD report (dp-accounting's grid, at a
-fixed interval of 1e-4, spans the privacy loss: its size grows with ε and with 1/σ²).
+Before: ``noise_multiplier(30, 1e-5, 1.0, 1, "pld")`` took ~14 s, ``dpnc account --epsilon 1000``
+over 100 s and ``dpnc finetune --epsilon 1e9`` died with ``MemoryError: 3.31 TiB`` in the PLD report
+(dp-accounting's grid, at a fixed interval of 1e-4, spans the privacy loss: its size grows with ε
+and with 1/σ²).
 
-The time limits are generous (10 s; ~3 s measured on 2 shared cores): the machine is shared with other jobs.
-"""
+The time limits are generous (10 s; ~3 s measured on 2 shared cores): the machine is shared with
+other jobs."""
 
 import math
 import time
@@ -70,8 +71,9 @@ def test_calibration_is_fast_and_its_multiplier_meets_the_target_by_an_independe
         # dp-accounting's own RDP accountant, composing the event itself: at most the target.
         assert _reference_rdp(m, q, steps) <= epsilon * (1 + 1e-9)
     else:
-        # dp-accounting's own PLD accountant (pessimistic, at its own interval): the target, up to the grids'
-        # difference (both are upper bounds of the true ε; neither dominates the other exactly).
+        # dp-accounting's own PLD accountant (pessimistic, at its own interval): the target, up to
+        # the grids' difference (both are upper bounds of the true ε; neither dominates the other
+        # exactly).
         reference = _reference_pld(m, q, steps, max(1e-3, 1e-5 * epsilon))
         assert reference <= epsilon * (1 + 1e-3)
         assert epsilon_for(m, q, steps, DELTA, accountant="pld") <= epsilon

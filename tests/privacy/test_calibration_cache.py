@@ -1,8 +1,8 @@
 """The on-disk calibration cache (dpnc.privacy.calibrate): shared between processes, never trusted.
 
-A stored multiplier is used only after an accountant call shows that it meets the target and is the smallest that
-does (up to a tolerance); an edited file (less noise, or more) is ignored and the search runs again; PLD's fallback
-to RDP warns on every answer, stored or not."""
+A stored multiplier is used only after an accountant call shows that it meets the target and is the
+smallest that does (up to a tolerance); an edited file (less noise, or more) is ignored and the
+search runs again; PLD's fallback to RDP warns on every answer, stored or not."""
 
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def test_an_edited_answer_that_misses_the_target_is_ignored(cache):
 
 
 def test_an_edited_answer_with_more_noise_than_the_minimum_is_ignored(cache):
-    """A stored σ twice the minimum meets the target and was once used: a run got twice the noise it needed."""
+    """A stored σ twice the minimum meets the target and was once used: a run got twice the noise it
+    needed."""
     m = noise_multiplier(**QUESTION)
     [stored] = cache.glob("*.json")
     entry = json.loads(stored.read_text())

@@ -1,14 +1,15 @@
 """Nothing a model or a batch does in place escapes the ledger.
 
-Each case is written as a user's code would write it, and each was accepted by main at 9619a0d, where an attack
-measured the empirical ε lower bound against a claimed ε = 1 given beside it:
+Each case is written as a user's code would write it, and each was accepted by main at 9619a0d,
+where an attack measured the empirical ε lower bound against a claimed ε = 1 given beside it:
 
 1. ``nn.InstanceNorm1d(track_running_stats=True)`` in train mode (2.30 DPZero, 2.69 DP-SGD);
 2. ``nn.Embedding(max_norm=...)`` (2.86 / 2.92);
-3. a loss term that mixes examples after a warm-up, and a module that centres over the batch in train mode, on the
-   fast first-order route (2.33, 2.57): now per example by construction;
+3. a loss term that mixes examples after a warm-up, and a module that centres over the batch in
+   train mode, on the fast first-order route (2.33, 2.57): now per example by construction;
 4. one extreme row (1e20) that made the per-layer route refuse (1.44 from the refusal alone);
-5. a loss that raises on one bad row, in a loop that skips bad batches (ledgers of 15-20 against 20);
+5. a loss that raises on one bad row, in a loop that skips bad batches (ledgers of 15-20 against
+   20);
 8. an in-place write to the yielded batch (4.37 by ``xb.copy_``, 3.10 by ``xb -= xb.mean(0)``);
 
 and a custom layer that keeps a buffer of what it saw, which no list of types names.
@@ -77,8 +78,8 @@ class Tokens(nn.Module):
 
 
 class Remembers(nn.Module):
-    """A custom layer that keeps the mean of what it saw in a buffer (no type list names it): written in place, or
-    assigned anew."""
+    """A custom layer that keeps the mean of what it saw in a buffer (no type list names it):
+    written in place, or assigned anew."""
 
     def __init__(self, assign=False):
         super().__init__()
@@ -137,8 +138,8 @@ def test_a_custom_layer_that_writes_a_buffer_is_refused_by_the_rule_and_its_buff
     model = Remembers(assign).eval()
     opt, loader, accountant = private(model, optimizer)
     next(iter(loader))
-    # Every case is the guard's (the loop route runs the forward under plain autograd, which lets the write
-    # happen: the guard then refuses it and puts the buffer back).
+    # Every case is the guard's (the loop route runs the forward under plain autograd, which lets
+    # the write happen: the guard then refuses it and puts the buffer back).
     with pytest.raises(ModelStateChanged) as refused:
         opt.step(squared(model))
     assert "model (seen)" in str(refused.value)
@@ -175,11 +176,12 @@ def test_the_guard_lets_the_optimizers_own_moves_through():
         assert accountant.releases == 3
 
 
-# -- 3 and 4: the fast first-order route ---------------------------------------------------------------------
+# -- 3 and 4: the fast first-order route -----------------------------------------------------------
 
 
 class CentresInTrain(nn.Module):
-    """A module that centres its input over the batch in train mode only (as some normalisers do)."""
+    """A module that centres its input over the batch in train mode only (as some normalisers
+    do)."""
 
     def forward(self, x):
         return x - x.mean(0, keepdim=True) if self.training else x
@@ -196,8 +198,9 @@ def _neighbours(seed=0, n=12):
 
 @pytest.mark.parametrize("case", ["mixing loss", "train-mode centring module"])
 def test_the_per_layer_sum_moves_by_at_most_C_between_neighbours_whatever_mixes(case):
-    """Removing one example moves the clipped sum by at most C (the sensitivity the ledger records). At 9619a0d the
-    per-layer route ran the batch at once, so a mixing loss moved every example's gradient: 16x the recorded Δ."""
+    """Removing one example moves the clipped sum by at most C (the sensitivity the ledger records).
+    At 9619a0d the per-layer route ran the batch at once, so a mixing loss moved every example's
+    gradient: 16x the recorded Δ."""
     torch.manual_seed(1)
     C = 0.5
     if case == "mixing loss":
@@ -227,8 +230,8 @@ def test_the_per_layer_sum_moves_by_at_most_C_between_neighbours_whatever_mixes(
 
 
 def test_a_mixing_loss_after_a_warm_up_is_accepted_and_per_example_on_the_default_route():
-    """The attack's loop: 5 plain steps, then a loss term that mixes examples. At 9619a0d the route's one check had
-    ended by then and the mixing loss ran on the whole batch."""
+    """The attack's loop: 5 plain steps, then a loss term that mixes examples. At 9619a0d the
+    route's one check had ended by then and the mixing loss ran on the whole batch."""
     model = nn.Sequential(nn.Linear(FEATURES, 1))
     opt, loader, accountant = private(model, FIRST, steps=8, testing_seed=0)
     assert opt.per_example == "layers"
@@ -241,9 +244,9 @@ def test_a_mixing_loss_after_a_warm_up_is_accepted_and_per_example_on_the_defaul
 
 
 def test_one_extreme_row_neither_refuses_nor_overflows_the_per_layer_norms():
-    """x = 1e20 in float32: its squared gradient norm (1e40) overflowed, the per-layer route disagreed with vmap and
-    the step raised in 24 of 400 runs with the row (0 without). The rows are now scaled per example where a norm
-    overflows."""
+    """x = 1e20 in float32: its squared gradient norm (1e40) overflowed, the per-layer route
+    disagreed with vmap and the step raised in 24 of 400 runs with the row (0 without). The rows are
+    now scaled per example where a norm overflows."""
     torch.manual_seed(2)
     model = nn.Sequential(nn.Linear(FEATURES, 3), nn.Tanh(), nn.Linear(3, 1))
     X, y = torch.randn(10, FEATURES), torch.randn(10)
@@ -262,15 +265,15 @@ def test_one_extreme_row_neither_refuses_nor_overflows_the_per_layer_norms():
     assert accountant.releases == 6
 
 
-# -- 5: every drawn batch is charged ----------------------------------------------------------------------------
+# -- 5: every drawn batch is charged ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
 def test_a_raising_loss_in_a_skip_on_error_loop_leaves_the_ledger_a_function_of_the_draws(
     optimizer,
 ):
-    """One mislabelled row (y = nan here) whose loss raises: with it (D) or without it (D'), the ledger holds one
-    release per drawn batch, 20 of 20."""
+    """One mislabelled row (y = nan here) whose loss raises: with it (D) or without it (D'), the
+    ledger holds one release per drawn batch, 20 of 20."""
 
     def run(data):
         model = nn.Sequential(nn.Linear(FEATURES, 1)).eval()
@@ -321,7 +324,7 @@ def test_a_batch_the_loop_skips_is_charged(optimizer):
     assert accountant.releases == 6
 
 
-# -- 8: the batch the loader yielded is not written in place ----------------------------------------------------
+# -- 8: the batch the loader yielded is not written in place ---------------------------------------
 
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
@@ -347,7 +350,8 @@ def test_an_in_place_write_to_the_yielded_batch_is_refused_and_charged(optimizer
 
 
 def test_public_files_name_the_data_by_its_base_name(tmp_path):
-    """summary.json's config and data record, and TensorBoard's hparams, showed the full path of the owner's files."""
+    """summary.json's config and data record, and TensorBoard's hparams, showed the full path of the
+    owner's files."""
     from dpnc.lm.config import FinetuneConfig
 
     folder = tmp_path / "home" / "ana" / "clinic"

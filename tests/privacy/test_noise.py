@@ -65,7 +65,8 @@ def test_discrete_gaussian_of_zero_sigma_is_zero():
 
 
 def test_noise_cannot_be_reproduced_from_public_seeds():
-    """No public seed (torch's, numpy's, Python's, or a direction generator's) determines the noise."""
+    """No public seed (torch's, numpy's, Python's, or a direction generator's) determines the
+    noise."""
 
     def draw_after_public_seeding(seed: int):
         torch.manual_seed(seed)

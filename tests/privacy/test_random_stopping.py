@@ -1,4 +1,5 @@
-"""RandomStopping: Papernot & Steinke's Theorem 2 in the RDP accountant, against a plain-numpy reference."""
+"""RandomStopping: Papernot & Steinke's Theorem 2 in the RDP accountant, against a plain-numpy
+reference."""
 
 import json
 import math
@@ -27,7 +28,7 @@ DELTA = 1e-6
 ORDERS = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=float)
 
 
-# --- an independent reference: Theorem 2 for Gaussian base mechanisms, in numpy ------------------------
+# --- an independent reference: Theorem 2 for Gaussian base mechanisms, in numpy -------------------
 
 
 def gaussian_rdp(orders, *parts):
@@ -42,7 +43,8 @@ def expected_k(eta, gamma):
 
 
 def theorem2(base, eta, gamma):
-    """ε'(λ) = ε(λ) + min over λ̂ ∈ {1} ∪ orders of (1+η)(1 − 1/λ̂)ε(λ̂) + (1+η)log(1/γ)/λ̂, + log E[K]/(λ − 1)."""
+    """ε'(λ) = ε(λ) + min over λ̂ ∈ {1} ∪ orders of (1+η)(1 − 1/λ̂)ε(λ̂) + (1+η)log(1/γ)/λ̂, + log
+    E[K]/(λ − 1)."""
     hats = [(1 + eta) * math.log(1 / gamma)]  # λ̂ = 1: (1 − 1/λ̂) = 0
     hats += [
         (1 + eta) * (1 - 1 / h) * e + (1 + eta) * math.log(1 / gamma) / h
@@ -52,7 +54,8 @@ def theorem2(base, eta, gamma):
 
 
 def geometric_form(base):
-    """The authors' geometric (η = 1) statement, written their way: ε + 2(1 − 1/λ̂)ε̂ + (2/λ̂ + 1/(λ − 1))log(1/γ)."""
+    """The authors' geometric (η = 1) statement, written their way: ε + 2(1 − 1/λ̂)ε̂ + (2/λ̂ + 1/(λ
+    − 1))log(1/γ)."""
 
     def at(gamma):
         out = []
@@ -133,7 +136,7 @@ def test_composes_with_other_releases_additively():
     np.testing.assert_allclose(acct.rdp()[1], ref, rtol=1e-9)
 
 
-# --- the distribution of K -------------------------------------------------------------------------------
+# --- the distribution of K ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -187,7 +190,7 @@ def test_sampler_is_not_driven_by_a_public_seed():
     ]
 
 
-# --- the record ------------------------------------------------------------------------------------------
+# --- the record -----------------------------------------------------------------------------------
 
 
 def test_pld_and_zcdp_refuse_it_naming_rdp():

@@ -39,10 +39,10 @@ DELTA = 1e-5
 R1, AR = "replace-one", "add/remove"
 U = "unsupported"
 
-# Each old combination in the new spelling, with its ledger count, and ε by RDP, ε by PLD and ρ under
-# replace-one and add/remove at δ = 1e-5. The numbers are the pre-refactor outputs (the product classes
-# PoissonSampledGaussian … of commit a8b6e9a, computed before this change) and must not move.
-# U: the accountant refused (UnsupportedRelease), as it did before.
+# Each old combination in the new spelling, with its ledger count, and ε by RDP, ε by PLD and ρ
+# under replace-one and add/remove at δ = 1e-5. The numbers are the pre-refactor outputs (the
+# product classes PoissonSampledGaussian … of commit a8b6e9a, computed before this change) and must
+# not move. U: the accountant refused (UnsupportedRelease), as it did before.
 COMBINATIONS = {
     "gaussian": (
         Gaussian(1.0, 3.0),
@@ -114,10 +114,10 @@ def _answers(release, count, relation):
 def test_every_old_combination_costs_exactly_what_it_did(name, relation):
     release, count, expected = COMBINATIONS[name]
     got = _answers(release, count, relation)
-    # Equal to the pinned outputs up to floating-point summation order: on this project's AMD EPYC CI machine
-    # (27 Nov 2026) PLD's FFT convolutions and RDP's sums moved in the 12th digit (largest relative change 1e-11,
-    # the same at 9619a0d, with the pinned dp-accounting, numpy and scipy); any accounting change moves them by far
-    # more than 1e-9.
+    # Equal to the pinned outputs up to floating-point summation order: on this project's AMD EPYC
+    # CI machine (27 Nov 2026) PLD's FFT convolutions and RDP's sums moved in the 12th digit
+    # (largest relative change 1e-11, the same at 9619a0d, with the pinned dp-accounting, numpy and
+    # scipy); any accounting change moves them by far more than 1e-9.
     assert len(got) == len(expected[relation])
     for g, e in zip(got, expected[relation]):
         assert (
@@ -479,7 +479,8 @@ def test_tree_mechanism_refuses_unrecorded_periods_and_steps_past_its_leaves():
         mech(torch.zeros(2), 3)
     with pytest.raises(ValueError, match="sigma must be a finite number >= 0"):
         TreeMechanism(2, leaves=2, sensitivity=1.0, sigma=-1.0, noise=NoiseSource())
-    # σ = 0 (a non-private twin) is recorded as what it is: a release without noise, ε = ∞, not private
+    # σ = 0 (a non-private twin) is recorded as what it is: a release without noise, ε = ∞, not
+    # private
     noiseless = TreeMechanism(2, leaves=2, sensitivity=1.0, sigma=0.0, noise=NoiseSource())
     accountant = Accountant()
     accountant.record(noiseless.reset())
@@ -491,9 +492,10 @@ def test_tree_mechanism_refuses_unrecorded_periods_and_steps_past_its_leaves():
 
 
 def test_the_cached_subsampled_gaussian_pld_is_not_changed_by_composing_it():
-    """interpret keeps one Poisson-subsampled Gaussian's PLD per release and self-composes it at every question, so
-    composing must leave the kept object as it was (dp-accounting returns new PLDs). A second question about the
-    same release, after a larger count was asked, must get the answer a fresh PLD gives."""
+    """interpret keeps one Poisson-subsampled Gaussian's PLD per release and self-composes it at
+    every question, so composing must leave the kept object as it was (dp-accounting returns new
+    PLDs). A second question about the same release, after a larger count was asked, must get the
+    answer a fresh PLD gives."""
     release = Sampled(Poisson(0.05), Gaussian(1.0, 1.0))
     interpret._sampled_gaussian_pld.cache_clear()
     once = interpret.pld(release, "add/remove", 1, 1e-3).get_epsilon_for_delta(1e-5)
@@ -513,13 +515,13 @@ def test_the_cached_subsampled_gaussian_pld_is_not_changed_by_composing_it():
     assert many == fresh.self_compose(200).get_epsilon_for_delta(1e-5) > once
 
 
-# --- one release object per step, read by its consumers ---------------------------------------------------------
+# --- one release object per step, read by its consumers -------------------------------------------
 
 
 def test_additivity_is_declared_by_the_mechanism():
-    """The data-parallel group fuses the noise into its one all_reduce only for an additive release (value + noise
-    drawn independently of it); the discrete Gaussian rounds first, and a release of unknown shape is not assumed
-    additive."""
+    """The data-parallel group fuses the noise into its one all_reduce only for an additive release
+    (value + noise drawn independently of it); the discrete Gaussian rounds first, and a release of
+    unknown shape is not assumed additive."""
     assert Gaussian(1.0, 2.0).additive and NonPrivate().additive
     assert Sampled(Poisson(0.1), Gaussian(1.0, 2.0)).additive
     assert not DiscreteGaussian(1001, 5.0).additive
@@ -529,8 +531,9 @@ def test_additivity_is_declared_by_the_mechanism():
 
 @pytest.mark.parametrize("discrete", [False, True])
 def test_release_sum_records_the_one_release_it_was_given(discrete):
-    """The entry built once (mean_release) is the object the ledger holds, and the value drawn agrees with it: for one
-    run the seeded draw equals the mean plus that entry's σ times the same standard normal."""
+    """The entry built once (mean_release) is the object the ledger holds, and the value drawn
+    agrees with it: for one run the seeded draw equals the mean plus that entry's σ times the same
+    standard normal."""
     sampler, acct = FullBatch(8), Accountant()
     entry = mean_release(
         2.0,

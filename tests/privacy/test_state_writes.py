@@ -1,15 +1,18 @@
-"""Writes the state guard must catch whatever their path, and steps that raise (review of the state guard).
+"""Writes the state guard must catch whatever their path, and steps that raise (review of the state
+guard).
 
-Each case is ordinary user code that leaked against a claimed ε = 1 before the guard watched every module a loss
-runs, compared values as well as version counters, poisoned the run at the first write, and released for a step
-whose loss raises:
+Each case is ordinary user code that leaked against a claimed ε = 1 before the guard watched every
+module a loss runs, compared values as well as version counters, poisoned the run at the first
+write, and released for a step whose loss raises:
 
-(a) a frozen BatchNorm backbone left in train mode, outside the ``model`` given to make_private (ε ≥ 2.28);
-(b) writes through ``.data``: a buffer kept by ``.data.mul_().add_()``, an ActNorm-style initialisation
-    ``loc.data.copy_(-x.mean(0))``, ``xb.data.copy_(...)`` on the yielded batch (ε ≥ 1.53, 1.76, 2.96);
-(c) a skip-on-error loop that kept stepping after a caught parameter write and published it (ε ≥ 1.40);
-(d) a raising step that moved nothing, so the saved model told which steps raised (ε ≥ 2.81 / 2.73).
-"""
+(a) a frozen BatchNorm backbone left in train mode, outside the ``model`` given to make_private (ε ≥
+2.28); (b) writes through ``.data``: a buffer kept by ``.data.mul_().add_()``, an ActNorm-style
+initialisation
+    ``loc.data.copy_(-x.mean(0))``, ``xb.data.copy_(...)`` on the yielded batch (ε ≥ 1.53, 1.76,
+    2.96);
+(c) a skip-on-error loop that kept stepping after a caught parameter write and published it (ε ≥
+1.40); (d) a raising step that moved nothing, so the saved model told which steps raised (ε ≥ 2.81 /
+2.73)."""
 
 import pytest
 import torch
@@ -19,7 +22,7 @@ from torch.utils.data import TensorDataset
 from dpnc.tier.model_state import ModelStateChanged, ModuleNotReady, RunPoisoned, StateGuard
 from tests.privacy.test_model_state import FEATURES, FIRST, ZEROTH, dataset, private, squared
 
-# -- (a) a module the loss runs that is not the model ----------------------------------------------------------
+# -- (a) a module the loss runs that is not the model ----------------------------------------------
 
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
@@ -67,7 +70,7 @@ def test_a_module_outside_the_model_that_writes_its_buffer_is_caught_and_put_bac
     assert torch.equal(outside.seen, torch.zeros(FEATURES)) and accountant.releases == 1
 
 
-# -- (b) writes through .data --------------------------------------------------------------------------------
+# -- (b) writes through .data ----------------------------------------------------------------------
 
 
 class DataEMA(nn.Module):
@@ -165,7 +168,7 @@ def test_a_batch_written_through_data_inside_the_loss_is_caught():
         opt.step(loss_fn)
 
 
-# -- (c) a caught write poisons the run ----------------------------------------------------------------------
+# -- (c) a caught write poisons the run ------------------------------------------------------------
 
 
 class WritesOnce(nn.Module):
@@ -202,11 +205,12 @@ def test_after_a_caught_parameter_write_every_step_and_save_is_refused():
     assert accountant.releases == 6  # every drawn batch charged
 
 
-# -- (d) a step whose loss raises releases all the same ----------------------------------------------------------
+# -- (d) a step whose loss raises releases all the same --------------------------------------------
 
 
 def _run(optimizer, raise_at, steps=4):
-    """The parameters after each step of a run whose loss raises at step ``raise_at`` (None: never)."""
+    """The parameters after each step of a run whose loss raises at step ``raise_at`` (None:
+    never)."""
     model = nn.Linear(FEATURES, 1)
     torch.nn.init.zeros_(model.weight), torch.nn.init.zeros_(model.bias)
     seeds = {"seed": 5} if optimizer == ZEROTH else {}  # the public directions, too
@@ -241,7 +245,8 @@ def test_a_step_whose_loss_raises_still_moves_the_model_with_noise(optimizer):
 
 @pytest.mark.parametrize("optimizer", [ZEROTH, FIRST])
 def test_the_examples_whose_loss_raises_count_zero_and_the_others_count(optimizer):
-    """A loss that raises on a bad row: the batch is evaluated example by example, the bad ones count 0."""
+    """A loss that raises on a bad row: the batch is evaluated example by example, the bad ones
+    count 0."""
     X, y = dataset().tensors
     y = y.clone()
     y[:16] = float("nan")  # a quarter of the rows: most batches hold one

@@ -1,5 +1,5 @@
-"""KL objectives: gradients, shapes, declared constants (KL, L0, L1, L̃1, F*), hard instances (docs/papers.md,
-Menart et al. §3, §5)."""
+"""KL objectives: gradients, shapes, declared constants (KL, L0, L1, L̃1, F*), hard instances
+(docs/papers.md, Menart et al. §3, §5)."""
 
 import copy
 import dataclasses
@@ -84,7 +84,8 @@ TIGHT = [
 
 
 def per_example_losses(obj: KLObjective, w: torch.Tensor) -> torch.Tensor:
-    """f(w; x_i) for every example, written from the papers' formulas independently of the module."""
+    """f(w; x_i) for every example, written from the papers' formulas independently of the
+    module."""
     if isinstance(obj, SinePL):
         return obj.x * (w**2 + 3 * torch.sin(w) ** 2).sum()
     if isinstance(obj, LeastSquares):
@@ -102,7 +103,8 @@ def per_example_losses(obj: KLObjective, w: torch.Tensor) -> torch.Tensor:
 
 
 def example_gradients(obj: KLObjective, w: torch.Tensor) -> torch.Tensor:
-    """(k, n, d) per-example gradients at w (k, d), or (k, 1, d) for data-free / sufficient-statistics objectives."""
+    """(k, n, d) per-example gradients at w (k, d), or (k, 1, d) for data-free /
+    sufficient-statistics objectives."""
     g = obj.example_gradients(w)
     return obj.gradient(w).unsqueeze(-2) if g is None else g
 
@@ -168,8 +170,9 @@ def test_example_gradients_are_the_per_example_losses_gradients_and_average_to_t
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_objective_protocol_per_example_methods(name):
-    """losses/gradients (b, k, d) → (b, k) / (b, k, d): the per-example closed forms for explicit data, F itself for
-    a data-free objective (n copies of one example), and a clear refusal for sufficient statistics."""
+    """losses/gradients (b, k, d) → (b, k) / (b, k, d): the per-example closed forms for explicit
+    data, F itself for a data-free objective (n copies of one example), and a clear refusal for
+    sufficient statistics."""
     obj = make(name)
     x = sample_ball(obj, 6, seed=21).reshape(2, 3, obj.dim)
     index = torch.tensor([0, obj.n - 1])
@@ -271,7 +274,8 @@ def test_least_squares_minimum_matches_numpy_lstsq():
     w, *_ = np.linalg.lstsq(A, b, rcond=None)
     np.testing.assert_allclose(obj.w_star.numpy(), w, rtol=1e-10, atol=1e-12)
     assert obj.constants.F_star == pytest.approx(0.5 * np.mean((A @ w - b) ** 2), rel=1e-10)
-    # the balanced design fixes the spectrum: its declared μ = ⌊m/d⌋/m is the data's smallest eigenvalue
+    # the balanced design fixes the spectrum: its declared μ = ⌊m/d⌋/m is the data's smallest
+    # eigenvalue
     mu = np.linalg.eigvalsh(A.T @ A / len(b)).min()
     assert obj.mu == pytest.approx(mu, rel=1e-10) and obj.mu == (60 // 5) / 60
     assert obj.constants.gamma == pytest.approx(1 / math.sqrt(2 * mu), rel=1e-10)
@@ -288,7 +292,8 @@ def test_least_squares_kl_is_tight_along_the_smallest_eigenvector():
 
 
 def test_sine_constant_2_849():
-    """sup_t (t² + 3sin²t)/(2t + 3sin 2t)² ≈ 2.849 (Menart et al. §5): a grid over [0, 50], then a bounded search."""
+    """sup_t (t² + 3sin²t)/(2t + 3sin 2t)² ≈ 2.849 (Menart et al. §5): a grid over [0, 50], then a
+    bounded search."""
     t = np.linspace(1e-4, 50, 500_001)
     ratio = (t**2 + 3 * np.sin(t) ** 2) / (2 * t + 3 * np.sin(2 * t)) ** 2
     t0 = t[ratio.argmax()]
@@ -309,7 +314,8 @@ def test_sine_constant_2_849():
 
 
 def test_sine_gamma_comes_from_the_domain_not_the_data():
-    """γ² = s/x_low (x_low the domain's lower bound), valid for every dataset of the domain: F/‖∇F‖² ≤ s/x̄."""
+    """γ² = s/x_low (x_low the domain's lower bound), valid for every dataset of the domain: F/‖∇F‖²
+    ≤ s/x̄."""
     obj = make("sine")
     assert obj.constants.gamma**2 == pytest.approx(
         kl.SINE_PL_RATIO / 0.1, rel=1e-14
@@ -522,7 +528,7 @@ def test_bad_arguments_raise_clear_errors(build, message):
         build()
 
 
-# --- public constants ----------------------------------------------------------------------------------
+# --- public constants -----------------------------------------------------------------------------
 #
 # The algorithms read γ, κ, L0, L1, L̃1 and the region as *public* inputs: their schedules and noise are built from
 # them. An objective built from private data must therefore declare them from the data domain and the user's
@@ -550,9 +556,9 @@ def test_sine_refuses_to_read_its_constants_off_the_data():
 
 
 def _neighbours(name: str) -> tuple[KLObjective, KLObjective]:
-    """An objective on a dataset and on that dataset with one example replaced, adversarially (the replacement
-    moves the data statistics the old code read its constants from: the smallest eigenvalue, w*, the mean, the
-    label imbalance)."""
+    """An objective on a dataset and on that dataset with one example replaced, adversarially (the
+    replacement moves the data statistics the old code read its constants from: the smallest
+    eigenvalue, w*, the mean, the label imbalance)."""
     if name == "ls":
         base = LeastSquares.generate(4, 40, seed=5)
         A, b = base.A.clone(), base.b.clone()
@@ -606,8 +612,8 @@ def test_neighbouring_datasets_declare_identical_public_constants(name):
 
 @pytest.mark.parametrize("name", ["ls", "sine", "thm8"])
 def test_declared_constants_still_hold_for_the_neighbour(name):
-    """The constants are declared for the whole domain, so the KL and Lipschitz claims hold for both datasets
-    (least squares: the declared μ = 0.05 is below both datasets' smallest eigenvalue)."""
+    """The constants are declared for the whole domain, so the KL and Lipschitz claims hold for both
+    datasets (least squares: the declared μ = 0.05 is below both datasets' smallest eigenvalue)."""
     for obj in _neighbours(name):
         assert check_kl(obj, sample_ball(obj, 2000, seed=16)) <= 1 + TOL
         g = example_gradients(obj, sample_ball(obj, 300, seed=17))
@@ -615,8 +621,8 @@ def test_declared_constants_still_hold_for_the_neighbour(name):
 
 
 def test_least_squares_per_example_values_read_only_the_rows_asked_for():
-    """LeastSquares.losses/gradients (row-wise, O(b)) equal the generic all-rows path of KLObjective (O(b·n)),
-    and an index outside [0, n) or sufficient statistics are refused as before."""
+    """LeastSquares.losses/gradients (row-wise, O(b)) equal the generic all-rows path of KLObjective
+    (O(b·n)), and an index outside [0, n) or sufficient statistics are refused as before."""
     from dpnc.problems.kl import LeastSquares
     from dpnc.problems.kl_objective import KLObjective
 

@@ -1,4 +1,5 @@
-"""Logistic regression on real data: public per-example features, and the declared constants against gradients."""
+"""Logistic regression on real data: public per-example features, and the declared constants against
+gradients."""
 
 import functools
 import math
@@ -87,7 +88,8 @@ def test_multiclass_bound_is_sqrt2_and_attained():
 
 
 def test_features_are_per_example():
-    """Row i of the features depends on row i of the raw data only: changing one example changes one row."""
+    """Row i of the features depends on row i of the raw data only: changing one example changes one
+    row."""
     gen = torch.Generator().manual_seed(3)
     raw = torch.rand(10, 4, generator=gen, dtype=F64) * 100
     changed = raw.clone()

@@ -1,5 +1,5 @@
-"""The nonsmooth objectives: batching, gradients, chunking, Lipschitz declarations, closed forms (docs/papers.md,
-ZTC §5)."""
+"""The nonsmooth objectives: batching, gradients, chunking, Lipschitz declarations, closed forms
+(docs/papers.md, ZTC §5)."""
 
 import functools
 import math
@@ -44,7 +44,8 @@ def gen(seed: int) -> torch.Generator:
 
 
 def points(problem: Problem, *shape: int, seed: int = 0) -> torch.Tensor:
-    """Random points of shape (*shape, d); for TwoLayerReLU inside its ball, radii spread over [0, R]."""
+    """Random points of shape (*shape, d); for TwoLayerReLU inside its ball, radii spread over [0,
+    R]."""
     g = gen(seed)
     x = torch.randn(*shape, problem.dim, generator=g, dtype=F64)
     if isinstance(problem, TwoLayerReLU):
@@ -117,7 +118,8 @@ def test_value_and_gradient_are_means_and_do_not_depend_on_chunk(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_declared_lipschitz_bounds_differences_and_gradients(name):
-    """|f(x, z) − f(y, z)| ≤ L‖x − y‖ for random pairs, near and far, and ‖∇f‖ ≤ L, on every example."""
+    """|f(x, z) − f(y, z)| ≤ L‖x − y‖ for random pairs, near and far, and ‖∇f‖ ≤ L, on every
+    example."""
     problem = make(name)
     L, k = problem.lipschitz, 40
     index = torch.arange(problem.n)
@@ -175,7 +177,8 @@ def test_data_are_float64_and_names_print():
 
 
 def _at(a: torch.Tensor, c: torch.Tensor, delta: float) -> torch.Tensor:
-    """Points x with ⟨a, x⟩/(δ‖a‖) = c (a component orthogonal to a added, which must not matter)."""
+    """Points x with ⟨a, x⟩/(δ‖a‖) = c (a component orthogonal to a added, which must not
+    matter)."""
     d = a.shape[0]
     e = a / torch.linalg.vector_norm(a)
     w = torch.randn(d, generator=gen(11), dtype=F64)
@@ -226,7 +229,8 @@ def test_abs_linear_smoothing_matches_monte_carlo(d):
 
 
 def test_abs_linear_smoothing_is_consistent_and_obeys_lemma_2_2():
-    """∇ of the closed-form ĥ_δ is the closed-form ∇ĥ_δ; ‖∇ĥ_δ‖ ≤ L and |ĥ_δ − h| ≤ Lδ (Lemma 2.2)."""
+    """∇ of the closed-form ĥ_δ is the closed-form ∇ĥ_δ; ‖∇ĥ_δ‖ ≤ L and |ĥ_δ − h| ≤ Lδ (Lemma
+    2.2)."""
     problem, delta, h = AbsLinear.random(6, seed=9), 0.2, 1e-6
     x = _at(problem.a, torch.linspace(-1.4, 1.4, 15, dtype=F64), delta)
     steps = h * torch.eye(6, dtype=F64)
@@ -304,7 +308,8 @@ def test_robust_regression_outliers_and_planted_fit():
     assert residual[problem.outlier_mask].abs().min() > 0
     sub = problem.subset(torch.arange(0, 50, 2))
     torch.testing.assert_close(sub.outlier_mask, problem.outlier_mask[::2])
-    # Nonconvexity: along the ray x* + t·a_i from an inlier's kink, f = log(1 + t) is strictly concave.
+    # Nonconvexity: along the ray x* + t·a_i from an inlier's kink, f = log(1 + t) is strictly
+    #     concave.
     i = int(torch.nonzero(~problem.outlier_mask)[0])
     t = torch.linspace(0.5, 3.0, 3, dtype=F64)
     f = problem.losses((problem.x_star + t[:, None] * a[i])[None], torch.tensor([i]))[0]
@@ -334,8 +339,8 @@ def test_breast_cancer_data():
     assert torch.linalg.vector_norm(z, dim=-1).max() <= 1 + 1e-12
     assert int((y == 1).sum()) == 357 and int((y == -1).sum()) == 212  # benign / malignant
     unshuffled = TwoLayerReLU.breast_cancer(hidden=4, seed=None)
-    # Each row is a function of its own raw row only (no statistic across examples): the features of the first
-    # ten tumours are the same whether the other 559 are there or not.
+    # Each row is a function of its own raw row only (no statistic across examples): the features of
+    # the first ten tumours are the same whether the other 559 are there or not.
     from sklearn.datasets import load_breast_cancer
 
     raw = torch.as_tensor(load_breast_cancer().data, dtype=torch.float64)
@@ -361,7 +366,8 @@ def test_relu_prediction_matches_a_plain_network():
 
 
 def test_relu_lipschitz_bound_is_attained_and_only_holds_on_the_ball():
-    """b0 = 0, W_k = αz, c_k = α‖z‖ (active), v_k = −α (so y·pred < 1): ‖∇f‖ = √(1 + 2‖x‖²) exactly."""
+    """b0 = 0, W_k = αz, c_k = α‖z‖ (active), v_k = −α (so y·pred < 1): ‖∇f‖ = √(1 + 2‖x‖²)
+    exactly."""
     problem = make("relu-hinge")
     z, y = problem.data
     i = int(torch.nonzero((torch.linalg.vector_norm(z, dim=-1) > 1 - 1e-12) & (y == 1))[0])
@@ -447,7 +453,8 @@ def test_bad_calls_are_refused():
 
 
 def test_constants_are_the_declared_public_record():
-    """L0 is the declared Lipschitz constant; AbsLinear knows F* = 0; the ReLU network declares its ball."""
+    """L0 is the declared Lipschitz constant; AbsLinear knows F* = 0; the ReLU network declares its
+    ball."""
     for name in NAMES:
         assert make(name).constants.L0 == make(name).lipschitz, name
     assert AbsLinear.random(3, seed=0).constants.F_star == 0.0

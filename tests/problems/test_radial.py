@@ -1,5 +1,5 @@
-"""Radial distance objectives: L = 1 exactly, the population slope against Monte Carlo, the Goldstein norm's closed
-form pinned from both sides (weak duality below, a certificate above)."""
+"""Radial distance objectives: L = 1 exactly, the population slope against Monte Carlo, the
+Goldstein norm's closed form pinned from both sides (weak duality below, a certificate above)."""
 
 import math
 
@@ -89,14 +89,15 @@ def test_goldstein_norm_of_a_cone_is_the_cap_formula(rho):
 @pytest.mark.parametrize("repel", [0.0, 0.25])
 @pytest.mark.parametrize("rho", [0.05, 0.21, 0.3, 0.6, 1.5])
 def test_goldstein_norm_is_pinned_by_duality_below_and_a_certificate_above(repel, rho):
-    """Weak duality: every gradient g in the ball has ⟨e, g⟩ ≥ the value (so the value ≤ the true norm when it is
-    the infimum; a value 0 needs some ⟨e, g⟩ ≤ 0); the min-norm combination of actual gradients in the ball (an
-    upper bound) comes within 1e-3."""
+    """Weak duality: every gradient g in the ball has ⟨e, g⟩ ≥ the value (so the value ≤ the true
+    norm when it is the infimum; a value 0 needs some ⟨e, g⟩ ≤ 0); the min-norm combination of
+    actual gradients in the ball (an upper bound) comes within 1e-3."""
     d, delta = 12, 0.2
     p = RadialDistance.synthetic(2, d, spread=0.5, repel=repel, repel_spread=0.1)
     x = rho * unit(d)
     value = float(p.goldstein_norm(x, delta))
-    # points of the ball in the plane of e and e₂ (a polar grid), where the infimum is attained by symmetry
+    # points of the ball in the plane of e and e₂ (a polar grid), where the infimum is attained by
+    # symmetry
     r, psi = np.meshgrid(np.linspace(0, delta, 200), np.linspace(0, 2 * math.pi, 400))
     Y = (
         x

@@ -67,10 +67,12 @@ def test_paired_difference_matches_a_numpy_scipy_reference():
     assert d.estimate == pytest.approx(per_seed.mean()) and d.df == pytest.approx(df)
     assert d.high - d.estimate == pytest.approx(half) and d.estimate - d.low == pytest.approx(half)
     assert seeds - 1 <= d.df <= seeds * m  # within its mean squares' degrees of freedom
-    # the earlier two-part sum counted the seed × example interaction twice: never narrower than this
+    # the earlier two-part sum counted the seed × example interaction twice: never narrower than
+    # this
     old = per_seed.var(ddof=1) / seeds + diff.mean(axis=0).var(ddof=1) / m
     assert var <= old
-    # identical models: no difference and no width; a paired interval is narrower than the unpaired one here
+    # identical models: no difference and no width; a paired interval is narrower than the unpaired
+    # one here
     same = claims.paired_accuracy_difference(b.astype(int).tolist(), b.astype(int).tolist())
     assert (same.estimate, same.low, same.high) == (0.0, 0.0, 0.0)
     accs = [(100 * x.mean(axis=1)).tolist() for x in (a, b)]
@@ -79,8 +81,9 @@ def test_paired_difference_matches_a_numpy_scipy_reference():
 
 
 def _anova_truncated(d):
-    """Var(grand mean) of a seeds × examples table by two-way random-effects ANOVA, a component whose estimate is
-    negative set to 0, and its Satterthwaite df — written out with numpy, case by case."""
+    """Var(grand mean) of a seeds × examples table by two-way random-effects ANOVA, a component
+    whose estimate is negative set to 0, and its Satterthwaite df — written out with numpy, case by
+    case."""
     k, m = d.shape
     ms_s = m * d.mean(axis=1).var(ddof=1)
     ms_e = k * d.mean(axis=0).var(ddof=1)
@@ -256,8 +259,9 @@ def test_upper_bound_rates_are_judged_one_sided():
 
 
 def test_rates_in_a_shrinking_variable_fail_on_the_steep_side():
-    # n ≤ C·N(ε) is about small ε: with N ∝ ε^−0.37 over the grid, a measured n(ε) ∝ ε^−1.17 grows faster than the
-    # bound as ε shrinks (KLT's measured ε exponent): that is the violating side, whatever the old rule said
+    # n ≤ C·N(ε) is about small ε: with N ∝ ε^−0.37 over the grid, a measured n(ε) ∝ ε^−1.17 grows
+    # faster than the bound as ε shrinks (KLT's measured ε exponent): that is the violating side,
+    # whatever the old rule said
     eps = [0.5, 2.0, 8.0]
     bound, tol = -0.37, 0.05
 
@@ -294,7 +298,8 @@ def test_tolerance_is_what_the_dropped_logs_add_to_the_slope_over_the_grid():
     tol = dropped_log_tolerance(ns, [(ns, 1.0)], regime=GROWS, formula="ln n")
     ref = np.polyfit(np.log(ns), np.log(np.log(ns)), 1)[0]  # least-squares slope of ln ln n on ln n
     assert tol.value == pytest.approx(ref) and 0.05 < tol.value < 0.14 and "ln n" in tol.formula
-    # exactly the shift the dropped factor makes in a fitted slope: y = n^-1 (ln n)^2 fits at −1 + 2·tol
+    # exactly the shift the dropped factor makes in a fitted slope: y = n^-1 (ln n)^2 fits at −1 +
+    # 2·tol
     ys = [n**-1.0 * math.log(n) ** 2 for n in ns]
     assert loglog_fit(ns, ys) == pytest.approx(-1.0 + 2 * tol.value)
     assert dropped_log_tolerance(ns, [(ns, 2.0)], regime=GROWS, formula="").value == pytest.approx(
@@ -340,7 +345,8 @@ def test_censored_seed_is_kept_counted_and_conservative():
     assert (
         fit.low == pytest.approx(low) and fit.high == math.inf
     )  # at n_max for the low end; the high end opens
-    # an upper-bound claim "slope ≤ 1.1 + tol" holds when the slow seed is dropped, but not once it is kept
+    # an upper-bound claim "slope ≤ 1.1 + tol" holds when the slow seed is dropped, but not once it
+    # is kept
     assert claims.rate_within_bound(dropped, 1.1, regime=GROWS, tol=0.1) is True
     assert claims.rate_within_bound(fit, 1.1, regime=GROWS, tol=0.1) is None
     # no verdict above the declared fraction
@@ -403,15 +409,15 @@ def test_geometric_ratio_one_seed_and_nonpositive_values_give_no_verdict():
 
 
 def _two_part_variance(w):
-    """Var of the mean of a (seeds × examples) paired quantity: the per-seed means' s²/k plus the per-example
-    means' (over seeds) s²/m, with their degrees of freedom (numpy)."""
+    """Var of the mean of a (seeds × examples) paired quantity: the per-seed means' s²/k plus the
+    per-example means' (over seeds) s²/m, with their degrees of freedom (numpy)."""
     k, m = w.shape
     return [(w.mean(axis=1).var(ddof=1) / k, k - 1), (w.mean(axis=0).var(ddof=1) / m, m - 1)]
 
 
 def _gain_share_data(seed=1, k=3, m=400, keep=0.9):
-    """Zero-shot, MeZO and DPZero correctness (seeds × examples): MeZO fixes about 30 % of zero-shot's errors,
-    DPZero about ``keep`` of those."""
+    """Zero-shot, MeZO and DPZero correctness (seeds × examples): MeZO fixes about 30 % of
+    zero-shot's errors, DPZero about ``keep`` of those."""
     rng = np.random.default_rng(seed)
     z = np.tile(rng.random(m) < 0.5, (k, 1))
     mezo = z | (rng.random((k, m)) < 0.3)
@@ -510,9 +516,9 @@ def test_a_run_records_the_commit_of_its_declarations():
 
 
 def test_minimum_detectable_effect_detects_its_effect_with_the_stated_power():
-    """Simulated seeds with a known effect: at an effect equal to the design's MDE (k = 10, σ = 1, one-sided at 5 %,
-    80 % power) the claim "effect > 0" holds in about 80 % of designs — the noncentral t's exact power — and at a
-    quarter of it far less often."""
+    """Simulated seeds with a known effect: at an effect equal to the design's MDE (k = 10, σ = 1,
+    one-sided at 5 %, 80 % power) the claim "effect > 0" holds in about 80 % of designs — the
+    noncentral t's exact power — and at a quarter of it far less often."""
     rng = np.random.default_rng(7)
     k, sigma, sims = 10, 1.0, 4000
     sample = rng.normal(0.0, sigma, k)
@@ -546,7 +552,8 @@ def test_minimum_detectable_effect_detects_its_effect_with_the_stated_power():
 
 
 def _anova_reference(d):
-    """The two-way random-effects estimate of Var(grand mean), by numpy from the sums of squares (no truncation)."""
+    """The two-way random-effects estimate of Var(grand mean), by numpy from the sums of squares (no
+    truncation)."""
     d = np.asarray(d, dtype=float)
     k, m = d.shape
     total = ((d - d.mean()) ** 2).sum()
@@ -557,9 +564,10 @@ def _anova_reference(d):
 
 
 def test_two_way_variance_against_known_components_and_numpy():
-    """Simulated seeds × examples with known components σ_S, σ_E, σ_e: the ANOVA estimate of Var(grand mean) is
-    unbiased for σ²_S/k + σ²_E/m + σ²_e/(km) (the old two-part sum is biased up by σ²_e/(km)), equals an
-    independent numpy computation, and its t interval covers the true mean about 95 % of the time."""
+    """Simulated seeds × examples with known components σ_S, σ_E, σ_e: the ANOVA estimate of
+    Var(grand mean) is unbiased for σ²_S/k + σ²_E/m + σ²_e/(km) (the old two-part sum is biased up
+    by σ²_e/(km)), equals an independent numpy computation, and its t interval covers the true mean
+    about 95 % of the time."""
     rng = np.random.default_rng(3)
     k, m, sd_s, sd_e, sd_r = 5, 40, 0.5, 1.0, 3.0
     truth = sd_s**2 / k + sd_e**2 / m + sd_r**2 / (k * m)
@@ -595,9 +603,10 @@ def test_two_way_variance_against_known_components_and_numpy():
 
 
 def test_committed_results_say_whether_their_declarations_came_before_their_rows():
-    """Every committed result whose declarations carry a commit (a run's ``declared_commit``, a re-judging's record)
-    says truly whether that commit precedes the commit that first added its rows: a run must (its declarations
-    precede its rows), a re-judging records ``declared_after`` exactly when they do not."""
+    """Every committed result whose declarations carry a commit (a run's ``declared_commit``, a
+    re-judging's record) says truly whether that commit precedes the commit that first added its
+    rows: a run must (its declarations precede its rows), a re-judging records ``declared_after``
+    exactly when they do not."""
     import json
     import subprocess
     from pathlib import Path
@@ -635,8 +644,8 @@ def test_committed_results_say_whether_their_declarations_came_before_their_rows
 
 
 def test_ratio_difference_with_a_constant_denominator_is_a_paired_mean():
-    # y constant: each ratio is mean(x)/c, so the difference is the mean of (x1 − x2)/c, whose variance has the
-    # same seed and question parts, computed here directly
+    # y constant: each ratio is mean(x)/c, so the difference is the mean of (x1 − x2)/c, whose
+    # variance has the same seed and question parts, computed here directly
     rng = random.Random(3)
     k, m, c = 6, 40, 20.0
     x1 = [[rng.gauss(10, 5) + s for _ in range(m)] for s in range(k)]

@@ -1,4 +1,5 @@
-"""The declared decisive run: its design, the σ = 0 noise source, resuming, and its declared MDEs."""
+"""The declared decisive run: its design, the σ = 0 noise source, resuming, and its declared
+MDEs."""
 
 from __future__ import annotations
 

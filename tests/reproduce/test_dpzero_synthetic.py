@@ -62,7 +62,8 @@ def check_outputs(result, out):
     )
     assert protocol.read(EXPERIMENT, out / "result.json").rows == rows
     for name, panel_rows in zip(FIGURES, (1, 1, 2)):
-        # one panel per effective rank (3) across, one per metric down: 4.2 × 3.4 inches each at 120 dpi
+        # one panel per effective rank (3) across, one per metric down: 4.2 × 3.4 inches each at 120
+        # dpi
         assert imread(out / name).shape[:2] == (round(3.4 * panel_rows * 120), round(4.2 * 3 * 120))
     summary = (out / "summary.md").read_text()
     assert "DPGD-0th is always worst" in summary and "| T | σ/Δ |" in summary
@@ -71,8 +72,8 @@ def check_outputs(result, out):
 
 
 def test_tiny_cli_run_writes_every_output(tmp_path):
-    """The command runs protocol.run_experiment and protocol.write (in two worker processes): one tiny run checks
-    both, and the files are exactly these."""
+    """The command runs protocol.run_experiment and protocol.write (in two worker processes): one
+    tiny run checks both, and the files are exactly these."""
     args = [
         "reproduce",
         "dpzero-synthetic",
@@ -110,7 +111,8 @@ def test_tiny_cli_run_writes_every_output(tmp_path):
 
 
 def test_grid_runs_are_independent_of_batching():
-    """A grid point run inside the batch equals the same point run alone (they share the public seed).
+    """A grid point run inside the batch equals the same point run alone (they share the public
+    seed).
 
     The noise draws differ between the two runs, so ε is made huge to make the noise negligible.
     """
@@ -136,8 +138,8 @@ def test_grid_runs_are_independent_of_batching():
 
 @pytest.mark.slow
 def test_effective_rank_not_dimension_drives_dpzero():
-    """DPZero §5.13 (docs/papers.md) on a small instance: DPGD-0th grows with d in all three modes, and DPZero's growth
-    in d is much smaller with r = log d than with r = d."""
+    """DPZero §5.13 (docs/papers.md) on a small instance: DPGD-0th grows with d in all three modes,
+    and DPZero's growth in d is much smaller with r = log d than with r = d."""
     config = exp.SyntheticConfig(
         dims=(20, 200),
         steps=(40, 160),
@@ -191,7 +193,8 @@ def test_config_rejects_unknown_names():
 
 
 def constructed(norm, seeds: int = 3, dims=(20, 50, 100, 200)) -> dict:
-    """:func:`report.selected`-shaped values: test (and train) ‖∇F‖ = norm(hessian, d, method, seed) at every cell."""
+    """:func:`report.selected`-shaped values: test (and train) ‖∇F‖ = norm(hessian, d, method, seed)
+    at every cell."""
     return {
         (h, d, m, s): {"test_grad_norm": norm(h, d, m, s), "train_grad_norm": norm(h, d, m, s)}
         for h in exp.HESSIANS
@@ -215,7 +218,8 @@ def test_claims_hold_fail_or_have_no_signal_on_constructed_values():
         "DPGD-0th is always worst (test gradient norm at the train-chosen point)",
         "DP-GD is always best",
     )
-    # the paper's picture, with a little seed noise: every comparison holds; ‖∇F‖ ∝ d^0.05 at r = log d is flat
+    # the paper's picture, with a little seed noise: every comparison holds; ‖∇F‖ ∝ d^0.05 at r =
+    # log d is flat
     good = verdicts(
         constructed(
             lambda h, d, m, s: (
@@ -226,7 +230,8 @@ def test_claims_hold_fail_or_have_no_signal_on_constructed_values():
     assert good[worst] is True and good[best] is True and good[flat] is True
     assert good["with r = d, every method gets worse as d grows"] is True
     assert good["every method improves as r gets smaller (d, √d, log d)"] is True
-    # the committed run's slope 0.41 rises faster than half the bound's slope (0.18): the flatness claim fails
+    # the committed run's slope 0.41 rises faster than half the bound's slope (0.18): the flatness
+    # claim fails
     steep = verdicts(constructed(lambda h, d, m, s: SCALE[m] * RANK[h] * (1 + 0.02 * s) * d**0.41))
     assert steep[flat] is False
     # DP-GD worse than DPZero in every seed: "always best" fails; one seed: nothing holds or fails
@@ -281,8 +286,9 @@ def test_best_is_chosen_on_train_and_the_test_floor_is_reported():
 
 
 def test_closed_form_two_point_equals_the_evaluated_one():
-    """The quadratic's closed-form differences (what DPZero and DPGD-0th step on) equal the two-point difference of
-    its per-example losses at x ± λu, on the full batch and a subset, and so does the mean loss."""
+    """The quadratic's closed-form differences (what DPZero and DPGD-0th step on) equal the
+    two-point difference of its per-example losses at x ± λu, on the full batch and a subset, and so
+    does the mean loss."""
     import torch
 
     from dpnc.estimators import two_point
@@ -300,8 +306,8 @@ def test_closed_form_two_point_equals_the_evaluated_one():
 
 
 class _Evaluated(Objective):
-    """The quadratic without its closed form (its optional ``two_point`` left at None): the algorithms evaluate its
-    losses at x ± λu."""
+    """The quadratic without its closed form (its optional ``two_point`` left at None): the
+    algorithms evaluate its losses at x ± λu."""
 
     def __init__(self, problem):
         self.problem, self.n = problem, problem.n
@@ -349,8 +355,8 @@ def test_a_grid_run_on_the_closed_form_equals_one_on_evaluated_losses(method):
 
 
 def test_grid_edges_high_rank_cap_and_dp_gd_grid():
-    """high_rank_max_d drops the r = d and √d cells above it (the claims skip them); DP-GD runs its own grid; the
-    edges name where each train-chosen point sits."""
+    """high_rank_max_d drops the r = d and √d cells above it (the claims skip them); DP-GD runs its
+    own grid; the edges name where each train-chosen point sits."""
     config = exp.SyntheticConfig(
         dims=(10, 30),
         steps=(10, 20),
@@ -445,7 +451,8 @@ def test_a_rate_that_fails_reports_where_the_chosen_points_sit():
         if c.statement.startswith("with r = d, the train ‖∇F_S‖ grows")
     )
     assert claim.holds is False and claim.facts["parts_fail"] == 3
-    # the reason, measured: every seed's train-chosen point of every method at every d sits at the largest T
+    # the reason, measured: every seed's train-chosen point of every method at every d sits at the
+    # largest T
     assert [claim.facts[f"{m.lower()}_largest_t_runs"] for m in exp.METHODS] == [4 * 3] * 3
     assert (
         claim.evidence.count("the train-chosen T is the grid's largest") == 3
@@ -453,7 +460,8 @@ def test_a_rate_that_fails_reports_where_the_chosen_points_sit():
 
 
 def test_the_instance_factor_is_the_initial_gap_plus_the_gradient_bound_of_the_paper_s_quadratic():
-    """ℓ(F_S(x₀) − F_S*) + L² on the instance: Tr A/2 + 2 Tr A², checked against the data's own gap at x₀ = 0."""
+    """ℓ(F_S(x₀) − F_S*) + L² on the instance: Tr A/2 + 2 Tr A², checked against the data's own gap
+    at x₀ = 0."""
     for hessian, d in (("identity", 20), ("sqrt", 200), ("inverse", 200)):
         q = exp.Quadratic.synthetic(d, hessian, n=20_000, seed=3)
         x0, x_star = torch.zeros(d, dtype=torch.float64), q.train.mean(0)

@@ -1,4 +1,5 @@
-"""The recipe tools of dpnc_reproduce.finetune_defaults: validation curves read back from run folders."""
+"""The recipe tools of dpnc_reproduce.finetune_defaults: validation curves read back from run
+folders."""
 
 import csv
 import json

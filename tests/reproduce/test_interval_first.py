@@ -1,12 +1,12 @@
-"""Interval first, over every published result under docs/results/: a claim whose interval already lies beyond its
-threshold (holds or fails by the interval) is never labelled "underpowered for this design". That status is only for
-an interval that straddles the threshold, of a design declared so before the data (or a claim declared without a
-run, which has no interval of its own).
+"""Interval first, over every published result under docs/results/: a claim whose interval already
+lies beyond its threshold (holds or fails by the interval) is never labelled "underpowered for this
+design". That status is only for an interval that straddles the threshold, of a design declared so
+before the data (or a claim declared without a run, which has no interval of its own).
 
-The test reads each ``result.json``'s current claims (not the old verdicts kept under ``rejudged``): a per-claim
-status needs the claim's facts to show a straddling interval (``interval_holds`` NaN, or ``low`` ≤ ``threshold`` ≤
-``high``) or no run (``not_run``); a conjunction's "underpowered for this design (not judged): A, B" needs each named
-part's interval in its facts to straddle the threshold.
+The test reads each ``result.json``'s current claims (not the old verdicts kept under ``rejudged``):
+a per-claim status needs the claim's facts to show a straddling interval (``interval_holds`` NaN, or
+``low`` ≤ ``threshold`` ≤ ``high``) or no run (``not_run``); a conjunction's "underpowered for this
+design (not judged): A, B" needs each named part's interval in its facts to straddle the threshold.
 """
 
 from __future__ import annotations

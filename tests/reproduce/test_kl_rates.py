@@ -45,7 +45,8 @@ def test_tiny_run_records_every_run_within_its_budget(tiny):
     assert {r.algorithm for r in rows} == set(exp.ALGORITHMS)
     for r in rows:
         assert isinstance(r, exp.KLRow)
-        # privacy: the accountant's ρ never exceeds the budget; ε is its zCDP conversion; secret noise
+        # privacy: the accountant's ρ never exceeds the budget; ε is its zCDP conversion; secret
+        #     noise
         assert 0 < r.rho_spent <= r.rho * (1 + 1e-9), r
         assert r.epsilon == pytest.approx(rho_to_epsilon(r.rho_spent, TINY.dp_delta))
         assert r.private is True
@@ -108,7 +109,8 @@ def test_the_tasks_are_the_grid_in_order_each_with_its_index():
 
 
 def test_spider_excess_is_below_phi_floor_in_every_run(tiny):
-    """Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor (its conservative constants make a miss very unlikely)."""
+    """Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor (its conservative constants make a miss very
+    unlikely)."""
     spider = [r for r in tiny.rows if r.algorithm == "kl-spider"]
     assert len(spider) == 2 * 2 * 3 * 2 + 2
     for r in spider:
@@ -161,8 +163,8 @@ def test_outputs_are_written(tiny, tmp_path):
     assert json.dumps([c.to_json() for c in again.claims]) == json.dumps(
         [c.to_json() for c in tiny.claims]
     )  # NaN
-    # fig_excess: a 4.3 × 3.5-inch panel per (algorithm, objective); fig_grad_norm: 4.6 × 3.8 per objective of
-    # adaptive GD; 100 dpi
+    # fig_excess: a 4.3 × 3.5-inch panel per (algorithm, objective); fig_grad_norm: 4.6 × 3.8 per
+    # objective of adaptive GD; 100 dpi
     algorithms, objectives = {r.algorithm for r in tiny.rows}, {r.objective for r in tiny.rows}
     assert imread(tmp_path / "fig_excess.png").shape[:2] == (
         round(3.5 * len(algorithms) * 100),
@@ -319,7 +321,8 @@ def test_quick_is_the_default_and_full_is_larger():
     assert exp.FULL == exp.KLRatesConfig() and EXPERIMENT.QUICK is exp.QUICK
     assert set(exp.QUICK.algorithms) == set(exp.ALGORITHMS)
     assert exp.QUICK.seeds >= 10 and exp.FULL.seeds >= 10 and max(exp.QUICK.prox_samples) <= 1000
-    # the inner steps follow the rule in both (the cap is for tests), and both check that more would not help
+    # the inner steps follow the rule in both (the cap is for tests), and both check that more would
+    # not help
     for config in (exp.QUICK, exp.FULL):
         assert config.inner_scale == 1 and config.max_inner_iters >= 10**6
         assert (
@@ -404,7 +407,8 @@ def test_cli_runs_a_tiny_grid(tmp_path):
 
 
 def spider_rows(excess, seeds: int = 3, algorithm: str = "proximal-point") -> list:
-    """Constructed n-sweep rows of one (algorithm, power-1.5, d = 1): excess(x, seed) at x = 10^4 … 10^8."""
+    """Constructed n-sweep rows of one (algorithm, power-1.5, d = 1): excess(x, seed) at x = 10^4 …
+    10^8."""
     return [
         exp.KLRow(
             algorithm=algorithm,
@@ -465,9 +469,9 @@ def rate_verdict(rows) -> bool | None:
 
 
 def test_rate_claims_are_judged_one_sided_against_the_bound():
-    # the bound falls as x^-1.4 over these points: a slope ≤ −1.4 + tol holds, one wholly above it fails; the proximal
-    # point's bound keeps its log factors, so its tolerance is 0 (the old single RATE_TOL = 0.1 let −1.35
-    # hold)
+    # the bound falls as x^-1.4 over these points: a slope ≤ −1.4 + tol holds, one wholly above it
+    # fails; the proximal point's bound keeps its log factors, so its tolerance is 0 (the old single
+    # RATE_TOL = 0.1 let −1.35 hold)
     xs = [1e4, 1e5, 1e6, 1e7, 1e8]
     assert report.tolerance("proximal-point", "κ", 1.0, 1, xs).value == 0.0
     assert report.tolerance("kl-spider", "κ", 1.0, 1, xs).value == 0.0
@@ -493,14 +497,15 @@ def test_rate_claims_are_judged_one_sided_against_the_bound():
 
 
 def test_adaptive_gd_tolerance_is_its_dropped_logs_over_the_grid():
-    # Thm 4 drops ℓ = ln(n√ρ/β): in the κ/2 regime its term carries ℓ^{κ/2}; the tolerance is that factor's
-    # least-squares slope over the grid (n√ρ = x√d), computed here with numpy
+    # Thm 4 drops ℓ = ln(n√ρ/β): in the κ/2 regime its term carries ℓ^{κ/2}; the tolerance is that
+    # factor's least-squares slope over the grid (n√ρ = x√d), computed here with numpy
     xs, d, kappa = [1e4, 1e5, 1e6, 1e7, 1e8], 100, 1.0
     ell = np.log(np.array(xs) * math.sqrt(d) / report.BETA)
     expected = kappa / 2 * np.polyfit(np.log(xs), np.log(ell), 1)[0]
     tol = report.tolerance("adaptive-gd", "κ/2", kappa, d, xs)
     assert tol.value == pytest.approx(expected) and 0 < tol.value < 0.1
-    # an excess falling 0.03 slower than its x^-1.4 bound holds within that tolerance, not without it
+    # an excess falling 0.03 slower than its x^-1.4 bound holds within that tolerance, not without
+    # it
     rows = spider_rows(lambda x, s: (1 + 0.05 * s) * x**-1.37, algorithm="adaptive-gd")
     assert rate_verdict(rows) is True
     assert (
@@ -509,8 +514,8 @@ def test_adaptive_gd_tolerance_is_its_dropped_logs_over_the_grid():
 
 
 def test_kl_spider_is_judged_on_its_explicit_bound_not_its_slope():
-    # Theorem 1 gives Φfloor with explicit constants and logs: its claim "excess ≤ Φfloor in every run" is the test;
-    # the slope claim is reported with the rule's reading, unjudged
+    # Theorem 1 gives Φfloor with explicit constants and logs: its claim "excess ≤ Φfloor in every
+    # run" is the test; the slope claim is reported with the rule's reading, unjudged
     claim = rate_claim(spider_rows(lambda x, s: (1 + 0.05 * s) * x**-1.2, algorithm="kl-spider"))
     assert claim.holds is None and claim.status == report.EXPLICIT["kl-spider"]
     assert (
@@ -519,7 +524,8 @@ def test_kl_spider_is_judged_on_its_explicit_bound_not_its_slope():
 
 
 def test_reasons_are_measured_on_the_rows():
-    """The numbers a rate claim's reasons are read from are its facts (the evidence renders them)."""
+    """The numbers a rate claim's reasons are read from are its facts (the evidence renders
+    them)."""
     slower = rate_claim(spider_rows(lambda x, s: (1 + 0.05 * s) * x**-0.9))
     assert (
         slower.holds is False and slower.facts["slope_low"] > slower.facts["limit"]
@@ -527,7 +533,8 @@ def test_reasons_are_measured_on_the_rows():
     assert slower.facts["slope"] == pytest.approx(-0.9, abs=1e-9) and slower.facts[
         "limit"
     ] == pytest.approx(-1.4)
-    # the excess pinned near F(w0) − F* = 0.7 at the lowest x: a floor from the start (median seed: 0.5·1.05/0.7)
+    # the excess pinned near F(w0) − F* = 0.7 at the lowest x: a floor from the start (median seed:
+    # 0.5·1.05/0.7)
     floor = rate_claim(spider_rows(lambda x, s: min(0.5, 1e5 * x**-1.0) * (1 + 0.05 * s)))
     assert (
         floor.facts["start_share_low"] == pytest.approx(0.75)
@@ -548,8 +555,9 @@ def test_reasons_are_measured_on_the_rows():
 
 
 def check_rows(ratio: float, seeds: int = 12) -> list:
-    """Constructed inner-check rows at κ = 3: the 16× arm's excess is ``ratio`` times the 1× arm's (with seed
-    noise); an optimisation-limited excess would fall 16^1.5 = 64×, the claim's midpoint is 8×."""
+    """Constructed inner-check rows at κ = 3: the 16× arm's excess is ``ratio`` times the 1× arm's
+    (with seed noise); an optimisation-limited excess would fall 16^1.5 = 64×, the claim's midpoint
+    is 8×."""
     base = spider_rows(
         lambda x, s: 1e-4 * (1 + 0.3 * math.sin(s)), seeds=seeds, algorithm="proximal-point"
     )
@@ -584,7 +592,8 @@ def test_inner_check_claim():
 
 
 def test_the_proximal_points_rate_needs_its_inner_check():
-    """A fast slope whose low-n points may be optimisation-limited (the inner check has no signal) does not hold."""
+    """A fast slope whose low-n points may be optimisation-limited (the inner check has no signal)
+    does not hold."""
     fast = spider_rows(lambda x, s: (1 + 0.05 * s) * x**-2.0, algorithm="proximal-point")
     assert rate_verdict(fast + check_rows(1.0)) is True
     limited = rate_claim(fast + check_rows(1 / 8))

@@ -84,8 +84,9 @@ def test_rules_are_computed_and_a_none_leaves_the_default():
 
 
 def test_the_nonsmooth_settings_are_the_tables():
-    """``klt:first-order`` and ``klt:multi-pass`` take the theorem's m capped at d (the library's max_directions),
-    which is what the factories computed before the table (the theorem's m, then min(m, d))."""
+    """``klt:first-order`` and ``klt:multi-pass`` take the theorem's m capped at d (the library's
+    max_directions), which is what the factories computed before the table (the theorem's m, then
+    min(m, d))."""
     setting = Setting(Constants(L0=1.0), 4_000, 8, gap=1.0)
     budget = Budget(2.0, 1e-6)
     for name, extra in (("klt:first-order", {}), ("klt:multi-pass", {"max_steps": 100})):
@@ -98,7 +99,8 @@ def test_the_nonsmooth_settings_are_the_tables():
         )
         assert rates.parameters(rates.FULL, name, n=4_000, d=8, epsilon=2.0, alpha=0.1) == by_hand
     assert uncapped.m == 19  # multi-pass: the cap binds here (m = 8), so the comparison tests it
-    # the library's cap, on the zeroth-order oracle (variance-matching m = 18 here): η is the capped m's
+    # the library's cap, on the zeroth-order oracle (variance-matching m = 18 here): η is the capped
+    # m's
     capped = KornowskiLiuTalwar.from_theory(setting, budget, smoothing=0.1, max_directions=5)
     assert (
         capped == KornowskiLiuTalwar.from_theory(setting, budget, smoothing=0.1, m=5)
@@ -120,8 +122,8 @@ def test_rename_replaces_whole_names_only():
 
 
 def _old_nonsmooth_record() -> tuple[dict, protocol.Result]:
-    """A nonsmooth-rates result under the current names, and the same record as written before the rename
-    (28 Nov 2026)."""
+    """A nonsmooth-rates result under the current names, and the same record as written before the
+    rename (28 Nov 2026)."""
     config = dataclasses.replace(
         rates.QUICK, methods=("zo-o2nc", "klt"), seeds=2, n_start=100, n_max=800
     )

@@ -1,5 +1,5 @@
-"""nonsmooth-compare: every method's parameters at comparable cost, the paired comparisons judged on constructed
-n(β), and a tiny run of all five methods writing every output."""
+"""nonsmooth-compare: every method's parameters at comparable cost, the paired comparisons judged on
+constructed n(β), and a tiny run of all five methods writing every output."""
 
 import dataclasses
 import math
@@ -42,7 +42,8 @@ def test_every_method_gets_its_theorems_parameters_at_comparable_cost():
         }
         ztc, naive = config["zo-o2nc"], config["zo-o2nc:naive"]
         assert ztc.oracle == "variance-reduced" and naive.oracle == "naive"
-        # the naive oracle with m = d reads at most n examples and spends 2d evaluations per example, as ZTC does
+        # the naive oracle with m = d reads at most n examples and spends 2d evaluations per
+        # example, as ZTC does
         assert naive.m == ztc.m == d and naive.epochs * naive.period <= n
         assert rates.evaluations(naive, d) == 2 * d * naive.epochs * naive.period
         assert rates.evaluations(config["klt"], d) <= rates.evaluations(ztc, d)
@@ -55,8 +56,8 @@ def test_every_method_gets_its_theorems_parameters_at_comparable_cost():
 
 
 def test_the_theorems_order_the_methods_as_the_papers_do():
-    """At the grid's base cell the theorems' n: multi-pass < KLT single pass (ZO = FO) < ZTC < naive, and the naive
-    oracle's n grows fastest with d (d³/ρ² against ZTC's d^{3/2}/ρ)."""
+    """At the grid's base cell the theorems' n: multi-pass < KLT single pass (ZO = FO) < ZTC <
+    naive, and the naive oracle's n grows fastest with d (d³/ρ² against ZTC's d^{3/2}/ρ)."""
 
     def n(method, d):
         return rates_report.theory_n(
@@ -98,7 +99,8 @@ def test_paired_log_ratio_keeps_censored_seeds_censored():
 
 
 def rows_with(n_beta: dict, seeds: int, config):
-    """Rows whose Ē crosses the main β exactly at n_beta[(method, seed)] (inf: never) on the grid n_start·2^k."""
+    """Rows whose Ē crosses the main β exactly at n_beta[(method, seed)] (inf: never) on the grid
+    n_start·2^k."""
     grid = [config.n_start * 2**k for k in range(int(math.log2(config.n_max / config.n_start)) + 1)]
     beta = config.main_beta
     out = []
@@ -158,7 +160,8 @@ def test_comparison_claims_hold_fail_or_have_no_signal_on_constructed_rows():
 
     inf = math.inf
     assert verdict([800, 1600, 800, 1600], [200, 400, 200, 200]) is True  # 4–8× fewer in every seed
-    # its facts: the cell's interval of log₂(n_naive/n_ztc) over the 4 seeds (2, 2, 2, 3) and the cell's verdict
+    # its facts: the cell's interval of log₂(n_naive/n_ztc) over the 4 seeds (2, 2, 2, 3) and the
+    # cell's verdict
     read = judged([800, 1600, 800, 1600], [200, 400, 200, 200]).facts
     cell = f"d2_eps{config.base_epsilon:g}_alpha{config.base_alpha:g}"
     assert (

@@ -1,4 +1,5 @@
-"""nonsmooth-rates: n(β) read off the doubling, exponents judged against the theorems', equal evaluations, files."""
+"""nonsmooth-rates: n(β) read off the doubling, exponents judged against the theorems', equal
+evaluations, files."""
 
 import dataclasses
 import math
@@ -67,7 +68,8 @@ def test_an_exponent_is_judged_one_sided_and_censored_seeds_count():
         report._exponent("radial", "zo-o2nc", "d", 0.8, (4, 2.0, 0.1), xs, faster, theory).verdict
         is False
     )
-    # one seed never reached β at d = 16: kept, its slope open above, so "grows no faster" cannot hold
+    # one seed never reached β at d = 16: kept, its slope open above, so "grows no faster" cannot
+    # hold
     censored = slower[:4] + [[100 * 4.0, 100 * 8.0, stats.Censored(400.0, math.inf)]]
     c = report._exponent("radial", "zo-o2nc", "d", 0.8, (4, 2.0, 0.1), xs, censored, theory)
     assert (
@@ -100,8 +102,9 @@ def test_klt_gets_at_most_ztcs_evaluations_and_the_counts_are_exact():
 def test_the_doubling_stops_at_the_smallest_beta_in_the_objectives_unit(
     monkeypatch, objective, stops_at
 ):
-    """β is in units of the far-field slope 1 − 2q (0.7 on radial-nonconvex): the doubling must go on until Ē
-    reaches min β × 0.7 there, else thresholds() finds every smaller β censored at the n where it stopped."""
+    """β is in units of the far-field slope 1 − 2q (0.7 on radial-nonconvex): the doubling must go
+    on until Ē reaches min β × 0.7 there, else thresholds() finds every smaller β censored at the n
+    where it stopped."""
     config = dataclasses.replace(TINY, n_max=3_200, betas=(0.5,), main_beta=0.5, repel=0.15)
     norms = {200: 0.6, 400: 0.45, 800: 0.34, 1_600: 0.3}
     blank = {f.name: None for f in dataclasses.fields(exp.RateRow)}
@@ -150,8 +153,8 @@ def test_config_validates():
 
 
 def test_exponents_are_judged_in_their_variables_regime():
-    """n ≤ C·N(d, ε, α, β): for ε (x → 0) a slope steeper than N's fails and a shallower one holds — the reverse of
-    the rule for d (x → ∞); α is not judged on this instance."""
+    """n ≤ C·N(d, ε, α, β): for ε (x → 0) a slope steeper than N's fails and a shallower one holds —
+    the reverse of the rule for d (x → ∞); α is not judged on this instance."""
     eps = [0.5, 2.0, 8.0]
     theory = [5000 * e**-0.37 for e in eps]
 

@@ -1,4 +1,5 @@
-"""The experiment protocol on a toy experiment: runner, writer, claims table, reading back, generated command."""
+"""The experiment protocol on a toy experiment: runner, writer, claims table, reading back,
+generated command."""
 
 from __future__ import annotations
 
@@ -322,7 +323,7 @@ def test_from_record_turns_lists_back_into_tuples():
     assert config.sizes == (4, 5) and config.scales == (2.0,) and config.label is None
 
 
-# --- the generated command ------------------------------------------------------------------------------------
+# --- the generated command ------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -532,9 +533,9 @@ def test_reproduce_lists_the_generated_command():
 
 
 def test_an_older_result_loads_and_is_rejudged_from_its_rows(tmp_path):
-    """A result.json written before the protocol (no experiment, claims, workers, machine; a row without a field
-    added since with a default) loads, and :func:`protocol.rejudge` writes it back with the current claims and a
-    note, re-running nothing."""
+    """A result.json written before the protocol (no experiment, claims, workers, machine; a row
+    without a field added since with a default) loads, and :func:`protocol.rejudge` writes it back
+    with the current claims and a note, re-running nothing."""
     rows = [
         {"n": n, "seed": s, "value": n + s + 0.5, "pid": 1} for n in (1, 2, 3) for s in range(2)
     ]  # no trace

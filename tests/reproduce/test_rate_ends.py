@@ -1,8 +1,8 @@
-"""Rate verdicts robust to the bound's unknown constants: a two-term bound's log-log slope over a finite grid lies
-anywhere between its terms' own slopes, so a rate claim is judged at both ends and gets a verdict only where the
-two agree ("depends on the constants" otherwise, both ends shown); KLT's √d improvement is judged as the papers
-state it (ratio above 1 per cell, slope ≥ 0 one-sided); dpzero-dimension selects its modes by the variance model
-that judges its slope."""
+"""Rate verdicts robust to the bound's unknown constants: a two-term bound's log-log slope over a
+finite grid lies anywhere between its terms' own slopes, so a rate claim is judged at both ends and
+gets a verdict only where the two agree ("depends on the constants" otherwise, both ends shown);
+KLT's √d improvement is judged as the papers state it (ratio above 1 per cell, slope ≥ 0 one-sided);
+dpzero-dimension selects its modes by the variance model that judges its slope."""
 
 import json
 import math

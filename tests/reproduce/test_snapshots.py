@@ -1,11 +1,12 @@
-"""One snapshot per rendered summary: every reproduction's ``summary.md`` (:func:`dpnc_reproduce.protocol.summary`:
-header, setting, claims, declarations, tables), rendered from small fixed rows — no run, seconds only — and compared
-with the committed ``tests/reproduce/snapshots/<experiment>.md``.
+"""One snapshot per rendered summary: every reproduction's ``summary.md``
+(:func:`dpnc_reproduce.protocol.summary`: header, setting, claims, declarations, tables), rendered
+from small fixed rows — no run, seconds only — and compared with the committed
+``tests/reproduce/snapshots/<experiment>.md``.
 
-A change to a summary is made on purpose: ``DPNC_UPDATE_SNAPSHOTS=1 pytest tests/reproduce/test_snapshots.py``
-rewrites the snapshots (review their diff before committing); without it a difference fails with a unified diff.
-Everything a real run would vary (run time, machine, load, paths) is fixed here, not masked.
-"""
+A change to a summary is made on purpose: ``DPNC_UPDATE_SNAPSHOTS=1 pytest
+tests/reproduce/test_snapshots.py`` rewrites the snapshots (review their diff before committing);
+without it a difference fails with a unified diff. Everything a real run would vary (run time,
+machine, load, paths) is fixed here, not masked."""
 
 from __future__ import annotations
 
@@ -92,8 +93,8 @@ def _dpzero_dimension() -> protocol.Result:
 
 
 def _dpzero_synthetic() -> protocol.Result:
-    """Two seeds of every method on every Hessian at d = 20, 60, 200, on a 2 × 2 × 2 grid of (T, step size, C):
-    DP-GD best, DPGD-0th worst, the norm growing with d and with the rank."""
+    """Two seeds of every method on every Hessian at d = 20, 60, 200, on a 2 × 2 × 2 grid of (T,
+    step size, C): DP-GD best, DPGD-0th worst, the norm growing with d and with the rank."""
     config = dataclasses.replace(
         synthetic.QUICK,
         dims=(20, 60, 200),
@@ -146,8 +147,8 @@ def _dpzero_synthetic() -> protocol.Result:
 
 
 def _kl_rates() -> protocol.Result:
-    """KL-Spider's and the proximal point method's n sweeps (power-1.5, d = 1) and the proximal point's inner
-    check."""
+    """KL-Spider's and the proximal point method's n sweeps (power-1.5, d = 1) and the proximal
+    point's inner check."""
     rows = (
         kl_tests.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-1.45, algorithm="kl-spider")
         + kl_tests.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-2.0)
@@ -157,8 +158,8 @@ def _kl_rates() -> protocol.Result:
 
 
 def _rate_rows(config: rates.RatesConfig, n_beta) -> list:
-    """Rows whose expected norm crosses the main β at ``n_beta(method, d, seed)`` on the config's doubling grid, at
-    every d of the d sweep."""
+    """Rows whose expected norm crosses the main β at ``n_beta(method, d, seed)`` on the config's
+    doubling grid, at every d of the d sweep."""
     grid = [config.n_start * 2**k for k in range(int(math.log2(config.n_max / config.n_start)) + 1)]
     beta = config.main_beta * rates.far_field(config, "radial")
     out = []

@@ -69,7 +69,8 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
             assert r.status == "ok" and r.private, r
             assert r.epsilon_spent <= r.epsilon * (1 + 1e-6)
             assert r.excess_risk >= -1e-6 and r.evaluations + r.gradients > 0
-            # a private tuning's time would reveal its secret K: withheld (NaN); every other run is timed
+            # a private tuning's time would reveal its secret K: withheld (NaN); every other run is
+            # timed
             assert math.isnan(r.seconds) if r.method.endswith("-tuned") else r.seconds >= 0
             assert (
                 (0 <= r.test_accuracy <= 1)
@@ -77,7 +78,8 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
                 else math.isnan(r.test_accuracy)
             )
             assert r.start_gap > 0
-            # the Goldstein certificate: the O2NC methods and their matched baselines on the nonsmooth problems only
+            # the Goldstein certificate: the O2NC methods and their matched baselines on the
+            # nonsmooth problems only
             certified = r.problem == "l1-regression" and r.method in (
                 "klt:first-order",
                 MATCHED + "klt:first-order",
@@ -110,8 +112,8 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
 
 
 def test_compute_matched_baseline_spends_the_methods_compute():
-    """matched:<m> is DP-SGD whose expected gradient evaluations T·B equal the method's compute (gradients +
-    evaluations / 2), B from √n up to n so that T <= matched_max_steps."""
+    """matched:<m> is DP-SGD whose expected gradient evaluations T·B equal the method's compute
+    (gradients + evaluations / 2), B from √n up to n so that T <= matched_max_steps."""
     config = dataclasses.replace(
         TINY, problems=("l1-regression",), methods=("dpzero", "klt:multi-pass")
     )
@@ -179,7 +181,7 @@ def test_command_is_registered(tmp_path):
     )
 
 
-# --- claims on constructed rows ----------------------------------------------------------------------------
+# --- claims on constructed rows -------------------------------------------------------------------
 
 
 def row(
@@ -262,7 +264,8 @@ def test_within_the_ratio_holds_only_past_the_progress_margin():
 
 
 def test_heavy_tails_are_summarised_by_the_geometric_mean():
-    """One seed 100× worse moves a ratio of means by ~10×; the geometric mean of the paired ratios far less."""
+    """One seed 100× worse moves a ratio of means by ~10×; the geometric mean of the paired ratios
+    far less."""
     rows = baselines() + [
         row("dpzero", "dpnc", s, (100.0 if s == 0 else 1.0) * (1 + jitter(s))) for s in range(10)
     ]
@@ -300,7 +303,7 @@ def test_bad_config_is_refused():
     assert UtilityConfig(samples=(50, 500)).sizes("logistic-cancer") == [50, 455]
 
 
-# --- the synthetic problems with known minimisers ----------------------------------------------------------
+# --- the synthetic problems with known minimisers -------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["least-squares", "max-affine"])
@@ -361,8 +364,8 @@ def test_full_grid_trims():
 
 
 def test_a_private_tuning_publishes_no_wall_time():
-    """The time of a random-stopping tuning grows with its secret number of runs K: the tuned baselines' rows carry
-    no time (NaN), every other method's does."""
+    """The time of a random-stopping tuning grows with its secret number of runs K: the tuned
+    baselines' rows carry no time (NaN), every other method's does."""
     config = dataclasses.replace(
         TINY, problems=("l1-regression",), methods=("dp-gd", "dp-gd-tuned")
     )

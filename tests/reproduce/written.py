@@ -1,4 +1,5 @@
-"""A check the experiment tests share: what :func:`dpnc_reproduce.protocol.write` put on disk is the result."""
+"""A check the experiment tests share: what :func:`dpnc_reproduce.protocol.write` put on disk is the
+result."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from dpnc_reproduce import protocol
 
 
 def assert_written(result: protocol.Result, out: Path, command: str, files: set[str]) -> str:
-    """Write ``result`` under ``out``: exactly ``files`` (besides rows.csv, result.json, summary.md); rows.csv holds
-    every row, every column, as the run made it; result.json the whole result (compared as JSON text, NaN-safe)
-    and reads back as it was; summary.md starts with the command. Returns the summary."""
+    """Write ``result`` under ``out``: exactly ``files`` (besides rows.csv, result.json,
+    summary.md); rows.csv holds every row, every column, as the run made it; result.json the whole
+    result (compared as JSON text, NaN-safe) and reads back as it was; summary.md starts with the
+    command. Returns the summary."""
     paths = protocol.write(result, out, command)
     assert {p.name for p in paths} == {"rows.csv", "result.json", "summary.md", *files}
     with (out / "rows.csv").open() as f:

@@ -110,18 +110,19 @@ def o2nc(
     Δ_{t+1} = Π_D(Δ_t − η·g̃_t). With ``reset_each_block`` the learner restarts (Δ = 0) at the first
     step of each block. Returns the average of w over a uniformly chosen completed block.
 
-    The learner plays increments Δ_t in the ball ‖Δ‖ ≤ D and the oracle is queried at a uniformly random
-    point of the segment, so that F(x_{t+1}) − F(x_t) = E_s⟨∇F(w_t), Δ_t⟩ and the learner's regret on the
-    linear losses ⟨g̃_t, ·⟩ bounds the progress. Every w_t of a block of length M lies within M·D of the
-    block average, so small gradients along a block certify Goldstein stationarity of its average.
-    Zhang–Tran–Cutkosky: ``block=T``, ``reset_each_block=True`` (K epochs of T steps, the learner restarts
-    with Δ = 0 each epoch, D = δ/T); Kornowski–Liu–Talwar: ``block=M``, ``reset_each_block=False`` (the
-    learner never resets; the trailing steps that do not fill a block are not averaged). The driver is
-    public post-processing: it sees only the oracle's (already private) outputs, and its randomness (s_t,
-    the output block) comes from a public generator.
+    The learner plays increments Δ_t in the ball ‖Δ‖ ≤ D and the oracle is queried at a uniformly
+    random point of the segment, so that F(x_{t+1}) − F(x_t) = E_s⟨∇F(w_t), Δ_t⟩ and the learner's
+    regret on the linear losses ⟨g̃_t, ·⟩ bounds the progress. Every w_t of a block of length M lies
+    within M·D of the block average, so small gradients along a block certify Goldstein stationarity
+    of its average. Zhang–Tran–Cutkosky: ``block=T``, ``reset_each_block=True`` (K epochs of T
+    steps, the learner restarts with Δ = 0 each epoch, D = δ/T); Kornowski–Liu–Talwar: ``block=M``,
+    ``reset_each_block=False`` (the learner never resets; the trailing steps that do not fill a
+    block are not averaged). The driver is public post-processing: it sees only the oracle's
+    (already private) outputs, and its randomness (s_t, the output block) comes from a public
+    generator.
 
-    ``on_step(t, w_t, g̃_t)`` is called after every query (logging; it must not change its arguments).
-    """
+    ``on_step(t, w_t, g̃_t)`` is called after every query (logging; it must not change its
+    arguments)."""
     if x0.ndim != 1:
         raise ValueError(f"x0 must be a vector (d,); got shape {tuple(x0.shape)}")
     check_integer(steps=steps, block=block)
@@ -170,14 +171,14 @@ def o2nc(
     )
 
 
-# --- practical settings (not a theorem's): the rules both families' ``practical`` share ------------
+# --- practical settings (not a theorem's): the rules both families' ``practical`` share -----------
 
 
 def practical_travel(constants, travel: float | None, gap: float | None = None) -> float:
-    """How far the iterates may move in total, T·D: ``travel`` if given, else the radius of the region where
-    the public constants are declared (a run that starts inside it can reach any point of it), else 2Φ/L0 with
-    Φ = ``gap`` ≥ F(x₀) − inf F (twice the distance Φ/L0 that a drop of Φ allows: where no region is declared, the
-    bound on the drop is the public length scale).
+    """How far the iterates may move in total, T·D: ``travel`` if given, else the radius of the
+    region where the public constants are declared (a run that starts inside it can reach any point
+    of it), else 2Φ/L0 with Φ = ``gap`` ≥ F(x₀) − inf F (twice the distance Φ/L0 that a drop of Φ
+    allows: where no region is declared, the bound on the drop is the public length scale).
 
     Raises:
         ValueError: if none is given (the rule needs a public length scale).
@@ -200,15 +201,16 @@ def practical_travel(constants, travel: float | None, gap: float | None = None) 
 def practical_period(
     *, n: int, d: int, rho: float, noise_ratio: float = 0.5, min_periods: int = 4
 ) -> int:
-    """Σ (KLT; ZTC's epoch T) for a tree whose anchors use B1 = Σ examples and whose two radii are balanced.
+    """Σ (KLT; ZTC's epoch T) for a tree whose anchors use B1 = Σ examples and whose two radii are
+    balanced.
 
-    With every per-example term clipped to r (anchor) and r/Σ (increment), each tree node has σ = (2r/Σ)·
-    √(Lvl/(2ρ)) (zCDP ρ; Lvl = ⌊log₂Σ⌋ + 1 nodes per example), and a release's noise has norm about
-    σ·√(d·Lvl) = r·(Lvl/Σ)·√(2d/ρ). The rule takes the smallest power of two Σ for which that is at most
-    ``noise_ratio``·r (the noise of every released gradient no larger than half an example's clip radius), but
-    no larger than n/(2·``min_periods``), so that one pass holds at least ``min_periods`` periods (the anchor is
-    what corrects the running sum: longer periods let it go stale). Public: reads n, d, ρ only.
-    """
+    With every per-example term clipped to r (anchor) and r/Σ (increment), each tree node has σ =
+    (2r/Σ)· √(Lvl/(2ρ)) (zCDP ρ; Lvl = ⌊log₂Σ⌋ + 1 nodes per example), and a release's noise has
+    norm about σ·√(d·Lvl) = r·(Lvl/Σ)·√(2d/ρ). The rule takes the smallest power of two Σ for which
+    that is at most ``noise_ratio``·r (the noise of every released gradient no larger than half an
+    example's clip radius), but no larger than n/(2·``min_periods``), so that one pass holds at
+    least ``min_periods`` periods (the anchor is what corrects the running sum: longer periods let
+    it go stale). Public: reads n, d, ρ only."""
     check_integer(n=n, d=d, min_periods=min_periods)
     check_positive(rho=rho, noise_ratio=noise_ratio)
     cap = max(1, n // (2 * min_periods))
@@ -218,13 +220,14 @@ def practical_period(
     return Sigma
 
 
-# --- the one config shape and run of both families ---------------------------------------------------
+# --- the one config shape and run of both families ------------------------------------------------
 
 
 @dataclass
 class O2NCStats(OracleStats):
-    """What a private O2NC run spent and where its output came from (private statistics: do not log publicly
-    except the public ones: ``output_block``, ``max_increment``, ``max_move``, ``samples_used``).
+    """What a private O2NC run spent and where its output came from (private statistics: do not log
+    publicly except the public ones: ``output_block``, ``max_increment``, ``max_move``,
+    ``samples_used``).
 
     Attributes:
         output_block: index k (0-based) of the block whose average is the output.
@@ -242,19 +245,19 @@ class O2NCStats(OracleStats):
 class O2NCAlgorithm(Algorithm):
     """Private O2NC: a family's oracle driven by :func:`o2nc` (ZTC Algorithm 3, KLT Algorithm 2).
 
-    Subclasses are frozen dataclasses with the fields ``smoothing`` (the smoothing radius, ZTC's δ, KLT's α:
-    the output targets (2·smoothing, β)-stationarity of F), ``D``, ``eta``, ``steps``, ``period``, ``B1``,
-    ``B2``, ``m``, ``paper``, ``output_rule`` (one of :data:`OUTPUT_RULES`) (and ``block``, a field or a
-    property), and supply :meth:`make_oracle` (the family's private oracle) and the privacy statement
-    (:meth:`claim`, :meth:`privacy_notes`).
-    """
+    Subclasses are frozen dataclasses with the fields ``smoothing`` (the smoothing radius, ZTC's δ,
+    KLT's α: the output targets (2·smoothing, β)-stationarity of F), ``D``, ``eta``, ``steps``,
+    ``period``, ``B1``, ``B2``, ``m``, ``paper``, ``output_rule`` (one of :data:`OUTPUT_RULES`) (and
+    ``block``, a field or a property), and supply :meth:`make_oracle` (the family's private oracle)
+    and the privacy statement (:meth:`claim`, :meth:`privacy_notes`)."""
 
     reset_each_block: ClassVar[bool]
     smoothing: float  # a field of every subclass (annotation only: this class is not a dataclass)
 
     @property
     def stationarity_radius(self) -> float:
-        """2·smoothing: the output targets (2·smoothing, β)-Goldstein stationarity of F (ZTC's 2δ, KLT's 2α)."""
+        """2·smoothing: the output targets (2·smoothing, β)-Goldstein stationarity of F (ZTC's 2δ,
+        KLT's 2α)."""
         return 2 * self.smoothing
 
     @property
@@ -281,8 +284,8 @@ class O2NCAlgorithm(Algorithm):
     def make_oracle(
         self, problem, *, noise: NoiseSource, accountant: Accountant, generator: torch.Generator
     ):
-        """The family's private oracle for ``problem``: a callable (t, w_t) → g̃_t with ``stats`` and
-        ``samples_used``, recording every release in ``accountant``."""
+        """The family's private oracle for ``problem``: a callable (t, w_t) → g̃_t with ``stats``
+        and ``samples_used``, recording every release in ``accountant``."""
         raise NotImplementedError
 
     def privacy_notes(self) -> list[str]:
@@ -290,7 +293,8 @@ class O2NCAlgorithm(Algorithm):
         return []
 
     def summary(self) -> dict[str, float]:
-        """The public schedule, for tables: counting words, D, η, m and the noise of anchors and increments."""
+        """The public schedule, for tables: counting words, D, η, m and the noise of anchors and
+        increments."""
         return {
             "steps": self.steps,
             "period": self.period,
@@ -313,12 +317,13 @@ class O2NCAlgorithm(Algorithm):
         keep_points: bool = False,
         progress: bool = False,
     ) -> Run:
-        """O2NC for ``steps`` queries of the family's private oracle on ``problem``'s data, from ``x0``.
+        """O2NC for ``steps`` queries of the family's private oracle on ``problem``'s data, from
+        ``x0``.
 
-        ``generator`` is the public stream (directions, ball points, s_t, the output block); privacy noise
-        comes from ``noise``; every release is recorded in ``accountant``. ``keep_points`` keeps every w_t
-        of every completed block in the trace (for :func:`dpnc.certify.certify_run`).
-        """
+        ``generator`` is the public stream (directions, ball points, s_t, the output block); privacy
+        noise comes from ``noise``; every release is recorded in ``accountant``. ``keep_points``
+        keeps every w_t of every completed block in the trace (for
+        :func:`dpnc.certify.certify_run`)."""
         self.check_problem(problem)
         oracle = self.make_oracle(problem, noise=noise, accountant=accountant, generator=generator)
         trace = o2nc(
@@ -355,9 +360,10 @@ class O2NCAlgorithm(Algorithm):
         )
 
     def _warn_clip_rate(self, stats: O2NCStats) -> None:
-        """Warn (``warnings.warn``, never a public log: the rate is a statistic of the private data) when an
-        oracle that clips its increments clipped more than half of them: the running sum then tracks the
-        gradient poorly (the increments' radius is too small for the step D, or m too small)."""
+        """Warn (``warnings.warn``, never a public log: the rate is a statistic of the private data)
+        when an oracle that clips its increments clipped more than half of them: the running sum
+        then tracks the gradient poorly (the increments' radius is too small for the step D, or m
+        too small)."""
         if not self.paper and stats.increments_clipped and stats.clip_rate > CLIP_RATE_WARNING:
             warnings.warn(
                 f"{stats.clip_rate:.0%} of the per-example increments were clipped (more than "

@@ -20,17 +20,17 @@ from dpnc.sampling import SinglePass
 
 @dataclass
 class OracleStats(Stats):
-    """What an oracle spent and corrected, summed over the run (private statistics: do not log publicly).
+    """What an oracle spent and corrected, summed over the run (private statistics: do not log
+    publicly).
 
     ``clipped`` counts corrections that keep a sensitivity bound deterministic (finite differences
     beyond what an L-Lipschitz f allows; per-example estimates beyond a safe-mode radius);
-    ``nonfinite`` counts NaN/±inf differences set to 0; ``beyond_radius`` counts per-example terms whose
-    norm exceeded the radius their sensitivity assumes (clipped in a safe mode; in a paper-literal mode,
-    the events its high-probability bound excludes). ``increments`` and ``increments_clipped`` count the
-    per-example increment terms and those beyond their radius; :attr:`clip_rate` is their ratio. All are
-    statistics of the private data: do not log them publicly (a clip rate, like a loss, can reveal
-    whether one example is present).
-    """
+    ``nonfinite`` counts NaN/±inf differences set to 0; ``beyond_radius`` counts per-example terms
+    whose norm exceeded the radius their sensitivity assumes (clipped in a safe mode; in a
+    paper-literal mode, the events its high-probability bound excludes). ``increments`` and
+    ``increments_clipped`` count the per-example increment terms and those beyond their radius;
+    :attr:`clip_rate` is their ratio. All are statistics of the private data: do not log them
+    publicly (a clip rate, like a loss, can reveal whether one example is present)."""
 
     beyond_radius: int = 0
     increments: int = 0
@@ -38,7 +38,8 @@ class OracleStats(Stats):
 
     @property
     def clip_rate(self) -> float:
-        """The fraction of per-example increment terms beyond their radius (clipped in a safe mode); 0 if none."""
+        """The fraction of per-example increment terms beyond their radius (clipped in a safe mode);
+        0 if none."""
         return self.increments_clipped / self.increments if self.increments else 0.0
 
     def add(self, estimate):
@@ -82,8 +83,8 @@ class SinglePassOracle:
 
 
 def check_move(w: torch.Tensor, w_prev: torch.Tensor, max_move: float) -> None:
-    """Refuse ‖w − w_prev‖ > ``max_move`` (2D for O2NC): an increment's sensitivity assumes it, so a driver
-    that broke it would silently break the privacy calibration."""
+    """Refuse ‖w − w_prev‖ > ``max_move`` (2D for O2NC): an increment's sensitivity assumes it, so a
+    driver that broke it would silently break the privacy calibration."""
     move = float(torch.linalg.vector_norm(w - w_prev))
     if move > max_move * (1 + 1e-9):
         raise RuntimeError(
@@ -95,18 +96,19 @@ def check_move(w: torch.Tensor, w_prev: torch.Tensor, max_move: float) -> None:
 class TreeOracle(SinglePassOracle):
     """Anchor + running sum of increments, released with tree noise reset every ``period`` steps.
 
-    The variance-reduced oracle both papers use (ZTC Algorithms 4–5, KLT Algorithms 3 and 5). Time is cut
-    into periods of Σ steps; a period opens with an *anchor* estimate on B1 fresh examples, then adds an
-    *increment* estimate between consecutive query points on B2 fresh examples at every step:
+    The variance-reduced oracle both papers use (ZTC Algorithms 4–5, KLT Algorithms 3 and 5). Time
+    is cut into periods of Σ steps; a period opens with an *anchor* estimate on B1 fresh examples,
+    then adds an *increment* estimate between consecutive query points on B2 fresh examples at every
+    step:
 
         g_t = anchor(w_first) + Σ increment(w_j, w_{j−1}),   released as g̃_t = g_t + TREE(k),
 
-    k the position in the period. The running sum g_t stays noiseless, so noise never accumulates, and the
-    tree privatises all Σ prefix sums at once (Prop 2.5 / Thm 4.3): a data point enters one term, hence
-    ⌊log₂Σ⌋ + 1 node releases. Periods use disjoint data, so they are accounted by parallel composition:
-    one tree-aggregated Gaussian release under one partition. The papers differ only in the two
-    estimators and in the sensitivity they prove for them: subclasses supply :meth:`anchor` and
-    :meth:`increment`.
+    k the position in the period. The running sum g_t stays noiseless, so noise never accumulates,
+    and the tree privatises all Σ prefix sums at once (Prop 2.5 / Thm 4.3): a data point enters one
+    term, hence ⌊log₂Σ⌋ + 1 node releases. Periods use disjoint data, so they are accounted by
+    parallel composition: one tree-aggregated Gaussian release under one partition. The papers
+    differ only in the two estimators and in the sensitivity they prove for them: subclasses supply
+    :meth:`anchor` and :meth:`increment`.
 
     Args:
         period: Σ, the steps of one tree (ZTC: the epoch T).

@@ -1,8 +1,8 @@
 """Every algorithm dpnc implements, by name: one line per algorithm class.
 
-Consumers (the reproductions, the contract test) read this instead of knowing each family; a new paper is one
-folder under :mod:`dpnc.algorithms`, one line here and one contract case (``tests/contract/``).
-"""
+Consumers (the reproductions, the contract test) read this instead of knowing each family; a new
+paper is one folder under :mod:`dpnc.algorithms`, one line here and one contract case
+(``tests/contract/``)."""
 
 from __future__ import annotations
 

@@ -27,21 +27,23 @@ SIGMA_FACTOR = 1.5  # "sigma" (default): the noise std divided by this, the clai
 class Mechanism(ABC):
     """One auditable mechanism: its claim, and the adversary's score of many runs on D and on D′.
 
-    A mechanism runs dpnc's real code path on a dataset D that holds a canary and on its neighbour D′
-    (the canary replaced by its mirror image under replace-one, removed under add/remove), with the
-    secret :class:`~dpnc.privacy.noise.NoiseSource`. The adversary knows all public randomness and every
-    other example, sees every release, and scores each run by ``statistics`` (name → what it computes,
-    each aimed at a known hole). The claim is the ledger's privacy profile ε(δ) for one run of the
-    *correct* configuration; ``variants`` lists the broken variants (:data:`BROKEN`) that apply. Canary
-    design, statistics and variants: docs/audit.md.
+    A mechanism runs dpnc's real code path on a dataset D that holds a canary and on its neighbour
+    D′ (the canary replaced by its mirror image under replace-one, removed under add/remove), with
+    the secret :class:`~dpnc.privacy.noise.NoiseSource`. The adversary knows all public randomness
+    and every other example, sees every release, and scores each run by ``statistics`` (name → what
+    it computes, each aimed at a known hole). The claim is the ledger's privacy profile ε(δ) for one
+    run of the *correct* configuration; ``variants`` lists the broken variants (:data:`BROKEN`) that
+    apply. Canary design, statistics and variants: docs/audit.md.
 
     Subclasses set the class attributes and implement :meth:`claim_accountant`, :meth:`scores` and
     :meth:`canary_effect`.
 
     Args:
-        epsilon: the target ε the mechanism is calibrated for (its claim is then read from its ledger).
+        epsilon: the target ε the mechanism is calibrated for (its claim is then read from its
+            ledger).
         delta: the δ of the claim and of the ε lower bound.
-        seed: the public seed (directions, the public generator, a seeded sampler); the noise is secret.
+        seed: the public seed (directions, the public generator, a seeded sampler); the noise is
+            secret.
     """
 
     name: ClassVar[str]
@@ -91,9 +93,9 @@ class Mechanism(ABC):
             )
 
     def for_variant(self, broken: str | None) -> Mechanism:
-        """The configuration audited for ``broken`` (self by default; a mechanism may pick, for a variant, the
-        public configuration where that hole shows most, e.g. a small q where amplification is lost). The claim is
-        always that configuration's correct mechanism's."""
+        """The configuration audited for ``broken`` (self by default; a mechanism may pick, for a
+        variant, the public configuration where that hole shows most, e.g. a small q where
+        amplification is lost). The claim is always that configuration's correct mechanism's."""
         return self
 
     def noise_factor(self, broken: str | None) -> float:
@@ -109,7 +111,8 @@ class Mechanism(ABC):
         return self.claim_accountant().report(self.delta)
 
     def claim_profile(self, deltas) -> dict[float, float]:
-        """The ledger's tightest ε at each δ of ``deltas`` and at ``delta`` (the correct configuration)."""
+        """The ledger's tightest ε at each δ of ``deltas`` and at ``delta`` (the correct
+        configuration)."""
         if "_claim_accountant" not in self.__dict__:
             self._claim_accountant = self.claim_accountant()
         return {
@@ -121,17 +124,19 @@ class Mechanism(ABC):
     def scores(
         self, runs: int, broken: str | None = None, *, progress: bool = False
     ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Each statistic's scores (name → (``runs`` runs on D, canary in; ``runs`` runs on D′, out))."""
+        """Each statistic's scores (name → (``runs`` runs on D, canary in; ``runs`` runs on D′,
+        out))."""
 
     @abstractmethod
     def canary_effect(self) -> dict:
-        """How far the canary moves the releases, from noiseless replays of D and D′, beside the ledger.
+        """How far the canary moves the releases, from noiseless replays of D and D′, beside the
+        ledger.
 
-        ``shift``: the largest change of one release (L2 norm); ``sensitivity``: the largest sensitivity the
-        ledger recorded. For unsampled Gaussian mechanisms also ``mu`` = ‖all shifts‖/σ, the canary's exact
-        Gaussian-DP parameter, and ``claimed_mu``, the ledger's: equal means the canary's privacy loss is
-        exactly the claimed one (the gap between the claim and the lower bound is then only statistics).
-        """
+        ``shift``: the largest change of one release (L2 norm); ``sensitivity``: the largest
+        sensitivity the ledger recorded. For unsampled Gaussian mechanisms also ``mu`` = ‖all
+        shifts‖/σ, the canary's exact Gaussian-DP parameter, and ``claimed_mu``, the ledger's: equal
+        means the canary's privacy loss is exactly the claimed one (the gap between the claim and
+        the lower bound is then only statistics)."""
 
     def parameters(self) -> dict:
         """The public settings of the audited configuration (for the report)."""
@@ -149,7 +154,8 @@ def ledger_sensitivity(accountant: Accountant) -> float:
 
 
 def ledger_mu(accountant: Accountant) -> float | None:
-    """μ with the ledger's releases μ-GDP when all are unsampled Gaussians (trees count their node releases)."""
+    """μ with the ledger's releases μ-GDP when all are unsampled Gaussians (trees count their node
+    releases)."""
     total = 0.0
     for entry in accountant.ledger:
         release = entry.release
@@ -168,7 +174,8 @@ def ledger_mu(accountant: Accountant) -> float | None:
 
 
 def replay_inclusions(n: int, B: int, T: int, seed: int) -> torch.Tensor:
-    """(T, n) 0/1: which examples the seeded sampler's T batches hold, replayed as the adversary would."""
+    """(T, n) 0/1: which examples the seeded sampler's T batches hold, replayed as the adversary
+    would."""
     sampler = PoissonSampler.for_testing(n, B, seed=seed)
     included = torch.zeros(T, n, dtype=torch.float64)
     for t in range(T):
@@ -177,12 +184,13 @@ def replay_inclusions(n: int, B: int, T: int, seed: int) -> torch.Tensor:
 
 
 def poisson_llr(y, q: float, multiplier: float, known=None):
-    """The log-likelihood ratio of runs whose releases, in units of the sensitivity, are y_t (..., T, runs).
+    """The log-likelihood ratio of runs whose releases, in units of the sensitivity, are y_t (...,
+    T, runs).
 
-    D: y_t ~ N(1, m²) with probability q (the canary sampled), else N(0, m²); D′: y_t ~ N(0, m²). Per step
-    log(1 − q + q·exp((y_t − ½)/m²)), summed over t. With ``known`` (T,) 0/1 inclusions (public batches), the
-    steps without the canary carry no information and the others are plain Gaussians: Σ_t known_t·(y_t − ½)/m².
-    """
+    D: y_t ~ N(1, m²) with probability q (the canary sampled), else N(0, m²); D′: y_t ~ N(0, m²).
+    Per step log(1 − q + q·exp((y_t − ½)/m²)), summed over t. With ``known`` (T,) 0/1 inclusions
+    (public batches), the steps without the canary carry no information and the others are plain
+    Gaussians: Σ_t known_t·(y_t − ½)/m²."""
     lib = torch if isinstance(y, torch.Tensor) else np
     if known is None:
         per_step = lib.logaddexp(
@@ -201,16 +209,18 @@ def chunks(total: int, size: int) -> list[int]:
 def release_statistics(
     y: torch.Tensor, multiplier: float, *, q: float | None = None, known: torch.Tensor | None = None
 ) -> dict[str, np.ndarray]:
-    """The statistics of runs whose releases, projected on the canary's sign in units of Δ, are y (T, runs).
+    """The statistics of runs whose releases, projected on the canary's sign in units of Δ, are y
+    (T, runs).
 
     Full batch (``q`` None; a release is N(±½, m²) under replace-one, or N(1, m²) vs N(0, m²)):
-    ``llr`` Σ_t y_t, the log-likelihood ratio up to scale and the Neyman–Pearson test for *every* σ (so a
-    too-small σ needs no other statistic); ``max`` max_t |y_t|, the largest release (a release scaled up in some
-    steps, e.g. divided by a small realised batch). Poisson (``q``): ``llr`` the exact LLR at the claimed m,
-    ``llr-small-sigma`` the LLR at m/2 (what a too-small σ makes the best test: its per-step term switches on at
-    a sharper threshold), ``sum`` Σ_t y_t (the LLR if the canary entered *every* step: lost amplification, e.g. a
-    closure that evaluates a fixed batch), ``max`` as above, and with ``known`` (T,) 0/1 the inclusions replayed
-    from the public seed, ``replayed`` Σ_t known_t·(y_t − ½) (public batches; uninformative when they are secret).
+    ``llr`` Σ_t y_t, the log-likelihood ratio up to scale and the Neyman–Pearson test for *every* σ
+    (so a too-small σ needs no other statistic); ``max`` max_t |y_t|, the largest release (a release
+    scaled up in some steps, e.g. divided by a small realised batch). Poisson (``q``): ``llr`` the
+    exact LLR at the claimed m, ``llr-small-sigma`` the LLR at m/2 (what a too-small σ makes the
+    best test: its per-step term switches on at a sharper threshold), ``sum`` Σ_t y_t (the LLR if
+    the canary entered *every* step: lost amplification, e.g. a closure that evaluates a fixed
+    batch), ``max`` as above, and with ``known`` (T,) 0/1 the inclusions replayed from the public
+    seed, ``replayed`` Σ_t known_t·(y_t − ½) (public batches; uninformative when they are secret).
     """
     y = y.double()
     stats = {"llr": poisson_llr(y, q, multiplier) if q is not None else y.sum(0)}

@@ -1,4 +1,5 @@
-"""``dpnc audit``: the typer command (registered in :mod:`dpnc.cli`). Imports torch only when it runs."""
+"""``dpnc audit``: the typer command (registered in :mod:`dpnc.cli`). Imports torch only when it
+runs."""
 
 from __future__ import annotations
 
@@ -84,13 +85,13 @@ def audit(
 ) -> None:
     """Empirical ε lower bound of a dpnc mechanism beside its claimed ε.
 
-    Runs the library's own mechanism many times on two neighbouring datasets that differ in an adversarial
-    canary, scores each run as an adversary who knows all public randomness, and bounds ε from below by a
-    threshold test (threshold from one half of the runs, Clopper–Pearson bound on the other). A lower bound
-    above the claim proves the claim false (at the stated confidence); below it, the audit found nothing.
-    Example: dpnc audit dpzero-poisson --runs 20000 --json. With --one-run FOLDER: the one-run bound a self-audited
-    run saved there (make_private(..., audit=SelfAudit(...)); docs/audit.md).
-    """
+    Runs the library's own mechanism many times on two neighbouring datasets that differ in an
+    adversarial canary, scores each run as an adversary who knows all public randomness, and bounds
+    ε from below by a threshold test (threshold from one half of the runs, Clopper–Pearson bound on
+    the other). A lower bound above the claim proves the claim false (at the stated confidence);
+    below it, the audit found nothing. Example: dpnc audit dpzero-poisson --runs 20000 --json. With
+    --one-run FOLDER: the one-run bound a self-audited run saved there (make_private(...,
+    audit=SelfAudit(...)); docs/audit.md)."""
     if one_run is not None:
         if mechanism is not None:
             raise typer.BadParameter(

@@ -1,4 +1,5 @@
-"""``run_audit``: run a mechanism on neighbouring datasets, test, and put the ε lower bound beside the claim."""
+"""``run_audit``: run a mechanism on neighbouring datasets, test, and put the ε lower bound beside
+the claim."""
 
 from __future__ import annotations
 
@@ -15,22 +16,29 @@ from dpnc.audit.stats import PROFILE_DELTAS, multi_statistic_test
 
 @dataclass
 class AuditResult:
-    """One audit: the claim, the empirical ε lower bounds of several statistics and how they were obtained.
+    """One audit: the claim, the empirical ε lower bounds of several statistics and how they were
+    obtained.
 
     Attributes:
-        mechanism: the audited mechanism's name; ``broken`` the deliberately broken variant (None: the real one).
-        claimed_epsilon: the tightest ε the library's ledger claims for the correct configuration at ``delta``.
-        audit_delta, claimed_epsilon_at_audit_delta, epsilon_lower_bound, statistic: the decisive test (the
-            statistic whose held-out bound exceeds the ledger's ε(δ) by the most, at the δ its selection half
-            chose): ε(audit_delta) ≥ epsilon_lower_bound with the family-wise ``confidence``.
-        tests: every statistic's test (``StatisticTest.to_dict()``), Bonferroni-corrected: with probability ≥
-            ``confidence`` all their bounds hold at once.
+        mechanism: the audited mechanism's name; ``broken`` the deliberately broken variant (None:
+            the real one).
+        claimed_epsilon: the tightest ε the library's ledger claims for the correct configuration at
+            ``delta``.
+        audit_delta, claimed_epsilon_at_audit_delta, epsilon_lower_bound, statistic: the decisive
+            test (the statistic whose held-out bound exceeds the ledger's ε(δ) by the most, at the δ
+            its selection half chose): ε(audit_delta) ≥ epsilon_lower_bound with the family-wise
+            ``confidence``.
+        tests: every statistic's test (``StatisticTest.to_dict()``), Bonferroni-corrected: with
+            probability ≥ ``confidence`` all their bounds hold at once.
         profile: the ledger's ε at each δ the tests could choose.
-        runs: runs on each of the two neighbouring datasets (half choose thresholds and δ, half bound ε).
-        claim: the ledger's full report at ``delta`` (ε by RDP and PLD, ρ, whether its releases were private, notes).
+        runs: runs on each of the two neighbouring datasets (half choose thresholds and δ, half
+            bound ε).
+        claim: the ledger's full report at ``delta`` (ε by RDP and PLD, ρ, whether its releases were
+            private, notes).
         canary, summary: which neighbours, which code ran; statistics: what each statistic computes.
-        canary_effect: how far the canary moves a release (``shift``) beside the ledger's ``sensitivity``, and
-            for unsampled Gaussian mechanisms the canary's Gaussian-DP ``mu`` beside the ledger's ``claimed_mu``.
+        canary_effect: how far the canary moves a release (``shift``) beside the ledger's
+            ``sensitivity``, and for unsampled Gaussian mechanisms the canary's Gaussian-DP ``mu``
+            beside the ledger's ``claimed_mu``.
         parameters: the audited configuration. seconds: wall time of the runs and tests.
     """
 
@@ -57,7 +65,8 @@ class AuditResult:
 
     @property
     def violation(self) -> bool:
-        """True when some statistic's lower bound exceeds the claim at its δ: the claim is false (at ``confidence``)."""
+        """True when some statistic's lower bound exceeds the claim at its δ: the claim is false (at
+        ``confidence``)."""
         return any(t["violation"] for t in self.tests)
 
     @property
@@ -126,17 +135,21 @@ def run_audit(
     deltas=PROFILE_DELTAS,
     progress: bool = False,
 ) -> AuditResult:
-    """Audit ``mechanism``: ``runs`` runs on D and on D′, several statistics' split tests against the claim.
+    """Audit ``mechanism``: ``runs`` runs on D and on D′, several statistics' split tests against
+    the claim.
 
     Args:
-        mechanism: a name of :data:`~dpnc.audit.mechanisms.MECHANISMS` or a :class:`Mechanism` (which then
-            carries its own ε, δ, seed and σ factor).
+        mechanism: a name of :data:`~dpnc.audit.mechanisms.MECHANISMS` or a :class:`Mechanism`
+            (which then carries its own ε, δ, seed and σ factor).
         runs: runs per dataset, >= 4 (half select thresholds and δ, half give the bounds).
-        broken: None (the real mechanism) or one of the mechanism's ``variants`` (see :mod:`dpnc.audit.base`).
+        broken: None (the real mechanism) or one of the mechanism's ``variants`` (see
+            :mod:`dpnc.audit.base`).
         confidence: family-wise confidence of the lower bounds, in (0, 1).
-        epsilon, delta, seed, sigma_factor: the target ε (None: the mechanism's ``default_epsilon``), the δ of the
-            claim, the public seed and the divisor of σ for ``broken='sigma'``, for a mechanism given by name.
-        deltas: the δ values besides ``delta`` at which a bound may be compared with the ledger's ε(δ).
+        epsilon, delta, seed, sigma_factor: the target ε (None: the mechanism's
+            ``default_epsilon``), the δ of the claim, the public seed and the divisor of σ for
+            ``broken='sigma'``, for a mechanism given by name.
+        deltas: the δ values besides ``delta`` at which a bound may be compared with the ledger's
+            ε(δ).
         progress: show a progress bar.
 
     Raises:
@@ -186,7 +199,8 @@ def run_audit(
 
 
 def summary_markdown(results) -> str:
-    """A markdown table of audits (:class:`AuditResult` or their ``to_dict()``): the claim beside the bound."""
+    """A markdown table of audits (:class:`AuditResult` or their ``to_dict()``): the claim beside
+    the bound."""
     lines = [
         "| mechanism | variant | runs per dataset | claimed ε (δ = nominal) | decisive statistic | δ | "
         "claimed ε(δ) | empirical ε(δ) ≥ | verdict | seconds |",

@@ -37,7 +37,8 @@ BATCHNORM_EPS = 1e-5
 
 
 def canary_model() -> nn.Module:
-    """The audit's public model: BatchNorm1d(1, affine=False) (eval: x/√(1 + ε)) and a 1×1 weight equal to 1."""
+    """The audit's public model: BatchNorm1d(1, affine=False) (eval: x/√(1 + ε)) and a 1×1 weight
+    equal to 1."""
     model = nn.Sequential(
         nn.BatchNorm1d(1, affine=False, eps=BATCHNORM_EPS), nn.Linear(1, 1, bias=False)
     )
@@ -47,23 +48,24 @@ def canary_model() -> nn.Module:
 
 
 def per_example_loss(model: nn.Module, xb: torch.Tensor) -> torch.Tensor:
-    """BIG·model(x) per example: linear in the weight, so a difference is BIG·u·z and a gradient BIG·z."""
+    """BIG·model(x) per example: linear in the weight, so a difference is BIG·u·z and a gradient
+    BIG·z."""
     return BIG * model(xb).squeeze(-1)
 
 
 class _ModelTier(Mechanism):
-    """Shared: the data, the public model, the adversary's signs and statistics; subclasses run one training.
+    """Shared: the data, the public model, the adversary's signs and statistics; subclasses run one
+    training.
 
-    Every run is its own optimizer on its own copy of :func:`canary_model`, with its own secret sampler
-    and the audit's secret noise source. Canary (add/remove): D holds n rows (the public n), the canary's
-    feature 1 and every other feature 0 (loss and gradient 0 at every w); D′ is D without the canary's
-    row. The canary's clipped difference is C·sign(u_t), its clipped gradient +C: each release it enters
-    moves by exactly the ledger's sensitivity C/B, in a direction the adversary computes from the public
-    direction seed. The same model in *training* mode is the worst case of the ``train-batchnorm`` hole:
-    normalising with the batch's statistics gives each of the b − 1 other examples of a batch that holds
-    the canary the feature −1/√(b − 1) (0 without the canary), so all are clipped to ∓C and the release
-    moves by (b − 2)·C/B instead of C/B.
-    """
+    Every run is its own optimizer on its own copy of :func:`canary_model`, with its own secret
+    sampler and the audit's secret noise source. Canary (add/remove): D holds n rows (the public n),
+    the canary's feature 1 and every other feature 0 (loss and gradient 0 at every w); D′ is D
+    without the canary's row. The canary's clipped difference is C·sign(u_t), its clipped gradient
+    +C: each release it enters moves by exactly the ledger's sensitivity C/B, in a direction the
+    adversary computes from the public direction seed. The same model in *training* mode is the
+    worst case of the ``train-batchnorm`` hole: normalising with the batch's statistics gives each
+    of the b − 1 other examples of a batch that holds the canary the feature −1/√(b − 1) (0 without
+    the canary), so all are clipped to ∓C and the release moves by (b − 2)·C/B instead of C/B."""
 
     relation = "add/remove"
     subsampled = True
@@ -77,7 +79,8 @@ class _ModelTier(Mechanism):
     lr: ClassVar[float] = 1e-3
     zeroth_order: ClassVar[bool] = True
 
-    #: (n, B, T) for variants whose hole is lost amplification: a small q, where the claim relies on it most
+    #: (n, B, T) for variants whose hole is lost amplification: a small q, where the claim relies on
+    #: it most
     small_q: ClassVar[tuple[int, int, int]] = (1000, 10, 5)
     small_q_variants: ClassVar[tuple[str, ...]] = ("other-batch", "public-batches")
 
@@ -99,7 +102,8 @@ class _ModelTier(Mechanism):
         return other
 
     def multiplier(self) -> float:
-        """σ/Δ calibrated by PLD for the target (ε, δ) after T Poisson steps at q = B/n (computed once)."""
+        """σ/Δ calibrated by PLD for the target (ε, δ) after T Poisson steps at q = B/n (computed
+        once)."""
         if "_multiplier" not in self.__dict__:
             self._multiplier = dz.calibrate_noise(
                 "pld", self.epsilon, self.delta, self.T, self.n, self.B
@@ -107,14 +111,15 @@ class _ModelTier(Mechanism):
         return self._multiplier
 
     def canary_row(self, broken: str | None) -> int:
-        """Where the canary sits in D: row 0 (a fixed other batch X[:|batch|] always holds it), or for
-        public-batches the row the replayed seeded sampler includes most often."""
+        """Where the canary sits in D: row 0 (a fixed other batch X[:|batch|] always holds it), or
+        for public-batches the row the replayed seeded sampler includes most often."""
         if broken == "public-batches":
             return int(replay_inclusions(self.n, self.B, self.T, self.seed).sum(0).argmax())
         return 0
 
     def data(self, canary: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """D (the canary at row ``canary``: n rows) or D′ (``canary`` None: the n − 1 other rows)."""
+        """D (the canary at row ``canary``: n rows) or D′ (``canary`` None: the n − 1 other
+        rows)."""
         rows = self.n if canary is not None else self.n - 1
         X, y = torch.zeros(rows, 1), torch.zeros(rows, dtype=torch.long)
         if canary is not None:
@@ -127,7 +132,8 @@ class _ModelTier(Mechanism):
         return PoissonSampler(self.n, self.B, rows=rows)
 
     def signs(self, seeds: list[int | None]) -> np.ndarray:
-        """The canary's sign in each release: sign(u_t) replayed from the public seed (zeroth order); +1 (first)."""
+        """The canary's sign in each release: sign(u_t) replayed from the public seed (zeroth
+        order); +1 (first)."""
         if not self.zeroth_order:
             return np.ones(len(seeds))
         cache = self.__dict__.setdefault("_signs", {})
@@ -140,8 +146,8 @@ class _ModelTier(Mechanism):
     def train(
         self, data, multiplier: float, broken: str | None
     ) -> tuple[np.ndarray, list, Accountant]:
-        """One run of T steps on ``data``: (the T released values along the canary's gradient coordinate, their
-        public seeds, the ledger)."""
+        """One run of T steps on ``data``: (the T released values along the canary's gradient
+        coordinate, their public seeds, the ledger)."""
         raise NotImplementedError
 
     def claim_accountant(self) -> Accountant:
@@ -165,13 +171,14 @@ class _ModelTier(Mechanism):
         return {k: (stats[True][k], stats[False][k]) for k in stats[True]}
 
     def statistics_of(self, y: torch.Tensor, canary: int) -> dict[str, np.ndarray]:
-        """The statistics of runs whose projected releases are y (T, runs): the Poisson set, with the inclusions
-        of row ``canary`` replayed from the public seed."""
+        """The statistics of runs whose projected releases are y (T, runs): the Poisson set, with
+        the inclusions of row ``canary`` replayed from the public seed."""
         known = replay_inclusions(self.n, self.B, self.T, self.seed)[:, canary]
         return release_statistics(y, self.multiplier(), q=self.q, known=known)
 
     def canary_effect(self) -> dict:
-        """Noiseless replays with the seeded sampler: the largest change of one release between D and D′."""
+        """Noiseless replays with the seeded sampler: the largest change of one release between D
+        and D′."""
         canary = self.canary_row("public-batches")
         c_in, _, _ = self.train(self.data(canary), 0.0, "public-batches")
         c_out, _, _ = self.train(self.data(None), 0.0, "public-batches")
@@ -254,8 +261,8 @@ class DPZeroOptimizerPoisson(_ModelTier):
 
     @torch.no_grad()
     def _train_batchnorm(self, model, X, multiplier, sampler, accountant):
-        """BROKEN ON PURPOSE: the algorithm tier's DPZero step with a train-mode BatchNorm model (bypasses the
-        optimizer's check), the public seeds drawn as the optimizer draws them."""
+        """BROKEN ON PURPOSE: the algorithm tier's DPZero step with a train-mode BatchNorm model
+        (bypasses the optimizer's check), the public seeds drawn as the optimizer draws them."""
         algorithm = dz.DPZero(self.lr, self.lam, self.C, multiplier)
         space = ModuleSpace(list(model.parameters()))
         generator = torch.Generator().manual_seed(self.seed)
@@ -348,7 +355,8 @@ class MakePrivateDPSGD(_MakePrivate):
 
 
 class _OneProcessGroup:
-    """Within: a gloo process group of world size 1 (file rendezvous), unless one is initialised already."""
+    """Within: a gloo process group of world size 1 (file rendezvous), unless one is initialised
+    already."""
 
     def __enter__(self):
         import tempfile
@@ -402,7 +410,8 @@ class DPZeroDistributed(DPZeroOptimizerPoisson):
 
 
 class _Classifier(nn.Module):
-    """The trainer's classifier interface on the audit's model: an encoded batch (a dict) in, per-example losses out."""
+    """The trainer's classifier interface on the audit's model: an encoded batch (a dict) in,
+    per-example losses out."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()

@@ -29,9 +29,9 @@ from dpnc.problems.base import Constants, Problem
 class _CanaryProblem(Problem):
     """f(x, z) = z·BIG·x₀ for z ∈ {+1, −1, 0}: one canary (z = ±1) among zero-loss examples.
 
-    The declared Lipschitz constant (1) is *violated* by the canary: the oracles' clipping of every finite
-    difference to what an L-Lipschitz f allows is what keeps the sensitivity, and the audit checks it.
-    """
+    The declared Lipschitz constant (1) is *violated* by the canary: the oracles' clipping of every
+    finite difference to what an L-Lipschitz f allows is what keeps the sensitivity, and the audit
+    checks it."""
 
     name = "audit-canary"
 
@@ -40,7 +40,8 @@ class _CanaryProblem(Problem):
 
 
 def node_matrix(period: int) -> torch.Tensor:
-    """A[t−1, b−1] = 1 if the node with right end b is in NODE(t): the Σ releases are prefix sums + A·(node noise)."""
+    """A[t−1, b−1] = 1 if the node with right end b is in NODE(t): the Σ releases are prefix sums +
+    A·(node noise)."""
     A = torch.zeros(period, period, dtype=torch.float64)
     for t in range(1, period + 1):
         for _, b in node(t):
@@ -49,17 +50,17 @@ def node_matrix(period: int) -> torch.Tensor:
 
 
 class _TreeOracle(Mechanism):
-    """One period of a tree oracle at w₀; the canary in the term of largest participation × sensitivity².
+    """One period of a tree oracle at w₀; the canary in the term of largest participation ×
+    sensitivity².
 
     Each run is one period of the library's own oracle object (the real estimators, clipping,
-    :class:`~dpnc.privacy.tree.TreeMechanism` and ledger), queried at the fixed point w₀: a legal query
-    sequence (no move exceeds 2D), and the adversary's choice.
+    :class:`~dpnc.privacy.tree.TreeMechanism` and ledger), queried at the fixed point w₀: a legal
+    query sequence (no move exceeds 2D), and the adversary's choice.
 
-    The adversary learns the noiseless running sums on D and D′ by replaying the oracle with the public
-    generator (reading the oracle's running sum g of a replay run: what anyone with the public seed computes),
-    recovers the i.i.d. node values from the prefix releases (NODE(t) is public) and scores with the Gaussian
-    log-likelihood ratio in node space.
-    """
+    The adversary learns the noiseless running sums on D and D′ by replaying the oracle with the
+    public generator (reading the oracle's running sum g of a replay run: what anyone with the
+    public seed computes), recovers the i.i.d. node values from the prefix releases (NODE(t) is
+    public) and scores with the Gaussian log-likelihood ratio in node space."""
 
     statistics = {
         "llr": (
@@ -77,7 +78,8 @@ class _TreeOracle(Mechanism):
         self._cache: dict = {}
 
     def parameters_for(self, broken: str | None):
-        """The oracle's parameters (σ divided by SIGMA_FACTOR for ``broken='sigma'``), computed once."""
+        """The oracle's parameters (σ divided by SIGMA_FACTOR for ``broken='sigma'``), computed
+        once."""
         if broken not in self._cache:
             self._cache[broken] = self._parameters(broken)
         return self._cache[broken]
@@ -105,7 +107,8 @@ class _TreeOracle(Mechanism):
         return _CanaryProblem((z,), self.d, 1.0)
 
     def _run(self, problem, p) -> tuple[torch.Tensor, torch.Tensor, Accountant]:
-        """The Σ releases of one period at w₀ (Σ, d), the noiseless running sums (the oracle's g), the ledger."""
+        """The Σ releases of one period at w₀ (Σ, d), the noiseless running sums (the oracle's g),
+        the ledger."""
         accountant = Accountant(self.relation)
         oracle = self._oracle(problem, p, accountant)
         w0 = torch.zeros(self.d, dtype=torch.float64)
@@ -116,7 +119,8 @@ class _TreeOracle(Mechanism):
         return torch.stack(released), torch.stack(sums), accountant
 
     def _node_shift(self, p) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        """A⁻¹, the node-space shift A⁻¹(M_D − M_D′), its midpoint, and the two problems (replay of D and D′)."""
+        """A⁻¹, the node-space shift A⁻¹(M_D − M_D′), its midpoint, and the two problems (replay of
+        D and D′)."""
         problems = {True: self._problem(1.0, p), False: self._problem(-1.0, p)}
         means = {k: self._run(problem, p)[1] for k, problem in problems.items()}
         A_inv = torch.linalg.inv(node_matrix(self.period))
@@ -296,10 +300,11 @@ class KLTTree(_TreeOracle):
 
 
 class _CanaryObjective:
-    """F(w) = (1/n) Σ f(w; x_i) with ∇f = sign·BIG·e₀ for the canary (example 0) and 0 for every other example.
+    """F(w) = (1/n) Σ f(w; x_i) with ∇f = sign·BIG·e₀ for the canary (example 0) and 0 for every
+    other example.
 
-    Declares L0 = 1, which the canary violates: the query's per-example clipping keeps the sensitivity.
-    """
+    Declares L0 = 1, which the canary violates: the query's per-example clipping keeps the
+    sensitivity."""
 
     name = "audit-canary"
 
@@ -316,9 +321,9 @@ class _CanaryObjective:
 
 
 class KLSpiderCheckpoint(Mechanism):
-    """The real :class:`~dpnc.algorithms.menart.PrivateGradients` query and release with the σ̂ of the real
-    schedule; the runs are the rows of one release call (the query is deterministic; the release adds
-    independent noise to every row)."""
+    """The real :class:`~dpnc.algorithms.menart.PrivateGradients` query and release with the σ̂ of
+    the real schedule; the runs are the rows of one release call (the query is deterministic; the
+    release adds independent noise to every row)."""
 
     name = "kl-spider-checkpoint"
     summary = (
@@ -352,8 +357,8 @@ class KLSpiderCheckpoint(Mechanism):
         )
 
     def rho(self) -> float:
-        """The run's total ρ, set so that the first checkpoint's share (ρ/(2K), or ρ/K without differences) is the
-        zCDP budget of the target (ε, δ) (K depends on ρ: a fixed point)."""
+        """The run's total ρ, set so that the first checkpoint's share (ρ/(2K), or ρ/K without
+        differences) is the zCDP budget of the target (ε, δ) (K depends on ρ: a fixed point)."""
         target = epsilon_to_rho(self.epsilon, self.delta)
         rho = target
         for _ in range(100):

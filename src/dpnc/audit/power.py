@@ -24,7 +24,8 @@ POWER = {
 
 
 def true_epsilon(name: str, factor: float) -> float:
-    """The ledger's ε at the nominal δ of the mechanism run with σ/factor (what σ/factor really spends)."""
+    """The ledger's ε at the nominal δ of the mechanism run with σ/factor (what σ/factor really
+    spends)."""
     mechanism = MECHANISMS[name]()
     m = mechanism.multiplier() / factor
     if hasattr(mechanism, "train"):

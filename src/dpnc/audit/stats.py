@@ -15,10 +15,11 @@ from dpnc._check import check_probability
 
 
 def clopper_pearson_upper(k, n, confidence: float):
-    """One-sided Clopper–Pearson upper bound p̄ with P(p ≤ p̄) ≥ ``confidence`` after k successes in n trials.
+    """One-sided Clopper–Pearson upper bound p̄ with P(p ≤ p̄) ≥ ``confidence`` after k successes in
+    n trials.
 
-    p̄ = Beta⁻¹(confidence; k + 1, n − k) (scipy's beta quantile), and 1 when k = n. Vectorised over k, n.
-    """
+    p̄ = Beta⁻¹(confidence; k + 1, n − k) (scipy's beta quantile), and 1 when k = n. Vectorised over
+    k, n."""
     check_probability(confidence=confidence)
     k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
     if np.any(n < 1) or np.any(k < 0) or np.any(k > n):
@@ -37,14 +38,15 @@ def clopper_pearson_interval(k: int, n: int, confidence: float) -> tuple[float, 
 
 
 def epsilon_lower_bound(fpr_upper, fnr_upper, delta: float):
-    """max(log((1 − δ − β̄)/ᾱ), log((1 − δ − ᾱ)/β̄), 0) for upper bounds ᾱ on the FPR and β̄ on the FNR.
+    """max(log((1 − δ − β̄)/ᾱ), log((1 − δ − ᾱ)/β̄), 0) for upper bounds ᾱ on the FPR and β̄ on the
+    FNR.
 
-    An (ε, δ)-DP mechanism and any test that says "the canary was in" (a run on D) or "out" (a run on
-    the neighbour D′) satisfy, with FPR α = P(in | D′) and FNR β = P(out | D),
-    α + e^ε·β ≥ 1 − δ and β + e^ε·α ≥ 1 − δ (Kairouz, Oh & Viswanath 2015, Thm 2.1). With one-sided
-    Clopper–Pearson upper bounds ᾱ, β̄ (:func:`clopper_pearson_upper`), each at 1 − (1 − confidence)/2,
-    the bound holds with the joint confidence of the two (a union bound, so the two populations' runs
-    may even share randomness).
+    An (ε, δ)-DP mechanism and any test that says "the canary was in" (a run on D) or "out" (a run
+    on the neighbour D′) satisfy, with FPR α = P(in | D′) and FNR β = P(out | D), α + e^ε·β ≥ 1 − δ
+    and β + e^ε·α ≥ 1 − δ (Kairouz, Oh & Viswanath 2015, Thm 2.1). With one-sided Clopper–Pearson
+    upper bounds ᾱ, β̄ (:func:`clopper_pearson_upper`), each at 1 − (1 − confidence)/2, the bound
+    holds with the joint confidence of the two (a union bound, so the two populations' runs may even
+    share randomness).
 
     References:
         Kairouz, Oh, Viswanath. The composition theorem for differential privacy. ICML 2015
@@ -66,17 +68,21 @@ def epsilon_lower_bound(fpr_upper, fnr_upper, delta: float):
 
 @dataclass(frozen=True)
 class ThresholdTest:
-    """The test "in if orientation·score > orientation·threshold" and what it achieved on the held-out half.
+    """The test "in if orientation·score > orientation·threshold" and what it achieved on the
+    held-out half.
 
     Attributes:
         threshold, orientation: the rule (orientation +1: high scores mean "in"; −1: low scores).
-        false_positives, negatives: out-runs the rule called "in", out of how many held-out out-runs.
+        false_positives, negatives: out-runs the rule called "in", out of how many held-out
+            out-runs.
         false_negatives, positives: in-runs the rule called "out", out of how many held-out in-runs.
-        fpr_upper, fnr_upper: one-sided Clopper–Pearson upper bounds (each at 1 − (1 − confidence)/2).
-        fpr_interval, fnr_interval: two-sided Clopper–Pearson intervals at ``confidence`` (for reading).
+        fpr_upper, fnr_upper: one-sided Clopper–Pearson upper bounds (each at 1 − (1 −
+            confidence)/2).
+        fpr_interval, fnr_interval: two-sided Clopper–Pearson intervals at ``confidence`` (for
+            reading).
         epsilon_lower_bound: the ε lower bound, holding with probability ≥ ``confidence``.
-        epsilon_estimate: the same formula on the empirical rates (a point estimate, not a bound; None when
-            an error count is 0, which makes it infinite).
+        epsilon_estimate: the same formula on the empirical rates (a point estimate, not a bound;
+            None when an error count is 0, which makes it infinite).
         confidence: the joint confidence of the bound.
     """
 
@@ -101,7 +107,8 @@ class ThresholdTest:
 def _errors(
     scores_in: np.ndarray, scores_out: np.ndarray, thresholds: np.ndarray, orientation: int
 ):
-    """(false positives, false negatives) of "in if orientation·score > orientation·t" for every t."""
+    """(false positives, false negatives) of "in if orientation·score > orientation·t" for every
+    t."""
     s_in, s_out, t = orientation * scores_in, orientation * scores_out, orientation * thresholds
     s_in.sort()
     s_out.sort()
@@ -118,15 +125,16 @@ def _bounds(false_pos, negatives, false_neg, positives, delta, confidence):
 
 
 def select_threshold(scores_in, scores_out, delta: float, confidence: float) -> tuple[float, int]:
-    """The threshold and orientation whose ε bound at ``delta`` is largest on these (selection) scores.
+    """The threshold and orientation whose ε bound at ``delta`` is largest on these (selection)
+    scores.
 
-    Candidates are every distinct score, in both orientations. They are ranked by the bound computed with
-    each error count one higher than observed and at the stricter level 1 − (1 − confidence)/50: both guard
-    against a threshold so deep in a tail that the held-out half will not reproduce its few errors (with 10⁴
-    runs of an ε ≈ 1 mechanism this removes most held-out bounds of 0 and costs little elsewhere). The final
-    bound stays valid whatever the selection does, since it is computed on other runs. The one-δ case of
-    :func:`select_profile_threshold` (a claim of ε = 0 at ``delta``).
-    """
+    Candidates are every distinct score, in both orientations. They are ranked by the bound computed
+    with each error count one higher than observed and at the stricter level 1 − (1 −
+    confidence)/50: both guard against a threshold so deep in a tail that the held-out half will not
+    reproduce its few errors (with 10⁴ runs of an ε ≈ 1 mechanism this removes most held-out bounds
+    of 0 and costs little elsewhere). The final bound stays valid whatever the selection does, since
+    it is computed on other runs. The one-δ case of :func:`select_profile_threshold` (a claim of ε =
+    0 at ``delta``)."""
     threshold, orientation, _ = select_profile_threshold(
         scores_in, scores_out, {delta: 0.0}, confidence
     )
@@ -165,12 +173,13 @@ def evaluate_threshold(
 def split_threshold_test(
     scores_in, scores_out, delta: float, confidence: float = 0.95
 ) -> ThresholdTest:
-    """Choose the threshold on the first half of each population's runs, bound ε at ``delta`` on the second half.
+    """Choose the threshold on the first half of each population's runs, bound ε at ``delta`` on the
+    second half.
 
     The runs of a population are i.i.d., so their order carries no information and "first half" is a
     fair split. Each population needs at least 2 runs. The one-δ case of :func:`profile_test`.
-    Choosing the threshold on other runs than those that bound ε keeps the choice from biasing the bound
-    (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021).
+    Choosing the threshold on other runs than those that bound ε keeps the choice from biasing the
+    bound (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021).
 
     References:
         Jagielski, Ullman, Oprea. Auditing differentially private machine learning: how private is
@@ -188,12 +197,13 @@ def _scores(values, name: str) -> np.ndarray:
     return array
 
 
-# --- several statistics, the claim's whole privacy profile -------------------------------------------------
+# --- several statistics, the claim's whole privacy profile ----------------------------------------
 
-#: δ values at which an audit compares its bound with the claim (besides the claim's own δ). The ledger claims
-#: (ε(δ), δ)-DP for *every* δ (its RDP/PLD/zCDP answers are upper bounds at each δ); a test at a larger δ
-#: estimates error rates around 10⁻³–0.3, which a few thousand runs measure well, where δ = 10⁻⁵ needs rates
-#: near 10⁻⁵ that no affordable run count can bound (docs/audit.md, "Power").
+#: δ values at which an audit compares its bound with the claim (besides the claim's own δ). The
+#: ledger claims (ε(δ), δ)-DP for *every* δ (its RDP/PLD/zCDP answers are upper bounds at each δ); a
+#: test at a larger δ estimates error rates around 10⁻³–0.3, which a few thousand runs measure well,
+#: where δ = 10⁻⁵ needs rates near 10⁻⁵ that no affordable run count can bound (docs/audit.md,
+#: "Power").
 SELECTION_STRICTNESS, SELECTION_PAD = (
     50,
     1,
@@ -207,10 +217,12 @@ class StatisticTest:
 
     Attributes:
         statistic: the statistic's name.
-        delta: the δ chosen on the selection half (with the threshold) at which the bound is compared.
+        delta: the δ chosen on the selection half (with the threshold) at which the bound is
+            compared.
         claimed_epsilon: the ledger's ε at that δ.
-        test: the threshold test on the held-out half; its ``epsilon_lower_bound`` is the bound at ``delta``
-            and its ``confidence`` the per-statistic level (Bonferroni: 1 − (1 − confidence)/K for K statistics).
+        test: the threshold test on the held-out half; its ``epsilon_lower_bound`` is the bound at
+            ``delta`` and its ``confidence`` the per-statistic level (Bonferroni: 1 − (1 −
+            confidence)/K for K statistics).
     """
 
     statistic: str
@@ -224,7 +236,8 @@ class StatisticTest:
 
     @property
     def margin(self) -> float:
-        """Lower bound minus claim at ``delta``: > 0 proves the claim false (at the family-wise confidence)."""
+        """Lower bound minus claim at ``delta``: > 0 proves the claim false (at the family-wise
+        confidence)."""
         return self.test.epsilon_lower_bound - self.claimed_epsilon
 
     @property
@@ -253,11 +266,12 @@ def _check_claims(claims) -> dict[float, float]:
 def select_profile_threshold(
     scores_in, scores_out, claims, confidence: float
 ) -> tuple[float, int, float]:
-    """The (threshold, orientation, δ) whose bound exceeds the claim ε(δ) by the most on these (selection) scores.
+    """The (threshold, orientation, δ) whose bound exceeds the claim ε(δ) by the most on these
+    (selection) scores.
 
-    ``claims`` maps each candidate δ to the ledger's ε(δ). Ranked as :func:`select_threshold` ranks (each error
-    count one higher, the stricter level 1 − (1 − confidence)/50), by bound − claim. Only power depends on this.
-    """
+    ``claims`` maps each candidate δ to the ledger's ε(δ). Ranked as :func:`select_threshold` ranks
+    (each error count one higher, the stricter level 1 − (1 − confidence)/50), by bound − claim.
+    Only power depends on this."""
     scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
     check_probability(confidence=confidence)
     claims = _check_claims(claims)
@@ -281,7 +295,8 @@ def select_profile_threshold(
 def profile_test(
     name: str, scores_in, scores_out, claims, confidence: float = 0.95
 ) -> StatisticTest:
-    """Choose threshold, side and δ on the first half of each population's runs; bound ε(δ) on the second half."""
+    """Choose threshold, side and δ on the first half of each population's runs; bound ε(δ) on the
+    second half."""
     scores_in, scores_out = _scores(scores_in, "scores_in"), _scores(scores_out, "scores_out")
     if len(scores_in) < 2 or len(scores_out) < 2:
         raise ValueError(
@@ -299,13 +314,14 @@ def profile_test(
 
 
 def multi_statistic_test(statistics, claims, confidence: float = 0.95) -> list[StatisticTest]:
-    """Every statistic's :func:`profile_test`, each at 1 − (1 − confidence)/K for K statistics (Bonferroni).
+    """Every statistic's :func:`profile_test`, each at 1 − (1 − confidence)/K for K statistics
+    (Bonferroni).
 
-    ``statistics`` maps a name to (scores on D, scores on D′) of the same runs. With probability ≥ ``confidence``
-    *every* returned lower bound holds at once (each test's two Clopper–Pearson bounds share its level by a union
-    bound; the K tests share ``confidence`` by Bonferroni), so the largest margin may be reported as the audit's.
-    Thresholds, sides and δ are chosen on the first halves, which the held-out bounds do not reuse.
-    """
+    ``statistics`` maps a name to (scores on D, scores on D′) of the same runs. With probability ≥
+    ``confidence`` *every* returned lower bound holds at once (each test's two Clopper–Pearson
+    bounds share its level by a union bound; the K tests share ``confidence`` by Bonferroni), so the
+    largest margin may be reported as the audit's. Thresholds, sides and δ are chosen on the first
+    halves, which the held-out bounds do not reuse."""
     check_probability(confidence=confidence)
     statistics = dict(statistics)
     if not statistics:

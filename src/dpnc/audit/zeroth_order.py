@@ -1,10 +1,11 @@
-"""DPZero, DPGD-0th and DP-GD audited through ``Algorithm.run`` (:mod:`dpnc.algorithms.dpzero`) on the flat tier.
+"""DPZero, DPGD-0th and DP-GD audited through ``Algorithm.run`` (:mod:`dpnc.algorithms.dpzero`) on
+the flat tier.
 
-All runs are the rows of one :class:`~dpnc.space.FlatSpace` grid (one call of ``Algorithm.run``: the real step,
-sampler, privatisation and noise source, one noise draw per row). Under Poisson sampling each run must step on its own
-realised batch, so ``dpzero-poisson`` calls the real step once per step and realised batch (:meth:`DPZeroPoisson._run`).
-The model tier is in :mod:`dpnc.audit.model_tier`.
-"""
+All runs are the rows of one :class:`~dpnc.space.FlatSpace` grid (one call of ``Algorithm.run``: the
+real step, sampler, privatisation and noise source, one noise draw per row). Under Poisson sampling
+each run must step on its own realised batch, so ``dpzero-poisson`` calls the real step once per
+step and realised batch (:meth:`DPZeroPoisson._run`). The model tier is in
+:mod:`dpnc.audit.model_tier`."""
 
 from __future__ import annotations
 
@@ -36,12 +37,12 @@ from dpnc.space import FlatSpace
 
 
 class _CanaryGrid(Objective):
-    """Row r of the grid is its own dataset: the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0.
+    """Row r of the grid is its own dataset: the canary loss sign[r]·BIG·x₀ at index canary[r],
+    every other loss 0.
 
-    Only the per-example losses at the rows' points (:meth:`losses_at`, what DPZero and DPGD-0th query) and the
-    clipped gradient sum (:meth:`clipped_gradient_sum`, what DP-GD queries: the canary's gradient sign·BIG·e₀
-    clipped to C·sign·e₀) are defined.
-    """
+    Only the per-example losses at the rows' points (:meth:`losses_at`, what DPZero and DPGD-0th
+    query) and the clipped gradient sum (:meth:`clipped_gradient_sum`, what DP-GD queries: the
+    canary's gradient sign·BIG·e₀ clipped to C·sign·e₀) are defined."""
 
     name = "audit-canary-grid"
 
@@ -74,8 +75,9 @@ class _CanaryGrid(Objective):
 
 
 class _OwnBatch:
-    """The grid's sampler as some of its runs see it: its draw restricted to their own datasets, ``batch`` (the same
-    for each of them). Everything else (B, q, its secrecy, the release it accounts) is the sampler's."""
+    """The grid's sampler as some of its runs see it: its draw restricted to their own datasets,
+    ``batch`` (the same for each of them). Everything else (B, q, its secrecy, the release it
+    accounts) is the sampler's."""
 
     def __init__(self, sampler, batch: torch.Tensor) -> None:
         self.inner, self.batch = sampler, batch
@@ -88,14 +90,15 @@ class _OwnBatch:
 
 
 class RealisedBatchDPZero(dz.DPZero):
-    """BROKEN ON PURPOSE (``broken='realised-batch'``): the real step with the fixed B replaced by len(batch).
+    """BROKEN ON PURPOSE (``broken='realised-batch'``): the real step with the fixed B replaced by
+    len(batch).
 
-    c_t = Σ_i clip_C(a_i)/max(|batch|, 1) + z_t with z_t ~ N(0, (m·C/B)²) and the ledger entry of the correct step:
-    ``DPZero.step`` (alone, no process group) patched as a naive fix would, dividing by the number of examples the
-    step received. It reads only what the real step has (the sampler and its batch's differences). Under Poisson
-    sampling |batch| is random and depends on the data: on a dataset of one example it is 0 or 1, so that example
-    moves the release by C instead of the recorded C/B.
-    """
+    c_t = Σ_i clip_C(a_i)/max(|batch|, 1) + z_t with z_t ~ N(0, (m·C/B)²) and the ledger entry of
+    the correct step: ``DPZero.step`` (alone, no process group) patched as a naive fix would,
+    dividing by the number of examples the step received. It reads only what the real step has (the
+    sampler and its batch's differences). Under Poisson sampling |batch| is random and depends on
+    the data: on a dataset of one example it is 0 or 1, so that example moves the release by C
+    instead of the recorded C/B."""
 
     def step(self, space, closure, seed, *, sampler, noise, accountant):
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler)
@@ -115,7 +118,8 @@ class RealisedBatchDPZero(dz.DPZero):
 
 
 class _FlatGrid(Mechanism):
-    """Runs as rows of one FlatSpace grid; rows share the public direction seeds, each draws its own noise."""
+    """Runs as rows of one FlatSpace grid; rows share the public direction seeds, each draws its own
+    noise."""
 
     n: ClassVar[int]
     B: ClassVar[int]
@@ -134,11 +138,13 @@ class _FlatGrid(Mechanism):
 
     @property
     def unit(self) -> float:
-        """Δ of one release: the mean of clip-C terms over the fixed B (2C/B replace-one, C/B add/remove)."""
+        """Δ of one release: the mean of clip-C terms over the fixed B (2C/B replace-one, C/B
+        add/remove)."""
         return (2 if self.relation == "replace-one" else 1) * self.C / self.B
 
     def multiplier(self) -> float:
-        """σ/Δ calibrated by the tight PLD accountant for the target (ε, δ) over T steps (computed once)."""
+        """σ/Δ calibrated by the tight PLD accountant for the target (ε, δ) over T steps (computed
+        once)."""
         if "_multiplier" not in self.__dict__:
             self._multiplier = dz.calibrate_noise(
                 "pld",
@@ -173,7 +179,8 @@ class _FlatGrid(Mechanism):
         bar: tqdm | None = None,
         broken: str | None = None,
     ) -> tuple[torch.Tensor, list[int], Accountant]:
-        """One grid: row r's data has the canary loss sign[r]·BIG·x₀ at index canary[r], every other loss 0."""
+        """One grid: row r's data has the canary loss sign[r]·BIG·x₀ at index canary[r], every other
+        loss 0."""
         accountant, logs = Accountant(self.relation), []
         algorithm = self._algorithm(multiplier, broken)
         result = algorithm.run(
@@ -197,7 +204,8 @@ class _FlatGrid(Mechanism):
         return torch.stack([space.direction(s) for s in seeds])
 
     def _project(self, released: torch.Tensor, seeds: list[int]) -> torch.Tensor:
-        """Each release's component along the canary's (public) direction of effect, in units of Δ: (T, rows)."""
+        """Each release's component along the canary's (public) direction of effect, in units of Δ:
+        (T, rows)."""
         return torch.sign(self._directions(seeds)[:, :1]) * released / self.unit
 
     def claim_accountant(self) -> Accountant:
@@ -337,15 +345,16 @@ class DPZeroPoisson(_FlatGrid):
     n, B, T = 1000, 10, 50
 
     def _run(self, canary, sign, multiplier, sampler, bar=None, broken=None):
-        """One grid whose runs each step on their own realised batch, as a run on its own dataset would.
+        """One grid whose runs each step on their own realised batch, as a run on its own dataset
+        would.
 
-        Run r's dataset is the canary alone (sign[r] = 1) at index canary[r] of the sampler's numbering, or empty
-        (sign[r] = 0): its batch at step t is the sampler's draw ∩ {canary[r]}, its one example or nothing. Handing
-        every run the whole draw (~B indices, the other runs' canaries at loss 0) would hide whatever the step
-        computes from its batch, len(batch) first. So each step calls the real ``step`` once on the runs whose
-        batch holds their example (batch [0] of their one-example datasets) and once on the rest (an empty batch),
-        with the public seeds ``Algorithm.run`` draws. The ledger is read from a one-run grid (one call a step).
-        """
+        Run r's dataset is the canary alone (sign[r] = 1) at index canary[r] of the sampler's
+        numbering, or empty (sign[r] = 0): its batch at step t is the sampler's draw ∩ {canary[r]},
+        its one example or nothing. Handing every run the whole draw (~B indices, the other runs'
+        canaries at loss 0) would hide whatever the step computes from its batch, len(batch) first.
+        So each step calls the real ``step`` once on the runs whose batch holds their example (batch
+        [0] of their one-example datasets) and once on the rest (an empty batch), with the public
+        seeds ``Algorithm.run`` draws. The ledger is read from a one-run grid (one call a step)."""
         algorithm = self._algorithm(multiplier, broken)
         accountant = Accountant(self.relation)
         sampler.check_relation(accountant.relation)

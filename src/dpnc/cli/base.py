@@ -1,5 +1,5 @@
-"""The ``dpnc`` command line's shared parts: the option choices, the command classes (bad input is a usage error
-naming its option) and the ``app`` every command module registers on."""
+"""The ``dpnc`` command line's shared parts: the option choices, the command classes (bad input is a
+usage error naming its option) and the ``app`` every command module registers on."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Literal
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-# The choices of the options, as click choices (shown in --help, checked before any work). They are the library's:
-# tests/test_cli.py checks each against its tuple in dpnc.lm.config (not imported here: it imports torch). The
-# optimizer options' flags take theirs from dpnc.options (dpnc.cli.finetune generates them).
+# The choices of the options, as click choices (shown in --help, checked before any work). They are
+# the library's: tests/test_cli.py checks each against its tuple in dpnc.lm.config (not imported
+# here: it imports torch). The optimizer options' flags take theirs from dpnc.options
+# (dpnc.cli.finetune generates them).
 Task = Literal["SST-2", "SST-5", "TREC", "RTE", "SNLI", "MNLI"]
 Method = Literal["zero-shot", "mezo", "dpzero", "adamw", "dp-adamw"]
 TrainMode = Literal["head", "top-k", "bias", "lora", "all"]
@@ -39,8 +40,8 @@ DATA, MODEL, OPTIMIZER, PRIVACY, OUTPUT, DEVICE = (
 
 
 def _without_flag_types(params: list) -> list:
-    """``params`` with no type shown for a flag (``--json``, ``--cache/--no-cache``, ``--help``): typer would
-    show ``<bool>``, though a flag takes no value."""
+    """``params`` with no type shown for a flag (``--json``, ``--cache/--no-cache``, ``--help``):
+    typer would show ``<bool>``, though a flag takes no value."""
     for param in params:
         if getattr(param, "is_flag", False):
             param.display_type_rich = lambda ctx: None
@@ -48,8 +49,9 @@ def _without_flag_types(params: list) -> list:
 
 
 def _one_line_paragraphs(help_text: str | None) -> str | None:
-    """``help_text`` with each paragraph on one line. Rich ``--help`` keeps a docstring's single line breaks, so a
-    terminal narrower than the source lines broke each of them again, leaving ragged half-empty lines."""
+    """``help_text`` with each paragraph on one line. Rich ``--help`` keeps a docstring's single
+    line breaks, so a terminal narrower than the source lines broke each of them again, leaving
+    ragged half-empty lines."""
     if not help_text:
         return help_text
     paragraphs = inspect.cleandoc(help_text).split("\n\n")
@@ -70,10 +72,9 @@ class _Group(TyperGroup):
 class _Command(TyperCommand):
     """A command whose bad input is a usage error (exit 2, no traceback), as typer's own checks are.
 
-    The library validates its arguments when objects are built, raising ``ValueError("name must be …; got …")``
-    (or FileNotFoundError for a missing data file); the usage error names the option of that argument. Its help
-    flows in paragraphs (:func:`_one_line_paragraphs`).
-    """
+    The library validates its arguments when objects are built, raising ``ValueError("name must be
+    …; got …")`` (or FileNotFoundError for a missing data file); the usage error names the option of
+    that argument. Its help flows in paragraphs (:func:`_one_line_paragraphs`)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -89,7 +90,8 @@ class _Command(TyperCommand):
             raise typer.BadParameter(str(err), ctx=ctx, param=self._option_of(str(err))) from None
 
     def _option_of(self, message: str):
-        """The option whose library argument ``message`` starts with ("noise multiplier must …", "lr must …")."""
+        """The option whose library argument ``message`` starts with ("noise multiplier must …", "lr
+        must …")."""
         return next(
             (p for p in self.params if re.match(p.name.replace("_", "[_ ]") + r"\b", message)), None
         )

@@ -15,7 +15,8 @@ def demo(
     epsilon: float = typer.Option(2.0, "--epsilon", help="Target ε of the private run."),
     steps: int = typer.Option(500, "--steps", min=1, help="Full-batch DPZero steps."),
 ) -> None:
-    """The main job: train privately with DPZero on embedded data, print accuracy and ε, write a plot."""
+    """The main job: train privately with DPZero on embedded data, print accuracy and ε, write a
+    plot."""
     from dpnc import demo as exp
 
     config = exp.DemoConfig(epsilon=epsilon, steps=steps)

@@ -1,4 +1,5 @@
-"""``dpnc finetune``: fine-tune a text classifier, privately or not (the options map onto ``FinetuneConfig``)."""
+"""``dpnc finetune``: fine-tune a text classifier, privately or not (the options map onto
+``FinetuneConfig``)."""
 
 from __future__ import annotations
 
@@ -398,24 +399,25 @@ def finetune(
     ),
     **options,
 ) -> None:
-    """Fine-tune a Hugging Face encoder for text classification, privately (DPZero, DP-AdamW) or not.
+    """Fine-tune a Hugging Face encoder for text classification, privately (DPZero, DP-AdamW) or
+    not.
 
-    Writes metrics.jsonl (public values only: per step ε spent, the public direction seed and the released
-    scalar; per evaluation test accuracy and loss; no time), summary.json (test accuracy, ε by RDP and PLD, δ,
-    steps, every hyper-parameter of the run, the inputs treated as public, how the recipe was chosen; no time),
-    the journal (journal.jsonl, for --resume) and model/ (the head in dpnc_head.safetensors; a head-only run
-    refers to its base model, a LoRA run adds peft adapter files, other modes save the whole classifier as a
-    Hugging Face model). Training-data statistics and times only with --log-private-stats, to
-    private_train_stats.jsonl (not private).
+    Writes metrics.jsonl (public values only: per step ε spent, the public direction seed and the
+    released scalar; per evaluation test accuracy and loss; no time), summary.json (test accuracy, ε
+    by RDP and PLD, δ, steps, every hyper-parameter of the run, the inputs treated as public, how
+    the recipe was chosen; no time), the journal (journal.jsonl, for --resume) and model/ (the head
+    in dpnc_head.safetensors; a head-only run refers to its base model, a LoRA run adds peft adapter
+    files, other modes save the whole classifier as a Hugging Face model). Training-data statistics
+    and times only with --log-private-stats, to private_train_stats.jsonl (not private).
 
-    Predict with the result: dpnc predict --model RUN --file texts.csv. Models are read from local folders only
-    (HF_HUB_OFFLINE is honoured).
+    Predict with the result: dpnc predict --model RUN --file texts.csv. Models are read from local
+    folders only (HF_HUB_OFFLINE is honoured).
 
-    Example: dpnc finetune --task SST-2 --data-dir data --method dpzero --steps 1000 --epsilon 6 --out runs/sst2
+    Example: dpnc finetune --task SST-2 --data-dir data --method dpzero --steps 1000 --epsilon 6
+        --out runs/sst2
 
-    Data parallel (dpzero, mezo, dp-adamw): torchrun --nproc-per-node 2 -m dpnc.cli finetune ... (rank 0 writes
-    the files).
-    """
+    Data parallel (dpzero, mezo, dp-adamw): torchrun --nproc-per-node 2 -m dpnc.cli finetune ...
+    (rank 0 writes the files)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
@@ -548,9 +550,10 @@ def finetune(
     typer.echo(_written(out, config))
 
 
-# The trainer's side of an optimizer option's flag; its help, choices and minimum are the option's (dpnc.options, the
-# one place). ``default``: FinetuneConfig's (None: the recipe's), ``short``: short names, ``more``: what the trainer
-# adds to the help. An option not listed gets its flag with the option's own default.
+# The trainer's side of an optimizer option's flag; its help, choices and minimum are the option's
+# (dpnc.options, the one place). ``default``: FinetuneConfig's (None: the recipe's), ``short``:
+# short names, ``more``: what the trainer adds to the help. An option not listed gets its flag with
+# the option's own default.
 TRAINER_FLAGS = {
     "lr": {
         "default": None,
@@ -576,9 +579,9 @@ TRAINER_FLAGS = {
 
 
 def _optimizer_flags() -> list[inspect.Parameter]:
-    """One flag per optimizer option (:mod:`dpnc.options`) of a command-line type, generated from its field as
-    ``dpnc reproduce`` generates its options from config fields (``optimizer_kwargs``, a dict, is the trainer's
-    ``--weight-decay``)."""
+    """One flag per optimizer option (:mod:`dpnc.options`) of a command-line type, generated from
+    its field as ``dpnc reproduce`` generates its options from config fields (``optimizer_kwargs``,
+    a dict, is the trainer's ``--weight-decay``)."""
     flags = []
     for name in sorted(
         option_names(), key=lambda n: list(TRAINER_FLAGS).index(n) if n in TRAINER_FLAGS else 99
@@ -603,7 +606,8 @@ def _optimizer_flags() -> list[inspect.Parameter]:
 
 
 def _flag_type(f):
-    """A field's command-line type: its choices as a Literal, else its type without None; None for another type."""
+    """A field's command-line type: its choices as a Literal, else its type without None; None for
+    another type."""
     if "choices" in f.metadata:
         return typing.Literal[f.metadata["choices"]]
     kinds = [k for k in typing.get_args(f.type) or (f.type,) if k is not type(None)]
@@ -611,7 +615,8 @@ def _flag_type(f):
 
 
 def _with_optimizer_flags(command):
-    """``command``'s signature with the generated optimizer flags after ``--batch-size`` (its ``**options``)."""
+    """``command``'s signature with the generated optimizer flags after ``--batch-size`` (its
+    ``**options``)."""
     own = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
         for p in inspect.signature(command).parameters.values()

@@ -57,15 +57,16 @@ def predict(
         "folder name only).",
     ),
 ) -> None:
-    """Label texts with a fine-tuned model: one row per text with its predicted label and every class's probability.
+    """Label texts with a fine-tuned model: one row per text with its predicted label and every
+    class's probability.
 
-    CSV out: the text column(s), label, then p_<label> for each class (in the model's class order). JSON lines
-    out: {"text": ..., "label": ..., "probabilities": {label: p, ...}}. The model is read offline by
-    dpnc.lm.load_classifier (a head-only run loads the base model it refers to: an installed model package by
-    its name, or the folder --base-model gives; a LoRA run its peft adapters on that base).
-    The text column(s) default to those the run trained on (its summary.json, beside model/), the classes are the
-    model's own. Example: dpnc predict --model runs/tickets --file new_tickets.csv --out predictions.csv
-    """
+    CSV out: the text column(s), label, then p_<label> for each class (in the model's class order).
+    JSON lines out: {"text": ..., "label": ..., "probabilities": {label: p, ...}}. The model is read
+    offline by dpnc.lm.load_classifier (a head-only run loads the base model it refers to: an
+    installed model package by its name, or the folder --base-model gives; a LoRA run its peft
+    adapters on that base). The text column(s) default to those the run trained on (its
+    summary.json, beside model/), the classes are the model's own. Example: dpnc predict --model
+    runs/tickets --file new_tickets.csv --out predictions.csv"""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from dpnc.lm.classifiers import load_classifier
     from dpnc.lm.files import check_width
@@ -98,8 +99,8 @@ def predict(
     names = list(classifier.task.label_names)
     probs = classifier.predict_proba(texts, batch_size=batch_size)
     labels = [names[i] for i in probs.argmax(-1).tolist()] if len(texts) else []
-    # Every input column is kept beside the prediction (an id column, say); the label's column is "label", or
-    # "predicted_label" where the input has a "label" column of its own.
+    # Every input column is kept beside the prediction (an id column, say); the label's column is
+    # "label", or "predicted_label" where the input has a "label" column of its own.
     header = sorted(columns, key=lambda name: columns[name] % width) if width else []
     records = [
         dict(zip(header, [*row, *[""] * (width - len(row))][:width]))
@@ -138,8 +139,9 @@ def predict(
 
 
 def _run_columns(model: Path) -> tuple[str, str | None]:
-    """The text column (and pair column) of the run whose model this is: its summary.json's, in the run folder or
-    beside model/; ``("text", None)`` where there is none (or it names columns by position)."""
+    """The text column (and pair column) of the run whose model this is: its summary.json's, in the
+    run folder or beside model/; ``("text", None)`` where there is none (or it names columns by
+    position)."""
     for summary in (model / "summary.json", model.parent / "summary.json"):
         if summary.is_file():
             data = json.loads(summary.read_text()).get("data") or {}

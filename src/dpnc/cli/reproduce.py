@@ -1,4 +1,5 @@
-"""``dpnc reproduce <experiment>``: one command per reproduction, generated from its config dataclass."""
+"""``dpnc reproduce <experiment>``: one command per reproduction, generated from its config
+dataclass."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from dpnc.cli.base import _Group, _Typer, app
 
 
 class _Reproductions(_Group):
-    """``dpnc reproduce``: its commands are generated from the reproductions (:func:`add_reproduction`) when the
-    group is first used, so that ``import dpnc.cli`` and every other command never import :mod:`dpnc_reproduce`
-    (a client of the library, which the library never imports at load time)."""
+    """``dpnc reproduce``: its commands are generated from the reproductions
+    (:func:`add_reproduction`) when the group is first used, so that ``import dpnc.cli`` and every
+    other command never import :mod:`dpnc_reproduce` (a client of the library, which the library
+    never imports at load time)."""
 
     def _load(self) -> None:
         if not self.commands:
@@ -44,17 +46,18 @@ app.add_typer(reproduce, name="reproduce")
 
 
 def add_reproduction(group: typer.Typer, experiment) -> None:
-    """Register ``dpnc reproduce <experiment.name>``, generated from the experiment's config dataclass.
+    """Register ``dpnc reproduce <experiment.name>``, generated from the experiment's config
+    dataclass.
 
-    Options: ``--full/--quick`` (start from ``FULL`` or ``QUICK``), ``--out``, ``--workers``, and one per config
-    field, named like it (``fo_methods`` → ``--fo-methods``), its help from the field's ``metadata["help"]`` plus
-    its quick and full values, except the fields of :data:`_RENAMED` (``dp_delta`` is ``--delta``, as everywhere; the
-    old ``--dp-delta`` still works, hidden and deprecated). Tuple fields take comma-separated values ('' is the
-    empty tuple); bool fields are
-    ``--name/--no-name``; ``metadata["required"]`` makes an option required, ``metadata["folder"]`` an existing
-    folder. Given options replace the config's values (``dataclasses.replace``), so the config validates them
-    before any work; a bad value is a usage error naming its option.
-    """
+    Options: ``--full/--quick`` (start from ``FULL`` or ``QUICK``), ``--out``, ``--workers``, and
+    one per config field, named like it (``fo_methods`` → ``--fo-methods``), its help from the
+    field's ``metadata["help"]`` plus its quick and full values, except the fields of
+    :data:`_RENAMED` (``dp_delta`` is ``--delta``, as everywhere; the old ``--dp-delta`` still
+    works, hidden and deprecated). Tuple fields take comma-separated values ('' is the empty tuple);
+    bool fields are ``--name/--no-name``; ``metadata["required"]`` makes an option required,
+    ``metadata["folder"]`` an existing folder. Given options replace the config's values
+    (``dataclasses.replace``), so the config validates them before any work; a bad value is a usage
+    error naming its option."""
     reserved = {"full", "out", "workers"}
     fields = dataclasses.fields(experiment.Config)
     if reserved & {f.name for f in fields}:
@@ -148,7 +151,8 @@ _OLD = "__deprecated"
 
 
 def _option_type(name: str, hint, metadata) -> tuple[type, object]:
-    """The command-line type of a config field and the parser of its value (``X | None`` is X; a tuple is text)."""
+    """The command-line type of a config field and the parser of its value (``X | None`` is X; a
+    tuple is text)."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
         hint = args[0]
@@ -194,8 +198,8 @@ def _command_line() -> str:
 
 
 def _add_reproductions(group: typer.Typer) -> None:
-    """The reproductions on the protocol (:mod:`dpnc_reproduce.protocol`): one generated command each, added to
-    ``group`` on first use of ``dpnc reproduce`` (:class:`_Reproductions`)."""
+    """The reproductions on the protocol (:mod:`dpnc_reproduce.protocol`): one generated command
+    each, added to ``group`` on first use of ``dpnc reproduce`` (:class:`_Reproductions`)."""
     from dpnc_reproduce import (
         dpzero_dimension,
         dpzero_lm,

@@ -1,9 +1,9 @@
 """A Hugging Face ``Trainer`` that trains privately with dpnc: :class:`DPTrainer`.
 
-The DPZero and MeZO reference code are both ``transformers.Trainer`` forks; :class:`DPTrainer` is a subclass that
-keeps the Trainer's arguments, callbacks, logging, evaluation and saving, and hands the private part to
-:func:`dpnc.make_private`, so the optimizers are the registry's (``"dpzero"``, ``"mezo"``, ``"dp-adamw"``, …) and the
-privacy rules are the wiring's (:mod:`dpnc.tier.wiring`)::
+The DPZero and MeZO reference code are both ``transformers.Trainer`` forks; :class:`DPTrainer` is a
+subclass that keeps the Trainer's arguments, callbacks, logging, evaluation and saving, and hands
+the private part to :func:`dpnc.make_private`, so the optimizers are the registry's (``"dpzero"``,
+``"mezo"``, ``"dp-adamw"``, …) and the privacy rules are the wiring's (:mod:`dpnc.tier.wiring`)::
 
     trainer = DPTrainer(model, TrainingArguments(output_dir, max_steps=200, per_device_train_batch_size=16,
                                                  learning_rate=1e-3, logging_steps=10, report_to="none"),
@@ -12,38 +12,42 @@ privacy rules are the wiring's (:mod:`dpnc.tier.wiring`)::
 
 How the Trainer's parts map onto dpnc's contracts:
 
-* **Batches.** :meth:`DPTrainer.get_train_dataloader` returns make_private's loader: ``max_steps`` secret Poisson
-  batches of expected size ``per_device_train_batch_size`` out of the declared ``n`` (never ``len`` of the data),
-  collated by the Trainer's ``data_collator``. No sampler of the Trainer's, no ``accelerate`` re-sharding. The
-  columns the model's forward does not take (a ``datasets.Dataset``'s text, ``idx``) are left out as the
-  Trainer's own loader leaves them (``remove_unused_columns``), by the dataset's column names, never its rows.
-* **The step.** :meth:`DPTrainer.training_step` calls ``optimizer.step(loss_fn, inputs)`` of dpnc's optimizer with
-  the batch the loader just yielded (dpnc refuses any other) and a per-example loss over it (the model's forward,
-  then :func:`per_example_cross_entropy`, or ``per_example_loss``). There is no ``loss.backward()``: a zeroth-order
-  step needs none, and a first-order one forms its clipped per-example gradients itself. The Trainer's own
-  ``optimizer.step()`` that follows is a no-op that checks one dpnc step was taken (:class:`_ReleasedInTrainingStep`);
-  its learning-rate scheduler edits the ``lr`` that dpnc's step reads; its batch-level gradient clipping is turned
-  off (``max_grad_norm = 0``: dpnc clips each example at ``clip``).
-* **One output boundary.** What the Trainer hands out (logs, callbacks, reporters, ``train()``'s return value,
-  ``trainer_state.json``, checkpoints, the callbacks' ``on_predict`` after :meth:`~DPTrainer.predict`) passes
-  :meth:`DPTrainer.public`, an allow-list: ε (the ledger's; ∞ for
-  MeZO), δ, learning rate, epoch and step (:data:`PUBLIC_LOGS`), and the evaluation metrics when the evaluation set
-  is declared public (``eval_public=True``), never a run time. The training loss, gradient norms, private
-  evaluations and run times are statistics of the data or of the batch sizes: they go to
-  :attr:`DPTrainer.private_log_history`, the owner's. ``train()`` returns ``training_loss`` NaN (the loss is in
-  the private history). The Trainer's log counts the declared n, not ``len(train_dataset)``; its
-  floating-point-operation count is 0 (it would count the realised batch sizes). Checkpoints save no
-  ``rng_state.pth`` (a first-order step's dropout draws from a fork of torch's generator, so the global one
-  is not advanced by the secret batch's size).
-* **Self-audit.** ``audit=SelfAudit(m, row=..., coordinates=...)`` is make_private's (:mod:`dpnc.self_audit`): its
-  canaries join ``train_dataset`` (n becomes n + m), and after :meth:`~DPTrainer.train` the one-run bound is in
-  :meth:`~DPTrainer.self_audit` and in ``output_dir/self_audit.json`` (``dpnc audit --one-run output_dir``).
-* **Refusals** (``ValueError`` at construction): model selection or a plateau schedule on a private evaluation
-  set (``load_best_model_at_end``, ``metric_for_best_model``, ``reduce_lr_on_plateau`` need ``eval_public=True``),
-  gradient accumulation (several batches per release), a
-  DataParallel or distributed setup, fp16/bf16 mixed precision (loss scaling), DeepSpeed or FSDP, a batch size
-  searched at run time, ``max_steps`` unset, a token count in the logs, an optimizer or ``model_init`` of the
-  user's; and at :meth:`~DPTrainer.train`, resuming from a checkpoint (the ledger is not in it).
+* **Batches.** :meth:`DPTrainer.get_train_dataloader` returns make_private's loader: ``max_steps``
+  secret Poisson batches of expected size ``per_device_train_batch_size`` out of the declared ``n``
+  (never ``len`` of the data), collated by the Trainer's ``data_collator``. No sampler of the
+  Trainer's, no ``accelerate`` re-sharding. The columns the model's forward does not take (a
+  ``datasets.Dataset``'s text, ``idx``) are left out as the Trainer's own loader leaves them
+  (``remove_unused_columns``), by the dataset's column names, never its rows.
+* **The step.** :meth:`DPTrainer.training_step` calls ``optimizer.step(loss_fn, inputs)`` of dpnc's
+  optimizer with the batch the loader just yielded (dpnc refuses any other) and a per-example loss
+  over it (the model's forward, then :func:`per_example_cross_entropy`, or ``per_example_loss``).
+  There is no ``loss.backward()``: a zeroth-order step needs none, and a first-order one forms its
+  clipped per-example gradients itself. The Trainer's own ``optimizer.step()`` that follows is a
+  no-op that checks one dpnc step was taken (:class:`_ReleasedInTrainingStep`); its learning-rate
+  scheduler edits the ``lr`` that dpnc's step reads; its batch-level gradient clipping is turned off
+  (``max_grad_norm = 0``: dpnc clips each example at ``clip``).
+* **One output boundary.** What the Trainer hands out (logs, callbacks, reporters, ``train()``'s
+  return value, ``trainer_state.json``, checkpoints, the callbacks' ``on_predict`` after
+  :meth:`~DPTrainer.predict`) passes :meth:`DPTrainer.public`, an allow-list: ε (the ledger's; ∞ for
+  MeZO), δ, learning rate, epoch and step (:data:`PUBLIC_LOGS`), and the evaluation metrics when the
+  evaluation set is declared public (``eval_public=True``), never a run time. The training loss,
+  gradient norms, private evaluations and run times are statistics of the data or of the batch
+  sizes: they go to :attr:`DPTrainer.private_log_history`, the owner's. ``train()`` returns
+  ``training_loss`` NaN (the loss is in the private history). The Trainer's log counts the declared
+  n, not ``len(train_dataset)``; its floating-point-operation count is 0 (it would count the
+  realised batch sizes). Checkpoints save no ``rng_state.pth`` (a first-order step's dropout draws
+  from a fork of torch's generator, so the global one is not advanced by the secret batch's size).
+* **Self-audit.** ``audit=SelfAudit(m, row=..., coordinates=...)`` is make_private's
+  (:mod:`dpnc.self_audit`): its canaries join ``train_dataset`` (n becomes n + m), and after
+  :meth:`~DPTrainer.train` the one-run bound is in :meth:`~DPTrainer.self_audit` and in
+  ``output_dir/self_audit.json`` (``dpnc audit --one-run output_dir``).
+* **Refusals** (``ValueError`` at construction): model selection or a plateau schedule on a private
+  evaluation set (``load_best_model_at_end``, ``metric_for_best_model``, ``reduce_lr_on_plateau``
+  need ``eval_public=True``), gradient accumulation (several batches per release), a DataParallel or
+  distributed setup, fp16/bf16 mixed precision (loss scaling), DeepSpeed or FSDP, a batch size
+  searched at run time, ``max_steps`` unset, a token count in the logs, an optimizer or
+  ``model_init`` of the user's; and at :meth:`~DPTrainer.train`, resuming from a checkpoint (the
+  ledger is not in it).
 """
 
 from __future__ import annotations
@@ -67,7 +71,8 @@ from dpnc.options import option_names
 from dpnc.self_audit import SelfAudit, SelfAuditResult
 from dpnc.tier.registry import names, spec
 
-# The optimizer options DPTrainer reads from the TrainingArguments instead of an argument of their name.
+# The optimizer options DPTrainer reads from the TrainingArguments instead of an argument of their
+# name.
 SPELLED = {
     "lr": "args.learning_rate (the Trainer's scheduler edits it)",
     "optimizer_kwargs": "args.weight_decay (and for dp-adamw adam_beta1, adam_beta2, adam_epsilon)",
@@ -79,10 +84,11 @@ _TIMING = ("_runtime", "_per_second", "_preparation_time", "_compilation_time")
 
 
 def per_example_cross_entropy(outputs: Any, labels: torch.Tensor) -> torch.Tensor:
-    """ℓ_i = cross-entropy of example i's logits (shape (b, classes)) against its label: one loss per example.
+    """ℓ_i = cross-entropy of example i's logits (shape (b, classes)) against its label: one loss
+    per example.
 
-    Sequence classification (``...ForSequenceClassification``). For another head, pass ``per_example_loss``.
-    """
+    Sequence classification (``...ForSequenceClassification``). For another head, pass
+    ``per_example_loss``."""
     logits = outputs.logits if hasattr(outputs, "logits") else outputs
     if logits.ndim != 2:
         raise ValueError(
@@ -93,12 +99,12 @@ def per_example_cross_entropy(outputs: Any, labels: torch.Tensor) -> torch.Tenso
 
 
 class _ReleasedInTrainingStep(torch.optim.Optimizer):
-    """What the Trainer's loop steps after :meth:`DPTrainer.training_step`: nothing, as the release was made there.
+    """What the Trainer's loop steps after :meth:`DPTrainer.training_step`: nothing, as the release
+    was made there.
 
-    ``param_groups`` and ``state`` are dpnc's optimizer's, so the Trainer's scheduler edits the ``lr`` its step reads.
-    ``step()`` checks that exactly one dpnc step was taken since the last one (a loop that stepped without a release,
-    or released twice, is a bug to be loud about).
-    """
+    ``param_groups`` and ``state`` are dpnc's optimizer's, so the Trainer's scheduler edits the
+    ``lr`` its step reads. ``step()`` checks that exactly one dpnc step was taken since the last one
+    (a loop that stepped without a release, or released twice, is a bug to be loud about)."""
 
     def __init__(self, private: torch.optim.Optimizer) -> None:
         super().__init__(
@@ -130,8 +136,8 @@ class _ReleasedInTrainingStep(torch.optim.Optimizer):
         return self.private.state_dict()
 
     def load_state_dict(self, state_dict: dict) -> None:
-        # accelerate round-trips the state through the device at prepare(); dpnc's own extra (step count, the public
-        # direction generator's CPU state) stays on the CPU
+        # accelerate round-trips the state through the device at prepare(); dpnc's own extra (step
+        # count, the public direction generator's CPU state) stays on the CPU
         extra = state_dict.get("dpnc")
         if isinstance(extra, Mapping):
             state_dict = {
@@ -145,35 +151,45 @@ class _ReleasedInTrainingStep(torch.optim.Optimizer):
 
 
 class DPTrainer(Trainer):
-    """A ``transformers.Trainer`` whose training is private: dpnc's batches, step, ledger and ε (see the module).
+    """A ``transformers.Trainer`` whose training is private: dpnc's batches, step, ledger and ε (see
+    the module).
 
     Args:
-        model: a local Hugging Face model (or any ``nn.Module`` whose forward takes the collated columns as keyword
-            arguments). Zeroth order: in eval mode (``model.eval()``: no active dropout), as make_private requires.
-        args: the ``TrainingArguments``. Read: ``max_steps`` (T, required), ``per_device_train_batch_size`` (the
-            expected batch size B), ``learning_rate`` (lr, scheduled by the Trainer's scheduler), and for DP-AdamW
-            ``weight_decay``, ``adam_beta1``, ``adam_beta2``, ``adam_epsilon``.
-        train_dataset: a map-style dataset of dict rows (a ``datasets.Dataset`` or a torch ``Dataset``), collated by
-            ``data_collator`` (the Trainer's default: ``default_data_collator``, or padding with a tokenizer).
-        n: the public number of training examples (or a public bound): q = B / n; never read off the data.
-        optimizer: a name of ``dpnc.make_private``'s registry: ``"dpzero"``, ``"mezo"`` (not private: leave
-            ``target_epsilon``, ``delta`` and ``clip`` unset), ``"dp-adamw"``, ``"dp-sgd"``.
+        model: a local Hugging Face model (or any ``nn.Module`` whose forward takes the collated
+            columns as keyword arguments). Zeroth order: in eval mode (``model.eval()``: no active
+            dropout), as make_private requires.
+        args: the ``TrainingArguments``. Read: ``max_steps`` (T, required),
+            ``per_device_train_batch_size`` (the expected batch size B), ``learning_rate`` (lr,
+            scheduled by the Trainer's scheduler), and for DP-AdamW ``weight_decay``,
+            ``adam_beta1``, ``adam_beta2``, ``adam_epsilon``.
+        train_dataset: a map-style dataset of dict rows (a ``datasets.Dataset`` or a torch
+            ``Dataset``), collated by ``data_collator`` (the Trainer's default:
+            ``default_data_collator``, or padding with a tokenizer).
+        n: the public number of training examples (or a public bound): q = B / n; never read off the
+            data.
+        optimizer: a name of ``dpnc.make_private``'s registry: ``"dpzero"``, ``"mezo"`` (not
+            private: leave ``target_epsilon``, ``delta`` and ``clip`` unset), ``"dp-adamw"``,
+            ``"dp-sgd"``.
         target_epsilon, delta: the (ε, δ) to spend in ``max_steps`` steps (private optimizers).
-        per_example_loss: ``fn(outputs, labels) -> losses`` of shape (b,); :func:`per_example_cross_entropy` if None.
+        per_example_loss: ``fn(outputs, labels) -> losses`` of shape (b,);
+            :func:`per_example_cross_entropy` if None.
         accountant, testing_seed, audit: as in :func:`dpnc.make_private`.
-        eval_public: the evaluation set is public (declared by its owner): its metrics may reach logs,
-            callbacks, reporters, ``trainer_state.json`` and model selection. Otherwise they stay in
-            :attr:`private_log_history` (and in what :meth:`evaluate` returns to its caller).
-        **kwargs: the optimizer's options by name, as :func:`dpnc.make_private` takes them (``clip``, the
-            clipping threshold C of the private optimizers; ``smoothing``, ``direction``, ``seed``,
-            ``cache_directions``; ``per_example``, ``microbatch``: :mod:`dpnc.options`), but ``lr`` and
-            ``optimizer_kwargs``, read from ``args`` (:data:`SPELLED`); and the Trainer's other arguments
-            (``eval_dataset``, ``data_collator``, ``processing_class``, ``callbacks``, ``compute_metrics``, …).
+        eval_public: the evaluation set is public (declared by its owner): its metrics may reach
+            logs, callbacks, reporters, ``trainer_state.json`` and model selection. Otherwise they
+            stay in :attr:`private_log_history` (and in what :meth:`evaluate` returns to its
+            caller).
+        **kwargs: the optimizer's options by name, as :func:`dpnc.make_private` takes them
+            (``clip``, the clipping threshold C of the private optimizers; ``smoothing``,
+            ``direction``, ``seed``, ``cache_directions``; ``per_example``, ``microbatch``:
+            :mod:`dpnc.options`), but ``lr`` and ``optimizer_kwargs``, read from ``args``
+            (:data:`SPELLED`); and the Trainer's other arguments (``eval_dataset``,
+            ``data_collator``, ``processing_class``, ``callbacks``, ``compute_metrics``, …).
 
     Attributes:
         accountant: the run's ledger (:class:`dpnc.privacy.accountant.Accountant`).
         dp_optimizer: dpnc's optimizer (its ``wiring`` attribute records n, q, σ, T).
-        private_log_history: every log with its private values (loss, run times): the data owner's, not published.
+        private_log_history: every log with its private values (loss, run times): the data owner's,
+            not published.
     """
 
     def __init__(
@@ -250,13 +266,13 @@ class DPTrainer(Trainer):
         )  # (releases, ε) of the last answer: the ledger is asked once per new release
 
     def _model_columns(self, train_dataset: Dataset) -> tuple[Dataset, Callable[[list], Any]]:
-        """The training set and collator with the columns the model does not take left out, as the Trainer's own
-        loader has them (``remove_unused_columns``): a text column would otherwise reach a padding collator.
+        """The training set and collator with the columns the model does not take left out, as the
+        Trainer's own loader has them (``remove_unused_columns``): a text column would otherwise
+        reach a padding collator.
 
-        A ``datasets.Dataset`` loses the columns by name (its schema: no row is read). The collator drops them
-        from each row it is handed: the rows of any other dataset, and a self-audit's canaries, which join the
-        data inside make_private.
-        """
+        A ``datasets.Dataset`` loses the columns by name (its schema: no row is read). The collator
+        drops them from each row it is handed: the rows of any other dataset, and a self-audit's
+        canaries, which join the data inside make_private."""
         # imported already wherever such a dataset was built; dpnc does not need the package
         hf_datasets = sys.modules.get("datasets")
         if hf_datasets is not None and isinstance(train_dataset, hf_datasets.Dataset):
@@ -265,14 +281,16 @@ class DPTrainer(Trainer):
             self.data_collator, "training"
         )
 
-    # --- the Trainer's hooks -------------------------------------------------------------------------------------
+    # --- the Trainer's hooks ----------------------------------------------------------------------
 
     def get_train_dataloader(self) -> DataLoader:
-        """dpnc's loader: the secret Poisson batches the noise was calibrated for (``max_steps`` in all)."""
+        """dpnc's loader: the secret Poisson batches the noise was calibrated for (``max_steps`` in
+        all)."""
         return self._loader
 
     def create_optimizer(self, model: nn.Module | None = None) -> torch.optim.Optimizer:
-        """What the Trainer steps: a no-op over dpnc's optimizer, whose step :meth:`training_step` takes."""
+        """What the Trainer steps: a no-op over dpnc's optimizer, whose step :meth:`training_step`
+        takes."""
         if self.optimizer is None:
             self.optimizer = _ReleasedInTrainingStep(self.dp_optimizer)
         return self.optimizer
@@ -280,7 +298,8 @@ class DPTrainer(Trainer):
     def training_step(
         self, model: nn.Module, inputs: dict, num_items_in_batch: Any = None
     ) -> torch.Tensor:
-        """One private step on ``inputs``, the batch dpnc's loader just yielded; returns its mean loss (private)."""
+        """One private step on ``inputs``, the batch dpnc's loader just yielded; returns its mean
+        loss (private)."""
         device = self.args.device
 
         def loss_fn(
@@ -299,8 +318,8 @@ class DPTrainer(Trainer):
         except Exception as error:
             if not getattr(error, "dpnc_released", False):
                 raise
-            # The step released and moved the model as any step does; stopping here would show in the
-            # outputs which batch held the row. The owner is told on the terminal only.
+            # The step released and moved the model as any step does; stopping here would show in
+            # the outputs which batch held the row. The owner is told on the terminal only.
             print(
                 f"dpnc (owner only): step {self.state.global_step + 1}: {error!r}", file=sys.stderr
             )
@@ -312,15 +331,17 @@ class DPTrainer(Trainer):
         return torch.as_tensor(float(loss), device=device)
 
     def floating_point_ops(self, inputs: dict) -> int:
-        """0: the Trainer's count grows with the realised (secret) batch sizes, and it is saved with checkpoints."""
+        """0: the Trainer's count grows with the realised (secret) batch sizes, and it is saved with
+        checkpoints."""
         return 0
 
     def public(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
-        """The run's output boundary: the allow-listed part of ``metrics``, with ε and δ of the ledger.
+        """The run's output boundary: the allow-listed part of ``metrics``, with ε and δ of the
+        ledger.
 
-        Public: :data:`PUBLIC_LOGS` (released or declared values) and, with ``eval_public``, the evaluation
-        metrics (``eval_*``: functions of the released model and a public set), never a run time.
-        """
+        Public: :data:`PUBLIC_LOGS` (released or declared values) and, with ``eval_public``, the
+        evaluation metrics (``eval_*``: functions of the released model and a public set), never a
+        run time."""
 
         def allowed(key: str) -> bool:
             evaluation = self.eval_public and key.startswith("eval_") and not key.endswith(_TIMING)
@@ -333,12 +354,14 @@ class DPTrainer(Trainer):
         return public
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        """Log the public part of ``logs`` (:meth:`public`); all of it goes to :attr:`private_log_history`."""
+        """Log the public part of ``logs`` (:meth:`public`); all of it goes to
+        :attr:`private_log_history`."""
         self.private_log_history.append({**logs, "step": self.state.global_step})
         super().log(self.public(logs))  # no start_time: no speed metrics
 
     def num_examples(self, dataloader: DataLoader) -> int:
-        """The declared n for dpnc's loader (the Trainer logs it); an evaluation set's own length otherwise."""
+        """The declared n for dpnc's loader (the Trainer logs it); an evaluation set's own length
+        otherwise."""
         if dataloader is self._loader:
             return self.dp_optimizer.wiring.n
         return super().num_examples(dataloader)
@@ -349,12 +372,13 @@ class DPTrainer(Trainer):
         ignore_keys: list[str] | None = None,
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
-        """The Trainer's evaluation; its metrics reach logs and callbacks only through :meth:`public`.
+        """The Trainer's evaluation; its metrics reach logs and callbacks only through
+        :meth:`public`.
 
-        Returns every metric to the caller (the data owner). Without ``eval_public`` the logs and callbacks
-        get ε and δ only, and the training loop's model selection sees nothing. A dict of evaluation sets is
-        evaluated set by set, each metric prefixed by its name, as the Trainer does.
-        """
+        Returns every metric to the caller (the data owner). Without ``eval_public`` the logs and
+        callbacks get ε and δ only, and the training loop's model selection sees nothing. A dict of
+        evaluation sets is evaluated set by set, each metric prefixed by its name, as the Trainer
+        does."""
         sets = eval_dataset if eval_dataset is not None else self.eval_dataset
         if isinstance(sets, dict):
             return {
@@ -384,9 +408,10 @@ class DPTrainer(Trainer):
         ignore_keys: list[str] | None = None,
         metric_key_prefix: str = "test",
     ) -> PredictionOutput:
-        """The Trainer's prediction; the callbacks' ``on_predict`` (reporters such as W&B log it) gets the
-        metrics through :meth:`public` only, so a predicted set's loss and accuracy reach them under the
-        ``eval`` prefix with ``eval_public`` alone. Returns every metric (no run times) to the caller."""
+        """The Trainer's prediction; the callbacks' ``on_predict`` (reporters such as W&B log it)
+        gets the metrics through :meth:`public` only, so a predicted set's loss and accuracy reach
+        them under the ``eval`` prefix with ``eval_public`` alone. Returns every metric (no run
+        times) to the caller."""
         output = self.evaluation_loop(
             self.get_test_dataloader(test_dataset),
             description="Prediction",
@@ -405,10 +430,12 @@ class DPTrainer(Trainer):
         return self.public(super()._evaluate(trial, ignore_keys_for_eval, *args, **kwargs))
 
     def _save_rng_state(self, output_dir: str) -> None:
-        """Saves nothing: a resumed run is refused, and the generators' states are no output of the run."""
+        """Saves nothing: a resumed run is refused, and the generators' states are no output of the
+        run."""
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any):
-        """The Trainer's ``train``; resuming is refused: a checkpoint does not hold the ledger, so ε would restart."""
+        """The Trainer's ``train``; resuming is refused: a checkpoint does not hold the ledger, so ε
+        would restart."""
         if resume_from_checkpoint:
             raise ValueError(
                 "resume_from_checkpoint must be None: a checkpoint holds no privacy ledger, so a resumed "
@@ -423,8 +450,9 @@ class DPTrainer(Trainer):
         return TrainOutput(output.global_step, math.nan, self.public(output.metrics))
 
     def self_audit(self, **measured: float) -> SelfAuditResult:
-        """The run's one-run audit (``audit=``): ``audit.result(**measured)`` (``accuracy``, ``canary_free_accuracy``:
-        the accuracy cost, :func:`dpnc.self_audit.accuracy_cost`). ValueError without an audit."""
+        """The run's one-run audit (``audit=``): ``audit.result(**measured)`` (``accuracy``,
+        ``canary_free_accuracy``: the accuracy cost, :func:`dpnc.self_audit.accuracy_cost`).
+        ValueError without an audit."""
         if self.audit is None:
             raise ValueError(
                 "this DPTrainer has no self-audit: pass DPTrainer(..., audit=SelfAudit(m, row=..., "
@@ -432,10 +460,11 @@ class DPTrainer(Trainer):
             )
         return self.audit.result(**measured)
 
-    # --- privacy ---------------------------------------------------------------------------------------------------
+    # --- privacy ----------------------------------------------------------------------------------
 
     def epsilon(self) -> float:
-        """ε(δ) of the releases so far, by the ledger (``accountant.epsilon(delta)``); ∞ for a non-private run."""
+        """ε(δ) of the releases so far, by the ledger (``accountant.epsilon(delta)``); ∞ for a
+        non-private run."""
         if self.delta is None:
             return math.inf
         releases = self.accountant.releases

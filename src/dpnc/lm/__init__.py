@@ -1,6 +1,7 @@
-"""Language-model fine-tuning: text-classification data and prompts (``data``, ``files``), heads on sentence
-encoders (``heads``; a causal LM in ``causal``; either built or loaded by ``classifiers``), what is trained
-(``trainable``), the frozen prefix computed once (``cache``) and the fine-tuning trainer (``train``)."""
+"""Language-model fine-tuning: text-classification data and prompts (``data``, ``files``), heads on
+sentence encoders (``heads``; a causal LM in ``causal``; either built or loaded by ``classifiers``),
+what is trained (``trainable``), the frozen prefix computed once (``cache``) and the fine-tuning
+trainer (``train``)."""
 
 from dpnc.lm.cache import PrefixCache
 from dpnc.lm.classifiers import build_classifier, load_classifier

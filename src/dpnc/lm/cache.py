@@ -1,30 +1,31 @@
 """Frozen layers computed once: the cached output of the encoder's frozen prefix for every example.
 
-When the trained parameters sit above a frozen prefix of the network (``--train top-k`` or ``head``; see
-:mod:`dpnc.lm.trainable`), every forward pass of a zeroth-order step — at x + λu and at x − λu, on every batch —
-recomputes the same embeddings and lower layers. :class:`PrefixCache` computes them once per example (in
-batches, kept in memory, each example trimmed to its own length) and a step then runs only the trained layers:
+When the trained parameters sit above a frozen prefix of the network (``--train top-k`` or ``head``;
+see :mod:`dpnc.lm.trainable`), every forward pass of a zeroth-order step — at x + λu and at x − λu,
+on every batch — recomputes the same embeddings and lower layers. :class:`PrefixCache` computes them
+once per example (in batches, kept in memory, each example trimmed to its own length) and a step
+then runs only the trained layers:
 
-* ``top-k``: the hidden states after the first L − k layers, (tokens, hidden) per example; a step runs the
-  top k layers, the pooling and the head.
+* ``top-k``: the hidden states after the first L − k layers, (tokens, hidden) per example; a step
+  runs the top k layers, the pooling and the head.
 * ``head``: the finished sentence embedding, (hidden,) per example; a step runs only the head.
 
-A row is computed the first time a batch holds its example (or all at once by :meth:`PrefixCache.fill`), so a
-short run pays only for the examples it touches.
+A row is computed the first time a batch holds its example (or all at once by
+:meth:`PrefixCache.fill`), so a short run pays only for the examples it touches.
 
 ``benchmarks/lm_finetune_step.py`` measures what this saves against two full forwards.
 
-Caching is not a release, and changes nothing in the privacy analysis: a cached value is the same deterministic
-function of the public frozen weights and one example that the forward pass would compute at every step — the
-model's outputs, hence every released quantity, are the same (up to float rounding; the tests compare them), and
-it is drawn from the training data exactly as the raw texts are: it stays in the process's memory, like the
-dataset itself, and is never logged, saved or checkpointed. Batches are still drawn by the secret sampler; the
-cache only replaces ``encode(texts of the batch)`` by ``cache.batch(index)``. (When a row is first computed
-depends on the secret batches, so a step that meets new rows takes longer, like a step with a long example: step
-times are private statistics, written only to ``private_train_stats.jsonl`` with ``--log-private-stats``; no public
-file of the trainer — metrics, TensorBoard, summary, progress bar — holds a time. The run's total duration is
-still seen by whoever runs it: docs/privacy.md, "Side channels".)
-"""
+Caching is not a release, and changes nothing in the privacy analysis: a cached value is the same
+deterministic function of the public frozen weights and one example that the forward pass would
+compute at every step — the model's outputs, hence every released quantity, are the same (up to
+float rounding; the tests compare them), and it is drawn from the training data exactly as the raw
+texts are: it stays in the process's memory, like the dataset itself, and is never logged, saved or
+checkpointed. Batches are still drawn by the secret sampler; the cache only replaces ``encode(texts
+of the batch)`` by ``cache.batch(index)``. (When a row is first computed depends on the secret
+batches, so a step that meets new rows takes longer, like a step with a long example: step times are
+private statistics, written only to ``private_train_stats.jsonl`` with ``--log-private-stats``; no
+public file of the trainer — metrics, TensorBoard, summary, progress bar — holds a time. The run's
+total duration is still seen by whoever runs it: docs/privacy.md, "Side channels".)"""
 
 from __future__ import annotations
 
@@ -41,11 +42,12 @@ __all__ = ["PrefixCache", "cacheable_prefix"]
 
 
 def cacheable_prefix(classifier) -> int:
-    """Frozen backbone layers of ``classifier`` that a :class:`PrefixCache` can compute once (0: none).
+    """Frozen backbone layers of ``classifier`` that a :class:`PrefixCache` can compute once (0:
+    none).
 
-    Needs a BERT-family encoder (``.embeddings``, ``.encoder.layer``: see ``EncoderClassifier.run_layers``) and
-    inputs that do not depend on the class (the prompt head's ``"filled"`` mode embeds one prompt per class).
-    """
+    Needs a BERT-family encoder (``.embeddings``, ``.encoder.layer``: see
+    ``EncoderClassifier.run_layers``) and inputs that do not depend on the class (the prompt head's
+    ``"filled"`` mode embeds one prompt per class)."""
     encoder = getattr(classifier, "encoder", None)
     if (
         not isinstance(classifier, EncoderClassifier)
@@ -58,16 +60,20 @@ def cacheable_prefix(classifier) -> int:
 
 
 class PrefixCache:
-    """The output of ``classifier``'s first ``layers`` encoder layers for each of ``texts``, each computed once.
+    """The output of ``classifier``'s first ``layers`` encoder layers for each of ``texts``, each
+    computed once.
 
-    Rows are computed when first asked for (the examples of a batch that are not cached yet, in one forward pass),
-    or all at once by :meth:`fill`: a short run pays only for the examples it touches.
+    Rows are computed when first asked for (the examples of a batch that are not cached yet, in one
+    forward pass), or all at once by :meth:`fill`: a short run pays only for the examples it
+    touches.
 
     Args:
-        classifier: an :class:`~dpnc.lm.heads.EncoderClassifier` whose encoder's embeddings and first ``layers``
-            layers are frozen (``requires_grad=False``; checked).
-        texts: the examples (str, or (str, str) pairs), in dataset order; ``batch(index)`` refers to them.
-        layers: the frozen prefix, 1 ≤ layers ≤ the encoder's layers (all: the sentence embedding is cached).
+        classifier: an :class:`~dpnc.lm.heads.EncoderClassifier` whose encoder's embeddings and
+            first ``layers`` layers are frozen (``requires_grad=False``; checked).
+        texts: the examples (str, or (str, str) pairs), in dataset order; ``batch(index)`` refers to
+            them.
+        layers: the frozen prefix, 1 ≤ layers ≤ the encoder's layers (all: the sentence embedding is
+            cached).
         batch_size: examples per forward pass while filling the cache.
 
     Also converts the prompt head's label prompts, so that they too run only the layers above.
@@ -88,7 +94,8 @@ class PrefixCache:
         return self
 
     def _ensure(self, index, progress: bool = False) -> None:
-        """Compute the rows of ``index`` not cached yet, ``batch_size`` examples per forward pass."""
+        """Compute the rows of ``index`` not cached yet, ``batch_size`` examples per forward
+        pass."""
         missing = [i for i in dict.fromkeys(index) if self.rows[i] is None]
         chunks = range(0, len(missing), self.batch_size)
         if progress:
@@ -104,9 +111,10 @@ class PrefixCache:
                 self.rows[i] = row
 
     def attach(self, classifier) -> PrefixCache:
-        """Make ``classifier`` read this cache's rows: its label prompts go through the same frozen prefix, and a
-        cached ``hidden`` resumes at layer ``layers``. ``classifier`` must have the frozen weights the cache was
-        computed with (e.g. a fresh copy of the same model, for a sweep over settings that share the cache)."""
+        """Make ``classifier`` read this cache's rows: its label prompts go through the same frozen
+        prefix, and a cached ``hidden`` resumes at layer ``layers``. ``classifier`` must have the
+        frozen weights the cache was computed with (e.g. a fresh copy of the same model, for a sweep
+        over settings that share the cache)."""
         if cacheable_prefix(classifier) < self.layers:
             raise ValueError(
                 f"the classifier's first {self.layers} layers must be frozen to read this cache; "
@@ -123,7 +131,8 @@ class PrefixCache:
 
     @torch.no_grad()
     def _rows(self, inputs: dict) -> list[torch.Tensor]:
-        """One cached row per example: its embedding, or its hidden states trimmed to its real tokens."""
+        """One cached row per example: its embedding, or its hidden states trimmed to its real
+        tokens."""
         clf = self.classifier
         inputs = clf.on_device(inputs)  # tokenized on the CPU; the rows live where the model runs
         mask = inputs["attention_mask"]
@@ -143,8 +152,9 @@ class PrefixCache:
         return {"hidden": hidden, "attention_mask": mask}
 
     def batch(self, index, labels: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The classifier's batch for the examples ``index`` (ints or a 1-D tensor) with their class ``labels``:
-        what ``classifier.encode(texts[index], labels)`` gives, with the frozen prefix already applied."""
+        """The classifier's batch for the examples ``index`` (ints or a 1-D tensor) with their class
+        ``labels``: what ``classifier.encode(texts[index], labels)`` gives, with the frozen prefix
+        already applied."""
         index = torch.as_tensor(index, dtype=torch.long).reshape(-1).tolist()
         labels = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
         if len(labels) != len(index):

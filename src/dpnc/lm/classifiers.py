@@ -1,10 +1,9 @@
-"""Building and loading a classifier: a head of :mod:`dpnc.lm.heads` on a local sentence encoder, or a causal LM
-classifier of :mod:`dpnc.lm.causal` (``head="causal"``).
+"""Building and loading a classifier: a head of :mod:`dpnc.lm.heads` on a local sentence encoder, or
+a causal LM classifier of :mod:`dpnc.lm.causal` (``head="causal"``).
 
 :func:`build_classifier` puts a new head on a model folder; :func:`load_classifier` reads back what
-:meth:`~dpnc.lm.heads.EncoderClassifier.save_pretrained` wrote, of either kind. transformers is imported only when a
-model is loaded.
-"""
+:meth:`~dpnc.lm.heads.EncoderClassifier.save_pretrained` wrote, of either kind. transformers is
+imported only when a model is loaded."""
 
 from __future__ import annotations
 
@@ -26,12 +25,14 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 def missing_model(
     model: str | Path, what: str = "a local folder with a Hugging Face encoder"
 ) -> str:
-    """The message for a ``model`` that is not on this machine: dpnc is offline-first (it never downloads), which
-    models come bundled, and how to fetch a Hugging Face Hub model to a folder and pass that folder."""
+    """The message for a ``model`` that is not on this machine: dpnc is offline-first (it never
+    downloads), which models come bundled, and how to fetch a Hugging Face Hub model to a folder and
+    pass that folder."""
     name = str(model)
     is_hub = bool(_HUB_ID.fullmatch(name)) and not name.startswith(".")
     hub = f"{name!r} looks like a Hugging Face Hub id; " if is_hub else f"{name!r} does not exist; "
-    # The model named, bare ids ("bert-base-uncased") too; an example only where the name is no Hub id.
+    # The model named, bare ids ("bert-base-uncased") too; an example only where the name is no Hub
+    # id.
     example = name if is_hub else "sentence-transformers/all-mpnet-base-v2"
     return (
         f"model must be {what} (or a .gguf file for --head causal): dpnc is offline-first and never "
@@ -59,14 +60,15 @@ def _load_encoder(model: str | Path):
 
 
 def _exported_encoder(path: Path):
-    """The encoder and tokenizer of a classifier saved as a Hugging Face model (:mod:`dpnc.lm.modeling_dpnc`),
-    read with dpnc's own copy of that code (not the folder's)."""
+    """The encoder and tokenizer of a classifier saved as a Hugging Face model
+    (:mod:`dpnc.lm.modeling_dpnc`), read with dpnc's own copy of that code (not the folder's)."""
     from transformers import AutoTokenizer
 
     from dpnc.lm.modeling_dpnc import DpncForSequenceClassification
 
     model = DpncForSequenceClassification.from_pretrained(path, attn_implementation="eager")
-    # the encoder's configuration given, so the tokenizer does not read the folder's (the classifier's own code)
+    # the encoder's configuration given, so the tokenizer does not read the folder's (the
+    # classifier's own code)
     return model.encoder.eval(), AutoTokenizer.from_pretrained(path, config=model.encoder.config)
 
 
@@ -81,11 +83,12 @@ def build_classifier(
     generator: torch.Generator | None = None,
     freeze_embeddings: bool = False,
 ) -> EncoderClassifier:
-    """A head on the encoder in the local folder ``model``, in eval mode (no dropout: spec §7.12); ``head="causal"``:
-    a :class:`dpnc.lm.causal.CausalLMClassifier` on the causal LM ``model`` (a folder or ``.gguf`` file).
+    """A head on the encoder in the local folder ``model``, in eval mode (no dropout: spec §7.12);
+    ``head="causal"``: a :class:`dpnc.lm.causal.CausalLMClassifier` on the causal LM ``model`` (a
+    folder or ``.gguf`` file).
 
-    ``freeze_embeddings`` leaves the input (word) embeddings out of training (``requires_grad=False``).
-    """
+    ``freeze_embeddings`` leaves the input (word) embeddings out of training
+    (``requires_grad=False``)."""
     if head not in HEADS:
         raise ValueError(f"head must be one of {HEADS}; got {head!r}")
     if head == "causal":
@@ -108,16 +111,19 @@ def build_classifier(
 
 def load_classifier(path: str | Path, *, base_model: str | Path | None = None) -> EncoderClassifier:
     """A classifier saved by :meth:`EncoderClassifier.save_pretrained` (either kind): the head from
-    ``dpnc_head.safetensors``, the encoder from the folder itself, or from the base model it refers to (a head-only
-    run), with the peft adapters of a LoRA run loaded onto that base.
+    ``dpnc_head.safetensors``, the encoder from the folder itself, or from the base model it refers
+    to (a head-only run), with the peft adapters of a LoRA run loaded onto that base.
 
-    ``path`` may also be a run folder (``dpnc finetune --out``): its ``model/`` is read. The base model is found by
-    the name ``dpnc_head.json`` gives it (:func:`dpnc.lm.paths.find_base_model`: an installed package's model
-    wherever this environment has it), or is the folder (or ``.gguf`` file) ``base_model`` when given.
+    ``path`` may also be a run folder (``dpnc finetune --out``): its ``model/`` is read. The base
+    model is found by the name ``dpnc_head.json`` gives it (:func:`dpnc.lm.paths.find_base_model`:
+    an installed package's model wherever this environment has it), or is the folder (or ``.gguf``
+    file) ``base_model`` when given.
 
     Raises:
-        FileNotFoundError: no saved classifier there, or the base model it refers to is not found here.
-        ValueError: head tensors that do not fit the head, or a ``base_model`` for a model saved whole.
+        FileNotFoundError: no saved classifier there, or the base model it refers to is not found
+            here.
+        ValueError: head tensors that do not fit the head, or a ``base_model`` for a model saved
+            whole.
     """
     path = Path(path)
     if not (path / HEAD_CONFIG).is_file() and (path / "model" / HEAD_CONFIG).is_file():

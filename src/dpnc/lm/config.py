@@ -1,9 +1,10 @@
-"""The fine-tuning run's settings: :class:`FinetuneConfig` (every field checked at construction) and its names.
+"""The fine-tuning run's settings: :class:`FinetuneConfig` (every field checked at construction) and
+its names.
 
-The command line ``dpnc finetune`` (:mod:`dpnc.cli`) maps one option to each field of the same name; the trainer
-(:mod:`dpnc.lm.train`) runs a config. Which fields may change on resume, the run folder's file names and the
-test-only kill hook's phases are defined here too, so that every module of the trainer reads them from one place.
-"""
+The command line ``dpnc finetune`` (:mod:`dpnc.cli`) maps one option to each field of the same name;
+the trainer (:mod:`dpnc.lm.train`) runs a config. Which fields may change on resume, the run
+folder's file names and the test-only kill hook's phases are defined here too, so that every module
+of the trainer reads them from one place."""
 
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ RELATIONS = ("add/remove", "replace-one")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 REPORT_TO = ("none", "tensorboard")
-# Zeroth-order defaults per --train mode (lr, clip C, smoothing λ, batch B, steps T). "head": chosen by the measured
-# sweep on SST-2 in docs/results/finetune-defaults (its summary.md gives the command and every cell). "all": the
-# DPZero paper's full-parameter recipe (lr 1e-6, C = 200, T = 10000). "top-k", "bias", "lora": provisional, not swept.
+# Zeroth-order defaults per --train mode (lr, clip C, smoothing λ, batch B, steps T). "head": chosen
+# by the measured sweep on SST-2 in docs/results/finetune-defaults (its summary.md gives the command
+# and every cell). "all": the DPZero paper's full-parameter recipe (lr 1e-6, C = 200, T = 10000).
+# "top-k", "bias", "lora": provisional, not swept.
 ZO_RECIPES = {
     "all": {"lr": 1e-6, "clip": 200.0, "smoothing": 1e-3, "batch_size": 64, "steps": 10000},
     "bias": {"lr": 1e-4, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
@@ -45,31 +47,35 @@ ZO_RECIPES = {
     "head": {"lr": 0.1, "clip": 0.5, "smoothing": 1e-3, "batch_size": 64, "steps": 5000},
     "lora": {"lr": 1e-3, "clip": 10.0, "smoothing": 1e-3, "batch_size": 64, "steps": 2000},
 }
-# First-order (adamw, dp-adamw) step sizes per --train mode. The paper's 1e-5 is a full fine-tuning value: on the
-# 770 scalars of the default linear head Adam moves each by ~lr a step, so 1000 steps at 1e-5 leave the head where it
-# started (SST-2 0.72 → 0.72); 1e-2 learns it (0.72 → 0.89). Other modes keep the paper's value.
+# First-order (adamw, dp-adamw) step sizes per --train mode. The paper's 1e-5 is a full fine-tuning
+# value: on the 770 scalars of the default linear head Adam moves each by ~lr a step, so 1000 steps
+# at 1e-5 leave the head where it started (SST-2 0.72 → 0.72); 1e-2 learns it (0.72 → 0.89). Other
+# modes keep the paper's value.
 FIRST_ORDER_LR = {"all": 1e-5, "bias": 1e-5, "top-k": 1e-5, "head": 1e-2, "lora": 1e-5}
 FIRST_ORDER_STEPS = 1000
-# DP-AdamW's C. On the head, 0.1 (every example clipped: Li et al. 2022's recipe for DP-Adam) is the recipe chosen
-# for a user's CSV on held-apart public data: SST-5 and TREC at ε = 4 gave it the highest mean accuracy, 0.551
-# against 0.402 with C = 10 and 0.505 for DPZero's head (docs/results/default-recipe/).
+# DP-AdamW's C. On the head, 0.1 (every example clipped: Li et al. 2022's recipe for DP-Adam) is the
+# recipe chosen for a user's CSV on held-apart public data: SST-5 and TREC at ε = 4 gave it the
+# highest mean accuracy, 0.551 against 0.402 with C = 10 and 0.505 for DPZero's head
+# (docs/results/default-recipe/).
 FIRST_ORDER_CLIP = {"all": 10.0, "bias": 10.0, "top-k": 10.0, "head": 0.1, "lora": 10.0}
 # The method when none is given for a user's file (a paper's task keeps the paper's, DPZero).
 USER_METHOD = "dp-adamw"
-# The n the recipes' steps were set for: SST-2's 512-shot training folders, 512 × 2 classes. A smaller n keeps the
-# recipe's passes over the data (T·B/n) instead of its T: 80 rows get ceil(T · 80 / 1024) steps (391 for the
-# zeroth-order head, 79 first-order), not 5000; a larger n keeps T.
+# The n the recipes' steps were set for: SST-2's 512-shot training folders, 512 × 2 classes. A
+# smaller n keeps the recipe's passes over the data (T·B/n) instead of its T: 80 rows get ceil(T ·
+# 80 / 1024) steps (391 for the zeroth-order head, 79 first-order), not 5000; a larger n keeps T.
 RECIPE_N = 1024
 
 
 def default_method(train_file: str | None) -> str:
-    """The method when none is given: :data:`USER_METHOD` for a user's file, DPZero for a paper's task."""
+    """The method when none is given: :data:`USER_METHOD` for a user's file, DPZero for a paper's
+    task."""
     return "dpzero" if train_file is None else USER_METHOD
 
 
 def default_steps(method: str, train: str, n: int | None) -> int:
-    """T when none is given: the recipe's (:data:`ZO_RECIPES`, :data:`FIRST_ORDER_STEPS`), scaled by n/RECIPE_N
-    below RECIPE_N (the recipe's number of passes over the data at its batch size); 0 for zero-shot."""
+    """T when none is given: the recipe's (:data:`ZO_RECIPES`, :data:`FIRST_ORDER_STEPS`), scaled by
+    n/RECIPE_N below RECIPE_N (the recipe's number of passes over the data at its batch size); 0 for
+    zero-shot."""
     if method == "zero-shot":
         return 0
     steps = ZO_RECIPES[train]["steps"] if method in ZEROTH_ORDER else FIRST_ORDER_STEPS
@@ -84,9 +90,10 @@ PRIVATE_STATS_WARNING = (
     "dropped by the domain rule). They are not covered by the run's (epsilon, delta) and reveal "
     "the training data: share them only where the training data may be shared."
 )
-# Fields that do not change what a run computes: free to differ on resume. (per_example and microbatch choose how
-# DP-AdamW forms the same clipped sum, equal up to rounding as device and cache are: a run begun under the old
-# default "loop" resumes under "auto"; cache_directions keeps the very directions the uncached space draws.)
+# Fields that do not change what a run computes: free to differ on resume. (per_example and
+# microbatch choose how DP-AdamW forms the same clipped sum, equal up to rounding as device and
+# cache are: a run begun under the old default "loop" resumes under "auto"; cache_directions keeps
+# the very directions the uncached space draws.)
 FREE_FIELDS = (
     "data_dir",
     "device",
@@ -112,14 +119,16 @@ FREE_FIELDS = (
     "allow_replacement_chars",
     "test_public",
 )
-# Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume after a kill).
+# Test-only: DPNC_TEST_KILL_AT=phase:step makes the process SIGKILL itself there (tests of resume
+# after a kill).
 KILL_ENV = "DPNC_TEST_KILL_AT"
 KILL_PHASES = (
     "begin",  # after the journal's 'begin' line of step t, before the batch is drawn
     "between",  # between the two forward passes of zeroth-order step t
     "released",  # after step t's release and update, before its 'end' line
     "end",  # after the 'end' line of step t
-    "checkpoint",  # while writing the checkpoint after t steps (temporary file written, not in place)
+    # while writing the checkpoint after t steps (temporary file written, not in place)
+    "checkpoint",
     "replaced",
 )  # the checkpoint after t steps in place, the journal not yet restarted
 
@@ -129,116 +138,141 @@ def default_causal_path() -> str:
     return str(default_causal_model())
 
 
-# The fields that name a file or folder: public files show them by dpnc.lm.paths.public_path (a base name, or an
-# installed model's package name), never by the full path (it tells whose machine and which environment it is).
+# The fields that name a file or folder: public files show them by dpnc.lm.paths.public_path (a base
+# name, or an installed model's package name), never by the full path (it tells whose machine and
+# which environment it is).
 PATHS = ("train_file", "test_file", "data_dir", "canary_free_run", "model", "out", "checkpoint_dir")
 
 
 def public_fields(fields: dict) -> dict:
-    """A config's fields (:meth:`FinetuneConfig.to_dict`, or one a journal saved) as public files write them: every
-    path by :func:`~dpnc.lm.paths.public_path`, the rest as they are. Applied twice, the same."""
+    """A config's fields (:meth:`FinetuneConfig.to_dict`, or one a journal saved) as public files
+    write them: every path by :func:`~dpnc.lm.paths.public_path`, the rest as they are. Applied
+    twice, the same."""
     return {k: public_path(v) if k in PATHS else v for k, v in fields.items()}
 
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    """Everything that defines a fine-tuning run. Defaults follow the DPZero paper where it says (spec §4.2, §2.7).
+    """Everything that defines a fine-tuning run. Defaults follow the DPZero paper where it says
+    (spec §4.2, §2.7).
 
     Args:
         task: a task of :data:`dpnc.lm.data.TASKS` (SST-2, SST-5, TREC, RTE, SNLI, MNLI).
         data_dir: folder holding the LM-BFF ``<TASK>/k-shot-1k-test`` folders.
-        method: one of :data:`METHODS`; default DP-AdamW for a user's file (``train_file``), DPZero for a task.
+        method: one of :data:`METHODS`; default DP-AdamW for a user's file (``train_file``), DPZero
+            for a task.
         model: local folder of a Hugging Face encoder (default: the offline MiniLM).
-        train_file, test_file: a user's own labelled files (CSV, TSV or JSON lines) instead of ``task``/``data_dir``
-            (``test_file`` optional: without it nothing is evaluated);
-            with ``text_column``, ``label_column``, optional ``text_pair_column``, ``label_words`` (e.g.
+        train_file, test_file: a user's own labelled files (CSV, TSV or JSON lines) instead of
+            ``task``/``data_dir`` (``test_file`` optional: without it nothing is evaluated); with
+            ``text_column``, ``label_column``, optional ``text_pair_column``, ``label_words`` (e.g.
             ``"negative=terrible,positive=great"``) and ``template`` (see :mod:`dpnc.lm.files`).
-        labels: the class set of a user's own data, comma-separated in class order (e.g. ``"negative,positive"``);
-            also given by ``label_words`` (which must then name the same labels in the same order). A private
-            method never takes its classes from the training file: from ``label_words``, else ``labels``, else a
-            test file declared public (``test_public``), else it is refused. Training rows outside the declared
-            classes or domain are dropped by the rule of :mod:`dpnc.lm.files`, never refused.
-        n: the **public** number of training examples, or a public bound on it: it sets q = B/n, σ and the ledger,
-            and ``summary.json`` reports it. Under add/remove two neighbouring data sets differ in size, so n must
-            not be read off the data: the default for a built-in task is its public recipe, k examples per class ×
-            classes (TREC's 512-shot folders hold fewer rows than that: a public bound, the expected batch is then
-            below B); a private method on ``train_file`` data must be given it. Under replace-one the neighbours
-            have the same size, so n is the training file's number of records by definition (None, or that number),
-            those the domain rule drops included: they are empty slots of the fixed-size batches.
-        head: ``"prompt"`` or ``"linear"`` (default: linear for ``train="head"``, else prompt), or ``"causal"``: a
-            causal LM scoring the label words (:mod:`dpnc.lm.causal`; default model SmolLM2-135M-Instruct, the
-            ``causal`` extra); ``prompt_mode``: ``"label"`` / ``"filled"`` (see :mod:`dpnc.lm.heads`).
-        train: which parameters are trained: ``"all"``, ``"bias"``, ``"top-k"``, ``"head"`` (the default) or
-            ``"lora"`` (the default for ``head="causal"``) (:mod:`dpnc.lm.trainable`); ``top_k``: layers of
-            ``"top-k"``; ``lora_rank``, ``lora_alpha``, ``lora_targets`` (comma-separated module names, default
-            peft's for the architecture): the peft ``LoraConfig`` of ``"lora"``.
-        steps: T (default :func:`default_steps`: zeroth-order, :data:`ZO_RECIPES` of the train mode; 1000
-            first-order; 0 zero-shot; scaled down by n / :data:`RECIPE_N` below n = 1024, so that a small data set
-            gets the recipe's passes over the data, not its T).
+        labels: the class set of a user's own data, comma-separated in class order (e.g.
+            ``"negative,positive"``); also given by ``label_words`` (which must then name the same
+            labels in the same order). A private method never takes its classes from the training
+            file: from ``label_words``, else ``labels``, else a test file declared public
+            (``test_public``), else it is refused. Training rows outside the declared classes or
+            domain are dropped by the rule of :mod:`dpnc.lm.files`, never refused.
+        n: the **public** number of training examples, or a public bound on it: it sets q = B/n, σ
+            and the ledger, and ``summary.json`` reports it. Under add/remove two neighbouring data
+            sets differ in size, so n must not be read off the data: the default for a built-in task
+            is its public recipe, k examples per class × classes (TREC's 512-shot folders hold fewer
+            rows than that: a public bound, the expected batch is then below B); a private method on
+            ``train_file`` data must be given it. Under replace-one the neighbours have the same
+            size, so n is the training file's number of records by definition (None, or that
+            number), those the domain rule drops included: they are empty slots of the fixed-size
+            batches.
+        head: ``"prompt"`` or ``"linear"`` (default: linear for ``train="head"``, else prompt), or
+            ``"causal"``: a causal LM scoring the label words (:mod:`dpnc.lm.causal`; default model
+            SmolLM2-135M-Instruct, the ``causal`` extra); ``prompt_mode``: ``"label"`` /
+            ``"filled"`` (see :mod:`dpnc.lm.heads`).
+        train: which parameters are trained: ``"all"``, ``"bias"``, ``"top-k"``, ``"head"`` (the
+            default) or ``"lora"`` (the default for ``head="causal"``) (:mod:`dpnc.lm.trainable`);
+            ``top_k``: layers of ``"top-k"``; ``lora_rank``, ``lora_alpha``, ``lora_targets``
+            (comma-separated module names, default peft's for the architecture): the peft
+            ``LoraConfig`` of ``"lora"``.
+        steps: T (default :func:`default_steps`: zeroth-order, :data:`ZO_RECIPES` of the train mode;
+            1000 first-order; 0 zero-shot; scaled down by n / :data:`RECIPE_N` below n = 1024, so
+            that a small data set gets the recipe's passes over the data, not its T).
         batch_size: B, the (expected) batch size (64).
-        lr: step size (zeroth-order: :data:`ZO_RECIPES`; first-order: :data:`FIRST_ORDER_LR`, 1e-2 for the head,
-            the paper's 1e-5 for the other modes).
+        lr: step size (zeroth-order: :data:`ZO_RECIPES`; first-order: :data:`FIRST_ORDER_LR`, 1e-2
+            for the head, the paper's 1e-5 for the other modes).
         smoothing: λ of the zeroth-order difference (:data:`ZO_RECIPES`).
-        clip: C (zeroth-order: :data:`ZO_RECIPES`, 200 for ``"all"`` as the published code; 10 for DP-AdamW).
-        epsilon, delta: the target budget (δ = 1e-5; no default ε: a private method needs ``epsilon``, or a
-            ``noise_multiplier`` whose ε is reported after the run, as ``dpnc finetune`` needs ``--epsilon``).
-        noise_multiplier: σ/Δ to use instead of calibrating it (refused if it cannot afford ``steps``).
-        accountant: ``"rdp"`` or ``"pld"``: calibrates the noise and is shown during training. Default ``"pld"``,
-            as :func:`dpnc.make_private` (``"rdp"`` under replace-one, the only accountant for its batches).
-        relation: ``"add/remove"`` (default: Poisson batches, Δ = C/B) or ``"replace-one"`` (the published DPZero
-            code's accounting, Δ = 2C/B, with fixed-size batches drawn without replacement: RDP only); default
-            the sampler's (``"shuffle"``: replace-one).
-        sampler: ``"poisson"`` or ``"shuffle"`` (fixed-size batches); default the relation's (private methods
-            must use it: the accountant's event must describe how batches are drawn).
-        seed: the public seed of the zeroth-order directions (batches and noise are secret); ``data_seed`` the
-            k-shot folder's seed (default: seed).
+        clip: C (zeroth-order: :data:`ZO_RECIPES`, 200 for ``"all"`` as the published code; 10 for
+            DP-AdamW).
+        epsilon, delta: the target budget (δ = 1e-5; no default ε: a private method needs
+            ``epsilon``, or a ``noise_multiplier`` whose ε is reported after the run, as ``dpnc
+            finetune`` needs ``--epsilon``).
+        noise_multiplier: σ/Δ to use instead of calibrating it (refused if it cannot afford
+            ``steps``).
+        accountant: ``"rdp"`` or ``"pld"``: calibrates the noise and is shown during training.
+            Default ``"pld"``, as :func:`dpnc.make_private` (``"rdp"`` under replace-one, the only
+            accountant for its batches).
+        relation: ``"add/remove"`` (default: Poisson batches, Δ = C/B) or ``"replace-one"`` (the
+            published DPZero code's accounting, Δ = 2C/B, with fixed-size batches drawn without
+            replacement: RDP only); default the sampler's (``"shuffle"``: replace-one).
+        sampler: ``"poisson"`` or ``"shuffle"`` (fixed-size batches); default the relation's
+            (private methods must use it: the accountant's event must describe how batches are
+            drawn).
+        seed: the public seed of the zeroth-order directions (batches and noise are secret);
+            ``data_seed`` the k-shot folder's seed (default: seed).
         k: examples per class of the k-shot folder (512).
         max_length: tokens per sequence (128).
         freeze_embeddings: leave the word embeddings untrained.
         weight_decay: AdamW's weight decay (0).
-        per_example: how DP-AdamW forms per-example gradients: ``"auto"`` (default: per layer, from each layer's
-            activations and output gradients, where every trained parameter sits in a Linear, Embedding, LayerNorm
-            or Conv2d layer run once per forward, checked against vmap on the first batch; else vmap), ``"layers"``
-            (per layer or refused), ``"vmap"`` (``torch.func``, ``microbatch`` examples at a time) or ``"loop"`` (one
-            example at a time); see :class:`dpnc.tier.DPOptimizer`.
+        per_example: how DP-AdamW forms per-example gradients: ``"auto"`` (default: per layer, from
+            each layer's activations and output gradients, where every trained parameter sits in a
+            Linear, Embedding, LayerNorm or Conv2d layer run once per forward, checked against vmap
+            on the first batch; else vmap), ``"layers"`` (per layer or refused), ``"vmap"``
+            (``torch.func``, ``microbatch`` examples at a time) or ``"loop"`` (one example at a
+            time); see :class:`dpnc.tier.DPOptimizer`.
         microbatch: examples per vmapped chunk.
-        cache_directions: MeZO and DPZero draw each step's direction u once and keep it for x ± λu and the update
-            (:class:`dpnc.tier.direction_cache.CachedModuleSpace`): the same numbers, one generator pass a step instead
-            of three, d more numbers of memory (91 MB for MiniLM in fp32). Pays most in data-parallel runs.
+        cache_directions: MeZO and DPZero draw each step's direction u once and keep it for x ± λu
+            and the update (:class:`dpnc.tier.direction_cache.CachedModuleSpace`): the same numbers,
+            one generator pass a step instead of three, d more numbers of memory (91 MB for MiniLM
+            in fp32). Pays most in data-parallel runs.
         direction: ``"gaussian"`` or ``"sphere"`` zeroth-order directions.
-        cache: compute a frozen prefix of the network once per example (``train="top-k"``/``"head"``; see
-            :mod:`dpnc.lm.cache`); False runs every layer at every step.
-        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``; ``dtype``: ``"fp32"``, or ``"bf16"`` /
-            ``"fp16"`` forward passes on CUDA (the paper's fp16 option).
-        report_to: ``"none"`` or ``"tensorboard"`` (public values only; needs the tensorboard package).
-        eval_every: evaluate on the test split every this many steps (0: only at the end; default: 10 evaluations
-            per run, which with a cached prefix costs little).
+        cache: compute a frozen prefix of the network once per example
+            (``train="top-k"``/``"head"``; see :mod:`dpnc.lm.cache`); False runs every layer at
+            every step.
+        device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``; ``dtype``: ``"fp32"``, or
+            ``"bf16"`` / ``"fp16"`` forward passes on CUDA (the paper's fp16 option).
+        report_to: ``"none"`` or ``"tensorboard"`` (public values only; needs the tensorboard
+            package).
+        eval_every: evaluate on the test split every this many steps (0: only at the end; default:
+            10 evaluations per run, which with a cached prefix costs little).
         eval_examples: evaluate on this many test examples (a fixed seeded subset; None: all).
-        checkpoint_dir, checkpoint_every: where and how often to checkpoint (0: only at the end). Checkpoints are
-            written when either is given: to ``checkpoint_dir``, else to ``out`` beside the journal.
-        out: folder for ``metrics.jsonl``, ``summary.json`` and the fine-tuned ``model/`` (None: no files); also
-            the journal's folder when there is no ``checkpoint_dir``.
-        log_private_stats: also write ``private_train_stats.jsonl``: per-step training-data statistics that are
-            NOT private (batch loss, non-finite count, clipped fraction, time); off by default.
-        recipe_selection: how the settings (lr, C, T, …) were chosen, stated next to ε in ``summary.json``
-            (default: the trainer's statement for its recipes; see ``Trainer.recipe_selection``). A choice made
-            non-privately on the training data is not covered by ε and should say so.
-        new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint, moving them
-            (and that run's metrics) beside each folder, into ``<folder>.superseded-<time>/`` (outside ``out``);
-            without it such a folder is refused.
+        checkpoint_dir, checkpoint_every: where and how often to checkpoint (0: only at the end).
+            Checkpoints are written when either is given: to ``checkpoint_dir``, else to ``out``
+            beside the journal.
+        out: folder for ``metrics.jsonl``, ``summary.json`` and the fine-tuned ``model/`` (None: no
+            files); also the journal's folder when there is no ``checkpoint_dir``.
+        log_private_stats: also write ``private_train_stats.jsonl``: per-step training-data
+            statistics that are NOT private (batch loss, non-finite count, clipped fraction, time);
+            off by default.
+        recipe_selection: how the settings (lr, C, T, …) were chosen, stated next to ε in
+            ``summary.json`` (default: the trainer's statement for its recipes; see
+            ``Trainer.recipe_selection``). A choice made non-privately on the training data is not
+            covered by ε and should say so.
+        new_run: start afresh in a run folder that holds an earlier run's journal or checkpoint,
+            moving them (and that run's metrics) beside each folder, into
+            ``<folder>.superseded-<time>/`` (outside ``out``); without it such a folder is refused.
         allow_empty_train, allow_missing_classes, allow_label_mismatch, allow_n_mismatch, allow_replacement_chars:
-            before the first step the owner's checks (:mod:`dpnc.lm.owner_checks`) refuse a training set the domain
-            rule left empty, one in which a declared class has no row, labels that differ from a declared class
-            only in case, a declared n more than 2× away from the file's rows, and a training file that is not
-            UTF-8; these turn each refusal into a note (for a pipeline whose start must not depend on the data).
-        test_public: whether the test split is public data, so that ``summary.json`` may publish each test
-            example's right/wrong and the test class counts. Default: True for a built-in task (its test split is
-            public), False for a ``test_file`` (it may be the owner's private data): then only aggregate accuracy
-            and loss are published, and the summary says why. ``--test-file-public`` declares a test file public.
-        self_audit: M >= 2 input-space canaries for the run's one-run audit (0: none; a private method under
-            add/remove; :mod:`dpnc.lm.canaries`): n becomes the declared n + M, and ``summary.json`` gets the bound.
-        canary_free_run: the folder of a finished canary-free twin run (the same settings without ``self_audit``),
-            whose test accuracy gives the self-audit's accuracy cost (not measured without one).
+            before the first step the owner's checks (:mod:`dpnc.lm.owner_checks`) refuse a training
+            set the domain rule left empty, one in which a declared class has no row, labels that
+            differ from a declared class only in case, a declared n more than 2× away from the
+            file's rows, and a training file that is not UTF-8; these turn each refusal into a note
+            (for a pipeline whose start must not depend on the data).
+        test_public: whether the test split is public data, so that ``summary.json`` may publish
+            each test example's right/wrong and the test class counts. Default: True for a built-in
+            task (its test split is public), False for a ``test_file`` (it may be the owner's
+            private data): then only aggregate accuracy and loss are published, and the summary says
+            why. ``--test-file-public`` declares a test file public.
+        self_audit: M >= 2 input-space canaries for the run's one-run audit (0: none; a private
+            method under add/remove; :mod:`dpnc.lm.canaries`): n becomes the declared n + M, and
+            ``summary.json`` gets the bound.
+        canary_free_run: the folder of a finished canary-free twin run (the same settings without
+            ``self_audit``), whose test accuracy gives the self-audit's accuracy cost (not measured
+            without one).
     """
 
     task: str = "SST-2"
@@ -406,7 +440,8 @@ class FinetuneConfig:
             check_integer(0, **{name: getattr(self, name)})
         if self.eval_examples is not None:
             check_integer(1, eval_examples=self.eval_examples)
-        # the optimizers' options, by their rules (dpnc.options): every method's values, then the method's own
+        # the optimizers' options, by their rules (dpnc.options): every method's values, then the
+        # method's own
         check_options(self.optimizer_values())
         self.optimizer_options()
         if self.epsilon is not None:
@@ -465,7 +500,8 @@ class FinetuneConfig:
         self._check_self_audit()
 
     def _check_self_audit(self) -> None:
-        """M = 0 or >= 2, for a private method under add/remove (a canary is in or out: an add/remove neighbour)."""
+        """M = 0 or >= 2, for a private method under add/remove (a canary is in or out: an
+        add/remove neighbour)."""
         check_integer(0, self_audit=self.self_audit)
         if self.self_audit == 1 or (
             self.self_audit and not (self.private and self.relation == "add/remove")
@@ -480,7 +516,8 @@ class FinetuneConfig:
             )
 
     def _check_labels(self) -> None:
-        """``labels`` is a comma-separated class list, and agrees with ``label_words`` where both are given."""
+        """``labels`` is a comma-separated class list, and agrees with ``label_words`` where both
+        are given."""
         if self.labels is None:
             return
         names = parse_labels(self.labels)
@@ -492,8 +529,9 @@ class FinetuneConfig:
             )
 
     def _declared_classes(self) -> None:
-        """A private run on a user's file declares its classes: the training file's labels differ between
-        neighbouring data sets, and a private test file's are not public (a public test file's may serve)."""
+        """A private run on a user's file declares its classes: the training file's labels differ
+        between neighbouring data sets, and a private test file's are not public (a public test
+        file's may serve)."""
         declared = self.labels is not None or self.label_words is not None
         if self.private and self.train_file is not None and not declared:
             if self.test_file is None or not self.test_public:
@@ -510,13 +548,15 @@ class FinetuneConfig:
         return self.train_file is None or self.test_file is not None
 
     def _public_n(self) -> None:
-        """n: declared, or the built-in task's public recipe (k per class); decided from the config alone."""
+        """n: declared, or the built-in task's public recipe (k per class); decided from the config
+        alone."""
         if self.n is None:
             if self.train_file is None:
                 object.__setattr__(self, "n", self.k * get_task(self.task).num_classes)
             elif self.private:
-                # under replace-one too: the neighbours have one size, but the number of records a file parses into
-                # depends on its contents (an unclosed quote joins the lines after it), so it is never read off it
+                # under replace-one too: the neighbours have one size, but the number of records a
+                # file parses into depends on its contents (an unclosed quote joins the lines after
+                # it), so it is never read off it
                 raise ValueError(
                     "n must be given (--n) for the private method "
                     f"{self.method!r} on a train_file under {self.relation}: the public number of "
@@ -532,8 +572,9 @@ class FinetuneConfig:
                 )
 
     def optimizer_values(self) -> dict:
-        """The config's value of each optimizer option (:mod:`dpnc.options`), by the option's name: the field of
-        that name, or its trainer spelling (:data:`SPELLED`); every method's, whether it takes them or not."""
+        """The config's value of each optimizer option (:mod:`dpnc.options`), by the option's name:
+        the field of that name, or its trainer spelling (:data:`SPELLED`); every method's, whether
+        it takes them or not."""
         values = {name: getattr(self, name) for name in option_names() if name in _FIELDS}
         # the public direction seed, derived from the run's seed
         values["seed"] = (self.seed * 2654435761 + 1) % 2**62
@@ -542,8 +583,8 @@ class FinetuneConfig:
 
     def optimizer_options(self) -> Options | None:
         """The method's options (its registry entry's class, None for zero-shot), built from
-        :meth:`optimizer_values` by :func:`dpnc.options.options_of`: its defaults and rules, and a finite clip for
-        a private method (its releases are noised)."""
+        :meth:`optimizer_values` by :func:`dpnc.options.options_of`: its defaults and rules, and a
+        finite clip for a private method (its releases are noised)."""
         if self.method == "zero-shot":
             return None
         return options_of(
@@ -570,8 +611,8 @@ class FinetuneConfig:
 
     @property
     def checkpointing(self) -> bool:
-        """Whether the run writes ``checkpoint.pt`` (into :attr:`run_dir`): a ``checkpoint_dir`` or a
-        ``checkpoint_every`` is given."""
+        """Whether the run writes ``checkpoint.pt`` (into :attr:`run_dir`): a ``checkpoint_dir`` or
+        a ``checkpoint_every`` is given."""
         return bool(self.checkpoint_dir or self.checkpoint_every)
 
     @property
@@ -584,15 +625,15 @@ class FinetuneConfig:
         return dataclasses.asdict(self)
 
     def public_dict(self) -> dict:
-        """Every field, the paths by their public names (:func:`public_fields`): the config the journal and the
-        checkpoint record."""
+        """Every field, the paths by their public names (:func:`public_fields`): the config the
+        journal and the checkpoint record."""
         return public_fields(self.to_dict())
 
     def hyperparameters(self) -> dict:
-        """Every field but where the run writes (``out``, ``checkpoint_dir``): what summary.json's ``config`` and
-        TensorBoard's hparams record, with the paths by their public names (:func:`public_fields`: the data's files
-        by base name, the model by its package's name or base name); ``task`` is None for a run on a user's files.
-        """
+        """Every field but where the run writes (``out``, ``checkpoint_dir``): what summary.json's
+        ``config`` and TensorBoard's hparams record, with the paths by their public names
+        (:func:`public_fields`: the data's files by base name, the model by its package's name or
+        base name); ``task`` is None for a run on a user's files."""
         public = {k: v for k, v in self.public_dict().items() if k not in ("out", "checkpoint_dir")}
         if (
             self.train_file is not None
@@ -602,6 +643,7 @@ class FinetuneConfig:
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(FinetuneConfig))
-# The optimizer options the config takes under another name (:meth:`FinetuneConfig.optimizer_values`); the others
-# are fields of their own name. (``seed`` is the run's seed, from which the public direction seed is derived.)
+# The optimizer options the config takes under another name
+# (:meth:`FinetuneConfig.optimizer_values`); the others are fields of their own name. (``seed`` is
+# the run's seed, from which the public direction seed is derived.)
 SPELLED = {"optimizer_kwargs": "weight_decay"}

@@ -1,25 +1,30 @@
-"""How long the rest of a fine-tuning run will take, said before its first step, timed on public inputs only.
+"""How long the rest of a fine-tuning run will take, said before its first step, timed on public
+inputs only.
 
-A step's time is a statistic of its secret batch (how many rows it holds, how long they are, whether their frozen
-layers are cached yet: docs/privacy.md, "Side channels"), so the estimate never times the training data. It
-rehearses the run's own step, :meth:`~dpnc.lm.steps.Steps.journaled` (the method's optimizer with its checks of the
-model, the journal's two fsynced lines) and its metrics row, on rows of the test split, with a throwaway optimizer,
-ledger, noise source and run folder (beside the run's, on the same disk), then puts the trained parameters back bit
-for bit. The rest of the run is counted from its public settings, each part timed on public inputs:
+A step's time is a statistic of its secret batch (how many rows it holds, how long they are, whether
+their frozen layers are cached yet: docs/privacy.md, "Side channels"), so the estimate never times
+the training data. It rehearses the run's own step, :meth:`~dpnc.lm.steps.Steps.journaled` (the
+method's optimizer with its checks of the model, the journal's two fsynced lines) and its metrics
+row, on rows of the test split, with a throwaway optimizer, ledger, noise source and run folder
+(beside the run's, on the same disk), then puts the trained parameters back bit for bit. The rest of
+the run is counted from its public settings, each part timed on public inputs:
 
-* steps: the first (cold: first calls, a route's first-batch check) and the others at the mean of 1 to 5 warm
-  ones, one per 20 steps of the run (the rehearsal costs about 5% of the steps' time);
-* frozen layers: a training row's are computed the first time a batch holds it (:mod:`dpnc.lm.cache`), and the run
-  meets n·(1 − (1 − q)^T) rows on average (n and q = B/n are public), each at the time a test row took at setup;
-* ε: computed every ⌈T/10⌉ steps, at each evaluation and at the last step; the first and the last are computed
-  here on a copy of the ledger (cached: the run reuses them), the others counted at their mean;
-* evaluations: each evaluation of the run and the final one, at the time the untrained model's took at setup;
+* steps: the first (cold: first calls, a route's first-batch check) and the others at the mean of 1
+  to 5 warm ones, one per 20 steps of the run (the rehearsal costs about 5% of the steps' time);
+* frozen layers: a training row's are computed the first time a batch holds it
+  (:mod:`dpnc.lm.cache`), and the run meets n·(1 − (1 − q)^T) rows on average (n and q = B/n are
+  public), each at the time a test row took at setup;
+* ε: computed every ⌈T/10⌉ steps, at each evaluation and at the last step; the first and the last
+  are computed here on a copy of the ledger (cached: the run reuses them), the others counted at
+  their mean;
+* evaluations: each evaluation of the run and the final one, at the time the untrained model's took
+  at setup;
 * checkpoints: one written to the throwaway folder, times the number the run writes;
 * the end: the training plot, drawn (empty) into the throwaway folder.
 
-Not counted: writing the model and the summary, the progress bar, the process's start and exit. In a data-parallel
-run the step is rehearsed in one process on its share of a batch, without the exchange between the processes.
-"""
+Not counted: writing the model and the summary, the progress bar, the process's start and exit. In a
+data-parallel run the step is rehearsed in one process on its share of a batch, without the exchange
+between the processes."""
 
 from __future__ import annotations
 
@@ -93,14 +98,16 @@ def duration(seconds: float) -> str:
 
 
 class EstimateMixin:
-    """The :class:`~dpnc.lm.train.Trainer`'s time estimate (mixed into it): reads its state, leaves it as it was.
+    """The :class:`~dpnc.lm.train.Trainer`'s time estimate (mixed into it): reads its state, leaves
+    it as it was.
 
-    Reads ``setup_seconds``, what the trainer timed on public inputs at setup: ``"evaluation"`` (the untrained
-    model's evaluation) and ``"frozen_row"`` (a test row's frozen layers, when it cached them).
-    """
+    Reads ``setup_seconds``, what the trainer timed on public inputs at setup: ``"evaluation"`` (the
+    untrained model's evaluation) and ``"frozen_row"`` (a test row's frozen layers, when it cached
+    them)."""
 
     def estimate(self, steps: int) -> Estimate | None:
-        """The time of the next ``steps`` steps and of the run's end; None without test examples to time it on."""
+        """The time of the next ``steps`` steps and of the run's end; None without test examples to
+        time it on."""
         c = self.config
         if steps <= 0 or not len(self.eval_part) or self.optimizer is None:
             return None
@@ -131,7 +138,8 @@ class EstimateMixin:
         )
 
     def estimate_line(self, steps: int) -> str:
-        """What the trainer prints before ``steps`` steps: the estimate, and what it was timed on."""
+        """What the trainer prints before ``steps`` steps: the estimate, and what it was timed
+        on."""
         estimate = self.estimate(steps)
         if estimate is None:
             return (
@@ -150,7 +158,8 @@ class EstimateMixin:
         )
 
     def _rehearse(self, files: RunFiles, steps: int) -> list[float]:
-        """Seconds of the run's own step on public rows: the first (cold), then 1 to WARM warm ones."""
+        """Seconds of the run's own step on public rows: the first (cold), then 1 to WARM warm
+        ones."""
         clf, count = self.classifier, 1 + min(WARM, max(1, steps // SHARE), steps - 1)
         c = dataclasses.replace(self.config, steps=count)  # its optimizer draws `count` batches
         index = torch.arange(math.ceil(c.batch_size / self.world_size)) % len(self.eval_part)
@@ -190,8 +199,8 @@ class EstimateMixin:
         return seconds
 
     def _epsilon_seconds(self, points: list[int]) -> float:
-        """The ε computations after the steps ``points``: the first and the last made now on a copy of the ledger
-        (the run finds them cached), the others counted at their mean."""
+        """The ε computations after the steps ``points``: the first and the last made now on a copy
+        of the ledger (the run finds them cached), the others counted at their mean."""
         if not points:
             return 0.0
         made = sorted({points[0], points[-1]})
@@ -203,8 +212,8 @@ class EstimateMixin:
 
 
 class _PublicRows:
-    """The rehearsal's sampler: the run's sampler's public description (n, B, q, its release) and every batch the
-    same public rows; it never draws from the run's secret stream."""
+    """The rehearsal's sampler: the run's sampler's public description (n, B, q, its release) and
+    every batch the same public rows; it never draws from the run's secret stream."""
 
     secret = False  # nothing is secret about these rows
     shared = True
@@ -225,8 +234,9 @@ class _PublicRows:
 
 @contextlib.contextmanager
 def _scratch(config: FinetuneConfig) -> Iterator[RunFiles]:
-    """The rehearsal's run files: in a temporary folder beside the run's folder (on its disk, so that an fsync costs
-    what the journal's does), removed after; none are written when the run writes none."""
+    """The rehearsal's run files: in a temporary folder beside the run's folder (on its disk, so
+    that an fsync costs what the journal's does), removed after; none are written when the run
+    writes none."""
     quiet = {"report_to": "none", "log_private_stats": False}
     if config.run_dir is None:
         yield RunFiles(dataclasses.replace(config, **quiet), kill_points=False)
@@ -243,7 +253,8 @@ def _scratch(config: FinetuneConfig) -> Iterator[RunFiles]:
 
 
 def _time_plot(files: RunFiles) -> float:
-    """Seconds to draw the training plot, matplotlib's import left out (made now, as the run's plot would)."""
+    """Seconds to draw the training plot, matplotlib's import left out (made now, as the run's plot
+    would)."""
     path = Path(files.config.out) / "training.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     pyplot()
@@ -251,7 +262,8 @@ def _time_plot(files: RunFiles) -> float:
 
 
 def _copy_ledger(accountant: Accountant, release: Release, count: int) -> Accountant:
-    """``accountant``'s ledger and ``count`` more ``release``: the run's ledger after as many steps."""
+    """``accountant``'s ledger and ``count`` more ``release``: the run's ledger after as many
+    steps."""
     ledger = Accountant(accountant.relation, accountant.method)
     ledger.extend(accountant)
     ledger.record(release, count)

@@ -1,13 +1,13 @@
 """What a fine-tuning run reports: its evaluation on the test split and its ``summary.json``.
 
-:class:`Evaluation` is a model's accuracy, loss and per-example correctness on the evaluated test examples (a fixed
-seeded subset, in a fixed order, so runs on the same split compare example by example); :class:`Summary` is the
-run's outcome as written to ``summary.json``. :class:`EvaluationMixin` holds the :class:`dpnc.lm.train.Trainer`'s
-methods that compute them from its state (config, data, classifier, ledger). Everything they report is public
-(test-split results, the privacy report, counts fixed by the config, the inputs treated as public and how the
-settings were chosen), except :meth:`EvaluationMixin.private_run_stats`, which goes to the private statistics file
-only.
-"""
+:class:`Evaluation` is a model's accuracy, loss and per-example correctness on the evaluated test
+examples (a fixed seeded subset, in a fixed order, so runs on the same split compare example by
+example); :class:`Summary` is the run's outcome as written to ``summary.json``.
+:class:`EvaluationMixin` holds the :class:`dpnc.lm.train.Trainer`'s methods that compute them from
+its state (config, data, classifier, ledger). Everything they report is public (test-split results,
+the privacy report, counts fixed by the config, the inputs treated as public and how the settings
+were chosen), except :meth:`EvaluationMixin.private_run_stats`, which goes to the private statistics
+file only."""
 
 from __future__ import annotations
 
@@ -41,14 +41,14 @@ class Evaluation(NamedTuple):
 class Summary:
     """A run's outcome, as written to ``summary.json``.
 
-    Everything here is public: test-split results (and those of the initial model, ``zero_shot_*``), the privacy
-    report, counts fixed by the config, the test file it read and the inputs it treated as public
-    (``public_inputs``: n, the classes, B, T, ε, δ, C, …), with how its settings were chosen (``recipe_selection``,
-    next to ε), and ``config``: the whole run configuration with its defaults filled in (lr, clip C, smoothing λ,
-    B, T, the accountant, the public direction seed — never the noise, which has no seed — and the rest). Nothing
-    here is a statistic of the training data (no training rows, non-finite counts or time: those go to the private
-    statistics file only, with ``log_private_stats``).
-    """
+    Everything here is public: test-split results (and those of the initial model, ``zero_shot_*``),
+    the privacy report, counts fixed by the config, the test file it read and the inputs it treated
+    as public (``public_inputs``: n, the classes, B, T, ε, δ, C, …), with how its settings were
+    chosen (``recipe_selection``, next to ε), and ``config``: the whole run configuration with its
+    defaults filled in (lr, clip C, smoothing λ, B, T, the accountant, the public direction seed —
+    never the noise, which has no seed — and the rest). Nothing here is a statistic of the training
+    data (no training rows, non-finite counts or time: those go to the private statistics file only,
+    with ``log_private_stats``)."""
 
     task: str
     method: str
@@ -102,7 +102,8 @@ class Summary:
 
 
 class EvaluationMixin:
-    """The :class:`~dpnc.lm.train.Trainer`'s evaluation and ``summary.json`` (mixed into it; reads its state)."""
+    """The :class:`~dpnc.lm.train.Trainer`'s evaluation and ``summary.json`` (mixed into it; reads
+    its state)."""
 
     def _n_rule(self) -> str:
         """How ``n`` was set, for ``summary.json``'s public inputs."""
@@ -124,9 +125,9 @@ class EvaluationMixin:
 
     @torch.no_grad()
     def evaluate(self, dataset: TextDataset | None = None) -> Evaluation:
-        """Accuracy, mean cross-entropy and per-example correctness on the test split (``eval_examples`` of it: a
-        fixed seeded subset, in a fixed order, so that runs on the same test split can be compared example by
-        example)."""
+        """Accuracy, mean cross-entropy and per-example correctness on the test split
+        (``eval_examples`` of it: a fixed seeded subset, in a fixed order, so that runs on the same
+        test split can be compared example by example)."""
         ds, cache = (dataset, None) if dataset is not None else (self.eval_part, self.test_cache)
         preds, losses = self.classifier.evaluate(
             ds.texts, ds.labels, batch_size=self.config.eval_batch_size, cache=cache
@@ -148,7 +149,8 @@ class EvaluationMixin:
         )
 
     def eval_set(self) -> TextDataset:
-        """The test examples evaluated: ``eval_examples`` of them, a fixed seeded subset (default all)."""
+        """The test examples evaluated: ``eval_examples`` of them, a fixed seeded subset (default
+        all)."""
         m = self.config.eval_examples
         if m is None or m >= len(self.test_set):
             return self.test_set
@@ -156,7 +158,8 @@ class EvaluationMixin:
         return self.test_set.subset(order[:m])
 
     def data_record(self) -> dict:
-        """Which data the run read (files, rows, classes, label words, template): public facts for summary.json."""
+        """Which data the run read (files, rows, classes, label words, template): public facts for
+        summary.json."""
         c = self.config
         where = (
             {"train_file": public_path(c.train_file), "test_file": public_path(c.test_file)}
@@ -192,7 +195,8 @@ class EvaluationMixin:
         )
 
     def public_inputs(self) -> dict:
-        """The inputs this run treated as public (summary.json): none of them is read off the training data."""
+        """The inputs this run treated as public (summary.json): none of them is read off the
+        training data."""
         c, task = self.config, self.train_set.task
         classes = (
             "the task's"
@@ -229,7 +233,8 @@ class EvaluationMixin:
         }
 
     def recipe_selection(self) -> str:
-        """How the run's settings were chosen, stated next to ε: the config's statement, else the trainer's."""
+        """How the run's settings were chosen, stated next to ε: the config's statement, else the
+        trainer's."""
         c = self.config
         if c.recipe_selection is not None:
             return c.recipe_selection
@@ -301,8 +306,9 @@ class EvaluationMixin:
         )
 
     def self_audit(self, result: Evaluation) -> dict | None:
-        """The run's one-run audit (``--self-audit M``; None without), with the accuracy cost against the canary-free
-        twin run when ``canary_free_run`` names one (public: the bound, its counts, test accuracies)."""
+        """The run's one-run audit (``--self-audit M``; None without), with the accuracy cost
+        against the canary-free twin run when ``canary_free_run`` names one (public: the bound, its
+        counts, test accuracies)."""
         c = self.config
         if self.canaries is None:
             return None
@@ -318,7 +324,8 @@ class EvaluationMixin:
         ).to_dict()
 
     def private_run_stats(self, wall: float) -> dict:
-        """The run's statistics of the training data (private_train_stats.jsonl only): time, rows, drops."""
+        """The run's statistics of the training data (private_train_stats.jsonl only): time, rows,
+        drops."""
         done = len(self.history)
         return {
             "event": "run",

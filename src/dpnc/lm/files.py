@@ -1,45 +1,51 @@
-"""A user's own labelled text files: CSV, TSV or JSON lines, read into ``TextDataset``s for fine-tuning.
+"""A user's own labelled text files: CSV, TSV or JSON lines, read into ``TextDataset``s for
+fine-tuning.
 
-``load_user_data(train_file, test_file, ...)`` is what ``dpnc finetune --train-file ... --test-file ...`` reads:
-both files become datasets of ONE task, so a class id means the same in training and in evaluation (without a test
-file, the test set is empty). Its classes are **declared** for a private run (``declared=True``): ``label_words``,
-else ``labels``, else the labels of a test file declared public (``test_public``) — never the private training
-file's, whose label set differs between neighbouring data sets (one row with a new label would change the head's
-shape and the published label names), nor a private test file's. Without ``declared`` (a non-private run) they
-are the training file's labels. ``load_file`` reads a single file (its own labels, or
-``label_names`` given). ``describe_data`` is the record of which data a run used, for its ``summary.json``.
+``load_user_data(train_file, test_file, ...)`` is what ``dpnc finetune --train-file ... --test-file
+...`` reads: both files become datasets of ONE task, so a class id means the same in training and in
+evaluation (without a test file, the test set is empty). Its classes are **declared** for a private
+run (``declared=True``): ``label_words``, else ``labels``, else the labels of a test file declared
+public (``test_public``) — never the private training file's, whose label set differs between
+neighbouring data sets (one row with a new label would change the head's shape and the published
+label names), nor a private test file's. Without ``declared`` (a non-private run) they are the
+training file's labels. ``load_file`` reads a single file (its own labels, or ``label_names``
+given). ``describe_data`` is the record of which data a run used, for its ``summary.json``.
 
 Formats, from the extension:
 
 * ``.csv``: the ``csv`` module's rules (quoting), delimiter ``","``.
 * ``.tsv``: lines split on tabs with no quote processing, as GLUE files need.
-* ``.jsonl``/``.json``: one JSON object per line (columns are keys) or one JSON array per line (columns are ints).
+* ``.jsonl``/``.json``: one JSON object per line (columns are keys) or one JSON array per line
+  (columns are ints).
 
-Columns are header names (str) or 0-based field positions (int; ``-1`` is each row's last field). A file has a
-header row iff some column is given by name.
+Columns are header names (str) or 0-based field positions (int; ``-1`` is each row's last field). A
+file has a header row iff some column is given by name.
 
-Labels are compared as text, with one rule: labels that denote the same number are one label. ``"1"``, ``"1.0"``,
-``" 1 "``, ``"+1"``, ``1`` and ``1.0`` (JSON) are all the label ``"1"``; a non-integral number keeps its canonical
-float text (``"0.50"`` is ``"0.5"``). Other labels are kept as written, stripped (``"Positive"`` and ``"positive"``
-are two labels). Without label words the class order is the sorted labels (numerically when all are numbers).
+Labels are compared as text, with one rule: labels that denote the same number are one label.
+``"1"``, ``"1.0"``, ``" 1 "``, ``"+1"``, ``1`` and ``1.0`` (JSON) are all the label ``"1"``; a
+non-integral number keeps its canonical float text (``"0.50"`` is ``"0.5"``). Other labels are kept
+as written, stripped (``"Positive"`` and ``"positive"`` are two labels). Without label words the
+class order is the sorted labels (numerically when all are numbers).
 
-Refused, each with a ``ValueError`` naming the file and the line: bytes that are not UTF-8; a row whose label is
-missing or empty (absent JSON key, JSON null, empty field, a row with fewer fields than the header); a row whose
-text is empty; a CSV row with more fields than the header (a comma outside quotes shifts its fields; TSV rows may
-have more, as GLUE's NLI files do). A row that cannot be read is not skipped: a user is told what to fix.
+Refused, each with a ``ValueError`` naming the file and the line: bytes that are not UTF-8; a row
+whose label is missing or empty (absent JSON key, JSON null, empty field, a row with fewer fields
+than the header); a row whose text is empty; a CSV row with more fields than the header (a comma
+outside quotes shifts its fields; TSV rows may have more, as GLUE's NLI files do). A row that cannot
+be read is not skipped: a user is told what to fix.
 
-**The domain rule of a private training file** (``declared=True``). There a refusal that depends on one row would
-itself be a release (it tells whether that row is in the data), so no row is refused: a row is *dropped* when its
-label is missing, empty or not among the declared classes, its text (or text pair) is missing or empty, it has
-fewer fields than the header (or, in CSV, more; without a header, fewer than its columns name: no row sets a width
-for the others), it is not a JSON object/array, its value is nested JSON, or its line cannot be read (not JSON, a
-JSON number Python refuses, JSON nested too deep). A CSV field may be of any length. Bytes that are not UTF-8
-become U+FFFD. The number of dropped rows is a statistic of the private data: it is written
-only to the run's private statistics (``--log-private-stats``). Dropping changes nothing in the accounting, whose n
-is declared (``FinetuneConfig.n``) under add/remove, and under replace-one is the file's records, the dropped ones
-included (each an empty slot of the batches; blank records count too). What is still refused is decided by the
-file's structure, not by any one row: a missing file, an unknown format, a header without the named columns.
-"""
+**The domain rule of a private training file** (``declared=True``). There a refusal that depends on
+one row would itself be a release (it tells whether that row is in the data), so no row is refused:
+a row is *dropped* when its label is missing, empty or not among the declared classes, its text (or
+text pair) is missing or empty, it has fewer fields than the header (or, in CSV, more; without a
+header, fewer than its columns name: no row sets a width for the others), it is not a JSON
+object/array, its value is nested JSON, or its line cannot be read (not JSON, a JSON number Python
+refuses, JSON nested too deep). A CSV field may be of any length. Bytes that are not UTF-8 become
+U+FFFD. The number of dropped rows is a statistic of the private data: it is written only to the
+run's private statistics (``--log-private-stats``). Dropping changes nothing in the accounting,
+whose n is declared (``FinetuneConfig.n``) under add/remove, and under replace-one is the file's
+records, the dropped ones included (each an empty slot of the batches; blank records count too).
+What is still refused is decided by the file's structure, not by any one row: a missing file, an
+unknown format, a header without the named columns."""
 
 from __future__ import annotations
 
@@ -101,14 +107,16 @@ def canonical_label(value) -> str:
 
 
 def parse_label_words(label_words: str | Mapping | None) -> dict[str, str] | None:
-    """``{label: word}`` from a mapping or the CLI string ``"negative=terrible,positive=great"``; None stays None.
+    """``{label: word}`` from a mapping or the CLI string ``"negative=terrible,positive=great"``;
+    None stays None.
 
-    The order given is the class order. Labels are canonicalised like the files' labels (``"1.0"`` is ``"1"``);
-    words are stripped. A label or word cannot contain ``,`` in the string form, nor a label ``=``: pass a mapping.
+    The order given is the class order. Labels are canonicalised like the files' labels (``"1.0"``
+    is ``"1"``); words are stripped. A label or word cannot contain ``,`` in the string form, nor a
+    label ``=``: pass a mapping.
 
     Raises:
-        ValueError: another type, an item without ``=``, an empty label or word, a label given twice, or two
-            classes with the same word (a prompt head could not tell them apart).
+        ValueError: another type, an item without ``=``, an empty label or word, a label given
+            twice, or two classes with the same word (a prompt head could not tell them apart).
     """
     if label_words is None:
         return None
@@ -153,7 +161,8 @@ def parse_label_words(label_words: str | Mapping | None) -> dict[str, str] | Non
 
 
 def parse_labels(labels: str | Sequence | None) -> tuple[str, ...] | None:
-    """The declared class list from ``"negative,positive"`` or a sequence (canonicalised, in the order given).
+    """The declared class list from ``"negative,positive"`` or a sequence (canonicalised, in the
+    order given).
 
     Raises:
         ValueError: fewer than 2 labels, an empty label, or a label given twice.
@@ -185,11 +194,12 @@ def load_user_data(
 ) -> tuple[TextDataset, TextDataset]:
     """A training file and a test file of one's own, read as one task.
 
-    ``declared=False``: the training file's labels are the classes; the test file's labels must be among them (a
-    test file may lack a class). ``declared=True`` (a private run): the classes are ``label_words``'s, else
-    ``labels``, else the labels of a test file declared public (``test_public``; sorted); the training file is
-    read by the domain rule of the module docstring (rows outside it dropped and counted in ``train.dropped``, never
-    refused). Both files have the same columns and format rules; the test file is always read strictly.
+    ``declared=False``: the training file's labels are the classes; the test file's labels must be
+    among them (a test file may lack a class). ``declared=True`` (a private run): the classes are
+    ``label_words``'s, else ``labels``, else the labels of a test file declared public
+    (``test_public``; sorted); the training file is read by the domain rule of the module docstring
+    (rows outside it dropped and counted in ``train.dropped``, never refused). Both files have the
+    same columns and format rules; the test file is always read strictly.
 
     Args:
         train_file: the training rows (their number is not the accountant's n: that is declared).
@@ -197,24 +207,26 @@ def load_user_data(
         text_column: the sentence (pair tasks: the first sentence).
         label_column: the label.
         text_pair_column: the second sentence of a pair task, or None for single sentences.
-        label_words: None (the words are the label names, classes in sorted order), a mapping ``{label: word}``,
-            or the CLI string ``"negative=terrible,positive=great"``; the order given is the class order, and
-            every label of the training file needs exactly one word.
+        label_words: None (the words are the label names, classes in sorted order), a mapping
+            ``{label: word}``, or the CLI string ``"negative=terrible,positive=great"``; the order
+            given is the class order, and every label of the training file needs exactly one word.
         labels: the declared classes in class order (``"negative,positive"`` or a sequence); with
             ``label_words``, it must name the same labels.
-        template: the prompt template (``dpnc.lm.data``); default ``"{sentence} It was {label_word}."``, or for
-            pairs ``"{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}"`` (docs/papers.md, DPZero §4.2).
+        template: the prompt template (``dpnc.lm.data``); default ``"{sentence} It was
+            {label_word}."``, or for pairs ``"{sentence1|drop_punct}? {label_word},
+            {sentence2|lower_first}"`` (docs/papers.md, DPZero §4.2).
 
     Returns:
         ``(train, test)``, sharing one ``Task`` named after the training file.
 
     Raises:
         FileNotFoundError: a file that does not exist.
-        ValueError: a refused row (module docstring), a training set with fewer than 2 classes, label words that
-            miss a training label or name a label it does not hold, a test label that is not a class (naming each
-            with the first line it occurs on), or a bad template. With ``declared``, none of these depends on a
-            training row: only the test file and the declared classes are checked; classes not declared, and no
-            test file declared public to take them from.
+        ValueError: a refused row (module docstring), a training set with fewer than 2 classes,
+            label words that miss a training label or name a label it does not hold, a test label
+            that is not a class (naming each with the first line it occurs on), or a bad template.
+            With ``declared``, none of these depends on a training row: only the test file and the
+            declared classes are checked; classes not declared, and no test file declared public to
+            take them from.
     """
     words = parse_label_words(label_words)
     names = parse_labels(labels)
@@ -295,13 +307,13 @@ def load_file(
     """One labelled text file of one's own, read by the rules of the module docstring.
 
     Args:
-        path: the file (``.csv``, ``.tsv``, ``.jsonl``/``.json``; any other extension needs ``delimiter``: ``","``
-            reads as CSV, anything else as TSV).
+        path: the file (``.csv``, ``.tsv``, ``.jsonl``/``.json``; any other extension needs
+            ``delimiter``: ``","`` reads as CSV, anything else as TSV).
         text_column: the sentence (pair tasks: the first sentence).
         text_pair_column: the second sentence of a pair task, or None for single sentences.
         label_column: the label.
-        label_names: the labels, class id = index (canonicalised like the file's); default the file's labels,
-            sorted (numerically if all are numbers).
+        label_names: the labels, class id = index (canonicalised like the file's); default the
+            file's labels, sorted (numerically if all are numbers).
         label_words: the label word per class; default the label names.
         template: the prompt template; default as in ``load_user_data``.
         delimiter: the field separator (overrides the extension's).
@@ -313,8 +325,9 @@ def load_file(
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: an unknown format, an empty file, a missing column (the message lists the header), a refused
-            row, fewer than 2 labels, or a label not among ``label_names`` (the message lists the unknown labels).
+        ValueError: an unknown format, an empty file, a missing column (the message lists the
+            header), a refused row, fewer than 2 labels, or a label not among ``label_names`` (the
+            message lists the unknown labels).
     """
     path = _file(path)
     rows = _Rows.read(
@@ -341,10 +354,10 @@ def read_private(
     *,
     header: bool | None = None,
 ) -> TextDataset:
-    """A private run's training file as a dataset of ``task`` (its classes declared), read by the domain rule of
-    the module docstring: a row outside it is dropped and counted (``dropped``), never refused. The one reading of
-    private training rows: a user's file (:func:`load_user_data`) and a built-in task's split
-    (:func:`dpnc.lm.lmbff.load_task` with ``lenient``)."""
+    """A private run's training file as a dataset of ``task`` (its classes declared), read by the
+    domain rule of the module docstring: a row outside it is dropped and counted (``dropped``),
+    never refused. The one reading of private training rows: a user's file (:func:`load_user_data`)
+    and a built-in task's split (:func:`dpnc.lm.lmbff.load_task` with ``lenient``)."""
     rows = _Rows.read(
         path, text_column, text_pair_column, label_column, header=header, lenient=True
     )
@@ -354,15 +367,17 @@ def read_private(
 def describe_data(train: TextDataset, test: TextDataset) -> dict:
     """Which data a run used, as JSON-able data for its ``summary.json``.
 
-    Files, format, the test split's rows and class counts, the classes with their label words, the template, and
-    the columns read (from ``TextDataset.origin``; None where a dataset does not record them). Public values only:
-    nothing is recorded of the training split but its file's name — its number of rows (which differs between
-    neighbours under add/remove: the accountant's n is declared instead), its class counts and its dropped rows are
-    un-noised statistics of the training data. The classes are public in a private run (declared, or the test
-    file's: ``load_user_data(declared=True)``).
+    Files, format, the test split's rows and class counts, the classes with their label words, the
+    template, and the columns read (from ``TextDataset.origin``; None where a dataset does not
+    record them). Public values only: nothing is recorded of the training split but its file's name
+    — its number of rows (which differs between neighbours under add/remove: the accountant's n is
+    declared instead), its class counts and its dropped rows are un-noised statistics of the
+    training data. The classes are public in a private run (declared, or the test file's:
+    ``load_user_data(declared=True)``).
 
     Raises:
-        ValueError: ``train`` and ``test`` of different tasks (their class ids would not mean the same).
+        ValueError: ``train`` and ``test`` of different tasks (their class ids would not mean the
+            same).
     """
     if train.task != test.task:
         raise ValueError(
@@ -417,8 +432,9 @@ class _Rows:
         header: bool | None = None,
         lenient: bool = False,
     ) -> _Rows:
-        """The file's rows; ``lenient`` (a private training file): drop each row outside the domain (module
-        docstring) instead of refusing it. The columns are checked against the header first either way."""
+        """The file's rows; ``lenient`` (a private training file): drop each row outside the domain
+        (module docstring) instead of refusing it. The columns are checked against the header first
+        either way."""
         given = [c for c in (text_column, pair_column, label_column) if c is not None]
         for c in given:
             if not isinstance(c, str | int) or isinstance(c, bool):
@@ -435,8 +451,9 @@ class _Rows:
                     raise ValueError(
                         f"column {c!r} is not in the header of {path.name}; columns: {list(columns)}"
                     )
-        # The width every row is held to: the header's; without one, the first row's, except in a private file,
-        # where no row may set the rule for the others (each row then only needs the fields its columns name).
+        # The width every row is held to: the header's; without one, the first row's, except in a
+        # private file, where no row may set the rule for the others (each row then only needs the
+        # fields its columns name).
         first = rows[0][1] if rows and not lenient and width is None else None
         first_width = len(first) if isinstance(first, list) else None
         texts, labels, lines, dropped = [], [], [], 0
@@ -474,8 +491,9 @@ class _Rows:
     def dataset(
         self, task: Task, classes_of: str | None = None, *, drop_unknown: bool = False
     ) -> TextDataset:
-        """The rows as a dataset of ``task``; every label must be a class (``classes_of``: where they come from),
-        or with ``drop_unknown`` (the domain rule) a row whose label is not a class is dropped and counted."""
+        """The rows as a dataset of ``task``; every label must be a class (``classes_of``: where
+        they come from), or with ``drop_unknown`` (the domain rule) a row whose label is not a class
+        is dropped and counted."""
         index = {name: i for i, name in enumerate(task.label_names)}
         if drop_unknown:
             keep = [i for i, label in enumerate(self.labels) if label in index]
@@ -532,10 +550,11 @@ def _format(path: Path, delimiter: str | None) -> str:
 def check_width(
     row: list, header_width: int | None, first_width: int | None, fmt: str, path: Path, line: int
 ) -> None:
-    """A row with fewer fields than the header lacks a value (a label read from it would be another field), and a
-    CSV row with more has a comma outside quotes (its fields are shifted). TSV rows may have more (GLUE's NLI files
-    add annotator labels; the header's last column is read as each row's last field). Without a header, the
-    first row sets the width (not in a private training file: :meth:`_Rows.read`)."""
+    """A row with fewer fields than the header lacks a value (a label read from it would be another
+    field), and a CSV row with more has a comma outside quotes (its fields are shifted). TSV rows
+    may have more (GLUE's NLI files add annotator labels; the header's last column is read as each
+    row's last field). Without a header, the first row sets the width (not in a private training
+    file: :meth:`_Rows.read`)."""
     width, against = (
         (header_width, "the header's")
         if header_width is not None

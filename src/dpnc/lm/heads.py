@@ -1,31 +1,35 @@
-"""Classification heads on a Hugging Face sentence encoder: a zero-shot prompt head and a linear head.
+"""Classification heads on a Hugging Face sentence encoder: a zero-shot prompt head and a linear
+head.
 
-Both wrap an encoder (``transformers.AutoModel``), its tokenizer and a :class:`~dpnc.lm.data.Task`, embed a text
-as the attention-masked mean of the encoder's last hidden states, L2-normalised (sentence-transformers style),
-and expose the one thing the optimizers need: ``model(batch)`` = the per-example cross-entropy, shape (b,),
-``reduction="none"`` — the closure of :class:`dpnc.tier.DPZero` / :class:`dpnc.tier.MeZO`, and what
-per-example clipping differentiates.
+Both wrap an encoder (``transformers.AutoModel``), its tokenizer and a :class:`~dpnc.lm.data.Task`,
+embed a text as the attention-masked mean of the encoder's last hidden states, L2-normalised
+(sentence-transformers style), and expose the one thing the optimizers need: ``model(batch)`` = the
+per-example cross-entropy, shape (b,), ``reduction="none"`` — the closure of
+:class:`dpnc.tier.DPZero` / :class:`dpnc.tier.MeZO`, and what per-example clipping differentiates.
 
-* :class:`PromptHead` scores class c by s·cos(e(x), e_c), e_c the embedding of class c's *label prompt*, with a
-  learnable scale s (log-parameterised, initialised to 20). It works zero-shot. Two kinds of label prompt:
+* :class:`PromptHead` scores class c by s·cos(e(x), e_c), e_c the embedding of class c's *label
+  prompt*, with a learnable scale s (log-parameterised, initialised to 20). It works zero-shot. Two
+  kinds of label prompt:
 
   - ``"label"`` (default for single-sentence tasks): e_c = e(the template with an empty input), e.g.
-    ``"It was great."`` / ``"It was terrible."`` for SST-2, compared with e(x). One encoder row per example
-    plus K rows per batch (the prompts are re-embedded at every call, since the encoder is being trained).
-  - ``"filled"`` (default for pairs): e_c = e(``task.prompt(x, c)``) — the input written into the paper's
-    template with label word c (§4.2: ``"P? Yes, h"``) — compared with e(``task.input_text(x)``). Costs
-    (K + 1) encoder rows per example.
+    ``"It was great."`` / ``"It was terrible."`` for SST-2, compared with e(x). One encoder row per
+    example plus K rows per batch (the prompts are re-embedded at every call, since the encoder is
+    being trained).
+  - ``"filled"`` (default for pairs): e_c = e(``task.prompt(x, c)``) — the input written into the
+    paper's template with label word c (§4.2: ``"P? Yes, h"``) — compared with
+    e(``task.input_text(x)``). Costs (K + 1) encoder rows per example.
 
-  The default for single-sentence tasks is the form with the best zero-shot accuracy on SST-2's test split
-  (``"label"``; the label word alone and ``"filled"`` score lower). Measured: docs/results/lm-zero-shot/README.md.
+  The default for single-sentence tasks is the form with the best zero-shot accuracy on SST-2's test
+  split (``"label"``; the label word alone and ``"filled"`` score lower). Measured:
+  docs/results/lm-zero-shot/README.md.
 
-* :class:`LinearHead`: logits = W·e(x) + b. Initialised by default from the label prompts (W_c = s·e_c, b = 0),
-  so it starts as the prompt head's zero-shot classifier and then its class vectors move freely;
-  ``init="random"`` gives a standard random layer (drawn from a seeded generator).
+* :class:`LinearHead`: logits = W·e(x) + b. Initialised by default from the label prompts (W_c =
+  s·e_c, b = 0), so it starts as the prompt head's zero-shot classifier and then its class vectors
+  move freely; ``init="random"`` gives a standard random layer (drawn from a seeded generator).
 
-Correction: the paper scores label words with RoBERTa's masked-LM head at ``<mask>`` (spec §4.2). A sentence
-encoder such as MiniLM has no MLM head, so the label words enter through the embedding of their prompt instead.
-"""
+Correction: the paper scores label words with RoBERTa's masked-LM head at ``<mask>`` (spec §4.2). A
+sentence encoder such as MiniLM has no MLM head, so the label words enter through the embedding of
+their prompt instead."""
 
 from __future__ import annotations
 
@@ -66,7 +70,8 @@ INITIAL_SCALE = 20.0  # sentence-transformers' similarity scale (MultipleNegativ
 
 
 def label_prompts(task: Task) -> list[str]:
-    """The input-independent prompt of every class: the template around an empty input (SST-2: "It was great.").
+    """The input-independent prompt of every class: the template around an empty input (SST-2: "It
+    was great.").
 
     For pair tasks, whose template needs both sentences, the label word alone.
     """
@@ -78,11 +83,12 @@ def label_prompts(task: Task) -> list[str]:
 class EncoderClassifier(nn.Module):
     """Base: an encoder, its tokenizer and a task; subclasses define :meth:`logits`.
 
-    A *batch* is a dict of tensors with a leading dimension b (``encode`` builds it), so that it can be sliced,
-    and vmapped over, example by example.
+    A *batch* is a dict of tensors with a leading dimension b (``encode`` builds it), so that it can
+    be sliced, and vmapped over, example by example.
 
     Args:
-        encoder: a Hugging Face encoder returning ``last_hidden_state`` (e.g. ``AutoModel.from_pretrained``).
+        encoder: a Hugging Face encoder returning ``last_hidden_state`` (e.g.
+            ``AutoModel.from_pretrained``).
         tokenizer: its tokenizer.
         task: the task (labels, label words, template).
         max_length: tokens per sequence (longer inputs are truncated); ≥ 8.
@@ -100,8 +106,8 @@ class EncoderClassifier(nn.Module):
             task,
             max_length,
         )
-        # Set by per-example gradient code: pass a 4-D additive mask, which vmap can batch (HF's 2-D mask
-        # handling branches on the mask's values).
+        # Set by per-example gradient code: pass a 4-D additive mask, which vmap can batch (HF's 2-D
+        # mask handling branches on the mask's values).
         self.additive_mask = False
         self.cached_layers = (
             0  # set by a dpnc.lm.cache.PrefixCache: the layers its "hidden" inputs have passed
@@ -112,7 +118,8 @@ class EncoderClassifier(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        """Where the classifier's weights are (its first parameter or buffer; the CPU if it has none)."""
+        """Where the classifier's weights are (its first parameter or buffer; the CPU if it has
+        none)."""
         for t in self.parameters():
             return t.device
         for t in self.buffers():
@@ -120,8 +127,8 @@ class EncoderClassifier(nn.Module):
         return torch.device("cpu")
 
     def on_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``batch`` with its tensors on :attr:`device` (those already there unchanged): ``encode`` and
-        ``tokenize`` build batches on the CPU, while the model may be on a GPU."""
+        """``batch`` with its tensors on :attr:`device` (those already there unchanged): ``encode``
+        and ``tokenize`` build batches on the CPU, while the model may be on a GPU."""
         device = self.device
         return {
             k: v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v
@@ -141,7 +148,8 @@ class EncoderClassifier(nn.Module):
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
     def encode(self, texts: list, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """The batch of ``texts`` (str, or (str, str) pairs) with their class ids (default all 0)."""
+        """The batch of ``texts`` (str, or (str, str) pairs) with their class ids (default all
+        0)."""
         texts = list(texts)
         labels = self.labels_for(texts, labels)
         inputs = (
@@ -156,7 +164,8 @@ class EncoderClassifier(nn.Module):
 
     @staticmethod
     def labels_for(texts: list, labels) -> torch.Tensor:
-        """``labels`` as class ids, one per text (all 0 when None): every head's ``encode`` checks them here."""
+        """``labels`` as class ids, one per text (all 0 when None): every head's ``encode`` checks
+        them here."""
         labels = (
             torch.zeros(len(texts), dtype=torch.long)
             if labels is None
@@ -177,10 +186,9 @@ class EncoderClassifier(nn.Module):
     def embed(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Attention-masked mean of the last hidden states, L2-normalised: (b, hidden).
 
-        ``inputs`` holds ``input_ids`` and ``attention_mask`` (the whole encoder runs), or a frozen prefix's cached
-        output (:mod:`dpnc.lm.cache`): ``hidden`` after the first ``start`` layers with its ``attention_mask``
-        (only the layers above run), or the finished ``embedding``.
-        """
+        ``inputs`` holds ``input_ids`` and ``attention_mask`` (the whole encoder runs), or a frozen
+        prefix's cached output (:mod:`dpnc.lm.cache`): ``hidden`` after the first ``start`` layers
+        with its ``attention_mask`` (only the layers above run), or the finished ``embedding``."""
         inputs = self.on_device(inputs)  # e.g. the label prompts, tokenized on the CPU
         if "embedding" in inputs:
             return inputs["embedding"]
@@ -192,8 +200,9 @@ class EncoderClassifier(nn.Module):
             if self.additive_mask:
                 additive = (1.0 - mask.to(torch.float32)) * torch.finfo(torch.float32).min
                 encoder_mask = additive[:, None, None, :]
-                # batch-shaped position (and token type) ids: BERT's default (1, L) buffers make its position
-                # embedding one row shared by every example, which the per-layer route cannot split (same values)
+                # batch-shaped position (and token type) ids: BERT's default (1, L) buffers make its
+                # position embedding one row shared by every example, which the per-layer route
+                # cannot split (same values)
                 embeddings = getattr(self.encoder, "embeddings", None)
                 if hasattr(embeddings, "position_embeddings"):
                     extra["position_ids"] = torch.arange(ids.shape[1], device=ids.device).expand(
@@ -215,9 +224,10 @@ class EncoderClassifier(nn.Module):
         start: int,
         stop: int | None = None,
     ) -> torch.Tensor:
-        """The encoder's layers ``start``..``stop`` (default: to the last) on ``hidden``; ``start=0`` begins with the
-        embeddings of ``hidden`` = token ids. Mirrors ``BertModel.forward`` (BERT-family encoders: ``.embeddings``,
-        ``.encoder.layer``); the tests check it against the encoder's own forward."""
+        """The encoder's layers ``start``..``stop`` (default: to the last) on ``hidden``;
+        ``start=0`` begins with the embeddings of ``hidden`` = token ids. Mirrors
+        ``BertModel.forward`` (BERT-family encoders: ``.embeddings``, ``.encoder.layer``); the tests
+        check it against the encoder's own forward."""
         from transformers.masking_utils import create_bidirectional_mask
 
         enc = self.encoder
@@ -250,12 +260,14 @@ class EncoderClassifier(nn.Module):
 
     @torch.no_grad()
     def predict(self, texts: list, batch_size: int = 64) -> torch.Tensor:
-        """The predicted class of each text (argmax of the logits), evaluated ``batch_size`` at a time."""
+        """The predicted class of each text (argmax of the logits), evaluated ``batch_size`` at a
+        time."""
         return self.evaluate(texts, None, batch_size=batch_size)[0]
 
     @torch.no_grad()
     def predict_proba(self, texts: list, batch_size: int = 64) -> torch.Tensor:
-        """The class probabilities of each text (softmax of the logits), shape (len(texts), classes)."""
+        """The class probabilities of each text (softmax of the logits), shape (len(texts),
+        classes)."""
         probs = []
         for start in range(0, len(texts), batch_size):
             batch = self.on_device(self.encode(texts[start : start + batch_size]))
@@ -266,9 +278,11 @@ class EncoderClassifier(nn.Module):
     def evaluate(
         self, texts: list, labels: torch.Tensor | None, *, batch_size: int = 64, cache=None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(predictions, per-example losses) on ``texts``; the losses are against ``labels`` (0 if None).
+        """(predictions, per-example losses) on ``texts``; the losses are against ``labels`` (0 if
+        None).
 
-        ``cache``: a :class:`dpnc.lm.cache.PrefixCache` of ``texts`` (the frozen layers already computed)."""
+        ``cache``: a :class:`dpnc.lm.cache.PrefixCache` of ``texts`` (the frozen layers already
+        computed)."""
         preds, losses = [], []
         for start in range(0, len(texts), batch_size):
             stop = min(start + batch_size, len(texts))
@@ -307,16 +321,18 @@ class EncoderClassifier(nn.Module):
             },
         }
 
-    # where a whole encoder under a head that is no linear layer is saved: not the folder itself, which would then
-    # look like a Hugging Face model of the encoder alone (a causal LM, the whole of its classifier, overrides it)
+    # where a whole encoder under a head that is no linear layer is saved: not the folder itself,
+    # which would then look like a Hugging Face model of the encoder alone (a causal LM, the whole
+    # of its classifier, overrides it)
     full_folder = "encoder"
 
     def encoder_saved_as(self) -> str:
-        """How :meth:`save_pretrained` writes the encoder: ``"base"`` (untrained, and the folder or file it was
-        loaded from is known: only a reference to it), ``"peft"`` (peft LoRA adapters: ``adapter_config.json`` and
-        ``adapter_model.safetensors``, on the referenced base), ``"export"`` (the whole classifier as a Hugging Face
-        model, :mod:`dpnc.lm.modeling_dpnc`, where the head is one linear layer: :meth:`classifier_weights`) or
-        ``"full"`` (the encoder and its tokenizer in ``encoder/``, a head that is not one linear layer)."""
+        """How :meth:`save_pretrained` writes the encoder: ``"base"`` (untrained, and the folder or
+        file it was loaded from is known: only a reference to it), ``"peft"`` (peft LoRA adapters:
+        ``adapter_config.json`` and ``adapter_model.safetensors``, on the referenced base),
+        ``"export"`` (the whole classifier as a Hugging Face model, :mod:`dpnc.lm.modeling_dpnc`,
+        where the head is one linear layer: :meth:`classifier_weights`) or ``"full"`` (the encoder
+        and its tokenizer in ``encoder/``, a head that is not one linear layer)."""
         if hasattr(self.encoder, "peft_config") and self.base_model is not None:
             return "peft"
         if self.base_model is not None and not any(
@@ -326,21 +342,23 @@ class EncoderClassifier(nn.Module):
         return "export" if self.classifier_weights() is not None else "full"
 
     def classifier_weights(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(W, b) with logits = W·e(x) + b, or None where the head is not one linear layer on e(x)."""
+        """(W, b) with logits = W·e(x) + b, or None where the head is not one linear layer on
+        e(x)."""
         return None
 
     def save_pretrained(self, path: str | Path) -> Path:
         """The head and what of the encoder differs from its base, in the ecosystem's formats.
 
         Always ``dpnc_head.json`` (the head's configuration, the base model's public name —
-        :func:`~dpnc.lm.paths.public_path` — and how the encoder is saved)
-        and ``dpnc_head.safetensors`` (the head's tensors). The encoder (:meth:`encoder_saved_as`): nothing for a
-        head-only run (the base is referenced), peft adapter files for LoRA (``PeftModel.save_pretrained``); a
-        trained encoder under a linear head (or a prompt head folded into one) as a Hugging Face model of the whole
-        classifier with its code (:mod:`dpnc.lm.modeling_dpnc`), which
-        ``AutoModelForSequenceClassification.from_pretrained(path, trust_remote_code=True)`` loads; under another
-        head, in ``encoder/``, so that the folder does not look like a Hugging Face classifier it is not.
-        :func:`dpnc.lm.classifiers.load_classifier` reads any of them back.
+        :func:`~dpnc.lm.paths.public_path` — and how the encoder is saved) and
+        ``dpnc_head.safetensors`` (the head's tensors). The encoder (:meth:`encoder_saved_as`):
+        nothing for a head-only run (the base is referenced), peft adapter files for LoRA
+        (``PeftModel.save_pretrained``); a trained encoder under a linear head (or a prompt head
+        folded into one) as a Hugging Face model of the whole classifier with its code
+        (:mod:`dpnc.lm.modeling_dpnc`), which
+        ``AutoModelForSequenceClassification.from_pretrained(path, trust_remote_code=True)`` loads;
+        under another head, in ``encoder/``, so that the folder does not look like a Hugging Face
+        classifier it is not. :func:`dpnc.lm.classifiers.load_classifier` reads any of them back.
         """
         from safetensors.torch import save_file
 
@@ -369,21 +387,23 @@ class EncoderClassifier(nn.Module):
         config = {
             **self.head_config(),
             "encoder": saved_as,
-            # the base by its public name (an installed package's name, or a folder's base name): a full path would
-            # tie the model to this machine and environment, and tell whose they are
+            # the base by its public name (an installed package's name, or a folder's base name): a
+            # full path would tie the model to this machine and environment, and tell whose they are
             "base_model": None if saved_as in ("full", "export") else public_path(self.base_model),
         }
         (path / HEAD_CONFIG).write_text(json.dumps(config, indent=2))
         return path
 
     def _export(self, encoder, path: Path) -> None:
-        """The classifier as :class:`~dpnc.lm.modeling_dpnc.DpncForSequenceClassification`, saved with its code."""
+        """The classifier as :class:`~dpnc.lm.modeling_dpnc.DpncForSequenceClassification`, saved
+        with its code."""
         from dpnc.lm.modeling_dpnc import DpncClassifierConfig, DpncForSequenceClassification
 
         DpncClassifierConfig.register_for_auto_class()
         DpncForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
         names = list(self.task.label_names)
-        # the encoder's configuration without the folder it was read from (a machine's path; public_path says why)
+        # the encoder's configuration without the folder it was read from (a machine's path;
+        # public_path says why)
         encoder_config = {k: v for k, v in encoder.config.to_dict().items() if k != "_name_or_path"}
         config = DpncClassifierConfig(
             encoder=encoder_config,
@@ -401,8 +421,8 @@ class EncoderClassifier(nn.Module):
 
 
 def read_head(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
-    """(configuration, tensors) of the head saved in the folder ``path`` (also a folder saved before safetensors:
-    ``dpnc_head.pt``, whose encoder is always saved whole)."""
+    """(configuration, tensors) of the head saved in the folder ``path`` (also a folder saved before
+    safetensors: ``dpnc_head.pt``, whose encoder is always saved whole)."""
     path = Path(path)
     if (path / HEAD_FILE).is_file():
         from safetensors.torch import load_file
@@ -418,11 +438,13 @@ def read_head(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
 
 
 class PromptHead(EncoderClassifier):
-    """logits_c = s·cos(e(x), e_c): class c scored by the similarity to the embedding of its label prompt.
+    """logits_c = s·cos(e(x), e_c): class c scored by the similarity to the embedding of its label
+    prompt.
 
     Args:
-        mode: ``"label"`` (e_c = e(label prompt), input-independent; default for single sentences) or
-            ``"filled"`` (e_c = e(task.prompt(x, c)); default for pairs). See the module docstring.
+        mode: ``"label"`` (e_c = e(label prompt), input-independent; default for single sentences)
+            or ``"filled"`` (e_c = e(task.prompt(x, c)); default for pairs). See the module
+            docstring.
         scale: initial s > 0 (learnable, stored as log s).
     """
 
@@ -446,7 +468,8 @@ class PromptHead(EncoderClassifier):
             raise ValueError(f"scale must be a finite number > 0; got {scale!r}")
         self.mode = mode
         self.log_scale = nn.Parameter(torch.tensor(math.log(scale)))
-        # The label prompts' encoder inputs (a frozen-prefix cache replaces them by their cached form).
+        # The label prompts' encoder inputs (a frozen-prefix cache replaces them by their cached
+        # form).
         self.label_inputs = self.tokenize(label_prompts(task))
 
     def input_text(self, text) -> str:
@@ -496,8 +519,8 @@ class LinearHead(EncoderClassifier):
     """logits = W·e(x) + b on the normalised embedding.
 
     Args:
-        init: ``"prompts"`` (W_c = scale·e(label prompt c), b = 0: the prompt head's zero-shot classifier) or
-            ``"random"`` (``nn.Linear``'s initialisation, drawn from ``generator``).
+        init: ``"prompts"`` (W_c = scale·e(label prompt c), b = 0: the prompt head's zero-shot
+            classifier) or ``"random"`` (``nn.Linear``'s initialisation, drawn from ``generator``).
         generator: public generator for the random initialisation.
     """
 

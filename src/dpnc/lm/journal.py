@@ -1,20 +1,23 @@
-"""The trainer's run folder: public metrics, private statistics on request, the journal, checkpoints, resume.
+"""The trainer's run folder: public metrics, private statistics on request, the journal,
+checkpoints, resume.
 
-In a data-parallel run only rank 0 writes (``writer``); the other ranks' :class:`RunFiles` write nothing.
+In a data-parallel run only rank 0 writes (``writer``); the other ranks' :class:`RunFiles` write
+nothing.
 
-Journal. ``journal.jsonl`` (in ``checkpoint_dir``, else ``out``) holds a header with the config, then each step
-*before* it touches the data (``begin``: the release it makes) and after (``end``: its public direction seed and,
-for zeroth-order methods, the released scalar c_t), each line fsynced. A checkpoint (written atomically) holds
-the classifier, the optimizer's public state, the step and the privacy ledger — never the noise source or the
-sampler — and restarts the journal. On resume, :func:`replay_rows` replays each finished zeroth-order step from
-its public values and counts every other begun step as a release (see :mod:`dpnc.lm.train`).
+Journal. ``journal.jsonl`` (in ``checkpoint_dir``, else ``out``) holds a header with the config,
+then each step *before* it touches the data (``begin``: the release it makes) and after (``end``:
+its public direction seed and, for zeroth-order methods, the released scalar c_t), each line
+fsynced. A checkpoint (written atomically) holds the classifier, the optimizer's public state, the
+step and the privacy ledger — never the noise source or the sampler — and restarts the journal. On
+resume, :func:`replay_rows` replays each finished zeroth-order step from its public values and
+counts every other begun step as a release (see :mod:`dpnc.lm.train`).
 
-Public files hold public values only, and no time: no ``metrics.jsonl`` line (step, evaluation or resume) carries
-a time stamp, since the time between two lines reflects the secret batches in between (their sizes, or a long
-example in them); the journal and the checkpoint hold none either. Step times and the run's wall time go only to
-``private_train_stats.jsonl`` (only with ``log_private_stats``), which opens with a NOT PRIVATE header. (The
-``<folder>.superseded-<time>/`` folder of ``new_run`` is named when the run starts, before it reads any training row.)
-"""
+Public files hold public values only, and no time: no ``metrics.jsonl`` line (step, evaluation or
+resume) carries a time stamp, since the time between two lines reflects the secret batches in
+between (their sizes, or a long example in them); the journal and the checkpoint hold none either.
+Step times and the run's wall time go only to ``private_train_stats.jsonl`` (only with
+``log_private_stats``), which opens with a NOT PRIVATE header. (The ``<folder>.superseded-<time>/``
+folder of ``new_run`` is named when the run starts, before it reads any training row.)"""
 
 from __future__ import annotations
 
@@ -44,7 +47,8 @@ from dpnc.space import STREAM
 
 
 class RunFiles:
-    """The files of one run of ``config``: each method writes one kind, and only what that file may hold."""
+    """The files of one run of ``config``: each method writes one kind, and only what that file may
+    hold."""
 
     def __init__(
         self, config: FinetuneConfig, *, writer: bool = True, kill_points: bool = True
@@ -56,7 +60,8 @@ class RunFiles:
         self._journal_sound = (
             False  # checked once per process that the journal ends with a whole line
         )
-        # a test's kill point is the run's: the time estimate's rehearsal (kill_points=False) has none
+        # a test's kill point is the run's: the time estimate's rehearsal (kill_points=False) has
+        # none
         self._kill_at = kill_point_from_env() if kill_points else None
         self.rows: list[dict] = []  # this process's metrics rows (public), for the plot
         self.tensorboard = None
@@ -66,13 +71,14 @@ class RunFiles:
             )
 
     def kill_point(self, phase: str, step: int) -> None:
-        """Test-only: SIGKILL this process at ``DPNC_TEST_KILL_AT=phase:step`` (nothing otherwise)."""
+        """Test-only: SIGKILL this process at ``DPNC_TEST_KILL_AT=phase:step`` (nothing
+        otherwise)."""
         if self._kill_at is not None and self._kill_at == (phase, step):
             os.kill(os.getpid(), signal.SIGKILL)
 
     def metric(self, row: dict) -> None:
-        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released values), no time
-        stamp; also kept for the plot and sent to TensorBoard when asked."""
+        """A line of ``metrics.jsonl``: public values only (test results, ε, seeds, released
+        values), no time stamp; also kept for the plot and sent to TensorBoard when asked."""
         self.rows.append(row)
         if self.tensorboard is not None:
             self.tensorboard.write(row)
@@ -83,7 +89,8 @@ class RunFiles:
                 f.write(json.dumps(jsonable(row)) + "\n")
 
     def private_stat(self, row: dict) -> None:
-        """A line of ``private_train_stats.jsonl`` (only with ``log_private_stats``), under a NOT PRIVATE header."""
+        """A line of ``private_train_stats.jsonl`` (only with ``log_private_stats``), under a NOT
+        PRIVATE header."""
         c = self.config
         if not (c.log_private_stats and c.out and self.writer):
             return
@@ -95,7 +102,8 @@ class RunFiles:
             f.write(json.dumps(jsonable(row)) + "\n")
 
     def header(self) -> dict:
-        # The config by its public names: the journal travels with the run folder (resume compares public names)
+        # The config by its public names: the journal travels with the run folder (resume compares
+        # public names)
         return {
             "event": "run",
             "version": 2,
@@ -104,7 +112,8 @@ class RunFiles:
         }
 
     def journal(self, row: dict) -> None:
-        """Append a line to the journal (its first line: the run's config), flushed to disk before going on."""
+        """Append a line to the journal (its first line: the run's config), flushed to disk before
+        going on."""
         folder = self.config.run_dir
         if folder is None or not self.writer:
             return
@@ -126,7 +135,8 @@ class RunFiles:
             os.fsync(f.fileno())
 
     def save_checkpoint(self, state: dict, step: int) -> Path:
-        """Write ``checkpoint.pt`` atomically, then restart the journal (its steps are in the checkpoint now)."""
+        """Write ``checkpoint.pt`` atomically, then restart the journal (its steps are in the
+        checkpoint now)."""
         folder = self.config.run_dir  # checkpoint_dir, else out
         if not self.writer:
             return folder / CHECKPOINT
@@ -147,8 +157,9 @@ class RunFiles:
         return folder / CHECKPOINT
 
     def load(self) -> tuple[dict | None, dict, list[dict], int]:
-        """(the checkpoint's state or None, the saved config, the journal's step rows, the :data:`dpnc.space.STREAM`
-        that drew the journal's directions: 1 for a journal that does not say), for resume."""
+        """(the checkpoint's state or None, the saved config, the journal's step rows, the
+        :data:`dpnc.space.STREAM` that drew the journal's directions: 1 for a journal that does not
+        say), for resume."""
         folder = self.config.run_dir
         if folder is None:
             raise ValueError(
@@ -182,9 +193,10 @@ class RunFiles:
             )
 
     def supersede(self) -> list[str]:
-        """``new_run``: move an earlier run's journal, checkpoint and outputs into ``<folder>.superseded-<time>/``
-        beside each folder, never inside it: the old run's released values must not be published in ``out/`` beside
-        a summary whose ε leaves them out (publishing both is composing both ledgers: docs/privacy.md)."""
+        """``new_run``: move an earlier run's journal, checkpoint and outputs into
+        ``<folder>.superseded-<time>/`` beside each folder, never inside it: the old run's released
+        values must not be published in ``out/`` beside a summary whose ε leaves them out
+        (publishing both is composing both ledgers: docs/privacy.md)."""
         c = self.config
         if not self.writer:
             return []
@@ -199,7 +211,8 @@ class RunFiles:
                     archive = folder.parent / f"{folder.name}.superseded-{stamp}"
                     archive.mkdir(exist_ok=True)
                     os.replace(folder / name, archive / name)
-                    # named beside the run folder, not by its full path: the notes go to summary.json
+                    # named beside the run folder, not by its full path: the notes go to
+                    # summary.json
                     moved.append(f"{archive.name}/{name}")
         return moved
 
@@ -212,15 +225,16 @@ def replay_rows(
     replay: Callable[[int, float], None],
     record: Callable[[Release], None],
 ) -> tuple[int, int]:
-    """Replay finished zeroth-order steps at and after ``step``; count every other begun step. (replayed, lost).
+    """Replay finished zeroth-order steps at and after ``step``; count every other begun step.
+    (replayed, lost).
 
-    The rows are read in order. A 'begin' followed by its 'end' is a finished step: a zeroth-order one is replayed
-    (``replay(seed, released)``, which advances the step) and its release recorded, a first-order one only
-    recorded (it cannot be replayed without the data). A 'begin' with no 'end' (the process died in it) is
-    recorded as a release that may have happened, and the model is left as it was before that step — as the
-    process that resumed after it was. Releases are recorded as the journal wrote them (old journals hold
-    zeroth-order releases per unit of C: the same ε, since accounting depends on σ/Δ only).
-    """
+    The rows are read in order. A 'begin' followed by its 'end' is a finished step: a zeroth-order
+    one is replayed (``replay(seed, released)``, which advances the step) and its release recorded,
+    a first-order one only recorded (it cannot be replayed without the data). A 'begin' with no
+    'end' (the process died in it) is recorded as a release that may have happened, and the model is
+    left as it was before that step — as the process that resumed after it was. Releases are
+    recorded as the journal wrote them (old journals hold zeroth-order releases per unit of C: the
+    same ε, since accounting depends on σ/Δ only)."""
     replayed = lost = 0
     pending: dict | None = None
     current = step
@@ -252,9 +266,9 @@ def replay_rows(
 
 
 def read_journal(path: Path) -> tuple[dict | None, list[dict]]:
-    """(the run header or None, the step rows). A line torn by a kill mid-write is skipped: a step's 'begin' line
-    is fsynced before the step touches the data, so a torn 'begin' means the step never ran, and a torn 'end'
-    leaves its 'begin', which counts the step as a release."""
+    """(the run header or None, the step rows). A line torn by a kill mid-write is skipped: a step's
+    'begin' line is fsynced before the step touches the data, so a torn 'begin' means the step never
+    ran, and a torn 'end' leaves its 'begin', which counts the step as a release."""
     if not path.exists():
         return None, []
     header, rows = None, []

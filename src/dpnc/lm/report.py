@@ -1,14 +1,16 @@
-"""What a fine-tuning run shows while and after it trains: a plot and, on request, TensorBoard — public values only.
+"""What a fine-tuning run shows while and after it trains: a plot and, on request, TensorBoard —
+public values only.
 
-Both read the rows of ``metrics.jsonl`` (:meth:`dpnc.lm.journal.RunFiles.metric`): test-split accuracy and loss at
-each evaluation (step 0 is the untrained model), and ε spent after each step. Nothing here sees the training data.
+Both read the rows of ``metrics.jsonl`` (:meth:`dpnc.lm.journal.RunFiles.metric`): test-split
+accuracy and loss at each evaluation (step 0 is the untrained model), and ε spent after each step.
+Nothing here sees the training data.
 
-TensorBoard stamps every event with a wall time; the time between two events reflects the secret batches in between
-(their sizes, or a long example in them), so every scalar — step, evaluation or resume — is written with the time
-the writer was opened, before training (``metrics.jsonl`` lines carry no time either). The event file's name holds
-that same opening time. The run's hyper-parameters (its configuration: public inputs) go to TensorBoard's HPARAMS
-tab when the writer closes, with the last evaluation's test accuracy and loss as its metrics, at that same time.
-"""
+TensorBoard stamps every event with a wall time; the time between two events reflects the secret
+batches in between (their sizes, or a long example in them), so every scalar — step, evaluation or
+resume — is written with the time the writer was opened, before training (``metrics.jsonl`` lines
+carry no time either). The event file's name holds that same opening time. The run's
+hyper-parameters (its configuration: public inputs) go to TensorBoard's HPARAMS tab when the writer
+closes, with the last evaluation's test accuracy and loss as its metrics, at that same time."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ __all__ = ["TensorBoard", "hparams_of", "plot_training"]
 
 
 def pyplot():
-    """matplotlib's pyplot on the Agg backend (files, no display), imported on first use (a second or two)."""
+    """matplotlib's pyplot on the Agg backend (files, no display), imported on first use (a second
+    or two)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,7 +32,8 @@ def pyplot():
 
 
 def plot_training(rows: list[dict], path: str | Path, *, title: str = "") -> Path:
-    """Test loss, test accuracy (the step-0 value dashed: the untrained model) and ε against steps, in one figure."""
+    """Test loss, test accuracy (the step-0 value dashed: the untrained model) and ε against steps,
+    in one figure."""
     plt = pyplot()
     evals = sorted((r for r in rows if r.get("event") == "eval"), key=lambda r: r["step"])
     steps = [r for r in rows if r.get("event") == "step"]
@@ -68,8 +72,9 @@ def plot_training(rows: list[dict], path: str | Path, *, title: str = "") -> Pat
 
 
 class TensorBoard:
-    """Writes each public metrics row as scalars ``<event>/<key>``, and ``hparams`` (the run's configuration) with
-    the last evaluation's results as the HPARAMS tab's metrics when closed (needs the ``tensorboard`` package)."""
+    """Writes each public metrics row as scalars ``<event>/<key>``, and ``hparams`` (the run's
+    configuration) with the last evaluation's results as the HPARAMS tab's metrics when closed
+    (needs the ``tensorboard`` package)."""
 
     def __init__(self, folder: str | Path, hparams: dict | None = None) -> None:
         try:
@@ -121,6 +126,6 @@ class TensorBoard:
 
 
 def hparams_of(config: dict) -> dict:
-    """``config`` as TensorBoard hyper-parameters: numbers, strings and booleans as they are; None as ``"None"``;
-    anything else as its text."""
+    """``config`` as TensorBoard hyper-parameters: numbers, strings and booleans as they are; None
+    as ``"None"``; anything else as its text."""
     return {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in config.items()}

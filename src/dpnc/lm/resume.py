@@ -1,30 +1,31 @@
 """Checkpoints and resume of a fine-tuning run.
 
-The run folder (``checkpoint_dir``, else ``out``) holds a journal
-(``journal.jsonl``): a header with the config, then each step *before* it touches the data (its release) and
-after (its public direction seed and, for zeroth-order methods, the released scalar c_t), each line fsynced.
-Every ``checkpoint_every`` steps and at the end, ``checkpoint.pt`` in the run folder (written when ``checkpoint_dir``
-or ``checkpoint_every`` is given) holds the classifier,
-the optimizer state (for zeroth-order optimizers: the public direction generator), the step, the privacy
-ledger (``Accountant.to_json``) and the config — never the noise source or the sampler (a resumed run draws
-fresh secret noise and batches) — and the journal restarts. On resume (with or without a checkpoint: without
-one, from the initial model):
+The run folder (``checkpoint_dir``, else ``out``) holds a journal (``journal.jsonl``): a header with
+the config, then each step *before* it touches the data (its release) and after (its public
+direction seed and, for zeroth-order methods, the released scalar c_t), each line fsynced. Every
+``checkpoint_every`` steps and at the end, ``checkpoint.pt`` in the run folder (written when
+``checkpoint_dir`` or ``checkpoint_every`` is given) holds the classifier, the optimizer state (for
+zeroth-order optimizers: the public direction generator), the step, the privacy ledger
+(``Accountant.to_json``) and the config — never the noise source or the sampler (a resumed run draws
+fresh secret noise and batches) — and the journal restarts. On resume (with or without a checkpoint:
+without one, from the initial model):
 
-* a zeroth-order step that finished is replayed from the journal (x ← x − η·c_t·u(seed_t): no data access,
-  no new release, no batch needed), so the run continues exactly where it was killed;
-* any other step that began (first-order methods, or a step killed mid-way) is a release that may have
-  happened: it is added to the ledger, and the run stops that many steps early, so the total number of
-  releases — hence ε — never exceeds what the budget affords. A resumed run never under-counts ε.
+* a zeroth-order step that finished is replayed from the journal (x ← x − η·c_t·u(seed_t): no data
+  access, no new release, no batch needed), so the run continues exactly where it was killed;
+* any other step that began (first-order methods, or a step killed mid-way) is a release that may
+  have happened: it is added to the ledger, and the run stops that many steps early, so the total
+  number of releases — hence ε — never exceeds what the budget affords. A resumed run never
+  under-counts ε.
 
-A run folder that holds a journal or a checkpoint refuses a fresh start (a second ledger over the same data
-would under-count): resume it, or pass ``new_run=True`` (``--new-run``), which moves the old journal,
-checkpoint and metrics into a ``<folder>.superseded-<time>/`` folder beside it first. Resume refuses a different
-config (the fields that define the run) and a budget that is already spent.
+A run folder that holds a journal or a checkpoint refuses a fresh start (a second ledger over the
+same data would under-count): resume it, or pass ``new_run=True`` (``--new-run``), which moves the
+old journal, checkpoint and metrics into a ``<folder>.superseded-<time>/`` folder beside it first.
+Resume refuses a different config (the fields that define the run) and a budget that is already
+spent.
 
-:class:`ResumeMixin` holds the :class:`dpnc.lm.train.Trainer`'s methods that write a checkpoint and resume from the
-run folder (:class:`dpnc.lm.journal.RunFiles` reads and writes the files). Under ``torchrun``, rank 0 resumes and
-hands the public state to the other ranks.
-"""
+:class:`ResumeMixin` holds the :class:`dpnc.lm.train.Trainer`'s methods that write a checkpoint and
+resume from the run folder (:class:`dpnc.lm.journal.RunFiles` reads and writes the files). Under
+``torchrun``, rank 0 resumes and hands the public state to the other ranks."""
 
 from __future__ import annotations
 
@@ -43,16 +44,18 @@ __all__ = ["ResumeMixin"]
 
 
 class ResumeMixin:
-    """The :class:`~dpnc.lm.train.Trainer`'s checkpoints and resume (mixed into it; reads and sets its state)."""
+    """The :class:`~dpnc.lm.train.Trainer`'s checkpoints and resume (mixed into it; reads and sets
+    its state)."""
 
     def save_checkpoint(self) -> Path:
-        """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise source or sampler."""
+        """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise
+        source or sampler."""
         return self.files.save_checkpoint(self.checkpoint_state(), self.step)
 
     def checkpoint_state(self) -> dict:
         """What ``checkpoint.pt`` holds: the run's public state."""
-        # The trained parameters only: the rest is the base model the config names, rebuilt on resume (a head-only
-        # checkpoint held the whole 90 MB encoder).
+        # The trained parameters only: the rest is the base model the config names, rebuilt on
+        # resume (a head-only checkpoint held the whole 90 MB encoder).
         trained = {
             name: p.detach() for name, p in self.classifier.named_parameters() if p.requires_grad
         }
@@ -69,7 +72,8 @@ class ResumeMixin:
         }
 
     def _resume(self) -> None:
-        """Rank 0 resumes from the run folder; under a group the other ranks take its public state."""
+        """Rank 0 resumes from the run folder; under a group the other ranks take its public
+        state."""
         state = self._on_rank_0(self._resume_here)
         if self.group is None:
             return
@@ -88,8 +92,9 @@ class ResumeMixin:
         """Load the checkpoint and replay the journal; the public state the other ranks need."""
         c = self.config
         state, saved, rows, stream = self.files.load()
-        # Compared by public names (the journal holds no full path; an older one's full paths are named alike): a
-        # moved data file, or the model package installed elsewhere, is the same run.
+        # Compared by public names (the journal holds no full path; an older one's full paths are
+        # named alike): a moved data file, or the model package installed elsewhere, is the same
+        # run.
         saved = public_fields(saved)
         differ = [
             f"{k}: {saved.get(k)!r} → {v!r}"
@@ -158,8 +163,9 @@ class ResumeMixin:
                 "releases": self.accountant.releases,
             }
         )
-        # A run killed after its last step (before its final checkpoint) is resumed to be finished: evaluated and
-        # saved, with no step left to take. One with nothing to replay has nothing to resume.
+        # A run killed after its last step (before its final checkpoint) is resumed to be finished:
+        # evaluated and saved, with no step left to take. One with nothing to replay has nothing to
+        # resume.
         if self.step_budget == 0 and not (replayed or lost):
             if c.private:
                 raise ValueError(
@@ -182,7 +188,8 @@ class ResumeMixin:
 
     @torch.no_grad()
     def _replay(self, seed: int, released: float) -> None:
-        """x ← x − η·c_t·u(seed): a zeroth-order step re-applied from its public seed and released scalar."""
+        """x ← x − η·c_t·u(seed): a zeroth-order step re-applied from its public seed and released
+        scalar."""
         try:
             self.optimizer.replay_(seed, released)
         except ValueError as error:

@@ -1,9 +1,9 @@
 """Reading the rows of a text file: CSV, TSV or JSON lines, with or without a header row.
 
-Shared by the LM-BFF task folders (:func:`dpnc.lm.lmbff.load_task`) and a user's own files (:mod:`dpnc.lm.files`):
-:func:`read_rows` splits a file into numbered rows and maps its header, :func:`read_field` takes one column's value
-from a row. Every error names the file and the line, so that a user can open and fix it.
-"""
+Shared by the LM-BFF task folders (:func:`dpnc.lm.lmbff.load_task`) and a user's own files
+(:mod:`dpnc.lm.files`): :func:`read_rows` splits a file into numbered rows and maps its header,
+:func:`read_field` takes one column's value from a row. Every error names the file and the line, so
+that a user can open and fix it."""
 
 from __future__ import annotations
 
@@ -18,23 +18,25 @@ __all__ = ["read_field", "read_rows"]
 def read_rows(
     path: Path, fmt: str, delimiter: str | None, header: bool, *, lenient: bool = False
 ) -> tuple[list[tuple[int, list]], dict, int | None]:
-    """Rows as ``(line number, fields)`` (blank lines skipped), the header's ``{name: position}`` and its width.
+    """Rows as ``(line number, fields)`` (blank lines skipped), the header's ``{name: position}``
+    and its width.
 
-    ``fmt`` is ``"csv"`` (the ``csv`` module's quoting; a record's line is the line it starts on), ``"tsv"``
-    (split on ``delimiter``, default tab, no quote processing) or ``"jsonl"`` (one JSON value per line). A header
-    row, when there is one, maps each name to its position, except its last name, which maps to ``-1`` (each row's
-    last field, as GLUE's NLI files with a variable number of annotator labels need). The width (the header's
-    number of fields) is None without a header.
+    ``fmt`` is ``"csv"`` (the ``csv`` module's quoting; a record's line is the line it starts on),
+    ``"tsv"`` (split on ``delimiter``, default tab, no quote processing) or ``"jsonl"`` (one JSON
+    value per line). A header row, when there is one, maps each name to its position, except its
+    last name, which maps to ``-1`` (each row's last field, as GLUE's NLI files with a variable
+    number of annotator labels need). The width (the header's number of fields) is None without a
+    header.
 
-    ``lenient`` (a private training file, whose rows must never decide a refusal): bytes that are not UTF-8
-    become U+FFFD; a blank record, a line that is not JSON (or nested too deep for Python) and a CSV record the
-    ``csv`` module refuses become the row None (outside the domain, dropped and counted by the caller), so the
-    rows returned are all of the file's records after its header, one per record (what a replace-one neighbour
-    keeps); a file with no data rows gives none.
+    ``lenient`` (a private training file, whose rows must never decide a refusal): bytes that are
+    not UTF-8 become U+FFFD; a blank record, a line that is not JSON (or nested too deep for Python)
+    and a CSV record the ``csv`` module refuses become the row None (outside the domain, dropped and
+    counted by the caller), so the rows returned are all of the file's records after its header, one
+    per record (what a replace-one neighbour keeps); a file with no data rows gives none.
 
     Raises:
-        ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON or not CSV, or no data rows
-            (unless ``lenient``); a file with no header row when one is expected.
+        ValueError: bytes that are not UTF-8 (naming the line), a line that is not JSON or not CSV,
+            or no data rows (unless ``lenient``); a file with no header row when one is expected.
     """
     raw = path.read_bytes().decode("utf-8-sig", errors="replace") if lenient else _decode(path)
     if fmt == "jsonl":
@@ -65,7 +67,8 @@ def read_rows(
     if header:  # the first row that is not blank
         start = blank.index(False) if False in blank else len(rows)
         rows, blank = rows[start:], blank[start:]
-    # A blank record is skipped, or in a private file kept as None: one of the file's records, outside the domain.
+    # A blank record is skipped, or in a private file kept as None: one of the file's records,
+    # outside the domain.
     rows = [
         (line, None) if b else (line, r) for (line, r), b in zip(rows, blank) if lenient or not b
     ]
@@ -92,9 +95,10 @@ def read_rows(
 def _csv_records(
     raw: str, delimiter: str, path: Path, lenient: bool
 ) -> list[tuple[int, list | None]]:
-    """The CSV records of ``raw`` with the line each starts on. No field is too long: csv's size limit is lifted to
-    the file's length while it reads (a field over the limit would stop the reader inside it, and the rest of the
-    field would be read as records of its own). A record csv still refuses is None (``lenient``) or refused."""
+    """The CSV records of ``raw`` with the line each starts on. No field is too long: csv's size
+    limit is lifted to the file's length while it reads (a field over the limit would stop the
+    reader inside it, and the rest of the field would be read as records of its own). A record csv
+    still refuses is None (``lenient``) or refused."""
     limit = csv.field_size_limit()
     csv.field_size_limit(max(limit, len(raw) + 1))
     try:
@@ -127,9 +131,9 @@ def _lines(raw: str) -> list[str]:
 def _decode(path: Path) -> str:
     """The file's text (a UTF-8 byte-order mark dropped); bad bytes are reported with their line.
 
-    A UTF-8 multi-byte sequence never contains the newline byte, so decoding line by line finds the line whose
-    bytes are wrong, which a user can open and fix (Python's own message gives only a byte offset in the file).
-    """
+    A UTF-8 multi-byte sequence never contains the newline byte, so decoding line by line finds the
+    line whose bytes are wrong, which a user can open and fix (Python's own message gives only a
+    byte offset in the file)."""
     data = path.read_bytes()
     try:
         return data.decode("utf-8-sig")
@@ -149,11 +153,13 @@ def _decode(path: Path) -> str:
 def read_field(
     row, columns: dict, column: str | int, path: Path, line: int, what: str = "column"
 ) -> str:
-    """The value of ``column`` in one row, as stripped text (numbers as ``str``); ``what`` names the column's role.
+    """The value of ``column`` in one row, as stripped text (numbers as ``str``); ``what`` names the
+    column's role.
 
     Raises:
-        ValueError: naming the file and line: a name column on JSON arrays or without a header, an integer column
-            on JSON objects, an absent key, a JSON null, a row with too few fields, or a nested JSON value.
+        ValueError: naming the file and line: a name column on JSON arrays or without a header, an
+            integer column on JSON objects, an absent key, a JSON null, a row with too few fields,
+            or a nested JSON value.
     """
     if isinstance(row, dict):
         if isinstance(column, int):

@@ -1,26 +1,29 @@
 """A fine-tuning run's output folder appears whole, or not at all.
 
-:func:`dpnc.lm.train.finetune` (``dpnc finetune``) writes into a sibling folder ``<out>.partial`` and renames it to
-``out`` when the run has finished (summary, plot and model written). What happens when it does not finish:
+:func:`dpnc.lm.train.finetune` (``dpnc finetune``) writes into a sibling folder ``<out>.partial``
+and renames it to ``out`` when the run has finished (summary, plot and model written). What happens
+when it does not finish:
 
-* **an exception or Ctrl-C** (KeyboardInterrupt) **before the first step**: ``<out>.partial`` is removed, so
-  nothing is left at either path and a re-run starts afresh;
-* **an exception or Ctrl-C after a step began**: the run has released values (``metrics.jsonl`` and TensorBoard,
-  public, may have been read while it ran), so its ledger stays: ``<out>.partial`` is kept with its journal, as
-  after a kill (below). Removing it would let a re-run in the same place start a fresh ledger on the same data and
-  report an ε that leaves out the releases already made. ``--resume`` continues the run; ``--new-run`` starts over
-  knowingly (the two runs' ε then add up). A ``checkpoint_dir`` outside ``out`` is left as it is too;
-* **a kill** (SIGKILL, power loss): no code runs; ``<out>.partial`` keeps the journal (and the checkpoints when
-  ``checkpoint_dir`` lies inside ``out``), ``--resume`` continues there and renames it into place when done, and a
-  fresh start over it is refused as for any run folder holding a ledger (:meth:`dpnc.lm.journal.RunFiles.
-  check_fresh_start`), or moved aside with ``--new-run``. A ``<out>.partial`` holding no journal or checkpoint
-  (killed before its first step) holds no ledger and is removed by the next run.
+* **an exception or Ctrl-C** (KeyboardInterrupt) **before the first step**: ``<out>.partial`` is
+  removed, so nothing is left at either path and a re-run starts afresh;
+* **an exception or Ctrl-C after a step began**: the run has released values (``metrics.jsonl`` and
+  TensorBoard, public, may have been read while it ran), so its ledger stays: ``<out>.partial`` is
+  kept with its journal, as after a kill (below). Removing it would let a re-run in the same place
+  start a fresh ledger on the same data and report an ε that leaves out the releases already made.
+  ``--resume`` continues the run; ``--new-run`` starts over knowingly (the two runs' ε then add up).
+  A ``checkpoint_dir`` outside ``out`` is left as it is too;
+* **a kill** (SIGKILL, power loss): no code runs; ``<out>.partial`` keeps the journal (and the
+  checkpoints when ``checkpoint_dir`` lies inside ``out``), ``--resume`` continues there and renames
+  it into place when done, and a fresh start over it is refused as for any run folder holding a
+  ledger (:meth:`dpnc.lm.journal.RunFiles. check_fresh_start`), or moved aside with ``--new-run``. A
+  ``<out>.partial`` holding no journal or checkpoint (killed before its first step) holds no ledger
+  and is removed by the next run.
 
-``out`` itself is only ever created by the rename. A fresh run whose ``out`` exists and is not empty is refused
-before any work (its files would mix with the new run's), unless that folder holds an earlier run's ledger: then the
-run folder's own refusal applies (resume it, or ``--new-run``, which supersedes it in place, as before). A resumed
-run whose ``out`` exists (it finished, or was started before this rule) continues in place.
-"""
+``out`` itself is only ever created by the rename. A fresh run whose ``out`` exists and is not empty
+is refused before any work (its files would mix with the new run's), unless that folder holds an
+earlier run's ledger: then the run folder's own refusal applies (resume it, or ``--new-run``, which
+supersedes it in place, as before). A resumed run whose ``out`` exists (it finished, or was started
+before this rule) continues in place."""
 
 from __future__ import annotations
 
@@ -48,7 +51,8 @@ def _inside(path: Path, folder: Path) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Staging:
-    """Where a run of ``config`` writes until it has finished (``config``: the run, its ``out`` the staging folder).
+    """Where a run of ``config`` writes until it has finished (``config``: the run, its ``out`` the
+    staging folder).
 
     Build it with :meth:`plan`; :meth:`publish` on success, :meth:`discard` on failure.
     """
@@ -63,8 +67,9 @@ class Staging:
 
     @classmethod
     def plan(cls, config: FinetuneConfig, *, resume: bool) -> Staging | None:
-        """The staging of a run of ``config``, or None where the run writes in place (no ``out``; an existing
-        ``out`` that a resume or ``new_run`` continues or supersedes; one whose ledger refuses a fresh start).
+        """The staging of a run of ``config``, or None where the run writes in place (no ``out``; an
+        existing ``out`` that a resume or ``new_run`` continues or supersedes; one whose ledger
+        refuses a fresh start).
 
         Raises:
             ValueError: a fresh run over an ``out`` that exists, is not empty and holds no ledger.
@@ -95,8 +100,8 @@ class Staging:
             shutil.rmtree(
                 partial
             )  # a run killed before its first step: no ledger, nothing to resume
-        # An earlier run's ledger (a killed run's partial folder, a separate checkpoint_dir) is never removed: only
-        # what this run wrote, and only where it holds this run's journal alone.
+        # An earlier run's ledger (a killed run's partial folder, a separate checkpoint_dir) is
+        # never removed: only what this run wrote, and only where it holds this run's journal alone.
         keep = (checkpoint_dir is not None and not inside) or partial.exists()
         return cls(staged, final, partial, keep_on_failure=keep)
 
@@ -108,8 +113,8 @@ class Staging:
         return self.final
 
     def discard(self, error: BaseException) -> None:
-        """After a failure: remove the unfinished folder if it holds no ledger (no step began); otherwise keep it,
-        resumable, and say so."""
+        """After a failure: remove the unfinished folder if it holds no ledger (no step began);
+        otherwise keep it, resumable, and say so."""
         if (
             not self.partial.exists() or self.keep_on_failure
         ):  # an earlier run's ledger, or a checkpoint_dir: kept

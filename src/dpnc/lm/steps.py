@@ -1,18 +1,20 @@
 """One training step of each fine-tuning method, on a batch the sampler drew in secret.
 
-* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZO` / :class:`dpnc.tier.DPZero` draw the batch themselves, fetch its
-  encoded rows through the trainer's ``encode`` (a :class:`dpnc.batches.DataRows`) and hand them to the classifier,
-  which gives the per-example cross-entropy of exactly that batch; forward passes only.
-* ``dp-adamw``: :class:`dpnc.tier.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients (per
-  layer where it can, else ``torch.func``: the config's ``per_example``), clipped to C, one
-  :func:`~dpnc.privacy.release.release_sum` per step (fixed B, secret noise). The trainer draws the batch from a
-  :class:`dpnc.batches.LoaderBatches`, which encodes it, and the optimizer hands the classifier that batch.
-* ``adamw``: non-private AdamW on the batch's mean loss with the fixed denominator B (one data-dependent release
-  without noise, ε = ∞).
+* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZO` / :class:`dpnc.tier.DPZero` draw the batch
+  themselves, fetch its encoded rows through the trainer's ``encode`` (a
+  :class:`dpnc.batches.DataRows`) and hand them to the classifier, which gives the per-example
+  cross-entropy of exactly that batch; forward passes only.
+* ``dp-adamw``: :class:`dpnc.tier.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients
+  (per layer where it can, else ``torch.func``: the config's ``per_example``), clipped to C, one
+  :func:`~dpnc.privacy.release.release_sum` per step (fixed B, secret noise). The trainer draws the
+  batch from a :class:`dpnc.batches.LoaderBatches`, which encodes it, and the optimizer hands the
+  classifier that batch.
+* ``adamw``: non-private AdamW on the batch's mean loss with the fixed denominator B (one
+  data-dependent release without noise, ε = ∞).
 
-What a step did reaches the trainer through the optimizers' step hooks (:class:`dpnc.tier.base.StepInfo`). The
-public parts go to a :class:`StepRecord`; training-data statistics only when ``log_private_stats`` is on.
-"""
+What a step did reaches the trainer through the optimizers' step hooks
+(:class:`dpnc.tier.base.StepInfo`). The public parts go to a :class:`StepRecord`; training-data
+statistics only when ``log_private_stats`` is on."""
 
 from __future__ import annotations
 
@@ -44,10 +46,10 @@ Encode = Callable[[torch.Tensor], dict]
 class StepRecord:
     """What one step did.
 
-    ``step``, ``seed`` (the public direction seed) and ``released`` (the released scalar c_t of a zeroth-order
-    step) are public. ``loss``, ``nonfinite``, ``clipped_fraction`` and ``seconds`` are statistics of the training
-    data, NOT private: they are None unless the config sets ``log_private_stats``. The batch is never kept.
-    """
+    ``step``, ``seed`` (the public direction seed) and ``released`` (the released scalar c_t of a
+    zeroth-order step) are public. ``loss``, ``nonfinite``, ``clipped_fraction`` and ``seconds`` are
+    statistics of the training data, NOT private: they are None unless the config sets
+    ``log_private_stats``. The batch is never kept."""
 
     step: int
     seed: int | None = None
@@ -65,8 +67,9 @@ def encode_rows(
     device: torch.device,
     index: torch.Tensor,
 ) -> dict[str, torch.Tensor]:
-    """The classifier's input for the examples ``index`` of ``dataset``, through ``cache`` (its frozen layers) when
-    there is one: a batch of training rows the sampler drew, or the time estimate's public rows."""
+    """The classifier's input for the examples ``index`` of ``dataset``, through ``cache`` (its
+    frozen layers) when there is one: a batch of training rows the sampler drew, or the time
+    estimate's public rows."""
     labels = dataset.labels[index]
     if cache is not None:
         batch = cache.batch(index, labels)
@@ -83,13 +86,13 @@ def per_example_clipped_sum(
     per_example: str = "auto",
     microbatch: int = 4,
 ) -> ClippedSum:
-    """Σ_i clip_C(∇_θ ℓ_i(θ)) over the trainable parameters θ (flattened in ``named_parameters`` order).
+    """Σ_i clip_C(∇_θ ℓ_i(θ)) over the trainable parameters θ (flattened in ``named_parameters``
+    order).
 
-    The routes of :class:`dpnc.tier.DPOptimizer` (:func:`dpnc.tier.first_order.route_clipped_sum`) with the
-    classifier as the loss function: ``"layers"``, ``"vmap"``, ``"loop"`` or ``"auto"`` (layers, else vmap). All
-    but ``"loop"`` run with a 4-D additive attention mask (HF's 2-D mask handling branches on the mask's values,
-    which vmap cannot batch).
-    """
+    The routes of :class:`dpnc.tier.DPOptimizer` (:func:`dpnc.tier.first_order.route_clipped_sum`)
+    with the classifier as the loss function: ``"layers"``, ``"vmap"``, ``"loop"`` or ``"auto"``
+    (layers, else vmap). All but ``"loop"`` run with a 4-D additive attention mask (HF's 2-D mask
+    handling branches on the mask's values, which vmap cannot batch)."""
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     with _mask_for(model, per_example):
         return route_clipped_sum(
@@ -98,8 +101,9 @@ def per_example_clipped_sum(
 
 
 class _mask_for:
-    """Within: the classifier builds the additive attention mask that ``vmap`` needs: on for every route that may
-    run vmap (``"vmap"``; ``"auto"`` and ``"layers"``, whose first-batch check and fallback use it)."""
+    """Within: the classifier builds the additive attention mask that ``vmap`` needs: on for every
+    route that may run vmap (``"vmap"``; ``"auto"`` and ``"layers"``, whose first-batch check and
+    fallback use it)."""
 
     def __init__(self, model: EncoderClassifier, per_example: str) -> None:
         self.model, self.on = model, per_example != "loop"
@@ -126,13 +130,14 @@ def build_optimizer(
     n: int,
     group: Group | None = None,
 ):
-    """The method's optimizer over the classifier's trainable parameters (None for zero-shot), wired by
-    :func:`dpnc.tier.wiring.wire` (the trainer's :class:`~dpnc.tier.wiring.Wiring` is ``optimizer.wiring``).
+    """The method's optimizer over the classifier's trainable parameters (None for zero-shot), wired
+    by :func:`dpnc.tier.wiring.wire` (the trainer's :class:`~dpnc.tier.wiring.Wiring` is
+    ``optimizer.wiring``).
 
-    ``encode``: the classifier's input for the train-set examples of given indices; the optimizer fetches each batch
-    it draws through it. ``multiplier``: σ/Δ, calibrated by the trainer (:func:`dpnc.tier.wiring.calibrate`).
-    ``group``: a :class:`~dpnc.distributed.Group` for a data-parallel zeroth-order run (see :mod:`dpnc.distributed`).
-    """
+    ``encode``: the classifier's input for the train-set examples of given indices; the optimizer
+    fetches each batch it draws through it. ``multiplier``: σ/Δ, calibrated by the trainer
+    (:func:`dpnc.tier.wiring.calibrate`). ``group``: a :class:`~dpnc.distributed.Group` for a
+    data-parallel zeroth-order run (see :mod:`dpnc.distributed`)."""
     c = config
     if c.method == "zero-shot":
         return None
@@ -155,14 +160,16 @@ def build_optimizer(
 
 
 def step_release(optimizer) -> Release:
-    """The ledger entry one step makes (written to the journal before the step: what a lost step counts as)."""
+    """The ledger entry one step makes (written to the journal before the step: what a lost step
+    counts as)."""
     return (
         optimizer.step_release() if isinstance(optimizer, StepHooks) else NonPrivate()
     )  # AdamW: ε = ∞
 
 
 class Steps:
-    """Runs one step of the trainer's method and fills its :class:`StepRecord` (from the optimizer's step hook)."""
+    """Runs one step of the trainer's method and fills its :class:`StepRecord` (from the optimizer's
+    step hook)."""
 
     def __init__(
         self,
@@ -193,8 +200,9 @@ class Steps:
         self.info = info
 
     def journaled(self, files: RunFiles, t: int) -> StepRecord:
-        """Step ``t``, journaled in ``files`` before and after it touches the data (what a resume reads): the
-        trainer's step, and the time estimate's rehearsal of it (on public rows, in a folder of its own)."""
+        """Step ``t``, journaled in ``files`` before and after it touches the data (what a resume
+        reads): the trainer's step, and the time estimate's rehearsal of it (on public rows, in a
+        folder of its own)."""
         files.journal({"t": t, "event": "begin", "release": step_release(self.optimizer).to_dict()})
         files.kill_point("begin", t)
         record = self.run(StepRecord(t))

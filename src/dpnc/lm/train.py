@@ -1,66 +1,74 @@
-"""Fine-tuning a sentence encoder for text classification: zero-shot, MeZO, DPZero, AdamW and DP-AdamW.
+"""Fine-tuning a sentence encoder for text classification: zero-shot, MeZO, DPZero, AdamW and
+DP-AdamW.
 
 One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
 
 * ``zero-shot``: no training; evaluates the head as built.
-* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZO` / :class:`dpnc.tier.DPZero` with the classifier's per-example
-  cross-entropy as the closure (spec seed001 §2.5–2.6): forward passes only, eval mode.
+* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZO` / :class:`dpnc.tier.DPZero` with the classifier's
+  per-example cross-entropy as the closure (spec seed001 §2.5–2.6): forward passes only, eval mode.
 * ``adamw``: first-order, non-private (spec §2.7).
-* ``dp-adamw``: first-order DP (Yu et al. 2022's recipe, spec §2.7) by :class:`dpnc.tier.DPOptimizer`:
-  per-example gradients by ``torch.func`` (one example at a time, or ``vmap`` over ``functional_call``), each
-  clipped to norm C (non-finite ones set to 0 first), summed, divided by the expected batch size B, plus
-  N(0, (σ·C/B)²) noise from the secret :class:`~dpnc.privacy.noise.NoiseSource` (one release per step through
-  :func:`~dpnc.privacy.release.release_sum`, recorded in the accountant in real units),
-  then an AdamW step.
+* ``dp-adamw``: first-order DP (Yu et al. 2022's recipe, spec §2.7) by
+  :class:`dpnc.tier.DPOptimizer`: per-example gradients by ``torch.func`` (one example at a time, or
+  ``vmap`` over ``functional_call``), each clipped to norm C (non-finite ones set to 0 first),
+  summed, divided by the expected batch size B, plus N(0, (σ·C/B)²) noise from the secret
+  :class:`~dpnc.privacy.noise.NoiseSource` (one release per step through
+  :func:`~dpnc.privacy.release.release_sum`, recorded in the accountant in real units), then an
+  AdamW step.
 
-Privacy. Private methods draw Poisson batches (each row joins w.p. q = B/n), so the accountant's event — the
-Poisson-subsampled Gaussian under add/remove — describes exactly what the sampler does (spec §7.1: the published
-code accounts Poisson but draws shuffled batches). The batches are **secret randomness** (:mod:`dpnc.sampling`): the
-sampler draws them from its own operating-system entropy stream, never from ``seed``; every private optimizer draws
-each batch itself, fetches its encoded rows (:class:`dpnc.batches.DataRows`, :class:`dpnc.batches.LoaderBatches`)
-and hands them to the classifier, and DP-AdamW's mean divides by the fixed B. No batch, realised batch size or
-per-step time is logged, saved, checkpointed or journaled (an adversary who knows which examples were sampled
-defeats the amplified ε).
+Privacy. Private methods draw Poisson batches (each row joins w.p. q = B/n), so the accountant's
+event — the Poisson-subsampled Gaussian under add/remove — describes exactly what the sampler does
+(spec §7.1: the published code accounts Poisson but draws shuffled batches). The batches are
+**secret randomness** (:mod:`dpnc.sampling`): the sampler draws them from its own operating-system
+entropy stream, never from ``seed``; every private optimizer draws each batch itself, fetches its
+encoded rows (:class:`dpnc.batches.DataRows`, :class:`dpnc.batches.LoaderBatches`) and hands them to
+the classifier, and DP-AdamW's mean divides by the fixed B. No batch, realised batch size or
+per-step time is logged, saved, checkpointed or journaled (an adversary who knows which examples
+were sampled defeats the amplified ε).
 
-Public inputs. n is the config's **declared** public number of training examples (``FinetuneConfig.n``: a built-in
-task's recipe k × classes, or ``--n``), never ``len(train)``: under add/remove neighbouring data sets differ in size,
-and q = B/n, σ, the ledger and ``summary.json`` must not (the sampler draws from the rows there are, each with the
-public q). Under replace-one the neighbours have the same size, so n is the number of records by definition (a
-record the domain rule drops is an empty slot: :class:`~dpnc.sampling.ShuffleSampler`). The class
-set is the task's, or declared (``label_words``, ``labels``, else the public test file's labels) for a private run
-on a user's file, whose training rows outside the classes or the domain are dropped, never refused
-(:mod:`dpnc.lm.files`). ``summary.json`` lists these inputs (``public_inputs``) and how the settings were chosen
-(``recipe_selection``). The noise multiplier σ/Δ is calibrated with
-:func:`dpnc.privacy.calibrate.noise_multiplier` so that all ``steps`` releases meet (ε, δ) by the chosen
-accountant (RDP or PLD); every release is recorded; the report gives ε by RDP and by PLD.
+Public inputs. n is the config's **declared** public number of training examples
+(``FinetuneConfig.n``: a built-in task's recipe k × classes, or ``--n``), never ``len(train)``:
+under add/remove neighbouring data sets differ in size, and q = B/n, σ, the ledger and
+``summary.json`` must not (the sampler draws from the rows there are, each with the public q). Under
+replace-one the neighbours have the same size, so n is the number of records by definition (a record
+the domain rule drops is an empty slot: :class:`~dpnc.sampling.ShuffleSampler`). The class set is
+the task's, or declared (``label_words``, ``labels``, else the public test file's labels) for a
+private run on a user's file, whose training rows outside the classes or the domain are dropped,
+never refused (:mod:`dpnc.lm.files`). ``summary.json`` lists these inputs (``public_inputs``) and
+how the settings were chosen (``recipe_selection``). The noise multiplier σ/Δ is calibrated with
+:func:`dpnc.privacy.calibrate.noise_multiplier` so that all ``steps`` releases meet (ε, δ) by the
+chosen accountant (RDP or PLD); every release is recorded; the report gives ε by RDP and by PLD.
 
-Public outputs. ``metrics.jsonl``, TensorBoard, the progress bar and ``summary.json`` hold only what the run may
-publish: test-split accuracy and loss, ε spent, the public direction seeds and the released scalars c_t — and no
-time: a step's duration grows with its secret batch (and with a long example in it), so step times, eval time
-stamps, a progress rate or the run's wall time would reveal which steps held what. Statistics of the training data
-(per-step batch loss, non-finite count, clipped fraction, step time; the run's wall time, training rows and rows
-dropped by the domain rule) are written only when ``log_private_stats=True`` (``--log-private-stats``), to
-``private_train_stats.jsonl``, whose first line says they are NOT PRIVATE. The one timing channel left is the
-run's total duration (and the bar's advance), seen by whoever runs or watches the process.
+Public outputs. ``metrics.jsonl``, TensorBoard, the progress bar and ``summary.json`` hold only what
+the run may publish: test-split accuracy and loss, ε spent, the public direction seeds and the
+released scalars c_t — and no time: a step's duration grows with its secret batch (and with a long
+example in it), so step times, eval time stamps, a progress rate or the run's wall time would reveal
+which steps held what. Statistics of the training data (per-step batch loss, non-finite count,
+clipped fraction, step time; the run's wall time, training rows and rows dropped by the domain rule)
+are written only when ``log_private_stats=True`` (``--log-private-stats``), to
+``private_train_stats.jsonl``, whose first line says they are NOT PRIVATE. The one timing channel
+left is the run's total duration (and the bar's advance), seen by whoever runs or watches the
+process.
 
-Journal, checkpoints and resume: a run journals every step before and after it touches the data, checkpoints
-the public state (never the noise source or the sampler), and on resume never under-counts ε (:mod:`dpnc.lm.resume`).
+Journal, checkpoints and resume: a run journals every step before and after it touches the data,
+checkpoints the public state (never the noise source or the sampler), and on resume never
+under-counts ε (:mod:`dpnc.lm.resume`).
 
-Data parallel. Under ``torchrun --nproc-per-node N`` (:func:`dpnc.distributed.from_environment` finds a group)
-the private and zeroth-order methods run data parallel: every rank builds the same classifier; rank 0's secret
-sampler draws each batch, each rank evaluates its part of it (caching the frozen layers of the rows it evaluates:
-the caches are per rank), and a step exchanges its partial sums (:mod:`dpnc.distributed`: a few numbers for a
-zeroth-order step, the clipped gradient sum for DP-AdamW); rank 0 adds the noise and keeps the ledger. The
-evaluation set is split across the ranks and the results gathered. Rank 0 alone writes the run folder (journal,
-checkpoints, metrics, TensorBoard, summary, plot, model); on resume it reads it and hands the public state (model,
-optimizer, step) to the other ranks, and a refusal stops every rank alike. The summary is rank 0's, on every rank.
-The non-private AdamW baseline is refused (it runs in one process).
+Data parallel. Under ``torchrun --nproc-per-node N`` (:func:`dpnc.distributed.from_environment`
+finds a group) the private and zeroth-order methods run data parallel: every rank builds the same
+classifier; rank 0's secret sampler draws each batch, each rank evaluates its part of it (caching
+the frozen layers of the rows it evaluates: the caches are per rank), and a step exchanges its
+partial sums (:mod:`dpnc.distributed`: a few numbers for a zeroth-order step, the clipped gradient
+sum for DP-AdamW); rank 0 adds the noise and keeps the ledger. The evaluation set is split across
+the ranks and the results gathered. Rank 0 alone writes the run folder (journal, checkpoints,
+metrics, TensorBoard, summary, plot, model); on resume it reads it and hands the public state
+(model, optimizer, step) to the other ranks, and a refusal stops every rank alike. The summary is
+rank 0's, on every rank. The non-private AdamW baseline is refused (it runs in one process).
 
-Modules: :mod:`dpnc.lm.config` (the settings), :mod:`dpnc.lm.steps` (one step per method, on the optimizers of
-:mod:`dpnc.tier`, whose step hooks say what each step did), :mod:`dpnc.lm.journal`
-(run folder, journal, checkpoints), :mod:`dpnc.lm.evaluation` (the test-split evaluation and ``summary.json``),
-:mod:`dpnc.lm.resume` (checkpoints and resume) and this one (setup, one step, the loop).
-"""
+Modules: :mod:`dpnc.lm.config` (the settings), :mod:`dpnc.lm.steps` (one step per method, on the
+optimizers of :mod:`dpnc.tier`, whose step hooks say what each step did), :mod:`dpnc.lm.journal`
+(run folder, journal, checkpoints), :mod:`dpnc.lm.evaluation` (the test-split evaluation and
+``summary.json``), :mod:`dpnc.lm.resume` (checkpoints and resume) and this one (setup, one step, the
+loop)."""
 
 from __future__ import annotations
 
@@ -75,7 +83,8 @@ from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.canaries import for_run
 from dpnc.lm.classifiers import build_classifier
 
-# The run folder's and the config's names are re-exported here for callers of this module (experiments, tests).
+# The run folder's and the config's names are re-exported here for callers of this module
+# (experiments, tests).
 from dpnc.lm.config import (  # noqa: F401
     CHECKPOINT,
     DTYPES,
@@ -135,15 +144,17 @@ __all__ = [
     "per_example_clipped_sum",
 ]
 
-# The most step rows of metrics.jsonl that carry ε (plus the last and the evaluations'). ε by PLD costs 0.1-2 s a call
-# on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run. 10, as many as the default
-# evaluations (every steps // 10), fall on the evaluations' steps, which carry ε anyway: quick start 2's 50 steps
-# computed ε 23 times with 20 points, 10 times with 10 (0.23 s of CPU each, measured on a busy machine).
+# The most step rows of metrics.jsonl that carry ε (plus the last and the evaluations'). ε by PLD
+# costs 0.1-2 s a call on a busy 2-core machine: 100 points took 88 of a 2-minute 300-step run. 10,
+# as many as the default evaluations (every steps // 10), fall on the evaluations' steps, which
+# carry ε anyway: quick start 2's 50 steps computed ε 23 times with 20 points, 10 times with 10
+# (0.23 s of CPU each, measured on a busy machine).
 EPSILON_POINTS = 10
 
 
 class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
-    """Runs one :class:`FinetuneConfig`: builds (or resumes) the classifier, trains, evaluates, saves.
+    """Runs one :class:`FinetuneConfig`: builds (or resumes) the classifier, trains, evaluates,
+    saves.
 
     Args:
         config: the run.
@@ -151,20 +162,23 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
             ``NoiseSource.for_testing``, which marks every result not private).
         classifier: a prebuilt classifier (default: built from ``config.model``).
         train, test: datasets (default: loaded from ``config.data_dir``).
-        resume: continue the run journaled (and maybe checkpointed) in ``config.run_dir`` (refused if there is
-            nothing to resume, if the config differs or if the budget is spent). Without it, a run folder holding
-            a journal or checkpoint is refused unless ``config.new_run``.
+        resume: continue the run journaled (and maybe checkpointed) in ``config.run_dir`` (refused
+            if there is nothing to resume, if the config differs or if the budget is spent). Without
+            it, a run folder holding a journal or checkpoint is refused unless ``config.new_run``.
         sampler: the batch sampler (default: a fresh secret one of the config's kind; tests pass
-            ``PoissonSampler.for_testing``, which marks every result not private). It must match the config.
-        caches: the (train, test) :class:`~dpnc.lm.cache.PrefixCache` of another trainer with the same model, data
-            and frozen prefix (a sweep reuses them; default: computed here when ``config.cache`` allows).
+            ``PoissonSampler.for_testing``, which marks every result not private). It must match the
+            config.
+        caches: the (train, test) :class:`~dpnc.lm.cache.PrefixCache` of another trainer with the
+            same model, data and frozen prefix (a sweep reuses them; default: computed here when
+            ``config.cache`` allows).
 
-    Under ``torchrun`` the run is data parallel (see the module docstring): every rank builds its Trainer alike;
-    only rank 0's ``sampler`` and ``noise`` are used.
+    Under ``torchrun`` the run is data parallel (see the module docstring): every rank builds its
+    Trainer alike; only rank 0's ``sampler`` and ``noise`` are used.
 
     Raises:
-        ValueError: invalid settings, a budget that cannot afford ``steps`` (with ``noise_multiplier``), a sampler
-            that does not match the config, or a refused resume or fresh start (the message says why).
+        ValueError: invalid settings, a budget that cannot afford ``steps`` (with
+            ``noise_multiplier``), a sampler that does not match the config, or a refused resume or
+            fresh start (the message says why).
     """
 
     def __init__(
@@ -210,7 +224,8 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
                 allow_n_mismatch=c.allow_n_mismatch,
                 allow_replacement_chars=c.allow_replacement_chars,
             )
-        # --self-audit M: the canaries drawn in join the data after the owner's checks; the public n grows by M
+        # --self-audit M: the canaries drawn in join the data after the owner's checks; the public n
+        # grows by M
         self.canaries = for_run(
             c,
             self.train_set.task,
@@ -286,7 +301,8 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
                 raise ValueError("caches cannot be shared with a self-audited run (--self-audit)")
             self.train_cache, self.test_cache = (cache.attach(self.classifier) for cache in caches)
         elif c.cache and (layers := cacheable_prefix(self.classifier)):
-            # Filled as batches need rows; the evaluation set's in one go (it is read whole at every evaluation).
+            # Filled as batches need rows; the evaluation set's in one go (it is read whole at every
+            # evaluation).
             if c.method != "zero-shot":
                 self.train_cache = PrefixCache(
                     self.classifier, self.train_set.texts, layers, batch_size=c.eval_batch_size
@@ -382,10 +398,12 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         return device
 
     def _public_n(self) -> int:
-        """The n of q = B/n, σ and the ledger: declared (a built-in task's is its recipe, k per class × classes), under
-        every relation; the rows' number only for a non-private run given none (it claims nothing)."""
-        # Under replace-one n is the number of slots of the fixed-size batches: a record the domain rule drops is an
-        # empty slot, and records beyond n are never drawn (the sampler's rows stop at n; the owner is told).
+        """The n of q = B/n, σ and the ledger: declared (a built-in task's is its recipe, k per
+        class × classes), under every relation; the rows' number only for a non-private run given
+        none (it claims nothing)."""
+        # Under replace-one n is the number of slots of the fixed-size batches: a record the domain
+        # rule drops is an empty slot, and records beyond n are never drawn (the sampler's rows stop
+        # at n; the owner is told).
         c, rows = self.config, len(self.train_set) + self.train_set.dropped
         if c.n is not None and c.relation == "replace-one" and len(self.train_set) > c.n:
             note = (
@@ -419,7 +437,8 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         return sampler
 
     def _calibrate(self) -> float:
-        """σ/Δ for the config's budget (:func:`dpnc.tier.wiring.calibrate`, the rule make_private uses too)."""
+        """σ/Δ for the config's budget (:func:`dpnc.tier.wiring.calibrate`, the rule make_private
+        uses too)."""
         c = self.config
         fixed = (
             self.n if c.sampler == "shuffle" else None
@@ -437,12 +456,14 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         )
 
     def step_release(self) -> Release:
-        """The release one training step makes (what a lost step is counted as): the optimizer's own."""
+        """The release one training step makes (what a lost step is counted as): the optimizer's
+        own."""
         return step_release(self.optimizer)
 
     @property
     def world_size(self) -> int:
-        """The processes of this run: the wiring's record (zero-shot, which wires no optimizer: the group's)."""
+        """The processes of this run: the wiring's record (zero-shot, which wires no optimizer: the
+        group's)."""
         if self.optimizer is not None:
             return self.optimizer.wiring.world_size
         return 1 if self.group is None else self.group.world_size
@@ -464,7 +485,8 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
     # --- one step ------------------------------------------------------------------------------
 
     def _encode(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The classifier's input for the examples ``index`` of the train set (a batch the sampler drew)."""
+        """The classifier's input for the examples ``index`` of the train set (a batch the sampler
+        drew)."""
         return encode_rows(self.classifier, self.train_set, self.train_cache, self.device, index)
 
     def _note(self, note: str) -> None:
@@ -486,15 +508,17 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
 
     @property
     def step_budget(self) -> int:
-        """Steps this run may still take: T minus steps done, minus lost releases (so ε never exceeds the plan)."""
+        """Steps this run may still take: T minus steps done, minus lost releases (so ε never
+        exceeds the plan)."""
         return max(self.total_steps - self.step - self.lost_releases, 0)
 
     def train(self, max_steps: int | None = None) -> list[StepRecord]:
-        """Run until ``steps`` (or until ``max_steps`` more steps: a test's simulated kill, no final checkpoint).
+        """Run until ``steps`` (or until ``max_steps`` more steps: a test's simulated kill, no final
+        checkpoint).
 
         Writes a metrics line per step and per evaluation (public values only), checkpoints every
-        ``checkpoint_every`` steps and at the end (when checkpointing: :attr:`FinetuneConfig.checkpointing`).
-        """
+        ``checkpoint_every`` steps and at the end (when checkpointing:
+        :attr:`FinetuneConfig.checkpointing`)."""
         c = self.config
         todo = self.step_budget if max_steps is None else min(self.step_budget, max_steps)
         records = []
@@ -561,8 +585,8 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         return records
 
     def marks(self, step: int) -> tuple[bool, bool, bool]:
-        """What the loop does after step ``step`` besides it: compute ε, evaluate, checkpoint (public: the settings
-        decide)."""
+        """What the loop does after step ``step`` besides it: compute ε, evaluate, checkpoint
+        (public: the settings decide)."""
         c = self.config
         evaluating = (
             bool(c.eval_every)
@@ -570,16 +594,18 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
             and step % c.eval_every == 0
             and step < self.total_steps
         )
-        # ε by PLD takes ~60-130 ms a call (a step of a head: ~2 ms), so it is computed at most ~20 times a run: every
-        # `every` steps (public: the run's length decides), at the last step and with each evaluation.
+        # ε by PLD takes ~60-130 ms a call (a step of a head: ~2 ms), so it is computed at most ~20
+        # times a run: every `every` steps (public: the run's length decides), at the last step and
+        # with each evaluation.
         every = max(1, math.ceil(self.total_steps / EPSILON_POINTS))
         last = step >= self.total_steps - self.lost_releases  # no step budget left
         checkpoint = bool(c.checkpoint_every) and step % c.checkpoint_every == 0
         return step % every == 0 or last or evaluating, evaluating, checkpoint
 
     def estimate_seconds(self, steps: int) -> float:
-        """A rough time for ``steps`` more steps and the run's end (:mod:`dpnc.lm.estimate`): never timed on the
-        training data (a step's time is a statistic of its secret batch); 0 without test examples to time."""
+        """A rough time for ``steps`` more steps and the run's end (:mod:`dpnc.lm.estimate`): never
+        timed on the training data (a step's time is a statistic of its secret batch); 0 without
+        test examples to time."""
         estimate = self.estimate(steps)
         return 0.0 if estimate is None else estimate.total
 
@@ -595,12 +621,14 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         except UnsupportedRelease:
             if method != "pld":
                 raise
-            # PLD cannot represent the loss of a huge budget (calibration fell back to RDP and said so): RDP's ε,
-            # also an upper bound; summary.json's report shows PLD as n/a with the reason
+            # PLD cannot represent the loss of a huge budget (calibration fell back to RDP and said
+            # so): RDP's ε, also an upper bound; summary.json's report shows PLD as n/a with the
+            # reason
             return accountant.epsilon(self.config.delta, "rdp")
 
     def _on_rank_0(self, compute):
-        """``compute()`` on rank 0 (or this process alone), its value (or ValueError) on every rank."""
+        """``compute()`` on rank 0 (or this process alone), its value (or ValueError) on every
+        rank."""
         return compute() if self.group is None else self.group.share(compute)
 
     def save_model(self, path: str | Path) -> Path:
@@ -609,7 +637,8 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         return self.classifier.save_pretrained(path)
 
     def run(self) -> Summary:
-        """Train, evaluate on the test split, write ``summary.json`` and the model to ``out``; return the summary."""
+        """Train, evaluate on the test split, write ``summary.json`` and the model to ``out``;
+        return the summary."""
         c = self.config
         start = time.perf_counter()
         if self.step == 0 and c.evaluated:
@@ -664,9 +693,9 @@ def finetune(
 ) -> Summary:
     """Build a :class:`Trainer` for ``config`` (resuming if asked) and run it.
 
-    The run writes into ``<out>.partial``, renamed to ``out`` when it has finished: a failure before the first step
-    leaves nothing, one after it the run's ledger (:mod:`dpnc.lm.staging`: ``--resume`` continues it).
-    """
+    The run writes into ``<out>.partial``, renamed to ``out`` when it has finished: a failure before
+    the first step leaves nothing, one after it the run's ledger (:mod:`dpnc.lm.staging`:
+    ``--resume`` continues it)."""
     staging = Staging.plan(config, resume=resume)
     if staging is None:
         return Trainer(config, noise=noise, resume=resume).run()

@@ -1,27 +1,32 @@
-"""Which parameters a fine-tuning run trains: ``all``, ``bias`` (BitFit), ``top-k`` layers, ``head``, ``lora``.
+"""Which parameters a fine-tuning run trains: ``all``, ``bias`` (BitFit), ``top-k`` layers,
+``head``, ``lora``.
 
-Zeroth-order progress per step scales like 1/(trained dimension) (DPZero's rate has d in it, or the effective
-rank of the Hessian), so *what* is trained decides whether private zeroth-order fine-tuning moves the model on
-a CPU in a few thousand steps. :func:`select_trainable` sets ``requires_grad`` on a classifier's parameters —
-the zeroth-order and first-order optimizers train exactly the parameters that require grad — and returns a
-:class:`Trainable` record of what it chose (written to ``summary.json``).
+Zeroth-order progress per step scales like 1/(trained dimension) (DPZero's rate has d in it, or the
+effective rank of the Hessian), so *what* is trained decides whether private zeroth-order
+fine-tuning moves the model on a CPU in a few thousand steps. :func:`select_trainable` sets
+``requires_grad`` on a classifier's parameters — the zeroth-order and first-order optimizers train
+exactly the parameters that require grad — and returns a :class:`Trainable` record of what it chose
+(written to ``summary.json``).
 
-The modes, for a classifier whose backbone is ``classifier.encoder`` (a stack of layers after its embeddings):
+The modes, for a classifier whose backbone is ``classifier.encoder`` (a stack of layers after its
+embeddings):
 
 * ``all``: every parameter (the paper's full fine-tuning).
 * ``bias``: every bias of the backbone plus the head (BitFit, Ben Zaken et al. 2022).
-* ``top-k``: the last ``top_k`` layers of the backbone, whatever follows them (final norm, pooler) and the
-  head. Everything before — embeddings and the lower layers — is a *frozen prefix*: :mod:`dpnc.lm.cache`
-  computes it once per example.
-* ``head``: only the parameters outside the backbone (the linear head's W and b; the prompt head's scale).
-* ``lora``: low-rank adapters on the attention projections by the **peft** library (``LoraConfig``: rank
-  ``lora_rank``, scaling ``lora_alpha``, modules ``lora_targets``, default peft's per-architecture choice —
-  BERT ``query``/``value``, Llama ``q_proj``/``v_proj``) plus the head. The adapters' initial values come from a
-  public seed (they are part of the public initial model); B = 0, so the model starts unchanged.
+* ``top-k``: the last ``top_k`` layers of the backbone, whatever follows them (final norm, pooler)
+  and the head. Everything before — embeddings and the lower layers — is a *frozen prefix*:
+  :mod:`dpnc.lm.cache` computes it once per example.
+* ``head``: only the parameters outside the backbone (the linear head's W and b; the prompt head's
+  scale).
+* ``lora``: low-rank adapters on the attention projections by the **peft** library (``LoraConfig``:
+  rank ``lora_rank``, scaling ``lora_alpha``, modules ``lora_targets``, default peft's
+  per-architecture choice — BERT ``query``/``value``, Llama ``q_proj``/``v_proj``) plus the head.
+  The adapters' initial values come from a public seed (they are part of the public initial model);
+  B = 0, so the model starts unchanged.
 
-"Above a frozen prefix" is judged in the backbone's parameter order (``named_parameters``: embeddings, then the
-layers, then what follows): the prefix is every parameter before the first trained one.
-"""
+"Above a frozen prefix" is judged in the backbone's parameter order (``named_parameters``:
+embeddings, then the layers, then what follows): the prefix is every parameter before the first
+trained one."""
 
 from __future__ import annotations
 
@@ -45,9 +50,9 @@ TRAIN_MODES = ("all", "bias", "top-k", "head", "lora")
 class Trainable:
     """What :func:`select_trainable` chose: public facts about the model (no data in them).
 
-    ``trained``/``total``: scalars that are trained / in the model. (What lies frozen below every trained parameter,
-    the part :mod:`dpnc.lm.cache` may compute once, is :func:`frozen_prefix_layers`.)
-    """
+    ``trained``/``total``: scalars that are trained / in the model. (What lies frozen below every
+    trained parameter, the part :mod:`dpnc.lm.cache` may compute once, is
+    :func:`frozen_prefix_layers`.)"""
 
     mode: str
     trained: int
@@ -68,7 +73,8 @@ class Trainable:
 
 
 def backbone_layers(backbone: nn.Module) -> nn.ModuleList:
-    """The backbone's stack of layers: the first ``nn.ModuleList`` named ``layer`` or ``layers`` (BERT, Llama)."""
+    """The backbone's stack of layers: the first ``nn.ModuleList`` named ``layer`` or ``layers``
+    (BERT, Llama)."""
     for name, module in backbone.named_modules():
         if isinstance(module, nn.ModuleList) and name.rsplit(".", 1)[-1] in ("layer", "layers"):
             return module
@@ -79,9 +85,9 @@ def backbone_layers(backbone: nn.Module) -> nn.ModuleList:
 
 
 def frozen_prefix_layers(classifier: nn.Module) -> int | None:
-    """How many backbone layers lie, with the embeddings, before the first trained parameter (None: embeddings
-    are trained or nothing below the layers is frozen in order). Equal to the number of layers when only the head
-    (or what follows the layers) is trained."""
+    """How many backbone layers lie, with the embeddings, before the first trained parameter (None:
+    embeddings are trained or nothing below the layers is frozen in order). Equal to the number of
+    layers when only the head (or what follows the layers) is trained."""
     backbone = classifier.encoder
     layers = backbone_layers(backbone)
     first_of = {id(p): i for i, layer in enumerate(layers) for p in layer.parameters()}
@@ -104,20 +110,22 @@ def select_trainable(
     seed: int = 0,
     freeze_embeddings: bool = False,
 ) -> Trainable:
-    """Set ``requires_grad`` of ``classifier``'s parameters for ``mode`` (and wrap its backbone in LoRA adapters
-    for ``"lora"``); return what is trained.
+    """Set ``requires_grad`` of ``classifier``'s parameters for ``mode`` (and wrap its backbone in
+    LoRA adapters for ``"lora"``); return what is trained.
 
     Args:
-        classifier: a classifier of :mod:`dpnc.lm.heads` or :mod:`dpnc.lm.causal` (its backbone is ``.encoder``).
+        classifier: a classifier of :mod:`dpnc.lm.heads` or :mod:`dpnc.lm.causal` (its backbone is
+            ``.encoder``).
         mode: one of :data:`TRAIN_MODES`.
         top_k: layers trained by ``"top-k"`` (1 ≤ top_k ≤ the backbone's layers).
-        lora_rank, lora_alpha, lora_targets: the ``peft.LoraConfig`` of ``"lora"`` (targets: module names;
-            None: peft's default for the architecture).
+        lora_rank, lora_alpha, lora_targets: the ``peft.LoraConfig`` of ``"lora"`` (targets: module
+            names; None: peft's default for the architecture).
         seed: public seed of the LoRA adapters' initial values.
         freeze_embeddings: with ``"all"``, leave the input embeddings untrained.
 
     Raises:
-        ValueError: an unknown mode, a ``top_k`` out of range, a non-positive rank, or ``"lora"`` without peft.
+        ValueError: an unknown mode, a ``top_k`` out of range, a non-positive rank, or ``"lora"``
+            without peft.
     """
     if mode not in TRAIN_MODES:
         raise ValueError(f"train must be one of {TRAIN_MODES}; got {mode!r}")

@@ -1,5 +1,5 @@
-"""Privacy core: budgets, releases (data), the accountant and its interpreter, calibration, secret noise,
-tree aggregation, and clipping (the one clipped sum).
+"""Privacy core: budgets, releases (data), the accountant and its interpreter, calibration, secret
+noise, tree aggregation, and clipping (the one clipped sum).
 
 This package imports nothing else from dpnc. Names are loaded on first use (PEP 562), so that
 accounting alone (``dpnc account``) does not pay for importing torch.

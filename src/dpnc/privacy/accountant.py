@@ -38,7 +38,8 @@ PLD_MAX_POINTS = (
 
 @dataclass
 class Entry:
-    """``count`` consecutive copies of one release; with a ``partition``, each on its own part of the data."""
+    """``count`` consecutive copies of one release; with a ``partition``, each on its own part of
+    the data."""
 
     release: Release
     count: int
@@ -46,7 +47,8 @@ class Entry:
 
     @property
     def composed_count(self) -> int:
-        """How many times the release composes: parallel composition makes disjoint copies cost one."""
+        """How many times the release composes: parallel composition makes disjoint copies cost
+        one."""
         return min(self.count, 1) if self.partition is not None else self.count
 
 
@@ -54,19 +56,21 @@ class Accountant:
     """A ledger of privacy releases under one neighbouring relation.
 
     The releases are interpreted by :mod:`dpnc.privacy.interpret`: ε(δ) by Rényi DP (dp-accounting's
-    ``RdpAccountant``) and by privacy-loss distributions (dp-accounting's PLD library, tight up to its
-    pessimistic discretisation), ρ when every release is zCDP; :meth:`rdp` gives the ledger's RDP curve.
-    Consecutive equal releases are merged, so T identical steps cost O(1) to store and to account.
-    Releases made on pairwise disjoint parts of the data (the single-pass algorithms' epochs or batches)
-    are recorded under one ``partition`` name and cost one release by parallel composition. The ledger
-    round-trips through JSON, so a resumed run continues the same ledger and never under-counts.
+    ``RdpAccountant``) and by privacy-loss distributions (dp-accounting's PLD library, tight up to
+    its pessimistic discretisation), ρ when every release is zCDP; :meth:`rdp` gives the ledger's
+    RDP curve. Consecutive equal releases are merged, so T identical steps cost O(1) to store and to
+    account. Releases made on pairwise disjoint parts of the data (the single-pass algorithms'
+    epochs or batches) are recorded under one ``partition`` name and cost one release by parallel
+    composition. The ledger round-trips through JSON, so a resumed run continues the same ledger and
+    never under-counts.
 
     Args:
         relation: ``"replace-one"`` (the papers' default: n fixed, one point replaced) or
             ``"add/remove"``. Every recorded release must state its sensitivity under it.
-        method: the accountant :meth:`epsilon` and :meth:`get_epsilon` answer by when not told: ``"rdp"`` (the
-            default) or ``"pld"``. A run whose noise was calibrated by one accountant reports by the same one
-            (:func:`dpnc.make_private` sets it to its calibrating accountant); :meth:`report` gives every answer.
+        method: the accountant :meth:`epsilon` and :meth:`get_epsilon` answer by when not told:
+            ``"rdp"`` (the default) or ``"pld"``. A run whose noise was calibrated by one accountant
+            reports by the same one (:func:`dpnc.make_private` sets it to its calibrating
+            accountant); :meth:`report` gives every answer.
 
     Example:
         >>> acct = Accountant("replace-one")
@@ -156,7 +160,8 @@ class Accountant:
     # --- answers ---------------------------------------------------------------------------
 
     def epsilon(self, delta: float, method: Method | None = None) -> float:
-        """ε such that everything recorded is (ε, δ)-DP, by RDP or PLD accounting (default: :attr:`method`)."""
+        """ε such that everything recorded is (ε, δ)-DP, by RDP or PLD accounting (default:
+        :attr:`method`)."""
         delta = check_delta(delta)
         method = self.method if method is None else method
         if method == "rdp":
@@ -170,7 +175,8 @@ class Accountant:
         return self.epsilon(delta)
 
     def rdp(self) -> tuple[np.ndarray, np.ndarray]:
-        """(orders λ, ε(λ)): everything recorded is (λ, ε(λ))-RDP at each order (the curve ε(δ) converts).
+        """(orders λ, ε(λ)): everything recorded is (λ, ε(λ))-RDP at each order (the curve ε(δ)
+        converts).
 
         Raises:
             UnsupportedRelease: if some release has no RDP interpretation under this relation.
@@ -281,8 +287,8 @@ def new_partition(label: str) -> str:
 class PrivacyReport:
     """What a run spent. ε values are for the given δ; None means that accountant cannot answer.
 
-    ``private`` is False when any release drew its noise from a seeded (test) source or carried no noise.
-    """
+    ``private`` is False when any release drew its noise from a seeded (test) source or carried no
+    noise."""
 
     relation: str
     delta: float
@@ -329,10 +335,9 @@ def _errors_only(record: logging.LogRecord) -> bool:
 def quiet_dp_accounting():
     """Silence dp-accounting's warning for each RDP order whose series does not converge.
 
-    It then drops that order, which is safe (the minimum over the remaining orders is still valid). A filter, not
-    ``setLevel``: setting a logger's level clears every logger's cache, which cost a head-mode fine-tuning step
-    (asking ε after each step) about a fifth of its time.
-    """
+    It then drops that order, which is safe (the minimum over the remaining orders is still valid).
+    A filter, not ``setLevel``: setting a logger's level clears every logger's cache, which cost a
+    head-mode fine-tuning step (asking ε after each step) about a fifth of its time."""
     logger = logging.getLogger("absl")
     logger.addFilter(_errors_only)
     try:
@@ -351,8 +356,9 @@ def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
                 if relation in interpret.pld_relations(release)
                 else f"the RDP accountant cannot interpret {interpret.describe(release)} under {relation.value!r}"
             )
-    # RDP adds up over releases: Σ count·RDP(release), each release's curve computed once (a trainer asks for ε after
-    # every step, and the Poisson-subsampled curve costs ~0.1 s), exactly what composing the ledger's event gives.
+    # RDP adds up over releases: Σ count·RDP(release), each release's curve computed once (a trainer
+    # asks for ε after every step, and the Poisson-subsampled curve costs ~0.1 s), exactly what
+    # composing the ledger's event gives.
     orders, total = None, 0.0
     for release, count in ledger:
         orders, curve = _rdp_curve(release, relation)
@@ -364,14 +370,16 @@ def _rdp_epsilon(ledger, relation: Relation, delta: float) -> float:
 
 
 def _rdp_curve(release: Release, relation: Relation):
-    """(orders, RDP at each order) of one ``release`` (:func:`dpnc.privacy.interpret.rdp_curve`, cached there)."""
+    """(orders, RDP at each order) of one ``release`` (:func:`dpnc.privacy.interpret.rdp_curve`,
+    cached there)."""
     with quiet_dp_accounting():
         return interpret.ORDERS, interpret.rdp_curve(release, relation)
 
 
 def coarse_pld_epsilon(accountant: Accountant, delta: float, coarseness: float) -> float:
-    """ε(δ) by PLD on a grid ``coarseness`` times coarser than :meth:`Accountant.epsilon`'s: a guide that costs about
-    1/coarseness of the answer (calibration searches on it first, then decides on the accountant's own grid)."""
+    """ε(δ) by PLD on a grid ``coarseness`` times coarser than :meth:`Accountant.epsilon`'s: a guide
+    that costs about 1/coarseness of the answer (calibration searches on it first, then decides on
+    the accountant's own grid)."""
     return _pld_epsilon(accountant._key(), accountant.relation, check_delta(delta), coarseness)
 
 
@@ -389,9 +397,10 @@ def _pld_epsilon(ledger, relation: Relation, delta: float, coarseness: float = 1
     parts = []
     for release, count in ledger:
         if type(release) is Gaussian:
-            # Gaussian releases compose exactly into one Gaussian with 1/m² = Σ count_i/m_i² (the privacy loss of
-            # each is Gaussian, and means and variances add): one PLD instead of one per distinct σ (KL-Spider's
-            # ledger holds thousands), and no discretisation error composed thousands of times.
+            # Gaussian releases compose exactly into one Gaussian with 1/m² = Σ count_i/m_i² (the
+            # privacy loss of each is Gaussian, and means and variances add): one PLD instead of one
+            # per distinct σ (KL-Spider's ledger holds thousands), and no discretisation error
+            # composed thousands of times.
             precision += count / release.noise_multiplier**2
         else:
             parts.append((release, count))
@@ -424,17 +433,18 @@ def _pld_epsilon(ledger, relation: Relation, delta: float, coarseness: float = 1
 
 
 def pld_interval(ledger, relation: Relation, delta: float, parts=None) -> float:
-    """The value-discretisation interval of the ledger's PLD: fine where that is cheap, coarser where ε is large.
+    """The value-discretisation interval of the ledger's PLD: fine where that is cheap, coarser
+    where ε is large.
 
-    dp-accounting's grid spans the privacy-loss values (about ε and beyond) in steps of the interval, so its cost
-    grows as ε / interval: at the fixed 1e-4, ε = 100 took a minute and ε = 10⁶ exhausted memory. The interval is
-    :data:`PLD_INTERVAL` (dp-accounting's default) while the ledger's RDP ε (a cheap estimate of the scale; skipped
-    where RDP cannot interpret the ledger) is at most :data:`PLD_FINE_UP_TO`, else :data:`PLD_RELATIVE` × that ε;
-    and at least each release's loss range / :data:`PLD_MAX_POINTS`
-    (``parts``: the (release, count) pairs whose PLDs are built, by default the ledger's).
-    Any interval is valid: dp-accounting's pessimistic discretisation rounds every privacy loss up, so ε stays an
-    upper bound, only less tight (measured: +2·10⁻⁵·ε at the relative interval, ε ≈ 100).
-    """
+    dp-accounting's grid spans the privacy-loss values (about ε and beyond) in steps of the
+    interval, so its cost grows as ε / interval: at the fixed 1e-4, ε = 100 took a minute and ε =
+    10⁶ exhausted memory. The interval is :data:`PLD_INTERVAL` (dp-accounting's default) while the
+    ledger's RDP ε (a cheap estimate of the scale; skipped where RDP cannot interpret the ledger) is
+    at most :data:`PLD_FINE_UP_TO`, else :data:`PLD_RELATIVE` × that ε; and at least each release's
+    loss range / :data:`PLD_MAX_POINTS` (``parts``: the (release, count) pairs whose PLDs are built,
+    by default the ledger's). Any interval is valid: dp-accounting's pessimistic discretisation
+    rounds every privacy loss up, so ε stays an upper bound, only less tight (measured: +2·10⁻⁵·ε at
+    the relative interval, ε ≈ 100)."""
     interval = PLD_INTERVAL
     try:
         scale = _rdp_epsilon(ledger, relation, delta)

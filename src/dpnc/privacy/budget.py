@@ -111,16 +111,16 @@ class ZCDP:
 def rho_to_epsilon(rho: float, delta: float, method: Conversion = "optimal") -> float:
     """ε(δ) implied by ρ-zCDP.
 
-    ``"bun-steinke"``: ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3; equal to Mironov's basic
-    RDP conversion minimised over α). ``"optimal"``: the improved RDP conversion of Canonne, Kamath &
-    Steinke 2020 (Prop. 12) / Asoodeh et al. 2020, αρ + ln(1 − 1/α) − ln(δα)/(α − 1) minimised over
-    continuous α > 1; never larger than Bun–Steinke.
+    ``"bun-steinke"``: ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3; equal to Mironov's
+    basic RDP conversion minimised over α). ``"optimal"``: the improved RDP conversion of Canonne,
+    Kamath & Steinke 2020 (Prop. 12) / Asoodeh et al. 2020, αρ + ln(1 − 1/α) − ln(δα)/(α − 1)
+    minimised over continuous α > 1; never larger than Bun–Steinke.
 
     References:
-        Bun, Steinke. Concentrated differential privacy: simplifications, extensions, and lower bounds.
-        arXiv:1605.02065, 2016.
-        Canonne, Kamath, Steinke. The discrete Gaussian for differential privacy. arXiv:2004.00010, 2020.
-        Mironov. Rényi differential privacy. arXiv:1702.07476, 2017.
+        Bun, Steinke. Concentrated differential privacy: simplifications, extensions, and lower
+        bounds. arXiv:1605.02065, 2016. Canonne, Kamath, Steinke. The discrete Gaussian for
+        differential privacy. arXiv:2004.00010, 2020. Mironov. Rényi differential privacy.
+        arXiv:1702.07476, 2017.
     """
     rho, delta = check_rho(rho), check_delta(delta)
     _check_conversion(method)

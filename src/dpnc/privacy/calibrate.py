@@ -65,12 +65,13 @@ def epsilon_for(
     relation: Relation | str = Relation.ADD_OR_REMOVE_ONE,
     fixed_size_of: int | None = None,
 ) -> float:
-    """ε(δ) of ``steps`` Gaussian releases with noise multiplier σ/Δ, each on a Poisson sample of rate q.
+    """ε(δ) of ``steps`` Gaussian releases with noise multiplier σ/Δ, each on a Poisson sample of
+    rate q.
 
-    ``sampling_rate=1`` means full batch (no subsampling). ``fixed_size_of=n``: each batch is instead exactly
-    q·n of the n examples drawn without replacement (:class:`dpnc.sampling.ShuffleSampler`; replace-one, RDP
-    only). Answered by :class:`Accountant`, so the multiplier means σ/Δ with Δ the sensitivity under
-    ``relation``, as everywhere in dpnc.
+    ``sampling_rate=1`` means full batch (no subsampling). ``fixed_size_of=n``: each batch is
+    instead exactly q·n of the n examples drawn without replacement
+    (:class:`dpnc.sampling.ShuffleSampler`; replace-one, RDP only). Answered by :class:`Accountant`,
+    so the multiplier means σ/Δ with Δ the sensitivity under ``relation``, as everywhere in dpnc.
     """
     if not (isinstance(multiplier, (int, float)) and multiplier > 0 and math.isfinite(multiplier)):
         raise ValueError(f"noise multiplier must be a finite number > 0; got {multiplier!r}")
@@ -83,7 +84,8 @@ def epsilon_for(
 def _ledger(
     multiplier: float, q: float, steps: int, relation: Relation | str, fixed_size_of: int | None
 ) -> Accountant:
-    """The ledger of :func:`epsilon_for`'s question: ``steps`` Gaussian releases of σ/Δ = ``multiplier``."""
+    """The ledger of :func:`epsilon_for`'s question: ``steps`` Gaussian releases of σ/Δ =
+    ``multiplier``."""
     acct = Accountant(relation)
     gaussian = Gaussian(1.0, float(multiplier))
     if fixed_size_of is not None:
@@ -111,18 +113,19 @@ def noise_multiplier(
 ) -> float:
     """The smallest σ/Δ (to a relative 1e-6) whose ``steps`` Gaussian releases are (ε, δ)-DP.
 
-    Root-finding on :func:`epsilon_for` (``fixed_size_of`` as there); the multiplier returned always satisfies
-    the budget. A handful of accountant calls (regula falsi on log ε against log σ), each bounded in time for
-    any budget (the PLD grid's interval grows with ε: :func:`dpnc.privacy.accountant.pld_interval`); where PLD
-    cannot answer (a Gaussian with too little noise for a grid) it falls back to RDP with a warning.
+    Root-finding on :func:`epsilon_for` (``fixed_size_of`` as there); the multiplier returned always
+    satisfies the budget. A handful of accountant calls (regula falsi on log ε against log σ), each
+    bounded in time for any budget (the PLD grid's interval grows with ε:
+    :func:`dpnc.privacy.accountant.pld_interval`); where PLD cannot answer (a Gaussian with too
+    little noise for a grid) it falls back to RDP with a warning.
 
-    Results are cached in the process and, since a PLD calibration takes seconds, on disk too: one small
-    JSON file per question in :func:`cache_dir`, shared between processes (a resumed run, the ranks of a
-    data-parallel one, the next run of the same config), holding only public parameters and the multiplier.
-    A stored multiplier is never trusted: it is used only after one accountant call shows it meets the
-    target and is the smallest that does (up to a tolerance; else the search runs again), so a stale or
-    edited file can neither weaken the guarantee nor add noise the target does not need.
-    """
+    Results are cached in the process and, since a PLD calibration takes seconds, on disk too: one
+    small JSON file per question in :func:`cache_dir`, shared between processes (a resumed run, the
+    ranks of a data-parallel one, the next run of the same config), holding only public parameters
+    and the multiplier. A stored multiplier is never trusted: it is used only after one accountant
+    call shows it meets the target and is the smallest that does (up to a tolerance; else the search
+    runs again), so a stale or edited file can neither weaken the guarantee nor add noise the target
+    does not need."""
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     q, steps = _check_rate(sampling_rate), _check_steps(steps)
     if accountant not in METHODS:
@@ -139,13 +142,14 @@ def noise_multiplier(
 def _noise_multiplier(
     epsilon, delta, q, steps, accountant, relation, fixed_size_of=None
 ) -> tuple[float, str]:
-    """(the multiplier, "" or why PLD fell back to RDP): from the disk cache where it meets the target, else
-    searched (:func:`_search`) and stored."""
+    """(the multiplier, "" or why PLD fell back to RDP): from the disk cache where it meets the
+    target, else searched (:func:`_search`) and stored."""
     question = (epsilon, delta, q, steps, accountant, relation.value, fixed_size_of)
 
     def meets(multiplier: float, method: str) -> bool:
-        """The multiplier spends at most ε, and no less than ε·e^(−STORED_TOLERANCE): the smallest one, up to the
-        tolerance (a stored σ twice too large meets the target, but would cost the run accuracy for nothing)."""
+        """The multiplier spends at most ε, and no less than ε·e^(−STORED_TOLERANCE): the smallest
+        one, up to the tolerance (a stored σ twice too large meets the target, but would cost the
+        run accuracy for nothing)."""
         try:
             spent = epsilon_for(
                 multiplier,
@@ -185,7 +189,8 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
 
     if accountant == "rdp":
         return _smallest_multiplier(spent, epsilon, 1.0), ""
-    # PLD is tighter than RDP (under add/remove): start from the RDP answer, which PLD usually meets already.
+    # PLD is tighter than RDP (under add/remove): start from the RDP answer, which PLD usually meets
+    # already.
     start, _ = _noise_multiplier(epsilon, delta, q, steps, "rdp", Relation.ADD_OR_REMOVE_ONE)
     start *= 2 if relation is Relation.REPLACE_ONE else 1
 
@@ -224,31 +229,34 @@ def _search(epsilon, delta, q, steps, accountant, relation, fixed_size_of) -> tu
         or_inf(spent),
         functools.cache(or_inf(coarse_spent)),
     )  # the slope below re-reads coarse(near)
-    # Most of the search on the coarse grid, then a few steps on the accountant's own, from there: every candidate
-    # returned was evaluated on the accountant's grid.
+    # Most of the search on the coarse grid, then a few steps on the accountant's own, from there:
+    # every candidate returned was evaluated on the accountant's grid.
     near = _smallest_multiplier(coarse, epsilon, start)
-    # d log ε / d log m there, from one more coarse call 1 % below: the fine search's first step is a secant along it
-    # (the fine and coarse ε differ by the discretisation, ~1e-5 relative, and hardly in slope): usually 1-2 fine calls.
+    # d log ε / d log m there, from one more coarse call 1 % below: the fine search's first step is
+    # a secant along it (the fine and coarse ε differ by the discretisation, ~1e-5 relative, and
+    # hardly in slope): usually 1-2 fine calls.
     at, below = coarse(near), coarse(near * 0.99)
     slope = math.log(below / at) / math.log(0.99) if 0 < at and 0 < below < math.inf else None
     return _smallest_multiplier(fine, epsilon, near, slope=slope), ""
 
 
-# How much coarser the PLD grid of a calibration's first search is than the accountant's (measured: a search at
-# ε = 2, q = 4/1000, T = 1 took 11 calls on the fine grid, 44 s of CPU; now 12 coarse calls and 1 fine one, 8 s).
+# How much coarser the PLD grid of a calibration's first search is than the accountant's (measured:
+# a search at ε = 2, q = 4/1000, T = 1 took 11 calls on the fine grid, 44 s of CPU; now 12 coarse
+# calls and 1 fine one, 8 s).
 COARSENESS = 10.0
 
 
 # Bump when a change to calibration or accounting changes the answer to a question already stored.
 CACHE_VERSION = 1
-# How far below the target a stored multiplier's ε may fall and still be used (the search stops within 1e-5 of it;
-# the slack admits a newer dp-accounting's rounding, never a multiplier 1 % larger than the minimum).
+# How far below the target a stored multiplier's ε may fall and still be used (the search stops
+# within 1e-5 of it; the slack admits a newer dp-accounting's rounding, never a multiplier 1 %
+# larger than the minimum).
 STORED_TOLERANCE = 1e-3
 
 
 def cache_dir() -> Path | None:
-    """Where calibrations are kept between processes: ``$DPNC_CACHE_DIR`` (``off``, ``0`` or empty: nowhere), else
-    ``$XDG_CACHE_HOME/dpnc`` or ``~/.cache/dpnc``."""
+    """Where calibrations are kept between processes: ``$DPNC_CACHE_DIR`` (``off``, ``0`` or empty:
+    nowhere), else ``$XDG_CACHE_HOME/dpnc`` or ``~/.cache/dpnc``."""
     where = os.environ.get("DPNC_CACHE_DIR")
     if where is not None:
         return None if where.strip().lower() in ("", "off", "0") else Path(where)
@@ -312,12 +320,12 @@ def _smallest_multiplier(
 ) -> float:
     """The smallest m (up to ``tolerance``) with ``spent(m)`` ≤ ε, for ``spent`` decreasing in m.
 
-    Root-finding on f(log m) = log(spent(m)/ε), nearly linear: a bracket [lo, hi] (lo from the guess ε·m
-    increasing as m shrinks, which holds for the Gaussian), then the Illinois variant of regula falsi, a handful of
-    evaluations (each PLD one costs up to a second). Every candidate returned was evaluated: spent(m) ≤ ε, and
-    spent(m) ≥ ε·e^(−tolerance) unless the bracket shrank below a relative 1e-12 first. ``slope``: d log ε / d log m
-    near ``start`` (negative), known from a cheaper search: one secant step along it comes first, aimed at −tolerance/2.
-    """
+    Root-finding on f(log m) = log(spent(m)/ε), nearly linear: a bracket [lo, hi] (lo from the guess
+    ε·m increasing as m shrinks, which holds for the Gaussian), then the Illinois variant of regula
+    falsi, a handful of evaluations (each PLD one costs up to a second). Every candidate returned
+    was evaluated: spent(m) ≤ ε, and spent(m) ≥ ε·e^(−tolerance) unless the bracket shrank below a
+    relative 1e-12 first. ``slope``: d log ε / d log m near ``start`` (negative), known from a
+    cheaper search: one secant step along it comes first, aimed at −tolerance/2."""
 
     def f(m: float) -> float:
         e = spent(m)
@@ -332,7 +340,8 @@ def _smallest_multiplier(
         (lower, f_lower), (upper, f_upper) = sorted([(start, f_hi), (m, f(m))])
         if f_upper <= 0 < f_lower:  # a bracket
             lo, f_lo, hi, f_hi = lower, f_lower, upper, f_upper
-        else:  # both meet ε (the smaller is the better upper end) or neither (search up from the larger)
+        # both meet ε (the smaller is the better upper end) or neither (search up from the larger)
+        else:
             hi, f_hi = (lower, f_lower) if f_lower <= 0 else (upper, f_upper)
     while f_hi > 0:
         if hi > 1e12:
@@ -493,7 +502,8 @@ def klt_tree_sigma(
 
 
 def zcdp_gaussian_sigma(sensitivity: float, rho: float) -> float:
-    """σ = Δ/√(2ρ): the Gaussian mechanism that spends exactly ρ of zCDP (Bun & Steinke 2016, Prop 1.6).
+    """σ = Δ/√(2ρ): the Gaussian mechanism that spends exactly ρ of zCDP (Bun & Steinke 2016, Prop
+    1.6).
 
     The noise level Menart et al. use for every release (Menart et al. §1.2).
     """
@@ -507,13 +517,13 @@ def zcdp_gaussian_sigma(sensitivity: float, rho: float) -> float:
 def fit_rho(
     releases: Callable[[float], list[tuple[Release, int]]], *, epsilon: float, delta: float
 ) -> float:
-    """The zCDP budget ρ to calibrate for, so that the accountant's own ε(δ) of ``releases(ρ)`` is ≤ ε.
+    """The zCDP budget ρ to calibrate for, so that the accountant's own ε(δ) of ``releases(ρ)`` is ≤
+    ε.
 
-    Starts from ρ(ε, δ) of the optimal zCDP conversion and shrinks it while the accountant (RDP over a finite
-    order grid, so a hair above the continuous optimum) answers more than ε: the ledger, not a formula, decides.
-    ``releases(ρ)`` lists the (release, count) pairs a run calibrated for ρ will record (each pass's
-    disjoint-data releases counted once).
-    """
+    Starts from ρ(ε, δ) of the optimal zCDP conversion and shrinks it while the accountant (RDP over
+    a finite order grid, so a hair above the continuous optimum) answers more than ε: the ledger,
+    not a formula, decides. ``releases(ρ)`` lists the (release, count) pairs a run calibrated for ρ
+    will record (each pass's disjoint-data releases counted once)."""
     rho = epsilon_to_rho(epsilon, delta)
     for _ in range(50):
         accountant = Accountant()

@@ -14,7 +14,8 @@ Number = float | torch.Tensor
 
 
 class Clipped(NamedTuple):
-    """Per-example values after :func:`clip_each`, and what it did (counts per run; private: do not log)."""
+    """Per-example values after :func:`clip_each`, and what it did (counts per run; private: do not
+    log)."""
 
     values: torch.Tensor  # clip_C(v_i), non-finite v_i set to 0 first; the shape of the input
     clipped: torch.Tensor  # how many v_i the clip changed, per run (int64)
@@ -22,9 +23,9 @@ class Clipped(NamedTuple):
 
 
 class ClippedTotal(NamedTuple):
-    """Σ_i clip_C(v_i) over a batch and what clipping did: every field is a sum over the examples, so the
-    partial totals of disjoint shards add up to the whole batch's. All of it is a statistic of the private
-    batch: only a noisy release of ``total`` may be published."""
+    """Σ_i clip_C(v_i) over a batch and what clipping did: every field is a sum over the examples,
+    so the partial totals of disjoint shards add up to the whole batch's. All of it is a statistic
+    of the private batch: only a noisy release of ``total`` may be published."""
 
     total: torch.Tensor  # Σ_i clip_C(v_i): (...,) for scalars, (..., d) for vectors
     clipped: torch.Tensor  # how many v_i the clip changed, per run (int64)
@@ -33,15 +34,17 @@ class ClippedTotal(NamedTuple):
 
     @property
     def fraction(self) -> torch.Tensor:
-        """The fraction clipped per run (NaN on an empty batch), as the mean :func:`clip_scalars` returns."""
+        """The fraction clipped per run (NaN on an empty batch), as the mean :func:`clip_scalars`
+        returns."""
         return self.clipped.to(self.total.dtype) / self.examples
 
 
 def clip_each(values: torch.Tensor, bound: Number, *, vector: bool = False) -> Clipped:
-    """Zero the non-finite values, then clip each to ``bound``: scalars ``(..., B)`` by :func:`clip_scalars`,
-    or with ``vector=True`` vectors ``(..., B, d)`` by :func:`clip_vectors` (a vector with any non-finite entry
-    becomes 0). ``bound`` is C, or one per run; ``math.inf`` only zeroes. For estimators that combine the
-    clipped values otherwise than by a sum (a weighted sum over directions, a mean per example)."""
+    """Zero the non-finite values, then clip each to ``bound``: scalars ``(..., B)`` by
+    :func:`clip_scalars`, or with ``vector=True`` vectors ``(..., B, d)`` by :func:`clip_vectors` (a
+    vector with any non-finite entry becomes 0). ``bound`` is C, or one per run; ``math.inf`` only
+    zeroes. For estimators that combine the clipped values otherwise than by a sum (a weighted sum
+    over directions, a mean per example)."""
     if vector:
         values, nonfinite = zero_nonfinite_rows(values)
         clipped, over = _clip_vectors(values, bound)
@@ -52,12 +55,13 @@ def clip_each(values: torch.Tensor, bound: Number, *, vector: bool = False) -> C
 
 
 def clipped_sum(values: torch.Tensor, bound: Number, *, vector: bool = False) -> ClippedTotal:
-    """Σ_i clip_bound(v_i) over the example dimension (the last for scalars, the one before the last with
-    ``vector=True``), non-finite v_i set to 0 before clipping; with the counts (:class:`ClippedTotal`).
+    """Σ_i clip_bound(v_i) over the example dimension (the last for scalars, the one before the last
+    with ``vector=True``), non-finite v_i set to 0 before clipping; with the counts
+    (:class:`ClippedTotal`).
 
-    The caller releases ``total`` (:func:`dpnc.privacy.release.release_sum`: divided by the fixed B, never by
-    ``examples``), after adding the partial totals of every rank where the batch is sharded.
-    """
+    The caller releases ``total`` (:func:`dpnc.privacy.release.release_sum`: divided by the fixed B,
+    never by ``examples``), after adding the partial totals of every rank where the batch is
+    sharded."""
     each = clip_each(values, bound, vector=vector)
     return ClippedTotal(
         each.values.sum(-2 if vector else -1),
@@ -68,7 +72,8 @@ def clipped_sum(values: torch.Tensor, bound: Number, *, vector: bool = False) ->
 
 
 def zero_nonfinite(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Replace NaN/±inf by 0 (before clipping, so the sensitivity bound holds); return the count per run."""
+    """Replace NaN/±inf by 0 (before clipping, so the sensitivity bound holds); return the count per
+    run."""
     finite = torch.isfinite(a)
     return torch.where(finite, a, torch.zeros_like(a)), (~finite).sum(-1)
 
@@ -118,9 +123,10 @@ def _clip_vectors(g: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tenso
 
 
 def clip_weights(norms: torch.Tensor, C: Number) -> tuple[torch.Tensor, torch.Tensor]:
-    """The factors min(1, C/‖v_i‖) that clip_C applies to vectors of the given norms (..., B), and which
-    were clipped: for sums Σ_i w_i v_i formed without the vectors (a closed form; per-layer norms).
-    Non-finite norms must be handled by the caller (their vectors zeroed), as :func:`clipped_sum` does."""
+    """The factors min(1, C/‖v_i‖) that clip_C applies to vectors of the given norms (..., B), and
+    which were clipped: for sums Σ_i w_i v_i formed without the vectors (a closed form; per-layer
+    norms). Non-finite norms must be handled by the caller (their vectors zeroed), as
+    :func:`clipped_sum` does."""
     C = per_run(C, norms)
     over = norms > C
     return torch.where(over, C / norms.clamp_min(1e-300), torch.ones_like(norms)), over

@@ -96,7 +96,7 @@ def _gaussian_rho(sensitivity: float, sigma: float, copies: int) -> float:
     return copies * sensitivity**2 / (2 * sigma**2)
 
 
-# --- RDP -------------------------------------------------------------------------------------------
+# --- RDP ------------------------------------------------------------------------------------------
 
 
 def dp_event(release: Release, relation: Relation) -> dpe.DpEvent:
@@ -136,7 +136,8 @@ def dp_event(release: Release, relation: Relation) -> dpe.DpEvent:
 
 
 def rdp_curve(release: Release, relation: Relation) -> np.ndarray:
-    """ε(λ) at each order λ of :data:`ORDERS` such that ``release`` is (λ, ε(λ))-RDP under ``relation``.
+    """ε(λ) at each order λ of :data:`ORDERS` such that ``release`` is (λ, ε(λ))-RDP under
+    ``relation``.
 
     A read-only array (cached). Raises:
         UnsupportedRelease: if the RDP accountant cannot interpret it under ``relation``.
@@ -172,11 +173,12 @@ def ledger_rdp(ledger, relation: Relation) -> np.ndarray:
 
 
 def random_stopping_rdp(base: np.ndarray, eta: float, gamma: float) -> np.ndarray:
-    """Papernot & Steinke 2022, Theorem 2, at each λ of :data:`ORDERS`, for Q with RDP curve ``base``.
+    """Papernot & Steinke 2022, Theorem 2, at each λ of :data:`ORDERS`, for Q with RDP curve
+    ``base``.
 
-    ε'(λ) = ε(λ) + min_λ̂ [(1 + η)(1 − 1/λ̂)·ε(λ̂) + (1 + η)·log(1/γ)/λ̂] + log(E[K])/(λ − 1), the minimum
-    over λ̂ ∈ {1} ∪ ORDERS; λ̂ = 1 (the KL divergence, finite when some ε(λ) is) gives (1 + η)·log(1/γ).
-    """
+    ε'(λ) = ε(λ) + min_λ̂ [(1 + η)(1 − 1/λ̂)·ε(λ̂) + (1 + η)·log(1/γ)/λ̂] + log(E[K])/(λ − 1), the
+    minimum over λ̂ ∈ {1} ∪ ORDERS; λ̂ = 1 (the KL divergence, finite when some ε(λ) is) gives (1 +
+    η)·log(1/γ)."""
     base = np.asarray(base, dtype=float)
     log_inv_gamma = math.log(1 / gamma)
     with np.errstate(invalid="ignore"):
@@ -193,15 +195,15 @@ def _randomized_response(epsilon: float) -> dpe.RandomizedResponseDpEvent:
     return dpe.RandomizedResponseDpEvent(2 / (1 + math.exp(epsilon)), 2)
 
 
-# --- PLD -------------------------------------------------------------------------------------------
+# --- PLD ------------------------------------------------------------------------------------------
 
 
 def pld(release: Release, relation: Relation, count: int, interval: float) -> PLD:
     """The privacy-loss distribution of ``count`` such releases under ``relation``.
 
     Raises:
-        UnsupportedRelease: if PLD accounting cannot interpret it under ``relation``, or (Gaussian) its
-            composed noise multiplier is below :data:`PLD_MIN_MULTIPLIER`.
+        UnsupportedRelease: if PLD accounting cannot interpret it under ``relation``, or (Gaussian)
+            its composed noise multiplier is below :data:`PLD_MIN_MULTIPLIER`.
     """
     return _pld_of(release, Relation.parse(relation))(count, interval)
 
@@ -253,13 +255,14 @@ def _pld_of(release: Release, relation: Relation) -> PldOf:
 
 
 def pld_loss_range(release: Release, relation: Relation, count: int) -> float:
-    """An upper estimate of the width of the privacy-loss values on the PLD grid of one of ``count`` releases.
+    """An upper estimate of the width of the privacy-loss values on the PLD grid of one of ``count``
+    releases.
 
-    The grid holds about width / interval points (the cost of building it). A Gaussian of multiplier m (sensitivity
-    1) has privacy loss (x − 1/2)/m² over the x dp-accounting keeps (within :data:`PLD_TAIL_SDS` standard
-    deviations of either mean): width ≈ 1/m² + 2·z/m; Poisson subsampling only narrows it. 0 for a release whose
-    grid does not grow with its parameters.
-    """
+    The grid holds about width / interval points (the cost of building it). A Gaussian of multiplier
+    m (sensitivity
+    1) has privacy loss (x − 1/2)/m² over the x dp-accounting keeps (within :data:`PLD_TAIL_SDS`
+    standard deviations of either mean): width ≈ 1/m² + 2·z/m; Poisson subsampling only narrows it.
+    0 for a release whose grid does not grow with its parameters."""
     relation = Relation.parse(relation)
     match release:
         case Gaussian(sensitivity=d, sigma=s) if s > 0:
@@ -281,9 +284,10 @@ def _gaussian_width(multiplier: float) -> float:
 
 @functools.lru_cache(maxsize=64)
 def _sampled_gaussian_pld(multiplier: float, q: float, interval: float, relation: Relation) -> PLD:
-    """One Poisson-subsampled Gaussian's PLD, cached: building it costs up to a second (dp-accounting evaluates ~10⁶
-    grid points in Python), and a trainer asks for ε after every step of the same release; composing is cheap.
-    (dp-accounting's PLDs are immutable: compose and self_compose return new objects.)"""
+    """One Poisson-subsampled Gaussian's PLD, cached: building it costs up to a second
+    (dp-accounting evaluates ~10⁶ grid points in Python), and a trainer asks for ε after every step
+    of the same release; composing is cheap. (dp-accounting's PLDs are immutable: compose and
+    self_compose return new objects.)"""
     return pld_lib.from_gaussian_mechanism(
         multiplier,
         sampling_prob=q,
@@ -309,7 +313,7 @@ def _gaussian_pld(multiplier: float, count: int, interval: float) -> PLD:
     )
 
 
-# --- which relations -------------------------------------------------------------------------------
+# --- which relations ------------------------------------------------------------------------------
 
 
 def _require(relation: Relation, allowed: frozenset[Relation], release: Release, who: str) -> None:

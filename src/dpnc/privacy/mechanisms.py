@@ -88,8 +88,9 @@ def discrete_gaussian_mechanism(
 def discrete_gaussian_release(
     sensitivity: float, sigma: float, *, resolution: int = 1000, secret: bool = True
 ) -> DiscreteGaussian:
-    """The release :func:`discrete_gaussian_mechanism` makes for a real query of sensitivity Δ and noise σ: integer
-    sensitivity ``resolution`` + 1 on the grid g = Δ/``resolution``, noise σ/g grid steps."""
+    """The release :func:`discrete_gaussian_mechanism` makes for a real query of sensitivity Δ and
+    noise σ: integer sensitivity ``resolution`` + 1 on the grid g = Δ/``resolution``, noise σ/g grid
+    steps."""
     if not (isinstance(resolution, int) and resolution >= 1):
         raise ValueError(f"resolution must be an integer >= 1; got {resolution!r}")
     if not (math.isfinite(sensitivity) and sensitivity > 0):
@@ -101,7 +102,8 @@ def discrete_gaussian_release(
 def exponential_mechanism(
     utilities: torch.Tensor, *, sensitivity: float, epsilon: float, noise: NoiseSource
 ) -> tuple[int, ExponentialMechanism]:
-    """Index i with probability ∝ exp(ε·u_i/(2Δ)) for utilities u of sensitivity Δ: ε-DP (McSherry–Talwar).
+    """Index i with probability ∝ exp(ε·u_i/(2Δ)) for utilities u of sensitivity Δ: ε-DP
+    (McSherry–Talwar).
 
     The release is accounted as ε-bounded-range (ρ = ε²/8 zCDP, see :mod:`dpnc.privacy.interpret`).
     """

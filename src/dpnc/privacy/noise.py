@@ -19,22 +19,24 @@ from dpnc._check import check_positive
 class NoiseSource:
     """The only source of secret randomness in dpnc: privacy noise and subsampled batches.
 
-    ``NoiseSource()`` is seeded from operating-system entropy and is private: it never reads a public
-    seed, never touches torch's, numpy's or Python's global generators, and refuses to be pickled, so a
-    checkpoint cannot leak its state. ``NoiseSource.for_testing(seed)`` is reproducible and therefore
-    *not* private: every release drawn from it carries ``secret=False`` and every report built on it
-    says so.
+    ``NoiseSource()`` is seeded from operating-system entropy and is private: it never reads a
+    public seed, never touches torch's, numpy's or Python's global generators, and refuses to be
+    pickled, so a checkpoint cannot leak its state. ``NoiseSource.for_testing(seed)`` is
+    reproducible and therefore *not* private: every release drawn from it carries ``secret=False``
+    and every report built on it says so.
 
-    The samplers of :mod:`dpnc.sampling` draw each batch from a NoiseSource of their own whenever the
-    accounting claims amplification by subsampling: if an adversary could replay which examples were
-    sampled, the amplified ε would be false. (The published DPZero code draws its noise right after
-    seeding the public direction generator, so anyone who knows the seeds can subtract the noise:
-    docs/papers.md, DPZero §7.2.) :meth:`discrete_gaussian` is driven by :mod:`secrets` with rational
-    arithmetic only, so the one scalar a zeroth-order step releases carries no floating-point artefact.
+    The samplers of :mod:`dpnc.sampling` draw each batch from a NoiseSource of their own whenever
+    the accounting claims amplification by subsampling: if an adversary could replay which examples
+    were sampled, the amplified ε would be false. (The published DPZero code draws its noise right
+    after seeding the public direction generator, so anyone who knows the seeds can subtract the
+    noise: docs/papers.md, DPZero §7.2.) :meth:`discrete_gaussian` is driven by :mod:`secrets` with
+    rational arithmetic only, so the one scalar a zeroth-order step releases carries no
+    floating-point artefact.
 
     References:
-        Canonne, Kamath, Steinke. The discrete Gaussian for differential privacy. arXiv:2004.00010, 2020.
-        Mironov. On significance of the least significant bits for differential privacy. CCS 2012.
+        Canonne, Kamath, Steinke. The discrete Gaussian for differential privacy. arXiv:2004.00010,
+        2020. Mironov. On significance of the least significant bits for differential privacy. CCS
+        2012.
     """
 
     def __init__(self) -> None:
@@ -88,7 +90,8 @@ class NoiseSource:
         )
 
     def permutation(self, n: int) -> torch.Tensor:
-        """A uniformly random permutation of 0..n−1 (secret batch choices: sampling without replacement)."""
+        """A uniformly random permutation of 0..n−1 (secret batch choices: sampling without
+        replacement)."""
         return torch.randperm(n, generator=self._generator(torch.device("cpu")))
 
     def gaussian_scalar(self, sigma: float) -> float:
@@ -98,8 +101,8 @@ class NoiseSource:
     def categorical(self, log_weights: torch.Tensor) -> int:
         """One index i drawn with probability ∝ exp(log_weights[i]), from the secret stream.
 
-        Inverse CDF in float64 on a uniform from :mod:`secrets` (when private); -inf weights are never drawn.
-        """
+        Inverse CDF in float64 on a uniform from :mod:`secrets` (when private); -inf weights are
+        never drawn."""
         logits = torch.as_tensor(log_weights, dtype=torch.float64).reshape(-1)
         if logits.numel() == 0 or torch.isnan(logits).any() or not torch.isfinite(logits.max()):
             raise ValueError("log_weights must be non-empty, free of NaN and not all -inf")
@@ -141,7 +144,8 @@ class NoiseSource:
         return self._bernoulli_exp_le1(gamma)
 
     def _bernoulli_exp_le1(self, gamma: Fraction) -> bool:
-        """Bernoulli(exp(−γ)) for γ ∈ [0, 1]: the parity of the first failing k in Bernoulli(γ/k)."""
+        """Bernoulli(exp(−γ)) for γ ∈ [0, 1]: the parity of the first failing k in
+        Bernoulli(γ/k)."""
         k = 1
         while self._bernoulli(gamma / k):
             k += 1

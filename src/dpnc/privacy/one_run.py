@@ -15,24 +15,25 @@ from dpnc._check import check_probability
 
 
 def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
-    """P-value of v correct guesses out of r (m canaries) under the null "the mechanism is (ε, δ)-DP".
+    """P-value of v correct guesses out of r (m canaries) under the null "the mechanism is (ε,
+    δ)-DP".
 
-    Each of m canaries is included independently with probability ½ (S ∈ {−1, +1}^m); after training the
-    adversary guesses T ∈ {−1, 0, +1}^m ("in", "out" or abstain: r = k₊ + k₋ guesses, :func:`guesses`) and W
-    counts the correct guesses. For an (ε, δ)-DP mechanism (Steinke, Nasr & Jagielski 2023, Theorem 3 and
-    Proposition 5.2, with the p-value of their Algorithm 2 listing):
+    Each of m canaries is included independently with probability ½ (S ∈ {−1, +1}^m); after training
+    the adversary guesses T ∈ {−1, 0, +1}^m ("in", "out" or abstain: r = k₊ + k₋ guesses,
+    :func:`guesses`) and W counts the correct guesses. For an (ε, δ)-DP mechanism (Steinke, Nasr &
+    Jagielski 2023, Theorem 3 and Proposition 5.2, with the p-value of their Algorithm 2 listing):
 
         P[W ≥ v] ≤ β + α·2m·δ,   β = P[Binomial(r, p) ≥ v],   p = e^ε / (1 + e^ε),
                                  α = max_{1 ≤ i ≤ v} P[v − i ≤ Binomial(r, p) < v] / i,
 
-    capped at 1. So if the observed v has p-value below 1 − confidence at ε, the mechanism is not (ε, δ)-DP,
-    with that confidence. At δ = 0 it is the binomial tail alone (their Theorem 3.1: W is dominated by
-    Binomial(r, p)). Raises ValueError unless 0 ≤ v ≤ r ≤ m, ε ≥ 0, δ ∈ [0, 1].
+    capped at 1. So if the observed v has p-value below 1 − confidence at ε, the mechanism is not
+    (ε, δ)-DP, with that confidence. At δ = 0 it is the binomial tail alone (their Theorem 3.1: W is
+    dominated by Binomial(r, p)). Raises ValueError unless 0 ≤ v ≤ r ≤ m, ε ≥ 0, δ ∈ [0, 1].
 
     References:
         Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023
-        (arXiv:2305.08846): Theorem 3.1 (pure DP), Proposition 5.2 / Theorem 3 ((ε, δ)), the appendix's
-        p-value listing (Algorithm 2).
+        (arXiv:2305.08846): Theorem 3.1 (pure DP), Proposition 5.2 / Theorem 3 ((ε, δ)), the
+        appendix's p-value listing (Algorithm 2).
     """
     _check_counts(m, r, v)
     if not (epsilon >= 0 and math.isfinite(epsilon)):
@@ -50,11 +51,12 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
 
 
 def epsilon_lower_bound(m: int, r: int, v: int, delta: float, significance: float) -> float:
-    """The largest ε whose p-value (:func:`p_value`) is below ``significance``; 0 when even ε = 0 is not rejected.
+    """The largest ε whose p-value (:func:`p_value`) is below ``significance``; 0 when even ε = 0 is
+    not rejected.
 
-    The p-value is non-decreasing in ε (β and α are tails of Binomial(r, p) with p increasing in ε), so the bound is
-    where it crosses ``significance``: bracketed by doubling, then found by Brent's method to 1e-9 absolute.
-    """
+    The p-value is non-decreasing in ε (β and α are tails of Binomial(r, p) with p increasing in ε),
+    so the bound is where it crosses ``significance``: bracketed by doubling, then found by Brent's
+    method to 1e-9 absolute."""
     check_probability(significance=significance)
     if p_value(m, r, v, 0.0, delta) >= significance:
         return 0.0
@@ -74,7 +76,8 @@ def epsilon_lower_bound(m: int, r: int, v: int, delta: float, significance: floa
 
 
 def guesses(scores: np.ndarray, k_in: int, k_out: int) -> np.ndarray:
-    """The abstaining guess: +1 ("in") for the k_in highest scores, −1 ("out") for the k_out lowest, 0 elsewhere.
+    """The abstaining guess: +1 ("in") for the k_in highest scores, −1 ("out") for the k_out lowest,
+    0 elsewhere.
 
     Ties are broken by position (a stable sort), which depends on nothing the run released.
     """
@@ -93,7 +96,8 @@ def guesses(scores: np.ndarray, k_in: int, k_out: int) -> np.ndarray:
 
 
 def default_grid(m: int) -> tuple[tuple[int, int], ...]:
-    """The (k_in, k_out) pairs tried by default: k = k_in = k_out ∈ {m/20, m/10, m/5, m/2·…} (distinct, ≥ 1)."""
+    """The (k_in, k_out) pairs tried by default: k = k_in = k_out ∈ {m/20, m/10, m/5, m/2·…}
+    (distinct, ≥ 1)."""
     ks = sorted({max(1, int(m * f)) for f in (0.05, 0.1, 0.2, 0.35, 0.5)})
     return tuple((k, k) for k in ks if 2 * k <= m)
 
@@ -129,18 +133,18 @@ def one_run_audit(
     confidence: float = 0.95,
     grid: tuple[tuple[int, int], ...] | None = None,
 ) -> OneRunResult:
-    """The one-run lower bound from canary scores and the true inclusions (known only to the data owner).
+    """The one-run lower bound from canary scores and the true inclusions (known only to the data
+    owner).
 
-    ``scores``: one vector (high means "in"; its reverse is tried too, as a defect may push an included canary's
-    score *down*) or a dict of named vectors chosen before the run (each tried as given). Every (k_in, k_out) of
-    ``grid`` (default :func:`default_grid`) is tried with every score, each at significance (1 − confidence)/(number
-    of tries); the largest bound is returned with its counts. ``best_possible`` is the largest bound over the same
-    tries with v = r.
+    ``scores``: one vector (high means "in"; its reverse is tried too, as a defect may push an
+    included canary's score *down*) or a dict of named vectors chosen before the run (each tried as
+    given). Every (k_in, k_out) of ``grid`` (default :func:`default_grid`) is tried with every
+    score, each at significance (1 − confidence)/(number of tries); the largest bound is returned
+    with its counts. ``best_possible`` is the largest bound over the same tries with v = r.
 
-    Choosing k after seeing the scores would spend the confidence more than once: hence a fixed grid and a
-    fixed set of scores declared before the run, with the significance spent equally over all of them
-    (Bonferroni), so that the maximum over the tries holds at the stated confidence.
-    """
+    Choosing k after seeing the scores would spend the confidence more than once: hence a fixed grid
+    and a fixed set of scores declared before the run, with the significance spent equally over all
+    of them (Bonferroni), so that the maximum over the tries holds at the stated confidence."""
     if not isinstance(scores, dict):
         vector = np.asarray(scores, dtype=np.float64)
         scores = {"score": vector, "reversed": -vector}

@@ -20,7 +20,8 @@ from dpnc.privacy.releases import NonPrivate, Release, mean_sensitivity
 
 
 class BatchSource(Protocol):
-    """What the release step needs of a sampler: its fixed batch size, its sampling rate and its privacy event."""
+    """What the release step needs of a sampler: its fixed batch size, its sampling rate and its
+    privacy event."""
 
     batch_size: int
     rate: float
@@ -52,28 +53,30 @@ def private_mean(
 
     The one place that decides the three things copies got wrong:
 
-    1. non-finite values become 0 *before* clipping (so the bound holds on bad input) and are counted
-       (:func:`~dpnc.privacy.clipping.clipped_sum`, which callers forming their sum use too);
-    2. the sum is divided by the sampler's **fixed** batch size B, never by the realised |batch|: under
-       Poisson sampling |batch| is random and data-dependent, and dividing by it would let one example
-       move the mean by more than the recorded Δ;
+    1. non-finite values become 0 *before* clipping (so the bound holds on bad input) and are
+       counted (:func:`~dpnc.privacy.clipping.clipped_sum`, which callers forming their sum use
+       too);
+    2. the sum is divided by the sampler's **fixed** batch size B, never by the realised |batch|:
+       under Poisson sampling |batch| is random and data-dependent, and dividing by it would let one
+       example move the mean by more than the recorded Δ;
     3. the noise comes from the secret :class:`~dpnc.privacy.noise.NoiseSource`, and the release is
        recorded in real units: Δ = (2 or 1)·bound/B by the accountant's neighbouring relation
-       (:func:`~dpnc.privacy.releases.mean_sensitivity`), σ = noise_multiplier·Δ, as the sampler's event.
+       (:func:`~dpnc.privacy.releases.mean_sensitivity`), σ = noise_multiplier·Δ, as the sampler's
+       event.
 
-    The fraction clipped and the non-finite count are returned for diagnostics: they are statistics of
-    the private data, not released, and must not be logged publicly.
+    The fraction clipped and the non-finite count are returned for diagnostics: they are statistics
+    of the private data, not released, and must not be logged publicly.
 
     Args:
-        values: per-example values of the batch the sampler drew: scalars ``(..., |batch|)`` or, with
-            ``vector=True``, vectors ``(..., |batch|, d)``; leading dimensions are runs of a grid.
-            An empty batch (``|batch| = 0``) releases noise only.
+        values: per-example values of the batch the sampler drew: scalars ``(..., |batch|)`` or,
+            with ``vector=True``, vectors ``(..., |batch|, d)``; leading dimensions are runs of a
+            grid. An empty batch (``|batch| = 0``) releases noise only.
         bound: the clipping threshold C (|v_i| or ‖v_i‖ after clipping), or one per run.
         sampler: gives the fixed denominator B and the privacy event (full batch, Poisson, shuffle).
         noise_multiplier: σ/Δ ≥ 0; 0 releases the exact mean (recorded as not private, ε = ∞).
         discrete: exact discrete Gaussian noise (one scalar run, full batch only).
-        partition: record under this partition of the accountant (releases on disjoint parts of the data,
-            e.g. the steps of one single pass, compose in parallel).
+        partition: record under this partition of the accountant (releases on disjoint parts of the
+            data, e.g. the steps of one single pass, compose in parallel).
     """
     summed = clipped_sum(values, bound, vector=vector)
     value = release_sum(
@@ -101,17 +104,19 @@ def release_sum(
     partition: str | None = None,
     release: Release | None = None,
 ) -> torch.Tensor:
-    """Σ_i clip_bound(v_i) / B + noise, for a sum the caller clipped itself; recorded in ``accountant``.
+    """Σ_i clip_bound(v_i) / B + noise, for a sum the caller clipped itself; recorded in
+    ``accountant``.
 
-    ``total`` has shape ``(..., *value_shape)`` with one leading entry per run when ``bound`` is one per
-    run. Runs of a grid share one noise multiplier, so they have the same privacy: the ledger holds one
-    release, in the units of the largest bound, and run k gets noise of std noise_multiplier·Δ_k.
+    ``total`` has shape ``(..., *value_shape)`` with one leading entry per run when ``bound`` is one
+    per run. Runs of a grid share one noise multiplier, so they have the same privacy: the ledger
+    holds one release, in the units of the largest bound, and run k gets noise of std
+    noise_multiplier·Δ_k.
 
-    ``release`` is the entry :func:`mean_release` builds for these arguments (with the largest bound), given by a
-    caller that built it first to read it (the data-parallel group reads its :attr:`~Release.additive`); built
-    here otherwise. It is the one record of the step: the ledger holds it, and the noise is its Gaussian's (σ =
-    noise_multiplier·Δ at the largest bound), drawn per unit of bound and scaled by each run's bound.
-    """
+    ``release`` is the entry :func:`mean_release` builds for these arguments (with the largest
+    bound), given by a caller that built it first to read it (the data-parallel group reads its
+    :attr:`~Release.additive`); built here otherwise. It is the one record of the step: the ledger
+    holds it, and the noise is its Gaussian's (σ = noise_multiplier·Δ at the largest bound), drawn
+    per unit of bound and scaled by each run's bound."""
     if not (isinstance(noise_multiplier, (int, float)) and noise_multiplier >= 0):
         raise ValueError(f"noise_multiplier must be a number >= 0; got {noise_multiplier!r}")
     if isinstance(
@@ -159,8 +164,9 @@ def release_sum(
         )  # ``release``
         accountant.record(release, partition=partition)
         return torch.tensor(released, dtype=mean.dtype, device=mean.device).reshape(mean.shape)
-    # The Gaussian of ``release`` (σ = noise_multiplier·unit·largest), drawn per unit of bound and scaled by each
-    # run's bound: run k's std is noise_multiplier·Δ_k (the arithmetic of every earlier release, bit for bit).
+    # The Gaussian of ``release`` (σ = noise_multiplier·unit·largest), drawn per unit of bound and
+    # scaled by each run's bound: run k's std is noise_multiplier·Δ_k (the arithmetic of every
+    # earlier release, bit for bit).
     z = noise.gaussian(mean.shape, noise_multiplier * unit, dtype=mean.dtype, device=mean.device)
     accountant.record(release, partition=partition)
     return mean + z * per_run(bound, mean)
@@ -175,13 +181,14 @@ def mean_release(
     noise: NoiseSource,
     discrete: bool = False,
 ) -> Release:
-    """The ledger entry :func:`release_sum` records for a mean of ``bound``-clipped terms: the one builder.
+    """The ledger entry :func:`release_sum` records for a mean of ``bound``-clipped terms: the one
+    builder.
 
-    Δ = (2 or 1)·bound/B by the accountant's relation, σ = noise_multiplier·Δ, as the sampler's event (with
-    ``discrete``, :func:`~dpnc.privacy.mechanisms.discrete_gaussian_release` of them); not secret when the noise is
-    seeded. Public: what a trainer writes down before a step, to count it should the process die in it; what
-    Menart et al.'s charge records for the releases a stopped round skipped; what the process group reads.
-    """
+    Δ = (2 or 1)·bound/B by the accountant's relation, σ = noise_multiplier·Δ, as the sampler's
+    event (with ``discrete``, :func:`~dpnc.privacy.mechanisms.discrete_gaussian_release` of them);
+    not secret when the noise is seeded. Public: what a trainer writes down before a step, to count
+    it should the process die in it; what Menart et al.'s charge records for the releases a stopped
+    round skipped; what the process group reads."""
     if noise_multiplier == 0:
         return NonPrivate()
     if not math.isfinite(bound):

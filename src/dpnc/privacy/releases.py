@@ -56,13 +56,14 @@ class UnsupportedRelease(ValueError):
     """A release that an accountant cannot interpret (names the release and what would)."""
 
 
-# --- records and their serialisation ---------------------------------------------------------------
+# --- records and their serialisation --------------------------------------------------------------
 
 _KINDS: dict[str, type] = {}
 
 
 class _Record:
-    """Serialisation shared by releases and sampling schemes: ``{"kind": class name, field: value, …}``."""
+    """Serialisation shared by releases and sampling schemes: ``{"kind": class name, field: value,
+    …}``."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -108,15 +109,14 @@ class Release(_Record):
     """Base class: one noisy output (``count`` equal releases are recorded as one ledger entry).
 
     Sensitivities are L2 sensitivities under the neighbouring relation of the
-    :class:`~dpnc.privacy.accountant.Accountant` that records the release (use :func:`mean_sensitivity`
-    to get them right). ``secret`` (keyword-only): False when the noise or the batch came from a seeded
-    test source; reports built on it say "not private". The flag of a composite lives on its outer
-    record: a wrapper built from a non-secret part is itself not secret (the part is stored with
-    ``secret=True``), so no secret composite can hide a non-secret part.
+    :class:`~dpnc.privacy.accountant.Accountant` that records the release (use
+    :func:`mean_sensitivity` to get them right). ``secret`` (keyword-only): False when the noise or
+    the batch came from a seeded test source; reports built on it say "not private". The flag of a
+    composite lives on its outer record: a wrapper built from a non-secret part is itself not secret
+    (the part is stored with ``secret=True``), so no secret composite can hide a non-secret part.
 
-    Symbols: Δ = ``sensitivity``, σ = ``sigma`` (noise standard deviation), q (Poisson sampling rate),
-    n, B (dataset and batch size of fixed-size sampling), Σ = ``leaves``.
-    """
+    Symbols: Δ = ``sensitivity``, σ = ``sigma`` (noise standard deviation), q (Poisson sampling
+    rate), n, B (dataset and batch size of fixed-size sampling), Σ = ``leaves``."""
 
     secret: bool = field(default=True, kw_only=True)
 
@@ -126,14 +126,16 @@ class Release(_Record):
 
     @property
     def additive(self) -> bool:
-        """Whether the released value is the query plus noise drawn independently of it, so that a sum's release
-        is the sum of its parts plus one draw (what a data-parallel group relies on to release a sum in one
-        collective). False unless a mechanism says so (the discrete Gaussian rounds the query to its grid first)."""
+        """Whether the released value is the query plus noise drawn independently of it, so that a
+        sum's release is the sum of its parts plus one draw (what a data-parallel group relies on to
+        release a sum in one collective). False unless a mechanism says so (the discrete Gaussian
+        rounds the query to its grid first)."""
         return False
 
     @staticmethod
     def from_dict(data: dict) -> Release:
-        """The release that :meth:`to_dict` wrote (also reads the kinds of earlier dpnc versions)."""
+        """The release that :meth:`to_dict` wrote (also reads the kinds of earlier dpnc
+        versions)."""
         release = _from_dict(data)
         if not isinstance(release, Release):
             raise ValueError(f"{data.get('kind')!r} is a sampling scheme, not a release")
@@ -149,9 +151,8 @@ class Mechanism(Release):
 class Gaussian(Mechanism):
     """q(S) + N(0, σ² I) for a query of L2 sensitivity Δ: (Δ²/2σ²)-zCDP, noise multiplier σ/Δ.
 
-    σ = 0 is the old spelling of :class:`NonPrivate` (what algorithms/ and lm/ wrote before they recorded
-    NonPrivate): it is interpreted as a release without noise (ε = ∞).
-    """
+    σ = 0 is the old spelling of :class:`NonPrivate` (what algorithms/ and lm/ wrote before they
+    recorded NonPrivate): it is interpreted as a release without noise (ε = ∞)."""
 
     sensitivity: float
     sigma: float
@@ -174,7 +175,8 @@ class Gaussian(Mechanism):
 
 @dataclass(frozen=True, repr=False)
 class NonPrivate(Mechanism):
-    """A data-dependent value released without noise (MeZO's step, a noise multiplier of 0): ε = ∞."""
+    """A data-dependent value released without noise (MeZO's step, a noise multiplier of 0): ε =
+    ∞."""
 
     @property
     def additive(self) -> bool:
@@ -227,7 +229,7 @@ class ExponentialMechanism(Mechanism):
         check_positive(epsilon=self.epsilon)
 
 
-# --- sampling schemes ------------------------------------------------------------------------------
+# --- sampling schemes -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, repr=False)
@@ -259,11 +261,12 @@ class FixedSize(Sampling):
             raise ValueError(f"B must be <= n={self.n}; got {self.B!r}")
 
 
-# --- wrappers --------------------------------------------------------------------------------------
+# --- wrappers -------------------------------------------------------------------------------------
 
 
 class _Wrapper:
-    """A release built around another (``mechanism``, which must add noise); its secret flag absorbs the part's."""
+    """A release built around another (``mechanism``, which must add noise); its secret flag absorbs
+    the part's."""
 
     mechanism: Release
 
@@ -283,7 +286,8 @@ class _Wrapper:
             object.__setattr__(self, "secret", False)
             object.__setattr__(self, "mechanism", dataclasses.replace(self.mechanism, secret=True))
 
-    # Old attribute reads (call sites outside privacy/ that read a release's Δ and σ): the innermost Gaussian's.
+    # Old attribute reads (call sites outside privacy/ that read a release's Δ and σ): the innermost
+    # Gaussian's.
     @property
     def sensitivity(self) -> float:
         return _innermost_gaussian(self).sensitivity
@@ -371,20 +375,22 @@ Ledger = tuple[tuple[Release, int], ...]  # (release, how many times it composes
 
 @dataclass(frozen=True, repr=False)
 class RandomStopping(Release):
-    """Private tuning by random stopping: the best of K runs of candidates drawn uniformly from a grid.
+    """Private tuning by random stopping: the best of K runs of candidates drawn uniformly from a
+    grid.
 
     K ~ D_{η,γ}, the truncated negative binomial of Papernot & Steinke (2022), drawn in secret; each
-    repetition draws one of the m candidates uniformly (in secret), runs it (its releases: one ledger of
-    ``candidates``) and scores it privately (a release of the same ledger); only the best run is output.
-    η = 0 is the logarithmic distribution, η = 1 the geometric one.
+    repetition draws one of the m candidates uniformly (in secret), runs it (its releases: one
+    ledger of ``candidates``) and scores it privately (a release of the same ledger); only the best
+    run is output. η = 0 is the logarithmic distribution, η = 1 the geometric one.
 
         P[K = k] = (1 − γ)^k / (γ^{−η} − 1) · Π_{ℓ=0}^{k−1} (ℓ + η)/(ℓ + 1)      (η ≠ 0)
         P[K = k] = (1 − γ)^k / (k·log(1/γ))                                  (η = 0),   k = 1, 2, …
 
-    ``candidates`` holds the ledger of every candidate of the grid, tried or not (which ones were tried is
-    secret); one ledger is a tuple of (release, count) pairs, count ≥ 1 being how many times the release
-    composes. Lists and the dicts :meth:`to_dict` writes are accepted and stored as tuples. The RDP
-    interpretation (Theorem 2) is in :mod:`dpnc.privacy.interpret`; there is no PLD and no ρ.
+    ``candidates`` holds the ledger of every candidate of the grid, tried or not (which ones were
+    tried is secret); one ledger is a tuple of (release, count) pairs, count ≥ 1 being how many
+    times the release composes. Lists and the dicts :meth:`to_dict` writes are accepted and stored
+    as tuples. The RDP interpretation (Theorem 2) is in :mod:`dpnc.privacy.interpret`; there is no
+    PLD and no ρ.
 
     Symbols: eta = η ∈ (−1, ∞), gamma = γ ∈ (0, 1), K (repetitions, secret).
 
@@ -433,7 +439,8 @@ class RandomStopping(Release):
 
     @property
     def expected_repetitions(self) -> float:
-        """E[K] = η(1 − γ)/(γ(1 − γ^η)) for η ≠ 0, (1/γ − 1)/log(1/γ) for η = 0 (the logarithmic)."""
+        """E[K] = η(1 − γ)/(γ(1 − γ^η)) for η ≠ 0, (1/γ − 1)/log(1/γ) for η = 0 (the
+        logarithmic)."""
         return tnb_mean(self.eta, self.gamma)
 
     def to_dict(self) -> dict:
@@ -486,7 +493,7 @@ def tnb_pmf(eta: float, gamma: float, kmax: int) -> list[float]:
     return out
 
 
-# --- Journals of earlier versions ------------------------------------------------------------------
+# --- Journals of earlier versions -----------------------------------------------------------------
 
 
 def _old_gaussian(data: dict) -> Gaussian:

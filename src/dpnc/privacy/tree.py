@@ -45,7 +45,8 @@ def leaf_participation(num_leaves: int) -> int:
 
 
 def nodes_covering(leaf: int, num_leaves: int) -> set[tuple[int, int]]:
-    """The nodes used by some NODE(t), t ≤ Σ, that contain ``leaf``: what one data point pays for."""
+    """The nodes used by some NODE(t), t ≤ Σ, that contain ``leaf``: what one data point pays
+    for."""
     used = {iv for t in range(leaf, num_leaves + 1) for iv in node(t)}
     return {(a, b) for a, b in used if a <= leaf <= b}
 
@@ -53,11 +54,11 @@ def nodes_covering(leaf: int, num_leaves: int) -> set[tuple[int, int]]:
 class TreeNoise:
     """Lazily drawn tree noise TREE(t) for one period of Σ steps; :meth:`reset` starts a new period.
 
-    Step t releases a prefix sum Σ_{j ≤ t} M_j plus TREE(t) = Σ_{(a, b) ∈ NODE(t)} ξ_b, where NODE(t)
-    (:func:`node`) is the dyadic decomposition of [1, t] given by the binary expansion of t and
-    ξ_b ~ N(0, σ² I_d) is the noise of the node whose right end is b. Nodes are shared between steps, so
-    each data point (which enters one M_i) is seen through at most ⌊log₂Σ⌋ + 1 Gaussian node releases
-    over a period of Σ steps (:func:`leaf_participation`).
+    Step t releases a prefix sum Σ_{j ≤ t} M_j plus TREE(t) = Σ_{(a, b) ∈ NODE(t)} ξ_b, where
+    NODE(t) (:func:`node`) is the dyadic decomposition of [1, t] given by the binary expansion of t
+    and ξ_b ~ N(0, σ² I_d) is the noise of the node whose right end is b. Nodes are shared between
+    steps, so each data point (which enters one M_i) is seen through at most ⌊log₂Σ⌋ + 1 Gaussian
+    node releases over a period of Σ steps (:func:`leaf_participation`).
 
     Args:
         dim: dimension d of each node's noise.
@@ -116,18 +117,20 @@ class TreeNoise:
 
 
 class TreeMechanism:
-    """The tree mechanism over periods of Σ leaves: adds TREE(k) to the k-th prefix sum, and says what it released.
+    """The tree mechanism over periods of Σ leaves: adds TREE(k) to the k-th prefix sum, and says
+    what it released.
 
-    Implements: Zhang–Tran–Cutkosky Algorithm 5 / Kornowski–Liu–Talwar Algorithm 1 (node noise
-    ξ_b ~ N(0, σ² I_d), leaf sensitivity Δ). Each period is one release,
-    ``TreeAggregated(Gaussian(Δ, σ), leaves=Σ)`` (⌊log₂Σ⌋ + 1 Gaussian node releases per data point),
-    not secret when the noise source is seeded.
+    Implements: Zhang–Tran–Cutkosky Algorithm 5 / Kornowski–Liu–Talwar Algorithm 1 (node noise ξ_b ~
+    N(0, σ² I_d), leaf sensitivity Δ). Each period is one release, ``TreeAggregated(Gaussian(Δ, σ),
+    leaves=Σ)`` (⌊log₂Σ⌋ + 1 Gaussian node releases per data point), not secret when the noise
+    source is seeded.
 
     Args:
         dim: dimension d of each node's noise.
         leaves: Σ, the number of steps (leaves) in one period.
         sensitivity: Δ, how far replacing one data point moves any one leaf's term.
-        sigma: σ ≥ 0, the standard deviation of every coordinate of every node (0: no noise, not private).
+        sigma: σ ≥ 0, the standard deviation of every coordinate of every node (0: no noise, not
+            private).
         noise: the secret noise source.
         dtype, device: of the noise (default float64 on the CPU).
 
@@ -151,8 +154,9 @@ class TreeMechanism:
         dtype: torch.dtype | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        # Checks Δ > 0, σ ≥ 0 and Σ >= 1; seeded noise makes the release not secret; σ = 0 (an algorithm's
-        # non-private twin) releases the sums without noise, which the ledger records as such (ε = ∞).
+        # Checks Δ > 0, σ ≥ 0 and Σ >= 1; seeded noise makes the release not secret; σ = 0 (an
+        # algorithm's non-private twin) releases the sums without noise, which the ledger records as
+        # such (ε = ∞).
         node = Gaussian(sensitivity, sigma)
         self.release = (
             TreeAggregated(node, leaves=leaves, secret=noise.secret)
@@ -170,7 +174,8 @@ class TreeMechanism:
         return self.release
 
     def __call__(self, value: torch.Tensor, k: int) -> torch.Tensor:
-        """``value + TREE(k)``: the k-th prefix sum of this period (k = 1, 2, …, Σ in order) released."""
+        """``value + TREE(k)``: the k-th prefix sum of this period (k = 1, 2, …, Σ in order)
+        released."""
         if not self._open:
             raise ValueError(
                 "call reset() at the start of each period and record the release it returns"

@@ -18,7 +18,8 @@ import torch
 
 @dataclass(frozen=True)
 class Region:
-    """The ball B_radius(center) where an objective declares its constants; iterates are projected onto it."""
+    """The ball B_radius(center) where an objective declares its constants; iterates are projected
+    onto it."""
 
     center: torch.Tensor
     radius: float
@@ -40,12 +41,13 @@ class Region:
 class Constants:
     """The public constants of an objective, valid on its region for *every* admissible example.
 
-    They come from the data domain and the user's choices, never from the private data (a neighbouring
-    dataset must give the same record). Fields a paper does not need are None.
+    They come from the data domain and the user's choices, never from the private data (a
+    neighbouring dataset must give the same record). Fields a paper does not need are None.
 
     Attributes:
-        L0: per-example Lipschitz constant, ‖∇f(x; z)‖ ≤ L0 (ZTC/KLT's L, DPZero's ℓ, Menart et al.'s L0);
-            None for an objective that is not Lipschitz (DPZero's quadratic: its methods clip instead).
+        L0: per-example Lipschitz constant, ‖∇f(x; z)‖ ≤ L0 (ZTC/KLT's L, DPZero's ℓ, Menart et
+            al.'s L0); None for an objective that is not Lipschitz (DPZero's quadratic: its methods
+            clip instead).
         L1: per-example smoothness, ∇f(·; z) is L1-Lipschitz (DPZero's L).
         weak_convexity: L̃1 with f(·; z) + (L̃1/2)‖·‖² convex.
         gamma, kappa: the (γ, κ)-KL inequality F(x) − F* ≤ γ^κ‖∇F(x)‖^κ on the region.
@@ -78,8 +80,9 @@ class Constants:
 
 @dataclass(frozen=True)
 class Directional:
-    """An objective's closed-form two-point differences (:meth:`Objective.two_point`): the per-example
-    differences a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) (shape (..., B)) and the mean loss over both points."""
+    """An objective's closed-form two-point differences (:meth:`Objective.two_point`): the
+    per-example differences a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) (shape (..., B)) and the mean
+    loss over both points."""
 
     a: torch.Tensor
     loss: torch.Tensor
@@ -98,12 +101,11 @@ class Objective(ABC):
         dim: d.
         constants: the public :class:`Constants`.
 
-    Per-example access (:meth:`losses`, and :meth:`gradients` where the objective has closed forms or
-    autograd) is what private algorithms query; :meth:`value` and :meth:`gradient` of the mean are for
-    evaluation and for algorithms whose sensitivity follows from the constants alone. An objective kept as
-    sufficient statistics (no per-example data) raises :class:`NotImplementedError` from the per-example
-    methods.
-    """
+    Per-example access (:meth:`losses`, and :meth:`gradients` where the objective has closed forms
+    or autograd) is what private algorithms query; :meth:`value` and :meth:`gradient` of the mean
+    are for evaluation and for algorithms whose sensitivity follows from the constants alone. An
+    objective kept as sufficient statistics (no per-example data) raises
+    :class:`NotImplementedError` from the per-example methods."""
 
     name: str = "objective"
     n: int
@@ -118,26 +120,28 @@ class Objective(ABC):
         """∇_x f(x[i, j], z_index[i]) → (b, k, d)."""
         raise NotImplementedError(f"{self.name} has no per-example gradients")
 
-    # Optional capabilities: an objective with a closed form overrides these; None means "evaluate instead".
+    # Optional capabilities: an objective with a closed form overrides these; None means "evaluate
+    # instead".
 
     def two_point(
         self, x: torch.Tensor, u: torch.Tensor, lam: float, index: torch.Tensor | None = None
     ) -> Directional | None:
-        """The two-point differences at points x (..., d) along u in closed form, or None (the default): the
-        zeroth-order steps then evaluate :meth:`losses_at` at x ± λu."""
+        """The two-point differences at points x (..., d) along u in closed form, or None (the
+        default): the zeroth-order steps then evaluate :meth:`losses_at` at x ± λu."""
         return None
 
     def clipped_gradient_sum(
         self, x: torch.Tensor, C, index: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, ...] | None:
-        """Σ_{i in index} clip_C(∇f(x; z_i)), the fraction clipped and the mean loss in closed form, or None (the
-        default): DP-GD then clips the per-example :meth:`gradients`."""
+        """Σ_{i in index} clip_C(∇f(x; z_i)), the fraction clipped and the mean loss in closed form,
+        or None (the default): DP-GD then clips the per-example :meth:`gradients`."""
         return None
 
     def example_gradients(self, w: torch.Tensor) -> torch.Tensor | None:
-        """∇f(w; z_i) for every example, (d,) → (n, d) and (k, d) → (k, n, d), as the KL algorithms ask; or None (the
-        default): an objective that keeps no per-example data (sufficient statistics) has none, and the KL
-        algorithms then use its full gradient without per-example clipping."""
+        """∇f(w; z_i) for every example, (d,) → (n, d) and (k, d) → (k, n, d), as the KL algorithms
+        ask; or None (the default): an objective that keeps no per-example data (sufficient
+        statistics) has none, and the KL algorithms then use its full gradient without per-example
+        clipping."""
         return None
 
     def losses_at(self, points: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -173,15 +177,15 @@ class Problem(Objective):
     """Per-example losses f(x, z_i) over a dataset, evaluated for many points at once.
 
     F(x) = (1/n) Σ_i f(x, z_i) with, for every z, f(·, z) L-Lipschitz (docs/papers.md, ZTC §1). The
-    zeroth-order estimators evaluate each example at many points at once (x ± δu_ij for m directions), so
-    the one primitive is :meth:`loss` on points of shape (b, k, d): example i at its own k points.
-    Everything else (values, gradients, subsets) is built from it here.
+    zeroth-order estimators evaluate each example at many points at once (x ± δu_ij for m
+    directions), so the one primitive is :meth:`loss` on points of shape (b, k, d): example i at its
+    own k points. Everything else (values, gradients, subsets) is built from it here.
 
     The declared ``lipschitz`` is what the algorithms use to bound sensitivities and to clip finite
     differences (ZTC §6.14), so privacy never rests on it being tight, but utility does, and the
-    estimators' unbiasedness needs it to be *true*. Each problem states its constant and the proof. It is
-    a bound for every z in the problem's data domain (e.g. ‖a‖ ≤ 1), not only for the data at hand,
-    because a neighbouring dataset may hold any such z.
+    estimators' unbiasedness needs it to be *true*. Each problem states its constant and the proof.
+    It is a bound for every z in the problem's data domain (e.g. ‖a‖ ≤ 1), not only for the data at
+    hand, because a neighbouring dataset may hold any such z.
 
     Attributes:
         data: tensors with leading dimension n (the dataset), float64 (integer labels excepted).
@@ -230,7 +234,8 @@ class Problem(Objective):
 
     @abstractmethod
     def loss(self, x: torch.Tensor, *batch: torch.Tensor) -> torch.Tensor:
-        """f(x[i, j], z_i) for x of shape (b, k, d) and data tensors with leading dimension b → (b, k)."""
+        """f(x[i, j], z_i) for x of shape (b, k, d) and data tensors with leading dimension b → (b,
+        k)."""
 
     def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """f(x[i, j], z_index[i]) for x (b, k, d) and integer ``index`` (b,) → (b, k)."""
@@ -270,7 +275,8 @@ class Problem(Objective):
         return total[0] if single else total
 
     def gradient(self, points: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-        """∇F(x) = (1/n) Σ_i ∇f(x, z_i) at points (k, d) → (k, d) (a.e.; or (d,) → (d,)), in chunks."""
+        """∇F(x) = (1/n) Σ_i ∇f(x, z_i) at points (k, d) → (k, d) (a.e.; or (d,) → (d,)), in
+        chunks."""
         points, single = self._check_eval(points, chunk)
         total = torch.zeros_like(points)
         for batch in self._chunks(chunk):
@@ -285,8 +291,8 @@ class Problem(Objective):
     def _gradient_sum(self, points: torch.Tensor, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Σ_{i in batch} ∇f(points, z_i) → (k, d): autograd through the points shared by the batch.
 
-        Autograd reduces over the examples itself, so no (batch, k, d) tensor of gradients is formed.
-        """
+        Autograd reduces over the examples itself, so no (batch, k, d) tensor of gradients is
+        formed."""
         with torch.enable_grad():
             leaf = points.detach().requires_grad_(True)
             (g,) = torch.autograd.grad(self._shared_loss(leaf, *batch).sum(), leaf)
@@ -295,7 +301,8 @@ class Problem(Objective):
     # --- data ----------------------------------------------------------------------------------
 
     def subset(self, index) -> Problem:
-        """The same objective (same f, d, L and known facts) on data[index], e.g. a train or test split.
+        """The same objective (same f, d, L and known facts) on data[index], e.g. a train or test
+        split.
 
         ``index``: integer indices, a boolean mask of length n, or a slice; must select at least one
         example. Subclasses holding per-example extras (e.g. an outlier mask) subset those too.

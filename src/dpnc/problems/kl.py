@@ -56,7 +56,8 @@ __all__ = [
     "thm8_instance",
 ]
 
-# sup_t (t² + 3 sin² t)/(2t + 3 sin 2t)², attained at t ≈ 2.20171 (recomputed in the tests), rounded up.
+# sup_t (t² + 3 sin² t)/(2t + 3 sin 2t)², attained at t ≈ 2.20171 (recomputed in the tests), rounded
+# up.
 SINE_PL_RATIO = 2.8484999244
 
 
@@ -64,11 +65,13 @@ SINE_PL_RATIO = 2.8484999244
 
 
 class Quadratic(DataFree):
-    """F(w) = f(w) = ½‖w − c‖², data-free (every example is the same), PL. Menart et al. §5, first test function.
+    """F(w) = f(w) = ½‖w − c‖², data-free (every example is the same), PL. Menart et al. §5, first
+    test function.
 
     Constants (r_max = ‖center − c‖ + radius, the largest distance to c in the region; §5's
     ball of radius R around w* = c has r_max = R):
-    - KL: ∇F = w − c, so F − F* = ½‖∇F‖² = γ²‖∇F‖² with γ = 1/√2, κ = 2 (equality everywhere; μ = 1).
+    - KL: ∇F = w − c, so F − F* = ½‖∇F‖² = γ²‖∇F‖² with γ = 1/√2, κ = 2 (equality everywhere; μ =
+      1).
     - L0 = r_max (‖∇f‖ = ‖w − c‖); L1 = 1 (∇²f = I); F* = 0, w* = c.
     - convex, so weak_convexity defaults to :func:`default_weak_convexity` (= 1/16 here).
 
@@ -123,13 +126,13 @@ class PowerGrowth(DataFree):
 
     Other constants (r_max = ‖center − w*‖ + radius; §5's ball around w* has r_max = R):
     - L0 = τ r_max^{τ−1}, the largest ‖∇f‖ on the region.
-    - L1 = τ(τ−1) r_max^{τ−2} if τ ≥ 2 (κ ≤ 2): ∇²f = τr^{τ−2}(I + (τ−2)uuᵀ) has eigenvalues τr^{τ−2} and
-      τ(τ−1)r^{τ−2}, increasing in r for τ ≥ 2. For τ < 2 (κ > 2) the Hessian blows up at w*: L1 = None,
-      the case of Algorithm 2 (proximal point).
+    - L1 = τ(τ−1) r_max^{τ−2} if τ ≥ 2 (κ ≤ 2): ∇²f = τr^{τ−2}(I + (τ−2)uuᵀ) has eigenvalues
+      τr^{τ−2} and τ(τ−1)r^{τ−2}, increasing in r for τ ≥ 2. For τ < 2 (κ > 2) the Hessian blows up
+      at w*: L1 = None, the case of Algorithm 2 (proximal point).
     - convex (a convex increasing function of a norm), so weak_convexity defaults to
       :func:`default_weak_convexity`; with center = w* that is τ²R^{τ−2}/32.
-    - F* = 0 at w*.
-    The objective is data-free: a dataset of n copies of one example, so n is real but uninformative.
+    - F* = 0 at w*. The objective is data-free: a dataset of n copies of one example, so n is real
+    but uninformative.
 
     Args:
         kappa: κ > 1 (τ = κ/(κ−1) > 1): 1.5 → τ = 3, 2 → τ = 2, 3 → τ = 1.5.
@@ -190,14 +193,15 @@ class PowerGrowth(DataFree):
 class PseudoHuber(DataFree):
     """F(w) = f(w) = √(1 + ‖w‖²) − 1, data-free, (γ(R), 1)-KL on a ball. Menart et al. §5.
 
-    Proof: with r = ‖w‖ and s = √(1 + r²), ‖∇F‖ = r/s and F − F* = s − 1, so the κ = 1 inequality
-    s − 1 ≤ γ r/s needs γ ≥ h(r) = s(s − 1)/r = s√(s−1)/√(s+1), which increases with s (hence with r).
-    On a region within distance r_max = ‖center‖ + radius of 0 the best γ is therefore
-    γ = h(r_max) = (1 + r_max² − √(1 + r_max²))/r_max: 0.5858, 4.1802, 9.0950 for r_max = 1, 5, 10
-    (§5's 0.59 / 4.18 / 9.10). As r → ∞, γ ~ r: no global KL with κ = 1.
+    Proof: with r = ‖w‖ and s = √(1 + r²), ‖∇F‖ = r/s and F − F* = s − 1, so the κ = 1 inequality s
+    − 1 ≤ γ r/s needs γ ≥ h(r) = s(s − 1)/r = s√(s−1)/√(s+1), which increases with s (hence with r).
+    On a region within distance r_max = ‖center‖ + radius of 0 the best γ is therefore γ = h(r_max)
+    = (1 + r_max² − √(1 + r_max²))/r_max: 0.5858, 4.1802, 9.0950 for r_max = 1, 5, 10 (§5's 0.59 /
+    4.18 / 9.10). As r → ∞, γ ~ r: no global KL with κ = 1.
 
-    Other constants: L0 = r_max/√(1 + r_max²) (< 1 everywhere); L1 = 1 (∇²F = (I − wwᵀ/s²)/s, largest
-    eigenvalue 1/s ≤ 1); convex, weak_convexity defaults to :func:`default_weak_convexity`; F* = 0 at 0.
+    Other constants: L0 = r_max/√(1 + r_max²) (< 1 everywhere); L1 = 1 (∇²F = (I − wwᵀ/s²)/s,
+    largest eigenvalue 1/s ≤ 1); convex, weak_convexity defaults to :func:`default_weak_convexity`;
+    F* = 0 at 0.
 
     Args:
         dim: d ≥ 1.  n: declared dataset size ≥ 1.  radius: R > 0.  center: default 0.
@@ -250,17 +254,18 @@ def pseudo_huber_gamma(R: float) -> float:
 
 
 class SinePL(KLObjective):
-    """f(w; x) = x·g(w), g(w) = Σ_j (w_j² + 3 sin² w_j), x ∈ [x_low, x_bound]: nonconvex PL. Menart et al. §5.
+    """f(w; x) = x·g(w), g(w) = Σ_j (w_j² + 3 sin² w_j), x ∈ [x_low, x_bound]: nonconvex PL. Menart
+    et al. §5.
 
-    F = x̄·g with x̄ the mean of the data. Constants (all from the domain [x_low, x_bound], 0 < x_low, so they hold
-    for every dataset of the domain, neighbours included):
+    F = x̄·g with x̄ the mean of the data. Constants (all from the domain [x_low, x_bound], 0 <
+    x_low, so they hold for every dataset of the domain, neighbours included):
     - KL (κ = 2): g is separable, so g/‖∇g‖² = Σφ(w_j)/Σφ′(w_j)² ≤ sup_t φ(t)/φ′(t)² = s ≈ 2.8485
-      (φ(t) = t² + 3sin²t, φ′(t) = 2t + 3 sin 2t; sup at t ≈ 2.2017; :data:`SINE_PL_RATIO`).
-      F/‖∇F‖² = g/(x̄‖∇g‖²) ≤ s/x̄ ≤ s/x_low, so γ = √(s/x_low) (1.688 for x_low = 1; Karimi et al.'s
-      μ = 1/32 gives 4). The data's own √(s/x̄) would be tighter, but x̄ is private: reading γ off it would
-      publish x̄ through the algorithms' schedules.
-      Global: g's only stationary point is 0 (φ′(t) = 0 only at t = 0, since sin 2t > 0 on (0, π/2)
-      and |2t| > 3 beyond 1.5), F* = 0, w* = 0.
+      (φ(t) = t² + 3sin²t, φ′(t) = 2t + 3 sin 2t; sup at t ≈ 2.2017; :data:`SINE_PL_RATIO`). F/‖∇F‖²
+      = g/(x̄‖∇g‖²) ≤ s/x̄ ≤ s/x_low, so γ = √(s/x_low) (1.688 for x_low = 1; Karimi et al.'s μ =
+      1/32 gives 4). The data's own √(s/x̄) would be tighter, but x̄ is private: reading γ off it
+      would publish x̄ through the algorithms' schedules. Global: g's only stationary point is 0
+      (φ′(t) = 0 only at t = 0, since sin 2t > 0 on (0, π/2) and |2t| > 3 beyond 1.5), F* = 0, w* =
+      0.
     - L1 = 8·x_bound: φ″(t) = 2 + 6cos 2t ∈ [−4, 8], ∇²f diagonal.
     - weak_convexity = 4·x_bound (φ″ ≥ −4). Not convex.
     - L0: §5's 2R + 3 is per coordinate on [−R, R]^d (ℓ∞: |φ′(t)| ≤ 2|t| + 3); in ℓ2 on that cube
@@ -269,14 +274,15 @@ class SinePL(KLObjective):
       L0 = x_bound·(2ρ + 3·min(2ρ, √d)) (≤ 8ρ·x_bound, the smoothness bound).
 
     Args:
-        x: the data, shape (n,), values in [x_low, x_bound] (explicit; :meth:`example_gradients` works), or
-            use :meth:`from_mean` for a data-free dataset of n copies of one x.
-        dim: d ≥ 1.  x_low: the domain's lower bound, > 0, required (a public bound, not the data's minimum).
+        x: the data, shape (n,), values in [x_low, x_bound] (explicit; :meth:`example_gradients`
+            works), or use :meth:`from_mean` for a data-free dataset of n copies of one x.
+        dim: d ≥ 1.  x_low: the domain's lower bound, > 0, required (a public bound, not the data's
+            minimum).
         x_bound: the domain's upper bound (default 1).  center: default 0.  radius: > 0.
 
     References:
-        Karimi, Nutini, Schmidt, "Linear Convergence of Gradient and Proximal-Gradient Methods under the
-        Polyak-Łojasiewicz Condition", ECML-PKDD 2016 (the sine test function).
+        Karimi, Nutini, Schmidt, "Linear Convergence of Gradient and Proximal-Gradient Methods under
+        the Polyak-Łojasiewicz Condition", ECML-PKDD 2016 (the sine test function).
 
     Raises:
         ValueError: x_low missing or not in (0, x_bound], or data outside [x_low, x_bound].
@@ -334,11 +340,12 @@ class SinePL(KLObjective):
         center=None,
         radius: float = 1.0,
     ) -> SinePL:
-        """The data-free dataset of n copies of x_mean ∈ [x_low, x_bound] (F = x_mean·g), without storing it.
+        """The data-free dataset of n copies of x_mean ∈ [x_low, x_bound] (F = x_mean·g), without
+        storing it.
 
-        x_mean is a public choice here (the experiments' fixture), so the domain's lower bound defaults to it;
-        for the mean of private data use the explicit constructor, whose γ comes from the domain.
-        """
+        x_mean is a public choice here (the experiments' fixture), so the domain's lower bound
+        defaults to it; for the mean of private data use the explicit constructor, whose γ comes
+        from the domain."""
         self = cls.__new__(cls)
         self.dim, self.n = _integer("dim", dim, 1), _integer("n", n, 1)
         if not (isinstance(x_mean, (int, float)) and 0 < x_mean <= x_bound):
@@ -399,34 +406,36 @@ def _sine_grad(points):
 
 
 class LeastSquares(KLObjective):
-    """F(w) = (1/2n)‖Aw − b‖², f(w; (a, b)) = ½(a·w − b)², with data domain ‖a‖ ≤ row_bound, |b| ≤ target_bound.
+    """F(w) = (1/2n)‖Aw − b‖², f(w; (a, b)) = ½(a·w − b)², with data domain ‖a‖ ≤ row_bound, |b| ≤
+    target_bound.
 
     Every constant comes from public inputs (:class:`~dpnc.problems.kl_objective.KLObjective`): the
-    domain (row_bound, target_bound), the region (center, radius) and mu, a public lower bound on the
-    smallest nonzero eigenvalue of H = AᵀA/n.
-    Nothing is read off the data: the data's own smallest eigenvalue, minimiser or largest row would make γ,
-    the region and L0 (hence every schedule and noise level of the algorithms) functions of the private
-    data — replacing one row once moved KL-Spider's schedule from 11,417 to 1,140,951 rounds.
+    domain (row_bound, target_bound), the region (center, radius) and mu, a public lower bound on
+    the smallest nonzero eigenvalue of H = AᵀA/n. Nothing is read off the data: the data's own
+    smallest eigenvalue, minimiser or largest row would make γ, the region and L0 (hence every
+    schedule and noise level of the algorithms) functions of the private data — replacing one row
+    once moved KL-Spider's schedule from 11,417 to 1,140,951 rounds.
 
     Constants (q = Aᵀb/n, s = bᵀb/n; R_w = ‖center‖ + radius bounds ‖w‖ on the region):
-    - KL (κ = 2, global): with w* = H⁺q (the minimum-norm minimiser; q ∈ range H) and e = w − w*,
-      F − F* = ½eᵀHe and ∇F = He, so ‖∇F‖² = eᵀH²e ≥ μ_data·eᵀHe for μ_data the smallest *nonzero*
-      eigenvalue of H (the null-space part of e adds to neither): ½‖∇F‖² ≥ μ(F − F*) for every μ ≤ μ_data,
-      γ = 1/√(2μ). mu is the user's claim (e.g. from the design, as in :meth:`generate`); it is not checked
-      against the data, since a refusal would itself depend on them. If it is false, the utility guarantees
-      fail; the privacy guarantee does not depend on it.
+    - KL (κ = 2, global): with w* = H⁺q (the minimum-norm minimiser; q ∈ range H) and e = w − w*, F
+      − F* = ½eᵀHe and ∇F = He, so ‖∇F‖² = eᵀH²e ≥ μ_data·eᵀHe for μ_data the smallest *nonzero*
+      eigenvalue of H (the null-space part of e adds to neither): ½‖∇F‖² ≥ μ(F − F*) for every μ ≤
+      μ_data, γ = 1/√(2μ). mu is the user's claim (e.g. from the design, as in :meth:`generate`); it
+      is not checked against the data, since a refusal would itself depend on them. If it is false,
+      the utility guarantees fail; the privacy guarantee does not depend on it.
     - L0 = row_bound·(row_bound·R_w + target_bound): ‖∇f‖ = |a·w − b|‖a‖ ≤ ‖a‖(‖a‖‖w‖ + |b|).
-    - L1 = row_bound² (∇²f = aaᵀ); convex, weak_convexity defaults to :func:`default_weak_convexity`.
+    - L1 = row_bound² (∇²f = aaᵀ); convex, weak_convexity defaults to
+      :func:`default_weak_convexity`.
     - F* = ½(s − qᵀw*) (or the mean squared residual at w* for explicit data), for evaluation only.
     F is evaluated as F* + ½eᵀHe + eᵀ(Hw* − q), algebraically F and free of the cancellation in
     ½wᵀHw − qᵀw + ½s, so F − F* is accurate near w*.
 
     Two forms: explicit data (A, b) — :meth:`example_gradients` works — or sufficient statistics
-    (:meth:`from_statistics`, :meth:`sufficient`, ``generate(..., sufficient=True)``) holding only H, q,
-    s and a declared n. In the sufficient form made here, n is honest: the dataset is a sample of m
-    points each repeated n/m times (m divides n), whose statistics are exactly the sample's, so F is the
-    sample's empirical loss and only the noise (∝ 1/n) sees n. Privacy for that dataset is privacy for
-    replace-one neighbours of it, not for the m-sample.
+    (:meth:`from_statistics`, :meth:`sufficient`, ``generate(..., sufficient=True)``) holding only
+    H, q, s and a declared n. In the sufficient form made here, n is honest: the dataset is a sample
+    of m points each repeated n/m times (m divides n), whose statistics are exactly the sample's, so
+    F is the sample's empirical loss and only the noise (∝ 1/n) sees n. Privacy for that dataset is
+    privacy for replace-one neighbours of it, not for the m-sample.
 
     Args:
         A: (n, d) rows, b: (n,).
@@ -495,10 +504,9 @@ class LeastSquares(KLObjective):
     ) -> LeastSquares:
         """Sufficient statistics H = AᵀA/n, q = Aᵀb/n, s = bᵀb/n of a dataset of declared size n.
 
-        The public inputs are those of the constructor. Checks what the domain implies (H symmetric PSD,
-        tr H ≤ row_bound², s ≤ target_bound²); that the statistics come from some n points of the domain is
-        the caller's claim.
-        """
+        The public inputs are those of the constructor. Checks what the domain implies (H symmetric
+        PSD, tr H ≤ row_bound², s ≤ target_bound²); that the statistics come from some n points of
+        the domain is the caller's claim."""
         public = _least_squares_public(row_bound, target_bound, radius, mu)
         row_bound, target_bound = public[:2]
         H, q = torch.as_tensor(H, dtype=F64), torch.as_tensor(q, dtype=F64)
@@ -524,7 +532,8 @@ class LeastSquares(KLObjective):
         return self
 
     def sufficient(self, n: int | None = None) -> LeastSquares:
-        """This objective in sufficient-statistics form, for the dataset repeated n/self.n times (n a multiple)."""
+        """This objective in sufficient-statistics form, for the dataset repeated n/self.n times (n
+        a multiple)."""
         n = self.n if n is None else _integer("n", n, 1)
         if n % self.n:
             raise ValueError(
@@ -549,17 +558,17 @@ class LeastSquares(KLObjective):
         radius: float = 2.0,
         **kwargs,
     ) -> LeastSquares:
-        """A balanced design from ``seed``: row i is ±q_{i mod d} for a random orthonormal basis q_1..q_d,
-        b = a·w_true + noise·N(0, 1) clipped to [−1 − 4·noise, 1 + 4·noise], w_true uniform on the unit sphere.
+        """A balanced design from ``seed``: row i is ±q_{i mod d} for a random orthonormal basis
+        q_1..q_d, b = a·w_true + noise·N(0, 1) clipped to [−1 − 4·noise, 1 + 4·noise], w_true
+        uniform on the unit sphere.
 
-        Every constant is public. The domain is row_bound = 1, target_bound = 1 + 4·noise (clipping makes
-        it a bound). The design fixes the spectrum: H = Σ_j (c_j/m) q_j q_jᵀ with c_j ∈ {⌊m/d⌋, ⌈m/d⌉} rows
-        along q_j, so mu = max(⌊m/d⌋, 1)/m is the smallest nonzero eigenvalue, known before any b is drawn.
-        The region is the ball of radius ``radius`` (default 2) around 0, which holds w_true and, unless the
-        noise is large, w*. sufficient=True draws ``sample`` = m rows (default: the largest divisor of n that
-        is ≤ 1000, at least d) and declares the dataset of those m rows each repeated n/m times (see the
-        class docstring).
-        """
+        Every constant is public. The domain is row_bound = 1, target_bound = 1 + 4·noise (clipping
+        makes it a bound). The design fixes the spectrum: H = Σ_j (c_j/m) q_j q_jᵀ with c_j ∈
+        {⌊m/d⌋, ⌈m/d⌉} rows along q_j, so mu = max(⌊m/d⌋, 1)/m is the smallest nonzero eigenvalue,
+        known before any b is drawn. The region is the ball of radius ``radius`` (default 2) around
+        0, which holds w_true and, unless the noise is large, w*. sufficient=True draws ``sample`` =
+        m rows (default: the largest divisor of n that is ≤ 1000, at least d) and declares the
+        dataset of those m rows each repeated n/m times (see the class docstring)."""
         dim, n = _integer("dim", dim, 1), _integer("n", n, 1)
         noise = _positive("noise", noise, low=0.0, strict=False)
         m = n
@@ -638,7 +647,8 @@ class LeastSquares(KLObjective):
         return 0.5 * self._residuals(x, index) ** 2
 
     def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """(⟨a_i, x[i, j]⟩ − b_i)·a_i for x (b, k, d) → (b, k, d), reading only the rows in ``index``."""
+        """(⟨a_i, x[i, j]⟩ − b_i)·a_i for x (b, k, d) → (b, k, d), reading only the rows in
+        ``index``."""
         x, index = self._checked(x, index, "gradients")
         return self._residuals(x, index)[..., None] * self.A[index][:, None, :]
 

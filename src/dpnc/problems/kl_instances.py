@@ -1,9 +1,9 @@
-"""The lower-bound instances of Menart et al. (Theorems 7 and 8; docs/papers.md, Menart et al. §3) and the lower
-bounds themselves.
+"""The lower-bound instances of Menart et al. (Theorems 7 and 8; docs/papers.md, Menart et al. §3)
+and the lower bounds themselves.
 
-Each instance is a :class:`~dpnc.problems.kl_objective.KLObjective` with explicit data (per-example gradients),
-declaring its constants with their proofs; the bounds drop their constants and log factors.
-"""
+Each instance is a :class:`~dpnc.problems.kl_objective.KLObjective` with explicit data (per-example
+gradients), declaring its constants with their proofs; the bounds drop their constants and log
+factors."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from dpnc.problems.kl_objective import F64, KLObjective, _integer, _positive, de
 
 
 class HuberLinear(KLObjective):
-    """Theorem 7's instance: f(w; x) = ⟨w, x⟩ + λH(w), F(w) = ⟨w, x̄⟩ + λH(w). Build with :func:`thm7_instance`.
+    """Theorem 7's instance: f(w; x) = ⟨w, x⟩ + λH(w), F(w) = ⟨w, x̄⟩ + λH(w). Build with
+    :func:`thm7_instance`.
 
-    Correction (Menart et al. §3): the paper prints H(w) = ‖w‖² for ‖w‖ ≤ 4D and 4D‖w‖ otherwise, whose gradient
-    jumps from 8Dw/‖w‖ to 4Dw/‖w‖ at ‖w‖ = 4D (a concave kink: not convex, not smooth, contradicting
-    the theorem's "convex, smooth"). Default: the Huber function H(w) = 8D‖w‖ − 16D² outside, C¹,
-    convex and 2-smooth; ``paper=True`` restores the printed one. Inside ‖w‖ ≤ 4D both are ‖w‖².
+    Correction (Menart et al. §3): the paper prints H(w) = ‖w‖² for ‖w‖ ≤ 4D and 4D‖w‖ otherwise,
+    whose gradient jumps from 8Dw/‖w‖ to 4Dw/‖w‖ at ‖w‖ = 4D (a concave kink: not convex, not
+    smooth, contradicting the theorem's "convex, smooth"). Default: the Huber function H(w) = 8D‖w‖
+    − 16D² outside, C¹, convex and 2-smooth; ``paper=True`` restores the printed one. Inside ‖w‖ ≤
+    4D both are ‖w‖².
 
     Constants (region: the ball of radius 4D around 0, where F = λ‖w − w*‖² + F*):
     - w* = −x̄/(2λ), ‖w*‖ ≤ D since ‖Σx_i‖ ≤ NL0 and λ = NL0/(2nD); F* = −λ‖w*‖².
@@ -28,8 +30,8 @@ class HuberLinear(KLObjective):
     - L0 = L0_data + 8λD = L0_data(1 + 4N/n) ≤ 5L0_data: ‖x‖ ≤ L0_data and ‖λ∇H‖ ≤ 8λD (the paper
       writes L0 + 4λD, an underestimate inside the quadratic region).
     - L1 = 2λ = NL0/(nD) ≤ √d L0/(nεD) (corrected H; None with paper=True).
-    - weak_convexity: corrected: convex, :func:`default_weak_convexity`; paper=True: None (concave kink).
-    """
+    - weak_convexity: corrected: convex, :func:`default_weak_convexity`; paper=True: None (concave
+    kink)."""
 
     name = "thm7-huber"
 
@@ -88,13 +90,14 @@ def thm7_instance(
     *,
     paper: bool = False,
 ) -> HuberLinear:
-    """Theorem 7's hard instance (Menart et al. §3): N = min(⌊√d/ε⌋, n) points in {±L0/√d}^d, the rest 0.
+    """Theorem 7's hard instance (Menart et al. §3): N = min(⌊√d/ε⌋, n) points in {±L0/√d}^d, the
+    rest 0.
 
     The theorem needs a fingerprinting code for the nonzero points; here each column j has a bias
-    p_j = sin²θ_j, θ_j uniform on [t, π/2 − t] with t = 1/(300N) (Tardos' law) and entries +L0/√d with
-    probability p_j, so that ‖Σx_i‖ is a constant fraction of NL0 (with unbiased signs it would be ~√N L0).
-    λ = NL0/(2nD). See :class:`HuberLinear` for the constants and the correction taken (``paper``).
-    """
+    p_j = sin²θ_j, θ_j uniform on [t, π/2 − t] with t = 1/(300N) (Tardos' law) and entries +L0/√d
+    with probability p_j, so that ‖Σx_i‖ is a constant fraction of NL0 (with unbiased signs it would
+    be ~√N L0). λ = NL0/(2nD). See :class:`HuberLinear` for the constants and the correction taken
+    (``paper``)."""
     n, d = _integer("n", n, 1), _integer("d", d, 1)
     epsilon, D, L0 = _positive("epsilon", epsilon), _positive("D", D), _positive("L0", L0)
     N = max(1, min(math.floor(math.sqrt(d) / epsilon), n))
@@ -112,23 +115,24 @@ def thm7_instance(
 class TwoSidedPower(KLObjective):
     """Theorem 8's d = 1 instance, labels y ∈ {±1}. Build with :func:`thm8_instance`.
 
-    f(w; +1) = a − w for w ≤ a, (w − a)^τ for w > a;  f(w; −1) = (−a − w)^τ for w ≤ −a, w + a for w > −a;
-    τ = κ/(κ−1), p = 1/(nε), a = p^{κ−1}/2 (= p^{1/(τ−1)}/2). With n₊ = ⌈n(1+p)/2⌉ labels +1 and
-    p̂ = (2n₊ − n)/n ≥ p (the realised imbalance):
+    f(w; +1) = a − w for w ≤ a, (w − a)^τ for w > a;  f(w; −1) = (−a − w)^τ for w ≤ −a, w + a for w
+    > −a; τ = κ/(κ−1), p = 1/(nε), a = p^{κ−1}/2 (= p^{1/(τ−1)}/2). With n₊ = ⌈n(1+p)/2⌉ labels +1
+    and p̂ = (2n₊ − n)/n ≥ p (the realised imbalance):
     - on [−a, a], F(w) = a − p̂w; F′ = −p̂ on (−a, a), (1−p̂)/2 at a⁺, so w* = a, F* = a(1 − p̂)
       (the mirrored dataset, sign = −1, has w* = −a).
     - growth (1, τ) near w*: on [−a, a], F − F* = p̂r ≥ r^τ since r^{τ−1} ≤ (2a)^{τ−1} = p ≤ p̂.
-    - KL, γ = 1 (tight as w → −a: F − F* → 2ap̂ = p^{κ−1}p̂ ≤ p̂^κ = |F′|^κ). Beyond ±a, by convexity
-      F − F* ≤ |F′|·r, so |F′|^κ ≥ F − F* whenever r ≤ |F′|^{κ−1}; right of a, |F′| ≥ (1−p̂)/2 and
+    - KL, γ = 1 (tight as w → −a: F − F* → 2ap̂ = p^{κ−1}p̂ ≤ p̂^κ = |F′|^κ). Beyond ±a, by
+      convexity F − F* ≤ |F′|·r, so |F′|^κ ≥ F − F* whenever r ≤ |F′|^{κ−1}; right of a, |F′| ≥
+      (1−p̂)/2 and
       |F′| ≥ τ(1+p̂)/2·r^{τ−1} (so |F′|^{κ−1} ≥ (τ(1+p̂)/2)^{κ−1} r, enough when τ(1+p̂) ≥ 2); left of −a
-      at distance s, r = 2a + s and |F′| ≥ (1+p̂)/2. So KL holds within a + r₀(p̂) of 0,
-      r₀(q) = min{τ^{−(κ−1)}, r_right(q), ((1+q)/2)^{κ−1} − p^{κ−1}}, r_right(q) = ∞ if τ(1+q) ≥ 2 else
+      at distance s, r = 2a + s and |F′| ≥ (1+p̂)/2. So KL holds within a + r₀(p̂) of 0, r₀(q) =
+      min{τ^{−(κ−1)}, r_right(q), ((1+q)/2)^{κ−1} − p^{κ−1}}, r_right(q) = ∞ if τ(1+q) ≥ 2 else
       ((1−q)/2)^{κ−1}.
-    - The region is public: p̂ is a statistic of the labels (one replaced label moves it by 2/n), so the radius
-      is a + min over the family q = |p̂| ∈ [p, 1] of r₀(q): the last term is smallest at q = p, and r_right(q)
-      stays above (1 − 1/τ)^{κ−1} = κ^{−(κ−1)} (its value at q = 2/τ − 1, beyond which it is ∞), so
-      r₀ = min{τ^{−(κ−1)}, κ^{−(κ−1)} if τ(1+p) < 2, ((1+p)/2)^{κ−1} − p^{κ−1}}. The minimiser w* = ±a and F*
-      are read off the labels, for evaluation only.
+    - The region is public: p̂ is a statistic of the labels (one replaced label moves it by 2/n), so
+      the radius is a + min over the family q = |p̂| ∈ [p, 1] of r₀(q): the last term is smallest at
+      q = p, and r_right(q) stays above (1 − 1/τ)^{κ−1} = κ^{−(κ−1)} (its value at q = 2/τ − 1,
+      beyond which it is ∞), so r₀ = min{τ^{−(κ−1)}, κ^{−(κ−1)} if τ(1+p) < 2, ((1+p)/2)^{κ−1} −
+      p^{κ−1}}. The minimiser w* = ±a and F* are read off the labels, for evaluation only.
     - L0 = 1 on the region: slopes are 1 or τr^{τ−1} ≤ τ·τ^{−(κ−1)(τ−1)} = 1 for r ≤ τ^{−(κ−1)}.
     - L1 = None (kinks at ±a); convex, weak_convexity :func:`default_weak_convexity`.
     """
@@ -178,7 +182,8 @@ class TwoSidedPower(KLObjective):
 
 
 def thm8_instance(n: int, epsilon: float, kappa: float, *, sign: int = 1) -> TwoSidedPower:
-    """Theorem 8's instance (Menart et al. §3): d = 1, ⌈n(1+p)/2⌉ labels ``sign`` (the rest −sign), p = 1/(nε).
+    """Theorem 8's instance (Menart et al. §3): d = 1, ⌈n(1+p)/2⌉ labels ``sign`` (the rest −sign),
+    p = 1/(nε).
 
     Requires p < 1 with at least one label of each kind (nε > 1). w* = sign·a, a = p^{κ−1}/2.
     """
@@ -209,7 +214,8 @@ def lower_bound_thm7(n: int, d: int, epsilon: float, D: float, L0: float) -> flo
 
 
 def lower_bound_thm8(n: int, epsilon: float, kappa: float) -> float:
-    """¼(1/(nε))^κ, Theorem 8's bound on E[excess] ((ε, δ)-DP, 0 < ε ≤ ln 2, δ ≤ (1 − e^{−ε})/16)."""
+    """¼(1/(nε))^κ, Theorem 8's bound on E[excess] ((ε, δ)-DP, 0 < ε ≤ ln 2, δ ≤ (1 −
+    e^{−ε})/16)."""
     n = _integer("n", n, 1)
     epsilon, kappa = _positive("epsilon", epsilon), _positive("kappa", kappa, low=1.0)
     return 0.25 * (1 / (n * epsilon)) ** kappa

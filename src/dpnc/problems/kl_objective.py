@@ -22,9 +22,8 @@ def default_weak_convexity(gamma: float, kappa: float, L0: float) -> float:
     For convex f every L̃1 ≥ 0 is a valid weak-convexity constant, but Algorithm 2 needs L̃1 > 0 and
     trades it off: its round count T ∝ 1 + 32γ²L̃1F0^{(κ−2)/κ} grows with L̃1, while the inner
     problems' error O(L0²d/(L̃1n²ρ)) and the prox radius L0/(2L̃1) grow as L̃1 → 0. This value makes
-    32γ²L̃1F0^{(κ−2)/κ} = 1 with the default F0 = (γL0)^κ (Menart et al. §1.1): T is twice its L̃1 → 0 limit,
-    the largest L̃1 that costs at most that factor.
-    """
+    32γ²L̃1F0^{(κ−2)/κ} = 1 with the default F0 = (γL0)^κ (Menart et al. §1.1): T is twice its L̃1 →
+    0 limit, the largest L̃1 that costs at most that factor."""
     return (gamma * L0) ** (2 - kappa) / (32 * gamma**2)
 
 
@@ -32,40 +31,43 @@ def default_weak_convexity(gamma: float, kappa: float, L0: float) -> float:
 
 
 class KLObjective(Objective):
-    """F(w) = (1/n) Σ_i f(w; x_i) with its (γ,κ)-KL, Lipschitz, smoothness and weak-convexity constants.
+    """F(w) = (1/n) Σ_i f(w; x_i) with its (γ,κ)-KL, Lipschitz, smoothness and weak-convexity
+    constants.
 
     Attributes:
         name: a short name for reports.
         n: the dataset size (may be huge for data-free / sufficient-statistics objectives).
         dim: d.
-        constants: the public :class:`~dpnc.problems.base.Constants`: L0, L1, weak_convexity, gamma, kappa, the
-            region (the ball where they hold) and F_star = min F (for evaluation only).
+        constants: the public :class:`~dpnc.problems.base.Constants`: L0, L1, weak_convexity, gamma,
+            kappa, the region (the ball where they hold) and F_star = min F (for evaluation only).
         w_star: a minimiser (None if unknown), for evaluation only.
 
     :meth:`value` and :meth:`gradient` take w of shape (d,) or (k, d) and return float64.
-    :meth:`example_gradients` gives every example's gradient at one point, (d,) → (n, d), or None when the
-    objective keeps no per-example data (data-free or sufficient statistics); the protocol's batched
-    :meth:`losses`/:meth:`gradients` are built from the same per-example closed forms.
+    :meth:`example_gradients` gives every example's gradient at one point, (d,) → (n, d), or None
+    when the objective keeps no per-example data (data-free or sufficient statistics); the
+    protocol's batched :meth:`losses`/:meth:`gradients` are built from the same per-example closed
+    forms.
 
     Each objective declares, with the proof in its docstring, its constants: the (γ,κ)-KL inequality
-    F(w) − F* ≤ γ^κ‖∇F(w)‖^κ for every w in the region; ‖∇f(w; x)‖ ≤ L0 for w in the region and *every
-    admissible* data point x (a neighbouring dataset may hold any of them), not only the data at hand;
-    ∇f(·; x) L1-Lipschitz on the region (None when f is not smooth there); f(·; x) + (L̃1/2)‖·‖² convex
-    (None if unknown or false). n enters the algorithms only through their noise, so several objectives
-    are *data-free* (all examples identical: F = f, any declared n an honest dataset of n copies of one
-    example) or hold *sufficient statistics* of a dataset of declared size n.
+    F(w) − F* ≤ γ^κ‖∇F(w)‖^κ for every w in the region; ‖∇f(w; x)‖ ≤ L0 for w in the region and
+    *every admissible* data point x (a neighbouring dataset may hold any of them), not only the data
+    at hand; ∇f(·; x) L1-Lipschitz on the region (None when f is not smooth there); f(·; x) +
+    (L̃1/2)‖·‖² convex (None if unknown or false). n enters the algorithms only through their noise,
+    so several objectives are *data-free* (all examples identical: F = f, any declared n an honest
+    dataset of n copies of one example) or hold *sufficient statistics* of a dataset of declared
+    size n.
 
-    **Constants are public.** The algorithms build their schedules and noise from γ, κ, L0, L1, L̃1 and the
-    region, and release them implicitly (a schedule of 10⁴ or 10⁶ rounds is visible), so an objective built
-    from private data declares them from its data *domain* (bounds the user gives, e.g. ‖a‖ ≤ row_bound)
-    and from the user's choices (the region), never from the data: replacing one example changes none of
-    them. An objective that would need a data statistic (a smallest eigenvalue, a mean) asks for a public
-    bound on it instead and refuses to run without one. ``w_star``, ``F_star`` (and a least-squares
-    objective's H, q, s) are read off the data, for *evaluating* results only; no algorithm reads them.
+    **Constants are public.** The algorithms build their schedules and noise from γ, κ, L0, L1, L̃1
+    and the region, and release them implicitly (a schedule of 10⁴ or 10⁶ rounds is visible), so an
+    objective built from private data declares them from its data *domain* (bounds the user gives,
+    e.g. ‖a‖ ≤ row_bound) and from the user's choices (the region), never from the data: replacing
+    one example changes none of them. An objective that would need a data statistic (a smallest
+    eigenvalue, a mean) asks for a public bound on it instead and refuses to run without one.
+    ``w_star``, ``F_star`` (and a least-squares objective's H, q, s) are read off the data, for
+    *evaluating* results only; no algorithm reads them.
 
-    Symbols: gamma=γ, kappa=κ, tau=τ=κ/(κ−1) (growth exponent), L0, L1, weak_convexity=L̃1, D, epsilon=ε,
-    rho=ρ. Lemma numbers are the paper's (Menart et al. §1.1).
-    """
+    Symbols: gamma=γ, kappa=κ, tau=τ=κ/(κ−1) (growth exponent), L0, L1, weak_convexity=L̃1, D,
+    epsilon=ε, rho=ρ. Lemma numbers are the paper's (Menart et al. §1.1)."""
 
     name: str = "kl-objective"
     n: int
@@ -86,7 +88,8 @@ class KLObjective(Objective):
         return g[0] if single else g
 
     def example_gradients(self, w: torch.Tensor) -> torch.Tensor | None:
-        """∇f(w; x_i) for every example: (d,) → (n, d), (k, d) → (k, n, d); None without explicit data."""
+        """∇f(w; x_i) for every example: (d,) → (n, d), (k, d) → (k, n, d); None without explicit
+        data."""
         if not self._explicit:
             return None
         points, single = self._points(w)
@@ -126,13 +129,15 @@ class KLObjective(Objective):
         raise NotImplementedError(f"{self.name} has no per-example losses")
 
     def _gather(self, x, index, per_example, what: str) -> torch.Tensor:
-        """Per-example values from a subclass's all-rows ``per_example`` (O(b·n); a subclass that can read only the
-        rows asked for overrides ``losses``/``gradients`` with :meth:`_checked`, as LeastSquares does)."""
+        """Per-example values from a subclass's all-rows ``per_example`` (O(b·n); a subclass that
+        can read only the rows asked for overrides ``losses``/``gradients`` with :meth:`_checked`,
+        as LeastSquares does)."""
         x, index = self._checked(x, index, what)
         return torch.stack([per_example(x[i])[:, int(index[i])] for i in range(len(index))])
 
     def _checked(self, x, index, what: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x as float64 (b, k, d), index as long (b,)), refused unless the data are per-example and in range."""
+        """(x as float64 (b, k, d), index as long (b,)), refused unless the data are per-example and
+        in range."""
         if not self._explicit:
             raise NotImplementedError(
                 f"{self.name} keeps no per-example data (data-free or sufficient "
@@ -192,7 +197,8 @@ class KLObjective(Objective):
 
 
 class DataFree(KLObjective):
-    """A dataset of n copies of one example: f(·; x_i) = F for every i, so per-example values are F's own."""
+    """A dataset of n copies of one example: f(·; x_i) = F for every i, so per-example values are
+    F's own."""
 
     def losses(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """f(x[i, j]; x_i) = F(x[i, j]) (every example is the same) → (b, k)."""
@@ -209,7 +215,8 @@ class DataFree(KLObjective):
 
 
 def check_kl(objective: KLObjective, points: torch.Tensor) -> float:
-    """max over points of (F(w) − F*)/(γ^κ‖∇F(w)‖^κ); ≤ 1 means the KL inequality holds there (Menart et al. §5.6).
+    """max over points of (F(w) − F*)/(γ^κ‖∇F(w)‖^κ); ≤ 1 means the KL inequality holds there
+    (Menart et al. §5.6).
 
     A point with ∇F = 0 counts 0 if F(w) ≤ F* and +∞ otherwise. Rounding can put a point where the
     inequality is tight (e.g. every point of a quadratic) a few ulps above 1.
@@ -228,9 +235,9 @@ def sample_ball(
 ) -> torch.Tensor:
     """k points (k, d) in the objective's region B_radius(center), from ``seed``.
 
-    radial="volume": uniform in the ball (in high d, near its boundary); "uniform": distance from the
-    center uniform on [0, radius] (more points near the center, where KL constants are often tight).
-    """
+    radial="volume": uniform in the ball (in high d, near its boundary); "uniform": distance from
+    the center uniform on [0, radius] (more points near the center, where KL constants are often
+    tight)."""
     k = _integer("k", k, 1)
     if radial not in ("volume", "uniform"):
         raise ValueError(f"radial must be 'volume' or 'uniform'; got {radial!r}")

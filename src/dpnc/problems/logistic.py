@@ -20,14 +20,13 @@ DATASETS = ("breast-cancer", "digits")
 def unit_features(
     raw: torch.Tensor, transform: str = "identity", *, intercept: bool = True
 ) -> torch.Tensor:
-    """a = (u/√2, 1/√2) with u = φ(z)/‖φ(z)‖ (u = 0 if φ(z) = 0): a public map applied to each row alone.
-    Without ``intercept``, a = u (for models that carry their own biases).
+    """a = (u/√2, 1/√2) with u = φ(z)/‖φ(z)‖ (u = 0 if φ(z) = 0): a public map applied to each row
+    alone. Without ``intercept``, a = u (for models that carry their own biases).
 
-    ``transform`` φ, applied entrywise: ``"identity"``; ``"log"``: log(z + 10⁻³) (nonnegative features spanning
-    orders of magnitude, e.g. areas beside ratios; the constant keeps zeros finite); ``"pixel"``: z/16
-    (scikit-learn's 8×8 digits, intensities 0..16).
-    Row i of the result depends on row i of ``raw`` only, and ‖a‖ ≤ 1 for every row (= 1 unless φ(z) = 0).
-    """
+    ``transform`` φ, applied entrywise: ``"identity"``; ``"log"``: log(z + 10⁻³) (nonnegative
+    features spanning orders of magnitude, e.g. areas beside ratios; the constant keeps zeros
+    finite); ``"pixel"``: z/16 (scikit-learn's 8×8 digits, intensities 0..16). Row i of the result
+    depends on row i of ``raw`` only, and ‖a‖ ≤ 1 for every row (= 1 unless φ(z) = 0)."""
     raw = torch.as_tensor(raw, dtype=torch.float64)
     if raw.ndim != 2 or not bool(torch.isfinite(raw).all()):
         raise ValueError(f"raw must be a finite (n, p) tensor; got shape {tuple(raw.shape)}")
@@ -50,30 +49,33 @@ def unit_features(
 
 
 class LogisticRegression(Problem):
-    """Binary (``classes=2``) or multinomial logistic regression with optional ridge λ on the ball ‖x‖ ≤ R.
+    """Binary (``classes=2``) or multinomial logistic regression with optional ridge λ on the ball
+    ‖x‖ ≤ R.
 
     Args:
-        a: features (n, p), every row of norm ≤ 1 (e.g. :func:`unit_features`); the constants rely on it.
+        a: features (n, p), every row of norm ≤ 1 (e.g. :func:`unit_features`); the constants rely
+            on it.
         y: integer labels (n,) in [0, classes).
         classes: K ≥ 2; d = p for K = 2 (one weight vector), d = K·p otherwise.
         l2: λ ≥ 0, the ridge term (λ/2)‖x‖² of every per-example loss.
         radius: R of the region ‖x‖ ≤ R (default √(2 log K/λ) when λ > 0, none when λ = 0).
 
-    Constants (public: they follow from the loss alone, given ‖a‖ ≤ 1 for *every* admissible example):
+    Constants (public: they follow from the loss alone, given ‖a‖ ≤ 1 for *every* admissible
+    example):
 
-    * binary (``classes=2``), y ∈ {0, 1}, s = 2y − 1: f(x; a, y) = log(1 + exp(−s⟨x, a⟩)) + (λ/2)‖x‖²,
-      ∇f = −s·σ(−s⟨x, a⟩)·a + λx, so ‖∇f‖ ≤ ‖a‖ + λ‖x‖ ≤ 1 + λR and ∇²f ⪯ (‖a‖²/4 + λ)I: L0 = 1 + λR,
-      L1 = 1/4 + λ.
+    * binary (``classes=2``), y ∈ {0, 1}, s = 2y − 1: f(x; a, y) = log(1 + exp(−s⟨x, a⟩)) +
+      (λ/2)‖x‖², ∇f = −s·σ(−s⟨x, a⟩)·a + λx, so ‖∇f‖ ≤ ‖a‖ + λ‖x‖ ≤ 1 + λR and ∇²f ⪯ (‖a‖²/4 + λ)I:
+      L0 = 1 + λR, L1 = 1/4 + λ.
     * multinomial (``classes=K``), x = vec(W), W ∈ R^{K×p}: f = logsumexp(Wa) − (Wa)_y + (λ/2)‖x‖²,
-      ∇f = (π − e_y) ⊗ a + λx with π = softmax(Wa); ‖π − e_y‖² = (1 − π_y)² + Σ_{k≠y} π_k² ≤ 2(1 − π_y)² ≤ 2,
-      so L0 = √2 + λR; ∇²f = (diag π − ππᵀ) ⊗ aaᵀ + λI and λ_max(diag π − ππᵀ) ≤ 1/2: L1 = 1/2 + λ.
+      ∇f = (π − e_y) ⊗ a + λx with π = softmax(Wa); ‖π − e_y‖² = (1 − π_y)² + Σ_{k≠y} π_k² ≤ 2(1 −
+      π_y)² ≤ 2, so L0 = √2 + λR; ∇²f = (diag π − ππᵀ) ⊗ aaᵀ + λI and λ_max(diag π − ππᵀ) ≤ 1/2: L1
+      = 1/2 + λ.
 
-    Both losses are convex (weak convexity 0). With λ > 0, F is λ-strongly convex, hence PL:
-    F(x) − F* ≤ ‖∇F(x)‖²/(2λ), the (γ, κ)-KL inequality with κ = 2, γ = 1/√(2λ). The default region
-    R = √(2·log K/λ) holds the minimiser: λ/2‖x*‖² ≤ F(x*) ≤ F(0) = log K (public). With λ = 0 there is no
-    region (L0 = 1 or √2 on all of R^d) and no KL constants (the minimum may not be attained).
-    Closed-form per-example gradients.
-    """
+    Both losses are convex (weak convexity 0). With λ > 0, F is λ-strongly convex, hence PL: F(x) −
+    F* ≤ ‖∇F(x)‖²/(2λ), the (γ, κ)-KL inequality with κ = 2, γ = 1/√(2λ). The default region R =
+    √(2·log K/λ) holds the minimiser: λ/2‖x*‖² ≤ F(x*) ≤ F(0) = log K (public). With λ = 0 there is
+    no region (L0 = 1 or √2 on all of R^d) and no KL constants (the minimum may not be attained).
+    Closed-form per-example gradients."""
 
     name = "logistic"
 
@@ -126,11 +128,12 @@ class LogisticRegression(Problem):
     def load(
         cls, dataset: str, *, l2: float = 1e-4, seed: int = 0, test_fraction: float = 0.2
     ) -> tuple[LogisticRegression, LogisticRegression]:
-        """(train, test) on a scikit-learn dataset shipped with the package, rows shuffled by ``seed``.
+        """(train, test) on a scikit-learn dataset shipped with the package, rows shuffled by
+        ``seed``.
 
-        ``"breast-cancer"``: 569 × 30, binary (1 = benign), φ = log(z + 10⁻³); ``"digits"``: 1797 × 64, 10 classes,
-        φ = z/16. Features by :func:`unit_features` (public, per example), so the split changes no constant.
-        """
+        ``"breast-cancer"``: 569 × 30, binary (1 = benign), φ = log(z + 10⁻³); ``"digits"``: 1797 ×
+        64, 10 classes, φ = z/16. Features by :func:`unit_features` (public, per example), so the
+        split changes no constant."""
         from sklearn import datasets
 
         if dataset == "breast-cancer":
@@ -151,7 +154,8 @@ class LogisticRegression(Problem):
 
     @property
     def constants(self) -> Constants:
-        """L0, L1, weak convexity 0, the region, and with λ > 0 the PL constants κ = 2, γ = 1/√(2λ)."""
+        """L0, L1, weak convexity 0, the region, and with λ > 0 the PL constants κ = 2, γ =
+        1/√(2λ)."""
         region = (
             None
             if self.radius is None
@@ -169,7 +173,8 @@ class LogisticRegression(Problem):
     # --- losses and gradients ------------------------------------------------------------------
 
     def _scores(self, x: torch.Tensor, a: torch.Tensor, shared: bool) -> torch.Tensor:
-        """⟨x, a⟩ (binary) or W a (multinomial): x (b, k, d) per example, or (k, d) shared → (b, k[, K])."""
+        """⟨x, a⟩ (binary) or W a (multinomial): x (b, k, d) per example, or (k, d) shared → (b, k[,
+        K])."""
         if self.classes == 2:
             return torch.einsum("kd,bd->bk" if shared else "bkd,bd->bk", x, a)
         W = x.unflatten(-1, (self.classes, self.features))
@@ -219,7 +224,8 @@ class LogisticRegression(Problem):
         return g + self.l2 * x if self.l2 else g
 
     def example_gradients(self, w: torch.Tensor) -> torch.Tensor:
-        """∇f(w; z_i) for every example, as the KL algorithms ask: (d,) → (n, d), (k, d) → (k, n, d)."""
+        """∇f(w; z_i) for every example, as the KL algorithms ask: (d,) → (n, d), (k, d) → (k, n,
+        d)."""
         points, single = self._as_points(w, "w")
         g = self.gradients(points.expand(self.n, *points.shape), torch.arange(self.n)).transpose(
             0, 1
@@ -239,7 +245,8 @@ class LogisticRegression(Problem):
     # --- evaluation ------------------------------------------------------------------------------
 
     def accuracy(self, points: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-        """The fraction of examples classified right at points (k, d) → (k,) (or (d,) → a scalar)."""
+        """The fraction of examples classified right at points (k, d) → (k,) (or (d,) → a
+        scalar)."""
         points, single = self._check_eval(points, chunk)
         correct = torch.zeros(points.shape[0], dtype=points.dtype)
         for a, y in self._chunks(chunk):
@@ -250,7 +257,8 @@ class LogisticRegression(Problem):
         return correct[0] if single else correct
 
     def solve(self, iterations: int = 200) -> torch.Tensor:
-        """The non-private minimiser of F (L-BFGS from 0, projected onto the region): the ε = ∞ reference.
+        """The non-private minimiser of F (L-BFGS from 0, projected onto the region): the ε = ∞
+        reference.
 
         Not private: for evaluating private runs only (excess risk F(x) − F(x̂))."""
         x = torch.zeros(self.dim, dtype=torch.float64, requires_grad=True)

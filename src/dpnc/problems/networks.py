@@ -1,8 +1,8 @@
 """Neural-network objectives: nonsmooth, nonconvex, Lipschitz only on a ball of parameters.
 
-- :class:`TwoLayerReLU`: a one-hidden-layer ReLU network on scikit-learn's breast-cancer data, hinge or
-  absolute loss; its Lipschitz constant L0 = √(1 + 2R²) holds on the ball ‖x‖ ≤ R, declared as its
-  :class:`~dpnc.problems.base.Region`.
+- :class:`TwoLayerReLU`: a one-hidden-layer ReLU network on scikit-learn's breast-cancer data, hinge
+  or absolute loss; its Lipschitz constant L0 = √(1 + 2R²) holds on the ball ‖x‖ ≤ R, declared as
+  its :class:`~dpnc.problems.base.Region`.
 """
 
 from __future__ import annotations
@@ -20,26 +20,28 @@ LOSSES = ("hinge", "absolute")
 class TwoLayerReLU(Problem):
     """A one-hidden-layer ReLU network, f(x, (z, y)) = ℓ(y, v·relu(Wz + c) + b0), on real data.
 
-    Parameters x ∈ R^d, d = h·p + 2h + 1, are the flattened (W (h×p, row-major), c (h), v (h), b0 (1)).
-    Loss ``"hinge"``: max(0, 1 − y·pred); ``"absolute"``: |y − pred|; labels y = ±1. Both are
+    Parameters x ∈ R^d, d = h·p + 2h + 1, are the flattened (W (h×p, row-major), c (h), v (h), b0
+    (1)). Loss ``"hinge"``: max(0, 1 − y·pred); ``"absolute"``: |y − pred|; labels y = ±1. Both are
     1-Lipschitz in pred, and nonsmooth (hinge, ReLU) and nonconvex (the product v·relu(Wz)) in x.
 
-    Lipschitz (on the ball ‖x‖ ≤ R only: f grows quadratically in x, so no global L exists). For
-    ‖z‖ ≤ 1, where the gradient exists, ∂pred/∂W_k = v_k·1[pre_k > 0]·z, ∂pred/∂c_k = v_k·1[pre_k > 0],
+    Lipschitz (on the ball ‖x‖ ≤ R only: f grows quadratically in x, so no global L exists). For ‖z‖
+    ≤ 1, where the gradient exists, ∂pred/∂W_k = v_k·1[pre_k > 0]·z, ∂pred/∂c_k = v_k·1[pre_k > 0],
     ∂pred/∂v_k = relu(pre_k) ≤ ‖W_k‖‖z‖ + |c_k|, ∂pred/∂b0 = 1, so
 
-        ‖∇pred‖² ≤ 1 + Σ_k [v_k²(‖z‖² + 1) + (‖W_k‖ + |c_k|)²] ≤ 1 + 2‖v‖² + 2(‖W‖²_F + ‖c‖²) ≤ 1 + 2R²,
+        ‖∇pred‖² ≤ 1 + Σ_k [v_k²(‖z‖² + 1) + (‖W_k‖ + |c_k|)²] ≤ 1 + 2‖v‖² + 2(‖W‖²_F + ‖c‖²) ≤ 1 +
+        2R²,
 
-    using (s + t)² ≤ 2(s² + t²) and ‖v‖² + ‖W‖²_F + ‖c‖² ≤ ‖x‖² ≤ R². Hence ‖∇f‖ ≤ L = √(1 + 2R²), and,
-    the ball being convex, |f(x) − f(y)| ≤ L‖x − y‖ for x, y in it (Lebourg's mean value theorem). The bound
-    is attained (b0 = 0, W_k ∥ z, |c_k| = ‖W_k‖, ‖z‖ = 1, loss active). Outside the ball the declared L is
-    not a bound: the estimators then clip differences to it, so privacy holds but unbiasedness does not.
+    using (s + t)² ≤ 2(s² + t²) and ‖v‖² + ‖W‖²_F + ‖c‖² ≤ ‖x‖² ≤ R². Hence ‖∇f‖ ≤ L = √(1 + 2R²),
+    and, the ball being convex, |f(x) − f(y)| ≤ L‖x − y‖ for x, y in it (Lebourg's mean value
+    theorem). The bound is attained (b0 = 0, W_k ∥ z, |c_k| = ‖W_k‖, ‖z‖ = 1, loss active). Outside
+    the ball the declared L is not a bound: the estimators then clip differences to it, so privacy
+    holds but unbiasedness does not.
 
     Data (:meth:`breast_cancer`): scikit-learn's Wisconsin breast-cancer set (569 × 30, shipped with
-    scikit-learn), each row mapped alone by :func:`~dpnc.problems.logistic.unit_features` (log(z + 10⁻³), then
-    scaled to unit norm): no statistic across examples (a mean or standard deviation of the data would be an
-    un-noised release of it); y = +1 benign, −1 malignant; rows shuffled by ``seed``.
-    """
+    scikit-learn), each row mapped alone by :func:`~dpnc.problems.logistic.unit_features` (log(z +
+    10⁻³), then scaled to unit norm): no statistic across examples (a mean or standard deviation of
+    the data would be an un-noised release of it); y = +1 benign, −1 malignant; rows shuffled by
+    ``seed``."""
 
     name = "two-layer-relu"
 
@@ -92,7 +94,8 @@ class TwoLayerReLU(Problem):
     def breast_cancer(
         cls, hidden: int = 16, loss: str = "hinge", radius: float = 10.0, seed: int | None = 0
     ) -> TwoLayerReLU:
-        """The breast-cancer instance; ``seed`` shuffles the rows (None keeps scikit-learn's order)."""
+        """The breast-cancer instance; ``seed`` shuffles the rows (None keeps scikit-learn's
+        order)."""
         from sklearn.datasets import load_breast_cancer
 
         raw = load_breast_cancer()
@@ -127,7 +130,8 @@ class TwoLayerReLU(Problem):
         )
 
     def init(self, generator: torch.Generator) -> torch.Tensor:
-        """A standard random start (torch.nn.Linear's): W, c ∼ U(±1/√p), v, b0 ∼ U(±1/√h); ‖x‖² ≈ h/3.
+        """A standard random start (torch.nn.Linear's): W, c ∼ U(±1/√p), v, b0 ∼ U(±1/√h); ‖x‖² ≈
+        h/3.
 
         Raises ValueError if the point falls outside the ball ‖x‖ ≤ radius, where L is declared.
         """
@@ -168,7 +172,8 @@ class TwoLayerReLU(Problem):
         return self._apply_loss(self._shared_predict(points, z), y)
 
     def accuracy(self, points: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-        """The fraction of examples with sign(pred) = y, at points (k, d) → (k,) (or (d,) → a scalar)."""
+        """The fraction of examples with sign(pred) = y, at points (k, d) → (k,) (or (d,) → a
+        scalar)."""
         points, single = self._check_eval(points, chunk)
         correct = torch.zeros(points.shape[0], dtype=points.dtype)
         for z, y in self._chunks(chunk):

@@ -32,7 +32,8 @@ __all__ = [
 
 
 class Solution(NamedTuple):
-    """A minimiser x of F and F(x) (evaluated by the problem itself, so it matches :meth:`Problem.value`)."""
+    """A minimiser x of F and F(x) (evaluated by the problem itself, so it matches
+    :meth:`Problem.value`)."""
 
     x: torch.Tensor
     value: float
@@ -42,7 +43,8 @@ class Solution(NamedTuple):
 
 
 class _Linear(Problem):
-    """f(x, z) = φ(r) with r = ⟨a_z, x⟩ − b_z (b_z = 0 when the data hold only a). Subclasses give φ, φ′."""
+    """f(x, z) = φ(r) with r = ⟨a_z, x⟩ − b_z (b_z = 0 when the data hold only a). Subclasses give
+    φ, φ′."""
 
     def _phi(self, r: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -80,7 +82,8 @@ class _Linear(Problem):
 
 
 class _AbsResidual(_Linear):
-    """φ(r) = |r|: the uniform-ball smoothing of each example has a closed form (see :class:`AbsLinear`)."""
+    """φ(r) = |r|: the uniform-ball smoothing of each example has a closed form (see
+    :class:`AbsLinear`)."""
 
     def _phi(self, r):
         return r.abs()
@@ -91,11 +94,12 @@ class _AbsResidual(_Linear):
     def smoothed_gradient(
         self, points: torch.Tensor, delta: float, chunk: int = 1024
     ) -> torch.Tensor:
-        """∇F̂_δ(x), F̂_δ(x) = E_{v∼U_B} F(x + δv), exactly, at points (k, d) → (k, d) (or (d,) → (d,)).
+        """∇F̂_δ(x), F̂_δ(x) = E_{v∼U_B} F(x + δv), exactly, at points (k, d) → (k, d) (or (d,) →
+        (d,)).
 
-        Per example, ∇f̂_δ = a·(2·I_{(1+c)/2}((d+1)/2, (d+1)/2) − 1) with c = (⟨a, x⟩ − b)/(δ‖a‖) clipped
-        to [−1, 1] (:class:`AbsLinear`); F̂_δ is the mean of the f̂_δ, so ∇F̂_δ is their mean.
-        """
+        Per example, ∇f̂_δ = a·(2·I_{(1+c)/2}((d+1)/2, (d+1)/2) − 1) with c = (⟨a, x⟩ − b)/(δ‖a‖)
+        clipped to [−1, 1] (:class:`AbsLinear`); F̂_δ is the mean of the f̂_δ, so ∇F̂_δ is their
+        mean."""
         return self._smoothed(points, delta, chunk, gradient=True)
 
     def smoothed_value(self, points: torch.Tensor, delta: float, chunk: int = 1024) -> torch.Tensor:
@@ -130,10 +134,12 @@ class _AbsResidual(_Linear):
 
 
 class AbsLinear(_AbsResidual):
-    """f(x) = |⟨a, x⟩|: one data point (the vector a), the closed-form nonsmooth test of ZTC §5, property 2.
+    """f(x) = |⟨a, x⟩|: one data point (the vector a), the closed-form nonsmooth test of ZTC §5,
+    property 2.
 
-    Lipschitz: L = ‖a‖, since ||⟨a, x⟩| − |⟨a, y⟩|| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖ (Cauchy–Schwarz), with
-    equality along a; this is also the worst case of the sensitivity tests (ZTC §5, property 4).
+    Lipschitz: L = ‖a‖, since ||⟨a, x⟩| − |⟨a, y⟩|| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖ (Cauchy–Schwarz),
+    with equality along a; this is also the worst case of the sensitivity tests (ZTC §5, property
+    4).
 
     Uniform-ball smoothing ĥ_δ(x) = E_{v∼U_B}|⟨a, x + δv⟩|, in closed form (the reason this problem
     exists): write t = ⟨a, x⟩/‖a‖ and s = ⟨a, v⟩/‖a‖. The marginal of U_B along a unit direction
@@ -143,10 +149,9 @@ class AbsLinear(_AbsResidual):
         ∇ĥ_δ(x) = E[sign(t + δs)]·a = (2G(c) − 1)·a                (d = 1: c·a; d = 3: (3c − c³)/2·a)
         ĥ_δ(x)  = ‖a‖δ·[c_raw·(2G(c) − 1) + (1 − c²)^{(d+1)/2} / ((d+1)/2 · B(1/2, (d+1)/2))]
 
-    with c_raw the unclipped c (for |c_raw| ≥ 1 this is |⟨a, x⟩|; for d = 1 it is ‖a‖δ(1 + c²)/2). The
-    second line uses E[s·1(s > −c)] = (1 − c²)^{(d+1)/2}/((d+1)·B(1/2, (d+1)/2)). F = f, so
-    :meth:`smoothed_gradient` is ∇F̂_δ exactly. F's minimum is 0, on the hyperplane ⟨a, x⟩ = 0.
-    """
+    with c_raw the unclipped c (for |c_raw| ≥ 1 this is |⟨a, x⟩|; for d = 1 it is ‖a‖δ(1 + c²)/2).
+    The second line uses E[s·1(s > −c)] = (1 − c²)^{(d+1)/2}/((d+1)·B(1/2, (d+1)/2)). F = f, so
+    :meth:`smoothed_gradient` is ∇F̂_δ exactly. F's minimum is 0, on the hyperplane ⟨a, x⟩ = 0."""
 
     name = "abs-linear"
     minimum = 0.0  # min F, attained on the hyperplane ⟨a, x⟩ = 0
@@ -183,22 +188,24 @@ class AbsLinear(_AbsResidual):
 
 
 class L1Regression(_AbsResidual):
-    """f(x, (a, b)) = |⟨a, x⟩ − b|, least absolute deviations, with a planted x* (ZTC §5, property 18).
+    """f(x, (a, b)) = |⟨a, x⟩ − b|, least absolute deviations, with a planted x* (ZTC §5, property
+    18).
 
-    Data (:meth:`synthetic`): a_i uniform on the unit sphere, x* ∼ N(0, I_d) (so ⟨a_i, x*⟩ has variance
-    ‖x*‖²/d ≈ 1), b_i = ⟨a_i, x*⟩ + ε_i with ε_i ∼ N(0, noise²).
+    Data (:meth:`synthetic`): a_i uniform on the unit sphere, x* ∼ N(0, I_d) (so ⟨a_i, x*⟩ has
+    variance ‖x*‖²/d ≈ 1), b_i = ⟨a_i, x*⟩ + ε_i with ε_i ∼ N(0, noise²).
 
-    Lipschitz: L = 1 (= max‖a_i‖, attained by every example): ||r(x)| − |r(y)|| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖
-    and ‖a‖ ≤ 1 on the data domain.
+    Lipschitz: L = 1 (= max‖a_i‖, attained by every example): ||r(x)| − |r(y)|| ≤ |⟨a, x − y⟩| ≤
+    ‖a‖‖x − y‖ and ‖a‖ ≤ 1 on the data domain.
 
     What is known about x*:
-    - noise = 0: F(x*) = 0 = min F, and x* is the unique minimiser once the a_i span R^d (n ≥ d, almost
-      surely for sphere rows);
-    - noise > 0: x* minimises the *population* risk E|⟨a, x⟩ − b|, because ε is symmetric about 0 so,
-      for every a, the median of b given a is ⟨a, x*⟩. It does not minimise the empirical F exactly; the
-      empirical minimiser (the LAD estimator) tends to x* as n → ∞. :meth:`solve` gives the exact
-      empirical minimum.
-    The smoothing F̂_δ and its gradient are exact (:meth:`smoothed_value`, :meth:`smoothed_gradient`).
+    - noise = 0: F(x*) = 0 = min F, and x* is the unique minimiser once the a_i span R^d (n ≥ d,
+      almost surely for sphere rows);
+    - noise > 0: x* minimises the *population* risk E|⟨a, x⟩ − b|, because ε is symmetric about 0
+      so, for every a, the median of b given a is ⟨a, x*⟩. It does not minimise the empirical F
+      exactly; the empirical minimiser (the LAD estimator) tends to x* as n → ∞. :meth:`solve` gives
+      the exact empirical minimum.
+    The smoothing F̂_δ and its gradient are exact (:meth:`smoothed_value`,
+    :meth:`smoothed_gradient`).
 
     Attributes:
         x_star: the planted x* (None when built from given data); kept by :meth:`subset`.
@@ -231,7 +238,8 @@ class L1Regression(_AbsResidual):
         return cls(a, b, x_star=x_star, noise=float(noise))
 
     def solve(self) -> Solution:
-        """The exact minimum of F: least absolute deviations as a linear program (HiGHS, tolerance ≈ 1e-7)."""
+        """The exact minimum of F: least absolute deviations as a linear program (HiGHS, tolerance ≈
+        1e-7)."""
         return _solve_lad(self, *self.data)
 
     def __repr__(self) -> str:
@@ -239,18 +247,22 @@ class L1Regression(_AbsResidual):
 
 
 class RobustRegression(_Linear):
-    """f(x, (a, b)) = log(1 + |⟨a, x⟩ − b|): a robust regression loss, nonconvex and nonsmooth, no smoothing.
+    """f(x, (a, b)) = log(1 + |⟨a, x⟩ − b|): a robust regression loss, nonconvex and nonsmooth, no
+    smoothing.
 
     φ(r) = log(1 + |r|) is concave in |r| (so F is nonconvex) and has a kink at r = 0 (so F is
-    nonsmooth); a gross outlier adds at most log(1 + |r|) to F and its gradient weight decays as 1/(1 + |r|).
+    nonsmooth); a gross outlier adds at most log(1 + |r|) to F and its gradient weight decays as
+    1/(1 + |r|).
 
-    Lipschitz: L = 1 = max‖a‖. |φ′(r)| = 1/(1 + |r|) ≤ 1 off 0 and φ is continuous, so φ is 1-Lipschitz,
-    and |φ(r(x)) − φ(r(y))| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖. The bound is attained as r → 0.
+    Lipschitz: L = 1 = max‖a‖. |φ′(r)| = 1/(1 + |r|) ≤ 1 off 0 and φ is continuous, so φ is
+    1-Lipschitz, and |φ(r(x)) − φ(r(y))| ≤ |⟨a, x − y⟩| ≤ ‖a‖‖x − y‖. The bound is attained as r →
+    0.
 
     Data (:meth:`synthetic`): a_i uniform on the unit sphere, x* ∼ N(0, I_d), b_i = ⟨a_i, x*⟩ + ε_i
-    with ε_i ∼ N(0, noise²); then round(outliers·n) examples chosen at random get b_i = outlier_scale·g_i,
-    g_i ∼ N(0, 1), independent of a_i (``outlier_mask`` marks them). x* is the planted parameter and fits
-    every inlier exactly when noise = 0, but F is nonconvex: x* is not certified to minimise F.
+    with ε_i ∼ N(0, noise²); then round(outliers·n) examples chosen at random get b_i =
+    outlier_scale·g_i, g_i ∼ N(0, 1), independent of a_i (``outlier_mask`` marks them). x* is the
+    planted parameter and fits every inlier exactly when noise = 0, but F is nonconvex: x* is not
+    certified to minimise F.
 
     Attributes:
         x_star: the planted x* (None when built from given data).
@@ -320,19 +332,19 @@ class RobustRegression(_Linear):
 
 
 class MaxOfAffine(Problem):
-    """f(x, (A, c)) = max_j (⟨A_j, x⟩ + c_j) with A of shape (pieces, d): the standard piecewise-linear test.
+    """f(x, (A, c)) = max_j (⟨A_j, x⟩ + c_j) with A of shape (pieces, d): the standard
+    piecewise-linear test.
 
-    Convex per example (so F is convex) but nonsmooth wherever two pieces tie: the kinks make Goldstein
-    stationarity, not ‖∇F‖, the right measure.
+    Convex per example (so F is convex) but nonsmooth wherever two pieces tie: the kinks make
+    Goldstein stationarity, not ‖∇F‖, the right measure.
 
     Lipschitz: L = 1 = max_j ‖A_j‖. With j* the active piece at x, f(x) − f(y) ≤ ⟨A_{j*}, x − y⟩ ≤
     max_j ‖A_j‖‖x − y‖, and symmetrically; the gradient, where it exists, is a row A_{j*}.
 
-    Data (:meth:`synthetic`): rows A_ij uniform on the unit sphere, offsets c_ij ∼ N(0, 1). F is bounded
-    below iff mean_i max_j ⟨A_ij, h⟩ ≥ 0 for every direction h; with pieces ≥ 2 the expectation of each
-    term is positive, so this holds with overwhelming probability once n ≫ d. :meth:`solve` says for sure
-    and gives the exact minimum (a linear program).
-    """
+    Data (:meth:`synthetic`): rows A_ij uniform on the unit sphere, offsets c_ij ∼ N(0, 1). F is
+    bounded below iff mean_i max_j ⟨A_ij, h⟩ ≥ 0 for every direction h; with pieces ≥ 2 the
+    expectation of each term is positive, so this holds with overwhelming probability once n ≫ d.
+    :meth:`solve` says for sure and gives the exact minimum (a linear program)."""
 
     name = "max-of-affine"
 
@@ -368,7 +380,8 @@ class MaxOfAffine(Problem):
         return (torch.einsum("bkd,bpd->bkp", x, A) + c[:, None, :]).amax(-1)
 
     def gradients(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """A_{j*} for the active piece j* (the first one at a tie: an element of the subdifferential)."""
+        """A_{j*} for the active piece j* (the first one at a tie: an element of the
+        subdifferential)."""
         index = self._check_index(index)
         self._check_points(x, len(index))
         A, c = self.data[0][index], self.data[1][index]
@@ -384,7 +397,8 @@ class MaxOfAffine(Problem):
         return torch.take_along_dim(A, j[..., None], dim=1).sum(0)
 
     def solve(self) -> Solution:
-        """The exact minimum of F (a linear program; HiGHS, tolerance ≈ 1e-7). RuntimeError if unbounded."""
+        """The exact minimum of F (a linear program; HiGHS, tolerance ≈ 1e-7). RuntimeError if
+        unbounded."""
         return _solve_max_affine(self, *self.data)
 
     def __repr__(self) -> str:
@@ -415,10 +429,11 @@ def _abs_smoothing(
 
 
 def _solve_max_affine(problem: Problem, A: torch.Tensor, c: torch.Tensor) -> Solution:
-    """min_x (1/n) Σ_i max_j (⟨A_ij, x⟩ + c_ij) as the LP min (1/n) Σ t_i s.t. ⟨A_ij, x⟩ − t_i ≤ −c_ij.
+    """min_x (1/n) Σ_i max_j (⟨A_ij, x⟩ + c_ij) as the LP min (1/n) Σ t_i s.t. ⟨A_ij, x⟩ − t_i ≤
+    −c_ij.
 
-    Interior point with crossover: ~20 s for n = 10⁴, pieces = 5, d = 20 on 2 cores (simplex: minutes).
-    """
+    Interior point with crossover: ~20 s for n = 10⁴, pieces = 5, d = 20 on 2 cores (simplex:
+    minutes)."""
     n, P, d = A.shape
     A_ub = sparse.hstack(
         [
@@ -442,7 +457,8 @@ def _solve_max_affine(problem: Problem, A: torch.Tensor, c: torch.Tensor) -> Sol
 
 
 def _solve_lad(problem: Problem, a: torch.Tensor, b: torch.Tensor) -> Solution:
-    """min_x (1/n) Σ_i |⟨a_i, x⟩ − b_i| as the LP min (1/n) Σ (u_i + w_i) s.t. ⟨a_i, x⟩ + u_i − w_i = b_i, u, w ≥ 0.
+    """min_x (1/n) Σ_i |⟨a_i, x⟩ − b_i| as the LP min (1/n) Σ (u_i + w_i) s.t. ⟨a_i, x⟩ + u_i − w_i
+    = b_i, u, w ≥ 0.
 
     n equality rows (half of the max-of-two-pieces form): 5–15 s for n = 4·10⁴, d = 10 on 2 cores.
     """

@@ -20,10 +20,10 @@ class Quadratic(Objective):
     :meth:`gradients`, and DP-GD's closed form :meth:`clipped_gradient_sum`); :meth:`value` and
     :meth:`gradient` take a ``split`` ("train" or "test") for evaluation.
 
-    Constants: ∇f(·; ξ) is ‖A‖₂-Lipschitz, so L1 = max_j a_j (= 1). f(·; ξ) is *not* globally Lipschitz
-    (‖∇f(x; ξ)‖ = ‖A(x − ξ)‖ grows with ‖x‖ and with the unbounded Gaussian data), so no L0 is declared:
-    the quadratic is DPZero's smoothness test (A3.5 holds only locally, DPZero §7.8), and the algorithms'
-    privacy rests on their clipping threshold C, never on an L0.
+    Constants: ∇f(·; ξ) is ‖A‖₂-Lipschitz, so L1 = max_j a_j (= 1). f(·; ξ) is *not* globally
+    Lipschitz (‖∇f(x; ξ)‖ = ‖A(x − ξ)‖ grows with ‖x‖ and with the unbounded Gaussian data), so no
+    L0 is declared: the quadratic is DPZero's smoothness test (A3.5 holds only locally, DPZero
+    §7.8), and the algorithms' privacy rests on their clipping threshold C, never on an L0.
 
     Args:
         a: the diagonal of A, shape (d,).
@@ -61,8 +61,9 @@ class Quadratic(Objective):
         """The paper's instance: ξ ~ N(1, I_d), A by ``hessian`` in {"identity", "sqrt", "inverse"}.
 
         A = diag(a), ‖A‖₂ = 1, so the effective rank is r = Tr A: ``"identity"``, a_j = 1, r = d;
-        ``"sqrt"``, a_j = 1/√j, r = O(√d); ``"inverse"``, a_j = 1/j, r = O(log d). Every coordinate of
-        every ξ_i is i.i.d. N(1, 1); the test set (``n_test`` rows, default n) has the same law."""
+        ``"sqrt"``, a_j = 1/√j, r = O(√d); ``"inverse"``, a_j = 1/j, r = O(log d). Every coordinate
+        of every ξ_i is i.i.d. N(1, 1); the test set (``n_test`` rows, default n) has the same
+        law."""
         if hessian not in HESSIANS:
             raise ValueError(f"hessian must be one of {HESSIANS}; got {hessian!r}")
         if not isinstance(d, int) or d < 1:
@@ -95,7 +96,8 @@ class Quadratic(Objective):
     # --- per-example values (what the algorithms see) -------------------------------------------
 
     def losses_at(self, points: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
-        """ℓ_i(x) = ½xᵀAx − xᵀAξ_i + ½ξ_iᵀAξ_i at points (..., d) shared by the batch → (..., |index|).
+        """ℓ_i(x) = ½xᵀAx − xᵀAξ_i + ½ξ_iᵀAξ_i at points (..., d) shared by the batch → (...,
+        |index|).
 
         ``index`` None: every training example.
         """
@@ -105,11 +107,12 @@ class Quadratic(Objective):
     def two_point(
         self, x: torch.Tensor, u: torch.Tensor, lam: float, index: torch.Tensor | None = None
     ):
-        """The two-point differences at points x (..., d) along u, in closed form: a :class:`~dpnc.problems.base.
-        Directional` with a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) = (Au)ᵀx − (Au)ᵀξ_i (exact on a quadratic, for
-        every λ) → (..., |index|), and the mean loss over both points, F_batch(x) + ½λ²uᵀAu, as
-        :class:`~dpnc.estimators.TwoPoint` reports it. The product of the batch's data with Au is shared by all
-        runs: O(nd + Kn) a step instead of two O(Knd) evaluations."""
+        """The two-point differences at points x (..., d) along u, in closed form: a
+        :class:`~dpnc.problems.base. Directional` with a_i = (ℓ_i(x + λu) − ℓ_i(x − λu))/(2λ) =
+        (Au)ᵀx − (Au)ᵀξ_i (exact on a quadratic, for every λ) → (..., |index|), and the mean loss
+        over both points, F_batch(x) + ½λ²uᵀAu, as :class:`~dpnc.estimators.TwoPoint` reports it.
+        The product of the batch's data with Au is shared by all runs: O(nd + Kn) a step instead of
+        two O(Knd) evaluations."""
         au = self.a * u
         xi, c = self._rows(index, "xi", "c")
         if self._full(index):
@@ -121,14 +124,16 @@ class Quadratic(Objective):
         return Directional((x @ au).unsqueeze(-1) - xi @ au, loss + 0.5 * lam**2 * (u * au).sum())
 
     def _full(self, index: torch.Tensor | None) -> bool:
-        """Is ``index`` the whole training set in order (None, or what a full-batch sampler draws)?"""
+        """Is ``index`` the whole training set in order (None, or what a full-batch sampler
+        draws)?"""
         return index is None or (
             len(index) == self.n and bool((index == torch.arange(self.n)).all())
         )
 
     def _rows(self, index: torch.Tensor | None, *names: str) -> tuple[torch.Tensor, ...]:
-        """The training statistics ``names`` ("xi" the data) of the examples ``index``; the full batch (None, or
-        every example in order, as a full-batch sampler draws it) without copying n × d rows each step."""
+        """The training statistics ``names`` ("xi" the data) of the examples ``index``; the full
+        batch (None, or every example in order, as a full-batch sampler draws it) without copying n
+        × d rows each step."""
         s, full = {"xi": self.train, **self._stats["train"]}, self._full(index)
         return tuple(s[name] if full else s[name][index] for name in names)
 
@@ -156,8 +161,8 @@ class Quadratic(Objective):
         A sum, not a mean: DP-GD divides it by its fixed batch size B (under Poisson sampling the
         realised |batch| varies, and dividing by it would break the C/B sensitivity).
 
-        ‖A(x − ξ_i)‖² = xᵀA²x − 2xᵀA²ξ_i + ξ_iᵀA²ξ_i and Σ_i w_i A(x − ξ_i) = A(x·Σ_i w_i − Σ_i w_i ξ_i):
-        two matrix products, no (runs × n × d) tensor. Equals the torch.func route (tested).
+        ‖A(x − ξ_i)‖² = xᵀA²x − 2xᵀA²ξ_i + ξ_iᵀA²ξ_i and Σ_i w_i A(x − ξ_i) = A(x·Σ_i w_i − Σ_i w_i
+        ξ_i): two matrix products, no (runs × n × d) tensor. Equals the torch.func route (tested).
         """
         xi, a2_xi, c2 = self._rows(batch, "xi", "a2_xi", "c2")
         sq = (x**2 * self.a**2).sum(-1, keepdim=True) - 2 * x @ a2_xi.T + c2
@@ -166,7 +171,7 @@ class Quadratic(Objective):
         g = self.a * (x * w.sum(-1, keepdim=True) - w @ xi)
         return g, over.to(x.dtype).mean(-1), self.losses_at(x, batch).mean(-1)
 
-    # --- evaluation ---------------------------------------------------------------------------------
+    # --- evaluation -------------------------------------------------------------------------------
 
     def value(self, points: torch.Tensor, split: str = "train") -> torch.Tensor:
         """F(x) on a split: ½xᵀAx − xᵀAξ̄ + mean_i ½ξ_iᵀAξ_i, for points (..., d) → (...)."""

@@ -1,7 +1,9 @@
-"""The model tier: the optimizers users train ``torch`` models with, their registry and their one wiring.
+"""The model tier: the optimizers users train ``torch`` models with, their registry and their one
+wiring.
 
-* :mod:`~dpnc.tier.base`: what a step reports (:class:`StepInfo`), the model checks, the argument checks;
-  :mod:`~dpnc.tier.model_state`: the model-state rule (no parameter or buffer changes during a private step).
+* :mod:`~dpnc.tier.base`: what a step reports (:class:`StepInfo`), the model checks, the argument
+  checks; :mod:`~dpnc.tier.model_state`: the model-state rule (no parameter or buffer changes during
+  a private step).
 * :mod:`~dpnc.tier.zeroth_order`: :class:`DPZero`, :class:`MeZO`; :mod:`~dpnc.tier.first_order`:
   :class:`DPOptimizer` (per-layer, vmap and loop routes of :mod:`~dpnc.tier.per_layer`).
 """

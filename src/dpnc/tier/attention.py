@@ -1,23 +1,25 @@
-"""``nn.MultiheadAttention`` on the per-layer route: its projections read as Linear products, its bias_k and
-bias_v as gradients into each example's own copy.
+"""``nn.MultiheadAttention`` on the per-layer route: its projections read as Linear products, its
+bias_k and bias_v as gradients into each example's own copy.
 
-torch's attention projects inside ``F.multi_head_attention_forward`` by calling the functional ``linear`` on its own
-``in_proj_weight`` (whole for self-attention, in slices for q and k/v otherwise), or once on each of
-``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` where kdim or vdim differ from embed_dim, and on
-``out_proj``'s weight, so no module hook sees those products. While the route's forward runs, :func:`recording`
-puts a ``linear`` in their place that records each call on a watched weight, its input rows and output (beneath
-vmap), and where its rows lie in the weight; a packed in-projection's output gradient is then placed in the rows
-of the whole (3E, E) weight (:func:`place`), so that Σ_t g_t a_tᵀ is the packed gradient, q's, k's and v's blocks
-in one product; a separate weight's calls are a Linear product of their own. bias_k and bias_v (appended to the
-projected keys and values) are handed to the attention as one copy per example, batched at the route's vmap
-level, so the gradient into example i's copy is its own: the gradient flowing into its appended key and value
-rows. The kind of the attention's own parameters is :class:`_Attention`; ``out_proj`` is a Linear.
+torch's attention projects inside ``F.multi_head_attention_forward`` by calling the functional
+``linear`` on its own ``in_proj_weight`` (whole for self-attention, in slices for q and k/v
+otherwise), or once on each of ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` where kdim or
+vdim differ from embed_dim, and on ``out_proj``'s weight, so no module hook sees those products.
+While the route's forward runs, :func:`recording` puts a ``linear`` in their place that records each
+call on a watched weight, its input rows and output (beneath vmap), and where its rows lie in the
+weight; a packed in-projection's output gradient is then placed in the rows of the whole (3E, E)
+weight (:func:`place`), so that Σ_t g_t a_tᵀ is the packed gradient, q's, k's and v's blocks in one
+product; a separate weight's calls are a Linear product of their own. bias_k and bias_v (appended to
+the projected keys and values) are handed to the attention as one copy per example, batched at the
+route's vmap level, so the gradient into example i's copy is its own: the gradient flowing into its
+appended key and value rows. The kind of the attention's own parameters is :class:`_Attention`;
+``out_proj`` is a Linear.
 
-``scaled_dot_product_attention`` has no vmap batching rule on the CPU (torch runs it example by example), so during
-the same forward it is computed in its math form, softmax(q kᵀ · scale + mask) v (torch's documented reference),
-which vmap batches. The replacements are the functions ``torch.nn.functional`` looks up at call time, restored when
-the forward ends; they change no value but the attention's rounding.
-"""
+``scaled_dot_product_attention`` has no vmap batching rule on the CPU (torch runs it example by
+example), so during the same forward it is computed in its math form, softmax(q kᵀ · scale + mask) v
+(torch's documented reference), which vmap batches. The replacements are the functions
+``torch.nn.functional`` looks up at call time, restored when the forward ends; they change no value
+but the attention's rounding."""
 
 from __future__ import annotations
 
@@ -31,9 +33,9 @@ from torch import nn
 
 from dpnc.tier.layer_base import Layer, _Linear
 
-# The parts of an attention's own parameters: by its calls' tag (see ``place``), its parameters' names → the
-# part's. Packed: each call placed in 3E rows; separate weights: in_proj_bias's thirds; bias_k, bias_v: the
-# gradient into the example's copy, a Linear's bias over its calls.
+# The parts of an attention's own parameters: by its calls' tag (see ``place``), its parameters'
+# names → the part's. Packed: each call placed in 3E rows; separate weights: in_proj_bias's thirds;
+# bias_k, bias_v: the gradient into the example's copy, a Linear's bias over its calls.
 PARTS = {
     "in": {"in_proj_weight": "weight", "in_proj_bias": "bias"},
     "q": {"q_proj_weight": "weight", "in_proj_bias": "bias"},
@@ -47,11 +49,11 @@ TAGS = {"in_proj_weight": "in", **SEPARATE, "bias_k": "bias_k", "bias_v": "bias_
 
 
 def watched(model: nn.Module, owners) -> dict[int, tuple[nn.Module, torch.Tensor]]:
-    """The weights whose calls are recorded, by storage address → (the module the records belong to, the whole
-    weight): each MultiheadAttention's own projection weights among ``owners`` (the route's layers: its packed
-    ``in_proj_weight``, or its ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight``), its bias_k and bias_v,
-    and the weight of each attention's ``out_proj`` among them (the attention calls its weight, not the
-    module)."""
+    """The weights whose calls are recorded, by storage address → (the module the records belong to,
+    the whole weight): each MultiheadAttention's own projection weights among ``owners`` (the
+    route's layers: its packed ``in_proj_weight``, or its ``q_proj_weight``, ``k_proj_weight``,
+    ``v_proj_weight``), its bias_k and bias_v, and the weight of each attention's ``out_proj`` among
+    them (the attention calls its weight, not the module)."""
     out = {}
     for attention in model.modules():
         if isinstance(attention, nn.MultiheadAttention):
@@ -72,11 +74,12 @@ def _address(t: torch.Tensor) -> int:
 
 @contextmanager
 def recording(weights: dict, record: Callable) -> Iterator[None]:
-    """While open, a ``linear`` call on one of ``weights`` (see :func:`watched`) calls ``record(module, input,
-    output, rows)`` (``rows``: the (first row, rows in all) of the packed weight's slice it used, "q", "k" or "v"
-    for a separate projection's weight, None for any other whole weight); an attention's bias_k and bias_v are
-    handed to it as one copy per example, recorded as ``record(module, copies, copies, "bias_k")``; and scaled
-    dot-product attention is computed in its math form."""
+    """While open, a ``linear`` call on one of ``weights`` (see :func:`watched`) calls
+    ``record(module, input, output, rows)`` (``rows``: the (first row, rows in all) of the packed
+    weight's slice it used, "q", "k" or "v" for a separate projection's weight, None for any other
+    whole weight); an attention's bias_k and bias_v are handed to it as one copy per example,
+    recorded as ``record(module, copies, copies, "bias_k")``; and scaled dot-product attention is
+    computed in its math form."""
     linear, attention = F.linear, F.scaled_dot_product_attention
     forward = F.multi_head_attention_forward
 
@@ -122,9 +125,9 @@ def recording(weights: dict, record: Callable) -> Iterator[None]:
 
 
 def _per_example(param: torch.Tensor, like) -> torch.Tensor:
-    """``param`` as one copy per example, batched at the vmap level of ``like`` (the attention's query), so that
-    the gradient into each copy is its example's; ``param`` itself where ``like`` is not batched by exactly one
-    vmap (the route then finds no rows of its own and falls back)."""
+    """``param`` as one copy per example, batched at the vmap level of ``like`` (the attention's
+    query), so that the gradient into each copy is its example's; ``param`` itself where ``like`` is
+    not batched by exactly one vmap (the route then finds no rows of its own and falls back)."""
     from torch._C._functorch import (
         _add_batch_dim,
         get_unwrapped,
@@ -144,8 +147,9 @@ def _per_example(param: torch.Tensor, like) -> torch.Tensor:
 
 
 def place(g: torch.Tensor, rows) -> torch.Tensor | tuple[str, torch.Tensor]:
-    """An output gradient where its kind reads it: a packed slice's at its rows of the whole weight's outputs
-    (zeros elsewhere), a separate projection's or a bias copy's with its tag, (tag, g), any other as it is."""
+    """An output gradient where its kind reads it: a packed slice's at its rows of the whole
+    weight's outputs (zeros elsewhere), a separate projection's or a bias copy's with its tag, (tag,
+    g), any other as it is."""
     if rows is None:
         return g
     if isinstance(rows, str):
@@ -179,12 +183,13 @@ def math_attention(
 
 
 class _Attention(Layer):
-    """MultiheadAttention's own parameters, from the calls :func:`recording` records, as Linear products: the
-    packed q, k, v projection (``in_proj_weight`` (3E, E), each call's output gradient placed at the rows of the
-    weight it used, so Σ_t g_t a_tᵀ is the whole packed gradient); or, where kdim or vdim ≠ E, each of
-    ``q_proj_weight`` (E, E), ``k_proj_weight`` (E, kdim), ``v_proj_weight`` (E, vdim) a Linear over its own
-    calls, ``in_proj_bias`` their three biases; and bias_k, bias_v (1, 1, E) the bias of a Linear whose rows
-    are the gradients into the example's copies, one per call. The squared norm is the parts' sum."""
+    """MultiheadAttention's own parameters, from the calls :func:`recording` records, as Linear
+    products: the packed q, k, v projection (``in_proj_weight`` (3E, E), each call's output gradient
+    placed at the rows of the weight it used, so Σ_t g_t a_tᵀ is the whole packed gradient); or,
+    where kdim or vdim ≠ E, each of ``q_proj_weight`` (E, E), ``k_proj_weight`` (E, kdim),
+    ``v_proj_weight`` (E, vdim) a Linear over its own calls, ``in_proj_bias`` their three biases;
+    and bias_k, bias_v (1, 1, E) the bias of a Linear whose rows are the gradients into the
+    example's copies, one per call. The squared norm is the parts' sum."""
 
     product = (
         "q, k, v projections as Linear products, packed or not; bias_k, bias_v: Σ g of their rows"

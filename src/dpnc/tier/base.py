@@ -1,6 +1,7 @@
-"""The shared base of dpnc's model-tier optimizers: what a step reports (:class:`StepInfo`, its hooks), the charge of a
-refused step, the model checks every private step runs (:func:`require_ready`; the model-state rule is
-:mod:`dpnc.tier.model_state`'s) and the argument checks of the optimizers and their front doors."""
+"""The shared base of dpnc's model-tier optimizers: what a step reports (:class:`StepInfo`, its
+hooks), the charge of a refused step, the model checks every private step runs
+(:func:`require_ready`; the model-state rule is :mod:`dpnc.tier.model_state`'s) and the argument
+checks of the optimizers and their front doors."""
 
 from __future__ import annotations
 
@@ -26,12 +27,13 @@ from dpnc.tier.model_state import static_problems
 
 @dataclass(frozen=True)
 class PrivateStats:
-    """NOT PRIVATE: un-noised statistics of one step's batch. ε does not cover them; keep them private.
+    """NOT PRIVATE: un-noised statistics of one step's batch. ε does not cover them; keep them
+    private.
 
-    ``loss``: the batch's mean loss (nan on an empty batch); ``clipped_fraction``: the fraction of the batch
-    whose value (scalar difference or gradient) was clipped; ``nonfinite``: how many examples had a non-finite
-    value (set to 0 before clipping). Each reveals something of the examples in the secret batch.
-    """
+    ``loss``: the batch's mean loss (nan on an empty batch); ``clipped_fraction``: the fraction of
+    the batch whose value (scalar difference or gradient) was clipped; ``nonfinite``: how many
+    examples had a non-finite value (set to 0 before clipping). Each reveals something of the
+    examples in the secret batch."""
 
     loss: float
     clipped_fraction: float
@@ -42,11 +44,11 @@ class PrivateStats:
 class StepInfo:
     """What one optimizer step did, handed to the hooks of :meth:`register_step_hook`.
 
-    Public (may be logged, saved, published): ``step``, the 0-based index of the step; ``seed``, its public
-    direction seed (zeroth-order steps; None for first-order ones); ``released``, the quantity the step released
-    (DPZero's noisy scalar c_t, MeZO's un-noised c_t, the first-order noisy mean gradient as a flat vector);
-    ``release``, the ledger entry it made. ``private_stats`` is NOT public: see :class:`PrivateStats`.
-    """
+    Public (may be logged, saved, published): ``step``, the 0-based index of the step; ``seed``, its
+    public direction seed (zeroth-order steps; None for first-order ones); ``released``, the
+    quantity the step released (DPZero's noisy scalar c_t, MeZO's un-noised c_t, the first-order
+    noisy mean gradient as a flat vector); ``release``, the ledger entry it made. ``private_stats``
+    is NOT public: see :class:`PrivateStats`."""
 
     step: int
     seed: int | None
@@ -59,8 +61,8 @@ StepHook = Callable[[torch.optim.Optimizer, StepInfo], None]
 
 
 class StepHooks:
-    """``register_step_hook(fn)``: fn(optimizer, info) after every step (mixed into dpnc's optimizers), and the
-    charge of a drawn batch that no step released for (``_charge``)."""
+    """``register_step_hook(fn)``: fn(optimizer, info) after every step (mixed into dpnc's
+    optimizers), and the charge of a drawn batch that no step released for (``_charge``)."""
 
     accountant: Accountant
     group: Group | None = (
@@ -72,15 +74,17 @@ class StepHooks:
         raise NotImplementedError
 
     def _charge(self) -> None:
-        """Record the release a step makes, for a drawn batch whose step was refused after touching it (a state
-        change) or that no step took: nothing is published for it, but the ledger's length is then a function of
-        the number of draws alone (a loop that skips a batch would otherwise show in it)."""
+        """Record the release a step makes, for a drawn batch whose step was refused after touching
+        it (a state change) or that no step took: nothing is published for it, but the ledger's
+        length is then a function of the number of draws alone (a loop that skips a batch would
+        otherwise show in it)."""
         if self.group is None or self.group.is_source:
             self.accountant.record(self.step_release())
 
     def _after_refusal(self, loader: LoaderBatches | None, seen: bool, before: int) -> None:
-        """A step raised having released nothing since ``before``: a batch its code had ``seen`` is charged and
-        spent (the ledger counts every draw); one refused before the data may be retried (pending again)."""
+        """A step raised having released nothing since ``before``: a batch its code had ``seen`` is
+        charged and spent (the ledger counts every draw); one refused before the data may be retried
+        (pending again)."""
         if self.accountant.releases != before:
             return
         if seen:
@@ -91,7 +95,8 @@ class StepHooks:
             loader.give_back()
 
     def register_step_hook(self, hook: StepHook) -> RemovableHandle:
-        """Call ``hook(optimizer, info)`` with a :class:`StepInfo` after each step; ``.remove()`` the handle to stop."""
+        """Call ``hook(optimizer, info)`` with a :class:`StepInfo` after each step; ``.remove()``
+        the handle to stop."""
         if not callable(hook):
             raise ValueError(f"hook must be callable as hook(optimizer, info); got {hook!r}")
         hooks = self.__dict__.setdefault("_dpnc_step_hooks", OrderedDict())
@@ -105,10 +110,12 @@ class StepHooks:
 
 
 def raise_after_release(error: Exception) -> None:
-    """Raise what a step's loss raised, once the step has released and moved the model as any step does.
+    """Raise what a step's loss raised, once the step has released and moved the model as any step
+    does.
 
-    One noisy release per drawn batch, whatever the loss does: a step that released nothing would leave the model
-    where it was, and the published model would tell which steps raised (docs/privacy.md)."""
+    One noisy release per drawn batch, whatever the loss does: a step that released nothing would
+    leave the model where it was, and the published model would tell which steps raised
+    (docs/privacy.md)."""
     error.add_note(
         "dpnc: this step still released: the examples whose loss raised counted 0, the noise was added "
         "and the update applied"
@@ -119,14 +126,15 @@ def raise_after_release(error: Exception) -> None:
 
 @contextlib.contextmanager
 def step_randomness(secret: bool, step: int, device: torch.device) -> Iterator[None]:
-    """torch's global generator forked for a step's own draws (dropout), from a secret seed: unforked, it would
-    advance by the secret batch's size, and its state (saved by checkpoints, read by later code) would tell it.
-    A testing run (``secret`` False) seeds by the step's index, so that it reproduces."""
+    """torch's global generator forked for a step's own draws (dropout), from a secret seed:
+    unforked, it would advance by the secret batch's size, and its state (saved by checkpoints, read
+    by later code) would tell it. A testing run (``secret`` False) seeds by the step's index, so
+    that it reproduces."""
     seed = secrets.randbits(63) if secret else step
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
-        # the forked generators alone (torch.manual_seed would also queue every CUDA device's seeding, with
-        # a stack trace each time: a millisecond a step)
+        # the forked generators alone (torch.manual_seed would also queue every CUDA device's
+        # seeding, with a stack trace each time: a millisecond a step)
         torch.default_generator.manual_seed(seed)
         for index in devices:
             torch.cuda.default_generators[index].manual_seed(seed)
@@ -136,15 +144,15 @@ def step_randomness(secret: bool, step: int, device: torch.device) -> Iterator[N
 def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
     """Every reason ``model`` breaks a private step's assumptions (empty if none).
 
-    Each example's loss must be a function of that example alone, a zeroth-order step's two forward passes
-    must evaluate one function, and no forward may write the model's state. Refused: every module
-    :func:`dpnc.tier.model_state.static_problems` finds (BatchNorm or InstanceNorm with running statistics in training
-    mode, ``Embedding(max_norm=...)``); BatchNorm without running statistics (``track_running_stats=False``: it
-    uses the batch's statistics even in eval mode); and, with ``dropout`` (zeroth order), active dropout
-    (f(x + λu) and f(x − λu) would use different masks). Whatever else writes a parameter or buffer during a step
-    is refused when it happens (:class:`dpnc.tier.model_state.StateGuard`); operations that mix the examples of a batch
-    cannot be found by looking at modules (docs/privacy.md).
-    """
+    Each example's loss must be a function of that example alone, a zeroth-order step's two forward
+    passes must evaluate one function, and no forward may write the model's state. Refused: every
+    module :func:`dpnc.tier.model_state.static_problems` finds (BatchNorm or InstanceNorm with
+    running statistics in training mode, ``Embedding(max_norm=...)``); BatchNorm without running
+    statistics (``track_running_stats=False``: it uses the batch's statistics even in eval mode);
+    and, with ``dropout`` (zeroth order), active dropout (f(x + λu) and f(x − λu) would use
+    different masks). Whatever else writes a parameter or buffer during a step is refused when it
+    happens (:class:`dpnc.tier.model_state.StateGuard`); operations that mix the examples of a batch
+    cannot be found by looking at modules (docs/privacy.md)."""
     problems = []
     for name, module in model.named_modules():
         where = name or "model"
@@ -173,7 +181,8 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
 
 
 def require_ready(model: nn.Module, *, dropout: bool = True) -> None:
-    """Raise ValueError listing every reason of :func:`validate_model` (nothing if the model is ready)."""
+    """Raise ValueError listing every reason of :func:`validate_model` (nothing if the model is
+    ready)."""
     if problems := validate_model(model, dropout=dropout):
         kind = "zeroth-order steps" if dropout else "per-example gradients"
         raise ValueError(f"model is not ready for {kind}:\n  " + "\n  ".join(problems))
@@ -188,11 +197,11 @@ NOISE_MULTIPLIER = (
 
 
 def check_arguments(**kwargs: float) -> None:
-    """Validate optimizer arguments (lr, smoothing, clip, noise_multiplier), named as the user wrote them, by the
-    rules of :mod:`dpnc.options`.
+    """Validate optimizer arguments (lr, smoothing, clip, noise_multiplier), named as the user wrote
+    them, by the rules of :mod:`dpnc.options`.
 
-    Public so that a caller (e.g. :func:`dpnc.make_private`) can check them before slow work such as calibration.
-    """
+    Public so that a caller (e.g. :func:`dpnc.make_private`) can check them before slow work such as
+    calibration."""
     rules = {"lr": LR, "smoothing": SMOOTHING, "clip": CLIP, "noise_multiplier": NOISE_MULTIPLIER}
     for name, value in kwargs.items():
         check_value(name, value, rules[name])  # the options' rules (dpnc.options), one home

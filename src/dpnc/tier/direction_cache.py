@@ -1,24 +1,27 @@
-"""A model's parameter space that generates each step's direction once and keeps it: opt-in, d numbers of memory.
+"""A model's parameter space that generates each step's direction once and keeps it: opt-in, d
+numbers of memory.
 
-:class:`~dpnc.space.ModuleSpace` regenerates u(seed) from its public seed every time it is needed: for x + λu, for
-x − λu and for the update, three passes of the random-number generator over all d entries per step (the seed
-trick: a step needs no more memory than inference). On a CPU the generator is the expensive part of those passes
-(≈ 5 ms for d = 1.4M in fp32 on one core, the add itself ≈ 0.2 ms), and under data parallelism
-(:mod:`dpnc.distributed`) every rank does it in full, so it is the part of a step that does not shrink with more
-processes. :class:`CachedModuleSpace` generates u(seed) once per seed, keeps it and adds the kept tensors in the
-three moves: one generator pass per step instead of three.
+:class:`~dpnc.space.ModuleSpace` regenerates u(seed) from its public seed every time it is needed:
+for x + λu, for x − λu and for the update, three passes of the random-number generator over all d
+entries per step (the seed trick: a step needs no more memory than inference). On a CPU the
+generator is the expensive part of those passes (≈ 5 ms for d = 1.4M in fp32 on one core, the add
+itself ≈ 0.2 ms), and under data parallelism (:mod:`dpnc.distributed`) every rank does it in full,
+so it is the part of a step that does not shrink with more processes. :class:`CachedModuleSpace`
+generates u(seed) once per seed, keeps it and adds the kept tensors in the three moves: one
+generator pass per step instead of three.
 
-Same numbers: the cache holds what :meth:`~dpnc.space.ParameterSpace.directions` draws for the seed, whatever
-generator scheme :mod:`dpnc.space` uses, and each move adds those tensors as the uncached space adds u, so the
-trajectory is bit for bit the same (tested).
+Same numbers: the cache holds what :meth:`~dpnc.space.ParameterSpace.directions` draws for the seed,
+whatever generator scheme :mod:`dpnc.space` uses, and each move adds those tensors as the uncached
+space adds u, so the trajectory is bit for bit the same (tested).
 
-Memory: one tensor per parameter tensor, d numbers in the parameters' dtype, on their device, kept until the next
-seed's are drawn (the old ones are let go first, so never 2d): 5.7 MB for the 1.4M-parameter benchmark model,
-91 MB for MiniLM (22.7M, fp32), 540 MB for SmolLM2-135M (fp32). Use it where that memory is free (off by default
-in :mod:`dpnc.tier.zeroth_order`: ``cache_directions=True``).
+Memory: one tensor per parameter tensor, d numbers in the parameters' dtype, on their device, kept
+until the next seed's are drawn (the old ones are let go first, so never 2d): 5.7 MB for the
+1.4M-parameter benchmark model, 91 MB for MiniLM (22.7M, fp32), 540 MB for SmolLM2-135M (fp32). Use
+it where that memory is free (off by default in :mod:`dpnc.tier.zeroth_order`:
+``cache_directions=True``).
 
-The directions are public (regenerated from the logged seed), so keeping them changes nothing about privacy.
-"""
+The directions are public (regenerated from the logged seed), so keeping them changes nothing about
+privacy."""
 
 from __future__ import annotations
 
@@ -38,7 +41,8 @@ class CachedModuleSpace(ModuleSpace):
         params, direction: as :class:`~dpnc.space.ModuleSpace`.
 
     Attributes:
-        generated: how many times a direction was drawn (public; one per step when each step has its own seed).
+        generated: how many times a direction was drawn (public; one per step when each step has its
+            own seed).
     """
 
     def __init__(self, params: Iterable[torch.Tensor], direction: str = "gaussian") -> None:
@@ -50,7 +54,8 @@ class CachedModuleSpace(ModuleSpace):
         self.generated = 0
 
     def directions(self, seed: int) -> Iterator[torch.Tensor]:
-        """u(seed), one tensor per parameter tensor: drawn on the first call for ``seed``, then the kept tensors.
+        """u(seed), one tensor per parameter tensor: drawn on the first call for ``seed``, then the
+        kept tensors.
 
         The tensors are the cache's own: read them, do not change them in place.
         """
@@ -66,7 +71,7 @@ class CachedModuleSpace(ModuleSpace):
 
     @torch.no_grad()
     def _move(self, seed, scale):
-        # Every move (x + λu, x − λu, and the update through _commit) adds the kept u, whichever way the uncached
-        # space would draw and add it.
+        # Every move (x + λu, x − λu, and the update through _commit) adds the kept u, whichever way
+        # the uncached space would draw and add it.
         for p, u in zip(self.params, self.directions(seed)):
             p.add_(u, alpha=float(scale))

@@ -1,37 +1,42 @@
-"""First-order DP for models: :class:`DPOptimizer` wraps any ``torch.optim`` optimizer (DP-SGD, DP-AdamW).
+"""First-order DP for models: :class:`DPOptimizer` wraps any ``torch.optim`` optimizer (DP-SGD,
+DP-AdamW).
 
 One step (Abadi et al. 2016, Algorithm 1, with the fixed denominator of a Poisson-sampled mean):
 
 1. per-example gradients g_i = ∇_θ ℓ_i(θ) of the batch the loader just yielded, by ``torch.func``
-   (``vmap(grad_and_value)`` over ``functional_call``, ``microbatch`` examples at a time; or one example at a
-   time by plain autograd with ``per_example="loop"``, which takes what torch.func cannot, e.g. packed
-   sequences), over all trainable parameters the optimizer holds;
-2. each g_i with a non-finite entry set to 0 (counted), then clipped to ‖g_i‖ ≤ C over all parameters;
-3. the clipped sum released by :func:`dpnc.privacy.release.release_sum`: divided by the fixed B, plus secret noise
-   of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B under add/remove);
+   (``vmap(grad_and_value)`` over ``functional_call``, ``microbatch`` examples at a time; or one
+   example at a time by plain autograd with ``per_example="loop"``, which takes what torch.func
+   cannot, e.g. packed sequences), over all trainable parameters the optimizer holds;
+2. each g_i with a non-finite entry set to 0 (counted), then clipped to ‖g_i‖ ≤ C over all
+   parameters;
+3. the clipped sum released by :func:`dpnc.privacy.release.release_sum`: divided by the fixed B,
+   plus secret noise of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B under
+   add/remove);
 4. the noisy mean set as ``.grad`` of every parameter and the wrapped optimizer's ``step()`` taken.
 
-Why ``step(loss_fn)`` and not ``loss.backward()``. A per-example gradient needs each example's inputs
-separately: ``torch.func.vmap`` maps ``loss_fn`` over their leading dimension. After ``loss.backward()`` on a
-reduced loss, only per-layer hooks can recover per-example gradients (Opacus's ``GradSampleModule``): they need a
-grad sampler for every layer type, cost 16–19× an inference pass on MiniLM and fail on Hugging Face BERT
-unpatched (Opacus reads BERT's (1, L) ``position_ids`` buffer as one example). So the step hands ``loss_fn`` the
-batch the loader yielded (the pending batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time,
-and forms the gradients itself; the user never calls ``backward``. The same call works for the zeroth-order
+Why ``step(loss_fn)`` and not ``loss.backward()``. A per-example gradient needs each example's
+inputs separately: ``torch.func.vmap`` maps ``loss_fn`` over their leading dimension. After
+``loss.backward()`` on a reduced loss, only per-layer hooks can recover per-example gradients
+(Opacus's ``GradSampleModule``): they need a grad sampler for every layer type, cost 16–19× an
+inference pass on MiniLM and fail on Hugging Face BERT unpatched (Opacus reads BERT's (1, L)
+``position_ids`` buffer as one example). So the step hands ``loss_fn`` the batch the loader yielded
+(the pending batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time, and forms
+the gradients itself; the user never calls ``backward``. The same call works for the zeroth-order
 optimizers of :func:`dpnc.make_private`.
 
-Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a model that is
-not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a layer no route can differentiate
-(:func:`refuse_no_route`, when the optimizer is made), a ``loss_fn`` that takes no arguments,
-explicit ``inputs`` that are not the very objects the loader yielded (another batch, a copy, a stale batch), a
-second step on one batch, a step beyond ``steps``. After it is touched, a model whose state changed
-(:class:`dpnc.tier.model_state.StateGuard`, which poisons the run) or a batch written since the loader yielded it is
-refused and charged: its release recorded, nothing published, the batch spent. A loss function that raises (or
-does not return one loss per example) still releases: the batch is evaluated one example at a time, the examples
-whose loss raises count 0, the noise is added and the update applied, and then the exception is raised. An
-empty Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to avoid: a
-``loss_fn`` that reads other data besides its arguments (e.g. the loop's whole batch, to centre scores).
-"""
+Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a
+model that is not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a layer no
+route can differentiate (:func:`refuse_no_route`, when the optimizer is made), a ``loss_fn`` that
+takes no arguments, explicit ``inputs`` that are not the very objects the loader yielded (another
+batch, a copy, a stale batch), a second step on one batch, a step beyond ``steps``. After it is
+touched, a model whose state changed (:class:`dpnc.tier.model_state.StateGuard`, which poisons the
+run) or a batch written since the loader yielded it is refused and charged: its release recorded,
+nothing published, the batch spent. A loss function that raises (or does not return one loss per
+example) still releases: the batch is evaluated one example at a time, the examples whose loss
+raises count 0, the noise is added and the update applied, and then the exception is raised. An
+empty Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to
+avoid: a ``loss_fn`` that reads other data besides its arguments (e.g. the loop's whole batch, to
+centre scores)."""
 
 from __future__ import annotations
 
@@ -73,10 +78,11 @@ _LAYER_NOT_ONCE = (
 
 
 class ClippedSum(NamedTuple):
-    """Σ_i clip_C(∇ℓ_i) over a batch as one flat vector, with the per-example losses and what clipping did.
+    """Σ_i clip_C(∇ℓ_i) over a batch as one flat vector, with the per-example losses and what
+    clipping did.
 
-    All of it is a statistic of the private batch: only :func:`release_sum` of ``total`` may be published.
-    """
+    All of it is a statistic of the private batch: only :func:`release_sum` of ``total`` may be
+    published."""
 
     total: torch.Tensor
     losses: torch.Tensor
@@ -85,7 +91,8 @@ class ClippedSum(NamedTuple):
 
 
 class _Bound(nn.Module):
-    """``loss_fn`` as a module whose only child is ``model``, so ``functional_call`` swaps the model's parameters."""
+    """``loss_fn`` as a module whose only child is ``model``, so ``functional_call`` swaps the
+    model's parameters."""
 
     def __init__(self, model: nn.Module, loss_fn: Callable[..., torch.Tensor]) -> None:
         super().__init__()
@@ -108,16 +115,18 @@ def clipped_gradient_sum(
     per_example: str = "vmap",
     microbatch: int = 16,
 ) -> ClippedSum:
-    """Σ_i clip_C(∇_θ ℓ_i) over the batch ``inputs``, θ = ``params`` (names of ``model.named_parameters``).
+    """Σ_i clip_C(∇_θ ℓ_i) over the batch ``inputs``, θ = ``params`` (names of
+    ``model.named_parameters``).
 
-    ``loss_fn(*inputs)`` returns the per-example losses of a batch, shape (b,); it is evaluated one example at a
-    time (inputs sliced to a leading dimension of 1). ``per_example="vmap"``: ``params`` swapped into ``model`` by
-    ``torch.func.functional_call`` under ``vmap(grad_and_value)``, ``microbatch`` examples at a time (memory
-    microbatch × #parameters). ``"loop"``: plain autograd, one example's forward and ``torch.autograd.grad`` at a
-    time, which runs whatever torch can differentiate (packed sequences into an RNN, which ``torch.func`` cannot
-    take: their tensors have no storage beneath its transforms). A gradient with a non-finite entry counts as 0
-    (before clipping) and is counted. The caller divides by its fixed B (:func:`release_sum`).
-    """
+    ``loss_fn(*inputs)`` returns the per-example losses of a batch, shape (b,); it is evaluated one
+    example at a time (inputs sliced to a leading dimension of 1). ``per_example="vmap"``:
+    ``params`` swapped into ``model`` by ``torch.func.functional_call`` under
+    ``vmap(grad_and_value)``, ``microbatch`` examples at a time (memory microbatch × #parameters).
+    ``"loop"``: plain autograd, one example's forward and ``torch.autograd.grad`` at a time, which
+    runs whatever torch can differentiate (packed sequences into an RNN, which ``torch.func`` cannot
+    take: their tensors have no storage beneath its transforms). A gradient with a non-finite entry
+    counts as 0 (before clipping) and is counted. The caller divides by its fixed B
+    (:func:`release_sum`)."""
     if per_example not in ("vmap", "loop"):
         raise ValueError(f"per_example must be 'vmap' or 'loop'; got {per_example!r}")
     d = sum(p.numel() for p in params.values())
@@ -139,7 +148,8 @@ def clipped_gradient_sum(
 
 
 def _vmapped(model, loss_fn, inputs, params, microbatch):
-    """(per-example gradients (m, d), losses (m,)) by ``vmap(grad_and_value)``, ``microbatch`` at a time."""
+    """(per-example gradients (m, d), losses (m,)) by ``vmap(grad_and_value)``, ``microbatch`` at a
+    time."""
     from torch.func import functional_call, grad_and_value, vmap
 
     names = list(params)
@@ -162,8 +172,9 @@ def _vmapped(model, loss_fn, inputs, params, microbatch):
 
 
 def _looped(model, loss_fn, inputs, params, microbatch):
-    """(one example's gradient (1, d), its loss (1,)), example by example, by plain autograd: the model's own
-    forward on that example alone, so its gradient is a function of it alone (the sensitivity is C)."""
+    """(one example's gradient (1, d), its loss (1,)), example by example, by plain autograd: the
+    model's own forward on that example alone, so its gradient is a function of it alone (the
+    sensitivity is C)."""
     one, tensors = one_example(loss_fn), list(params.values())
     for i in range(batch_rows(inputs)):
         loss = one(*map_leaves(lambda t, i=i: t[i], inputs))
@@ -191,11 +202,11 @@ def route_clipped_sum(
 ) -> tuple[ClippedSum, str]:
     """Σ_i clip_C(∇_θ ℓ_i) by the route ``per_example`` names, and the route that formed it.
 
-    ``"layers"``: :func:`dpnc.tier.per_layer.layer_clipped_sum` (refused where a layer runs more than once per forward);
-    ``"vmap"``/``"loop"``: :func:`clipped_gradient_sum`; ``"auto"``: layers, else vmap (:class:`VmapUnsupported`
-    where vmap cannot batch a layer, e.g. ``nn.GRU``: :class:`DPOptimizer` then takes the loop). Gradients are enabled
-    within. The one place the routes are chosen (:class:`DPOptimizer` and :func:`dpnc.lm.per_example_clipped_sum`).
-    """
+    ``"layers"``: :func:`dpnc.tier.per_layer.layer_clipped_sum` (refused where a layer runs more
+    than once per forward); ``"vmap"``/``"loop"``: :func:`clipped_gradient_sum`; ``"auto"``: layers,
+    else vmap (:class:`VmapUnsupported` where vmap cannot batch a layer, e.g. ``nn.GRU``:
+    :class:`DPOptimizer` then takes the loop). Gradients are enabled within. The one place the
+    routes are chosen (:class:`DPOptimizer` and :func:`dpnc.lm.per_example_clipped_sum`)."""
     if per_example not in PER_EXAMPLE:
         raise ValueError(f"per_example must be one of {PER_EXAMPLE}; got {per_example!r}")
     refuse_no_route(model, params)
@@ -216,7 +227,8 @@ def route_clipped_sum(
         except RuntimeError:
             if per_example != "vmap":
                 raise
-            # torch's own message is not shown: it names shapes, which hold the (secret) size of the batch
+            # torch's own message is not shown: it names shapes, which hold the (secret) size of the
+            # batch
             raise VmapUnsupported(
                 "per_example='vmap' failed on this model: some layers (e.g. nn.GRU, nn.LSTM) have "
                 "no batching rule under torch.func.vmap. Use per_example='loop' (or 'auto', which "
@@ -225,10 +237,10 @@ def route_clipped_sum(
 
 
 def refuse_no_route(model: nn.Module, params: dict[str, torch.Tensor]) -> None:
-    """ValueError naming each layer whose trained parameters no route can differentiate per example: a lazy layer
-    not yet initialised (no shape, so no gradient to form) or parameters on the meta device (no values). Checked
-    when the optimizer is made and before a route runs the loss, so the refusal costs no privacy; whatever else
-    torch can differentiate, the loop takes."""
+    """ValueError naming each layer whose trained parameters no route can differentiate per example:
+    a lazy layer not yet initialised (no shape, so no gradient to form) or parameters on the meta
+    device (no values). Checked when the optimizer is made and before a route runs the loss, so the
+    refusal costs no privacy; whatever else torch can differentiate, the loop takes."""
     found: dict[str, list[str]] = {}  # one line per layer, its parameters named
     for name, p in params.items():
         owner = name.rpartition(".")[0]
@@ -254,10 +266,11 @@ def refuse_no_route(model: nn.Module, params: dict[str, torch.Tensor]) -> None:
 def refuse_coupled_loss(
     model: nn.Module, loss_fn: Callable[..., torch.Tensor], inputs: tuple
 ) -> None:
-    """ValueError where ``loss_fn`` couples the examples: the loss of an example in the batch differs from its loss
-    alone (an in-batch contrastive loss, a loss centred over the batch). Every route forms an example's gradient
-    from that example alone (the sensitivity bound needs it), so such a loss would silently train on almost
-    nothing. Two examples are compared, the model in eval mode for the comparison (no dropout draws)."""
+    """ValueError where ``loss_fn`` couples the examples: the loss of an example in the batch
+    differs from its loss alone (an in-batch contrastive loss, a loss centred over the batch). Every
+    route forms an example's gradient from that example alone (the sensitivity bound needs it), so
+    such a loss would silently train on almost nothing. Two examples are compared, the model in eval
+    mode for the comparison (no dropout draws)."""
     modes = {m: m.training for m in model.modules()}
     model.eval()
     try:
@@ -265,7 +278,8 @@ def refuse_coupled_loss(
             together = loss_fn(*inputs)
             alone = [one_example(loss_fn)(*map_leaves(lambda t, i=i: t[i], inputs)) for i in (0, 1)]
     except Exception:
-        return  # inputs that cannot be taken one example at a time here: the route itself checks them
+        # inputs that cannot be taken one example at a time here: the route itself checks them
+        return
     finally:
         for m, training in modes.items():
             m.training = training
@@ -282,36 +296,39 @@ def refuse_coupled_loss(
 
 
 class VmapUnsupported(ValueError):
-    """torch.func.vmap could not form this model's per-example gradients (a layer without a batching rule)."""
+    """torch.func.vmap could not form this model's per-example gradients (a layer without a batching
+    rule)."""
 
 
 class DPOptimizer(StepHooks, torch.optim.Optimizer):
-    """DP-SGD / DP-AdamW / DP-<any torch optimizer>: per-example clipping and one noisy release per step.
+    """DP-SGD / DP-AdamW / DP-<any torch optimizer>: per-example clipping and one noisy release per
+    step.
 
-    Implements: Abadi et al. 2016 (DP-SGD, Algorithm 1), with the wrapped optimizer's update (Yu et al. 2022's
-    DP-AdamW recipe for fine-tuning) and Poisson batches whose mean has the fixed denominator B. See the module
-    docstring for the step and its refusals. ``param_groups``, ``state`` and ``defaults`` are the wrapped
-    optimizer's (schedulers work); ``state_dict`` adds the step count and never the noise source.
+    Implements: Abadi et al. 2016 (DP-SGD, Algorithm 1), with the wrapped optimizer's update (Yu et
+    al. 2022's DP-AdamW recipe for fine-tuning) and Poisson batches whose mean has the fixed
+    denominator B. See the module docstring for the step and its refusals. ``param_groups``,
+    ``state`` and ``defaults`` are the wrapped optimizer's (schedulers work); ``state_dict`` adds
+    the step count and never the noise source.
 
     Args:
-        optimizer: the torch optimizer to wrap (its parameters must be parameters of ``model``; all groups are
-            clipped together: C bounds each example's gradient over every parameter).
-        model: the ``nn.Module`` whose parameters ``loss_fn`` uses (checked before every step: no BatchNorm that
-            uses batch statistics).
+        optimizer: the torch optimizer to wrap (its parameters must be parameters of ``model``; all
+            groups are clipped together: C bounds each example's gradient over every parameter).
+        model: the ``nn.Module`` whose parameters ``loss_fn`` uses (checked before every step: no
+            BatchNorm that uses batch statistics).
         clip: C > 0, the bound on each example's gradient norm.
         noise_multiplier: σ/Δ ≥ 0 (0: no noise, recorded as not private, ε = ∞).
-        batches: the batch source: a :class:`dpnc.engine.LoaderBatches` (the loader's pending batch; its sampler
-            gives the fixed B and the privacy event).
+        batches: the batch source: a :class:`dpnc.engine.LoaderBatches` (the loader's pending batch;
+            its sampler gives the fixed B and the privacy event).
         accountant: records every release.
         noise: the secret noise source (a fresh one by default).
-        per_example: how the per-example gradients' clipped sum is formed: ``"layers"`` (from each layer's
-            activations and output gradients, :mod:`dpnc.tier.per_layer`: the layer types of
-            :data:`dpnc.tier.layer_kinds.KINDS`, listed in the docs' layer table; the loss vmapped over the
-            examples, per example by construction), ``"vmap"`` (``microbatch``
-            examples per vectorised ``torch.func`` pass), ``"loop"`` (one at a time by autograd; any model torch
-            can differentiate, packed sequences too), or ``"auto"`` (the
-            default: ``"layers"`` where every trainable parameter's layer is supported and its rows belong to the
-            examples, else ``"vmap"``, else ``"loop"`` where vmap cannot batch a layer).
+        per_example: how the per-example gradients' clipped sum is formed: ``"layers"`` (from each
+            layer's activations and output gradients, :mod:`dpnc.tier.per_layer`: the layer types of
+            :data:`dpnc.tier.layer_kinds.KINDS`, listed in the docs' layer table; the loss vmapped
+            over the examples, per example by construction), ``"vmap"`` (``microbatch`` examples per
+            vectorised ``torch.func`` pass), ``"loop"`` (one at a time by autograd; any model torch
+            can differentiate, packed sequences too), or ``"auto"`` (the default: ``"layers"`` where
+            every trainable parameter's layer is supported and its rows belong to the examples, else
+            ``"vmap"``, else ``"loop"`` where vmap cannot batch a layer).
         microbatch: examples per vmapped chunk (memory: microbatch × #parameters).
     """
 
@@ -388,8 +405,9 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         self.per_example = (
             "layers" if layers else ("vmap" if per_example == "auto" else per_example)
         )
-        # "auto" keeps to vmap where a supported layer turns out to run twice in a forward (e.g. a prompt head that
-        # encodes its label prompts with the same encoder): the same clipped sum, by the route that is exact there
+        # "auto" keeps to vmap where a supported layer turns out to run twice in a forward (e.g. a
+        # prompt head that encodes its label prompts with the same encoder): the same clipped sum,
+        # by the route that is exact there
         self._fallback = "vmap" if per_example == "auto" else None
         self.steps = 0
         self._coupling_checked = False  # at the first batch of two or more examples
@@ -398,7 +416,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         self.guard.attach(batches)
 
     def step_release(self) -> Release:
-        """The ledger entry each step makes (public; what a trainer counts for a step that may have happened)."""
+        """The ledger entry each step makes (public; what a trainer counts for a step that may have
+        happened)."""
         return mean_release(
             self.clip,
             self.noise_multiplier,
@@ -412,14 +431,15 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         loss_fn: Callable[..., torch.Tensor] | None = None,  # type: ignore[override]
         *inputs: Any,
     ) -> torch.Tensor:
-        """One DP step on the pending batch: ``loss_fn(*batch)`` gives its per-example losses, shape (b,).
+        """One DP step on the pending batch: ``loss_fn(*batch)`` gives its per-example losses, shape
+        (b,).
 
-        The optimizer hands ``loss_fn`` the batch the loader just yielded (tensors, or dicts/lists/tuples of them,
-        all with leading dimension b) and maps it over the examples; ``step(loss_fn, *inputs)`` is accepted only
-        when ``inputs`` are that batch's very objects. Returns the mean of the per-example losses (not private: a
-        statistic of the training data; ``nan`` on an empty batch; under a process group, this rank's examples').
-        Hooks of :meth:`register_step_hook` then get the step's :class:`StepInfo`.
-        """
+        The optimizer hands ``loss_fn`` the batch the loader just yielded (tensors, or
+        dicts/lists/tuples of them, all with leading dimension b) and maps it over the examples;
+        ``step(loss_fn, *inputs)`` is accepted only when ``inputs`` are that batch's very objects.
+        Returns the mean of the per-example losses (not private: a statistic of the training data;
+        ``nan`` on an empty batch; under a process group, this rank's examples'). Hooks of
+        :meth:`register_step_hook` then get the step's :class:`StepInfo`."""
         self.guard.refuse_if_poisoned("this step")
         check_loss_fn(loss_fn)
         require_ready(
@@ -449,8 +469,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                     f"the batch's inputs must have one row per example drawn ({drawn}); got {rows}"
                 )
             failure = None
-            # every module the loss runs is watched (on leaving, no forward wrote any state), and its
-            # random draws (dropout) come from a fork of torch's generator
+            # every module the loss runs is watched (on leaving, no forward wrote any state), and
+            # its random draws (dropout) come from a fork of torch's generator
             first = next(iter(self.params.values()))
             with (
                 self.guard.watching(),
@@ -461,7 +481,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
                 except (ModelStateChanged, ModuleNotReady):
                     raise
                 except Exception as error:
-                    # One noisy release per drawn batch all the same: the examples whose loss raises count 0
+                    # One noisy release per drawn batch all the same: the examples whose loss raises
+                    # count 0
                     failure = error
                     summed = self._tolerant_sum(seen, inputs)
                 if failure is None and rows >= 2 and not self._coupling_checked:
@@ -480,9 +501,10 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         return summed.losses.mean() if rows else torch.tensor(math.nan)
 
     def _release(self, summed: ClippedSum) -> tuple[torch.Tensor, PrivateStats, Release]:
-        """The noisy mean of the clipped sum (the whole batch's under a group: each rank's part summed in one
-        all_reduce that carries rank 0's noise, :meth:`~dpnc.distributed.Group.release_sum`, the same value on
-        every rank; rank 0 alone records), the step's private statistics and its ledger entry."""
+        """The noisy mean of the clipped sum (the whole batch's under a group: each rank's part
+        summed in one all_reduce that carries rank 0's noise,
+        :meth:`~dpnc.distributed.Group.release_sum`, the same value on every rank; rank 0 alone
+        records), the step's private statistics and its ledger entry."""
         entry = self.step_release()
 
         def release(total: torch.Tensor) -> torch.Tensor:
@@ -525,8 +547,9 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         )
 
     def _tolerant_sum(self, loss_fn, inputs) -> ClippedSum:
-        """The clipped sum one example at a time, an example whose loss (or gradient) raises counting 0 (and as
-        non-finite): each example's part is a function of that example alone, so the sensitivity stays C."""
+        """The clipped sum one example at a time, an example whose loss (or gradient) raises
+        counting 0 (and as non-finite): each example's part is a function of that example alone, so
+        the sensitivity stays C."""
         total, losses, clipped, nonfinite = self._zero_sum()
         losses = []
         with torch.enable_grad():
@@ -562,7 +585,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         except VmapUnsupported:
             if self._fallback is None:  # the user asked for vmap
                 raise
-            # "auto": a layer vmap cannot batch (e.g. nn.GRU), so one example at a time, as exact (nothing released)
+            # "auto": a layer vmap cannot batch (e.g. nn.GRU), so one example at a time, as exact
+            # (nothing released)
             summed, self.per_example = route_clipped_sum(
                 self.model,
                 loss_fn,
@@ -575,7 +599,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         return summed
 
     def _apply(self, noisy: torch.Tensor) -> None:
-        """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear the gradients."""
+        """Set the noisy mean as each parameter's gradient, take the wrapped optimizer's step, clear
+        the gradients."""
         offset = 0
         for p in self.params.values():
             p.grad = noisy[offset : offset + p.numel()].view_as(p).to(p.dtype).clone()
@@ -587,7 +612,8 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self) -> dict:
-        """The wrapped optimizer's state and the step count (public); never the noise source or the batches."""
+        """The wrapped optimizer's state and the step count (public); never the noise source or the
+        batches."""
         self.guard.refuse_if_poisoned("saving the optimizer's state")
         return {**self.optimizer.state_dict(), "dpnc": {"steps": self.steps}}
 

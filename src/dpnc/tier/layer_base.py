@@ -1,6 +1,7 @@
-"""What every layer kind of the per-layer route shares (:mod:`dpnc.tier.layer_kinds` maps layer types to kinds):
-:class:`Layer`, one layer's input rows ``a`` and output gradients ``g`` over a batch, and :class:`_Linear`, the
-product Σ_t g_t a_tᵀ that the attention's projections reuse; the per-example scaling that keeps norms finite."""
+"""What every layer kind of the per-layer route shares (:mod:`dpnc.tier.layer_kinds` maps layer
+types to kinds): :class:`Layer`, one layer's input rows ``a`` and output gradients ``g`` over a
+batch, and :class:`_Linear`, the product Σ_t g_t a_tᵀ that the attention's projections reuse; the
+per-example scaling that keeps norms finite."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from torch import nn
 
 
 def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``t`` divided per example by its largest magnitude, and those magnitudes (float64, one per example): norms
-    formed from the scaled rows cannot overflow, whatever one row holds (an example of 1e20 in float32 has a
-    finite gradient norm, as torch.func's route finds). A non-finite row stays non-finite (its weight is 0)."""
+    """``t`` divided per example by its largest magnitude, and those magnitudes (float64, one per
+    example): norms formed from the scaled rows cannot overflow, whatever one row holds (an example
+    of 1e20 in float32 has a finite gradient norm, as torch.func's route finds). A non-finite row
+    stays non-finite (its weight is 0)."""
     peak = torch.linalg.vector_norm(t.detach().flatten(1), ord=math.inf, dim=1).clamp_min(
         torch.finfo(t.dtype).tiny
     )
@@ -21,7 +23,8 @@ def _scale(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _product(*scales: torch.Tensor | None) -> torch.Tensor | None:
-    """The per-example product of scale factors, None standing for 1 (rows kept unscaled, in float64)."""
+    """The per-example product of scale factors, None standing for 1 (rows kept unscaled, in
+    float64)."""
     present = [s for s in scales if s is not None]
     if not present:
         return None
@@ -34,17 +37,18 @@ def _times(x: torch.Tensor, scale: torch.Tensor | None, power: int = 1) -> torch
 
 
 class Layer:
-    """One layer's input activations ``a`` and output gradients ``g`` over a batch, every call of the layer in one
-    forward concatenated as further rows of each example (the gradient of a layer run k times is the sum of the k
-    products): the per-example squared gradient norms and the weighted sums Σ_i w_i ∇θ_i of its ``trained``
-    parameters (local names; a frozen weight beside a trained bias, as in BitFit, counts for nothing).
+    """One layer's input activations ``a`` and output gradients ``g`` over a batch, every call of
+    the layer in one forward concatenated as further rows of each example (the gradient of a layer
+    run k times is the sum of the k products): the per-example squared gradient norms and the
+    weighted sums Σ_i w_i ∇θ_i of its ``trained`` parameters (local names; a frozen weight beside a
+    trained bias, as in BitFit, counts for nothing).
 
-    Overflow-safe: ``a`` and ``g`` are kept divided per example by their largest magnitudes ``s`` and ``t``
-    (:func:`_scale`), so ∇W_i = s_i t_i ĝ_i â_iᵀ and ∇b_i = t_i Σ ĝ_i; the norms are formed from the scaled rows and
-    multiplied back in float64, and the weights w_i s_i t_i are applied to the scaled rows. That costs two passes over
-    every row, so the rows are first taken as they are (``scaled=False``: ``s``, ``t`` None) and scaled only where a
-    norm comes out non-finite (:func:`layer_clipped_sum`).
-    """
+    Overflow-safe: ``a`` and ``g`` are kept divided per example by their largest magnitudes ``s``
+    and ``t`` (:func:`_scale`), so ∇W_i = s_i t_i ĝ_i â_iᵀ and ∇b_i = t_i Σ ĝ_i; the norms are
+    formed from the scaled rows and multiplied back in float64, and the weights w_i s_i t_i are
+    applied to the scaled rows. That costs two passes over every row, so the rows are first taken as
+    they are (``scaled=False``: ``s``, ``t`` None) and scaled only where a norm comes out non-finite
+    (:func:`layer_clipped_sum`)."""
 
     product = ""  # ∇θ_i in words, for the docs' layer table
     axis = 1  # the dimension along which an example's rows (and a layer's calls) lie
@@ -67,13 +71,14 @@ class Layer:
 
     @staticmethod
     def handles(module: nn.Module) -> bool:
-        """Whether this kind's products hold for ``module`` as configured (a subclass refuses what they do not)."""
+        """Whether this kind's products hold for ``module`` as configured (a subclass refuses what
+        they do not)."""
         return True
 
     @staticmethod
     def inputs(module: nn.Module, args: tuple, kwargs: dict):
-        """What of a call the products read: its first argument (a kind that reads more returns a tuple), or None
-        for a call they do not hold for (the route then falls back)."""
+        """What of a call the products read: its first argument (a kind that reads more returns a
+        tuple), or None for a call they do not hold for (the route then falls back)."""
         return args[0]
 
     @classmethod
@@ -85,9 +90,9 @@ class Layer:
         scaled: bool,
         shared: dict,
     ) -> Layer:
-        """The layer's rows over its ``calls`` (``cls``: the module's kind), each call's rows further
-        rows of each example along :attr:`axis`; ``shared``: products the step's layers share (a
-        Linear's Gram matrices of an input several layers read)."""
+        """The layer's rows over its ``calls`` (``cls``: the module's kind), each call's rows
+        further rows of each example along :attr:`axis`; ``shared``: products the step's layers
+        share (a Linear's Gram matrices of an input several layers read)."""
 
         def join(parts):  # rows of several tensors (ConvTranspose's): each joined
             if isinstance(parts[0], tuple):
@@ -108,8 +113,9 @@ class Layer:
         return a.reshape(b, -1, a.shape[-1]), g.reshape(b, -1, g.shape[-1])
 
     def _weights(self, w: torch.Tensor, scale: torch.Tensor | None, finite: bool) -> torch.Tensor:
-        """w_i·scale_i broadcast over g's trailing dims, in g's dtype. Unless every example is ``finite``, an example
-        of weight 0 (non-finite) has its rows of a and g zeroed first, since 0·inf = nan."""
+        """w_i·scale_i broadcast over g's trailing dims, in g's dtype. Unless every example is
+        ``finite``, an example of weight 0 (non-finite) has its rows of a and g zeroed first, since
+        0·inf = nan."""
         if not finite and not self.zeroed:
             keep = w > 0
             self.g = torch.where(
@@ -130,10 +136,11 @@ class Layer:
 
 
 class _Linear(Layer):
-    """Per example, ∇W_i = Σ_t g_it a_itᵀ and ∇b_i = Σ_t g_it. The squared weight norm by whichever costs less per
-    example: ‖a‖²‖g‖² for one position; the ghost norm Σ_{t,s} (a_t·a_s)(g_t·g_s) from two (T, T) Gram matrices,
-    T²·(in + out) multiplications, where that is below the T·in·out of the materialised (out, in) product. A Gram
-    matrix of inputs is shared by the layers that read the same tensor (an attention's query, key and value)."""
+    """Per example, ∇W_i = Σ_t g_it a_itᵀ and ∇b_i = Σ_t g_it. The squared weight norm by whichever
+    costs less per example: ‖a‖²‖g‖² for one position; the ghost norm Σ_{t,s} (a_t·a_s)(g_t·g_s)
+    from two (T, T) Gram matrices, T²·(in + out) multiplications, where that is below the T·in·out
+    of the materialised (out, in) product. A Gram matrix of inputs is shared by the layers that read
+    the same tensor (an attention's query, key and value)."""
 
     product = (
         "Σ_t g_t a_tᵀ, its norm by the ghost norm where that costs less"  # the docs' layer table
@@ -144,7 +151,8 @@ class _Linear(Layer):
         self._g_sums = None
 
     def g_sums(self) -> torch.Tensor:
-        """Σ_t g_it per example, (b, out): the bias's per-example gradient, formed once for its norm and its sum."""
+        """Σ_t g_it per example, (b, out): the bias's per-example gradient, formed once for its norm
+        and its sum."""
         if self._g_sums is None:
             self._g_sums = self.g.sum(1)
         return self._g_sums

@@ -1,9 +1,10 @@
-"""The layer kinds of the per-layer route (:mod:`dpnc.tier.per_layer`): for each layer type, its per-example
-gradients as products of the layer's input rows ``a`` and output gradients ``g``, their squared norms and their
-weighted sums Σ_i w_i ∇θ_i (the products are listed in :mod:`dpnc.tier.per_layer`'s docstring). :data:`KINDS`
-maps a layer type to its kind; a kind's ``handles`` refuses a configuration its products do not hold for. The
-shared machinery is in :mod:`dpnc.tier.layer_base`, the convolutions in :mod:`dpnc.tier.conv_kinds`, the attention's
-in :mod:`dpnc.tier.attention`."""
+"""The layer kinds of the per-layer route (:mod:`dpnc.tier.per_layer`): for each layer type, its
+per-example gradients as products of the layer's input rows ``a`` and output gradients ``g``, their
+squared norms and their weighted sums Σ_i w_i ∇θ_i (the products are listed in
+:mod:`dpnc.tier.per_layer`'s docstring). :data:`KINDS` maps a layer type to its kind; a kind's
+``handles`` refuses a configuration its products do not hold for. The shared machinery is in
+:mod:`dpnc.tier.layer_base`, the convolutions in :mod:`dpnc.tier.conv_kinds`, the attention's in
+:mod:`dpnc.tier.attention`."""
 
 from __future__ import annotations
 
@@ -47,9 +48,10 @@ class _Embedding(Layer):
 
 
 class _EmbeddingBag(_Embedding):
-    """EmbeddingBag on 2-D input (a bag per row), mode 'sum' or 'mean': each id of a bag gets the bag's output
-    gradient times its weight c_t (1; 1/(ids in the bag but padding_idx) for 'mean'; the per_sample_weight), so
-    Embedding's products hold over those rows. 1-D input with offsets is left to the vmap route."""
+    """EmbeddingBag on 2-D input (a bag per row), mode 'sum' or 'mean': each id of a bag gets the
+    bag's output gradient times its weight c_t (1; 1/(ids in the bag but padding_idx) for 'mean';
+    the per_sample_weight), so Embedding's products hold over those rows. 1-D input with offsets is
+    left to the vmap route."""
 
     product = (
         "Σ_t c_t e_{id_t} g_bagᵀ, c_t 1, 1/(bag size) or the per-sample weight"  # the docs' table
@@ -123,7 +125,8 @@ class _LayerNorm(Layer):
 
 
 class _RMSNorm(_LayerNorm):
-    """γ ⊙ x̂, x̂ = x / √(mean(x²) + eps): LayerNorm's products, x̂ the module's own normalisation, no bias."""
+    """γ ⊙ x̂, x̂ = x / √(mean(x²) + eps): LayerNorm's products, x̂ the module's own normalisation,
+    no bias."""
 
     product = "Σ_t g_t ⊙ x̂_t, x̂ = x / √(mean(x²) + eps)"  # the docs' layer table
 
@@ -138,11 +141,12 @@ class _RMSNorm(_LayerNorm):
 
 
 class _ChannelNorm(_LayerNorm):
-    """GroupNorm, InstanceNorm, and BatchNorm with its running statistics (eval mode): γ ⊙ x̂ + β per channel after
-    a normalisation, so an example's gradients are LayerNorm's with the channels as the width and every position of
-    every sample as a row (kept channels first, (b, C, rows), so that no copy is made). x̂ is the module's own
-    normalisation: over each sample's group (GroupNorm), over each sample's positions (InstanceNorm from its input),
-    or by the running statistics (fixed, not the batch's)."""
+    """GroupNorm, InstanceNorm, and BatchNorm with its running statistics (eval mode): γ ⊙ x̂ + β
+    per channel after a normalisation, so an example's gradients are LayerNorm's with the channels
+    as the width and every position of every sample as a row (kept channels first, (b, C, rows), so
+    that no copy is made). x̂ is the module's own normalisation: over each sample's group
+    (GroupNorm), over each sample's positions (InstanceNorm from its input), or by the running
+    statistics (fixed, not the batch's)."""
 
     product = "Σ g ⊙ x̂ per channel, x̂ the module's own normalisation"  # the docs' layer table
 
@@ -189,8 +193,9 @@ class _ChannelNorm(_LayerNorm):
 
 
 class _Recurrent(_Linear):
-    """nn.RNN, nn.GRU, nn.LSTM, never formed as one layer: on the route each weight matrix with its bias is a
-    Linear of its own (:class:`dpnc.tier.recurrent.Part`) over the calls of the layer's unrolled forward."""
+    """nn.RNN, nn.GRU, nn.LSTM, never formed as one layer: on the route each weight matrix with its
+    bias is a Linear of its own (:class:`dpnc.tier.recurrent.Part`) over the calls of the layer's
+    unrolled forward."""
 
     product = (  # the docs' layer table
         "each weight matrix a Linear over the unrolled steps, Σ_t g_t a_tᵀ, bias Σ_t g_t; packed: masked "
@@ -237,15 +242,15 @@ _CONDITIONS = {
 
 
 def layer_rows() -> list[tuple[str, str]]:
-    """(layer name as :func:`layer_names` writes it, its per-example gradient in words), one per entry of
-    :data:`KINDS`: the docs' layer table."""
+    """(layer name as :func:`layer_names` writes it, its per-example gradient in words), one per
+    entry of :data:`KINDS`: the docs' layer table."""
     return list(zip(layer_names(), (cls.product for cls in KINDS.values())))
 
 
 def layer_names() -> list[str]:
-    """The layer types of :data:`KINDS` as a user writes them, each with its condition where it has one
-    ("BatchNorm*d (eval mode, ...)"): the refusals and the docs table are generated from it, so they list what
-    the route takes."""
+    """The layer types of :data:`KINDS` as a user writes them, each with its condition where it has
+    one ("BatchNorm*d (eval mode, ...)"): the refusals and the docs table are generated from it, so
+    they list what the route takes."""
     names = []
     for base in KINDS:
         name = base.__name__

@@ -1,25 +1,27 @@
-"""One rule for a model's state during a private step: nothing the model holds changes but by the optimizer.
+"""One rule for a model's state during a private step: nothing the model holds changes but by the
+optimizer.
 
-Between the moment a step's batch is drawn and its release, no parameter and no buffer of the model may change
-except by the optimizer's own moves (a zeroth-order step's x ± λu and its update; a first-order step's update,
-after the release). Anything else that writes them while the batch is in hand writes the batch into the model:
-BatchNorm's or InstanceNorm's running statistics in train mode, ``Embedding(max_norm=...)`` renormalising the rows
-it looked up, a custom layer that keeps a buffer of what it saw. ``state_dict()`` would then publish a statistic
-of the secret batch without noise. The same holds for every module the loss runs, part of the model or not (a
-frozen backbone called by ``loss_fn``), and for the tensors of the batch itself.
+Between the moment a step's batch is drawn and its release, no parameter and no buffer of the model
+may change except by the optimizer's own moves (a zeroth-order step's x ± λu and its update; a
+first-order step's update, after the release). Anything else that writes them while the batch is in
+hand writes the batch into the model: BatchNorm's or InstanceNorm's running statistics in train
+mode, ``Embedding(max_norm=...)`` renormalising the rows it looked up, a custom layer that keeps a
+buffer of what it saw. ``state_dict()`` would then publish a statistic of the secret batch without
+noise. The same holds for every module the loss runs, part of the model or not (a frozen backbone
+called by ``loss_fn``), and for the tensors of the batch itself.
 
-:class:`StateGuard` enforces the rule by construction, whatever the module and whatever the write path: it reads
-the version counter (which every in-place write bumps), the identity and the storage of every parameter and buffer,
-and their values (a copy of each buffer, a :func:`fingerprint` of each parameter: a write through ``.data`` bumps no
-counter), when the batch is drawn and before every forward pass, and compares them after the pass and before the
-release. A change is refused with a message naming the module, the buffers are put back as they were (a parameter
-written in place cannot be: the message says so), and the run is poisoned: every later step and every save is
+:class:`StateGuard` enforces the rule by construction, whatever the module and whatever the write
+path: it reads the version counter (which every in-place write bumps), the identity and the storage
+of every parameter and buffer, and their values (a copy of each buffer, a :func:`fingerprint` of
+each parameter: a write through ``.data`` bumps no counter), when the batch is drawn and before
+every forward pass, and compares them after the pass and before the release. A change is refused
+with a message naming the module, the buffers are put back as they were (a parameter written in
+place cannot be: the message says so), and the run is poisoned: every later step and every save is
 refused. :data:`MESSAGES` words the refusal by module type; it is not the guard.
 
-:func:`static_problems` finds the offenders that can be seen without running the model (train-mode running
-statistics, ``max_norm``), so that they are refused before any batch is touched: a refusal that happens only
-when a row is large (``max_norm``) would itself tell something of the batch.
-"""
+:func:`static_problems` finds the offenders that can be seen without running the model (train-mode
+running statistics, ``max_norm``), so that they are refused before any batch is touched: a refusal
+that happens only when a row is large (``max_norm``) would itself tell something of the batch."""
 
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ def _norm_message(module: nn.Module) -> str:
     )
 
 
-# How the refusal is worded for a module of a known type (the first match); any other module gets the default.
+# How the refusal is worded for a module of a known type (the first match); any other module gets
+# the default.
 MESSAGES: tuple[tuple[type[nn.Module], Callable[[nn.Module], str]], ...] = (
     (_NORM, _norm_message),
     (
@@ -83,7 +86,8 @@ def describe(module: nn.Module) -> str:
 
 
 def static_problems(model: nn.Module) -> list[str]:
-    """The modules of ``model`` seen to write their state in a forward without running it, each with its message."""
+    """The modules of ``model`` seen to write their state in a forward without running it, each with
+    its message."""
     problems = []
     for name, module in model.named_modules():
         train_stats = isinstance(module, _NORM) and module.training and module.track_running_stats
@@ -97,23 +101,27 @@ def static_problems(model: nn.Module) -> list[str]:
 
 
 class ModelStateChanged(ValueError):
-    """A parameter or buffer of the model (or of a module its loss ran), or a tensor of the batch, changed between
-    a step's draw and its release, not by the optimizer. The run is poisoned from then on (:class:`RunPoisoned`)."""
+    """A parameter or buffer of the model (or of a module its loss ran), or a tensor of the batch,
+    changed between a step's draw and its release, not by the optimizer. The run is poisoned from
+    then on (:class:`RunPoisoned`)."""
 
 
 class RunPoisoned(ModelStateChanged):
-    """A step or a save refused because an earlier check of the run found a write (the first offence is quoted)."""
+    """A step or a save refused because an earlier check of the run found a write (the first offence
+    is quoted)."""
 
 
 class ModuleNotReady(ValueError):
-    """A module outside ``model`` ran in a step and fails the model's checks; refused before its forward ran."""
+    """A module outside ``model`` ran in a step and fails the model's checks; refused before its
+    forward ran."""
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s bit patterns as integers (no copy): compared exactly, NaNs and signed zeros included."""
+    """``t``'s bit patterns as integers (no copy): compared exactly, NaNs and signed zeros
+    included."""
     t = t.detach()
     if t.is_complex():
         t = torch.view_as_real(t)
@@ -123,11 +131,13 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def fingerprint(t: torch.Tensor) -> torch.Tensor | None:
-    """An exact fingerprint of ``t``'s values: the int64 sums of its bit patterns along the last dimension.
+    """An exact fingerprint of ``t``'s values: the int64 sums of its bit patterns along the last
+    dimension.
 
-    One read of ``t`` and one number per row kept (a copy would double a model's memory); any write of other values
-    changes it but one that keeps every row's sum of bit patterns (a permutation within a row). None for a tensor
-    without storage (one a torch.func transform let escape into a module: its identity already tells)."""
+    One read of ``t`` and one number per row kept (a copy would double a model's memory); any write
+    of other values changes it but one that keeps every row's sum of bit patterns (a permutation
+    within a row). None for a tensor without storage (one a torch.func transform let escape into a
+    module: its identity already tells)."""
     try:
         bits = _bits(t)
     except RuntimeError:
@@ -142,7 +152,8 @@ def fingerprint(t: torch.Tensor) -> torch.Tensor | None:
 
 
 def _differ(pairs: list[tuple[torch.Tensor | None, torch.Tensor | None]]) -> list[bool]:
-    """Whether each pair of tensors differs bit for bit, with one device synchronisation per device (not per pair)."""
+    """Whether each pair of tensors differs bit for bit, with one device synchronisation per device
+    (not per pair)."""
     flags: dict[torch.device, list[torch.Tensor]] = {}
     where = []
     for a, b in pairs:
@@ -158,7 +169,8 @@ def _differ(pairs: list[tuple[torch.Tensor | None, torch.Tensor | None]]) -> lis
 
 @dataclass
 class _Tensor:
-    """A tensor the guard watches: its owner (None: the batch), the owner's name in messages and the local name."""
+    """A tensor the guard watches: its owner (None: the batch), the owner's name in messages and the
+    local name."""
 
     owner: nn.Module
     where: str  # "" for the model itself
@@ -181,22 +193,24 @@ def _module_tensors(module: nn.Module, where: str) -> Iterator[_Tensor]:
 
 
 class StateGuard:
-    """Marks the state of every parameter and buffer of ``model`` and refuses any change since the mark.
+    """Marks the state of every parameter and buffer of ``model`` and refuses any change since the
+    mark.
 
-    ``mark()`` records, per tensor, its identity, storage and version counter, and its values: a copy of each buffer
-    (to compare and put back) and a :func:`fingerprint` of each parameter, so a write through ``.data`` (which no
-    version counter sees) is caught too. ``check()`` raises :class:`ModelStateChanged` naming each module whose
-    tensors changed, after putting the buffers back, and poisons the run: :meth:`refuse_if_poisoned` then refuses
-    every later step and save, quoting the first offence (a later step would publish the written state).
+    ``mark()`` records, per tensor, its identity, storage and version counter, and its values: a
+    copy of each buffer (to compare and put back) and a :func:`fingerprint` of each parameter, so a
+    write through ``.data`` (which no version counter sees) is caught too. ``check()`` raises
+    :class:`ModelStateChanged` naming each module whose tensors changed, after putting the buffers
+    back, and poisons the run: :meth:`refuse_if_poisoned` then refuses every later step and save,
+    quoting the first offence (a later step would publish the written state).
 
-    ``watching()`` wraps a step's loss evaluation: every module whose forward runs within it, inside ``model`` or
-    not (a frozen backbone the loss calls), is held to the same rule, marked at first sight by a global forward
-    pre-hook (before its forward can write) and refused there if ``ready(module)`` lists problems (the model's own
-    checks); leaving it checks. ``hold(inputs)`` watches the batch's tensors the same way.
+    ``watching()`` wraps a step's loss evaluation: every module whose forward runs within it, inside
+    ``model`` or not (a frozen backbone the loss calls), is held to the same rule, marked at first
+    sight by a global forward pre-hook (before its forward can write) and refused there if
+    ``ready(module)`` lists problems (the model's own checks); leaving it checks. ``hold(inputs)``
+    watches the batch's tensors the same way.
 
-    The optimizer marks at the draw and before each forward pass it runs, and checks after each pass and at the
-    step's start: its own moves happen between a check and the next mark.
-    """
+    The optimizer marks at the draw and before each forward pass it runs, and checks after each pass
+    and at the step's start: its own moves happen between a check and the next mark."""
 
     def __init__(
         self, model: nn.Module, ready: Callable[[nn.Module], list[str]] | None = None
@@ -234,19 +248,21 @@ class StateGuard:
         self._marks = {e.label: self._measure(e) for e in self._tensors()}
 
     def hold(self, inputs) -> None:
-        """Watch the tensors of a batch (as the loader yields it, or as the step fetched it) from now on."""
+        """Watch the tensors of a batch (as the loader yields it, or as the step fetched it) from
+        now on."""
         self._batch = [
             (t, t._version, fingerprint(t)) for t in leaves(inputs) if isinstance(t, torch.Tensor)
         ]
 
     def attach(self, batches) -> None:
-        """Be the guard of a make_private loader's :class:`~dpnc.batches.LoaderBatches`: marked at each draw, and
-        holding each batch it yields (its tensors' values, which a write through ``.data`` changes unseen by the
-        version counters the loader reads)."""
+        """Be the guard of a make_private loader's :class:`~dpnc.batches.LoaderBatches`: marked at
+        each draw, and holding each batch it yields (its tensors' values, which a write through
+        ``.data`` changes unseen by the version counters the loader reads)."""
         batches.guard = self
 
     def refuse_written_batch(self, batches) -> None:
-        """Before a step takes the pending batch: one written since the loader yielded it is charged and dropped."""
+        """Before a step takes the pending batch: one written since the loader yielded it is charged
+        and dropped."""
         if self._batch and self.batch_written():
             batches.charge_dropped()
             raise ValueError(
@@ -257,7 +273,8 @@ class StateGuard:
             )
 
     def batch_written(self) -> bool:
-        """Whether a tensor of the held batch was written since :meth:`hold` (in place, or through ``.data``)."""
+        """Whether a tensor of the held batch was written since :meth:`hold` (in place, or through
+        ``.data``)."""
         versions = any(t._version != v for t, v, _ in self._batch)
         return versions or any(_differ([(fingerprint(t), f) for t, _, f in self._batch]))
 
@@ -272,7 +289,8 @@ class StateGuard:
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
-        """Within: every module whose forward runs is watched from its first sight; on leaving, :meth:`check`."""
+        """Within: every module whose forward runs is watched from its first sight; on leaving,
+        :meth:`check`."""
         self._seen = {id(m) for m in self.model.modules()}
         handle = register_module_forward_pre_hook(self._first_sight)
         try:
@@ -329,8 +347,8 @@ class StateGuard:
             if mark is not None and mark[2].buffer:
                 _restore(mark, now.get(label))
             elif label in now and not now[label].buffer and now[label].tensor.is_floating_point():
-                # no copy of a parameter is kept to put it back, and its values would publish the batch
-                # to any reader (named_parameters, parameters_to_vector): they become NaN
+                # no copy of a parameter is kept to put it back, and its values would publish the
+                # batch to any reader (named_parameters, parameters_to_vector): they become NaN
                 with torch.no_grad():
                     now[label].tensor.fill_(math.nan)
         owners: dict[str, list[str]] = {}
@@ -367,7 +385,8 @@ class StateGuard:
         )
         if self.poisoned is None:
             self.poisoned = message
-            # the model itself is what a user saves: its state_dict() (torch.save, save_pretrained) is refused too
+            # the model itself is what a user saves: its state_dict() (torch.save, save_pretrained)
+            # is refused too
             self.model.register_state_dict_pre_hook(
                 lambda *_: self.refuse_if_poisoned("saving the model (state_dict)")
             )
@@ -375,7 +394,8 @@ class StateGuard:
 
 
 def _restore(mark: tuple, tensor: torch.Tensor | None) -> None:
-    """Put a buffer back as the mark found it: its values written back, or the saved copy in its place."""
+    """Put a buffer back as the mark found it: its values written back, or the saved copy in its
+    place."""
     (ident, _, _, shape), saved, entry = mark
     if tensor is not None and id(tensor) == ident and tuple(tensor.shape) == shape:
         with torch.no_grad():

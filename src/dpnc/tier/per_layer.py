@@ -1,50 +1,56 @@
-"""Per-example clipped gradient sums from each layer's activations and output gradients (no per-example copies).
+"""Per-example clipped gradient sums from each layer's activations and output gradients (no
+per-example copies).
 
-For a layer whose parameters enter as ``out = f(a; θ)`` with a per-example gradient that is a product of the
-layer's input ``a_i`` and its output gradient ``g_i = ∂ℓ_i/∂out_i``, one forward and one backward of the whole
-batch give every example's gradient norm and, once the clip factors are known, the clipped sum (the
-"book-keeping" route of Bu et al. 2023; ghost clipping, Li et al. 2022, for the norms of sequence inputs):
+For a layer whose parameters enter as ``out = f(a; θ)`` with a per-example gradient that is a
+product of the layer's input ``a_i`` and its output gradient ``g_i = ∂ℓ_i/∂out_i``, one forward and
+one backward of the whole batch give every example's gradient norm and, once the clip factors are
+known, the clipped sum (the "book-keeping" route of Bu et al. 2023; ghost clipping, Li et al. 2022,
+for the norms of sequence inputs):
 
-* ``nn.Linear``: ∇W_i = Σ_t g_{i,t} a_{i,t}ᵀ. Its squared norm is ‖a_i‖²‖g_i‖² for one position, else
-  Σ_{t,s} (a_t·a_s)(g_t·g_s) (the ghost norm, when T·(in + out) < in·out) or the norm of the materialised
-  (out, in) product; ∇b_i = Σ_t g_{i,t}.
+* ``nn.Linear``: ∇W_i = Σ_t g_{i,t} a_{i,t}ᵀ. Its squared norm is ‖a_i‖²‖g_i‖² for one position,
+  else Σ_{t,s} (a_t·a_s)(g_t·g_s) (the ghost norm, when T·(in + out) < in·out) or the norm of the
+  materialised (out, in) product; ∇b_i = Σ_t g_{i,t}.
 * ``nn.Embedding``: ∇E_i = Σ_t e_{id_t} g_{i,t}ᵀ, squared norm Σ_{t,s} [id_t = id_s] g_t·g_s.
-* ``nn.EmbeddingBag`` (2-D input, 'sum' or 'mean', per-sample weights): Embedding's products, each id of a bag
-  taking the bag's output gradient times its weight in the bag.
+* ``nn.EmbeddingBag`` (2-D input, 'sum' or 'mean', per-sample weights): Embedding's products, each
+  id of a bag taking the bag's output gradient times its weight in the bag.
 * ``nn.LayerNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, ∇β_i = Σ_t g_{i,t} (x̂ the normalised input).
 * ``nn.RMSNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, x̂ = x / √(mean(x²) + eps).
-* ``nn.Conv1d``, ``nn.Conv2d``, ``nn.Conv3d``: ∇W_i = g_i · unfold(a_i)ᵀ per group, materialised per example
-  (small kernels); the input padded as the module's forward pads it ('same', 'valid', any ``padding_mode``).
-* ``nn.ConvTranspose1d``, ``nn.ConvTranspose2d``, ``nn.ConvTranspose3d``: the adjoint of a convolution, so
-  ∇W_i = a_i · unfold(g_i)ᵀ per group (the output gradient unfolded by the layer's kernel, stride, padding and
-  dilation); ∇b_i = Σ g_i over every output position, those no weight reaches (output_padding) included.
-* ``nn.GroupNorm``, ``nn.InstanceNorm*d``, ``nn.BatchNorm*d`` with running statistics (eval mode): LayerNorm's
-  products per channel, x̂ the module's own normalisation.
-* ``nn.MultiheadAttention`` (and so the Transformer layers): its q, k, v projections as one Linear product over the
-  packed ``in_proj_weight``, or one each where kdim or vdim ≠ embed_dim, its ``out_proj`` a Linear, all read from
-  the functional calls torch makes; ``add_bias_kv``'s bias_k, bias_v the gradient into each example's own copy
-  (:mod:`dpnc.tier.attention`).
-* ``nn.RNN``, ``nn.GRU``, ``nn.LSTM``: each weight matrix with its bias a Linear over the calls of the layer's
-  forward unrolled over the time steps (W_ih once over all steps, W_hh once per step), packed sequences masked
-  past each length (:mod:`dpnc.tier.recurrent`); Opacus's DPRNN, DPGRU, DPLSTM are Linear layers called per step.
+* ``nn.Conv1d``, ``nn.Conv2d``, ``nn.Conv3d``: ∇W_i = g_i · unfold(a_i)ᵀ per group, materialised per
+  example (small kernels); the input padded as the module's forward pads it ('same', 'valid', any
+  ``padding_mode``).
+* ``nn.ConvTranspose1d``, ``nn.ConvTranspose2d``, ``nn.ConvTranspose3d``: the adjoint of a
+  convolution, so ∇W_i = a_i · unfold(g_i)ᵀ per group (the output gradient unfolded by the layer's
+  kernel, stride, padding and dilation); ∇b_i = Σ g_i over every output position, those no weight
+  reaches (output_padding) included.
+* ``nn.GroupNorm``, ``nn.InstanceNorm*d``, ``nn.BatchNorm*d`` with running statistics (eval mode):
+  LayerNorm's products per channel, x̂ the module's own normalisation.
+* ``nn.MultiheadAttention`` (and so the Transformer layers): its q, k, v projections as one Linear
+  product over the packed ``in_proj_weight``, or one each where kdim or vdim ≠ embed_dim, its
+  ``out_proj`` a Linear, all read from the functional calls torch makes; ``add_bias_kv``'s bias_k,
+  bias_v the gradient into each example's own copy (:mod:`dpnc.tier.attention`).
+* ``nn.RNN``, ``nn.GRU``, ``nn.LSTM``: each weight matrix with its bias a Linear over the calls of
+  the layer's forward unrolled over the time steps (W_ih once over all steps, W_hh once per step),
+  packed sequences masked past each length (:mod:`dpnc.tier.recurrent`); Opacus's DPRNN, DPGRU,
+  DPLSTM are Linear layers called per step.
 
 The kinds and their products are in :mod:`dpnc.tier.layer_kinds` (:data:`KINDS`: layer type → kind).
 
-Then w_i = min(1, C/‖∇ℓ_i‖) over all parameters (:func:`~dpnc.privacy.clipping.clip_weights`), an example with
-a non-finite norm gets w_i = 0 (counted, as :func:`~dpnc.privacy.clipping.clipped_sum` zeroes it), and the
-clipped sum Σ_i w_i ∇ℓ_i is formed layer by layer from ``w·g`` and ``a``.
+Then w_i = min(1, C/‖∇ℓ_i‖) over all parameters (:func:`~dpnc.privacy.clipping.clip_weights`), an
+example with a non-finite norm gets w_i = 0 (counted, as :func:`~dpnc.privacy.clipping.clipped_sum`
+zeroes it), and the clipped sum Σ_i w_i ∇ℓ_i is formed layer by layer from ``w·g`` and ``a``.
 
-Per example by construction. The losses are ``torch.func.vmap`` of ``loss_fn`` over the examples, each alone (a
-batch of one): whatever ``loss_fn`` and the model compute, ℓ_i is a function of example i, so g_i is example i's own
-output gradient (a loss that "centres over the batch" centres over one example). The layers' inputs and outputs are
-read beneath vmap, where torch runs the whole batch as one tensor, so the route keeps the speed of one batched
-forward and backward. Every trainable parameter must belong to a supported layer whose rows belong to the examples
-(several rows per example, e.g. positions or K label prompts, or several calls in one forward, are summed; a layer
-run on rows shared by every example, as BERT's (1, L) position ids, gets a copy per example); a forward vmap cannot
-batch makes :func:`layer_clipped_sum` return None and the caller uses ``torch.func``'s per-example gradients. The
-norms are overflow-safe: where a norm overflows, each example's rows are scaled by their largest entry, so one
-extreme row changes nothing but its own weight.
-"""
+Per example by construction. The losses are ``torch.func.vmap`` of ``loss_fn`` over the examples,
+each alone (a batch of one): whatever ``loss_fn`` and the model compute, ℓ_i is a function of
+example i, so g_i is example i's own output gradient (a loss that "centres over the batch" centres
+over one example). The layers' inputs and outputs are read beneath vmap, where torch runs the whole
+batch as one tensor, so the route keeps the speed of one batched forward and backward. Every
+trainable parameter must belong to a supported layer whose rows belong to the examples (several rows
+per example, e.g. positions or K label prompts, or several calls in one forward, are summed; a layer
+run on rows shared by every example, as BERT's (1, L) position ids, gets a copy per example); a
+forward vmap cannot batch makes :func:`layer_clipped_sum` return None and the caller uses
+``torch.func``'s per-example gradients. The norms are overflow-safe: where a norm overflows, each
+example's rows are scaled by their largest entry, so one extreme row changes nothing but its own
+weight."""
 
 from __future__ import annotations
 
@@ -65,8 +71,9 @@ __all__ = ["KINDS", "SUPPORTED", "layer_clipped_sum", "supported"]
 def supported(
     model: nn.Module, params: dict[str, torch.Tensor]
 ) -> dict[nn.Module, dict[str, str]] | None:
-    """The layers owning ``params`` (name → tensor of ``model.named_parameters``), each with its local → full
-    parameter names, or None where a parameter belongs to a layer this route cannot handle."""
+    """The layers owning ``params`` (name → tensor of ``model.named_parameters``), each with its
+    local → full parameter names, or None where a parameter belongs to a layer this route cannot
+    handle."""
     owners: dict[nn.Module, dict[str, str]] = {}
     wanted = {id(p): name for name, p in params.items()}
     trained = set(wanted)
@@ -75,8 +82,10 @@ def supported(
         for holder, local, p in held(module):  # a recurrent layer's weights: its Linear parts
             if id(p) in seen:
                 if id(p) in trained:
-                    return None  # tied weights: one parameter in two layers, its gradient is not one product
-                continue  # a frozen tied weight (a causal LM's embeddings and output layer under LoRA): no gradient
+                    # tied weights: one parameter in two layers, its gradient is not one product
+                    return None
+                # a frozen tied weight (a causal LM's embeddings and output layer under LoRA): no gradient
+                continue
             seen.add(id(p))
             if id(p) not in wanted:
                 continue
@@ -94,15 +103,15 @@ def layer_clipped_sum(
     C: float,
 ):
     """Σ_i clip_C(∇_θ ℓ_i) over the batch by the per-layer route: the fields of a
-    :class:`~dpnc.tier.first_order.ClippedSum` (the flat sum in ``params``' order, the per-example losses, how many
-    were clipped, how many non-finite), or None where a parameter's layer is unsupported, or runs on rows that
-    are not one per example (a row shared by every example, as BERT's (1, L) position ids), or vmap cannot run
-    the forward (a layer without a batching rule).
+    :class:`~dpnc.tier.first_order.ClippedSum` (the flat sum in ``params``' order, the per-example
+    losses, how many were clipped, how many non-finite), or None where a parameter's layer is
+    unsupported, or runs on rows that are not one per example (a row shared by every example, as
+    BERT's (1, L) position ids), or vmap cannot run the forward (a layer without a batching rule).
 
-    The losses are ``vmap`` of ``loss_fn`` over the examples, each alone (:func:`dpnc.batches.one_example`), so
-    ℓ_i is a function of example i by construction, whatever ``loss_fn`` and the model compute; the layers'
-    inputs and outputs are read beneath vmap, where torch runs the batch as one tensor.
-    """
+    The losses are ``vmap`` of ``loss_fn`` over the examples, each alone
+    (:func:`dpnc.batches.one_example`), so ℓ_i is a function of example i by construction, whatever
+    ``loss_fn`` and the model compute; the layers' inputs and outputs are read beneath vmap, where
+    torch runs the batch as one tensor."""
     from torch.func import vmap
 
     owners = supported(model, params)
@@ -153,7 +162,8 @@ def layer_clipped_sum(
         for h in handles:
             h.remove()
     if any(not r or any(a is None or out is None for a, out, _ in r) for r in records.values()):
-        return None  # a layer unused, or run on rows shared by the examples: not one product per example
+        # a layer unused, or run on rows shared by the examples: not one product per example
+        return None
     layers = list(owners)
     outputs = [out for m in layers for _, out, _ in records[m]]
     flat = iter(torch.autograd.grad(losses.sum(), outputs, allow_unused=True))
@@ -166,12 +176,14 @@ def layer_clipped_sum(
         ]
         for m in layers
     }
-    grams: dict = {}  # one per pass, shared by every layer of it: the Gram matrix of an input several layers read
+    # one per pass, shared by every layer of it: the Gram matrix of an input several layers read
+    grams: dict = {}
     parts = [kind(m).of(m, calls[m], set(owners[m]), scaled=False, shared=grams) for m in layers]
     norms = sum(part.norms2() for part in parts).sqrt()
     if not bool(torch.isfinite(norms).all()):
-        # An overflow in the rows' own dtype (x = 1e20 in float32: a squared norm of 1e40), or a non-finite example:
-        # rows scaled per example by their largest entries tell the two apart (vmap's gradient of the first is finite).
+        # An overflow in the rows' own dtype (x = 1e20 in float32: a squared norm of 1e40), or a
+        # non-finite example: rows scaled per example by their largest entries tell the two apart
+        # (vmap's gradient of the first is finite).
         grams = {}
         parts = [kind(m).of(m, calls[m], set(owners[m]), scaled=True, shared=grams) for m in layers]
         norms = sum(part.norms2() for part in parts).sqrt()
@@ -201,8 +213,9 @@ def _detached(a):
 
 
 def _beneath_vmap(t) -> torch.Tensor | None:
-    """The tensor torch computes beneath one level of vmap, batch dimension first: (b, *one example's shape); None
-    for a tensor vmap did not batch (the same for every example) or one inside a further vmap of the caller's."""
+    """The tensor torch computes beneath one level of vmap, batch dimension first: (b, *one
+    example's shape); None for a tensor vmap did not batch (the same for every example) or one
+    inside a further vmap of the caller's."""
     from torch._C._functorch import get_unwrapped, is_batchedtensor, maybe_get_bdim
 
     if not isinstance(t, torch.Tensor) or not is_batchedtensor(t):
@@ -214,10 +227,11 @@ def _beneath_vmap(t) -> torch.Tensor | None:
 
 
 def _per_example_copies(a, output, b: int):
-    """For a layer run once on inputs shared by every example (unbatched beneath the route's vmap): its input and
-    output expanded to one copy per example, (b, ...), and the output as a batched tensor of this vmap level to
-    return in their place, so that each example's output gradient flows into its own copy; None where this is
-    not the route's own level (a further vmap of the caller's)."""
+    """For a layer run once on inputs shared by every example (unbatched beneath the route's vmap):
+    its input and output expanded to one copy per example, (b, ...), and the output as a batched
+    tensor of this vmap level to return in their place, so that each example's output gradient flows
+    into its own copy; None where this is not the route's own level (a further vmap of the
+    caller's)."""
     from torch._C._functorch import _add_batch_dim, is_batchedtensor, maybe_current_level
 
     level = maybe_current_level()

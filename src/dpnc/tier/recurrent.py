@@ -1,31 +1,34 @@
-"""``nn.RNN``, ``nn.GRU`` and ``nn.LSTM`` on the per-layer route: each weight matrix read as a Linear product.
+"""``nn.RNN``, ``nn.GRU`` and ``nn.LSTM`` on the per-layer route: each weight matrix read as a
+Linear product.
 
-torch runs a recurrent layer as one fused kernel, which vmap cannot batch and no hook sees into. While the route's
-forward runs, :func:`unrolled` gives each recurrent layer a forward that computes the same function as a loop
-over the time steps, built from ``F.linear`` calls on the layer's own weights with torch's gate equations:
+torch runs a recurrent layer as one fused kernel, which vmap cannot batch and no hook sees into.
+While the route's forward runs, :func:`unrolled` gives each recurrent layer a forward that computes
+the same function as a loop over the time steps, built from ``F.linear`` calls on the layer's own
+weights with torch's gate equations:
 
 * RNN: h' = tanh or relu(W_ih x + b_ih + W_hh h + b_hh);
-* GRU: r, z = σ(W_i{r,z} x + b_i{r,z} + W_h{r,z} h + b_h{r,z}), n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn)),
-  h' = (1 − z) ⊙ n + z ⊙ h;
-* LSTM: i, f, o = σ(·), g = tanh(·) of W_ih x + b_ih + W_hh h + b_hh; c' = f ⊙ c + i ⊙ g; h' = o ⊙ tanh(c'),
-  then h' = W_hr h' where ``proj_size`` > 0.
+* GRU: r, z = σ(W_i{r,z} x + b_i{r,z} + W_h{r,z} h + b_h{r,z}), n = tanh(W_in x + b_in + r ⊙ (W_hn h
+  + b_hn)), h' = (1 − z) ⊙ n + z ⊙ h;
+* LSTM: i, f, o = σ(·), g = tanh(·) of W_ih x + b_ih + W_hh h + b_hh; c' = f ⊙ c + i ⊙ g; h' = o ⊙
+  tanh(c'), then h' = W_hr h' where ``proj_size`` > 0.
 
-Each weight (ih, hh, hr of every layer and direction) with its bias is then a Linear of its own (:class:`Part`),
-each of whose calls is recorded, its input rows and output, as the route records an attention's projections: W_ih
-once over all the steps, W_hh (and W_hr) once per step, so its per-example gradient Σ_t g_t a_tᵀ sums the calls
-before its norm is taken (the cross terms between steps included), as for any Linear run several times.
+Each weight (ih, hh, hr of every layer and direction) with its bias is then a Linear of its own
+(:class:`Part`), each of whose calls is recorded, its input rows and output, as the route records an
+attention's projections: W_ih once over all the steps, W_hh (and W_hr) once per step, so its
+per-example gradient Σ_t g_t a_tᵀ sums the calls before its norm is taken (the cross terms between
+steps included), as for any Linear run several times.
 
-Packed sequences. Beneath the route's vmap an example's sequence cannot be cut to its own length (a shape that
-depends on the data), so while the route's forward runs ``pack_padded_sequence`` keeps every step of every
-sequence (:class:`Padded`: ``data`` time-major and padded, ``batch_sizes`` the counts of sequences still running
-at each step, 0 past the longest). The unrolled layers mask the steps past each sequence's length: its state is
-kept and its output is 0, as torch's packed kernels leave them, so h_n (and c_n) is each sequence's own last
-state and the output a :class:`Padded` of the same steps. ``pad_packed_sequence(..., total_length=T)`` reads it
-(padding_value past each length), equal to torch's; without ``total_length`` torch cuts the example to its own
-length, which the route cannot, so that call, any other read of a padded sequence's ``data`` or ``batch_sizes``,
-or lengths torch refuses (0, beyond the padded width, unsorted with ``enforce_sorted``) make the route give way
-to another (:class:`NotOnRoute`).
-"""
+Packed sequences. Beneath the route's vmap an example's sequence cannot be cut to its own length (a
+shape that depends on the data), so while the route's forward runs ``pack_padded_sequence`` keeps
+every step of every sequence (:class:`Padded`: ``data`` time-major and padded, ``batch_sizes`` the
+counts of sequences still running at each step, 0 past the longest). The unrolled layers mask the
+steps past each sequence's length: its state is kept and its output is 0, as torch's packed kernels
+leave them, so h_n (and c_n) is each sequence's own last state and the output a :class:`Padded` of
+the same steps. ``pad_packed_sequence(..., total_length=T)`` reads it (padding_value past each
+length), equal to torch's; without ``total_length`` torch cuts the example to its own length, which
+the route cannot, so that call, any other read of a padded sequence's ``data`` or ``batch_sizes``,
+or lengths torch refuses (0, beyond the padded width, unsorted with ``enforce_sorted``) make the
+route give way to another (:class:`NotOnRoute`)."""
 
 from __future__ import annotations
 
@@ -44,13 +47,13 @@ __all__ = ["Padded", "Part", "held", "parts", "takes", "unrolled"]
 
 
 class NotOnRoute(RuntimeError):
-    """A recurrent call the unrolled forward does not reproduce: the per-layer route gives way (it catches
-    RuntimeError), and the step takes another route."""
+    """A recurrent call the unrolled forward does not reproduce: the per-layer route gives way (it
+    catches RuntimeError), and the step takes another route."""
 
 
 def takes(module: nn.Module) -> bool:
-    """Whether the unrolled forward computes what ``module``'s own does: torch's forward (not a subclass's), and
-    no dropout between layers in train mode."""
+    """Whether the unrolled forward computes what ``module``'s own does: torch's forward (not a
+    subclass's), and no dropout between layers in train mode."""
     if not isinstance(module, nn.RNNBase):
         return False
     own = type(module).forward in (nn.RNN.forward, nn.GRU.forward, nn.LSTM.forward)
@@ -58,8 +61,9 @@ def takes(module: nn.Module) -> bool:
 
 
 class Part(nn.Linear):
-    """One weight matrix of a recurrent layer with its bias (``weight_ih_l0`` and ``bias_ih_l0``), as a Linear: the
-    unit whose products the route forms. A view of the layer's own parameters, never called as a module."""
+    """One weight matrix of a recurrent layer with its bias (``weight_ih_l0`` and ``bias_ih_l0``),
+    as a Linear: the unit whose products the route forms. A view of the layer's own parameters,
+    never called as a module."""
 
     def __init__(self, layer: nn.Module, weight: str, bias: str | None) -> None:
         nn.Module.__init__(self)
@@ -71,10 +75,10 @@ class Part(nn.Linear):
 
 
 def held(module: nn.Module) -> Iterator[tuple[nn.Module, str, torch.Tensor]]:
-    """(the layer whose products give its gradient, its local name there, the parameter) for each parameter
-    ``module`` holds itself: a recurrent layer's through its :class:`Part` views; an alias is left to the
-    submodule it names (Opacus's DPRNN, DPGRU, DPLSTM register their cells' Linear parameters again under
-    nn.LSTM's names, ``new_to_old`` mapping them back)."""
+    """(the layer whose products give its gradient, its local name there, the parameter) for each
+    parameter ``module`` holds itself: a recurrent layer's through its :class:`Part` views; an alias
+    is left to the submodule it names (Opacus's DPRNN, DPGRU, DPLSTM register their cells' Linear
+    parameters again under nn.LSTM's names, ``new_to_old`` mapping them back)."""
     if takes(module):
         for part in parts(module):
             for local, p in part.named_parameters():
@@ -102,11 +106,12 @@ def parts(module: nn.Module) -> list[Part]:
 
 
 class Padded(rnn.PackedSequence):
-    """A packed sequence as the route keeps it: ``data`` holds every step of every sequence, time-major
-    ((T·n, *) for n sequences padded to T), ``batch_sizes`` (T,) how many are still running at each step (0 past
-    the longest). Both differ from torch's (rows and steps it has not), so only the unrolled layers (which take
-    the fields by position) and ``pad_packed_sequence`` with ``total_length`` >= T read them; any other read
-    raises :class:`NotOnRoute`, before torch's own check of total_length (a ValueError) could."""
+    """A packed sequence as the route keeps it: ``data`` holds every step of every sequence,
+    time-major ((T·n, *) for n sequences padded to T), ``batch_sizes`` (T,) how many are still
+    running at each step (0 past the longest). Both differ from torch's (rows and steps it has not),
+    so only the unrolled layers (which take the fields by position) and ``pad_packed_sequence`` with
+    ``total_length`` >= T read them; any other read raises :class:`NotOnRoute`, before torch's own
+    check of total_length (a ValueError) could."""
 
     @property
     def data(self) -> torch.Tensor:  # type: ignore[override]
@@ -132,9 +137,10 @@ _PAD_CODE = rnn.pad_packed_sequence.__code__
 
 @contextmanager
 def unrolled(model: nn.Module, owners, record: Callable) -> Iterator[None]:
-    """While open, every recurrent layer of ``model`` that :func:`takes` runs its unrolled forward, each call on a
-    weight of a :class:`Part` among ``owners`` (the route's layers) calling ``record(part, input, output, None)``,
-    and packing keeps the padded rows (:class:`Padded`); all put back on leaving."""
+    """While open, every recurrent layer of ``model`` that :func:`takes` runs its unrolled forward,
+    each call on a weight of a :class:`Part` among ``owners`` (the route's layers) calling
+    ``record(part, input, output, None)``, and packing keeps the padded rows (:class:`Padded`); all
+    put back on leaving."""
     layers = [m for m in model.modules() if takes(m)]
     if not layers:
         yield
@@ -193,9 +199,9 @@ def unrolled(model: nn.Module, owners, record: Callable) -> Iterator[None]:
 
 
 def _pack(input: torch.Tensor, lengths: torch.Tensor, batch_first: bool):
-    """``_VF._pack_padded_sequence`` keeping every step: (data (T·n, *) time-major, batch_sizes (T,)). Lengths torch
-    refuses are not packed here (:class:`NotOnRoute`): the route gives way, and the example's own forward says
-    why."""
+    """``_VF._pack_padded_sequence`` keeping every step: (data (T·n, *) time-major, batch_sizes
+    (T,)). Lengths torch refuses are not packed here (:class:`NotOnRoute`): the route gives way, and
+    the example's own forward says why."""
     x = input.transpose(0, 1) if batch_first else input
     T, n = x.shape[:2]
     _check_lengths(lengths, T)
@@ -205,8 +211,8 @@ def _pack(input: torch.Tensor, lengths: torch.Tensor, batch_first: bool):
 
 
 def _check_lengths(lengths: torch.Tensor, T: int) -> None:
-    """NotOnRoute unless every length is in 1..T and each example's lengths are sorted longest first (as torch's
-    packing requires): checked on the values beneath the route's vmap."""
+    """NotOnRoute unless every length is in 1..T and each example's lengths are sorted longest first
+    (as torch's packing requires): checked on the values beneath the route's vmap."""
     from torch._C._functorch import get_unwrapped, is_batchedtensor, maybe_get_bdim
 
     if lengths.device.type != "cpu":
@@ -220,7 +226,8 @@ def _check_lengths(lengths: torch.Tensor, T: int) -> None:
 
 
 def _steps(data: torch.Tensor, batch_sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A padded sequence's rows as (T, n, *) and which of them run, (T, n) (sorted longest first)."""
+    """A padded sequence's rows as (T, n, *) and which of them run, (T, n) (sorted longest
+    first)."""
     x = data.reshape(batch_sizes.shape[0], -1, *data.shape[1:])
     running = torch.arange(x.shape[1], device=batch_sizes.device)
     return x, (running.unsqueeze(0) < batch_sizes.unsqueeze(1)).to(x.device)
@@ -231,7 +238,8 @@ def _wide(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 def _cell(mode: str, gx, gh, h, c):
-    """One step of torch's cell from the two projections gx = W_ih x + b_ih, gh = W_hh h + b_hh: (h', c')."""
+    """One step of torch's cell from the two projections gx = W_ih x + b_ih, gh = W_hh h + b_hh:
+    (h', c')."""
     if mode == "LSTM":
         i, f, g, o = (gx + gh).chunk(4, -1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
@@ -246,8 +254,9 @@ def _cell(mode: str, gx, gh, h, c):
 
 
 def _forward(self: nn.RNNBase, input, hx=None, *, linear: Callable):
-    """The layer's forward as a loop over the time steps (see the module's docstring); returns what torch's does:
-    (output, h_n), or (output, (h_n, c_n)) for an LSTM; a :class:`Padded` output for a padded input."""
+    """The layer's forward as a loop over the time steps (see the module's docstring); returns what
+    torch's does: (output, h_n), or (output, (h_n, c_n)) for an LSTM; a :class:`Padded` output for a
+    padded input."""
     lstm, packed = self.mode == "LSTM", isinstance(input, rnn.PackedSequence)
     sorted_indices = unsorted_indices = mask = None
     unbatched = False
@@ -303,8 +312,9 @@ def _forward(self: nn.RNNBase, input, hx=None, *, linear: Callable):
 
 
 def _direction(self: nn.RNNBase, linear: Callable, x, mask, where: tuple[int, int], h, c):
-    """Layer k, direction d (1: reversed), ``where`` = (k, d), over x (T, n, in): its outputs (T, n, width) and
-    last h, c. A masked step keeps the state and outputs 0. ``linear(layer, weight's name, x, weight, bias)``."""
+    """Layer k, direction d (1: reversed), ``where`` = (k, d), over x (T, n, in): its outputs (T, n,
+    width) and last h, c. A masked step keeps the state and outputs 0. ``linear(layer, weight's
+    name, x, weight, bias)``."""
     k, d = where
     suffix = "_reverse" if d else ""
 

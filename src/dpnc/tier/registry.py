@@ -1,12 +1,12 @@
 """The registry of the model-tier optimizers: every name a user can train a ``torch`` model with.
 
-``make_private`` (its ``optimizer=`` names), the text trainer (``FinetuneConfig.method``, :mod:`dpnc.lm.steps`), the
-command line's ``--method`` (choices and help) and the audit's model-tier mechanisms read :data:`OPTIMIZERS`; each
-builds an optimizer through :func:`dpnc.tier.wiring.wire`, which calls the entry's ``build`` with the entry's options
-(its :mod:`dpnc.options` class, built by the door with :func:`dpnc.options.options_of`). Adding an optimizer is one
-class, one line here and one case in ``tests/test_tier_contract.py`` (which fails for an entry without one, and for an
-option some door that offers the entry does not reach).
-"""
+``make_private`` (its ``optimizer=`` names), the text trainer (``FinetuneConfig.method``,
+:mod:`dpnc.lm.steps`), the command line's ``--method`` (choices and help) and the audit's model-tier
+mechanisms read :data:`OPTIMIZERS`; each builds an optimizer through :func:`dpnc.tier.wiring.wire`,
+which calls the entry's ``build`` with the entry's options (its :mod:`dpnc.options` class, built by
+the door with :func:`dpnc.options.options_of`). Adding an optimizer is one class, one line here and
+one case in ``tests/test_tier_contract.py`` (which fails for an entry without one, and for an option
+some door that offers the entry does not reach)."""
 
 from __future__ import annotations
 
@@ -42,13 +42,14 @@ RELATIONS = tuple(r.value for r in Relation)  # every private entry's ledger sup
 
 @dataclass
 class Parts:
-    """What a front door hands an entry's ``build``: the model and its trainable parameters, where batches come from,
-    the noise multiplier (None: not private), the ledger, the secret noise, the process group and the options.
+    """What a front door hands an entry's ``build``: the model and its trainable parameters, where
+    batches come from, the noise multiplier (None: not private), the ledger, the secret noise, the
+    process group and the options.
 
-    ``batches`` is the make_private loader's pending batch (:class:`~dpnc.batches.LoaderBatches`), or None when the
-    optimizer draws from ``sampler`` itself and reads the rows through ``data`` (the trainer); ``options`` is the
-    entry's options object (:attr:`Spec.options`), checked when it was built.
-    """
+    ``batches`` is the make_private loader's pending batch (:class:`~dpnc.batches.LoaderBatches`),
+    or None when the optimizer draws from ``sampler`` itself and reads the rows through ``data``
+    (the trainer); ``options`` is the entry's options object (:attr:`Spec.options`), checked when it
+    was built."""
 
     model: nn.Module
     params: list[torch.Tensor]
@@ -63,14 +64,16 @@ class Parts:
     options: Options = None  # type: ignore[assignment]
 
     def loader_batches(self) -> LoaderBatches:
-        """The pending-batch source a first-order step takes its batch from: the loader's, or one over the sampler
-        that fetches rows through ``data`` (the trainer draws each batch before the step)."""
+        """The pending-batch source a first-order step takes its batch from: the loader's, or one
+        over the sampler that fetches rows through ``data`` (the trainer draws each batch before the
+        step)."""
         if self.batches is not None:
             return self.batches
         return LoaderBatches(self.sampler, self.steps, self.group, fetch=self.data.rows)
 
     def zeroth_order_source(self) -> dict:
-        """A zeroth-order optimizer's batch source: the loader's pending batch, or the sampler and the rows."""
+        """A zeroth-order optimizer's batch source: the loader's pending batch, or the sampler and
+        the rows."""
         if self.batches is not None:
             return {"sampler": self.batches}
         return {"sampler": self.sampler, "data": self.data}
@@ -81,14 +84,17 @@ class Spec:
     """One model-tier optimizer as the front doors see it.
 
     Attributes:
-        cls: the class whose ``step`` runs (DPZero, MeZO, DPOptimizer, a torch optimizer for a non-private baseline).
+        cls: the class whose ``step`` runs (DPZero, MeZO, DPOptimizer, a torch optimizer for a
+            non-private baseline).
         private: whether its releases are noised (a run with it claims a finite ε).
         order: 0 for zeroth order (forward passes only), 1 for first order (per-example gradients).
         relations: the neighbouring relations its ledger supports.
         help: one line for ``--help`` and the docs.
-        build: ``build(parts) -> optimizer``, reading ``parts.options`` (an instance of ``options``).
-        options: the class of its options (:mod:`dpnc.options`): fields with defaults, rules and help. Every front
-            door that offers the entry reaches each field (``tests/test_tier_contract.py``).
+        build: ``build(parts) -> optimizer``, reading ``parts.options`` (an instance of
+            ``options``).
+        options: the class of its options (:mod:`dpnc.options`): fields with defaults, rules and
+            help. Every front door that offers the entry reaches each field
+            (``tests/test_tier_contract.py``).
         doors: the front doors that offer it (the non-private AdamW baseline is the trainer's only).
     """
 
@@ -103,8 +109,8 @@ class Spec:
 
 
 def zeroth_order(cls: type[DPZero] | type[MeZO]) -> Callable[[Parts], torch.optim.Optimizer]:
-    """The build of a zeroth-order optimizer from :class:`~dpnc.options.DPZeroOptions` (private: with clip and σ)
-    or :class:`~dpnc.options.MeZOOptions`."""
+    """The build of a zeroth-order optimizer from :class:`~dpnc.options.DPZeroOptions` (private:
+    with clip and σ) or :class:`~dpnc.options.MeZOOptions`."""
 
     def build(p: Parts) -> torch.optim.Optimizer:
         o = p.options
@@ -133,9 +139,9 @@ def zeroth_order(cls: type[DPZero] | type[MeZO]) -> Callable[[Parts], torch.opti
 def private_first_order(
     inner: type[torch.optim.Optimizer], instance: torch.optim.Optimizer | None = None
 ) -> Callable[[Parts], DPOptimizer]:
-    """The build of a :class:`DPOptimizer` around ``inner``, from :class:`~dpnc.options.DPFirstOrderOptions`; or
-    around ``instance``, wrapped as it is (its lr and state are its own), from :class:`~dpnc.options.WrappedOptions`.
-    """
+    """The build of a :class:`DPOptimizer` around ``inner``, from
+    :class:`~dpnc.options.DPFirstOrderOptions`; or around ``instance``, wrapped as it is (its lr and
+    state are its own), from :class:`~dpnc.options.WrappedOptions`."""
 
     def build(p: Parts) -> DPOptimizer:
         o = p.options
@@ -221,7 +227,8 @@ OPTIMIZERS: dict[str, Spec] = {
 def names(
     door: FrontDoor, *, private: bool | None = None, order: int | None = None
 ) -> tuple[str, ...]:
-    """The registry's names a front door offers (in registry order), optionally only the private ones or one order."""
+    """The registry's names a front door offers (in registry order), optionally only the private
+    ones or one order."""
     return tuple(
         name
         for name, spec in OPTIMIZERS.items()
@@ -242,7 +249,8 @@ def spec(name: str, door: FrontDoor | None = None) -> Spec:
 def wrapping(
     inner: type[torch.optim.Optimizer], instance: torch.optim.Optimizer | None = None
 ) -> Spec:
-    """The entry of a user's torch optimizer class (or ``instance``) that make_private wraps as dp-adamw's is."""
+    """The entry of a user's torch optimizer class (or ``instance``) that make_private wraps as
+    dp-adamw's is."""
     options = WrappedOptions if instance is not None else DPFirstOrderOptions
     return Spec(
         DPOptimizer,
@@ -257,8 +265,9 @@ def wrapping(
 
 
 def refuse_others(name: str, entry: Spec, values: Mapping[str, object]) -> None:
-    """At a door whose every option argument may be set (make_private): a value (not None) of an option that the entry
-    does not take is refused, naming the entries that take it, instead of being dropped unread."""
+    """At a door whose every option argument may be set (make_private): a value (not None) of an
+    option that the entry does not take is refused, naming the entries that take it, instead of
+    being dropped unread."""
     for key, value in values.items():
         if value is None or key in _fields(entry):
             continue

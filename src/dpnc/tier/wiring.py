@@ -1,10 +1,11 @@
 """The one wiring of a model-tier run: calibration, accountant and optimizer, for every front door.
 
-``make_private`` (:mod:`dpnc.engine`), the text trainer (:class:`dpnc.lm.Trainer`) and any integration (a Hugging
-Face ``Trainer``) call :func:`wire` with what they decided (the model, where batches come from, the declared n, the
-budget or σ) and get the optimizer of :data:`dpnc.tier.registry.OPTIMIZERS` and a :class:`Wiring`: the record of
-what the run's public outputs say about its privacy (``summary.json``'s n, q, σ, steps, accountant, relation and
-process count). A privacy rule (which n, which q, which accountant calibrates) is written here once.
+``make_private`` (:mod:`dpnc.engine`), the text trainer (:class:`dpnc.lm.Trainer`) and any
+integration (a Hugging Face ``Trainer``) call :func:`wire` with what they decided (the model, where
+batches come from, the declared n, the budget or σ) and get the optimizer of
+:data:`dpnc.tier.registry.OPTIMIZERS` and a :class:`Wiring`: the record of what the run's public
+outputs say about its privacy (``summary.json``'s n, q, σ, steps, accountant, relation and process
+count). A privacy rule (which n, which q, which accountant calibrates) is written here once.
 
 Example (the trainer's use, with batches drawn by the optimizer from a secret sampler)::
 
@@ -33,7 +34,8 @@ from dpnc.tier.registry import OPTIMIZERS, Parts, Spec
 
 @dataclass(frozen=True)
 class Wiring:
-    """What a run's public outputs say about how it was wired (all public: declared or chosen, never read off data).
+    """What a run's public outputs say about how it was wired (all public: declared or chosen, never
+    read off data).
 
     Attributes:
         method: the registry name.
@@ -76,11 +78,12 @@ def calibrate(
     relation: str,
     fixed_size_of: int | None = None,
 ) -> float | None:
-    """σ/Δ for ``steps`` releases at q = B/n: calibrated to ``budget`` by ``accountant``, or the given one (checked
-    against ``budget`` when both are given: a budget it cannot afford is refused); None for a non-private entry.
+    """σ/Δ for ``steps`` releases at q = B/n: calibrated to ``budget`` by ``accountant``, or the
+    given one (checked against ``budget`` when both are given: a budget it cannot afford is
+    refused); None for a non-private entry.
 
-    ``fixed_size_of``: the n of fixed-size (shuffle) batches, whose releases are their own event (replace-one).
-    """
+    ``fixed_size_of``: the n of fixed-size (shuffle) batches, whose releases are their own event
+    (replace-one)."""
     if not spec.private:
         return None
     q = batch_size / n
@@ -132,32 +135,37 @@ def wire(
     fixed_size_of: int | None = None,
     entry: Spec | None = None,
 ) -> tuple[torch.optim.Optimizer, Wiring]:
-    """The optimizer of registry entry ``method`` over ``model``'s trainable parameters, and its :class:`Wiring`.
+    """The optimizer of registry entry ``method`` over ``model``'s trainable parameters, and its
+    :class:`Wiring`.
 
     Args:
         model: the module to train (its parameters with ``requires_grad`` are optimized).
         method: a name of :data:`~dpnc.tier.registry.OPTIMIZERS`.
-        sampler: the secret batch sampler (Poisson or shuffle), with the declared ``n`` and the batch size.
+        sampler: the secret batch sampler (Poisson or shuffle), with the declared ``n`` and the
+            batch size.
         n: the declared number of training examples (never ``len(data)``).
         steps: the number of steps T the budget covers.
         accountant: the run's ledger (its relation is the run's).
-        budget: the (ε, δ) target that σ is calibrated to (private entries, unless ``noise_multiplier_given``).
-        noise_multiplier_given: σ/Δ to use instead of calibrating (checked against ``budget`` if both are given).
+        budget: the (ε, δ) target that σ is calibrated to (private entries, unless
+            ``noise_multiplier_given``).
+        noise_multiplier_given: σ/Δ to use instead of calibrating (checked against ``budget`` if
+            both are given).
         calibrate_by: ``"pld"`` or ``"rdp"``: the accountant that calibrates σ.
         noise: the secret noise source (a fresh one by default).
         group: a data-parallel run's process group (zeroth-order and private first-order entries).
-        batches: the make_private loader's pending batch; None when the optimizer draws from ``sampler`` and
-            reads the rows through ``data``.
+        batches: the make_private loader's pending batch; None when the optimizer draws from
+            ``sampler`` and reads the rows through ``data``.
         data: the rows (:class:`~dpnc.batches.DataRows`) when ``batches`` is None.
-        options: the entry's options, an instance of its class (``Spec.options``, :mod:`dpnc.options`), or a
-            mapping of their values by name, built into one by :func:`dpnc.options.options_of`.
+        options: the entry's options, an instance of its class (``Spec.options``,
+            :mod:`dpnc.options`), or a mapping of their values by name, built into one by
+            :func:`dpnc.options.options_of`.
         fixed_size_of: see :func:`calibrate`.
-        entry: an entry outside the registry, called ``method`` (make_private's wrapping of a user's torch
-            optimizer class or instance).
+        entry: an entry outside the registry, called ``method`` (make_private's wrapping of a user's
+            torch optimizer class or instance).
 
     Raises:
-        ValueError: an unknown method, the non-private first-order baseline with a process group, or what the
-            optimizer refuses.
+        ValueError: an unknown method, the non-private first-order baseline with a process group, or
+            what the optimizer refuses.
     """
     entry = entry if entry is not None else OPTIMIZERS.get(method)
     if entry is None:

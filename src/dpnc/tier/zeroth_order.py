@@ -1,26 +1,28 @@
-"""Zeroth-order optimizers for models, in the style of ``torch.optim``: DPZero and MeZO (base: :mod:`dpnc.tier.base`).
+"""Zeroth-order optimizers for models, in the style of ``torch.optim``: DPZero and MeZO (base:
+:mod:`dpnc.tier.base`).
 
 ``DPZero`` and ``MeZO`` run the steps of :mod:`dpnc.algorithms.dpzero` on a model's trainable
-parameters through a :class:`~dpnc.space.ModuleSpace`: forward passes only, the direction regenerated
-from its seed, inference-level memory. **The optimizer hands the loss function its batch**
-(:mod:`dpnc.batches`): it is given the training data, draws each step's batch from its sampler (secretly
-when the accounting uses amplification by subsampling), fetches those rows and calls ``loss_fn(*rows)``,
-which must return the **per-example** losses of exactly those rows, shape (len(batch),). The model is
-checked before every step (:func:`validate_model`: no active dropout, no BatchNorm that uses batch
-statistics). Anything that can be detected otherwise is refused, so the batch the ledger describes is the
-batch that was used; a ``loss_fn`` that reads other data besides its arguments cannot be detected by any
-library, and is the user's to avoid.
+parameters through a :class:`~dpnc.space.ModuleSpace`: forward passes only, the direction
+regenerated from its seed, inference-level memory. **The optimizer hands the loss function its
+batch** (:mod:`dpnc.batches`): it is given the training data, draws each step's batch from its
+sampler (secretly when the accounting uses amplification by subsampling), fetches those rows and
+calls ``loss_fn(*rows)``, which must return the **per-example** losses of exactly those rows, shape
+(len(batch),). The model is checked before every step (:func:`validate_model`: no active dropout, no
+BatchNorm that uses batch statistics). Anything that can be detected otherwise is refused, so the
+batch the ledger describes is the batch that was used; a ``loss_fn`` that reads other data besides
+its arguments cannot be detected by any library, and is the user's to avoid.
 
-Data parallel. ``group=dpnc.distributed.Group()`` (under ``torchrun``) runs each step across the ranks of a
-``torch.distributed`` group: rank 0 draws the secret batch and the noise and keeps the ledger, each rank
-evaluates its shard (``loss_fn`` gets this rank's part of the batch), and only a few numbers per step are
-communicated (see :mod:`dpnc.distributed`). Save checkpoints from rank 0 only. Without ``group`` nothing changes.
+Data parallel. ``group=dpnc.distributed.Group()`` (under ``torchrun``) runs each step across the
+ranks of a ``torch.distributed`` group: rank 0 draws the secret batch and the noise and keeps the
+ledger, each rank evaluates its shard (``loss_fn`` gets this rank's part of the batch), and only a
+few numbers per step are communicated (see :mod:`dpnc.distributed`). Save checkpoints from rank 0
+only. Without ``group`` nothing changes.
 
 What a step did. ``optimizer.register_step_hook(fn)`` calls ``fn(optimizer, info)`` after every step
-with a :class:`StepInfo`: the step's index, its public direction seed, the released (noisy) quantity and
-the ledger entry it made, all public, and, apart and so named, :class:`PrivateStats` (the batch's loss,
-clipped fraction and non-finite count: statistics of the training data that ε does not cover). The
-first-order :class:`dpnc.tier.DPOptimizer` reports its steps the same way.
+with a :class:`StepInfo`: the step's index, its public direction seed, the released (noisy) quantity
+and the ledger entry it made, all public, and, apart and so named, :class:`PrivateStats` (the
+batch's loss, clipped fraction and non-finite count: statistics of the training data that ε does not
+cover). The first-order :class:`dpnc.tier.DPOptimizer` reports its steps the same way.
 
 Example:
     >>> opt = DPZero(model.parameters(), lr=1e-6, clip=200.0, smoothing=1e-3, noise_multiplier=13.5,
@@ -64,7 +66,8 @@ from dpnc.tier.model_state import ModelStateChanged, ModuleNotReady, StateGuard
 
 
 class _ZerothOrder(StepHooks, torch.optim.Optimizer):
-    """Shared machinery: one parameter group, public seeds, the accountant, the secret noise and the batch source."""
+    """Shared machinery: one parameter group, public seeds, the accountant, the secret noise and the
+    batch source."""
 
     def __init__(
         self,
@@ -96,7 +99,8 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
             )
         require_ready(model)
         sampler.check_relation(accountant.relation)
-        # Where each step's inputs come from: the make_private loader's pending batch, or rows of `data`.
+        # Where each step's inputs come from: the make_private loader's pending batch, or rows of
+        # `data`.
         self.rows: DataRows | LoaderBatches
         if isinstance(sampler, LoaderBatches):
             if data is not None:
@@ -114,7 +118,8 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
                 data if isinstance(data, DataRows) else DataRows(data, collate_fn=collate_fn)
             )
         self.model = model
-        # The cached space generates each step's direction once instead of three times (d more numbers of memory).
+        # The cached space generates each step's direction once instead of three times (d more
+        # numbers of memory).
         space = CachedModuleSpace if cache_directions else ModuleSpace
         self.space = space(self.param_groups[0]["params"], direction=direction)
         self.sampler, self.accountant = sampler, accountant
@@ -142,11 +147,13 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
     def _step(
         self, group: dict, seed: int, closure: BatchClosure
     ) -> tuple[torch.Tensor, torch.Tensor, PrivateStats]:
-        """One step along ``seed``: (the released scalar, the batch's mean loss, the step's private statistics)."""
+        """One step along ``seed``: (the released scalar, the batch's mean loss, the step's private
+        statistics)."""
         raise NotImplementedError
 
     def step_release(self) -> Release:
-        """The ledger entry each step makes (public; what a trainer counts for a step that may have happened)."""
+        """The ledger entry each step makes (public; what a trainer counts for a step that may have
+        happened)."""
         raise NotImplementedError
 
     @torch.no_grad()
@@ -155,21 +162,22 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         loss_fn: Callable[..., torch.Tensor] | None = None,  # type: ignore[override]
         *inputs: Any,
     ) -> torch.Tensor:
-        """One step on the batch the optimizer draws: ``loss_fn(*batch)`` returns its per-example losses.
+        """One step on the batch the optimizer draws: ``loss_fn(*batch)`` returns its per-example
+        losses.
 
-        The optimizer hands ``loss_fn`` the inputs of the batch it drew (rows of ``data``, or the batch a
-        :func:`~dpnc.make_private` loader just yielded); ``step(loss_fn, *inputs)`` is accepted only when ``inputs``
-        are that loader's very objects. Returns the batch's mean loss at x (not private: a statistic of the
-        training data; ``nan`` on an empty batch). Hooks registered with :meth:`register_step_hook` then get the
-        step's :class:`StepInfo`.
+        The optimizer hands ``loss_fn`` the inputs of the batch it drew (rows of ``data``, or the
+        batch a :func:`~dpnc.make_private` loader just yielded); ``step(loss_fn, *inputs)`` is
+        accepted only when ``inputs`` are that loader's very objects. Returns the batch's mean loss
+        at x (not private: a statistic of the training data; ``nan`` on an empty batch). Hooks
+        registered with :meth:`register_step_hook` then get the step's :class:`StepInfo`.
 
-        Raises ``ValueError``, releasing nothing and leaving the parameters as they were, when the model is not
-        ready (:func:`validate_model`, checked at every step), ``loss_fn`` takes no batch, ``inputs`` are not the
-        pending batch, or (a make_private run) no batch is pending or all steps were taken. A state change
-        (:class:`~dpnc.tier.model_state.ModelStateChanged`) is charged, releases nothing and poisons the run. A
-        ``loss_fn`` that raises, or whose losses are not one per example, still releases (each example alone, those
-        that raise counting 0) and moves the parameters; its exception is raised after.
-        """
+        Raises ``ValueError``, releasing nothing and leaving the parameters as they were, when the
+        model is not ready (:func:`validate_model`, checked at every step), ``loss_fn`` takes no
+        batch, ``inputs`` are not the pending batch, or (a make_private run) no batch is pending or
+        all steps were taken. A state change (:class:`~dpnc.tier.model_state.ModelStateChanged`) is
+        charged, releases nothing and poisons the run. A ``loss_fn`` that raises, or whose losses
+        are not one per example, still releases (each example alone, those that raise counting 0)
+        and moves the parameters; its exception is raised after."""
         self.guard.refuse_if_poisoned("this step")
         check_loss_fn(loss_fn)
         require_ready(self.model)  # at every step: model.train() after construction is refused here
@@ -192,7 +200,8 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
                 fetched[:] = [indices, self.rows.rows(indices)]
                 self.guard.hold(fetched[1])
             touched[0] = True
-            self.guard.mark()  # the step's own moves (x ± λu) happen between passes, never within one
+            # the step's own moves (x ± λu) happen between passes, never within one
+            self.guard.mark()
             with self.guard.watching():  # every module the loss runs, and checked after
                 return self._losses(loss_fn, indices, fetched[1], failure)
 
@@ -222,10 +231,11 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         return loss
 
     def _losses(self, loss_fn, indices: torch.Tensor, inputs: tuple, failure: list) -> torch.Tensor:
-        """The batch's per-example losses; where ``loss_fn`` raises (or returns another shape), each example's alone,
-        NaN where it raises: its a_i then counts 0, and the step releases and moves as any step does (a step that
-        released nothing would show in the published model which steps raised). The first exception is kept in
-        ``failure`` for the step to raise after its release."""
+        """The batch's per-example losses; where ``loss_fn`` raises (or returns another shape), each
+        example's alone, NaN where it raises: its a_i then counts 0, and the step releases and moves
+        as any step does (a step that released nothing would show in the published model which steps
+        raised). The first exception is kept in ``failure`` for the step to raise after its
+        release."""
         try:
             return batch_losses(lambda _: loss_fn(*inputs), indices)
         except (ModelStateChanged, ModuleNotReady):
@@ -244,11 +254,12 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
 
     @torch.no_grad()
     def replay_(self, seed: int, released: float) -> None:
-        """Re-apply a finished step from its public values: x ← x − lr·c_t·u(seed). No data, no release.
+        """Re-apply a finished step from its public values: x ← x − lr·c_t·u(seed). No data, no
+        release.
 
-        The next seed of the public generator must be ``seed`` (the step being replayed); refused otherwise.
-        Used to resume a run from a journal of (seed, released c_t) pairs: post-processing of released values.
-        """
+        The next seed of the public generator must be ``seed`` (the step being replayed); refused
+        otherwise. Used to resume a run from a journal of (seed, released c_t) pairs:
+        post-processing of released values."""
         drawn = alg.public_seeds(self.generator, 1)[0]
         if drawn != seed:
             raise ValueError(
@@ -281,9 +292,9 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
 class DPZero(_ZerothOrder):
     """DPZero for models (Zhang et al. 2024, Algorithm 2 with minibatches and the seed trick).
 
-    c_t = (1/B) Σ_i clip_C(a_i) + z_t through :func:`dpnc.privacy.release.private_mean` (non-finite a_i set to 0
-    first, the fixed denominator B, secret noise z_t of std σ = noise_multiplier·Δ, one ledger entry in real
-    units: Δ = 2C/B replace-one, C/B add/remove), then x ← x − α·c_t·u_t.
+    c_t = (1/B) Σ_i clip_C(a_i) + z_t through :func:`dpnc.privacy.release.private_mean` (non-finite
+    a_i set to 0 first, the fixed denominator B, secret noise z_t of std σ = noise_multiplier·Δ, one
+    ledger entry in real units: Δ = 2C/B replace-one, C/B add/remove), then x ← x − α·c_t·u_t.
 
     Args:
         params: the model's parameters (those with requires_grad=False are left alone).
@@ -299,18 +310,20 @@ class DPZero(_ZerothOrder):
         direction: ``"gaussian"`` or ``"sphere"``.
         seed: seed of the public direction generator (random by default; safe to log).
         discrete: exact discrete Gaussian noise (full batch only).
-        model: the ``nn.Module`` whose parameters these are; checked before every step (:func:`validate_model`:
-            dropout, BatchNorm), with every problem listed.
-        data: the training data the batches are drawn from: a tuple of tensors with one row per example, a
-            map-style ``Dataset`` (collated by ``collate_fn``), or a :class:`dpnc.batches.DataRows`. ``step``
-            hands ``loss_fn`` the drawn rows. (None only with a :func:`dpnc.make_private` loader's batches.)
+        model: the ``nn.Module`` whose parameters these are; checked before every step
+            (:func:`validate_model`: dropout, BatchNorm), with every problem listed.
+        data: the training data the batches are drawn from: a tuple of tensors with one row per
+            example, a map-style ``Dataset`` (collated by ``collate_fn``), or a
+            :class:`dpnc.batches.DataRows`. ``step`` hands ``loss_fn`` the drawn rows. (None only
+            with a :func:`dpnc.make_private` loader's batches.)
         collate_fn: how a ``Dataset``'s items form a batch (torch's ``default_collate`` by default).
-        group: a :class:`dpnc.distributed.Group` to run data parallel (rank 0 samples, adds the noise and
-            records; the other ranks' sampler, noise and accountant are unused); None: this process alone.
-        cache_directions: generate each step's direction u once and keep it for x ± λu and the update
-            (:class:`dpnc.tier.direction_cache.CachedModuleSpace`: the same numbers, one generator pass per step instead
-            of three, d more numbers of memory in the parameters' dtype); off by default: the seed trick's
-            inference-level memory.
+        group: a :class:`dpnc.distributed.Group` to run data parallel (rank 0 samples, adds the
+            noise and records; the other ranks' sampler, noise and accountant are unused); None:
+            this process alone.
+        cache_directions: generate each step's direction u once and keep it for x ± λu and the
+            update (:class:`dpnc.tier.direction_cache.CachedModuleSpace`: the same numbers, one
+            generator pass per step instead of three, d more numbers of memory in the parameters'
+            dtype); off by default: the seed trick's inference-level memory.
     """
 
     def __init__(
@@ -356,7 +369,8 @@ class DPZero(_ZerothOrder):
         )
 
     def _step(self, group, seed, closure):
-        # The model tier runs the algorithm's own step (one step, two tiers): private_mean of the clipped a_i.
+        # The model tier runs the algorithm's own step (one step, two tiers): private_mean of the
+        # clipped a_i.
         config = alg.DPZero(
             eta=group["lr"],
             lam=group["smoothing"],
@@ -393,11 +407,10 @@ class DPZero(_ZerothOrder):
 class MeZO(_ZerothOrder):
     """MeZO / ZO-SGD for models (Malladi et al. 2023): not private; the report says ε = ∞.
 
-    c_t = (L(x + λu) − L(x − λu))/(2λ) of the realised batch's mean loss. An example with a non-finite loss at
-    either point counts as 0 at both (so one bad example does not turn the update into NaN), and is counted.
-    ``model``, ``data``, ``collate_fn``, ``group``, ``cache_directions``: as :class:`DPZero`'s (data parallel: every
-    rank forms c_t from one all_reduce of 4 numbers).
-    """
+    c_t = (L(x + λu) − L(x − λu))/(2λ) of the realised batch's mean loss. An example with a
+    non-finite loss at either point counts as 0 at both (so one bad example does not turn the update
+    into NaN), and is counted. ``model``, ``data``, ``collate_fn``, ``group``, ``cache_directions``:
+    as :class:`DPZero`'s (data parallel: every rank forms c_t from one all_reduce of 4 numbers)."""
 
     def __init__(
         self,

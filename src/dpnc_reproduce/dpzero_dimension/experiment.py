@@ -1,6 +1,5 @@
-"""The dpzero-dimension reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
-:mod:`.report` judges, :mod:`.render` shows.
-"""
+"""The dpzero-dimension reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
+computes, :mod:`.report` judges, :mod:`.render` shows."""
 
 from __future__ import annotations
 
@@ -16,9 +15,10 @@ from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 
 
 class DPZeroDimension(Experiment[DimConfig, DimTask, DimRow]):
-    """DPZero's central claim against the trained dimension d: on MiniLM, does private zeroth-order fine-tuning keep
-    MeZO's gain over zero-shot as d grows from a linear head to every parameter (head, bias, LoRA, top-1, top-2,
-    all)? Each mode's recipe is chosen on a held-out part of the training split."""
+    """DPZero's central claim against the trained dimension d: on MiniLM, does private zeroth-order
+    fine-tuning keep MeZO's gain over zero-shot as d grows from a linear head to every parameter
+    (head, bias, LoRA, top-1, top-2, all)? Each mode's recipe is chosen on a held-out part of the
+    training split."""
 
     name = "dpzero-dimension"
     title = "DPZero paper, the share of MeZO's gain kept against the trained dimension d"

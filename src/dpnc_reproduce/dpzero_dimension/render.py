@@ -1,6 +1,6 @@
-"""The dpzero-dimension summary's text and figure: the setting, accuracy by mode, the share of MeZO's gain that
-DPZero keeps, why a mode does or does not learn, the chosen recipes, DP-AdamW's cost beside DPZero's.
-"""
+"""The dpzero-dimension summary's text and figure: the setting, accuracy by mode, the share of
+MeZO's gain that DPZero keeps, why a mode does or does not learn, the chosen recipes, DP-AdamW's
+cost beside DPZero's."""
 
 from __future__ import annotations
 
@@ -166,7 +166,8 @@ def tables(result: Result) -> dict[str, list[dict]]:
 
 
 def plot(result: Result, out: Path) -> list[Path]:
-    """``fig_dimension.png``: per task, accuracy against d and the share of MeZO's gain kept against d (log x)."""
+    """``fig_dimension.png``: per task, accuracy against d and the share of MeZO's gain kept against
+    d (log x)."""
     rows, cfg = result.rows, result.config
     acc, shares = accuracy_table(rows, cfg), share_table(rows, cfg)
     tasks = list(dict.fromkeys(r["task"] for r in acc))

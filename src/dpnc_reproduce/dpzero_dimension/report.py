@@ -75,7 +75,7 @@ def declare(config) -> list[Declared]:
     return out
 
 
-# --- selecting rows -------------------------------------------------------------------------------------------
+# --- selecting rows -------------------------------------------------------------------------------
 
 
 def label(method: str, epsilon: float | None) -> str:
@@ -129,7 +129,7 @@ def common_seeds(
     return sorted(set.intersection(*sets)) if sets else []
 
 
-# --- the quantities ---------------------------------------------------------------------------------------------
+# --- the quantities -------------------------------------------------------------------------------
 
 
 def difference(rows: Sequence, task: str, mode: str, a: tuple, b: tuple) -> Interval | None:
@@ -143,7 +143,8 @@ def difference(rows: Sequence, task: str, mode: str, a: tuple, b: tuple) -> Inte
 
 
 def share(rows: Sequence, task: str, mode: str, epsilon: float) -> Interval | None:
-    """(DPZero ε − zero-shot) / (MeZO − zero-shot) and Fieller's interval, paired by seed and test example."""
+    """(DPZero ε − zero-shot) / (MeZO − zero-shot) and Fieller's interval, paired by seed and test
+    example."""
     zs, mezo, dp = ("zero-shot", None), ("mezo", None), ("dpzero", epsilon)
     seeds = common_seeds(rows, task, [mode], [zs, mezo, dp])
     if not seeds:
@@ -155,13 +156,14 @@ def share(rows: Sequence, task: str, mode: str, epsilon: float) -> Interval | No
 
 
 def slope(rows: Sequence, task: str, modes: Sequence[str], epsilon: float) -> Interval | None:
-    """The least-squares slope of DPZero ε − MeZO (points) against log10 d over ``modes``, and its paired 95 %
-    interval: with weights wᵢ = (log10 dᵢ − mean)/Sxx, per seed s and test example e the value
-    z_se = Σᵢ wᵢ·100·(DPZero_sie − MeZO_sie); the slope is the mean of z; its variance has the per-seed means'
-    part (k − 1 df) and the per-example means over seeds' part (m − 1 df), Welch–Satterthwaite df. None where
-    fewer than two distinct d. A slope in points rather than a slope of the share itself: the share is a ratio
-    whose per-seed values explode where a seed's MeZO gain is near 0 (the per-mode shares are reported with
-    Fieller's intervals instead, :func:`share`)."""
+    """The least-squares slope of DPZero ε − MeZO (points) against log10 d over ``modes``, and its
+    paired 95 % interval: with weights wᵢ = (log10 dᵢ − mean)/Sxx, per seed s and test example e the
+    value z_se = Σᵢ wᵢ·100·(DPZero_sie − MeZO_sie); the slope is the mean of z; its variance has the
+    per-seed means' part (k − 1 df) and the per-example means over seeds' part (m − 1 df),
+    Welch–Satterthwaite df. None where fewer than two distinct d. A slope in points rather than a
+    slope of the share itself: the share is a ratio whose per-seed values explode where a seed's
+    MeZO gain is near 0 (the per-mode shares are reported with Fieller's intervals instead,
+    :func:`share`)."""
     xs = [math.log10(dimension(rows, task, m)) for m in modes]
     if len(set(xs)) < 2:
         return None
@@ -182,10 +184,10 @@ def slope(rows: Sequence, task: str, modes: Sequence[str], epsilon: float) -> In
 
 
 def seed_example_interval(z: Sequence[Sequence[float]], unit: str) -> Interval:
-    """The declared variance model of this experiment's paired quantities: the mean of z_se (seed s, test example
-    e) and its 95 % t interval from the per-seed means' part (k − 1 df) and the per-example means over seeds' part
-    (m − 1 df), Welch–Satterthwaite df; one seed: no verdict. The slope and the selection of the modes it is
-    fitted over are judged by this one model."""
+    """The declared variance model of this experiment's paired quantities: the mean of z_se (seed s,
+    test example e) and its 95 % t interval from the per-seed means' part (k − 1 df) and the
+    per-example means over seeds' part (m − 1 df), Welch–Satterthwaite df; one seed: no verdict. The
+    slope and the selection of the modes it is fitted over are judged by this one model."""
     per_seed = [statistics.fmean(v) for v in z]
     estimate = statistics.fmean(per_seed)
     k, m = len(per_seed), len(z[0])
@@ -201,8 +203,8 @@ def seed_example_interval(z: Sequence[Sequence[float]], unit: str) -> Interval:
 
 def learns(rows: Sequence, task: str) -> dict[str, Interval]:
     """Mode → MeZO − zero-shot (points), paired, by the declared model that judges the slope
-    (:func:`seed_example_interval`; the two-way ANOVA of :func:`difference` selected the modes by another
-    model)."""
+    (:func:`seed_example_interval`; the two-way ANOVA of :func:`difference` selected the modes by
+    another model)."""
     out = {}
     for m in modes_of(rows, task):
         seeds = common_seeds(rows, task, [m], [("mezo", None), ("zero-shot", None)])
@@ -215,7 +217,7 @@ def learns(rows: Sequence, task: str) -> dict[str, Interval]:
     return out
 
 
-# --- the claims ---------------------------------------------------------------------------------------------------
+# --- the claims -----------------------------------------------------------------------------------
 
 
 def check_claims(rows: Sequence, config) -> list[Claim]:
@@ -322,7 +324,7 @@ def _word(holds: bool | None) -> str:
     return {True: "holds", False: "fails", None: "no signal"}[holds]
 
 
-# --- tables -------------------------------------------------------------------------------------------------------
+# --- tables ---------------------------------------------------------------------------------------
 
 
 def methods(config) -> list[tuple[str, float | None]]:
@@ -335,7 +337,8 @@ def methods(config) -> list[tuple[str, float | None]]:
 
 
 def accuracy_table(rows: Sequence, config) -> list[dict]:
-    """Per (task, mode, method): d, seeds, mean accuracy and its standard error over seeds, per-seed values."""
+    """Per (task, mode, method): d, seeds, mean accuracy and its standard error over seeds, per-seed
+    values."""
     out = []
     for task in dict.fromkeys(r.task for r in test_rows(rows)):
         for mode in modes_of(rows, task):
@@ -362,7 +365,8 @@ def accuracy_table(rows: Sequence, config) -> list[dict]:
 
 
 def share_table(rows: Sequence, config) -> list[dict]:
-    """Per (task, mode, ε): the share with its interval, DPZero − MeZO and MeZO − zero-shot (points, paired)."""
+    """Per (task, mode, ε): the share with its interval, DPZero − MeZO and MeZO − zero-shot (points,
+    paired)."""
     out = []
     for task in dict.fromkeys(r.task for r in test_rows(rows)):
         for mode in modes_of(rows, task):
@@ -394,14 +398,16 @@ def share_table(rows: Sequence, config) -> list[dict]:
 
 
 def diagnostics(rows: Sequence, config) -> list[dict]:
-    """Per (task, mode), why a mode learns or not (seed means; statistics of training data, NOT private): the
-    recipe; MeZO's RMS released scalar ‖ĝ‖ (E(uᵀg_B)² = ‖g_B‖² for Gaussian u: the batch gradient's norm, batch
-    noise included); DPZero's per-step noise σC/B at the largest ε and its ratio to ‖ĝ‖; the fraction of DPZero's
-    per-example scalars clipped at C; MeZO's training-loss drop over the run (mean of the first tenth of the steps −
-    mean of the last tenth) beside the first-order prediction lr·‖ĝ‖²·T (an upper bound on the descent term: ‖ĝ‖
-    includes batch noise). Where the measured drop is far below the prediction, the second-order term of a
-    zeroth-order step, (lr·c)²·uᵀHu/2 ≈ lr²‖ĝ‖²·tr(H)/2, which grows with d, ate the descent: the lr that would move
-    the loss in T steps is above the one that stays stable (the held-out choice of the smaller lr says the same)."""
+    """Per (task, mode), why a mode learns or not (seed means; statistics of training data, NOT
+    private): the recipe; MeZO's RMS released scalar ‖ĝ‖ (E(uᵀg_B)² = ‖g_B‖² for Gaussian u: the
+    batch gradient's norm, batch noise included); DPZero's per-step noise σC/B at the largest ε and
+    its ratio to ‖ĝ‖; the fraction of DPZero's per-example scalars clipped at C; MeZO's
+    training-loss drop over the run (mean of the first tenth of the steps − mean of the last tenth)
+    beside the first-order prediction lr·‖ĝ‖²·T (an upper bound on the descent term: ‖ĝ‖ includes
+    batch noise). Where the measured drop is far below the prediction, the second-order term of a
+    zeroth-order step, (lr·c)²·uᵀHu/2 ≈ lr²‖ĝ‖²·tr(H)/2, which grows with d, ate the descent: the lr
+    that would move the loss in T steps is above the one that stays stable (the held-out choice of
+    the smaller lr says the same)."""
     out = []
     eps = max(config.epsilons)
     for task in dict.fromkeys(r.task for r in test_rows(rows)):
@@ -441,13 +447,15 @@ def diagnostics(rows: Sequence, config) -> list[dict]:
 
 
 def _drop(losses: Sequence[float]) -> float:
-    """Mean of the first tenth of a loss curve − mean of its last tenth (at least one point each)."""
+    """Mean of the first tenth of a loss curve − mean of its last tenth (at least one point
+    each)."""
     k = max(len(losses) // 10, 1)
     return statistics.fmean(losses[:k]) - statistics.fmean(losses[-k:])
 
 
 def recipe_table(rows: Sequence) -> list[dict]:
-    """Every selection candidate: its held-out accuracy (NOT private: training rows) and whether it was kept."""
+    """Every selection candidate: its held-out accuracy (NOT private: training rows) and whether it
+    was kept."""
     return [
         {
             "task": r.task,
@@ -468,8 +476,9 @@ def recipe_table(rows: Sequence) -> list[dict]:
 
 
 def cost_table(rows: Sequence) -> list[dict]:
-    """Per (task, mode, private method): median time per step and the run's own peak memory (seed means; step times
-    are NOT private), with ratios to DPZero at the same ε: of the peak GPU memory on CUDA, else of the peak RSS."""
+    """Per (task, mode, private method): median time per step and the run's own peak memory (seed
+    means; step times are NOT private), with ratios to DPZero at the same ε: of the peak GPU memory
+    on CUDA, else of the peak RSS."""
     out = []
     for r in test_rows(rows):
         if r.method not in ("dpzero", "dp-adamw"):

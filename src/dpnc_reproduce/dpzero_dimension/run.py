@@ -1,9 +1,9 @@
-"""What the dpzero-dimension reproduction computes: its config, its tasks (one per task and trained mode), its rows,
-and one task (:func:`run_one`): the mode's recipe chosen on a held-out part of the training split, then every seed's
-zero-shot, MeZO and DPZero runs with that recipe. The trainer runs are dpzero-lm's
-(:func:`dpnc_reproduce.dpzero_lm.run.run_trainer`), so a row here is an :class:`~dpnc_reproduce.dpzero_lm.run.LMRow`
-with the mode, the phase and the per-step signal and noise added.
-"""
+"""What the dpzero-dimension reproduction computes: its config, its tasks (one per task and trained
+mode), its rows, and one task (:func:`run_one`): the mode's recipe chosen on a held-out part of the
+training split, then every seed's zero-shot, MeZO and DPZero runs with that recipe. The trainer runs
+are dpzero-lm's (:func:`dpnc_reproduce.dpzero_lm.run.run_trainer`), so a row here is an
+:class:`~dpnc_reproduce.dpzero_lm.run.LMRow` with the mode, the phase and the per-step signal and
+noise added."""
 
 from __future__ import annotations
 
@@ -37,11 +37,13 @@ MODES = {
     "top-2": ("top-k", 2),
     "all": ("all", 1),
 }
-# Candidate step sizes and clipping thresholds per mode (the recipe grid, chosen on held-out training rows). The lr
-# ranges scale roughly like 1/d from the measured head (0.1-0.3, d = 770) and top-1 (3e-4, d = 1.8M) recipes of
-# docs/results/finetune-defaults. C spans the per-example directional derivatives' scale: the head's 0.5-2, and up to
-# the paper's full-parameter C = 200 above it, where MeZO's ‖ĝ‖ is 1-12 and C = 2 alone clipped 79-96 % of the
-# scalars (docs/results/dpzero-dimension/gpu-all-modes; with {2, 20, 200} the held-out choice was 200 in 7 of 8).
+# Candidate step sizes and clipping thresholds per mode (the recipe grid, chosen on held-out
+# training rows). The lr ranges scale roughly like 1/d from the measured head (0.1-0.3, d = 770) and
+# top-1 (3e-4, d = 1.8M) recipes of docs/results/finetune-defaults. C spans the per-example
+# directional derivatives' scale: the head's 0.5-2, and up to the paper's full-parameter C = 200
+# above it, where MeZO's ‖ĝ‖ is 1-12 and C = 2 alone clipped 79-96 % of the scalars
+# (docs/results/dpzero-dimension/gpu-all-modes; with {2, 20, 200} the held-out choice was 200 in 7
+# of 8).
 GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
     "head": {"lr": (0.1, 0.3), "clip": (0.5, 2.0)},
     "bias": {"lr": (1e-3, 1e-2), "clip": (2.0, 20.0, 200.0)},
@@ -64,8 +66,9 @@ def _help(text: str, **more) -> dict:
 
 @dataclass(frozen=True)
 class DimConfig:
-    """The sweep. Defaults are ``--full``: SST-2 and TREC × seeds 42, 13, 21 × the six modes, zero-shot, MeZO,
-    DPZero at ε = 6 and 2, T = 1000, B = 16; :data:`QUICK` is a smoke run (minutes)."""
+    """The sweep. Defaults are ``--full``: SST-2 and TREC × seeds 42, 13, 21 × the six modes,
+    zero-shot, MeZO, DPZero at ε = 6 and 2, T = 1000, B = 16; :data:`QUICK` is a smoke run
+    (minutes)."""
 
     data_dir: str | None = field(
         default=None,
@@ -212,7 +215,8 @@ QUICK = DimConfig(
 
 @dataclass(frozen=True, order=True)
 class DimTask:
-    """The protocol's task: one (task, mode) in one process: its recipe choice, then every seed's runs."""
+    """The protocol's task: one (task, mode) in one process: its recipe choice, then every seed's
+    runs."""
 
     task: str
     mode: str
@@ -226,14 +230,14 @@ class DimTask:
 class DimRow(LMRow):
     """One trainer run (dpzero-lm's row) and where it sits in the sweep.
 
-    ``phase``: "select" (a recipe candidate trained on the train part and scored on the held-out part: its
-    accuracy is on training rows, NOT private) or "test" (trained on the whole train split, scored on the test
-    split). ``chosen``: the candidate the selection kept. ``signal_rms``: the root mean square of the released
-    scalars c_t (MeZO: the batch's projected gradient, whose RMS estimates ‖∇L‖; DPZero: clipped mean + noise);
-    ``noise_std``: DPZero's per-step noise σ·C/B (0 for MeZO). ``run_peak_rss_mib``: this run's own peak (the
-    kernel's high-water mark reset before it; the process's running maximum where that cannot be reset);
-    ``run_peak_gpu_mib``: on CUDA, the run's ``torch.cuda.max_memory_allocated`` (reset before it; NaN on the CPU).
-    """
+    ``phase``: "select" (a recipe candidate trained on the train part and scored on the held-out
+    part: its accuracy is on training rows, NOT private) or "test" (trained on the whole train
+    split, scored on the test split). ``chosen``: the candidate the selection kept. ``signal_rms``:
+    the root mean square of the released scalars c_t (MeZO: the batch's projected gradient, whose
+    RMS estimates ‖∇L‖; DPZero: clipped mean + noise); ``noise_std``: DPZero's per-step noise σ·C/B
+    (0 for MeZO). ``run_peak_rss_mib``: this run's own peak (the kernel's high-water mark reset
+    before it; the process's running maximum where that cannot be reset); ``run_peak_gpu_mib``: on
+    CUDA, the run's ``torch.cuda.max_memory_allocated`` (reset before it; NaN on the CPU)."""
 
     mode: str = ""
     phase: str = "test"
@@ -282,7 +286,8 @@ def cost(config: DimConfig, task: DimTask) -> float:
 
 
 def candidates(config: DimConfig, mode: str) -> list[dict[str, float]]:
-    """The recipe candidates of ``mode``: every (lr, C) of its grid (``grid="first"``: the first only)."""
+    """The recipe candidates of ``mode``: every (lr, C) of its grid (``grid="first"``: the first
+    only)."""
     grid = GRIDS[mode]
     cells = [{"lr": lr, "clip": c} for lr in grid["lr"] for c in (config.clips or grid["clip"])]
     return cells[:1] if config.grid == "first" else cells
@@ -332,10 +337,10 @@ def split_train(config: DimConfig, task: str, seed: int):
 def select(
     config: DimConfig, task: DimTask, seed: int, runs_dir: Path
 ) -> tuple[list[DimRow], dict]:
-    """Every candidate of the mode's grid, MeZO and DPZero at the largest ε, trained on the train part of
-    ``seed``'s split and scored on its held-out part; per method the highest held-out accuracy wins (ties: lower
-    held-out loss, then the smaller lr). DPZero's choice serves every ε. The rows (phase "select", the winners
-    ``chosen``) and {method: {"lr", "clip"}}."""
+    """Every candidate of the mode's grid, MeZO and DPZero at the largest ε, trained on the train
+    part of ``seed``'s split and scored on its held-out part; per method the highest held-out
+    accuracy wins (ties: lower held-out loss, then the smaller lr). DPZero's choice serves every ε.
+    The rows (phase "select", the winners ``chosen``) and {method: {"lr", "clip"}}."""
     data = split_train(config, task.task, seed)
     eps = max(config.epsilons)
     rows: list[DimRow] = []
@@ -365,8 +370,9 @@ def select(
 
 
 def run_one(config: DimConfig, task: DimTask, recipes: dict | None = None) -> tuple[DimRow, ...]:
-    """The task's recipe choice (unless ``recipes`` is given), then per seed: zero-shot, MeZO, DPZero at every ε
-    (and DP-AdamW where asked), under ``config.runs_dir`` or a temporary folder."""
+    """The task's recipe choice (unless ``recipes`` is given), then per seed: zero-shot, MeZO,
+    DPZero at every ε (and DP-AdamW where asked), under ``config.runs_dir`` or a temporary
+    folder."""
     with warnings.catch_warnings(), quiet_dp_accounting():
         warnings.simplefilter("ignore")
         if config.runs_dir is not None:
@@ -400,8 +406,8 @@ def _run_task(
 def _seed_runs(
     config: DimConfig, task: DimTask, seed: int, recipes: dict, runs_dir: Path
 ) -> list[DimRow]:
-    """One seed's runs of the task: MeZO first (it fills the caches the others reuse), then DPZero at every ε,
-    DP-AdamW, and zero-shot."""
+    """One seed's runs of the task: MeZO first (it fills the caches the others reuse), then DPZero
+    at every ε, DP-AdamW, and zero-shot."""
     runs = [("mezo", None), *(("dpzero", e) for e in config.epsilons)]
     runs += [("dp-adamw", max(config.epsilons))] if task.mode in config.fo_modes else []
     runs += [("zero-shot", None)]
@@ -448,7 +454,8 @@ def _run(
     phase: str,
     data=None,
 ) -> tuple[DimRow, object]:
-    """One trainer run through dpzero-lm, its row extended (mode, phase, signal and noise, its own peak RSS)."""
+    """One trainer run through dpzero-lm, its row extended (mode, phase, signal and noise, its own
+    peak RSS)."""
     reset = _reset_peak()
     cuda = config.device == "cuda"
     if cuda:
@@ -480,7 +487,8 @@ def _run(
 
 
 def _reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark of this process (Linux: 5 > /proc/self/clear_refs); whether it could."""
+    """Reset the kernel's peak-RSS mark of this process (Linux: 5 > /proc/self/clear_refs); whether
+    it could."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
         return _peak_rss_mib() is not None

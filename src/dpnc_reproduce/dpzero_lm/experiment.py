@@ -1,7 +1,5 @@
-"""The dpzero-lm reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
-:mod:`.report` judges, :mod:`.tables` and
-:mod:`.render` show.
-"""
+"""The dpzero-lm reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
+computes, :mod:`.report` judges, :mod:`.tables` and :mod:`.render` show."""
 
 from __future__ import annotations
 
@@ -18,8 +16,9 @@ from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 
 
 class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
-    """DPZero paper, Tables 2, 3 and 5: zero-shot, MeZO, DPZero (ε = 6, 2), AdamW and DP-AdamW fine-tuning of a
-    sentence encoder on the LM-BFF tasks, with Gaussian and sphere directions, beside the paper's numbers."""
+    """DPZero paper, Tables 2, 3 and 5: zero-shot, MeZO, DPZero (ε = 6, 2), AdamW and DP-AdamW
+    fine-tuning of a sentence encoder on the LM-BFF tasks, with Gaussian and sphere directions,
+    beside the paper's numbers."""
 
     name = "dpzero-lm"
     title = "DPZero paper, language-model fine-tuning (Tables 2, 3 and 5)"

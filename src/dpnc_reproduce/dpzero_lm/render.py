@@ -1,6 +1,5 @@
-"""The dpzero-lm summary's text and figure: the setting, Tables 2, 3 and 5 beside the paper's, the recipes, the
-training-loss curves.
-"""
+"""The dpzero-lm summary's text and figure: the setting, Tables 2, 3 and 5 beside the paper's, the
+recipes, the training-loss curves."""
 
 from __future__ import annotations
 
@@ -25,8 +24,8 @@ from dpnc_reproduce.protocol import Result
 
 
 def describe(result: Result) -> str:
-    """The setting: model, what is trained, the recipe each method ran, data, privacy (and what is not private),
-    tables left out, skipped seeds, the paper's."""
+    """The setting: model, what is trained, the recipe each method ran, data, privacy (and what is
+    not private), tables left out, skipped seeds, the paper's."""
     cfg, rows = result.config, result.rows
     n_of = {r.task: r.n for r in rows}
     seeds_of = {t: sorted({r.seed for r in rows if r.task == t}, key=cfg.seeds.index) for t in n_of}
@@ -92,7 +91,8 @@ def describe(result: Result) -> str:
 
 
 def _recipe_note(result: Result) -> str:
-    """Where the zeroth-order settings came from, with each task's (the selection stated next to ε)."""
+    """Where the zeroth-order settings came from, with each task's (the selection stated next to
+    ε)."""
     cfg = result.config
     if getattr(cfg, "recipes", "trainer") != "per-task":
         return "Recipe: the trainer's for --train (`dpnc.lm.config.ZO_RECIPES`).  "

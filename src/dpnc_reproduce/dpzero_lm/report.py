@@ -1,6 +1,5 @@
-"""The dpzero-lm experiment's claims: the paper's (docs/papers.md, DPZero §4.2) as they should read for this model
-and recipe, judged on the rows, and their declaration before the run.
-"""
+"""The dpzero-lm experiment's claims: the paper's (docs/papers.md, DPZero §4.2) as they should read
+for this model and recipe, judged on the rows, and their declaration before the run."""
 
 from __future__ import annotations
 
@@ -25,7 +24,8 @@ from dpnc_reproduce.dpzero_lm.tables import PAPER_TABLE2
 from dpnc_reproduce.protocol import Claim, Declared
 from dpnc_reproduce.variance import UNDERPOWERED, powered
 
-# The paper's "close to MeZO" (DPZero §4.2): its largest drop MeZO − DPZero at ε = 6 over its Table 2 tasks.
+# The paper's "close to MeZO" (DPZero §4.2): its largest drop MeZO − DPZero at ε = 6 over its Table
+# 2 tasks.
 PAPER_MAX_DROP_TASK, PAPER_MAX_DROP = max(
     (
         (t, round(PAPER_TABLE2["mezo"][t][0] - PAPER_TABLE2["dpzero ε=6"][t][0], 1))
@@ -35,17 +35,17 @@ PAPER_MAX_DROP_TASK, PAPER_MAX_DROP = max(
 )
 
 
-# The paper's Table 2: the share of MeZO's gain over zero-shot that DPZero at ε = 6 keeps, (DPZero − zero-shot) /
-# (MeZO − zero-shot), per task; its smallest (0.90, SST-5) is the claim's threshold.
+# The paper's Table 2: the share of MeZO's gain over zero-shot that DPZero at ε = 6 keeps, (DPZero −
+# zero-shot) / (MeZO − zero-shot), per task; its smallest (0.90, SST-5) is the claim's threshold.
 PAPER_SHARES = {
     t: (PAPER_TABLE2["dpzero ε=6"][t][0] - PAPER_TABLE2["zero-shot"][t][0])
     / (PAPER_TABLE2["mezo"][t][0] - PAPER_TABLE2["zero-shot"][t][0])
     for t in PAPER_TABLE2["mezo"]
 }
 MIN_SHARE = 0.90
-# Table 2's lower bounds as the paper's data give them: DPZero beats zero-shot, "> 0" (the "> 5" and "> 3" points
-# declared until 27 Nov 2026 were chosen after SST-2 had been measured, and no paper number gives them); the paper's own
-# gains are shown beside.
+# Table 2's lower bounds as the paper's data give them: DPZero beats zero-shot, "> 0" (the "> 5" and
+# "> 3" points declared until 27 Nov 2026 were chosen after SST-2 had been measured, and no paper
+# number gives them); the paper's own gains are shown beside.
 PAPER_GAIN = {
     (t, e): PAPER_TABLE2[f"dpzero ε={e}"][t][0] - PAPER_TABLE2["zero-shot"][t][0]
     for t in PAPER_TABLE2["mezo"]
@@ -132,19 +132,20 @@ def declare(config: LMConfig) -> list[Declared]:
 
 
 def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
-    """The paper's claims (DPZero §4.2) as they should read for this model and recipe, each with our numbers.
+    """The paper's claims (DPZero §4.2) as they should read for this model and recipe, each with our
+    numbers.
 
-    An accuracy claim "a − b exceeds θ" holds only when the whole 95 % interval of a − b lies above θ, fails when
-    all of it lies at or below θ, and has no signal (None) otherwise (:func:`~dpnc_reproduce.claims.verdict`).
-    The interval is a t interval with the Welch–Satterthwaite degrees of freedom of its seed and test-set parts:
-    paired (:func:`~dpnc_reproduce.claims.paired_accuracy_difference`: both methods scored on the same test
+    An accuracy claim "a − b exceeds θ" holds only when the whole 95 % interval of a − b lies above
+    θ, fails when all of it lies at or below θ, and has no signal (None) otherwise
+    (:func:`~dpnc_reproduce.claims.verdict`). The interval is a t interval with the
+    Welch–Satterthwaite degrees of freedom of its seed and test-set parts: paired
+    (:func:`~dpnc_reproduce.claims.paired_accuracy_difference`: both methods scored on the same test
     examples, seeds paired) where every run kept its per-example results, else unpaired
-    (:func:`~dpnc_reproduce.claims.accuracy_difference`, independent binomials: wider). One seed: no verdict.
-    The paper's three Table 2 claims are judged per task and as the paper states them, on every task run (one
-    failing task fails the claim): "close to MeZO" against its largest drop at ε = 6 (2.6 points); the share of
-    MeZO's gain over zero-shot that DPZero at ε = 6 keeps, at least 0.90 (:func:`gain_share`: Fieller's interval);
-    MeZO above zero-shot.
-    """
+    (:func:`~dpnc_reproduce.claims.accuracy_difference`, independent binomials: wider). One seed: no
+    verdict. The paper's three Table 2 claims are judged per task and as the paper states them, on
+    every task run (one failing task fails the claim): "close to MeZO" against its largest drop at ε
+    = 6 (2.6 points); the share of MeZO's gain over zero-shot that DPZero at ε = 6 keeps, at least
+    0.90 (:func:`gain_share`: Fieller's interval); MeZO above zero-shot."""
     test_of = {r.task: r.test_examples for r in rows}
     claims = []
     private = [r for r in rows if r.method in PRIVATE]
@@ -188,7 +189,8 @@ def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
         )
 
     def judge(task: str, a: str, b: str, threshold: float, statement: str, expected: float) -> None:
-        """The claim "a − b > threshold" on ``task``, if both ran; ``expected``: the paper's a − b (for its power)."""
+        """The claim "a − b > threshold" on ``task``, if both ran; ``expected``: the paper's a − b
+        (for its power)."""
         iv = difference(task, a, b)
         if iv is None:
             return
@@ -372,13 +374,15 @@ def powered_claim(
     unit: str = " points",
     declared_mde: float | None = None,
 ) -> Claim:
-    """A claim read from its interval first: an interval that lies beyond the threshold decides it (holds or
-    fails) whatever the design's power; a rejection at the 5 % level stands. Only an interval that straddles the
-    threshold can read "underpowered for this design", and only where the design was declared so before the data:
-    ``declared_mde``, the minimum detectable effect (80 % power, one-sided at 5 %) that the declaration computed by
-    the same variance model that judges, exceeds the distance between the paper's value (``expected``) and
-    ``threshold``. Without a declaration a straddling interval reads no signal; the MDE computed from the run's own
-    spread (:func:`~dpnc_reproduce.variance.minimum_detectable_effect`, post hoc) is shown as information only."""
+    """A claim read from its interval first: an interval that lies beyond the threshold decides it
+    (holds or fails) whatever the design's power; a rejection at the 5 % level stands. Only an
+    interval that straddles the threshold can read "underpowered for this design", and only where
+    the design was declared so before the data: ``declared_mde``, the minimum detectable effect (80
+    % power, one-sided at 5 %) that the declaration computed by the same variance model that judges,
+    exceeds the distance between the paper's value (``expected``) and ``threshold``. Without a
+    declaration a straddling interval reads no signal; the MDE computed from the run's own spread
+    (:func:`~dpnc_reproduce.variance.minimum_detectable_effect`, post hoc) is shown as information
+    only."""
     _, mde = powered(iv, expected, threshold, one_sided=True)
     distance = abs(expected - threshold)
     read = facts.interval(iv, threshold) | {
@@ -418,8 +422,8 @@ def _every_task(
     underpowered: list[str],
     missing: Sequence[str] = (),
 ) -> dict[str, float]:
-    """A claim on every task's facts: each task's interval, the threshold, the verdicts' counts, how many tasks
-    were underpowered (not judged) and how many were not run."""
+    """A claim on every task's facts: each task's interval, the threshold, the verdicts' counts, how
+    many tasks were underpowered (not judged) and how many were not run."""
     return facts.parts(intervals, threshold, verdicts) | {
         "underpowered": len(underpowered),
         "tasks_not_run": len(missing),
@@ -428,8 +432,9 @@ def _every_task(
 
 def gain_share(rows: Sequence[LMRow], task: str, gain: Interval | None) -> Interval | None:
     """(DPZero ε=6 − zero-shot) / (MeZO − zero-shot) on ``task`` with Fieller's interval
-    (:func:`~dpnc_reproduce.claims.paired_ratio`, paired by test example and seed); None where a method did not
-    run; no interval without per-example results, or where MeZO's gain (``gain``, its interval) is not above 0."""
+    (:func:`~dpnc_reproduce.claims.paired_ratio`, paired by test example and seed); None where a
+    method did not run; no interval without per-example results, or where MeZO's gain (``gain``, its
+    interval) is not above 0."""
     dp, mz = (
         _paired(rows, task, "dpzero ε=6", "zero-shot"),
         _paired(rows, task, "mezo", "zero-shot"),
@@ -472,14 +477,15 @@ def _share(iv: Interval) -> str:
 
 
 def _key(label: str) -> dict:
-    """Table 2's row label → the rows' fields ("dpzero ε=6" → method dpzero, ε 6; Gaussian directions)."""
+    """Table 2's row label → the rows' fields ("dpzero ε=6" → method dpzero, ε 6; Gaussian
+    directions)."""
     method, _, eps = label.partition(" ε=")
     return {"method": method, "epsilon": float(eps) if eps else None, "direction": "gaussian"}
 
 
 def _paired(rows: Sequence[LMRow], task: str, a: str, b: str) -> tuple[list, list] | None:
-    """The per-seed correctness vectors of a and b on ``task``, paired by seed; None unless every seed that
-    either ran has both, with per-example results on the same number of test examples."""
+    """The per-seed correctness vectors of a and b on ``task``, paired by seed; None unless every
+    seed that either ran has both, with per-example results on the same number of test examples."""
     of = {
         label: {
             r.seed: r
@@ -593,11 +599,12 @@ FO_COST = "DP-AdamW costs more time per step and more memory than DPZero"
 
 
 def _table5_claims(rows: Sequence[LMRow], cfg: LMConfig, test_of: dict[str, int]) -> list[Claim]:
-    """Table 5, sphere against Gaussian directions: the paper's own data (differences up to 0.6 points with s.e.
-    up to 1.3) could show no equivalence margin, so the claim is reported as a difference test: a difference is
-    detected (the claim fails) where the interval excludes 0; otherwise "no difference detectable at this
-    resolution", with the resolution (the interval's half-width). Paired by seed and test example where every
-    seed kept its per-example results, else unpaired."""
+    """Table 5, sphere against Gaussian directions: the paper's own data (differences up to 0.6
+    points with s.e. up to 1.3) could show no equivalence margin, so the claim is reported as a
+    difference test: a difference is detected (the claim fails) where the interval excludes 0;
+    otherwise "no difference detectable at this resolution", with the resolution (the interval's
+    half-width). Paired by seed and test example where every seed kept its per-example results, else
+    unpaired."""
     t5 = tables.table5(rows, cfg)
     pairs = [
         (task, eps)
@@ -642,8 +649,9 @@ def _table5_claims(rows: Sequence[LMRow], cfg: LMConfig, test_of: dict[str, int]
 
 
 def _t5_paired(rows: Sequence[LMRow], task: str, epsilon: float) -> tuple[list, list] | None:
-    """DPZero's per-seed correctness vectors with sphere and with Gaussian directions on ``task`` at ``epsilon``,
-    paired by seed; None unless every seed has both with per-example results of one length."""
+    """DPZero's per-seed correctness vectors with sphere and with Gaussian directions on ``task`` at
+    ``epsilon``, paired by seed; None unless every seed has both with per-example results of one
+    length."""
     of = {
         d: {
             r.seed: r

@@ -1,6 +1,5 @@
-"""What the dpzero-lm reproduction computes: its config, tasks (a group of runs per k-shot folder) and rows, each
-run's trainer config, and one group (:func:`run_one`).
-"""
+"""What the dpzero-lm reproduction computes: its config, tasks (a group of runs per k-shot folder)
+and rows, each run's trainer config, and one group (:func:`run_one`)."""
 
 from __future__ import annotations
 
@@ -45,13 +44,15 @@ LOSS_POINTS = (
 )
 
 
-# Per-task zeroth-order recipes for --train head (``recipes="per-task"``, the default): for each task, MeZO's and
-# DPZero's (lr, C, T) chosen by ``python -m dpnc_reproduce.finetune_defaults --choose`` on a held-out fifth of the
-# task's k-shot seed-42 train split (never the test split): 3 step sizes × 2 clipping thresholds × 2 step counts for
-# DPZero at ε = 6 (12 candidates), 3 × 2 for MeZO (6; MeZO does not clip); the highest held-out accuracy wins (ties:
-# lower held-out loss, then fewer steps). DPZero at ε = 2 uses DPZero's ε = 6 choice. The evidence (NOT PRIVATE:
-# un-noised accuracies on training rows) is docs/results/dpzero-lm-tasks/recipe-choice/. The choice is not private:
-# the ε of every run excludes it (RECIPE_CHOICE, stated next to ε). B = 64 and λ = 1e-3 are the trainer's.
+# Per-task zeroth-order recipes for --train head (``recipes="per-task"``, the default): for each
+# task, MeZO's and DPZero's (lr, C, T) chosen by ``python -m dpnc_reproduce.finetune_defaults
+# --choose`` on a held-out fifth of the task's k-shot seed-42 train split (never the test split): 3
+# step sizes × 2 clipping thresholds × 2 step counts for DPZero at ε = 6 (12 candidates), 3 × 2 for
+# MeZO (6; MeZO does not clip); the highest held-out accuracy wins (ties: lower held-out loss, then
+# fewer steps). DPZero at ε = 2 uses DPZero's ε = 6 choice. The evidence (NOT PRIVATE: un-noised
+# accuracies on training rows) is docs/results/dpzero-lm-tasks/recipe-choice/. The choice is not
+# private: the ε of every run excludes it (RECIPE_CHOICE, stated next to ε). B = 64 and λ = 1e-3 are
+# the trainer's.
 RECIPE_CHOICE = "recipe chosen non-privately on held-out training rows; ε excludes the choice"
 RECIPE_SOURCES = ("per-task", "trainer")
 TASK_RECIPES: dict[str, dict[str, dict[str, float]]] = {
@@ -81,11 +82,11 @@ def _recipe(what: str) -> dict:
 
 @dataclass(frozen=True)
 class LMConfig:
-    """The runs. Defaults are ``--full``: SST-2, SST-5, SNLI, MNLI, RTE, TREC × seeds 42, 13, 21, zero-shot, MeZO,
-    DPZero at ε = 6 and 2 with each task's recipe for ``--train head`` (:data:`TASK_RECIPES`; Table 2 only; Tables 3
-    and 5 with ``fo_methods`` and ``sphere_tasks``); :data:`QUICK` is SST-2, seed 42, 300 steps (a smoke run).
-    Each field's ``help`` says what it is; a field left None takes the trainer's default.
-    """
+    """The runs. Defaults are ``--full``: SST-2, SST-5, SNLI, MNLI, RTE, TREC × seeds 42, 13, 21,
+    zero-shot, MeZO, DPZero at ε = 6 and 2 with each task's recipe for ``--train head``
+    (:data:`TASK_RECIPES`; Table 2 only; Tables 3 and 5 with ``fo_methods`` and ``sphere_tasks``);
+    :data:`QUICK` is SST-2, seed 42, 300 steps (a smoke run). Each field's ``help`` says what it is;
+    a field left None takes the trainer's default."""
 
     data_dir: str | None = field(
         default=None,
@@ -265,7 +266,8 @@ QUICK = LMConfig(tasks=("SST-2",), seeds=(42,), steps=300)
 
 @dataclass(frozen=True, order=True)
 class LMTask:
-    """One trainer run: a method on a task's k-shot seed (ε for the private methods; direction for DPZero)."""
+    """One trainer run: a method on a task's k-shot seed (ε for the private methods; direction for
+    DPZero)."""
 
     task: str
     seed: int
@@ -289,8 +291,8 @@ class LMTask:
 
 @dataclass(frozen=True)
 class LMGroup:
-    """The protocol's task: runs on one k-shot folder (``task``, ``seed``: the folder's) made in one process,
-    sharing the frozen-prefix caches; their rows come back in ``runs`` order."""
+    """The protocol's task: runs on one k-shot folder (``task``, ``seed``: the folder's) made in one
+    process, sharing the frozen-prefix caches; their rows come back in ``runs`` order."""
 
     task: str
     seed: int
@@ -345,7 +347,8 @@ class LMRow:
     train_losses: tuple[float, ...] = field(
         default=(), metadata={"csv": False}
     )  # window means, not private
-    # per test example, "1" right / "0" wrong (the trainer's evaluation order): for paired claims; "" in old results
+    # per test example, "1" right / "0" wrong (the trainer's evaluation order): for paired claims;
+    # "" in old results
     correct: str = field(default="", metadata={"csv": False})
     data_seed: int | None = None  # the k-shot folder's seed (None in old results: ``seed``)
 
@@ -375,8 +378,8 @@ def seeds_available(config: LMConfig) -> dict[str, list[int]]:
 
 
 def folders(config: LMConfig) -> dict[str, list[tuple[int, int]]]:
-    """Task → (seed, k-shot folder seed) for every seed of the config the task runs: the seed's own folder, else
-    (``shared_data``) the task's first available folder, else none (skipped)."""
+    """Task → (seed, k-shot folder seed) for every seed of the config the task runs: the seed's own
+    folder, else (``shared_data``) the task's first available folder, else none (skipped)."""
     of = seeds_available(config)
     return {
         task: [
@@ -390,8 +393,8 @@ def folders(config: LMConfig) -> dict[str, list[tuple[int, int]]]:
 
 def recipe(config: LMConfig, task: str, method: str) -> dict[str, float | None]:
     """lr, clip and steps of a zeroth-order run: the config's value where given, else the task's
-    :data:`TASK_RECIPES` entry for the method (``recipes="per-task"``; DPZero's at every ε), else None (the
-    trainer's default). MeZO has no clip."""
+    :data:`TASK_RECIPES` entry for the method (``recipes="per-task"``; DPZero's at every ε), else
+    None (the trainer's default). MeZO has no clip."""
     table = _recipe_table(config, task, method)
     out = {
         k: getattr(config, k) if getattr(config, k) is not None else table.get(k)
@@ -403,18 +406,21 @@ def recipe(config: LMConfig, task: str, method: str) -> dict[str, float | None]:
 
 
 def per_task_recipe(config: LMConfig, task: str, method: str) -> bool:
-    """Whether a run takes any of its settings from :data:`TASK_RECIPES` (so its ε excludes the choice)."""
+    """Whether a run takes any of its settings from :data:`TASK_RECIPES` (so its ε excludes the
+    choice)."""
     table = _recipe_table(config, task, method)
     return any(getattr(config, k) is None and k in table for k in ("lr", "clip", "steps"))
 
 
 def _recipe_table(config: LMConfig, task: str, method: str) -> dict[str, float]:
-    """The task's :data:`TASK_RECIPES` entry for the method, if the config takes per-task recipes (else empty)."""
+    """The task's :data:`TASK_RECIPES` entry for the method, if the config takes per-task recipes
+    (else empty)."""
     return TASK_RECIPES.get(task, {}).get(method, {}) if config.recipes == "per-task" else {}
 
 
 def finetune_config(config: LMConfig, task: LMTask, out: str | None):
-    """The :class:`~dpnc.lm.train.FinetuneConfig` of one run (None fields: the trainer's defaults)."""
+    """The :class:`~dpnc.lm.train.FinetuneConfig` of one run (None fields: the trainer's
+    defaults)."""
     first_order = task.method in FO_METHODS
     kwargs = dict(
         task=task.task,
@@ -433,8 +439,9 @@ def finetune_config(config: LMConfig, task: LMTask, out: str | None):
         out=out,
         progress=False,
         device=config.device,
-        # Time per step and the training-loss curve are training-data statistics: NOT private, labelled
-        # so in every output. Each run is a new run: an earlier one's leftovers are moved aside.
+        # Time per step and the training-loss curve are training-data statistics: NOT private,
+        # labelled so in every output. Each run is a new run: an earlier one's leftovers are moved
+        # aside.
         log_private_stats=True,
         new_run=True,
     )
@@ -459,8 +466,9 @@ def finetune_config(config: LMConfig, task: LMTask, out: str | None):
 
 
 def tasks(config: LMConfig) -> list[LMGroup]:
-    """One group per k-shot folder (task, seed) with every run on it (Tables 2 and 5 share runs), in the
-    paper's task order and the config's seed order; Table 3's runs, when asked for, a group each."""
+    """One group per k-shot folder (task, seed) with every run on it (Tables 2 and 5 share runs), in
+    the paper's task order and the config's seed order; Table 3's runs, when asked for, a group
+    each."""
     seeds_of = folders(config)
     table3: set[LMTask] = set()
     if config.fo_methods:
@@ -510,7 +518,8 @@ def cost(config: LMConfig, group: LMGroup) -> float:
 
 
 def run_one(config: LMConfig, group: LMGroup) -> tuple[LMRow, ...]:
-    """The group's runs, quietly; under ``config.runs_dir``, or a temporary folder (read back, then removed)."""
+    """The group's runs, quietly; under ``config.runs_dir``, or a temporary folder (read back, then
+    removed)."""
     with warnings.catch_warnings(), quiet_dp_accounting():
         warnings.simplefilter("ignore")
         if config.runs_dir is not None:
@@ -520,8 +529,9 @@ def run_one(config: LMConfig, group: LMGroup) -> tuple[LMRow, ...]:
 
 
 def run_group(config: LMConfig, group: LMGroup, runs_dir: Path) -> tuple[LMRow, ...]:
-    """Every run of ``group`` in this process (files under ``runs_dir/<run>``), the frozen-prefix caches computed
-    by the first training run and handed to the others; the rows in ``group.runs`` order."""
+    """Every run of ``group`` in this process (files under ``runs_dir/<run>``), the frozen-prefix
+    caches computed by the first training run and handed to the others; the rows in ``group.runs``
+    order."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads)
@@ -531,7 +541,8 @@ def run_group(config: LMConfig, group: LMGroup, runs_dir: Path) -> tuple[LMRow, 
         for task in sorted(group.runs, key=lambda t: t.method == "zero-shot"):
             rows[task], made = train(config, task, group, runs_dir / task.run, caches)
             caches = caches or made
-            gc.collect()  # the finished trainer (its model: a reference cycle) before the next one is built
+            # the finished trainer (its model: a reference cycle) before the next one is built
+            gc.collect()
     finally:
         torch.set_num_threads(threads)
     return tuple(rows[t] for t in group.runs)
@@ -540,10 +551,11 @@ def run_group(config: LMConfig, group: LMGroup, runs_dir: Path) -> tuple[LMRow, 
 def train(
     config: LMConfig, task: LMTask, group: LMGroup, run_dir: Path, caches=None, data=None
 ) -> tuple[LMRow, tuple | None]:
-    """One run in this process: build the trainer (on ``caches``, if given), train, evaluate, and what it cost;
-    also the trainer's (train, test) caches, for the group's next runs (None if it has none). ``data``: a
-    (train, test) pair of datasets to use instead of the task's k-shot folder (e.g. a held-out part of the train
-    split, to choose a recipe; n is then the train part's size)."""
+    """One run in this process: build the trainer (on ``caches``, if given), train, evaluate, and
+    what it cost; also the trainer's (train, test) caches, for the group's next runs (None if it has
+    none). ``data``: a (train, test) pair of datasets to use instead of the task's k-shot folder
+    (e.g. a held-out part of the train split, to choose a recipe; n is then the train part's
+    size)."""
     row, trainer = run_trainer(config, task, group, run_dir, caches, data)
     return row, None if trainer.train_cache is None else (trainer.train_cache, trainer.test_cache)
 
@@ -557,8 +569,9 @@ def run_trainer(
     data=None,
     noise=None,
 ) -> tuple[LMRow, Trainer]:
-    """:func:`train`, returning the finished trainer itself (its step history) instead of its caches. ``noise``:
-    the trainer's noise source (default: a secret one); a non-secret source marks the run not private."""
+    """:func:`train`, returning the finished trainer itself (its step history) instead of its
+    caches. ``noise``: the trainer's noise source (default: a secret one); a non-secret source marks
+    the run not private."""
     for name in (
         METRICS,
         PRIVATE_STATS,
@@ -583,8 +596,9 @@ def run_trainer(
         (run_dir / JOURNAL).unlink(missing_ok=True)
     wall = time.perf_counter() - start
     c = trainer.config
-    # Step times are private statistics (they reveal the secret batches): the trainer keeps them only because the
-    # reproduction logs private statistics to measure its runs, and they are published here labelled not private.
+    # Step times are private statistics (they reveal the secret batches): the trainer keeps them
+    # only because the reproduction logs private statistics to measure its runs, and they are
+    # published here labelled not private.
     step_seconds = [r.seconds for r in trainer.history if r.seconds is not None]
     trained = summary.steps > 0
     every, losses = _windows(_losses(run_dir / PRIVATE_STATS))
@@ -643,7 +657,8 @@ def _data(seed: int, data: int) -> int | None:
 
 
 def _steps(config: LMConfig, task: LMTask) -> int:
-    """The steps the run will take (its config resolved by the task's recipe, then the trainer's defaults)."""
+    """The steps the run will take (its config resolved by the task's recipe, then the trainer's
+    defaults)."""
     if task.method == "zero-shot":
         return 0
     if task.method in FO_METHODS:
@@ -655,7 +670,8 @@ def _steps(config: LMConfig, task: LMTask) -> int:
 
 
 def _losses(path: Path) -> list[float]:
-    """Per-step training losses from a run's ``private_train_stats.jsonl`` (NOT private statistics)."""
+    """Per-step training losses from a run's ``private_train_stats.jsonl`` (NOT private
+    statistics)."""
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -663,8 +679,9 @@ def _losses(path: Path) -> list[float]:
 
 
 def _windows(values: list[float], points: int = LOSS_POINTS) -> tuple[int, tuple[float, ...]]:
-    """(k, means of ``values`` over consecutive windows of k) with k the smallest giving at most ``points`` means
-    (the last window may be shorter): a 5000-step curve kept in result.json at 200 points."""
+    """(k, means of ``values`` over consecutive windows of k) with k the smallest giving at most
+    ``points`` means (the last window may be shorter): a 5000-step curve kept in result.json at 200
+    points."""
     k = max(math.ceil(len(values) / points), 1)
     return k, tuple(statistics.fmean(values[i : i + k]) for i in range(0, len(values), k))
 

@@ -1,6 +1,5 @@
-"""The dpzero-lm tables: the paper's Tables 2, 3 and 5 and ours from the rows (mean ± standard error over seeds),
-the privacy table, the skipped runs.
-"""
+"""The dpzero-lm tables: the paper's Tables 2, 3 and 5 and ours from the rows (mean ± standard error
+over seeds), the privacy table, the skipped runs."""
 
 from __future__ import annotations
 
@@ -9,7 +8,8 @@ from collections.abc import Sequence
 from dpnc_reproduce.claims import mean_se
 from dpnc_reproduce.dpzero_lm.run import PRIVATE, TASKS, LMConfig, LMRow
 
-# The paper's numbers (docs/papers.md, DPZero §4.2), test accuracy in %, (mean, standard error) over seeds 42, 13, 21.
+# The paper's numbers (docs/papers.md, DPZero §4.2), test accuracy in %, (mean, standard error) over
+# seeds 42, 13, 21.
 PAPER_TABLE2 = {
     "zero-shot": {
         "SST-2": (79.0, None),
@@ -46,7 +46,8 @@ PAPER_TABLE2 = {
 }
 
 
-# Table 3: SST-2, (ε, δ) = (2, 1e-5) for the private methods: accuracy %, seconds per iteration, MiB (GPU).
+# Table 3: SST-2, (ε, δ) = (2, 1e-5) for the private methods: accuracy %, seconds per iteration, MiB
+# (GPU).
 PAPER_TABLE3 = {
     "adamw": (94.4, 0.425, 16960),
     "dp-adamw": (92.3, 2.33, 21494),
@@ -99,7 +100,8 @@ def table2(rows: Sequence[LMRow], config: LMConfig) -> dict[str, dict[str, tuple
 
 
 def table3(rows: Sequence[LMRow], config: LMConfig) -> list[LMRow]:
-    """Table 3's rows on SST-2, first available seed (AdamW's, if it ran), in the paper's method order."""
+    """Table 3's rows on SST-2, first available seed (AdamW's, if it ran), in the paper's method
+    order."""
     if not config.fo_methods:
         return []
     out = []
@@ -141,7 +143,8 @@ def table5(rows: Sequence[LMRow], config: LMConfig) -> dict[tuple[str, float], d
 
 
 def privacy_rows(rows: Sequence[LMRow]) -> list[dict]:
-    """The private runs' accounting: target ε, ε by RDP and PLD from the run's ledger, n, q, T, σ/Δ."""
+    """The private runs' accounting: target ε, ε by RDP and PLD from the run's ledger, n, q, T,
+    σ/Δ."""
     keys = (
         "run",
         "task",
@@ -164,7 +167,8 @@ def privacy_rows(rows: Sequence[LMRow]) -> list[dict]:
 
 
 def skipped(rows: Sequence[LMRow], config: LMConfig) -> list[str]:
-    """Notes on the seeds of Table 2's and 5's tasks that have no runs (no k-shot folder for them)."""
+    """Notes on the seeds of Table 2's and 5's tasks that have no runs (no k-shot folder for
+    them)."""
     tasks = [t for t in TASKS if t in (*config.tasks, *config.sphere_tasks)]
     return [
         f"{t}: no k-shot folder for seed {s}; skipped"

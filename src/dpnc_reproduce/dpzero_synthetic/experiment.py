@@ -1,6 +1,5 @@
-"""The dpzero-synthetic reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
-:mod:`.report` judges and renders.
-"""
+"""The dpzero-synthetic reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
+computes, :mod:`.report` judges and renders."""
 
 from __future__ import annotations
 
@@ -20,7 +19,8 @@ from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 
 
 class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
-    """DPZero paper, Figures 1–3: DPZero vs DPGD-0th vs DP-GD on quadratics of effective rank d, √d, log d."""
+    """DPZero paper, Figures 1–3: DPZero vs DPGD-0th vs DP-GD on quadratics of effective rank d, √d,
+    log d."""
 
     name = "dpzero-synthetic"
     title = "DPZero synthetic experiment (Figures 1–3)"
@@ -32,7 +32,8 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
     runner = run
 
     def upgrade(self, data: dict) -> dict:
-        """A result written before the protocol: its privacy was a table per T (``privacy``), now on every row."""
+        """A result written before the protocol: its privacy was a table per T (``privacy``), now on
+        every row."""
         if "privacy" not in data:
             return data
         by_T = {p["T"]: {k: v for k, v in p.items() if k != "T"} for p in data["privacy"]}

@@ -1,5 +1,5 @@
-"""The dpzero-synthetic experiment's analysis: the best of each metric over the grid, the paper's claims judged
-on it, the summary's text and tables, the figures.
+"""The dpzero-synthetic experiment's analysis: the best of each metric over the grid, the paper's
+claims judged on it, the summary's text and tables, the figures.
 
 The config and the runs are in :mod:`dpnc_reproduce.dpzero_synthetic.run`.
 """
@@ -28,7 +28,8 @@ from dpnc_reproduce.protocol import Claim, Declared, Result
 RANK_LABEL = {"identity": "r = d", "sqrt": "r = O(√d)", "inverse": "r = O(log d)"}
 
 
-# Table 1 (with A3.5): the d- and r-dependent factor of each method's bound on E‖∇F_S‖²; r = Tr A (‖A‖ = 1).
+# Table 1 (with A3.5): the d- and r-dependent factor of each method's bound on E‖∇F_S‖²; r = Tr A
+# (‖A‖ = 1).
 TABLE1 = {
     "DPGD-0th": lambda d, r: d * math.sqrt(r),
     "DPZero": lambda d, r: math.log(d) * math.sqrt(r),
@@ -38,12 +39,13 @@ VERDICT = {True: "holds", False: "fails", None: "no signal"}
 
 
 def selected(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str, int], dict[str, float]]:
-    """(hessian, d, method, seed) → the metrics at the grid point (T, step size, C) chosen on the training data.
+    """(hessian, d, method, seed) → the metrics at the grid point (T, step size, C) chosen on the
+    training data.
 
-    ``train_grad_norm`` and ``train_loss``: their minimum over the grid; ``test_grad_norm`` (``test_loss``): the
-    test value at the point of least train gradient norm (train loss); ``test_floor``: the least test gradient norm
-    over the grid, the optimistic value a choice on the test set would report.
-    """
+    ``train_grad_norm`` and ``train_loss``: their minimum over the grid; ``test_grad_norm``
+    (``test_loss``): the test value at the point of least train gradient norm (train loss);
+    ``test_floor``: the least test gradient norm over the grid, the optimistic value a choice on the
+    test set would report."""
     out = {}
     for key, group in _groups(rows).items():
         by_norm = min(group, key=lambda r: r.train_grad_norm)
@@ -72,8 +74,9 @@ EDGES = ("largest T", "smallest C", "largest C", "smallest step", "largest step"
 def edges(
     rows: Sequence[SyntheticRow],
 ) -> dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]]:
-    """(hessian, d, method, seed) → the train-chosen row (least train ‖∇F‖) and the edges of that method's grid it
-    sits on (:data:`EDGES`): a choice on an edge says the grid may be too small in that direction."""
+    """(hessian, d, method, seed) → the train-chosen row (least train ‖∇F‖) and the edges of that
+    method's grid it sits on (:data:`EDGES`): a choice on an edge says the grid may be too small in
+    that direction."""
     out = {}
     for key, group in _groups(rows).items():
         chosen = min(group, key=lambda r: r.train_grad_norm)
@@ -90,7 +93,8 @@ def edges(
 
 
 def best_over_grid(rows: Sequence[SyntheticRow]) -> dict[tuple[str, int, str], dict[str, float]]:
-    """(hessian, d, method) → the mean over seeds of each :func:`selected` metric (and ``test_floor``)."""
+    """(hessian, d, method) → the mean over seeds of each :func:`selected` metric (and
+    ``test_floor``)."""
     per_seed: dict = {}
     for (h, d, m, _), metrics in selected(rows).items():
         per_seed.setdefault((h, d, m), []).append(metrics)
@@ -110,8 +114,9 @@ def _axes(best: dict) -> tuple[list[str], list[int], list[str]]:
 
 
 def _cells_claim(statement: str, intervals: dict[tuple[str, tuple], stats.Interval]) -> Claim:
-    """A claim over cells, each "log-ratio > 0" judged on its interval: the conjunction, with the counts and the
-    cells that do not hold. A cell's key: its label in the evidence and the words of its facts' names."""
+    """A claim over cells, each "log-ratio > 0" judged on its interval: the conjunction, with the
+    counts and the cells that do not hold. A cell's key: its label in the evidence and the words of
+    its facts' names."""
     verdicts = {cell: stats.exceeds(iv, 0.0) for cell, iv in intervals.items()}
     read = facts.parts({words: iv for (_, words), iv in intervals.items()}, 0.0, verdicts)
     if not any(math.isfinite(iv.high - iv.low) for iv in intervals.values()):
@@ -139,7 +144,8 @@ def _cells_claim(statement: str, intervals: dict[tuple[str, tuple], stats.Interv
 
 
 def trace(hessian: str, d: int, power: int = 1) -> float:
-    """r = Tr A of the synthetic Hessian (Σ a_j with a_j = 1, 1/√j, 1/j); Tr A^power with ``power``."""
+    """r = Tr A of the synthetic Hessian (Σ a_j with a_j = 1, 1/√j, 1/j); Tr A^power with
+    ``power``."""
     return float(
         sum(
             {"identity": 1.0, "sqrt": j**-0.5, "inverse": 1 / j}[hessian] ** power
@@ -149,10 +155,11 @@ def trace(hessian: str, d: int, power: int = 1) -> float:
 
 
 def instance_factor(hessian: str, d: int) -> float:
-    """ℓ(F_S(x₀) − F_S*) + L², the factor Theorems 1–3 multiply Table 1's d- and r-terms by, on the paper's
-    instance: ℓ = ‖A‖ = 1; x₀ = 0 and x* ≈ E ξ = (1, …, 1), so F_S(x₀) − F_S* ≈ ½·1ᵀA1 = Tr A/2; L² bounds
-    E‖A(x − ξ)‖² = Σ a_j²((x_j − 1)² + 1) ≤ 2 Tr A² between x₀ and x*. Table 1 treats this factor as free of d; here
-    it grows like r (r = d), like √d (r = √d), barely (r = log d). The log factors of L̃ are dropped."""
+    """ℓ(F_S(x₀) − F_S*) + L², the factor Theorems 1–3 multiply Table 1's d- and r-terms by, on the
+    paper's instance: ℓ = ‖A‖ = 1; x₀ = 0 and x* ≈ E ξ = (1, …, 1), so F_S(x₀) − F_S* ≈ ½·1ᵀA1 = Tr
+    A/2; L² bounds E‖A(x − ξ)‖² = Σ a_j²((x_j − 1)² + 1) ≤ 2 Tr A² between x₀ and x*. Table 1 treats
+    this factor as free of d; here it grows like r (r = d), like √d (r = √d), barely (r = log d).
+    The log factors of L̃ are dropped."""
     return trace(hessian, d) / 2 + 2 * trace(hessian, d, power=2)
 
 
@@ -164,12 +171,13 @@ def paper_claims(
     values: dict[tuple[str, int, str, int], dict[str, float]],
     chosen: dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]] | None = None,
 ) -> list[Claim]:
-    """The paper's qualitative claims (docs/papers.md, DPZero §4.1), judged on the test gradient norm at the
-    train-chosen point of each seed (:func:`selected`): comparisons on the per-seed log-ratios (paired by seed),
-    trends on per-seed log-log slopes against d, each a 95 % t interval over the seeds (one seed: no interval, no
-    signal). A (Hessian, d) cell not in the grid (``high_rank_max_d``) is left out of every claim. ``chosen``
-    (:func:`edges`) adds to an rate that does not hold the measured reason: how many train-chosen points sit at the
-    grid's largest T."""
+    """The paper's qualitative claims (docs/papers.md, DPZero §4.1), judged on the test gradient
+    norm at the train-chosen point of each seed (:func:`selected`): comparisons on the per-seed
+    log-ratios (paired by seed), trends on per-seed log-log slopes against d, each a 95 % t interval
+    over the seeds (one seed: no interval, no signal). A (Hessian, d) cell not in the grid
+    (``high_rank_max_d``) is left out of every claim. ``chosen`` (:func:`edges`) adds to an rate
+    that does not hold the measured reason: how many train-chosen points sit at the grid's largest
+    T."""
     claims = []
     hessians, _, methods = _axes(values)
     seeds = sorted({k[3] for k in values})
@@ -232,9 +240,9 @@ def paper_claims(
         )
     dims = dims_of("inverse") if "inverse" in hessians else []
     if len(dims) > 1 and "DPZero" in methods:
-        # Table 1 bounds E‖∇F‖² by O((log d)·√r) (times d-free factors); with r = Tr A = Σ 1/j that is
-        # polylogarithmic and still rises over these d. The norm, not its square, is measured: it may rise with half
-        # the bound's slope. "Nearly flat" = no faster than that.
+        # Table 1 bounds E‖∇F‖² by O((log d)·√r) (times d-free factors); with r = Tr A = Σ 1/j that
+        # is polylogarithmic and still rises over these d. The norm, not its square, is measured: it
+        # may rise with half the bound's slope. "Nearly flat" = no faster than that.
         bound = loglog_slope(
             dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims]
         )
@@ -301,7 +309,8 @@ def paper_claims(
             m: stats.rate_within_bound(fitted[m], target[m], regime=RATE_REGIME, tol=RATE_TOL.value)
             for m in methods
         }
-        # the same bound with this instance's ℓΔ + L², which Table 1 takes as free of d: a measured part of the reason
+        # the same bound with this instance's ℓΔ + L², which Table 1 takes as free of d: a measured
+        # part of the reason
         here = {
             m: loglog_slope(
                 dims_of(h), [TABLE1[m](d, trace(h, d)) * instance_factor(h, d) for d in dims_of(h)]
@@ -384,9 +393,10 @@ def paper_claims(
 def t_grid_note(
     chosen: dict, hessian: str, method: str, dims: Sequence[int], fitted: float, theory: float
 ) -> str:
-    """What was measured about a rate that does not hold: at each d, how many seeds' train-chosen points sit at the
-    grid's largest T. Table 1 bounds the norm at each d's own tuned T; a norm chosen at the largest T may still fall
-    with more steps (a longer-T probe tells), more so at larger d, which steepens the slope."""
+    """What was measured about a rate that does not hold: at each d, how many seeds' train-chosen
+    points sit at the grid's largest T. Table 1 bounds the norm at each d's own tuned T; a norm
+    chosen at the largest T may still fall with more steps (a longer-T probe tells), more so at
+    larger d, which steepens the slope."""
     at_edge = {
         d: [
             ("largest T" in at)
@@ -416,8 +426,9 @@ def t_grid_note(
 
 
 def privacy_claim(rows: Sequence[SyntheticRow], config: SyntheticConfig) -> Claim:
-    """Every run is (ε, δ)-DP as the paper states: its σ certifies the target ε by advanced composition, and
-    dpnc's accountant finds at most that on the run's own ledger (RDP, and the tight PLD below it)."""
+    """Every run is (ε, δ)-DP as the paper states: its σ certifies the target ε by advanced
+    composition, and dpnc's accountant finds at most that on the run's own ledger (RDP, and the
+    tight PLD below it)."""
     eps = config.epsilon
     off = [
         r
@@ -444,7 +455,8 @@ def privacy_claim(rows: Sequence[SyntheticRow], config: SyntheticConfig) -> Clai
 
 
 def privacy_rows(rows: Sequence[SyntheticRow]) -> list[dict]:
-    """``privacy.csv``: one record per T (every method, Hessian, d and grid point of a T releases the same)."""
+    """``privacy.csv``: one record per T (every method, Hessian, d and grid point of a T releases
+    the same)."""
     keys = ("T", "noise_multiplier", "epsilon_paper", "epsilon_rdp", "epsilon_pld", "private")
     by_T = {r.T: {k: getattr(r, k) for k in keys} for r in rows}
     return [by_T[T] for T in sorted(by_T)]
@@ -594,7 +606,8 @@ def render(result: Result) -> str:
 
 @staticmethod
 def _render_edges(result: Result) -> str:
-    """Where the train-chosen points sit in each method's grid: counts on each edge, and every choice."""
+    """Where the train-chosen points sit in each method's grid: counts on each edge, and every
+    choice."""
     at = edges(result.rows)
     methods = [m for m in METHODS if any(k[2] == m for k in at)]
     lines = [

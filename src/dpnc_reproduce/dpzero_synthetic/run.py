@@ -1,6 +1,5 @@
-"""What the dpzero-synthetic reproduction computes: its config, tasks and rows, and one task (:func:`run_one`:
-a method's grid of (T, C, step) on one quadratic).
-"""
+"""What the dpzero-synthetic reproduction computes: its config, tasks and rows, and one task
+(:func:`run_one`: a method's grid of (T, C, step) on one quadratic)."""
 
 from __future__ import annotations
 
@@ -33,11 +32,12 @@ METHODS = ("DPZero", "DPGD-0th", "DP-GD")
 METRICS = ("test_grad_norm", "train_grad_norm", "train_loss", "test_loss")
 
 
-# Table 1's rates are upper bounds as d → ∞: judged one-sided, the fitted slope in d at most the bound's own slope over
-# the same points plus the tolerance of the logs in d that the bound drops (claims.rate_within_bound, GROWS; the
-# convention of kl-rates and nonsmooth-rates). Table 1 keeps its only d-dependent log (DPZero's log d, from L̃²);
-# log(e + ε/δ) and log(1/δ) do not move with d; so nothing in d is dropped and the tolerance is 0 over every grid
-# (until 27 Nov 2026 one RATE_TOL = 0.1, set after these rows were measured).
+# Table 1's rates are upper bounds as d → ∞: judged one-sided, the fitted slope in d at most the
+# bound's own slope over the same points plus the tolerance of the logs in d that the bound drops
+# (claims.rate_within_bound, GROWS; the convention of kl-rates and nonsmooth-rates). Table 1 keeps
+# its only d-dependent log (DPZero's log d, from L̃²); log(e + ε/δ) and log(1/δ) do not move with d;
+# so nothing in d is dropped and the tolerance is 0 over every grid (until 27 Nov 2026 one RATE_TOL
+# = 0.1, set after these rows were measured).
 RATE_REGIME = GROWS
 RATE_TOL = Tolerance(
     0.0, "none dropped in d: Table 1 keeps DPZero's log d; log(e + ε/δ) is free of d"
@@ -50,7 +50,8 @@ def _help(text: str) -> dict:
 
 @dataclass(frozen=True)
 class SyntheticConfig:
-    """The grid. Defaults are the paper's Table 4 (:data:`FULL`, ``--full``); :data:`QUICK` is a subset."""
+    """The grid. Defaults are the paper's Table 4 (:data:`FULL`, ``--full``); :data:`QUICK` is a
+    subset."""
 
     hessians: tuple[str, ...] = field(
         default=HESSIANS,
@@ -182,13 +183,15 @@ class SyntheticTask:
 
 
 def _private(text: str) -> dict:
-    """A row field kept out of ``rows.csv`` (the same for every row of a T: ``privacy.csv`` has it once)."""
+    """A row field kept out of ``rows.csv`` (the same for every row of a T: ``privacy.csv`` has it
+    once)."""
     return {"help": text, "csv": False}
 
 
 @dataclass(frozen=True)
 class SyntheticRow:
-    """One grid point of a task: its metrics at the output, and the run's privacy (from its own ledger)."""
+    """One grid point of a task: its metrics at the output, and the run's privacy (from its own
+    ledger)."""
 
     hessian: str
     effective_rank: float
@@ -222,8 +225,9 @@ def tasks(config: SyntheticConfig) -> list[SyntheticTask]:
 
 
 def cost(config: SyntheticConfig, task: SyntheticTask) -> float:
-    """Seconds-like: a zeroth-order step costs a fixed overhead, one pass over the n × d data and O(Kn) for the
-    K runs; a DP-GD step two (K × d)·(d × n) products (measured on the shared 2-core machine)."""
+    """Seconds-like: a zeroth-order step costs a fixed overhead, one pass over the n × d data and
+    O(Kn) for the K runs; a DP-GD step two (K × d)·(d × n) products (measured on the shared 2-core
+    machine)."""
     runs = len(config.grid(task.method)[1]) * len(config.clips)
     return task.T * (300 + (1.8 * runs * task.d if task.method == "DP-GD" else task.d + 10 * runs))
 
@@ -248,8 +252,9 @@ def run_grid(
     hessian: str,
     seed: int = 0,
 ) -> tuple[SyntheticRow, ...]:
-    """One method at one T over the whole (step size × C) grid, as one batched run; a row per grid point.
-    ``seed``: the repeat (its directions are seeded by config.seed + 10000·seed, as its data are)."""
+    """One method at one T over the whole (step size × C) grid, as one batched run; a row per grid
+    point. ``seed``: the repeat (its directions are seeded by config.seed + 10000·seed, as its data
+    are)."""
     grid = list(itertools.product(config.grid(method)[1], config.clips))
     eta = torch.tensor([g[0] for g in grid], dtype=torch.float64)
     C = torch.tensor([g[1] for g in grid], dtype=torch.float64)

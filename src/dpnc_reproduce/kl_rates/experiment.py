@@ -1,6 +1,5 @@
-"""The kl-rates reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
-:mod:`.report` judges and renders.
-"""
+"""The kl-rates reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
+computes, :mod:`.report` judges and renders."""
 
 from __future__ import annotations
 
@@ -15,9 +14,10 @@ from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 
 
 class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
-    """Menart et al. (no experiments in the paper): excess risk against n√ρ/√d for KL-Spider, adaptive noisy GD
-    (with and without private selection) and the proximal point method at several κ, with fitted slopes beside
-    the predicted exponents, the theorems' bounds and the lower bounds."""
+    """Menart et al. (no experiments in the paper): excess risk against n√ρ/√d for KL-Spider,
+    adaptive noisy GD (with and without private selection) and the proximal point method at several
+    κ, with fitted slopes beside the predicted exponents, the theorems' bounds and the lower
+    bounds."""
 
     name = "kl-rates"
     title = "DP optimization under the KL condition (Menart et al.): excess risk against n√ρ/√d"

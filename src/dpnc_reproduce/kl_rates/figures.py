@@ -1,5 +1,5 @@
-"""The kl-rates experiment's figures: ``fig_excess.png`` and ``fig_grad_norm.png`` (the claims and tables are in
-:mod:`dpnc_reproduce.kl_rates.report`)."""
+"""The kl-rates experiment's figures: ``fig_excess.png`` and ``fig_grad_norm.png`` (the claims and
+tables are in :mod:`dpnc_reproduce.kl_rates.report`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from dpnc_reproduce.protocol import Result
 
 
 def plot(result: Result, out: Path) -> list[Path]:
-    """``fig_excess.png`` (rows: algorithms; columns: objectives) and ``fig_grad_norm.png`` (adaptive GD, last
-    iterate vs selected) under ``out``."""
+    """``fig_excess.png`` (rows: algorithms; columns: objectives) and ``fig_grad_norm.png``
+    (adaptive GD, last iterate vs selected) under ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,5 +1,5 @@
-"""The kl-rates experiment's fits, claims and rendering: log-log slopes of the medians, the theory's claims judged
-on them, the setting, the tables and the figures.
+"""The kl-rates experiment's fits, claims and rendering: log-log slopes of the medians, the theory's
+claims judged on them, the setting, the tables and the figures.
 
 The config, the tasks and the runs are in :mod:`dpnc_reproduce.kl_rates.run`; its experiment calls
 :func:`check_claims`, :func:`slopes` (``slopes.csv``), :func:`describe`, :func:`render` and
@@ -19,22 +19,26 @@ from dpnc_reproduce.kl_rates.run import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES,
 from dpnc_reproduce.loglog import GROWS, Tolerance, dropped_log_tolerance, term_slopes
 from dpnc_reproduce.protocol import Claim, Result
 
-# How every rate claim is judged: the theorems are upper bounds on the excess
-# as x = n√ρ/√d → ∞, so a rate holds when the per-seed slopes' 95 % t interval lies below the bound's own slope over
-# the same points plus the tolerance of the logs that bound drops (:func:`tolerance`), fails when all of it lies
-# above, and has no signal otherwise (:func:`dpnc_reproduce.claims.rate_within_bound`, regime GROWS); the reason is
-# measured on the rows. The proximal point's rate also needs its inner-steps check (same rows) to hold: otherwise its
-# low-n points may be optimisation-limited. The tolerance replaced a single RATE_TOL = 0.1 (set on 11-26, after the
-# rows it judged); it is derived per grid but was itself declared after the committed rows.
+# How every rate claim is judged: the theorems are upper bounds on the excess as x = n√ρ/√d → ∞, so
+# a rate holds when the per-seed slopes' 95 % t interval lies below the bound's own slope over the
+# same points plus the tolerance of the logs that bound drops (:func:`tolerance`), fails when all of
+# it lies above, and has no signal otherwise (:func:`dpnc_reproduce.claims.rate_within_bound`,
+# regime GROWS); the reason is measured on the rows. The proximal point's rate also needs its
+# inner-steps check (same rows) to hold: otherwise its low-n points may be optimisation-limited. The
+# tolerance replaced a single RATE_TOL = 0.1 (set on 11-26, after the rows it judged); it is derived
+# per grid but was itself declared after the committed rows.
 REGIME = GROWS
-BETA = 0.05  # the theorems' failure probability β in ℓ = ln(n√ρ/β): every committed run's (KLRatesConfig's default)
+# the theorems' failure probability β in ℓ = ln(n√ρ/β): every committed run's (KLRatesConfig's default)
+BETA = 0.05
 WORDS = {True: "holds", False: "fails", None: "no signal"}
-# A theorem with explicit constants is tested on its bound, measured / bound ≤ 1 in every run, not on a slope:
-# KL-Spider's Φfloor (Thm 1, Cf = 48, its K and log(1/β′) computed); its slope claims stay, reported unjudged.
+# A theorem with explicit constants is tested on its bound, measured / bound ≤ 1 in every run, not
+# on a slope: KL-Spider's Φfloor (Thm 1, Cf = 48, its K and log(1/β′) computed); its slope claims
+# stay, reported unjudged.
 EXPLICIT = {
     "kl-spider": "judged on its explicit bound instead (excess ≤ Φfloor in every run, below)"
 }
-FLOOR = 0.25  # a median excess above this share of F(w0) − F* at the lowest x: the start caps the excess there
+# a median excess above this share of F(w0) − F* at the lowest x: the start caps the excess there
+FLOOR = 0.25
 
 
 def medians(
@@ -47,10 +51,11 @@ def medians(
 def tolerance(algorithm: str, regime: str, kappa: float, d: int, xs: Sequence[float]) -> Tolerance:
     """The logs a rate's bound drops, as a slope over its grid x = n√ρ/√d (n√ρ = x√d).
 
-    KL-Spider's Φfloor and the proximal point's bound are computed with their log factors (K, log(1/β′), T,
-    log(n²log²(1/β′)/(dβ′))): nothing dropped, 0. Adaptive GD (Thm 4, and Thm 5's selection on its iterates) drops
-    ℓ = ln(n√ρ/β) and p_max ∝ ln(n√ρ) (its constants (1 + 8γ²L1) and log F0 also dropped): in the κ/2 regime its
-    term carries ℓ^{κ/2}, in the 2κ/(4−κ) regime (ℓ·p_max)^{κ/(4−κ)}."""
+    KL-Spider's Φfloor and the proximal point's bound are computed with their log factors (K,
+    log(1/β′), T, log(n²log²(1/β′)/(dβ′))): nothing dropped, 0. Adaptive GD (Thm 4, and Thm 5's
+    selection on its iterates) drops ℓ = ln(n√ρ/β) and p_max ∝ ln(n√ρ) (its constants (1 + 8γ²L1)
+    and log F0 also dropped): in the κ/2 regime its term carries ℓ^{κ/2}, in the 2κ/(4−κ) regime
+    (ℓ·p_max)^{κ/(4−κ)}."""
     if algorithm not in ADAPTIVE:
         return Tolerance(0.0, "none dropped: the bound is computed with its log factors")
     nsr = [x * math.sqrt(d) for x in xs]
@@ -73,7 +78,8 @@ def _fmt(value: float) -> str:
 
 
 def _interval(s: dict, part: str = "") -> stats.Interval:
-    """The per-seed slope interval of a :func:`slopes` record (``part`` "upper": over the upper half of x)."""
+    """The per-seed slope interval of a :func:`slopes` record (``part`` "upper": over the upper half
+    of x)."""
     name = "seed_slope_upper" if part == "upper" else "seed_slope"
     note = (
         "fewer than 3 points" if part and not math.isfinite(s[name]) else s.get(f"{name}_note", "")
@@ -82,11 +88,12 @@ def _interval(s: dict, part: str = "") -> stats.Interval:
 
 
 def slopes(rows: Sequence[KLRow]) -> list[dict]:
-    """Per (algorithm, objective, d, regime) of the n sweep, over the non-trivial points: the fitted slope of
-    the median (and of the mean) excess against x, also over the upper half of the x range (NaN with fewer
-    than 3 points there), the predicted exponent and the bound's own slope over the same points; and the slopes
-    fitted per seed (``seed_slope``, whole range and upper half) with their 95 % t interval over the seeds
-    (``…_low``, ``…_high``; infinite with one seed), on which the claims are judged."""
+    """Per (algorithm, objective, d, regime) of the n sweep, over the non-trivial points: the fitted
+    slope of the median (and of the mean) excess against x, also over the upper half of the x range
+    (NaN with fewer than 3 points there), the predicted exponent and the bound's own slope over the
+    same points; and the slopes fitted per seed (``seed_slope``, whole range and upper half) with
+    their 95 % t interval over the seeds (``…_low``, ``…_high``; infinite with one seed), on which
+    the claims are judged."""
     main = [r for r in rows if r.sweep == "n" and r.regime != TRIVIAL]
     keys = ("algorithm", "objective", "d", "regime")
     med, mean_rows = medians(main, "excess", keys, "x"), {}
@@ -163,8 +170,9 @@ TERMS = ("bound_dim_term", "bound_noise_term", "bound_rest")  # Theorem 4's thre
 
 
 def _term_medians(rows: Sequence[KLRow], keys: Sequence[str]) -> dict[str, dict]:
-    """Adaptive GD's bound term by term (its 2κ/(4−κ) term, its κ/2 term and the rest, (1/(n√ρ))^{κ/(2−κ)}):
-    each term's median per group and x (:func:`~dpnc_reproduce.common.group_medians`)."""
+    """Adaptive GD's bound term by term (its 2κ/(4−κ) term, its κ/2 term and the rest,
+    (1/(n√ρ))^{κ/(2−κ)}): each term's median per group and x
+    (:func:`~dpnc_reproduce.common.group_medians`)."""
     split = [
         vars(r) | {"bound_rest": r.bound - r.bound_dim_term - r.bound_noise_term}
         for r in rows
@@ -175,9 +183,9 @@ def _term_medians(rows: Sequence[KLRow], keys: Sequence[str]) -> dict[str, dict]
 
 def _ends(xs: Sequence[float], terms: Sequence[dict], bound: Sequence[tuple]) -> dict:
     """The range of the bound's slope over ``xs`` that its terms' unknown O-constants allow
-    (:func:`dpnc_reproduce.loglog.term_slopes`): each term's own slope, a term counted where it is more than
-    1e-9 of the bound at some point (a rounding remainder is not a term). A bound of one term (or computed with
-    its constants): its own slope at both ends."""
+    (:func:`dpnc_reproduce.loglog.term_slopes`): each term's own slope, a term counted where it is
+    more than 1e-9 of the bound at some point (a rounding remainder is not a term). A bound of one
+    term (or computed with its constants): its own slope at both ends."""
     total = dict(bound)
     kept = [[t[x] for x in xs] for t in terms if any(t.get(x, 0.0) > 1e-9 * total[x] for x in xs)]
     low, high = term_slopes(xs, kept) if kept else (loglog_slope(*zip(*bound)),) * 2
@@ -185,9 +193,10 @@ def _ends(xs: Sequence[float], terms: Sequence[dict], bound: Sequence[tuple]) ->
 
 
 def _diagnostics(by_x: dict[float, list[KLRow]], xs: Sequence[float]) -> dict:
-    """What the reasons for a slope are read from: at the lowest and highest x, the median excess over F(w0) − F*
-    and over the bound; at the lowest x, adaptive GD's 2κ/(4−κ) term over its κ/2 term; the median over the points
-    of the standard deviation of log excess between seeds; the runs whose inner steps were capped below the rule."""
+    """What the reasons for a slope are read from: at the lowest and highest x, the median excess
+    over F(w0) − F* and over the bound; at the lowest x, adaptive GD's 2κ/(4−κ) term over its κ/2
+    term; the median over the points of the standard deviation of log excess between seeds; the runs
+    whose inner steps were capped below the rule."""
 
     def med(x, f):
         return statistics.median(f(r) for r in by_x[x])
@@ -214,20 +223,21 @@ def _diagnostics(by_x: dict[float, list[KLRow]], xs: Sequence[float]) -> dict:
 
 
 def observed(s: dict, part: str = "") -> bool | None:
-    """Does a :func:`slopes` record's excess fall no slower than its bound's own slope over the same points (plus
-    its tolerance, :func:`tolerance`)? (``part`` "upper": over the upper half of x.)"""
+    """Does a :func:`slopes` record's excess fall no slower than its bound's own slope over the same
+    points (plus its tolerance, :func:`tolerance`)? (``part`` "upper": over the upper half of x.)"""
     return _at_ends(s, part)[0]
 
 
 def _at_ends(s: dict, part: str = "") -> tuple[bool | None, str, tuple]:
-    """:func:`dpnc_reproduce.claims.rate_at_ends` of a :func:`slopes` record: the rule at both ends of the
-    bound's slope range (its terms' unknown constants), a verdict only where they agree."""
+    """:func:`dpnc_reproduce.claims.rate_at_ends` of a :func:`slopes` record: the rule at both ends
+    of the bound's slope range (its terms' unknown constants), a verdict only where they agree."""
     ends = (s["bound_slope_low"], s["bound_slope_high"])
     return stats.rate_at_ends(_interval(s, part), ends, regime=REGIME, tol=_tol(s))
 
 
 def _tol(s: dict) -> float:
-    """A :func:`slopes` record's tolerance (:func:`tolerance`, computed from the rows by :func:`slopes`)."""
+    """A :func:`slopes` record's tolerance (:func:`tolerance`, computed from the rows by
+    :func:`slopes`)."""
     return s["tol"]
 
 
@@ -270,7 +280,8 @@ def reason(s: dict) -> str:
 
 
 def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
-    """The theory's checkable statements, judged on the measured numbers (reported whether or not they hold)."""
+    """The theory's checkable statements, judged on the measured numbers (reported whether or not
+    they hold)."""
     claims, slope_rows = [], slopes(rows)
     over = [r for r in rows if r.rho_spent > r.rho * (1 + 1e-9)]
     ratio = max(r.rho_spent / r.rho for r in rows)
@@ -328,8 +339,9 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
             for f in (1.0, more)
         }
         iv = stats.difference_interval(logs[more], logs[1.0])
-        # were the optimisation error to rule, the excess (∝ error^(κ/2)) would fall by more^(κ/2): judged against
-        # half that fall in log, the midpoint between "no change" and "optimisation-limited"
+        # were the optimisation error to rule, the excess (∝ error^(κ/2)) would fall by more^(κ/2):
+        # judged against half that fall in log, the midpoint between "no change" and
+        # "optimisation-limited"
         kappa = mine[0].kappa
         midpoint = -kappa / 4 * math.log(more)
         inner[o] = stats.exceeds(iv, midpoint)
@@ -504,7 +516,8 @@ def _capped(rows: Sequence[KLRow]) -> int:
 
 
 def describe(result: Result) -> str:
-    """The setting: privacy of the noise, the objectives and their constants, the budget, the bounds drawn."""
+    """The setting: privacy of the noise, the objectives and their constants, the budget, the bounds
+    drawn."""
     rows, cfg = result.rows, result.config
     private = all(r.private for r in rows)
     kinds = sorted({r.objective for r in rows}, key=list(OBJECTIVES).index)
@@ -554,7 +567,8 @@ def describe(result: Result) -> str:
 
 
 def render(result: Result) -> str:
-    """The fitted slopes beside the predictions, the gradient norms, the medians over seeds, the cost, notes."""
+    """The fitted slopes beside the predictions, the gradient norms, the medians over seeds, the
+    cost, notes."""
     rows, slope_rows = result.rows, slopes(result.rows)
     lines = [
         "## Fitted log-log slopes of the excess against n√ρ/√d\n",

@@ -1,6 +1,5 @@
-"""What the KL-rates reproduction computes: its config, tasks and rows, the objectives, the theory at a
-run's constants, and one run (:func:`run_one`).
-"""
+"""What the KL-rates reproduction computes: its config, tasks and rows, the objectives, the theory
+at a run's constants, and one run (:func:`run_one`)."""
 
 from __future__ import annotations
 
@@ -59,15 +58,16 @@ class KLRatesConfig:
     """The grid; defaults are :data:`FULL` (``--full``), :data:`QUICK` the default of the command.
 
     Spider and adaptive GD run on ``objectives`` (κ ≤ 2) at ``dims`` × ``nsrs``; adaptive GD also at
-    ``high_dims`` × ``high_nsrs`` (d ≥ n√ρ, where its 2κ/(4−κ) term rules); the proximal point method on
-    ``prox_objectives`` (κ ≥ 2) at d = 1 and n ∈ ``prox_samples``. n and ρ enter these algorithms only through
-    n√ρ (the objectives are data-free: n copies of one example), so n√ρ is varied through n at ρ = 1, and the ρ
-    sweep checks that the runs depend on n√ρ alone: Spider and adaptive GD at n = ``rho_sweep_n``,
-    d = ``rho_sweep_dim`` on ``rho_sweep_objective`` for each ρ in ``rhos``. The proximal point method's inner
-    steps grow like (n√ρ)² (:func:`~dpnc.algorithms.menart.proximal.statistical_inner_steps`); the check at
-    ``inner_check_n`` runs ``inner_check_factor`` times as many: if the excess does not move, the inner steps
-    are not what limits the rate. ``reproducible`` draws the privacy noise from seeded test sources: the results
-    are then marked not private. Each field's ``help`` says what it is.
+    ``high_dims`` × ``high_nsrs`` (d ≥ n√ρ, where its 2κ/(4−κ) term rules); the proximal point
+    method on ``prox_objectives`` (κ ≥ 2) at d = 1 and n ∈ ``prox_samples``. n and ρ enter these
+    algorithms only through n√ρ (the objectives are data-free: n copies of one example), so n√ρ is
+    varied through n at ρ = 1, and the ρ sweep checks that the runs depend on n√ρ alone: Spider and
+    adaptive GD at n = ``rho_sweep_n``, d = ``rho_sweep_dim`` on ``rho_sweep_objective`` for each ρ
+    in ``rhos``. The proximal point method's inner steps grow like (n√ρ)²
+    (:func:`~dpnc.algorithms.menart.proximal.statistical_inner_steps`); the check at
+    ``inner_check_n`` runs ``inner_check_factor`` times as many: if the excess does not move, the
+    inner steps are not what limits the rate. ``reproducible`` draws the privacy noise from seeded
+    test sources: the results are then marked not private. Each field's ``help`` says what it is.
     """
 
     algorithms: tuple[str, ...] = field(
@@ -225,10 +225,10 @@ QUICK = KLRatesConfig(
 
 @dataclass(frozen=True)
 class KLTask:
-    """One run: an algorithm on an objective at (d, n, ρ), one seed; sweep is "n" (ρ = 1), "rho" or "inner" (the
-    proximal point method's inner check, at ``inner_factor`` times the configured inner steps: 1 or the check's
-    factor).
-    ``index``: the task's place in the grid (seeds the reproducible test noise)."""
+    """One run: an algorithm on an objective at (d, n, ρ), one seed; sweep is "n" (ρ = 1), "rho" or
+    "inner" (the proximal point method's inner check, at ``inner_factor`` times the configured inner
+    steps: 1 or the check's factor). ``index``: the task's place in the grid (seeds the reproducible
+    test noise)."""
 
     index: int
     algorithm: str
@@ -243,7 +243,8 @@ class KLTask:
 
 @dataclass(frozen=True)
 class KLRow:
-    """One run: the excess and gradient norm of its output, the theory at its constants, its cost and privacy."""
+    """One run: the excess and gradient norm of its output, the theory at its constants, its cost
+    and privacy."""
 
     algorithm: str
     objective: str
@@ -284,7 +285,8 @@ class KLRow:
 
 
 def objective(name: str, d: int, n: int):
-    """The named objective in dimension d with n (identical) examples, on the ball of radius 1 around w*."""
+    """The named objective in dimension d with n (identical) examples, on the ball of radius 1
+    around w*."""
     if name == "quadratic":
         return Quadratic(d, n=n)
     if name == "sine-pl":
@@ -308,7 +310,8 @@ def adaptive_gd_bound(
     *, nsr: float, d: int, gamma: float, kappa: float, L0: float, L1: float
 ) -> tuple[float, float, float]:
     """Theorem 4's three terms with the O-constant 1 and the log factors (ℓ, p_max) dropped:
-    (γL0√d/(n√ρ))^{2κ/(4−κ)}, (max{γ², 1}L0²/(min{L1, 1}·n√ρ))^{κ/2} and (1/(n√ρ))^{κ/(2−κ)} (0 for κ = 2)."""
+    (γL0√d/(n√ρ))^{2κ/(4−κ)}, (max{γ², 1}L0²/(min{L1, 1}·n√ρ))^{κ/2} and (1/(n√ρ))^{κ/(2−κ)} (0 for
+    κ = 2)."""
     t1 = (gamma * L0 * math.sqrt(d) / nsr) ** (2 * kappa / (4 - kappa))
     t2 = (max(gamma**2, 1.0) * L0**2 / (min(L1, 1.0) * nsr)) ** (kappa / 2)
     t3 = 0.0 if kappa >= 2 else (1 / nsr) ** (kappa / (2 - kappa))
@@ -330,10 +333,10 @@ def selection_grad_bound(
 def lower_bound(
     *, kappa: float, n: int, d: int, rho: float, gamma: float, L0: float
 ) -> float | None:
-    """The class lower bound, constants and log factors dropped: Corollary 1's (γL0√d/(n√ρ))^κ for κ ∈ (1, 2];
-    for κ > 2 at d = 1, Theorem 8's ¼(1/(nε))^κ at ε = √ρ (the zCDP ↔ (ε, δ) conversion up to log factors),
-    scaled by (γL0)^κ to the objective's class (Theorem 8's instance has γ = L0 = 1); None otherwise
-    (Corollary 1 needs κ = 1 + Ω(1))."""
+    """The class lower bound, constants and log factors dropped: Corollary 1's (γL0√d/(n√ρ))^κ for κ
+    ∈ (1, 2]; for κ > 2 at d = 1, Theorem 8's ¼(1/(nε))^κ at ε = √ρ (the zCDP ↔ (ε, δ) conversion up
+    to log factors), scaled by (γL0)^κ to the objective's class (Theorem 8's instance has γ = L0 =
+    1); None otherwise (Corollary 1 needs κ = 1 + Ω(1))."""
     if 1 < kappa <= 2:
         return lower_bound_cor1(n, d, rho, gamma, L0, kappa)
     if kappa > 2 and d == 1:
@@ -401,7 +404,8 @@ def cost(config: KLRatesConfig, task: KLTask) -> float:
 
 
 def run_one(config: KLRatesConfig, task: KLTask) -> KLRow:
-    """One run: the algorithm's config from its theorem, run on the objective, and the theory at its constants."""
+    """One run: the algorithm's config from its theorem, run on the objective, and the theory at its
+    constants."""
     algorithm, n, d, rho = task.algorithm, task.n, task.d, task.rho
     f = objective(task.objective, d, n)
     c = f.constants
@@ -421,7 +425,8 @@ def run_one(config: KLRatesConfig, task: KLTask) -> KLRow:
     if algorithm == "kl-spider":
         method = kl.KLSpider.from_theory(Setting.of(f), ZCDP(rho), beta=config.beta)
     elif algorithm == "proximal-point":
-        # the rule's T_A for this run's rounds (each gets ρ/T and β/T), times the check's factor, capped
+        # the rule's T_A for this run's rounds (each gets ρ/T and β/T), times the check's factor,
+        # capped
         T = proximal_point_rounds(
             n=n,
             d=d,

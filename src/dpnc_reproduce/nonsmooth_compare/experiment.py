@@ -1,5 +1,5 @@
-"""The nonsmooth-compare reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: the nonsmooth-rates
-experiment on the sizes of :mod:`.run`."""
+"""The nonsmooth-compare reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: the
+nonsmooth-rates experiment on the sizes of :mod:`.run`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from dpnc_reproduce.nonsmooth_rates.experiment import NonsmoothRates
 
 
 class NonsmoothCompare(NonsmoothRates):
-    """ZTC (variance-reduced, naive) and KLT (single-pass ZO and first-order, multi-pass) on the radial objectives:
-    n(β) per method, its exponents in d and β, and the papers' comparisons, paired per seed."""
+    """ZTC (variance-reduced, naive) and KLT (single-pass ZO and first-order, multi-pass) on the
+    radial objectives: n(β) per method, its exponents in d and β, and the papers' comparisons,
+    paired per seed."""
 
     name = "nonsmooth-compare"
     title = (

@@ -1,12 +1,12 @@
-"""The nonsmooth-compare reproduction's sizes: every method of :mod:`dpnc_reproduce.nonsmooth_rates` (whose
-runs it makes) on its own grid."""
+"""The nonsmooth-compare reproduction's sizes: every method of :mod:`dpnc_reproduce.nonsmooth_rates`
+(whose runs it makes) on its own grid."""
 
 from __future__ import annotations
 
 from dpnc_reproduce.nonsmooth_rates.run import NAMES, RatesConfig
 
-# n doubles from 16 (multi-pass reaches β within a few hundred examples) to 2¹⁵ (the naive oracle's theorem asks
-# for about 32 000 at d = 4)
+# n doubles from 16 (multi-pass reaches β within a few hundred examples) to 2¹⁵ (the naive oracle's
+# theorem asks for about 32 000 at d = 4)
 FULL = RatesConfig(
     methods=NAMES,
     dims=(4, 8, 16),

@@ -1,6 +1,5 @@
-"""The nonsmooth-rates reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
-:mod:`.report` judges and renders.
-"""
+"""The nonsmooth-rates reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
+computes, :mod:`.report` judges and renders."""
 
 from __future__ import annotations
 
@@ -17,8 +16,9 @@ from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
 
 
 class NonsmoothRates(Experiment):
-    """ZTC vs KLT on radial objectives (L = 1 exactly, closed-form population Goldstein norm): the sample size n
-    needed to reach β, its fitted exponents in d, ε, α and β beside the theorems', at equal function evaluations."""
+    """ZTC vs KLT on radial objectives (L = 1 exactly, closed-form population Goldstein norm): the
+    sample size n needed to reach β, its fitted exponents in d, ε, α and β beside the theorems', at
+    equal function evaluations."""
 
     name = "nonsmooth-rates"
     title = "Private nonsmooth optimization: measured sample complexity n(β) against d, ε, α, β (ZTC, KLT)"
@@ -31,8 +31,9 @@ class NonsmoothRates(Experiment):
     runner = run
 
     def upgrade(self, data: dict) -> dict:
-        """A result written before 28 Nov 2026 names the methods the old way (``ztc``, ``klt-zo``): the registry's
-        names (:data:`~dpnc_reproduce.nonsmooth_rates.run.RENAMED`, :func:`~dpnc_reproduce.method_table.rename`)."""
+        """A result written before 28 Nov 2026 names the methods the old way (``ztc``, ``klt-zo``):
+        the registry's names (:data:`~dpnc_reproduce.nonsmooth_rates.run.RENAMED`,
+        :func:`~dpnc_reproduce.method_table.rename`)."""
         return rename(data, RENAMED)
 
     def tasks(self, config: RatesConfig) -> list[tuple]:

@@ -1,5 +1,6 @@
-"""The nonsmooth-rates experiment's tables and figure: the exponents beside the theorems', the median n(β), the
-certificates' tightness, the instance's target region, ``fig_sample_complexity.png`` (the claims are judged in
+"""The nonsmooth-rates experiment's tables and figure: the exponents beside the theorems', the
+median n(β), the certificates' tightness, the instance's target region,
+``fig_sample_complexity.png`` (the claims are judged in
 :mod:`dpnc_reproduce.nonsmooth_rates.report`)."""
 
 from __future__ import annotations
@@ -126,8 +127,8 @@ def render(rows: Sequence[RateRow], config: RatesConfig) -> str:
 
 
 def evaluation_cost(rows: Sequence[RateRow], objective: str, cell: tuple, method: str) -> str:
-    """The m and median evaluations of ``method`` at the largest n it ran in the cell, and their ratio to ZTC's at
-    that n when ZTC ran it."""
+    """The m and median evaluations of ``method`` at the largest n it ran in the cell, and their
+    ratio to ZTC's at that n when ZTC ran it."""
     mine = [r for r in rows if (r.objective, r.d, r.epsilon, r.alpha) == (objective, *cell)]
     ns = [r.n for r in mine if r.method == method]
     if not ns:
@@ -145,8 +146,9 @@ def evaluation_cost(rows: Sequence[RateRow], objective: str, cell: tuple, method
 
 
 def target_region(config: RatesConfig) -> str:
-    """How far from x* the instance's ‖∂F‖_2α ≤ β (main β, base d, radial, closed form) for each α: the region the
-    runs must reach grows with α, part of why n(β) falls faster with α than the theorems' 1/α."""
+    """How far from x* the instance's ‖∂F‖_2α ≤ β (main β, base d, radial, closed form) for each α:
+    the region the runs must reach grows with α, part of why n(β) falls faster with α than the
+    theorems' 1/α."""
     d, beta, R = config.base_d, config.main_beta, config.start_distance
     law_ = law(config, "radial", d, 0, 1, 0)
     e = torch.zeros(d, dtype=torch.float64)
@@ -181,7 +183,8 @@ def _verdict(e: Exponent) -> str:
 
 
 def plot(result: Result, path: Path) -> Path:
-    """n(main β) against d, ε and α: median over seeds and the theorem's bound scaled to meet it at the base."""
+    """n(main β) against d, ε and α: median over seeds and the theorem's bound scaled to meet it at
+    the base."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,5 +1,6 @@
-"""The nonsmooth-rates experiment's analysis: the sample complexity n(β) per seed, its fitted exponents beside
-the theorems', the papers' comparisons, the certificate claim, the summary's text and tables, the figure.
+"""The nonsmooth-rates experiment's analysis: the sample complexity n(β) per seed, its fitted
+exponents beside the theorems', the papers' comparisons, the certificate claim, the summary's text
+and tables, the figure.
 
 The config and the runs are in :mod:`dpnc_reproduce.nonsmooth_rates.run`.
 """
@@ -33,23 +34,25 @@ LABEL = {name: entry.label for name, entry in METHODS.items()}
 
 
 class Theorem(NamedTuple):
-    """What the report says of one method's theorem: ``terms``, its n as a sum of terms in (d, ε, α, β) (ε through
-    ρ ∝ ε for ZTC; :func:`theory_n`); ``setting``, how its parameters are set here; ``log_power``, the power p of
-    the (ln N)^p its Õ drops (the tolerance of its exponent claims, :func:`tolerance`)."""
+    """What the report says of one method's theorem: ``terms``, its n as a sum of terms in (d, ε, α,
+    β) (ε through ρ ∝ ε for ZTC; :func:`theory_n`); ``setting``, how its parameters are set here;
+    ``log_power``, the power p of the (ln N)^p its Õ drops (the tolerance of its exponent claims,
+    :func:`tolerance`)."""
 
     terms: str
     setting: str
     log_power: float
 
 
-# The polylog each theorem's n drops (its Õ), as a power p of ln N (N the theorem's n at the point; the logs'
-# arguments T, Σ are at most n), applied to all of N (an upper envelope: only the privacy term carries it). ZTC
-# (Thm 4.9): σ ∝ √ℓ_T with ℓ_T = ⌊log₂T⌋ + 1, its n ∝ σ: (ln N)^½; naive (App. E): n ∝ σ²: (ln N)^1; KLT single
-# pass (Thm 3.1, 6.1): σ ∝ √(log Σ·log(1/δ)) and E‖TREE‖ ∝ σ√(d log Σ), n ∝ that: (ln N)^1; multi-pass (Thm 4.1 +
-# Prop 5.1): its m's and the gap's logs, (ln N)^1. The tolerance of each exponent claim is what this factor adds to
-# the least-squares slope over that claim's grid (:func:`dpnc_reproduce.loglog.dropped_log_tolerance`). Declared
-# here on 2026-11-27, after the committed rows (2026-11-22 to 11-24) were measured; the RATE_TOL = 0.1 it replaces
-# was set on 11-26, also after them.
+# The polylog each theorem's n drops (its Õ), as a power p of ln N (N the theorem's n at the point;
+# the logs' arguments T, Σ are at most n), applied to all of N (an upper envelope: only the privacy
+# term carries it). ZTC (Thm 4.9): σ ∝ √ℓ_T with ℓ_T = ⌊log₂T⌋ + 1, its n ∝ σ: (ln N)^½; naive (App.
+# E): n ∝ σ²: (ln N)^1; KLT single pass (Thm 3.1, 6.1): σ ∝ √(log Σ·log(1/δ)) and E‖TREE‖ ∝ σ√(d log
+# Σ), n ∝ that: (ln N)^1; multi-pass (Thm 4.1 + Prop 5.1): its m's and the gap's logs, (ln N)^1. The
+# tolerance of each exponent claim is what this factor adds to the least-squares slope over that
+# claim's grid (:func:`dpnc_reproduce.loglog.dropped_log_tolerance`). Declared here on 2026-11-27,
+# after the committed rows (2026-11-22 to 11-24) were measured; the RATE_TOL = 0.1 it replaces was
+# set on 11-26, also after them.
 THEOREMS: dict[str, Theorem] = {
     "zo-o2nc": Theorem("d/(αβ³) + d^{3/2}/(ραβ²)", "m = d directions", 0.5),
     "klt": Theorem(
@@ -77,11 +80,13 @@ LOG_POWER = {
 
 VARIABLES = ("d", "epsilon", "alpha", "beta")
 SYMBOL = {"d": "d", "epsilon": "ε", "alpha": "α", "beta": "β"}
-# Each variable's regime: a sample complexity n ≤ C·N(d, ε, α, β) is a statement about large d and small
-# ε, α, β, so for ε, α and β a slope *steeper* (more negative) than N's is the violating direction.
+# Each variable's regime: a sample complexity n ≤ C·N(d, ε, α, β) is a statement about large d and
+# small ε, α, β, so for ε, α and β a slope *steeper* (more negative) than N's is the violating
+# direction.
 REGIME = {"d": GROWS, "epsilon": SHRINKS, "alpha": SHRINKS, "beta": SHRINKS}
 NOT_TESTABLE = "not testable by slope here"
-# A variable the instance confounds: its slope does not test the theorem here, whatever the rule says.
+# A variable the instance confounds: its slope does not test the theorem here, whatever the rule
+# says.
 CONFOUNDED = {
     "alpha": "not testable by slope here: on this instance the target region ‖∂F‖_2α ≤ β grows with α "
     "(the table below the exponents), so n(β) falls faster with α than any bound's 1/α for a reason "
@@ -90,8 +95,9 @@ CONFOUNDED = {
 
 
 def crossing(series: Sequence[tuple[int, float]], beta: float) -> float:
-    """The n where Ē(n) first reaches β: linear in log n between the grid points around the first crossing; the
-    first n if it is reached there already (left-censored, flagged by the caller), inf if never."""
+    """The n where Ē(n) first reaches β: linear in log n between the grid points around the first
+    crossing; the first n if it is reached there already (left-censored, flagged by the caller), inf
+    if never."""
     for j, (n, value) in enumerate(series):
         if value <= beta:
             if j == 0:
@@ -104,8 +110,8 @@ def crossing(series: Sequence[tuple[int, float]], beta: float) -> float:
 
 @dataclass(frozen=True)
 class Threshold:
-    """n(β) of one seed of one cell and method (inf: not reached by n_max; ``censored``: reached at the first n);
-    β in units of :func:`far_field`."""
+    """n(β) of one seed of one cell and method (inf: not reached by n_max; ``censored``: reached at
+    the first n); β in units of :func:`far_field`."""
 
     objective: str
     method: str
@@ -139,16 +145,16 @@ def theory_n(
 ) -> float:
     """The theorem's n for (d, ε, α, β) with constants 1 (L = 1, Φ = start distance); logs dropped.
 
-    For E‖∂F(x_out)‖_{2α} ≤ β, with ρ the paper's ρ(ε, δ_DP) and Φ = F(x₀) − inf F (docs/papers.md, ZTC §3,
-    Thm 4.9; KLT §3, v2 Thm 3.1):
+    For E‖∂F(x_out)‖_{2α} ≤ β, with ρ the paper's ρ(ε, δ_DP) and Φ = F(x₀) − inf F (docs/papers.md,
+    ZTC §3, Thm 4.9; KLT §3, v2 Thm 3.1):
 
         ZTC (variance-reduced, Thm 4.9):  n ≍ (Φ + Lα)·d·L²/(αβ³) + (Φ + Lα)·d^{3/2}·L/(ραβ²)
         KLT (single-pass ZO, Thm 3.1):    n ≍ Φ·L²·√d/(αβ³) + Φ·L·d/(εαβ²)
 
-    Naive (App. E): its bound (Φ + α)T/(αn) + (√d + 1 + d^{3/2}/ρ)/√T at its best T is
-    ≍ ((Φ + α)/(αn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³). Thm 6.1 (first
-    order) has Thm 3.1's n (docs/papers.md, KLT §2.5). Multi-pass (Thm 4.1) bounds the *empirical* norm; the
-    population's adds Prop 5.1's gap L√(d/n), hence its d/β² term."""
+    Naive (App. E): its bound (Φ + α)T/(αn) + (√d + 1 + d^{3/2}/ρ)/√T at its best T is ≍ ((Φ +
+    α)/(αn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³). Thm 6.1
+    (first order) has Thm 3.1's n (docs/papers.md, KLT §2.5). Multi-pass (Thm 4.1) bounds the
+    *empirical* norm; the population's adds Prop 5.1's gap L√(d/n), hence its d/β² term."""
     setting = Setting(
         Constants(L0=1.0), 1, d, gap=config.start_distance
     )  # n unused: the rate gives it
@@ -239,11 +245,12 @@ def exponents(rows: Sequence[RateRow], config: RatesConfig) -> list[Exponent]:
 def theory_terms(
     method: str, *, d: int, epsilon: float, alpha: float, beta: float, config: RatesConfig
 ) -> tuple[float, ...]:
-    """The terms of the theorem's n (:data:`THEOREMS`, constants 1, logs dropped) at (d, ε, α, β), each with the
-    unknown O-constant the theorem gives it (their ratio moves the bound's slope over a finite grid,
-    :func:`dpnc_reproduce.loglog.term_slopes`). Their sum is :func:`theory_n` except for the naive oracle, whose
-    n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³) has one constant per term inside the square: its terms are the squares
-    (the slope's range is the same: twice the range of √d, 1, d^{3/2}/ρ)."""
+    """The terms of the theorem's n (:data:`THEOREMS`, constants 1, logs dropped) at (d, ε, α, β),
+    each with the unknown O-constant the theorem gives it (their ratio moves the bound's slope over
+    a finite grid, :func:`dpnc_reproduce.loglog.term_slopes`). Their sum is :func:`theory_n` except
+    for the naive oracle, whose n ≍ (Φ + α)(√d + 1 + d^{3/2}/ρ)²/(αβ³) has one constant per term
+    inside the square: its terms are the squares (the slope's range is the same: twice the range of
+    √d, 1, d^{3/2}/ρ)."""
     phi = config.start_distance
     scale = (phi + alpha) / alpha
     if method in ("zo-o2nc", "zo-o2nc:naive"):
@@ -257,8 +264,9 @@ def theory_terms(
 
 
 def censored_n(t: Threshold | None, config: RatesConfig) -> stats.Value:
-    """n(β) of one seed as a value for a fit: censored where the n grid does not pin it — not reached by n_max:
-    [n_max, ∞); reached at the first n: [1, n_start] (counted at n_start); a missing run: (0, ∞)."""
+    """n(β) of one seed as a value for a fit: censored where the n grid does not pin it — not
+    reached by n_max: [n_max, ∞); reached at the first n: [1, n_start] (counted at n_start); a
+    missing run: (0, ∞)."""
     if t is None:
         return stats.Censored(0.0, math.inf)
     if not math.isfinite(t.n_beta):
@@ -269,7 +277,8 @@ def censored_n(t: Threshold | None, config: RatesConfig) -> stats.Value:
 def tolerance(
     method: str, variable: str, xs: Sequence[float], theory: Sequence[float]
 ) -> Tolerance:
-    """The exponent claim's tolerance over its grid: what (ln N)^p (:data:`LOG_POWER`) adds to the slope."""
+    """The exponent claim's tolerance over its grid: what (ln N)^p (:data:`LOG_POWER`) adds to the
+    slope."""
     return dropped_log_tolerance(
         xs,
         [(list(theory), LOG_POWER[method])],
@@ -279,12 +288,14 @@ def tolerance(
 
 
 def _exponent(o, m, variable, beta, cell, xs, ys, theory, terms=None) -> Exponent:
-    """The exponent over the whole sweep, censored seeds kept (:func:`dpnc_reproduce.claims.slope_interval`),
-    judged one-sided against the theorem's over the same points in the variable's regime (:data:`REGIME`), with
-    the tolerance of its dropped logs over these points, at both ends of the range its terms' unknown constants
-    allow (:func:`dpnc_reproduce.claims.rate_at_ends`: a verdict only where both ends agree); a
-    confounded variable (:data:`CONFOUNDED`) gets no verdict (the rule's verdict is kept in ``rule``). ``terms``:
-    the theorem's terms at each point (:func:`theory_terms`); None: the bound is one term (``theory``)."""
+    """The exponent over the whole sweep, censored seeds kept
+    (:func:`dpnc_reproduce.claims.slope_interval`), judged one-sided against the theorem's over the
+    same points in the variable's regime (:data:`REGIME`), with the tolerance of its dropped logs
+    over these points, at both ends of the range its terms' unknown constants allow
+    (:func:`dpnc_reproduce.claims.rate_at_ends`: a verdict only where both ends agree); a confounded
+    variable (:data:`CONFOUNDED`) gets no verdict (the rule's verdict is kept in ``rule``).
+    ``terms``: the theorem's terms at each point (:func:`theory_terms`); None: the bound is one term
+    (``theory``)."""
     terms = [(t,) for t in theory] if terms is None else terms
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     xs_, ys_ = [xs[i] for i in order], [[y[i] for i in order] for y in ys]
@@ -415,7 +426,8 @@ def _rule_word(v: bool | None) -> str:
     return "no signal" if v is None else "holds" if v else "fails"
 
 
-# (fewer, more, claim): ``fewer`` reaches β with fewer samples than ``more``, judged paired per seed.
+# (fewer, more, claim): ``fewer`` reaches β with fewer samples than ``more``, judged paired per
+# seed.
 COMPARISONS = (
     (
         "klt",
@@ -446,9 +458,9 @@ COMPARISONS = (
 
 
 def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
-    """Each of :data:`COMPARISONS` whose two methods ran: per cell, the paired (same data, same seed) log₂ ratio
-    n_more(β)/n_fewer(β) at the main β (:func:`paired_log_ratio`), its mean and 95 % t interval over the seeds
-    where at least one of the two reached β."""
+    """Each of :data:`COMPARISONS` whose two methods ran: per cell, the paired (same data, same
+    seed) log₂ ratio n_more(β)/n_fewer(β) at the main β (:func:`paired_log_ratio`), its mean and 95
+    % t interval over the seeds where at least one of the two reached β."""
     table = {
         (t.objective, t.method, t.d, t.epsilon, t.alpha, t.seed): t
         for t in thresholds(rows, config)
@@ -508,9 +520,10 @@ def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Clai
 
 
 def paired_log_ratio(n_more: float, n_fewer: float, n_max: int) -> stats.Value | None:
-    """log₂(n_more/n_fewer) of one seed; when only one reached β by n_max, the other's n(β) lies in [n_max, ∞), so
-    the ratio is censored: only ``fewer`` reached: [log₂(n_max/n_fewer), ∞); only ``more`` reached:
-    (−∞, log₂(n_more/n_max)] — each counted at its finite end. None when neither reached β."""
+    """log₂(n_more/n_fewer) of one seed; when only one reached β by n_max, the other's n(β) lies in
+    [n_max, ∞), so the ratio is censored: only ``fewer`` reached: [log₂(n_max/n_fewer), ∞); only
+    ``more`` reached: (−∞, log₂(n_more/n_max)] — each counted at its finite end. None when neither
+    reached β."""
     if not (math.isfinite(n_more) or math.isfinite(n_fewer)):
         return None
     at = math.log2(min(n_more, n_max) / min(n_fewer, n_max))
@@ -520,12 +533,13 @@ def paired_log_ratio(n_more: float, n_fewer: float, n_max: int) -> stats.Value |
 
 
 def improvement_slope_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
-    """KLT's √d improvement on ZTC as the papers state it: an upper bound Ω(√d) times smaller, not a tight one. So
-    the claim is the conjunction of n_ZTC(β)/n_KLT(β) > 1 in every cell of the d sweep at the base (ε, α) and the
-    main β (the paired log₂ ratio's interval above 0, as :func:`comparison_claims`) and a one-sided slope of
-    ln(n_ZTC/n_KLT) in ln d ≥ 0 − tol (the improvement does not shrink as d grows). The slope = 0.5 of the
-    earlier judging was a tightness claim the papers do not make (with 10 seeds its interval is ±0.17 wide: it could
-    never hold). A seed whose n(β) is censored on one side gives a censored ratio ([n_max/n_KLT, ∞) when only KLT
+    """KLT's √d improvement on ZTC as the papers state it: an upper bound Ω(√d) times smaller, not a
+    tight one. So the claim is the conjunction of n_ZTC(β)/n_KLT(β) > 1 in every cell of the d sweep
+    at the base (ε, α) and the main β (the paired log₂ ratio's interval above 0, as
+    :func:`comparison_claims`) and a one-sided slope of ln(n_ZTC/n_KLT) in ln d ≥ 0 − tol (the
+    improvement does not shrink as d grows). The slope = 0.5 of the earlier judging was a tightness
+    claim the papers do not make (with 10 seeds its interval is ±0.17 wide: it could never hold). A
+    seed whose n(β) is censored on one side gives a censored ratio ([n_max/n_KLT, ∞) when only KLT
     reached β, (0, n_ZTC/n_max] when only ZTC did, (0, ∞) when neither), kept by
     :func:`dpnc_reproduce.claims.slope_interval`. The tolerance is what the two bounds' dropped logs
     ((ln N_ZTC)^½ over (ln N_KLT)^1) add to the ratio's slope over this grid, either sign."""

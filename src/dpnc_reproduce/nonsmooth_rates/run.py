@@ -1,6 +1,5 @@
-"""What the nonsmooth-rates reproduction computes: its config and rows, the data and the methods' parameters
-at n, and one run (:func:`run_one`: n doubling until β is reached).
-"""
+"""What the nonsmooth-rates reproduction computes: its config and rows, the data and the methods'
+parameters at n, and one run (:func:`run_one`: n doubling until β is reached)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ from dpnc_reproduce.method_table import Entry, build, check_table, refuse_old_na
 
 
 class At(NamedTuple):
-    """What the option rules of :data:`METHODS` read: the config and one run's public setting (n, d, L = 1,
-    Φ = the start distance), budget and smoothing radius α."""
+    """What the option rules of :data:`METHODS` read: the config and one run's public setting (n, d,
+    L = 1, Φ = the start distance), budget and smoothing radius α."""
 
     config: RatesConfig
     setting: Setting
@@ -41,9 +40,9 @@ def smoothing(at: At) -> float:
 
 
 def dimension(at: At) -> int:
-    """d: ZTC's m (2d function evaluations per example, either oracle; the naive oracle's paper m = 1 would make it
-    d times cheaper and far noisier), and the cap on KLT's first-order and multi-pass variance-matching m (at most
-    ZTC's directions per example read)."""
+    """d: ZTC's m (2d function evaluations per example, either oracle; the naive oracle's paper m =
+    1 would make it d times cheaper and far noisier), and the cap on KLT's first-order and
+    multi-pass variance-matching m (at most ZTC's directions per example read)."""
     return at.setting.d
 
 
@@ -53,7 +52,8 @@ def multipass_cap(at: At) -> int:
 
 
 def equal_evaluations(at: At) -> int:
-    """KLT single-pass ZO's m: the largest that keeps its evaluations ≤ ZTC's (Theorem 4.9, m = d) at this n."""
+    """KLT single-pass ZO's m: the largest that keeps its evaluations ≤ ZTC's (Theorem 4.9, m = d)
+    at this n."""
     ztc = ZhangTranCutkosky.from_theory(at.setting, at.budget, smoothing=at.alpha)
     klt = KornowskiLiuTalwar.from_theory(
         at.setting, at.budget, smoothing=at.alpha, oracle="zeroth-order", m=1
@@ -61,8 +61,8 @@ def equal_evaluations(at: At) -> int:
     return equal_directions(ztc, klt, at.setting.d)
 
 
-# Every method with its theorem's parameters for n (``from_theory``), the directions m set for comparable cost
-# (:mod:`dpnc_reproduce.method_table`; the order is part of each run's public seed).
+# Every method with its theorem's parameters for n (``from_theory``), the directions m set for
+# comparable cost (:mod:`dpnc_reproduce.method_table`; the order is part of each run's public seed).
 METHODS: dict[str, Entry] = {
     "zo-o2nc": Entry(
         "zo-o2nc",
@@ -120,8 +120,9 @@ def _help(text: str) -> dict:
 
 @dataclass(frozen=True)
 class RatesConfig:
-    """One-at-a-time sweeps around a base cell: d over ``dims``, ε over ``epsilons``, α over ``alphas``; every β of
-    ``betas`` read from the same runs. Defaults are ``--full`` (:data:`FULL`); :data:`QUICK` is CI-sized."""
+    """One-at-a-time sweeps around a base cell: d over ``dims``, ε over ``epsilons``, α over
+    ``alphas``; every β of ``betas`` read from the same runs. Defaults are ``--full``
+    (:data:`FULL`); :data:`QUICK` is CI-sized."""
 
     dims: tuple[int, ...] = field(
         default=(4, 8, 16, 32, 64), metadata=_help("Dimensions d (at base ε, α).")
@@ -262,10 +263,10 @@ QUICK = RatesConfig(
 
 @dataclass(frozen=True)
 class RateRow:
-    """One run at one n. ``expected_norm``: (1/K)Σ_k ‖∂F(w̄^k)‖_2α of the population (closed form), the expectation
-    over the output draw; ``output_norm`` the drawn output's; ``certified`` its held-out certificate (uniform + rim
-    points), ``certified_uniform`` with uniform points only, ``population_bound`` = certified + the concentration
-    term (probability 0.95)."""
+    """One run at one n. ``expected_norm``: (1/K)Σ_k ‖∂F(w̄^k)‖_2α of the population (closed form),
+    the expectation over the output draw; ``output_norm`` the drawn output's; ``certified`` its
+    held-out certificate (uniform + rim points), ``certified_uniform`` with uniform points only,
+    ``population_bound`` = certified + the concentration term (probability 0.95)."""
 
     objective: str
     method: str
@@ -292,7 +293,8 @@ class RateRow:
 
 
 def cost(config: RatesConfig, task: tuple) -> float:
-    """d × the method's relative cost (KLT's two estimates per increment, multi-pass's T passes over n)."""
+    """d × the method's relative cost (KLT's two estimates per increment, multi-pass's T passes over
+    n)."""
     return task[1] * {"klt": 2.0, "klt:first-order": 2.0, "klt:multi-pass": 10.0}.get(task[4], 1.0)
 
 
@@ -302,8 +304,8 @@ def far_field(config: RatesConfig, objective: str) -> float:
 
 
 def run_one(config: RatesConfig, task: tuple) -> tuple[RateRow, ...]:
-    """One seed of one cell and method: n doubling from n_start until Ē ≤ min β (in the objective's unit,
-    :func:`far_field`, as the report's thresholds read it) or n > n_max."""
+    """One seed of one cell and method: n doubling from n_start until Ē ≤ min β (in the objective's
+    unit, :func:`far_field`, as the report's thresholds read it) or n > n_max."""
     rows, n = [], config.n_start
     while n <= config.n_max:
         rows.append(run_at(config, task, n))
@@ -314,7 +316,8 @@ def run_one(config: RatesConfig, task: tuple) -> tuple[RateRow, ...]:
 
 
 def law(config: RatesConfig, objective: str, d: int, seed: int, n: int, stream: int):
-    """Data of (objective, d, seed): the training pool (stream 0), the held-out set (1), the axis set (2)."""
+    """Data of (objective, d, seed): the training pool (stream 0), the held-out set (1), the axis
+    set (2)."""
     repel = config.repel if objective == "radial-nonconvex" else 0.0
     return RadialDistance.synthetic(
         n,
@@ -340,14 +343,17 @@ def start(config: RatesConfig, d: int, seed: int) -> torch.Tensor:
 
 
 def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: float, alpha: float):
-    """The method's theorem parameters for n (:data:`METHODS`), with the directions m set for comparable cost:
+    """The method's theorem parameters for n (:data:`METHODS`), with the directions m set for
+    comparable cost:
 
     * ``zo-o2nc``: Theorem 4.9 (m = d directions, 2d function evaluations per example);
-    * ``zo-o2nc:naive``: Appendix E's T and K, with m = d directions (the paper's m = 1 would make it d times
-      cheaper and far noisier): 2d evaluations per example, as ``zo-o2nc``;
-    * ``klt``: Theorem 3.1 with the largest m that keeps its evaluations ≤ ZTC's at this n (equal evaluations);
-    * ``klt:first-order`` (gradients) and ``klt:multi-pass`` (T passes over n): their theorem's variance-matching
-      m, capped at d (at most ZTC's directions per example read); multi-pass's T capped at ``multipass_max_steps``.
+    * ``zo-o2nc:naive``: Appendix E's T and K, with m = d directions (the paper's m = 1 would make
+      it d times cheaper and far noisier): 2d evaluations per example, as ``zo-o2nc``;
+    * ``klt``: Theorem 3.1 with the largest m that keeps its evaluations ≤ ZTC's at this n (equal
+      evaluations);
+    * ``klt:first-order`` (gradients) and ``klt:multi-pass`` (T passes over n): their theorem's
+      variance-matching m, capped at d (at most ZTC's directions per example read); multi-pass's T
+      capped at ``multipass_max_steps``.
     """
     setting = Setting(
         Constants(L0=1.0), n, d, gap=config.start_distance
@@ -357,9 +363,10 @@ def parameters(config: RatesConfig, method: str, *, n: int, d: int, epsilon: flo
 
 
 def evaluations(config, d: int) -> int:
-    """Function evaluations of a single-pass zeroth-order run of ``config``: its ``cost`` (ZTC, either oracle: 2m per
-    example, GRAD and DIFF alike, :func:`dpnc.algorithms.ztc.evaluations`; KLT ZO: 2m per anchor example, 4m per
-    increment example, its two estimates having independent directions)."""
+    """Function evaluations of a single-pass zeroth-order run of ``config``: its ``cost`` (ZTC,
+    either oracle: 2m per example, GRAD and DIFF alike, :func:`dpnc.algorithms.ztc.evaluations`; KLT
+    ZO: 2m per anchor example, 4m per increment example, its two estimates having independent
+    directions)."""
     return config.cost(Setting(Constants(L0=1.0), max(config.samples, 1), d)).evaluations
 
 
@@ -440,8 +447,8 @@ _REPORTS: dict = {}
 
 
 def privacy(algorithm, run, dp_delta: float):
-    """The run's privacy report, computed once per (public) configuration in a process: the ledger holds the same
-    releases for every seed of it, and the PLD accountant takes about a second."""
+    """The run's privacy report, computed once per (public) configuration in a process: the ledger
+    holds the same releases for every seed of it, and the PLD accountant takes about a second."""
     key = (algorithm, dp_delta)
     if key not in _REPORTS:
         _REPORTS[key] = run.report(dp_delta)

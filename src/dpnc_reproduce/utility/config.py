@@ -1,6 +1,6 @@
-"""The utility reproduction's config and its problems: the grid, the methods' hand-set parameters, and each
-problem's instance at (n, seed) (training objective, test set, public start and bound, non-private reference).
-"""
+"""The utility reproduction's config and its problems: the grid, the methods' hand-set parameters,
+and each problem's instance at (n, seed) (training objective, test set, public start and bound,
+non-private reference)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ def pool_size(name: str) -> int | None:
 
 
 class Instance(NamedTuple):
-    """One problem at one (n, seed): the training objective (n examples), a test set, the public start x0, a public
-    bound Φ ≥ F(x0) − inf F, the non-private reference point x̂ (ε = ∞) and what kind of problem it is."""
+    """One problem at one (n, seed): the training objective (n examples), a test set, the public
+    start x0, a public bound Φ ≥ F(x0) − inf F, the non-private reference point x̂ (ε = ∞) and what
+    kind of problem it is."""
 
     train: object
     test: object
@@ -49,26 +50,28 @@ class Instance(NamedTuple):
 def instance(config: UtilityConfig, name: str, n: int, seed: int) -> Instance:
     """The problem ``name`` on n training examples; data (split or draw) from the public ``seed``.
 
-    Every problem's constants are **public** (declared from the data domain and the loss, never read off the
-    private data):
+    Every problem's constants are **public** (declared from the data domain and the loss, never read
+    off the private data):
 
-    * ``least-squares``: synthetic least squares (:class:`~dpnc.problems.kl.LeastSquares`, d = 7, the balanced
-      design of ``LeastSquares.generate``: rows ±q_{i mod d} on the unit sphere, label noise 0.05; domain
-      ‖a‖ ≤ 1, |b| ≤ 1.2, region radius 2, μ = ⌊n/d⌋/n from the design: PL with public γ, L0, L1; x̂ its exact
-      minimiser);
-    * ``logistic-cancer``: binary logistic regression on scikit-learn's breast-cancer data, ``logistic-digits``:
-      10-class logistic regression on its 8×8 digits (:class:`~dpnc.problems.logistic.LogisticRegression`:
-      public per-example features, a small ridge λ so that the PL constants are public too);
-    * ``relu-cancer``: a one-hidden-layer ReLU network with hinge loss on the same public breast-cancer
-      features (:class:`~dpnc.problems.networks.TwoLayerReLU`: nonsmooth, nonconvex, L0 on a ball);
+    * ``least-squares``: synthetic least squares (:class:`~dpnc.problems.kl.LeastSquares`, d = 7,
+      the balanced design of ``LeastSquares.generate``: rows ±q_{i mod d} on the unit sphere, label
+      noise 0.05; domain ‖a‖ ≤ 1, |b| ≤ 1.2, region radius 2, μ = ⌊n/d⌋/n from the design: PL with
+      public γ, L0, L1; x̂ its exact minimiser);
+    * ``logistic-cancer``: binary logistic regression on scikit-learn's breast-cancer data,
+      ``logistic-digits``: 10-class logistic regression on its 8×8 digits
+      (:class:`~dpnc.problems.logistic.LogisticRegression`: public per-example features, a small
+      ridge λ so that the PL constants are public too);
+    * ``relu-cancer``: a one-hidden-layer ReLU network with hinge loss on the same public
+      breast-cancer features (:class:`~dpnc.problems.networks.TwoLayerReLU`: nonsmooth, nonconvex,
+      L0 on a ball);
     * ``l1-regression``: synthetic least absolute deviations (nonsmooth, convex, L0 = 1);
     * ``max-affine``: synthetic max of affine pieces, f(x) = max_j ⟨A_j, x⟩ + c_j
-      (:class:`~dpnc.problems.nonsmooth.MaxOfAffine`, d = 10, 4 pieces, rows on the unit sphere: nonsmooth,
-      convex, L0 = 1; start ‖x0‖ = 1, Φ = 2 from a declared ‖x*‖ ≤ 1; x̂ its exact minimiser, a linear program).
+      (:class:`~dpnc.problems.nonsmooth.MaxOfAffine`, d = 10, 4 pieces, rows on the unit sphere:
+      nonsmooth, convex, L0 = 1; start ‖x0‖ = 1, Φ = 2 from a declared ‖x*‖ ≤ 1; x̂ its exact
+      minimiser, a linear program).
 
-    x̂ is the non-private optimum of the same training set (the ε = ∞ reference row); for the network, the best
-    of a long non-private run, so the excess may dip below 0.
-    """
+    x̂ is the non-private optimum of the same training set (the ε = ∞ reference row); for the
+    network, the best of a long non-private run, so the excess may dip below 0."""
     gen = torch.Generator().manual_seed(1000 * config.seed + seed)
     if name.startswith("logistic"):
         pool, test = LogisticRegression.load(
@@ -101,8 +104,9 @@ def instance(config: UtilityConfig, name: str, n: int, seed: int) -> Instance:
         x0 = data.x_star + direction / torch.linalg.vector_norm(direction)  # ‖x0 − x*‖ = 1: Φ = L·1
         return Instance(train, test, x0, 1.0, train.solve().x, False, False)
     if name == "least-squares":
-        # the balanced design of LeastSquares.generate (rows ±q_{i mod d} on the unit sphere, label noise 0.05);
-        # the first n rows are the training set, so μ = ⌊n/d⌋/n is known from n and d alone (public)
+        # the balanced design of LeastSquares.generate (rows ±q_{i mod d} on the unit sphere, label
+        # noise 0.05); the first n rows are the training set, so μ = ⌊n/d⌋/n is known from n and d
+        # alone (public)
         data = LeastSquares.generate(
             config.ls_dim, n + config.n_test, seed=1000 * config.seed + seed, noise=0.05
         )
@@ -127,14 +131,16 @@ def instance(config: UtilityConfig, name: str, n: int, seed: int) -> Instance:
         train, test = data.subset(torch.arange(n)), data.subset(torch.arange(n, data.n))
         direction = torch.randn(d, generator=gen, dtype=torch.float64)
         x0 = direction / torch.linalg.vector_norm(direction)  # ‖x0‖ = 1
-        # the distribution is symmetric (rows uniform on the sphere), so the population minimiser is 0; declared
-        # ‖x*‖ ≤ 1 for the empirical one (public; measured ≤ 0.9 at n = 200, d = 10), so Φ = L·(‖x0‖ + 1) = 2
+        # the distribution is symmetric (rows uniform on the sphere), so the population minimiser is
+        # 0; declared ‖x*‖ ≤ 1 for the empirical one (public; measured ≤ 0.9 at n = 200, d = 10), so
+        # Φ = L·(‖x0‖ + 1) = 2
         return Instance(train, test, x0, 2.0, train.solve().x, False, False)
     raise ValueError(f"problem must be one of {PROBLEMS}; got {name!r}")
 
 
 def _descend(problem, x0: torch.Tensor, steps: int) -> torch.Tensor:
-    """Non-private full-batch Adam (lr 0.01) from x0, projected onto the region; the best iterate by F (ε = ∞)."""
+    """Non-private full-batch Adam (lr 0.01) from x0, projected onto the region; the best iterate by
+    F (ε = ∞)."""
     x = x0.clone().requires_grad_(True)
     optimizer = torch.optim.Adam([x], lr=0.01)
     region, best, best_value = problem.constants.region, x0.clone(), float(problem.value(x0))
@@ -172,7 +178,8 @@ METHODS = (
     "klt:first-order:theory",
 )
 DEFAULT_METHODS = METHODS[:13]  # --full: the theorem-settings variants only on request (--methods)
-# The names of results written before 28 Nov 2026 (:meth:`Utility.upgrade <dpnc_reproduce.utility.Utility.upgrade>`)
+# The names of results written before 28 Nov 2026 (:meth:`Utility.upgrade
+# <dpnc_reproduce.utility.Utility.upgrade>`)
 RENAMED = {
     "kl-adaptive": "adaptive-gd",
     "kl-proximal": "proximal-point",
@@ -197,14 +204,14 @@ def _help(text: str) -> dict:
 class UtilityConfig:
     """The grid and the methods' hand-set parameters; the defaults are ``--full``.
 
-    What ``--full`` trims to finish in about half an hour on 2 cores (measured per task, one ε and seed, the 12
-    methods: least squares ≈ 17 s at n = 10⁴ and ≈ 45–110 s at n = 2·10⁴; digits ≈ 95 s with m = d = 650
-    directions, ≈ 26 s with m = 128): n ∈ {100, 1000, 10000} (two decades for the synthetic problems; the real
-    ones capped at their pools), the digits problem at its whole pool only (n = 1438; ``largest_only``), and
-    ZTC's and KLT's zeroth-order oracles with m = min(d, 128) directions (``zo_directions``; binds on digits,
-    d = 650, and the network, d = 257). No method's privacy changes: m only sets how many directions average
-    each estimate (the clip radius follows m).
-    """
+    What ``--full`` trims to finish in about half an hour on 2 cores (measured per task, one ε and
+    seed, the 12 methods: least squares ≈ 17 s at n = 10⁴ and ≈ 45–110 s at n = 2·10⁴; digits ≈ 95 s
+    with m = d = 650 directions, ≈ 26 s with m = 128): n ∈ {100, 1000, 10000} (two decades for the
+    synthetic problems; the real ones capped at their pools), the digits problem at its whole pool
+    only (n = 1438; ``largest_only``), and ZTC's and KLT's zeroth-order oracles with m = min(d, 128)
+    directions (``zo_directions``; binds on digits, d = 650, and the network, d = 257). No method's
+    privacy changes: m only sets how many directions average each estimate (the clip radius follows
+    m)."""
 
     problems: tuple[str, ...] = field(
         default=PROBLEMS, metadata=_help(f"Among {', '.join(PROBLEMS)}.")
@@ -326,8 +333,8 @@ class UtilityConfig:
         check_delta(self.dp_delta, "dp_delta")
 
     def sizes(self, problem: str) -> list[int]:
-        """The distinct training sizes of ``problem`` (real data capped at its pool; the largest only for the
-        problems of ``largest_only``)."""
+        """The distinct training sizes of ``problem`` (real data capped at its pool; the largest
+        only for the problems of ``largest_only``)."""
         pool = pool_size(problem)
         sizes = sorted({n if pool is None else min(n, pool) for n in self.samples})
         return sizes[-1:] if problem in self.largest_only else sizes

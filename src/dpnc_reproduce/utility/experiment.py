@@ -1,6 +1,5 @@
-"""The utility reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run` computes,
-:mod:`.report` judges and renders.
-"""
+"""The utility reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
+computes, :mod:`.report` judges and renders."""
 
 from __future__ import annotations
 
@@ -16,8 +15,8 @@ from dpnc_reproduce.utility.run import UtilityRow
 
 
 class Utility(Experiment):
-    """Each paper's method against DP-GD / DP-SGD (and Opacus on the network) on problems with public constants:
-    excess risk, test accuracy, cost and ε spent, per problem, ε, n and seed."""
+    """Each paper's method against DP-GD / DP-SGD (and Opacus on the network) on problems with
+    public constants: excess risk, test accuracy, cost and ε spent, per problem, ε, n and seed."""
 
     name = "utility"
     title = "Utility on problems with public constants: each paper's method against DP-GD / DP-SGD"
@@ -33,8 +32,9 @@ class Utility(Experiment):
     runner = run
 
     def upgrade(self, data: dict) -> dict:
-        """A result written before 28 Nov 2026 names the methods the old way (``klt-fo``): the registry's names
-        (:data:`~dpnc_reproduce.utility.config.RENAMED`, :func:`~dpnc_reproduce.method_table.rename`)."""
+        """A result written before 28 Nov 2026 names the methods the old way (``klt-fo``): the
+        registry's names (:data:`~dpnc_reproduce.utility.config.RENAMED`,
+        :func:`~dpnc_reproduce.method_table.rename`)."""
         return rename(data, RENAMED)
 
     def claims(self, rows, config: UtilityConfig) -> list[Claim]:

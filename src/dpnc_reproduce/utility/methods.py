@@ -1,7 +1,6 @@
-"""The utility reproduction's methods: each paper's algorithm and the DP-GD / DP-SGD / Opacus baselines as
-factories on an instance and a budget (:func:`methods`, the registry), the private tuning, the compute-matched
-DP-SGD.
-"""
+"""The utility reproduction's methods: each paper's algorithm and the DP-GD / DP-SGD / Opacus
+baselines as factories on an instance and a budget (:func:`methods`, the registry), the private
+tuning, the compute-matched DP-SGD."""
 
 from __future__ import annotations
 
@@ -33,7 +32,8 @@ from dpnc_reproduce.utility.config import Instance, UtilityConfig
 
 
 class Outcome(NamedTuple):
-    """What a method returns: the output point, counts, the ε its accountant spent, whether private, a note."""
+    """What a method returns: the output point, counts, the ε its accountant spent, whether private,
+    a note."""
 
     x: torch.Tensor
     evaluations: int
@@ -51,8 +51,9 @@ Factory = Callable[[Instance, int, int, Budget], object]
 
 @dataclass(frozen=True)
 class Method:
-    """A registered method: ``factory(instance, n, d, budget)`` → an algorithm config (None: not applicable to
-    this problem), run under an accountant of ``relation``; or a ``runner`` of its own (Opacus)."""
+    """A registered method: ``factory(instance, n, d, budget)`` → an algorithm config (None: not
+    applicable to this problem), run under an accountant of ``relation``; or a ``runner`` of its own
+    (Opacus)."""
 
     name: str
     family: str  # "baseline" or "dpnc" (a paper's method)
@@ -95,18 +96,20 @@ def _calibrated(budget: Budget, steps: int, rate: float = 1.0) -> float:
 
 
 def _eta(inst: Instance, steps: int) -> float:
-    """The DPZero family's practical step (:func:`~dpnc.algorithms.dpzero.practical_step`): 1/L1 on a smooth
-    problem, else the subgradient step Φ/(L0²√T)."""
+    """The DPZero family's practical step (:func:`~dpnc.algorithms.dpzero.practical_step`): 1/L1 on
+    a smooth problem, else the subgradient step Φ/(L0²√T)."""
     return practical_step(inst.train.constants, steps=steps, gap=None if inst.smooth else inst.Phi)
 
 
 def setting(inst: Instance) -> Setting:
-    """The public setting of an instance: the training objective's constants, n, d, and the gap bound Φ."""
+    """The public setting of an instance: the training objective's constants, n, d, and the gap
+    bound Φ."""
     return Setting.of(inst.train, gap=inst.Phi)
 
 
 def dpgd(config: UtilityConfig):
-    """DP-GD: full batch, C = L0, T = ``gd_steps``, η = :func:`_eta`, σ calibrated by the accountant."""
+    """DP-GD: full batch, C = L0, T = ``gd_steps``, η = :func:`_eta`, σ calibrated by the
+    accountant."""
 
     def factory(inst, n, d, budget):
         T = config.gd_steps
@@ -122,7 +125,8 @@ def dpgd(config: UtilityConfig):
 
 
 def dpsgd(config: UtilityConfig):
-    """DP-SGD: :meth:`DPSGD.from_theory <dpnc.algorithms.dpzero.dpsgd.DPSGD.from_theory>` (B = √n, ``sgd_epochs``)."""
+    """DP-SGD: :meth:`DPSGD.from_theory <dpnc.algorithms.dpzero.dpsgd.DPSGD.from_theory>` (B = √n,
+    ``sgd_epochs``)."""
 
     def factory(inst, n, d, budget):
         base = DPSGD.from_theory(setting(inst), budget, epochs=config.sgd_epochs)
@@ -138,16 +142,18 @@ def dpsgd(config: UtilityConfig):
 
 
 def dpzero_theory_steps(n: int, d: int, epsilon: float, delta: float) -> int:
-    """DPZero's T from its own theorem for this problem's n and d: Theorem 3's T = n(r + 2)ε / (4√(r log(e + ε/δ)))
-    (:func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`) with the effective rank r = d (no smaller r is
-    declared for these problems; T does not depend on L or ℓ, passed as 1)."""
+    """DPZero's T from its own theorem for this problem's n and d: Theorem 3's T = n(r + 2)ε / (4√(r
+    log(e + ε/δ))) (:func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`) with the effective
+    rank r = d (no smaller r is declared for these problems; T does not depend on L or ℓ, passed as
+    1)."""
     return dpzero_from_theory(
         n=n, d=d, r=d, L=1.0, ell=1.0, epsilon=epsilon, delta=delta
     ).T  # T alone: L, ℓ moot
 
 
 class Context(NamedTuple):
-    """What a paper method's option rules (:data:`PAPER_METHODS`) read: the config, the instance, the budget."""
+    """What a paper method's option rules (:data:`PAPER_METHODS`) read: the config, the instance,
+    the budget."""
 
     config: UtilityConfig
     inst: Instance
@@ -158,18 +164,20 @@ class Context(NamedTuple):
 
 
 def theorem_steps(p: Context) -> int:
-    """DPZero's T from its own theorem for the problem's n and d (:func:`dpzero_theory_steps`; the smooth problems'
-    ℓ and the nonsmooth ones' lack of it leave T unchanged)."""
+    """DPZero's T from its own theorem for the problem's n and d (:func:`dpzero_theory_steps`; the
+    smooth problems' ℓ and the nonsmooth ones' lack of it leave T unchanged)."""
     return dpzero_theory_steps(p.inst.train.n, p.inst.train.dim, p.budget.epsilon, p.budget.delta)
 
 
 def gd_steps(p: Context) -> int:
-    """DP-GD's number of steps (``gd_steps``): adaptive GD's norm queries are budgeted for as many."""
+    """DP-GD's number of steps (``gd_steps``): adaptive GD's norm queries are budgeted for as
+    many."""
     return p.config.gd_steps
 
 
 def zo_directions(p: Context) -> int:
-    """m = min(d, ``zo_directions``): the zeroth-order O2NC oracles' directions, trimmed for run time."""
+    """m = min(d, ``zo_directions``): the zeroth-order O2NC oracles' directions, trimmed for run
+    time."""
     return min(p.inst.train.dim, p.config.zo_directions)
 
 
@@ -184,20 +192,22 @@ def smoothing(p: Context) -> float:
 
 
 def max_directions(p: Context) -> int:
-    """The cap on KLT's theorem directions m (``max_directions``; its variance-matching m can be huge)."""
+    """The cap on KLT's theorem directions m (``max_directions``; its variance-matching m can be
+    huge)."""
     return p.config.max_directions
 
 
 def convex_curvature(p: Context) -> float | None:
-    """The proximal point method's L̃1 on a convex problem (no weak convexity declared, so any L̃1 > 0 is valid): L1,
-    a gradient step's curvature (public); None where the constants declare one."""
+    """The proximal point method's L̃1 on a convex problem (no weak convexity declared, so any L̃1 >
+    0 is valid): L1, a gradient step's curvature (public); None where the constants declare one."""
     c = p.inst.train.constants
     return None if c.weak_convexity else c.L1
 
 
 def convex_curvature_theory(p: Context) -> float | None:
     """As :func:`convex_curvature`, for Theorem 2's settings: the default for a convex objective,
-    :func:`~dpnc.problems.kl_objective.default_weak_convexity` (tiny here: λ/16, prox steps overshoot)."""
+    :func:`~dpnc.problems.kl_objective.default_weak_convexity` (tiny here: λ/16, prox steps
+    overshoot)."""
     c = p.inst.train.constants
     return None if c.weak_convexity else default_weak_convexity(c.gamma, c.kappa, c.L0)
 
@@ -209,10 +219,11 @@ _KL = (
 )  # KL-Spider and the proximal point method need L1 and the KL constant γ; adaptive GD L1
 _KLT, _ZTC, _MENART = "Kornowski–Liu–Talwar", "Zhang–Tran–Cutkosky", "Menart et al."
 
-# Each paper method: registry name, constructor and options (:mod:`dpnc_reproduce.method_table`). ``practical``: the
-# family's practical settings, untuned; ``:theory``: the theorem's (``from_theory``). Every one reads the public
-# setting of the instance (:func:`setting`: gap = Φ, so Menart's F0 = Φ, not the default (γL0)^κ ≫ Φ; the O2NC
-# practical rules' travel where no region is declared: 2Φ/L0).
+# Each paper method: registry name, constructor and options (:mod:`dpnc_reproduce.method_table`).
+# ``practical``: the family's practical settings, untuned; ``:theory``: the theorem's
+# (``from_theory``). Every one reads the public setting of the instance (:func:`setting`: gap = Φ,
+# so Menart's F0 = Φ, not the default (γL0)^κ ≫ Φ; the O2NC practical rules' travel where no region
+# is declared: 2Φ/L0).
 PAPER_METHODS: dict[str, Entry] = {
     "dpzero": Entry(
         "dpzero", "practical", {"steps": theorem_steps}, "DPZero (full batch, practical settings)"
@@ -283,8 +294,8 @@ check_table(PAPER_METHODS)
 
 
 def paper_factory(config: UtilityConfig, entry: Entry) -> Factory:
-    """The factory of a paper method: its entry built on the instance's public setting (None where the problem's
-    constants lack what the method needs)."""
+    """The factory of a paper method: its entry built on the instance's public setting (None where
+    the problem's constants lack what the method needs)."""
 
     def factory(inst, n, d, budget):
         if not entry.applies(inst.train.constants):
@@ -295,12 +306,13 @@ def paper_factory(config: UtilityConfig, entry: Entry) -> Factory:
 
 
 def opacus_runner(config: UtilityConfig, inst: Instance, budget: Budget) -> Outcome | None:
-    """Opacus DP-SGD on the torch model of the network (relu-cancer only): the practitioner's baseline.
+    """Opacus DP-SGD on the torch model of the network (relu-cancer only): the practitioner's
+    baseline.
 
     nn.Linear(p, h) → ReLU → nn.Linear(h, 1), hinge loss, SGD with Opacus' Poisson sampling, B = √n,
-    ``sgd_epochs`` epochs, C = L0, lr = :func:`_eta`, σ by ``make_private_with_epsilon``. Opacus draws its noise
-    from torch's default generator (no secure mode here): a utility baseline. Its ε is dpnc's accountant's answer
-    for the same (σ, q, T)."""
+    ``sgd_epochs`` epochs, C = L0, lr = :func:`_eta`, σ by ``make_private_with_epsilon``. Opacus
+    draws its noise from torch's default generator (no secure mode here): a utility baseline. Its ε
+    is dpnc's accountant's answer for the same (σ, q, T)."""
     if not isinstance(inst.train, TwoLayerReLU):
         return None
     try:
@@ -343,8 +355,9 @@ def opacus_runner(config: UtilityConfig, inst: Instance, budget: Budget) -> Outc
         for _ in range(epochs):
             for zb, yb in loader:
                 optimizer.zero_grad()
-                # the batch's mean hinge loss; an empty Poisson batch still runs forward and backward (0 per-sample
-                # gradients), so that Opacus releases its noise-only step instead of failing on missing gradients
+                # the batch's mean hinge loss; an empty Poisson batch still runs forward and
+                # backward (0 per-sample gradients), so that Opacus releases its noise-only step
+                # instead of failing on missing gradients
                 torch.relu(1 - yb * model(zb).squeeze(-1)).sum().div(max(len(yb), 1)).backward()
                 optimizer.step()
                 gradients, steps = gradients + len(yb), steps + 1
@@ -373,8 +386,8 @@ TUNING_ETA, TUNING_GAMMA = (
 
 
 def _tuning_cost(base, n: int, relation: str, multiplier: float, bound: float):
-    """The public ledger of one candidate of :func:`tuned_runner`: T releases of ``base`` at ``multiplier``,
-    then its private score."""
+    """The public ledger of one candidate of :func:`tuned_runner`: T releases of ``base`` at
+    ``multiplier``, then its private score."""
     cost = Accountant(relation)
     cost.record(
         mean_release(
@@ -390,10 +403,10 @@ def _tuning_cost(base, n: int, relation: str, multiplier: float, bound: float):
 def _tuning_multiplier(
     base, n: int, relation: str, bound: float, epsilon: float, delta: float
 ) -> float:
-    """The smallest σ/Δ (to 1 %) at which random stopping over |grid| candidates, each a run of ``base`` plus a
-    score, is (ε, δ)-DP by the accountant (RDP; Papernot & Steinke, Theorem 2): the library's calibration
-    (:func:`dpnc.tune.noise_multiplier`), searched from ``base``'s own multiplier (one run's, so the tuning's is
-    larger)."""
+    """The smallest σ/Δ (to 1 %) at which random stopping over |grid| candidates, each a run of
+    ``base`` plus a score, is (ε, δ)-DP by the accountant (RDP; Papernot & Steinke, Theorem 2): the
+    library's calibration (:func:`dpnc.tune.noise_multiplier`), searched from ``base``'s own
+    multiplier (one run's, so the tuning's is larger)."""
     return tune.noise_multiplier(
         lambda m: _tuning_cost(base, n, relation, m, bound),
         candidates=len(TUNING_GRID),
@@ -406,12 +419,13 @@ def _tuning_multiplier(
 
 
 def tuned(factory: Factory, relation: str):
-    """A runner that tunes the step size of a DP-GD / DP-SGD ``factory``'s config privately: random stopping
-    (:func:`dpnc.tune.random_stopping`) over η × :data:`TUNING_GRID`, each candidate scored by its noisy mean
-    training loss (clipped to [0, Φ + 1]), every candidate's noise raised so that the whole tuning spends ≤ ε.
+    """A runner that tunes the step size of a DP-GD / DP-SGD ``factory``'s config privately: random
+    stopping (:func:`dpnc.tune.random_stopping`) over η × :data:`TUNING_GRID`, each candidate scored
+    by its noisy mean training loss (clipped to [0, Φ + 1]), every candidate's noise raised so that
+    the whole tuning spends ≤ ε.
 
-    Counts are the winning run's, and the harness publishes no wall time for it (the number of runs K is secret,
-    and the time of the whole tuning grows with K)."""
+    Counts are the winning run's, and the harness publishes no wall time for it (the number of runs
+    K is secret, and the time of the whole tuning grows with K)."""
 
     def runner(config: UtilityConfig, inst: Instance, budget: Budget) -> Outcome:
         n = inst.train.n
@@ -464,11 +478,11 @@ def tuned(factory: Factory, relation: str):
 
 
 def methods(config: UtilityConfig) -> dict[str, Method]:
-    """Every method by name: the baselines (hand-set, privately tuned, Opacus), then the paper methods of
-    :data:`PAPER_METHODS`, one comprehension over the table. The baselines use hand-set, documented defaults
-    (:func:`dpgd`, :func:`dpsgd`), the paper methods their families' ``practical(...)`` settings, untuned (the
-    ``:theory`` variants the theorems' ``from_theory``); wrapping a factory in :func:`tuned` is a one-line
-    change here."""
+    """Every method by name: the baselines (hand-set, privately tuned, Opacus), then the paper
+    methods of :data:`PAPER_METHODS`, one comprehension over the table. The baselines use hand-set,
+    documented defaults (:func:`dpgd`, :func:`dpsgd`), the paper methods their families'
+    ``practical(...)`` settings, untuned (the ``:theory`` variants the theorems' ``from_theory``);
+    wrapping a factory in :func:`tuned` is a one-line change here."""
     baselines = (
         Method("dp-gd", "baseline", "DP-GD (full batch, hand-set)", dpgd(config)),
         Method(
@@ -506,8 +520,8 @@ def methods(config: UtilityConfig) -> dict[str, Method]:
 
 
 def targets_goldstein(name: str) -> bool:
-    """Whether the paper method ``name`` targets Goldstein stationarity (an O2NC method: ZTC, KLT), read off its
-    registry class."""
+    """Whether the paper method ``name`` targets Goldstein stationarity (an O2NC method: ZTC, KLT),
+    read off its registry class."""
     return name in PAPER_METHODS and issubclass(
         ALGORITHMS[PAPER_METHODS[name].algorithm], O2NCAlgorithm
     )
@@ -519,17 +533,18 @@ GRADIENT_COST = 2  # the compute conversion: one per-example gradient = 2 functi
 
 
 def compute(evaluations: int, gradients: int) -> float:
-    """A run's compute in per-example gradient evaluations: gradients + evaluations / :data:`GRADIENT_COST` (one
-    gradient = one forward and one backward pass ≈ the two forward passes of a two-point difference)."""
+    """A run's compute in per-example gradient evaluations: gradients + evaluations /
+    :data:`GRADIENT_COST` (one gradient = one forward and one backward pass ≈ the two forward passes
+    of a two-point difference)."""
     return gradients + evaluations / GRADIENT_COST
 
 
 def matched_dpsgd(config: UtilityConfig, inst: Instance, budget: Budget, cost: float):
-    """The compute-matched baseline of a paper method that spent ``cost`` (:func:`compute`): hand-set DP-SGD
-    (:meth:`DPSGD.from_theory <dpnc.algorithms.dpzero.dpsgd.DPSGD.from_theory>`, Poisson, C = L0) whose expected
-    gradient evaluations T·B equal ``cost``: B = √n, raised (up to the full batch n) so that T ≤
-    ``matched_max_steps`` where the cost allows; epochs = cost/n; η = 1/L1 (smooth) or :func:`_eta`
-    at its T (nonsmooth)."""
+    """The compute-matched baseline of a paper method that spent ``cost`` (:func:`compute`):
+    hand-set DP-SGD (:meth:`DPSGD.from_theory <dpnc.algorithms.dpzero.dpsgd.DPSGD.from_theory>`,
+    Poisson, C = L0) whose expected gradient evaluations T·B equal ``cost``: B = √n, raised (up to
+    the full batch n) so that T ≤ ``matched_max_steps`` where the cost allows; epochs = cost/n; η =
+    1/L1 (smooth) or :func:`_eta` at its T (nonsmooth)."""
     n = inst.train.n
     B = min(n, max(round(math.sqrt(n)), math.ceil(cost / config.matched_max_steps)))
     epochs = max(cost, 1.0) / n

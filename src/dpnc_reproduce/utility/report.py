@@ -21,7 +21,8 @@ RATIO = 1.5  # "within 1.5× of the baseline" (geometric mean of the paired rati
 PROGRESS = 0.5  # the progress margin: at least half of the start's gap closed in a cell
 LOSS_SCALE = {"relu-cancer"}  # no exact minimiser: ratios of training losses, not of excess risks
 MATCHED = "matched:"
-CERT_FLOOR = 1e-6  # a Goldstein certificate below this (L0 = 1 here) is read as this: stationary to the QP's resolution
+# a Goldstein certificate below this (L0 = 1 here) is read as this: stationary to the QP's resolution
+CERT_FLOOR = 1e-6
 YARDSTICKS = {
     "hand-set": ("the hand-set baselines (DP-GD T = gd_steps, DP-SGD B = √n)", ("dp-gd", "dp-sgd")),
     "tuned": (
@@ -45,7 +46,8 @@ def _ok(rows: Sequence) -> list:
 
 
 def outcome(row) -> float:
-    """The outcome a ratio is taken of: the excess risk, or the training loss on :data:`LOSS_SCALE` problems."""
+    """The outcome a ratio is taken of: the excess risk, or the training loss on :data:`LOSS_SCALE`
+    problems."""
     return row.train_loss if row.problem in LOSS_SCALE else row.excess_risk
 
 
@@ -61,12 +63,14 @@ def by_seed(
 
 
 def remaining(row) -> float:
-    """The fraction of the start's gap F(x0) − F(x̂) still open at the output (≤ 0: at or below the reference)."""
+    """The fraction of the start's gap F(x0) − F(x̂) still open at the output (≤ 0: at or below the
+    reference)."""
     return row.excess_risk / row.start_gap if row.start_gap > 0 else math.nan
 
 
 def ratio(a: dict[int, float], b: dict[int, float]) -> Interval:
-    """Geometric mean of a_s / b_s over the seeds both ran, and its 95 % interval (paired t on the logs)."""
+    """Geometric mean of a_s / b_s over the seeds both ran, and its 95 % interval (paired t on the
+    logs)."""
     seeds = sorted(set(a) & set(b))
     if not seeds:
         return Interval(math.nan, -math.inf, math.inf, 0, "no seed in common")
@@ -74,7 +78,8 @@ def ratio(a: dict[int, float], b: dict[int, float]) -> Interval:
 
 
 def progress(fractions: dict[int, float]) -> tuple[Interval, bool | None]:
-    """The mean remaining fraction over seeds (t interval, k − 1 df) and whether it is below 1 − PROGRESS."""
+    """The mean remaining fraction over seeds (t interval, k − 1 df) and whether it is below 1 −
+    PROGRESS."""
     values = list(fractions.values())
     iv = mean_interval(values)
     return iv, (
@@ -83,7 +88,8 @@ def progress(fractions: dict[int, float]) -> tuple[Interval, bool | None]:
 
 
 def gate(margin: bool | None, within: bool | None) -> bool | None:
-    """A cell's verdict: a failing ratio fails; a holding ratio holds only where the progress margin holds."""
+    """A cell's verdict: a failing ratio fails; a holding ratio holds only where the progress margin
+    holds."""
     return False if within is False else True if (within is True and margin is True) else None
 
 
@@ -103,8 +109,8 @@ def paper_methods(config) -> list[str]:
 
 
 def cells(rows: Sequence, config, method: str, yardstick: str) -> list[dict]:
-    """Per (problem, ε) at the problem's largest n where ``method`` ran: its progress, its ratio to each baseline
-    of ``yardstick`` and the gated cell verdict."""
+    """Per (problem, ε) at the problem's largest n where ``method`` ran: its progress, its ratio to
+    each baseline of ``yardstick`` and the gated cell verdict."""
     out = []
     for problem in config.problems:
         n = config.sizes(problem)[-1]
@@ -135,8 +141,8 @@ def cells(rows: Sequence, config, method: str, yardstick: str) -> list[dict]:
 
 
 def certificate_cells(rows: Sequence, config, method: str) -> list[dict]:
-    """Per nonsmooth (problem, ε) at its largest n where ``method`` was certified: certificate / start certificate
-    (the margin) and certificate / its compute-matched baseline's (the ratio)."""
+    """Per nonsmooth (problem, ε) at its largest n where ``method`` was certified: certificate /
+    start certificate (the margin) and certificate / its compute-matched baseline's (the ratio)."""
     out = []
     for problem in config.problems:
         n = config.sizes(problem)[-1]
@@ -288,7 +294,8 @@ def certificate_claim(rows: Sequence, config, method: str) -> Claim:
 
 
 def privacy_claim(rows: Sequence) -> Claim:
-    """Every private run's accountant spent at most its target ε (the reference and seeded runs excluded)."""
+    """Every private run's accountant spent at most its target ε (the reference and seeded runs
+    excluded)."""
     runs = [r for r in _ok(rows) if r.private]
     over = [r for r in runs if not r.epsilon_spent <= r.epsilon * (1 + 1e-6)]
     worst = max((r.epsilon_spent / r.epsilon for r in runs), default=math.nan)
@@ -313,9 +320,9 @@ def _certified(config, method: str) -> bool:
 
 
 def claims(rows: Sequence, config) -> list[Claim]:
-    """Per paper method, in the declared order (:func:`declare`): the progress margin, within 1.5× of the hand-set,
-    the tuned and (with ``config.matched``) the compute-matched baselines, the Goldstein certificate for the O2NC
-    methods on the nonsmooth problems; then privacy."""
+    """Per paper method, in the declared order (:func:`declare`): the progress margin, within 1.5×
+    of the hand-set, the tuned and (with ``config.matched``) the compute-matched baselines, the
+    Goldstein certificate for the O2NC methods on the nonsmooth problems; then privacy."""
     out = []
     for method in paper_methods(config):
         out.append(progress_claim(rows, config, method))
@@ -417,8 +424,8 @@ def _stat(values: list[float], scale: float = 1.0, digits: str = ".3g") -> str:
 
 
 def ratio_table(rows: Sequence, config) -> list[str]:
-    """Per problem, ε (largest n) and paper method: remaining gap fraction and the geometric-mean ratio to every
-    baseline with its 95 % interval."""
+    """Per problem, ε (largest n) and paper method: remaining gap fraction and the geometric-mean
+    ratio to every baseline with its 95 % interval."""
     baselines = [
         b for b in ("dp-gd", "dp-sgd", "dp-gd-tuned", "dp-sgd-tuned") if b in config.methods
     ]
@@ -551,7 +558,8 @@ def render(rows: Sequence, config, registry: dict) -> str:
 
 
 def plot(rows: Sequence, config, out: Path) -> list[Path]:
-    """Mean excess risk against n, one panel per (ε, problem), one line per method (log-log; ≤ 0 at the floor)."""
+    """Mean excess risk against n, one panel per (ε, problem), one line per method (log-log; ≤ 0 at
+    the floor)."""
     import matplotlib
 
     matplotlib.use("Agg")

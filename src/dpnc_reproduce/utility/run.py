@@ -1,6 +1,6 @@
-"""What the utility reproduction computes: its rows and one task (:func:`run_one`: the reference and every
-method on one problem at (ε, n, seed), with the compute-matched DP-SGD beside each paper method).
-"""
+"""What the utility reproduction computes: its rows and one task (:func:`run_one`: the reference and
+every method on one problem at (ε, n, seed), with the compute-matched DP-SGD beside each paper
+method)."""
 
 from __future__ import annotations
 
@@ -29,15 +29,16 @@ from dpnc_reproduce.utility.methods import (
 class UtilityRow:
     """One run of one method (or the non-private reference, ε = ∞) on one problem, n and seed.
 
-    ``status``: "ok", or "n/a: why" (the method does not apply, or its theorem admits no run at this n).
-    ``excess_risk``: F_train(x) − F_train(x̂); ``test_accuracy``: NaN for regression; ``epsilon_spent``: the
-    tightest ε(δ) of the run's accountant (∞ for the reference). ``train_loss``: F_train(x); ``start_gap``:
-    F_train(x0) − F_train(x̂), the start's excess (the progress margin's yardstick). ``certificate``: the Goldstein
-    certificate (:func:`dpnc.certify.goldstein_certificate`, an upper bound on ‖∂F_test(x)‖_radius on the held-out
-    set) at the output, ``start_certificate`` the same at x0, ``radius`` twice the O2NC method's smoothing (NaN where
-    not computed: smooth problems, methods other than O2NC and their compute-matched baselines). A compute-matched
-    baseline's row is named ``matched:<method>`` (family "matched").
-    """
+    ``status``: "ok", or "n/a: why" (the method does not apply, or its theorem admits no run at this
+    n). ``excess_risk``: F_train(x) − F_train(x̂); ``test_accuracy``: NaN for regression;
+    ``epsilon_spent``: the tightest ε(δ) of the run's accountant (∞ for the reference).
+    ``train_loss``: F_train(x); ``start_gap``: F_train(x0) − F_train(x̂), the start's excess (the
+    progress margin's yardstick). ``certificate``: the Goldstein certificate
+    (:func:`dpnc.certify.goldstein_certificate`, an upper bound on ‖∂F_test(x)‖_radius on the
+    held-out set) at the output, ``start_certificate`` the same at x0, ``radius`` twice the O2NC
+    method's smoothing (NaN where not computed: smooth problems, methods other than O2NC and their
+    compute-matched baselines). A compute-matched baseline's row is named ``matched:<method>``
+    (family "matched")."""
 
     problem: str
     method: str
@@ -65,8 +66,8 @@ class UtilityRow:
 def certificate(
     config: UtilityConfig, inst: Instance, x: torch.Tensor, radius: float, seed: int
 ) -> float:
-    """The Goldstein certificate at x of radius ``radius`` on the held-out set (public points: the ball's uniform
-    samples and rim pairs from a public generator; no privacy cost)."""
+    """The Goldstein certificate at x of radius ``radius`` on the held-out set (public points: the
+    ball's uniform samples and rim pairs from a public generator; no privacy cost)."""
     gen = torch.Generator().manual_seed(1000 * config.seed + seed)
     try:
         return float(
@@ -147,7 +148,8 @@ def tasks(config: UtilityConfig) -> list[Task]:
 
 
 def cost(config: UtilityConfig, task: Task) -> float:
-    # seconds per example of the 12 methods, measured on this machine (relative only: the scheduling order)
+    # seconds per example of the 12 methods, measured on this machine (relative only: the scheduling
+    # order)
     return task[2] * {
         "logistic-digits": 5,
         "relu-cancer": 8,
@@ -232,8 +234,8 @@ def run_one(config: UtilityConfig, task: Task) -> tuple[UtilityRow, ...]:
 
 
 def _matched(config, inst, budget, problem, epsilon, seed, name, out: Outcome) -> UtilityRow:
-    """The compute-matched DP-SGD of the paper method ``name`` (:func:`matched_dpsgd`), on the same data and
-    seed; certified at the method's radius where the method is certified."""
+    """The compute-matched DP-SGD of the paper method ``name`` (:func:`matched_dpsgd`), on the same
+    data and seed; certified at the method's radius where the method is certified."""
     cost = compute(out.evaluations, out.gradients)
     algorithm = matched_dpsgd(config, inst, budget, cost)
     public = (

@@ -1,5 +1,6 @@
-"""The DPZero paper's family: DPZero, DPGD-0th, DP-GD and MeZO (:mod:`.configs`, on what they share in
-:mod:`.family`), their theorems (:mod:`.theory`), and the first-order baseline DP-SGD (:mod:`.dpsgd`)."""
+"""The DPZero paper's family: DPZero, DPGD-0th, DP-GD and MeZO (:mod:`.configs`, on what they share
+in :mod:`.family`), their theorems (:mod:`.theory`), and the first-order baseline DP-SGD
+(:mod:`.dpsgd`)."""
 
 from dpnc.algorithms.dpzero.configs import DPGD, DPGD0th, DPZero, MeZO
 from dpnc.algorithms.dpzero.dpsgd import DPSGD

@@ -50,12 +50,12 @@ class DPZero(ZerothOrderFamily):
         c_t = (1/B) Σ_i clip_C(a_i) + z_t,   z_t ~ N(0, σ²), σ = noise_multiplier·Δ
         x_{t+1} = x_t − α·c_t·u_t
 
-    Implements: Zhang et al. 2024, Algorithm 2 (full batch), and its minibatch form (DPZero §2.5) with the
-    sampler's own privacy event. ``discrete=True`` draws z_t from the exact discrete Gaussian (full batch
-    only; the released scalar then lies on a grid of Δ/1000).
+    Implements: Zhang et al. 2024, Algorithm 2 (full batch), and its minibatch form (DPZero §2.5)
+    with the sampler's own privacy event. ``discrete=True`` draws z_t from the exact discrete
+    Gaussian (full batch only; the released scalar then lies on a grid of Δ/1000).
 
-    Correction: the noise comes from the secret ``NoiseSource``, never from the direction seed as in the
-    published code (DPZero §7.2); ``paper=True`` only restores the printed output rule x_τ.
+    Correction: the noise comes from the secret ``NoiseSource``, never from the direction seed as in
+    the published code (DPZero §7.2); ``paper=True`` only restores the printed output rule x_τ.
 
     Args:
         eta: step size α ≥ 0 (or one per run, shape (K,)).
@@ -68,8 +68,9 @@ class DPZero(ZerothOrderFamily):
         direction: ``"gaussian"`` (the experiments) or ``"sphere"`` (the theory's √d·S^{d−1}).
 
     Symbols: eta = α (step size), lam = λ (smoothing), C (clipping threshold), steps = T,
-    noise_multiplier = σ/Δ where Δ = 2C/B is the replace-one sensitivity of a mean of B clipped terms
-    (C/B under add/remove). The output is the last iterate by default (the experiments, DPZero §2.8).
+    noise_multiplier = σ/Δ where Δ = 2C/B is the replace-one sensitivity of a mean of B clipped
+    terms (C/B under add/remove). The output is the last iterate by default (the experiments, DPZero
+    §2.8).
 
     References:
         Zhang, Li, Thekumparampil, Oh, He. "DPZero: Private fine-tuning of language models without
@@ -104,9 +105,10 @@ class DPZero(ZerothOrderFamily):
     def from_theory(
         cls, setting: Setting, budget: Budget, *, r: float, kappa: float | None = None, **options
     ) -> DPZero:
-        """Theorem 3 (A3.5) for the effective rank ``r`` or, with the PL condition number κ = ℓ/μ (``kappa``, not
-        the KL exponent of the constants), Corollary F.4; see :func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory`
-        (L = constants.L0, ℓ = constants.L1, (ε, δ) = the budget). ``options``: other fields (direction …)."""
+        """Theorem 3 (A3.5) for the effective rank ``r`` or, with the PL condition number κ = ℓ/μ
+        (``kappa``, not the KL exponent of the constants), Corollary F.4; see
+        :func:`~dpnc.algorithms.dpzero.theory.dpzero_from_theory` (L = constants.L0, ℓ =
+        constants.L1, (ε, δ) = the budget). ``options``: other fields (direction …)."""
         p = dpzero_from_theory(**theory_inputs(setting, budget, "DPZero"), r=r, kappa=kappa)
         return cls(
             eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options
@@ -116,8 +118,9 @@ class DPZero(ZerothOrderFamily):
     def practical(
         cls, setting: Setting, budget: Budget, *, steps: int = 1000, lam: float = 1e-3, **options
     ) -> DPZero:
-        """Practical settings (:func:`practical_parameters`, zeroth order; λ = ``lam``): privacy exact (σ by the
-        accountant for the T releases), no theorem's utility guarantee (Theorem 3's η, C, T are not used)."""
+        """Practical settings (:func:`practical_parameters`, zeroth order; λ = ``lam``): privacy
+        exact (σ by the accountant for the T releases), no theorem's utility guarantee (Theorem 3's
+        η, C, T are not used)."""
         return cls(
             lam=lam,
             **practical_parameters(setting, budget, steps=steps, zeroth_order=True),
@@ -135,10 +138,11 @@ class DPZero(ZerothOrderFamily):
         accountant: Accountant,
         group: Group | Local = LOCAL,
     ) -> StepLog:
-        """One step along the public ``seed``; ``group``: the processes whose parts of the batch are summed
-        (:data:`~dpnc.distributed.LOCAL`: this one; a :class:`~dpnc.distributed.Group`: rank 0 draws the batch
-        and the noise and records, and one all_reduce of 5 numbers, rank 0's noise added to its part, gives every
-        rank c_t, carrying the next step's batch too). The log is the whole batch's."""
+        """One step along the public ``seed``; ``group``: the processes whose parts of the batch are
+        summed (:data:`~dpnc.distributed.LOCAL`: this one; a :class:`~dpnc.distributed.Group`: rank
+        0 draws the batch and the noise and records, and one all_reduce of 5 numbers, rank 0's noise
+        added to its part, gives every rank c_t, carrying the next step's batch too). The log is the
+        whole batch's."""
         diffs = two_point_on_batch(
             space, closure, seed, self.lam, sampler, group=group
         )  # ℓ_i(x_t ± λu_t)
@@ -186,11 +190,12 @@ class DPZero(ZerothOrderFamily):
 
 @dataclass(frozen=True)
 class MeZO(ZerothOrderFamily):
-    """MeZO / ZO-SGD (Malladi et al. 2023; DPZero §2.6): c_t = (L(x + λu) − L(x − λu))/(2λ) of the batch mean.
+    """MeZO / ZO-SGD (Malladi et al. 2023; DPZero §2.6): c_t = (L(x + λu) − L(x − λu))/(2λ) of the
+    batch mean.
 
-    Not private: each step's c_t is recorded as a :class:`~dpnc.privacy.releases.NonPrivate` release, so
-    the report says ε = ∞ and "not private". The mean is over the realised batch (nothing to protect);
-    an empty batch moves nothing.
+    Not private: each step's c_t is recorded as a :class:`~dpnc.privacy.releases.NonPrivate`
+    release, so the report says ε = ∞ and "not private". The mean is over the realised batch
+    (nothing to protect); an empty batch moves nothing.
 
     Args:
         eta: step size α ≥ 0 (or one per run); lam: smoothing λ > 0; steps: T ≥ 1 (``run`` only);
@@ -223,17 +228,18 @@ class MeZO(ZerothOrderFamily):
     def from_theory(
         cls, setting: Setting | None = None, budget=None, *, steps: int = 10_000, **options
     ) -> MeZO:
-        """MeZO has no theorem in these papers; this is the DPZero paper's MeZO baseline (DPZero §2.6):
-        λ = 10⁻³, α = 10⁻⁶ (its best learning rate), T = 10 000 steps (B = 64 is the sampler's). Not private:
-        ``setting`` and ``budget`` are not read (None allowed)."""
+        """MeZO has no theorem in these papers; this is the DPZero paper's MeZO baseline (DPZero
+        §2.6): λ = 10⁻³, α = 10⁻⁶ (its best learning rate), T = 10 000 steps (B = 64 is the
+        sampler's). Not private: ``setting`` and ``budget`` are not read (None allowed)."""
         return cls(**{"eta": 1e-6, "lam": 1e-3, "steps": steps, **options})
 
     @classmethod
     def practical(
         cls, setting: Setting, budget=None, *, steps: int = 1000, lam: float = 1e-3, **options
     ) -> MeZO:
-        """DPZero's practical step and λ without noise (:func:`practical_parameters`' η, zeroth order); the budget
-        is not read (None allowed): MeZO spends no budget and its report says not private."""
+        """DPZero's practical step and λ without noise (:func:`practical_parameters`' η, zeroth
+        order); the budget is not read (None allowed): MeZO spends no budget and its report says not
+        private."""
         c = setting.constants
         if c.L0 is None and c.L1 is None:
             raise ValueError(
@@ -261,19 +267,20 @@ class MeZO(ZerothOrderFamily):
         accountant: Accountant,
         group: Group | Local = LOCAL,
     ) -> StepLog:
-        """One step along the public ``seed``; ``group`` as in :meth:`DPZero.step` (one all_reduce of 4 numbers, from
-        which every rank forms c_t, and the next step's batch)."""
+        """One step along the public ``seed``; ``group`` as in :meth:`DPZero.step` (one all_reduce
+        of 4 numbers, from which every rank forms c_t, and the next step's batch)."""
         diffs = two_point_on_batch(space, closure, seed, self.lam, sampler, group=group)
-        # The realised batch's mean (not private, so no fixed denominator); an example whose loss is non-finite at
-        # either point counts as a_i = 0 (one bad example must not turn the update into NaN); an empty batch
-        # moves nothing.
+        # The realised batch's mean (not private, so no fixed denominator); an example whose loss is
+        # non-finite at either point counts as a_i = 0 (one bad example must not turn the update
+        # into NaN); an empty batch moves nothing.
         try:
             diffs, bad = finite_pairs(diffs)
             plus, minus, examples, nonfinite = group.sum(
                 diffs.plus.sum(-1), diffs.minus.sum(-1), diffs.examples, bad
             )
 
-            # c_t is a function of the sums every rank now holds: each forms it (no broadcast); rank 0 records it.
+            # c_t is a function of the sums every rank now holds: each forms it (no broadcast); rank
+            # 0 records it.
             if group.is_source:
                 accountant.record(NonPrivate(secret=bool(sampler.secret)))  # no noise: ε = ∞
             c = (plus / examples - minus / examples) / (2 * self.lam) if examples else plus
@@ -291,10 +298,9 @@ class DPGD0th(ZerothOrderFamily):
     """DPGD-0th (Algorithm 1): the naive combination, vector clipping and d-dimensional noise.
 
     g_i = a_i·u_t (a d-vector), x_{t+1} = x_t − α((1/B) Σ_i clip_C(g_i) + z_t), z_t ~ N(0, σ² I_d).
-    Since ‖g_i‖ = |a_i|·‖u_t‖, clip_C(g_i) = clip_{C/‖u_t‖}(a_i)·u_t: the sum is formed from the scalars
-    and released by :func:`~dpnc.privacy.release.release_sum` with bound C. Flat tier only (it materialises
-    u_t and the noise). Args as :class:`DPZero` (no ``discrete``).
-    """
+    Since ‖g_i‖ = |a_i|·‖u_t‖, clip_C(g_i) = clip_{C/‖u_t‖}(a_i)·u_t: the sum is formed from the
+    scalars and released by :func:`~dpnc.privacy.release.release_sum` with bound C. Flat tier only
+    (it materialises u_t and the noise). Args as :class:`DPZero` (no ``discrete``)."""
 
     name: ClassVar[str] = "dpgd-0th"
 
@@ -320,8 +326,9 @@ class DPGD0th(ZerothOrderFamily):
         kappa: float | None = None,
         **options,
     ) -> DPGD0th:
-        """Theorem 1 (A3.1), Theorem 2 (effective rank r), Corollaries F.2/F.3 (PL condition number κ); see
-        :func:`~dpnc.algorithms.dpzero.theory.dpgd0th_from_theory` (C = Ld: clipping never happens)."""
+        """Theorem 1 (A3.1), Theorem 2 (effective rank r), Corollaries F.2/F.3 (PL condition number
+        κ); see :func:`~dpnc.algorithms.dpzero.theory.dpgd0th_from_theory` (C = Ld: clipping never
+        happens)."""
         p = dpgd0th_from_theory(**theory_inputs(setting, budget, "DPGD-0th"), r=r, kappa=kappa)
         return cls(
             eta=p.eta, lam=p.lam, C=p.C, noise_multiplier=p.noise_multiplier, steps=p.T, **options
@@ -331,8 +338,9 @@ class DPGD0th(ZerothOrderFamily):
     def practical(
         cls, setting: Setting, budget: Budget, *, steps: int = 1000, lam: float = 1e-3, **options
     ) -> DPGD0th:
-        """Practical settings as :meth:`DPZero.practical`, but C = L0·√(d + 2): the clipped vector is g_i = a_i·u,
-        whose typical norm is √(E‖a_i u‖²) = √(d + 2)·‖∇f_i‖ for Gaussian u (Theorem 1 takes the worst case, L·d)."""
+        """Practical settings as :meth:`DPZero.practical`, but C = L0·√(d + 2): the clipped vector
+        is g_i = a_i·u, whose typical norm is √(E‖a_i u‖²) = √(d + 2)·‖∇f_i‖ for Gaussian u (Theorem
+        1 takes the worst case, L·d)."""
         p = practical_parameters(setting, budget, steps=steps, zeroth_order=True)
         return cls(lam=lam, **{**p, "C": p["C"] * math.sqrt(setting.d + 2)}, **options)
 
@@ -372,17 +380,19 @@ ClippedSum = Callable[
 
 @dataclass(frozen=True)
 class DPGD(ZerothOrderFamily):
-    """DP-GD (DPZero §2.2): x_{t+1} = x_t − α((1/B) Σ_i clip_C(∇f(x_t; ξ_i)) + z_t), z_t ~ N(0, σ² I_d).
+    """DP-GD (DPZero §2.2): x_{t+1} = x_t − α((1/B) Σ_i clip_C(∇f(x_t; ξ_i)) + z_t), z_t ~ N(0, σ²
+    I_d).
 
-    ``step`` takes ``clipped_sum(x, C, batch) -> (Σ_i clip_C(∇f_i), clipped fraction, mean loss)`` over the
-    batch the sampler drew; ``run`` builds it from the objective
-    (:func:`dpnc.estimators.objective_clipped_sum`: its closed form ``clipped_gradient_sum`` where it has
-    one, else its per-example ``gradients``). The sum is released by
-    :func:`~dpnc.privacy.release.release_sum`: divided by the sampler's fixed B, never by the realised batch
-    size (under Poisson sampling that would let one example move the mean by more than the recorded C/B).
+    ``step`` takes ``clipped_sum(x, C, batch) -> (Σ_i clip_C(∇f_i), clipped fraction, mean loss)``
+    over the batch the sampler drew; ``run`` builds it from the objective
+    (:func:`dpnc.estimators.objective_clipped_sum`: its closed form ``clipped_gradient_sum`` where
+    it has one, else its per-example ``gradients``). The sum is released by
+    :func:`~dpnc.privacy.release.release_sum`: divided by the sampler's fixed B, never by the
+    realised batch size (under Poisson sampling that would let one example move the mean by more
+    than the recorded C/B).
 
-    Args: eta, C, noise_multiplier, steps, paper as :class:`DPZero` (``direction`` is unused: no directions).
-    """
+    Args: eta, C, noise_multiplier, steps, paper as :class:`DPZero` (``direction`` is unused: no
+    directions)."""
 
     name: ClassVar[str] = "dp-gd"
     per_example: ClassVar[str] = "gradients"
@@ -400,9 +410,9 @@ class DPGD(ZerothOrderFamily):
 
     @classmethod
     def from_theory(cls, setting: Setting, budget: Budget, *, steps: int, **options) -> DPGD:
-        """DPZero §2.2 gives DP-GD no theorem of its own: C = L = constants.L0 (then clipping never happens,
-        since ‖∇f‖ ≤ L) and the paper's noise for (ε, δ) after ``steps`` full-batch steps (Lemma 2.2); the step
-        size is the user's (``eta`` in ``options``, default 1/√steps)."""
+        """DPZero §2.2 gives DP-GD no theorem of its own: C = L = constants.L0 (then clipping never
+        happens, since ‖∇f‖ ≤ L) and the paper's noise for (ε, δ) after ``steps`` full-batch steps
+        (Lemma 2.2); the step size is the user's (``eta`` in ``options``, default 1/√steps)."""
         budget = approximate(budget, "DP-GD")
         check_integer(steps=steps)
         L = setting.constants.L0
@@ -420,8 +430,9 @@ class DPGD(ZerothOrderFamily):
 
     @classmethod
     def practical(cls, setting: Setting, budget: Budget, *, steps: int = 100, **options) -> DPGD:
-        """Practical settings (:func:`practical_parameters`, first order: η = 1/L1, or Φ/(L0²√T) if nonsmooth with
-        Φ = ``setting.gap``; C = L0; σ by the accountant): privacy exact, no theorem attached."""
+        """Practical settings (:func:`practical_parameters`, first order: η = 1/L1, or Φ/(L0²√T) if
+        nonsmooth with Φ = ``setting.gap``; C = L0; σ by the accountant): privacy exact, no theorem
+        attached."""
         return cls(
             **practical_parameters(setting, budget, steps=steps, zeroth_order=False), **options
         )

@@ -34,24 +34,28 @@ class DPSGD(Algorithm):
     """DP-SGD: T steps of Poisson-subsampled, clipped, noised gradient descent.
 
         for t = 0..T−1:
-            S_t ~ Poisson(q)                          each example joins independently, q = B/n (secret)
-            g_t = (1/B) Σ_{i∈S_t} clip_C(∇f(x_t; z_i)) + N(0, σ²I),  σ = noise_multiplier·C/B (add/remove)
-            x_{t+1} = Π_region(x_t − η g_t)           projection onto the objective's region, if it has one
+            S_t ~ Poisson(q)                          each example joins independently, q = B/n
+            (secret) g_t = (1/B) Σ_{i∈S_t} clip_C(∇f(x_t; z_i)) + N(0, σ²I),  σ =
+            noise_multiplier·C/B (add/remove) x_{t+1} = Π_region(x_t − η g_t)           projection
+            onto the objective's region, if it has one
 
-    Implements: Abadi et al. 2016, Algorithm 1, with Poisson sampling (the sampling its moments accountant
-    analyses) and the fixed denominator B; the last iterate is the output. The batch is drawn by a
-    :class:`~dpnc.sampling.PoissonSampler` from **secret** randomness (never a public seed: the amplified ε
-    holds only if nobody can replay the batches); the clipped sum is formed by
-    :func:`dpnc.estimators.objective_clipped_sum` and released by :func:`dpnc.privacy.release.release_sum`
-    (one ``Sampled(Poisson(q), Gaussian)`` release per step); the accountant, never this class, answers ε.
-    Each step *is* DP-GD's (:meth:`dpnc.algorithms.dpzero.DPGD.step`, on the sampler's batch); this class adds
-    the secret sampler, the projection and a stated-practice :meth:`from_theory`. With ``batch_size = n``
-    (q = 1) the sampler is :class:`~dpnc.sampling.FullBatch`: DP-GD with the projection, under any relation.
+    Implements: Abadi et al. 2016, Algorithm 1, with Poisson sampling (the sampling its moments
+    accountant analyses) and the fixed denominator B; the last iterate is the output. The batch is
+    drawn by a :class:`~dpnc.sampling.PoissonSampler` from **secret** randomness (never a public
+    seed: the amplified ε holds only if nobody can replay the batches); the clipped sum is formed by
+    :func:`dpnc.estimators.objective_clipped_sum` and released by
+    :func:`dpnc.privacy.release.release_sum` (one ``Sampled(Poisson(q), Gaussian)`` release per
+    step); the accountant, never this class, answers ε. Each step *is* DP-GD's
+    (:meth:`dpnc.algorithms.dpzero.DPGD.step`, on the sampler's batch); this class adds the secret
+    sampler, the projection and a stated-practice :meth:`from_theory`. With ``batch_size = n`` (q =
+    1) the sampler is :class:`~dpnc.sampling.FullBatch`: DP-GD with the projection, under any
+    relation.
 
-    Symbols: eta = η, C, B = batch_size (expected batch size), steps = T, noise_multiplier = σ/Δ with
-    Δ = C/B, the add/remove sensitivity of the mean (2C/B under replace-one: the accountant's relation
-    decides; :meth:`from_theory` calibrates under add/remove, the relation of Poisson amplification in the
-    literature, so run it with an ``Accountant("add/remove")`` to spend exactly its target).
+    Symbols: eta = η, C, B = batch_size (expected batch size), steps = T, noise_multiplier = σ/Δ
+    with Δ = C/B, the add/remove sensitivity of the mean (2C/B under replace-one: the accountant's
+    relation decides; :meth:`from_theory` calibrates under add/remove, the relation of Poisson
+    amplification in the literature, so run it with an ``Accountant("add/remove")`` to spend exactly
+    its target).
 
     Args:
         eta: step size η > 0.
@@ -59,13 +63,13 @@ class DPSGD(Algorithm):
         noise_multiplier: σ/Δ ≥ 0 (0: not private, recorded as such).
         steps: T ≥ 1.
         batch_size: the expected batch size B ≥ 1 (q = B/n); B = n means the full batch.
-        project: keep iterates in the objective's region (``constants.region``) where its constants hold.
+        project: keep iterates in the objective's region (``constants.region``) where its constants
+            hold.
 
     References:
-        Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar, Zhang, "Deep learning with differential privacy",
-        CCS 2016 (arXiv:1607.00133).
-        Bassily, Smith, Thakurta, "Private empirical risk minimization: efficient algorithms and tight
-        error bounds", FOCS 2014.
+        Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar, Zhang, "Deep learning with differential
+        privacy", CCS 2016 (arXiv:1607.00133). Bassily, Smith, Thakurta, "Private empirical risk
+        minimization: efficient algorithms and tight error bounds", FOCS 2014.
     """
 
     name: ClassVar[str] = "dp-sgd"
@@ -97,11 +101,11 @@ class DPSGD(Algorithm):
         eta: float | None = None,
         **options,
     ) -> DPSGD:
-        """The usual practice, stated: C = L0 (clipping never binds where the constants hold), B = √n
-        (or ``batch_size``), T = ⌈epochs·n/B⌉ steps, η = 1/L1 if the objective is smooth else 1/(L0·√T), and the
-        smallest noise multiplier the accountant (RDP, add/remove) finds (ε, δ)-DP for T Poisson steps of
-        rate B/n. DP-SGD has no utility theorem in these papers; this is the documented default, a tuner's
-        starting point."""
+        """The usual practice, stated: C = L0 (clipping never binds where the constants hold), B =
+        √n (or ``batch_size``), T = ⌈epochs·n/B⌉ steps, η = 1/L1 if the objective is smooth else
+        1/(L0·√T), and the smallest noise multiplier the accountant (RDP, add/remove) finds (ε,
+        δ)-DP for T Poisson steps of rate B/n. DP-SGD has no utility theorem in these papers; this
+        is the documented default, a tuner's starting point."""
         budget = approximate(budget, "DP-SGD")
         constants, n, epsilon, delta = setting.constants, setting.n, budget.epsilon, budget.delta
         B = min(n, batch_size if batch_size is not None else max(1, round(math.sqrt(n))))
@@ -117,7 +121,8 @@ class DPSGD(Algorithm):
 
     @classmethod
     def practical(cls, setting: Setting, budget: Budget, **options) -> DPSGD:
-        """DP-SGD has no theorem here: its practical settings are :meth:`from_theory`'s stated practice."""
+        """DP-SGD has no theorem here: its practical settings are :meth:`from_theory`'s stated
+        practice."""
         return cls.from_theory(setting, budget, **options)
 
     def claim(self) -> str:
@@ -137,7 +142,8 @@ class DPSGD(Algorithm):
         return dataclasses.replace(self, noise_multiplier=0.0, C=math.inf)
 
     def sampler(self, n: int):
-        """A fresh secret sampler for n examples: Poisson of rate B/n, or the full batch when B = n."""
+        """A fresh secret sampler for n examples: Poisson of rate B/n, or the full batch when B =
+        n."""
         if self.batch_size > n:
             raise ValueError(f"batch_size must be <= n = {n}; got {self.batch_size}")
         return FullBatch(n) if self.batch_size == n else PoissonSampler(n, self.batch_size)

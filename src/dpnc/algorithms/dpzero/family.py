@@ -1,6 +1,6 @@
-"""What the DPZero family's configs share (:mod:`dpnc.algorithms.dpzero.configs`): the per-step log and stats,
-the public seeds, the family's base class (validation, the closure, the run loop, the output rule), the practical
-step-size rule and the finite-pair filter of MeZO.
+"""What the DPZero family's configs share (:mod:`dpnc.algorithms.dpzero.configs`): the per-step log
+and stats, the public seeds, the family's base class (validation, the closure, the run loop, the
+output rule), the practical step-size rule and the finite-pair filter of MeZO.
 
 Symbols as in :mod:`dpnc.algorithms.dpzero.configs`.
 """
@@ -28,16 +28,16 @@ from dpnc.space import DIRECTIONS, FlatSpace
 Number = float | torch.Tensor
 
 
-# --- per-step log and the family's stats -----------------------------------------------------------------
+# --- per-step log and the family's stats ----------------------------------------------------------
 
 
 @dataclass
 class StepLog:
     """What one step did (tensors have one entry per run in a grid, else are scalars).
 
-    ``released`` is public (the noisy c_t or vector); ``loss``, ``clipped_fraction``, ``nonfinite`` and
-    ``examples`` (the realised batch size) are statistics of the private batch: do not log them publicly.
-    """
+    ``released`` is public (the noisy c_t or vector); ``loss``, ``clipped_fraction``, ``nonfinite``
+    and ``examples`` (the realised batch size) are statistics of the private batch: do not log them
+    publicly."""
 
     loss: torch.Tensor
     clipped_fraction: torch.Tensor
@@ -50,9 +50,8 @@ class StepLog:
 class ZerothOrderStats(Stats):
     """The family's :class:`~dpnc.algorithms.base.Stats` (counts summed over the runs of a grid).
 
-    ``seeds``: the public direction seeds, one per step (may be logged); ``tau``: the output iterate's index
-    when ``paper=True`` (public), else None.
-    """
+    ``seeds``: the public direction seeds, one per step (may be logged); ``tau``: the output
+    iterate's index when ``paper=True`` (public), else None."""
 
     seeds: list[int] = field(default_factory=list)
     tau: int | None = None
@@ -75,11 +74,12 @@ def public_seeds(gen: torch.Generator, T: int) -> list[int]:
     return [int(s) for s in torch.randint(0, 2**62, (T,), generator=gen)]
 
 
-# --- the shared run loop ----------------------------------------------------------------------------------
+# --- the shared run loop --------------------------------------------------------------------------
 
 
 class ZerothOrderFamily(Algorithm):
-    """``run`` for the four configs: T steps on a FlatSpace at x0, public seeds from ``generator``."""
+    """``run`` for the four configs: T steps on a FlatSpace at x0, public seeds from
+    ``generator``."""
 
     family: ClassVar[str] = "dpzero"
     per_example: ClassVar[str] = "evaluations"
@@ -97,9 +97,10 @@ class ZerothOrderFamily(Algorithm):
         check_choice("direction", self.direction, DIRECTIONS)
 
     def _closure(self, problem, space: FlatSpace):
-        """What ``step`` takes besides the space: the per-example losses at the space's point(s), with the
-        objective's closed-form two-point differences where it has them (``two_point``, e.g. the quadratic) and
-        the config's step uses only the differences and their mean loss (:class:`~dpnc.estimators.ClosedForm`)."""
+        """What ``step`` takes besides the space: the per-example losses at the space's point(s),
+        with the objective's closed-form two-point differences where it has them (``two_point``,
+        e.g. the quadratic) and the config's step uses only the differences and their mean loss
+        (:class:`~dpnc.estimators.ClosedForm`)."""
         losses = lambda batch: problem.losses_at(space.x, batch)  # noqa: E731
         if not self.closed_form:
             return losses
@@ -109,7 +110,8 @@ class ZerothOrderFamily(Algorithm):
         return self.step(space, closure, seed, **kwargs)
 
     def claim(self) -> str:
-        """The paper's privacy statement for this config (Lemma 2.2: full batch, advanced composition)."""
+        """The paper's privacy statement for this config (Lemma 2.2: full batch, advanced
+        composition)."""
         m = self.noise_multiplier
         if m == 0:
             return "not private (noise_multiplier = 0: the clipped mean is released exactly)"
@@ -119,8 +121,8 @@ class ZerothOrderFamily(Algorithm):
         )
 
     def cost(self, setting: Setting) -> Cost:
-        """T full-batch steps on n examples: 2n function evaluations a step (zeroth order) or n gradients (DP-GD);
-        a subsampled sampler reads fewer."""
+        """T full-batch steps on n examples: 2n function evaluations a step (zeroth order) or n
+        gradients (DP-GD); a subsampled sampler reads fewer."""
         per_step = setting.n * (2 if self.per_example == "evaluations" else 1)
         return Cost(
             evaluations=per_step * self.steps if self.per_example == "evaluations" else 0,
@@ -149,19 +151,19 @@ class ZerothOrderFamily(Algorithm):
 
         Args:
             problem: per-example losses through ``losses_at(points, index)`` (DP-GD: gradients).
-            x0: the start point (d,), or (K, d) for a grid of K runs that share their public directions
-                and batches; ``eta`` and ``C`` may then be one per run.
+            x0: the start point (d,), or (K, d) for a grid of K runs that share their public
+                directions and batches; ``eta`` and ``C`` may then be one per run.
             noise: the secret noise source (seeded only in tests: the report then says not private).
             accountant: records every release.
             generator: public randomness: the direction seeds (and τ when ``paper=True``).
-            sampler: the batches (default: the full batch, as in the theorems); a subsampled sampler draws
-                them in secret and its release carries the amplification.
-            callback: ``callback(t, log)`` after step t (e.g. a progress bar; the log's statistics of the
-                batch are private).
+            sampler: the batches (default: the full batch, as in the theorems); a subsampled sampler
+                draws them in secret and its release carries the amplification.
+            callback: ``callback(t, log)`` after step t (e.g. a progress bar; the log's statistics
+                of the batch are private).
 
         Returns:
-            A :class:`~dpnc.algorithms.base.Run` with :class:`ZerothOrderStats`; ``output`` is the last
-            iterate, or x_τ with ``paper=True``.
+            A :class:`~dpnc.algorithms.base.Run` with :class:`ZerothOrderStats`; ``output`` is the
+            last iterate, or x_τ with ``paper=True``.
         """
         self.check_problem(problem)
         sampler = sampler if sampler is not None else FullBatch(problem.n)
@@ -214,8 +216,8 @@ class ZerothOrderFamily(Algorithm):
 
 
 def practical_step(constants, *, steps: int, gap: float | None) -> float:
-    """The practical first-order step: 1/L1 on a smooth objective, else Φ/(L0²√T) (the distance Φ/L0 that a drop of
-    Φ allows, spread over √T steps); Φ = ``gap`` ≥ F(x0) − inf F is public."""
+    """The practical first-order step: 1/L1 on a smooth objective, else Φ/(L0²√T) (the distance Φ/L0
+    that a drop of Φ allows, spread over √T steps); Φ = ``gap`` ≥ F(x0) − inf F is public."""
     return (
         1 / constants.L1 if constants.L1 is not None else gap / (constants.L0**2 * math.sqrt(steps))
     )
@@ -224,16 +226,17 @@ def practical_step(constants, *, steps: int, gap: float | None) -> float:
 def practical_parameters(
     setting: Setting, budget: Budget, *, steps: int, zeroth_order: bool
 ) -> dict:
-    """The practical settings of the DPZero family (full batch): a documented rule, no theorem attached.
+    """The practical settings of the DPZero family (full batch): a documented rule, no theorem
+    attached.
 
-    C = L0 (a per-example gradient, or the scalar uᵀ∇f ~ N(0, ‖∇f‖²), is of size L0 at most where the public
-    constants hold; clipping binds only beyond them); T = ``steps``; η = 1/L1 on a smooth objective, else the
-    subgradient step Φ/(L0²√T) with Φ ≥ F(x0) − inf F public (the distance Φ/L0 spread over √T steps); divided
-    by d + 2 for a zeroth-order estimate (E‖u uᵀ∇f‖² = (d + 2)‖∇f‖² for Gaussian u: the same expected progress
-    per step needs a d + 2 times smaller step); σ/Δ the smallest the RDP accountant finds (ε, δ)-DP for T
-    full-batch Gaussian releases (tighter than the papers' advanced composition). Read only from public inputs:
-    the setting's constants, d and gap (Φ), the budget's (ε, δ) and ``steps``.
-    """
+    C = L0 (a per-example gradient, or the scalar uᵀ∇f ~ N(0, ‖∇f‖²), is of size L0 at most where
+    the public constants hold; clipping binds only beyond them); T = ``steps``; η = 1/L1 on a smooth
+    objective, else the subgradient step Φ/(L0²√T) with Φ ≥ F(x0) − inf F public (the distance Φ/L0
+    spread over √T steps); divided by d + 2 for a zeroth-order estimate (E‖u uᵀ∇f‖² = (d + 2)‖∇f‖²
+    for Gaussian u: the same expected progress per step needs a d + 2 times smaller step); σ/Δ the
+    smallest the RDP accountant finds (ε, δ)-DP for T full-batch Gaussian releases (tighter than the
+    papers' advanced composition). Read only from public inputs: the setting's constants, d and gap
+    (Φ), the budget's (ε, δ) and ``steps``."""
     budget = approximate(budget, "the DPZero family")
     d, constants, gap = setting.d, setting.constants, setting.gap
     check_integer(steps=steps)
@@ -256,7 +259,8 @@ def practical_parameters(
 
 
 def theory_inputs(setting: Setting, budget: Budget, who: str) -> dict:
-    """What the DPZero paper's theorems read: n, d, L = L0 (per-example Lipschitz), ℓ = L1 (smoothness), (ε, δ)."""
+    """What the DPZero paper's theorems read: n, d, L = L0 (per-example Lipschitz), ℓ = L1
+    (smoothness), (ε, δ)."""
     budget = approximate(budget, who)
     c = setting.constants
     if c.L0 is None or c.L1 is None:
@@ -275,9 +279,10 @@ def theory_inputs(setting: Setting, budget: Budget, who: str) -> dict:
 
 
 def finite_pairs(diffs: TwoPoint) -> tuple[TwoPoint, torch.Tensor]:
-    """The two-point losses with every example whose a_i is non-finite (a NaN/±inf loss at either point) set to
-    0 at *both* points, and their count per run: MeZO's update then ignores that example instead of turning NaN.
-    Where every a_i is finite the losses are returned unchanged (bit for bit)."""
+    """The two-point losses with every example whose a_i is non-finite (a NaN/±inf loss at either
+    point) set to 0 at *both* points, and their count per run: MeZO's update then ignores that
+    example instead of turning NaN. Where every a_i is finite the losses are returned unchanged (bit
+    for bit)."""
     ok = torch.isfinite(diffs.a)
     zero = torch.zeros((), dtype=diffs.plus.dtype, device=diffs.plus.device)
     return TwoPoint(
@@ -285,4 +290,4 @@ def finite_pairs(diffs: TwoPoint) -> tuple[TwoPoint, torch.Tensor]:
     ), (~ok).sum(-1)
 
 
-# --- the algorithms ---------------------------------------------------------------------------------------
+# --- the algorithms -------------------------------------------------------------------------------

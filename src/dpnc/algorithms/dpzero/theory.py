@@ -48,9 +48,10 @@ def calibrate_noise(
 
 
 def paper_claim(multiplier: float, T: int, delta: float) -> str:
-    """The ε that advanced composition (the paper's Lemma 2.2) certifies for these releases, flagged where it is
-    false: T full-batch Gaussian releases at σ/Δ = m are exactly one Gaussian at m/√T, whose δ(ε) dp-accounting
-    computes; at a tiny m (a huge budget) the lemma's formula claims an ε that this δ(ε) exceeds."""
+    """The ε that advanced composition (the paper's Lemma 2.2) certifies for these releases, flagged
+    where it is false: T full-batch Gaussian releases at σ/Δ = m are exactly one Gaussian at m/√T,
+    whose δ(ε) dp-accounting computes; at a tiny m (a huge budget) the lemma's formula claims an ε
+    that this δ(ε) exceeds."""
     if multiplier <= 0:
         return "ε = ∞ (no noise)"
     epsilon = advanced_composition_epsilon(multiplier, T, delta)

@@ -1,4 +1,5 @@
-"""Kornowski–Liu–Talwar's family: the config and its three oracles (:mod:`.config`), the theorems (:mod:`.theory`)."""
+"""Kornowski–Liu–Talwar's family: the config and its three oracles (:mod:`.config`), the theorems
+(:mod:`.theory`)."""
 
 from dpnc.algorithms.klt import theory
 from dpnc.algorithms.klt.config import (

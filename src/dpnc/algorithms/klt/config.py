@@ -32,37 +32,41 @@ ORACLES = theory.ORACLES
 
 @dataclass(frozen=True)
 class KornowskiLiuTalwar(O2NCAlgorithm):
-    """Private O2NC (Algorithm 2) with the zeroth-order (Alg. 3), first-order (Alg. 5) or multi-pass (Alg. 4)
-    oracle.
+    """Private O2NC (Algorithm 2) with the zeroth-order (Alg. 3), first-order (Alg. 5) or multi-pass
+    (Alg. 4) oracle.
 
-    Implements: Kornowski–Liu–Talwar 2024 (v2), Algorithms 2–5; Theorems 3.1, 4.1, 6.1 (:meth:`from_theory`).
-    Correction: per-example clipping to the sensitivities' radii (KLT §7 A18); ``paper=True`` restores the
-    paper's unclipped oracles with the high-probability sensitivity (the mechanism then gets δ/2).
+    Implements: Kornowski–Liu–Talwar 2024 (v2), Algorithms 2–5; Theorems 3.1, 4.1, 6.1
+        (:meth:`from_theory`).
+    Correction: per-example clipping to the sensitivities' radii (KLT §7 A18); ``paper=True``
+    restores the paper's unclipped oracles with the high-probability sensitivity (the mechanism then
+    gets δ/2).
 
-    Private O2NC is :class:`~dpnc.algorithms.o2nc.O2NCAlgorithm`'s run with ``block=M`` and no reset, driven
-    by a private oracle for the uniform-ball smoothing F_α (its (α, β)-stationary points are (2α, β)-stationary
-    for F, Lemma 2.4): :class:`ZerothOrderOracle` (one pass; periods of Σ steps, each opening with an anchor
-    estimate (eq. (4), m sphere directions per example) on B1 = Σ fresh examples, then adding on B2 = 1 fresh
-    example per step the difference of two estimates at z_t and z_{t−1} with independent directions; tree
-    noise per period), :class:`FirstOrderOracle` (the same with gradients at uniform points of the α-ball) or
-    :class:`MultiPassOracle` (ERM: every step reads all n examples; a noisy anchor σ₁ every Σ steps and a
-    noisy increment σ₂ at the others, added to the previous *noisy* estimate; the Gaussian releases compose,
-    zCDP split evenly between the two kinds).
+    Private O2NC is :class:`~dpnc.algorithms.o2nc.O2NCAlgorithm`'s run with ``block=M`` and no
+    reset, driven by a private oracle for the uniform-ball smoothing F_α (its (α, β)-stationary
+    points are (2α, β)-stationary for F, Lemma 2.4): :class:`ZerothOrderOracle` (one pass; periods
+    of Σ steps, each opening with an anchor estimate (eq. (4), m sphere directions per example) on
+    B1 = Σ fresh examples, then adding on B2 = 1 fresh example per step the difference of two
+    estimates at z_t and z_{t−1} with independent directions; tree noise per period),
+    :class:`FirstOrderOracle` (the same with gradients at uniform points of the α-ball) or
+    :class:`MultiPassOracle` (ERM: every step reads all n examples; a noisy anchor σ₁ every Σ steps
+    and a noisy increment σ₂ at the others, added to the previous *noisy* estimate; the Gaussian
+    releases compose, zCDP split evenly between the two kinds).
 
-    Privacy (docs/papers.md, KLT §2.6 and §7 A18). ``paper=False`` (default; KLT §2.6's safe mode, not in
-    the paper): every example's anchor term is clipped to s_a·B1/2 and every increment to s_v·B2/2, so the
-    replace-one sensitivities hold deterministically and the run is (ε, δ)-DP with no high-probability
-    event; m defaults to the fewest directions whose estimation variance does not exceed the privacy
-    noise's, and any m is private. Safe mode reports the fraction of clipped increments
-    (``Run.stats.clip_rate``, a private statistic) and warns above 50 %. ``paper=True``: no clipping; the
-    sensitivities hold with probability ≥ 1 − δ/2 over the directions *if* m is at least the paper's m
-    (Lemmas 3.4–3.5, 4.3, 6.3–6.4; with KLT §7 A10's union bound for multi-pass), which is astronomically
-    large for the zeroth-order oracles; a smaller m is refused. The mechanism gets δ/2
-    (:attr:`mechanism_delta`), the concentration event the other δ/2.
+    Privacy (docs/papers.md, KLT §2.6 and §7 A18). ``paper=False`` (default; KLT §2.6's safe mode,
+    not in the paper): every example's anchor term is clipped to s_a·B1/2 and every increment to
+    s_v·B2/2, so the replace-one sensitivities hold deterministically and the run is (ε, δ)-DP with
+    no high-probability event; m defaults to the fewest directions whose estimation variance does
+    not exceed the privacy noise's, and any m is private. Safe mode reports the fraction of clipped
+    increments (``Run.stats.clip_rate``, a private statistic) and warns above 50 %. ``paper=True``:
+    no clipping; the sensitivities hold with probability ≥ 1 − δ/2 over the directions *if* m is at
+    least the paper's m (Lemmas 3.4–3.5, 4.3, 6.3–6.4; with KLT §7 A10's union bound for
+    multi-pass), which is astronomically large for the zeroth-order oracles; a smaller m is refused.
+    The mechanism gets δ/2 (:attr:`mechanism_delta`), the concentration event the other δ/2.
 
-    Schedules are v2's (seed 003) and come from :mod:`dpnc.algorithms.klt.theory`; ``schedule="v1-legacy"``
-    gives v1's Σ and D, whose guarantee rested on a miscalculation the authors withdrew: reproduction only,
-    no guarantee attached. :meth:`practical` gives documented practical settings (no theorem attached).
+    Schedules are v2's (seed 003) and come from :mod:`dpnc.algorithms.klt.theory`;
+    ``schedule="v1-legacy"`` gives v1's Σ and D, whose guarantee rested on a miscalculation the
+    authors withdrew: reproduction only, no guarantee attached. :meth:`practical` gives documented
+    practical settings (no theorem attached).
 
     Symbols: ``steps`` = T, ``block`` = M, ``period`` = Σ, ``smoothing`` = α, D, eta = η, B1, B2, m,
     sigma_anchor = σ₁, sigma_increment = σ₂ (single pass: both the tree node's σ), s_anchor = s_a,
@@ -75,17 +79,20 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         period: Σ ∈ [1, T], steps per tree (single pass) or between anchors (multi-pass).
         B1, B2: examples per anchor and per increment (multi-pass: both n, the dataset size).
         m: directions (zeroth order) or ball points (first order) per example ≥ 1.
-        sigma_anchor, sigma_increment: noise std ≥ 0 (single pass: both the tree node's σ; 0: the non-private twin).
+        sigma_anchor, sigma_increment: noise std ≥ 0 (single pass: both the tree node's σ; 0: the
+            non-private twin).
         s_anchor, s_increment: replace-one sensitivities > 0 of an anchor and of an increment.
         budget: the (ε, δ) target the noise was set for (the privacy δ lives only here).
         oracle: one of :data:`ORACLES`.
         beta: multi-pass only: the β the schedule targets (None: not set by a theorem).
-        common_directions: increments use the same directions at z_t and z_{t−1} (DIFF, ZTC Algorithm 2)
-            instead of the paper's independent ones (KLT §7 A14; unanalysed by the paper).
+        common_directions: increments use the same directions at z_t and z_{t−1} (DIFF, ZTC
+            Algorithm 2) instead of the paper's independent ones (KLT §7 A14; unanalysed by the
+            paper).
         schedule: ``"v2"`` or ``"v1-legacy"`` (which version's theorem set the schedule).
         paper: the paper's unclipped oracles (Privacy, above).
-        L0: the per-example Lipschitz constant L the config was built for (keyword): the estimators clip each
-            difference (gradient) to what it allows; :meth:`run` refuses an objective that declares a larger one.
+        L0: the per-example Lipschitz constant L the config was built for (keyword): the estimators
+            clip each difference (gradient) to what it allows; :meth:`run` refuses an objective that
+            declares a larger one.
 
     Raises:
         ValueError: at construction, naming the argument, for any value outside these ranges.
@@ -152,7 +159,8 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
 
     @property
     def mechanism_delta(self) -> float:
-        """The δ the noise is calibrated for: all of the budget's δ, or half with ``paper=True`` (KLT §7 A7)."""
+        """The δ the noise is calibrated for: all of the budget's δ, or half with ``paper=True``
+        (KLT §7 A7)."""
         return self.budget.delta / 2 if self.paper else self.budget.delta
 
     @property
@@ -183,15 +191,16 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         common_directions: bool = False,
         theory_constants: theory.TheoryConstants = theory.TheoryConstants(),
     ) -> KornowskiLiuTalwar:
-        """Theorem 3.1 (``"zeroth-order"``), 6.1 (``"first-order"``) or 4.1 (``"multi-pass"``) for the setting's n.
+        """Theorem 3.1 (``"zeroth-order"``), 6.1 (``"first-order"``) or 4.1 (``"multi-pass"``) for
+        the setting's n.
 
-        Reads d, L = constants.L0 and Φ = ``setting.gap`` (a bound on F(x₀) − inf F); ``smoothing`` is the radius α (the
-        output is (2α, β)-stationary); the budget is the paper's (ε, δ). Single pass:
-        :func:`~dpnc.algorithms.klt.theory.single_pass_schedule` (``schedule``, ``calibration``); multi-pass:
-        :func:`~dpnc.algorithms.klt.theory.multi_pass_schedule` (``beta``, ``max_steps``). m: with ``paper=True`` the
-        paper's m (a smaller one is refused); otherwise the variance-matching m unless given, at most ``max_directions``
-        (a cap on the work). η = D/√(G₁²·M), for that m.
-        """
+        Reads d, L = constants.L0 and Φ = ``setting.gap`` (a bound on F(x₀) − inf F); ``smoothing``
+        is the radius α (the output is (2α, β)-stationary); the budget is the paper's (ε, δ). Single
+        pass: :func:`~dpnc.algorithms.klt.theory.single_pass_schedule` (``schedule``,
+        ``calibration``); multi-pass: :func:`~dpnc.algorithms.klt.theory.multi_pass_schedule`
+        (``beta``, ``max_steps``). m: with ``paper=True`` the paper's m (a smaller one is refused);
+        otherwise the variance-matching m unless given, at most ``max_directions`` (a cap on the
+        work). η = D/√(G₁²·M), for that m."""
         budget = approximate(budget, "KLT")
         n, d, L, alpha = setting.n, setting.d, setting.constants.L0, smoothing
         Phi, epsilon, dp_delta = setting.require_gap("KLT's theorems"), budget.epsilon, budget.delta
@@ -277,50 +286,61 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
 
     @classmethod
     def practical(cls, setting: Setting, budget: Budget, **options) -> KornowskiLiuTalwar:
-        """Practical settings: parameters that make progress at realistic n and d (a documented variant, not a
-        theorem's schedule). Every release is accounted exactly as in :meth:`from_theory`; only the choices differ.
+        """Practical settings: parameters that make progress at realistic n and d (a documented
+        variant, not a theorem's schedule). Every release is accounted exactly as in
+        :meth:`from_theory`; only the choices differ.
 
-        Guarantee: privacy is exact ((ε, δ) by the accountant, every term clipped, no high-probability event).
-        The stationarity guarantee of Theorems 3.1/4.1/6.1 does **not** apply: the clip radius, the increments'
-        radius and D are not the theorems', so the sensitivity-to-variance balance of the proofs is broken (the
-        increments are biased when clipped), and the default output is the last iterate, which no theorem bounds.
+        Guarantee: privacy is exact ((ε, δ) by the accountant, every term clipped, no
+        high-probability event). The stationarity guarantee of Theorems 3.1/4.1/6.1 does **not**
+        apply: the clip radius, the increments' radius and D are not the theorems', so the
+        sensitivity-to-variance balance of the proofs is broken (the increments are biased when
+        clipped), and the default output is the last iterate, which no theorem bounds.
 
-        Why the theorems' settings do not move (measured on a 2-layer ReLU net, d = 97, n = 20,000): the
-        sensitivities use the worst case L (14.2 for the declared ball, while per-example gradients there are
-        ≈ 1.2), so σ swamps a gradient of norm ≈ 0.2; D is 1e-5 to 1e-4 and η = D/(G₁√M) with G₁ dominated by
-        that noise is 1e-10 to 1e-7, so x moves ≈ 1e-4 in T ≈ 10⁴ steps; the zeroth-order increments
-        (independent directions at z_t and z_{t−1}) are of the size of a whole gradient estimate, not of
-        ‖z_t − z_{t−1}‖, so safe mode clips 98–100 % of them unless m is the paper's (≈ 10⁹).
+        Why the theorems' settings do not move (measured on a 2-layer ReLU net, d = 97, n = 20,000):
+        the sensitivities use the worst case L (14.2 for the declared ball, while per-example
+        gradients there are ≈ 1.2), so σ swamps a gradient of norm ≈ 0.2; D is 1e-5 to 1e-4 and η =
+        D/(G₁√M) with G₁ dominated by that noise is 1e-10 to 1e-7, so x moves ≈ 1e-4 in T ≈ 10⁴
+        steps; the zeroth-order increments (independent directions at z_t and z_{t−1}) are of the
+        size of a whole gradient estimate, not of ‖z_t − z_{t−1}‖, so safe mode clips 98–100 % of
+        them unless m is the paper's (≈ 10⁹).
 
         Rules (public: they read the constants, n, d, ε, δ and the options only):
 
-        * clip radius C = ``clip`` (default L0, the declared per-example gradient bound); a zeroth-order
-          anchor term is clipped to r_a = C·√(1 + (d−1)/m) (the typical norm of an m-direction estimate of a
-          gradient of norm C), a first-order one to r_a = C;
-        * increments use **common** directions (zeroth order: DIFF) or common ball points (first order) at z_t
-          and z_{t−1} (``common_directions``, default True; KLT §7 A14), and are clipped to r_v = r_a·B2/B1, which
-          makes the anchor's and the increments' sensitivities equal (s = 2r_a/B1 = 2r_v/B2; the tree's σ is set
-          by the larger, so a larger r_v would only add noise). :attr:`~dpnc.algorithms.oracles.OracleStats.clip_rate`
-          reports the fraction of increments clipped, and the run warns above 50 %;
-        * single pass: Σ = B1 = :func:`~dpnc.algorithms.o2nc.practical_period` (the smallest power of two whose
-          released noise is at most ``noise_ratio``·r_a, default 0.5, with at least four periods), B2 = 1,
-          T = ⌊(n − Σ)/2⌋ (so 2T + Σ ≤ n), σ = s·√(Lvl/(2ρ)) (the whole zCDP budget ρ on the tree; ρ is fitted by
-          :func:`~dpnc.privacy.calibrate.fit_rho` so that the accountant's own ε(δ) is ≤ ε);
-        * multi-pass: T = ``steps`` (default 100; the cost is T·n·2m evaluations), Σ = ⌈√T⌉, half the zCDP
-          budget on the ⌈T/Σ⌉ anchors (σ₁ = s_a√(A/ρ)), half on the increments (σ₂ = s_v√((T−A)/ρ)), B1 = B2 = n;
+        * clip radius C = ``clip`` (default L0, the declared per-example gradient bound); a
+          zeroth-order anchor term is clipped to r_a = C·√(1 + (d−1)/m) (the typical norm of an
+          m-direction estimate of a gradient of norm C), a first-order one to r_a = C;
+        * increments use **common** directions (zeroth order: DIFF) or common ball points (first
+          order) at z_t and z_{t−1} (``common_directions``, default True; KLT §7 A14), and are
+          clipped to r_v = r_a·B2/B1, which makes the anchor's and the increments' sensitivities
+          equal (s = 2r_a/B1 = 2r_v/B2; the tree's σ is set by the larger, so a larger r_v would
+          only add noise). :attr:`~dpnc.algorithms.oracles.OracleStats.clip_rate` reports the
+          fraction of increments clipped, and the run warns above 50 %;
+        * single pass: Σ = B1 = :func:`~dpnc.algorithms.o2nc.practical_period` (the smallest power
+          of two whose released noise is at most ``noise_ratio``·r_a, default 0.5, with at least
+          four periods), B2 = 1, T = ⌊(n − Σ)/2⌋ (so 2T + Σ ≤ n), σ = s·√(Lvl/(2ρ)) (the whole zCDP
+          budget ρ on the tree; ρ is fitted by :func:`~dpnc.privacy.calibrate.fit_rho` so that the
+          accountant's own ε(δ) is ≤ ε);
+        * multi-pass: T = ``steps`` (default 100; the cost is T·n·2m evaluations), Σ = ⌈√T⌉, half
+          the zCDP budget on the ⌈T/Σ⌉ anchors (σ₁ = s_a√(A/ρ)), half on the increments (σ₂ =
+          s_v√((T−A)/ρ)), B1 = B2 = n;
         * m = ``m`` (default d for zeroth order, as ZTC; 1 for first order);
-        * D = ``travel``/T, the total distance T·D the iterates may move being ``travel`` (default the region's
-          radius, else 2Φ/L0 with Φ = ``setting.gap``: :func:`~dpnc.algorithms.o2nc.practical_travel`);
-        * α = ``smoothing`` (default travel/20), block M = ⌊α/(4D)⌋ (the paper's relation, so each block average
-          is within α/4 of its points), η = D/(G₁√M) with G₁² = C² + d·σ²·Lvl (single pass) or
-          C² + d(σ₁² + Σσ₂²) (multi-pass), the released g̃'s second moment with constants 1;
-        * ``output_rule`` = ``"last"`` (default; public post-processing, no privacy cost) or ``"random-block"``.
+        * D = ``travel``/T, the total distance T·D the iterates may move being ``travel`` (default
+          the region's radius, else 2Φ/L0 with Φ = ``setting.gap``:
+          :func:`~dpnc.algorithms.o2nc.practical_travel`);
+        * α = ``smoothing`` (default travel/20), block M = ⌊α/(4D)⌋ (the paper's relation, so each
+          block average is within α/4 of its points), η = D/(G₁√M) with G₁² = C² + d·σ²·Lvl (single
+          pass) or C² + d(σ₁² + Σσ₂²) (multi-pass), the released g̃'s second moment with constants
+          1;
+        * ``output_rule`` = ``"last"`` (default; public post-processing, no privacy cost) or
+          ``"random-block"``.
 
         Args:
-            setting: the problem's public :class:`~dpnc.algorithms.base.Setting` (constants.L0, region; n, d).
+            setting: the problem's public :class:`~dpnc.algorithms.base.Setting` (constants.L0,
+                region; n, d).
             budget: the (ε, δ) target (:class:`~dpnc.privacy.budget.Budget`).
-            **options: ``oracle`` (default ``"zeroth-order"``), ``clip``, ``m``, ``travel``, ``smoothing``,
-                ``noise_ratio``, ``steps`` (multi-pass), ``common_directions``, ``output_rule``.
+            **options: ``oracle`` (default ``"zeroth-order"``), ``clip``, ``m``, ``travel``,
+                ``smoothing``, ``noise_ratio``, ``steps`` (multi-pass), ``common_directions``,
+                ``output_rule``.
 
         Raises:
             ValueError: naming an unknown option or one outside its range.
@@ -435,8 +455,9 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         smoothing: float,
         oracle: str = "zeroth-order",
     ) -> float:
-        """:func:`~dpnc.algorithms.klt.theory.samples_needed` for ``setting`` (d, L = constants.L0, Φ = gap) and the
-        budget's ε: the n at which Theorem 3.1 (6.1; multi-pass: 4.1, empirical norm) reaches β."""
+        """:func:`~dpnc.algorithms.klt.theory.samples_needed` for ``setting`` (d, L = constants.L0,
+        Φ = gap) and the budget's ε: the n at which Theorem 3.1 (6.1; multi-pass: 4.1, empirical
+        norm) reaches β."""
         return theory.samples_needed(
             oracle,
             beta=beta,
@@ -448,9 +469,10 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         )
 
     def cost(self, setting: Setting) -> Cost:
-        """Examples read (:attr:`samples`) and the estimates' work: zeroth order (and multi-pass) 2m function
-        evaluations per anchor example and per increment example with common directions, 4m with independent
-        ones; first order one gradient per anchor example and 2m per increment example."""
+        """Examples read (:attr:`samples`) and the estimates' work: zeroth order (and multi-pass) 2m
+        function evaluations per anchor example and per increment example with common directions, 4m
+        with independent ones; first order one gradient per anchor example and 2m per increment
+        example."""
         anchors = self.anchors * self.B1
         increments = (self.steps - self.anchors) * self.B2
         per_increment = 2 * self.m if self.common_directions else 4 * self.m
@@ -508,11 +530,12 @@ class KornowskiLiuTalwar(O2NCAlgorithm):
         }
 
 
-# --- the oracles -------------------------------------------------------------------------------------
+# --- the oracles ----------------------------------------------------------------------------------
 
 
 class _Terms:
-    """Per-example estimates and their clipped sums (clipped unless ``paper``), shared by the three oracles."""
+    """Per-example estimates and their clipped sums (clipped unless ``paper``), shared by the three
+    oracles."""
 
     config: KornowskiLiuTalwar
     generator: torch.Generator
@@ -520,7 +543,8 @@ class _Terms:
     CHUNK = 1 << 21  # values per batched call: bounds memory when all n examples are read
 
     def _estimate(self, w: torch.Tensor, index: torch.Tensor, m: int) -> torch.Tensor:
-        """Per-example estimates of ∇f_α(w; ξ_i), shape (b, d): eq. (4) (zeroth order) or eq. (10)."""
+        """Per-example estimates of ∇f_α(w; ξ_i), shape (b, d): eq. (4) (zeroth order) or eq.
+        (10)."""
         c = self.config
         estimator = ball_gradient_estimate if c.oracle == "first-order" else grad_estimate
         return self.stats.add(
@@ -551,11 +575,11 @@ class _Terms:
     def _common_ball_difference(
         self, w: torch.Tensor, w_prev: torch.Tensor, index: torch.Tensor
     ) -> torch.Tensor:
-        """(1/m) Σ_j [∇f(w + y_j; ξ) − ∇f(w_prev + y_j; ξ)], the same y_j ~ Unif(B_α) at both points (common
-        random numbers, the first-order analogue of DIFF; KLT §7 A14, unanalysed by the paper). Unbiased for
-        ∇f_α(w; ξ) − ∇f_α(w_prev; ξ); for a piecewise-linear f most terms vanish or are small, so far fewer
-        increments reach their radius than with independent points. Each gradient is clipped to L (a no-op for
-        a correct L)."""
+        """(1/m) Σ_j [∇f(w + y_j; ξ) − ∇f(w_prev + y_j; ξ)], the same y_j ~ Unif(B_α) at both points
+        (common random numbers, the first-order analogue of DIFF; KLT §7 A14, unanalysed by the
+        paper). Unbiased for ∇f_α(w; ξ) − ∇f_α(w_prev; ξ); for a piecewise-linear f most terms
+        vanish or are small, so far fewer increments reach their radius than with independent
+        points. Each gradient is clipped to L (a no-op for a correct L)."""
         c, b, d = self.config, len(index), self.problem.dim
         y = c.smoothing * uniform_ball(b * c.m, d, self.generator, dtype=w.dtype).reshape(b, c.m, d)
         grads = self.problem.gradients(torch.cat([w + y, w_prev + y], dim=1), index)
@@ -569,8 +593,9 @@ class _Terms:
     def _sum(
         self, per_example, index: torch.Tensor, radius: float, *, increment: bool = False
     ) -> torch.Tensor:
-        """Σ_i of ``per_example(chunk)``, each clipped to ``radius`` unless ``paper``, in chunks; terms beyond
-        the radius are counted either way (and, for ``increment`` terms, in the clip rate's counters)."""
+        """Σ_i of ``per_example(chunk)``, each clipped to ``radius`` unless ``paper``, in chunks;
+        terms beyond the radius are counted either way (and, for ``increment`` terms, in the clip
+        rate's counters)."""
         size = max(1, self.CHUNK // (2 * self.config.m * self.problem.dim))
         total = 0.0
         for chunk in index.split(size):
@@ -587,7 +612,8 @@ class _Terms:
 
 
 class ZerothOrderOracle(_Terms, TreeOracle):
-    """Algorithm 3: anchors on B1 = Σ examples, increments on B2 = 1, tree noise per period, one pass."""
+    """Algorithm 3: anchors on B1 = Σ examples, increments on B2 = 1, tree noise per period, one
+    pass."""
 
     KIND = "zeroth-order"
 
@@ -629,7 +655,8 @@ class ZerothOrderOracle(_Terms, TreeOracle):
 
 
 class FirstOrderOracle(ZerothOrderOracle):
-    """Algorithm 5: as Algorithm 3 with gradients at uniform points of the α-ball (one per anchor example)."""
+    """Algorithm 5: as Algorithm 3 with gradients at uniform points of the α-ball (one per anchor
+    example)."""
 
     KIND = "first-order"
 
@@ -639,10 +666,11 @@ class FirstOrderOracle(ZerothOrderOracle):
 
 
 class MultiPassOracle(_Terms):
-    """Algorithm 4: all n examples at every step; g̃_t = g̃_{t−1} + increment + N(0, σ₂²I), and every Σ
-    steps a fresh anchor + N(0, σ₁²I). Each release is a clipped (``paper``: unclipped) mean of per-example
-    terms over the whole dataset, released by :func:`~dpnc.privacy.release.release_sum` with Δ = s_a or s_v
-    (replace-one); the releases compose."""
+    """Algorithm 4: all n examples at every step; g̃_t = g̃_{t−1} + increment + N(0, σ₂²I), and
+    every Σ steps a fresh anchor + N(0, σ₁²I). Each release is a clipped (``paper``: unclipped) mean
+    of per-example terms over the whole dataset, released by
+    :func:`~dpnc.privacy.release.release_sum` with Δ = s_a or s_v (replace-one); the releases
+    compose."""
 
     def __init__(
         self,
@@ -694,7 +722,8 @@ class MultiPassOracle(_Terms):
         return self.g
 
     def _release(self, total: torch.Tensor, radius: float, sigma: float) -> torch.Tensor:
-        """Σ/n + N(0, σ²I), recorded with Δ = mean_sensitivity(radius, n) (= s_a or s_v replace-one)."""
+        """Σ/n + N(0, σ²I), recorded with Δ = mean_sensitivity(radius, n) (= s_a or s_v
+        replace-one)."""
         sensitivity = mean_sensitivity(radius, self.data.batch_size, self.accountant.relation)
         return release_sum(
             total,

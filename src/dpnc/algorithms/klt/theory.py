@@ -41,8 +41,8 @@ def sensitivities(
 ) -> tuple[float, float]:
     """(s_a, s_v) = (3L/B1, (4c_H + 1)·L√d·D/(α·B2)), KLT §2.6: the replace-one sensitivities.
 
-    s_a: 2L/B1, plus L/B1 for the estimation error; s_v: f_α is c_H·L√d/α-smooth and ‖z_t − z_{t−1}‖ ≤ 2D.
-    """
+    s_a: 2L/B1, plus L/B1 for the estimation error; s_v: f_α is c_H·L√d/α-smooth and ‖z_t − z_{t−1}‖
+    ≤ 2D."""
     return 3 * L / B1, (4 * c_H + 1) * L * math.sqrt(d) * D / (alpha * B2)
 
 
@@ -58,7 +58,8 @@ def paper_directions(
     T: int | None = None,
     c: float = 1.0,
 ) -> int:
-    """The m for which the paper's high-probability sensitivities hold (KLT §2.6 step 4 and multi-pass).
+    """The m for which the paper's high-probability sensitivities hold (KLT §2.6 step 4 and
+    multi-pass).
 
     Zeroth-order: c²·ln(8d·max(B1, B2)/δ)·max(d²B1², dα²B2²/D²) (Lemma 3.5); first-order:
     c²·ln(8dB2/δ)·α²B2²/(D²d) (Lemma 6.4); multi-pass (B1 = B2 = n): the zeroth-order form with the
@@ -85,11 +86,11 @@ def variance_directions(
     sigma_anchor: float,
     sigma_increment: float,
 ) -> int:
-    """The fewest m whose estimation variance is at most the privacy noise's (the corrected form's default).
+    """The fewest m whose estimation variance is at most the privacy noise's (the corrected form's
+    default).
 
-    Single pass (Lemma 3.6 / 6.5): L²d²(1/B1 + Σ/B2)/m ≤ σ²·d·Lvl for zeroth order, without the d² for
-    first order. Multi-pass (Thm 4.1): m = L²dΣ/(nσ₁²) + L²d/(nσ₂²).
-    """
+    Single pass (Lemma 3.6 / 6.5): L²d²(1/B1 + Σ/B2)/m ≤ σ²·d·Lvl for zeroth order, without the d²
+    for first order. Multi-pass (Thm 4.1): m = L²dΣ/(nσ₁²) + L²d/(nσ₂²)."""
     if oracle == "multi-pass":
         m = L**2 * d * Sigma / (B1 * sigma_anchor**2) + L**2 * d / (B2 * sigma_increment**2)
     else:
@@ -99,8 +100,8 @@ def variance_directions(
 
 
 def second_moment(config, *, d: int, L: float) -> float:
-    """G₁² ≥ E‖g̃_t‖² of a :class:`~dpnc.algorithms.klt.KornowskiLiuTalwar` config (Lemmas 3.6, 4.4, 6.5 with
-    constants 1, KLT §2.6 step 5)."""
+    """G₁² ≥ E‖g̃_t‖² of a :class:`~dpnc.algorithms.klt.KornowskiLiuTalwar` config (Lemmas 3.6, 4.4,
+    6.5 with constants 1, KLT §2.6 step 5)."""
     c = config
     if c.oracle == "multi-pass":
         return (
@@ -155,13 +156,12 @@ def single_pass_schedule(
     calibration: str = "zcdp",
     constants: TheoryConstants = TheoryConstants(),
 ) -> dict:
-    """Theorem 3.1 (zeroth order) or 6.1 (first order) for n examples, KLT §2.6 steps 1–4: the fields
-    steps, block, period, B1, B2, D, the sensitivities and σ (η and m are set afterwards).
+    """Theorem 3.1 (zeroth order) or 6.1 (first order) for n examples, KLT §2.6 steps 1–4: the
+    fields steps, block, period, B1, B2, D, the sensitivities and σ (η and m are set afterwards).
 
-    ``calibration="zcdp"`` (default) sets the tree's σ so that its Lvl node releases spend exactly the
-    zCDP budget of (ε, δ'): σ = s·√(Lvl/(2ρ*)), about 3× less noise than Prop 2.5's
-    ``"prop-2.5"``: σ = 4s·√(Lvl·ln(1/δ'))/ε, which the accountant shows to be loose.
-    """
+    ``calibration="zcdp"`` (default) sets the tree's σ so that its Lvl node releases spend exactly
+    the zCDP budget of (ε, δ'): σ = s·√(Lvl/(2ρ*)), about 3× less noise than Prop 2.5's
+    ``"prop-2.5"``: σ = 4s·√(Lvl·ln(1/δ'))/ε, which the accountant shows to be loose."""
     check_choice("calibration", calibration, CALIBRATIONS)
     if n < 3:
         raise ValueError(f"a single pass needs n >= 3 examples (2T + Σ <= n); got {n}")
@@ -197,7 +197,8 @@ def single_pass_schedule(
 
 
 def implied_beta(*, n: int, d: int, L: float, Phi: float, alpha: float, epsilon: float) -> float:
-    """β* = (L·d^{3/4}·√Φ/(ε·√α·n))^{2/3}, the β Theorem 4.1 reaches with n examples (constants 1)."""
+    """β* = (L·d^{3/4}·√Φ/(ε·√α·n))^{2/3}, the β Theorem 4.1 reaches with n examples (constants
+    1)."""
     return (L * d**0.75 * math.sqrt(Phi) / (epsilon * math.sqrt(alpha) * n)) ** (2 / 3)
 
 
@@ -216,12 +217,11 @@ def multi_pass_schedule(
 ) -> dict:
     """Theorem 4.1 with KLT §7 A9's dimensionally consistent D = c_D·αβ²/L², T = c_T·ΦL²/(αβ³).
 
-    β defaults to :func:`implied_beta`, but never below L·√(d/n), the population gap of Prop 5.1 that
-    no ERM accuracy can beat. ``max_steps`` caps T (the cost is T·n·2m evaluations) by raising β to
-    the accuracy that many steps can reach, (c_T·ΦL²/(α·max_steps))^{1/3}. Noise: σ₁ = s_a·√(A/ρ*) and
-    σ₂ = s_v·√((T−A)/ρ*), half the zCDP budget ρ* of (ε, δ') on each kind of step (all of it on the
-    anchors when Σ = 1 leaves no increments).
-    """
+    β defaults to :func:`implied_beta`, but never below L·√(d/n), the population gap of Prop 5.1
+    that no ERM accuracy can beat. ``max_steps`` caps T (the cost is T·n·2m evaluations) by raising
+    β to the accuracy that many steps can reach, (c_T·ΦL²/(α·max_steps))^{1/3}. Noise: σ₁ =
+    s_a·√(A/ρ*) and σ₂ = s_v·√((T−A)/ρ*), half the zCDP budget ρ* of (ε, δ') on each kind of step
+    (all of it on the anchors when Σ = 1 leaves no increments)."""
     if beta is None:
         beta = max(
             implied_beta(n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon), L * math.sqrt(d / n)
@@ -286,9 +286,9 @@ def rate(
 ) -> float:
     """The theorems' bound on E‖∂F(x_out)‖_2α with constants 1 (Õ(·) without logs).
 
-    Single pass (Thm 3.1/6.1, v2): (ΦL²√d/(nα))^{1/3} + (ΦdL/(nαε))^{1/2} + (Φ²L³d^{3/2}/(n²α²ε))^{1/5};
-    v1 drops the √d of the first term. Multi-pass (Thm 4.1, empirical F̂): β* of :func:`implied_beta`.
-    """
+    Single pass (Thm 3.1/6.1, v2): (ΦL²√d/(nα))^{1/3} + (ΦdL/(nαε))^{1/2} +
+    (Φ²L³d^{3/2}/(n²α²ε))^{1/5}; v1 drops the √d of the first term. Multi-pass (Thm 4.1, empirical
+    F̂): β* of :func:`implied_beta`."""
     if oracle == "multi-pass":
         return implied_beta(n=n, d=d, L=L, Phi=Phi, alpha=alpha, epsilon=epsilon)
     root_d = math.sqrt(d) if schedule == "v2" else 1.0
@@ -312,8 +312,9 @@ def samples_needed(
 def population_gap(
     *, n: int, d: int, L: float, diameter: float, zeta: float = 0.05, C: float = 1.0
 ) -> float:
-    """Prop 5.1's ‖∂F‖ − ‖∂F̂‖ ≤ C·L·√(d·ln(R/ζ)/n) with probability 1 − ζ, R the diameter of the outputs'
-    set (2DT for O2NC). C is unknown ("up to constants/logs", KLT §5): a label, not a certificate."""
+    """Prop 5.1's ‖∂F‖ − ‖∂F̂‖ ≤ C·L·√(d·ln(R/ζ)/n) with probability 1 − ζ, R the diameter of the
+    outputs' set (2DT for O2NC). C is unknown ("up to constants/logs", KLT §5): a label, not a
+    certificate."""
     return C * L * math.sqrt(d * math.log(max(math.e, diameter / zeta)) / n)
 
 

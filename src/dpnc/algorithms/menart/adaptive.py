@@ -37,8 +37,9 @@ from dpnc.privacy.releases import ExponentialMechanism, Relation, ZCDPMechanism,
 
 @dataclass
 class AdaptiveStats(KLStats):
-    """Algorithm 3's run: η = 1/(2L1), ℓ, σ̂, σmin, every step's σ_t and charge ρ_t, their sum, whether the last
-    step was floored, the filter's bound recorded in the ledger, and the selected index (Algorithm 3+)."""
+    """Algorithm 3's run: η = 1/(2L1), ℓ, σ̂, σmin, every step's σ_t and charge ρ_t, their sum,
+    whether the last step was floored, the filter's bound recorded in the ledger, and the selected
+    index (Algorithm 3+)."""
 
     eta: float = math.nan
     ell: float = math.nan
@@ -58,8 +59,8 @@ SELECT_SHARE = (
 
 
 def filter_rho(budget, select: bool) -> float:
-    """The privacy filter's ρ' for a total ``budget``: all of it, or with Theorem 5's selection 8/9 of it, so that
-    filter and selection together spend exactly the budget's ρ."""
+    """The privacy filter's ρ' for a total ``budget``: all of it, or with Theorem 5's selection 8/9
+    of it, so that filter and selection together spend exactly the budget's ρ."""
     rho = budget_rho(budget)
     return rho * SELECT_SHARE if select else rho
 
@@ -68,39 +69,42 @@ def filter_rho(budget, select: bool) -> float:
 class AdaptiveGD(KLConfig):
     """Algorithm 3 (adaptive noisy GD), Theorem 4; with ``select``, Algorithm 3+ (Theorem 5).
 
-    Each step releases N_t = ‖∇F(w)‖ + N(0, σ̂²) (a scalar), then g = ∇F(w) + N(0, σ_t²I) with
-    σ_t = max(N_t/√(dℓ), σmin), and steps w ← w − g/(2L1); ℓ = log(n√ρ/β), σ̂ = L0/(√n·ρ^{1/4}),
-    σmin = 2L0/(n√ρ). The step is charged ρ_t = √ρ/n + (L0²dℓ/(n²N_t²) if σ_t > σmin else ρ/2) (docs/papers.md,
-    Menart et al. §2.3's safe form) and the loop runs while the charges so far are ≤ ρ/2 (``strict``: ≤ ρ/2 −
-    √ρ/n), so a floored step is the last one. These charges are the paper's convention (Δ = √2·L0/n); the
-    corrected form scales every σ by the relation's Δ·n/(√2L0) (√2 under replace-one) so that the charges are
-    the true costs.
+    Each step releases N_t = ‖∇F(w)‖ + N(0, σ̂²) (a scalar), then g = ∇F(w) + N(0, σ_t²I) with σ_t =
+    max(N_t/√(dℓ), σmin), and steps w ← w − g/(2L1); ℓ = log(n√ρ/β), σ̂ = L0/(√n·ρ^{1/4}), σmin =
+    2L0/(n√ρ). The step is charged ρ_t = √ρ/n + (L0²dℓ/(n²N_t²) if σ_t > σmin else ρ/2)
+    (docs/papers.md, Menart et al. §2.3's safe form) and the loop runs while the charges so far are
+    ≤ ρ/2 (``strict``: ≤ ρ/2 − √ρ/n), so a floored step is the last one. These charges are the
+    paper's convention (Δ = √2·L0/n); the corrected form scales every σ by the relation's Δ·n/(√2L0)
+    (√2 under replace-one) so that the charges are the true costs.
 
     The σ's depend on earlier outputs, so the run is accounted by a privacy filter (fully adaptive
-    composition, Whitehouse–Ramdas–Rogers–Wu 2022): the ledger holds one zCDP entry of the filter's bound
-    (ρ when strict, ρ + √ρ/n otherwise; twice that with ``paper=True`` under replace-one), not the realised
-    charges (the per-step releases are kept in ``Run.stats`` only through their σ's and charges).
-    Selection adds the exponential mechanism with ε = √ρ on the utility −‖∇F(w_t)‖ (sensitivity L0/n in the
-    paper's convention), accounted as bounded range (ε²/8, the paper charges ε²/2).
+    composition, Whitehouse–Ramdas–Rogers–Wu 2022): the ledger holds one zCDP entry of the filter's
+    bound (ρ when strict, ρ + √ρ/n otherwise; twice that with ``paper=True`` under replace-one), not
+    the realised charges (the per-step releases are kept in ``Run.stats`` only through their σ's and
+    charges). Selection adds the exponential mechanism with ε = √ρ on the utility −‖∇F(w_t)‖
+    (sensitivity L0/n in the paper's convention), accounted as bounded range (ε²/8, the paper
+    charges ε²/2).
 
     Args:
-        rho: the zCDP budget ρ > 0.  beta: β ∈ (0, 1) in ℓ.  L0, L1: the objective's public constants (keywords;
-            :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from a Setting).
-        paper: the printed σ's (and the selection's sensitivity L0/n); the ledger records their true cost.
+        rho: the zCDP budget ρ > 0.  beta: β ∈ (0, 1) in ℓ.  L0, L1: the objective's public
+            constants (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from
+            a Setting).
+        paper: the printed σ's (and the selection's sensitivity L0/n); the ledger records their true
+            cost.
         strict: stop while the charges stay ≤ ρ/2 − √ρ/n (the filter's bound is then ρ).
         select: Algorithm 3+: output a privately selected iterate instead of the last.
         clip, project: the guards (:class:`~dpnc.algorithms.menart.common.KLConfig`).
         eta: the step size (None: the paper's 1/(2L1)).
         ell: ℓ in σ_t = N_t/√(dℓ) and its charge L0²dℓ/(n²N_t²) (None: the paper's log(n√ρ/β)).
-        rho_norm: each norm query's charge, in (0, ρ/2] (None: the paper's √ρ/n); σ̂ = L0/(n·√rho_norm) in the
-            paper's convention, and the filter allows at most ⌊(ρ/2)/rho_norm⌋ steps. Any eta, ell and rho_norm
-            keep the filter's bound (the charges are the releases' costs); Theorem 4 needs the paper's values.
+        rho_norm: each norm query's charge, in (0, ρ/2] (None: the paper's √ρ/n); σ̂ =
+            L0/(n·√rho_norm) in the paper's convention, and the filter allows at most
+            ⌊(ρ/2)/rho_norm⌋ steps. Any eta, ell and rho_norm keep the filter's bound (the charges
+            are the releases' costs); Theorem 4 needs the paper's values.
 
     References:
-        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
-        condition with optimal rates", 2024.
-        Whitehouse, Ramdas, Rogers, Wu, "Fully adaptive composition in differential privacy", 2022 (the
-        filter).
+        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under
+        the KL condition with optimal rates", 2024. Whitehouse, Ramdas, Rogers, Wu, "Fully adaptive
+        composition in differential privacy", 2022 (the filter).
     """
 
     name = "adaptive-gd"
@@ -131,8 +135,8 @@ class AdaptiveGD(KLConfig):
         select: bool = False,
         paper: bool = False,
     ) -> AdaptiveGD:
-        """Theorem 4's (Theorem 5's with ``select``) setting: the objective's public L0 and L1 (γ, κ unknown); ρ the
-        budget's zCDP ρ, of which the selection takes 1/9 (:func:`filter_rho`)."""
+        """Theorem 4's (Theorem 5's with ``select``) setting: the objective's public L0 and L1 (γ, κ
+        unknown); ρ the budget's zCDP ρ, of which the selection takes 1/9 (:func:`filter_rho`)."""
         return cls.of(
             setting, rho=filter_rho(budget, select), beta=beta, select=select, paper=paper
         )
@@ -141,34 +145,38 @@ class AdaptiveGD(KLConfig):
     def practical(
         cls, setting: Setting, budget, *, horizon: int | None = None, **options
     ) -> AdaptiveGD:
-        """A practical variant of Algorithm 3 (Algorithm 3+ with ``select=True``): a longer step, less relative
-        noise, and norm queries budgeted for the steps the run needs rather than for n√ρ/2 of them.
+        """A practical variant of Algorithm 3 (Algorithm 3+ with ``select=True``): a longer step,
+        less relative noise, and norm queries budgeted for the steps the run needs rather than for
+        n√ρ/2 of them.
 
-        Theorem 4's setting spends √ρ/n on each step's norm query, so σ̂ = L0/(√n·ρ^{1/4}) (0.027 for least
-        squares with L0 = 3.2, n = 2·10⁴, ρ = 0.5): once ‖∇F‖ falls near σ̂ the noisy norm N_t is noise, a step
-        is floored and the run stops (at an excess of about γ²σ̂² under PL), after a few tens of steps of the
-        ≈ n√ρ/2 it budgeted for. The rules:
+        Theorem 4's setting spends √ρ/n on each step's norm query, so σ̂ = L0/(√n·ρ^{1/4}) (0.027
+        for least squares with L0 = 3.2, n = 2·10⁴, ρ = 0.5): once ‖∇F‖ falls near σ̂ the noisy norm
+        N_t is noise, a step is floored and the run stops (at an excess of about γ²σ̂² under PL),
+        after a few tens of steps of the ≈ n√ρ/2 it budgeted for. The rules:
 
-        * η = 1/L1: the descent lemma gives F(w − ηg) ≤ F(w) − (‖∇F‖² − ‖g − ∇F‖²)/(2L1), the most descent for
-          an L1-smooth F (the paper's 1/(2L1) halves it);
-        * ℓ = 4: the gradient noise's expected norm is N_t/√ℓ = N_t/2, half the norm estimate (the paper's
-          ℓ = log(n√ρ/β) makes it a high-probability bound), so an unfloored step keeps ≥ 3/4 of that descent;
-        * rho_norm = ρ/(2H): the norm queries are budgeted for H steps (the filter then allows at most H),
-          H = ``horizon``, by default ⌈(1 + 2γ²L1)·log(n²ρ)⌉ when γ is given (gradient descent with η = 1/L1
-          contracts a (γ, 2)-KL function's excess by 1 − 1/(2γ²L1) per step; log(n²ρ) stands for the log of
-          the excess ratio F0/(d/(n²ρ)) to the κ = 2 rate), else 100.
+        * η = 1/L1: the descent lemma gives F(w − ηg) ≤ F(w) − (‖∇F‖² − ‖g − ∇F‖²)/(2L1), the most
+          descent for an L1-smooth F (the paper's 1/(2L1) halves it);
+        * ℓ = 4: the gradient noise's expected norm is N_t/√ℓ = N_t/2, half the norm estimate (the
+          paper's ℓ = log(n√ρ/β) makes it a high-probability bound), so an unfloored step keeps ≥
+          3/4 of that descent;
+        * rho_norm = ρ/(2H): the norm queries are budgeted for H steps (the filter then allows at
+          most H), H = ``horizon``, by default ⌈(1 + 2γ²L1)·log(n²ρ)⌉ when γ is given (gradient
+          descent with η = 1/L1 contracts a (γ, 2)-KL function's excess by 1 − 1/(2γ²L1) per step;
+          log(n²ρ) stands for the log of the excess ratio F0/(d/(n²ρ)) to the κ = 2 rate), else 100.
 
-        Privacy is exactly as in :meth:`run`: the same privacy filter (strict: the ledger's one entry is ρ),
-        the same charges, each the paper-convention cost of its release, calibrated under the accountant's
-        relation. Theorem 4's guarantee does **not** apply (its Lemmas 10 and 12 use ℓ = log(n√ρ/β),
-        η = 1/(2L1) and σ̂ = L0/(√n·ρ^{1/4})); with ``select=True`` the selection is Theorem 5's mechanism, whose
-        privacy holds as before.
+        Privacy is exactly as in :meth:`run`: the same privacy filter (strict: the ledger's one
+        entry is ρ), the same charges, each the paper-convention cost of its release, calibrated
+        under the accountant's relation. Theorem 4's guarantee does **not** apply (its Lemmas 10 and
+        12 use ℓ = log(n√ρ/β), η = 1/(2L1) and σ̂ = L0/(√n·ρ^{1/4})); with ``select=True`` the
+        selection is Theorem 5's mechanism, whose privacy holds as before.
 
         Args:
             setting: the objective's public constants (L0, L1; γ for the horizon's default) and n.
-            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted once).
+            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted
+                once).
             horizon: H ≥ 1, the steps the norm queries are budgeted for.
-            **options: other fields (beta, select, strict, clip, project, eta, ell, rho_norm to override).
+            **options: other fields (beta, select, strict, clip, project, eta, ell, rho_norm to
+                override).
 
         Raises:
             ValueError: a field out of range.
@@ -208,8 +216,9 @@ class AdaptiveGD(KLConfig):
         )
 
     def cost(self, setting: Setting) -> Cost:
-        """At most: the filter's most steps, ⌊(ρ/2)/ρ_norm⌋ (ρ_norm = √ρ/n unless set), each n gradients, and with
-        ``select`` n more per iterate scored (the run stops earlier when a step is floored)."""
+        """At most: the filter's most steps, ⌊(ρ/2)/ρ_norm⌋ (ρ_norm = √ρ/n unless set), each n
+        gradients, and with ``select`` n more per iterate scored (the run stops earlier when a step
+        is floored)."""
         n = setting.n
         rho_norm = math.sqrt(self.rho) / n if self.rho_norm is None else self.rho_norm
         steps = max(1, math.floor(self.rho / 2 / rho_norm))
@@ -226,11 +235,12 @@ class AdaptiveGD(KLConfig):
         accountant: Accountant,
         generator: torch.Generator,
     ) -> Run:
-        """One run from x0 (default 0). Every argument, the selection's included, is checked before the first
-        query. No public randomness: ``generator`` is not used."""
+        """One run from x0 (default 0). Every argument, the selection's included, is checked before
+        the first query. No public randomness: ``generator`` is not used."""
         f = problem
         s = setting(self, f, x0)
-        # every step's releases go to a ledger of their own: the filter's bound is recorded once, after the loop
+        # every step's releases go to a ledger of their own: the filter's bound is recorded once,
+        # after the loop
         steps_ledger = Accountant(accountant.relation)
         queries = open_queries(
             f, noise=noise, accountant=steps_ledger, clip=self.clip, region=s.region
@@ -338,17 +348,19 @@ def select_stationary(
     noise: NoiseSource | None = None,
     accountant: Accountant,
 ) -> int:
-    """Theorem 5's private selection: t* with P(t) ∝ exp(−ε‖∇F(w_t)‖/(2Δ)), ε = √ρ; recorded in ``accountant``.
+    """Theorem 5's private selection: t* with P(t) ∝ exp(−ε‖∇F(w_t)‖/(2Δ)), ε = √ρ; recorded in
+    ``accountant``.
 
-    Δ is the utility's sensitivity: in the corrected form, the relation's (2L0/n replace-one, L0/n add/remove),
-    so the selection is √ρ-DP (L0: the objective's public constant); ``paper=True`` uses L0/n, and the ledger
-    records the ε that this really gives (2√ρ under replace-one). The scores are ‖·‖ of per-example gradients
-    clipped to L0 (``clip``); without per-example gradients to clip, every iterate must lie in the objective's
-    region, where L0 is declared.
+    Δ is the utility's sensitivity: in the corrected form, the relation's (2L0/n replace-one, L0/n
+    add/remove), so the selection is √ρ-DP (L0: the objective's public constant); ``paper=True``
+    uses L0/n, and the ledger records the ε that this really gives (2√ρ under replace-one). The
+    scores are ‖·‖ of per-example gradients clipped to L0 (``clip``); without per-example gradients
+    to clip, every iterate must lie in the objective's region, where L0 is declared.
 
     Raises:
-        ValueError: before any score is computed, for an accountant whose relation the exponential mechanism's
-            release does not support, or iterates outside the region when nothing can be clipped.
+        ValueError: before any score is computed, for an accountant whose relation the exponential
+            mechanism's release does not support, or iterates outside the region when nothing can be
+            clipped.
     """
     check_selection(accountant.relation, "the selection")
     check_positive(L0=L0)
@@ -375,12 +387,12 @@ def select_stationary(
 
 
 def check_selection(relation: Relation, what: str) -> None:
-    """The exponential mechanism's release must be accountable under ``relation``: checked before any run.
+    """The exponential mechanism's release must be accountable under ``relation``: checked before
+    any run.
 
-    Mathematically the selection is ε-DP and ε-bounded-range (ε²/8-zCDP) under add/remove as well, with score
-    sensitivity L0/n; the refusal follows the accountant's interpretation of the exponential mechanism
-    (:func:`dpnc.privacy.interpret.relations`), and lifts when that does.
-    """
+    Mathematically the selection is ε-DP and ε-bounded-range (ε²/8-zCDP) under add/remove as well,
+    with score sensitivity L0/n; the refusal follows the accountant's interpretation of the
+    exponential mechanism (:func:`dpnc.privacy.interpret.relations`), and lifts when that does."""
     supported = interpret.relations(ExponentialMechanism(epsilon=1.0))
     if relation not in supported:
         raise ValueError(

@@ -28,18 +28,21 @@ CLIPPED, DECLARED, NOT_GUARANTEED = "clipped", "declared", "not guaranteed"  # s
 
 @dataclass(frozen=True)
 class AnalysisConstants:
-    """The analysis' numerical constants (Menart et al. §2, §6.11), overridable for practice; theory uses the defaults.
+    """The analysis' numerical constants (Menart et al. §2, §6.11), overridable for practice; theory
+    uses the defaults.
 
     Attributes:
-        descent: 64 in c = 1 + F0^a/(64γ²L1) and K (Lemma 9's descent per step is Φ̂^{2/κ}/(64γ²L1)).
+        descent: 64 in c = 1 + F0^a/(64γ²L1) and K (Lemma 9's descent per step is
+            Φ̂^{2/κ}/(64γ²L1)).
         step: 4 in the step length r_k = Φ̂^{1/κ}/(4γL1).
         stop: 7/8 in Algorithm 1's stopping threshold (7/8γ)·Φ̂^{1/κ}.
-        floor: Cf in Φfloor; None means 48 in the corrected form (so Lemma 2 holds with ceil'd T_k) and the
-            paper's 32 with ``paper=True``.
+        floor: Cf in Φfloor; None means 48 in the corrected form (so Lemma 2 holds with ceil'd T_k)
+            and the paper's 32 with ``paper=True``.
         prox: 32 in Algorithm 2's T = ⌈(1 + 32γ²L̃1F0^{(κ−2)/κ})·bracket⌉.
         precision: ζ, read by KL-Spider's practical schedule only
-            (:func:`~dpnc.algorithms.menart.spider.practical_schedule`): each round's gradient error, at the noise's
-            expected norm, is at most Φ̂_k^{1/κ}/(ζγ) (Lemma 2's bound with ζ = 8, there w.p. ≥ 1 − β).
+            (:func:`~dpnc.algorithms.menart.spider.practical_schedule`): each round's gradient
+            error, at the noise's expected norm, is at most Φ̂_k^{1/κ}/(ζγ) (Lemma 2's bound with ζ
+            = 8, there w.p. ≥ 1 − β).
     """
 
     descent: float = 64.0
@@ -73,8 +76,8 @@ class KLStats(Stats):
     Attributes:
         rounds: outer iterations (KL-Spider's K, the proximal point method's T; 0 for adaptive GD).
         queries: noisy releases issued (drawn), scalars included.
-        sensitivity: what guarantees the ledger's sensitivities: :data:`CLIPPED`, :data:`DECLARED` or
-            :data:`NOT_GUARANTEED`.
+        sensitivity: what guarantees the ledger's sensitivities: :data:`CLIPPED`, :data:`DECLARED`
+            or :data:`NOT_GUARANTEED`.
         F0: the bound on F(x0) − F* the schedule used (None where the algorithm needs none).
         iterates: every iterate x_0, x_1, … (rows), including the ones not released; not compared.
     """
@@ -86,21 +89,22 @@ class KLStats(Stats):
     iterates: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
-# --- private queries: the only place where data meet noise --------------------------------------------
+# --- private queries: the only place where data meet noise ----------------------------------------
 
 
 class PrivateGradients:
     """Noisy full-batch gradient queries on an objective, every release recorded in ``accountant``.
 
-    A query of per-example bound G has the sensitivity :func:`~dpnc.privacy.releases.mean_sensitivity` (G):
-    2G/n under replace-one, G/n under add/remove. With ``clip`` and an objective that gives per-example
-    gradients, :meth:`gradient_sum` and :meth:`difference_sum` clip every per-example vector to G (non-finite
-    ones zeroed first), so the bound holds whatever the data (``clips`` is True). Otherwise they return n·∇F and
-    the bound rests on the objective's declared constants, which hold only on its region: given a ``region``,
-    every query point must lie in it, and a query outside raises (the algorithms project their iterates there,
-    so only a faulty inner solver can trip this; refusing is better than a release whose sensitivity is
-    unbounded). :meth:`release` adds the noise through :func:`~dpnc.privacy.release.release_sum`.
-    """
+    A query of per-example bound G has the sensitivity
+    :func:`~dpnc.privacy.releases.mean_sensitivity` (G): 2G/n under replace-one, G/n under
+    add/remove. With ``clip`` and an objective that gives per-example gradients,
+    :meth:`gradient_sum` and :meth:`difference_sum` clip every per-example vector to G (non-finite
+    ones zeroed first), so the bound holds whatever the data (``clips`` is True). Otherwise they
+    return n·∇F and the bound rests on the objective's declared constants, which hold only on its
+    region: given a ``region``, every query point must lie in it, and a query outside raises (the
+    algorithms project their iterates there, so only a faulty inner solver can trip this; refusing
+    is better than a release whose sensitivity is unbounded). :meth:`release` adds the noise through
+    :func:`~dpnc.privacy.release.release_sum`."""
 
     def __init__(
         self,
@@ -127,7 +131,8 @@ class PrivateGradients:
         self.nonfinite = self.clipped = self.queries = self.gradients = 0
 
     def sensitivity(self, bound: float) -> float:
-        """Δ of a query of per-example bound ``bound``, in the ledger's arithmetic (release_sum's unit × bound)."""
+        """Δ of a query of per-example bound ``bound``, in the ledger's arithmetic (release_sum's
+        unit × bound)."""
         return mean_sensitivity(1.0, self.n, self.accountant.relation) * bound
 
     def gradient_sum(self, w: torch.Tensor, bound: float) -> torch.Tensor:
@@ -150,7 +155,8 @@ class PrivateGradients:
         )
 
     def gradient(self, w: torch.Tensor, bound: float) -> torch.Tensor:
-        """The exact clipped mean (1/n)·:meth:`gradient_sum` (not released: for scores and checks)."""
+        """The exact clipped mean (1/n)·:meth:`gradient_sum` (not released: for scores and
+        checks)."""
         return self.gradient_sum(w, bound) / self.n
 
     def release(
@@ -162,9 +168,10 @@ class PrivateGradients:
         accountant: Accountant | None = None,
         noise=None,
     ) -> torch.Tensor:
-        """total/n + N(0, σ²I) for a sum of per-example terms bounded by ``bound`` (a vector or a 0-d tensor),
-        through :func:`~dpnc.privacy.release.release_sum`, recorded in ``accountant`` (default: the queries' own);
-        ``noise`` overrides the queries' source (rows of one bulk draw of it: Algorithm 4)."""
+        """total/n + N(0, σ²I) for a sum of per-example terms bounded by ``bound`` (a vector or a
+        0-d tensor), through :func:`~dpnc.privacy.release.release_sum`, recorded in ``accountant``
+        (default: the queries' own); ``noise`` overrides the queries' source (rows of one bulk draw
+        of it: Algorithm 4)."""
         self.queries += 1
         return release_sum(
             total,
@@ -176,10 +183,11 @@ class PrivateGradients:
         )
 
     def charge(self, bound: float, sigma: float, count: int) -> None:
-        """Record ``count`` releases that were scheduled but not issued (nothing is drawn), because a data-dependent
-        stopping rule skipped them: the stopping time is a function of the released values, so the guarantee is
-        the full schedule's, and the ledger states that data-independent bound rather than the realised count.
-        The record is the one :meth:`release` would make (Δ in real units, σ)."""
+        """Record ``count`` releases that were scheduled but not issued (nothing is drawn), because
+        a data-dependent stopping rule skipped them: the stopping time is a function of the released
+        values, so the guarantee is the full schedule's, and the ledger states that data-independent
+        bound rather than the realised count. The record is the one :meth:`release` would make (Δ in
+        real units, σ)."""
         release = mean_release(
             bound,
             sigma / self.sensitivity(bound),
@@ -220,11 +228,12 @@ def open_queries(
     clip: bool,
     region: Region | None = None,
 ) -> PrivateGradients:
-    """The queries every algorithm of the family releases through (one place, so that audits can wrap them)."""
+    """The queries every algorithm of the family releases through (one place, so that audits can
+    wrap them)."""
     return PrivateGradients(objective, noise=noise, accountant=accountant, clip=clip, region=region)
 
 
-# --- projections ---------------------------------------------------------------------------------------
+# --- projections ----------------------------------------------------------------------------------
 
 
 def project_ball(p: torch.Tensor, c: torch.Tensor, r: float) -> torch.Tensor:
@@ -235,14 +244,15 @@ def project_ball(p: torch.Tensor, c: torch.Tensor, r: float) -> torch.Tensor:
 def project_two_balls(
     p: torch.Tensor, c1: torch.Tensor, r1: float, c2: torch.Tensor, r2: float
 ) -> torch.Tensor:
-    """The Euclidean projection of p onto B_r1(c1) ∩ B_r2(c2), assumed non-empty (exact, in closed form).
+    """The Euclidean projection of p onto B_r1(c1) ∩ B_r2(c2), assumed non-empty (exact, in closed
+    form).
 
-    If the projection onto one ball lies in the other, it is the answer (it is optimal for a superset).
-    Otherwise the answer lies on both spheres (by the KKT conditions: on one sphere only, strictly inside the
-    other ball, it would be that ball's projection), i.e. on their intersection, the (d−2)-sphere of centre
-    m = c1 + t·e and radius h = √(r1² − t²) in the plane ⟂ e = (c2 − c1)/D, t = (D² + r1² − r2²)/(2D): its
-    nearest point to p is m + h·v/‖v‖, v the part of p − m orthogonal to e.
-    """
+    If the projection onto one ball lies in the other, it is the answer (it is optimal for a
+    superset). Otherwise the answer lies on both spheres (by the KKT conditions: on one sphere only,
+    strictly inside the other ball, it would be that ball's projection), i.e. on their intersection,
+    the (d−2)-sphere of centre m = c1 + t·e and radius h = √(r1² − t²) in the plane ⟂ e = (c2 −
+    c1)/D, t = (D² + r1² − r2²)/(2D): its nearest point to p is m + h·v/‖v‖, v the part of p − m
+    orthogonal to e."""
     for (ca, ra), (cb, rb) in (((c1, r1), (c2, r2)), ((c2, r2), (c1, r1))):
         x = project_ball(p, ca, ra)
         if float(torch.linalg.vector_norm(x - cb)) <= rb * (1 + 1e-12):
@@ -270,44 +280,47 @@ def step(w: torch.Tensor, region: Region | None) -> torch.Tensor:
     return w if region is None else region.project(w)
 
 
-# --- the configs' common part and the setting of a run ---------------------------------------------------
+# --- the configs' common part and the setting of a run --------------------------------------------
 
 
 @dataclass(frozen=True)
 class KLConfig(Algorithm):
-    """The fields every config of the family has (each config adds its own; all are checked at construction).
+    """The fields every config of the family has (each config adds its own; all are checked at
+    construction).
 
     Attributes:
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
-        L0: the per-example Lipschitz bound the releases are charged for: the objective's declared L0 (keyword;
-            each config also holds the other public constants it reads, :attr:`constant_fields`).
+        L0: the per-example Lipschitz bound the releases are charged for: the objective's declared
+            L0 (keyword; each config also holds the other public constants it reads,
+            :attr:`constant_fields`).
         paper: the paper's printed noise levels instead of the calibrated ones (below).
         clip, project: the guards (below).
 
-    **Guards** (on by default; the paper has neither, it assumes the constants hold wherever the iterates
-    go). The ledger charges every query for a sensitivity computed from the declared L0 (and L1), so those
-    bounds must hold for every example at every query point, whatever the data. ``clip=True`` clips
-    per-example gradients to L0 and KL-Spider's per-example differences to L1·r_k ≥ L1‖w_{t+1} − w_t‖
-    (non-finite ones zeroed first): the sensitivity then holds for any data, a no-op under the assumptions.
-    ``project=True`` keeps every iterate (and every inner iterate of Algorithm 4) in the objective's region
-    (``objective.constants.region``), where its constants are declared; x0 must lie there. An objective
-    without per-example gradients (data-free, sufficient statistics) cannot be clipped; its bounds then
-    rest on its own constants, declared for every example of its data domain on its region, which is why
-    the iterates are projected there. A run says which holds in ``stats.sensitivity``: :data:`CLIPPED`,
+    **Guards** (on by default; the paper has neither, it assumes the constants hold wherever the
+    iterates go). The ledger charges every query for a sensitivity computed from the declared L0
+    (and L1), so those bounds must hold for every example at every query point, whatever the data.
+    ``clip=True`` clips per-example gradients to L0 and KL-Spider's per-example differences to
+    L1·r_k ≥ L1‖w_{t+1} − w_t‖ (non-finite ones zeroed first): the sensitivity then holds for any
+    data, a no-op under the assumptions. ``project=True`` keeps every iterate (and every inner
+    iterate of Algorithm 4) in the objective's region (``objective.constants.region``), where its
+    constants are declared; x0 must lie there. An objective without per-example gradients
+    (data-free, sufficient statistics) cannot be clipped; its bounds then rest on its own constants,
+    declared for every example of its data domain on its region, which is why the iterates are
+    projected there. A run says which holds in ``stats.sensitivity``: :data:`CLIPPED`,
     :data:`DECLARED` (no per-example gradients; projected onto the region) or :data:`NOT_GUARANTEED`
     (``clip=False``, or neither guard applies); in the last case the run is marked not private
     (``Run.private``) and its report says why.
 
     **Constants** are resolved when a config is built (:meth:`of` reads them from a
-    :class:`~dpnc.algorithms.base.Setting`): a run never reads them off the objective, and refuses an
-    objective whose declared constants do not imply them (a tighter bound, another κ:
-    :meth:`~dpnc.algorithms.base.Algorithm.check_problem`), so the ledger's sensitivities, the schedule and
-    the claim rest on bounds the objective gives.
+    :class:`~dpnc.algorithms.base.Setting`): a run never reads them off the objective, and refuses
+    an objective whose declared constants do not imply them (a tighter bound, another κ:
+    :meth:`~dpnc.algorithms.base.Algorithm.check_problem`), so the ledger's sensitivities, the
+    schedule and the claim rest on bounds the objective gives.
 
-    **paper** (Menart et al. §1.2). ``False`` (default): every release's σ is calibrated from its true
-    sensitivity under the accountant's neighbouring relation and its share of ρ, so the run spends exactly
-    ρ. ``True``: the printed noise levels; the accountant then reports their true cost.
-    """
+    **paper** (Menart et al. §1.2). ``False`` (default): every release's σ is calibrated from its
+    true sensitivity under the accountant's neighbouring relation and its share of ρ, so the run
+    spends exactly ρ. ``True``: the printed noise levels; the accountant then reports their true
+    cost."""
 
     family = FAMILY
     constant_fields = ("L0",)
@@ -321,8 +334,9 @@ class KLConfig(Algorithm):
 
     @classmethod
     def of(cls, setting: Setting, **fields) -> KLConfig:
-        """The config of ``fields``, each public constant it holds (:attr:`constant_fields`) read from ``setting``
-        unless given, and F0 (where the class has it) from ``setting.gap``, else (γL0)^κ (Menart et al. §1.1)."""
+        """The config of ``fields``, each public constant it holds (:attr:`constant_fields`) read
+        from ``setting`` unless given, and F0 (where the class has it) from ``setting.gap``, else
+        (γL0)^κ (Menart et al. §1.1)."""
         resolved = {
             name: getattr(setting.constants, name)
             for name in cls.constant_fields
@@ -336,7 +350,8 @@ class KLConfig(Algorithm):
         return cls(**resolved, **fields)
 
     def claim(self) -> str:
-        """ "ρ-zCDP" and what gives it (:meth:`claim_basis`): the family's one form of the statement."""
+        """ "ρ-zCDP" and what gives it (:meth:`claim_basis`): the family's one form of the
+        statement."""
         return f"ρ = {self.rho:g}-zCDP {self.claim_basis()}"
 
     def claim_basis(self) -> str:
@@ -345,15 +360,16 @@ class KLConfig(Algorithm):
 
 
 def budget_rho(budget) -> float:
-    """The family's one budget conversion: the zCDP ρ of ``budget`` (a ZCDP as is; an (ε, δ) Budget by the
-    optimal conversion, the largest ρ whose zCDP guarantee implies it)."""
+    """The family's one budget conversion: the zCDP ρ of ``budget`` (a ZCDP as is; an (ε, δ) Budget
+    by the optimal conversion, the largest ρ whose zCDP guarantee implies it)."""
     return zcdp(budget).rho
 
 
 def gap_or_default(
     setting: Setting, gamma: float | None, kappa: float | None, L0: float | None
 ) -> float | None:
-    """F0: the setting's gap where given, else (γL0)^κ (Menart et al. §1.1) where the constants give it."""
+    """F0: the setting's gap where given, else (γL0)^κ (Menart et al. §1.1) where the constants give
+    it."""
     if setting.gap is not None:
         return float(setting.gap)
     return None if None in (gamma, kappa, L0) else (gamma * L0) ** kappa
@@ -361,8 +377,8 @@ def gap_or_default(
 
 def check_config(config, *optional: str, required: tuple[str, ...] = ()) -> None:
     """The fields every config of the family has (rho, beta, its flags), its public constants
-    (:attr:`~KLConfig.constant_fields`) and ``required`` fields (each a finite number > 0) and its ``optional``
-    fields (the same unless None: the paper's value)."""
+    (:attr:`~KLConfig.constant_fields`) and ``required`` fields (each a finite number > 0) and its
+    ``optional`` fields (the same unless None: the paper's value)."""
     check_positive(
         rho=config.rho, **config.built_for(), **{name: getattr(config, name) for name in required}
     )
@@ -379,8 +395,8 @@ def check_config(config, *optional: str, required: tuple[str, ...] = ()) -> None
 
 @dataclass(frozen=True)
 class RunSetting:
-    """What a run reads: n, d and the start point from the objective, L0 from the config (which the objective
-    declares: checked), the region where the constants hold."""
+    """What a run reads: n, d and the start point from the objective, L0 from the config (which the
+    objective declares: checked), the region where the constants hold."""
 
     n: int
     d: int
@@ -390,7 +406,8 @@ class RunSetting:
 
 
 def require(constants, *names: str) -> None:
-    """The public constants a ``practical`` setting's rules read, each a finite number > 0 (else a clear error)."""
+    """The public constants a ``practical`` setting's rules read, each a finite number > 0 (else a
+    clear error)."""
     for name in names:
         value = getattr(constants, name, None)
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -412,8 +429,8 @@ def region_of(objective) -> Region:
 
 
 def setting(config, objective, x0) -> RunSetting:
-    """n, d, the start point (zeros if None; in the region when projecting), L0 and the region, once the objective
-    is checked to declare the constants the config holds (before any query)."""
+    """n, d, the start point (zeros if None; in the region when projecting), L0 and the region, once
+    the objective is checked to declare the constants the config holds (before any query)."""
     config.check_problem(objective)
     d = int(objective.dim)
     w0 = (
@@ -435,11 +452,12 @@ def setting(config, objective, x0) -> RunSetting:
 def guarantee(
     queries: PrivateGradients, s: RunSetting, clip: bool, **used: float
 ) -> tuple[str, str]:
-    """Which guard bounds the per-example quantities (:class:`KLConfig`), and the report's note saying so.
+    """Which guard bounds the per-example quantities (:class:`KLConfig`), and the report's note
+    saying so.
 
-    ``used`` are the bounds the ledger was charged for (L0, and L1 for KL-Spider's differences): the objective's
-    declared constants (:func:`setting` checked it); without clipping they hold on its region only.
-    """
+    ``used`` are the bounds the ledger was charged for (L0, and L1 for KL-Spider's differences): the
+    objective's declared constants (:func:`setting` checked it); without clipping they hold on its
+    region only."""
     bounds = ", ".join(f"{k} = {v:.6g}" for k, v in used.items())
     if queries.clips:
         return (
@@ -474,8 +492,8 @@ def finish(
     queries: PrivateGradients,
     notes: list[str],
 ) -> Run:
-    """The :class:`~dpnc.algorithms.base.Run`: stats completed from the queries; not private when the
-    sensitivity is not guaranteed."""
+    """The :class:`~dpnc.algorithms.base.Run`: stats completed from the queries; not private when
+    the sensitivity is not guaranteed."""
     stats.iterates = iterates if isinstance(iterates, torch.Tensor) else torch.stack(iterates)
     stats.queries, stats.nonfinite, stats.clipped = (
         queries.queries,

@@ -34,8 +34,9 @@ from dpnc.privacy.noise import NoiseSource
 
 @dataclass
 class InnerResult:
-    """What an inner solver returns: its output, its number of gradient queries, its largest ‖u − c‖ and (if it
-    reports it) its largest distance from the centre of the region ``queries.region`` (None: not reported)."""
+    """What an inner solver returns: its output, its number of gradient queries, its largest ‖u − c‖
+    and (if it reports it) its largest distance from the centre of the region ``queries.region``
+    (None: not reported)."""
 
     w: torch.Tensor
     steps: int
@@ -47,12 +48,13 @@ InnerSolver = Callable[..., InnerResult]
 
 
 class _RowsOfOneDraw:
-    """The noise of ``count`` equal releases of shape ``shape``, drawn from ``noise`` in one call and handed out
-    one row per release (each release still draws, and records, its own row through the mechanism).
+    """The noise of ``count`` equal releases of shape ``shape``, drawn from ``noise`` in one call
+    and handed out one row per release (each release still draws, and records, its own row through
+    the mechanism).
 
-    One draw saves Algorithm 4's per-step overhead, and torch's bulk Gaussian path gives other numbers than
-    per-row draws would, so this keeps the outputs of earlier versions (which drew in bulk) reproducible.
-    """
+    One draw saves Algorithm 4's per-step overhead, and torch's bulk Gaussian path gives other
+    numbers than per-row draws would, so this keeps the outputs of earlier versions (which drew in
+    bulk) reproducible."""
 
     def __init__(self, noise: NoiseSource, count: int, shape: tuple[int, ...]) -> None:
         self.secret = noise.secret
@@ -80,18 +82,20 @@ def noisy_projected_gd(
     paper: bool = False,
     max_iters: int | None = None,
 ) -> InnerResult:
-    """Algorithm 4 (Theorem 9): noisy projected GD with averaging on F̃(u) = F(u) + L̃1‖u − c‖², ρ-zCDP.
+    """Algorithm 4 (Theorem 9): noisy projected GD with averaging on F̃(u) = F(u) + L̃1‖u − c‖²,
+    ρ-zCDP.
 
-    T_A = max(2, ⌈n²ρ log²(2/β)/d⌉) (capped by ``max_iters``, which costs utility, never privacy: σ is set
-    for the T_A actually run); steps 1/(L̃1·s) on ∇F(u_s) + 2L̃1(u_s − c) + N(0, σ²I), projection onto the
-    ball of radius R = L0/(2L̃1) around c (which holds the minimiser of F̃), output Σ_s s·u_s / Σ_s s.
-    Calibrated σ spends ρ over the T_A − 1 queries exactly; the paper's σ² = 4L0²T_A/(n²ρ) spends ≤ ρ/2.
+    T_A = max(2, ⌈n²ρ log²(2/β)/d⌉) (capped by ``max_iters``, which costs utility, never privacy: σ
+    is set for the T_A actually run); steps 1/(L̃1·s) on ∇F(u_s) + 2L̃1(u_s − c) + N(0, σ²I),
+    projection onto the ball of radius R = L0/(2L̃1) around c (which holds the minimiser of F̃),
+    output Σ_s s·u_s / Σ_s s. Calibrated σ spends ρ over the T_A − 1 queries exactly; the paper's σ²
+    = 4L0²T_A/(n²ρ) spends ≤ ρ/2.
 
-    Correction (not in the paper): R is typically far larger than the region where L0 is declared (10.7 against 1 for
-    ‖w‖^1.5 at the default L̃1), so with ``queries.region`` set the projection is onto the region ∩ B_R(c)
-    (:func:`~dpnc.algorithms.menart.common.project_two_balls`; c lies in the region). Algorithm 4's analysis holds
-    on any convex feasible set containing c; the minimiser of F̃ over it replaces the unconstrained one.
-    """
+    Correction (not in the paper): R is typically far larger than the region where L0 is declared
+    (10.7 against 1 for ‖w‖^1.5 at the default L̃1), so with ``queries.region`` set the projection
+    is onto the region ∩ B_R(c) (:func:`~dpnc.algorithms.menart.common.project_two_balls`; c lies in
+    the region). Algorithm 4's analysis holds on any convex feasible set containing c; the minimiser
+    of F̃ over it replaces the unconstrained one."""
     n, d = queries.n, center.shape[0]
     T_A = max(2, math.ceil(n**2 * rho * math.log(2 / beta) ** 2 / d))
     if max_iters is not None:
@@ -128,18 +132,19 @@ def noisy_projected_gd(
 
 
 def statistical_inner_steps(*, n: int, d: int, rho: float, beta: float, scale: float = 1.0) -> int:
-    """Inner steps at which Algorithm 4's optimisation error is at most its statistical error (Theorem 9).
+    """Inner steps at which Algorithm 4's optimisation error is at most its statistical error
+    (Theorem 9).
 
-    ρ, β: the inner solve's ρ_A, β_A (the proximal point method gives each of its T rounds ρ/T and β/T).
-    Noisy GD with steps 1/(L̃1·s) and weighted averaging on the L̃1-strongly convex F̃ has error
-    O((G² + σ²d)/(L̃1·T_A)) with G ≈ L0. With σ² ∝ L0²T_A/(n²ρ_A) (calibrated or printed) the σ²d part is the
-    privacy error L0²d/(L̃1n²ρ_A), whatever T_A; Theorem 9 bounds the whole by the statistical term
-    O(L0²d·ℓ/(L̃1n²ρ_A)), ℓ = log(n²log²(2/β_A)/(dβ_A)). The optimisation part L0²/(L̃1T_A) is at most that term
-    once T_A ≥ n²ρ_A/(d·ℓ), so this returns max(2, ⌈scale·n²ρ_A/(d·ℓ)⌉): it grows like (n√ρ)² as the
-    statistical term falls. Theorem 9's own T_A = n²ρ_A·log²(2/β_A)/d is larger by ℓ·log²(2/β_A) (about 10³ at
-    β = 0.05) for its high-probability constants, which puts it out of reach beyond n√ρ ≈ 100.
-    A public rule (n, d, ρ, β), so passing it as ``max_inner_iters`` changes no privacy accounting.
-    """
+    ρ, β: the inner solve's ρ_A, β_A (the proximal point method gives each of its T rounds ρ/T and
+    β/T). Noisy GD with steps 1/(L̃1·s) and weighted averaging on the L̃1-strongly convex F̃ has
+    error O((G² + σ²d)/(L̃1·T_A)) with G ≈ L0. With σ² ∝ L0²T_A/(n²ρ_A) (calibrated or printed) the
+    σ²d part is the privacy error L0²d/(L̃1n²ρ_A), whatever T_A; Theorem 9 bounds the whole by the
+    statistical term O(L0²d·ℓ/(L̃1n²ρ_A)), ℓ = log(n²log²(2/β_A)/(dβ_A)). The optimisation part
+    L0²/(L̃1T_A) is at most that term once T_A ≥ n²ρ_A/(d·ℓ), so this returns max(2,
+    ⌈scale·n²ρ_A/(d·ℓ)⌉): it grows like (n√ρ)² as the statistical term falls. Theorem 9's own T_A =
+    n²ρ_A·log²(2/β_A)/d is larger by ℓ·log²(2/β_A) (about 10³ at β = 0.05) for its high-probability
+    constants, which puts it out of reach beyond n√ρ ≈ 100. A public rule (n, d, ρ, β), so passing
+    it as ``max_inner_iters`` changes no privacy accounting."""
     ell = math.log(n**2 * math.log(2 / beta) ** 2 / (d * beta))
     return max(2, math.ceil(scale * n**2 * rho / (d * ell)))
 
@@ -175,7 +180,8 @@ def proximal_point_bound(
     F0: float,
     constants: AnalysisConstants = AnalysisConstants(),
 ) -> float:
-    """Theorem 2's bound (γL0√(T·d·log(n²log²(1/β′)/(dβ′)))/(n√ρ))^κ, β′ = β/T, with its O-constant set to 1."""
+    """Theorem 2's bound (γL0√(T·d·log(n²log²(1/β′)/(dβ′)))/(n√ρ))^κ, β′ = β/T, with its O-constant
+    set to 1."""
     T = proximal_point_rounds(
         n=n,
         d=d,
@@ -194,8 +200,9 @@ def proximal_point_bound(
 
 @dataclass
 class ProximalStats(KLStats):
-    """The proximal point method's run: queries of each inner solve, the prox ball's radius L0/(2L̃1), the largest
-    distance of an inner iterate from its prox centre and (when projecting) from the region's centre."""
+    """The proximal point method's run: queries of each inner solve, the prox ball's radius
+    L0/(2L̃1), the largest distance of an inner iterate from its prox centre and (when projecting)
+    from the region's centre."""
 
     inner_steps: list[int] = field(default_factory=list)
     inner_radius: float = math.nan
@@ -205,28 +212,30 @@ class ProximalStats(KLStats):
 
 @dataclass(frozen=True)
 class ProximalPoint(KLConfig):
-    """Algorithm 2 (private proximal point), Theorem 2: F(w_T) − F* = Õ((γL0√(dT)/(n√ρ))^κ) for κ ≥ 2, ρ-zCDP.
+    """Algorithm 2 (private proximal point), Theorem 2: F(w_T) − F* = Õ((γL0√(dT)/(n√ρ))^κ) for κ ≥
+    2, ρ-zCDP.
 
-    w_t = inner(F + L̃1‖· − w_{t−1}‖², ρ/T, β/T), t = 1..T; the proximal term is data-free, so privacy is
-    T·(ρ/T) = ρ by composition. ``inner`` is any solver with :func:`noisy_projected_gd`'s signature that
-    releases only through the given :class:`~dpnc.algorithms.menart.common.PrivateGradients`, and keeps its query
-    points in ``queries.region`` when that is set (the queries refuse points outside it unless they clip); its
-    cost is about n²ρ·log²/d gradient queries per call, hence ``max_inner_iters``. With ``project`` the inner
-    iterates stay in the region, hence so do their averages w_t.
+    w_t = inner(F + L̃1‖· − w_{t−1}‖², ρ/T, β/T), t = 1..T; the proximal term is data-free, so
+    privacy is T·(ρ/T) = ρ by composition. ``inner`` is any solver with :func:`noisy_projected_gd`'s
+    signature that releases only through the given
+    :class:`~dpnc.algorithms.menart.common.PrivateGradients`, and keeps its query points in
+    ``queries.region`` when that is set (the queries refuse points outside it unless they clip); its
+    cost is about n²ρ·log²/d gradient queries per call, hence ``max_inner_iters``. With ``project``
+    the inner iterates stay in the region, hence so do their averages w_t.
 
     Args:
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
-        gamma, kappa, L0, weak_convexity: the objective's public constants, κ ≥ 2; F0: a public bound on
-            F(w0) − F* (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from a Setting, F0
-            from its gap, else (γL0)^κ).
+        gamma, kappa, L0, weak_convexity: the objective's public constants, κ ≥ 2; F0: a public
+            bound on F(w0) − F* (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads
+            them from a Setting, F0 from its gap, else (γL0)^κ).
         paper: Algorithm 4's printed σ² = 4L0²T_A/(n²ρ) instead of the calibrated σ.
         clip, project: the guards (:class:`~dpnc.algorithms.menart.common.KLConfig`).
         inner: the inner solver.  max_inner_iters: a cap (≥ 2) on its steps T_A, or None.
         constants: the analysis' numerical constants.
 
     References:
-        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
-        condition with optimal rates", 2024.
+        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under
+        the KL condition with optimal rates", 2024.
     """
 
     name = "proximal-point"
@@ -262,10 +271,10 @@ class ProximalPoint(KLConfig):
         max_inner_iters: int | None = None,
         weak_convexity: float | None = None,
     ) -> ProximalPoint:
-        """Theorem 2's setting: the objective's public γ, κ, L0, L̃1 and F0 = ``setting.gap``, else (γL0)^κ
-        (docs/papers.md, Menart et al. §1.1); ρ the budget's zCDP ρ. ``weak_convexity``: L̃1 instead of the
-        constants' (a convex objective declares none, and any L̃1 > 0 is valid for it, e.g.
-        :func:`~dpnc.problems.kl_objective.default_weak_convexity`)."""
+        """Theorem 2's setting: the objective's public γ, κ, L0, L̃1 and F0 = ``setting.gap``, else
+        (γL0)^κ (docs/papers.md, Menart et al. §1.1); ρ the budget's zCDP ρ. ``weak_convexity``: L̃1
+        instead of the constants' (a convex objective declares none, and any L̃1 > 0 is valid for
+        it, e.g. :func:`~dpnc.problems.kl_objective.default_weak_convexity`)."""
         chosen = {} if weak_convexity is None else {"weak_convexity": weak_convexity}
         return cls.of(
             setting,
@@ -280,28 +289,33 @@ class ProximalPoint(KLConfig):
     def practical(
         cls, setting: Setting, budget, *, max_inner_iters: int = 200, **options
     ) -> ProximalPoint:
-        """A practical variant of Algorithm 2: fewer proximal rounds, and inner solves of bounded length.
+        """A practical variant of Algorithm 2: fewer proximal rounds, and inner solves of bounded
+        length.
 
-        Theorem 2's setting asks T_A = ⌈n²ρ_A·log²(2/β_A)/d⌉ inner steps in each of its rounds (for least
-        squares with d = 7, ρ = 0.5 and the default L̃1: T = 35 rounds of 4·10⁷ steps at n = 2·10⁴, 44 of
-        4·10⁹ at n = 2·10⁵: not runnable), and T = ⌈(1 + 32γ²L̃1F0^{(κ−2)/κ})·bracket⌉ rounds of ρ/T each,
-        whose constant 32 leaves room for the inner solves' error. The rules:
+        Theorem 2's setting asks T_A = ⌈n²ρ_A·log²(2/β_A)/d⌉ inner steps in each of its rounds (for
+        least squares with d = 7, ρ = 0.5 and the default L̃1: T = 35 rounds of 4·10⁷ steps at n =
+        2·10⁴, 44 of 4·10⁹ at n = 2·10⁵: not runnable), and T = ⌈(1 + 32γ²L̃1F0^{(κ−2)/κ})·bracket⌉
+        rounds of ρ/T each, whose constant 32 leaves room for the inner solves' error. The rules:
 
-        * rounds with the constant 4 instead of 32 (``AnalysisConstants(prox=4)``): an exact proximal step w_t
-          has F(w_{t−1}) − F(w_t) ≥ L̃1‖w_t − w_{t−1}‖² = ‖∇F(w_t)‖²/(4L̃1) ≥ (F(w_t) − F*)^{2/κ}/(4γ²L̃1),
-          so the potential contracts by c′ = 1 + F0^{(2−κ)/κ}/(4γ²L̃1) per round: fewer rounds, more of ρ each;
-        * inner steps T_A = min(``max_inner_iters``, ⌈n²ρ_A/d⌉, Theorem 9's T_A), ρ_A = ρ/T: ⌈n²ρ_A/d⌉ balances
-          Algorithm 4's optimisation error O(L0²/(L̃1T_A)) against its privacy error O(L0²d/(L̃1n²ρ_A)) without
-          the log² factor, and ``max_inner_iters`` (default 200) bounds the work (T·T_A gradient queries).
+        * rounds with the constant 4 instead of 32 (``AnalysisConstants(prox=4)``): an exact
+          proximal step w_t has F(w_{t−1}) − F(w_t) ≥ L̃1‖w_t − w_{t−1}‖² = ‖∇F(w_t)‖²/(4L̃1) ≥
+          (F(w_t) − F*)^{2/κ}/(4γ²L̃1), so the potential contracts by c′ = 1 + F0^{(2−κ)/κ}/(4γ²L̃1)
+          per round: fewer rounds, more of ρ each;
+        * inner steps T_A = min(``max_inner_iters``, ⌈n²ρ_A/d⌉, Theorem 9's T_A), ρ_A = ρ/T:
+          ⌈n²ρ_A/d⌉ balances Algorithm 4's optimisation error O(L0²/(L̃1T_A)) against its privacy
+          error O(L0²d/(L̃1n²ρ_A)) without the log² factor, and ``max_inner_iters`` (default 200)
+          bounds the work (T·T_A gradient queries).
 
-        Privacy is exactly as in :meth:`run`: T inner solves of ρ/T each, each calibrated for the T_A steps it
-        runs (σ grows with √T_A), every release recorded. Theorem 2's guarantee does **not** apply: capped
-        inner solves need not reach Theorem 9's accuracy, which its proof (and its constant 32) assumes.
+        Privacy is exactly as in :meth:`run`: T inner solves of ρ/T each, each calibrated for the
+        T_A steps it runs (σ grows with √T_A), every release recorded. Theorem 2's guarantee does
+        **not** apply: capped inner solves need not reach Theorem 9's accuracy, which its proof (and
+        its constant 32) assumes.
 
         Args:
-            setting: the objective's public constants (γ, κ ≥ 2, L0, L̃1; with a region, the inner cap is set from
-                n and d), n, d, and ``gap`` = F0 ≥ F(w0) − F* (default (γL0)^κ).
-            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted once).
+            setting: the objective's public constants (γ, κ ≥ 2, L0, L̃1; with a region, the inner
+                cap is set from n and d), n, d, and ``gap`` = F0 ≥ F(w0) − F* (default (γL0)^κ).
+            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted
+                once).
             max_inner_iters: the inner solves' largest T_A (≥ 2).
             **options: other fields (beta, clip, project, inner, constants to override).
 
@@ -342,8 +356,8 @@ class ProximalPoint(KLConfig):
         return "(Theorem 2: T inner solves of ρ/T each)"
 
     def cost(self, setting: Setting) -> Cost:
-        """T proximal rounds of T_A − 1 full-batch gradient queries each (n gradients a query; Algorithm 4's T_A at
-        ρ/T, β/T, capped by ``max_inner_iters``)."""
+        """T proximal rounds of T_A − 1 full-batch gradient queries each (n gradients a query;
+        Algorithm 4's T_A at ρ/T, β/T, capped by ``max_inner_iters``)."""
         n, d = setting.n, setting.d
         T = proximal_point_rounds(
             n=n,

@@ -35,7 +35,8 @@ from dpnc.privacy.releases import Relation, mean_sensitivity
 
 @dataclass(frozen=True)
 class Round:
-    """Round k of KL-Spider: potential Φ̂_k, length T_k, step length r_k, checkpoint and difference noise."""
+    """Round k of KL-Spider: potential Φ̂_k, length T_k, step length r_k, checkpoint and difference
+    noise."""
 
     Phi: float
     T: int
@@ -77,15 +78,16 @@ def spider_schedule(
     relation: Relation | str = "replace-one",
     constants: AnalysisConstants = AnalysisConstants(),
 ) -> SpiderSchedule:
-    """Algorithm 1's schedule (Menart et al. §2.1): c, K, β′, Φfloor and (Φ̂_k, T_k, r_k, σ̂_k, σ_k) for every round.
+    """Algorithm 1's schedule (Menart et al. §2.1): c, K, β′, Φfloor and (Φ̂_k, T_k, r_k, σ̂_k, σ_k)
+    for every round.
 
-    Corrected (default): each round spends ρ/K, ρ/(2K) on its checkpoint (the mean of L0-bounded gradients) and
-    ρ/(2K) on its at most T_k − 1 differences (per-example norm ≤ L1·r_k; the round's last step issues none),
-    and a round without differences (T_k = 1, always when κ = 2) gives its checkpoint all of ρ/K. This
-    tightens §2.1's ρ/(2K·T_k) per difference (which leaves ρ/2 unused when κ = 2); every σ is no larger,
-    so Lemma 2 still holds with Cf = 48. ``paper=True``: the printed σ̂ = L0√K/(n√ρ) and
-    σ_k = Φ̂_k^{1/κ}√(T_kK)/(γn√ρ). A bracket ≤ 0 means the target accuracy is already ≥ F0: K = 0, no round.
-    """
+    Corrected (default): each round spends ρ/K, ρ/(2K) on its checkpoint (the mean of L0-bounded
+    gradients) and ρ/(2K) on its at most T_k − 1 differences (per-example norm ≤ L1·r_k; the round's
+    last step issues none), and a round without differences (T_k = 1, always when κ = 2) gives its
+    checkpoint all of ρ/K. This tightens §2.1's ρ/(2K·T_k) per difference (which leaves ρ/2 unused
+    when κ = 2); every σ is no larger, so Lemma 2 still holds with Cf = 48. ``paper=True``: the
+    printed σ̂ = L0√K/(n√ρ) and σ_k = Φ̂_k^{1/κ}√(T_kK)/(γn√ρ). A bracket ≤ 0 means the target
+    accuracy is already ≥ F0: K = 0, no round."""
     if not 1 <= kappa <= 2:
         raise ValueError(f"KL-Spider needs kappa in [1, 2]; got {kappa}")
     a = (2 - kappa) / kappa
@@ -124,9 +126,10 @@ def spider_schedule(
     return SpiderSchedule(a, c, bracket, K, beta_prime, Phi_floor, tuple(rounds))
 
 
-# The practical schedule's constants (KLSpider.practical): Lemma 9's argument without its slack. A step of length
-# r = Φ̂^{1/κ}/(sγL1) along g with ‖g‖ ≥ θ = stop·Φ̂^{1/κ}/γ and ‖g − ∇F‖ ≤ Φ̂^{1/κ}/(ζγ) lowers F by at least
-# D·Φ̂^{2/κ}/(γ²L1), D = (stop − 1/ζ)/s − 1/(2s²); ζ = 4, stop = 1 − 1/ζ, s = 1/(stop − 1/ζ) = 2: D = 1/8.
+# The practical schedule's constants (KLSpider.practical): Lemma 9's argument without its slack. A
+# step of length r = Φ̂^{1/κ}/(sγL1) along g with ‖g‖ ≥ θ = stop·Φ̂^{1/κ}/γ and ‖g − ∇F‖ ≤
+# Φ̂^{1/κ}/(ζγ) lowers F by at least D·Φ̂^{2/κ}/(γ²L1), D = (stop − 1/ζ)/s − 1/(2s²); ζ = 4, stop =
+# 1 − 1/ζ, s = 1/(stop − 1/ζ) = 2: D = 1/8.
 PRACTICAL = AnalysisConstants(descent=8.0, step=2.0, stop=3 / 4, precision=4.0)
 
 
@@ -144,28 +147,33 @@ def practical_schedule(
     constants: AnalysisConstants = PRACTICAL,
     max_rounds: int = 100_000,
 ) -> SpiderSchedule:
-    """KL-Spider's practical schedule: the theory's rounds, with the number of rounds and every σ set by the noise.
+    """KL-Spider's practical schedule: the theory's rounds, with the number of rounds and every σ
+    set by the noise.
 
-    Theorem 1 sets K from its bound, Φfloor = (Cf·γL0√(Kd·log(1/β′))/(n√ρ))^κ, and gives every round ρ/K.
-    The bound's constants (descent 64, Cf = 48, the union bound's log(1/β′)) put Φfloor above F0 unless n√ρ is
-    huge (Menart et al. §6.11): then every round has Φ̂_k = F0, its stopping threshold (7/8γ)·F0^{1/κ} exceeds the
-    gradient, and the run makes no update. Here, with ``constants`` (default :data:`PRACTICAL`):
+    Theorem 1 sets K from its bound, Φfloor = (Cf·γL0√(Kd·log(1/β′))/(n√ρ))^κ, and gives every round
+    ρ/K. The bound's constants (descent 64, Cf = 48, the union bound's log(1/β′)) put Φfloor above
+    F0 unless n√ρ is huge (Menart et al. §6.11): then every round has Φ̂_k = F0, its stopping
+    threshold (7/8γ)·F0^{1/κ} exceeds the gradient, and the run makes no update. Here, with
+    ``constants`` (default :data:`PRACTICAL`):
 
-    * Φ̂_k = F0·c^{−k}, c = 1 + F0^a/(descent·γ²L1), T_k = ⌈(F0/Φ̂_k)^a⌉, r_k = Φ̂_k^{1/κ}/(step·γL1), as in
-      Theorem 1, and no floor: the last round's Φ̂_K is where the budget runs out.
-    * Round k's noise makes its gradient error at the expected norm, √(d(σ̂_k² + (T_k − 1)σ_k²)), equal to
-      e_k = Φ̂_k^{1/κ}/(ζγ) (Lemma 2's bound, ζ = ``precision``), at the least zCDP cost: with Δc the
-      checkpoint's sensitivity (per-example bound L0), Δd_k the differences' (L1·r_k) and B = Δc + (T_k−1)Δd_k,
-      σ̂_k² = (e_k²/d)·Δc/B and σ_k² = (e_k²/d)·Δd_k/B, costing ρ_k = d·B²/(2e_k²). Early rounds, whose
-      tolerance is large, are cheap; the budget goes where the precision is needed.
-    * K is the largest number of rounds (≤ ``max_rounds``) with Σ_k ρ_k ≤ ρ, and every σ is then scaled by
-      √(Σρ_k/ρ′) ≤ 1, so the schedule spends ρ′ = ρ(1 − 10⁻⁹) (each release's cost Δ²/(2σ²), Δ under
-      ``relation``): all of ρ but the margin that keeps the ledger's floating-point sum ≤ ρ.
-      K = 0 (no round, the output is w0) when one round alone cannot reach its precision within ρ.
+    * Φ̂_k = F0·c^{−k}, c = 1 + F0^a/(descent·γ²L1), T_k = ⌈(F0/Φ̂_k)^a⌉, r_k =
+      Φ̂_k^{1/κ}/(step·γL1), as in Theorem 1, and no floor: the last round's Φ̂_K is where the
+      budget runs out.
+    * Round k's noise makes its gradient error at the expected norm, √(d(σ̂_k² + (T_k − 1)σ_k²)),
+      equal to e_k = Φ̂_k^{1/κ}/(ζγ) (Lemma 2's bound, ζ = ``precision``), at the least zCDP cost:
+      with Δc the checkpoint's sensitivity (per-example bound L0), Δd_k the differences' (L1·r_k)
+      and B = Δc + (T_k−1)Δd_k, σ̂_k² = (e_k²/d)·Δc/B and σ_k² = (e_k²/d)·Δd_k/B, costing ρ_k =
+      d·B²/(2e_k²). Early rounds, whose tolerance is large, are cheap; the budget goes where the
+      precision is needed.
+    * K is the largest number of rounds (≤ ``max_rounds``) with Σ_k ρ_k ≤ ρ, and every σ is then
+      scaled by √(Σρ_k/ρ′) ≤ 1, so the schedule spends ρ′ = ρ(1 − 10⁻⁹) (each release's cost
+      Δ²/(2σ²), Δ under ``relation``): all of ρ but the margin that keeps the ledger's
+      floating-point sum ≤ ρ. K = 0 (no round, the output is w0) when one round alone cannot reach
+      its precision within ρ.
 
-    A loose F0 costs only rounds at large Φ̂ that make no update, at little privacy cost. The error is met in
-    expectation, not w.p. ≥ 1 − β, so Theorem 1's guarantee does not apply; its ``Phi_floor`` field is Φ̂_K (the
-    last round's potential, not a bound) and ``beta_prime`` is NaN.
+    A loose F0 costs only rounds at large Φ̂ that make no update, at little privacy cost. The error
+    is met in expectation, not w.p. ≥ 1 − β, so Theorem 1's guarantee does not apply; its
+    ``Phi_floor`` field is Φ̂_K (the last round's potential, not a bound) and ``beta_prime`` is NaN.
     """
     if not 1 <= kappa <= 2:
         raise ValueError(f"KL-Spider needs kappa in [1, 2]; got {kappa}")
@@ -207,8 +215,8 @@ def practical_schedule(
 
 @dataclass
 class SpiderStats(KLStats):
-    """KL-Spider's run: its schedule, the updates made in each round, the rounds stopped by the norm test, and
-    Theorem 1's bound Φfloor."""
+    """KL-Spider's run: its schedule, the updates made in each round, the rounds stopped by the norm
+    test, and Theorem 1's bound Φfloor."""
 
     schedule: SpiderSchedule | None = None
     updates: list[int] = field(default_factory=list)
@@ -218,37 +226,40 @@ class SpiderStats(KLStats):
 
 @dataclass(frozen=True)
 class KLSpider(KLConfig):
-    """Algorithm 1 (KL-Spider), Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor = Õ((γL0√(dK)/(n√ρ))^κ), ρ-zCDP.
+    """Algorithm 1 (KL-Spider), Theorem 1: w.p. ≥ 1 − β, F(w_out) − F* ≤ Φfloor =
+    Õ((γL0√(dK)/(n√ρ))^κ), ρ-zCDP.
 
-    Each round k opens with a checkpoint g = ∇F(w) + N(0, σ̂²I), then while t < T_k and
-    ‖g‖ ≥ (7/8γ)Φ̂_k^{1/κ} steps w ← w − r_k·g/‖g‖ and updates g by the noisy difference
-    ∇F(w_new) − ∇F(w) + N(0, σ_k²I) (skipped after the round's last step). The stop test reads only
-    released values, so the output is post-processing of the full schedule's releases, and the ledger charges
-    the full schedule (exactly ρ when calibrated) whether or not a round stops early: a realised, data-dependent
-    count of releases would not be a guarantee.
+    Each round k opens with a checkpoint g = ∇F(w) + N(0, σ̂²I), then while t < T_k and ‖g‖ ≥
+    (7/8γ)Φ̂_k^{1/κ} steps w ← w − r_k·g/‖g‖ and updates g by the noisy difference ∇F(w_new) − ∇F(w)
+    + N(0, σ_k²I) (skipped after the round's last step). The stop test reads only released values,
+    so the output is post-processing of the full schedule's releases, and the ledger charges the
+    full schedule (exactly ρ when calibrated) whether or not a round stops early: a realised,
+    data-dependent count of releases would not be a guarantee.
 
-    Correction (not in the paper): the iterates may wander up to Σ_k T_k·r_k from w0, beyond the region where
-    L0 and L1 are declared; ``project`` puts every step back onto the region (projection is non-expansive, so a
-    step stays ≤ r_k and a difference's per-example bound L1·r_k still holds) and ``clip`` clips the checkpoint's
-    per-example gradients to L0 and the differences' to L1·r_k.
+    Correction (not in the paper): the iterates may wander up to Σ_k T_k·r_k from w0, beyond the
+    region where L0 and L1 are declared; ``project`` puts every step back onto the region
+    (projection is non-expansive, so a step stays ≤ r_k and a difference's per-example bound L1·r_k
+    still holds) and ``clip`` clips the checkpoint's per-example gradients to L0 and the
+    differences' to L1·r_k.
 
     Args:
         rho: the zCDP budget ρ > 0.  beta: the failure probability β ∈ (0, 1).
-        gamma, kappa, L0, L1: the objective's public constants, κ ∈ [1, 2]; F0: a public bound on F(w0) − F*
-            (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from a Setting, F0 from its gap,
-            else (γL0)^κ).
-        paper: the printed noise levels and Cf = 32 (:func:`spider_schedule`) instead of the calibrated ones.
+        gamma, kappa, L0, L1: the objective's public constants, κ ∈ [1, 2]; F0: a public bound on
+            F(w0) − F* (keywords; :meth:`~dpnc.algorithms.menart.common.KLConfig.of` reads them from
+            a Setting, F0 from its gap, else (γL0)^κ).
+        paper: the printed noise levels and Cf = 32 (:func:`spider_schedule`) instead of the
+            calibrated ones.
         clip, project: the guards (:class:`~dpnc.algorithms.menart.common.KLConfig`).
         constants: the analysis' numerical constants.
-        variant: "theory" (:func:`spider_schedule`, Theorem 1) or "practical" (:func:`practical_schedule`,
-            :meth:`practical`; not with ``paper``).
+        variant: "theory" (:func:`spider_schedule`, Theorem 1) or "practical"
+            (:func:`practical_schedule`, :meth:`practical`; not with ``paper``).
 
     Raises:
         ValueError: at construction, for a value out of range.
 
     References:
-        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under the KL
-        condition with optimal rates", 2024.
+        Menart, Ullah, Arora, Bassily, Guzmán, "Differentially private non-convex optimization under
+        the KL condition with optimal rates", 2024.
     """
 
     name = "kl-spider"
@@ -275,48 +286,55 @@ class KLSpider(KLConfig):
     def from_theory(
         cls, setting: Setting, budget, *, beta: float = 0.05, paper: bool = False
     ) -> KLSpider:
-        """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = ``setting.gap``, else (γL0)^κ
-        (Menart et al. §1.1); ρ the budget's zCDP ρ."""
+        """Theorem 1's setting: the objective's public γ, κ, L0, L1 and F0 = ``setting.gap``, else
+        (γL0)^κ (Menart et al. §1.1); ρ the budget's zCDP ρ."""
         return cls.of(setting, rho=budget_rho(budget), beta=beta, paper=paper)
 
     @classmethod
     def practical(cls, setting: Setting, budget, **options) -> KLSpider:
-        """A practical variant: Algorithm 1 with :func:`practical_schedule` (``variant="practical"``).
+        """A practical variant: Algorithm 1 with :func:`practical_schedule`
+        (``variant="practical"``).
 
-        Theorem 1's setting makes no update at realistic n: for least squares with d = 7, γ² = 3.5, L0 = 3.2,
-        L1 = 1, ρ = 0.5 and a start excess of 0.07 it plans K ≈ 3900 rounds of ρ/K each at n = 2·10⁴
-        (descent constant 64), and its floor Φfloor (Cf = 48, √(K·d·log(1/β′))) is min(126, F0) = F0 = 35.8
-        there, 1.6 at n = 2·10⁵, and below 0.07 only from n ≈ 10⁶; the stopping threshold (7/8γ)·Φ̂_k^{1/κ}
-        never falls below the gradient (0.14), so no round steps. A smaller F0 only moves the problem: with
-        F0 = 0.1, Φ̂_k = Φfloor = F0 in every round, the threshold (0.148) is just above the gradient, and a
-        round steps only when the noise lifts ‖g‖ over it: ≈ 10 updates at n = 2·10⁴, 1 at 2·10⁵.
+        Theorem 1's setting makes no update at realistic n: for least squares with d = 7, γ² = 3.5,
+        L0 = 3.2, L1 = 1, ρ = 0.5 and a start excess of 0.07 it plans K ≈ 3900 rounds of ρ/K each at
+        n = 2·10⁴ (descent constant 64), and its floor Φfloor (Cf = 48, √(K·d·log(1/β′))) is
+        min(126, F0) = F0 = 35.8 there, 1.6 at n = 2·10⁵, and below 0.07 only from n ≈ 10⁶; the
+        stopping threshold (7/8γ)·Φ̂_k^{1/κ} never falls below the gradient (0.14), so no round
+        steps. A smaller F0 only moves the problem: with F0 = 0.1, Φ̂_k = Φfloor = F0 in every
+        round, the threshold (0.148) is just above the gradient, and a round steps only when the
+        noise lifts ‖g‖ over it: ≈ 10 updates at n = 2·10⁴, 1 at 2·10⁵.
 
         The rules (:data:`PRACTICAL`, each from the analysis with its slack removed):
 
-        * the gradient error allowed is e_k = Φ̂_k^{1/κ}/(ζγ), ζ = 4, at the noise's expected norm (not w.p.
-          1 − β: no union bound, no Cf);
-        * the stopping threshold is stop·Φ̂^{1/κ}/γ with stop = 1 − 1/ζ = 3/4, so a round stopped with error
-          ≤ e_k still has excess ≤ Φ̂_k (by KL, as in Theorem 1 with 7/8 + 1/8);
-        * the step length is Φ̂^{1/κ}/(2γL1): step s = 1/(stop − 1/ζ) = 2 maximises Lemma 9's guaranteed
-          descent D·Φ̂^{2/κ}/(γ²L1), D = (stop − 1/ζ)/s − 1/(2s²) = 1/8, hence descent = 1/D = 8 in c;
-        * K and every σ from the budget (:func:`practical_schedule`): the rounds' noise is set for constant
-          relative precision, and K is as large as ρ affords.
+        * the gradient error allowed is e_k = Φ̂_k^{1/κ}/(ζγ), ζ = 4, at the noise's expected norm
+          (not w.p. 1 − β: no union bound, no Cf);
+        * the stopping threshold is stop·Φ̂^{1/κ}/γ with stop = 1 − 1/ζ = 3/4, so a round stopped
+          with error ≤ e_k still has excess ≤ Φ̂_k (by KL, as in Theorem 1 with 7/8 + 1/8);
+        * the step length is Φ̂^{1/κ}/(2γL1): step s = 1/(stop − 1/ζ) = 2 maximises Lemma 9's
+          guaranteed descent D·Φ̂^{2/κ}/(γ²L1), D = (stop − 1/ζ)/s − 1/(2s²) = 1/8, hence descent =
+          1/D = 8 in c;
+        * K and every σ from the budget (:func:`practical_schedule`): the rounds' noise is set for
+          constant relative precision, and K is as large as ρ affords.
 
-        Privacy is unchanged in kind: every release goes through the accountant as in :meth:`run`, the ledger
-        charges the full schedule (stopped rounds' unissued differences included) and spends ρ (less 10⁻⁹ρ
-        of margin for rounding; calibrated, no ``paper`` mode). Theorem 1's guarantee does **not** apply: the
-        error bound holds only in expectation, so its w.p. 1 − β bound Φfloor is not claimed (``stats.bound``
-        is Φ̂_K, the schedule's last potential, a target). The deterministic facts hold: step lengths r_k,
-        ≤ T_k updates per round, every iterate within Σ_k T_k·r_k of w0 (and in the region when projecting).
+        Privacy is unchanged in kind: every release goes through the accountant as in :meth:`run`,
+        the ledger charges the full schedule (stopped rounds' unissued differences included) and
+        spends ρ (less 10⁻⁹ρ of margin for rounding; calibrated, no ``paper`` mode). Theorem 1's
+        guarantee does **not** apply: the error bound holds only in expectation, so its w.p. 1 − β
+        bound Φfloor is not claimed (``stats.bound`` is Φ̂_K, the schedule's last potential, a
+        target). The deterministic facts hold: step lengths r_k, ≤ T_k updates per round, every
+        iterate within Σ_k T_k·r_k of w0 (and in the region when projecting).
 
         Args:
-            setting: the objective's public constants (γ, κ ∈ [1, 2], L0, L1; with a region, n is checked), n, d
-                and ``gap``, the public bound F0 on F(w0) − F* (default (γL0)^κ, Menart et al. §1.1; a loose F0
-                costs rounds that make no update, at little privacy cost). With a region, n is checked to afford at
-                least one round of the schedule under add/remove (the cheaper relation); the schedule itself is computed
-                by :meth:`run` from the objective's n and the accountant's relation.
-            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted once).
-            **options: other fields (beta, clip, project, constants to override :data:`PRACTICAL`, …).
+            setting: the objective's public constants (γ, κ ∈ [1, 2], L0, L1; with a region, n is
+                checked), n, d and ``gap``, the public bound F0 on F(w0) − F* (default (γL0)^κ,
+                Menart et al. §1.1; a loose F0 costs rounds that make no update, at little privacy
+                cost). With a region, n is checked to afford at least one round of the schedule
+                under add/remove (the cheaper relation); the schedule itself is computed by
+                :meth:`run` from the objective's n and the accountant's relation.
+            budget: the zCDP ρ (a :class:`~dpnc.privacy.budget.ZCDP`, or an (ε, δ) Budget converted
+                once).
+            **options: other fields (beta, clip, project, constants to override :data:`PRACTICAL`,
+                …).
 
         Raises:
             ValueError: a field out of range, or n too small for one round of the schedule.
@@ -354,8 +372,9 @@ class KLSpider(KLConfig):
         )
 
     def cost(self, setting: Setting) -> Cost:
-        """The full schedule's gradients under replace-one (rounds stopped by the norm test compute fewer): n per
-        checkpoint and 2n per difference, T_k − 1 differences in round k; every round reads all n examples."""
+        """The full schedule's gradients under replace-one (rounds stopped by the norm test compute
+        fewer): n per checkpoint and 2n per difference, T_k − 1 differences in round k; every round
+        reads all n examples."""
         common = dict(
             n=setting.n,
             d=setting.d,

@@ -1,5 +1,5 @@
-"""Zhang–Tran–Cutkosky's family: the config and its two oracles (:mod:`.config`), the theorems' calculators, sample
-complexity and cost (:mod:`.theory`)."""
+"""Zhang–Tran–Cutkosky's family: the config and its two oracles (:mod:`.config`), the theorems'
+calculators, sample complexity and cost (:mod:`.theory`)."""
 
 from dpnc.algorithms.ztc.config import NaiveOracle, VarianceReducedOracle, ZhangTranCutkosky
 from dpnc.algorithms.ztc.theory import (

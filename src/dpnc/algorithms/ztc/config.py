@@ -30,61 +30,70 @@ from dpnc.sampling import FullBatch
 ORACLES = ("variance-reduced", "naive")
 
 
-# --- the config --------------------------------------------------------------------------------------
+# --- the config -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ZhangTranCutkosky(O2NCAlgorithm):
-    """O2NC (Algorithm 3) with the private variance-reduced (Algorithms 4–5) or naive (Algorithm 6) oracle.
+    """O2NC (Algorithm 3) with the private variance-reduced (Algorithms 4–5) or naive (Algorithm 6)
+    oracle.
 
-    Implements: Zhang–Tran–Cutkosky 2024, Algorithms 3–6; Theorem 4.9 and App. E (:meth:`from_theory`).
-    Correction: ZTC §6.1–6.4 in docs/papers.md: T uses max, not min (§6.1); σ uses the exact per-leaf node
-    count ⌊log₂T⌋ + 1 and max(s₁, s₂) (§6.2–3); the guarantee is (2δ, ε)-stationarity of F in expectation
-    (§6.4). ``paper=True`` records that σ and T were set by the printed formulas.
+    Implements: Zhang–Tran–Cutkosky 2024, Algorithms 3–6; Theorem 4.9 and App. E
+        (:meth:`from_theory`).
+    Correction: ZTC §6.1–6.4 in docs/papers.md: T uses max, not min (§6.1); σ uses the exact
+    per-leaf node count ⌊log₂T⌋ + 1 and max(s₁, s₂) (§6.2–3); the guarantee is (2δ, ε)-stationarity
+    of F in expectation (§6.4). ``paper=True`` records that σ and T were set by the printed
+    formulas.
 
-    Oracles: ``"variance-reduced"`` (:class:`VarianceReducedOracle`, Algorithm 4 + the tree mechanism,
-    Algorithm 5): at the first step of each epoch GRAD on a fresh batch of B1 examples; then the running sum
-    g_t = g_{t−1} + DIFF(w_t, w_{t−1}) on fresh batches of B2; released as g_t + TREE(t), the tree noise
-    reset each epoch; the running sum stays noiseless, so noise never feeds back. ``"naive"``
-    (:class:`NaiveOracle`, Algorithm 6, the baseline): GRAD with m (paper: 1) directions per example on a
-    fresh batch of B, released through :func:`~dpnc.privacy.release.private_mean` with σ = 2dL/(Bρ) (the
-    paper prints dL/(Bρ), off by 2). Every example is used once (:class:`~dpnc.sampling.SinglePass`), so
-    epochs (and the naive oracle's steps) are on disjoint data and are accounted by parallel composition:
-    the whole run costs one epoch.
+    Oracles: ``"variance-reduced"`` (:class:`VarianceReducedOracle`, Algorithm 4 + the tree
+    mechanism, Algorithm 5): at the first step of each epoch GRAD on a fresh batch of B1 examples;
+    then the running sum g_t = g_{t−1} + DIFF(w_t, w_{t−1}) on fresh batches of B2; released as g_t
+    + TREE(t), the tree noise reset each epoch; the running sum stays noiseless, so noise never
+    feeds back. ``"naive"`` (:class:`NaiveOracle`, Algorithm 6, the baseline): GRAD with m (paper:
+    1) directions per example on a fresh batch of B, released through
+    :func:`~dpnc.privacy.release.private_mean` with σ = 2dL/(Bρ) (the paper prints dL/(Bρ), off by
+    2). Every example is used once (:class:`~dpnc.sampling.SinglePass`), so epochs (and the naive
+    oracle's steps) are on disjoint data and are accounted by parallel composition: the whole run
+    costs one epoch.
 
-    Privacy is stated as in the paper: "(α, αρ²/2)-RDP for all α > 1", i.e. ρ²/2-zCDP. ``rho`` is always the
-    paper's ρ; the accountant reports zCDP ρ_zCDP = ρ²/2 and ε(δ) by RDP and PLD. :meth:`practical` gives
-    documented practical settings (per-example clipping at realistic radii, larger D, last-iterate output;
-    no theorem attached).
+    Privacy is stated as in the paper: "(α, αρ²/2)-RDP for all α > 1", i.e. ρ²/2-zCDP. ``rho`` is
+    always the paper's ρ; the accountant reports zCDP ρ_zCDP = ρ²/2 and ε(δ) by RDP and PLD.
+    :meth:`practical` gives documented practical settings (per-example clipping at realistic radii,
+    larger D, last-iterate output; no theorem attached).
 
     Symbols: ``period`` = T (steps per epoch = the tree's leaves = the O2NC block), ``steps`` = K·T,
-    ``smoothing`` = δ (the smoothing radius), D = δ/T, eta = η, B1, B2, m, sigma = σ (every tree node's std),
-    rho = ρ.
+    ``smoothing`` = δ (the smoothing radius), D = δ/T, eta = η, B1, B2, m, sigma = σ (every tree
+    node's std), rho = ρ.
 
     References:
-        X. Zhang, H. Tran, A. Cutkosky, "Private zeroth-order nonsmooth nonconvex optimization", ICLR 2024
-        (arXiv:2406.19579).
+        X. Zhang, H. Tran, A. Cutkosky, "Private zeroth-order nonsmooth nonconvex optimization",
+        ICLR 2024 (arXiv:2406.19579).
 
     Args:
         smoothing: the smoothing radius δ > 0 (the output is (2δ, ·)-stationary for F).
         D: the learner's ball radius (δ/T so that every w of an epoch lies within δ of its average).
         eta: the projected-OGD step ≥ 0, D/(G√T).
         steps: oracle queries K·T ≥ period.
-        period: T ≥ 1, steps per epoch (tree leaves; the learner restarts each epoch; the O2NC block).
-        B1, B2: examples of the epoch's first step (GRAD) and of the others (DIFF); naive: B1 = B2 = B.
+        period: T ≥ 1, steps per epoch (tree leaves; the learner restarts each epoch; the O2NC
+            block).
+        B1, B2: examples of the epoch's first step (GRAD) and of the others (DIFF); naive: B1 = B2 =
+            B.
         m: sphere directions per example ≥ 1 (the paper: d for Algorithm 4, 1 for Algorithm 6).
-        sigma: the noise std ≥ 0 of every tree node (or of every naive release); 0 only in the non-private twin.
+        sigma: the noise std ≥ 0 of every tree node (or of every naive release); 0 only in the
+            non-private twin.
         rho: the paper's ρ > 0 the noise was set for: the run is (α, αρ²/2)-RDP.
         oracle: ``"variance-reduced"`` or ``"naive"``.
         clip: clip each finite difference to what an L-Lipschitz f allows (ZTC §6.14).
         paper: σ and T from the printed formulas (set by :meth:`from_theory`).
-        L0: the per-example Lipschitz constant L the config was built for (keyword; None only for an objective that
-            declares none, with per-example radii and ``clip=False``): the sensitivities dL and the clip 2Lδ;
-            :meth:`run` refuses an objective that declares a larger one.
+        L0: the per-example Lipschitz constant L the config was built for (keyword; None only for an
+            objective that declares none, with per-example radii and ``clip=False``): the
+            sensitivities dL and the clip 2Lδ; :meth:`run` refuses an objective that declares a
+            larger one.
 
     Raises:
-        ValueError: at construction, naming the argument, for any value outside these ranges, and for
-            B1 < T·B2/2 (variance-reduced: Cor 4.4 needs the anchor no more sensitive than a DIFF step).
+        ValueError: at construction, naming the argument, for any value outside these ranges, and
+            for B1 < T·B2/2 (variance-reduced: Cor 4.4 needs the anchor no more sensitive than a
+            DIFF step).
     """
 
     name = "zo-o2nc"
@@ -177,8 +186,8 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         m: int | None = None,
         paper: bool = False,
     ) -> ZhangTranCutkosky:
-        """Algorithms 3–5 at a given (T, K): B1 = T + 1 unless given, D = δ/T (δ = ``smoothing``), σ by Cor 4.4,
-        η = D/(G√T); ``rho`` is the paper's ρ."""
+        """Algorithms 3–5 at a given (T, K): B1 = T + 1 unless given, D = δ/T (δ = ``smoothing``), σ
+        by Cor 4.4, η = D/(G√T); ``rho`` is the paper's ρ."""
         delta = smoothing
         check_integer(d=d, period=period, epochs=epochs, B2=B2)
         check_positive(L=L, smoothing=delta, rho=rho)
@@ -220,7 +229,8 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         B: int = 1,
         m: int = 1,
     ) -> ZhangTranCutkosky:
-        """Algorithm 3 with the naive oracle (Algorithm 6): σ = 2dL/(Bρ), D = δ/T (δ = ``smoothing``), η = D/(G√T)."""
+        """Algorithm 3 with the naive oracle (Algorithm 6): σ = 2dL/(Bρ), D = δ/T (δ =
+        ``smoothing``), η = D/(G√T)."""
         delta = smoothing
         check_integer(d=d, period=period, epochs=epochs, B=B, m=m)
         check_positive(L=L, smoothing=delta, rho=rho)
@@ -252,18 +262,17 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         paper: bool = False,
         m: int | None = None,
     ) -> ZhangTranCutkosky:
-        """Theorem 4.9 (variance-reduced) or Appendix E (naive) for M = ``samples`` examples (default: the setting's
-        n), smoothing radius δ = ``smoothing``, with m directions per example (default: d for the variance-reduced
-        oracle, the paper's 1 for the naive one; T and K do not depend on m). Reads d, L = constants.L0 and
-        F* = ``setting.gap`` (a bound on F(x₀) − inf F); the budget is converted once to the paper's ρ
-        (``to_zcdp().rdp_rho``: "(α, αρ²/2)-RDP", i.e. ρ²/2-zCDP).
+        """Theorem 4.9 (variance-reduced) or Appendix E (naive) for M = ``samples`` examples
+        (default: the setting's n), smoothing radius δ = ``smoothing``, with m directions per
+        example (default: d for the variance-reduced oracle, the paper's 1 for the naive one; T and
+        K do not depend on m). Reads d, L = constants.L0 and F* = ``setting.gap`` (a bound on F(x₀)
+        − inf F); the budget is converted once to the paper's ρ (``to_zcdp().rdp_rho``: "(α,
+        αρ²/2)-RDP", i.e. ρ²/2-zCDP).
 
-        Variance-reduced: T = max{(√d·LδM/(F*+Lδ))^{2/3}, (d^{3/2}LδM/((F*+Lδ)ρ))^{1/2}} (ZTC §6.1: max,
-        not the printed min, and √d in the first term), B1 = T+1, B2 = 1, K = ⌊M/(2T)⌋.
-        Naive: B = 1 and T balancing the App. E bound (F*+Lδ)BT/(δM) + (L/√T)(√(d/B) + 1 + d^{3/2}/(Bρ)),
-        i.e. T = (b/(2a))^{2/3}; K = ⌊M/T⌋.
-        T is rounded and clamped to [2, M/2] so that K ≥ 1.
-        """
+        Variance-reduced: T = max{(√d·LδM/(F*+Lδ))^{2/3}, (d^{3/2}LδM/((F*+Lδ)ρ))^{1/2}} (ZTC §6.1:
+        max, not the printed min, and √d in the first term), B1 = T+1, B2 = 1, K = ⌊M/(2T)⌋. Naive:
+        B = 1 and T balancing the App. E bound (F*+Lδ)BT/(δM) + (L/√T)(√(d/B) + 1 + d^{3/2}/(Bρ)),
+        i.e. T = (b/(2a))^{2/3}; K = ⌊M/T⌋. T is rounded and clamped to [2, M/2] so that K ≥ 1."""
         M = setting.n if samples is None else samples
         d, L, F_star, delta = (
             setting.d,
@@ -291,42 +300,50 @@ class ZhangTranCutkosky(O2NCAlgorithm):
 
     @classmethod
     def practical(cls, setting: Setting, budget: Budget, **options) -> ZhangTranCutkosky:
-        """Practical settings of the variance-reduced oracle: parameters that make progress at realistic n and d
-        (a documented variant, not Theorem 4.9's schedule). Releases are accounted exactly as in
-        :meth:`from_theory` (one tree-aggregated Gaussian per epoch, epochs on disjoint data).
+        """Practical settings of the variance-reduced oracle: parameters that make progress at
+        realistic n and d (a documented variant, not Theorem 4.9's schedule). Releases are accounted
+        exactly as in :meth:`from_theory` (one tree-aggregated Gaussian per epoch, epochs on
+        disjoint data).
 
-        Guarantee: privacy is exact (the sensitivities are enforced by per-example clipping, so ρ = √(2ρ_z) with
-        ρ_z the zCDP budget of (ε, δ) holds deterministically). Theorem 4.9's stationarity bound does **not**
-        apply: the clip radii are not the worst case dL, D ≠ δ/T (an epoch's points are not within δ of their
-        average), clipped increments are biased, and the default output is the last iterate.
+        Guarantee: privacy is exact (the sensitivities are enforced by per-example clipping, so ρ =
+        √(2ρ_z) with ρ_z the zCDP budget of (ε, δ) holds deterministically). Theorem 4.9's
+        stationarity bound does **not**
+        apply: the clip radii are not the worst case dL, D ≠ δ/T (an epoch's points are not within δ
+        of their average), clipped increments are biased, and the default output is the last
+        iterate.
 
-        Why the theorem's settings do not move (measured on a 2-layer ReLU net, d = 97, n = 20,000): the
-        sensitivities 2dL/B1 and 4dL/(B2·T) use the worst-case estimate norm dL (≈ 1,400 for the declared
-        L = 14.2) where a d-direction estimate of a per-example gradient has norm ≈ √2·1.2, so σ ≈ 4–12 per
-        coordinate buries a gradient of norm ≈ 0.2; and D = δ/T ≈ 1e-5 with η = D/(G√T) ≈ 1e-10 to 1e-9
-        (G is dominated by that noise), so x moves far less than δ = 0.1 in the whole run.
+        Why the theorem's settings do not move (measured on a 2-layer ReLU net, d = 97, n = 20,000):
+        the sensitivities 2dL/B1 and 4dL/(B2·T) use the worst-case estimate norm dL (≈ 1,400 for the
+        declared L = 14.2) where a d-direction estimate of a per-example gradient has norm ≈ √2·1.2,
+        so σ ≈ 4–12 per coordinate buries a gradient of norm ≈ 0.2; and D = δ/T ≈ 1e-5 with η =
+        D/(G√T) ≈ 1e-10 to 1e-9 (G is dominated by that noise), so x moves far less than δ = 0.1 in
+        the whole run.
 
         Rules (public: they read the constants, n, d, ε, δ and the options only):
 
-        * m = ``m`` (default d, the paper's); the clip radius C = ``clip`` (default L0); each GRAD term is
-          clipped to r₁ = C·√(1 + (d−1)/m) (the typical norm of an m-direction estimate of a gradient of norm
-          C), each DIFF term to r₂ = r₁·B2/B1, so s₁ = 2r₁/B1 = s₂ = 2r₂/B2 (replace-one);
-          :attr:`~dpnc.algorithms.oracles.OracleStats.clip_rate` reports the fraction of DIFF terms clipped and
-          the run warns above 50 %;
-        * T = B1 = :func:`~dpnc.algorithms.o2nc.practical_period` (``noise_ratio``, default 0.5), B2 = 1,
-          K = ⌊n/(2T − 1)⌋ epochs; σ = √(⌊log₂T⌋ + 1)·s/ρ (Cor 4.4's form with the exact node count), ρ = √(2ρ_z)
-          with ρ_z fitted by :func:`~dpnc.privacy.calibrate.fit_rho` so that the accountant's ε(δ) is ≤ ε;
+        * m = ``m`` (default d, the paper's); the clip radius C = ``clip`` (default L0); each GRAD
+          term is clipped to r₁ = C·√(1 + (d−1)/m) (the typical norm of an m-direction estimate of a
+          gradient of norm C), each DIFF term to r₂ = r₁·B2/B1, so s₁ = 2r₁/B1 = s₂ = 2r₂/B2
+          (replace-one); :attr:`~dpnc.algorithms.oracles.OracleStats.clip_rate` reports the fraction
+          of DIFF terms clipped and the run warns above 50 %;
+        * T = B1 = :func:`~dpnc.algorithms.o2nc.practical_period` (``noise_ratio``, default 0.5), B2
+          = 1, K = ⌊n/(2T − 1)⌋ epochs; σ = √(⌊log₂T⌋ + 1)·s/ρ (Cor 4.4's form with the exact node
+          count), ρ = √(2ρ_z) with ρ_z fitted by :func:`~dpnc.privacy.calibrate.fit_rho` so that the
+          accountant's ε(δ) is ≤ ε;
         * D = ``travel``/(K·T), the iterates moving at most ``travel`` in all (default the radius of
-          ``constants.region``, else 2Φ/L0 with Φ = ``setting.gap``: :func:`~dpnc.algorithms.o2nc.practical_travel`);
-          δ = ``smoothing`` (default travel/20); η = D/(G√M) with G² = C² + (⌊log₂T⌋ + 1)·d·σ² and M = ⌊δ/(4D)⌋
-          clamped to [1, T] (the window of KLT's η; Theorem 4.9's √T makes η too small for Δ to reach D before the
-          epoch's reset);
-        * ``output_rule`` = ``"last"`` (default; public post-processing) or ``"random-block"`` (the paper's).
+          ``constants.region``, else 2Φ/L0 with Φ = ``setting.gap``:
+          :func:`~dpnc.algorithms.o2nc.practical_travel`); δ = ``smoothing`` (default travel/20); η
+          = D/(G√M) with G² = C² + (⌊log₂T⌋ + 1)·d·σ² and M = ⌊δ/(4D)⌋ clamped to [1, T] (the window
+          of KLT's η; Theorem 4.9's √T makes η too small for Δ to reach D before the epoch's reset);
+        * ``output_rule`` = ``"last"`` (default; public post-processing) or ``"random-block"`` (the
+          paper's).
 
         Args:
-            setting: the problem's public :class:`~dpnc.algorithms.base.Setting` (constants.L0, region; n, d).
-            budget: the (ε, δ) target (:class:`~dpnc.privacy.budget.Budget`; the accountant's ε(δ) is fitted to
-                it; the smoothing radius, the config's ``smoothing`` field, is the ``smoothing`` option).
+            setting: the problem's public :class:`~dpnc.algorithms.base.Setting` (constants.L0,
+                region; n, d).
+            budget: the (ε, δ) target (:class:`~dpnc.privacy.budget.Budget`; the accountant's ε(δ)
+                is fitted to it; the smoothing radius, the config's ``smoothing`` field, is the
+                ``smoothing`` option).
             **options: ``clip``, ``m``, ``travel``, ``smoothing``, ``noise_ratio``, ``output_rule``.
 
         Raises:
@@ -402,8 +419,9 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         smoothing: float,
         oracle: str = "variance-reduced",
     ) -> float:
-        """:func:`~dpnc.algorithms.ztc.theory.samples_needed` for ``setting`` (d, L = constants.L0, F* = gap) and the
-        budget's paper ρ (``to_zcdp().rdp_rho``): the n at which Theorem 4.9 (App. E) reaches β."""
+        """:func:`~dpnc.algorithms.ztc.theory.samples_needed` for ``setting`` (d, L = constants.L0,
+        F* = gap) and the budget's paper ρ (``to_zcdp().rdp_rho``): the n at which Theorem 4.9 (App.
+        E) reaches β."""
         return theory_samples_needed(
             oracle,
             beta=beta,
@@ -451,13 +469,13 @@ class ZhangTranCutkosky(O2NCAlgorithm):
         return {**super().summary(), "sigma_anchor": self.sigma, "sigma_increment": self.sigma}
 
 
-# --- the oracles -----------------------------------------------------------------------------------
+# --- the oracles ----------------------------------------------------------------------------------
 
 
 class VarianceReducedOracle(TreeOracle):
     """Algorithm 4 with tree-aggregated noise (Algorithm 5): epochs of T steps, GRAD anchors on B1,
-    DIFF increments on B2 (common directions at w_t and w_{t−1}); epochs on disjoint data (Lemma C.1).
-    """
+    DIFF increments on B2 (common directions at w_t and w_{t−1}); epochs on disjoint data (Lemma
+    C.1)."""
 
     def __init__(self, problem, config: ZhangTranCutkosky, **kwargs) -> None:
         if config.oracle != "variance-reduced":
@@ -471,7 +489,8 @@ class VarianceReducedOracle(TreeOracle):
         )  # the L the config was built for (run checked the problem declares it)
         if config.radius_anchor is None:
             sensitivity = max(sensitivities(d, L, config.period, config.B1, config.B2))
-        else:  # per-example clipping: replace-one moves a mean of B terms of norm ≤ r by at most 2r/B
+        # per-example clipping: replace-one moves a mean of B terms of norm ≤ r by at most 2r/B
+        else:
             sensitivity = max(
                 2 * config.radius_anchor / config.B1, 2 * config.radius_increment / config.B2
             )
@@ -505,8 +524,8 @@ class VarianceReducedOracle(TreeOracle):
         return self._clipped_mean(estimate.per_example, c.radius_anchor)
 
     def increment(self, w, w_prev, index):
-        # The DIFF sensitivity 4dL/(B2·T) holds because TreeOracle refuses ‖w_t − w_{t−1}‖ > 2D (or, with
-        # per-example radii, because every term is clipped to radius_increment).
+        # The DIFF sensitivity 4dL/(B2·T) holds because TreeOracle refuses ‖w_t − w_{t−1}‖ > 2D (or,
+        # with per-example radii, because every term is clipped to radius_increment).
         c = self.config
         estimate = self.stats.add(
             diff_estimate(
@@ -526,8 +545,8 @@ class VarianceReducedOracle(TreeOracle):
     def _clipped_mean(
         self, terms: torch.Tensor, radius: float | None, *, increment: bool = False
     ) -> torch.Tensor:
-        """The mean of the per-example terms, each clipped to ``radius`` (None: the paper's, no clipping),
-        counting those beyond it (and, for increments, the clip rate's counters)."""
+        """The mean of the per-example terms, each clipped to ``radius`` (None: the paper's, no
+        clipping), counting those beyond it (and, for increments, the clip rate's counters)."""
         if radius is None:
             return terms.mean(0)
         summed = clipped_sum(terms, radius, vector=True)
@@ -541,8 +560,9 @@ class VarianceReducedOracle(TreeOracle):
 
 class NaiveOracle(SinglePassOracle):
     """Algorithm 6: GRAD on a fresh batch of B with m (paper: 1) directions each, released by
-    :func:`~dpnc.privacy.release.private_mean`: every per-example estimate has ‖g_i‖ ≤ dL (each difference
-    clipped to 2Lδ, and the mean clips to dL again), so Δ = 2dL/B replace-one, and σ is the config's.
+    :func:`~dpnc.privacy.release.private_mean`: every per-example estimate has ‖g_i‖ ≤ dL (each
+    difference clipped to 2Lδ, and the mean clips to dL again), so Δ = 2dL/B replace-one, and σ is
+    the config's.
 
     Each step's release is on its own batch, so all are recorded under one partition.
     """

@@ -1,6 +1,6 @@
-"""Zhang–Tran–Cutkosky's theory: the paper's ρ, the sensitivities and variance of its oracles, the stationarity bound,
-the sample complexity of Theorem 4.9 and Appendix E, and the cost of a run (pure functions of public numbers;
-the configs are read by duck typing, so this module imports no config).
+"""Zhang–Tran–Cutkosky's theory: the paper's ρ, the sensitivities and variance of its oracles, the
+stationarity bound, the sample complexity of Theorem 4.9 and Appendix E, and the cost of a run (pure
+functions of public numbers; the configs are read by duck typing, so this module imports no config).
 
 References: X. Zhang, H. Tran, A. Cutkosky, "Private zeroth-order nonsmooth nonconvex optimization",
 ICLR 2024 (arXiv:2406.19579); docs/papers.md, ZTC §3, §6.
@@ -22,9 +22,8 @@ def paper_rho(epsilon: float, dp_delta: float) -> float:
 def sensitivities(d: int, L: float, T: int, B1: int, B2: int) -> tuple[float, float]:
     """Replace-one sensitivities of the epoch's terms (Lemmas 3.1–3.2, Cor 4.4).
 
-    s₁ = 2dL/B1 for the GRAD anchor; s₂ = 2dL·(2D)/(B2·δ) = 4dL/(B2·T) for a DIFF, because O2NC keeps
-    ‖w_t − w_{t−1}‖ ≤ 2D = 2δ/T (and the oracle checks it at every step).
-    """
+    s₁ = 2dL/B1 for the GRAD anchor; s₂ = 2dL·(2D)/(B2·δ) = 4dL/(B2·T) for a DIFF, because O2NC
+    keeps ‖w_t − w_{t−1}‖ ≤ 2D = 2δ/T (and the oracle checks it at every step)."""
     return 2 * d * L / B1, 4 * d * L / (B2 * T)
 
 
@@ -47,11 +46,10 @@ def guarantee(config, *, d: int, L: float, gap: float) -> float:
 
         (F* + 2Lδ)/(δK) + G/√T + cross,   G² ≥ sup E‖g̃_t‖²,   F* = ``gap`` ≥ F(x₀) − inf F.
 
-    Variance-reduced (Theorem 4.9's proof): G² = 3V + 3L² + 3ℓ_T·d·σ² and cross = 2(√V + √(ℓ_T·d)·σ),
-    where V is :func:`variance_bound` and ℓ_T = ⌊log₂T⌋ + 1 bounds the tree's nodes per step.
-    Naive (App. E): G² = L² + V + dσ² with V GRAD's variance; the errors g̃_t − ∇F̂_δ(w_t) are martingale
-    differences (fresh batch, fresh noise), so cross = √((V + dσ²)/T).
-    """
+    Variance-reduced (Theorem 4.9's proof): G² = 3V + 3L² + 3ℓ_T·d·σ² and cross = 2(√V +
+    √(ℓ_T·d)·σ), where V is :func:`variance_bound` and ℓ_T = ⌊log₂T⌋ + 1 bounds the tree's nodes per
+    step. Naive (App. E): G² = L² + V + dσ² with V GRAD's variance; the errors g̃_t − ∇F̂_δ(w_t) are
+    martingale differences (fresh batch, fresh noise), so cross = √((V + dσ²)/T)."""
     V, G, ell = moments(config, d, L)
     T, sigma = config.period, config.sigma
     if config.oracle == "naive":
@@ -83,12 +81,14 @@ def clamp_steps(T: float, most: int) -> int:
 def samples_needed(
     oracle: str, *, beta: float, d: int, L: float, gap: float, smoothing: float, rho: float
 ) -> float:
-    """The n at which the theorem's bound on E‖∂F(w̄)‖_{2δ} reaches β, constants 1 and logs dropped (ρ the paper's).
+    """The n at which the theorem's bound on E‖∂F(w̄)‖_{2δ} reaches β, constants 1 and logs dropped
+    (ρ the paper's).
 
-    * ``"variance-reduced"`` (Theorem 4.9): n ≍ (F* + Lδ)·d/(δβ³) + (F* + Lδ)·d^{3/2}/(ρδβ²) (L = 1 in the terms'
-      exponents; the L of the bound multiplies F*'s partner Lδ);
+    * ``"variance-reduced"`` (Theorem 4.9): n ≍ (F* + Lδ)·d/(δβ³) + (F* + Lδ)·d^{3/2}/(ρδβ²) (L = 1
+      in the terms' exponents; the L of the bound multiplies F*'s partner Lδ);
     * ``"naive"`` (Appendix E): its bound (F* + Lδ)T/(δn) + (√d + 1 + d^{3/2}/ρ)/√T at its best T is
-      ≍ ((F* + Lδ)/(δn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (F* + Lδ)(√d + 1 + d^{3/2}/ρ)²/(δβ³).
+      ≍ ((F* + Lδ)/(δn))^{1/3}·(√d + 1 + d^{3/2}/ρ)^{2/3}, so n ≍ (F* + Lδ)(√d + 1 +
+      d^{3/2}/ρ)²/(δβ³).
     """
     scale = gap + L * smoothing
     if oracle == "variance-reduced":
@@ -99,7 +99,7 @@ def samples_needed(
 
 
 def evaluations(config) -> int:
-    """Function evaluations of a run of ``config`` (either oracle): 2m per example read, GRAD and DIFF alike (a
-    DIFF's two points share their m directions: 2m differences of two values, counted as in
-    :func:`dpnc.estimators.diff_estimate`)."""
+    """Function evaluations of a run of ``config`` (either oracle): 2m per example read, GRAD and
+    DIFF alike (a DIFF's two points share their m directions: 2m differences of two values, counted
+    as in :func:`dpnc.estimators.diff_estimate`)."""
     return 2 * config.m * config.samples
