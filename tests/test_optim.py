@@ -256,6 +256,12 @@ def test_validate_model_lists_every_problem():
     assert make_ok.steps == 0
     lone = nn.Dropout(0.5).train()
     assert validate_model(lone) == ["model: dropout (p=0.5) is active; call model.eval()"]
+    # a transformer's dozen dropouts: one line, not one a module
+    many = nn.Sequential(*[nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1)) for _ in range(6)])
+    (line,) = validate_model(many.train())
+    assert (
+        line.startswith("0.1: dropout (p=0.1), also 1.1 (p=0.1)") and "and 2 more is active" in line
+    )
 
 
 def test_a_closure_with_nan_for_some_examples_does_not_crash():

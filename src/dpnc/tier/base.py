@@ -153,7 +153,7 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
     different masks). Whatever else writes a parameter or buffer during a step is refused when it
     happens (:class:`dpnc.tier.model_state.StateGuard`); operations that mix the examples of a batch
     cannot be found by looking at modules (docs/privacy.md)."""
-    problems = []
+    problems, active = [], []
     for name, module in model.named_modules():
         where = name or "model"
         if (
@@ -162,7 +162,7 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
             and module.training
             and module.p > 0
         ):
-            problems.append(f"{where}: dropout (p={module.p}) is active; call model.eval()")
+            active.append((where, module.p))
         if (
             isinstance(module, nn.modules.batchnorm._BatchNorm)
             and not module.training
@@ -173,6 +173,11 @@ def validate_model(model: nn.Module, *, dropout: bool = True) -> list[str]:
                 "statistics even in eval mode (examples mix); replace it with GroupNorm: model = "
                 "dpnc.fix_model(model)"
             )
+    if active:  # one line however many: a transformer has a dropout in every layer
+        (where, p), others = active[0], [f"{w} (p={q})" for w, q in active[1:4]]
+        also = f", also {', '.join(others)}" if others else ""
+        more = f" and {len(active) - 4} more" if len(active) > 4 else ""
+        problems.append(f"{where}: dropout (p={p}){also}{more} is active; call model.eval()")
     problems += static_problems(model)
     if len(problems) > 1:  # in the model's order of modules
         order = {name or "model": i for i, (name, _) in enumerate(model.named_modules())}
