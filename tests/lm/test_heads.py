@@ -71,7 +71,7 @@ def test_filled_prompts_embed_each_input_once_per_class(model_path):
     clf = build_classifier(model_path, rte.task)
     assert (
         clf.mode == "filled"
-    )  # the default for pairs: the input written into the template (spec §4.2)
+    )  # the default for pairs: the input written into the template (DPZero §4.2)
     batch = clf.encode(rte.texts, rte.labels)
     assert batch["prompt_ids"].shape[:2] == (3, 2)
     first = clf.tokenizer.decode(batch["prompt_ids"][0, 0], skip_special_tokens=True)

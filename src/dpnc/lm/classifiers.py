@@ -83,7 +83,7 @@ def build_classifier(
     generator: torch.Generator | None = None,
     freeze_embeddings: bool = False,
 ) -> EncoderClassifier:
-    """A head on the encoder in the local folder ``model``, in eval mode (no dropout: spec §7.12);
+    """A head on the encoder in the local folder ``model``, in eval mode (no dropout: DPZero §7.12);
     ``head="causal"``: a :class:`dpnc.lm.causal.CausalLMClassifier` on the causal LM ``model`` (a
     folder or ``.gguf`` file).
 

@@ -154,7 +154,7 @@ def public_fields(fields: dict) -> dict:
 @dataclass(frozen=True)
 class FinetuneConfig:
     """Everything that defines a fine-tuning run. Defaults follow the DPZero paper where it says
-    (spec §4.2, §2.7).
+    (DPZero §4.2, §2.7).
 
     Args:
         task: a task of :data:`dpnc.lm.data.TASKS` (SST-2, SST-5, TREC, RTE, SNLI, MNLI).

@@ -27,7 +27,7 @@ per-example cross-entropy, shape (b,), ``reduction="none"`` — the closure of
   s·e_c, b = 0), so it starts as the prompt head's zero-shot classifier and then its class vectors
   move freely; ``init="random"`` gives a standard random layer (drawn from a seeded generator).
 
-Correction: the paper scores label words with RoBERTa's masked-LM head at ``<mask>`` (spec §4.2). A
+Correction: the paper scores label words with RoBERTa's masked-LM head at ``<mask>`` (DPZero §4.2). A
 sentence encoder such as MiniLM has no MLM head, so the label words enter through the embedding of
 their prompt instead."""
 

@@ -6,8 +6,8 @@ One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
 * ``zero-shot``: no training; evaluates the head as built.
 * ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZO` / :class:`dpnc.tier.DPZero` with the classifier's
   per-example cross-entropy as the closure (spec seed001 §2.5–2.6): forward passes only, eval mode.
-* ``adamw``: first-order, non-private (spec §2.7).
-* ``dp-adamw``: first-order DP (Yu et al. 2022's recipe, spec §2.7) by
+* ``adamw``: first-order, non-private (DPZero §2.7).
+* ``dp-adamw``: first-order DP (Yu et al. 2022's recipe, DPZero §2.7) by
   :class:`dpnc.tier.DPOptimizer`: per-example gradients by ``torch.func`` (one example at a time, or
   ``vmap`` over ``functional_call``), each clipped to norm C (non-finite ones set to 0 first),
   summed, divided by the expected batch size B, plus N(0, (σ·C/B)²) noise from the secret
@@ -17,7 +17,7 @@ One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
 
 Privacy. Private methods draw Poisson batches (each row joins w.p. q = B/n), so the accountant's
 event — the Poisson-subsampled Gaussian under add/remove — describes exactly what the sampler does
-(spec §7.1: the published code accounts Poisson but draws shuffled batches). The batches are
+(DPZero §7.1: the published code accounts Poisson but draws shuffled batches). The batches are
 **secret randomness** (:mod:`dpnc.sampling`): the sampler draws them from its own operating-system
 entropy stream, never from ``seed``; every private optimizer draws each batch itself, fetches its
 encoded rows (:class:`dpnc.batches.DataRows`, :class:`dpnc.batches.LoaderBatches`) and hands them to
