@@ -21,7 +21,7 @@ else
 TORCH_INDEX ?=
 endif
 
-.PHONY: setup demo test test-all docs lint bench clean
+.PHONY: setup demo test test-all test-fast docs lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -57,6 +57,10 @@ test: setup
 
 test-all: setup
 	$(PYTEST)
+
+# the unit tier (pytest -m unit): the library without real models, data or reproductions, < 5 minutes
+test-fast: setup
+	$(PYTEST) -m unit
 
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site

@@ -42,6 +42,29 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+# The tiers, by where a test lives and what it reads (pyproject's markers say what each holds):
+# `make test-fast` runs `unit`, `make test` everything but `slow`.
+_TIERS = {
+    "lm": ("tests/lm/", "tests/test_integrations_"),
+    "reproduce": ("tests/reproduce/", "tests/test_gpu_", "tests/test_docs", "tests/test_demo"),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    from tests.shared_data import REASON
+
+    root = str(config.rootpath) + "/"
+    for item in items:
+        where = str(item.path).removeprefix(root)
+        tiers = [tier for tier, starts in _TIERS.items() if where.startswith(starts)]
+        if any(REASON in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
+            tiers.append("data")
+        if not tiers and not item.get_closest_marker("slow"):
+            tiers.append("unit")
+        for tier in tiers:
+            item.add_marker(tier)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Say once, at the end, how many tests the missing real data skipped (tests/shared_data.py), so
     that a clone without ../shared does not pass quietly with the fine-tuning tests unrun."""
