@@ -310,7 +310,7 @@ def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
     claims.append(
         Claim(
             "every iterate (the proximal point method's inner iterates included) stays in the region where L0 "
-            "is declared, so the sensitivity the ledger charges holds (issue 13, finding 4)",
+            "is declared, so the sensitivity the ledger charges holds",
             not far,
             f"max distance from the centre / radius = {distance:.6f} over "
             f"{len(rows)} runs; sensitivity: {', '.join(sorted({r.sensitivity for r in rows}))}",
@@ -546,7 +546,7 @@ def describe(result: Result) -> str:
         f"Budget ρ = 1 (ρ-zCDP, replace-one) in the n sweep, n = n√ρ; ρ sweep ρ ∈ {list(cfg.rhos)} at "
         f"n = {cfg.rho_sweep_n:.0e}, d = {cfg.rho_sweep_dim}, `{cfg.rho_sweep_objective}`. "
         f"β = {cfg.beta}, ε reported at δ = {cfg.dp_delta:g} (zCDP conversion), {cfg.seeds} seeds. "
-        f"Calibrated noise (paper=False, spec §1.2). Proximal point: d = 1; its inner noisy projected GD runs "
+        f"Calibrated noise (paper=False, Menart et al. §1.2). Proximal point: d = 1; its inner noisy projected GD runs "
         f"{cfg.inner_scale:g}× the steps at which its optimisation error meets Theorem 9's statistical term, "
         "⌈n²ρ_A/(d·ℓ)⌉ with ρ_A = ρ/T, ℓ = log(n²log²(2/β_A)/(dβ_A)) (`kl_proximal.statistical_inner_steps`: "
         "it grows like (n√ρ)², so the inner error stays below the statistical term at every n√ρ), capped at "
@@ -670,7 +670,7 @@ def render(result: Result) -> str:
         "- Every rate claim is judged one-sided on the per-seed slopes' 95 % t interval over the seeds (the "
         "theorems are upper bounds): it holds when the interval lies below the bound's own slope over the same "
         "points + the tolerance of the logs that bound drops over those points (0 for KL-Spider and the proximal "
-        "point, whose bounds keep their logs; adaptive GD's ℓ and p_max otherwise; until issue 41 one 0.1 for "
+        "point, whose bounds keep their logs; adaptive GD's ℓ and p_max otherwise; until 2 Dec 2026 one 0.1 for "
         "every grid, set after these rows), fails when all of it lies above, no signal otherwise — with the "
         "reason measured "
         "on the rows (the inner cap, a floor from the excess at x0, a regime crossover, noise). A slope steeper "
