@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import os
 import statistics
@@ -63,46 +64,18 @@ def mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
-def cnn() -> nn.Module:
+def cnn(padding: int | str = 0, groupnorm: bool = False) -> nn.Module:
+    """Two convolutions and a linear layer on 28×28 images; with ``groupnorm`` a GroupNorm after each
+    convolution (what a private vision model uses instead of BatchNorm); ``padding='same'`` keeps
+    28×28 and 14×14 (16×7×7 into the linear layer, 16×5×5 without padding)."""
+    side = 7 if padding == "same" else 5
+
+    def block(c_in: int, c_out: int, groups: int) -> list[nn.Module]:
+        norm = [nn.GroupNorm(groups, c_out)] if groupnorm else []
+        return [nn.Conv2d(c_in, c_out, 3, padding=padding), *norm, nn.ReLU(), nn.MaxPool2d(2)]
+
     return nn.Sequential(
-        nn.Conv2d(1, 8, 3),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 10),
-    )
-
-
-def cnn_groupnorm() -> nn.Module:
-    """The CNN with a GroupNorm after each convolution (what a private vision model uses instead of BatchNorm)."""
-    return nn.Sequential(
-        nn.Conv2d(1, 8, 3),
-        nn.GroupNorm(2, 8),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3),
-        nn.GroupNorm(4, 16),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 10),
-    )
-
-
-def cnn_same() -> nn.Module:
-    """The CNN with ``padding='same'`` convolutions (each keeps 28×28 or 14×14; 16×7×7 into the linear layer)."""
-    return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding="same"),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding="same"),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 7 * 7, 10),
+        *block(1, 8, 2), *block(8, 16, 4), nn.Flatten(), nn.Linear(16 * side * side, 10)
     )
 
 
@@ -174,8 +147,8 @@ def sequences(n: int, g: torch.Generator) -> TensorDataset:
 MODELS = {
     "mlp 64-64-10": (mlp, (64,)),
     "cnn 2 conv + linear": (cnn, (1, 28, 28)),
-    "cnn + groupnorm": (cnn_groupnorm, (1, 28, 28)),
-    "cnn padding='same'": (cnn_same, (1, 28, 28)),
+    "cnn + groupnorm": (functools.partial(cnn, groupnorm=True), (1, 28, 28)),
+    "cnn padding='same'": (functools.partial(cnn, padding="same"), (1, 28, 28)),
     "attention block (MHA 32, 4 heads)": (attention_block, (16, 32)),
     "TransformerEncoderLayer 32": (encoder_layer, (16, 32)),
     "decoder 2 ConvTranspose2d + linear": (decoder, (16, 7, 7)),

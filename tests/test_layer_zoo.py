@@ -353,31 +353,21 @@ def ids_case(make):
     return model, ids, torch.randint(0, 2, (7,))
 
 
-def test_a_grouped_conv_whose_norms_overflow_in_float32_is_scaled_per_example():
+@pytest.mark.parametrize(
+    "conv, side",
+    [
+        (lambda: nn.Conv2d(4, 4, 3, padding="same", groups=2, padding_mode="reflect"), 5),
+        (lambda: nn.ConvTranspose2d(4, 4, 3, stride=2, output_padding=1, groups=2), 12),
+    ],
+    ids=["grouped-conv", "conv-transpose"],
+)
+def test_a_conv_whose_norms_overflow_in_float32_is_scaled_per_example(conv, side):
     """An example of 1e20 in float32 (no saturating activation, so its gradient is of that size):
-    its squared norm overflows, the rows are scaled per example, and the clipped sum still equals
-    the float64 loop."""
+    its squared norm overflows, the rows are scaled per example (a transposed conv's: the input and
+    the per-example gradients, its bias's sums on their own), and the clipped sum still equals the
+    float64 loop."""
     torch.manual_seed(3)
-    conv = nn.Conv2d(4, 4, 3, padding="same", groups=2, padding_mode="reflect")
-    model = nn.Sequential(conv, nn.Flatten(), nn.Linear(4 * 5 * 5, 2))
-    x, y = torch.randn(6, 4, 5, 5), torch.randint(0, 2, (6,))
-    x[2] *= 1e20
-
-    def loss_fn(xb, yb):
-        return nn.functional.cross_entropy(model(xb), yb, reduction="none")
-
-    summed, route = route_clipped_sum(model, loss_fn, (x, y), dict(model.named_parameters()), 0.5)
-    assert route == "layers" and torch.isfinite(summed.total).all()
-    want = loop_reference(model.double(), x.double(), y, 0.5)
-    assert float((summed.total.double() - want).norm() / want.norm()) < 1e-5
-
-
-def test_a_conv_transpose_whose_norms_overflow_in_float32_is_scaled_per_example():
-    """The overflow test above for ConvTranspose2d, whose scaled rows are the input and the
-    per-example gradients, its bias's sums scaled on their own."""
-    torch.manual_seed(3)
-    up = nn.ConvTranspose2d(4, 4, 3, stride=2, output_padding=1, groups=2)
-    model = nn.Sequential(up, nn.Flatten(), nn.Linear(4 * 12 * 12, 2))
+    model = nn.Sequential(conv(), nn.Flatten(), nn.Linear(4 * side * side, 2))
     x, y = torch.randn(6, 4, 5, 5), torch.randint(0, 2, (6,))
     x[2] *= 1e20
 
