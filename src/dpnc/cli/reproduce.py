@@ -198,25 +198,10 @@ def _command_line() -> str:
 
 
 def _add_reproductions(group: typer.Typer) -> None:
-    """The reproductions on the protocol (:mod:`dpnc_reproduce.protocol`): one generated command
-    each, added to ``group`` on first use of ``dpnc reproduce`` (:class:`_Reproductions`)."""
-    from dpnc_reproduce import (
-        dpzero_dimension,
-        dpzero_lm,
-        dpzero_synthetic,
-        kl_rates,
-        nonsmooth_compare,
-        nonsmooth_rates,
-        utility,
-    )
+    """One generated command per reproduction of :data:`dpnc_reproduce.EXPERIMENTS` (the client's
+    registry: the library names none), added to ``group`` on first use of ``dpnc reproduce``
+    (:class:`_Reproductions`)."""
+    from dpnc_reproduce import EXPERIMENTS
 
-    for experiment in (
-        dpzero_lm.EXPERIMENT,
-        dpzero_dimension.EXPERIMENT,
-        dpzero_synthetic.EXPERIMENT,
-        kl_rates.EXPERIMENT,
-        nonsmooth_compare.EXPERIMENT,
-        nonsmooth_rates.EXPERIMENT,
-        utility.EXPERIMENT,
-    ):
+    for experiment in EXPERIMENTS.values():
         add_reproduction(group, experiment)
