@@ -121,14 +121,19 @@ class Experiment(Generic[C, T, R]):
             raise NotImplementedError
         return self.runner.run_one(config, task)
 
-    def claims(self, rows: Sequence[R], config: C) -> list[Claim]:
-        """The claims checked on ``rows``."""
+    def specs(self, config: C) -> Sequence:
+        """The claims as objects (:class:`dpnc_reproduce.judging.ClaimSpec`), each declared before
+        the run and judged after it: :meth:`declare` and :meth:`claims` read them by default."""
         return []
+
+    def claims(self, rows: Sequence[R], config: C) -> list[Claim]:
+        """The claims checked on ``rows``: by default every spec's judged claims, in order."""
+        return [claim for spec in self.specs(config) for claim in spec.claims(rows)]
 
     def declare(self, config: C) -> list[Declared]:
         """The claims :meth:`claims` will judge, declared before any task runs (one per family of
-        claims)."""
-        return []
+        claims): by default every spec's declaration."""
+        return [spec.declaration() for spec in self.specs(config)]
 
     def describe(self, result: Result) -> str:
         """Markdown before the claims table: the setting (model, data, constants, privacy,
