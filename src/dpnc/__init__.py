@@ -1,8 +1,47 @@
-"""dpnc: differentially private optimization of nonconvex and nonsmooth objectives."""
+"""dpnc: differentially private optimization of nonconvex and nonsmooth objectives.
+
+The public API is the modules of :data:`PUBLIC_MODULES`: import from them only, the names of their
+``__all__``; every other module is the library's inside and may change. The docs, README and the
+reproductions (``dpnc_reproduce``) keep to it (``tests/suites/test_public_api.py``)."""
 
 __version__ = "0.1.0"
 
-__all__ = ["ALGORITHMS", "Budget", "Setting", "ZCDP", "fix_model", "make_private", "__version__"]
+# The package doors first (each re-exports its parts), then the modules used as a whole.
+# dpnc.algorithms.dpzero's DPZero and MeZO (the papers' configurations) are not dpnc.tier's (the
+# torch optimizers of the same names).
+PUBLIC_MODULES = (
+    "dpnc",
+    "dpnc.privacy",
+    "dpnc.algorithms",
+    "dpnc.algorithms.dpzero",
+    "dpnc.algorithms.ztc",
+    "dpnc.algorithms.klt",
+    "dpnc.algorithms.menart",
+    "dpnc.problems",
+    "dpnc.tier",
+    "dpnc.tier.registry",  # where a new optimizer is added
+    "dpnc.options",
+    "dpnc.lm",
+    "dpnc.audit",
+    "dpnc.integrations.transformers",
+    "dpnc.sampling",
+    "dpnc.space",
+    "dpnc.certify",
+    "dpnc.tune",
+    "dpnc.distributed",
+    "dpnc._check",  # the value rules, shared with dpnc_reproduce (its underscore predates this list)
+)
+
+__all__ = [
+    "ALGORITHMS",
+    "PUBLIC_MODULES",
+    "Budget",
+    "Setting",
+    "ZCDP",
+    "fix_model",
+    "make_private",
+    "__version__",
+]
 
 
 def __getattr__(name: str):

@@ -105,7 +105,7 @@ import torch.distributed as dist
 from dpnc.privacy.releases import Release
 from dpnc.sampling import Sampler, ShuffleSampler
 
-__all__ = ["LOCAL", "Group", "Local", "from_environment", "shutdown"]
+__all__ = ["LOCAL", "Group", "Local", "from_environment", "shutdown", "world_size"]
 
 T = TypeVar("T")
 

@@ -34,6 +34,16 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.release import BatchSource
 from dpnc.privacy.releases import FixedSize, Gaussian, Poisson, Relation, Release, Sampled
 
+__all__ = [
+    "BatchClosure",
+    "FullBatch",
+    "PoissonSampler",
+    "Sampler",
+    "ShuffleSampler",
+    "SinglePass",
+    "batch_losses",
+]
+
 
 class Sampler(BatchSource, Protocol):
     """What every batch source implements: :class:`FullBatch`, :class:`PoissonSampler`,

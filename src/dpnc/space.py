@@ -56,6 +56,16 @@ import torch
 
 from dpnc.options import DIRECTIONS  # one home with the optimizers' option choices
 
+__all__ = [
+    "CHUNK",
+    "GROUP",
+    "STREAM",
+    "FlatSpace",
+    "ModuleSpace",
+    "ParameterSpace",
+    "Piece",
+]
+
 GROUP = (
     1 << 20
 )  # entries of u per generator (a multiple of CHUNK); part of the definition of u(seed)

@@ -53,6 +53,16 @@ from dpnc.privacy.release import mean_release, private_mean
 from dpnc.privacy.releases import RandomStopping, Release, tnb_pmf
 from dpnc.sampling import FullBatch
 
+__all__ = [
+    "Candidate",
+    "Tuned",
+    "draw_repetitions",
+    "noise_multiplier",
+    "private_score",
+    "random_stopping",
+    "score_release",
+]
+
 Candidate = Callable[[Accountant, NoiseSource], tuple[Any, float]]
 """``candidate(accountant, noise) -> (result, score)``: one private run of one setting, every release
 (the run's and the score's) recorded in ``accountant``, noise drawn from ``noise``."""

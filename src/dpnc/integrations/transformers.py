@@ -71,6 +71,11 @@ from dpnc.options import option_names
 from dpnc.self_audit import SelfAudit, SelfAuditResult
 from dpnc.tier.registry import names, spec
 
+__all__ = [
+    "DPTrainer",
+    "per_example_cross_entropy",
+]
+
 # The optimizer options DPTrainer reads from the TrainingArguments instead of an argument of their
 # name.
 SPELLED = {

@@ -1,5 +1,6 @@
 """Privacy core: budgets, releases (data), the accountant and its interpreter, calibration, secret
-noise, tree aggregation, and clipping (the one clipped sum).
+noise, tree aggregation, clipping (the one clipped sum) and the private mean (the one release
+step).
 
 This package imports nothing else from dpnc. Names are loaded on first use (PEP 562), so that
 accounting alone (``dpnc account``) does not pay for importing torch.
@@ -8,8 +9,23 @@ accounting alone (``dpnc account``) does not pay for importing torch.
 import importlib
 
 _EXPORTS = {
-    "accountant": ["Accountant", "PrivacyReport", "new_partition"],
-    "budget": ["Budget", "ZCDP", "epsilon_to_rho", "rho_to_epsilon", "rdp_to_epsilon"],
+    "accountant": [
+        "METHODS",
+        "Accountant",
+        "PrivacyReport",
+        "new_partition",
+        "quiet_dp_accounting",
+    ],
+    "budget": [
+        "Budget",
+        "ZCDP",
+        "check_delta",
+        "check_epsilon",
+        "check_rho",
+        "epsilon_to_rho",
+        "rho_to_epsilon",
+        "rdp_to_epsilon",
+    ],
     "calibrate": [
         "advanced_composition_epsilon",
         "dpzero_sigma",
@@ -33,6 +49,7 @@ _EXPORTS = {
     ],
     "mechanisms": ["discrete_gaussian_mechanism", "exponential_mechanism", "gaussian_mechanism"],
     "noise": ["NoiseSource"],
+    "release": ["PrivateMean", "mean_release", "private_mean", "release_sum"],
     "releases": [
         "DiscreteGaussian",
         "ExponentialMechanism",

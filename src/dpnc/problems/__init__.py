@@ -1,6 +1,6 @@
 """Objectives with known facts, as per-example losses usable by every algorithm."""
 
-from dpnc.problems.base import Problem
+from dpnc.problems.base import Constants, Objective, Problem
 from dpnc.problems.kl import (
     HuberLinear,
     KLObjective,
@@ -18,6 +18,7 @@ from dpnc.problems.kl import (
     thm8_instance,
 )
 from dpnc.problems.kl import Quadratic as KLQuadratic
+from dpnc.problems.kl_objective import DataFree, default_weak_convexity
 from dpnc.problems.logistic import LogisticRegression, unit_features
 from dpnc.problems.nonsmooth import (
     LOSSES,
@@ -29,11 +30,14 @@ from dpnc.problems.nonsmooth import (
     TwoLayerReLU,
 )
 from dpnc.problems.quadratic import HESSIANS, Quadratic
+from dpnc.problems.radial import RadialDistance
 
 __all__ = [
     "HESSIANS",
     "LOSSES",
     "AbsLinear",
+    "Constants",
+    "DataFree",
     "HuberLinear",
     "KLObjective",
     "KLQuadratic",
@@ -44,6 +48,7 @@ __all__ = [
     "SinePL",
     "TwoSidedPower",
     "check_kl",
+    "default_weak_convexity",
     "lower_bound_cor1",
     "lower_bound_thm7",
     "lower_bound_thm8",
@@ -53,8 +58,10 @@ __all__ = [
     "unit_features",
     "L1Regression",
     "MaxOfAffine",
+    "Objective",
     "Problem",
     "Quadratic",
+    "RadialDistance",
     "RobustRegression",
     "Solution",
     "TwoLayerReLU",

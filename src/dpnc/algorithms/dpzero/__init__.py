@@ -12,7 +12,13 @@ from dpnc.algorithms.dpzero.family import (
     practical_step,
     public_seeds,
 )
-from dpnc.algorithms.dpzero.theory import calibrate_noise, paper_claim
+from dpnc.algorithms.dpzero.theory import (
+    TheoryParameters,
+    calibrate_noise,
+    dpgd0th_from_theory,
+    dpzero_from_theory,
+    paper_claim,
+)
 
 __all__ = [
     "DPGD",
@@ -21,8 +27,11 @@ __all__ = [
     "DPZero",
     "MeZO",
     "StepLog",
+    "TheoryParameters",
     "ZerothOrderStats",
     "calibrate_noise",
+    "dpgd0th_from_theory",
+    "dpzero_from_theory",
     "finite_pairs",
     "paper_claim",
     "practical_parameters",

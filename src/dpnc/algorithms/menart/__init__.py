@@ -28,6 +28,7 @@ from dpnc.algorithms.menart.proximal import (
     noisy_projected_gd,
     proximal_point_bound,
     proximal_point_rounds,
+    statistical_inner_steps,
 )
 from dpnc.algorithms.menart.spider import (
     PRACTICAL,
@@ -65,4 +66,5 @@ __all__ = [
     "proximal_point_rounds",
     "select_stationary",
     "spider_schedule",
+    "statistical_inner_steps",
 ]
