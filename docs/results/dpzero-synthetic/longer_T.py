@@ -7,7 +7,7 @@ Run from the repository root: ``.venv/bin/python docs/results/dpzero-synthetic/l
 
 from pathlib import Path
 
-from dpnc.problems.quadratic import HESSIANS
+from dpnc.problems import HESSIANS
 from dpnc_reproduce import protocol
 from dpnc_reproduce.dpzero_synthetic import report
 from dpnc_reproduce.dpzero_synthetic.experiment import EXPERIMENT
