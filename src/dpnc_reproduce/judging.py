@@ -107,14 +107,15 @@ def every_run(
     names: tuple[str, str] = ("max_ratio", "runs_over"),
     select: Callable[[Any], bool] = lambda r: True,
     slack: float = 0.0,
+    facts: Callable[[Sequence], Mapping[str, float]] = lambda rows: {},
     words: Callable[[Sequence], Mapping[str, Any]] = lambda rows: {},
     threshold: str = "1",
     declared: str = "",
 ) -> ClaimSpec:
     """A claim that a per-run ratio stays at most 1 (up to ``slack``) in every selected run: holds
     when no run is over, fails otherwise; nothing to judge without a selected run. Facts: ``runs``
-    and, named by ``names``, the largest ratio and the count of runs over; ``words(rows)`` (of the
-    selected rows) adds what else the texts read."""
+    and, named by ``names``, the largest ratio and the count of runs over, then ``facts(rows)`` (of
+    the selected rows); words: ``runs_within`` (the runs not over) and ``words(rows)``."""
     largest, counted = names
 
     def judge(rows: Sequence) -> list[Verdict]:
@@ -123,6 +124,7 @@ def every_run(
             return []
         above = sum(ratio(r) > 1 + slack for r in mine)
         numbers = {"runs": len(mine), counted: above, largest: max(map(ratio, mine))}
-        return [Verdict(not above, numbers, words(mine))]
+        text = {"runs_within": len(mine) - above, **words(mine)}
+        return [Verdict(not above, {**numbers, **facts(mine)}, text)]
 
     return ClaimSpec(statement, evidence, "at most", threshold, "every run", judge, declared)

@@ -12,6 +12,7 @@ from dpnc.algorithms.menart.proximal import proximal_point_rounds, statistical_i
 from dpnc.cli import app
 from dpnc.privacy.budget import rho_to_epsilon
 from dpnc_reproduce import protocol
+from dpnc_reproduce.kl_rates import claims as kl_claims
 from dpnc_reproduce.kl_rates import report
 from dpnc_reproduce.kl_rates import run as exp
 from dpnc_reproduce.kl_rates.experiment import EXPERIMENT
@@ -196,7 +197,7 @@ def test_outputs_are_written(tiny, tmp_path):
 
 
 def claims_of(rows) -> dict[str, bool | None]:
-    return {c.statement: c.holds for c in report.check_claims(rows)}
+    return {c.statement: c.holds for c in kl_claims.check_claims(rows)}
 
 
 def test_claims_are_judged_on_the_numbers(tiny):
@@ -451,7 +452,7 @@ def spider_rows(excess, seeds: int = 3, algorithm: str = "proximal-point") -> li
 def rate_claim(rows) -> protocol.Claim:
     (claim,) = [
         c
-        for c in report.check_claims(rows)
+        for c in kl_claims.check_claims(rows)
         if "falls no slower than the theorem's upper bound" in c.statement
     ]
     assert "[" in claim.evidence  # the interval is printed
@@ -580,7 +581,7 @@ def check_rows(ratio: float, seeds: int = 12) -> list:
 def test_inner_check_claim():
     def verdict(rows):
         (claim,) = [
-            c for c in report.check_claims(rows) if "the inner steps do not limit" in c.statement
+            c for c in kl_claims.check_claims(rows) if "the inner steps do not limit" in c.statement
         ]
         return claim.holds
 

@@ -1,16 +1,18 @@
 """The kl-rates reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
-computes, :mod:`.report` judges and renders."""
+computes, :mod:`.claims` declares and judges, :mod:`.report` fits and renders."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
+import dpnc_reproduce.kl_rates.claims as judged
 import dpnc_reproduce.kl_rates.figures as figures
 import dpnc_reproduce.kl_rates.report as report
 import dpnc_reproduce.kl_rates.run as run
+from dpnc_reproduce.judging import ClaimSpec
 from dpnc_reproduce.kl_rates.run import FULL, QUICK, KLRatesConfig, KLRow, KLTask
-from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.protocol import Experiment, Result
 
 
 class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
@@ -31,46 +33,8 @@ class KLRates(Experiment[KLRatesConfig, KLTask, KLRow]):
     Config, QUICK, FULL, Row = KLRatesConfig, QUICK, FULL, KLRow
     runner = run
 
-    def claims(self, rows: Sequence[KLRow], config: KLRatesConfig) -> list[Claim]:
-        return report.check_claims(rows)
-
-    def declare(self, config: KLRatesConfig) -> list[Declared]:
-        return [
-            Declared("every run spends at most its ρ", "at most", "ρ", "every run"),
-            Declared(
-                "every iterate stays in the declared region", "at most", "the radius", "every run"
-            ),
-            Declared("KL-Spider: F(w_out) − F* ≤ Φfloor", "at most", "Φfloor", "every run"),
-            Declared(
-                "each (algorithm, objective, d, regime): slope of the excess against n√ρ/√d",
-                "at most (one-sided: an upper bound), at both ends of the range its terms' unknown "
-                "constants allow",
-                "the bound's own slope over the same points (each end: one term's own slope) + the "
-                "tolerance of its dropped logs over them (report.tolerance)",
-                "95 % t interval over the per-seed slopes (≥ 3 points); one seed: no verdict; the proximal "
-                "point also needs its inner-steps check; a verdict only where both ends agree, else "
-                "'depends on the constants' with both shown",
-            ),
-            Declared(
-                "proximal point: more inner steps lower the excess by less than half (in log) the "
-                "optimisation-limited fall",
-                "above",
-                "−κ/4·log(factor)",
-                "Welch t interval of mean log excess, two arms of seeds",
-            ),
-            Declared(
-                "the runs depend on n and ρ only through n√ρ",
-                "within",
-                "±log 3",
-                "Welch t interval of mean log excess; every point",
-            ),
-            Declared(
-                "(information) excess above the class lower bound",
-                "above",
-                "0 (mean log ratio)",
-                "95 % t interval over seeds; every point",
-            ),
-        ]
+    def specs(self, config: KLRatesConfig) -> Sequence[ClaimSpec]:
+        return judged.SPECS
 
     def describe(self, result: Result) -> str:
         return report.describe(result)

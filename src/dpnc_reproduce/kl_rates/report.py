@@ -2,8 +2,8 @@
 claims judged on them, the setting, the tables and the figures.
 
 The config, the tasks and the runs are in :mod:`dpnc_reproduce.kl_rates.run`; its experiment calls
-:func:`check_claims`, :func:`slopes` (``slopes.csv``), :func:`describe`, :func:`render` and
-:func:`plot`.
+:func:`slopes` (``slopes.csv``), :func:`describe`, :func:`render` and :func:`plot`; the claims,
+judged on these fits, are in :mod:`dpnc_reproduce.kl_rates.claims`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import statistics
 from collections.abc import Sequence
 
 from dpnc_reproduce import claims as stats
-from dpnc_reproduce import facts
 from dpnc_reproduce.common import by_seed, group_medians, loglog_slope
-from dpnc_reproduce.kl_rates.run import ADAPTIVE, ALGORITHMS, LABEL, OBJECTIVES, TRIVIAL, KLRow
+from dpnc_reproduce.kl_rates.run import ADAPTIVE, ALGORITHMS, OBJECTIVES, TRIVIAL, KLRow
 from dpnc_reproduce.loglog import GROWS, Tolerance, dropped_log_tolerance, term_slopes
-from dpnc_reproduce.protocol import Claim, Result
+from dpnc_reproduce.protocol import Result
 
 # How every rate claim is judged: the theorems are upper bounds on the excess as x = n√ρ/√d → ∞, so
 # a rate holds when the per-seed slopes' 95 % t interval lies below the bound's own slope over the
@@ -277,229 +276,6 @@ def reason(s: dict) -> str:
     if math.isfinite(upper.estimate):
         out.append(f"over the upper half of x: {WORDS[observed(s, 'upper')]} ({upper})")
     return "; ".join(out)
-
-
-def check_claims(rows: Sequence[KLRow]) -> list[Claim]:
-    """The theory's checkable statements, judged on the measured numbers (reported whether or not
-    they hold)."""
-    claims, slope_rows = [], slopes(rows)
-    over = [r for r in rows if r.rho_spent > r.rho * (1 + 1e-9)]
-    ratio = max(r.rho_spent / r.rho for r in rows)
-    eps = "; ".join(
-        f"ρ = {rho:g}: ε ≤ {max(r.epsilon for r in rows if r.rho == rho):.3g}"
-        for rho in sorted({r.rho for r in rows})
-    )
-    claims.append(
-        Claim(
-            "every run spends at most its zCDP budget ρ (the accountant's ρ; adaptive GD + selection: "
-            "ρ' = 8ρ/9 by the filter plus ρ'/8 for the exponential mechanism)",
-            not over,
-            f"max ρ spent / ρ = {ratio:.6f} over {len(rows)} runs; {len(over)} run(s) over; "
-            f"ε at δ (zCDP conversion): {eps}",
-            facts={"max_rho_ratio": ratio, "runs": len(rows), "runs_over": len(over)}
-            | {
-                facts.name("max_epsilon_rho", f"{rho:g}"): max(
-                    r.epsilon for r in rows if r.rho == rho
-                )
-                for rho in sorted({r.rho for r in rows})
-            },
-        )
-    )
-    far = [r for r in rows if r.region_distance > r.radius * (1 + 1e-12)]
-    distance = max(r.region_distance / r.radius for r in rows)
-    claims.append(
-        Claim(
-            "every iterate (the proximal point method's inner iterates included) stays in the region where L0 "
-            "is declared, so the sensitivity the ledger charges holds",
-            not far,
-            f"max distance from the centre / radius = {distance:.6f} over "
-            f"{len(rows)} runs; sensitivity: {', '.join(sorted({r.sensitivity for r in rows}))}",
-            facts={"max_distance_ratio": distance, "runs": len(rows), "runs_outside": len(far)},
-        )
-    )
-    spider = [r for r in rows if r.algorithm == "kl-spider"]  # the n sweep and the ρ sweep
-    if spider:
-        above = [r for r in spider if r.excess > r.bound]
-        worst = max(r.excess / r.bound for r in spider)
-        claims.append(
-            Claim(
-                "KL-Spider: F(w_out) − F* ≤ Φfloor in every run (Theorem 1, w.p. ≥ 1 − β each)",
-                not above,
-                f"{len(spider) - len(above)} of {len(spider)} runs; max excess / Φfloor "
-                f"{worst:.3g}",
-                facts={"runs": len(spider), "runs_above": len(above), "max_excess_ratio": worst},
-            )
-        )
-    check, inner, inner_claims = [r for r in rows if r.sweep == "inner"], {}, []
-    for o in dict.fromkeys(r.objective for r in check):
-        mine = [r for r in check if r.objective == o]
-        more = max(r.inner_factor for r in mine)
-        logs = {
-            f: [math.log(r.excess) for r in mine if r.inner_factor == f and r.excess > 0]
-            for f in (1.0, more)
-        }
-        iv = stats.difference_interval(logs[more], logs[1.0])
-        # were the optimisation error to rule, the excess (∝ error^(κ/2)) would fall by more^(κ/2):
-        # judged against half that fall in log, the midpoint between "no change" and
-        # "optimisation-limited"
-        kappa = mine[0].kappa
-        midpoint = -kappa / 4 * math.log(more)
-        inner[o] = stats.exceeds(iv, midpoint)
-        inner_claims.append(
-            Claim(
-                f"proximal point on {o} (κ = {kappa:g}): the inner steps do not limit the excess — at n = {mine[0].n}, "
-                f"{more:g}× the rule's inner steps lowers the excess by less than {math.exp(-midpoint):.3g}×, half (in "
-                f"log) of the {more ** (kappa / 2):.3g}× an optimisation-limited excess would fall "
-                "(mean log ratio, interval over seeds)",
-                stats.exceeds(iv, midpoint),
-                f"log(excess at {more:g}×) − log(excess at 1×): {iv} (threshold {midpoint:.2f}), {len(logs[more])} and "
-                f"{len(logs[1.0])} seeds; inner steps per round {min(r.inner_steps for r in mine)} and "
-                f"{max(r.inner_steps for r in mine)}",
-                facts=facts.interval(iv, midpoint)
-                | {
-                    "factor": more,
-                    "seeds_more": len(logs[more]),
-                    "seeds_base": len(logs[1.0]),
-                    "inner_steps_min": min(r.inner_steps for r in mine),
-                    "kappa": kappa,
-                    "inner_steps_max": max(r.inner_steps for r in mine),
-                },
-            )
-        )
-    for s in slope_rows:
-        if s["points"] < 3:
-            continue  # two points make a slope but not a check
-        label = f"{LABEL[s['algorithm']]} on {s['objective']} (κ = {s['kappa']:g}), d = {s['d']}"
-        fit, (ok, depends, at) = _interval(s), _at_ends(s)
-        ends = (s["bound_slope_low"], s["bound_slope_high"])
-        evidence = (
-            f"per-seed slopes {fit} over {s['points']} points, x ∈ [{s['x_min']:.3g}, {s['x_max']:.3g}] "
-            f"(upper half: {_interval(s, 'upper')}); bound's own slope at constants 1 "
-            f"{_fmt(s['bound_slope'])} (+ {_tol(s):.3f} = {_fmt(s['bound_slope'] + _tol(s))}; tolerance: "
-            f"{s['tol_formula']}); "
-            + stats.ends_text(ends, at, regime=REGIME, tol=_tol(s))
-            + "; the "
-            f"theorem's exponent {s['predicted']:.2f}"
-        )
-        if (
-            s["inner_low"] is not None
-        ):  # few inner steps at the low end can leave those points optimisation-limited
-            evidence += f"; inner steps per round {s['inner_low']} at the lowest x, {s['inner_high']} at the highest"
-        if s["algorithm"] == "proximal-point" and s["objective"] in inner:
-            evidence += f"; its inner-steps check (below): {WORDS[inner[s['objective']]]}"
-            ok = stats.all_hold([ok, inner[s["objective"]]])
-        status = depends
-        if (
-            s["algorithm"] in EXPLICIT
-        ):  # explicit constants: the bound itself is tested, not its slope
-            evidence += f"; the slope rule alone: {WORDS[ok]}"
-            ok, status = None, EXPLICIT[s["algorithm"]]
-        elif ok is not True:
-            evidence += f". Reason: {reason(s)}"
-        read = {
-            "slope": fit.estimate,
-            "slope_low": fit.low,
-            "slope_high": fit.high,
-            "tolerance": _tol(s),
-            "limit": s["bound_slope"] + _tol(s),
-            "bound_slope_low": ends[0],
-            "bound_slope_high": ends[1],
-            "limit_low": ends[0] + _tol(s),
-            "limit_high": ends[1] + _tol(s),
-            "rule_low": facts.verdict(at[0]),
-            "rule_high": facts.verdict(at[1]),
-            "points": s["points"],
-            "seeds": s["seeds"],
-            "capped_runs": s["capped"],
-            "start_share_low": s["start_ratio_low"],
-            "slope_rule": facts.verdict(observed(s)),
-        }  # what the reasons read; the slope rule alone
-        if s["algorithm"] == "proximal-point" and s["objective"] in inner:
-            read["inner_check"] = facts.verdict(inner[s["objective"]])
-        claims.append(
-            Claim(
-                f"{label}, {s['regime']} regime: the excess falls no slower than the theorem's upper "
-                f"bound — slope against n√ρ/√d ≤ the bound's own slope over these points + "
-                f"{_tol(s):.2f} (its dropped logs over these points; x → ∞, one-sided), at both ends of "
-                "the range its terms' unknown constants allow",
-                ok,
-                evidence,
-                status,
-                read,
-            )
-        )
-    claims += inner_claims
-    sweep = [r for r in rows if r.sweep == "rho"]
-    if sweep:
-        main = medians(
-            [r for r in rows if r.sweep == "n"], "excess", ("algorithm", "objective", "d"), "nsr"
-        )
-        swept = medians(sweep, "excess", ("algorithm", "objective", "d"), "nsr")
-        pairs = {}
-        for key, points in swept.items():
-            reference = dict(main.get(key, []))
-            for nsr, _ in points:
-                if nsr in reference:
-
-                    def logs(rs, key=key, nsr=nsr):
-                        return [
-                            math.log(r.excess) if r.excess > 0 else -math.inf
-                            for r in rs
-                            if (r.algorithm, r.objective, r.d, r.nsr) == (*key, nsr)
-                        ]
-
-                    pairs[(key[0], nsr)] = stats.difference_interval(
-                        logs(sweep), logs([r for r in rows if r.sweep == "n"])
-                    )
-        if pairs:
-            verdicts = {k: stats.within(iv, 0.0, math.log(3)) for k, iv in pairs.items()}
-            claims.append(
-                Claim(
-                    "the runs depend on n and ρ only through n√ρ: at the same n√ρ, the ρ-sweep runs (n fixed) and the "
-                    "n-sweep runs (ρ = 1) differ by less than 3× (mean log excess, interval over seeds)",
-                    stats.all_hold(list(verdicts.values())),
-                    stats.judged(verdicts)
-                    + "; log ratio: "
-                    + "; ".join(f"{a} at n√ρ = {nsr:.0e}: {iv}" for (a, nsr), iv in pairs.items()),
-                    facts=facts.parts(
-                        {(a, f"{nsr:.0e}"): iv for (a, nsr), iv in pairs.items()}, verdicts=verdicts
-                    )
-                    | {"tolerance": math.log(3)},
-                )
-            )
-    with_lb = [
-        r for r in rows if r.lower_bound is not None and r.sweep == "n" and r.regime != TRIVIAL
-    ]
-    if with_lb:
-        points: dict[tuple, list[float]] = {}
-        for r in with_lb:
-            points.setdefault((r.algorithm, r.objective, r.d, r.x), []).append(
-                math.log(r.excess / r.lower_bound) if r.excess > 0 else -math.inf
-            )
-        fits = {k: stats.mean_interval(v) for k, v in points.items()}
-        verdicts = {k: stats.exceeds(iv, 0.0) for k, iv in fits.items()}
-        estimates = [iv.estimate for iv in fits.values() if math.isfinite(iv.estimate)]
-        claims.append(
-            Claim(
-                "(information) the excess is above the class lower bound at every non-trivial point: mean log(excess / "
-                "lower bound) over seeds > 0 (constants and logs dropped; the lower bound is a worst case over the "
-                "class, a fixed instance may go below it)",
-                stats.all_hold(list(verdicts.values())),
-                stats.judged(verdicts)
-                + (
-                    f"; mean log ratio from {min(estimates):.2f} to {max(estimates):.2f}"
-                    if estimates
-                    else ""
-                ),
-                facts=facts.counts(verdicts.values())
-                | {
-                    "threshold": 0.0,
-                    "min_estimate": min(estimates, default=math.nan),
-                    "max_estimate": max(estimates, default=math.nan),
-                },
-            )
-        )
-    return claims
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
