@@ -1,7 +1,7 @@
 # The README's two commands: `make demo` (set up, run the main job) and `make test` (set up, run the tests);
 # `make bench` runs the benchmarks (full sizes, fewer steps: about 15 minutes on 2 cores; FULL=1 the full forms)
 # and writes one table of ratios, benchmarks/results/bench.md (+ .json); run it alone on the machine.
-# `make docs` builds the documentation site into site/ (mkdocs build --strict; tests/test_docs_build.py does it in CI).
+# `make docs` builds the documentation site into site/ (mkdocs build --strict; tests/suites/test_docs_build.py does it in CI).
 # torch==2.13.0 is installed first, on its own, CPU only: from PyPI where PyPI's wheel is the CPU build (macOS,
 # Windows, Linux on aarch64), else (Linux x86_64, where PyPI's wheel is the CUDA build, several GB) from PyTorch's
 # CPU wheel index where the machine reaches it (PyPI's otherwise). Override: `make setup TORCH_INDEX=https://download.pytorch.org/whl/cu126` (a CUDA build), or

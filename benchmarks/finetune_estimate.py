@@ -40,8 +40,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the docs' code blocks, as tests/test_docs.py reads them
-from tests.test_docs import README, _blocks  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the docs' code blocks, as tests/suites/test_docs.py reads them
+from tests.suites.test_docs import README, _blocks  # noqa: E402
 
 OWN_DATA = ROOT / "docs" / "finetuning.md"
 ESTIMATE = re.compile(r"estimated time: ~([0-9.]+) (s|min|h) for (\d+) steps")

@@ -46,7 +46,13 @@ def one_thread():
 # `make test-fast` runs `unit`, `make test` everything but `slow`.
 _TIERS = {
     "lm": ("tests/lm/", "tests/test_integrations_"),
-    "reproduce": ("tests/reproduce/", "tests/test_gpu_", "tests/test_docs", "tests/test_demo"),
+    "reproduce": (
+        "tests/reproduce/",
+        "tests/benchmarks/test_gpu_",
+        "tests/suites/test_docs",
+        "tests/test_docs",
+        "tests/test_demo",
+    ),
 }
 
 

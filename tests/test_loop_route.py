@@ -69,7 +69,7 @@ def test_packed_sequences_train_by_the_loop_and_equal_each_sequence_run_alone_un
 
 def test_auto_trains_a_packed_lstm_by_the_per_layer_route_without_a_failed_step():
     """The route unrolls the LSTM over the padded steps (dpnc.tier.recurrent); its equality with the
-    loop is tests/test_layer_zoo.py's."""
+    loop is tests/suites/test_layer_zoo.py's."""
     torch.manual_seed(1)
     model = Packed(nn.LSTM)
     x, lengths = torch.randn(40, 5, 3), torch.randint(1, 6, (40,))

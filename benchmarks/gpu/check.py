@@ -30,7 +30,7 @@ device's name), rewritten after every measurement, so a run killed at its limit 
 
 ``--cpu-tiny``: the same code on the CPU with a tiny random Llama (built here, with a byte-level BPE tokenizer
 trained on the data: no files needed; or ``--causal-model``'s real model), fp32, B = 2 and 4, a step or two per
-measurement and a 3-step fine-tuning on 16 test examples: ``tests/test_gpu_check.py`` runs it, so the script
+measurement and a 3-step fine-tuning on 16 test examples: ``tests/benchmarks/test_gpu_check.py`` runs it, so the script
 cannot rot.
 """
 

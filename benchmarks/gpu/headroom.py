@@ -30,7 +30,7 @@ On the device (two calls; benchmarks/gpu/README.md, "Where the model has room to
     bash benchmarks/gpu/receive.sh 1                                   # carry [".gpu/p1"], timeout_s 120
     bash benchmarks/gpu/headroom.sh                                    # carry [".gpu/p2"], timeout_s 560
 
-On the CPU: ``python benchmarks/gpu/headroom.py --out OUT --cpu-tiny`` (seconds: ``tests/test_gpu_check.py``).
+On the CPU: ``python benchmarks/gpu/headroom.py --out OUT --cpu-tiny`` (seconds: ``tests/benchmarks/test_gpu_check.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ reads the object's attributes. The front doors keep only the run's shape (budget
 size) and build the entry's options with :func:`options_of` from the arguments named like its
 fields: ``make_private``'s keywords, ``FinetuneConfig``'s fields (so ``dpnc finetune``'s flags),
 ``DPTrainer``'s arguments. A new knob is one field here and its door arguments;
-``tests/test_tier_contract.py`` fails until every door that offers the entry reaches it.
+``tests/suites/test_tier_contract.py`` fails until every door that offers the entry reaches it.
 
 Plain Python (no torch): the command line reads the help and the choices for ``--help``.
 """

@@ -2,7 +2,7 @@
 
 Consumers (the reproductions, the contract test) read this instead of knowing each family; a new
 paper is one folder under :mod:`dpnc.algorithms`, one line here and one contract case
-(``tests/contract/``)."""
+(``tests/suites/contract/``)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@
 mechanisms read :data:`OPTIMIZERS`; each builds an optimizer through :func:`dpnc.tier.wiring.wire`,
 which calls the entry's ``build`` with the entry's options (its :mod:`dpnc.options` class, built by
 the door with :func:`dpnc.options.options_of`). Adding an optimizer is one class, one line here and
-one case in ``tests/test_tier_contract.py`` (which fails for an entry without one, and for an option
-some door that offers the entry does not reach)."""
+one case in ``tests/suites/test_tier_contract.py`` (which fails for an entry without one, and for an
+option some door that offers the entry does not reach)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class Spec:
             ``options``).
         options: the class of its options (:mod:`dpnc.options`): fields with defaults, rules and
             help. Every front door that offers the entry reaches each field
-            (``tests/test_tier_contract.py``).
+            (``tests/suites/test_tier_contract.py``).
         doors: the front doors that offer it (the non-private AdamW baseline is the trainer's only).
     """
 

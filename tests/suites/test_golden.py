@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from tests.golden.cases import CASES, OUTPUTS, compute
+from tests.suites.golden.cases import CASES, OUTPUTS, compute
 
 TOL = 1e-12
 

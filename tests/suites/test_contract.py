@@ -1,6 +1,6 @@
 """The contract every algorithm keeps, checked the same way for each one.
 
-For every algorithm of every family (cases in ``tests/contract/``): a config is a frozen
+For every algorithm of every family (cases in ``tests/suites/contract/``): a config is a frozen
 ``Algorithm`` with ``from_theory``; invalid configurations are refused at construction, before any
 data is touched; a run returns a ``Run`` whose ledger has one entry per release with sensitivities
 in real units, refuses an objective that declares other public constants than the config was built
@@ -26,7 +26,7 @@ import pkgutil
 import pytest
 import torch
 
-import tests.contract
+import tests.suites.contract
 from dpnc.algorithms.base import BOUNDS, Algorithm, Cost, Run, Stats
 from dpnc.algorithms.registry import ALGORITHMS, FAMILIES
 from dpnc.privacy import Accountant, NoiseSource
@@ -35,8 +35,8 @@ from dpnc.privacy.budget import ZCDP
 
 def _cases():
     cases = []
-    for module in pkgutil.iter_modules(tests.contract.__path__):
-        cases += importlib.import_module(f"tests.contract.{module.name}").CASES
+    for module in pkgutil.iter_modules(tests.suites.contract.__path__):
+        cases += importlib.import_module(f"tests.suites.contract.{module.name}").CASES
     return cases
 
 
@@ -171,7 +171,9 @@ def _made(cls):
     for case in CASES:
         if type(case.build()) is cls and case.constructors is not None:
             return case
-    raise AssertionError(f"{cls.__name__} has no contract case with constructors (tests/contract/)")
+    raise AssertionError(
+        f"{cls.__name__} has no contract case with constructors (tests/suites/contract/)"
+    )
 
 
 REGISTERED = sorted(ALGORITHMS)

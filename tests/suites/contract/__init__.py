@@ -1,5 +1,5 @@
 """Contract cases: one module per algorithm family (``dpzero.py``, ``nonsmooth.py``, ``kl.py``),
-each with ``CASES: list[ContractCase]``, collected by ``tests/test_contract.py``."""
+each with ``CASES: list[ContractCase]``, collected by ``tests/suites/test_contract.py``."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from dpnc.algorithms.ztc import ZhangTranCutkosky, sensitivities
 from dpnc.privacy.budget import ZCDP, Budget
 from dpnc.problems.base import Constants
 from dpnc.problems.nonsmooth import L1Regression
-from tests.contract import Constructors, ContractCase
+from tests.suites.contract import Constructors, ContractCase
 
 D = 3
 

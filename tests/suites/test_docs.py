@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import typer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 LANGUAGES = {"python", "bash", "text"}
 SKIP = re.compile(r"^<!-- doc-test: skip: (.+?) -->$")

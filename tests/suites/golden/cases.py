@@ -3,7 +3,7 @@ algorithm).
 
 Each ``case_<name>()`` is a short *call* of the public API on a tiny seeded configuration and
 returns a flat ``dict[str, float | list[float]]``. After a refactor, rewrite the calls (new
-signatures); the numbers stored in ``outputs.json`` must not change (``tests/test_golden.py``
+signatures); the numbers stored in ``outputs.json`` must not change (``tests/suites/test_golden.py``
 compares them to abs 1e-12 + rel 1e-12).
 
 Determinism: privacy noise from ``NoiseSource.for_testing(seed)``, subsampled batches from
@@ -12,7 +12,7 @@ Determinism: privacy noise from ``NoiseSource.for_testing(seed)``, subsampled ba
 private" (``secret`` = 0.0) by construction. ε is the accountant's RDP ε at δ = 1e-5 (inf where no
 noise).
 
-Regenerate (only on purpose, on the code the goldens describe): ``python -m tests.golden.cases
+Regenerate (only on purpose, on the code the goldens describe): ``python -m tests.suites.golden.cases
     --write``.
 
 Findings while recording (current code, before the refactor): every algorithm family could be made

@@ -10,7 +10,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DECISIVE = ROOT / "benchmarks" / "gpu" / "decisive.py"
 
 

@@ -22,7 +22,7 @@ from dpnc.algorithms.menart import (
 )
 from dpnc.privacy.budget import ZCDP
 from dpnc.problems.kl import PowerGrowth, SinePL
-from tests.contract import Constructors, ContractCase
+from tests.suites.contract import Constructors, ContractCase
 
 
 def _run(algorithm, problem, x0, noise, accountant, generator):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-VERDICT = Path(__file__).resolve().parents[1] / "benchmarks" / "verdict.py"
+VERDICT = Path(__file__).resolve().parents[2] / "benchmarks" / "verdict.py"
 
 
 @pytest.fixture(scope="module")

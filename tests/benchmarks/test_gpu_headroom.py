@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_gpu_check import data_dir  # noqa: F401  (the fixture: the real data, else a stand-in SST-2)
+from tests.benchmarks.test_gpu_check import data_dir  # noqa: F401  (the fixture: the real data, else a stand-in SST-2)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEADROOM = ROOT / "benchmarks" / "gpu" / "headroom.py"
 
 

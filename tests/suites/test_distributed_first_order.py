@@ -11,7 +11,7 @@ entry), so its privacy is that run's, which the neighbour tests and the audit ch
 tests are below; the audit, on 2 ranks with the group path's broken variants, is
 tests/audit/test_distributed_first_order.py.
 
-Neighbours on 2 ranks: tests/test_make_private_neighbours.py's user loop (a padding collate, a
+Neighbours on 2 ranks: tests/suites/test_make_private_neighbours.py's user loop (a padding collate, a
 skip-on-error ``try``) on a training set and on each of its neighbours, with the same testing
 seeds. On each rank every public output is the same on both: the ledger, the optimizer's
 ``state_dict`` (its tensors aside), every step hook's public fields, every INFO log line, the form
@@ -33,7 +33,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import dpnc
-import tests.test_make_private_neighbours as nb
+import tests.suites.test_make_private_neighbours as nb
 from dpnc.privacy.accountant import Accountant
 from tests.spawned import run_ranks
 
@@ -82,11 +82,16 @@ def run(case: str) -> dict:
 
 
 METHODS = ("dp-sgd", "dp-adamw")
-NEIGHBOURS = ("long", "added", "outlier", "raises")  # tests/test_make_private_neighbours.py's
+NEIGHBOURS = (
+    "long",
+    "added",
+    "outlier",
+    "raises",
+)  # tests/suites/test_make_private_neighbours.py's
 
 
 def user_loop(method: str, neighbour: str | None) -> dict:
-    """tests/test_make_private_neighbours.py's user loop on this rank: its public outputs, and the
+    """tests/suites/test_make_private_neighbours.py's user loop on this rank: its public outputs, and the
     released values with what follows from them (the parameters, the optimizer's tensors)."""
     model = nb.Bag(dropout=0.5).train()
     info, root = nb.InfoLines(), logging.getLogger()

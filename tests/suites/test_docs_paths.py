@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # an absolute path under a machine's own folders, not part of a URL or of a relative path
 # (…/x/work/…)
 MACHINE = re.compile(

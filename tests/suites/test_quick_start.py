@@ -4,7 +4,7 @@ test fails on a loaded machine (CI measured 60 s of CPU where a quiet run takes 
 states what was measured.
 
 Before: 5000 default steps on 200 toy rows took 5 minutes and showed accuracy 1.000 untrained, 1.000
-trained. tests/test_docs.py runs the page's python blocks and parses its bash lines; this test runs
+trained. tests/suites/test_docs.py runs the page's python blocks and parses its bash lines; this test runs
 the command too."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from tests.test_docs import README, _blocks
+from tests.suites.test_docs import README, _blocks
 
 SECTION = "Quick start 2"
 

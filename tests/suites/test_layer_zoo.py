@@ -442,7 +442,7 @@ def layer_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "layers.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "layers.md"
 LAYER_TABLE = "<!-- layer table: generated -->\n", "<!-- end of the layer table -->"
 
 
@@ -457,7 +457,7 @@ def test_the_docs_table_is_generated_from_the_kinds_table():
             assert validate_model(module, dropout=False)
         else:
             assert kind(module) is None
-    assert layer_table() in DOC.read_text(), "regenerate: python tests/test_layer_zoo.py"
+    assert layer_table() in DOC.read_text(), "regenerate: python tests/suites/test_layer_zoo.py"
 
 
 def test_an_embedding_bag_called_with_offsets_is_left_to_vmap_and_exact():
@@ -721,12 +721,12 @@ def zoo_rows() -> dict[str, list[str]]:
 def test_each_zoo_case_takes_its_route_and_equals_the_loop(name):
     route, error = fast_route_error(*CASES[name]())
     assert route == ROUTES.get(name, "layers") and error < 1e-12, (route, error)
-    assert zoo_rows()[name][0] == route, "regenerate: python tests/test_layer_zoo.py"
+    assert zoo_rows()[name][0] == route, "regenerate: python tests/suites/test_layer_zoo.py"
 
 
 def test_the_zoo_table_lists_every_case_with_a_dpnc_error_below_1e_12():
     rows = zoo_rows()
-    assert list(rows) == list(CASES), "regenerate: python tests/test_layer_zoo.py"
+    assert list(rows) == list(CASES), "regenerate: python tests/suites/test_layer_zoo.py"
     assert all(_small(error) for _, error, _ in rows.values()), rows
 
 

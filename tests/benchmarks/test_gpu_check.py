@@ -17,7 +17,7 @@ import pytest
 
 from tests.shared_data import DATA
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GPU = ROOT / "benchmarks" / "gpu"
 
 

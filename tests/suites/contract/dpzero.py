@@ -13,7 +13,7 @@ from dpnc.privacy.budget import Budget
 from dpnc.problems import LogisticRegression, unit_features
 from dpnc.problems.quadratic import Quadratic
 from dpnc.sampling import PoissonSampler
-from tests.contract import Constructors, ContractCase
+from tests.suites.contract import Constructors, ContractCase
 
 N, D, T, C = 20, 4, 5, 1.0
 BUDGET = Budget(1.0, 1e-5)
