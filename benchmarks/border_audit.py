@@ -46,7 +46,7 @@ from dpnc.tier.model_state import ModuleNotReady, RunPoisoned
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the state tests' models (row 5), and tests.shared_data (row 8)
-from tests.privacy.test_state_writes import ActNorm, DataEMA  # noqa: E402
+from tests.tier.test_state_writes import ActNorm, DataEMA  # noqa: E402
 
 CLAIMED, DELTA, CONFIDENCE = 1.0, 1e-5, 0.95
 # The scalars an adversary reads from a refused or absent channel, and from a NaN value (a written parameter

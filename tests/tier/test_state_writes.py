@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from dpnc.tier.model_state import ModelStateChanged, ModuleNotReady, RunPoisoned, StateGuard
-from tests.privacy.test_model_state import FEATURES, FIRST, ZEROTH, dataset, private, squared
+from tests.tier.test_model_state import FEATURES, FIRST, ZEROTH, dataset, private, squared
 
 # -- (a) a module the loss runs that is not the model ----------------------------------------------
 
