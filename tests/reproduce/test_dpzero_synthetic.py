@@ -12,6 +12,7 @@ from dpnc.cli import app
 from dpnc.privacy import NoiseSource
 from dpnc.problems.base import Objective
 from dpnc_reproduce import protocol
+from dpnc_reproduce.dpzero_synthetic import claims as synthetic_claims
 from dpnc_reproduce.dpzero_synthetic import report
 from dpnc_reproduce.dpzero_synthetic import run as exp
 from dpnc_reproduce.dpzero_synthetic.experiment import EXPERIMENT
@@ -205,7 +206,7 @@ def constructed(norm, seeds: int = 3, dims=(20, 50, 100, 200)) -> dict:
 
 
 def verdicts(values) -> dict[str, bool | None]:
-    return {c.statement.split(":")[0]: c.holds for c in report.paper_claims(values)}
+    return {c.statement.split(":")[0]: c.holds for c in synthetic_claims.paper_claims(values)}
 
 
 RANK = {"identity": 1.0, "sqrt": 0.5, "inverse": 0.25}  # smaller r, smaller norm
@@ -241,7 +242,7 @@ def test_claims_hold_fail_or_have_no_signal_on_constructed_values():
     assert swapped[best] is False
     (facts,) = [
         c.facts
-        for c in report.paper_claims(
+        for c in synthetic_claims.paper_claims(
             constructed(lambda h, d, m, s: {"DP-GD": 1.2}.get(m, SCALE[m]) * (1 + 0.02 * s))
         )
         if c.statement.startswith(best)
@@ -447,7 +448,7 @@ def test_a_rate_that_fails_reports_where_the_chosen_points_sit():
     }
     claim = next(
         c
-        for c in report.paper_claims(values, edges)
+        for c in synthetic_claims.paper_claims(values, edges)
         if c.statement.startswith("with r = d, the train ‖∇F_S‖ grows")
     )
     assert claim.holds is False and claim.facts["parts_fail"] == 3

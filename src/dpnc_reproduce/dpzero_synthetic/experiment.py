@@ -1,11 +1,11 @@
 """The dpzero-synthetic reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
-computes, :mod:`.report` judges and renders."""
+computes, :mod:`.claims` declares and judges, :mod:`.report` analyses and renders."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
+import dpnc_reproduce.dpzero_synthetic.claims as judged
 import dpnc_reproduce.dpzero_synthetic.report as report
 import dpnc_reproduce.dpzero_synthetic.run as run
 from dpnc_reproduce.dpzero_synthetic.run import (
@@ -15,7 +15,8 @@ from dpnc_reproduce.dpzero_synthetic.run import (
     SyntheticRow,
     SyntheticTask,
 )
-from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.judging import ClaimSpec
+from dpnc_reproduce.protocol import Experiment, Result
 
 
 class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
@@ -42,14 +43,8 @@ class DPZeroSynthetic(Experiment[SyntheticConfig, SyntheticTask, SyntheticRow]):
             "rows": [{**by_T[r["T"]], **r} for r in data["rows"]],
         }
 
-    def claims(self, rows: Sequence[SyntheticRow], config: SyntheticConfig) -> list[Claim]:
-        return [
-            *report.paper_claims(report.selected(rows), report.edges(rows)),
-            report.privacy_claim(rows, config),
-        ]
-
-    def declare(self, config: SyntheticConfig) -> list[Declared]:
-        return report.declare(config)
+    def specs(self, config: SyntheticConfig) -> list[ClaimSpec]:
+        return judged.specs(config)
 
     def describe(self, result: Result) -> str:
         return report.describe(result)

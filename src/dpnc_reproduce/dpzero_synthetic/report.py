@@ -7,23 +7,16 @@ The config and the runs are in :mod:`dpnc_reproduce.dpzero_synthetic.run`.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc.problems.quadratic import HESSIANS
-from dpnc_reproduce import claims as stats
-from dpnc_reproduce import facts
-from dpnc_reproduce.common import loglog_slope
+from dpnc.problems import HESSIANS
 from dpnc_reproduce.dpzero_synthetic.run import (
     FULL,
     METHODS,
-    RATE_REGIME,
-    RATE_TOL,
-    SyntheticConfig,
     SyntheticRow,
 )
-from dpnc_reproduce.protocol import Claim, Declared, Result
+from dpnc_reproduce.protocol import Result
 
 RANK_LABEL = {"identity": "r = d", "sqrt": "r = O(√d)", "inverse": "r = O(log d)"}
 
@@ -113,36 +106,6 @@ def _axes(best: dict) -> tuple[list[str], list[int], list[str]]:
     )
 
 
-def _cells_claim(statement: str, intervals: dict[tuple[str, tuple], stats.Interval]) -> Claim:
-    """A claim over cells, each "log-ratio > 0" judged on its interval: the conjunction, with the
-    counts and the cells that do not hold. A cell's key: its label in the evidence and the words of
-    its facts' names."""
-    verdicts = {cell: stats.exceeds(iv, 0.0) for cell, iv in intervals.items()}
-    read = facts.parts({words: iv for (_, words), iv in intervals.items()}, 0.0, verdicts)
-    if not any(math.isfinite(iv.high - iv.low) for iv in intervals.values()):
-        points = [iv.estimate for iv in intervals.values()]
-        return Claim(
-            statement,
-            stats.all_hold(list(verdicts.values())),
-            f"no interval in any of {len(points)} cells; point log-ratios from {min(points):.2f} to "
-            f"{max(points):.2f}, {sum(p > 0 for p in points)} of {len(points)} > 0",
-            facts=read,
-        )
-    shown = [f"{cell[0]}: {iv}" for cell, iv in intervals.items() if verdicts[cell] is not True]
-    return Claim(
-        statement,
-        stats.all_hold(list(verdicts.values())),
-        stats.judged(verdicts)
-        + " cells, on log-ratio intervals over seeds"
-        + (
-            ("; not holding: " + "; ".join(shown[:6]) + ("; …" if len(shown) > 6 else ""))
-            if shown
-            else ""
-        ),
-        facts=read,
-    )
-
-
 def trace(hessian: str, d: int, power: int = 1) -> float:
     """r = Tr A of the synthetic Hessian (Σ a_j with a_j = 1, 1/√j, 1/j); Tr A^power with
     ``power``."""
@@ -165,229 +128,6 @@ def instance_factor(hessian: str, d: int) -> float:
 
 def _log(v: float) -> float:
     return math.log(v) if v > 0 else -math.inf
-
-
-def paper_claims(
-    values: dict[tuple[str, int, str, int], dict[str, float]],
-    chosen: dict[tuple[str, int, str, int], tuple[SyntheticRow, list[str]]] | None = None,
-) -> list[Claim]:
-    """The paper's qualitative claims (docs/papers.md, DPZero §4.1), judged on the test gradient
-    norm at the train-chosen point of each seed (:func:`selected`): comparisons on the per-seed
-    log-ratios (paired by seed), trends on per-seed log-log slopes against d, each a 95 % t interval
-    over the seeds (one seed: no interval, no signal). A (Hessian, d) cell not in the grid
-    (``high_rank_max_d``) is left out of every claim. ``chosen`` (:func:`edges`) adds to an rate
-    that does not hold the measured reason: how many train-chosen points sit at the grid's largest
-    T."""
-    claims = []
-    hessians, _, methods = _axes(values)
-    seeds = sorted({k[3] for k in values})
-    runs = {(h, d, m) for h, d, m, _ in values}
-    g = {k: [values[(*k, s)]["test_grad_norm"] for s in seeds] for k in runs}
-    train = {k: [values[(*k, s)]["train_grad_norm"] for s in seeds] for k in runs}
-
-    def dims_of(h: str) -> list[int]:
-        """The dimensions at which every method ran with Hessian h."""
-        return sorted(d for d in {k[1] for k in runs} if all((h, d, m) in runs for m in methods))
-
-    def slope(h: str, m: str, by=g) -> stats.Interval:
-        return stats.slope_interval(dims_of(h), list(zip(*[by[(h, d, m)] for d in dims_of(h)])))
-
-    def log_ratio(top: list[float], bottom: list[float]) -> stats.Interval:
-        return stats.paired_interval([_log(a) for a in top], [_log(b) for b in bottom])
-
-    cells = [(h, d) for h in hessians for d in dims_of(h)]
-    if {"DPZero", "DPGD-0th", "DP-GD"} <= set(methods):
-        cell = {
-            (h, d): (f"{RANK_LABEL[h]}, d={d}", (h, f"d{d}")) for h, d in cells
-        }  # label, facts' words
-        worst = {
-            cell[h, d]: log_ratio(
-                g[(h, d, "DPGD-0th")],
-                [max(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DP-GD")])],
-            )
-            for h, d in cells
-        }
-        claims.append(
-            _cells_claim(
-                "DPGD-0th is always worst (test gradient norm at the train-chosen point): "
-                "log(DPGD-0th / the larger other) > 0 in every (Hessian, d) cell",
-                worst,
-            )
-        )
-        best = {
-            cell[h, d]: log_ratio(
-                [min(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DPGD-0th")])],
-                g[(h, d, "DP-GD")],
-            )
-            for h, d in cells
-        }
-        claims.append(
-            _cells_claim(
-                "DP-GD is always best: log(the smaller other / DP-GD) > 0 in every cell", best
-            )
-        )
-    if "identity" in hessians and len(dims_of("identity")) > 1:
-        slopes = {m: slope("identity", m) for m in methods}
-        verdicts = {m: stats.exceeds(iv, 0.0) for m, iv in slopes.items()}
-        claims.append(
-            Claim(
-                f"with r = d, every method gets worse as d grows: log-log slope against d > 0 (d ∈ "
-                f"{dims_of('identity')})",
-                stats.all_hold(list(verdicts.values())),
-                "; ".join(f"{m}: slope {slopes[m]}" for m in methods),
-                facts=facts.parts(slopes, 0.0, verdicts),
-            )
-        )
-    dims = dims_of("inverse") if "inverse" in hessians else []
-    if len(dims) > 1 and "DPZero" in methods:
-        # Table 1 bounds E‖∇F‖² by O((log d)·√r) (times d-free factors); with r = Tr A = Σ 1/j that
-        # is polylogarithmic and still rises over these d. The norm, not its square, is measured: it
-        # may rise with half the bound's slope. "Nearly flat" = no faster than that.
-        bound = loglog_slope(
-            dims, [math.log(d) * math.sqrt(sum(1 / j for j in range(1, d + 1))) for d in dims]
-        )
-        z = slope("inverse", "DPZero")
-        others = "; ".join(f"{m} {slope('inverse', m)}" for m in methods if m != "DPZero")
-        claims.append(
-            Claim(
-                f"with r = log d, DPZero is nearly flat in d: the log-log slope of ‖∇F‖ is below "
-                f"{bound / 2:.2f}, half the slope {bound:.2f} of Table 1's bound (log d)·√r on "
-                f"‖∇F‖² over d ∈ {dims}",
-                stats.below(z, bound / 2),
-                f"DPZero: slope {z}; "
-                + ", ".join(
-                    f"d={d}: {statistics.fmean(g[('inverse', d, 'DPZero')]):.3g}" for d in dims
-                )
-                + f"; train ‖∇F‖ slope {slope('inverse', 'DPZero', train)}: "
-                + ", ".join(
-                    f"d={d}: {statistics.fmean(train[('inverse', d, 'DPZero')]):.3g}" for d in dims
-                )
-                + (f"; test slopes of the others: {others}" if others else ""),
-                facts=facts.interval(z, bound / 2)
-                | {"bound_slope": bound}
-                | facts.interval(slope("inverse", "DPZero", train), prefix="train"),
-            )
-        )
-        if "DP-GD" in methods:
-            ratios = list(
-                zip(
-                    *[
-                        [
-                            a / b
-                            for a, b in zip(g[("inverse", d, "DPZero")], g[("inverse", d, "DP-GD")])
-                        ]
-                        for d in dims
-                    ]
-                )
-            )
-            ratio = stats.slope_interval(dims, ratios)
-            log_slope = loglog_slope(dims, [math.log(d) for d in dims])
-            claims.append(
-                Claim(
-                    f"with r = log d, DPZero stays close to DP-GD: the slope of the ratio of their "
-                    f"‖∇F‖ is below {log_slope / 2:.2f}, half the slope {log_slope:.2f} of the log d "
-                    "factor by which Table 1's bounds on ‖∇F‖² differ",
-                    stats.below(ratio, log_slope / 2),
-                    f"ratio slope {ratio}; DPZero / DP-GD: "
-                    + ", ".join(
-                        f"d={d}: {statistics.fmean(r):.2f}" for d, r in zip(dims, zip(*ratios))
-                    ),
-                    facts=facts.interval(ratio, log_slope / 2) | {"log_slope": log_slope},
-                )
-            )
-    for h in (
-        hessians
-    ):  # Table 1's exponents: its bounds are on the training objective's E‖∇F_S‖², so on train
-        if len(dims_of(h)) < 2:
-            continue
-        target = {
-            m: loglog_slope(dims_of(h), [TABLE1[m](d, trace(h, d)) for d in dims_of(h)]) / 2
-            for m in methods
-        }
-        fitted = {m: slope(h, m, train) for m in methods}
-        verdicts = {
-            m: stats.rate_within_bound(fitted[m], target[m], regime=RATE_REGIME, tol=RATE_TOL.value)
-            for m in methods
-        }
-        # the same bound with this instance's ℓΔ + L², which Table 1 takes as free of d: a measured
-        # part of the reason
-        here = {
-            m: loglog_slope(
-                dims_of(h), [TABLE1[m](d, trace(h, d)) * instance_factor(h, d) for d in dims_of(h)]
-            )
-            / 2
-            for m in methods
-        }
-        on_instance = {
-            m: stats.rate_within_bound(fitted[m], here[m], regime=RATE_REGIME, tol=RATE_TOL.value)
-            for m in methods
-        }
-        claims.append(
-            Claim(
-                f"with {RANK_LABEL[h]}, the train ‖∇F_S‖ grows with d no faster than Table 1's bounds "
-                f"allow: slope ≤ half the slope of its bound on ‖∇F_S‖² over d ∈ {dims_of(h)} + "
-                f"{RATE_TOL.value:g} (upper bounds as d → ∞, one-sided; tolerance: {RATE_TOL.formula})",
-                stats.all_hold(list(verdicts.values())),
-                "; ".join(
-                    f"{m}: slope {fitted[m]} vs {target[m]:.2f} + {RATE_TOL.value:g} "
-                    f"({VERDICT[verdicts[m]]}"
-                    + (
-                        ""
-                        if verdicts[m]
-                        else f"; with this instance's ℓΔ + L² (growing with d) the bound's exponent is "
-                        f"{here[m]:.2f}: {VERDICT[on_instance[m]]}"
-                        + (
-                            ""
-                            if chosen is None
-                            else f"; {t_grid_note(chosen, h, m, dims_of(h), fitted[m].estimate, here[m])}"
-                        )
-                    )
-                    + ")"
-                    for m in methods
-                ),
-                facts=facts.parts(fitted, verdicts=verdicts)
-                | {"tolerance": RATE_TOL.value}
-                | {facts.name(m, "limit"): target[m] + RATE_TOL.value for m in methods}
-                | {facts.name(m, "instance_limit"): here[m] + RATE_TOL.value for m in methods}
-                | (
-                    {}
-                    if chosen is None
-                    # train-chosen points at the grid's largest T (the reason)
-                    else {
-                        facts.name(m, "largest_t_runs"): sum(
-                            "largest T" in at
-                            for (hh, _, mm, _), (_, at) in chosen.items()
-                            if (hh, mm) == (h, m)
-                        )
-                        for m in methods
-                    }
-                ),
-            )
-        )
-    if len(hessians) > 1:
-        better = {
-            (
-                f"d={d}, {m}, {RANK_LABEL[hessians[i]]} → {RANK_LABEL[hessians[i + 1]]}",
-                (f"d{d}", m, hessians[i]),
-            ): log_ratio(g[(hessians[i], d, m)], g[(hessians[i + 1], d, m)])
-            for i in range(len(hessians) - 1)
-            for d in dims_of(hessians[i])
-            if d in dims_of(hessians[i + 1])
-            for m in methods
-        }
-        claims.append(
-            _cells_claim(
-                "every method improves as r gets smaller (d, √d, log d): log(norm at the larger "
-                "r / norm at the next smaller) > 0 for every (d, method)",
-                better,
-            )
-        )
-    if len(seeds) < 2:
-        claims = [
-            c._replace(evidence=c.evidence + " (one seed: no interval, so no signal)")
-            for c in claims
-        ]
-    return claims
 
 
 def t_grid_note(
@@ -425,86 +165,12 @@ def t_grid_note(
     )
 
 
-def privacy_claim(rows: Sequence[SyntheticRow], config: SyntheticConfig) -> Claim:
-    """Every run is (ε, δ)-DP as the paper states: its σ certifies the target ε by advanced
-    composition, and dpnc's accountant finds at most that on the run's own ledger (RDP, and the
-    tight PLD below it)."""
-    eps = config.epsilon
-    off = [
-        r
-        for r in rows
-        if not (
-            r.private
-            and abs(r.epsilon_paper / eps - 1) <= 1e-6
-            and r.epsilon_rdp <= eps * (1 + 1e-6)
-            and r.epsilon_pld <= r.epsilon_rdp * (1 + 1e-6)
-        )
-    ]
-    worst = {
-        k: max(getattr(r, k) for r in rows) for k in ("epsilon_paper", "epsilon_rdp", "epsilon_pld")
-    }
-    return Claim(
-        f"every run is (ε, δ) = ({eps:g}, {config.delta:g})-DP: the paper's σ certifies ε by advanced "
-        "composition, and the accountant's ε of the run's releases (RDP, PLD ≤ RDP) is ≤ ε",
-        not off,
-        f"max ε: paper {worst['epsilon_paper']:.6g}, RDP {worst['epsilon_rdp']:.4g}, "
-        f"PLD {worst['epsilon_pld']:.4g}; {len(off)} run(s) off",
-        facts={"epsilon": eps, "runs": len(rows), "runs_off": len(off)}
-        | {f"max_{k}": v for k, v in worst.items()},
-    )
-
-
 def privacy_rows(rows: Sequence[SyntheticRow]) -> list[dict]:
     """``privacy.csv``: one record per T (every method, Hessian, d and grid point of a T releases
     the same)."""
     keys = ("T", "noise_multiplier", "epsilon_paper", "epsilon_rdp", "epsilon_pld", "private")
     by_T = {r.T: {k: getattr(r, k) for k in keys} for r in rows}
     return [by_T[T] for T in sorted(by_T)]
-
-
-def declare(config: SyntheticConfig) -> list[Declared]:
-    ratio = "95 % t interval over seeds of the paired log-ratio; one seed: no verdict"
-    slope = "95 % t interval over the per-seed log-log slopes in d; one seed: no verdict"
-    return [
-        Declared(
-            "DPGD-0th is worst in every (Hessian, d) cell",
-            "above",
-            "0 (log DPGD-0th / larger other)",
-            ratio + "; every cell",
-        ),
-        Declared(
-            "DP-GD is best in every cell",
-            "above",
-            "0 (log smaller other / DP-GD)",
-            ratio + "; every cell",
-        ),
-        Declared("with r = d every method worsens with d", "above", "slope 0", slope),
-        Declared(
-            "with r = log d DPZero is nearly flat in d",
-            "below",
-            "half the slope of Table 1's (log d)·√r bound on ‖∇F‖²",
-            slope,
-        ),
-        Declared(
-            "with r = log d DPZero stays close to DP-GD",
-            "below",
-            "half the slope of log d (the bounds' ratio)",
-            slope + " of the ratio",
-        ),
-        Declared(
-            "Table 1's bounds in d on the train ‖∇F_S‖, per rank",
-            "at most (one-sided: upper bounds)",
-            f"half the bound's slope on ‖∇F_S‖² over the same d + {RATE_TOL.value:g} ({RATE_TOL.formula})",
-            slope,
-        ),
-        Declared(
-            "every method improves as r gets smaller",
-            "above",
-            "0 (log-ratio, larger r / smaller r)",
-            ratio + "; every (d, method)",
-        ),
-        Declared("every private run is (ε, δ)-DP", "at most", "the target ε", "every run"),
-    ]
 
 
 def describe(result: Result) -> str:
