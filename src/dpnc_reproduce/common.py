@@ -18,7 +18,7 @@ from dpnc._check import (
     check_value,
     one_of,
 )
-from dpnc.privacy.budget import check_delta
+from dpnc.privacy import check_delta
 from dpnc_reproduce.protocol import Claim
 
 __all__ = [

@@ -20,9 +20,8 @@ from pathlib import Path
 import torch
 from scipy import stats
 
-from dpnc.lm.lmbff import load_task
-from dpnc.privacy.accountant import quiet_dp_accounting
-from dpnc.privacy.noise import NoiseSource
+from dpnc.lm import load_task
+from dpnc.privacy import NoiseSource, quiet_dp_accounting
 from dpnc_reproduce.claims import (
     below,
     exceeds,

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import torch
 
-from dpnc.lm.lmbff import load_task
-from dpnc.lm.train import FinetuneConfig, Trainer
+from dpnc.lm import FinetuneConfig, Trainer, load_task
 
 NOT_PRIVATE = (
     "NOT PRIVATE: un-noised evaluations on held-out training rows (the k-shot dev split) and per-step "

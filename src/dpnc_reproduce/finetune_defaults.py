@@ -16,8 +16,7 @@ from pathlib import Path
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from dpnc.lm.lmbff import load_task
-from dpnc.lm.train import FinetuneConfig, Trainer
+from dpnc.lm import FinetuneConfig, Trainer, load_task
 
 GRIDS = {
     "head": {"lr": [0.03, 0.1, 0.3, 1.0], "clip": [0.5, 2.0], "steps": [2000, 5000]},

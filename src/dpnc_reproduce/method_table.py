@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from dpnc.algorithms.registry import ALGORITHMS
+from dpnc.algorithms import ALGORITHMS
 
 CONSTRUCTORS = ("practical", "from_theory")
 

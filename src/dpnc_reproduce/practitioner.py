@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from dpnc.privacy.accountant import quiet_dp_accounting
+from dpnc.privacy import quiet_dp_accounting
 from dpnc_reproduce.claims import paired_accuracy_difference
 from dpnc_reproduce.dpzero_decisive import FOLDERS, RECIPE, TASK, seeds
 from dpnc_reproduce.dpzero_lm.run import LMConfig, LMGroup, LMTask, run_trainer

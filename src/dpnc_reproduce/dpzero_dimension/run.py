@@ -19,10 +19,9 @@ from pathlib import Path
 
 import torch
 
-from dpnc.lm.lmbff import load_task
-from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
-from dpnc.privacy.accountant import quiet_dp_accounting
-from dpnc.privacy.budget import check_delta, check_epsilon
+from dpnc.lm import load_task
+from dpnc.privacy import METHODS as ACCOUNTANTS
+from dpnc.privacy import check_delta, check_epsilon, quiet_dp_accounting
 from dpnc_reproduce.common import INTEGER, POSITIVE, check_axis, check_value, one_of
 from dpnc_reproduce.dpzero_lm.run import LMConfig, LMGroup, LMRow, LMTask, run_trainer
 

@@ -19,12 +19,9 @@ from pathlib import Path
 
 import torch
 
-from dpnc.lm.config import ZO_RECIPES
-from dpnc.lm.lmbff import load_task
-from dpnc.lm.train import JOURNAL, METRICS, PRIVATE_STATS, FinetuneConfig, Trainer
-from dpnc.privacy.accountant import METHODS as ACCOUNTANTS
-from dpnc.privacy.accountant import quiet_dp_accounting
-from dpnc.privacy.budget import check_delta, check_epsilon
+from dpnc.lm import JOURNAL, METRICS, PRIVATE_STATS, ZO_RECIPES, FinetuneConfig, Trainer, load_task
+from dpnc.privacy import METHODS as ACCOUNTANTS
+from dpnc.privacy import check_delta, check_epsilon, quiet_dp_accounting
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 
 TASKS = ("SST-2", "SST-5", "SNLI", "MNLI", "RTE", "TREC")  # the paper's column order

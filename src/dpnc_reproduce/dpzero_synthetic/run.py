@@ -10,13 +10,16 @@ from dataclasses import dataclass, field
 import torch
 
 from dpnc.algorithms.dpzero import DPGD, DPGD0th, DPZero, calibrate_noise
-from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import check_delta, check_epsilon
-from dpnc.privacy.calibrate import advanced_composition_epsilon
-from dpnc.privacy.noise import NoiseSource
-from dpnc.problems.quadratic import HESSIANS, Quadratic
+from dpnc.options import DIRECTIONS
+from dpnc.privacy import (
+    Accountant,
+    NoiseSource,
+    advanced_composition_epsilon,
+    check_delta,
+    check_epsilon,
+)
+from dpnc.problems import HESSIANS, Quadratic
 from dpnc.sampling import FullBatch
-from dpnc.space import DIRECTIONS
 from dpnc_reproduce.common import (
     INTEGER,
     NATURAL,

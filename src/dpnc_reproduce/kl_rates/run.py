@@ -9,20 +9,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from dpnc.algorithms import Setting
 from dpnc.algorithms import menart as kl
-from dpnc.algorithms.base import Setting
-from dpnc.algorithms.menart.proximal import proximal_point_rounds, statistical_inner_steps
-from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import ZCDP, rho_to_epsilon
-from dpnc.privacy.noise import NoiseSource
-from dpnc.problems.kl import (
-    PowerGrowth,
-    PseudoHuber,
-    Quadratic,
-    SinePL,
-    lower_bound_cor1,
-    lower_bound_thm8,
-)
+from dpnc.algorithms.menart import proximal_point_rounds, statistical_inner_steps
+from dpnc.privacy import ZCDP, Accountant, NoiseSource, rho_to_epsilon
+from dpnc.problems import KLQuadratic as Quadratic
+from dpnc.problems import PowerGrowth, PseudoHuber, SinePL, lower_bound_cor1, lower_bound_thm8
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 
 ALGORITHMS = ("kl-spider", "adaptive-gd", "adaptive-gd+select", "proximal-point")

@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from dpnc.algorithms.base import Setting, zcdp
-from dpnc.algorithms.registry import ALGORITHMS
-from dpnc.privacy.budget import Budget
-from dpnc.problems.base import Constants
+from dpnc.algorithms import ALGORITHMS, Setting, zcdp
+from dpnc.privacy import Budget
+from dpnc.problems import Constants
 from dpnc_reproduce import claims as stats
 from dpnc_reproduce import facts
 from dpnc_reproduce.common import privacy_claim

@@ -11,15 +11,12 @@ from typing import NamedTuple
 
 import torch
 
-from dpnc.algorithms.base import Setting
+from dpnc.algorithms import Setting
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.ztc import ZhangTranCutkosky
 from dpnc.certify import goldstein_certificate
-from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import Budget
-from dpnc.privacy.noise import NoiseSource
-from dpnc.problems.base import Constants
-from dpnc.problems.radial import RadialDistance
+from dpnc.privacy import Accountant, Budget, NoiseSource
+from dpnc.problems import Constants, RadialDistance
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc_reproduce.method_table import Entry, build, check_table, refuse_old_names
 

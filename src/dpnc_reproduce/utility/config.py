@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from dpnc.privacy.budget import check_delta
+from dpnc.privacy import check_delta
 from dpnc.problems import L1Regression, LeastSquares, LogisticRegression, MaxOfAffine, TwoLayerReLU
 from dpnc_reproduce.common import INTEGER, NATURAL, POSITIVE, check_axis, check_value, one_of
 from dpnc_reproduce.method_table import refuse_old_names

@@ -15,18 +15,17 @@ from typing import NamedTuple
 import torch
 
 from dpnc import tune
-from dpnc.algorithms.base import Setting
-from dpnc.algorithms.dpzero import practical_step
-from dpnc.algorithms.dpzero.dpsgd import DPSGD
-from dpnc.algorithms.dpzero.theory import dpzero_from_theory
-from dpnc.algorithms.o2nc import O2NCAlgorithm
-from dpnc.algorithms.registry import ALGORITHMS
-from dpnc.privacy import Accountant, NoiseSource
-from dpnc.privacy.budget import Budget
-from dpnc.privacy.calibrate import epsilon_for, noise_multiplier
-from dpnc.privacy.release import mean_release
-from dpnc.problems import TwoLayerReLU
-from dpnc.problems.kl_objective import default_weak_convexity
+from dpnc.algorithms import ALGORITHMS, O2NCAlgorithm, Setting
+from dpnc.algorithms.dpzero import DPSGD, dpzero_from_theory, practical_step
+from dpnc.privacy import (
+    Accountant,
+    Budget,
+    NoiseSource,
+    epsilon_for,
+    mean_release,
+    noise_multiplier,
+)
+from dpnc.problems import TwoLayerReLU, default_weak_convexity
 from dpnc_reproduce.method_table import Entry, build, check_table
 from dpnc_reproduce.utility.config import Instance, UtilityConfig
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from dpnc.certify import goldstein_certificate
-from dpnc.privacy import Accountant, NoiseSource
-from dpnc.privacy.budget import Budget
+from dpnc.privacy import Accountant, Budget, NoiseSource
 from dpnc_reproduce.utility.config import Instance, Task, UtilityConfig, instance
 from dpnc_reproduce.utility.methods import (
     MATCHED,
