@@ -21,7 +21,7 @@ from dpnc.privacy import NoiseSource
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.releases import Gaussian
 from dpnc.problems.kl import KLObjective, LeastSquares
-from tests.algorithms.test_kl import adaptive, proximal, spider
+from tests.algorithms.menart import adaptive, proximal, spider
 
 F64 = torch.float64
 N, DIM = 40, 2
