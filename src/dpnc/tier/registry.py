@@ -32,6 +32,21 @@ from dpnc.privacy.releases import Relation
 from dpnc.tier.first_order import DPOptimizer
 from dpnc.tier.zeroth_order import DPZero, MeZO
 
+__all__ = [
+    "BOTH",
+    "OPTIMIZERS",
+    "RELATIONS",
+    "FrontDoor",
+    "Parts",
+    "Spec",
+    "names",
+    "private_first_order",
+    "refuse_others",
+    "spec",
+    "wrapping",
+    "zeroth_order",
+]
+
 if TYPE_CHECKING:
     from torch import nn
 
