@@ -62,6 +62,8 @@ class ClaimSpec:
         declared: the declared statement where it differs from ``statement`` (a family's, before its
             parts are known); by default ``statement`` itself.
         judge_rows: the judge, rows → verdicts (one per part; none: nothing to judge on these rows).
+        declares: False for claims declared by another spec (e.g. the per-task parts of claims on
+            every task): they have no declaration of their own.
     """
 
     statement: Template
@@ -71,9 +73,12 @@ class ClaimSpec:
     test: str
     judge_rows: Callable[[Sequence], Sequence[Verdict]]
     declared: str = ""
+    declares: bool = True
 
-    def declaration(self) -> Declared:
-        """The claim as declared before the run."""
+    def declaration(self) -> Declared | None:
+        """The claim as declared before the run (None where another spec declares it)."""
+        if not self.declares:
+            return None
         text = self.declared or render(self.statement, {})
         return Declared(text, self.direction, self.threshold, self.test)
 

@@ -133,7 +133,7 @@ class Experiment(Generic[C, T, R]):
     def declare(self, config: C) -> list[Declared]:
         """The claims :meth:`claims` will judge, declared before any task runs (one per family of
         claims): by default every spec's declaration."""
-        return [spec.declaration() for spec in self.specs(config)]
+        return [d for spec in self.specs(config) if (d := spec.declaration()) is not None]
 
     def describe(self, result: Result) -> str:
         """Markdown before the claims table: the setting (model, data, constants, privacy,

@@ -15,6 +15,7 @@ from scipy import stats
 from dpnc_reproduce import claims as claims_lib
 from dpnc_reproduce import protocol
 from dpnc_reproduce.claims import Interval, below
+from dpnc_reproduce.dpzero_lm import claims as lm_claims
 from dpnc_reproduce.dpzero_lm import report, tables
 from dpnc_reproduce.dpzero_lm import run as exp
 from dpnc_reproduce.dpzero_lm.experiment import EXPERIMENT
@@ -379,7 +380,7 @@ def _per_task(task: str) -> list[str]:
 
 
 def _claims(rows) -> dict:
-    claims = report.check_claims(rows, FULL_SET)
+    claims = lm_claims.check_claims(rows, FULL_SET)
     tasks = [t for t in ("SST-2", "SST-5", "TREC") if any(r.task == t for r in rows)]
     assert [c.statement for c in claims] == CLAIMS[:8] + [SHARE, CLAIMS[8]] + [
         s for t in tasks for s in _per_task(t)
@@ -410,7 +411,7 @@ def test_the_claims_hold_when_the_whole_interval_clears_the_threshold():
     # the caption's "within 1 point": the paper's 0.7 lies 0.3 inside its edge, below what 3 seeds
     # detect here; but MeZO − DPZero ε=2 = 3 points, the interval clear of ±1: the interval decides
     # first, it fails
-    caption = {c.statement: c for c in report.check_claims(_rows(acc, spread=0.3), FULL_SET)}[
+    caption = {c.statement: c for c in lm_claims.check_claims(_rows(acc, spread=0.3), FULL_SET)}[
         CAPTION
     ]
     assert caption.holds is False and caption.status == ""
@@ -465,7 +466,7 @@ def test_the_claims_fail_when_the_whole_interval_is_on_the_wrong_side():
     assert holds == {
         c: True if c in yes else None if "keeps at least" in c else False for c in holds
     }
-    got = {c.statement: c for c in report.check_claims(rows, FULL_SET)}
+    got = {c.statement: c for c in lm_claims.check_claims(rows, FULL_SET)}
     assert got[CLAIMS[8]].facts == {"longest_minutes": 31.0, "limit_minutes": 30}
     assert (
         "TREC-21-dpzero-eps2" in got[CLAIMS[8]].evidence
@@ -511,7 +512,7 @@ def test_one_seed_decides_no_claim():
     rows = [r for r in _rows(acc) if r.seed == 42]
     holds = _claims(rows)
     assert [holds[c] for c in CLAIMS[1:8]] == [None] * 7
-    one = {c.statement: c for c in report.check_claims(rows, FULL_SET)}[CLAIMS[1]].facts
+    one = {c.statement: c for c in lm_claims.check_claims(rows, FULL_SET)}[CLAIMS[1]].facts
     assert (
         one["seeds"] == 1 and (one["low"], one["high"]) == (-math.inf, math.inf) and "df" not in one
     )
@@ -544,7 +545,7 @@ def test_the_claims_have_no_signal_where_the_interval_straddles_the_threshold():
         EXPERIMENT,
         FULL_SET,
         tuple(rows),
-        tuple(report.check_claims(rows, FULL_SET)),
+        tuple(lm_claims.check_claims(rows, FULL_SET)),
         60.0,
         2,
         protocol.machine(),
@@ -594,14 +595,15 @@ def test_paired_claims_see_a_gain_that_independent_binomials_hide():
     }
     sst5 = CLAIMS[4]
     unpaired = {
-        c.statement: c for c in report.check_claims(_rows(acc, test_examples=1000), FULL_SET)
+        c.statement: c for c in lm_claims.check_claims(_rows(acc, test_examples=1000), FULL_SET)
     }
     binomials = claims_lib.accuracy_difference([35.0] * 3, [32.0] * 3, 1000)
     assert unpaired[sst5].holds is None and unpaired[sst5].facts["low"] == pytest.approx(
         binomials.low
     )
     paired = {
-        c.statement: c for c in report.check_claims(_with_correct(_rows(acc), agree=1.0), FULL_SET)
+        c.statement: c
+        for c in lm_claims.check_claims(_with_correct(_rows(acc), agree=1.0), FULL_SET)
     }
     half = stats.t.ppf(0.975, 999) * math.sqrt(0.03 * 0.97 / 999) * 100  # seed part 0: df = m − 1
     assert paired[sst5].holds is True and paired[sst5].facts["df"] == pytest.approx(999)
@@ -610,13 +612,13 @@ def test_paired_claims_see_a_gain_that_independent_binomials_hide():
     )
     shuffled = {
         c.statement: c.holds
-        for c in report.check_claims(_with_correct(_rows(acc), agree=0.7), FULL_SET)
+        for c in lm_claims.check_claims(_with_correct(_rows(acc), agree=0.7), FULL_SET)
     }
     assert shuffled[sst5] is None
     # a run without per-example results (an old result.json) falls back to the unpaired interval
     mixed = _with_correct(_rows(acc), agree=1.0)
     mixed[0] = dataclasses.replace(mixed[0], correct="")
-    fallback = {c.statement: c for c in report.check_claims(mixed, FULL_SET)}[CLAIMS[1]].facts
+    fallback = {c.statement: c for c in lm_claims.check_claims(mixed, FULL_SET)}[CLAIMS[1]].facts
     sst2 = claims_lib.accuracy_difference(
         [r.accuracy for r in mixed if (r.task, r.epsilon) == ("SST-2", 6.0)],
         [r.accuracy for r in mixed if (r.task, r.method) == ("SST-2", "zero-shot")],
@@ -644,7 +646,7 @@ def test_tables_average_over_seeds_and_render_without_data():
         EXPERIMENT,
         cfg,
         tuple(rows),
-        tuple(report.check_claims(rows, cfg)),
+        tuple(lm_claims.check_claims(rows, cfg)),
         60.0,
         1,
         protocol.machine(),
@@ -736,7 +738,7 @@ def test_the_gain_share_is_judged_per_task_and_on_every_task_with_fieller():
         ([5, 3, 6], [4, 6, 5], None),
     ):  # MeZO gains ~0.5 %: too small to share
         rows = _share_rows(dp, mezo)
-        got = {c.statement: c for c in report.check_claims(rows, cfg)}
+        got = {c.statement: c for c in lm_claims.check_claims(rows, cfg)}
         if expect is False:
             # the paper's 0.98 lies 0.08 above 0.90, below the 0.09 this design detects at 80 %
             # power (post hoc); the interval lies below 0.90: it fails, and so does the claim on
@@ -816,7 +818,7 @@ def test_table5_is_paired_and_reports_its_resolution():
     cfg = dataclasses.replace(FULL_SET, tasks=(), sphere_tasks=("SST-2",), epsilons=(6.0,))
     (same,) = [
         c
-        for c in report.check_claims(_t5_rows([1, -1, 0]), cfg)
+        for c in lm_claims.check_claims(_t5_rows([1, -1, 0]), cfg)
         if "sphere and Gaussian" in c.statement
     ]
     assert same.holds is None and same.status.startswith(
@@ -835,7 +837,7 @@ def test_table5_is_paired_and_reports_its_resolution():
     )
     (apart,) = [
         c
-        for c in report.check_claims(_t5_rows([40, 42, 41]), cfg)
+        for c in lm_claims.check_claims(_t5_rows([40, 42, 41]), cfg)
         if "sphere and Gaussian" in c.statement
     ]
     assert (

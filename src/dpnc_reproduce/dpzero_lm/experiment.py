@@ -1,18 +1,18 @@
 """The dpzero-lm reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
-computes, :mod:`.report` judges, :mod:`.tables` and :mod:`.render` show."""
+computes, :mod:`.claims` declares and judges, :mod:`.tables` and :mod:`.render` show."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 
+import dpnc_reproduce.dpzero_lm.claims as judged
 import dpnc_reproduce.dpzero_lm.render as render
-import dpnc_reproduce.dpzero_lm.report as report
 import dpnc_reproduce.dpzero_lm.run as run
 import dpnc_reproduce.dpzero_lm.tables as tables
 from dpnc_reproduce.dpzero_lm.run import FULL, QUICK, LMConfig, LMGroup, LMRow
-from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.judging import ClaimSpec
+from dpnc_reproduce.protocol import Experiment, Result
 
 
 class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
@@ -42,11 +42,8 @@ class DPZeroLM(Experiment[LMConfig, LMGroup, LMRow]):
             else dataclasses.replace(config, runs_dir=str(out / "runs"))
         )
 
-    def claims(self, rows: Sequence[LMRow], config: LMConfig) -> list[Claim]:
-        return report.check_claims(rows, config)
-
-    def declare(self, config: LMConfig) -> list[Declared]:
-        return report.declare(config)
+    def specs(self, config: LMConfig) -> list[ClaimSpec]:
+        return judged.specs(config)
 
     def describe(self, result: Result) -> str:
         return render.describe(result)
