@@ -80,7 +80,7 @@ import torch
 
 from dpnc import distributed
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
-from dpnc.lm.canaries import for_run
+from dpnc.lm.canaries import canary_free_accuracy, for_run
 from dpnc.lm.classifiers import build_classifier
 
 # The run folder's and the config's names are re-exported here for callers of this module
@@ -104,7 +104,15 @@ from dpnc.lm.config import (  # noqa: F401
 )
 from dpnc.lm.data import TextDataset
 from dpnc.lm.estimate import EstimateMixin
-from dpnc.lm.evaluation import Evaluation, EvaluationMixin, Summary
+from dpnc.lm.evaluation import (
+    Evaluation,
+    Evaluator,
+    Reporter,
+    Summary,
+    data_record,
+    eval_set,
+    spent_epsilon,
+)
 from dpnc.lm.files import load_user_data
 from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles
@@ -125,7 +133,7 @@ from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget
 from dpnc.privacy.noise import NoiseSource
-from dpnc.privacy.releases import Release, UnsupportedRelease
+from dpnc.privacy.releases import Release
 from dpnc.progress import progress
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 from dpnc.self_audit import SelfAuditResult
@@ -152,7 +160,7 @@ __all__ = [
 EPSILON_POINTS = 10
 
 
-class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
+class Trainer(ResumeMixin, EstimateMixin):
     """Runs one :class:`FinetuneConfig`: builds (or resumes) the classifier, trains, evaluates,
     saves.
 
@@ -285,13 +293,10 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         self.train_cache = self.test_cache = None
         # test examples timed at setup, for the time estimate (dpnc.lm.estimate)
         self.setup_seconds: dict[str, float] = {}
-        self.eval_part = (
-            self.eval_set()
-        )  # the evaluation examples this rank evaluates (all, or its shard)
+        # the test examples evaluated, and those this rank evaluates (all, or its shard)
+        examples = self.eval_part = eval_set(self.test_set, c.eval_examples)
         if self.group is not None:
-            self.eval_part = self.eval_part.subset(
-                self.group.shard(torch.arange(len(self.eval_part)))
-            )
+            self.eval_part = examples.subset(self.group.shard(torch.arange(len(examples))))
         if (
             caches is not None
         ):  # computed for another trainer of the same model, frozen prefix and data
@@ -313,6 +318,14 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
             ).fill(progress=c.progress and self.files.writer)
             if rows := len(self.eval_part):
                 self.setup_seconds["frozen_row"] = (time.perf_counter() - start) / rows
+        self.evaluator = Evaluator(
+            self.classifier,
+            examples,
+            self.eval_part,
+            cache=self.test_cache,
+            batch_size=c.eval_batch_size,
+            group=self.group,
+        )
         self.optimizer = build_optimizer(
             c,
             self.classifier,
@@ -339,6 +352,20 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         # the initial model, before any step (and before a resume loads one)
         self.zero_shot = self.evaluate()
         self.setup_seconds["evaluation"] = time.perf_counter() - start
+        self.reporter = Reporter(
+            c,
+            task=self.train_set.task,
+            n=self.n,
+            multiplier=self.multiplier,
+            sampler=None if self.sampler is None else c.sampler,
+            trainable=self.trainable,
+            device=self.device,
+            cached_layers=0 if self.train_cache is None else self.train_cache.layers,
+            test_examples=len(examples),
+            zero_shot=self.zero_shot,
+            private=self.private,
+            world_size=self.world_size,
+        )
         self.nonfinite = (
             0  # non-finite per-example values (private: reported only with log_private_stats)
         )
@@ -482,6 +509,62 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
             and self.sampler.secret
         )
 
+    # --- evaluation and report ------------------------------------------------------------------
+
+    def evaluate(self, dataset: TextDataset | None = None) -> Evaluation:
+        """Accuracy, mean cross-entropy and per-example correctness on the evaluated test examples
+        (:meth:`eval_set`, in their fixed order), or on ``dataset``."""
+        return self.evaluator.evaluate(dataset)
+
+    def eval_set(self) -> TextDataset:
+        """The test examples evaluated: ``eval_examples`` of them, a fixed seeded subset (default
+        all)."""
+        return self.evaluator.examples
+
+    def summary(self, result: Evaluation) -> Summary:
+        """What ``summary.json`` holds after ``result``, the run's last evaluation: public values
+        only."""
+        return self.reporter.summary(
+            result,
+            data=data_record(self.config, self.train_set, self.test_set),
+            ledger=self.accountant,
+            step=self.step,
+            lost_releases=self.lost_releases,
+            notes=self.notes,
+            self_audit=self.self_audit(result),
+        )
+
+    def self_audit(self, result: Evaluation) -> dict | None:
+        """The run's one-run audit (``--self-audit M``; None without), with the accuracy cost
+        against the canary-free twin run when ``canary_free_run`` names one (public: the bound, its
+        counts, test accuracies)."""
+        c = self.config
+        if self.canaries is None:
+            return None
+        twin = None if c.canary_free_run is None else canary_free_accuracy(c.canary_free_run, c)
+        return self.canaries.result(
+            self.classifier,
+            delta=c.delta,
+            claimed_epsilon=self.epsilon(),
+            private=self.private,
+            accuracy=result.accuracy,
+            canary_free_accuracy=twin,
+            batch_size=c.eval_batch_size,
+        ).to_dict()
+
+    def _private_run_stats(self, wall: float) -> dict:
+        """The run's statistics of the training data (private_train_stats.jsonl only): time, rows,
+        drops."""
+        done = len(self.history)
+        return {
+            "event": "run",
+            "wall_seconds": wall,
+            "seconds_per_step": self._train_seconds / done if done else None,
+            "nonfinite": self.nonfinite,
+            "train_rows": len(self.train_set),
+            "dropped_rows": self.train_set.dropped,
+        }
+
     # --- one step ------------------------------------------------------------------------------
 
     def _encode(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -613,18 +696,7 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
         """ε spent so far at the config's δ (0 before any release, ∞ for non-private methods); of
         ``accountant``'s ledger if given (the time estimate's copy)."""
         accountant = self.accountant if accountant is None else accountant
-        if not accountant.releases:
-            return 0.0
-        method = method or self.config.accountant
-        try:
-            return accountant.epsilon(self.config.delta, method)
-        except UnsupportedRelease:
-            if method != "pld":
-                raise
-            # PLD cannot represent the loss of a huge budget (calibration fell back to RDP and said
-            # so): RDP's ε, also an upper bound; summary.json's report shows PLD as n/a with the
-            # reason
-            return accountant.epsilon(self.config.delta, "rdp")
+        return spent_epsilon(accountant, self.config.delta, method or self.config.accountant)
 
     def _on_rank_0(self, compute):
         """``compute()`` on rank 0 (or this process alone), its value (or ValueError) on every
@@ -665,7 +737,7 @@ class Trainer(EvaluationMixin, ResumeMixin, EstimateMixin):
                 }
             )
         summary = self._on_rank_0(lambda: self.summary(result))  # rank 0's ledger
-        self.files.private_stat(self.private_run_stats(time.perf_counter() - start))
+        self.files.private_stat(self._private_run_stats(time.perf_counter() - start))
         if c.out and self.files.writer:
             out = Path(c.out)
             out.mkdir(parents=True, exist_ok=True)
