@@ -14,6 +14,7 @@ helpers that pair the runs: :mod:`.report`."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -321,145 +322,19 @@ def _table5(runs: Runs) -> list[Verdict]:
 
 
 def specs(config: LMConfig) -> list[ClaimSpec]:
-    """Every claim of a run of ``config``, in the tables' order; the judges share one :class:`Runs`
-    of the rows they are given."""
+    """Every claim of a run of ``config`` (:data:`SPECS`), each judged on the rows it is given; the
+    judges share one :class:`Runs` of those rows."""
     last: dict = {}
 
-    def on(judge: Callable[[Runs], list[Verdict]]) -> Callable[[Sequence[LMRow]], list[Verdict]]:
-        def judge_rows(rows: Sequence[LMRow]) -> list[Verdict]:
-            if last.get("rows") is not rows:
-                last.update(rows=rows, runs=Runs(rows, config))
-            return judge(last["runs"])
+    def runs(rows: Sequence[LMRow]) -> Runs:
+        if last.get("rows") is not rows:
+            last.update(rows=rows, runs=Runs(rows, config))
+        return last["runs"]
 
-        return judge_rows
+    def on_rows(spec: ClaimSpec) -> ClaimSpec:
+        return dataclasses.replace(spec, judge_rows=lambda rows: spec.judge_rows(runs(rows)))
 
-    shares = f"{min(PAPER_SHARES.values()):.2f}–{max(PAPER_SHARES.values()):.2f}"
-    others = ("SST-5", "SNLI", "MNLI", "RTE", "TREC")
-    return [
-        ClaimSpec(
-            "every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run's own ledger with "
-            "the declared n (k × classes), ≤ the target",
-            "{runs_within} of {runs} runs; max RDP ε / target {max_rdp_ratio:.4f}, max PLD ε / "
-            "target {max_pld_ratio:.4f}",
-            "at most",
-            "the target ε (RDP and PLD)",
-            "every run",
-            on(_privacy),
-        ),
-        ClaimSpec(
-            GAIN,
-            EVIDENCE,
-            "above",
-            "0 points (Table 2's lower bound; the paper's gains "
-            f"{PAPER_GAIN[('SST-2', 6)]:+.1f} and {PAPER_GAIN[('SST-2', 2)]:+.1f} shown beside)",
-            T_TEST,
-            on(lambda runs: _gains(runs, ("SST-2",), (6, 2))),
-            declared="SST-2: DPZero ε = 6 − zero-shot and DPZero ε = 2 − zero-shot",
-        ),
-        ClaimSpec(
-            f"SST-2: DPZero at ε = 2 is within {CAPTION_TOL:g} point of MeZO (the Table 3 caption; "
-            "the paper: 92.5 vs 91.8)",
-            EVIDENCE,
-            "within",
-            f"±{CAPTION_TOL:g} point",
-            T_TEST,
-            on(_caption),
-        ),
-        ClaimSpec(
-            GAIN,
-            EVIDENCE,
-            "above",
-            "0 points",
-            T_TEST,
-            on(lambda runs: _gains(runs, others, (6,))),
-            declared=f"{', '.join(others)} (each run): DPZero ε = 6 − zero-shot",
-        ),
-        ClaimSpec(
-            f"DPZero at ε = 6 loses at most {PAPER_MAX_DROP:.1f} points to MeZO on every task (the "
-            f"paper's largest drop at ε = 6, on {PAPER_MAX_DROP_TASK})",
-            ON_EVERY_TASK,
-            "at most",
-            f"{PAPER_MAX_DROP:.1f} points (the paper's largest drop, {PAPER_MAX_DROP_TASK})",
-            T_TEST + EVERY_TASK,
-            on(lambda runs: _every(runs, "close", _points, "MeZO − DPZero ε=6", missing=True)),
-        ),
-        ClaimSpec(
-            "fine-tuning (MeZO) beats zero-shot on every task",
-            ON_EVERY_TASK,
-            "above",
-            "0 points",
-            T_TEST + EVERY_TASK,
-            on(lambda runs: _every(runs, "mezo", _points, "MeZO − zero-shot", missing=False)),
-        ),
-        ClaimSpec(
-            f"DPZero at ε = 6 keeps at least {MIN_SHARE:.2f} of MeZO's gain over zero-shot on every "
-            f"task (the paper: {shares})",
-            ON_EVERY_TASK,
-            "above",
-            f"{MIN_SHARE:.2f} (the paper: {shares})",
-            "Fieller's 95 % interval of the ratio of the paired mean gains (per-seed and "
-            "per-example parts of x − r·y, Welch–Satterthwaite df at the estimate); no verdict "
-            "where MeZO's gain interval includes 0 or lies below it, or with one seed" + EVERY_TASK,
-            on(
-                lambda runs: _every(
-                    runs,
-                    "share",
-                    _share,
-                    "(DPZero ε=6 − zero-shot) / (MeZO − zero-shot)",
-                    missing=True,
-                )
-            ),
-        ),
-        ClaimSpec(
-            f"every run finishes within {MAX_RUN_MINUTES} minutes on this machine (building the "
-            "trainer, filling the caches where it did, training, evaluating)",
-            "longest: {longest}, {longest_minutes:.1f} min",
-            "at most",
-            f"{MAX_RUN_MINUTES} minutes",
-            "the measured time",
-            on(_wall_time),
-        ),
-        ClaimSpec(
-            PER_TASK,
-            EVIDENCE,
-            "",
-            "",
-            "",
-            on(lambda runs: [v for _, _, v in runs.per_task]),
-            declares=False,  # the parts of the three claims on every task, declared with them
-        ),
-        ClaimSpec(
-            STEP_COST,
-            (
-                "{why}; measured anyway: fastest-step time ratio DPZero / MeZO "
-                "{fastest_ratio:.2f}, peak memory difference {memory_difference_mib:+.0f} MiB",
-                "time ratio DPZero / MeZO: fastest steps {fastest_ratio:.2f}, medians "
-                "{median_ratio:.2f}; peak memory difference {memory_difference_mib:+.0f} MiB",
-            ),
-            "within",
-            "10 % (fastest step), 50 MiB (peak memory); only with every parameter trained "
-            "(--train all): in head mode the frozen encoder dominates",
-            "measured time and memory",
-            on(_table3_step),
-        ),
-        ClaimSpec(
-            FO_COST,
-            ("{why}", "DP-AdamW / DPZero: time ×{time_ratio:.1f}, memory ×{memory_ratio:.2f}"),
-            "above",
-            "1 (time and memory ratios); only with every parameter trained (--train all)",
-            "measured time and memory",
-            on(_table3_first_order),
-        ),
-        ClaimSpec(
-            "sphere and Gaussian directions do about as well (Table 5; the paper's largest "
-            "difference is 0.6 points): a difference is detected where the interval excludes 0",
-            "{listed} (sphere − Gaussian)",
-            "no difference detectable",
-            "0 (reported with the resolution: the interval's half-width)",
-            T_TEST + "; paired by seed and test example where per-example results exist",
-            on(_table5),
-        ),
-    ]
+    return [on_rows(spec) for spec in SPECS]
 
 
 GAIN = "{task}: DPZero at ε = {e} beats zero-shot (Table 2; the paper's gain {paper:+.1f} points)"
@@ -480,6 +355,134 @@ def _every(
 ) -> list[Verdict]:
     intervals = {"close": runs.close, "share": runs.shares, "mezo": runs.mezo}[kind]
     return [runs.on_every_task(kind, shown, compared, missing)] if intervals else []
+
+
+SHARES = f"{min(PAPER_SHARES.values()):.2f}–{max(PAPER_SHARES.values()):.2f}"
+OTHERS = ("SST-5", "SNLI", "MNLI", "RTE", "TREC")
+# every claim in the tables' order, each judge reading a :class:`Runs` of the rows (:func:`specs`)
+SPECS = (
+    ClaimSpec(
+        "every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run's own ledger with "
+        "the declared n (k × classes), ≤ the target",
+        "{runs_within} of {runs} runs; max RDP ε / target {max_rdp_ratio:.4f}, max PLD ε / "
+        "target {max_pld_ratio:.4f}",
+        "at most",
+        "the target ε (RDP and PLD)",
+        "every run",
+        _privacy,
+    ),
+    ClaimSpec(
+        GAIN,
+        EVIDENCE,
+        "above",
+        "0 points (Table 2's lower bound; the paper's gains "
+        f"{PAPER_GAIN[('SST-2', 6)]:+.1f} and {PAPER_GAIN[('SST-2', 2)]:+.1f} shown beside)",
+        T_TEST,
+        lambda runs: _gains(runs, ("SST-2",), (6, 2)),
+        declared="SST-2: DPZero ε = 6 − zero-shot and DPZero ε = 2 − zero-shot",
+    ),
+    ClaimSpec(
+        f"SST-2: DPZero at ε = 2 is within {CAPTION_TOL:g} point of MeZO (the Table 3 caption; "
+        "the paper: 92.5 vs 91.8)",
+        EVIDENCE,
+        "within",
+        f"±{CAPTION_TOL:g} point",
+        T_TEST,
+        _caption,
+    ),
+    ClaimSpec(
+        GAIN,
+        EVIDENCE,
+        "above",
+        "0 points",
+        T_TEST,
+        lambda runs: _gains(runs, OTHERS, (6,)),
+        declared=f"{', '.join(OTHERS)} (each run): DPZero ε = 6 − zero-shot",
+    ),
+    ClaimSpec(
+        f"DPZero at ε = 6 loses at most {PAPER_MAX_DROP:.1f} points to MeZO on every task (the "
+        f"paper's largest drop at ε = 6, on {PAPER_MAX_DROP_TASK})",
+        ON_EVERY_TASK,
+        "at most",
+        f"{PAPER_MAX_DROP:.1f} points (the paper's largest drop, {PAPER_MAX_DROP_TASK})",
+        T_TEST + EVERY_TASK,
+        lambda runs: _every(runs, "close", _points, "MeZO − DPZero ε=6", missing=True),
+    ),
+    ClaimSpec(
+        "fine-tuning (MeZO) beats zero-shot on every task",
+        ON_EVERY_TASK,
+        "above",
+        "0 points",
+        T_TEST + EVERY_TASK,
+        lambda runs: _every(runs, "mezo", _points, "MeZO − zero-shot", missing=False),
+    ),
+    ClaimSpec(
+        f"DPZero at ε = 6 keeps at least {MIN_SHARE:.2f} of MeZO's gain over zero-shot on every "
+        f"task (the paper: {SHARES})",
+        ON_EVERY_TASK,
+        "above",
+        f"{MIN_SHARE:.2f} (the paper: {SHARES})",
+        "Fieller's 95 % interval of the ratio of the paired mean gains (per-seed and "
+        "per-example parts of x − r·y, Welch–Satterthwaite df at the estimate); no verdict "
+        "where MeZO's gain interval includes 0 or lies below it, or with one seed" + EVERY_TASK,
+        lambda runs: _every(
+            runs,
+            "share",
+            _share,
+            "(DPZero ε=6 − zero-shot) / (MeZO − zero-shot)",
+            missing=True,
+        ),
+    ),
+    ClaimSpec(
+        f"every run finishes within {MAX_RUN_MINUTES} minutes on this machine (building the "
+        "trainer, filling the caches where it did, training, evaluating)",
+        "longest: {longest}, {longest_minutes:.1f} min",
+        "at most",
+        f"{MAX_RUN_MINUTES} minutes",
+        "the measured time",
+        _wall_time,
+    ),
+    ClaimSpec(
+        PER_TASK,
+        EVIDENCE,
+        "",
+        "",
+        "",
+        lambda runs: [v for _, _, v in runs.per_task],
+        declares=False,  # the parts of the three claims on every task, declared with them
+    ),
+    ClaimSpec(
+        STEP_COST,
+        (
+            "{why}; measured anyway: fastest-step time ratio DPZero / MeZO "
+            "{fastest_ratio:.2f}, peak memory difference {memory_difference_mib:+.0f} MiB",
+            "time ratio DPZero / MeZO: fastest steps {fastest_ratio:.2f}, medians "
+            "{median_ratio:.2f}; peak memory difference {memory_difference_mib:+.0f} MiB",
+        ),
+        "within",
+        "10 % (fastest step), 50 MiB (peak memory); only with every parameter trained "
+        "(--train all): in head mode the frozen encoder dominates",
+        "measured time and memory",
+        _table3_step,
+    ),
+    ClaimSpec(
+        FO_COST,
+        ("{why}", "DP-AdamW / DPZero: time ×{time_ratio:.1f}, memory ×{memory_ratio:.2f}"),
+        "above",
+        "1 (time and memory ratios); only with every parameter trained (--train all)",
+        "measured time and memory",
+        _table3_first_order,
+    ),
+    ClaimSpec(
+        "sphere and Gaussian directions do about as well (Table 5; the paper's largest "
+        "difference is 0.6 points): a difference is detected where the interval excludes 0",
+        "{listed} (sphere − Gaussian)",
+        "no difference detectable",
+        "0 (reported with the resolution: the interval's half-width)",
+        T_TEST + "; paired by seed and test example where per-example results exist",
+        _table5,
+    ),
+)
 
 
 def check_claims(rows: Sequence[LMRow], cfg: LMConfig) -> list[Claim]:
