@@ -45,7 +45,7 @@ def one_thread():
 # The tiers, by where a test lives and what it reads (pyproject's markers say what each holds):
 # `make test-fast` runs `unit`, `make test` everything but `slow`.
 _TIERS = {
-    "lm": ("tests/lm/", "tests/test_integrations_"),
+    "lm": ("tests/lm/", "tests/integrations/"),
     "reproduce": (
         "tests/reproduce/",
         "tests/benchmarks/test_gpu_",

@@ -70,7 +70,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 def _case(name, broken, runs, factor):
     """A model-tier case of 1000 runs or more (one optimizer per run: 1-3 minutes) is in the slow
     tier, which `make test-all` runs; CI (`make test`) keeps the rest: every flat, tree and blatant
-    case and the σ/1.5 power of the real Poisson DPZero step (tests/audit/test_patched_code.py)."""
+    case and the σ/1.5 power of the real Poisson DPZero step (tests/audit/test_model_tier.py)."""
     slow = issubclass(MECHANISMS[name], _ModelTier) and runs >= 1000
     return pytest.param(
         name,

@@ -3,7 +3,7 @@ the group path's own broken variants.
 
 The release is the one-process release (rank 0's noise inside the one all_reduce of the ranks'
 clipped sums, rank 0's ledger), so the audit must pass it. Each broken variant patches the real code
-inside the ranks, as tests/audit/test_patched_code.py patches the one-process release (no production
+inside the ranks, as tests/audit/test_model_tier.py patches the one-process release (no production
 flag), and must be caught: by the audit where the canary's release breaks the claim, else by an
 exact check of the group path (:data:`VARIANTS` says which). More noise, noise split over the ranks
 and a ledger kept twice break no privacy claim, so no empirical lower bound can exceed it. A split

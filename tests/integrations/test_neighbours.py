@@ -26,7 +26,7 @@ from transformers import TrainerCallback  # noqa: E402
 
 from dpnc.integrations.transformers import DPTrainer, per_example_cross_entropy  # noqa: E402
 from dpnc.self_audit import SelfAudit  # noqa: E402
-from tests.test_integrations_transformers import arguments, tiny_bert  # noqa: E402
+from tests.integrations.test_transformers import arguments, tiny_bert  # noqa: E402
 
 N, SHORT, LONG, STEPS, DELTA, M, BIG = 24, 3, 8, 4, 1e-5, 4, 1e3
 # What may differ: the released values' consequences (the weights, Adam's moments of released

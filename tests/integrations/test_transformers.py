@@ -4,7 +4,7 @@ contracts.
 A tiny ``BertForSequenceClassification`` (random weights, from a ``BertConfig``) and a map-style
 dataset of dict rows, as a tokenised ``datasets.Dataset`` hands them out (the Trainer takes any
 map-style dataset of dicts; a real ``datasets.Dataset`` of SST-2 text is
-tests/test_integrations_datasets.py's). Each run asserts: the batches came from dpnc's loader (a
+tests/integrations/test_datasets.py's). Each run asserts: the batches came from dpnc's loader (a
 secret Poisson sampler wired by make_private), the ledger holds one release per step, ε in the
 Trainer's logs is the ledger's, the logs hold only public values, and the parameters moved."""
 
@@ -281,7 +281,7 @@ def test_a_batch_not_drawn_by_dpnc_is_refused(tmp_path):
 
 class _Canaried(torch.nn.Module):
     """A linear model on a feature column "x" whose m weights are the canaries' own coordinates (as
-    in tests/audit/test_self_audit.py): the real rows have x = 0, so each release is noise plus the
+    in tests/test_self_audit.py): the real rows have x = 0, so each release is noise plus the
     canaries drawn in."""
 
     def __init__(self, m: int) -> None:
