@@ -29,9 +29,11 @@ def test_opacus_names_get_dpncs_equivalent(name, value, answer):
         dpnc.make_private(nn.Linear(3, 1), data=DATA, clip=1.0, **OPTIONS, **{name: value})
 
 
-def test_an_unknown_name_still_says_what_make_private_returns():
+def test_an_unknown_name_lists_the_options_and_says_what_make_private_returns():
     with pytest.raises(
-        TypeError, match=r"\['lrr'\]\. It returns \(optimizer, loader, accountant\)"
+        TypeError,
+        match=r"\['lrr'\] \(the optimizers' options are lr, smoothing, .*clip, .*\)\. "
+        r"It returns \(optimizer, loader, accountant\)",
     ):
         dpnc.make_private(nn.Linear(3, 1), data=DATA, clip=1.0, lrr=0.1, **OPTIONS)
 

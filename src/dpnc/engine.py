@@ -219,22 +219,13 @@ def make_private(
     steps: int | None = None,
     epochs: int | None = None,
     batch_size: int,
-    lr: float | None = None,
-    clip: float | None = None,
     noise_multiplier: float | None = None,
     accountant: str = "pld",
-    smoothing: float | None = None,
     collate_fn: Callable[[list], Any] | None = None,
-    direction: str | None = None,
-    seed: int | None = None,
-    cache_directions: bool | None = None,
-    optimizer_kwargs: dict | None = None,
-    per_example: str | None = None,
-    microbatch: int | None = None,
     testing_seed: int | None = None,
     audit: SelfAudit | None = None,
     continue_from: Accountant | None = None,
-    **unknown: Any,
+    **options: Any,
 ) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
@@ -246,10 +237,9 @@ def make_private(
     ``get_epsilon(delta)`` by that same accountant (its ``report`` gives RDP, PLD and zCDP side by
     side). See the module docstring for the rules.
 
-    The optimizer's options (``lr``, ``clip``, ``smoothing``, ``direction``, ``seed``,
-    ``cache_directions``, ``optimizer_kwargs``, ``per_example``, ``microbatch``) build its registry
-    entry's :mod:`dpnc.options` class, whose defaults and rules are the only ones: None leaves an
-    option's default, and one the optimizer does not take is refused unless None.
+    The optimizer's options (``**options``) build its registry entry's :mod:`dpnc.options` class,
+    whose defaults and rules are the only ones: None leaves an option's default, and one the
+    optimizer does not take is refused unless None.
 
     Args:
         model: the ``nn.Module`` to train; its trainable parameters are optimized. Zeroth order: in
@@ -281,27 +271,12 @@ def make_private(
             DataLoader's epochs; ``len(loader)`` is the epoch's length. Either way a pass begun
             after all T batches were drawn raises ValueError (never a silent empty epoch).
         batch_size: expected batch size B, 1 <= B <= n (the fixed denominator of each mean).
-        lr: step size >= 0 (in ``optimizer.param_groups``, so schedulers work); required unless
-            ``optimizer`` is an instance.
         accountant: ``"pld"`` (default; the tighter) or ``"rdp"``: calibrates the noise, and is the
             default answer of the returned accountant's ``epsilon(delta)``.
-        clip: clipping threshold C > 0: of each per-example scalar difference (DPZero) or gradient
-            norm (first order); required by the private optimizers.
         noise_multiplier: σ/Δ >= 0 to use instead of calibrating to ``target_epsilon`` (then leave
             that and ``delta`` unset); 0 adds no noise (not private: ε = ∞; for baselines and
             tests).
-        smoothing: λ > 0 of the central difference (zeroth order).
         collate_fn: how the loader collates a batch (torch's default if None).
-        direction: ``"gaussian"`` or ``"sphere"`` directions (zeroth order).
-        seed: seed of the public direction generator (zeroth order; random by default; safe to log).
-        cache_directions: draw each step's direction once and keep it for x ± λu and the update
-            (zeroth order).
-        optimizer_kwargs: further arguments of the first-order torch optimizer (e.g.
-            ``weight_decay``).
-        per_example: how the first-order per-example clipped sum is formed: ``"auto"`` (per layer
-            where every trainable layer is supported, else ``torch.func``), ``"layers"``, ``"vmap"``
-            or ``"loop"`` (:class:`~dpnc.tier.DPOptimizer`).
-        microbatch: examples per vmapped chunk (first order).
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.
         audit: a :class:`dpnc.self_audit.SelfAudit` (private optimizers, one process): its canaries
@@ -312,6 +287,14 @@ def make_private(
             ``Accountant.from_json`` of its saved ledger): the returned accountant starts with its
             entries, so its ε is the two runs' together; ``target_epsilon`` calibrates this run's
             steps alone.
+        **options: the optimizer's options by name, its registry entry's :mod:`dpnc.options` class
+            (the one place of their defaults, rules and help): ``lr`` (step size >= 0, in
+            ``param_groups`` so schedulers work; required unless ``optimizer`` is an instance),
+            ``clip`` (C > 0 of each example's scalar difference or gradient norm; required by the
+            private optimizers), ``smoothing``, ``direction``, ``seed`` (the public direction seed,
+            safe to log) and ``cache_directions`` (zeroth order), ``optimizer_kwargs`` (e.g.
+            ``weight_decay``), ``per_example`` (``"auto"``, ``"layers"``, ``"vmap"`` or ``"loop"``)
+            and ``microbatch`` (first order). Any other name is refused.
 
     Under ``torchrun`` (:func:`dpnc.distributed.from_environment` finds a group) the run is data
     parallel: see the module docstring; the loader yields this rank's part of each batch and rank
@@ -327,7 +310,8 @@ def make_private(
             before any example is touched by a step.
     """
     # the optimizer's options, by the names of dpnc.options (numpy scalars as Python numbers)
-    chosen = {k: _python_number(v) for k, v in locals().items() if k in option_names()}
+    chosen = {k: _python_number(v) for k, v in options.items() if k in option_names()}
+    unknown = {k: v for k, v in options.items() if k not in chosen}
     if unknown:
         raise TypeError(_unknown_arguments(unknown))
     if not isinstance(model, nn.Module):
@@ -383,8 +367,8 @@ def make_private(
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"accountant must be one of ['pld', 'rdp']; got {accountant!r}")
     if instance is not None:
-        for key, value in (("lr", lr), ("optimizer_kwargs", optimizer_kwargs)):
-            if value is not None:
+        for key in ("lr", "optimizer_kwargs"):
+            if (value := chosen.get(key)) is not None:
                 raise ValueError(
                     f"{key} must be None when optimizer is an instance ({type(instance).__name__}: its "
                     f"param_groups hold its own lr and arguments); got {value!r}"
@@ -571,7 +555,10 @@ OPACUS_NAMES = {
 
 def _unknown_arguments(unknown: dict) -> str:
     hints = [f"{k} -> {OPACUS_NAMES[k]}" for k in unknown if k in OPACUS_NAMES]
-    message = f"make_private() got unexpected keyword arguments {sorted(unknown)}"
+    message = (
+        f"make_private() got unexpected keyword arguments {sorted(unknown)} (the optimizers' "
+        f"options are {', '.join(option_names())}: dpnc.options)"
+    )
     if hints:
         message += "; Opacus's names, in dpnc: " + "; ".join(hints)
     return (

@@ -1,17 +1,9 @@
 """The hyper-parameters of the model tier's optimizers: one frozen dataclass per registry entry
-(peft's ``Config``).
+(peft's ``Config``), each field with its default, rule and help, checked in ``__post_init__``.
 
-Each field has its default, its rule and one line of help (``metadata["help"]``); ``__post_init__``
-checks every field by its rule, the one place these rules live.
-:data:`dpnc.tier.registry.OPTIMIZERS` names each entry's class (``Spec.options``), and its build
-reads the object's attributes. The front doors keep only the run's shape (budget, n, steps, batch
-size) and build the entry's options with :func:`options_of` from the arguments named like its
-fields: ``make_private``'s keywords, ``FinetuneConfig``'s fields (so ``dpnc finetune``'s flags),
-``DPTrainer``'s arguments. A new knob is one field here and its door arguments;
-``tests/suites/test_tier_contract.py`` fails until every door that offers the entry reaches it.
-
-Plain Python (no torch): the command line reads the help and the choices for ``--help``.
-"""
+The front doors keep the run's shape and pass every other name through :func:`options_of`:
+``make_private(**options)``, ``FinetuneConfig`` (a field, or ``options``), ``dpnc finetune`` (flags
+generated from :data:`ALL`) and ``DPTrainer(**options)``, so a new knob is one field here."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ toy optimizer shows what adding one takes: one class, one registry line, one cas
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import inspect
 import math
 import tempfile
 
@@ -172,17 +172,77 @@ def test_the_front_doors_read_the_registry():
 # --- every option reaches every door that offers its entry ----------------------------------------
 
 
-def _make_private():
-    return set(inspect.signature(dpnc.make_private).parameters)
+class Recorded(Exception):
+    pass
 
 
-def _finetune_config():
-    from dpnc.lm.config import SPELLED, FinetuneConfig
+def _recorder(handed: dict):
+    """A stand-in for a door's check of the options it built: keeps them (its last argument)."""
 
-    return {f.name for f in dataclasses.fields(FinetuneConfig)} | set(SPELLED)
+    def record(*args):
+        handed.update(args[-1])
+        raise Recorded
+
+    return record
 
 
-def _dpnc_finetune():
+def _make_private(names):
+    """The names whose value make_private carries to where it builds the entry's options (its
+    check of the options the entry does not take, replaced by a recorder), each given alone."""
+    reached = set()
+    for name in names:
+        handed, value = {}, object()
+        with pytest.MonkeyPatch.context() as patch, contextlib.suppress(Recorded, TypeError):
+            patch.setattr("dpnc.engine.refuse_others", _recorder(handed))
+            dpnc.make_private(
+                model(), data=TensorDataset(*data()), n=N, target_epsilon=1.0, delta=1e-5,
+                steps=T, batch_size=B, **{name: value},
+            )  # fmt: skip
+        if handed.get(name) is value:
+            reached.add(name)
+    return reached
+
+
+# The options a FinetuneConfig derives from a field of its own (the run's seed gives the public
+# direction seed, weight_decay the first-order optimizer's arguments): field, two values.
+DERIVED = {"seed": ("seed", 7, 8), "optimizer_kwargs": ("weight_decay", 0.25, 0.5)}
+
+
+def _config_values(**given) -> dict:
+    """The optimizer values of ``FinetuneConfig(**given)`` (a private method), as its check of
+    them (replaced by a recorder) receives them; empty where the config refuses ``given``."""
+    from dpnc.lm.config import FinetuneConfig
+
+    handed = {}
+    with pytest.MonkeyPatch.context() as patch, contextlib.suppress(Recorded, ValueError):
+        patch.setattr("dpnc.lm.config.check_options", _recorder(handed))
+        FinetuneConfig(method="dpzero", epsilon=1.0, **given)
+    return handed
+
+
+def _finetune_config(names):
+    """The names whose value a FinetuneConfig carries into its optimizer values: by a field of
+    that name, ``options``, or a field it derives the option from (:data:`DERIVED`)."""
+    from dpnc.lm.config import FinetuneConfig
+
+    own = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    reached = set()
+    for name in names:
+        if name in DERIVED:
+            field, *values = DERIVED[name]
+            one, other = (_config_values(**{field: v}).get(name) for v in values)
+            if one is not None and one != other:
+                reached.add(name)
+            continue
+        value = object()
+        given = {name: value} if name in own else {"options": {name: value}}
+        if _config_values(**given).get(name) is value:
+            reached.add(name)
+    return reached
+
+
+def _dpnc_finetune(names):
+    """The names with a flag of ``dpnc finetune`` that reach the run through the config."""
     import typer
 
     from dpnc.cli import app
@@ -190,11 +250,11 @@ def _dpnc_finetune():
 
     flags = {p.name for p in typer.main.get_command(app).commands["finetune"].params}
     flags |= {option for option, field in SPELLED.items() if field in flags}
-    return flags & _finetune_config()  # a flag reaches the run through the config's field
+    return _finetune_config(set(names) & flags)
 
 
-def _dp_trainer():
-    """The options DPTrainer hands make_private (replaced by a recorder) that make_private takes:
+def _dp_trainer(names):
+    """The names DPTrainer hands make_private (replaced by a recorder) that make_private takes:
     each given by name, and lr and optimizer_kwargs from the TrainingArguments (a first-order
     entry's call)."""
     pytest.importorskip("transformers")
@@ -202,31 +262,23 @@ def _dp_trainer():
 
     from dpnc.integrations import transformers as hf
 
-    class Recorded(Exception):
-        pass
-
     handed = {}
-
-    def recorder(model, **kwargs):
-        handed.update(kwargs)
-        raise Recorded
-
     given = {name: object() for name in dpnc.options.option_names() if name not in hf.SPELLED}
     with tempfile.TemporaryDirectory() as out, pytest.MonkeyPatch.context() as patch:
         args = TrainingArguments(output_dir=out, max_steps=T, learning_rate=0.125, report_to="none")
-        patch.setattr(hf, "make_private", recorder)
+        patch.setattr(hf, "make_private", lambda model, **kwargs: _recorder(handed)(kwargs))
         with pytest.raises(Recorded):
             hf.DPTrainer(model(), args, TensorDataset(*data()), n=N, optimizer="dp-adamw", **given)
-    # through make_private's keywords
-    reached = {name for name, value in given.items() if handed.get(name) is value} & _make_private()
+    reached = {name for name, value in given.items() if handed.get(name) is value}
     if handed["lr"] == args.learning_rate:
         reached.add("lr")
     if handed["optimizer_kwargs"]["weight_decay"] == args.weight_decay:
         reached.add("optimizer_kwargs")
-    return reached
+    return reached & _make_private(names)  # through make_private, as it takes them
 
 
-# Each front door, the registry's door whose entries it offers, and the option names it reaches.
+# Each front door, the registry's door whose entries it offers, and the option names it reaches
+# (of the names asked about).
 DOORS = {
     "make_private": ("make_private", _make_private),
     "FinetuneConfig": ("trainer", _finetune_config),
@@ -239,8 +291,9 @@ def unreached(door: str, entries=None) -> dict[str, list[str]]:
     """The options of each entry the door offers that the door does not reach (entry name → option
     names)."""
     offers, reached = DOORS[door]
-    names_reached = reached()
     entries = entries if entries is not None else dict(OPTIMIZERS)
+    asked = {f.name for entry in entries.values() for f in dataclasses.fields(entry.options)}
+    names_reached = reached(asked | {f.name for f in dataclasses.fields(WrappedOptions)})
     missing = {
         name: [f.name for f in dataclasses.fields(entry.options) if f.name not in names_reached]
         for name, entry in entries.items()
@@ -359,6 +412,60 @@ def test_a_new_optimizer_is_one_class_one_line_and_one_case(monkeypatch):
     for _batch in loader:
         optimizer.step(per_example_loss(net))
     assert type(optimizer) is HalfStepDPZero and accountant.releases == T
+
+
+class ScaledDPZero(DPZero):
+    """A toy optimizer with a hyper-parameter of its own: DPZero whose update is scaled."""
+
+    step_scale = 1.0
+
+    def _step(self, group, seed, closure):
+        return super()._step({**group, "lr": group["lr"] * self.step_scale}, seed, closure)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScaledOptions(DPZeroOptions):
+    """Its options: DPZero's and the scale (the options file)."""
+
+    step_scale: float = dataclasses.field(
+        default=1.0,
+        metadata={"help": "Scale of the update.", "rule": ("> 0", lambda v: v > 0)},
+    )
+
+
+def _build_scaled(p):
+    optimizer = zeroth_order(ScaledDPZero)(p)
+    optimizer.step_scale = p.options.step_scale
+    return optimizer
+
+
+def test_a_new_hyper_parameter_reaches_the_doors_with_no_change_to_them(monkeypatch):
+    """An optimizer with a new hyper-parameter is four files: its class, its options class (in
+    :data:`dpnc.options.ALL`), its registry line and its case here. make_private, FinetuneConfig and
+    DPTrainer reach the new name unchanged (``dpnc finetune`` generates its flag from the same
+    names on import)."""
+    monkeypatch.setattr(dpnc.options, "ALL", (*ALL, ScaledOptions))
+    dpnc.options._fields.cache_clear()
+    entry = dataclasses.replace(TOY, cls=ScaledDPZero, build=_build_scaled, options=ScaledOptions)
+    monkeypatch.setitem(OPTIMIZERS, "scaled-dpzero", entry)
+    try:
+        for door in ("make_private", "FinetuneConfig", "DPTrainer"):
+            assert unreached(door, {"scaled-dpzero": entry}) == {}, door
+        net = model()
+        optimizer, loader, accountant = dpnc.make_private(
+            net, data=TensorDataset(*data()), n=N, optimizer="scaled-dpzero", target_epsilon=2.0,
+            delta=1e-5, steps=T, batch_size=B, lr=0.05, clip=1.0, step_scale=0.5,
+        )  # fmt: skip
+        for _batch in loader:
+            optimizer.step(per_example_loss(net))
+        assert type(optimizer) is ScaledDPZero and optimizer.step_scale == 0.5
+        with pytest.raises(ValueError, match="step_scale must be > 0"):
+            dpnc.make_private(
+                net, data=TensorDataset(*data()), n=N, optimizer="scaled-dpzero", lr=0.05,
+                target_epsilon=2.0, delta=1e-5, steps=T, batch_size=B, clip=1.0, step_scale=0,
+            )  # fmt: skip
+    finally:
+        dpnc.options._fields.cache_clear()
 
 
 @needs_data

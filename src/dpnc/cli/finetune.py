@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import typing
@@ -442,6 +443,7 @@ def finetune(
     def path(p):
         return None if p is None else str(p)
 
+    config_fields = {f.name for f in dataclasses.fields(lm_train.FinetuneConfig)}
     config = lm_train.FinetuneConfig(
         task=task,
         data_dir=path(data_dir),
@@ -480,8 +482,11 @@ def finetune(
         max_length=max_length,
         freeze_embeddings=freeze_embeddings,
         weight_decay=weight_decay,
-        # the optimizer options' flags (generated): those given, else the config's defaults
-        **{name: value for name, value in options.items() if value is not None},
+        # the optimizer options' flags (generated): those given, else the config's defaults; a
+        # config field by its name, the others in ``options``
+        **{k: v for k, v in options.items() if v is not None and k in config_fields},
+        options={k: v for k, v in options.items() if v is not None and k not in config_fields}
+        or None,
         eval_every=eval_every,
         eval_examples=eval_examples,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),

@@ -231,6 +231,8 @@ class FinetuneConfig:
             one generator pass a step instead of three, d more numbers of memory (91 MB for MiniLM
             in fp32). Pays most in data-parallel runs.
         direction: ``"gaussian"`` or ``"sphere"`` zeroth-order directions.
+        options: the method's other options (:mod:`dpnc.options`) by name, those without a field
+            here (a new optimizer's knob needs no field: ``dpnc finetune`` passes its flag here).
         cache: compute a frozen prefix of the network once per example
             (``train="top-k"``/``"head"``; see :mod:`dpnc.lm.cache`); False runs every layer at
             every step.
@@ -316,6 +318,7 @@ class FinetuneConfig:
     cache_directions: bool = False
     microbatch: int = 4
     direction: str = "gaussian"
+    options: dict | None = None
     cache: bool = True
     device: str = "auto"
     dtype: str = "fp32"
@@ -442,6 +445,17 @@ class FinetuneConfig:
             check_integer(1, eval_examples=self.eval_examples)
         # the optimizers' options, by their rules (dpnc.options): every method's values, then the
         # method's own
+        extra = set(self.options or ())
+        if extra & (_FIELDS | set(SPELLED)):
+            raise ValueError(
+                f"options must leave out the options that are fields here (give them by name, as "
+                f"FinetuneConfig(lr=...)); got {sorted(extra & (_FIELDS | set(SPELLED)))}"
+            )
+        if extra - set(option_names()):
+            raise ValueError(
+                f"options must name optimizer options (dpnc.options: {', '.join(option_names())}); "
+                f"got {sorted(extra - set(option_names()))}"
+            )
         check_options(self.optimizer_values())
         self.optimizer_options()
         if self.epsilon is not None:
@@ -576,6 +590,7 @@ class FinetuneConfig:
         the field of that name, or its trainer spelling (:data:`SPELLED`); every method's, whether
         it takes them or not."""
         values = {name: getattr(self, name) for name in option_names() if name in _FIELDS}
+        values.update(self.options or {})
         # the public direction seed, derived from the run's seed
         values["seed"] = (self.seed * 2654435761 + 1) % 2**62
         values["optimizer_kwargs"] = {"weight_decay": self.weight_decay}
