@@ -110,11 +110,11 @@ def _rename(value, renamed: Mapping[str, str]):
     return value
 
 
-def rename(data: dict, renamed: Mapping[str, str], *, issue: int = 43) -> dict:
+def rename(data: dict, renamed: Mapping[str, str], *, since: str = "28 Nov 2026") -> dict:
     """A ``result.json`` record with the old method names of ``renamed`` (old → new) replaced by the
     new ones in every text it holds (config, rows, claims, declarations, re-judgings, notes,
-    command; nothing else changes: no number, no verdict), and a note saying so. A record that names
-    no old method comes back unchanged."""
+    command; nothing else changes: no number, no verdict), and a note saying so (with the date the
+    registry names took effect, ``since``). A record that names no old method comes back unchanged."""
     methods = set(data.get("config", {}).get("methods", ())) | {
         r.get("method") for r in data.get("rows", ())
     }
@@ -125,7 +125,7 @@ def rename(data: dict, renamed: Mapping[str, str], *, issue: int = 43) -> dict:
     keep = {"machine", "seconds", "workers", "declared_commit"}
     out = {k: (v if k in keep else _rename(v, renamed)) for k, v in data.items()}
     note = (
-        f"Method names as in the registry since issue {issue} (re-rendered from result.json, nothing re-run): "
+        f"Method names as in the registry since {since} (re-rendered from result.json, nothing re-run): "
         + ", ".join(f"{a} → {b}" for a, b in used.items())
         + "."
     )

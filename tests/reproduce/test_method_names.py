@@ -279,7 +279,7 @@ def test_an_old_utility_record_gets_the_registry_names():
         "klt:first-order: within"
     )
     assert up["machine"] == {"processor": "ztc"} and up["notes"] == [
-        "Method names as in the registry since issue 43 (re-rendered from result.json, nothing re-run): "
+        "Method names as in the registry since 28 Nov 2026 (re-rendered from result.json, nothing re-run): "
         "kl-spider-theory → kl-spider:theory, klt-fo → klt:first-order."
     ]
 
