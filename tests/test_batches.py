@@ -9,21 +9,19 @@ step must release nothing and leave the parameters as they were."""
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import TensorDataset
 
 import dpnc
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.tier.zeroth_order import DPZero, MeZO
+from tests.toys import linear_rows
 
 N, FEATURES, B, STEPS = 128, 4, 16, 6
 ZEROTH, FIRST = ("dpzero", "mezo"), ("dp-sgd",)
 
 
 def dataset(n=N, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    X = torch.randn(n, FEATURES, generator=gen)
-    return TensorDataset(X, X @ torch.tensor([1.0, -2.0, 0.5, 1.5]))
+    return linear_rows(n, FEATURES, seed=seed)
 
 
 def loss(model):

@@ -18,7 +18,6 @@ import tempfile
 import pytest
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from dpnc import distributed
 from dpnc.distributed import LOCAL, Group, shutdown
@@ -26,6 +25,7 @@ from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 from dpnc.tier.zeroth_order import DPZero, MeZO
 from tests.spawned import run_ranks
+from tests.toys import tanh_mlp
 
 N, FEATURES, B, STEPS, WORLD = 96, 4, 24, 6, 2
 C, LR, NOISE = 0.5, 0.05, 2.0
@@ -116,10 +116,7 @@ def data(dtype):
 
 
 def make_model(width, dtype, seed):
-    torch.manual_seed(seed)  # test-only: reproducible initialisation
-    return (
-        nn.Sequential(nn.Linear(FEATURES, width), nn.Tanh(), nn.Linear(width, 1)).to(dtype).eval()
-    )
+    return tanh_mlp(FEATURES, width, seed=seed, dtype=dtype).eval()
 
 
 class NoBatches:

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import dpnc
 from dpnc.engine import LoaderBatches, PoissonBatchSampler
 from dpnc.sampling import PoissonSampler
+from tests.toys import snapshot
 
 N, FEATURES, B, STEPS, EPS, DELTA = 256, 4, 16, 40, 2.0, 1e-5
 GUIDE = (
@@ -66,10 +67,6 @@ def full_loss(model, data):
     X, y = data.tensors
     with torch.no_grad():
         return float(per_example_loss(model(X), y).mean())
-
-
-def params(model):
-    return [p.detach().clone() for p in model.parameters()]
 
 
 def same(a, b):
@@ -157,10 +154,10 @@ def test_empty_batches_reach_the_loop_but_not_the_closure_and_release_noise_only
         if len(xb) == 0:
             empties += 1
             assert xb.shape == (0, FEATURES) and yb.shape == (0,) and xb.dtype == torch.float32
-            before = params(model)
+            before = snapshot(model)
             loss = opt.step(closure)
             assert math.isnan(float(loss))
-            assert not same(before, params(model))  # the noise moved the parameters
+            assert not same(before, snapshot(model))  # the noise moved the parameters
         else:
             opt.step(closure)
     assert empties >= 1  # fixed seed: the count is deterministic
@@ -190,10 +187,10 @@ def test_losses_that_are_not_one_per_example_of_the_batch_are_refused_and_the_ba
         ):  # a batch of >= 2 examples, so dropping one leaves a non-empty wrong batch
             opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
             xb, yb = next(it)
-        before, released = params(model), acct.releases
+        before, released = snapshot(model), acct.releases
         with pytest.raises(ValueError, match="per-example losses of the batch"):
             opt.step(wrong)
-        assert acct.releases == released + 1 and not restored(before, params(model))
+        assert acct.releases == released + 1 and not restored(before, snapshot(model))
         with pytest.raises(ValueError, match="no batch is pending"):  # spent: not retried
             opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
     assert acct.releases == opt.sampler.drawn
@@ -204,10 +201,10 @@ def test_a_second_step_on_one_batch_is_refused():
     opt, loader, acct = private(model, testing_seed=2)
     xb, yb = next(iter(loader))
     opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
-    before, released = params(model), acct.releases
+    before, released = snapshot(model), acct.releases
     with pytest.raises(ValueError, match="no batch is pending"):
         opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
-    assert acct.releases == released and same(before, params(model))
+    assert acct.releases == released and same(before, snapshot(model))
 
 
 def test_a_step_before_the_loader_yields_is_refused():
@@ -223,10 +220,10 @@ def test_more_than_steps_steps_are_refused():
     opt, loader, acct = private(model, testing_seed=4)
     for xb, yb in loader:
         opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
-    before = params(model)
+    before = snapshot(model)
     with pytest.raises(ValueError, match=f"steps must be at most {STEPS}"):
         opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
-    assert acct.releases == STEPS and same(before, params(model))
+    assert acct.releases == STEPS and same(before, snapshot(model))
 
 
 def test_the_batch_sampler_draws_no_more_than_steps():
@@ -288,14 +285,14 @@ def test_mezo_makes_no_update_on_an_empty_batch():
     )
     empties = 0
     for xb, yb in loader:
-        before = params(model)
+        before = snapshot(model)
         loss = opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
         if len(xb) == 0:
             empties += 1
             # The ±λu perturbation is undone arithmetically: equal up to float32 rounding (a few
             # ulps).
             assert math.isnan(float(loss)) and all(
-                torch.allclose(a, b, rtol=1e-6, atol=1e-7) for a, b in zip(before, params(model))
+                torch.allclose(a, b, rtol=1e-6, atol=1e-7) for a, b in zip(before, snapshot(model))
             )
     assert empties >= 1
     assert all(torch.isfinite(p).all() for p in model.parameters())

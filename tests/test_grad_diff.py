@@ -12,10 +12,7 @@ import torch
 
 from dpnc.estimators import diff_estimate, grad_estimate, sphere_directions
 from dpnc.problems.nonsmooth import AbsLinear, L1Regression
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
+from tests.toys import generator
 
 
 class Counting(AbsLinear):
@@ -30,24 +27,24 @@ class Counting(AbsLinear):
 
 def abs_rows(n, d, seed=0):
     """f(x, z_i) = |⟨a_i, x⟩| with ‖a_i‖ = 1: the worst case for the sensitivity bounds."""
-    a = sphere_directions(1, n, d, gen(seed))[0]
+    a = sphere_directions(1, n, d, generator(seed))[0]
     return L1Regression(a, torch.zeros(n, dtype=torch.float64))
 
 
 def test_directions_are_unit_and_counted():
-    u = sphere_directions(7, 5, 9, gen())
+    u = sphere_directions(7, 5, 9, generator())
     assert u.shape == (7, 5, 9)
     assert torch.allclose(
         torch.linalg.vector_norm(u, dim=-1), torch.ones(7, 5, dtype=torch.float64), atol=1e-12
     )
     problem = Counting(torch.ones(6, dtype=torch.float64))
-    x = torch.randn(6, dtype=torch.float64, generator=gen(1))
+    x = torch.randn(6, dtype=torch.float64, generator=generator(1))
     Counting.calls = 0
-    est = grad_estimate(problem, x, torch.zeros(4, dtype=torch.long), 0.1, generator=gen())
+    est = grad_estimate(problem, x, torch.zeros(4, dtype=torch.long), 0.1, generator=generator())
     assert est.per_example.shape == (4, 6) and est.evaluations == 2 * 4 * 6 == Counting.calls
     Counting.calls = 0
     est = diff_estimate(
-        problem, x, x + 0.01, torch.zeros(3, dtype=torch.long), 0.1, m=2, generator=gen()
+        problem, x, x + 0.01, torch.zeros(3, dtype=torch.long), 0.1, m=2, generator=generator()
     )
     assert est.evaluations == 2 * 3 * 2 == Counting.calls
 
@@ -55,12 +52,12 @@ def test_directions_are_unit_and_counted():
 def test_grad_of_a_linear_function_is_unbiased():
     """f = ⟨a, x⟩ − b restricted to where it is positive behaves linearly: ∇f̂_δ = a exactly."""
     d, b, reps = 8, 50, 200
-    a = sphere_directions(1, 1, d, gen(3))[0, 0]
+    a = sphere_directions(1, 1, d, generator(3))[0, 0]
     problem = L1Regression(
         a.expand(b, d).clone(), torch.full((b,), -100.0, dtype=torch.float64)
     )  # ⟨a,x⟩+100 > 0
     x = torch.zeros(d, dtype=torch.float64)
-    g = gen(4)
+    g = generator(4)
     mean = torch.stack(
         [grad_estimate(problem, x, torch.arange(b), 0.1, generator=g).mean for _ in range(reps)]
     ).mean(0)
@@ -72,9 +69,9 @@ def test_grad_of_a_linear_function_is_unbiased():
 def test_grad_and_diff_are_unbiased_for_the_smoothed_abs(d):
     problem = AbsLinear.random(d, seed=d)
     delta, b, reps = 0.5, 64, 300
-    x = 0.3 * problem.a + 0.2 * torch.randn(d, generator=gen(d), dtype=torch.float64)
-    y = x + 0.05 * torch.randn(d, generator=gen(d + 1), dtype=torch.float64)
-    index, g = torch.zeros(b, dtype=torch.long), gen(7)
+    x = 0.3 * problem.a + 0.2 * torch.randn(d, generator=generator(d), dtype=torch.float64)
+    y = x + 0.05 * torch.randn(d, generator=generator(d + 1), dtype=torch.float64)
+    index, g = torch.zeros(b, dtype=torch.long), generator(7)
     exact_x, exact_y = problem.smoothed_gradient(x, delta), problem.smoothed_gradient(y, delta)
     grads = torch.stack(
         [grad_estimate(problem, x, index, delta, generator=g).mean for _ in range(reps)]
@@ -92,9 +89,9 @@ def test_grad_and_diff_are_unbiased_for_the_smoothed_abs(d):
 def test_empirical_variance_and_per_term_bounds():
     d, delta, b, reps = 6, 0.3, 16, 400
     problem = abs_rows(b, d, seed=2)
-    x = torch.randn(d, generator=gen(5), dtype=torch.float64) * 0.2
-    y = x + 0.02 * torch.randn(d, generator=gen(6), dtype=torch.float64)
-    g = gen(8)
+    x = torch.randn(d, generator=generator(5), dtype=torch.float64) * 0.2
+    y = x + 0.02 * torch.randn(d, generator=generator(6), dtype=torch.float64)
+    g = generator(8)
     grads = torch.stack(
         [grad_estimate(problem, x, torch.arange(b), delta, generator=g).mean for _ in range(reps)]
     )
@@ -126,20 +123,20 @@ def test_sensitivity_under_adversarial_replacement(m):
     """Same directions (same seed), one example replaced by the one that flips every difference."""
     d, delta, b = 5, 0.2, 10
     problem = abs_rows(b, d, seed=3)
-    x = torch.randn(d, generator=gen(1), dtype=torch.float64)
-    y = x + 0.03 * torch.randn(d, generator=gen(2), dtype=torch.float64)
+    x = torch.randn(d, generator=generator(1), dtype=torch.float64)
+    y = x + 0.03 * torch.randn(d, generator=generator(2), dtype=torch.float64)
     dist = float(torch.linalg.vector_norm(x - y))
     worst_grad = worst_diff = 0.0
     for trial in range(20):
-        z = sphere_directions(1, 1, d, gen(100 + trial))[0, 0]
+        z = sphere_directions(1, 1, d, generator(100 + trial))[0, 0]
         other = replace_one(problem, 0, z, 0.0)
         for est, bound, acc in (
             (grad_estimate, 2 * d / b, "g"),
             (diff_estimate, 2 * d * dist / (b * delta), "d"),
         ):
             args = (x,) if est is grad_estimate else (x, y)
-            one = est(problem, *args, torch.arange(b), delta, m=m, generator=gen(9)).mean
-            two = est(other, *args, torch.arange(b), delta, m=m, generator=gen(9)).mean
+            one = est(problem, *args, torch.arange(b), delta, m=m, generator=generator(9)).mean
+            two = est(other, *args, torch.arange(b), delta, m=m, generator=generator(9)).mean
             change = float(torch.linalg.vector_norm(one - two))
             assert change <= bound * (1 + 1e-12)
             if acc == "g":
@@ -159,16 +156,17 @@ def test_clipping_keeps_the_sensitivity_when_the_declared_lipschitz_is_wrong():
         a,
         problem.data[1],
     )  # example 0 is 50-Lipschitz: the declared L = 1 is wrong for it
-    x = torch.randn(d, generator=gen(1), dtype=torch.float64)
+    x = torch.randn(d, generator=generator(1), dtype=torch.float64)
     clipped = [
-        grad_estimate(p, x, torch.arange(b), delta, generator=gen(2)) for p in (problem, steep)
+        grad_estimate(p, x, torch.arange(b), delta, generator=generator(2))
+        for p in (problem, steep)
     ]
     assert float(torch.linalg.vector_norm(clipped[0].mean - clipped[1].mean)) <= 2 * d / b * (
         1 + 1e-12
     )
     assert clipped[1].clipped > 0 and clipped[0].clipped == 0
     raw = [
-        grad_estimate(p, x, torch.arange(b), delta, generator=gen(2), clip=False).mean
+        grad_estimate(p, x, torch.arange(b), delta, generator=generator(2), clip=False).mean
         for p in (problem, steep)
     ]
     assert float(torch.linalg.vector_norm(raw[0] - raw[1])) > 2 * d / b
@@ -179,7 +177,7 @@ def test_one_point_identity_matches_the_two_point_mean():
     d, delta, n = 3, 0.4, 200_000
     problem = AbsLinear.random(d, seed=11)
     x = 0.1 * problem.a
-    u = sphere_directions(1, n, d, gen(12))[0]
+    u = sphere_directions(1, n, d, generator(12))[0]
     h = lambda p: problem.loss(p.unsqueeze(0), *problem.data)[0]
     one_point = (d / delta * h(x + delta * u)[:, None] * u).mean(0)
     exact = problem.smoothed_gradient(x, delta)
@@ -188,7 +186,7 @@ def test_one_point_identity_matches_the_two_point_mean():
     hmax = float(problem.lipschitz * (torch.linalg.vector_norm(x) + delta))
     assert torch.linalg.vector_norm(one_point - exact) <= 4 * (d / delta) * hmax / math.sqrt(n)
     two = grad_estimate(
-        problem, x, torch.zeros(1, dtype=torch.long), delta, m=20_000, generator=gen(13)
+        problem, x, torch.zeros(1, dtype=torch.long), delta, m=20_000, generator=generator(13)
     ).mean
     assert torch.linalg.vector_norm(two - exact) <= 4 * math.sqrt(16 * d / 20_000 + 1e-30) * 3
 
@@ -198,10 +196,12 @@ def test_estimators_validate():
     x = torch.zeros(3, dtype=torch.float64)
     idx = torch.zeros(2, dtype=torch.long)
     with pytest.raises(ValueError, match="delta must be > 0"):
-        grad_estimate(problem, x, idx, 0.0, generator=gen())
+        grad_estimate(problem, x, idx, 0.0, generator=generator())
     with pytest.raises(ValueError, match="x must have shape"):
-        grad_estimate(problem, torch.zeros(4, dtype=torch.float64), idx, 0.1, generator=gen())
+        grad_estimate(problem, torch.zeros(4, dtype=torch.float64), idx, 0.1, generator=generator())
     with pytest.raises(ValueError, match="m .directions per data point. must be"):
-        grad_estimate(problem, x, idx, 0.1, m=0, generator=gen())
+        grad_estimate(problem, x, idx, 0.1, m=0, generator=generator())
     with pytest.raises(ValueError, match="same shape"):
-        diff_estimate(problem, x, torch.zeros(2, dtype=torch.float64), idx, 0.1, generator=gen())
+        diff_estimate(
+            problem, x, torch.zeros(2, dtype=torch.float64), idx, 0.1, generator=generator()
+        )

@@ -6,18 +6,16 @@ import math
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import TensorDataset
 
 import dpnc
 from dpnc.tier.first_order import DPOptimizer
+from tests.toys import linear_rows
 
 N, FEATURES, B, DELTA = 64, 3, 16, 1e-5
 
 
 def dataset(n=N):
-    gen = torch.Generator().manual_seed(0)
-    X = torch.randn(n, FEATURES, generator=gen)
-    return TensorDataset(X, X @ torch.tensor([1.0, -2.0, 0.5]))
+    return linear_rows(n, FEATURES)
 
 
 def model(seed=0):

@@ -15,19 +15,17 @@ import dpnc
 from dpnc.privacy.releases import Poisson, Sampled
 from dpnc.tier.base import StepInfo
 from dpnc.tier.first_order import DPOptimizer, clipped_gradient_sum
+from tests.toys import linear_rows, snapshot, tanh_mlp
 
 N, FEATURES, B, STEPS, EPS, DELTA = 256, 4, 16, 40, 2.0, 1e-5
 
 
 def dataset(n=N, dtype=torch.float32):
-    gen = torch.Generator().manual_seed(0)
-    X = torch.randn(n, FEATURES, generator=gen, dtype=dtype)
-    return TensorDataset(X, X @ torch.tensor([1.0, -2.0, 0.5, 1.5], dtype=dtype))
+    return linear_rows(n, FEATURES, dtype=dtype)
 
 
 def make_model(seed=0, dtype=torch.float32):
-    torch.manual_seed(seed)  # test-only: reproducible initialisation
-    return nn.Sequential(nn.Linear(FEATURES, 8), nn.Tanh(), nn.Linear(8, 1)).to(dtype)
+    return tanh_mlp(FEATURES, 8, seed=seed, dtype=dtype)
 
 
 def loss_fn(model):
@@ -62,10 +60,6 @@ def full_loss(model, data):
     X, y = data.tensors
     with torch.no_grad():
         return float(((model(X).squeeze(-1) - y) ** 2).mean())
-
-
-def params(model):
-    return [p.detach().clone() for p in model.parameters()]
 
 
 @pytest.mark.parametrize("optimizer", ["dp-adamw", "dp-sgd", torch.optim.RMSprop])
@@ -189,7 +183,7 @@ def test_refusals_before_the_data_release_nothing_and_after_it_charge_the_batch(
     it = iter(loader)
     xb, yb = next(it)
     assert len(xb) > 1
-    before = params(model)
+    before = snapshot(model)
     bad = [
         (
             (loss_fn(model), xb[:-1], yb[:-1]),
@@ -212,7 +206,7 @@ def test_refusals_before_the_data_release_nothing_and_after_it_charge_the_batch(
     with pytest.raises(ValueError, match="no batch is pending"):
         opt.step(loss_fn(model), xb, yb)
     xb, yb = next(it)
-    before = params(model)
+    before = snapshot(model)
     with pytest.raises(ValueError, match="per-example losses"):  # reduced: the loss saw the batch
         opt.step(lambda xb, yb: loss_fn(model)(xb, yb).mean(), xb, yb)
     # released all the same (every example counting 0): the model moved by the noise, as in any step
@@ -238,7 +232,7 @@ def test_an_empty_batch_releases_noise_only():
     sizes = []
     for xb, yb in loader:
         sizes.append(len(xb))
-        before = params(model)
+        before = snapshot(model)
         loss = opt.step(counted, xb, yb)
         if len(xb) == 0:
             assert math.isnan(float(loss))

@@ -24,15 +24,14 @@ import dpnc
 from dpnc.tier.first_order import clipped_gradient_sum
 from dpnc.tier.model_state import ModelStateChanged, StateGuard
 from dpnc.tier.per_layer import layer_clipped_sum
+from tests.toys import linear_rows
 
 N, FEATURES, B = 64, 4, 8
 ZEROTH, FIRST = "dpzero", "dp-sgd"
 
 
 def dataset(n=N, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    X = torch.randn(n, FEATURES, generator=gen)
-    return TensorDataset(X, X @ torch.tensor([1.0, -2.0, 0.5, 1.5]))
+    return linear_rows(n, FEATURES, seed=seed)
 
 
 def private(model, optimizer, data=None, steps=4, **kwargs):

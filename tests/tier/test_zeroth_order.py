@@ -14,6 +14,7 @@ from dpnc.privacy.releases import FixedSize, Sampled
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 from dpnc.tier.base import validate_model
 from dpnc.tier.zeroth_order import DPZero, MeZO
+from tests.toys import snapshot, tanh_mlp
 
 N, FEATURES = 128, 4
 
@@ -30,8 +31,7 @@ def data():
 
 
 def make_model(seed=0):
-    torch.manual_seed(seed)  # test-only: reproducible initialisation
-    return nn.Sequential(nn.Linear(FEATURES, 16), nn.Tanh(), nn.Linear(16, 1)).eval()
+    return tanh_mlp(FEATURES, 16, seed=seed).eval()
 
 
 def per_example(model, X, y):
@@ -41,10 +41,6 @@ def per_example(model, X, y):
 def rows_of(xb):
     """The indices of a batch's rows in data() (its rows are distinct): what the sampler drew."""
     return torch.cdist(xb, data()[0]).argmin(1)
-
-
-def params(model):
-    return [p.detach().clone() for p in model.parameters()]
 
 
 def dpzero(net, **kwargs):
@@ -88,7 +84,7 @@ def test_dpzero_changes_the_parameters_and_records_one_release_per_step():
     model = make_model()
     acct = Accountant()
     opt = dpzero(model, accountant=acct)
-    before = params(model)
+    before = snapshot(model)
     for t in range(5):
         loss = opt.step(lambda xb, yb: per_example(model, xb, yb))
         assert acct.releases == t + 1
@@ -120,7 +116,7 @@ def test_frozen_parameters_are_left_alone():
     for _ in range(3):
         opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert torch.equal(model[0].weight, frozen)
-    assert not torch.equal(model[2].weight, params(make_model())[2])
+    assert not torch.equal(model[2].weight, snapshot(make_model())[2])
 
 
 @pytest.mark.parametrize("make", [mezo, dpzero])
@@ -135,7 +131,7 @@ def test_lr_is_read_from_param_groups_every_step(make):
     opt_b.step(closure(b))
     sched.step()
     assert opt_b.param_groups[0]["lr"] == pytest.approx(0.25 * opt_a.param_groups[0]["lr"])
-    mid_a, mid_b = params(a), params(b)
+    mid_a, mid_b = snapshot(a), snapshot(b)
     assert all(torch.equal(p, q) for p, q in zip(mid_a, mid_b))  # same first step (same seeds, lr)
     opt_a.step(closure(a))
     opt_b.step(closure(b))
@@ -147,7 +143,7 @@ def test_lr_is_read_from_param_groups_every_step(make):
         assert float(da.abs().max()) > 1e-4
     # Setting the group's lr by hand takes effect too.
     opt_b.param_groups[0]["lr"] = 1e-12
-    before = params(b)
+    before = snapshot(b)
     opt_b.step(closure(b))
     assert all(torch.allclose(p, q, rtol=0, atol=1e-6) for p, q in zip(b.parameters(), before))
 
@@ -159,7 +155,7 @@ def test_a_warmup_schedule_starting_at_lr_zero_works(make):
     model = make_model()
     opt = make(model)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: t / 10)  # lr = 0 at the first step
-    before = params(model)
+    before = snapshot(model)
     opt.step(lambda xb, yb: per_example(model, xb, yb))
     assert all(torch.allclose(p, q, rtol=0, atol=1e-6) for p, q in zip(model.parameters(), before))
     sched.step()
@@ -416,7 +412,7 @@ def test_the_closure_contract_is_checked_every_step(bad, message):
     0.01 (true ε ≈ 92 against 1.21 recorded), or a 0-d mean, was accepted silently."""
     X, y = data()
     model = make_model()
-    before = params(model)
+    before = snapshot(model)
     opt = dpzero(model, sampler=PoissonSampler(N, 8), accountant=Accountant("add/remove"))
     with pytest.raises(ValueError, match=message):
         opt.step(lambda xb, yb: bad(xb, yb, X, y, model))
@@ -424,13 +420,13 @@ def test_the_closure_contract_is_checked_every_step(bad, message):
     # refused, so noise only) and moved the model as any step does, so the model does not tell which
     # steps failed.
     assert opt.accountant.releases == 1
-    assert not all(torch.equal(p, q) for p, q in zip(params(model), before))
+    assert not all(torch.equal(p, q) for p, q in zip(snapshot(model), before))
 
 
 def test_a_sampler_the_accountant_cannot_interpret_is_refused_at_construction():
     """Finding 8: ShuffleSampler with an add/remove accountant raised after perturbing the model."""
     model = make_model()
-    before = params(model)
+    before = snapshot(model)
     with pytest.raises(ValueError, match="ShuffleSampler releases are accounted under relation"):
         dpzero(model, sampler=ShuffleSampler(N, 8), accountant=Accountant("add/remove"))
-    assert all(torch.equal(p, q) for p, q in zip(params(model), before))
+    assert all(torch.equal(p, q) for p, q in zip(snapshot(model), before))

@@ -3,6 +3,7 @@ each with ``CASES: list[ContractCase]``, collected by ``tests/suites/test_contra
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -73,3 +74,15 @@ class ContractCase:
     relation: str = "replace-one"
     tags: set[str] = field(default_factory=set)
     constructors: Constructors | None = None
+
+
+def ones_start(problem: Objective) -> torch.Tensor:
+    """The start point x0 = (1, …, 1) in float64."""
+    return torch.ones(problem.dim, dtype=torch.float64)
+
+
+def keyword_builder(config: Algorithm) -> Callable[..., Algorithm]:
+    """``build(**override)``: a config of ``config``'s class from its fields with ``override`` on
+    top, built by the constructor so that its checks run (shallow: a Budget field stays one)."""
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    return lambda **override: type(config)(**{**fields, **override})

@@ -13,7 +13,7 @@ from dpnc.privacy.budget import Budget
 from dpnc.problems import LogisticRegression, unit_features
 from dpnc.problems.quadratic import Quadratic
 from dpnc.sampling import PoissonSampler
-from tests.suites.contract import Constructors, ContractCase
+from tests.suites.contract import Constructors, ContractCase, keyword_builder, ones_start
 
 N, D, T, C = 20, 4, 5, 1.0
 BUDGET = Budget(1.0, 1e-5)
@@ -35,10 +35,6 @@ def _problem():
     return Quadratic.synthetic(D, "sqrt", n=N, seed=0)
 
 
-def _x0(problem):
-    return torch.ones(problem.dim, dtype=torch.float64)
-
-
 def _run(algorithm, problem, x0, noise, accountant, generator):
     return algorithm.run(problem, x0, noise=noise, accountant=accountant, generator=generator)
 
@@ -52,11 +48,6 @@ def _run_poisson(algorithm, problem, x0, noise, accountant, generator):
         generator=generator,
         sampler=PoissonSampler.for_testing(problem.n, 5, seed=3),
     )
-
-
-def _builder(config):
-    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-    return lambda **override: type(config)(**{**fields, **override})
 
 
 COMMON_INVALID = [
@@ -82,10 +73,10 @@ MEZO = MeZO(eta=0.1, lam=1e-3, steps=T)
 CASES = [
     ContractCase(
         name="dpzero",
-        build=_builder(DPZERO),
+        build=keyword_builder(DPZERO),
         invalid=NOISY_INVALID + [{"lam": 0.0}, {"discrete": 1}],
         problem=_problem,
-        x0=_x0,
+        x0=ones_start,
         run=_run,
         releases=T,
         sensitivities=[2 * C / N],
@@ -93,10 +84,10 @@ CASES = [
     ),
     ContractCase(
         name="dpzero-poisson",
-        build=_builder(dataclasses.replace(DPZERO, paper=True)),
+        build=keyword_builder(dataclasses.replace(DPZERO, paper=True)),
         invalid=NOISY_INVALID,
         problem=_problem,
-        x0=_x0,
+        x0=ones_start,
         run=_run_poisson,
         releases=T,
         sensitivities=[C / 5],
@@ -104,10 +95,10 @@ CASES = [
     ),
     ContractCase(
         name="dpgd-0th",
-        build=_builder(DPGD0TH),
+        build=keyword_builder(DPGD0TH),
         invalid=NOISY_INVALID + [{"lam": -1.0}],
         problem=_problem,
-        x0=_x0,
+        x0=ones_start,
         run=_run,
         releases=T,
         sensitivities=[2 * C / N],
@@ -115,10 +106,10 @@ CASES = [
     ),
     ContractCase(
         name="dp-gd",
-        build=_builder(DPGD_),
+        build=keyword_builder(DPGD_),
         invalid=NOISY_INVALID,
         problem=_problem,
-        x0=_x0,
+        x0=ones_start,
         run=_run,
         releases=T,
         sensitivities=[2 * C / N],
@@ -126,10 +117,10 @@ CASES = [
     ),
     ContractCase(
         name="mezo",
-        build=_builder(MEZO),
+        build=keyword_builder(MEZO),
         invalid=COMMON_INVALID + [{"lam": 0.0}],
         problem=_problem,
-        x0=_x0,
+        x0=ones_start,
         run=_run,
         releases=T,
         sensitivities=None,
@@ -154,7 +145,7 @@ def _run_dpsgd(algorithm, problem, x0, noise, accountant, generator):
 CASES.append(
     ContractCase(
         name="dp-sgd",
-        build=_builder(DPSGD_),
+        build=keyword_builder(DPSGD_),
         invalid=[
             {"steps": 0},
             {"eta": -0.1},
@@ -164,7 +155,7 @@ CASES.append(
             {"project": "yes"},
         ],
         problem=_problem,
-        x0=_x0,
+        x0=ones_start,
         run=_run_dpsgd,
         releases=T,
         sensitivities=[C / 5],

@@ -3,17 +3,13 @@ Kornowski–Liu–Talwar (zeroth-order, first-order, multi-pass), each on a tiny
 
 from __future__ import annotations
 
-import dataclasses
-
-import torch
-
 from dpnc.algorithms.base import Setting
 from dpnc.algorithms.klt import KornowskiLiuTalwar
 from dpnc.algorithms.ztc import ZhangTranCutkosky, sensitivities
 from dpnc.privacy.budget import ZCDP, Budget
 from dpnc.problems.base import Constants
 from dpnc.problems.nonsmooth import L1Regression
-from tests.suites.contract import Constructors, ContractCase
+from tests.suites.contract import Constructors, ContractCase, keyword_builder, ones_start
 
 D = 3
 
@@ -22,19 +18,8 @@ def _problem(n: int):
     return lambda: L1Regression.synthetic(n, D, seed=0)
 
 
-def _x0(problem):
-    return torch.ones(problem.dim, dtype=torch.float64)
-
-
 def _run(algorithm, problem, x0, noise, accountant, generator):
     return algorithm.run(problem, x0, noise=noise, accountant=accountant, generator=generator)
-
-
-def _builder(config):
-    fields = {
-        f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-    }  # shallow: a Budget stays one
-    return lambda **override: type(config)(**{**fields, **override})
 
 
 COMMON_INVALID = [
@@ -101,10 +86,10 @@ def _ztc_case(name, config):
     )
     return ContractCase(
         name=name,
-        build=_builder(config),
+        build=keyword_builder(config),
         invalid=invalid,
         problem=_problem(config.samples),
-        x0=_x0,
+        x0=ones_start,
         run=_run,
         releases=releases,
         sensitivities=[delta],
@@ -139,10 +124,10 @@ def _klt_case(oracle, config):
     )
     return ContractCase(
         name=f"klt-{oracle}",
-        build=_builder(config),
+        build=keyword_builder(config),
         invalid=invalid,
         problem=_problem(n),
-        x0=_x0,
+        x0=ones_start,
         run=_run,
         releases=releases,
         sensitivities=ledger,
