@@ -1,7 +1,6 @@
 """The nonsmooth objectives: batching, gradients, chunking, Lipschitz declarations, closed forms
 (docs/papers.md, ZTC §5)."""
 
-import functools
 import math
 
 import pytest
@@ -15,43 +14,8 @@ from dpnc.problems import (
     RobustRegression,
     TwoLayerReLU,
 )
-from dpnc.problems.logistic import unit_features
-
-F64 = torch.float64
-
-
-@functools.cache
-def make(name: str) -> Problem:
-    return {
-        "abs-linear": lambda: AbsLinear.random(7, seed=1),
-        "l1": lambda: L1Regression.synthetic(60, 7, noise=0.1, seed=2),
-        "robust": lambda: RobustRegression.synthetic(60, 7, outliers=0.2, seed=3),
-        "max-affine": lambda: MaxOfAffine.synthetic(60, 7, 4, seed=4),
-        "relu-hinge": lambda: TwoLayerReLU.breast_cancer(
-            hidden=4, loss="hinge", radius=5.0, seed=0
-        ),
-        "relu-absolute": lambda: TwoLayerReLU.breast_cancer(
-            hidden=4, loss="absolute", radius=5.0, seed=0
-        ),
-    }[name]()
-
-
-NAMES = ["abs-linear", "l1", "robust", "max-affine", "relu-hinge", "relu-absolute"]
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def points(problem: Problem, *shape: int, seed: int = 0) -> torch.Tensor:
-    """Random points of shape (*shape, d); for TwoLayerReLU inside its ball, radii spread over [0,
-    R]."""
-    g = gen(seed)
-    x = torch.randn(*shape, problem.dim, generator=g, dtype=F64)
-    if isinstance(problem, TwoLayerReLU):
-        radius = problem.radius * torch.rand(*shape, 1, generator=g, dtype=F64)
-        return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True) * radius
-    return 2 * x
+from tests.problems import F64, NAMES, make, points
+from tests.toys import generator
 
 
 def uniform_ball(N: int, d: int, g: torch.Generator) -> torch.Tensor:
@@ -125,7 +89,7 @@ def test_declared_lipschitz_bounds_differences_and_gradients(name):
     index = torch.arange(problem.n)
     x = points(problem, problem.n, k, seed=4)
     far = points(problem, problem.n, k, seed=5)
-    near = x + 1e-3 * torch.randn(x.shape, generator=gen(6), dtype=F64)
+    near = x + 1e-3 * torch.randn(x.shape, generator=generator(6), dtype=F64)
     if isinstance(problem, TwoLayerReLU):  # the pair must stay in the ball where L is declared
         near *= (problem.radius / torch.linalg.vector_norm(near, dim=-1, keepdim=True)).clamp_max(
             1.0
@@ -181,7 +145,7 @@ def _at(a: torch.Tensor, c: torch.Tensor, delta: float) -> torch.Tensor:
     matter)."""
     d = a.shape[0]
     e = a / torch.linalg.vector_norm(a)
-    w = torch.randn(d, generator=gen(11), dtype=F64)
+    w = torch.randn(d, generator=generator(11), dtype=F64)
     w -= (w @ e) * e
     return c[:, None] * delta * e + w
 
@@ -213,7 +177,7 @@ def test_abs_linear_smoothing_matches_monte_carlo(d):
     problem, delta, N = AbsLinear.random(d, seed=d), 0.5, 20_000
     a = problem.a
     x = _at(a, C_GRID, delta)
-    v = uniform_ball(N, d, gen(100 + d))
+    v = uniform_ball(N, d, generator(100 + d))
     y = x[:, None, :] + delta * v  # (9, N, d): each x at the same N ball points
     grads = problem.gradients(y.reshape(1, -1, d), torch.tensor([0])).reshape(len(x), N, d).mean(1)
     slope = problem.smoothed_gradient(x, delta) @ a / (a @ a)
@@ -286,7 +250,7 @@ def test_linear_programming_minimum_is_not_beaten_nearby(name):
     solution = problem.solve()
     torch.testing.assert_close(problem.value(solution.x), torch.tensor(solution.value, dtype=F64))
     scales = torch.logspace(-4, 0, 200, dtype=F64)[:, None]
-    nearby = solution.x + scales * torch.randn(200, problem.dim, generator=gen(15), dtype=F64)
+    nearby = solution.x + scales * torch.randn(200, problem.dim, generator=generator(15), dtype=F64)
     assert problem.value(nearby).min() >= solution.value - 1e-7
     if isinstance(
         problem, L1Regression
@@ -327,78 +291,6 @@ def test_max_of_affine_gradient_is_the_active_row():
     for i in range(3):
         for j in range(5):
             assert torch.equal(g[i, j], A[i, active[i, j]])
-
-
-# --- TwoLayerReLU --------------------------------------------------------------------------------
-
-
-def test_breast_cancer_data():
-    problem = make("relu-hinge")
-    z, y = problem.data
-    assert problem.n == 569 and problem.features == 30 and problem.dim == 4 * 30 + 2 * 4 + 1
-    assert torch.linalg.vector_norm(z, dim=-1).max() <= 1 + 1e-12
-    assert int((y == 1).sum()) == 357 and int((y == -1).sum()) == 212  # benign / malignant
-    unshuffled = TwoLayerReLU.breast_cancer(hidden=4, seed=None)
-    # Each row is a function of its own raw row only (no statistic across examples): the features of
-    # the first ten tumours are the same whether the other 559 are there or not.
-    from sklearn.datasets import load_breast_cancer
-
-    raw = torch.as_tensor(load_breast_cancer().data, dtype=torch.float64)
-    first = TwoLayerReLU(unit_features(raw[:10], "log", intercept=False), torch.ones(10), hidden=4)
-    assert torch.allclose(first.data[0], unshuffled.data[0][:10], rtol=0, atol=1e-15)
-    assert torch.linalg.vector_norm(unshuffled.data[0], dim=-1).sub(1).abs().max() < 1e-12
-    assert not torch.equal(unshuffled.data[1], y)
-    assert torch.equal(unshuffled.data[1].sort().values, y.sort().values)
-    assert problem.lipschitz == pytest.approx(math.sqrt(1 + 2 * 5.0**2))
-
-
-def test_relu_prediction_matches_a_plain_network():
-    problem = make("relu-absolute")
-    x = points(problem, 2, seed=18)
-    z, y = problem.data
-    for point in x:
-        W, c, v, b0 = problem.unpack(point)
-        pred = torch.relu(z @ W.T + c) @ v + b0
-        torch.testing.assert_close(problem.value(point), (y - pred).abs().mean())
-        hinge = make("relu-hinge")
-        torch.testing.assert_close(hinge.value(point), torch.relu(1 - y * pred).mean())
-        torch.testing.assert_close(hinge.accuracy(point), (pred * y > 0).double().mean())
-
-
-def test_relu_lipschitz_bound_is_attained_and_only_holds_on_the_ball():
-    """b0 = 0, W_k = αz, c_k = α‖z‖ (active), v_k = −α (so y·pred < 1): ‖∇f‖ = √(1 + 2‖x‖²)
-    exactly."""
-    problem = make("relu-hinge")
-    z, y = problem.data
-    i = int(torch.nonzero((torch.linalg.vector_norm(z, dim=-1) > 1 - 1e-12) & (y == 1))[0])
-    h, R = problem.hidden, problem.radius
-
-    def tight_point(norm):
-        alpha = norm / math.sqrt(3 * h)  # ‖W‖² + ‖c‖² + ‖v‖² = 3hα²
-        x = torch.zeros(problem.dim, dtype=F64)
-        W, c, v, _ = problem.unpack(x)
-        W += alpha * z[i]
-        c += alpha
-        v -= alpha
-        return x
-
-    on_sphere = tight_point(R)
-    assert float(torch.linalg.vector_norm(on_sphere)) == pytest.approx(R)
-    g = problem.gradients(on_sphere[None, None], torch.tensor([i]))
-    assert float(torch.linalg.vector_norm(g)) == pytest.approx(problem.lipschitz, rel=1e-12)
-    outside = problem.gradients(tight_point(2 * R)[None, None], torch.tensor([i]))
-    assert torch.linalg.vector_norm(outside) > problem.lipschitz
-
-
-def test_relu_init_is_seeded_and_inside_the_ball():
-    problem = make("relu-hinge")
-    x0 = problem.init(gen(19))
-    assert x0.shape == (problem.dim,) and x0.dtype == F64
-    assert torch.equal(x0, problem.init(gen(19))) and not torch.equal(x0, problem.init(gen(20)))
-    assert torch.linalg.vector_norm(x0) <= problem.radius
-    assert 0.0 <= float(problem.accuracy(x0)) <= 1.0
-    with pytest.raises(ValueError, match="larger radius"):
-        TwoLayerReLU.breast_cancer(hidden=4, radius=0.01).init(gen(19))
 
 
 # --- validation ----------------------------------------------------------------------------------

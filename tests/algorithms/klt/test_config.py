@@ -20,13 +20,10 @@ from dpnc.privacy.calibrate import klt_tree_sigma
 from dpnc.privacy.tree import leaf_participation
 from dpnc.problems.base import Constants
 from dpnc.problems.nonsmooth import AbsLinear, L1Regression
+from tests.toys import generator
 
 BASE = dict(d=5, L=1.0, Phi=1.0, alpha=0.1, epsilon=2.0, dp_delta=1e-6)
 SINGLE = ("zeroth-order", "first-order")
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
 
 
 def klt_from_theory(oracle, *, n, d, L, Phi, alpha, epsilon, dp_delta, **choices):
@@ -95,43 +92,6 @@ def test_literal_multi_pass_radius_is_not_unit_free():
     assert q.D == pytest.approx(c * p.D) and q.steps == p.steps
 
 
-@pytest.mark.parametrize("n_steps, d", itertools.product((10, 10_000), (1, 4, 100)))
-def test_v2_radius_adds_a_fourth_term_below_the_first(n_steps, d):
-    kw = dict(n_steps=n_steps, d=d, L=1.0, Phi=2.0, alpha=0.3, epsilon=1.0)
-    T = n_steps
-    first = (kw["Phi"] ** 2 * kw["alpha"] / T**2) ** (1 / 3)
-    fourth = first / d ** (1 / 6)
-    assert fourth <= first
-    assert klt_theory.single_pass_radius(**kw) <= klt_theory.single_pass_radius(
-        **kw, schedule="v1-legacy"
-    )
-    assert klt_theory.single_pass_radius(**kw) <= fourth * (1 + 1e-12)
-
-
-@pytest.mark.parametrize("d", (1, 4, 64))
-def test_v2_bound_is_at_least_v1s_and_the_sample_bound_inverts(d):
-    kw = dict(d=d, L=1.0, Phi=1.0, alpha=0.1, epsilon=1.0)
-    v1 = klt_theory.rate("zeroth-order", n=5000, schedule="v1-legacy", **kw)
-    assert klt_theory.rate("zeroth-order", n=5000, **kw) >= v1
-    for beta in (0.01, 0.1, 1.0):
-        n = klt_theory.samples_needed("zeroth-order", beta=beta, **kw)
-        # Each of the two terms of n caps its own term of the rate at β; AM-GM caps the third at
-        # 4^{-1/5}β.
-        assert 0.7 * beta <= klt_theory.rate("zeroth-order", n=n, **kw) <= 3 * beta
-        n = klt_theory.samples_needed("multi-pass", beta=beta, **kw)
-        assert klt_theory.rate("multi-pass", n=n, **kw) == pytest.approx(beta)
-
-
-@pytest.mark.parametrize("d", (2, 10, 100))
-def test_first_order_needs_d_squared_fewer_directions(d):
-    kw = dict(d=d, alpha=0.1, D=1e-3, B1=50, B2=1, delta=1e-6)
-    zo, fo = (
-        klt_theory.paper_directions("zeroth-order", **kw),
-        klt_theory.paper_directions("first-order", **kw),
-    )
-    assert fo <= zo / d**2 + 1
-
-
 def test_paper_mode_takes_the_papers_directions_and_refuses_fewer():
     p = params("zeroth-order", paper=True)
     assert p.m == klt_theory.paper_directions(
@@ -197,7 +157,7 @@ def test_first_order_estimate_is_unbiased_for_the_smoothed_gradient_of_abs_x1(x1
     d, alpha, m = 3, 0.2, 200_000
     problem = AbsLinear(torch.eye(d, dtype=torch.float64)[0])
     x = torch.tensor([x1, 0.4, -0.2], dtype=torch.float64)
-    est = ball_gradient_estimate(problem, x, torch.tensor([0]), alpha, m=m, generator=gen())
+    est = ball_gradient_estimate(problem, x, torch.tensor([0]), alpha, m=m, generator=generator())
     exact = problem.smoothed_gradient(x, alpha)
     assert est.evaluations == m
     assert float(torch.linalg.vector_norm(est.mean - exact)) < 4 / math.sqrt(
@@ -238,7 +198,7 @@ def test_single_pass_reads_each_example_in_one_step_only(oracle):
         torch.zeros(3, dtype=torch.float64),
         noise=NoiseSource.for_testing(0),
         accountant=Accountant(),
-        generator=gen(),
+        generator=generator(),
     )
     calls = {}
     for call, index in enumerate(prob.calls):
@@ -261,7 +221,7 @@ def test_single_pass_refuses_too_little_data():
             torch.zeros(3, dtype=torch.float64),
             noise=NoiseSource.for_testing(0),
             accountant=Accountant(),
-            generator=gen(),
+            generator=generator(),
         )
 
 
@@ -273,7 +233,7 @@ def test_multi_pass_reads_every_example_at_every_step_and_composes():
         torch.zeros(3, dtype=torch.float64),
         noise=NoiseSource.for_testing(0),
         accountant=Accountant(),
-        generator=gen(),
+        generator=generator(),
     )
     assert all(set(index.tolist()) == set(range(200)) for index in prob.calls)
     assert len(prob.calls) == p.anchors + 2 * (p.steps - p.anchors)
@@ -296,7 +256,7 @@ def test_o2nc_invariants_and_determinism():
             x0,
             noise=NoiseSource.for_testing(1),
             accountant=Accountant(),
-            generator=gen(5),
+            generator=generator(5),
             keep_points=True,
         )
         for _ in range(2)
@@ -342,10 +302,10 @@ def audit(p, first, second, steps, d, seed):
                 p,
                 noise=NoiseSource.for_testing(0),
                 accountant=Accountant(),
-                generator=gen(seed),
+                generator=generator(seed),
             )
         )
-    walk = gen(4)
+    walk = generator(4)
     z = torch.zeros(d, dtype=torch.float64)
     worst, previous = 0.0, torch.zeros(d, dtype=torch.float64)
     for t in range(1, steps + 1):
@@ -402,9 +362,9 @@ def test_more_privacy_budget_certifies_closer_to_stationary():
             x0,
             noise=NoiseSource.for_testing(3),
             accountant=Accountant(),
-            generator=gen(2),
+            generator=generator(2),
             keep_points=True,
         )
-        bounds[epsilon] = certify_run(r, test, generator=gen(4)).bound
+        bounds[epsilon] = certify_run(r, test, generator=generator(4)).bound
     start = float(torch.linalg.vector_norm(test.gradient(x0)))
     assert bounds[8.0] < 0.5 * bounds[0.05] and bounds[8.0] < 0.5 * start

@@ -23,10 +23,7 @@ from dpnc.privacy import Accountant, NoiseSource, rho_to_epsilon
 from dpnc.privacy.budget import ZCDP
 from dpnc.problems.base import Constants
 from dpnc.problems.nonsmooth import L1Regression
-
-
-def gen(seed=0):
-    return torch.Generator().manual_seed(seed)
+from tests.toys import generator
 
 
 def from_theory(*, M, d, L, delta, rho, F_star, **choices):
@@ -107,16 +104,6 @@ def test_naive_noise_is_the_corrected_2dL_over_B_rho():
     assert p.sigma == pytest.approx(2 * 6 * 1.5 / (4 * 0.5))
 
 
-def test_paper_rho_round_trips_through_the_zcdp_conversion():
-    rho = paper_rho(2.0, 1e-6)
-    assert rho_to_epsilon(rho**2 / 2, 1e-6) == pytest.approx(2.0, rel=1e-9)
-
-
-def test_variance_bound_reduces_to_lemma_4_8_and_grows_with_fewer_directions():
-    assert variance_bound(10, 1.0, 50, 51, 1) == pytest.approx(160 / 51 + 640 / 50)
-    assert variance_bound(10, 1.0, 50, 51, 1, m=1) > variance_bound(10, 1.0, 50, 51, 1, m=10)
-
-
 def test_guarantee_falls_with_samples_and_privacy_is_free_at_large_rho():
     bounds = [
         guarantee(
@@ -157,7 +144,7 @@ def small_run(oracle="variance-reduced", M=600, d=3, seed=0, **kw):
         torch.zeros(d, dtype=torch.float64),
         noise=NoiseSource.for_testing(seed),
         accountant=acct,
-        generator=gen(seed),
+        generator=generator(seed),
         keep_points=True,
         **kw,
     )
@@ -205,7 +192,7 @@ def test_runs_replay_from_public_seeds_except_for_the_noise():
             torch.zeros(3, dtype=torch.float64),
             noise=NoiseSource(),
             accountant=Accountant(),
-            generator=gen(0),
+            generator=generator(0),
         ).output
         for _ in range(2)
     ]
@@ -218,7 +205,7 @@ def test_oracle_refuses_a_driver_that_moves_too_far():
     problem = L1Regression.synthetic(600, 3, seed=0)
     p = from_theory(M=600, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0)
     oracle = VarianceReducedOracle(
-        problem, p, noise=NoiseSource.for_testing(0), accountant=Accountant(), generator=gen()
+        problem, p, noise=NoiseSource.for_testing(0), accountant=Accountant(), generator=generator()
     )
     with pytest.raises(RuntimeError, match="exceeds"):
         o2nc(
@@ -229,14 +216,14 @@ def test_oracle_refuses_a_driver_that_moves_too_far():
             steps=p.steps,
             block=p.period,
             reset_each_block=True,
-            generator=gen(),
+            generator=generator(),
         )
 
 
 def test_oracles_refuse_mismatched_parameters_and_too_little_data():
     problem = L1Regression.synthetic(100, 3, seed=0)
     vr = from_theory(M=100, d=3, L=1.0, delta=0.2, rho=1.0, F_star=1.0)
-    kwargs = dict(noise=NoiseSource.for_testing(0), accountant=Accountant(), generator=gen())
+    kwargs = dict(noise=NoiseSource.for_testing(0), accountant=Accountant(), generator=generator())
     with pytest.raises(ValueError, match="not 'naive'"):
         NaiveOracle(problem, vr, **kwargs)
     with pytest.raises(ValueError, match="examples once each"):
@@ -262,7 +249,7 @@ def test_variance_reduction_keeps_the_running_sum_close_to_the_smoothed_gradient
         p,
         noise=NoiseSource.for_testing(0),
         accountant=Accountant(),
-        generator=gen(),
+        generator=generator(),
     )
     errors = []
     o2nc(
@@ -273,7 +260,7 @@ def test_variance_reduction_keeps_the_running_sum_close_to_the_smoothed_gradient
         steps=p.steps,
         block=T,
         reset_each_block=True,
-        generator=gen(1),
+        generator=generator(1),
         on_step=lambda t, w, g: errors.append(
             float((oracle.g - population.smoothed_gradient(w, p.smoothing)).pow(2).sum())
         ),
@@ -305,7 +292,7 @@ def test_variance_reduced_beats_naive_and_improves_with_samples():
                 x0,
                 noise=NoiseSource.for_testing(seed),
                 accountant=Accountant(),
-                generator=gen(seed),
+                generator=generator(seed),
                 keep_points=True,
             )
             bounds.append(certify_run(r, test, samples=16).bound)
