@@ -109,7 +109,7 @@ def every_run(
     evidence: Template,
     ratio: Callable[[Any], float],
     *,
-    names: tuple[str, str] = ("max_ratio", "runs_over"),
+    names: tuple[str | None, str] = ("max_ratio", "runs_over"),
     select: Callable[[Any], bool] = lambda r: True,
     slack: float = 0.0,
     facts: Callable[[Sequence], Mapping[str, float]] = lambda rows: {},
@@ -119,8 +119,9 @@ def every_run(
 ) -> ClaimSpec:
     """A claim that a per-run ratio stays at most 1 (up to ``slack``) in every selected run: holds
     when no run is over, fails otherwise; nothing to judge without a selected run. Facts: ``runs``
-    and, named by ``names``, the largest ratio and the count of runs over, then ``facts(rows)`` (of
-    the selected rows); words: ``runs_within`` (the runs not over) and ``words(rows)``."""
+    and, named by ``names``, the largest ratio (a name None: not recorded) and the count of runs
+    over, then ``facts(rows)`` (of the selected rows); words: ``runs_within`` (the runs not over)
+    and ``words(rows)``."""
     largest, counted = names
 
     def judge(rows: Sequence) -> list[Verdict]:
@@ -128,7 +129,9 @@ def every_run(
         if not mine:
             return []
         above = sum(ratio(r) > 1 + slack for r in mine)
-        numbers = {"runs": len(mine), counted: above, largest: max(map(ratio, mine))}
+        numbers = {"runs": len(mine), counted: above}
+        if largest is not None:
+            numbers[largest] = max(map(ratio, mine))
         text = {"runs_within": len(mine) - above, **words(mine)}
         return [Verdict(not above, {**numbers, **facts(mine)}, text)]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dpnc_reproduce import protocol
+from dpnc_reproduce.dpzero_dimension import claims as dim_claims
 from dpnc_reproduce.dpzero_dimension import report
 from dpnc_reproduce.dpzero_dimension import run as exp
 from dpnc_reproduce.dpzero_dimension.experiment import EXPERIMENT
@@ -132,10 +133,10 @@ def test_share_and_slope_against_a_hand_computation():
 
 
 def test_claims_are_declared_and_one_seed_decides_nothing():
-    declared = report.declare(CONFIG)
-    assert any("slope of DPZero ε = 6 − MeZO" in d.statement for d in declared)
+    declared = EXPERIMENT.declare(CONFIG)
+    assert any("DPZero ε = 6 − MeZO does not fall faster" in d.statement for d in declared)
     one_seed = [r for r in _rows() if r.seed == 42]
-    claims = report.check_claims(one_seed, CONFIG)
+    claims = dim_claims.check_claims(one_seed, CONFIG)
     judged = [c for c in claims if "every private run" not in c.statement]
     assert judged and all(c.holds is None for c in judged)
     by_hand = {r["mode"]: r for r in report.share_table(_rows(), CONFIG)}
@@ -232,9 +233,11 @@ def test_a_share_without_verdict_blames_mezo_only_when_mezo_did_not_learn(monkey
     from dpnc_reproduce.claims import Interval
 
     gain = {"head": Interval(1.1, 0.4, 1.8, 2), "bias": Interval(1.0, -0.5, 2.5, 2)}
-    monkeypatch.setattr(report, "learns", lambda rows, task: gain)
-    monkeypatch.setattr(report, "share", lambda rows, task, mode, eps: Interval(0.8, -0.7, 1.9, 2))
-    claims = {c.statement: c for c in report.check_claims(_rows(), CONFIG)}
+    monkeypatch.setattr(dim_claims, "learns", lambda rows, task: gain)
+    monkeypatch.setattr(
+        dim_claims, "share", lambda rows, task, mode, eps: Interval(0.8, -0.7, 1.9, 2)
+    )
+    claims = {c.statement: c for c in dim_claims.check_claims(_rows(), CONFIG)}
     head = claims["SST-2, head: DPZero ε = 6 keeps at least 0.90 of MeZO's gain"]
     bias = claims["SST-2, bias: DPZero ε = 6 keeps at least 0.90 of MeZO's gain"]
     assert (

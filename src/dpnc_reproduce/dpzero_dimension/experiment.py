@@ -1,17 +1,17 @@
 """The dpzero-dimension reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
-computes, :mod:`.report` judges, :mod:`.render` shows."""
+computes, :mod:`.claims` declares and judges, :mod:`.report` measures, :mod:`.render` shows."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
+import dpnc_reproduce.dpzero_dimension.claims as judged
 import dpnc_reproduce.dpzero_dimension.render as render
-import dpnc_reproduce.dpzero_dimension.report as report
 import dpnc_reproduce.dpzero_dimension.run as run
 from dpnc_reproduce.dpzero_dimension.run import FULL, QUICK, DimConfig, DimRow, DimTask
 from dpnc_reproduce.dpzero_lm.experiment import DPZeroLM
-from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.judging import ClaimSpec
+from dpnc_reproduce.protocol import Experiment, Result
 
 
 class DPZeroDimension(Experiment[DimConfig, DimTask, DimRow]):
@@ -35,11 +35,8 @@ class DPZeroDimension(Experiment[DimConfig, DimTask, DimRow]):
         DPZeroLM.bind_output
     )  # the same rule: runs go under the output folder unless runs_dir is given
 
-    def claims(self, rows: Sequence[DimRow], config: DimConfig) -> list[Claim]:
-        return report.check_claims(rows, config)
-
-    def declare(self, config: DimConfig) -> list[Declared]:
-        return report.declare(config)
+    def specs(self, config: DimConfig) -> list[ClaimSpec]:
+        return judged.specs(config)
 
     def describe(self, result: Result) -> str:
         return render.describe(result)

@@ -11,68 +11,19 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from dpnc_reproduce import facts
 from dpnc_reproduce.claims import (
     NO_VERDICT_ONE_SEED,
     Interval,
-    all_hold,
-    exceeds,
     from_bits,
     from_parts,
     paired_accuracy_difference,
     paired_ratio,
 )
-from dpnc_reproduce.protocol import Claim, Declared
 
 SLOPE_MARGIN = (
     1.0  # points of DPZero − MeZO per decade of d: a fall steeper than this fails the claim
 )
 MIN_SHARE = 0.90  # the paper's smallest Table 2 share at ε = 6 (dpzero-lm's threshold)
-
-
-def declare(config) -> list[Declared]:
-    paired = (
-        "95 % t interval, paired by test example and seed, Welch–Satterthwaite df of the seed part (k − 1) "
-        "and the test-example part (m − 1); one seed: no verdict"
-    )
-    eps = max(config.epsilons)
-    out = [
-        Declared(
-            "every private run is (ε, δ)-DP by its own ledger",
-            "at most",
-            "the target ε (RDP and PLD)",
-            "every run",
-        ),
-        Declared(
-            "per task and mode: MeZO − zero-shot (does the mode learn in T steps)",
-            "above",
-            "0 points",
-            paired,
-        ),
-    ]
-    for e in config.epsilons:
-        out.append(
-            Declared(
-                f"the project's own claim (the paper never varies d), per task and on every task: the slope of DPZero "
-                f"ε = {e:g} − MeZO (points) against "
-                "log10 d, over the modes in which MeZO learns (the claim above holds)",
-                "above",
-                f"−{SLOPE_MARGIN:g} points per decade of d",
-                paired
-                + "; the slope a fixed least-squares combination of the modes; fewer than two such modes: no "
-                "verdict",
-            )
-        )
-    out.append(
-        Declared(
-            f"per task and mode: (DPZero ε = {eps:g} − zero-shot) / (MeZO − zero-shot)",
-            "above",
-            f"{MIN_SHARE:.2f} (the paper's smallest Table 2 share)",
-            "Fieller's 95 % interval of the ratio of paired mean gains; no verdict where MeZO's gain "
-            "interval includes 0, or with one seed",
-        )
-    )
-    return out
 
 
 # --- selecting rows -------------------------------------------------------------------------------
@@ -215,113 +166,6 @@ def learns(rows: Sequence, task: str) -> dict[str, Interval]:
             z = [[100 * (a - b) for a, b in zip(u, v)] for u, v in zip(mezo, zero)]
             out[m] = seed_example_interval(z, "points")
     return out
-
-
-# --- the claims -----------------------------------------------------------------------------------
-
-
-def check_claims(rows: Sequence, config) -> list[Claim]:
-    rows = list(rows)
-    claims: list[Claim] = []
-    private = [r for r in test_rows(rows) if r.private]
-    if private:
-        over = [
-            p
-            for p in private
-            if not (
-                p.epsilon_rdp <= p.epsilon * (1 + 1e-9) and p.epsilon_pld <= p.epsilon * (1 + 1e-9)
-            )
-        ]
-        claims.append(
-            Claim(
-                "every private run is (ε, δ)-DP: ε by RDP and by PLD from its own ledger ≤ the target",
-                not over,
-                f"{len(private) - len(over)} of {len(private)} runs",
-                facts={"runs": len(private), "runs_over": len(over)},
-            )
-        )
-    tasks = list(dict.fromkeys(r.task for r in test_rows(rows)))
-    eps = max(config.epsilons)
-    per_mode: list[Claim] = []
-    slopes: dict[float, dict[str, bool | None]] = {e: {} for e in config.epsilons}
-    for task in tasks:
-        gains = learns(rows, task)
-        for mode, iv in gains.items():
-            per_mode.append(
-                Claim(
-                    f"{task}, {mode} (d = {dimension(rows, task, mode):,}): MeZO beats zero-shot in "
-                    f"T = {config.steps} steps",
-                    exceeds(iv, 0.0),
-                    f"{iv} points (MeZO − zero-shot)",
-                    facts=facts.interval(iv, 0.0),
-                )
-            )
-        learned = [m for m, iv in gains.items() if exceeds(iv, 0.0)]
-        for e in config.epsilons:
-            iv = slope(rows, task, learned, e) if len(learned) >= 2 else None
-            read = {"modes_learned": len(learned), "threshold": -SLOPE_MARGIN}
-            if iv is None:
-                holds, evidence = (
-                    None,
-                    (
-                        f"no signal: MeZO learns in {len(learned)} mode(s) ({', '.join(learned)}); "
-                        "a slope needs two"
-                    ),
-                )
-            else:
-                holds = exceeds(iv, -SLOPE_MARGIN)
-                evidence = f"{iv} over {', '.join(learned)} (DPZero ε={e:g} − MeZO)"
-                read |= facts.interval(iv)
-            slopes[e][task] = holds
-            claims.append(
-                Claim(
-                    f"{task}: DPZero ε = {e:g} − MeZO does not fall faster than {SLOPE_MARGIN:g} point "
-                    "per decade of d (the share of MeZO's gain kept does not fall with d; the project's "
-                    "own claim: the paper never varies d)",
-                    holds,
-                    evidence,
-                    facts=read,
-                )
-            )
-        for mode in modes_of(rows, task):
-            iv = share(rows, task, mode, eps)
-            if iv is None:
-                continue
-            gained = gains.get(mode) is not None and exceeds(gains[mode], 0.0)
-            holds = exceeds(iv, MIN_SHARE) if gained else None
-            note = (
-                ""
-                if gained or not math.isfinite(iv.low)
-                else "; MeZO's gain is not above 0: no verdict"
-            )
-            per_mode.append(
-                Claim(
-                    f"{task}, {mode}: DPZero ε = {eps:g} keeps at least {MIN_SHARE:.2f} of MeZO's gain",
-                    holds,
-                    f"{iv}{note}",
-                    facts=facts.interval(iv, MIN_SHARE)
-                    | {"mezo_gain_holds": facts.verdict(gained)},
-                )
-            )
-    for e, per_task in slopes.items():
-        if per_task:
-            evidence = "; ".join(f"{t}: {_word(v)}" for t, v in per_task.items())
-            claims.append(
-                Claim(
-                    f"on every task: the share of MeZO's gain that DPZero ε = {e:g} keeps does not fall "
-                    f"with d (slope above −{SLOPE_MARGIN:g} point per decade; the project's own claim: "
-                    "the paper never varies d)",
-                    all_hold(list(per_task.values())),
-                    evidence,
-                    facts=facts.counts(per_task.values())
-                    | {facts.name(t, "holds"): facts.verdict(v) for t, v in per_task.items()},
-                )
-            )
-    return claims + per_mode
-
-
-def _word(holds: bool | None) -> str:
-    return {True: "holds", False: "fails", None: "no signal"}[holds]
 
 
 # --- tables ---------------------------------------------------------------------------------------
