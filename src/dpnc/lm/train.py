@@ -119,7 +119,7 @@ from dpnc.lm.journal import RunFiles
 from dpnc.lm.lmbff import load_task
 from dpnc.lm.owner_checks import check_training_data, tell_owner
 from dpnc.lm.report import plot_training
-from dpnc.lm.resume import ResumeMixin
+from dpnc.lm.resume import Checkpoints
 from dpnc.lm.staging import Staging
 from dpnc.lm.steps import (
     StepRecord,
@@ -137,6 +137,7 @@ from dpnc.privacy.releases import Release
 from dpnc.progress import progress
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 from dpnc.self_audit import SelfAuditResult
+from dpnc.tier.base import StepHooks
 from dpnc.tier.registry import OPTIMIZERS
 from dpnc.tier.wiring import calibrate
 
@@ -160,7 +161,7 @@ __all__ = [
 EPSILON_POINTS = 10
 
 
-class Trainer(ResumeMixin, EstimateMixin):
+class Trainer(EstimateMixin):
     """Runs one :class:`FinetuneConfig`: builds (or resumes) the classifier, trains, evaluates,
     saves.
 
@@ -347,6 +348,7 @@ class Trainer(ResumeMixin, EstimateMixin):
             lambda phase: self.files.kill_point(phase, self.step),
             self._note,
         )
+        self.checkpoints = Checkpoints(self.files, self.classifier, self.optimizer, c)
         self.step = 0
         start = time.perf_counter()
         # the initial model, before any step (and before a resume loads one)
@@ -563,6 +565,56 @@ class Trainer(ResumeMixin, EstimateMixin):
             "nonfinite": self.nonfinite,
             "train_rows": len(self.train_set),
             "dropped_rows": self.train_set.dropped,
+        }
+
+    # --- checkpoints and resume -----------------------------------------------------------------
+
+    def save_checkpoint(self) -> Path:
+        """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise
+        source or sampler."""
+        return self.checkpoints.save(self.step, self.accountant, self.lost_releases, self.notes)
+
+    def checkpoint_state(self) -> dict:
+        """What ``checkpoint.pt`` holds: the run's public state."""
+        return self.checkpoints.state(self.step, self.accountant, self.lost_releases, self.notes)
+
+    def _resume(self) -> None:
+        """Rank 0 resumes from the run folder; under a group the other ranks take its public
+        state."""
+        state = self._on_rank_0(self._resume_here)
+        if self.group is None:
+            return
+        if not self.group.is_source:
+            if self.optimizer is not None:
+                self.optimizer.load_state_dict(state["optimizer"])
+            self.step, self.lost_releases, self.notes = (
+                state["step"],
+                state["lost_releases"],
+                state["notes"],
+            )
+        # The classifier as rank 0 resumed it (checkpoint, then replayed steps): d numbers, once.
+        self.group.broadcast_parameters_(self.classifier.state_dict().values())
+
+    def _resume_here(self) -> dict:
+        """Resume (:meth:`~dpnc.lm.resume.Checkpoints.resume`) and take up its state; the public
+        state the other ranks need."""
+        resumed = self.checkpoints.resume(self.accountant)
+        if (
+            resumed.ledger is not self.accountant
+        ):  # the checkpoint's ledger, recorded in from now on
+            self.accountant = self.steps.accountant = resumed.ledger
+            if isinstance(self.optimizer, StepHooks):  # dpnc's optimizers record in it themselves
+                self.optimizer.accountant = resumed.ledger
+        self.step, self.lost_releases, self.notes = (
+            resumed.step,
+            resumed.lost_releases,
+            resumed.notes,
+        )
+        return {
+            "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
+            "step": self.step,
+            "lost_releases": self.lost_releases,
+            "notes": list(self.notes),
         }
 
     # --- one step ------------------------------------------------------------------------------
