@@ -9,6 +9,7 @@ drift. The statistics behind a verdict stay in :mod:`dpnc_reproduce.claims`."""
 
 from __future__ import annotations
 
+import dataclasses
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,6 +90,23 @@ class ClaimSpec:
     def claims(self, rows: Sequence) -> list[Claim]:
         """The judged claims on ``rows``, their texts rendered from the verdicts (:func:`judged`)."""
         return [judged(self, v) for v in self.judge(rows)]
+
+
+def on_view(specs: Sequence[ClaimSpec], view: Callable[[Sequence], Any]) -> list[ClaimSpec]:
+    """``specs`` whose judges read a view of the rows (the runs paired, the intervals fitted)
+    rather than the rows: each is judged on ``view(rows)``, computed once for the rows last judged
+    and shared by all of them."""
+    last: dict = {}
+
+    def viewed(rows: Sequence) -> Any:
+        if last.get("rows") is not rows:
+            last.update(rows=rows, view=view(rows))
+        return last["view"]
+
+    def bound(spec: ClaimSpec) -> ClaimSpec:
+        return dataclasses.replace(spec, judge_rows=lambda rows: spec.judge_rows(viewed(rows)))
+
+    return [bound(spec) for spec in specs]
 
 
 def judged(spec: ClaimSpec, verdict: Verdict) -> Claim:

@@ -81,3 +81,27 @@ def test_an_experiment_declares_and_judges_its_specs_by_default():
     experiment = _Tiny()
     assert experiment.declare(None) == [_spec().declaration()]
     assert experiment.claims(rows, None) == _spec().claims(rows)
+
+
+def test_specs_on_a_view_share_it_once_per_row_set():
+    views = []
+
+    def view(rows):
+        views.append(len(rows))
+        return sum(rows)
+
+    def spec(name):
+        return judging.ClaimSpec(
+            name + " {total}",
+            "",
+            "",
+            "",
+            "",
+            lambda total: [judging.Verdict(total > 0, words={"total": total})],
+        )
+
+    specs = judging.on_view([spec("a"), spec("b")], view)
+    rows = [1, 2]
+    assert [c.statement for s in specs for c in s.claims(rows)] == ["a 3", "b 3"]
+    assert views == [2]
+    assert specs[0].claims([-1])[0].holds is False and views == [2, 1]

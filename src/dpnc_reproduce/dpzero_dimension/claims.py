@@ -9,7 +9,6 @@ quantities and their intervals: :mod:`.report`."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -25,7 +24,7 @@ from dpnc_reproduce.dpzero_dimension.report import (
     slope,
     test_rows,
 )
-from dpnc_reproduce.judging import ClaimSpec, Verdict, every_run
+from dpnc_reproduce.judging import ClaimSpec, Verdict, every_run, on_view
 
 WORD = {True: "holds", False: "fails", None: "no signal"}
 OWN = "the project's own claim: the paper never varies d"
@@ -111,24 +110,14 @@ def _shares(runs: Runs) -> list[Verdict]:
 def specs(config) -> list[ClaimSpec]:
     """Every claim of a run of ``config``, in the tables' order (the slope claims and the claims on
     every task one spec per ε); the judges share one :class:`Runs` of the rows they are given."""
-    last: dict = {}
-
-    def on_rows(spec: ClaimSpec) -> ClaimSpec:
-        def judge_rows(rows: Sequence) -> list[Verdict]:
-            if last.get("rows") is not rows:
-                last.update(rows=rows, runs=Runs(rows, config))
-            return spec.judge_rows(last["runs"])
-
-        return dataclasses.replace(spec, judge_rows=judge_rows)
-
     eps = max(config.epsilons)
-    return [
-        PRIVACY,
-        *(on_rows(slope_spec(e)) for e in config.epsilons),
-        *(on_rows(every_task_spec(e)) for e in config.epsilons),
-        on_rows(learns_spec(config.steps)),
-        on_rows(shares_spec(eps)),
+    judged = [
+        *map(slope_spec, config.epsilons),
+        *map(every_task_spec, config.epsilons),
+        learns_spec(config.steps),
+        shares_spec(eps),
     ]
+    return [PRIVACY, *on_view(judged, lambda rows: Runs(rows, config))]
 
 
 PRIVACY = every_run(

@@ -14,7 +14,6 @@ helpers that pair the runs: :mod:`.report`."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -57,7 +56,7 @@ from dpnc_reproduce.dpzero_lm.report import (
 )
 from dpnc_reproduce.dpzero_lm.run import PRIVATE, TASKS, LMConfig, LMRow
 from dpnc_reproduce.dpzero_lm.tables import PAPER_TABLE2
-from dpnc_reproduce.judging import ClaimSpec, Verdict
+from dpnc_reproduce.judging import ClaimSpec, Verdict, on_view
 from dpnc_reproduce.protocol import Claim
 from dpnc_reproduce.variance import UNDERPOWERED
 
@@ -322,19 +321,9 @@ def _table5(runs: Runs) -> list[Verdict]:
 
 
 def specs(config: LMConfig) -> list[ClaimSpec]:
-    """Every claim of a run of ``config`` (:data:`SPECS`), each judged on the rows it is given; the
-    judges share one :class:`Runs` of those rows."""
-    last: dict = {}
-
-    def runs(rows: Sequence[LMRow]) -> Runs:
-        if last.get("rows") is not rows:
-            last.update(rows=rows, runs=Runs(rows, config))
-        return last["runs"]
-
-    def on_rows(spec: ClaimSpec) -> ClaimSpec:
-        return dataclasses.replace(spec, judge_rows=lambda rows: spec.judge_rows(runs(rows)))
-
-    return [on_rows(spec) for spec in SPECS]
+    """Every claim of a run of ``config`` (:data:`SPECS`), judged on one :class:`Runs` of the
+    rows."""
+    return on_view(SPECS, lambda rows: Runs(rows, config))
 
 
 GAIN = "{task}: DPZero at ε = {e} beats zero-shot (Table 2; the paper's gain {paper:+.1f} points)"

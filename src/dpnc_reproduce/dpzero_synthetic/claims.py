@@ -9,7 +9,6 @@ slopes against d, each a 95 % t interval over the seeds (one seed: no interval, 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from dpnc_reproduce.dpzero_synthetic.run import (
     SyntheticConfig,
     SyntheticRow,
 )
-from dpnc_reproduce.judging import ClaimSpec, Verdict, render
+from dpnc_reproduce.judging import ClaimSpec, Verdict, on_view, render
 from dpnc_reproduce.protocol import Claim
 
 COUNTS = "{parts_hold} hold, {parts_fail} fail, {parts_no_signal} no signal (of {parts})"
@@ -417,11 +416,6 @@ def privacy(config: SyntheticConfig) -> ClaimSpec:
     )
 
 
-def on_rows(spec: ClaimSpec) -> ClaimSpec:
-    """A paper claim judged on the rows: on their :class:`Grid`."""
-    return dataclasses.replace(spec, judge_rows=lambda rows: spec.judge_rows(Grid.of(rows)))
-
-
 def specs(config: SyntheticConfig) -> list[ClaimSpec]:
     """Every claim of a run of ``config``, in the tables' order."""
-    return [*map(on_rows, PAPER), privacy(config)]
+    return [*on_view(PAPER, Grid.of), privacy(config)]
