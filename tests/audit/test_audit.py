@@ -9,16 +9,12 @@ BatchNorm. The run counts are those of docs/audit.md ("Power"): derived from sim
 tests on Gaussian releases (python -m dpnc.audit.power) and measured; the noise is secret, so every
 CI run is a fresh draw."""
 
-import json
-
 import pytest
-from typer.testing import CliRunner
 
 from dpnc.audit import MECHANISMS, run_audit
 from dpnc.audit.command import BROKEN_NAMES, MECHANISM_NAMES
 from dpnc.audit.mechanisms import BROKEN
 from dpnc.audit.model_tier import _ModelTier
-from dpnc.cli import app
 
 FLAT = 20000  # the flat grids are cheap: 20 000 runs per dataset in seconds
 TREE = 1000
@@ -156,115 +152,3 @@ def test_every_mechanism_is_covered_and_listed_for_the_command_line():
     }
     assert required <= covered
     assert all(f == 1.5 for n, b, _, f in CASES if (n, b) in required and b == "sigma")
-
-
-def test_the_claim_is_the_ledger_of_the_correct_configuration():
-    mechanism = MECHANISMS["dpzero"]()
-    report = mechanism.claim()
-    assert report.private and report.releases == mechanism.T
-    target = mechanism.default_epsilon
-    assert (
-        report.epsilon == report.epsilon_pld <= target + 1e-6 and report.epsilon_pld > 0.99 * target
-    )
-    profile = mechanism.claim_profile([1e-3, 0.1])
-    assert list(profile) == [1e-5, 1e-3, 0.1] and profile[1e-5] == pytest.approx(report.epsilon)
-    assert profile[1e-5] > profile[1e-3] > profile[0.1] >= 0  # ε(δ) decreases in δ
-
-
-def test_public_batches_are_refused_for_a_mechanism_that_samples_none():
-    with pytest.raises(ValueError, match="does not apply to 'dpzero'"):
-        run_audit("dpzero", 100, "public-batches")
-    with pytest.raises(ValueError, match="sigma_factor must be"):
-        run_audit("dpzero", 100, "sigma", sigma_factor=0)
-    with pytest.raises(ValueError, match="mechanism must be one of"):
-        run_audit("magic", 100)
-    with pytest.raises(ValueError, match="runs must be an integer >= 4"):
-        run_audit("dpzero", 2)
-
-
-def test_result_is_json_with_the_claim_beside_the_bound():
-    result = run_audit("kl-spider-checkpoint", 200)
-    data = json.loads(result.to_json())
-    for key in (
-        "mechanism",
-        "broken",
-        "claimed_epsilon",
-        "epsilon_lower_bound",
-        "audit_delta",
-        "claimed_epsilon_at_audit_delta",
-        "confidence",
-        "runs",
-        "tests",
-        "profile",
-        "statistic",
-        "canary",
-        "claim",
-        "parameters",
-        "violation",
-        "margin",
-    ):
-        assert key in data
-    assert data["runs"] == 200 and all(
-        t["test"]["positives"] == t["test"]["negatives"] == 100 for t in data["tests"]
-    )
-    assert data["claim"]["epsilon_pld"] == pytest.approx(data["claimed_epsilon"])
-    assert all(
-        t["test"]["confidence"] == pytest.approx(1 - 0.05 / len(data["tests"]))
-        for t in data["tests"]
-    )
-    assert "claimed ε" in str(result) and data["canary_effect"]["shift"] > 0
-
-
-runner = CliRunner(env={"COLUMNS": "250"})
-
-
-def test_command_prints_json(tmp_path):
-    out = tmp_path / "audit.json"
-    result = runner.invoke(
-        app,
-        [
-            "audit",
-            "dpzero",
-            "--runs",
-            "200",
-            "--json",
-            "--no-progress",
-            "--broken",
-            "sigma",
-            "--sigma-factor",
-            "10",
-            "--out",
-            str(out),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
-    assert data["mechanism"] == "dpzero" and data["broken"] == "sigma" and data["violation"]
-    assert json.loads(out.read_text()) == data
-
-
-@pytest.mark.parametrize(
-    "args, option",
-    [
-        (["magic"], "MECHANISM"),
-        (["dpzero", "--runs", "0"], "--runs"),
-        (["dpzero", "--broken", "magic"], "--broken"),
-        (["dpzero", "--broken", "public-batches"], "--broken"),
-        (["dpzero", "--sigma-factor", "0"], "--sigma-factor"),
-        (["dpzero", "--epsilon", "0"], "--epsilon"),
-        (["dpzero", "--epsilon", "nan"], "--epsilon"),
-        (["dpzero", "--delta", "1"], "--delta"),
-        (["dpzero", "--confidence", "1.5"], "--confidence"),
-    ],
-)
-def test_command_bad_input_is_a_usage_error(args, option, monkeypatch):
-    import dpnc.audit.core
-
-    def started(*a, **k):
-        raise AssertionError("the audit started before the input was validated")
-
-    monkeypatch.setattr(dpnc.audit.core, "run_audit", started)
-    result = runner.invoke(app, ["audit", *args, "--no-progress"])
-    assert result.exit_code == 2, (result.output, result.exception)
-    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
-    assert option in result.output
