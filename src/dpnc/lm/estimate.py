@@ -40,7 +40,11 @@ from pathlib import Path
 
 import torch
 
+from dpnc.lm.cache import PrefixCache
 from dpnc.lm.config import FinetuneConfig
+from dpnc.lm.data import TextDataset
+from dpnc.lm.evaluation import spent_epsilon
+from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles
 from dpnc.lm.report import plot_training, pyplot
 from dpnc.lm.steps import Steps, build_optimizer, encode_rows
@@ -97,50 +101,97 @@ def duration(seconds: float) -> str:
     return f"~{seconds / 3600:.1f} h"
 
 
-class EstimateMixin:
-    """The :class:`~dpnc.lm.train.Trainer`'s time estimate (mixed into it): reads its state, leaves
-    it as it was.
+class Estimator:
+    """The time of the rest of a run (the module docstring): rehearsed and counted on public inputs,
+    leaving the run as it was.
 
-    Reads ``setup_seconds``, what the trainer timed on public inputs at setup: ``"evaluation"`` (the
-    untrained model's evaluation) and ``"frozen_row"`` (a test row's frozen layers, when it cached
-    them)."""
+    Args:
+        config: the run's settings.
+        classifier: the run's model: rehearsed on, then put back bit for bit.
+        rows: the test examples this process evaluates (the rehearsal's public rows).
+        cache: their frozen layers, or None.
+        device: where the model runs.
+        sampler: the run's sampler, for its public description (n, B, q, its release); never drawn
+            from.
+        multiplier: σ/Δ, or None for a non-private method.
+        n: the public number of training examples.
+        world_size: the run's processes.
+        setup_seconds: what the trainer timed on public inputs at setup: ``"evaluation"`` (the
+            untrained model's evaluation) and ``"frozen_row"`` (a test row's frozen layers, when it
+            cached them).
+        caches_training_rows: whether the run caches the frozen layers of the training rows its
+            batches meet (each counted at ``"frozen_row"``).
+    """
 
-    def estimate(self, steps: int) -> Estimate | None:
-        """The time of the next ``steps`` steps and of the run's end; None without test examples to
-        time it on."""
-        c = self.config
-        if steps <= 0 or not len(self.eval_part) or self.optimizer is None:
+    def __init__(
+        self,
+        config: FinetuneConfig,
+        classifier: EncoderClassifier,
+        rows: TextDataset,
+        cache: PrefixCache | None,
+        *,
+        device: torch.device,
+        sampler,
+        multiplier: float | None,
+        n: int,
+        world_size: int,
+        setup_seconds: dict[str, float],
+        caches_training_rows: bool,
+    ) -> None:
+        self.config, self.classifier, self.rows, self.cache = config, classifier, rows, cache
+        self.device, self.sampler, self.multiplier, self.n = device, sampler, multiplier, n
+        self.world_size, self.setup_seconds = world_size, setup_seconds
+        self.caches_training_rows = caches_training_rows
+
+    def estimate(
+        self,
+        marks: list[tuple[bool, bool, bool]],
+        *,
+        ledger: Accountant,
+        release: Release,
+        checkpoint: dict | None,
+    ) -> Estimate | None:
+        """The time of the next ``len(marks)`` steps and of the run's end; None without test
+        examples to time it on.
+
+        Args:
+            marks: what the loop does after each of those steps besides it (ε, evaluation,
+                checkpoint: ``Trainer.marks``).
+            ledger: the run's ledger now (copied: ε is timed on its copies).
+            release: the release one step makes.
+            checkpoint: the run's checkpoint state now (written once to time it), or None when the
+                run writes none.
+        """
+        c, steps = self.config, len(marks)
+        if not steps or not len(self.rows):
             return None
-        after = range(self.step + 1, self.step + steps + 1)
-        marks = [self.marks(s) for s in after]  # (ε, evaluation, checkpoint) after each step
         with _scratch(c) as files:
             seconds = self._rehearse(files, steps)
-            checkpoint = 0.0
-            if c.checkpointing:
-                state = self.checkpoint_state()
-                checkpoint = _seconds(lambda: files.save_checkpoint(state, self.step))
+            written = 0.0
+            if checkpoint is not None:
+                written = _seconds(lambda: files.save_checkpoint(checkpoint, checkpoint["step"]))
             end = _time_plot(files) if c.out else 0.0
         warm = seconds[1:] or seconds
         frozen, row = 0.0, self.setup_seconds.get("frozen_row")
-        if self.train_cache is not None and row is not None:
+        if self.caches_training_rows and row is not None:
             # a row's chance to be in this process's share of a batch
             q = min(1.0, c.batch_size / (self.n * self.world_size))
             frozen = row * self.n * (1 - (1 - q) ** steps)
+        points = [after for after, (eps, _, _) in enumerate(marks, 1) if eps]
         return Estimate(
             steps=seconds[0] + (steps - 1) * sum(warm) / len(warm),
             frozen_layers=frozen,
-            epsilon=self._epsilon_seconds([s for s, (eps, _, _) in zip(after, marks) if eps]),
+            epsilon=self._epsilon_seconds(points, ledger, release),
             evaluations=self.setup_seconds["evaluation"] * (1 + sum(ev for _, ev, _ in marks)),
-            checkpoints=checkpoint * (sum(ck for _, _, ck in marks) + c.checkpointing),
+            checkpoints=written * (sum(ck for _, _, ck in marks) + c.checkpointing),
             end=end,
             rehearsed=len(seconds),
-            examples=len(self.eval_part),
+            examples=len(self.rows),
         )
 
-    def estimate_line(self, steps: int) -> str:
-        """What the trainer prints before ``steps`` steps: the estimate, and what it was timed
+    def line(self, steps: int, estimate: Estimate | None) -> str:
+        """What the trainer prints before ``steps`` steps: their ``estimate``, and what it was timed
         on."""
-        estimate = self.estimate(steps)
         if estimate is None:
             return (
                 f"{steps} steps on {self.device} (no time estimate: no test examples to time it on)"
@@ -162,9 +213,9 @@ class EstimateMixin:
         ones."""
         clf, count = self.classifier, 1 + min(WARM, max(1, steps // SHARE), steps - 1)
         c = dataclasses.replace(self.config, steps=count)  # its optimizer draws `count` batches
-        index = torch.arange(math.ceil(c.batch_size / self.world_size)) % len(self.eval_part)
-        encode = functools.partial(encode_rows, clf, self.eval_part, self.test_cache, self.device)
-        sampler, ledger = _PublicRows(self.sampler, index), Accountant(self.relation)
+        index = torch.arange(math.ceil(c.batch_size / self.world_size)) % len(self.rows)
+        encode = functools.partial(encode_rows, clf, self.rows, self.cache, self.device)
+        sampler, ledger = _PublicRows(self.sampler, index), Accountant(c.relation)
         optimizer = build_optimizer(
             c,
             clf,
@@ -198,16 +249,16 @@ class EstimateMixin:
                     p.grad = grad
         return seconds
 
-    def _epsilon_seconds(self, points: list[int]) -> float:
-        """The ε computations after the steps ``points``: the first and the last made now on a copy
-        of the ledger (the run finds them cached), the others counted at their mean."""
+    def _epsilon_seconds(self, points: list[int], ledger: Accountant, release: Release) -> float:
+        """The ε computations after ``points`` more steps: the first and the last made now on a
+        copy of ``ledger`` (the run finds them cached), the others counted at their mean."""
         if not points:
             return 0.0
-        made = sorted({points[0], points[-1]})
+        c, made = self.config, sorted({points[0], points[-1]})
         seconds = []
         for point in made:
-            ledger = _copy_ledger(self.accountant, self.step_release(), point - self.step)
-            seconds.append(_seconds(functools.partial(self.epsilon, accountant=ledger)))
+            copy = _copy_ledger(ledger, release, point)
+            seconds.append(_seconds(functools.partial(spent_epsilon, copy, c.delta, c.accountant)))
         return sum(seconds) / len(seconds) * (len(points) - len(made))
 
 

@@ -103,7 +103,7 @@ from dpnc.lm.config import (  # noqa: F401
     default_model_path,
 )
 from dpnc.lm.data import TextDataset
-from dpnc.lm.estimate import EstimateMixin
+from dpnc.lm.estimate import Estimate, Estimator
 from dpnc.lm.evaluation import (
     Evaluation,
     Evaluator,
@@ -161,7 +161,7 @@ __all__ = [
 EPSILON_POINTS = 10
 
 
-class Trainer(EstimateMixin):
+class Trainer:
     """Runs one :class:`FinetuneConfig`: builds (or resumes) the classifier, trains, evaluates,
     saves.
 
@@ -367,6 +367,19 @@ class Trainer(EstimateMixin):
             zero_shot=self.zero_shot,
             private=self.private,
             world_size=self.world_size,
+        )
+        self.estimator = Estimator(
+            c,
+            self.classifier,
+            self.eval_part,
+            self.test_cache,
+            device=self.device,
+            sampler=self.sampler,
+            multiplier=self.multiplier,
+            n=self.n,
+            world_size=self.world_size,
+            setup_seconds=self.setup_seconds,
+            caches_training_rows=self.train_cache is not None,
         )
         self.nonfinite = (
             0  # non-finite per-example values (private: reported only with log_private_stats)
@@ -574,10 +587,6 @@ class Trainer(EstimateMixin):
         source or sampler."""
         return self.checkpoints.save(self.step, self.accountant, self.lost_releases, self.notes)
 
-    def checkpoint_state(self) -> dict:
-        """What ``checkpoint.pt`` holds: the run's public state."""
-        return self.checkpoints.state(self.step, self.accountant, self.lost_releases, self.notes)
-
     def _resume(self) -> None:
         """Rank 0 resumes from the run folder; under a group the other ranks take its public
         state."""
@@ -737,18 +746,38 @@ class Trainer(EstimateMixin):
         checkpoint = bool(c.checkpoint_every) and step % c.checkpoint_every == 0
         return step % every == 0 or last or evaluating, evaluating, checkpoint
 
+    def estimate(self, steps: int) -> Estimate | None:
+        """The time of the next ``steps`` steps and of the run's end (:mod:`dpnc.lm.estimate`):
+        never timed on the training data (a step's time is a statistic of its secret batch); None
+        without steps to take or test examples to time them on."""
+        if steps <= 0 or self.optimizer is None or not len(self.eval_part):
+            return None
+        return self.estimator.estimate(
+            [self.marks(s) for s in range(self.step + 1, self.step + steps + 1)],
+            ledger=self.accountant,
+            release=self.step_release(),
+            checkpoint=(
+                self.checkpoints.state(self.step, self.accountant, self.lost_releases, self.notes)
+                if self.config.checkpointing
+                else None
+            ),
+        )
+
+    def estimate_line(self, steps: int) -> str:
+        """What the trainer prints before ``steps`` steps: the estimate, and what it was timed
+        on."""
+        return self.estimator.line(steps, self.estimate(steps))
+
     def estimate_seconds(self, steps: int) -> float:
-        """A rough time for ``steps`` more steps and the run's end (:mod:`dpnc.lm.estimate`): never
-        timed on the training data (a step's time is a statistic of its secret batch); 0 without
-        test examples to time."""
+        """A rough time for ``steps`` more steps and the run's end (0 without test examples to time
+        them on)."""
         estimate = self.estimate(steps)
         return 0.0 if estimate is None else estimate.total
 
-    def epsilon(self, method: str | None = None, *, accountant: Accountant | None = None) -> float:
-        """ε spent so far at the config's δ (0 before any release, ∞ for non-private methods); of
-        ``accountant``'s ledger if given (the time estimate's copy)."""
-        accountant = self.accountant if accountant is None else accountant
-        return spent_epsilon(accountant, self.config.delta, method or self.config.accountant)
+    def epsilon(self, method: str | None = None) -> float:
+        """ε spent so far at the config's δ (0 before any release, ∞ for non-private methods), by
+        ``method`` (default: the config's accountant)."""
+        return spent_epsilon(self.accountant, self.config.delta, method or self.config.accountant)
 
     def _on_rank_0(self, compute):
         """``compute()`` on rank 0 (or this process alone), its value (or ValueError) on every
