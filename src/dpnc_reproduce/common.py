@@ -19,9 +19,11 @@ from dpnc._check import (
     one_of,
 )
 from dpnc.privacy import check_delta
+from dpnc_reproduce.judging import ClaimSpec, Verdict
 from dpnc_reproduce.protocol import Claim
 
 __all__ = [
+    "ACCOUNTED",
     "INTEGER",
     "NATURAL",
     "NONNEGATIVE",
@@ -106,29 +108,19 @@ def fmt_slope(slope: float, values: Sequence[float]) -> str:
     return f"{slope:.2f}"
 
 
-def privacy_claim(rows: Sequence) -> Claim:
-    """The claim every private experiment checks on its rows (dicts or typed rows; ``epsilon`` the
-    target; ``epsilon_zcdp``, ``epsilon_pld``, ``epsilon_rdp`` the accountant's answers): each run
-    spends exactly its ε by zCDP and at most its ε by the tight PLD; dp-accounting's RDP (discrete
-    orders, looser) is shown, not judged."""
+def _accounted(rows: Sequence) -> list[Verdict]:
+    """Each run spends exactly its ε by zCDP and at most its ε by the tight PLD (:data:`ACCOUNTED`);
+    a run without every accountant's answer can only leave the claim without a signal, never make
+    it hold."""
     rows = [r if isinstance(r, dict) else vars(r) for r in rows]
     keys = ("epsilon_zcdp", "epsilon_pld", "epsilon_rdp")
     answered = [
         r for r in rows if all(r[k] is not None for k in keys)
     ]  # PLD gives no ε at a huge ε (1e9)
     missing = len(rows) - len(answered)
-    statement = (
-        "every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts back to the target ε "
-        "and the tight PLD ε is ≤ the target"
-    )
-    facts = {"runs": len(rows), "runs_unanswered": missing}
+    numbers = {"runs": len(rows), "runs_unanswered": missing}
     if not answered:
-        return Claim(
-            statement,
-            None,
-            f"none of the {len(rows)} run(s) has an ε from every accountant",
-            facts=facts,
-        )
+        return [Verdict(None, numbers, {"none_answered": len(rows)})]
     over = [
         r
         for r in answered
@@ -136,24 +128,38 @@ def privacy_claim(rows: Sequence) -> Claim:
         or r["epsilon_pld"] > r["epsilon"] * (1 + 1e-6)
     ]
     ratio = {k: max(r[k] / r["epsilon"] for r in answered) for k in keys}
-    facts |= {
+    numbers |= {
         "max_zcdp_ratio": ratio["epsilon_zcdp"],
         "max_pld_ratio": ratio["epsilon_pld"],
         "max_rdp_ratio": ratio["epsilon_rdp"],
         "runs_off": len(over),
     }
-    evidence = (
-        f"max zCDP ε / target {ratio['epsilon_zcdp']:.6f}; max PLD ε / target {ratio['epsilon_pld']:.4f}; "
-        f"dp-accounting's RDP (discrete orders, looser): max {ratio['epsilon_rdp']:.5f}; "
-        f"{len(over)} run(s) off"
-    )
-    if (
-        missing
-    ):  # a run without every answer can only leave the claim without a signal, never make it hold
-        return Claim(
-            statement,
-            False if over else None,
-            f"{evidence}; {missing} run(s) without an ε from every accountant",
-            facts=facts,
-        )
-    return Claim(statement, not over, evidence, facts=facts)
+    if missing:
+        return [Verdict(False if over else None, numbers, {"missing": missing})]
+    return [Verdict(not over, numbers)]
+
+
+# The claim every private experiment checks on its rows (dicts or typed rows; ``epsilon`` the target;
+# ``epsilon_zcdp``, ``epsilon_pld``, ``epsilon_rdp`` the accountant's answers): each run spends
+# exactly its ε by zCDP and at most its ε by the tight PLD; dp-accounting's RDP (discrete orders,
+# looser) is shown, not judged.
+ACCOUNTED = ClaimSpec(
+    "every run is (ε, δ_DP)-DP by the accountant: the zCDP ρ it spends converts back to the target "
+    "ε and the tight PLD ε is ≤ the target",
+    (
+        "none of the {none_answered} run(s) has an ε from every accountant",
+        "max zCDP ε / target {max_zcdp_ratio:.6f}; max PLD ε / target {max_pld_ratio:.4f}; "
+        "dp-accounting's RDP (discrete orders, looser): max {max_rdp_ratio:.5f}; {runs_off} run(s) "
+        "off",
+        "; {missing} run(s) without an ε from every accountant",
+    ),
+    "at most",
+    "the target ε",
+    "every run",
+    _accounted,
+)
+
+
+def privacy_claim(rows: Sequence) -> Claim:
+    """:data:`ACCOUNTED` judged on ``rows``."""
+    return ACCOUNTED.claims(rows)[0]

@@ -14,7 +14,7 @@ from dpnc.privacy.budget import Budget
 from dpnc.problems.base import Constants
 from dpnc_reproduce import method_table, nonsmooth_compare, nonsmooth_rates, protocol, utility
 from dpnc_reproduce.method_table import Entry, algorithm_name, check_table, rename, rename_text
-from dpnc_reproduce.nonsmooth_rates import report as rates_report
+from dpnc_reproduce.nonsmooth_rates import claims as rates_claims
 from dpnc_reproduce.nonsmooth_rates import run as rates
 from dpnc_reproduce.utility import config as utility_config
 from dpnc_reproduce.utility import methods as utility_methods
@@ -157,7 +157,7 @@ def _old_nonsmooth_record() -> tuple[dict, protocol.Result]:
         for seed in range(2)
         for n in (100, 200, 400, 800)
     )
-    claims = tuple(rates_report.comparison_claims(rows, config))
+    claims = tuple(rates_claims.comparison_claims(rows, config))
     new = protocol.Result(
         nonsmooth_rates.EXPERIMENT,
         config,

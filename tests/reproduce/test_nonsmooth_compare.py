@@ -8,6 +8,7 @@ import pytest
 
 from dpnc_reproduce import nonsmooth_compare as exp
 from dpnc_reproduce import protocol
+from dpnc_reproduce.nonsmooth_rates import claims as rates_claims
 from dpnc_reproduce.nonsmooth_rates import report as rates_report
 from dpnc_reproduce.nonsmooth_rates import run as rates
 from tests.reproduce.written import assert_written
@@ -151,7 +152,7 @@ def test_comparison_claims_hold_fail_or_have_no_signal_on_constructed_rows():
             config,
         )
         (claim,) = (
-            c for c in rates_report.comparison_claims(rows, config) if "naive oracle" in c.statement
+            c for c in rates_claims.comparison_claims(rows, config) if "naive oracle" in c.statement
         )
         return claim
 

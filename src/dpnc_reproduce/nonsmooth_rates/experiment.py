@@ -4,15 +4,16 @@ computes, :mod:`.report` judges and renders."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 
+import dpnc_reproduce.nonsmooth_rates.claims as judged
 import dpnc_reproduce.nonsmooth_rates.render as render
 import dpnc_reproduce.nonsmooth_rates.report as report
 import dpnc_reproduce.nonsmooth_rates.run as run
+from dpnc_reproduce.judging import ClaimSpec
 from dpnc_reproduce.method_table import rename
 from dpnc_reproduce.nonsmooth_rates.run import FULL, QUICK, RENAMED, RateRow, RatesConfig
-from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.protocol import Experiment, Result
 
 
 class NonsmoothRates(Experiment):
@@ -39,11 +40,8 @@ class NonsmoothRates(Experiment):
     def tasks(self, config: RatesConfig) -> list[tuple]:
         return config.tasks()
 
-    def claims(self, rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
-        return report.check_claims(rows, config)
-
-    def declare(self, config: RatesConfig) -> list[Declared]:
-        return report.declare(config)
+    def specs(self, config: RatesConfig) -> list[ClaimSpec]:
+        return judged.specs(config)
 
     def describe(self, result: Result) -> str:
         return report.describe(result)

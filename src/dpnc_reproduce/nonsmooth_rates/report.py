@@ -16,8 +16,6 @@ from dpnc.algorithms import ALGORITHMS, Setting, zcdp
 from dpnc.privacy import Budget
 from dpnc.problems import Constants
 from dpnc_reproduce import claims as stats
-from dpnc_reproduce import facts
-from dpnc_reproduce.common import privacy_claim
 from dpnc_reproduce.loglog import (
     GROWS,
     SHRINKS,
@@ -27,7 +25,7 @@ from dpnc_reproduce.loglog import (
     term_slopes,
 )
 from dpnc_reproduce.nonsmooth_rates.run import METHODS, RateRow, RatesConfig, far_field
-from dpnc_reproduce.protocol import Claim, Declared, Result
+from dpnc_reproduce.protocol import Result
 
 LABEL = {name: entry.label for name, entry in METHODS.items()}
 
@@ -328,71 +326,6 @@ def _exponent(o, m, variable, beta, cell, xs, ys, theory, terms=None) -> Exponen
     )
 
 
-def check_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
-    claims = []
-    for e in exponents(rows, config):
-        if e.beta not in (None, config.main_beta):
-            continue
-        over = f"{SYMBOL[e.variable]} ∈ {{{', '.join(f'{x:g}' for x in e.over)}}}"
-        what = (
-            f"β (over {over}; d={e.cell[0]}, ε={e.cell[1]:g}, α={e.cell[2]:g})"
-            if e.variable == "beta"
-            else f"{SYMBOL[e.variable]} at β = {e.beta:g} (over {over})"
-        )
-        claims.append(
-            Claim(
-                f"{e.objective}, {LABEL[e.method]}: {statement(e, what)}",
-                e.verdict,
-                f"fitted {e.fitted}; tolerance {e.tolerance}; "
-                + stats.ends_text(e.ends, e.at_ends, regime=e.regime, tol=e.tolerance.value)
-                + f"; {e.reached} with n(β) inside the grid [{config.n_start}, {config.n_max}] at every "
-                "point" + ("" if e.verdict else "; " + reason(e, rows, config)),
-                e.status,
-                facts.interval(e.fitted)
-                | {
-                    "bound_slope": e.theory,
-                    "bound_slope_low": e.ends[0],
-                    "bound_slope_high": e.ends[1],
-                    "tolerance": e.tolerance.value,
-                    "limit": e.limit,
-                    "limit_low": stats.rate_limit(
-                        e.ends[0], regime=e.regime, tol=e.tolerance.value
-                    ),
-                    "limit_high": stats.rate_limit(
-                        e.ends[1], regime=e.regime, tol=e.tolerance.value
-                    ),
-                    "rule": facts.verdict(e.rule),
-                    "rule_low": facts.verdict(e.at_ends[0]),
-                    "rule_high": facts.verdict(e.at_ends[1]),
-                    "seeds_reached": e.fitted.seeds - e.fitted.censored,
-                },
-            )
-        )
-    claims += comparison_claims(rows, config)
-    claims += improvement_slope_claims(rows, config)
-    claims.append(certificate_claim(rows))
-    claims.append(privacy_claim(rows))
-    return claims
-
-
-def statement(e: Exponent, what: str) -> str:
-    """An exponent claim in words, in its variable's regime."""
-    tol = f"{e.tolerance.value:.2f}"
-    bound = (
-        f"the bound's ({THEOREMS[e.method].terms}: between {e.ends[0]:+.2f} and {e.ends[1]:+.2f} over this "
-        f"grid by its terms' unknown constants, {e.theory:+.2f} at constants 1)"
-    )
-    if e.regime == GROWS:
-        return (
-            f"n(β) grows with {SYMBOL[e.variable]} no faster than the theorem's bound: the exponent in {what} is "
-            f"at most {bound} + {tol} at both ends ({SYMBOL[e.variable]} → ∞, one-sided)"
-        )
-    return (
-        f"n(β) grows no faster than the theorem's bound as {SYMBOL[e.variable]} shrinks: the exponent in {what} is "
-        f"at least {bound} − {tol} at both ends ({SYMBOL[e.variable]} → 0, one-sided: a steeper slope violates it)"
-    )
-
-
 def reason(e: Exponent, rows: Sequence[RateRow], config: RatesConfig) -> str:
     """The measured reason an exponent does not hold."""
     f, limit = e.fitted, e.limit
@@ -456,68 +389,6 @@ COMPARISONS = (
 )
 
 
-def comparison_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
-    """Each of :data:`COMPARISONS` whose two methods ran: per cell, the paired (same data, same
-    seed) log₂ ratio n_more(β)/n_fewer(β) at the main β (:func:`paired_log_ratio`), its mean and 95
-    % t interval over the seeds where at least one of the two reached β."""
-    table = {
-        (t.objective, t.method, t.d, t.epsilon, t.alpha, t.seed): t
-        for t in thresholds(rows, config)
-        if t.beta == config.main_beta
-    }
-    out = []
-    for fewer, more, claim in COMPARISONS:
-        if not {fewer, more} <= set(config.methods):
-            continue
-        for o in config.objectives:
-            parts, verdicts, intervals = [], {}, {}
-            for cell in config.cells(o):
-                pairs = [
-                    (table.get((o, more, *cell, s)), table.get((o, fewer, *cell, s)))
-                    for s in range(config.seeds)
-                ]
-                pairs = [(a.n_beta, b.n_beta) for a, b in pairs if a and b]
-                ratios = [paired_log_ratio(a, b, config.n_max) for a, b in pairs]
-                ratios = [r for r in ratios if r is not None]
-                only_fewer = sum(1 for a, b in pairs if not math.isfinite(a) and math.isfinite(b))
-                only_more = sum(1 for a, b in pairs if math.isfinite(a) and not math.isfinite(b))
-                iv = (
-                    stats.censored_mean_interval(ratios, what="censored")
-                    if ratios
-                    else stats.Interval(math.nan, -math.inf, math.inf, 0, "none")
-                )
-                intervals[cell], verdicts[cell] = iv, stats.exceeds(iv, 0.0)
-                censored = (
-                    f", of which {only_fewer} where only {fewer} and {only_more} where only {more} reached β "
-                    "(censored: counted at n_max, the open side unbounded)"
-                    if only_fewer or only_more
-                    else ""
-                )
-                parts.append(
-                    f"d={cell[0]}, ε={cell[1]:g}, α={cell[2]:g}: {iv} ({len(ratios)} seeds{censored})"
-                )
-            out.append(
-                Claim(
-                    f"{o}: {claim.format(beta=config.main_beta)}: log₂(n_{more}/n_{fewer}) > 0 in every cell",
-                    stats.all_hold(list(verdicts.values())),
-                    stats.judged(verdicts) + "; " + "; ".join(parts),
-                    facts=facts.parts(
-                        {
-                            (f"d{d}", f"eps{e:g}", f"alpha{a:g}"): iv
-                            for (d, e, a), iv in intervals.items()
-                        },
-                        0.0,
-                        verdicts,
-                    )
-                    | {
-                        facts.name(f"d{d}", f"eps{e:g}", f"alpha{a:g}", "holds"): facts.verdict(v)
-                        for (d, e, a), v in verdicts.items()
-                    },
-                )
-            )
-    return out
-
-
 def paired_log_ratio(n_more: float, n_fewer: float, n_max: int) -> stats.Value | None:
     """log₂(n_more/n_fewer) of one seed; when only one reached β by n_max, the other's n(β) lies in
     [n_max, ∞), so the ratio is censored: only ``fewer`` reached: [log₂(n_max/n_fewer), ∞); only
@@ -529,105 +400,6 @@ def paired_log_ratio(n_more: float, n_fewer: float, n_max: int) -> stats.Value |
     if math.isfinite(n_more) and math.isfinite(n_fewer):
         return at
     return stats.Censored(at, math.inf) if math.isfinite(n_fewer) else stats.Censored(-math.inf, at)
-
-
-def improvement_slope_claims(rows: Sequence[RateRow], config: RatesConfig) -> list[Claim]:
-    """KLT's √d improvement on ZTC as the papers state it: an upper bound Ω(√d) times smaller, not a
-    tight one. So the claim is the conjunction of n_ZTC(β)/n_KLT(β) > 1 in every cell of the d sweep
-    at the base (ε, α) and the main β (the paired log₂ ratio's interval above 0, as
-    :func:`comparison_claims`) and a one-sided slope of ln(n_ZTC/n_KLT) in ln d ≥ 0 − tol (the
-    improvement does not shrink as d grows). The slope = 0.5 of the earlier judging was a tightness
-    claim the papers do not make (with 10 seeds its interval is ±0.17 wide: it could never hold). A
-    seed whose n(β) is censored on one side gives a censored ratio ([n_max/n_KLT, ∞) when only KLT
-    reached β, (0, n_ZTC/n_max] when only ZTC did, (0, ∞) when neither), kept by
-    :func:`dpnc_reproduce.claims.slope_interval`. The tolerance is what the two bounds' dropped logs
-    ((ln N_ZTC)^½ over (ln N_KLT)^1) add to the ratio's slope over this grid, either sign."""
-    if not {"zo-o2nc", "klt"} <= set(config.methods):
-        return []
-    table = {
-        (t.objective, t.method, t.d, t.epsilon, t.alpha, t.seed): t
-        for t in thresholds(rows, config)
-        if t.beta == config.main_beta
-    }
-    out = []
-    for o in config.objectives:
-        dims = sorted(
-            c[0] for c in config.cells(o) if c[1:] == (config.base_epsilon, config.base_alpha)
-        )
-        if len(dims) < 3:
-            continue
-        ratios = [
-            [
-                _ratio(
-                    table.get((o, "zo-o2nc", d, config.base_epsilon, config.base_alpha, s)),
-                    table.get((o, "klt", d, config.base_epsilon, config.base_alpha, s)),
-                    config,
-                )
-                for d in dims
-            ]
-            for s in range(config.seeds)
-        ]
-        fit = stats.slope_interval(dims, ratios)
-        cells = {}
-        for d in dims:
-            logs = [
-                paired_log_ratio(a.n_beta, b.n_beta, config.n_max)
-                for s in range(config.seeds)
-                if (a := table.get((o, "zo-o2nc", d, config.base_epsilon, config.base_alpha, s)))
-                and (b := table.get((o, "klt", d, config.base_epsilon, config.base_alpha, s)))
-            ]
-            logs = [v for v in logs if v is not None]
-            cells[d] = (
-                stats.censored_mean_interval(logs, what="censored")
-                if logs
-                else stats.Interval(math.nan, -math.inf, math.inf, 0, "none")
-            )
-        per_cell = {d: stats.exceeds(iv, 0.0) for d, iv in cells.items()}
-        theory = {
-            m: [
-                theory_n(
-                    m,
-                    d=d,
-                    epsilon=config.base_epsilon,
-                    alpha=config.base_alpha,
-                    beta=config.main_beta,
-                    config=config,
-                )
-                for d in dims
-            ]
-            for m in ("zo-o2nc", "klt")
-        }
-        shift = LOG_POWER["zo-o2nc"] * loglog_fit(
-            dims, [math.log(v) for v in theory["zo-o2nc"]]
-        ) - LOG_POWER["klt"] * loglog_fit(dims, [math.log(v) for v in theory["klt"]])
-        tol = max(abs(shift), 1e-9)
-        bounds = loglog_fit(dims, [a / b for a, b in zip(theory["zo-o2nc"], theory["klt"])])
-        grid = ", ".join(map(str, dims))
-        sloped = stats.exceeds(fit, -tol)
-        out.append(
-            Claim(
-                f"{o}: KLT's √d improvement on ZTC (the papers' comparison of Thm 3.1 with Thm 4.9, an upper bound "
-                f"Ω(√d) times smaller, not tightness): n_ZTC/n_KLT at β = {config.main_beta:g} is above 1 in "
-                f"every cell and the slope of ln(n_ZTC/n_KLT) in ln d (d ∈ {{{grid}}}) is at least 0 − {tol:.2f} "
-                "(the improvement does not shrink as d grows; one-sided; the two bounds' dropped logs over this "
-                "grid)",
-                stats.all_hold([*per_cell.values(), sloped]),
-                "per cell log₂(n_ZTC/n_KLT): "
-                + "; ".join(f"d={d}: {iv} ({stats.WORDS[per_cell[d]]})" for d, iv in cells.items())
-                + f"; slope {fit} ({stats.WORDS[sloped]}); the two bounds' own ratio over these points "
-                f"(constants 1): slope {bounds:.2f}; tolerance {tol:.3f} = |½·slope(ln ln N_ZTC) − "
-                "slope(ln ln N_KLT)|",
-                facts=facts.parts({(f"d{d}",): iv for d, iv in cells.items()}, 0.0, per_cell)
-                | facts.interval(fit)
-                | {
-                    "slope_threshold": -tol,
-                    "tolerance": tol,
-                    "bound_slope": bounds,
-                    "slope_holds": facts.verdict(sloped),
-                },
-            )
-        )
-    return out
 
 
 def _ratio(ztc: Threshold | None, klt: Threshold | None, config: RatesConfig) -> stats.Value:
@@ -645,74 +417,6 @@ def _ratio(ztc: Threshold | None, klt: Threshold | None, config: RatesConfig) ->
     return stats.Censored(
         low, high, at_a / at_b if at_a > 0 and at_b > 0 and math.isfinite(at_a / at_b) else None
     )
-
-
-def certificate_claim(rows: Sequence[RateRow]) -> Claim:
-    below = [r for r in rows if r.population_bound < r.output_norm]
-    return Claim(
-        "the held-out certificate plus its concentration term (probability 0.95 each) bounds the closed-form "
-        "population ‖∂F(x_out)‖_2α: violations in at most 5 % of runs",
-        len(below) <= 0.05 * len(rows),
-        f"{len(below)} of {len(rows)} runs below the truth; tightness in the table below",
-        facts={"runs": len(rows), "runs_below": len(below), "max_share": 0.05},
-    )
-
-
-def declare(config: RatesConfig) -> list[Declared]:
-    return [
-        Declared(
-            "each method's exponent of n(β) in d (d → ∞)",
-            "at most (one-sided: an upper bound), at both ends of the range its terms' unknown constants allow",
-            "the theorem's n's log-log slope over the same points (each end: one term's own slope) + the "
-            "tolerance of its dropped logs (LOG_POWER: (ln N)^p over that grid)",
-            _SLOPE_TEST + _ENDS,
-        ),
-        Declared(
-            "each method's exponent of n(β) in ε and β (x → 0)",
-            "at least (one-sided: an upper bound as x shrinks; a steeper slope violates it), at both ends of "
-            "the range its terms' unknown constants allow",
-            "the theorem's n's log-log slope over the same points (each end: one term's own slope) − "
-            "the tolerance of its dropped logs over that grid",
-            _SLOPE_TEST + _ENDS,
-        ),
-        Declared(
-            "each method's exponent of n(β) in α",
-            "not judged",
-            "—",
-            "reported; the instance's target region "
-            "grows with α (CONFOUNDED): not testable by slope here",
-        ),
-        Declared(
-            "each paper comparison: log₂(n_more(β)/n_fewer(β)), every cell",
-            "above",
-            "0",
-            "95 % t interval over paired seeds; one side censored: a censored ratio",
-        ),
-        Declared(
-            "KLT's √d improvement on ZTC as the papers state it: log₂(n_ZTC(β)/n_KLT(β)) in every cell of the "
-            "d sweep, and the slope of ln(n_ZTC(β)/n_KLT(β)) in ln d",
-            "above (both)",
-            "0 per cell; 0 − tolerance for the slope (the two bounds' dropped logs' slope difference over that "
-            "grid)",
-            "95 % t intervals over paired seeds and over the per-seed slopes; censored ratios kept",
-        ),
-        Declared(
-            "held-out certificate + concentration term bounds the population norm",
-            "at most",
-            "5 % of runs violating",
-            "count",
-        ),
-        Declared(
-            "every run is (ε, δ)-DP by the accountant", "at most", "the target ε", "every run"
-        ),
-    ]
-
-
-_ENDS = "; a verdict only where both ends agree, else 'depends on the constants' with both shown"
-_SLOPE_TEST = (
-    "95 % t interval over the per-seed slopes; censored seeds kept ([n_max, ∞), [1, n_start]), no verdict "
-    f"above {stats.MAX_CENSORED:.0%} censored; one seed: no verdict"
-)
 
 
 def describe(result: Result) -> str:
