@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from dpnc.cli import app
 from dpnc.privacy import Budget
 from dpnc_reproduce import protocol
+from dpnc_reproduce.utility import claims as utility_claims
 from dpnc_reproduce.utility import config as utility
 from dpnc_reproduce.utility import report
 from dpnc_reproduce.utility import run as exp
@@ -108,7 +109,9 @@ def test_tiny_run_writes_every_output(tiny, tmp_path):
         "best dpnc method" not in summary and "lowest excess risk" not in summary
     )  # no best-of after the fact
     assert tiny.claims[-1].holds is True  # privacy
-    assert list(tiny.declared) == report.declare(TINY) and len(tiny.declared) == len(tiny.claims)
+    assert list(tiny.declared) == EXPERIMENT.declare(TINY) and len(tiny.declared) == len(
+        tiny.claims
+    )
 
 
 def test_compute_matched_baseline_spends_the_methods_compute():
@@ -241,7 +244,7 @@ def test_three_times_worse_with_tight_intervals_fails_whatever_the_progress():
     c = cell(rows)
     assert c["margin"] is True and c["within"] is False and c["verdict"] is False
     assert c["ratios"]["dp-gd"].estimate == pytest.approx(3.0, rel=0.02)
-    claim = report.within_claim(
+    claim = utility_claims.within_claim(
         [dataclasses.replace(r, problem="least-squares") for r in rows],
         CONFIG,
         "dpzero",
@@ -287,12 +290,16 @@ def test_overlapping_intervals_and_one_seed_give_no_signal():
 
 def test_privacy_claim_counts_only_private_runs():
     rows = [row("base", "baseline", 0, 1.0, spent=0.99), row("ours", "dpnc", 0, 1.0, spent=1.0)]
-    assert report.privacy_claim(rows).holds is True
+    assert utility_claims.privacy_claim(rows).holds is True
     assert (
-        report.privacy_claim(rows + [row("x", "baseline", 0, 1.0, spent=1.5, private=False)]).holds
+        utility_claims.privacy_claim(
+            rows + [row("x", "baseline", 0, 1.0, spent=1.5, private=False)]
+        ).holds
         is True
     )
-    assert report.privacy_claim(rows + [row("y", "dpnc", 0, 1.0, spent=1.01)]).holds is False
+    assert (
+        utility_claims.privacy_claim(rows + [row("y", "dpnc", 0, 1.0, spent=1.01)]).holds is False
+    )
 
 
 def test_bad_config_is_refused():

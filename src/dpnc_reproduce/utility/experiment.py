@@ -1,14 +1,16 @@
 """The utility reproduction for :func:`dpnc_reproduce.protocol.run_experiment`: :mod:`.run`
-computes, :mod:`.report` judges and renders."""
+computes, :mod:`.claims` declares and judges, :mod:`.report` renders."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import dpnc_reproduce.utility.claims as judged
 import dpnc_reproduce.utility.report as report
 import dpnc_reproduce.utility.run as run
+from dpnc_reproduce.judging import ClaimSpec
 from dpnc_reproduce.method_table import rename
-from dpnc_reproduce.protocol import Claim, Declared, Experiment, Result
+from dpnc_reproduce.protocol import Experiment, Result
 from dpnc_reproduce.utility.config import FULL, QUICK, RENAMED, UtilityConfig
 from dpnc_reproduce.utility.methods import methods
 from dpnc_reproduce.utility.run import UtilityRow
@@ -37,11 +39,8 @@ class Utility(Experiment):
         :func:`~dpnc_reproduce.method_table.rename`)."""
         return rename(data, RENAMED)
 
-    def claims(self, rows, config: UtilityConfig) -> list[Claim]:
-        return report.claims(rows, config)
-
-    def declare(self, config: UtilityConfig) -> list[Declared]:
-        return report.declare(config)
+    def specs(self, config: UtilityConfig) -> list[ClaimSpec]:
+        return judged.specs(config)
 
     def describe(self, result: Result) -> str:
         return report.describe(result.config)

@@ -1,6 +1,6 @@
 """Claims, tables and the figure of :mod:`dpnc_reproduce.utility`, computed from its rows alone.
 
-Each paper method is judged on its own against yardsticks declared before the run (:func:`declare`):
+Each paper method is judged on its own against yardsticks declared before the run (:mod:`.claims`):
 a progress margin first (:data:`PROGRESS`), then paired geometric ratios against the hand-set,
 privately tuned and compute-matched baselines, and for the O2NC methods the Goldstein certificate; a
 claim holds when every (problem, ε) cell holds. See docs/practical.md."""
@@ -12,9 +12,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from dpnc_reproduce import facts
 from dpnc_reproduce.claims import Interval, all_hold, below, geometric_ratio_interval, mean_interval
-from dpnc_reproduce.protocol import Claim, Declared
 from dpnc_reproduce.utility.methods import compute, methods, targets_goldstein
 
 RATIO = 1.5  # "within 1.5× of the baseline" (geometric mean of the paired ratio)
@@ -194,188 +192,9 @@ def _where(c: dict) -> str:
     return f"{c['problem']} ε = {c['epsilon']:g}"
 
 
-def _evidence(cs: list[dict], describe) -> str:
-    verdicts = [c["verdict"] for c in cs]
-    head = (
-        f"{verdicts.count(True)} hold, {verdicts.count(False)} fail, {verdicts.count(None)} no verdict of "
-        f"{len(cs)} cells (problem × ε at the largest n)"
-    )
-    order = sorted(cs, key=lambda c: {False: 0, None: 1, True: 2}[c["verdict"]])
-    return head + "; " + "; ".join(f"{_where(c)}: {describe(c)}" for c in order)
-
-
-def progress_claim(rows: Sequence, config, method: str) -> Claim:
-    cs = cells(rows, config, method, "hand-set") or cells(rows, config, method, "matched")
-    statement = (
-        f"{method}: closes at least {PROGRESS:.0%} of the start's gap F(x0) − F(x̂) at every problem and ε "
-        "where it runs (the progress margin)"
-    )
-    if not cs:
-        return Claim(statement, None, "did not run at any problem's largest n")
-    for c in cs:
-        c["verdict"] = c["margin"]
-    return Claim(
-        statement,
-        all_hold([c["margin"] for c in cs]),
-        _evidence(cs, lambda c: f"remaining fraction {_fmt(c['progress'])}"),
-        facts=facts.parts(
-            {(c["problem"], f"eps{c['epsilon']:g}"): c["progress"] for c in cs},
-            1 - PROGRESS,
-            {(c["problem"], c["epsilon"]): c["margin"] for c in cs},
-        ),
-    )
-
-
-def within_claim(rows: Sequence, config, method: str, yardstick: str) -> Claim:
-    what = YARDSTICKS[yardstick][0]
-    statement = (
-        f"{method}: within {RATIO:g}× of {what} at every problem and ε where it runs (geometric mean of "
-        f"the paired ratio, after the {PROGRESS:.0%} progress margin)"
-    )
-    cs = cells(rows, config, method, yardstick)
-    if not cs:
-        return Claim(statement, None, "did not run at any problem's largest n")
-
-    def describe(c):
-        parts = [
-            f"{'matched' if b.startswith(MATCHED) else b} {_fmt(iv)}×"
-            for b, iv in c["ratios"].items()
-        ]
-        margin = "fails" if c["margin"] is False else "no signal"
-        gate_note = "" if c["margin"] is True else f" (progress margin {margin})"
-        return ", ".join(parts) + gate_note
-
-    return Claim(
-        statement,
-        all_hold([c["verdict"] for c in cs]),
-        _evidence(cs, describe),
-        facts=facts.parts(
-            {
-                (c["problem"], f"eps{c['epsilon']:g}", b): iv
-                for c in cs
-                for b, iv in c["ratios"].items()
-            },
-            RATIO,
-            {(c["problem"], c["epsilon"]): c["verdict"] for c in cs},
-        )
-        | {
-            facts.name(c["problem"], f"eps{c['epsilon']:g}", "margin"): facts.verdict(c["margin"])
-            for c in cs
-        },
-    )
-
-
-def certificate_claim(rows: Sequence, config, method: str) -> Claim:
-    statement = (
-        f"{method}: its Goldstein certificate (held-out ‖∂F‖ at radius 2δ) is within {RATIO:g}× of its "
-        f"compute-matched DP-SGD's at every nonsmooth problem and ε, after halving the start's certificate"
-    )
-    cs = certificate_cells(rows, config, method)
-    if not cs:
-        return Claim(statement, None, "no certified run")
-
-    def describe(c):
-        note = "" if c["margin"] is True else f" (certificate / start {_fmt(c['progress'])})"
-        return f"{_fmt(c['ratio'])}× ({c['ours']:.3g} vs {c['theirs']:.3g}){note}"
-
-    return Claim(
-        statement,
-        all_hold([c["verdict"] for c in cs]),
-        _evidence(cs, describe),
-        facts=facts.parts(
-            {(c["problem"], f"eps{c['epsilon']:g}"): c["ratio"] for c in cs},
-            RATIO,
-            {(c["problem"], c["epsilon"]): c["verdict"] for c in cs},
-        )
-        | facts.parts(
-            {(c["problem"], f"eps{c['epsilon']:g}", "progress"): c["progress"] for c in cs}
-        ),
-    )
-
-
-def privacy_claim(rows: Sequence) -> Claim:
-    """Every private run's accountant spent at most its target ε (the reference and seeded runs
-    excluded)."""
-    runs = [r for r in _ok(rows) if r.private]
-    over = [r for r in runs if not r.epsilon_spent <= r.epsilon * (1 + 1e-6)]
-    worst = max((r.epsilon_spent / r.epsilon for r in runs), default=math.nan)
-    others = sorted({r.method for r in _ok(rows) if not r.private})
-    note = f"; not counted (not private by their own report): {', '.join(others)}" if others else ""
-    return Claim(
-        PRIVACY,
-        not over if runs else None,
-        f"{len(runs)} runs, max ε spent / target {worst:.4f}, {len(over)} over{note}",
-        facts={
-            "runs": len(runs),
-            "runs_over": len(over),
-            "max_ratio": worst,
-            "not_private": len(others),
-        },
-    )
-
-
 def _certified(config, method: str) -> bool:
     nonsmooth = ("relu-cancer", "l1-regression", "max-affine")
     return targets_goldstein(method) and any(p in nonsmooth for p in config.problems)
-
-
-def claims(rows: Sequence, config) -> list[Claim]:
-    """Per paper method, in the declared order (:func:`declare`): the progress margin, within 1.5×
-    of the hand-set, the tuned and (with ``config.matched``) the compute-matched baselines, the
-    Goldstein certificate for the O2NC methods on the nonsmooth problems; then privacy."""
-    out = []
-    for method in paper_methods(config):
-        out.append(progress_claim(rows, config, method))
-        for yardstick in YARDSTICKS:
-            if yardstick != "matched" or config.matched:
-                out.append(within_claim(rows, config, method, yardstick))
-        if config.matched and _certified(config, method):
-            out.append(certificate_claim(rows, config, method))
-    out.append(privacy_claim(rows))
-    return out
-
-
-def declare(config) -> list[Declared]:
-    """The claims :func:`claims` judges, written before the run."""
-    paired = (
-        "per cell: 95 % t interval over seeds of the per-seed log ratio (k − 1 df, paired by seed; "
-        "geometric mean), one seed: no verdict; the claim: every cell holds"
-    )
-    margin = (
-        f"per cell: 95 % t interval of the mean remaining fraction of F(x0) − F(x̂) (k − 1 df) below "
-        f"{1 - PROGRESS:g}"
-    )
-    out = []
-    for method in paper_methods(config):
-        out.append(
-            Declared(
-                f"{method}: closes at least {PROGRESS:.0%} of the start's gap at every problem and ε",
-                "below",
-                f"{1 - PROGRESS:g} (remaining fraction)",
-                margin,
-            )
-        )
-        for yardstick, (what, _) in YARDSTICKS.items():
-            if yardstick != "matched" or config.matched:
-                out.append(
-                    Declared(
-                        f"{method}: within {RATIO:g}× of {what}",
-                        "below",
-                        f"{RATIO:g} (ratio of outcomes), gated by the progress margin",
-                        paired,
-                    )
-                )
-        if config.matched and _certified(config, method):
-            out.append(
-                Declared(
-                    f"{method}: Goldstein certificate within {RATIO:g}× of its compute-matched DP-SGD's",
-                    "below",
-                    f"{RATIO:g}, gated by certificate / start certificate < {1 - PROGRESS:g}",
-                    paired,
-                )
-            )
-    out.append(Declared(PRIVACY, "at most", "ε", "every run"))
-    return out
 
 
 def describe(config) -> str:
