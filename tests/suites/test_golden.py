@@ -1,9 +1,10 @@
 """Golden regression test: every algorithm's output on a fixed seeded configuration, recorded before
 a refactor.
 
-The cases (tests/golden/cases.py) call the public API with seeded test noise and sampling; the
-stored numbers (tests/golden/outputs.json) must be reproduced to abs 1e-12 + rel 1e-12. If a case's
-*call* changes with an API, rewrite the call; if its *numbers* change, the behaviour changed."""
+The cases (tests/suites/golden/cases.py) call the public API with seeded test noise and sampling;
+the stored numbers (tests/suites/golden/outputs.json) must be reproduced to abs 1e-12 + rel 1e-12.
+If a case's *call* changes with an API, rewrite the call; if its *numbers* change, the behaviour
+changed."""
 
 import json
 import math
