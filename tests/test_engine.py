@@ -356,6 +356,14 @@ BAD = [
     (dict(lr=math.nan), r"lr must be >= 0 and finite"),
     (dict(clip=0.0), r"clip must be > 0 \(inf only without noise\); got 0.0"),
     (dict(clip=math.inf), r"clip must be finite when noise_multiplier > 0"),
+    *[  # left out: what the threshold is for, values to start from and how to tune it
+        (
+            dict(optimizer=name, clip=None),
+            r"clip must be the clipping threshold C > 0 that a private optimizer needs .*clip=1\.0 "
+            r".*clip=5\.0 .*clipped_fraction\); got None",
+        )
+        for name in ("dpzero", "dp-sgd")
+    ],
     (dict(smoothing=0.0), r"smoothing must be > 0 and finite"),
     (dict(collate_fn=3), r"collate_fn must be callable or None; got 3"),
     (dict(direction="uniform"), r"direction must be one of"),

@@ -79,6 +79,10 @@ def _clip() -> Field:
         "Clipping threshold C > 0 of each example's contribution (DPZero: its scalar difference; first order: "
         "its gradient's norm); inf only without noise.",
         CLIP,
+        missing="the clipping threshold C > 0 that a private optimizer needs (each example's "
+        "contribution is clipped to C, and the noise is scaled to C). Start from clip=1.0 for a "
+        "first-order gradient's norm, clip=5.0 for DPZero's scalar difference, and tune it so that a "
+        "part of the examples is clipped (StepInfo.private_stats.clipped_fraction)",
     )
 
 

@@ -48,6 +48,9 @@ def test_dropout_is_a_problem_only_for_zeroth_order_steps():
         ({"clip": 0.0}, r"clip must be > 0"),
         ({"noise_multiplier": math.nan}, r"noise_multiplier must be >= 0 and finite"),
         ({"clip": math.inf, "noise_multiplier": 1.0}, r"clip must be finite when noise"),
+        # a missing value gets its option's words (what it is for, how to choose it), not the rule
+        ({"clip": None}, r"clip must be the clipping threshold C > 0 .*; got None"),
+        ({"lr": None}, r"lr must be the step size, a number >= 0 .*; got None"),
     ],
 )
 def test_check_arguments_names_what_it_refuses(arguments, message):

@@ -19,7 +19,7 @@ from torch.utils.hooks import RemovableHandle
 from dpnc._check import check_value
 from dpnc.batches import LoaderBatches
 from dpnc.distributed import Group
-from dpnc.options import CLIP, LR, NOISED_CLIP, SMOOTHING
+from dpnc.options import NOISED_CLIP, check_options
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.releases import Release
 from dpnc.tier.model_state import static_problems
@@ -207,8 +207,10 @@ def check_arguments(**kwargs: float) -> None:
 
     Public so that a caller (e.g. :func:`dpnc.make_private`) can check them before slow work such as
     calibration."""
-    rules = {"lr": LR, "smoothing": SMOOTHING, "clip": CLIP, "noise_multiplier": NOISE_MULTIPLIER}
     for name, value in kwargs.items():
-        check_value(name, value, rules[name])  # the options' rules (dpnc.options), one home
+        if name == "noise_multiplier":
+            check_value(name, value, NOISE_MULTIPLIER)
+        else:  # the options' rules and their words for a missing value (dpnc.options), one home
+            check_options({name: value})
     if math.isinf(kwargs.get("clip", 1.0)) and kwargs.get("noise_multiplier", 0.0) > 0:
         raise ValueError(NOISED_CLIP)
