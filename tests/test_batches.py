@@ -255,3 +255,55 @@ def test_data_rows_from_a_dataset_collate_the_drawn_items():
     ):
         with pytest.raises(ValueError, match=message):
             DataRows(bad)
+
+
+@pytest.mark.parametrize("optimizer", ZEROTH + FIRST)
+def test_a_loss_fn_of_one_argument_is_refused_before_it_sees_the_batch(optimizer):
+    # Before: Python's TypeError "<lambda>() takes 1 positional argument but 2 were given", raised
+    # after the step had released (the batch counted as raising in every example).
+    model = nn.Linear(FEATURES, 1).eval()
+    opt, loader, acct = private(model, optimizer, testing_seed=4)
+    it, xb, yb = non_empty_batch(opt, loader, model)
+    before, released = snapshot(model), acct.releases
+    with pytest.raises(
+        ValueError,
+        match=r"loss_fn is called as loss_fn\(\*batch\) with the batch unpacked \(here 2 tensors: "
+        r"x, y\); got a function of 1 argument, <lambda>\(batch\)\. Write loss_fn\(x, y\) or "
+        r"lambda \*batch: \.\.\.",
+    ):
+        opt.step(lambda batch: loss(model)(*batch))
+    assert acct.releases == released and unchanged(before, model)
+    opt.step(loss(model))  # the batch was not seen: it is still pending, and the next step takes it
+    assert acct.releases == released + 1
+
+
+@pytest.mark.parametrize("optimizer", ZEROTH + FIRST)
+def test_a_type_error_inside_the_loss_fn_is_the_users_own(optimizer):
+    model = nn.Linear(FEATURES, 1).eval()
+    opt, loader, _ = private(model, optimizer, testing_seed=4)
+    non_empty_batch(opt, loader, model)
+
+    def raising(x, y):
+        raise TypeError("the user's own")
+
+    with pytest.raises(TypeError, match="the user's own"):
+        opt.step(raising)
+
+
+def test_the_direct_optimizer_refuses_a_loss_fn_of_the_wrong_arity_before_any_release():
+    X, y = dataset().tensors
+    model = nn.Linear(FEATURES, 1).eval()
+    acct = Accountant("add/remove")
+    opt = DPZero(
+        model.parameters(),
+        lr=0.05,
+        clip=5.0,
+        noise_multiplier=1.0,
+        sampler=FullBatch(N),
+        accountant=acct,
+        model=model,
+        data=(X, y),
+    )
+    with pytest.raises(ValueError, match=r"here 2 tensors: x, y\); got a function of 3 arguments"):
+        opt.step(lambda x, y, z: loss(model)(x, y))
+    assert acct.releases == 0

@@ -191,6 +191,39 @@ def check_loss_fn(loss_fn: Any) -> None:
         )
 
 
+def check_loss_arity(loss_fn: Callable[..., torch.Tensor], inputs: tuple | None) -> None:
+    """Refuse, before a step draws or moves anything, a ``loss_fn`` that cannot take ``inputs`` (a
+    batch's positional arguments, None where not known) as arguments: ``lambda batch: ...`` for an
+    (x, y) batch.
+
+    Checked on the signature, so a TypeError raised inside ``loss_fn`` is never mistaken for this
+    one (a callable without a signature is called as is)."""
+    if inputs is None:
+        return
+    try:
+        signature = inspect.signature(loss_fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*inputs)
+    except TypeError:
+        pass
+    else:
+        return
+    k = len(inputs)
+    names = ("x", "x, y")[k - 1] if 1 <= k <= 2 else ", ".join(f"x{i}" for i in range(1, k + 1))
+    tensors = all(isinstance(t, torch.Tensor) for t in inputs)
+    kind = ("tensor" if tensors else "value") + ("s" if k != 1 else "")
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    m = sum(q.kind in positional for q in signature.parameters.values())
+    name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+    raise ValueError(
+        f"loss_fn is called as loss_fn(*batch) with the batch unpacked (here {k} {kind}: {names}); "
+        f"got a function of {m} argument{'s' if m != 1 else ''}, {name}{signature}. Write "
+        f"loss_fn({names}) or lambda *batch: ..."
+    )
+
+
 def check_same_objects(given: tuple, held: tuple) -> None:
     """Refuse ``given`` unless it is ``held`` itself: the same tensors (identity), not merely the
     same shapes."""
@@ -251,7 +284,19 @@ class DataRows:
                 f"data must be a tuple of tensors or a map-style Dataset; got {type(data).__name__}"
             )
         self.data, self.fetch = data, fetch
+        self._arguments: tuple | None = None  # a Dataset's first example, read once (arguments())
         self.collate_fn = collate_fn if collate_fn is not None else default_collate
+
+    def arguments(self) -> tuple | None:
+        """A batch's positional arguments as its loss function gets them (the first example's; the
+        structure is the data's, the same for every batch); None with ``fetch``."""
+        if self.fetch is not None:
+            return None
+        if isinstance(self.data, (tuple, list)):
+            return tuple(self.data)
+        if self._arguments is None and len(self.data):
+            self._arguments = self.rows(torch.zeros(1, dtype=torch.long))
+        return self._arguments
 
     def rows(self, indices: torch.Tensor) -> tuple:
         """The inputs of the examples ``indices``, as a loss function's positional arguments."""
@@ -399,6 +444,11 @@ class LoaderBatches:
         :func:`check_same_objects`)."""
         self.check_ready()
         check_same_objects(given, self._pending[1] or ())
+
+    def arguments(self) -> tuple | None:
+        """The pending batch's inputs, the positional arguments its loss function gets (None if none
+        is pending or it has no inputs)."""
+        return None if self._pending is None else self._pending[1]
 
     def sample(self) -> torch.Tensor:
         """Take the pending batch (the one the loader yielded last) for one step.

@@ -47,7 +47,15 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from dpnc.batches import LoaderBatches, batch_rows, check_loss_fn, map_leaves, mappable, one_example
+from dpnc.batches import (
+    LoaderBatches,
+    batch_rows,
+    check_loss_arity,
+    check_loss_fn,
+    map_leaves,
+    mappable,
+    one_example,
+)
 from dpnc.options import PER_EXAMPLE  # the routes' names, one home with the options' choices
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.clipping import clipped_sum
@@ -447,6 +455,7 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
         )  # at every step: model.train() after construction is refused
         batches, before = self.batches, self.accountant.releases
         batches.check_ready()  # nothing pending, or all steps taken: refused before anything runs
+        check_loss_arity(loss_fn, batches.arguments())
         if inputs:
             batches.check_inputs(inputs)
         self.guard.refuse_written_batch(batches)

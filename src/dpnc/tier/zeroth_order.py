@@ -45,7 +45,14 @@ from torch import nn
 
 from dpnc import distributed
 from dpnc.algorithms import dpzero as alg
-from dpnc.batches import DataRows, LoaderBatches, check_loss_fn, map_leaves, one_example
+from dpnc.batches import (
+    DataRows,
+    LoaderBatches,
+    check_loss_arity,
+    check_loss_fn,
+    map_leaves,
+    one_example,
+)
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.release import mean_release
@@ -180,6 +187,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         and moves the parameters; its exception is raised after."""
         self.guard.refuse_if_poisoned("this step")
         check_loss_fn(loss_fn)
+        check_loss_arity(loss_fn, self.rows.arguments())  # before any draw: nothing is charged
         require_ready(self.model)  # at every step: model.train() after construction is refused here
         loader = self.sampler if isinstance(self.sampler, LoaderBatches) else None
         if loader is not None:
