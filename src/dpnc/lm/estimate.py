@@ -232,15 +232,7 @@ class Estimator:
         try:
             for t in range(count):
                 start = time.perf_counter()
-                record = rehearsal.journaled(files, t)
-                files.metric(
-                    {
-                        "event": "step",
-                        "step": t + 1,
-                        "released": record.released,
-                        "seed": record.seed,
-                    }
-                )
+                files.step_rows(t + 1, rehearsal.journaled(files, t))
                 seconds.append(time.perf_counter() - start)
         finally:
             with torch.no_grad():  # the model as it was, bit for bit

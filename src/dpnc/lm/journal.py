@@ -41,8 +41,9 @@ from dpnc.lm.config import (
     PRIVATE_STATS_WARNING,
     FinetuneConfig,
 )
-from dpnc.lm.report import TensorBoard
+from dpnc.lm.report import TensorBoard, plot_training
 from dpnc.privacy.releases import Release
+from dpnc.self_audit import SelfAuditResult
 from dpnc.space import STREAM
 
 
@@ -88,6 +89,39 @@ class RunFiles:
             with path.open("a") as f:
                 f.write(json.dumps(jsonable(row)) + "\n")
 
+    def step_rows(self, step: int, record, epsilon: float | None = None) -> None:
+        """After step ``step``, its :class:`~dpnc.lm.steps.StepRecord` ``record``: a metrics line
+        of its public values (direction seed, released scalar, ``epsilon`` when computed) and, with
+        ``log_private_stats``, a line of its statistics of the training data."""
+        row = {"event": "step", "step": step, "released": record.released, "seed": record.seed}
+        if epsilon is not None:
+            row["epsilon"] = epsilon
+        self.metric(row)
+        self.private_stat(
+            {
+                "event": "step",
+                "step": step,
+                "loss": record.loss,
+                "nonfinite": record.nonfinite,
+                "clipped_fraction": record.clipped_fraction,
+                "seconds": record.seconds,
+            }
+        )
+
+    def eval_row(self, step: int, result, epsilon: float, *, final: bool = False) -> None:
+        """A metrics line of an evaluation after ``step`` steps: its test-split ``result`` (an
+        :class:`~dpnc.lm.evaluation.Evaluation`) and the ε spent."""
+        row = {
+            "event": "eval",
+            "step": step,
+            "accuracy": result.accuracy,
+            "loss": result.loss,
+            "epsilon": epsilon,
+        }
+        if final:
+            row["final"] = True
+        self.metric(row)
+
     def private_stat(self, row: dict) -> None:
         """A line of ``private_train_stats.jsonl`` (only with ``log_private_stats``), under a NOT
         PRIVATE header."""
@@ -100,6 +134,25 @@ class RunFiles:
             if f.tell() == 0:
                 f.write(json.dumps({"event": "header", "warning": PRIVATE_STATS_WARNING}) + "\n")
             f.write(json.dumps(jsonable(row)) + "\n")
+
+    def publish(self, summary, *, title: str) -> Path | None:
+        """The run's end in ``out``: ``summary.json`` (a :class:`~dpnc.lm.evaluation.Summary`), the
+        self-audit's result and the training plot (titled ``title``); the folder, or None when this
+        process writes none."""
+        if not (self.config.out and self.writer):
+            return None
+        out = Path(self.config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(summary.to_json())
+        if summary.self_audit is not None:  # `dpnc audit --one-run out` prints it
+            SelfAuditResult(**summary.self_audit).save(out)
+        plot_training(self.rows, out / "training.png", title=title)
+        return out
+
+    def close(self) -> None:
+        """Close TensorBoard's writer (when the run logs to it)."""
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
     def header(self) -> dict:
         # The config by its public names: the journal travels with the run folder (resume compares

@@ -68,12 +68,8 @@ class Checkpoints:
     def __init__(
         self, files: RunFiles, classifier: EncoderClassifier, optimizer, config: FinetuneConfig
     ) -> None:
-        self.files, self.classifier, self.optimizer, self.config = (
-            files,
-            classifier,
-            optimizer,
-            config,
-        )
+        self.files, self.classifier = files, classifier
+        self.optimizer, self.config = optimizer, config
 
     def save(self, step: int, ledger: Accountant, lost_releases: int, notes: list[str]) -> Path:
         """Write ``checkpoint.pt`` atomically, then restart the journal. Never saves the noise
@@ -101,9 +97,9 @@ class Checkpoints:
 
     def resume(self, ledger: Accountant) -> Resumed:
         """Load the checkpoint (if any) into the classifier and optimizer, replay the journal after
-        it, write the ``resume`` metrics row and fold the journal into a new checkpoint.
-        ``ledger``: the fresh run's, kept when there is no checkpoint (the run then resumes from the
-        initial model, at step 0).
+        it, write the ``resume`` metrics row and (when checkpointing) fold the journal into a new
+        checkpoint. ``ledger``: the fresh run's, kept when there is no checkpoint (the run then
+        resumes from the initial model, at step 0).
 
         Raises:
             ValueError: a different config, a journal this dpnc cannot replay, a checkpoint of

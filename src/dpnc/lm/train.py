@@ -64,11 +64,13 @@ metrics, TensorBoard, summary, plot, model); on resume it reads it and hands the
 (model, optimizer, step) to the other ranks, and a refusal stops every rank alike. The summary is
 rank 0's, on every rank. The non-private AdamW baseline is refused (it runs in one process).
 
-Modules: :mod:`dpnc.lm.config` (the settings), :mod:`dpnc.lm.steps` (one step per method, on the
-optimizers of :mod:`dpnc.tier`, whose step hooks say what each step did), :mod:`dpnc.lm.journal`
-(run folder, journal, checkpoints), :mod:`dpnc.lm.evaluation` (the test-split evaluation and
-``summary.json``), :mod:`dpnc.lm.resume` (checkpoints and resume) and this one (setup, one step, the
-loop)."""
+Collaborators. The trainer sets the run up and holds the parts that do the work, each handed only
+what it needs: :class:`~dpnc.lm.journal.RunFiles` (the run folder: metrics, private statistics,
+journal, outputs), :class:`~dpnc.lm.steps.Steps` (one step per method, on the optimizers of
+:mod:`dpnc.tier`), :class:`~dpnc.lm.evaluation.Evaluator` (the test-split evaluation),
+:class:`~dpnc.lm.evaluation.Reporter` (``summary.json``), :class:`~dpnc.lm.resume.Checkpoints`
+(checkpoints and resume) and :class:`~dpnc.lm.estimate.Estimator` (the time estimate); the settings
+are :mod:`dpnc.lm.config`."""
 
 from __future__ import annotations
 
@@ -118,7 +120,6 @@ from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles
 from dpnc.lm.lmbff import load_task
 from dpnc.lm.owner_checks import check_training_data, tell_owner
-from dpnc.lm.report import plot_training
 from dpnc.lm.resume import Checkpoints
 from dpnc.lm.staging import Staging
 from dpnc.lm.steps import (
@@ -136,7 +137,6 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 from dpnc.progress import progress
 from dpnc.sampling import PoissonSampler, ShuffleSampler
-from dpnc.self_audit import SelfAuditResult
 from dpnc.tier.base import StepHooks
 from dpnc.tier.registry import OPTIMIZERS
 from dpnc.tier.wiring import calibrate
@@ -607,18 +607,12 @@ class Trainer:
     def _resume_here(self) -> dict:
         """Resume (:meth:`~dpnc.lm.resume.Checkpoints.resume`) and take up its state; the public
         state the other ranks need."""
-        resumed = self.checkpoints.resume(self.accountant)
-        if (
-            resumed.ledger is not self.accountant
-        ):  # the checkpoint's ledger, recorded in from now on
-            self.accountant = self.steps.accountant = resumed.ledger
+        step, ledger, lost_releases, notes = self.checkpoints.resume(self.accountant)
+        if ledger is not self.accountant:  # the checkpoint's, recorded in from now on
+            self.accountant = self.steps.accountant = ledger
             if isinstance(self.optimizer, StepHooks):  # dpnc's optimizers record in it themselves
-                self.optimizer.accountant = resumed.ledger
-        self.step, self.lost_releases, self.notes = (
-            resumed.step,
-            resumed.lost_releases,
-            resumed.notes,
-        )
+                self.optimizer.accountant = ledger
+        self.step, self.lost_releases, self.notes = step, lost_releases, notes
         return {
             "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
             "step": self.step,
@@ -686,39 +680,13 @@ class Trainer:
                 record = self.train_step()
                 records.append(record)
                 epsilon, evaluating, checkpoint = self.marks(self.step)
-                row = {
-                    "event": "step",
-                    "step": self.step,
-                    "released": record.released,
-                    "seed": record.seed,
-                }
+                eps = self.epsilon() if epsilon else None
                 if epsilon:
-                    row["epsilon"] = eps = self.epsilon()
                     bar.set_postfix(eps=f"{eps:.3g}")  # public only: no training loss
                 bar.update(1)
-                self.files.metric(row)
-                if c.log_private_stats:
-                    self.files.private_stat(
-                        {
-                            "event": "step",
-                            "step": self.step,
-                            "loss": record.loss,
-                            "nonfinite": record.nonfinite,
-                            "clipped_fraction": record.clipped_fraction,
-                            "seconds": record.seconds,
-                        }
-                    )
+                self.files.step_rows(self.step, record, eps)
                 if evaluating:
-                    acc, loss, _ = self.evaluate()
-                    self.files.metric(
-                        {
-                            "event": "eval",
-                            "step": self.step,
-                            "accuracy": acc,
-                            "loss": loss,
-                            "epsilon": eps,
-                        }
-                    )
+                    self.files.eval_row(self.step, self.evaluate(), eps)
                 if checkpoint:
                     self.save_checkpoint()
         finally:
@@ -795,46 +763,21 @@ class Trainer:
         c = self.config
         start = time.perf_counter()
         if self.step == 0 and c.evaluated:
-            self.files.metric(
-                {
-                    "event": "eval",
-                    "step": 0,
-                    "accuracy": self.zero_shot.accuracy,
-                    "loss": self.zero_shot.loss,
-                    "epsilon": 0.0,
-                }
-            )
+            self.files.eval_row(0, self.zero_shot, 0.0)
         self.train()
         result = self.evaluate()
         if c.evaluated:  # (a train-only run: its last step's row holds the ε spent)
-            self.files.metric(
-                {
-                    "event": "eval",
-                    "step": self.step,
-                    "accuracy": result.accuracy,
-                    "loss": result.loss,
-                    "epsilon": self.epsilon(),
-                    "final": True,
-                }
-            )
+            self.files.eval_row(self.step, result, self.epsilon(), final=True)
         summary = self._on_rank_0(lambda: self.summary(result))  # rank 0's ledger
         self.files.private_stat(self._private_run_stats(time.perf_counter() - start))
-        if c.out and self.files.writer:
-            out = Path(c.out)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "summary.json").write_text(summary.to_json())
-            if summary.self_audit is not None:  # `dpnc audit --one-run out` prints it
-                SelfAuditResult(**summary.self_audit).save(out)
-            plot_training(
-                self.files.rows,
-                out / "training.png",
-                title=f"{c.method} on {summary.task}, train="
-                f"{c.train}: {summary.zero_shot_accuracy:.3f} → {result.accuracy:.3f}",
-            )
-            if c.method != "zero-shot":
-                self.save_model(out / "model")
-        if self.files.tensorboard is not None:
-            self.files.tensorboard.close()
+        title = (
+            f"{c.method} on {summary.task}, train="
+            f"{c.train}: {summary.zero_shot_accuracy:.3f} → {result.accuracy:.3f}"
+        )
+        out = self.files.publish(summary, title=title)
+        if out is not None and c.method != "zero-shot":
+            self.save_model(out / "model")
+        self.files.close()
         if self.files.writer:  # said before the first step; said again where the owner looks last
             for note in self.owner_notes:
                 tell_owner(note)
