@@ -239,35 +239,9 @@ def improvement_verdicts(m: Measured) -> list[Verdict]:
         }
         ratios = [[_ratio(*pair[(d, s)], cfg) for d in dims] for s in range(cfg.seeds)]
         fit = stats.slope_interval(dims, ratios)
-        cells = {}
-        for d in dims:
-            logs = [
-                paired_log_ratio(a.n_beta, b.n_beta, cfg.n_max)
-                for s in range(cfg.seeds)
-                if all(pair[(d, s)])
-                for a, b in [pair[(d, s)]]
-            ]
-            logs = [v for v in logs if v is not None]
-            cells[d] = (
-                stats.censored_mean_interval(logs, what="censored")
-                if logs
-                else stats.Interval(math.nan, -math.inf, math.inf, 0, "none")
-            )
+        cells = {d: _paired_cell(pair, d, cfg) for d in dims}
         per_cell = {d: stats.exceeds(iv, 0.0) for d, iv in cells.items()}
-        theory = {
-            method: [
-                theory_n(
-                    method, d=d, epsilon=base[0], alpha=base[1], beta=cfg.main_beta, config=cfg
-                )
-                for d in dims
-            ]
-            for method in ("zo-o2nc", "klt")
-        }
-        shift = LOG_POWER["zo-o2nc"] * loglog_fit(
-            dims, [math.log(v) for v in theory["zo-o2nc"]]
-        ) - LOG_POWER["klt"] * loglog_fit(dims, [math.log(v) for v in theory["klt"]])
-        tol = max(abs(shift), 1e-9)
-        bounds = loglog_fit(dims, [a / b for a, b in zip(theory["zo-o2nc"], theory["klt"])])
+        tol, bounds = _bounds_ratio(dims, cfg)
         sloped = stats.exceeds(fit, -tol)
         numbers = (
             facts.parts({(f"d{d}",): iv for d, iv in cells.items()}, 0.0, per_cell)
@@ -284,6 +258,33 @@ def improvement_verdicts(m: Measured) -> list[Verdict]:
         words |= {"fit": fit, "slope_word": stats.WORDS[sloped]}
         out.append(Verdict(stats.all_hold([*per_cell.values(), sloped]), numbers, words))
     return out
+
+
+def _paired_cell(pair: dict, d: int, cfg: RatesConfig) -> stats.Interval:
+    """The mean paired log₂(n_ZTC/n_KLT) over the seeds at ``d`` (censored seeds kept)."""
+    logs = [
+        paired_log_ratio(a.n_beta, b.n_beta, cfg.n_max)
+        for s in range(cfg.seeds)
+        if all(pair[(d, s)])
+        for a, b in [pair[(d, s)]]
+    ]
+    logs = [v for v in logs if v is not None]
+    if not logs:
+        return stats.Interval(math.nan, -math.inf, math.inf, 0, "none")
+    return stats.censored_mean_interval(logs, what="censored")
+
+
+def _bounds_ratio(dims: Sequence[int], cfg: RatesConfig) -> tuple[float, float]:
+    """The tolerance of the improvement's slope (what the two bounds' dropped logs add to the
+    ratio's slope over ``dims``, either sign) and the slope of the bounds' own ratio (constants
+    1), at the base (ε, α) and the main β."""
+    at = {"epsilon": cfg.base_epsilon, "alpha": cfg.base_alpha, "beta": cfg.main_beta}
+    theory = {m: [theory_n(m, d=d, **at, config=cfg) for d in dims] for m in ("zo-o2nc", "klt")}
+    shift = LOG_POWER["zo-o2nc"] * loglog_fit(
+        dims, [math.log(v) for v in theory["zo-o2nc"]]
+    ) - LOG_POWER["klt"] * loglog_fit(dims, [math.log(v) for v in theory["klt"]])
+    bounds = loglog_fit(dims, [a / b for a, b in zip(theory["zo-o2nc"], theory["klt"])])
+    return max(abs(shift), 1e-9), bounds
 
 
 def improvement_spec(beta: float) -> ClaimSpec:
