@@ -6,6 +6,8 @@ closure on `X[:len(xb)]` accepted in 40 of 40 steps, a stale batch in 119 of 199
 running statistics and `model.train()` after construction accepted at every step). Every refused
 step must release nothing and leave the parameters as they were."""
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -307,3 +309,47 @@ def test_the_direct_optimizer_refuses_a_loss_fn_of_the_wrong_arity_before_any_re
     with pytest.raises(ValueError, match=r"here 2 tensors: x, y\); got a function of 3 arguments"):
         opt.step(lambda x, y, z: loss(model)(x, y))
     assert acct.releases == 0
+
+
+@pytest.mark.parametrize("optimizer", ZEROTH + FIRST)
+@pytest.mark.parametrize("shape", [(), (1,)])
+def test_a_loss_reduced_over_the_batch_is_refused_with_reduction_none(optimizer, shape):
+    # Before: "the closure must return ... a 1-d tensor ...; got a 0-d tensor of another shape"
+    # (zeroth order), "... shape (b,) (here (1,) for one example); got ()" (first order), no fix.
+    model = nn.Linear(FEATURES, 1).eval()
+    opt, loader, acct = private(model, optimizer, testing_seed=4)
+    non_empty_batch(opt, loader, model)
+    released = acct.releases
+
+    def reduced(x, y):
+        return loss(model)(x, y).mean().reshape(shape)
+
+    if optimizer in FIRST and shape == (1,):
+        # each example is evaluated alone, as a batch of one: its mean is its own loss
+        opt.step(reduced)
+        return
+    here = r" \(here B = 1: each example is evaluated alone\)" if optimizer in FIRST else ""
+    with pytest.raises(
+        ValueError,
+        match=rf"loss_fn must return per-example losses of shape \(B,\), B the size of the batch it "
+        rf"is given{here}: clipping is per example; got shape {re.escape(str(shape))}\. Do not "
+        r'reduce over the batch: use reduction="none", e\.g\. F\.cross_entropy\(logits, y, '
+        r'reduction="none"\)',
+    ) as raised:
+        opt.step(reduced)
+    # The loss ran on the secret batch: the step released as any step does (docs/privacy.md), and
+    # says so.
+    assert raised.value.dpnc_released and acct.releases == released + 1
+
+
+def test_a_wrong_shape_is_named_only_where_it_cannot_tell_the_batch_size():
+    from dpnc.batches import per_example_losses
+
+    losses = torch.ones(5)
+    assert per_example_losses(losses, 5) is losses
+    with pytest.raises(ValueError, match=r"got a 1-d tensor of another shape\. Compute the losses"):
+        per_example_losses(torch.ones(10), 5)  # (10,) would tell that B = 5
+    with pytest.raises(ValueError, match=r"here B = 1.*got shape \(1, 3\)\."):
+        per_example_losses(torch.ones(1, 3), 1)
+    with pytest.raises(ValueError, match=r"got float\. Do not reduce over the batch"):
+        per_example_losses(1.0, 5)

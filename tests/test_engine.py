@@ -188,7 +188,7 @@ def test_losses_that_are_not_one_per_example_of_the_batch_are_refused_and_the_ba
             opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
             xb, yb = next(it)
         before, released = snapshot(model), acct.releases
-        with pytest.raises(ValueError, match="per-example losses of the batch"):
+        with pytest.raises(ValueError, match=r"per-example losses of shape \(B,\)"):
             opt.step(wrong)
         assert acct.releases == released + 1 and not restored(before, snapshot(model))
         with pytest.raises(ValueError, match="no batch is pending"):  # spent: not retried

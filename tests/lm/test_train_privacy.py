@@ -262,8 +262,8 @@ def test_dpzero_refuses_a_closure_that_does_not_return_the_batch_losses(tiny):
         opt = _optimizer(clf, data, PoissonSampler.for_testing(16, 4, seed=seed), accountant)
         with pytest.raises(
             ValueError,
-            match=r"closure must return the per-example losses of the batch it is "
-            r"given: a 1-d tensor",
+            match=r"loss_fn must return per-example losses of shape \(B,\), B the size of the "
+            r"batch it is given: clipping is per example; got ",
         ) as refused:
             opt.step(closure)
         assert not any(
