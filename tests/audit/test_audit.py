@@ -60,9 +60,6 @@ CASES = [
 ]
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
-
 def _case(name, broken, runs, factor):
     """A model-tier case of 1000 runs or more (one optimizer per run: 1-3 minutes) is in the slow
     tier, which `make test-all` runs; CI (`make test`) keeps the rest: every flat, tree and blatant

@@ -5,8 +5,6 @@ import pytest
 
 from dpnc.audit import MECHANISMS
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
 
 def test_the_claim_is_the_ledger_of_the_correct_configuration():
     mechanism = MECHANISMS["dpzero"]()

@@ -8,7 +8,6 @@ from typer.testing import CliRunner
 
 from dpnc.cli import app
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 runner = CliRunner(env={"COLUMNS": "250"})
 
 

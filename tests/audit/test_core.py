@@ -7,8 +7,6 @@ import pytest
 
 from dpnc.audit import run_audit
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
 
 def test_public_batches_are_refused_for_a_mechanism_that_samples_none():
     with pytest.raises(ValueError, match="does not apply to 'dpzero'"):

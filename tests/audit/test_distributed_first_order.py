@@ -344,9 +344,6 @@ class TwoRanks(Mechanism):
         return failed
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
-
 @pytest.fixture(scope="module")
 def ranks():
     multiplier = ledger_multiplier(one_process_ledger())

@@ -7,8 +7,6 @@ import pytest
 from dpnc.audit import MECHANISMS
 from dpnc.audit.model_tier import _ModelTier
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_the_canary_moves_each_release_by_the_recorded_sensitivity(name):

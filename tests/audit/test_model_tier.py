@@ -34,8 +34,6 @@ from dpnc.audit.model_tier import (
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
 
 def patch_everywhere(monkeypatch, real, fake):
     """``fake`` wherever a dpnc module has bound ``real`` (``from ... import release_sum`` binds it

@@ -6,8 +6,6 @@ import pytest
 from dpnc.audit import MECHANISMS
 from dpnc.audit.power import true_epsilon
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
 
 @pytest.mark.parametrize("name", ["dpzero", "dpzero-poisson"])
 def test_the_true_epsilon_of_sigma_over_k_grows_from_the_claim(name):

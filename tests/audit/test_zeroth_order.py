@@ -14,8 +14,6 @@ import dpnc.algorithms.dpzero.configs as configs
 from dpnc.audit import MECHANISMS, run_audit
 from dpnc.sampling import PoissonSampler
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
-
 RUNS = 2000  # ~1 s; the bound measured 3.8-4.2 in 8 audits (the claim: ε = 2 at δ = 1e-5)
 
 
