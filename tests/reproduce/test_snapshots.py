@@ -32,9 +32,9 @@ from dpnc_reproduce import (
 from dpnc_reproduce.dpzero_synthetic import run as synthetic
 from dpnc_reproduce.nonsmooth_rates import run as rates
 from tests.reproduce import test_dpzero_dimension as dimension_tests
-from tests.reproduce import test_dpzero_lm as lm_tests
 from tests.reproduce import test_kl_rates as kl_tests
 from tests.reproduce import test_utility as utility_tests
+from tests.reproduce.dpzero_lm import rows as lm_rows
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("DPNC_UPDATE_SNAPSHOTS") == "1"
@@ -79,12 +79,12 @@ def _dpzero_lm() -> protocol.Result:
         ("TREC", "dp2"): 60.0,
     }
     config = dataclasses.replace(
-        lm_tests.FULL_SET, tasks=("SST-2", "SST-5", "TREC"), data_dir="data"
+        lm_rows.FULL_SET, tasks=("SST-2", "SST-5", "TREC"), data_dir="data"
     )
     return _result(
         dpzero_lm.EXPERIMENT,
         config,
-        lm_tests._with_correct(lm_tests._rows(acc, spread=0.3), agree=0.9),
+        lm_rows.with_correct(lm_rows.lm_rows(acc, spread=0.3), agree=0.9),
     )
 
 
