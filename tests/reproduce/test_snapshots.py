@@ -31,9 +31,9 @@ from dpnc_reproduce import (
 )
 from dpnc_reproduce.dpzero_synthetic import run as synthetic
 from dpnc_reproduce.nonsmooth_rates import run as rates
-from tests.reproduce import test_dpzero_dimension as dimension_tests
 from tests.reproduce import test_kl_rates as kl_tests
 from tests.reproduce import test_utility as utility_tests
+from tests.reproduce.dpzero_dimension import rows as dimension_rows
 from tests.reproduce.dpzero_lm import rows as lm_rows
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -89,8 +89,8 @@ def _dpzero_lm() -> protocol.Result:
 
 
 def _dpzero_dimension() -> protocol.Result:
-    config = dataclasses.replace(dimension_tests.CONFIG, data_dir="data")
-    return _result(dpzero_dimension.EXPERIMENT, config, dimension_tests._rows())
+    config = dataclasses.replace(dimension_rows.CONFIG, data_dir="data")
+    return _result(dpzero_dimension.EXPERIMENT, config, dimension_rows.dim_rows())
 
 
 def _dpzero_synthetic() -> protocol.Result:
