@@ -31,10 +31,10 @@ from dpnc_reproduce import (
 )
 from dpnc_reproduce.dpzero_synthetic import run as synthetic
 from dpnc_reproduce.nonsmooth_rates import run as rates
-from tests.reproduce import test_kl_rates as kl_tests
 from tests.reproduce import test_utility as utility_tests
 from tests.reproduce.dpzero_dimension import rows as dimension_rows
 from tests.reproduce.dpzero_lm import rows as lm_rows
+from tests.reproduce.kl_rates import rows as kl_rows
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("DPNC_UPDATE_SNAPSHOTS") == "1"
@@ -151,11 +151,11 @@ def _kl_rates() -> protocol.Result:
     """KL-Spider's and the proximal point method's n sweeps (power-1.5, d = 1) and the proximal
     point's inner check."""
     rows = (
-        kl_tests.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-1.45, algorithm="kl-spider")
-        + kl_tests.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-2.0)
-        + kl_tests.check_rows(1.0, seeds=3)
+        kl_rows.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-1.45, algorithm="kl-spider")
+        + kl_rows.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-2.0)
+        + kl_rows.check_rows(1.0, seeds=3)
     )
-    return _result(kl_rates.EXPERIMENT, kl_tests.TINY, rows)
+    return _result(kl_rates.EXPERIMENT, kl_rows.TINY, rows)
 
 
 def _rate_rows(config: rates.RatesConfig, n_beta) -> list:
