@@ -1,7 +1,7 @@
 """Write the measured numbers and verdicts that the documentation pages state, from the committed results.
 
-The pages state verdicts, not hand-copied numbers (issue 27; the blocks moved from README.md to the per-paper pages
-under docs/ in issue 29): every measured number or verdict of a reproduction a page shows sits between marker
+The pages state verdicts, not hand-copied numbers (the blocks moved from README.md to the per-paper pages under docs/
+on 26 Nov 2026): every measured number or verdict of a reproduction a page shows sits between marker
 comments
 
     <!-- verdicts:begin NAME -->
@@ -56,7 +56,7 @@ class Claims:
     """The claims of one result.json.
 
     show: ``"all"``; ``"picked"``: the claims whose statement contains one of ``picks`` plus every claim that fails
-    (issue 27: every failing claim reported), the others counted (per ``group``, a regex whose first group names a
+    (every failing claim is reported), the others counted (per ``group``, a regex whose first group names a
     claim's family) and left to the summary; ``"tally"``: the counts only.
     """
 
@@ -99,7 +99,7 @@ class Audit:
 
 @dataclass(frozen=True)
 class Pilot:
-    """A headroom pilot's ``rows.csv`` (issue 42): each run's gain over zero-shot on held-out training rows."""
+    """A headroom pilot's ``rows.csv`` (dpzero-headroom): each run's gain over zero-shot on held-out training rows."""
 
     folder: str
 
@@ -246,7 +246,7 @@ def _changed(result: dict) -> dict[str, tuple[str, str]]:
 
 
 def _tally(claims: list[dict]) -> str:
-    """holds / fails / no signal, and the claims left unjudged for a stated reason (issue 41: underpowered for this
+    """holds / fails / no signal, and the claims left unjudged for a stated reason (underpowered for this
     design, not testable here, judged on an explicit bound instead), each counted apart."""
     count = {v: sum(c["holds"] is v and not (v is None and c.get("status")) for c in claims)
              for v in (True, False, None)}

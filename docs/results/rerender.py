@@ -3,9 +3,9 @@
 Each result is read through its experiment's ``upgrade`` (:func:`dpnc_reproduce.protocol.read`) and written back
 (:func:`dpnc_reproduce.protocol.write`): rows.csv, the extra tables, result.json, the figures and summary.md. The
 stored claims, declarations, re-judging records and notes are kept as they are (an upgrade may rename what they name
-and adds a note saying so). Used for issue 43's method names (the registry's): the reproductions below.
+and adds a note saying so). Used for the registry's method names of 28 Nov 2026: the reproductions below.
 
-``--facts`` (issue 52): each stored claim without ``facts`` takes them from the same claim judged again on the stored
+``--facts`` (2 Dec 2026): each stored claim without ``facts`` takes them from the same claim judged again on the stored
 rows (same statement, same verdict and status; the verdicts are not touched: a claim whose fresh judging differs
 keeps no facts and is listed), for the results in :data:`FACTS`.
 

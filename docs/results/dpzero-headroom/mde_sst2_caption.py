@@ -1,6 +1,6 @@
 """Can a CPU design decide the Table 3 caption's claim on SST-2 ("DPZero at ε = 2 is within 1 point of MeZO")?
 
-Declared before any SST-2 run (issue 42, item 2, claim 6). The claim holds only if the whole 95 % interval of
+Declared on 28 Nov 2026 before any SST-2 run (summary.md's claim 6). The claim holds only if the whole 95 % interval of
 MeZO − DPZero ε = 2 lies inside (−1, +1) points: even at a true difference of 0 the interval's half-width must be
 below 1, and with 80 % power (both ends, TOST) (t₀.₉₇₅ + t₀.₉₀)·s.e. < 1.
 

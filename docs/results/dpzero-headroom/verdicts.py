@@ -86,7 +86,7 @@ claims.append({"statement": "every private run is (ε, δ)-DP by its own ledger 
                "facts": private.get("facts", {})})
 accuracy = {name: [100 * sum(v) / len(v) for v in b]
             for name, b in (("zero-shot", zs), ("mezo", mz), ("dpzero-eps6", d6), ("dpzero-eps2", d2))}
-print(json.dumps({"experiment": "dpzero-headroom (issue 42): the declared Table 2/3 claims, TREC top-2, T = 200",
+print(json.dumps({"experiment": "dpzero-headroom: the declared Table 2/3 claims, TREC top-2, T = 200",
                   "seeds": seeds, "test_examples": len(zs[0]), "accuracy": accuracy, "claims": claims,
                   "command": f"{result['command']}; python docs/results/dpzero-headroom/verdicts.py",
                   "seconds": result["seconds"]}, indent=1, ensure_ascii=False))
