@@ -31,10 +31,10 @@ from dpnc_reproduce import (
 )
 from dpnc_reproduce.dpzero_synthetic import run as synthetic
 from dpnc_reproduce.nonsmooth_rates import run as rates
-from tests.reproduce import test_utility as utility_tests
 from tests.reproduce.dpzero_dimension import rows as dimension_rows
 from tests.reproduce.dpzero_lm import rows as lm_rows
 from tests.reproduce.kl_rates import rows as kl_rows
+from tests.reproduce.utility import rows as utility_rows
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("DPNC_UPDATE_SNAPSHOTS") == "1"
@@ -237,12 +237,11 @@ def _nonsmooth_compare() -> protocol.Result:
 
 def _utility() -> protocol.Result:
     """DPZero 1.2× the hand-set baselines' excess risk, ten seeds, one least-squares cell."""
-    rows = utility_tests.baselines() + [
-        utility_tests.row("dpzero", "dpnc", s, 1.2 * (1 + utility_tests.jitter(s)))
-        for s in range(10)
+    rows = utility_rows.baselines() + [
+        utility_rows.row("dpzero", "dpnc", s, 1.2 * (1 + utility_rows.jitter(s))) for s in range(10)
     ]
     rows = [dataclasses.replace(r, problem="least-squares") for r in rows]
-    return _result(utility.EXPERIMENT, utility_tests.CONFIG, rows)
+    return _result(utility.EXPERIMENT, utility_rows.CONFIG, rows)
 
 
 RESULTS = {
