@@ -1,38 +1,14 @@
-"""nonsmooth-rates: n(β) read off the doubling, exponents judged against the theorems', equal
-evaluations, files."""
+"""nonsmooth-rates' report: the crossing n interpolated in log n, censored seeds kept with their
+range, exponents judged one-sided in their variable's regime, paired ratios with censored sides."""
 
-import dataclasses
 import math
 
 import pytest
 
 from dpnc_reproduce import claims as stats
-from dpnc_reproduce import protocol
 from dpnc_reproduce.loglog import GROWS, SHRINKS, loglog_fit
 from dpnc_reproduce.nonsmooth_rates import report
-from dpnc_reproduce.nonsmooth_rates import run as exp
-from dpnc_reproduce.nonsmooth_rates.experiment import EXPERIMENT
-from tests.reproduce.written import assert_written
-
-TINY = exp.RatesConfig(
-    dims=(2, 3),
-    epsilons=(4.0,),
-    alphas=(0.2,),
-    base_d=2,
-    base_epsilon=4.0,
-    base_alpha=0.2,
-    objectives=("radial",),
-    nonconvex_dims=(),
-    seeds=2,
-    n_start=200,
-    n_max=400,
-    betas=(0.6, 0.8),
-    main_beta=0.8,
-    n_test=300,
-    n_axis=50,
-    rim=1,
-    certificate_samples=4,
-)
+from tests.reproduce.nonsmooth_rates.tiny import TINY
 
 
 def test_crossing_interpolates_in_log_n_and_flags_the_ends():
@@ -88,68 +64,22 @@ def test_a_paired_ratio_with_one_side_censored_is_censored():
     assert report.paired_log_ratio(math.inf, math.inf, 1000) is None
 
 
-def test_klt_gets_at_most_ztcs_evaluations_and_the_counts_are_exact():
-    for n, d in ((2_000, 4), (8_000, 16)):
-        ztc, klt = (
-            exp.parameters(TINY, m, n=n, d=d, epsilon=2.0, alpha=0.1) for m in ("zo-o2nc", "klt")
-        )
-        ours, theirs = exp.evaluations(klt, d), exp.evaluations(ztc, d)
-        assert ours <= theirs < exp.evaluations(dataclasses.replace(klt, m=klt.m + 1), d)
-        assert ztc.m == d
-
-
-@pytest.mark.parametrize("objective, stops_at", [("radial", 400), ("radial-nonconvex", 800)])
-def test_the_doubling_stops_at_the_smallest_beta_in_the_objectives_unit(
-    monkeypatch, objective, stops_at
-):
-    """β is in units of the far-field slope 1 − 2q (0.7 on radial-nonconvex): the doubling must go
-    on until Ē reaches min β × 0.7 there, else thresholds() finds every smaller β censored at the n
-    where it stopped."""
-    config = dataclasses.replace(TINY, n_max=3_200, betas=(0.5,), main_beta=0.5, repel=0.15)
-    norms = {200: 0.6, 400: 0.45, 800: 0.34, 1_600: 0.3}
-    blank = {f.name: None for f in dataclasses.fields(exp.RateRow)}
-    monkeypatch.setattr(
-        exp, "run_at", lambda config, task, n: exp.RateRow(**{**blank, "expected_norm": norms[n]})
+def test_paired_log_ratio_keeps_censored_seeds_censored():
+    inf = math.inf
+    assert report.paired_log_ratio(4000, 1000, 16_000) == pytest.approx(2.0)
+    only_fewer = report.paired_log_ratio(inf, 4000, 16_000)  # only `fewer` reached: ≥ 2
+    assert (only_fewer.lower, only_fewer.upper, only_fewer.at) == (
+        pytest.approx(2.0),
+        inf,
+        pytest.approx(2.0),
     )
-    rows = EXPERIMENT.run_one(config, (objective, 2, 4.0, 0.2, "zo-o2nc", 0))
-    assert [r.expected_norm for r in rows] == [norms[n] for n in (200, 400, 800) if n <= stops_at]
-
-
-@pytest.mark.slow
-def test_tiny_run_writes_every_output(tmp_path):
-    result = protocol.run_experiment(EXPERIMENT, TINY, progress=False, workers=1)
-    for r in result.rows:
-        assert isinstance(r, exp.RateRow)
-        assert r.samples_used <= r.n and r.n in (200, 400)
-        assert r.evaluations == exp.evaluations(
-            exp.parameters(TINY, r.method, n=r.n, d=r.d, epsilon=r.epsilon, alpha=r.alpha), r.d
-        )  # the counts are the run's
-        assert 0 <= r.output_norm <= 1 and 0 <= r.expected_norm <= 1
-        assert (
-            r.certified <= 1 + 1e-12 and r.certified_uniform <= 1 + 1e-12
-        )  # convex combinations of unit vectors
-        assert r.population_bound > r.certified
-        assert r.epsilon_zcdp == pytest.approx(r.epsilon, rel=1e-9)
-    summary = assert_written(
-        result,
-        tmp_path,
-        "dpnc reproduce nonsmooth-rates (test)",
-        {"thresholds.csv", "fig_sample_complexity.png"},
+    only_more = report.paired_log_ratio(4000, inf, 16_000)  # only `more` reached: ≤ −2
+    assert (only_more.lower, only_more.upper, only_more.at) == (
+        -inf,
+        pytest.approx(-2.0),
+        pytest.approx(-2.0),
     )
-    assert "| objective | method | exponent in |" in summary and "Certificate tightness" in summary
-    assert "at equal function evaluations" in summary and "every run is (ε, δ_DP)-DP" in summary
-
-
-def test_config_validates():
-    with pytest.raises(ValueError, match="main_beta"):
-        dataclasses.replace(TINY, main_beta=0.5)
-    with pytest.raises(ValueError, match="nonconvex_dims"):
-        dataclasses.replace(TINY, nonconvex_dims=(5,))
-    with pytest.raises(ValueError, match="n_max"):
-        dataclasses.replace(TINY, n_max=100)
-    assert len(exp.FULL.tasks()) == 10 * 2 * (
-        len(exp.FULL.cells("radial")) + len(exp.FULL.cells("radial-nonconvex"))
-    )
+    assert report.paired_log_ratio(inf, inf, 16_000) is None
 
 
 def test_exponents_are_judged_in_their_variables_regime():
