@@ -7,9 +7,9 @@ This re-judging (2 Dec 2026: rate verdicts robust to the constants) touches the 
 a bound of several terms whose O-constants the theorems leave unknown (nonsmooth-rates, nonsmooth-compare, kl-rates:
 judged at both ends of the range the terms' constants allow, a verdict only where both agree), KLT's √d improvement
 (judged as the papers state it) and dpzero-dimension's slope (its modes selected by the variance model that judges
-it): :data:`RESULTS` lists every result it judges. The earlier re-judgings (2 Dec 2026: the interval first over
-dpzero_lm's results; 27 Nov and 25 Nov 2026: every result), with their rules, are in git history and REJUDGED.md. Not
-here:
+it): :data:`RESULTS` lists every result it judges, each with its experiment's name in
+:data:`dpnc_reproduce.EXPERIMENTS`. The earlier re-judgings (2 Dec 2026: the interval first over dpzero_lm's results;
+27 Nov and 25 Nov 2026: every result), with their rules, are in git history and REJUDGED.md. Not here:
 ``dpzero-headroom/result.json`` (written by ``dpzero-headroom/verdicts.py``), ``audit/`` and ``finetune-defaults/``
 (other owners), ``dpzero-synthetic`` and ``utility`` (their rate claims judge one-term bounds: no ratio of constants).
 
@@ -22,7 +22,7 @@ import datetime
 import re
 from pathlib import Path
 
-from dpnc_reproduce import dpzero_dimension, kl_rates, nonsmooth_compare, nonsmooth_rates, protocol
+from dpnc_reproduce import EXPERIMENTS, protocol
 
 HERE = Path(__file__).parent
 TITLE = "rate verdicts robust to the constants"  # this re-judging's heading, after its date
@@ -43,15 +43,15 @@ RULES = {
     "judges the slope and that both were declared with (the seed part, k − 1 df, and the test-example part, m − 1 "
     "df); since the re-judging of 27 Nov 2026 the selection used the two-way ANOVA, which dropped TREC's bias mode",
 }
-RESULTS = [  # folder, experiment, rule, the declarations changed (redeclare: marked declared after the rows)
-    ("nonsmooth-rates", nonsmooth_rates.EXPERIMENT, "nonsmooth", True),
-    ("nonsmooth-rates/nonconvex-rerun", nonsmooth_rates.EXPERIMENT, "nonsmooth", True),
-    ("nonsmooth-compare", nonsmooth_compare.EXPERIMENT, "nonsmooth", True),
-    ("nonsmooth-compare/larger-n", nonsmooth_compare.EXPERIMENT, "nonsmooth", True),
-    ("kl-rates", kl_rates.EXPERIMENT, "rates", True),
-    ("kl-rates-full", kl_rates.EXPERIMENT, "rates", True),
-    ("kl-rates-full/inner-scale-4", kl_rates.EXPERIMENT, "rates", True),
-    *((f"dpzero-dimension/{f}", dpzero_dimension.EXPERIMENT, "dimension", False)
+RESULTS = [  # folder, experiment name, rule, the declarations changed (redeclare: marked declared after the rows)
+    ("nonsmooth-rates", "nonsmooth-rates", "nonsmooth", True),
+    ("nonsmooth-rates/nonconvex-rerun", "nonsmooth-rates", "nonsmooth", True),
+    ("nonsmooth-compare", "nonsmooth-compare", "nonsmooth", True),
+    ("nonsmooth-compare/larger-n", "nonsmooth-compare", "nonsmooth", True),
+    ("kl-rates", "kl-rates", "rates", True),
+    ("kl-rates-full", "kl-rates", "rates", True),
+    ("kl-rates-full/inner-scale-4", "kl-rates", "rates", True),
+    *((f"dpzero-dimension/{f}", "dpzero-dimension", "dimension", False)
       for f in ("cached-modes", "full-forward-modes", "gpu-all-modes", "gpu-clip-grid-T120", "gpu-clip-grid-T90",
                 "probe-clip-trec-top2")),
 ]
@@ -70,10 +70,10 @@ def main() -> None:
     lines += [f"- **{k}**: {v}" for k, v in RULES.items()]
     lines += ["", "| result | claim | old | new | rule | new numbers |", "|---|---|---|---|---|---|"]
     unchanged, depends = [], []
-    for folder, experiment, rule, redeclare in RESULTS:
+    for folder, name, rule, redeclare in RESULTS:
         if args.only is not None and folder not in args.only:
             continue
-        _, changes = protocol.rejudge(experiment, HERE / folder, RULES[rule], date=args.date,
+        _, changes = protocol.rejudge(EXPERIMENTS[name], HERE / folder, RULES[rule], date=args.date,
                                       redeclare=redeclare)
         changed = [c for c in changes if c["old"] != c["new"]]
         unchanged.append(f"{folder}: {len(changes) - len(changed)} unchanged")

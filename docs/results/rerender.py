@@ -3,7 +3,8 @@
 Each result is read through its experiment's ``upgrade`` (:func:`dpnc_reproduce.protocol.read`) and written back
 (:func:`dpnc_reproduce.protocol.write`): rows.csv, the extra tables, result.json, the figures and summary.md. The
 stored claims, declarations, re-judging records and notes are kept as they are (an upgrade may rename what they name
-and adds a note saying so). Used for the registry's method names of 28 Nov 2026: the reproductions below.
+and adds a note saying so). Used for the registry's method names of 28 Nov 2026: the results in :data:`RESULTS`,
+each with its experiment's name in :data:`dpnc_reproduce.EXPERIMENTS`.
 
 ``--facts`` (2 Dec 2026): each stored claim without ``facts`` takes them from the same claim judged again on the stored
 rows (same statement, same verdict and status; the verdicts are not touched: a claim whose fresh judging differs
@@ -13,24 +14,23 @@ Run from the repository root: ``.venv/bin/python docs/results/rerender.py [--onl
 """
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
-import dataclasses
-
-from dpnc_reproduce import dpzero_lm, dpzero_synthetic, nonsmooth_compare, nonsmooth_rates, protocol, utility
+from dpnc_reproduce import EXPERIMENTS, protocol
 
 HERE = Path(__file__).parent
-RESULTS = [("nonsmooth-rates", nonsmooth_rates.EXPERIMENT),
-           ("nonsmooth-rates/nonconvex-rerun", nonsmooth_rates.EXPERIMENT),
-           ("nonsmooth-compare", nonsmooth_compare.EXPERIMENT),
-           ("nonsmooth-compare/larger-n", nonsmooth_compare.EXPERIMENT),
-           ("utility", utility.EXPERIMENT)]
-FACTS = [("utility", utility.EXPERIMENT), ("dpzero-synthetic", dpzero_synthetic.EXPERIMENT),
-         ("dpzero-synthetic/probe-T10240", dpzero_synthetic.EXPERIMENT),
-         ("dpzero-synthetic/probe-high-rank", dpzero_synthetic.EXPERIMENT),
-         ("dpzero-synthetic/probe-longer", dpzero_synthetic.EXPERIMENT),
-         ("dpzero-lm-tasks/tables-3-5", dpzero_lm.EXPERIMENT)]
+RESULTS = [("nonsmooth-rates", "nonsmooth-rates"),  # folder, experiment name
+           ("nonsmooth-rates/nonconvex-rerun", "nonsmooth-rates"),
+           ("nonsmooth-compare", "nonsmooth-compare"),
+           ("nonsmooth-compare/larger-n", "nonsmooth-compare"),
+           ("utility", "utility")]
+FACTS = [("utility", "utility"), ("dpzero-synthetic", "dpzero-synthetic"),
+         ("dpzero-synthetic/probe-T10240", "dpzero-synthetic"),
+         ("dpzero-synthetic/probe-high-rank", "dpzero-synthetic"),
+         ("dpzero-synthetic/probe-longer", "dpzero-synthetic"),
+         ("dpzero-lm-tasks/tables-3-5", "dpzero-lm")]
 
 
 def add_facts(experiment, folder: Path) -> tuple[int, list[str]]:
@@ -65,14 +65,14 @@ def main() -> None:
     parser.add_argument("--facts", action="store_true", help="add the claims' facts (FACTS), verdicts untouched")
     args = parser.parse_args()
     if args.facts:
-        for folder, experiment in FACTS:
+        for folder, name in FACTS:
             if args.only is None or folder in args.only:
-                added, left = add_facts(experiment, HERE / folder)
+                added, left = add_facts(EXPERIMENTS[name], HERE / folder)
                 print(f"{folder}: {added} claims gained facts; without: {left}")
         return
-    for folder, experiment in RESULTS:
+    for folder, name in RESULTS:
         if args.only is None or folder in args.only:
-            paths = rerender(experiment, HERE / folder)
+            paths = rerender(EXPERIMENTS[name], HERE / folder)
             print(f"{folder}: {len(paths)} files written")
 
 
