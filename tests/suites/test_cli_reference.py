@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli-reference.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli-reference.md"
 TITLE = "# CLI reference\n\nEvery command and option, generated from the CLI itself.\n\n"
 
 
@@ -32,7 +32,7 @@ def escaped(lines):
 
 def test_the_cli_reference_is_the_clis_own():
     assert PAGE.read_text() == generated(), (
-        "docs/cli-reference.md is stale: python tests/test_cli_reference.py"
+        "docs/cli-reference.md is stale: python tests/suites/test_cli_reference.py"
     )
 
 
