@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 # The choices of the options, as click choices (shown in --help, checked before any work). They are
-# the library's: tests/test_cli.py checks each against its tuple in dpnc.lm.config (not imported
+# the library's: tests/cli/test_base.py checks each against its tuple in dpnc.lm.config (not imported
 # here: it imports torch). The optimizer options' flags take theirs from dpnc.options
 # (dpnc.cli.finetune generates them).
 Task = Literal["SST-2", "SST-5", "TREC", "RTE", "SNLI", "MNLI"]
