@@ -1,7 +1,7 @@
 """How often a 2-process data-parallel run aborts as its processes exit: a reliability count, not a timing.
 
 Each run is a fresh ``python`` process that spawns 2 gloo ranks (``torch.multiprocessing``), takes ``--steps``
-data-parallel ``dpnc.tier.DPZero`` steps on a small MLP with Poisson batches, gathers one object over the ranks
+data-parallel ``dpnc.tier.DPZeroOptimizer`` steps on a small MLP with Poisson batches, gathers one object over the ranks
 (evaluation's last collective in ``dpnc finetune``), calls ``dpnc.distributed.shutdown()`` and exits. A run fails when
 a rank dies, e.g. by SIGABRT, "terminate called without an active exception": a gloo worker thread freeing a
 collective's tensor while the interpreter shuts down (``dpnc.distributed._HANDED`` says how it was found and what
@@ -26,7 +26,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from dpnc.distributed import Group, shutdown
-from dpnc.tier.zeroth_order import DPZero
+from dpnc.tier.zeroth_order import DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import PoissonSampler
@@ -41,7 +41,7 @@ def worker(rank: int, init: str, steps: int) -> None:
         X, y = torch.randn(64, 4), torch.randn(64)
         group = Group()
         # Seeded batches and noise: a reliability check, not a private run.
-        opt = DPZero(model.parameters(), lr=1e-2, clip=1.0, noise_multiplier=1.0,
+        opt = DPZeroOptimizer(model.parameters(), lr=1e-2, clip=1.0, noise_multiplier=1.0,
                      sampler=PoissonSampler.for_testing(64, 16, seed=3), accountant=Accountant(),
                      noise=NoiseSource.for_testing(0), seed=1, group=group, model=model, data=(X, y))
         for _ in range(steps):

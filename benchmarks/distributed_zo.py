@@ -6,7 +6,7 @@ scalar), whatever the model's size; a sampled batch also sends the indices rank 
 samples nothing, so every rank takes it itself and the all_reduce is the step's one collective. A first-order DDP
 step all-reduces every gradient entry. This script measures both:
 
-* throughput (examples/s) of ``dpnc.tier.DPZero`` at the same global batch B on 1 process without a group
+* throughput (examples/s) of ``dpnc.tier.DPZeroOptimizer`` at the same global batch B on 1 process without a group
   (the plain optimizer: the baseline of every speed-up), 1 process with ``group=Group()`` (the distributed code
   path's overhead) and 2 processes (each evaluates B/2 examples), each with the directions regenerated three times
   a step (the default) and with ``cache_directions=True`` (generated once), gloo on CPU, 1 torch thread per
@@ -54,7 +54,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from dpnc.tier.direction_cache import CachedModuleSpace
 from dpnc.distributed import Group, shutdown
-from dpnc.tier.zeroth_order import DPZero
+from dpnc.tier.zeroth_order import DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.sampling import FullBatch
@@ -115,7 +115,7 @@ def collectives(group: Group) -> None:
 
 def make_optimizer(model, data, args, group=None, cache=False):
     # Seeded noise: a benchmark, not a private run (the ledger says "not private").
-    return DPZero(model.parameters(), lr=1e-6, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(args.batch),
+    return DPZeroOptimizer(model.parameters(), lr=1e-6, clip=1.0, noise_multiplier=1.0, sampler=FullBatch(args.batch),
                   accountant=Accountant(), noise=NoiseSource.for_testing(0), seed=1, group=group, model=model,
                   data=data, cache_directions=cache)
 
@@ -265,7 +265,7 @@ def table(runs: list[dict], args) -> str:
         lines.append(f"| {name} | {world} | {m:.4f} | {low:.4f} | {args.batch / m:.1f} | {args.batch / low:.1f} | "
                      f"{sent.get('collectives', 0):.0f} | {elements:.0f} | {sent.get('bytes', 0):.0f} |")
 
-    row("dpnc.tier.DPZero (no group): the baseline", 1, runs[0]["plain"], {})
+    row("dpnc.tier.DPZeroOptimizer (no group): the baseline", 1, runs[0]["plain"], {})
     row("DPZero(cache_directions=True) (no group)", 1, runs[0]["plain_cached"], {})
     for run in runs:
         row("DPZero(group=Group())", run["world"], run["group"], run["group_sent"])

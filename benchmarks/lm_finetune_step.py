@@ -19,7 +19,7 @@ Modes (one process, round-robin: one step of each per round, so drift of the mac
 ``--warmup`` rounds, then median/min/max over ``--steps`` rounds):
   inference            one no_grad forward of the whole model on the pre-tokenized batch (per-example losses);
   2 full forwards      two of them: the baseline ("x 2 full forwards");
-  DPZero all           ``dpnc.tier.DPZero`` over every parameter; the closure tokenizes the drawn batch once
+  DPZero all           ``dpnc.tier.DPZeroOptimizer`` over every parameter; the closure tokenizes the drawn batch once
                        per step (both passes share it), as ``dpnc.lm.steps`` does;
   DPZero top-1 cached  train="top-k", top_k=1: the batch is ``PrefixCache(...).batch(index, labels)`` (hidden
                        states after 5 frozen layers), so each pass runs 1 layer, the pooling and the head;
@@ -63,7 +63,7 @@ from dpnc.lm.data import get_task
 from dpnc.lm.lmbff import load_task
 from dpnc.lm.classifiers import build_classifier
 from dpnc.lm.trainable import select_trainable
-from dpnc.tier.zeroth_order import DPZero
+from dpnc.tier.zeroth_order import DPZeroOptimizer
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
 
@@ -130,7 +130,7 @@ class Mode:
             return forwards
         recipe = ZO_RECIPES[SPECS[self.name][0]]
         params = [p for p in self.clf.parameters() if p.requires_grad]
-        opt = DPZero(params, lr=recipe["lr"], clip=recipe["clip"], smoothing=recipe["smoothing"],
+        opt = DPZeroOptimizer(params, lr=recipe["lr"], clip=recipe["clip"], smoothing=recipe["smoothing"],
                      noise_multiplier=ZO_SIGMA, sampler=FullBatch(B), accountant=Accountant("add/remove"),
                      seed=2, model=self.clf, data=DataRows(fetch=self.batch))   # both passes share one fetch
         return lambda: opt.step(self.clf)

@@ -20,8 +20,8 @@ Time (one process): the modes run round-robin, one step of each per round, so dr
 hits every mode alike; ``--warmup`` rounds, then median/min/max over ``--steps`` rounds.
   inference      one no_grad forward producing per-example losses (the unit, "x inference");
   2 forwards     two such forwards (the floor of any two-point zeroth-order step);
-  dpnc MeZO      ``dpnc.tier.MeZO`` (PoissonSampler), eval mode;
-  dpnc DPZero    ``dpnc.tier.DPZero`` (PoissonSampler + add/remove Accountant), eval mode;
+  dpnc MeZO      ``dpnc.tier.MeZOOptimizer`` (PoissonSampler), eval mode;
+  dpnc DPZero    ``dpnc.tier.DPZeroOptimizer`` (PoissonSampler + add/remove Accountant), eval mode;
   dpnc DPZero (cached u)  the same with ``cache_directions=True``: u drawn once a step and kept (d numbers
                  of memory) instead of regenerated for each of the step's three passes;
   2 forwards + 3 u passes  the seed trick's own work and nothing else: two forwards and the three moves of
@@ -78,7 +78,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dpnc.batches import DataRows
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
 from dpnc.space import ModuleSpace
@@ -211,11 +211,11 @@ def make_steps(model, batch, args, names):
     if "2 forwards" in names:
         steps["2 forwards"] = lambda: forwards(2)
     if "dpnc MeZO" in names:
-        mezo = MeZO(model.parameters(), lr=ZO_LR, smoothing=LAM, sampler=sampler, seed=1, model=model, data=rows)
+        mezo = MeZOOptimizer(model.parameters(), lr=ZO_LR, smoothing=LAM, sampler=sampler, seed=1, model=model, data=rows)
         steps["dpnc MeZO"] = lambda: mezo.step(lambda *whole_dataset: losses())
     for name, cache in (("dpnc DPZero", False), ("dpnc DPZero (cached u)", True)):
         if name in names:
-            dpzero = DPZero(model.parameters(), lr=ZO_LR, clip=ZO_CLIP, smoothing=LAM, noise_multiplier=ZO_SIGMA,
+            dpzero = DPZeroOptimizer(model.parameters(), lr=ZO_LR, clip=ZO_CLIP, smoothing=LAM, noise_multiplier=ZO_SIGMA,
                             sampler=sampler, accountant=Accountant("add/remove"), seed=2, model=model, data=rows,
                             cache_directions=cache)
             steps[name] = lambda o=dpzero: o.step(lambda *whole_dataset: losses())

@@ -15,7 +15,7 @@ least-disturbed sample; another busy process slows the 2-thread matmuls far more
   (b) two such forwards (the floor of any two-point ZO step);
   (c) reference MeZO written out as the MeZO paper's code does it: 4 passes regenerating z per
       tensor from a seeded generator (+λ, eval, −2λ, eval, +λ, then −lr·g);
-  (d) ``dpnc.tier.MeZO`` and (e) ``dpnc.tier.DPZero`` (PoissonSampler + add/remove Accountant);
+  (d) ``dpnc.tier.MeZOOptimizer`` and (e) ``dpnc.tier.DPZeroOptimizer`` (PoissonSampler + add/remove Accountant);
   (f) one z pass alone: randn for every parameter tensor + add_ (the unit of (c)−(b));
   (g) (e) with the model-state check off (its guard a no-op): (e)/(g) is the check's cost (target ≤ 1.05).
 dpnc's ModuleSpace restores and updates in one pass, so (d)/(e) make 3 z passes, (c) makes 4.
@@ -51,7 +51,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from dpnc.batches import DataRows
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch
 
@@ -120,10 +120,10 @@ def make_steps(model, losses, batch):
 
     sampler = FullBatch(batch)  # the fixed batch is the whole (benchmark) dataset, which losses() evaluates
     rows = DataRows(fetch=lambda index: ())   # so the optimizer hands losses() nothing: no copy in the timing
-    mezo = MeZO(model.parameters(), lr=LR, smoothing=LAM, sampler=sampler, seed=1, model=model, data=rows)
-    dpzero = DPZero(model.parameters(), lr=LR, clip=CLIP, smoothing=LAM, noise_multiplier=SIGMA,
+    mezo = MeZOOptimizer(model.parameters(), lr=LR, smoothing=LAM, sampler=sampler, seed=1, model=model, data=rows)
+    dpzero = DPZeroOptimizer(model.parameters(), lr=LR, clip=CLIP, smoothing=LAM, noise_multiplier=SIGMA,
                     sampler=sampler, accountant=Accountant("add/remove"), seed=2, model=model, data=rows)
-    unchecked = DPZero(model.parameters(), lr=LR, clip=CLIP, smoothing=LAM, noise_multiplier=SIGMA,
+    unchecked = DPZeroOptimizer(model.parameters(), lr=LR, clip=CLIP, smoothing=LAM, noise_multiplier=SIGMA,
                        sampler=sampler, accountant=Accountant("add/remove"), seed=3, model=model, data=rows)
     unchecked.guard = NoStateCheck()
     return {

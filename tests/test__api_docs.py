@@ -14,7 +14,7 @@ from dpnc._api_docs import RestRoles, markdown  # noqa: E402
         (":class:`dpnc.privacy.Accountant`", "`dpnc.privacy.Accountant`"),
         (":class:`~dpnc.privacy.Accountant`", "`Accountant`"),
         (":py:func:`~dpnc.make_private` and :mod:`dpnc.lm`", "`make_private` and `dpnc.lm`"),
-        (":meth:`the step <dpnc.tier.DPZero.step>`", "`the step`"),
+        (":meth:`the step <dpnc.tier.DPZeroOptimizer.step>`", "`the step`"),
         (":data:` ALL `", "`ALL`"),
         ("``code`` and :unknown:`x`", "``code`` and :unknown:`x`"),
     ],

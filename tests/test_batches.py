@@ -15,7 +15,7 @@ from torch import nn
 import dpnc
 from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch, PoissonSampler
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 from tests.toys import linear_rows
 
 N, FEATURES, B, STEPS = 128, 4, 16, 6
@@ -144,7 +144,7 @@ def test_the_loss_function_is_handed_exactly_the_batch_the_loader_yielded(optimi
 def test_the_direct_optimizer_fetches_its_rows_from_the_data_it_was_given():
     X, y = dataset().tensors
     model = nn.Linear(FEATURES, 1).eval()
-    opt = DPZero(
+    opt = DPZeroOptimizer(
         model.parameters(),
         lr=0.05,
         clip=5.0,
@@ -165,7 +165,7 @@ def test_the_direct_optimizer_fetches_its_rows_from_the_data_it_was_given():
     with pytest.raises(ValueError, match="loss_fn must take the batch as arguments"):
         opt.step(lambda: loss(model)(X[:B], y[:B]))
     with pytest.raises(ValueError, match="data must be the training data"):
-        DPZero(
+        DPZeroOptimizer(
             model.parameters(),
             lr=0.05,
             clip=5.0,
@@ -216,7 +216,7 @@ def test_model_train_after_construction_is_refused_at_the_next_step(optimizer):
 def test_active_dropout_after_construction_is_refused_for_zeroth_order_steps():
     model = nn.Sequential(nn.Linear(FEATURES, 4), nn.Dropout(0.5), nn.Linear(4, 1)).eval()
     X, y = dataset().tensors
-    opt = MeZO(model.parameters(), lr=0.05, model=model, data=(X, y), sampler=FullBatch(N))
+    opt = MeZOOptimizer(model.parameters(), lr=0.05, model=model, data=(X, y), sampler=FullBatch(N))
     opt.step(loss(model))
     model.train()
     with pytest.raises(ValueError, match="dropout"):
@@ -296,7 +296,7 @@ def test_the_direct_optimizer_refuses_a_loss_fn_of_the_wrong_arity_before_any_re
     X, y = dataset().tensors
     model = nn.Linear(FEATURES, 1).eval()
     acct = Accountant("add/remove")
-    opt = DPZero(
+    opt = DPZeroOptimizer(
         model.parameters(),
         lr=0.05,
         clip=5.0,

@@ -23,7 +23,7 @@ from dpnc import distributed
 from dpnc.distributed import LOCAL, Group, shutdown
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 from tests.spawned import run_ranks
 from tests.toys import tanh_mlp
 
@@ -164,7 +164,7 @@ def build(case, model, *, rank=0, group=None, accountant=None):
     rows = data(CASES[case][4])  # each rank's step fetches its part of the batch from these
     options = OPTIONS.get(case, {})
     if kind == "mezo":
-        opt = MeZO(
+        opt = MeZOOptimizer(
             model.parameters(),
             lr=LR,
             sampler=sampler,
@@ -177,7 +177,7 @@ def build(case, model, *, rank=0, group=None, accountant=None):
         )
     else:
         noise = NoiseSource.for_testing(7) if source else NoNoise()
-        opt = DPZero(
+        opt = DPZeroOptimizer(
             model.parameters(),
             lr=LR,
             clip=C,
@@ -505,7 +505,7 @@ def test_group_needs_an_initialised_process_group():
         Group()
     with pytest.raises(ValueError, match="group must be"):
         model = make_model(4, torch.float64, 0)
-        DPZero(
+        DPZeroOptimizer(
             model.parameters(),
             lr=LR,
             clip=C,

@@ -185,13 +185,13 @@ def test_the_cli_prints_a_saved_self_audit(tmp_path):
 def test_watch_reads_the_declared_optimizer_and_release_and_refuses_the_rest():
     from dpnc.privacy import Accountant
     from dpnc.sampling import ShuffleSampler
-    from dpnc.tier import DPZero
+    from dpnc.tier import DPZeroOptimizer
 
     model = nn.Linear(2, 1, bias=False).eval()
     audit = SelfAudit(2, row=lambda k, s: None, coordinates=[0, 1])
     with pytest.raises(ValueError, match=r"watches dpnc.s DPZero or DPOptimizer \(.*\); got a SGD"):
         audit.watch(torch.optim.SGD(model.parameters(), lr=0.1))
-    fixed_size = DPZero(
+    fixed_size = DPZeroOptimizer(
         model.parameters(),
         lr=0.1,
         clip=1.0,

@@ -7,8 +7,6 @@ reproductions (``dpnc_reproduce``) keep to it (``tests/suites/test_public_api.py
 __version__ = "0.1.0"
 
 # The package doors first (each re-exports its parts), then the modules used as a whole.
-# dpnc.algorithms.dpzero's DPZero and MeZO (the papers' configurations) are not dpnc.tier's (the
-# torch optimizers of the same names).
 PUBLIC_MODULES = (
     "dpnc",
     "dpnc.privacy",

@@ -34,7 +34,7 @@ from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.noise import NoiseSource
 from dpnc.progress import progress as progress_bar
 from dpnc.sampling import FullBatch
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 
 PRIVATE, REFERENCE = "DPZero", "MeZO"
 
@@ -112,7 +112,7 @@ def run_demo(
         nn.init.zeros_(model.weight)
         nn.init.zeros_(model.bias)
         if method == PRIVATE:
-            opt = DPZero(
+            opt = DPZeroOptimizer(
                 model.parameters(),
                 lr=config.lr,
                 clip=config.clip,
@@ -127,7 +127,7 @@ def run_demo(
                 data=(X, y),
             )
         else:
-            opt = MeZO(
+            opt = MeZOOptimizer(
                 model.parameters(),
                 lr=config.mezo_lr,
                 smoothing=config.smoothing,

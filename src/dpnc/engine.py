@@ -113,7 +113,7 @@ from dpnc.tier.first_order import DPOptimizer
 from dpnc.tier.registry import OPTIMIZERS as REGISTRY
 from dpnc.tier.registry import names, refuse_others, wrapping
 from dpnc.tier.wiring import wire
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 
 OPTIMIZERS = names("make_private")  # the registry's names make_private offers
 
@@ -226,7 +226,7 @@ def make_private(
     audit: SelfAudit | None = None,
     continue_from: Accountant | None = None,
     **options: Any,
-) -> tuple[DPZero | MeZO | DPOptimizer, DataLoader, Accountant]:
+) -> tuple[DPZeroOptimizer | MeZOOptimizer | DPOptimizer, DataLoader, Accountant]:
     """A private training run: optimizer, loader of secret Poisson batches, accountant.
 
     Implements: DPZero (Zhang et al. 2024, Algorithm 2 with Poisson minibatches and the seed trick),

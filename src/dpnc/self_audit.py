@@ -64,7 +64,7 @@ from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.one_run import OneRunResult, one_run_audit
 from dpnc.privacy.releases import Gaussian, Poisson, Release, Sampled
 from dpnc.tier.first_order import DPOptimizer
-from dpnc.tier.zeroth_order import DPZero
+from dpnc.tier.zeroth_order import DPZeroOptimizer
 
 #: the scores, declared before any run (one-run confidence is shared over them and the k grid): the
 #: exact LLR of the claimed Poisson-Gaussian release and its reverse, the plain sum (a canary that
@@ -291,18 +291,20 @@ class SelfAudit:
         self._delta = delta
         return (ConcatDataset([data, _Rows(rows)]) if rows else data), n + self.m
 
-    def watch(self, optimizer: DPZero | DPOptimizer) -> None:
+    def watch(self, optimizer: DPZeroOptimizer | DPOptimizer) -> None:
         """Score every canary from each step's public release (a step hook of ``optimizer``).
 
         Raises ValueError, before any step, unless ``optimizer`` is dpnc's
-        :class:`~dpnc.tier.DPZero` or :class:`~dpnc.tier.DPOptimizer` whose declared step release is
-        a Poisson-subsampled Gaussian (the scores read its q and σ/Δ), and unless the coordinates
-        index its trainable parameters."""
+        :class:`~dpnc.tier.DPZeroOptimizer` or :class:`~dpnc.tier.DPOptimizer` whose declared step
+        release is a Poisson-subsampled Gaussian (the scores read its q and σ/Δ), and unless the
+        coordinates index its trainable parameters."""
         if isinstance(
             optimizer, DPOptimizer
         ):  # first order: the trainable parameters by name, in order
             trainable = list(optimizer.params.values())
-        elif isinstance(optimizer, DPZero):  # zeroth order: the parameters the directions span
+        elif isinstance(
+            optimizer, DPZeroOptimizer
+        ):  # zeroth order: the parameters the directions span
             trainable = list(optimizer.space.params)
         else:
             raise ValueError(
@@ -319,7 +321,7 @@ class SelfAudit:
         self._optimizer = optimizer
         optimizer.register_step_hook(self._score)
 
-    def _score(self, optimizer: DPZero | DPOptimizer, info) -> None:
+    def _score(self, optimizer: DPZeroOptimizer | DPOptimizer, info) -> None:
         released = info.released.detach().double().cpu()
         if isinstance(
             optimizer, DPOptimizer

@@ -2,12 +2,12 @@
 
 For each mechanism the correct configuration must not be flagged (no statistic's empirical ε(δ)
 lower bound above the ledger's ε(δ)) and every deliberately broken variant must be: σ/1.5 with the
-claim unchanged (full-batch DPZero, DPGD-0th, DP-GD, Poisson DPZero and the dpnc.tier.DPZero
-optimizer; σ/10 for the tree oracles and KL-Spider's checkpoint, audited at ε = 1 with fewer runs),
-public batches, the realised-batch denominator, a loss_fn on a fixed other batch, and train-mode
-BatchNorm. The run counts are those of docs/audit.md ("Power"): derived from simulations of the same
-tests on Gaussian releases (python -m dpnc.audit.power) and measured; the noise is secret, so every
-CI run is a fresh draw."""
+claim unchanged (full-batch DPZero, DPGD-0th, DP-GD, Poisson DPZero and the
+dpnc.tier.DPZeroOptimizer optimizer; σ/10 for the tree oracles and KL-Spider's checkpoint, audited
+at ε = 1 with fewer runs), public batches, the realised-batch denominator, a loss_fn on a fixed
+other batch, and train-mode BatchNorm. The run counts are those of docs/audit.md ("Power"): derived
+from simulations of the same tests on Gaussian releases (python -m dpnc.audit.power) and measured;
+the noise is secret, so every CI run is a fresh draw."""
 
 import pytest
 

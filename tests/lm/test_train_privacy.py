@@ -14,7 +14,7 @@ from dpnc.batches import DataRows
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_task
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
-from dpnc.tier.zeroth_order import DPZero
+from dpnc.tier.zeroth_order import DPZeroOptimizer
 from tests.shared_data import DATA, needs_data
 from tests.small_model import one_layer_minilm
 
@@ -216,7 +216,7 @@ def _optimizer(clf, data, sampler, accountant):
     rows = DataRows(
         fetch=lambda index: clf.encode([data.texts[i] for i in index.tolist()], data.labels[index])
     )
-    return DPZero(
+    return DPZeroOptimizer(
         params,
         lr=1e-3,
         clip=10.0,

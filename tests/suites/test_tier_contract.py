@@ -27,7 +27,7 @@ from dpnc.sampling import PoissonSampler, ShuffleSampler
 from dpnc.tier.base import StepHooks
 from dpnc.tier.registry import OPTIMIZERS, RELATIONS, Spec, names, zeroth_order
 from dpnc.tier.wiring import wire
-from dpnc.tier.zeroth_order import DPZero
+from dpnc.tier.zeroth_order import DPZeroOptimizer
 from tests.shared_data import DATA, needs_data
 
 N, B, T = 64, 8, 3
@@ -366,7 +366,7 @@ def test_options_are_refused_by_their_rule_and_where_the_entry_does_not_take_the
 # --- adding an optimizer --------------------------------------------------------------------------
 
 
-class HalfStepDPZero(DPZero):
+class HalfStepDPZero(DPZeroOptimizer):
     """A toy optimizer: DPZero whose update is half as long (one class)."""
 
     def _step(self, group, seed, closure):
@@ -414,7 +414,7 @@ def test_a_new_optimizer_is_one_class_one_line_and_one_case(monkeypatch):
     assert type(optimizer) is HalfStepDPZero and accountant.releases == T
 
 
-class ScaledDPZero(DPZero):
+class ScaledDPZero(DPZeroOptimizer):
     """A toy optimizer with a hyper-parameter of its own: DPZero whose update is scaled."""
 
     step_scale = 1.0

@@ -13,7 +13,7 @@ from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler
 from dpnc.space import DIRECTIONS, ModuleSpace
 from dpnc.tier.direction_cache import CachedModuleSpace
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 
 
 def mlp(dtype, seed=0):
@@ -62,7 +62,7 @@ def optimizers(make, cache):
     model = mlp(torch.float64)
     sampler = PoissonSampler.for_testing(64, 16, seed=3)
     if make == "dpzero":
-        opt = DPZero(
+        opt = DPZeroOptimizer(
             model.parameters(),
             lr=0.05,
             clip=0.5,
@@ -76,7 +76,7 @@ def optimizers(make, cache):
             cache_directions=cache,
         )
     else:
-        opt = MeZO(
+        opt = MeZOOptimizer(
             model.parameters(),
             lr=0.05,
             sampler=sampler,
@@ -107,7 +107,7 @@ def test_the_optimizers_with_cached_directions_follow_the_same_trajectory(make):
 def test_cache_directions_must_be_a_bool():
     model = mlp(torch.float64)
     with pytest.raises(ValueError, match="cache_directions must be a bool"):
-        MeZO(
+        MeZOOptimizer(
             model.parameters(),
             lr=0.1,
             sampler=PoissonSampler.for_testing(8, 2, seed=0),

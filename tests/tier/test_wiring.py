@@ -12,7 +12,7 @@ from dpnc.privacy.calibrate import epsilon_for
 from dpnc.sampling import PoissonSampler
 from dpnc.tier.registry import OPTIMIZERS
 from dpnc.tier.wiring import calibrate, wire
-from dpnc.tier.zeroth_order import DPZero
+from dpnc.tier.zeroth_order import DPZeroOptimizer
 
 N, B, STEPS, BUDGET = 100, 10, 5, Budget(1.0, 1e-5)
 SHAPE = dict(n=N, batch_size=B, steps=STEPS, accountant="pld", relation="replace-one")
@@ -48,7 +48,7 @@ def test_wire_builds_the_entrys_optimizer_and_its_public_record():
     optimizer, wiring = wire(
         model, "dpzero", budget=BUDGET, **arguments(options={"lr": 0.1, "clip": 1.0})
     )
-    assert isinstance(optimizer, DPZero)
+    assert isinstance(optimizer, DPZeroOptimizer)
     assert optimizer.param_groups[0]["params"] == list(model.parameters())
     record = wiring.public()
     assert record["method"] == "dpzero" and record["private"] and record["world_size"] == 1

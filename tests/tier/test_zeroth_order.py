@@ -13,7 +13,7 @@ from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.releases import FixedSize, Sampled
 from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler
 from dpnc.tier.base import validate_model
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 from tests.toys import snapshot, tanh_mlp
 
 N, FEATURES = 128, 4
@@ -56,12 +56,12 @@ def dpzero(net, **kwargs):
         model=net,
         data=data(),
     )
-    return DPZero(net.parameters(), **{**defaults, **kwargs})
+    return DPZeroOptimizer(net.parameters(), **{**defaults, **kwargs})
 
 
 def mezo(net, **kwargs):
     defaults = dict(lr=1e-2, smoothing=1e-3, sampler=FullBatch(N), seed=1, model=net, data=data())
-    return MeZO(net.parameters(), **{**defaults, **kwargs})
+    return MeZOOptimizer(net.parameters(), **{**defaults, **kwargs})
 
 
 def test_mezo_decreases_the_loss():
@@ -286,7 +286,7 @@ def test_bad_arguments():
         dpzero(model).step(None)
     groups = [{"params": [model[0].weight]}, {"params": [model[2].weight]}]
     with pytest.raises(ValueError, match="one parameter group"):
-        DPZero(
+        DPZeroOptimizer(
             groups,
             lr=1e-2,
             clip=1.0,

@@ -1,6 +1,6 @@
-"""The model tier audited: ``dpnc.tier.DPZero``, ``dpnc.make_private`` (zeroth and first order, the
-latter being :class:`dpnc.tier.DPOptimizer`), and the broken variants the public API refuses or
-cannot see. The tiny public model and its canary: docs/audit.md ("What is run")."""
+"""The model tier audited: ``dpnc.tier.DPZeroOptimizer``, ``dpnc.make_private`` (zeroth and first
+order, the latter being :class:`dpnc.tier.DPOptimizer`), and the broken variants the public API
+refuses or cannot see. The tiny public model and its canary: docs/audit.md ("What is run")."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from dpnc.privacy.accountant import Accountant
 from dpnc.sampling import FullBatch, PoissonSampler
 from dpnc.space import ModuleSpace
 from dpnc.tier.registry import OPTIMIZERS
-from dpnc.tier.zeroth_order import DPZero as DPZeroOptimizer
+from dpnc.tier.zeroth_order import DPZeroOptimizer
 
 BATCHNORM_EPS = 1e-5
 
@@ -206,7 +206,7 @@ class _ModelTier(Mechanism):
 class DPZeroOptimizerPoisson(_ModelTier):
     name = "dpzero-optimizer"
     summary = (
-        "dpnc.tier.DPZero (the optimizer the LM trainer's DPZero step uses) on a tiny model with data=(X, y) "
+        "dpnc.tier.DPZeroOptimizer (the optimizer the LM trainer's DPZero step uses) on a tiny model with data=(X, y) "
         "and its own secret PoissonSampler(n, B, rows): optimizer.step(loss_fn), one optimizer per run, "
         "add/remove"
     )
@@ -385,7 +385,7 @@ class DPZeroDistributed(DPZeroOptimizerPoisson):
         "the data-parallel DPZero step (dpnc.algorithms.dpzero.DPZero.step with group=Group(): rank 0's "
         "secret batch (carried by the previous step's all_reduce), rank 0's noise and ledger entry, its noise "
         "added to its part of the sum, which one all_reduce makes the released scalar) through "
-        "dpnc.tier.DPZero(group=Group()) on a gloo process group of one process, add/remove. One process: "
+        "dpnc.tier.DPZeroOptimizer(group=Group()) on a gloo process group of one process, add/remove. One process: "
         "the collectives and the source's release path run; the split across ranks does not (the 2-process "
         "tests in tests/test_distributed.py check that it equals one process)"
     )
@@ -486,7 +486,7 @@ class DPZeroTrainerStep(DPZeroOptimizerPoisson):
 class DPZeroOptimizerReplaceOne(DPZeroOptimizerPoisson):
     name = "dpzero-optimizer-replace-one"
     summary = (
-        "dpnc.tier.DPZero with FullBatch(n) and Accountant('replace-one') on the tiny model: "
+        "dpnc.tier.DPZeroOptimizer with FullBatch(n) and Accountant('replace-one') on the tiny model: "
         "optimizer.step(loss_fn), one optimizer per run"
     )
     canary = (

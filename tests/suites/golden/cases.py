@@ -221,7 +221,7 @@ def _model_result(model, losses, acct) -> dict[str, Value]:
 def case_optim_dpzero_poisson():
     X, y = _linear_data(32)
     model, acct = _linear_model(), Accountant("add/remove")
-    opt = optim.DPZero(
+    opt = optim.DPZeroOptimizer(
         model.parameters(),
         lr=0.05,
         clip=2.0,
@@ -241,7 +241,7 @@ def case_optim_dpzero_poisson():
 def case_optim_dpzero_fullbatch():
     X, y = _linear_data(32)
     model, acct = _linear_model(), Accountant()
-    opt = optim.DPZero(
+    opt = optim.DPZeroOptimizer(
         model.parameters(),
         lr=0.05,
         clip=2.0,
@@ -262,7 +262,7 @@ def case_optim_dpzero_fullbatch():
 def case_optim_mezo_shuffle():
     X, y = _linear_data(32)
     model, acct = _linear_model(), Accountant()
-    opt = optim.MeZO(
+    opt = optim.MeZOOptimizer(
         model.parameters(),
         lr=0.05,
         smoothing=1e-3,
