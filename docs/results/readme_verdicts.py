@@ -18,7 +18,7 @@ where re-judging changed it, the old verdict; each result's line links its ``sum
     .venv/bin/python docs/results/readme_verdicts.py            # check: exit 1 and a diff if a page drifted
     .venv/bin/python docs/results/readme_verdicts.py --write    # rewrite the blocks in the pages
 
-Standard library only (no torch, no dpnc import), so ``tests/test_docs_verdicts.py`` runs it in well under a second.
+Standard library only (no torch, no dpnc import), so ``tests/suites/test_docs_verdicts.py`` runs it in well under a second.
 A pick that matches no claim is an error: when a result's statements change, the check fails until the pick is
 updated here.
 """
