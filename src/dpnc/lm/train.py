@@ -5,7 +5,7 @@ One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
 
 * ``zero-shot``: no training; evaluates the head as built.
 * ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZOOptimizer` / :class:`dpnc.tier.DPZeroOptimizer` with
-  the classifier's per-example cross-entropy as the closure (spec seed001 §2.5–2.6): forward passes
+  the classifier's per-example cross-entropy as the closure (DPZero §2.5–2.6): forward passes
   only, eval mode.
 * ``adamw``: first-order, non-private (DPZero §2.7).
 * ``dp-adamw``: first-order DP (Yu et al. 2022's recipe, DPZero §2.7) by

@@ -446,7 +446,7 @@ def render(result: Result) -> str:
         "- Every rate claim is judged one-sided on the per-seed slopes' 95 % t interval over the seeds (the "
         "theorems are upper bounds): it holds when the interval lies below the bound's own slope over the same "
         "points + the tolerance of the logs that bound drops over those points (0 for KL-Spider and the proximal "
-        "point, whose bounds keep their logs; adaptive GD's ℓ and p_max otherwise; until 2 Dec 2026 one 0.1 for "
+        "point, whose bounds keep their logs; adaptive GD's ℓ and p_max otherwise; until 27 Nov 2026 one 0.1 for "
         "every grid, set after these rows), fails when all of it lies above, no signal otherwise — with the "
         "reason measured "
         "on the rows (the inner cap, a floor from the excess at x0, a regime crossover, noise). A slope steeper "

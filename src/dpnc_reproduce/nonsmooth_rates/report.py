@@ -440,7 +440,7 @@ def describe(result: Result) -> str:
         "holds when the interval lies above the theorem's exponent − tol and fails when all of it lies below (n(β) "
         "rising faster than the bound as ε or β shrinks); otherwise no signal. tol is what the theorem's dropped "
         "logs, (ln N)^p (p: ZTC ½, naive and KLT 1), add to a slope over that claim's grid, shown beside each "
-        "claim (until 2 Dec 2026: 0.1 for every grid, set after these rows were measured). α is not judged: the "
+        "claim (until 27 Nov 2026: 0.1 for every grid, set after these rows were measured). α is not judged: the "
         "target region grows with α on this instance. Censored seeds are kept "
         f"(conservatively) and counted; above {stats.MAX_CENSORED:.0%} of them, no verdict."
     )
