@@ -1,5 +1,6 @@
 """dpnc.make_private: optimizer, loader of secret Poisson batches and accountant, on a small real
-model."""
+model; epochs and optimizer instances as Opacus users pass them, ε reported by the accountant that
+calibrated, and each Opacus habit answered with dpnc's equivalent instead of a bare TypeError."""
 
 # Some refusal tests build closures over the loop's variables on purpose (what the optimizer must refuse).
 # ruff: noqa: B023
@@ -16,7 +17,8 @@ from torch.utils.data import DataLoader, TensorDataset
 import dpnc
 from dpnc.engine import LoaderBatches, PoissonBatchSampler
 from dpnc.sampling import PoissonSampler
-from tests.toys import snapshot
+from dpnc.tier.first_order import DPOptimizer
+from tests.toys import linear_rows, snapshot
 
 N, FEATURES, B, STEPS, EPS, DELTA = 256, 4, 16, 40, 2.0, 1e-5
 GUIDE = (
@@ -548,3 +550,188 @@ def test_a_run_continued_in_one_call_reports_both_runs_epsilon():
     assert both.epsilon(DELTA) > first.epsilon(DELTA)
     with pytest.raises(ValueError, match="continue_from must be the earlier run's Accountant"):
         private(make_model(), continue_from=first.to_json())
+
+
+# --- epochs, a loader that refuses a pass beyond the budget, optimizer instances, and ε reported
+# by the accountant that calibrated, on a 3-feature linear model -------------------------------
+
+N_LINEAR, LINEAR_FEATURES = 64, 3
+
+
+def linear_dataset(n=N_LINEAR):
+    return linear_rows(n, LINEAR_FEATURES)
+
+
+def linear_model(seed=0):
+    torch.manual_seed(seed)  # test-only: reproducible initialisation
+    return nn.Linear(LINEAR_FEATURES, 1).eval()
+
+
+def squared_loss(m):
+    return lambda xb, yb: (m(xb).squeeze(-1) - yb) ** 2
+
+
+def private_linear(m, **kwargs):
+    defaults = dict(
+        data=linear_dataset(),
+        n=N_LINEAR,
+        optimizer="dpzero",
+        target_epsilon=3.0,
+        delta=DELTA,
+        batch_size=B,
+        lr=0.05,
+        clip=5.0,
+        testing_seed=0,
+    )
+    return dpnc.make_private(m, **{**defaults, **kwargs})
+
+
+def test_epochs_calibrate_for_every_step_and_each_loop_is_one_epoch():
+    m = linear_model()
+    opt, loader, acct = private_linear(m, epochs=3)
+    per_epoch = math.ceil(N_LINEAR / B)
+    assert len(loader) == per_epoch
+    for _ in range(3):
+        seen = 0
+        for _batch in loader:
+            opt.step(squared_loss(m))
+            seen += 1
+        assert seen == per_epoch
+    assert acct.releases == 3 * per_epoch
+    assert acct.epsilon(DELTA) <= 3.0  # calibrated for 3 epochs' steps, each one accounted
+    with pytest.raises(ValueError, match="yielded all steps=12 batches"):
+        for _batch in loader:  # a fourth epoch: refused, never silently empty
+            pass
+
+
+def test_epochs_match_steps_and_give_the_same_noise():
+    a, _, _ = private_linear(linear_model(), epochs=2)
+    b, _, _ = private_linear(linear_model(), steps=2 * math.ceil(N_LINEAR / B))
+    assert a.defaults["noise_multiplier"] == b.defaults["noise_multiplier"]
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(), "give exactly one of steps and epochs"),
+        (dict(steps=4, epochs=1), "give exactly one of steps and epochs"),
+        (dict(epochs=0), r"epochs must be an integer >= 1; got 0"),
+        (dict(epochs=1.5), r"epochs must be an integer >= 1"),
+        (dict(steps=4, accountant="prv"), r"accountant must be one of \['pld', 'rdp'\]"),
+        (dict(steps=4, lr=None), "lr must be the step size"),
+    ],
+)
+def test_bad_epochs_steps_and_accountants_are_refused_by_name(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        private_linear(linear_model(), **kwargs)
+
+
+def test_a_second_pass_after_a_steps_run_is_refused_with_a_clear_error():
+    m = linear_model()
+    opt, loader, acct = private_linear(m, steps=5)
+    for _batch in loader:
+        opt.step(squared_loss(m))
+    assert acct.releases == 5
+    with pytest.raises(ValueError, match="another pass would spend beyond the privacy budget"):
+        for _batch in loader:
+            opt.step(squared_loss(m))
+    assert acct.releases == 5
+
+
+@pytest.mark.parametrize("accountant", ["pld", "rdp"])
+def test_epsilon_is_reported_by_the_accountant_that_calibrated(accountant):
+    m = linear_model()
+    opt, loader, acct = private_linear(m, steps=20, accountant=accountant, target_epsilon=3.0)
+    for _batch in loader:
+        opt.step(squared_loss(m))
+    assert acct.method == accountant
+    assert acct.epsilon(DELTA) == acct.get_epsilon(DELTA) == acct.epsilon(DELTA, accountant)
+    assert 0.99 * 3.0 <= acct.get_epsilon(DELTA) <= 3.0
+    report = acct.report(DELTA)
+    assert report.epsilon_rdp is not None and report.epsilon_pld is not None  # the others beside it
+    restored = type(acct).from_json(acct.to_json())
+    assert restored.method == accountant and restored.epsilon(DELTA) == acct.epsilon(DELTA)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [lambda p: torch.optim.SGD(p, lr=0.1), lambda p: torch.optim.Adam(p, lr=0.01)],
+    ids=["sgd", "adam"],
+)
+def test_an_optimizer_instance_on_the_model_is_wrapped_as_the_dp_step(build):
+    m = linear_model()
+    inner = build(m.parameters())
+    opt, loader, acct = private_linear(
+        m, optimizer=inner, lr=None, steps=4, noise_multiplier=1.0, target_epsilon=None, delta=None
+    )
+    assert isinstance(opt, DPOptimizer) and opt.optimizer is inner
+    before = [p.detach().clone() for p in m.parameters()]
+    for _batch in loader:
+        opt.step(squared_loss(m))
+    assert acct.releases == 4
+    assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))
+    assert inner.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+
+
+def test_optimizer_instances_that_cannot_be_wrapped_are_refused_saying_what_to_pass():
+    m = linear_model()
+    with pytest.raises(ValueError, match="lr must be None when optimizer is an instance"):
+        private_linear(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1), steps=4)
+    with pytest.raises(ValueError, match="optimizer must hold trainable parameters of model"):
+        private_linear(
+            m, optimizer=torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1), lr=None, steps=4
+        )
+    private, _, _ = private_linear(linear_model(), optimizer="dp-sgd", steps=2, seed=None)
+    with pytest.raises(ValueError, match="already private: pass the torch optimizer it would wrap"):
+        private_linear(m, optimizer=private, lr=None, steps=4)
+
+
+# --- Opacus's habits, each answered with dpnc's equivalent ------------------------------------
+
+OPACUS_DATA = TensorDataset(torch.randn(20, 3), torch.randn(20))
+OPACUS_OPTIONS = dict(
+    n=20, optimizer="dp-sgd", target_epsilon=1.0, delta=1e-5, steps=2, batch_size=4, lr=0.1
+)
+
+
+@pytest.mark.parametrize(
+    "name,value,answer",
+    [
+        ("target_delta", 1e-5, "target_delta -> delta="),
+        ("max_grad_norm", 1.0, "max_grad_norm -> clip="),
+        ("sample_rate", 0.1, "sample_rate -> batch_size="),
+        ("poisson_sampling", True, "secret Poisson batches"),
+    ],
+)
+def test_opacus_names_get_dpncs_equivalent(name, value, answer):
+    with pytest.raises(TypeError, match=f"unexpected keyword arguments \\['{name}'\\].*{answer}"):
+        dpnc.make_private(
+            nn.Linear(3, 1), data=OPACUS_DATA, clip=1.0, **OPACUS_OPTIONS, **{name: value}
+        )
+
+
+def test_an_unknown_name_lists_the_options_and_says_what_make_private_returns():
+    with pytest.raises(
+        TypeError,
+        match=r"\['lrr'\] \(the optimizers' options are lr, smoothing, .*clip, .*\)\. "
+        r"It returns \(optimizer, loader, accountant\)",
+    ):
+        dpnc.make_private(nn.Linear(3, 1), data=OPACUS_DATA, clip=1.0, lrr=0.1, **OPACUS_OPTIONS)
+
+
+def test_a_data_loader_is_answered_with_its_dataset_and_batch_size():
+    with pytest.raises(ValueError, match=r"pass data=loader.dataset and batch_size="):
+        dpnc.make_private(
+            nn.Linear(3, 1), data=DataLoader(OPACUS_DATA, batch_size=4), clip=1.0, **OPACUS_OPTIONS
+        )
+
+
+def test_unpacking_in_opacuss_order_says_dpncs_order():
+    model, optimizer, loader = dpnc.make_private(
+        nn.Linear(3, 1), data=OPACUS_DATA, clip=1.0, **OPACUS_OPTIONS
+    )
+    with pytest.raises(
+        TypeError, match=r"returns \(optimizer, loader, accountant\), in that order"
+    ):
+        for _ in loader:  # the accountant, under Opacus's order
+            pass
