@@ -246,17 +246,26 @@ def _changed(result: dict) -> dict[str, tuple[str, str]]:
 
 
 def _tally(claims: list[dict]) -> str:
-    """holds / fails / no signal, and the claims left unjudged for a stated reason (underpowered for this
-    design, not testable here, judged on an explicit bound instead), each counted apart."""
-    count = {v: sum(c["holds"] is v and not (v is None and c.get("status")) for c in claims)
+    """holds / fails / no signal (those of an underpowered design among them, counted), and the claims
+    left unjudged for a stated reason (not testable here, judged on an explicit bound instead), each
+    counted apart."""
+    count = {v: sum(c["holds"] is v and not (v is None and _unjudged(c)) for c in claims)
              for v in (True, False, None)}
+    weak = sum(c["holds"] is None and _status_kind(c.get("status", "")) == "underpowered" for c in claims)
     text = f"{count[True]} hold, {count[False]} fail, {count[None]} no signal"
+    text += f" ({weak} of them underpowered for this design)" if weak else ""
     statuses: dict[str, int] = {}
     for c in claims:
-        if c["holds"] is None and c.get("status"):
+        if c["holds"] is None and _unjudged(c):
             key = STATUS_SHORT.get(_status_kind(c["status"]), c["status"])
             statuses[key] = statuses.get(key, 0) + 1
     return text + "".join(f", {n} {k}" for k, n in statuses.items())
+
+
+def _unjudged(c: dict) -> bool:
+    """A claim left unjudged for a stated reason; an underpowered one is judged: no signal (its
+    interval straddles the threshold), the design's power its reason."""
+    return bool(c.get("status")) and _status_kind(c["status"]) != "underpowered"
 
 
 STATUS_SHORT = {"underpowered": "underpowered", "not testable": "not testable here",
@@ -278,7 +287,9 @@ def _claim_line(c: dict, changed: dict, limit: int) -> str:
         old = old.replace("*", "")
         was = (f" *(a new claim at the re-judging of {date})*" if old == "new claim" else
                f" *(was: {OLD.get(old, old)}, before the re-judging of {date})*")
-    verdict = c["status"] if c["holds"] is None and c.get("status") else VERDICT[c["holds"]]
+    verdict = c["status"] if c["holds"] is None and _unjudged(c) else VERDICT[c["holds"]]
+    if c["holds"] is None and c.get("status") and not _unjudged(c):
+        verdict += f": {c['status']}"
     return f"- {verdict} — {_cell(c['statement'])}{was}. Measured: {_short(c['evidence'], limit)}"
 
 

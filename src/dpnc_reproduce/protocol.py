@@ -342,6 +342,11 @@ def csv_record(row) -> dict:
 
 
 def verdict(holds: bool | None, status: str = "") -> str:
+    """yes, **no** or no signal, by the interval; a claim left unjudged shows its reason instead,
+    and a straddling interval stays "no signal" whatever the design's power (the power is its
+    reason, after a colon)."""
+    if holds is None and status.startswith("underpowered"):
+        return f"no signal: {status}"
     if holds is None and status:
         return status
     return "no signal" if holds is None else "yes" if holds else "**no**"

@@ -523,7 +523,7 @@ def test_claim_is_a_plain_record():
         protocol.verdict(False, "not testable by slope here") == "**no**"
     )  # a verdict is never hidden
     table = protocol.claims_table([Claim("s", None, "e", "underpowered for this design")])
-    assert "| s | underpowered for this design | e |" in table
+    assert "| s | no signal: underpowered for this design | e |" in table  # the interval decides
     assert protocol.claims_table([]) == "No claim can be checked on these runs."
 
 
