@@ -34,33 +34,11 @@ from dpnc_reproduce.nonsmooth_rates import run as rates
 from tests.reproduce.dpzero_dimension import rows as dimension_rows
 from tests.reproduce.dpzero_lm import rows as lm_rows
 from tests.reproduce.kl_rates import rows as kl_rows
+from tests.reproduce.results import constructed_result
 from tests.reproduce.utility import rows as utility_rows
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("DPNC_UPDATE_SNAPSHOTS") == "1"
-MACHINE = {
-    "cpus": 2,
-    "processor": "x86_64",
-    "platform": "Linux-snapshot",
-    "torch": "2.13.0",
-    "threads": 1,
-    "load_average_start": 0.5,
-    "load_average_end": 0.75,
-}
-
-
-def _result(experiment: protocol.Experiment, config, rows: list) -> protocol.Result:
-    """A result as a run would make it, with a fixed run time and machine."""
-    return protocol.Result(
-        experiment,
-        config,
-        tuple(rows),
-        tuple(experiment.claims(rows, config)),
-        754.0,
-        2,
-        MACHINE,
-        tuple(experiment.declare(config)),
-    )
 
 
 def _dpzero_lm() -> protocol.Result:
@@ -81,7 +59,7 @@ def _dpzero_lm() -> protocol.Result:
     config = dataclasses.replace(
         lm_rows.FULL_SET, tasks=("SST-2", "SST-5", "TREC"), data_dir="data"
     )
-    return _result(
+    return constructed_result(
         dpzero_lm.EXPERIMENT,
         config,
         lm_rows.with_correct(lm_rows.lm_rows(acc, spread=0.3), agree=0.9),
@@ -90,7 +68,7 @@ def _dpzero_lm() -> protocol.Result:
 
 def _dpzero_dimension() -> protocol.Result:
     config = dataclasses.replace(dimension_rows.CONFIG, data_dir="data")
-    return _result(dpzero_dimension.EXPERIMENT, config, dimension_rows.dim_rows())
+    return constructed_result(dpzero_dimension.EXPERIMENT, config, dimension_rows.dim_rows())
 
 
 def _dpzero_synthetic() -> protocol.Result:
@@ -144,7 +122,7 @@ def _dpzero_synthetic() -> protocol.Result:
                                     s,
                                 )
                             )
-    return _result(dpzero_synthetic.EXPERIMENT, config, rows)
+    return constructed_result(dpzero_synthetic.EXPERIMENT, config, rows)
 
 
 def _kl_rates() -> protocol.Result:
@@ -155,7 +133,7 @@ def _kl_rates() -> protocol.Result:
         + kl_rows.spider_rows(lambda x, s: (1 + 0.05 * s) * x**-2.0)
         + kl_rows.check_rows(1.0, seeds=3)
     )
-    return _result(kl_rates.EXPERIMENT, kl_rows.TINY, rows)
+    return constructed_result(kl_rates.EXPERIMENT, kl_rows.TINY, rows)
 
 
 def _rate_rows(config: rates.RatesConfig, n_beta) -> list:
@@ -217,7 +195,7 @@ def _nonsmooth_rates() -> protocol.Result:
         main_beta=0.8,
     )
     rows = _rate_rows(config, lambda m, d, s: (100 if m == "klt" else 200) * d * (1 + s % 2))
-    return _result(nonsmooth_rates.EXPERIMENT, config, rows)
+    return constructed_result(nonsmooth_rates.EXPERIMENT, config, rows)
 
 
 def _nonsmooth_compare() -> protocol.Result:
@@ -232,7 +210,7 @@ def _nonsmooth_compare() -> protocol.Result:
     )
     cost = {"klt:multi-pass": 1, "klt:first-order": 2, "klt": 3, "zo-o2nc": 4, "zo-o2nc:naive": 8}
     rows = _rate_rows(config, lambda m, d, s: 100 * cost[m] * d * (1 + s))
-    return _result(nonsmooth_compare.EXPERIMENT, config, rows)
+    return constructed_result(nonsmooth_compare.EXPERIMENT, config, rows)
 
 
 def _utility() -> protocol.Result:
@@ -241,7 +219,7 @@ def _utility() -> protocol.Result:
         utility_rows.row("dpzero", "dpnc", s, 1.2 * (1 + utility_rows.jitter(s))) for s in range(10)
     ]
     rows = [dataclasses.replace(r, problem="least-squares") for r in rows]
-    return _result(utility.EXPERIMENT, utility_rows.CONFIG, rows)
+    return constructed_result(utility.EXPERIMENT, utility_rows.CONFIG, rows)
 
 
 RESULTS = {
