@@ -465,7 +465,7 @@ def main() -> None:
         default="decisive",
         help="trend: T = 600, 5 seeds",
     )
-    parser.add_argument("--data-dir", default="../shared/data")
+    parser.add_argument("--data-dir", help="the folder of the LM-BFF k-shot splits (with --run)")
     parser.add_argument(
         "--out", type=Path, default=None, help="default docs/results/dpzero-<design>"
     )
@@ -474,6 +474,8 @@ def main() -> None:
     )
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new rows")
     args = parser.parse_args()
+    if args.run and args.data_dir is None:
+        parser.error("--run needs --data-dir, the folder of the LM-BFF k-shot splits")
     trend = args.design == "trend"
     out = args.out or Path(f"docs/results/dpzero-{args.design}")
     runs_dir = args.runs_dir or Path(f"/tmp/dpzero-{args.design}-runs")

@@ -164,10 +164,12 @@ def main() -> None:
     )
     parser.add_argument("--run", action="store_true", help="run the first-order rows not yet done")
     parser.add_argument("--judge", action="store_true", help="the table on the rows so far")
-    parser.add_argument("--data-dir", default="../shared/data")
+    parser.add_argument("--data-dir", help="the folder of the LM-BFF k-shot splits (with --run)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--runs-dir", type=Path, default=Path("/tmp/dpnc-practitioner-runs"))
     args = parser.parse_args()
+    if args.run and args.data_dir is None:
+        parser.error("--run needs --data-dir, the folder of the LM-BFF k-shot splits")
     if args.declare:
         args.out.mkdir(parents=True, exist_ok=True)
         text = json.dumps(declaration(), indent=1, ensure_ascii=False)
