@@ -1,5 +1,5 @@
-"""What is trained (dpnc.lm.trainable), the frozen-prefix cache (dpnc.lm.cache) and the trainer and
-CLI options built on them, on the real MiniLM and real SST-2."""
+"""What is trained (dpnc.lm.trainable) and the trainer and CLI options built on it, on the real MiniLM
+and real SST-2."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 
 from dpnc.cli import app
 from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_task
-from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.config import default_model_path
 from dpnc.lm.trainable import TRAIN_MODES, backbone_layers, select_trainable
 from dpnc.privacy import FixedSize, Sampled
@@ -94,42 +93,6 @@ def test_the_head_mode_caches_the_embedding_and_top_k_the_lower_layers(tmp_path)
         Trainer(config(tmp_path / "c", train="bias")).train_cache is None
     )  # biases below: nothing to cache
     assert Trainer(config(tmp_path / "d", train="head", cache=False)).train_cache is None
-
-
-@pytest.mark.parametrize(
-    ("head", "mode", "k"),
-    [("prompt", "top-k", 1), ("linear", "top-k", 3), ("linear", "head", 1), ("prompt", "head", 1)],
-)
-def test_cached_and_uncached_forwards_give_the_same_losses(sst2, head, mode, k):
-    clf = build_classifier(default_model_path(), sst2.task, head=head, max_length=32)
-    select_trainable(clf, mode, top_k=k)
-    index = torch.tensor([5, 40, 3, 63, 12, 27, 8])
-    with torch.no_grad():
-        uncached = clf(clf.encode([sst2.texts[i] for i in index], sst2.labels[index]))
-        # Rows computed in batches of 5 (other paddings than the batch above), then gathered in
-        # another order.
-        cache = PrefixCache(clf, sst2.texts, cacheable_prefix(clf), batch_size=5).fill()
-        cached = clf(cache.batch(index, sst2.labels[index]))
-    # Tolerance 1e-5 (float32): padding positions are masked out of attention and pooling, so only
-    # the order of float operations differs; measured 0.0 on this CPU.
-    torch.testing.assert_close(cached, uncached, rtol=0, atol=1e-5)
-    assert cached.shape == (7,)
-
-
-def test_the_cache_computes_a_row_when_a_batch_first_needs_it(sst2):
-    clf = build_classifier(default_model_path(), sst2.task, head="linear", max_length=32)
-    select_trainable(clf, "head")
-    cache = PrefixCache(clf, sst2.texts, cacheable_prefix(clf))
-    assert sum(r is not None for r in cache.rows) == 0
-    cache.batch([3, 9, 3], torch.tensor([0, 1, 0]))
-    assert [i for i, r in enumerate(cache.rows) if r is not None] == [3, 9]
-
-
-def test_a_cache_refuses_a_classifier_whose_prefix_is_trained(sst2):
-    clf = build_classifier(default_model_path(), sst2.task, head="linear", max_length=32)
-    select_trainable(clf, "top-k", top_k=2)
-    with pytest.raises(ValueError, match="must be frozen"):
-        PrefixCache(clf, sst2.texts, 6)
 
 
 def test_mode_and_option_refusals(sst2):
