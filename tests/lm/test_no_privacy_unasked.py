@@ -1,8 +1,6 @@
-"""No privacy spent unasked, and a run on a user's file as a user gives it.
-
-Before: without ``--epsilon`` a private run spent ε = 6, shown only in its header; without
-``--steps`` DPZero's head took 5000 steps on 80 rows; ``--test-file`` was required, and its labels
-(private data) declared the classes."""
+"""A run on a user's file as a user gives it: a training file alone trains, says what it wrote and
+evaluates nothing (before, ``--test-file`` was required). The defaults that spend no privacy unasked
+are tests/lm/test_config.py's."""
 
 from __future__ import annotations
 
@@ -14,59 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.lm import FinetuneConfig, load_task
-from dpnc.lm.config import RECIPE_N, default_steps
+from dpnc.lm import load_task
 from tests.shared_data import DATA, needs_data
-
-FILES = dict(text_column="review", label_column="sentiment", train_file="tr.csv")
-
-
-def test_default_steps_keep_the_recipes_passes_over_a_small_data_set():
-    # At the recipes' own n (SST-2's 512 × 2) and above: the recipe's T, as before.
-    assert RECIPE_N == 1024
-    assert FinetuneConfig(method="dpzero", epsilon=4).steps == 5000  # SST-2, n = 1024
-    assert FinetuneConfig(method="dpzero", epsilon=4, train="all").steps == 10000
-    assert FinetuneConfig(method="dp-adamw", epsilon=4, task="SST-5").steps == 1000  # n = 2560
-    # 80 rows: the same passes over the data, not 5000 steps.
-    small = FinetuneConfig(**FILES, method="dpzero", epsilon=4, n=80, labels="a,b", batch_size=16)
-    assert small.steps == 391 == default_steps("dpzero", "head", 80) and small.eval_every == 0
-    assert default_steps("dp-adamw", "head", 80) == 79 and default_steps("mezo", "lora", 80) == 157
-    assert (
-        default_steps("zero-shot", "head", 80) == 0 and default_steps("mezo", "head", None) == 5000
-    )
-    assert FinetuneConfig(**FILES, method="mezo", n=80, steps=7).steps == 7  # given: kept
-
-
-def test_a_users_file_defaults_to_the_recipe_chosen_for_one_a_task_to_the_papers():
-    # docs/results/default-recipe: DP-AdamW on the head with C = 0.1, chosen on SST-5 and TREC
-    mine = FinetuneConfig(**FILES, epsilon=4, n=1500, labels="a,b")
-    assert (mine.method, mine.train, mine.clip, mine.lr, mine.steps) == (
-        "dp-adamw",
-        "head",
-        0.1,
-        1e-2,
-        1000,
-    )
-    paper = FinetuneConfig(epsilon=4)
-    assert (paper.method, paper.clip) == ("dpzero", 0.5)
-    assert FinetuneConfig(**FILES, epsilon=4, n=1500, labels="a,b", train="top-k").clip == 10.0
-    result = CliRunner().invoke(
-        app, ["finetune", "--train-file", "tr.csv", "--text-column", "review"]
-    )
-    assert result.exit_code != 0 and "dp-adamw is private" in result.output
-
-
-def test_classes_are_declared_never_read_off_a_private_test_file():
-    private = dict(FILES, method="dpzero", epsilon=4, n=80, test_file="te.csv")
-    with pytest.raises(ValueError, match="classes must be declared.*--labels"):
-        FinetuneConfig(**private)
-    with pytest.raises(ValueError, match="classes must be declared"):
-        FinetuneConfig(**{**private, "test_file": None})  # train-only: nothing to take them from
-    assert FinetuneConfig(**private, labels="negative,positive").labels == "negative,positive"
-    assert FinetuneConfig(
-        **private, test_public=True
-    ).test_public  # a public test file may declare them
-    assert FinetuneConfig(**FILES, method="mezo").labels is None  # not private: the training file's
 
 
 def write_csv(path: Path, split: str, count: int) -> Path:
