@@ -1,7 +1,7 @@
-"""The run journal's readers (dpnc.lm.journal): a torn line is skipped, finished zeroth-order steps are
-replayed and every other begun step is counted as a release, the kill hook's setting is checked, and
-non-finite numbers are written as JSON can hold them. The trainer's own use of the journal (resume
-after a kill) is tests/lm/test_resume.py's."""
+"""The run journal's readers (dpnc.lm.journal): a torn line is skipped, finished zeroth-order steps
+are replayed and every other begun step is counted as a release, the kill hook's setting is checked,
+and non-finite numbers are written as JSON can hold them. The trainer's own use of the journal
+(resume after a kill) is tests/lm/test_resume.py's."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What a run shows (dpnc.lm.report): the training plot from metrics rows, and TensorBoard scalars all
-stamped with the writer's opening time, so no event dates a step, with the configuration as
+"""What a run shows (dpnc.lm.report): the training plot from metrics rows, and TensorBoard scalars
+all stamped with the writer's opening time, so no event dates a step, with the configuration as
 hyper-parameters."""
 
 from __future__ import annotations
