@@ -28,6 +28,24 @@ def model_path():
     return minilm.get_model_path()
 
 
+@pytest.fixture(scope="module")
+def sst2_train():
+    """The real SST-2 training split (1024 rows), loaded once per test module."""
+    return load_task("SST-2", DATA, "train")
+
+
+@pytest.fixture(scope="module")
+def sst2_64(sst2_train):
+    """The first 64 rows of the real SST-2 training split."""
+    return sst2_train.subset(slice(0, 64))
+
+
+@pytest.fixture(scope="module")
+def sst2_test():
+    """The real SST-2 test split (872 rows), loaded once per test module."""
+    return load_task("SST-2", DATA, "test")
+
+
 @pytest.fixture(scope="session")
 def sst2_test_subset():
     """200 real SST-2 test rows, a fixed seeded subset."""

@@ -40,11 +40,6 @@ def sst2(lm_and_tokenizer):
     return CausalLMClassifier(lm, tokenizer, get_task("SST-2"), max_length=64).eval()
 
 
-@pytest.fixture(scope="module")
-def sst2_test():
-    return load_task("SST-2", DATA, "test")
-
-
 def test_missing_gguf_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(paths, "GGUF_DISTRIBUTION", "no-such-distribution-dpnc")
     with pytest.raises(

@@ -1,6 +1,6 @@
-"""What a run reports (dpnc.lm.evaluation): the evaluated test examples, the evaluation of a classifier
-on them (the one-layer MiniLM of tests/small_model.py on real SST-2 test rows), the ε spent and the
-public record of the data. Whole runs' summaries are tests/lm/test_train.py's."""
+"""What a run reports (dpnc.lm.evaluation): the evaluated test examples, the evaluation of a
+classifier on them (the one-layer MiniLM of tests/small_model.py on real SST-2 test rows), the ε
+spent and the public record of the data. Whole runs' summaries are tests/lm/test_train.py's."""
 
 from __future__ import annotations
 
@@ -18,11 +18,6 @@ from dpnc.privacy import Accountant
 from dpnc.privacy.releases import Gaussian, NonPrivate
 from tests.shared_data import DATA, needs_data
 from tests.small_model import one_layer_minilm
-
-
-@pytest.fixture(scope="module")
-def sst2_test():
-    return load_task("SST-2", DATA, "test")
 
 
 @needs_data

@@ -1,26 +1,22 @@
 """The parts of a training step (dpnc.lm.steps) on the one-layer MiniLM of tests/small_model.py and
-real SST-2 rows: a batch's encoded rows, with or without the frozen-prefix cache, and the clipped sum
-of per-example gradients by every route. Whole runs of each method are tests/lm/test_train.py's."""
+real SST-2 rows: a batch's encoded rows, with or without the frozen-prefix cache, and the clipped
+sum of per-example gradients by every route. Whole runs of each method are
+tests/lm/test_train.py's."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from dpnc.lm import build_classifier, load_task
+from dpnc.lm import build_classifier
 from dpnc.lm.cache import PrefixCache, cacheable_prefix
 from dpnc.lm.steps import encode_rows, per_example_clipped_sum
 from dpnc.lm.trainable import select_trainable
-from tests.shared_data import DATA, needs_data
+from tests.shared_data import needs_data
 from tests.small_model import one_layer_minilm
 
 pytestmark = needs_data
 CPU = torch.device("cpu")
-
-
-@pytest.fixture(scope="module")
-def sst2():
-    return load_task("SST-2", DATA, "train").subset(slice(0, 32))
 
 
 def classifier(task, head: str, mode: str):
@@ -29,13 +25,13 @@ def classifier(task, head: str, mode: str):
     return clf
 
 
-def test_a_batchs_rows_are_the_drawn_examples_with_or_without_the_cache(sst2):
-    clf = classifier(sst2.task, "linear", "head")
+def test_a_batchs_rows_are_the_drawn_examples_with_or_without_the_cache(sst2_64):
+    clf = classifier(sst2_64.task, "linear", "head")
     index = torch.tensor([7, 2, 7, 30])  # a row drawn twice is encoded twice
-    plain = encode_rows(clf, sst2, None, CPU, index)
-    cache = PrefixCache(clf, sst2.texts, cacheable_prefix(clf))
-    cached = encode_rows(clf, sst2, cache, CPU, index)
-    assert torch.equal(plain["labels"], sst2.labels[index]) and torch.equal(
+    plain = encode_rows(clf, sst2_64, None, CPU, index)
+    cache = PrefixCache(clf, sst2_64.texts, cacheable_prefix(clf))
+    cached = encode_rows(clf, sst2_64, cache, CPU, index)
+    assert torch.equal(plain["labels"], sst2_64.labels[index]) and torch.equal(
         cached["labels"], plain["labels"]
     )
     with torch.no_grad():
@@ -46,10 +42,10 @@ def test_a_batchs_rows_are_the_drawn_examples_with_or_without_the_cache(sst2):
     ("head", "mode", "routes"),
     [("prompt", "top-k", ("vmap", "auto")), ("linear", "head", ("layers", "vmap", "auto"))],
 )
-def test_every_route_gives_the_loops_clipped_sum(sst2, head, mode, routes):
+def test_every_route_gives_the_loops_clipped_sum(sst2_64, head, mode, routes):
     # In float64 the routes agree to rounding (in float32 this model's own rounding is ~1e-3).
-    clf = classifier(sst2.task, head, mode).double()
-    batch = encode_rows(clf, sst2, None, CPU, torch.arange(4))
+    clf = classifier(sst2_64.task, head, mode).double()
+    batch = encode_rows(clf, sst2_64, None, CPU, torch.arange(4))
     clf.zero_grad()
     clf(batch).sum().backward()  # without clipping: the gradient of the summed loss
     params = [p for p in clf.parameters() if p.requires_grad]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from dpnc.batches import DataRows
-from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_task
+from dpnc.lm import FinetuneConfig, Trainer, build_classifier
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 from dpnc.tier.zeroth_order import DPZeroOptimizer
@@ -47,11 +47,6 @@ def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
     return FinetuneConfig(**{**defaults, **kwargs})
 
 
-@pytest.fixture(scope="module")
-def sst2():
-    return load_task("SST-2", DATA, "train")
-
-
 def drawn_texts(trainer: Trainer) -> list[tuple[str, ...]]:
     """The texts the trainer encodes for training, step by step (a spy on the classifier: which
     batches it used)."""
@@ -70,7 +65,7 @@ def drawn_texts(trainer: Trainer) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("method", ["dpzero", "dp-adamw"])
-def test_two_runs_with_the_same_public_seed_draw_different_batches(tmp_path, sst2, method):
+def test_two_runs_with_the_same_public_seed_draw_different_batches(tmp_path, sst2_train, method):
     # Before: the batches came from a generator seeded by --seed (42), so anyone could replay them
     # and the amplified ε was false. Now each run draws them from its sampler's own secret stream.
     # Two identical Poisson draws (n = 1024, q = 8/1024) have probability ≈ e^{-16} per step.
@@ -79,7 +74,7 @@ def test_two_runs_with_the_same_public_seed_draw_different_batches(tmp_path, sst
         cfg = config(
             tmp_path, method=method, steps=2, freeze_embeddings=True, out=str(tmp_path / name)
         )
-        trainer = Trainer(cfg, train=sst2, test=sst2)
+        trainer = Trainer(cfg, train=sst2_train, test=sst2_train)
         texts = drawn_texts(trainer)
         trainer.train()
         runs.append(texts)
@@ -201,13 +196,13 @@ def test_private_stats_only_on_request_in_a_file_that_says_not_private(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def tiny(sst2):
+def tiny(sst2_train):
     """The real MiniLM prompt classifier and 16 SST-2 examples."""
     clf = build_classifier(
-        minilm.get_model_path(), sst2.task, max_length=32, freeze_embeddings=True
+        minilm.get_model_path(), sst2_train.task, max_length=32, freeze_embeddings=True
     )
     clf.eval()
-    data = sst2.subset(slice(0, 16))
+    data = sst2_train.subset(slice(0, 16))
     return clf, data
 
 
@@ -290,10 +285,10 @@ def test_dpzero_refuses_a_closure_that_does_not_return_the_batch_losses(tiny):
             p.copy_(b)
 
 
-def test_the_trainer_hands_the_classifier_the_drawn_batch(tmp_path, sst2):
+def test_the_trainer_hands_the_classifier_the_drawn_batch(tmp_path, sst2_train):
     # The optimizer fetches the rows it drew through the trainer's encoder and hands them to the
     # classifier.
-    trainer = Trainer(config(tmp_path, steps=2, out=None), train=sst2, test=sst2)
+    trainer = Trainer(config(tmp_path, steps=2, out=None), train=sst2_train, test=sst2_train)
     sizes: list[tuple[int, int]] = []
     closure_step = trainer.optimizer.step
 
@@ -313,30 +308,34 @@ def test_the_trainer_hands_the_classifier_the_drawn_batch(tmp_path, sst2):
 # --- finding 8: checks at construction ------------------------------------------------------------
 
 
-def test_a_sampler_that_does_not_match_the_config_is_refused(tmp_path, sst2):
+def test_a_sampler_that_does_not_match_the_config_is_refused(tmp_path, sst2_train):
     with pytest.raises(
         ValueError,
         match=r"sampler must be a PoissonSampler with n=1024 .* batch_size=8 .*; got "
         r"ShuffleSampler\(n=1024, batch_size=8\)",
     ):
-        Trainer(config(tmp_path), train=sst2, test=sst2, sampler=ShuffleSampler(1024, 8))
+        Trainer(
+            config(tmp_path), train=sst2_train, test=sst2_train, sampler=ShuffleSampler(1024, 8)
+        )
     with pytest.raises(
         ValueError,
         match=r"sampler must be a PoissonSampler .*; got PoissonSampler\(n=1024, "
         r"batch_size=4\)",
     ):
-        Trainer(config(tmp_path), train=sst2, test=sst2, sampler=PoissonSampler(1024, 4))
+        Trainer(
+            config(tmp_path), train=sst2_train, test=sst2_train, sampler=PoissonSampler(1024, 4)
+        )
     with pytest.raises(ValueError, match="resume and new_run exclude each other"):
-        Trainer(config(tmp_path, new_run=True), train=sst2, test=sst2, resume=True)
+        Trainer(config(tmp_path, new_run=True), train=sst2_train, test=sst2_train, resume=True)
     with pytest.raises(ValueError, match="log_private_stats must be True or False; got 'yes'"):
         config(tmp_path, log_private_stats="yes")
 
 
-def test_seeded_batches_make_the_run_not_private(tmp_path, sst2):
+def test_seeded_batches_make_the_run_not_private(tmp_path, sst2_train):
     trainer = Trainer(
         config(tmp_path, steps=1, out=None),
-        train=sst2,
-        test=sst2,
+        train=sst2_train,
+        test=sst2_train,
         sampler=PoissonSampler.for_testing(1024, 8, seed=0),
     )
     trainer.train()

