@@ -27,7 +27,7 @@ PUBLIC_MODULES = (
     "dpnc.certify",
     "dpnc.tune",
     "dpnc.distributed",
-    "dpnc._check",  # the value rules, shared with dpnc_reproduce (its underscore predates this list)
+    "dpnc.checks",  # the value rules, shared with dpnc_reproduce
 )
 
 __all__ = [

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from scipy.optimize import nnls
 
-from dpnc._check import check_positive, check_probability
+from dpnc.checks import check_positive, check_probability
 from dpnc.estimators import uniform_ball
 
 __all__ = [

@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dpnc._check import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.algorithms.dpzero import calibrate_noise, paper_claim
+from dpnc.checks import INTEGER, NATURAL, POSITIVE, check_value
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.noise import NoiseSource
 from dpnc.progress import progress as progress_bar

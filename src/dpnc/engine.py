@@ -99,8 +99,8 @@ from torch.utils.data import Sampler as TorchSampler
 from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
-from dpnc._check import check_integer
 from dpnc.batches import LoaderBatches
+from dpnc.checks import check_integer
 from dpnc.declared import delta_note, n_note, tell_owner
 from dpnc.options import option_names, options_of
 from dpnc.privacy.accountant import Accountant

@@ -14,7 +14,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 
-from dpnc._check import Rule, check_value
+from dpnc.checks import Rule, check_value
 
 __all__ = [
     "ALL",

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import torch
 
-from dpnc._check import check_integer
+from dpnc.checks import check_integer
 from dpnc.privacy import interpret
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.release import BatchSource

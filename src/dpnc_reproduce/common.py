@@ -1,4 +1,4 @@
-"""What experiments check and compute the same way: value rules for configs (:mod:`dpnc._check`,
+"""What experiments check and compute the same way: value rules for configs (:mod:`dpnc.checks`,
 re-exported), medians over seeds, log-log slopes, the privacy claim. (The runner and the writer are
 in :mod:`dpnc_reproduce.protocol`.)"""
 
@@ -8,7 +8,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from dpnc._check import (
+from dpnc.checks import (
     INTEGER,
     NATURAL,
     NONNEGATIVE,

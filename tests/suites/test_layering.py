@@ -4,7 +4,7 @@
 The import graph is read from the source (every ``import`` statement, module level or inside a
 function; those under ``if TYPE_CHECKING:`` run never and are left out). It must have no circle and
 no arrow that points up a layer (the layers of ARCHITECTURE.md, :data:`LAYERS`); ``dpnc.privacy``
-imports nothing of dpnc but ``_check``; a function-local import is allowed only from
+imports nothing of dpnc but ``checks``; a function-local import is allowed only from
 :data:`LOCAL_OK`, each with its reason; no module holds over :data:`MAX_STATEMENTS` statements;
 ``src/`` and ``tests/`` are as ``ruff format`` writes them and pass ``ruff check``. ``dpnc`` never
 imports ``dpnc_reproduce`` when loaded (``dpnc reproduce`` loads it on first use)."""
@@ -33,7 +33,7 @@ MAX_STATEMENTS = 350
 # is a top-level module or subpackage of dpnc (``dpnc.lm`` with all its modules), or the client
 # ``dpnc_reproduce``.
 LAYERS = (
-    ("dpnc._check", "dpnc.progress", "dpnc.declared", "dpnc.options"),  # plain helpers, options
+    ("dpnc.checks", "dpnc.progress", "dpnc.declared", "dpnc.options"),  # plain helpers, options
     ("dpnc.privacy",),  # budgets, accountant, calibration
     (
         "dpnc.sampling",
@@ -91,9 +91,9 @@ LOCAL_OK = {
         "importlib",
     ): "the power table loads the audit's test cases from tests/ on request",
     (
-        "dpnc._check",
+        "dpnc.checks",
         "torch",
-    ): "_check is plain Python, imported by dpnc.privacy; torch only for a tensor check",
+    ): "checks is plain Python, imported by dpnc.privacy; torch only for a tensor check",
     (
         "dpnc.privacy",
         "torch",
@@ -234,7 +234,7 @@ def test_privacy_imports_only_check():
         for a, targets in edges.items()
         if unit(a) == "dpnc.privacy"
         for b in targets
-        if unit(b) not in ("dpnc.privacy", "dpnc._check")
+        if unit(b) not in ("dpnc.privacy", "dpnc.checks")
     )
     assert outside == []
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from dpnc._check import check_integer, check_positive
+from dpnc.checks import check_integer, check_positive
 from dpnc.privacy.accountant import Accountant, PrivacyReport
 from dpnc.privacy.budget import ZCDP, Budget
 
@@ -203,7 +203,7 @@ class Algorithm(ABC):
     steps).
 
     Subclasses set ``name`` and ``family``, validate their fields in ``__post_init__`` with
-    :func:`dpnc._check.check_positive`/:func:`~dpnc._check.check_integer` (so invalid configurations
+    :func:`dpnc.checks.check_positive`/:func:`~dpnc.checks.check_integer` (so invalid configurations
     fail at construction), and implement :meth:`from_theory`, :meth:`practical`, :meth:`run`,
     :meth:`claim` and :meth:`cost`.
 

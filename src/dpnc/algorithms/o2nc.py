@@ -14,9 +14,9 @@ from typing import ClassVar
 
 import torch
 
-from dpnc._check import check_integer, check_positive
 from dpnc.algorithms.base import Algorithm, Run
 from dpnc.algorithms.oracles import OracleStats
+from dpnc.checks import check_integer, check_positive
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
 from dpnc.progress import progress as progress_bar

@@ -8,10 +8,10 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
-from dpnc._check import check_probability
 from dpnc.audit.base import SIGMA_FACTOR
 from dpnc.audit.mechanisms import BROKEN, MECHANISMS, Mechanism
 from dpnc.audit.stats import PROFILE_DELTAS, multi_statistic_test
+from dpnc.checks import check_probability
 
 
 @dataclass

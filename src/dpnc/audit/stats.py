@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from dpnc._check import check_probability
+from dpnc.checks import check_probability
 
 
 def clopper_pearson_upper(k, n, confidence: float):

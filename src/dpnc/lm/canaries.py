@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dpnc._check import check_integer, check_probability
+from dpnc.checks import check_integer, check_probability
 from dpnc.lm.data import Task, TextDataset
 from dpnc.lm.journal import jsonable
 from dpnc.privacy.noise import NoiseSource

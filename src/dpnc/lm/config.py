@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpnc._check import check_at_least, check_choice, check_integer, check_positive
+from dpnc.checks import check_at_least, check_choice, check_integer, check_positive
 from dpnc.lm.data import get_task
 from dpnc.lm.files import parse_label_words, parse_labels
 from dpnc.lm.heads import HEADS, PROMPT_MODES

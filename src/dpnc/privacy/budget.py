@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from scipy import optimize
 
-from dpnc._check import check_positive, check_probability
+from dpnc.checks import check_positive, check_probability
 
 Conversion = Literal["optimal", "bun-steinke"]
 CONVERSIONS: tuple[str, ...] = ("optimal", "bun-steinke")

@@ -20,7 +20,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize
 
-from dpnc._check import check_integer, check_positive, check_probability
+from dpnc.checks import check_integer, check_positive, check_probability
 from dpnc.privacy.accountant import METHODS, Accountant, coarse_pld_epsilon, quiet_dp_accounting
 from dpnc.privacy.budget import check_delta, check_epsilon, check_rho, epsilon_to_rho
 from dpnc.privacy.releases import (

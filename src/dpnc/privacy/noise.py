@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import torch
 
-from dpnc._check import check_positive
+from dpnc.checks import check_positive
 
 
 class NoiseSource:

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import expit
 
-from dpnc._check import check_probability
+from dpnc.checks import check_probability
 
 
 def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 
 from dp_accounting.privacy_accountant import NeighboringRelation
 
-from dpnc._check import check_integer, check_positive, check_probability
+from dpnc.checks import check_integer, check_positive, check_probability
 
 
 class Relation(str, enum.Enum):

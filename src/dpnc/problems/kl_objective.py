@@ -10,7 +10,7 @@ from abc import abstractmethod
 
 import torch
 
-from dpnc._check import check_at_least, check_integer
+from dpnc.checks import check_at_least, check_integer
 from dpnc.problems.base import Constants, Objective, Region
 
 F64 = torch.float64

@@ -16,7 +16,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 from scipy.special import betainc, betaln
 
-from dpnc._check import check_integer, check_positive
+from dpnc.checks import check_integer, check_positive
 from dpnc.problems.base import Constants, Problem
 from dpnc.problems.networks import LOSSES, TwoLayerReLU
 

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from dpnc._check import check_value
 from dpnc.batches import LoaderBatches
+from dpnc.checks import check_value
 from dpnc.distributed import Group
 from dpnc.options import NOISED_CLIP, check_options
 from dpnc.privacy.accountant import Accountant

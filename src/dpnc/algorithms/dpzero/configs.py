@@ -14,7 +14,6 @@ from typing import ClassVar
 
 import torch
 
-from dpnc._check import check_integer, check_per_run, check_positive
 from dpnc.algorithms.base import Setting, approximate
 from dpnc.algorithms.dpzero.family import (
     Number,
@@ -26,6 +25,7 @@ from dpnc.algorithms.dpzero.family import (
     theory_inputs,
 )
 from dpnc.algorithms.dpzero.theory import calibrate_noise, dpgd0th_from_theory, dpzero_from_theory
+from dpnc.checks import check_integer, check_per_run, check_positive
 from dpnc.distributed import LOCAL, Group, Local
 from dpnc.estimators import objective_clipped_sum, two_point_on_batch
 from dpnc.privacy.accountant import Accountant

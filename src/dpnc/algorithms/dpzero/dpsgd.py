@@ -15,9 +15,9 @@ from typing import ClassVar
 
 import torch
 
-from dpnc._check import check_integer, check_positive
 from dpnc.algorithms.base import Algorithm, Cost, Run, Setting, Stats, approximate
 from dpnc.algorithms.dpzero.configs import DPGD
+from dpnc.checks import check_integer, check_positive
 from dpnc.estimators import objective_clipped_sum
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget

@@ -15,8 +15,8 @@ from typing import ClassVar
 
 import torch
 
-from dpnc._check import check_choice, check_integer
 from dpnc.algorithms.base import Algorithm, Cost, Run, Setting, Stats, approximate
+from dpnc.checks import check_choice, check_integer
 from dpnc.estimators import ClosedForm, TwoPoint
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from dpnc._check import check_choice, check_integer, check_positive
 from dpnc.algorithms.base import Cost, Setting, approximate
 from dpnc.algorithms.klt import theory
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, practical_period, practical_travel
 from dpnc.algorithms.oracles import OracleStats, TreeOracle, check_move
+from dpnc.checks import check_choice, check_integer, check_positive
 from dpnc.estimators import ball_gradient_estimate, diff_estimate, grad_estimate, uniform_ball
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import Budget

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dpnc._check import check_choice, check_integer, check_positive
+from dpnc.checks import check_choice, check_integer, check_positive
 from dpnc.privacy.budget import check_delta, check_epsilon, epsilon_to_rho
 from dpnc.privacy.calibrate import klt_tree_sigma, zcdp_gaussian_sigma
 from dpnc.privacy.tree import leaf_participation

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc._check import check_integer, check_positive
 from dpnc.algorithms.base import Cost, Run, Setting
 from dpnc.algorithms.menart.common import (
     KLConfig,
@@ -27,6 +26,7 @@ from dpnc.algorithms.menart.common import (
     setting,
     step,
 )
+from dpnc.checks import check_integer, check_positive
 from dpnc.privacy import interpret
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.budget import check_rho

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc._check import check_positive, check_probability
 from dpnc.algorithms.base import Algorithm, Run, Setting, Stats, zcdp
+from dpnc.checks import check_positive, check_probability
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.clipping import clipped_sum
 from dpnc.privacy.noise import NoiseSource

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from dpnc._check import check_integer
 from dpnc.algorithms.base import Cost, Run, Setting
 from dpnc.algorithms.menart.common import (
     AnalysisConstants,
@@ -27,6 +26,7 @@ from dpnc.algorithms.menart.common import (
     require,
     setting,
 )
+from dpnc.checks import check_integer
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dpnc._check import check_choice
 from dpnc.algorithms.base import Cost, Run, Setting
 from dpnc.algorithms.menart.common import (
     AnalysisConstants,
@@ -27,6 +26,7 @@ from dpnc.algorithms.menart.common import (
     setting,
     step,
 )
+from dpnc.checks import check_choice
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.calibrate import zcdp_gaussian_sigma
 from dpnc.privacy.noise import NoiseSource

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from dpnc._check import check_choice, check_integer, check_positive
 from dpnc.algorithms.base import Cost, Setting, approximate, zcdp
 from dpnc.algorithms.o2nc import OUTPUT_RULES, O2NCAlgorithm, practical_period, practical_travel
 from dpnc.algorithms.oracles import SinglePassOracle, TreeOracle
 from dpnc.algorithms.ztc.theory import clamp_steps, evaluations, moments, sensitivities
 from dpnc.algorithms.ztc.theory import samples_needed as theory_samples_needed
+from dpnc.checks import check_choice, check_integer, check_positive
 from dpnc.estimators import diff_estimate, grad_estimate
 from dpnc.privacy.accountant import new_partition
 from dpnc.privacy.budget import ZCDP, Budget

@@ -1,4 +1,4 @@
-"""dpnc._check: each rule accepts what it states and refuses the rest (bools, NaN and infinities
+"""dpnc.checks: each rule accepts what it states and refuses the rest (bools, NaN and infinities
 included) with a ValueError naming the argument, the rule and the value."""
 
 import math
@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from dpnc._check import (
+from dpnc.checks import (
     INTEGER,
     NATURAL,
     NONNEGATIVE,
