@@ -4,21 +4,29 @@ Each case runs a private DPZero fine-tuning (secret batches and noise) in a subp
 itself at a chosen phase (``DPNC_TEST_KILL_AT=phase:step``, a test-only hook of the trainer), then
 resumes it in this process and finishes the run: the resumed ledger holds a release for every step
 that began, the run folder refuses a fresh start, and the finished run's ε stays within the target.
+
+The in-process resumes (a run stopped after ``max_steps``) check the same public trajectory, old
+journals' releases, checkpoints of the trained parameters only and where checkpoints go.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from dpnc.lm import FinetuneConfig, Trainer
 from dpnc.lm.config import public_fields
+from dpnc.privacy import NoiseSource
+from dpnc.sampling import PoissonSampler
+from tests.lm.small_runs import config, trajectory
 from tests.shared_data import DATA, needs_data
 
 pytestmark = needs_data
@@ -251,3 +259,174 @@ def test_a_journal_from_the_earlier_direction_stream_is_not_replayed_on_a_large_
     journal.write_text("\n".join([json.dumps(older), *rows]) + "\n")
     with pytest.raises(ValueError, match="direction stream 1"):
         Trainer(FinetuneConfig(**cfg), resume=True)
+
+
+def test_resume_after_a_kill_continues_the_same_public_trajectory_and_counts_every_release(
+    tmp_path,
+):
+    def cfg(name, **kw):
+        return config(
+            tmp_path,
+            steps=5,
+            batch_size=4,
+            checkpoint_every=2,
+            checkpoint_dir=str(tmp_path / name),
+            out=str(tmp_path / f"out-{name}"),
+            **kw,
+        )
+
+    # test-only seeded batches (not private), so that two runs can be compared step by step
+    def batches():
+        return PoissonSampler.for_testing(1024, 4, seed=3)
+
+    full = Trainer(cfg("full"), noise=NoiseSource.for_testing(7), sampler=batches())
+    full.train()
+    # The same run killed after 3 steps: checkpoint at step 2, step 3 only in the journal.
+    killed = Trainer(cfg("killed"), noise=NoiseSource.for_testing(7), sampler=batches())
+    first = killed.train(max_steps=3)
+    shutil.copytree(tmp_path / "killed", tmp_path / "lost")
+    noise, sampler = NoiseSource.for_testing(7), batches()
+    for _ in range(
+        3
+    ):  # test-only: continue the seeded noise and batch streams where the killed run left them
+        noise.gaussian_scalar(1.0)
+        sampler.sample()
+    resumed = Trainer(cfg("killed"), noise=noise, resume=True, sampler=sampler)
+    assert (
+        resumed.step == 3 and resumed.accountant.releases == 3
+    )  # step 3 replayed from the journal
+    rest = resumed.train()
+    assert trajectory(first + rest) == trajectory(full.history)
+    # The same released scalars, up to the replay's float32 rounding (parameters within 1e-6,
+    # amplified in c_t = Σ clip((ℓ⁺ − ℓ⁻)/2λ)/B + z by 1/(2λ) = 500).
+    assert [r.released for r in first + rest] == pytest.approx(
+        [r.released for r in full.history], rel=1e-3
+    )
+    assert resumed.accountant.to_json() == full.accountant.to_json()
+    for a, b in zip(resumed.classifier.parameters(), full.classifier.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)  # replay = the step up to rounding
+
+    # Killed *during* step 4: its release may have happened, so it is counted and the run stops a
+    # step early.
+    with open(tmp_path / "lost" / "journal.jsonl", "a") as f:
+        f.write(
+            json.dumps({"t": 3, "event": "begin", "release": resumed.step_release().to_dict()})
+            + "\n"
+        )
+    lost = Trainer(cfg("lost"), noise=NoiseSource.for_testing(1), resume=True)
+    assert lost.step == 3 and lost.accountant.releases == 4 and lost.step_budget == 1
+    summary = lost.run()
+    assert (
+        summary.releases == 5
+        and summary.steps == 4
+        and summary.stopped_early
+        and summary.lost_releases == 1
+    )
+    assert summary.epsilon_pld <= 6.0  # calibrated by PLD, the default accountant
+
+    # A finished run's budget is spent; a changed config is refused.
+    with pytest.raises(ValueError, match="privacy budget is already spent"):
+        Trainer(cfg("full"), resume=True)
+    with pytest.raises(ValueError, match="different config.*lr"):
+        Trainer(cfg("killed", lr=1e-3), resume=True)
+    with pytest.raises(ValueError, match="already holds an earlier run"):
+        Trainer(cfg("killed"))
+
+
+def test_the_ledger_is_in_real_units_and_an_old_journal_per_unit_of_C_resumes_with_the_same_epsilon(
+    tmp_path,
+):
+    # The optimizers now record Δ = C/B (add/remove); journals of earlier versions hold DPZero's
+    # release per unit of C (Δ = 1/B, σ = multiplier/B) under the old kind name. Both are the same
+    # mechanism: the same ε.
+    cfg = config(tmp_path, steps=4, batch_size=4, clip=200.0, out=str(tmp_path / "out"))
+    trainer = Trainer(cfg, noise=NoiseSource.for_testing(0))
+    trainer.train(max_steps=2)  # killed after two steps: only the journal holds them
+    release = trainer.accountant.ledger[0].release
+    assert release.sensitivity == pytest.approx(200.0 / 4) and trainer.step_release() == release
+    path = tmp_path / "out" / "journal.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    m, q = trainer.multiplier, 4 / 1024
+    for row in rows:
+        if row.get("event") == "begin":
+            row["release"] = {
+                "kind": "PoissonSampledGaussian",
+                "sensitivity": 1 / 4,
+                "sigma": m / 4,
+                "sampling_rate": q,
+                "secret": False,
+            }
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    resumed = Trainer(cfg, noise=NoiseSource.for_testing(1), resume=True)
+    assert resumed.step == 2 and resumed.accountant.releases == 2 and resumed.lost_releases == 0
+    assert resumed.epsilon("pld") == pytest.approx(trainer.epsilon("pld"), rel=1e-9)
+    assert resumed.epsilon("rdp") == pytest.approx(trainer.epsilon("rdp"), rel=1e-9)
+    for a, b in zip(resumed.classifier.parameters(), trainer.classifier.parameters()):
+        torch.testing.assert_close(
+            a, b, rtol=0, atol=1e-6
+        )  # replayed from the public seeds and c_t
+
+
+def test_a_dp_adamw_run_begun_under_the_loop_resumes_under_auto(tmp_path):
+    """per_example picks how the same clipped sum is formed (FREE_FIELDS): a run begun under the old
+    default "loop" resumes under "auto", where a change of any field that alters the run is
+    refused."""
+
+    def cfg(**kw):
+        return config(
+            tmp_path,
+            method="dp-adamw",
+            head="linear",
+            train="head",
+            steps=2,
+            batch_size=4,
+            checkpoint_every=1,
+            checkpoint_dir=str(tmp_path / "ckpt"),
+            **kw,
+        )
+
+    Trainer(cfg(per_example="loop"), noise=NoiseSource.for_testing(0)).train(max_steps=1)
+    resumed = Trainer(cfg(), noise=NoiseSource.for_testing(1), resume=True)
+    assert resumed.step == 1 and resumed.config.per_example == "auto"
+    resumed.train()
+    assert resumed.accountant.releases == 2 and resumed.optimizer.per_example == "layers"
+    with pytest.raises(ValueError, match="cannot resume with a different config.*clip"):
+        Trainer(cfg(clip=5.0), resume=True)
+
+
+def test_a_head_only_checkpoint_holds_the_trained_parameters_and_resumes_from_them(tmp_path):
+    # A head-only checkpoint held the whole 90 MB encoder; the rest is the base model the config
+    # names, rebuilt on resume.
+    c = config(
+        tmp_path,
+        train="head",
+        steps=3,
+        batch_size=4,
+        checkpoint_every=1,
+        accountant="rdp",
+        checkpoint_dir=str(tmp_path / "run"),
+    )
+    first = Trainer(c, noise=NoiseSource.for_testing(0))
+    first.train(max_steps=2)  # a simulated kill after the checkpoint of step 2
+    assert (tmp_path / "run" / "checkpoint.pt").stat().st_size < 100_000
+    resumed = Trainer(c, noise=NoiseSource.for_testing(1), resume=True)
+    assert resumed.step == 2 and resumed.accountant.releases == 2
+    moved = [name for name, p in first.classifier.named_parameters() if p.requires_grad]
+    assert moved and all(
+        not p.requires_grad for name, p in first.classifier.named_parameters() if "encoder" in name
+    )
+    for (name, a), b in zip(first.classifier.named_parameters(), resumed.classifier.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_checkpoint_every_without_a_checkpoint_dir_checkpoints_into_the_run_folder(tmp_path):
+    # --checkpoint-every refused to run without --checkpoint-dir; the checkpoints now go beside the
+    # journal in --out, and --resume finds them there.
+    c = config(tmp_path, train="head", steps=3, batch_size=4, checkpoint_every=1, accountant="rdp")
+    first = Trainer(c, noise=NoiseSource.for_testing(0))
+    first.train(max_steps=2)  # a simulated kill after the checkpoint of step 2
+    assert (tmp_path / "out" / "checkpoint.pt").is_file()
+    resumed = Trainer(c, noise=NoiseSource.for_testing(1), resume=True)
+    assert resumed.step == 2 and resumed.accountant.releases == 2
+    for (name, a), b in zip(first.classifier.named_parameters(), resumed.classifier.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
