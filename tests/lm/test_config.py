@@ -74,3 +74,28 @@ def test_public_fields_name_files_by_base_name_and_leave_the_rest_as_they_are():
         k: v for k, v in fields.items() if k not in PATHS
     }
     assert public_fields(public) == public  # applied twice, the same
+
+
+def settings(tmp_path, **kwargs) -> FinetuneConfig:
+    """A private DPZero config on SST-2 (the default task) into tmp_path/out; kwargs override."""
+    return FinetuneConfig(
+        **{**dict(epsilon=6.0, method="dpzero", steps=3, out=str(tmp_path / "out")), **kwargs}
+    )
+
+
+def test_bad_settings_are_refused_and_checkpoints_default_to_the_run_folder(tmp_path):
+    with pytest.raises(ValueError, match="method must be one of"):
+        settings(tmp_path, method="sgd")
+    with pytest.raises(ValueError, match="sampler must be 'poisson' for the private method"):
+        settings(tmp_path, sampler="shuffle", relation="add/remove")
+    with pytest.raises(ValueError, match="sampler must be 'shuffle' for the private method"):
+        settings(tmp_path, sampler="poisson", relation="replace-one")
+    with pytest.raises(ValueError, match="steps must be 0 for method='zero-shot'"):
+        settings(tmp_path, method="zero-shot")
+    with pytest.raises(ValueError, match="delta must be in the open interval"):
+        settings(tmp_path, delta=1.5)
+    with pytest.raises(ValueError, match="checkpoint_every needs a folder"):
+        settings(tmp_path, checkpoint_every=2, out=None)
+    assert (
+        settings(tmp_path, checkpoint_every=2).run_dir == tmp_path / "out"
+    )  # the checkpoints go beside the journal
