@@ -32,6 +32,7 @@ from dpnc.lm.data import TextDataset
 from dpnc.lm.heads import EncoderClassifier
 from dpnc.lm.journal import RunFiles
 from dpnc.privacy.accountant import Accountant
+from dpnc.privacy.budget import Budget
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import NonPrivate, Release
 from dpnc.tier.base import StepHooks, StepInfo
@@ -126,21 +127,23 @@ def build_optimizer(
     encode: Encode,
     accountant: Accountant,
     noise: NoiseSource,
-    multiplier: float | None,
     n: int,
     group: Group | None = None,
+    multiplier: float | None = None,
 ):
     """The method's optimizer over the classifier's trainable parameters (None for zero-shot), wired
     by :func:`dpnc.tier.wiring.wire` (the trainer's :class:`~dpnc.tier.wiring.Wiring` is
     ``optimizer.wiring``).
 
     ``encode``: the classifier's input for the train-set examples of given indices; the optimizer
-    fetches each batch it draws through it. ``multiplier``: σ/Δ, calibrated by the trainer
-    (:func:`dpnc.tier.wiring.calibrate`). ``group``: a :class:`~dpnc.distributed.Group` for a
-    data-parallel zeroth-order run (see :mod:`dpnc.distributed`)."""
+    fetches each batch it draws through it. ``group``: a :class:`~dpnc.distributed.Group` for a
+    data-parallel zeroth-order run (see :mod:`dpnc.distributed`). ``multiplier``: σ/Δ to use (a
+    rehearsal's, an audit's broken variant); None: the wiring calibrates it to the config's budget
+    (ε, δ), or takes its ``noise_multiplier``, as for ``make_private``."""
     c = config
     if c.method == "zero-shot":
         return None
+    budget = Budget(c.epsilon, c.delta) if c.private and c.epsilon is not None else None
     optimizer, wiring = wire(
         classifier,
         c.method,
@@ -148,12 +151,14 @@ def build_optimizer(
         n=n,
         steps=c.steps,
         accountant=accountant,
-        noise_multiplier_given=multiplier,
+        budget=budget if multiplier is None else None,
+        noise_multiplier_given=c.noise_multiplier if multiplier is None else multiplier,
         calibrate_by=c.accountant,
         noise=noise,
         group=group,
         data=DataRows(fetch=encode),
         options=c.optimizer_options(),  # the method's options (dpnc.options), from the config
+        fixed_size_of=n if c.sampler == "shuffle" else None,  # fixed-size batches: their own event
     )
     optimizer.wiring = wiring
     return optimizer

@@ -35,9 +35,10 @@ the domain rule drops is an empty slot: :class:`~dpnc.sampling.ShuffleSampler`).
 the task's, or declared (``label_words``, ``labels``, else the public test file's labels) for a
 private run on a user's file, whose training rows outside the classes or the domain are dropped,
 never refused (:mod:`dpnc.lm.files`). ``summary.json`` lists these inputs (``public_inputs``) and
-how the settings were chosen (``recipe_selection``). The noise multiplier σ/Δ is calibrated with
-:func:`dpnc.privacy.calibrate.noise_multiplier` so that all ``steps`` releases meet (ε, δ) by the
-chosen accountant (RDP or PLD); every release is recorded; the report gives ε by RDP and by PLD.
+how the settings were chosen (``recipe_selection``). The trainer hands the budget (ε, δ) to
+:func:`dpnc.tier.wiring.wire`, as ``make_private`` does, which calibrates σ/Δ so that all ``steps``
+releases meet it by the chosen accountant (RDP or PLD); every release is recorded; the report gives
+ε by RDP and by PLD.
 
 Public outputs. ``metrics.jsonl``, TensorBoard, the progress bar and ``summary.json`` hold only what
 the run may publish: test-split accuracy and loss, ε spent, the public direction seeds and the
@@ -133,14 +134,11 @@ from dpnc.lm.steps import (
 )
 from dpnc.lm.trainable import Trainable, select_trainable
 from dpnc.privacy.accountant import Accountant
-from dpnc.privacy.budget import Budget
 from dpnc.privacy.noise import NoiseSource
 from dpnc.privacy.releases import Release
 from dpnc.progress import progress
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 from dpnc.tier.base import StepHooks
-from dpnc.tier.registry import OPTIMIZERS
-from dpnc.tier.wiring import calibrate
 
 __all__ = [
     "Evaluation",
@@ -254,11 +252,9 @@ class Trainer:
         self.relation = c.relation
         self.accountant = Accountant(self.relation)
         self.sampler = None
-        self.multiplier: float | None = None
         if c.method != "zero-shot":
             self.sampler = self._check_sampler(sampler)
             self.sampler.check_relation(self.relation)
-            self.multiplier = self._calibrate() if c.private else None
         elif sampler is not None:
             raise ValueError(
                 "sampler must be None for method='zero-shot' (it draws no batches); got "
@@ -335,10 +331,11 @@ class Trainer:
             encode=self._encode,
             accountant=self.accountant,
             noise=self.noise,
-            multiplier=self.multiplier,
             n=self.n,
             group=self.group,
         )
+        # σ/Δ as the wiring calibrated it to the budget (None: not private, or zero-shot)
+        self.multiplier = self.optimizer and self.optimizer.wiring.noise_multiplier
         self.steps = Steps(
             c,
             self.classifier,
@@ -478,25 +475,6 @@ class Trainer:
                 )
             )
         return sampler
-
-    def _calibrate(self) -> float:
-        """σ/Δ for the config's budget (:func:`dpnc.tier.wiring.calibrate`, the rule make_private
-        uses too)."""
-        c = self.config
-        fixed = (
-            self.n if c.sampler == "shuffle" else None
-        )  # fixed-size batches: their own event (replace-one)
-        return calibrate(
-            OPTIMIZERS[c.method],
-            n=self.n,
-            batch_size=c.batch_size,
-            steps=c.steps,
-            budget=None if c.epsilon is None else Budget(c.epsilon, c.delta),
-            noise_multiplier_given=c.noise_multiplier,
-            accountant=c.accountant,
-            relation=self.relation,
-            fixed_size_of=fixed,
-        )
 
     def step_release(self) -> Release:
         """The release one training step makes (what a lost step is counted as): the optimizer's
