@@ -15,8 +15,8 @@ from dpnc.lm import FinetuneConfig, Trainer, build_classifier
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.sampling import PoissonSampler, ShuffleSampler
 from dpnc.tier.zeroth_order import DPZeroOptimizer
-from tests.shared_data import DATA, needs_data
-from tests.small_model import one_layer_minilm
+from tests.lm import small_runs
+from tests.shared_data import needs_data
 
 pytestmark = needs_data
 minilm = pytest.importorskip(
@@ -29,22 +29,8 @@ STEP_KEYS = {"event", "step", "epsilon", "released", "seed"}
 
 
 def config(tmp_path: Path, **kwargs) -> FinetuneConfig:
-    defaults = dict(
-        epsilon=6.0,
-        task="SST-2",
-        data_dir=str(DATA),
-        method="dpzero",
-        steps=3,
-        batch_size=8,
-        eval_examples=8,
-        progress=False,
-        out=str(tmp_path / "out"),
-        max_length=32,
-        train="all",
-        eval_every=0,
-    )
-    defaults["model"] = one_layer_minilm()  # tests/small_model.py: mechanics, not accuracy
-    return FinetuneConfig(**{**defaults, **kwargs})
+    """The short private run of tests/lm/small_runs.py, at 8 evaluated examples of 32 tokens."""
+    return small_runs.config(tmp_path, **{"eval_examples": 8, "max_length": 32, **kwargs})
 
 
 def drawn_texts(trainer: Trainer) -> list[tuple[str, ...]]:

@@ -42,20 +42,7 @@ UPDATE = os.environ.get("DPNC_UPDATE_SNAPSHOTS") == "1"
 
 
 def _dpzero_lm() -> protocol.Result:
-    acc = {
-        ("SST-2", "zero-shot"): 71.0,
-        ("SST-2", "mezo"): 80.0,
-        ("SST-2", "dp6"): 79.0,
-        ("SST-2", "dp2"): 77.0,
-        ("SST-5", "zero-shot"): 30.0,
-        ("SST-5", "mezo"): 40.0,
-        ("SST-5", "dp6"): 39.0,
-        ("SST-5", "dp2"): 35.0,
-        ("TREC", "zero-shot"): 40.0,
-        ("TREC", "mezo"): 70.0,
-        ("TREC", "dp6"): 69.0,
-        ("TREC", "dp2"): 60.0,
-    }
+    acc = lm_rows.CLEAR
     config = dataclasses.replace(
         lm_rows.FULL_SET, tasks=("SST-2", "SST-5", "TREC"), data_dir="data"
     )

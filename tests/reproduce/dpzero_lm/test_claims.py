@@ -13,7 +13,7 @@ from dpnc_reproduce import claims as claims_lib
 from dpnc_reproduce import protocol
 from dpnc_reproduce.dpzero_lm import claims as lm_claims
 from dpnc_reproduce.dpzero_lm.experiment import EXPERIMENT
-from tests.reproduce.dpzero_lm.rows import FULL_SET, lm_row, lm_rows, with_correct
+from tests.reproduce.dpzero_lm.rows import CLEAR, FULL_SET, lm_row, lm_rows, with_correct
 
 CLAIMS = [
     "every private run is (ε, δ)-DP: ε by RDP and by PLD, from the run's own ledger with the declared n "
@@ -54,20 +54,7 @@ def _claims(rows) -> dict:
 
 
 def test_the_claims_hold_when_the_whole_interval_clears_the_threshold():
-    acc = {
-        ("SST-2", "zero-shot"): 71.0,
-        ("SST-2", "mezo"): 80.0,
-        ("SST-2", "dp6"): 79.0,
-        ("SST-2", "dp2"): 77.0,
-        ("SST-5", "zero-shot"): 30.0,
-        ("SST-5", "mezo"): 40.0,
-        ("SST-5", "dp6"): 39.0,
-        ("SST-5", "dp2"): 35.0,
-        ("TREC", "zero-shot"): 40.0,
-        ("TREC", "mezo"): 70.0,
-        ("TREC", "dp6"): 69.0,
-        ("TREC", "dp2"): 60.0,
-    }
+    acc = CLEAR
     holds = _claims(lm_rows(acc, spread=0.3))  # 10⁶ test examples, seeds ±0.3: narrow intervals
     assert all(h for c, h in holds.items() if "keeps at least" not in c and c != CAPTION)
     assert [h for c, h in holds.items() if "keeps at least" in c] == [
