@@ -1,91 +1,9 @@
 """The group a step's sums are aggregated over: :data:`LOCAL` (this process alone, a no-op) or a
-:class:`Group` of ``torch.distributed`` ranks (data-parallel DPZero and MeZO: a few numbers per
-step, whatever the model's size).
+:class:`Group` of ``torch.distributed`` ranks, so the one-process step and the data-parallel step
+are one code path. Data-parallel DPZero and MeZO exchange a few numbers a step, whatever the
+model's size; :func:`from_environment` finds the group under ``torchrun``.
 
-A step names its group (``DPZero.step(..., group=LOCAL)``, :class:`~dpnc.algorithms.dpzero.MeZO`
-alike) and asks these things of it: :meth:`~Group.draw` (the part of the sampler's batch this
-process evaluates), :meth:`~Group.sum` (its partial sums added over the group),
-:meth:`~Group.on_source` (a value made once, seen by all) and :meth:`~Group.release_sum` (the noisy
-release of a sum, made once, with the other sums, seen by all). :data:`LOCAL` answers with the
-sampler's batch, the sums as they are and the release itself, so the one-process step and the
-data-parallel step are one code path.
-
-A zeroth-order step's only data-dependent quantity is one scalar per direction, so workers that
-share the public direction seed need to exchange only their partial sums. Every rank holds the
-model; a step
-
-1. takes the batch rank 0 drew from its **secret** sampler, which reached it as indices inside the
-   previous step's all_reduce (step 3; the first step of a sampler broadcasts it instead: a batch of
-   fixed public size, :class:`~dpnc.sampling.ShuffleSampler`, its B indices; a Poisson batch, its
-   size and the next one's, then its indices; :class:`~dpnc.sampling.FullBatch`, all n examples, is
-   never sent: every rank takes it), and evaluates its own contiguous shard at x ± λu, u regenerated
-   from the step's public seed (the same on every rank);
-2. forms its partial sums — Σ clip_C(a_i) over its shard by
-   :func:`~dpnc.privacy.clipping.clipped_sum` (non-finite a_i set to 0 first), its example count and
-   the private diagnostics;
-3. rank 0 draws the step's secret noise z_t from its :class:`~dpnc.privacy.noise.NoiseSource`
-   through :func:`~dpnc.privacy.release.release_sum` applied to a zero sum (which records the step's
-   one ledger entry in its :class:`~dpnc.privacy.accountant.Accountant`) and adds it to its own
-   part: rank 0 contributes Σ_shard clip_C(a_i)/B + z_t, every other rank Σ_shard clip_C(a_i)/B, and
-   **one** ``all_reduce`` of 5 numbers (MeZO: 4) gives every rank the released c_t = (1/B) Σ_i
-   clip_C(a_i) + z_t itself, with the sums of the diagnostics (:meth:`Group.release_sum`), and the
-   next step's batch: rank 0 draws it now and adds its indices where the other ranks add zeros (a
-   Poisson batch's size, which the others need to size their part, went one step ahead: rank 0 also
-   draws the batch after it and sends its size);
-4. every rank applies the same in-place update x ← x − α·c_t·u_t.
-
-Per step after a sampler's first that is one collective, the all_reduce, the step's one
-synchronisation: of
-|next batch| + 6 numbers (Poisson), B + 5 (shuffled) or 5 (full batch), against the d gradient entries a first-order
-data-parallel step all-reduces (the discrete Gaussian, below, adds the broadcast of its release).
-Drawing a batch one or two steps early changes nothing of its distribution or of the ledger: rank
-0's sampler draws the same independent batches in the same order, only sooner (a run that stops
-leaves one or two drawn and never used), and the indices reach the same ranks as before, inside the
-group. :class:`Group` wraps the process group and counts the collectives, elements and bytes of
-every tensor it hands to a collective (``Group.sent``), so the claim is measured, not assumed.
-
-What changed (26 Nov 2026), and why privacy did not. Before, the all_reduce summed the un-noised
-parts, rank 0 released the sum (noise added, ledger entry) and broadcast c_t (a fourth collective),
-and the size of every batch was broadcast. Now the noise rides in the all_reduce: the Gaussian
-mechanism's output s/B + z with z drawn independently of s has the same distribution whether z is
-added before or after the other ranks' parts, z is drawn by rank 0's noise source alone, exactly
-once a step, and the ledger entry is the same one, made once a step by rank 0 (now just before the
-all_reduce, so a failure of the collective leaves an entry for a release that never happened: the
-accounting errs on the safe side). The release is the same value up to the order of one float64
-addition. The discrete Gaussian (``discrete=True``) rounds the sum to its grid before adding noise,
-so it is not additive: it keeps the sums, then rank 0's release and broadcast. MeZO's c_t,
-noiseless, is formed by every rank from the summed numbers (rank 0 records the non-private release).
-Rank 1 now receives rank 0's part with the noise in it rather than without: the trust boundary below
-is unchanged. The direction work (u over all d entries, three times a step on every rank, the part
-of a step no split divides) is cut to one generator pass by the opt-in
-:class:`~dpnc.tier.direction_cache.CachedModuleSpace` (``cache_directions=True``; d more numbers of
-memory).
-
-The optimizers of :mod:`dpnc.tier.zeroth_order` take ``group=Group()``; construction broadcasts rank
-0's public direction seed and parameters (as ``DistributedDataParallel`` does), so every rank starts
-equal. Launch with ``torchrun`` (or ``torch.multiprocessing``) after
-``torch.distributed.init_process_group`` (gloo on CPU, nccl on GPU: tensors then go through
-``cuda:current_device()``).
-
-Trust boundary. The collectives carry the secret batch indices and the partial sums (rank 0's with
-its noise, the others' without): every rank is part of the curator, and the process group must not
-cross an untrusted network. Only rank 0's sampler draws secret batches and only rank 0's noise
-source draws noise; the other ranks' are never used (a full batch, which samples nothing, every rank
-takes itself). Rank 0's accountant is the ledger (one entry per step); the other ranks' stay empty.
-
-Checkpoints. Save ``optimizer.state_dict()`` (and the model) from rank 0 only: every rank holds the
-same public state (step count, direction seed and generator). To resume, every rank loads that one
-checkpoint into a freshly built optimizer (samplers and noise sources are secret and never saved),
-and rank 0 restores its accountant's ledger; or rank 0 alone reads it and hands the public state to
-the other ranks (:meth:`Group.share`, :meth:`Group.broadcast_parameters_`: no shared file system
-needed), as ``dpnc finetune`` does.
-
-Under ``torchrun``. :func:`from_environment` is how ``dpnc finetune`` and :func:`dpnc.make_private`
-find their group: None in a single process; under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` >
-1 in the environment) it initialises the default process group if the script has not (nccl when CUDA
-is available, else gloo) and returns the world's :class:`Group`. A batch that is already the same on
-every rank (the façade's loader takes it through :meth:`Group.take_batch` when it yields it) is
-marked by its sampler's ``shared = True`` and is not sent again."""
+See docs/distributed.md: the protocol, why its privacy is one process's, the trust boundary."""
 
 from __future__ import annotations
 
