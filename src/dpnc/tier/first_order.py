@@ -1,42 +1,9 @@
 """First-order DP for models: :class:`DPOptimizer` wraps any ``torch.optim`` optimizer (DP-SGD,
 DP-AdamW).
 
-One step (Abadi et al. 2016, Algorithm 1, with the fixed denominator of a Poisson-sampled mean):
-
-1. per-example gradients g_i = ∇_θ ℓ_i(θ) of the batch the loader just yielded, by ``torch.func``
-   (``vmap(grad_and_value)`` over ``functional_call``, ``microbatch`` examples at a time; or one
-   example at a time by plain autograd with ``per_example="loop"``, which takes what torch.func
-   cannot, e.g. packed sequences), over all trainable parameters the optimizer holds;
-2. each g_i with a non-finite entry set to 0 (counted), then clipped to ‖g_i‖ ≤ C over all
-   parameters;
-3. the clipped sum released by :func:`dpnc.privacy.release.release_sum`: divided by the fixed B,
-   plus secret noise of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B under
-   add/remove);
-4. the noisy mean set as ``.grad`` of every parameter and the wrapped optimizer's ``step()`` taken.
-
-Why ``step(loss_fn)`` and not ``loss.backward()``. A per-example gradient needs each example's
-inputs separately: ``torch.func.vmap`` maps ``loss_fn`` over their leading dimension. After
-``loss.backward()`` on a reduced loss, only per-layer hooks can recover per-example gradients
-(Opacus's ``GradSampleModule``): they need a grad sampler for every layer type, cost 16–19× an
-inference pass on MiniLM and fail on Hugging Face BERT unpatched (Opacus reads BERT's (1, L)
-``position_ids`` buffer as one example). So the step hands ``loss_fn`` the batch the loader yielded
-(the pending batch of its :class:`~dpnc.batches.LoaderBatches`), one example at a time, and forms
-the gradients itself; the user never calls ``backward``. The same call works for the zeroth-order
-optimizers of :func:`dpnc.make_private`.
-
-Refusals before the batch is touched (``ValueError``, nothing released, the batch left pending): a
-model that is not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a layer no
-route can differentiate (:func:`refuse_no_route`, when the optimizer is made), a ``loss_fn`` that
-takes no arguments, explicit ``inputs`` that are not the very objects the loader yielded (another
-batch, a copy, a stale batch), a second step on one batch, a step beyond ``steps``. After it is
-touched, a model whose state changed (:class:`dpnc.tier.model_state.StateGuard`, which poisons the
-run) or a batch written since the loader yielded it is refused and charged: its release recorded,
-nothing published, the batch spent. A loss function that raises (or does not return one loss per
-example) still releases: the batch is evaluated one example at a time, the examples whose loss
-raises count 0, the noise is added and the update applied, and then the exception is raised. An
-empty Poisson batch releases noise only (``loss_fn`` not called). Undetectable, and the user's to
-avoid: a ``loss_fn`` that reads other data besides its arguments (e.g. the loop's whole batch, to
-centre scores)."""
+It clips each example's gradient and makes one noisy release per step, so any torch optimizer's
+update becomes private. The routes and why the step takes ``loss_fn``: docs/layers.md; the
+refusals and what a step charges: docs/privacy.md."""
 
 from __future__ import annotations
 
@@ -314,9 +281,32 @@ class DPOptimizer(StepHooks, torch.optim.Optimizer):
 
     Implements: Abadi et al. 2016 (DP-SGD, Algorithm 1), with the wrapped optimizer's update (Yu et
     al. 2022's DP-AdamW recipe for fine-tuning) and Poisson batches whose mean has the fixed
-    denominator B. See the module docstring for the step and its refusals. ``param_groups``,
-    ``state`` and ``defaults`` are the wrapped optimizer's (schedulers work); ``state_dict`` adds
-    the step count and never the noise source.
+    denominator B. ``param_groups``, ``state`` and ``defaults`` are the wrapped optimizer's
+    (schedulers work); ``state_dict`` adds the step count and never the noise source.
+
+    One ``step(loss_fn)``:
+
+    1. per-example gradients g_i = ∇_θ ℓ_i(θ) of the batch the loader just yielded (the pending
+       batch of its :class:`~dpnc.batches.LoaderBatches`), by the ``per_example`` route, over all
+       trainable parameters the optimizer holds;
+    2. each g_i with a non-finite entry set to 0 (counted), then clipped to ‖g_i‖ ≤ C over all
+       parameters;
+    3. the clipped sum released by :func:`dpnc.privacy.release.release_sum`: divided by the fixed B,
+       plus secret noise of std σ = noise_multiplier·Δ, one ledger entry in real units (Δ = C/B
+       under add/remove);
+    4. the noisy mean set as ``.grad`` of every parameter and the wrapped optimizer's ``step()``
+       taken.
+
+    Refused before the batch is touched (``ValueError``, nothing released, the batch left pending):
+    a model that is not ready (checked at every step: :func:`dpnc.tier.base.validate_model`), a
+    layer no route can differentiate (:func:`refuse_no_route`, when the optimizer is made), a
+    ``loss_fn`` that takes no arguments, explicit ``inputs`` that are not the very objects the loader
+    yielded, a second step on one batch, a step beyond ``steps``. After it is touched, a model whose
+    state changed (:class:`dpnc.tier.model_state.StateGuard`, which poisons the run) or a batch
+    written since the loader yielded it is refused and charged: its release recorded, nothing
+    published, the batch spent. A ``loss_fn`` that raises (or does not return one loss per example)
+    still releases, one example at a time, the raising ones counting 0, and then the exception is
+    raised. An empty Poisson batch releases noise only (``loss_fn`` not called).
 
     Args:
         optimizer: the torch optimizer to wrap (its parameters must be parameters of ``model``; all
