@@ -1,56 +1,8 @@
 """Per-example clipped gradient sums from each layer's activations and output gradients (no
 per-example copies).
 
-For a layer whose parameters enter as ``out = f(a; θ)`` with a per-example gradient that is a
-product of the layer's input ``a_i`` and its output gradient ``g_i = ∂ℓ_i/∂out_i``, one forward and
-one backward of the whole batch give every example's gradient norm and, once the clip factors are
-known, the clipped sum (the "book-keeping" route of Bu et al. 2023; ghost clipping, Li et al. 2022,
-for the norms of sequence inputs):
-
-* ``nn.Linear``: ∇W_i = Σ_t g_{i,t} a_{i,t}ᵀ. Its squared norm is ‖a_i‖²‖g_i‖² for one position,
-  else Σ_{t,s} (a_t·a_s)(g_t·g_s) (the ghost norm, when T·(in + out) < in·out) or the norm of the
-  materialised (out, in) product; ∇b_i = Σ_t g_{i,t}.
-* ``nn.Embedding``: ∇E_i = Σ_t e_{id_t} g_{i,t}ᵀ, squared norm Σ_{t,s} [id_t = id_s] g_t·g_s.
-* ``nn.EmbeddingBag`` (2-D input, 'sum' or 'mean', per-sample weights): Embedding's products, each
-  id of a bag taking the bag's output gradient times its weight in the bag.
-* ``nn.LayerNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, ∇β_i = Σ_t g_{i,t} (x̂ the normalised input).
-* ``nn.RMSNorm``: ∇γ_i = Σ_t g_{i,t} ⊙ x̂_{i,t}, x̂ = x / √(mean(x²) + eps).
-* ``nn.Conv1d``, ``nn.Conv2d``, ``nn.Conv3d``: ∇W_i = g_i · unfold(a_i)ᵀ per group, materialised per
-  example (small kernels); the input padded as the module's forward pads it ('same', 'valid', any
-  ``padding_mode``).
-* ``nn.ConvTranspose1d``, ``nn.ConvTranspose2d``, ``nn.ConvTranspose3d``: the adjoint of a
-  convolution, so ∇W_i = a_i · unfold(g_i)ᵀ per group (the output gradient unfolded by the layer's
-  kernel, stride, padding and dilation); ∇b_i = Σ g_i over every output position, those no weight
-  reaches (output_padding) included.
-* ``nn.GroupNorm``, ``nn.InstanceNorm*d``, ``nn.BatchNorm*d`` with running statistics (eval mode):
-  LayerNorm's products per channel, x̂ the module's own normalisation.
-* ``nn.MultiheadAttention`` (and so the Transformer layers): its q, k, v projections as one Linear
-  product over the packed ``in_proj_weight``, or one each where kdim or vdim ≠ embed_dim, its
-  ``out_proj`` a Linear, all read from the functional calls torch makes; ``add_bias_kv``'s bias_k,
-  bias_v the gradient into each example's own copy (:mod:`dpnc.tier.attention`).
-* ``nn.RNN``, ``nn.GRU``, ``nn.LSTM``: each weight matrix with its bias a Linear over the calls of
-  the layer's forward unrolled over the time steps (W_ih once over all steps, W_hh once per step),
-  packed sequences masked past each length (:mod:`dpnc.tier.recurrent`); Opacus's DPRNN, DPGRU,
-  DPLSTM are Linear layers called per step.
-
-The kinds and their products are in :mod:`dpnc.tier.layer_kinds` (:data:`KINDS`: layer type → kind).
-
-Then w_i = min(1, C/‖∇ℓ_i‖) over all parameters (:func:`~dpnc.privacy.clipping.clip_weights`), an
-example with a non-finite norm gets w_i = 0 (counted, as :func:`~dpnc.privacy.clipping.clipped_sum`
-zeroes it), and the clipped sum Σ_i w_i ∇ℓ_i is formed layer by layer from ``w·g`` and ``a``.
-
-Per example by construction. The losses are ``torch.func.vmap`` of ``loss_fn`` over the examples,
-each alone (a batch of one): whatever ``loss_fn`` and the model compute, ℓ_i is a function of
-example i, so g_i is example i's own output gradient (a loss that "centres over the batch" centres
-over one example). The layers' inputs and outputs are read beneath vmap, where torch runs the whole
-batch as one tensor, so the route keeps the speed of one batched forward and backward. Every
-trainable parameter must belong to a supported layer whose rows belong to the examples (several rows
-per example, e.g. positions or K label prompts, or several calls in one forward, are summed; a layer
-run on rows shared by every example, as BERT's (1, L) position ids, gets a copy per example); a
-forward vmap cannot batch makes :func:`layer_clipped_sum` return None and the caller uses
-``torch.func``'s per-example gradients. The norms are overflow-safe: where a norm overflows, each
-example's rows are scaled by their largest entry, so one extreme row changes nothing but its own
-weight."""
+The fastest first-order route: one batched forward and backward give every example's gradient norm
+and clipped sum, for the layer kinds of :mod:`dpnc.tier.layer_kinds`. See docs/layers.md."""
 
 from __future__ import annotations
 
@@ -105,13 +57,21 @@ def layer_clipped_sum(
     """Σ_i clip_C(∇_θ ℓ_i) over the batch by the per-layer route: the fields of a
     :class:`~dpnc.tier.first_order.ClippedSum` (the flat sum in ``params``' order, the per-example
     losses, how many were clipped, how many non-finite), or None where a parameter's layer is
-    unsupported, or runs on rows that are not one per example (a row shared by every example, as
-    BERT's (1, L) position ids), or vmap cannot run the forward (a layer without a batching rule).
+    unsupported or vmap cannot run the forward (a layer without a batching rule): the caller then
+    uses ``torch.func``'s per-example gradients.
 
     The losses are ``vmap`` of ``loss_fn`` over the examples, each alone
     (:func:`dpnc.batches.one_example`), so ℓ_i is a function of example i by construction, whatever
-    ``loss_fn`` and the model compute; the layers' inputs and outputs are read beneath vmap, where
-    torch runs the batch as one tensor."""
+    ``loss_fn`` and the model compute (a loss that "centres over the batch" centres over one
+    example); the layers' inputs and outputs are read beneath vmap, where torch runs the batch as
+    one tensor. Every trainable parameter must belong to a supported layer whose rows belong to the
+    examples: several rows per example (positions, K label prompts) or several calls in one forward
+    are summed, and a layer run on rows shared by every example (BERT's (1, L) position ids) gets a
+    copy per example. Then w_i = min(1, C/‖∇ℓ_i‖) over all parameters
+    (:func:`~dpnc.privacy.clipping.clip_weights`), an example with a non-finite norm gets w_i = 0
+    (counted), and Σ_i w_i ∇ℓ_i is formed layer by layer from ``w·g`` and ``a``. Where a norm
+    overflows, each example's rows are scaled by their largest entry, so one extreme row changes
+    nothing but its own weight."""
     from torch.func import vmap
 
     owners = supported(model, params)
