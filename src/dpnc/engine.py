@@ -1,90 +1,8 @@
 """``make_private``: a model, a dataset and a privacy target in; optimizer, loader and accountant
-out.
+out, so the user keeps a plain torch loop (Opacus's ``PrivacyEngine.make_private`` is the model).
 
-The façade wires what a user would otherwise wire by hand (Opacus's ``PrivacyEngine.make_private``
-is the model): a secret Poisson sampler, the noise multiplier calibrated to the target (by PLD
-unless ``accountant="rdp"``), an ``Accountant("add/remove")`` that answers ``epsilon(delta)`` by
-that same accountant, and a zeroth-order optimizer of :mod:`dpnc.tier.zeroth_order` that records
-every release in it. The user keeps a plain torch loop::
-
-    optimizer, loader, accountant = dpnc.make_private(
-        model, data=dataset, n=1000, optimizer="dpzero", target_epsilon=4.0, delta=1e-5,
-        steps=600, batch_size=32, lr=0.05, clip=5.0)
-    for batch in loader:                         # exactly `steps` secret Poisson batches
-        optimizer.step(lambda xb, yb: per_example_loss(model(xb), yb))   # handed the batch the loader yielded
-    print(accountant.get_epsilon(1e-5))          # by PLD, the accountant that calibrated: at most 4
-    print(accountant.report(1e-5))               # RDP, PLD and zCDP side by side
-
-or, as with Opacus's ``make_private_with_epsilon``, epochs: ``epochs=3`` instead of ``steps``
-calibrates for 3 × ⌈n / batch_size⌉ steps, and each ``for batch in loader`` is one epoch of ⌈n /
-batch_size⌉ batches.
-
-How the pieces hold together:
-
-* **The optimizer hands the loss function its batch.** The loader is a real
-  :class:`torch.utils.data.DataLoader` whose ``batch_sampler`` (:class:`PoissonBatchSampler`) draws
-  each batch from the secret :class:`~dpnc.sampling.PoissonSampler` and whose collate function holds
-  the collated batch as *pending* in a :class:`~dpnc.batches.LoaderBatches`, the optimizer's
-  sampler. ``optimizer.step(loss_fn)`` takes the pending batch and calls ``loss_fn(*batch)`` (a list
-  or tuple batch is unpacked, a dict is one argument), so the batch the loss function evaluates is
-  the batch the ledger describes. ``optimizer.step(loss_fn, xb, yb)`` is accepted only when ``xb,
-  yb`` are the very objects the loader yielded; the losses must have one entry per example (checked
-  by :func:`dpnc.sampling.batch_losses`).
-* **Public n.** q = batch_size / ``n`` with ``n`` declared by the user (the number of examples, or a
-  public bound): ``len(data)`` differs between add/remove neighbours, so it sets nothing the run
-  publishes.
-* **Refusals.** ``step`` raises ``ValueError`` — with nothing released and the parameters as they
-  were — when the model is not ready (checked at every step: ``model.train()`` after
-  ``make_private`` is refused at the next step), ``loss_fn`` takes no arguments, the inputs are not
-  the pending batch's objects (another batch of the same size, a slice or copy, a stale batch after
-  the next draw), the losses do not match the batch, no batch is pending (a second step on one batch
-  would use data the ledger describes once), and after ``steps`` steps. A refused step leaves its
-  batch pending, so a corrected call may retry it.
-* **What no code can detect.** A ``loss_fn`` that ignores its arguments or reads other data besides
-  them (a global tensor, the loop's variables, another example's output). Its losses are not those
-  of the batch the ledger describes, and no library can tell (docs/privacy.md).
-* **Empty batches.** Poisson sampling may draw no example at all. The loader then yields an *empty
-  batch of the dataset's structure* (every tensor with 0 rows, built once at construction from the
-  collated structure of the first example, holding none of its values), so the user's loop body
-  runs as for any batch; ``optimizer.step`` does **not** call ``loss_fn`` on it and DPZero releases
-  noise only (its mean over the fixed denominator B is 0), which the ledger records like any other
-  step. The returned loss is then ``nan`` (the mean of no losses). MeZO makes no update on an empty
-  batch. A user ``collate_fn`` that accepts ``[]`` builds the empty batch itself.
-* **Exactly ``steps`` batches.** The loader yields ``steps`` batches over its lifetime (a loop
-  broken off early resumes where it stopped); ``len(loader)`` is the number left, never a realised
-  size. With ``epochs``, each pass yields one epoch's batches (``len(loader)``). A pass begun once
-  all are drawn raises ``ValueError`` (another would spend beyond the budget), never a silent empty
-  loop. ``num_workers`` is 0: worker processes prefetch batches, so "the batch the loader just
-  yielded" would no longer be the pending one.
-
-**Data parallel.** Under ``torchrun --nproc-per-node N`` (``WORLD_SIZE`` > 1, or a process group the
-script initialised) the same script runs data parallel (:mod:`dpnc.distributed`): each rank builds
-the same run; at each iteration rank 0's secret sampler alone draws the batch, which reaches every
-rank inside the previous step's ``all_reduce`` (the first one is broadcast), and each rank's loader
-yields its own contiguous part of it (the other ranks' samplers draw nothing); a step exchanges its
-partial sums (one ``all_reduce`` with rank 0's noise in its part, and the next batch's indices: a
-few numbers for a zeroth-order step, the d clipped-gradient entries for a first-order one, whose
-ranks each clip their own examples) and every rank applies the same update. Rank 0 adds the noise
-and keeps the ledger: read ``accountant.report`` there (the other ranks' stay empty). Pass the
-module itself, not a ``DistributedDataParallel`` wrapper (refused: the step sums the ranks'
-gradients).
-
-``optimizer="mezo"`` gives MeZO (not private: the report says ε = ∞; no calibration, no clip).
-
-**First order.** ``optimizer="dp-adamw"``, ``"dp-sgd"`` or any ``torch.optim.Optimizer`` subclass
-gives a :class:`~dpnc.tier.DPOptimizer` wrapping that optimizer: per-example gradients by
-``torch.func``, each clipped to ``clip`` over all parameters, one noisy release of their mean per
-step (fixed denominator B)::
-
-    optimizer, loader, accountant = dpnc.make_private(
-        model, data=dataset, n=1000, optimizer="dp-adamw", target_epsilon=4.0, delta=1e-5,
-        steps=600, batch_size=32, lr=1e-3, clip=1.0)
-    for batch in loader:
-        optimizer.step(lambda xb, yb: per_example_loss(model(xb), yb))
-
-The same call as the zeroth-order optimizers, so one loop serves all: the step maps ``loss_fn`` over
-the examples of the batch it hands it. ``optimizer.register_step_hook(fn)`` reports each step
-(:class:`dpnc.tier.base.StepInfo`)."""
+See docs/getting-started.md for its use and docs/privacy.md for the batch contract and its
+refusals."""
 
 from __future__ import annotations
 
@@ -235,7 +153,8 @@ def make_private(
     add/remove, at sampling rate q = batch_size / n: T = ``steps``, or ``epochs`` × ⌈n / batch_size⌉
     (Opacus's ``make_private_with_epsilon``). The returned accountant answers ``epsilon(delta)`` /
     ``get_epsilon(delta)`` by that same accountant (its ``report`` gives RDP, PLD and zCDP side by
-    side). See the module docstring for the rules.
+    side). Its rules (the batch contract, the refusals): docs/getting-started.md and
+    docs/privacy.md.
 
     The optimizer's options (``**options``) build its registry entry's :mod:`dpnc.options` class,
     whose defaults and rules are the only ones: None leaves an option's default, and one the
@@ -276,7 +195,12 @@ def make_private(
         noise_multiplier: σ/Δ >= 0 to use instead of calibrating to ``target_epsilon`` (then leave
             that and ``delta`` unset); 0 adds no noise (not private: ε = ∞; for baselines and
             tests).
-        collate_fn: how the loader collates a batch (torch's default if None).
+        collate_fn: how the loader collates a batch (torch's default if None). On an empty
+            Poisson batch the loader yields an empty batch of the dataset's structure (every tensor
+            with 0 rows, built once from the first example's collated structure, holding none of
+            its values), so the loop body runs as for any batch; a ``collate_fn`` that accepts
+            ``[]`` builds it itself. The loader has no worker processes: they would prefetch, and
+            the batch just yielded would no longer be the pending one.
         testing_seed: tests only. Seeds the batch sampler and the privacy noise, so batches are
             reproducible; every release is marked not secret and every report says NOT PRIVATE.
         audit: a :class:`dpnc.self_audit.SelfAudit` (private optimizers, one process): its canaries
@@ -297,12 +221,15 @@ def make_private(
             and ``microbatch`` (first order). Any other name is refused.
 
     Under ``torchrun`` (:func:`dpnc.distributed.from_environment` finds a group) the run is data
-    parallel: see the module docstring; the loader yields this rank's part of each batch and rank
+    parallel (docs/distributed.md): the loader yields this rank's part of each batch and rank
     0's accountant holds the ledger.
 
     Returns:
         ``(optimizer, loader, accountant)``. ``optimizer.step(loss_fn)`` takes the batch the loader
-        just yielded, calls ``loss_fn(*batch)`` for its per-example losses, and returns their mean.
+        just yielded, calls ``loss_fn(*batch)`` (a list or tuple batch unpacked, a dict as one
+        argument) for its per-example losses, and returns their mean. On an empty batch
+        ``loss_fn`` is not called and the mean is ``nan``: DPZero releases noise only (recorded
+        like any step), MeZO makes no update.
 
     Raises:
         ValueError: an argument out of range (named, with the rule), an unsupported optimizer, a
