@@ -1,54 +1,8 @@
 """A Hugging Face ``Trainer`` that trains privately with dpnc: :class:`DPTrainer`.
 
-The DPZero and MeZO reference code are both ``transformers.Trainer`` forks; :class:`DPTrainer` is a
-subclass that keeps the Trainer's arguments, callbacks, logging, evaluation and saving, and hands
-the private part to :func:`dpnc.make_private`, so the optimizers are the registry's (``"dpzero"``,
-``"mezo"``, ``"dp-adamw"``, …) and the privacy rules are the wiring's (:mod:`dpnc.tier.wiring`)::
-
-    trainer = DPTrainer(model, TrainingArguments(output_dir, max_steps=200, per_device_train_batch_size=16,
-                                                 learning_rate=1e-3, logging_steps=10, report_to="none"),
-                        train_dataset=rows, n=1000, optimizer="dpzero", target_epsilon=6.0, delta=1e-5, clip=5.0)
-    trainer.train()               # each log holds "epsilon": trainer.accountant.epsilon(1e-5) after its steps
-
-How the Trainer's parts map onto dpnc's contracts:
-
-* **Batches.** :meth:`DPTrainer.get_train_dataloader` returns make_private's loader: ``max_steps``
-  secret Poisson batches of expected size ``per_device_train_batch_size`` out of the declared ``n``
-  (never ``len`` of the data), collated by the Trainer's ``data_collator``. No sampler of the
-  Trainer's, no ``accelerate`` re-sharding. The columns the model's forward does not take (a
-  ``datasets.Dataset``'s text, ``idx``) are left out as the Trainer's own loader leaves them
-  (``remove_unused_columns``), by the dataset's column names, never its rows.
-* **The step.** :meth:`DPTrainer.training_step` calls ``optimizer.step(loss_fn, inputs)`` of dpnc's
-  optimizer with the batch the loader just yielded (dpnc refuses any other) and a per-example loss
-  over it (the model's forward, then :func:`per_example_cross_entropy`, or ``per_example_loss``).
-  There is no ``loss.backward()``: a zeroth-order step needs none, and a first-order one forms its
-  clipped per-example gradients itself. The Trainer's own ``optimizer.step()`` that follows is a
-  no-op that checks one dpnc step was taken (:class:`_ReleasedInTrainingStep`); its learning-rate
-  scheduler edits the ``lr`` that dpnc's step reads; its batch-level gradient clipping is turned off
-  (``max_grad_norm = 0``: dpnc clips each example at ``clip``).
-* **One output boundary.** What the Trainer hands out (logs, callbacks, reporters, ``train()``'s
-  return value, ``trainer_state.json``, checkpoints, the callbacks' ``on_predict`` after
-  :meth:`~DPTrainer.predict`) passes :meth:`DPTrainer.public`, an allow-list: ε (the ledger's; ∞ for
-  MeZO), δ, learning rate, epoch and step (:data:`PUBLIC_LOGS`), and the evaluation metrics when the
-  evaluation set is declared public (``eval_public=True``), never a run time. The training loss,
-  gradient norms, private evaluations and run times are statistics of the data or of the batch
-  sizes: they go to :attr:`DPTrainer.private_log_history`, the owner's. ``train()`` returns
-  ``training_loss`` NaN (the loss is in the private history). The Trainer's log counts the declared
-  n, not ``len(train_dataset)``; its floating-point-operation count is 0 (it would count the
-  realised batch sizes). Checkpoints save no ``rng_state.pth`` (a first-order step's dropout draws
-  from a fork of torch's generator, so the global one is not advanced by the secret batch's size).
-* **Self-audit.** ``audit=SelfAudit(m, row=..., coordinates=...)`` is make_private's
-  (:mod:`dpnc.self_audit`): its canaries join ``train_dataset`` (n becomes n + m), and after
-  :meth:`~DPTrainer.train` the one-run bound is in :meth:`~DPTrainer.self_audit` and in
-  ``output_dir/self_audit.json`` (``dpnc audit --one-run output_dir``).
-* **Refusals** (``ValueError`` at construction): model selection or a plateau schedule on a private
-  evaluation set (``load_best_model_at_end``, ``metric_for_best_model``, ``reduce_lr_on_plateau``
-  need ``eval_public=True``), gradient accumulation (several batches per release), a DataParallel or
-  distributed setup, fp16/bf16 mixed precision (loss scaling), DeepSpeed or FSDP, a batch size
-  searched at run time, ``max_steps`` unset, a token count in the logs, an optimizer or
-  ``model_init`` of the user's; and at :meth:`~DPTrainer.train`, resuming from a checkpoint (the
-  ledger is not in it).
-"""
+The DPZero and MeZO reference code are both ``transformers.Trainer`` forks; :class:`DPTrainer` keeps
+the Trainer's arguments, callbacks, logging, evaluation and saving, and hands the private part (the
+batches, the step, the ledger) to :func:`dpnc.make_private`. See docs/integrations.md."""
 
 from __future__ import annotations
 
