@@ -1,78 +1,9 @@
-"""Fine-tuning a sentence encoder for text classification: zero-shot, MeZO, DPZero, AdamW and
-DP-AdamW.
+"""Fine-tuning a text classifier: zero-shot, MeZO, DPZero, AdamW and DP-AdamW.
 
-One :class:`Trainer` runs every method on a classifier of :mod:`dpnc.lm.heads`:
-
-* ``zero-shot``: no training; evaluates the head as built.
-* ``mezo``, ``dpzero``: :class:`dpnc.tier.MeZOOptimizer` / :class:`dpnc.tier.DPZeroOptimizer` with
-  the classifier's per-example cross-entropy as the closure (DPZero §2.5–2.6): forward passes
-  only, eval mode.
-* ``adamw``: first-order, non-private (DPZero §2.7).
-* ``dp-adamw``: first-order DP (Yu et al. 2022's recipe, DPZero §2.7) by
-  :class:`dpnc.tier.DPOptimizer`: per-example gradients by ``torch.func`` (one example at a time, or
-  ``vmap`` over ``functional_call``), each clipped to norm C (non-finite ones set to 0 first),
-  summed, divided by the expected batch size B, plus N(0, (σ·C/B)²) noise from the secret
-  :class:`~dpnc.privacy.noise.NoiseSource` (one release per step through
-  :func:`~dpnc.privacy.release.release_sum`, recorded in the accountant in real units), then an
-  AdamW step.
-
-Privacy. Private methods draw Poisson batches (each row joins w.p. q = B/n), so the accountant's
-event — the Poisson-subsampled Gaussian under add/remove — describes exactly what the sampler does
-(DPZero §7.1: the published code accounts Poisson but draws shuffled batches). The batches are
-**secret randomness** (:mod:`dpnc.sampling`): the sampler draws them from its own operating-system
-entropy stream, never from ``seed``; every private optimizer draws each batch itself, fetches its
-encoded rows (:class:`dpnc.batches.DataRows`, :class:`dpnc.batches.LoaderBatches`) and hands them to
-the classifier, and DP-AdamW's mean divides by the fixed B. No batch, realised batch size or
-per-step time is logged, saved, checkpointed or journaled (an adversary who knows which examples
-were sampled defeats the amplified ε).
-
-Public inputs. n is the config's **declared** public number of training examples
-(``FinetuneConfig.n``: a built-in task's recipe k × classes, or ``--n``), never ``len(train)``:
-under add/remove neighbouring data sets differ in size, and q = B/n, σ, the ledger and
-``summary.json`` must not (the sampler draws from the rows there are, each with the public q). Under
-replace-one the neighbours have the same size, so n is the number of records by definition (a record
-the domain rule drops is an empty slot: :class:`~dpnc.sampling.ShuffleSampler`). The class set is
-the task's, or declared (``label_words``, ``labels``, else the public test file's labels) for a
-private run on a user's file, whose training rows outside the classes or the domain are dropped,
-never refused (:mod:`dpnc.lm.files`). ``summary.json`` lists these inputs (``public_inputs``) and
-how the settings were chosen (``recipe_selection``). The trainer hands the budget (ε, δ) to
-:func:`dpnc.tier.wiring.wire`, as ``make_private`` does, which calibrates σ/Δ so that all ``steps``
-releases meet it by the chosen accountant (RDP or PLD); every release is recorded; the report gives
-ε by RDP and by PLD.
-
-Public outputs. ``metrics.jsonl``, TensorBoard, the progress bar and ``summary.json`` hold only what
-the run may publish: test-split accuracy and loss, ε spent, the public direction seeds and the
-released scalars c_t — and no time: a step's duration grows with its secret batch (and with a long
-example in it), so step times, eval time stamps, a progress rate or the run's wall time would reveal
-which steps held what. Statistics of the training data (per-step batch loss, non-finite count,
-clipped fraction, step time; the run's wall time, training rows and rows dropped by the domain rule)
-are written only when ``log_private_stats=True`` (``--log-private-stats``), to
-``private_train_stats.jsonl``, whose first line says they are NOT PRIVATE. The one timing channel
-left is the run's total duration (and the bar's advance), seen by whoever runs or watches the
-process.
-
-Journal, checkpoints and resume: a run journals every step before and after it touches the data,
-checkpoints the public state (never the noise source or the sampler), and on resume never
-under-counts ε (:mod:`dpnc.lm.resume`).
-
-Data parallel. Under ``torchrun --nproc-per-node N`` (:func:`dpnc.distributed.from_environment`
-finds a group) the private and zeroth-order methods run data parallel: every rank builds the same
-classifier; rank 0's secret sampler draws each batch, each rank evaluates its part of it (caching
-the frozen layers of the rows it evaluates: the caches are per rank), and a step exchanges its
-partial sums (:mod:`dpnc.distributed`: a few numbers for a zeroth-order step, the clipped gradient
-sum for DP-AdamW); rank 0 adds the noise and keeps the ledger. The evaluation set is split across
-the ranks and the results gathered. Rank 0 alone writes the run folder (journal, checkpoints,
-metrics, TensorBoard, summary, plot, model); on resume it reads it and hands the public state
-(model, optimizer, step) to the other ranks, and a refusal stops every rank alike. The summary is
-rank 0's, on every rank. The non-private AdamW baseline is refused (it runs in one process).
-
-Collaborators. The trainer sets the run up and holds the parts that do the work, each handed only
-what it needs: :class:`~dpnc.lm.journal.RunFiles` (the run folder: metrics, private statistics,
-journal, outputs), :class:`~dpnc.lm.steps.Steps` (one step per method, on the optimizers of
-:mod:`dpnc.tier`), :class:`~dpnc.lm.evaluation.Evaluator` (the test-split evaluation),
-:class:`~dpnc.lm.evaluation.Reporter` (``summary.json``), :class:`~dpnc.lm.resume.Checkpoints`
-(checkpoints and resume) and :class:`~dpnc.lm.estimate.Estimator` (the time estimate); the settings
-are :mod:`dpnc.lm.config`."""
+One :class:`Trainer` runs every method (``dpnc finetune``), so private and non-private runs share
+the data, the evaluation, the journal and the public outputs. What each method trains, what the run
+writes and why it holds no time: docs/finetuning.md and docs/privacy.md; under ``torchrun``:
+docs/distributed.md."""
 
 from __future__ import annotations
 
@@ -164,6 +95,14 @@ class Trainer:
     """Runs one :class:`FinetuneConfig`: builds (or resumes) the classifier, trains, evaluates,
     saves.
 
+    It sets the run up and holds the parts that do the work, each handed only what it needs:
+    :class:`~dpnc.lm.journal.RunFiles` (the run folder: metrics, private statistics, journal,
+    outputs), :class:`~dpnc.lm.steps.Steps` (one step per method, on the optimizers of
+    :mod:`dpnc.tier`), :class:`~dpnc.lm.evaluation.Evaluator` (the test-split evaluation),
+    :class:`~dpnc.lm.evaluation.Reporter` (``summary.json``), :class:`~dpnc.lm.resume.Checkpoints`
+    (checkpoints and resume) and :class:`~dpnc.lm.estimate.Estimator` (the time estimate); the
+    settings are :mod:`dpnc.lm.config`.
+
     Args:
         config: the run.
         noise: the secret noise source (a fresh ``NoiseSource()`` by default; tests pass
@@ -180,7 +119,7 @@ class Trainer:
             same model, data and frozen prefix (a sweep reuses them; default: computed here when
             ``config.cache`` allows).
 
-    Under ``torchrun`` the run is data parallel (see the module docstring): every rank builds its
+    Under ``torchrun`` the run is data parallel (docs/distributed.md): every rank builds its
     Trainer alike; only rank 0's ``sampler`` and ``noise`` are used.
 
     Raises:
@@ -738,7 +677,7 @@ class Trainer:
 
     def run(self) -> Summary:
         """Train, evaluate on the test split, write ``summary.json`` and the model to ``out``;
-        return the summary."""
+        return the summary (under ``torchrun``, rank 0's, on every rank)."""
         c = self.config
         start = time.perf_counter()
         if self.step == 0 and c.evaluated:
