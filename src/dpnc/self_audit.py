@@ -1,51 +1,7 @@
-"""Every run can audit itself: m canaries in the training data, each in with probability ½, and the
-one-run bound.
-
-``make_private(..., audit=SelfAudit(m, row=..., coordinates=...))`` adds canaries to the run's data
-and scores them from the values the run releases; after training ``audit.result()`` gives the
-one-run ε lower bound of Steinke, Nasr and Jagielski (2023) (:mod:`dpnc.privacy.one_run`) beside the
-ledger's ε. A bound above the claim proves, at the stated confidence, that this run (the mechanism
-*and the user's code*: loss, collate, model) did not keep its privacy claim::
-
-    audit = SelfAudit(200, row=lambda k, sign: (sign * BIG * one_hot(k), 0), coordinates=range(d, d + 200))
-    optimizer, loader, accountant = dpnc.make_private(model, data=train, n=n, ..., audit=audit)
-    for batch in loader:
-        optimizer.step(loss_fn)
-    print(audit.result())          # bound, guesses, correct, the best bound this m could show, the claim
-    audit.result(accuracy=test_accuracy(model), canary_free_accuracy=twin_test_accuracy)   # + the accuracy cost
-    audit.result().save("run/")    # run/self_audit.json; `dpnc audit --one-run run/` prints it
-
-**The canary (white box, Dirac).** Canary j owns one flat coordinate k_j of the trainable parameters
-(in ``model.parameters()`` order) and a sign s_j. ``row(k, sign)`` is the user's declaration of an
-example whose per-example loss is ``sign · L · θ[k]`` plus terms that do not depend on θ[k], with a
-slope L far above the clip (dpnc cannot build such an input for an arbitrary model; a linear input
-feature reserved for canaries is the usual way). It enters the user's data like any example, so the
-loss function, collate and model the run really uses carry it. Its clipped contribution to a release
-is then known from public values alone:
-
-* zeroth order: its clipped difference is C·s_j·sign(u_t[k_j]) (a direction of its own, read off the
-  public direction seed), so y_jt = s_j·sign(u_t[k_j])·c_t / Δ over the released scalars c_t;
-* first order: its clipped gradient is C·s_j·e_{k_j} (a Dirac gradient canary through the
-  per-example path), so y_jt = s_j·g_t[k_j] / Δ over the released noisy mean gradients g_t.
-
-Δ = C/B is the ledger's sensitivity. The scores (:data:`STATISTICS`) are the Poisson-Gaussian
-log-likelihood ratio Σ_t log(1 − q + q·exp((y_jt − ½)/(σ/Δ)²)) at the public q and σ, its reverse,
-and the sums ±Σ_t y_jt.
-
-**Secret and public.** Inclusions, coordinates and signs come from a secret
-:class:`~dpnc.privacy.noise.NoiseSource` (``testing_seed`` only in tests: every result then says NOT
-PRIVATE) and are never published; the ledger's n is the declared n plus m (a public bound on the
-rows, since n plus the number of canaries in would publish that number). The summary holds the bound
-and its counts only. A self-audited run trains on other data than a plain run: its model and its
-accuracy differ, and its summary says so. The cost in accuracy is recorded only as measured: this
-run's accuracy and a canary-free twin run's, both evaluated by the caller on public data (one pair,
-no interval); without a twin the summary says the cost was not measured (the benchmark measures the
-mean cost).
-
-References:
-    Steinke, Nasr, Jagielski. Privacy auditing with one (1) training run. NeurIPS 2023
-    (arXiv:2305.08846).
-"""
+"""Every run can audit itself: m canaries in the training data, each in with probability ½, scored
+from the values the run releases, give the one-run ε lower bound beside the ledger's ε, for the run
+and the user's own code (loss, collate, model). Steinke, Nasr, Jagielski. Privacy auditing with one
+(1) training run. NeurIPS 2023 (arXiv:2305.08846). See docs/audit.md, "One run audits itself"."""
 
 from __future__ import annotations
 
@@ -228,7 +184,7 @@ def accuracy_cost(accuracy: float | None, canary_free_accuracy: float | None) ->
 
 
 class SelfAudit:
-    """A run's own one-run audit (module docstring): build it, pass it as ``make_private(...,
+    """A run's own one-run audit (docs/audit.md): build it, pass it as ``make_private(...,
     audit=...)``.
 
     Args:
