@@ -1,51 +1,9 @@
 """A user's own labelled text files: CSV, TSV or JSON lines, read into ``TextDataset``s for
 fine-tuning.
 
-``load_user_data(train_file, test_file, ...)`` is what ``dpnc finetune --train-file ... --test-file
-...`` reads: both files become datasets of ONE task, so a class id means the same in training and in
-evaluation (without a test file, the test set is empty). Its classes are **declared** for a private
-run (``declared=True``): ``label_words``, else ``labels``, else the labels of a test file declared
-public (``test_public``) — never the private training file's, whose label set differs between
-neighbouring data sets (one row with a new label would change the head's shape and the published
-label names), nor a private test file's. Without ``declared`` (a non-private run) they are the
-training file's labels. ``load_file`` reads a single file (its own labels, or ``label_names``
-given). ``describe_data`` is the record of which data a run used, for its ``summary.json``.
-
-Formats, from the extension:
-
-* ``.csv``: the ``csv`` module's rules (quoting), delimiter ``","``.
-* ``.tsv``: lines split on tabs with no quote processing, as GLUE files need.
-* ``.jsonl``/``.json``: one JSON object per line (columns are keys) or one JSON array per line
-  (columns are ints).
-
-Columns are header names (str) or 0-based field positions (int; ``-1`` is each row's last field). A
-file has a header row iff some column is given by name.
-
-Labels are compared as text, with one rule: labels that denote the same number are one label.
-``"1"``, ``"1.0"``, ``" 1 "``, ``"+1"``, ``1`` and ``1.0`` (JSON) are all the label ``"1"``; a
-non-integral number keeps its canonical float text (``"0.50"`` is ``"0.5"``). Other labels are kept
-as written, stripped (``"Positive"`` and ``"positive"`` are two labels). Without label words the
-class order is the sorted labels (numerically when all are numbers).
-
-Refused, each with a ``ValueError`` naming the file and the line: bytes that are not UTF-8; a row
-whose label is missing or empty (absent JSON key, JSON null, empty field, a row with fewer fields
-than the header); a row whose text is empty; a CSV row with more fields than the header (a comma
-outside quotes shifts its fields; TSV rows may have more, as GLUE's NLI files do). A row that cannot
-be read is not skipped: a user is told what to fix.
-
-**The domain rule of a private training file** (``declared=True``). There a refusal that depends on
-one row would itself be a release (it tells whether that row is in the data), so no row is refused:
-a row is *dropped* when its label is missing, empty or not among the declared classes, its text (or
-text pair) is missing or empty, it has fewer fields than the header (or, in CSV, more; without a
-header, fewer than its columns name: no row sets a width for the others), it is not a JSON
-object/array, its value is nested JSON, or its line cannot be read (not JSON, a JSON number Python
-refuses, JSON nested too deep). A CSV field may be of any length. Bytes that are not UTF-8 become
-U+FFFD. The number of dropped rows is a statistic of the private data: it is written only to the
-run's private statistics (``--log-private-stats``). Dropping changes nothing in the accounting,
-whose n is declared (``FinetuneConfig.n``) under add/remove, and under replace-one is the file's
-records, the dropped ones included (each an empty slot of the batches; blank records count too).
-What is still refused is decided by the file's structure, not by any one row: a missing file, an
-unknown format, a header without the named columns."""
+``load_user_data`` is what ``dpnc finetune --train-file ... --test-file ...`` reads; a private
+run's training file is read by a domain rule that drops rows instead of refusing them, since a
+refusal would tell whether a row is in the data. The formats and rules: docs/finetuning.md."""
 
 from __future__ import annotations
 
@@ -197,7 +155,7 @@ def load_user_data(
     ``declared=False``: the training file's labels are the classes; the test file's labels must be
     among them (a test file may lack a class). ``declared=True`` (a private run): the classes are
     ``label_words``'s, else ``labels``, else the labels of a test file declared public
-    (``test_public``; sorted); the training file is read by the domain rule of the module docstring
+    (``test_public``; sorted); the training file is read by the domain rule of docs/finetuning.md
     (rows outside it dropped and counted in ``train.dropped``, never refused). Both files have the
     same columns and format rules; the test file is always read strictly.
 
@@ -221,7 +179,7 @@ def load_user_data(
 
     Raises:
         FileNotFoundError: a file that does not exist.
-        ValueError: a refused row (module docstring), a training set with fewer than 2 classes,
+        ValueError: a refused row (docs/finetuning.md), a training set with fewer than 2 classes,
             label words that miss a training label or name a label it does not hold, a test label
             that is not a class (naming each with the first line it occurs on), or a bad template.
             With ``declared``, none of these depends on a training row: only the test file and the
@@ -304,7 +262,7 @@ def load_file(
     delimiter: str | None = None,
     header: bool | None = None,
 ) -> TextDataset:
-    """One labelled text file of one's own, read by the rules of the module docstring.
+    """One labelled text file of one's own, read by the rules of docs/finetuning.md.
 
     Args:
         path: the file (``.csv``, ``.tsv``, ``.jsonl``/``.json``; any other extension needs
@@ -355,7 +313,7 @@ def read_private(
     header: bool | None = None,
 ) -> TextDataset:
     """A private run's training file as a dataset of ``task`` (its classes declared), read by the
-    domain rule of the module docstring: a row outside it is dropped and counted (``dropped``),
+    domain rule of docs/finetuning.md: a row outside it is dropped and counted (``dropped``),
     never refused. The one reading of private training rows: a user's file (:func:`load_user_data`)
     and a built-in task's split (:func:`dpnc.lm.lmbff.load_task` with ``lenient``)."""
     rows = _Rows.read(
@@ -433,7 +391,7 @@ class _Rows:
         lenient: bool = False,
     ) -> _Rows:
         """The file's rows; ``lenient`` (a private training file): drop each row outside the domain
-        (module docstring) instead of refusing it. The columns are checked against the header first
+        (docs/finetuning.md) instead of refusing it. The columns are checked against the header first
         either way."""
         given = [c for c in (text_column, pair_column, label_column) if c is not None]
         for c in given:
