@@ -1,47 +1,9 @@
 """Parameters moved along seeded random directions, with the direction never stored.
 
-Zeroth-order methods move the parameters x along a random direction u and back: ``perturb_(seed,
-s)`` moves x by s·u(seed); ``update_(seed, c)`` leaves x at x₀ + c·u(seed), where x₀ is the
-unperturbed point, undoing any pending perturbation along the same seed in the same pass (so a step
-costs three passes over the parameters, not MeZO's four). u is regenerated from its seed, tensor by
-tensor, each time it is needed (MeZO's seed trick, Malladi et al. 2023): the memory of a step is
-that of inference.
-
-Two tiers share this interface:
-
-* :class:`FlatSpace`: a float64 vector x ∈ R^d, optionally with leading batch dimensions (K, d) for
-  K runs that share their directions (a hyper-parameter grid run as one tensor computation). It
-  keeps the unperturbed anchor, so perturbed points are computed as x₀ + s·u from it:
-  perturb/restore is bit-exact and a trajectory equals a plain reference that evaluates at x ± λu.
-* :class:`ModuleSpace`: the trainable parameters of an ``nn.Module``, changed in place; restore is
-  exact up to floating-point rounding (a few ulps).
-
-Directions: ``"gaussian"`` (u ~ N(0, I_d), the experiments) or ``"sphere"`` (u uniform on the sphere
-of radius √d, the theory), which needs ‖z‖ first: one extra seeded pass, cached per seed.
-
-How u(seed) is drawn. The d entries, tensor after tensor, are cut into *groups* of at most
-:data:`GROUP` entries: consecutive tensors share a group while they fit, and a tensor larger than a
-group is cut into groups of its own. Group g draws its tensors (or its part of one) in order, as one
-``torch.randn`` of each, from a generator seeded with ``seed`` for g = 0 and a hash of (seed, g)
-otherwise. So where d ≤ GROUP (flat problems of up to 2²⁰ coordinates, small models) u is exactly
-one generator's stream over the tensors, as it was before groups existed; a large model's groups are
-independent streams that the CPU draws in parallel, one per thread (:func:`torch.get_num_threads`; u
-does not depend on how many). Drawing dominates a pass over the parameters (MiniLM, 22.6M entries:
-~80 ms of randn, ~5 ms of adding) and one generator is sequential, hence the groups
-(benchmarks/results/lm_step_zo.md). torch's CPU generator keeps 32 bits of its seed, so two groups
-(of any steps) share a stream with probability about (groups drawn)² / 2³³, as two steps did when
-each step was one stream.
-
-On the CPU each group's u is drawn in pieces of :data:`CHUNK` entries into one small buffer and each
-piece is added while it is in cache, instead of materialising a tensor's whole u (a word-embedding
-matrix's is 47 MB in float32); :meth:`ParameterSpace.directions`, which returns u whole, draws the
-same pieces straight into its tensors. The pieces are bit-identical to one ``torch.randn`` of the
-whole tensor: torch fills a tensor of ≥ 16 entries with uniforms in order and transforms them 16 at
-a time, redrawing the last 16 when the size is not a multiple of 16, so pieces whose sizes are
-multiples of 16 (the last one at least 16 long) consume the generator exactly as one call does
-(checked in tests/test_space.py for every floating dtype). The sphere's ‖z‖² is summed piece by
-piece in float64, so for a tensor of more than CHUNK entries its last bits may differ from one sum
-over the tensor."""
+Zeroth-order methods move the parameters along a random direction u and back; u is regenerated from
+its seed each time it is needed (MeZO's seed trick, Malladi et al. 2023), so a step's memory is
+inference's. :class:`FlatSpace` holds a float64 vector, :class:`ModuleSpace` a model's parameters.
+See docs/dpzero.md, "How a direction is drawn", for the definition of u(seed)."""
 
 from __future__ import annotations
 
@@ -82,7 +44,13 @@ Piece = Callable[[int, int, torch.Tensor], None]
 
 class ParameterSpace:
     """Base: seeded directions over a list of tensors and the bookkeeping of a pending
-    perturbation."""
+    perturbation.
+
+    Directions: ``"gaussian"`` (u ~ N(0, I_d), the experiments) or ``"sphere"`` (u uniform on the
+    sphere of radius √d, the theory), which needs ‖z‖ first: one extra seeded pass, cached per seed.
+    A step costs three passes over the parameters (to x + λu, to x − λu, then :meth:`update_`,
+    which undoes the pending perturbation as it updates), not MeZO's four.
+    """
 
     def __init__(
         self, shapes: list[torch.Size], dtype: torch.dtype, device: torch.device, direction: str
@@ -217,6 +185,11 @@ class ParameterSpace:
 class FlatSpace(ParameterSpace):
     """A vector x of shape (..., d), float64 by default; leading dimensions are independent runs.
 
+    The K runs of x of shape (K, d) share their directions (a hyper-parameter grid run as one
+    tensor computation). The unperturbed anchor x₀ is kept and perturbed points are computed from
+    it as x₀ + s·u, so perturb and restore are bit-exact and a trajectory equals a plain reference
+    that evaluates at x ± λu.
+
     Args:
         x: initial point(s); copied. ``x`` (the attribute) is always the current point.
         direction: ``"gaussian"`` or ``"sphere"``.
@@ -257,7 +230,8 @@ class FlatSpace(ParameterSpace):
 
 
 class ModuleSpace(ParameterSpace):
-    """The trainable parameters of a model (or any list of tensors), moved in place.
+    """The trainable parameters of a model (or any list of tensors), moved in place; restore is
+    exact up to floating-point rounding (a few ulps).
 
     Args:
         params: the tensors (e.g. ``model.parameters()``); those with ``requires_grad=False`` are
