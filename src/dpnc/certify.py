@@ -1,45 +1,6 @@
 """A certificate of Goldstein (δ, ε)-stationarity: the min-norm convex combination of gradients in a
-ball.
-
-The Goldstein δ-subdifferential of a Lipschitz h is ∂_δh(x) = conv ∪_{y ∈ B(x,δ)} ∇h(y) (the paper's
-Def 2.1; docs/papers.md, ZTC §1), and x is (δ, ε)-stationary if ‖∂h(x)‖_δ = min{‖g‖ : g ∈ ∂_δh(x)} ≤
-ε. The papers' guarantees are about this quantity, but it cannot be computed: the union runs over a
-whole ball. What *can* be computed is an upper bound. For any finite set of points y_1..y_k in the
-ball with gradients g_1..g_k, every convex combination Σ w_i g_i lies in ∂_δh(x), so
-
-    ‖∂h(x)‖_δ ≤ min_{w ∈ Δ_k} ‖Σ_i w_i g_i‖      (Δ_k the probability simplex),
-
-a quadratic programme in the weights. ZTC §1's "practical certificate" ‖(1/k)Σ_i g_i‖ is the value
-at the uniform weights, so the bound here is never worse and is often far better: at a kink of h the
-average of gradients on both sides need not be small, while their best combination is 0.
-
-The bound is only ever an *upper* bound, whatever the sampling: more points can only lower it.
-Points drawn uniformly from the ball rarely land where the gradients that matter are (the ball's
-rim, for ‖x‖), so pass such points explicitly when the geometry is known, or ask for **rim points**
-(``rim=k``): points near the ball's sphere, tilted back from x against an axis a (by default ∇h(x))
-by the angles θ with sin θ = j/J, j = 0..J, in k *antipodal* pairs of directions v ⊥ a:
-
-    y = x + δ′(−sin θ·a + cos θ·v),   v and −v,   δ′ = δ(1 − 1e-9) (inside the open ball).
-
-For a function radial about a minimiser c (h = ‖x − c‖, or the population of
-:class:`~dpnc.problems.radial.RadialDistance`), the minimum-norm element of ∂_δh(x) is made of the
-gradients at the points of the sphere ‖y − x‖ = δ tangent to the sphere about c (sin θ = δ/‖x − c‖),
-on opposite sides of the axis: one such pair already averages to it, while uniform points of the
-ball land near the rim with probability → 0 as d grows. Inside, near stationarity (‖x − c‖ < δ), the
-point x − δ′a (θ = 90°) lies beyond c and its gradient opposes ∇h(x): the pair certifies ≈ 0.
-
-**From a held-out sample to the population.** A certificate on the empirical F̂ of m held-out
-examples bounds ‖∂F̂(x)‖_δ, not the population's. :meth:`Certificate.population_bound` adds a stated
-concentration term: if the m examples are i.i.d. from the law, independent of the points y_1..y_k
-(and of x), and every ‖∇f(y; ξ)‖ ≤ L, then with probability ≥ 1 − γ, for all i at once,
-
-    ‖∇F̂(y_i) − ∇F(y_i)‖ ≤ (L/√m)·(1 + √(2 ln(k/γ)))                    (:func:`concentration`)
-
-(per point: E‖∇F̂ − ∇F‖ ≤ √(E‖∇f − ∇F‖²/m) ≤ L/√m; replacing one example moves ‖∇F̂ − ∇F‖ by ≤ 2L/m,
-so McDiarmid's inequality gives P(‖∇F̂ − ∇F‖ ≥ L/√m + t) ≤ exp(−mt²/(2L²)); a union bound over the k
-points). The same convex weights then give ‖∂F(x)‖_δ ≤ ‖Σ w_i ∇F(y_i)‖ ≤ bound + that term, whatever
-weights the data chose. The independence is the caller's to keep: rim points read the axis, so take
-the axis from other data (``axis=``) than the certifying sample, or the statement does not hold."""
+ball. It is a computable upper bound on ‖∂h(x)‖_δ, the quantity the papers' guarantees are about,
+which cannot itself be computed. See docs/ztc.md, "The Goldstein certificate"."""
 
 from __future__ import annotations
 
@@ -91,7 +52,7 @@ class Certificate:
         :func:`concentration` (L, m, k points).
 
         Holds when the m examples are i.i.d. from the law, independent of x and of every point y_i
-        (module docstring), and every per-example gradient has norm ≤ L (the public Lipschitz
+        (docs/ztc.md), and every per-example gradient has norm ≤ L (the public Lipschitz
         constant)."""
         return self.bound + concentration(L=L, m=m, points=self.points.shape[0], failure=failure)
 
@@ -176,7 +137,7 @@ def min_norm_convex_combination(G: torch.Tensor | np.ndarray) -> tuple[float, np
 def concentration(*, L: float, m: int, points: int, failure: float = 0.05) -> float:
     """(L/√m)·(1 + √(2 ln(k/γ))): with probability ≥ 1 − γ, every one of k fixed points has ‖∇F̂ −
     ∇F‖ at most this, F̂ the mean of m i.i.d. examples with per-example gradients of norm ≤ L
-    (McDiarmid + a union bound; module docstring)."""
+    (McDiarmid + a union bound; docs/ztc.md)."""
     check_positive(L=L)
     for name, value in (("m", m), ("points", points)):  # numbers.Integral: numpy integers count
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -194,7 +155,7 @@ def rim_points(
     angles: int = 8,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Points near the sphere ‖y − x‖ = radius, tilted back against ``axis`` (module docstring),
+    """Points near the sphere ‖y − x‖ = radius, tilted back against ``axis`` (docs/ztc.md),
     shape (k, d).
 
     y = x + δ′(−sin θ·a + cos θ·v) for sin θ = j/J (j = 0..J, J = ``angles``), v over ``pairs``
