@@ -1,70 +1,8 @@
 """Text-classification data for prompt-based fine-tuning: tasks, prompts, labelled datasets.
 
-The LM-BFF ``k-shot-1k-test`` splits that MeZO and DPZero fine-tune on are read by
-``dpnc.lm.lmbff.load_task``; a user's own CSV / TSV / JSONL files are read by ``dpnc.lm.files``;
-both with the row reader of ``dpnc.lm.rows``. Each task carries the paper's prompt template and
-label words (docs/papers.md, DPZero §4.2, taken from MeZO's ``run_fewshot.sh``), written as
-human-readable templates:
-
-| task | template | label words (class id 0, 1, …) |
-|---|---|---|
-| SST-2 | ``{sentence} It was {label_word}.`` | terrible, great |
-| SST-5 | same as SST-2 | terrible, bad, okay, good, great |
-| TREC | ``{label_word}: {sentence}`` | Description, Entity, Expression, Human, Location, Number |
-| RTE | ``{sentence1|drop_punct}? {label_word}, {sentence2|lower_first}`` | Yes (entailment), No (not_entailment) |
-| SNLI, MNLI | same as RTE | Yes (entailment), Maybe (neutral), No (contradiction) |
-
-Template placeholders: ``{sentence}`` (single-sentence tasks) or ``{sentence1}`` and ``{sentence2}``
-(pair tasks), and exactly one ``{label_word}``. A sentence placeholder may carry one filter:
-
-* ``|drop_punct``: drop the last character if it is punctuation (LM-BFF's ``*sent-_0*``, see
-  Correction);
-* ``|drop_last``: drop the last character whatever it is (LM-BFF's ``*sent-_0*`` exactly);
-* ``|lower_first``: lower-case the first character (LM-BFF's ``*sentl_1*``).
-
-LM-BFF's ``*cls*``/``*sep+*`` are the tokenizer's special tokens and are left to the tokenizer; its
-``*mask*`` is the ``{label_word}`` slot (``Task.input_text(text, mask="<mask>")`` gives the
-masked-LM input).
-
-The class id of a label is its index in ``Task.label_names``, following the data README's convention
-(SST-2 0/1, SST-5 0..4 = terrible..great, TREC 0..5 as above, RTE entailment/not_entailment,
-SNLI/MNLI entailment/neutral/contradiction). The training-set size n the accountant uses is a
-**public** input (``FinetuneConfig.n``), not ``len(dataset)``: under add/remove two neighbouring
-data sets differ in size, so q = B/n must not be read off the rows. For these folders the public
-recipe gives it: K × classes (:func:`recipe_size`). TREC's 512-shot train set has 2646 rows, not
-3072 (DPZero §7.3): 3072 is then a public bound, and Poisson batches (each row joins w.p. B/3072)
-hold B × 2646/3072 rows on average.
-
-Correction / choices where sources disagree:
-    * LM-BFF's ``*sent-_0*`` drops the premise's last character unconditionally, which chops a
-      letter off premises that do not end with punctuation (about a quarter of MNLI's). The tasks
-      here use ``|drop_punct`` (drop it only if it is punctuation); a template with ``|drop_last``
-      restores LM-BFF.
-    * LM-BFF's (GLUE's) MNLI/SNLI processors number the classes contradiction, entailment, neutral;
-      here the data README's order entailment, neutral, contradiction is used. Only class ids
-      differ; label words agree.
-    * The spec lists RTE's label words as "not_entailment: No, entailment: Yes"; the README's (and
-      GLUE's) order entailment = 0, not_entailment = 1 is used.
-    * Sentences are stripped of leading and trailing whitespace (SST-2 rows end with a space before
-      the tab, MNLI has some leading spaces); LM-BFF encodes them as they are.
-    * TSV files are split on tabs without quote processing (GLUE files contain unbalanced ``"``);
-      CSV files (SST-5, TREC k-shot) use the ``csv`` module's quoting rules.
-
-Data notes (counted in the LM-BFF 512-shot files; the data README has the full checks):
-    * TREC's 512-shot ``dev`` has 512/512/0/512/323/384 examples per class (2243): Expression's 86
-      examples are all in ``train``, and Location/Number have fewer than 1024 in the original train
-      set.
-    * SST-5 and TREC train/dev share a few sentences (TREC: ~30 per seed) that occur more than once
-      in the original train set; by row they are disjoint. SST-2's train/dev share none.
-    * A few RTE rows carry mojibake from GLUE (a UTF-8 apostrophe decoded twice); rows are read as
-      they are.
-
-References:
-    Gao, Fisch, Chen, *Making pre-trained language models better few-shot learners* (LM-BFF), ACL
-    2021, arXiv:2012.15723. Malladi et al., *Fine-tuning language models with just forward passes*
-    (MeZO), NeurIPS 2023, arXiv:2305.17333. Zhang et al., *DPZero: private fine-tuning of language
-    models without backpropagation*, ICML 2024, arXiv:2310.09639.
-"""
+A :class:`Task` holds a task's classes, label words and prompt template, so the LM-BFF benchmarks
+(:mod:`dpnc.lm.lmbff`) and a user's own files (:mod:`dpnc.lm.files`) are prompted alike. The
+tasks' templates, the template syntax and where the sources disagree: docs/finetuning.md."""
 
 from __future__ import annotations
 
@@ -100,8 +38,8 @@ class Task:
         label_words: the word the prompt puts in the label slot for each class.
         pair: whether inputs are sentence pairs (premise, hypothesis).
         template: the prompt, with ``{sentence}`` or ``{sentence1}``/``{sentence2}`` and one
-            ``{label_word}`` (filters ``|drop_punct``, ``|drop_last``, ``|lower_first``; see the
-            module docstring).
+            ``{label_word}`` (filters ``|drop_punct``, ``|drop_last``, ``|lower_first``;
+            docs/finetuning.md).
 
     Raises:
         ValueError: empty or repeated label names, label words not one per class, or a template with
