@@ -1,24 +1,9 @@
 """Data samplers that carry their own privacy event and draw their batches in secret.
 
-A sampler chooses each step's batch and says how a Gaussian release computed on such a batch is
-accounted. Whenever that accounting claims amplification by subsampling (Poisson, fixed-size
-sampling without replacement), the batch is **secret randomness**: it is drawn from a
-:class:`~dpnc.privacy.noise.NoiseSource` of the sampler's own (operating-system entropy, a stream
-apart from the noise), and it is never logged, saved or returned in a public object, nor is its
-realised size. If an adversary could replay which examples were sampled, the amplified ε would be
-false: with the batches known, a claimed ε = 1 of Poisson DPZero (n = 100, B = 5, T = 400) is truly
-ε ≈ 4. ``for_testing(..., seed=...)`` gives reproducible batches for tests; every release accounted
-through such a sampler carries ``secret=False`` and every report built on it says "not private".
-
-The optimizer or algorithm draws the batch and hands it to the closure (the model tier hands the
-user's loss function the batch's rows: :mod:`dpnc.batches`), so the ordinary path evaluates no batch
-the ledger does not describe; :func:`batch_losses` checks that it returned one loss per example of
-that batch. Means are taken with the fixed denominator ``batch_size`` (the expected size under
-Poisson sampling), so one example moves a mean by at most C/batch_size whatever the realised batch,
-and an empty batch releases noise only.
-
-:class:`FullBatch` and :class:`SinglePass` claim no amplification: their data order is public.
-"""
+A sampler chooses each step's batch and says how a release on it is accounted. Where that claims
+amplification by subsampling, the batch is secret randomness: never logged, saved or returned, nor
+its realised size (docs/privacy.md says why); means divide by the fixed B. The samplers:
+docs/dpzero.md."""
 
 from __future__ import annotations
 
