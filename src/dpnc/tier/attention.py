@@ -1,25 +1,8 @@
 """``nn.MultiheadAttention`` on the per-layer route: its projections read as Linear products, its
 bias_k and bias_v as gradients into each example's own copy.
 
-torch's attention projects inside ``F.multi_head_attention_forward`` by calling the functional
-``linear`` on its own ``in_proj_weight`` (whole for self-attention, in slices for q and k/v
-otherwise), or once on each of ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` where kdim or
-vdim differ from embed_dim, and on ``out_proj``'s weight, so no module hook sees those products.
-While the route's forward runs, :func:`recording` puts a ``linear`` in their place that records each
-call on a watched weight, its input rows and output (beneath vmap), and where its rows lie in the
-weight; a packed in-projection's output gradient is then placed in the rows of the whole (3E, E)
-weight (:func:`place`), so that Σ_t g_t a_tᵀ is the packed gradient, q's, k's and v's blocks in one
-product; a separate weight's calls are a Linear product of their own. bias_k and bias_v (appended to
-the projected keys and values) are handed to the attention as one copy per example, batched at the
-route's vmap level, so the gradient into example i's copy is its own: the gradient flowing into its
-appended key and value rows. The kind of the attention's own parameters is :class:`_Attention`;
-``out_proj`` is a Linear.
-
-``scaled_dot_product_attention`` has no vmap batching rule on the CPU (torch runs it example by
-example), so during the same forward it is computed in its math form, softmax(q kᵀ · scale + mask) v
-(torch's documented reference), which vmap batches. The replacements are the functions
-``torch.nn.functional`` looks up at call time, restored when the forward ends; they change no value
-but the attention's rounding."""
+torch's attention projects through the functional ``linear``, which no module hook sees, so the
+route records those calls while its forward runs. What each product is: docs/layers.md."""
 
 from __future__ import annotations
 
@@ -79,7 +62,14 @@ def recording(weights: dict, record: Callable) -> Iterator[None]:
     weight's slice it used, "q", "k" or "v" for a separate projection's weight, None for any other
     whole weight); an attention's bias_k and bias_v are handed to it as one copy per example,
     recorded as ``record(module, copies, copies, "bias_k")``; and scaled dot-product attention is
-    computed in its math form."""
+    computed in its math form.
+
+    Why: ``F.multi_head_attention_forward`` calls the functional ``linear`` on its own
+    ``in_proj_weight`` (whole for self-attention, in slices for q and k/v otherwise), on each of
+    ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` where kdim or vdim differ from
+    embed_dim, and on ``out_proj``'s weight, so no module hook sees those products. The
+    replacements are the functions ``torch.nn.functional`` looks up at call time, restored when the
+    block ends; they change no value but the attention's rounding."""
     linear, attention = F.linear, F.scaled_dot_product_attention
     forward = F.multi_head_attention_forward
 
@@ -161,7 +151,9 @@ def place(g: torch.Tensor, rows) -> torch.Tensor | tuple[str, torch.Tensor]:
 def math_attention(
     query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
 ):
-    """``F.scaled_dot_product_attention`` in its math form, which vmap batches."""
+    """``F.scaled_dot_product_attention`` in its math form, softmax(q kᵀ · scale + mask) v (torch's
+    documented reference), which vmap batches: the fused kernel has no vmap batching rule on the
+    CPU, where torch runs it example by example."""
     if enable_gqa:
         repeat = query.size(-3) // key.size(-3)
         key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
