@@ -1,23 +1,9 @@
 """The trainer's run folder: public metrics, private statistics on request, the journal,
 checkpoints, resume.
 
-In a data-parallel run only rank 0 writes (``writer``); the other ranks' :class:`RunFiles` write
-nothing.
-
-Journal. ``journal.jsonl`` (in ``checkpoint_dir``, else ``out``) holds a header with the config,
-then each step *before* it touches the data (``begin``: the release it makes) and after (``end``:
-its public direction seed and, for zeroth-order methods, the released scalar c_t), each line
-fsynced. A checkpoint (written atomically) holds the classifier, the optimizer's public state, the
-step and the privacy ledger — never the noise source or the sampler — and restarts the journal. On
-resume, :func:`replay_rows` replays each finished zeroth-order step from its public values and
-counts every other begun step as a release (see :mod:`dpnc.lm.train`).
-
-Public files hold public values only, and no time: no ``metrics.jsonl`` line (step, evaluation or
-resume) carries a time stamp, since the time between two lines reflects the secret batches in
-between (their sizes, or a long example in them); the journal and the checkpoint hold none either.
-Step times and the run's wall time go only to ``private_train_stats.jsonl`` (only with
-``log_private_stats``), which opens with a NOT PRIVATE header. (The ``<folder>.superseded-<time>/``
-folder of ``new_run`` is named when the run starts, before it reads any training row.)"""
+Each file gets only what it may hold, so a public file never carries a time or a training
+statistic. What each file holds: docs/privacy.md, "What each output reveals"; the journal and
+resume: docs/finetuning.md."""
 
 from __future__ import annotations
 
@@ -249,7 +235,8 @@ class RunFiles:
         """``new_run``: move an earlier run's journal, checkpoint and outputs into
         ``<folder>.superseded-<time>/`` beside each folder, never inside it: the old run's released
         values must not be published in ``out/`` beside a summary whose ε leaves them out
-        (publishing both is composing both ledgers: docs/privacy.md)."""
+        (publishing both is composing both ledgers: docs/privacy.md). The ``<time>`` is when the
+        run starts, before it reads any training row."""
         c = self.config
         if not self.writer:
             return []
