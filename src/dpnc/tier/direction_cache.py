@@ -1,27 +1,8 @@
 """A model's parameter space that generates each step's direction once and keeps it: opt-in, d
 numbers of memory.
 
-:class:`~dpnc.space.ModuleSpace` regenerates u(seed) from its public seed every time it is needed:
-for x + λu, for x − λu and for the update, three passes of the random-number generator over all d
-entries per step (the seed trick: a step needs no more memory than inference). On a CPU the
-generator is the expensive part of those passes (≈ 5 ms for d = 1.4M in fp32 on one core, the add
-itself ≈ 0.2 ms), and under data parallelism (:mod:`dpnc.distributed`) every rank does it in full,
-so it is the part of a step that does not shrink with more processes. :class:`CachedModuleSpace`
-generates u(seed) once per seed, keeps it and adds the kept tensors in the three moves: one
-generator pass per step instead of three.
-
-Same numbers: the cache holds what :meth:`~dpnc.space.ParameterSpace.directions` draws for the seed,
-whatever generator scheme :mod:`dpnc.space` uses, and each move adds those tensors as the uncached
-space adds u, so the trajectory is bit for bit the same (tested).
-
-Memory: one tensor per parameter tensor, d numbers in the parameters' dtype, on their device, kept
-until the next seed's are drawn (the old ones are let go first, so never 2d): 5.7 MB for the
-1.4M-parameter benchmark model, 91 MB for MiniLM (22.7M, fp32), 540 MB for SmolLM2-135M (fp32). Use
-it where that memory is free (off by default in :mod:`dpnc.tier.zeroth_order`:
-``cache_directions=True``).
-
-The directions are public (regenerated from the logged seed), so keeping them changes nothing about
-privacy."""
+On a CPU, drawing u three times a step is the part of a zeroth-order step that does not shrink with
+more processes; keeping it costs memory and changes no number. Cost and memory: docs/dpzero.md."""
 
 from __future__ import annotations
 
@@ -36,6 +17,15 @@ __all__ = ["CachedModuleSpace"]
 
 class CachedModuleSpace(ModuleSpace):
     """A :class:`~dpnc.space.ModuleSpace` whose direction u(seed) is drawn once per seed and kept.
+
+    :class:`~dpnc.space.ModuleSpace` regenerates u(seed) from its public seed for x + λu, for
+    x − λu and for the update: three generator passes over all d entries per step (the seed trick:
+    a step needs no more memory than inference). On a CPU the generator is the expensive part
+    (≈ 5 ms for d = 1.4M in fp32 on one core, the add itself ≈ 0.2 ms), and under data parallelism
+    every rank does it in full. This space draws once per seed and adds the kept tensors as the
+    uncached space adds u, whatever scheme :mod:`dpnc.space` uses, so the trajectory is bit for bit
+    the same (tested). The kept tensors are d numbers in the parameters' dtype, on their device,
+    until the next seed's are drawn (the old ones are let go first, so never 2d).
 
     Args:
         params, direction: as :class:`~dpnc.space.ModuleSpace`.
