@@ -1,26 +1,9 @@
 """The data owner's checks of a private run's training data, before any release.
 
-The person who runs ``dpnc finetune`` holds the training data. A mistake in it — labels spelled
-``positive`` where the declared classes say ``Positive``, a header-only file, an extra label in the
-test file that builds a head with a class no training row has, a declared n far from the file's rows
-— would otherwise pass silently: the domain rule drops every row outside the declared classes (never
-refusing one, since a refusal that depends on one row would itself be a release), the run spends its
-ε and reports an untrained model.
-
-These checks read the training data, so what they say is a statistic of it, outside the run's (ε,
-δ). They speak to the owner alone: plain lines on the terminal's standard error, repeated at the end
-of the run (and, with ``--log-private-stats``, lines of the private statistics file), never a line
-of ``summary.json``, ``metrics.jsonl``, TensorBoard or the model folder. A refusal stops the run
-before the first step, so it writes nothing and spends nothing; whoever sees only the published
-files sees no run.
-
-Refused unless allowed: no training row left (``allow_empty_train``), a declared class without a row
-(``allow_missing_classes``), a label that differs from a declared class only in case, "did you mean"
-(``allow_label_mismatch``), a declared n more than 2× away from the file's rows
-(``allow_n_mismatch``; a built-in task's recipe n is only remarked on) and bytes that are not UTF-8
-in the training file, read as U+FFFD (``allow_replacement_chars``). Where the start of a run must
-not depend on the data (a pipeline whose runs are themselves observed), these settings turn each
-refusal into a note. See docs/privacy.md, "The owner's checks"."""
+They catch the mistakes the domain rule would let pass silently (a label spelled differently, an
+empty file, a declared n far off), so a run does not spend its ε on an untrained model. What they
+read is outside (ε, δ), so they speak to the owner alone, never to a published file: the checks,
+what they may say and where, docs/privacy.md, "The owner's checks"."""
 
 from __future__ import annotations
 
@@ -57,7 +40,7 @@ def check_training_data(
         delta: the run's δ (None: no privacy claim).
         n_declared: whether the owner declared n (``--n``); a built-in task's recipe n is only
             remarked on.
-        allow_*: tell instead of refusing (module docstring).
+        allow_*: tell instead of refusing (docs/privacy.md, "The owner's checks").
 
     Returns:
         The notes told to the owner (:func:`tell_owner`), refusals allowed included.
