@@ -1,29 +1,8 @@
 """A fine-tuning run's output folder appears whole, or not at all.
 
-:func:`dpnc.lm.train.finetune` (``dpnc finetune``) writes into a sibling folder ``<out>.partial``
-and renames it to ``out`` when the run has finished (summary, plot and model written). What happens
-when it does not finish:
-
-* **an exception or Ctrl-C** (KeyboardInterrupt) **before the first step**: ``<out>.partial`` is
-  removed, so nothing is left at either path and a re-run starts afresh;
-* **an exception or Ctrl-C after a step began**: the run has released values (``metrics.jsonl`` and
-  TensorBoard, public, may have been read while it ran), so its ledger stays: ``<out>.partial`` is
-  kept with its journal, as after a kill (below). Removing it would let a re-run in the same place
-  start a fresh ledger on the same data and report an ε that leaves out the releases already made.
-  ``--resume`` continues the run; ``--new-run`` starts over knowingly (the two runs' ε then add up).
-  A ``checkpoint_dir`` outside ``out`` is left as it is too;
-* **a kill** (SIGKILL, power loss): no code runs; ``<out>.partial`` keeps the journal (and the
-  checkpoints when ``checkpoint_dir`` lies inside ``out``), ``--resume`` continues there and renames
-  it into place when done, and a fresh start over it is refused as for any run folder holding a
-  ledger (:meth:`dpnc.lm.journal.RunFiles. check_fresh_start`), or moved aside with ``--new-run``. A
-  ``<out>.partial`` holding no journal or checkpoint (killed before its first step) holds no ledger
-  and is removed by the next run.
-
-``out`` itself is only ever created by the rename. A fresh run whose ``out`` exists and is not empty
-is refused before any work (its files would mix with the new run's), unless that folder holds an
-earlier run's ledger: then the run folder's own refusal applies (resume it, or ``--new-run``, which
-supersedes it in place, as before). A resumed run whose ``out`` exists (it finished, or was started
-before this rule) continues in place."""
+:func:`dpnc.lm.train.finetune` writes into ``<out>.partial`` and renames it to ``out`` when the run
+has finished, so a half-written folder is never taken for a result, and a folder that holds a
+ledger is never removed. What happens after an exception, Ctrl-C or a kill: docs/finetuning.md."""
 
 from __future__ import annotations
 
