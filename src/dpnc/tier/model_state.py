@@ -1,27 +1,9 @@
-"""One rule for a model's state during a private step: nothing the model holds changes but by the
-optimizer.
+"""One rule for a model's state in a private step: nothing it holds changes but by the optimizer.
 
 Between the moment a step's batch is drawn and its release, no parameter and no buffer of the model
-may change except by the optimizer's own moves (a zeroth-order step's x ± λu and its update; a
-first-order step's update, after the release). Anything else that writes them while the batch is in
-hand writes the batch into the model: BatchNorm's or InstanceNorm's running statistics in train
-mode, ``Embedding(max_norm=...)`` renormalising the rows it looked up, a custom layer that keeps a
-buffer of what it saw. ``state_dict()`` would then publish a statistic of the secret batch without
-noise. The same holds for every module the loss runs, part of the model or not (a frozen backbone
-called by ``loss_fn``), and for the tensors of the batch itself.
-
-:class:`StateGuard` enforces the rule by construction, whatever the module and whatever the write
-path: it reads the version counter (which every in-place write bumps), the identity and the storage
-of every parameter and buffer, and their values (a copy of each buffer, a :func:`fingerprint` of
-each parameter: a write through ``.data`` bumps no counter), when the batch is drawn and before
-every forward pass, and compares them after the pass and before the release. A change is refused
-with a message naming the module, the buffers are put back as they were (a parameter written in
-place cannot be: the message says so), and the run is poisoned: every later step and every save is
-refused. :data:`MESSAGES` words the refusal by module type; it is not the guard.
-
-:func:`static_problems` finds the offenders that can be seen without running the model (train-mode
-running statistics, ``max_norm``), so that they are refused before any batch is touched: a refusal
-that happens only when a row is large (``max_norm``) would itself tell something of the batch."""
+may change except by the optimizer's own moves: any other write (train-mode running statistics, a
+layer's buffer of what it saw) would publish the secret batch in ``state_dict()`` without noise.
+:class:`StateGuard` enforces it for every module the loss runs; the rule in full: docs/privacy.md."""
 
 from __future__ import annotations
 
@@ -87,7 +69,8 @@ def describe(module: nn.Module) -> str:
 
 def static_problems(model: nn.Module) -> list[str]:
     """The modules of ``model`` seen to write their state in a forward without running it, each with
-    its message."""
+    its message: refused before any batch is touched, since a refusal that happens only when a row
+    is large (``max_norm``) would itself tell something of the batch."""
     problems = []
     for name, module in model.named_modules():
         train_stats = isinstance(module, _NORM) and module.training and module.track_running_stats
@@ -200,8 +183,9 @@ class StateGuard:
     copy of each buffer (to compare and put back) and a :func:`fingerprint` of each parameter, so a
     write through ``.data`` (which no version counter sees) is caught too. ``check()`` raises
     :class:`ModelStateChanged` naming each module whose tensors changed, after putting the buffers
-    back, and poisons the run: :meth:`refuse_if_poisoned` then refuses every later step and save,
-    quoting the first offence (a later step would publish the written state).
+    back (a parameter written in place, which no copy can put back, is set to NaN), and poisons the
+    run: :meth:`refuse_if_poisoned` then refuses every later step and save, quoting the first
+    offence (a later step would publish the written state).
 
     ``watching()`` wraps a step's loss evaluation: every module whose forward runs within it, inside
     ``model`` or not (a frozen backbone the loss calls), is held to the same rule, marked at first
