@@ -1,34 +1,9 @@
 """``nn.RNN``, ``nn.GRU`` and ``nn.LSTM`` on the per-layer route: each weight matrix read as a
 Linear product.
 
-torch runs a recurrent layer as one fused kernel, which vmap cannot batch and no hook sees into.
-While the route's forward runs, :func:`unrolled` gives each recurrent layer a forward that computes
-the same function as a loop over the time steps, built from ``F.linear`` calls on the layer's own
-weights with torch's gate equations:
-
-* RNN: h' = tanh or relu(W_ih x + b_ih + W_hh h + b_hh);
-* GRU: r, z = σ(W_i{r,z} x + b_i{r,z} + W_h{r,z} h + b_h{r,z}), n = tanh(W_in x + b_in + r ⊙ (W_hn h
-  + b_hn)), h' = (1 − z) ⊙ n + z ⊙ h;
-* LSTM: i, f, o = σ(·), g = tanh(·) of W_ih x + b_ih + W_hh h + b_hh; c' = f ⊙ c + i ⊙ g; h' = o ⊙
-  tanh(c'), then h' = W_hr h' where ``proj_size`` > 0.
-
-Each weight (ih, hh, hr of every layer and direction) with its bias is then a Linear of its own
-(:class:`Part`), each of whose calls is recorded, its input rows and output, as the route records an
-attention's projections: W_ih once over all the steps, W_hh (and W_hr) once per step, so its
-per-example gradient Σ_t g_t a_tᵀ sums the calls before its norm is taken (the cross terms between
-steps included), as for any Linear run several times.
-
-Packed sequences. Beneath the route's vmap an example's sequence cannot be cut to its own length (a
-shape that depends on the data), so while the route's forward runs ``pack_padded_sequence`` keeps
-every step of every sequence (:class:`Padded`: ``data`` time-major and padded, ``batch_sizes`` the
-counts of sequences still running at each step, 0 past the longest). The unrolled layers mask the
-steps past each sequence's length: its state is kept and its output is 0, as torch's packed kernels
-leave them, so h_n (and c_n) is each sequence's own last state and the output a :class:`Padded` of
-the same steps. ``pad_packed_sequence(..., total_length=T)`` reads it (padding_value past each
-length), equal to torch's; without ``total_length`` torch cuts the example to its own length, which
-the route cannot, so that call, any other read of a padded sequence's ``data`` or ``batch_sizes``,
-or lengths torch refuses (0, beyond the padded width, unsorted with ``enforce_sorted``) make the
-route give way to another (:class:`NotOnRoute`)."""
+torch runs a recurrent layer as one fused kernel, which vmap cannot batch and no hook sees into, so
+during the route's forward it runs as a loop of ``F.linear`` calls over the time steps. What each
+product is and how packed sequences are read: docs/layers.md."""
 
 from __future__ import annotations
 
@@ -239,7 +214,13 @@ def _wide(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 def _cell(mode: str, gx, gh, h, c):
     """One step of torch's cell from the two projections gx = W_ih x + b_ih, gh = W_hh h + b_hh:
-    (h', c')."""
+    (h', c'), by torch's gate equations:
+
+    * RNN: h' = tanh or relu(gx + gh);
+    * GRU: r, z = σ(gx_{r,z} + gh_{r,z}), n = tanh(gx_n + r ⊙ gh_n), h' = (1 − z) ⊙ n + z ⊙ h;
+    * LSTM: i, f, o = σ(·), g = tanh(·) of gx + gh; c' = f ⊙ c + i ⊙ g; h' = o ⊙ tanh(c') (then
+      W_hr h' where ``proj_size`` > 0, outside the cell).
+    """
     if mode == "LSTM":
         i, f, g, o = (gx + gh).chunk(4, -1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
@@ -254,9 +235,10 @@ def _cell(mode: str, gx, gh, h, c):
 
 
 def _forward(self: nn.RNNBase, input, hx=None, *, linear: Callable):
-    """The layer's forward as a loop over the time steps (see the module's docstring); returns what
-    torch's does: (output, h_n), or (output, (h_n, c_n)) for an LSTM; a :class:`Padded` output for a
-    padded input."""
+    """The layer's forward as a loop over the time steps of ``F.linear`` calls (``linear``) and
+    :func:`_cell`; returns what torch's does: (output, h_n), or (output, (h_n, c_n)) for an LSTM; a
+    :class:`Padded` output for a padded input, whose steps past each sequence's length keep its
+    state and output 0, as torch's packed kernels leave them."""
     lstm, packed = self.mode == "LSTM", isinstance(input, rnn.PackedSequence)
     sorted_indices = unsorted_indices = mask = None
     unbatched = False
