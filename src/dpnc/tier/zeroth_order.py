@@ -1,38 +1,9 @@
 """Zeroth-order optimizers for models, in the style of ``torch.optim``: DPZero and MeZO (base:
 :mod:`dpnc.tier.base`).
 
-``DPZero`` and ``MeZO`` run the steps of :mod:`dpnc.algorithms.dpzero` on a model's trainable
-parameters through a :class:`~dpnc.space.ModuleSpace`: forward passes only, the direction
-regenerated from its seed, inference-level memory. **The optimizer hands the loss function its
-batch** (:mod:`dpnc.batches`): it is given the training data, draws each step's batch from its
-sampler (secretly when the accounting uses amplification by subsampling), fetches those rows and
-calls ``loss_fn(*rows)``, which must return the **per-example** losses of exactly those rows, shape
-(len(batch),). The model is checked before every step (:func:`validate_model`: no active dropout, no
-BatchNorm that uses batch statistics). Anything that can be detected otherwise is refused, so the
-batch the ledger describes is the batch that was used; a ``loss_fn`` that reads other data besides
-its arguments cannot be detected by any library, and is the user's to avoid.
-
-Data parallel. ``group=dpnc.distributed.Group()`` (under ``torchrun``) runs each step across the
-ranks of a ``torch.distributed`` group: rank 0 draws the secret batch and the noise and keeps the
-ledger, each rank evaluates its shard (``loss_fn`` gets this rank's part of the batch), and only a
-few numbers per step are communicated (see :mod:`dpnc.distributed`). Save checkpoints from rank 0
-only. Without ``group`` nothing changes.
-
-What a step did. ``optimizer.register_step_hook(fn)`` calls ``fn(optimizer, info)`` after every step
-with a :class:`StepInfo`: the step's index, its public direction seed, the released (noisy) quantity
-and the ledger entry it made, all public, and, apart and so named, :class:`PrivateStats` (the
-batch's loss, clipped fraction and non-finite count: statistics of the training data that ε does not
-cover). The first-order :class:`dpnc.tier.DPOptimizer` reports its steps the same way.
-
-Example:
-    >>> opt = DPZero(model.parameters(), lr=1e-6, clip=200.0, smoothing=1e-3, noise_multiplier=13.5,
-    ...              sampler=PoissonSampler(n=1024, batch_size=64, rows=len(X)), accountant=Accountant("add/remove"),
-    ...              model=model, data=(X, y))
-    >>> seeds = []
-    >>> handle = opt.register_step_hook(lambda opt, info: seeds.append(info.seed))   # public: may be logged
-    >>> for _ in range(T):
-    ...     loss = opt.step(lambda xb, yb: per_example_loss(model(xb), yb))
-"""
+They run the steps of :mod:`dpnc.algorithms.dpzero` on a model by forward passes only, at
+inference-level memory, and hand the loss function the batch they draw. The steps and an example:
+docs/dpzero.md; data parallel: docs/distributed.md; step hooks: docs/getting-started.md."""
 
 from __future__ import annotations
 
@@ -175,7 +146,10 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
 
         The optimizer hands ``loss_fn`` the inputs of the batch it drew (rows of ``data``, or the
         batch a :func:`~dpnc.make_private` loader just yielded); ``step(loss_fn, *inputs)`` is
-        accepted only when ``inputs`` are that loader's very objects. Returns the batch's mean loss
+        accepted only when ``inputs`` are that loader's very objects. ``loss_fn`` must return the
+        per-example losses of exactly those rows, shape (len(batch),); one that reads other data
+        besides its arguments cannot be detected by any library, and is the user's to avoid. Returns
+        the batch's mean loss
         at x (not private: a statistic of the training data; ``nan`` on an empty batch). Hooks
         registered with :meth:`register_step_hook` then get the step's :class:`StepInfo`.
 
