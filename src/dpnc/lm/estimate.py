@@ -3,28 +3,7 @@ inputs only.
 
 A step's time is a statistic of its secret batch (how many rows it holds, how long they are, whether
 their frozen layers are cached yet: docs/privacy.md, "Side channels"), so the estimate never times
-the training data. It rehearses the run's own step, :meth:`~dpnc.lm.steps.Steps.journaled` (the
-method's optimizer with its checks of the model, the journal's two fsynced lines) and its metrics
-row, on rows of the test split, with a throwaway optimizer, ledger, noise source and run folder
-(beside the run's, on the same disk), then puts the trained parameters back bit for bit. The rest of
-the run is counted from its public settings, each part timed on public inputs:
-
-* steps: the first (cold: first calls, a route's first-batch check) and the others at the mean of 1
-  to 5 warm ones, one per 20 steps of the run (the rehearsal costs about 5% of the steps' time);
-* frozen layers: a training row's are computed the first time a batch holds it
-  (:mod:`dpnc.lm.cache`), and the run meets n·(1 − (1 − q)^T) rows on average (n and q = B/n are
-  public), each at the time a test row took at setup;
-* ε: computed every ⌈T/10⌉ steps, at each evaluation and at the last step; the first and the last
-  are computed here on a copy of the ledger (cached: the run reuses them), the others counted at
-  their mean;
-* evaluations: each evaluation of the run and the final one, at the time the untrained model's took
-  at setup;
-* checkpoints: one written to the throwaway folder, times the number the run writes;
-* the end: the training plot, drawn (empty) into the throwaway folder.
-
-Not counted: writing the model and the summary, the progress bar, the process's start and exit. In a
-data-parallel run the step is rehearsed in one process on its share of a batch, without the exchange
-between the processes."""
+the training data. What it rehearses and counts: :class:`Estimator`, :class:`Estimate`."""
 
 from __future__ import annotations
 
@@ -66,7 +45,26 @@ PARTS = (
 
 @dataclass(frozen=True)
 class Estimate:
-    """Seconds the rest of a run should take, by part (the module docstring), and what was timed."""
+    """Seconds the rest of a run should take, by part, and what was timed.
+
+    Each part is counted from the run's public settings and timed on public inputs:
+
+    * steps: the first (cold: first calls, a route's first-batch check) and the others at the mean
+      of 1 to 5 warm ones, one per 20 steps of the run (the rehearsal costs about 5% of the steps'
+      time);
+    * frozen layers: a training row's are computed the first time a batch holds it
+      (:mod:`dpnc.lm.cache`), and the run meets n·(1 − (1 − q)^T) rows on average (n and q = B/n
+      are public), each at the time a test row took at setup;
+    * ε: computed every ⌈T/10⌉ steps, at each evaluation and at the last step; the first and the
+      last are computed on a copy of the ledger (cached: the run reuses them), the others counted
+      at their mean;
+    * evaluations: each evaluation of the run and the final one, at the time the untrained model's
+      took at setup;
+    * checkpoints: one written to the throwaway folder, times the number the run writes;
+    * the end: the training plot, drawn (empty) into the throwaway folder.
+
+    Not counted: writing the model and the summary, the progress bar, the process's start and exit.
+    """
 
     steps: float
     frozen_layers: float
@@ -102,8 +100,15 @@ def duration(seconds: float) -> str:
 
 
 class Estimator:
-    """The time of the rest of a run (the module docstring): rehearsed and counted on public inputs,
-    leaving the run as it was.
+    """The time of the rest of a run: rehearsed and counted on public inputs, leaving the run as it
+    was.
+
+    It rehearses the run's own step, :meth:`~dpnc.lm.steps.Steps.journaled` (the method's optimizer
+    with its checks of the model, the journal's two fsynced lines) and its metrics row, on rows of
+    the test split, with a throwaway optimizer, ledger, noise source and run folder (beside the
+    run's, on the same disk), then puts the trained parameters back bit for bit; the rest of the run
+    is counted from its public settings (:class:`Estimate`). In a data-parallel run the step is
+    rehearsed in one process on its share of a batch, without the exchange between the processes.
 
     Args:
         config: the run's settings.
