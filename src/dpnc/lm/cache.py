@@ -1,31 +1,9 @@
 """Frozen layers computed once: the cached output of the encoder's frozen prefix for every example.
 
-When the trained parameters sit above a frozen prefix of the network (``--train top-k`` or ``head``;
-see :mod:`dpnc.lm.trainable`), every forward pass of a zeroth-order step — at x + λu and at x − λu,
-on every batch — recomputes the same embeddings and lower layers. :class:`PrefixCache` computes them
-once per example (in batches, kept in memory, each example trimmed to its own length) and a step
-then runs only the trained layers:
-
-* ``top-k``: the hidden states after the first L − k layers, (tokens, hidden) per example; a step
-  runs the top k layers, the pooling and the head.
-* ``head``: the finished sentence embedding, (hidden,) per example; a step runs only the head.
-
-A row is computed the first time a batch holds its example (or all at once by
-:meth:`PrefixCache.fill`), so a short run pays only for the examples it touches.
-
-``benchmarks/lm_finetune_step.py`` measures what this saves against two full forwards.
-
-Caching is not a release, and changes nothing in the privacy analysis: a cached value is the same
-deterministic function of the public frozen weights and one example that the forward pass would
-compute at every step — the model's outputs, hence every released quantity, are the same (up to
-float rounding; the tests compare them), and it is drawn from the training data exactly as the raw
-texts are: it stays in the process's memory, like the dataset itself, and is never logged, saved or
-checkpointed. Batches are still drawn by the secret sampler; the cache only replaces ``encode(texts
-of the batch)`` by ``cache.batch(index)``. (When a row is first computed depends on the secret
-batches, so a step that meets new rows takes longer, like a step with a long example: step times are
-private statistics, written only to ``private_train_stats.jsonl`` with ``--log-private-stats``; no
-public file of the trainer — metrics, TensorBoard, summary, progress bar — holds a time. The run's
-total duration is still seen by whoever runs it: docs/privacy.md, "Side channels".)"""
+Under ``--train top-k`` or ``head`` (:mod:`dpnc.lm.trainable`) every forward pass of a
+zeroth-order step, at x + λu and at x − λu, on every batch, would recompute the same frozen layers;
+with the cache a step runs only the trained ones. Why caching is not a release: docs/finetuning.md,
+"What is trained"."""
 
 from __future__ import annotations
 
@@ -62,6 +40,11 @@ def cacheable_prefix(classifier) -> int:
 class PrefixCache:
     """The output of ``classifier``'s first ``layers`` encoder layers for each of ``texts``, each
     computed once.
+
+    A row is, for ``top-k``, the hidden states after the first L − k layers, (tokens, hidden),
+    trimmed to the example's own length (a step runs the top k layers, the pooling and the head);
+    for ``head``, the finished sentence embedding, (hidden,) (a step runs only the head). Rows are
+    kept in memory, never logged, saved or checkpointed.
 
     Rows are computed when first asked for (the examples of a batch that are not cached yet, in one
     forward pass), or all at once by :meth:`fill`: a short run pays only for the examples it
