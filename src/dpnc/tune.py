@@ -1,40 +1,9 @@
 """Private hyper-parameter tuning: choose among a grid of settings on the private data, and pay for
 it.
 
-Tuning on the private data leaks (Papernot & Steinke 2022, §2: the chosen learning rate alone can
-reveal a point), and running every candidate then reporting the best costs m runs. Random stopping
-costs a few:
-
-    K ~ D_{η,γ}                          (truncated negative binomial, drawn in secret)
-    for k = 1..K:
-        j_k ~ Unif{1..m}                 (in secret)
-        (r_k, s_k) = candidate_{j_k}()   (a private run and its private score, each recorded)
-    return the run with the best score s_k (its candidate, run and noisy score)
-
-Everything the tuning spends is one ledger entry in the caller's accountant,
-:class:`~dpnc.privacy.releases.RandomStopping` (each candidate's declared cost, η, γ), which the RDP
-accountant interprets by Papernot & Steinke's Theorem 2 (:mod:`dpnc.privacy.interpret`): if every
-candidate run plus its score is (λ, ε(λ))-RDP, the tuning is (λ, ε')-RDP with, for any λ̂ ≥ 1,
-
-    ε' = ε(λ) + (1 + η)(1 − 1/λ̂)·ε(λ̂) + (1 + η)·log(1/γ)/λ̂ + log(E[K])/(λ − 1),
-
-an overhead that does not grow with the grid size m (running all m candidates composes m-fold).
-PLD accounting and zCDP refuse it.
-
-What stays secret: K, the candidates drawn, every score but the winner's, the runs not chosen. None
-of them is returned or logged. (The running time still grows with K: a caller who publishes timings
-publishes K.)
-
-Costs are declared, not measured: the record must hold the cost of *every* candidate, tried or not
-(which were tried is secret), so each candidate states its ledger up front (public: it follows from
-its hyper-parameters, e.g. T Gaussian releases plus one score release). After each run the tuner
-checks that the run spent no more than declared (RDP curve, at every order) and refuses otherwise.
-
-References:
-    Papernot, Steinke. Hyperparameter tuning with Renyi differential privacy. ICLR 2022,
-    arXiv:2110.03620. Liu, Talwar. Private selection from private candidates. STOC 2019,
-    arXiv:1811.07971.
-"""
+Random stopping (Papernot & Steinke 2022) records the whole tuning as one ledger entry whose cost
+does not grow with the grid; K and the candidates not chosen stay secret. How: docs/practical.md;
+its bound: docs/privacy.md."""
 
 from __future__ import annotations
 
@@ -106,7 +75,15 @@ def random_stopping(
     Implements: Papernot & Steinke 2022, §3 (Theorem 2): K from the truncated negative binomial
     D_{η,γ} (η = 0 logarithmic, η = 1 geometric), each repetition a uniformly random candidate,
     output the best. Both draws come from ``noise`` (secret; a seeded test source marks the record
-    not private).
+    not private). Each candidate's cost is declared up front, not measured: the record must hold
+    the cost of every candidate, tried or not (which were tried is secret); K, the candidates drawn,
+    every score but the winner's and the runs not chosen are never returned or logged, but the
+    running time grows with K.
+
+    References:
+        Papernot, Steinke. Hyperparameter tuning with Renyi differential privacy. ICLR 2022,
+        arXiv:2110.03620. Liu, Talwar. Private selection from private candidates. STOC 2019,
+        arXiv:1811.07971.
 
     Args:
         candidates: the grid, m ≥ 1 callables ``(accountant, noise) -> (result, score)``; each runs
