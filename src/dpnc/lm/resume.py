@@ -1,32 +1,9 @@
 """Checkpoints and resume of a fine-tuning run.
 
-The run folder (``checkpoint_dir``, else ``out``) holds a journal (``journal.jsonl``): a header with
-the config, then each step *before* it touches the data (its release) and after (its public
-direction seed and, for zeroth-order methods, the released scalar c_t), each line fsynced. Every
-``checkpoint_every`` steps and at the end, ``checkpoint.pt`` in the run folder (written when
-``checkpoint_dir`` or ``checkpoint_every`` is given) holds the classifier, the optimizer state (for
-zeroth-order optimizers: the public direction generator), the step, the privacy ledger
-(``Accountant.to_json``) and the config — never the noise source or the sampler (a resumed run draws
-fresh secret noise and batches) — and the journal restarts. On resume (with or without a checkpoint:
-without one, from the initial model):
-
-* a zeroth-order step that finished is replayed from the journal (x ← x − η·c_t·u(seed_t): no data
-  access, no new release, no batch needed), so the run continues exactly where it was killed;
-* any other step that began (first-order methods, or a step killed mid-way) is a release that may
-  have happened: it is added to the ledger, and the run stops that many steps early, so the total
-  number of releases — hence ε — never exceeds what the budget affords. A resumed run never
-  under-counts ε.
-
-A run folder that holds a journal or a checkpoint refuses a fresh start (a second ledger over the
-same data would under-count): resume it, or pass ``new_run=True`` (``--new-run``), which moves the
-old journal, checkpoint and metrics into a ``<folder>.superseded-<time>/`` folder beside it first.
-Resume refuses a different config (the fields that define the run) and a budget that is already
-spent.
-
-:class:`Checkpoints` writes ``checkpoint.pt`` and resumes from the run folder
-(:class:`dpnc.lm.journal.RunFiles` reads and writes the files): it is handed the run files, the
-classifier and the optimizer, never the data, the noise source or the sampler. Under ``torchrun``,
-the trainer's rank 0 resumes and hands the public state to the other ranks."""
+A resumed run never under-counts ε: every step that began is in the journal before it touches the
+data, so a resume replays it or counts it as a release. What the journal and a checkpoint hold, how
+a resume replays, and when a fresh start is refused: docs/finetuning.md; under ``torchrun``:
+docs/distributed.md."""
 
 from __future__ import annotations
 
@@ -58,6 +35,13 @@ class Resumed(NamedTuple):
 class Checkpoints:
     """A run's ``checkpoint.pt`` and its resume from the run folder.
 
+    It is handed the run files, the classifier and the optimizer, never the data, the noise source
+    or the sampler: a resumed run draws fresh secret noise and batches. On resume (with or without
+    a checkpoint), a zeroth-order step that finished is replayed from the journal
+    (x ← x − η·c_t·u(seed_t): no data access, no new release, no batch needed); any other step that
+    began is a release that may have happened: it is added to the ledger, and the run stops that
+    many steps early.
+
     Args:
         files: the run's files (the journal and the checkpoint are read and written there).
         classifier: the model whose trained parameters are saved and restored.
@@ -77,7 +61,10 @@ class Checkpoints:
         return self.files.save_checkpoint(self.state(step, ledger, lost_releases, notes), step)
 
     def state(self, step: int, ledger: Accountant, lost_releases: int, notes: list[str]) -> dict:
-        """What ``checkpoint.pt`` holds: the run's public state after ``step`` steps."""
+        """What ``checkpoint.pt`` holds: the run's public state after ``step`` steps (the trained
+        parameters, the optimizer state, for zeroth-order optimizers the public direction
+        generator, the step, the ledger as ``Accountant.to_json``, the lost releases, the notes
+        and the config; never the noise source or the sampler)."""
         # The trained parameters only: the rest is the base model the config names, rebuilt on
         # resume (a head-only checkpoint held the whole 90 MB encoder).
         trained = {
