@@ -1,32 +1,9 @@
 """Which parameters a fine-tuning run trains: ``all``, ``bias`` (BitFit), ``top-k`` layers,
 ``head``, ``lora``.
 
-Zeroth-order progress per step scales like 1/(trained dimension) (DPZero's rate has d in it, or the
-effective rank of the Hessian), so *what* is trained decides whether private zeroth-order
-fine-tuning moves the model on a CPU in a few thousand steps. :func:`select_trainable` sets
-``requires_grad`` on a classifier's parameters — the zeroth-order and first-order optimizers train
-exactly the parameters that require grad — and returns a :class:`Trainable` record of what it chose
-(written to ``summary.json``).
-
-The modes, for a classifier whose backbone is ``classifier.encoder`` (a stack of layers after its
-embeddings):
-
-* ``all``: every parameter (the paper's full fine-tuning).
-* ``bias``: every bias of the backbone plus the head (BitFit, Ben Zaken et al. 2022).
-* ``top-k``: the last ``top_k`` layers of the backbone, whatever follows them (final norm, pooler)
-  and the head. Everything before — embeddings and the lower layers — is a *frozen prefix*:
-  :mod:`dpnc.lm.cache` computes it once per example.
-* ``head``: only the parameters outside the backbone (the linear head's W and b; the prompt head's
-  scale).
-* ``lora``: low-rank adapters on the attention projections by the **peft** library (``LoraConfig``:
-  rank ``lora_rank``, scaling ``lora_alpha``, modules ``lora_targets``, default peft's
-  per-architecture choice — BERT ``query``/``value``, Llama ``q_proj``/``v_proj``) plus the head.
-  The adapters' initial values come from a public seed (they are part of the public initial model);
-  B = 0, so the model starts unchanged.
-
-"Above a frozen prefix" is judged in the backbone's parameter order (``named_parameters``:
-embeddings, then the layers, then what follows): the prefix is every parameter before the first
-trained one."""
+Zeroth-order progress per step scales like 1/(trained dimension), so *what* is trained decides
+whether private zeroth-order fine-tuning moves the model on a CPU in a few thousand steps. The
+modes and their defaults: docs/finetuning.md, "What is trained"."""
 
 from __future__ import annotations
 
@@ -111,7 +88,28 @@ def select_trainable(
     freeze_embeddings: bool = False,
 ) -> Trainable:
     """Set ``requires_grad`` of ``classifier``'s parameters for ``mode`` (and wrap its backbone in
-    LoRA adapters for ``"lora"``); return what is trained.
+    LoRA adapters for ``"lora"``); return what is trained (written to ``summary.json``).
+
+    The zeroth-order and first-order optimizers train exactly the parameters that require grad.
+    The modes, for a classifier whose backbone is ``classifier.encoder`` (a stack of layers after
+    its embeddings):
+
+    * ``all``: every parameter (the paper's full fine-tuning; DPZero's rate has d in it, or the
+      effective rank of the Hessian).
+    * ``bias``: every bias of the backbone plus the head (BitFit, Ben Zaken et al. 2022).
+    * ``top-k``: the last ``top_k`` layers of the backbone, whatever follows them (final norm,
+      pooler) and the head. Everything before, embeddings and the lower layers, is a *frozen
+      prefix*: :mod:`dpnc.lm.cache` computes it once per example.
+    * ``head``: only the parameters outside the backbone (the linear head's W and b; the prompt
+      head's scale).
+    * ``lora``: low-rank adapters on the attention projections by the **peft** library, default
+      peft's per-architecture choice (BERT ``query``/``value``, Llama ``q_proj``/``v_proj``), plus
+      the head. The adapters' initial values come from a public seed (they are part of the public
+      initial model); B = 0, so the model starts unchanged.
+
+    "Above a frozen prefix" is judged in the backbone's parameter order (``named_parameters``:
+    embeddings, then the layers, then what follows): the prefix is every parameter before the
+    first trained one.
 
     Args:
         classifier: a classifier of :mod:`dpnc.lm.heads` or :mod:`dpnc.lm.causal` (its backbone is
