@@ -1,36 +1,9 @@
 """Classification heads on a Hugging Face sentence encoder: a zero-shot prompt head and a linear
 head.
 
-Both wrap an encoder (``transformers.AutoModel``), its tokenizer and a :class:`~dpnc.lm.data.Task`,
-embed a text as the attention-masked mean of the encoder's last hidden states, L2-normalised
-(sentence-transformers style), and expose the one thing the optimizers need: ``model(batch)`` = the
-per-example cross-entropy, shape (b,), ``reduction="none"`` — the closure of
-:class:`dpnc.tier.DPZeroOptimizer` / :class:`dpnc.tier.MeZOOptimizer`, and what per-example clipping
-differentiates.
-
-* :class:`PromptHead` scores class c by s·cos(e(x), e_c), e_c the embedding of class c's *label
-  prompt*, with a learnable scale s (log-parameterised, initialised to 20). It works zero-shot. Two
-  kinds of label prompt:
-
-  - ``"label"`` (default for single-sentence tasks): e_c = e(the template with an empty input), e.g.
-    ``"It was great."`` / ``"It was terrible."`` for SST-2, compared with e(x). One encoder row per
-    example plus K rows per batch (the prompts are re-embedded at every call, since the encoder is
-    being trained).
-  - ``"filled"`` (default for pairs): e_c = e(``task.prompt(x, c)``) — the input written into the
-    paper's template with label word c (§4.2: ``"P? Yes, h"``) — compared with
-    e(``task.input_text(x)``). Costs (K + 1) encoder rows per example.
-
-  The default for single-sentence tasks is the form with the best zero-shot accuracy on SST-2's test
-  split (``"label"``; the label word alone and ``"filled"`` score lower). Measured:
-  docs/results/lm-zero-shot/README.md.
-
-* :class:`LinearHead`: logits = W·e(x) + b. Initialised by default from the label prompts (W_c =
-  s·e_c, b = 0), so it starts as the prompt head's zero-shot classifier and then its class vectors
-  move freely; ``init="random"`` gives a standard random layer (drawn from a seeded generator).
-
-Correction: the paper scores label words with RoBERTa's masked-LM head at ``<mask>`` (DPZero §4.2). A
-sentence encoder such as MiniLM has no MLM head, so the label words enter through the embedding of
-their prompt instead."""
+Both expose the one thing the optimizers need, ``model(batch)`` = the per-example cross-entropy,
+so the same model serves zeroth-order steps and per-example clipping. What each head scores and
+how the label words enter: docs/finetuning.md, "Heads"."""
 
 from __future__ import annotations
 
@@ -83,6 +56,11 @@ def label_prompts(task: Task) -> list[str]:
 
 class EncoderClassifier(nn.Module):
     """Base: an encoder, its tokenizer and a task; subclasses define :meth:`logits`.
+
+    A text is embedded as the attention-masked mean of the encoder's last hidden states,
+    L2-normalised (sentence-transformers style). ``model(batch)`` is the per-example cross-entropy,
+    shape (b,), ``reduction="none"``: the closure of :class:`dpnc.tier.DPZeroOptimizer` /
+    :class:`dpnc.tier.MeZOOptimizer`, and what per-example clipping differentiates.
 
     A *batch* is a dict of tensors with a leading dimension b (``encode`` builds it), so that it can
     be sliced, and vmapped over, example by example.
@@ -440,12 +418,24 @@ def read_head(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
 
 class PromptHead(EncoderClassifier):
     """logits_c = s·cos(e(x), e_c): class c scored by the similarity to the embedding of its label
-    prompt.
+    prompt. It works zero-shot; s is learnable (log-parameterised, initialised to 20).
+
+    * ``"label"`` (default for single-sentence tasks): e_c = e(the template with an empty input),
+      e.g. ``"It was great."`` / ``"It was terrible."`` for SST-2, compared with e(x). One encoder
+      row per example plus K rows per batch (the prompts are re-embedded at every call, since the
+      encoder is being trained). It has the best zero-shot accuracy on SST-2's test split (the
+      label word alone and ``"filled"`` score lower; docs/results/lm-zero-shot/README.md).
+    * ``"filled"`` (default for pairs): e_c = e(``task.prompt(x, c)``), the input written into the
+      paper's template with label word c (§4.2: ``"P? Yes, h"``), compared with
+      e(``task.input_text(x)``). Costs (K + 1) encoder rows per example.
+
+    The paper scores label words with RoBERTa's masked-LM head at ``<mask>`` (DPZero §4.2); a
+    sentence encoder such as MiniLM has no MLM head, so the label words enter through the embedding
+    of their prompt instead.
 
     Args:
         mode: ``"label"`` (e_c = e(label prompt), input-independent; default for single sentences)
-            or ``"filled"`` (e_c = e(task.prompt(x, c)); default for pairs). See the module
-            docstring.
+            or ``"filled"`` (e_c = e(task.prompt(x, c)); default for pairs).
         scale: initial s > 0 (learnable, stored as log s).
     """
 
@@ -518,6 +508,9 @@ class PromptHead(EncoderClassifier):
 
 class LinearHead(EncoderClassifier):
     """logits = W·e(x) + b on the normalised embedding.
+
+    Initialised by default from the label prompts, so it starts as the prompt head's zero-shot
+    classifier and then its class vectors move freely.
 
     Args:
         init: ``"prompts"`` (W_c = scale·e(label prompt c), b = 0: the prompt head's zero-shot
