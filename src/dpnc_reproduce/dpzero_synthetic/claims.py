@@ -117,40 +117,32 @@ def _cell_labels(grid: Grid) -> dict:
     return {(h, d): (f"{RANK_LABEL[h]}, d={d}", (h, f"d{d}")) for h, d in grid.cells}
 
 
-def worst(grid: Grid) -> list[Verdict]:
+def _cells_ratio(grid: Grid, top, bottom) -> list[Verdict]:
+    """One verdict over every cell of log(top / bottom) > 0, ``top`` and ``bottom`` the per-seed
+    values of a cell (g, h, d) → list; nothing to judge without the three methods."""
     if not {"DPZero", "DPGD-0th", "DP-GD"} <= set(grid.methods):
         return []
     g, cell = grid.g, _cell_labels(grid)
-    return [
-        cells_verdict(
-            grid,
-            {
-                cell[h, d]: grid.log_ratio(
-                    g[(h, d, "DPGD-0th")],
-                    [max(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DP-GD")])],
-                )
-                for h, d in grid.cells
-            },
-        )
-    ]
+    ratios = {cell[h, d]: grid.log_ratio(top(g, h, d), bottom(g, h, d)) for h, d in grid.cells}
+    return [cells_verdict(grid, ratios)]
+
+
+def worst(grid: Grid) -> list[Verdict]:
+    """DPGD-0th against the larger of DPZero and DP-GD, cell by cell."""
+    return _cells_ratio(
+        grid,
+        lambda g, h, d: g[(h, d, "DPGD-0th")],
+        lambda g, h, d: [max(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DP-GD")])],
+    )
 
 
 def best(grid: Grid) -> list[Verdict]:
-    if not {"DPZero", "DPGD-0th", "DP-GD"} <= set(grid.methods):
-        return []
-    g, cell = grid.g, _cell_labels(grid)
-    return [
-        cells_verdict(
-            grid,
-            {
-                cell[h, d]: grid.log_ratio(
-                    [min(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DPGD-0th")])],
-                    g[(h, d, "DP-GD")],
-                )
-                for h, d in grid.cells
-            },
-        )
-    ]
+    """The smaller of DPZero and DPGD-0th against DP-GD, cell by cell."""
+    return _cells_ratio(
+        grid,
+        lambda g, h, d: [min(a, b) for a, b in zip(g[(h, d, "DPZero")], g[(h, d, "DPGD-0th")])],
+        lambda g, h, d: g[(h, d, "DP-GD")],
+    )
 
 
 def full_rank(grid: Grid) -> list[Verdict]:
