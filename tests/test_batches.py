@@ -340,16 +340,3 @@ def test_a_loss_reduced_over_the_batch_is_refused_with_reduction_none(optimizer,
     # The loss ran on the secret batch: the step released as any step does (docs/privacy.md), and
     # says so.
     assert raised.value.dpnc_released and acct.releases == released + 1
-
-
-def test_a_wrong_shape_is_named_only_where_it_cannot_tell_the_batch_size():
-    from dpnc.batches import per_example_losses
-
-    losses = torch.ones(5)
-    assert per_example_losses(losses, 5) is losses
-    with pytest.raises(ValueError, match=r"got a 1-d tensor of another shape\. Compute the losses"):
-        per_example_losses(torch.ones(10), 5)  # (10,) would tell that B = 5
-    with pytest.raises(ValueError, match=r"here B = 1.*got shape \(1, 3\)\."):
-        per_example_losses(torch.ones(1, 3), 1)
-    with pytest.raises(ValueError, match=r"got float\. Do not reduce over the batch"):
-        per_example_losses(1.0, 5)

@@ -8,7 +8,14 @@ import torch
 
 from dpnc.privacy import Accountant, NoiseSource
 from dpnc.privacy.mechanisms import gaussian_mechanism
-from dpnc.sampling import FullBatch, PoissonSampler, ShuffleSampler, SinglePass, batch_losses
+from dpnc.sampling import (
+    FullBatch,
+    PoissonSampler,
+    ShuffleSampler,
+    SinglePass,
+    batch_losses,
+    per_example_losses,
+)
 
 
 @pytest.mark.parametrize("cls", [PoissonSampler, ShuffleSampler])
@@ -108,7 +115,8 @@ def test_batch_losses_checks_the_closure_contract():
         lambda b: 1.0,
     ):
         with pytest.raises(
-            ValueError, match="per-example losses of the batch it is given"
+            ValueError,
+            match=r"the closure must return per-example losses of shape \(B,\), B the size of the batch it is given",
         ) as refused:
             batch_losses(bad, batch)
         assert "3" not in str(refused.value) and "10" not in str(
@@ -130,3 +138,17 @@ def test_bad_sampler_arguments():
     with pytest.raises(TypeError, match="source must be a NoiseSource"):
         PoissonSampler(5, 1, source=torch.Generator())
     assert SinglePass(4).take(4).tolist() == [0, 1, 2, 3]
+
+
+def test_a_wrong_shape_is_named_only_where_it_cannot_tell_the_batch_size():
+    losses = torch.ones(5)
+    assert per_example_losses(losses, 5) is losses
+    with pytest.raises(ValueError, match=r"got a 1-d tensor of another shape\. Compute the losses"):
+        per_example_losses(torch.ones(10), 5)  # (10,) would tell that B = 5
+    with pytest.raises(ValueError, match=r"here B = 1.*got shape \(1, 3\)\."):
+        per_example_losses(torch.ones(1, 3), 1)
+    with pytest.raises(ValueError, match=r"got float\. Do not reduce over the batch"):
+        per_example_losses(1.0, 5)
+    # a grid of runs: reduced over the batch is shape `runs`, which the grid makes public
+    with pytest.raises(ValueError, match=r"of shape \(2, B\), .*got shape \(2,\)\. Do not reduce"):
+        per_example_losses(torch.ones(2), 5, (2,))

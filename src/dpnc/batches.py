@@ -33,6 +33,7 @@ from torch.utils.data.dataloader import default_collate
 
 from dpnc import distributed
 from dpnc.privacy.releases import Relation, Release
+from dpnc.sampling import per_example_losses
 
 
 def leaves(tree: Any) -> list:
@@ -92,35 +93,6 @@ def one_example(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
         return per_example_losses(out, 1).squeeze(0)
 
     return loss_one
-
-
-def per_example_losses(losses: Any, rows: int) -> torch.Tensor:
-    """``losses`` if they are one loss per example of the batch ``loss_fn`` was given, shape
-    (rows,); else ValueError saying so and how to get them (``reduction="none"`` for a reduced loss).
-
-    The shape got is named when it cannot tell the (secret) batch size: a 0-d or (1,) loss, the
-    reduced losses, or any shape for a batch of one."""
-    if isinstance(losses, torch.Tensor) and tuple(losses.shape) == (rows,):
-        return losses
-    shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else None
-    reduced = shape in ((), (1,))
-    if shape is None:
-        got = type(losses).__name__
-    elif rows == 1 or reduced:
-        got = f"shape {shape}"
-    else:
-        got = f"a {len(shape)}-d tensor of another shape"
-    here = " (here B = 1: each example is evaluated alone)" if rows == 1 else ""
-    fix = (
-        'Do not reduce over the batch: use reduction="none", e.g. F.cross_entropy(logits, y, '
-        'reduction="none")'
-        if reduced or shape is None
-        else "Compute the losses of exactly the batch loss_fn is given, one per example"
-    )
-    raise ValueError(
-        f"loss_fn must return per-example losses of shape (B,), B the size of the batch it is given"
-        f"{here}: clipping is per example; got {got}. {fix}"
-    )
 
 
 @contextlib.contextmanager

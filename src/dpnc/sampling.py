@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -27,6 +27,7 @@ __all__ = [
     "ShuffleSampler",
     "SinglePass",
     "batch_losses",
+    "per_example_losses",
 ]
 
 
@@ -240,8 +241,10 @@ def batch_losses(
     runs: tuple[int, ...] = (),
     *,
     dtype: torch.dtype = torch.float64,
+    who: str = "the closure",
 ) -> torch.Tensor:
-    """``closure(batch)``, checked to be the per-example losses of exactly that batch.
+    """``closure(batch)``, checked to be the per-example losses of exactly that batch
+    (:func:`per_example_losses`; ``who`` names the closure in its message).
 
     The ledger describes the batch the sampler drew; a closure that returns the whole dataset's
     losses, a 0-d mean or losses of some other batch would be accounted as something it is not.
@@ -249,20 +252,40 @@ def batch_losses(
     on a flat space, () for a model). An empty batch is not passed to the closure: its losses are an
     empty tensor, so the step's mean is 0 and it releases noise only.
     """
-    expected = (*runs, len(batch))
     if len(batch) == 0:
-        return torch.zeros(expected, dtype=dtype)
-    losses = closure(batch)
-    if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != expected:
-        # The message names neither shape: the batch's size is secret (Poisson), and so is a shape
-        # built from it.
-        got = (
-            f"{losses.ndim}-d tensor" if isinstance(losses, torch.Tensor) else type(losses).__name__
-        )
-        raise ValueError(
-            f"the closure must return the per-example losses of the batch it is given: a "
-            f"{len(expected)}-d tensor with one loss per example of `batch` (len(batch) along the last "
-            f"dimension); got a {got} of another shape. Compute the losses of exactly `batch` (the "
-            "sampler's draw), one per example, without reducing them"
-        )
+        return torch.zeros((*runs, 0), dtype=dtype)
+    return per_example_losses(closure(batch), len(batch), runs, who=who)
+
+
+def per_example_losses(
+    losses: Any, rows: int, runs: tuple[int, ...] = (), *, who: str = "loss_fn"
+) -> torch.Tensor:
+    """``losses`` if they are one loss per example of the batch ``who`` was given, shape
+    ``runs + (rows,)``; else ValueError saying so and how to get them (``reduction="none"`` for a
+    reduced loss).
+
+    The shape got is named only when it cannot tell the (secret) batch size: a reduced loss (shape
+    ``runs`` or ``runs + (1,)``), or any shape for a batch of one."""
+    if isinstance(losses, torch.Tensor) and tuple(losses.shape) == (*runs, rows):
+        return losses
+    shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else None
+    reduced = shape in (runs, (*runs, 1))
+    if shape is None:
+        got = type(losses).__name__
+    elif rows == 1 or reduced:
+        got = f"shape {shape}"
+    else:
+        got = f"a {len(shape)}-d tensor of another shape"
+    here = " (here B = 1: each example is evaluated alone)" if rows == 1 else ""
+    fix = (
+        'Do not reduce over the batch: use reduction="none", e.g. F.cross_entropy(logits, y, '
+        'reduction="none")'
+        if reduced or shape is None
+        else f"Compute the losses of exactly the batch {who} is given, one per example"
+    )
+    expected = "(" + ", ".join([*map(str, runs), "B"]) + ("," if not runs else "") + ")"
+    raise ValueError(
+        f"{who} must return per-example losses of shape {expected}, B the size of the batch it is "
+        f"given{here}: clipping is per example; got {got}. {fix}"
+    )
     return losses

@@ -23,7 +23,6 @@ from dpnc.batches import (
     check_loss_fn,
     map_leaves,
     one_example,
-    per_example_losses,
 )
 from dpnc.privacy.accountant import Accountant
 from dpnc.privacy.noise import NoiseSource
@@ -220,9 +219,7 @@ class _ZerothOrder(StepHooks, torch.optim.Optimizer):
         raised). The first exception is kept in ``failure`` for the step to raise after its
         release."""
         try:
-            return batch_losses(
-                lambda _: per_example_losses(loss_fn(*inputs), len(indices)), indices
-            )
+            return batch_losses(lambda _: loss_fn(*inputs), indices, who="loss_fn")
         except (ModelStateChanged, ModuleNotReady):
             raise
         except Exception as error:
